@@ -1,0 +1,31 @@
+"""The primitive and the gradient tools everything else builds on."""
+
+from toolkit.core.gradients import (
+    GradientComparison,
+    ParameterComparison,
+    assert_blocked,
+    compare_gradients,
+    has_gradient_path,
+)
+from toolkit.core.stop_gradient import (
+    disable_blocks,
+    is_block_disabled,
+    record_blocks,
+    reset_seen_blocks,
+    seen_blocks,
+    stop_gradient,
+)
+
+__all__ = [
+    "GradientComparison",
+    "ParameterComparison",
+    "assert_blocked",
+    "compare_gradients",
+    "disable_blocks",
+    "has_gradient_path",
+    "is_block_disabled",
+    "record_blocks",
+    "reset_seen_blocks",
+    "seen_blocks",
+    "stop_gradient",
+]
