@@ -1,0 +1,15 @@
+"""Shared test settings: deterministic, quiet, and independent of the machine's thread count."""
+
+import os
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything() -> None:
+    torch.manual_seed(0)
