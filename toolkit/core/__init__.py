@@ -5,6 +5,7 @@ from toolkit.core.gradients import (
     ParameterComparison,
     assert_blocked,
     compare_gradients,
+    count_graph_nodes,
     has_gradient_path,
 )
 from toolkit.core.stop_gradient import (
@@ -21,6 +22,7 @@ __all__ = [
     "ParameterComparison",
     "assert_blocked",
     "compare_gradients",
+    "count_graph_nodes",
     "disable_blocks",
     "has_gradient_path",
     "is_block_disabled",

@@ -8,7 +8,7 @@ autograd graph without running backward.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ __all__ = [
     "ParameterComparison",
     "assert_blocked",
     "compare_gradients",
+    "count_graph_nodes",
     "has_gradient_path",
 ]
 
@@ -226,14 +227,14 @@ def compare_gradients(
     return GradientComparison(per, overall, blocked, unblocked, disable)
 
 
-def _outputs(output: Any) -> list[torch.Tensor]:
+def _outputs(output: Any, where: str) -> list[torch.Tensor]:
     if isinstance(output, torch.Tensor):
         return [output]
     if isinstance(output, Mapping):
-        return [t for v in output.values() for t in _outputs(v)]
+        return [t for v in output.values() for t in _outputs(v, where)]
     if isinstance(output, (list, tuple)):
-        return [t for v in output for t in _outputs(v)]
-    raise TypeError(f"has_gradient_path: output must be a tensor or a list/tuple/dict of tensors, "
+        return [t for v in output for t in _outputs(v, where)]
+    raise TypeError(f"{where}: output must be a tensor or a list/tuple/dict of tensors, "
                     f"got {type(output).__name__}")
 
 
@@ -253,12 +254,23 @@ def has_gradient_path(output: Any, tensor: torch.Tensor) -> bool:
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"has_gradient_path: tensor must be a torch.Tensor, "
                         f"got {type(tensor).__name__}")
-    outputs = _outputs(output)
+    outputs = _outputs(output, "has_gradient_path")
     if not tensor.requires_grad:
         return False
     if any(o is tensor for o in outputs):
         return True
     target = tensor.grad_fn
+    for node in _walk_graph(outputs):
+        if target is not None:
+            if node is target:
+                return True
+        elif getattr(node, "variable", None) is tensor:  # AccumulateGrad of a leaf
+            return True
+    return False
+
+
+def _walk_graph(outputs: list[torch.Tensor]) -> Iterator[Any]:
+    """Every distinct autograd node reachable from ``outputs`` (depth first)."""
     stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
     visited: dict[int, Any] = {}  # keeps the nodes alive so that ids are not reused
     while stack:
@@ -266,13 +278,23 @@ def has_gradient_path(output: Any, tensor: torch.Tensor) -> bool:
         if id(node) in visited:
             continue
         visited[id(node)] = node
-        if target is not None:
-            if node is target:
-                return True
-        elif getattr(node, "variable", None) is tensor:  # AccumulateGrad of a leaf
-            return True
+        yield node
         stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
-    return False
+
+
+def count_graph_nodes(output: Any) -> int:
+    """Number of distinct autograd nodes reachable from ``output`` (``AccumulateGrad`` included).
+
+    A size measure of the backward graph: a ``stop_gradient`` boundary removes everything that
+    was only reachable through it.
+
+    >>> import torch
+    >>> from toolkit.core.gradients import count_graph_nodes
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> count_graph_nodes((x.exp() * 2).sum())  # Sum, Mul, Exp, AccumulateGrad
+    4
+    """
+    return sum(1 for _ in _walk_graph(_outputs(output, "count_graph_nodes")))
 
 
 def assert_blocked(output: Any, tensor: torch.Tensor, name: str | None = None) -> None:
