@@ -1,8 +1,37 @@
-"""Experiment runner: configs, run directories, metrics, comparisons, sweeps and the CLI.
+"""The experiment runner: configs, run contexts, results, sweeps.
 
-Measurement probes (``measure_memory``, ``time_fn``) live in :mod:`toolkit.runner.probes`.
+Write an experiment as ``experiments/<name>.py`` with ``Params(ExperimentParams)`` and
+``run(params, ctx: RunContext)``; run it with ``toolkit run CONFIG`` or :func:`run_experiment`;
+read it back with :class:`RunResults`.
 """
 
+from toolkit.runner.config import RunConfig, load_config, make_config, parse_override
+from toolkit.runner.context import RunContext, Timer, seed_everything
+from toolkit.runner.errors import ConfigError, ExperimentLoadError, RunInterrupted
+from toolkit.runner.params import ExperimentParams
 from toolkit.runner.probes import MemoryStats, TimingStats, measure_memory, time_fn
+from toolkit.runner.results import RunResults, find_runs
+from toolkit.runner.run import RunOutcome, execute, run_experiment
 
-__all__ = ["MemoryStats", "TimingStats", "measure_memory", "time_fn"]
+__all__ = [
+    "ConfigError",
+    "ExperimentLoadError",
+    "ExperimentParams",
+    "MemoryStats",
+    "RunConfig",
+    "RunContext",
+    "RunInterrupted",
+    "RunOutcome",
+    "RunResults",
+    "Timer",
+    "TimingStats",
+    "execute",
+    "find_runs",
+    "load_config",
+    "make_config",
+    "measure_memory",
+    "parse_override",
+    "run_experiment",
+    "seed_everything",
+    "time_fn",
+]

@@ -1,0 +1,486 @@
+"""Run configurations: TOML files validated by pydantic, dotted overrides, sweeps and seeds.
+
+A config file holds the common keys and the experiment's own ``[params]``::
+
+    experiment = "em_gmm"
+    seed = 0                    # or: seeds = [0, 1, 2]   (replicates)
+    device = "auto"             # auto | cpu | cuda | cuda:N
+    dtype = "float64"           # float16 | bfloat16 | float32 | float64
+    disable_blocks = ["em.*"]   # patterns switched off in the "unblocked" variant
+    output_dir = "results"
+
+    [params]
+    n_iter = 100
+
+    [sweep]                     # optional grid: every combination is one run (per seed)
+    params.n_components = [2, 3, 4]
+
+:func:`load_config` turns a file (+ ``--set`` overrides) into a list of :class:`RunConfig`, one
+per run, each fully validated before anything is written. Every mistake raises
+:class:`~toolkit.runner.errors.ConfigError`, whose message is one line naming the file, the key
+path and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from toolkit.runner import tomlio
+from toolkit.runner.errors import ConfigError, ExperimentLoadError, suggest
+
+__all__ = [
+    "DTYPES",
+    "RunConfig",
+    "load_config",
+    "make_config",
+    "parse_override",
+    "parse_seeds",
+    "resolve_device",
+]
+
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+_KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_SWEEPABLE = ("device", "dtype", "disable_blocks")
+
+
+class _FileConfig(BaseModel):
+    """The common keys of a config file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str = Field(description="name of a module in experiments/ (see `toolkit list`)")
+    seed: int | None = Field(None, ge=0, description="random seed of a single run")
+    seeds: list[int] | None = Field(None, min_length=1, description="seeds of replicate runs")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
+    disable_blocks: list[str] = Field(default_factory=lambda: ["*"],
+                                      description="fnmatch patterns of blocks to switch off")
+    output_dir: str = Field("results", min_length=1, description="root of the run directories")
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, Any] = Field(default_factory=dict)
+
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not _DEVICE_RE.match(value):
+            raise ValueError(f"unknown device {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One fully resolved and validated run: what ``config.toml`` of a run directory holds."""
+
+    experiment: str
+    params: dict[str, Any]
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "float32"
+    disable_blocks: tuple[str, ...] = ("*",)
+    output_dir: str = "results"
+    source: str = field(default="<python>", compare=False)
+    sweep_point: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a plain nested dict (what ``config.toml`` contains)."""
+        return {
+            "experiment": self.experiment,
+            "seed": self.seed,
+            "device": self.device,
+            "dtype": self.dtype,
+            "disable_blocks": list(self.disable_blocks),
+            "output_dir": self.output_dir,
+            "params": copy.deepcopy(self.params),
+        }
+
+    def to_toml(self) -> str:
+        header = f"resolved config of a {self.experiment} run (from {self.source})"
+        return tomlio.dumps(self.to_dict(), header=header)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
+                   ) -> torch.device:
+    """``auto`` → ``cuda`` when available, else ``cpu``; ``cuda`` without CUDA is a ConfigError."""
+    if not isinstance(device, str) or not _DEVICE_RE.match(device):
+        raise ConfigError(source, key, f"unknown device {device!r}",
+                          'use "auto", "cpu", "cuda" or "cuda:N"')
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(source, key, f"device {device!r} requested but CUDA is not "
+                              "available on this machine", 'use device = "cpu" or "auto"')
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(source, key, f"device {device!r} requested but only "
+                              f"{torch.cuda.device_count()} CUDA device(s) exist",
+                              'use "cuda:0" or "auto"')
+    return torch.device(device)
+
+
+# ----------------------------------------------------------------------------- overrides
+
+
+def _split_key(key: str, source: str) -> list[str]:
+    parts = key.split(".")
+    if not key or not all(_KEY_PART.match(p) for p in parts):
+        raise ConfigError(source, key or "''", "not a valid dotted key",
+                          "use letters, digits and '_' separated by dots, e.g. "
+                          "params.n_steps=10")
+    return parts
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"params.n_steps=10"`` → ``("params.n_steps", 10)``.
+
+    The value is a TOML literal (``10``, ``1e-3``, ``true``, ``[1, 2]``, ``"a b"``); a plain
+    word that is not one (``cpu``, ``em.*``) is taken as a string.
+    """
+    source = f"--set {text}"
+    if "=" not in text:
+        raise ConfigError(source, "", "expected KEY=VALUE",
+                          "write it as --set params.n_steps=10 (a dotted key, '=', a TOML value)")
+    key, _, raw = text.partition("=")
+    key = key.strip()
+    raw = raw.strip()
+    _split_key(key, source)
+    if not raw:
+        raise ConfigError(source, key, "missing value after '='",
+                          "give a TOML value, e.g. 10, 0.5, true, \"text\" or [1, 2]")
+    try:
+        value = tomlio.parse_literal(raw)
+    except ValueError:
+        raise ConfigError(source, key, f"{raw!r} is not a TOML value",
+                          "quote strings (\"text\") and close lists ([1, 2])") from None
+    return key, value
+
+
+def parse_seeds(text: str, *, source: str = "--seeds") -> list[int]:
+    """``"0,1,2"`` or ``"0-4"`` → a list of non-negative seeds."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if re.match(r"^\d+-\d+$", part):
+                lo, hi = (int(x) for x in part.split("-"))
+                if hi < lo:
+                    raise ValueError(part)
+                seeds.extend(range(lo, hi + 1))
+            else:
+                value = int(part)
+                if value < 0:
+                    raise ValueError(part)
+                seeds.append(value)
+    except ValueError:
+        raise ConfigError(source, "", f"{text!r} is not a list of seeds",
+                          "use non-negative integers separated by commas (0,1,2) or a range "
+                          "(0-4)") from None
+    return seeds
+
+
+def _set_path(data: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            path = ".".join(parts[: i + 1])
+            raise ConfigError(source, path, f"is a value ({child!r}), not a table",
+                              f"set {path}=... directly")
+        node = child
+    node[parts[-1]] = value
+
+
+# ----------------------------------------------------------------------------- validation
+
+_FIXES = {
+    "greater_than": "use a value > {gt}",
+    "greater_than_equal": "use a value >= {ge}",
+    "less_than": "use a value < {lt}",
+    "less_than_equal": "use a value <= {le}",
+    "int_parsing": "use an integer such as 10",
+    "int_type": "use an integer such as 10",
+    "int_from_float": "use an integer such as 10 (no fractional part)",
+    "float_parsing": "use a number such as 0.5",
+    "float_type": "use a number such as 0.5",
+    "bool_parsing": "use true or false",
+    "bool_type": "use true or false",
+    "string_type": 'use a quoted string such as "text"',
+    "list_type": "use a list such as [1, 2]",
+    "tuple_type": "use a list such as [1, 2]",
+    "dict_type": "use a table",
+    "literal_error": "use one of {expected}",
+    "enum": "use one of {expected}",
+    "missing": "add this key",
+    "too_short": "give at least {min_length} item(s)",
+    "too_long": "give at most {max_length} item(s)",
+    "string_too_short": "give at least {min_length} character(s)",
+    "string_pattern_mismatch": "use a value matching {pattern}",
+    "value_error": "",
+}
+
+
+def _pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
+                    source_of: Any) -> ConfigError:
+    """The first validation error of ``err`` as a one-line ConfigError."""
+    first = err.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    key = ".".join([prefix, *loc] if prefix else loc)
+    source = source_of(key)
+    if first["type"] == "extra_forbidden":
+        fields = _fields_at(model, loc[:-1])
+        hint = suggest(loc[-1], fields)
+        valid = ", ".join(fields) if fields else "none"
+        fix = f"{hint} (valid keys: {valid})" if hint else f"valid keys: {valid}"
+        return ConfigError(source, key, "unknown key", fix)
+    ctx = dict(first.get("ctx") or {})
+    template = _FIXES.get(first["type"], "")
+    try:
+        fix = template.format(**ctx)
+    except (KeyError, IndexError):
+        fix = ""
+    description = _description(model, loc)
+    if description:
+        fix = f"{fix} ({loc[-1]}: {description})" if fix else f"{loc[-1]}: {description}"
+    problem = first["msg"].removeprefix("Value error, ")
+    if first["type"] != "missing":
+        problem += f", got {first.get('input')!r}"
+    return ConfigError(source, key, problem, fix)
+
+
+def _fields_at(model: type[BaseModel], loc: list[str]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        info = getattr(current, "model_fields", {}).get(part)
+        if info is None:
+            return []
+        current = info.annotation
+    return list(getattr(current, "model_fields", {}))
+
+
+def _description(model: type[BaseModel], loc: list[str]) -> str:
+    info = model.model_fields.get(loc[0]) if loc else None
+    return (info.description or "") if info is not None and len(loc) == 1 else ""
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, path))
+        else:
+            flat[path] = value
+    return flat
+
+
+class _Sources:
+    """Which input (file, ``--set``, ``[sweep]``) a key path came from, for error messages."""
+
+    def __init__(self, path: str, overrides: Sequence[tuple[str, str]]) -> None:
+        self.path = path
+        self.overrides = list(overrides)  # (dotted key, original text)
+        self.sweep: set[str] = set()
+
+    def __call__(self, key: str) -> str:
+        for okey, text in reversed(self.overrides):
+            if key == okey or key.startswith(okey + ".") or okey.startswith(key + "."):
+                return f"--set {text}"
+        for skey in self.sweep:
+            if key == skey or key.startswith(skey + "."):
+                return f"{self.path} [sweep]"
+        return self.path
+
+
+def _load_experiment(name: str, source: str):
+    from toolkit.runner.registry import discover, load_experiment
+
+    try:
+        return load_experiment(name)
+    except KeyError:
+        hint = suggest(name, discover())
+        fix = f"{hint} (`toolkit list` shows all)" if hint else "`toolkit list` shows the experiments"
+        raise ConfigError(source, "experiment", f"unknown experiment {name!r}", fix) from None
+    except ExperimentLoadError as err:
+        raise ConfigError(source, "experiment", f"experiment {name!r} cannot be loaded: "
+                          f"{err.problem}", "fix that module (see `toolkit list`)") from None
+
+
+def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: _Sources
+                     ) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(sources("params"), "params", f"must be a table, got {raw!r}",
+                          "write the experiment's keys under [params]")
+    try:
+        model = experiment.Params.model_validate(dict(raw))
+    except ValidationError as err:
+        raise _pydantic_error(err, experiment.Params, prefix="params",
+                              source_of=sources) from None
+    return model.model_dump(mode="json")
+
+
+def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = None, *,
+                seed: int = 0, device: str = "auto", dtype: str = "float32",
+                disable_blocks: Sequence[str] = ("*",), output_dir: str | Path = "results",
+                source: str = "<python>") -> RunConfig:
+    """Validate one run given in Python (the same checks as a config file)."""
+    sources = _Sources(source, [])
+    raw: dict[str, Any] = {"experiment": experiment, "seed": seed, "device": device,
+                           "dtype": dtype, "disable_blocks": list(disable_blocks),
+                           "output_dir": str(output_dir)}
+    try:
+        common = _FileConfig.model_validate(raw)
+    except ValidationError as err:
+        raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+    exp = _load_experiment(common.experiment, source)
+    if isinstance(params, BaseModel):
+        params = params.model_dump(mode="json")
+    values = _validate_params(exp, params or {}, sources)
+    resolve_device(common.device, source=source)
+    return RunConfig(experiment=common.experiment, params=values, seed=int(seed),
+                     device=common.device, dtype=common.dtype,
+                     disable_blocks=tuple(common.disable_blocks),
+                     output_dir=common.output_dir, source=source)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    source = str(path)
+    if not path.exists():
+        hint = ""
+        try:
+            from toolkit.runner.registry import config_files
+
+            names = [p.name for p in config_files()]
+            close = suggest(path.name, names)
+            hint = f" ({close})" if close else ""
+        except Exception:  # pragma: no cover - the hint is optional
+            pass
+        raise ConfigError(source, "", "no such file",
+                          f"check the path; `toolkit list` shows the configs{hint}")
+    if path.is_dir():
+        raise ConfigError(source, "", "is a directory, not a config file",
+                          "give a .toml file such as configs/showcase.toml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(source, "", f"cannot be read ({err})",
+                          "check the file's permissions and encoding (UTF-8)") from None
+    try:
+        return tomlio.loads(text)
+    except tomlio.TOMLDecodeError as err:
+        raise ConfigError(source, "", f"invalid TOML: {err}",
+                          "fix the syntax at that line and column") from None
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = (), *,
+                seeds: Sequence[int] | None = None, output_dir: str | Path | None = None
+                ) -> list[RunConfig]:
+    """Read, override, validate and expand a config file into one :class:`RunConfig` per run.
+
+    Args:
+        path: the TOML file.
+        overrides: ``"dotted.key=VALUE"`` strings (``--set``), applied in order before validation.
+        seeds: replicate seeds that replace ``seed``/``seeds`` of the file (``--seeds``).
+        output_dir: replaces ``output_dir`` of the file (``--out``).
+
+    Returns:
+        The runs: the ``[sweep]`` grid (in the order the keys appear, last key fastest) times the
+        seeds. Everything is validated before this returns; nothing is written.
+    """
+    path = Path(path)
+    raw = _read(path)
+    parsed = [(parse_override(text), text) for text in overrides]
+    sources = _Sources(str(path), [(key, text) for (key, _), text in parsed])
+    for (key, value), text in parsed:
+        # an overridden seed/seeds replaces the other one of the file
+        if key in ("seed", "seeds"):
+            raw.pop("seeds" if key == "seed" else "seed", None)
+        _set_path(raw, key.split("."), value, f"--set {text}")
+    if output_dir is not None:
+        raw["output_dir"] = str(output_dir)
+    try:
+        common = _FileConfig.model_validate(raw)
+    except ValidationError as err:
+        raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+    source = str(path)
+    if common.seed is not None and common.seeds is not None:
+        raise ConfigError(sources("seeds"), "seeds", "both `seed` and `seeds` are set",
+                          "keep one: seed = 0 for one run, seeds = [0, 1, 2] for replicates")
+    if seeds is not None:
+        run_seeds = list(seeds)
+        if not run_seeds or any(s < 0 for s in run_seeds):
+            raise ConfigError("--seeds", "", f"{run_seeds} is not a list of seeds",
+                              "give non-negative integers such as 0,1,2")
+    elif common.seeds is not None:
+        run_seeds = list(common.seeds)
+        if any(s < 0 for s in run_seeds):
+            raise ConfigError(sources("seeds"), "seeds", f"seeds must be >= 0, got {run_seeds}",
+                              "use non-negative integers")
+    else:
+        run_seeds = [common.seed if common.seed is not None else 0]
+    if len(set(run_seeds)) != len(run_seeds):
+        raise ConfigError(sources("seeds"), "seeds", f"repeated seeds in {run_seeds}",
+                          "list each seed once")
+    exp = _load_experiment(common.experiment, sources("experiment"))
+
+    grid = _flatten(common.sweep)
+    sources.sweep = {f"{k}" for k in grid}
+    for key, values in grid.items():
+        top = key.split(".")[0]
+        if not (key.startswith("params.") or key in _SWEEPABLE):
+            hint = suggest(key, [*_SWEEPABLE, *(f"params.{f}" for f in exp.Params.model_fields)])
+            raise ConfigError(source, f"sweep.{key}", "cannot be swept",
+                              (hint + " " if hint else "") + "sweep params.<name>, device, dtype "
+                              "or disable_blocks; use `seeds = [...]` for replicates")
+        if top == "params" and key.split(".")[1] not in exp.Params.model_fields:
+            name = key.split(".")[1]
+            hint = suggest(name, exp.Params.model_fields)
+            raise ConfigError(source, f"sweep.{key}", "unknown key",
+                              f"{hint} (valid keys: {', '.join(exp.Params.model_fields)})"
+                              if hint else f"valid keys: {', '.join(exp.Params.model_fields)}")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(source, f"sweep.{key}", f"must be a non-empty list, got {values!r}",
+                              f"write {key} = [value1, value2]")
+
+    runs: list[RunConfig] = []
+    keys = list(grid)
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        member = {k: v for k, v in raw.items() if k not in ("sweep", "seeds", "seed")}
+        member = copy.deepcopy(member)
+        member.setdefault("params", {})
+        point = dict(zip(keys, combo))
+        for key, value in point.items():
+            _set_path(member, key.split("."), value, f"{source} [sweep]")
+        try:
+            m = _FileConfig.model_validate(member)
+        except ValidationError as err:
+            raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+        values = _validate_params(exp, m.params, sources)
+        resolve_device(m.device, source=sources("device"))
+        for seed in run_seeds:
+            runs.append(RunConfig(experiment=m.experiment, params=values, seed=int(seed),
+                                  device=m.device, dtype=m.dtype,
+                                  disable_blocks=tuple(m.disable_blocks),
+                                  output_dir=m.output_dir, source=source, sweep_point=point))
+    return runs

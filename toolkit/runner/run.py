@@ -1,0 +1,252 @@
+"""Executing one run: the run directory, meta.json, signals, failures, the report."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolkit.runner.config import RunConfig, load_config, make_config, resolve_device
+from toolkit.runner.context import RunContext, _RunFiles
+from toolkit.runner.errors import ConfigError, RunInterrupted
+from toolkit.runner.results import (
+    RunResults,
+    atomic_write_json,
+    atomic_write_text,
+    new_run_dir,
+    utc_now,
+)
+
+__all__ = ["RunOutcome", "check_output_dir", "execute", "run_experiment"]
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import torch
+
+    import toolkit
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "numpy": numpy.__version__, "toolkit": toolkit.__version__}
+
+
+def check_output_dir(config: RunConfig, *, source: str | None = None) -> Path:
+    """Make sure ``<output_dir>/<experiment>/`` can hold a new run; ConfigError otherwise."""
+    root = Path(config.output_dir)
+    parent = root / config.experiment
+    src = source or config.source
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        probe = parent / f".write-test-{os.getpid()}-{threading.get_ident()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(src, "output_dir", f"cannot write run directories to {str(root)!r} "
+                          f"({reason})", "choose a writable folder with --out DIR or "
+                          "output_dir = \"...\"") from None
+    return parent
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise RunInterrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[list[int]]:
+    """While finishing a run's files, remember signals instead of raising mid-write."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    old = {s: signal.signal(s, lambda signum, frame: received.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended: directory, status (complete|failed|interrupted) and exit code."""
+
+    run_dir: Path
+    status: str
+    exit_code: int
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[str] | None,
+              raise_errors: bool) -> tuple[RunOutcome, BaseException | None]:
+    from toolkit.runner.registry import load_experiment
+
+    experiment = load_experiment(config.experiment)
+    params = experiment.Params.model_validate(config.params)
+    device = resolve_device(config.device, source=config.source)
+    check_output_dir(config)
+
+    run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
+    started = utc_now()
+    t0 = time.perf_counter()
+    meta: dict[str, Any] = {
+        "status": "running",
+        "experiment": config.experiment,
+        "run_id": run_dir.name,
+        "seed": config.seed,
+        "device": str(device),
+        "device_requested": config.device,
+        "dtype": config.dtype,
+        "disable_blocks": list(config.disable_blocks),
+        "sweep_point": config.sweep_point,
+        "config_source": config.source,
+        "argv": list(sys.argv if argv is None else argv),
+        "versions": _versions(),
+        "platform": platform.platform(),
+        "pid": os.getpid(),
+        "started": started.isoformat(),
+        "ended": None,
+        "duration_s": None,
+        "error": None,
+        "traceback": None,
+    }
+    atomic_write_text(run_dir / "config.toml", config.to_toml())
+    atomic_write_json(run_dir / "meta.json", meta)
+    files = _RunFiles(run_dir, quiet=quiet)
+    # Empty summary/costs exist from the start, so a report can be drawn from any run.
+    files.write_summary()
+    files.write_costs()
+    error: BaseException | None = None
+    status = "complete"
+    exit_code = 0
+    try:
+        with _signals_raise():
+            ctx = RunContext(run_dir=run_dir, seed=config.seed, device=device,
+                             dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
+                             quiet=quiet, params=params, _files=files)
+            experiment.run(params, ctx)
+    except RunInterrupted as err:
+        status, exit_code, error = "interrupted", err.exit_code, err
+    except KeyboardInterrupt as err:
+        status, exit_code, error = "interrupted", 130, err
+    except Exception as err:
+        status, exit_code, error = "failed", 1, err
+    with _signals_deferred() as received:
+        files.close()
+        meta.update({
+            "status": status,
+            "ended": utc_now().isoformat(),
+            "duration_s": round(time.perf_counter() - t0, 3),
+            "n_logged": files.n_logged,
+            "blocks_seen": list(files.blocks_seen),
+            "children": files.children,
+            "warnings": files.warnings,
+        })
+        if error is not None:
+            meta["error"] = f"{type(error).__name__}: {error}"
+            meta["traceback"] = "".join(traceback.format_exception(error))
+        atomic_write_json(run_dir / "meta.json", meta)
+        if report and status != "interrupted":
+            t_report = time.perf_counter()
+            try:
+                from toolkit.report import write_report
+
+                write_report(run_dir)
+                meta["report_s"] = round(time.perf_counter() - t_report, 3)
+            except Exception as err:  # the run's numbers stay valid without a report
+                meta["report_error"] = f"{type(err).__name__}: {err}"
+                print(f"toolkit: warning: {run_dir}: report failed: {meta['report_error']}",
+                      file=sys.stderr)
+            atomic_write_json(run_dir / "meta.json", meta)
+    if received and error is None:
+        # A signal during the final writes: the experiment finished, say so but exit non-zero.
+        exit_code = 128 + received[0]
+    outcome = RunOutcome(run_dir, status, exit_code, meta["error"], meta["duration_s"])
+    if raise_errors and error is not None:
+        return outcome, error
+    return outcome, None
+
+
+def execute(config: RunConfig, *, quiet: bool = False, report: bool = True,
+            argv: Sequence[str] | None = None) -> RunOutcome:
+    """Run one validated config; never raises for a failing experiment (see the outcome)."""
+    outcome, _ = _run_once(config, quiet=quiet, report=report, argv=argv, raise_errors=False)
+    return outcome
+
+
+def run_experiment(experiment: str | Path | RunConfig,
+                   params: Mapping[str, Any] | BaseModel | None = None, *,
+                   seed: int = 0, device: str = "auto", dtype: str = "float32",
+                   disable_blocks: Sequence[str] = ("*",),
+                   output_dir: str | Path = "results", overrides: Sequence[str] = (),
+                   quiet: bool = True, report: bool = True) -> RunResults:
+    """Run one experiment from Python and return its results.
+
+    Args:
+        experiment: an experiment name (``"em_gmm"``), a path to a TOML config (one run; its
+            ``[sweep]``/``seeds`` must give a single run), or a :class:`RunConfig`.
+        params: the experiment's parameters (dict or ``Params`` instance); with a config file
+            they are applied as ``--set params.<key>=...`` overrides.
+        seed, device, dtype, disable_blocks, output_dir: the common config keys (ignored for a
+            config file except ``output_dir`` when given explicitly... see ``overrides``).
+        overrides: ``"dotted.key=VALUE"`` strings for a config file.
+        quiet: no progress bars. report: draw figures and write report.html/report.md.
+
+    Raises:
+        ConfigError: invalid input (nothing is written).
+        RunInterrupted: SIGINT/SIGTERM during the run (marked ``interrupted``).
+        Exception: whatever the experiment raised (the run is marked ``failed``).
+
+    >>> # run_experiment("quadratic_target", {"n_steps": 20}, seed=0).summary["blocked"]
+    """
+    if isinstance(experiment, RunConfig):
+        config = experiment
+    elif isinstance(experiment, Path) or str(experiment).endswith(".toml"):
+        extra = list(overrides)
+        if params is not None:
+            if isinstance(params, BaseModel):
+                params = params.model_dump(mode="json")
+            from toolkit.runner import tomlio
+
+            for key, value in params.items():
+                extra.append(f"params.{key}={tomlio.dumps({'v': value}).split('=', 1)[1].strip()}")
+        configs = load_config(experiment, extra,
+                              output_dir=output_dir if output_dir != "results" else None)
+        if len(configs) != 1:
+            raise ConfigError(str(experiment), "sweep", f"gives {len(configs)} runs",
+                              "run_experiment runs one; use `toolkit run` or run_configs()")
+        config = configs[0]
+    else:
+        config = make_config(str(experiment), params, seed=seed, device=device, dtype=dtype,
+                             disable_blocks=disable_blocks, output_dir=output_dir)
+    outcome, error = _run_once(config, quiet=quiet, report=report, argv=None, raise_errors=True)
+    if error is not None:
+        raise error
+    return RunResults(outcome.run_dir)
