@@ -50,6 +50,11 @@ _SEEN: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
 # passed along, so that dynamo guards on it and re-traces when the setting changes.
 _COMPILE_KEY: tuple[tuple[str, ...] | None, ...] = ()
 
+# ``torch.compiler.is_compiling`` appeared in torch 2.3; older releases have the dynamo spelling.
+_is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", None) or (
+    lambda: torch._dynamo.is_compiling()
+)
+
 
 def _check_name(name: object, *, where: str) -> str:
     if not isinstance(name, str):
@@ -170,7 +175,7 @@ def stop_gradient(x: T, name: str | None = None) -> T:
     """
     if name is not None:
         _check_name(name, where="stop_gradient")
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         disabled = _decide_at_trace_time(name, _COMPILE_KEY)
     else:
         if name is not None:
