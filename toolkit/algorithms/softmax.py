@@ -1,0 +1,451 @@
+"""Softmax, log-softmax and log-sum-exp with the max-shift behind a named ``stop_gradient``.
+
+The textbook ``exp(x) / Σ exp(x)`` overflows as soon as a logit passes ``log(finfo.max)``
+(≈ 88.72 in float32, ≈ 11.09 in float16). Every stable implementation shifts first::
+
+    z = x - stop_gradient(max(x))          # the one block of this module: "softmax.max"
+    softmax(x) = exp(z) / Σ exp(z),   log_softmax(x) = z - log Σ exp(z),
+    logsumexp(x) = log Σ exp(z) + stop_gradient(max(x))
+
+Softmax is shift-invariant (``softmax(x - c) = softmax(x)`` for any ``c`` constant along the
+reduced dimensions), so in exact arithmetic the gradient that flows through ``max`` is zero. The
+block says so to autograd: the backward graph loses the ``max`` branch (its reduction, the
+tie-splitting mask of ``amax``'s backward and the broadcast subtraction), and tied maxima never
+have to share a gradient. Inside ``disable_blocks("softmax.*")`` the same code lets the gradient
+through ``max`` and the result is the same up to rounding (see ``experiments/softmax_gradients``).
+
+All functions share one private helper, :func:`_shifted`, which holds the module's single block.
+
+Conventions shared by every function here:
+
+- ``dim``: an int or a tuple of ints; the reduction runs over all of them at once.
+- ``where``: boolean mask broadcastable to ``x``; ``False`` entries are left out (probability 0,
+  log-probability ``-inf``, no contribution to the sum) and receive a zero gradient, whatever
+  value ``x`` holds there (even ``nan``/``inf``).
+- A row (slice along ``dim``) with nothing left in it, because it is fully masked or all
+  ``-inf``, gives softmax 0, log-softmax ``-inf`` and logsumexp ``-inf``, with finite (zero)
+  gradients. ``torch.softmax`` returns ``nan`` for an all ``-inf`` row; here such a row behaves
+  like a fully masked one, which is what attention masks built with ``-inf`` expect.
+- ``+inf`` in a row: softmax and log-softmax of that row are ``nan`` (as ``torch.softmax`` and
+  ``jax.nn.softmax``: the limit depends on how the entries grow, so no value is right);
+  logsumexp is ``+inf`` (as ``torch.logsumexp`` and ``scipy.special.logsumexp``).
+- ``nan`` anywhere in a row propagates to the whole row.
+- ``dtype``: cast ``x`` to it first, like ``torch.softmax(x, dim, dtype=...)``: pass
+  ``dtype=torch.float32`` to compute float16/bfloat16 inputs in float32 (the result is float32).
+- Inputs may be tensors or anything ``torch.as_tensor`` accepts; results are tensors.
+
+References:
+    - Blanchard, Higham, Higham (2021), "Accurately computing the log-sum-exp and softmax
+      functions", IMA J. Numer. Anal. 41(4). https://doi.org/10.1093/imanum/draa038
+    - JAX ``jax.nn.softmax`` / ``log_softmax`` (shift by ``stop_gradient(max)``).
+      https://jax.readthedocs.io/en/latest/_autosummary/jax.nn.softmax.html
+    - ``scipy.special.logsumexp`` (weights ``b``, ``return_sign``).
+      https://docs.scipy.org/doc/scipy/reference/generated/scipy.special.logsumexp.html
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+
+from toolkit.core.stop_gradient import stop_gradient
+
+__all__ = ["log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
+
+Dim = int | Sequence[int]
+Impl = Literal["reference", "fused"]
+
+
+# --------------------------------------------------------------------------------------------
+# validation (public entry points only)
+
+
+def _as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str) -> torch.Tensor:
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{where}: dtype must be a torch.dtype such as torch.float32, "
+                        f"got {type(dtype).__name__} {dtype!r}")
+    if dtype is not None and not dtype.is_floating_point:
+        raise TypeError(f"{where}: dtype must be a floating-point torch.dtype, got {dtype}")
+    if not isinstance(x, torch.Tensor):
+        try:
+            x = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"{where}: x must be a tensor or array-like of numbers, "
+                            f"got {type(x).__name__}") from err
+    if dtype is not None:
+        return x.to(dtype)
+    if not x.is_floating_point():
+        raise TypeError(f"{where}: x must be a floating-point tensor, got {x.dtype}; pass "
+                        f"dtype=torch.float32 (or float64) to compute in floating point")
+    return x
+
+
+def _check_dims(dim: Any, ndim: int, shape: torch.Size, *, where: str) -> tuple[int, ...]:
+    """Normalise ``dim`` (int or sequence of ints) to sorted non-negative ints, validated."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, Sequence)) or isinstance(dim, str):
+        raise TypeError(f"{where}: dim must be an int or a tuple of ints, "
+                        f"got {type(dim).__name__} {dim!r}")
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not dims:
+        raise ValueError(f"{where}: dim must name at least one dimension, got {dim!r}")
+    rank = max(ndim, 1)  # a 0-d tensor accepts dim 0 / -1, as in torch.softmax
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError(f"{where}: dim must be an int or a tuple of ints, got {dim!r}")
+        if not -rank <= d < rank:
+            raise ValueError(f"{where}: dim {d} is out of range for a tensor with {ndim} "
+                             f"dimension(s) (expected {-rank} <= dim < {rank})")
+        out.append(d % rank)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{where}: dim must not repeat a dimension, got {dim!r}")
+    if ndim > 0:
+        for d in out:
+            if shape[d] == 0:
+                raise ValueError(f"{where}: cannot reduce over dimension {d} of size 0 "
+                                 f"(x has shape {tuple(shape)})")
+    return tuple(sorted(out))
+
+
+def _check_mask(mask: Any, shape: torch.Size, device: torch.device, *, where: str,
+                arg: str = "where") -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor):
+        mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{where}: {arg} must be a boolean tensor, got {mask.dtype}")
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != shape:
+        raise ValueError(f"{where}: {arg} of shape {tuple(mask.shape)} does not broadcast to x's "
+                         f"shape {tuple(shape)}")
+    return mask.to(device)
+
+
+def _check_impl(impl: Any, *, where: str) -> str:
+    if impl not in ("reference", "fused"):
+        raise ValueError(f"{where}: impl must be 'reference' or 'fused', got {impl!r}")
+    return impl
+
+
+def _prepare(x: Any, dim: Any, where: Any, dtype: Any, *, name: str
+             ) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """Validated input with masked entries replaced by ``-inf``, and the normalised dims."""
+    x = _as_float_tensor(x, dtype, where=name)
+    dims = _check_dims(dim, x.ndim, x.shape, where=name)
+    if where is not None:
+        mask = _check_mask(where, x.shape, x.device, where=name)
+        # masked_fill, not torch.where: the masked entries get exactly zero gradient, even when
+        # x holds inf/nan there (no 0 * inf in the backward).
+        x = x.masked_fill(~mask, -math.inf)
+    return x, dims
+
+
+# --------------------------------------------------------------------------------------------
+# the shared core
+
+
+def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x - m, m)`` with ``m = max(x)`` over ``dims`` (kept as size-1 dims), behind the block.
+
+    ``amax`` rather than ``max``: no indices are computed, several dims reduce at once, and
+    without the block its backward splits the gradient evenly among tied maxima. Rows whose max
+    is ``-inf`` (empty after masking) are shifted by 0, so that ``x - m`` is ``-inf`` there and
+    not ``nan``; a ``+inf`` max is kept, which makes the row ``nan`` in softmax (documented).
+    """
+    m = x.amax(dim=dims, keepdim=True)
+    m = m.masked_fill(m == -math.inf, 0.0)
+    # Softmax is shift-invariant: for any c constant along dims, softmax(x - c) == softmax(x),
+    # so the gradient through the max is exactly zero in exact arithmetic. Blocking it keeps
+    # exp(x - m) <= 1 without differentiating max: a smaller backward graph and no gradient
+    # split among tied maxima.
+    m = stop_gradient(m, name="softmax.max")
+    return torch.sub(x, m), m
+
+
+def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """Reference composition; returns a fresh tensor that the caller may modify in place.
+
+    ``log_softmax = z + c`` with ``c = -log Σ exp(z)``. The normalisation enters additively, so
+    its gradient is a plain reduction of the incoming gradient (no full-size temporary), and the
+    ``+ c`` runs in place on ``z`` (nothing saved ``z`` for backward: ``sub`` saves nothing and
+    ``exp`` saves its output). Forward allocates two full-size tensors (``z`` and ``exp(z)``).
+    """
+    z, _ = _shifted(x, dims)
+    s = torch.exp(z).sum(dim=dims, keepdim=True)
+    # s >= 1 unless the row is empty (s == 0); use 1 there so the row stays -inf with zero grads
+    s = s.masked_fill(s == 0, 1.0)
+    return z.add_(s.log().neg_())
+
+
+class _FusedSoftmax(torch.autograd.Function):
+    """Softmax with the analytic backward ``dx = y ⊙ (g − Σ y ⊙ g)``: one allocation each way."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+        y = _log_softmax_ref(x, dims).exp_()
+        ctx.dims = dims
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (y,) = ctx.saved_tensors
+        gy = g * y
+        dot = gy.sum(dim=ctx.dims, keepdim=True)
+        return gy.addcmul_(y, dot, value=-1), None
+
+
+class _FusedLogSoftmax(torch.autograd.Function):
+    """Log-softmax with the analytic backward ``dx = g − softmax(x) Σ g``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+        out = _log_softmax_ref(x, dims)
+        ctx.dims = dims
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (out,) = ctx.saved_tensors
+        total = g.sum(dim=ctx.dims, keepdim=True)
+        if torch.is_grad_enabled():  # create_graph=True: exp saves its output, keep it intact
+            return g - torch.exp(out) * total, None
+        return torch.exp(out).mul_(total.neg()).add_(g), None
+
+
+# --------------------------------------------------------------------------------------------
+# public functions
+
+
+def naive_softmax(x: Any, dim: Dim = -1, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    r"""Softmax straight from the definition, without the max shift (overflows; for comparison).
+
+    .. math:: \operatorname{softmax}(x)_i = \frac{e^{x_i}}{\sum_j e^{x_j}}
+
+    ``exp`` overflows to ``inf`` once a logit exceeds ``log(finfo(dtype).max)`` (≈ 709.78 in
+    float64, ≈ 88.72 in float32 and bfloat16, ≈ 11.09 in float16), and the row becomes
+    ``inf / inf = nan``; very negative rows underflow to ``0 / 0 = nan``. Use
+    :func:`stable_softmax`.
+
+    Args:
+        x: logits, any shape.
+        dim: dimension(s) to normalise over.
+        dtype: cast ``x`` to this dtype first.
+
+    Returns:
+        Tensor of ``x``'s shape (and ``dtype`` if given).
+
+    >>> import torch
+    >>> naive_softmax(torch.tensor([0.0, 1.0, 2.0]))
+    tensor([0.0900, 0.2447, 0.6652])
+    >>> naive_softmax(torch.tensor([0.0, 100.0]))  # float32: exp(100) = inf
+    tensor([0., nan])
+    """
+    x = _as_float_tensor(x, dtype, where="naive_softmax")
+    dims = _check_dims(dim, x.ndim, x.shape, where="naive_softmax")
+    e = torch.exp(x)
+    return e / e.sum(dim=dims, keepdim=True)
+
+
+def stable_softmax(
+    x: Any,
+    dim: Dim = -1,
+    *,
+    where: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+    impl: Impl = "reference",
+) -> torch.Tensor:
+    r"""Softmax computed on ``z = x - stop_gradient(max x)``, the block named ``"softmax.max"``.
+
+    .. math::
+        \operatorname{softmax}(x)_i = \frac{e^{z_i}}{\sum_j e^{z_j}}
+        = \exp\Big(z_i - \log \sum_j e^{z_j}\Big), \qquad z = x - \max_j x_j
+
+    and its vector-Jacobian product, for an incoming gradient ``g``,
+    ``∂L/∂x = y ⊙ (g − Σ_j y_j g_j)`` (Jacobian ``diag(y) − y yᵀ``). Every ``e^{z_j} <= 1`` and
+    the largest is exactly 1, so nothing overflows and the sum is at least 1.
+
+    Args:
+        x: logits, any shape (tensor or array-like).
+        dim: dimension(s) to normalise over: an int or a tuple of ints.
+        where: optional boolean mask broadcastable to ``x``; ``False`` entries get probability 0
+            and zero gradient; a fully masked row is all zeros (see the module notes).
+        dtype: cast ``x`` to this dtype first (e.g. ``torch.float32`` for float16 inputs).
+        impl: ``"reference"`` (default) composes autograd primitives, so the ``softmax.max``
+            block is part of the graph and can be switched off with ``disable_blocks``.
+            ``"fused"`` is a ``torch.autograd.Function`` with the analytic backward above: the
+            same forward, one full-size allocation in each direction and no graph through the
+            max at all (``disable_blocks`` changes nothing there).
+
+    Returns:
+        Probabilities of ``x``'s shape, summing to 1 along ``dim`` (0 for empty rows).
+
+    Numerical notes: the reference form computes ``exp(z - log Σ e^z)`` rather than
+    ``e^z / Σ e^z``, which costs one more exponential but lets the normalisation's gradient be
+    a plain reduction (see ``_log_softmax_ref``); the two agree to a few ulp. ``+inf`` in a row
+    makes the row ``nan`` (as ``torch.softmax``); an all ``-inf`` row gives zeros (``torch``:
+    ``nan``).
+
+    >>> import torch
+    >>> stable_softmax(torch.tensor([0.0, 1.0, 2.0]))
+    tensor([0.0900, 0.2447, 0.6652])
+    >>> stable_softmax(torch.tensor([0.0, 100.0]))  # naive_softmax gives nan here
+    tensor([3.7835e-44, 1.0000e+00])
+    >>> stable_softmax(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), dim=(0, 1)).sum()
+    tensor(1.)
+    >>> stable_softmax(torch.tensor([1.0, 5.0, 2.0]), where=torch.tensor([True, False, True]))
+    tensor([0.2689, 0.0000, 0.7311])
+    """
+    impl = _check_impl(impl, where="stable_softmax")
+    x, dims = _prepare(x, dim, where, dtype, name="stable_softmax")
+    if impl == "fused":
+        return _FusedSoftmax.apply(x, dims)
+    return _log_softmax_ref(x, dims).exp_()
+
+
+def log_softmax(
+    x: Any,
+    dim: Dim = -1,
+    *,
+    where: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+    impl: Impl = "reference",
+) -> torch.Tensor:
+    r"""Log-softmax ``z − log Σ exp(z)`` with ``z = x − stop_gradient(max x)`` ("softmax.max").
+
+    .. math::
+        \log\operatorname{softmax}(x)_i = z_i - \log \sum_j e^{z_j}, \qquad z = x - \max_j x_j
+
+    Vector-Jacobian product: ``∂L/∂x = g − softmax(x) Σ_j g_j``.
+
+    Args and conventions as in :func:`stable_softmax`: masked entries (``where`` False) are
+    ``-inf`` with zero gradient, a fully masked (or all ``-inf``) row is all ``-inf`` with
+    finite gradients, ``+inf`` in a row makes the row ``nan``. ``impl="fused"`` uses the
+    analytic backward above.
+
+    Returns:
+        Tensor of ``x``'s shape.
+
+    >>> import torch
+    >>> log_softmax(torch.tensor([0.0, 1.0, 2.0]))
+    tensor([-2.4076, -1.4076, -0.4076])
+    >>> log_softmax(torch.tensor([0.0, 1000.0]))
+    tensor([-1000.,     0.])
+    """
+    impl = _check_impl(impl, where="log_softmax")
+    x, dims = _prepare(x, dim, where, dtype, name="log_softmax")
+    if impl == "fused":
+        return _FusedLogSoftmax.apply(x, dims)
+    return _log_softmax_ref(x, dims)
+
+
+def logsumexp(
+    x: Any,
+    dim: Dim = -1,
+    *,
+    keepdim: bool = False,
+    b: Any = None,
+    return_sign: bool = False,
+    where: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    r"""``log Σ b·exp(x)`` along ``dim``, computed as ``log Σ b·exp(z) + m`` (``m`` blocked).
+
+    .. math::
+        \operatorname{LSE}(x) = m + \log \sum_j b_j e^{x_j - m},
+        \qquad m = \operatorname{stop\_gradient}(\max_j x_j)
+
+    The value does not depend on ``m``, so treating ``m`` as a constant in *both* places gives
+    the exact gradient ``∂LSE/∂x_j = b_j e^{x_j} / Σ_k b_k e^{x_k}`` (softmax when ``b`` is
+    None).
+
+    Weights ``b`` follow ``scipy.special.logsumexp``: ``b`` broadcasts with ``x`` (the result
+    has the broadcast shape with ``dim`` reduced), entries with ``b == 0`` are left out
+    entirely (even if ``x`` is ``inf``/``nan`` there; also out of the max, and their gradient
+    with respect to ``b`` is 0), and ``b`` may be negative. A negative sum gives ``nan``, or,
+    with ``return_sign=True``, the pair ``(log|Σ b e^x|, sign)`` with sign in {−1, 0, +1}.
+
+    Edge cases: an empty row (fully masked, all ``b == 0`` or all ``-inf``) gives ``-inf`` with
+    zero gradient; a row holding ``+inf`` gives ``+inf`` (``nan`` if the weights of its
+    ``+inf`` entries sum to a negative number or to zero; with ``return_sign``, their sign).
+
+    Args:
+        x: values, any shape (tensor or array-like).
+        dim: dimension(s) to reduce: an int or a tuple of ints (of the broadcast shape).
+        keepdim: keep the reduced dimensions with size 1.
+        b: optional weights, broadcastable with ``x``; may require grad.
+        return_sign: return ``(log|sum|, sign)`` instead of ``nan`` for negative sums.
+        where: optional boolean mask broadcastable to ``x``; ``False`` entries are left out.
+        dtype: cast ``x`` (and ``b``) to this dtype first.
+
+    Returns:
+        ``x``'s (broadcast) shape with ``dim`` reduced, or the pair with ``return_sign``.
+
+    >>> import torch
+    >>> logsumexp(torch.tensor([1.0, 2.0, 3.0]))
+    tensor(3.4076)
+    >>> logsumexp(torch.tensor([1000.0, 1000.0]))  # 1000 + log 2
+    tensor(1000.6932)
+    >>> logsumexp(torch.tensor([1.0, 2.0]), b=torch.tensor([1.0, -1.0]), return_sign=True)
+    (tensor(1.5413), tensor(-1.))
+    """
+    name = "logsumexp"
+    x = _as_float_tensor(x, dtype, where=name)
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{name}: keepdim must be a bool, got {type(keepdim).__name__}")
+    if not isinstance(return_sign, bool):
+        raise TypeError(f"{name}: return_sign must be a bool, got {type(return_sign).__name__}")
+    if b is not None:
+        b = _as_float_tensor(b, dtype if dtype is not None else x.dtype, where=name + " (b)")
+        b = b.to(x.device)
+        try:
+            shape = torch.broadcast_shapes(x.shape, b.shape)
+        except RuntimeError as err:
+            raise ValueError(f"{name}: b of shape {tuple(b.shape)} does not broadcast with x of "
+                             f"shape {tuple(x.shape)}") from err
+        x, b = x.expand(shape), b.expand(shape)
+    dims = _check_dims(dim, x.ndim, x.shape, where=name)
+    keep = None
+    if where is not None:
+        keep = _check_mask(where, x.shape, x.device, where=name)
+    if b is not None:
+        keep = (b != 0) if keep is None else keep & (b != 0)
+    if keep is not None:
+        x = x.masked_fill(~keep, -math.inf)
+
+    z, m = _shifted(x, dims)
+    e = torch.exp(z)
+    if b is not None:
+        e = e * b
+    s = e.sum(dim=dims, keepdim=True)
+    empty = s == 0
+    sign = torch.sign(s)
+    if return_sign:
+        s = s.abs()
+    # log(1) = 0 where the row is empty, then -inf by masked_fill: value -inf, gradient 0.
+    out = torch.log(s.masked_fill(empty, 1.0)).add(m).masked_fill(empty, -math.inf)
+
+    inf_rows = m == math.inf
+    if bool(inf_rows.any()):
+        # z is nan at +inf entries (inf - inf); the limit is decided by their weights alone.
+        w_inf = (x == math.inf).to(x.dtype)
+        if b is not None:
+            w_inf = w_inf * b
+        c = w_inf.sum(dim=dims, keepdim=True)
+        sign = torch.where(inf_rows, torch.sign(c), sign)
+        inf_value = torch.where(c > 0, math.inf, math.nan).to(out.dtype)
+        if return_sign:
+            inf_value = torch.where(c != 0, math.inf, math.nan).to(out.dtype)
+        out = torch.where(inf_rows, inf_value, out)
+
+    if not keepdim:
+        out, sign = out.squeeze(dims), sign.squeeze(dims)
+    if return_sign:
+        return out, sign
+    return out
