@@ -1,18 +1,80 @@
-"""Command-line entry point: ``toolkit`` / ``python -m toolkit``."""
+"""Command-line interface: ``toolkit`` / ``python -m toolkit``.
+
+Subcommands: ``run``, ``sweep``, ``report``, ``compare``, ``list`` and ``demo``. Mistakes in user
+input print one line (file, key path, fix) and exit with status 2; a failed run exits with 1, an
+interrupted one with 130 (SIGINT) or 143 (SIGTERM).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-import torch
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-from toolkit import compare_gradients, disable_blocks, record_blocks, stop_gradient
+MAIN_EPILOG = """\
+examples:
+  toolkit list                                   experiments and configs
+  toolkit run configs/showcase.toml              every experiment's quick comparison, one report
+  toolkit run configs/em_gmm.toml --set params.n_components=5 --seeds 0,1,2
+  toolkit sweep configs/em_gmm.toml --workers 2  the [sweep] grid in 2 processes
+  toolkit report results/em_gmm/<run_id>         redraw figures and report.html
+  toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
+
+exit status: 0 ok, 1 a run failed, 2 bad input, 130/143 interrupted (SIGINT/SIGTERM)
+"""
+
+RUN_EPILOG = """\
+examples:
+  toolkit run configs/quadratic_target.toml
+  toolkit run configs/quadratic_target.toml --set params.n_steps=50 --set dtype=float32
+  toolkit run configs/quadratic_target.toml --seeds 0,1,2 --workers 3 --out /tmp/results
+  toolkit run configs/a.toml configs/b.toml --quiet
+
+--set KEY=VALUE: KEY is a dotted path (params.n_steps, dtype, sweep.params.lr); VALUE is a
+TOML literal (10, 1e-3, true, [1, 2], "text"); a bare word that is not a literal (cpu,
+em.*) is taken as a string. Every run of every CONFIG is validated before the first starts.
+"""
+
+SWEEP_EPILOG = """\
+A config's [sweep] table lists values per key; every combination is one run, times the
+seeds (seeds = [0, 1, 2] or --seeds):
+
+  [sweep]
+  params.lr = [0.1, 0.5]
+  dtype = ["float32", "float64"]
+
+examples:
+  toolkit sweep configs/quadratic_target.toml --set sweep.params.lr=[0.1,0.5] --workers 2
+  toolkit sweep configs/quadratic_target.toml --seeds 0-4 --dry-run
+"""
+
+REPORT_EPILOG = """\
+examples:
+  toolkit report results/quadratic_target/20250101T120000Z__seed0__a1b2c3
+  toolkit report results/quadratic_target/*        (every run directory given)
+"""
+
+COMPARE_EPILOG = """\
+Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
+form a group; each numeric summary value gets mean ± std over seeds, blocked and unblocked
+side by side. Writes DIR/compare.csv and DIR/compare.html (with a figure) and prints a table.
+
+examples:
+  toolkit compare results/quadratic_target
+  toolkit compare results --out /tmp/cmp
+"""
 
 
 def demo() -> int:
     """Show the primitive: one gradient with and without a named block."""
+    import torch
+
+    from toolkit import compare_gradients, disable_blocks, record_blocks, stop_gradient
+
     x = torch.tensor(3.0, requires_grad=True)
 
     def loss() -> torch.Tensor:
@@ -26,17 +88,201 @@ def demo() -> int:
         print(f"unblocked gradient d/dx = {torch.autograd.grad(loss(), x)[0].item():.1f}  (= 2x)")
     print(f"blocks seen: {names}")
     print(cmp)
-    return 0
+    return EXIT_OK
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"toolkit: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _add_debug(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show full tracebacks for input errors")
+
+
+def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
+    if many:
+        p.add_argument("configs", nargs="+", metavar="CONFIG", help="TOML config file(s)")
+    else:
+        p.add_argument("configs", nargs=1, metavar="CONFIG", help="TOML config file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable), e.g. --set params.n_steps=10")
+    p.add_argument("--seeds", metavar="LIST", help="replicate seeds, e.g. 0,1,2 or 0-4 "
+                   "(replaces seed/seeds of the config)")
+    p.add_argument("--out", metavar="DIR", help="output root (replaces output_dir)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="run the runs in N processes (default 1: in this process)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars, less output")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip figures and report.html (draw later with `toolkit report`)")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
+    _add_debug(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="toolkit", formatter_class=fmt, epilog=MAIN_EPILOG,
+                     description="Run stop_gradient experiments with and without their blocks, "
+                                 "and report the difference.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show full tracebacks for input errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
+    p = sub.add_parser("run", help="run config(s): each seed and sweep point is one run",
+                       formatter_class=fmt, epilog=RUN_EPILOG,
+                       description="Run experiment configs and write one run directory per run.")
+    _add_run_options(p, many=True)
+    p = sub.add_parser("sweep", help="run the [sweep] grid of a config (× seeds)",
+                       formatter_class=fmt, epilog=SWEEP_EPILOG,
+                       description="Expand a config's [sweep] grid and seeds and run every "
+                                   "member.")
+    _add_run_options(p, many=False)
+    p = sub.add_parser("report", help="redraw figures, report.html and report.md of runs",
+                       formatter_class=fmt, epilog=REPORT_EPILOG,
+                       description="Regenerate figures/, report.html and report.md from the "
+                                   "files of run directories.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    _add_debug(p)
+    p = sub.add_parser("compare", help="aggregate runs: mean ± std over seeds",
+                       formatter_class=fmt, epilog=COMPARE_EPILOG,
+                       description="Aggregate the complete runs below DIR.")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go "
+                   "(default: DIR)")
+    _add_debug(p)
+    p = sub.add_parser("list", help="list experiments and configs",
+                       description="List the experiments (with their description) and the "
+                                   "configs.")
+    _add_debug(p)
+    sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example")
+    return parser
+
+
+def _print_outcome(i: int, total: int, outcome: object) -> None:
+    from toolkit.runner import RunOutcome
+
+    assert isinstance(outcome, RunOutcome)
+    line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({outcome.duration_s:.1f} s)"
+    if outcome.error and outcome.status == "failed":
+        line += f"\n    error: {outcome.error}"
+    stream = sys.stdout if outcome.status == "complete" else sys.stderr
+    print(line, file=stream, flush=True)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from toolkit.runner import ConfigError, load_config
+    from toolkit.runner.config import parse_seeds
+    from toolkit.runner.sweep import run_configs
+
+    if args.workers < 1:
+        raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
+                          "use --workers 1 (sequential) or more")
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    configs = []
+    for path in args.configs:
+        configs += load_config(path, args.overrides, seeds=seeds, output_dir=args.out)
+    if args.dry_run:
+        for c in configs:
+            point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())
+            print(f"{c.experiment} seed={c.seed} {point}".rstrip())
+        print(f"{len(configs)} run(s)")
+        return EXIT_OK
+    if not args.quiet and len(configs) > 1:
+        print(f"{len(configs)} runs" + (f" in {args.workers} processes" if args.workers > 1
+                                        else ""), flush=True)
+    outcomes, status = run_configs(configs, workers=args.workers, quiet=args.quiet,
+                                   report=not args.no_report, on_done=_print_outcome)
+    if not args.no_report and not args.quiet:
+        for outcome in outcomes:
+            report = outcome.run_dir / "report.html"
+            if report.exists():
+                print(f"report: {report}")
+    return status
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    return _cmd_run(args)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from toolkit.report import write_report
+    from toolkit.runner import ConfigError
+
+    for run_dir in args.run_dirs:
+        if not (Path(run_dir) / "meta.json").is_file():
+            raise ConfigError(run_dir, "", "not a run directory (no meta.json)",
+                              "give a folder such as results/<experiment>/<run_id>")
+    for run_dir in args.run_dirs:
+        print(write_report(run_dir))
+    return EXIT_OK
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from toolkit.report.compare import compare_runs, format_table, write_compare
+    from toolkit.runner import ConfigError
+
+    root = Path(args.directory)
+    if not root.is_dir():
+        raise ConfigError(args.directory, "", "no such directory",
+                          "give a folder that holds run directories, e.g. results/<experiment>")
+    table = compare_runs(root)
+    if not table.rows:
+        raise ConfigError(args.directory, "", "no complete runs below this folder",
+                          "run some first (`toolkit run CONFIG --seeds 0,1`)")
+    out = Path(args.out) if args.out else root
+    csv_path, html_path = write_compare(table, out)
+    print(format_table(table))
+    print(f"\n{csv_path}\n{html_path}")
+    return EXIT_OK
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from toolkit.runner.registry import config_files, load_all
+
+    loaded, broken = load_all()
+    print("experiments:")
+    width = max([len(n) for n in [*loaded, *broken]] + [4])
+    for name, exp in sorted(loaded.items()):
+        quick = "" if exp.quick is not None else "  (no QUICK: not in the showcase)"
+        print(f"  {name:<{width}}  {exp.description}{quick}")
+    for name, problem in sorted(broken.items()):
+        print(f"  {name:<{width}}  BROKEN: {problem}")
+    print("configs:")
+    cwd = Path.cwd()
+    for path in config_files():
+        try:
+            shown = path.resolve().relative_to(cwd.resolve())
+        except ValueError:
+            shown = path
+        print(f"  {shown}")
+    if broken:
+        print(f"toolkit: warning: {len(broken)} experiment module(s) cannot be loaded: "
+              f"{', '.join(sorted(broken))}", file=sys.stderr)
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="toolkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example")
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    from toolkit.runner import ConfigError
+
+    handlers = {"run": _cmd_run, "sweep": _cmd_sweep, "report": _cmd_report,
+                "compare": _cmd_compare, "list": _cmd_list}
+    try:
+        return handlers[args.command](args)
+    except ConfigError as err:
+        if args.debug or os.environ.get("TOOLKIT_DEBUG"):
+            raise
+        print(f"toolkit: error: {err.line()}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("toolkit: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

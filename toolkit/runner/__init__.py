@@ -10,11 +10,13 @@ from toolkit.runner.context import RunContext, Timer, seed_everything
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, RunInterrupted
 from toolkit.runner.params import ExperimentParams
 from toolkit.runner.probes import MemoryStats, TimingStats, measure_memory, time_fn
+from toolkit.runner.registry import Experiment, config_files, discover, load_all, load_experiment
 from toolkit.runner.results import RunResults, find_runs
 from toolkit.runner.run import RunOutcome, execute, run_experiment
 
 __all__ = [
     "ConfigError",
+    "Experiment",
     "ExperimentLoadError",
     "ExperimentParams",
     "MemoryStats",
@@ -25,9 +27,13 @@ __all__ = [
     "RunResults",
     "Timer",
     "TimingStats",
+    "config_files",
+    "discover",
     "execute",
     "find_runs",
+    "load_all",
     "load_config",
+    "load_experiment",
     "make_config",
     "measure_memory",
     "parse_override",

@@ -277,21 +277,26 @@ class RunContext:
             atomic_write_json(path, to_jsonable(obj, f"ctx.save_artifact({name!r})"))
         return path
 
-    def child(self, name: str, *, experiment: str | None = None,
-              params: Any = None) -> RunContext:
+    def child(self, name: str, *, experiment: str | None = None, params: Any = None,
+              dtype: torch.dtype | None = None,
+              disable_patterns: Iterable[str] | None = None) -> RunContext:
         """A context writing into this run under ``name``: metric keys get the prefix
         ``"<name>/"``, summary and costs are nested under ``name``, artifacts go to
         ``artifacts/<name>/``. The child re-seeds everything with the run's seed, so it computes
         what a run of its own would. ``experiment``/``params`` are recorded in meta.json so
-        reports can read the child back."""
+        reports can read the child back; ``dtype``/``disable_patterns`` replace the parent's."""
         if not isinstance(name, str) or not _NAME_RE.match(name) or "." in name:
             raise ValueError(f"ctx.child: name must be letters, digits, '_' or '-', got {name!r}")
         key = "/".join([*self._path, name])
         if key in self._files.children:
             raise ValueError(f"ctx.child: a child named {name!r} exists already")
         params_dict = to_jsonable(params, "ctx.child params") if params is not None else {}
-        self._files.children[key] = {"experiment": experiment or name, "params": params_dict}
+        dtype = self.dtype if dtype is None else dtype
+        patterns = self.disable_patterns if disable_patterns is None else tuple(disable_patterns)
+        self._files.children[key] = {"experiment": experiment or name, "params": params_dict,
+                                     "dtype": str(dtype).removeprefix("torch."),
+                                     "disable_blocks": list(patterns)}
         return RunContext(run_dir=self.run_dir, seed=self.seed, device=self.device,
-                          dtype=self.dtype, disable_patterns=self.disable_patterns,
+                          dtype=dtype, disable_patterns=patterns,
                           quiet=self.quiet, params=params, _files=self._files,
                           _prefix=f"{self._prefix}{name}/", _path=(*self._path, name))

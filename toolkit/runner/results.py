@@ -232,6 +232,9 @@ class RunResults:
         info = self.meta.get("children", {}).get(self._child, {})
         config = {k: v for k, v in self.root_config.items() if k != "params"}
         config["experiment"] = info.get("experiment", self._child)
+        for key in ("dtype", "disable_blocks"):
+            if key in info:
+                config[key] = info[key]
         config["params"] = info.get("params", {})
         return config
 
