@@ -1,0 +1,521 @@
+"""Tests of FGSM/PGD, the "adversarial.examples" block and adversarial training."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from toolkit import (
+    assert_blocked,
+    compare_gradients,
+    disable_blocks,
+    has_gradient_path,
+    record_blocks,
+)
+from toolkit.algorithms.adversarial import (
+    CatastrophicOverfittingWarning,
+    adversarial_training,
+    eval_mode,
+    evaluate_robustness,
+    fgsm,
+    pgd,
+)
+from toolkit.core.gradients import count_graph_nodes
+from toolkit.data import digits, gaussian_blobs, train_test_split
+
+DISABLE = ("adversarial.*",)
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def tiny_mlp(n_in: int = 6, n_hidden: int = 8, n_out: int = 3, *, seed: int = 0,
+             dtype: torch.dtype = torch.float32) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(n_in, n_hidden), nn.Tanh(),
+                         nn.Linear(n_hidden, n_out)).to(dtype)
+
+
+def tiny_batch(n: int = 10, d: int = 6, k: int = 3, seed: int = 0,
+               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    g = gen(seed)
+    return torch.rand(n, d, generator=g, dtype=dtype), torch.randint(0, k, (n,), generator=g)
+
+
+@functools.cache
+def trained_digits_mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """A small MLP fitted on 1000 digits (full-batch Adam), and 400 held-out digits."""
+    train, test = train_test_split(digits(), 400 / 1797, seed=0)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(150):
+        opt.zero_grad()
+        F.cross_entropy(net(train.X), train.y).backward()
+        opt.step()
+    return net, test.X, test.y
+
+
+# --- the attacks ---------------------------------------------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(eps=st.floats(0.01, 0.5), alpha=st.floats(0.01, 0.3), steps=st.integers(1, 4),
+       norm=st.sampled_from(["linf", "l2"]), random_start=st.booleans(),
+       seed=st.integers(0, 1000))
+def test_pgd_stays_in_the_ball_and_the_bounds(eps, alpha, steps, norm, random_start, seed):
+    net = tiny_mlp()
+    x, y = tiny_batch(seed=seed)
+    x_adv = pgd(net, x, y, eps, alpha, steps, norm=norm, random_start=random_start,
+                generator=gen(seed))
+    assert x_adv.shape == x.shape and x_adv.dtype == x.dtype
+    assert x_adv.min() >= 0 and x_adv.max() <= 1
+    delta = x_adv - x
+    size = delta.abs().amax(dim=1) if norm == "linf" else delta.norm(dim=1)
+    assert (size <= eps * (1 + 1e-5) + 1e-6).all()
+
+
+def test_fgsm_matches_the_closed_form_on_a_linear_model():
+    # For logits W x + b, ∇_x CE = Wᵀ (softmax(W x + b) − onehot(y)).
+    torch.manual_seed(1)
+    net = nn.Linear(5, 4).double()
+    x, y = tiny_batch(n=7, d=5, k=4, dtype=torch.float64)
+    p = torch.softmax(net(x), dim=1).detach()
+    grad = (p - F.one_hot(y, 4).double()) @ net.weight.detach()
+    expected = (x + 0.05 * grad.sign()).clamp(0, 1)
+    torch.testing.assert_close(fgsm(net, x, y, 0.05), expected)
+    expected_l2 = (x + 0.05 * grad / grad.norm(dim=1, keepdim=True)).clamp(0, 1)
+    torch.testing.assert_close(fgsm(net, x, y, 0.05, norm="l2"), expected_l2)
+    targeted = (x - 0.05 * grad.sign()).clamp(0, 1)
+    torch.testing.assert_close(fgsm(net, x, y, 0.05, targeted=True), targeted)
+
+
+def reference_pgd(model, x, y, eps, alpha, steps):
+    """A straightforward L∞ PGD loop without random start (the textbook algorithm)."""
+    x_adv = x.clone()
+    for _ in range(steps):
+        x_adv.requires_grad_(True)
+        loss = F.cross_entropy(model(x_adv), y)
+        (g,) = torch.autograd.grad(loss, x_adv)
+        x_adv = (x_adv.detach() + alpha * g.sign())
+        x_adv = torch.min(torch.max(x_adv, x - eps), x + eps).clamp(0, 1)
+    return x_adv
+
+
+def test_pgd_without_random_start_matches_a_reference_loop():
+    net = tiny_mlp(dtype=torch.float64)
+    x, y = tiny_batch(dtype=torch.float64)
+    ours = pgd(net, x, y, 0.2, 0.05, 7, random_start=False)
+    torch.testing.assert_close(ours, reference_pgd(net, x, y, 0.2, 0.05, 7))
+
+
+def test_l2_random_start_is_inside_the_ball_and_fills_it():
+    net = nn.Identity()  # no step effect needed: look at the start only via steps with alpha≈0
+    x = torch.full((2000, 3), 0.5, dtype=torch.float64)
+    y = torch.zeros(2000, dtype=torch.long)
+    x_adv = pgd(lambda v: torch.cat([v, -v], 1), x, y, 0.3, 1e-12, 1, norm="l2",
+                generator=gen(3), use_eval_mode=False)
+    r = (x_adv - x).norm(dim=1)
+    assert (r <= 0.3 + 1e-9).all()
+    # uniform in a 3-D ball: P(r <= t eps) = t^3, so the median radius is 0.3 * 0.5^(1/3)
+    assert abs(float(r.median()) - 0.3 * 0.5 ** (1 / 3)) < 0.01
+    del net
+
+
+def test_targeted_attack_reaches_its_target_on_an_easy_model():
+    # Two well separated blobs and a linear classifier: a large-enough step crosses the boundary.
+    X, y = gaussian_blobs(200, centers=[[-2.0, 0.0], [2.0, 0.0]], std=0.3, seed=0)
+    torch.manual_seed(0)
+    net = nn.Linear(2, 2)
+    opt = torch.optim.Adam(net.parameters(), lr=0.1)
+    for _ in range(100):
+        opt.zero_grad()
+        F.cross_entropy(net(X), y).backward()
+        opt.step()
+    assert float((net(X).argmax(1) == y).float().mean()) == 1.0
+    target = 1 - y
+    x_adv = pgd(net, X, target, eps=6.0, alpha=0.5, steps=30, targeted=True, bounds=None,
+                generator=gen())
+    assert bool((net(x_adv).argmax(1) == target).all())
+    untargeted = pgd(net, X, y, eps=6.0, alpha=0.5, steps=30, bounds=None, generator=gen())
+    assert bool((net(untargeted).argmax(1) != y).all())
+
+
+@pytest.mark.parametrize("attack", ["fgsm", "pgd"])
+def test_parameter_grad_is_untouched(attack):
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    net[0].weight.grad = torch.full_like(net[0].weight, 7.0)  # an existing gradient stays
+    if attack == "fgsm":
+        fgsm(net, x, y, 0.1)
+    else:
+        pgd(net, x, y, 0.1, 0.02, 5, restarts=2, generator=gen())
+    assert bool((net[0].weight.grad == 7.0).all())
+    assert all(p.grad is None for name, p in net.named_parameters() if name != "0.weight")
+
+
+class ModeSpy(nn.Module):
+    def __init__(self, fail: bool = False):
+        super().__init__()
+        self.net = tiny_mlp()
+        self.dropout = nn.Dropout(0.5)
+        self.fail = fail
+        self.seen: list[bool] = []
+
+    def forward(self, x):
+        self.seen.append(self.training)
+        if self.fail:
+            raise RuntimeError("boom")
+        return self.dropout(self.net(x))
+
+
+def modes(model: nn.Module) -> list[bool]:
+    return [m.training for m in model.modules()]
+
+
+def test_attacks_run_in_eval_mode_and_restore_mixed_modes():
+    spy = ModeSpy()
+    spy.train()
+    spy.net[1].eval()  # a mixed configuration must come back as it was
+    before = modes(spy)
+    x, y = tiny_batch()
+    pgd(spy, x, y, 0.1, 0.02, 3, generator=gen())
+    assert spy.seen and not any(spy.seen)
+    assert modes(spy) == before
+    spy.seen.clear()
+    pgd(spy, x, y, 0.1, 0.02, 3, generator=gen(), use_eval_mode=False)
+    assert all(spy.seen)
+    assert modes(spy) == before
+
+
+def test_modes_are_restored_when_the_attack_raises():
+    spy = ModeSpy(fail=True)
+    spy.train()
+    spy.dropout.eval()
+    before = modes(spy)
+    x, y = tiny_batch()
+    with pytest.raises(RuntimeError, match="boom"):
+        fgsm(spy, x, y, 0.1)
+    assert modes(spy) == before
+    with pytest.raises(RuntimeError, match="boom"), eval_mode(spy):
+        spy(x)
+    assert modes(spy) == before
+
+
+@pytest.mark.parametrize("norm", ["linf", "l2"])
+def test_restarts_are_never_worse_than_one_start(norm):
+    net, X, y = trained_digits_mlp()
+    eps = 0.1 if norm == "linf" else 0.8
+    kw = {"eps": eps, "alpha": eps / 4, "steps": 5, "norm": norm}
+    one = pgd(net, X, y, generator=gen(5), **kw)
+    many = pgd(net, X, y, restarts=4, generator=gen(5), **kw)
+    with torch.no_grad():
+        loss_one = F.cross_entropy(net(one), y, reduction="none")
+        loss_many = F.cross_entropy(net(many), y, reduction="none")
+        fooled_one = net(one).argmax(1) != y
+        fooled_many = net(many).argmax(1) != y
+    assert bool((fooled_many | ~fooled_one).all())  # every success of one start is kept
+    same = fooled_one == fooled_many
+    assert bool((loss_many[same] >= loss_one[same] - 1e-6).all())
+    assert int(fooled_many.sum()) > int(fooled_one.sum())  # and restarts find more here
+
+
+def test_same_generator_seed_gives_the_same_examples():
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    a = pgd(net, x, y, 0.1, 0.03, 3, restarts=2, generator=gen(9))
+    b = pgd(net, x, y, 0.1, 0.03, 3, restarts=2, generator=gen(9))
+    c = pgd(net, x, y, 0.1, 0.03, 3, restarts=2, generator=gen(10))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+# --- the block -----------------------------------------------------------------------------
+
+
+def adversarial_loss(net, x, y, norm, steps=4, restarts=1):
+    eps = 0.1 if norm == "linf" else 0.5
+    x_adv = pgd(net, x, y, eps, eps / 3, steps, norm=norm, restarts=restarts, generator=gen(1))
+    return F.cross_entropy(net(x_adv), y)
+
+
+def test_the_block_is_named_and_recorded():
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    with record_blocks() as names:
+        pgd(net, x, y, 0.1, 0.02, 2, generator=gen())
+        fgsm(net, x, y, 0.1)
+    assert names == ["adversarial.examples"]
+
+
+@pytest.mark.parametrize("restarts", [1, 3])
+def test_linf_sign_steps_add_no_gradient_but_l2_steps_do(restarts):
+    net = tiny_mlp(dtype=torch.float64)
+    x, y = tiny_batch(dtype=torch.float64)
+    params = dict(net.named_parameters())
+    linf = compare_gradients(lambda: adversarial_loss(net, x, y, "linf", restarts=restarts),
+                             params, disable=DISABLE)
+    assert linf.overall.rel_diff < 1e-12  # sign() has zero derivative: exactly the same
+    l2 = compare_gradients(lambda: adversarial_loss(net, x, y, "l2", restarts=restarts),
+                           params, disable=DISABLE)
+    assert l2.overall.rel_diff > 1e-3
+    assert 0.0 < l2.overall.cosine < 0.9999
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_unblocked_gradient_is_the_total_derivative_through_the_attack():
+    # θ ↦ L(θ, x_adv(θ)) with L2 steps, no projection active (large eps, no bounds): float64
+    # finite differences of the whole unrolled attack must match the unblocked gradient.
+    x, y = tiny_batch(n=4, d=3, k=2, dtype=torch.float64)
+    torch.manual_seed(0)
+    W0 = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+
+    def loss(W):
+        model = lambda v: torch.tanh(v @ W.T)  # noqa: E731
+        x_adv = pgd(model, x, y, 10.0, 0.3, 3, norm="l2", random_start=False, bounds=None)
+        return F.cross_entropy(model(x_adv), y)
+
+    with disable_blocks(*DISABLE):
+        assert torch.autograd.gradcheck(loss, (W0,))
+    # and with the block, x_adv is a constant: the gradient is ∂L/∂θ at fixed x_adv (Danskin)
+    model = lambda v: torch.tanh(v @ W0.T)  # noqa: E731
+    x_adv = pgd(model, x, y, 10.0, 0.3, 3, norm="l2", random_start=False, bounds=None)
+    (g_blocked,) = torch.autograd.grad(loss(W0), W0)
+    (g_fixed,) = torch.autograd.grad(F.cross_entropy(model(x_adv.clone()), y), W0)
+    torch.testing.assert_close(g_blocked, g_fixed)
+
+
+def test_audit_no_path_from_the_training_loss_into_the_attack_when_blocked():
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    clean_nodes = count_graph_nodes(F.cross_entropy(net(x), y))
+    x_adv = pgd(net, x, y, 0.1, 0.03, 5, generator=gen())
+    assert not x_adv.requires_grad
+    for name, p in net.named_parameters():
+        assert_blocked(x_adv, p, name)
+    blocked_loss = F.cross_entropy(net(x_adv), y)
+    assert count_graph_nodes(blocked_loss) == clean_nodes  # only the outer forward
+    sizes = []
+    for steps in (1, 5):
+        with disable_blocks(*DISABLE):
+            x_adv = pgd(net, x, y, 0.1, 0.03, steps, generator=gen())
+        assert all(has_gradient_path(x_adv, p) for p in net.parameters())
+        sizes.append(count_graph_nodes(F.cross_entropy(net(x_adv), y)))
+    assert clean_nodes < sizes[0] < sizes[1]  # the unrolled attack grows with the steps
+
+
+def test_unblocked_attack_under_no_grad_keeps_no_graph():
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    with disable_blocks(*DISABLE), torch.no_grad():
+        x_adv = pgd(net, x, y, 0.1, 0.03, 3, generator=gen())
+    assert not x_adv.requires_grad
+
+
+# --- evaluation and training ---------------------------------------------------------------
+
+
+def test_evaluate_robustness_matches_direct_computation():
+    net, X, y = trained_digits_mlp()
+    attack = functools.partial(pgd, eps=0.1, alpha=0.02, steps=5, random_start=False)
+    acc = evaluate_robustness(net, (X, y), {"fgsm": functools.partial(fgsm, eps=0.1),
+                                            "pgd": attack}, batch_size=128)
+    with torch.no_grad():
+        clean = (net(X).argmax(1) == y).float().mean()
+        robust = (net(attack(net, X, y)).argmax(1) == y).float().mean()
+    assert acc["clean"] == pytest.approx(float(clean))
+    assert acc["pgd"] == pytest.approx(float(robust))
+    assert acc["worst_case"] <= min(acc["fgsm"], acc["pgd"]) <= acc["clean"]
+    assert acc["pgd"] < acc["clean"] - 0.2  # an undefended model is not robust
+
+
+def blobs():
+    X, y = gaussian_blobs(240, centers=[[0.3, 0.3], [0.7, 0.7], [0.3, 0.7]], std=0.08, seed=1)
+    return X.clamp(0, 1), y
+
+
+@pytest.mark.parametrize("method", ["standard", "pgd", "fgsm_rs", "fgsm"])
+def test_adversarial_training_history_and_determinism(method):
+    data = blobs()
+
+    def train():
+        net = tiny_mlp(2, 16, 3)
+        opt = torch.optim.Adam(net.parameters(), lr=0.02)
+        seen = []
+        hist = adversarial_training(net, data, opt, method=method, epochs=3, eps=0.05,
+                                    batch_size=64, generator=gen(),
+                                    callback=lambda e, r: seen.append((e, r["loss"])))
+        return net, hist, seen
+
+    net, hist, seen = train()
+    assert hist.epoch == [0, 1, 2] and [e for e, _ in seen] == [0, 1, 2]
+    for key in ("loss", "train_acc", "clean_acc", "robust_acc", "seconds",
+                "catastrophic_overfitting"):
+        assert len(getattr(hist, key)) == 3
+    assert all(0 <= a <= 1 for a in hist.robust_acc + hist.clean_acc)
+    assert hist.steps == {"standard": 0, "pgd": 10, "fgsm_rs": 1, "fgsm": 1}[method]
+    assert hist.alpha == pytest.approx({"standard": 0.05, "pgd": 0.0125, "fgsm_rs": 0.0625,
+                                        "fgsm": 0.05}[method])
+    assert hist.loss[-1] < hist.loss[0]
+    assert net.training
+    net2, hist2, _ = train()
+    assert hist2.loss == hist.loss
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), net2.parameters()))
+    assert hist.to_dict()["overfitting_epoch"] is None
+
+
+def test_pgd_training_gains_robustness_over_standard_training():
+    data = blobs()
+    results = {}
+    for method in ("standard", "pgd"):
+        net = tiny_mlp(2, 32, 3)
+        opt = torch.optim.Adam(net.parameters(), lr=0.02)
+        adversarial_training(net, data, opt, method=method, epochs=15, eps=0.12,
+                             batch_size=60, generator=gen())
+        attack = functools.partial(pgd, eps=0.12, alpha=0.03, steps=10, generator=gen(2))
+        results[method] = evaluate_robustness(net, data, {"pgd": attack})["pgd"]
+    assert results["pgd"] > results["standard"] + 0.1
+
+
+def test_unblocked_linf_training_follows_the_same_trajectory():
+    data = blobs()
+    hist = {}
+    for blocked in (True, False):
+        net = tiny_mlp(2, 16, 3, dtype=torch.float64)
+        opt = torch.optim.SGD(net.parameters(), lr=0.5)
+        X, y = data
+        with contextlib.nullcontext() if blocked else disable_blocks(*DISABLE):
+            hist[blocked] = adversarial_training(net, (X.double(), y), opt, method="pgd",
+                                                 epochs=2, eps=0.05, steps=3, batch_size=80,
+                                                 generator=gen())
+    assert hist[True].loss == pytest.approx(hist[False].loss, rel=1e-10)
+
+
+def test_catastrophic_overfitting_is_flagged_and_can_stop_training():
+    data = blobs()
+    net = tiny_mlp(2, 16, 3)
+    opt = torch.optim.SGD(net.parameters(), lr=0.0)  # no learning: only the sabotage acts
+
+    def sabotage(epoch, record):
+        if epoch == 0:  # from now on the network predicts class 0 for every input
+            with torch.no_grad():
+                net[2].weight.zero_()
+                net[2].bias.copy_(torch.tensor([10.0, 0.0, 0.0]))
+
+    torch.manual_seed(0)
+    with pytest.warns(CatastrophicOverfittingWarning, match="catastrophic overfitting at epoch 1"):
+        hist = adversarial_training(net, data, opt, method="fgsm", epochs=4, eps=0.05,
+                                    generator=gen(), callback=sabotage, co_drop=0.2,
+                                    stop_on_overfitting=True)
+    assert hist.catastrophic_overfitting == [False, True]
+    assert hist.overfitting_epoch == 1 and hist.stopped_early
+    assert hist.robust_acc[0] > 0.5 and hist.robust_acc[1] < 0.4
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"eps": -0.1}, r"pgd: eps must be > 0, got -0.1"),
+    ({"eps": 0.0}, r"pgd: eps must be > 0, got 0.0"),
+    ({"alpha": 0}, r"pgd: alpha must be > 0, got 0"),
+    ({"steps": 0}, r"pgd: steps must be an int >= 1, got 0"),
+    ({"restarts": 0}, r"pgd: restarts must be an int >= 1, got 0"),
+    ({"norm": "l1"}, r"pgd: norm must be one of \('linf', 'l2'\), got 'l1'"),
+    ({"bounds": (1, 0)}, r"pgd: bounds must satisfy lo < hi, got \(1, 0\)"),
+    ({"bounds": "ab"}, r"pgd: bounds must be None or a pair"),
+    ({"x": torch.full((10, 6), 1.5)}, r"pgd: x must lie within bounds \(0.0, 1.0\), got "
+                                      r"values in \[1.5, 1.5\]"),
+    ({"y": torch.zeros(9, dtype=torch.long)}, r"pgd: y must have shape \(10,\) to match x of "
+                                              r"shape \(10, 6\), got \(9,\)"),
+    ({"y": torch.zeros(10, 1, dtype=torch.long)}, r"pgd: y must have shape \(10,\)"),
+    ({"loss_fn": lambda z, t: F.cross_entropy(z, t)},
+     r"pgd: loss_fn must return per-example losses of shape \(10,\) \(use reduction='none'\)"),
+])
+def test_pgd_rejects_bad_input(kwargs, match):
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    args = {"x": x, "y": y, "eps": 0.1, "alpha": 0.02, "steps": 2}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        pgd(net, args.pop("x"), args.pop("y"), args.pop("eps"), args.pop("alpha"),
+            args.pop("steps"), **args)
+
+
+def test_fgsm_and_type_errors():
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    with pytest.raises(ValueError, match=r"fgsm: eps must be > 0, got -1"):
+        fgsm(net, x, y, -1)
+    with pytest.raises(ValueError, match=r"fgsm: x must lie within bounds"):
+        fgsm(net, x - 1, y, 0.1)
+    with pytest.raises(TypeError, match=r"pgd: eps must be a number > 0, got str"):
+        pgd(net, x, y, "0.1", 0.1, 1)
+    with pytest.raises(TypeError, match=r"pgd: x must be a floating-point tensor"):
+        pgd(net, x.long(), y, 0.1, 0.1, 1)
+    with pytest.raises(TypeError, match=r"pgd: generator must be a torch.Generator"):
+        pgd(net, x, y, 0.1, 0.1, 1, generator=0)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"method": "trades"}, r"adversarial_training: method must be one of \('standard', 'pgd', "
+                           r"'fgsm_rs', 'fgsm'\), got 'trades'"),
+    ({"eps": 0}, r"adversarial_training: eps must be > 0, got 0"),
+    ({"alpha": -1.0}, r"adversarial_training: alpha must be > 0, got -1.0"),
+    ({"steps": 0}, r"adversarial_training: steps must be an int >= 1, got 0"),
+    ({"epochs": 0}, r"adversarial_training: epochs must be an int >= 1, got 0"),
+    ({"norm": "linf2"}, r"adversarial_training: norm must be one of"),
+    ({"data": (torch.rand(5, 2), torch.zeros(4, dtype=torch.long))},
+     r"adversarial_training: data must hold X \(n, ...\) and y \(n,\)"),
+    ({"data": (torch.rand(5, 2) + 2, torch.zeros(5, dtype=torch.long))},
+     r"adversarial_training: x must lie within bounds"),
+])
+def test_adversarial_training_rejects_bad_input(kwargs, match):
+    net = tiny_mlp(2, 4, 2)
+    args = {"data": (torch.rand(5, 2), torch.zeros(5, dtype=torch.long))}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        adversarial_training(net, args.pop("data"), torch.optim.SGD(net.parameters(), lr=0.1),
+                             **args)
+
+
+def test_evaluate_robustness_rejects_bad_input():
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    with pytest.raises(TypeError, match=r"evaluate_robustness: data must be a pair \(X, y\)"):
+        evaluate_robustness(net, x, {})
+    with pytest.raises(ValueError, match=r"evaluate_robustness: attack name 'clean' is reserved"):
+        evaluate_robustness(net, (x, y), {"clean": fgsm})
+
+
+# --- an independent attacker -------------------------------------------------------------------
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchattacks") is None,
+                    reason="torchattacks is not installed (pip install '.[bench]')")
+def test_pgd_agrees_with_torchattacks():
+    import torchattacks
+
+    net, X, y = trained_digits_mlp()
+    eps, alpha, steps = 0.1, 0.01, 10
+    # Same settings without random start: the iterates are identical.
+    ref = torchattacks.PGD(net, eps=eps, alpha=alpha, steps=steps, random_start=False)(X, y)
+    ours = pgd(net, X, y, eps, alpha, steps, random_start=False)
+    torch.testing.assert_close(ours, ref)
+    # With random starts (from different generators) the robust accuracies agree within 0.02.
+    torch.manual_seed(0)
+    ref = torchattacks.PGD(net, eps=eps, alpha=alpha, steps=steps, random_start=True)(X, y)
+    ours = pgd(net, X, y, eps, alpha, steps, random_start=True, generator=gen(1))
+    with torch.no_grad():
+        acc_ref = float((net(ref).argmax(1) == y).float().mean())
+        acc_ours = float((net(ours).argmax(1) == y).float().mean())
+    assert abs(acc_ref - acc_ours) <= 0.02
+    assert acc_ours < 0.7  # the attack does bite
