@@ -1,0 +1,541 @@
+"""Tests for toolkit.algorithms.softmax against torch, scipy, closed forms and gradcheck."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import inspect
+import math
+
+import numpy as np
+import pytest
+import scipy.special
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import toolkit.algorithms.softmax as softmax_module
+from toolkit import compare_gradients, disable_blocks, has_gradient_path, record_blocks
+from toolkit.algorithms.softmax import log_softmax, logsumexp, naive_softmax, stable_softmax
+from toolkit.core.gradients import count_graph_nodes
+
+INF = math.inf
+IMPLS = ["reference", "fused"]
+
+
+def _graph_names(output: torch.Tensor) -> set[str]:
+    names, stack, seen = set(), [output.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(type(node).__name__)
+        stack.extend(n for n, _ in node.next_functions)
+    return names
+
+
+def _tied(n_rows: int, n_cols: int, *, dtype=torch.float64, seed: int = 0) -> torch.Tensor:
+    """Rows whose maximum is attained 2-4 times."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_rows, n_cols, generator=g, dtype=torch.float64)
+    for i in range(n_rows):
+        k = 2 + i % 3
+        cols = torch.randperm(n_cols, generator=g)[:k]
+        x[i, cols] = x[i].max() + 1.0
+    return x.to(dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# values against torch and scipy
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+@pytest.mark.parametrize("ours, theirs", [(stable_softmax, torch.softmax),
+                                          (log_softmax, torch.log_softmax)])
+def test_matches_torch(ours, theirs, dim, dtype, impl):
+    x = 5 * torch.randn(3, 4, 7, dtype=dtype)
+    torch.testing.assert_close(ours(x, dim, impl=impl), theirs(x, dim))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dim", [(0, 2), (1, 2), (0, 1, 2), (-1, 0)])
+def test_tuple_dims_match_scipy(dim, impl):
+    x = 10 * torch.randn(3, 4, 5, dtype=torch.float64)
+    expected = scipy.special.softmax(x.numpy(), axis=tuple(d % 3 for d in dim))
+    np.testing.assert_allclose(stable_softmax(x, dim, impl=impl).numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(log_softmax(x, dim, impl=impl).numpy(),
+                               scipy.special.log_softmax(x.numpy(), axis=dim), rtol=1e-12)
+    np.testing.assert_allclose(logsumexp(x, dim).numpy(),
+                               scipy.special.logsumexp(x.numpy(), axis=dim), rtol=1e-12)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, -1, (0, 1)])
+def test_logsumexp_matches_torch(dim, keepdim):
+    x = 30 * torch.randn(4, 6, 3, dtype=torch.float64)
+    torch.testing.assert_close(logsumexp(x, dim, keepdim=keepdim),
+                               torch.logsumexp(x, dim, keepdim=keepdim))
+
+
+def test_zero_dim_input():
+    x = torch.tensor(3.0)
+    assert stable_softmax(x, 0).item() == 1.0
+    assert log_softmax(x, -1).item() == 0.0
+    assert logsumexp(x, 0).item() == 3.0
+
+
+def test_large_logits_do_not_overflow():
+    x = torch.tensor([[1e4, 1e4 - 1.0, -1e4], [-1e4, -1e4 - 2.0, -1e4 - 3.0]])
+    y = stable_softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x.double(), -1).float())
+    torch.testing.assert_close(logsumexp(x), torch.logsumexp(x.double(), -1).float())
+    assert torch.isnan(naive_softmax(x)).any(-1).all()  # every row broken
+
+
+def test_numpy_and_list_inputs():
+    a = np.array([[0.5, -1.0, 2.0]])
+    torch.testing.assert_close(stable_softmax(a), torch.softmax(torch.as_tensor(a), -1))
+    torch.testing.assert_close(logsumexp([1.0, 2.0]),
+                               torch.tensor(scipy.special.logsumexp([1.0, 2.0]),
+                                            dtype=torch.float32))
+
+
+# ------------------------------------------------------------------------------------------
+# logsumexp weights b: scipy semantics
+
+
+@pytest.mark.parametrize("b", [
+    [1.0, 2.0, 0.5, 3.0],               # positive weights
+    [1.0, -1.0, 0.5, 0.0],              # signed, with a zero weight
+    [[1.0], [-1.0], [2.0]],             # broadcast along rows
+    [-1.0, -2.0, -0.5, -3.0],           # all negative: negative sum
+])
+@pytest.mark.parametrize("return_sign", [False, True])
+def test_logsumexp_b_matches_scipy(b, return_sign):
+    x = 3 * torch.randn(3, 4, dtype=torch.float64)
+    bt = torch.tensor(b, dtype=torch.float64)
+    ours = logsumexp(x, -1, b=bt, return_sign=return_sign)
+    theirs = scipy.special.logsumexp(x.numpy(), axis=-1, b=bt.numpy(), return_sign=return_sign)
+    if return_sign:
+        np.testing.assert_allclose(ours[0].numpy(), theirs[0], rtol=1e-12)
+        np.testing.assert_array_equal(ours[1].numpy(), theirs[1])
+    else:
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-12)
+
+
+def test_logsumexp_b_broadcast_shape_and_dim_tuple():
+    x = torch.randn(4, 1, 5, dtype=torch.float64)
+    b = torch.rand(3, 1, dtype=torch.float64) + 0.1
+    out = logsumexp(x, (0, 2), b=b)
+    assert out.shape == (3,)
+    np.testing.assert_allclose(out.numpy(), scipy.special.logsumexp(
+        x.numpy(), axis=(0, 2), b=b.numpy()), rtol=1e-12)
+
+
+def test_logsumexp_b_zero_excludes_inf_and_nan_like_scipy():
+    x = torch.tensor([[INF, 1.0, 2.0], [math.nan, 1.0, 2.0]], dtype=torch.float64)
+    b = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
+    expected = scipy.special.logsumexp(x.numpy(), axis=1, b=b.numpy())
+    np.testing.assert_allclose(logsumexp(x, 1, b=b).numpy(), expected)
+    assert np.isfinite(expected).all()
+
+
+def test_logsumexp_exact_cancellation_gives_minus_inf_and_sign_zero():
+    x = torch.tensor([2.0, 2.0], dtype=torch.float64)
+    out, sign = logsumexp(x, b=torch.tensor([1.0, -1.0], dtype=torch.float64), return_sign=True)
+    assert out.item() == -INF and sign.item() == 0.0
+
+
+def test_logsumexp_b_gradient_closed_form():
+    x = torch.randn(2, 5, dtype=torch.float64, requires_grad=True)
+    b = (torch.rand(2, 5, dtype=torch.float64) + 0.2).requires_grad_()
+    gx, gb = torch.autograd.grad(logsumexp(x, -1, b=b).sum(), (x, b))
+    total = (b * x.exp()).sum(-1, keepdim=True)
+    torch.testing.assert_close(gx, (b * x.exp() / total).detach())
+    torch.testing.assert_close(gb, (x.exp() / total).detach())
+
+
+def test_logsumexp_plus_inf_rows():
+    x = torch.tensor([[INF, 0.0], [INF, INF], [1.0, 2.0]], dtype=torch.float64)
+    out = logsumexp(x, 1)
+    torch.testing.assert_close(out, torch.logsumexp(x, 1))
+    b = torch.tensor([[-1.0, 1.0], [1.0, -1.0], [1.0, 1.0]], dtype=torch.float64)
+    ours_val, ours_sign = logsumexp(x, 1, b=b, return_sign=True)
+    assert ours_val[0].item() == INF and ours_sign[0].item() == -1.0  # -inf term dominates
+    assert math.isnan(ours_val[1].item())  # inf - inf
+    assert math.isnan(logsumexp(x, 1, b=b)[0].item())  # negative without return_sign
+    np.testing.assert_allclose(ours_val[2].item(), scipy.special.logsumexp([1.0, 2.0]))
+
+
+# ------------------------------------------------------------------------------------------
+# gradients: gradcheck, Jacobian, closed forms
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+@pytest.mark.parametrize("dim", [-1, (0, 2)])
+def test_gradcheck_and_gradgradcheck(fn, dim, impl):
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(2, 3, 4, generator=torch.Generator().manual_seed(1)) > 0.3
+    assert torch.autograd.gradcheck(lambda t: fn(t, dim, impl=impl), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: fn(t, dim, impl=impl), (x,))
+    # with a mask, only the kept entries: masked outputs are constants (0 or -inf)
+    assert torch.autograd.gradcheck(
+        lambda t: torch.where(mask, fn(t, dim, where=mask, impl=impl), 0.0), (x,))
+
+
+def test_gradcheck_logsumexp_with_weights():
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    b = (torch.rand(3, 4, dtype=torch.float64) + 0.1).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t, w: logsumexp(t, -1, b=w), (x, b))
+    assert torch.autograd.gradgradcheck(lambda t: logsumexp(t, (0, 1)), (x,))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_jacobian_is_diag_minus_outer(impl):
+    x = torch.randn(6, dtype=torch.float64)
+    jac = torch.autograd.functional.jacobian(lambda t: stable_softmax(t, impl=impl), x)
+    y = torch.softmax(x, 0)
+    torch.testing.assert_close(jac, torch.diag(y) - torch.outer(y, y), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_vjp_matches_torch(impl):
+    x = (20 * torch.randn(5, 9)).requires_grad_()
+    g = torch.randn(5, 9)
+    for ours, theirs in [(stable_softmax, torch.softmax), (log_softmax, torch.log_softmax)]:
+        (ga,) = torch.autograd.grad(ours(x, 1, impl=impl), x, g)
+        (gb,) = torch.autograd.grad(theirs(x, 1), x, g)
+        torch.testing.assert_close(ga, gb)
+
+
+# ------------------------------------------------------------------------------------------
+# hypothesis properties
+
+_rows = arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 6)),
+               elements=st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=40, deadline=None)
+@given(_rows)
+def test_property_sums_to_one_and_finite(a):
+    x = torch.as_tensor(a)
+    y = stable_softmax(x)
+    assert torch.isfinite(y).all() and (y >= 0).all()
+    torch.testing.assert_close(y.sum(-1), torch.ones(x.shape[0], dtype=x.dtype))
+    assert torch.isfinite(log_softmax(x)).all()
+    assert torch.isfinite(logsumexp(x)).all()
+    x32 = x.float().requires_grad_()
+    (g,) = torch.autograd.grad((stable_softmax(x32) * torch.arange(x.shape[1])).sum(), x32)
+    assert torch.isfinite(g).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(_rows.filter(lambda a: np.abs(a).max() <= 1e3), st.floats(-1e3, 1e3))
+def test_property_shift_invariance(a, c):
+    x = torch.as_tensor(a)
+    torch.testing.assert_close(stable_softmax(x + c), stable_softmax(x), rtol=0, atol=1e-9)
+    torch.testing.assert_close(logsumexp(x + c), logsumexp(x) + c, rtol=1e-12, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_rows, st.data())
+def test_property_masked_rows(a, data):
+    x = torch.as_tensor(a).requires_grad_()
+    mask = torch.as_tensor(data.draw(arrays(np.bool_, a.shape)))
+    y = stable_softmax(x, where=mask)
+    assert (y[~mask] == 0).all()
+    full = mask.any(-1)
+    torch.testing.assert_close(y.sum(-1)[full], torch.ones(int(full.sum()), dtype=x.dtype))
+    assert (y[~full] == 0).all()
+    (g,) = torch.autograd.grad((y * torch.linspace(-1, 1, a.shape[1])).sum(), x)
+    assert torch.isfinite(g).all() and (g[~mask] == 0).all()
+    kept = torch.where(mask, x, -INF).detach()
+    expected = torch.where(full[:, None], torch.softmax(kept, -1), 0.0)
+    torch.testing.assert_close(y.detach(), expected.nan_to_num(0.0))
+
+
+# ------------------------------------------------------------------------------------------
+# where, inf, nan, dtype
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_where_masked_entries_and_fully_masked_row(impl):
+    x = torch.tensor([[1.0, INF, 2.0], [math.nan, 3.0, -INF]], requires_grad=True)
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    y = stable_softmax(x, where=mask, impl=impl)
+    torch.testing.assert_close(y.detach(), torch.tensor([[1 / (1 + math.e), 0.0, math.e / (1 + math.e)],
+                                                         [0.0, 0.0, 0.0]]))
+    (g,) = torch.autograd.grad((y * torch.tensor([1.0, 2.0, 3.0])).sum(), x)
+    assert torch.isfinite(g).all()
+    assert (g[1] == 0).all() and g[0, 1] == 0
+    lsm = log_softmax(x, where=mask, impl=impl)
+    assert (lsm[1] == -INF).all() and lsm[0, 1] == -INF
+    out = logsumexp(x, where=mask)
+    assert out[1].item() == -INF
+    (g,) = torch.autograd.grad(out[0], x)
+    assert torch.isfinite(g).all() and (g[1] == 0).all()
+
+
+def test_where_broadcasts():
+    x = torch.randn(4, 5)
+    mask = torch.tensor([True, False, True, True, False])
+    y = stable_softmax(x, where=mask)
+    torch.testing.assert_close(y[:, mask], torch.softmax(x[:, mask], -1))
+    torch.testing.assert_close(logsumexp(x, where=mask), torch.logsumexp(x[:, mask], -1))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_all_minus_inf_row_gives_zeros_not_nan(impl):
+    x = torch.tensor([[-INF, -INF], [0.0, -INF]], requires_grad=True)
+    y = stable_softmax(x, impl=impl)
+    torch.testing.assert_close(y.detach(), torch.tensor([[0.0, 0.0], [1.0, 0.0]]))
+    (g,) = torch.autograd.grad((y * torch.tensor([1.0, 2.0])).sum(), x)
+    assert torch.isfinite(g).all() and (g[0] == 0).all()
+    assert logsumexp(x)[0].item() == -INF
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+def test_plus_inf_makes_the_row_nan_like_torch(fn, impl):
+    x = torch.tensor([[INF, 0.0, 1.0], [INF, INF, 0.0], [0.0, 1.0, 2.0]])
+    y = fn(x, impl=impl)
+    assert torch.isnan(y[:2]).all()
+    assert torch.isfinite(y[2]).all()
+    assert torch.isnan(torch.softmax(x, -1)[:2]).all()  # the behaviour we match
+
+
+def test_nan_propagates_to_its_row():
+    x = torch.tensor([[math.nan, 0.0], [1.0, 0.0]])
+    assert torch.isnan(stable_softmax(x)[0]).all() and torch.isfinite(stable_softmax(x)[1]).all()
+    assert torch.isnan(logsumexp(x)[0])
+
+
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16])
+def test_dtype_upcast_like_torch(low):
+    x = (8 * torch.randn(3, 50)).to(low)
+    y = stable_softmax(x, dtype=torch.float32)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.softmax(x, -1, dtype=torch.float32))
+    torch.testing.assert_close(log_softmax(x, dtype=torch.float32),
+                               torch.log_softmax(x, -1, dtype=torch.float32))
+    assert stable_softmax(x).dtype == low
+    torch.testing.assert_close(stable_softmax(x).float(), y, rtol=0, atol=2e-2)
+    assert stable_softmax(torch.arange(3), dtype=torch.float64).dtype == torch.float64
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu():
+    x = torch.randn(8, 100, dtype=torch.float64)
+    mask = torch.rand(8, 100) > 0.2
+    torch.testing.assert_close(stable_softmax(x.cuda(), where=mask.cuda()).cpu(),
+                               stable_softmax(x, where=mask))
+    torch.testing.assert_close(logsumexp(x.cuda(), b=x.cuda().abs()).cpu(), logsumexp(x, b=x.abs()))
+
+
+# ------------------------------------------------------------------------------------------
+# naive softmax
+
+
+def test_naive_matches_at_small_scale_and_fails_past_log_max():
+    x = torch.randn(4, 8, dtype=torch.float64)
+    torch.testing.assert_close(naive_softmax(x), torch.softmax(x, -1))
+    log_max = math.log(torch.finfo(torch.float32).max)  # 88.7228...
+    ok = torch.tensor([log_max - 0.01, 0.0])
+    bad = torch.tensor([log_max + 0.01, 0.0])
+    assert torch.isfinite(naive_softmax(ok)).all()
+    assert not torch.isfinite(naive_softmax(bad)).all()
+    assert torch.isfinite(stable_softmax(bad)).all()
+    assert not torch.isfinite(naive_softmax(torch.tensor([12.0, 0.0], dtype=torch.float16))).all()
+    assert torch.isfinite(naive_softmax(torch.tensor([11.0, 0.0], dtype=torch.float16))).all()
+
+
+# ------------------------------------------------------------------------------------------
+# the block: blocked vs unblocked gradients, audit, fused path
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("dim", [-1, (0, 1)])
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax, logsumexp])
+def test_blocked_equals_unblocked_float64(fn, dim, tied):
+    x = (_tied(6, 9) if tied else 30 * torch.randn(6, 9, dtype=torch.float64)).requires_grad_()
+    w = torch.randn(6, 9, dtype=torch.float64)
+    reduced = fn is logsumexp
+
+    def loss():
+        out = fn(x, dim)
+        return out.sum() if reduced else (w * out).sum()
+
+    ref_x = x.detach().clone().requires_grad_()
+    ref = {"softmax": torch.softmax, "log_softmax": torch.log_softmax}
+    cmp = compare_gradients(loss, x, disable=("softmax.*",))
+    assert cmp.overall.max_abs_diff <= 1e-12
+    assert cmp.overall.norm_blocked > 0
+    if dim == -1:
+        torch_fn = torch.logsumexp if reduced else ref[fn.__name__.replace("stable_", "")]
+        out = torch_fn(ref_x, -1)
+        (g_ref,) = torch.autograd.grad(out.sum() if reduced else (w * out).sum(), ref_x)
+        torch.testing.assert_close(cmp.blocked["param"], g_ref, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(cmp.unblocked["param"], g_ref, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_blocked_equals_unblocked_float32_few_ulp(tied):
+    x = (_tied(16, 33, dtype=torch.float32) if tied else 5 * torch.randn(16, 33)).requires_grad_()
+    w = torch.randn(16, 33)
+    cmp = compare_gradients(lambda: (w * stable_softmax(x)).sum(), x, disable=("softmax.*",))
+    g_b, g_u = cmp.blocked["param"], cmp.unblocked["param"]
+    # the max branch adds -sum_j dz_j (zero in exact arithmetic) to the argmax entries; dz_j is
+    # a difference of terms of size |w_j| y_j, so the rounding left over is a few ulp of
+    # sum_j |w_j| y_j, the magnitude of what cancels
+    y = torch.softmax(x.detach().double(), -1)
+    scale = (w.double().abs() * y).sum(-1, keepdim=True).float()
+    ulp = torch.finfo(torch.float32).eps * scale
+    assert ((g_b - g_u).abs() <= 8 * ulp).all()
+    assert (g_b - g_u).abs().max() > 0 or tied  # rounding shows up (it is not the same graph)
+
+
+def test_unblocked_ties_split_the_max_gradient_but_it_cancels():
+    # the max branch alone gets a gradient split among tied maxima; the total is unchanged
+    x = torch.tensor([[2.0, 2.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    with disable_blocks("softmax.*"):
+        _, m = softmax_module._shifted(x, (1,))
+    (g_m,) = torch.autograd.grad(m.sum(), x)
+    torch.testing.assert_close(g_m, torch.tensor([[0.5, 0.5, 0.0]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax, logsumexp])
+def test_audit_block_present_when_blocked_absent_when_disabled(fn):
+    x = torch.randn(3, 5, requires_grad=True)
+    with record_blocks() as names:
+        blocked = fn(x)
+    assert names == ["softmax.max"]
+    with disable_blocks("softmax.*"):
+        unblocked = fn(x)
+    assert "AmaxBackward0" not in _graph_names(blocked)
+    assert "AmaxBackward0" in _graph_names(unblocked)
+    assert count_graph_nodes(blocked) < count_graph_nodes(unblocked)
+    # the shifted max itself: no gradient path from z to m when blocked
+    z, m = softmax_module._shifted(x, (1,))
+    assert not m.requires_grad and not has_gradient_path(z, m)
+    with disable_blocks("softmax.max"):
+        z, m = softmax_module._shifted(x, (1,))
+    assert has_gradient_path(z, m)
+
+
+def test_reference_graph_sizes():
+    x = torch.randn(3, 5, requires_grad=True)
+    # blocked: Sub, Exp, Sum, MaskedFill, Log, Neg, Add, Exp + AccumulateGrad
+    assert count_graph_nodes(stable_softmax(x)) == 9
+    with disable_blocks("softmax.*"):
+        # + Amax, MaskedFill on the max
+        assert count_graph_nodes(stable_softmax(x)) == 11
+
+
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+def test_fused_equals_reference(fn):
+    x = (10 * _tied(7, 11)).requires_grad_()
+    mask = torch.rand(7, 11, generator=torch.Generator().manual_seed(3)) > 0.25
+    mask[2] = False
+    w = torch.randn(7, 11, dtype=torch.float64)
+    outs, grads = [], []
+    for impl in IMPLS:
+        out = fn(x, where=mask, impl=impl)
+        loss = (w * torch.where(mask, out, 0.0)).sum()
+        outs.append(out.detach())
+        grads.append(torch.autograd.grad(loss, x)[0])
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-15)
+    # the fused path has no graph through the max: disable_blocks changes nothing there
+    with disable_blocks():
+        out = fn(x, impl="fused")
+    assert count_graph_nodes(out) == 2
+
+
+def test_does_not_modify_its_input():
+    x = torch.randn(4, 6)
+    before = x.clone()
+    for impl in IMPLS:
+        stable_softmax(x, impl=impl)
+        log_softmax(x, impl=impl)
+    logsumexp(x, b=torch.ones(6))
+    assert torch.equal(x, before)
+
+
+def test_single_named_block_and_no_detach_in_module_source():
+    source = inspect.getsource(softmax_module)
+    calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "stop_gradient"]
+    assert len(calls) == 1
+    assert [kw.value.value for kw in calls[0].keywords if kw.arg == "name"] == ["softmax.max"]
+    assert ".detach(" not in source
+
+
+def test_doctests():
+    result = doctest.testmod(softmax_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# ------------------------------------------------------------------------------------------
+# errors
+
+
+@pytest.mark.parametrize("fn", [naive_softmax, stable_softmax, log_softmax, logsumexp])
+def test_errors_name_function_and_argument(fn):
+    name = fn.__name__
+    x = torch.randn(2, 3)
+    with pytest.raises(TypeError, match=rf"{name}: x must be a floating-point tensor, got torch.int64"):
+        fn(torch.arange(3))
+    with pytest.raises(TypeError, match=rf"{name}: x must be a tensor or array-like"):
+        fn(object())
+    with pytest.raises(ValueError, match=rf"{name}: dim 2 is out of range for a tensor with 2"):
+        fn(x, 2)
+    with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got str"):
+        fn(x, "1")
+    with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got bool"):
+        fn(x, True)
+    with pytest.raises(ValueError, match=rf"{name}: dim must name at least one dimension"):
+        fn(x, ())
+    with pytest.raises(ValueError, match=rf"{name}: dim must not repeat a dimension, got \(1, -1\)"):
+        fn(x, (1, -1))
+    with pytest.raises(ValueError, match=rf"{name}: cannot reduce over dimension 1 of size 0"):
+        fn(torch.zeros(2, 0))
+    with pytest.raises(TypeError, match=rf"{name}: dtype must be a floating-point torch.dtype"):
+        fn(x, dtype=torch.int32)
+    with pytest.raises(TypeError, match=rf"{name}: dtype must be a torch.dtype"):
+        fn(x, dtype="float32")
+
+
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax, logsumexp])
+def test_where_errors(fn):
+    x = torch.randn(2, 3)
+    name = fn.__name__
+    with pytest.raises(TypeError, match=rf"{name}: where must be a boolean tensor, got torch.int64"):
+        fn(x, where=torch.ones(2, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match=rf"{name}: where of shape \(4,\) does not broadcast"):
+        fn(x, where=torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=rf"{name}: where of shape \(2, 2, 3\) does not broadcast"):
+        fn(x, where=torch.ones(2, 2, 3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+def test_impl_error(fn):
+    with pytest.raises(ValueError, match=rf"{fn.__name__}: impl must be 'reference' or 'fused', "
+                                         r"got 'cuda'"):
+        fn(torch.randn(3), impl="cuda")
+
+
+def test_logsumexp_argument_errors():
+    x = torch.randn(2, 3)
+    with pytest.raises(ValueError, match=r"logsumexp: b of shape \(4,\) does not broadcast with x"):
+        logsumexp(x, b=torch.ones(4))
+    with pytest.raises(TypeError, match=r"logsumexp: keepdim must be a bool, got int"):
+        logsumexp(x, keepdim=1)
+    with pytest.raises(TypeError, match=r"logsumexp: return_sign must be a bool, got str"):
+        logsumexp(x, return_sign="yes")
+    with pytest.raises(TypeError, match=r"logsumexp \(b\): x must be a tensor or array-like"):
+        logsumexp(x, b=object())
