@@ -292,7 +292,7 @@ def _covariances_from_precisions_cholesky(prec_chol: torch.Tensor, covariance_ty
         eye = torch.eye(prec_chol.shape[-1], dtype=prec_chol.dtype,
                         device=prec_chol.device).expand_as(prec_chol)
         U_inv = torch.linalg.solve_triangular(prec_chol, eye, upper=True)
-        return U_inv @ U_inv.mT
+        return U_inv.mT @ U_inv
     return 1.0 / prec_chol.square()
 
 
