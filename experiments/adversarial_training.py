@@ -1,0 +1,467 @@
+"""Adversarial training with and without the ``adversarial.examples`` block.
+
+Standard training, PGD adversarial training (Madry et al. 2018) and Fast-FGSM with a random
+start (Wong, Rice, Kolter 2020) are run on the same data from the same initialisation, each
+adversarial method twice from the same random state: with the block (the adversarial examples are
+constants for the parameter update, Danskin's theorem) and inside ``disable_blocks`` (the
+parameter gradient also flows through the unrolled attack, ``create_graph=True``).
+
+Measured:
+
+- accuracy on held-out data: clean, FGSM, PGD-``eval_steps`` and PGD with restarts;
+- time per epoch and memory of one training step, blocked vs unblocked, and memory
+  (autograd-saved bytes, peak live bytes) against the number of PGD steps;
+- the cosine between the parameter gradients with and without the block for L∞ sign steps (the
+  extra term is zero almost everywhere: ``sign`` has zero derivative) and for L2 normalised
+  steps (it is not);
+- figures: accuracy curves, memory vs steps, a grid of adversarial digits, and for the 2-D moons
+  the decision boundaries with adversarial points.
+
+References:
+    Madry et al. (2018), https://arxiv.org/abs/1706.06083 ; Wong, Rice, Kolter (2020),
+    https://arxiv.org/abs/2001.03994 ; Goodfellow, Shlens, Szegedy (2015),
+    https://arxiv.org/abs/1412.6572
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import math
+import statistics
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field, field_validator
+from torch import nn
+
+from toolkit import compare_gradients, disable_blocks
+from toolkit.algorithms.adversarial import (
+    adversarial_training,
+    eval_mode,
+    evaluate_robustness,
+    fgsm,
+    pgd,
+)
+from toolkit.core.gradients import count_graph_nodes
+from toolkit.data import Dataset, digits, train_test_split, two_moons
+from toolkit.runner import ExperimentParams, RunContext, RunResults, measure_memory, time_fn
+
+DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"
+
+ATTACKED = ("pgd", "fgsm_rs", "fgsm")
+
+
+class Params(ExperimentParams):
+    dataset: Literal["digits", "moons"] = Field(
+        "digits", description="digits (8×8, pixels in [0, 1]) or the 2-D two moons (unbounded)")
+    methods: list[Literal["standard", "pgd", "fgsm_rs", "fgsm"]] = Field(
+        default_factory=lambda: ["standard", "pgd", "fgsm_rs"],
+        description="training procedures; the attacked ones run blocked and unblocked")
+    hidden: list[int] = Field(default_factory=lambda: [256, 256],
+                              description="hidden layer widths of the ReLU MLP")
+    eps: float = Field(0.1, gt=0, description="L∞ radius of training and evaluation attacks")
+    alpha: float = Field(0.02, gt=0, description="PGD-AT step size (Fast-FGSM uses 1.25 eps)")
+    steps: int = Field(10, ge=1, description="PGD-AT steps")
+    epochs: int = Field(30, ge=1, description="training epochs")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    batch_size: int = Field(64, ge=1, description="training minibatch size")
+    n_train: int | None = Field(None, ge=10, description="use only this many training examples")
+    test_fraction: float = Field(0.25, gt=0, lt=1, description="held-out fraction (stratified)")
+    n_samples: int = Field(1000, ge=20, description="moons: number of points")
+    noise: float = Field(0.1, ge=0, description="moons: noise of make_moons")
+    eval_steps: int = Field(40, ge=1, description="steps of the evaluation PGD (alpha 2.5 eps/steps)")
+    eval_restarts: int = Field(5, ge=1, description="restarts of the restarted evaluation PGD")
+    n_eval: int | None = Field(None, ge=1, description="evaluate on this many held-out examples")
+    check_size: int = Field(256, ge=1, description="held-out examples of the per-epoch PGD check")
+    memory_steps: list[int] = Field(default_factory=lambda: [1, 5, 10, 20],
+                                    description="PGD steps at which a training step's memory is measured")
+    memory_batch: int = Field(128, ge=1, description="batch size of the memory/time probes")
+    timing_repeat: int = Field(3, ge=1, description="repetitions of each timed training step")
+    grad_batch: int = Field(128, ge=1, description="batch of the blocked/unblocked gradient comparison")
+    l2_eps: float = Field(1.0, gt=0, description="L2 radius of the gradient comparison's L2 attack")
+    n_examples: int = Field(10, ge=1, le=64, description="digits shown in the adversarial grid")
+
+    @field_validator("methods")
+    @classmethod
+    def _distinct(cls, methods: list[str]) -> list[str]:
+        if not methods or len(set(methods)) != len(methods):
+            raise ValueError(f"methods must be distinct and non-empty, got {methods}")
+        return methods
+
+    @field_validator("hidden", "memory_steps")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values) or not values:
+            raise ValueError(f"must be a non-empty list of ints >= 1, got {values}")
+        return values
+
+
+QUICK: dict[str, Any] = {
+    "hidden": [64, 64], "epochs": 4, "n_train": 400, "batch_size": 32, "lr": 3e-3, "eval_steps": 10, "eval_restarts": 2,
+    "n_eval": 200, "check_size": 100, "memory_steps": [1, 5, 10], "memory_batch": 64,
+    "timing_repeat": 1, "grad_batch": 64, "n_examples": 8,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# data and model
+
+
+def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset, tuple[float, float] | None]:
+    """Train/test split (stratified, seeded), on ``ctx.device``; bounds of the inputs."""
+    if params.dataset == "digits":
+        data, bounds = digits(ctx.dtype), (0.0, 1.0)
+    else:
+        data, bounds = two_moons(params.n_samples, noise=params.noise, seed=ctx.seed,
+                                 dtype=ctx.dtype), None
+    train, test = train_test_split(data, params.test_fraction, seed=ctx.seed)
+    if params.n_train is not None:
+        train = Dataset(train.X[:params.n_train], train.y[:params.n_train])
+    if params.n_eval is not None:
+        test = Dataset(test.X[:params.n_eval], test.y[:params.n_eval])
+    move = lambda d: Dataset(d.X.to(ctx.device), d.y.to(ctx.device))  # noqa: E731
+    return move(train), move(test), bounds
+
+
+def make_mlp(sizes: list[int], *, seed: int, device: torch.device, dtype: torch.dtype
+             ) -> nn.Sequential:
+    """ReLU MLP with PyTorch's default ``nn.Linear`` initialisation drawn from ``seed``.
+
+    ``U(−1/√fan_in, 1/√fan_in)`` for weights and biases, as ``kaiming_uniform_(a=√5)`` gives, from
+    an explicit generator so that every method starts from the same network.
+    """
+    g = torch.Generator().manual_seed(seed)
+    layers: list[nn.Module] = []
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
+        linear = nn.Linear(n_in, n_out, dtype=dtype)
+        bound = 1.0 / math.sqrt(n_in)
+        with torch.no_grad():
+            linear.weight.copy_(torch.rand(n_out, n_in, generator=g, dtype=dtype) * 2 * bound - bound)
+            linear.bias.copy_(torch.rand(n_out, generator=g, dtype=dtype) * 2 * bound - bound)
+        layers.append(linear)
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers).to(device)
+
+
+def eval_attacks(params: Params, bounds: tuple[float, float] | None, seed: int) -> dict[str, Any]:
+    """FGSM, PGD-k and PGD-k with restarts (α = 2.5 ε / k), each with its own seeded generator."""
+    eps, k = params.eps, params.eval_steps
+    pgd_k = functools.partial(pgd, eps=eps, alpha=2.5 * eps / k, steps=k, bounds=bounds,
+                              generator=torch.Generator().manual_seed(seed))
+    pgd_r = functools.partial(pgd, eps=eps, alpha=2.5 * eps / k, steps=k, bounds=bounds,
+                              restarts=params.eval_restarts,
+                              generator=torch.Generator().manual_seed(seed + 1))
+    return {"fgsm": functools.partial(fgsm, eps=eps, bounds=bounds), f"pgd{k}": pgd_k,
+            f"pgd{k}_restarts": pgd_r}
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+
+def _train(method: str, params: Params, ctx: RunContext, sizes: list[int], train: Dataset,
+           test: Dataset, bounds: tuple[float, float] | None) -> tuple[nn.Module, Any]:
+    model = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
+    optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
+    bar = ctx.progress(total=params.epochs, desc=method)
+    try:
+        history = adversarial_training(
+            model, train, optimizer, method=method, epochs=params.epochs, eps=params.eps,
+            alpha=params.alpha if method == "pgd" else None,
+            steps=params.steps if method == "pgd" else None,
+            batch_size=params.batch_size, bounds=bounds,
+            check_data=(test.X[:params.check_size], test.y[:params.check_size]),
+            generator=ctx.generator, callback=lambda epoch, record: bar.update())
+    finally:
+        bar.close()
+    return model, history
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    train, test, bounds = load_data(params, ctx)
+    n_classes = int(torch.cat([train.y, test.y]).max()) + 1
+    sizes = [train.X.shape[1], *params.hidden, n_classes]
+    results: dict[str, dict[str, Any]] = {"blocked": {}, "unblocked": {}}
+    models: dict[str, nn.Module] = {}
+    seconds: dict[str, dict[str, float]] = {"blocked": {}, "unblocked": {}}
+
+    for method in params.methods:
+        if method == "standard":  # no attack, no block: one run stands for both variants
+            runs = {"blocked": _train(method, params, ctx, sizes, train, test, bounds)}
+        else:
+            runs = ctx.compare(lambda m=method: _train(m, params, ctx, sizes, train, test, bounds))
+        for variant, (model, history) in runs.items():
+            for i, epoch in enumerate(history.epoch):
+                ctx.log(epoch + 1, **{f"{variant}/{method}/{key}": getattr(history, key)[i]
+                                      for key in ("loss", "train_acc", "clean_acc", "robust_acc")})
+            accuracy = evaluate_robustness(model, test, eval_attacks(params, bounds, ctx.seed))
+            results[variant][method] = {**accuracy,
+                                        "overfitting_epoch": history.overfitting_epoch,
+                                        "final_check_robust_acc": history.robust_acc[-1]}
+            seconds[variant][method] = statistics.median(history.seconds)
+            models[f"{variant}/{method}"] = model
+    ratios = {m: seconds["unblocked"][m] / seconds["blocked"][m] for m in seconds["unblocked"]}
+    ctx.summary(**results)
+    ctx.costs(seconds_per_epoch=seconds, epoch_time_ratio_unblocked_over_blocked=ratios)
+    if "standard" in params.methods:
+        ctx.summary(notes={"standard": "no attack and no block: one run, listed under blocked"})
+
+    k = params.eval_steps
+    if params.dataset == "digits" and {"standard", "pgd"} <= set(params.methods):
+        at, std = results["blocked"]["pgd"], results["blocked"]["standard"]
+        ctx.summary(acceptance={
+            "pgd_at_clean_acc": at["clean"], "pgd_at_clean_acc_ge_0.95": at["clean"] >= 0.95,
+            f"pgd_at_pgd{k}_acc": at[f"pgd{k}"], f"pgd_at_pgd{k}_acc_ge_0.75": at[f"pgd{k}"] >= 0.75,
+            f"standard_pgd{k}_acc": std[f"pgd{k}"],
+            f"standard_pgd{k}_acc_le_0.55": std[f"pgd{k}"] <= 0.55})
+
+    init = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
+    _memory_vs_steps(params, ctx, init, train, bounds)
+    trained = models.get("blocked/pgd") or models.get(f"blocked/{params.methods[0]}")
+    _gradient_comparison(params, ctx, {"init": init, "trained": trained}, test, bounds)
+    if params.dataset == "digits":
+        _examples(params, ctx, models, test, bounds)
+    else:
+        _boundaries(params, ctx, models, train, test, bounds)
+
+
+def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params: Params,
+                      steps: int, bounds: tuple[float, float] | None, seed: int) -> torch.Tensor:
+    """The PGD-AT loss of one batch: cross-entropy at PGD examples (``steps`` steps)."""
+    x_adv = pgd(model, x, y, params.eps, params.alpha, steps, bounds=bounds,
+                generator=torch.Generator().manual_seed(seed))
+    return F.cross_entropy(model(x_adv), y)
+
+
+def _training_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params: Params, steps: int,
+                   bounds: tuple[float, float] | None, seed: int) -> float:
+    """One PGD-AT step's forward and backward (the attack included); gradients are discarded."""
+    loss = _adversarial_loss(model, x, y, params, steps, bounds, seed)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    return float(sum(g.square().sum() for g in grads))
+
+
+def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Dataset,
+                     bounds: tuple[float, float] | None) -> None:
+    x, y = train.X[:params.memory_batch], train.y[:params.memory_batch]
+    memory: dict[str, dict[str, list[int]]] = {
+        v: {"saved_tensor_bytes": [], "peak_bytes": [], "graph_nodes": []}
+        for v in ("blocked", "unblocked")}
+    timing: dict[str, list[float]] = {"blocked": [], "unblocked": []}
+    for steps in params.memory_steps:
+        step = functools.partial(_training_step, model, x, y, params, steps, bounds, ctx.seed)
+        for variant in ("blocked", "unblocked"):
+            blocks = (disable_blocks(*ctx.disable_patterns) if variant == "unblocked"
+                      else contextlib.nullcontext())
+            with blocks:
+                stats = measure_memory(step, device=ctx.device)
+                # size of the graph the final backward walks: flat when blocked
+                nodes = count_graph_nodes(_adversarial_loss(model, x, y, params, steps, bounds,
+                                                            ctx.seed))
+                timing[variant].append(time_fn(step, repeat=params.timing_repeat, warmup=1,
+                                               device=ctx.device).median)
+            memory[variant]["saved_tensor_bytes"].append(stats.saved_tensor_bytes)
+            memory[variant]["peak_bytes"].append(stats.peak_bytes)
+            memory[variant]["graph_nodes"].append(nodes)
+            ctx.log(steps, **{f"{variant}/memory/saved_mib": stats.saved_tensor_bytes / 2**20,
+                              f"{variant}/memory/graph_nodes": nodes})
+    ctx.summary(memory={"steps": params.memory_steps, "batch": int(x.shape[0]),
+                        **{v: {"graph_nodes": memory[v]["graph_nodes"]} for v in memory}})
+    ctx.costs(memory={"steps": params.memory_steps,
+                      **{v: {"peak_bytes": memory[v]["peak_bytes"],
+                             "saved_tensor_bytes": memory[v]["saved_tensor_bytes"]}
+                         for v in memory}},
+              step_seconds={"steps": params.memory_steps, **timing},
+              step_time_ratio_unblocked_over_blocked=[
+                  u / b for u, b in zip(timing["unblocked"], timing["blocked"])])
+
+
+def _gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.Module],
+                         test: Dataset, bounds: tuple[float, float] | None) -> None:
+    """Parameter gradients of the adversarial loss with and without the block, L∞ and L2."""
+    x, y = test.X[:params.grad_batch], test.y[:params.grad_batch]
+    summary: dict[str, dict[str, Any]] = {}
+    costs: dict[str, dict[str, float]] = {}
+    for name, model in models.items():
+        for norm, eps in (("linf", params.eps), ("l2", params.l2_eps)):
+            def loss(model: nn.Module = model, norm: str = norm, eps: float = eps) -> torch.Tensor:
+                x_adv = pgd(model, x, y, eps, 2.5 * eps / params.steps, params.steps, norm=norm,
+                            bounds=bounds, generator=torch.Generator().manual_seed(ctx.seed))
+                return F.cross_entropy(model(x_adv), y)
+
+            parameters = dict(model.named_parameters())
+            cmp = compare_gradients(loss, parameters, disable=ctx.disable_patterns)
+            summary[f"{name}/{norm}"] = {
+                "cosine": cmp.overall.cosine, "rel_diff": cmp.overall.rel_diff,
+                "norm_blocked": cmp.overall.norm_blocked,
+                "norm_unblocked": cmp.overall.norm_unblocked}
+            grad = lambda loss=loss, p=parameters: torch.autograd.grad(  # noqa: E731
+                loss(), list(p.values()))
+            blocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
+            with disable_blocks(*ctx.disable_patterns):
+                unblocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
+            costs[f"{name}/{norm}"] = {"blocked_seconds": blocked, "unblocked_seconds": unblocked,
+                                       "ratio": unblocked / blocked}
+            ctx.log(0, **{f"unblocked/grad/cosine_{name}_{norm}": cmp.overall.cosine})
+    ctx.summary(gradients=summary)
+    ctx.costs(gradients=costs)
+
+
+@torch.no_grad()
+def _predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    with eval_mode(model):
+        return model(x).argmax(-1)
+
+
+def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], test: Dataset,
+              bounds: tuple[float, float] | None) -> None:
+    """First held-out example of each class (then more), attacked by PGD against each model."""
+    n = min(params.n_examples, len(test.y))
+    firsts = [int(torch.nonzero(test.y == c)[0]) for c in torch.unique(test.y).tolist()]
+    rest = [i for i in range(len(test.y)) if i not in firsts]
+    idx = torch.tensor((firsts + rest)[:n])
+    x, y = test.X[idx], test.y[idx]
+    out: dict[str, Any] = {"x": x, "y": y}
+    k = params.eval_steps
+    for key, model in models.items():
+        if not key.startswith("blocked/"):
+            continue
+        method = key.split("/", 1)[1]
+        x_adv = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k, bounds=bounds,
+                    generator=torch.Generator().manual_seed(ctx.seed))
+        out[f"adv_{method}"] = x_adv
+        out[f"pred_clean_{method}"] = _predict(model, x)
+        out[f"pred_adv_{method}"] = _predict(model, x_adv)
+    ctx.save_artifact("examples", {k: v.cpu() for k, v in out.items()})
+
+
+def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], train: Dataset,
+                test: Dataset, bounds: tuple[float, float] | None) -> None:
+    """Class-1 probability on a grid and PGD points against each blocked model (2-D data)."""
+    X = torch.cat([train.X, test.X])
+    lo, hi = X.min(0).values - 0.5, X.max(0).values + 0.5
+    gx = torch.linspace(float(lo[0]), float(hi[0]), 120, dtype=ctx.dtype, device=ctx.device)
+    gy = torch.linspace(float(lo[1]), float(hi[1]), 100, dtype=ctx.dtype, device=ctx.device)
+    grid = torch.stack(torch.meshgrid(gx, gy, indexing="xy"), -1).reshape(-1, 2)
+    x, y = test.X[:100], test.y[:100]
+    out: dict[str, Any] = {"gx": gx, "gy": gy, "x": x, "y": y, "train_x": train.X,
+                           "train_y": train.y}
+    k = params.eval_steps
+    for key, model in models.items():
+        if not key.startswith("blocked/"):
+            continue
+        method = key.split("/", 1)[1]
+        with torch.no_grad(), eval_mode(model):
+            out[f"prob_{method}"] = torch.softmax(model(grid), -1)[:, 1].reshape(len(gy), len(gx))
+        out[f"adv_{method}"] = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k,
+                                   bounds=bounds, generator=torch.Generator().manual_seed(ctx.seed))
+    ctx.save_artifact("boundary", {k: v.cpu() for k, v in out.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+_LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Accuracy curves, memory vs PGD steps, adversarial digits or moons decision boundaries."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    figs: dict[str, Any] = {}
+    methods = run.params.get("methods", ["standard", "pgd", "fgsm_rs"])
+    keys = set(run.metric_keys())
+    artifacts = run.artifact_names()
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for i, method in enumerate(methods):
+        for variant, style in (("blocked", "-"), ("unblocked", "--")):
+            for ax, key in zip(axes, ("clean_acc", "robust_acc")):
+                if f"{variant}/{method}/{key}" not in keys:
+                    continue
+                steps, values = run.metric(f"{variant}/{method}/{key}")
+                ax.plot(steps, values, style, color=f"C{i}",
+                            label=f"{_LABELS[method]} ({variant})")
+    axes[0].set_title("clean accuracy (held-out check batch)")
+    axes[1].set_title(f"PGD-10 accuracy, ε = {run.params.get('eps')}")
+    for ax in axes:
+        ax.set_xlabel("epoch")
+    axes[0].set_ylabel("accuracy")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    figs["accuracy_curves"] = fig
+
+    memory = run.summary.get("memory")
+    peak = run.costs.get("memory", {})
+    if memory:
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+        for variant, style in (("blocked", "o-"), ("unblocked", "s--")):
+            if variant in peak:
+                axes[0].plot(peak["steps"], np.array(peak[variant]["peak_bytes"]) / 2**20, style,
+                             label=variant)
+            if variant in peak:
+                axes[1].plot(peak["steps"], np.array(peak[variant]["saved_tensor_bytes"]) / 2**20,
+                             style, label=variant)
+            axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], style, label=variant)
+        axes[0].set_title("peak live tensor memory", fontsize=9)
+        axes[1].set_title("bytes saved for backward (summed over the call)", fontsize=9)
+        axes[2].set_title("autograd nodes behind the training loss", fontsize=9)
+        for ax, unit in zip(axes, ("MiB", "MiB", "nodes")):
+            ax.set_xlabel("PGD steps (one PGD-AT training step)")
+            ax.set_ylabel(unit)
+            ax.legend()
+        fig.tight_layout()
+        figs["memory_vs_steps"] = fig
+
+    if "examples" in artifacts:
+        ex = run.artifact("examples")
+        attacked = [m for m in methods if f"adv_{m}" in ex]
+        n = len(ex["y"])
+        side = round(math.sqrt(ex["x"].shape[1]))
+        rows = 1 + len(attacked)
+        fig, axes = plt.subplots(rows, n, figsize=(1.1 * n, 1.3 * rows), squeeze=False)
+        for j in range(n):
+            axes[0, j].imshow(ex["x"][j].reshape(side, side), cmap="gray_r", vmin=0, vmax=1)
+            axes[0, j].set_title(f"label {int(ex['y'][j])}", fontsize=7)
+            for r, method in enumerate(attacked, start=1):
+                pred = int(ex[f"pred_adv_{method}"][j])
+                ok = pred == int(ex["y"][j])
+                axes[r, j].imshow(ex[f"adv_{method}"][j].reshape(side, side), cmap="gray_r",
+                                  vmin=0, vmax=1)
+                axes[r, j].set_title(f"→ {pred}", fontsize=7, color="green" if ok else "red")
+        for r, method in enumerate(["clean", *attacked]):
+            axes[r, 0].set_ylabel(_LABELS.get(method, method), fontsize=7)
+        for ax in axes.ravel():
+            ax.set_xticks([])
+            ax.set_yticks([])
+        fig.suptitle(f"PGD-{run.params.get('eval_steps')} examples (ε = {run.params.get('eps')}) "
+                     f"against each model: prediction in red when fooled", fontsize=8)
+        fig.tight_layout()
+        figs["adversarial_examples"] = fig
+
+    if "boundary" in artifacts:
+        b = run.artifact("boundary")
+        attacked = [m for m in methods if f"prob_{m}" in b]
+        fig, axes = plt.subplots(1, len(attacked), figsize=(4.2 * len(attacked), 3.6),
+                                 squeeze=False)
+        for ax, method in zip(axes[0], attacked):
+            ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="RdBu_r",
+                        alpha=0.6)
+            ax.contour(b["gx"], b["gy"], b[f"prob_{method}"], levels=[0.5], colors="k")
+            ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap="bwr", s=10, edgecolors="k",
+                       linewidths=0.3, label="held-out")
+            adv = b[f"adv_{method}"]
+            ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap="bwr", marker="x", s=14,
+                       label="PGD points")
+            for p, q in zip(b["x"], adv):
+                ax.plot([p[0], q[0]], [p[1], q[1]], "k-", lw=0.3)
+            ax.set_title(f"{_LABELS[method]}, ε = {run.params.get('eps')}")
+            ax.legend(fontsize=6, loc="lower left")
+        fig.tight_layout()
+        figs["decision_boundary"] = fig
+    return figs

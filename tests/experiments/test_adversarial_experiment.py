@@ -1,0 +1,80 @@
+"""The adversarial_training experiment, run through the runner with tiny budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pytest
+from pydantic import ValidationError
+
+from experiments import adversarial_training as exp
+from toolkit.runner import run_experiment
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("adversarial")
+    return run_experiment(CONFIGS / "adversarial_quick.toml", output_dir=out, report=False)
+
+
+@pytest.mark.slow
+def test_quick_run_reports_accuracies_costs_and_gradients(quick_run):
+    s, c = quick_run.summary, quick_run.costs
+    assert set(s["blocked"]) == {"standard", "pgd", "fgsm_rs"}
+    assert set(s["unblocked"]) == {"pgd", "fgsm_rs"}
+    for method, acc in s["blocked"].items():
+        assert set(acc) >= {"clean", "fgsm", "pgd10", "pgd10_restarts", "worst_case"}, method
+        assert acc["worst_case"] <= acc["pgd10_restarts"] <= acc["clean"]
+    # L∞ sign steps: the unblocked gradient equals the blocked one, so training is the same
+    assert s["unblocked"]["pgd"] == s["blocked"]["pgd"]
+    for model in ("init", "trained"):
+        assert s["gradients"][f"{model}/linf"]["rel_diff"] < 1e-6
+        assert s["gradients"][f"{model}/l2"]["cosine"] < 0.9999
+        assert s["gradients"][f"{model}/l2"]["rel_diff"] > 1e-3
+    # the graph behind the training loss: flat blocked, growing with the steps unblocked
+    nodes_b = s["memory"]["blocked"]["graph_nodes"]
+    nodes_u = s["memory"]["unblocked"]["graph_nodes"]
+    assert len(set(nodes_b)) == 1 and nodes_u == sorted(nodes_u) and nodes_u[0] > nodes_b[0]
+    assert c["memory"]["unblocked"]["peak_bytes"][-1] > c["memory"]["blocked"]["peak_bytes"][-1]
+    assert set(c["seconds_per_epoch"]["unblocked"]) == {"pgd", "fgsm_rs"}
+    assert "acceptance" in s  # measured, not asserted: the quick budget is far too small
+    assert quick_run.metric("blocked/pgd/robust_acc")[0].tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_quick_run_figures(quick_run):
+    matplotlib.use("Agg")
+    figs = exp.figures(quick_run)
+    assert set(figs) == {"accuracy_curves", "memory_vs_steps", "adversarial_examples"}
+    ex = quick_run.artifact("examples")
+    assert ex["x"].shape == (8, 64) and ex["adv_pgd"].shape == (8, 64)
+    assert abs(ex["adv_pgd"] - ex["x"]).max() <= 0.1 + 1e-6
+
+
+@pytest.mark.slow
+def test_moons_run_draws_decision_boundaries(tmp_path):
+    params = {**exp.QUICK, "dataset": "moons", "n_samples": 200, "eps": 0.15, "alpha": 0.04,
+              "methods": ["standard", "pgd"], "memory_steps": [1, 2], "hidden": [16],
+              "epochs": 2, "n_eval": 60, "l2_eps": 0.15}
+    run = run_experiment("adversarial_training", params, output_dir=tmp_path, dtype="float32",
+                         device="cpu", disable_blocks=["adversarial.*"], report=False)
+    figs = exp.figures(run)
+    assert "decision_boundary" in figs and "adversarial_examples" not in figs
+    b = run.artifact("boundary")
+    assert b["prob_pgd"].shape == (100, 120)
+    assert abs(b["adv_pgd"] - b["x"]).max() <= 0.15 + 1e-6
+
+
+def test_params_are_validated():
+    exp.Params(**exp.QUICK)
+    with pytest.raises(ValidationError, match="extra"):
+        exp.Params(epoch=3)
+    with pytest.raises(ValidationError, match="methods must be distinct"):
+        exp.Params(methods=["pgd", "pgd"])
+    with pytest.raises(ValidationError, match="non-empty list of ints >= 1"):
+        exp.Params(memory_steps=[0, 5])
+    with pytest.raises(ValidationError):
+        exp.Params(dataset="mnist")
