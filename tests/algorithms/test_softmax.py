@@ -427,6 +427,23 @@ def test_audit_block_present_when_blocked_absent_when_disabled(fn):
     assert has_gradient_path(z, m)
 
 
+def test_blocked_graph_does_not_keep_the_input_alive():
+    # the max's graph is not even recorded when the block is active: nothing saves x
+    x = torch.randn(4, 6, requires_grad=True)
+    saved: list[bool] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t.data_ptr() == x.data_ptr())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        stable_softmax(x)
+        assert not any(saved)
+        with disable_blocks("softmax.*"):
+            stable_softmax(x)
+        assert any(saved)  # amax's backward needs x
+
+
 def test_reference_graph_sizes():
     x = torch.randn(3, 5, requires_grad=True)
     # blocked: Sub, Exp, Sum, MaskedFill, Log, Neg, Add, Exp + AccumulateGrad

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 import torch
 
-from toolkit.core.stop_gradient import stop_gradient
+from toolkit.core.stop_gradient import is_block_disabled, stop_gradient
 
 __all__ = ["log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
 
@@ -157,8 +157,13 @@ def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torc
     is ``-inf`` (empty after masking) are shifted by 0, so that ``x - m`` is ``-inf`` there and
     not ``nan``; a ``+inf`` max is kept, which makes the row ``nan`` in softmax (documented).
     """
-    m = x.amax(dim=dims, keepdim=True)
-    m = m.masked_fill(m == -math.inf, 0.0)
+    # With the block active, the graph of the max would be built only to be cut: record it only
+    # when the block is off (saves the Amax node and its reference to x).
+    track = torch.is_grad_enabled() and (torch.compiler.is_compiling()
+                                         or is_block_disabled("softmax.max"))
+    with torch.set_grad_enabled(track):
+        m = x.amax(dim=dims, keepdim=True)
+        m = m.masked_fill(m == -math.inf, 0.0)
     # Softmax is shift-invariant: for any c constant along dims, softmax(x - c) == softmax(x),
     # so the gradient through the max is exactly zero in exact arithmetic. Blocking it keeps
     # exp(x - m) <= 1 without differentiating max: a smaller backward graph and no gradient
@@ -183,11 +188,16 @@ def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
 
 
 class _FusedSoftmax(torch.autograd.Function):
-    """Softmax with the analytic backward ``dx = y ⊙ (g − Σ y ⊙ g)``: one allocation each way."""
+    """Softmax with the analytic backward ``dx = y ⊙ (g − Σ y ⊙ g)``: one full-size allocation
+    in each direction, like ``torch.softmax``."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
-        y = _log_softmax_ref(x, dims).exp_()
+        # no graph is recorded here, so everything runs in place on one fresh tensor
+        e, _ = _shifted(x, dims)
+        e.exp_()
+        s = e.sum(dim=dims, keepdim=True)
+        y = e.div_(s.masked_fill_(s == 0, 1.0))  # empty rows: 0 / 1
         ctx.dims = dims
         ctx.save_for_backward(y)
         return y

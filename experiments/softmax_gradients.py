@@ -1,0 +1,463 @@
+"""Softmax with and without the ``softmax.max`` block: gradients, overflow and cost.
+
+``stable_softmax`` computes ``softmax(x) = softmax(x − m)`` with ``m = stop_gradient(max x)``.
+Softmax is shift-invariant, so the gradient that flows through ``m`` when the block is
+disabled is zero in exact arithmetic: blocked and unblocked gradients must agree up to
+rounding, at every logit scale and precision, including rows whose maximum is tied (where
+``amax``'s backward splits the gradient of the max among the tied entries). What the block
+buys is cost: a smaller backward graph, less time and memory. What the shift buys is range:
+the naive ``exp(x) / Σ exp(x)`` overflows once a logit passes ``log(finfo.max)``.
+
+Three parts:
+
+1. **Gradients** over logit scales ``s`` (inputs ``s·u``, ``u ~ N(0, 1)``, plus a copy of ``u``
+   whose rows have ``n_tied`` tied maxima), dtypes float64/float32/bfloat16/float16: the
+   gradient of ``Σ w ⊙ softmax(x)`` blocked, unblocked and from ``torch.softmax`` in the same
+   dtype, each scored against ``torch.softmax``'s float64 gradient of the same (rounded)
+   input, and blocked vs unblocked directly.
+2. **Overflow** of the naive form: the smallest representable ``c`` for which
+   ``naive_softmax([c, 0])`` is not finite (bisection on the bit patterns of the dtype),
+   against ``log(finfo.max)``; and the fraction of non-finite rows vs scale for random logits.
+3. **Cost** (float32, on the run's device): forward+backward time, autograd node count, peak
+   memory and bytes saved for backward, for blocked, unblocked, ``torch.softmax`` and the
+   fused ``torch.autograd.Function`` path.
+
+References:
+    Blanchard, Higham, Higham (2021), Accurately computing the log-sum-exp and softmax
+    functions, IMA J. Numer. Anal. 41(4), https://doi.org/10.1093/imanum/draa038
+    TensorFlow ``tf.stop_gradient`` documentation (the softmax example),
+    https://www.tensorflow.org/api_docs/python/tf/stop_gradient
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, field_validator, model_validator
+
+from toolkit import compare_gradients, disable_blocks
+from toolkit.algorithms.softmax import naive_softmax, stable_softmax
+from toolkit.core.gradients import count_graph_nodes
+from toolkit.runner import ExperimentParams, RunContext, RunResults, measure_memory, time_fn
+
+DESCRIPTION = "softmax: gradient through the max (blocked vs not) over scales and dtypes; overflow; cost"
+
+DTYPES: dict[str, torch.dtype] = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+DtypeName = Literal["float64", "float32", "bfloat16", "float16"]
+KINDS = ("random", "tied")
+GRAD_VARIANTS = ("blocked", "unblocked", "torch")
+COST_VARIANTS = ("blocked", "unblocked", "torch", "fused")
+
+
+class Params(ExperimentParams):
+    scales: list[float] = Field(
+        default_factory=lambda: [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1e3, 3e3, 1e4],
+        description="logit scales s: the inputs are s·u with u ~ N(0, 1)")
+    dtypes: list[DtypeName] = Field(
+        default_factory=lambda: ["float64", "float32", "bfloat16", "float16"],
+        description="precisions to compute the gradients in")
+    n_rows: int = Field(64, ge=1, description="rows of the gradient-test input")
+    n_cols: int = Field(128, ge=2, description="columns (softmax length) of the gradient-test input")
+    n_tied: int = Field(3, ge=2, description="entries sharing the maximum in each tied row")
+    failure_points: int = Field(
+        41, ge=2, description="log-spaced scales from 1 to max(scales) for the overflow sweep")
+    cost_shapes: list[tuple[int, int]] = Field(
+        default_factory=lambda: [(4096, 4096), (64, 50000)],
+        description="(rows, cols) of the float32 inputs whose cost is measured; [] skips")
+    cost_repeat: int = Field(7, ge=1, description="timed forward+backward calls per variant")
+    cost_warmup: int = Field(1, ge=0, description="untimed calls per variant first")
+
+    @field_validator("scales")
+    @classmethod
+    def _positive_scales(cls, scales: list[float]) -> list[float]:
+        if not scales:
+            raise ValueError("give at least one scale")
+        if any(not (s > 0 and math.isfinite(s)) for s in scales):
+            raise ValueError(f"scales must be finite and > 0, got {scales}")
+        return sorted(scales)
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, dtypes: list[str]) -> list[str]:
+        if not dtypes:
+            raise ValueError("give at least one dtype")
+        if len(set(dtypes)) != len(dtypes):
+            raise ValueError(f"dtypes are listed twice in {dtypes}")
+        return dtypes
+
+    @field_validator("cost_shapes")
+    @classmethod
+    def _shapes(cls, shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for shape in shapes:
+            if min(shape) < 1:
+                raise ValueError(f"cost shapes must be positive, got {list(shape)}")
+        return shapes
+
+    @model_validator(mode="after")
+    def _tied_fits(self) -> Params:
+        if self.n_tied > self.n_cols:
+            raise ValueError(f"n_tied ({self.n_tied}) must be <= n_cols ({self.n_cols})")
+        return self
+
+
+QUICK: dict[str, Any] = {
+    "scales": [1.0, 10.0, 100.0, 1e3, 1e4],
+    "n_rows": 16,
+    "n_cols": 32,
+    "failure_points": 17,
+    "cost_shapes": [(256, 256), (8, 5000)],
+    "cost_repeat": 3,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+
+
+def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Generator
+                ) -> dict[str, torch.Tensor]:
+    """Float64 base logits ``random`` (N(0, 1)), ``tied`` (the same with ``n_tied`` entries of
+    each row set to ``row max + 1``, so exactly ``n_tied`` tied maxima) and weights ``w``."""
+    u = torch.randn(n_rows, n_cols, generator=generator, dtype=torch.float64)
+    w = torch.randn(n_rows, n_cols, generator=generator, dtype=torch.float64)
+    cols = torch.argsort(torch.rand(n_rows, n_cols, generator=generator), dim=1)[:, :n_tied]
+    top = (u.amax(dim=1, keepdim=True) + 1.0).expand(-1, n_tied)
+    tied = u.scatter(1, cols, top)
+    return {"random": u, "tied": tied, "w": w}
+
+
+# --------------------------------------------------------------------------------------------
+# 1. gradients
+
+
+def _errors(g: torch.Tensor, ref: torch.Tensor) -> dict[str, float | None]:
+    g = g.double()
+    diff = g - ref
+    finite = bool(torch.isfinite(g).all())
+    max_abs = float(diff.abs().max()) if finite else None
+    ref_norm = float(ref.norm())
+    if not finite:
+        rel = None
+    elif ref_norm > 0:
+        rel = float(diff.norm()) / ref_norm
+    else:
+        rel = 0.0 if float(diff.norm()) == 0.0 else None
+    return {"max_abs_err": max_abs, "rel_err": rel, "finite": finite}
+
+
+def gradient_errors(x: torch.Tensor, w: torch.Tensor, disable: tuple[str, ...]
+                    ) -> dict[str, dict[str, Any]]:
+    """Gradients of ``Σ w ⊙ softmax(x)`` (x, w in the same dtype) blocked, unblocked and from
+    ``torch.softmax``, scored against ``torch.softmax``'s float64 gradient of the same input."""
+    xg = x.clone().requires_grad_()
+    cmp = compare_gradients(lambda: (w * stable_softmax(xg)).sum(), {"x": xg}, disable=disable)
+    (g_torch,) = torch.autograd.grad((w * torch.softmax(xg, -1)).sum(), xg)
+    xr = x.double().requires_grad_()
+    (g_ref,) = torch.autograd.grad((w.double() * torch.softmax(xr, -1)).sum(), xr)
+    grads = {"blocked": cmp.blocked["x"], "unblocked": cmp.unblocked["x"], "torch": g_torch}
+    out: dict[str, dict[str, Any]] = {v: _errors(g, g_ref) for v, g in grads.items()}
+    b, u = grads["blocked"].double(), grads["unblocked"].double()
+    both_finite = bool(torch.isfinite(b).all() and torch.isfinite(u).all())
+    out["blocked_vs_unblocked"] = {
+        "max_abs_diff": float((b - u).abs().max()) if both_finite else None,
+        "rel_diff": cmp.overall.to_dict()["rel_diff"],
+        "n_different": int((b != u).sum()),
+    }
+    return out
+
+
+def run_gradients(params: Params, ctx: RunContext, inputs: dict[str, torch.Tensor]
+                  ) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    disable = ctx.disable_patterns
+    total = len(params.dtypes) * len(KINDS) * len(params.scales)
+    bar = ctx.progress(total=total, desc="gradients")
+    for name in params.dtypes:
+        dtype = DTYPES[name]
+        w = inputs["w"].to(ctx.device, dtype)
+        for kind in KINDS:
+            rows = []
+            for step, scale in enumerate(params.scales):
+                x = (scale * inputs[kind]).to(ctx.device, dtype)
+                err = gradient_errors(x, w, disable)
+                rows.append(err)
+                metrics = {f"{v}/grad_{kind}/{name}_max_abs_err": err[v]["max_abs_err"]
+                           for v in GRAD_VARIANTS}
+                metrics[f"blocked_vs_unblocked/grad_{kind}/{name}_max_abs_diff"] = \
+                    err["blocked_vs_unblocked"]["max_abs_diff"]
+                ctx.log(step, **metrics)
+                bar.update()
+            results.setdefault(name, {})[kind] = rows
+    bar.close()
+    return results
+
+
+def _max_or_none(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else max(values)
+
+
+def gradient_summary(results: dict[str, Any]) -> dict[str, Any]:
+    """Worst case over scales, per variant, dtype and input kind."""
+    out: dict[str, Any] = {v: {} for v in (*GRAD_VARIANTS, "blocked_vs_unblocked")}
+    for name, kinds in results.items():
+        for kind, rows in kinds.items():
+            for v in GRAD_VARIANTS:
+                out[v].setdefault("grad_max_abs_err_vs_float64", {}).setdefault(name, {})[kind] = \
+                    _max_or_none([r[v]["max_abs_err"] for r in rows])
+                out[v].setdefault("grad_all_finite", {}).setdefault(name, {})[kind] = \
+                    all(r[v]["finite"] for r in rows)
+            diffs = [r["blocked_vs_unblocked"] for r in rows]
+            entry = out["blocked_vs_unblocked"]
+            entry.setdefault("max_abs_diff", {}).setdefault(name, {})[kind] = \
+                _max_or_none([d["max_abs_diff"] for d in diffs])
+            entry.setdefault("max_rel_diff", {}).setdefault(name, {})[kind] = \
+                _max_or_none([d["rel_diff"] for d in diffs])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 2. overflow of the naive form
+
+_INT_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def overflow_threshold(dtype: torch.dtype, *, device: torch.device | str = "cpu"
+                       ) -> tuple[float, float]:
+    """``(last_finite, first_failing)``: adjacent ``dtype`` values of ``c`` around the point
+    where ``naive_softmax([c, 0])`` stops being finite, by bisection on the bit patterns
+    (positive floats are ordered like their bit patterns)."""
+    itype = _INT_OF_SIZE[torch.finfo(dtype).bits // 8]
+
+    def bits(value: float) -> int:
+        return int(torch.tensor([value], dtype=dtype).view(itype))
+
+    def value(pattern: int) -> float:
+        return float(torch.tensor([pattern], dtype=itype).view(dtype))
+
+    def fails(c: float) -> bool:
+        x = torch.tensor([c, 0.0], dtype=dtype, device=device)
+        return not bool(torch.isfinite(naive_softmax(x)).all())
+
+    lo, hi = bits(1.0), bits(2 * math.log(torch.finfo(dtype).max))
+    if fails(value(lo)) or not fails(value(hi)):
+        raise RuntimeError(f"overflow_threshold: no sign change for {dtype} between 1 and "
+                           f"2·log(finfo.max)")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(value(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return value(lo), value(hi)
+
+
+def run_failure(params: Params, ctx: RunContext, u: torch.Tensor) -> dict[str, Any]:
+    top = math.log10(max(params.scales))
+    scales = torch.logspace(0.0, max(top, 0.0), params.failure_points, dtype=torch.float64)
+    out: dict[str, Any] = {"scales": scales.tolist(), "dtypes": {}}
+    for name in params.dtypes:
+        dtype = DTYPES[name]
+        last_ok, first_bad = overflow_threshold(dtype, device=ctx.device)
+        naive, stable = [], []
+        for scale in scales.tolist():
+            x = (scale * u).to(ctx.device, dtype)
+            naive.append(float((~torch.isfinite(naive_softmax(x)).all(-1)).double().mean()))
+            stable.append(float((~torch.isfinite(stable_softmax(x)).all(-1)).double().mean()))
+        first = next((s for s, f in zip(scales.tolist(), naive) if f > 0), None)
+        out["dtypes"][name] = {
+            "threshold_first_failing": first_bad,
+            "threshold_last_finite": last_ok,
+            "log_finfo_max": math.log(torch.finfo(dtype).max),
+            "naive_nonfinite_fraction": naive,
+            "stable_nonfinite_fraction": stable,
+            "first_failing_scale_random": first,
+        }
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 3. cost
+
+
+def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
+    if variant == "blocked":
+        return stable_softmax
+    if variant == "fused":
+        return lambda x: stable_softmax(x, impl="fused")
+    if variant == "torch":
+        return lambda x: torch.softmax(x, -1)
+
+    def unblocked(x: torch.Tensor) -> torch.Tensor:
+        with disable_blocks(*disable):
+            return stable_softmax(x)
+    return unblocked
+
+
+def _fwd_bwd(fn: Any, x: torch.Tensor, g: torch.Tensor) -> Any:
+    def step() -> None:
+        fn(x).backward(g)
+        x.grad = None
+    return step
+
+
+def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns (deterministic numbers for the summary, measured numbers for costs.json)."""
+    summary: dict[str, Any] = {v: {} for v in COST_VARIANTS}
+    costs: dict[str, Any] = {v: {} for v in COST_VARIANTS}
+    costs["ratios"] = {}
+    for rows, cols in params.cost_shapes:
+        label = f"{rows}x{cols}"
+        x = torch.randn(rows, cols, generator=ctx.generator).to(ctx.device).requires_grad_()
+        g = torch.randn(rows, cols, generator=ctx.generator).to(ctx.device)
+        fns = {v: _variant_fn(v, ctx.disable_patterns) for v in COST_VARIANTS}
+        steps = {v: _fwd_bwd(fn, x, g) for v, fn in fns.items()}
+        for step in steps.values():
+            time_fn(step, repeat=1, warmup=params.cost_warmup, device=ctx.device)
+        # interleaved rounds, so that drifting machine load hits every variant alike
+        times: dict[str, list[float]] = {v: [] for v in COST_VARIANTS}
+        for _ in ctx.progress(range(params.cost_repeat), desc=f"cost {label}"):
+            for v, step in steps.items():
+                times[v].append(time_fn(step, repeat=1, warmup=0, device=ctx.device).median)
+        for v, fn in fns.items():
+            mem = measure_memory(steps[v], device=ctx.device)
+            summary[v][label] = {"graph_nodes": count_graph_nodes(fn(x)),
+                                 "saved_tensor_bytes": mem.saved_tensor_bytes}
+            ts = sorted(times[v])
+            costs[v][label] = {"time_median_s": ts[len(ts) // 2], "time_min_s": ts[0],
+                               "peak_bytes": mem.peak_bytes}
+        med = {v: costs[v][label]["time_median_s"] for v in COST_VARIANTS}
+        costs["ratios"][label] = {
+            "blocked_over_torch": med["blocked"] / med["torch"],
+            "blocked_over_unblocked": med["blocked"] / med["unblocked"],
+            "unblocked_over_torch": med["unblocked"] / med["torch"],
+            "fused_over_torch": med["fused"] / med["torch"],
+        }
+    return summary, costs
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    inputs = make_inputs(params.n_rows, params.n_cols, params.n_tied, generator=ctx.generator)
+    with ctx.timer("gradients"):
+        grads = run_gradients(params, ctx, inputs)
+    ctx.save_artifact("gradients", {"scales": params.scales, "dtypes": params.dtypes,
+                                    "kinds": list(KINDS), "results": grads})
+    with ctx.timer("overflow"):
+        failure = run_failure(params, ctx, inputs["random"])
+    ctx.save_artifact("failure", failure)
+    summary = gradient_summary(grads)
+    summary["naive"] = {name: {k: v for k, v in d.items() if not k.endswith("_fraction")}
+                        for name, d in failure["dtypes"].items()}
+    summary["stable"] = {"nonfinite_rows_any_scale": {
+        name: max(d["stable_nonfinite_fraction"]) for name, d in failure["dtypes"].items()}}
+    ctx.summary(**summary)
+    if params.cost_shapes:
+        with ctx.timer("cost"):
+            cost_summary, costs = run_costs(params, ctx)
+        ctx.summary(**cost_summary)
+        ctx.costs(**costs)
+
+
+# --------------------------------------------------------------------------------------------
+# figures
+
+
+def _floor(values: list[float | None], floor: float) -> list[float]:
+    return [math.nan if v is None else max(v, floor) for v in values]
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Gradient error vs scale per dtype; naive vs stable overflow; cost bars."""
+    import matplotlib.pyplot as plt
+
+    out: dict[str, Any] = {}
+    grads = run.artifact("gradients")
+    scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
+    floor = 1e-20
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(3.6 * len(dtypes), 3.4), squeeze=False,
+                             sharey=True)
+    styles = {"blocked": ("C0", "-"), "unblocked": ("C1", "--"), "torch": ("C2", ":")}
+    for ax, name in zip(axes[0], dtypes):
+        for kind, marker in zip(("random", "tied"), ("o", "s")):
+            rows = res[name][kind]
+            for v, (color, ls) in styles.items():
+                ax.plot(scales, _floor([r[v]["max_abs_err"] for r in rows], floor), color=color,
+                        linestyle=ls, marker=marker, ms=3, mfc="none",
+                        label=f"{v} vs float64 ({kind})")
+            ax.plot(scales, _floor([r["blocked_vs_unblocked"]["max_abs_diff"] for r in rows],
+                                   floor), color="k", marker=marker, ms=4, linestyle="-",
+                    lw=0.8, label=f"|blocked − unblocked| ({kind})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("logit scale s")
+        ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6)
+    axes[0][0].set_ylabel(f"max |gradient error| (0 drawn at {floor:g})")
+    axes[0][-1].legend(fontsize=6, loc="best")
+    fig.suptitle("softmax gradient: blocked vs unblocked vs torch.softmax (grey: dtype eps)")
+    fig.tight_layout()
+    out["gradient_difference_vs_scale"] = fig
+
+    failure = run.artifact("failure")
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.6),
+                                  gridspec_kw={"width_ratios": [2, 1]})
+    names = list(failure["dtypes"])
+    for i, name in enumerate(names):
+        d = failure["dtypes"][name]
+        color = f"C{i}"
+        ax.plot(failure["scales"], d["naive_nonfinite_fraction"], color=color, label=f"naive {name}")
+        ax.plot(failure["scales"], d["stable_nonfinite_fraction"], color=color, linestyle=":",
+                label=f"stable {name}")
+    ax.set_xscale("log")
+    ax.set_xlabel("logit scale s (inputs s·u, u ~ N(0, 1))")
+    ax.set_ylabel("fraction of rows with inf/nan")
+    ax.set_title("naive exp(x)/Σexp(x) vs stable softmax")
+    ax.legend(fontsize=7)
+    pos = range(len(names))
+    ax2.bar([p - 0.2 for p in pos], [failure["dtypes"][n]["threshold_first_failing"]
+                                     for n in names], width=0.4, label="first failing c")
+    ax2.bar([p + 0.2 for p in pos], [failure["dtypes"][n]["log_finfo_max"] for n in names],
+            width=0.4, label="log(finfo.max)")
+    for p, n in zip(pos, names):
+        ax2.text(p, failure["dtypes"][n]["threshold_first_failing"],
+                 f"{failure['dtypes'][n]['threshold_first_failing']:.4g}", ha="center",
+                 va="bottom", fontsize=7)
+    ax2.set_xticks(list(pos), names, fontsize=8)
+    ax2.set_yscale("log")
+    ax2.set_title("naive_softmax([c, 0]) overflows at c")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    out["naive_vs_stable_failure"] = fig
+
+    costs, summary = run.costs, run.summary
+    labels = [k for k in costs.get("blocked", {}) if "x" in k]
+    if labels:
+        metrics = [("time_median_s", "forward+backward time [ms]", 1e3, costs),
+                   ("graph_nodes", "autograd nodes", 1, summary),
+                   ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
+                   ("saved_tensor_bytes", "saved for backward [MiB]", 1 / 2**20, summary)]
+        fig, axes = plt.subplots(len(labels), len(metrics),
+                                 figsize=(3.3 * len(metrics), 2.8 * len(labels)), squeeze=False)
+        for i, label in enumerate(labels):
+            for j, (key, title, factor, source) in enumerate(metrics):
+                ax = axes[i][j]
+                values = [source.get(v, {}).get(label, {}).get(key) for v in COST_VARIANTS]
+                heights = [math.nan if val is None else val * factor for val in values]
+                ax.bar(COST_VARIANTS, heights, color=["C0", "C1", "C2", "C3"])
+                for k, h in enumerate(heights):
+                    if h == h:
+                        ax.text(k, h, f"{h:.3g}", ha="center", va="bottom", fontsize=7)
+                ax.set_title(f"{title}\n{label} float32", fontsize=8)
+                ax.tick_params(labelsize=7)
+        fig.tight_layout()
+        out["cost_bars"] = fig
+    return out

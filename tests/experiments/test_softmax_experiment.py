@@ -1,0 +1,130 @@
+"""The softmax_gradients experiment: pieces against closed forms, and a quick run end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pydantic
+import pytest
+import torch
+
+from experiments import softmax_gradients as exp
+from toolkit.algorithms.softmax import naive_softmax
+from toolkit.runner import run_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+def test_overflow_threshold_brackets_log_max(dtype):
+    last_ok, first_bad = exp.overflow_threshold(dtype)
+    # both are representable, and adjacent: the next value after last_ok is first_bad
+    assert torch.tensor(first_bad, dtype=dtype).item() == first_bad
+    assert torch.tensor(last_ok, dtype=dtype).item() == last_ok
+    step = torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(last_ok))
+    assert first_bad - last_ok == pytest.approx(step, rel=1e-9)
+    assert torch.isfinite(naive_softmax(torch.tensor([last_ok, 0.0], dtype=dtype))).all()
+    assert not torch.isfinite(naive_softmax(torch.tensor([first_bad, 0.0], dtype=dtype))).all()
+    log_max = math.log(torch.finfo(dtype).max)
+    # exp overflows at log(max + ulp/2), a hair above log(max): the threshold sits within one
+    # step of the dtype's spacing from log(finfo.max)
+    assert last_ok <= log_max + 1e-12 and first_bad > log_max
+
+
+def test_overflow_thresholds_known_values():
+    assert exp.overflow_threshold(torch.float32)[1] == pytest.approx(88.7228, abs=1e-4)
+    assert exp.overflow_threshold(torch.float16)[1] == pytest.approx(11.09, abs=0.01)
+
+
+def test_make_inputs_tied_rows_have_exactly_n_tied_maxima():
+    inputs = exp.make_inputs(5, 12, 3, generator=torch.Generator().manual_seed(0))
+    tied = inputs["tied"]
+    counts = (tied == tied.amax(1, keepdim=True)).sum(1)
+    assert (counts == 3).all()
+    assert (inputs["random"] == inputs["random"].amax(1, keepdim=True)).sum(1).eq(1).all()
+
+
+@pytest.mark.parametrize("kind", ["random", "tied"])
+def test_gradient_errors_float64_agree(kind):
+    inputs = exp.make_inputs(8, 16, 2, generator=torch.Generator().manual_seed(1))
+    err = exp.gradient_errors(30 * inputs[kind], inputs["w"], ("softmax.*",))
+    assert err["blocked_vs_unblocked"]["max_abs_diff"] <= 1e-14
+    for v in ("blocked", "unblocked", "torch"):
+        assert err[v]["finite"] and err[v]["max_abs_err"] <= 1e-14
+
+
+def test_gradient_errors_low_precision_is_visible():
+    inputs = exp.make_inputs(8, 16, 2, generator=torch.Generator().manual_seed(1))
+    err = exp.gradient_errors((3 * inputs["random"]).to(torch.bfloat16),
+                              inputs["w"].to(torch.bfloat16), ("softmax.*",))
+    assert 1e-5 < err["blocked"]["max_abs_err"] < 0.1
+
+
+def test_quick_params_validate_and_errors():
+    params = exp.Params(**exp.QUICK)
+    assert params.scales == sorted(params.scales)
+    with pytest.raises(pydantic.ValidationError, match="scales must be finite and > 0"):
+        exp.Params(scales=[1.0, -2.0])
+    with pytest.raises(pydantic.ValidationError, match="dtypes are listed twice"):
+        exp.Params(dtypes=["float32", "float32"])
+    with pytest.raises(pydantic.ValidationError, match="float8"):
+        exp.Params(dtypes=["float8"])
+    with pytest.raises(pydantic.ValidationError, match=r"n_tied \(9\) must be <= n_cols \(4\)"):
+        exp.Params(n_tied=9, n_cols=4)
+    with pytest.raises(pydantic.ValidationError, match="cost shapes must be positive"):
+        exp.Params(cost_shapes=[(0, 5)])
+    with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
+        exp.Params(n_steps=3)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("softmax_runs")
+    return run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=out, report=True)
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end(quick_run):
+    run = quick_run
+    assert run.meta["status"] == "complete"
+    s = run.summary
+    diff = s["blocked_vs_unblocked"]["max_abs_diff"]
+    assert diff["float64"]["random"] <= 1e-14 and diff["float64"]["tied"] <= 1e-14
+    assert diff["float32"]["random"] <= 1e-5
+    for dtype in ("float64", "float32", "bfloat16", "float16"):
+        for v in ("blocked", "unblocked", "torch"):
+            assert s[v]["grad_all_finite"][dtype] == {"random": True, "tied": True}
+        assert s["stable"]["nonfinite_rows_any_scale"][dtype] == 0.0
+    assert s["naive"]["float32"]["threshold_first_failing"] == pytest.approx(88.7228, abs=1e-4)
+    assert s["naive"]["float16"]["threshold_first_failing"] == pytest.approx(11.09, abs=0.01)
+    for label in ("256x256", "8x5000"):
+        assert s["blocked"][label]["graph_nodes"] < s["unblocked"][label]["graph_nodes"]
+        assert s["torch"][label]["graph_nodes"] == 2
+        assert run.costs["ratios"][label]["blocked_over_torch"] > 0
+        assert run.costs["blocked"][label]["peak_bytes"] > 0
+    keys = run.metric_keys()
+    assert "blocked/grad_tied/float16_max_abs_err" in keys
+    assert "blocked_vs_unblocked/grad_random/float32_max_abs_diff" in keys
+    figures = {p.name for p in (run.run_dir / "figures").glob("*.png")}
+    assert {"gradient_difference_vs_scale.png", "naive_vs_stable_failure.png",
+            "cost_bars.png"} <= figures
+    assert (run.run_dir / "report.html").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_summary_is_deterministic(quick_run, tmp_path):
+    again = run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=tmp_path,
+                           report=False)
+    assert json.dumps(again.summary, sort_keys=True) == json.dumps(quick_run.summary,
+                                                                   sort_keys=True)
+
+
+def test_default_config_loads():
+    from toolkit.runner import load_config
+
+    (config,) = load_config(ROOT / "configs" / "softmax.toml")
+    params = exp.Params(**config.params)
+    assert params.cost_shapes == [(4096, 4096), (64, 50000)]
+    assert params.scales[0] == 1.0 and params.scales[-1] == 1e4
