@@ -1,0 +1,131 @@
+"""Benchmark of the softmax module: forward+backward against ``torch.softmax``, and the block's cost.
+
+For each input (float32; default 4096×4096 and the long-row 64×50000) it times one forward and
+one backward (``y.backward(g)`` with a fixed random ``g``) of
+
+- ``torch``: ``torch.softmax(x, -1)``, the peer (one fused kernel each way);
+- ``blocked``: ``stable_softmax(x)``, the reference composition with the ``softmax.max`` block;
+- ``unblocked``: the same inside ``disable_blocks("softmax.*")``;
+- ``fused``: ``stable_softmax(x, impl="fused")``, the ``torch.autograd.Function`` path;
+
+alternating the contenders call by call (so that machine load drifts over all of them alike)
+and printing medians and the ratios blocked/torch (target ≤ 2.0 on 4096×4096), blocked/
+unblocked (target < 1) and fused/torch, plus autograd nodes, bytes saved for backward and peak
+memory (``measure_memory``). Timings on a shared machine are noisy; compare ratios from one run.
+
+    python benchmarks/bench_softmax.py [--quick] [--repeat N] [--threads N] [--device cpu|cuda]
+        [--shapes 4096x4096,64x50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from toolkit import disable_blocks
+from toolkit.algorithms.softmax import stable_softmax
+from toolkit.core.gradients import count_graph_nodes
+from toolkit.runner import measure_memory
+
+VARIANTS = ("torch", "blocked", "unblocked", "fused")
+
+
+def contenders() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    def unblocked(x: torch.Tensor) -> torch.Tensor:
+        with disable_blocks("softmax.*"):
+            return stable_softmax(x)
+
+    return {
+        "torch": lambda x: torch.softmax(x, -1),
+        "blocked": stable_softmax,
+        "unblocked": unblocked,
+        "fused": lambda x: stable_softmax(x, impl="fused"),
+    }
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench_shape(rows: int, cols: int, *, repeat: int, device: torch.device) -> dict[str, dict]:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, cols, generator=gen).to(device).requires_grad_()
+    g = torch.randn(rows, cols, generator=gen).to(device)
+    fns = contenders()
+
+    def step(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        fn(x).backward(g)
+        x.grad = None
+
+    # correctness first: every contender computes the same gradient
+    grads = {}
+    for name, fn in fns.items():
+        (grads[name],) = torch.autograd.grad(fn(x), x, g)
+    for name in VARIANTS[1:]:
+        torch.testing.assert_close(grads[name], grads["torch"], rtol=1e-4, atol=1e-6)
+
+    for fn in fns.values():  # warm-up
+        step(fn)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            step(fn)
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    out: dict[str, dict] = {}
+    for name, fn in fns.items():
+        mem = measure_memory(lambda fn=fn: step(fn), device=device)
+        out[name] = {"median": statistics.median(times[name]), "min": min(times[name]),
+                     "nodes": count_graph_nodes(fn(x)), "saved": mem.saved_tensor_bytes,
+                     "peak": mem.peak_bytes}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, 3 repeats")
+    parser.add_argument("--repeat", type=int, default=None, help="timed calls per contender")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--shapes", default=None,
+                        help="comma-separated ROWSxCOLS (default 4096x4096,64x50000)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    elif args.quick:
+        shapes = [(512, 512), (8, 5000)]
+    else:
+        shapes = [(4096, 4096), (64, 50000)]
+    repeat = args.repeat or (3 if args.quick else 15)
+    print(f"softmax forward+backward, float32, device={device}, threads={torch.get_num_threads()}, "
+          f"repeat={repeat} (medians; alternating contenders)")
+    for rows, cols in shapes:
+        res = bench_shape(rows, cols, repeat=repeat, device=device)
+        print(f"\n{rows}x{cols}")
+        print(f"  {'variant':<10} {'median ms':>10} {'min ms':>8} {'nodes':>6} "
+              f"{'saved MiB':>10} {'peak MiB':>9}")
+        for name in VARIANTS:
+            r = res[name]
+            print(f"  {name:<10} {r['median'] * 1e3:>10.2f} {r['min'] * 1e3:>8.2f} "
+                  f"{r['nodes']:>6d} {r['saved'] / 2**20:>10.2f} {r['peak'] / 2**20:>9.2f}")
+        med = {name: res[name]["median"] for name in VARIANTS}
+        target = "  (target <= 2.0)" if (rows, cols) == (4096, 4096) else ""
+        print(f"  ratio blocked/torch     = {med['blocked'] / med['torch']:.2f}{target}")
+        print(f"  ratio blocked/unblocked = {med['blocked'] / med['unblocked']:.2f}  (target < 1)")
+        print(f"  ratio fused/torch       = {med['fused'] / med['torch']:.2f}")
+        print(f"  ratio unblocked/torch   = {med['unblocked'] / med['torch']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
