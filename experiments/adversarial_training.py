@@ -221,7 +221,7 @@ def run(params: Params, ctx: RunContext) -> None:
 
     init = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
     _memory_vs_steps(params, ctx, init, train, bounds)
-    trained = models.get("blocked/pgd") or models.get(f"blocked/{params.methods[0]}")
+    trained = models["blocked/pgd" if "pgd" in params.methods else f"blocked/{params.methods[0]}"]
     _gradient_comparison(params, ctx, {"init": init, "trained": trained}, test, bounds)
     if params.dataset == "digits":
         _examples(params, ctx, models, test, bounds)

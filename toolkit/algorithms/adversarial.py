@@ -215,28 +215,16 @@ def _random_start(x: torch.Tensor, eps: float, norm: str,
     return (eps * delta).to(x.device)
 
 
-def _project(x_adv: torch.Tensor, x: torch.Tensor, eps: float, norm: str,
-             bounds: Bounds) -> torch.Tensor:
-    """Euclidean projection onto {‖x' − x‖ ≤ ε} followed by clipping to the bounds.
+def _project_l2(x_adv: torch.Tensor, x: torch.Tensor, eps: float, bounds: Bounds) -> torch.Tensor:
+    """Euclidean projection onto the L2 ball {‖x' − x‖₂ ≤ ε}, then clipping to the bounds.
 
     Clipping moves every coordinate towards ``x`` (which lies inside the bounds), so the result
-    stays inside the ε-ball for both norms.
+    stays inside the ball. (The L∞ case is a single clamp onto a box, done in :func:`_run_pgd`.)
     """
     delta = x_adv - x
-    if norm == "linf":
-        delta = delta.clamp(-eps, eps)
-    else:
-        scale = (eps / _l2(delta).clamp_min(_TINY)).clamp(max=1.0)
-        delta = delta * _per_example(scale, delta)
-    out = x + delta
+    scale = (eps / _l2(delta).clamp_min(_TINY)).clamp(max=1.0)
+    out = x + delta * _per_example(scale, delta)
     return out if bounds is None else out.clamp(bounds[0], bounds[1])
-
-
-def _direction(grad: torch.Tensor, norm: str) -> torch.Tensor:
-    """Steepest-ascent direction of unit norm: sign(g) for L∞, g / ‖g‖₂ for L2."""
-    if norm == "linf":
-        return grad.sign()
-    return grad / _per_example(_l2(grad).clamp_min(_TINY), grad)
 
 
 def _run_pgd(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, eps: float,
@@ -252,6 +240,10 @@ def _run_pgd(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, eps: fl
         x_adv = x + _random_start(x, eps, norm, generator) if random_start else x.clone()
         if random_start and bounds is not None:
             x_adv = x_adv.clamp(bounds[0], bounds[1])
+        if norm == "linf":  # the feasible set is a box: [x − ε, x + ε] ∩ [lo, hi]
+            box_lo, box_hi = x - eps, x + eps
+            if bounds is not None:
+                box_lo, box_hi = box_lo.clamp(min=bounds[0]), box_hi.clamp(max=bounds[1])
     for _ in range(steps):
         with torch.enable_grad():
             if not x_adv.requires_grad:
@@ -259,7 +251,12 @@ def _run_pgd(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, eps: fl
             losses, _ = _per_example_loss(where, model, x_adv, y, loss_fn)
             (grad,) = torch.autograd.grad(losses.sum(), x_adv, create_graph=keep_graph)
         with updates:
-            x_adv = _project(x_adv + (sign * alpha) * _direction(grad, norm), x, eps, norm, bounds)
+            if norm == "linf":  # x + α sign(g), projected onto the box (one clamp)
+                x_adv = torch.add(x_adv, grad.sign(), alpha=sign * alpha).clamp(box_lo, box_hi)
+            else:
+                # x + α g / ‖g‖₂ (a unit L2 step per example), projected onto the ball
+                unit = grad / _per_example(_l2(grad).clamp_min(_TINY), grad)
+                x_adv = _project_l2(x_adv + (sign * alpha) * unit, x, eps, bounds)
     return x_adv
 
 
@@ -580,10 +577,11 @@ def adversarial_training(
 
     After every epoch the check batch (``check_data``, default the first ``check_size`` training
     examples) is scored clean and under PGD (``check_steps`` steps, ``alpha = 2.5 eps /
-    check_steps``, random start). If the robust accuracy falls by more than ``co_drop`` from the
-    previous epoch the epoch is flagged as catastrophic overfitting (Wong et al. 2020) and a
-    :class:`CatastrophicOverfittingWarning` is issued; with ``stop_on_overfitting`` training
-    stops and the parameters of the previous epoch are restored.
+    check_steps``, random start from a generator seeded with 0 every epoch). If the robust
+    accuracy falls by more than ``co_drop`` from the previous epoch the epoch is flagged as
+    catastrophic overfitting (Wong et al. 2020) and a :class:`CatastrophicOverfittingWarning` is
+    issued; with ``stop_on_overfitting`` training stops and the parameters of the previous epoch
+    are restored.
 
     Args:
         model: the classifier (n, ...) -> logits; trained in place.
@@ -654,7 +652,11 @@ def adversarial_training(
             total_right += float((logits.argmax(-1) == yb).sum())
         seconds = time.perf_counter() - start
 
-        check = _pgd_check(eps, check_steps, norm, checked_bounds, generator)
+        # The check draws its random starts from its own generator, re-seeded every epoch: the
+        # epochs are compared on the same attack, and the training randomness does not depend
+        # on the check's settings.
+        check = _pgd_check(eps, check_steps, norm, checked_bounds,
+                           torch.Generator().manual_seed(0))
         acc = evaluate_robustness(model, (Xc, yc), {"pgd": check})
         overfit = bool(history.robust_acc and acc["pgd"] < history.robust_acc[-1] - co_drop)
         record = {"epoch": epoch, "loss": total_loss / n, "train_acc": total_right / n,
