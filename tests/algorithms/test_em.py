@@ -32,6 +32,15 @@ from toolkit.data import MIXTURE_2D, gaussian_mixture, iris
 F64 = torch.float64
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny problems: one thread avoids barrier waits on a busy machine (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def data() -> torch.Tensor:
     return gaussian_mixture(300, MIXTURE_2D, seed=1).X

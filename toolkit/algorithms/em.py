@@ -398,6 +398,13 @@ def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torc
     return (sample_weight * per_sample).sum() / sample_weight.sum()
 
 
+def _strict_upper(like: torch.Tensor) -> torch.Tensor:
+    """0/1 mask of the strict upper triangle (a product, cheaper than ``triu`` on tiny batches)."""
+    d = like.shape[-1]
+    idx = torch.arange(d, device=like.device)
+    return (idx[:, None] < idx[None, :]).to(like.dtype)
+
+
 def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type: str = "full"
                      ) -> list[torch.Tensor]:
     """Map ``(weights, means, …, precisions_cholesky)`` to unconstrained leaves requiring grad.
@@ -412,7 +419,7 @@ def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type
         mu = means.clone()
         if covariance_type in ("full", "tied"):
             diag = torch.diagonal(prec_chol, dim1=-2, dim2=-1)
-            raw = torch.triu(prec_chol, 1) + torch.diag_embed(torch.log(diag))
+            raw = prec_chol * _strict_upper(prec_chol) + torch.diag_embed(torch.log(diag))
         else:
             raw = torch.log(prec_chol).clone()
     return [t.requires_grad_(True) for t in (logits, mu, raw)]
@@ -425,7 +432,7 @@ def from_unconstrained(theta: Sequence[torch.Tensor], covariance_type: str = "fu
     weights = torch.softmax(logits, dim=0)
     if covariance_type in ("full", "tied"):
         diag = torch.diagonal(raw, dim1=-2, dim2=-1)
-        prec_chol = torch.triu(raw, 1) + torch.diag_embed(torch.exp(diag))
+        prec_chol = raw * _strict_upper(raw) + torch.diag_embed(torch.exp(diag))
     else:
         prec_chol = torch.exp(raw)
     return weights, means, prec_chol
@@ -588,7 +595,7 @@ class _MomentEM:
         if ct in ("full", "tied"):
             second = torch.zeros(k, d, d, dtype=M.dtype, device=M.device)
             second[:, self.iu[0], self.iu[1]] = M[:, : self.n_quad]
-            second = second + torch.triu(second, 1).mT
+            second = second + (second * _strict_upper(second)).mT
             scatter = second - mu[:, :, None] * mu[:, None, :]
             if ct == "full":
                 cov = _add_to_diagonal(scatter, self.reg_covar)

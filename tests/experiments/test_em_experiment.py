@@ -1,0 +1,82 @@
+"""The em_gmm experiment end to end through the runner, with its quick config."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+from toolkit.algorithms.em import GMMParams, precisions_cholesky_from_covariances
+from toolkit.runner import run_experiment
+
+CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("em_gmm")
+    return run_experiment(CONFIGS / "em_gmm_quick.toml", output_dir=out)
+
+
+@pytest.mark.slow
+def test_quick_run_reports_the_three_variants(quick_run) -> None:
+    run = quick_run
+    n_iter = run.params["n_iter"]
+    for variant in ("closed_form", "blocked", "unblocked"):
+        steps, ll = run.metric(f"{variant}/train/loglik")
+        assert list(steps) == list(range(n_iter + 1))
+        assert np.isfinite(ll).all()
+        run.metric(f"{variant}/train/resp_entropy")
+        run.metric(f"{variant}/iris/loglik")
+    # closed-form EM never decreases the log-likelihood and equals scikit-learn's trajectory
+    _, ll_cf = run.metric("closed_form/train/loglik")
+    assert np.diff(ll_cf).min() > -1e-12
+    _, ll_sk = run.metric("sklearn/train/loglik")
+    np.testing.assert_allclose(ll_cf[: len(ll_sk)], ll_sk, rtol=1e-6)
+    # Fisher's identity: exact with the block, violated without it
+    _, err_b = run.metric("blocked/grad/fisher_rel_err")
+    _, err_u = run.metric("unblocked/grad/fisher_rel_err")
+    assert err_b.max() < 1e-8
+    assert err_u.min() > 1e-3
+    s = run.summary
+    assert s["blocked"]["fisher_rel_err_max"] < 1e-8 < s["unblocked"]["fisher_rel_err_median"]
+    assert s["train_reference"]["sklearn_max_rel_diff"] < 1e-6
+    # without the block the responsibilities are pushed toward hard assignments
+    assert s["unblocked"]["final_resp_entropy"] < s["blocked"]["final_resp_entropy"]
+    for key in ("final_loglik", "means_rmse", "weights_max_abs_err", "covariances_max_rel_err",
+                "iris_final_loglik"):
+        assert np.isfinite(s["blocked"][key]) and np.isfinite(s["unblocked"][key])
+    assert (run.run_dir / "figures" / "ellipses_train.png").exists()
+    assert (run.run_dir / "figures" / "loglik_fisher_entropy.png").exists()
+    art = run.artifact("params_train")
+    assert art["blocked_means"].shape == (3, 2)
+    assert json.loads((run.run_dir / "meta.json").read_text())["blocks_seen"] == [
+        "em.responsibilities"]
+
+
+def test_parameter_errors_match_components_by_assignment() -> None:
+    from experiments.em_gmm import parameter_errors
+
+    cov = torch.eye(2, dtype=torch.float64).expand(3, 2, 2).contiguous()
+    truth = GMMParams(torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
+                      torch.tensor([[0.0, 0.0], [3.0, 3.0], [-3.0, 2.0]], dtype=torch.float64),
+                      cov, precisions_cholesky_from_covariances(cov, "full"))
+    order = torch.tensor([2, 0, 1])
+    permuted = GMMParams(*(t[order] for t in truth))
+    errs = parameter_errors(permuted, truth)
+    assert errs == {"weights_max_abs_err": 0.0, "means_rmse": 0.0,
+                    "covariances_max_rel_err": 0.0}
+    shifted = GMMParams(permuted.weights, permuted.means + 0.1, cov, truth.precisions_cholesky)
+    assert parameter_errors(shifted, truth)["means_rmse"] == pytest.approx(0.1 * 2**0.5)
+
+
+def test_summary_is_deterministic(tmp_path: pathlib.Path) -> None:
+    kw = {"n_samples": 100, "n_iter": 3, "inner_steps": 2, "include_iris": False}
+    a = run_experiment("em_gmm", kw, seed=5, dtype="float64", disable_blocks=("em.*",),
+                       output_dir=tmp_path, report=False, device="cpu")
+    b = run_experiment("em_gmm", kw, seed=5, dtype="float64", disable_blocks=("em.*",),
+                       output_dir=tmp_path, report=False, device="cpu")
+    assert (a.run_dir / "summary.json").read_text() == (b.run_dir / "summary.json").read_text()
