@@ -266,7 +266,7 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
             raise ValueError(msg)
         eye = torch.eye(covariances.shape[-1], dtype=covariances.dtype,
                         device=covariances.device).expand_as(covariances)
-        return torch.linalg.solve_triangular(L, eye, upper=False).mT
+        return torch.linalg.solve_triangular(L, eye, upper=False).mT.contiguous()
     if (covariances <= 0).any():
         raise ValueError(_PD_ADVICE)
     return torch.rsqrt(covariances)
@@ -281,7 +281,7 @@ def _precisions_cholesky_from_precisions(precisions: torch.Tensor, covariance_ty
         if (info != 0).any():
             raise ValueError(f"GaussianMixture.fit: precisions_init must be symmetric positive "
                              f"definite for covariance_type={covariance_type!r}")
-        return L.flip(-2, -1)
+        return L.flip(-2, -1).contiguous()
     return torch.sqrt(precisions)
 
 
@@ -422,7 +422,7 @@ def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type
             raw = prec_chol * _strict_upper(prec_chol) + torch.diag_embed(torch.log(diag))
         else:
             raw = torch.log(prec_chol).clone()
-    return [t.requires_grad_(True) for t in (logits, mu, raw)]
+    return [t.contiguous().requires_grad_(True) for t in (logits, mu, raw)]
 
 
 def from_unconstrained(theta: Sequence[torch.Tensor], covariance_type: str = "full"
