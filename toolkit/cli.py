@@ -246,7 +246,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print("experiments:")
     width = max([len(n) for n in [*loaded, *broken]] + [4])
     for name, exp in sorted(loaded.items()):
-        quick = "" if exp.quick is not None else "  (no QUICK: not in the showcase)"
+        quick = ("" if exp.quick is not None or name == "showcase"
+                 else "  (no QUICK: not in the showcase)")
         print(f"  {name:<{width}}  {exp.description}{quick}")
     for name, problem in sorted(broken.items()):
         print(f"  {name:<{width}}  BROKEN: {problem}")

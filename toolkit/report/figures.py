@@ -140,8 +140,12 @@ def summary_figure(run: RunResults, *, max_panels: int = 12) -> Figure | None:
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 2.4 * nrows), squeeze=False)
     for ax, (name, values) in zip(axes.flat, items):
-        ax.bar([0, 1], [values["blocked"], values["unblocked"]],
-               color=[VARIANT_STYLE["blocked"]["color"], VARIANT_STYLE["unblocked"]["color"]])
+        bars = ax.bar([0, 1], [values["blocked"], values["unblocked"]],
+                      color=[VARIANT_STYLE["blocked"]["color"],
+                             VARIANT_STYLE["unblocked"]["color"]])
+        ax.bar_label(bars, labels=[f"{values['blocked']:.4g}", f"{values['unblocked']:.4g}"],
+                     fontsize=7)
+        ax.margins(y=0.15)
         ax.set_xticks([0, 1], ["blocked", "unblocked"], fontsize=7)
         ax.set_title(name, fontsize=8)
         ax.tick_params(axis="y", labelsize=7)

@@ -264,7 +264,7 @@ def _pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str
     if description:
         fix = f"{fix} ({loc[-1]}: {description})" if fix else f"{loc[-1]}: {description}"
     problem = first["msg"].removeprefix("Value error, ")
-    if first["type"] != "missing":
+    if first["type"] not in ("missing", "value_error"):
         problem += f", got {first.get('input')!r}"
     return ConfigError(source, key, problem, fix)
 

@@ -214,8 +214,10 @@ def run_experiment(experiment: str | Path | RunConfig,
             ``[sweep]``/``seeds`` must give a single run), or a :class:`RunConfig`.
         params: the experiment's parameters (dict or ``Params`` instance); with a config file
             they are applied as ``--set params.<key>=...`` overrides.
-        seed, device, dtype, disable_blocks, output_dir: the common config keys (ignored for a
-            config file except ``output_dir`` when given explicitly... see ``overrides``).
+        seed, device, dtype, disable_blocks: the common config keys (for an experiment name;
+            a config file sets them itself, change them with ``overrides``).
+        output_dir: root of the run directories (for a config file: replaces its
+            ``output_dir`` unless left at the default ``"results"``).
         overrides: ``"dotted.key=VALUE"`` strings for a config file.
         quiet: no progress bars. report: draw figures and write report.html/report.md.
 
@@ -224,7 +226,10 @@ def run_experiment(experiment: str | Path | RunConfig,
         RunInterrupted: SIGINT/SIGTERM during the run (marked ``interrupted``).
         Exception: whatever the experiment raised (the run is marked ``failed``).
 
-    >>> # run_experiment("quadratic_target", {"n_steps": 20}, seed=0).summary["blocked"]
+    Example::
+
+        run = run_experiment("quadratic_target", {"n_steps": 50}, seed=0, dtype="float64")
+        run.summary["blocked"]["value_error"], run.metric("unblocked/value/error")
     """
     if isinstance(experiment, RunConfig):
         config = experiment
