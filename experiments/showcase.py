@@ -13,6 +13,7 @@ them, otherwise from the showcase config.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -119,12 +120,15 @@ def run(params: Params, ctx: RunContext) -> None:
         patterns = [str(p) for p in patterns] if isinstance(patterns, list) else None
         child = ctx.child(name, experiment=name, params=child_params[name], dtype=dtype,
                           disable_patterns=patterns)
+        cpu0 = time.process_time()
         try:
             with ctx.timer(name):
                 exp.run(child_params[name], child)
         except Exception as err:
             raise RuntimeError(f"showcase: experiment {name!r} failed: "
                                f"{type(err).__name__}: {err}") from err
+        # CPU seconds of this process (all threads): steadier than wall time on a busy machine
+        ctx.costs(cpu_seconds={name: time.process_time() - cpu0})
     ctx.summary(experiments=names)
 
 

@@ -50,6 +50,7 @@ seeds (seeds = [0, 1, 2] or --seeds):
 examples:
   toolkit sweep configs/quadratic_target.toml --set sweep.params.lr=[0.1,0.5] --workers 2
   toolkit sweep configs/quadratic_target.toml --seeds 0-4 --dry-run
+  toolkit sweep configs/quadratic_target.toml --seeds 0-4 --resume   (finish an interrupted sweep)
 """
 
 REPORT_EPILOG = """\
@@ -119,6 +120,9 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--no-report", action="store_true",
                    help="skip figures and report.html (draw later with `toolkit report`)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
+    p.add_argument("--resume", action="store_true",
+                   help="skip runs whose exact config (seed included) already has a complete "
+                        "run under the output folder, e.g. to finish an interrupted sweep")
     _add_debug(p)
 
 
@@ -168,6 +172,8 @@ def _print_outcome(i: int, total: int, outcome: object) -> None:
     line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({outcome.duration_s:.1f} s)"
     if outcome.error and outcome.status == "failed":
         line += f"\n    error: {outcome.error}"
+    if outcome.status == "interrupted":
+        line += f"\n    kept what was logged; draw it with: toolkit report {outcome.run_dir}"
     stream = sys.stdout if outcome.status == "complete" else sys.stderr
     print(line, file=stream, flush=True)
 
@@ -184,6 +190,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     configs = []
     for path in args.configs:
         configs += load_config(path, args.overrides, seeds=seeds, output_dir=args.out)
+    if args.resume:
+        from toolkit.runner.sweep import find_complete
+
+        todo = []
+        for config in configs:
+            done = find_complete(config)
+            if done is None:
+                todo.append(config)
+            elif not args.quiet:
+                print(f"skipped (complete): {done}")
+        configs = todo
+        if not configs:
+            print("nothing to do: every run is complete")
+            return EXIT_OK
     if args.dry_run:
         for c in configs:
             point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())

@@ -210,3 +210,19 @@ def test_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
         main(["run"])
     assert exc.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_resume_skips_complete_runs(tiny_config: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    base = ["run", str(tiny_config), "--out", str(out), "--no-report", "--quiet"]
+    assert main([*base, "--seeds", "0,1"]) == 0
+    assert main([*base, "--seeds", "0,1,2", "--resume"]) == 0
+    seeds = sorted(int(d.name.split("__seed")[1].split("__")[0])
+                   for d in (out / "tiny_counter").iterdir())
+    assert seeds == [0, 1, 2]
+    assert main([*base, "--seeds", "0,1,2", "--resume"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    # a different config is not "complete"
+    assert main([*base, "--seeds", "0", "--resume", "--set", "params.lr=0.3"]) == 0
+    assert len(list((out / "tiny_counter").iterdir())) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import signal
 import sys
@@ -34,6 +35,29 @@ def _worker(args: tuple[int, RunConfig, bool, bool, list[str]]) -> tuple[int, di
     return index, {"run_dir": str(outcome.run_dir), "status": outcome.status,
                    "exit_code": outcome.exit_code, "error": outcome.error,
                    "duration_s": outcome.duration_s}
+
+
+def find_complete(config: RunConfig) -> Path | None:
+    """A complete run of exactly this config (seed included) under its output folder, if any."""
+    from toolkit.runner import tomlio
+    from toolkit.runner.results import RunResults
+
+    parent = Path(config.output_dir) / config.experiment
+    if not parent.is_dir():
+        return None
+    wanted = json.dumps(config.to_dict(), sort_keys=True)
+    for run_dir in sorted(parent.iterdir()):
+        path = run_dir / "config.toml"
+        if not path.is_file() or not (run_dir / "meta.json").is_file():
+            continue
+        try:
+            found = tomlio.loads(path.read_text(encoding="utf-8"))
+            if json.dumps(found, sort_keys=True) == wanted and \
+                    RunResults(run_dir).status == "complete":
+                return run_dir
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def run_configs(configs: Sequence[RunConfig], *, workers: int = 1, quiet: bool = False,
