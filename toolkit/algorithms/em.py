@@ -224,7 +224,7 @@ def e_step(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
         Unlike scikit-learn's ``_e_step`` the first is per sample, so sample weights can be
         applied; its (weighted) mean is the lower bound.
 
-    >>> X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    >>> X = torch.tensor([[0.0], [1.0]])
     >>> lp, lr = e_step(X, torch.tensor([1.0]), torch.zeros(1, 1), torch.ones(1, 1), "diag")
     >>> round(lp[0].item(), 6), lr.exp().tolist()
     (-0.918939, [[1.0], [1.0]])
