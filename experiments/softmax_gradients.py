@@ -13,8 +13,9 @@ Three parts:
 1. **Gradients** over logit scales ``s`` (inputs ``s·u``, ``u ~ N(0, 1)``, plus a copy of ``u``
    whose rows have ``n_tied`` tied maxima), dtypes float64/float32/bfloat16/float16: the
    gradient of ``Σ w ⊙ softmax(x)`` blocked, unblocked and from ``torch.softmax`` in the same
-   dtype, each scored against ``torch.softmax``'s float64 gradient of the same (rounded)
-   input, and blocked vs unblocked directly.
+   dtype (and, for float16/bfloat16, blocked with ``dtype=torch.float32``: ``upcast``), each
+   scored against ``torch.softmax``'s float64 gradient of the same (rounded) input, and
+   blocked vs unblocked directly.
 2. **Overflow** of the naive form: the smallest representable ``c`` for which
    ``naive_softmax([c, 0])`` is not finite (bisection on the bit patterns of the dtype),
    against ``log(finfo.max)``; and the fraction of non-finite rows vs scale for random logits.
@@ -52,7 +53,8 @@ DTYPES: dict[str, torch.dtype] = {
 }
 DtypeName = Literal["float64", "float32", "bfloat16", "float16"]
 KINDS = ("random", "tied")
-GRAD_VARIANTS = ("blocked", "unblocked", "torch")
+GRAD_VARIANTS = ("blocked", "unblocked", "torch", "upcast")
+LOW_PRECISION = (torch.float16, torch.bfloat16)
 COST_VARIANTS = ("blocked", "unblocked", "torch", "fused")
 
 
@@ -154,15 +156,20 @@ def _errors(g: torch.Tensor, ref: torch.Tensor) -> dict[str, float | None]:
 
 def gradient_errors(x: torch.Tensor, w: torch.Tensor, disable: tuple[str, ...]
                     ) -> dict[str, dict[str, Any]]:
-    """Gradients of ``Σ w ⊙ softmax(x)`` (x, w in the same dtype) blocked, unblocked and from
-    ``torch.softmax``, scored against ``torch.softmax``'s float64 gradient of the same input."""
+    """Gradients of ``Σ w ⊙ softmax(x)`` (x, w in the same dtype) blocked, unblocked, from
+    ``torch.softmax`` and, for float16/bfloat16, blocked with ``dtype=torch.float32``
+    (``upcast``), scored against ``torch.softmax``'s float64 gradient of the same input."""
     xg = x.clone().requires_grad_()
     cmp = compare_gradients(lambda: (w * stable_softmax(xg)).sum(), {"x": xg}, disable=disable)
     (g_torch,) = torch.autograd.grad((w * torch.softmax(xg, -1)).sum(), xg)
     xr = x.double().requires_grad_()
     (g_ref,) = torch.autograd.grad((w.double() * torch.softmax(xr, -1)).sum(), xr)
     grads = {"blocked": cmp.blocked["x"], "unblocked": cmp.unblocked["x"], "torch": g_torch}
-    out: dict[str, dict[str, Any]] = {v: _errors(g, g_ref) for v, g in grads.items()}
+    if x.dtype in LOW_PRECISION:
+        loss = (w.float() * stable_softmax(xg, dtype=torch.float32)).sum()
+        (grads["upcast"],) = torch.autograd.grad(loss, xg)
+    out: dict[str, Any] = {v: _errors(g, g_ref) for v, g in grads.items()}
+    out.setdefault("upcast", None)
     b, u = grads["blocked"].double(), grads["unblocked"].double()
     both_finite = bool(torch.isfinite(b).all() and torch.isfinite(u).all())
     out["blocked_vs_unblocked"] = {
@@ -189,7 +196,7 @@ def run_gradients(params: Params, ctx: RunContext, inputs: dict[str, torch.Tenso
                 err = gradient_errors(x, w, disable)
                 rows.append(err)
                 metrics = {f"{v}/grad_{kind}/{name}_max_abs_err": err[v]["max_abs_err"]
-                           for v in GRAD_VARIANTS}
+                           for v in GRAD_VARIANTS if err[v] is not None}
                 metrics[f"blocked_vs_unblocked/grad_{kind}/{name}_max_abs_diff"] = \
                     err["blocked_vs_unblocked"]["max_abs_diff"]
                 ctx.log(step, **metrics)
@@ -209,6 +216,8 @@ def gradient_summary(results: dict[str, Any]) -> dict[str, Any]:
     for name, kinds in results.items():
         for kind, rows in kinds.items():
             for v in GRAD_VARIANTS:
+                if rows[0][v] is None:
+                    continue
                 out[v].setdefault("grad_max_abs_err_vs_float64", {}).setdefault(name, {})[kind] = \
                     _max_or_none([r[v]["max_abs_err"] for r in rows])
                 out[v].setdefault("grad_all_finite", {}).setdefault(name, {})[kind] = \
@@ -385,11 +394,14 @@ def figures(run: RunResults) -> dict[str, Any]:
     floor = 1e-20
     fig, axes = plt.subplots(1, len(dtypes), figsize=(3.6 * len(dtypes), 3.4), squeeze=False,
                              sharey=True)
-    styles = {"blocked": ("C0", "-"), "unblocked": ("C1", "--"), "torch": ("C2", ":")}
+    styles = {"blocked": ("C0", "-"), "unblocked": ("C1", "--"), "torch": ("C2", ":"),
+              "upcast": ("C4", "-.")}
     for ax, name in zip(axes[0], dtypes):
         for kind, marker in zip(("random", "tied"), ("o", "s")):
             rows = res[name][kind]
             for v, (color, ls) in styles.items():
+                if rows[0].get(v) is None:
+                    continue
                 ax.plot(scales, _floor([r[v]["max_abs_err"] for r in rows], floor), color=color,
                         linestyle=ls, marker=marker, ms=3, mfc="none",
                         label=f"{v} vs float64 ({kind})")

@@ -97,6 +97,12 @@ def test_quick_run_end_to_end(quick_run):
         for v in ("blocked", "unblocked", "torch"):
             assert s[v]["grad_all_finite"][dtype] == {"random": True, "tied": True}
         assert s["stable"]["nonfinite_rows_any_scale"][dtype] == 0.0
+    # computing float16/bfloat16 inputs in float32 (dtype=) is closer to the float64 gradient
+    for dtype in ("float16", "bfloat16"):
+        for kind in ("random", "tied"):
+            assert (s["upcast"]["grad_max_abs_err_vs_float64"][dtype][kind]
+                    < s["blocked"]["grad_max_abs_err_vs_float64"][dtype][kind])
+    assert "float32" not in s["upcast"]["grad_max_abs_err_vs_float64"]
     assert s["naive"]["float32"]["threshold_first_failing"] == pytest.approx(88.7228, abs=1e-4)
     assert s["naive"]["float16"]["threshold_first_failing"] == pytest.approx(11.09, abs=0.01)
     for label in ("256x256", "8x5000"):
