@@ -392,31 +392,37 @@ def figures(run: RunResults) -> dict[str, Any]:
     grads = run.artifact("gradients")
     scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
     floor = 1e-20
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(3.6 * len(dtypes), 3.4), squeeze=False,
-                             sharey=True)
-    styles = {"blocked": ("C0", "-"), "unblocked": ("C1", "--"), "torch": ("C2", ":"),
-              "upcast": ("C4", "-.")}
-    for ax, name in zip(axes[0], dtypes):
-        for kind, marker in zip(("random", "tied"), ("o", "s")):
+    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(3.6 * len(dtypes), 3.0 * len(KINDS)),
+                             squeeze=False, sharey=True, sharex=True)
+    styles = {"blocked": ("C0", "-", "o"), "unblocked": ("C1", "--", "s"),
+              "torch": ("C2", ":", "^"), "upcast": ("C4", "-.", "v")}
+    for row, kind in enumerate(KINDS):
+        for ax, name in zip(axes[row], dtypes):
             rows = res[name][kind]
-            for v, (color, ls) in styles.items():
+            for v, (color, ls, marker) in styles.items():
                 if rows[0].get(v) is None:
                     continue
                 ax.plot(scales, _floor([r[v]["max_abs_err"] for r in rows], floor), color=color,
-                        linestyle=ls, marker=marker, ms=3, mfc="none",
-                        label=f"{v} vs float64 ({kind})")
+                        linestyle=ls, marker=marker, ms=3, mfc="none", label=f"{v} vs float64")
             ax.plot(scales, _floor([r["blocked_vs_unblocked"]["max_abs_diff"] for r in rows],
-                                   floor), color="k", marker=marker, ms=4, linestyle="-",
-                    lw=0.8, label=f"|blocked − unblocked| ({kind})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(name)
-        ax.set_xlabel("logit scale s")
-        ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6)
-    axes[0][0].set_ylabel(f"max |gradient error| (0 drawn at {floor:g})")
-    axes[0][-1].legend(fontsize=6, loc="best")
-    fig.suptitle("softmax gradient: blocked vs unblocked vs torch.softmax (grey: dtype eps)")
-    fig.tight_layout()
+                                   floor), color="k", marker="x", ms=4, linestyle="-", lw=0.8,
+                    label="|blocked − unblocked|")
+            ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{name}, {kind} logits" + (" (tied maxima)" if kind == "tied" else ""),
+                         fontsize=9)
+            if row == len(KINDS) - 1:
+                ax.set_xlabel("logit scale s")
+        axes[row][0].set_ylabel(f"max |grad error|\n(0 drawn at {floor:g})")
+    handles, labels = [], []
+    for ax in axes.flat:  # the legend of the panel with the most lines
+        h, lab = ax.get_legend_handles_labels()
+        if len(h) > len(handles):
+            handles, labels = h, lab
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7)
+    fig.suptitle("softmax gradient vs torch.softmax's float64 gradient (grey: dtype eps)")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     out["gradient_difference_vs_scale"] = fig
 
     failure = run.artifact("failure")
