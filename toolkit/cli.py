@@ -215,12 +215,36 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                         else ""), flush=True)
     outcomes, status = run_configs(configs, workers=args.workers, quiet=args.quiet,
                                    report=not args.no_report, on_done=_print_outcome)
+    if not args.quiet and len(outcomes) <= 3:
+        for outcome in outcomes:
+            if outcome.status == "complete":
+                _print_summary(outcome.run_dir)
     if not args.no_report and not args.quiet:
         for outcome in outcomes:
             report = outcome.run_dir / "report.html"
             if report.exists():
                 print(f"report: {report}")
     return status
+
+
+def _print_summary(run_dir: Path, max_rows: int = 8) -> None:
+    """The blocked vs unblocked numbers of a run (each child of a showcase), a few rows each."""
+    from toolkit.report.render import variant_table
+    from toolkit.runner import RunResults
+
+    run = RunResults(run_dir)
+    views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]
+    for name, view in views:
+        _, rows, _ = variant_table(view.summary)
+        if not rows:
+            continue
+        table = [["", "blocked", "unblocked"], *[r[:3] for r in rows[:max_rows]]]
+        widths = [max(len(r[i]) for r in table) for i in range(3)]
+        more = f"  (+{len(rows) - max_rows} more in summary.json)" if len(rows) > max_rows else ""
+        print(f"{name}:{more}")
+        for r in table:
+            print("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))))
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

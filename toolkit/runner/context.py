@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import sys
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from toolkit.core import disable_blocks, record_blocks
-from toolkit.runner.results import atomic_write_bytes, atomic_write_json, dumps_json, to_jsonable
+from toolkit.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
 
 __all__ = ["RunContext", "Timer", "seed_everything"]
 
@@ -76,8 +77,7 @@ class _RunFiles:
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
 
     def log(self, row: dict[str, Any]) -> None:
-        line = dumps_json(row).replace("\n", " ").strip()
-        line = " ".join(line.split()) + "\n"
+        line = json.dumps(row, ensure_ascii=False, allow_nan=True) + "\n"
         with self._lock:
             self._metrics.write(line)
             self._metrics.flush()
