@@ -556,3 +556,19 @@ def test_logsumexp_argument_errors():
         logsumexp(x, return_sign="yes")
     with pytest.raises(TypeError, match=r"logsumexp \(b\): x must be a tensor or array-like"):
         logsumexp(x, b=object())
+
+
+def test_torch_compile_fullgraph_blocked_and_unblocked():
+    compiled = torch.compile(lambda t: stable_softmax(t, where=t > -2.0), backend="eager",
+                             fullgraph=True)
+    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 7, dtype=torch.float64)
+    expected = torch.autograd.grad((w * stable_softmax(x, where=x > -2.0)).sum(), x)[0]
+    (g_b,) = torch.autograd.grad((w * compiled(x)).sum(), x)
+    with disable_blocks("softmax.*"):
+        out = compiled(x)
+        assert "AmaxBackward0" in _graph_names(out)
+        (g_u,) = torch.autograd.grad((w * out).sum(), x)
+    assert "AmaxBackward0" not in _graph_names(compiled(x))
+    torch.testing.assert_close(g_b, expected, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(g_u, expected, rtol=1e-12, atol=1e-14)

@@ -56,6 +56,8 @@ from toolkit.core.stop_gradient import is_block_disabled, stop_gradient
 __all__ = ["log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
 
 Dim = int | Sequence[int]
+# torch.compiler.is_compiling appeared in torch 2.3; before, eager reads of the setting are fine.
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
 Impl = Literal["reference", "fused"]
 
 
@@ -159,8 +161,8 @@ def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torc
     """
     # With the block active, the graph of the max would be built only to be cut: record it only
     # when the block is off (saves the Amax node and its reference to x).
-    track = torch.is_grad_enabled() and (torch.compiler.is_compiling()
-                                         or is_block_disabled("softmax.max"))
+    # (Under torch.compile the graph is always traced; the block decides at trace time.)
+    track = torch.is_grad_enabled() and (_is_compiling() or is_block_disabled("softmax.max"))
     with torch.set_grad_enabled(track):
         m = x.amax(dim=dims, keepdim=True)
         m = m.masked_fill(m == -math.inf, 0.0)
