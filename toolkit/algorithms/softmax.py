@@ -14,9 +14,10 @@ tie-splitting mask of ``amax``'s backward and the broadcast subtraction), and ti
 have to share a gradient. Inside ``disable_blocks("softmax.*")`` the same code lets the gradient
 through ``max`` and the result is the same up to rounding (see ``experiments/softmax_gradients``).
 
-All functions share one private helper, :func:`_shifted`, which holds the module's single block.
+The stable functions share one private helper, :func:`_shifted`, which holds the module's single
+block; ``naive_softmax`` (no shift, for comparison) has none.
 
-Conventions shared by every function here:
+Conventions of the stable functions:
 
 - ``dim``: an int or a tuple of ints; the reduction runs over all of them at once.
 - ``where``: boolean mask broadcastable to ``x``; ``False`` entries are left out (probability 0,
