@@ -15,7 +15,7 @@ Three parts:
    gradient of ``Σ w ⊙ softmax(x)`` blocked, unblocked and from ``torch.softmax`` in the same
    dtype (and, for float16/bfloat16, blocked with ``dtype=torch.float32``: ``upcast``), each
    scored against ``torch.softmax``'s float64 gradient of the same (rounded) input, and
-   blocked vs unblocked directly.
+   blocked vs unblocked directly. Metrics are logged with ``step`` = index into ``scales``.
 2. **Overflow** of the naive form: the smallest representable ``c`` for which
    ``naive_softmax([c, 0])`` is not finite (bisection on the bit patterns of the dtype),
    against ``log(finfo.max)``; and the fraction of non-finite rows vs scale for random logits.
