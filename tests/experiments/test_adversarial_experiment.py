@@ -55,12 +55,15 @@ def test_quick_run_figures(quick_run):
 
 
 @pytest.mark.slow
-def test_moons_run_draws_decision_boundaries(tmp_path):
+def test_moons_run_draws_decision_boundaries_and_is_deterministic(tmp_path):
     params = {**exp.QUICK, "dataset": "moons", "n_samples": 200, "eps": 0.15, "alpha": 0.04,
               "methods": ["standard", "pgd"], "memory_steps": [1, 2], "hidden": [16],
               "epochs": 2, "n_eval": 60, "l2_eps": 0.15}
-    run = run_experiment("adversarial_training", params, output_dir=tmp_path, dtype="float32",
-                         device="cpu", disable_blocks=["adversarial.*"], report=False)
+    runs = [run_experiment("adversarial_training", params, output_dir=tmp_path / str(i),
+                           dtype="float32", device="cpu", disable_blocks=["adversarial.*"],
+                           report=False) for i in range(2)]
+    run = runs[0]
+    assert runs[0].summary == runs[1].summary  # same config and seed: same numbers
     figs = exp.figures(run)
     assert "decision_boundary" in figs and "adversarial_examples" not in figs
     b = run.artifact("boundary")
