@@ -579,13 +579,17 @@ class _MomentEM:
         return self.Phi @ A.T
 
     def e_step(self, params: GMMParams) -> tuple[torch.Tensor, torch.Tensor]:
-        log_joint = self.log_joint(params)
-        log_prob_norm = torch.logsumexp(log_joint, dim=1)
-        return log_prob_norm, log_joint.sub_(log_prob_norm[:, None])
+        """``(log p(x_n), r)``: a logsumexp that keeps its ``exp`` as the responsibilities."""
+        z = self.log_joint(params)
+        shift = z.amax(1, keepdim=True)
+        resp = z.sub_(shift).exp_()  # in place: one (n, k) buffer
+        total = resp.sum(1, keepdim=True)
+        resp.div_(total)
+        return (total.log_().add_(shift))[:, 0], resp
 
-    def m_step(self, log_resp: torch.Tensor) -> GMMParams:
+    def m_step(self, resp: torch.Tensor) -> GMMParams:
         ct, d = self.covariance_type, self.d
-        S = log_resp.exp_().T @ self.Phi_w  # (k, q + 1); log_resp is consumed
+        S = resp.T @ self.Phi_w  # (k, q + 1)
         if self.w_scale is not None:
             S = S * self.w_scale
         nk = S[:, -1] + 10 * torch.finfo(S.dtype).eps
@@ -885,8 +889,8 @@ class GaussianMixture:
                 n_iter = it
                 prev = lower_bound
                 if fast is not None:
-                    log_prob_norm, log_resp = fast.e_step(params)
-                    params = fast.m_step(log_resp)
+                    log_prob_norm, resp = fast.e_step(params)
+                    params = fast.m_step(resp)
                 else:
                     log_prob_norm, log_resp = e_step(X, params.weights, params.means,
                                                      params.precisions_cholesky,
