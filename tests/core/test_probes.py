@@ -57,3 +57,15 @@ def test_time_fn_counts_calls_and_validates():
         time_fn(lambda: None, repeat=0)
     with pytest.raises(ValueError, match="time_fn: warmup must be an int >= 0, got -1"):
         time_fn(lambda: None, warmup=-1)
+
+
+def test_saved_bytes_count_reused_addresses_again():
+    # each iteration saves a fresh 4 kB tensor that is freed after its backward; the allocator
+    # may hand the same address to the next one, which must still be counted
+    x = torch.randn(1000, requires_grad=True)
+
+    def fn():
+        for _ in range(5):
+            (x * 2).exp().sum().backward()
+
+    assert measure_memory(fn, device="cpu").saved_tensor_bytes == 5 * 4000

@@ -65,28 +65,62 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class _Saved:
+    """What autograd stores instead of a saved tensor while we count: the tensor plus a receipt.
+
+    Autograd keeps this object exactly as long as it would have kept the tensor, so its
+    deletion tells the counter when the saved storage is released.
+    """
+
+    __slots__ = ("counter", "key", "tensor")
+
+    def __init__(self, tensor: torch.Tensor, counter: _SavedTensorCounter, key: Any) -> None:
+        self.tensor, self.counter, self.key = tensor, counter, key
+
+    def __del__(self) -> None:
+        if self.key is not None:
+            self.counter.release(self.key)
+
+
 class _SavedTensorCounter:
-    """Counts the bytes of distinct storages that autograd saves for backward."""
+    """Counts the bytes of the storages that autograd saves for backward, each once while alive.
+
+    A storage saved by several nodes (``exp`` saves its output, the following ``log`` its input)
+    counts once; a storage freed and later reallocated at the same address counts again.
+    """
 
     def __init__(self) -> None:
-        self.storages: dict[tuple[str, int], int] = {}
+        self.live: dict[Any, list[int]] = {}  # key -> [references, nbytes]
+        self.total = 0
 
-    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+    def pack(self, tensor: torch.Tensor) -> _Saved:
         try:
             storage = tensor.untyped_storage()
-            key = (str(tensor.device), storage.data_ptr())
-            self.storages[key] = max(self.storages.get(key, 0), storage.nbytes())
+            key: Any = (str(tensor.device), storage.data_ptr())
+            nbytes = storage.nbytes()
         except (RuntimeError, NotImplementedError):  # tensors without storage (e.g. functorch)
-            pass
-        return tensor
+            return _Saved(tensor, self, None)
+        entry = self.live.get(key)
+        if entry is None:
+            self.live[key] = [1, nbytes]
+            self.total += nbytes
+        else:
+            entry[0] += 1
+            if nbytes > entry[1]:
+                self.total += nbytes - entry[1]
+                entry[1] = nbytes
+        return _Saved(tensor, self, key)
 
     @staticmethod
-    def unpack(tensor: torch.Tensor) -> torch.Tensor:
-        return tensor
+    def unpack(saved: _Saved) -> torch.Tensor:
+        return saved.tensor
 
-    @property
-    def total(self) -> int:
-        return sum(self.storages.values())
+    def release(self, key: Any) -> None:
+        entry = self.live.get(key)
+        if entry is not None:
+            entry[0] -= 1
+            if entry[0] == 0:
+                del self.live[key]
 
 
 def _cpu_peak_from_profiler(prof: torch.profiler.profile) -> int:
