@@ -60,8 +60,8 @@ def test_time_fn_counts_calls_and_validates():
 
 
 def test_saved_bytes_count_reused_addresses_again():
-    # each iteration saves a fresh 4 kB tensor that is freed after its backward; the allocator
-    # may hand the same address to the next one, which must still be counted
+    # each iteration saves a fresh 4 kB tensor that is freed after its backward; whether or not
+    # the allocator hands the same address to the next one, each must be counted
     x = torch.randn(1000, requires_grad=True)
 
     def fn():
