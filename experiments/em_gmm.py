@@ -312,12 +312,12 @@ def figures(run: RunResults) -> dict[str, Any]:
     """Log-likelihood curves, Fisher check and entropy, and the fitted ellipses per variant."""
     import matplotlib.pyplot as plt
 
-    groups = [("train", "train", "grad", "2-D mixture")]
+    groups = [("2-D mixture", "train", "grad", "2-D mixture")]
     if run.params.get("include_iris", True):
-        groups.append(("iris", "iris", "grad_iris", "iris (first two features)"))
+        groups.append(("iris", "iris", "grad_iris", "iris (first two of four features)"))
     figs: dict[str, Any] = {}
     fig, axes = plt.subplots(len(groups), 3, figsize=(13, 3.4 * len(groups)), squeeze=False)
-    for row, (_, g, gg, title) in enumerate(groups):
+    for row, (title, g, gg, _) in enumerate(groups):
         ax_ll, ax_f, ax_h = axes[row]
         for variant in (*VARIANTS, "sklearn"):
             try:
@@ -343,6 +343,6 @@ def figures(run: RunResults) -> dict[str, Any]:
         ax_h.legend(fontsize=7)
     fig.tight_layout()
     figs["loglik_fisher_entropy"] = fig
-    for _, g, _, title in groups:
+    for _, g, _, title in groups:  # ellipses: projections on the first two features
         figs[f"ellipses_{g}"] = _ellipse_figure(run.artifact(f"params_{g}"), title)
     return figs
