@@ -145,7 +145,7 @@ def gradient_em(X: torch.Tensor, init: GMMParams, p: Params
 
 def _initial_params(X: torch.Tensor, k: int, p: Params, seed: int) -> GMMParams:
     gm = GaussianMixture(k, init=p.init, max_iter=0, reg_covar=p.reg_covar, random_state=seed,
-                         dtype=X.dtype).fit(X)
+                         device=X.device, dtype=X.dtype).fit(X)
     return GMMParams(gm.weights_, gm.means_, gm.covariances_, gm.precisions_cholesky_)
 
 
