@@ -70,6 +70,16 @@ def _variant_order(variants: Mapping[str, str]) -> list[str]:
     return head + [v for v in variants if v not in head]
 
 
+def _fixed_layout(fig: Figure, nrows: int, ncols: int, *, panel_h: float) -> None:
+    """Margins in inches turned into fractions: as tidy as ``tight_layout`` for these grids,
+    at a fraction of its cost (it measures every tick label)."""
+    height = panel_h * nrows
+    width = fig.get_figwidth()
+    fig.subplots_adjust(left=0.55 / width * ncols ** 0.5 if ncols > 1 else 0.75 / width,
+                        right=1 - 0.15 / width, bottom=0.5 / height, top=1 - 0.55 / height,
+                        wspace=0.35, hspace=0.55 * 3.0 / panel_h)
+
+
 def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, str]],
                   *, title: str | None = None) -> Figure:
     """One panel per metric name of ``group``; each panel overlays the variants vs step."""
@@ -80,10 +90,24 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
     peers: list[str] = []
     for ax, (name, variants) in zip(axes.flat, items):
+        series = {v: run.metric(variants[v]) for v in _variant_order(variants)}
+        if all(len(steps) == 1 for steps, _ in series.values()):
+            # logged once: a bar per variant says more than a single point on a step axis
+            labels = [v or name for v in series]
+            values = [float(vals[0]) for _, vals in series.values()]
+            bars = ax.bar(range(len(values)), values,
+                          color=[_style(v, peers)["color"] for v in series])
+            ax.bar_label(bars, labels=[f"{x:.4g}" for x in values], fontsize=7)
+            ax.set_xticks(range(len(values)), labels, fontsize=7)
+            step = int(next(iter(series.values()))[0][0])
+            ax.set_title(f"{name} (step {step})", fontsize=9)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.margins(y=0.15)
+            ax.grid(axis="y", alpha=0.3)
+            continue
         positive = True
         spans = []
-        for variant in _variant_order(variants):
-            steps, values = run.metric(variants[variant])
+        for variant, (steps, values) in series.items():
             style = _style(variant, peers)
             marker = "o" if len(steps) <= 20 else None
             ax.plot(steps, values, label=variant or name, marker=marker, markersize=3, **style)
@@ -107,7 +131,7 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
     label = title if title is not None else (group or "metrics")
     extra = f" (first {MAX_PANELS} of {len(names)})" if len(names) > MAX_PANELS else ""
     fig.suptitle(f"{label}{extra}", fontsize=10)
-    fig.tight_layout()
+    _fixed_layout(fig, nrows, ncols, panel_h=3.0)
     return fig
 
 
@@ -153,7 +177,7 @@ def summary_figure(run: RunResults, *, max_panels: int = 12) -> Figure | None:
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     fig.suptitle("summary: blocked vs unblocked", fontsize=10)
-    fig.tight_layout()
+    _fixed_layout(fig, nrows, ncols, panel_h=2.4)
     return fig
 
 
