@@ -4,4 +4,5 @@ import sys
 
 from toolkit.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned worker process re-imports the main module
+    sys.exit(main())
