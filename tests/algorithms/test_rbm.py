@@ -431,3 +431,47 @@ def test_errors() -> None:
         pseudo_log_likelihood(p, torch.zeros(2, 4, dtype=F64), indices=torch.tensor([0, 4]))
     with pytest.raises(ValueError, match=r"init_params: init must be 'normal' or 'uniform'"):
         init_params(3, 2, init="xavier")
+
+
+# ---------------------------------------------------------------------- acceptance (slow)
+
+BAS_OPTIMUM_NLL = 108.13  # −Σ log p of the 32 patterns under the best distribution on them
+
+
+@pytest.mark.slow
+def test_bars_and_stripes_cd1_reaches_summed_nll_below_200() -> None:
+    # Shark's setting: 32 patterns, 16 visible, 8 hidden, CD-1, lr 0.05, full batch, 8001
+    # updates, weights U(−0.1, 0.1), biases 0
+    X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
+    rbm = BernoulliRBM(8, method="cd", k=1, learning_rate=0.05, batch_size=32, epochs=8001,
+                       init="uniform", random_state=0, dtype=F64).fit(X)
+    nll = -float(rbm.log_likelihood(X).sum())
+    assert rbm.n_updates_ == 8001
+    assert BAS_OPTIMUM_NLL < nll < 200
+
+
+@pytest.mark.slow
+def test_bars_and_stripes_pcd_reaches_summed_nll_below_200() -> None:
+    # 32 persistent chains, batch 16, 5001 updates
+    X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
+    rbm = BernoulliRBM(8, method="pcd", k=1, learning_rate=0.05, batch_size=16, epochs=2500,
+                       n_chains=32, init="uniform", random_state=0, dtype=F64).fit(X)
+    rbm.partial_fit(X[torch.randperm(32, generator=torch.Generator().manual_seed(0))[:16]])
+    nll = -float(rbm.log_likelihood(X).sum())
+    assert rbm.n_updates_ == 5001 and rbm.persistent_chain_.shape == (32, 16)
+    assert BAS_OPTIMUM_NLL < nll < 200
+
+
+@pytest.mark.slow
+def test_digits_cd1_log_likelihood_at_least_scikit_learns() -> None:
+    # 16 hidden, lr 0.05, batch 10, 20 epochs: exact mean log-likelihoods of both
+    from sklearn.neural_network import BernoulliRBM as SkRBM
+
+    X = binarized_digits(dtype=F64).X
+    sk = SkRBM(16, learning_rate=0.05, batch_size=10, n_iter=20, random_state=0).fit(X.numpy())
+    sk_params = RBMParams(*(torch.as_tensor(a) for a in
+                            (sk.components_, sk.intercept_visible_, sk.intercept_hidden_)))
+    sk_ll = float(log_likelihood(sk_params, X).mean())
+    ours = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=10, epochs=20,
+                        random_state=0, dtype=F64).fit(X)
+    assert float(ours.log_likelihood(X).mean()) >= sk_ll
