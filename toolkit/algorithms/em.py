@@ -186,13 +186,10 @@ def _log_gaussian_prob(X: torch.Tensor, means: torch.Tensor, prec_chol: torch.Te
         y = (X @ prec_chol)[:, None, :] - (means @ prec_chol)[None, :, :]
         maha = y.square().sum(-1)
     elif covariance_type == "diag":
-        prec = prec_chol.square()  # (k, d)
-        maha = ((means.square() * prec).sum(1) - 2.0 * (X @ (means * prec).T)
-                + X.square() @ prec.T)
+        # centered differences rather than the expanded square: no cancellation in float32
+        maha = ((X[:, None, :] - means[None, :, :]) * prec_chol[None, :, :]).square().sum(-1)
     else:
-        prec = prec_chol.square()  # (k,)
-        maha = ((means.square().sum(1) * prec) - 2.0 * (X @ means.T) * prec
-                + X.square().sum(1, keepdim=True) * prec)
+        maha = (X[:, None, :] - means[None, :, :]).square().sum(-1) * prec_chol.square()
     log_det = _log_det_cholesky(prec_chol, covariance_type, d)
     return -0.5 * (d * _LOG_2PI + maha) + log_det
 
