@@ -515,4 +515,6 @@ def test_float32_follows_float64_sklearn_on_offset_data(ct: str) -> None:
         ours = GaussianMixture(3, dtype=torch.float32, **kw).fit(X)
         ref = SkGaussianMixture(3, **kw).fit(X)
     assert ours.means_.dtype == torch.float32
-    np.testing.assert_allclose(ours.lower_bounds_, ref.lower_bounds_, rtol=1e-5)
+    # float32 rounding (~1e-7) is amplified where the EM trajectory moves fast
+    np.testing.assert_allclose(ours.lower_bounds_, ref.lower_bounds_, rtol=1e-4)
+    assert ours.lower_bounds_[-1] == pytest.approx(ref.lower_bounds_[-1], rel=1e-5)

@@ -176,6 +176,12 @@ def _log_gaussian_prob(X: torch.Tensor, means: torch.Tensor, prec_chol: torch.Te
     """
     n, d = X.shape
     k = means.shape[0]
+    if covariance_type in ("full", "tied"):
+        # shift both by a constant near the data (a translation leaves the densities unchanged)
+        # so that x U − μ U does not cancel digits when the data sit far from the origin
+        with torch.no_grad():
+            center = means.mean(0)
+        X, means = X - center, means - center
     if covariance_type == "full":
         # (d, k*d): column block j holds U_j, so (X @ W)[n, j*d:(j+1)*d] = x_n U_j
         W = prec_chol.permute(1, 0, 2).reshape(d, k * d)
