@@ -130,14 +130,14 @@ def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
 
 def _free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
     W, b, c = params
-    return -(v @ b) - F.softplus(torch.addmm(c, v, W.T)).sum(dim=1)
+    return -(v @ b) - F.softplus(F.linear(v, W, c)).sum(dim=1)
 
 
 def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
            generator: torch.Generator | None) -> torch.Tensor:
     W, b, c = params
     for _ in range(k):
-        ph = torch.sigmoid(torch.addmm(c, v, W.T))
+        ph = torch.sigmoid(F.linear(v, W, c))
         h = ph if mean_field else _bernoulli(ph, generator)
         pv = torch.sigmoid(torch.addmm(b, h, W))
         v = pv if mean_field else _bernoulli(pv, generator)
@@ -152,8 +152,9 @@ def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> 
     # One free-energy evaluation of both sets, combined with weights (1/n, ..., −1/m, ...):
     # a smaller autograd graph than two evaluations and two means (faster training steps).
     fe = _free_energy(params, torch.cat([v_data, v_model]))
-    n, m = v_data.shape[0], v_model.shape[0]
-    weights = torch.cat([fe.new_full((n,), 1.0 / n), fe.new_full((m,), -1.0 / m)])
+    n = v_data.shape[0]
+    weights = fe.new_full(fe.shape, 1.0 / n)
+    weights[n:] = -1.0 / v_model.shape[0]
     return fe @ weights
 
 
