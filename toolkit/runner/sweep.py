@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -12,7 +14,13 @@ from typing import Any
 
 from toolkit.runner.config import RunConfig
 from toolkit.runner.errors import RunInterrupted
-from toolkit.runner.run import RunOutcome, _signals_raise, check_output_dir, execute
+from toolkit.runner.run import (
+    RunOutcome,
+    _signals_deferred,
+    _signals_raise,
+    check_output_dir,
+    execute,
+)
 
 __all__ = ["run_configs"]
 
@@ -32,6 +40,14 @@ def _worker(args: tuple[int, RunConfig, bool, bool, list[str]]) -> tuple[int, di
     except Exception as err:  # a run that could not even start (e.g. the disk filled up)
         return index, {"run_dir": "", "status": "failed", "exit_code": 1,
                        "error": f"{type(err).__name__}: {err}", "duration_s": 0.0}
+    if outcome.status == "interrupted":
+        # The run is marked and its files are written. An interrupted worker stops the whole
+        # sweep (as in a single process): tell the parent, and leave without taking the next
+        # run from the queue.
+        signum = outcome.exit_code - 128 if outcome.exit_code > 128 else signal.SIGINT
+        with contextlib.suppress(OSError):
+            os.kill(os.getppid(), signum)
+        os._exit(outcome.exit_code)
     return index, {"run_dir": str(outcome.run_dir), "status": outcome.status,
                    "exit_code": outcome.exit_code, "error": outcome.error,
                    "duration_s": outcome.duration_s}
@@ -103,9 +119,12 @@ def run_configs(configs: Sequence[RunConfig], *, workers: int = 1, quiet: bool =
                     status = max(status, outcome.exit_code)
         pool.close()
     except (RunInterrupted, KeyboardInterrupt) as err:
-        pool.terminate()  # SIGTERM: runs in progress mark themselves interrupted
-        pool.join()
+        with _signals_deferred():  # more signals (e.g. from the workers) change nothing now
+            pool.terminate()  # SIGTERM: runs in progress mark themselves interrupted
+            pool.join()
         code = err.exit_code if isinstance(err, RunInterrupted) else 130
+        print("toolkit: interrupted; runs in progress are marked interrupted in their "
+              "meta.json", file=sys.stderr)
         return [o for o in outcomes if o is not None], code
     pool.join()
     done = [o for o in outcomes if o is not None]
