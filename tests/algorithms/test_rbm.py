@@ -237,6 +237,25 @@ def test_cd_loss_without_block_differentiates_the_mean_field_chain() -> None:
                 assert abs(float(fd) - float(grad.reshape(-1)[j])) < 1e-7
 
 
+def test_sampled_chain_passes_no_gradient() -> None:
+    p = random_params(4, 3, requires_grad=True)
+    v = gibbs_chain(p, all_binary(4)[:3], 2, generator=torch.Generator().manual_seed(0))
+    assert not v.requires_grad and not has_gradient_path(v, p.weights)
+    assert set(torch.unique(v).tolist()) <= {0.0, 1.0}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_estimator_on_cuda_matches_the_cpu_formulas() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, epochs=3, random_state=0, device="cuda", dtype=F64).fit(X)
+    assert rbm.weights_.device.type == "cuda"
+    p_cpu = RBMParams(*(t.cpu() for t in (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)))
+    torch.testing.assert_close(rbm.log_likelihood(X).cpu(), log_likelihood(p_cpu, X))
+    assert rbm.sample(4, n_steps=5).device.type == "cuda"
+    assert rbm.score_samples(X).shape == (len(X),)
+    rbm.log_likelihood(X, method="ais", n_runs=10, betas=50)
+
+
 def test_cd_loss_block_cuts_the_path_to_the_chain() -> None:
     p = random_params(4, 3, requires_grad=True)
     v = all_binary(4)[:3]
@@ -395,6 +414,16 @@ def test_errors() -> None:
         BernoulliRBM(3, momentum=1.0).fit(X)
     with pytest.raises(ValueError, match=r"BernoulliRBM: batch_size must be a positive int"):
         BernoulliRBM(3, batch_size=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: init must be 'normal' or 'uniform'"):
+        BernoulliRBM(3, init="zeros").fit(X)
+    with pytest.raises(TypeError, match=r"BernoulliRBM: random_state must be an int or None"):
+        BernoulliRBM(3, random_state=1.5).fit(X)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"BernoulliRBM: dtype must be a floating torch.dtype"):
+        BernoulliRBM(3, dtype=torch.int64).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: epochs must be an int >= 0"):
+        BernoulliRBM(3, epochs=-1).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.sample: n_steps must be an int >= 1"):
+        BernoulliRBM(3, epochs=1).fit(X).sample(2, n_steps=0)
     with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be a non-empty 2-D array"):
         BernoulliRBM(3).fit(X[0])
     with pytest.raises(RuntimeError, match=r"BernoulliRBM.transform: this model is not fitted"):

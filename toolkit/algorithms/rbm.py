@@ -653,6 +653,12 @@ class BernoulliRBM:
             raise ValueError(f"{where}: momentum must be in [0, 1), got {self.momentum!r}")
         if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
             raise ValueError(f"{where}: weight_decay must be >= 0, got {self.weight_decay!r}")
+        if self.init not in ("normal", "uniform"):
+            raise ValueError(f"{where}: init must be 'normal' or 'uniform', got {self.init!r}")
+        if self.random_state is not None and (not isinstance(self.random_state, int)
+                                              or isinstance(self.random_state, bool)):
+            raise TypeError(f"{where}: random_state must be an int or None, "
+                            f"got {type(self.random_state).__name__} {self.random_state!r}")
         if not (isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point):
             raise TypeError(f"{where}: dtype must be a floating torch.dtype, got {self.dtype!r}")
 
@@ -780,7 +786,7 @@ class BernoulliRBM:
         X = _as_matrix(X, "BernoulliRBM.transform", dtype=self.dtype, device=self._device,
                        binary=False, n_features=self.n_features_in_)
         with torch.no_grad():
-            return sample_hidden(self._params, X, generator=self._generator)[0]
+            return torch.sigmoid(F.linear(X, self.weights_, self.hidden_bias_))
 
     def fit_transform(self, X: Any, y: Any = None) -> torch.Tensor:
         """``fit(X)`` then ``transform(X)``."""
