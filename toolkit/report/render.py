@@ -7,7 +7,6 @@ import html
 import io
 import json
 import re
-import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -308,7 +307,6 @@ def write_report(run_dir: str | Path) -> Path:
     Reads only the run's files, so it can be re-run at any time (``toolkit report RUN_DIR``).
     Returns the path of ``report.html``.
     """
-    t0 = time.perf_counter()
     run = RunResults(run_dir)
     if not (run.run_dir / "meta.json").exists():
         raise FileNotFoundError(f"write_report: {run.run_dir} has no meta.json; is it a run "
@@ -319,8 +317,11 @@ def write_report(run_dir: str | Path) -> Path:
     folder.mkdir(exist_ok=True)
     for fig in figures:
         atomic_write_bytes(folder / f"{fig.name}.png", fig.png)
+    keep = {f"{fig.name}.png" for fig in figures}
+    for old in folder.glob("*.png"):  # figures of an earlier report that no longer exist
+        if old.name not in keep:
+            old.unlink()
     atomic_write_text(run.run_dir / "report.md", render_markdown(run, figures, problems))
     path = run.run_dir / "report.html"
     atomic_write_text(path, render_html(run, figures, problems))
-    del t0
     return path
