@@ -1,12 +1,21 @@
-"""Reports drawn from results files: figures, ``report.html``/``report.md``, ``compare``."""
+"""Reports drawn from results files: figures, ``report.html``/``report.md``, ``compare``.
 
+Everything here reads only what a run wrote (``toolkit.runner.RunResults``), so reports can be
+regenerated at any time (``toolkit report RUN_DIR``) and runs aggregated later
+(``toolkit compare DIR``).
+"""
+
+from toolkit.report.compare import compare_runs, format_table, write_compare
 from toolkit.report.figures import default_figures, metric_figure, metric_groups, summary_figure
 from toolkit.report.render import write_report
 
 __all__ = [
+    "compare_runs",
     "default_figures",
+    "format_table",
     "metric_figure",
     "metric_groups",
     "summary_figure",
+    "write_compare",
     "write_report",
 ]
