@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +126,25 @@ class _SavedTensorCounter:
                 del self.live[key]
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null (C++ code writes there, bypassing ``sys.stderr``)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real fd 2 (embedded interpreters): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _cpu_peak_from_profiler(prof: torch.profiler.profile) -> int:
     events: list[tuple[int, int]] = []
     try:  # every allocation and free, with timestamps
@@ -163,9 +185,15 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
         peak = torch.cuda.max_memory_allocated(dev) - base
     else:
         activities = [torch.profiler.ProfilerActivity.CPU]
-        with torch.profiler.profile(activities=activities, profile_memory=True) as prof, \
-                torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
-            result = fn()
+        prof = torch.profiler.profile(activities=activities, profile_memory=True)
+        with _quiet_stderr():  # the profiler's backend announces its start and stop on fd 2
+            prof.__enter__()
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+                result = fn()
+        finally:
+            with _quiet_stderr():
+                prof.__exit__(None, None, None)
         peak = _cpu_peak_from_profiler(prof)
     return MemoryStats(int(peak), int(counter.total), str(dev), result)
 
