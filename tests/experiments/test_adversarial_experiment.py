@@ -17,7 +17,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("adversarial")
-    return run_experiment(CONFIGS / "adversarial_quick.toml", output_dir=out, report=False)
+    return run_experiment(CONFIGS / "adversarial_training_quick.toml", output_dir=out, report=False)
 
 
 @pytest.mark.slow

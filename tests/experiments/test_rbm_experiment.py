@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def quick_run(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("rbm_runs")
     # two methods keep the test fast; the quick config runs all three
-    return run_experiment(ROOT / "configs" / "rbm_quick.toml", output_dir=out,
+    return run_experiment(ROOT / "configs" / "rbm_cd_quick.toml", output_dir=out,
                           overrides=['params.methods=["cd1", "cd10"]'])
 
 
@@ -60,13 +60,13 @@ def test_quick_run_writes_figures_and_artifacts(quick_run) -> None:
 
 
 def test_configs_validate() -> None:
-    for name in ("rbm_bas", "rbm_digits", "rbm_quick"):
+    for name in ("rbm_bas", "rbm_digits", "rbm_cd_quick"):
         (config,) = load_config(ROOT / "configs" / f"{name}.toml")
         assert config.experiment == "rbm_cd" and config.disable_blocks == ("rbm.*",)
         params = rbm_cd.Params(**config.params)
         assert params.n_hidden <= 20
     quick = rbm_cd.Params(**rbm_cd.QUICK)
-    (quick_config,) = load_config(ROOT / "configs" / "rbm_quick.toml")
+    (quick_config,) = load_config(ROOT / "configs" / "rbm_cd_quick.toml")
     assert quick == rbm_cd.Params(**quick_config.params)
 
 
