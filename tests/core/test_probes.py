@@ -69,3 +69,29 @@ def test_saved_bytes_count_reused_addresses_again():
             (x * 2).exp().sum().backward()
 
     assert measure_memory(fn, device="cpu").saved_tensor_bytes == 5 * 4000
+
+
+def test_saved_peak_is_flat_when_graphs_are_freed_between_steps():
+    x = torch.randn(1000, requires_grad=True)
+
+    def steps(n):
+        def fn():
+            for _ in range(n):
+                (x * 2).exp().sum().backward()  # each graph is freed by its backward
+
+        return fn
+
+    def unrolled(n):
+        def fn():
+            y = x
+            for _ in range(n):
+                y = (y * 0.5).exp()  # one graph that keeps every step
+            y.sum().backward()
+
+        return fn
+
+    freed = [measure_memory(steps(n), device="cpu") for n in (1, 4)]
+    kept = [measure_memory(unrolled(n), device="cpu") for n in (1, 4)]
+    assert [m.saved_tensor_peak_bytes for m in freed] == [4000, 4000]
+    assert [m.saved_tensor_bytes for m in freed] == [4000, 16_000]
+    assert [m.saved_tensor_peak_bytes for m in kept] == [4000, 16_000]

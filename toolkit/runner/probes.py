@@ -7,8 +7,11 @@
   reconstructed from the allocation and free events of the PyTorch profiler
   (``profile_memory=True``), so it counts tensors only, not Python objects.
 - ``saved_tensor_bytes``: bytes that autograd saved for backward while ``fn`` ran
-  (``torch.autograd.graph.saved_tensors_hooks``), counted once per storage. It is exact and
-  deterministic, and it is the part of memory that a ``stop_gradient`` boundary changes.
+  (``torch.autograd.graph.saved_tensors_hooks``), counted once per storage, summed over the
+  whole call (a graph built and freed ten times counts ten times);
+- ``saved_tensor_peak_bytes``: the most bytes saved for backward that were alive at one time.
+  Both are exact and deterministic, and they are the part of memory that a ``stop_gradient``
+  boundary changes.
 """
 
 from __future__ import annotations
@@ -29,16 +32,17 @@ __all__ = ["MemoryStats", "TimingStats", "measure_memory", "time_fn"]
 
 @dataclass(frozen=True)
 class MemoryStats:
-    """Memory used by one call: ``peak_bytes`` (live tensors) and ``saved_tensor_bytes``."""
+    """Memory used by one call: peak live tensors, and bytes saved for backward (total, peak)."""
 
     peak_bytes: int
     saved_tensor_bytes: int
     device: str
     result: Any = field(default=None, repr=False, compare=False)
+    saved_tensor_peak_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"peak_bytes": self.peak_bytes, "saved_tensor_bytes": self.saved_tensor_bytes,
-                "device": self.device}
+                "saved_tensor_peak_bytes": self.saved_tensor_peak_bytes, "device": self.device}
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class _SavedTensorCounter:
     def __init__(self) -> None:
         self.live: dict[Any, list[int]] = {}  # key -> [references, nbytes]
         self.total = 0
+        self.live_bytes = 0
+        self.peak = 0
 
     def pack(self, tensor: torch.Tensor) -> _Saved:
         try:
@@ -106,12 +112,14 @@ class _SavedTensorCounter:
         entry = self.live.get(key)
         if entry is None:
             self.live[key] = [1, nbytes]
-            self.total += nbytes
+            added = nbytes
         else:
             entry[0] += 1
-            if nbytes > entry[1]:
-                self.total += nbytes - entry[1]
-                entry[1] = nbytes
+            added = max(0, nbytes - entry[1])
+            entry[1] += added
+        self.total += added
+        self.live_bytes += added
+        self.peak = max(self.peak, self.live_bytes)
         return _Saved(tensor, self, key)
 
     @staticmethod
@@ -123,6 +131,7 @@ class _SavedTensorCounter:
         if entry is not None:
             entry[0] -= 1
             if entry[0] == 0:
+                self.live_bytes -= entry[1]
                 del self.live[key]
 
 
@@ -195,7 +204,7 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
             with _quiet_stderr():
                 prof.__exit__(None, None, None)
         peak = _cpu_peak_from_profiler(prof)
-    return MemoryStats(int(peak), int(counter.total), str(dev), result)
+    return MemoryStats(int(peak), int(counter.total), str(dev), result, int(counter.peak))
 
 
 def time_fn(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1,
