@@ -14,16 +14,22 @@ unblocked (target < 1) and fused/torch, plus autograd nodes, bytes saved for bac
 memory (``measure_memory``). Timings on a shared machine are noisy; compare ratios from one run.
 The process CPU time is printed too: on a loaded machine it leaves out the time spent waiting
 for a core. On CPU, a fresh large tensor costs page faults, so the number of full-size
-allocations (torch: 2; blocked: 4; unblocked: 6+; fused: 2) weighs as much as arithmetic.
+allocations weighs as much as arithmetic, and what a contender pays for them depends on what
+ran before it in the same process (the allocator's state is shared). So the script also times
+each contender alone in a fresh process (``--isolated-rounds``, default 3, alternating the order)
+and prints those ratios too: the steady state each would have in a loop of its own.
 
     python benchmarks/bench_softmax.py [--quick] [--repeat N] [--threads N] [--device cpu|cuda]
-        [--shapes 4096x4096,64x50000]
+        [--shapes 4096x4096,64x50000] [--isolated-rounds N]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -94,6 +100,40 @@ def bench_shape(rows: int, cols: int, *, repeat: int, device: torch.device) -> d
     return out
 
 
+def time_alone(name: str, rows: int, cols: int, *, repeat: int, device: torch.device) -> float:
+    """Median seconds of forward+backward of one contender, in this process, after a warm-up."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, cols, generator=gen).to(device).requires_grad_()
+    g = torch.randn(rows, cols, generator=gen).to(device)
+    fn = contenders()[name]
+    times = []
+    for i in range(repeat + 1):
+        _sync(device)
+        start = time.perf_counter()
+        fn(x).backward(g)
+        x.grad = None
+        _sync(device)
+        if i:  # the first call is the warm-up
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_isolated(rows: int, cols: int, *, rounds: int, repeat: int, args: argparse.Namespace
+                   ) -> dict[str, float]:
+    """Median over ``rounds`` fresh processes of each contender's median time."""
+    results: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for r in range(rounds):
+        order = VARIANTS if r % 2 == 0 else tuple(reversed(VARIANTS))
+        for name in order:
+            cmd = [sys.executable, __file__, "--alone", name, "--shapes", f"{rows}x{cols}",
+                   "--repeat", str(repeat), "--device", args.device]
+            if args.threads:
+                cmd += ["--threads", str(args.threads)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            results[name].append(json.loads(out.strip().splitlines()[-1])["seconds"])
+    return {name: statistics.median(v) for name, v in results.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes, 3 repeats")
@@ -102,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--shapes", default=None,
                         help="comma-separated ROWSxCOLS (default 4096x4096,64x50000)")
+    parser.add_argument("--isolated-rounds", type=int, default=None,
+                        help="fresh processes per contender for the isolated timing (0: skip)")
+    parser.add_argument("--alone", choices=VARIANTS, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -113,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shapes = [(4096, 4096), (64, 50000)]
     repeat = args.repeat or (3 if args.quick else 15)
+    if args.alone:  # child process of the isolated timing
+        rows, cols = shapes[0]
+        seconds = time_alone(args.alone, rows, cols, repeat=repeat, device=device)
+        print(json.dumps({"seconds": seconds}))
+        return 0
+    rounds = args.isolated_rounds if args.isolated_rounds is not None else (1 if args.quick else 3)
     print(f"softmax forward+backward, float32, device={device}, threads={torch.get_num_threads()}, "
           f"repeat={repeat} (medians; alternating contenders)")
     for rows, cols in shapes:
@@ -134,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
                            ("fused", "torch", ""), ("unblocked", "torch", "")]:
             label = f"{a}/{b}"
             print(f"  ratio {label:<17} = {med[a] / med[b]:.2f}  (cpu {cpu[a] / cpu[b]:.2f}){note}")
+        if rounds > 0:
+            alone = bench_isolated(rows, cols, rounds=rounds, repeat=repeat, args=args)
+            print(f"  each contender alone in a fresh process (median of {rounds} processes): "
+                  + ", ".join(f"{name} {alone[name] * 1e3:.2f} ms" for name in VARIANTS))
+            for a, b, note in [("blocked", "torch", target),
+                               ("blocked", "unblocked", "  (target < 1)"), ("fused", "torch", "")]:
+                print(f"  ratio {a + '/' + b:<17} = {alone[a] / alone[b]:.2f}  (isolated){note}")
     return 0
 
 

@@ -175,6 +175,32 @@ def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torc
     return torch.sub(x, m), m
 
 
+#: Inputs larger than twice this many elements are processed in slabs of about this size.
+SLAB_ELEMENTS = 1 << 20
+
+
+def _in_slabs(fn: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """``fn(x)`` for a row-wise ``fn``, computed slab by slab along a dimension it does not reduce.
+
+    Each row's numbers are exactly those of ``fn(x)``: the slabs only split the batch of rows.
+    What changes is memory traffic: with slabs of about ``SLAB_ELEMENTS`` elements (4 MiB of
+    float32) the intermediates of the composition stay in cache, and the allocator recycles
+    their memory instead of mapping fresh pages for every full-size temporary. Forward and
+    backward then allocate only two full-size tensors (the output, by ``cat``, and the input's
+    gradient, by ``split``'s backward), as ``torch.softmax`` does. Under ``torch.compile`` the
+    compiler fuses the composition itself, so the input is passed whole.
+    """
+    if x.numel() <= 2 * SLAB_ELEMENTS or torch.compiler.is_compiling():
+        return fn(x)
+    free = [d for d in range(x.ndim) if d not in dims and x.shape[d] > 1]
+    if not free:
+        return fn(x)
+    d = free[0]
+    n_slabs = min(x.shape[d], -(-x.numel() // SLAB_ELEMENTS))
+    size = -(-x.shape[d] // n_slabs)
+    return torch.cat([fn(part) for part in x.split(size, dim=d)], dim=d)
+
+
 def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """Reference composition; returns a fresh tensor that the caller may modify in place.
 
@@ -319,7 +345,7 @@ def stable_softmax(
     x, dims = _prepare(x, dim, where, dtype, name="stable_softmax")
     if impl == "fused":
         return _FusedSoftmax.apply(x, dims)
-    return _log_softmax_ref(x, dims).exp_()
+    return _in_slabs(lambda part: _log_softmax_ref(part, dims).exp_(), x, dims)
 
 
 def log_softmax(
@@ -355,7 +381,7 @@ def log_softmax(
     x, dims = _prepare(x, dim, where, dtype, name="log_softmax")
     if impl == "fused":
         return _FusedLogSoftmax.apply(x, dims)
-    return _log_softmax_ref(x, dims)
+    return _in_slabs(lambda part: _log_softmax_ref(part, dims), x, dims)
 
 
 def logsumexp(
