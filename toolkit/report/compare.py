@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.report.figures import numeric_leaves
 from toolkit.runner.results import RunResults, atomic_write_text, find_runs
 
 __all__ = ["CompareRow", "CompareTable", "compare_runs", "format_table", "write_compare"]
@@ -52,16 +53,6 @@ class CompareTable:
     rows: list[CompareRow]
     variants: list[str]
     groups: dict[tuple[str, str], dict[str, Any]]  # (experiment, group) → {"seeds", "runs"}
-
-
-def _leaves(tree: Any, prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
-        out[prefix] = float(tree)
-    return out
 
 
 def _split(path: str, summary: Mapping[str, Any]) -> tuple[str, str]:
@@ -119,7 +110,7 @@ def compare_runs(root: str | Path) -> CompareTable:
         table_groups[(exp, label)] = {"seeds": seeds, "runs": [str(u.run_dir) for u in group["runs"]]}
         for unit in group["runs"]:
             summary = unit.summary
-            for path, value in _leaves(summary).items():
+            for path, value in numeric_leaves(summary).items():
                 variant, quantity = _split(path, summary)
                 if variant not in variants:
                     variants.append(variant)

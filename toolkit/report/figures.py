@@ -135,11 +135,12 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
     return fig
 
 
-def _numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
+def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of nested dicts as ``{"a.b.c": value}`` (booleans and strings left out)."""
     out: dict[str, float] = {}
     if isinstance(tree, Mapping):
         for key, value in tree.items():
-            out.update(_numeric_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+            out.update(numeric_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
     elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
         out[prefix] = float(tree)
     return out
@@ -147,8 +148,8 @@ def _numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
 
 def summary_pairs(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Numbers present for ``blocked`` and ``unblocked`` alike: name → variant → value."""
-    blocked = _numeric_leaves(summary.get("blocked", {}))
-    unblocked = _numeric_leaves(summary.get("unblocked", {}))
+    blocked = numeric_leaves(summary.get("blocked", {}))
+    unblocked = numeric_leaves(summary.get("unblocked", {}))
     return {k: {"blocked": blocked[k], "unblocked": unblocked[k]}
             for k in blocked if k in unblocked}
 
