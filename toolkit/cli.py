@@ -31,7 +31,7 @@ RUN_EPILOG = """\
 examples:
   toolkit run configs/quadratic_target.toml
   toolkit run configs/quadratic_target.toml --set params.n_steps=50 --set dtype=float32
-  toolkit run configs/quadratic_target.toml --seeds 0,1,2 --workers 3 --out /tmp/results
+  toolkit run configs/quadratic_target.toml --seeds 0,1,2 --workers 3 --out runs
   toolkit run configs/a.toml configs/b.toml --quiet
 
 --set KEY=VALUE: KEY is a dotted path (params.n_steps, dtype, sweep.params.lr); VALUE is a
@@ -66,7 +66,7 @@ side by side. Writes DIR/compare.csv and DIR/compare.html (with a figure) and pr
 
 examples:
   toolkit compare results/quadratic_target
-  toolkit compare results --out /tmp/cmp
+  toolkit compare results --out comparison
 """
 
 
