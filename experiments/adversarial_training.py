@@ -10,7 +10,7 @@ Measured:
 
 - accuracy on held-out data: clean, FGSM, PGD-``eval_steps`` and PGD with restarts;
 - time per epoch and memory of one training step, blocked vs unblocked, and memory
-  (autograd-saved bytes, peak live bytes) against the number of PGD steps;
+  (peak of autograd-saved bytes, peak live bytes) against the number of PGD steps;
 - the cosine between the parameter gradients with and without the block for L∞ sign steps (the
   extra term is zero almost everywhere: ``sign`` has zero derivative) and for L2 normalised
   steps (it is not);
@@ -249,7 +249,8 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
                      bounds: tuple[float, float] | None) -> None:
     x, y = train.X[:params.memory_batch], train.y[:params.memory_batch]
     memory: dict[str, dict[str, list[int]]] = {
-        v: {"saved_tensor_bytes": [], "peak_bytes": [], "graph_nodes": []}
+        v: {"saved_tensor_bytes": [], "saved_tensor_peak_bytes": [], "peak_bytes": [],
+            "graph_nodes": []}
         for v in ("blocked", "unblocked")}
     timing: dict[str, list[float]] = {"blocked": [], "unblocked": []}
     for steps in params.memory_steps:
@@ -265,6 +266,7 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
                 timing[variant].append(time_fn(step, repeat=params.timing_repeat, warmup=1,
                                                device=ctx.device).median)
             memory[variant]["saved_tensor_bytes"].append(stats.saved_tensor_bytes)
+            memory[variant]["saved_tensor_peak_bytes"].append(stats.saved_tensor_peak_bytes)
             memory[variant]["peak_bytes"].append(stats.peak_bytes)
             memory[variant]["graph_nodes"].append(nodes)
             # bytes are machine-dependent (costs.json); the graph size is deterministic
@@ -273,7 +275,8 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
                         **{v: {"graph_nodes": memory[v]["graph_nodes"]} for v in memory}})
     ctx.costs(memory={"steps": params.memory_steps,
                       **{v: {"peak_bytes": memory[v]["peak_bytes"],
-                             "saved_tensor_bytes": memory[v]["saved_tensor_bytes"]}
+                             "saved_tensor_bytes": memory[v]["saved_tensor_bytes"],
+                             "saved_tensor_peak_bytes": memory[v]["saved_tensor_peak_bytes"]}
                          for v in memory}},
               step_seconds={"steps": params.memory_steps, **timing},
               step_time_ratio_unblocked_over_blocked=[
@@ -404,12 +407,13 @@ def figures(run: RunResults) -> dict[str, Any]:
             if variant in peak:
                 axes[0].plot(peak["steps"], np.array(peak[variant]["peak_bytes"]) / 2**20, style,
                              label=variant)
-            if variant in peak:
-                axes[1].plot(peak["steps"], np.array(peak[variant]["saved_tensor_bytes"]) / 2**20,
+            if variant in peak and "saved_tensor_peak_bytes" in peak[variant]:
+                axes[1].plot(peak["steps"],
+                             np.array(peak[variant]["saved_tensor_peak_bytes"]) / 2**20,
                              style, label=variant)
             axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], style, label=variant)
         axes[0].set_title("peak live tensor memory", fontsize=9)
-        axes[1].set_title("bytes saved for backward (summed over the call)", fontsize=9)
+        axes[1].set_title("bytes saved for backward, alive at once (peak)", fontsize=9)
         axes[2].set_title("autograd nodes behind the training loss", fontsize=9)
         for ax, unit in zip(axes, ("MiB", "MiB", "nodes")):
             ax.set_xlabel("PGD steps (one PGD-AT training step)")
