@@ -123,9 +123,11 @@ def _check_k(k: Any, where: str) -> int:
 
 def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """Binary samples with P(1) = p (same dtype as p); sampling passes no gradient."""
-    with torch.no_grad():  # a sample is not a differentiable function of p
-        u = torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device)
-        return u.lt_(p)  # in place: u ← (u < p) as 0/1 in p's dtype, no extra allocation
+    if torch.is_grad_enabled():  # a sample is not a differentiable function of p
+        with torch.no_grad():
+            return _bernoulli(p, generator)
+    u = torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device)
+    return u.lt_(p)  # in place: u ← (u < p) as 0/1 in p's dtype, no extra allocation
 
 
 def _free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
@@ -144,18 +146,29 @@ def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
     return v
 
 
-def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> torch.Tensor:
+def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
+    """Row weights ``(−1/n_data, …, 1/n_model, …)`` of :func:`_cd_loss` (dtype/device of like)."""
+    return torch.cat([like.new_full((n_data,), -1.0 / n_data),
+                      like.new_full((n_model,), 1.0 / n_model)])
+
+
+def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+             weights: torch.Tensor | None = None) -> torch.Tensor:
     # The negative samples come from a Markov chain run with the current parameters. The CD
     # update (and the maximum-likelihood gradient it approximates) differentiates the free
     # energy at fixed samples: no gradient may flow back through the chain that produced them.
     v_model = stop_gradient(v_model, name="rbm.negative_samples")
-    # One free-energy evaluation of both sets, combined with weights (1/n, ..., −1/m, ...):
-    # a smaller autograd graph than two evaluations and two means (faster training steps).
-    fe = _free_energy(params, torch.cat([v_data, v_model]))
-    n = v_data.shape[0]
-    weights = fe.new_full(fe.shape, 1.0 / n)
-    weights[n:] = -1.0 / v_model.shape[0]
-    return fe @ weights
+    W, b, c = params
+    v = torch.cat([v_data, v_model])
+    if weights is None:
+        weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
+    # mean F(v_data) − mean F(v_model) as one weighted sum over the rows of both sets,
+    # Σ_i weights_i · (−F(v_i)) with −F(v) = b·v + Σ_j softplus(c_j + W_j·v). Written for a
+    # small autograd graph (a training step is mostly per-operation overhead): pre-activations
+    # as (n_hidden, rows) = addmm(c as a column, W, vᵀ), whose weight gradient is a plain
+    # (n_hidden, rows) @ (rows, n_visible) product, and b·v + Σ_j softplus(·) as one addmv.
+    pre = torch.addmm(c.unsqueeze(1), W, v.T)
+    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,6 +704,7 @@ class BernoulliRBM:
         self.n_iter_ = 0
         self.n_updates_ = 0
         self._velocity = [torch.zeros_like(p) for p in params]
+        self._cd_weights: dict[tuple[int, int], torch.Tensor] = {}
         self._visible_sum = torch.zeros(X.shape[1], dtype=torch.float64, device=device)
         self._n_seen = 0
         if self.method == "pcd":
@@ -699,24 +713,33 @@ class BernoulliRBM:
             self.persistent_chain_ = _bernoulli(half, gen)
 
     def _update(self, v_data: torch.Tensor) -> None:
-        """One CD/PCD update on the mini-batch ``v_data``; the parameters require grad here."""
+        """One CD/PCD update on the mini-batch ``v_data``.
+
+        Called without grad (``_train`` and ``partial_fit`` run it under ``torch.no_grad``) and
+        with the parameters requiring grad: only the loss and its gradient are computed with
+        grad enabled, so each update switches the grad mode once.
+        """
         params = self._params
         # Inputs were validated by fit/partial_fit: the private helpers skip the checks.
-        with torch.no_grad():  # sampling needs no graph: the loss sees v_model as data
-            start = self.persistent_chain_ if self.method == "pcd" else v_data
-            v_model = _gibbs(params, start, self.k, False, self._generator)
-            if self.method == "pcd":
-                self.persistent_chain_ = v_model
-        grads = torch.autograd.grad(_cd_loss(params, v_data, v_model), params)
-        with torch.no_grad():
-            if self.weight_decay:
-                grads = (grads[0].add(params.weights, alpha=self.weight_decay), *grads[1:])
-            if self.momentum:
-                torch._foreach_mul_(self._velocity, self.momentum)
-                torch._foreach_add_(self._velocity, grads, alpha=-self.learning_rate)
-                torch._foreach_add_(list(params), self._velocity)
-            else:
-                torch._foreach_add_(list(params), grads, alpha=-self.learning_rate)
+        # Sampling builds no graph (grad is off): the loss sees v_model as data.
+        start = self.persistent_chain_ if self.method == "pcd" else v_data
+        v_model = _gibbs(params, start, self.k, False, self._generator)
+        if self.method == "pcd":
+            self.persistent_chain_ = v_model
+        key = (v_data.shape[0], v_model.shape[0])
+        weights = self._cd_weights.get(key)
+        if weights is None:  # one vector per pair of batch sizes, not one per update
+            weights = self._cd_weights[key] = _cd_weights(*key, v_data)
+        with torch.enable_grad():
+            grads = torch.autograd.grad(_cd_loss(params, v_data, v_model, weights), params)
+        if self.weight_decay:
+            grads = (grads[0].add(params.weights, alpha=self.weight_decay), *grads[1:])
+        if self.momentum:
+            torch._foreach_mul_(self._velocity, self.momentum)
+            torch._foreach_add_(self._velocity, grads, alpha=-self.learning_rate)
+            torch._foreach_add_(list(params), self._velocity)
+        else:
+            torch._foreach_add_(list(params), grads, alpha=-self.learning_rate)
         self.n_updates_ += 1
 
     def _train(self, X: torch.Tensor, epochs: int, progress: bool) -> None:
@@ -731,12 +754,12 @@ class BernoulliRBM:
         for p in self._params:
             p.requires_grad_(True)
         try:
-            for _ in bar:
-                perm = torch.randperm(n, generator=self._generator, device=X.device)
-                X_shuffled = X[perm]
-                for start in range(0, n, bs):
-                    self._update(X_shuffled[start:start + bs])
-                self.n_iter_ += 1
+            with torch.no_grad():  # see _update
+                for _ in bar:
+                    perm = torch.randperm(n, generator=self._generator, device=X.device)
+                    for v_batch in X[perm].split(bs):
+                        self._update(v_batch)
+                    self.n_iter_ += 1
         finally:
             for p in self._params:
                 p.requires_grad_(False)
@@ -772,7 +795,8 @@ class BernoulliRBM:
         for p in params:
             p.requires_grad_(True)
         try:
-            self._update(X)
+            with torch.no_grad():  # see _update
+                self._update(X)
         finally:
             for p in params:
                 p.requires_grad_(False)
