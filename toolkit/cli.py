@@ -19,8 +19,8 @@ MAIN_EPILOG = """\
 examples:
   toolkit list                                   experiments and configs
   toolkit run configs/showcase.toml              every experiment's quick comparison, one report
-  toolkit run configs/em_gmm.toml --set params.n_components=5 --seeds 0,1,2
-  toolkit sweep configs/em_gmm.toml --workers 2  the [sweep] grid in 2 processes
+  toolkit run configs/em_gmm.toml --set params.n_iter=20 --seeds 0,1,2
+  toolkit sweep configs/em_gmm_sweep.toml --workers 2   the [sweep] grid in 2 processes
   toolkit report results/em_gmm/<run_id>         redraw figures and report.html
   toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
 

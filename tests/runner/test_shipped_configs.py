@@ -1,0 +1,32 @@
+"""Every config shipped in configs/ validates against its experiment's Params."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolkit.runner import load_config
+from toolkit.runner.tomlio import loads
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
+
+
+def test_configs_are_shipped():
+    assert len(CONFIGS) >= 10
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_config_validates(path: Path):
+    # load_config validates every run (common keys and the experiment's Params) or raises
+    runs = load_config(path, overrides=["device=cpu"])
+    experiment = loads(path.read_text())["experiment"]
+    assert runs
+    assert all(run.device == "cpu" and run.experiment == experiment for run in runs)
+
+
+def test_sweep_config_expands_grid_times_seeds():
+    runs = load_config(CONFIGS[0].parent / "em_gmm_sweep.toml")
+    assert len(runs) == 6
+    points = sorted({run.sweep_point["params.inner_steps"] for run in runs})
+    assert points == [1, 5, 20]
