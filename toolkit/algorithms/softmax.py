@@ -190,7 +190,7 @@ def _in_slabs(fn: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     gradient, by ``split``'s backward), as ``torch.softmax`` does. Under ``torch.compile`` the
     compiler fuses the composition itself, so the input is passed whole.
     """
-    if x.numel() <= 2 * SLAB_ELEMENTS or torch.compiler.is_compiling():
+    if x.numel() <= 2 * SLAB_ELEMENTS or _is_compiling():
         return fn(x)
     free = [d for d in range(x.ndim) if d not in dims and x.shape[d] > 1]
     if not free:
