@@ -201,6 +201,17 @@ def _in_slabs(fn: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return torch.cat([fn(part) for part in x.split(size, dim=d)], dim=d)
 
 
+def _row_sums(e: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """``Σ e`` over ``dims`` (kept as size-1 dims), with 1 in place of 0.
+
+    ``e = exp(x - max)`` sums to at least 1 unless the row is empty (every entry ``-inf``, sum
+    0). Using 1 there keeps such a row at 0 in softmax and ``-inf`` in log-softmax, with zero
+    gradients, instead of ``0/0`` and ``log 0``.
+    """
+    s = e.sum(dim=dims, keepdim=True)
+    return s.masked_fill(s == 0, 1.0)
+
+
 def _softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """Reference composition ``e^z · (1 / Σ e^z)``.
 
@@ -211,9 +222,7 @@ def _softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """
     z, _ = _shifted(x, dims)
     e = z.exp_()
-    s = e.sum(dim=dims, keepdim=True)
-    # s >= 1 unless the row is empty (s == 0); use 1 there so the row is 0 with zero grads
-    return e * s.masked_fill(s == 0, 1.0).reciprocal()
+    return e * _row_sums(e, dims).reciprocal()
 
 
 def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
@@ -225,10 +234,7 @@ def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     ``exp`` saves its output). Forward allocates two full-size tensors (``z`` and ``exp(z)``).
     """
     z, _ = _shifted(x, dims)
-    s = torch.exp(z).sum(dim=dims, keepdim=True)
-    # s >= 1 unless the row is empty (s == 0); use 1 there so the row stays -inf with zero grads
-    s = s.masked_fill(s == 0, 1.0)
-    return z.add_(s.log().neg_())
+    return z.add_(_row_sums(torch.exp(z), dims).log().neg_())
 
 
 class _FusedSoftmax(torch.autograd.Function):
@@ -240,8 +246,7 @@ class _FusedSoftmax(torch.autograd.Function):
         # no graph is recorded here, so everything runs in place on one fresh tensor
         e, _ = _shifted(x, dims)
         e.exp_()
-        s = e.sum(dim=dims, keepdim=True)
-        y = e.div_(s.masked_fill_(s == 0, 1.0))  # empty rows: 0 / 1
+        y = e.div_(_row_sums(e, dims))  # empty rows: 0 / 1
         ctx.dims = dims
         ctx.save_for_backward(y)
         return y
