@@ -14,8 +14,9 @@ Contenders, all timed in the same process:
 
 scikit-learn does PCD-1 (one Gibbs step per batch from persistent chains, closed-form update);
 the toolkit does CD-1 (one Gibbs step per batch from the data, autograd update). Both draw a
-hidden and a visible sample per batch, and both do five 64×64×256-sized matrix products per batch
-(the toolkit's loss multiplies data and samples together, 2 of the 5 backward, 1 of them forward).
+hidden and a visible sample per batch. In 64×64×256-sized matrix products, scikit-learn does
+five per batch and the toolkit six: two in the Gibbs step, two in the loss (data and samples
+together) and two in its backward.
 
 Timing: this machine class shares its cores, and one epoch's time can vary by ±30 % from one
 moment to the next. The contenders are therefore timed in interleaved rounds (each round
