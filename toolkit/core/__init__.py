@@ -9,24 +9,32 @@ from toolkit.core.gradients import (
     has_gradient_path,
 )
 from toolkit.core.stop_gradient import (
+    BlockNotSwitchableError,
+    as_constant,
     disable_blocks,
     is_block_disabled,
+    is_compiling,
     record_blocks,
+    require_block,
     reset_seen_blocks,
     seen_blocks,
     stop_gradient,
 )
 
 __all__ = [
+    "BlockNotSwitchableError",
     "GradientComparison",
     "ParameterComparison",
+    "as_constant",
     "assert_blocked",
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",
     "has_gradient_path",
     "is_block_disabled",
+    "is_compiling",
     "record_blocks",
+    "require_block",
     "reset_seen_blocks",
     "seen_blocks",
     "stop_gradient",

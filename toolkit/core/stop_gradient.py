@@ -5,6 +5,12 @@
 ``name`` and be switched off by name with :func:`disable_blocks`, so the same code runs "with"
 and "without" its block; :func:`seen_blocks` tells which named blocks actually executed.
 
+:func:`as_constant` evaluates a quantity behind a named block: with the block active no graph is
+recorded for it (it would only be cut), with the block disabled the graph is kept. It is, with
+``stop_gradient`` itself, the only code that reads the switch; algorithms call it (or
+:func:`require_block`, for code that cannot run without its block) and never decide a cut
+themselves.
+
 The state (which blocks are disabled, which were seen) lives in :mod:`contextvars`, so threads
 and asyncio tasks with different settings do not interfere.
 """
@@ -23,9 +29,13 @@ from typing import Any, TypeVar
 import torch
 
 __all__ = [
+    "BlockNotSwitchableError",
+    "as_constant",
     "disable_blocks",
     "is_block_disabled",
+    "is_compiling",
     "record_blocks",
+    "require_block",
     "reset_seen_blocks",
     "seen_blocks",
     "stop_gradient",
@@ -50,10 +60,22 @@ _SEEN: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
 # passed along, so that dynamo guards on it and re-traces when the setting changes.
 _COMPILE_KEY: tuple[tuple[str, ...] | None, ...] = ()
 
-# ``torch.compiler.is_compiling`` appeared in torch 2.3; older releases have the dynamo spelling.
-_is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", None) or (
-    lambda: torch._dynamo.is_compiling()
-)
+
+
+def _dynamo_is_compiling() -> bool:  # torch < 2.3: only dynamo knows (imported on demand)
+    import torch._dynamo
+
+    return bool(torch._dynamo.is_compiling())
+
+
+#: Whether the code is being traced by ``torch.compile`` / ``torch.export``. One helper for the
+#: whole toolkit: ``torch.compiler.is_compiling`` (torch >= 2.3), else dynamo's own spelling.
+is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", None) or (
+    _dynamo_is_compiling)
+
+
+class BlockNotSwitchableError(RuntimeError):
+    """A named block was disabled where the code cannot run without it (see :func:`require_block`)."""
 
 
 def _check_name(name: object, *, where: str) -> str:
@@ -86,9 +108,23 @@ def _record(name: str) -> None:
     seen[name] = None
 
 
-@torch.compiler.assume_constant_result
 def _decide_at_trace_time(name: str | None, key: object) -> bool:
     # ``key`` is unused here; passing it makes dynamo guard on its value.
+    if name is not None:
+        _record(name)
+    return _disabled_by(_DISABLED.get(), name)
+
+
+# What ``torch.compiler.assume_constant_result`` does (dynamo calls the function at trace time and
+# uses its result as a constant), without importing ``torch._dynamo`` when the toolkit is
+# imported: that import alone costs about a second.
+_decide_at_trace_time._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def _decide(name: str | None) -> bool:
+    """Whether the block ``name`` is disabled right now; records ``name`` as seen."""
+    if is_compiling():
+        return _decide_at_trace_time(name, _COMPILE_KEY)
     if name is not None:
         _record(name)
     return _disabled_by(_DISABLED.get(), name)
@@ -175,15 +211,75 @@ def stop_gradient(x: T, name: str | None = None) -> T:
     """
     if name is not None:
         _check_name(name, where="stop_gradient")
-    if _is_compiling():
-        disabled = _decide_at_trace_time(name, _COMPILE_KEY)
-    else:
-        if name is not None:
-            _record(name)
-        disabled = _disabled_by(_DISABLED.get(), name)
-    if disabled:
+    if _decide(name):
         return x
     return _tree_map(_stop_leaf, x)
+
+
+def as_constant(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T:
+    """Evaluate ``fn(*args, **kwargs)`` as a constant behind the named block ``name``.
+
+    The quantity is meant to be a constant for the gradient (responsibilities in an M-step,
+    negative samples of a Markov chain, an adversarial example, the max of a softmax shift), so
+    recording its graph would be work thrown away by the cut. With the block active ``fn`` runs
+    under ``torch.no_grad()`` and its result passes :func:`stop_gradient`; inside
+    ``disable_blocks(name)`` ``fn`` runs in the caller's grad mode, the graph is kept, and the
+    result comes back untouched, so gradients flow through it. Either way the value is the same.
+
+    ``fn`` may read ``torch.is_grad_enabled()`` to know whether a graph is wanted (an attack
+    then asks autograd for ``create_graph=True``); it never needs to read the switch itself.
+    The result may be a tensor or a nested structure (as for :func:`stop_gradient`). The name
+    is recorded for :func:`seen_blocks` whether the block is active or disabled. Under
+    ``torch.compile`` the decision is taken at trace time, as for ``stop_gradient``.
+
+    Args:
+        fn: computes the quantity.
+        *args, **kwargs: passed to ``fn``.
+        name: the block's dotted name (keyword-only, required).
+
+    >>> import torch
+    >>> from toolkit import as_constant, disable_blocks
+    >>> w = torch.tensor(3.0, requires_grad=True)
+    >>> target = as_constant(lambda: 2 * w, name="demo.target")
+    >>> target.requires_grad, target.grad_fn is None
+    (False, True)
+    >>> with disable_blocks("demo.*"):
+    ...     target = as_constant(lambda: 2 * w, name="demo.target")
+    >>> torch.autograd.grad(target, w)[0]
+    tensor(2.)
+    """
+    _check_name(name, where="as_constant")
+    if not callable(fn):
+        raise TypeError(f"as_constant: fn must be callable, got {type(fn).__name__}")
+    if _decide(name):
+        return fn(*args, **kwargs)
+    with torch.no_grad():
+        value = fn(*args, **kwargs)
+    # no_grad records no graph, but fn may return an input that requires grad, and forward-mode
+    # tangents pass no_grad: the cut itself is the detach of every leaf.
+    return _tree_map(_stop_leaf, value)
+
+
+def require_block(name: str, *, where: str, why: str) -> None:
+    """Raise :class:`BlockNotSwitchableError` if the block ``name`` is disabled right now.
+
+    For code paths that cannot compute "without the block" (an analytic backward with no path
+    through the blocked quantity, a sampled chain through which no gradient can flow): they call
+    this where the block would be, so that ``disable_blocks`` is never silently ignored. The
+    name is recorded for :func:`seen_blocks` either way.
+
+    >>> from toolkit import disable_blocks, require_block
+    >>> require_block("demo.max", where="demo", why="the backward is analytic")
+    >>> with disable_blocks("demo.*"):
+    ...     require_block("demo.max", where="demo", why="the backward is analytic")
+    Traceback (most recent call last):
+    ...
+    toolkit.core.stop_gradient.BlockNotSwitchableError: demo: the block 'demo.max' cannot be switched off here (the backward is analytic)
+    """
+    _check_name(name, where="require_block")
+    if _decide(name):
+        raise BlockNotSwitchableError(f"{where}: the block {name!r} cannot be switched off here "
+                                      f"({why})")
 
 
 class disable_blocks(contextlib.ContextDecorator):
@@ -239,6 +335,9 @@ class disable_blocks(contextlib.ContextDecorator):
 
 def seen_blocks() -> tuple[str, ...]:
     """Names of the named blocks executed in this context since the last reset, in order.
+
+    A name is recorded when its block ran (``stop_gradient``, ``as_constant`` or
+    ``require_block`` with that name), whether it was active or disabled at the time.
 
     >>> import torch
     >>> from toolkit import record_blocks, stop_gradient
