@@ -33,9 +33,8 @@ from torch import nn
 
 from toolkit import disable_blocks
 from toolkit.algorithms.adversarial import adversarial_training, pgd
-from toolkit.core.gradients import count_graph_nodes
 from toolkit.data import digits
-from toolkit.runner import measure_memory
+from toolkit.measure import count_graph_nodes, measure_memory
 
 
 def mlp(sizes: list[int], device: torch.device, seed: int = 0) -> nn.Sequential:

@@ -47,8 +47,7 @@ import torch
 
 from toolkit import disable_blocks
 from toolkit.algorithms.softmax import stable_softmax
-from toolkit.core.gradients import count_graph_nodes
-from toolkit.runner import measure_memory
+from toolkit.measure import count_graph_nodes, measure_memory
 
 VARIANTS = ("torch", "blocked", "unblocked", "fused")
 

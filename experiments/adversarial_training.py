@@ -45,9 +45,9 @@ from toolkit.algorithms.adversarial import (
     fgsm,
     pgd,
 )
-from toolkit.core.gradients import count_graph_nodes
 from toolkit.data import Dataset, digits, train_test_split, two_moons
-from toolkit.runner import ExperimentParams, RunContext, RunResults, measure_memory, time_fn
+from toolkit.measure import count_graph_nodes, measure_memory, time_fn
+from toolkit.runner import ExperimentParams, RunContext, RunResults
 
 DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"
 

@@ -48,8 +48,8 @@ from toolkit.algorithms.rbm import (
     gibbs_chain,
     init_params,
 )
-from toolkit.core.gradients import count_graph_nodes
 from toolkit.data import bars_and_stripes, binarized_digits
+from toolkit.measure import count_graph_nodes
 from toolkit.runner import ExperimentParams, RunContext, RunResults
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"

@@ -40,8 +40,8 @@ from pydantic import Field, field_validator, model_validator
 
 from toolkit import compare_gradients, disable_blocks
 from toolkit.algorithms.softmax import naive_softmax, stable_softmax
-from toolkit.core.gradients import count_graph_nodes
-from toolkit.runner import ExperimentParams, RunContext, RunResults, measure_memory, time_fn
+from toolkit.measure import count_graph_nodes, measure_memory, time_fn
+from toolkit.runner import ExperimentParams, RunContext, RunResults
 
 DESCRIPTION = "softmax: gradient through the max (blocked vs not) over scales and dtypes; overflow; cost"
 

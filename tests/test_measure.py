@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toolkit.runner import measure_memory, time_fn
+from toolkit.measure import Timer, count_graph_nodes, measure_memory, race, time_fn
 
 
 def test_saved_tensor_bytes_exact_and_deduplicated():
@@ -95,3 +95,50 @@ def test_saved_peak_is_flat_when_graphs_are_freed_between_steps():
     assert [m.saved_tensor_peak_bytes for m in freed] == [4000, 4000]
     assert [m.saved_tensor_bytes for m in freed] == [4000, 16_000]
     assert [m.saved_tensor_peak_bytes for m in kept] == [4000, 16_000]
+
+
+def test_count_graph_nodes_is_the_core_walker():
+    x = torch.ones(2, requires_grad=True)
+    assert count_graph_nodes((x.exp() * 2).sum()) == 4  # Sum, Mul, Exp, AccumulateGrad
+
+
+def test_timer_measures_and_reports():
+    seen = []
+    with Timer("work", on_exit=lambda name, s: seen.append((name, s))) as t:
+        sum(range(10_000))
+    assert t.seconds > 0 and seen == [("work", t.seconds)]
+
+
+def test_race_interleaves_and_rotates_the_order():
+    calls = []
+    result = race({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                  rounds=3, warmup=1)
+    assert calls[:2] == ["a", "b"]  # warm-up
+    assert calls[2:] == ["a", "b", "b", "a", "a", "b"]  # the order rotates every round
+    assert result.rounds == 3 and len(result.wall["a"]) == 3 and len(result.cpu["b"]) == 3
+    ratio = result.ratio("a", "b")
+    assert ratio.min <= ratio.median <= ratio.max
+    assert "a / b" in str(ratio) and "contender" in result.table()
+
+
+def test_race_ratio_tracks_real_cost_differences():
+    def work(n):
+        return lambda: sum(i * i for i in range(n))
+
+    ratio = race({"small": work(20_000), "big": work(200_000)}, rounds=5).ratio("big", "small")
+    assert ratio.median > 3  # ten times the work; generous for a noisy machine
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"rounds": 0}, ValueError, "race: rounds must be an int >= 1, got 0"),
+    ({"warmup": -1}, ValueError, "race: warmup must be an int >= 0, got -1"),
+    ({"rounds": 2.5}, TypeError, "race: rounds must be an int >= 1, got 2.5"),
+])
+def test_race_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        race({"a": lambda: None}, **kwargs)
+
+
+def test_race_needs_contenders():
+    with pytest.raises(ValueError, match="race: contenders is empty"):
+        race({})

@@ -1,6 +1,16 @@
-"""Measurement probes: wall time and memory of a callable, on CPU or CUDA.
+"""Measurement: wall time, memory and graph size of a callable, on CPU or CUDA.
 
-``measure_memory`` reports two numbers:
+One module for experiments and benchmarks alike:
+
+- :func:`time_fn`: median (min, mean, std) wall time of repeated calls;
+- :func:`race`: several contenders timed in interleaved rounds, with per-round ratios (the
+  harness every benchmark script uses: on a shared machine the speed of one call drifts by tens
+  of percent from one moment to the next, so contenders are compared round by round);
+- :class:`Timer`: a context manager for one stretch of work;
+- :func:`count_graph_nodes`: the size of the backward graph behind an output;
+- :func:`measure_memory`: peak tensor memory and the bytes saved for backward.
+
+``measure_memory`` reports these numbers:
 
 - ``peak_bytes``: the peak of live tensor memory allocated while ``fn`` ran, above what was
   live when it started. On CUDA this is ``torch.cuda.max_memory_allocated``; on CPU it is
@@ -21,13 +31,25 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-__all__ = ["MemoryStats", "TimingStats", "measure_memory", "time_fn"]
+from toolkit._validation import Integer, check, resolve_device
+from toolkit.core.gradients import count_graph_nodes
+
+__all__ = [
+    "MemoryStats",
+    "Race",
+    "Timer",
+    "TimingStats",
+    "count_graph_nodes",
+    "measure_memory",
+    "race",
+    "time_fn",
+]
 
 
 @dataclass(frozen=True)
@@ -59,12 +81,6 @@ class TimingStats:
     def to_dict(self) -> dict[str, float | int]:
         return {"median": self.median, "min": self.min, "mean": self.mean, "std": self.std,
                 "repeat": self.repeat}
-
-
-def _resolve_device(device: torch.device | str | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def _sync(device: torch.device) -> None:
@@ -177,12 +193,12 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
 
     Args:
         fn: the work to measure (forward and backward, typically).
-        device: where ``fn`` allocates; ``None`` means CUDA when available, else CPU.
+        device: where ``fn`` allocates; ``None`` or ``"auto"``: CUDA when available, else CPU.
 
     Returns:
         :class:`MemoryStats`; ``.result`` holds what ``fn`` returned.
     """
-    dev = _resolve_device(device)
+    dev = resolve_device(device, where="measure_memory")
     counter = _SavedTensorCounter()
     if dev.type == "cuda":
         _sync(dev)
@@ -213,11 +229,9 @@ def time_fn(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1,
 
     CUDA work is synchronized before and after each call so that the time is the work's.
     """
-    if not isinstance(repeat, int) or repeat < 1:
-        raise ValueError(f"time_fn: repeat must be an int >= 1, got {repeat!r}")
-    if not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"time_fn: warmup must be an int >= 0, got {warmup!r}")
-    dev = _resolve_device(device)
+    check("time_fn", "repeat", repeat, [Integer(1)])
+    check("time_fn", "warmup", warmup, [Integer(0)])
+    dev = resolve_device(device, where="time_fn")
     result = None
     for _ in range(warmup):
         result = fn()
@@ -231,3 +245,131 @@ def time_fn(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1,
     std = statistics.stdev(times) if len(times) > 1 else 0.0
     return TimingStats(statistics.median(times), min(times), statistics.fmean(times), std,
                        repeat, result)
+
+
+class Timer:
+    """Context manager measuring wall time; ``seconds`` is set on exit.
+
+    ``on_exit(name, seconds)`` is called when the block ends (the run context uses it to add
+    the time to ``costs.json``).
+
+    >>> with Timer("sleep") as t:
+    ...     pass
+    >>> t.seconds >= 0
+    True
+    """
+
+    def __init__(self, name: str = "", on_exit: Callable[[str, float], None] | None = None
+                 ) -> None:
+        self.name = name
+        self.seconds: float = float("nan")
+        self._on_exit = on_exit
+        self._start = 0.0
+
+    def __enter__(self) -> Timer:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+        if self._on_exit is not None:
+            self._on_exit(self.name, self.seconds)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """Per-round ratios ``a / b`` of two contenders: median, min and max over the rounds."""
+
+    a: str
+    b: str
+    median: float
+    min: float
+    max: float
+
+    def __str__(self) -> str:
+        return (f"{self.a} / {self.b} = {self.median:.3f}x  "
+                f"(rounds {self.min:.3f}..{self.max:.3f})")
+
+
+@dataclass(frozen=True)
+class Race:
+    """Result of :func:`race`: seconds per call of each contender in each round.
+
+    ``wall[name][r]`` is the wall time of ``name`` in round ``r`` (``cpu``: process CPU time,
+    all threads, steadier than wall time when other programs compete for the cores).
+    """
+
+    wall: dict[str, list[float]]
+    cpu: dict[str, list[float]]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.wall)
+
+    @property
+    def rounds(self) -> int:
+        return len(next(iter(self.wall.values()), []))
+
+    def median(self, name: str) -> float:
+        """Median wall seconds of ``name`` over the rounds."""
+        return statistics.median(self.wall[name])
+
+    def min(self, name: str) -> float:
+        return min(self.wall[name])
+
+    def ratio(self, a: str, b: str, *, clock: str = "wall") -> Ratio:
+        """The ratio ``a / b`` in each round (both ran back to back), summarised."""
+        times = self.wall if clock == "wall" else self.cpu
+        ratios = [x / y for x, y in zip(times[a], times[b]) if y > 0]
+        if not ratios:
+            return Ratio(a, b, float("nan"), float("nan"), float("nan"))
+        return Ratio(a, b, statistics.median(ratios), min(ratios), max(ratios))
+
+    def table(self, *, unit: str = "ms", scale: float = 1e3) -> str:
+        """One line per contender: median and min over the rounds."""
+        width = max(len(n) for n in self.wall)
+        lines = [f"  {'contender':<{width}}  {'median ' + unit:>12}  {'min ' + unit:>10}"]
+        for name in self.wall:
+            lines.append(f"  {name:<{width}}  {self.median(name) * scale:>12.3f}  "
+                         f"{self.min(name) * scale:>10.3f}")
+        return "\n".join(lines)
+
+
+def race(contenders: Mapping[str, Callable[[], Any]], *, rounds: int = 15, warmup: int = 1,
+         device: torch.device | str | None = "cpu", rotate: bool = True,
+         between: Callable[[], Any] | None = None) -> Race:
+    """Time ``contenders`` in interleaved rounds: every round calls each of them once.
+
+    The order rotates from round to round (``rotate``), so no contender always runs first
+    (warm caches) or last. Each contender is called ``warmup`` times first. CUDA work is
+    synchronized around every call. ``between()`` runs before every timed call and is not
+    timed (e.g. to reset state). Compare contenders with :meth:`Race.ratio`: the median of
+    per-round ratios is robust to the machine speeding up or slowing down between rounds.
+
+    >>> r = race({"a": lambda: sum(range(1000)), "b": lambda: sum(range(2000))}, rounds=3)
+    >>> r.rounds, sorted(r.names)
+    (3, ['a', 'b'])
+    """
+    check("race", "rounds", rounds, [Integer(1)])
+    check("race", "warmup", warmup, [Integer(0)])
+    if not contenders:
+        raise ValueError("race: contenders is empty; pass a dict name -> callable")
+    dev = resolve_device(device, where="race")
+    names: Sequence[str] = list(contenders)
+    for name in names:
+        for _ in range(warmup):
+            contenders[name]()
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        order = [names[(i + r) % len(names)] for i in range(len(names))] if rotate else names
+        for name in order:
+            if between is not None:
+                between()
+            _sync(dev)
+            c0, t0 = time.process_time(), time.perf_counter()
+            contenders[name]()
+            _sync(dev)
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    return Race(wall, cpu)

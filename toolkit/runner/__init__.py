@@ -6,10 +6,9 @@ read it back with :class:`RunResults`.
 """
 
 from toolkit.runner.config import RunConfig, load_config, make_config, parse_override
-from toolkit.runner.context import RunContext, Timer, seed_everything
+from toolkit.runner.context import RunContext, seed_everything
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, RunInterrupted
 from toolkit.runner.params import ExperimentParams
-from toolkit.runner.probes import MemoryStats, TimingStats, measure_memory, time_fn
 from toolkit.runner.registry import Experiment, config_files, discover, load_all, load_experiment
 from toolkit.runner.results import RunResults, find_runs
 from toolkit.runner.run import RunOutcome, execute, run_experiment
@@ -19,14 +18,11 @@ __all__ = [
     "Experiment",
     "ExperimentLoadError",
     "ExperimentParams",
-    "MemoryStats",
     "RunConfig",
     "RunContext",
     "RunInterrupted",
     "RunOutcome",
     "RunResults",
-    "Timer",
-    "TimingStats",
     "config_files",
     "discover",
     "execute",
@@ -35,9 +31,7 @@ __all__ = [
     "load_config",
     "load_experiment",
     "make_config",
-    "measure_memory",
     "parse_override",
     "run_experiment",
     "seed_everything",
-    "time_fn",
 ]

@@ -7,7 +7,6 @@ import random
 import re
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -17,9 +16,10 @@ import numpy as np
 import torch
 
 from toolkit.core import disable_blocks, record_blocks
+from toolkit.measure import Timer
 from toolkit.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
 
-__all__ = ["RunContext", "Timer", "seed_everything"]
+__all__ = ["RunContext", "seed_everything"]
 
 T = TypeVar("T")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -39,26 +39,6 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
             _deep_merge(target[key], value)
         else:
             target[key] = value
-
-
-class Timer:
-    """Context manager measuring wall time; ``seconds`` is set on exit."""
-
-    def __init__(self, name: str = "", on_exit: Callable[[str, float], None] | None = None
-                 ) -> None:
-        self.name = name
-        self.seconds: float = float("nan")
-        self._on_exit = on_exit
-        self._start = 0.0
-
-    def __enter__(self) -> Timer:
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self._start
-        if self._on_exit is not None:
-            self._on_exit(self.name, self.seconds)
 
 
 class _RunFiles:
