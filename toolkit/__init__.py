@@ -13,28 +13,29 @@ The public API:
   and benchmark rounds; ``toolkit.runner`` / ``toolkit.report``: experiments, results and
   reports.
 
-Importing the package imports torch and nothing heavier (no ``torch._dynamo``, no matplotlib).
+The names are loaded on first use (PEP 562), so ``import toolkit`` itself is instant and the
+command line can answer ``--help`` without importing torch.
 """
 
-from toolkit.core import (
-    BlockNotSwitchableError,
-    GradientComparison,
-    ParameterComparison,
-    as_constant,
-    assert_blocked,
-    compare_gradients,
-    count_graph_nodes,
-    disable_blocks,
-    has_gradient_path,
-    is_block_disabled,
-    record_blocks,
-    require_block,
-    reset_seen_blocks,
-    seen_blocks,
-    stop_gradient,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from toolkit._lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        ["BlockNotSwitchableError", "as_constant", "disable_blocks", "is_block_disabled",
+         "record_blocks", "require_block", "reset_seen_blocks", "seen_blocks", "stop_gradient"],
+        "toolkit.core.stop_gradient"),
+    **dict.fromkeys(
+        ["GradientComparison", "ParameterComparison", "assert_blocked", "compare_gradients",
+         "count_graph_nodes", "has_gradient_path"],
+        "toolkit.core.gradients"),
+}
 
 __all__ = [
     "BlockNotSwitchableError",
@@ -54,3 +55,27 @@ __all__ = [
     "seen_blocks",
     "stop_gradient",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from toolkit.core.gradients import (
+        GradientComparison,
+        ParameterComparison,
+        assert_blocked,
+        compare_gradients,
+        count_graph_nodes,
+        has_gradient_path,
+    )
+    from toolkit.core.stop_gradient import (
+        BlockNotSwitchableError,
+        as_constant,
+        disable_blocks,
+        is_block_disabled,
+        record_blocks,
+        require_block,
+        reset_seen_blocks,
+        seen_blocks,
+        stop_gradient,
+    )
+
+
+__getattr__, __dir__ = lazy_exports("toolkit", globals(), _EXPORTS)

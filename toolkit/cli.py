@@ -160,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list experiments and configs",
                        description="List the experiments (with their description) and the "
                                    "configs.")
+    p.add_argument("--check", action="store_true",
+                   help="import every experiment module and check its contract (slower: "
+                        "imports torch)")
     _add_debug(p)
     sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example")
     return parser
@@ -284,17 +287,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from toolkit.runner.registry import config_files, load_all
+    from toolkit.runner.registry import config_files, describe, discover, load_all
 
-    loaded, broken = load_all()
+    found = discover()
+    # Read from the sources (no torch import, instant); --check imports every module.
+    rows: dict[str, tuple[str, bool, str | None]] = {}
+    for name, path in found.items():
+        info = describe(name, path)
+        rows[name] = (info.description, info.has_quick, info.problem)
+    if args.check:
+        loaded, broken = load_all()
+        for name, exp in loaded.items():
+            rows[name] = (exp.description, exp.quick is not None, None)
+        for name, problem in broken.items():
+            rows[name] = (rows[name][0], rows[name][1], problem)
     print("experiments:")
-    width = max([len(n) for n in [*loaded, *broken]] + [4])
-    for name, exp in sorted(loaded.items()):
-        quick = ("" if exp.quick is not None or name == "showcase"
-                 else "  (no QUICK: not in the showcase)")
-        print(f"  {name:<{width}}  {exp.description}{quick}")
-    for name, problem in sorted(broken.items()):
-        print(f"  {name:<{width}}  BROKEN: {problem}")
+    width = max([len(n) for n in rows] + [4])
+    for name, (description, has_quick, problem) in sorted(rows.items()):
+        if problem:
+            print(f"  {name:<{width}}  BROKEN: {problem}")
+            continue
+        quick = "" if has_quick or name == "showcase" else "  (no QUICK: not in the showcase)"
+        print(f"  {name:<{width}}  {description}{quick}")
     print("configs:")
     cwd = Path.cwd()
     for path in config_files():
@@ -303,18 +317,33 @@ def _cmd_list(args: argparse.Namespace) -> int:
         except ValueError:
             shown = path
         print(f"  {shown}")
-    if broken:
-        print(f"toolkit: warning: {len(broken)} experiment module(s) cannot be loaded: "
-              f"{', '.join(sorted(broken))}", file=sys.stderr)
+    broken_names = sorted(n for n, row in rows.items() if row[2])
+    if broken_names:
+        print(f"toolkit: warning: {len(broken_names)} experiment module(s) cannot be loaded: "
+              f"{', '.join(broken_names)}", file=sys.stderr)
+    if not args.check:
+        print("(read from the sources; `toolkit list --check` also imports each experiment)")
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``toolkit``; returns the exit status.
+
+    Ctrl-C at any moment (start-up included) ends with one line and status 130.
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("toolkit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
-    from toolkit.runner import ConfigError
+    from toolkit.runner.errors import ConfigError
 
     handlers = {"run": _cmd_run, "sweep": _cmd_sweep, "report": _cmd_report,
                 "compare": _cmd_compare, "list": _cmd_list}
@@ -325,9 +354,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"toolkit: error: {err.line()}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("toolkit: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ def test_load_resolves_defaults_and_round_trips(tiny_config: Path, tmp_path: Pat
     (config,) = load_config(tiny_config)
     assert config.experiment == "tiny_counter"
     assert config.params == {"n_steps": 4, "n_logged": 0, "lr": 0.1, "sleep_s": 0.0, "fail_at": -1,
-                             "started_file": ""}
+                             "extra_block": False, "started_file": ""}
     assert config.disable_blocks == ("tiny.*",)
     assert config.torch_dtype is torch.float64
     again = tmp_path / "again.toml"
@@ -177,7 +177,7 @@ def test_cuda_without_cuda_is_an_input_error(tiny_config: Path, tmp_path: Path,
     code = main(["run", str(tiny_config), "--set", "device=cuda", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "device: device 'cuda' requested but CUDA is not available" in err
+    assert "device: device 'cuda' asks for CUDA, but torch reports no CUDA device" in err
     assert 'use device = "cpu" or "auto"' in err
     assert not (tmp_path / "r").exists()
 

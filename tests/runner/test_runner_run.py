@@ -220,15 +220,56 @@ def test_broken_experiment_is_an_input_error(tmp_path: Path,
     assert len(err.splitlines()) == 1 and "experiment 'broken_module' cannot be loaded" in err
 
 
-def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+def test_meta_lists_blocks_that_ran_outside_compare_too(tmp_path: Path) -> None:
+    run = run_experiment("tiny_counter", {"extra_block": True}, output_dir=tmp_path,
+                         report=False)
+    assert run.meta["blocks_seen"] == ["tiny.outside", "tiny.target"]
+
+
+def test_list_reads_the_sources(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     captured = capsys.readouterr()
     assert "quadratic_target" in captured.out and "tiny test experiment" in captured.out
+    (line,) = [li for li in captured.out.splitlines() if "no_run" in li]
+    assert "BROKEN: it must define `run(params, ctx)`" in line
+    # the fixture that raises on import also lacks Params and run(): seen without importing it
+    (line,) = [li for li in captured.out.splitlines() if "broken_module" in li]
+    assert "BROKEN: it must define `class Params(ExperimentParams)`" in line
+    assert "configs/showcase.toml" in captured.out
+    assert "toolkit list --check" in captured.out
+    assert "2 experiment module(s) cannot be loaded: broken_module, no_run" in captured.err
+
+
+def test_list_check_imports_every_module(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--check"]) == 0
+    captured = capsys.readouterr()
     (line,) = [li for li in captured.out.splitlines() if "broken_module" in li]
     assert "BROKEN: import failed: ImportError: broken_module: this fixture fails" in line
-    assert "configs/showcase.toml" in captured.out
     assert "experiment module(s) cannot be loaded" in captured.err
     assert "broken_module" in captured.err and "no_run" in captured.err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["run", "--help"]])
+def test_help_and_list_do_not_import_torch(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom toolkit.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch imported'\n")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_ctrl_c_at_start_up_is_one_line_and_status_130(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import toolkit.cli
+
+    def interrupted(argv: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(toolkit.cli, "_main", interrupted)
+    assert main(["list"]) == 130
+    assert capsys.readouterr().err == "toolkit: interrupted\n"
 
 
 def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from toolkit._validation import resolve_device as _resolve_device
 from toolkit.runner import tomlio
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, suggest
 
@@ -120,22 +121,19 @@ class RunConfig:
 
 def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
                    ) -> torch.device:
-    """``auto`` → ``cuda`` when available, else ``cpu``; ``cuda`` without CUDA is a ConfigError."""
+    """The config's ``device`` as a ``torch.device`` (``auto``: CUDA when available, else CPU).
+
+    The meaning is :func:`toolkit._validation.resolve_device`'s; a device that does not exist
+    here becomes a :class:`ConfigError` naming the file and key.
+    """
     if not isinstance(device, str) or not _DEVICE_RE.match(device):
         raise ConfigError(source, key, f"unknown device {device!r}",
                           'use "auto", "cpu", "cuda" or "cuda:N"')
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError(source, key, f"device {device!r} requested but CUDA is not "
-                              "available on this machine", 'use device = "cpu" or "auto"')
-        index = int(device.split(":")[1]) if ":" in device else 0
-        if index >= torch.cuda.device_count():
-            raise ConfigError(source, key, f"device {device!r} requested but only "
-                              f"{torch.cuda.device_count()} CUDA device(s) exist",
-                              'use "cuda:0" or "auto"')
-    return torch.device(device)
+    try:
+        return _resolve_device(device, where=key)
+    except ValueError as err:
+        problem = str(err).removeprefix(f"{key}: ").split("; use")[0]
+        raise ConfigError(source, key, problem, 'use device = "cpu" or "auto"') from None
 
 
 # ----------------------------------------------------------------------------- overrides

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from toolkit.core import record_blocks
 from toolkit.runner.config import RunConfig, load_config, make_config, resolve_device
 from toolkit.runner.context import RunContext, _RunFiles
 from toolkit.runner.errors import ConfigError, RunInterrupted
@@ -146,8 +147,10 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
     error: BaseException | None = None
     status = "complete"
     exit_code = 0
+    seen: list[str] = []
     try:
-        with _signals_raise():
+        # every named block that runs anywhere in the run, inside ctx.compare or not
+        with _signals_raise(), record_blocks() as seen:
             ctx = RunContext(run_dir=run_dir, seed=config.seed, device=device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=params, _files=files)
@@ -160,6 +163,8 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
         status, exit_code, error = "failed", 1, err
     with _signals_deferred() as received:
         files.close()
+        # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
+        files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
         meta.update({
             "status": status,
             "ended": utc_now().isoformat(),
