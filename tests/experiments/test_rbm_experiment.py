@@ -10,6 +10,7 @@ import torch
 
 from experiments import rbm_cd
 from toolkit.algorithms.rbm import RBMParams, cd_gradient, exact_log_likelihood_gradient
+from toolkit.report import write_report
 from toolkit.runner import load_config, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +21,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("rbm_runs")
     # two methods keep the test fast; the quick config runs all three
     return run_experiment(ROOT / "configs" / "rbm_cd_quick.toml", output_dir=out,
+                          finish=write_report,
                           overrides=['params.methods=["cd1", "cd10"]'])
 
 
