@@ -226,3 +226,13 @@ def test_resume_skips_complete_runs(tiny_config: Path, tmp_path: Path,
     # a different config is not "complete"
     assert main([*base, "--seeds", "0", "--resume", "--set", "params.lr=0.3"]) == 0
     assert len(list((out / "tiny_counter").iterdir())) == 4
+
+
+def test_disable_blocks_accepts_a_single_pattern(tiny_config: Path) -> None:
+    (config,) = load_config(tiny_config, ["disable_blocks=tiny.*"])
+    assert config.disable_blocks == ("tiny.*",)
+
+
+def test_a_parameter_without_params_prefix_gets_the_suggestion(tiny_config: Path) -> None:
+    with pytest.raises(ConfigError, match=r"n_steps: unknown key; did you mean params\.n_steps\?"):
+        load_config(tiny_config, ["n_steps=50"])

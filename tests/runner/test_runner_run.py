@@ -330,3 +330,10 @@ def test_showcase_rejects_unknown_or_broken_selection(tmp_path: Path) -> None:
     configs = load_config(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
     with pytest.raises(RuntimeError, match="showcase: cannot run broken_module: import failed"):
         run_experiment(configs[0])
+
+
+def test_a_run_sets_its_thread_count_and_restores_it(tmp_path: Path) -> None:
+    before = torch.get_num_threads()
+    run = run_experiment("tiny_counter", {"n_steps": 2}, threads=3, output_dir=tmp_path)
+    assert run.meta["threads"] == 3 and run.config["threads"] == 3
+    assert torch.get_num_threads() == before

@@ -102,6 +102,12 @@ class _FileConfig(BaseModel):
                                    description="where the runs run (see [executor])")
 
 
+    @field_validator("disable_blocks", mode="before")
+    @classmethod
+    def _one_pattern(cls, value: Any) -> Any:
+        # `--set disable_blocks=em.*` gives a string: one pattern
+        return [value] if isinstance(value, str) else value
+
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
@@ -296,6 +302,25 @@ def _pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str
     return ConfigError(source, key, problem, fix)
 
 
+def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: _Sources) -> None:
+    """An unknown top-level key that is a parameter of the experiment: suggest ``params.<key>``."""
+    first = err.errors()[0]
+    if first["type"] != "extra_forbidden" or len(first["loc"]) != 1:
+        return
+    key = str(first["loc"][0])
+    name = raw.get("experiment")
+    if not isinstance(name, str):
+        return
+    try:
+        fields = _load_experiment(name, sources("experiment")).Params.model_fields
+    except ConfigError:
+        return
+    if key in fields:
+        raise ConfigError(sources(key), key, "unknown key",
+                          f"did you mean params.{key}? ({key} is a parameter of {name}; "
+                          f"write --set params.{key}=... or put it under [params])") from None
+
+
 def _fields_at(model: type[BaseModel], loc: list[str]) -> list[str]:
     current: Any = model
     for part in loc:
@@ -449,6 +474,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
     try:
         common = _FileConfig.model_validate(raw)
     except ValidationError as err:
+        _misplaced_param(err, raw, sources)
         raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
     source = str(path)
     if common.seed is not None and common.seeds is not None:

@@ -248,7 +248,7 @@ def execute(config: RunConfig, *, quiet: bool = False, argv: Sequence[str] | Non
 def run_experiment(experiment: str | Path | RunConfig,
                    params: Mapping[str, Any] | BaseModel | None = None, *,
                    seed: int = 0, device: str = "auto", dtype: str = "float32",
-                   disable_blocks: Sequence[str] = ("*",),
+                   disable_blocks: Sequence[str] = ("*",), threads: int = 1,
                    output_dir: str | Path = "results", overrides: Sequence[str] = (),
                    quiet: bool = True, finish: Finish | None = None) -> RunResults:
     """Run one experiment from Python and return its results.
@@ -258,8 +258,8 @@ def run_experiment(experiment: str | Path | RunConfig,
             ``[sweep]``/``seeds`` must give a single run), or a :class:`RunConfig`.
         params: the experiment's parameters (dict or ``Params`` instance); with a config file
             they are applied as ``--set params.<key>=...`` overrides.
-        seed, device, dtype, disable_blocks: the common config keys (for an experiment name;
-            a config file sets them itself, change them with ``overrides``).
+        seed, device, dtype, disable_blocks, threads: the common config keys (for an
+            experiment name; a config file sets them itself, change them with ``overrides``).
         output_dir: root of the run directories (for a config file: replaces its
             ``output_dir`` unless left at the default ``"results"``).
         overrides: ``"dotted.key=VALUE"`` strings for a config file.
@@ -296,7 +296,8 @@ def run_experiment(experiment: str | Path | RunConfig,
         config = configs[0]
     else:
         config = make_config(str(experiment), params, seed=seed, device=device, dtype=dtype,
-                             disable_blocks=disable_blocks, output_dir=output_dir)
+                             disable_blocks=disable_blocks, threads=threads,
+                             output_dir=output_dir)
     outcome, error = _run_once(config, quiet=quiet, argv=None, raise_errors=True, finish=finish)
     if error is not None:
         raise error
