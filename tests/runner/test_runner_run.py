@@ -337,3 +337,18 @@ def test_a_run_sets_its_thread_count_and_restores_it(tmp_path: Path) -> None:
     run = run_experiment("tiny_counter", {"n_steps": 2}, threads=3, output_dir=tmp_path)
     assert run.meta["threads"] == 3 and run.config["threads"] == 3
     assert torch.get_num_threads() == before
+
+
+def test_compare_hands_each_variant_over_as_soon_as_it_finishes(tmp_path: Path) -> None:
+    ctx = RunContext(run_dir=tmp_path, seed=0, device=torch.device("cpu"), dtype=torch.float32,
+                     disable_patterns=("demo.*",))
+    events = []
+
+    def fn() -> str:
+        events.append("run")
+        stop_gradient(torch.ones(1), name="demo.x")
+        return f"result {len(events)}"
+
+    out = ctx.compare(fn, on_result=lambda variant, result: events.append((variant, result)))
+    assert events == ["run", ("blocked", "result 1"), "run", ("unblocked", "result 3")]
+    assert out == {"blocked": "result 1", "unblocked": "result 3"}
