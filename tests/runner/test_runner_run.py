@@ -299,7 +299,7 @@ def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:
     assert child.params["n_steps"] == 3  # QUICK
     assert child.summary["n_steps"] == 3
     assert run.child("quadratic_target").params["n_steps"] == 40  # override on top of QUICK
-    assert run.child("quadratic_target").config["dtype"] == "float64"  # from its quick config
+    assert run.child("quadratic_target").config["dtype"] == "float64"  # its module's DTYPE
     assert "blocked/train/loss" in child.metric_keys()
     # the child computes what a run of its own computes with the same params and seed
     alone = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
@@ -327,9 +327,19 @@ def test_showcase_rejects_unknown_or_broken_selection(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"params.experiments: unknown experiment "
                                           r"'tiny_countr'; did you mean 'tiny_counter'"):
         load_config(path, ["params.experiments=[\"tiny_countr\"]"])
-    configs = load_config(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
-    with pytest.raises(RuntimeError, match="showcase: cannot run broken_module: import failed"):
-        run_experiment(configs[0])
+    with pytest.raises(ConfigError, match="params: cannot run broken_module: import failed"):
+        load_config(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
+
+
+def test_showcase_overrides_are_checked_when_the_config_loads(tmp_path: Path,
+                                                              capsys) -> None:
+    path = Path(__file__).parents[2] / "configs" / "showcase_quick.toml"
+    argv = ["run", str(path), "--dry-run", "--set", "params.experiments=[\"tiny_counter\"]",
+            "--set", "params.overrides.tiny_counter.n_stepz=5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "overrides.tiny_counter.n_stepz: unknown key; did you mean 'n_steps'?" in err[0]
 
 
 def test_a_run_sets_its_thread_count_and_restores_it(tmp_path: Path) -> None:
