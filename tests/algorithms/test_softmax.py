@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import doctest
 import inspect
 import math
@@ -16,7 +17,13 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import toolkit.algorithms.softmax as softmax_module
-from toolkit import compare_gradients, disable_blocks, has_gradient_path, record_blocks
+from toolkit import (
+    BlockNotSwitchableError,
+    compare_gradients,
+    disable_blocks,
+    has_gradient_path,
+    record_blocks,
+)
 from toolkit.algorithms.softmax import log_softmax, logsumexp, naive_softmax, stable_softmax
 from toolkit.core.gradients import count_graph_nodes
 
@@ -469,10 +476,24 @@ def test_fused_equals_reference(fn):
         grads.append(torch.autograd.grad(loss, x)[0])
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-13, atol=1e-15)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-15)
-    # the fused path has no graph through the max: disable_blocks changes nothing there
-    with disable_blocks():
-        out = fn(x, impl="fused")
-    assert count_graph_nodes(out) == 2
+    # the fused path has no graph through the max: one node, and it refuses to run unblocked
+    assert count_graph_nodes(fn(x, impl="fused")) == 2
+
+
+@pytest.mark.parametrize("pattern", ["softmax.max", "softmax.*", None])
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+def test_fused_refuses_to_run_without_the_block(fn, pattern):
+    x = torch.randn(3, 4, requires_grad=True)
+    patterns = () if pattern is None else (pattern,)
+    with record_blocks() as names, disable_blocks(*patterns), pytest.raises(
+            BlockNotSwitchableError,
+            match=rf"{fn.__name__}\(impl='fused'\): the block 'softmax.max' cannot be switched "
+                  r"off here \(its analytic backward has no path through the max; use "
+                  r"impl='reference'"):
+        fn(x, impl="fused")
+    assert names == ["softmax.max"]
+    with disable_blocks(*patterns):  # the reference path runs without the block
+        assert "AmaxBackward0" in _graph_names(fn(x, impl="reference"))
 
 
 def test_does_not_modify_its_input():
@@ -485,13 +506,19 @@ def test_does_not_modify_its_input():
     assert torch.equal(x, before)
 
 
-def test_single_named_block_and_no_detach_in_module_source():
+def test_single_named_block_and_no_hand_made_cut_in_module_source():
+    assert softmax_module.BLOCK == "softmax.max"
     source = inspect.getsource(softmax_module)
+    cuts = {"stop_gradient", "as_constant", "require_block"}
     calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "stop_gradient"]
-    assert len(calls) == 1
-    assert [kw.value.value for kw in calls[0].keywords if kw.arg == "name"] == ["softmax.max"]
-    assert ".detach(" not in source
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) in cuts]
+    # one cut (as_constant) and the fused paths' refusal (require_block), both on BLOCK
+    assert sorted(c.func.id for c in calls) == ["as_constant", "require_block"]
+    for call in calls:
+        named = [kw.value for kw in call.keywords if kw.arg == "name"] or call.args[:1]
+        assert [getattr(v, "id", None) for v in named] == ["BLOCK"]
+    for forbidden in (".detach(", "is_block_disabled", "set_grad_enabled"):
+        assert forbidden not in source
 
 
 def test_doctests():
@@ -574,3 +601,23 @@ def test_torch_compile_fullgraph_blocked_and_unblocked():
     assert "AmaxBackward0" not in _graph_names(compiled(x))
     torch.testing.assert_close(g_b, expected, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(g_u, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("fn, theirs", [(stable_softmax, torch.softmax),
+                                        (log_softmax, torch.log_softmax)])
+def test_torch_func_transforms_blocked_and_unblocked(fn, theirs):
+    # as_constant inside torch.func: reverse mode (grad, jacrev), forward mode (jvp) and vmap
+    x = 4 * torch.randn(3, 6, dtype=torch.float64)
+    w = torch.randn(3, 6, dtype=torch.float64)
+    t = torch.randn(3, 6, dtype=torch.float64)
+    expected = torch.func.grad(lambda v: (w * theirs(v, -1)).sum())(x)
+    _, expected_jvp = torch.func.jvp(lambda v: theirs(v, -1), (x,), (t,))
+    expected_jac = torch.func.jacrev(lambda v: theirs(v, -1))(x[0])
+    for blocks in (contextlib.nullcontext(), disable_blocks("softmax.max")):
+        with blocks:
+            g = torch.func.grad(lambda v: (w * fn(v)).sum())(x)
+            _, jvp = torch.func.jvp(fn, (x,), (t,))
+            jac = torch.func.vmap(torch.func.jacrev(fn))(x)
+        torch.testing.assert_close(g, expected, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(jvp, expected_jvp, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(jac[0], expected_jac, rtol=1e-12, atol=1e-14)

@@ -52,13 +52,16 @@ from typing import Any, Literal
 
 import torch
 
-from toolkit.core.stop_gradient import is_block_disabled, stop_gradient
+from toolkit.core import as_constant, is_compiling, require_block
 
-__all__ = ["log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
+__all__ = ["BLOCK", "log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
+
+#: The module's one block. Softmax is shift-invariant (softmax(x - c) = softmax(x) for any c
+#: constant along the reduced dims), so the gradient through the shift ``max(x)`` is zero in
+#: exact arithmetic: the max is a constant, computed without a graph.
+BLOCK = "softmax.max"
 
 Dim = int | Sequence[int]
-# torch.compiler.is_compiling appeared in torch 2.3; before, eager reads of the setting are fine.
-_is_compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
 Impl = Literal["reference", "fused"]
 
 
@@ -152,6 +155,11 @@ def _prepare(x: Any, dim: Any, where: Any, dtype: Any, *, name: str
 # the shared core
 
 
+def _row_max(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    m = x.amax(dim=dims, keepdim=True)
+    return m.masked_fill(m == -math.inf, 0.0)
+
+
 def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x - m, m)`` with ``m = max(x)`` over ``dims`` (kept as size-1 dims), behind the block.
 
@@ -160,18 +168,9 @@ def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torc
     is ``-inf`` (empty after masking) are shifted by 0, so that ``x - m`` is ``-inf`` there and
     not ``nan``; a ``+inf`` max is kept, which makes the row ``nan`` in softmax (documented).
     """
-    # With the block active, the graph of the max would be built only to be cut: record it only
-    # when the block is off (saves the Amax node and its reference to x).
-    # (Under torch.compile the graph is always traced; the block decides at trace time.)
-    track = torch.is_grad_enabled() and (_is_compiling() or is_block_disabled("softmax.max"))
-    with torch.set_grad_enabled(track):
-        m = x.amax(dim=dims, keepdim=True)
-        m = m.masked_fill(m == -math.inf, 0.0)
-    # Softmax is shift-invariant: for any c constant along dims, softmax(x - c) == softmax(x),
-    # so the gradient through the max is exactly zero in exact arithmetic. Blocking it keeps
-    # exp(x - m) <= 1 without differentiating max: a smaller backward graph and no gradient
-    # split among tied maxima.
-    m = stop_gradient(m, name="softmax.max")
+    # The one cut: with the block active the max is computed as a constant (no graph: saves the
+    # Amax node and its reference to x); inside disable_blocks("softmax.max") its graph is kept.
+    m = as_constant(_row_max, x, dims, name=BLOCK)
     return torch.sub(x, m), m
 
 
@@ -190,7 +189,7 @@ def _in_slabs(fn: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     gradient, by ``split``'s backward), as ``torch.softmax`` does. Under ``torch.compile`` the
     compiler fuses the composition itself, so the input is passed whole.
     """
-    if x.numel() <= 2 * SLAB_ELEMENTS or _is_compiling():
+    if x.numel() <= 2 * SLAB_ELEMENTS or is_compiling():
         return fn(x)
     free = [d for d in range(x.ndim) if d not in dims and x.shape[d] > 1]
     if not free:
@@ -235,6 +234,13 @@ def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """
     z, _ = _shifted(x, dims)
     return z.add_(_row_sums(torch.exp(z), dims).log().neg_())
+
+
+def _require_max_block(where: str) -> None:
+    """The fused paths cannot run without the block: refuse inside ``disable_blocks``."""
+    require_block(BLOCK, where=f"{where}(impl='fused')",
+                  why="its analytic backward has no path through the max; use "
+                      "impl='reference' to differentiate through it")
 
 
 class _FusedSoftmax(torch.autograd.Function):
@@ -340,7 +346,8 @@ def stable_softmax(
             block is part of the graph and can be switched off with ``disable_blocks``.
             ``"fused"`` is a ``torch.autograd.Function`` with the analytic backward above: the
             same forward, one full-size allocation in each direction and no graph through the
-            max at all (``disable_blocks`` changes nothing there).
+            max at all, so it cannot run without the block: inside
+            ``disable_blocks("softmax.max")`` it raises ``BlockNotSwitchableError``.
 
     Returns:
         Probabilities of ``x``'s shape, summing to 1 along ``dim`` (0 for empty rows).
@@ -364,6 +371,7 @@ def stable_softmax(
     impl = _check_impl(impl, where="stable_softmax")
     x, dims = _prepare(x, dim, where, dtype, name="stable_softmax")
     if impl == "fused":
+        _require_max_block("stable_softmax")
         return _FusedSoftmax.apply(x, dims)
     return _in_slabs(lambda part: _softmax_ref(part, dims), x, dims)
 
@@ -386,7 +394,8 @@ def log_softmax(
     Args and conventions as in :func:`stable_softmax`: masked entries (``where`` False) are
     ``-inf`` with zero gradient, a fully masked (or all ``-inf``) row is all ``-inf`` with
     finite gradients, ``+inf`` in a row makes the row ``nan``. ``impl="fused"`` uses the
-    analytic backward above.
+    analytic backward above (and raises ``BlockNotSwitchableError`` inside
+    ``disable_blocks("softmax.max")``).
 
     Returns:
         Tensor of ``x``'s shape.
@@ -400,6 +409,7 @@ def log_softmax(
     impl = _check_impl(impl, where="log_softmax")
     x, dims = _prepare(x, dim, where, dtype, name="log_softmax")
     if impl == "fused":
+        _require_max_block("log_softmax")
         return _FusedLogSoftmax.apply(x, dims)
     return _in_slabs(lambda part: _log_softmax_ref(part, dims), x, dims)
 
