@@ -15,7 +15,11 @@ have to share a gradient. Inside ``disable_blocks("softmax.*")`` the same code l
 through ``max`` and the result is the same up to rounding (see ``experiments/softmax_gradients``).
 
 The stable functions share one private helper, :func:`_shifted`, which holds the module's single
-block; ``naive_softmax`` (no shift, for comparison) has none.
+cut: ``m = as_constant(<row max>, name=BLOCK)``, no graph for the max while the block is active,
+the graph kept inside ``disable_blocks``. The fused paths (``impl="fused"``) have an analytic
+backward with no path through the max, so they refuse to run without the block
+(``require_block``) rather than silently ignore the switch. ``naive_softmax`` (no shift, for
+comparison) has no block.
 
 Conventions of the stable functions:
 
@@ -52,6 +56,8 @@ from typing import Any, Literal
 
 import torch
 
+from toolkit._validation import Bool, Options, check
+from toolkit.algorithms.softmax.inputs import as_float_tensor, check_dims, check_mask, prepare
 from toolkit.core import as_constant, is_compiling, require_block
 
 __all__ = ["BLOCK", "log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
@@ -63,92 +69,7 @@ BLOCK = "softmax.max"
 
 Dim = int | Sequence[int]
 Impl = Literal["reference", "fused"]
-
-
-# --------------------------------------------------------------------------------------------
-# validation (public entry points only)
-
-
-def _as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str) -> torch.Tensor:
-    if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{where}: dtype must be a torch.dtype such as torch.float32, "
-                        f"got {type(dtype).__name__} {dtype!r}")
-    if dtype is not None and not dtype.is_floating_point:
-        raise TypeError(f"{where}: dtype must be a floating-point torch.dtype, got {dtype}")
-    if not isinstance(x, torch.Tensor):
-        try:
-            x = torch.as_tensor(x)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise TypeError(f"{where}: x must be a tensor or array-like of numbers, "
-                            f"got {type(x).__name__}") from err
-    if dtype is not None:
-        return x.to(dtype)
-    if not x.is_floating_point():
-        raise TypeError(f"{where}: x must be a floating-point tensor, got {x.dtype}; pass "
-                        f"dtype=torch.float32 (or float64) to compute in floating point")
-    return x
-
-
-def _check_dims(dim: Any, ndim: int, shape: torch.Size, *, where: str) -> tuple[int, ...]:
-    """Normalise ``dim`` (int or sequence of ints) to sorted non-negative ints, validated."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, Sequence)) or isinstance(dim, str):
-        raise TypeError(f"{where}: dim must be an int or a tuple of ints, "
-                        f"got {type(dim).__name__} {dim!r}")
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    if not dims:
-        raise ValueError(f"{where}: dim must name at least one dimension, got {dim!r}")
-    rank = max(ndim, 1)  # a 0-d tensor accepts dim 0 / -1, as in torch.softmax
-    out = []
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int):
-            raise TypeError(f"{where}: dim must be an int or a tuple of ints, got {dim!r}")
-        if not -rank <= d < rank:
-            raise ValueError(f"{where}: dim {d} is out of range for a tensor with {ndim} "
-                             f"dimension(s) (expected {-rank} <= dim < {rank})")
-        out.append(d % rank)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{where}: dim must not repeat a dimension, got {dim!r}")
-    if ndim > 0:
-        for d in out:
-            if shape[d] == 0:
-                raise ValueError(f"{where}: cannot reduce over dimension {d} of size 0 "
-                                 f"(x has shape {tuple(shape)})")
-    return tuple(sorted(out))
-
-
-def _check_mask(mask: Any, shape: torch.Size, device: torch.device, *, where: str,
-                arg: str = "where") -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor):
-        mask = torch.as_tensor(mask)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"{where}: {arg} must be a boolean tensor, got {mask.dtype}")
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != shape:
-        raise ValueError(f"{where}: {arg} of shape {tuple(mask.shape)} does not broadcast to x's "
-                         f"shape {tuple(shape)}")
-    return mask.to(device)
-
-
-def _check_impl(impl: Any, *, where: str) -> str:
-    if impl not in ("reference", "fused"):
-        raise ValueError(f"{where}: impl must be 'reference' or 'fused', got {impl!r}")
-    return impl
-
-
-def _prepare(x: Any, dim: Any, where: Any, dtype: Any, *, name: str
-             ) -> tuple[torch.Tensor, tuple[int, ...]]:
-    """Validated input with masked entries replaced by ``-inf``, and the normalised dims."""
-    x = _as_float_tensor(x, dtype, where=name)
-    dims = _check_dims(dim, x.ndim, x.shape, where=name)
-    if where is not None:
-        mask = _check_mask(where, x.shape, x.device, where=name)
-        # masked_fill, not torch.where: the masked entries get exactly zero gradient, even when
-        # x holds inf/nan there (no 0 * inf in the backward).
-        x = x.masked_fill(~mask, -math.inf)
-    return x, dims
+_IMPLS = Options("reference", "fused")
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,8 +233,8 @@ def naive_softmax(x: Any, dim: Dim = -1, *, dtype: torch.dtype | None = None) ->
     >>> naive_softmax(torch.tensor([0.0, 100.0]))  # float32: exp(100) = inf
     tensor([0., nan])
     """
-    x = _as_float_tensor(x, dtype, where="naive_softmax")
-    dims = _check_dims(dim, x.ndim, x.shape, where="naive_softmax")
+    x = as_float_tensor(x, dtype, where="naive_softmax")
+    dims = check_dims(dim, x.ndim, x.shape, where="naive_softmax")
     e = torch.exp(x)
     return e / e.sum(dim=dims, keepdim=True)
 
@@ -368,8 +289,8 @@ def stable_softmax(
     >>> stable_softmax(torch.tensor([1.0, 5.0, 2.0]), where=torch.tensor([True, False, True]))
     tensor([0.2689, 0.0000, 0.7311])
     """
-    impl = _check_impl(impl, where="stable_softmax")
-    x, dims = _prepare(x, dim, where, dtype, name="stable_softmax")
+    check("stable_softmax", "impl", impl, [_IMPLS])
+    x, dims = prepare(x, dim, where, dtype, name="stable_softmax")
     if impl == "fused":
         _require_max_block("stable_softmax")
         return _FusedSoftmax.apply(x, dims)
@@ -406,8 +327,8 @@ def log_softmax(
     >>> log_softmax(torch.tensor([0.0, 1000.0]))
     tensor([-1000.,     0.])
     """
-    impl = _check_impl(impl, where="log_softmax")
-    x, dims = _prepare(x, dim, where, dtype, name="log_softmax")
+    check("log_softmax", "impl", impl, [_IMPLS])
+    x, dims = prepare(x, dim, where, dtype, name="log_softmax")
     if impl == "fused":
         _require_max_block("log_softmax")
         return _FusedLogSoftmax.apply(x, dims)
@@ -465,13 +386,11 @@ def logsumexp(
     (tensor(1.5413), tensor(-1.))
     """
     name = "logsumexp"
-    x = _as_float_tensor(x, dtype, where=name)
-    if not isinstance(keepdim, bool):
-        raise TypeError(f"{name}: keepdim must be a bool, got {type(keepdim).__name__}")
-    if not isinstance(return_sign, bool):
-        raise TypeError(f"{name}: return_sign must be a bool, got {type(return_sign).__name__}")
+    x = as_float_tensor(x, dtype, where=name)
+    check(name, "keepdim", keepdim, [Bool])
+    check(name, "return_sign", return_sign, [Bool])
     if b is not None:
-        b = _as_float_tensor(b, dtype if dtype is not None else x.dtype, where=name + " (b)")
+        b = as_float_tensor(b, dtype if dtype is not None else x.dtype, where=name, arg="b")
         b = b.to(x.device)
         try:
             shape = torch.broadcast_shapes(x.shape, b.shape)
@@ -479,10 +398,10 @@ def logsumexp(
             raise ValueError(f"{name}: b of shape {tuple(b.shape)} does not broadcast with x of "
                              f"shape {tuple(x.shape)}") from err
         x, b = x.expand(shape), b.expand(shape)
-    dims = _check_dims(dim, x.ndim, x.shape, where=name)
+    dims = check_dims(dim, x.ndim, x.shape, where=name)
     keep = None
     if where is not None:
-        keep = _check_mask(where, x.shape, x.device, where=name)
+        keep = check_mask(where, x.shape, x.device, where=name)
     if b is not None:
         keep = (b != 0) if keep is None else keep & (b != 0)
     if keep is not None:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-import toolkit.algorithms.softmax as softmax_module
+import toolkit.algorithms.softmax.functions as softmax_module
 from toolkit import (
     BlockNotSwitchableError,
     compare_gradients,
@@ -524,67 +524,6 @@ def test_single_named_block_and_no_hand_made_cut_in_module_source():
 def test_doctests():
     result = doctest.testmod(softmax_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
-
-
-# ------------------------------------------------------------------------------------------
-# errors
-
-
-@pytest.mark.parametrize("fn", [naive_softmax, stable_softmax, log_softmax, logsumexp])
-def test_errors_name_function_and_argument(fn):
-    name = fn.__name__
-    x = torch.randn(2, 3)
-    with pytest.raises(TypeError, match=rf"{name}: x must be a floating-point tensor, got torch.int64"):
-        fn(torch.arange(3))
-    with pytest.raises(TypeError, match=rf"{name}: x must be a tensor or array-like"):
-        fn(object())
-    with pytest.raises(ValueError, match=rf"{name}: dim 2 is out of range for a tensor with 2"):
-        fn(x, 2)
-    with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got str"):
-        fn(x, "1")
-    with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got bool"):
-        fn(x, True)
-    with pytest.raises(ValueError, match=rf"{name}: dim must name at least one dimension"):
-        fn(x, ())
-    with pytest.raises(ValueError, match=rf"{name}: dim must not repeat a dimension, got \(1, -1\)"):
-        fn(x, (1, -1))
-    with pytest.raises(ValueError, match=rf"{name}: cannot reduce over dimension 1 of size 0"):
-        fn(torch.zeros(2, 0))
-    with pytest.raises(TypeError, match=rf"{name}: dtype must be a floating-point torch.dtype"):
-        fn(x, dtype=torch.int32)
-    with pytest.raises(TypeError, match=rf"{name}: dtype must be a torch.dtype"):
-        fn(x, dtype="float32")
-
-
-@pytest.mark.parametrize("fn", [stable_softmax, log_softmax, logsumexp])
-def test_where_errors(fn):
-    x = torch.randn(2, 3)
-    name = fn.__name__
-    with pytest.raises(TypeError, match=rf"{name}: where must be a boolean tensor, got torch.int64"):
-        fn(x, where=torch.ones(2, 3, dtype=torch.int64))
-    with pytest.raises(ValueError, match=rf"{name}: where of shape \(4,\) does not broadcast"):
-        fn(x, where=torch.ones(4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=rf"{name}: where of shape \(2, 2, 3\) does not broadcast"):
-        fn(x, where=torch.ones(2, 2, 3, dtype=torch.bool))
-
-
-@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
-def test_impl_error(fn):
-    with pytest.raises(ValueError, match=rf"{fn.__name__}: impl must be 'reference' or 'fused', "
-                                         r"got 'cuda'"):
-        fn(torch.randn(3), impl="cuda")
-
-
-def test_logsumexp_argument_errors():
-    x = torch.randn(2, 3)
-    with pytest.raises(ValueError, match=r"logsumexp: b of shape \(4,\) does not broadcast with x"):
-        logsumexp(x, b=torch.ones(4))
-    with pytest.raises(TypeError, match=r"logsumexp: keepdim must be a bool, got int"):
-        logsumexp(x, keepdim=1)
-    with pytest.raises(TypeError, match=r"logsumexp: return_sign must be a bool, got str"):
-        logsumexp(x, return_sign="yes")
-    with pytest.raises(TypeError, match=r"logsumexp \(b\): x must be a tensor or array-like"):
-        logsumexp(x, b=object())
 
 
 def test_torch_compile_fullgraph_blocked_and_unblocked():
