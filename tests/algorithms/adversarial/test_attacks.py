@@ -6,6 +6,7 @@ import ast
 import doctest
 import importlib
 import importlib.util
+import inspect
 from pathlib import Path
 
 import pytest
@@ -399,3 +400,30 @@ def test_doctests():
     for module in (attacks_module, importlib.import_module("toolkit.algorithms.adversarial.training")):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_defaults_are_torchattacks_defaults():
+    # PGD(model, eps=8/255, alpha=2/255, steps=10, random_start=True) and FGSM(model, eps=8/255)
+    signature = inspect.signature(pgd).parameters
+    assert (signature["eps"].default, signature["alpha"].default, signature["steps"].default,
+            signature["random_start"].default) == (8 / 255, 2 / 255, 10, True)
+    assert inspect.signature(fgsm).parameters["eps"].default == 8 / 255
+    net = tiny_mlp(dtype=torch.float64)
+    x, y = tiny_batch(dtype=torch.float64)
+    torch.testing.assert_close(pgd(net, x, y, generator=gen(4)),
+                               pgd(net, x, y, 8 / 255, 2 / 255, 10, generator=gen(4)))
+    torch.testing.assert_close(fgsm(net, x, y), fgsm(net, x, y, 8 / 255))
+    assert float((pgd(net, x, y, generator=gen(4)) - x).abs().max()) <= 8 / 255 + 1e-12
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchattacks") is None,
+                    reason="torchattacks is not installed (pip install '.[bench]')")
+def test_defaults_match_the_installed_torchattacks():
+    import torchattacks
+
+    ours = inspect.signature(pgd).parameters
+    theirs = inspect.signature(torchattacks.PGD.__init__).parameters
+    for name in ("eps", "alpha", "steps", "random_start"):
+        assert ours[name].default == theirs[name].default, name
+    assert (inspect.signature(fgsm).parameters["eps"].default
+            == inspect.signature(torchattacks.FGSM.__init__).parameters["eps"].default)

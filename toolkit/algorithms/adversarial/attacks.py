@@ -301,9 +301,9 @@ def pgd(
     model: Model,
     x: torch.Tensor,
     y: torch.Tensor,
-    eps: float,
-    alpha: float,
-    steps: int,
+    eps: float = 8 / 255,
+    alpha: float = 2 / 255,
+    steps: int = 10,
     *,
     norm: str = "linf",
     random_start: bool = True,
@@ -333,13 +333,17 @@ def pgd(
     and the returned tensor is a differentiable function of the parameters (only when gradients
     are enabled at the call).
 
+    The defaults are torchattacks' ``PGD`` defaults (L∞, images in [0, 1]): ``eps = 8/255``,
+    ``alpha = 2/255``, ``steps = 10``, random start. For ``norm="l2"`` pass your own radius
+    (torchattacks' ``PGDL2`` uses ``eps=1.0, alpha=0.2``).
+
     Args:
         model: maps ``x`` (n, ...) to logits (n, n_classes); any callable.
         x: clean inputs (n, ...), inside ``bounds``.
         y: labels (n,); the *target* labels when ``targeted``.
-        eps: radius of the ball, > 0.
-        alpha: step size, > 0 (Madry et al. use ``2.5 * eps / steps``).
-        steps: number of steps, >= 1.
+        eps: radius of the ball, > 0 (default 8/255).
+        alpha: step size, > 0 (default 2/255; Madry et al. use ``2.5 * eps / steps``).
+        steps: number of steps, >= 1 (default 10).
         norm: ``"linf"`` or ``"l2"``.
         random_start: start from a uniform point of the ε-ball (L∞ cube or L2 ball).
         restarts: number of runs (each with its own random start).
@@ -371,7 +375,7 @@ def fgsm(
     model: Model,
     x: torch.Tensor,
     y: torch.Tensor,
-    eps: float,
+    eps: float = 8 / 255,
     *,
     targeted: bool = False,
     loss_fn: LossFn | None = None,
@@ -386,7 +390,8 @@ def fgsm(
 
     (``norm="l2"``: the step ``ε ∇L / ‖∇L‖₂``, the fast gradient method.) It is :func:`pgd` with
     ``steps=1``, ``alpha=eps`` and no random start, and shares its block, mode handling and
-    checks; ``targeted`` steps down the loss towards ``y``.
+    checks; ``targeted`` steps down the loss towards ``y``. The default ``eps = 8/255`` is
+    torchattacks' ``FGSM`` default (images in [0, 1]).
 
     >>> import torch
     >>> from torch import nn
