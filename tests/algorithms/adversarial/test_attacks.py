@@ -427,3 +427,40 @@ def test_defaults_match_the_installed_torchattacks():
         assert ours[name].default == theirs[name].default, name
     assert (inspect.signature(fgsm).parameters["eps"].default
             == inspect.signature(torchattacks.FGSM.__init__).parameters["eps"].default)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("attack", [pgd, fgsm])
+def test_nan_and_inf_inputs_are_rejected(attack, bad):
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    x[3, 2] = bad
+    name = attack.__name__
+    with pytest.raises(ValueError, match=rf"{name}: x contains NaN or infinity; remove or impute"):
+        attack(net, x, y, 0.1)
+    with pytest.raises(ValueError, match=rf"{name}: eps must be a number > 0, got {bad}"):
+        attack(net, tiny_batch()[0], y, bad)  # a non-finite radius, too
+
+
+@pytest.mark.parametrize("attack", [pgd, fgsm])
+def test_labels_out_of_range_are_rejected_at_the_first_model_call(attack):
+    calls = []
+
+    def model(v):
+        calls.append(v.shape[0])
+        return torch.stack([v[:, 0], v[:, 1], -v[:, 0]], 1)  # 3 logits
+
+    x, _ = tiny_batch()
+    name = attack.__name__
+    with pytest.raises(ValueError, match=rf"{name}: y holds the label 3, but the model gives 3 "
+                                         r"logits; labels must lie in \[0, 2\]"):
+        attack(model, x, torch.tensor([0, 1, 2, 3, 0, 1, 2, 0, 1, 2]), 0.1)
+    assert calls == [10]  # found at the first call, before any loss or step
+    calls.clear()
+    with pytest.raises(ValueError, match=rf"{name}: y must hold class labels >= 0, got -1"):
+        attack(model, x, torch.tensor([0, 1, 2, -1, 0, 1, 2, 0, 1, 2]), 0.1)
+    assert calls == []  # negative labels need no model call
+    # soft (float) targets with a custom loss are not class labels: no range check
+    soft = torch.softmax(torch.randn(10, 3), 1)
+    loss = lambda z, t: torch.nn.functional.cross_entropy(z, t, reduction="none")  # noqa: E731
+    assert attack(model, x, soft, 0.1, loss_fn=loss).shape == x.shape

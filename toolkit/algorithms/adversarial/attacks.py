@@ -109,6 +109,12 @@ def model_device(model: Model) -> torch.device | None:
 
 
 @torch.no_grad()
+def eval_logits(model: Model, x: torch.Tensor) -> torch.Tensor:
+    """``model(x)`` in eval mode (modes restored) without a graph: pure evaluation."""
+    with eval_mode(model):
+        return model(x)
+
+
 def predict(model: Model, x: torch.Tensor) -> torch.Tensor:
     """Predicted classes ``argmax_k f(x)_k`` (n,), in eval mode (modes restored), no graph.
 
@@ -123,8 +129,7 @@ def predict(model: Model, x: torch.Tensor) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"predict: x must be a tensor of inputs (n, ...), got {type(x).__name__}")
     device = model_device(model)
-    with eval_mode(model):
-        return model(x if device is None else x.to(device)).argmax(-1)
+    return eval_logits(model, x if device is None else x.to(device)).argmax(-1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +151,7 @@ def check_bounds(where: str, bounds: object) -> Bounds:
 
 
 def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: bool) -> None:
-    """``x`` (n, ...) floating and inside ``bounds``; ``y`` (n,)."""
+    """``x`` (n, ...) floating, finite and inside ``bounds``; ``y`` (n,) with no negative label."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.ndim < 1:
         desc = (f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
                 else type(x).__name__)
@@ -157,7 +162,13 @@ def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: 
     if y.ndim == 0 or y.shape[0] != n or (not custom_loss and y.ndim != 1):
         raise ValueError(f"{where}: y must have shape ({n},) to match x of shape "
                          f"{tuple(x.shape)}, got {tuple(y.shape)}")
-    if bounds is not None and x.numel():
+    if not x.numel():
+        return
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{where}: x contains NaN or infinity; remove or impute those values")
+    if not (y.is_floating_point() or y.is_complex()) and y.numel() and int(y.min()) < 0:
+        raise ValueError(f"{where}: y must hold class labels >= 0, got {int(y.min())}")
+    if bounds is not None:
         lo, hi = bounds
         x_min, x_max = float(x.min()), float(x.max())
         if x_min < lo or x_max > hi:
@@ -166,14 +177,21 @@ def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: 
 
 
 class Objective:
-    """Per-example loss ``L(f(x), y)`` (n,) and logits, ``loss_fn``'s output checked."""
+    """Per-example loss ``L(f(x), y)`` (n,) and logits; checks labels and the loss once.
+
+    At the first call the labels are checked against the number of logits (a label ``>= C``
+    is an error that names ``where``), and ``loss_fn``'s output against the shape ``(n,)``.
+    """
 
     def __init__(self, where: str, model: Model, y: torch.Tensor, loss_fn: LossFn | None
                  ) -> None:
         self.where, self.model, self.y, self.loss_fn = where, model, y, loss_fn
+        self.checked = False
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.model(x)
+        if not self.checked:
+            check_labels(self.where, self.y, logits)
         if self.loss_fn is None:
             losses = F.cross_entropy(logits, self.y, reduction="none")
         else:
@@ -183,7 +201,20 @@ class Objective:
                          else type(losses).__name__)
                 raise ValueError(f"{self.where}: loss_fn must return per-example losses of shape "
                                  f"({x.shape[0]},) (use reduction='none'), got {shape}")
+        self.checked = True
         return losses, logits
+
+
+def check_labels(where: str, y: torch.Tensor, logits: torch.Tensor) -> None:
+    """Integer labels must index the logits: ``0 <= y < n_classes``."""
+    if y.is_floating_point() or y.ndim != 1 or not y.numel() or logits.ndim != 2:
+        return
+    n_classes = logits.shape[1]
+    low, high = int(y.min()), int(y.max())
+    if low < 0 or high >= n_classes:
+        bad = low if low < 0 else high
+        raise ValueError(f"{where}: y holds the label {bad}, but the model gives {n_classes} "
+                         f"logits; labels must lie in [0, {n_classes - 1}]")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,8 +370,8 @@ def pgd(
 
     Args:
         model: maps ``x`` (n, ...) to logits (n, n_classes); any callable.
-        x: clean inputs (n, ...), inside ``bounds``.
-        y: labels (n,); the *target* labels when ``targeted``.
+        x: clean inputs (n, ...), finite and inside ``bounds``.
+        y: labels (n,) in ``[0, n_classes)``; the *target* labels when ``targeted``.
         eps: radius of the ball, > 0 (default 8/255).
         alpha: step size, > 0 (default 2/255; Madry et al. use ``2.5 * eps / steps``).
         steps: number of steps, >= 1 (default 10).
@@ -356,6 +387,10 @@ def pgd(
 
     Returns:
         ``x_adv`` with the shape and dtype of ``x``; ``‖x_adv − x‖ ≤ eps`` and inside ``bounds``.
+
+    Raises:
+        ValueError: NaN or infinity in ``x``, a label outside ``[0, n_classes)`` (found at the
+            first model call), ``x`` outside ``bounds``, or an argument out of range.
 
     >>> import torch
     >>> from torch import nn
