@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import Dataset
 
 from toolkit.data import digits, gaussian_blobs, train_test_split
 
@@ -49,3 +51,16 @@ def blobs() -> tuple[torch.Tensor, torch.Tensor]:
     """240 points in [0, 1]^2 from three well separated blobs."""
     X, y = gaussian_blobs(240, centers=[[0.3, 0.3], [0.7, 0.7], [0.3, 0.7]], std=0.08, seed=1)
     return X.clamp(0, 1), y
+
+
+class PairItems(Dataset):
+    """A map-style Dataset of (numpy x, int y) items, as a user's own Dataset might be."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        self.X, self.y = X.double().numpy(), y.tolist()
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, int]:
+        return self.X[i], self.y[i]

@@ -40,6 +40,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit._validation import Bool, Callable_, Generator, Integer, Options, Real, check_params
+from toolkit.algorithms.adversarial.batches import (
+    Bounds,
+    Model,
+    check_bounds,
+    check_inputs,
+    check_labels,
+    model_device,
+)
 from toolkit.core import as_constant
 
 __all__ = ["BLOCK", "NORMS", "eval_mode", "fgsm", "pgd", "predict"]
@@ -50,9 +58,7 @@ BLOCK = "adversarial.examples"
 #: Threat models: ``"linf"`` (sign steps, box projection), ``"l2"`` (normalised steps, ball).
 NORMS = ("linf", "l2")
 
-Bounds = tuple[float, float] | None
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-Model = Callable[[torch.Tensor], torch.Tensor]
 
 _TINY = 1e-12
 _ATTACK_ARGS = {
@@ -100,14 +106,6 @@ def eval_mode(model: Model, enabled: bool = True) -> Iterator[Model]:
             module.training = flag
 
 
-def model_device(model: Model) -> torch.device | None:
-    """The device of ``model``'s first parameter (or buffer); ``None`` for a plain callable."""
-    if isinstance(model, nn.Module):
-        for tensor in (*model.parameters(), *model.buffers()):
-            return tensor.device
-    return None
-
-
 @torch.no_grad()
 def eval_logits(model: Model, x: torch.Tensor) -> torch.Tensor:
     """``model(x)`` in eval mode (modes restored) without a graph: pure evaluation."""
@@ -133,47 +131,7 @@ def predict(model: Model, x: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# validation
-
-
-def check_bounds(where: str, bounds: object) -> Bounds:
-    """``None`` or a pair ``lo < hi`` of finite numbers."""
-    if bounds is None:
-        return None
-    try:
-        lo, hi = (float(b) for b in bounds)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: bounds must be None or a pair (lo, hi) of numbers, "
-                         f"got {bounds!r}") from None
-    if not lo < hi:
-        raise ValueError(f"{where}: bounds must satisfy lo < hi, got {bounds!r}")
-    return lo, hi
-
-
-def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: bool) -> None:
-    """``x`` (n, ...) floating, finite and inside ``bounds``; ``y`` (n,) with no negative label."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.ndim < 1:
-        desc = (f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
-                else type(x).__name__)
-        raise TypeError(f"{where}: x must be a floating-point tensor of shape (n, ...), got {desc}")
-    if not isinstance(y, torch.Tensor):
-        raise TypeError(f"{where}: y must be a tensor of labels, got {type(y).__name__}")
-    n = x.shape[0]
-    if y.ndim == 0 or y.shape[0] != n or (not custom_loss and y.ndim != 1):
-        raise ValueError(f"{where}: y must have shape ({n},) to match x of shape "
-                         f"{tuple(x.shape)}, got {tuple(y.shape)}")
-    if not x.numel():
-        return
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{where}: x contains NaN or infinity; remove or impute those values")
-    if not (y.is_floating_point() or y.is_complex()) and y.numel() and int(y.min()) < 0:
-        raise ValueError(f"{where}: y must hold class labels >= 0, got {int(y.min())}")
-    if bounds is not None:
-        lo, hi = bounds
-        x_min, x_max = float(x.min()), float(x.max())
-        if x_min < lo or x_max > hi:
-            raise ValueError(f"{where}: x must lie within bounds ({lo}, {hi}), got values in "
-                             f"[{x_min:.4g}, {x_max:.4g}]; pass bounds=None for unbounded inputs")
+# the objective and the attack
 
 
 class Objective:
@@ -203,22 +161,6 @@ class Objective:
                                  f"({x.shape[0]},) (use reduction='none'), got {shape}")
         self.checked = True
         return losses, logits
-
-
-def check_labels(where: str, y: torch.Tensor, logits: torch.Tensor) -> None:
-    """Integer labels must index the logits: ``0 <= y < n_classes``."""
-    if y.is_floating_point() or y.ndim != 1 or not y.numel() or logits.ndim != 2:
-        return
-    n_classes = logits.shape[1]
-    low, high = int(y.min()), int(y.max())
-    if low < 0 or high >= n_classes:
-        bad = low if low < 0 else high
-        raise ValueError(f"{where}: y holds the label {bad}, but the model gives {n_classes} "
-                         f"logits; labels must lie in [0, {n_classes - 1}]")
-
-
-# ---------------------------------------------------------------------------------------------
-# the attack
 
 
 def _per_example(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
 from toolkit._validation import (
     Bool,
@@ -40,15 +41,21 @@ from toolkit._validation import (
 )
 from toolkit.algorithms.adversarial.attacks import (
     NORMS,
-    Bounds,
     LossFn,
-    Model,
     Objective,
-    check_bounds,
-    check_inputs,
-    model_device,
+    _attack,
+    eval_logits,
     pgd,
     predict,
+)
+from toolkit.algorithms.adversarial.batches import (
+    Batch,
+    Batches,
+    Bounds,
+    Model,
+    check_bounds,
+    check_inputs,
+    check_labels,
 )
 
 __all__ = [
@@ -63,6 +70,9 @@ __all__ = [
 METHODS = ("standard", "pgd", "fgsm_rs", "fgsm")
 
 Attack = Callable[[Model, torch.Tensor, torch.Tensor], torch.Tensor]
+#: Training or evaluation data: a DataLoader, an iterable of (x, y) batches, a map-style
+#: Dataset, or an (X, y) pair of tensors or arrays.
+Data = Iterable[Any] | Dataset | Sequence[Any]
 
 _TRAINING_ARGS = {
     "method": [Options(*METHODS)],
@@ -86,20 +96,23 @@ class CatastrophicOverfittingWarning(RuntimeWarning):
     """PGD robust accuracy collapsed between two epochs of single-step adversarial training."""
 
 
-def _as_data(where: str, arg: str, data: object) -> tuple[torch.Tensor, torch.Tensor]:
-    if not isinstance(data, Sequence) or len(data) != 2 or not all(
-            isinstance(t, torch.Tensor) for t in data):
-        raise TypeError(f"{where}: {arg} must be a pair (X, y) of tensors (e.g. a "
-                        f"toolkit.data.Dataset), got {type(data).__name__}")
-    X, y = data
-    if X.ndim < 1 or y.ndim != 1 or X.shape[0] != y.shape[0] or X.shape[0] == 0:
-        raise ValueError(f"{where}: {arg} must hold X (n, ...) and y (n,) with n >= 1, got "
-                         f"{tuple(X.shape)} and {tuple(y.shape)}")
+def _check_set(where: str, check_data: Data, model: Model, bounds: Bounds, custom_loss: bool
+               ) -> Batch:
+    """``check_data`` of any kind as one validated pair on the model's device."""
+    source = Batches(where, "check_data", check_data, model=model, batch_size=512)
+    if source.pair is not None:
+        X, y = source.pair
+    else:
+        parts = list(source)
+        if not parts:
+            raise ValueError(f"{where}: check_data must hold at least one example, got none")
+        X, y = torch.cat([x for x, _ in parts]), torch.cat([t for _, t in parts])
+    check_inputs(where, X, y, bounds, custom_loss)
     return X, y
 
 
-def evaluate_robustness(model: Model, data: Sequence[torch.Tensor], attacks: Mapping[str, Attack],
-                        *, batch_size: int = 512) -> dict[str, float]:
+def evaluate_robustness(model: Model, data: Data, attacks: Mapping[str, Attack], *,
+                        batch_size: int = 512) -> dict[str, float]:
     """Clean accuracy and accuracy under each attack; ``"worst_case"``: right under all of them.
 
     Each attack is a callable ``attack(model, x, y) -> x_adv``, e.g.
@@ -107,6 +120,11 @@ def evaluate_robustness(model: Model, data: Sequence[torch.Tensor], attacks: Map
     (:func:`~.attacks.predict`). The attacks are called under ``torch.no_grad()``, so
     :func:`~.attacks.pgd` and :func:`~.attacks.fgsm` never keep a graph here (they switch
     gradients on for their input gradients themselves); other attacks must do the same.
+
+    ``data`` is a ``DataLoader``, any iterable of ``(x, y)`` batches (one pass, so a generator
+    works), a map-style ``Dataset`` or an ``(X, y)`` pair; the last two are cut into batches of
+    ``batch_size`` in storage order. Batches move to the model's device. NaN or infinite inputs
+    and labels outside ``[0, n_classes)`` are errors (see :mod:`~.batches`).
 
     >>> import functools, torch
     >>> from torch import nn
@@ -118,20 +136,19 @@ def evaluate_robustness(model: Model, data: Sequence[torch.Tensor], attacks: Map
     (['clean', 'fgsm', 'worst_case'], True)
     """
     where = "evaluate_robustness"
-    X, y = _as_data(where, "data", data)
     check(where, "batch_size", batch_size, [Integer(1)])
     check(where, "attacks", attacks, [Instance(Mapping, name="a dict name -> attack(model, x, y)")])
     for name in ("clean", "worst_case"):
         if name in attacks:
             raise ValueError(f"{where}: attack name {name!r} is reserved")
-    device = model_device(model)
+    batches = Batches(where, "data", data, model=model, batch_size=batch_size)
     correct = {name: 0 for name in ("clean", *attacks)}
-    worst = 0
-    for start in range(0, X.shape[0], batch_size):
-        xb, yb = X[start:start + batch_size], y[start:start + batch_size]
-        if device is not None:
-            xb, yb = xb.to(device), yb.to(device)
-        right = predict(model, xb) == yb
+    worst = n = 0
+    for xb, yb in batches:
+        check_inputs(where, xb, yb, None, False)
+        logits = eval_logits(model, xb)
+        check_labels(where, yb, logits)
+        right = logits.argmax(-1) == yb
         correct["clean"] += int(right.sum())
         all_right = right
         for name, attack in attacks.items():
@@ -141,7 +158,9 @@ def evaluate_robustness(model: Model, data: Sequence[torch.Tensor], attacks: Map
             correct[name] += int(right.sum())
             all_right = all_right & right
         worst += int(all_right.sum())
-    n = X.shape[0]
+        n += len(yb)
+    if n == 0:
+        raise ValueError(f"{where}: data must hold at least one example, got none")
     out = {name: c / n for name, c in correct.items()}
     out["worst_case"] = worst / n
     return out
@@ -210,7 +229,7 @@ def _pgd_check(eps: float, steps: int, norm: str, bounds: Bounds,
 
 def adversarial_training(
     model: nn.Module,
-    data: Sequence[torch.Tensor],
+    data: Data,
     optimizer: torch.optim.Optimizer,
     *,
     method: str = "pgd",
@@ -222,7 +241,7 @@ def adversarial_training(
     batch_size: int = 128,
     bounds: Bounds = (0.0, 1.0),
     loss_fn: LossFn | None = None,
-    check_data: Sequence[torch.Tensor] | None = None,
+    check_data: Data | None = None,
     check_size: int = 256,
     check_steps: int = 10,
     co_drop: float = 0.2,
@@ -246,7 +265,8 @@ def adversarial_training(
     ``disable_blocks("adversarial.examples")`` to also backpropagate through the attack.
 
     After every epoch the check batch (``check_data``, default the first ``check_size`` training
-    examples) is scored clean and under PGD (``check_steps`` steps, ``alpha = 2.5 eps /
+    examples: in storage order for a pair or a ``Dataset``, else the first ones the first epoch
+    draws) is scored clean and under PGD (``check_steps`` steps, ``alpha = 2.5 eps /
     check_steps``, random start from a generator seeded with 0 every epoch). If the robust
     accuracy falls by more than ``co_drop`` from the previous epoch the epoch is flagged as
     catastrophic overfitting (Wong et al. 2020) and a :class:`CatastrophicOverfittingWarning` is
@@ -255,14 +275,20 @@ def adversarial_training(
 
     Args:
         model: the classifier (n, ...) -> logits; trained in place.
-        data: training pair ``(X, y)`` (e.g. a ``toolkit.data.Dataset``).
+        data: a ``DataLoader``, any re-iterable of ``(x, y)`` batches (a list of pairs; a
+            one-shot iterator such as a generator only with ``epochs=1``, else ``TypeError``), a
+            map-style ``Dataset`` (e.g. ``TensorDataset``) or an ``(X, y)`` pair of tensors or
+            arrays (e.g. a ``toolkit.data.Dataset``). A ``Dataset`` or a pair is batched with
+            ``batch_size`` in an order drawn from ``generator`` every epoch; a loader keeps its
+            own batches and order. Batches move to the model's device (see :mod:`~.batches`).
         optimizer: optimizer over ``model``'s parameters.
         method: one of :data:`METHODS`.
         epochs: passes over the data, >= 1.
         eps, alpha, steps, norm, bounds, loss_fn: the training attack (see
             :func:`~.attacks.pgd`).
-        batch_size: minibatch size, >= 1.
-        check_data, check_size, check_steps: the per-epoch robustness check.
+        batch_size: minibatch size, >= 1 (for a ``Dataset`` or a pair).
+        check_data, check_size, check_steps: the per-epoch robustness check; ``check_data`` may
+            be of any kind ``data`` may, and is read once.
         co_drop: robust-accuracy drop between epochs flagged as catastrophic overfitting.
         stop_on_overfitting: stop at the first flag and restore the previous epoch's parameters.
         generator: shuffling and random starts (same generator state → same run).
@@ -270,6 +296,24 @@ def adversarial_training(
 
     Returns:
         a :class:`TrainingHistory`.
+
+    Raises:
+        ValueError: NaN or infinite inputs, a negative label or a label ``>= n_classes`` (found
+            in the batch where it occurs, at the model call), inputs outside ``bounds``.
+
+    Example, with a ``DataLoader``:
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from torch.utils.data import DataLoader, TensorDataset
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X, y = torch.rand(64, 4, generator=g), torch.randint(0, 3, (64,), generator=g)
+    >>> model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+    >>> loader = DataLoader(TensorDataset(X, y), batch_size=16, shuffle=True, generator=g)
+    >>> history = adversarial_training(model, loader, torch.optim.Adam(model.parameters()),
+    ...                                epochs=2, eps=8 / 255, generator=g)
+    >>> history.epoch
+    [0, 1]
     """
     where = "adversarial_training"
     check_params(where, {
@@ -278,18 +322,17 @@ def adversarial_training(
         "check_steps": check_steps, "co_drop": co_drop, "stop_on_overfitting": stop_on_overfitting,
         "generator": generator, "callback": callback}, _TRAINING_ARGS)
     checked_bounds = check_bounds(where, bounds)
-    X, y = _as_data(where, "data", data)
-    Xc, yc = (X[:check_size], y[:check_size]) if check_data is None else _as_data(
-        where, "check_data", check_data)
-    check_inputs(where, X, y, checked_bounds, loss_fn is not None)
+    custom_loss = loss_fn is not None
+    batches = Batches(where, "data", data, model=model, batch_size=batch_size, shuffle=True,
+                      generator=generator, passes=epochs)
+    if batches.pair is not None:  # checked once; other kinds batch by batch
+        check_inputs(where, *batches.pair, checked_bounds, custom_loss)
+    check_set = (_check_set(where, check_data, model, checked_bounds, custom_loss)
+                 if check_data is not None else batches.head(check_size))
     alpha_m, steps_m, random_start = _training_attack(method, eps, alpha, steps)
-    device = model_device(model)
-    if device is not None:
-        X, y, Xc, yc = X.to(device), y.to(device), Xc.to(device), yc.to(device)
 
     history = TrainingHistory(method, eps, alpha_m, steps_m)
     previous: dict[str, torch.Tensor] | None = None
-    n = X.shape[0]
     for epoch in range(epochs):
         if stop_on_overfitting:
             with torch.no_grad():
@@ -297,29 +340,42 @@ def adversarial_training(
         model.train()
         start = time.perf_counter()
         total_loss = total_right = 0.0
-        order = torch.randperm(n, generator=generator).to(X.device)
-        for i in range(0, n, batch_size):
-            idx = order[i:i + batch_size]
-            xb, yb = X[idx], y[idx]
-            if method != "standard":
-                xb = pgd(model, xb, yb, eps, alpha_m, steps_m, norm=norm,
-                         random_start=random_start, loss_fn=loss_fn, bounds=checked_bounds,
-                         generator=generator)
+        n = 0
+        first: list[Batch] = []  # the default check set of an iterable: the first examples
+        for xb, yb in batches:
+            if batches.pair is None:
+                check_inputs(where, xb, yb, checked_bounds, custom_loss)
+            if check_set is None and sum(len(t) for _, t in first) < check_size:
+                first.append((xb, yb))
+            if method != "standard":  # pgd, with errors (labels, bounds) naming this function
+                xb = _attack(where, model, xb, yb, eps=eps, alpha=alpha_m, steps=steps_m,
+                             norm=norm, random_start=random_start, restarts=1, targeted=False,
+                             loss_fn=loss_fn, bounds=checked_bounds, generator=generator,
+                             use_eval_mode=True)
             losses, logits = Objective(where, model, yb, loss_fn)(xb)
+            if check_set is not None and epoch == 0 and n == 0:  # now the classes are known
+                check_labels(where, check_set[1], logits)
             loss = losses.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total_loss += loss.item() * len(idx)
+            total_loss += loss.item() * len(yb)
             total_right += float((logits.argmax(-1) == yb).sum())
+            n += len(yb)
         seconds = time.perf_counter() - start
+        if n == 0:
+            raise ValueError(f"{where}: data must hold at least one example, got none in epoch "
+                             f"{epoch}")
+        if check_set is None:
+            check_set = (torch.cat([x for x, _ in first])[:check_size],
+                         torch.cat([t for _, t in first])[:check_size])
 
         # The check draws its random starts from its own generator, re-seeded every epoch: the
         # epochs are compared on the same attack, and the training randomness does not depend
         # on the check's settings.
         check_attack = _pgd_check(eps, check_steps, norm, checked_bounds,
                                   torch.Generator().manual_seed(0))
-        acc = evaluate_robustness(model, (Xc, yc), {"pgd": check_attack})
+        acc = evaluate_robustness(model, check_set, {"pgd": check_attack})
         overfit = bool(history.robust_acc and acc["pgd"] < history.robust_acc[-1] - co_drop)
         record = {"epoch": epoch, "loss": total_loss / n, "train_acc": total_right / n,
                   "clean_acc": acc["clean"], "robust_acc": acc["pgd"], "seconds": seconds,
