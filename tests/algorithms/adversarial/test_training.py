@@ -144,6 +144,8 @@ def test_catastrophic_overfitting_is_flagged_and_can_stop_training():
      r"in \[0, 1\]"),
     ({"check_data": (torch.rand(3, 2), torch.tensor([0, 1, 7]))},
      r"adversarial_training: y holds the label 7, but the model gives 2 logits"),
+    ({"data": (torch.rand(5, 2), torch.tensor([0, 1, 0, 0, 4])), "batch_size": 2},
+     r"adversarial_training: y holds the label 4"),  # in the last batch: found at the first
 ])
 def test_adversarial_training_rejects_bad_input(kwargs, match):
     net = tiny_mlp(2, 4, 2)
@@ -152,6 +154,18 @@ def test_adversarial_training_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         adversarial_training(net, args.pop("data"), torch.optim.SGD(net.parameters(), lr=0.1),
                              **args)
+
+
+@pytest.mark.parametrize("method", ["standard", "pgd"])
+def test_a_bad_label_anywhere_in_a_pair_stops_before_the_first_step(method):
+    net = tiny_mlp(2, 4, 2)
+    before = [p.detach().clone() for p in net.parameters()]
+    y = torch.tensor([0, 1, 0, 0, 1, 0, 1, 2])  # the bad label sits in the last batch
+    with pytest.raises(ValueError, match=r"adversarial_training: y holds the label 2, but the "
+                                         r"model gives 2 logits"):
+        adversarial_training(net, (torch.rand(8, 2), y), torch.optim.SGD(net.parameters(), lr=1.0),
+                             method=method, batch_size=2, generator=gen())
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
 
 
 def test_evaluate_robustness_rejects_bad_input():

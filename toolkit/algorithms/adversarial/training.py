@@ -353,8 +353,10 @@ def adversarial_training(
                              loss_fn=loss_fn, bounds=checked_bounds, generator=generator,
                              use_eval_mode=True)
             losses, logits = Objective(where, model, yb, loss_fn)(xb)
-            if check_set is not None and epoch == 0 and n == 0:  # now the classes are known
-                check_labels(where, check_set[1], logits)
+            if epoch == 0 and n == 0:  # the first model call: check every label known so far
+                for known in (batches.pair, check_set):
+                    if known is not None:
+                        check_labels(where, known[1], logits)
             loss = losses.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
