@@ -17,7 +17,8 @@ def test_load_resolves_defaults_and_round_trips(tiny_config: Path, tmp_path: Pat
     (config,) = load_config(tiny_config)
     assert config.experiment == "tiny_counter"
     assert config.params == {"n_steps": 4, "n_logged": 0, "lr": 0.1, "sleep_s": 0.0, "fail_at": -1,
-                             "extra_block": False, "started_file": ""}
+                             "findings_fail": False, "extra_block": False,
+                             "started_file": ""}
     assert config.disable_blocks == ("tiny.*",)
     assert config.torch_dtype is torch.float64
     again = tmp_path / "again.toml"

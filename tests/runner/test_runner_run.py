@@ -27,7 +27,7 @@ from toolkit.runner import (
 from toolkit.runner.results import new_run_dir, to_jsonable
 
 RUN_FILES = {"config.toml", "meta.json", "metrics.jsonl", "summary.json", "costs.json",
-             "artifacts"}
+             "artifacts", "findings.json", "findings.md"}
 
 
 def test_run_writes_the_results_layout(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
                     "toolkit.runner.registry"),
     **dict.fromkeys(["RunResults", "find_runs"], "toolkit.runner.results"),
     **dict.fromkeys(["RunOutcome", "execute", "run_experiment"], "toolkit.runner.run"),
+    **dict.fromkeys(["Finding", "Story", "fmt", "read_findings"], "toolkit.runner.story"),
 }
 
 __all__ = [
@@ -32,20 +33,24 @@ __all__ = [
     "Experiment",
     "ExperimentLoadError",
     "ExperimentParams",
+    "Finding",
     "RunConfig",
     "RunContext",
     "RunInterrupted",
     "RunOutcome",
     "RunResults",
+    "Story",
     "config_files",
     "discover",
     "execute",
     "find_runs",
+    "fmt",
     "load_all",
     "load_config",
     "load_experiment",
     "make_config",
     "parse_override",
+    "read_findings",
     "run_experiment",
     "seed_everything",
 ]
@@ -64,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from toolkit.runner.results import RunResults, find_runs
     from toolkit.runner.run import RunOutcome, execute, run_experiment
+    from toolkit.runner.story import Finding, Story, fmt, read_findings
 
 
 __getattr__, __dir__ = lazy_exports("toolkit.runner", globals(), _EXPORTS)

@@ -218,7 +218,7 @@ class RunContext:
             unblocked = fn()
         if on_result is not None:
             on_result("unblocked", unblocked)
-        seen = [*seen_blocked, *seen_unblocked]
+        seen = list(dict.fromkeys([*seen_blocked, *seen_unblocked]))
         for name in seen:
             self._files.blocks_seen[name] = None
         import fnmatch

@@ -33,6 +33,7 @@ from toolkit.runner.results import (
     new_run_dir,
     utc_now,
 )
+from toolkit.runner.story import write_findings
 
 __all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "local_worker",
            "run_experiment"]
@@ -212,6 +213,11 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
             meta["error"] = f"{type(error).__name__}: {error}"
             meta["traceback"] = "".join(traceback.format_exception(error))
         atomic_write_json(run_dir / "meta.json", meta)
+        if status == "complete":
+            _, problems = write_findings(run_dir)
+            if problems:
+                meta["findings_problems"] = problems
+                atomic_write_json(run_dir / "meta.json", meta)
         if finish is not None and status != "interrupted":
             t_finish = time.perf_counter()
             try:
