@@ -1,5 +1,6 @@
 """The primitive and the gradient tools everything else builds on."""
 
+from toolkit.core.backward_graph import CutTrace, GradientGraph, gradient_graph, trace_cuts
 from toolkit.core.gradients import (
     GradientComparison,
     ParameterComparison,
@@ -23,13 +24,16 @@ from toolkit.core.stop_gradient import (
 
 __all__ = [
     "BlockNotSwitchableError",
+    "CutTrace",
     "GradientComparison",
+    "GradientGraph",
     "ParameterComparison",
     "as_constant",
     "assert_blocked",
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",
+    "gradient_graph",
     "has_gradient_path",
     "is_block_disabled",
     "is_compiling",
@@ -38,4 +42,5 @@ __all__ = [
     "reset_seen_blocks",
     "seen_blocks",
     "stop_gradient",
+    "trace_cuts",
 ]
