@@ -9,6 +9,13 @@ from toolkit.core.gradients import (
     count_graph_nodes,
     has_gradient_path,
 )
+from toolkit.core.lens import (
+    GradientFlow,
+    GradientLeakError,
+    assert_no_gradient,
+    gradient_flow,
+    gradient_path,
+)
 from toolkit.core.stop_gradient import (
     BlockNotSwitchableError,
     as_constant,
@@ -26,14 +33,19 @@ __all__ = [
     "BlockNotSwitchableError",
     "CutTrace",
     "GradientComparison",
+    "GradientFlow",
     "GradientGraph",
+    "GradientLeakError",
     "ParameterComparison",
     "as_constant",
     "assert_blocked",
+    "assert_no_gradient",
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",
+    "gradient_flow",
     "gradient_graph",
+    "gradient_path",
     "has_gradient_path",
     "is_block_disabled",
     "is_compiling",
