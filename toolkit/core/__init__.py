@@ -9,6 +9,7 @@ from toolkit.core.gradients import (
     count_graph_nodes,
     has_gradient_path,
 )
+from toolkit.core.graph_draw import draw_gradient_graph
 from toolkit.core.lens import (
     GradientFlow,
     GradientLeakError,
@@ -43,6 +44,7 @@ __all__ = [
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",
+    "draw_gradient_graph",
     "gradient_flow",
     "gradient_graph",
     "gradient_path",
