@@ -106,6 +106,22 @@ def test_networkx_fallback_says_so_in_the_figure_and_the_log(no_dot, caplog):
         draw_gradient_graph(loss_fn, groups, layout="dot")
 
 
+@has_dot
+def test_a_failing_dot_falls_back_in_auto_mode_only(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("dot crashed")
+
+    monkeypatch.setattr(graph_draw, "_layout_dot", broken)
+    loss_fn, groups = _dqn()
+    with caplog.at_level(logging.WARNING, logger="toolkit.core.graph_draw"):
+        fig = draw_gradient_graph(loss_fn, groups)
+    assert "graphviz 'dot' failed: dot crashed; falling back" in caplog.text
+    assert _footnotes(fig)[1] == ("layout: networkx multipartite_layout (graphviz 'dot' failed: "
+                                  "dot crashed)")
+    with pytest.raises(RuntimeError, match="dot crashed"):
+        draw_gradient_graph(loss_fn, groups, layout="dot")
+
+
 def test_chains_of_elementwise_ops_are_collapsed_and_counted():
     w = torch.ones(3, requires_grad=True)
 

@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -245,25 +246,15 @@ def draw_gradient_graph(loss: Any, groups: Mapping[str, Any] | None = None, *,
         raise ValueError(f"{where}: fontsize must be a number > 0, got {fontsize!r}")
     graph = _as_graph(loss, groups)
     view = _collapse(graph, collapse)
-    engine = _choose_engine(layout)
     colors = {g: GROUP_COLORS[i % len(GROUP_COLORS)] for i, g in enumerate(graph.groups)}
     fs = float(fontsize)
     pad_x, pad_y, gap, ranksep = 0.6 * fs, 0.45 * fs, 1.2 * fs, 2.2 * fs
     boxes = [(w + 2 * pad_x, h + 2 * pad_y) for w, h in
              _measure([_display_label(n) for n in view.nodes], fs)]
-    splines: list[Any] = [None] * len(view.edges)
-    if not view.nodes:
-        positions: list[tuple[float, float]] = []
-    elif engine == "dot":
-        positions, splines = _layout_dot(view, boxes, gap, ranksep)
-    else:
-        positions = _layout_networkx(view, boxes, gap, ranksep)
-
+    positions, splines, engine_note = _layout(view, boxes, layout, gap, ranksep)
     cuts = ", ".join(repr(b) for b in graph.blocks) or "none"
     title = f"backward graph (cuts: {cuts})" if title is None else title
-    notes = [f"layout: {'graphviz dot' if engine == 'dot' else 'networkx multipartite_layout'}"
-             + ("" if engine == "dot" or layout == "networkx"
-                else " (graphviz 'dot' not found on PATH)"),
+    notes = [engine_note,
              "arrows: the way gradient flows, from the loss to the parameters"]
     if view.n_chains:
         notes.append(f"{view.n_chains} chain{'s' if view.n_chains > 1 else ''} of elementwise ops "
@@ -273,24 +264,38 @@ def draw_gradient_graph(loss: Any, groups: Mapping[str, Any] | None = None, *,
                    (handles, labels), fs)
 
 
-def _choose_engine(layout: str) -> str:
-    available = _dot_binary() is not None
-    if available:
+def _layout(view: _View, boxes: list[Point], layout: str, gap: float, ranksep: float
+            ) -> tuple[list[Point], list[Any], str]:
+    """Positions, dot's edge splines (``None`` each for networkx) and the footnote naming the
+    engine; ``"auto"`` falls back to networkx, with a logged warning, when dot is missing or
+    fails."""
+    splines: list[Any] = [None] * len(view.edges)
+    found = _dot_binary() is not None
+    if found:
         try:
             import graphviz  # noqa: F401
         except ImportError:
-            available = False
-    if layout == "dot" and not available:
+            found = False
+    if layout == "dot" and not found:
         raise RuntimeError("draw_gradient_graph: layout='dot' needs the graphviz Python package "
                            "and the 'dot' binary on PATH (Debian: apt install graphviz); use "
                            "layout='networkx' or 'auto'")
-    if layout == "networkx":
-        return "networkx"
-    if not available:
-        log.warning("draw_gradient_graph: graphviz 'dot' not found on PATH (or the graphviz "
-                    "package is missing); falling back to networkx's layered layout")
-        return "networkx"
-    return "dot"
+    why = "not found on PATH"
+    if found and layout != "networkx":
+        try:
+            positions, splines = _layout_dot(view, boxes, gap, ranksep) if view.nodes else ([], [])
+            return positions, splines, "layout: graphviz dot"
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            if layout == "dot":
+                raise
+            why = f"failed: {exc}".splitlines()[0][:80]
+    note = "layout: networkx multipartite_layout"
+    if layout == "auto":
+        log.warning("draw_gradient_graph: graphviz 'dot' %s; falling back to networkx's "
+                    "layered layout", why)
+        note += f" (graphviz 'dot' {why})"
+    positions = _layout_networkx(view, boxes, gap, ranksep) if view.nodes else []
+    return positions, splines, note
 
 
 def _legend_entries(view: _View, colors: dict[str, str]) -> tuple[list[Any], list[str]]:
