@@ -293,27 +293,29 @@ def gradient_flow(loss_fn: Callable[[], torch.Tensor], groups: Mapping[str, Any]
     with record_blocks() as blocks:
         loss, blocked = _gradients(loss_fn, tensors)
     after = _rng_state()
+    flat_blocked = {group: _flat([blocked[i] for i in idx], [tensors[i] for i in idx])
+                    for group, idx in members.items()}
     rows: list[dict[str, Any]] = []
     for block in blocks:
         _set_rng_state(state)
         with disable_blocks(block):
             _, unblocked = _gradients(loss_fn, tensors)
         for group, idx in members.items():
-            g_b = _flat([blocked[i] for i in idx], [tensors[i] for i in idx])
             g_u = _flat([unblocked[i] for i in idx], [tensors[i] for i in idx])
-            cmp = ParameterComparison.from_tensors(group, g_b, g_u)
+            cmp = ParameterComparison.from_tensors(group, flat_blocked[group], g_u)
             rows.append({"block": block, "group": group, "norm_blocked": cmp.norm_blocked,
                          "norm_unblocked": cmp.norm_unblocked, "cosine": cmp.cosine,
                          "rel_diff": cmp.rel_diff, "max_abs_diff": cmp.max_abs_diff,
                          "reached_blocked": any(blocked[i] is not None for i in idx),
                          "reached_unblocked": any(unblocked[i] is not None for i in idx)})
     _set_rng_state(after)  # as if loss_fn had run once
-    grads = {group: _flat([blocked[i] for i in idx], [tensors[i] for i in idx])
-             for group, idx in members.items()}
-    return GradientFlow(rows, tuple(blocks), tuple(members), loss, grads)
+    return GradientFlow(rows, tuple(blocks), tuple(members), loss, flat_blocked)
 
 
 def _flat(grads: list[torch.Tensor | None], tensors: list[torch.Tensor]) -> torch.Tensor:
-    parts = [(torch.zeros_like(t) if g is None else g).detach().reshape(-1).to(torch.float64)
-             for g, t in zip(grads, tensors)]
-    return torch.cat([p.to(parts[0].device) for p in parts])
+    """The gradients of one group as one float64 vector (zeros where none arrived)."""
+    parts = [(torch.zeros_like(t) if g is None else g).reshape(-1) for g, t in zip(grads, tensors)]
+    device = parts[0].device
+    if any(p.device != device for p in parts):
+        parts = [p.to(device) for p in parts]
+    return torch.cat(parts).to(torch.float64)
