@@ -301,7 +301,7 @@ def findings(run: RunResults) -> list[str]:
                    and n_target > 0 and tu["final_target_drift"] > 0) + ".",
         f"assert_no_gradient(loss, target network) {tb['assert_no_gradient']} with the cut and "
         f"{tu['assert_no_gradient']} without it, naming {len(tu['leaking'])} of {n_target} "
-        f"parameters, the shortest path being {tu['shortest_leak']}: "
+        f"parameters (shortest path: {tu['shortest_leak'].partition(': ')[2]}): "
         + _verdict(tb["assert_no_gradient"] == "passed" and tu["assert_no_gradient"] == "failed"
                    and len(tu["leaking"]) == n_target) + ".",
         f"Both cuts change who receives gradient, not the gradient of the network being trained: "

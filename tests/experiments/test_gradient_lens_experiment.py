@@ -71,6 +71,7 @@ def test_findings_figures_and_artifacts(quick_run) -> None:
         assert sentence.endswith(": as predicted."), sentence
     assert found[4].endswith(("as predicted.", "not as predicted."))
     assert "0 of 6 target-network parameters" in found[0]
+    assert "(shortest path: SmoothL1Loss -> Add -> Mul -> Max -> Addmm -> target.4.bias)" in found[1]
     figures = quick_run.run_dir / "figures"
     assert (figures / "graph_td.png").exists() and (figures / "graph_gan.png").exists()
     graph = GradientGraph.from_dict(quick_run.artifact("graph_td"))
