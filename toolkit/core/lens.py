@@ -313,9 +313,16 @@ def gradient_flow(loss_fn: Callable[[], torch.Tensor], groups: Mapping[str, Any]
 
 
 def _flat(grads: list[torch.Tensor | None], tensors: list[torch.Tensor]) -> torch.Tensor:
-    """The gradients of one group as one float64 vector (zeros where none arrived)."""
-    parts = [(torch.zeros_like(t) if g is None else g).reshape(-1) for g, t in zip(grads, tensors)]
-    device = parts[0].device
-    if any(p.device != device for p in parts):
-        parts = [p.to(device) for p in parts]
-    return torch.cat(parts).to(torch.float64)
+    """The gradients of one group as one float64 vector (zeros where none arrived), written in
+    one pass into a preallocated vector on the first tensor's device."""
+    out = torch.empty(sum(t.numel() for t in tensors), dtype=torch.float64,
+                      device=tensors[0].device)
+    offset = 0
+    for g, t in zip(grads, tensors):
+        part = out[offset:offset + t.numel()]
+        if g is None:
+            part.zero_()
+        else:
+            part.copy_(g.reshape(-1))
+        offset += t.numel()
+    return out
