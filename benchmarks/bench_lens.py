@@ -103,6 +103,10 @@ def bench_mlp(depth: int, width: int, batch: int, rounds: int, draw_rounds: int,
             "ratios": {name: result.ratio(name, "step").median for name in contenders
                        if name != "step"}
             | {"draw_gradient_graph": drawing.ratio("draw_gradient_graph", "step").median},
+            "cpu_ratios": {name: result.ratio(name, "step", clock="cpu").median
+                           for name in contenders if name != "step"}
+            | {"draw_gradient_graph": drawing.ratio("draw_gradient_graph", "step",
+                                                    clock="cpu").median},
             "table": result.table()}
 
 
@@ -154,9 +158,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
           f"{mlp['batch']} ({mlp['graph_nodes']} autograd nodes; {mlp['traced_graph_nodes']} "
           f"with the target's graph traced); one forward+backward = {mlp['step_ms']:.3f} ms")
     print(mlp["table"])
-    print("lens cost / one forward+backward (median of per-round ratios):")
+    print("lens cost / one forward+backward (median of per-round ratios; wall clock, and "
+          "process CPU time, steadier on a busy machine):")
     for name, ratio in mlp["ratios"].items():
-        print(f"  ratio {name:<24} {ratio:8.2f}x")
+        print(f"  ratio {name:<24} {ratio:8.2f}x   (cpu {mlp['cpu_ratios'][name]:.2f}x)")
     ch = bench_chain(chain, 3 if args.quick else 10, device)
     print(f"\nchain of {chain} elementwise ops ({ch['nodes']} autograd nodes):")
     for key in ("backward", "gradient_path", "assert_no_gradient"):
