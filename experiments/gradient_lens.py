@@ -35,10 +35,11 @@ from pydantic import Field
 from torch import nn
 from torch.nn import functional as F
 
-from toolkit import as_constant, disable_blocks
-from toolkit.core import (
+from toolkit import (
     GradientLeakError,
+    as_constant,
     assert_no_gradient,
+    disable_blocks,
     draw_gradient_graph,
     gradient_flow,
     gradient_graph,

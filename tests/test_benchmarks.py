@@ -21,6 +21,7 @@ CASES = {
     "bench_rbm.py": ["--quick", "--tile", "1"],
     "bench_adversarial.py": ["--quick"],
     "bench_sweep.py": ["--quick"],
+    "bench_lens.py": ["--quick"],
 }
 
 
