@@ -73,3 +73,18 @@ def test_train_test_split_is_stratified_disjoint_and_complete():
     assert torch.equal(rows.unique(dim=0), ds.X.unique(dim=0))
     with pytest.raises(ValueError, match=r"train_test_split: test_fraction must be in \(0, 1\)"):
         data.train_test_split(ds, 1.0)
+
+
+def test_bars_and_stripes_patterns():
+    X = data.bars_and_stripes(4)
+    assert X.shape == (30, 16)
+    assert torch.unique(X, dim=0).shape[0] == 30
+    X32 = data.bars_and_stripes(4, duplicate_constant=True)
+    assert X32.shape == (32, 16)
+    assert torch.unique(X32, dim=0).shape[0] == 30
+    # all-0 and all-1 appear twice each in the Shark variant
+    assert int((X32.sum(1) == 0).sum()) == 2 and int((X32.sum(1) == 16).sum()) == 2
+    for row in X32.reshape(-1, 4, 4):
+        is_bar = bool((row == row[:, :1]).all())  # each row constant
+        is_stripe = bool((row == row[:1, :]).all())  # each column constant
+        assert is_bar or is_stripe

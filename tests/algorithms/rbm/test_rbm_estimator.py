@@ -1,0 +1,179 @@
+"""Tests for toolkit.algorithms.rbm.estimator: the update against the CD statistics in numpy,
+learning on bars and stripes, likelihoods, scikit-learn's layout and numbers, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from rbm_testutil import F64, numpy_cd_statistics, sklearn_rbm
+
+from toolkit.algorithms.rbm import BernoulliRBM, RBMParams, gibbs_chain, log_likelihood
+from toolkit.data import bars_and_stripes, binarized_digits
+
+
+def test_estimator_update_is_sgd_on_the_autograd_cd_gradient() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, learning_rate=0.1, batch_size=len(X), epochs=1, momentum=0.5,
+                       weight_decay=0.01, k=2, random_state=0, dtype=F64).fit(X)
+    before = [t.clone() for t in (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)]
+    velocity = [t.clone() for t in rbm._velocity]
+    replay = torch.Generator().set_state(rbm._generator.get_state())
+    p = RBMParams(*before)
+    v_model = gibbs_chain(p, X, 2, generator=replay)
+    grads = list(numpy_cd_statistics(p, X, v_model))
+    grads[0] = grads[0] + 0.01 * before[0].numpy()
+    rbm.partial_fit(X)
+    after = (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    for t0, u, g, t1 in zip(before, velocity, grads, after):
+        expected = t0.numpy() + 0.5 * u.numpy() - 0.1 * g
+        np.testing.assert_allclose(t1.numpy(), expected, rtol=0, atol=1e-12)
+    assert not rbm.weights_.requires_grad
+
+
+@pytest.mark.parametrize("method", ["cd", "pcd"])
+def test_estimator_learns_bars_and_stripes(method: str) -> None:
+    X = bars_and_stripes(3, duplicate_constant=True)
+    rbm = BernoulliRBM(6, method=method, learning_rate=0.3, batch_size=8, epochs=300,
+                       n_chains=10, init="uniform", random_state=0)
+    start = BernoulliRBM(6, epochs=0, init="uniform", random_state=0).fit(X)
+    rbm.fit(X)
+    assert float(rbm.log_likelihood(X).mean()) > float(start.log_likelihood(X).mean()) + 1.0
+    assert rbm.weights_.shape == (6, 9) and rbm.hidden_bias_.shape == (6,)
+    assert rbm.n_iter_ == 300 and rbm.n_updates_ == 300 * 2
+    if method == "pcd":
+        assert rbm.persistent_chain_.shape == (10, 9)
+    else:
+        assert not hasattr(rbm, "persistent_chain_")
+    h = rbm.transform(X.numpy())
+    assert h.shape == (len(X), 6) and bool(((h > 0) & (h < 1)).all())
+    s = rbm.sample(5, n_steps=20)
+    assert s.shape == (5, 9) and set(torch.unique(s).tolist()) <= {0.0, 1.0}
+
+
+def test_estimator_is_deterministic_for_a_seed() -> None:
+    X = bars_and_stripes(3)
+    a = BernoulliRBM(4, method="pcd", epochs=3, random_state=5).fit(X)
+    b = BernoulliRBM(4, method="pcd", epochs=3, random_state=5).fit(X)
+    assert torch.equal(a.weights_, b.weights_)
+    assert torch.equal(a.score_samples(X), b.score_samples(X))
+    assert torch.equal(a.score_samples(X), a.score_samples(X))  # like scikit-learn
+
+
+def test_estimator_log_likelihood_ais_agrees_with_exact() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(5, learning_rate=0.1, batch_size=4, epochs=30, random_state=0,
+                       dtype=F64).fit(X)
+    exact = rbm.log_likelihood(X)
+    assert rbm.log_partition_stderr_ == 0.0
+    ais = rbm.log_likelihood(X, method="ais", n_runs=50, betas=1000)
+    assert abs(float(ais.mean() - exact.mean())) < 0.1
+    assert rbm.log_partition_stderr_ > 0
+
+
+def test_estimator_weights_have_scikit_learn_layout() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, epochs=2, random_state=0, dtype=F64).fit(X)
+    sk = sklearn_rbm(RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_), 9, 0)
+    np.testing.assert_allclose(rbm.transform(X).numpy(), sk.transform(X.numpy()), atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_estimator_on_cuda_matches_the_cpu_formulas() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, epochs=3, random_state=0, device="cuda", dtype=F64).fit(X)
+    assert rbm.weights_.device.type == "cuda"
+    p_cpu = RBMParams(*(t.cpu() for t in (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)))
+    torch.testing.assert_close(rbm.log_likelihood(X).cpu(), log_likelihood(p_cpu, X))
+    assert rbm.sample(4, n_steps=5).device.type == "cuda"
+    assert rbm.score_samples(X).shape == (len(X),)
+    rbm.log_likelihood(X, method="ais", n_runs=10, betas=50)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_errors() -> None:
+    X = bars_and_stripes(3)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be binary"):
+        BernoulliRBM(3).fit(X * 0.5)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: k must be an int >= 1.*got 0"):
+        BernoulliRBM(3, k=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: method must be 'cd' or 'pcd'"):
+        BernoulliRBM(3, method="sml").fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: learning_rate must be > 0"):
+        BernoulliRBM(3, learning_rate=-1.0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: momentum must be in \[0, 1\)"):
+        BernoulliRBM(3, momentum=1.0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: batch_size must be a positive int"):
+        BernoulliRBM(3, batch_size=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: init must be 'normal' or 'uniform'"):
+        BernoulliRBM(3, init="zeros").fit(X)
+    with pytest.raises(TypeError, match=r"BernoulliRBM: random_state must be an int or None"):
+        BernoulliRBM(3, random_state=1.5).fit(X)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"BernoulliRBM: dtype must be a floating torch.dtype"):
+        BernoulliRBM(3, dtype=torch.int64).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: epochs must be an int >= 0"):
+        BernoulliRBM(3, epochs=-1).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.sample: n_steps must be an int >= 1"):
+        BernoulliRBM(3, epochs=1).fit(X).sample(2, n_steps=0)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be a non-empty 2-D array"):
+        BernoulliRBM(3).fit(X[0])
+    with pytest.raises(RuntimeError, match=r"BernoulliRBM.transform: this model is not fitted"):
+        BernoulliRBM(3).transform(X)
+    rbm = BernoulliRBM(3, epochs=1, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X has 4 features, but the "
+                                         r"model was fitted with 9"):
+        rbm.transform(torch.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X must have values in \[0, 1\]"):
+        rbm.transform(X * 2)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.score_samples: X must be binary"):
+        rbm.score_samples(X * 0.5)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.log_likelihood: method must be"):
+        rbm.log_likelihood(X, method="mc")
+    with pytest.raises(ValueError, match=r"BernoulliRBM.partial_fit: X has 2 features"):
+        rbm.partial_fit(torch.zeros(2, 2))
+
+
+# ---------------------------------------------------------------------- acceptance (slow)
+
+BAS_OPTIMUM_NLL = 108.13  # −Σ log p of the 32 patterns under the best distribution on them
+
+
+@pytest.mark.slow
+def test_bars_and_stripes_cd1_reaches_summed_nll_below_200() -> None:
+    # Shark's setting: 32 patterns, 16 visible, 8 hidden, CD-1, lr 0.05, full batch, 8001
+    # updates, weights U(−0.1, 0.1), biases 0
+    X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
+    rbm = BernoulliRBM(8, method="cd", k=1, learning_rate=0.05, batch_size=32, epochs=8001,
+                       init="uniform", random_state=0, dtype=F64).fit(X)
+    nll = -float(rbm.log_likelihood(X).sum())
+    assert rbm.n_updates_ == 8001
+    assert BAS_OPTIMUM_NLL < nll < 200
+
+
+@pytest.mark.slow
+def test_bars_and_stripes_pcd_reaches_summed_nll_below_200() -> None:
+    # 32 persistent chains, batch 16, 5001 updates
+    X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
+    rbm = BernoulliRBM(8, method="pcd", k=1, learning_rate=0.05, batch_size=16, epochs=2500,
+                       n_chains=32, init="uniform", random_state=0, dtype=F64).fit(X)
+    rbm.partial_fit(X[torch.randperm(32, generator=torch.Generator().manual_seed(0))[:16]])
+    nll = -float(rbm.log_likelihood(X).sum())
+    assert rbm.n_updates_ == 5001 and rbm.persistent_chain_.shape == (32, 16)
+    assert BAS_OPTIMUM_NLL < nll < 200
+
+
+@pytest.mark.slow
+def test_digits_cd1_log_likelihood_at_least_scikit_learns() -> None:
+    # 16 hidden, lr 0.05, batch 10, 20 epochs: exact mean log-likelihoods of both
+    from sklearn.neural_network import BernoulliRBM as SkRBM
+
+    X = binarized_digits(dtype=F64).X
+    sk = SkRBM(16, learning_rate=0.05, batch_size=10, n_iter=20, random_state=0).fit(X.numpy())
+    sk_params = RBMParams(*(torch.as_tensor(a) for a in
+                            (sk.components_, sk.intercept_visible_, sk.intercept_hidden_)))
+    sk_ll = float(log_likelihood(sk_params, X).mean())
+    ours = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=10, epochs=20,
+                        random_state=0, dtype=F64).fit(X)
+    assert float(ours.log_likelihood(X).mean()) >= sk_ll

@@ -1,0 +1,53 @@
+"""Restricted Boltzmann machines trained by contrastive divergence (CD-k) and persistent CD.
+
+The package is laid out so that the cut is easy to find:
+
+- :mod:`~toolkit.algorithms.rbm.core`: :data:`BLOCK` (``"rbm.negative_samples"``) at the top,
+  then the free energy, the conditionals, the Gibbs chain and :func:`cd_loss`, whose one cut is
+  the block;
+- :mod:`~toolkit.algorithms.rbm.likelihood`: exact ``log Z`` (enumeration of the smaller layer),
+  annealed importance sampling and the pseudo-likelihood;
+- :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`.
+"""
+
+from toolkit.algorithms.rbm.core import (
+    BLOCK,
+    RBMParams,
+    cd_gradient,
+    cd_loss,
+    free_energy,
+    gibbs_chain,
+    init_params,
+    sample_hidden,
+    sample_visible,
+)
+from toolkit.algorithms.rbm.estimator import BernoulliRBM
+from toolkit.algorithms.rbm.likelihood import (
+    MAX_EXACT_UNITS,
+    AISResult,
+    ais_log_partition,
+    exact_log_likelihood_gradient,
+    exact_log_partition,
+    log_likelihood,
+    pseudo_log_likelihood,
+)
+
+__all__ = [
+    "BLOCK",
+    "MAX_EXACT_UNITS",
+    "AISResult",
+    "BernoulliRBM",
+    "RBMParams",
+    "ais_log_partition",
+    "cd_gradient",
+    "cd_loss",
+    "exact_log_likelihood_gradient",
+    "exact_log_partition",
+    "free_energy",
+    "gibbs_chain",
+    "init_params",
+    "log_likelihood",
+    "pseudo_log_likelihood",
+    "sample_hidden",
+    "sample_visible",
+]

@@ -1,0 +1,399 @@
+"""``BernoulliRBM``: a Bernoulli RBM estimator trained with CD-k or persistent CD.
+
+References:
+    G. E. Hinton (2010), "A practical guide to training restricted Boltzmann machines",
+    UTML TR 2010-003. https://www.cs.toronto.edu/~hinton/absps/guideTR.pdf
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from toolkit.algorithms.rbm.core import (
+    RBMParams,
+    _bernoulli,
+    _cd_loss,
+    _cd_weights,
+    _check_k,
+    _gibbs,
+    gibbs_chain,
+    init_params,
+)
+from toolkit.algorithms.rbm.likelihood import (
+    MAX_EXACT_UNITS,
+    ais_log_partition,
+    exact_log_partition,
+    log_likelihood,
+    pseudo_log_likelihood,
+)
+
+__all__ = ["BernoulliRBM"]
+
+# --------------------------------------------------------------------------------------------
+# the estimator
+
+
+def _as_matrix(X: Any, where: str, *, dtype: torch.dtype, device: torch.device,
+               binary: bool, n_features: int | None = None) -> torch.Tensor:
+    """Validate ``X`` (array-like (n_samples, n_features)) and return it as a tensor."""
+    if isinstance(X, torch.Tensor):
+        t = X
+    else:
+        try:
+            t = torch.as_tensor(np.asarray(X, dtype=np.float64))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{where}: X must be a 2-D array or tensor of numbers, "
+                            f"got {type(X).__name__}") from err
+    if t.dim() != 2 or t.shape[0] == 0:
+        raise ValueError(f"{where}: X must be a non-empty 2-D array (n_samples, n_features), "
+                         f"got shape {tuple(t.shape)}")
+    if n_features is not None and t.shape[1] != n_features:
+        raise ValueError(f"{where}: X has {t.shape[1]} features, but the model was fitted with "
+                         f"{n_features} (n_visible)")
+    t = t.to(device=device, dtype=dtype)
+    if binary:
+        if not bool(((t == 0) | (t == 1)).all()):
+            raise ValueError(f"{where}: X must be binary (only 0 and 1) for a Bernoulli RBM, got "
+                             f"values in [{float(t.min()):g}, {float(t.max()):g}]; threshold "
+                             f"it (e.g. toolkit.data.binarized_digits)")
+    elif not bool(((t >= 0) & (t <= 1)).all()):
+        raise ValueError(f"{where}: X must have values in [0, 1], got values in "
+                         f"[{float(t.min()):g}, {float(t.max()):g}]")
+    return t
+
+
+def _resolve_device(device: torch.device | str | None) -> torch.device:
+    if device is None or device == "auto":
+        return torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class BernoulliRBM:
+    """Bernoulli RBM trained with CD-k or persistent CD (PCD-k), by autograd of :func:`cd_loss`.
+
+    Each update draws negative samples with ``k`` Gibbs steps (from the mini-batch for
+    ``method="cd"``, from ``n_chains`` persistent chains for ``method="pcd"``), takes the
+    gradient of ``cd_loss`` (whose block ``"rbm.negative_samples"`` keeps the chain out of the
+    gradient) and applies SGD with momentum and L2 weight decay (on the weights only, as in
+    Hinton's guide):
+
+        u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
+
+    ``cd_loss`` averages over the batch, so ``learning_rate`` is per-sample as in
+    scikit-learn's ``BernoulliRBM`` (which divides its summed update by the batch size).
+
+    Args:
+        n_hidden: number of hidden units.
+        method: ``"cd"`` (chains restart at the data) or ``"pcd"`` (persistent chains,
+            Tieleman 2008; scikit-learn's ``BernoulliRBM`` does PCD-1).
+        k: Gibbs steps per update (>= 1).
+        learning_rate, batch_size, epochs, momentum, weight_decay: SGD settings; each epoch
+            visits the data once in an order shuffled with the model's generator.
+        n_chains: number of persistent chains for PCD (default ``batch_size``).
+        init: ``"normal"`` (N(0, 0.01²), scikit-learn) or ``"uniform"`` (U(−0.1, 0.1), Shark);
+            ``init_scale`` overrides the 0.01 / 0.1.
+        device: ``None``/``"cpu"``, ``"cuda"``, ``"auto"`` or a ``torch.device``.
+        dtype: floating dtype of the parameters (float32 by default).
+        random_state: int seed (or None for a random one) of the ``torch.Generator`` used for
+            initialisation, shuffling and sampling.
+        verbose: progress bar over epochs in ``fit``; ``None`` shows it only on a terminal.
+
+    Fitted attributes: ``weights_`` (n_hidden, n_visible), same layout as scikit-learn's
+    ``components_``; ``visible_bias_`` (n_visible,) and ``hidden_bias_`` (n_hidden,) (its
+    ``intercept_visible_``/``intercept_hidden_``); ``persistent_chain_`` (n_chains, n_visible)
+    for PCD; ``n_features_in_``; ``n_iter_`` (epochs run); ``n_updates_``. Methods return torch
+    tensors on the model's device; inputs may be numpy arrays or tensors.
+
+    >>> import numpy as np
+    >>> X = np.array([[0, 0, 1, 1], [1, 1, 0, 0]] * 5, dtype=float)
+    >>> rbm = BernoulliRBM(3, epochs=5, random_state=0).fit(X)
+    >>> rbm.transform(X).shape, rbm.weights_.shape
+    (torch.Size([10, 3]), torch.Size([3, 4]))
+    """
+
+    def __init__(
+        self,
+        n_hidden: int = 256,
+        *,
+        method: str = "cd",
+        k: int = 1,
+        learning_rate: float = 0.1,
+        batch_size: int = 10,
+        epochs: int = 10,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        n_chains: int | None = None,
+        init: str = "normal",
+        init_scale: float | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        random_state: int | None = None,
+        verbose: bool | None = None,
+    ) -> None:
+        self.n_hidden = n_hidden
+        self.method = method
+        self.k = k
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.n_chains = n_chains
+        self.init = init
+        self.init_scale = init_scale
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __repr__(self) -> str:
+        return (f"BernoulliRBM(n_hidden={self.n_hidden}, method={self.method!r}, k={self.k}, "
+                f"learning_rate={self.learning_rate}, batch_size={self.batch_size}, "
+                f"epochs={self.epochs})")
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _check_hyperparameters(self) -> None:
+        where = "BernoulliRBM"
+
+        def positive_int(name: str, value: Any) -> None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+
+        positive_int("n_hidden", self.n_hidden)
+        positive_int("batch_size", self.batch_size)
+        if not isinstance(self.epochs, int) or isinstance(self.epochs, bool) or self.epochs < 0:
+            raise ValueError(f"{where}: epochs must be an int >= 0, got {self.epochs!r}")
+        if self.n_chains is not None:
+            positive_int("n_chains", self.n_chains)
+        if self.method not in ("cd", "pcd"):
+            raise ValueError(f"{where}: method must be 'cd' or 'pcd', got {self.method!r}")
+        _check_k(self.k, where)
+        if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
+            raise ValueError(f"{where}: learning_rate must be > 0, got {self.learning_rate!r}")
+        if not (isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1):
+            raise ValueError(f"{where}: momentum must be in [0, 1), got {self.momentum!r}")
+        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
+            raise ValueError(f"{where}: weight_decay must be >= 0, got {self.weight_decay!r}")
+        if self.init not in ("normal", "uniform"):
+            raise ValueError(f"{where}: init must be 'normal' or 'uniform', got {self.init!r}")
+        if self.random_state is not None and (not isinstance(self.random_state, int)
+                                              or isinstance(self.random_state, bool)):
+            raise TypeError(f"{where}: random_state must be an int or None, "
+                            f"got {type(self.random_state).__name__} {self.random_state!r}")
+        if not (isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point):
+            raise TypeError(f"{where}: dtype must be a floating torch.dtype, got {self.dtype!r}")
+
+    def _check_fitted(self, where: str) -> None:
+        if not hasattr(self, "weights_"):
+            raise RuntimeError(f"BernoulliRBM.{where}: this model is not fitted yet; "
+                               f"call fit or partial_fit first")
+
+    @property
+    def _params(self) -> RBMParams:
+        return RBMParams(self.weights_, self.visible_bias_, self.hidden_bias_)
+
+    # -- training -------------------------------------------------------------------------
+
+    def _initialize(self, X: torch.Tensor) -> None:
+        device = self._device
+        gen = torch.Generator(device=device)
+        if self.random_state is None:
+            gen.seed()
+        else:
+            gen.manual_seed(int(self.random_state))
+        self._generator = gen
+        init_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen,
+                                                                   device=device)))
+        params = init_params(X.shape[1], self.n_hidden, init=self.init, scale=self.init_scale,
+                             generator=init_gen, dtype=self.dtype, device=device)
+        self.weights_, self.visible_bias_, self.hidden_bias_ = (p.requires_grad_(False)
+                                                                for p in params)
+        self.n_features_in_ = X.shape[1]
+        self.n_iter_ = 0
+        self.n_updates_ = 0
+        self._velocity = [torch.zeros_like(p) for p in params]
+        self._cd_weights: dict[tuple[int, int], torch.Tensor] = {}
+        self._visible_sum = torch.zeros(X.shape[1], dtype=torch.float64, device=device)
+        self._n_seen = 0
+        if self.method == "pcd":
+            n_chains = self.n_chains or self.batch_size
+            half = torch.full((n_chains, X.shape[1]), 0.5, dtype=self.dtype, device=device)
+            self.persistent_chain_ = _bernoulli(half, gen)
+
+    def _update(self, v_data: torch.Tensor) -> None:
+        """One CD/PCD update on the mini-batch ``v_data``.
+
+        Called without grad (``_train`` and ``partial_fit`` run it under ``torch.no_grad``) and
+        with the parameters requiring grad: only the loss and its gradient are computed with
+        grad enabled, so each update switches the grad mode once.
+        """
+        params = self._params
+        # Inputs were validated by fit/partial_fit: the private helpers skip the checks.
+        # Sampling builds no graph (grad is off): the loss sees v_model as data.
+        start = self.persistent_chain_ if self.method == "pcd" else v_data
+        v_model = _gibbs(params, start, self.k, False, self._generator)
+        if self.method == "pcd":
+            self.persistent_chain_ = v_model
+        key = (v_data.shape[0], v_model.shape[0])
+        weights = self._cd_weights.get(key)
+        if weights is None:  # one vector per pair of batch sizes, not one per update
+            weights = self._cd_weights[key] = _cd_weights(*key, v_data)
+        with torch.enable_grad():
+            grads = torch.autograd.grad(_cd_loss(params, v_data, v_model, weights), params)
+        if self.weight_decay:
+            grads = (grads[0].add(params.weights, alpha=self.weight_decay), *grads[1:])
+        if self.momentum:
+            torch._foreach_mul_(self._velocity, self.momentum)
+            torch._foreach_add_(self._velocity, grads, alpha=-self.learning_rate)
+            torch._foreach_add_(list(params), self._velocity)
+        else:
+            torch._foreach_add_(list(params), grads, alpha=-self.learning_rate)
+        self.n_updates_ += 1
+
+    def _train(self, X: torch.Tensor, epochs: int, progress: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self._visible_sum += X.sum(0, dtype=torch.float64)
+        self._n_seen += X.shape[0]
+        disable = None if self.verbose is None else not self.verbose
+        bar = tqdm(range(epochs), desc="BernoulliRBM", unit="epoch",
+                   disable=disable if progress else True, leave=False)
+        n, bs = X.shape[0], self.batch_size
+        for p in self._params:
+            p.requires_grad_(True)
+        try:
+            with torch.no_grad():  # see _update
+                for _ in bar:
+                    perm = torch.randperm(n, generator=self._generator, device=X.device)
+                    for v_batch in X.index_select(0, perm).split(bs):  # X[perm], faster
+                        self._update(v_batch)
+                    self.n_iter_ += 1
+        finally:
+            for p in self._params:
+                p.requires_grad_(False)
+            bar.close()
+
+    def fit(self, X: Any, y: Any = None) -> BernoulliRBM:
+        """Initialise and train for ``epochs`` passes over ``X`` (n_samples, n_visible), binary.
+
+        ``y`` is ignored. Returns ``self``.
+        """
+        self._check_hyperparameters()
+        self._device = _resolve_device(self.device)
+        X = _as_matrix(X, "BernoulliRBM.fit", dtype=self.dtype, device=self._device, binary=True)
+        self._initialize(X)
+        self._train(X, self.epochs, progress=True)
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
+        """One update with ``X`` as the mini-batch (initialising on the first call), like
+        scikit-learn's ``partial_fit``. Returns ``self``."""
+        if not hasattr(self, "weights_"):
+            self._check_hyperparameters()
+            self._device = _resolve_device(self.device)
+            X = _as_matrix(X, "BernoulliRBM.partial_fit", dtype=self.dtype, device=self._device,
+                           binary=True)
+            self._initialize(X)
+        else:
+            X = _as_matrix(X, "BernoulliRBM.partial_fit", dtype=self.dtype, device=self._device,
+                           binary=True, n_features=self.n_features_in_)
+        self._visible_sum += X.sum(0, dtype=torch.float64)
+        self._n_seen += X.shape[0]
+        params = self._params
+        for p in params:
+            p.requires_grad_(True)
+        try:
+            with torch.no_grad():  # see _update
+                self._update(X)
+        finally:
+            for p in params:
+                p.requires_grad_(False)
+        return self
+
+    # -- inference ------------------------------------------------------------------------
+
+    def transform(self, X: Any) -> torch.Tensor:
+        """Hidden probabilities ``P(h=1|v=X)`` (n_samples, n_hidden); ``X`` values in [0, 1]."""
+        self._check_fitted("transform")
+        X = _as_matrix(X, "BernoulliRBM.transform", dtype=self.dtype, device=self._device,
+                       binary=False, n_features=self.n_features_in_)
+        with torch.no_grad():
+            return torch.sigmoid(F.linear(X, self.weights_, self.hidden_bias_))
+
+    def fit_transform(self, X: Any, y: Any = None) -> torch.Tensor:
+        """``fit(X)`` then ``transform(X)``."""
+        return self.fit(X).transform(X)
+
+    def sample(self, n_samples: int = 1, *, n_steps: int = 1000,
+               v_init: Any = None) -> torch.Tensor:
+        """Binary samples (n_samples, n_visible) after ``n_steps`` Gibbs steps.
+
+        Chains start at ``v_init`` (binary, (n_samples, n_visible)) or at uniform random states.
+        """
+        self._check_fitted("sample")
+        if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
+            raise ValueError(f"BernoulliRBM.sample: n_steps must be an int >= 1, got {n_steps!r}")
+        if v_init is None:
+            if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
+                raise ValueError(f"BernoulliRBM.sample: n_samples must be a positive int, "
+                                 f"got {n_samples!r}")
+            half = torch.full((n_samples, self.n_features_in_), 0.5, dtype=self.dtype,
+                              device=self._device)
+            v = _bernoulli(half, self._generator)
+        else:
+            v = _as_matrix(v_init, "BernoulliRBM.sample", dtype=self.dtype, device=self._device,
+                           binary=True, n_features=self.n_features_in_)
+        with torch.no_grad():
+            return gibbs_chain(self._params, v, n_steps, generator=self._generator)
+
+    def score_samples(self, X: Any) -> torch.Tensor:
+        """Pseudo-log-likelihood per sample (scikit-learn's formula, one random bit flipped).
+
+        Random: with an int ``random_state`` the flipped units are drawn from a generator
+        seeded with it on every call (same answer each call, as in scikit-learn), otherwise from
+        the model's generator. See :func:`pseudo_log_likelihood`.
+        """
+        self._check_fitted("score_samples")
+        X = _as_matrix(X, "BernoulliRBM.score_samples", dtype=self.dtype, device=self._device,
+                       binary=True, n_features=self.n_features_in_)
+        gen = (torch.Generator().manual_seed(int(self.random_state))
+               if self.random_state is not None else None)
+        with torch.no_grad():
+            return pseudo_log_likelihood(self._params, X, generator=gen)
+
+    def log_likelihood(self, X: Any, *, method: str = "auto", n_runs: int = 100,
+                       betas: int | torch.Tensor = 14500) -> torch.Tensor:
+        """``log p(v)`` per sample (float64), exact or by AIS.
+
+        ``method="auto"``: exact (:func:`exact_log_partition`) when
+        ``min(n_visible, n_hidden) <= 20``, else AIS (:func:`ais_log_partition` with the
+        base-rate model of the training data, ``n_runs`` runs and ``betas`` temperatures). The
+        log-partition used and, for AIS, its standard error are kept in ``log_partition_`` and
+        ``log_partition_stderr_`` (0.0 when exact).
+        """
+        self._check_fitted("log_likelihood")
+        if method not in ("auto", "exact", "ais"):
+            raise ValueError(f"BernoulliRBM.log_likelihood: method must be 'auto', 'exact' or "
+                             f"'ais', got {method!r}")
+        X = _as_matrix(X, "BernoulliRBM.log_likelihood", dtype=torch.float64,
+                       device=self._device, binary=True, n_features=self.n_features_in_)
+        params = RBMParams(*(p.to(torch.float64) for p in self._params))
+        if method == "auto":
+            method = "exact" if min(self.weights_.shape) <= MAX_EXACT_UNITS else "ais"
+        with torch.no_grad():
+            if method == "exact":
+                log_z, stderr = exact_log_partition(params), torch.tensor(0.0)
+            else:
+                # Base-rate model of the training data (smoothed means, as in ais_log_partition).
+                mean = (self._visible_sum + 1) / (self._n_seen + 2)
+                result = ais_log_partition(params, base_visible_bias=torch.logit(mean),
+                                           n_runs=n_runs, betas=betas, generator=self._generator)
+                log_z, stderr = result.log_partition, result.stderr
+            self.log_partition_ = float(log_z)
+            self.log_partition_stderr_ = float(stderr)
+            return log_likelihood(params, X, log_partition=log_z)
