@@ -164,5 +164,12 @@ def test_errors() -> None:
         cd_loss(p, torch.zeros(2, 4, dtype=F64), torch.zeros(2, 3, dtype=F64))
     with pytest.raises(TypeError, match=r"free_energy: params must be an RBMParams"):
         free_energy("weights", torch.zeros(2, 4))  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"init_params: init must be 'normal' or 'uniform'"):
+    with pytest.raises(ValueError, match=r"init_params: init must be one of 'normal', 'uniform', "
+                                         r"got 'xavier'"):
         init_params(3, 2, init="xavier")
+    with pytest.raises(ValueError, match=r"init_params: scale must be None or a number >= 0"):
+        init_params(3, 2, scale=-1.0)
+    with pytest.raises(TypeError, match=r"init_params: n_visible must be an int >= 1, got '3'"):
+        init_params("3", 2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"init_params: visible_bias must have shape \(3,\)"):
+        init_params(3, 2, visible_bias=[0.0, 1.0])

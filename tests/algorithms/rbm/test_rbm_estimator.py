@@ -97,27 +97,27 @@ def test_errors() -> None:
     X = bars_and_stripes(3)
     with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be binary"):
         BernoulliRBM(3).fit(X * 0.5)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: k must be an int >= 1.*got 0"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: k must be an int >= 1, got 0"):
         BernoulliRBM(3, k=0).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: method must be 'cd' or 'pcd'"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: method must be one of 'cd', 'pcd', got 'sml'"):
         BernoulliRBM(3, method="sml").fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: learning_rate must be > 0"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: learning_rate must be a number > 0, got -1.0"):
         BernoulliRBM(3, learning_rate=-1.0).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: momentum must be in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: momentum must be a number in \[0, 1\), got 1.0"):
         BernoulliRBM(3, momentum=1.0).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: batch_size must be a positive int"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: batch_size must be an int >= 1, got 0"):
         BernoulliRBM(3, batch_size=0).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: init must be 'normal' or 'uniform'"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: init must be one of 'normal', 'uniform', got 'zeros'"):
         BernoulliRBM(3, init="zeros").fit(X)
-    with pytest.raises(TypeError, match=r"BernoulliRBM: random_state must be an int or None"):
+    with pytest.raises(TypeError, match=r"BernoulliRBM: random_state must be None, an int"):
         BernoulliRBM(3, random_state=1.5).fit(X)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"BernoulliRBM: dtype must be a floating torch.dtype"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: dtype must be a floating torch.dtype"):
         BernoulliRBM(3, dtype=torch.int64).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM: epochs must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM: epochs must be an int >= 0, got -1"):
         BernoulliRBM(3, epochs=-1).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM.sample: n_steps must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM.sample: n_steps must be an int >= 1, got 0"):
         BernoulliRBM(3, epochs=1).fit(X).sample(2, n_steps=0)
-    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be a non-empty 2-D array"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be 2-D, got shape \(9,\)"):
         BernoulliRBM(3).fit(X[0])
     with pytest.raises(RuntimeError, match=r"BernoulliRBM.transform: this model is not fitted"):
         BernoulliRBM(3).transform(X)
@@ -129,10 +129,22 @@ def test_errors() -> None:
         rbm.transform(X * 2)
     with pytest.raises(ValueError, match=r"BernoulliRBM.score_samples: X must be binary"):
         rbm.score_samples(X * 0.5)
-    with pytest.raises(ValueError, match=r"BernoulliRBM.log_likelihood: method must be"):
+    with pytest.raises(ValueError, match=r"BernoulliRBM.log_likelihood: method must be one of 'auto', 'exact', 'ais', got 'mc'"):
         rbm.log_likelihood(X, method="mc")
     with pytest.raises(ValueError, match=r"BernoulliRBM.partial_fit: X has 2 features"):
         rbm.partial_fit(torch.zeros(2, 2))
+    with pytest.raises(TypeError, match=r"BernoulliRBM: n_hidden must be an int >= 1, got 2.5"):
+        BernoulliRBM(2.5).fit(X)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"BernoulliRBM: weight_decay must be a number >= 0"):
+        BernoulliRBM(3, weight_decay=-0.1).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: n_chains must be None or an int >= 1"):
+        BernoulliRBM(3, method="pcd", n_chains=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must have at least 1 row"):
+        BernoulliRBM(3).fit(X[:0])
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X contains NaN or infinity"):
+        BernoulliRBM(3).fit(torch.full((2, 3), float("nan")))
+    with pytest.raises(ValueError, match=r"BernoulliRBM: device 'tpu9' is not a valid device"):
+        BernoulliRBM(3, device="tpu9").fit(X)
 
 
 # ---------------------------------------------------------------------- acceptance (slow)

@@ -28,6 +28,16 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from toolkit._validation import (
+    Integer,
+    Options,
+    Real,
+    as_tensor,
+    check,
+    check_dtype,
+    check_params,
+    resolve_device,
+)
 from toolkit.core.stop_gradient import stop_gradient
 
 #: The one cut of the RBM. The negative samples come from a Markov chain run with the current
@@ -47,6 +57,7 @@ __all__ = [
     "sample_visible",
 ]
 
+
 class RBMParams(NamedTuple):
     """Parameters of a Bernoulli RBM.
 
@@ -56,7 +67,6 @@ class RBMParams(NamedTuple):
     weights: torch.Tensor
     visible_bias: torch.Tensor
     hidden_bias: torch.Tensor
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,9 +98,7 @@ def _check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
 
 
 def _check_k(k: Any, where: str) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"{where}: k must be an int >= 1 (number of Gibbs steps), got {k!r}")
-    return k
+    return check(where, "k", k, [Integer(1)])
 
 
 def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -153,10 +161,10 @@ def init_params(
     *,
     init: str = "normal",
     scale: float | None = None,
-    visible_bias: torch.Tensor | None = None,
+    visible_bias: Any = None,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
+    device: torch.device | str | None = "cpu",
 ) -> RBMParams:
     """Initial parameters (leaf tensors with ``requires_grad=True``), hidden biases zero.
 
@@ -164,23 +172,34 @@ def init_params(
     guide). ``init="uniform"``: weights ~ U(−scale, scale), scale 0.1 by default (the Shark
     library's bars-and-stripes tests). ``visible_bias`` defaults to zeros (give
     ``log(p/(1−p))`` of the data means for Hinton's recommended start). The random numbers are
-    drawn on the CPU from ``generator``, so results do not depend on the device.
+    drawn on the CPU from ``generator``, so results do not depend on the device. ``device``:
+    as everywhere in the toolkit (``None``/``"auto"``: CUDA if available, else CPU).
+
+    >>> p = init_params(4, 3, generator=torch.Generator().manual_seed(0))
+    >>> p.weights.shape, p.visible_bias.shape, p.hidden_bias.shape
+    (torch.Size([3, 4]), torch.Size([4]), torch.Size([3]))
     """
-    for arg, value in (("n_visible", n_visible), ("n_hidden", n_hidden)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"init_params: {arg} must be a positive int, got {value!r}")
+    where = "init_params"
+    check_params(where, {"n_visible": n_visible, "n_hidden": n_hidden, "init": init,
+                         "scale": scale},
+                 {"n_visible": [Integer(1)], "n_hidden": [Integer(1)],
+                  "init": [Options("normal", "uniform")], "scale": [None, Real(0)]})
+    dtype = check_dtype(where, dtype)
+    device = resolve_device(device, where=where)
     if init == "normal":
         scale = 0.01 if scale is None else scale
         W = torch.randn(n_hidden, n_visible, generator=generator, dtype=torch.float64) * scale
-    elif init == "uniform":
+    else:
         scale = 0.1 if scale is None else scale
         W = (torch.rand(n_hidden, n_visible, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+    if visible_bias is None:
+        b = torch.zeros(n_visible, dtype=torch.float64)
     else:
-        raise ValueError(f"init_params: init must be 'normal' or 'uniform', got {init!r}")
-    if scale < 0:
-        raise ValueError(f"init_params: scale must be >= 0, got {scale!r}")
-    b = torch.zeros(n_visible, dtype=torch.float64) if visible_bias is None else (
-        torch.as_tensor(visible_bias, dtype=torch.float64).reshape(n_visible))
+        b = as_tensor(visible_bias, where=where, arg="visible_bias", dtype=torch.float64,
+                      device="cpu", ndim=1, finite=True)
+        if b.shape != (n_visible,):
+            raise ValueError(f"{where}: visible_bias must have shape ({n_visible},), "
+                             f"got {tuple(b.shape)}")
     c = torch.zeros(n_hidden, dtype=torch.float64)
     return RBMParams(*(t.to(device=device, dtype=dtype).requires_grad_(True) for t in (W, b, c)))
 

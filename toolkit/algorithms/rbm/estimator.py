@@ -9,16 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
+from toolkit._validation import (
+    Bool,
+    Integer,
+    Options,
+    Real,
+    as_tensor,
+    check,
+    check_dtype,
+    check_params,
+    is_int,
+    resolve_device,
+    resolve_generator,
+)
 from toolkit.algorithms.rbm.core import (
     RBMParams,
     _bernoulli,
     _cd_loss,
     _cd_weights,
-    _check_k,
     _gibbs,
     gibbs_chain,
     init_params,
@@ -40,21 +51,11 @@ __all__ = ["BernoulliRBM"]
 def _as_matrix(X: Any, where: str, *, dtype: torch.dtype, device: torch.device,
                binary: bool, n_features: int | None = None) -> torch.Tensor:
     """Validate ``X`` (array-like (n_samples, n_features)) and return it as a tensor."""
-    if isinstance(X, torch.Tensor):
-        t = X
-    else:
-        try:
-            t = torch.as_tensor(np.asarray(X, dtype=np.float64))
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"{where}: X must be a 2-D array or tensor of numbers, "
-                            f"got {type(X).__name__}") from err
-    if t.dim() != 2 or t.shape[0] == 0:
-        raise ValueError(f"{where}: X must be a non-empty 2-D array (n_samples, n_features), "
-                         f"got shape {tuple(t.shape)}")
+    t = as_tensor(X, where=where, arg="X", dtype=dtype, device=device, ndim=2, finite=True,
+                  min_rows=1)
     if n_features is not None and t.shape[1] != n_features:
         raise ValueError(f"{where}: X has {t.shape[1]} features, but the model was fitted with "
                          f"{n_features} (n_visible)")
-    t = t.to(device=device, dtype=dtype)
     if binary:
         if not bool(((t == 0) | (t == 1)).all()):
             raise ValueError(f"{where}: X must be binary (only 0 and 1) for a Bernoulli RBM, got "
@@ -66,10 +67,21 @@ def _as_matrix(X: Any, where: str, *, dtype: torch.dtype, device: torch.device,
     return t
 
 
-def _resolve_device(device: torch.device | str | None) -> torch.device:
-    if device is None or device == "auto":
-        return torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+#: Valid hyperparameters of :class:`BernoulliRBM` (checked by ``fit``).
+_CONSTRAINTS: dict[str, list[Any]] = {
+    "n_hidden": [Integer(1)],
+    "method": [Options("cd", "pcd")],
+    "k": [Integer(1)],
+    "learning_rate": [Real(0, closed="neither")],
+    "batch_size": [Integer(1)],
+    "epochs": [Integer(0)],
+    "momentum": [Real(0, 1, closed="left")],
+    "weight_decay": [Real(0)],
+    "n_chains": [None, Integer(1)],
+    "init": [Options("normal", "uniform")],
+    "init_scale": [None, Real(0)],
+    "verbose": [None, Bool, Integer(0)],
+}
 
 
 class BernoulliRBM:
@@ -96,7 +108,8 @@ class BernoulliRBM:
         n_chains: number of persistent chains for PCD (default ``batch_size``).
         init: ``"normal"`` (N(0, 0.01²), scikit-learn) or ``"uniform"`` (U(−0.1, 0.1), Shark);
             ``init_scale`` overrides the 0.01 / 0.1.
-        device: ``None``/``"cpu"``, ``"cuda"``, ``"auto"`` or a ``torch.device``.
+        device: ``"cpu"`` (default), ``"cuda"``, a ``torch.device``, or ``None``/``"auto"``
+            (CUDA when available, else CPU).
         dtype: floating dtype of the parameters (float32 by default).
         random_state: int seed (or None for a random one) of the ``torch.Generator`` used for
             initialisation, shuffling and sampling.
@@ -129,7 +142,7 @@ class BernoulliRBM:
         n_chains: int | None = None,
         init: str = "normal",
         init_scale: float | None = None,
-        device: torch.device | str | None = None,
+        device: torch.device | str | None = "cpu",
         dtype: torch.dtype = torch.float32,
         random_state: int | None = None,
         verbose: bool | None = None,
@@ -159,34 +172,10 @@ class BernoulliRBM:
 
     def _check_hyperparameters(self) -> None:
         where = "BernoulliRBM"
-
-        def positive_int(name: str, value: Any) -> None:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
-
-        positive_int("n_hidden", self.n_hidden)
-        positive_int("batch_size", self.batch_size)
-        if not isinstance(self.epochs, int) or isinstance(self.epochs, bool) or self.epochs < 0:
-            raise ValueError(f"{where}: epochs must be an int >= 0, got {self.epochs!r}")
-        if self.n_chains is not None:
-            positive_int("n_chains", self.n_chains)
-        if self.method not in ("cd", "pcd"):
-            raise ValueError(f"{where}: method must be 'cd' or 'pcd', got {self.method!r}")
-        _check_k(self.k, where)
-        if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
-            raise ValueError(f"{where}: learning_rate must be > 0, got {self.learning_rate!r}")
-        if not (isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1):
-            raise ValueError(f"{where}: momentum must be in [0, 1), got {self.momentum!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(f"{where}: weight_decay must be >= 0, got {self.weight_decay!r}")
-        if self.init not in ("normal", "uniform"):
-            raise ValueError(f"{where}: init must be 'normal' or 'uniform', got {self.init!r}")
-        if self.random_state is not None and (not isinstance(self.random_state, int)
-                                              or isinstance(self.random_state, bool)):
-            raise TypeError(f"{where}: random_state must be an int or None, "
-                            f"got {type(self.random_state).__name__} {self.random_state!r}")
-        if not (isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point):
-            raise TypeError(f"{where}: dtype must be a floating torch.dtype, got {self.dtype!r}")
+        check_params(where, self.__dict__, _CONSTRAINTS)
+        check_dtype(where, self.dtype)
+        self._device = resolve_device(self.device, where=where)
+        self._generator = resolve_generator(self.random_state, where=where, device=self._device)
 
     def _check_fitted(self, where: str) -> None:
         if not hasattr(self, "weights_"):
@@ -201,12 +190,7 @@ class BernoulliRBM:
 
     def _initialize(self, X: torch.Tensor) -> None:
         device = self._device
-        gen = torch.Generator(device=device)
-        if self.random_state is None:
-            gen.seed()
-        else:
-            gen.manual_seed(int(self.random_state))
-        self._generator = gen
+        gen = self._generator
         init_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen,
                                                                    device=device)))
         params = init_params(X.shape[1], self.n_hidden, init=self.init, scale=self.init_scale,
@@ -284,7 +268,6 @@ class BernoulliRBM:
         ``y`` is ignored. Returns ``self``.
         """
         self._check_hyperparameters()
-        self._device = _resolve_device(self.device)
         X = _as_matrix(X, "BernoulliRBM.fit", dtype=self.dtype, device=self._device, binary=True)
         self._initialize(X)
         self._train(X, self.epochs, progress=True)
@@ -295,7 +278,6 @@ class BernoulliRBM:
         scikit-learn's ``partial_fit``. Returns ``self``."""
         if not hasattr(self, "weights_"):
             self._check_hyperparameters()
-            self._device = _resolve_device(self.device)
             X = _as_matrix(X, "BernoulliRBM.partial_fit", dtype=self.dtype, device=self._device,
                            binary=True)
             self._initialize(X)
@@ -336,12 +318,9 @@ class BernoulliRBM:
         Chains start at ``v_init`` (binary, (n_samples, n_visible)) or at uniform random states.
         """
         self._check_fitted("sample")
-        if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
-            raise ValueError(f"BernoulliRBM.sample: n_steps must be an int >= 1, got {n_steps!r}")
+        check("BernoulliRBM.sample", "n_steps", n_steps, [Integer(1)])
         if v_init is None:
-            if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
-                raise ValueError(f"BernoulliRBM.sample: n_samples must be a positive int, "
-                                 f"got {n_samples!r}")
+            check("BernoulliRBM.sample", "n_samples", n_samples, [Integer(1)])
             half = torch.full((n_samples, self.n_features_in_), 0.5, dtype=self.dtype,
                               device=self._device)
             v = _bernoulli(half, self._generator)
@@ -362,7 +341,7 @@ class BernoulliRBM:
         X = _as_matrix(X, "BernoulliRBM.score_samples", dtype=self.dtype, device=self._device,
                        binary=True, n_features=self.n_features_in_)
         gen = (torch.Generator().manual_seed(int(self.random_state))
-               if self.random_state is not None else None)
+               if is_int(self.random_state) else None)
         with torch.no_grad():
             return pseudo_log_likelihood(self._params, X, generator=gen)
 
@@ -377,9 +356,7 @@ class BernoulliRBM:
         ``log_partition_stderr_`` (0.0 when exact).
         """
         self._check_fitted("log_likelihood")
-        if method not in ("auto", "exact", "ais"):
-            raise ValueError(f"BernoulliRBM.log_likelihood: method must be 'auto', 'exact' or "
-                             f"'ais', got {method!r}")
+        check("BernoulliRBM.log_likelihood", "method", method, [Options("auto", "exact", "ais")])
         X = _as_matrix(X, "BernoulliRBM.log_likelihood", dtype=torch.float64,
                        device=self._device, binary=True, n_features=self.n_features_in_)
         params = RBMParams(*(p.to(torch.float64) for p in self._params))

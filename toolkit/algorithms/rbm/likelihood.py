@@ -18,6 +18,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from toolkit._validation import Integer, check, is_int
 from toolkit.algorithms.rbm.core import (
     RBMParams,
     _bernoulli,
@@ -94,9 +95,7 @@ def exact_log_partition(params: RBMParams, *, chunk_elements: int = 2**22) -> to
         raise ValueError(f"exact_log_partition: the smaller layer must have at most "
                          f"{MAX_EXACT_UNITS} units to enumerate, got {n_small} "
                          f"(n_visible={n_visible}, n_hidden={n_hidden}); use ais_log_partition")
-    if not isinstance(chunk_elements, int) or chunk_elements < 1:
-        raise ValueError(f"exact_log_partition: chunk_elements must be a positive int, "
-                         f"got {chunk_elements!r}")
+    check("exact_log_partition", "chunk_elements", chunk_elements, [Integer(1)])
     total = 2**n_small
     rows = max(1, min(total, chunk_elements // max(n_other, 1)))
     parts = []
@@ -201,14 +200,12 @@ def ais_log_partition(
     Computed in float64 without gradient. Shapes: ``data`` (n_samples, n_visible).
     """
     params = _check_params(params, "ais_log_partition")
-    if not isinstance(n_runs, int) or isinstance(n_runs, bool) or n_runs < 2:
-        raise ValueError(f"ais_log_partition: n_runs must be an int >= 2, got {n_runs!r}")
+    check("ais_log_partition", "n_runs", n_runs, [Integer(2)])
     W, b, c = (t.to(torch.float64) for t in params)
     device = W.device
     n_hidden, n_visible = W.shape
-    if isinstance(betas, int) and not isinstance(betas, bool):
-        if betas < 3:
-            raise ValueError(f"ais_log_partition: betas must be >= 3 temperatures, got {betas}")
+    if is_int(betas):
+        betas = int(check("ais_log_partition", "betas", betas, [Integer(3)]))
         n1 = max(1, round(betas * 500 / 14500))
         n2 = max(1, round(betas * 4000 / 14500))
         n3 = max(1, betas - n1 - n2)
