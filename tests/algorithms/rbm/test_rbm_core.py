@@ -9,8 +9,9 @@ import pytest
 import torch
 from rbm_testutil import F64, all_binary, numpy_cd_statistics, random_params
 
-from toolkit import disable_blocks, has_gradient_path, record_blocks
+from toolkit import BlockNotSwitchableError, disable_blocks, has_gradient_path, record_blocks
 from toolkit.algorithms.rbm import (
+    BLOCK,
     RBMParams,
     cd_gradient,
     cd_loss,
@@ -18,6 +19,7 @@ from toolkit.algorithms.rbm import (
     gibbs_chain,
     init_params,
     log_likelihood,
+    negative_samples,
     sample_hidden,
     sample_visible,
 )
@@ -173,3 +175,59 @@ def test_errors() -> None:
         init_params("3", 2)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"init_params: visible_bias must have shape \(3,\)"):
         init_params(3, 2, visible_bias=[0.0, 1.0])
+
+
+# ------------------------------------------------------------------- negative samples
+
+
+@pytest.mark.parametrize("chain", ["sampled", "mean_field"])
+def test_negative_samples_are_the_chain_cut_by_the_block(chain: str) -> None:
+    p = random_params(5, 3, requires_grad=True, seed=10)
+    v = all_binary(5)[torch.tensor([1, 7, 22])]
+    with record_blocks() as names:
+        got = negative_samples(p, v, 2, chain=chain, generator=torch.Generator().manual_seed(3))
+    assert names == [BLOCK]
+    expected = gibbs_chain(p, v, 2, mean_field=chain == "mean_field",
+                           generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    # no graph is recorded for the chain while the block is active
+    assert not got.requires_grad and got.grad_fn is None
+
+
+def test_negative_samples_without_the_block_keep_the_mean_field_chain() -> None:
+    p = random_params(5, 3, requires_grad=True, seed=11)
+    v = all_binary(5)[torch.tensor([3, 12])]
+    with disable_blocks(BLOCK):
+        v_model = negative_samples(p, v, 3, chain="mean_field")
+        loss = cd_loss(p, v, v_model)
+    assert has_gradient_path(loss, p.weights) and has_gradient_path(v_model, p.hidden_bias)
+    # the gradient is the total derivative of mean F(v) − mean F(chain(v)) through the three
+    # chain steps (the plain chain records its graph like any torch code)
+    chain = gibbs_chain(p, v, 3, mean_field=True)
+    expected = torch.autograd.grad(free_energy(p, v).mean() - free_energy(p, chain).mean(),
+                                   list(p))
+    for got, want in zip(torch.autograd.grad(loss, list(p)), expected):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+def test_negative_samples_refuse_a_sampled_chain_without_the_block() -> None:
+    p = random_params(4, 3, requires_grad=True)
+    with disable_blocks("rbm.*"), pytest.raises(
+            BlockNotSwitchableError,
+            match=r"negative_samples: the block 'rbm.negative_samples' cannot be switched off "
+                  r"here \(a sampled Gibbs chain passes no gradient.*chain='mean_field'"):
+        negative_samples(p, all_binary(4)[:2], 1, chain="sampled")
+    with pytest.raises(ValueError, match=r"negative_samples: chain must be one of 'sampled', "
+                                         r"'mean_field', got 'gaussian'"):
+        negative_samples(p, all_binary(4)[:2], 1, chain="gaussian")
+    with pytest.raises(ValueError, match=r"negative_samples: start must have shape"):
+        negative_samples(p, all_binary(3)[:2], 1)
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from toolkit.algorithms.rbm import core as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

@@ -12,12 +12,14 @@ The package is laid out so that the cut is easy to find:
 
 from toolkit.algorithms.rbm.core import (
     BLOCK,
+    CHAINS,
     RBMParams,
     cd_gradient,
     cd_loss,
     free_energy,
     gibbs_chain,
     init_params,
+    negative_samples,
     sample_hidden,
     sample_visible,
 )
@@ -34,6 +36,7 @@ from toolkit.algorithms.rbm.likelihood import (
 
 __all__ = [
     "BLOCK",
+    "CHAINS",
     "MAX_EXACT_UNITS",
     "AISResult",
     "BernoulliRBM",
@@ -47,6 +50,7 @@ __all__ = [
     "gibbs_chain",
     "init_params",
     "log_likelihood",
+    "negative_samples",
     "pseudo_log_likelihood",
     "sample_hidden",
     "sample_visible",

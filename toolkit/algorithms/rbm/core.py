@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from toolkit._validation import (
+    Bool,
     Integer,
     Options,
     Real,
@@ -38,21 +39,27 @@ from toolkit._validation import (
     check_params,
     resolve_device,
 )
-from toolkit.core.stop_gradient import stop_gradient
+from toolkit.core.stop_gradient import as_constant, require_block, stop_gradient
 
 #: The one cut of the RBM. The negative samples come from a Markov chain run with the current
 #: parameters; the CD update (and the likelihood gradient it approximates) differentiates the
 #: free energy at fixed samples, so no gradient may flow back through the chain.
 BLOCK = "rbm.negative_samples"
 
+#: The Gibbs chains that produce negative samples: binary samples at every step, or mean-field
+#: probabilities ``v ← σ(b + σ(c + vWᵀ)W)`` (deterministic and differentiable).
+CHAINS = ("sampled", "mean_field")
+
 __all__ = [
     "BLOCK",
+    "CHAINS",
     "RBMParams",
     "cd_gradient",
     "cd_loss",
     "free_energy",
     "gibbs_chain",
     "init_params",
+    "negative_samples",
     "sample_hidden",
     "sample_visible",
 ]
@@ -102,12 +109,14 @@ def _check_k(k: Any, where: str) -> int:
 
 
 def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Binary samples with P(1) = p (same dtype as p); sampling passes no gradient."""
-    if torch.is_grad_enabled():  # a sample is not a differentiable function of p
-        with torch.no_grad():
-            return _bernoulli(p, generator)
+    """Binary samples with P(1) = p (same dtype as p); sampling passes no gradient.
+
+    ``u < p`` is a comparison: it records no graph in any grad mode, so a sample is never a
+    differentiable function of ``p``. Written into ``u`` (``out=``: 0/1 in p's dtype, no extra
+    allocation; an in-place ``u.lt_(p)`` would attach a zero-gradient node when p requires grad).
+    """
     u = torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device)
-    return u.lt_(p)  # in place: u ← (u < p) as 0/1 in p's dtype, no extra allocation
+    return torch.lt(u, p, out=u)
 
 
 def _free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
@@ -124,6 +133,21 @@ def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
         pv = torch.sigmoid(torch.addmm(b, h, W))
         v = pv if mean_field else _bernoulli(pv, generator)
     return v
+
+
+def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
+                      generator: torch.Generator | None, where: str) -> torch.Tensor:
+    if not mean_field:
+        # A Bernoulli draw is not a differentiable function of its probability: without the
+        # block, a sampled chain would still pass no gradient, and the update would silently be
+        # the CD update. Refuse instead.
+        require_block(BLOCK, where=where,
+                      why="a sampled Gibbs chain passes no gradient, so the update would silently "
+                          "stay the CD update; use chain='mean_field' to train through the chain")
+    # The negative samples are constants of the CD update: no graph is recorded for the chain
+    # while the block is active; inside disable_blocks(BLOCK) the mean-field chain keeps its
+    # graph and cd_loss's gradient flows back through its k steps.
+    return as_constant(_gibbs, params, start, k, mean_field, generator, name=BLOCK)
 
 
 def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
@@ -252,15 +276,51 @@ def gibbs_chain(
     ``mean_field=False``: binary samples at every step (not differentiable: the sampling passes
     no gradient). ``mean_field=True``: probabilities are propagated instead of samples,
     ``v ← σ(b + σ(c + v Wᵀ) W)``, deterministic and differentiable with respect to the
-    parameters (and to ``v``); this is the chain whose gradient flows when the block
-    ``"rbm.negative_samples"`` is disabled.
+    parameters (and to ``v``). A plain sampler that records a graph as any torch code does;
+    the negative samples of a training update come from :func:`negative_samples`, which runs
+    this chain behind the block.
 
     Shapes: ``v`` (n_chains, n_visible) → (n_chains, n_visible).
     """
     params = _check_params(params, "gibbs_chain")
     _check_k(k, "gibbs_chain")
+    check("gibbs_chain", "mean_field", mean_field, [Bool])
     _check_layer(v, params.weights.shape[1], "gibbs_chain", "v")
     return _gibbs(params, v, k, mean_field, generator)
+
+
+def negative_samples(
+    params: RBMParams,
+    start: torch.Tensor,
+    k: int,
+    *,
+    chain: str = "sampled",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The negative samples of a CD/PCD update: ``k`` Gibbs steps from ``start``, behind the block.
+
+    ``start`` is the mini-batch (CD-k) or the persistent chains' states (PCD-k), shape
+    (n_chains, n_visible); returns (n_chains, n_visible). The chain (:func:`gibbs_chain`) runs
+    as a constant behind :data:`BLOCK` (:func:`toolkit.as_constant`): while the block is
+    active it records no graph and the result is cut, so :func:`cd_loss` gives the CD update.
+    Inside ``disable_blocks(BLOCK)``:
+
+    - ``chain="mean_field"``: the chain records its graph (in the caller's grad mode), and the
+      gradient of :func:`cd_loss` flows back through its ``k`` steps ("through the chain");
+    - ``chain="sampled"``: raises :class:`toolkit.BlockNotSwitchableError`, because sampling
+      passes no gradient and the update would silently stay the same.
+
+    >>> p = init_params(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> v = torch.tensor([[1., 0., 1., 1.]], dtype=torch.float64)
+    >>> negative_samples(p, v, 2, chain="mean_field").requires_grad  # cut by the block
+    False
+    """
+    where = "negative_samples"
+    params = _check_params(params, where)
+    _check_k(k, where)
+    check(where, "chain", chain, [Options(*CHAINS)])
+    _check_layer(start, params.weights.shape[1], where, "start")
+    return _negative_samples(params, start, k, chain == "mean_field", generator, where)
 
 
 def cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> torch.Tensor:
