@@ -8,7 +8,16 @@ import pytest
 import torch
 from rbm_testutil import F64, numpy_cd_statistics, sklearn_rbm
 
-from toolkit.algorithms.rbm import BernoulliRBM, RBMParams, gibbs_chain, log_likelihood
+from toolkit import BlockNotSwitchableError, disable_blocks, record_blocks
+from toolkit.algorithms.rbm import (
+    BLOCK,
+    BernoulliRBM,
+    CDStep,
+    RBMParams,
+    cd_gradient,
+    gibbs_chain,
+    log_likelihood,
+)
 from toolkit.data import bars_and_stripes, binarized_digits
 
 
@@ -17,7 +26,7 @@ def test_estimator_update_is_sgd_on_the_autograd_cd_gradient() -> None:
     rbm = BernoulliRBM(4, learning_rate=0.1, batch_size=len(X), epochs=1, momentum=0.5,
                        weight_decay=0.01, k=2, random_state=0, dtype=F64).fit(X)
     before = [t.clone() for t in (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)]
-    velocity = [t.clone() for t in rbm._velocity]
+    velocity = [t.clone() for t in rbm._state.velocity]
     replay = torch.Generator().set_state(rbm._generator.get_state())
     p = RBMParams(*before)
     v_model = gibbs_chain(p, X, 2, generator=replay)
@@ -88,6 +97,69 @@ def test_estimator_on_cuda_matches_the_cpu_formulas() -> None:
     assert rbm.sample(4, n_steps=5).device.type == "cuda"
     assert rbm.score_samples(X).shape == (len(X),)
     rbm.log_likelihood(X, method="ais", n_runs=10, betas=50)
+
+
+# --------------------------------------------------------------------------- the block
+
+
+def test_mean_field_estimator_trains_through_the_chain_without_the_block() -> None:
+    # Theory: with the block each update is the (mean-field) CD update, cosine 1 to the CD
+    # statistics at the chain's output; without it the gradient also flows back through the k
+    # chain steps, a different direction (cosine < 1), so the weights differ.
+    X = bars_and_stripes(4, duplicate_constant=True)
+    fits, cosines = {}, {}
+    for variant in ("blocked", "unblocked"):
+        cos: list[float] = []
+
+        def callback(step: CDStep, cos: list[float] = cos) -> None:
+            g = torch.cat([t.reshape(-1) for t in step.grads])
+            cd = torch.cat([t.reshape(-1) for t in cd_gradient(step.params, step.v_data,
+                                                               step.v_model)])
+            cos.append(float(g @ cd / (g.norm() * cd.norm())))
+
+        rbm = BernoulliRBM(8, chain="mean_field", k=2, epochs=20, random_state=0, dtype=F64,
+                           callback=callback)
+        with record_blocks() as names:
+            if variant == "unblocked":
+                with disable_blocks(BLOCK):
+                    rbm.fit(X)
+            else:
+                rbm.fit(X)
+        assert names == [BLOCK]
+        fits[variant], cosines[variant] = rbm, cos
+    assert len(cosines["blocked"]) == 20 * 4
+    assert min(cosines["blocked"]) == pytest.approx(1.0, abs=1e-12)
+    assert max(cosines["unblocked"]) < 1 - 1e-6 and np.mean(cosines["unblocked"]) < 0.999
+    assert not fits["blocked"].weights_.requires_grad
+    diff = (fits["blocked"].weights_ - fits["unblocked"].weights_).abs().max()
+    assert float(diff) > 1e-3
+
+
+def test_sampled_estimator_refuses_to_fit_without_the_block() -> None:
+    X = bars_and_stripes(4, duplicate_constant=True)
+    with disable_blocks("rbm.negative_samples"), pytest.raises(
+            BlockNotSwitchableError,
+            match=r"BernoulliRBM: the block 'rbm.negative_samples' cannot be switched off here "
+                  r"\(a sampled Gibbs chain passes no gradient.*use chain='mean_field'"):
+        BernoulliRBM(8, epochs=20, random_state=0).fit(X)
+    # other blocks do not concern it
+    with disable_blocks("em.*"):
+        a = BernoulliRBM(8, epochs=2, random_state=0).fit(X)
+    b = BernoulliRBM(8, epochs=2, random_state=0).fit(X)
+    assert torch.equal(a.weights_, b.weights_)
+
+
+def test_callback_sees_every_update_and_can_stop() -> None:
+    X = bars_and_stripes(3)
+    seen: list[tuple[int, int]] = []
+
+    def callback(step: CDStep) -> bool:
+        seen.append((step.epoch, step.batch))
+        return step.epoch == 2 and step.batch == 1
+
+    rbm = BernoulliRBM(4, batch_size=5, epochs=10, random_state=0, callback=callback).fit(X)
+    assert seen == [(e, b) for e in range(3) for b in range(3)][:8]
+    assert rbm.n_iter_ == 2 and rbm.n_updates_ == 7
 
 
 # --------------------------------------------------------------------------- bad input
@@ -189,3 +261,12 @@ def test_digits_cd1_log_likelihood_at_least_scikit_learns() -> None:
     ours = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=10, epochs=20,
                         random_state=0, dtype=F64).fit(X)
     assert float(ours.log_likelihood(X).mean()) >= sk_ll
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from toolkit.algorithms.rbm import estimator as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

@@ -122,3 +122,12 @@ def test_errors() -> None:
         ais_log_partition(p, data=torch.zeros(1, 4, dtype=F64), base_visible_bias=torch.zeros(4))
     with pytest.raises(ValueError, match=r"pseudo_log_likelihood: indices must be 2 ints"):
         pseudo_log_likelihood(p, torch.zeros(2, 4, dtype=F64), indices=torch.tensor([0, 4]))
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from toolkit.algorithms.rbm import likelihood as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

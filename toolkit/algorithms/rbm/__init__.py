@@ -7,7 +7,9 @@ The package is laid out so that the cut is easy to find:
   the block;
 - :mod:`~toolkit.algorithms.rbm.likelihood`: exact ``log Z`` (enumeration of the smaller layer),
   annealed importance sampling and the pseudo-likelihood;
-- :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`.
+- :mod:`~toolkit.algorithms.rbm.training`: :func:`train_cd`, the one training loop (CD-k and
+  PCD-k, with a ``callback`` that sees every update);
+- :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`, trained by that loop.
 """
 
 from toolkit.algorithms.rbm.core import (
@@ -33,6 +35,7 @@ from toolkit.algorithms.rbm.likelihood import (
     log_likelihood,
     pseudo_log_likelihood,
 )
+from toolkit.algorithms.rbm.training import CDStep, TrainState, train_cd
 
 __all__ = [
     "BLOCK",
@@ -40,7 +43,9 @@ __all__ = [
     "MAX_EXACT_UNITS",
     "AISResult",
     "BernoulliRBM",
+    "CDStep",
     "RBMParams",
+    "TrainState",
     "ais_log_partition",
     "cd_gradient",
     "cd_loss",
@@ -54,4 +59,5 @@ __all__ = [
     "pseudo_log_likelihood",
     "sample_hidden",
     "sample_visible",
+    "train_cd",
 ]

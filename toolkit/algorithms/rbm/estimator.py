@@ -7,6 +7,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 
 from toolkit._validation import (
     Bool,
+    Callable_,
     Integer,
     Options,
     Real,
@@ -25,15 +27,7 @@ from toolkit._validation import (
     resolve_device,
     resolve_generator,
 )
-from toolkit.algorithms.rbm.core import (
-    RBMParams,
-    _bernoulli,
-    _cd_loss,
-    _cd_weights,
-    _gibbs,
-    gibbs_chain,
-    init_params,
-)
+from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, gibbs_chain, init_params
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
     ais_log_partition,
@@ -41,6 +35,7 @@ from toolkit.algorithms.rbm.likelihood import (
     log_likelihood,
     pseudo_log_likelihood,
 )
+from toolkit.algorithms.rbm.training import CDStep, _initial_state, _Settings, _train
 
 __all__ = ["BernoulliRBM"]
 
@@ -72,6 +67,7 @@ _CONSTRAINTS: dict[str, list[Any]] = {
     "n_hidden": [Integer(1)],
     "method": [Options("cd", "pcd")],
     "k": [Integer(1)],
+    "chain": [Options(*CHAINS)],
     "learning_rate": [Real(0, closed="neither")],
     "batch_size": [Integer(1)],
     "epochs": [Integer(0)],
@@ -81,28 +77,37 @@ _CONSTRAINTS: dict[str, list[Any]] = {
     "init": [Options("normal", "uniform")],
     "init_scale": [None, Real(0)],
     "verbose": [None, Bool, Integer(0)],
+    "callback": [None, Callable_],
 }
 
 
 class BernoulliRBM:
     """Bernoulli RBM trained with CD-k or persistent CD (PCD-k), by autograd of :func:`cd_loss`.
 
-    Each update draws negative samples with ``k`` Gibbs steps (from the mini-batch for
-    ``method="cd"``, from ``n_chains`` persistent chains for ``method="pcd"``), takes the
-    gradient of ``cd_loss`` (whose block ``"rbm.negative_samples"`` keeps the chain out of the
-    gradient) and applies SGD with momentum and L2 weight decay (on the weights only, as in
-    Hinton's guide):
+    Training is :func:`train_cd`'s loop: each update draws negative samples with ``k`` Gibbs
+    steps (from the mini-batch for ``method="cd"``, from ``n_chains`` persistent chains for
+    ``method="pcd"``) through :func:`negative_samples`, takes the gradient of ``cd_loss``
+    and applies SGD with momentum and L2 weight decay (on the weights only, as in Hinton's
+    guide):
 
         u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
 
     ``cd_loss`` averages over the batch, so ``learning_rate`` is per-sample as in
     scikit-learn's ``BernoulliRBM`` (which divides its summed update by the batch size).
 
+    The block ``BLOCK = "rbm.negative_samples"``: with it the update is the CD update. Inside
+    ``disable_blocks(BLOCK)``, ``chain="mean_field"`` trains through the chain (the gradient
+    also flows back through the ``k`` mean-field steps), and ``chain="sampled"`` raises
+    :class:`toolkit.BlockNotSwitchableError`: sampling passes no gradient, so the result would
+    silently be the same.
+
     Args:
         n_hidden: number of hidden units.
         method: ``"cd"`` (chains restart at the data) or ``"pcd"`` (persistent chains,
             Tieleman 2008; scikit-learn's ``BernoulliRBM`` does PCD-1).
         k: Gibbs steps per update (>= 1).
+        chain: ``"sampled"`` (binary samples, the usual CD) or ``"mean_field"`` (probabilities,
+            ``v ← σ(b + σ(c + vWᵀ)W)``: deterministic and differentiable).
         learning_rate, batch_size, epochs, momentum, weight_decay: SGD settings; each epoch
             visits the data once in an order shuffled with the model's generator.
         n_chains: number of persistent chains for PCD (default ``batch_size``).
@@ -114,6 +119,8 @@ class BernoulliRBM:
         random_state: int seed (or None for a random one) of the ``torch.Generator`` used for
             initialisation, shuffling and sampling.
         verbose: progress bar over epochs in ``fit``; ``None`` shows it only on a terminal.
+        callback: called with a :class:`CDStep` at every update, before it is applied (e.g. to
+            log diagnostics); a true return value stops training.
 
     Fitted attributes: ``weights_`` (n_hidden, n_visible), same layout as scikit-learn's
     ``components_``; ``visible_bias_`` (n_visible,) and ``hidden_bias_`` (n_hidden,) (its
@@ -134,6 +141,7 @@ class BernoulliRBM:
         *,
         method: str = "cd",
         k: int = 1,
+        chain: str = "sampled",
         learning_rate: float = 0.1,
         batch_size: int = 10,
         epochs: int = 10,
@@ -146,10 +154,12 @@ class BernoulliRBM:
         dtype: torch.dtype = torch.float32,
         random_state: int | None = None,
         verbose: bool | None = None,
+        callback: Callable[[CDStep], Any] | None = None,
     ) -> None:
         self.n_hidden = n_hidden
         self.method = method
         self.k = k
+        self.chain = chain
         self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.epochs = epochs
@@ -162,9 +172,11 @@ class BernoulliRBM:
         self.dtype = dtype
         self.random_state = random_state
         self.verbose = verbose
+        self.callback = callback
 
     def __repr__(self) -> str:
         return (f"BernoulliRBM(n_hidden={self.n_hidden}, method={self.method!r}, k={self.k}, "
+                f"chain={self.chain!r}, "
                 f"learning_rate={self.learning_rate}, batch_size={self.batch_size}, "
                 f"epochs={self.epochs})")
 
@@ -199,47 +211,25 @@ class BernoulliRBM:
                                                                 for p in params)
         self.n_features_in_ = X.shape[1]
         self.n_iter_ = 0
-        self.n_updates_ = 0
-        self._velocity = [torch.zeros_like(p) for p in params]
-        self._cd_weights: dict[tuple[int, int], torch.Tensor] = {}
         self._visible_sum = torch.zeros(X.shape[1], dtype=torch.float64, device=device)
         self._n_seen = 0
-        if self.method == "pcd":
-            n_chains = self.n_chains or self.batch_size
-            half = torch.full((n_chains, X.shape[1]), 0.5, dtype=self.dtype, device=device)
-            self.persistent_chain_ = _bernoulli(half, gen)
+        self._settings = _Settings(self.method, self.k, self.chain == "mean_field",
+                                   float(self.learning_rate), float(self.momentum),
+                                   float(self.weight_decay), "BernoulliRBM")
+        self._state = _initial_state(self._params, self.method,
+                                     self.n_chains or self.batch_size, gen)
+        self._sync_state()
 
-    def _update(self, v_data: torch.Tensor) -> None:
-        """One CD/PCD update on the mini-batch ``v_data``.
+    def _sync_state(self) -> None:
+        self.n_updates_ = self._state.n_updates
+        if self._state.persistent_chain is not None:
+            self.persistent_chain_ = self._state.persistent_chain
 
-        Called without grad (``_train`` and ``partial_fit`` run it under ``torch.no_grad``) and
-        with the parameters requiring grad: only the loss and its gradient are computed with
-        grad enabled, so each update switches the grad mode once.
-        """
-        params = self._params
-        # Inputs were validated by fit/partial_fit: the private helpers skip the checks.
-        # Sampling builds no graph (grad is off): the loss sees v_model as data.
-        start = self.persistent_chain_ if self.method == "pcd" else v_data
-        v_model = _gibbs(params, start, self.k, False, self._generator)
-        if self.method == "pcd":
-            self.persistent_chain_ = v_model
-        key = (v_data.shape[0], v_model.shape[0])
-        weights = self._cd_weights.get(key)
-        if weights is None:  # one vector per pair of batch sizes, not one per update
-            weights = self._cd_weights[key] = _cd_weights(*key, v_data)
-        with torch.enable_grad():
-            grads = torch.autograd.grad(_cd_loss(params, v_data, v_model, weights), params)
-        if self.weight_decay:
-            grads = (grads[0].add(params.weights, alpha=self.weight_decay), *grads[1:])
-        if self.momentum:
-            torch._foreach_mul_(self._velocity, self.momentum)
-            torch._foreach_add_(self._velocity, grads, alpha=-self.learning_rate)
-            torch._foreach_add_(list(params), self._velocity)
-        else:
-            torch._foreach_add_(list(params), grads, alpha=-self.learning_rate)
-        self.n_updates_ += 1
+    def _run(self, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool,
+             progress: bool) -> int:
+        """Train with the one loop (:func:`train_cd`'s), one epoch at a time for the bar.
 
-    def _train(self, X: torch.Tensor, epochs: int, progress: bool) -> None:
+        Returns the number of epochs completed (fewer when the callback stopped training)."""
         from tqdm.auto import tqdm
 
         self._visible_sum += X.sum(0, dtype=torch.float64)
@@ -247,30 +237,31 @@ class BernoulliRBM:
         disable = None if self.verbose is None else not self.verbose
         bar = tqdm(range(epochs), desc="BernoulliRBM", unit="epoch",
                    disable=disable if progress else True, leave=False)
-        n, bs = X.shape[0], self.batch_size
-        for p in self._params:
-            p.requires_grad_(True)
+        done = 0
         try:
-            with torch.no_grad():  # see _update
-                for _ in bar:
-                    perm = torch.randperm(n, generator=self._generator, device=X.device)
-                    for v_batch in X.index_select(0, perm).split(bs):  # X[perm], faster
-                        self._update(v_batch)
-                    self.n_iter_ += 1
+            for _ in bar:
+                _train(self._params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
+                       settings=self._settings, n_chains=None, state=self._state,
+                       generator=self._generator, callback=self.callback)
+                if self._state.stopped:
+                    break
+                done += 1
         finally:
-            for p in self._params:
-                p.requires_grad_(False)
             bar.close()
+            self._sync_state()
+        return done
 
     def fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """Initialise and train for ``epochs`` passes over ``X`` (n_samples, n_visible), binary.
 
-        ``y`` is ignored. Returns ``self``.
+        ``y`` is ignored. Returns ``self``. Inside ``disable_blocks(BLOCK)`` a mean-field chain
+        trains through the chain; a sampled chain raises ``BlockNotSwitchableError``.
         """
         self._check_hyperparameters()
         X = _as_matrix(X, "BernoulliRBM.fit", dtype=self.dtype, device=self._device, binary=True)
         self._initialize(X)
-        self._train(X, self.epochs, progress=True)
+        self.n_iter_ = self._run(X, epochs=self.epochs, batch_size=self.batch_size, shuffle=True,
+                                 progress=True)
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
@@ -284,17 +275,8 @@ class BernoulliRBM:
         else:
             X = _as_matrix(X, "BernoulliRBM.partial_fit", dtype=self.dtype, device=self._device,
                            binary=True, n_features=self.n_features_in_)
-        self._visible_sum += X.sum(0, dtype=torch.float64)
-        self._n_seen += X.shape[0]
-        params = self._params
-        for p in params:
-            p.requires_grad_(True)
-        try:
-            with torch.no_grad():  # see _update
-                self._update(X)
-        finally:
-            for p in params:
-                p.requires_grad_(False)
+        self._state.stopped = False
+        self._run(X, epochs=1, batch_size=X.shape[0], shuffle=False, progress=False)
         return self
 
     # -- inference ------------------------------------------------------------------------
