@@ -45,6 +45,9 @@ def test_quick_run_logs_every_variant_and_method(quick_run) -> None:
         assert s["blocked"][method]["final_loglik"] > -16 * math.log(2) + 1.0
         assert s["blocked"][method]["summed_nll"] == pytest.approx(
             -32 * s["blocked"][method]["final_loglik"])
+        # the gap to the best any model can do: 28·ln 32 + 4·ln 16 nats
+        assert s["blocked"][method]["gap_to_optimum"] == pytest.approx(
+            s["blocked"][method]["summed_nll"] - 28 * math.log(32) - 4 * math.log(16))
     assert quick_run.meta["blocks_seen"] == ["rbm.negative_samples"]
 
 
