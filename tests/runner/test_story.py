@@ -69,3 +69,11 @@ def test_fmt_gives_three_significant_digits_and_units(value, unit, text) -> None
 def test_finding_str_carries_its_verdict() -> None:
     assert str(Finding("x is 1.", False)) == "x is 1. (not as predicted)"
     assert str(Finding("took 2 s.")) == "took 2 s. (measured)"
+
+
+def test_finding_topic_and_verdict_are_checked() -> None:
+    assert Finding("it took 2 s.", None, "cost").to_dict()["topic"] == "cost"
+    with pytest.raises(ValueError, match="Finding: topic must be 'result' or 'cost', got 'x'"):
+        Finding("t", True, "x")
+    with pytest.raises(TypeError, match="Finding: verdict must be True, False or None, got 1"):
+        Finding("t", 1)

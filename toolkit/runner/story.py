@@ -46,11 +46,21 @@ class Finding:
     """One headline statement: a sentence with its numbers, and a verdict.
 
     ``verdict``: ``True`` as theory predicts, ``False`` not as predicted, ``None`` a
-    measurement without a prediction (a cost, an observation).
+    measurement without a prediction. ``topic``: ``"result"`` (what the block changes in the
+    numbers the method computes) or ``"cost"`` (time, memory, graph size); the showcase's
+    overview table takes the first finding of each topic.
     """
 
     text: str
     verdict: bool | None = None
+    topic: str = "result"
+
+    def __post_init__(self) -> None:
+        if self.topic not in ("result", "cost"):
+            raise ValueError(f"Finding: topic must be 'result' or 'cost', got {self.topic!r}")
+        if self.verdict not in (True, False, None):
+            raise TypeError(f"Finding: verdict must be True, False or None, got "
+                            f"{self.verdict!r}")
 
     @property
     def label(self) -> str:
@@ -60,11 +70,12 @@ class Finding:
         return f"{self.text} ({self.label})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "verdict": self.verdict, "label": self.label}
+        return {"text": self.text, "verdict": self.verdict, "label": self.label,
+                "topic": self.topic}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
-        return cls(str(data.get("text", "")), data.get("verdict"))
+        return cls(str(data.get("text", "")), data.get("verdict"), data.get("topic", "result"))
 
 
 def fmt(value: float | int | None, unit: str = "", *, digits: int = 3) -> str:
