@@ -58,7 +58,7 @@ class Finding:
     def __post_init__(self) -> None:
         if self.topic not in ("result", "cost"):
             raise ValueError(f"Finding: topic must be 'result' or 'cost', got {self.topic!r}")
-        if self.verdict not in (True, False, None):
+        if not (self.verdict is None or isinstance(self.verdict, bool)):
             raise TypeError(f"Finding: verdict must be True, False or None, got "
                             f"{self.verdict!r}")
 
