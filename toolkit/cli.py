@@ -303,7 +303,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _print_summary(run_dir: Path, max_rows: int = 8) -> None:
     """The blocked vs unblocked numbers of a run (each child of a showcase), a few rows each."""
-    from toolkit.report.render import variant_table
+    from toolkit.report.tables import variant_table
     from toolkit.runner import RunResults
 
     run = RunResults(run_dir)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from toolkit.report import default_figures, metric_groups, write_report
+from toolkit.report import default_figures, metric_groups, text_problems, write_report
 from toolkit.report.compare import compare_runs, format_table, write_compare
-from toolkit.report.render import flatten, variant_table
+from toolkit.report.tables import flatten, format_value, variant_table
 from toolkit.runner import RunResults, run_experiment
 
 
@@ -39,7 +39,23 @@ def test_html_report_is_one_self_contained_file(runs: list[RunResults]) -> None:
     assert "<link" not in html and "<script" not in html
     # the summary table puts blocked and unblocked side by side
     assert "<th>blocked</th><th>unblocked</th>" in html
-    assert "tiny_counter" in html and "status: <b class=\"status-complete\">complete" in html
+    assert "tiny_counter" in html and "status <b class=\"status-complete\">complete" in html
+
+
+def test_html_hooks_story_findings_and_captions(runs: list[RunResults]) -> None:
+    html = (runs[0].run_dir / "report.html").read_text()
+    assert html.count('<section class="experiment" id="tiny_counter">') == 1
+    findings = re.search(r'<ul class="findings">(.*?)</ul>', html, re.S).group(1)
+    assert 'data-verdict="as predicted"' in findings and "The final loss is" in findings
+    assert "<b>The block</b> <code>tiny.target: target = stop_gradient(2 w)</code>" in html
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)
+    assert captions and all(" " in c and c.endswith(".") for c in captions)  # words, not names
+    # headline figure in the section, the rest (and the tables) collapsed
+    section = re.search(r'<section class="experiment".*?</section>', html, re.S).group(0)
+    before_details = section.split("<details>")[0]
+    assert before_details.count("<figure") == 1 and "<table>" not in before_details
+    assert "Details: tables" in section
+    assert re.search(r"wall time [\d.]+ m?s \(experiments", html)
 
 
 def test_markdown_report_references_existing_figures(runs: list[RunResults]) -> None:
@@ -71,6 +87,8 @@ def test_default_figures(runs: list[RunResults]) -> None:
                       "grad": {"cosine": {"blocked": "blocked/grad/cosine"}}}
     figures = default_figures(run)
     assert set(figures) == {"metrics_train", "metrics_grad", "summary"}
+    for fig in figures.values():
+        assert text_problems(fig) == []
     assert all(isinstance(f, Figure) for f in figures.values())
     (ax,) = [a for a in figures["metrics_train"].axes if a.get_visible()]
     assert [line.get_label() for line in ax.get_lines()] == ["blocked", "unblocked"]
@@ -87,6 +105,8 @@ def test_flatten_and_variant_table() -> None:
     columns, rows, rest = variant_table(summary)
     assert columns[:3] == ["quantity", "blocked", "unblocked"]
     assert rows[0] == ["a", "1", "3", "2"]
+    assert variant_table({"blocked": {"x": 0.5}, "unblocked": {"x": 0.5}})[1] == [
+        ["x", "0.5", "0.5", "0 (equal)"]]
     assert rows[1] == ["b.c", "2", "—", ""]
     assert rest == {"closed_form.a": 1.5, "n": 4}
 
@@ -108,6 +128,18 @@ def test_compare_two_seeds(runs: list[RunResults], tmp_path: Path) -> None:
     assert "data:image/png;base64," in html_path.read_text()
 
 
+def test_compare_counts_each_seed_once(tmp_path: Path) -> None:
+    out = tmp_path / "dup"
+    for _ in range(3):
+        run_experiment("tiny_counter", {"n_steps": 2}, seed=0, output_dir=out)
+    table = compare_runs(out)
+    (group,) = table.groups.values()
+    assert group["seeds"] == [0] and len(group["duplicates"]) == 2
+    (row,) = [r for r in table.rows if r.quantity == "loss"]
+    assert row.stats("blocked")[2] == 1
+    assert "2 more run(s) with a seed already counted were left out" in format_table(table)
+
+
 def test_compare_groups_by_config_and_skips_incomplete(runs: list[RunResults],
                                                        tmp_path: Path) -> None:
     out = tmp_path / "r"
@@ -121,3 +153,39 @@ def test_compare_groups_by_config_and_skips_incomplete(runs: list[RunResults],
     assert sorted(table.groups) == [("tiny_counter", "lr=0.1"), ("tiny_counter", "lr=0.2")]
     meta = [json.loads(p.read_text()) for p in out.rglob("meta.json")]
     assert sorted(m["status"] for m in meta) == ["complete", "complete", "failed"]
+
+
+@pytest.mark.parametrize(("value", "key", "text"), [
+    (0.0014461230000506475, "x", "0.001446"), (1059636, "peak_bytes", "1.011 MiB"),
+    (0.0421, "timers.fit", "42.1 ms"), (12.5, "wall_seconds", "12.5 s"), (3, "n_iter", "3"),
+    (True, "converged", "yes"), (None, "x", "—"), (2.5e-13, "rel_err", "2.5e-13"),
+    (1.5, "time_ratio", "1.5"), ([1.0, 0.5], "values", "[1, 0.5]"),
+])
+def test_numbers_have_four_digits_and_units(value, key, text) -> None:
+    assert format_value(value, key) == text
+
+
+def test_text_problems_finds_overlap_and_clipping() -> None:
+    fig, ax = plt.subplots(figsize=(3, 2), layout="constrained")
+    ax.set_title("a title")
+    assert text_problems(fig) == []
+    ax.text(0.5, 1.0, "a title that sits on the other one", transform=ax.transAxes,
+            ha="center", va="bottom")
+    fig.text(0.98, 0.5, "this text runs off the right edge")
+    problems = text_problems(fig)
+    assert any("overlaps" in p for p in problems)
+    assert any("'this text runs off the right edge' leaves the canvas" == p for p in problems)
+    plt.close(fig)
+
+
+def test_report_of_an_interrupted_run_has_no_warnings(tmp_path: Path, recwarn) -> None:
+    run = run_experiment("tiny_counter", {"n_steps": 2}, output_dir=tmp_path)
+    meta_path = run.run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["status"] = "interrupted"
+    meta_path.write_text(json.dumps(meta))
+    (run.run_dir / "summary.json").write_text("{}")
+    (run.run_dir / "findings.json").unlink()
+    html = write_report(run.run_dir).read_text()
+    assert "This run is interrupted" in html and "figures() failed" not in html
+    assert not [w for w in recwarn if "matplotlib" in str(w.filename)]

@@ -6,7 +6,13 @@ regenerated at any time (``toolkit report RUN_DIR``) and runs aggregated later
 """
 
 from toolkit.report.compare import compare_runs, format_table, write_compare
-from toolkit.report.figures import default_figures, metric_figure, metric_groups, summary_figure
+from toolkit.report.figures import (
+    default_figures,
+    metric_figure,
+    metric_groups,
+    summary_figure,
+    text_problems,
+)
 from toolkit.report.render import write_report
 
 __all__ = [
@@ -16,6 +22,7 @@ __all__ = [
     "metric_figure",
     "metric_groups",
     "summary_figure",
+    "text_problems",
     "write_compare",
     "write_report",
 ]

@@ -1,7 +1,9 @@
 """``toolkit compare``: aggregate complete runs over seeds, blocked vs unblocked side by side.
 
 Runs with the same experiment and the same resolved config apart from ``seed`` (and
-``output_dir``) form a group. Each numeric summary value gets mean, standard deviation (ddof=1;
+``output_dir``) form a group. Only distinct seeds are replicates: when several complete runs of a
+group share a seed, the latest one counts and the others are listed as duplicates (``toolkit
+compare`` prints them). Each numeric summary value gets mean, standard deviation (ddof=1;
 0 for a single run) and count over the group's seeds. Summary paths ``blocked.<q>`` and
 ``unblocked.<q>`` become the two columns of quantity ``<q>``; other paths (``closed_form.x``,
 ``n_iter``) have their first part as the variant when it is a table, else ``value``. A showcase
@@ -106,9 +108,16 @@ def compare_runs(root: str | Path) -> CompareTable:
         varying = {k for k in set().union(*flat)
                    if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1}
         label = _label(group["config"], varying)
-        seeds = sorted(int(u.meta.get("seed", 0)) for u in group["runs"])
-        table_groups[(exp, label)] = {"seeds": seeds, "runs": [str(u.run_dir) for u in group["runs"]]}
-        for unit in group["runs"]:
+        by_seed: dict[int, RunResults] = {}
+        duplicates = []
+        for unit in sorted(group["runs"], key=lambda u: str(u.meta.get("started") or "")):
+            seed = int(unit.meta.get("seed", 0))
+            if seed in by_seed:
+                duplicates.append(str(by_seed[seed].run_dir))
+            by_seed[seed] = unit  # the latest run of a seed counts
+        table_groups[(exp, label)] = {"seeds": sorted(by_seed), "duplicates": duplicates,
+                                      "runs": [str(u.run_dir) for u in by_seed.values()]}
+        for unit in by_seed.values():
             summary = unit.summary
             for path, value in numeric_leaves(summary).items():
                 variant, quantity = _split(path, summary)
@@ -139,11 +148,17 @@ def format_table(table: CompareTable) -> str:
     widths = [max(len(r[i]) for r in lines) for i in range(len(columns))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in lines]
     out.insert(1, "-" * len(out[0]))
+    for (exp, label), group in table.groups.items():
+        if group.get("duplicates"):
+            out.append(f"note: {exp} [{label}]: {len(group['duplicates'])} more run(s) with a "
+                       f"seed already counted were left out (only distinct seeds are "
+                       f"replicates): {', '.join(group['duplicates'])}")
     return "\n".join(out)
 
 
-def _figure_png(table: CompareTable, max_panels: int = 12) -> bytes | None:
-    from toolkit.report.figures import VARIANT_STYLE, plt
+def _figure_png(table: CompareTable) -> bytes | None:
+    from toolkit.report.figures import plt, wrap
+    from toolkit.style import variant_style
 
     pairs = [r for r in table.rows if r.values.get("blocked") and r.values.get("unblocked")]
     if not pairs:
@@ -152,27 +167,27 @@ def _figure_png(table: CompareTable, max_panels: int = 12) -> bytes | None:
     panels: dict[tuple[str, str], list[CompareRow]] = {}
     for row in pairs:
         panels.setdefault((row.experiment, row.quantity), []).append(row)
-    items = list(panels.items())[:max_panels]
+    items = list(panels.items())
     ncols = min(3, len(items))
     nrows = math.ceil(len(items) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows + 0.4),
+                             squeeze=False, layout="constrained")
     for ax, ((exp, quantity), rows) in zip(axes.flat, items):
         x = list(range(len(rows)))
         for offset, variant in ((-0.2, "blocked"), (0.2, "unblocked")):
             stats = [r.stats(variant) for r in rows]
             ax.bar([i + offset for i in x], [s[0] for s in stats], width=0.38,
                    yerr=[s[1] for s in stats], capsize=3, label=variant,
-                   color=VARIANT_STYLE[variant]["color"])
-        ax.set_xticks(x, [r.group if len(r.group) < 25 else r.group[:22] + "..." for r in rows],
-                      fontsize=7, rotation=20)
-        ax.set_title(f"{exp}: {quantity}", fontsize=8)
+                   color=variant_style(variant)["color"])
+        # whole labels, wrapped: groups that differ only at the end must stay apart
+        ax.set_xticks(x, [wrap(r.group, 22) for r in rows], fontsize=6)
+        ax.set_title(wrap(f"{exp}: {quantity}", 40), fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(items):]:
         ax.set_visible(False)
     fig.suptitle("blocked vs unblocked: mean ± std over seeds", fontsize=10)
-    fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)

@@ -1,14 +1,17 @@
-"""Default figures of a run, drawn only from its results files.
+"""Default figures of a run, drawn only from its results files, and a check for clashing text.
 
 Metric keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``). The default set has
-one figure per group, with one panel per name overlaying every variant against the step, and a
-figure of the summary numbers side by side. Every function returns matplotlib ``Figure``
-objects (Agg backend); nothing is shown.
+one figure per group, with one panel per name overlaying every variant against the step, and
+bars of the summary numbers that differ between blocked and unblocked. Nothing is dropped: a
+group with more panels than fit one figure is split over several ("1 of 3", ...). Colours come
+from :mod:`toolkit.style`. Every function returns matplotlib ``Figure`` objects (Agg backend);
+nothing is shown.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,24 +21,46 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from toolkit.runner.results import RunResults
+from toolkit.style import integer_ticks, variant_style
 
 __all__ = [
-    "VARIANT_STYLE",
     "default_figures",
     "metric_figure",
     "metric_groups",
+    "numeric_leaves",
     "summary_figure",
+    "summary_pairs",
+    "suptitle",
+    "text_problems",
+    "wrap",
 ]
 
-MAX_PANELS = 9        # panels per figure
-MAX_FIGURES = 12      # figures per run (metrics)
-VARIANT_STYLE: dict[str, dict[str, Any]] = {
-    "blocked": {"color": "C0", "linestyle": "-"},
-    "unblocked": {"color": "C1", "linestyle": "--"},
-}
-_PEER_COLORS = ["C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]
+MAX_PANELS = 9        # panels per figure; more panels make more figures, never fewer panels
+
+
+def wrap(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters (at dots and underscores too)."""
+    pieces = text.replace(".", ".\u200b").replace("_", "_\u200b").split("\u200b")
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        for word in textwrap.wrap(piece, width, break_long_words=True) or [""]:
+            if len(line) + len(word) > width and line:
+                lines.append(line)
+                line = ""
+            line += word
+    if line:
+        lines.append(line)
+    return "\n".join(part.strip() for part in lines)
+
+
+def suptitle(fig: Figure, text: str, fontsize: float = 10) -> None:
+    """A figure title wrapped to the figure's width (about 11 characters per inch at 10 pt)."""
+    width = max(12, int(fig.get_figwidth() * 110 / fontsize))
+    fig.suptitle(wrap(text, width), fontsize=fontsize)
 
 
 def split_key(key: str) -> tuple[str, str, str]:
@@ -57,81 +82,69 @@ def metric_groups(run: RunResults) -> dict[str, dict[str, dict[str, str]]]:
     return groups
 
 
-def _style(variant: str, peers: list[str]) -> dict[str, Any]:
-    if variant in VARIANT_STYLE:
-        return dict(VARIANT_STYLE[variant])
-    if variant not in peers:
-        peers.append(variant)
-    return {"color": _PEER_COLORS[peers.index(variant) % len(_PEER_COLORS)], "linestyle": ":"}
-
-
 def _variant_order(variants: Mapping[str, str]) -> list[str]:
     head = [v for v in ("blocked", "unblocked") if v in variants]
     return head + [v for v in variants if v not in head]
 
 
-def _fixed_layout(fig: Figure, nrows: int, ncols: int, *, panel_h: float) -> None:
-    """Margins in inches turned into fractions: as tidy as ``tight_layout`` for these grids,
-    at a fraction of its cost (it measures every tick label)."""
-    height = panel_h * nrows
-    width = fig.get_figwidth()
-    fig.subplots_adjust(left=0.55 / width * ncols ** 0.5 if ncols > 1 else 0.75 / width,
-                        right=1 - 0.15 / width, bottom=0.5 / height, top=1 - 0.55 / height,
-                        wspace=0.35, hspace=0.55 * 3.0 / panel_h)
+def _bars(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
+          others: list[str]) -> None:
+    """Metrics logged once: a bar per variant says more than one point on a step axis."""
+    labels = [v or name for v in series]
+    values = [float(vals[0]) for _, vals in series.values()]
+    bars = ax.bar(range(len(values)), values,
+                  color=[variant_style(v, others)["color"] for v in series])
+    ax.bar_label(bars, labels=[f"{x:.4g}" for x in values], fontsize=7)
+    ax.set_xticks(range(len(values)), [wrap(label, 12) for label in labels], fontsize=7)
+    step = int(next(iter(series.values()))[0][0])
+    ax.set_title(wrap(f"{name} (step {step})", 34), fontsize=8)
+    ax.margins(y=0.2)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _lines(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
+           others: list[str]) -> None:
+    positive = True
+    spans = []
+    for variant, (steps, values) in series.items():
+        marker = "o" if len(steps) <= 20 else None
+        ax.plot(steps, values, label=variant or name, marker=marker, markersize=3,
+                **variant_style(variant, others))
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            positive &= bool((finite > 0).all())
+            spans.append((finite.min(), finite.max()))
+    if spans and positive and min(s[0] for s in spans) > 0 and \
+            max(s[1] for s in spans) / min(s[0] for s in spans) > 1e3:
+        ax.set_yscale("log")
+    ax.set_title(wrap(name, 34), fontsize=8)
+    ax.set_xlabel("step", fontsize=8)
+    integer_ticks(ax)
+    ax.grid(alpha=0.3)
+    if len(series) > 1 or next(iter(series)):
+        ax.legend(fontsize=7)
 
 
 def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, str]],
                   *, title: str | None = None) -> Figure:
-    """One panel per metric name of ``group``; each panel overlays the variants vs step."""
-    items = list(names.items())[:MAX_PANELS]
+    """One panel per metric name of ``group`` (all of them); each overlays the variants."""
+    items = list(names.items())
     n = len(items)
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
-    peers: list[str] = []
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.2 * ncols, 4.5), 3.0 * nrows + 0.4),
+                             squeeze=False, layout="constrained")
+    others: list[str] = []
     for ax, (name, variants) in zip(axes.flat, items):
         series = {v: run.metric(variants[v]) for v in _variant_order(variants)}
-        if all(len(steps) == 1 for steps, _ in series.values()):
-            # logged once: a bar per variant says more than a single point on a step axis
-            labels = [v or name for v in series]
-            values = [float(vals[0]) for _, vals in series.values()]
-            bars = ax.bar(range(len(values)), values,
-                          color=[_style(v, peers)["color"] for v in series])
-            ax.bar_label(bars, labels=[f"{x:.4g}" for x in values], fontsize=7)
-            ax.set_xticks(range(len(values)), labels, fontsize=7)
-            step = int(next(iter(series.values()))[0][0])
-            ax.set_title(f"{name} (step {step})", fontsize=9)
-            ax.tick_params(axis="y", labelsize=7)
-            ax.margins(y=0.15)
-            ax.grid(axis="y", alpha=0.3)
-            continue
-        positive = True
-        spans = []
-        for variant, (steps, values) in series.items():
-            style = _style(variant, peers)
-            marker = "o" if len(steps) <= 20 else None
-            ax.plot(steps, values, label=variant or name, marker=marker, markersize=3, **style)
-            finite = values[np.isfinite(values)]
-            if finite.size:
-                positive &= bool((finite > 0).all())
-                spans.append((finite.min(), finite.max()))
-        if spans and positive:
-            lo = min(s[0] for s in spans)
-            hi = max(s[1] for s in spans)
-            if lo > 0 and hi / lo > 1e3:
-                ax.set_yscale("log")
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-        if len(variants) > 1 or next(iter(variants)):
-            ax.legend(fontsize=7)
+        if all(len(steps) == 1 for steps, _ in series.values()):
+            _bars(ax, series, name, others)
+        else:
+            _lines(ax, series, name, others)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    label = title if title is not None else (group or "metrics")
-    extra = f" (first {MAX_PANELS} of {len(names)})" if len(names) > MAX_PANELS else ""
-    fig.suptitle(f"{label}{extra}", fontsize=10)
-    _fixed_layout(fig, nrows, ncols, panel_h=3.0)
+    suptitle(fig, title if title is not None else (group or "metrics"))
     return fig
 
 
@@ -154,44 +167,108 @@ def summary_pairs(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             for k in blocked if k in unblocked}
 
 
-def summary_figure(run: RunResults, *, max_panels: int = 12) -> Figure | None:
-    """Bars of the summary numbers that exist for both variants (blocked vs unblocked)."""
+def summary_figure(run: RunResults, names: list[str] | None = None, *, part: str = ""
+                   ) -> Figure | None:
+    """Bars of summary numbers present for both variants (``names``: which; default all)."""
     pairs = summary_pairs(run.summary)
-    if not pairs:
+    items = [(k, pairs[k]) for k in (names if names is not None else list(pairs))]
+    if not items:
         return None
-    items = list(pairs.items())[:max_panels]
     n = len(items)
     ncols = min(4, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 2.4 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(2.9 * ncols, 4.5), 2.5 * nrows + 0.5),
+                             squeeze=False, layout="constrained")
     for ax, (name, values) in zip(axes.flat, items):
         bars = ax.bar([0, 1], [values["blocked"], values["unblocked"]],
-                      color=[VARIANT_STYLE["blocked"]["color"],
-                             VARIANT_STYLE["unblocked"]["color"]])
+                      color=[variant_style("blocked")["color"],
+                             variant_style("unblocked")["color"]])
         ax.bar_label(bars, labels=[f"{values['blocked']:.4g}", f"{values['unblocked']:.4g}"],
                      fontsize=7)
-        ax.margins(y=0.15)
+        ax.margins(y=0.2)
         ax.set_xticks([0, 1], ["blocked", "unblocked"], fontsize=7)
-        ax.set_title(name, fontsize=8)
+        ax.set_title(wrap(name, 26), fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.suptitle("summary: blocked vs unblocked", fontsize=10)
-    _fixed_layout(fig, nrows, ncols, panel_h=2.4)
+    suptitle(fig, f"summary numbers that differ: blocked vs unblocked{part}")
     return fig
 
 
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+
+
 def default_figures(run: RunResults) -> dict[str, Figure]:
-    """The default set: one figure per metric group (capped) and the summary bars."""
+    """One figure per metric group (split when large) and bars of the differing summary numbers.
+
+    Summary numbers that are equal in both variants are not drawn as bars (there is nothing to
+    see); the report lists them in words.
+    """
     figures: dict[str, Figure] = {}
-    groups = metric_groups(run)
-    for i, (group, names) in enumerate(groups.items()):
-        if i >= MAX_FIGURES:
-            break
-        title = "gradient comparison" if group in ("grad", "grads", "gradient") else None
-        figures[f"metrics_{group or 'misc'}"] = metric_figure(run, group, names, title=title)
-    fig = summary_figure(run)
-    if fig is not None:
-        figures["summary"] = fig
+    for group, names in metric_groups(run).items():
+        title = "gradient comparison" if group in ("grad", "grads", "gradient") else group
+        chunks = _chunks(list(names.items()), MAX_PANELS)
+        for i, chunk in enumerate(chunks):
+            part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+            key = f"metrics_{group or 'misc'}" + (f"_{i + 1}" if len(chunks) > 1 else "")
+            figures[key] = metric_figure(run, group, dict(chunk),
+                                         title=f"{title or 'metrics'}{part}")
+    pairs = summary_pairs(run.summary)
+    differing = [k for k, v in pairs.items() if v["blocked"] != v["unblocked"]]
+    chunks = _chunks(differing, 16)
+    for i, chunk in enumerate(chunks):
+        part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+        fig = summary_figure(run, chunk, part=part)
+        if fig is not None:
+            figures["summary" + (f"_{i + 1}" if len(chunks) > 1 else "")] = fig
     return figures
+
+
+def _undrawn_tick_labels(fig: Figure) -> set[int]:
+    """Tick labels that exist but are not drawn (their tick lies outside the view interval)."""
+    out: set[int] = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            span = (hi - lo) or 1.0
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                loc = tick.get_loc()
+                if loc is None or not (lo - 1e-9 * span <= loc <= hi + 1e-9 * span):
+                    out.update((id(tick.label1), id(tick.label2)))
+    return out
+
+
+def text_problems(fig: Figure) -> list[str]:
+    """Texts of ``fig`` that overlap another text or leave the canvas (after drawing it).
+
+    Every visible, non-empty :class:`~matplotlib.text.Text` (titles, labels, tick labels,
+    legend entries, annotations) is measured by the renderer; two boxes that intersect by more
+    than a pixel, or a box outside the figure, is a problem.
+    """
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.canvas.get_width_height()
+    hidden = _undrawn_tick_labels(fig)
+    boxes = []
+    for text in fig.findobj(Text):
+        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.axes is not None and not text.axes.get_visible():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.width <= 0 or box.height <= 0:
+            continue
+        boxes.append((text.get_text().strip().replace("\n", " "), box))
+    problems = []
+    for label, box in boxes:
+        if box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1:
+            problems.append(f"{label!r} leaves the canvas")
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if dx > 1 and dy > 1:
+                problems.append(f"{a!r} overlaps {b!r}")
+    return problems

@@ -1,0 +1,104 @@
+"""Tables of a report: summary and costs side by side, numbers with 3–4 digits and units.
+
+A value's unit is read from its key: times (``seconds``, ``*_s``, ``timers.*``, ``time``) are
+shown in s or ms, byte counts (``*bytes*``) in KiB/MiB/GiB, everything else with four significant
+digits; booleans read ``yes``/``no``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from toolkit.runner.story import fmt
+
+__all__ = ["flatten", "format_value", "tables", "unit_of", "variant_table"]
+
+_TIME = re.compile(r"(^|[._/])(seconds?|time|wall|timers?|[a-z0-9]*_s|ms)($|[._/])")
+_BYTES = re.compile(r"bytes")
+
+
+def unit_of(key: str) -> str:
+    """``"s"`` for a time, ``"B"`` for a byte count, ``""`` otherwise (from the key's words)."""
+    lowered = key.lower()
+    if _BYTES.search(lowered):
+        return "B"
+    words = re.split(r"[._/]", lowered)  # "_" too: "time_ratio" → time, ratio
+    ratio = bool({"ratio", "per", "speedup", "x"} & set(words))
+    if _TIME.search(lowered) and not ratio:
+        return "s"
+    return ""
+
+
+def format_value(value: Any, key: str = "") -> str:
+    """A table cell: 4 significant digits, the unit the key implies, ``yes``/``no``, ``—``.
+
+    >>> format_value(0.0014461230000506475), format_value(1059636, "peak_bytes")
+    ('0.001446', '1.011 MiB')
+    >>> format_value(0.25, "timers.fit"), format_value(True), format_value(None)
+    ('250 ms', 'yes', '—')
+    """
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        unit = unit_of(key)
+        if isinstance(value, int) and not unit:
+            return str(value)
+        return fmt(value, unit, digits=4)
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            text = "[" + ", ".join(format_value(v) for v in value) + "]"
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return str(value)
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts → ``{"a.b.c": leaf}``."""
+    out: dict[str, Any] = {}
+    if isinstance(tree, Mapping) and tree:
+        for key, value in tree.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    elif prefix:
+        out[prefix] = tree
+    return out
+
+
+def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+    """Split a summary/costs dict into a side-by-side table and the rest.
+
+    Returns ``(columns, rows, rest)``: columns are ``["quantity", "blocked", "unblocked",
+    "unblocked − blocked"]`` for the keys under ``blocked``/``unblocked``; ``rest`` holds the
+    other top-level entries, flattened.
+    """
+    blocked = flatten(tree.get("blocked", {})) if isinstance(tree.get("blocked"), Mapping) else {}
+    unblocked = (flatten(tree.get("unblocked", {}))
+                 if isinstance(tree.get("unblocked"), Mapping) else {})
+    names = list(dict.fromkeys([*blocked, *unblocked]))
+    rows = []
+    for name in names:
+        b, u = blocked.get(name), unblocked.get(name)
+        diff = ""
+        if (isinstance(b, (int, float)) and isinstance(u, (int, float))
+                and not isinstance(b, bool) and not isinstance(u, bool)):
+            diff = "0 (equal)" if b == u else format_value(u - b, name)
+        rows.append([name, format_value(b, name), format_value(u, name), diff])
+    rest = flatten({k: v for k, v in tree.items()
+                    if not (k in ("blocked", "unblocked") and isinstance(v, Mapping))})
+    return ["quantity", "blocked", "unblocked", "unblocked − blocked"], rows, rest
+
+
+def tables(tree: Mapping[str, Any]) -> list[tuple[list[str], list[list[str]]]]:
+    """The side-by-side table and a table of the other values, each ``(columns, rows)``."""
+    columns, rows, rest = variant_table(tree)
+    out = []
+    if rows:
+        out.append((columns, rows))
+    if rest:
+        out.append((["quantity", "value"], [[k, format_value(v, k)] for k, v in rest.items()]))
+    return out
