@@ -131,11 +131,12 @@ def run(params: Params, ctx: RunContext) -> None:
                           dtype=getattr(torch, dtype) if dtype else None)
         cpu0 = time.process_time()
         try:
-            with ctx.timer(name):
+            with ctx.timer(name) as timer:
                 exp.run(children[name], child)
         except Exception as err:
             raise RuntimeError(f"showcase: experiment {name!r} failed: "
                                f"{type(err).__name__}: {err}") from err
+        ctx.say(f"{name:<22} {timer.seconds:6.1f} s")
         # CPU seconds of this process (all threads): steadier than wall time on a busy machine
         ctx.costs(cpu_seconds={name: time.process_time() - cpu0})
     ctx.summary(experiments=names)

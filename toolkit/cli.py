@@ -219,6 +219,20 @@ def _executor(args: argparse.Namespace, configs: list) -> object:
     return ExecutorSpec(**values)
 
 
+def _draw_report(run_dir: Path) -> None:
+    """The command line's ``finish`` hook: draw the report and say how long it took."""
+    import time
+
+    from toolkit.report import write_report
+
+    print("  drawing the report ...", end="", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    try:
+        write_report(run_dir)
+    finally:
+        print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
 class _Progress:
     """Counts finished runs (a bar on a terminal) and prints one line per run."""
 
@@ -281,8 +295,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
         print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
     finish = None
+    in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
     if not args.no_report:
         from toolkit.report import write_report as finish
+        if in_process and not args.quiet:
+            finish = _draw_report  # says what it does and how long it took
+    if in_process and not args.quiet and len(configs) == 1:
+        c = configs[0]
+        print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
+              f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
     progress = _Progress(len(configs), args.quiet)
     try:
         outcomes, status = run_configs(configs, executor=executor, quiet=args.quiet,
@@ -292,7 +313,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet and len(outcomes) <= 3:
         for outcome in outcomes:
             if outcome.status == "complete":
-                _print_summary(outcome.run_dir)
+                _print_findings(outcome.run_dir)
     if not args.no_report and not args.quiet:
         for outcome in outcomes:
             report = outcome.run_dir / "report.html"
@@ -301,24 +322,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _print_summary(run_dir: Path, max_rows: int = 8) -> None:
-    """The blocked vs unblocked numbers of a run (each child of a showcase), a few rows each."""
-    from toolkit.report.tables import variant_table
-    from toolkit.runner import RunResults
+def _print_findings(run_dir: Path) -> None:
+    """What a run found (each child of a showcase), with verdicts and the wall time."""
+    import json
 
-    run = RunResults(run_dir)
-    views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]
-    for name, view in views:
-        _, rows, _ = variant_table(view.summary)
-        if not rows:
-            continue
-        table = [["", "blocked", "unblocked"], *[r[:3] for r in rows[:max_rows]]]
-        widths = [max(len(r[i]) for r in table) for i in range(3)]
-        more = f"  (+{len(rows) - max_rows} more in summary.json)" if len(rows) > max_rows else ""
-        print(f"{name}:{more}")
-        for r in table:
-            print("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(r, widths))))
+    from toolkit.runner import read_findings
+
+    findings = read_findings(run_dir)
+    for section, items in findings.items():
+        print(f"{section}:")
+        for f in items:
+            mark = {True: "+", False: "!", None: "·"}[f.verdict]
+            print(f"  {mark} {f}")
+    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+    if meta.get("wall_seconds") is not None:
+        print(f"wall time {meta['wall_seconds']:.1f} s (experiments {meta['duration_s']:.1f} s"
+              + (f", report {meta['finish_s']:.1f} s" if meta.get("finish_s") else "") + ")")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

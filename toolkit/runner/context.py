@@ -164,6 +164,11 @@ class RunContext:
             self._files.write_costs()
         return Timer(name, record)
 
+    def say(self, text: str) -> None:
+        """One line of progress on stderr (nothing with ``--quiet``), e.g. a finished phase."""
+        if not self.quiet:
+            print(f"  {text}", file=sys.stderr, flush=True)
+
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:
         """A tqdm progress bar on stderr; silent when stderr is not a terminal or with --quiet."""

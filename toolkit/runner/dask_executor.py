@@ -233,10 +233,11 @@ def _finish(finish: Finish, run_dir: Path) -> None:
     t0 = time.perf_counter()
     try:
         finish(run_dir)
-        meta["finish_s"] = round(time.perf_counter() - t0, 3)
     except Exception as err:  # the run's numbers stay valid without a report
         meta["finish_error"] = f"{type(err).__name__}: {err}"
         print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
+    meta["finish_s"] = round(time.perf_counter() - t0, 3)
+    meta["wall_seconds"] = round(meta.get("wall_seconds", 0.0) + meta["finish_s"], 3)
     atomic_write_json(meta_path, meta)
 
 

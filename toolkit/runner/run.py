@@ -222,11 +222,13 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
             t_finish = time.perf_counter()
             try:
                 finish(run_dir)
-                meta["finish_s"] = round(time.perf_counter() - t_finish, 3)
             except Exception as err:  # the run's numbers stay valid without a report
                 meta["finish_error"] = f"{type(err).__name__}: {err}"
                 print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
-            atomic_write_json(run_dir / "meta.json", meta)
+            meta["finish_s"] = round(time.perf_counter() - t_finish, 3)
+        # the whole run as the user waited for it: experiment, findings and report
+        meta["wall_seconds"] = round(time.perf_counter() - t0, 3)
+        atomic_write_json(run_dir / "meta.json", meta)
     if received and error is None:
         # A signal during the final writes: the experiment finished, say so but exit non-zero.
         exit_code = 128 + received[0]
