@@ -194,7 +194,8 @@ def _overview(sections: list[Section], showcase: bool) -> str:
             f"disable_blocks (“unblocked”), where gradient flows through the blocked quantity. "
             f"Each section states what theory predicts and what the run found.")
     if findings:
-        text += (f" Of {len(findings)} findings, {yes} came out as predicted"
+        n = len(findings)
+        text += (f" Of {n} finding{'s' * (n != 1)}, {yes} came out as predicted"
                  + (f", {no} did not" if no else "") + ".")
     return text
 

@@ -65,6 +65,11 @@ def _wall(content: ReportContent) -> str:
             f"report {fmt(content.report_seconds, 's')})")
 
 
+def _threads(meta: dict[str, Any]) -> str:
+    n = int(meta.get("threads") or 1)
+    return f"{n} thread{'s' * (n != 1)}"
+
+
 def _e(text: Any) -> str:
     return html.escape(str(text))
 
@@ -153,7 +158,7 @@ def render_html(content: ReportContent) -> str:
              f'<p class="meta">run {_e(run.run_dir.name)} · status <b class="status-{_e(status)}">'
              f"{_e(status)}</b> · seed {_e(meta.get('seed', ''))} · device "
              f"{_e(meta.get('device', ''))} · dtype {_e(meta.get('dtype', ''))} · "
-             f"{_e(meta.get('threads', 1))} thread(s) · {_e(_wall(content))}</p>",
+             f"{_e(_threads(meta))} · {_e(_wall(content))}</p>",
              f'<p class="overview">{_e(content.overview)}</p>']
     if meta.get("error"):
         parts.append(f'<p class="note">error: {_e(meta["error"])}</p>')

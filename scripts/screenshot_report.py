@@ -1,0 +1,83 @@
+"""Render a report in headless Chromium to a PNG, to look at it as a reader does.
+
+    python scripts/screenshot_report.py results/showcase/<run_id>/report.html
+    python scripts/screenshot_report.py REPORT.html --out page.png --width 1400 --expand
+
+Needs a Chromium binary (Debian: ``apt-get install chromium``; or set ``CHROMIUM``). The page is
+rendered in a tall window and the blank space below the content is trimmed, so the PNG's height
+is the page's height; ``--expand`` opens every collapsed ``<details>`` first. Prints the PNG's
+path, its size in pixels and the HTML file's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", "--disable-quic"]
+
+
+def find_chromium() -> str | None:
+    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def trim_bottom(png: Path) -> tuple[int, int]:
+    """Cut the blank rows under the content; returns the new ``(width, height)``."""
+    from PIL import Image, ImageChops
+
+    image = Image.open(png).convert("RGB")
+    background = Image.new("RGB", image.size, image.getpixel((image.width - 1,
+                                                               image.height - 1)))
+    box = ImageChops.difference(image, background).getbbox()
+    if box is not None:
+        image = image.crop((0, 0, image.width, min(image.height, box[3] + 24)))
+        image.save(png)
+    return image.size
+
+
+def screenshot(html: Path, out: Path, *, width: int = 1400, height: int = 60000,
+               expand: bool = False) -> tuple[int, int]:
+    chromium = find_chromium()
+    if chromium is None:
+        raise SystemExit("screenshot_report: no Chromium found; install it (Debian: apt-get "
+                         "install chromium) or set CHROMIUM=/path/to/chrome")
+    source = html.resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        if expand:
+            page = source.read_text(encoding="utf-8").replace("<details>", "<details open>")
+            source = Path(tmp) / "page.html"
+            source.write_text(page, encoding="utf-8")
+        subprocess.run([chromium, *FLAGS, f"--user-data-dir={tmp}/profile",
+                        f"--window-size={width},{height}", f"--screenshot={out.resolve()}",
+                        source.as_uri()], check=True, capture_output=True, timeout=180)
+    return trim_bottom(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("html", type=Path, help="a report.html (or compare.html)")
+    parser.add_argument("--out", type=Path, help="PNG to write (default: next to the HTML)")
+    parser.add_argument("--width", type=int, default=1400, help="window width in pixels")
+    parser.add_argument("--expand", action="store_true", help="open every <details> first")
+    args = parser.parse_args(argv)
+    if not args.html.is_file():
+        print(f"screenshot_report: {args.html}: no such file", file=sys.stderr)
+        return 2
+    out = args.out or args.html.with_suffix(".expanded.png" if args.expand else ".png")
+    w, h = screenshot(args.html, out, width=args.width, expand=args.expand)
+    print(f"{out}  {w}x{h} px  (HTML {args.html.stat().st_size / 2**20:.2f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
