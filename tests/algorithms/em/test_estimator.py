@@ -1,0 +1,237 @@
+"""The estimator against scikit-learn, and its robustness and error messages."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture as SkGaussianMixture
+
+from toolkit.algorithms.em import (
+    COVARIANCE_TYPES,
+    GaussianMixture,
+    m_step,
+)
+from toolkit.data import MIXTURE_2D, gaussian_mixture
+
+from ._helpers import F64, _full_covs, _init_params
+
+
+@pytest.mark.parametrize("ct", COVARIANCE_TYPES)
+def test_trajectory_matches_sklearn_from_the_same_init(ct: str) -> None:
+    X = gaussian_mixture(400, MIXTURE_2D, seed=2).X.numpy() + 5.0
+    init = _init_params(X, 3, ct)
+    kw = {"covariance_type": ct, "max_iter": 30, "tol": 0.0, **init}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = GaussianMixture(3, **kw).fit(X)
+        ref = SkGaussianMixture(3, **kw).fit(X)
+    assert len(ours.lower_bounds_) == len(ref.lower_bounds_) == 30
+    np.testing.assert_allclose(ours.lower_bounds_, ref.lower_bounds_, rtol=1e-6)
+    np.testing.assert_allclose(ours.weights_.numpy(), ref.weights_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(ours.means_.numpy(), ref.means_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ours.covariances_.numpy(), ref.covariances_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ours.precisions_cholesky_.numpy(), ref.precisions_cholesky_,
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ours.precisions_.numpy(), ref.precisions_, rtol=1e-6, atol=1e-8)
+    assert ours.n_iter_ == ref.n_iter_ and ours.converged_ == ref.converged_
+    np.testing.assert_allclose(ours.score_samples(X).numpy(), ref.score_samples(X), rtol=1e-9)
+    np.testing.assert_allclose(ours.predict_proba(X).numpy(), ref.predict_proba(X), atol=1e-9)
+    np.testing.assert_array_equal(ours.predict(X).numpy(), ref.predict(X))
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-10)
+    assert ours.bic(X) == pytest.approx(ref.bic(X), rel=1e-10)
+    assert ours.aic(X) == pytest.approx(ref.aic(X), rel=1e-10)
+
+
+def test_gradient_m_step_estimator_follows_closed_form() -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+    init = _init_params(X.numpy(), 3, "full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        closed = GaussianMixture(3, max_iter=5, tol=0.0, **init).fit(X)
+        grad = GaussianMixture(3, max_iter=5, tol=0.0, m_step="gradient", **init).fit(X)
+    np.testing.assert_allclose(grad.lower_bounds_, closed.lower_bounds_, rtol=1e-7)
+
+
+def test_integer_sample_weights_equal_repeated_rows() -> None:
+    X = gaussian_mixture(120, MIXTURE_2D, seed=4).X
+    counts = torch.randint(0, 4, (120,), generator=torch.Generator().manual_seed(0))
+    X_rep = torch.repeat_interleave(X, counts, dim=0)
+    init = _init_params(X.numpy(), 3, "full")
+    for dtype in (torch.float64, torch.float32):
+        kw = {"max_iter": 50, "tol": 0.0, "dtype": dtype, **init}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            weighted = GaussianMixture(3, **kw).fit(X, sample_weight=counts)
+            repeated = GaussianMixture(3, **kw).fit(X_rep)
+        tol = 1e-9 if dtype == torch.float64 else 1e-4
+        np.testing.assert_allclose(weighted.lower_bounds_, repeated.lower_bounds_, rtol=tol)
+        torch.testing.assert_close(weighted.means_, repeated.means_, rtol=tol, atol=tol)
+        torch.testing.assert_close(weighted.covariances_, repeated.covariances_, rtol=tol,
+                                   atol=tol)
+    # the score with weights is the weighted mean of score_samples
+    assert weighted.score(X, sample_weight=counts) == pytest.approx(
+        repeated.score(X_rep), rel=1e-4)
+
+
+def test_n_init_keeps_the_best_and_warm_start_continues() -> None:
+    X = gaussian_mixture(300, MIXTURE_2D, seed=0).X
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        best = GaussianMixture(3, init="random", n_init=4, random_state=1).fit(X)
+        one = GaussianMixture(3, init="random", n_init=1, random_state=1).fit(X)
+        assert best.lower_bound_ >= one.lower_bound_ - 1e-12
+        gm = GaussianMixture(3, max_iter=2, tol=0.0, warm_start=True, random_state=0)
+        gm.fit(X)
+        first = gm.lower_bounds_
+        gm.fit(X)
+    assert gm.n_iter_ == 2 and gm.lower_bounds_[0] >= first[-1] - 1e-12
+    full = GaussianMixture(3, max_iter=4, tol=0.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full.fit(X)
+    np.testing.assert_allclose(first + gm.lower_bounds_, full.lower_bounds_, rtol=1e-12)
+
+
+def test_tensor_numpy_and_float32_inputs() -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+    a = GaussianMixture(3, random_state=0).fit(X)
+    b = GaussianMixture(3, random_state=0).fit(X.numpy())
+    np.testing.assert_array_equal(a.lower_bounds_, b.lower_bounds_)
+    c = GaussianMixture(3, random_state=0, dtype=torch.float32).fit(X.numpy())
+    assert c.means_.dtype == torch.float32
+    assert c.lower_bound_ == pytest.approx(a.lower_bound_, rel=1e-4)
+
+
+def test_sample_matches_the_fitted_mixture() -> None:
+    X = gaussian_mixture(500, MIXTURE_2D, seed=0).X
+    for ct in COVARIANCE_TYPES:
+        gm = GaussianMixture(3, covariance_type=ct, random_state=0).fit(X)
+        S, y = gm.sample(20000)
+        S2, y2 = gm.sample(20000)
+        assert S.shape == (20000, 2) and torch.equal(S, S2) and torch.equal(y, y2)
+        assert torch.all(y[1:] >= y[:-1])  # grouped by component, as in scikit-learn
+        freq = torch.bincount(y, minlength=3).double() / 20000
+        torch.testing.assert_close(freq, gm.weights_, atol=0.015, rtol=0)
+        for j in range(3):
+            Sj = S[y == j]
+            torch.testing.assert_close(Sj.mean(0), gm.means_[j], atol=0.08, rtol=0)
+            cov_j = _full_covs(gm.covariances_, ct, 3, 2)[j]
+            np.testing.assert_allclose(np.cov(Sj.numpy().T), cov_j, atol=0.1)
+
+
+def test_predict_proba_rows_sum_to_one_and_predict_is_argmax() -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    proba = gm.predict_proba(X)
+    torch.testing.assert_close(proba.sum(1), torch.ones(200, dtype=F64))
+    assert torch.equal(gm.predict(X), proba.argmax(1))
+    assert torch.equal(gm.fit_predict(X), gm.predict(X))
+    assert gm.score(X) == pytest.approx(gm.score_samples(X).mean().item())
+
+
+def test_emptied_component_gives_no_nan() -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+    means = torch.cat([MIXTURE_2D.means, torch.tensor([[1e4, 1e4]], dtype=F64)])
+    for ct in COVARIANCE_TYPES:
+        gm = GaussianMixture(4, covariance_type=ct, means_init=means, random_state=0,
+                             max_iter=50).fit(X)
+        for t in (gm.weights_, gm.means_, gm.covariances_, gm.precisions_cholesky_):
+            assert torch.isfinite(t).all(), ct
+        assert gm.weights_.min() < 1e-10
+        assert torch.isfinite(gm.score_samples(X)).all()
+    log_resp = torch.log(torch.tensor([[1.0, 0.0]], dtype=F64).expand(50, 2))
+    new = m_step(X[:50], log_resp)
+    assert all(torch.isfinite(t).all() for t in new)
+
+
+def test_lost_positive_definiteness_fails_with_advice() -> None:
+    X = torch.zeros(20, 2, dtype=F64)
+    X[:, 0] = torch.linspace(0, 1, 20, dtype=F64)  # second feature constant: singular cov
+    with pytest.raises(ValueError, match="decrease the number of components, increase "
+                                         "reg_covar, or scale the input data"):
+        GaussianMixture(2, reg_covar=0.0, random_state=0).fit(X)
+    # ... and reg_covar repairs it
+    gm = GaussianMixture(2, reg_covar=1e-6, random_state=0).fit(X)
+    assert torch.isfinite(gm.covariances_).all()
+
+
+def test_non_convergence_warns_with_advice() -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+    with pytest.warns(ConvergenceWarning, match="Increase max_iter or tol"):
+        gm = GaussianMixture(3, max_iter=2, random_state=0).fit(X)
+    assert not gm.converged_ and gm.n_iter_ == 2
+
+
+def test_bad_inputs_name_the_argument() -> None:
+    X = gaussian_mixture(50, MIXTURE_2D, seed=0).X
+    gm = GaussianMixture(3)
+    bad_nan = X.clone()
+    bad_nan[3, 1] = float("nan")
+    bad_inf = X.clone()
+    bad_inf[0, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X contains NaN or Inf"):
+        gm.fit(bad_nan)
+    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X contains NaN or Inf"):
+        gm.fit(bad_inf)
+    with pytest.raises(ValueError, match=r"GaussianMixture.fit: X must be 2-D .* got shape \(50,\)"):
+        gm.fit(X[:, 0])
+    with pytest.raises(ValueError, match="n_samples >= n_components, got n_samples=2"):
+        gm.fit(X[:2])
+    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: sample_weight must be >= 0"):
+        gm.fit(X, sample_weight=-torch.ones(50))
+    with pytest.raises(ValueError, match=r"sample_weight must have shape \(50,\), got \(3,\)"):
+        gm.fit(X, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="sample_weight must have a positive sum"):
+        gm.fit(X, sample_weight=np.zeros(50))
+    with pytest.raises(TypeError, match="X must be a numpy array or a tensor"):
+        gm.fit("not data")
+    for kwargs, match in [
+        ({"covariance_type": "banded"}, "covariance_type must be one of"),
+        ({"init": "kmeans+++"}, "init must be one of"),
+        ({"m_step": "newton"}, "m_step must be one of"),
+        ({"n_init": 0}, "n_init must be an int >= 1, got 0"),
+        ({"max_iter": -1}, "max_iter must be an int >= 0, got -1"),
+        ({"tol": -1.0}, "tol must be a float >= 0, got -1.0"),
+        ({"reg_covar": -1e-6}, "reg_covar must be a float >= 0"),
+        ({"weights_init": [0.5, 0.5]}, r"weights_init must have shape \(3,\)"),
+        ({"weights_init": [0.5, 0.4, 0.4]}, "weights_init must sum to 1"),
+        ({"means_init": np.zeros((3, 3))}, r"means_init must have shape \(3, 2\)"),
+        ({"precisions_init": np.ones((3, 2))}, r"precisions_init must have shape \(3, 2, 2\)"),
+        ({"precisions_init": -np.ones((3, 2)), "covariance_type": "diag"},
+         "precisions_init must be > 0"),
+        ({"precisions_init": np.stack([np.diag([1.0, -1.0])] * 3)},
+         "precisions_init must be symmetric positive definite"),
+        ({"random_state": "seed"}, "random_state must be None, an int or a torch.Generator"),
+    ]:
+        err = TypeError if "random_state" in kwargs else ValueError
+        with pytest.raises(err, match=match):
+            GaussianMixture(3, **kwargs).fit(X)
+    with pytest.raises(ValueError, match="n_components must be an int >= 1, got 0"):
+        GaussianMixture(0).fit(X)
+    with pytest.raises(RuntimeError, match=r"GaussianMixture\.predict: this instance is not fitted"):
+        GaussianMixture(3).predict(X)
+    fitted = GaussianMixture(3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"GaussianMixture\.score_samples: X has 3 features, but"):
+        fitted.score_samples(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=r"GaussianMixture\.sample: n_samples must be an int >= 1"):
+        fitted.sample(0)
+
+
+@pytest.mark.parametrize("ct", COVARIANCE_TYPES)
+def test_float32_follows_float64_sklearn_on_offset_data(ct: str) -> None:
+    """float32 runs the centered plain e_step/m_step: no cancellation for data far from 0."""
+    X = gaussian_mixture(300, MIXTURE_2D, seed=2).X.numpy() + 100.0
+    init = _init_params(X, 3, ct)
+    kw = {"covariance_type": ct, "max_iter": 30, "tol": 0.0, **init}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = GaussianMixture(3, dtype=torch.float32, **kw).fit(X)
+        ref = SkGaussianMixture(3, **kw).fit(X)
+    assert ours.means_.dtype == torch.float32
+    # float32 rounding (~1e-7) is amplified where the EM trajectory moves fast
+    np.testing.assert_allclose(ours.lower_bounds_, ref.lower_bounds_, rtol=1e-4)
+    assert ours.lower_bounds_[-1] == pytest.approx(ref.lower_bounds_[-1], rel=1e-5)
