@@ -166,14 +166,18 @@ def test_gradient_m_step_with_adam_improves_q(data: torch.Tensor) -> None:
 
 def test_gradient_m_step_bad_arguments(data: torch.Tensor) -> None:
     p = _random_params(3, 2, "full")
-    with pytest.raises(ValueError, match="gradient_m_step: optimizer must be one of"):
-        gradient_m_step(data, None, p, optimizer="newton")
-    with pytest.raises(ValueError, match="gradient_m_step: n_steps must be a positive int"):
-        gradient_m_step(data, None, p, n_steps=0)
-    with pytest.raises(ValueError, match="gradient_m_step: lr must be > 0"):
-        gradient_m_step(data, None, p, lr=-1.0)
-    with pytest.raises(ValueError, match="gradient_m_step: covariance_type must be one of"):
-        gradient_m_step(data, None, p, covariance_type="banded")
+    for kwargs, error, match in [
+        ({"optimizer": "newton"}, ValueError,
+         "gradient_m_step: optimizer must be one of 'lbfgs', 'adam', 'sgd', got 'newton'"),
+        ({"n_steps": 0}, ValueError, "gradient_m_step: n_steps must be an int >= 1, got 0"),
+        ({"n_steps": 2.5}, TypeError, "gradient_m_step: n_steps must be an int >= 1, got 2.5"),
+        ({"lr": -1.0}, ValueError, "gradient_m_step: lr must be None or a number > 0, got -1.0"),
+        ({"lr": "fast"}, TypeError, "gradient_m_step: lr must be None or a number > 0"),
+        ({"covariance_type": "banded"}, ValueError,
+         "gradient_m_step: covariance_type must be one of 'full', 'tied', 'diag', 'spherical'"),
+    ]:
+        with pytest.raises(error, match=match):
+            gradient_m_step(data, None, p, **kwargs)
 
 
 def _cuts(tree: ast.AST) -> list[ast.Call]:

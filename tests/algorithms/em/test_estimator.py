@@ -173,11 +173,11 @@ def test_bad_inputs_name_the_argument() -> None:
     bad_nan[3, 1] = float("nan")
     bad_inf = X.clone()
     bad_inf[0, 0] = float("inf")
-    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X contains NaN or Inf"):
+    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X contains NaN or infinity; remove or impute"):
         gm.fit(bad_nan)
-    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X contains NaN or Inf"):
+    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X contains NaN or infinity; remove or impute"):
         gm.fit(bad_inf)
-    with pytest.raises(ValueError, match=r"GaussianMixture.fit: X must be 2-D .* got shape \(50,\)"):
+    with pytest.raises(ValueError, match=r"GaussianMixture\.fit: X must be 2-D, got shape \(50,\); reshape"):
         gm.fit(X[:, 0])
     with pytest.raises(ValueError, match="n_samples >= n_components, got n_samples=2"):
         gm.fit(X[:2])
@@ -187,28 +187,41 @@ def test_bad_inputs_name_the_argument() -> None:
         gm.fit(X, sample_weight=np.ones(3))
     with pytest.raises(ValueError, match="sample_weight must have a positive sum"):
         gm.fit(X, sample_weight=np.zeros(50))
-    with pytest.raises(TypeError, match="X must be a numpy array or a tensor"):
-        gm.fit("not data")
-    for kwargs, match in [
-        ({"covariance_type": "banded"}, "covariance_type must be one of"),
-        ({"init": "kmeans+++"}, "init must be one of"),
-        ({"m_step": "newton"}, "m_step must be one of"),
-        ({"n_init": 0}, "n_init must be an int >= 1, got 0"),
-        ({"max_iter": -1}, "max_iter must be an int >= 0, got -1"),
-        ({"tol": -1.0}, "tol must be a float >= 0, got -1.0"),
-        ({"reg_covar": -1e-6}, "reg_covar must be a float >= 0"),
-        ({"weights_init": [0.5, 0.5]}, r"weights_init must have shape \(3,\)"),
-        ({"weights_init": [0.5, 0.4, 0.4]}, "weights_init must sum to 1"),
-        ({"means_init": np.zeros((3, 3))}, r"means_init must have shape \(3, 2\)"),
-        ({"precisions_init": np.ones((3, 2))}, r"precisions_init must have shape \(3, 2, 2\)"),
-        ({"precisions_init": -np.ones((3, 2)), "covariance_type": "diag"},
+    with pytest.raises(TypeError, match=r"GaussianMixture\.fit: X must be an array-like of numbers"):
+        gm.fit({"not": "data"})
+    with pytest.raises(ValueError, match=r"X must have at least one feature, got shape \(50, 0\)"):
+        gm.fit(np.zeros((50, 0)))
+    with pytest.raises(ValueError, match="sample_weight contains NaN or infinity"):
+        gm.fit(X, sample_weight=np.full(50, np.nan))
+    for kwargs, error, match in [
+        ({"covariance_type": "banded"}, ValueError, "covariance_type must be one of 'full'"),
+        ({"init": "kmeans+++"}, ValueError, "init must be one of 'kmeans\\+\\+', 'kmeans'"),
+        ({"m_step": "newton"}, ValueError, "m_step must be one of 'closed_form', 'gradient'"),
+        ({"n_init": 0}, ValueError, "GaussianMixture: n_init must be an int >= 1, got 0"),
+        ({"n_init": 1.0}, TypeError, "GaussianMixture: n_init must be an int >= 1, got 1.0"),
+        ({"max_iter": -1}, ValueError, "max_iter must be an int >= 0, got -1"),
+        ({"tol": -1.0}, ValueError, "tol must be a number >= 0, got -1.0"),
+        ({"tol": "small"}, TypeError, "tol must be a number >= 0, got 'small'"),
+        ({"reg_covar": -1e-6}, ValueError, "reg_covar must be a number >= 0"),
+        ({"warm_start": 1}, TypeError, "warm_start must be a bool, got 1"),
+        ({"dtype": torch.int64}, ValueError, "dtype must be a floating torch.dtype"),
+        ({"dtype": "float64"}, TypeError, "dtype must be a floating torch.dtype"),
+        ({"device": 3}, TypeError, "device must be None, 'auto', a string such as 'cpu'"),
+        ({"weights_init": [0.5, 0.5]}, ValueError, r"weights_init must have shape \(3,\)"),
+        ({"weights_init": [0.5, 0.4, 0.4]}, ValueError, "weights_init must sum to 1"),
+        ({"weights_init": [np.nan, 0.5, 0.5]}, ValueError, "weights_init contains NaN"),
+        ({"means_init": np.zeros((3, 3))}, ValueError, r"means_init must have shape \(3, 2\)"),
+        ({"precisions_init": np.ones((3, 2))}, ValueError,
+         r"precisions_init must have shape \(3, 2, 2\)"),
+        ({"precisions_init": -np.ones((3, 2)), "covariance_type": "diag"}, ValueError,
          "precisions_init must be > 0"),
-        ({"precisions_init": np.stack([np.diag([1.0, -1.0])] * 3)},
+        ({"precisions_init": np.stack([np.diag([1.0, -1.0])] * 3)}, ValueError,
          "precisions_init must be symmetric positive definite"),
-        ({"random_state": "seed"}, "random_state must be None, an int or a torch.Generator"),
+        ({"random_state": "seed"}, TypeError,
+         "random_state must be None, an int, a numpy RandomState or Generator, or a torch"),
+        ({"random_state": -1}, ValueError, "random_state must be a non-negative int seed"),
     ]:
-        err = TypeError if "random_state" in kwargs else ValueError
-        with pytest.raises(err, match=match):
+        with pytest.raises(error, match=match):
             GaussianMixture(3, **kwargs).fit(X)
     with pytest.raises(ValueError, match="n_components must be an int >= 1, got 0"):
         GaussianMixture(0).fit(X)
@@ -217,7 +230,7 @@ def test_bad_inputs_name_the_argument() -> None:
     fitted = GaussianMixture(3, random_state=0).fit(X)
     with pytest.raises(ValueError, match=r"GaussianMixture\.score_samples: X has 3 features, but"):
         fitted.score_samples(np.zeros((4, 3)))
-    with pytest.raises(ValueError, match=r"GaussianMixture\.sample: n_samples must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"GaussianMixture\.sample: n_samples must be an int >= 1, got 0"):
         fitted.sample(0)
 
 

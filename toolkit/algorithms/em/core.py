@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
+from toolkit._validation import Integer, Options, Real, check_params
 from toolkit.algorithms.em.params import (
     COVARIANCE_TYPES,
     GMMParams,
@@ -37,6 +38,12 @@ __all__ = [
 BLOCK = "em.responsibilities"
 
 OPTIMIZERS = ("lbfgs", "adam", "sgd")
+_GRADIENT_M_STEP_CONSTRAINTS = {
+    "covariance_type": [Options(*COVARIANCE_TYPES)],
+    "optimizer": [Options(*OPTIMIZERS)],
+    "n_steps": [Integer(1)],
+    "lr": [None, Real(0, closed="neither")],
+}
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -84,13 +91,6 @@ def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torc
         return per_sample.mean()
     return (sample_weight * per_sample).sum() / sample_weight.sum()
 
-
-
-def _check_covariance_type(where: str, covariance_type: object) -> str:
-    if covariance_type not in COVARIANCE_TYPES:
-        raise ValueError(f"{where}: covariance_type must be one of {COVARIANCE_TYPES}, "
-                         f"got {covariance_type!r}")
-    return covariance_type  # type: ignore[return-value]
 
 
 
@@ -271,16 +271,10 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
     Returns:
         :class:`GMMParams` (no autograd history).
     """
-    _check_covariance_type("gradient_m_step", covariance_type)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"gradient_m_step: optimizer must be one of {OPTIMIZERS}, "
-                         f"got {optimizer!r}")
-    if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
-        raise ValueError(f"gradient_m_step: n_steps must be a positive int, got {n_steps!r}")
+    check_params("gradient_m_step", {"covariance_type": covariance_type, "optimizer": optimizer,
+                                      "n_steps": n_steps, "lr": lr}, _GRADIENT_M_STEP_CONSTRAINTS)
     if lr is None:
         lr = {"lbfgs": 1.0, "adam": 0.05, "sgd": 0.1}[optimizer]
-    if not lr > 0:
-        raise ValueError(f"gradient_m_step: lr must be > 0, got {lr!r}")
     theta = to_unconstrained(params, covariance_type)
 
     def objective() -> torch.Tensor:

@@ -6,10 +6,21 @@ import math
 import warnings
 from typing import Any
 
-import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from toolkit._validation import (
+    Bool,
+    Integer,
+    Options,
+    Real,
+    as_tensor,
+    check,
+    check_dtype,
+    check_params,
+    resolve_device,
+    resolve_generator,
+)
 from toolkit.algorithms.em.core import _log_joint, e_step, gradient_m_step, m_step
 from toolkit.algorithms.em.fast import _MomentEM
 from toolkit.algorithms.em.initialization import initial_responsibilities
@@ -27,42 +38,27 @@ INITS = ("kmeans++", "kmeans", "random", "random_from_data")
 M_STEPS = ("closed_form", "gradient")
 
 
-def _check_covariance_type(where: str, covariance_type: object) -> str:
-    if covariance_type not in COVARIANCE_TYPES:
-        raise ValueError(f"{where}: covariance_type must be one of {COVARIANCE_TYPES}, "
-                         f"got {covariance_type!r}")
-    return covariance_type  # type: ignore[return-value]
+_CONSTRAINTS = {
+    "n_components": [Integer(1)],
+    "covariance_type": [Options(*COVARIANCE_TYPES)],
+    "init": [Options(*INITS)],
+    "n_init": [Integer(1)],
+    "max_iter": [Integer(0)],
+    "tol": [Real(0)],
+    "reg_covar": [Real(0)],
+    "m_step": [Options(*M_STEPS)],
+    "warm_start": [Bool],
+}
 
 
-def _as_tensor(where: str, arg: str, x: Any, *, device: torch.device | str | None = None,
-               dtype: torch.dtype | None = None) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        t = x
-    else:
-        try:
-            t = torch.as_tensor(np.asarray(x))
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{where}: {arg} must be a numpy array or a tensor, "
-                            f"got {type(x).__name__}") from exc
-    if not (t.is_floating_point() or t.dtype in (torch.int8, torch.int16, torch.int32,
-                                                 torch.int64, torch.uint8, torch.bool)):
-        raise TypeError(f"{where}: {arg} must hold real numbers, got dtype {t.dtype}")
-    return t.to(device=device if device is not None else t.device,
-                dtype=dtype if dtype is not None else
-                (t.dtype if t.is_floating_point() else torch.float64))
-
-
-def _check_X(where: str, X: Any, *, device: Any = None, dtype: torch.dtype | None = None,
+def _check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
              n_features: int | None = None) -> torch.Tensor:
-    X = _as_tensor(where, "X", X, device=device, dtype=dtype)
-    if X.ndim != 2:
-        raise ValueError(f"{where}: X must be 2-D (n_samples, n_features), got shape "
-                         f"{tuple(X.shape)}; reshape a single feature with X.reshape(-1, 1)")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{where}: X must have at least one sample and one feature, "
-                         f"got shape {tuple(X.shape)}")
-    if not torch.isfinite(X).all():
-        raise ValueError(f"{where}: X contains NaN or Inf; remove or impute those values")
+    """(n_samples, n_features) finite data as a tensor in ``dtype`` on ``device``."""
+    X = as_tensor(X, where=where, arg="X", dtype=dtype, device=device, ndim=2, finite=True,
+                  min_rows=1)
+    if X.shape[1] == 0:
+        raise ValueError(f"{where}: X must have at least one feature, got shape "
+                         f"{tuple(X.shape)}")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{where}: X has {X.shape[1]} features, but the mixture was fitted "
                          f"with {n_features}")
@@ -71,35 +67,20 @@ def _check_X(where: str, X: Any, *, device: Any = None, dtype: torch.dtype | Non
 
 def _check_sample_weight(where: str, sample_weight: Any, n_samples: int, *,
                          like: torch.Tensor) -> torch.Tensor:
+    """Non-negative finite (n_samples,) weights with a positive sum; ``None``: all ones."""
     if sample_weight is None:
         return torch.ones(n_samples, dtype=like.dtype, device=like.device)
-    w = _as_tensor(where, "sample_weight", sample_weight, device=like.device, dtype=like.dtype)
+    w = as_tensor(sample_weight, where=where, arg="sample_weight", dtype=like.dtype,
+                  device=like.device, finite=True)
     if w.shape != (n_samples,):
         raise ValueError(f"{where}: sample_weight must have shape ({n_samples},), "
                          f"got {tuple(w.shape)}")
-    if not torch.isfinite(w).all():
-        raise ValueError(f"{where}: sample_weight contains NaN or Inf")
     if (w < 0).any():
         raise ValueError(f"{where}: sample_weight must be >= 0, got min "
                          f"{w.min().item():.6g}")
     if not w.sum() > 0:
         raise ValueError(f"{where}: sample_weight must have a positive sum, got all zeros")
     return w
-
-
-
-def _resolve_generator(random_state: Any) -> torch.Generator:
-    if isinstance(random_state, torch.Generator):
-        return random_state
-    g = torch.Generator()
-    if random_state is None:
-        g.seed()
-    elif isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        g.manual_seed(int(random_state))
-    else:
-        raise TypeError(f"GaussianMixture: random_state must be None, an int or a "
-                        f"torch.Generator, got {type(random_state).__name__}")
-    return g
 
 
 class GaussianMixture:
@@ -174,52 +155,38 @@ class GaussianMixture:
 
     # ---- validation ------------------------------------------------------------------------
 
-    def _check_parameters(self) -> None:
-        w = "GaussianMixture"
+    def _check_parameters(self) -> tuple[torch.device, torch.dtype]:
+        """Check the constructor's arguments; returns the resolved ``(device, dtype)``."""
+        where = "GaussianMixture"
+        check_params(where, vars(self), _CONSTRAINTS)
+        return (resolve_device(self.device, where=where),
+                check_dtype(where, self.dtype))
 
-        def positive_int(name: str, value: Any, minimum: int) -> None:
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{w}: {name} must be an int >= {minimum}, got {value!r}")
-
-        positive_int("n_components", self.n_components, 1)
-        positive_int("n_init", self.n_init, 1)
-        positive_int("max_iter", self.max_iter, 0)
-        _check_covariance_type(w, self.covariance_type)
-        if self.init not in INITS:
-            raise ValueError(f"{w}: init must be one of {INITS}, got {self.init!r}")
-        if self.m_step not in M_STEPS:
-            raise ValueError(f"{w}: m_step must be one of {M_STEPS}, got {self.m_step!r}")
-        for name in ("tol", "reg_covar"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-                raise ValueError(f"{w}: {name} must be a float >= 0, got {value!r}")
-        if not isinstance(self.dtype, torch.dtype) or not self.dtype.is_floating_point:
-            raise TypeError(f"{w}: dtype must be a floating torch.dtype, got {self.dtype!r}")
-
-    def _checked_inits(self, n_features: int) -> tuple[Any, Any, Any]:
+    def _checked_inits(self, n_features: int, device: torch.device, dtype: torch.dtype
+                       ) -> tuple[Any, Any, Any]:
         where = "GaussianMixture.fit"
         k, d, ct = self.n_components, n_features, self.covariance_type
-        kw = {"device": self.device, "dtype": self.dtype}
+        kw = {"where": where, "device": device, "dtype": dtype, "finite": True}
         weights = means = precisions = None
         if self.weights_init is not None:
-            weights = _as_tensor(where, "weights_init", self.weights_init, **kw)
+            weights = as_tensor(self.weights_init, arg="weights_init", **kw)
             if weights.shape != (k,):
                 raise ValueError(f"{where}: weights_init must have shape ({k},), "
                                  f"got {tuple(weights.shape)}")
             if (weights < 0).any() or (weights > 1).any():
                 raise ValueError(f"{where}: weights_init must be in [0, 1], got "
                                  f"{weights.tolist()}")
-            atol = 1e-6 if self.dtype == torch.float32 else 1e-8
+            atol = 1e-6 if dtype == torch.float32 else 1e-8
             if abs(weights.sum().item() - 1.0) > atol:
                 raise ValueError(f"{where}: weights_init must sum to 1, got "
                                  f"{weights.sum().item():.10g}")
         if self.means_init is not None:
-            means = _as_tensor(where, "means_init", self.means_init, **kw)
+            means = as_tensor(self.means_init, arg="means_init", **kw)
             if means.shape != (k, d):
                 raise ValueError(f"{where}: means_init must have shape ({k}, {d}), "
                                  f"got {tuple(means.shape)}")
         if self.precisions_init is not None:
-            precisions = _as_tensor(where, "precisions_init", self.precisions_init, **kw)
+            precisions = as_tensor(self.precisions_init, arg="precisions_init", **kw)
             shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[ct]
             if precisions.shape != shape:
                 raise ValueError(f"{where}: precisions_init must have shape {shape} for "
@@ -273,9 +240,9 @@ class GaussianMixture:
             sample_weight: optional (n_samples,) non-negative weights; an integer weight acts
                 exactly like repeating the row that many times.
         """
-        self._check_parameters()
+        device, dtype = self._check_parameters()
         where = "GaussianMixture.fit"
-        X = _check_X(where, X, device=self.device, dtype=self.dtype)
+        X = _check_X(where, X, device=device, dtype=dtype)
         n, d = X.shape
         if n < self.n_components:
             raise ValueError(f"{where}: X must have n_samples >= n_components, got "
@@ -283,8 +250,8 @@ class GaussianMixture:
         if n < 2:
             raise ValueError(f"{where}: X must have at least 2 samples, got {n}")
         w = _check_sample_weight(where, sample_weight, n, like=X)
-        inits = self._checked_inits(d)
-        g = _resolve_generator(self.random_state)
+        inits = self._checked_inits(d, device, dtype)
+        g = resolve_generator(self.random_state, where=where)
 
         do_init = not (self.warm_start and hasattr(self, "converged_"))
         n_init = self.n_init if do_init else 1
@@ -391,11 +358,8 @@ class GaussianMixture:
         Uses a fresh generator from ``random_state`` (an int seed gives the same draws).
         """
         self._check_fitted("sample")
-        if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
-            raise ValueError(f"GaussianMixture.sample: n_samples must be an int >= 1, "
-                             f"got {n_samples!r}")
-        g = (torch.Generator().manual_seed(torch.seed()) if self.random_state is None
-             else _resolve_generator(self.random_state))
+        check("GaussianMixture.sample", "n_samples", n_samples, [Integer(1)])
+        g = resolve_generator(self.random_state, where="GaussianMixture.sample")
         dev, dt = self.means_.device, self.means_.dtype
         d = self.means_.shape[1]
         y = torch.multinomial(self.weights_.to("cpu", torch.float64), n_samples,
