@@ -44,6 +44,7 @@ from toolkit.algorithms.adversarial import (
     evaluate_robustness,
     fgsm,
     pgd,
+    predict,
 )
 from toolkit.data import Dataset, digits, train_test_split, two_moons
 from toolkit.measure import count_graph_nodes, measure_memory, time_fn
@@ -314,12 +315,6 @@ def _gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.M
     ctx.costs(gradients=costs)
 
 
-@torch.no_grad()
-def _predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    with eval_mode(model):
-        return model(x).argmax(-1)
-
-
 def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], test: Dataset,
               bounds: tuple[float, float] | None) -> None:
     """First held-out example of each class (then more), attacked by PGD against each model."""
@@ -337,8 +332,8 @@ def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], tes
         x_adv = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k, bounds=bounds,
                     generator=torch.Generator().manual_seed(ctx.seed))
         out[f"adv_{method}"] = x_adv
-        out[f"pred_clean_{method}"] = _predict(model, x)
-        out[f"pred_adv_{method}"] = _predict(model, x_adv)
+        out[f"pred_clean_{method}"] = predict(model, x)
+        out[f"pred_adv_{method}"] = predict(model, x_adv)
     ctx.save_artifact("examples", {k: v.cpu() for k, v in out.items()})
 
 

@@ -36,6 +36,8 @@ from toolkit import compare_gradients, stop_gradient
 from toolkit.runner import ExperimentParams, RunContext, RunResults
 
 DESCRIPTION = "linear TD(0): regression toward a blocked bootstrap target vs residual gradient"
+#: The precision the comparison is defined in (the showcase runs it in this dtype).
+DTYPE = "float64"
 
 
 class Params(ExperimentParams):

@@ -1,19 +1,21 @@
 """RBMs trained by CD-1, CD-10 and PCD with the negative-sample block and without it.
 
 The training loss is ``cd_loss = mean F(v_data) − mean F(stop_gradient(v_model))``: with the
-block ``"rbm.negative_samples"`` autograd gives the CD update at the chain's samples. Both
-variants use the same differentiable **mean-field** chain (``v ← σ(b + σ(c + vWᵀ)W)``, ``k``
-steps from the mini-batch for CD-k, one step from persistent states for PCD), so the block is the
-only difference:
+block ``"rbm.negative_samples"`` autograd gives the CD update at the chain's samples. Every
+variant is the toolkit's ``BernoulliRBM`` (its one training loop) from the same seed. The
+blocked and unblocked variants use the same differentiable **mean-field** chain
+(``BernoulliRBM(chain="mean_field")``: ``v ← σ(b + σ(c + vWᵀ)W)``, ``k`` steps from the
+mini-batch for CD-k, one step from persistent states for PCD), so the block is the only
+difference:
 
 - **blocked**: the gradient is the (mean-field) CD update ``⟨p(h|v)vᵀ⟩_data − ⟨p(h|v)vᵀ⟩_chain``;
 - **unblocked** (``disable_blocks("rbm.*")``): the gradient also flows back through the ``k``
   chain steps, i.e. it is the total derivative of ``F(v_data) − F(chain_θ(v_data))``, which is
   not the CD update and not the likelihood gradient.
 
-Peers: ``sampled`` (the usual stochastic chain, blocked: what ``BernoulliRBM`` does; without
-the block it computes the same, because sampling passes no gradient), and with ``peers=true``
-scikit-learn's ``BernoulliRBM`` (PCD-1) and this toolkit's estimator with the same settings.
+Peers: ``sampled`` (the usual stochastic chain, with the block only: without it the estimator
+refuses to run, because sampling passes no gradient), and with ``peers=true`` scikit-learn's
+``BernoulliRBM`` (PCD-1) and this toolkit's estimator with scikit-learn's settings.
 
 Logged per ``log_every`` epochs, per variant and method (``<variant>/<method>/<name>``): the
 exact mean log-likelihood of the training data (``loglik``, log Z by enumerating the hidden
@@ -39,23 +41,21 @@ from pydantic import Field, field_validator
 
 from toolkit.algorithms.rbm import (
     BernoulliRBM,
+    CDStep,
     RBMParams,
     cd_gradient,
-    cd_loss,
     exact_log_likelihood_gradient,
     exact_log_partition,
     free_energy,
     gibbs_chain,
-    init_params,
 )
-from toolkit.data import bars_and_stripes, binarized_digits
+from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.measure import count_graph_nodes
 from toolkit.runner import ExperimentParams, RunContext, RunResults
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 
 METHODS = {"cd1": ("cd", 1), "cd10": ("cd", 10), "pcd": ("pcd", 1)}
-BAS_OPTIMUM_NLL = 108.13  # −Σ log p over the 32 BAS-with-duplicates patterns at the optimum
 
 
 class Params(ExperimentParams):
@@ -65,9 +65,10 @@ class Params(ExperimentParams):
     n_hidden: int = Field(8, ge=1, le=20, description="hidden units (≤ 20: exact log Z)")
     methods: list[str] = Field(["cd1", "cd10", "pcd"],
                                description="training methods: cd1, cd10, pcd (PCD-1)")
-    chain: Literal["mean_field", "sampled"] = Field(
-        "mean_field", description="chain of the blocked/unblocked variants (mean_field: "
-                                  "differentiable, so the block matters)")
+    chain: Literal["mean_field"] = Field(
+        "mean_field", description="chain of the blocked/unblocked variants: mean_field, "
+                                  "differentiable, so the block matters (a sampled chain "
+                                  "cannot run without the block; see sampled_peer)")
     sampled_peer: bool = Field(True, description="also train with the stochastic chain "
                                                  "(variant 'sampled')")
     peers: bool = Field(True, description="also fit scikit-learn's BernoulliRBM and this "
@@ -127,55 +128,46 @@ def mean_loglik(p: RBMParams, X: torch.Tensor) -> float:
     return float((-free_energy(p64, X64) - exact_log_partition(p64)).mean())
 
 
-def train(X: torch.Tensor, method: str, params: Params, *, mean_field: bool,
-          generator: torch.Generator, dtype: torch.dtype) -> dict[str, Any]:
-    """SGD on ``cd_loss`` with the chain built under autograd (so that a disabled block lets the
-    gradient flow through it). Returns the logged rows, final parameters and graph size."""
+def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int,
+          dtype: torch.dtype, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Fit the toolkit's ``BernoulliRBM`` (its one training loop) and log diagnostics from its
+    callback: at the first mini-batch of every ``log_every``-th epoch, the exact mean
+    log-likelihood and the cosines of the applied gradient to the exact log-likelihood gradient
+    and to the analytic CD update. Training stops when the parameters stop being finite.
+    Returns the logged rows, final parameters, graph size of the loss and divergence flag."""
     kind, k = METHODS[method]
-    n, n_visible = X.shape
-    p = init_params(n_visible, params.n_hidden, init=params.init, generator=generator,
-                    dtype=dtype)
-    chain = None
-    if kind == "pcd":
-        chain = (torch.rand(params.n_chains, n_visible, generator=generator, dtype=dtype)
-                 < 0.5).to(dtype)
     rows: list[dict[str, Any]] = []
-    graph_nodes = None
-    diverged = False
-    for epoch in range(params.epochs + 1):
-        log_now = epoch % params.log_every == 0 or epoch == params.epochs
-        row: dict[str, Any] = {"step": epoch}
-        if log_now:
-            row["loglik"] = _finite(mean_loglik(p, X))
-        if epoch == params.epochs or diverged:
-            if log_now:
-                rows.append(row)
-            if diverged:
-                break
-            continue
-        perm = torch.randperm(n, generator=generator)
-        for i, start in enumerate(range(0, n, params.batch_size)):
-            v_data = X[perm[start:start + params.batch_size]]
-            v_model = gibbs_chain(p, chain if kind == "pcd" else v_data, k,
-                                  mean_field=mean_field, generator=generator)
-            loss = cd_loss(p, v_data, v_model)
-            if graph_nodes is None:
-                graph_nodes = count_graph_nodes(loss)
-            grads = torch.autograd.grad(loss, list(p))
-            if log_now and i == 0:
-                g = _flat(grads)
-                row["cos_exact"] = _cosine(g, _flat(exact_log_likelihood_gradient(p, v_data)))
-                row["cos_cd"] = _cosine(g, _flat(cd_gradient(p, v_data, v_model)))
-            with torch.no_grad():
-                torch._foreach_add_(list(p), list(grads), alpha=-params.learning_rate)
-                if kind == "pcd":
-                    chain = v_model.clone()  # made under no_grad: carries no graph
-            if not all(bool(torch.isfinite(t).all()) for t in p):
-                diverged = True
-                break
-        if log_now:
-            rows.append(row)
-    return {"rows": rows, "params": p, "graph_nodes": graph_nodes, "diverged": diverged}
+    graph_nodes: list[int] = []
+
+    def callback(step: CDStep) -> bool:
+        p = step.params
+        if not all(bool(torch.isfinite(t).all()) for t in p):
+            return True  # diverged: stop
+        if not graph_nodes:
+            graph_nodes.append(count_graph_nodes(step.loss))
+        if step.batch == 0 and step.epoch % params.log_every == 0:
+            g = _flat(step.grads)
+            rows.append({
+                "step": step.epoch,
+                "loglik": _finite(mean_loglik(p, X)),
+                "cos_exact": _cosine(g, _flat(exact_log_likelihood_gradient(p, step.v_data))),
+                "cos_cd": _cosine(g, _flat(cd_gradient(p, step.v_data, step.v_model))),
+            })
+        return False
+
+    rbm = BernoulliRBM(params.n_hidden, method=kind, k=k, chain=chain,
+                       learning_rate=params.learning_rate, batch_size=params.batch_size,
+                       epochs=params.epochs, n_chains=params.n_chains, init=params.init,
+                       dtype=dtype, device=device, random_state=seed, verbose=False,
+                       callback=callback).fit(X)
+    p = RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    diverged = not all(bool(torch.isfinite(t).all()) for t in p)
+    # the state after training: after the last epoch, or one epoch after the one that diverged
+    final_step = rbm.n_iter_ + 1 if diverged else rbm.n_iter_
+    if not rows or rows[-1]["step"] != final_step:
+        rows.append({"step": final_step, "loglik": _finite(mean_loglik(p, X))})
+    return {"rows": rows, "params": RBMParams(*(t.cpu() for t in p)),
+            "graph_nodes": graph_nodes[0] if graph_nodes else None, "diverged": diverged}
 
 
 @torch.no_grad()
@@ -200,12 +192,14 @@ def _summary_of(result: dict[str, Any], X: torch.Tensor, dataset: str) -> dict[s
     if dataset == "bas" and final_ll is not None:
         nll = -final_ll * len(X)
         out["summed_nll"] = nll
-        out["gap_to_optimum"] = nll - BAS_OPTIMUM_NLL
+        # the optimum: the NLL of the data's own empirical distribution (108.13 nats for BAS)
+        out["gap_to_optimum"] = nll - empirical_nll(X)
     return out
 
 
 def run_peers(X: torch.Tensor, params: Params, ctx: RunContext) -> dict[str, Any]:
-    """scikit-learn's BernoulliRBM (PCD-1) and this toolkit's estimator, same settings."""
+    """scikit-learn's BernoulliRBM (PCD-1) and this toolkit's estimator with scikit-learn's
+    settings (weights N(0, 0.01²), ``batch_size`` persistent chains), CD-1 and PCD-1."""
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
     summary: dict[str, Any] = {}
@@ -222,8 +216,7 @@ def run_peers(X: torch.Tensor, params: Params, ctx: RunContext) -> dict[str, Any
     for method, kind in (("cd1", "cd"), ("pcd", "pcd")):
         est = BernoulliRBM(params.n_hidden, method=kind, k=1, learning_rate=params.learning_rate,
                            batch_size=params.batch_size, epochs=params.epochs,
-                           n_chains=params.n_chains, init=params.init, dtype=torch.float64,
-                           random_state=ctx.seed, verbose=False)
+                           dtype=torch.float64, random_state=ctx.seed, verbose=False)
         with ctx.timer(f"toolkit_fit_{method}"):
             est.fit(X)
         ll = float(est.log_likelihood(X).mean())
@@ -238,22 +231,21 @@ def run_peers(X: torch.Tensor, params: Params, ctx: RunContext) -> dict[str, Any
 def run(params: Params, ctx: RunContext) -> None:
     dtype = ctx.dtype
     X, image_shape = load_data(params.dataset, dtype)
-    mean_field = params.chain == "mean_field"
     summary: dict[str, Any] = {"blocked": {}, "unblocked": {}}
     weights: dict[str, torch.Tensor] = {}
     samples: dict[str, torch.Tensor] = {}
 
     for method in ctx.progress(params.methods, desc="methods"):
         def fit(method: str = method) -> dict[str, Any]:
-            return train(X, method, params, mean_field=mean_field, generator=ctx.generator,
-                         dtype=dtype)
+            return train(X, method, params, chain=params.chain, seed=ctx.seed, dtype=dtype,
+                         device=ctx.device)
 
         with ctx.timer(f"train_{method}"):
             results = ctx.compare(fit)
         if params.sampled_peer:
             with ctx.timer(f"train_{method}_sampled"):
-                results["sampled"] = train(X, method, params, mean_field=False,
-                                           generator=ctx.generator, dtype=dtype)
+                results["sampled"] = train(X, method, params, chain="sampled", seed=ctx.seed,
+                                           dtype=dtype, device=ctx.device)
             summary.setdefault("sampled", {})
         for variant, result in results.items():
             for row in result["rows"]:

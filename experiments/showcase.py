@@ -1,34 +1,27 @@
 """Every experiment's quick comparison in one run and one report.
 
-For each selected experiment that defines ``QUICK`` the showcase validates its ``Params`` from
-``QUICK`` (plus ``overrides``), then runs it in a child context: metrics are prefixed with the
+For each selected experiment that defines ``QUICK`` (its fast params: the only source of them)
+the showcase validates its ``Params`` from ``QUICK`` plus ``overrides`` when the config is
+loaded, before anything runs, then runs it in a child context: metrics are prefixed with the
 experiment's name, summary and costs nested under it, artifacts in ``artifacts/<name>/``. Each
 child starts from the showcase's seed, so it computes what ``toolkit run`` of the same
 experiment with the same params, seed and dtype would. The report has one section per
-experiment with its own figures and the default ones.
+experiment.
 
-A child's dtype and disable_blocks come from ``configs/<name>_quick.toml`` when that file sets
-them, otherwise from the showcase config.
+A child runs in the experiment's ``DTYPE`` when its module declares one (the precision its
+comparison is defined in, e.g. float64 for scikit-learn parity), otherwise in the showcase's
+dtype; every child uses the showcase's ``disable_blocks``.
 """
 
 from __future__ import annotations
 
+import difflib
 import time
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from toolkit.runner import (
-    ExperimentParams,
-    RunContext,
-    RunResults,
-    config_files,
-    discover,
-    load_all,
-)
-from toolkit.runner.config import DTYPES
-from toolkit.runner.errors import suggest
-from toolkit.runner.tomlio import loads as toml_loads
+from toolkit.runner import ExperimentParams, RunContext, RunResults, discover, load_all
 
 DESCRIPTION = "runs every experiment's QUICK comparison and writes one report"
 
@@ -49,7 +42,7 @@ class Params(ExperimentParams):
             if name == "showcase":
                 raise ValueError("the showcase cannot include itself")
             if name not in known:
-                hint = suggest(name, known)
+                hint = _suggest(name, known)
                 raise ValueError(f"unknown experiment {name!r}"
                                  + (f"; {hint}" if hint else f"; known: {', '.join(known)}"))
         if len(set(names)) != len(names):
@@ -62,24 +55,50 @@ class Params(ExperimentParams):
         known = list(discover())
         for name in overrides:
             if name not in known:
-                hint = suggest(name, known)
+                hint = _suggest(name, known)
                 raise ValueError(f"overrides for unknown experiment {name!r}"
                                  + (f"; {hint}" if hint else ""))
         return overrides
 
+    @model_validator(mode="after")
+    def _children_valid(self) -> Params:
+        # every child's params are checked when the config is loaded (also by --dry-run)
+        child_params(self)
+        return self
 
-def _quick_config(name: str) -> dict[str, Any]:
-    for path in config_files():
-        if path.name == f"{name}_quick.toml":
-            try:
-                return toml_loads(path.read_text(encoding="utf-8"))
-            except Exception:  # a broken quick config does not decide the child's dtype
-                return {}
-    return {}
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def child_params(params: Params) -> dict[str, ExperimentParams]:
+    """Each selected experiment's validated ``Params`` (``QUICK`` + overrides), by name.
+
+    Raises ``ValueError`` with one line naming the experiment and the key.
+    """
+    loaded, _ = load_all()
+    out = {}
+    for name in select(params):
+        exp = loaded[name]
+        values = {**(exp.quick or {}), **params.overrides.get(name, {})}
+        try:
+            out[name] = exp.Params.model_validate(values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            problem = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                fields = list(exp.Params.model_fields)
+                hint = _suggest(key, fields)
+                problem = "unknown key" + (f"; {hint}" if hint else
+                                           f" (valid keys: {', '.join(fields)})")
+            raise ValueError(f"overrides.{name}.{key}: {problem}") from None
+    return out
 
 
 def select(params: Params) -> list[str]:
-    """The experiments to run; raises when one cannot be loaded or has no QUICK."""
+    """The experiments to run; ``ValueError`` when one cannot be loaded or has no QUICK."""
     loaded, broken = load_all()
     if params.experiments:
         names = list(params.experiments)
@@ -93,37 +112,27 @@ def select(params: Params) -> list[str]:
         elif loaded[name].quick is None:
             problems.append(f"{name}: defines no QUICK params")
     if problems:
-        raise RuntimeError("showcase: cannot run " + "; ".join(problems))
+        raise ValueError("cannot run " + "; ".join(problems))
     if not names:
-        raise RuntimeError("showcase: no experiment defines QUICK")
+        raise ValueError("no experiment defines QUICK")
     return names
 
 
 def run(params: Params, ctx: RunContext) -> None:
+    import torch
+
     names = select(params)
     loaded, _ = load_all()
-    # validate every child's params before running any of them
-    child_params = {}
-    for name in names:
-        exp = loaded[name]
-        values = {**(exp.quick or {}), **params.overrides.get(name, {})}
-        try:
-            child_params[name] = exp.Params.model_validate(values)
-        except Exception as err:
-            raise ValueError(f"showcase: QUICK/overrides of {name!r} are not valid: {err}"
-                             ) from None
+    children = child_params(params)
     for name in ctx.progress(names, desc="showcase"):
         exp = loaded[name]
-        quick = _quick_config(name)
-        dtype = DTYPES.get(str(quick.get("dtype")))
-        patterns = quick.get("disable_blocks")
-        patterns = [str(p) for p in patterns] if isinstance(patterns, list) else None
-        child = ctx.child(name, experiment=name, params=child_params[name], dtype=dtype,
-                          disable_patterns=patterns)
+        dtype = getattr(exp.module, "DTYPE", None)
+        child = ctx.child(name, experiment=name, params=children[name],
+                          dtype=getattr(torch, dtype) if dtype else None)
         cpu0 = time.process_time()
         try:
             with ctx.timer(name):
-                exp.run(child_params[name], child)
+                exp.run(children[name], child)
         except Exception as err:
             raise RuntimeError(f"showcase: experiment {name!r} failed: "
                                f"{type(err).__name__}: {err}") from err

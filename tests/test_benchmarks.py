@@ -20,6 +20,8 @@ CASES = {
     "bench_em.py": ["--quick"],
     "bench_rbm.py": ["--quick", "--tile", "1"],
     "bench_adversarial.py": ["--quick"],
+    "bench_sweep.py": ["--quick"],
+    "bench_lens.py": ["--quick"],
 }
 
 

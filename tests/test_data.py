@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -73,3 +74,39 @@ def test_train_test_split_is_stratified_disjoint_and_complete():
     assert torch.equal(rows.unique(dim=0), ds.X.unique(dim=0))
     with pytest.raises(ValueError, match=r"train_test_split: test_fraction must be in \(0, 1\)"):
         data.train_test_split(ds, 1.0)
+
+
+def test_bars_and_stripes_patterns():
+    X = data.bars_and_stripes(4)
+    assert X.shape == (30, 16)
+    assert torch.unique(X, dim=0).shape[0] == 30
+    X32 = data.bars_and_stripes(4, duplicate_constant=True)
+    assert X32.shape == (32, 16)
+    assert torch.unique(X32, dim=0).shape[0] == 30
+    # all-0 and all-1 appear twice each in the Shark variant
+    assert int((X32.sum(1) == 0).sum()) == 2 and int((X32.sum(1) == 16).sum()) == 2
+    for row in X32.reshape(-1, 4, 4):
+        is_bar = bool((row == row[:, :1]).all())  # each row constant
+        is_stripe = bool((row == row[:1, :]).all())  # each column constant
+        assert is_bar or is_stripe
+
+
+def test_empirical_nll_is_the_closed_form_optimum():
+    import math
+
+    from scipy.stats import entropy
+
+    # bars and stripes with duplicates: 28 patterns once (p = 1/32), 2 twice (p = 1/16)
+    bas = data.bars_and_stripes(4, duplicate_constant=True)
+    assert data.empirical_nll(bas) == pytest.approx(28 * math.log(32) + 4 * math.log(16),
+                                                    rel=1e-14)
+    assert data.empirical_nll(data.bars_and_stripes(4)) == pytest.approx(30 * math.log(30))
+    # n · H(p̂) with scipy's entropy of the counts; numpy input and row order do not matter
+    X = np.array([[0, 1], [1, 1], [0, 1], [0, 0], [0, 1], [1, 1]])
+    assert data.empirical_nll(X) == pytest.approx(6 * entropy([3, 2, 1]), rel=1e-14)
+    assert data.empirical_nll(X[::-1].copy()) == data.empirical_nll(X)
+    assert data.empirical_nll(np.ones((4, 3))) == 0.0  # one pattern: p̂ = 1
+    # no distribution on the rows does better (Gibbs' inequality), e.g. the uniform one
+    assert data.empirical_nll(X) < 6 * math.log(3)
+    with pytest.raises(ValueError, match=r"empirical_nll: X must be 2-D, got shape \(3,\)"):
+        data.empirical_nll(np.zeros(3))

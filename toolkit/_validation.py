@@ -262,9 +262,13 @@ def resolve_device(device: torch.device | str | None, *, where: str = "device"
     except (RuntimeError, ValueError) as err:
         raise ValueError(f"{where}: device {device!r} is not a valid device (use 'cpu', "
                          f"'cuda', 'cuda:0' or 'auto')") from err
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{where}: device {device!r} asks for CUDA, but torch reports no CUDA "
-                         f"device on this machine; use device='cpu' or 'auto'")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{where}: device {device!r} asks for CUDA, but torch reports no "
+                             f"CUDA device on this machine; use device='cpu' or 'auto'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{where}: device {device!r} asks for CUDA device {dev.index}, but "
+                             f"only {torch.cuda.device_count()} exist; use 'cuda:0' or 'auto'")
     return dev
 
 

@@ -21,6 +21,7 @@ examples:
   toolkit run configs/showcase.toml              every experiment's quick comparison, one report
   toolkit run configs/em_gmm.toml --set params.n_iter=20 --seeds 0,1,2
   toolkit sweep configs/em_gmm_sweep.toml --workers 2   the [sweep] grid in 2 processes
+  toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tcp://HOST:8786
   toolkit report results/em_gmm/<run_id>         redraw figures and report.html
   toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
 
@@ -51,6 +52,12 @@ examples:
   toolkit sweep configs/quadratic_target.toml --set sweep.params.lr=[0.1,0.5] --workers 2
   toolkit sweep configs/quadratic_target.toml --seeds 0-4 --dry-run
   toolkit sweep configs/quadratic_target.toml --seeds 0-4 --resume   (finish an interrupted sweep)
+  toolkit sweep configs/quadratic_target.toml --seeds 0-7 --executor dask --workers 2
+  toolkit sweep configs/quadratic_target.toml --executor dask --address tcp://10.0.0.5:8786
+
+--executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
+--address, or a LocalCluster of --workers processes started for the sweep. Workers return the
+files of each run and this machine writes the run directories: no shared filesystem is needed.
 """
 
 REPORT_EPILOG = """\
@@ -114,8 +121,14 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--seeds", metavar="LIST", help="replicate seeds, e.g. 0,1,2 or 0-4 "
                    "(replaces seed/seeds of the config)")
     p.add_argument("--out", metavar="DIR", help="output root (replaces output_dir)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="run the runs in N processes (default 1: in this process)")
+    p.add_argument("--executor", choices=("local", "dask"), default=None,
+                   help="where the runs run: local (default; this process, or a pool of "
+                        "--workers processes) or dask (a Dask cluster; see --address)")
+    p.add_argument("--address", metavar="tcp://HOST:PORT", default=None,
+                   help="Dask scheduler to send the runs to (with --executor dask; without it "
+                        "a LocalCluster of --workers processes is started)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes of the local pool or of the LocalCluster (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars, less output")
     p.add_argument("--no-report", action="store_true",
                    help="skip figures and report.html (draw later with `toolkit report`)")
@@ -160,12 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list experiments and configs",
                        description="List the experiments (with their description) and the "
                                    "configs.")
+    p.add_argument("--check", action="store_true",
+                   help="import every experiment module and check its contract (slower: "
+                        "imports torch)")
     _add_debug(p)
     sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example")
     return parser
 
 
-def _print_outcome(i: int, total: int, outcome: object) -> None:
+def _outcome_line(i: int, total: int, outcome: object) -> tuple[str, object]:
     from toolkit.runner import RunOutcome
 
     assert isinstance(outcome, RunOutcome)
@@ -174,22 +190,72 @@ def _print_outcome(i: int, total: int, outcome: object) -> None:
         line += f"\n    error: {outcome.error}"
     if outcome.status == "interrupted":
         line += f"\n    kept what was logged; draw it with: toolkit report {outcome.run_dir}"
-    stream = sys.stdout if outcome.status == "complete" else sys.stderr
-    print(line, file=stream, flush=True)
+    return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
+
+
+def _executor(args: argparse.Namespace, configs: list) -> object:
+    """The executor of the configs' [executor] table, with the command line's options on top."""
+    from toolkit.runner.config import ExecutorSpec
+    from toolkit.runner.errors import ConfigError
+
+    specs = {c.executor for c in configs}
+    if len(specs) > 1 and args.executor is None:
+        raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
+                          "run them separately or choose one with --executor")
+    base = next(iter(specs)) if specs else ExecutorSpec()
+    values = base.model_dump()
+    if args.executor is not None:
+        values["kind"] = args.executor
+    if args.address is not None:
+        values["address"] = args.address
+    if args.workers is not None:
+        if args.workers < 1:
+            raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
+                              "use --workers 1 (sequential) or more")
+        values["workers"] = args.workers
+    if values["address"] and values["kind"] != "dask":
+        raise ConfigError("--address", values["address"], "is only used by the dask executor",
+                          "add --executor dask")
+    return ExecutorSpec(**values)
+
+
+class _Progress:
+    """Counts finished runs (a bar on a terminal) and prints one line per run."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.bar = None
+        if total > 1 and not quiet and sys.stderr.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit="run", desc="runs", file=sys.stderr, leave=False)
+
+    def __call__(self, i: int, total: int, outcome: object) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+        line, stream = _outcome_line(i, total, outcome)
+        if self.bar is not None:
+            self.bar.write(line, file=stream)
+        else:
+            print(line, file=stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from toolkit.runner import ConfigError, load_config
-    from toolkit.runner.config import parse_seeds
+    from toolkit.runner.config import load_config, parse_seeds
     from toolkit.runner.sweep import run_configs
 
-    if args.workers < 1:
-        raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
-                          "use --workers 1 (sequential) or more")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     configs = []
     for path in args.configs:
         configs += load_config(path, args.overrides, seeds=seeds, output_dir=args.out)
+    executor = _executor(args, configs)
+    if executor.kind == "dask":
+        from toolkit.runner.dask_executor import _import_distributed
+
+        _import_distributed()  # a missing extra is an input error, before anything runs
     if args.resume:
         from toolkit.runner.sweep import find_complete
 
@@ -208,13 +274,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for c in configs:
             point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())
             print(f"{c.experiment} seed={c.seed} {point}".rstrip())
-        print(f"{len(configs)} run(s)")
+        print(f"{len(configs)} run(s); executor {executor.kind}")
         return EXIT_OK
     if not args.quiet and len(configs) > 1:
-        print(f"{len(configs)} runs" + (f" in {args.workers} processes" if args.workers > 1
-                                        else ""), flush=True)
-    outcomes, status = run_configs(configs, workers=args.workers, quiet=args.quiet,
-                                   report=not args.no_report, on_done=_print_outcome)
+        where = {"local": f" in {executor.workers} processes" if executor.workers > 1 else "",
+                 "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
+        print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
+    finish = None
+    if not args.no_report:
+        from toolkit.report import write_report as finish
+    progress = _Progress(len(configs), args.quiet)
+    try:
+        outcomes, status = run_configs(configs, executor=executor, quiet=args.quiet,
+                                       finish=finish, on_done=progress)
+    finally:
+        progress.close()
     if not args.quiet and len(outcomes) <= 3:
         for outcome in outcomes:
             if outcome.status == "complete":
@@ -284,17 +358,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from toolkit.runner.registry import config_files, load_all
+    from toolkit.runner.registry import config_files, describe, discover, load_all
 
-    loaded, broken = load_all()
+    found = discover()
+    # Read from the sources (no torch import, instant); --check imports every module.
+    rows: dict[str, tuple[str, bool, str | None]] = {}
+    for name, path in found.items():
+        info = describe(name, path)
+        rows[name] = (info.description, info.has_quick, info.problem)
+    if args.check:
+        loaded, broken = load_all()
+        for name, exp in loaded.items():
+            rows[name] = (exp.description, exp.quick is not None, None)
+        for name, problem in broken.items():
+            rows[name] = (rows[name][0], rows[name][1], problem)
     print("experiments:")
-    width = max([len(n) for n in [*loaded, *broken]] + [4])
-    for name, exp in sorted(loaded.items()):
-        quick = ("" if exp.quick is not None or name == "showcase"
-                 else "  (no QUICK: not in the showcase)")
-        print(f"  {name:<{width}}  {exp.description}{quick}")
-    for name, problem in sorted(broken.items()):
-        print(f"  {name:<{width}}  BROKEN: {problem}")
+    width = max([len(n) for n in rows] + [4])
+    for name, (description, has_quick, problem) in sorted(rows.items()):
+        if problem:
+            print(f"  {name:<{width}}  BROKEN: {problem}")
+            continue
+        quick = "" if has_quick or name == "showcase" else "  (no QUICK: not in the showcase)"
+        print(f"  {name:<{width}}  {description}{quick}")
     print("configs:")
     cwd = Path.cwd()
     for path in config_files():
@@ -303,18 +388,33 @@ def _cmd_list(args: argparse.Namespace) -> int:
         except ValueError:
             shown = path
         print(f"  {shown}")
-    if broken:
-        print(f"toolkit: warning: {len(broken)} experiment module(s) cannot be loaded: "
-              f"{', '.join(sorted(broken))}", file=sys.stderr)
+    broken_names = sorted(n for n, row in rows.items() if row[2])
+    if broken_names:
+        print(f"toolkit: warning: {len(broken_names)} experiment module(s) cannot be loaded: "
+              f"{', '.join(broken_names)}", file=sys.stderr)
+    if not args.check:
+        print("(read from the sources; `toolkit list --check` also imports each experiment)")
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``toolkit``; returns the exit status.
+
+    Ctrl-C at any moment (start-up included) ends with one line and status 130.
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("toolkit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
-    from toolkit.runner import ConfigError
+    from toolkit.runner.errors import ConfigError
 
     handlers = {"run": _cmd_run, "sweep": _cmd_sweep, "report": _cmd_report,
                 "compare": _cmd_compare, "list": _cmd_list}
@@ -325,9 +425,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"toolkit: error: {err.line()}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("toolkit: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("adversarial")
-    return run_experiment(CONFIGS / "adversarial_training_quick.toml", output_dir=out, report=False)
+    return run_experiment(CONFIGS / "adversarial_training_quick.toml", output_dir=out)
 
 
 @pytest.mark.slow
@@ -60,8 +60,7 @@ def test_moons_run_draws_decision_boundaries_and_is_deterministic(tmp_path):
               "methods": ["standard", "pgd"], "memory_steps": [1, 2], "hidden": [16],
               "epochs": 2, "n_eval": 60, "l2_eps": 0.15}
     runs = [run_experiment("adversarial_training", params, output_dir=tmp_path / str(i),
-                           dtype="float32", device="cpu", disable_blocks=["adversarial.*"],
-                           report=False) for i in range(2)]
+                           dtype="float32", device="cpu", disable_blocks=["adversarial.*"]) for i in range(2)]
     run = runs[0]
     assert runs[0].summary == runs[1].summary  # same config and seed: same numbers
     figs = exp.figures(run)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from toolkit.algorithms.em import GMMParams, precisions_cholesky_from_covariances
+from toolkit.report import write_report
 from toolkit.runner import run_experiment
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
@@ -18,7 +19,7 @@ CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("em_gmm")
-    return run_experiment(CONFIGS / "em_gmm_quick.toml", output_dir=out)
+    return run_experiment(CONFIGS / "em_gmm_quick.toml", output_dir=out, finish=write_report)
 
 
 @pytest.mark.slow
@@ -76,7 +77,7 @@ def test_parameter_errors_match_components_by_assignment() -> None:
 def test_summary_is_deterministic(tmp_path: pathlib.Path) -> None:
     kw = {"n_samples": 100, "n_iter": 3, "inner_steps": 2, "include_iris": False}
     a = run_experiment("em_gmm", kw, seed=5, dtype="float64", disable_blocks=("em.*",),
-                       output_dir=tmp_path, report=False, device="cpu")
+                       output_dir=tmp_path, device="cpu")
     b = run_experiment("em_gmm", kw, seed=5, dtype="float64", disable_blocks=("em.*",),
-                       output_dir=tmp_path, report=False, device="cpu")
+                       output_dir=tmp_path, device="cpu")
     assert (a.run_dir / "summary.json").read_text() == (b.run_dir / "summary.json").read_text()

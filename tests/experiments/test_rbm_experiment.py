@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from experiments import rbm_cd
-from toolkit.algorithms.rbm import RBMParams, cd_gradient, exact_log_likelihood_gradient
+from toolkit import BlockNotSwitchableError, disable_blocks
+from toolkit.algorithms.rbm import BLOCK, RBMParams, cd_gradient, exact_log_likelihood_gradient
+from toolkit.report import write_report
 from toolkit.runner import load_config, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +22,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("rbm_runs")
     # two methods keep the test fast; the quick config runs all three
     return run_experiment(ROOT / "configs" / "rbm_cd_quick.toml", output_dir=out,
+                          finish=write_report,
                           overrides=['params.methods=["cd1", "cd10"]'])
 
 
@@ -44,6 +47,9 @@ def test_quick_run_logs_every_variant_and_method(quick_run) -> None:
         assert s["blocked"][method]["final_loglik"] > -16 * math.log(2) + 1.0
         assert s["blocked"][method]["summed_nll"] == pytest.approx(
             -32 * s["blocked"][method]["final_loglik"])
+        # the gap to the best any model can do: 28·ln 32 + 4·ln 16 nats
+        assert s["blocked"][method]["gap_to_optimum"] == pytest.approx(
+            s["blocked"][method]["summed_nll"] - 28 * math.log(32) - 4 * math.log(16))
     assert quick_run.meta["blocks_seen"] == ["rbm.negative_samples"]
 
 
@@ -78,13 +84,14 @@ def test_params_reject_unknown_methods() -> None:
 
 
 def test_train_gradient_metrics_against_references() -> None:
-    # one logged epoch on BAS: the blocked mean-field gradient is the CD update (cos 1), and the
-    # exact-gradient cosine is computed against the enumerated likelihood gradient
+    # one logged epoch on BAS, through the estimator's callback: the blocked mean-field gradient
+    # is the CD update (cos 1), and the exact-gradient cosine is computed against the enumerated
+    # likelihood gradient
     X, _ = rbm_cd.load_data("bas", torch.float64)
     params = rbm_cd.Params(epochs=1, log_every=1)
-    result = rbm_cd.train(X, "cd1", params, mean_field=True,
-                          generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    first = result["rows"][0]
+    result = rbm_cd.train(X, "cd1", params, chain="mean_field", seed=0, dtype=torch.float64)
+    first, last = result["rows"]
+    assert first["step"] == 0 and last["step"] == 1 and set(last) == {"step", "loglik"}
     assert first["cos_cd"] == pytest.approx(1.0, abs=1e-12)
     assert -1.0 <= first["cos_exact"] <= 1.0
     assert first["loglik"] == pytest.approx(-16 * math.log(2), abs=0.05)  # near-uniform start
@@ -94,3 +101,22 @@ def test_train_gradient_metrics_against_references() -> None:
     zero = cd_gradient(p, X, X)
     assert all(float(z.abs().max()) == 0.0 for z in zero)
     assert exact_log_likelihood_gradient(p, X).weights.shape == (8, 16)
+    # the same call without the block trains through the chain: the CD cosine drops below 1
+    with disable_blocks(BLOCK):
+        unblocked = rbm_cd.train(X, "cd1", params, chain="mean_field", seed=0,
+                                 dtype=torch.float64)
+    assert unblocked["rows"][0]["cos_cd"] < 1 - 1e-9
+    assert unblocked["graph_nodes"] > result["graph_nodes"]
+    # a sampled chain cannot run without the block
+    with disable_blocks(BLOCK), pytest.raises(BlockNotSwitchableError,
+                                                     match=r"block .rbm\.negative_samples."):
+        rbm_cd.train(X, "cd1", params, chain="sampled", seed=0, dtype=torch.float64)
+
+
+def test_train_stops_when_the_parameters_diverge() -> None:
+    X, _ = rbm_cd.load_data("bas", torch.float64)
+    params = rbm_cd.Params(epochs=50, log_every=10, learning_rate=1e308)
+    result = rbm_cd.train(X, "cd1", params, chain="mean_field", seed=0, dtype=torch.float64)
+    assert result["diverged"]
+    steps = [row["step"] for row in result["rows"]]
+    assert steps[-1] < 50 and result["rows"][-1]["loglik"] is None

@@ -12,6 +12,7 @@ import torch
 
 from experiments import softmax_gradients as exp
 from toolkit.algorithms.softmax import naive_softmax
+from toolkit.report import write_report
 from toolkit.runner import run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,8 @@ def test_quick_params_validate_and_errors():
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("softmax_runs")
-    return run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=out, report=True)
+    return run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=out,
+                          finish=write_report)
 
 
 @pytest.mark.slow
@@ -121,8 +123,7 @@ def test_quick_run_end_to_end(quick_run):
 
 @pytest.mark.slow
 def test_summary_is_deterministic(quick_run, tmp_path):
-    again = run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=tmp_path,
-                           report=False)
+    again = run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=tmp_path)
     assert json.dumps(again.summary, sort_keys=True) == json.dumps(quick_run.summary,
                                                                    sort_keys=True)
 

@@ -25,6 +25,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[RunResults]:
                                               "fixtures" / "experiments"))
     try:
         return [run_experiment("tiny_counter", {"n_steps": 4}, seed=s, output_dir=out,
+                               finish=write_report,
                                disable_blocks=["tiny.*"]) for s in (0, 1)]
     finally:
         mp.undo()
@@ -112,10 +113,10 @@ def test_compare_groups_by_config_and_skips_incomplete(runs: list[RunResults],
     out = tmp_path / "r"
     for lr in (0.1, 0.2):
         run_experiment("tiny_counter", {"n_steps": 2, "lr": lr}, seed=0, output_dir=out,
-                       report=False)
+                       finish=write_report)
     with pytest.raises(RuntimeError):
         run_experiment("tiny_counter", {"n_steps": 2, "fail_at": 0}, output_dir=out,
-                       report=False)
+                       finish=write_report)
     table = compare_runs(out)
     assert sorted(table.groups) == [("tiny_counter", "lr=0.1"), ("tiny_counter", "lr=0.2")]
     meta = [json.loads(p.read_text()) for p in out.rglob("meta.json")]

@@ -17,6 +17,7 @@ def test_load_resolves_defaults_and_round_trips(tiny_config: Path, tmp_path: Pat
     (config,) = load_config(tiny_config)
     assert config.experiment == "tiny_counter"
     assert config.params == {"n_steps": 4, "n_logged": 0, "lr": 0.1, "sleep_s": 0.0, "fail_at": -1,
+                             "findings_fail": False, "extra_block": False,
                              "started_file": ""}
     assert config.disable_blocks == ("tiny.*",)
     assert config.torch_dtype is torch.float64
@@ -177,7 +178,7 @@ def test_cuda_without_cuda_is_an_input_error(tiny_config: Path, tmp_path: Path,
     code = main(["run", str(tiny_config), "--set", "device=cuda", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "device: device 'cuda' requested but CUDA is not available" in err
+    assert "device: device 'cuda' asks for CUDA, but torch reports no CUDA device" in err
     assert 'use device = "cpu" or "auto"' in err
     assert not (tmp_path / "r").exists()
 
@@ -226,3 +227,13 @@ def test_resume_skips_complete_runs(tiny_config: Path, tmp_path: Path,
     # a different config is not "complete"
     assert main([*base, "--seeds", "0", "--resume", "--set", "params.lr=0.3"]) == 0
     assert len(list((out / "tiny_counter").iterdir())) == 4
+
+
+def test_disable_blocks_accepts_a_single_pattern(tiny_config: Path) -> None:
+    (config,) = load_config(tiny_config, ["disable_blocks=tiny.*"])
+    assert config.disable_blocks == ("tiny.*",)
+
+
+def test_a_parameter_without_params_prefix_gets_the_suggestion(tiny_config: Path) -> None:
+    with pytest.raises(ConfigError, match=r"n_steps: unknown key; did you mean params\.n_steps\?"):
+        load_config(tiny_config, ["n_steps=50"])

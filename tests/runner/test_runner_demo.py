@@ -51,7 +51,7 @@ def test_autograd_gradients_match_closed_forms(problem: dict[str, torch.Tensor])
 def test_blocked_converges_to_td_unblocked_to_residual_gradient(tmp_path: Path) -> None:
     run = run_experiment("quadratic_target", {"n_steps": 400, "log_every": 50}, seed=0,
                          dtype="float64", disable_blocks=["quadratic_target.*"],
-                         output_dir=tmp_path, report=False)
+                         output_dir=tmp_path)
     s = run.summary
     assert s["blocked"]["dist_to_td_fixed_point"] < 1e-8
     assert s["unblocked"]["dist_to_rg_fixed_point"] < 1e-6

@@ -15,6 +15,7 @@ import torch
 
 from toolkit import stop_gradient
 from toolkit.cli import main
+from toolkit.report import write_report
 from toolkit.runner import (
     RunContext,
     RunInterrupted,
@@ -26,15 +27,18 @@ from toolkit.runner import (
 from toolkit.runner.results import new_run_dir, to_jsonable
 
 RUN_FILES = {"config.toml", "meta.json", "metrics.jsonl", "summary.json", "costs.json",
-             "artifacts", "figures", "report.html", "report.md"}
+             "artifacts", "findings.json", "findings.md"}
 
 
 def test_run_writes_the_results_layout(tmp_path: Path) -> None:
+    finished = []
     run = run_experiment("tiny_counter", {"n_steps": 3}, seed=1, dtype="float64",
-                         disable_blocks=["tiny.*"], output_dir=tmp_path)
+                         disable_blocks=["tiny.*"], output_dir=tmp_path, finish=finished.append)
     assert run.run_dir.parent == tmp_path / "tiny_counter"
     assert run.run_dir.name.split("__")[1] == "seed1"
-    assert RUN_FILES <= {p.name for p in run.run_dir.iterdir()}
+    assert {p.name for p in run.run_dir.iterdir()} == RUN_FILES  # the runner draws nothing
+    assert finished == [run.run_dir] and run.meta["finish_s"] >= 0
+    assert run.meta["executor"]["kind"] == "local" and run.meta["threads"] == 1
     assert not [p for p in run.run_dir.rglob("*.tmp")]
     meta = run.meta
     assert meta["status"] == "complete" and meta["error"] is None
@@ -57,9 +61,9 @@ def test_run_writes_the_results_layout(tmp_path: Path) -> None:
 
 
 def test_summary_is_byte_identical_for_same_config_and_seed(tmp_path: Path) -> None:
-    a = run_experiment("tiny_counter", {"n_steps": 5}, seed=3, output_dir=tmp_path, report=False)
-    b = run_experiment("tiny_counter", {"n_steps": 5}, seed=3, output_dir=tmp_path, report=False)
-    c = run_experiment("tiny_counter", {"n_steps": 5}, seed=4, output_dir=tmp_path, report=False)
+    a = run_experiment("tiny_counter", {"n_steps": 5}, seed=3, output_dir=tmp_path)
+    b = run_experiment("tiny_counter", {"n_steps": 5}, seed=3, output_dir=tmp_path)
+    c = run_experiment("tiny_counter", {"n_steps": 5}, seed=4, output_dir=tmp_path)
     assert a.run_dir != b.run_dir
     assert (a.run_dir / "summary.json").read_bytes() == (b.run_dir / "summary.json").read_bytes()
     assert (a.run_dir / "metrics.jsonl").read_bytes() == (b.run_dir / "metrics.jsonl").read_bytes()
@@ -87,7 +91,8 @@ def test_run_dirs_never_collide(tmp_path: Path) -> None:
 
 def test_failed_run_is_marked_and_reraised(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="failing at step 1"):
-        run_experiment("tiny_counter", {"n_steps": 3, "fail_at": 1}, output_dir=tmp_path)
+        run_experiment("tiny_counter", {"n_steps": 3, "fail_at": 1}, output_dir=tmp_path,
+                       finish=write_report)
     (run_dir,) = (tmp_path / "tiny_counter").iterdir()
     run = RunResults(run_dir)
     assert run.status == "failed"
@@ -220,33 +225,84 @@ def test_broken_experiment_is_an_input_error(tmp_path: Path,
     assert len(err.splitlines()) == 1 and "experiment 'broken_module' cannot be loaded" in err
 
 
-def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_runner_never_imports_the_report() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom toolkit.runner import run_experiment\n"
+            "import toolkit.runner.sweep, toolkit.runner.dask_executor\n"
+            "assert not any(m.startswith('toolkit.report') for m in sys.modules)\n"
+            "assert 'matplotlib' not in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_meta_lists_blocks_that_ran_outside_compare_too(tmp_path: Path) -> None:
+    run = run_experiment("tiny_counter", {"extra_block": True}, output_dir=tmp_path)
+    assert run.meta["blocks_seen"] == ["tiny.outside", "tiny.target"]
+
+
+def test_list_reads_the_sources(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     captured = capsys.readouterr()
     assert "quadratic_target" in captured.out and "tiny test experiment" in captured.out
+    (line,) = [li for li in captured.out.splitlines() if "no_run" in li]
+    assert "BROKEN: it must define `run(params, ctx)`" in line
+    # the fixture that raises on import also lacks Params and run(): seen without importing it
+    (line,) = [li for li in captured.out.splitlines() if "broken_module" in li]
+    assert "BROKEN: it must define `class Params(ExperimentParams)`" in line
+    assert "configs/showcase.toml" in captured.out
+    assert "toolkit list --check" in captured.out
+    assert "2 experiment module(s) cannot be loaded: broken_module, no_run" in captured.err
+
+
+def test_list_check_imports_every_module(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--check"]) == 0
+    captured = capsys.readouterr()
     (line,) = [li for li in captured.out.splitlines() if "broken_module" in li]
     assert "BROKEN: import failed: ImportError: broken_module: this fixture fails" in line
-    assert "configs/showcase.toml" in captured.out
     assert "experiment module(s) cannot be loaded" in captured.err
     assert "broken_module" in captured.err and "no_run" in captured.err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["run", "--help"]])
+def test_help_and_list_do_not_import_torch(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom toolkit.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch imported'\n")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_ctrl_c_at_start_up_is_one_line_and_status_130(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import toolkit.cli
+
+    def interrupted(argv: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(toolkit.cli, "_main", interrupted)
+    assert main(["list"]) == 130
+    assert capsys.readouterr().err == "toolkit: interrupted\n"
 
 
 def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:
     configs = load_config(Path(__file__).parents[2] / "configs" / "showcase_quick.toml",
                           ["params.experiments=[\"tiny_counter\", \"quadratic_target\"]"],
                           output_dir=tmp_path)
-    run = run_experiment(configs[0])
+    run = run_experiment(configs[0], finish=write_report)
     assert run.status == "complete"
     assert run.children == ["tiny_counter", "quadratic_target"]
     child = run.child("tiny_counter")
     assert child.params["n_steps"] == 3  # QUICK
     assert child.summary["n_steps"] == 3
     assert run.child("quadratic_target").params["n_steps"] == 40  # override on top of QUICK
-    assert run.child("quadratic_target").config["dtype"] == "float64"  # from its quick config
+    assert run.child("quadratic_target").config["dtype"] == "float64"  # its module's DTYPE
     assert "blocked/train/loss" in child.metric_keys()
     # the child computes what a run of its own computes with the same params and seed
-    alone = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path,
-                           report=False)
+    alone = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
     assert alone.summary == child.summary
     figures = {p.name for p in (run.run_dir / "figures").iterdir()}
     assert {"tiny_counter__tiny_curve.png", "quadratic_target__value_function.png",
@@ -261,7 +317,7 @@ def test_showcase_fails_clearly_when_a_child_fails(tmp_path: Path) -> None:
                            "params.overrides.tiny_counter.fail_at=0"], output_dir=tmp_path)
     with pytest.raises(RuntimeError, match="showcase: experiment 'tiny_counter' failed: "
                                            "RuntimeError: tiny_counter: failing at step 0"):
-        run_experiment(configs[0], report=False)
+        run_experiment(configs[0])
 
 
 def test_showcase_rejects_unknown_or_broken_selection(tmp_path: Path) -> None:
@@ -271,6 +327,38 @@ def test_showcase_rejects_unknown_or_broken_selection(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"params.experiments: unknown experiment "
                                           r"'tiny_countr'; did you mean 'tiny_counter'"):
         load_config(path, ["params.experiments=[\"tiny_countr\"]"])
-    configs = load_config(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
-    with pytest.raises(RuntimeError, match="showcase: cannot run broken_module: import failed"):
-        run_experiment(configs[0], report=False)
+    with pytest.raises(ConfigError, match="params: cannot run broken_module: import failed"):
+        load_config(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
+
+
+def test_showcase_overrides_are_checked_when_the_config_loads(tmp_path: Path,
+                                                              capsys) -> None:
+    path = Path(__file__).parents[2] / "configs" / "showcase_quick.toml"
+    argv = ["run", str(path), "--dry-run", "--set", "params.experiments=[\"tiny_counter\"]",
+            "--set", "params.overrides.tiny_counter.n_stepz=5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "overrides.tiny_counter.n_stepz: unknown key; did you mean 'n_steps'?" in err[0]
+
+
+def test_a_run_sets_its_thread_count_and_restores_it(tmp_path: Path) -> None:
+    before = torch.get_num_threads()
+    run = run_experiment("tiny_counter", {"n_steps": 2}, threads=3, output_dir=tmp_path)
+    assert run.meta["threads"] == 3 and run.config["threads"] == 3
+    assert torch.get_num_threads() == before
+
+
+def test_compare_hands_each_variant_over_as_soon_as_it_finishes(tmp_path: Path) -> None:
+    ctx = RunContext(run_dir=tmp_path, seed=0, device=torch.device("cpu"), dtype=torch.float32,
+                     disable_patterns=("demo.*",))
+    events = []
+
+    def fn() -> str:
+        events.append("run")
+        stop_gradient(torch.ones(1), name="demo.x")
+        return f"result {len(events)}"
+
+    out = ctx.compare(fn, on_result=lambda variant, result: events.append((variant, result)))
+    assert events == ["run", ("blocked", "result 1"), "run", ("unblocked", "result 3")]
+    assert out == {"blocked": "result 1", "unblocked": "result 3"}

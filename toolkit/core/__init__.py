@@ -1,5 +1,6 @@
 """The primitive and the gradient tools everything else builds on."""
 
+from toolkit.core.backward_graph import CutTrace, GradientGraph, gradient_graph, trace_cuts
 from toolkit.core.gradients import (
     GradientComparison,
     ParameterComparison,
@@ -7,6 +8,14 @@ from toolkit.core.gradients import (
     compare_gradients,
     count_graph_nodes,
     has_gradient_path,
+)
+from toolkit.core.graph_draw import draw_gradient_graph
+from toolkit.core.lens import (
+    GradientFlow,
+    GradientLeakError,
+    assert_no_gradient,
+    gradient_flow,
+    gradient_path,
 )
 from toolkit.core.stop_gradient import (
     BlockNotSwitchableError,
@@ -23,13 +32,22 @@ from toolkit.core.stop_gradient import (
 
 __all__ = [
     "BlockNotSwitchableError",
+    "CutTrace",
     "GradientComparison",
+    "GradientFlow",
+    "GradientGraph",
+    "GradientLeakError",
     "ParameterComparison",
     "as_constant",
     "assert_blocked",
+    "assert_no_gradient",
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",
+    "draw_gradient_graph",
+    "gradient_flow",
+    "gradient_graph",
+    "gradient_path",
     "has_gradient_path",
     "is_block_disabled",
     "is_compiling",
@@ -38,4 +56,5 @@ __all__ = [
     "reset_seen_blocks",
     "seen_blocks",
     "stop_gradient",
+    "trace_cuts",
 ]

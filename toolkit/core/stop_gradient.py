@@ -59,6 +59,11 @@ _SEEN: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
 # trace time and ``_COMPILE_KEY`` (the disabled-stack of the context that changed it last) is
 # passed along, so that dynamo guards on it and re-traces when the setting changes.
 _COMPILE_KEY: tuple[tuple[str, ...] | None, ...] = ()
+# The gradient-flow lens (``toolkit.core.backward_graph.trace_cuts``) sets a hook that makes each
+# active cut visible in the backward graph, with the same values and gradients; ``None``: a
+# plain cut. Never consulted under torch.compile.
+_CUT_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
+    contextvars.ContextVar("toolkit_cut_hook", default=None))
 
 
 
@@ -213,7 +218,8 @@ def stop_gradient(x: T, name: str | None = None) -> T:
         _check_name(name, where="stop_gradient")
     if _decide(name):
         return x
-    return _tree_map(_stop_leaf, x)
+    hook = None if is_compiling() else _CUT_HOOK.get()
+    return _tree_map(_stop_leaf, x) if hook is None else hook(x, name)
 
 
 def as_constant(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T:
@@ -253,6 +259,9 @@ def as_constant(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T
         raise TypeError(f"as_constant: fn must be callable, got {type(fn).__name__}")
     if _decide(name):
         return fn(*args, **kwargs)
+    hook = None if is_compiling() else _CUT_HOOK.get()
+    if hook is not None:  # the lens records the graph behind the cut, then marks the cut
+        return hook(fn(*args, **kwargs), name)
     with torch.no_grad():
         value = fn(*args, **kwargs)
     # no_grad records no graph, but fn may return an input that requires grad, and forward-mode

@@ -7,7 +7,13 @@ A config file holds the common keys and the experiment's own ``[params]``::
     device = "auto"             # auto | cpu | cuda | cuda:N
     dtype = "float64"           # float16 | bfloat16 | float32 | float64
     disable_blocks = ["em.*"]   # patterns switched off in the "unblocked" variant
+    threads = 1                 # torch's intra-op threads per run (results may depend on it)
     output_dir = "results"
+
+    [executor]                  # optional: where the runs run (the CLI's options win)
+    kind = "local"              # local (process pool) | dask
+    address = "tcp://host:8786" # dask scheduler; without it a LocalCluster is started
+    workers = 2
 
     [params]
     n_iter = 100
@@ -34,11 +40,14 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from toolkit._validation import resolve_device as _resolve_device
 from toolkit.runner import tomlio
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, suggest
 
 __all__ = [
     "DTYPES",
+    "EXECUTORS",
+    "ExecutorSpec",
     "RunConfig",
     "load_config",
     "make_config",
@@ -55,7 +64,20 @@ DTYPES: dict[str, torch.dtype] = {
 }
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-_SWEEPABLE = ("device", "dtype", "disable_blocks")
+_SWEEPABLE = ("device", "dtype", "disable_blocks", "threads")
+EXECUTORS = ("local", "dask")
+
+
+class ExecutorSpec(BaseModel):
+    """Where the runs of a config run: the ``[executor]`` table (the CLI's options win)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["local", "dask"] = Field(
+        "local", description="local: a pool of processes on this machine; dask: a Dask cluster")
+    address: str | None = Field(
+        None, description="dask scheduler address tcp://HOST:PORT (none: start a LocalCluster)")
+    workers: int = Field(1, ge=1, description="processes of the local pool or LocalCluster")
 
 
 class _FileConfig(BaseModel):
@@ -70,10 +92,21 @@ class _FileConfig(BaseModel):
     dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
     disable_blocks: list[str] = Field(default_factory=lambda: ["*"],
                                       description="fnmatch patterns of blocks to switch off")
+    threads: int = Field(1, ge=1, le=1024,
+                         description="torch intra-op threads of each run (part of the result: "
+                                     "reductions may round differently with more threads)")
     output_dir: str = Field("results", min_length=1, description="root of the run directories")
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, Any] = Field(default_factory=dict)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec,
+                                   description="where the runs run (see [executor])")
 
+
+    @field_validator("disable_blocks", mode="before")
+    @classmethod
+    def _one_pattern(cls, value: Any) -> Any:
+        # `--set disable_blocks=em.*` gives a string: one pattern
+        return [value] if isinstance(value, str) else value
 
     @field_validator("device")
     @classmethod
@@ -94,8 +127,10 @@ class RunConfig:
     dtype: str = "float32"
     disable_blocks: tuple[str, ...] = ("*",)
     output_dir: str = "results"
+    threads: int = 1
     source: str = field(default="<python>", compare=False)
     sweep_point: dict[str, Any] = field(default_factory=dict, compare=False)
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain nested dict (what ``config.toml`` contains)."""
@@ -105,6 +140,7 @@ class RunConfig:
             "device": self.device,
             "dtype": self.dtype,
             "disable_blocks": list(self.disable_blocks),
+            "threads": self.threads,
             "output_dir": self.output_dir,
             "params": copy.deepcopy(self.params),
         }
@@ -120,22 +156,19 @@ class RunConfig:
 
 def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
                    ) -> torch.device:
-    """``auto`` → ``cuda`` when available, else ``cpu``; ``cuda`` without CUDA is a ConfigError."""
+    """The config's ``device`` as a ``torch.device`` (``auto``: CUDA when available, else CPU).
+
+    The meaning is :func:`toolkit._validation.resolve_device`'s; a device that does not exist
+    here becomes a :class:`ConfigError` naming the file and key.
+    """
     if not isinstance(device, str) or not _DEVICE_RE.match(device):
         raise ConfigError(source, key, f"unknown device {device!r}",
                           'use "auto", "cpu", "cuda" or "cuda:N"')
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError(source, key, f"device {device!r} requested but CUDA is not "
-                              "available on this machine", 'use device = "cpu" or "auto"')
-        index = int(device.split(":")[1]) if ":" in device else 0
-        if index >= torch.cuda.device_count():
-            raise ConfigError(source, key, f"device {device!r} requested but only "
-                              f"{torch.cuda.device_count()} CUDA device(s) exist",
-                              'use "cuda:0" or "auto"')
-    return torch.device(device)
+    try:
+        return _resolve_device(device, where=key)
+    except ValueError as err:
+        problem = str(err).removeprefix(f"{key}: ").split("; use")[0]
+        raise ConfigError(source, key, problem, 'use device = "cpu" or "auto"') from None
 
 
 # ----------------------------------------------------------------------------- overrides
@@ -269,6 +302,25 @@ def _pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str
     return ConfigError(source, key, problem, fix)
 
 
+def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: _Sources) -> None:
+    """An unknown top-level key that is a parameter of the experiment: suggest ``params.<key>``."""
+    first = err.errors()[0]
+    if first["type"] != "extra_forbidden" or len(first["loc"]) != 1:
+        return
+    key = str(first["loc"][0])
+    name = raw.get("experiment")
+    if not isinstance(name, str):
+        return
+    try:
+        fields = _load_experiment(name, sources("experiment")).Params.model_fields
+    except ConfigError:
+        return
+    if key in fields:
+        raise ConfigError(sources(key), key, "unknown key",
+                          f"did you mean params.{key}? ({key} is a parameter of {name}; "
+                          f"write --set params.{key}=... or put it under [params])") from None
+
+
 def _fields_at(model: type[BaseModel], loc: list[str]) -> list[str]:
     current: Any = model
     for part in loc:
@@ -343,12 +395,12 @@ def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: _Sources
 def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = None, *,
                 seed: int = 0, device: str = "auto", dtype: str = "float32",
                 disable_blocks: Sequence[str] = ("*",), output_dir: str | Path = "results",
-                source: str = "<python>") -> RunConfig:
+                threads: int = 1, source: str = "<python>") -> RunConfig:
     """Validate one run given in Python (the same checks as a config file)."""
     sources = _Sources(source, [])
     raw: dict[str, Any] = {"experiment": experiment, "seed": seed, "device": device,
                            "dtype": dtype, "disable_blocks": list(disable_blocks),
-                           "output_dir": str(output_dir)}
+                           "threads": threads, "output_dir": str(output_dir)}
     try:
         common = _FileConfig.model_validate(raw)
     except ValidationError as err:
@@ -360,7 +412,7 @@ def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = 
     resolve_device(common.device, source=source)
     return RunConfig(experiment=common.experiment, params=values, seed=int(seed),
                      device=common.device, dtype=common.dtype,
-                     disable_blocks=tuple(common.disable_blocks),
+                     disable_blocks=tuple(common.disable_blocks), threads=common.threads,
                      output_dir=common.output_dir, source=source)
 
 
@@ -422,6 +474,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
     try:
         common = _FileConfig.model_validate(raw)
     except ValidationError as err:
+        _misplaced_param(err, raw, sources)
         raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
     source = str(path)
     if common.seed is not None and common.seeds is not None:
@@ -466,7 +519,8 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
     runs: list[RunConfig] = []
     keys = list(grid)
     for combo in itertools.product(*(grid[k] for k in keys)):
-        member = {k: v for k, v in raw.items() if k not in ("sweep", "seeds", "seed")}
+        member = {k: v for k, v in raw.items()
+                  if k not in ("sweep", "seeds", "seed", "executor")}
         member = copy.deepcopy(member)
         member.setdefault("params", {})
         point = dict(zip(keys, combo))
@@ -481,6 +535,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
         for seed in run_seeds:
             runs.append(RunConfig(experiment=m.experiment, params=values, seed=int(seed),
                                   device=m.device, dtype=m.dtype,
-                                  disable_blocks=tuple(m.disable_blocks),
-                                  output_dir=m.output_dir, source=source, sweep_point=point))
+                                  disable_blocks=tuple(m.disable_blocks), threads=m.threads,
+                                  output_dir=m.output_dir, source=source, sweep_point=point,
+                                  executor=common.executor))
     return runs

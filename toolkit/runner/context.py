@@ -189,8 +189,8 @@ class RunContext:
             torch.cuda.set_rng_state_all(cuda)
         self.generator.set_state(gen)
 
-    def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None
-                ) -> dict[str, T]:
+    def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None,
+                on_result: Callable[[str, T], Any] | None = None) -> dict[str, T]:
         """Run ``fn()`` normally and inside ``disable_blocks(...)`` from the same random state.
 
         ``disable`` (default: ``ctx.disable_patterns``) are fnmatch patterns; an empty sequence
@@ -198,9 +198,11 @@ class RunContext:
         (``random``, ``numpy``, ``torch``) and ``ctx.generator`` are put back in the state they
         had when ``compare`` was called, so both calls see the same random numbers.
 
-        Returns ``{"blocked": fn(), "unblocked": fn() with the blocks disabled}``. A warning is
-        recorded (meta.json) when no block matching the patterns ran: then both calls compute
-        the same thing.
+        Returns ``{"blocked": fn(), "unblocked": fn() with the blocks disabled}``.
+        ``on_result(variant, result)`` is called as soon as each variant has finished (log its
+        metrics there: an interrupt during the second variant then keeps the first one's). A
+        warning is recorded (meta.json, console) when no block matching the patterns ran: then
+        both calls compute the same thing.
         """
         patterns = self.disable_patterns if disable is None else tuple(disable)
         if isinstance(disable, str):
@@ -209,10 +211,14 @@ class RunContext:
         state = self._rng_state()
         with record_blocks() as seen_blocked:
             blocked = fn()
+        if on_result is not None:
+            on_result("blocked", blocked)
         self._set_rng_state(state)
         with record_blocks() as seen_unblocked, disable_blocks(*patterns):
             unblocked = fn()
-        seen = [*seen_blocked, *seen_unblocked]
+        if on_result is not None:
+            on_result("unblocked", unblocked)
+        seen = list(dict.fromkeys([*seen_blocked, *seen_unblocked]))
         for name in seen:
             self._files.blocks_seen[name] = None
         import fnmatch

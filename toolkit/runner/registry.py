@@ -12,6 +12,7 @@ package (the repository root) and in ``./configs`` of the working directory.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
@@ -30,7 +31,9 @@ from toolkit.runner.errors import ExperimentLoadError
 __all__ = [
     "ENV_PATH",
     "Experiment",
+    "ExperimentInfo",
     "config_files",
+    "describe",
     "discover",
     "load_all",
     "load_experiment",
@@ -204,3 +207,62 @@ def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
         except ExperimentLoadError as err:
             broken[name] = err.problem
     return loaded, broken
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    """What the source of an experiment module says, read without importing it.
+
+    ``problem`` is ``None`` when the module parses and defines ``Params`` and ``run``;
+    failures at import time show only when the module is imported (:func:`load_all`).
+    """
+
+    name: str
+    path: Path
+    description: str
+    has_quick: bool
+    problem: str | None
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines()]
+    return lines[0] if lines else ""
+
+
+def describe(name: str, path: Path) -> ExperimentInfo:
+    """Read ``DESCRIPTION``, ``QUICK``, ``Params`` and ``run`` from the module's source (``ast``).
+
+    ``toolkit list`` uses this so that it answers at once, without importing torch or the
+    experiments.
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, ValueError) as err:
+        return ExperimentInfo(name, path, "", False, f"cannot be read: {type(err).__name__}: {err}")
+    assigned: dict[str, ast.expr | None] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            assigned[node.name] = None
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned[target.id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            assigned[node.target.id] = node.value
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                assigned[(alias.asname or alias.name).split(".")[0]] = None
+    description = ""
+    value = assigned.get("DESCRIPTION")
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        description = _first_line(value.value)
+    elif ast.get_docstring(tree):
+        description = _first_line(ast.get_docstring(tree) or "")
+    problems = []
+    if "Params" not in assigned:
+        problems.append("it must define `class Params(ExperimentParams)` "
+                        "(from toolkit.runner import ExperimentParams)")
+    if "run" not in assigned:
+        problems.append("it must define `run(params, ctx)`")
+    return ExperimentInfo(name, path, description, "QUICK" in assigned,
+                          "; ".join(problems) or None)

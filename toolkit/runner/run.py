@@ -1,4 +1,8 @@
-"""Executing one run: the run directory, meta.json, signals, failures, the report."""
+"""Executing one run: the run directory, meta.json, signals, failures.
+
+The runner knows nothing of reports: a caller that wants one (the command line) passes a
+``finish(run_dir)`` callable, run after the run's files are written.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,19 @@ import contextlib
 import os
 import platform
 import signal
+import socket
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from toolkit.core import record_blocks
 from toolkit.runner.config import RunConfig, load_config, make_config, resolve_device
 from toolkit.runner.context import RunContext, _RunFiles
 from toolkit.runner.errors import ConfigError, RunInterrupted
@@ -27,8 +33,10 @@ from toolkit.runner.results import (
     new_run_dir,
     utc_now,
 )
+from toolkit.runner.story import write_findings
 
-__all__ = ["RunOutcome", "check_output_dir", "execute", "run_experiment"]
+__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "local_worker",
+           "run_experiment"]
 
 
 def _versions() -> dict[str, str]:
@@ -104,16 +112,42 @@ class RunOutcome:
     duration_s: float = 0.0
 
 
-def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[str] | None,
-              raise_errors: bool) -> tuple[RunOutcome, BaseException | None]:
+#: ``finish(run_dir)``: what to do with a run directory once its files are written (draw a
+#: report, copy it somewhere); its time is recorded in ``meta.json`` as ``finish_s``.
+Finish = Callable[[Path], Any]
+
+
+def local_worker() -> str:
+    """``host:pid`` of this process (``meta.json``'s ``executor.worker`` for local runs)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads for one run (part of the config: results depend on it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
+              raise_errors: bool, finish: Finish | None = None,
+              executor: Mapping[str, Any] | None = None, root: Path | None = None
+              ) -> tuple[RunOutcome, BaseException | None]:
     from toolkit.runner.registry import load_experiment
 
     experiment = load_experiment(config.experiment)
     params = experiment.Params.model_validate(config.params)
     device = resolve_device(config.device, source=config.source)
-    check_output_dir(config)
-
-    run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
+    if root is None:  # else a worker writes to a folder of its own, the client moves the files
+        check_output_dir(config)
+    run_dir = new_run_dir(config.output_dir if root is None else root, config.experiment,
+                          config.seed)
     started = utc_now()
     t0 = time.perf_counter()
     meta: dict[str, Any] = {
@@ -124,6 +158,8 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
         "device": str(device),
         "device_requested": config.device,
         "dtype": config.dtype,
+        "threads": config.threads,
+        "executor": dict(executor or {"kind": "local", "worker": local_worker()}),
         "disable_blocks": list(config.disable_blocks),
         "sweep_point": config.sweep_point,
         "config_source": config.source,
@@ -146,8 +182,10 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
     error: BaseException | None = None
     status = "complete"
     exit_code = 0
+    seen: list[str] = []
     try:
-        with _signals_raise():
+        # every named block that runs anywhere in the run, inside ctx.compare or not
+        with _signals_raise(), record_blocks() as seen, _threads(config.threads):
             ctx = RunContext(run_dir=run_dir, seed=config.seed, device=device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=params, _files=files)
@@ -160,6 +198,8 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
         status, exit_code, error = "failed", 1, err
     with _signals_deferred() as received:
         files.close()
+        # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
+        files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
         meta.update({
             "status": status,
             "ended": utc_now().isoformat(),
@@ -173,17 +213,19 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
             meta["error"] = f"{type(error).__name__}: {error}"
             meta["traceback"] = "".join(traceback.format_exception(error))
         atomic_write_json(run_dir / "meta.json", meta)
-        if report and status != "interrupted":
-            t_report = time.perf_counter()
+        if status == "complete":
+            _, problems = write_findings(run_dir)
+            if problems:
+                meta["findings_problems"] = problems
+                atomic_write_json(run_dir / "meta.json", meta)
+        if finish is not None and status != "interrupted":
+            t_finish = time.perf_counter()
             try:
-                from toolkit.report import write_report
-
-                write_report(run_dir)
-                meta["report_s"] = round(time.perf_counter() - t_report, 3)
+                finish(run_dir)
+                meta["finish_s"] = round(time.perf_counter() - t_finish, 3)
             except Exception as err:  # the run's numbers stay valid without a report
-                meta["report_error"] = f"{type(err).__name__}: {err}"
-                print(f"toolkit: warning: {run_dir}: report failed: {meta['report_error']}",
-                      file=sys.stderr)
+                meta["finish_error"] = f"{type(err).__name__}: {err}"
+                print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
             atomic_write_json(run_dir / "meta.json", meta)
     if received and error is None:
         # A signal during the final writes: the experiment finished, say so but exit non-zero.
@@ -194,19 +236,27 @@ def _run_once(config: RunConfig, *, quiet: bool, report: bool, argv: Sequence[st
     return outcome, None
 
 
-def execute(config: RunConfig, *, quiet: bool = False, report: bool = True,
-            argv: Sequence[str] | None = None) -> RunOutcome:
-    """Run one validated config; never raises for a failing experiment (see the outcome)."""
-    outcome, _ = _run_once(config, quiet=quiet, report=report, argv=argv, raise_errors=False)
+def execute(config: RunConfig, *, quiet: bool = False, argv: Sequence[str] | None = None,
+            finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
+            root: Path | None = None) -> RunOutcome:
+    """Run one validated config; never raises for a failing experiment (see the outcome).
+
+    ``finish(run_dir)`` runs after the files are written (not for interrupted runs);
+    ``executor`` is recorded in ``meta.json`` (default: local, this host and process);
+    ``root`` replaces ``config.output_dir`` as the folder the run directory is made in (the
+    config, and so ``config.toml``, keep the output folder the run belongs to).
+    """
+    outcome, _ = _run_once(config, quiet=quiet, argv=argv, raise_errors=False, finish=finish,
+                           executor=executor, root=root)
     return outcome
 
 
 def run_experiment(experiment: str | Path | RunConfig,
                    params: Mapping[str, Any] | BaseModel | None = None, *,
                    seed: int = 0, device: str = "auto", dtype: str = "float32",
-                   disable_blocks: Sequence[str] = ("*",),
+                   disable_blocks: Sequence[str] = ("*",), threads: int = 1,
                    output_dir: str | Path = "results", overrides: Sequence[str] = (),
-                   quiet: bool = True, report: bool = True) -> RunResults:
+                   quiet: bool = True, finish: Finish | None = None) -> RunResults:
     """Run one experiment from Python and return its results.
 
     Args:
@@ -214,12 +264,14 @@ def run_experiment(experiment: str | Path | RunConfig,
             ``[sweep]``/``seeds`` must give a single run), or a :class:`RunConfig`.
         params: the experiment's parameters (dict or ``Params`` instance); with a config file
             they are applied as ``--set params.<key>=...`` overrides.
-        seed, device, dtype, disable_blocks: the common config keys (for an experiment name;
-            a config file sets them itself, change them with ``overrides``).
+        seed, device, dtype, disable_blocks, threads: the common config keys (for an
+            experiment name; a config file sets them itself, change them with ``overrides``).
         output_dir: root of the run directories (for a config file: replaces its
             ``output_dir`` unless left at the default ``"results"``).
         overrides: ``"dotted.key=VALUE"`` strings for a config file.
-        quiet: no progress bars. report: draw figures and write report.html/report.md.
+        quiet: no progress bars.
+        finish: called with the run directory once its files are written, e.g.
+            ``toolkit.report.write_report`` to draw figures and report.html/report.md.
 
     Raises:
         ConfigError: invalid input (nothing is written).
@@ -250,8 +302,9 @@ def run_experiment(experiment: str | Path | RunConfig,
         config = configs[0]
     else:
         config = make_config(str(experiment), params, seed=seed, device=device, dtype=dtype,
-                             disable_blocks=disable_blocks, output_dir=output_dir)
-    outcome, error = _run_once(config, quiet=quiet, report=report, argv=None, raise_errors=True)
+                             disable_blocks=disable_blocks, threads=threads,
+                             output_dir=output_dir)
+    outcome, error = _run_once(config, quiet=quiet, argv=None, raise_errors=True, finish=finish)
     if error is not None:
         raise error
     return RunResults(outcome.run_dir)

@@ -1,4 +1,16 @@
-"""Running many configs: in this process one after the other, or in a pool of processes."""
+"""Running many configs: in this process, in a local pool of processes, or on a Dask cluster.
+
+:func:`run_configs` takes the validated runs and an :class:`~toolkit.runner.config.ExecutorSpec`:
+
+- ``local`` with one worker: one run after the other in this process;
+- ``local`` with ``workers > 1``: a pool of spawned processes, each writing its own run
+  directory (the machine's own disk);
+- ``dask``: tasks on a Dask cluster (``toolkit.runner.dask_executor``); workers return the
+  files of a run and this process writes the run directories, so no shared filesystem is needed.
+
+Whatever the executor, a run sets its own seed and thread count, so the same config and seed give
+the same ``summary.json`` bytes.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +24,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.runner.config import RunConfig
+from toolkit.runner.config import ExecutorSpec, RunConfig
 from toolkit.runner.errors import RunInterrupted
 from toolkit.runner.run import (
+    Finish,
     RunOutcome,
     _signals_deferred,
     _signals_raise,
     check_output_dir,
     execute,
+    local_worker,
 )
 
-__all__ = ["run_configs"]
+__all__ = ["Progress", "find_complete", "run_configs"]
 
-Printer = Callable[[int, int, RunOutcome], None]
+#: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
+Progress = Callable[[int, int, RunOutcome], None]
 
 
 def _worker_init() -> None:
@@ -33,10 +48,18 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _worker(args: tuple[int, RunConfig, bool, bool, list[str]]) -> tuple[int, dict[str, Any]]:
-    index, config, quiet, report, argv = args
+def _outcome_dict(outcome: RunOutcome) -> dict[str, Any]:
+    return {"run_dir": str(outcome.run_dir), "status": outcome.status,
+            "exit_code": outcome.exit_code, "error": outcome.error,
+            "duration_s": outcome.duration_s}
+
+
+def _pool_worker(args: tuple[int, RunConfig, list[str], Finish | None]
+                 ) -> tuple[int, dict[str, Any]]:
+    index, config, argv, finish = args
     try:
-        outcome = execute(config, quiet=quiet, report=report, argv=argv)
+        outcome = execute(config, quiet=True, argv=argv, finish=finish,
+                          executor={"kind": "local", "worker": local_worker()})
     except Exception as err:  # a run that could not even start (e.g. the disk filled up)
         return index, {"run_dir": "", "status": "failed", "exit_code": 1,
                        "error": f"{type(err).__name__}: {err}", "duration_s": 0.0}
@@ -48,9 +71,7 @@ def _worker(args: tuple[int, RunConfig, bool, bool, list[str]]) -> tuple[int, di
         with contextlib.suppress(OSError):
             os.kill(os.getppid(), signum)
         os._exit(outcome.exit_code)
-    return index, {"run_dir": str(outcome.run_dir), "status": outcome.status,
-                   "exit_code": outcome.exit_code, "error": outcome.error,
-                   "duration_s": outcome.duration_s}
+    return index, _outcome_dict(outcome)
 
 
 def find_complete(config: RunConfig) -> Path | None:
@@ -76,47 +97,39 @@ def find_complete(config: RunConfig) -> Path | None:
     return None
 
 
-def run_configs(configs: Sequence[RunConfig], *, workers: int = 1, quiet: bool = False,
-                report: bool = True, argv: Sequence[str] | None = None,
-                on_done: Printer | None = None) -> tuple[list[RunOutcome], int]:
-    """Run every config; returns the outcomes (in config order) and the exit status.
+def _in_process(configs: Sequence[RunConfig], *, quiet: bool, argv: list[str],
+                finish: Finish | None, on_done: Progress | None
+                ) -> tuple[list[RunOutcome], int]:
+    outcomes: list[RunOutcome] = []
+    status = 0
+    for i, config in enumerate(configs):
+        outcome = execute(config, quiet=quiet, argv=argv, finish=finish)
+        outcomes.append(outcome)
+        if on_done:
+            on_done(i, len(configs), outcome)
+        if outcome.status == "interrupted":
+            return outcomes, outcome.exit_code
+        status = max(status, outcome.exit_code)
+    return outcomes, status
 
-    Exit status: 0 when all completed, 1 when any failed (the others still run), 128 + signal
-    when interrupted (the remaining runs are not started; runs in progress are marked
-    ``interrupted``). With ``workers > 1`` runs go to a pool of ``workers`` spawned processes,
-    each writing its own run directory.
-    """
-    for config in configs:
-        check_output_dir(config)
-    argv = list(sys.argv if argv is None else argv)
+
+def _in_pool(configs: Sequence[RunConfig], *, workers: int, argv: list[str],
+             finish: Finish | None, on_done: Progress | None) -> tuple[list[RunOutcome], int]:
     total = len(configs)
     outcomes: list[RunOutcome | None] = [None] * total
     status = 0
-    if workers <= 1 or total <= 1:
-        for i, config in enumerate(configs):
-            outcome = execute(config, quiet=quiet, report=report, argv=argv)
-            outcomes[i] = outcome
-            if on_done:
-                on_done(i, total, outcome)
-            if outcome.status == "interrupted":
-                return [o for o in outcomes if o is not None], outcome.exit_code
-            if outcome.exit_code:
-                status = max(status, outcome.exit_code)
-        return [o for o in outcomes if o is not None], status
-
     ctx = multiprocessing.get_context("spawn")
     pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
-    jobs = [(i, c, True, report, argv) for i, c in enumerate(configs)]
+    jobs = [(i, c, argv, finish) for i, c in enumerate(configs)]
     try:
         with _signals_raise():
-            for i, info in pool.imap_unordered(_worker, jobs):
+            for i, info in pool.imap_unordered(_pool_worker, jobs):
                 outcome = RunOutcome(Path(info["run_dir"]), info["status"], info["exit_code"],
                                      info["error"], info["duration_s"] or 0.0)
                 outcomes[i] = outcome
                 if on_done:
                     on_done(i, total, outcome)
-                if outcome.exit_code:
-                    status = max(status, outcome.exit_code)
+                status = max(status, outcome.exit_code)
         pool.close()
     except (RunInterrupted, KeyboardInterrupt) as err:
         with _signals_deferred():  # more signals (e.g. from the workers) change nothing now
@@ -131,3 +144,28 @@ def run_configs(configs: Sequence[RunConfig], *, workers: int = 1, quiet: bool =
     if any(o.status == "interrupted" for o in done):
         status = max(status, 130)
     return done, status
+
+
+def run_configs(configs: Sequence[RunConfig], *, executor: ExecutorSpec | None = None,
+                quiet: bool = False, argv: Sequence[str] | None = None,
+                finish: Finish | None = None, on_done: Progress | None = None
+                ) -> tuple[list[RunOutcome], int]:
+    """Run every config; returns the outcomes (in the order they ended) and the exit status.
+
+    Exit status: 0 when all completed, 1 when any failed (the others still run), 128 + signal
+    when interrupted (the remaining runs are not started; runs in progress are marked
+    ``interrupted``). ``finish(run_dir)`` runs after each run's files are written (the command
+    line draws the report there); with a process pool it runs in the worker, so it must be a
+    module-level function.
+    """
+    spec = executor or ExecutorSpec()
+    argv = list(sys.argv if argv is None else argv)
+    if spec.kind == "dask":
+        from toolkit.runner.dask_executor import run_on_dask
+
+        return run_on_dask(configs, spec, argv=argv, finish=finish, on_done=on_done)
+    for config in configs:
+        check_output_dir(config)
+    if spec.workers <= 1 or len(configs) <= 1:
+        return _in_process(configs, quiet=quiet, argv=argv, finish=finish, on_done=on_done)
+    return _in_pool(configs, workers=spec.workers, argv=argv, finish=finish, on_done=on_done)

@@ -1,18 +1,23 @@
-"""Tests of FGSM/PGD, the "adversarial.examples" block and adversarial training."""
+"""FGSM and PGD against closed forms, a reference loop and torchattacks; the block's theory."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
+import ast
+import doctest
+import importlib
 import importlib.util
+import inspect
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from adversarial_testutil import DISABLE, gen, tiny_batch, tiny_mlp, trained_digits_mlp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+import toolkit.algorithms.adversarial.attacks as attacks_module
 from toolkit import (
     assert_blocked,
     compare_gradients,
@@ -20,50 +25,9 @@ from toolkit import (
     has_gradient_path,
     record_blocks,
 )
-from toolkit.algorithms.adversarial import (
-    CatastrophicOverfittingWarning,
-    adversarial_training,
-    eval_mode,
-    evaluate_robustness,
-    fgsm,
-    pgd,
-)
+from toolkit.algorithms.adversarial import BLOCK, eval_mode, fgsm, pgd, predict
 from toolkit.core.gradients import count_graph_nodes
-from toolkit.data import digits, gaussian_blobs, train_test_split
-
-DISABLE = ("adversarial.*",)
-
-
-def gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def tiny_mlp(n_in: int = 6, n_hidden: int = 8, n_out: int = 3, *, seed: int = 0,
-             dtype: torch.dtype = torch.float32) -> nn.Module:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(n_in, n_hidden), nn.Tanh(),
-                         nn.Linear(n_hidden, n_out)).to(dtype)
-
-
-def tiny_batch(n: int = 10, d: int = 6, k: int = 3, seed: int = 0,
-               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    g = gen(seed)
-    return torch.rand(n, d, generator=g, dtype=dtype), torch.randint(0, k, (n,), generator=g)
-
-
-@functools.cache
-def trained_digits_mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
-    """A small MLP fitted on 1000 digits (full-batch Adam), and 400 held-out digits."""
-    train, test = train_test_split(digits(), 400 / 1797, seed=0)
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-    for _ in range(150):
-        opt.zero_grad()
-        F.cross_entropy(net(train.X), train.y).backward()
-        opt.step()
-    return net, test.X, test.y
-
+from toolkit.data import gaussian_blobs
 
 # --- the attacks ---------------------------------------------------------------------------
 
@@ -229,6 +193,26 @@ def test_restarts_are_never_worse_than_one_start(norm):
     assert int(fooled_many.sum()) > int(fooled_one.sum())  # and restarts find more here
 
 
+def test_predict_is_the_argmax_in_eval_mode_without_a_graph():
+    spy = ModeSpy()
+    spy.train()
+    spy.net[1].eval()
+    before = modes(spy)
+    x, _ = tiny_batch()
+    pred = predict(spy, x)
+    assert spy.seen == [False] and modes(spy) == before  # eval mode inside, modes restored
+    with torch.no_grad():
+        spy.eval()
+        expected = spy(x).argmax(1)
+    assert torch.equal(pred, expected) and pred.dtype == torch.long
+    assert not pred.requires_grad
+    assert torch.equal(predict(lambda v: torch.stack([v[:, 0], -v[:, 0]], 1), x),
+                       (x[:, 0] < 0).long())  # a plain callable works too
+    with pytest.raises(TypeError, match=r"predict: x must be a tensor of inputs \(n, ...\), "
+                                        r"got list"):
+        predict(spy, [[0.0] * 6])
+
+
 def test_same_generator_seed_gives_the_same_examples():
     net = tiny_mlp()
     x, y = tiny_batch()
@@ -253,19 +237,41 @@ def test_the_block_is_named_and_recorded():
     with record_blocks() as names:
         pgd(net, x, y, 0.1, 0.02, 2, generator=gen())
         fgsm(net, x, y, 0.1)
-    assert names == ["adversarial.examples"]
+    assert names == [BLOCK] == ["adversarial.examples"]
+    with record_blocks() as names, disable_blocks(BLOCK):  # recorded when disabled, too
+        fgsm(net, x, y, 0.1)
+    assert names == [BLOCK]
+
+
+def test_one_cut_in_the_package_source():
+    # the only cut is as_constant(..., name=BLOCK); nothing cuts or reads the switch by hand
+    package = Path(attacks_module.__file__).parent
+    calls = []
+    for path in sorted(package.glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for forbidden in (".detach(", "is_block_disabled", "set_grad_enabled"):
+            assert forbidden not in source, (path.name, forbidden)
+        calls += [(path.name, node) for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Call) and getattr(node.func, "id", None)
+                  in {"stop_gradient", "as_constant", "require_block"}]
+    assert [(name, node.func.id) for name, node in calls] == [("attacks.py", "as_constant")]
+    (name_kw,) = [kw.value for kw in calls[0][1].keywords if kw.arg == "name"]
+    assert name_kw.id == "BLOCK"
 
 
 @pytest.mark.parametrize("restarts", [1, 3])
 def test_linf_sign_steps_add_no_gradient_but_l2_steps_do(restarts):
+    # Inside disable_blocks(BLOCK) the parameter gradient also flows through the unrolled
+    # attack: through sign steps that path carries exactly zero (sign has zero derivative), so
+    # the gradient is unchanged; through L2 normalised steps it does not.
     net = tiny_mlp(dtype=torch.float64)
     x, y = tiny_batch(dtype=torch.float64)
     params = dict(net.named_parameters())
     linf = compare_gradients(lambda: adversarial_loss(net, x, y, "linf", restarts=restarts),
-                             params, disable=DISABLE)
+                             params, disable=(BLOCK,))
     assert linf.overall.rel_diff < 1e-12  # sign() has zero derivative: exactly the same
     l2 = compare_gradients(lambda: adversarial_loss(net, x, y, "l2", restarts=restarts),
-                           params, disable=DISABLE)
+                           params, disable=(BLOCK,))
     assert l2.overall.rel_diff > 1e-3
     assert 0.0 < l2.overall.cosine < 0.9999
     assert all(p.grad is None for p in net.parameters())
@@ -320,116 +326,16 @@ def test_unblocked_attack_under_no_grad_keeps_no_graph():
     assert not x_adv.requires_grad
 
 
-# --- evaluation and training ---------------------------------------------------------------
-
-
-def test_evaluate_robustness_matches_direct_computation():
-    net, X, y = trained_digits_mlp()
-    attack = functools.partial(pgd, eps=0.1, alpha=0.02, steps=5, random_start=False)
-    acc = evaluate_robustness(net, (X, y), {"fgsm": functools.partial(fgsm, eps=0.1),
-                                            "pgd": attack}, batch_size=128)
-    with torch.no_grad():
-        clean = (net(X).argmax(1) == y).float().mean()
-        robust = (net(attack(net, X, y)).argmax(1) == y).float().mean()
-    assert acc["clean"] == pytest.approx(float(clean))
-    assert acc["pgd"] == pytest.approx(float(robust))
-    assert acc["worst_case"] <= min(acc["fgsm"], acc["pgd"]) <= acc["clean"]
-    assert acc["pgd"] < acc["clean"] - 0.2  # an undefended model is not robust
-
-
-def blobs():
-    X, y = gaussian_blobs(240, centers=[[0.3, 0.3], [0.7, 0.7], [0.3, 0.7]], std=0.08, seed=1)
-    return X.clamp(0, 1), y
-
-
-@pytest.mark.parametrize("method", ["standard", "pgd", "fgsm_rs", "fgsm"])
-def test_adversarial_training_history_and_determinism(method):
-    data = blobs()
-
-    def train():
-        net = tiny_mlp(2, 16, 3)
-        opt = torch.optim.Adam(net.parameters(), lr=0.02)
-        seen = []
-        hist = adversarial_training(net, data, opt, method=method, epochs=3, eps=0.05,
-                                    batch_size=64, generator=gen(),
-                                    callback=lambda e, r: seen.append((e, r["loss"])))
-        return net, hist, seen
-
-    net, hist, seen = train()
-    assert hist.epoch == [0, 1, 2] and [e for e, _ in seen] == [0, 1, 2]
-    for key in ("loss", "train_acc", "clean_acc", "robust_acc", "seconds",
-                "catastrophic_overfitting"):
-        assert len(getattr(hist, key)) == 3
-    assert all(0 <= a <= 1 for a in hist.robust_acc + hist.clean_acc)
-    assert hist.steps == {"standard": 0, "pgd": 10, "fgsm_rs": 1, "fgsm": 1}[method]
-    assert hist.alpha == pytest.approx({"standard": 0.05, "pgd": 0.0125, "fgsm_rs": 0.0625,
-                                        "fgsm": 0.05}[method])
-    assert hist.loss[-1] < hist.loss[0]
-    assert net.training
-    net2, hist2, _ = train()
-    assert hist2.loss == hist.loss
-    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), net2.parameters()))
-    assert hist.to_dict()["overfitting_epoch"] is None
-
-
-def test_pgd_training_gains_robustness_over_standard_training():
-    data = blobs()
-    results = {}
-    for method in ("standard", "pgd"):
-        net = tiny_mlp(2, 32, 3)
-        opt = torch.optim.Adam(net.parameters(), lr=0.02)
-        adversarial_training(net, data, opt, method=method, epochs=15, eps=0.12,
-                             batch_size=60, generator=gen())
-        attack = functools.partial(pgd, eps=0.12, alpha=0.03, steps=10, generator=gen(2))
-        results[method] = evaluate_robustness(net, data, {"pgd": attack})["pgd"]
-    assert results["pgd"] > results["standard"] + 0.1
-
-
-def test_unblocked_linf_training_follows_the_same_trajectory():
-    data = blobs()
-    hist = {}
-    for blocked in (True, False):
-        net = tiny_mlp(2, 16, 3, dtype=torch.float64)
-        opt = torch.optim.SGD(net.parameters(), lr=0.5)
-        X, y = data
-        with contextlib.nullcontext() if blocked else disable_blocks(*DISABLE):
-            hist[blocked] = adversarial_training(net, (X.double(), y), opt, method="pgd",
-                                                 epochs=2, eps=0.05, steps=3, batch_size=80,
-                                                 generator=gen())
-    assert hist[True].loss == pytest.approx(hist[False].loss, rel=1e-10)
-
-
-def test_catastrophic_overfitting_is_flagged_and_can_stop_training():
-    data = blobs()
-    net = tiny_mlp(2, 16, 3)
-    opt = torch.optim.SGD(net.parameters(), lr=0.0)  # no learning: only the sabotage acts
-
-    def sabotage(epoch, record):
-        if epoch == 0:  # from now on the network predicts class 0 for every input
-            with torch.no_grad():
-                net[2].weight.zero_()
-                net[2].bias.copy_(torch.tensor([10.0, 0.0, 0.0]))
-
-    torch.manual_seed(0)
-    with pytest.warns(CatastrophicOverfittingWarning, match="catastrophic overfitting at epoch 1"):
-        hist = adversarial_training(net, data, opt, method="fgsm", epochs=4, eps=0.05,
-                                    generator=gen(), callback=sabotage, co_drop=0.2,
-                                    stop_on_overfitting=True)
-    assert hist.catastrophic_overfitting == [False, True]
-    assert hist.overfitting_epoch == 1 and hist.stopped_early
-    assert hist.robust_acc[0] > 0.5 and hist.robust_acc[1] < 0.4
-
-
 # --- errors ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"eps": -0.1}, r"pgd: eps must be > 0, got -0.1"),
-    ({"eps": 0.0}, r"pgd: eps must be > 0, got 0.0"),
-    ({"alpha": 0}, r"pgd: alpha must be > 0, got 0"),
+    ({"eps": -0.1}, r"pgd: eps must be a number > 0, got -0.1"),
+    ({"eps": 0.0}, r"pgd: eps must be a number > 0, got 0.0"),
+    ({"alpha": 0}, r"pgd: alpha must be a number > 0, got 0"),
     ({"steps": 0}, r"pgd: steps must be an int >= 1, got 0"),
     ({"restarts": 0}, r"pgd: restarts must be an int >= 1, got 0"),
-    ({"norm": "l1"}, r"pgd: norm must be one of \('linf', 'l2'\), got 'l1'"),
+    ({"norm": "l1"}, r"pgd: norm must be one of 'linf', 'l2', got 'l1'"),
     ({"bounds": (1, 0)}, r"pgd: bounds must satisfy lo < hi, got \(1, 0\)"),
     ({"bounds": "ab"}, r"pgd: bounds must be None or a pair"),
     ({"x": torch.full((10, 6), 1.5)}, r"pgd: x must lie within bounds \(0.0, 1.0\), got "
@@ -453,47 +359,16 @@ def test_pgd_rejects_bad_input(kwargs, match):
 def test_fgsm_and_type_errors():
     net = tiny_mlp()
     x, y = tiny_batch()
-    with pytest.raises(ValueError, match=r"fgsm: eps must be > 0, got -1"):
+    with pytest.raises(ValueError, match=r"fgsm: eps must be a number > 0, got -1"):
         fgsm(net, x, y, -1)
     with pytest.raises(ValueError, match=r"fgsm: x must lie within bounds"):
         fgsm(net, x - 1, y, 0.1)
-    with pytest.raises(TypeError, match=r"pgd: eps must be a number > 0, got str"):
+    with pytest.raises(TypeError, match=r"pgd: eps must be a number > 0, got '0.1'"):
         pgd(net, x, y, "0.1", 0.1, 1)
     with pytest.raises(TypeError, match=r"pgd: x must be a floating-point tensor"):
         pgd(net, x.long(), y, 0.1, 0.1, 1)
-    with pytest.raises(TypeError, match=r"pgd: generator must be a torch.Generator"):
+    with pytest.raises(TypeError, match=r"pgd: generator must be None or a torch.Generator, got 0"):
         pgd(net, x, y, 0.1, 0.1, 1, generator=0)
-
-
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"method": "trades"}, r"adversarial_training: method must be one of \('standard', 'pgd', "
-                           r"'fgsm_rs', 'fgsm'\), got 'trades'"),
-    ({"eps": 0}, r"adversarial_training: eps must be > 0, got 0"),
-    ({"alpha": -1.0}, r"adversarial_training: alpha must be > 0, got -1.0"),
-    ({"steps": 0}, r"adversarial_training: steps must be an int >= 1, got 0"),
-    ({"epochs": 0}, r"adversarial_training: epochs must be an int >= 1, got 0"),
-    ({"norm": "linf2"}, r"adversarial_training: norm must be one of"),
-    ({"data": (torch.rand(5, 2), torch.zeros(4, dtype=torch.long))},
-     r"adversarial_training: data must hold X \(n, ...\) and y \(n,\)"),
-    ({"data": (torch.rand(5, 2) + 2, torch.zeros(5, dtype=torch.long))},
-     r"adversarial_training: x must lie within bounds"),
-])
-def test_adversarial_training_rejects_bad_input(kwargs, match):
-    net = tiny_mlp(2, 4, 2)
-    args = {"data": (torch.rand(5, 2), torch.zeros(5, dtype=torch.long))}
-    args.update(kwargs)
-    with pytest.raises(ValueError, match=match):
-        adversarial_training(net, args.pop("data"), torch.optim.SGD(net.parameters(), lr=0.1),
-                             **args)
-
-
-def test_evaluate_robustness_rejects_bad_input():
-    net = tiny_mlp()
-    x, y = tiny_batch()
-    with pytest.raises(TypeError, match=r"evaluate_robustness: data must be a pair \(X, y\)"):
-        evaluate_robustness(net, x, {})
-    with pytest.raises(ValueError, match=r"evaluate_robustness: attack name 'clean' is reserved"):
-        evaluate_robustness(net, (x, y), {"clean": fgsm})
 
 
 # --- an independent attacker -------------------------------------------------------------------
@@ -519,3 +394,73 @@ def test_pgd_agrees_with_torchattacks():
         acc_ours = float((net(ours).argmax(1) == y).float().mean())
     assert abs(acc_ref - acc_ours) <= 0.02
     assert acc_ours < 0.7  # the attack does bite
+
+
+def test_doctests():
+    for module in (attacks_module, importlib.import_module("toolkit.algorithms.adversarial.training")):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_defaults_are_torchattacks_defaults():
+    # PGD(model, eps=8/255, alpha=2/255, steps=10, random_start=True) and FGSM(model, eps=8/255)
+    signature = inspect.signature(pgd).parameters
+    assert (signature["eps"].default, signature["alpha"].default, signature["steps"].default,
+            signature["random_start"].default) == (8 / 255, 2 / 255, 10, True)
+    assert inspect.signature(fgsm).parameters["eps"].default == 8 / 255
+    net = tiny_mlp(dtype=torch.float64)
+    x, y = tiny_batch(dtype=torch.float64)
+    torch.testing.assert_close(pgd(net, x, y, generator=gen(4)),
+                               pgd(net, x, y, 8 / 255, 2 / 255, 10, generator=gen(4)))
+    torch.testing.assert_close(fgsm(net, x, y), fgsm(net, x, y, 8 / 255))
+    assert float((pgd(net, x, y, generator=gen(4)) - x).abs().max()) <= 8 / 255 + 1e-12
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchattacks") is None,
+                    reason="torchattacks is not installed (pip install '.[bench]')")
+def test_defaults_match_the_installed_torchattacks():
+    import torchattacks
+
+    ours = inspect.signature(pgd).parameters
+    theirs = inspect.signature(torchattacks.PGD.__init__).parameters
+    for name in ("eps", "alpha", "steps", "random_start"):
+        assert ours[name].default == theirs[name].default, name
+    assert (inspect.signature(fgsm).parameters["eps"].default
+            == inspect.signature(torchattacks.FGSM.__init__).parameters["eps"].default)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("attack", [pgd, fgsm])
+def test_nan_and_inf_inputs_are_rejected(attack, bad):
+    net = tiny_mlp()
+    x, y = tiny_batch()
+    x[3, 2] = bad
+    name = attack.__name__
+    with pytest.raises(ValueError, match=rf"{name}: x contains NaN or infinity; remove or impute"):
+        attack(net, x, y, 0.1)
+    with pytest.raises(ValueError, match=rf"{name}: eps must be a number > 0, got {bad}"):
+        attack(net, tiny_batch()[0], y, bad)  # a non-finite radius, too
+
+
+@pytest.mark.parametrize("attack", [pgd, fgsm])
+def test_labels_out_of_range_are_rejected_at_the_first_model_call(attack):
+    calls = []
+
+    def model(v):
+        calls.append(v.shape[0])
+        return torch.stack([v[:, 0], v[:, 1], -v[:, 0]], 1)  # 3 logits
+
+    x, _ = tiny_batch()
+    name = attack.__name__
+    with pytest.raises(ValueError, match=rf"{name}: y holds the label 3, but the model gives 3 "
+                                         r"logits; labels must lie in \[0, 2\]"):
+        attack(model, x, torch.tensor([0, 1, 2, 3, 0, 1, 2, 0, 1, 2]), 0.1)
+    assert calls == [10]  # found at the first call, before any loss or step
+    calls.clear()
+    with pytest.raises(ValueError, match=rf"{name}: y must hold class labels >= 0, got -1"):
+        attack(model, x, torch.tensor([0, 1, 2, -1, 0, 1, 2, 0, 1, 2]), 0.1)
+    assert calls == []  # negative labels need no model call
+    # soft (float) targets with a custom loss are not class labels: no range check
+    soft = torch.softmax(torch.randn(10, 3), 1)
+    loss = lambda z, t: torch.nn.functional.cross_entropy(z, t, reduction="none")  # noqa: E731
+    assert attack(model, x, soft, 0.1, loss_fn=loss).shape == x.shape

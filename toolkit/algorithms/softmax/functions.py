@@ -15,7 +15,11 @@ have to share a gradient. Inside ``disable_blocks("softmax.*")`` the same code l
 through ``max`` and the result is the same up to rounding (see ``experiments/softmax_gradients``).
 
 The stable functions share one private helper, :func:`_shifted`, which holds the module's single
-block; ``naive_softmax`` (no shift, for comparison) has none.
+cut: ``m = as_constant(<row max>, name=BLOCK)``, no graph for the max while the block is active,
+the graph kept inside ``disable_blocks``. The fused paths (``impl="fused"``) have an analytic
+backward with no path through the max, so they refuse to run without the block
+(``require_block``) rather than silently ignore the switch. ``naive_softmax`` (no shift, for
+comparison) has no block.
 
 Conventions of the stable functions:
 
@@ -52,104 +56,29 @@ from typing import Any, Literal
 
 import torch
 
-from toolkit.core.stop_gradient import is_block_disabled, stop_gradient
+from toolkit._validation import Bool, Options, check
+from toolkit.algorithms.softmax.inputs import as_float_tensor, check_dims, check_mask, prepare
+from toolkit.core import as_constant, is_compiling, require_block
 
-__all__ = ["log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
+__all__ = ["BLOCK", "log_softmax", "logsumexp", "naive_softmax", "stable_softmax"]
+
+#: The module's one block. Softmax is shift-invariant (softmax(x - c) = softmax(x) for any c
+#: constant along the reduced dims), so the gradient through the shift ``max(x)`` is zero in
+#: exact arithmetic: the max is a constant, computed without a graph.
+BLOCK = "softmax.max"
 
 Dim = int | Sequence[int]
-# torch.compiler.is_compiling appeared in torch 2.3; before, eager reads of the setting are fine.
-_is_compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
 Impl = Literal["reference", "fused"]
-
-
-# --------------------------------------------------------------------------------------------
-# validation (public entry points only)
-
-
-def _as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str) -> torch.Tensor:
-    if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{where}: dtype must be a torch.dtype such as torch.float32, "
-                        f"got {type(dtype).__name__} {dtype!r}")
-    if dtype is not None and not dtype.is_floating_point:
-        raise TypeError(f"{where}: dtype must be a floating-point torch.dtype, got {dtype}")
-    if not isinstance(x, torch.Tensor):
-        try:
-            x = torch.as_tensor(x)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise TypeError(f"{where}: x must be a tensor or array-like of numbers, "
-                            f"got {type(x).__name__}") from err
-    if dtype is not None:
-        return x.to(dtype)
-    if not x.is_floating_point():
-        raise TypeError(f"{where}: x must be a floating-point tensor, got {x.dtype}; pass "
-                        f"dtype=torch.float32 (or float64) to compute in floating point")
-    return x
-
-
-def _check_dims(dim: Any, ndim: int, shape: torch.Size, *, where: str) -> tuple[int, ...]:
-    """Normalise ``dim`` (int or sequence of ints) to sorted non-negative ints, validated."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, Sequence)) or isinstance(dim, str):
-        raise TypeError(f"{where}: dim must be an int or a tuple of ints, "
-                        f"got {type(dim).__name__} {dim!r}")
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    if not dims:
-        raise ValueError(f"{where}: dim must name at least one dimension, got {dim!r}")
-    rank = max(ndim, 1)  # a 0-d tensor accepts dim 0 / -1, as in torch.softmax
-    out = []
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int):
-            raise TypeError(f"{where}: dim must be an int or a tuple of ints, got {dim!r}")
-        if not -rank <= d < rank:
-            raise ValueError(f"{where}: dim {d} is out of range for a tensor with {ndim} "
-                             f"dimension(s) (expected {-rank} <= dim < {rank})")
-        out.append(d % rank)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{where}: dim must not repeat a dimension, got {dim!r}")
-    if ndim > 0:
-        for d in out:
-            if shape[d] == 0:
-                raise ValueError(f"{where}: cannot reduce over dimension {d} of size 0 "
-                                 f"(x has shape {tuple(shape)})")
-    return tuple(sorted(out))
-
-
-def _check_mask(mask: Any, shape: torch.Size, device: torch.device, *, where: str,
-                arg: str = "where") -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor):
-        mask = torch.as_tensor(mask)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"{where}: {arg} must be a boolean tensor, got {mask.dtype}")
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != shape:
-        raise ValueError(f"{where}: {arg} of shape {tuple(mask.shape)} does not broadcast to x's "
-                         f"shape {tuple(shape)}")
-    return mask.to(device)
-
-
-def _check_impl(impl: Any, *, where: str) -> str:
-    if impl not in ("reference", "fused"):
-        raise ValueError(f"{where}: impl must be 'reference' or 'fused', got {impl!r}")
-    return impl
-
-
-def _prepare(x: Any, dim: Any, where: Any, dtype: Any, *, name: str
-             ) -> tuple[torch.Tensor, tuple[int, ...]]:
-    """Validated input with masked entries replaced by ``-inf``, and the normalised dims."""
-    x = _as_float_tensor(x, dtype, where=name)
-    dims = _check_dims(dim, x.ndim, x.shape, where=name)
-    if where is not None:
-        mask = _check_mask(where, x.shape, x.device, where=name)
-        # masked_fill, not torch.where: the masked entries get exactly zero gradient, even when
-        # x holds inf/nan there (no 0 * inf in the backward).
-        x = x.masked_fill(~mask, -math.inf)
-    return x, dims
+_IMPLS = Options("reference", "fused")
 
 
 # --------------------------------------------------------------------------------------------
 # the shared core
+
+
+def _row_max(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    m = x.amax(dim=dims, keepdim=True)
+    return m.masked_fill(m == -math.inf, 0.0)
 
 
 def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,18 +89,9 @@ def _shifted(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torc
     is ``-inf`` (empty after masking) are shifted by 0, so that ``x - m`` is ``-inf`` there and
     not ``nan``; a ``+inf`` max is kept, which makes the row ``nan`` in softmax (documented).
     """
-    # With the block active, the graph of the max would be built only to be cut: record it only
-    # when the block is off (saves the Amax node and its reference to x).
-    # (Under torch.compile the graph is always traced; the block decides at trace time.)
-    track = torch.is_grad_enabled() and (_is_compiling() or is_block_disabled("softmax.max"))
-    with torch.set_grad_enabled(track):
-        m = x.amax(dim=dims, keepdim=True)
-        m = m.masked_fill(m == -math.inf, 0.0)
-    # Softmax is shift-invariant: for any c constant along dims, softmax(x - c) == softmax(x),
-    # so the gradient through the max is exactly zero in exact arithmetic. Blocking it keeps
-    # exp(x - m) <= 1 without differentiating max: a smaller backward graph and no gradient
-    # split among tied maxima.
-    m = stop_gradient(m, name="softmax.max")
+    # The one cut: with the block active the max is computed as a constant (no graph: saves the
+    # Amax node and its reference to x); inside disable_blocks("softmax.max") its graph is kept.
+    m = as_constant(_row_max, x, dims, name=BLOCK)
     return torch.sub(x, m), m
 
 
@@ -190,7 +110,7 @@ def _in_slabs(fn: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     gradient, by ``split``'s backward), as ``torch.softmax`` does. Under ``torch.compile`` the
     compiler fuses the composition itself, so the input is passed whole.
     """
-    if x.numel() <= 2 * SLAB_ELEMENTS or _is_compiling():
+    if x.numel() <= 2 * SLAB_ELEMENTS or is_compiling():
         return fn(x)
     free = [d for d in range(x.ndim) if d not in dims and x.shape[d] > 1]
     if not free:
@@ -235,6 +155,13 @@ def _log_softmax_ref(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """
     z, _ = _shifted(x, dims)
     return z.add_(_row_sums(torch.exp(z), dims).log().neg_())
+
+
+def _require_max_block(where: str) -> None:
+    """The fused paths cannot run without the block: refuse inside ``disable_blocks``."""
+    require_block(BLOCK, where=f"{where}(impl='fused')",
+                  why="its analytic backward has no path through the max; use "
+                      "impl='reference' to differentiate through it")
 
 
 class _FusedSoftmax(torch.autograd.Function):
@@ -306,8 +233,8 @@ def naive_softmax(x: Any, dim: Dim = -1, *, dtype: torch.dtype | None = None) ->
     >>> naive_softmax(torch.tensor([0.0, 100.0]))  # float32: exp(100) = inf
     tensor([0., nan])
     """
-    x = _as_float_tensor(x, dtype, where="naive_softmax")
-    dims = _check_dims(dim, x.ndim, x.shape, where="naive_softmax")
+    x = as_float_tensor(x, dtype, where="naive_softmax")
+    dims = check_dims(dim, x.ndim, x.shape, where="naive_softmax")
     e = torch.exp(x)
     return e / e.sum(dim=dims, keepdim=True)
 
@@ -340,7 +267,8 @@ def stable_softmax(
             block is part of the graph and can be switched off with ``disable_blocks``.
             ``"fused"`` is a ``torch.autograd.Function`` with the analytic backward above: the
             same forward, one full-size allocation in each direction and no graph through the
-            max at all (``disable_blocks`` changes nothing there).
+            max at all, so it cannot run without the block: inside
+            ``disable_blocks("softmax.max")`` it raises ``BlockNotSwitchableError``.
 
     Returns:
         Probabilities of ``x``'s shape, summing to 1 along ``dim`` (0 for empty rows).
@@ -361,9 +289,10 @@ def stable_softmax(
     >>> stable_softmax(torch.tensor([1.0, 5.0, 2.0]), where=torch.tensor([True, False, True]))
     tensor([0.2689, 0.0000, 0.7311])
     """
-    impl = _check_impl(impl, where="stable_softmax")
-    x, dims = _prepare(x, dim, where, dtype, name="stable_softmax")
+    check("stable_softmax", "impl", impl, [_IMPLS])
+    x, dims = prepare(x, dim, where, dtype, name="stable_softmax")
     if impl == "fused":
+        _require_max_block("stable_softmax")
         return _FusedSoftmax.apply(x, dims)
     return _in_slabs(lambda part: _softmax_ref(part, dims), x, dims)
 
@@ -386,7 +315,8 @@ def log_softmax(
     Args and conventions as in :func:`stable_softmax`: masked entries (``where`` False) are
     ``-inf`` with zero gradient, a fully masked (or all ``-inf``) row is all ``-inf`` with
     finite gradients, ``+inf`` in a row makes the row ``nan``. ``impl="fused"`` uses the
-    analytic backward above.
+    analytic backward above (and raises ``BlockNotSwitchableError`` inside
+    ``disable_blocks("softmax.max")``).
 
     Returns:
         Tensor of ``x``'s shape.
@@ -397,9 +327,10 @@ def log_softmax(
     >>> log_softmax(torch.tensor([0.0, 1000.0]))
     tensor([-1000.,     0.])
     """
-    impl = _check_impl(impl, where="log_softmax")
-    x, dims = _prepare(x, dim, where, dtype, name="log_softmax")
+    check("log_softmax", "impl", impl, [_IMPLS])
+    x, dims = prepare(x, dim, where, dtype, name="log_softmax")
     if impl == "fused":
+        _require_max_block("log_softmax")
         return _FusedLogSoftmax.apply(x, dims)
     return _in_slabs(lambda part: _log_softmax_ref(part, dims), x, dims)
 
@@ -455,13 +386,11 @@ def logsumexp(
     (tensor(1.5413), tensor(-1.))
     """
     name = "logsumexp"
-    x = _as_float_tensor(x, dtype, where=name)
-    if not isinstance(keepdim, bool):
-        raise TypeError(f"{name}: keepdim must be a bool, got {type(keepdim).__name__}")
-    if not isinstance(return_sign, bool):
-        raise TypeError(f"{name}: return_sign must be a bool, got {type(return_sign).__name__}")
+    x = as_float_tensor(x, dtype, where=name)
+    check(name, "keepdim", keepdim, [Bool])
+    check(name, "return_sign", return_sign, [Bool])
     if b is not None:
-        b = _as_float_tensor(b, dtype if dtype is not None else x.dtype, where=name + " (b)")
+        b = as_float_tensor(b, dtype if dtype is not None else x.dtype, where=name, arg="b")
         b = b.to(x.device)
         try:
             shape = torch.broadcast_shapes(x.shape, b.shape)
@@ -469,10 +398,10 @@ def logsumexp(
             raise ValueError(f"{name}: b of shape {tuple(b.shape)} does not broadcast with x of "
                              f"shape {tuple(x.shape)}") from err
         x, b = x.expand(shape), b.expand(shape)
-    dims = _check_dims(dim, x.ndim, x.shape, where=name)
+    dims = check_dims(dim, x.ndim, x.shape, where=name)
     keep = None
     if where is not None:
-        keep = _check_mask(where, x.shape, x.device, where=name)
+        keep = check_mask(where, x.shape, x.device, where=name)
     if b is not None:
         keep = (b != 0) if keep is None else keep & (b != 0)
     if keep is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import doctest
 import inspect
 import math
@@ -15,8 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-import toolkit.algorithms.softmax as softmax_module
-from toolkit import compare_gradients, disable_blocks, has_gradient_path, record_blocks
+import toolkit.algorithms.softmax.functions as softmax_module
+from toolkit import (
+    BlockNotSwitchableError,
+    compare_gradients,
+    disable_blocks,
+    has_gradient_path,
+    record_blocks,
+)
 from toolkit.algorithms.softmax import log_softmax, logsumexp, naive_softmax, stable_softmax
 from toolkit.core.gradients import count_graph_nodes
 
@@ -469,10 +476,24 @@ def test_fused_equals_reference(fn):
         grads.append(torch.autograd.grad(loss, x)[0])
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-13, atol=1e-15)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-15)
-    # the fused path has no graph through the max: disable_blocks changes nothing there
-    with disable_blocks():
-        out = fn(x, impl="fused")
-    assert count_graph_nodes(out) == 2
+    # the fused path has no graph through the max: one node, and it refuses to run unblocked
+    assert count_graph_nodes(fn(x, impl="fused")) == 2
+
+
+@pytest.mark.parametrize("pattern", ["softmax.max", "softmax.*", None])
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+def test_fused_refuses_to_run_without_the_block(fn, pattern):
+    x = torch.randn(3, 4, requires_grad=True)
+    patterns = () if pattern is None else (pattern,)
+    with record_blocks() as names, disable_blocks(*patterns), pytest.raises(
+            BlockNotSwitchableError,
+            match=rf"{fn.__name__}\(impl='fused'\): the block 'softmax.max' cannot be switched "
+                  r"off here \(its analytic backward has no path through the max; use "
+                  r"impl='reference'"):
+        fn(x, impl="fused")
+    assert names == ["softmax.max"]
+    with disable_blocks(*patterns):  # the reference path runs without the block
+        assert "AmaxBackward0" in _graph_names(fn(x, impl="reference"))
 
 
 def test_does_not_modify_its_input():
@@ -485,79 +506,24 @@ def test_does_not_modify_its_input():
     assert torch.equal(x, before)
 
 
-def test_single_named_block_and_no_detach_in_module_source():
+def test_single_named_block_and_no_hand_made_cut_in_module_source():
+    assert softmax_module.BLOCK == "softmax.max"
     source = inspect.getsource(softmax_module)
+    cuts = {"stop_gradient", "as_constant", "require_block"}
     calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "stop_gradient"]
-    assert len(calls) == 1
-    assert [kw.value.value for kw in calls[0].keywords if kw.arg == "name"] == ["softmax.max"]
-    assert ".detach(" not in source
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) in cuts]
+    # one cut (as_constant) and the fused paths' refusal (require_block), both on BLOCK
+    assert sorted(c.func.id for c in calls) == ["as_constant", "require_block"]
+    for call in calls:
+        named = [kw.value for kw in call.keywords if kw.arg == "name"] or call.args[:1]
+        assert [getattr(v, "id", None) for v in named] == ["BLOCK"]
+    for forbidden in (".detach(", "is_block_disabled", "set_grad_enabled"):
+        assert forbidden not in source
 
 
 def test_doctests():
     result = doctest.testmod(softmax_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
-
-
-# ------------------------------------------------------------------------------------------
-# errors
-
-
-@pytest.mark.parametrize("fn", [naive_softmax, stable_softmax, log_softmax, logsumexp])
-def test_errors_name_function_and_argument(fn):
-    name = fn.__name__
-    x = torch.randn(2, 3)
-    with pytest.raises(TypeError, match=rf"{name}: x must be a floating-point tensor, got torch.int64"):
-        fn(torch.arange(3))
-    with pytest.raises(TypeError, match=rf"{name}: x must be a tensor or array-like"):
-        fn(object())
-    with pytest.raises(ValueError, match=rf"{name}: dim 2 is out of range for a tensor with 2"):
-        fn(x, 2)
-    with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got str"):
-        fn(x, "1")
-    with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got bool"):
-        fn(x, True)
-    with pytest.raises(ValueError, match=rf"{name}: dim must name at least one dimension"):
-        fn(x, ())
-    with pytest.raises(ValueError, match=rf"{name}: dim must not repeat a dimension, got \(1, -1\)"):
-        fn(x, (1, -1))
-    with pytest.raises(ValueError, match=rf"{name}: cannot reduce over dimension 1 of size 0"):
-        fn(torch.zeros(2, 0))
-    with pytest.raises(TypeError, match=rf"{name}: dtype must be a floating-point torch.dtype"):
-        fn(x, dtype=torch.int32)
-    with pytest.raises(TypeError, match=rf"{name}: dtype must be a torch.dtype"):
-        fn(x, dtype="float32")
-
-
-@pytest.mark.parametrize("fn", [stable_softmax, log_softmax, logsumexp])
-def test_where_errors(fn):
-    x = torch.randn(2, 3)
-    name = fn.__name__
-    with pytest.raises(TypeError, match=rf"{name}: where must be a boolean tensor, got torch.int64"):
-        fn(x, where=torch.ones(2, 3, dtype=torch.int64))
-    with pytest.raises(ValueError, match=rf"{name}: where of shape \(4,\) does not broadcast"):
-        fn(x, where=torch.ones(4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=rf"{name}: where of shape \(2, 2, 3\) does not broadcast"):
-        fn(x, where=torch.ones(2, 2, 3, dtype=torch.bool))
-
-
-@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
-def test_impl_error(fn):
-    with pytest.raises(ValueError, match=rf"{fn.__name__}: impl must be 'reference' or 'fused', "
-                                         r"got 'cuda'"):
-        fn(torch.randn(3), impl="cuda")
-
-
-def test_logsumexp_argument_errors():
-    x = torch.randn(2, 3)
-    with pytest.raises(ValueError, match=r"logsumexp: b of shape \(4,\) does not broadcast with x"):
-        logsumexp(x, b=torch.ones(4))
-    with pytest.raises(TypeError, match=r"logsumexp: keepdim must be a bool, got int"):
-        logsumexp(x, keepdim=1)
-    with pytest.raises(TypeError, match=r"logsumexp: return_sign must be a bool, got str"):
-        logsumexp(x, return_sign="yes")
-    with pytest.raises(TypeError, match=r"logsumexp \(b\): x must be a tensor or array-like"):
-        logsumexp(x, b=object())
 
 
 def test_torch_compile_fullgraph_blocked_and_unblocked():
@@ -574,3 +540,23 @@ def test_torch_compile_fullgraph_blocked_and_unblocked():
     assert "AmaxBackward0" not in _graph_names(compiled(x))
     torch.testing.assert_close(g_b, expected, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(g_u, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("fn, theirs", [(stable_softmax, torch.softmax),
+                                        (log_softmax, torch.log_softmax)])
+def test_torch_func_transforms_blocked_and_unblocked(fn, theirs):
+    # as_constant inside torch.func: reverse mode (grad, jacrev), forward mode (jvp) and vmap
+    x = 4 * torch.randn(3, 6, dtype=torch.float64)
+    w = torch.randn(3, 6, dtype=torch.float64)
+    t = torch.randn(3, 6, dtype=torch.float64)
+    expected = torch.func.grad(lambda v: (w * theirs(v, -1)).sum())(x)
+    _, expected_jvp = torch.func.jvp(lambda v: theirs(v, -1), (x,), (t,))
+    expected_jac = torch.func.jacrev(lambda v: theirs(v, -1))(x[0])
+    for blocks in (contextlib.nullcontext(), disable_blocks("softmax.max")):
+        with blocks:
+            g = torch.func.grad(lambda v: (w * fn(v)).sum())(x)
+            _, jvp = torch.func.jvp(fn, (x,), (t,))
+            jac = torch.func.vmap(torch.func.jacrev(fn))(x)
+        torch.testing.assert_close(g, expected, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(jvp, expected_jvp, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(jac[0], expected_jac, rtol=1e-12, atol=1e-14)

@@ -1,0 +1,77 @@
+"""Benchmark: a sweep of 16 runs on a Dask LocalCluster of 2 worker processes against 1.
+
+Every run is the same single-threaded, CPU-bound experiment (``quadratic_target`` with many
+steps: Python and small tensor operations, about a second each), so two workers on two cores
+should finish the sweep in about half the time. The clusters are started before the clock
+starts (start-up is printed separately), and the two sweeps alternate over ``--rounds`` rounds;
+the script prints the median wall time of each and the median of the per-round speed-ups.
+
+    python benchmarks/bench_sweep.py            # 16 runs, 3 rounds
+    python benchmarks/bench_sweep.py --quick    # 4 short runs, 1 round (a smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from toolkit.runner import make_config
+from toolkit.runner.config import ExecutorSpec
+from toolkit.runner.sweep import run_configs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=6000, help="TD steps of each run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.steps, args.rounds = 4, 300, 1
+
+    import dask
+    import distributed
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    clusters = {}
+    for n in (1, 2):
+        t0 = time.perf_counter()
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            clusters[n] = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
+                                                   processes=True, dashboard_address=":0",
+                                                   silence_logs=logging.ERROR)
+        print(f"LocalCluster with {n} worker(s) started in {time.perf_counter() - t0:.1f} s")
+    seconds: dict[int, list[float]] = {1: [], 2: []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            configs = [make_config("quadratic_target", {"n_steps": args.steps, "log_every": 100},
+                                   seed=seed, device="cpu", dtype="float64",
+                                   output_dir=Path(tmp)) for seed in range(args.runs)]
+            for r in range(args.rounds):
+                for n in ((1, 2) if r % 2 == 0 else (2, 1)):
+                    spec = ExecutorSpec(kind="dask", address=clusters[n].scheduler_address)
+                    t0 = time.perf_counter()
+                    outcomes, status = run_configs(configs, executor=spec, quiet=True)
+                    seconds[n].append(time.perf_counter() - t0)
+                    if status or len(outcomes) != args.runs:
+                        raise SystemExit(f"sweep failed: {[o.error for o in outcomes]}")
+    finally:
+        for cluster in clusters.values():
+            cluster.close()
+    speedups = [a / b for a, b in zip(seconds[1], seconds[2])]
+    print(f"{args.runs} runs of quadratic_target ({args.steps} steps), {args.rounds} round(s):")
+    for n in (1, 2):
+        print(f"  {n} worker(s): median {statistics.median(seconds[n]):.2f} s "
+              f"(rounds: {', '.join(f'{s:.2f}' for s in seconds[n])})")
+    print(f"  speed-up ratio 1 worker / 2 workers = {statistics.median(speedups):.2f}x "
+          f"(rounds {min(speedups):.2f}..{max(speedups):.2f}; expected >= 1.7 on 2 free cores)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

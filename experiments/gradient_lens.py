@@ -1,0 +1,341 @@
+"""See the cut: the gradient-flow lens on two training steps that need one.
+
+Two missing cuts that public bug reports keep showing, each written once with a named block and
+run with and without it (``ctx.compare``), then examined with the lens
+(``gradient_flow``, ``assert_no_gradient``, ``draw_gradient_graph``):
+
+- **DQN target** (block ``gradient_lens.target``): the TD loss
+  ``L = mean smooth_l1(Q(s, a), r + γ (1 − done) max_a' Q_target(s', a'))`` (Mnih et al. 2015)
+  treats the bootstrap target as a label. The target network is a submodule of the agent and
+  the update runs over ``agent.parameters()``, as in many code bases (an optimizer skips the
+  parameters whose ``.grad`` is ``None``). With the cut the target network receives no gradient
+  and stays frozen; without it, it receives gradient and trains.
+- **GAN discriminator step** (block ``gradient_lens.fake``): the discriminator loss
+  ``−log D(x) − log(1 − D(G(z)))`` (Goodfellow et al. 2014) treats the generator's sample as
+  data. Without the cut ``backward`` also runs through the generator, which costs time and
+  memory and fills the generator's ``.grad`` in a step that must not touch it.
+
+References:
+    Mnih et al. (2015), Human-level control through deep reinforcement learning, Nature 518,
+    https://doi.org/10.1038/nature14236
+    Goodfellow et al. (2014), Generative adversarial nets, NeurIPS,
+    https://arxiv.org/abs/1406.2661
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from pydantic import Field
+from torch import nn
+from torch.nn import functional as F
+
+from toolkit import (
+    GradientLeakError,
+    as_constant,
+    assert_no_gradient,
+    disable_blocks,
+    draw_gradient_graph,
+    gradient_flow,
+    gradient_graph,
+    trace_cuts,
+)
+from toolkit.measure import count_graph_nodes, measure_memory, race
+from toolkit.runner import ExperimentParams, RunContext, RunResults
+
+DESCRIPTION = "the gradient-flow lens: a DQN target and a GAN discriminator step, with and without the cut"
+
+# The bootstrap target is a regression label: the target network must receive no gradient.
+TARGET_BLOCK = "gradient_lens.target"
+# The generator's sample is the discriminator's data: the D step must not reach the generator.
+FAKE_BLOCK = "gradient_lens.fake"
+
+
+class Params(ExperimentParams):
+    obs_dim: int = Field(4, ge=1, description="DQN: observation size")
+    n_actions: int = Field(2, ge=2, description="DQN: number of actions")
+    q_hidden: int = Field(64, ge=1, description="DQN: width of the Q network's two hidden layers")
+    batch: int = Field(64, ge=1, description="DQN: transitions per TD batch")
+    gamma: float = Field(0.99, ge=0.0, lt=1.0, description="DQN: discount factor")
+    td_steps: int = Field(50, ge=1, description="DQN: SGD steps on agent.parameters()")
+    lr: float = Field(0.01, gt=0.0, description="DQN: SGD learning rate")
+    latent_dim: int = Field(16, ge=1, description="GAN: size of the generator's noise z")
+    data_dim: int = Field(2, ge=1, description="GAN: size of a data point")
+    gan_hidden: int = Field(128, ge=1, description="GAN: width of both networks' hidden layers")
+    gen_layers: int = Field(3, ge=1, description="GAN: hidden layers of the generator")
+    gan_batch: int = Field(256, ge=1, description="GAN: real and fake samples per step")
+    rounds: int = Field(15, ge=1, description="interleaved timing rounds per comparison")
+
+
+QUICK: dict[str, Any] = {"q_hidden": 16, "td_steps": 20, "gan_hidden": 32, "gan_batch": 64,
+                         "rounds": 5}
+
+
+# --- the two training steps ----------------------------------------------------------------------
+
+
+class Agent(nn.Module):
+    """A Q network and its target copy, in one module (so ``agent.parameters()`` holds both)."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: int) -> None:
+        super().__init__()
+        self.online = nn.Sequential(nn.Linear(obs_dim, hidden), nn.ReLU(),
+                                    nn.Linear(hidden, hidden), nn.ReLU(),
+                                    nn.Linear(hidden, n_actions))
+        self.target = copy.deepcopy(self.online)
+
+
+def td_loss(agent: Agent, batch: dict[str, torch.Tensor], gamma: float) -> torch.Tensor:
+    """Smooth-L1 TD error of ``Q(s, a)`` against ``r + γ (1 − done) max_a' Q_target(s', a')``."""
+    q = agent.online(batch["s"]).gather(1, batch["a"][:, None]).squeeze(1)
+    next_v = as_constant(lambda: agent.target(batch["s2"]).max(1).values, name=TARGET_BLOCK)
+    return F.smooth_l1_loss(q, batch["r"] + gamma * (1 - batch["done"]) * next_v)
+
+
+def sgd_step(module: nn.Module, lr: float) -> None:
+    """``θ ← θ − lr ∇θ`` for every parameter with a ``.grad``, as ``torch.optim.SGD`` does."""
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-lr)
+
+
+def make_gan(params: Params) -> tuple[nn.Module, nn.Module]:
+    widths = [params.latent_dim, *[params.gan_hidden] * params.gen_layers]
+    layers: list[nn.Module] = []
+    for a, b in itertools.pairwise(widths):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    generator = nn.Sequential(*layers, nn.Linear(widths[-1], params.data_dim))
+    discriminator = nn.Sequential(nn.Linear(params.data_dim, params.gan_hidden), nn.LeakyReLU(0.2),
+                                  nn.Linear(params.gan_hidden, params.gan_hidden),
+                                  nn.LeakyReLU(0.2), nn.Linear(params.gan_hidden, 1))
+    return generator, discriminator
+
+
+def d_loss(generator: nn.Module, discriminator: nn.Module, real: torch.Tensor,
+           z: torch.Tensor) -> torch.Tensor:
+    """The discriminator's loss ``−log D(x) − log(1 − D(G(z)))``, the fake blocked."""
+    fake = as_constant(generator, z, name=FAKE_BLOCK)
+    real_logits, fake_logits = discriminator(real), discriminator(fake)
+    return (F.binary_cross_entropy_with_logits(real_logits, torch.ones_like(real_logits))
+            + F.binary_cross_entropy_with_logits(fake_logits, torch.zeros_like(fake_logits)))
+
+
+def make_data(params: Params, ctx: RunContext) -> dict[str, torch.Tensor]:
+    """Random transitions, and real GAN data on a ring of 8 Gaussians (σ = 0.05), plus noise z."""
+    g, kw = ctx.generator, {"dtype": ctx.dtype}
+    n, m = params.batch, params.gan_batch
+    angle = torch.randint(0, 8, (m,), generator=g) * (2 * math.pi / 8)
+    ring = torch.stack([angle.cos(), angle.sin()], 1).to(ctx.dtype)
+    real = torch.zeros(m, params.data_dim, **kw)
+    real[:, :2] = ring[:, :params.data_dim]
+    real += 0.05 * torch.randn(m, params.data_dim, generator=g, **kw)
+    data = {"s": torch.randn(n, params.obs_dim, generator=g, **kw),
+            "a": torch.randint(0, params.n_actions, (n,), generator=g),
+            "r": torch.randn(n, generator=g, **kw),
+            "s2": torch.randn(n, params.obs_dim, generator=g, **kw),
+            "done": (torch.rand(n, generator=g) < 0.1).to(ctx.dtype),
+            "real": real, "z": torch.randn(m, params.latent_dim, generator=g, **kw)}
+    return {k: v.to(ctx.device) for k, v in data.items()}
+
+
+# --- what each variant does ------------------------------------------------------------------------
+
+
+def _received(loss: torch.Tensor, modules: dict[str, nn.Module]) -> dict[str, Any]:
+    """Which parameters a gradient reaches (autograd.grad, .grad untouched) and the norms."""
+    named = {f"{g}.{k}": p for g, m in modules.items() for k, p in m.named_parameters()}
+    grads = torch.autograd.grad(loss, list(named.values()), allow_unused=True, retain_graph=True)
+    out: dict[str, Any] = {"received": [k for k, g in zip(named, grads) if g is not None]}
+    for group in modules:
+        gs = [g for k, g in zip(named, grads) if k.startswith(group + ".") and g is not None]
+        out[f"{group}_params_with_gradient"] = len(gs)
+        out[f"{group}_grad_norm"] = float(torch.cat([g.reshape(-1) for g in gs]).norm()) if gs \
+            else 0.0
+    return out
+
+
+def _leak_check(loss: torch.Tensor, module: nn.Module, name: str, why: str) -> dict[str, Any]:
+    try:
+        assert_no_gradient(loss, {name: module}, why=why)
+    except GradientLeakError as err:
+        name, path = min(err.paths.items(), key=lambda item: len(item[1]))
+        return {"assert_no_gradient": "failed", "leaking": sorted(err.paths),
+                "shortest_leak": f"{name}: {' -> '.join(path)}", "message": str(err)}
+    return {"assert_no_gradient": "passed", "leaking": [], "shortest_leak": "",
+            "message": ""}
+
+
+def td_variant(params: Params, agent: Agent, data: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Gradient reach and leak check of one TD loss, then ``td_steps`` SGD steps on ``agent``."""
+    loss = td_loss(agent, data, params.gamma)
+    out = {**_received(loss, {"online": agent.online, "target": agent.target}),
+           **_leak_check(loss, agent.target, "target",
+                         "the target network must receive no gradient"),
+           "graph_nodes": count_graph_nodes(loss)}
+    start = torch.cat([p.detach().reshape(-1) for p in agent.target.parameters()]).clone()
+    rows = []
+    for step in range(params.td_steps + 1):
+        agent.zero_grad(set_to_none=True)
+        loss = td_loss(agent, data, params.gamma)
+        now = torch.cat([p.detach().reshape(-1) for p in agent.target.parameters()])
+        rows.append({"step": step, "td/loss": loss.item(), "td/target_drift":
+                     float((now - start).norm())})
+        if step < params.td_steps:
+            loss.backward()
+            sgd_step(agent, params.lr)
+    out["rows"] = rows
+    out["final_target_drift"] = rows[-1]["td/target_drift"]
+    return out
+
+
+def gan_variant(ctx: RunContext, generator: nn.Module, discriminator: nn.Module,
+                data: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Gradient reach, leak check and memory of one discriminator step (``loss.backward()``)."""
+    loss = d_loss(generator, discriminator, data["real"], data["z"])
+    out = {**_received(loss, {"discriminator": discriminator, "generator": generator}),
+           **_leak_check(loss, generator, "generator",
+                         "the discriminator step must not train the generator"),
+           "graph_nodes": count_graph_nodes(loss)}
+
+    def step() -> None:
+        d_loss(generator, discriminator, data["real"], data["z"]).backward()
+
+    memory = measure_memory(step, device=ctx.device)
+    out["generator_grads_filled"] = sum(p.grad is not None for p in generator.parameters())
+    out["memory"] = memory.to_dict()
+    return out
+
+
+def _timing(step: Callable[[], Any], ctx: RunContext, rounds: int) -> dict[str, Any]:
+    """Interleaved rounds of the step with its blocks and without them (per-round ratios)."""
+    def unblocked() -> Any:
+        with disable_blocks(*ctx.disable_patterns):
+            return step()
+
+    result = race({"blocked": step, "unblocked": unblocked}, rounds=rounds, device=ctx.device)
+    ratio = result.ratio("unblocked", "blocked")
+    return {"blocked_seconds": result.median("blocked"),
+            "unblocked_seconds": result.median("unblocked"),
+            "time_ratio_unblocked_over_blocked": ratio.median, "rounds": rounds}
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    data = make_data(params, ctx)
+    # one initialization, copied into each variant and examined by the lens as it is
+    agent = Agent(params.obs_dim, params.n_actions, params.q_hidden).to(ctx.device, ctx.dtype)
+    generator, discriminator = (m.to(ctx.device, ctx.dtype) for m in make_gan(params))
+    td = ctx.compare(lambda: td_variant(params, copy.deepcopy(agent), data))
+    gan = ctx.compare(lambda: gan_variant(ctx, *copy.deepcopy((generator, discriminator)), data))
+    for variant, out in td.items():
+        for row in out.pop("rows"):
+            ctx.log(row["step"], **{f"{variant}/{k}": v for k, v in row.items() if k != "step"})
+    memory = {v: gan[v].pop("memory") for v in gan}
+    messages = {f"{case}_{v}": runs[v].pop("message") for case, runs in
+                (("td", td), ("gan", gan)) for v in runs}
+    ctx.summary(blocked={"td": td["blocked"], "gan": gan["blocked"]},
+                unblocked={"td": td["unblocked"], "gan": gan["unblocked"]})
+
+    # the lens on the initial networks (gradient_flow never touches .grad)
+    cases: dict[str, tuple[Callable[[], torch.Tensor], dict[str, nn.Module]]] = {
+        "td": (lambda: td_loss(agent, data, params.gamma),
+               {"online": agent.online, "target": agent.target}),
+        "gan": (lambda: d_loss(generator, discriminator, data["real"], data["z"]),
+                {"discriminator": discriminator, "generator": generator})}
+    flows, costs = {}, {}
+    for case, (loss_fn, groups) in cases.items():
+        flow = gradient_flow(loss_fn, groups)
+        flows[case] = flow.to_dict()
+        flows[case]["markdown"] = flow.to_markdown()
+        with trace_cuts():
+            graph = gradient_graph(loss_fn(), groups)
+        ctx.save_artifact(f"graph_{case}", graph.to_dict())
+
+        def step(loss_fn: Callable[[], torch.Tensor] = loss_fn,
+                 groups: dict[str, nn.Module] = groups) -> None:
+            loss_fn().backward()
+            for module in groups.values():
+                module.zero_grad(set_to_none=True)
+
+        costs[case] = _timing(step, ctx, params.rounds)
+        lens = race({"step": step, "gradient_flow": lambda f=loss_fn, g=groups: gradient_flow(f, g)},
+                    rounds=params.rounds, device=ctx.device)
+        costs[case]["gradient_flow_over_step"] = lens.ratio("gradient_flow", "step").median
+    ctx.summary(flow={k: v["rows"] for k, v in flows.items()})
+    ctx.save_artifact("lens", {"flow": flows, "assert_messages": messages})
+    saved = {v: memory[v]["saved_tensor_bytes"] for v in memory}
+    peak = {v: memory[v]["peak_bytes"] for v in memory}
+    costs["gan"]["memory"] = {
+        **memory, "saved_bytes_ratio_unblocked_over_blocked": saved["unblocked"] / max(saved["blocked"], 1),
+        "peak_bytes_ratio_unblocked_over_blocked": peak["unblocked"] / max(peak["blocked"], 1)}
+    ctx.costs(**costs)
+
+
+# --- what the report shows ----------------------------------------------------------------------
+
+
+def _verdict(ok: bool) -> str:
+    return "as predicted" if ok else "not as predicted"
+
+
+def findings(run: RunResults) -> list[str]:
+    """Five sentences with their numbers and verdicts, from ``summary.json`` and ``costs.json``."""
+    s, c = run.summary, run.costs
+    tb, tu = s["blocked"]["td"], s["unblocked"]["td"]
+    gb, gu = s["blocked"]["gan"], s["unblocked"]["gan"]
+    n_target = tu["target_params_with_gradient"]
+    n_steps = int(run.metric("blocked/td/target_drift")[0][-1])
+    online = next(r for r in s["flow"]["td"] if r["group"] == "online")
+    disc = next(r for r in s["flow"]["gan"] if r["group"] == "discriminator")
+    out = [
+        f"DQN target: with the cut, {tb['target_params_with_gradient']} of {n_target} "
+        f"target-network parameters received gradient and SGD on agent.parameters() moved the "
+        f"target network by {tb['final_target_drift']:.3g} in {n_steps} steps; without it, "
+        f"{n_target} of {n_target} received gradient (norm {tu['target_grad_norm']:.3g}) and the "
+        f"target network drifted by {tu['final_target_drift']:.3g}: "
+        + _verdict(tb["target_params_with_gradient"] == 0 and tb["final_target_drift"] == 0
+                   and n_target > 0 and tu["final_target_drift"] > 0) + ".",
+        f"assert_no_gradient(loss, target network) {tb['assert_no_gradient']} with the cut and "
+        f"{tu['assert_no_gradient']} without it, naming {len(tu['leaking'])} of {n_target} "
+        f"parameters (shortest path: {tu['shortest_leak'].partition(': ')[2]}): "
+        + _verdict(tb["assert_no_gradient"] == "passed" and tu["assert_no_gradient"] == "failed"
+                   and len(tu["leaking"]) == n_target) + ".",
+        f"Both cuts change who receives gradient, not the gradient of the network being trained: "
+        f"cosine {online['cosine']:.4f} for the online network and {disc['cosine']:.4f} for the "
+        f"discriminator between blocked and unblocked, relative differences "
+        f"{online['rel_diff']:.2g} and {disc['rel_diff']:.2g}: "
+        + _verdict(min(online["cosine"], disc["cosine"]) > 1 - 1e-6) + ".",
+        f"GAN discriminator step: without the cut gradient reached {gu['generator_params_with_gradient']}"
+        f" generator parameters (norm {gu['generator_grad_norm']:.3g}) and backward filled "
+        f"{gu['generator_grads_filled']} generator .grad tensors; with it "
+        f"{gb['generator_params_with_gradient']} and {gb['generator_grads_filled']}: "
+        + _verdict(gb["generator_params_with_gradient"] == 0 and gb["generator_grads_filled"] == 0
+                   and gu["generator_params_with_gradient"] > 0) + ".",
+    ]
+    gan_cost = c.get("gan", {})
+    memory = gan_cost.get("memory", {})
+    if gan_cost and memory:
+        ratio = gan_cost["time_ratio_unblocked_over_blocked"]
+        saved = memory["saved_bytes_ratio_unblocked_over_blocked"]
+        out.append(
+            f"The leak costs the discriminator step {ratio:.2f}x its blocked time (median of "
+            f"{gan_cost['rounds']} interleaved rounds, {gan_cost['blocked_seconds'] * 1e3:.3g} ms "
+            f"blocked) and {saved:.2f}x the bytes saved for backward "
+            f"({memory['blocked']['saved_tensor_bytes'] / 1e6:.3g} MB vs "
+            f"{memory['unblocked']['saved_tensor_bytes'] / 1e6:.3g} MB), with "
+            f"{gu['graph_nodes']} autograd nodes instead of {gb['graph_nodes']}: "
+            + _verdict(ratio > 1 and saved > 1) + ".")
+    return out
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Each case's backward graph with its cut marked, drawn from the saved graph data."""
+    return {f"graph_{case}": draw_gradient_graph(run.artifact(f"graph_{case}"),
+                                                 title=title)
+            for case, title in (("td", f"DQN TD loss: the cut {TARGET_BLOCK!r}"),
+                                ("gan", f"GAN discriminator step: the cut {FAKE_BLOCK!r}"))}

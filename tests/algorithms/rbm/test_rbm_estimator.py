@@ -1,0 +1,274 @@
+"""Tests for toolkit.algorithms.rbm.estimator: the update against the CD statistics in numpy,
+learning on bars and stripes, likelihoods, scikit-learn's layout and numbers, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from rbm_testutil import F64, numpy_cd_statistics, sklearn_rbm
+
+from toolkit import BlockNotSwitchableError, disable_blocks, record_blocks
+from toolkit.algorithms.rbm import (
+    BLOCK,
+    BernoulliRBM,
+    CDStep,
+    RBMParams,
+    cd_gradient,
+    gibbs_chain,
+    log_likelihood,
+)
+from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
+
+
+def test_estimator_update_is_sgd_on_the_autograd_cd_gradient() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, learning_rate=0.1, batch_size=len(X), epochs=1, momentum=0.5,
+                       weight_decay=0.01, k=2, random_state=0, dtype=F64).fit(X)
+    before = [t.clone() for t in (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)]
+    velocity = [t.clone() for t in rbm._state.velocity]
+    replay = torch.Generator().set_state(rbm._generator.get_state())
+    p = RBMParams(*before)
+    v_model = gibbs_chain(p, X, 2, generator=replay)
+    grads = list(numpy_cd_statistics(p, X, v_model))
+    grads[0] = grads[0] + 0.01 * before[0].numpy()
+    rbm.partial_fit(X)
+    after = (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    for t0, u, g, t1 in zip(before, velocity, grads, after):
+        expected = t0.numpy() + 0.5 * u.numpy() - 0.1 * g
+        np.testing.assert_allclose(t1.numpy(), expected, rtol=0, atol=1e-12)
+    assert not rbm.weights_.requires_grad
+
+
+@pytest.mark.parametrize("method", ["cd", "pcd"])
+def test_estimator_learns_bars_and_stripes(method: str) -> None:
+    X = bars_and_stripes(3, duplicate_constant=True)
+    rbm = BernoulliRBM(6, method=method, learning_rate=0.3, batch_size=8, epochs=300,
+                       n_chains=10, init="uniform", random_state=0)
+    start = BernoulliRBM(6, epochs=0, init="uniform", random_state=0).fit(X)
+    rbm.fit(X)
+    assert float(rbm.log_likelihood(X).mean()) > float(start.log_likelihood(X).mean()) + 1.0
+    assert rbm.weights_.shape == (6, 9) and rbm.hidden_bias_.shape == (6,)
+    assert rbm.n_iter_ == 300 and rbm.n_updates_ == 300 * 2
+    if method == "pcd":
+        assert rbm.persistent_chain_.shape == (10, 9)
+    else:
+        assert not hasattr(rbm, "persistent_chain_")
+    h = rbm.transform(X.numpy())
+    assert h.shape == (len(X), 6) and bool(((h > 0) & (h < 1)).all())
+    s = rbm.sample(5, n_steps=20)
+    assert s.shape == (5, 9) and set(torch.unique(s).tolist()) <= {0.0, 1.0}
+
+
+def test_estimator_is_deterministic_for_a_seed() -> None:
+    X = bars_and_stripes(3)
+    a = BernoulliRBM(4, method="pcd", epochs=3, random_state=5).fit(X)
+    b = BernoulliRBM(4, method="pcd", epochs=3, random_state=5).fit(X)
+    assert torch.equal(a.weights_, b.weights_)
+    assert torch.equal(a.score_samples(X), b.score_samples(X))
+    assert torch.equal(a.score_samples(X), a.score_samples(X))  # like scikit-learn
+
+
+def test_estimator_log_likelihood_ais_agrees_with_exact() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(5, learning_rate=0.1, batch_size=4, epochs=30, random_state=0,
+                       dtype=F64).fit(X)
+    exact = rbm.log_likelihood(X)
+    assert rbm.log_partition_stderr_ == 0.0
+    ais = rbm.log_likelihood(X, method="ais", n_runs=50, betas=1000)
+    assert abs(float(ais.mean() - exact.mean())) < 0.1
+    assert rbm.log_partition_stderr_ > 0
+
+
+def test_estimator_weights_have_scikit_learn_layout() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, epochs=2, random_state=0, dtype=F64).fit(X)
+    sk = sklearn_rbm(RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_), 9, 0)
+    np.testing.assert_allclose(rbm.transform(X).numpy(), sk.transform(X.numpy()), atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_estimator_on_cuda_matches_the_cpu_formulas() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    rbm = BernoulliRBM(4, epochs=3, random_state=0, device="cuda", dtype=F64).fit(X)
+    assert rbm.weights_.device.type == "cuda"
+    p_cpu = RBMParams(*(t.cpu() for t in (rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)))
+    torch.testing.assert_close(rbm.log_likelihood(X).cpu(), log_likelihood(p_cpu, X))
+    assert rbm.sample(4, n_steps=5).device.type == "cuda"
+    assert rbm.score_samples(X).shape == (len(X),)
+    rbm.log_likelihood(X, method="ais", n_runs=10, betas=50)
+
+
+# --------------------------------------------------------------------------- the block
+
+
+def test_mean_field_estimator_trains_through_the_chain_without_the_block() -> None:
+    # Theory: with the block each update is the (mean-field) CD update, cosine 1 to the CD
+    # statistics at the chain's output; without it the gradient also flows back through the k
+    # chain steps, a different direction (cosine < 1), so the weights differ.
+    X = bars_and_stripes(4, duplicate_constant=True)
+    fits, cosines = {}, {}
+    for variant in ("blocked", "unblocked"):
+        cos: list[float] = []
+
+        def callback(step: CDStep, cos: list[float] = cos) -> None:
+            g = torch.cat([t.reshape(-1) for t in step.grads])
+            cd = torch.cat([t.reshape(-1) for t in cd_gradient(step.params, step.v_data,
+                                                               step.v_model)])
+            cos.append(float(g @ cd / (g.norm() * cd.norm())))
+
+        rbm = BernoulliRBM(8, chain="mean_field", k=2, epochs=20, random_state=0, dtype=F64,
+                           callback=callback)
+        with record_blocks() as names:
+            if variant == "unblocked":
+                with disable_blocks(BLOCK):
+                    rbm.fit(X)
+            else:
+                rbm.fit(X)
+        assert names == [BLOCK]
+        fits[variant], cosines[variant] = rbm, cos
+    assert len(cosines["blocked"]) == 20 * 4
+    assert min(cosines["blocked"]) == pytest.approx(1.0, abs=1e-12)
+    assert max(cosines["unblocked"]) < 1 - 1e-6 and np.mean(cosines["unblocked"]) < 0.999
+    assert not fits["blocked"].weights_.requires_grad
+    diff = (fits["blocked"].weights_ - fits["unblocked"].weights_).abs().max()
+    assert float(diff) > 1e-3
+
+
+def test_sampled_estimator_refuses_to_fit_without_the_block() -> None:
+    X = bars_and_stripes(4, duplicate_constant=True)
+    with disable_blocks("rbm.negative_samples"), pytest.raises(
+            BlockNotSwitchableError,
+            match=r"BernoulliRBM: the block 'rbm.negative_samples' cannot be switched off here "
+                  r"\(a sampled Gibbs chain passes no gradient.*use chain='mean_field'"):
+        BernoulliRBM(8, epochs=20, random_state=0).fit(X)
+    # other blocks do not concern it
+    with disable_blocks("em.*"):
+        a = BernoulliRBM(8, epochs=2, random_state=0).fit(X)
+    b = BernoulliRBM(8, epochs=2, random_state=0).fit(X)
+    assert torch.equal(a.weights_, b.weights_)
+
+
+def test_callback_sees_every_update_and_can_stop() -> None:
+    X = bars_and_stripes(3)
+    seen: list[tuple[int, int]] = []
+
+    def callback(step: CDStep) -> bool:
+        seen.append((step.epoch, step.batch))
+        return step.epoch == 2 and step.batch == 1
+
+    rbm = BernoulliRBM(4, batch_size=5, epochs=10, random_state=0, callback=callback).fit(X)
+    assert seen == [(e, b) for e in range(3) for b in range(3)][:8]
+    assert rbm.n_iter_ == 2 and rbm.n_updates_ == 7
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_errors() -> None:
+    X = bars_and_stripes(3)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be binary"):
+        BernoulliRBM(3).fit(X * 0.5)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: k must be an int >= 1, got 0"):
+        BernoulliRBM(3, k=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: method must be one of 'cd', 'pcd', got 'sml'"):
+        BernoulliRBM(3, method="sml").fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: learning_rate must be a number > 0, got -1.0"):
+        BernoulliRBM(3, learning_rate=-1.0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: momentum must be a number in \[0, 1\), got 1.0"):
+        BernoulliRBM(3, momentum=1.0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: batch_size must be an int >= 1, got 0"):
+        BernoulliRBM(3, batch_size=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: init must be one of 'normal', 'uniform', got 'zeros'"):
+        BernoulliRBM(3, init="zeros").fit(X)
+    with pytest.raises(TypeError, match=r"BernoulliRBM: random_state must be None, an int"):
+        BernoulliRBM(3, random_state=1.5).fit(X)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"BernoulliRBM: dtype must be a floating torch.dtype"):
+        BernoulliRBM(3, dtype=torch.int64).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: epochs must be an int >= 0, got -1"):
+        BernoulliRBM(3, epochs=-1).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.sample: n_steps must be an int >= 1, got 0"):
+        BernoulliRBM(3, epochs=1).fit(X).sample(2, n_steps=0)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be 2-D, got shape \(9,\)"):
+        BernoulliRBM(3).fit(X[0])
+    with pytest.raises(RuntimeError, match=r"BernoulliRBM.transform: this model is not fitted"):
+        BernoulliRBM(3).transform(X)
+    rbm = BernoulliRBM(3, epochs=1, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X has 4 features, but the "
+                                         r"model was fitted with 9"):
+        rbm.transform(torch.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X must have values in \[0, 1\]"):
+        rbm.transform(X * 2)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.score_samples: X must be binary"):
+        rbm.score_samples(X * 0.5)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.log_likelihood: method must be one of 'auto', 'exact', 'ais', got 'mc'"):
+        rbm.log_likelihood(X, method="mc")
+    with pytest.raises(ValueError, match=r"BernoulliRBM.partial_fit: X has 2 features"):
+        rbm.partial_fit(torch.zeros(2, 2))
+    with pytest.raises(TypeError, match=r"BernoulliRBM: n_hidden must be an int >= 1, got 2.5"):
+        BernoulliRBM(2.5).fit(X)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"BernoulliRBM: weight_decay must be a number >= 0"):
+        BernoulliRBM(3, weight_decay=-0.1).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM: n_chains must be None or an int >= 1"):
+        BernoulliRBM(3, method="pcd", n_chains=0).fit(X)
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must have at least 1 row"):
+        BernoulliRBM(3).fit(X[:0])
+    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X contains NaN or infinity"):
+        BernoulliRBM(3).fit(torch.full((2, 3), float("nan")))
+    with pytest.raises(ValueError, match=r"BernoulliRBM: device 'tpu9' is not a valid device"):
+        BernoulliRBM(3, device="tpu9").fit(X)
+
+
+# ---------------------------------------------------------------------- acceptance (slow)
+
+# −Σ log p of the 32 patterns under their empirical distribution: 28·ln 32 + 4·ln 16 = 108.13,
+# the best any model can do
+BAS_OPTIMUM_NLL = empirical_nll(bars_and_stripes(4, duplicate_constant=True))
+
+
+@pytest.mark.slow
+def test_bars_and_stripes_cd1_reaches_summed_nll_below_200() -> None:
+    # Shark's setting: 32 patterns, 16 visible, 8 hidden, CD-1, lr 0.05, full batch, 8001
+    # updates, weights U(−0.1, 0.1), biases 0
+    X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
+    rbm = BernoulliRBM(8, method="cd", k=1, learning_rate=0.05, batch_size=32, epochs=8001,
+                       init="uniform", random_state=0, dtype=F64).fit(X)
+    nll = -float(rbm.log_likelihood(X).sum())
+    assert rbm.n_updates_ == 8001
+    assert BAS_OPTIMUM_NLL < nll < 200
+
+
+@pytest.mark.slow
+def test_bars_and_stripes_pcd_reaches_summed_nll_below_200() -> None:
+    # 32 persistent chains, batch 16, 5001 updates
+    X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
+    rbm = BernoulliRBM(8, method="pcd", k=1, learning_rate=0.05, batch_size=16, epochs=2500,
+                       n_chains=32, init="uniform", random_state=0, dtype=F64).fit(X)
+    rbm.partial_fit(X[torch.randperm(32, generator=torch.Generator().manual_seed(0))[:16]])
+    nll = -float(rbm.log_likelihood(X).sum())
+    assert rbm.n_updates_ == 5001 and rbm.persistent_chain_.shape == (32, 16)
+    assert BAS_OPTIMUM_NLL < nll < 200
+
+
+@pytest.mark.slow
+def test_digits_cd1_log_likelihood_at_least_scikit_learns() -> None:
+    # 16 hidden, lr 0.05, batch 10, 20 epochs: exact mean log-likelihoods of both
+    from sklearn.neural_network import BernoulliRBM as SkRBM
+
+    X = binarized_digits(dtype=F64).X
+    sk = SkRBM(16, learning_rate=0.05, batch_size=10, n_iter=20, random_state=0).fit(X.numpy())
+    sk_params = RBMParams(*(torch.as_tensor(a) for a in
+                            (sk.components_, sk.intercept_visible_, sk.intercept_hidden_)))
+    sk_ll = float(log_likelihood(sk_params, X).mean())
+    ours = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=10, epochs=20,
+                        random_state=0, dtype=F64).fit(X)
+    assert float(ours.log_likelihood(X).mean()) >= sk_ll
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from toolkit.algorithms.rbm import estimator as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

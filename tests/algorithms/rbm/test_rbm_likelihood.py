@@ -1,0 +1,133 @@
+"""Tests for toolkit.algorithms.rbm.likelihood against brute-force enumeration, enumerated
+statistics, AIS on exactly solvable models and scikit-learn's pseudo-likelihood."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from rbm_testutil import F64, all_binary, brute_force_log_z, random_params, sklearn_rbm
+
+from toolkit.algorithms.rbm import (
+    BernoulliRBM,
+    RBMParams,
+    ais_log_partition,
+    exact_log_likelihood_gradient,
+    exact_log_partition,
+    free_energy,
+    log_likelihood,
+    pseudo_log_likelihood,
+)
+from toolkit.data import binarized_digits
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+def test_exact_log_partition_matches_brute_force(shape: tuple[int, int]) -> None:
+    n_visible, n_hidden = shape
+    p = random_params(n_visible, n_hidden, seed=1)
+    expected = brute_force_log_z(p)
+    assert abs(float(exact_log_partition(p)) - expected) < 1e-10
+    # chunked enumeration gives the same number
+    assert abs(float(exact_log_partition(p, chunk_elements=7)) - expected) < 1e-10
+
+
+def test_log_likelihood_normalises() -> None:
+    p = random_params(6, 4, seed=2)
+    total = torch.logsumexp(log_likelihood(p, all_binary(6)), dim=0)
+    assert abs(float(total)) < 1e-10
+
+
+def test_exact_log_likelihood_gradient_matches_enumerated_statistics() -> None:
+    p = random_params(5, 3, scale=0.7, seed=3)
+    v = all_binary(5)[torch.tensor([1, 6, 17, 30])]
+    W, _, c = p
+    # model expectations by enumerating every visible state
+    V = all_binary(5)
+    pv = torch.softmax(-free_energy(p, V), dim=0)
+    hV = torch.sigmoid(V @ W.T + c)
+    model_vh = (pv[:, None, None] * hV[:, :, None] * V[:, None, :]).sum(0)
+    hd = torch.sigmoid(v @ W.T + c)
+    data_vh = (hd[:, :, None] * v[:, None, :]).mean(0)
+    g = exact_log_likelihood_gradient(p, v)
+    torch.testing.assert_close(g.weights, -(data_vh - model_vh), rtol=0, atol=1e-12)
+    torch.testing.assert_close(g.visible_bias, -(v.mean(0) - pv @ V), rtol=0, atol=1e-12)
+    torch.testing.assert_close(g.hidden_bias, -(hd.mean(0) - pv @ hV), rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- AIS and pseudo-LL
+
+
+@pytest.mark.slow
+def test_ais_within_a_tenth_of_a_nat_of_exact_on_a_trained_64x16_model() -> None:
+    X = binarized_digits(dtype=F64).X
+    rbm = BernoulliRBM(16, learning_rate=0.05, batch_size=20, epochs=4, random_state=0,
+                       dtype=F64).fit(X)
+    p = RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    exact = float(exact_log_partition(p))
+    result = ais_log_partition(p, data=X, n_runs=100, betas=3000,
+                               generator=torch.Generator().manual_seed(0))
+    assert abs(float(result.log_partition) - exact) < 0.1
+    assert 0 < float(result.stderr) < 0.1
+    assert result.log_weights.shape == (100,)
+
+
+def test_ais_is_exact_for_the_base_rate_model() -> None:
+    # W = 0, c = 0 and b = base-rate biases: every importance weight is 1, log Ẑ is exact
+    b = torch.tensor([0.3, -1.0, 2.0], dtype=F64)
+    p = RBMParams(torch.zeros(2, 3, dtype=F64), b, torch.zeros(2, dtype=F64))
+    result = ais_log_partition(p, base_visible_bias=b, n_runs=10, betas=20)
+    assert abs(float(result.log_partition) - float(exact_log_partition(p))) < 1e-12
+    assert float(result.stderr) < 1e-12
+
+
+def test_pseudo_log_likelihood_matches_scikit_learn_with_the_same_flips() -> None:
+    p = random_params(12, 5, seed=8)
+    X = (torch.rand(40, 12, generator=torch.Generator().manual_seed(0)) < 0.4).to(F64)
+    seed = 3
+    sk = sklearn_rbm(p, 12, seed)
+    # scikit-learn draws the flipped unit of each row as RandomState(seed).randint(0, V, n)
+    idx = np.random.RandomState(seed).randint(0, 12, 40)
+    ours = pseudo_log_likelihood(p, X, indices=torch.as_tensor(idx))
+    np.testing.assert_allclose(ours.numpy(), sk.score_samples(X.numpy()), rtol=1e-12, atol=1e-12)
+
+
+def test_pseudo_log_likelihood_is_unbiased_for_the_sum_of_conditionals() -> None:
+    p = random_params(8, 4, seed=9)
+    X = all_binary(8)[torch.tensor([5, 77, 200])]
+    # Σ_i log P(v_i | v_-i), with every unit flipped in turn
+    exact = torch.zeros(3, dtype=F64)
+    for i in range(8):
+        flipped = X.clone()
+        flipped[:, i] = 1 - flipped[:, i]
+        exact += torch.nn.functional.logsigmoid(free_energy(p, flipped) - free_energy(p, X))
+    g = torch.Generator().manual_seed(0)
+    draws = torch.stack([pseudo_log_likelihood(p, X, generator=g) for _ in range(4000)])
+    stderr = draws.std(0) / math.sqrt(4000)
+    assert bool(((draws.mean(0) - exact).abs() < 5 * stderr).all())
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_errors() -> None:
+    p = random_params(4, 3)
+    with pytest.raises(ValueError, match=r"exact_log_partition: the smaller layer must have at "
+                                         r"most 20 units"):
+        exact_log_partition(random_params(21, 22))
+    with pytest.raises(ValueError, match=r"ais_log_partition: n_runs must be an int >= 2"):
+        ais_log_partition(p, n_runs=1)
+    with pytest.raises(ValueError, match=r"ais_log_partition: give data or base_visible_bias"):
+        ais_log_partition(p, data=torch.zeros(1, 4, dtype=F64), base_visible_bias=torch.zeros(4))
+    with pytest.raises(ValueError, match=r"pseudo_log_likelihood: indices must be 2 ints"):
+        pseudo_log_likelihood(p, torch.zeros(2, 4, dtype=F64), indices=torch.tensor([0, 4]))
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from toolkit.algorithms.rbm import likelihood as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

@@ -1,0 +1,189 @@
+"""Tests for toolkit.algorithms.rbm.training: the update against the CD statistics in numpy, the
+block (CD update with it, gradient through a mean-field chain without it, an error for a sampled
+chain), the callback, persistent chains and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from rbm_testutil import F64, numpy_cd_statistics
+
+from toolkit import BlockNotSwitchableError, disable_blocks, record_blocks
+from toolkit.algorithms.rbm import (
+    BLOCK,
+    CDStep,
+    RBMParams,
+    TrainState,
+    cd_gradient,
+    free_energy,
+    gibbs_chain,
+    init_params,
+    train_cd,
+)
+from toolkit.data import bars_and_stripes
+
+
+def flat(tensors) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def cosine(a, b) -> float:
+    a, b = flat(a), flat(b)
+    return float(a @ b / (a.norm() * b.norm()))
+
+
+def fresh(seed: int = 0, n_visible: int = 9, n_hidden: int = 4) -> RBMParams:
+    return init_params(n_visible, n_hidden, init="uniform", scale=0.5, dtype=F64,
+                       generator=torch.Generator().manual_seed(seed))
+
+
+def record(steps: list[CDStep]):
+    def callback(step: CDStep) -> None:
+        steps.append(step._replace(params=RBMParams(*(t.clone() for t in step.params))))
+    return callback
+
+
+@pytest.mark.parametrize("method", ["cd", "pcd"])
+def test_each_update_is_sgd_on_the_cd_statistics(method: str) -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    p = fresh()
+    steps: list[CDStep] = []
+    state = train_cd(p, X, method=method, k=2, learning_rate=0.1, batch_size=5, epochs=2,
+                     momentum=0.5, weight_decay=0.01, n_chains=3, callback=record(steps),
+                     generator=torch.Generator().manual_seed(0))
+    assert state.n_updates == len(steps) == 2 * 3 and state.n_epochs == 2
+    assert [(s.epoch, s.batch) for s in steps] == [(e, b) for e in range(2) for b in range(3)]
+    velocity = [torch.zeros_like(t) for t in p]
+    for i, step in enumerate(steps):
+        # autograd of cd_loss = the CD statistics written out in numpy (the block cuts the chain)
+        expected = numpy_cd_statistics(step.params, step.v_data, step.v_model)
+        for got, want in zip(step.grads, expected):
+            np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-10)
+        # SGD with momentum and weight decay on the weights
+        g = list(step.grads)
+        g[0] = g[0] + 0.01 * step.params.weights
+        velocity = [0.5 * u - 0.1 * gi for u, gi in zip(velocity, g)]
+        after = steps[i + 1].params if i + 1 < len(steps) else p
+        for t0, u, t1 in zip(step.params, velocity, after):
+            torch.testing.assert_close(t1, t0 + u, rtol=0, atol=1e-12)
+        if method == "pcd" and i > 0:
+            assert step.v_model.shape == (3, 9)
+    if method == "pcd":
+        assert state.persistent_chain.shape == (3, 9)
+        torch.testing.assert_close(state.persistent_chain, steps[-1].v_model)
+    else:
+        assert state.persistent_chain is None
+    assert all(t.requires_grad for t in p)  # flags restored (init_params makes them True)
+
+
+def test_the_block_decides_what_a_mean_field_chain_contributes() -> None:
+    # With the block the gradient is the CD update at the chain's output (cosine 1). Without it
+    # the gradient is the total derivative of mean F(v_data) − mean F(chain_θ(v_data)): the CD
+    # update plus the path through the k chain steps, a different direction (cosine < 1).
+    X = bars_and_stripes(3, dtype=F64)
+    cos_cd, weights = {}, {}
+    for variant in ("blocked", "unblocked"):
+        p = fresh(1)
+        steps: list[CDStep] = []
+        # (the blocked run is made under no_grad: training takes its gradient all the same)
+        with record_blocks() as names, (disable_blocks(BLOCK) if variant == "unblocked"
+                                        else torch.no_grad()):
+            train_cd(p, X, chain="mean_field", k=3, learning_rate=0.5, batch_size=len(X),
+                     epochs=20, callback=record(steps), shuffle=False)
+        assert names == [BLOCK]
+        first = steps[0]
+        if variant == "unblocked":
+            chain = gibbs_chain(first.params, X, 3, mean_field=True)
+            ref = torch.autograd.grad(free_energy(first.params, X).mean()
+                                      - free_energy(first.params, chain).mean(),
+                                      list(first.params))
+            for got, want in zip(first.grads, ref):
+                torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        cos_cd[variant] = [cosine(s.grads, cd_gradient(s.params, s.v_data, s.v_model))
+                           for s in steps]
+        weights[variant] = p.weights.clone()
+    assert min(cos_cd["blocked"]) == pytest.approx(1.0, abs=1e-12)
+    assert max(cos_cd["unblocked"]) < 0.999
+    with torch.no_grad():
+        assert float((weights["blocked"] - weights["unblocked"]).abs().max()) > 1e-3
+
+
+def test_a_sampled_chain_refuses_to_run_without_the_block() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    p = fresh()
+    before = [t.clone() for t in p]
+    with disable_blocks("rbm.*"), pytest.raises(
+            BlockNotSwitchableError,
+            match=r"train_cd: the block 'rbm.negative_samples' cannot be switched off here "
+                  r"\(a sampled Gibbs chain passes no gradient.*use chain='mean_field'"):
+        train_cd(p, X, chain="sampled")
+    assert all(torch.equal(a, b) for a, b in zip(before, p))
+    assert all(t.requires_grad for t in p)
+
+
+def test_callback_stops_training_before_the_update() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    p = fresh()
+    calls: list[int] = []
+
+    def stop_at_third(step: CDStep) -> bool:
+        calls.append(step.batch)
+        return len(calls) == 3
+
+    state = train_cd(p, X, batch_size=2, epochs=5, callback=stop_at_third)
+    assert state.stopped and state.n_updates == 2 and state.n_epochs == 0 and len(calls) == 3
+
+
+def test_a_state_continues_training_like_one_longer_run() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    one, two = fresh(2), fresh(2)
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    kwargs = dict(method="pcd", batch_size=4, momentum=0.9, n_chains=6)
+    train_cd(one, X, epochs=4, generator=g1, **kwargs)
+    state = train_cd(two, X, epochs=1, generator=g2, **kwargs)
+    state = train_cd(two, X, epochs=3, generator=g2, state=state, **kwargs)
+    assert isinstance(state, TrainState) and state.n_epochs == 4 and state.n_updates == 4 * 4  # 14 patterns, batches of 4
+    for a, b in zip(one, two):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_train_cd_works_under_no_grad() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    p = fresh()
+    before = p.weights.clone()
+    with torch.no_grad():
+        train_cd(p, X, epochs=2)
+    assert not torch.equal(before, p.weights)
+
+
+def test_errors() -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    p = fresh()
+    with pytest.raises(ValueError, match=r"train_cd: chain must be one of 'sampled', "
+                                         r"'mean_field', got 'gibbs'"):
+        train_cd(p, X, chain="gibbs")
+    with pytest.raises(ValueError, match=r"train_cd: k must be an int >= 1, got 0"):
+        train_cd(p, X, k=0)
+    with pytest.raises(TypeError, match=r"train_cd: callback must be None or a callable"):
+        train_cd(p, X, callback="print")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"train_cd: X must have shape \(n_samples, 9\)"):
+        train_cd(p, X[:, :4])
+    with pytest.raises(ValueError, match=r"train_cd: X must have values in \[0, 1\]"):
+        train_cd(p, X * 2)
+    with pytest.raises(ValueError, match=r"train_cd: params.weights must be a floating leaf"):
+        train_cd(RBMParams(p.weights * 1, p.visible_bias, p.hidden_bias), X)
+    with pytest.raises(ValueError, match=r"train_cd: state was made for method='cd', "
+                                         r"got 'pcd'"):
+        train_cd(p, X, method="pcd", state=train_cd(p, X, epochs=0))
+    with pytest.raises(TypeError, match=r"train_cd: state must be a TrainState or None"):
+        train_cd(p, X, state={"velocity": []})  # type: ignore[arg-type]
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from toolkit.algorithms.rbm import training as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

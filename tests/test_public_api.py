@@ -1,0 +1,32 @@
+"""The package's public names: every name in __all__ loads, and nothing heavy loads with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import toolkit
+import toolkit.runner
+
+
+@pytest.mark.parametrize("package", [toolkit, toolkit.runner], ids=lambda m: m.__name__)
+def test_every_public_name_loads(package) -> None:
+    for name in package.__all__:
+        assert getattr(package, name) is not None, name
+    assert sorted(dir(package)) == sorted(set(dir(package)))
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="module 'toolkit' has no attribute 'nope'"):
+        toolkit.nope  # noqa: B018
+
+
+def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
+    code = ("import sys, toolkit, toolkit.runner\n"
+            "heavy = [m for m in ('torch', 'matplotlib', 'sklearn', 'torch._dynamo') "
+            "if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

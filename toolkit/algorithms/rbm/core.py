@@ -1,0 +1,367 @@
+"""The functional core of the Bernoulli RBM: free energy, conditionals, Gibbs chain, CD loss.
+
+A Bernoulli RBM with visible units ``v ∈ {0,1}^V``, hidden units ``h ∈ {0,1}^H``, weights ``W``
+of shape ``(H, V)`` (like scikit-learn's ``components_``), visible bias ``b`` and hidden bias
+``c`` has the energy ``E(v, h) = −b·v − c·h − hᵀ W v`` and the free energy
+
+    F(v) = −log Σ_h exp(−E(v, h)) = −b·v − Σ_j softplus(c_j + W_j·v).
+
+The log-likelihood gradient is ``∂ log p(v)/∂W = ⟨h vᵀ⟩_data − ⟨h vᵀ⟩_model``. Contrastive
+divergence replaces the model expectation by samples ``v_model`` from a short Gibbs chain and,
+with :func:`cd_loss` ``= mean F(v_data) − mean F(stop_gradient(v_model))``, autograd returns
+exactly the (negated) CD update. The block :data:`BLOCK` is the one cut of the RBM: the chain
+that produced ``v_model`` depends on the parameters, and the CD update treats its output as
+fixed samples. Without the block a differentiable (mean-field) chain also passes gradient back
+through its ``k`` steps, and the result is no longer the CD gradient.
+
+References:
+    G. E. Hinton (2002), "Training products of experts by minimizing contrastive divergence",
+    Neural Computation 14(8). https://doi.org/10.1162/089976602760128018
+    T. Tieleman (2008), "Training restricted Boltzmann machines using approximations to the
+    likelihood gradient", ICML. https://doi.org/10.1145/1390156.1390290
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from toolkit._validation import (
+    Bool,
+    Integer,
+    Options,
+    Real,
+    as_tensor,
+    check,
+    check_dtype,
+    check_params,
+    resolve_device,
+)
+from toolkit.core.stop_gradient import as_constant, require_block, stop_gradient
+
+#: The one cut of the RBM. The negative samples come from a Markov chain run with the current
+#: parameters; the CD update (and the likelihood gradient it approximates) differentiates the
+#: free energy at fixed samples, so no gradient may flow back through the chain.
+BLOCK = "rbm.negative_samples"
+
+#: The Gibbs chains that produce negative samples: binary samples at every step, or mean-field
+#: probabilities ``v ← σ(b + σ(c + vWᵀ)W)`` (deterministic and differentiable).
+CHAINS = ("sampled", "mean_field")
+
+__all__ = [
+    "BLOCK",
+    "CHAINS",
+    "RBMParams",
+    "cd_gradient",
+    "cd_loss",
+    "free_energy",
+    "gibbs_chain",
+    "init_params",
+    "negative_samples",
+    "sample_hidden",
+    "sample_visible",
+]
+
+
+class RBMParams(NamedTuple):
+    """Parameters of a Bernoulli RBM.
+
+    ``weights`` (n_hidden, n_visible), ``visible_bias`` (n_visible,), ``hidden_bias`` (n_hidden,).
+    """
+
+    weights: torch.Tensor
+    visible_bias: torch.Tensor
+    hidden_bias: torch.Tensor
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _check_params(params: Any, where: str) -> RBMParams:
+    if not isinstance(params, tuple) or len(params) != 3:
+        raise TypeError(f"{where}: params must be an RBMParams(weights, visible_bias, hidden_bias), "
+                        f"got {type(params).__name__}")
+    W, b, c = params
+    for name, t in (("weights", W), ("visible_bias", b), ("hidden_bias", c)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{where}: params.{name} must be a torch.Tensor, got {type(t).__name__}")
+    if W.dim() != 2 or b.shape != (W.shape[1],) or c.shape != (W.shape[0],):
+        raise ValueError(f"{where}: params must have weights (n_hidden, n_visible), visible_bias "
+                         f"(n_visible,) and hidden_bias (n_hidden,); got {tuple(W.shape)}, "
+                         f"{tuple(b.shape)}, {tuple(c.shape)}")
+    return RBMParams(W, b, c)
+
+
+def _check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{where}: {arg} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 2 or x.shape[1] != size:
+        raise ValueError(f"{where}: {arg} must have shape (n_samples, {size}), "
+                         f"got {tuple(x.shape)}")
+    return x
+
+
+def _check_k(k: Any, where: str) -> int:
+    return check(where, "k", k, [Integer(1)])
+
+
+def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Binary samples with P(1) = p (same dtype as p); sampling passes no gradient.
+
+    ``u < p`` is a comparison: it records no graph in any grad mode, so a sample is never a
+    differentiable function of ``p``. Written into ``u`` (``out=``: 0/1 in p's dtype, no extra
+    allocation; an in-place ``u.lt_(p)`` would attach a zero-gradient node when p requires grad).
+    """
+    u = torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device)
+    return torch.lt(u, p, out=u)
+
+
+def _free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
+    W, b, c = params
+    return -(v @ b) - F.softplus(F.linear(v, W, c)).sum(dim=1)
+
+
+def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
+           generator: torch.Generator | None) -> torch.Tensor:
+    W, b, c = params
+    for _ in range(k):
+        ph = torch.sigmoid(F.linear(v, W, c))
+        h = ph if mean_field else _bernoulli(ph, generator)
+        pv = torch.sigmoid(torch.addmm(b, h, W))
+        v = pv if mean_field else _bernoulli(pv, generator)
+    return v
+
+
+def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
+                      generator: torch.Generator | None, where: str) -> torch.Tensor:
+    if not mean_field:
+        # A Bernoulli draw is not a differentiable function of its probability: without the
+        # block, a sampled chain would still pass no gradient, and the update would silently be
+        # the CD update. Refuse instead.
+        require_block(BLOCK, where=where,
+                      why="a sampled Gibbs chain passes no gradient, so the update would silently "
+                          "stay the CD update; use chain='mean_field' to train through the chain")
+    # The negative samples are constants of the CD update: no graph is recorded for the chain
+    # while the block is active; inside disable_blocks(BLOCK) the mean-field chain keeps its
+    # graph and cd_loss's gradient flows back through its k steps.
+    return as_constant(_gibbs, params, start, k, mean_field, generator, name=BLOCK)
+
+
+def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
+    """Row weights ``(−1/n_data, …, 1/n_model, …)`` of :func:`_cd_loss` (dtype/device of like)."""
+    return torch.cat([like.new_full((n_data,), -1.0 / n_data),
+                      like.new_full((n_model,), 1.0 / n_model)])
+
+
+def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+             weights: torch.Tensor | None = None) -> torch.Tensor:
+    # The negative samples come from a Markov chain run with the current parameters. The CD
+    # update (and the maximum-likelihood gradient it approximates) differentiates the free
+    # energy at fixed samples: no gradient may flow back through the chain that produced them.
+    v_model = stop_gradient(v_model, name=BLOCK)
+    W, b, c = params
+    v = torch.cat([v_data, v_model])
+    if weights is None:
+        weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
+    # mean F(v_data) − mean F(v_model) as one weighted sum over the rows of both sets,
+    # Σ_i weights_i · (−F(v_i)) with −F(v) = b·v + Σ_j softplus(c_j + W_j·v). Written for a
+    # small autograd graph (a training step is mostly per-operation overhead): pre-activations
+    # as (n_hidden, rows) = addmm(c as a column, W, vᵀ), whose weight gradient is a plain
+    # (n_hidden, rows) @ (rows, n_visible) product, and b·v + Σ_j softplus(·) as one addmv.
+    pre = torch.addmm(c.unsqueeze(1), W, v.T)
+    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights
+
+
+# --------------------------------------------------------------------------------------------
+# the model
+
+
+def init_params(
+    n_visible: int,
+    n_hidden: int,
+    *,
+    init: str = "normal",
+    scale: float | None = None,
+    visible_bias: Any = None,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = "cpu",
+) -> RBMParams:
+    """Initial parameters (leaf tensors with ``requires_grad=True``), hidden biases zero.
+
+    ``init="normal"``: weights ~ N(0, scale²), scale 0.01 by default (scikit-learn, Hinton's
+    guide). ``init="uniform"``: weights ~ U(−scale, scale), scale 0.1 by default (the Shark
+    library's bars-and-stripes tests). ``visible_bias`` defaults to zeros (give
+    ``log(p/(1−p))`` of the data means for Hinton's recommended start). The random numbers are
+    drawn on the CPU from ``generator``, so results do not depend on the device. ``device``:
+    as everywhere in the toolkit (``None``/``"auto"``: CUDA if available, else CPU).
+
+    >>> p = init_params(4, 3, generator=torch.Generator().manual_seed(0))
+    >>> p.weights.shape, p.visible_bias.shape, p.hidden_bias.shape
+    (torch.Size([3, 4]), torch.Size([4]), torch.Size([3]))
+    """
+    where = "init_params"
+    check_params(where, {"n_visible": n_visible, "n_hidden": n_hidden, "init": init,
+                         "scale": scale},
+                 {"n_visible": [Integer(1)], "n_hidden": [Integer(1)],
+                  "init": [Options("normal", "uniform")], "scale": [None, Real(0)]})
+    dtype = check_dtype(where, dtype)
+    device = resolve_device(device, where=where)
+    if init == "normal":
+        scale = 0.01 if scale is None else scale
+        W = torch.randn(n_hidden, n_visible, generator=generator, dtype=torch.float64) * scale
+    else:
+        scale = 0.1 if scale is None else scale
+        W = (torch.rand(n_hidden, n_visible, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+    if visible_bias is None:
+        b = torch.zeros(n_visible, dtype=torch.float64)
+    else:
+        b = as_tensor(visible_bias, where=where, arg="visible_bias", dtype=torch.float64,
+                      device="cpu", ndim=1, finite=True)
+        if b.shape != (n_visible,):
+            raise ValueError(f"{where}: visible_bias must have shape ({n_visible},), "
+                             f"got {tuple(b.shape)}")
+    c = torch.zeros(n_hidden, dtype=torch.float64)
+    return RBMParams(*(t.to(device=device, dtype=dtype).requires_grad_(True) for t in (W, b, c)))
+
+
+def free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
+    """Free energy ``F(v) = −b·v − Σ_j softplus(c_j + W_j·v)`` of each row of ``v``.
+
+    ``v`` (n_samples, n_visible), binary or in [0, 1] (mean-field states); returns
+    (n_samples,). ``exp(−F(v))`` is the unnormalised marginal ``Σ_h exp(−E(v, h))``.
+
+    >>> p = RBMParams(torch.zeros(3, 2), torch.zeros(2), torch.zeros(3))
+    >>> free_energy(p, torch.ones(1, 2))  # −3·log 2
+    tensor([-2.0794])
+    """
+    params = _check_params(params, "free_energy")
+    _check_layer(v, params.weights.shape[1], "free_energy", "v")
+    return _free_energy(params, v)
+
+
+def sample_hidden(
+    params: RBMParams, v: torch.Tensor, *, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``P(h=1|v) = σ(c + v Wᵀ)`` and a binary sample from it, both (n_samples, n_hidden)."""
+    W, _, c = _check_params(params, "sample_hidden")
+    _check_layer(v, W.shape[1], "sample_hidden", "v")
+    p = torch.sigmoid(torch.addmm(c, v, W.T))
+    return p, _bernoulli(p, generator)
+
+
+def sample_visible(
+    params: RBMParams, h: torch.Tensor, *, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``P(v=1|h) = σ(b + h W)`` and a binary sample from it, both (n_samples, n_visible)."""
+    W, b, _ = _check_params(params, "sample_visible")
+    _check_layer(h, W.shape[0], "sample_visible", "h")
+    p = torch.sigmoid(torch.addmm(b, h, W))
+    return p, _bernoulli(p, generator)
+
+
+def gibbs_chain(
+    params: RBMParams,
+    v: torch.Tensor,
+    k: int,
+    *,
+    mean_field: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Run ``k`` steps of block Gibbs sampling ``v → h → v`` from ``v``; return the last ``v``.
+
+    ``mean_field=False``: binary samples at every step (not differentiable: the sampling passes
+    no gradient). ``mean_field=True``: probabilities are propagated instead of samples,
+    ``v ← σ(b + σ(c + v Wᵀ) W)``, deterministic and differentiable with respect to the
+    parameters (and to ``v``). A plain sampler that records a graph as any torch code does;
+    the negative samples of a training update come from :func:`negative_samples`, which runs
+    this chain behind the block.
+
+    Shapes: ``v`` (n_chains, n_visible) → (n_chains, n_visible).
+    """
+    params = _check_params(params, "gibbs_chain")
+    _check_k(k, "gibbs_chain")
+    check("gibbs_chain", "mean_field", mean_field, [Bool])
+    _check_layer(v, params.weights.shape[1], "gibbs_chain", "v")
+    return _gibbs(params, v, k, mean_field, generator)
+
+
+def negative_samples(
+    params: RBMParams,
+    start: torch.Tensor,
+    k: int,
+    *,
+    chain: str = "sampled",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The negative samples of a CD/PCD update: ``k`` Gibbs steps from ``start``, behind the block.
+
+    ``start`` is the mini-batch (CD-k) or the persistent chains' states (PCD-k), shape
+    (n_chains, n_visible); returns (n_chains, n_visible). The chain (:func:`gibbs_chain`) runs
+    as a constant behind :data:`BLOCK` (:func:`toolkit.as_constant`): while the block is
+    active it records no graph and the result is cut, so :func:`cd_loss` gives the CD update.
+    Inside ``disable_blocks(BLOCK)``:
+
+    - ``chain="mean_field"``: the chain records its graph (in the caller's grad mode), and the
+      gradient of :func:`cd_loss` flows back through its ``k`` steps ("through the chain");
+    - ``chain="sampled"``: raises :class:`toolkit.BlockNotSwitchableError`, because sampling
+      passes no gradient and the update would silently stay the same.
+
+    >>> p = init_params(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> v = torch.tensor([[1., 0., 1., 1.]], dtype=torch.float64)
+    >>> negative_samples(p, v, 2, chain="mean_field").requires_grad  # cut by the block
+    False
+    """
+    where = "negative_samples"
+    params = _check_params(params, where)
+    _check_k(k, where)
+    check(where, "chain", chain, [Options(*CHAINS)])
+    _check_layer(start, params.weights.shape[1], where, "start")
+    return _negative_samples(params, start, k, chain == "mean_field", generator, where)
+
+
+def cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> torch.Tensor:
+    """Contrastive-divergence surrogate ``mean F(v_data) − mean F(stop_gradient(v_model))``.
+
+    Its gradient is the negated CD update: for the weights,
+    ``∂L/∂W = −(⟨p(h|v) vᵀ⟩_data − ⟨p(h|v) vᵀ⟩_model)`` with the averages over the rows of
+    ``v_data`` and of ``v_model`` (they may have different numbers of rows, e.g. PCD chains).
+    Minimise it (gradient descent) to follow the CD update. The loss value itself is not a
+    log-likelihood.
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = init_params(4, 3, generator=g, dtype=torch.float64)
+    >>> v = torch.tensor([[1., 0., 1., 1.]], dtype=torch.float64)
+    >>> loss = cd_loss(p, v, gibbs_chain(p, v, 1, generator=g))
+    >>> loss.backward(); p.weights.grad.shape
+    torch.Size([3, 4])
+    """
+    # The negative samples come from a Markov chain run with the current parameters. The CD
+    # update (and the maximum-likelihood gradient it approximates) differentiates the free
+    # energy at fixed samples: no gradient may flow back through the chain that produced them.
+    params = _check_params(params, "cd_loss")
+    _check_layer(v_data, params.weights.shape[1], "cd_loss", "v_data")
+    _check_layer(v_model, params.weights.shape[1], "cd_loss", "v_model")
+    return _cd_loss(params, v_data, v_model)
+
+
+def cd_gradient(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> RBMParams:
+    """Closed-form gradient of :func:`cd_loss` (the negated CD statistics), no autograd.
+
+    ``dW = −(mean p(h|v_d) v_dᵀ − mean p(h|v_m) v_mᵀ)``, ``db = −(mean v_d − mean v_m)``,
+    ``dc = −(mean p(h|v_d) − mean p(h|v_m))``. Returned as :class:`RBMParams` of gradients.
+    """
+    W, _, c = _check_params(params, "cd_gradient")
+    _check_layer(v_data, W.shape[1], "cd_gradient", "v_data")
+    _check_layer(v_model, W.shape[1], "cd_gradient", "v_model")
+    with torch.no_grad():
+        hd = torch.sigmoid(torch.addmm(c, v_data, W.T))
+        hm = torch.sigmoid(torch.addmm(c, v_model, W.T))
+        nd, nm = v_data.shape[0], v_model.shape[0]
+        dW = -(hd.T @ v_data / nd - hm.T @ v_model / nm)
+        db = -(v_data.mean(0) - v_model.mean(0))
+        dc = -(hd.mean(0) - hm.mean(0))
+    return RBMParams(dW, db, dc)

@@ -1,0 +1,260 @@
+"""The one training loop of the Bernoulli RBM: SGD on :func:`cd_loss` with CD-k or PCD-k.
+
+Every update draws negative samples through :func:`~toolkit.algorithms.rbm.core.negative_samples`
+(so the block decides whether the chain is part of the gradient), takes the gradient of
+:func:`~toolkit.algorithms.rbm.core.cd_loss` by autograd and applies SGD with momentum and L2
+weight decay on the weights (Hinton's guide, section 9–10):
+
+    u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
+
+:class:`~toolkit.algorithms.rbm.estimator.BernoulliRBM` trains with :func:`train_cd`, and so do
+the experiments: a ``callback`` sees every update (epoch, batch, parameters, data, negative
+samples, loss and gradient) before it is applied.
+
+References:
+    G. E. Hinton (2010), "A practical guide to training restricted Boltzmann machines",
+    UTML TR 2010-003. https://www.cs.toronto.edu/~hinton/absps/guideTR.pdf
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from toolkit._validation import (
+    Callable_,
+    Generator,
+    Integer,
+    Options,
+    Real,
+    check_params,
+)
+from toolkit.algorithms.rbm.core import (
+    CHAINS,
+    RBMParams,
+    _bernoulli,
+    _cd_loss,
+    _cd_weights,
+    _check_layer,
+    _check_params,
+    _negative_samples,
+)
+
+__all__ = ["CDStep", "TrainState", "train_cd"]
+
+
+class CDStep(NamedTuple):
+    """What a ``callback`` of :func:`train_cd` receives at every update, before it is applied.
+
+    ``epoch``: passes over the data completed with this state before this one; ``batch``: index
+    of the mini-batch in the epoch; ``params``: the parameters (leaf tensors, not yet updated;
+    do not modify them); ``v_data`` (batch, n_visible); ``v_model`` (n_chains, n_visible): the
+    negative samples (with a graph only inside ``disable_blocks(BLOCK)`` with a mean-field
+    chain); ``loss``: the value of ``cd_loss``; ``grads``: its gradient (:class:`RBMParams`,
+    before weight decay and momentum).
+    """
+
+    epoch: int
+    batch: int
+    params: RBMParams
+    v_data: torch.Tensor
+    v_model: torch.Tensor
+    loss: torch.Tensor
+    grads: RBMParams
+
+
+@dataclass
+class TrainState:
+    """What :func:`train_cd` carries from one update to the next (pass it back to continue).
+
+    ``velocity``: the momentum buffers (like the parameters); ``persistent_chain``: the PCD
+    chains' states (n_chains, n_visible), ``None`` for CD; ``n_updates``: updates applied;
+    ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training.
+    """
+
+    velocity: list[torch.Tensor]
+    persistent_chain: torch.Tensor | None = None
+    n_updates: int = 0
+    n_epochs: int = 0
+    stopped: bool = False
+    _cd_weights: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    method: str
+    k: int
+    mean_field: bool
+    learning_rate: float
+    momentum: float
+    weight_decay: float
+    where: str
+
+
+Callback = Callable[[CDStep], Any]
+
+_CONSTRAINTS: dict[str, list[Any]] = {
+    "method": [Options("cd", "pcd")],
+    "k": [Integer(1)],
+    "chain": [Options(*CHAINS)],
+    "learning_rate": [Real(0, closed="neither")],
+    "batch_size": [Integer(1)],
+    "epochs": [Integer(0)],
+    "momentum": [Real(0, 1, closed="left")],
+    "weight_decay": [Real(0)],
+    "n_chains": [None, Integer(1)],
+    "shuffle": [Options(True, False)],
+    "generator": [None, Generator],
+    "callback": [None, Callable_],
+}
+
+
+def _initial_state(params: RBMParams, method: str, n_chains: int,
+                   generator: torch.Generator | None) -> TrainState:
+    """Zero velocity; for PCD, ``n_chains`` chains started at uniform random binary states."""
+    velocity = [torch.zeros_like(p, requires_grad=False) for p in params]
+    chain = None
+    if method == "pcd":
+        W = params.weights
+        chain = _bernoulli(torch.full((n_chains, W.shape[1]), 0.5, dtype=W.dtype,
+                                      device=W.device), generator)
+    return TrainState(velocity, chain)
+
+
+def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings: _Settings,
+            generator: torch.Generator | None, callback: Callback | None, batch: int) -> bool:
+    """One update on the mini-batch ``v_data``; True when the callback asks to stop."""
+    chain = state.persistent_chain
+    start = v_data if chain is None else chain
+    v_model = _negative_samples(params, start, settings.k, settings.mean_field, generator,
+                                settings.where)
+    key = (v_data.shape[0], v_model.shape[0])
+    weights = state._cd_weights.get(key)
+    if weights is None:  # one vector per pair of batch sizes, not one per update
+        weights = state._cd_weights[key] = _cd_weights(*key, v_data)
+    loss = _cd_loss(params, v_data, v_model, weights)
+    grads = RBMParams(*torch.autograd.grad(loss, list(params)))
+    if callback is not None and callback(CDStep(state.n_epochs, batch, params, v_data, v_model,
+                                                loss, grads)):
+        return True
+    # The SGD step, as in torch.optim: parameters, velocity and chain states are plain values.
+    with torch.no_grad():
+        step = list(grads)
+        if settings.weight_decay:
+            step[0] = step[0].add(params.weights, alpha=settings.weight_decay)
+        if settings.momentum:
+            torch._foreach_mul_(state.velocity, settings.momentum)
+            torch._foreach_add_(state.velocity, step, alpha=-settings.learning_rate)
+            torch._foreach_add_(list(params), state.velocity)
+        else:
+            torch._foreach_add_(list(params), step, alpha=-settings.learning_rate)
+        if chain is not None:
+            # The next update continues the chains from here (Tieleman 2008): the state is the
+            # chain's value; its graph, if any, belonged to this update's gradient.
+            chain.copy_(v_model)
+    state.n_updates += 1
+    return False
+
+
+def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool,
+           settings: _Settings, n_chains: int | None, state: TrainState | None,
+           generator: torch.Generator | None, callback: Callback | None) -> TrainState:
+    """The loop of :func:`train_cd`, without the argument checks."""
+    if state is None:
+        state = _initial_state(params, settings.method, n_chains or batch_size, generator)
+    flags = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(True)
+    n = X.shape[0]
+    try:
+        with torch.enable_grad():  # training needs the graph of the loss, whatever the caller's mode
+            for _ in range(epochs):
+                data = X.index_select(0, torch.randperm(n, generator=generator, device=X.device)
+                                      ) if shuffle else X  # index_select: faster than X[perm]
+                for batch, v_data in enumerate(data.split(batch_size)):
+                    if _update(params, v_data, state, settings, generator, callback, batch):
+                        state.stopped = True
+                        return state
+                state.n_epochs += 1
+    finally:
+        for p, flag in zip(params, flags):
+            p.requires_grad_(flag)
+    return state
+
+
+def train_cd(
+    params: RBMParams,
+    X: torch.Tensor,
+    *,
+    method: str = "cd",
+    k: int = 1,
+    chain: str = "sampled",
+    learning_rate: float = 0.1,
+    batch_size: int = 10,
+    epochs: int = 1,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    n_chains: int | None = None,
+    shuffle: bool = True,
+    generator: torch.Generator | None = None,
+    state: TrainState | None = None,
+    callback: Callback | None = None,
+) -> TrainState:
+    """Train ``params`` in place by SGD on :func:`cd_loss` (CD-k or PCD-k); return the state.
+
+    Each epoch visits the rows of ``X`` (n_samples, n_visible), values in [0, 1], once in
+    mini-batches of ``batch_size`` (in an order shuffled with ``generator`` unless
+    ``shuffle=False``). Each update draws negative samples with ``k`` Gibbs steps of the given
+    ``chain`` from the mini-batch (``method="cd"``) or from ``n_chains`` persistent chains
+    (``method="pcd"``, default ``batch_size`` chains) through :func:`negative_samples`, takes
+    the gradient of ``cd_loss`` and applies ``u ← momentum·u − learning_rate·(g + weight_decay·W)``,
+    ``θ ← θ + u``. ``cd_loss`` averages over the batch, so ``learning_rate`` is per sample, as
+    in scikit-learn.
+
+    The block: with it (the default) the gradient is the CD update. Inside
+    ``disable_blocks(BLOCK)``, ``chain="mean_field"`` trains through the chain (the gradient
+    also flows back through its ``k`` steps), and ``chain="sampled"`` raises
+    :class:`toolkit.BlockNotSwitchableError` (sampling passes no gradient).
+
+    ``callback(step)`` is called at every update with a :class:`CDStep`, before the update is
+    applied; if it returns a true value, training stops there (``state.stopped``). ``state``
+    continues a previous run (velocity, persistent chains, counters). The parameters must be
+    leaf tensors (e.g. from :func:`init_params`); their ``requires_grad`` flags are restored.
+
+    >>> from toolkit.algorithms.rbm import init_params
+    >>> X = torch.tensor([[0., 0., 1., 1.], [1., 1., 0., 0.]] * 4)
+    >>> p = init_params(4, 2, generator=torch.Generator().manual_seed(0))
+    >>> state = train_cd(p, X, batch_size=4, epochs=3, generator=torch.Generator().manual_seed(0))
+    >>> state.n_updates, state.n_epochs
+    (6, 3)
+    """
+    where = "train_cd"
+    check_params(where, {"method": method, "k": k, "chain": chain,
+                         "learning_rate": learning_rate, "batch_size": batch_size,
+                         "epochs": epochs, "momentum": momentum, "weight_decay": weight_decay,
+                         "n_chains": n_chains, "shuffle": shuffle, "generator": generator,
+                         "callback": callback}, _CONSTRAINTS)
+    params = _check_params(params, where)
+    for name, p in zip(RBMParams._fields, params):
+        if not p.is_leaf or not p.is_floating_point():
+            raise ValueError(f"{where}: params.{name} must be a floating leaf tensor (trained "
+                             f"in place), got a {'non-leaf' if not p.is_leaf else p.dtype} tensor")
+    _check_layer(X, params.weights.shape[1], where, "X")
+    if X.device != params.weights.device:
+        raise ValueError(f"{where}: X is on {X.device} but the parameters are on "
+                         f"{params.weights.device}")
+    if not bool(((X >= 0) & (X <= 1)).all()):
+        raise ValueError(f"{where}: X must have values in [0, 1]")
+    if state is not None and not isinstance(state, TrainState):
+        raise TypeError(f"{where}: state must be a TrainState or None, got {type(state).__name__}")
+    if state is not None and (state.persistent_chain is None) != (method == "cd"):
+        raise ValueError(f"{where}: state was made for method="
+                         f"{'cd' if state.persistent_chain is None else 'pcd'!r}, got {method!r}")
+    settings = _Settings(method, k, chain == "mean_field", float(learning_rate),
+                         float(momentum), float(weight_decay), where)
+    return _train(params, X.to(params.weights.dtype), epochs=epochs, batch_size=batch_size,
+                  shuffle=shuffle, settings=settings, n_chains=n_chains, state=state,
+                  generator=generator, callback=callback)

@@ -1,0 +1,261 @@
+"""Runs on a Dask cluster: workers compute, this process writes the run directories.
+
+Each run is one task. The worker runs it in a temporary folder of its own, with the run's seed and
+thread count, and returns every file the run wrote (config, meta, metrics, summary, costs,
+artifacts) as bytes; the client writes them under the run's output folder, atomically (a hidden
+folder renamed into place). No filesystem is shared. ``meta.json`` records
+``executor = {"kind": "dask", "worker": <worker address>}``.
+
+Failure and interrupt:
+
+- a run whose experiment raises is a normal outcome (``failed``, with the error);
+- a worker that dies mid-run: the run is submitted once more; if that attempt dies too the run
+  is written as ``failed`` with the reason (for a cluster this process starts, the scheduler
+  gives up on a task at its first worker death, so a run is tried at most twice in all);
+- Ctrl-C cancels the runs not started, and writes the started ones as ``interrupted``
+  (config and meta only: their files stay with the worker and are discarded).
+
+Without an address a ``LocalCluster`` of ``workers`` processes with one thread each is started
+and closed afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolkit.runner.config import ExecutorSpec, RunConfig
+from toolkit.runner.errors import ConfigError, RunInterrupted
+from toolkit.runner.registry import ENV_PATH
+from toolkit.runner.results import atomic_write_json, atomic_write_text, new_run_dir, utc_now
+from toolkit.runner.run import (
+    Finish,
+    RunOutcome,
+    _signals_deferred,
+    _signals_raise,
+    check_output_dir,
+    execute,
+)
+
+__all__ = ["run_on_dask"]
+
+_INSTALL_HINT = 'install the optional packages: pip install ".[distributed]"'
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError("--executor", "dask", "the dask executor needs the packages dask "
+                          "and distributed, which are not installed", _INSTALL_HINT) from None
+    return distributed
+
+
+_STARTED = "toolkit-run-started"
+
+
+def _task(config: RunConfig, argv: list[str], experiments_path: str, key: str
+          ) -> dict[str, Any]:
+    """Run one config on a worker; return the outcome and every file the run wrote."""
+    from distributed import get_worker
+
+    if experiments_path:
+        os.environ[ENV_PATH] = experiments_path
+    try:
+        this = get_worker()
+    except ValueError:  # not inside a worker (called directly, e.g. in a test)
+        worker = "<client>"
+    else:
+        worker = this.address
+        # tells the client which runs had started if it is interrupted
+        this.log_event(_STARTED, {"key": key, "worker": worker})
+    with tempfile.TemporaryDirectory(prefix="toolkit-run-") as tmp:
+        outcome = execute(config, quiet=True, argv=argv, root=Path(tmp),
+                          executor={"kind": "dask", "worker": worker})
+        files = {}
+        for path in sorted(outcome.run_dir.rglob("*")):
+            if path.is_file():
+                files[path.relative_to(outcome.run_dir).as_posix()] = path.read_bytes()
+    return {"run_id": outcome.run_dir.name, "status": outcome.status,
+            "exit_code": outcome.exit_code, "error": outcome.error,
+            "duration_s": outcome.duration_s, "files": files, "worker": worker}
+
+
+def _write_run(config: RunConfig, run_id: str, files: dict[str, bytes]) -> Path:
+    """Write a run's files as ``<output_dir>/<experiment>/<run_id>/``, all at once."""
+    parent = Path(config.output_dir) / config.experiment
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{run_id}.", suffix=".partial", dir=parent))
+    try:
+        for rel, data in files.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        final = parent / run_id
+        if final.exists():  # the same id from another machine: keep both, under a new suffix
+            final = parent / f"{run_id.rsplit('__', 1)[0]}__{secrets.token_hex(3)}"
+            meta = json.loads((staging / "meta.json").read_text(encoding="utf-8"))
+            meta["run_id"] = final.name
+            atomic_write_json(staging / "meta.json", meta)
+        os.rename(staging, final)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def _write_marked(config: RunConfig, status: str, error: str, worker: str | None) -> Path:
+    """A run directory for a run whose files never came back: config and meta only."""
+    run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
+    atomic_write_text(run_dir / "config.toml", config.to_toml())
+    now = utc_now().isoformat()
+    atomic_write_json(run_dir / "meta.json", {
+        "status": status, "experiment": config.experiment, "run_id": run_dir.name,
+        "seed": config.seed, "executor": {"kind": "dask", "worker": worker},
+        "started": None, "ended": now, "error": error,
+    })
+    return run_dir
+
+
+def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
+    import dask
+
+    if spec.address:
+        try:
+            return distributed.Client(spec.address, timeout="10s"), None
+        except (OSError, TimeoutError) as err:
+            raise ConfigError("--address", spec.address, f"cannot reach a Dask scheduler there "
+                              f"({type(err).__name__}: {err})",
+                              "start one with `dask scheduler` and give its tcp://HOST:PORT"
+                              ) from None
+    # The scheduler gives up on a task at the first worker death; this module retries once.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1,
+                                           processes=True, dashboard_address=":0",
+                                           silence_logs=logging.ERROR)
+    return distributed.Client(cluster), cluster
+
+
+def run_on_dask(configs: Sequence[RunConfig], spec: ExecutorSpec, *, argv: list[str],
+                finish: Finish | None = None, on_done: Any = None
+                ) -> tuple[list[RunOutcome], int]:
+    """Run ``configs`` as tasks on a Dask cluster (see the module docstring)."""
+    distributed = _import_distributed()
+    for config in configs:
+        check_output_dir(config)
+    # the scheduler of a LocalCluster lives in this process: keep its INFO lines off the console
+    log = logging.getLogger("distributed")
+    level = log.level
+    log.setLevel(max(level, logging.WARNING))
+    try:
+        return _run(configs, spec, distributed, argv=argv, finish=finish, on_done=on_done)
+    finally:
+        log.setLevel(level)
+
+
+def _run(configs: Sequence[RunConfig], spec: ExecutorSpec, distributed: Any, *,
+         argv: list[str], finish: Finish | None, on_done: Any) -> tuple[list[RunOutcome], int]:
+    experiments_path = os.environ.get(ENV_PATH, "")
+    client, cluster = _client(spec, distributed)
+    total = len(configs)
+    outcomes: list[RunOutcome] = []
+    status = 0
+    futures: dict[Any, int] = {}
+    retried: set[int] = set()
+
+    def submit(i: int) -> Any:
+        key = f"toolkit-run-{i}-{secrets.token_hex(4)}"
+        future = client.submit(_task, configs[i], argv, experiments_path, key, pure=False,
+                               key=key)
+        futures[future] = i
+        return future
+
+    def done(i: int, outcome: RunOutcome) -> None:
+        nonlocal status
+        outcomes.append(outcome)
+        status = max(status, outcome.exit_code)
+        if on_done:
+            on_done(i, total, outcome)
+
+    try:
+        with _signals_raise():
+            pending = distributed.as_completed([submit(i) for i in range(total)])
+            for future in pending:
+                i = futures.pop(future)
+                config = configs[i]
+                try:
+                    info = future.result()
+                except distributed.KilledWorker as err:
+                    if i not in retried:
+                        retried.add(i)
+                        pending.add(submit(i))
+                        continue
+                    run_dir = _write_marked(config, "failed", f"the worker died twice while "
+                                            f"running it (retried once): {err}", None)
+                    done(i, RunOutcome(run_dir, "failed", 1, "worker died twice"))
+                    continue
+                run_dir = _write_run(config, info["run_id"], info["files"])
+                if finish is not None and info["status"] != "interrupted":
+                    _finish(finish, run_dir)
+                done(i, RunOutcome(run_dir, info["status"], info["exit_code"], info["error"],
+                                   info["duration_s"] or 0.0))
+    except (RunInterrupted, KeyboardInterrupt) as err:
+        with _signals_deferred():
+            code = err.exit_code if isinstance(err, RunInterrupted) else 130
+            _interrupt(client, futures, configs, code, on_done, outcomes, total)
+        print("toolkit: interrupted; runs in progress are marked interrupted in their "
+              "meta.json", file=sys.stderr)
+        return outcomes, code
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close()
+    return outcomes, status
+
+
+def _finish(finish: Finish, run_dir: Path) -> None:
+    meta_path = run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    import time
+
+    t0 = time.perf_counter()
+    try:
+        finish(run_dir)
+        meta["finish_s"] = round(time.perf_counter() - t0, 3)
+    except Exception as err:  # the run's numbers stay valid without a report
+        meta["finish_error"] = f"{type(err).__name__}: {err}"
+        print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
+    atomic_write_json(meta_path, meta)
+
+
+def _interrupt(client: Any, futures: dict[Any, int], configs: Sequence[RunConfig], code: int,
+               on_done: Any, outcomes: list[RunOutcome], total: int) -> None:
+    """Cancel what has not run; mark what was running as interrupted."""
+    try:
+        running = {msg["key"]: msg["worker"] for _, msg in client.get_events(_STARTED)}
+    except Exception:  # the scheduler is gone: nothing is known to have started
+        running = {}
+    client.cancel(list(futures))
+    for future, i in sorted(futures.items(), key=lambda item: item[1]):
+        worker = running.get(future.key)
+        if worker is None:
+            continue
+        run_dir = _write_marked(configs[i], "interrupted",
+                                f"interrupted (exit status {code}) while running on {worker}",
+                                worker)
+        outcome = RunOutcome(run_dir, "interrupted", code, "interrupted")
+        outcomes.append(outcome)
+        if on_done:
+            on_done(i, total, outcome)
