@@ -136,12 +136,16 @@ def test_unblocked_objective_is_loglik_minus_entropy(data: torch.Tensor) -> None
     torch.testing.assert_close(g_q, _grads(reference, theta), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("optimizer", ["lbfgs", "rprop"])
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_gradient_m_step_reaches_closed_form(data: torch.Tensor, ct: str) -> None:
+def test_gradient_m_step_reaches_closed_form(data: torch.Tensor, ct: str, optimizer: str
+                                             ) -> None:
+    """With fixed responsibilities (log_resp given) the optimizer finds the closed form."""
     p = _random_params(3, 2, ct, seed=7)
     _, log_resp = e_step(data, p.weights, p.means, p.precisions_cholesky, ct)
     closed = m_step(data, log_resp, covariance_type=ct, reg_covar=1e-6)
-    grad = gradient_m_step(data, log_resp, p, covariance_type=ct, reg_covar=1e-6, n_steps=200)
+    grad = gradient_m_step(data, log_resp, p, covariance_type=ct, reg_covar=1e-6, n_steps=200,
+                           optimizer=optimizer)
 
     def q(params: GMMParams) -> float:
         return expected_complete_loglik(data, params.weights, params.means,
@@ -168,7 +172,7 @@ def test_gradient_m_step_bad_arguments(data: torch.Tensor) -> None:
     p = _random_params(3, 2, "full")
     for kwargs, error, match in [
         ({"optimizer": "newton"}, ValueError,
-         "gradient_m_step: optimizer must be one of 'lbfgs', 'adam', 'sgd', got 'newton'"),
+         "gradient_m_step: optimizer must be one of 'lbfgs', 'rprop', 'adam', 'sgd', got 'newton'"),
         ({"n_steps": 0}, ValueError, "gradient_m_step: n_steps must be an int >= 1, got 0"),
         ({"n_steps": 2.5}, TypeError, "gradient_m_step: n_steps must be an int >= 1, got 2.5"),
         ({"lr": -1.0}, ValueError, "gradient_m_step: lr must be None or a number > 0, got -1.0"),

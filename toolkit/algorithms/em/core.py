@@ -37,7 +37,7 @@ __all__ = [
 #: it, ``∇_θ Q = ∇_θ LL`` (Fisher's identity); without it ``Q = LL − H(r(θ))``.
 BLOCK = "em.responsibilities"
 
-OPTIMIZERS = ("lbfgs", "adam", "sgd")
+OPTIMIZERS = ("lbfgs", "rprop", "adam", "sgd")
 _GRADIENT_M_STEP_CONSTRAINTS = {
     "covariance_type": [Options(*COVARIANCE_TYPES)],
     "optimizer": [Options(*OPTIMIZERS)],
@@ -249,15 +249,25 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
 
     Starts from ``params`` in the unconstrained parametrization of :func:`to_unconstrained`
     (logits, means, log-diagonal Cholesky factors of the precisions) and takes ``n_steps``
-    optimizer steps on ``−Q`` (for ``"lbfgs"``: up to ``n_steps`` iterations with a strong-Wolfe
-    line search). ``reg_covar`` is then added to the covariances' diagonal, so that at the
-    optimum the result equals :func:`m_step`'s (whose closed form is ``argmax Q + reg_covar I``).
+    optimizer steps on ``−Q``. ``reg_covar`` is then added to the covariances' diagonal, so that
+    at the optimum the result equals :func:`m_step`'s (whose closed form is
+    ``argmax Q + reg_covar I``).
 
-    ``log_resp`` given: the classical M-step, ``r`` fixed at the E-step's values.
+    ``log_resp`` given: the classical M-step, ``r`` fixed at the E-step's values; ``"lbfgs"``
+    runs up to ``n_steps`` iterations with a strong-Wolfe line search.
+
     ``log_resp=None``: ``r`` is recomputed from the parameters being optimized at every inner
-    step. With the block ``"em.responsibilities"`` each step then follows ``∇ LL`` (Fisher's
-    identity, a generalized EM); inside ``disable_blocks("em.*")`` it follows
-    ``∇ (LL − H(r))`` and drifts toward hard assignments.
+    step and passes the block ``BLOCK``. With the block active each step follows ``∇ LL``
+    (Fisher's identity): a generalized EM whose fixed points are EM's. Inside
+    ``disable_blocks("em.*")`` each step follows ``∇ (LL − H(r))`` and drives the
+    responsibilities toward hard assignments. Here the value of ``Q`` (always ``LL − H(r)``) is
+    not the function whose gradient the blocked steps follow, so a line search on it would be
+    misled: ``"lbfgs"`` then takes plain quasi-Newton steps of length ``lr`` (no line search).
+    Those can overshoot from a degenerate start (covariances ``reg_covar · I`` after one-point
+    seeds). ``"rprop"`` (Riedmiller & Braun 1993, https://doi.org/10.1109/ICNN.1993.298623)
+    reads only the signs of the gradient and adapts one step size per parameter (here between
+    1e-9 and 1), so it follows either field without function values and stays stable from such
+    starts; :class:`GaussianMixture` uses it.
 
     Args:
         X: (n_samples, n_features).
@@ -265,8 +275,9 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
         params: starting point, :class:`GMMParams` or ``(weights, means, …, precisions_cholesky)``.
         covariance_type, reg_covar, sample_weight: as in :func:`m_step`.
         n_steps: number of optimizer steps (>= 1).
-        optimizer: ``"lbfgs" | "adam" | "sgd"``.
-        lr: learning rate; default 1.0 for lbfgs, 0.05 for adam, 0.1 for sgd.
+        optimizer: ``"lbfgs" | "rprop" | "adam" | "sgd"``.
+        lr: learning rate (for rprop: the initial step size); default 1.0 for lbfgs, 0.01 for
+            rprop, 0.05 for adam, 0.1 for sgd.
 
     Returns:
         :class:`GMMParams` (no autograd history).
@@ -274,7 +285,7 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
     check_params("gradient_m_step", {"covariance_type": covariance_type, "optimizer": optimizer,
                                       "n_steps": n_steps, "lr": lr}, _GRADIENT_M_STEP_CONSTRAINTS)
     if lr is None:
-        lr = {"lbfgs": 1.0, "adam": 0.05, "sgd": 0.1}[optimizer]
+        lr = {"lbfgs": 1.0, "rprop": 0.01, "adam": 0.05, "sgd": 0.1}[optimizer]
     theta = to_unconstrained(params, covariance_type)
 
     def objective() -> torch.Tensor:
@@ -286,7 +297,7 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
         if optimizer == "lbfgs":
             opt = torch.optim.LBFGS(theta, lr=lr, max_iter=n_steps, tolerance_grad=1e-12,
                                     tolerance_change=1e-15, history_size=20,
-                                    line_search_fn="strong_wolfe")
+                                    line_search_fn=None if log_resp is None else "strong_wolfe")
 
             def closure() -> torch.Tensor:
                 opt.zero_grad()
@@ -296,8 +307,12 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
 
             opt.step(closure)
         else:
-            opt = (torch.optim.Adam(theta, lr=lr) if optimizer == "adam"
-                   else torch.optim.SGD(theta, lr=lr))
+            if optimizer == "rprop":
+                opt = torch.optim.Rprop(theta, lr=lr, step_sizes=(1e-9, 1.0))
+            elif optimizer == "adam":
+                opt = torch.optim.Adam(theta, lr=lr)
+            else:
+                opt = torch.optim.SGD(theta, lr=lr)
             for _ in range(n_steps):
                 opt.zero_grad()
                 objective().backward()

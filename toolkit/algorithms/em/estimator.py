@@ -21,7 +21,7 @@ from toolkit._validation import (
     resolve_device,
     resolve_generator,
 )
-from toolkit.algorithms.em.core import _log_joint, e_step, gradient_m_step, m_step
+from toolkit.algorithms.em.core import BLOCK, _log_joint, e_step, gradient_m_step, m_step
 from toolkit.algorithms.em.fast import _MomentEM
 from toolkit.algorithms.em.initialization import initial_responsibilities
 from toolkit.algorithms.em.params import (
@@ -31,6 +31,7 @@ from toolkit.algorithms.em.params import (
     _precisions_cholesky_from_precisions,
     precisions_cholesky_from_covariances,
 )
+from toolkit.core.stop_gradient import require_block
 
 __all__ = ["GaussianMixture"]
 
@@ -106,7 +107,18 @@ class GaussianMixture:
         weights_init, means_init, precisions_init: initial parameters in scikit-learn's shapes
             (precisions: full (k, d, d), tied (d, d), diag (k, d), spherical (k,)). When all
             three are given the initialization is fully determined by them.
-        m_step: ``"closed_form"`` or ``"gradient"`` (:func:`gradient_m_step`, L-BFGS).
+        m_step: ``"closed_form"`` (:func:`m_step`) or ``"gradient"``: each M-step is
+            :func:`gradient_m_step` with ``log_resp=None`` (100 Rprop steps), i.e. the
+            responsibilities are recomputed from the parameters being optimized at every inner
+            step and pass the block ``BLOCK``. With the block active every inner step follows
+            ``∇ LL`` (Fisher's identity): a generalized EM whose fixed points are EM's; from
+            the same start it reaches the closed-form fit's optimum (or, from a poor start, a
+            better one, since it climbs LL directly). Inside ``disable_blocks("em.*")`` every
+            inner step follows ``∇ (LL − H(r))``: the fit ends elsewhere, with lower
+            log-likelihood and harder (lower-entropy) responsibilities. The closed-form M-step
+            *is* the blocked maximizer and has no unblocked form, so ``fit`` raises
+            :class:`~toolkit.BlockNotSwitchableError` for it inside ``disable_blocks`` (with
+            ``max_iter=0`` no M-step runs and nothing is raised).
         warm_start: if fitted already, continue from the current parameters (``n_init`` ignored).
         device, dtype: where and in which precision to compute.
         random_state: ``None``, an int seed or a ``torch.Generator``.
@@ -229,8 +241,9 @@ class GaussianMixture:
         if self.m_step == "closed_form":
             return m_step(X, log_resp, covariance_type=self.covariance_type,
                           reg_covar=self.reg_covar, sample_weight=w)
-        return gradient_m_step(X, log_resp, params, covariance_type=self.covariance_type,
-                               reg_covar=self.reg_covar, sample_weight=w)
+        # r recomputed from the parameters being optimized, through the block (see the class doc)
+        return gradient_m_step(X, None, params, covariance_type=self.covariance_type,
+                               reg_covar=self.reg_covar, sample_weight=w, optimizer="rprop")
 
     def fit(self, X: Any, sample_weight: Any = None) -> GaussianMixture:
         """Fit by EM (``n_init`` starts, keep the best lower bound); returns ``self``.
@@ -256,6 +269,10 @@ class GaussianMixture:
         do_init = not (self.warm_start and hasattr(self, "converged_"))
         n_init = self.n_init if do_init else 1
         w_total = w.sum()
+        if self.m_step == "closed_form" and self.max_iter > 0:
+            require_block(BLOCK, where=where, why="the closed-form M-step is the maximizer of Q "
+                          "with the responsibilities held constant; use m_step='gradient' to fit "
+                          "without the block")
         fast = (_MomentEM(X, w, self.covariance_type, self.reg_covar)
                 if self.m_step == "closed_form" and X.dtype == torch.float64 else None)
         best: GMMParams | None = None
