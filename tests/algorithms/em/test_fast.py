@@ -22,7 +22,7 @@ def test_fast_path_matches_plain_functions() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             gm = GaussianMixture(3, covariance_type=ct, max_iter=20, tol=0.0, **init).fit(X)
-        p = GaussianMixture(3, covariance_type=ct, max_iter=0, **init).fit(X)._get_params()
+        p = GaussianMixture(3, covariance_type=ct, max_iter=0, **init).fit(X)._fitted_params()
         lbs = []
         for _ in range(20):
             lpn, log_resp = e_step(X, p.weights, p.means, p.precisions_cholesky, ct)

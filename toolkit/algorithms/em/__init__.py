@@ -22,8 +22,11 @@ Layout:
 - :mod:`~toolkit.algorithms.em.params`: :class:`GMMParams`, conversions between covariances and
   precision factors, the unconstrained parametrization of the gradient M-step;
 - :mod:`~toolkit.algorithms.em.fast`: the estimator's float64 fast path (moment matrices);
-- :mod:`~toolkit.algorithms.em.initialization`: initial responsibilities (k-means++ and others);
-- :mod:`~toolkit.algorithms.em.estimator`: the scikit-learn-style :class:`GaussianMixture`.
+- :mod:`~toolkit.algorithms.em.initialization`: initial responsibilities, drawn as
+  scikit-learn draws them;
+- :mod:`~toolkit.algorithms.em.inputs`: what the estimator accepts (checks, random states)
+  and returns (numpy for numpy, tensors for tensors);
+- :mod:`~toolkit.algorithms.em.estimator`: :class:`GaussianMixture`, a scikit-learn estimator.
 
 Shapes follow scikit-learn (``k`` components, ``d`` features) for each ``covariance_type``:
 

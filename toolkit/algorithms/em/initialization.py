@@ -1,69 +1,111 @@
-"""Initial responsibilities for EM: k-means++ seeding and the other starts."""
+"""Initial responsibilities for EM, drawn as scikit-learn draws them.
+
+The random numbers come from a numpy ``RandomState`` in scikit-learn's order, so that the
+same ``random_state`` gives the same start as ``sklearn.mixture.GaussianMixture`` (whose
+``_initialize_parameters`` this follows). The clustering runs in numpy on the CPU: it happens
+once per initialization, and scikit-learn's ``KMeans`` and ``kmeans_plusplus`` are the reference.
+"""
 
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import torch
 
-__all__ = ["initial_responsibilities"]
+from toolkit.algorithms.em.core import m_step
+from toolkit.algorithms.em.params import (
+    GMMParams,
+    _covariances_from_precisions_cholesky,
+    _precisions_cholesky_from_precisions,
+    precisions_cholesky_from_covariances,
+)
+
+__all__ = ["INIT_PARAMS", "initial_parameters", "initial_responsibilities"]
+
+INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 
 
-def _kmeans_plusplus(X: torch.Tensor, n_clusters: int, weights: torch.Tensor,
-                     generator: torch.Generator) -> torch.Tensor:
-    """Greedy k-means++ seeding (Arthur & Vassilvitskii 2007; ``2 + ⌊log k⌋`` local trials,
-    as in scikit-learn's ``kmeans_plusplus``), weighted by ``weights``. Returns indices (k,)."""
-    n_trials = 2 + int(math.log(n_clusters))
-    sq_norms = X.square().sum(1)
-
-    def sqdist(idx: torch.Tensor) -> torch.Tensor:  # (len(idx), n)
-        return (sq_norms[idx][:, None] - 2.0 * X[idx] @ X.T + sq_norms[None, :]).clamp_min(0)
-
-    cpu_w = weights.to("cpu", torch.float64)
-    first = torch.multinomial(cpu_w, 1, generator=generator).to(X.device)
-    indices = [first]
-    closest = sqdist(first)[0]
-    for _ in range(1, n_clusters):
-        probs = (weights * closest).to("cpu", torch.float64)
-        if not probs.sum() > 0:  # all points coincide with centers: pick by weight
-            probs = cpu_w
-        cand = torch.multinomial(probs, n_trials, replacement=True, generator=generator)
-        cand = cand.to(X.device)
-        d2 = torch.minimum(closest[None, :], sqdist(cand))
-        best = torch.argmin((d2 * weights).sum(1))
-        closest = d2[best]
-        indices.append(cand[best : best + 1])
-    return torch.cat(indices)
-
-
-
-def initial_responsibilities(X: torch.Tensor, n_components: int, init: str,
-                             sample_weight: torch.Tensor, generator: torch.Generator
-                             ) -> torch.Tensor:
+def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: str,
+                             sample_weight: torch.Tensor | None,
+                             random_state: np.random.RandomState) -> torch.Tensor:
     """Responsibilities (n_samples, n_components) that start EM, as in scikit-learn.
 
-    ``"kmeans++"``: one-hot rows at ``k`` greedy k-means++ seeds (:func:`_kmeans_plusplus`);
-    ``"kmeans"``: one-hot labels of :class:`sklearn.cluster.KMeans`; ``"random"``: uniform
-    random rows normalized to sum to 1; ``"random_from_data"``: one-hot rows at ``k`` distinct
-    random data points. Rows that are not seeds are all zeros (they do not enter the first
-    M-step). The first M-step of these responsibilities gives the initial parameters.
+    - ``"kmeans"``: one-hot labels of :class:`sklearn.cluster.KMeans` (``n_init=1``);
+    - ``"k-means++"``: one-hot rows at the ``k`` seeds of
+      :func:`sklearn.cluster.kmeans_plusplus` (Arthur & Vassilvitskii 2007,
+      https://dl.acm.org/doi/10.5555/1283383.1283494), the other rows all zeros;
+    - ``"random"``: uniform random rows normalized to sum to 1;
+    - ``"random_from_data"``: one-hot rows at ``k`` distinct random samples.
+
+    Sample weights go to the clustering (``"kmeans"``, ``"k-means++"``) and make
+    ``"random_from_data"`` draw samples with probability proportional to their weight.
+    The M-step of these responsibilities gives the initial parameters.
+
+    Args:
+        X: (n_samples, n_features) data.
+        n_components: number of components ``k``.
+        init_params: one of :data:`INIT_PARAMS`.
+        sample_weight: (n_samples,) or ``None``.
+        random_state: the numpy ``RandomState`` to draw from (advanced in place).
+
+    Returns:
+        (n_samples, n_components) tensor like ``X``.
     """
     n, k = X.shape[0], n_components
-    resp = torch.zeros(n, k, dtype=X.dtype, device=X.device)
-    if init == "kmeans":
+    X_np = X.cpu().numpy()
+    sw = None if sample_weight is None else sample_weight.cpu().numpy()
+    resp = np.zeros((n, k), dtype=X_np.dtype)
+    if init_params == "kmeans":
         from sklearn.cluster import KMeans
 
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
-        labels = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(
-            X.cpu().numpy(), sample_weight=sample_weight.cpu().numpy()).labels_
-        resp[torch.arange(n), torch.as_tensor(labels, device=X.device)] = 1.0
-    elif init == "random":
-        resp = torch.rand(n, k, generator=generator, dtype=torch.float64).to(X)
-        resp /= resp.sum(1, keepdim=True)
-    elif init == "random_from_data":
-        idx = torch.randperm(n, generator=generator)[:k].to(X.device)
-        resp[idx, torch.arange(k, device=X.device)] = 1.0
+        labels = KMeans(n_clusters=k, n_init=1, random_state=random_state).fit(
+            X_np, sample_weight=sw).labels_
+        resp[np.arange(n), labels] = 1
+    elif init_params == "random":
+        resp = random_state.uniform(size=(n, k)).astype(X_np.dtype)
+        resp /= resp.sum(axis=1)[:, np.newaxis]
+    elif init_params == "random_from_data":
+        p = None if sw is None else sw / sw.sum()
+        indices = random_state.choice(n, size=k, replace=False, p=p)
+        resp[indices, np.arange(k)] = 1
     else:
-        idx = _kmeans_plusplus(X, k, sample_weight, generator)
-        resp[idx, torch.arange(k, device=X.device)] = 1.0
-    return resp
+        from sklearn.cluster import kmeans_plusplus
+
+        _, indices = kmeans_plusplus(X_np, k, sample_weight=sw, random_state=random_state)
+        resp[indices, np.arange(k)] = 1
+    return torch.as_tensor(resp, device=X.device)
+
+
+def initial_parameters(X: torch.Tensor, n_components: int, init_params: str,
+                       covariance_type: str, reg_covar: float,
+                       sample_weight: torch.Tensor | None, random_state: np.random.RandomState,
+                       weights_init: torch.Tensor | None = None,
+                       means_init: torch.Tensor | None = None,
+                       precisions_init: torch.Tensor | None = None) -> GMMParams:
+    """The starting parameters: the user's ``*_init`` where given, the rest from one M-step.
+
+    As in scikit-learn's ``GaussianMixture._initialize``: unless all three ``*_init`` are
+    given, :func:`initial_responsibilities` are drawn and passed through :func:`m_step`; its
+    weights are ``N_k / n`` (not renormalized). ``precisions_init`` (checked tensors, in
+    scikit-learn's shapes) gives the precision factors and, from them, the covariances.
+    """
+    ct = covariance_type
+    weights = means = cov = None
+    if weights_init is None or means_init is None or precisions_init is None:
+        resp = initial_responsibilities(X, n_components, init_params, sample_weight,
+                                        random_state)
+        p = m_step(X, torch.log(resp), covariance_type=ct, reg_covar=reg_covar,
+                   sample_weight=sample_weight)
+        rw = resp if sample_weight is None else resp * sample_weight[:, None]
+        nk = rw.sum(0) + 10 * torch.finfo(X.dtype).eps
+        total = X.shape[0] if sample_weight is None else sample_weight.sum()
+        weights, means, cov = nk / total, p.means, p.covariances
+    if weights_init is not None:
+        weights = weights_init
+    if means_init is not None:
+        means = means_init
+    if precisions_init is None:
+        prec_chol = precisions_cholesky_from_covariances(cov, ct)
+    else:
+        prec_chol = _precisions_cholesky_from_precisions(precisions_init, ct)
+        cov = _covariances_from_precisions_cholesky(prec_chol, ct)
+    return GMMParams(weights, means, cov, prec_chol)
