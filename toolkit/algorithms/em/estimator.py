@@ -118,6 +118,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             responsibilities) or ``"random_from_data"`` (``k`` distinct data points). As in
             scikit-learn the initial parameters are one M-step from these responsibilities
             (see :func:`~toolkit.algorithms.em.initialization.initial_responsibilities`).
+            The one-point seeds of ``"k-means++"`` and ``"random_from_data"`` start from
+            covariances ``reg_covar · I``; there scikit-learn's expanded squares lose digits
+            and its tied estimate assumes rows summing to one, so fits from those starts can
+            part from scikit-learn's (ours keep the exact scatter).
         weights_init, means_init, precisions_init: initial parameters in scikit-learn's shapes
             (precisions: full (k, d, d), tied (d, d), diag (k, d), spherical (k,)). When all
             three are given the initialization is fully determined by them.
