@@ -62,8 +62,9 @@ class Params(ExperimentParams):
         "adam", description="torch optimizer of the gradient M-steps")
     lr: float = Field(0.05, gt=0.0, description="learning rate of the gradient M-steps")
     reg_covar: float = Field(1e-6, ge=0.0, description="added to the covariances' diagonal")
-    init: Literal["random", "kmeans", "kmeans++", "random_from_data"] = Field(
-        "random", description="initialization shared by all variants (GaussianMixture's init)")
+    init: Literal["random", "kmeans", "k-means++", "random_from_data"] = Field(
+        "random", description="initialization shared by all variants (GaussianMixture's "
+                              "init_params)")
     include_iris: bool = Field(True, description="also fit iris (4-D, 3 components)")
 
 
@@ -144,8 +145,8 @@ def gradient_em(X: torch.Tensor, init: GMMParams, p: Params
 
 
 def _initial_params(X: torch.Tensor, k: int, p: Params, seed: int) -> GMMParams:
-    gm = GaussianMixture(k, init=p.init, max_iter=0, reg_covar=p.reg_covar, random_state=seed,
-                         device=X.device, dtype=X.dtype).fit(X)
+    gm = GaussianMixture(k, init_params=p.init, max_iter=0, reg_covar=p.reg_covar,
+                         random_state=seed, device=X.device, dtype=X.dtype).fit(X)
     return GMMParams(gm.weights_, gm.means_, gm.covariances_, gm.precisions_cholesky_)
 
 

@@ -1,0 +1,145 @@
+"""GaussianMixture as a scikit-learn estimator: the conformance checks, composition, defaults."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.mixture import GaussianMixture as SkGaussianMixture
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from toolkit.algorithms.em import COVARIANCE_TYPES, GaussianMixture
+
+#: With n_components >= 2 every start is random (KMeans, k-means++ or uniform draws), and
+#: the draws depend on the number and order of the rows: weighting a row is not the same draw
+#: as repeating it. scikit-learn declares the same failure for KMeans. From a given start,
+#: integer weights do equal repeated rows (test_integer_sample_weights_equal_repeated_rows).
+RANDOM_START_XFAIL = {
+    "check_sample_weight_equivalence_on_dense_data":
+        "a random start depends on the rows drawn from, so a weight of 2 is not the same draw "
+        "as a repeated row (as for sklearn.cluster.KMeans)",
+}
+
+
+def _expected_failed_checks(estimator: GaussianMixture) -> dict[str, str]:
+    return RANDOM_START_XFAIL if estimator.n_components > 1 else {}
+
+
+@parametrize_with_checks(
+    [GaussianMixture(), GaussianMixture(n_components=2, covariance_type="diag", max_iter=20,
+                                        n_init=2)],
+    expected_failed_checks=_expected_failed_checks)
+def test_sklearn_estimator_checks(estimator, check) -> None:
+    check(estimator)
+
+
+def test_constructor_is_sklearns_then_the_toolkits() -> None:
+    ours = list(inspect.signature(GaussianMixture).parameters.values())
+    ref = list(inspect.signature(SkGaussianMixture).parameters.values())
+    assert [(p.name, p.default, p.kind) for p in ours[: len(ref)]] == [
+        (p.name, p.default, p.kind) for p in ref]
+    assert [(p.name, p.default) for p in ours[len(ref):]] == [
+        ("m_step", "closed_form"), ("device", "cpu"), ("dtype", None)]
+
+
+@pytest.mark.parametrize("ct", COVARIANCE_TYPES)
+def test_default_parameters_reproduce_sklearn(ct: str) -> None:
+    """GaussianMixture(3, random_state=0) on iris: measured |Δ lower bound| <= 1.4e-14."""
+    X = load_iris().data
+    ref = SkGaussianMixture(3, covariance_type=ct, random_state=0).fit(X)
+    for data in (X, torch.as_tensor(X)):
+        ours = GaussianMixture(3, covariance_type=ct, random_state=0).fit(data)
+        assert abs(ours.lower_bound_ - ref.lower_bound_) < 1e-10
+        assert ours.n_iter_ == ref.n_iter_ and ours.converged_
+        np.testing.assert_allclose(ours.lower_bounds_, ref.lower_bounds_, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(ours.means_), ref.means_, rtol=0, atol=1e-10)
+        np.testing.assert_array_equal(np.asarray(ours.predict(data)), ref.predict(X))
+    if ct == "full":
+        assert round(ours.lower_bound_, 4) == -1.2015
+
+
+def test_random_states_mean_what_they_mean_in_sklearn() -> None:
+    """An int seeds each fit afresh; a RandomState advances from fit to fit."""
+    X = load_iris().data
+    kw = {"n_components": 3, "init_params": "random", "max_iter": 5, "tol": 0.0}
+    ours_rs, ref_rs = np.random.RandomState(7), np.random.RandomState(7)
+    ours, ref = GaussianMixture(**kw, random_state=ours_rs), SkGaussianMixture(
+        **kw, random_state=ref_rs)
+    with pytest.warns(Warning):
+        first, second = ours.fit(X).lower_bounds_, ours.fit(X).lower_bounds_
+        np.testing.assert_allclose(first, ref.fit(X).lower_bounds_, rtol=1e-12)
+        np.testing.assert_allclose(second, ref.fit(X).lower_bounds_, rtol=1e-12)
+    assert first != second
+    with pytest.warns(Warning):
+        a = GaussianMixture(**kw, random_state=torch.Generator().manual_seed(1)).fit(X)
+        b = GaussianMixture(**kw, random_state=torch.Generator().manual_seed(1)).fit(X)
+    assert a.lower_bounds_ == b.lower_bounds_
+
+
+def test_sample_draws_sklearns_points() -> None:
+    X = load_iris().data
+    for ct in COVARIANCE_TYPES:
+        ours = GaussianMixture(3, covariance_type=ct, random_state=0).fit(X)
+        ref = SkGaussianMixture(3, covariance_type=ct, random_state=0).fit(X)
+        (Xs, ys), (Xr, yr) = ours.sample(200), ref.sample(200)
+        np.testing.assert_array_equal(ys, yr)
+        np.testing.assert_allclose(Xs, Xr, rtol=0, atol=1e-9)
+
+
+def test_clone_and_params_round_trip() -> None:
+    for kwargs in ({}, {"dtype": torch.float32, "device": torch.device("cpu")},
+                   {"dtype": "float64", "random_state": np.random.RandomState(0)},
+                   {"random_state": torch.Generator().manual_seed(0), "m_step": "gradient",
+                    "means_init": np.zeros((2, 4))}):
+        gm = GaussianMixture(2, **kwargs)
+        params = gm.get_params()
+        for name, value in kwargs.items():
+            assert params[name] is value
+        twin = clone(gm)
+        assert twin.get_params().keys() == params.keys()
+        assert GaussianMixture().set_params(**params).get_params() == params
+    fitted = GaussianMixture(2, random_state=0).fit(load_iris().data)
+    assert not hasattr(clone(fitted), "means_")
+    restored = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(restored.score_samples(load_iris().data),
+                                  fitted.score_samples(load_iris().data))
+
+
+def test_pipeline_grid_search_and_cross_validation_agree_with_sklearn() -> None:
+    X = load_iris().data
+    pipe = make_pipeline(StandardScaler(), GaussianMixture(3, random_state=0)).fit(X)
+    ref_pipe = make_pipeline(StandardScaler(), SkGaussianMixture(3, random_state=0)).fit(X)
+    assert pipe.score(X) == pytest.approx(ref_pipe.score(X), rel=1e-12)
+    np.testing.assert_array_equal(pipe.predict(X), ref_pipe.predict(X))
+
+    grid = {"n_components": [1, 2, 3]}
+    ours = GridSearchCV(GaussianMixture(random_state=0), grid, cv=3).fit(X)
+    ref = GridSearchCV(SkGaussianMixture(random_state=0), grid, cv=3).fit(X)
+    assert ours.best_params_ == ref.best_params_
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               ref.cv_results_["mean_test_score"], rtol=1e-10)
+
+    scores = cross_val_score(GaussianMixture(2, random_state=0), X, cv=3)
+    np.testing.assert_allclose(scores, cross_val_score(SkGaussianMixture(2, random_state=0),
+                                                       X, cv=3), rtol=1e-10)
+
+
+def test_verbose_prints_sklearns_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    X = load_iris().data
+    kw = {"n_components": 2, "random_state": 0, "verbose": 1, "verbose_interval": 2,
+          "n_init": 2}
+    GaussianMixture(**kw).fit(X)
+    ours = capsys.readouterr().out
+    SkGaussianMixture(**kw).fit(X)
+    assert ours == capsys.readouterr().out
+    assert "Initialization 1\n" in ours and "  Iteration 2\n" in ours
+    GaussianMixture(**{**kw, "verbose": 2}).fit(X)
+    assert "ll change" in capsys.readouterr().out

@@ -1,0 +1,329 @@
+"""The functional core of EM: the block, the M-step objective, E-step, log-densities, M-steps.
+
+``BLOCK`` is the one cut of the algorithm: in :func:`expected_complete_loglik` the
+responsibilities pass ``stop_gradient(resp, name=BLOCK)``, so that the M-step treats them as
+constants. Everything else here is plain, differentiable torch code vectorized over components.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from toolkit._validation import Integer, Options, Real, check_params
+from toolkit.algorithms.em.params import (
+    COVARIANCE_TYPES,
+    GMMParams,
+    _add_to_diagonal,
+    _covariances_from_precisions_cholesky,
+    from_unconstrained,
+    precisions_cholesky_from_covariances,
+    to_unconstrained,
+)
+from toolkit.core.stop_gradient import stop_gradient
+
+__all__ = [
+    "BLOCK",
+    "e_step",
+    "expected_complete_loglik",
+    "gradient_m_step",
+    "log_likelihood",
+    "m_step",
+]
+
+#: The block of EM: the responsibilities ``r = p(z | x; θ)`` are constants for the M-step. With
+#: it, ``∇_θ Q = ∇_θ LL`` (Fisher's identity); without it ``Q = LL − H(r(θ))``.
+BLOCK = "em.responsibilities"
+
+OPTIMIZERS = ("lbfgs", "rprop", "adam", "sgd")
+_GRADIENT_M_STEP_CONSTRAINTS = {
+    "covariance_type": [Options(*COVARIANCE_TYPES)],
+    "optimizer": [Options(*OPTIMIZERS)],
+    "n_steps": [Integer(1)],
+    "lr": [None, Real(0, closed="neither")],
+}
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
+                             precisions_cholesky: torch.Tensor,
+                             log_resp: torch.Tensor | None = None, *,
+                             covariance_type: str = "full",
+                             sample_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """``Q = Σ_n w_n Σ_k r_nk [log π_k + log N(x_n; μ_k, Σ_k)] / Σ_n w_n`` (the M-step objective).
+
+    ``log_resp=None`` computes ``r = r(θ)`` from the same parameters ``θ`` the objective is
+    evaluated at, so there is a gradient path through ``r``; the named block
+    ``"em.responsibilities"`` cuts it. With the block, ``∇_θ Q = ∇_θ LL`` at that ``θ``
+    (Fisher's identity); inside ``disable_blocks("em.*")`` the objective is
+    ``LL(θ) − H(r(θ))`` (H: the weighted mean entropy of the responsibilities). Passing
+    ``log_resp`` from an earlier E-step (at ``θ_t``) gives the classical ``Q(θ | θ_t)``.
+
+    Args:
+        X: (n_samples, n_features).
+        weights, means, precisions_cholesky: parameters (possibly requiring grad).
+        log_resp: optional (n_samples, n_components) fixed log-responsibilities.
+        covariance_type: ``"full" | "tied" | "diag" | "spherical"``.
+        sample_weight: optional (n_samples,).
+
+    Returns:
+        A scalar tensor.
+
+    >>> X = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
+    >>> w = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    >>> m = torch.tensor([[0.0], [2.0]], dtype=torch.float64, requires_grad=True)
+    >>> U = torch.ones(2, 1, dtype=torch.float64)
+    >>> q = expected_complete_loglik(X, w, m, U, covariance_type="diag")
+    >>> ll = log_likelihood(X, w, m, U, "diag")
+    >>> bool(torch.allclose(torch.autograd.grad(q, m)[0], torch.autograd.grad(ll, m)[0]))
+    True
+    """
+    log_joint = _log_joint(X, weights, means, precisions_cholesky, covariance_type)
+    if log_resp is None:
+        log_resp = log_joint - torch.logsumexp(log_joint, dim=1, keepdim=True)
+    resp = log_resp.exp()
+    resp = stop_gradient(resp, name=BLOCK)  # M-step treats r as constants
+    # r log p with r = 0 contributes 0 (also where log π = -inf)
+    per_sample = torch.where(resp > 0, resp * log_joint, torch.zeros_like(log_joint)).sum(1)
+    if sample_weight is None:
+        return per_sample.mean()
+    return (sample_weight * per_sample).sum() / sample_weight.sum()
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# log-densities and the E-step
+
+
+def _log_det_cholesky(prec_chol: torch.Tensor, covariance_type: str, n_features: int
+                      ) -> torch.Tensor:
+    """``Σ_i log U_ii`` = ``½ log det Σ⁻¹``; shape (k,) or () for tied."""
+    if covariance_type in ("full", "tied"):
+        return torch.log(torch.diagonal(prec_chol, dim1=-2, dim2=-1)).sum(-1)
+    if covariance_type == "diag":
+        return torch.log(prec_chol).sum(-1)
+    return n_features * torch.log(prec_chol)
+
+
+def _log_gaussian_prob(X: torch.Tensor, means: torch.Tensor, prec_chol: torch.Tensor,
+                       covariance_type: str) -> torch.Tensor:
+    """``log N(x_n; μ_k, Σ_k)`` for all n, k as an (n, k) tensor, vectorized over components.
+
+    full: ``Uᵀ(x − μ)`` for every component is one matmul ``X @ [U_1 … U_k]`` (n, k·d) minus
+    ``μ_k U_k``; nothing of shape (n, k, d, d) is formed.
+    """
+    n, d = X.shape
+    k = means.shape[0]
+    if covariance_type in ("full", "tied"):
+        # shift both by a constant near the data (a translation leaves the densities unchanged)
+        # so that x U − μ U does not cancel digits when the data sit far from the origin
+        with torch.no_grad():
+            center = means.mean(0)
+        X, means = X - center, means - center
+    if covariance_type == "full":
+        # (d, k*d): column block j holds U_j, so (X @ W)[n, j*d:(j+1)*d] = x_n U_j
+        W = prec_chol.permute(1, 0, 2).reshape(d, k * d)
+        b = torch.einsum("kd,kde->ke", means, prec_chol)  # μ_k U_k, (k, d)
+        y = (X @ W).view(n, k, d) - b
+        maha = y.square().sum(-1)
+    elif covariance_type == "tied":
+        y = (X @ prec_chol)[:, None, :] - (means @ prec_chol)[None, :, :]
+        maha = y.square().sum(-1)
+    elif covariance_type == "diag":
+        # centered differences rather than the expanded square: no cancellation in float32
+        maha = ((X[:, None, :] - means[None, :, :]) * prec_chol[None, :, :]).square().sum(-1)
+    else:
+        maha = (X[:, None, :] - means[None, :, :]).square().sum(-1) * prec_chol.square()
+    log_det = _log_det_cholesky(prec_chol, covariance_type, d)
+    return -0.5 * (d * _LOG_2PI + maha) + log_det
+
+
+def _log_joint(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
+               prec_chol: torch.Tensor, covariance_type: str) -> torch.Tensor:
+    """``log π_k + log N(x_n; μ_k, Σ_k)``, shape (n, k)."""
+    return _log_gaussian_prob(X, means, prec_chol, covariance_type) + torch.log(weights)
+
+
+def e_step(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
+           precisions_cholesky: torch.Tensor, covariance_type: str = "full"
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """E-step in log space: per-sample log-likelihood and log-responsibilities.
+
+    .. math::
+
+        \\log p(x_n) = \\operatorname{logsumexp}_k [\\log \\pi_k + \\log \\mathcal N(x_n;
+        \\mu_k, \\Sigma_k)], \\qquad \\log r_{nk} = \\log \\pi_k + \\log \\mathcal N(\\cdot)
+        - \\log p(x_n).
+
+    Args:
+        X: (n_samples, n_features).
+        weights, means, precisions_cholesky: mixture parameters (shapes: module docstring).
+        covariance_type: ``"full" | "tied" | "diag" | "spherical"``.
+
+    Returns:
+        ``(log_prob_norm, log_resp)`` with shapes (n_samples,) and (n_samples, n_components).
+        Unlike scikit-learn's ``_e_step`` the first is per sample, so sample weights can be
+        applied; its (weighted) mean is the lower bound.
+
+    >>> X = torch.tensor([[0.0], [1.0]])
+    >>> lp, lr = e_step(X, torch.tensor([1.0]), torch.zeros(1, 1), torch.ones(1, 1), "diag")
+    >>> round(lp[0].item(), 6), lr.exp().tolist()
+    (-0.918939, [[1.0], [1.0]])
+    """
+    log_joint = _log_joint(X, weights, means, precisions_cholesky, covariance_type)
+    log_prob_norm = torch.logsumexp(log_joint, dim=1)
+    return log_prob_norm, log_joint - log_prob_norm[:, None]
+
+
+def log_likelihood(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
+                   precisions_cholesky: torch.Tensor, covariance_type: str = "full",
+                   sample_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """(Weighted) mean log-likelihood ``Σ_n w_n log p(x_n) / Σ_n w_n``; differentiable."""
+    log_prob_norm = torch.logsumexp(
+        _log_joint(X, weights, means, precisions_cholesky, covariance_type), dim=1)
+    if sample_weight is None:
+        return log_prob_norm.mean()
+    return (sample_weight * log_prob_norm).sum() / sample_weight.sum()
+
+
+
+def m_step(X: torch.Tensor, log_resp: torch.Tensor, *, covariance_type: str = "full",
+           reg_covar: float = 1e-6, sample_weight: torch.Tensor | None = None) -> GMMParams:
+    """Closed-form M-step: weighted counts, means and covariances, vectorized over components.
+
+    With ``ρ_nk = w_n r_nk`` and ``N_k = Σ_n ρ_nk + 10 ε`` (scikit-learn's guard so that an
+    emptied component gives finite numbers, not NaN):
+
+    .. math::
+
+        \\pi_k = N_k / \\textstyle\\sum_j N_j, \\quad
+        \\mu_k = \\textstyle\\sum_n ρ_{nk} x_n / N_k, \\quad
+        \\Sigma_k = \\textstyle\\sum_n ρ_{nk} (x_n - \\mu_k)(x_n - \\mu_k)^\\top / N_k
+        + \\text{reg\\_covar}\\, I.
+
+    ``tied`` pools the scatter of all components over ``Σ_k N_k``; ``diag`` keeps the diagonal;
+    ``spherical`` averages it over features. All ``k`` covariances come from one batched matmul
+    ``(k, d, n) @ (k, n, d)``.
+
+    Args:
+        X: (n_samples, n_features).
+        log_resp: (n_samples, n_components) log-responsibilities (from :func:`e_step`).
+        covariance_type, reg_covar: as in :class:`GaussianMixture`.
+        sample_weight: (n_samples,) non-negative weights; ``None`` means all ones.
+
+    Returns:
+        :class:`GMMParams` with ``precisions_cholesky`` computed from the covariances.
+    """
+    resp = log_resp.exp()
+    if sample_weight is not None:
+        resp = resp * sample_weight[:, None]
+    eps = torch.finfo(resp.dtype).eps
+    nk = resp.sum(0) + 10 * eps  # (k,)
+    means = (resp.T @ X) / nk[:, None]  # (k, d)
+    if covariance_type in ("full", "tied"):
+        diff = X[None, :, :] - means[:, None, :]  # (k, n, d)
+        scatter = (diff * resp.T[:, :, None]).mT @ diff  # (k, d, d), one bmm
+        if covariance_type == "full":
+            cov = _add_to_diagonal(scatter / nk[:, None, None], reg_covar)
+        else:
+            cov = _add_to_diagonal(scatter.sum(0) / nk.sum(), reg_covar)
+    else:
+        diff2 = (X[None, :, :] - means[:, None, :]).square()  # (k, n, d)
+        cov = torch.einsum("nk,knd->kd", resp, diff2) / nk[:, None] + reg_covar
+        if covariance_type == "spherical":
+            cov = cov.mean(1)
+    weights = nk / nk.sum()
+    return GMMParams(weights, means, cov, precisions_cholesky_from_covariances(cov, covariance_type))
+
+
+
+def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
+                    params: GMMParams | Sequence[torch.Tensor], *,
+                    covariance_type: str = "full", reg_covar: float = 1e-6,
+                    sample_weight: torch.Tensor | None = None, n_steps: int = 100,
+                    optimizer: str = "lbfgs", lr: float | None = None) -> GMMParams:
+    """M-step by autograd: maximize :func:`expected_complete_loglik` with a torch optimizer.
+
+    Starts from ``params`` in the unconstrained parametrization of :func:`to_unconstrained`
+    (logits, means, log-diagonal Cholesky factors of the precisions) and takes ``n_steps``
+    optimizer steps on ``−Q``. ``reg_covar`` is then added to the covariances' diagonal, so that
+    at the optimum the result equals :func:`m_step`'s (whose closed form is
+    ``argmax Q + reg_covar I``).
+
+    ``log_resp`` given: the classical M-step, ``r`` fixed at the E-step's values; ``"lbfgs"``
+    runs up to ``n_steps`` iterations with a strong-Wolfe line search.
+
+    ``log_resp=None``: ``r`` is recomputed from the parameters being optimized at every inner
+    step and passes the block ``BLOCK``. With the block active each step follows ``∇ LL``
+    (Fisher's identity): a generalized EM whose fixed points are EM's. Inside
+    ``disable_blocks("em.*")`` each step follows ``∇ (LL − H(r))`` and drives the
+    responsibilities toward hard assignments. Here the value of ``Q`` (always ``LL − H(r)``) is
+    not the function whose gradient the blocked steps follow, so a line search on it would be
+    misled: ``"lbfgs"`` then takes plain quasi-Newton steps of length ``lr`` (no line search).
+    Those can overshoot from a degenerate start (covariances ``reg_covar · I`` after one-point
+    seeds). ``"rprop"`` (Riedmiller & Braun 1993, https://doi.org/10.1109/ICNN.1993.298623)
+    reads only the signs of the gradient and adapts one step size per parameter (here between
+    1e-9 and 1), so it follows either field without function values and stays stable from such
+    starts; :class:`GaussianMixture` uses it.
+
+    Args:
+        X: (n_samples, n_features).
+        log_resp: (n_samples, n_components) or ``None`` (see above).
+        params: starting point, :class:`GMMParams` or ``(weights, means, …, precisions_cholesky)``.
+        covariance_type, reg_covar, sample_weight: as in :func:`m_step`.
+        n_steps: number of optimizer steps (>= 1).
+        optimizer: ``"lbfgs" | "rprop" | "adam" | "sgd"``.
+        lr: learning rate (for rprop: the initial step size); default 1.0 for lbfgs, 0.01 for
+            rprop, 0.05 for adam, 0.1 for sgd.
+
+    Returns:
+        :class:`GMMParams` (no autograd history).
+    """
+    check_params("gradient_m_step", {"covariance_type": covariance_type, "optimizer": optimizer,
+                                      "n_steps": n_steps, "lr": lr}, _GRADIENT_M_STEP_CONSTRAINTS)
+    if lr is None:
+        lr = {"lbfgs": 1.0, "rprop": 0.01, "adam": 0.05, "sgd": 0.1}[optimizer]
+    theta = to_unconstrained(params, covariance_type)
+
+    def objective() -> torch.Tensor:
+        w, mu, U = from_unconstrained(theta, covariance_type)
+        return -expected_complete_loglik(X, w, mu, U, log_resp, covariance_type=covariance_type,
+                                         sample_weight=sample_weight)
+
+    with torch.enable_grad():
+        if optimizer == "lbfgs":
+            opt = torch.optim.LBFGS(theta, lr=lr, max_iter=n_steps, tolerance_grad=1e-12,
+                                    tolerance_change=1e-15, history_size=20,
+                                    line_search_fn=None if log_resp is None else "strong_wolfe")
+
+            def closure() -> torch.Tensor:
+                opt.zero_grad()
+                loss = objective()
+                loss.backward()
+                return loss
+
+            opt.step(closure)
+        else:
+            if optimizer == "rprop":
+                opt = torch.optim.Rprop(theta, lr=lr, step_sizes=(1e-9, 1.0))
+            elif optimizer == "adam":
+                opt = torch.optim.Adam(theta, lr=lr)
+            else:
+                opt = torch.optim.SGD(theta, lr=lr)
+            for _ in range(n_steps):
+                opt.zero_grad()
+                objective().backward()
+                opt.step()
+    with torch.no_grad():
+        weights, means, prec_chol = from_unconstrained(theta, covariance_type)
+        cov = _covariances_from_precisions_cholesky(prec_chol, covariance_type)
+        if covariance_type in ("full", "tied"):
+            cov = _add_to_diagonal(cov, reg_covar)
+        else:
+            cov = cov + reg_covar
+        return GMMParams(weights.clone(), means.clone(), cov,
+                         precisions_cholesky_from_covariances(cov, covariance_type))
+

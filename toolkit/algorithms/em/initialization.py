@@ -1,0 +1,111 @@
+"""Initial responsibilities for EM, drawn as scikit-learn draws them.
+
+The random numbers come from a numpy ``RandomState`` in scikit-learn's order, so that the
+same ``random_state`` gives the same start as ``sklearn.mixture.GaussianMixture`` (whose
+``_initialize_parameters`` this follows). The clustering runs in numpy on the CPU: it happens
+once per initialization, and scikit-learn's ``KMeans`` and ``kmeans_plusplus`` are the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from toolkit.algorithms.em.core import m_step
+from toolkit.algorithms.em.params import (
+    GMMParams,
+    _covariances_from_precisions_cholesky,
+    _precisions_cholesky_from_precisions,
+    precisions_cholesky_from_covariances,
+)
+
+__all__ = ["INIT_PARAMS", "initial_parameters", "initial_responsibilities"]
+
+INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
+
+
+def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: str,
+                             sample_weight: torch.Tensor | None,
+                             random_state: np.random.RandomState) -> torch.Tensor:
+    """Responsibilities (n_samples, n_components) that start EM, as in scikit-learn.
+
+    - ``"kmeans"``: one-hot labels of :class:`sklearn.cluster.KMeans` (``n_init=1``);
+    - ``"k-means++"``: one-hot rows at the ``k`` seeds of
+      :func:`sklearn.cluster.kmeans_plusplus` (Arthur & Vassilvitskii 2007,
+      https://dl.acm.org/doi/10.5555/1283383.1283494), the other rows all zeros;
+    - ``"random"``: uniform random rows normalized to sum to 1;
+    - ``"random_from_data"``: one-hot rows at ``k`` distinct random samples.
+
+    Sample weights go to the clustering (``"kmeans"``, ``"k-means++"``) and make
+    ``"random_from_data"`` draw samples with probability proportional to their weight.
+    The M-step of these responsibilities gives the initial parameters.
+
+    Args:
+        X: (n_samples, n_features) data.
+        n_components: number of components ``k``.
+        init_params: one of :data:`INIT_PARAMS`.
+        sample_weight: (n_samples,) or ``None``.
+        random_state: the numpy ``RandomState`` to draw from (advanced in place).
+
+    Returns:
+        (n_samples, n_components) tensor like ``X``.
+    """
+    n, k = X.shape[0], n_components
+    X_np = X.cpu().numpy()
+    sw = None if sample_weight is None else sample_weight.cpu().numpy()
+    resp = np.zeros((n, k), dtype=X_np.dtype)
+    if init_params == "kmeans":
+        from sklearn.cluster import KMeans
+
+        labels = KMeans(n_clusters=k, n_init=1, random_state=random_state).fit(
+            X_np, sample_weight=sw).labels_
+        resp[np.arange(n), labels] = 1
+    elif init_params == "random":
+        resp = random_state.uniform(size=(n, k)).astype(X_np.dtype)
+        resp /= resp.sum(axis=1)[:, np.newaxis]
+    elif init_params == "random_from_data":
+        p = None if sw is None else sw / sw.sum()
+        indices = random_state.choice(n, size=k, replace=False, p=p)
+        resp[indices, np.arange(k)] = 1
+    else:
+        from sklearn.cluster import kmeans_plusplus
+
+        _, indices = kmeans_plusplus(X_np, k, sample_weight=sw, random_state=random_state)
+        resp[indices, np.arange(k)] = 1
+    return torch.as_tensor(resp, device=X.device)
+
+
+def initial_parameters(X: torch.Tensor, n_components: int, init_params: str,
+                       covariance_type: str, reg_covar: float,
+                       sample_weight: torch.Tensor | None, random_state: np.random.RandomState,
+                       weights_init: torch.Tensor | None = None,
+                       means_init: torch.Tensor | None = None,
+                       precisions_init: torch.Tensor | None = None) -> GMMParams:
+    """The starting parameters: the user's ``*_init`` where given, the rest from one M-step.
+
+    As in scikit-learn's ``GaussianMixture._initialize``: unless all three ``*_init`` are
+    given, :func:`initial_responsibilities` are drawn and passed through :func:`m_step`; its
+    weights are ``N_k / n`` (not renormalized). ``precisions_init`` (checked tensors, in
+    scikit-learn's shapes) gives the precision factors and, from them, the covariances.
+    """
+    ct = covariance_type
+    weights = means = cov = None
+    if weights_init is None or means_init is None or precisions_init is None:
+        resp = initial_responsibilities(X, n_components, init_params, sample_weight,
+                                        random_state)
+        p = m_step(X, torch.log(resp), covariance_type=ct, reg_covar=reg_covar,
+                   sample_weight=sample_weight)
+        rw = resp if sample_weight is None else resp * sample_weight[:, None]
+        nk = rw.sum(0) + 10 * torch.finfo(X.dtype).eps
+        total = X.shape[0] if sample_weight is None else sample_weight.sum()
+        weights, means, cov = nk / total, p.means, p.covariances
+    if weights_init is not None:
+        weights = weights_init
+    if means_init is not None:
+        means = means_init
+    if precisions_init is None:
+        prec_chol = precisions_cholesky_from_covariances(cov, ct)
+    else:
+        prec_chol = _precisions_cholesky_from_precisions(precisions_init, ct)
+        cov = _covariances_from_precisions_cholesky(prec_chol, ct)
+    return GMMParams(weights, means, cov, prec_chol)

@@ -1,0 +1,129 @@
+"""Mixture parameters: the container, covariance/precision conversions, and the unconstrained
+parametrization used by the gradient M-step.
+
+Shapes follow scikit-learn (see the package docstring); ``precisions_cholesky`` ``U`` is upper
+triangular with ``U Uᵀ = Σ⁻¹``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "COVARIANCE_TYPES",
+    "GMMParams",
+    "from_unconstrained",
+    "precisions_cholesky_from_covariances",
+    "to_unconstrained",
+]
+
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+
+_PD_ADVICE = ("Fitting the mixture model failed because some components have ill-defined "
+              "empirical covariance (for instance caused by singleton or collapsed samples). "
+              "Try to decrease the number of components, increase reg_covar, or scale the "
+              "input data.")
+
+
+class GMMParams(NamedTuple):
+    """Mixture parameters in scikit-learn's shapes (see the module docstring)."""
+
+    weights: torch.Tensor
+    means: torch.Tensor
+    covariances: torch.Tensor
+    precisions_cholesky: torch.Tensor
+
+
+def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_type: str
+                                         ) -> torch.Tensor:
+    """``U`` (upper triangular) with ``U Uᵀ = Σ⁻¹``, batched over components.
+
+    ``Σ = L Lᵀ`` (Cholesky) and ``U = L⁻ᵀ`` by one batched triangular solve. A covariance that is
+    not positive definite raises ``ValueError`` with scikit-learn's advice.
+    """
+    if covariance_type in ("full", "tied"):
+        L, info = torch.linalg.cholesky_ex(covariances)
+        if (info != 0).any():
+            msg = _PD_ADVICE
+            if covariances.dtype == torch.float32:
+                msg += (" The numerical accuracy can also be improved by passing float64 data "
+                        "instead of float32.")
+            raise ValueError(msg)
+        eye = torch.eye(covariances.shape[-1], dtype=covariances.dtype,
+                        device=covariances.device).expand_as(covariances)
+        return torch.linalg.solve_triangular(L, eye, upper=False).mT.contiguous()
+    if (covariances <= 0).any():
+        raise ValueError(_PD_ADVICE)
+    return torch.rsqrt(covariances)
+
+
+def _precisions_cholesky_from_precisions(precisions: torch.Tensor, covariance_type: str
+                                         ) -> torch.Tensor:
+    """Upper-triangular ``U`` with ``U Uᵀ = P`` via the flipped Cholesky (sklearn #26415)."""
+    if covariance_type in ("full", "tied"):
+        flipped = precisions.flip(-2, -1)
+        L, info = torch.linalg.cholesky_ex(flipped)
+        if (info != 0).any():
+            raise ValueError(f"GaussianMixture.fit: precisions_init must be symmetric positive "
+                             f"definite for covariance_type={covariance_type!r}")
+        return L.flip(-2, -1).contiguous()
+    return torch.sqrt(precisions)
+
+
+def _covariances_from_precisions_cholesky(prec_chol: torch.Tensor, covariance_type: str
+                                          ) -> torch.Tensor:
+    """``Σ = (U Uᵀ)⁻¹ = U⁻ᵀ U⁻¹``."""
+    if covariance_type in ("full", "tied"):
+        eye = torch.eye(prec_chol.shape[-1], dtype=prec_chol.dtype,
+                        device=prec_chol.device).expand_as(prec_chol)
+        U_inv = torch.linalg.solve_triangular(prec_chol, eye, upper=True)
+        return U_inv.mT @ U_inv
+    return 1.0 / prec_chol.square()
+
+
+def _add_to_diagonal(cov: torch.Tensor, value: float) -> torch.Tensor:
+    return cov + value * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+
+
+def _strict_upper(like: torch.Tensor) -> torch.Tensor:
+    """0/1 mask of the strict upper triangle (a product, cheaper than ``triu`` on tiny batches)."""
+    d = like.shape[-1]
+    idx = torch.arange(d, device=like.device)
+    return (idx[:, None] < idx[None, :]).to(like.dtype)
+
+
+def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type: str = "full"
+                     ) -> list[torch.Tensor]:
+    """Map ``(weights, means, …, precisions_cholesky)`` to unconstrained leaves requiring grad.
+
+    ``[logits (k,), means (k, d), raw]`` where ``weights = softmax(logits)`` and ``raw`` holds
+    the precision Cholesky factor with its diagonal replaced by its log (full/tied: strict upper
+    triangle + log-diagonal; diag/spherical: ``log U``). Any real values are valid parameters.
+    """
+    weights, means, prec_chol = params[0], params[1], params[-1]
+    with torch.no_grad():
+        logits = torch.log(weights).clone()
+        mu = means.clone()
+        if covariance_type in ("full", "tied"):
+            diag = torch.diagonal(prec_chol, dim1=-2, dim2=-1)
+            raw = prec_chol * _strict_upper(prec_chol) + torch.diag_embed(torch.log(diag))
+        else:
+            raw = torch.log(prec_chol).clone()
+    return [t.contiguous().requires_grad_(True) for t in (logits, mu, raw)]
+
+
+def from_unconstrained(theta: Sequence[torch.Tensor], covariance_type: str = "full"
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`to_unconstrained`: ``(weights, means, precisions_cholesky)``."""
+    logits, means, raw = theta
+    weights = torch.softmax(logits, dim=0)
+    if covariance_type in ("full", "tied"):
+        diag = torch.diagonal(raw, dim1=-2, dim2=-1)
+        prec_chol = raw * _strict_upper(raw) + torch.diag_embed(torch.exp(diag))
+    else:
+        prec_chol = torch.exp(raw)
+    return weights, means, prec_chol
+
