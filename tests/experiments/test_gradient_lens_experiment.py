@@ -11,6 +11,7 @@ import torch
 import experiments.gradient_lens as gradient_lens
 from toolkit import disable_blocks
 from toolkit.core import GradientGraph, gradient_path
+from toolkit.report import write_report
 from toolkit.runner import load_config, run_experiment
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
@@ -20,7 +21,8 @@ CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 def quick_run(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("gradient_lens")
     return run_experiment("gradient_lens", gradient_lens.QUICK, seed=0, device="cpu",
-                          disable_blocks=("gradient_lens.*",), output_dir=out)
+                          disable_blocks=("gradient_lens.*",), output_dir=out,
+                          finish=write_report)
 
 
 @pytest.mark.slow
@@ -87,8 +89,8 @@ def test_findings_figures_and_artifacts(quick_run) -> None:
 
 def test_summary_is_deterministic(tmp_path: pathlib.Path) -> None:
     kw = {**gradient_lens.QUICK, "td_steps": 3, "rounds": 1}
-    a, b = (run_experiment("gradient_lens", kw, seed=4, device="cpu", output_dir=tmp_path,
-                           report=False) for _ in range(2))
+    a, b = (run_experiment("gradient_lens", kw, seed=4, device="cpu", output_dir=tmp_path)
+              for _ in range(2))
     assert (a.run_dir / "summary.json").read_bytes() == (b.run_dir / "summary.json").read_bytes()
 
 
