@@ -294,6 +294,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         where = {"local": f" in {executor.workers} processes" if executor.workers > 1 else "",
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
         print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
+    from toolkit.runner.run import check_output_dir
+
+    for config in configs:  # before anything is printed or run
+        check_output_dir(config)
     finish = None
     in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
     if not args.no_report:
