@@ -240,8 +240,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         n_init = self.n_init if do_init else 1
         ones = torch.ones(X.shape[0], dtype=X.dtype, device=X.device)
         w_all = ones if w is None else w
+        # float32 and float64 data alike: data-sized work in the data's dtype, parameters in
+        # float64 (converted back to the data's dtype when the fit ends)
         fast = (_MomentEM(X, w_all, self.covariance_type, self.reg_covar)
-                if self.m_step == "closed_form" and X.dtype == torch.float64 else None)
+                if self.m_step == "closed_form" else None)
         progress = _Progress(self.verbose, self.verbose_interval)
         best: GMMParams | None = None
         best_bound, best_bounds, best_n_iter, best_converged = -math.inf, [], 0, False
@@ -250,6 +252,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             params = (initial_parameters(
                 X, self.n_components, self.init_params, self.covariance_type, self.reg_covar,
                 w, rs, *inits) if do_init else self._fitted_params(dtype=X.dtype))
+            if fast is not None:
+                params = fast.to_compute(params)
             lower_bound = -math.inf if do_init else self.lower_bound_
             bounds: list[float] = []
             converged = False
@@ -257,14 +261,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             for n_iter in range(1, self.max_iter + 1):
                 prev = lower_bound
                 if fast is not None:
-                    log_prob_norm, resp = fast.e_step(params)
-                    params = fast.m_step(resp)
+                    log_prob_norm, params = fast.step(params)
                 else:
                     log_prob_norm, log_resp = e_step(X, params.weights, params.means,
                                                      params.precisions_cholesky,
                                                      self.covariance_type)
                     params = self._m_step(X, log_resp, w, params)
-                lower_bound = ((w_all * log_prob_norm).sum() / w_all.sum()).item()
+                lower_bound = ((w_all * log_prob_norm.to(w_all.dtype)).sum() / w_all.sum()
+                               ).item()
                 bounds.append(lower_bound)
                 progress.iteration(n_iter, lower_bound - prev)
                 if abs(lower_bound - prev) < self.tol:
@@ -281,6 +285,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                           f"max_iter or tol, try other init_params or n_init > 1, or check for "
                           f"degenerate data.", ConvergenceWarning, stacklevel=3)
         assert best is not None  # n_init >= 1
+        best = GMMParams(*(t.to(X.dtype) for t in best))
         return best, best_n_iter, best_bound, best_bounds, best_converged
 
     def fit_predict(self, X: Any, y: Any = None, sample_weight: Any = None
