@@ -1,21 +1,25 @@
-"""Benchmark: GaussianMixture (toolkit) vs scikit-learn's GaussianMixture, same run, same start.
+"""Benchmark: GaussianMixture (toolkit, float64 and float32) vs scikit-learn's, same run, same start.
 
-Both fit the same data from the same initial parameters (``weights_init``, ``means_init``,
-``precisions_init``) with ``tol=0``, so both run exactly ``iters`` EM iterations; the script
-prints the time per iteration of each, their ratio (toolkit / scikit-learn; acceptance: ≤ 0.25
-at n=100,000, d=8, k=8, full covariances, 50 iterations) and the relative difference of the final
-lower bounds (acceptance: ≤ 1e-6), then how the time per iteration grows with n.
+All contenders fit the same data (n = 100,000, d = 8, k = 8, full covariances) from the same
+``weights_init``, ``means_init`` and ``precisions_init`` with ``tol=0``, so each runs exactly
+``--iters`` EM iterations; they are timed in interleaved rounds (``toolkit.measure.race``) and the
+script prints the median time per iteration, the median of the per-round ratios toolkit /
+scikit-learn (targets: float64 <= 0.10, float32 <= 0.05) and the relative difference of the final
+lower bounds from scikit-learn's float64 one (targets: 1e-6 and 1e-5).
 
-    python benchmarks/bench_em.py            # n=1e5 (50 iterations) + scaling over 1e4, 1e5, 1e6
-    python benchmarks/bench_em.py --quick    # small sizes, a few seconds
+It also prints the achieved GFLOP/s of the toolkit's iteration (two GEMMs of (n x q) x (q x k),
+q = d(d+1)/2 + d + 1) next to the rate of the same product measured alone, and how the time per
+iteration scales with n and k.
+
+    python benchmarks/bench_em.py             # full sizes, 7 rounds
+    python benchmarks/bench_em.py --quick     # small sizes, a few seconds
+    python benchmarks/bench_em.py --device cuda
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import time
 import warnings
 
 import numpy as np
@@ -24,6 +28,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 
 from toolkit.algorithms.em import GaussianMixture
+from toolkit.measure import race
 
 
 def make_data(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
@@ -46,80 +51,90 @@ def initial_params(X: np.ndarray, k: int, seed: int = 1) -> dict[str, np.ndarray
             "precisions_init": np.broadcast_to(prec, (k, d, d)).copy()}
 
 
-def time_fit(make, X, repeat: int) -> tuple[float, float]:
-    """Best wall time of ``repeat`` fits and the final lower bound."""
-    best, lb = float("inf"), float("nan")
-    for _ in range(repeat):
-        model = make()
+def _fit(make, X) -> dict[str, float]:
+    out: dict[str, float] = {}
+
+    def fit() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            t0 = time.perf_counter()
-            model.fit(X)
-            if isinstance(model, GaussianMixture) and model.means_.is_cuda:
-                torch.cuda.synchronize()
-            best = min(best, time.perf_counter() - t0)
-        lb = float(model.lower_bound_)
-    return best, lb
+            model = make().fit(X)
+        out["lower_bound"] = float(model.lower_bound_)
+    return fit, out
 
 
-def compare(n: int, d: int, k: int, iters: int, repeat: int, device: str) -> dict[str, float]:
+def contenders(n: int, d: int, k: int, iters: int, device: str) -> tuple[dict, dict]:
     X = make_data(n, d, k)
-    init = initial_params(X, k)
-    kw = {"covariance_type": "full", "max_iter": iters, "tol": 0.0, **init}
-    X_dev = torch.as_tensor(X, device=device)
-    t_ours, lb_ours = time_fit(lambda: GaussianMixture(k, device=device, **kw), X_dev, repeat)
-    t_sk, lb_sk = time_fit(lambda: SkGaussianMixture(k, **kw), X, repeat)
-    return {"n": n, "d": d, "k": k, "iters": iters,
-            "toolkit_s_per_iter": t_ours / iters, "sklearn_s_per_iter": t_sk / iters,
-            "ratio": t_ours / t_sk, "lower_bound_toolkit": lb_ours, "lower_bound_sklearn": lb_sk,
-            "lower_bound_rel_diff": abs(lb_ours - lb_sk) / abs(lb_sk)}
+    kw = {"covariance_type": "full", "max_iter": iters, "tol": 0.0, **initial_params(X, k)}
+    fits, bounds = {}, {}
+    data = {"sklearn": X,
+            "toolkit f64": torch.as_tensor(X, device=device),
+            "toolkit f32": torch.as_tensor(X, dtype=torch.float32, device=device)}
+    makers = {"sklearn": lambda: SkGaussianMixture(k, **kw),
+              "toolkit f64": lambda: GaussianMixture(k, device=device, **kw),
+              "toolkit f32": lambda: GaussianMixture(k, device=device, dtype="float32", **kw)}
+    for name, make in makers.items():
+        fits[name], bounds[name] = _fit(make, data[name])
+    return fits, bounds
 
 
-def main(argv: list[str] | None = None) -> dict:
+def gemm_rate(n: int, q: int, k: int, dtype: torch.dtype, device: str) -> float:
+    """GFLOP/s of the (n x q) @ (q x k) product alone (the iteration's two GEMMs are of that size)."""
+    phi = torch.randn(n, q, dtype=dtype, device=device)
+    a = torch.randn(q, k, dtype=dtype, device=device)
+    result = race({"gemm": lambda: phi @ a}, rounds=15, warmup=3, device=device)
+    return 2 * n * q * k / result.median("gemm") / 1e9
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
-    parser.add_argument("--device", default="cpu", help="torch device of the toolkit model")
-    parser.add_argument("--repeat", type=int, default=3, help="fits per timing (best is kept)")
-    parser.add_argument("--json", default=None, help="also write the results to this file")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch.set_num_threads for the toolkit model (default: torch's)")
+    parser.add_argument("--device", default="cpu", help="torch device of the toolkit models")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    parser.add_argument("--iters", type=int, default=20, help="EM iterations per fit")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"bench_em: --device {args.device}: torch reports no CUDA device here")
+        return 2
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    if args.quick:
-        main_case = {"n": 20_000, "iters": 10}
-        scaling = [(5_000, 10), (20_000, 10)]
-        repeat = 1
-    else:
-        main_case = {"n": 100_000, "iters": 50}
-        scaling = [(10_000, 50), (100_000, 20), (1_000_000, 5)]
-        repeat = args.repeat
-    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__},"
-          f" {platform.processor() or platform.machine()}, device={args.device}")
-    results = {"main": compare(main_case["n"], 8, 8, main_case["iters"], repeat, args.device),
-               "scaling": []}
-    r = results["main"]
-    print(f"\nn={r['n']:,} d=8 k=8 full, {r['iters']} iterations, tol=0, same init:")
-    print(f"  toolkit  {r['toolkit_s_per_iter'] * 1e3:9.2f} ms/iter   lower bound "
-          f"{r['lower_bound_toolkit']:.12f}")
-    print(f"  sklearn  {r['sklearn_s_per_iter'] * 1e3:9.2f} ms/iter   lower bound "
-          f"{r['lower_bound_sklearn']:.12f}")
-    print(f"  ratio toolkit/sklearn = {r['ratio']:.3f}  (target <= 0.25);  "
-          f"lower-bound rel. diff = {r['lower_bound_rel_diff']:.2e}  (target <= 1e-6)")
-    print("\nscaling with n (d=8, k=8, full):")
-    print(f"  {'n':>10} {'iters':>5} {'toolkit ms/it':>14} {'sklearn ms/it':>14} {'ratio':>7}"
-          f" {'LB rel diff':>12}")
-    for n, iters in scaling:
-        s = compare(n, 8, 8, iters, 1 if n >= 1_000_000 else repeat, args.device)
-        results["scaling"].append(s)
-        print(f"  {n:>10,} {iters:>5} {s['toolkit_s_per_iter'] * 1e3:>14.2f} "
-              f"{s['sklearn_s_per_iter'] * 1e3:>14.2f} {s['ratio']:>7.3f} "
-              f"{s['lower_bound_rel_diff']:>12.2e}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return results
+    n, d, k = (20_000, 8, 8) if args.quick else (100_000, 8, 8)
+    rounds = 2 if args.quick else args.rounds
+    iters = 5 if args.quick else args.iters
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"{platform.processor() or platform.machine()}, device={args.device}")
+    fits, bounds = contenders(n, d, k, iters, args.device)
+    result = race(fits, rounds=rounds, warmup=1, device=args.device)
+    print(f"\nn={n:,} d={d} k={k} full, {iters} iterations, tol=0, same start, "
+          f"{rounds} interleaved rounds (median ms per iteration):")
+    ref = bounds["sklearn"]["lower_bound"]
+    for name in fits:
+        lb = bounds[name]["lower_bound"]
+        print(f"  {name:<12} {result.median(name) / iters * 1e3:8.2f} ms/iter   lower bound "
+              f"{lb:.12f}   rel. diff from sklearn float64 {abs(lb - ref) / abs(ref):.1e}")
+    for name, target in (("toolkit f64", 0.10), ("toolkit f32", 0.05)):
+        print(f"  ratio {result.ratio(name, 'sklearn')}   (target <= {target})")
+    q = d * (d + 1) // 2 + d + 1
+    flops = 2 * 2 * n * q * k  # the E-step's and the M-step's GEMM
+    for name, dtype in (("toolkit f64", torch.float64), ("toolkit f32", torch.float32)):
+        achieved = flops / (result.median(name) / iters) / 1e9
+        print(f"  {name}: {achieved:.1f} GFLOP/s per iteration (GEMMs only) vs "
+              f"{gemm_rate(n, q, k, dtype, args.device):.1f} GFLOP/s for the same GEMM alone")
+    print("\nscaling (toolkit f64 and f32 / sklearn, median ms per iteration):")
+    cases = [(5_000, 8), (20_000, 8), (20_000, 16)] if args.quick else \
+        [(10_000, 8), (100_000, 8), (300_000, 8), (100_000, 4), (100_000, 16)]
+    print(f"  {'n':>9} {'k':>3} {'f64 ms':>8} {'f32 ms':>8} {'sklearn ms':>11} {'f64 ratio':>10}"
+          f" {'f32 ratio':>10}")
+    for n_case, k_case in cases:
+        fits, _ = contenders(n_case, d, k_case, iters, args.device)
+        r = race(fits, rounds=max(1, rounds // 2), warmup=1, device=args.device)
+        print(f"  {n_case:>9,} {k_case:>3} {r.median('toolkit f64') / iters * 1e3:>8.2f} "
+              f"{r.median('toolkit f32') / iters * 1e3:>8.2f} "
+              f"{r.median('sklearn') / iters * 1e3:>11.2f} "
+              f"{r.ratio('toolkit f64', 'sklearn').median:>10.3f} "
+              f"{r.ratio('toolkit f32', 'sklearn').median:>10.3f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
