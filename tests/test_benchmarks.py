@@ -16,7 +16,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 CASES = {
-    "bench_softmax.py": ["--quick", "--isolated-rounds", "0"],
+    "bench_softmax.py": ["--quick"],
     "bench_em.py": ["--quick"],
     "bench_rbm.py": ["--quick", "--tile", "1"],
     "bench_adversarial.py": ["--quick"],
