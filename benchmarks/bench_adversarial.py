@@ -24,7 +24,6 @@ import contextlib
 import importlib.util
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
@@ -34,7 +33,7 @@ from torch import nn
 from toolkit import disable_blocks
 from toolkit.algorithms.adversarial import adversarial_training, pgd
 from toolkit.data import digits
-from toolkit.measure import count_graph_nodes, measure_memory
+from toolkit.measure import count_graph_nodes, measure_memory, race
 
 
 def mlp(sizes: list[int], device: torch.device, seed: int = 0) -> nn.Sequential:
@@ -61,29 +60,6 @@ def reference_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float
     return x_adv
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def race(contenders: dict[str, Callable[[], object]], repeat: int, device: torch.device
-         ) -> dict[str, float]:
-    """Median seconds of each contender, calls interleaved (one warm-up call each)."""
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for fn in contenders.values():
-        fn()
-    names = list(contenders)
-    for r in range(repeat):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order
-            fn = contenders[name]
-            sync(device)
-            start = time.perf_counter()
-            fn()
-            sync(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def bench_attack(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
     batch = 128 if args.quick else 512
     model = mlp([784, 512, 512, 10], device)
@@ -104,12 +80,14 @@ def bench_attack(args: argparse.Namespace, device: torch.device) -> dict[str, fl
     else:
         print("  torchattacks is not importable (pip install '.[bench]'): comparing against the "
               "reference loop only")
-    times = race(contenders, 3 if args.quick else args.repeat, device)
-    print(f"\n[1] PGD-{steps} attack, MLP 784-512-512-10, batch {batch}, {device}")
-    for name, seconds in times.items():
-        print(f"  {name:>16}: {seconds * 1e3:8.2f} ms   ours / {name} = "
-              f"{times['ours'] / seconds:.3f}")
-    return times
+    result = race(contenders, rounds=3 if args.quick else args.repeat, device=device)
+    print(f"\n[1] PGD-{steps} attack, MLP 784-512-512-10, batch {batch}, {device}, "
+          f"{result.rounds} interleaved rounds")
+    print(result.table())
+    for name in contenders:
+        if name != "ours":
+            print(f"  ratio {result.ratio('ours', name)}")
+    return {name: result.median(name) for name in contenders}
 
 
 def digits_setup(device: torch.device, n: int | None = None
@@ -124,6 +102,12 @@ def bench_epoch(args: argparse.Namespace, device: torch.device) -> dict[str, flo
     X, y = digits_setup(device, 384 if args.quick else None)
     epochs = 2 if args.quick else args.epochs
     seconds: dict[str, list[float]] = {"blocked": [], "unblocked": []}
+    warm = mlp([64, 256, 256, 10], device).train()  # first calls pay one-time costs
+    for blocks in (contextlib.nullcontext(), disable_blocks("adversarial.*")):
+        with blocks:
+            adversarial_training(warm, (X[:64], y[:64]), torch.optim.Adam(warm.parameters()),
+                                 method="pgd", epochs=1, eps=0.1, steps=2, batch_size=64,
+                                 check_size=8, check_steps=1)
     for _ in range(1 if args.quick else 2):  # alternate the two variants
         for variant in seconds:
             model = mlp([64, 256, 256, 10], device).train()
