@@ -1,7 +1,8 @@
 """Benchmark: a sweep of 16 runs on a Dask LocalCluster of 2 worker processes against 1.
 
-Every run is the same single-threaded, CPU-bound experiment (``quadratic_target`` with many
-steps: Python and small tensor operations, about a second each), so two workers on two cores
+Every run is the same single-threaded, CPU-bound experiment (``td_learning`` with ``--steps``
+expected updates on the random chain and on Baird's counterexample: Python and small tensor
+operations, about a second each at the default 600 steps), so two workers on two cores
 should finish the sweep in about half the time. The clusters are started before the clock
 starts (start-up is printed separately), and the two sweeps alternate over ``--rounds`` rounds;
 the script prints the median wall time of each and the median of the per-round speed-ups.
@@ -27,12 +28,13 @@ from toolkit.runner.sweep import run_configs
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=6000, help="TD steps of each run")
+    parser.add_argument("--steps", type=int, default=600,
+                        help="random-chain steps and Baird sweeps of each run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.runs, args.steps, args.rounds = 4, 300, 1
+        args.runs, args.steps, args.rounds = 4, 100, 1
 
     import dask
     import distributed
@@ -49,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     seconds: dict[int, list[float]] = {1: [], 2: []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            configs = [make_config("quadratic_target", {"n_steps": args.steps, "log_every": 100},
-                                   seed=seed, device="cpu", dtype="float64",
-                                   output_dir=Path(tmp)) for seed in range(args.runs)]
+            params = {"chain_steps": args.steps, "baird_sweeps": args.steps, "log_every": 100}
+            configs = [make_config("td_learning", params, seed=seed, device="cpu",
+                                   dtype="float64", output_dir=Path(tmp))
+                       for seed in range(args.runs)]
             for r in range(args.rounds):
                 for n in ((1, 2) if r % 2 == 0 else (2, 1)):
                     spec = ExecutorSpec(kind="dask", address=clusters[n].scheduler_address)
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         for cluster in clusters.values():
             cluster.close()
     speedups = [a / b for a, b in zip(seconds[1], seconds[2])]
-    print(f"{args.runs} runs of quadratic_target ({args.steps} steps), {args.rounds} round(s):")
+    print(f"{args.runs} runs of td_learning ({args.steps} steps), {args.rounds} round(s):")
     for n in (1, 2):
         print(f"  {n} worker(s): median {statistics.median(seconds[n]):.2f} s "
               f"(rounds: {', '.join(f'{s:.2f}' for s in seconds[n])})")

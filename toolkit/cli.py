@@ -30,9 +30,9 @@ exit status: 0 ok, 1 a run failed, 2 bad input, 130/143 interrupted (SIGINT/SIGT
 
 RUN_EPILOG = """\
 examples:
-  toolkit run configs/quadratic_target.toml
-  toolkit run configs/quadratic_target.toml --set params.n_steps=50 --set dtype=float32
-  toolkit run configs/quadratic_target.toml --seeds 0,1,2 --workers 3 --out runs
+  toolkit run configs/td_learning.toml
+  toolkit run configs/td_learning.toml --set params.chain_steps=50 --set dtype=float32
+  toolkit run configs/td_learning.toml --seeds 0,1,2 --workers 3 --out runs
   toolkit run configs/a.toml configs/b.toml --quiet
 
 --set KEY=VALUE: KEY is a dotted path (params.n_steps, dtype, sweep.params.lr); VALUE is a
@@ -49,11 +49,11 @@ seeds (seeds = [0, 1, 2] or --seeds):
   dtype = ["float32", "float64"]
 
 examples:
-  toolkit sweep configs/quadratic_target.toml --set sweep.params.lr=[0.1,0.5] --workers 2
-  toolkit sweep configs/quadratic_target.toml --seeds 0-4 --dry-run
-  toolkit sweep configs/quadratic_target.toml --seeds 0-4 --resume   (finish an interrupted sweep)
-  toolkit sweep configs/quadratic_target.toml --seeds 0-7 --executor dask --workers 2
-  toolkit sweep configs/quadratic_target.toml --executor dask --address tcp://10.0.0.5:8786
+  toolkit sweep configs/td_learning.toml --set sweep.params.lr=[0.1,0.5] --workers 2
+  toolkit sweep configs/td_learning.toml --seeds 0-4 --dry-run
+  toolkit sweep configs/td_learning.toml --seeds 0-4 --resume   (finish an interrupted sweep)
+  toolkit sweep configs/td_learning.toml --seeds 0-7 --executor dask --workers 2
+  toolkit sweep configs/td_learning.toml --executor dask --address tcp://10.0.0.5:8786
 
 --executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
 --address, or a LocalCluster of --workers processes started for the sweep. Workers return the
@@ -62,8 +62,8 @@ files of each run and this machine writes the run directories: no shared filesys
 
 REPORT_EPILOG = """\
 examples:
-  toolkit report results/quadratic_target/20250101T120000Z__seed0__a1b2c3
-  toolkit report results/quadratic_target/*        (every run directory given)
+  toolkit report results/td_learning/20250101T120000Z__seed0__a1b2c3
+  toolkit report results/td_learning/*        (every run directory given)
 """
 
 COMPARE_EPILOG = """\
@@ -72,7 +72,7 @@ form a group; each numeric summary value gets mean ± std over seeds, blocked an
 side by side. Writes DIR/compare.csv and DIR/compare.html (with a figure) and prints a table.
 
 examples:
-  toolkit compare results/quadratic_target
+  toolkit compare results/td_learning
   toolkit compare results --out comparison
 """
 

@@ -210,7 +210,7 @@ def test_to_jsonable() -> None:
 
 def test_registry_reports_broken_modules_without_hiding_others() -> None:
     loaded, broken = load_all()
-    assert "tiny_counter" in loaded and "quadratic_target" in loaded and "showcase" in loaded
+    assert "tiny_counter" in loaded and "td_learning" in loaded and "showcase" in loaded
     assert "ImportError" in broken["broken_module"]
     assert "fails on import on purpose" in broken["broken_module"]
     assert "run(params, ctx)" in broken["no_run"]
@@ -245,7 +245,7 @@ def test_meta_lists_blocks_that_ran_outside_compare_too(tmp_path: Path) -> None:
 def test_list_reads_the_sources(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     captured = capsys.readouterr()
-    assert "quadratic_target" in captured.out and "tiny test experiment" in captured.out
+    assert "td_learning" in captured.out and "tiny test experiment" in captured.out
     (line,) = [li for li in captured.out.splitlines() if "no_run" in li]
     assert "BROKEN: it must define `run(params, ctx)`" in line
     # the fixture that raises on import also lacks Params and run(): seen without importing it
@@ -290,25 +290,27 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(
 
 def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:
     configs = load_config(Path(__file__).parents[2] / "configs" / "showcase_quick.toml",
-                          ["params.experiments=[\"tiny_counter\", \"quadratic_target\"]"],
+                          ["params.experiments=[\"tiny_counter\", \"td_learning\"]"],
                           output_dir=tmp_path)
     run = run_experiment(configs[0], finish=write_report)
     assert run.status == "complete"
-    assert run.children == ["tiny_counter", "quadratic_target"]
+    assert run.children == ["tiny_counter", "td_learning"]
     child = run.child("tiny_counter")
     assert child.params["n_steps"] == 3  # QUICK
     assert child.summary["n_steps"] == 3
-    assert run.child("quadratic_target").params["n_steps"] == 40  # override on top of QUICK
-    assert run.child("quadratic_target").config["dtype"] == "float64"  # its module's DTYPE
+    assert run.child("td_learning").params["chain_steps"] == 40  # override on top of QUICK
+    assert run.child("td_learning").params["log_every"] == 10  # QUICK
+    assert run.child("td_learning").config["dtype"] == "float64"  # its module's DTYPE
     assert "blocked/train/loss" in child.metric_keys()
     # the child computes what a run of its own computes with the same params and seed
     alone = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
     assert alone.summary == child.summary
     figures = {p.name for p in (run.run_dir / "figures").iterdir()}
-    assert {"tiny_counter__tiny_curve.png", "quadratic_target__value_function.png",
-            "quadratic_target__metrics_grad.png", "time.png"} <= figures
+    assert {"tiny_counter__tiny_curve.png", "td_learning__a_split_values.png",
+            "td_learning__baird_weight_norm.png", "td_learning__metrics_chain_grad.png",
+            "time.png"} <= figures
     html = (run.run_dir / "report.html").read_text()
-    assert "<h2>tiny_counter</h2>" in html and "<h2>quadratic_target</h2>" in html
+    assert "<h2>tiny_counter</h2>" in html and "<h2>td_learning</h2>" in html
 
 
 def test_showcase_fails_clearly_when_a_child_fails(tmp_path: Path) -> None:

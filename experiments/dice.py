@@ -1,0 +1,249 @@
+"""DiCE's magic box with and without its stop-gradient, against exact derivatives.
+
+A two-step categorical policy (:class:`toolkit.algorithms.dice.TwoStepProblem`: a first action,
+a second one conditioned on it, a random cost after each) has an objective ``J(θ)`` that can be
+enumerated, so its exact gradient and Hessian come from autograd of the expectation. The DiCE
+objective ``L_⊡ = Σ_t ⊡(Σ_{t'≤t} log p_t') c_t`` with ``⊡(τ) = exp(τ − sg(τ))`` (the ``sg`` is the
+block ``"dice.magic_box"``) is differentiated twice:
+
+- **in expectation**: every trajectory weighted by its probability, held constant (the part the
+  samples play): DiCE's gradient and Hessian equal the exact ones to rounding, the classic
+  surrogate loss ``Σ log p · c`` gets the gradient right and the Hessian wrong;
+- **by Monte Carlo** with ``N`` sampled trajectories: DiCE's errors shrink like ``1/√N``; the
+  surrogate's Hessian error stops at its bias;
+- **without the block** the magic box is the constant 1 and every derivative is exactly zero.
+
+References:
+    Foerster et al. (2018), DiCE: The infinitely differentiable Monte-Carlo estimator, ICML,
+    https://arxiv.org/abs/1802.05098 ; Schulman et al. (2015), Gradient estimation using
+    stochastic computation graphs, https://arxiv.org/abs/1506.05254
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from toolkit.algorithms.dice import (
+    BLOCK,
+    TwoStepProblem,
+    derivatives,
+    dice_objective,
+    surrogate_objective,
+    two_step_problem,
+)
+from toolkit.measure import time_fn
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+
+DESCRIPTION = ("DiCE: gradient and Hessian of the magic-box objective with and without its "
+               "stop-gradient, and of the classic surrogate, against exact ones")
+STORY = Story(
+    compares="the gradient and Hessian of the DiCE objective with and without the magic box's "
+             "stop-gradient, and of the classic surrogate loss, against the exact derivatives of "
+             "an enumerable two-step policy",
+    block=f"{BLOCK}: ⊡(τ) = exp(τ − stop_gradient(τ))",
+    prediction="blocked: the exact gradient and Hessian in expectation, Monte-Carlo errors "
+               "falling like 1/√N; unblocked: ⊡ = 1 and every derivative vanishes; the "
+               "surrogate: the right gradient, a wrong Hessian",
+)
+#: The precision the comparison is defined in (the showcase runs it in this dtype).
+DTYPE = "float64"
+
+
+class Params(ExperimentParams):
+    n_actions: int = Field(3, ge=2, description="actions at each of the two steps")
+    sample_sizes: list[int] = Field(
+        default_factory=lambda: [10, 100, 1000, 10_000, 100_000],
+        description="Monte-Carlo sample sizes N (trajectories per estimate)")
+    repeats: int = Field(20, ge=2, description="independent estimates per sample size")
+    timing_repeat: int = Field(5, ge=1, description="timed calls of each derivative computation")
+
+
+QUICK: dict[str, Any] = {"sample_sizes": [10, 100, 1000, 10_000], "repeats": 8,
+                         "timing_repeat": 3}
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def _expectation(problem: TwoStepProblem, theta: torch.Tensor,
+                 objective: Callable[..., torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``θ ↦ Σ_τ p(τ) objective(τ; θ)`` with ``p(τ)`` at ``theta`` held constant."""
+    traj = problem.trajectories()
+    weights = problem.probabilities(theta)
+    return lambda t: (weights * objective(problem.log_probs(t, traj), problem.costs(traj))).sum()
+
+
+def _sampled(problem: TwoStepProblem, actions: torch.Tensor,
+             objective: Callable[..., torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``θ ↦ mean_i objective(τ_i; θ)`` over sampled trajectories ``actions`` ``(N, 2)``."""
+    costs = problem.costs(actions)
+    return lambda t: objective(problem.log_probs(t, actions), costs).mean()
+
+
+def _errors(estimate: tuple[torch.Tensor, torch.Tensor],
+            exact: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
+    return {"grad_rel_err": _rel(estimate[0], exact[0]),
+            "hessian_rel_err": _rel(estimate[1], exact[1]),
+            "grad_norm": float(estimate[0].norm()), "hessian_norm": float(estimate[1].norm())}
+
+
+def _slope(ns: list[int], errors: list[float]) -> float:
+    """Least-squares slope of log(error) against log(N)."""
+    x = torch.tensor([math.log(n) for n in ns], dtype=torch.float64)
+    y = torch.tensor([math.log(max(e, 1e-300)) for e in errors], dtype=torch.float64)
+    x, y = x - x.mean(), y - y.mean()
+    return float((x * y).sum() / (x * x).sum())
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    problem, theta = two_step_problem(params.n_actions, generator=ctx.generator,
+                                      dtype=ctx.dtype, device=ctx.device)
+    exact = derivatives(problem.exact_objective, theta)
+    ns = sorted(set(params.sample_sizes))
+    # one set of sampled trajectories per (N, repeat), shared by every estimator
+    samples = {n: [problem.sample(theta, n, generator=ctx.generator)
+                   for _ in range(params.repeats)] for n in ns}
+
+    def estimate(objective: Callable[..., torch.Tensor]) -> dict[str, Any]:
+        out: dict[str, Any] = {"expectation": _errors(
+            derivatives(_expectation(problem, theta, objective), theta), exact)}
+        out["value"] = float(_expectation(problem, theta, objective)(theta))
+        rms: dict[str, list[float]] = {"grad_rel_err": [], "hessian_rel_err": []}
+        for n in ns:
+            errs = [_errors(derivatives(_sampled(problem, a, objective), theta), exact)
+                    for a in samples[n]]
+            for key in rms:  # root mean square over the repeats
+                rms[key].append(math.sqrt(sum(e[key] ** 2 for e in errs) / len(errs)))
+        out["monte_carlo"] = rms
+        return out
+
+    def log(variant: str, out: dict[str, Any]) -> None:
+        ctx.log(0, **{f"{variant}/expectation/{k}": v for k, v in out["expectation"].items()})
+        for i, n in enumerate(ns):
+            ctx.log(n, **{f"{variant}/monte_carlo/{k}": v[i]
+                          for k, v in out["monte_carlo"].items()})
+
+    runs = ctx.compare(lambda: estimate(dice_objective), on_result=log)
+    surrogate = estimate(surrogate_objective)
+    log("surrogate", surrogate)
+
+    mc = {v: r["monte_carlo"] for v, r in (*runs.items(), ("surrogate", surrogate))}
+    ctx.summary(
+        dice={k: runs["blocked"]["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
+        surrogate={k: surrogate["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
+        blocked=runs["blocked"]["expectation"] | {"value": runs["blocked"]["value"]},
+        unblocked=runs["unblocked"]["expectation"] | {"value": runs["unblocked"]["value"]},
+        exact={"objective": float(problem.exact_objective(theta)),
+               "grad_norm": float(exact[0].norm()), "hessian_norm": float(exact[1].norm())},
+        monte_carlo={"n_samples": ns, "repeats": params.repeats, **mc,
+                     "slope": {"grad": _slope(ns, mc["blocked"]["grad_rel_err"]),
+                               "hessian": _slope(ns, mc["blocked"]["hessian_rel_err"])}},
+    )
+    ctx.save_artifact("monte_carlo", {"n_samples": torch.tensor(ns)} | {
+        f"{v}_{k}": torch.tensor(vals) for v, d in mc.items() for k, vals in d.items()})
+
+    # what one gradient + Hessian costs at the largest N, blocked, unblocked and surrogate
+    from toolkit import disable_blocks
+
+    actions = samples[ns[-1]][0]
+    blocked_fn = _sampled(problem, actions, dice_objective)
+    surrogate_fn = _sampled(problem, actions, surrogate_objective)
+
+    def unblocked() -> Any:
+        with disable_blocks(*ctx.disable_patterns):
+            return derivatives(blocked_fn, theta)
+
+    ctx.costs(derivatives_seconds={
+        "n_samples": ns[-1],
+        "blocked": time_fn(lambda: derivatives(blocked_fn, theta),
+                           repeat=params.timing_repeat).median,
+        "unblocked": time_fn(unblocked, repeat=params.timing_repeat).median,
+        "surrogate": time_fn(lambda: derivatives(surrogate_fn, theta),
+                             repeat=params.timing_repeat).median})
+
+
+# --- what the report shows -------------------------------------------------------------------
+
+
+def findings(run: RunResults) -> list[Finding]:
+    """Four or five sentences with their numbers and verdicts."""
+    s = run.summary
+    d, sur, u, mc = s["dice"], s["surrogate"], s["unblocked"], s["monte_carlo"]
+    ns = mc["n_samples"]
+    slope = mc["slope"]
+    out = [
+        Finding(f"In expectation (every trajectory weighted by its probability, held constant) "
+                f"the DiCE gradient and Hessian equal the exact ones: relative errors "
+                f"{fmt(d['grad_rel_err'])} and {fmt(d['hessian_rel_err'])} (expected ≤ 1e-8).",
+                d["grad_rel_err"] <= 1e-8 and d["hessian_rel_err"] <= 1e-8),
+        Finding(f"The classic surrogate Σ log p · c gets the gradient right (relative error "
+                f"{fmt(sur['grad_rel_err'])}) and the Hessian wrong (relative error "
+                f"{fmt(sur['hessian_rel_err'])}: it misses E[c ∇log p ∇log pᵀ]).",
+                sur["grad_rel_err"] <= 1e-8 and sur["hessian_rel_err"] >= 0.1),
+        Finding(f"By Monte Carlo the DiCE errors shrink like 1/√N: from N = {ns[0]} to {ns[-1]} "
+                f"the gradient's falls from {fmt(mc['blocked']['grad_rel_err'][0])} to "
+                f"{fmt(mc['blocked']['grad_rel_err'][-1])} and the Hessian's from "
+                f"{fmt(mc['blocked']['hessian_rel_err'][0])} to "
+                f"{fmt(mc['blocked']['hessian_rel_err'][-1])} (log-log slopes "
+                f"{fmt(slope['grad'])} and {fmt(slope['hessian'])}, predicted −0.5), while the "
+                f"surrogate's Hessian error stays at {fmt(mc['surrogate']['hessian_rel_err'][-1])}.",
+                all(-0.65 <= slope[k] <= -0.35 for k in ("grad", "hessian"))
+                and mc["surrogate"]["hessian_rel_err"][-1] >= 0.1),
+        Finding(f"Without the block the magic box is the constant 1: the objective keeps its "
+                f"value ({fmt(u['value'])}, exact {fmt(s['exact']['objective'])}) but the "
+                f"gradient and Hessian norms are {fmt(u['grad_norm'])} and "
+                f"{fmt(u['hessian_norm'])} (exact: {fmt(s['exact']['grad_norm'])} and "
+                f"{fmt(s['exact']['hessian_norm'])}).",
+                u["grad_norm"] == 0 and u["hessian_norm"] == 0
+                and abs(u["value"] - s["exact"]["objective"]) <= 1e-12 * max(
+                    1.0, abs(s["exact"]["objective"]))),
+    ]
+    cost = run.costs.get("derivatives_seconds", {})
+    if {"blocked", "unblocked", "surrogate"} <= set(cost):
+        out.append(Finding(f"A gradient and Hessian from N = {cost['n_samples']} samples take "
+                           f"{fmt(cost['blocked'], 's')} with DiCE, {fmt(cost['unblocked'], 's')} "
+                           f"without its block and {fmt(cost['surrogate'], 's')} with the "
+                           f"surrogate."))
+    return out
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Monte-Carlo error against N (log-log) for the gradient and the Hessian."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from toolkit.style import variant_style
+
+    data = run.artifact("monte_carlo")
+    ns = data["n_samples"].astype(float)
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained", sharey=True)
+    others: list[str] = []
+    for ax, key, title in zip(axes, ("grad_rel_err", "hessian_rel_err"),
+                              ("gradient", "Hessian")):
+        for variant, label in (("blocked", "DiCE (blocked)"),
+                               ("unblocked", "DiCE without the block (magic box = 1)"),
+                               ("surrogate", "surrogate Σ log p · c (its gradient is DiCE's)")):
+            style = variant_style(variant, others)
+            if variant == "surrogate":  # drawn under DiCE, where the gradients coincide
+                style |= {"zorder": 1.9, "marker": "s", "markersize": 7, "mfc": "none"}
+            else:
+                style |= {"marker": "o", "markersize": 4}
+            ax.plot(ns, data[f"{variant}_{key}"], label=label, **style)
+        first = data[f"blocked_{key}"][0]
+        ax.plot(ns, first * np.sqrt(ns[0] / ns), label="1/√N slope",
+                **variant_style("reference"))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("samples N")
+        ax.set_title(f"{title}: relative error (RMS of {run.summary['monte_carlo']['repeats']})")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("relative error vs exact")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return {"monte_carlo_error": fig}

@@ -1,0 +1,317 @@
+"""TD learning with the bootstrapped target blocked (semi-gradient TD) and not (residual gradient).
+
+Three problems with closed forms, each fitted by expected (full-batch) gradient updates on the
+TD loss ``½ Σ μ (V(s) − r − γ sg(V(s')))²`` of :mod:`toolkit.algorithms.td`, with the target
+behind the block ``"td.target"`` and inside ``disable_blocks("td.*")``:
+
+- **A-split** (Sutton & Barto, Example 11.2; tabular, γ = 1): TD finds the true values
+  A = ½, B = 1, C = 0; the naive residual gradient (the gradient of the squared *sample* TD
+  error) finds A = ½, B = ¾, C = ¼.
+- **Baird's counterexample** (Example 11.1; 7 states, 8 weights, γ = 0.99, α = 0.01,
+  w₀ = (1, 1, 1, 1, 1, 1, 10, 1), expected updates): semi-gradient TD (semi-gradient DP)
+  diverges, the residual gradient converges. The block is not free.
+- **a random chain** (8 states, 3 linear features, on-policy): each variant reaches its closed-form
+  fixed point, ``w_TD`` with the block and ``w_RG`` without it; the autograd gradients are checked
+  against both closed forms at every logged step.
+
+References:
+    Sutton & Barto, *Reinforcement Learning: An Introduction*, 2nd ed., 2018, §9.3, §11.2,
+    §11.5, http://incompleteideas.net/book/the-book-2nd.html ;
+    Baird (1995), https://doi.org/10.1016/B978-1-55860-377-6.50013-X ;
+    Tsitsiklis & Van Roy (1997), https://doi.org/10.1109/9.580874
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from toolkit import compare_gradients
+from toolkit.algorithms.td import (
+    A_SPLIT_NAIVE_RESIDUAL_VALUES,
+    A_SPLIT_TRUE_VALUES,
+    BLOCK,
+    a_split,
+    baird_counterexample,
+    gradient_descent,
+    random_chain,
+)
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+
+DESCRIPTION = ("TD learning: the bootstrapped target blocked (semi-gradient TD) vs not (residual "
+               "gradient) on the A-split, Baird's counterexample and a random chain")
+STORY = Story(
+    compares="expected TD(0) updates with the bootstrapped target blocked (semi-gradient TD) and "
+             "unblocked (residual gradient) on three problems with closed forms",
+    block=f"{BLOCK}: δ = r + γ stop_gradient(V(s')) − V(s)",
+    prediction="blocked: the true A-split values (½, 1, 0) but divergence on Baird's "
+               "counterexample; unblocked: the wrong A-split values (½, ¾, ¼) but convergence "
+               "on Baird's counterexample",
+)
+#: The precision the comparison is defined in (the showcase runs it in this dtype).
+DTYPE = "float64"
+
+
+class Params(ExperimentParams):
+    n_states: int = Field(8, ge=2, description="random chain: number of states")
+    n_features: int = Field(3, ge=1, description="random chain: number of linear features")
+    gamma: float = Field(0.9, ge=0.0, lt=1.0, description="random chain: discount factor")
+    lr: float = Field(0.5, gt=0.0, description="random chain: gradient step size")
+    chain_steps: int = Field(300, ge=1, description="random chain: full-batch gradient steps")
+    a_split_lr: float = Field(1.0, gt=0.0, description="A-split: gradient step size")
+    a_split_steps: int = Field(200, ge=1, description="A-split: full-batch gradient steps")
+    baird_alpha: float = Field(0.01, gt=0.0, description="Baird: step size α (book: 0.01)")
+    baird_gamma: float = Field(0.99, ge=0.0, le=1.0, description="Baird: discount γ (book: 0.99)")
+    baird_sweeps: int = Field(1000, ge=1, description="Baird: expected-update sweeps (book: 1000)")
+    log_every: int = Field(5, ge=1, description="log metrics every this many steps or sweeps")
+
+
+QUICK: dict[str, Any] = {"log_every": 10}
+STATES = tuple(A_SPLIT_TRUE_VALUES)
+
+
+def _logged(n_steps: int, every: int) -> list[int]:
+    return sorted({*range(0, n_steps + 1, every), n_steps})
+
+
+def _timed(fn: Any) -> Any:
+    def run() -> tuple[torch.Tensor, float]:
+        start = time.perf_counter()
+        out = fn()
+        return out, time.perf_counter() - start
+    return run
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    kw = {"dtype": ctx.dtype, "device": ctx.device}
+
+    # --- A-split: tabular, γ = 1, four sampled transitions
+    table = a_split(**kw)
+    zeros = torch.zeros(len(STATES), **kw)
+
+    def log_a_split(variant: str, out: tuple[torch.Tensor, float]) -> None:
+        for step in _logged(params.a_split_steps, params.log_every):
+            ctx.log(step, **{f"{variant}/a_split/V_{s}": out[0][step, i]
+                             for i, s in enumerate(STATES)})
+
+    a_runs = ctx.compare(_timed(lambda: gradient_descent(
+        lambda v: table.loss(v, 1.0), zeros, lr=params.a_split_lr,
+        n_steps=params.a_split_steps)), on_result=log_a_split)
+
+    # --- Baird's counterexample: expected updates, the book's setup
+    mrp, w0 = baird_counterexample(params.baird_gamma, **kw)
+
+    def log_baird(variant: str, out: tuple[torch.Tensor, float]) -> None:
+        for step in _logged(params.baird_sweeps, params.log_every):
+            w = out[0][step]
+            ctx.log(step, **{f"{variant}/baird/weight_norm": w.norm(),
+                             f"{variant}/baird/msbe": mrp.msbe(w)})
+
+    b_runs = ctx.compare(_timed(lambda: gradient_descent(
+        mrp.loss, w0, lr=params.baird_alpha, n_steps=params.baird_sweeps)), on_result=log_baird)
+
+    # --- random chain: both closed-form fixed points, gradients checked along the way
+    chain = random_chain(params.n_states, params.n_features, params.gamma,
+                         generator=ctx.generator, **kw)
+    w_td, w_rg = chain.td_fixed_point(), chain.residual_gradient_fixed_point()
+
+    def log_chain(variant: str, out: tuple[torch.Tensor, float]) -> None:
+        for step in _logged(params.chain_steps, params.log_every):
+            w = out[0][step]
+            ctx.log(step, **{f"{variant}/chain/value_error": chain.value_error(w),
+                             f"{variant}/chain/msbe": chain.msbe(w),
+                             f"{variant}/chain/dist_td": (w - w_td).norm(),
+                             f"{variant}/chain/dist_rg": (w - w_rg).norm()})
+
+    c_runs = ctx.compare(_timed(lambda: gradient_descent(
+        chain.loss, torch.zeros(params.n_features, **kw), lr=params.lr,
+        n_steps=params.chain_steps)), on_result=log_chain)
+    grad_err = _check_gradients(chain, c_runs["blocked"][0], params, ctx)
+
+    a_final = {v: dict(zip(STATES, out[0][-1].tolist())) for v, out in a_runs.items()}
+    truth = {"blocked": A_SPLIT_TRUE_VALUES, "unblocked": A_SPLIT_NAIVE_RESIDUAL_VALUES}
+    chain_w = {v: out[0][-1] for v, out in c_runs.items()}
+    baird_w = {v: out[0] for v, out in b_runs.items()}
+    ctx.summary(
+        a_split={v: {"values": a_final[v],
+                     "max_err_vs_book": max(abs(a_final[v][s] - truth[v][s]) for s in STATES)}
+                 for v in a_final}
+        | {"book": {"td": A_SPLIT_TRUE_VALUES, "naive_residual": A_SPLIT_NAIVE_RESIDUAL_VALUES}},
+        baird={v: {"initial_weight_norm": w[0].norm(), "final_weight_norm": w[-1].norm(),
+                   "final_msbe": mrp.msbe(w[-1]), "final_value_rms": (mrp.phi @ w[-1]).pow(2)
+                   .mean().sqrt(), "last_100_sweeps_change": (w[-1] - w[-101 if len(w) > 100
+                                                                        else 0]).norm()}
+               for v, w in baird_w.items()},
+        chain={"blocked": {"value_error": chain.value_error(chain_w["blocked"]),
+                           "msbe": chain.msbe(chain_w["blocked"]),
+                           "dist_to_td_fixed_point": (chain_w["blocked"] - w_td).norm(),
+                           "grad_max_err_vs_closed_form": grad_err["blocked"]},
+               "unblocked": {"value_error": chain.value_error(chain_w["unblocked"]),
+                             "msbe": chain.msbe(chain_w["unblocked"]),
+                             "dist_to_rg_fixed_point": (chain_w["unblocked"] - w_rg).norm(),
+                             "grad_max_err_vs_closed_form": grad_err["unblocked"]},
+               "closed_form": {"value_error_td": chain.value_error(w_td),
+                               "value_error_rg": chain.value_error(w_rg),
+                               "value_error_best": chain.value_error(chain.best_weights())}},
+    )
+    ctx.costs(seconds_per_update={
+        case: {v: out[1] / n for v, out in runs.items()}
+        for case, runs, n in (("a_split", a_runs, params.a_split_steps),
+                              ("baird", b_runs, params.baird_sweeps),
+                              ("chain", c_runs, params.chain_steps))})
+    ctx.save_artifact("a_split", {f"{v}": out[0] for v, out in a_runs.items()})
+    ctx.save_artifact("baird", {f"{v}": out[0] for v, out in b_runs.items()})
+    ctx.save_artifact("chain", {
+        "true": chain.true_values(), "td": chain.phi @ w_td, "rg": chain.phi @ w_rg,
+        "best": chain.phi @ chain.best_weights(), "d": chain.d,
+        "blocked": chain.phi @ chain_w["blocked"], "unblocked": chain.phi @ chain_w["unblocked"]})
+
+
+def _check_gradients(chain: Any, path: torch.Tensor, params: Params, ctx: RunContext
+                     ) -> dict[str, float]:
+    """Autograd gradients with and without the block at the blocked iterates, against the
+    closed forms; errors relative to the closed-form gradient's norm at w = 0."""
+    scale = {k: float(g.norm()) or 1.0 for k, g in chain.gradients(torch.zeros_like(path[0]))
+             .items()}
+    worst = {"blocked": 0.0, "unblocked": 0.0}
+    for step in _logged(params.chain_steps, params.log_every):
+        w = path[step].clone().requires_grad_(True)
+        exact = chain.gradients(path[step])
+        cmp = compare_gradients(lambda w=w: chain.loss(w), {"w": w},
+                                disable=ctx.disable_patterns)
+        errors = {"blocked": float((cmp.blocked["w"] - exact["blocked"]).norm()),
+                  "unblocked": float((cmp.unblocked["w"] - exact["unblocked"]).norm())}
+        for v in worst:
+            worst[v] = max(worst[v], errors[v] / scale[v])
+        ctx.log(step, **{"blocked/chain_grad/cosine_vs_unblocked": cmp.overall.cosine,
+                         "blocked/chain_grad/norm": cmp.overall.norm_blocked,
+                         "unblocked/chain_grad/norm": cmp.overall.norm_unblocked})
+    return worst
+
+
+# --- what the report shows -------------------------------------------------------------------
+
+
+def _values(values: dict[str, float]) -> str:
+    return ", ".join(f"{s} = {fmt(values[s])}" for s in STATES)
+
+
+def findings(run: RunResults) -> list[Finding]:
+    """Five sentences with their numbers and verdicts, from ``summary.json`` and ``costs.json``."""
+    s, p = run.summary, run.params
+    a, b, c = s["a_split"], s["baird"], s["chain"]
+    ab, au = b["blocked"], b["unblocked"]
+    n = p.get("baird_sweeps", 1000)
+    tol = 1e-6
+    out = [
+        Finding(f"A-split: with the block TD finds {_values(a['blocked']['values'])}, the true "
+                f"values (book: A = 0.5, B = 1, C = 0; largest difference "
+                f"{fmt(a['blocked']['max_err_vs_book'])}).", a["blocked"]["max_err_vs_book"] < tol),
+        Finding(f"A-split: without it the naive residual gradient finds "
+                f"{_values(a['unblocked']['values'])} (book: A = 0.5, B = 0.75, C = 0.25; largest "
+                f"difference {fmt(a['unblocked']['max_err_vs_book'])}).",
+                a["unblocked"]["max_err_vs_book"] < tol),
+        Finding(f"Baird's counterexample: with the block semi-gradient TD diverges, the weight "
+                f"norm growing from {fmt(ab['initial_weight_norm'])} to "
+                f"{fmt(ab['final_weight_norm'])} in {n} sweeps; without it the residual gradient "
+                f"converges to a norm of {fmt(au['final_weight_norm'])} (change over the last 100 "
+                f"sweeps {fmt(au['last_100_sweeps_change'])}, mean squared Bellman error "
+                f"{fmt(au['final_msbe'])}).",
+                ab["final_weight_norm"] > 10 * ab["initial_weight_norm"]
+                and ab["last_100_sweeps_change"] > 1.0 and au["last_100_sweeps_change"] < 1e-2),
+        Finding(f"The block is not free: the cut that gives TD the true A-split values makes it "
+                f"diverge on Baird's counterexample, while the residual gradient is stable but "
+                f"slow: its value estimates are still {fmt(au['final_value_rms'])} (RMS) from "
+                f"the true values 0 after {n} sweeps.",
+                ab["final_weight_norm"] > 10 * ab["initial_weight_norm"]
+                and au["final_weight_norm"] < au["initial_weight_norm"]),
+        Finding(f"Random chain: each variant reaches its closed-form fixed point (distances "
+                f"{fmt(c['blocked']['dist_to_td_fixed_point'])} to w_TD and "
+                f"{fmt(c['unblocked']['dist_to_rg_fixed_point'])} to w_RG) and autograd matches "
+                f"both closed-form gradients to {fmt(max(c['blocked']['grad_max_err_vs_closed_form'], c['unblocked']['grad_max_err_vs_closed_form']))}; "
+                f"value error {fmt(c['blocked']['value_error'])} blocked vs "
+                f"{fmt(c['unblocked']['value_error'])} unblocked (best in the span "
+                f"{fmt(c['closed_form']['value_error_best'])}).",
+                c["blocked"]["dist_to_td_fixed_point"] < 1e-6
+                and c["unblocked"]["dist_to_rg_fixed_point"] < 1e-6
+                and max(c["blocked"]["grad_max_err_vs_closed_form"],
+                        c["unblocked"]["grad_max_err_vs_closed_form"]) < 1e-10),
+    ]
+    cost = run.costs.get("seconds_per_update", {}).get("baird", {})
+    if {"blocked", "unblocked"} <= set(cost):
+        out.append(Finding(f"An expected update on Baird's counterexample takes "
+                           f"{fmt(cost['blocked'], 's')} blocked and "
+                           f"{fmt(cost['unblocked'], 's')} unblocked (the unblocked graph also "
+                           f"runs through the target)."))
+    return out
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """A-split values and Baird's weight norm (the headline), then the random chain."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from toolkit.style import integer_ticks, variant_style
+
+    s = run.summary
+    figs: dict[str, Any] = {}
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    x = np.arange(len(STATES))
+    for i, v in enumerate(("blocked", "unblocked")):
+        style = variant_style(v)
+        vals = [s["a_split"][v]["values"][k] for k in STATES]
+        bars = ax.bar(x + (i - 0.5) * 0.38, vals, 0.36, color=style["color"],
+                      hatch="//" if v == "unblocked" else None, edgecolor="white",
+                      label=f"{v} ({'TD' if v == 'blocked' else 'naive residual gradient'})")
+        ax.bar_label(bars, labels=[fmt(val) for val in vals], fontsize=8, padding=2)
+    ref = variant_style("reference")["color"]
+    for j, k in enumerate(STATES):
+        ax.hlines(A_SPLIT_TRUE_VALUES[k], j - 0.45, j + 0.45, colors=ref, linestyles="-",
+                  lw=1.2, label="true value" if j == 0 else None)
+    ax.set_xticks(x, [f"state {k}" for k in STATES])
+    ax.set_ylabel("learned value")
+    ax.set_ylim(0, 1.45)
+    ax.set_title("A-split (Sutton & Barto, Example 11.2), γ = 1")
+    ax.legend(fontsize=8, loc="upper center", ncols=3, frameon=False)
+    figs["a_split_values"] = fig
+
+    baird = run.artifact("baird")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for v in ("blocked", "unblocked"):
+        norms = np.linalg.norm(baird[v], axis=1)
+        label = "blocked (semi-gradient TD)" if v == "blocked" else "unblocked (residual gradient)"
+        ax.plot(np.arange(len(norms)), norms, label=label, **variant_style(v))
+    ax.set_yscale("log")
+    ax.set_xlim(0, len(norms) - 1)
+    ax.set_xlabel("sweep")
+    ax.set_ylabel("weight norm ‖w‖")
+    integer_ticks(ax)
+    ax.set_title("Baird's counterexample (Example 11.1), expected updates")
+    ax.legend(fontsize=8)
+    figs["baird_weight_norm"] = fig
+
+    values = run.artifact("chain")
+    fig, ax = plt.subplots(figsize=(8.4, 3.6), layout="constrained")
+    states = np.arange(len(values["true"]))
+    ref_style = variant_style("reference")
+    ax.plot(states, values["true"], marker="o", color=ref_style["color"], label="true V")
+    ax.plot(states, values["best"], linestyle=":", color=ref_style["color"],
+            label="best in span(Φ)")
+    for v, key, name in (("blocked", "td", "TD fixed point"),
+                         ("unblocked", "rg", "residual-gradient fixed point")):
+        style = variant_style(v)
+        ax.plot(states, values[key], color=style["color"], linestyle=style["linestyle"],
+                lw=1, label=name)
+        ax.plot(states, values[v], "o" if v == "blocked" else "s", mfc="none",
+                color=style["color"], label=f"{v} (learned)")
+    ax.set_xlabel("state")
+    ax.set_ylabel("value")
+    integer_ticks(ax)
+    ax.set_title("random chain: learned values vs both fixed points")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    figs["chain_values"] = fig
+    return figs
