@@ -245,7 +245,7 @@ def findings(run: RunResults) -> list[Finding]:
         out.append(Finding(f"An expected update on Baird's counterexample takes "
                            f"{fmt(cost['blocked'], 's')} blocked and "
                            f"{fmt(cost['unblocked'], 's')} unblocked (the unblocked graph also "
-                           f"runs through the target)."))
+                           f"runs through the target).", None, "cost"))
     return out
 
 
