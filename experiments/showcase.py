@@ -146,14 +146,15 @@ def figures(run: RunResults) -> dict[str, Any]:
     """Wall time of each experiment's quick comparison (both variants together)."""
     import matplotlib.pyplot as plt
 
+    from toolkit.style import variant_style
+
     timers = run.costs.get("timers", {})
     names = [n for n in run.children if n in timers]
     if not names:
         return {}
-    fig, ax = plt.subplots(figsize=(6.4, 1.6 + 0.35 * len(names)))
-    ax.barh(names, [timers[n] for n in names], color="C2")
-    ax.set_xlabel("seconds (this machine)")
-    ax.set_title("time of each experiment's quick comparison")
+    fig, ax = plt.subplots(figsize=(6.4, 1.2 + 0.32 * len(names)), layout="constrained")
+    ax.barh(names, [timers[n] for n in names], color=variant_style("reference")["color"])
+    ax.set_xlabel("seconds on this machine (blocked and unblocked together)")
     ax.invert_yaxis()
-    fig.tight_layout()
-    return {"time": fig}
+    ax.grid(axis="x", alpha=0.3)
+    return {"time": (fig, "Wall time of each experiment's quick comparison in this run.")}

@@ -1,4 +1,4 @@
-"""The em_gmm experiment end to end through the runner, with its quick config."""
+"""The em_gmm experiment end to end through the runner, with its QUICK params."""
 
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ import numpy as np
 import pytest
 import torch
 
+import experiments.em_gmm as em_experiment
 from toolkit.algorithms.em import GMMParams, precisions_cholesky_from_covariances
-from toolkit.report import write_report
-from toolkit.runner import run_experiment
-
-CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
+from toolkit.report import text_problems, write_report
+from toolkit.runner import Finding, run_experiment
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("em_gmm")
-    return run_experiment(CONFIGS / "em_gmm_quick.toml", output_dir=out, finish=write_report)
+    return run_experiment("em_gmm", em_experiment.QUICK, dtype=em_experiment.DTYPE,
+                          device="cpu", disable_blocks=["em.*"], output_dir=out,
+                          finish=write_report)
 
 
 @pytest.mark.slow
@@ -56,6 +57,17 @@ def test_quick_run_reports_the_three_variants(quick_run) -> None:
     assert art["blocked_means"].shape == (3, 2)
     assert json.loads((run.run_dir / "meta.json").read_text())["blocks_seen"] == [
         "em.responsibilities"]
+
+
+def test_findings_verdicts_and_figures(quick_run) -> None:
+    items = em_experiment.findings(quick_run)
+    assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
+    assert [f.verdict for f in items if f.topic == "result"] == [True] * 4
+    # the reference reaches the good optimum from the shared start
+    assert quick_run.summary["closed_form"]["means_rmse"] < 0.5
+    for value in em_experiment.figures(quick_run).values():
+        fig, caption = value
+        assert text_problems(fig) == [], caption
 
 
 def test_parameter_errors_match_components_by_assignment() -> None:

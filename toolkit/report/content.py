@@ -188,7 +188,8 @@ def _overview(sections: list[Section], showcase: bool) -> str:
     findings = [f for s in sections for f in s.findings]
     yes = sum(f.verdict is True for f in findings)
     no = sum(f.verdict is False for f in findings)
-    what = (f"{len(sections)} experiments, each run" if showcase else "The experiment ran")
+    n = len(sections)
+    what = (f"{n} experiment{'s' * (n != 1)}, each run" if showcase else "The experiment ran")
     text = (f"{what} twice from the same seed: once with its stop_gradient block active "
             f"(“blocked”, the method as published) and once with the same code inside "
             f"disable_blocks (“unblocked”), where gradient flows through the blocked quantity. "
@@ -215,6 +216,10 @@ def build(run: RunResults) -> ReportContent:
         pairs = summary_pairs(view.summary)
         equal = [k for k, v in pairs.items() if v["blocked"] == v["unblocked"]]
         notes = []
+        if run.children:
+            dtype = view.config.get("dtype")
+            description = (f"{description} (run in {dtype})" if description and dtype
+                           else description)
         if not complete:
             notes.append(f"This run is {run.status}: the numbers below are what it wrote "
                          f"before it stopped; figures that need the rest are left out.")
