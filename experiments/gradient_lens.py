@@ -46,14 +46,24 @@ from toolkit import (
     trace_cuts,
 )
 from toolkit.measure import count_graph_nodes, measure_memory, race
-from toolkit.runner import ExperimentParams, RunContext, RunResults
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
-DESCRIPTION = "the gradient-flow lens: a DQN target and a GAN discriminator step, with and without the cut"
+DESCRIPTION = ("the gradient-flow lens: a DQN target and a GAN discriminator step, with and "
+               "without the cut")
 
 # The bootstrap target is a regression label: the target network must receive no gradient.
 TARGET_BLOCK = "gradient_lens.target"
 # The generator's sample is the discriminator's data: the D step must not reach the generator.
 FAKE_BLOCK = "gradient_lens.fake"
+STORY = Story(
+    compares="two everyday training steps, a DQN TD loss with a target network and a GAN "
+             "discriminator step, with their cuts named and switched off, seen through the lens",
+    block=f"{TARGET_BLOCK}: target = r + γ max Q_target(s'); "
+          f"{FAKE_BLOCK}: D(stop_gradient(G(z)))",
+    prediction="with the cuts the target network and the generator receive no gradient; "
+               "without them gradient leaks into both (a silent bug), while the network being "
+               "trained gets exactly the same gradient, and the leak costs time and memory",
+)
 
 
 class Params(ExperimentParams):
@@ -279,11 +289,7 @@ def run(params: Params, ctx: RunContext) -> None:
 # --- what the report shows ----------------------------------------------------------------------
 
 
-def _verdict(ok: bool) -> str:
-    return "as predicted" if ok else "not as predicted"
-
-
-def findings(run: RunResults) -> list[str]:
+def findings(run: RunResults) -> list[Finding]:
     """Five sentences with their numbers and verdicts, from ``summary.json`` and ``costs.json``."""
     s, c = run.summary, run.costs
     tb, tu = s["blocked"]["td"], s["unblocked"]["td"]
@@ -293,49 +299,57 @@ def findings(run: RunResults) -> list[str]:
     online = next(r for r in s["flow"]["td"] if r["group"] == "online")
     disc = next(r for r in s["flow"]["gan"] if r["group"] == "discriminator")
     out = [
-        f"DQN target: with the cut, {tb['target_params_with_gradient']} of {n_target} "
-        f"target-network parameters received gradient and SGD on agent.parameters() moved the "
-        f"target network by {tb['final_target_drift']:.3g} in {n_steps} steps; without it, "
-        f"{n_target} of {n_target} received gradient (norm {tu['target_grad_norm']:.3g}) and the "
-        f"target network drifted by {tu['final_target_drift']:.3g}: "
-        + _verdict(tb["target_params_with_gradient"] == 0 and tb["final_target_drift"] == 0
-                   and n_target > 0 and tu["final_target_drift"] > 0) + ".",
-        f"assert_no_gradient(loss, target network) {tb['assert_no_gradient']} with the cut and "
-        f"{tu['assert_no_gradient']} without it, naming {len(tu['leaking'])} of {n_target} "
-        f"parameters (shortest path: {tu['shortest_leak'].partition(': ')[2]}): "
-        + _verdict(tb["assert_no_gradient"] == "passed" and tu["assert_no_gradient"] == "failed"
-                   and len(tu["leaking"]) == n_target) + ".",
-        f"Both cuts change who receives gradient, not the gradient of the network being trained: "
-        f"cosine {online['cosine']:.4f} for the online network and {disc['cosine']:.4f} for the "
-        f"discriminator between blocked and unblocked, relative differences "
-        f"{online['rel_diff']:.2g} and {disc['rel_diff']:.2g}: "
-        + _verdict(min(online["cosine"], disc["cosine"]) > 1 - 1e-6) + ".",
-        f"GAN discriminator step: without the cut gradient reached {gu['generator_params_with_gradient']}"
-        f" generator parameters (norm {gu['generator_grad_norm']:.3g}) and backward filled "
-        f"{gu['generator_grads_filled']} generator .grad tensors; with it "
-        f"{gb['generator_params_with_gradient']} and {gb['generator_grads_filled']}: "
-        + _verdict(gb["generator_params_with_gradient"] == 0 and gb["generator_grads_filled"] == 0
-                   and gu["generator_params_with_gradient"] > 0) + ".",
+        Finding(f"DQN target: with the cut {tb['target_params_with_gradient']} of {n_target} "
+                f"target-network parameters received gradient and {n_steps} SGD steps on "
+                f"agent.parameters() moved the target network by "
+                f"{fmt(tb['final_target_drift'])}; without it all {n_target} received gradient "
+                f"(norm {fmt(tu['target_grad_norm'])}) and the target drifted by "
+                f"{fmt(tu['final_target_drift'])}.",
+                tb["target_params_with_gradient"] == 0 and tb["final_target_drift"] == 0
+                and n_target > 0 and tu["final_target_drift"] > 0),
+        Finding(f"assert_no_gradient(loss, target network) {tb['assert_no_gradient']} with the "
+                f"cut and {tu['assert_no_gradient']} without it, naming {len(tu['leaking'])} of "
+                f"{n_target} parameters (shortest path: "
+                f"{tu['shortest_leak'].partition(': ')[2]}).",
+                tb["assert_no_gradient"] == "passed" and tu["assert_no_gradient"] == "failed"
+                and len(tu["leaking"]) == n_target),
+        Finding(f"The cuts change who receives gradient, not the gradient of the network being "
+                f"trained: cosine {fmt(online['cosine'], digits=4)} (online network) and "
+                f"{fmt(disc['cosine'], digits=4)} (discriminator) between blocked and unblocked.",
+                min(online["cosine"], disc["cosine"]) > 1 - 1e-6),
+        Finding(f"GAN discriminator step: without the cut gradient reached "
+                f"{gu['generator_params_with_gradient']} generator parameters (norm "
+                f"{fmt(gu['generator_grad_norm'])}) and backward filled "
+                f"{gu['generator_grads_filled']} generator .grad tensors; with it "
+                f"{gb['generator_params_with_gradient']} and {gb['generator_grads_filled']}.",
+                gb["generator_params_with_gradient"] == 0 and gb["generator_grads_filled"] == 0
+                and gu["generator_params_with_gradient"] > 0),
     ]
     gan_cost = c.get("gan", {})
     memory = gan_cost.get("memory", {})
     if gan_cost and memory:
         ratio = gan_cost["time_ratio_unblocked_over_blocked"]
         saved = memory["saved_bytes_ratio_unblocked_over_blocked"]
-        out.append(
-            f"The leak costs the discriminator step {ratio:.2f}x its blocked time (median of "
-            f"{gan_cost['rounds']} interleaved rounds, {gan_cost['blocked_seconds'] * 1e3:.3g} ms "
-            f"blocked) and {saved:.2f}x the bytes saved for backward "
-            f"({memory['blocked']['saved_tensor_bytes'] / 1e6:.3g} MB vs "
-            f"{memory['unblocked']['saved_tensor_bytes'] / 1e6:.3g} MB), with "
-            f"{gu['graph_nodes']} autograd nodes instead of {gb['graph_nodes']}: "
-            + _verdict(ratio > 1 and saved > 1) + ".")
+        out.append(Finding(
+            f"The leak costs the discriminator step {fmt(ratio)}x its blocked time (median of "
+            f"{gan_cost['rounds']} interleaved rounds, {fmt(gan_cost['blocked_seconds'], 's')} "
+            f"blocked) and {fmt(saved)}x the bytes saved for backward "
+            f"({fmt(memory['blocked']['saved_tensor_bytes'], 'B')} vs "
+            f"{fmt(memory['unblocked']['saved_tensor_bytes'], 'B')}), with "
+            f"{gu['graph_nodes']} autograd nodes instead of {gb['graph_nodes']}.",
+            ratio > 1 and saved > 1, "cost"))
     return out
 
 
 def figures(run: RunResults) -> dict[str, Any]:
     """Each case's backward graph with its cut marked, drawn from the saved graph data."""
-    return {f"graph_{case}": draw_gradient_graph(run.artifact(f"graph_{case}"),
-                                                 title=title)
+    captions = {
+        "td": "The DQN TD loss: behind the cut (dashed) lies the whole target network, which "
+              "receives no gradient with the block.",
+        "gan": "The GAN discriminator step: behind the cut on the fake samples lies the whole "
+               "generator, greyed: with the block no gradient reaches it.",
+    }
+    return {f"graph_{case}": (draw_gradient_graph(run.artifact(f"graph_{case}"), title=title),
+                              captions[case])
             for case, title in (("td", f"DQN TD loss: the cut {TARGET_BLOCK!r}"),
                                 ("gan", f"GAN discriminator step: the cut {FAKE_BLOCK!r}"))}

@@ -11,8 +11,8 @@ import torch
 import experiments.gradient_lens as gradient_lens
 from toolkit import disable_blocks
 from toolkit.core import GradientGraph, gradient_path
-from toolkit.report import write_report
-from toolkit.runner import load_config, run_experiment
+from toolkit.report import text_problems, write_report
+from toolkit.runner import Finding, load_config, run_experiment
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 
@@ -68,12 +68,15 @@ def test_the_discriminator_step_reaches_the_generator_without_the_cut(quick_run)
 @pytest.mark.slow
 def test_findings_figures_and_artifacts(quick_run) -> None:
     found = gradient_lens.findings(quick_run)
-    assert 3 <= len(found) <= 6
-    for sentence in found[:4]:  # the fifth depends on timings: its verdict is not asserted
-        assert sentence.endswith(": as predicted."), sentence
-    assert found[4].endswith(("as predicted.", "not as predicted."))
-    assert "0 of 6 target-network parameters" in found[0]
-    assert "(shortest path: SmoothL1Loss -> Add -> Mul -> Max -> Addmm -> target.4.bias)" in found[1]
+    assert 3 <= len(found) <= 6 and all(isinstance(f, Finding) for f in found)
+    for finding in found[:4]:  # the fifth depends on timings: its verdict is not asserted
+        assert finding.verdict is True and finding.topic == "result", finding
+    assert found[4].topic == "cost"
+    assert "0 of 6 target-network parameters" in found[0].text
+    assert "(shortest path: SmoothL1Loss -> Add -> Mul -> Max -> Addmm -> target.4.bias)" in \
+        found[1].text
+    for fig, caption in gradient_lens.figures(quick_run).values():
+        assert text_problems(fig) == [], caption
     figures = quick_run.run_dir / "figures"
     assert (figures / "graph_td.png").exists() and (figures / "graph_gan.png").exists()
     graph = GradientGraph.from_dict(quick_run.artifact("graph_td"))
