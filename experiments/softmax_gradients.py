@@ -33,17 +33,29 @@ References:
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from toolkit import compare_gradients, disable_blocks
-from toolkit.algorithms.softmax import naive_softmax, stable_softmax
+from toolkit import compare_gradients, disable_blocks, gradient_graph
+from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
 from toolkit.measure import count_graph_nodes, measure_memory, time_fn
-from toolkit.runner import ExperimentParams, RunContext, RunResults
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
-DESCRIPTION = "softmax: gradient through the max (blocked vs not) over scales and dtypes; overflow; cost"
+DESCRIPTION = ("softmax: gradient through the max (blocked vs not) over scales and dtypes; "
+               "overflow; cost")
+STORY = Story(
+    compares="the gradient of the stable softmax with the max shift blocked and not, against "
+             "torch.softmax's float64 gradient, over logit scales 1 to 10⁴ in four precisions "
+             "(also with tied maxima); the naive exp(x)/Σexp(x); and the cost of each",
+    block=f"{BLOCK}: softmax(x) = softmax(x − stop_gradient(max x))",
+    prediction="softmax is shift-invariant, so the gradient through the max is zero: blocked "
+               "and unblocked agree to rounding everywhere; the block only saves graph, time "
+               "and memory, while the shift itself keeps exp from overflowing above "
+               "log(finfo.max)",
+)
 
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -374,6 +386,62 @@ def run(params: Params, ctx: RunContext) -> None:
             cost_summary, costs = run_costs(params, ctx)
         ctx.summary(**cost_summary)
         ctx.costs(**costs)
+    x = torch.tensor([[1.0, 3.0, 2.0], [0.5, 0.5, -1.0]], requires_grad=True)
+    w = torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, 1.0]])
+    ctx.save_artifact("graph", gradient_graph(lambda: (stable_softmax(x) * w).sum(),
+                                              {"logits": [x]}).to_dict())
+
+
+_SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
+
+
+def findings(run: RunResults) -> list[Finding]:
+    """Four sentences with their numbers and verdicts, from ``summary.json`` and ``costs.json``."""
+    s, c = run.summary, run.costs
+    diff = s["blocked_vs_unblocked"]["max_abs_diff"]
+    eps = {name: torch.finfo(DTYPES[name]).eps for name in diff}
+    worst = {name: max(v for v in kinds.values() if v is not None)
+             for name, kinds in diff.items()}
+    out = [Finding(
+        "Blocked and unblocked gradients agree to rounding at every scale: the largest "
+        "difference is " + ", ".join(f"{fmt(worst[n])} in {n} (eps {fmt(eps[n])})"
+                                     for n in worst)
+        + (f"; with tied maxima {fmt(diff['float64']['tied'])} in float64" if "float64" in diff
+           else "") + ".",
+        all(worst[n] <= 64 * eps[n] for n in worst))]
+    err = s["blocked"]["grad_max_abs_err_vs_float64"]
+    ref = s["torch"]["grad_max_abs_err_vs_float64"]
+    if "float32" in err:
+        b32, t32 = max(err["float32"].values()), max(ref["float32"].values())
+        out.append(Finding(f"In float32 the blocked gradient is within {fmt(b32)} of "
+                           f"torch.softmax's float64 gradient, as close as torch.softmax in "
+                           f"float32 itself ({fmt(t32)}).", b32 <= 2 * t32 + 1e-12))
+    naive = s["naive"]
+    out.append(Finding(
+        "The naive form overflows at " + ", ".join(
+            f"c = {fmt(d['threshold_first_failing'], digits=4)} in {n} (log finfo.max = "
+            f"{fmt(d['log_finfo_max'], digits=4)})" for n, d in naive.items()
+            if n in ("float32", "float16"))
+        + "; the stable form gave no non-finite row at any scale ("
+        + ", ".join(f"{n}: {fmt(v)}" for n, v in s["stable"]["nonfinite_rows_any_scale"].items())
+        + ").",
+        all(abs(d["threshold_first_failing"] - d["log_finfo_max"]) <= 0.01 * d["log_finfo_max"]
+            for d in naive.values())
+        and not any(s["stable"]["nonfinite_rows_any_scale"].values())))
+    labels = [k for k in s["blocked"] if _SHAPE.match(k)]
+    if labels:
+        label = labels[0]
+        b, u = s["blocked"][label], s["unblocked"][label]
+        ratio = c.get("ratios", {}).get(label, {}).get("blocked_over_unblocked")
+        out.append(Finding(
+            f"The block saves graph and memory ({label}, float32): {b['graph_nodes']} autograd "
+            f"nodes instead of {u['graph_nodes']}, {fmt(b['saved_tensor_bytes'], 'B')} saved "
+            f"for backward instead of {fmt(u['saved_tensor_bytes'], 'B')}"
+            + (f"; forward+backward takes {fmt(ratio)}x the unblocked time" if ratio else "")
+            + ".",
+            b["graph_nodes"] < u["graph_nodes"]
+            and b["saved_tensor_bytes"] < u["saved_tensor_bytes"], "cost"))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,97 +453,121 @@ def _floor(values: list[float | None], floor: float) -> list[float]:
 
 
 def figures(run: RunResults) -> dict[str, Any]:
-    """Gradient error vs scale per dtype; naive vs stable overflow; cost bars."""
+    """Gradient error vs scale per dtype; naive vs stable overflow; cost bars; the graph."""
     import matplotlib.pyplot as plt
+
+    from toolkit import draw_gradient_graph
+    from toolkit.style import EXTRA_COLORS, variant_style
 
     out: dict[str, Any] = {}
     grads = run.artifact("gradients")
     scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
     floor = 1e-20
-    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(3.6 * len(dtypes), 3.0 * len(KINDS)),
-                             squeeze=False, sharey=True, sharex=True)
-    styles = {"blocked": ("C0", "-", "o"), "unblocked": ("C1", "--", "s"),
-              "torch": ("C2", ":", "^"), "upcast": ("C4", "-.", "v")}
+    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(3.6 * len(dtypes), 3.0 * len(KINDS) + 0.8),
+                             squeeze=False, sharey=True, sharex=True, layout="constrained")
+    names = {"blocked": "blocked", "unblocked": "unblocked", "torch": "torch.softmax",
+             "upcast": "blocked, float32 compute"}
+    markers = {"blocked": "o", "unblocked": "s", "torch": "^", "upcast": "v"}
+    others: list[str] = []
     for row, kind in enumerate(KINDS):
         for ax, name in zip(axes[row], dtypes):
             rows = res[name][kind]
-            for v, (color, ls, marker) in styles.items():
+            for v, label in names.items():
                 if rows[0].get(v) is None:
                     continue
-                ax.plot(scales, _floor([r[v]["max_abs_err"] for r in rows], floor), color=color,
-                        linestyle=ls, marker=marker, ms=3, mfc="none", label=f"{v} vs float64")
+                ax.plot(scales, _floor([r[v]["max_abs_err"] for r in rows], floor),
+                        marker=markers[v], ms=3, mfc="none", label=f"{label} vs float64",
+                        **variant_style(v if v != "upcast" else "upcast", others))
             ax.plot(scales, _floor([r["blocked_vs_unblocked"]["max_abs_diff"] for r in rows],
                                    floor), color="k", marker="x", ms=4, linestyle="-", lw=0.8,
                     label="|blocked − unblocked|")
-            ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6)
+            ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6, label="dtype eps")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"{name}, {kind} logits" + (" (tied maxima)" if kind == "tied" else ""),
                          fontsize=9)
+            ax.grid(alpha=0.3)
             if row == len(KINDS) - 1:
                 ax.set_xlabel("logit scale s")
-        axes[row][0].set_ylabel(f"max |grad error|\n(0 drawn at {floor:g})")
+        axes[row][0].set_ylabel(f"max |gradient error|\n(0 drawn at {floor:g})")
     handles, labels = [], []
     for ax in axes.flat:  # the legend of the panel with the most lines
         h, lab = ax.get_legend_handles_labels()
         if len(h) > len(handles):
             handles, labels = h, lab
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7)
-    fig.suptitle("softmax gradient vs torch.softmax's float64 gradient (grey: dtype eps)")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    out["gradient_difference_vs_scale"] = fig
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7)
+    fig.suptitle("softmax gradient against torch.softmax's float64 gradient", fontsize=10)
+    out["gradient_difference_vs_scale"] = (
+        fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales, "
+             "per precision, for random and tied logits; the black crosses are the difference "
+             "between blocked and unblocked, which stays at the rounding level (grey: the "
+             "dtype's eps).")
 
     failure = run.artifact("failure")
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.6),
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained",
                                   gridspec_kw={"width_ratios": [2, 1]})
-    names = list(failure["dtypes"])
-    for i, name in enumerate(names):
+    dnames = list(failure["dtypes"])
+    for i, name in enumerate(dnames):
         d = failure["dtypes"][name]
-        color = f"C{i}"
-        ax.plot(failure["scales"], d["naive_nonfinite_fraction"], color=color, label=f"naive {name}")
+        color = EXTRA_COLORS[i % len(EXTRA_COLORS)]
+        ax.plot(failure["scales"], d["naive_nonfinite_fraction"], color=color,
+                label=f"naive {name}")
         ax.plot(failure["scales"], d["stable_nonfinite_fraction"], color=color, linestyle=":",
                 label=f"stable {name}")
     ax.set_xscale("log")
     ax.set_xlabel("logit scale s (inputs s·u, u ~ N(0, 1))")
     ax.set_ylabel("fraction of rows with inf/nan")
-    ax.set_title("naive exp(x)/Σexp(x) vs stable softmax")
-    ax.legend(fontsize=7)
-    pos = range(len(names))
+    ax.set_title("naive exp(x)/Σexp(x) vs stable softmax", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    pos = range(len(dnames))
     ax2.bar([p - 0.2 for p in pos], [failure["dtypes"][n]["threshold_first_failing"]
-                                     for n in names], width=0.4, label="first failing c")
-    ax2.bar([p + 0.2 for p in pos], [failure["dtypes"][n]["log_finfo_max"] for n in names],
-            width=0.4, label="log(finfo.max)")
-    for p, n in zip(pos, names):
-        ax2.text(p, failure["dtypes"][n]["threshold_first_failing"],
+                                     for n in dnames], width=0.4, label="first failing c",
+            color=variant_style("unblocked")["color"])
+    ax2.bar([p + 0.2 for p in pos], [failure["dtypes"][n]["log_finfo_max"] for n in dnames],
+            width=0.4, label="log(finfo.max)", color=variant_style("reference")["color"])
+    for p, n in zip(pos, dnames):
+        ax2.text(p - 0.2, failure["dtypes"][n]["threshold_first_failing"],
                  f"{failure['dtypes'][n]['threshold_first_failing']:.4g}", ha="center",
                  va="bottom", fontsize=7)
-    ax2.set_xticks(list(pos), names, fontsize=8)
+    ax2.set_xticks(list(pos), dnames, fontsize=8)
     ax2.set_yscale("log")
-    ax2.set_title("naive_softmax([c, 0]) overflows at c")
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    out["naive_vs_stable_failure"] = fig
+    ax2.set_ylim(top=max(failure["dtypes"][n]["log_finfo_max"] for n in dnames) * 4)
+    ax2.set_title("naive_softmax([c, 0]) overflows at c", fontsize=10)
+    ax2.legend(fontsize=7, loc="upper right")
+    out["naive_vs_stable_failure"] = (
+        fig, "Left: rows that overflow with the naive form as the logits grow (the stable form "
+             "never does); right: the smallest c at which naive_softmax([c, 0]) fails, equal to "
+             "log(finfo.max) of each precision.")
 
     costs, summary = run.costs, run.summary
-    labels = [k for k in costs.get("blocked", {}) if "x" in k]
+    labels = [k for k in costs.get("blocked", {}) if _SHAPE.match(k)]
     if labels:
         metrics = [("time_median_s", "forward+backward time [ms]", 1e3, costs),
                    ("graph_nodes", "autograd nodes", 1, summary),
                    ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
                    ("saved_tensor_bytes", "saved for backward [MiB]", 1 / 2**20, summary)]
-        fig, axes = plt.subplots(len(labels), len(metrics),
-                                 figsize=(3.3 * len(metrics), 2.8 * len(labels)), squeeze=False)
+        fig, axes = plt.subplots(len(labels), len(metrics), layout="constrained",
+                                 figsize=(3.4 * len(metrics), 2.9 * len(labels)), squeeze=False)
+        colors = [variant_style(v)["color"] if v != "fused" else EXTRA_COLORS[0]
+                  for v in COST_VARIANTS]
         for i, label in enumerate(labels):
             for j, (key, title, factor, source) in enumerate(metrics):
                 ax = axes[i][j]
                 values = [source.get(v, {}).get(label, {}).get(key) for v in COST_VARIANTS]
                 heights = [math.nan if val is None else val * factor for val in values]
-                ax.bar(COST_VARIANTS, heights, color=["C0", "C1", "C2", "C3"])
+                ax.bar(range(len(COST_VARIANTS)), heights, color=colors)
                 for k, h in enumerate(heights):
                     if h == h:
                         ax.text(k, h, f"{h:.3g}", ha="center", va="bottom", fontsize=7)
+                ax.set_xticks(range(len(COST_VARIANTS)), COST_VARIANTS, fontsize=7)
+                ax.margins(y=0.2)
                 ax.set_title(f"{title}\n{label} float32", fontsize=8)
                 ax.tick_params(labelsize=7)
-        fig.tight_layout()
-        out["cost_bars"] = fig
+        out["cost_bars"] = (fig, "Cost of one forward+backward (float32): time, autograd nodes, "
+                                 "peak memory and bytes saved for backward per variant.")
+    if "graph" in run.artifact_names():
+        out["graph"] = (draw_gradient_graph(run.artifact("graph")),
+                        "The backward graph of the stable softmax with its cut softmax.max "
+                        "marked: behind it (dashed) the max, which gradient never needs.")
     return out

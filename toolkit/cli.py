@@ -333,6 +333,11 @@ def _print_findings(run_dir: Path) -> None:
     from toolkit.runner import read_findings
 
     findings = read_findings(run_dir)
+    path = run_dir / "findings.json"
+    problems = json.loads(path.read_text(encoding="utf-8")).get("problems", []) \
+        if path.is_file() else []
+    for problem in problems:
+        print(f"toolkit: warning: {problem}", file=sys.stderr)
     for section, items in findings.items():
         print(f"{section}:")
         for f in items:

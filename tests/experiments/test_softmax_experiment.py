@@ -12,8 +12,8 @@ import torch
 
 from experiments import softmax_gradients as exp
 from toolkit.algorithms.softmax import naive_softmax
-from toolkit.report import write_report
-from toolkit.runner import run_experiment
+from toolkit.report import text_problems, write_report
+from toolkit.runner import Finding, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,8 +83,8 @@ def test_quick_params_validate_and_errors():
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("softmax_runs")
-    return run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=out,
-                          finish=write_report)
+    return run_experiment("softmax_gradients", exp.QUICK, device="cpu",
+                          disable_blocks=["softmax.*"], output_dir=out, finish=write_report)
 
 
 @pytest.mark.slow
@@ -122,8 +122,19 @@ def test_quick_run_end_to_end(quick_run):
 
 
 @pytest.mark.slow
+def test_findings_and_figures(quick_run):
+    items = exp.findings(quick_run)
+    assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
+    assert [f.verdict for f in items] == [True] * len(items)  # deterministic quantities only
+    assert items[-1].topic == "cost"
+    for fig, caption in exp.figures(quick_run).values():
+        assert text_problems(fig) == [], caption
+
+
+@pytest.mark.slow
 def test_summary_is_deterministic(quick_run, tmp_path):
-    again = run_experiment(ROOT / "configs" / "softmax_quick.toml", output_dir=tmp_path)
+    again = run_experiment("softmax_gradients", exp.QUICK, device="cpu",
+                           disable_blocks=["softmax.*"], output_dir=tmp_path)
     assert json.dumps(again.summary, sort_keys=True) == json.dumps(quick_run.summary,
                                                                    sort_keys=True)
 
