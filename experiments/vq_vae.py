@@ -69,7 +69,7 @@ class Params(ExperimentParams):
     test_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share of the digits")
 
 
-QUICK: dict[str, Any] = {"epochs": 8}
+QUICK: dict[str, Any] = {"epochs": 12}
 
 
 def run(params: Params, ctx: RunContext) -> None:

@@ -155,6 +155,10 @@ def _figures(view: RunResults, prefix: str, problems: list[str], complete: bool
     for i, (name, fig, caption) in enumerate(_experiment_figures(view, problems, not complete)):
         items.append(FigureItem(_SAFE.sub("_", f"{prefix}{name}"), caption, _png(fig),
                                 headline=i < HEADLINE))
+    if items:
+        # the experiment draws its own results; the generic views of the same numbers would
+        # only repeat them (every number stays in the tables and metrics.jsonl)
+        return items
     try:
         defaults = default_figures(view)
     except Exception as err:
