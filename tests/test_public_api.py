@@ -30,3 +30,14 @@ def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
             "assert not heavy, heavy\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_no_source_file_over_500_lines() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [p for folder in ("toolkit", "experiments", "benchmarks", "scripts", "tests")
+             for p in (root / folder).rglob("*.py")]
+    long = {str(p.relative_to(root)): n for p in files
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert not long, long

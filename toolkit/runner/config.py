@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from toolkit._validation import resolve_device as _resolve_device
 from toolkit.runner import tomlio
+from toolkit.runner.config_errors import Sources, pydantic_error
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, suggest
 
 __all__ = [
@@ -247,62 +248,7 @@ def _set_path(data: dict[str, Any], parts: list[str], value: Any, source: str) -
 
 # ----------------------------------------------------------------------------- validation
 
-_FIXES = {
-    "greater_than": "use a value > {gt}",
-    "greater_than_equal": "use a value >= {ge}",
-    "less_than": "use a value < {lt}",
-    "less_than_equal": "use a value <= {le}",
-    "int_parsing": "use an integer such as 10",
-    "int_type": "use an integer such as 10",
-    "int_from_float": "use an integer such as 10 (no fractional part)",
-    "float_parsing": "use a number such as 0.5",
-    "float_type": "use a number such as 0.5",
-    "bool_parsing": "use true or false",
-    "bool_type": "use true or false",
-    "string_type": 'use a quoted string such as "text"',
-    "list_type": "use a list such as [1, 2]",
-    "tuple_type": "use a list such as [1, 2]",
-    "dict_type": "use a table",
-    "literal_error": "use one of {expected}",
-    "enum": "use one of {expected}",
-    "missing": "add this key",
-    "too_short": "give at least {min_length} item(s)",
-    "too_long": "give at most {max_length} item(s)",
-    "string_too_short": "give at least {min_length} character(s)",
-    "string_pattern_mismatch": "use a value matching {pattern}",
-    "value_error": "",
-}
-
-
-def _pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
-                    source_of: Any) -> ConfigError:
-    """The first validation error of ``err`` as a one-line ConfigError."""
-    first = err.errors()[0]
-    loc = [str(p) for p in first["loc"]]
-    key = ".".join([prefix, *loc] if prefix else loc)
-    source = source_of(key)
-    if first["type"] == "extra_forbidden":
-        fields = _fields_at(model, loc[:-1])
-        hint = suggest(loc[-1], fields)
-        valid = ", ".join(fields) if fields else "none"
-        fix = f"{hint} (valid keys: {valid})" if hint else f"valid keys: {valid}"
-        return ConfigError(source, key, "unknown key", fix)
-    ctx = dict(first.get("ctx") or {})
-    template = _FIXES.get(first["type"], "")
-    try:
-        fix = template.format(**ctx)
-    except (KeyError, IndexError):
-        fix = ""
-    description = _description(model, loc)
-    if description:
-        fix = f"{fix} ({loc[-1]}: {description})" if fix else f"{loc[-1]}: {description}"
-    problem = first["msg"].removeprefix("Value error, ")
-    if first["type"] not in ("missing", "value_error"):
-        problem += f", got {first.get('input')!r}"
-    return ConfigError(source, key, problem, fix)
-
-
-def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: _Sources) -> None:
+def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: Sources) -> None:
     """An unknown top-level key that is a parameter of the experiment: suggest ``params.<key>``."""
     first = err.errors()[0]
     if first["type"] != "extra_forbidden" or len(first["loc"]) != 1:
@@ -321,21 +267,6 @@ def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: _Sou
                           f"write --set params.{key}=... or put it under [params])") from None
 
 
-def _fields_at(model: type[BaseModel], loc: list[str]) -> list[str]:
-    current: Any = model
-    for part in loc:
-        info = getattr(current, "model_fields", {}).get(part)
-        if info is None:
-            return []
-        current = info.annotation
-    return list(getattr(current, "model_fields", {}))
-
-
-def _description(model: type[BaseModel], loc: list[str]) -> str:
-    info = model.model_fields.get(loc[0]) if loc else None
-    return (info.description or "") if info is not None and len(loc) == 1 else ""
-
-
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in table.items():
@@ -345,24 +276,6 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[path] = value
     return flat
-
-
-class _Sources:
-    """Which input (file, ``--set``, ``[sweep]``) a key path came from, for error messages."""
-
-    def __init__(self, path: str, overrides: Sequence[tuple[str, str]]) -> None:
-        self.path = path
-        self.overrides = list(overrides)  # (dotted key, original text)
-        self.sweep: set[str] = set()
-
-    def __call__(self, key: str) -> str:
-        for okey, text in reversed(self.overrides):
-            if key == okey or key.startswith(okey + ".") or okey.startswith(key + "."):
-                return f"--set {text}"
-        for skey in self.sweep:
-            if key == skey or key.startswith(skey + "."):
-                return f"{self.path} [sweep]"
-        return self.path
 
 
 def _load_experiment(name: str, source: str):
@@ -379,7 +292,7 @@ def _load_experiment(name: str, source: str):
                           f"{err.problem}", "fix that module (see `toolkit list`)") from None
 
 
-def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: _Sources
+def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: Sources
                      ) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise ConfigError(sources("params"), "params", f"must be a table, got {raw!r}",
@@ -387,7 +300,7 @@ def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: _Sources
     try:
         model = experiment.Params.model_validate(dict(raw))
     except ValidationError as err:
-        raise _pydantic_error(err, experiment.Params, prefix="params",
+        raise pydantic_error(err, experiment.Params, prefix="params",
                               source_of=sources) from None
     return model.model_dump(mode="json")
 
@@ -397,14 +310,14 @@ def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = 
                 disable_blocks: Sequence[str] = ("*",), output_dir: str | Path = "results",
                 threads: int = 1, source: str = "<python>") -> RunConfig:
     """Validate one run given in Python (the same checks as a config file)."""
-    sources = _Sources(source, [])
+    sources = Sources(source, [])
     raw: dict[str, Any] = {"experiment": experiment, "seed": seed, "device": device,
                            "dtype": dtype, "disable_blocks": list(disable_blocks),
                            "threads": threads, "output_dir": str(output_dir)}
     try:
         common = _FileConfig.model_validate(raw)
     except ValidationError as err:
-        raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+        raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
     exp = _load_experiment(common.experiment, source)
     if isinstance(params, BaseModel):
         params = params.model_dump(mode="json")
@@ -463,7 +376,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
     path = Path(path)
     raw = _read(path)
     parsed = [(parse_override(text), text) for text in overrides]
-    sources = _Sources(str(path), [(key, text) for (key, _), text in parsed])
+    sources = Sources(str(path), [(key, text) for (key, _), text in parsed])
     for (key, value), text in parsed:
         # an overridden seed/seeds replaces the other one of the file
         if key in ("seed", "seeds"):
@@ -475,7 +388,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
         common = _FileConfig.model_validate(raw)
     except ValidationError as err:
         _misplaced_param(err, raw, sources)
-        raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+        raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
     source = str(path)
     if common.seed is not None and common.seeds is not None:
         raise ConfigError(sources("seeds"), "seeds", "both `seed` and `seeds` are set",
@@ -529,7 +442,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
         try:
             m = _FileConfig.model_validate(member)
         except ValidationError as err:
-            raise _pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+            raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
         values = _validate_params(exp, m.params, sources)
         resolve_device(m.device, source=sources("device"))
         for seed in run_seeds:
