@@ -62,7 +62,7 @@ class Params(ExperimentParams):
     dataset: Literal["bas", "digits"] = Field(
         "bas", description="bas: bars and stripes 4×4 (32 patterns, Shark's duplicates); "
                            "digits: scikit-learn's 8×8 digits thresholded at 0.5 (1797)")
-    n_hidden: int = Field(8, ge=1, le=20, description="hidden units (≤ 20: exact log Z)")
+    n_components: int = Field(8, ge=1, le=20, description="hidden units (≤ 20: exact log Z)")
     methods: list[str] = Field(["cd1", "cd10", "pcd"],
                                description="training methods: cd1, cd10, pcd (PCD-1)")
     chain: Literal["mean_field"] = Field(
@@ -75,7 +75,7 @@ class Params(ExperimentParams):
                                           "toolkit's estimator (CD-1, PCD-1) with the same settings")
     learning_rate: float = Field(0.05, gt=0, description="SGD step size (per-sample, as sklearn)")
     batch_size: int = Field(32, ge=1, description="mini-batch size (32 = full batch for bas)")
-    epochs: int = Field(2000, ge=1, description="passes over the data")
+    n_iter: int = Field(2000, ge=1, description="passes over the data (epochs)")
     n_chains: int = Field(32, ge=1, description="persistent chains for PCD")
     init: Literal["uniform", "normal"] = Field(
         "uniform", description="weights U(−0.1, 0.1) (Shark) or N(0, 0.01²) (scikit-learn)")
@@ -94,7 +94,7 @@ class Params(ExperimentParams):
         return methods
 
 
-QUICK: dict[str, Any] = {"epochs": 200, "learning_rate": 0.3, "log_every": 20,
+QUICK: dict[str, Any] = {"n_iter": 200, "learning_rate": 0.3, "log_every": 20,
                          "sample_steps": 200}
 
 
@@ -155,12 +155,11 @@ def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int
             })
         return False
 
-    rbm = BernoulliRBM(params.n_hidden, method=kind, k=k, chain=chain,
-                       learning_rate=params.learning_rate, batch_size=params.batch_size,
-                       epochs=params.epochs, n_chains=params.n_chains, init=params.init,
-                       dtype=dtype, device=device, random_state=seed, verbose=False,
-                       callback=callback).fit(X)
-    p = RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    rbm = BernoulliRBM(params.n_components, learning_rate=params.learning_rate,
+                       batch_size=params.batch_size, n_iter=params.n_iter, random_state=seed,
+                       method=kind, k=k, chain=chain, n_chains=params.n_chains, shuffle=True,
+                       init=params.init, device=device, dtype=dtype, callback=callback).fit(X)
+    p = RBMParams(rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_)
     diverged = not all(bool(torch.isfinite(t).all()) for t in p)
     # the state after training: after the last epoch, or one epoch after the one that diverged
     final_step = rbm.n_iter_ + 1 if diverged else rbm.n_iter_
@@ -198,30 +197,30 @@ def _summary_of(result: dict[str, Any], X: torch.Tensor, dataset: str) -> dict[s
 
 
 def run_peers(X: torch.Tensor, params: Params, ctx: RunContext) -> dict[str, Any]:
-    """scikit-learn's BernoulliRBM (PCD-1) and this toolkit's estimator with scikit-learn's
-    settings (weights N(0, 0.01²), ``batch_size`` persistent chains), CD-1 and PCD-1."""
+    """scikit-learn's BernoulliRBM (PCD-1) and this toolkit's estimator with the same
+    parameters: its defaults are scikit-learn's algorithm (PCD-1), and CD-1."""
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
     summary: dict[str, Any] = {}
-    sk = SkRBM(n_components=params.n_hidden, learning_rate=params.learning_rate,
-               batch_size=params.batch_size, n_iter=params.epochs, random_state=ctx.seed)
+    sk = SkRBM(n_components=params.n_components, learning_rate=params.learning_rate,
+               batch_size=params.batch_size, n_iter=params.n_iter, random_state=ctx.seed)
     with ctx.timer("sklearn_fit"):
         sk.fit(X.to(torch.float64).numpy())
     sk_params = RBMParams(*(torch.as_tensor(a, dtype=torch.float64) for a in
                             (sk.components_, sk.intercept_visible_, sk.intercept_hidden_)))
     ll = mean_loglik(sk_params, X)
     summary["sklearn"] = {"pcd": {"final_loglik": ll}}
-    ctx.log(params.epochs, **{"sklearn/pcd/loglik": ll})
+    ctx.log(params.n_iter, **{"sklearn/pcd/loglik": ll})
     summary["toolkit"] = {}
     for method, kind in (("cd1", "cd"), ("pcd", "pcd")):
-        est = BernoulliRBM(params.n_hidden, method=kind, k=1, learning_rate=params.learning_rate,
-                           batch_size=params.batch_size, epochs=params.epochs,
-                           dtype=torch.float64, random_state=ctx.seed, verbose=False)
+        est = BernoulliRBM(params.n_components, learning_rate=params.learning_rate,
+                           batch_size=params.batch_size, n_iter=params.n_iter,
+                           random_state=ctx.seed, method=kind, dtype=torch.float64)
         with ctx.timer(f"toolkit_fit_{method}"):
             est.fit(X)
         ll = float(est.log_likelihood(X).mean())
         summary["toolkit"][method] = {"final_loglik": ll}
-        ctx.log(params.epochs, **{f"toolkit/{method}/loglik": ll})
+        ctx.log(params.n_iter, **{f"toolkit/{method}/loglik": ll})
     summary["toolkit_minus_sklearn_loglik"] = {
         m: summary["toolkit"][m]["final_loglik"] - summary["sklearn"]["pcd"]["final_loglik"]
         for m in summary["toolkit"]}
@@ -259,7 +258,7 @@ def run(params: Params, ctx: RunContext) -> None:
     if params.peers:
         summary.update(run_peers(X, params, ctx))
     ctx.summary(**summary, data={"dataset": params.dataset, "n_samples": X.shape[0],
-                                 "n_visible": X.shape[1], "n_hidden": params.n_hidden})
+                                 "n_visible": X.shape[1], "n_hidden": params.n_components})
     ctx.save_artifact("weights", {**weights, "image_shape": np.array(image_shape)})
     ctx.save_artifact("samples", {**samples, "image_shape": np.array(image_shape)})
 
