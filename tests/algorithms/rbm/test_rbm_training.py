@@ -88,9 +88,11 @@ def test_persistent_chains_keep_hidden_states_as_scikit_learn_does() -> None:
     state = train_cd(p, X, method="pcd", chain="mean_field", k=1, batch_size=7, epochs=1,
                      n_chains=2, callback=record(steps), generator=torch.Generator().manual_seed(0))
     first = steps[0]
-    # the chains start at h = 0: the first negative samples are p(v | h=0) = σ(b)
-    torch.testing.assert_close(first.v_model, torch.sigmoid(first.params.visible_bias
-                                                             ).expand(2, 9))
+    # deterministic chains started alike would stay alike: they start at random binary h
+    h0 = (torch.rand(2, 4, generator=torch.Generator().manual_seed(0), dtype=F64) < 0.5)
+    torch.testing.assert_close(first.v_model, torch.sigmoid(
+        h0.to(F64) @ first.params.weights + first.params.visible_bias))
+    assert not torch.equal(first.v_model[0], first.v_model[1])
     for before, after in itertools.pairwise(steps):
         h = torch.sigmoid(before.v_model @ before.params.weights.T + before.params.hidden_bias)
         v = torch.sigmoid(h @ after.params.weights + after.params.visible_bias)

@@ -241,7 +241,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
                            X.new_zeros(n_features), X.new_zeros(self.n_components))
         self._state = _initial_state(params, self.method, self.n_chains or self.batch_size,
-                                     generator)
+                                     self.chain == "mean_field", generator)
         self._rng_state = generator.get_state()
         self._visible_sum = torch.zeros(n_features, dtype=torch.float64, device=X.device)
         self._n_seen = 0
@@ -256,12 +256,13 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
              report: bool) -> int:
         """Train in place with the one loop, a pass at a time; the passes completed."""
         params = self._fitted_params("fit")
+        generator = self._generator(X.device)
         if (self._state.persistent_chain is None) != (self.method == "cd"):  # method changed
-            self._state = _initial_state(params, self.method, self.n_chains or batch_size, None)
+            self._state = _initial_state(params, self.method, self.n_chains or batch_size,
+                                         self.chain == "mean_field", generator)
         settings = _Settings(self.method, self.k, self.chain == "mean_field",
                              float(self.learning_rate), float(self.momentum),
                              float(self.weight_decay), "BernoulliRBM")
-        generator = self._generator(X.device)
         self._visible_sum += X.sum(0, dtype=torch.float64)
         self._n_seen += X.shape[0]
         done = 0

@@ -35,6 +35,7 @@ from toolkit._validation import (
 from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,
+    _bernoulli,
     _cd_loss,
     _cd_weights,
     _check_layer,
@@ -113,15 +114,19 @@ _CONSTRAINTS: dict[str, list[Any]] = {
 }
 
 
-def _initial_state(params: RBMParams, method: str, n_chains: int,
+def _initial_state(params: RBMParams, method: str, n_chains: int, mean_field: bool,
                    generator: torch.Generator | None) -> TrainState:
-    """Zero velocity; for PCD, ``n_chains`` chains started at hidden states 0 (as in
-    scikit-learn: the first negative samples are drawn from ``p(v|h=0) = σ(b)``)."""
+    """Zero velocity; for PCD, ``n_chains`` chains of hidden states. A sampled chain starts at
+    ``h = 0``, as in scikit-learn (the first negative samples are drawn from
+    ``p(v|h=0) = σ(b)``); a mean-field chain is deterministic, so chains started alike would
+    stay alike: they start at uniform random binary states."""
     velocity = [torch.zeros_like(p, requires_grad=False) for p in params]
     chain = None
     if method == "pcd":
         W = params.weights
         chain = W.new_zeros((n_chains, W.shape[0]), requires_grad=False)
+        if mean_field:
+            chain = _bernoulli(chain.fill_(0.5), generator)
     return TrainState(velocity, chain)
 
 
@@ -169,7 +174,8 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
            generator: torch.Generator | None, callback: Callback | None) -> TrainState:
     """The loop of :func:`train_cd`, without the argument checks."""
     if state is None:
-        state = _initial_state(params, settings.method, n_chains or batch_size, generator)
+        state = _initial_state(params, settings.method, n_chains or batch_size,
+                               settings.mean_field, generator)
     flags = [p.requires_grad for p in params]
     for p in params:
         p.requires_grad_(True)
@@ -218,7 +224,8 @@ def train_cd(
     the gradient of ``cd_loss`` and applies ``u ← momentum·u − learning_rate·(g + weight_decay·W)``,
     ``θ ← θ + u``. ``cd_loss`` averages over the batch, so ``learning_rate`` is per sample, as
     in scikit-learn. The persistent chains keep hidden states, as scikit-learn's
-    ``BernoulliRBM`` does: they start at ``h = 0``; each update draws ``v ~ p(v|h)`` (and
+    ``BernoulliRBM`` does: they start at ``h = 0`` (mean-field chains, which are deterministic,
+    at random binary states); each update draws ``v ~ p(v|h)`` (and
     ``k − 1`` further steps) and keeps ``h ~ p(h|v_model)``, drawn with the parameters
     before the update (Tieleman 2008: the chains continue where they stopped).
 
