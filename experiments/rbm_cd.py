@@ -306,14 +306,14 @@ def findings(run: RunResults) -> list[Finding]:
     def ll(x: float | None) -> str:
         return fmt(x, digits=4)
 
-    worst = max(abs(1 - b[m]["mean_cos_cd"]) for m in methods)
+    cos_b = min(b[m]["mean_cos_cd"] for m in methods)
     cos_u = [u[m]["mean_cos_cd"] for m in methods]
     out = [Finding(
-        f"With the block every update is the CD update (mean cosine to the CD statistics 1, "
-        f"off by at most {fmt(worst)}); without it the gradient also flows back through the "
-        f"chain and points elsewhere: mean cosine "
+        f"With the block every update is the CD update (mean cosine to the CD statistics "
+        f"{fmt(cos_b, digits=4)} for every method); without it the gradient also flows back "
+        f"through the chain and points elsewhere: mean cosine "
         + _join([f"{fmt(c, digits=4)} ({NAMES[m]})" for m, c in zip(methods, cos_u)]) + ".",
-        worst < 1e-9 and all(c is not None and c < 0.999 for c in cos_u))]
+        abs(1 - cos_b) < 1e-9 and all(c is not None and c < 0.999 for c in cos_u))]
     pairs = [(b[m]["final_loglik"], u[m]["final_loglik"]) for m in methods]
     out.append(Finding(
         "Blocked training ends with the higher exact log-likelihood for every method: "
