@@ -5,7 +5,7 @@ rate 0.05. The goal (issue acceptance) is toolkit ms/epoch ≤ 0.5 × scikit-lea
 
 Contenders, all timed in the same process:
 
-* ``toolkit``: ``BernoulliRBM(method="cd", k=1)`` with its default float32 parameters;
+* ``toolkit``: ``BernoulliRBM(method="cd", k=1)`` on the float32 data (so float32 parameters);
   every update is the gradient of the free-energy loss by autograd.
 * ``sklearn f64``: scikit-learn's ``BernoulliRBM`` on float64 data, which is what it gets from
   ``load_digits`` (and from most numpy code).
@@ -72,7 +72,7 @@ def contenders(X: torch.Tensor) -> dict[str, Callable[[int], object]]:
 
     def toolkit(epochs: int) -> object:
         return BernoulliRBM(N_HIDDEN, method="cd", k=1, learning_rate=LR, batch_size=BATCH,
-                            epochs=epochs, random_state=0, verbose=False).fit(X)
+                            n_iter=epochs, shuffle=True, random_state=0).fit(X)
 
     def sklearn(data: np.ndarray) -> Callable[[int], object]:
         def fit(epochs: int) -> object:

@@ -1,27 +1,23 @@
 """RBMs trained by CD-1, CD-10 and PCD with the negative-sample block and without it.
 
-The training loss is ``cd_loss = mean F(v_data) − mean F(stop_gradient(v_model))``: with the
-block ``"rbm.negative_samples"`` autograd gives the CD update at the chain's samples. Every
-variant is the toolkit's ``BernoulliRBM`` (its one training loop) from the same seed. The
-blocked and unblocked variants use the same differentiable **mean-field** chain
-(``BernoulliRBM(chain="mean_field")``: ``v ← σ(b + σ(c + vWᵀ)W)``, ``k`` steps from the
-mini-batch for CD-k, one step from persistent states for PCD), so the block is the only
-difference:
+The loss is ``cd_loss = mean F(v_data) − mean F(stop_gradient(v_model))``: with the block
+``"rbm.negative_samples"`` autograd gives the CD update at the chain's samples. Every variant is
+the toolkit's ``BernoulliRBM`` (its one training loop) from the same seed, with the same
+differentiable **mean-field** chain (``v ← σ(b + σ(c + vWᵀ)W)``, ``k`` steps from the
+mini-batch for CD-k, from the persistent hidden states for PCD), so the block is the only
+difference: **blocked**, the gradient is the (mean-field) CD update; **unblocked**
+(``disable_blocks("rbm.*")``), it also flows back through the chain, the total derivative of
+``F(v_data) − F(chain_θ(·))``, which is neither the CD update nor the likelihood gradient.
+Peers: ``sampled`` (stochastic chains, with the block only: sampling passes no gradient, so the
+estimator refuses to run them without it) and, with ``peers=true``, scikit-learn's
+``BernoulliRBM`` (PCD-1) and the toolkit's estimator with the same parameters.
 
-- **blocked**: the gradient is the (mean-field) CD update ``⟨p(h|v)vᵀ⟩_data − ⟨p(h|v)vᵀ⟩_chain``;
-- **unblocked** (``disable_blocks("rbm.*")``): the gradient also flows back through the ``k``
-  chain steps, i.e. it is the total derivative of ``F(v_data) − F(chain_θ(v_data))``, which is
-  not the CD update and not the likelihood gradient.
-
-Peers: ``sampled`` (the usual stochastic chain, with the block only: without it the estimator
-refuses to run, because sampling passes no gradient), and with ``peers=true`` scikit-learn's
-``BernoulliRBM`` (PCD-1) and this toolkit's estimator with scikit-learn's settings.
-
-Logged per ``log_every`` epochs, per variant and method (``<variant>/<method>/<name>``): the
-exact mean log-likelihood of the training data (``loglik``, log Z by enumerating the hidden
-layer), and at the first mini-batch of that epoch the cosine of the variant's gradient to the
-exact log-likelihood gradient of that batch (``cos_exact``) and to the analytic CD update at
-the same chain samples (``cos_cd``; 1 for the blocked variant by construction).
+Logged every ``log_every`` epochs (``<variant>/<method>/<name>``), as soon as each variant has
+finished: the exact mean log-likelihood of the training data (``loglik``, log Z by enumerating
+the hidden layer) and, at the first mini-batch of that epoch, the cosine of the applied
+gradient to the exact log-likelihood gradient (``cos_exact``) and to the CD update at the same
+samples (``cos_cd``). The backward graph of one CD-1 step, its cut marked, is saved as
+``artifacts/graph_cd_step.json``.
 
 References:
     Hinton (2002), https://doi.org/10.1162/089976602760128018 (CD);
@@ -32,50 +28,71 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import math
+import time
 from typing import Any, Literal
 
 import numpy as np
 import torch
 from pydantic import Field, field_validator
 
+from toolkit import draw_gradient_graph, gradient_graph, trace_cuts
 from toolkit.algorithms.rbm import (
     BernoulliRBM,
     CDStep,
     RBMParams,
     cd_gradient,
+    cd_loss,
     exact_log_likelihood_gradient,
-    exact_log_partition,
-    free_energy,
     gibbs_chain,
+    init_params,
+    log_likelihood,
+    negative_samples,
 )
 from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.measure import count_graph_nodes
-from toolkit.runner import ExperimentParams, RunContext, RunResults
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.style import integer_ticks, variant_style
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
+#: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
+DTYPE = "float64"
+
+STORY = Story(
+    compares="an RBM trained by CD-1, CD-10 and PCD-1 with a differentiable mean-field chain, "
+             "with and without the block; stochastic chains and scikit-learn's BernoulliRBM as "
+             "peers",
+    block="rbm.negative_samples: loss = mean F(v_data) − mean F(stop_gradient(v_model)), the "
+          "chain's samples are constants of the update",
+    prediction="with the block every update is the CD update (cosine 1 to the CD statistics); "
+               "without it the gradient also flows back through the chain, points elsewhere "
+               "and ends at a lower likelihood, PCD collapsing furthest, while the backward "
+               "graph grows with the chain's steps; the toolkit's estimator with "
+               "scikit-learn's defaults learns as scikit-learn's does",
+)
 
 METHODS = {"cd1": ("cd", 1), "cd10": ("cd", 10), "pcd": ("pcd", 1)}
+NAMES = {"cd1": "CD-1", "cd10": "CD-10", "pcd": "PCD-1"}
 
 
 class Params(ExperimentParams):
     dataset: Literal["bas", "digits"] = Field(
         "bas", description="bas: bars and stripes 4×4 (32 patterns, Shark's duplicates); "
                            "digits: scikit-learn's 8×8 digits thresholded at 0.5 (1797)")
-    n_hidden: int = Field(8, ge=1, le=20, description="hidden units (≤ 20: exact log Z)")
+    n_components: int = Field(8, ge=1, le=20, description="hidden units (≤ 20: exact log Z)")
     methods: list[str] = Field(["cd1", "cd10", "pcd"],
                                description="training methods: cd1, cd10, pcd (PCD-1)")
     chain: Literal["mean_field"] = Field(
-        "mean_field", description="chain of the blocked/unblocked variants: mean_field, "
-                                  "differentiable, so the block matters (a sampled chain "
-                                  "cannot run without the block; see sampled_peer)")
+        "mean_field", description="chain of blocked/unblocked: mean_field, differentiable (a "
+                                  "sampled chain cannot run without the block: sampled_peer)")
     sampled_peer: bool = Field(True, description="also train with the stochastic chain "
                                                  "(variant 'sampled')")
     peers: bool = Field(True, description="also fit scikit-learn's BernoulliRBM and this "
                                           "toolkit's estimator (CD-1, PCD-1) with the same settings")
     learning_rate: float = Field(0.05, gt=0, description="SGD step size (per-sample, as sklearn)")
     batch_size: int = Field(32, ge=1, description="mini-batch size (32 = full batch for bas)")
-    epochs: int = Field(2000, ge=1, description="passes over the data")
+    n_iter: int = Field(2000, ge=1, description="passes over the data (epochs)")
     n_chains: int = Field(32, ge=1, description="persistent chains for PCD")
     init: Literal["uniform", "normal"] = Field(
         "uniform", description="weights U(−0.1, 0.1) (Shark) or N(0, 0.01²) (scikit-learn)")
@@ -94,7 +111,9 @@ class Params(ExperimentParams):
         return methods
 
 
-QUICK: dict[str, Any] = {"epochs": 200, "learning_rate": 0.3, "log_every": 20,
+#: 200 full-batch epochs at a larger step (about 2 s): blocked ends above unblocked for every
+#: method, and PCD without the block falls furthest below its start.
+QUICK: dict[str, Any] = {"n_iter": 200, "learning_rate": 0.3, "log_every": 10,
                          "sample_steps": 200}
 
 
@@ -123,18 +142,16 @@ def _finite(x: float) -> float | None:
 @torch.no_grad()
 def mean_loglik(p: RBMParams, X: torch.Tensor) -> float:
     """Exact mean log-likelihood (float64)."""
-    p64 = RBMParams(*(t.to(torch.float64) for t in p))
-    X64 = X.to(torch.float64)
-    return float((-free_energy(p64, X64) - exact_log_partition(p64)).mean())
+    return float(log_likelihood(RBMParams(*(t.to(torch.float64) for t in p)),
+                                X.to(torch.float64)).mean())
 
 
 def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int,
           dtype: torch.dtype, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Fit the toolkit's ``BernoulliRBM`` (its one training loop) and log diagnostics from its
-    callback: at the first mini-batch of every ``log_every``-th epoch, the exact mean
-    log-likelihood and the cosines of the applied gradient to the exact log-likelihood gradient
-    and to the analytic CD update. Training stops when the parameters stop being finite.
-    Returns the logged rows, final parameters, graph size of the loss and divergence flag."""
+    """Fit ``BernoulliRBM`` and record, from its callback at the first mini-batch of every
+    ``log_every``-th epoch, the exact mean log-likelihood and the cosines of the applied
+    gradient to the exact log-likelihood gradient and to the CD update; stop when the
+    parameters stop being finite. Returns rows, parameters, graph size, divergence, seconds."""
     kind, k = METHODS[method]
     rows: list[dict[str, Any]] = []
     graph_nodes: list[int] = []
@@ -155,18 +172,19 @@ def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int
             })
         return False
 
-    rbm = BernoulliRBM(params.n_hidden, method=kind, k=k, chain=chain,
-                       learning_rate=params.learning_rate, batch_size=params.batch_size,
-                       epochs=params.epochs, n_chains=params.n_chains, init=params.init,
-                       dtype=dtype, device=device, random_state=seed, verbose=False,
-                       callback=callback).fit(X)
-    p = RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    begin = time.perf_counter()
+    rbm = BernoulliRBM(params.n_components, learning_rate=params.learning_rate,
+                       batch_size=params.batch_size, n_iter=params.n_iter, random_state=seed,
+                       method=kind, k=k, chain=chain, n_chains=params.n_chains, shuffle=True,
+                       init=params.init, device=device, dtype=dtype, callback=callback).fit(X)
+    seconds = time.perf_counter() - begin
+    p = RBMParams(rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_)
     diverged = not all(bool(torch.isfinite(t).all()) for t in p)
     # the state after training: after the last epoch, or one epoch after the one that diverged
     final_step = rbm.n_iter_ + 1 if diverged else rbm.n_iter_
     if not rows or rows[-1]["step"] != final_step:
         rows.append({"step": final_step, "loglik": _finite(mean_loglik(p, X))})
-    return {"rows": rows, "params": RBMParams(*(t.cpu() for t in p)),
+    return {"rows": rows, "params": RBMParams(*(t.cpu() for t in p)), "seconds": seconds,
             "graph_nodes": graph_nodes[0] if graph_nodes else None, "diverged": diverged}
 
 
@@ -181,59 +199,78 @@ def draw_samples(p: RBMParams, n_samples: int, n_steps: int, generator: torch.Ge
     return gibbs_chain(p, v, n_steps, generator=generator)
 
 
-def _summary_of(result: dict[str, Any], X: torch.Tensor, dataset: str) -> dict[str, Any]:
+def _summary_of(result: dict[str, Any]) -> dict[str, Any]:
+    """Start, lowest and final log-likelihood, mean cosines, graph size, divergence."""
     rows = result["rows"]
-    final_ll = rows[-1].get("loglik")
-    out: dict[str, Any] = {"final_loglik": final_ll, "diverged": result["diverged"],
-                           "graph_nodes": result["graph_nodes"]}
+    lls = [r["loglik"] for r in rows if r.get("loglik") is not None]
+    out: dict[str, Any] = {"initial_loglik": rows[0].get("loglik"),
+                           "min_loglik": min(lls) if lls else None,
+                           "final_loglik": rows[-1].get("loglik"),
+                           "diverged": result["diverged"], "graph_nodes": result["graph_nodes"]}
     for name in ("cos_exact", "cos_cd"):
         values = [r[name] for r in rows if r.get(name) is not None]
         out[f"mean_{name}"] = float(np.mean(values)) if values else None
-    if dataset == "bas" and final_ll is not None:
-        nll = -final_ll * len(X)
-        out["summed_nll"] = nll
-        # the optimum: the NLL of the data's own empirical distribution (108.13 nats for BAS)
-        out["gap_to_optimum"] = nll - empirical_nll(X)
     return out
 
 
 def run_peers(X: torch.Tensor, params: Params, ctx: RunContext) -> dict[str, Any]:
-    """scikit-learn's BernoulliRBM (PCD-1) and this toolkit's estimator with scikit-learn's
-    settings (weights N(0, 0.01²), ``batch_size`` persistent chains), CD-1 and PCD-1."""
+    """scikit-learn's BernoulliRBM (PCD-1) and this toolkit's estimator with the same
+    parameters: its defaults are scikit-learn's algorithm (PCD-1), and CD-1."""
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
-    summary: dict[str, Any] = {}
-    sk = SkRBM(n_components=params.n_hidden, learning_rate=params.learning_rate,
-               batch_size=params.batch_size, n_iter=params.epochs, random_state=ctx.seed)
+    kw = {"n_components": params.n_components, "learning_rate": params.learning_rate,
+          "batch_size": params.batch_size, "n_iter": params.n_iter, "random_state": ctx.seed}
     with ctx.timer("sklearn_fit"):
-        sk.fit(X.to(torch.float64).numpy())
-    sk_params = RBMParams(*(torch.as_tensor(a, dtype=torch.float64) for a in
-                            (sk.components_, sk.intercept_visible_, sk.intercept_hidden_)))
-    ll = mean_loglik(sk_params, X)
-    summary["sklearn"] = {"pcd": {"final_loglik": ll}}
-    ctx.log(params.epochs, **{"sklearn/pcd/loglik": ll})
-    summary["toolkit"] = {}
+        sk = SkRBM(**kw).fit(X.to(torch.float64).numpy())
+    ll = {"sklearn/pcd": mean_loglik(RBMParams(*(torch.as_tensor(a, dtype=torch.float64) for a in
+                                                 (sk.components_, sk.intercept_visible_,
+                                                  sk.intercept_hidden_))), X)}
     for method, kind in (("cd1", "cd"), ("pcd", "pcd")):
-        est = BernoulliRBM(params.n_hidden, method=kind, k=1, learning_rate=params.learning_rate,
-                           batch_size=params.batch_size, epochs=params.epochs,
-                           dtype=torch.float64, random_state=ctx.seed, verbose=False)
         with ctx.timer(f"toolkit_fit_{method}"):
-            est.fit(X)
-        ll = float(est.log_likelihood(X).mean())
-        summary["toolkit"][method] = {"final_loglik": ll}
-        ctx.log(params.epochs, **{f"toolkit/{method}/loglik": ll})
-    summary["toolkit_minus_sklearn_loglik"] = {
-        m: summary["toolkit"][m]["final_loglik"] - summary["sklearn"]["pcd"]["final_loglik"]
-        for m in summary["toolkit"]}
-    return summary
+            est = BernoulliRBM(**kw, method=kind, dtype=torch.float64).fit(X)
+        ll[f"toolkit/{method}"] = float(est.log_likelihood(X).mean())
+    ctx.log(params.n_iter, **{f"{key}/loglik": value for key, value in ll.items()})
+    return {"sklearn": {"pcd": {"final_loglik": ll["sklearn/pcd"]}},
+            "toolkit": {m: {"final_loglik": ll[f"toolkit/{m}"]} for m in ("cd1", "pcd")},
+            "toolkit_minus_sklearn_loglik": {m: ll[f"toolkit/{m}"] - ll["sklearn/pcd"]
+                                             for m in ("cd1", "pcd")}}
+
+
+def save_cd_step_graph(X: torch.Tensor, params: Params, ctx: RunContext) -> None:
+    """The backward graph of one mean-field CD-1 step on four patterns, the cut marked
+    (:func:`toolkit.trace_cuts`): what the block removes from the gradient."""
+    p = init_params(X.shape[1], params.n_components, init=params.init, dtype=X.dtype,
+                    generator=torch.Generator().manual_seed(ctx.seed), device=X.device)
+    v = X[:4]
+    with trace_cuts():
+        graph = gradient_graph(cd_loss(p, v, negative_samples(p, v, 1, chain="mean_field")),
+                               {"weights": {"W": p.weights}, "visible bias": {"b": p.visible_bias},
+                                "hidden bias": {"c": p.hidden_bias}})
+    ctx.save_artifact("graph_cd_step", graph.to_dict())
 
 
 def run(params: Params, ctx: RunContext) -> None:
     dtype = ctx.dtype
     X, image_shape = load_data(params.dataset, dtype)
-    summary: dict[str, Any] = {"blocked": {}, "unblocked": {}}
+    ctx.summary(data={"dataset": params.dataset, "n_samples": X.shape[0],
+                      "n_visible": X.shape[1], "n_hidden": params.n_components,
+                      "uniform_loglik": -X.shape[1] * math.log(2),
+                      "optimum_loglik": (-empirical_nll(X) / len(X)
+                                         if params.dataset == "bas" else None)})
+    save_cd_step_graph(X, params, ctx)
     weights: dict[str, torch.Tensor] = {}
     samples: dict[str, torch.Tensor] = {}
+
+    def record(variant: str, method: str, result: dict[str, Any]) -> None:
+        """Log a variant's metrics, summary and time as soon as it has finished."""
+        for row in result["rows"]:
+            ctx.log(row["step"], **{f"{variant}/{method}/{k}": v for k, v in row.items()
+                                    if k != "step"})
+        ctx.summary(**{variant: {method: _summary_of(result)}})
+        ctx.costs(seconds={variant: {method: result["seconds"]}})
+        weights[f"{variant}_{method}"] = result["params"].weights
+        samples[f"{variant}_{method}"] = draw_samples(
+            result["params"], params.n_samples, params.sample_steps, ctx.generator)
 
     for method in ctx.progress(params.methods, desc="methods"):
         def fit(method: str = method) -> dict[str, Any]:
@@ -241,136 +278,219 @@ def run(params: Params, ctx: RunContext) -> None:
                          device=ctx.device)
 
         with ctx.timer(f"train_{method}"):
-            results = ctx.compare(fit)
+            ctx.compare(fit, on_result=lambda variant, result, m=method: record(variant, m,
+                                                                                  result))
         if params.sampled_peer:
             with ctx.timer(f"train_{method}_sampled"):
-                results["sampled"] = train(X, method, params, chain="sampled", seed=ctx.seed,
-                                           dtype=dtype, device=ctx.device)
-            summary.setdefault("sampled", {})
-        for variant, result in results.items():
-            for row in result["rows"]:
-                ctx.log(row["step"], **{f"{variant}/{method}/{k}": v for k, v in row.items()
-                                        if k != "step"})
-            summary[variant][method] = _summary_of(result, X, params.dataset)
-            weights[f"{variant}_{method}"] = result["params"].weights
-            samples[f"{variant}_{method}"] = draw_samples(
-                result["params"], params.n_samples, params.sample_steps, ctx.generator)
+                record("sampled", method, train(X, method, params, chain="sampled",
+                                                seed=ctx.seed, dtype=dtype, device=ctx.device))
 
     if params.peers:
-        summary.update(run_peers(X, params, ctx))
-    ctx.summary(**summary, data={"dataset": params.dataset, "n_samples": X.shape[0],
-                                 "n_visible": X.shape[1], "n_hidden": params.n_hidden})
+        ctx.summary(**run_peers(X, params, ctx))
     ctx.save_artifact("weights", {**weights, "image_shape": np.array(image_shape)})
     ctx.save_artifact("samples", {**samples, "image_shape": np.array(image_shape)})
 
 
+# ------------------------------------------------------------------------------- findings
+
+
+def _join(parts: list[str]) -> str:
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+
+
+def findings(run: RunResults) -> list[Finding]:
+    """Five sentences with their numbers and verdicts, from summary.json and costs.json."""
+    s, methods = run.summary, _methods(run)
+    b, u = ({m: s[v][m] for m in methods} for v in ("blocked", "unblocked"))
+
+    def ll(x: float | None) -> str:
+        return fmt(x, digits=4)
+
+    cos_b = min(b[m]["mean_cos_cd"] for m in methods)
+    cos_u = [u[m]["mean_cos_cd"] for m in methods]
+    out = [Finding(
+        f"With the block every update is the CD update (mean cosine to the CD statistics "
+        f"{fmt(cos_b, digits=4)} for every method); without it the gradient also flows back "
+        f"through the chain and points elsewhere: mean cosine "
+        + _join([f"{fmt(c, digits=4)} ({NAMES[m]})" for m, c in zip(methods, cos_u)]) + ".",
+        abs(1 - cos_b) < 1e-9 and all(c is not None and c < 0.999 for c in cos_u))]
+    pairs = [(b[m]["final_loglik"], u[m]["final_loglik"]) for m in methods]
+    out.append(Finding(
+        "Blocked training ends with the higher exact log-likelihood for every method: "
+        + _join([f"{NAMES[m]} {ll(x)} vs {ll(y)}" for m, (x, y) in zip(methods, pairs)])
+        + " nats per pattern (blocked vs unblocked).",
+        all(x is not None and (y is None or x > y) for x, y in pairs)))
+    if "pcd" in methods:
+        start, low_u, low_b = (b["pcd"]["initial_loglik"], u["pcd"]["min_loglik"],
+                               b["pcd"]["min_loglik"])
+        out.append(Finding(
+            f"Without the block PCD collapses: its log-likelihood falls to {ll(low_u)} nats per "
+            f"pattern during training (lowest with the block: {ll(low_b)}), far below the "
+            f"{ll(start)} of the model it started from.",
+            low_u is None or (low_b is not None and low_u < min(low_b, start))))
+    if "toolkit" in s and "pcd" in s["toolkit"]:
+        ours, ref = s["toolkit"]["pcd"]["final_loglik"], s["sklearn"]["pcd"]["final_loglik"]
+        out.append(Finding(
+            f"The toolkit's BernoulliRBM with scikit-learn's defaults (PCD-1, sampled chains) "
+            f"reaches {ll(ours)} nats per pattern and scikit-learn's {ll(ref)}: the same "
+            f"algorithm with other random draws.", abs(ours - ref) < 0.5))
+    nodes = [(b[m]["graph_nodes"], u[m]["graph_nodes"]) for m in methods]
+    secs = run.costs.get("seconds", {})
+    times = [(secs.get("blocked", {}).get(m), secs.get("unblocked", {}).get(m)) for m in methods]
+    timing = "" if any(None in t for t in times) else "; training took " + _join(
+        [f"{fmt(x, 's')} vs {fmt(y, 's')} ({NAMES[m]})" for m, (x, y) in zip(methods, times)])
+    out.append(Finding(
+        "Without the block the backward graph of an update contains the chain: "
+        + _join([f"{NAMES[m]} {x} → {y}" for m, (x, y) in zip(methods, nodes)])
+        + f" autograd nodes{timing}.",
+        all(x is not None and y is not None and y > x for x, y in nodes), topic="cost"))
+    return out
+
+
 # ------------------------------------------------------------------------------- figures
 
-_STYLE = {"blocked": ("C0", "-"), "unblocked": ("C3", "-"), "sampled": ("C2", "--")}
 
-
-def _metric(run: RunResults, key: str) -> tuple[list[int], list[Any]]:
-    try:
-        steps, values = run.metric(key)
-    except KeyError:
-        return [], []
-    return list(steps), [np.nan if v is None else v for v in values]
+def _metric(run: RunResults, key: str) -> tuple[np.ndarray, np.ndarray]:
+    return run.metric(key) if key in run.metric_keys() else (np.array([]), np.array([]))
 
 
 def _methods(run: RunResults) -> list[str]:
     return list(run.params.get("methods", list(METHODS)))
 
 
-def _tile(images: np.ndarray, shape: tuple[int, int], n_cols: int) -> np.ndarray:
-    """Images (n, h*w) → one mosaic array with a 1-pixel NaN border."""
-    h, w = shape
-    n = images.shape[0]
-    n_rows = max(1, math.ceil(n / n_cols))
-    out = np.full((n_rows * (h + 1) + 1, n_cols * (w + 1) + 1), np.nan)
-    for i, img in enumerate(images):
-        r, c = divmod(i, n_cols)
-        out[1 + r * (h + 1):1 + r * (h + 1) + h, 1 + c * (w + 1):1 + c * (w + 1) + w] = (
-            img.reshape(h, w))
-    return out
+def _variants(run: RunResults) -> list[str]:
+    return [v for v in ("blocked", "unblocked", "sampled") if v in run.summary]
 
 
 def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
+    """One panel per variant and method: the rows of the artifact as images, tiled."""
     import matplotlib.pyplot as plt
 
     data = run.artifact(artifact)
-    shape = tuple(int(s) for s in data["image_shape"])
+    h, w = (int(x) for x in data["image_shape"])
     variants = [v for v in ("blocked", "unblocked", "sampled")
                 if any(k.startswith(f"{v}_") for k in data)]
     methods = _methods(run)
     fig, axes = plt.subplots(len(variants), len(methods), squeeze=False,
-                             figsize=(2.8 * len(methods), 2.6 * len(variants) + 0.4))
-    for i, variant in enumerate(variants):
-        for j, method in enumerate(methods):
-            ax = axes[i, j]
-            ax.set_xticks([])
-            ax.set_yticks([])
-            key = f"{variant}_{method}"
-            if key not in data:
-                continue
-            images = np.asarray(data[key], dtype=float)
-            mosaic = _tile(images, shape, n_cols=math.ceil(math.sqrt(images.shape[0])))
-            if artifact == "weights":
-                lim = np.nanmax(np.abs(mosaic)) if np.isfinite(mosaic).any() else 1.0
-                ax.imshow(mosaic, cmap=cmap, vmin=-lim, vmax=lim)
-            else:
-                ax.imshow(mosaic, cmap=cmap, vmin=0, vmax=1)
-            ax.set_title(f"{variant} {method}", fontsize=9)
-    fig.suptitle(title)
+                             figsize=(2.8 * len(methods), 2.6 * len(variants) + 0.5))
+    for (i, variant), (j, method) in itertools.product(enumerate(variants), enumerate(methods)):
+        ax = axes[i, j]
+        ax.set_xticks([])
+        ax.set_yticks([])
+        images = np.asarray(data.get(f"{variant}_{method}", np.zeros((0, h * w))), dtype=float)
+        cols = max(1, math.ceil(math.sqrt(len(images))))
+        mosaic = np.full((-(-len(images) // cols) * (h + 1) + 1, cols * (w + 1) + 1), np.nan)
+        for n, img in enumerate(images):  # a 1-pixel NaN border around each image
+            r, c = divmod(n, cols)
+            mosaic[1 + r * (h + 1):(r + 1) * (h + 1), 1 + c * (w + 1):(c + 1) * (w + 1)] = (
+                img.reshape(h, w))
+        lim = np.nanmax(np.abs(mosaic)) if np.isfinite(mosaic).any() else 1.0
+        ax.imshow(mosaic, cmap=cmap, vmin=-lim if artifact == "weights" else 0,
+                  vmax=lim if artifact == "weights" else 1)
+        ax.set_title(f"{variant}, {NAMES[method]}", fontsize=9,
+                     color=variant_style(variant)["color"])
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def figures(run: RunResults) -> dict[str, Any]:
-    """Log-likelihood curves, gradient cosines, learned filters and samples."""
+def _panels(run: RunResults, title: str, ylabel: str) -> tuple[Any, Any]:
     import matplotlib.pyplot as plt
 
     methods = _methods(run)
-    figs: dict[str, Any] = {}
-
-    fig, axes = plt.subplots(1, len(methods), squeeze=False, figsize=(4.2 * len(methods), 3.4))
+    fig, axes = plt.subplots(1, len(methods), squeeze=False, sharey=True,
+                             figsize=(3.6 * len(methods) + 0.6, 3.6))
     for ax, method in zip(axes[0], methods):
-        for variant, (color, ls) in _STYLE.items():
-            steps, values = _metric(run, f"{variant}/{method}/loglik")
-            if len(steps):
-                ax.plot(steps, values, color=color,
-                        ls=ls, label=variant)
-        for peer, marker in (("sklearn", "s"), ("toolkit", "^")):
+        ax.set_title(NAMES[method], fontsize=10)
+        ax.set_xlabel("epoch")
+        integer_ticks(ax)
+    axes[0, 0].set_ylabel(ylabel)
+    fig.suptitle(title, fontsize=10)
+    return fig, axes[0]
+
+
+def _finish(fig: Any, axes: Any) -> None:
+    """One legend for the figure, below the panels (no panel's data is hidden under it)."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="lower center",
+               ncol=min(len(handles), 4), fontsize=8, frameon=False)
+
+
+def _loglik_figure(run: RunResults) -> Any:
+    fig, axes = _panels(run, "Exact log-likelihood of the training data per pattern",
+                        "log-likelihood (nats per pattern)")
+    data = run.summary.get("data", {})
+    others: list[str] = []
+    for ax, method in zip(axes, _methods(run)):
+        for variant in _variants(run):
+            ax.plot(*_metric(run, f"{variant}/{method}/loglik"), marker=".",
+                    label=f"{variant} (mean-field chain)" if variant != "sampled" else
+                    "sampled chain, with the block", **variant_style(variant, others))
+        for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
+                                    ("toolkit", "^", "toolkit BernoulliRBM, same parameters")):
             steps, values = _metric(run, f"{peer}/{method}/loglik")
             if len(steps):
-                ax.plot(steps, values, marker, color="k", mfc="none", label=f"{peer} estimator")
-        ax.set_title(method)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("exact mean log-likelihood")
-        ax.legend(fontsize=7)
-    fig.suptitle("training log-likelihood: blocked vs unblocked negative samples")
-    fig.tight_layout()
-    figs["loglik"] = fig
+                ax.plot(steps, values, marker, mfc="none", label=label,
+                        color=variant_style("reference")["color"])
+        if data.get("uniform_loglik") is not None:
+            ax.axhline(data["uniform_loglik"], color="0.6", lw=0.8, ls=":",
+                       label=f"uniform model ({data.get('n_visible')} fair bits)")
+    _finish(fig, axes)
+    return fig
 
-    fig, axes = plt.subplots(1, len(methods), squeeze=False, figsize=(4.2 * len(methods), 3.4))
-    for ax, method in zip(axes[0], methods):
-        for variant, (color, _) in _STYLE.items():
-            for name, ls in (("cos_exact", "-"), ("cos_cd", ":")):
+
+def _cosine_figure(run: RunResults) -> Any:
+    fig, axes = _panels(run, "Cosine of each update to the CD statistics and to the exact "
+                             "log-likelihood gradient", "cosine similarity")
+    others: list[str] = []
+    for ax, method in zip(axes, _methods(run)):
+        for variant in _variants(run):
+            style = variant_style(variant, others)
+            for name, marker, what in (("cos_cd", "o", "CD update"),
+                                       ("cos_exact", "x", "exact gradient")):
                 steps, values = _metric(run, f"{variant}/{method}/{name}")
-                if len(steps):
-                    label = f"{variant}: vs {'exact LL' if name == 'cos_exact' else 'CD'} grad"
-                    ax.plot(steps, values, color=color,
-                            ls=ls, label=label)
+                ax.plot(steps, values, marker=marker, ms=4, mfc="none",
+                        label=f"{variant}: to the {what}", **style)
+        ax.axhline(0, color="0.8", lw=0.5)
         ax.set_ylim(-1.05, 1.05)
-        ax.axhline(0, color="0.7", lw=0.5)
-        ax.set_title(method)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("cosine similarity")
-        ax.legend(fontsize=6)
-    fig.suptitle("gradient direction vs the exact log-likelihood gradient and the CD update")
-    fig.tight_layout()
-    figs["grad_cosine"] = fig
+    _finish(fig, axes)
+    return fig
 
-    figs["filters"] = _mosaic_figure(run, "weights", "learned filters (rows of W)", "RdBu_r")
-    figs["samples"] = _mosaic_figure(run, "samples", "samples (stochastic Gibbs chains)",
-                                     "gray_r")
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Headline: log-likelihood curves and gradient cosines; then filters, samples and the
+    backward graph of one CD step."""
+    figs: dict[str, Any] = {
+        "loglik": (_loglik_figure(run),
+                   "Exact mean log-likelihood of the training patterns during training, one "
+                   "panel per method. Look for blue (with the block) ending above vermillion "
+                   "(without it) in every panel, and for PCD without the block falling "
+                   "furthest below the dotted uniform model it started from (the mean-field "
+                   "persistent chains oscillate at this step size). Green: stochastic chains (with "
+                   "the block); open markers: scikit-learn's estimator and the toolkit's with "
+                   "the same parameters, after the last epoch."),
+        "grad_cosine": (_cosine_figure(run),
+                        "Cosine of the applied update to the CD statistics at the same chain "
+                        "samples (circles) and to the exact log-likelihood gradient (crosses), "
+                        "at the first mini-batch of every logged epoch. With the block the "
+                        "update is the CD update (cosine 1); without it the gradient through "
+                        "the chain points elsewhere (cosine below 1)."),
+    }
+    figs["filters"] = (_mosaic_figure(run, "weights", "Learned filters (rows of W)", "RdBu_r"),
+                       "Each hidden unit's weights as an image, per variant and method.")
+    figs["samples"] = (_mosaic_figure(run, "samples", "Samples after stochastic Gibbs "
+                                      "sampling", "gray_r"),
+                       "Samples of each trained model after stochastic Gibbs steps from "
+                       "random states.")
+    if "graph_cd_step" in run.artifact_names():
+        figs["graph_cd_step"] = (
+            draw_gradient_graph(run.artifact("graph_cd_step"),
+                                title="Backward graph of one CD-1 step (mean-field chain)"),
+            "The backward graph of cd_loss for one CD-1 step: the cut "
+            "'rbm.negative_samples' (red, dashed) removes the chain (grey, dashed) from the "
+            "gradient; without the block those nodes are part of it.")
     return figs

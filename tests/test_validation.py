@@ -16,9 +16,13 @@ from toolkit._validation import (
     check,
     check_dtype,
     check_params,
+    check_X,
     is_int,
+    numpy_random_state,
     resolve_device,
+    resolve_dtype,
     resolve_generator,
+    to_output,
 )
 
 
@@ -137,3 +141,49 @@ def test_resolve_generator_errors():
         resolve_generator("0", where="f")
     with pytest.raises(ValueError, match="f: random_state must be a non-negative int seed"):
         resolve_generator(-1, where="f")
+
+
+def test_estimator_helpers_dtype_rule_random_states_and_output_kind():
+    assert resolve_dtype(None, np.zeros(2, np.float32)) == torch.float32
+    assert resolve_dtype(None, np.zeros(2, np.int64)) == torch.float64
+    assert resolve_dtype("float32", torch.zeros(2, dtype=torch.float64)) == torch.float32
+    # scikit-learn's meanings: an int seeds afresh, a RandomState is used as it is
+    assert numpy_random_state(3, where="f").rand() == np.random.RandomState(3).rand()
+    rs = np.random.RandomState(0)
+    assert numpy_random_state(rs, where="f") is rs
+    assert numpy_random_state(None, where="f") is np.random.mtrand._rand
+    a = numpy_random_state(torch.Generator().manual_seed(1), where="f").rand()
+    assert a == numpy_random_state(torch.Generator().manual_seed(1), where="f").rand()
+    with pytest.raises(ValueError, match=r"f: random_state must be an int in \[0, 2\*\*32 - 1\]"):
+        numpy_random_state(-1, where="f")
+    with pytest.raises(TypeError, match="f: random_state must be None, an int, a numpy"):
+        numpy_random_state(1.5, where="f")
+    t = torch.ones(2)
+    assert isinstance(to_output(t, np.zeros(1)), np.ndarray)
+    assert to_output(t, [1.0]).dtype == np.float32
+    assert to_output(t, torch.zeros(1)) is t
+
+
+def test_check_X_messages():
+    kw = {"device": torch.device("cpu"), "dtype": torch.float64}
+    X = check_X("Est.fit", [[1, 2], [3, 4]], **kw)
+    assert X.dtype == torch.float64 and X.shape == (2, 2)
+    with pytest.raises(ValueError, match=r"Est.transform: X has 2 features, but Est is "
+                                         r"expecting 3 features as input"):
+        check_X("Est.transform", X, n_features=3, **kw)
+    with pytest.raises(ValueError, match=r"Est.fit: X must be 2-D .*Reshape your data"):
+        check_X("Est.fit", np.zeros(3), **kw)
+    with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(3, 0\)\) while a minimum"):
+        check_X("Est.fit", np.zeros((3, 0)), **kw)
+    with pytest.raises(ValueError, match=r"Est.fit: X must have at least 2 samples"):
+        check_X("Est.fit", np.zeros((1, 2)), min_samples=2, **kw)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        check_X("Est.fit", np.ones((2, 2), dtype=complex), **kw)
+    with pytest.raises(ValueError, match=r"Est\.fit: X contains NaN or infinity"):
+        check_X("Est.fit", [[np.nan, 1.0]], **kw)
+    with pytest.raises(TypeError, match=r"Est\.fit: X must be an array-like of numbers"):
+        check_X("Est.fit", np.array([["a", "b"]], dtype=object), **kw)
+    import scipy.sparse
+
+    with pytest.raises(TypeError, match=r"Est.fit: X must be dense; sparse input is not "):
+        check_X("Est.fit", scipy.sparse.csr_matrix(np.eye(2)), **kw)

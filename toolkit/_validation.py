@@ -11,13 +11,17 @@ expected and what came; a value of the wrong kind raises ``TypeError``, a value 
 outside the allowed range or set raises ``ValueError``.
 
 The module also holds the one device resolution (:func:`resolve_device`), the one conversion of
-arrays to tensors (:func:`as_tensor`) and of seeds to generators (:func:`resolve_generator`).
+arrays to tensors (:func:`as_tensor`) and of seeds to generators (:func:`resolve_generator`), and
+what the scikit-learn estimators share: their data check (:func:`check_X`), dtype rule
+(:func:`resolve_dtype`), random states (:func:`numpy_random_state`) and "type in, type out"
+(:func:`to_output`).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,12 +41,16 @@ __all__ = [
     "Real",
     "as_tensor",
     "check",
+    "check_X",
     "check_callable",
     "check_dtype",
     "check_params",
     "is_int",
+    "numpy_random_state",
     "resolve_device",
+    "resolve_dtype",
     "resolve_generator",
+    "to_output",
 ]
 
 
@@ -349,3 +357,100 @@ def check_callable(where: str, arg: str, fn: Any) -> Callable[..., Any]:
     if not callable(fn):
         raise TypeError(f"{where}: {arg} must be callable, got {_show(fn)}")
     return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# what the scikit-learn estimators accept and return
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, X: Any) -> torch.dtype:
+    """The computation's dtype: ``dtype`` if given (``"float32"``, ``"float64"`` or a torch
+    dtype), else float32 data stay float32 and everything else becomes float64 (scikit-learn's
+    rule for estimators that preserve float32)."""
+    if dtype is not None:
+        return _DTYPES.get(dtype, dtype)  # type: ignore[arg-type]
+    kind = getattr(X, "dtype", None)
+    return torch.float32 if kind in (torch.float32, np.float32) else torch.float64
+
+
+def _as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:
+    """A real numeric numpy array from an array-like (object arrays of numbers are converted)."""
+    sparse = sys.modules.get("scipy.sparse")  # not imported: x cannot be a sparse matrix
+    if sparse is not None and sparse.issparse(x):
+        raise TypeError(f"{where}: {arg} must be dense; sparse input is not supported (got "
+                        f"{type(x).__name__}), convert it with {arg}.toarray()")
+    try:
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            arr = arr.astype(np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor "
+                        f"({err})") from err
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{where}: {arg} must hold real numbers; Complex data not supported "
+                         f"(got dtype {arr.dtype})")
+    if not arr.flags.writeable:  # torch cannot wrap a read-only buffer (e.g. a memmap)
+        arr = arr.copy()
+    return arr
+
+
+def check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
+            n_features: int | None = None, min_samples: int = 1) -> torch.Tensor:
+    """(n_samples, n_features) finite data as a tensor in ``dtype`` on ``device``.
+
+    ``X``: a tensor, numpy array, array-like or pandas frame. The messages contain the phrases
+    scikit-learn's conformance checks look for; ``where`` is ``"<Estimator>.<method>"``.
+    """
+    if not isinstance(X, torch.Tensor):
+        X = _as_numeric_array(where, "X", X)
+    elif X.is_complex():
+        raise ValueError(f"{where}: X must hold real numbers; Complex data not supported (got "
+                         f"dtype {X.dtype})")
+    if X.ndim != 2:
+        raise ValueError(f"{where}: X must be 2-D (n_samples, n_features), got shape "
+                         f"{tuple(X.shape)}; Reshape your data with X.reshape(-1, 1) if it has "
+                         f"a single feature or X.reshape(1, -1) if it is a single sample")
+    X = as_tensor(X, where=where, arg="X", dtype=dtype, device=device, finite=True)
+    n, d = X.shape
+    if n < min_samples:
+        raise ValueError(f"{where}: X must have at least {min_samples} samples, got "
+                         f"n_samples={n} (shape={tuple(X.shape)})")
+    if d == 0:
+        raise ValueError(f"{where}: X must have at least one feature, got 0 feature(s) "
+                         f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
+    if n_features is not None and d != n_features:
+        raise ValueError(f"{where}: X has {d} features, but {where.split('.')[0]} is expecting "
+                         f"{n_features} features as input.")
+    return X
+
+
+def numpy_random_state(random_state: Any, *, where: str) -> np.random.RandomState:
+    """scikit-learn's ``check_random_state`` (None: numpy's global RandomState, an int seed, a
+    ``RandomState`` as is), plus a numpy ``Generator`` or a ``torch.Generator``, from which a
+    seed is drawn."""
+    if random_state is None:
+        return np.random.mtrand._rand
+    if isinstance(random_state, np.random.RandomState):
+        return random_state
+    if is_int(random_state):
+        if not 0 <= random_state < 2**32:
+            raise ValueError(f"{where}: random_state must be an int in [0, 2**32 - 1], got "
+                             f"{random_state}")
+        return np.random.RandomState(int(random_state))
+    if isinstance(random_state, np.random.Generator):
+        return np.random.RandomState(int(random_state.integers(0, 2**32)))
+    if isinstance(random_state, torch.Generator):
+        seed = torch.randint(0, 2**31 - 1, (1,), generator=random_state,
+                             device=random_state.device)
+        return np.random.RandomState(int(seed.item()))
+    raise TypeError(f"{where}: random_state must be None, an int, a numpy RandomState or "
+                    f"Generator, or a torch.Generator, got {_show(random_state)}")
+
+
+def to_output(t: torch.Tensor, like: Any) -> np.ndarray | torch.Tensor:
+    """``t`` in the kind of ``like``: a tensor on ``like``'s device, else a numpy array."""
+    if isinstance(like, torch.Tensor):
+        return t.to(like.device)
+    return t.cpu().numpy()

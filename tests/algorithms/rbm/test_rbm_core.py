@@ -210,6 +210,22 @@ def test_negative_samples_without_the_block_keep_the_mean_field_chain() -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
+def test_negative_samples_from_hidden_states_begin_with_a_visible_draw() -> None:
+    # from hidden states h: v ~ p(v|h), then k − 1 full steps: the same draws as sampling
+    # p(v|h) by hand and continuing with gibbs_chain
+    p = random_params(5, 3, requires_grad=True, seed=12)
+    h = all_binary(3)[torch.tensor([2, 5, 7])]
+    got = negative_samples(p, h, 3, from_hidden=True, generator=torch.Generator().manual_seed(4))
+    g = torch.Generator().manual_seed(4)
+    _, v = sample_visible(p, h, generator=g)
+    torch.testing.assert_close(got, gibbs_chain(p, v, 2, generator=g), rtol=0, atol=0)
+    assert not got.requires_grad
+    mf = negative_samples(p, h, 1, chain="mean_field", from_hidden=True)
+    torch.testing.assert_close(mf, torch.sigmoid(h @ p.weights + p.visible_bias).detach())
+    with pytest.raises(ValueError, match=r"negative_samples: start must have shape \(n_samples, 3\)"):
+        negative_samples(p, all_binary(5)[:2], 1, from_hidden=True)
+
+
 def test_negative_samples_refuse_a_sampled_chain_without_the_block() -> None:
     p = random_params(4, 3, requires_grad=True)
     with disable_blocks("rbm.*"), pytest.raises(

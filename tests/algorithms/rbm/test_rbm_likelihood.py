@@ -3,8 +3,6 @@ statistics, AIS on exactly solvable models and scikit-learn's pseudo-likelihood.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -62,9 +60,9 @@ def test_exact_log_likelihood_gradient_matches_enumerated_statistics() -> None:
 @pytest.mark.slow
 def test_ais_within_a_tenth_of_a_nat_of_exact_on_a_trained_64x16_model() -> None:
     X = binarized_digits(dtype=F64).X
-    rbm = BernoulliRBM(16, learning_rate=0.05, batch_size=20, epochs=4, random_state=0,
-                       dtype=F64).fit(X)
-    p = RBMParams(rbm.weights_, rbm.visible_bias_, rbm.hidden_bias_)
+    rbm = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=20, n_iter=4,
+                       shuffle=True, random_state=0, dtype=F64).fit(X)
+    p = RBMParams(rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_)
     exact = float(exact_log_partition(p))
     result = ais_log_partition(p, data=X, n_runs=100, betas=3000,
                                generator=torch.Generator().manual_seed(0))
@@ -93,19 +91,44 @@ def test_pseudo_log_likelihood_matches_scikit_learn_with_the_same_flips() -> Non
     np.testing.assert_allclose(ours.numpy(), sk.score_samples(X.numpy()), rtol=1e-12, atol=1e-12)
 
 
-def test_pseudo_log_likelihood_is_unbiased_for_the_sum_of_conditionals() -> None:
+def test_pseudo_log_likelihood_sums_every_conditional() -> None:
     p = random_params(8, 4, seed=9)
     X = all_binary(8)[torch.tensor([5, 77, 200])]
-    # Σ_i log P(v_i | v_-i), with every unit flipped in turn
+    # Σ_i log P(v_i | v_-i) from the conditional probabilities themselves: P(v_i = 1 | v_-i)
+    # = p*(v with v_i=1) / (p*(v with v_i=1) + p*(v with v_i=0)), p* = exp(−F)
     exact = torch.zeros(3, dtype=F64)
     for i in range(8):
-        flipped = X.clone()
-        flipped[:, i] = 1 - flipped[:, i]
-        exact += torch.nn.functional.logsigmoid(free_energy(p, flipped) - free_energy(p, X))
-    g = torch.Generator().manual_seed(0)
-    draws = torch.stack([pseudo_log_likelihood(p, X, generator=g) for _ in range(4000)])
-    stderr = draws.std(0) / math.sqrt(4000)
-    assert bool(((draws.mean(0) - exact).abs() < 5 * stderr).all())
+        on, off = X.clone(), X.clone()
+        on[:, i], off[:, i] = 1.0, 0.0
+        p_on = torch.sigmoid(free_energy(p, off) - free_energy(p, on))
+        exact += torch.where(X[:, i] == 1, p_on, 1 - p_on).log()
+    ours = pseudo_log_likelihood(p, X)
+    torch.testing.assert_close(ours, exact, rtol=0, atol=1e-12)
+    # deterministic, row by row: chunking and the other rows do not change a row's value
+    torch.testing.assert_close(pseudo_log_likelihood(p, X, chunk_elements=1), ours, rtol=0,
+                               atol=1e-13)
+    torch.testing.assert_close(pseudo_log_likelihood(p, X[[2, 0]]), ours[[2, 0]], rtol=0,
+                               atol=1e-13)
+    # scikit-learn's one-flip estimate is unbiased for it: averaged over the flipped unit it
+    # gives the sum exactly
+    one_flip = torch.stack([pseudo_log_likelihood(p, X, indices=torch.full((3,), i))
+                            for i in range(8)])
+    torch.testing.assert_close(one_flip.mean(0), ours, rtol=0, atol=1e-12)
+
+
+def test_pseudo_log_likelihood_of_values_in_the_unit_interval() -> None:
+    # scikit-learn's formula on fractional values: v_i flips to 1 − v_i
+    p = random_params(6, 3, seed=4)
+    X = torch.rand(5, 6, generator=torch.Generator().manual_seed(1), dtype=F64)
+    sk = sklearn_rbm(p, 6, 0)
+    rows = np.arange(5)
+    expected = np.zeros(5)
+    for i in range(6):
+        flipped = X.numpy().copy()
+        flipped[rows, i] = 1 - flipped[rows, i]
+        expected += np.log(1 / (1 + np.exp(-(sk._free_energy(flipped)
+                                              - sk._free_energy(X.numpy())))))
+    np.testing.assert_allclose(pseudo_log_likelihood(p, X).numpy(), expected, rtol=1e-12)
 
 
 # --------------------------------------------------------------------------- bad input

@@ -4,6 +4,8 @@ chain), the callback, persistent chains and bad input."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -69,12 +71,35 @@ def test_each_update_is_sgd_on_the_cd_statistics(method: str) -> None:
             torch.testing.assert_close(t1, t0 + u, rtol=0, atol=1e-12)
         if method == "pcd" and i > 0:
             assert step.v_model.shape == (3, 9)
-    if method == "pcd":
-        assert state.persistent_chain.shape == (3, 9)
-        torch.testing.assert_close(state.persistent_chain, steps[-1].v_model)
+    if method == "pcd":  # hidden states, binary, as scikit-learn's h_samples_
+        assert state.persistent_chain.shape == (3, 4)
+        assert set(state.persistent_chain.unique().tolist()) <= {0.0, 1.0}
     else:
         assert state.persistent_chain is None
     assert all(t.requires_grad for t in p)  # flags restored (init_params makes them True)
+
+
+def test_persistent_chains_keep_hidden_states_as_scikit_learn_does() -> None:
+    # mean-field chains are deterministic: the kept state is p(h | v_model) under the
+    # parameters before the update, and the next negative samples are p(v | h) under the new ones
+    X = bars_and_stripes(3, dtype=F64)
+    p = fresh()
+    steps: list[CDStep] = []
+    state = train_cd(p, X, method="pcd", chain="mean_field", k=1, batch_size=7, epochs=1,
+                     n_chains=2, callback=record(steps), generator=torch.Generator().manual_seed(0))
+    first = steps[0]
+    # deterministic chains started alike would stay alike: they start at random binary h
+    h0 = (torch.rand(2, 4, generator=torch.Generator().manual_seed(0), dtype=F64) < 0.5)
+    torch.testing.assert_close(first.v_model, torch.sigmoid(
+        h0.to(F64) @ first.params.weights + first.params.visible_bias))
+    assert not torch.equal(first.v_model[0], first.v_model[1])
+    for before, after in itertools.pairwise(steps):
+        h = torch.sigmoid(before.v_model @ before.params.weights.T + before.params.hidden_bias)
+        v = torch.sigmoid(h @ after.params.weights + after.params.visible_bias)
+        torch.testing.assert_close(after.v_model, v, rtol=0, atol=1e-12)
+    last = steps[-1]
+    torch.testing.assert_close(state.persistent_chain, torch.sigmoid(
+        last.v_model @ last.params.weights.T + last.params.hidden_bias), rtol=0, atol=1e-12)
 
 
 def test_the_block_decides_what_a_mean_field_chain_contributes() -> None:

@@ -6,10 +6,11 @@ The package is laid out so that the cut is easy to find:
   then the free energy, the conditionals, the Gibbs chain and :func:`cd_loss`, whose one cut is
   the block;
 - :mod:`~toolkit.algorithms.rbm.likelihood`: exact ``log Z`` (enumeration of the smaller layer),
-  annealed importance sampling and the pseudo-likelihood;
+  annealed importance sampling and the (deterministic) pseudo-likelihood;
 - :mod:`~toolkit.algorithms.rbm.training`: :func:`train_cd`, the one training loop (CD-k and
   PCD-k, with a ``callback`` that sees every update);
-- :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`, trained by that loop.
+- :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`, a scikit-learn transformer
+  trained by that loop (scikit-learn's parameters, defaults and PCD-1; values in [0, 1]).
 """
 
 from toolkit.algorithms.rbm.core import (

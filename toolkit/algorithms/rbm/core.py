@@ -135,8 +135,28 @@ def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
     return v
 
 
+def _gibbs_from_hidden(params: RBMParams, h: torch.Tensor, k: int, mean_field: bool,
+                       generator: torch.Generator | None) -> torch.Tensor:
+    """``k`` visible states from hidden states: ``h → v``, then ``k − 1`` steps ``v → h → v``."""
+    W, b, _ = params
+    pv = torch.sigmoid(torch.addmm(b, h, W))
+    v = pv if mean_field else _bernoulli(pv, generator)
+    return _gibbs(params, v, k - 1, mean_field, generator)
+
+
+def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
+                 generator: torch.Generator | None) -> torch.Tensor:
+    """The hidden states a persistent chain keeps after ``v``: a sample of ``p(h|v)`` (its
+    probabilities for a mean-field chain). A value, no graph (the caller runs it under
+    ``no_grad``)."""
+    W, _, c = params
+    ph = torch.sigmoid(F.linear(v, W, c))
+    return ph if mean_field else _bernoulli(ph, generator)
+
+
 def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
-                      generator: torch.Generator | None, where: str) -> torch.Tensor:
+                      generator: torch.Generator | None, where: str,
+                      from_hidden: bool = False) -> torch.Tensor:
     if not mean_field:
         # A Bernoulli draw is not a differentiable function of its probability: without the
         # block, a sampled chain would still pass no gradient, and the update would silently be
@@ -147,7 +167,8 @@ def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field
     # The negative samples are constants of the CD update: no graph is recorded for the chain
     # while the block is active; inside disable_blocks(BLOCK) the mean-field chain keeps its
     # graph and cd_loss's gradient flows back through its k steps.
-    return as_constant(_gibbs, params, start, k, mean_field, generator, name=BLOCK)
+    chain = _gibbs_from_hidden if from_hidden else _gibbs
+    return as_constant(chain, params, start, k, mean_field, generator, name=BLOCK)
 
 
 def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
@@ -295,12 +316,15 @@ def negative_samples(
     k: int,
     *,
     chain: str = "sampled",
+    from_hidden: bool = False,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """The negative samples of a CD/PCD update: ``k`` Gibbs steps from ``start``, behind the block.
 
-    ``start`` is the mini-batch (CD-k) or the persistent chains' states (PCD-k), shape
-    (n_chains, n_visible); returns (n_chains, n_visible). The chain (:func:`gibbs_chain`) runs
+    ``start`` is the mini-batch (CD-k), shape (n_chains, n_visible), or with
+    ``from_hidden=True`` the hidden states of persistent chains (PCD-k, kept as scikit-learn
+    keeps them), shape (n_chains, n_hidden): the chain then begins with ``v ~ p(v|h)`` and
+    takes ``k − 1`` further steps. Returns (n_chains, n_visible). The chain (:func:`gibbs_chain`) runs
     as a constant behind :data:`BLOCK` (:func:`toolkit.as_constant`): while the block is
     active it records no graph and the result is cut, so :func:`cd_loss` gives the CD update.
     Inside ``disable_blocks(BLOCK)``:
@@ -319,8 +343,10 @@ def negative_samples(
     params = _check_params(params, where)
     _check_k(k, where)
     check(where, "chain", chain, [Options(*CHAINS)])
-    _check_layer(start, params.weights.shape[1], where, "start")
-    return _negative_samples(params, start, k, chain == "mean_field", generator, where)
+    check(where, "from_hidden", from_hidden, [Bool])
+    _check_layer(start, params.weights.shape[0 if from_hidden else 1], where, "start")
+    return _negative_samples(params, start, k, chain == "mean_field", generator, where,
+                             from_hidden)
 
 
 def cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> torch.Tensor:

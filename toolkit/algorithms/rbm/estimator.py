@@ -1,358 +1,402 @@
-"""``BernoulliRBM``: a Bernoulli RBM estimator trained with CD-k or persistent CD.
+"""The scikit-learn estimator :class:`BernoulliRBM`, trained by the toolkit's one CD/PCD loop.
 
 References:
     G. E. Hinton (2010), "A practical guide to training restricted Boltzmann machines",
     UTML TR 2010-003. https://www.cs.toronto.edu/~hinton/absps/guideTR.pdf
+    scikit-learn's ``BernoulliRBM``,
+    https://scikit-learn.org/stable/modules/generated/sklearn.neural_network.BernoulliRBM.html
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import validate_data
 
 from toolkit._validation import (
     Bool,
     Callable_,
+    Generator,
+    Instance,
     Integer,
     Options,
     Real,
-    as_tensor,
     check,
-    check_dtype,
     check_params,
-    is_int,
+    check_X,
+    numpy_random_state,
     resolve_device,
-    resolve_generator,
+    resolve_dtype,
+    to_output,
 )
-from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, gibbs_chain, init_params
+from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, _gibbs
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
     ais_log_partition,
     exact_log_partition,
-    log_likelihood,
     pseudo_log_likelihood,
 )
 from toolkit.algorithms.rbm.training import CDStep, _initial_state, _Settings, _train
 
 __all__ = ["BernoulliRBM"]
 
-# --------------------------------------------------------------------------------------------
-# the estimator
-
-
-def _as_matrix(X: Any, where: str, *, dtype: torch.dtype, device: torch.device,
-               binary: bool, n_features: int | None = None) -> torch.Tensor:
-    """Validate ``X`` (array-like (n_samples, n_features)) and return it as a tensor."""
-    t = as_tensor(X, where=where, arg="X", dtype=dtype, device=device, ndim=2, finite=True,
-                  min_rows=1)
-    if n_features is not None and t.shape[1] != n_features:
-        raise ValueError(f"{where}: X has {t.shape[1]} features, but the model was fitted with "
-                         f"{n_features} (n_visible)")
-    if binary:
-        if not bool(((t == 0) | (t == 1)).all()):
-            raise ValueError(f"{where}: X must be binary (only 0 and 1) for a Bernoulli RBM, got "
-                             f"values in [{float(t.min()):g}, {float(t.max()):g}]; threshold "
-                             f"it (e.g. toolkit.data.binarized_digits)")
-    elif not bool(((t >= 0) & (t <= 1)).all()):
-        raise ValueError(f"{where}: X must have values in [0, 1], got values in "
-                         f"[{float(t.min()):g}, {float(t.max()):g}]")
-    return t
-
-
-#: Valid hyperparameters of :class:`BernoulliRBM` (checked by ``fit``).
+#: Valid parameters of :class:`BernoulliRBM` (checked by ``fit``; ``device`` by resolve_device).
 _CONSTRAINTS: dict[str, list[Any]] = {
-    "n_hidden": [Integer(1)],
+    "n_components": [Integer(1)],
+    "learning_rate": [Real(0, closed="neither")],
+    "batch_size": [Integer(1)],
+    "n_iter": [Integer(0)],
+    "verbose": [Integer(0), Bool],
+    "random_state": [None, Integer(0, 2**32 - 1),
+                     Instance(np.random.RandomState, np.random.Generator,
+                              name="a numpy RandomState or Generator"), Generator],
     "method": [Options("cd", "pcd")],
     "k": [Integer(1)],
     "chain": [Options(*CHAINS)],
-    "learning_rate": [Real(0, closed="neither")],
-    "batch_size": [Integer(1)],
-    "epochs": [Integer(0)],
     "momentum": [Real(0, 1, closed="left")],
     "weight_decay": [Real(0)],
     "n_chains": [None, Integer(1)],
+    "shuffle": [Bool],
     "init": [Options("normal", "uniform")],
-    "init_scale": [None, Real(0)],
-    "verbose": [None, Bool, Integer(0)],
+    "init_scale": [None, Real(0, closed="neither")],
+    "dtype": [None, Options("float32", "float64", torch.float32, torch.float64)],
     "callback": [None, Callable_],
 }
 
+_INIT_SCALE = {"normal": 0.01, "uniform": 0.1}
 
-class BernoulliRBM:
-    """Bernoulli RBM trained with CD-k or persistent CD (PCD-k), by autograd of :func:`cd_loss`.
 
-    Training is :func:`train_cd`'s loop: each update draws negative samples with ``k`` Gibbs
-    steps (from the mini-batch for ``method="cd"``, from ``n_chains`` persistent chains for
-    ``method="pcd"``) through :func:`negative_samples`, takes the gradient of ``cd_loss``
-    and applies SGD with momentum and L2 weight decay (on the weights only, as in Hinton's
-    guide):
+def _check_unit_interval(where: str, X: torch.Tensor, *, binary: bool = False) -> None:
+    """Values in [0, 1] (read as probabilities), or only 0 and 1 with ``binary``."""
+    lo, hi = (float(t) for t in torch.aminmax(X))
+    if lo < 0 or hi > 1:
+        negative = "; Negative values in data cannot be probabilities" if lo < 0 else ""
+        raise ValueError(f"{where}: X must have values in [0, 1] (the probabilities that the "
+                         f"visible units are on), got values in [{lo:g}, {hi:g}]{negative}; "
+                         f"scale X into [0, 1] first, e.g. load_digits().data / 16 or "
+                         f"sklearn.preprocessing.MinMaxScaler(clip=True)")
+    if binary and not bool(((X == 0) | (X == 1)).all()):
+        raise ValueError(f"{where}: X must be binary (only 0 and 1): a likelihood is defined "
+                         f"for binary states; threshold X (e.g. X > 0.5)")
 
-        u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
 
-    ``cd_loss`` averages over the batch, so ``learning_rate`` is per-sample as in
-    scikit-learn's ``BernoulliRBM`` (which divides its summed update by the batch size).
+class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Bernoulli restricted Boltzmann machine: scikit-learn's estimator, trained by autograd.
 
-    The block ``BLOCK = "rbm.negative_samples"``: with it the update is the CD update. Inside
-    ``disable_blocks(BLOCK)``, ``chain="mean_field"`` trains through the chain (the gradient
-    also flows back through the ``k`` mean-field steps), and ``chain="sampled"`` raises
-    :class:`toolkit.BlockNotSwitchableError`: sampling passes no gradient, so the result would
-    silently be the same.
+    Visible units ``v ∈ {0,1}^V``, hidden units ``h ∈ {0,1}^H`` (``H = n_components``),
+    energy ``E(v, h) = −b·v − c·h − hᵀ W v`` with ``W = components_`` (H, V),
+    ``b = intercept_visible_``, ``c = intercept_hidden_``; free energy
+    ``F(v) = −b·v − Σ_j softplus(c_j + W_j·v)``. ``transform`` gives ``P(h=1|v) = σ(c + v Wᵀ)``.
+    Data are values in [0, 1], read as the probabilities that the visible units are on (as in
+    scikit-learn, e.g. ``load_digits().data / 16``); values outside [0, 1] raise an error.
+
+    Training is :func:`~toolkit.algorithms.rbm.train_cd`'s loop: each update draws negative
+    samples with ``k`` Gibbs steps behind the block ``BLOCK = "rbm.negative_samples"``, takes the
+    gradient of ``cd_loss = mean F(v_data) − mean F(stop_gradient(v_model))`` by autograd and
+    applies ``u ← momentum·u − learning_rate·(∇ + weight_decay·W)``, ``θ ← θ + u``.
+
+    **The defaults are scikit-learn's algorithm**: PCD-1 (``method="pcd"``, ``k=1``,
+    ``chain="sampled"``) with ``batch_size`` persistent chains that keep hidden states started
+    at 0 (``h_samples_``), weights drawn as ``random_state.normal(0, 0.01, (H, V))`` (the same
+    draw as scikit-learn's for the same seed), zero biases, plain SGD with a per-sample
+    learning rate (no momentum, no weight decay) over mini-batches in the order given
+    (``shuffle=False``). What differs: the sampling draws come from a ``torch.Generator`` (seeded
+    from ``random_state``), and a short last mini-batch averages its data and its chains
+    separately (scikit-learn divides both sums by the batch's size).
 
     Args:
-        n_hidden: number of hidden units.
-        method: ``"cd"`` (chains restart at the data) or ``"pcd"`` (persistent chains,
-            Tieleman 2008; scikit-learn's ``BernoulliRBM`` does PCD-1).
-        k: Gibbs steps per update (>= 1).
-        chain: ``"sampled"`` (binary samples, the usual CD) or ``"mean_field"`` (probabilities,
-            ``v ← σ(b + σ(c + vWᵀ)W)``: deterministic and differentiable).
-        learning_rate, batch_size, epochs, momentum, weight_decay: SGD settings; each epoch
-            visits the data once in an order shuffled with the model's generator.
-        n_chains: number of persistent chains for PCD (default ``batch_size``).
-        init: ``"normal"`` (N(0, 0.01²), scikit-learn) or ``"uniform"`` (U(−0.1, 0.1), Shark);
-            ``init_scale`` overrides the 0.01 / 0.1.
-        device: ``"cpu"`` (default), ``"cuda"``, a ``torch.device``, or ``None``/``"auto"``
-            (CUDA when available, else CPU).
-        dtype: floating dtype of the parameters (float32 by default).
-        random_state: int seed (or None for a random one) of the ``torch.Generator`` used for
-            initialisation, shuffling and sampling.
-        verbose: progress bar over epochs in ``fit``; ``None`` shows it only on a terminal.
-        callback: called with a :class:`CDStep` at every update, before it is applied (e.g. to
-            log diagnostics); a true return value stops training.
+        n_components, learning_rate, batch_size, n_iter, verbose, random_state: scikit-learn's
+            (``n_iter``: passes over the data; ``verbose``: a line per pass with the mean
+            pseudo-log-likelihood; ``random_state``: None, an int seed (every ``fit`` starts
+            afresh), a numpy ``RandomState`` (advances from fit to fit), a numpy ``Generator``
+            or a ``torch.Generator``).
+        method: ``"pcd"`` (persistent chains, Tieleman 2008) or ``"cd"`` (chains restart at
+            the mini-batch, Hinton 2002).
+        k: Gibbs steps per update.
+        chain: ``"sampled"`` (binary samples) or ``"mean_field"`` (probabilities
+            ``v ← σ(b + σ(c + vWᵀ)W)``: deterministic and differentiable). Inside
+            ``disable_blocks(BLOCK)`` a mean-field chain trains through the chain (the gradient
+            also flows back through its steps); a sampled chain raises
+            :class:`toolkit.BlockNotSwitchableError` (sampling passes no gradient, so the
+            update would silently be the same).
+        momentum, weight_decay: SGD momentum and L2 weight decay on ``W`` (Hinton's guide).
+        n_chains: persistent chains for PCD (default ``batch_size``, as scikit-learn).
+        shuffle: visit the rows in a new random order every pass (default: in order).
+        init, init_scale: weights ``N(0, 0.01²)`` (``"normal"``, scikit-learn) or
+            ``U(−0.1, 0.1)`` (``"uniform"``, the Shark library); ``init_scale`` replaces 0.01/0.1.
+        device: where to compute (``"cpu"``, ``"cuda"``, ``None``/``"auto"``: CUDA if available).
+        dtype: ``None`` (float32 data stay float32, other data become float64, as in
+            scikit-learn), ``"float32"``/``"float64"`` or the torch dtypes.
+        callback: called with a :class:`~toolkit.algorithms.rbm.CDStep` at every update before
+            it is applied; a true return value stops training.
 
-    Fitted attributes: ``weights_`` (n_hidden, n_visible), same layout as scikit-learn's
-    ``components_``; ``visible_bias_`` (n_visible,) and ``hidden_bias_`` (n_hidden,) (its
-    ``intercept_visible_``/``intercept_hidden_``); ``persistent_chain_`` (n_chains, n_visible)
-    for PCD; ``n_features_in_``; ``n_iter_`` (epochs run); ``n_updates_``. Methods return torch
-    tensors on the model's device; inputs may be numpy arrays or tensors.
+    Attributes:
+        components_ (H, V), intercept_hidden_ (H,), intercept_visible_ (V,): the parameters.
+        h_samples_ (n_chains, H): the hidden states of the persistent chains (PCD only).
+        n_features_in_, feature_names_in_ (after a pandas frame with string column names).
+        n_iter_: passes over the data completed; n_updates_: updates applied.
 
-    >>> import numpy as np
-    >>> X = np.array([[0, 0, 1, 1], [1, 1, 0, 0]] * 5, dtype=float)
-    >>> rbm = BernoulliRBM(3, epochs=5, random_state=0).fit(X)
-    >>> rbm.transform(X).shape, rbm.weights_.shape
-    (torch.Size([10, 3]), torch.Size([3, 4]))
+    Type in, type out: numpy arrays, array-likes and pandas frames give numpy results; tensors
+    give tensors on the input's device. The fitted attributes follow the data given to ``fit``.
+
+    ``score_samples`` is deterministic: the pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})``
+    summed over every visible unit (:func:`~toolkit.algorithms.rbm.pseudo_log_likelihood`),
+    the quantity whose one-random-unit estimate scikit-learn returns; it is comparable across
+    models of any size. ``log_likelihood`` gives the real ``log p(v)`` (exact, or by AIS).
+
+    >>> from sklearn.datasets import load_digits
+    >>> X = load_digits().data[:200] / 16
+    >>> rbm = BernoulliRBM(n_components=16, n_iter=2, random_state=0).fit(X)
+    >>> rbm.transform(X).shape, rbm.components_.shape, type(rbm.components_).__name__
+    ((200, 16), (16, 64), 'ndarray')
     """
 
-    def __init__(
-        self,
-        n_hidden: int = 256,
-        *,
-        method: str = "cd",
-        k: int = 1,
-        chain: str = "sampled",
-        learning_rate: float = 0.1,
-        batch_size: int = 10,
-        epochs: int = 10,
-        momentum: float = 0.0,
-        weight_decay: float = 0.0,
-        n_chains: int | None = None,
-        init: str = "normal",
-        init_scale: float | None = None,
-        device: torch.device | str | None = "cpu",
-        dtype: torch.dtype = torch.float32,
-        random_state: int | None = None,
-        verbose: bool | None = None,
-        callback: Callable[[CDStep], Any] | None = None,
-    ) -> None:
-        self.n_hidden = n_hidden
+    def __init__(self, n_components: int = 256, *, learning_rate: float = 0.1,
+                 batch_size: int = 10, n_iter: int = 10, verbose: int = 0,
+                 random_state: Any = None, method: str = "pcd", k: int = 1,
+                 chain: str = "sampled", momentum: float = 0.0, weight_decay: float = 0.0,
+                 n_chains: int | None = None, shuffle: bool = False, init: str = "normal",
+                 init_scale: float | None = None, device: torch.device | str | None = "cpu",
+                 dtype: str | torch.dtype | None = None,
+                 callback: Callable[[CDStep], Any] | None = None) -> None:
+        self.n_components = n_components
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.n_iter = n_iter
+        self.verbose = verbose
+        self.random_state = random_state
         self.method = method
         self.k = k
         self.chain = chain
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.epochs = epochs
         self.momentum = momentum
         self.weight_decay = weight_decay
         self.n_chains = n_chains
+        self.shuffle = shuffle
         self.init = init
         self.init_scale = init_scale
         self.device = device
         self.dtype = dtype
-        self.random_state = random_state
-        self.verbose = verbose
         self.callback = callback
 
-    def __repr__(self) -> str:
-        return (f"BernoulliRBM(n_hidden={self.n_hidden}, method={self.method!r}, k={self.k}, "
-                f"chain={self.chain!r}, "
-                f"learning_rate={self.learning_rate}, batch_size={self.batch_size}, "
-                f"epochs={self.epochs})")
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True  # values in [0, 1]
+        names = {"float32": "float32", torch.float32: "float32", "float64": "float64",
+                 torch.float64: "float64"}
+        fixed = names.get(self.dtype) if isinstance(self.dtype, (str, torch.dtype)) else None
+        tags.transformer_tags.preserves_dtype = [fixed] if fixed else ["float64", "float32"]
+        return tags
 
-    # -- checks ---------------------------------------------------------------------------
-
-    def _check_hyperparameters(self) -> None:
-        where = "BernoulliRBM"
-        check_params(where, self.__dict__, _CONSTRAINTS)
-        check_dtype(where, self.dtype)
-        self._device = resolve_device(self.device, where=where)
-        self._generator = resolve_generator(self.random_state, where=where, device=self._device)
-
-    def _check_fitted(self, where: str) -> None:
-        if not hasattr(self, "weights_"):
-            raise RuntimeError(f"BernoulliRBM.{where}: this model is not fitted yet; "
-                               f"call fit or partial_fit first")
-
-    @property
-    def _params(self) -> RBMParams:
-        return RBMParams(self.weights_, self.visible_bias_, self.hidden_bias_)
-
-    # -- training -------------------------------------------------------------------------
-
-    def _initialize(self, X: torch.Tensor) -> None:
-        device = self._device
-        gen = self._generator
-        init_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen,
-                                                                   device=device)))
-        params = init_params(X.shape[1], self.n_hidden, init=self.init, scale=self.init_scale,
-                             generator=init_gen, dtype=self.dtype, device=device)
-        self.weights_, self.visible_bias_, self.hidden_bias_ = (p.requires_grad_(False)
-                                                                for p in params)
-        self.n_features_in_ = X.shape[1]
-        self.n_iter_ = 0
-        self._visible_sum = torch.zeros(X.shape[1], dtype=torch.float64, device=device)
-        self._n_seen = 0
-        self._settings = _Settings(self.method, self.k, self.chain == "mean_field",
-                                   float(self.learning_rate), float(self.momentum),
-                                   float(self.weight_decay), "BernoulliRBM")
-        self._state = _initial_state(self._params, self.method,
-                                     self.n_chains or self.batch_size, gen)
-        self._sync_state()
-
-    def _sync_state(self) -> None:
-        self.n_updates_ = self._state.n_updates
-        if self._state.persistent_chain is not None:
-            self.persistent_chain_ = self._state.persistent_chain
-
-    def _run(self, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool,
-             progress: bool) -> int:
-        """Train with the one loop (:func:`train_cd`'s), one epoch at a time for the bar.
-
-        Returns the number of epochs completed (fewer when the callback stopped training)."""
-        from tqdm.auto import tqdm
-
-        self._visible_sum += X.sum(0, dtype=torch.float64)
-        self._n_seen += X.shape[0]
-        disable = None if self.verbose is None else not self.verbose
-        bar = tqdm(range(epochs), desc="BernoulliRBM", unit="epoch",
-                   disable=disable if progress else True, leave=False)
-        done = 0
-        try:
-            for _ in bar:
-                _train(self._params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
-                       settings=self._settings, n_chains=None, state=self._state,
-                       generator=self._generator, callback=self.callback)
-                if self._state.stopped:
-                    break
-                done += 1
-        finally:
-            bar.close()
-            self._sync_state()
-        return done
+    # ---- fitting ---------------------------------------------------------------------------
 
     def fit(self, X: Any, y: Any = None) -> BernoulliRBM:
-        """Initialise and train for ``epochs`` passes over ``X`` (n_samples, n_visible), binary.
+        """Initialize and train for ``n_iter`` passes over ``X`` (n_samples, n_features).
 
-        ``y`` is ignored. Returns ``self``. Inside ``disable_blocks(BLOCK)`` a mean-field chain
-        trains through the chain; a sampled chain raises ``BlockNotSwitchableError``.
+        ``X``: values in [0, 1]; ``y`` is ignored. Returns ``self``.
         """
-        self._check_hyperparameters()
-        X = _as_matrix(X, "BernoulliRBM.fit", dtype=self.dtype, device=self._device, binary=True)
-        self._initialize(X)
-        self.n_iter_ = self._run(X, epochs=self.epochs, batch_size=self.batch_size, shuffle=True,
-                                 progress=True)
+        where = "BernoulliRBM.fit"
+        Xt = self._check_fit_data(where, X)
+        self._initialize(Xt, numpy_random_state(self.random_state, where=where))
+        self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
+                                 shuffle=self.shuffle, like=X, report=True)
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
-        """One update with ``X`` as the mini-batch (initialising on the first call), like
+        """One update with all of ``X`` as the mini-batch (initializing on the first call), as
         scikit-learn's ``partial_fit``. Returns ``self``."""
-        if not hasattr(self, "weights_"):
-            self._check_hyperparameters()
-            X = _as_matrix(X, "BernoulliRBM.partial_fit", dtype=self.dtype, device=self._device,
-                           binary=True)
-            self._initialize(X)
+        where = "BernoulliRBM.partial_fit"
+        if not hasattr(self, "components_"):
+            Xt = self._check_fit_data(where, X)
+            self._initialize(Xt, numpy_random_state(self.random_state, where=where))
         else:
-            X = _as_matrix(X, "BernoulliRBM.partial_fit", dtype=self.dtype, device=self._device,
-                           binary=True, n_features=self.n_features_in_)
+            check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+            _, Xt = self._prepare("partial_fit", X)
         self._state.stopped = False
-        self._run(X, epochs=1, batch_size=X.shape[0], shuffle=False, progress=False)
+        self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
         return self
 
-    # -- inference ------------------------------------------------------------------------
+    def _check_fit_data(self, where: str, X: Any) -> torch.Tensor:
+        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+        device = resolve_device(self.device, where="BernoulliRBM")
+        Xt = check_X(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
+        _check_unit_interval(where, Xt)
+        validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
+        return Xt
 
-    def transform(self, X: Any) -> torch.Tensor:
-        """Hidden probabilities ``P(h=1|v=X)`` (n_samples, n_hidden); ``X`` values in [0, 1]."""
-        self._check_fitted("transform")
-        X = _as_matrix(X, "BernoulliRBM.transform", dtype=self.dtype, device=self._device,
-                       binary=False, n_features=self.n_features_in_)
+    def _initialize(self, X: torch.Tensor, rs: np.random.RandomState) -> None:
+        """scikit-learn's start (weights from ``rs``, zero biases) and a fresh training state."""
+        n_features = X.shape[1]
+        scale = self.init_scale if self.init_scale is not None else _INIT_SCALE[self.init]
+        shape = (self.n_components, n_features)
+        W = (rs.normal(0, scale, shape) if self.init == "normal"
+             else rs.uniform(-scale, scale, shape))
+        generator = torch.Generator(device=X.device).manual_seed(int(rs.randint(0, 2**31 - 1)))
+        params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
+                           X.new_zeros(n_features), X.new_zeros(self.n_components))
+        self._state = _initial_state(params, self.method, self.n_chains or self.batch_size,
+                                     self.chain == "mean_field", generator)
+        self._rng_state = generator.get_state()
+        self._visible_sum = torch.zeros(n_features, dtype=torch.float64, device=X.device)
+        self._n_seen = 0
+        self._n_features_out = self.n_components
+        self.n_iter_ = 0
+        self._set_fitted(params, like=X)
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        return torch.Generator(device=device).set_state(self._rng_state)
+
+    def _run(self, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool, like: Any,
+             report: bool) -> int:
+        """Train in place with the one loop, a pass at a time; the passes completed."""
+        params = self._fitted_params("fit")
+        generator = self._generator(X.device)
+        if (self._state.persistent_chain is None) != (self.method == "cd"):  # method changed
+            self._state = _initial_state(params, self.method, self.n_chains or batch_size,
+                                         self.chain == "mean_field", generator)
+        settings = _Settings(self.method, self.k, self.chain == "mean_field",
+                             float(self.learning_rate), float(self.momentum),
+                             float(self.weight_decay), "BernoulliRBM")
+        self._visible_sum += X.sum(0, dtype=torch.float64)
+        self._n_seen += X.shape[0]
+        done = 0
+        try:
+            for epoch in range(1, epochs + 1):
+                begin = time.time()
+                _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
+                       settings=settings, n_chains=None, state=self._state,
+                       generator=generator, callback=self.callback)
+                if self._state.stopped:
+                    break
+                done += 1
+                if report and self.verbose:
+                    with torch.no_grad():
+                        pll = float(pseudo_log_likelihood(params, X).mean())
+                    print(f"[BernoulliRBM] Iteration {epoch}, pseudo-likelihood = {pll:.2f}, "
+                          f"time = {time.time() - begin:.2f}s")
+        finally:
+            self._rng_state = generator.get_state()
+            self._set_fitted(params, like=like)
+        return done
+
+    def _set_fitted(self, params: RBMParams, *, like: Any) -> None:
+        W, b, c = params
+        self.components_, self.intercept_visible_, self.intercept_hidden_ = (
+            to_output(t, like) for t in (W, b, c))
+        chain = self._state.persistent_chain
+        if chain is not None:
+            self.h_samples_ = to_output(chain, like)
+        elif hasattr(self, "h_samples_"):
+            del self.h_samples_
+        self.n_updates_ = self._state.n_updates
+
+    def _fitted_params(self, where: str) -> RBMParams:
+        """The fitted attributes as tensors on ``device`` (zero-copy for numpy on the CPU)."""
+        if not hasattr(self, "components_"):
+            raise NotFittedError(f"BernoulliRBM.{where}: this instance is not fitted yet; call "
+                                 f"fit(X) first")
+        device = resolve_device(self.device, where="BernoulliRBM")
+
+        def tensor(a: Any) -> torch.Tensor:
+            if isinstance(a, np.ndarray) and not a.flags.writeable:  # e.g. a loaded memmap
+                a = a.copy()
+            return torch.as_tensor(a, device=device)
+
+        return RBMParams(*(tensor(a) for a in (self.components_, self.intercept_visible_,
+                                               self.intercept_hidden_)))
+
+    # ---- using a fitted model --------------------------------------------------------------
+
+    def _prepare(self, where: str, X: Any, *, binary: bool = False,
+                 dtype: torch.dtype | None = None) -> tuple[RBMParams, torch.Tensor]:
+        params = self._fitted_params(where)
+        name = f"BernoulliRBM.{where}"
+        Xt = check_X(name, X, device=params.weights.device,
+                     dtype=dtype or params.weights.dtype, n_features=self.n_features_in_)
+        _check_unit_interval(name, Xt, binary=binary)
+        validate_data(self, X, reset=False, skip_check_array=True)  # feature names
+        return params, Xt
+
+    def transform(self, X: Any) -> np.ndarray | torch.Tensor:
+        """Hidden probabilities ``P(h=1|v=X) = σ(c + X Wᵀ)``, shape (n_samples, n_components)."""
+        (W, _, c), Xt = self._prepare("transform", X)
         with torch.no_grad():
-            return torch.sigmoid(F.linear(X, self.weights_, self.hidden_bias_))
+            return to_output(torch.sigmoid(F.linear(Xt, W, c)), X)
 
-    def fit_transform(self, X: Any, y: Any = None) -> torch.Tensor:
-        """``fit(X)`` then ``transform(X)``."""
-        return self.fit(X).transform(X)
+    def score_samples(self, X: Any) -> np.ndarray | torch.Tensor:
+        """Pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})`` of each sample (deterministic).
 
-    def sample(self, n_samples: int = 1, *, n_steps: int = 1000,
-               v_init: Any = None) -> torch.Tensor:
-        """Binary samples (n_samples, n_visible) after ``n_steps`` Gibbs steps.
-
-        Chains start at ``v_init`` (binary, (n_samples, n_visible)) or at uniform random states.
+        Summed over every visible unit (see the class docstring); scikit-learn's
+        ``score_samples`` is a one-random-unit estimate of the same sum. Shape (n_samples,).
         """
-        self._check_fitted("sample")
+        params, Xt = self._prepare("score_samples", X)
+        with torch.no_grad():
+            return to_output(pseudo_log_likelihood(params, Xt), X)
+
+    def gibbs(self, v: Any) -> np.ndarray | torch.Tensor:
+        """One Gibbs step ``v → h → v`` with sampled states (scikit-learn's ``gibbs``)."""
+        params, vt = self._prepare("gibbs", v)
+        generator = self._generator(vt.device)
+        with torch.no_grad():
+            out = _gibbs(params, vt, 1, False, generator)
+        self._rng_state = generator.get_state()
+        return to_output(out, v)
+
+    def sample(self, n_samples: int = 1, *, n_steps: int = 1000) -> np.ndarray | torch.Tensor:
+        """Binary samples (n_samples, n_features) after ``n_steps`` Gibbs steps from uniform
+        random states; numpy arrays or tensors, like the fitted attributes."""
+        params = self._fitted_params("sample")
+        check("BernoulliRBM.sample", "n_samples", n_samples, [Integer(1)])
         check("BernoulliRBM.sample", "n_steps", n_steps, [Integer(1)])
-        if v_init is None:
-            check("BernoulliRBM.sample", "n_samples", n_samples, [Integer(1)])
-            half = torch.full((n_samples, self.n_features_in_), 0.5, dtype=self.dtype,
-                              device=self._device)
-            v = _bernoulli(half, self._generator)
-        else:
-            v = _as_matrix(v_init, "BernoulliRBM.sample", dtype=self.dtype, device=self._device,
-                           binary=True, n_features=self.n_features_in_)
+        W = params.weights
+        generator = self._generator(W.device)
         with torch.no_grad():
-            return gibbs_chain(self._params, v, n_steps, generator=self._generator)
+            v = _bernoulli(W.new_full((n_samples, W.shape[1]), 0.5), generator)
+            v = _gibbs(params, v, n_steps, False, generator)
+        self._rng_state = generator.get_state()
+        return to_output(v, self.components_)
 
-    def score_samples(self, X: Any) -> torch.Tensor:
-        """Pseudo-log-likelihood per sample (scikit-learn's formula, one random bit flipped).
+    def log_partition(self, *, method: str = "auto", n_runs: int = 100,
+                      betas: int | torch.Tensor = 14500) -> tuple[float, float]:
+        """``(log Z, standard error)`` in float64, exact or by annealed importance sampling.
 
-        Random: with an int ``random_state`` the flipped units are drawn from a generator
-        seeded with it on every call (same answer each call, as in scikit-learn), otherwise from
-        the model's generator. See :func:`pseudo_log_likelihood`.
+        ``method="auto"``: exact (:func:`~toolkit.algorithms.rbm.exact_log_partition`, error 0)
+        when ``min(n_features, n_components) <= 20``, else AIS
+        (:func:`~toolkit.algorithms.rbm.ais_log_partition` with ``n_runs`` runs, ``betas``
+        temperatures and the base-rate model of the data seen in training).
         """
-        self._check_fitted("score_samples")
-        X = _as_matrix(X, "BernoulliRBM.score_samples", dtype=self.dtype, device=self._device,
-                       binary=True, n_features=self.n_features_in_)
-        gen = (torch.Generator().manual_seed(int(self.random_state))
-               if is_int(self.random_state) else None)
-        with torch.no_grad():
-            return pseudo_log_likelihood(self._params, X, generator=gen)
-
-    def log_likelihood(self, X: Any, *, method: str = "auto", n_runs: int = 100,
-                       betas: int | torch.Tensor = 14500) -> torch.Tensor:
-        """``log p(v)`` per sample (float64), exact or by AIS.
-
-        ``method="auto"``: exact (:func:`exact_log_partition`) when
-        ``min(n_visible, n_hidden) <= 20``, else AIS (:func:`ais_log_partition` with the
-        base-rate model of the training data, ``n_runs`` runs and ``betas`` temperatures). The
-        log-partition used and, for AIS, its standard error are kept in ``log_partition_`` and
-        ``log_partition_stderr_`` (0.0 when exact).
-        """
-        self._check_fitted("log_likelihood")
-        check("BernoulliRBM.log_likelihood", "method", method, [Options("auto", "exact", "ais")])
-        X = _as_matrix(X, "BernoulliRBM.log_likelihood", dtype=torch.float64,
-                       device=self._device, binary=True, n_features=self.n_features_in_)
-        params = RBMParams(*(p.to(torch.float64) for p in self._params))
+        where = "BernoulliRBM.log_partition"
+        check(where, "method", method, [Options("auto", "exact", "ais")])
+        params = RBMParams(*(t.to(torch.float64) for t in self._fitted_params("log_partition")))
         if method == "auto":
-            method = "exact" if min(self.weights_.shape) <= MAX_EXACT_UNITS else "ais"
+            method = "exact" if min(params.weights.shape) <= MAX_EXACT_UNITS else "ais"
         with torch.no_grad():
             if method == "exact":
-                log_z, stderr = exact_log_partition(params), torch.tensor(0.0)
-            else:
-                # Base-rate model of the training data (smoothed means, as in ais_log_partition).
-                mean = (self._visible_sum + 1) / (self._n_seen + 2)
-                result = ais_log_partition(params, base_visible_bias=torch.logit(mean),
-                                           n_runs=n_runs, betas=betas, generator=self._generator)
-                log_z, stderr = result.log_partition, result.stderr
-            self.log_partition_ = float(log_z)
-            self.log_partition_stderr_ = float(stderr)
-            return log_likelihood(params, X, log_partition=log_z)
+                return float(exact_log_partition(params)), 0.0
+            mean = (self._visible_sum + 1) / (self._n_seen + 2)  # smoothed data means
+            generator = self._generator(params.weights.device)
+            result = ais_log_partition(params, base_visible_bias=torch.logit(mean),
+                                       n_runs=n_runs, betas=betas, generator=generator)
+            self._rng_state = generator.get_state()
+        return float(result.log_partition), float(result.stderr)
+
+    def log_likelihood(self, X: Any, *, method: str = "auto", n_runs: int = 100,
+                       betas: int | torch.Tensor = 14500,
+                       log_partition: float | None = None) -> np.ndarray | torch.Tensor:
+        """``log p(v) = −F(v) − log Z`` of each binary sample, in float64 (n_samples,).
+
+        ``log Z`` from :meth:`log_partition` (``method``, ``n_runs``, ``betas``) unless given.
+        """
+        params, Xt = self._prepare("log_likelihood", X, binary=True, dtype=torch.float64)
+        if log_partition is None:
+            log_partition, _ = self.log_partition(method=method, n_runs=n_runs, betas=betas)
+        W, b, c = (t.to(torch.float64) for t in params)
+        with torch.no_grad():
+            neg_free_energy = Xt @ b + F.softplus(F.linear(Xt, W, c)).sum(1)
+            return to_output(neg_free_energy - log_partition, X)

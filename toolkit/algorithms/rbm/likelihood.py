@@ -3,7 +3,7 @@
 :func:`exact_log_partition` enumerates the smaller layer; :func:`ais_log_partition` estimates
 ``log Z`` by annealed importance sampling (Salakhutdinov & Murray 2008); :func:`log_likelihood`
 and :func:`exact_log_likelihood_gradient` build on the exact one; :func:`pseudo_log_likelihood`
-is scikit-learn's ``score_samples``.
+is the sum over all units that scikit-learn's ``score_samples`` estimates with one random unit.
 
 References:
     R. Salakhutdinov and I. Murray (2008), "On the quantitative analysis of deep belief
@@ -141,34 +141,57 @@ def pseudo_log_likelihood(
     params: RBMParams,
     v: torch.Tensor,
     *,
-    generator: torch.Generator | None = None,
     indices: torch.Tensor | None = None,
+    chunk_elements: int = 2**22,
 ) -> torch.Tensor:
-    """Stochastic pseudo-log-likelihood per sample, scikit-learn's ``score_samples`` formula.
+    """Pseudo-log-likelihood per sample ``Σ_i log P(v_i | v_{−i})``, summed over every unit.
 
-    For each row one unit ``i`` is drawn uniformly at random (``indices`` to fix them) and
-    flipped, giving ``ṽ``; the estimate is ``V · log σ(F(ṽ) − F(v))``, an unbiased estimate of
-    ``Σ_i log P(v_i | v_{−i})`` (V = n_visible). The result is random: it depends on the
-    drawn indices (from ``generator``).
+    Flipping unit ``i`` of ``v`` gives ``ṽ``; for binary ``v``,
+    ``log P(v_i | v_{−i}) = log σ(F(ṽ) − F(v))``. The sum over all ``V = n_visible`` units is
+    deterministic. scikit-learn's ``BernoulliRBM.score_samples`` flips one unit per row drawn
+    at random and returns ``V · log σ(F(ṽ) − F(v))``, an unbiased estimate of this sum; pass
+    ``indices`` (one unit per row) to get that estimate at those units. ``v`` (n_samples,
+    n_visible), values in [0, 1] (a fractional ``v_i`` flips to ``1 − v_i``, as in
+    scikit-learn); returns (n_samples,).
+
+    Cost: the flips change the hidden pre-activations ``a = c + v Wᵀ`` by ``(1 − 2v_i) W_{:,i}``,
+    so the sum takes an (n_samples, V, H) tensor, computed in chunks of about
+    ``chunk_elements`` entries; each row is computed on its own (the result of a row does not
+    depend on the other rows).
+
+    >>> p = RBMParams(torch.zeros(2, 3), torch.zeros(3), torch.zeros(2))
+    >>> pseudo_log_likelihood(p, torch.ones(1, 3))  # 3 · log(1/2)
+    tensor([-2.0794])
 
     Reference: scikit-learn ``BernoulliRBM.score_samples``
     (https://scikit-learn.org/stable/modules/generated/sklearn.neural_network.BernoulliRBM.html).
     """
-    params = _check_params(params, "pseudo_log_likelihood")
-    n_visible = params.weights.shape[1]
-    _check_layer(v, n_visible, "pseudo_log_likelihood", "v")
+    where = "pseudo_log_likelihood"
+    params = _check_params(params, where)
+    W, b, c = params
+    n_hidden, n_visible = W.shape
+    _check_layer(v, n_visible, where, "v")
     n = v.shape[0]
-    if indices is None:
-        indices = torch.randint(0, n_visible, (n,), generator=generator).to(v.device)
-    else:
+    if indices is not None:
         indices = torch.as_tensor(indices, device=v.device)
-        if indices.shape != (n,) or indices.min() < 0 or indices.max() >= n_visible:
-            raise ValueError(f"pseudo_log_likelihood: indices must be {n} ints in "
-                             f"[0, {n_visible}), got shape {tuple(indices.shape)}")
-    rows = torch.arange(n, device=v.device)
-    v_flip = v.clone()
-    v_flip[rows, indices] = 1 - v_flip[rows, indices]
-    return -n_visible * F.softplus(-(free_energy(params, v_flip) - free_energy(params, v)))
+        if indices.shape != (n,) or (n and (indices.min() < 0 or indices.max() >= n_visible)):
+            raise ValueError(f"{where}: indices must be {n} ints in [0, {n_visible}), got "
+                             f"shape {tuple(indices.shape)}")
+        rows = torch.arange(n, device=v.device)
+        v_flip = v.clone()
+        v_flip[rows, indices] = 1 - v_flip[rows, indices]
+        return -n_visible * F.softplus(-(free_energy(params, v_flip) - free_energy(params, v)))
+    check(where, "chunk_elements", chunk_elements, [Integer(1)])
+    step = max(1, chunk_elements // max(1, n_visible * n_hidden))
+    parts = []
+    for vc in v.split(step):
+        a = F.linear(vc, W, c)                                   # (m, H)
+        delta = 1 - 2 * vc                                       # (m, V): v_i → 1 − v_i
+        flipped = a.unsqueeze(1) + delta.unsqueeze(2) * W.T      # (m, V, H)
+        # F(ṽ_i) − F(v) = −b_i δ_i − Σ_j [softplus(a_j + δ_i W_ji) − softplus(a_j)]
+        diff = -(delta * b) - (F.softplus(flipped) - F.softplus(a).unsqueeze(1)).sum(2)
+        parts.append(-F.softplus(-diff).sum(1))                  # Σ_i log σ(ΔF_i)
+    return torch.cat(parts) if parts else v.new_zeros(0)
 
 
 def ais_log_partition(

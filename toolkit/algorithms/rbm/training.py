@@ -41,6 +41,7 @@ from toolkit.algorithms.rbm.core import (
     _check_layer,
     _check_params,
     _negative_samples,
+    _next_hidden,
 )
 
 __all__ = ["CDStep", "TrainState", "train_cd"]
@@ -71,7 +72,8 @@ class TrainState:
     """What :func:`train_cd` carries from one update to the next (pass it back to continue).
 
     ``velocity``: the momentum buffers (like the parameters); ``persistent_chain``: the PCD
-    chains' states (n_chains, n_visible), ``None`` for CD; ``n_updates``: updates applied;
+    chains' hidden states (n_chains, n_hidden), as scikit-learn's ``h_samples_`` (binary
+    samples; probabilities for a mean-field chain), ``None`` for CD; ``n_updates``: updates applied;
     ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training.
     """
 
@@ -112,15 +114,19 @@ _CONSTRAINTS: dict[str, list[Any]] = {
 }
 
 
-def _initial_state(params: RBMParams, method: str, n_chains: int,
+def _initial_state(params: RBMParams, method: str, n_chains: int, mean_field: bool,
                    generator: torch.Generator | None) -> TrainState:
-    """Zero velocity; for PCD, ``n_chains`` chains started at uniform random binary states."""
+    """Zero velocity; for PCD, ``n_chains`` chains of hidden states. A sampled chain starts at
+    ``h = 0``, as in scikit-learn (the first negative samples are drawn from
+    ``p(v|h=0) = σ(b)``); a mean-field chain is deterministic, so chains started alike would
+    stay alike: they start at uniform random binary states."""
     velocity = [torch.zeros_like(p, requires_grad=False) for p in params]
     chain = None
     if method == "pcd":
         W = params.weights
-        chain = _bernoulli(torch.full((n_chains, W.shape[1]), 0.5, dtype=W.dtype,
-                                      device=W.device), generator)
+        chain = W.new_zeros((n_chains, W.shape[0]), requires_grad=False)
+        if mean_field:
+            chain = _bernoulli(chain.fill_(0.5), generator)
     return TrainState(velocity, chain)
 
 
@@ -128,9 +134,12 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
             generator: torch.Generator | None, callback: Callback | None, batch: int) -> bool:
     """One update on the mini-batch ``v_data``; True when the callback asks to stop."""
     chain = state.persistent_chain
-    start = v_data if chain is None else chain
-    v_model = _negative_samples(params, start, settings.k, settings.mean_field, generator,
-                                settings.where)
+    if chain is None:  # CD-k: the chain starts at the data
+        v_model = _negative_samples(params, v_data, settings.k, settings.mean_field, generator,
+                                    settings.where)
+    else:  # PCD-k: it continues from the persistent hidden states
+        v_model = _negative_samples(params, chain, settings.k, settings.mean_field, generator,
+                                    settings.where, from_hidden=True)
     key = (v_data.shape[0], v_model.shape[0])
     weights = state._cd_weights.get(key)
     if weights is None:  # one vector per pair of batch sizes, not one per update
@@ -142,6 +151,11 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
         return True
     # The SGD step, as in torch.optim: parameters, velocity and chain states are plain values.
     with torch.no_grad():
+        if chain is not None:
+            # The next update continues the chains from here (Tieleman 2008): hidden states
+            # drawn from p(h | v_model) with the parameters that produced v_model (as
+            # scikit-learn does); a value: its graph, if any, belonged to this update.
+            chain.copy_(_next_hidden(params, v_model, settings.mean_field, generator))
         step = list(grads)
         if settings.weight_decay:
             step[0] = step[0].add(params.weights, alpha=settings.weight_decay)
@@ -151,10 +165,6 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
             torch._foreach_add_(list(params), state.velocity)
         else:
             torch._foreach_add_(list(params), step, alpha=-settings.learning_rate)
-        if chain is not None:
-            # The next update continues the chains from here (Tieleman 2008): the state is the
-            # chain's value; its graph, if any, belonged to this update's gradient.
-            chain.copy_(v_model)
     state.n_updates += 1
     return False
 
@@ -164,7 +174,8 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
            generator: torch.Generator | None, callback: Callback | None) -> TrainState:
     """The loop of :func:`train_cd`, without the argument checks."""
     if state is None:
-        state = _initial_state(params, settings.method, n_chains or batch_size, generator)
+        state = _initial_state(params, settings.method, n_chains or batch_size,
+                               settings.mean_field, generator)
     flags = [p.requires_grad for p in params]
     for p in params:
         p.requires_grad_(True)
@@ -212,7 +223,11 @@ def train_cd(
     (``method="pcd"``, default ``batch_size`` chains) through :func:`negative_samples`, takes
     the gradient of ``cd_loss`` and applies ``u ← momentum·u − learning_rate·(g + weight_decay·W)``,
     ``θ ← θ + u``. ``cd_loss`` averages over the batch, so ``learning_rate`` is per sample, as
-    in scikit-learn.
+    in scikit-learn. The persistent chains keep hidden states, as scikit-learn's
+    ``BernoulliRBM`` does: they start at ``h = 0`` (mean-field chains, which are deterministic,
+    at random binary states); each update draws ``v ~ p(v|h)`` (and
+    ``k − 1`` further steps) and keeps ``h ~ p(h|v_model)``, drawn with the parameters
+    before the update (Tieleman 2008: the chains continue where they stopped).
 
     The block: with it (the default) the gradient is the CD update. Inside
     ``disable_blocks(BLOCK)``, ``chain="mean_field"`` trains through the chain (the gradient
