@@ -1,130 +1,131 @@
-"""Benchmark: CD-1 by autograd of ``cd_loss`` (toolkit) vs scikit-learn's BernoulliRBM (PCD-1).
+"""Benchmark: the toolkit's BernoulliRBM against scikit-learn's, same data, same run.
 
-Data: the binarized 8×8 digits tiled 8× (14,376 × 64); 256 hidden units, batch 64, learning
-rate 0.05. The goal (issue acceptance) is toolkit ms/epoch ≤ 0.5 × scikit-learn's.
+Data: scikit-learn's 8×8 digits tiled ``--tile`` times (8: 14,376 × 64), scaled to [0, 1] as
+scikit-learn's own RBM example does (``load_digits().data / 16``), float64 as numpy gives it;
+256 hidden units, batch 64, learning rate 0.05, one epoch per fit.
 
-Contenders, all timed in the same process:
+Contenders (every fit starts from scratch, ``random_state=0``):
 
-* ``toolkit``: ``BernoulliRBM(method="cd", k=1)`` on the float32 data (so float32 parameters);
-  every update is the gradient of the free-energy loss by autograd.
-* ``sklearn f64``: scikit-learn's ``BernoulliRBM`` on float64 data, which is what it gets from
-  ``load_digits`` (and from most numpy code).
-* ``sklearn f32``: the same on float32 data; scikit-learn keeps float32 (since 0.23), so this
-  is the same-precision comparison.
+* ``sklearn``: ``sklearn.neural_network.BernoulliRBM`` (PCD-1, closed-form update).
+* ``toolkit pcd``: ``BernoulliRBM`` with its defaults, scikit-learn's algorithm (PCD-1 from
+  ``batch_size`` persistent chains); float64 data are fitted in float64, as scikit-learn does.
+* ``toolkit cd``: CD-1 (``method="cd"``), the chain started at the data.
+* ``toolkit pcd f32`` / ``toolkit cd f32``: the same with ``dtype="float32"`` on the same
+  float64 data (parameters and arithmetic in float32).
 
-scikit-learn does PCD-1 (one Gibbs step per batch from persistent chains, closed-form update);
-the toolkit does CD-1 (one Gibbs step per batch from the data, autograd update). Both draw a
-hidden and a visible sample per batch. In 64×64×256-sized matrix products, scikit-learn does
-five per batch and the toolkit six: two in the Gibbs step, two in the loss (data and samples
-together) and two in its backward.
+Every update of the toolkit is the autograd gradient of ``cd_loss`` (free energies at the
+negative samples behind the block); scikit-learn writes the update in closed form.
 
-Timing: this machine class shares its cores, and one epoch's time can vary by ±30 % from one
-moment to the next. The contenders are therefore timed in interleaved rounds (each round
-runs every contender once, in a rotating order), and the script prints, per contender, the
-median and the minimum ms/epoch over the rounds, and the **median of the per-round ratios**
-(the statistic used for the goal: each ratio compares runs a fraction of a second apart).
-It does this with both libraries in their default thread settings and with both limited to one
-thread (``torch.set_num_threads(1)``, ``threadpoolctl`` for numpy's BLAS).
+Timing: ``toolkit.measure.race`` runs every contender once per round in rotating order and
+the script prints medians and the median of per-round ratios (target of the issue: toolkit
+<= 0.6x scikit-learn with default threads), once with every library on its default threads and
+once with torch and numpy's BLAS on one thread; then, for the toolkit alone, default threads
+against one thread in the same rounds (target: never slower with the default).
 
-    python benchmarks/bench_rbm.py            # 15 rounds of 2 epochs per setting
-    python benchmarks/bench_rbm.py --quick    # 2 rounds of 1 epoch (smoke run)
+    python benchmarks/bench_rbm.py             # 9 rounds per setting
+    python benchmarks/bench_rbm.py --quick     # a smoke run
+    python benchmarks/bench_rbm.py --device cuda
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
-import time
+import platform
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
+from sklearn.datasets import load_digits
 
 from toolkit.algorithms.rbm import BernoulliRBM
-from toolkit.data import binarized_digits
+from toolkit.measure import race
 
 N_HIDDEN, BATCH, LR = 256, 64, 0.05
+TARGET = 0.6
 
 
 @contextlib.contextmanager
-def thread_limit(one_thread: bool) -> Iterator[None]:
-    """Both libraries on one thread (torch intra-op threads and numpy's BLAS), or unchanged."""
-    if not one_thread:
+def threads(n: int | None) -> Iterator[None]:
+    """torch intra-op threads and numpy's BLAS limited to ``n`` (``None``: unchanged)."""
+    if n is None:
         yield
         return
     from threadpoolctl import threadpool_limits
 
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(n)
     try:
-        with threadpool_limits(1):
+        with threadpool_limits(n):
             yield
     finally:
         torch.set_num_threads(before)
 
 
-def contenders(X: torch.Tensor) -> dict[str, Callable[[int], object]]:
-    """name → fit(epochs) for each contender, on the same binary data."""
+def contenders(X: np.ndarray, device: str) -> dict[str, Callable[[], object]]:
+    """name → one fit of one epoch, each on the same float64 data in [0, 1]."""
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
-    X64, X32 = X.numpy().astype(np.float64), X.numpy().astype(np.float32)
+    data = torch.as_tensor(X, device=device) if device != "cpu" else X
+    common = {"learning_rate": LR, "batch_size": BATCH, "n_iter": 1, "random_state": 0}
 
-    def toolkit(epochs: int) -> object:
-        return BernoulliRBM(N_HIDDEN, method="cd", k=1, learning_rate=LR, batch_size=BATCH,
-                            n_iter=epochs, shuffle=True, random_state=0).fit(X)
+    def toolkit(method: str, dtype: str | None) -> Callable[[], object]:
+        return lambda: BernoulliRBM(N_HIDDEN, method=method, dtype=dtype, device=device,
+                                    **common).fit(data)
 
-    def sklearn(data: np.ndarray) -> Callable[[int], object]:
-        def fit(epochs: int) -> object:
-            return SkRBM(n_components=N_HIDDEN, learning_rate=LR, batch_size=BATCH,
-                         n_iter=epochs, random_state=0).fit(data)
-        return fit
-
-    return {"toolkit": toolkit, "sklearn f64": sklearn(X64), "sklearn f32": sklearn(X32)}
+    return {"sklearn": lambda: SkRBM(n_components=N_HIDDEN, **common).fit(X),
+            "toolkit pcd": toolkit("pcd", None),
+            "toolkit cd": toolkit("cd", None),
+            "toolkit pcd f32": toolkit("pcd", "float32"),
+            "toolkit cd f32": toolkit("cd", "float32")}
 
 
-def interleaved(fits: dict[str, Callable[[int], object]], *, rounds: int, epochs: int
-                ) -> dict[str, list[float]]:
-    """ms/epoch of every contender in each of ``rounds`` rounds (order rotated per round)."""
-    names = list(fits)
-    for fit in fits.values():  # warm-up: lazy imports, first allocations
-        fit(1)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            start = time.perf_counter()
-            fits[name](epochs)
-            times[name].append((time.perf_counter() - start) / epochs * 1e3)
-    return times
+def one_thread_vs_default(fit: Callable[[], object], rounds: int, device: str
+                          ) -> tuple[float, float, float]:
+    """Per-round ratio default threads / one thread of ``fit`` (median, min, max)."""
+    def one() -> object:
+        with threads(1):
+            return fit()
+    result = race({"default": fit, "one thread": one}, rounds=rounds, device=device)
+    r = result.ratio("default", "one thread")
+    return r.median, r.min, r.max
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 rounds of 1 epoch")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (15)")
-    parser.add_argument("--epochs", type=int, default=None, help="epochs per fit (2)")
+    parser.add_argument("--quick", action="store_true", help="2 rounds (smoke run)")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds (9)")
     parser.add_argument("--tile", type=int, default=8, help="copies of the digits (8: 14,376)")
+    parser.add_argument("--device", default="cpu", help="torch device of the toolkit models")
     args = parser.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 15)
-    epochs = args.epochs or (1 if args.quick else 2)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"bench_rbm: --device {args.device}: torch reports no CUDA device here")
+        return 2
+    rounds = 2 if args.quick else args.rounds
 
     from sklearn import __version__ as sk_version
 
-    X = binarized_digits().X.repeat(args.tile, 1)  # float32 tensor of 0/1
-    print(f"data {tuple(X.shape)}, {N_HIDDEN} hidden, batch {BATCH}, lr {LR}; "
-          f"torch {torch.__version__}, scikit-learn {sk_version}; "
-          f"{rounds} interleaved rounds of {epochs} epoch(s)")
-    fits = contenders(X)
-    for label, one_thread in (("default threads", False), ("one thread each", True)):
-        with thread_limit(one_thread):
-            times = interleaved(fits, rounds=rounds, epochs=epochs)
-        print(f"[{label}] ms/epoch, median (min) over rounds:")
-        for name, values in times.items():
-            print(f"  {name:<12} {statistics.median(values):8.1f} ({min(values):7.1f})")
-        for peer in ("sklearn f64", "sklearn f32"):
-            ratios = [a / b for a, b in zip(times["toolkit"], times[peer])]
-            print(f"  ratio toolkit / {peer}: {statistics.median(ratios):.3f} "
-                  f"(rounds: {min(ratios):.3f}–{max(ratios):.3f}; goal <= 0.5)")
+    X = np.tile(load_digits().data / 16.0, (args.tile, 1))
+    print(f"data {X.shape} {X.dtype} in [0, 1], {N_HIDDEN} hidden, batch {BATCH}, lr {LR}, "
+          f"1 epoch per fit; torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"scikit-learn {sk_version}, {platform.processor() or platform.machine()}, "
+          f"device={args.device}; {rounds} interleaved rounds")
+    fits = contenders(X, args.device)
+    settings = [("default threads", None)] + ([] if args.device != "cpu" else
+                                              [("one thread each", 1)])
+    for label, n in settings:
+        with threads(n):
+            result = race(fits, rounds=rounds, device=args.device)
+        print(f"\n[{label}] ms per epoch, median (min) over rounds:")
+        print(result.table())
+        for name in fits:
+            if name != "sklearn":
+                print(f"  ratio {result.ratio(name, 'sklearn')}   (target <= {TARGET})")
+    if args.device == "cpu":
+        print("\ntoolkit, default threads / one thread (same rounds; target <= 1):")
+        for name in ("toolkit pcd", "toolkit pcd f32"):
+            med, lo, hi = one_thread_vs_default(fits[name], rounds, args.device)
+            print(f"  {name:<16} {med:.3f}x  (rounds {lo:.3f}..{hi:.3f})")
     return 0
 
 

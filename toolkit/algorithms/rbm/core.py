@@ -145,12 +145,17 @@ def _gibbs_from_hidden(params: RBMParams, h: torch.Tensor, k: int, mean_field: b
 
 
 def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
-                 generator: torch.Generator | None) -> torch.Tensor:
+                 generator: torch.Generator | None,
+                 pre: torch.Tensor | None = None) -> torch.Tensor:
     """The hidden states a persistent chain keeps after ``v``: a sample of ``p(h|v)`` (its
-    probabilities for a mean-field chain). A value, no graph (the caller runs it under
-    ``no_grad``)."""
-    W, _, c = params
-    ph = torch.sigmoid(F.linear(v, W, c))
+    probabilities for a mean-field chain). ``pre``, when given, holds the pre-activations
+    ``W v + c`` already computed by the loss (n_hidden, rows), which saves a matrix product. A
+    value, no graph (the caller runs it under ``no_grad``)."""
+    if pre is None:
+        W, _, c = params
+        ph = torch.sigmoid(F.linear(v, W, c))
+    else:  # written row-major: the draw below compares element by element in that order
+        ph = torch.sigmoid(pre.T, out=pre.new_empty((pre.shape[1], pre.shape[0])))
     return ph if mean_field else _bernoulli(ph, generator)
 
 
@@ -179,6 +184,13 @@ def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
 
 def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
              weights: torch.Tensor | None = None) -> torch.Tensor:
+    return _cd_loss_and_pre(params, v_data, v_model, weights)[0]
+
+
+def _cd_loss_and_pre(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+                     weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cd_loss` and its hidden pre-activations ``W vᵀ + c`` (n_hidden, rows of data then
+    model): the training loop reuses the model rows' for the persistent chains."""
     # The negative samples come from a Markov chain run with the current parameters. The CD
     # update (and the maximum-likelihood gradient it approximates) differentiates the free
     # energy at fixed samples: no gradient may flow back through the chain that produced them.
@@ -193,7 +205,7 @@ def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
     # as (n_hidden, rows) = addmm(c as a column, W, vᵀ), whose weight gradient is a plain
     # (n_hidden, rows) @ (rows, n_visible) product, and b·v + Σ_j softplus(·) as one addmv.
     pre = torch.addmm(c.unsqueeze(1), W, v.T)
-    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights
+    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights, pre
 
 
 # --------------------------------------------------------------------------------------------

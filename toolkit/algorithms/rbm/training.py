@@ -36,7 +36,7 @@ from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,
     _bernoulli,
-    _cd_loss,
+    _cd_loss_and_pre,
     _cd_weights,
     _check_layer,
     _check_params,
@@ -144,7 +144,7 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
     weights = state._cd_weights.get(key)
     if weights is None:  # one vector per pair of batch sizes, not one per update
         weights = state._cd_weights[key] = _cd_weights(*key, v_data)
-    loss = _cd_loss(params, v_data, v_model, weights)
+    loss, pre = _cd_loss_and_pre(params, v_data, v_model, weights)
     grads = RBMParams(*torch.autograd.grad(loss, list(params)))
     if callback is not None and callback(CDStep(state.n_epochs, batch, params, v_data, v_model,
                                                 loss, grads)):
@@ -154,8 +154,10 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
         if chain is not None:
             # The next update continues the chains from here (Tieleman 2008): hidden states
             # drawn from p(h | v_model) with the parameters that produced v_model (as
-            # scikit-learn does); a value: its graph, if any, belonged to this update.
-            chain.copy_(_next_hidden(params, v_model, settings.mean_field, generator))
+            # scikit-learn does); a value: its graph, if any, belonged to this update. The
+            # loss already computed their pre-activations W v_model + c: no second product.
+            chain.copy_(_next_hidden(params, v_model, settings.mean_field, generator,
+                                     pre=pre[:, v_data.shape[0]:]))
         step = list(grads)
         if settings.weight_decay:
             step[0] = step[0].add(params.weights, alpha=settings.weight_decay)
