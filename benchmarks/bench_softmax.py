@@ -9,7 +9,8 @@ backward (``y.backward(g)`` with a fixed ``g``) of
 - ``fused``: ``stable_softmax(x, impl="fused")``, the analytic backward;
 - ``compiled``: ``torch.compile(stable_softmax)`` (inductor), unless ``--no-compile``;
 
-in interleaved rounds (``toolkit.measure.race``), and prints the medians and the median of the
+in interleaved rounds (``toolkit.measure.race``; each timed call runs ``--repeat`` steps, so
+that one page fault or one descheduling does not decide a round), and prints the medians and the median of the
 per-round ratios: compiled / torch (target <= 1.0), blocked / unblocked (target <= 1.0),
 blocked / torch and fused / torch. Each contender is also given as a percentage of the
 memory-bandwidth bound: a forward+backward must move at least 5 tensors of the input's size
@@ -17,7 +18,8 @@ memory-bandwidth bound: a forward+backward must move at least 5 tensors of the i
 bandwidth measured in the same run (``x.clone()``). Autograd nodes and bytes saved for backward
 are printed too (``measure_memory``).
 
-    python benchmarks/bench_softmax.py [--quick] [--rounds N] [--device cpu|cuda] [--no-compile]
+    python benchmarks/bench_softmax.py [--quick] [--rounds N] [--repeat N] [--device cpu|cuda]
+        [--no-compile]
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def softmaxes(compile_: bool) -> dict[str, Callable[[torch.Tensor], torch.Tensor
     return out
 
 
-def bench_shape(rows: int, cols: int, *, rounds: int, device: str, compile_: bool) -> None:
+def bench_shape(rows: int, cols: int, *, rounds: int, repeat: int, device: str,
+                compile_: bool) -> None:
     g = torch.Generator(device="cpu").manual_seed(0)
     x = (torch.randn(rows, cols, generator=g) * 4).to(device).requires_grad_(True)
     grad = torch.randn(rows, cols, generator=g).to(device)
@@ -61,23 +64,31 @@ def bench_shape(rows: int, cols: int, *, rounds: int, device: str, compile_: boo
             fn(x).backward(grad)
         return run
 
+    def repeated(fn: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(repeat):
+                fn()
+        return run
+
     plain = x.detach()
-    contenders = {name: step(fn) for name, fn in fns.items()}
-    contenders["copy"] = lambda: plain.clone()
-    result = race(contenders, rounds=rounds, warmup=2, device=device)
+    contenders = {name: repeated(step(fn)) for name, fn in fns.items()}
+    contenders["copy"] = repeated(lambda: plain.clone())
+    result = race(contenders, rounds=rounds, warmup=1, device=device)
+    per_call = {name: result.median(name) / repeat for name in contenders}
     nbytes = x.numel() * x.element_size()
-    bandwidth = 2 * nbytes / result.median("copy")  # a copy reads and writes
+    bandwidth = 2 * nbytes / per_call["copy"]  # a copy reads and writes
     bound = 5 * nbytes / bandwidth
-    print(f"\n{rows}x{cols} float32 forward+backward on {device}, {rounds} interleaved rounds; "
-          f"copy bandwidth {bandwidth / 1e9:.1f} GB/s, bound {bound * 1e3:.2f} ms")
+    print(f"\n{rows}x{cols} float32 forward+backward on {device}, {rounds} interleaved rounds of "
+          f"{repeat} steps each; copy bandwidth {bandwidth / 1e9:.1f} GB/s, "
+          f"bound {bound * 1e3:.2f} ms")
     print(f"  {'contender':<10} {'median ms':>10} {'min ms':>8} {'% of bound':>10} {'nodes':>6} "
           f"{'saved MiB':>10}")
     for name, fn in fns.items():
         y = fn(x)
         nodes = count_graph_nodes(y)
         saved = measure_memory(step(fn), device=device).saved_tensor_bytes / 2**20
-        med = result.median(name)
-        print(f"  {name:<10} {med * 1e3:>10.2f} {result.min(name) * 1e3:>8.2f} "
+        med = per_call[name]
+        print(f"  {name:<10} {med * 1e3:>10.2f} {result.min(name) / repeat * 1e3:>8.2f} "
               f"{100 * bound / med:>9.0f}% {nodes:>6} {saved:>10.1f}")
     print("  ratios of the medians of per-round ratios:")
     if "compiled" in fns:
@@ -90,7 +101,8 @@ def bench_shape(rows: int, cols: int, *, rounds: int, device: str, compile_: boo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small input, 3 rounds, no compile")
-    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=10, help="steps per timed call")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--shapes", default="2048x2048", help="comma-separated RxC list")
@@ -109,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         rows, cols = (int(v) for v in shape.lower().split("x"))
         try:
             bench_shape(rows, cols, rounds=3 if args.quick else args.rounds,
-                        device=args.device, compile_=compile_)
+                        repeat=1 if args.quick else args.repeat, device=args.device,
+                        compile_=compile_)
         except Exception as err:  # the compiler toolchain can be missing
             if not compile_:
                 raise
