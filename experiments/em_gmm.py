@@ -338,8 +338,10 @@ def findings(run: RunResults) -> list[Finding]:
     cf, b, u = s["closed_form"], s["blocked"], s["unblocked"]
     ref = s["train_reference"]
     out = [
-        Finding(f"Fisher's identity holds only with the block: ‖∇Q − ∇LL‖/‖∇LL‖ is at most "
-                f"{fmt(b['fisher_rel_err_max'])} with it and {fmt(u['fisher_rel_err_median'])} "
+        Finding("Fisher's identity holds only with the block: ‖∇Q − ∇LL‖/‖∇LL‖ is "
+                + ("exactly 0" if b["fisher_rel_err_max"] == 0 else
+                   f"at most {fmt(b['fisher_rel_err_max'])}")
+                + f" with it and {fmt(u['fisher_rel_err_median'])} "
                 f"(median over iterations) without it.",
                 b["fisher_rel_err_max"] < 1e-6 and u["fisher_rel_err_median"] > 1e-3),
         Finding(f"Without the block the M-step drives the responsibilities toward hard "

@@ -23,7 +23,10 @@ References:
     Hinton (2002), https://doi.org/10.1162/089976602760128018 (CD);
     Tieleman (2008), https://doi.org/10.1145/1390156.1390290 (PCD);
     Welling & Hinton (2002), "A new learning algorithm for mean field Boltzmann machines",
-    ICANN, https://doi.org/10.1007/3-540-46084-5_57 (mean-field chains).
+    ICANN, https://doi.org/10.1007/3-540-46084-5_57 (mean-field chains);
+    Fischer & Igel (2010), "Empirical analysis of the divergence of Gibbs sampling based
+    learning algorithms for restricted Boltzmann machines", ICANN,
+    https://doi.org/10.1007/978-3-642-15825-4_26 (CD's likelihood can fall in long training).
 """
 
 from __future__ import annotations
@@ -66,10 +69,10 @@ STORY = Story(
     block="rbm.negative_samples: loss = mean F(v_data) − mean F(stop_gradient(v_model)), the "
           "chain's samples are constants of the update",
     prediction="with the block every update is the CD update (cosine 1 to the CD statistics); "
-               "without it the gradient also flows back through the chain, points elsewhere "
-               "and ends at a lower likelihood, PCD collapsing furthest, while the backward "
-               "graph grows with the chain's steps; the toolkit's estimator with "
-               "scikit-learn's defaults learns as scikit-learn's does",
+               "without it the gradient also flows back through the chain and points "
+               "elsewhere, and the backward graph grows with the chain's steps. Neither is the "
+               "likelihood gradient, so theory does not say which ends at the higher "
+               "likelihood: the report measures it",
 )
 
 METHODS = {"cd1": ("cd", 1), "cd10": ("cd", 10), "pcd": ("pcd", 1)}
@@ -111,8 +114,9 @@ class Params(ExperimentParams):
         return methods
 
 
-#: 200 full-batch epochs at a larger step (about 2 s): blocked ends above unblocked for every
-#: method, and PCD without the block falls furthest below its start.
+#: 200 full-batch epochs at a larger step (about 2 s): long enough for the cosines, the graphs
+#: and a learned model; which variant ends at the higher likelihood varies with the seed here
+#: (for PCD-1 blocked ended higher in 2 of seeds 0–4), as it does with the training length.
 QUICK: dict[str, Any] = {"n_iter": 200, "learning_rate": 0.3, "log_every": 10,
                          "sample_steps": 200}
 
@@ -299,7 +303,8 @@ def _join(parts: list[str]) -> str:
 
 
 def findings(run: RunResults) -> list[Finding]:
-    """Five sentences with their numbers and verdicts, from summary.json and costs.json."""
+    """Three or four sentences with their numbers and verdicts (the likelihoods are measured,
+    not predicted), from summary.json and costs.json."""
     s, methods = run.summary, _methods(run)
     b, u = ({m: s[v][m] for m in methods} for v in ("blocked", "unblocked"))
 
@@ -314,26 +319,30 @@ def findings(run: RunResults) -> list[Finding]:
         f"through the chain and points elsewhere: mean cosine "
         + _join([f"{fmt(c, digits=4)} ({NAMES[m]})" for m, c in zip(methods, cos_u)]) + ".",
         abs(1 - cos_b) < 1e-9 and all(c is not None and c < 0.999 for c in cos_u))]
+    data = s.get("data", {})
+    scale = ""
+    if data.get("uniform_loglik") is not None and data.get("optimum_loglik") is not None:
+        scale = (f"; the uniform model has {ll(data['uniform_loglik'])} and the best possible "
+                 f"{ll(data['optimum_loglik'])}")
     pairs = [(b[m]["final_loglik"], u[m]["final_loglik"]) for m in methods]
-    out.append(Finding(
-        "Blocked training ends with the higher exact log-likelihood for every method: "
-        + _join([f"{NAMES[m]} {ll(x)} vs {ll(y)}" for m, (x, y) in zip(methods, pairs)])
-        + " nats per pattern (blocked vs unblocked).",
-        all(x is not None and (y is None or x > y) for x, y in pairs)))
+    lowest = ""
     if "pcd" in methods:
-        start, low_u, low_b = (b["pcd"]["initial_loglik"], u["pcd"]["min_loglik"],
-                               b["pcd"]["min_loglik"])
-        out.append(Finding(
-            f"Without the block PCD collapses: its log-likelihood falls to {ll(low_u)} nats per "
-            f"pattern during training (lowest with the block: {ll(low_b)}), far below the "
-            f"{ll(start)} of the model it started from.",
-            low_u is None or (low_b is not None and low_u < min(low_b, start))))
+        lowest = (f"; PCD-1's lowest during training is {ll(b['pcd']['min_loglik'])} vs "
+                  f"{ll(u['pcd']['min_loglik'])}, from {ll(b['pcd']['initial_loglik'])} at the "
+                  f"start")
+    out.append(Finding(
+        "Exact log-likelihood at the end, blocked vs unblocked: "
+        + _join([f"{NAMES[m]} {ll(x)} vs {ll(y)}" for m, (x, y) in zip(methods, pairs)])
+        + f" nats per pattern{lowest}{scale}. Neither update is the likelihood gradient, so "
+          "theory does not rank them: CD's bias can lower the likelihood in long training "
+          "(Fischer & Igel 2010, on bars and stripes)."))
     if "toolkit" in s and "pcd" in s["toolkit"]:
         ours, ref = s["toolkit"]["pcd"]["final_loglik"], s["sklearn"]["pcd"]["final_loglik"]
         out.append(Finding(
             f"The toolkit's BernoulliRBM with scikit-learn's defaults (PCD-1, sampled chains) "
             f"reaches {ll(ours)} nats per pattern and scikit-learn's {ll(ref)}: the same "
-            f"algorithm with other random draws.", abs(ours - ref) < 0.5))
+            f"algorithm from the same initial weights, with other random draws (the test suite "
+            f"checks the update itself against scikit-learn's)."))
     nodes = [(b[m]["graph_nodes"], u[m]["graph_nodes"]) for m in methods]
     secs = run.costs.get("seconds", {})
     times = [(secs.get("blocked", {}).get(m), secs.get("unblocked", {}).get(m)) for m in methods]

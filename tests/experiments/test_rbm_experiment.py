@@ -57,10 +57,10 @@ def test_quick_run_logs_every_variant_and_method(quick_run) -> None:
         assert s["unblocked"][method]["mean_cos_cd"] < 0.999
         # and the backward graph is larger (it contains the chain)
         assert s["unblocked"][method]["graph_nodes"] > s["blocked"][method]["graph_nodes"]
-        # training improved on the near-uniform start, and blocked ends above unblocked
+        # training improved on the near-uniform start (which variant ends higher is measured,
+        # not predicted: neither update is the likelihood gradient)
         assert s["blocked"][method]["initial_loglik"] == pytest.approx(uniform, abs=0.05)
         assert s["blocked"][method]["final_loglik"] > uniform + 1.0
-        assert s["blocked"][method]["final_loglik"] > s["unblocked"][method]["final_loglik"]
     # the costs: every variant's seconds, measured
     assert set(quick_run.costs["seconds"]) == {"blocked", "unblocked", "sampled"}
     assert quick_run.meta["blocks_seen"] == ["rbm.negative_samples"]
@@ -70,13 +70,16 @@ def test_quick_run_logs_every_variant_and_method(quick_run) -> None:
 def test_quick_run_tells_its_story(quick_run) -> None:
     found = read_findings(quick_run.run_dir)["rbm_cd"]
     assert 3 <= len(found) <= 6
-    assert [f.verdict for f in found] == [True] * len(found)  # the quick run shows the story
+    # the predictions hold; the likelihoods and the scikit-learn peer are measured
+    assert [f.verdict for f in found] == [True, None, None, True]
     assert [f.topic for f in found].count("cost") == 1 and found[-1].topic == "cost"
     s = quick_run.summary
-    assert fmt(s["unblocked"]["pcd"]["min_loglik"], digits=4) in found[2].text
+    assert fmt(s["unblocked"]["pcd"]["min_loglik"], digits=4) in found[1].text
+    assert fmt(s["data"]["optimum_loglik"], digits=4) in found[1].text
+    assert fmt(s["sklearn"]["pcd"]["final_loglik"], digits=4) in found[2].text
     assert "autograd nodes" in found[-1].text and " ms " in found[-1].text
-    assert (quick_run.run_dir / "findings.md").read_text().count("(as predicted)") == len(found)
-    assert isinstance(rbm_cd.STORY, Story) and "PCD" in rbm_cd.STORY.prediction
+    assert (quick_run.run_dir / "findings.md").read_text().count("(as predicted)") == 2
+    assert isinstance(rbm_cd.STORY, Story) and "measures" in rbm_cd.STORY.prediction
 
 
 def test_findings_verdicts_follow_the_numbers() -> None:
@@ -86,7 +89,7 @@ def test_findings_verdicts_follow_the_numbers() -> None:
     run = SimpleNamespace(summary={"blocked": {"pcd": same}, "unblocked": {"pcd": same}},
                           costs={}, params={"methods": ["pcd"]})
     found = rbm_cd.findings(run)
-    assert [f.verdict for f in found] == [False, False, False, False]
+    assert [f.verdict for f in found] == [False, None, False]
     assert "training took" not in found[-1].text
 
 
