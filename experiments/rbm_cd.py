@@ -477,10 +477,10 @@ def figures(run: RunResults) -> dict[str, Any]:
     figs: dict[str, Any] = {
         "loglik": (_loglik_figure(run),
                    "Exact mean log-likelihood of the training patterns during training, one "
-                   "panel per method. Look for blue (with the block) ending above vermillion "
-                   "(without it) in every panel, and for PCD without the block falling "
-                   "furthest below the dotted uniform model it started from (the mean-field "
-                   "persistent chains oscillate at this step size). Green: stochastic chains (with "
+                   "panel per method: blue with the block, vermillion without it (neither "
+                   "follows the likelihood gradient, so either may end higher), against the "
+                   "grey uniform model the training starts near. Mean-field persistent chains "
+                   "(PCD) can oscillate at large step sizes. Green: stochastic chains (with "
                    "the block); open markers: scikit-learn's estimator and the toolkit's with "
                    "the same parameters, after the last epoch."),
         "grad_cosine": (_cosine_figure(run),
