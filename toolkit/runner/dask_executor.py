@@ -41,6 +41,7 @@ from toolkit.runner.run import (
     RunOutcome,
     _signals_deferred,
     _signals_raise,
+    call_finish,
     check_output_dir,
     execute,
 )
@@ -228,15 +229,7 @@ def _run(configs: Sequence[RunConfig], spec: ExecutorSpec, distributed: Any, *,
 def _finish(finish: Finish, run_dir: Path) -> None:
     meta_path = run_dir / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    import time
-
-    t0 = time.perf_counter()
-    try:
-        finish(run_dir)
-    except Exception as err:  # the run's numbers stay valid without a report
-        meta["finish_error"] = f"{type(err).__name__}: {err}"
-        print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
-    meta["finish_s"] = round(time.perf_counter() - t0, 3)
+    call_finish(finish, run_dir, meta)
     meta["wall_seconds"] = round(meta.get("wall_seconds", 0.0) + meta["finish_s"], 3)
     atomic_write_json(meta_path, meta)
 

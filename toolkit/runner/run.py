@@ -219,13 +219,7 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
                 meta["findings_problems"] = problems
                 atomic_write_json(run_dir / "meta.json", meta)
         if finish is not None and status != "interrupted":
-            t_finish = time.perf_counter()
-            try:
-                finish(run_dir)
-            except Exception as err:  # the run's numbers stay valid without a report
-                meta["finish_error"] = f"{type(err).__name__}: {err}"
-                print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
-            meta["finish_s"] = round(time.perf_counter() - t_finish, 3)
+            call_finish(finish, run_dir, meta)
         # the whole run as the user waited for it: experiment, findings and report
         meta["wall_seconds"] = round(time.perf_counter() - t0, 3)
         atomic_write_json(run_dir / "meta.json", meta)
@@ -237,6 +231,19 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
         return outcome, error
     return outcome, None
 
+
+
+def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any]) -> None:
+    """Run ``finish(run_dir)`` (e.g. the report); record its time, and its error if any, in
+    ``meta`` (``finish_s``, ``finish_error``). A failing finish leaves the run's numbers valid:
+    it is reported as a warning, not raised."""
+    t0 = time.perf_counter()
+    try:
+        finish(run_dir)
+    except Exception as err:  # the run's numbers stay valid without a report
+        meta["finish_error"] = f"{type(err).__name__}: {err}"
+        print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
+    meta["finish_s"] = round(time.perf_counter() - t0, 3)
 
 def execute(config: RunConfig, *, quiet: bool = False, argv: Sequence[str] | None = None,
             finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
