@@ -141,9 +141,12 @@ def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
                               ) from None
     # The scheduler gives up on a task at the first worker death; this module retries once.
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        # Worker processes log at CRITICAL only: closing the cluster while a worker is busy
+        # (Ctrl-C) makes its heartbeat fail with a logged traceback, and everything a user
+        # must see (a run's error, a worker's death) reaches this process as a result.
         cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1,
                                            processes=True, dashboard_address=":0",
-                                           silence_logs=logging.ERROR)
+                                           silence_logs=logging.CRITICAL)
     return distributed.Client(cluster), cluster
 
 
