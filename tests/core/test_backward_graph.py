@@ -62,12 +62,12 @@ def test_marked_cut_gives_the_same_values_and_gradients_as_detach(cut):
 
 
 def _has_marker(loss):
-    stack, seen = [loss.grad_fn], set()
+    stack, seen = [loss.grad_fn], {}
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node  # kept alive: a freed node's id can be reused by another
         if is_cut_marker(node):
             return True
         stack.extend(n for n, _ in node.next_functions)

@@ -32,12 +32,12 @@ IMPLS = ["reference", "fused"]
 
 
 def _graph_names(output: torch.Tensor) -> set[str]:
-    names, stack, seen = set(), [output.grad_fn], set()
+    names, stack, seen = set(), [output.grad_fn], {}
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node  # kept alive: a freed node's id can be reused by another
         names.add(type(node).__name__)
         stack.extend(n for n, _ in node.next_functions)
     return names
