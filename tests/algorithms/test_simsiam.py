@@ -143,3 +143,18 @@ def test_no_hand_made_cut_in_the_module() -> None:
     source = pathlib.Path(ss.__file__).read_text()
     for word in (".detach(", "is_block_disabled", "set_grad_enabled"):
         assert word not in source
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str) -> None:
+    # like any nn.Module: created on the CPU whatever devices exist; the data follow the model
+    m = ss.SimSiam(16, hidden=8, dim=4, pred_hidden=2)
+    assert all(p.device.type == "cpu" for p in m.parameters())
+    m = m.to(device)
+    X = torch.rand(32, 16)  # on the CPU
+    rows = ss.train_simsiam(m, X, epochs=2, batch_size=16,
+                            augment=ss.Augment((4, 4), max_shift=1, mask=0.1, noise=0.05),
+                            generator=torch.Generator().manual_seed(0))
+    assert len(rows) == 2 and all(math.isfinite(v) for v in rows[-1].values())
+    assert all(p.device.type == device for p in m.parameters())

@@ -128,3 +128,17 @@ def test_no_hand_made_cut_in_the_module() -> None:
     source = pathlib.Path(vq.__file__).read_text()
     for word in (".detach(", "is_block_disabled", "set_grad_enabled"):
         assert word not in source
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str) -> None:
+    # like any nn.Module: created on the CPU whatever devices exist; the data follow the model
+    m = vq.VQVAE(12, n_latents=2, latent_dim=3, n_codes=5, hidden=16)
+    assert all(p.device.type == "cpu" for p in m.parameters())
+    m = m.to(device)
+    X = torch.rand(40, 12)  # on the CPU
+    m.init_codebook(X.to(device), generator=torch.Generator().manual_seed(0))
+    rows = vq.train_vq_vae(m, X, epochs=2, batch_size=16, generator=torch.Generator().manual_seed(0))
+    assert len(rows) == 2 and all(math.isfinite(v) for v in rows[-1].values())
+    assert all(p.device.type == device for p in m.parameters())

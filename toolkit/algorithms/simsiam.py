@@ -160,7 +160,11 @@ def _mlp(sizes: list[int], *, last_bn: bool, last_relu: bool, kw: dict) -> nn.Se
 
 
 class SimSiam(nn.Module):
-    """Encoder ``f``, projector ``g`` and predictor ``h`` (sizes in the module docstring)."""
+    """Encoder ``f``, projector ``g`` and predictor ``h`` (sizes in the module docstring).
+
+    ``device``: where the parameters are created, the CPU by default as for any ``nn.Module``
+    (move the model with ``.to``); the training loop moves the data to the parameters.
+    """
 
     def __init__(self, n_features: int, *, hidden: int = 128, dim: int = 64,
                  pred_hidden: int = 16, device: torch.device | str | None = None,
@@ -168,7 +172,7 @@ class SimSiam(nn.Module):
         super().__init__()
         check_params("SimSiam", locals(), {name: [Integer(1)] for name in (
             "n_features", "hidden", "dim", "pred_hidden")})
-        kw = {"device": resolve_device(device, where="SimSiam"),
+        kw = {"device": resolve_device("cpu" if device is None else device, where="SimSiam"),
               "dtype": check_dtype("SimSiam", dtype)}
         self.encoder = _mlp([n_features, hidden, hidden], last_bn=True, last_relu=True, kw=kw)
         self.projector = _mlp([hidden, dim, dim], last_bn=True, last_relu=False, kw=kw)

@@ -131,6 +131,8 @@ class VQVAE(nn.Module):
 
     ``encoder``: ``n_features → hidden → n_latents · latent_dim`` (ReLU); ``decoder`` the mirror
     image; ``codebook`` ``(n_codes, latent_dim)``, ``N(0, 1)`` until :meth:`init_codebook`.
+    ``device``: where the parameters are created, the CPU by default as for any ``nn.Module``
+    (move the model with ``.to``); the training loop moves the data to the parameters.
     """
 
     def __init__(self, n_features: int, *, n_latents: int = 4, latent_dim: int = 8,
@@ -139,7 +141,7 @@ class VQVAE(nn.Module):
         super().__init__()
         check_params("VQVAE", locals(), {name: [Integer(1)] for name in (
             "n_features", "n_latents", "latent_dim", "n_codes", "hidden")})
-        kw = {"device": resolve_device(device, where="VQVAE"), "dtype": check_dtype("VQVAE",
+        kw = {"device": resolve_device("cpu" if device is None else device, where="VQVAE"), "dtype": check_dtype("VQVAE",
                                                                                      dtype)}
         self.n_latents, self.latent_dim, self.n_codes = n_latents, latent_dim, n_codes
         self.encoder = nn.Sequential(nn.Linear(n_features, hidden, **kw), nn.ReLU(),

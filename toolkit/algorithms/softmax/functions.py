@@ -108,9 +108,10 @@ def _in_slabs(fn: Any, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     their memory instead of mapping fresh pages for every full-size temporary. Forward and
     backward then allocate only two full-size tensors (the output, by ``cat``, and the input's
     gradient, by ``split``'s backward), as ``torch.softmax`` does. Under ``torch.compile`` the
-    compiler fuses the composition itself, so the input is passed whole.
+    compiler fuses the composition itself, and off the CPU each slab would only add kernel
+    launches, so there the input is passed whole.
     """
-    if x.numel() <= 2 * SLAB_ELEMENTS or is_compiling():
+    if x.device.type != "cpu" or x.numel() <= 2 * SLAB_ELEMENTS or is_compiling():
         return fn(x)
     free = [d for d in range(x.ndim) if d not in dims and x.shape[d] > 1]
     if not free:
