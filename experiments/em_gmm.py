@@ -24,9 +24,7 @@ References:
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -256,24 +254,7 @@ def _iris_truth(X: torch.Tensor, y: torch.Tensor) -> GMMParams:
     return GMMParams(weights, means, covs, precisions_cholesky_from_covariances(covs, "full"))
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """The data here is tiny (≤ a few thousand points): thread start-up and barriers cost more
-    than they save, and on a busy machine far more, so run on one thread and restore after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run(params: Params, ctx: RunContext) -> None:
-    with _torch_threads(1):
-        _run(params, ctx)
-
-
-def _run(params: Params, ctx: RunContext) -> None:
     dtype = ctx.dtype
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator).item())
     X, _ = gaussian_mixture(params.n_samples, MIXTURE_2D, seed=seed, dtype=dtype)
