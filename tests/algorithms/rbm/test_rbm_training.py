@@ -196,6 +196,11 @@ def test_errors() -> None:
         train_cd(p, X[:, :4])
     with pytest.raises(ValueError, match=r"train_cd: X must have values in \[0, 1\]"):
         train_cd(p, X * 2)
+    with pytest.raises(ValueError, match=r"train_cd: X must have values in \[0, 1\].*"
+                                         r"got values in \[nan, nan\]"):
+        train_cd(p, torch.where(X > 0, X, float("nan")))
+    with pytest.raises(ValueError, match=r"train_cd: X must have at least one sample, got 0"):
+        train_cd(p, X[:0])
     with pytest.raises(ValueError, match=r"train_cd: params.weights must be a floating leaf"):
         train_cd(RBMParams(p.weights * 1, p.visible_bias, p.hidden_bias), X)
     with pytest.raises(ValueError, match=r"train_cd: state was made for method='cd', "

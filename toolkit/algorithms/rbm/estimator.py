@@ -36,7 +36,13 @@ from toolkit._validation import (
     resolve_dtype,
     to_output,
 )
-from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, _gibbs
+from toolkit.algorithms.rbm.core import (
+    CHAINS,
+    RBMParams,
+    _bernoulli,
+    _check_unit_interval,
+    _gibbs,
+)
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
     ais_log_partition,
@@ -71,20 +77,6 @@ _CONSTRAINTS: dict[str, list[Any]] = {
 }
 
 _INIT_SCALE = {"normal": 0.01, "uniform": 0.1}
-
-
-def _check_unit_interval(where: str, X: torch.Tensor, *, binary: bool = False) -> None:
-    """Values in [0, 1] (read as probabilities), or only 0 and 1 with ``binary``."""
-    lo, hi = (float(t) for t in torch.aminmax(X))
-    if lo < 0 or hi > 1:
-        negative = "; Negative values in data cannot be probabilities" if lo < 0 else ""
-        raise ValueError(f"{where}: X must have values in [0, 1] (the probabilities that the "
-                         f"visible units are on), got values in [{lo:g}, {hi:g}]{negative}; "
-                         f"scale X into [0, 1] first, e.g. load_digits().data / 16 or "
-                         f"sklearn.preprocessing.MinMaxScaler(clip=True)")
-    if binary and not bool(((X == 0) | (X == 1)).all()):
-        raise ValueError(f"{where}: X must be binary (only 0 and 1): a likelihood is defined "
-                         f"for binary states; threshold X (e.g. X > 0.5)")
 
 
 class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):

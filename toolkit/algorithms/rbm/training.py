@@ -40,6 +40,7 @@ from toolkit.algorithms.rbm.core import (
     _cd_weights,
     _check_layer,
     _check_params,
+    _check_unit_interval,
     _negative_samples,
     _next_hidden,
 )
@@ -263,8 +264,10 @@ def train_cd(
     if X.device != params.weights.device:
         raise ValueError(f"{where}: X is on {X.device} but the parameters are on "
                          f"{params.weights.device}")
-    if not bool(((X >= 0) & (X <= 1)).all()):
-        raise ValueError(f"{where}: X must have values in [0, 1]")
+    if X.shape[0] == 0:
+        raise ValueError(f"{where}: X must have at least one sample, got 0 (shape "
+                         f"{tuple(X.shape)})")
+    _check_unit_interval(where, X)
     if state is not None and not isinstance(state, TrainState):
         raise TypeError(f"{where}: state must be a TrainState or None, got {type(state).__name__}")
     if state is not None and (state.persistent_chain is None) != (method == "cd"):
