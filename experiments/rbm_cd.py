@@ -92,6 +92,8 @@ class Params(ExperimentParams):
     peers: bool = Field(True, description="also fit scikit-learn's BernoulliRBM and this "
                                           "toolkit's estimator (CD-1, PCD-1) with the same settings")
     learning_rate: float = Field(0.05, gt=0, description="SGD step size (per-sample, as sklearn)")
+    weight_decay: float = Field(0.0, ge=0, description="L2 penalty on the weights (Hinton's "
+                                                        "guide, section 10)")
     batch_size: int = Field(32, ge=1, description="mini-batch size (32 = full batch for bas)")
     n_iter: int = Field(2000, ge=1, description="passes over the data (epochs)")
     n_chains: int = Field(32, ge=1, description="persistent chains for PCD")
@@ -153,15 +155,14 @@ def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int
     """Fit ``BernoulliRBM`` and record, from its callback at the first mini-batch of every
     ``log_every``-th epoch, the exact mean log-likelihood and the cosines of the applied
     gradient to the exact log-likelihood gradient and to the CD update; stop when the
-    parameters stop being finite. Returns rows, parameters, graph size, divergence, seconds."""
+    parameters stop being finite (the estimator's divergence check). Returns rows, parameters,
+    graph size, the divergence record (``None`` or where it stopped), seconds."""
     kind, k = METHODS[method]
     rows: list[dict[str, Any]] = []
     graph_nodes: list[int] = []
 
     def callback(step: CDStep) -> bool:
         p = step.params
-        if not all(bool(torch.isfinite(t).all()) for t in p):
-            return True  # diverged: stop
         if not graph_nodes:
             graph_nodes.append(count_graph_nodes(step.loss))
         if step.batch == 0 and step.epoch % params.log_every == 0:
@@ -177,17 +178,20 @@ def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int
     begin = time.perf_counter()
     rbm = BernoulliRBM(params.n_components, learning_rate=params.learning_rate,
                        batch_size=params.batch_size, n_iter=params.n_iter, random_state=seed,
+                       weight_decay=params.weight_decay,
                        method=kind, k=k, chain=chain, n_chains=params.n_chains, shuffle=True,
                        init=params.init, device=device, dtype=dtype, callback=callback).fit(X)
     seconds = time.perf_counter() - begin
     p = RBMParams(rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_)
-    diverged = not all(bool(torch.isfinite(t).all()) for t in p)
-    # the state after training: after the last epoch, or one epoch after the one that diverged
-    final_step = rbm.n_iter_ + 1 if diverged else rbm.n_iter_
+    divergence = rbm.divergence_
+    # the state after training: after the last epoch, or in the epoch that diverged
+    final_step = rbm.n_iter_ + 1 if divergence is not None else rbm.n_iter_
     if not rows or rows[-1]["step"] != final_step:
         rows.append({"step": final_step, "loglik": _finite(mean_loglik(p, X))})
     return {"rows": rows, "params": RBMParams(*(t.cpu() for t in p)), "seconds": seconds,
-            "graph_nodes": graph_nodes[0] if graph_nodes else None, "diverged": diverged}
+            "graph_nodes": graph_nodes[0] if graph_nodes else None,
+            "diverged": divergence is not None,
+            "divergence": divergence.as_dict() if divergence is not None else None}
 
 
 @torch.no_grad()
@@ -209,6 +213,8 @@ def _summary_of(result: dict[str, Any]) -> dict[str, Any]:
                            "min_loglik": min(lls) if lls else None,
                            "final_loglik": rows[-1].get("loglik"),
                            "diverged": result["diverged"], "graph_nodes": result["graph_nodes"]}
+    if result["divergence"] is not None:
+        out["diverged_at"] = result["divergence"]
     for name in ("cos_exact", "cos_cd"):
         values = [r[name] for r in rows if r.get(name) is not None]
         out[f"mean_{name}"] = float(np.mean(values)) if values else None

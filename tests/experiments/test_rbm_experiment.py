@@ -12,6 +12,7 @@ import torch
 from experiments import rbm_cd
 from toolkit import BlockNotSwitchableError, disable_blocks
 from toolkit.algorithms.rbm import BLOCK, RBMParams, cd_gradient, exact_log_likelihood_gradient
+from toolkit.divergence import DivergenceWarning
 from toolkit.report import default_figures, text_problems, write_report
 from toolkit.runner import (
     RunInterrupted,
@@ -201,12 +202,19 @@ def test_train_gradient_metrics_against_references() -> None:
 
 
 def test_train_stops_when_the_parameters_diverge() -> None:
+    # Diverges by construction, for every seed and every BLAS: with learning_rate·weight_decay
+    # = 1e308 each update multiplies every weight by (1 − 1e308), so |W| ≈ 1e306 after the
+    # first update and overflows to inf in the second; training must stop there and say so.
     X, _ = rbm_cd.load_data("bas", torch.float64)
-    params = rbm_cd.Params(n_iter=50, log_every=10, learning_rate=1e308)
-    # steps of 1e308 overflow to infinity when two successive updates of a weight share a
-    # sign; from seed 2 that happens in the fifth epoch (from seeds 0 and 1 the mean-field
-    # chain saturates first and the weights stay finite)
-    result = rbm_cd.train(X, "cd1", params, chain="mean_field", seed=2, dtype=torch.float64)
+    params = rbm_cd.Params(n_iter=50, log_every=10, learning_rate=1.0, weight_decay=1e308,
+                           batch_size=32)
+    with pytest.warns(DivergenceWarning, match=r"weights became non-finite .* at update 1 "
+                                              r"\(epoch 1\)") as record:
+        result = rbm_cd.train(X, "cd1", params, chain="mean_field", seed=0, dtype=torch.float64)
+    assert len([w for w in record if w.category is DivergenceWarning]) == 1  # warned once
     assert result["diverged"]
+    assert result["divergence"] == {"where": "BernoulliRBM", "quantity": "weights", "step": 1,
+                                    "epoch": 1, "applied": True}
     steps = [row["step"] for row in result["rows"]]
-    assert steps[-1] < 50 and result["rows"][-1]["loglik"] is None
+    assert steps == [0, 2] and result["rows"][-1]["loglik"] is None  # stopped in epoch 2 of 50
+    assert rbm_cd._summary_of(result)["diverged_at"]["step"] == 1

@@ -134,6 +134,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         h_samples_ (n_chains, H): the hidden states of the persistent chains (PCD only).
         n_features_in_, feature_names_in_ (after a pandas frame with string column names).
         n_iter_: passes over the data completed; n_updates_: updates applied.
+        divergence_: ``None``, or where training stopped because a gradient or a parameter
+            became non-finite (a :class:`~toolkit.divergence.Divergence`; a
+            :class:`~toolkit.divergence.DivergenceWarning` says so once, and no further
+            update is applied, by ``fit`` or ``partial_fit``, until the next ``fit``).
 
     Type in, type out: numpy arrays, array-likes and pandas frames give numpy results; tensors
     give tensors on the input's device. The fitted attributes follow the data given to ``fit``.
@@ -264,7 +268,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
                 _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
                        settings=settings, n_chains=None, state=self._state,
                        generator=generator, callback=self.callback)
-                if self._state.stopped:
+                if self._state.stopped or self._state.divergence is not None:
                     break
                 done += 1
                 if report and self.verbose:
@@ -287,6 +291,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         elif hasattr(self, "h_samples_"):
             del self.h_samples_
         self.n_updates_ = self._state.n_updates
+        self.divergence_ = self._state.divergence
 
     def _fitted_params(self, where: str) -> RBMParams:
         """The fitted attributes as tensors on ``device`` (zero-copy for numpy on the CPU)."""

@@ -44,6 +44,7 @@ from toolkit.algorithms.rbm.core import (
     _negative_samples,
     _next_hidden,
 )
+from toolkit.divergence import Divergence, check_finite, warn_divergence
 
 __all__ = ["CDStep", "TrainState", "train_cd"]
 
@@ -75,7 +76,9 @@ class TrainState:
     ``velocity``: the momentum buffers (like the parameters); ``persistent_chain``: the PCD
     chains' hidden states (n_chains, n_hidden), as scikit-learn's ``h_samples_`` (binary
     samples; probabilities for a mean-field chain), ``None`` for CD; ``n_updates``: updates applied;
-    ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training.
+    ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training;
+    ``divergence``: where training stopped because a gradient or a parameter became non-finite
+    (:class:`~toolkit.divergence.Divergence`), ``None`` while everything is finite.
     """
 
     velocity: list[torch.Tensor]
@@ -83,6 +86,7 @@ class TrainState:
     n_updates: int = 0
     n_epochs: int = 0
     stopped: bool = False
+    divergence: Divergence | None = None
     _cd_weights: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
 
 
@@ -133,7 +137,8 @@ def _initial_state(params: RBMParams, method: str, n_chains: int, mean_field: bo
 
 def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings: _Settings,
             generator: torch.Generator | None, callback: Callback | None, batch: int) -> bool:
-    """One update on the mini-batch ``v_data``; True when the callback asks to stop."""
+    """One update on the mini-batch ``v_data``; True when the callback asks to stop or when a
+    gradient (checked before it is applied) or a parameter (after) is not finite."""
     chain = state.persistent_chain
     if chain is None:  # CD-k: the chain starts at the data
         v_model = _negative_samples(params, v_data, settings.k, settings.mean_field, generator,
@@ -150,6 +155,9 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
     if callback is not None and callback(CDStep(state.n_epochs, batch, params, v_data, v_model,
                                                 loss, grads)):
         return True
+    bad = check_finite(zip(_GRADIENT_NAMES, grads))
+    if bad is not None:  # nothing non-finite is ever applied
+        return _diverged(state, settings, bad, applied=False)
     # The SGD step, as in torch.optim: parameters, velocity and chain states are plain values.
     with torch.no_grad():
         if chain is not None:
@@ -169,13 +177,36 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
         else:
             torch._foreach_add_(list(params), step, alpha=-settings.learning_rate)
     state.n_updates += 1
+    bad = check_finite(zip(_PARAMETER_NAMES, params))
+    if bad is not None:  # finite steps can still overflow a parameter
+        return _diverged(state, settings, bad, applied=True)
     return False
+
+
+_PARAMETER_NAMES = ("weights", "visible biases", "hidden biases")
+_GRADIENT_NAMES = tuple(f"gradient of the {name}" for name in _PARAMETER_NAMES)
+
+
+def _diverged(state: TrainState, settings: _Settings, quantity: str, *, applied: bool) -> bool:
+    """Record and announce the first non-finite value; True (training stops)."""
+    step = state.n_updates - 1 if applied else state.n_updates
+    state.divergence = Divergence(settings.where, quantity, step, state.n_epochs, applied)
+    warn_divergence(state.divergence)
+    return True
 
 
 def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool,
            settings: _Settings, n_chains: int | None, state: TrainState | None,
            generator: torch.Generator | None, callback: Callback | None) -> TrainState:
     """The loop of :func:`train_cd`, without the argument checks."""
+    if state is not None and state.divergence is not None:
+        warn_divergence(state.divergence)  # no update on non-finite parameters
+        return state
+    finfo = torch.finfo(params.weights.dtype)
+    for name in ("learning_rate", "weight_decay"):
+        if getattr(settings, name) > finfo.max:
+            raise ValueError(f"{settings.where}: {name}={getattr(settings, name):g} does not fit "
+                             f"the parameters' {params.weights.dtype} (at most {finfo.max:g})")
     if state is None:
         state = _initial_state(params, settings.method, n_chains or batch_size,
                                settings.mean_field, generator)
@@ -190,7 +221,7 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
                                       ) if shuffle else X  # index_select: faster than X[perm]
                 for batch, v_data in enumerate(data.split(batch_size)):
                     if _update(params, v_data, state, settings, generator, callback, batch):
-                        state.stopped = True
+                        state.stopped = state.divergence is None
                         return state
                 state.n_epochs += 1
     finally:
@@ -238,7 +269,11 @@ def train_cd(
     :class:`toolkit.BlockNotSwitchableError` (sampling passes no gradient).
 
     ``callback(step)`` is called at every update with a :class:`CDStep`, before the update is
-    applied; if it returns a true value, training stops there (``state.stopped``). ``state``
+    applied; if it returns a true value, training stops there (``state.stopped``). After every
+    update the gradient (before it is applied) and the parameters (after) are checked: on the
+    first value that is not finite training stops, ``state.divergence`` says where, and a
+    :class:`~toolkit.divergence.DivergenceWarning` is issued once; a state that diverged is not
+    trained further. ``state``
     continues a previous run (velocity, persistent chains, counters). The parameters must be
     leaf tensors (e.g. from :func:`init_params`); their ``requires_grad`` flags are restored.
 
@@ -260,6 +295,10 @@ def train_cd(
         if not p.is_leaf or not p.is_floating_point():
             raise ValueError(f"{where}: params.{name} must be a floating leaf tensor (trained "
                              f"in place), got a {'non-leaf' if not p.is_leaf else p.dtype} tensor")
+    bad = check_finite(zip(RBMParams._fields, params))
+    if bad is not None:
+        raise ValueError(f"{where}: params.{bad} must be finite, got inf or nan (a state that "
+                         f"diverged cannot be trained further: start again from init_params)")
     _check_layer(X, params.weights.shape[1], where, "X")
     if X.device != params.weights.device:
         raise ValueError(f"{where}: X is on {X.device} but the parameters are on "
