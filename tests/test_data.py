@@ -9,8 +9,8 @@ import torch
 from toolkit import data
 
 
-def test_gaussian_mixture_matches_its_truth_in_distribution():
-    X, y = data.gaussian_mixture(60_000, seed=1)
+def test_gaussian_mixture_matches_its_truth_in_distribution(seed: int):
+    X, y = data.gaussian_mixture(60_000, seed=seed + 1)
     truth = data.MIXTURE_2D
     freq = torch.bincount(y, minlength=3).double() / len(y)
     assert torch.allclose(freq, truth.weights, atol=0.01)
@@ -20,10 +20,10 @@ def test_gaussian_mixture_matches_its_truth_in_distribution():
         assert torch.allclose(torch.cov(Xk.T), truth.covariances[k], atol=0.05)
 
 
-def test_same_seed_same_data_and_other_seed_differs():
+def test_same_seed_same_data_and_other_seed_differs(seed: int):
     a, b, c = (data.gaussian_mixture(50, seed=s).X for s in (0, 0, 1))
     assert torch.equal(a, b) and not torch.equal(a, c)
-    assert torch.equal(data.two_moons(20, seed=3).X, data.two_moons(20, seed=3).X)
+    assert torch.equal(data.two_moons(20, seed=seed + 3).X, data.two_moons(20, seed=seed + 3).X)
 
 
 def test_gaussian_mixture_errors():
@@ -51,13 +51,13 @@ def test_bundled_datasets_shapes_and_ranges():
         data.binarized_digits(1.5)
 
 
-def test_moons_and_blobs():
-    X, y = data.two_moons(200, noise=0.0, seed=0)
+def test_moons_and_blobs(seed: int):
+    X, y = data.two_moons(200, noise=0.0, seed=seed)
     assert X.shape == (200, 2) and set(y.tolist()) == {0, 1}
     # noiseless moons lie on unit circles centred at (0, 0) and (1, 0.5)
     r0 = X[y == 0].norm(dim=1)
     assert torch.allclose(r0, torch.ones_like(r0), atol=1e-5)
-    Xb, yb = data.gaussian_blobs(300, centers=4, std=0.5, seed=0)
+    Xb, yb = data.gaussian_blobs(300, centers=4, std=0.5, seed=seed)
     assert Xb.shape == (300, 2) and len(yb.unique()) == 4
     with pytest.raises(ValueError, match="two_moons: noise must be >= 0"):
         data.two_moons(10, noise=-1)
@@ -65,9 +65,9 @@ def test_moons_and_blobs():
         data.gaussian_blobs(10, std=0)
 
 
-def test_train_test_split_is_stratified_disjoint_and_complete():
+def test_train_test_split_is_stratified_disjoint_and_complete(seed: int):
     ds = data.iris()
-    train, test = data.train_test_split(ds, 0.2, seed=0)
+    train, test = data.train_test_split(ds, 0.2, seed=seed)
     assert len(train.y) == 120 and len(test.y) == 30
     assert test.y.bincount().tolist() == [10, 10, 10]
     rows = torch.cat([train.X, test.X])

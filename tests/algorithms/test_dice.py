@@ -102,10 +102,10 @@ def test_without_the_block_every_derivative_vanishes(problem) -> None:
     assert g.abs().max() == 0 and H.abs().max() == 0
 
 
-def test_monte_carlo_error_shrinks_like_one_over_sqrt_n() -> None:
-    prob, theta = dice.two_step_problem(3, generator=torch.Generator().manual_seed(0))
+def test_monte_carlo_error_shrinks_like_one_over_sqrt_n(seed: int) -> None:
+    prob, theta = dice.two_step_problem(3, generator=torch.Generator().manual_seed(seed))
     g, H = dice.derivatives(prob.exact_objective, theta)
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator().manual_seed(seed + 1)
     rms = {}
     for n in (200, 20_000):
         errors = []
@@ -120,9 +120,9 @@ def test_monte_carlo_error_shrinks_like_one_over_sqrt_n() -> None:
     assert ((ratio > 10 / 2.5) & (ratio < 10 * 2.5)).all(), ratio
 
 
-def test_sampling_follows_the_policy() -> None:
-    prob, theta = dice.two_step_problem(2, generator=torch.Generator().manual_seed(3))
-    a = prob.sample(theta, 40_000, generator=torch.Generator().manual_seed(0))
+def test_sampling_follows_the_policy(seed: int) -> None:
+    prob, theta = dice.two_step_problem(2, generator=torch.Generator().manual_seed(seed + 3))
+    a = prob.sample(theta, 40_000, generator=torch.Generator().manual_seed(seed))
     traj = prob.trajectories()
     freq = torch.stack([(a == row).all(1).to(F64).mean() for row in traj])
     p = prob.probabilities(theta)
@@ -130,8 +130,8 @@ def test_sampling_follows_the_policy() -> None:
     assert ((freq - p).abs() < 5 * (p * (1 - p) / 40_000).sqrt()).all()
 
 
-def test_argument_errors() -> None:
-    prob, theta = dice.two_step_problem(2, generator=torch.Generator().manual_seed(0))
+def test_argument_errors(seed: int) -> None:
+    prob, theta = dice.two_step_problem(2, generator=torch.Generator().manual_seed(seed))
     with pytest.raises(ValueError, match=r"dice_objective: log_probs and costs must have the "
                                          r"same shape \(\.\.\., T\), got \(3, 2\) and \(3,\)"):
         dice.dice_objective(torch.zeros(3, 2), torch.zeros(3))

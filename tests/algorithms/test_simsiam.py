@@ -18,8 +18,8 @@ from toolkit.data import digits
 F64 = torch.float64
 
 
-def test_negative_cosine_value_and_what_the_target_receives() -> None:
-    g = torch.Generator().manual_seed(0)
+def test_negative_cosine_value_and_what_the_target_receives(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
     p = torch.randn(5, 4, generator=g, dtype=F64, requires_grad=True)
     z = torch.randn(5, 4, generator=g, dtype=F64, requires_grad=True)
     cos = (p * z).sum(1) / (p.norm(dim=1) * z.norm(dim=1))
@@ -39,10 +39,10 @@ def test_negative_cosine_value_and_what_the_target_receives() -> None:
     torch.testing.assert_close(g_z, expected_z.detach(), rtol=1e-12, atol=1e-14)
 
 
-def test_the_block_changes_what_the_encoder_receives() -> None:
-    torch.manual_seed(0)
+def test_the_block_changes_what_the_encoder_receives(seed: int) -> None:
+    torch.manual_seed(seed)
     model = ss.SimSiam(16, hidden=8, dim=8, pred_hidden=4, dtype=F64)
-    x1, x2 = torch.randn(2, 10, 16, dtype=F64, generator=torch.Generator().manual_seed(1))
+    x1, x2 = torch.randn(2, 10, 16, dtype=F64, generator=torch.Generator().manual_seed(seed + 1))
     params = list(model.encoder.parameters())
     blocked = torch.autograd.grad(model(x1, x2), params)
     with disable_blocks(ss.BLOCK):
@@ -52,9 +52,9 @@ def test_the_block_changes_what_the_encoder_receives() -> None:
 
 
 @pytest.mark.slow
-def test_without_the_block_the_output_collapses() -> None:
+def test_without_the_block_the_output_collapses(seed: int) -> None:
     X = digits().X[:256]
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = ss.SimSiam(64, hidden=32, dim=16, pred_hidden=4)
     result = {}
     for variant in ("blocked", "unblocked"):
@@ -62,21 +62,21 @@ def test_without_the_block_the_output_collapses() -> None:
         switch = disable_blocks("simsiam.*") if variant == "unblocked" else nullcontext()
         with switch:
             history = ss.train_simsiam(m, X, epochs=40, batch_size=64,
-                                       generator=torch.Generator().manual_seed(0))
+                                       generator=torch.Generator().manual_seed(seed))
         result[variant] = (history[-1]["loss"], ss.output_std(m.embed(X)[1]) * math.sqrt(16))
     # Chen & He, Figure 2: std·√d near 1 with the block; 0 and the loss at −1 without it
     assert result["blocked"][1] >= 0.8 and result["unblocked"][1] <= 0.2
     assert result["unblocked"][0] < -0.95 < result["blocked"][0]
 
 
-def test_output_std_closed_forms() -> None:
-    z = torch.randn(20_000, 16, dtype=F64, generator=torch.Generator().manual_seed(0))
+def test_output_std_closed_forms(seed: int) -> None:
+    z = torch.randn(20_000, 16, dtype=F64, generator=torch.Generator().manual_seed(seed))
     assert ss.output_std(z) == pytest.approx(1 / math.sqrt(16), rel=0.02)
     assert ss.output_std(torch.ones(10, 4) * torch.tensor([1.0, 2.0, 3.0, 4.0])) == 0.0
 
 
-def test_knn_accuracy_against_scikit_learn() -> None:
-    g = torch.Generator().manual_seed(0)
+def test_knn_accuracy_against_scikit_learn(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
     train_X, test_X = torch.randn(200, 5, generator=g), torch.randn(80, 5, generator=g)
     train_y = (train_X[:, 0] + 0.5 * torch.randn(200, generator=g) > 0).long() + (
         train_X[:, 1] > 0.5).long()
@@ -87,28 +87,28 @@ def test_knn_accuracy_against_scikit_learn() -> None:
         assert ss.knn_accuracy(train_X, train_y, test_X, test_y, k=k) == pytest.approx(ref)
 
 
-def test_augment_shifts_masks_and_adds_noise() -> None:
-    x = torch.rand(6, 16, generator=torch.Generator().manual_seed(0))
+def test_augment_shifts_masks_and_adds_noise(seed: int) -> None:
+    x = torch.rand(6, 16, generator=torch.Generator().manual_seed(seed))
     same = ss.Augment((4, 4), max_shift=0, mask=0.0, noise=0.0)
     assert torch.equal(same(x, generator=torch.Generator()), x)
     shifted = ss.Augment((4, 4), max_shift=1, mask=0.0, noise=0.0)(
-        x, generator=torch.Generator().manual_seed(1))
+        x, generator=torch.Generator().manual_seed(seed + 1))
     padded = torch.nn.functional.pad(x.reshape(6, 4, 4), (1, 1, 1, 1))
     for i in range(6):  # each view is one of the 9 shifted crops of its image
         crops = [padded[i, dy:dy + 4, dx:dx + 4].reshape(16) for dy in range(3)
                  for dx in range(3)]
         assert any(torch.equal(shifted[i], c) for c in crops)
     masked = ss.Augment((4, 4), max_shift=0, mask=0.5, noise=0.0)(
-        torch.ones(400, 16), generator=torch.Generator().manual_seed(2))
+        torch.ones(400, 16), generator=torch.Generator().manual_seed(seed + 2))
     assert float((masked == 0).double().mean()) == pytest.approx(0.5, abs=0.02)
 
 
-def test_training_restores_the_mode_and_reports_each_epoch() -> None:
-    torch.manual_seed(0)
+def test_training_restores_the_mode_and_reports_each_epoch(seed: int) -> None:
+    torch.manual_seed(seed)
     model = ss.SimSiam(64, hidden=8, dim=8, pred_hidden=4).eval()
     epochs = []
     ss.train_simsiam(model, digits().X[:40], epochs=2, batch_size=16,
-                     generator=torch.Generator().manual_seed(0),
+                     generator=torch.Generator().manual_seed(seed),
                      callback=lambda epoch, row: epochs.append((epoch, set(row))))
     assert not model.training and epochs == [(1, {"loss"}), (2, {"loss"})]
 
@@ -147,7 +147,7 @@ def test_no_hand_made_cut_in_the_module() -> None:
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device"))])
-def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str) -> None:
+def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str, seed: int) -> None:
     # like any nn.Module: created on the CPU whatever devices exist; the data follow the model
     m = ss.SimSiam(16, hidden=8, dim=4, pred_hidden=2)
     assert all(p.device.type == "cpu" for p in m.parameters())
@@ -155,6 +155,6 @@ def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str) 
     X = torch.rand(32, 16)  # on the CPU
     rows = ss.train_simsiam(m, X, epochs=2, batch_size=16,
                             augment=ss.Augment((4, 4), max_shift=1, mask=0.1, noise=0.05),
-                            generator=torch.Generator().manual_seed(0))
+                            generator=torch.Generator().manual_seed(seed))
     assert len(rows) == 2 and all(math.isfinite(v) for v in rows[-1].values())
     assert all(p.device.type == device for p in m.parameters())

@@ -22,15 +22,15 @@ def model() -> vq.VQVAE:
     return m
 
 
-def test_nearest_codes_against_cdist() -> None:
-    g = torch.Generator().manual_seed(0)
+def test_nearest_codes_against_cdist(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
     z, codebook = torch.randn(7, 3, 4, generator=g), torch.randn(6, 4, generator=g)
     expected = torch.cdist(z.reshape(-1, 4), codebook).argmin(1).reshape(7, 3)
     assert torch.equal(vq.nearest_codes(z, codebook), expected)
 
 
-def test_straight_through_copies_the_gradient_and_without_it_nothing_reaches_z_e() -> None:
-    g = torch.Generator().manual_seed(1)
+def test_straight_through_copies_the_gradient_and_without_it_nothing_reaches_z_e(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed + 1)
     z_e = torch.randn(4, 2, 3, generator=g, dtype=F64, requires_grad=True)
     codebook = torch.randn(5, 3, generator=g, dtype=F64, requires_grad=True)
     upstream = torch.randn(4, 2, 3, generator=g, dtype=F64)
@@ -47,8 +47,8 @@ def test_straight_through_copies_the_gradient_and_without_it_nothing_reaches_z_e
     torch.testing.assert_close(gc, expected, rtol=1e-14, atol=0)  # to the chosen codes
 
 
-def test_codebook_and_commitment_cuts() -> None:
-    g = torch.Generator().manual_seed(2)
+def test_codebook_and_commitment_cuts(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed + 2)
     z_e = torch.randn(6, 3, generator=g, dtype=F64, requires_grad=True)
     e = torch.randn(6, 3, generator=g, dtype=F64, requires_grad=True)
     diff = (z_e - e).detach()
@@ -70,8 +70,8 @@ def test_codebook_and_commitment_cuts() -> None:
 
 
 def test_the_encoder_gets_exactly_zero_reconstruction_gradient_without_the_block(
-        model: vq.VQVAE) -> None:
-    x = torch.randn(8, 12, dtype=F64, generator=torch.Generator().manual_seed(3))
+        model: vq.VQVAE, seed: int) -> None:
+    x = torch.randn(8, 12, dtype=F64, generator=torch.Generator().manual_seed(seed + 3))
     with record_blocks() as seen:
         blocked = vq.encoder_recon_grad_norm(model, x)
     assert set(seen) == {vq.BLOCK, vq.CODEBOOK_BLOCK, vq.COMMITMENT_BLOCK}
@@ -93,11 +93,11 @@ def test_perplexity_closed_forms() -> None:
     assert vq.perplexity(torch.tensor([0, 0, 1, 2]), 4) == pytest.approx(2 * math.sqrt(2))
 
 
-def test_training_lowers_the_loss_and_reports_each_epoch(model: vq.VQVAE) -> None:
-    X = torch.rand(64, 12, dtype=F64, generator=torch.Generator().manual_seed(4))
+def test_training_lowers_the_loss_and_reports_each_epoch(model: vq.VQVAE, seed: int) -> None:
+    X = torch.rand(64, 12, dtype=F64, generator=torch.Generator().manual_seed(seed + 4))
     seen = []
     history = vq.train_vq_vae(model, X, epochs=15, batch_size=16, lr=3e-3,
-                              generator=torch.Generator().manual_seed(0),
+                              generator=torch.Generator().manual_seed(seed),
                               callback=lambda epoch, row: seen.append(epoch))
     assert seen == list(range(1, 16)) and len(history) == 15
     assert history[-1]["recon"] < 0.5 * history[0]["recon"]
@@ -132,13 +132,13 @@ def test_no_hand_made_cut_in_the_module() -> None:
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device"))])
-def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str) -> None:
+def test_model_is_created_on_the_cpu_and_trains_where_it_was_moved(device: str, seed: int) -> None:
     # like any nn.Module: created on the CPU whatever devices exist; the data follow the model
     m = vq.VQVAE(12, n_latents=2, latent_dim=3, n_codes=5, hidden=16)
     assert all(p.device.type == "cpu" for p in m.parameters())
     m = m.to(device)
     X = torch.rand(40, 12)  # on the CPU
-    m.init_codebook(X.to(device), generator=torch.Generator().manual_seed(0))
-    rows = vq.train_vq_vae(m, X, epochs=2, batch_size=16, generator=torch.Generator().manual_seed(0))
+    m.init_codebook(X.to(device), generator=torch.Generator().manual_seed(seed))
+    rows = vq.train_vq_vae(m, X, epochs=2, batch_size=16, generator=torch.Generator().manual_seed(seed))
     assert len(rows) == 2 and all(math.isfinite(v) for v in rows[-1].values())
     assert all(p.device.type == device for p in m.parameters())

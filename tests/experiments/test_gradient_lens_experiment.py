@@ -90,15 +90,15 @@ def test_findings_figures_and_artifacts(quick_run) -> None:
     assert meta["blocks_seen"] == [gradient_lens.TARGET_BLOCK, gradient_lens.FAKE_BLOCK]
 
 
-def test_summary_is_deterministic(tmp_path: pathlib.Path) -> None:
+def test_summary_is_deterministic(tmp_path: pathlib.Path, seed: int) -> None:
     kw = {**gradient_lens.QUICK, "td_steps": 3, "rounds": 1}
-    a, b = (run_experiment("gradient_lens", kw, seed=4, device="cpu", output_dir=tmp_path)
+    a, b = (run_experiment("gradient_lens", kw, seed=seed + 4, device="cpu", output_dir=tmp_path)
               for _ in range(2))
     assert (a.run_dir / "summary.json").read_bytes() == (b.run_dir / "summary.json").read_bytes()
 
 
-def test_the_blocks_are_the_only_cuts() -> None:
-    torch.manual_seed(0)
+def test_the_blocks_are_the_only_cuts(seed: int) -> None:
+    torch.manual_seed(seed)
     params = gradient_lens.Params(**gradient_lens.QUICK)
     agent = gradient_lens.Agent(params.obs_dim, params.n_actions, params.q_hidden)
     s = torch.randn(3, params.obs_dim)

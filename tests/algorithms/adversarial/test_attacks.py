@@ -48,9 +48,9 @@ def test_pgd_stays_in_the_ball_and_the_bounds(eps, alpha, steps, norm, random_st
     assert (size <= eps * (1 + 1e-5) + 1e-6).all()
 
 
-def test_fgsm_matches_the_closed_form_on_a_linear_model():
+def test_fgsm_matches_the_closed_form_on_a_linear_model(seed: int):
     # For logits W x + b, ∇_x CE = Wᵀ (softmax(W x + b) − onehot(y)).
-    torch.manual_seed(1)
+    torch.manual_seed(seed + 1)
     net = nn.Linear(5, 4).double()
     x, y = tiny_batch(n=7, d=5, k=4, dtype=torch.float64)
     p = torch.softmax(net(x), dim=1).detach()
@@ -95,10 +95,10 @@ def test_l2_random_start_is_inside_the_ball_and_fills_it():
     del net
 
 
-def test_targeted_attack_reaches_its_target_on_an_easy_model():
+def test_targeted_attack_reaches_its_target_on_an_easy_model(seed: int):
     # Two well separated blobs and a linear classifier: a large-enough step crosses the boundary.
-    X, y = gaussian_blobs(200, centers=[[-2.0, 0.0], [2.0, 0.0]], std=0.3, seed=0)
-    torch.manual_seed(0)
+    X, y = gaussian_blobs(200, centers=[[-2.0, 0.0], [2.0, 0.0]], std=0.3, seed=seed)
+    torch.manual_seed(seed)
     net = nn.Linear(2, 2)
     opt = torch.optim.Adam(net.parameters(), lr=0.1)
     for _ in range(100):
@@ -277,11 +277,11 @@ def test_linf_sign_steps_add_no_gradient_but_l2_steps_do(restarts):
     assert all(p.grad is None for p in net.parameters())
 
 
-def test_unblocked_gradient_is_the_total_derivative_through_the_attack():
+def test_unblocked_gradient_is_the_total_derivative_through_the_attack(seed: int):
     # θ ↦ L(θ, x_adv(θ)) with L2 steps, no projection active (large eps, no bounds): float64
     # finite differences of the whole unrolled attack must match the unblocked gradient.
     x, y = tiny_batch(n=4, d=3, k=2, dtype=torch.float64)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     W0 = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
 
     def loss(W):
@@ -376,7 +376,7 @@ def test_fgsm_and_type_errors():
 
 @pytest.mark.skipif(importlib.util.find_spec("torchattacks") is None,
                     reason="torchattacks is not installed (pip install '.[bench]')")
-def test_pgd_agrees_with_torchattacks():
+def test_pgd_agrees_with_torchattacks(seed: int):
     import torchattacks
 
     net, X, y = trained_digits_mlp()
@@ -386,7 +386,7 @@ def test_pgd_agrees_with_torchattacks():
     ours = pgd(net, X, y, eps, alpha, steps, random_start=False)
     torch.testing.assert_close(ours, ref)
     # With random starts (from different generators) the robust accuracies agree within 0.02.
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     ref = torchattacks.PGD(net, eps=eps, alpha=alpha, steps=steps, random_start=True)(X, y)
     ours = pgd(net, X, y, eps, alpha, steps, random_start=True, generator=gen(1))
     with torch.no_grad():

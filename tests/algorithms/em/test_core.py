@@ -44,9 +44,9 @@ def test_e_step_matches_scipy(data: torch.Tensor, ct: str) -> None:
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_m_step_matches_numpy_weighted_moments(data: torch.Tensor, ct: str) -> None:
+def test_m_step_matches_numpy_weighted_moments(data: torch.Tensor, ct: str, seed: int) -> None:
     k, d = 3, 2
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     resp = rng.dirichlet(np.ones(k), size=len(data))
     sw = rng.uniform(0.2, 3.0, size=len(data))
     X = data.numpy()
@@ -77,10 +77,10 @@ def test_m_step_matches_numpy_weighted_moments(data: torch.Tensor, ct: str) -> N
         np.testing.assert_allclose(U.square().numpy(), 1.0 / expected, rtol=1e-12)
 
 
-def test_log_likelihood_never_decreases_over_100_iterations() -> None:
-    X = gaussian_mixture(400, MIXTURE_2D, seed=3).X
+def test_log_likelihood_never_decreases_over_100_iterations(seed: int) -> None:
+    X = gaussian_mixture(400, MIXTURE_2D, seed=seed + 3).X
     for ct in COVARIANCE_TYPES:
-        p = _random_params(3, 2, ct, seed=5)
+        p = _random_params(3, 2, ct, seed=seed + 5)
         lls = []
         for _ in range(100):
             log_prob_norm, log_resp = e_step(X, p.weights, p.means, p.precisions_cholesky, ct)
@@ -93,9 +93,9 @@ def test_log_likelihood_never_decreases_over_100_iterations() -> None:
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
 def test_fisher_identity_holds_with_the_block_and_fails_without(data: torch.Tensor,
-                                                                ct: str) -> None:
-    p = _random_params(3, 2, ct, seed=2)
-    sw = torch.rand(len(data), dtype=F64, generator=torch.Generator().manual_seed(0)) + 0.5
+                                                                ct: str, seed: int) -> None:
+    p = _random_params(3, 2, ct, seed=seed + 2)
+    sw = torch.rand(len(data), dtype=F64, generator=torch.Generator().manual_seed(seed)) + 0.5
     theta = to_unconstrained(p, ct)
 
     def q() -> torch.Tensor:
@@ -116,10 +116,10 @@ def test_fisher_identity_holds_with_the_block_and_fails_without(data: torch.Tens
     assert rel(g_unblocked) > 1e-3
 
 
-def test_unblocked_objective_is_loglik_minus_entropy(data: torch.Tensor) -> None:
+def test_unblocked_objective_is_loglik_minus_entropy(data: torch.Tensor, seed: int) -> None:
     """Without the block, ∇Q is the gradient of LL − H(r(θ)), computed here independently."""
     ct = "full"
-    p = _random_params(3, 2, ct, seed=4)
+    p = _random_params(3, 2, ct, seed=seed + 4)
     theta = to_unconstrained(p, ct)
 
     def reference() -> torch.Tensor:
@@ -138,10 +138,10 @@ def test_unblocked_objective_is_loglik_minus_entropy(data: torch.Tensor) -> None
 
 @pytest.mark.parametrize("optimizer", ["lbfgs", "rprop"])
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_gradient_m_step_reaches_closed_form(data: torch.Tensor, ct: str, optimizer: str
+def test_gradient_m_step_reaches_closed_form(data: torch.Tensor, ct: str, optimizer: str, seed: int
                                              ) -> None:
     """With fixed responsibilities (log_resp given) the optimizer finds the closed form."""
-    p = _random_params(3, 2, ct, seed=7)
+    p = _random_params(3, 2, ct, seed=seed + 7)
     _, log_resp = e_step(data, p.weights, p.means, p.precisions_cholesky, ct)
     closed = m_step(data, log_resp, covariance_type=ct, reg_covar=1e-6)
     grad = gradient_m_step(data, log_resp, p, covariance_type=ct, reg_covar=1e-6, n_steps=200,
@@ -158,8 +158,8 @@ def test_gradient_m_step_reaches_closed_form(data: torch.Tensor, ct: str, optimi
     torch.testing.assert_close(grad.weights, closed.weights, rtol=1e-6, atol=1e-8)
 
 
-def test_gradient_m_step_with_adam_improves_q(data: torch.Tensor) -> None:
-    p = _random_params(3, 2, "full", seed=8)
+def test_gradient_m_step_with_adam_improves_q(data: torch.Tensor, seed: int) -> None:
+    p = _random_params(3, 2, "full", seed=seed + 8)
     _, log_resp = e_step(data, p.weights, p.means, p.precisions_cholesky, "full")
     q0 = expected_complete_loglik(data, p.weights, p.means, p.precisions_cholesky, log_resp)
     new = gradient_m_step(data, log_resp, p, n_steps=50, optimizer="adam", reg_covar=0.0)

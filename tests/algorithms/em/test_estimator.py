@@ -24,9 +24,9 @@ from ._helpers import F64, _full_covs, _init_params
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_trajectory_matches_sklearn_from_the_same_init(ct: str) -> None:
+def test_trajectory_matches_sklearn_from_the_same_init(ct: str, seed: int) -> None:
     """Measured: lower bounds to 7e-15 (relative), parameters and predictions to 1.4e-13."""
-    X = gaussian_mixture(400, MIXTURE_2D, seed=2).X.numpy() + 5.0
+    X = gaussian_mixture(400, MIXTURE_2D, seed=seed + 2).X.numpy() + 5.0
     init = _init_params(X, 3, ct)
     kw = {"covariance_type": ct, "max_iter": 30, "tol": 0.0, **init}
     with warnings.catch_warnings():
@@ -75,14 +75,14 @@ def test_gradient_m_step_fit_honours_the_block(ct: str) -> None:
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_blocked_gradient_fit_reaches_the_closed_form_optimum(ct: str) -> None:
+def test_blocked_gradient_fit_reaches_the_closed_form_optimum(ct: str, seed: int) -> None:
     """With the block the gradient M-step is a generalized EM: same fixed point as EM.
 
     Measured from the same k-means start on the well-separated 2-D mixture: relative
     log-likelihood difference ≤ 3e-11 and max |Δμ| ≤ 3.2e-5 (the likelihood is flat there;
     closed-form EM run to tol=1e-10 still creeps toward the optimum).
     """
-    X = gaussian_mixture(300, MIXTURE_2D, seed=0).X
+    X = gaussian_mixture(300, MIXTURE_2D, seed=seed).X
     kw = {"covariance_type": ct, "random_state": 0, "tol": 1e-10}
     closed = GaussianMixture(3, max_iter=500, **kw).fit(X)
     grad = GaussianMixture(3, max_iter=50, m_step="gradient", **kw).fit(X)
@@ -92,23 +92,23 @@ def test_blocked_gradient_fit_reaches_the_closed_form_optimum(ct: str) -> None:
     torch.testing.assert_close(grad.weights_, closed.weights_, rtol=0, atol=1e-5)
 
 
-def test_closed_form_fit_refuses_to_run_without_its_block() -> None:
-    X = gaussian_mixture(60, MIXTURE_2D, seed=0).X
+def test_closed_form_fit_refuses_to_run_without_its_block(seed: int) -> None:
+    X = gaussian_mixture(60, MIXTURE_2D, seed=seed).X
     with record_blocks() as names:
-        GaussianMixture(2, random_state=0).fit(X)
+        GaussianMixture(2, random_state=seed).fit(X)
     assert names == [BLOCK]  # the closed-form M-step is the blocked maximizer
     with disable_blocks("em.*"):
         with pytest.raises(BlockNotSwitchableError,
                            match=r"GaussianMixture\.fit: the block 'em\.responsibilities' cannot "
                                  r"be switched off here \(the closed-form M-step"):
-            GaussianMixture(2, random_state=0).fit(X)
-        gm = GaussianMixture(2, max_iter=0, random_state=0).fit(X)  # no M-step: nothing to switch
+            GaussianMixture(2, random_state=seed).fit(X)
+        gm = GaussianMixture(2, max_iter=0, random_state=seed).fit(X)  # no M-step: nothing to switch
     assert gm.n_iter_ == 0
 
 
-def test_integer_sample_weights_equal_repeated_rows() -> None:
-    X = gaussian_mixture(120, MIXTURE_2D, seed=4).X
-    counts = torch.randint(0, 4, (120,), generator=torch.Generator().manual_seed(0))
+def test_integer_sample_weights_equal_repeated_rows(seed: int) -> None:
+    X = gaussian_mixture(120, MIXTURE_2D, seed=seed + 4).X
+    counts = torch.randint(0, 4, (120,), generator=torch.Generator().manual_seed(seed))
     X_rep = torch.repeat_interleave(X, counts, dim=0)
     init = _init_params(X.numpy(), 3, "full")
     for dtype in (torch.float64, torch.float32):
@@ -127,38 +127,38 @@ def test_integer_sample_weights_equal_repeated_rows() -> None:
         repeated.score(X_rep), rel=1e-4)
 
 
-def test_n_init_keeps_the_best_and_warm_start_continues() -> None:
-    X = gaussian_mixture(300, MIXTURE_2D, seed=0).X
+def test_n_init_keeps_the_best_and_warm_start_continues(seed: int) -> None:
+    X = gaussian_mixture(300, MIXTURE_2D, seed=seed).X
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        best = GaussianMixture(3, init_params="random", n_init=4, random_state=1).fit(X)
-        one = GaussianMixture(3, init_params="random", n_init=1, random_state=1).fit(X)
+        best = GaussianMixture(3, init_params="random", n_init=4, random_state=seed + 1).fit(X)
+        one = GaussianMixture(3, init_params="random", n_init=1, random_state=seed + 1).fit(X)
         assert best.lower_bound_ >= one.lower_bound_ - 1e-12
-        gm = GaussianMixture(3, max_iter=2, tol=0.0, warm_start=True, random_state=0)
+        gm = GaussianMixture(3, max_iter=2, tol=0.0, warm_start=True, random_state=seed)
         gm.fit(X)
         first = gm.lower_bounds_
         gm.fit(X)
     assert gm.n_iter_ == 2 and gm.lower_bounds_[0] >= first[-1] - 1e-12
-    full = GaussianMixture(3, max_iter=4, tol=0.0, random_state=0)
+    full = GaussianMixture(3, max_iter=4, tol=0.0, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         full.fit(X)
     np.testing.assert_allclose(first + gm.lower_bounds_, full.lower_bounds_, rtol=1e-12)
 
 
-def test_type_in_type_out() -> None:
+def test_type_in_type_out(seed: int) -> None:
     """numpy, lists and pandas give numpy; tensors give tensors; float32 data stay float32."""
     pd = pytest.importorskip("pandas")
-    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+    X = gaussian_mixture(200, MIXTURE_2D, seed=seed).X
     attrs = ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_")
-    t = GaussianMixture(3, random_state=0).fit(X)
+    t = GaussianMixture(3, random_state=seed).fit(X)
     assert all(isinstance(getattr(t, a), torch.Tensor) for a in attrs)
     for out in (t.predict(X), t.predict_proba(X), t.score_samples(X), *t.sample(5)):
         assert isinstance(out, torch.Tensor) and out.device == X.device
     assert isinstance(t.predict(X.numpy()), np.ndarray)  # methods follow their own input
     frame = pd.DataFrame(X.numpy(), columns=["a", "b"])
     for data in (X.numpy(), X.tolist(), frame):
-        gm = GaussianMixture(3, random_state=0).fit(data)
+        gm = GaussianMixture(3, random_state=seed).fit(data)
         assert all(isinstance(getattr(gm, a), np.ndarray) for a in attrs)
         np.testing.assert_array_equal(gm.lower_bounds_, t.lower_bounds_)
         np.testing.assert_array_equal(gm.means_, t.means_.numpy())
@@ -167,22 +167,22 @@ def test_type_in_type_out() -> None:
             assert isinstance(out, np.ndarray)
         assert gm.n_features_in_ == 2 and isinstance(gm.lower_bound_, float)
     assert list(gm.feature_names_in_) == ["a", "b"]
-    assert not hasattr(GaussianMixture(3, random_state=0).fit(X.numpy()), "feature_names_in_")
+    assert not hasattr(GaussianMixture(3, random_state=seed).fit(X.numpy()), "feature_names_in_")
     # dtype=None follows scikit-learn: float32 stays float32, everything else is float64
-    f32 = GaussianMixture(3, random_state=0).fit(X.numpy().astype(np.float32))
+    f32 = GaussianMixture(3, random_state=seed).fit(X.numpy().astype(np.float32))
     assert f32.means_.dtype == np.float32 and f32.predict_proba(X.numpy()).dtype == np.float32
     assert f32.lower_bound_ == pytest.approx(t.lower_bound_, rel=1e-4)
-    assert GaussianMixture(3, random_state=0).fit(X.int()).means_.dtype == torch.float64
+    assert GaussianMixture(3, random_state=seed).fit(X.int()).means_.dtype == torch.float64
     for dtype in ("float32", torch.float32):
-        gm = GaussianMixture(3, random_state=0, dtype=dtype).fit(X)
+        gm = GaussianMixture(3, random_state=seed, dtype=dtype).fit(X)
         assert gm.means_.dtype == torch.float32
     assert GaussianMixture(3, dtype="float64").fit(X.float()).means_.dtype == torch.float64
 
 
-def test_sample_matches_the_fitted_mixture() -> None:
-    X = gaussian_mixture(500, MIXTURE_2D, seed=0).X
+def test_sample_matches_the_fitted_mixture(seed: int) -> None:
+    X = gaussian_mixture(500, MIXTURE_2D, seed=seed).X
     for ct in COVARIANCE_TYPES:
-        gm = GaussianMixture(3, covariance_type=ct, random_state=0).fit(X)
+        gm = GaussianMixture(3, covariance_type=ct, random_state=seed).fit(X)
         S, y = gm.sample(20000)
         S2, y2 = gm.sample(20000)
         assert S.shape == (20000, 2) and torch.equal(S, S2) and torch.equal(y, y2)
@@ -196,9 +196,9 @@ def test_sample_matches_the_fitted_mixture() -> None:
             np.testing.assert_allclose(np.cov(Sj.numpy().T), cov_j, atol=0.1)
 
 
-def test_predict_proba_rows_sum_to_one_and_predict_is_argmax() -> None:
-    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
-    gm = GaussianMixture(3, random_state=0).fit(X)
+def test_predict_proba_rows_sum_to_one_and_predict_is_argmax(seed: int) -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=seed).X
+    gm = GaussianMixture(3, random_state=seed).fit(X)
     proba = gm.predict_proba(X)
     torch.testing.assert_close(proba.sum(1), torch.ones(200, dtype=F64))
     assert torch.equal(gm.predict(X), proba.argmax(1))
@@ -206,11 +206,11 @@ def test_predict_proba_rows_sum_to_one_and_predict_is_argmax() -> None:
     assert gm.score(X) == pytest.approx(gm.score_samples(X).mean().item())
 
 
-def test_emptied_component_gives_no_nan() -> None:
-    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+def test_emptied_component_gives_no_nan(seed: int) -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=seed).X
     means = torch.cat([MIXTURE_2D.means, torch.tensor([[1e4, 1e4]], dtype=F64)])
     for ct in COVARIANCE_TYPES:
-        gm = GaussianMixture(4, covariance_type=ct, means_init=means, random_state=0,
+        gm = GaussianMixture(4, covariance_type=ct, means_init=means, random_state=seed,
                              max_iter=50).fit(X)
         for t in (gm.weights_, gm.means_, gm.covariances_, gm.precisions_cholesky_):
             assert torch.isfinite(t).all(), ct
@@ -221,26 +221,26 @@ def test_emptied_component_gives_no_nan() -> None:
     assert all(torch.isfinite(t).all() for t in new)
 
 
-def test_lost_positive_definiteness_fails_with_advice() -> None:
+def test_lost_positive_definiteness_fails_with_advice(seed: int) -> None:
     X = torch.zeros(20, 2, dtype=F64)
     X[:, 0] = torch.linspace(0, 1, 20, dtype=F64)  # second feature constant: singular cov
     with pytest.raises(ValueError, match="decrease the number of components, increase "
                                          "reg_covar, or scale the input data"):
-        GaussianMixture(2, reg_covar=0.0, random_state=0).fit(X)
+        GaussianMixture(2, reg_covar=0.0, random_state=seed).fit(X)
     # ... and reg_covar repairs it
-    gm = GaussianMixture(2, reg_covar=1e-6, random_state=0).fit(X)
+    gm = GaussianMixture(2, reg_covar=1e-6, random_state=seed).fit(X)
     assert torch.isfinite(gm.covariances_).all()
 
 
-def test_non_convergence_warns_with_advice() -> None:
-    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
+def test_non_convergence_warns_with_advice(seed: int) -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=seed).X
     with pytest.warns(ConvergenceWarning, match="Increase max_iter or tol"):
-        gm = GaussianMixture(3, max_iter=2, random_state=0).fit(X)
+        gm = GaussianMixture(3, max_iter=2, random_state=seed).fit(X)
     assert not gm.converged_ and gm.n_iter_ == 2
 
 
-def test_bad_inputs_name_the_argument() -> None:
-    X = gaussian_mixture(50, MIXTURE_2D, seed=0).X
+def test_bad_inputs_name_the_argument(seed: int) -> None:
+    X = gaussian_mixture(50, MIXTURE_2D, seed=seed).X
     gm = GaussianMixture(3)
     bad_nan = X.clone()
     bad_nan[3, 1] = float("nan")
@@ -320,7 +320,7 @@ def test_bad_inputs_name_the_argument() -> None:
             getattr(GaussianMixture(3), method)(X)
     with pytest.raises(NotFittedError, match=r"GaussianMixture\.sample: this instance is not"):
         GaussianMixture(3).sample()
-    fitted = GaussianMixture(3, random_state=0).fit(X)
+    fitted = GaussianMixture(3, random_state=seed).fit(X)
     with pytest.raises(ValueError, match=r"GaussianMixture\.score_samples: X has 3 features, but "
                                          r"GaussianMixture is expecting 2 features as input"):
         fitted.score_samples(np.zeros((4, 3)))
@@ -331,9 +331,9 @@ def test_bad_inputs_name_the_argument() -> None:
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_float32_follows_float64_sklearn_on_offset_data(ct: str) -> None:
+def test_float32_follows_float64_sklearn_on_offset_data(ct: str, seed: int) -> None:
     """float32 runs the centered plain e_step/m_step: no cancellation for data far from 0."""
-    X = gaussian_mixture(300, MIXTURE_2D, seed=2).X.numpy() + 100.0
+    X = gaussian_mixture(300, MIXTURE_2D, seed=seed + 2).X.numpy() + 100.0
     init = _init_params(X, 3, ct)
     kw = {"covariance_type": ct, "max_iter": 30, "tol": 0.0, **init}
     with warnings.catch_warnings():
@@ -347,11 +347,11 @@ def test_float32_follows_float64_sklearn_on_offset_data(ct: str) -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_tensors_come_back_on_their_device() -> None:
-    X = gaussian_mixture(200, MIXTURE_2D, seed=0).X
-    cpu = GaussianMixture(3, random_state=0).fit(X)
+def test_cuda_tensors_come_back_on_their_device(seed: int) -> None:
+    X = gaussian_mixture(200, MIXTURE_2D, seed=seed).X
+    cpu = GaussianMixture(3, random_state=seed).fit(X)
     for device in ("cuda", "cpu"):  # where to compute; the results follow the data
-        gm = GaussianMixture(3, random_state=0, device=device).fit(X.cuda())
+        gm = GaussianMixture(3, random_state=seed, device=device).fit(X.cuda())
         assert gm.means_.is_cuda and gm.predict(X.cuda()).is_cuda
         assert gm.sample(3)[0].is_cuda and isinstance(gm.predict(X.numpy()), np.ndarray)
         np.testing.assert_allclose(gm.lower_bounds_, cpu.lower_bounds_, rtol=1e-10)

@@ -54,10 +54,10 @@ def test_tied_covariance_of_one_point_seeds_is_the_pooled_scatter() -> None:
         np.testing.assert_array_equal(ours.means_, SkGaussianMixture(3, **kw).fit(X).means_)
 
 
-def test_kmeans_plusplus_picks_distinct_points_far_apart() -> None:
+def test_kmeans_plusplus_picks_distinct_points_far_apart(seed: int) -> None:
     X = torch.tensor([[0.0, 0.0], [0.1, 0.0], [10.0, 10.0], [10.1, 10.0], [-10.0, 10.0]],
                      dtype=F64)
-    gm = GaussianMixture(3, init_params="k-means++", max_iter=0, random_state=0).fit(X)
+    gm = GaussianMixture(3, init_params="k-means++", max_iter=0, random_state=seed).fit(X)
     # one initial component at each well-separated group
     groups = {int(torch.argmin(((X[[0, 2, 4]] - m) ** 2).sum(1))) for m in gm.means_}
     assert groups == {0, 1, 2}

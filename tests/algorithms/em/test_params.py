@@ -21,8 +21,8 @@ from ._helpers import F64, _random_params
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_conversions_round_trip_and_match_numpy(ct: str) -> None:
-    p = _random_params(3, 4, ct, seed=1)
+def test_conversions_round_trip_and_match_numpy(ct: str, seed: int) -> None:
+    p = _random_params(3, 4, ct, seed=seed + 1)
     U = p.precisions_cholesky
     if ct in ("full", "tied"):
         assert torch.equal(U, torch.triu(U))
@@ -40,8 +40,8 @@ def test_conversions_round_trip_and_match_numpy(ct: str) -> None:
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_unconstrained_parametrization_round_trips(ct: str) -> None:
-    p = _random_params(3, 2, ct, seed=3)
+def test_unconstrained_parametrization_round_trips(ct: str, seed: int) -> None:
+    p = _random_params(3, 2, ct, seed=seed + 3)
     theta = to_unconstrained(p, ct)
     assert all(t.requires_grad and t.is_leaf for t in theta)
     weights, means, U = from_unconstrained(theta, ct)

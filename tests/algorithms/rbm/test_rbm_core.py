@@ -36,10 +36,10 @@ def test_free_energy_matches_brute_force_marginal() -> None:
     torch.testing.assert_close(free_energy(p, V), expected, rtol=0, atol=1e-12)
 
 
-def test_sample_hidden_monte_carlo_matches_conditional() -> None:
-    p = random_params(6, 4, seed=4)
+def test_sample_hidden_monte_carlo_matches_conditional(seed: int) -> None:
+    p = random_params(6, 4, seed=seed + 4)
     v = all_binary(6)[torch.tensor([3, 40])]
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     n = 20000
     prob, _ = sample_hidden(p, v, generator=g)
     expected = torch.sigmoid(v @ p.weights.T + p.hidden_bias)
@@ -50,10 +50,10 @@ def test_sample_hidden_monte_carlo_matches_conditional() -> None:
     assert bool(((samples.mean(0) - expected).abs() <= 5 * stderr + 1e-12).all())
 
 
-def test_sample_visible_monte_carlo_matches_conditional() -> None:
-    p = random_params(5, 3, seed=5)
+def test_sample_visible_monte_carlo_matches_conditional(seed: int) -> None:
+    p = random_params(5, 3, seed=seed + 5)
     h = torch.tensor([[1.0, 0.0, 1.0]], dtype=F64).expand(20000, 3)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed + 1)
     prob, samples = sample_visible(p, h, generator=g)
     expected = torch.sigmoid(h[:1] @ p.weights + p.visible_bias)[0]
     stderr = torch.sqrt(expected * (1 - expected) / 20000)
@@ -61,9 +61,9 @@ def test_sample_visible_monte_carlo_matches_conditional() -> None:
     torch.testing.assert_close(prob[0], expected)
 
 
-def test_gibbs_chain_samples_the_model_distribution() -> None:
-    p = random_params(4, 3, scale=0.8, seed=6)
-    g = torch.Generator().manual_seed(2)
+def test_gibbs_chain_samples_the_model_distribution(seed: int) -> None:
+    p = random_params(4, 3, scale=0.8, seed=seed + 6)
+    g = torch.Generator().manual_seed(seed + 2)
     v0 = torch.zeros(20000, 4, dtype=F64)
     v = gibbs_chain(p, v0, 30, generator=g)
     codes = (v * torch.tensor([8.0, 4.0, 2.0, 1.0], dtype=F64)).sum(1).long()
@@ -90,9 +90,9 @@ def test_gibbs_chain_mean_field_is_deterministic_and_differentiable() -> None:
 
 
 @pytest.mark.parametrize("mean_field", [False, True])
-def test_cd_loss_gradient_equals_cd_statistics(mean_field: bool) -> None:
+def test_cd_loss_gradient_equals_cd_statistics(mean_field: bool, seed: int) -> None:
     p = random_params(6, 4, requires_grad=True)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     v_data = (torch.rand(7, 6, generator=g) < 0.5).to(F64)
     # the chain is built with gradient tracking on: only the block keeps it out of the gradient
     v_model = gibbs_chain(p, v_data[:5], 2, mean_field=mean_field, generator=g)
@@ -106,8 +106,8 @@ def test_cd_loss_gradient_equals_cd_statistics(mean_field: bool) -> None:
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
-def test_cd_loss_without_block_differentiates_the_mean_field_chain() -> None:
-    p = random_params(5, 3, requires_grad=True, seed=7)
+def test_cd_loss_without_block_differentiates_the_mean_field_chain(seed: int) -> None:
+    p = random_params(5, 3, requires_grad=True, seed=seed + 7)
     v_data = all_binary(5)[torch.tensor([2, 9, 21, 30])]
 
     def loss_fn(params: RBMParams) -> torch.Tensor:
@@ -137,9 +137,9 @@ def test_cd_loss_without_block_differentiates_the_mean_field_chain() -> None:
                 assert abs(float(fd) - float(grad.reshape(-1)[j])) < 1e-7
 
 
-def test_sampled_chain_passes_no_gradient() -> None:
+def test_sampled_chain_passes_no_gradient(seed: int) -> None:
     p = random_params(4, 3, requires_grad=True)
-    v = gibbs_chain(p, all_binary(4)[:3], 2, generator=torch.Generator().manual_seed(0))
+    v = gibbs_chain(p, all_binary(4)[:3], 2, generator=torch.Generator().manual_seed(seed))
     assert not v.requires_grad and not has_gradient_path(v, p.weights)
     assert set(torch.unique(v).tolist()) <= {0.0, 1.0}
 
@@ -181,21 +181,21 @@ def test_errors() -> None:
 
 
 @pytest.mark.parametrize("chain", ["sampled", "mean_field"])
-def test_negative_samples_are_the_chain_cut_by_the_block(chain: str) -> None:
-    p = random_params(5, 3, requires_grad=True, seed=10)
+def test_negative_samples_are_the_chain_cut_by_the_block(chain: str, seed: int) -> None:
+    p = random_params(5, 3, requires_grad=True, seed=seed + 10)
     v = all_binary(5)[torch.tensor([1, 7, 22])]
     with record_blocks() as names:
-        got = negative_samples(p, v, 2, chain=chain, generator=torch.Generator().manual_seed(3))
+        got = negative_samples(p, v, 2, chain=chain, generator=torch.Generator().manual_seed(seed + 3))
     assert names == [BLOCK]
     expected = gibbs_chain(p, v, 2, mean_field=chain == "mean_field",
-                           generator=torch.Generator().manual_seed(3))
+                           generator=torch.Generator().manual_seed(seed + 3))
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
     # no graph is recorded for the chain while the block is active
     assert not got.requires_grad and got.grad_fn is None
 
 
-def test_negative_samples_without_the_block_keep_the_mean_field_chain() -> None:
-    p = random_params(5, 3, requires_grad=True, seed=11)
+def test_negative_samples_without_the_block_keep_the_mean_field_chain(seed: int) -> None:
+    p = random_params(5, 3, requires_grad=True, seed=seed + 11)
     v = all_binary(5)[torch.tensor([3, 12])]
     with disable_blocks(BLOCK):
         v_model = negative_samples(p, v, 3, chain="mean_field")
@@ -210,13 +210,13 @@ def test_negative_samples_without_the_block_keep_the_mean_field_chain() -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
-def test_negative_samples_from_hidden_states_begin_with_a_visible_draw() -> None:
+def test_negative_samples_from_hidden_states_begin_with_a_visible_draw(seed: int) -> None:
     # from hidden states h: v ~ p(v|h), then k − 1 full steps: the same draws as sampling
     # p(v|h) by hand and continuing with gibbs_chain
-    p = random_params(5, 3, requires_grad=True, seed=12)
+    p = random_params(5, 3, requires_grad=True, seed=seed + 12)
     h = all_binary(3)[torch.tensor([2, 5, 7])]
-    got = negative_samples(p, h, 3, from_hidden=True, generator=torch.Generator().manual_seed(4))
-    g = torch.Generator().manual_seed(4)
+    got = negative_samples(p, h, 3, from_hidden=True, generator=torch.Generator().manual_seed(seed + 4))
+    g = torch.Generator().manual_seed(seed + 4)
     _, v = sample_visible(p, h, generator=g)
     torch.testing.assert_close(got, gibbs_chain(p, v, 2, generator=g), rtol=0, atol=0)
     assert not got.requires_grad

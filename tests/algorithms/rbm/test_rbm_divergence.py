@@ -43,7 +43,7 @@ def test_train_cd_stops_at_the_update_that_overflows(method: str, seed: int) -> 
     assert not bool(torch.isfinite(p.weights).all())
 
 
-def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     # inject a nan into the third update's loss: its gradient is nan and must not be applied
     real = training._cd_loss_and_pre
     calls = []
@@ -55,11 +55,11 @@ def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(training, "_cd_loss_and_pre", poisoned)
     X = data()
-    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     seen = []
     with pytest.warns(DivergenceWarning, match=r"the gradient of the weights became non-finite "
                                               r"\(inf or nan\) at update 2 \(epoch 1\)"):
-        state = train_cd(p, X, batch_size=7, epochs=5, generator=torch.Generator().manual_seed(0),
+        state = train_cd(p, X, batch_size=7, epochs=5, generator=torch.Generator().manual_seed(seed),
                          callback=lambda step: seen.append([t.clone() for t in step.params]))
     assert state.divergence == Divergence("train_cd", "gradient of the weights", 2, 1, False)
     assert state.n_updates == 2 and len(calls) == 3
@@ -67,16 +67,16 @@ def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch)
         assert torch.equal(a, b)
 
 
-def test_non_finite_starting_parameters_are_refused() -> None:
-    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+def test_non_finite_starting_parameters_are_refused(seed: int) -> None:
+    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     p.visible_bias.data[0] = float("nan")
     with pytest.raises(ValueError, match=r"train_cd: params.visible_bias must be finite"):
         train_cd(p, data(), batch_size=7)
 
 
-def test_a_diverged_state_is_not_trained_further() -> None:
+def test_a_diverged_state_is_not_trained_further(seed: int) -> None:
     X = data()
-    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     with pytest.warns(DivergenceWarning):
         state = train_cd(p, X, batch_size=7, epochs=3, **OVERFLOW)
     with pytest.raises(ValueError, match=r"params.weights must be finite.*a state that diverged"):
@@ -84,26 +84,26 @@ def test_a_diverged_state_is_not_trained_further() -> None:
     assert state.n_updates == 2
 
 
-def test_finite_training_sets_no_divergence() -> None:
+def test_finite_training_sets_no_divergence(seed: int) -> None:
     X = data()
-    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     with warnings.catch_warnings():
         warnings.simplefilter("error", DivergenceWarning)
         state = train_cd(p, X, batch_size=7, epochs=3)
     assert state.divergence is None and state.n_updates == 6
 
 
-def test_a_step_that_does_not_fit_the_dtype_is_refused() -> None:
-    p = init_params(9, 4, dtype=torch.float32, generator=torch.Generator().manual_seed(0))
+def test_a_step_that_does_not_fit_the_dtype_is_refused(seed: int) -> None:
+    p = init_params(9, 4, dtype=torch.float32, generator=torch.Generator().manual_seed(seed))
     with pytest.raises(ValueError, match=r"train_cd: weight_decay=1e\+308 does not fit the "
                                          r"parameters' torch.float32"):
         train_cd(p, data().float(), batch_size=7, **OVERFLOW)
 
 
 @pytest.mark.parametrize("method", ["cd", "pcd"])
-def test_estimator_records_the_divergence_and_keeps_what_it_has(method: str) -> None:
+def test_estimator_records_the_divergence_and_keeps_what_it_has(method: str, seed: int) -> None:
     X = data().numpy()
-    rbm = BernoulliRBM(n_components=4, n_iter=10, batch_size=7, random_state=0, method=method,
+    rbm = BernoulliRBM(n_components=4, n_iter=10, batch_size=7, random_state=seed, method=method,
                        **OVERFLOW)
     with pytest.warns(DivergenceWarning, match=r"^BernoulliRBM: the weights became non-finite"):
         rbm.fit(X)
@@ -118,8 +118,8 @@ def test_estimator_records_the_divergence_and_keeps_what_it_has(method: str) -> 
     assert rbm.divergence_ is None and rbm.n_iter_ == 10
 
 
-def test_the_warning_points_at_the_callers_line() -> None:
+def test_the_warning_points_at_the_callers_line(seed: int) -> None:
     X = data().numpy()
     with pytest.warns(DivergenceWarning) as rec:
-        BernoulliRBM(n_components=4, n_iter=3, batch_size=7, random_state=0, **OVERFLOW).fit(X)
+        BernoulliRBM(n_components=4, n_iter=3, batch_size=7, random_state=seed, **OVERFLOW).fit(X)
     assert rec[0].filename == __file__

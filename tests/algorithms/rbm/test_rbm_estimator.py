@@ -21,10 +21,10 @@ from toolkit.algorithms.rbm import (
 from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
 
 
-def test_estimator_update_is_sgd_on_the_autograd_cd_gradient() -> None:
+def test_estimator_update_is_sgd_on_the_autograd_cd_gradient(seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
     rbm = BernoulliRBM(4, learning_rate=0.1, batch_size=len(X), n_iter=1, momentum=0.5,
-                       weight_decay=0.01, method="cd", k=2, random_state=0, dtype=F64).fit(X)
+                       weight_decay=0.01, method="cd", k=2, random_state=seed, dtype=F64).fit(X)
     before = [t.clone() for t in (rbm.components_, rbm.intercept_visible_,
                                   rbm.intercept_hidden_)]
     velocity = [t.clone() for t in rbm._state.velocity]
@@ -42,11 +42,11 @@ def test_estimator_update_is_sgd_on_the_autograd_cd_gradient() -> None:
 
 
 @pytest.mark.parametrize("method", ["cd", "pcd"])
-def test_estimator_learns_bars_and_stripes(method: str) -> None:
+def test_estimator_learns_bars_and_stripes(method: str, seed: int) -> None:
     X = bars_and_stripes(3, duplicate_constant=True)
     rbm = BernoulliRBM(6, method=method, learning_rate=0.3, batch_size=8, n_iter=300,
-                       n_chains=10, shuffle=True, init="uniform", random_state=0)
-    start = BernoulliRBM(6, n_iter=0, init="uniform", random_state=0).fit(X)
+                       n_chains=10, shuffle=True, init="uniform", random_state=seed)
+    start = BernoulliRBM(6, n_iter=0, init="uniform", random_state=seed).fit(X)
     rbm.fit(X)
     assert float(rbm.log_likelihood(X).mean()) > float(start.log_likelihood(X).mean()) + 1.0
     assert rbm.components_.shape == (6, 9) and rbm.intercept_hidden_.shape == (6,)
@@ -61,18 +61,18 @@ def test_estimator_learns_bars_and_stripes(method: str) -> None:
     assert s.shape == (5, 9) and set(torch.unique(s).tolist()) <= {0.0, 1.0}
 
 
-def test_estimator_is_deterministic_for_a_seed() -> None:
+def test_estimator_is_deterministic_for_a_seed(seed: int) -> None:
     X = bars_and_stripes(3)
-    a = BernoulliRBM(4, n_iter=3, shuffle=True, random_state=5).fit(X)
-    b = BernoulliRBM(4, n_iter=3, shuffle=True, random_state=5).fit(X)
+    a = BernoulliRBM(4, n_iter=3, shuffle=True, random_state=seed + 5).fit(X)
+    b = BernoulliRBM(4, n_iter=3, shuffle=True, random_state=seed + 5).fit(X)
     assert torch.equal(a.components_, b.components_) and torch.equal(a.h_samples_, b.h_samples_)
     assert torch.equal(a.score_samples(X), b.score_samples(X))
     assert torch.equal(a.score_samples(X), a.score_samples(X))
 
 
-def test_estimator_log_likelihood_ais_agrees_with_exact() -> None:
+def test_estimator_log_likelihood_ais_agrees_with_exact(seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
-    rbm = BernoulliRBM(5, learning_rate=0.1, batch_size=4, n_iter=30, random_state=0,
+    rbm = BernoulliRBM(5, learning_rate=0.1, batch_size=4, n_iter=30, random_state=seed,
                        dtype=F64).fit(X)
     exact = rbm.log_likelihood(X)
     log_z, stderr = rbm.log_partition()
@@ -83,18 +83,18 @@ def test_estimator_log_likelihood_ais_agrees_with_exact() -> None:
     assert 0 < rbm.log_partition(method="ais", n_runs=50, betas=1000)[1] < 0.1
 
 
-def test_estimator_weights_have_scikit_learn_layout() -> None:
+def test_estimator_weights_have_scikit_learn_layout(seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
-    rbm = BernoulliRBM(4, n_iter=2, random_state=0, dtype=F64).fit(X)
+    rbm = BernoulliRBM(4, n_iter=2, random_state=seed, dtype=F64).fit(X)
     sk = sklearn_rbm(RBMParams(rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_),
                      9, 0)
     np.testing.assert_allclose(rbm.transform(X).numpy(), sk.transform(X.numpy()), atol=1e-12)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_estimator_on_cuda_matches_the_cpu_formulas() -> None:
+def test_estimator_on_cuda_matches_the_cpu_formulas(seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
-    rbm = BernoulliRBM(4, n_iter=3, random_state=0, device="cuda", dtype=F64).fit(X.cuda())
+    rbm = BernoulliRBM(4, n_iter=3, random_state=seed, device="cuda", dtype=F64).fit(X.cuda())
     assert rbm.components_.device.type == "cuda"
     p_cpu = RBMParams(*(t.cpu() for t in (rbm.components_, rbm.intercept_visible_,
                                           rbm.intercept_hidden_)))
@@ -107,7 +107,7 @@ def test_estimator_on_cuda_matches_the_cpu_formulas() -> None:
 # --------------------------------------------------------------------------- the block
 
 
-def test_mean_field_estimator_trains_through_the_chain_without_the_block() -> None:
+def test_mean_field_estimator_trains_through_the_chain_without_the_block(seed: int) -> None:
     # Theory: with the block each update is the (mean-field) CD update, cosine 1 to the CD
     # statistics at the chain's output; without it the gradient also flows back through the k
     # chain steps, a different direction (cosine < 1), so the weights differ.
@@ -122,7 +122,7 @@ def test_mean_field_estimator_trains_through_the_chain_without_the_block() -> No
                                                                step.v_model)])
             cos.append(float(g @ cd / (g.norm() * cd.norm())))
 
-        rbm = BernoulliRBM(8, method="cd", chain="mean_field", k=2, n_iter=20, random_state=0,
+        rbm = BernoulliRBM(8, method="cd", chain="mean_field", k=2, n_iter=20, random_state=seed,
                            dtype=F64, callback=callback)
         with record_blocks() as names:
             if variant == "unblocked":
@@ -140,21 +140,21 @@ def test_mean_field_estimator_trains_through_the_chain_without_the_block() -> No
     assert float(diff) > 1e-3
 
 
-def test_sampled_estimator_refuses_to_fit_without_the_block() -> None:
+def test_sampled_estimator_refuses_to_fit_without_the_block(seed: int) -> None:
     X = bars_and_stripes(4, duplicate_constant=True)
     with disable_blocks("rbm.negative_samples"), pytest.raises(
             BlockNotSwitchableError,
             match=r"BernoulliRBM: the block 'rbm.negative_samples' cannot be switched off here "
                   r"\(a sampled Gibbs chain passes no gradient.*use chain='mean_field'"):
-        BernoulliRBM(8, n_iter=20, random_state=0).fit(X)
+        BernoulliRBM(8, n_iter=20, random_state=seed).fit(X)
     # other blocks do not concern it
     with disable_blocks("em.*"):
-        a = BernoulliRBM(8, n_iter=2, random_state=0).fit(X)
-    b = BernoulliRBM(8, n_iter=2, random_state=0).fit(X)
+        a = BernoulliRBM(8, n_iter=2, random_state=seed).fit(X)
+    b = BernoulliRBM(8, n_iter=2, random_state=seed).fit(X)
     assert torch.equal(a.components_, b.components_)
 
 
-def test_callback_sees_every_update_and_can_stop() -> None:
+def test_callback_sees_every_update_and_can_stop(seed: int) -> None:
     X = bars_and_stripes(3)
     seen: list[tuple[int, int]] = []
 
@@ -162,7 +162,7 @@ def test_callback_sees_every_update_and_can_stop() -> None:
         seen.append((step.epoch, step.batch))
         return step.epoch == 2 and step.batch == 1
 
-    rbm = BernoulliRBM(4, batch_size=5, n_iter=10, random_state=0, callback=callback).fit(X)
+    rbm = BernoulliRBM(4, batch_size=5, n_iter=10, random_state=seed, callback=callback).fit(X)
     assert seen == [(e, b) for e in range(3) for b in range(3)][:8]
     assert rbm.n_iter_ == 2 and rbm.n_updates_ == 7
 
@@ -170,7 +170,7 @@ def test_callback_sees_every_update_and_can_stop() -> None:
 # --------------------------------------------------------------------------- bad input
 
 
-def test_errors() -> None:
+def test_errors(seed: int) -> None:
     X = bars_and_stripes(3)
     with pytest.raises(ValueError, match=r"BernoulliRBM: k must be an int >= 1, got 0"):
         BernoulliRBM(3, k=0).fit(X)
@@ -189,7 +189,7 @@ def test_errors() -> None:
     with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must be 2-D \(n_samples, n_features\), "
                                          r"got shape \(9,\)"):
         BernoulliRBM(3).fit(X[0])
-    rbm = BernoulliRBM(3, n_iter=1, random_state=0).fit(X)
+    rbm = BernoulliRBM(3, n_iter=1, random_state=seed).fit(X)
     with pytest.raises(ValueError, match=r"BernoulliRBM.score_samples: X must have values in \[0, 1\]"):
         rbm.score_samples(X * 2)
     with pytest.raises(ValueError, match=r"BernoulliRBM.gibbs: X has 2 features"):
@@ -208,15 +208,15 @@ def test_errors() -> None:
         BernoulliRBM(3).fit(torch.full((2, 3), float("nan")))
 
 
-def test_fractional_data_and_partial_fit_continue_like_scikit_learn() -> None:
+def test_fractional_data_and_partial_fit_continue_like_scikit_learn(seed: int) -> None:
     # values in [0, 1] are probabilities: the update's data statistics use them as they are
-    X = torch.rand(12, 9, generator=torch.Generator().manual_seed(0), dtype=F64)
+    X = torch.rand(12, 9, generator=torch.Generator().manual_seed(seed), dtype=F64)
     steps: list[CDStep] = []
 
     def record(step: CDStep) -> None:  # the parameters before the update
         steps.append(step._replace(params=RBMParams(*(t.clone() for t in step.params))))
 
-    rbm = BernoulliRBM(4, batch_size=12, n_iter=1, random_state=0, dtype=F64,
+    rbm = BernoulliRBM(4, batch_size=12, n_iter=1, random_state=seed, dtype=F64,
                        callback=record).fit(X)
     assert torch.equal(steps[0].v_data, X)
     grads = numpy_cd_statistics(steps[0].params, X, steps[0].v_model)
@@ -227,7 +227,7 @@ def test_fractional_data_and_partial_fit_continue_like_scikit_learn() -> None:
     rbm.partial_fit(X[:5])
     assert rbm.n_updates_ == n + 1 and len(steps) == 2 and steps[1].v_data.shape == (5, 9)
     assert steps[1].v_model.shape == (12, 9)  # the fit's 12 persistent chains
-    fresh = BernoulliRBM(4, random_state=0).partial_fit(X[:3])
+    fresh = BernoulliRBM(4, random_state=seed).partial_fit(X[:3])
     assert fresh.n_updates_ == 1 and fresh.h_samples_.shape == (10, 4)
     g = rbm.gibbs(X[:2])
     assert g.shape == (2, 9) and set(g.unique().tolist()) <= {0.0, 1.0}
@@ -241,42 +241,42 @@ BAS_OPTIMUM_NLL = empirical_nll(bars_and_stripes(4, duplicate_constant=True))
 
 
 @pytest.mark.slow
-def test_bars_and_stripes_cd1_reaches_summed_nll_below_200() -> None:
+def test_bars_and_stripes_cd1_reaches_summed_nll_below_200(seed: int) -> None:
     # Shark's setting: 32 patterns, 16 visible, 8 hidden, CD-1, lr 0.05, full batch, 8001
     # updates, weights U(−0.1, 0.1), biases 0
     X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
     rbm = BernoulliRBM(8, method="cd", k=1, learning_rate=0.05, batch_size=32, n_iter=8001,
-                       shuffle=True, init="uniform", random_state=0, dtype=F64).fit(X)
+                       shuffle=True, init="uniform", random_state=seed, dtype=F64).fit(X)
     nll = -float(rbm.log_likelihood(X).sum())
     assert rbm.n_updates_ == 8001
     assert BAS_OPTIMUM_NLL < nll < 200
 
 
 @pytest.mark.slow
-def test_bars_and_stripes_pcd_reaches_summed_nll_below_200() -> None:
+def test_bars_and_stripes_pcd_reaches_summed_nll_below_200(seed: int) -> None:
     # 32 persistent chains, batch 16, 5001 updates
     X = bars_and_stripes(4, duplicate_constant=True, dtype=F64)
     rbm = BernoulliRBM(8, method="pcd", k=1, learning_rate=0.05, batch_size=16, n_iter=2500,
-                       n_chains=32, shuffle=True, init="uniform", random_state=0,
+                       n_chains=32, shuffle=True, init="uniform", random_state=seed,
                        dtype=F64).fit(X)
-    rbm.partial_fit(X[torch.randperm(32, generator=torch.Generator().manual_seed(0))[:16]])
+    rbm.partial_fit(X[torch.randperm(32, generator=torch.Generator().manual_seed(seed))[:16]])
     nll = -float(rbm.log_likelihood(X).sum())
     assert rbm.n_updates_ == 5001 and rbm.h_samples_.shape == (32, 8)
     assert BAS_OPTIMUM_NLL < nll < 200
 
 
 @pytest.mark.slow
-def test_digits_cd1_log_likelihood_at_least_scikit_learns() -> None:
+def test_digits_cd1_log_likelihood_at_least_scikit_learns(seed: int) -> None:
     # 16 hidden, lr 0.05, batch 10, 20 epochs: exact mean log-likelihoods of both
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
     X = binarized_digits(dtype=F64).X
-    sk = SkRBM(16, learning_rate=0.05, batch_size=10, n_iter=20, random_state=0).fit(X.numpy())
+    sk = SkRBM(16, learning_rate=0.05, batch_size=10, n_iter=20, random_state=seed).fit(X.numpy())
     sk_params = RBMParams(*(torch.as_tensor(a) for a in
                             (sk.components_, sk.intercept_visible_, sk.intercept_hidden_)))
     sk_ll = float(log_likelihood(sk_params, X).mean())
     ours = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=10, n_iter=20,
-                        shuffle=True, random_state=0, dtype=F64).fit(X)
+                        shuffle=True, random_state=seed, dtype=F64).fit(X)
     assert float(ours.log_likelihood(X).mean()) >= sk_ll
 
 

@@ -129,9 +129,9 @@ def test_defaults_learn_digits_as_well_as_sklearns() -> None:
     assert min(ours) > -16 * np.log(2) * 4  # far above the uniform model (64 bits)
 
 
-def test_type_in_type_out() -> None:
+def test_type_in_type_out(seed: int) -> None:
     X, _ = _digits(60)
-    rbm = BernoulliRBM(4, n_iter=2, random_state=0).fit(X)
+    rbm = BernoulliRBM(4, n_iter=2, random_state=seed).fit(X)
     for attr in ("components_", "intercept_hidden_", "intercept_visible_", "h_samples_"):
         assert isinstance(getattr(rbm, attr), np.ndarray)
     assert rbm.components_.dtype == np.float64
@@ -144,7 +144,7 @@ def test_type_in_type_out() -> None:
     assert isinstance(h, torch.Tensor) and h.device == t.device
     np.testing.assert_allclose(h.numpy(), rbm.transform(X), rtol=0, atol=1e-12)
     # a tensor fit gives tensor attributes; float32 stays float32 (scikit-learn's rule)
-    fitted = BernoulliRBM(4, n_iter=2, random_state=0).fit(t)
+    fitted = BernoulliRBM(4, n_iter=2, random_state=seed).fit(t)
     assert isinstance(fitted.components_, torch.Tensor)
     assert fitted.components_.dtype == torch.float32 and not fitted.components_.requires_grad
     assert fitted.transform(t).dtype == torch.float32
@@ -153,10 +153,10 @@ def test_type_in_type_out() -> None:
     assert isinstance(rbm.sample(3, n_steps=2), np.ndarray)
 
 
-def test_pandas_feature_names() -> None:
+def test_pandas_feature_names(seed: int) -> None:
     X, _ = _digits(30)
     frame = pd.DataFrame(X, columns=[f"pixel{i}" for i in range(64)])
-    rbm = BernoulliRBM(3, n_iter=1, random_state=0).fit(frame)
+    rbm = BernoulliRBM(3, n_iter=1, random_state=seed).fit(frame)
     assert list(rbm.feature_names_in_) == list(frame.columns) and rbm.n_features_in_ == 64
     assert list(rbm.get_feature_names_out()) == ["bernoullirbm0", "bernoullirbm1",
                                                  "bernoullirbm2"]
@@ -168,27 +168,27 @@ def test_pandas_feature_names() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_tensors_stay_on_their_device() -> None:
+def test_cuda_tensors_stay_on_their_device(seed: int) -> None:
     X, _ = _digits(40)
     t = torch.as_tensor(X, device="cuda")
-    rbm = BernoulliRBM(4, n_iter=2, random_state=0, device="cuda").fit(t)
+    rbm = BernoulliRBM(4, n_iter=2, random_state=seed, device="cuda").fit(t)
     assert rbm.components_.device.type == "cuda" and rbm.h_samples_.device.type == "cuda"
     assert rbm.transform(t).device.type == "cuda"
     assert isinstance(rbm.transform(X), np.ndarray)
-    cpu = BernoulliRBM(4, n_iter=2, random_state=0, device="cuda").fit(X)
+    cpu = BernoulliRBM(4, n_iter=2, random_state=seed, device="cuda").fit(X)
     assert isinstance(cpu.components_, np.ndarray)
     np.testing.assert_allclose(cpu.transform(X), rbm.transform(t).cpu().numpy(), atol=1e-12)
 
 
-def test_score_samples_is_the_deterministic_pseudo_likelihood() -> None:
+def test_score_samples_is_the_deterministic_pseudo_likelihood(seed: int) -> None:
     X, _ = _digits(50)
-    rbm = BernoulliRBM(8, n_iter=2, random_state=0).fit(X)
+    rbm = BernoulliRBM(8, n_iter=2, random_state=seed).fit(X)
     scores = rbm.score_samples(X)
     params = RBMParams(*(torch.as_tensor(a) for a in (rbm.components_, rbm.intercept_visible_,
                                                       rbm.intercept_hidden_)))
     np.testing.assert_allclose(scores, pseudo_log_likelihood(params, torch.as_tensor(X)).numpy(),
                                rtol=1e-12)
-    order = np.random.RandomState(0).permutation(50)
+    order = np.random.RandomState(seed).permutation(50)
     np.testing.assert_allclose(rbm.score_samples(X[order]), scores[order], rtol=1e-12)
     np.testing.assert_allclose(rbm.score_samples(X[:7]), scores[:7], rtol=1e-12)
     # scikit-learn's score_samples, averaged over its random draws, estimates the same sum
@@ -201,11 +201,11 @@ def test_score_samples_is_the_deterministic_pseudo_likelihood() -> None:
     assert np.all(np.abs(draws.mean(0) - scores) < 5 * stderr + 1e-9)
 
 
-def test_clone_params_and_pickle() -> None:
+def test_clone_params_and_pickle(seed: int) -> None:
     X, _ = _digits(40)
     for kwargs in ({}, {"dtype": torch.float32, "device": torch.device("cpu")},
-                   {"random_state": np.random.RandomState(0), "method": "cd", "k": 3},
-                   {"random_state": torch.Generator().manual_seed(0), "init": "uniform",
+                   {"random_state": np.random.RandomState(seed), "method": "cd", "k": 3},
+                   {"random_state": torch.Generator().manual_seed(seed), "init": "uniform",
                     "callback": print}):
         rbm = BernoulliRBM(5, **kwargs)
         params = rbm.get_params()
@@ -213,7 +213,7 @@ def test_clone_params_and_pickle() -> None:
             assert params[name] is value
         assert clone(rbm).get_params().keys() == params.keys()
         assert BernoulliRBM().set_params(**params).get_params() == params
-    fitted = BernoulliRBM(5, n_iter=2, random_state=0).fit(X)
+    fitted = BernoulliRBM(5, n_iter=2, random_state=seed).fit(X)
     assert not hasattr(clone(fitted), "components_")
     restored = pickle.loads(pickle.dumps(fitted))
     np.testing.assert_array_equal(restored.transform(X), fitted.transform(X))
@@ -222,19 +222,19 @@ def test_clone_params_and_pickle() -> None:
                                   fitted.partial_fit(X).components_)
 
 
-def test_random_states_mean_what_they_mean_in_sklearn() -> None:
+def test_random_states_mean_what_they_mean_in_sklearn(seed: int) -> None:
     X, _ = _digits(40)
-    a = BernoulliRBM(4, n_iter=2, random_state=3)
+    a = BernoulliRBM(4, n_iter=2, random_state=seed + 3)
     first = a.fit(X).components_.copy()
     np.testing.assert_array_equal(a.fit(X).components_, first)  # an int seeds every fit
-    rs = BernoulliRBM(4, n_iter=2, random_state=np.random.RandomState(3))
+    rs = BernoulliRBM(4, n_iter=2, random_state=np.random.RandomState(seed + 3))
     np.testing.assert_array_equal(rs.fit(X).components_, first)  # the same first draws
     assert not np.array_equal(rs.fit(X).components_, first)      # then it advances
 
 
-def test_fit_leaves_the_parameters_alone() -> None:
+def test_fit_leaves_the_parameters_alone(seed: int) -> None:
     X, _ = _digits(30)
-    rbm = BernoulliRBM(3, n_iter=1, random_state=0, dtype="float32")
+    rbm = BernoulliRBM(3, n_iter=1, random_state=seed, dtype="float32")
     before = rbm.get_params()
     rbm.fit(X)
     assert rbm.get_params() == before
@@ -242,27 +242,27 @@ def test_fit_leaves_the_parameters_alone() -> None:
                 and k not in before]
 
 
-def test_pipeline_with_logistic_regression_on_digits() -> None:
+def test_pipeline_with_logistic_regression_on_digits(seed: int) -> None:
     # scikit-learn's example: RBM features of digits / 16 for a logistic regression
     X, y = _digits()
-    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=seed)
 
     def pipe(rbm):
         return make_pipeline(rbm, LogisticRegression(C=100, max_iter=1000)).fit(X_train,
                                                                                y_train)
 
-    ours = pipe(BernoulliRBM(64, learning_rate=0.06, n_iter=5, random_state=0))
-    ref = pipe(SkBernoulliRBM(64, learning_rate=0.06, n_iter=5, random_state=0))
+    ours = pipe(BernoulliRBM(64, learning_rate=0.06, n_iter=5, random_state=seed))
+    ref = pipe(SkBernoulliRBM(64, learning_rate=0.06, n_iter=5, random_state=seed))
     acc, ref_acc = ours.score(X_test, y_test), ref.score(X_test, y_test)
     # measured over seeds 0-2: ours 0.873-0.878, scikit-learn's 0.878-0.891
     assert acc > 0.85 and acc > ref_acc - 0.03
     assert isinstance(ours.predict(X_test), np.ndarray)
 
 
-def test_grid_search_over_a_pipeline() -> None:
+def test_grid_search_over_a_pipeline(seed: int) -> None:
     X, y = _digits(400)
     search = GridSearchCV(
-        make_pipeline(BernoulliRBM(learning_rate=0.06, n_iter=3, random_state=0),
+        make_pipeline(BernoulliRBM(learning_rate=0.06, n_iter=3, random_state=seed),
                       LogisticRegression(C=100, max_iter=500)),
         {"bernoullirbm__n_components": [4, 32]}, cv=2).fit(X, y)
     scores = search.cv_results_["mean_test_score"]
@@ -270,7 +270,7 @@ def test_grid_search_over_a_pipeline() -> None:
     assert scores[1] > scores[0] + 0.1  # measured: 0.65 vs 0.18
 
 
-def test_errors() -> None:
+def test_errors(seed: int) -> None:
     X, _ = _digits(20)
     with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must have values in \[0, 1\] "
                                          r"\(the probabilities that the visible units are on\), "
@@ -278,7 +278,7 @@ def test_errors() -> None:
         BernoulliRBM(3).fit(X * 16)
     with pytest.raises(ValueError, match=r"got values in \[-1, 0.5\]; Negative values in data"):
         BernoulliRBM(3).fit(np.array([[-1.0, 0.5], [0.0, 0.2]]))
-    rbm = BernoulliRBM(3, n_iter=1, random_state=0).fit(X)
+    rbm = BernoulliRBM(3, n_iter=1, random_state=seed).fit(X)
     with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X must have values in \[0, 1\]"):
         rbm.transform(X + 1)
     with pytest.raises(ValueError, match=r"BernoulliRBM.log_likelihood: X must be binary"):
@@ -315,11 +315,11 @@ def test_errors() -> None:
         rbm.sample(2, n_steps=0)
 
 
-def test_verbose_prints_sklearns_lines(capsys: pytest.CaptureFixture[str]) -> None:
+def test_verbose_prints_sklearns_lines(capsys: pytest.CaptureFixture[str], seed: int) -> None:
     X, _ = _digits(30)
-    BernoulliRBM(3, n_iter=2, random_state=0, verbose=1).fit(X)
+    BernoulliRBM(3, n_iter=2, random_state=seed, verbose=1).fit(X)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[1].startswith("[BernoulliRBM] Iteration 2, "
                                                    "pseudo-likelihood = ")
-    BernoulliRBM(3, n_iter=2, random_state=0).fit(X)
+    BernoulliRBM(3, n_iter=2, random_state=seed).fit(X)
     assert capsys.readouterr().out == ""

@@ -22,23 +22,23 @@ from toolkit.data import binarized_digits
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
-def test_exact_log_partition_matches_brute_force(shape: tuple[int, int]) -> None:
+def test_exact_log_partition_matches_brute_force(shape: tuple[int, int], seed: int) -> None:
     n_visible, n_hidden = shape
-    p = random_params(n_visible, n_hidden, seed=1)
+    p = random_params(n_visible, n_hidden, seed=seed + 1)
     expected = brute_force_log_z(p)
     assert abs(float(exact_log_partition(p)) - expected) < 1e-10
     # chunked enumeration gives the same number
     assert abs(float(exact_log_partition(p, chunk_elements=7)) - expected) < 1e-10
 
 
-def test_log_likelihood_normalises() -> None:
-    p = random_params(6, 4, seed=2)
+def test_log_likelihood_normalises(seed: int) -> None:
+    p = random_params(6, 4, seed=seed + 2)
     total = torch.logsumexp(log_likelihood(p, all_binary(6)), dim=0)
     assert abs(float(total)) < 1e-10
 
 
-def test_exact_log_likelihood_gradient_matches_enumerated_statistics() -> None:
-    p = random_params(5, 3, scale=0.7, seed=3)
+def test_exact_log_likelihood_gradient_matches_enumerated_statistics(seed: int) -> None:
+    p = random_params(5, 3, scale=0.7, seed=seed + 3)
     v = all_binary(5)[torch.tensor([1, 6, 17, 30])]
     W, _, c = p
     # model expectations by enumerating every visible state
@@ -58,14 +58,14 @@ def test_exact_log_likelihood_gradient_matches_enumerated_statistics() -> None:
 
 
 @pytest.mark.slow
-def test_ais_within_a_tenth_of_a_nat_of_exact_on_a_trained_64x16_model() -> None:
+def test_ais_within_a_tenth_of_a_nat_of_exact_on_a_trained_64x16_model(seed: int) -> None:
     X = binarized_digits(dtype=F64).X
     rbm = BernoulliRBM(16, method="cd", learning_rate=0.05, batch_size=20, n_iter=4,
-                       shuffle=True, random_state=0, dtype=F64).fit(X)
+                       shuffle=True, random_state=seed, dtype=F64).fit(X)
     p = RBMParams(rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_)
     exact = float(exact_log_partition(p))
     result = ais_log_partition(p, data=X, n_runs=100, betas=3000,
-                               generator=torch.Generator().manual_seed(0))
+                               generator=torch.Generator().manual_seed(seed))
     assert abs(float(result.log_partition) - exact) < 0.1
     assert 0 < float(result.stderr) < 0.1
     assert result.log_weights.shape == (100,)
@@ -91,8 +91,8 @@ def test_pseudo_log_likelihood_matches_scikit_learn_with_the_same_flips() -> Non
     np.testing.assert_allclose(ours.numpy(), sk.score_samples(X.numpy()), rtol=1e-12, atol=1e-12)
 
 
-def test_pseudo_log_likelihood_sums_every_conditional() -> None:
-    p = random_params(8, 4, seed=9)
+def test_pseudo_log_likelihood_sums_every_conditional(seed: int) -> None:
+    p = random_params(8, 4, seed=seed + 9)
     X = all_binary(8)[torch.tensor([5, 77, 200])]
     # Σ_i log P(v_i | v_-i) from the conditional probabilities themselves: P(v_i = 1 | v_-i)
     # = p*(v with v_i=1) / (p*(v with v_i=1) + p*(v with v_i=0)), p* = exp(−F)
@@ -116,10 +116,10 @@ def test_pseudo_log_likelihood_sums_every_conditional() -> None:
     torch.testing.assert_close(one_flip.mean(0), ours, rtol=0, atol=1e-12)
 
 
-def test_pseudo_log_likelihood_of_values_in_the_unit_interval() -> None:
+def test_pseudo_log_likelihood_of_values_in_the_unit_interval(seed: int) -> None:
     # scikit-learn's formula on fractional values: v_i flips to 1 − v_i
-    p = random_params(6, 3, seed=4)
-    X = torch.rand(5, 6, generator=torch.Generator().manual_seed(1), dtype=F64)
+    p = random_params(6, 3, seed=seed + 4)
+    X = torch.rand(5, 6, generator=torch.Generator().manual_seed(seed + 1), dtype=F64)
     sk = sklearn_rbm(p, 6, 0)
     rows = np.arange(5)
     expected = np.zeros(5)
