@@ -17,6 +17,15 @@ will step each loss's parameters:
 Nothing is differentiated: the audit walks the backward graph from each loss's ``grad_fn``
 (``AccumulateGrad`` nodes identify the leaves), never calls ``backward()`` or
 ``optimizer.step()`` and never reads or writes ``.grad``.
+
+Limits: a network *in* the optimizer is taken as meant to be trained (a target network stepped
+by the same optimizer is no leak); one optimizer over several losses cannot tell which loss
+trains what unless each loss is paired with its own param group; graphs built in other threads
+(``nn.DataParallel``) are outside what the carried-graph check numbers.
+
+References:
+    PyTorch, "Autograd mechanics", https://pytorch.org/docs/stable/notes/autograd.html ;
+    ``torch.autograd.graph.Node``, https://pytorch.org/docs/stable/autograd.html#autograd-graph
 """
 
 from __future__ import annotations
