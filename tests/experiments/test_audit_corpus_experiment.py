@@ -56,7 +56,7 @@ def test_costs_findings_and_figures(quick_run) -> None:
     found = audit_corpus.findings(quick_run)
     assert 3 <= len(found) <= 6 and all(isinstance(f, Finding) for f in found)
     assert [f.verdict for f in found[:4]] == [True] * 4
-    assert found[-1].topic == "cost" and "the audit itself costs" in found[-1].text
+    assert found[-1].topic == "cost" and "The audit itself costs" in found[-1].text
     figures = audit_corpus.figures(quick_run)
     assert list(figures) == ["gan_leak", "audit_table"]
     for fig, caption in figures.values():

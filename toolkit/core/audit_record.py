@@ -331,9 +331,13 @@ class Recording:
     def next_call(self) -> None:
         """Start the next call of the step: remember where autograd's node numbering is."""
         self.call += 1
-        with torch.enable_grad():
-            probe = torch.zeros((), requires_grad=True) * 1.0
-        self.marks.append(probe.grad_fn._sequence_nr())
+        self.busy = True
+        try:
+            with torch.enable_grad():
+                probe = torch.zeros((), requires_grad=True) * 1.0
+            self.marks.append(probe.grad_fn._sequence_nr())
+        finally:
+            self.busy = False
 
     def __enter__(self) -> Recording:
         stack = self._stack
