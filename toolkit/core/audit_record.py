@@ -127,9 +127,8 @@ def find_modules(step: Any) -> list[tuple[str, nn.Module | torch.Tensor]]:
                 children = [(join(path, str(k)), v) for k, v in obj.items()]
         elif isinstance(obj, (list, tuple)):
             if len(obj) <= 64:
-                children = [(join(path, f"[{i}]") if path else f"[{i}]", v)
-                            for i, v in enumerate(obj)]
-        elif hasattr(obj, "__dict__") and not callable(getattr(obj, "__self__", None)):
+                children = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+        elif hasattr(obj, "__dict__"):
             children = [(join(path, k), v) for k, v in vars(obj).items()]
         queue.extend((p, v, depth + 1) for p, v in children)
     return found
@@ -161,7 +160,7 @@ class Names:
             self.objects[id(tensor)] = tensor
 
     def name(self, tensor: torch.Tensor) -> str:
-        """The tensor's name, or ``Parameter(shape)`` / ``tensor(shape)`` for one not found."""
+        """The tensor's name, or ``<Parameter (2, 3)>`` / ``<tensor (2, 3)>`` for one not found."""
         known = self.tensors.get(id(tensor))
         if known is not None:
             return known
