@@ -22,6 +22,7 @@ CASES = {
     "bench_adversarial.py": ["--quick"],
     "bench_sweep.py": ["--quick"],
     "bench_lens.py": ["--quick"],
+    "bench_audit.py": ["--quick"],
 }
 
 

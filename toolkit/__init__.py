@@ -45,20 +45,28 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["CutTrace", "GradientGraph", "gradient_graph", "trace_cuts"],
                     "toolkit.core.backward_graph"),
     "draw_gradient_graph": "toolkit.core.graph_draw",
+    **dict.fromkeys(["CarriedGraph", "DeadParameter", "Leak", "StepAudit", "assert_clean_step",
+                     "audit_step"], "toolkit.core.audit"),
 }
 
 __all__ = [
     "BlockNotSwitchableError",
+    "CarriedGraph",
     "CutTrace",
+    "DeadParameter",
     "GradientComparison",
     "GradientFlow",
     "GradientGraph",
     "GradientLeakError",
+    "Leak",
     "ParameterComparison",
+    "StepAudit",
     "__version__",
     "as_constant",
     "assert_blocked",
+    "assert_clean_step",
     "assert_no_gradient",
+    "audit_step",
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",
@@ -77,6 +85,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from toolkit.core.audit import (
+        CarriedGraph,
+        DeadParameter,
+        Leak,
+        StepAudit,
+        assert_clean_step,
+        audit_step,
+    )
     from toolkit.core.backward_graph import CutTrace, GradientGraph, gradient_graph, trace_cuts
     from toolkit.core.gradients import (
         GradientComparison,

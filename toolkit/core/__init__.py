@@ -1,5 +1,13 @@
 """The primitive and the gradient tools everything else builds on."""
 
+from toolkit.core.audit import (
+    CarriedGraph,
+    DeadParameter,
+    Leak,
+    StepAudit,
+    assert_clean_step,
+    audit_step,
+)
 from toolkit.core.backward_graph import CutTrace, GradientGraph, gradient_graph, trace_cuts
 from toolkit.core.gradients import (
     GradientComparison,
@@ -32,15 +40,21 @@ from toolkit.core.stop_gradient import (
 
 __all__ = [
     "BlockNotSwitchableError",
+    "CarriedGraph",
     "CutTrace",
+    "DeadParameter",
     "GradientComparison",
     "GradientFlow",
     "GradientGraph",
     "GradientLeakError",
+    "Leak",
     "ParameterComparison",
+    "StepAudit",
     "as_constant",
     "assert_blocked",
+    "assert_clean_step",
     "assert_no_gradient",
+    "audit_step",
     "compare_gradients",
     "count_graph_nodes",
     "disable_blocks",

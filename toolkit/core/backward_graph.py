@@ -146,9 +146,11 @@ class ShortestPaths:
 
     ``path_to(tensor)`` is then the shortest chain of nodes through which a gradient reaches
     ``tensor``. The search keeps every node it met alive, so ``id``s are not reused meanwhile.
+    With ``through_cuts=True`` it also walks behind the cut markers (the graph a cut removes),
+    to find which cut stops a path.
     """
 
-    def __init__(self, outputs: list[torch.Tensor]) -> None:
+    def __init__(self, outputs: list[torch.Tensor], *, through_cuts: bool = False) -> None:
         self.outputs = outputs
         self.nodes: dict[int, Any] = {}
         self.parent: dict[int, int | None] = {}
@@ -160,7 +162,7 @@ class ShortestPaths:
                 self._visit(out.grad_fn, out.output_nr, None, queue)
         while queue:
             node = queue.popleft()
-            if is_cut_marker(node):
+            if is_cut_marker(node) and not through_cuts:
                 continue  # no gradient passes a cut
             for nxt, nr in node.next_functions:
                 if nxt is not None:

@@ -64,6 +64,11 @@ _COMPILE_KEY: tuple[tuple[str, ...] | None, ...] = ()
 # plain cut. Never consulted under torch.compile.
 _CUT_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
     contextvars.ContextVar("toolkit_cut_hook", default=None))
+# The step audit (``toolkit.core.audit``) sets a hook that marks a *disabled* block with an
+# identity node carrying its name, so that a gradient path through it names the block; ``None``:
+# a disabled block returns its input untouched. Never consulted under torch.compile.
+_OPEN_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
+    contextvars.ContextVar("toolkit_open_hook", default=None))
 
 
 
@@ -142,6 +147,12 @@ def is_block_disabled(name: str | None = None) -> bool:
     return _disabled_by(_DISABLED.get(), name)
 
 
+def _opened(x: T, name: str | None) -> T:
+    """What a disabled block returns: ``x`` itself, or ``x`` marked by the audit's hook."""
+    hook = None if is_compiling() else _OPEN_HOOK.get()
+    return x if hook is None else hook(x, name)
+
+
 def _stop_leaf(x: Any) -> Any:
     return x.detach() if isinstance(x, torch.Tensor) else x
 
@@ -217,7 +228,7 @@ def stop_gradient(x: T, name: str | None = None) -> T:
     if name is not None:
         _check_name(name, where="stop_gradient")
     if _decide(name):
-        return x
+        return _opened(x, name)
     hook = None if is_compiling() else _CUT_HOOK.get()
     return _tree_map(_stop_leaf, x) if hook is None else hook(x, name)
 
@@ -258,7 +269,7 @@ def as_constant(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T
     if not callable(fn):
         raise TypeError(f"as_constant: fn must be callable, got {type(fn).__name__}")
     if _decide(name):
-        return fn(*args, **kwargs)
+        return _opened(fn(*args, **kwargs), name)
     hook = None if is_compiling() else _CUT_HOOK.get()
     if hook is not None:  # the lens records the graph behind the cut, then marks the cut
         return hook(fn(*args, **kwargs), name)

@@ -1,0 +1,241 @@
+"""Audit a corpus of real training-step bugs: what ``audit_step`` says, and what each bug costs.
+
+Seven bug patterns that public bug reports keep showing (``experiments/_audit_corpus.py``, each
+with its citations): a DQN target computed with gradients, a GAN fake batch not detached in the
+discriminator step, an EMA teacher trained by gradient too, a distillation teacher that is not
+frozen, an actor-critic advantage not detached, a truncated-BPTT state carried across windows,
+and an over-eager ``detach``. Each is written buggy and fixed; a legitimate A2C step (one
+optimizer over actor and critic, the advantage detached) must pass.
+
+For every pair the run records what :func:`toolkit.audit_step` says (category, names, the fix),
+and measures what the bug costs: forward+backward time of the buggy step over the fixed one in
+interleaved rounds (``race``), and the bytes autograd saves for backward. ``ctx.compare`` runs
+the two fixes written with a named toolkit cut with and without their block, to show the block
+named in the audit's path. The GAN step's backward graph is drawn with the leak coloured.
+
+References:
+    Mnih et al. (2015), https://doi.org/10.1038/nature14236 ; Goodfellow et al. (2014),
+    https://arxiv.org/abs/1406.2661 ; Tarvainen & Valpola (2017), https://arxiv.org/abs/1703.01780 ;
+    Hinton et al. (2015), https://arxiv.org/abs/1503.02531 ; Williams & Peng (1990), truncated
+    BPTT, https://doi.org/10.1162/neco.1990.2.4.490
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from experiments._audit_corpus import (
+    BUGS,
+    LEGIT,
+    Case,
+    expected_names,
+    losses_of,
+    train_steps,
+)
+from toolkit import StepAudit, audit_step, gradient_graph
+from toolkit.measure import count_graph_nodes, measure_memory, race
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+
+DESCRIPTION = ("the step audit on a corpus of real training-step bugs and their fixes, with the "
+               "measured cost of each bug")
+STORY = Story(
+    compares="seven training-step bugs from public reports (leaks, a dead encoder, a carried "
+             "recurrent state), each against its fixed twin, through audit_step",
+    block="each bug's missing or extra cut (detach, no_grad, stop_gradient) at the place the "
+          "audit names; corpus.dqn.target and corpus.bptt.state are named blocks",
+    prediction="the audit flags every buggy step with the right category and module and passes "
+               "every fix and the legitimate shared-optimizer step; leaks cost backward time "
+               "and memory, a carried state grows the graph every window",
+)
+
+
+class Params(ExperimentParams):
+    width: int = Field(256, ge=2, description="hidden width of every network in the corpus")
+    batch: int = Field(256, ge=2, description="batch size of every step")
+    rounds: int = Field(15, ge=1, description="interleaved timing rounds per bug")
+    windows: int = Field(4, ge=2, description="BPTT windows over which the graph size is counted")
+
+
+QUICK: dict[str, Any] = {"width": 32, "batch": 32, "rounds": 5}
+
+
+def _said(audit: StepAudit) -> str:
+    """What the audit said, in one line: the category, the tensors, the fix or the cut."""
+    if audit.ok:
+        return "clean"
+    if audit.leaks:
+        leak = audit.leaks[0]
+        owners = sorted({x.parameter.rsplit(".", 2)[0] for x in audit.leaks})
+        size = fmt(sum(x.grad_bytes for x in audit.leaks), "B")
+        fix = f"cut at {leak.cut_at}" if leak.cut_at else leak.fix.split(":")[0]
+        return f"leak: {len(audit.leaks)} tensors of {', '.join(owners)} ({size} of gradient); {fix}"
+    if audit.dead:
+        owners = sorted({x.parameter.rsplit(".", 2)[0] for x in audit.dead})
+        return (f"dead: {len(audit.dead)} tensors of {', '.join(owners)}; cut by "
+                f"{audit.dead[0].cut}")
+    c = audit.carried[0]
+    return f"carried: {c.n_nodes} nodes made {c.created}, {c.source} {c.shape}"
+
+
+def _caught(case: Case, audit: StepAudit) -> bool:
+    """The right category, and exactly the tensors of the flagged module."""
+    expected = expected_names(case)
+    if case.category == "leak":
+        got = sorted(x.parameter for x in audit.leaks)
+        return got == expected and not audit.dead and not audit.carried
+    if case.category == "dead":
+        got = sorted(x.parameter for x in audit.dead)
+        return got == expected and not audit.leaks and not audit.carried
+    return bool(audit.carried) and not audit.leaks and not audit.dead and all(
+        c.source.endswith(case.prefix) for c in audit.carried)
+
+
+def _bptt_growth(params: Params, fixed: bool) -> dict[str, Any]:
+    """Graph nodes after each window, and what a plain second backward does."""
+    case = BUGS["bptt_carried"](fixed, width=params.width, batch=params.batch)
+    nodes = [count_graph_nodes(case.step()) for _ in range(params.windows)]
+    case.reset()
+    error = ""
+    try:
+        for _ in range(2):
+            case.step().backward()
+    except RuntimeError as err:
+        error = str(err).split(" (")[0].split(". ")[0]
+    return {"graph_nodes": nodes, "second_backward_error": error}
+
+
+def _audit_pair(name: str, params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict]:
+    with torch.device(ctx.device):
+        buggy = BUGS[name](False, width=params.width, batch=params.batch)
+        fixed = BUGS[name](True, width=params.width, batch=params.batch)
+    audits = {"buggy": audit_step(buggy.step, buggy.optimizers),
+              "fixed": audit_step(fixed.step, fixed.optimizers)}
+    summary = {"bug": buggy.bug, "category": buggy.category, "reports": list(buggy.reports),
+               "caught": _caught(buggy, audits["buggy"]), "fixed_clean": audits["fixed"].ok,
+               "said": _said(audits["buggy"]), "audit": audits["buggy"].to_dict(),
+               "leak_grad_bytes": sum(x.grad_bytes for x in audits["buggy"].leaks)}
+    n = 2 if buggy.category == "carried" else 1
+    result = race({"buggy": lambda: train_steps(buggy, n), "fixed": lambda: train_steps(fixed, n),
+                   "step": lambda: train_steps(fixed, 1),
+                   "audit": lambda: audit_step(fixed.step, fixed.optimizers)},
+                  rounds=params.rounds, device=ctx.device)
+    time = result.ratio("buggy", "fixed")
+    memory = {v: measure_memory(lambda c=c: train_steps(c, n), device=ctx.device).to_dict()
+              for v, c in (("buggy", buggy), ("fixed", fixed))}
+    costs = {"passes": n, "buggy_seconds": result.median("buggy"),
+             "fixed_seconds": result.median("fixed"), "time_ratio_buggy_over_fixed": time.median,
+             "time_ratio_min": time.min, "time_ratio_max": time.max, "rounds": params.rounds,
+             "step_seconds": result.median("step"), "audit_seconds": result.median("audit"),
+             "audit_over_step": result.ratio("audit", "step").median, "memory": memory,
+             "saved_bytes_ratio_buggy_over_fixed": memory["buggy"]["saved_tensor_bytes"]
+             / max(memory["fixed"]["saved_tensor_bytes"], 1)}
+    return summary, costs
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    cases, costs = {}, {}
+    for name in BUGS:
+        cases[name], costs[name] = _audit_pair(name, params, ctx)
+        ctx.say(f"{name}: {cases[name]['said'][:90]}")
+    legit = {}
+    for name, build in LEGIT.items():
+        with torch.device(ctx.device):
+            case = build(width=params.width, batch=params.batch)
+        legit[name] = {"bug": case.bug, "clean": audit_step(case.step, case.optimizers).ok}
+    growth = {v: _bptt_growth(params, v == "fixed") for v in ("buggy", "fixed")}
+
+    def named_fixes() -> dict[str, Any]:  # the fixes made with a named toolkit cut
+        out = {}
+        for name in ("dqn_target", "bptt_carried"):
+            with torch.device(ctx.device):
+                case = BUGS[name](True, width=params.width, batch=params.batch)
+            audit = audit_step(case.step, case.optimizers)
+            first = (audit.leaks or audit.carried or [None])[0]
+            out[name] = {"ok": audit.ok, "fix": getattr(first, "fix", ""),
+                         "path": list(getattr(first, "path", ()))}
+        return out
+
+    named = ctx.compare(named_fixes)
+    ctx.summary(cases=cases, legit=legit, bptt=growth, blocked=named["blocked"],
+                unblocked=named["unblocked"])
+    ctx.costs(**costs)
+    with torch.device(ctx.device):
+        gan = BUGS["gan_fake"](False, width=params.width, batch=params.batch)
+    graph = gradient_graph(losses_of(gan.step())[0],
+                           {"stepped: discriminator": gan.modules["discriminator"],
+                            "leak: generator": gan.modules["generator"]})
+    ctx.save_artifact("gan_graph", graph.to_dict())
+
+
+# --- what the report shows ----------------------------------------------------------------------
+
+
+def findings(run: RunResults) -> list[Finding]:
+    """Five sentences: caught and clean, the leaks' cost, the carried state, the dead encoder,
+    and the audit's own cost."""
+    s, c = run.summary, run.costs
+    cases = s["cases"]
+    caught = [n for n, v in cases.items() if v["caught"]]
+    clean = [n for n, v in cases.items() if v["fixed_clean"]]
+    legit = [n for n, v in s["legit"].items() if v["clean"]]
+    out = [Finding(
+        f"The audit flagged {len(caught)} of {len(cases)} buggy steps with the right category "
+        f"and exactly the right module's tensors, and passed {len(clean)} of {len(cases)} fixed "
+        f"twins and {len(legit)} of {len(s['legit'])} legitimate shared-optimizer setups "
+        f"(deterministic, seed-independent).",
+        len(caught) == len(clean) == len(cases) and len(legit) == len(s["legit"]))]
+    bptt = s["bptt"]
+    out.append(Finding(
+        f"Truncated BPTT without the cut: the graph grows {bptt['buggy']['graph_nodes']} nodes "
+        f"over {len(bptt['buggy']['graph_nodes'])} windows (with it: "
+        f"{bptt['fixed']['graph_nodes']}), and a plain second backward fails: "
+        f"\"{bptt['buggy']['second_backward_error']}\"; the audit reports "
+        f"{cases['bptt_carried']['said']}.",
+        bptt["buggy"]["graph_nodes"][-1] > bptt["buggy"]["graph_nodes"][0]
+        and len(set(bptt["fixed"]["graph_nodes"])) == 1
+        and bool(bptt["buggy"]["second_backward_error"])))
+    dead = cases["eager_detach"]
+    out.append(Finding(f"Over-eager detach: {dead['said']}.", dead["caught"]))
+    out.append(Finding(
+        f"With their named block disabled the two fixes made with a toolkit cut are flagged "
+        f"again and the fix names the block: \"{s['unblocked']['dqn_target']['fix']}\".",
+        all(v["ok"] for v in s["blocked"].values())
+        and not any(v["ok"] for v in s["unblocked"].values())))
+    leaks = {n: c[n] for n, v in cases.items() if v["category"] == "leak" and n in c}
+    if leaks:
+        ratios = {n: v["time_ratio_buggy_over_fixed"] for n, v in leaks.items()}
+        saved = {n: v["saved_bytes_ratio_buggy_over_fixed"] for n, v in leaks.items()}
+        lo, hi = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+        audit = sorted(v["audit_over_step"] for v in c.values() if isinstance(v, dict)
+                       and "audit_over_step" in v)
+        steps = [v["step_seconds"] for v in c.values()
+                 if isinstance(v, dict) and "step_seconds" in v]
+        out.append(Finding(
+            f"Forward+backward time of each leaking step over its fixed twin: {fmt(ratios[lo])}x "
+            f"({lo}) to {fmt(ratios[hi])}x ({hi}) (medians of {leaks[lo]['rounds']} interleaved "
+            f"rounds; per-round ranges in the table), and {fmt(min(saved.values()))}x to "
+            f"{fmt(max(saved.values()))}x the bytes saved for backward. The audit itself costs {fmt(audit[len(audit) // 2])}x "
+            f"one forward+backward (median over the bugs) of steps this small "
+            f"({fmt(min(steps), 's')} to {fmt(max(steps), 's')}), where its fixed cost in Python "
+            f"dominates; bench_audit measures it on a 50-layer MLP.",
+            True if all(v["time_ratio_min"] > 1 for v in leaks.values()) else None, "cost"))
+    return out
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """The GAN step's graph with the leak coloured, and the table bug → audit → cost."""
+    from experiments._figures_audit_corpus import table_figure
+    from toolkit import draw_gradient_graph
+
+    graph = draw_gradient_graph(run.artifact("gan_graph"),
+                                title="GAN discriminator step without fake.detach(): the leak")
+    return {"gan_leak": (graph, "The discriminator step's backward graph without "
+                                "fake.detach(): every node coloured 'leads to leak: generator' is "
+                                "backward work spent on parameters the discriminator's optimizer "
+                                "never steps."),
+            "audit_table": (table_figure(run), "Each bug, what audit_step said about it, and what "
+                                               "it costs (buggy over fixed, medians of "
+                                               "interleaved rounds).")}

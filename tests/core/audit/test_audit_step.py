@@ -1,0 +1,273 @@
+"""audit_step / assert_clean_step: contract, cuts it names, module state, errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from toolkit import (
+    GradientLeakError,
+    as_constant,
+    assert_clean_step,
+    audit_step,
+    disable_blocks,
+    stop_gradient,
+)
+
+
+def _mlp() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+def test_runs_the_step_twice_and_never_differentiates_or_steps(monkeypatch) -> None:
+    q, q_target = _mlp(), _mlp()
+    opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+    calls = []
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the audit must not differentiate or step")
+
+    monkeypatch.setattr(torch.Tensor, "backward", forbidden)
+    monkeypatch.setattr(torch.autograd, "backward", forbidden)
+    monkeypatch.setattr(torch.autograd, "grad", forbidden)
+    monkeypatch.setattr(opt, "step", forbidden)
+
+    def step() -> torch.Tensor:
+        calls.append(1)
+        return (q(x) - q_target(x)).pow(2).mean()
+
+    audit = audit_step(step, opt)
+    assert len(calls) == 2 and len(audit.leaks) == 4
+    assert all(p.grad is None for p in [*q.parameters(), *q_target.parameters()])
+
+
+def test_module_state_is_put_back_unless_told_otherwise() -> None:
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Dropout(0.5))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(8, 3)
+    bn = net[1]
+    before = (bn.running_mean.clone(), int(bn.num_batches_tracked))
+    torch.manual_seed(3)
+    random.seed(3)
+    audit = audit_step(lambda: net(x).sum(), opt)
+    assert torch.equal(bn.running_mean, before[0]) and int(bn.num_batches_tracked) == before[1]
+    after_audit = (torch.rand(3), random.random())
+    torch.manual_seed(3)
+    random.seed(3)
+    assert torch.equal(after_audit[0], torch.rand(3)) and after_audit[1] == random.random()
+    assert any("running_mean" in note for note in audit.notes)
+    audit_step(lambda: net(x).sum(), opt, restore_state=False)
+    assert int(bn.num_batches_tracked) == before[1] + 2  # two calls, two updates
+    assert not torch.equal(bn.running_mean, before[0])
+
+
+@pytest.mark.parametrize("how", ["lerp_", "data"])
+def test_an_in_place_update_inside_the_step_is_undone(how: str) -> None:
+    student, teacher = nn.Linear(3, 2), nn.Linear(3, 2)
+    teacher.requires_grad_(False)
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    x = torch.randn(4, 3)
+    start = [p.clone() for p in teacher.parameters()]
+
+    def step() -> torch.Tensor:
+        with torch.no_grad():
+            for t, s in zip(teacher.parameters(), student.parameters()):
+                if how == "lerp_":
+                    t.lerp_(s, 0.5)
+                else:
+                    t.data = 0.5 * (t.data + s.data)
+        return (student(x) - teacher(x)).pow(2).mean()
+
+    audit = audit_step(step, opt)
+    assert audit.ok and all(torch.equal(p, q) for p, q in zip(teacher.parameters(), start))
+    assert any(note.startswith("the step writes teacher.weight, teacher.bias in place")
+               for note in audit.notes)
+    audit_step(step, opt, restore_state=False)
+    assert not torch.equal(teacher.weight, start[0])
+
+
+def test_a_named_cut_is_named_as_what_stops_a_dead_parameter() -> None:
+    encoder, head = nn.Linear(3, 4), nn.Linear(4, 2)
+    opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)
+    x = torch.randn(5, 3)
+    audit = audit_step(lambda: head(stop_gradient(encoder(x), name="demo.features")).sum(), opt)
+    assert {d.parameter for d in audit.dead} == {"encoder.weight", "encoder.bias"}
+    assert {d.cut for d in audit.dead} == {"stop_gradient 'demo.features'"}
+    assert all("cut 'demo.features'" in d.path for d in audit.dead)
+
+
+def test_no_grad_frozen_and_unused_parameters_are_told_apart() -> None:
+    # rll-research/cic#5: the encoder ran under no_grad, so the optimizer never moves it
+    model = nn.ModuleDict({"encoder": nn.Linear(3, 4), "head": nn.Linear(4, 2),
+                           "unused": nn.Linear(2, 2)})
+    frozen = nn.Parameter(torch.ones(2), requires_grad=False)
+    opt = torch.optim.SGD([*model.parameters(), frozen], lr=0.1)
+    x = torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        with torch.no_grad():
+            h = model["encoder"](x)
+        return (model["head"](h) * frozen).sum()
+
+    cuts = {d.parameter: d.cut for d in audit_step(step, opt).dead}
+    assert cuts["model.encoder.weight"].startswith("torch.no_grad()")
+    assert cuts["model.unused.weight"] == "not used: the step never reads it"
+    assert cuts["frozen"] == "requires_grad=False"
+    assert "model.head.weight" not in cuts
+
+
+def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
+    q, q_target = _mlp(), _mlp()
+    opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    s, s2 = torch.randn(5, 3), torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        target = as_constant(lambda: q_target(s2).max(1).values, name="demo.target")
+        return F.mse_loss(q(s).max(1).values, target)
+
+    assert audit_step(step, opt).ok
+    with disable_blocks("demo.target"):
+        audit = audit_step(step, opt)
+    assert len(audit.leaks) == 4
+    assert all("block 'demo.target' (disabled)" in leak.path for leak in audit.leaks)
+    assert all(leak.fix.startswith("the block 'demo.target' is disabled here")
+               for leak in audit.leaks)
+
+
+def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() -> None:
+    generator, discriminator = nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
+    opt_g = torch.optim.Adam(generator.parameters())
+    z = torch.randn(6, 2)
+
+    def g_step() -> torch.Tensor:
+        return F.softplus(-discriminator(generator(z))).mean()
+
+    audit = audit_step(g_step, opt_g)
+    assert sorted(x.parameter for x in audit.leaks) == sorted(
+        f"discriminator.{n}" for n, _ in discriminator.named_parameters())
+    assert all(x.cut_at is None and x.fix.startswith("no cut can remove it") for x in audit.leaks)
+    assert audit_step(g_step, opt_g, allow_pass_through=True).ok
+
+    def g_step_frozen() -> torch.Tensor:
+        discriminator.requires_grad_(False)
+        try:
+            return g_step()
+        finally:
+            discriminator.requires_grad_(True)
+
+    assert audit_step(g_step_frozen, opt_g).ok
+
+
+def test_graph_built_before_the_audit_is_carried() -> None:
+    table, lin = torch.randn(4, 3), nn.Linear(3, 3)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    cached = lin(table)  # computed once, outside the step: its graph is kept between steps
+    audit = audit_step(lambda: (lin(table) * cached).sum(), opt)
+    (carried,) = audit.carried
+    assert carried.created == "before the audit" and carried.shape == (4, 3)
+    assert carried.source == "the output of Addmm (lin)"  # made before the hooks were on
+
+
+def test_names_come_from_modules_then_self_then_the_closure() -> None:
+    class Agent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.online, self.target = _mlp(), _mlp()
+            self.s = torch.randn(5, 3)
+
+        def loss(self) -> torch.Tensor:
+            return (self.online(self.s) - self.target(self.s)).pow(2).mean()
+
+    agent = Agent()
+    opt = torch.optim.SGD(agent.online.parameters(), lr=0.1)
+    names = {x.parameter for x in audit_step(agent.loss, opt).leaks}
+    assert names == {f"target.{n}" for n, _ in agent.target.named_parameters()}
+    renamed = audit_step(agent.loss, opt, modules={"frozen_copy": agent.target})
+    assert {x.parameter for x in renamed.leaks} == {
+        f"frozen_copy.{n}" for n, _ in agent.target.named_parameters()}
+
+
+def test_an_ema_written_through_data_while_the_optimizer_steps_it_is_updated_twice() -> None:
+    # MoCo's momentum update assigns .data; here the optimizer also steps the key encoder
+    query, key = nn.Linear(3, 2), nn.Linear(3, 2)
+    opt = torch.optim.SGD([*query.parameters(), *key.parameters()], lr=0.1)
+    x = torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        for k, q in zip(key.parameters(), query.parameters()):
+            k.data = k.data * 0.99 + q.data * 0.01
+        return (query(x) * key(x)).sum()
+
+    audit = audit_step(step, opt)
+    assert {x.parameter for x in audit.leaks} == {"key.weight", "key.bias"}
+    assert all("updated twice" in x.reason for x in audit.leaks)
+
+
+def test_assert_clean_step_raises_with_the_audits_text() -> None:
+    q, q_target = _mlp(), _mlp()
+    opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+    with pytest.raises(GradientLeakError, match=r"(?s)^audit_step: 4 leaking tensors.*LEAK") as info:
+        assert_clean_step(lambda: (q(x) - q_target(x)).pow(2).mean(), opt)
+    assert str(info.value) == str(info.value.audit)
+    assert set(info.value.paths) == {f"q_target.{n}" for n, _ in q_target.named_parameters()}
+    clean = assert_clean_step(lambda: q(x).sum(), opt)
+    assert clean.ok and json.loads(json.dumps(clean.to_dict()))["ok"] is True
+
+
+def test_errors_name_the_argument() -> None:
+    net = nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.ones(3, 2)
+    with pytest.raises(TypeError, match="audit_step: step must be a zero-argument callable"):
+        audit_step(net(x).sum(), opt)
+    with pytest.raises(TypeError, match=r"audit_step: step\(\) must return a loss tensor or a "
+                                        r"dict name -> loss tensor, got float"):
+        audit_step(lambda: 1.0, opt)
+    with pytest.raises(ValueError, match=r"optimizers must have the same names as the losses "
+                                         r"step\(\) returns; losses \['a', 'b'\], optimizers "
+                                         r"\['a', 'c'\]"):
+        audit_step(lambda: {"a": net(x).sum(), "b": net(x).mean()}, {"a": opt, "c": opt})
+    with pytest.raises(TypeError, match=r"audit_step: optimizers must be an optimizer, one of "
+                                        r"its param groups, an nn\.Module or tensors"):
+        audit_step(lambda: net(x).sum(), 3)
+    with pytest.raises(ValueError, match="audit_step: optimizers is an empty dict"):
+        audit_step(lambda: net(x).sum(), {})
+    with pytest.raises(TypeError, match=r"audit_step: modules must be an nn\.Module or a dict"):
+        audit_step(lambda: net(x).sum(), opt, modules=[net])
+    with pytest.raises(TypeError, match="audit_step: restore_state must be a bool, got int"):
+        audit_step(lambda: net(x).sum(), opt, restore_state=1)
+    with pytest.raises(ValueError, match=r"audit_step: optimizers\['a'\] has no parameters"):
+        audit_step(lambda: {"a": net(x).sum()}, {"a": []})
+
+
+def test_the_state_is_restored_even_when_the_step_fails() -> None:
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(8, 3)
+    calls = []
+
+    def step() -> torch.Tensor:
+        calls.append(1)
+        out = net(x)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return out.sum()
+
+    with pytest.raises(RuntimeError, match="boom"):
+        audit_step(step, opt)
+    assert int(net[1].num_batches_tracked) == 0
+
+
+def test_a_copy_of_a_clean_step_reports_clean_text() -> None:
+    net = copy.deepcopy(_mlp())
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    text = str(audit_step(lambda: net(torch.ones(2, 3)).sum(), opt))
+    assert text.startswith("audit_step: clean; 1 loss ('loss'), 4 stepped tensors all reached")

@@ -1,0 +1,353 @@
+"""What the step audit records while it runs a step: names, cuts, writes, and module state.
+
+:func:`toolkit.core.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
+
+- names tensors: every parameter (and buffer) of the modules it is given or finds in the step's
+  closure, bound ``self``, ``functools.partial`` arguments and the globals its code reads, by
+  module path (``q_target.2.bias``), then the optimizers' remaining parameters by position;
+- records, through a :class:`~torch.overrides.TorchFunctionMode`, the cuts that leave no node in
+  the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
+  parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
+  watched parameter (an EMA update, an ``optimizer.step()`` inside the step);
+- maps the output node of every named module call to the module (a global forward hook), so
+  that paths and cuts name modules;
+- marks every toolkit cut (``trace_cuts``) and every *disabled* named block with a node carrying
+  its name;
+- takes the sequence number autograd gives each new node before each call, so that nodes made
+  before the second call are recognisable in its graph.
+
+With a :class:`~toolkit.core.audit_state.StateSnapshot` it copies each parameter the step is
+about to write in place, so that the audit can put it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import types
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from toolkit.core.audit_state import StateSnapshot
+from toolkit.core.backward_graph import trace_cuts
+from toolkit.core.stop_gradient import _OPEN_HOOK, _tree_map
+
+__all__ = ["Edge", "Names", "Recording", "find_modules", "is_open_marker"]
+
+_DATA = inspect.getattr_static(torch.Tensor, "data")
+# methods whose name ends in "_" that do not write a tensor's values
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad"})
+_MAX_VISITS = 400  # objects looked at when searching a step for modules
+
+
+class Edge(NamedTuple):
+    """A tensor as the backward graph sees it: the node that made it and which output it is."""
+
+    grad_fn: Any
+    output_nr: int
+
+
+# --- naming ----------------------------------------------------------------------------------------
+
+
+def _referenced(fn: types.FunctionType) -> list[tuple[str, Any]]:
+    """The closure cells, defaults and globals that ``fn``'s code reads, by name."""
+    code = fn.__code__
+    found: list[tuple[str, Any]] = []
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        with contextlib.suppress(ValueError):  # an empty cell
+            found.append((name, cell.cell_contents))
+    for name in code.co_names:
+        if name in fn.__globals__:
+            found.append((name, fn.__globals__[name]))
+    for i, value in enumerate(fn.__defaults__ or ()):
+        found.append((code.co_varnames[code.co_argcount - len(fn.__defaults__) + i], value))
+    return found
+
+
+def _library(fn: Any) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    return module.split(".")[0] in ("torch", "numpy", "builtins", "functools", "toolkit")
+
+
+def find_modules(step: Any) -> list[tuple[str, nn.Module | torch.Tensor]]:
+    """Modules (and leaf tensors that require grad) reachable from the callable ``step``.
+
+    A breadth-first search through ``functools.partial`` arguments, a bound method's ``self``
+    (its attributes are named without a prefix), a callable object's attributes, the closure
+    cells, defaults and read globals of functions (and of the functions they reference), and
+    the items of small dicts, lists and tuples. Python modules, classes and tensors that do not
+    require grad are skipped; at most a few hundred objects are looked at. Returns
+    ``(path, object)`` pairs in the order found (shortest paths first).
+    """
+    queue: deque[tuple[str, Any, int]] = deque([("", step, 0)])
+    seen: set[int] = set()
+    found: list[tuple[str, nn.Module | torch.Tensor]] = []
+
+    def join(path: str, key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    while queue and len(seen) < _MAX_VISITS:
+        path, obj, depth = queue.popleft()
+        if id(obj) in seen or depth > 4:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, nn.Module):
+            found.append((path, obj))
+            continue
+        if isinstance(obj, torch.Tensor):
+            if (obj.requires_grad or isinstance(obj, nn.Parameter)) and obj.grad_fn is None \
+                    and path:
+                found.append((path, obj))
+            continue
+        if isinstance(obj, (types.ModuleType, type, str, bytes, int, float, bool, type(None))):
+            continue
+        containers = (Mapping, list, tuple, functools.partial, types.MethodType)
+        if depth and not isinstance(obj, containers) and _library(
+                obj if isinstance(obj, types.FunctionType) else type(obj)):
+            continue  # torch's, numpy's and the toolkit's own objects hold no user module
+        children: list[tuple[str, Any]] = []
+        if isinstance(obj, functools.partial):
+            children = [(path, obj.func), *[(join(path, f"args[{i}]"), a)
+                                            for i, a in enumerate(obj.args)],
+                        *[(join(path, k), v) for k, v in obj.keywords.items()]]
+        elif isinstance(obj, types.MethodType):
+            children = [(path, obj.__self__), (path, obj.__func__)]
+        elif isinstance(obj, types.FunctionType):
+            children = _referenced(obj)  # a variable is named by its own name
+        elif isinstance(obj, Mapping):
+            if len(obj) <= 64:
+                children = [(join(path, str(k)), v) for k, v in obj.items()]
+        elif isinstance(obj, (list, tuple)):
+            if len(obj) <= 64:
+                children = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+        elif hasattr(obj, "__dict__"):
+            children = [(join(path, k), v) for k, v in vars(obj).items()]
+        queue.extend((p, v, depth + 1) for p, v in children)
+    return found
+
+
+@dataclass
+class Names:
+    """``id -> name`` for the tensors the audit knows, and ``id -> name`` for module objects."""
+
+    tensors: dict[int, str] = field(default_factory=dict)
+    objects: dict[int, torch.Tensor] = field(default_factory=dict)
+    modules: dict[int, str] = field(default_factory=dict)
+    roots: list[nn.Module] = field(default_factory=list)
+
+    def add_module(self, prefix: str, module: nn.Module) -> None:
+        if id(module) in self.modules:
+            return
+        self.roots.append(module)
+        for sub_name, sub in module.named_modules(remove_duplicate=True):
+            label = ".".join(p for p in (prefix, sub_name) if p) or type(module).__name__
+            self.modules.setdefault(id(sub), label)
+        for name, tensor in [*module.named_parameters(remove_duplicate=True),
+                             *module.named_buffers(remove_duplicate=True)]:
+            self.add_tensor(".".join(p for p in (prefix, name) if p), tensor)
+
+    def add_tensor(self, name: str, tensor: torch.Tensor) -> None:
+        if id(tensor) not in self.tensors:
+            self.tensors[id(tensor)] = name
+            self.objects[id(tensor)] = tensor
+
+    def name(self, tensor: torch.Tensor) -> str:
+        """The tensor's name, or ``<Parameter (2, 3)>`` / ``<tensor (2, 3)>`` for one not found."""
+        known = self.tensors.get(id(tensor))
+        if known is not None:
+            return known
+        kind = "Parameter" if isinstance(tensor, nn.Parameter) else "tensor"
+        return f"<{kind} {tuple(tensor.shape)}>"
+
+
+# --- cuts that leave no node -----------------------------------------------------------------------
+
+
+class _OpenMarker(torch.autograd.Function):
+    """Identity forward and backward; its node names a disabled block (``ctx.block``)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, name: str | None) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.block = inputs[1]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def is_open_marker(node: Any) -> bool:
+    """Whether an autograd node marks a disabled named block (made inside :class:`Recording`)."""
+    return getattr(type(node), "_forward_cls", None) is _OpenMarker
+
+
+def _open(x: Any, name: str | None) -> Any:
+    return _tree_map(lambda t: _OpenMarker.apply(t, name)
+                     if isinstance(t, torch.Tensor) and t.requires_grad else t, x)
+
+
+def _tensors(args: Any) -> Iterator[torch.Tensor]:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+class _Mode(TorchFunctionMode):
+    """Sees every torch call of the step; records cuts and writes that touch watched tensors."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self.rec = recording
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        rec = self.rec
+        if rec.busy:  # the recording's own hooks read tensors' attributes
+            return func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        data = name == "__get__" and getattr(func, "__self__", None) is _DATA
+        if data or func is torch.Tensor.detach or func is torch.Tensor.detach_:
+            source, how = args[0], ".data" if data else f".{name}()"
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None:
+                rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
+                                     tuple(source.shape), how))
+            elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
+                rec.leaf_detached.setdefault(id(source), how)
+        elif rec.watched:
+            grad = torch.is_grad_enabled()
+            for t in _tensors(args):
+                key = id(t)
+                if key in rec.watched:
+                    rec.used.add(key)
+                    if not grad:
+                        rec.no_grad.setdefault(key, name)
+            out = (kwargs or {}).get("out")
+            if (args and _writes(name, func)) or out is not None:
+                for t in _tensors([*args[:1], out] if out is not None else args[:1]):
+                    key = id(t) if id(t) in rec.watched else rec.storage.get(_storage_key(t))
+                    if key is not None:
+                        rec.written.setdefault(key, name.strip("_") or name)
+                        if rec.snapshot is not None:
+                            rec.snapshot.before_write(key)
+            elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
+                wants = args[1] if len(args) > 1 else (kwargs or {}).get("requires_grad", True)
+                if id(args[0]) in rec.watched and not wants:
+                    rec.frozen.add(id(args[0]))
+        return func(*args, **(kwargs or {}))
+
+
+def _writes(name: str, func: Any) -> bool:
+    if name == "__set__":  # p.data = ...
+        return getattr(func, "__self__", None) is _DATA
+    if name in ("__setitem__",) or (name.startswith("__i") and name.endswith("__")):
+        return True
+    return name.endswith("_") and not name.endswith("__") and name not in _NOT_WRITES
+
+
+def _storage_key(t: torch.Tensor) -> Any:
+    try:
+        return (t.device, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+class Recording:
+    """The context in which the audit runs the step: marks, hooks and the record of cuts.
+
+    ``with recording:`` activates :func:`~toolkit.core.trace_cuts` (toolkit cuts become named
+    marker nodes), the disabled-block markers, the torch-function mode and the forward hook;
+    :meth:`next_call` is called before each call of the step.
+    """
+
+    def __init__(self, names: Names, watched: Mapping[int, torch.Tensor],
+                 snapshot: StateSnapshot | None = None) -> None:
+        self.names = names
+        self.snapshot = snapshot
+        self.watched = dict(watched)
+        self.storage = {_storage_key(t): key for key, t in self.watched.items()}
+        self.storage.pop(None, None)
+        self.call = 0
+        self.marks: list[int] = []
+        # (call, the tensor cut, its shape, how: ".detach()", ".detach_()" or ".data")
+        self.detached: list[tuple[int, Edge, tuple[int, ...], str]] = []
+        self.leaf_detached: dict[int, str] = {}
+        self.no_grad: dict[int, str] = {}
+        self.used: set[int] = set()
+        self.written: dict[int, str] = {}
+        self.frozen: set[int] = set()
+        # id(node) -> [node, innermost module name, outermost module name, output shape]
+        self.outputs: dict[int, list[Any]] = {}
+        # id(node) -> (node, module name) for tensors with a graph passed into a module call
+        self.inputs: dict[int, tuple[Any, str]] = {}
+        self.busy = False
+        self._stack = contextlib.ExitStack()
+
+    def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
+        label = self.names.modules.get(id(module))
+        if label is None:
+            return
+        self.busy = True
+        try:
+            self._outputs(label, output)
+        finally:
+            self.busy = False
+
+    def _outputs(self, label: str, output: Any) -> None:
+        for t in _tensors([output]):
+            node = t.grad_fn
+            if node is None:
+                continue
+            entry = self.outputs.get(id(node))
+            if entry is None:
+                self.outputs[id(node)] = [node, label, label, tuple(t.shape)]
+            else:
+                entry[2] = label  # an enclosing module's call ends later
+
+    def _pre_hook(self, module: nn.Module, args: Any) -> None:
+        label = self.names.modules.get(id(module))
+        if label is not None:
+            self.busy = True
+            try:
+                for t in _tensors(args):
+                    if t.grad_fn is not None:
+                        self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+            finally:
+                self.busy = False
+
+    def next_call(self) -> None:
+        """Start the next call of the step: remember where autograd's node numbering is."""
+        self.call += 1
+        self.busy = True
+        try:
+            with torch.enable_grad():
+                probe = torch.zeros((), requires_grad=True) * 1.0
+            self.marks.append(probe.grad_fn._sequence_nr())
+        finally:
+            self.busy = False
+
+    def __enter__(self) -> Recording:
+        stack = self._stack
+        stack.enter_context(trace_cuts())
+        token = _OPEN_HOOK.set(_open)
+        stack.callback(_OPEN_HOOK.reset, token)
+        for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+                       nn.modules.module.register_module_forward_hook(self._hook)):
+            stack.callback(handle.remove)
+        stack.enter_context(_Mode(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
