@@ -12,7 +12,7 @@ Three measurements in one run, each printed with its ratio:
    autograd nodes behind the loss. Target: flat blocked, growing unblocked.
 
 Timings alternate the contenders call by call and report medians; they are noisy on a shared
-machine. ``--quick`` runs a smoke version in a few seconds.
+machine. ``--quick`` runs a smoke version (tiny sizes, no meaningful ratio) in a few seconds.
 
     python benchmarks/bench_adversarial.py [--quick] [--threads N] [--device cpu|cuda]
 """
@@ -61,12 +61,12 @@ def reference_pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float
 
 
 def bench_attack(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
-    batch = 128 if args.quick else 512
+    batch = 32 if args.quick else 512
     model = mlp([784, 512, 512, 10], device)
     g = torch.Generator().manual_seed(0)
     x = torch.rand(batch, 784, generator=g).to(device)
     y = torch.randint(0, 10, (batch,), generator=g).to(device)
-    eps, alpha, steps = 8 / 255, 2 / 255, 20
+    eps, alpha, steps = 8 / 255, 2 / 255, 3 if args.quick else 20
     gen = torch.Generator(device=device).manual_seed(1)
     contenders: dict[str, Callable[[], object]] = {
         "ours": lambda: pgd(model, x, y, eps, alpha, steps, generator=gen),
@@ -80,7 +80,7 @@ def bench_attack(args: argparse.Namespace, device: torch.device) -> dict[str, fl
     else:
         print("  torchattacks is not importable (pip install '.[bench]'): comparing against the "
               "reference loop only")
-    result = race(contenders, rounds=3 if args.quick else args.repeat, device=device)
+    result = race(contenders, rounds=2 if args.quick else args.repeat, device=device)
     print(f"\n[1] PGD-{steps} attack, MLP 784-512-512-10, batch {batch}, {device}, "
           f"{result.rounds} interleaved rounds")
     print(result.table())
@@ -99,8 +99,8 @@ def digits_setup(device: torch.device, n: int | None = None
 
 
 def bench_epoch(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
-    X, y = digits_setup(device, 384 if args.quick else None)
-    epochs = 2 if args.quick else args.epochs
+    X, y = digits_setup(device, 128 if args.quick else None)
+    epochs = 1 if args.quick else args.epochs
     seconds: dict[str, list[float]] = {"blocked": [], "unblocked": []}
     warm = mlp([64, 256, 256, 10], device).train()  # first calls pay one-time costs
     for blocks in (contextlib.nullcontext(), disable_blocks("adversarial.*")):
@@ -130,7 +130,7 @@ def bench_epoch(args: argparse.Namespace, device: torch.device) -> dict[str, flo
 def bench_memory(args: argparse.Namespace, device: torch.device) -> None:
     X, y = digits_setup(device, 128)
     model = mlp([64, 256, 256, 10], device)
-    steps_list = [1, 5] if args.quick else [1, 5, 10, 20]
+    steps_list = [1, 3] if args.quick else [1, 5, 10, 20]
 
     def loss(steps: int) -> torch.Tensor:
         x_adv = pgd(model, X, y, 0.1, 0.02, steps, generator=torch.Generator().manual_seed(0))

@@ -8,7 +8,7 @@ starts (start-up is printed separately), and the two sweeps alternate over ``--r
 the script prints the median wall time of each and the median of the per-round speed-ups.
 
     python benchmarks/bench_sweep.py            # 16 runs, 3 rounds
-    python benchmarks/bench_sweep.py --quick    # 4 short runs, 1 round (a smoke run)
+    python benchmarks/bench_sweep.py --quick    # 2 tiny runs, 1 round (a smoke run)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.runs, args.steps, args.rounds = 4, 100, 1
+        args.runs, args.steps, args.rounds = 2, 20, 1
 
     import dask
     import distributed
@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds: dict[int, list[float]] = {1: [], 2: []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            params = {"chain_steps": args.steps, "baird_sweeps": args.steps, "log_every": 100}
+            params = {"chain_steps": args.steps, "baird_sweeps": args.steps,
+                      "a_split_steps": min(200, args.steps), "log_every": min(100, args.steps)}
             configs = [make_config("td_learning", params, seed=seed, device="cpu",
                                    dtype="float64", output_dir=Path(tmp))
                        for seed in range(args.runs)]
