@@ -65,19 +65,33 @@ def check_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch
                  ) -> str | None:
     """The name of the first tensor holding an ``inf`` or a ``nan``, or ``None`` if all are finite.
 
-    One reduction per tensor and a single host synchronisation when all are finite (the
-    common case); the names are looked at only when something is not finite.
+    One reduction per tensor, its largest magnitude ``max |x|`` (all of them in one fused
+    ``foreach`` call), and a single host synchronisation when all are finite (the common
+    case); the names are looked at only when something is not finite. ``max |x|`` cannot
+    overflow, and it is ``inf`` or ``nan`` exactly when ``x`` holds one (NaN propagates through
+    the maximum on every device). Integer, boolean and empty tensors are finite.
     """
     items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
-    if not items:
+    checked = [(name, t) for name, t in items
+               if (t.is_floating_point() or t.is_complex()) and t.numel() > 0]
+    if not checked:
         return None
-    flags = torch.stack([torch.isfinite(t).all().to(items[0][1].device) for _, t in items])
-    if bool(flags.all()):
-        return None
-    for (name, _), ok in zip(items, flags.tolist()):
+    with torch.no_grad():  # a value, never part of a graph
+        peaks = torch._foreach_norm([t for _, t in checked], _INF)
+        device, dtype = peaks[0].device, peaks[0].dtype
+        if all(p.device == device and p.dtype == dtype for p in peaks):
+            flags = torch.isfinite(torch.stack(peaks))
+        else:  # mixed devices or precisions: compare flags, not values
+            flags = torch.stack([torch.isfinite(p).to(device) for p in peaks])
+        if bool(flags.all()):
+            return None
+    for (name, _), ok in zip(checked, flags.tolist()):
         if not ok:
             return name
     return None  # unreachable: some flag was False
+
+
+_INF = float("inf")
 
 
 def check_step_fits(where: str, dtype: torch.dtype, **values: float) -> None:

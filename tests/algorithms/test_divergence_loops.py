@@ -39,6 +39,7 @@ from toolkit.divergence import (
     DivergenceWarning,
     History,
     UpdateCheck,
+    check_finite,
     check_step_fits,
 )
 
@@ -383,3 +384,17 @@ def test_history_is_a_list_that_copies_with_its_record() -> None:
     assert twin == [{"loss": 1.0}] and twin.divergence == rows.divergence
     assert History().divergence is None
     check_step_fits("loop", F64, lr=1e308)  # fits float64
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), NAN])
+def test_check_finite_on_every_kind_of_tensor(bad: float) -> None:
+    fine = [("ints", torch.arange(3)), ("flags", torch.ones(2, dtype=torch.bool)),
+            ("empty", torch.empty(0)), ("half", torch.full((2,), 65504.0, dtype=torch.float16)),
+            ("largest", torch.full((3,), torch.finfo(F64).max, dtype=F64)),
+            ("complex", torch.ones(2, dtype=torch.complex64)),
+            ("leaf", torch.ones(2, requires_grad=True))]
+    assert check_finite(fine) is None
+    for name, t in (("h", torch.tensor([1.0, bad], dtype=torch.float16)),
+                    ("z", torch.tensor([1 + 0j, complex(0.0, bad)])),
+                    ("w", torch.tensor([[0.0], [bad]], requires_grad=True))):
+        assert check_finite([*fine, (name, t), ("after", torch.full((1,), bad))]) == name
