@@ -169,13 +169,11 @@ class UpdateCheck:
                              f"or nan (training cannot go on from a state that diverged: start "
                              f"again from finite values)")
 
-    def before_step(self, *values: tuple[str, torch.Tensor], epoch: int | None = None,
-                    gradients: Iterable[tuple[str, torch.Tensor]] | None = None) -> bool:
-        """Check ``values`` (``("loss", loss)``, …) and the gradients (default: each
-        parameter's ``.grad``, as ``"gradient of <name>"``) before the update is applied."""
-        if gradients is None:
-            gradients = [(f"gradient of {name}", p.grad) for name, p in self.parameters
-                         if p.grad is not None]
+    def before_step(self, *values: tuple[str, torch.Tensor], epoch: int | None = None) -> bool:
+        """Check ``values`` (``("loss", loss)``, …) and each parameter's ``.grad`` (as
+        ``"gradient of <name>"``) before the update is applied."""
+        gradients = [(f"gradient of {name}", p.grad) for name, p in self.parameters
+                     if p.grad is not None]
         bad = check_finite([*values, *gradients])
         return bad is not None and self._stop(bad, epoch, applied=False)
 

@@ -131,8 +131,9 @@ def gradient_descent(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0: torch.
     ``w_0 … w_m`` only (``m < n_steps``). The returned tensor's ``divergence`` attribute is then
     the :class:`~toolkit.divergence.Divergence` with ``step = m``: the update from ``w_m`` was
     not applied (its loss or gradient is not finite) or gave a non-finite ``w_{m+1}``; it is
-    ``None`` when every value stayed finite. ``w0`` must be finite. On a diverging problem the
-    squared TD error overflows first (at ``|δ| ≈ 1e154`` in float64, the weights at ``1e308``).
+    ``None`` when every value stayed finite. ``w0`` must be finite. On a diverging TD problem
+    the squared TD error overflows first: when ``|δ|`` passes about ``1e154`` in float64, long
+    before the weights would reach ``1e308``.
 
     >>> w = gradient_descent(lambda w: (w**2).sum(), torch.tensor([1.0, -2.0]), lr=0.25,
     ...                      n_steps=2)

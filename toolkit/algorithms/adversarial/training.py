@@ -284,11 +284,10 @@ def adversarial_training(
     parameter is the last one), ``history.divergence`` says where and a
     :class:`~toolkit.divergence.DivergenceWarning` is issued once; the history keeps the epochs
     completed before it, and the model the parameters it has (non-finite only when the last
-    step overflowed one). The attack's own steps need no check of their own: an L2 step
-    normalises a non-finite input gradient to NaN, which stays NaN through every later step
-    and the projection, so the examples are caught; an L∞ step takes its sign (0 for NaN), so
-    the examples stay finite and the loss at them is what is checked. Parameters that are not
-    finite before training are an error.
+    step overflowed one). The attack's own steps need no check of their own: non-finite
+    examples are caught here (an L2 step normalises a non-finite input gradient to NaN, which
+    stays NaN through every later step and the projection), and finite ones are where the
+    checked loss is computed. Parameters that are not finite before training are an error.
 
     Args:
         model: the classifier (n, ...) -> logits; trained in place.
