@@ -65,11 +65,13 @@ def check_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch
                  ) -> str | None:
     """The name of the first tensor holding an ``inf`` or a ``nan``, or ``None`` if all are finite.
 
-    One reduction per tensor, its largest magnitude ``max |x|`` (all of them in one fused
-    ``foreach`` call), and a single host synchronisation when all are finite (the common
-    case); the names are looked at only when something is not finite. ``max |x|`` cannot
-    overflow, and it is ``inf`` or ``nan`` exactly when ``x`` holds one (NaN propagates through
-    the maximum on every device). Integer, boolean and empty tensors are finite.
+    One reduction per tensor (all of them in one fused ``foreach`` call) and a single host
+    synchronisation when all are finite (the common case). The reduction is the 2-norm: an
+    ``inf`` or a ``nan`` makes it non-finite, so a finite norm proves the tensor finite. A
+    non-finite norm can also come from large finite values whose squares overflow; those
+    tensors are looked at again with ``max |x|``, which cannot overflow (NaN propagates through
+    the maximum on every device), and only then are names looked at. Integer, boolean and
+    empty tensors are finite.
     """
     items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
     checked = [(name, t) for name, t in items
@@ -77,18 +79,23 @@ def check_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch
     if not checked:
         return None
     with torch.no_grad():  # a value, never part of a graph
-        peaks = torch._foreach_norm([t for _, t in checked], _INF)
-        device, dtype = peaks[0].device, peaks[0].dtype
-        if all(p.device == device and p.dtype == dtype for p in peaks):
-            flags = torch.isfinite(torch.stack(peaks))
-        else:  # mixed devices or precisions: compare flags, not values
-            flags = torch.stack([torch.isfinite(p).to(device) for p in peaks])
+        flags = _finite(torch._foreach_norm([t for _, t in checked], 2))
         if bool(flags.all()):
             return None
-    for (name, _), ok in zip(checked, flags.tolist()):
+        suspects = [(name, t) for (name, t), ok in zip(checked, flags.tolist()) if not ok]
+        exact = _finite(torch._foreach_norm([t for _, t in suspects], _INF)).tolist()
+    for (name, _), ok in zip(suspects, exact):
         if not ok:
             return name
-    return None  # unreachable: some flag was False
+    return None  # squares overflowed, but every value is finite
+
+
+def _finite(norms: list[torch.Tensor]) -> torch.Tensor:
+    """Whether each 0-d norm is finite, as one boolean vector on the first norm's device."""
+    device, dtype = norms[0].device, norms[0].dtype
+    if all(n.device == device and n.dtype == dtype for n in norms):
+        return torch.isfinite(torch.stack(norms))
+    return torch.stack([torch.isfinite(n).to(device) for n in norms])  # mixed: flags, not values
 
 
 _INF = float("inf")
