@@ -50,6 +50,7 @@ from toolkit.algorithms.adversarial import (
     predict,
 )
 from toolkit.data import Dataset, digits, train_test_split, two_moons
+from toolkit.divergence import check_finite
 from toolkit.measure import count_graph_nodes, measure_memory, time_fn
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
@@ -211,11 +212,19 @@ def run(params: Params, ctx: RunContext) -> None:
             for i, epoch in enumerate(history.epoch):
                 ctx.log(epoch + 1, **{f"{variant}/{method}/{key}": getattr(history, key)[i]
                                       for key in ("loss", "train_acc", "clean_acc", "robust_acc")})
+            entry: dict[str, Any] = {}
+            if history.divergence is not None:  # stopped at a non-finite value: where
+                entry["diverged_at"] = history.divergence.as_dict()
+                if check_finite(model.state_dict()) is not None:  # nothing left to measure
+                    results[variant][method] = entry
+                    return
             accuracy = evaluate_robustness(model, test, eval_attacks(params, bounds, ctx.seed))
             results[variant][method] = {**accuracy,
                                         "overfitting_epoch": history.overfitting_epoch,
-                                        "final_check_robust_acc": history.robust_acc[-1]}
-            seconds[variant][method] = statistics.median(history.seconds)
+                                        "final_check_robust_acc": history.robust_acc[-1]
+                                        if history.robust_acc else None, **entry}
+            if history.seconds:
+                seconds[variant][method] = statistics.median(history.seconds)
             models[f"{variant}/{method}"] = model
 
         if method == "standard":  # no attack, no block: one run stands for both variants
@@ -223,7 +232,8 @@ def run(params: Params, ctx: RunContext) -> None:
         else:
             ctx.compare(lambda m=method: _train(m, params, ctx, sizes, train, test, bounds),
                         on_result=record)
-    ratios = {m: seconds["unblocked"][m] / seconds["blocked"][m] for m in seconds["unblocked"]}
+    ratios = {m: seconds["unblocked"][m] / seconds["blocked"][m] for m in seconds["unblocked"]
+              if m in seconds["blocked"]}
     ctx.summary(**results)
     ctx.costs(seconds_per_epoch=seconds, epoch_time_ratio_unblocked_over_blocked=ratios)
     if "standard" in params.methods:
@@ -231,9 +241,13 @@ def run(params: Params, ctx: RunContext) -> None:
 
     init = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
     _memory_vs_steps(params, ctx, init, train, bounds)
-    trained = models["blocked/pgd" if "pgd" in params.methods else f"blocked/{params.methods[0]}"]
+    trained = models.get("blocked/pgd" if "pgd" in params.methods
+                         else f"blocked/{params.methods[0]}")
     _save_graph(params, ctx, init, test, bounds)
-    _gradient_comparison(params, ctx, {"init": init, "trained": trained}, test, bounds)
+    compared = {"init": init}
+    if trained is not None:  # not a model whose parameters diverged
+        compared["trained"] = trained
+    _gradient_comparison(params, ctx, compared, test, bounds)
     if params.dataset == "digits":
         _examples(params, ctx, models, test, bounds)
     else:

@@ -39,6 +39,7 @@ from toolkit.algorithms.simsiam import (
     train_simsiam,
 )
 from toolkit.data import digits, train_test_split
+from toolkit.divergence import check_finite
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
 DESCRIPTION = "SimSiam on the digits: the target branch behind stop_gradient vs trained too"
@@ -75,7 +76,9 @@ def run(params: Params, ctx: RunContext) -> None:
                     pred_hidden=params.pred_hidden, device=ctx.device, dtype=ctx.dtype)
     sqrt_d = math.sqrt(params.dim)
 
-    def measure(model: SimSiam) -> dict[str, float]:
+    def measure(model: SimSiam) -> dict[str, float | None]:
+        if check_finite(model.state_dict()) is not None:  # diverged: nothing to measure
+            return dict.fromkeys(("output_std_sqrt_d", "knn_accuracy", "knn_accuracy_encoder"))
         f_train, z_train = model.embed(X)
         f_test, z_test = model.embed(X_test)
         return {"output_std_sqrt_d": output_std(z_test) * sqrt_d,
@@ -92,12 +95,16 @@ def run(params: Params, ctx: RunContext) -> None:
             rows.append({"loss": row["loss"], "output_std_sqrt_d": output_std(z_test) * sqrt_d})
 
         seconds = time.perf_counter()
-        train_simsiam(model, X, epochs=params.epochs, batch_size=params.batch_size, lr=params.lr,
-                      weight_decay=params.weight_decay, augment=Augment(),
-                      generator=torch.Generator().manual_seed(ctx.seed), callback=after_epoch)
+        history = train_simsiam(model, X, epochs=params.epochs, batch_size=params.batch_size,
+                                lr=params.lr, weight_decay=params.weight_decay,
+                                augment=Augment(), generator=torch.Generator().manual_seed(
+                                    ctx.seed), callback=after_epoch)
         seconds = time.perf_counter() - seconds
-        return {"rows": rows, "summary": {**measure(model), "final_loss": rows[-1]["loss"]},
-                "seconds_per_epoch": seconds / params.epochs}
+        summary = {**measure(model), "final_loss": rows[-1]["loss"] if rows else None}
+        if history.divergence is not None:  # stopped at a non-finite value: where
+            summary["diverged_at"] = history.divergence.as_dict()
+        return {"rows": rows, "summary": summary,
+                "seconds_per_epoch": seconds / max(len(rows), 1)}
 
     def log(variant: str, out: dict[str, Any]) -> None:
         for epoch, row in enumerate(out["rows"], start=1):

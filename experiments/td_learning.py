@@ -73,8 +73,20 @@ QUICK: dict[str, Any] = {"log_every": 10}
 STATES = tuple(A_SPLIT_TRUE_VALUES)
 
 
-def _logged(n_steps: int, every: int) -> list[int]:
-    return sorted({*range(0, n_steps + 1, every), n_steps})
+def _logged(n_steps: int, every: int, path: torch.Tensor | None = None) -> list[int]:
+    """The logged steps: every ``every``-th and the last; with ``path`` (iterates that stop at
+    an overflow, see :func:`_diverged_at`), the last finite iterate instead of later ones."""
+    steps = sorted({*range(0, n_steps + 1, every), n_steps})
+    if path is None or len(path) == n_steps + 1:
+        return steps
+    return sorted({*(s for s in steps if s < len(path)), len(path) - 1})
+
+
+def _diverged_at(path: torch.Tensor) -> dict[str, Any]:
+    """``{"diverged_at": record}`` when gradient descent stopped at a non-finite value (an
+    overflow, not the growth it measures), else nothing: the iterates end there."""
+    divergence = getattr(path, "divergence", None)
+    return {} if divergence is None else {"diverged_at": divergence.as_dict()}
 
 
 def _timed(fn: Any) -> Any:
@@ -93,7 +105,7 @@ def run(params: Params, ctx: RunContext) -> None:
     zeros = torch.zeros(len(STATES), **kw)
 
     def log_a_split(variant: str, out: tuple[torch.Tensor, float]) -> None:
-        for step in _logged(params.a_split_steps, params.log_every):
+        for step in _logged(params.a_split_steps, params.log_every, out[0]):
             ctx.log(step, **{f"{variant}/a_split/V_{s}": out[0][step, i]
                              for i, s in enumerate(STATES)})
 
@@ -105,7 +117,7 @@ def run(params: Params, ctx: RunContext) -> None:
     mrp, w0 = baird_counterexample(params.baird_gamma, **kw)
 
     def log_baird(variant: str, out: tuple[torch.Tensor, float]) -> None:
-        for step in _logged(params.baird_sweeps, params.log_every):
+        for step in _logged(params.baird_sweeps, params.log_every, out[0]):
             w = out[0][step]
             ctx.log(step, **{f"{variant}/baird/weight_norm": w.norm(),
                              f"{variant}/baird/msbe": mrp.msbe(w)})
@@ -119,7 +131,7 @@ def run(params: Params, ctx: RunContext) -> None:
     w_td, w_rg = chain.td_fixed_point(), chain.residual_gradient_fixed_point()
 
     def log_chain(variant: str, out: tuple[torch.Tensor, float]) -> None:
-        for step in _logged(params.chain_steps, params.log_every):
+        for step in _logged(params.chain_steps, params.log_every, out[0]):
             w = out[0][step]
             ctx.log(step, **{f"{variant}/chain/value_error": chain.value_error(w),
                              f"{variant}/chain/msbe": chain.msbe(w),
@@ -137,31 +149,33 @@ def run(params: Params, ctx: RunContext) -> None:
     baird_w = {v: out[0] for v, out in b_runs.items()}
     ctx.summary(
         a_split={v: {"values": a_final[v],
-                     "max_err_vs_book": max(abs(a_final[v][s] - truth[v][s]) for s in STATES)}
+                     "max_err_vs_book": max(abs(a_final[v][s] - truth[v][s]) for s in STATES),
+                     **_diverged_at(a_runs[v][0])}
                  for v in a_final}
         | {"book": {"td": A_SPLIT_TRUE_VALUES, "naive_residual": A_SPLIT_NAIVE_RESIDUAL_VALUES}},
         baird={v: {"initial_weight_norm": w[0].norm(), "final_weight_norm": w[-1].norm(),
                    "final_msbe": mrp.msbe(w[-1]), "final_value_rms": (mrp.phi @ w[-1]).pow(2)
                    .mean().sqrt(), "last_100_sweeps_change": (w[-1] - w[-101 if len(w) > 100
-                                                                        else 0]).norm()}
+                                                                        else 0]).norm(),
+                   **_diverged_at(w)}
                for v, w in baird_w.items()},
         chain={"blocked": {"value_error": chain.value_error(chain_w["blocked"]),
                            "msbe": chain.msbe(chain_w["blocked"]),
                            "dist_to_td_fixed_point": (chain_w["blocked"] - w_td).norm(),
-                           "grad_max_err_vs_closed_form": grad_err["blocked"]},
+                           "grad_max_err_vs_closed_form": grad_err["blocked"],
+                           **_diverged_at(c_runs["blocked"][0])},
                "unblocked": {"value_error": chain.value_error(chain_w["unblocked"]),
                              "msbe": chain.msbe(chain_w["unblocked"]),
                              "dist_to_rg_fixed_point": (chain_w["unblocked"] - w_rg).norm(),
-                             "grad_max_err_vs_closed_form": grad_err["unblocked"]},
+                             "grad_max_err_vs_closed_form": grad_err["unblocked"],
+                             **_diverged_at(c_runs["unblocked"][0])},
                "closed_form": {"value_error_td": chain.value_error(w_td),
                                "value_error_rg": chain.value_error(w_rg),
                                "value_error_best": chain.value_error(chain.best_weights())}},
     )
-    ctx.costs(seconds_per_update={
-        case: {v: out[1] / n for v, out in runs.items()}
-        for case, runs, n in (("a_split", a_runs, params.a_split_steps),
-                              ("baird", b_runs, params.baird_sweeps),
-                              ("chain", c_runs, params.chain_steps))})
+    ctx.costs(seconds_per_update={  # per update made (fewer than asked after an overflow)
+        case: {v: out[1] / max(len(out[0]) - 1, 1) for v, out in runs.items()}
+        for case, runs in (("a_split", a_runs), ("baird", b_runs), ("chain", c_runs))})
     ctx.save_artifact("a_split", {f"{v}": out[0] for v, out in a_runs.items()})
     ctx.save_artifact("baird", {f"{v}": out[0] for v, out in b_runs.items()})
     ctx.save_artifact("chain", {
@@ -177,7 +191,7 @@ def _check_gradients(chain: Any, path: torch.Tensor, params: Params, ctx: RunCon
     scale = {k: float(g.norm()) or 1.0 for k, g in chain.gradients(torch.zeros_like(path[0]))
              .items()}
     worst = {"blocked": 0.0, "unblocked": 0.0}
-    for step in _logged(params.chain_steps, params.log_every):
+    for step in _logged(params.chain_steps, params.log_every, path):
         w = path[step].clone().requires_grad_(True)
         exact = chain.gradients(path[step])
         cmp = compare_gradients(lambda w=w: chain.loss(w), {"w": w},

@@ -40,6 +40,7 @@ from toolkit.algorithms.vq_vae import (
     train_vq_vae,
 )
 from toolkit.data import digits, train_test_split
+from toolkit.divergence import check_finite
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
 DESCRIPTION = ("VQ-VAE on the digits: the straight-through, codebook and commitment "
@@ -80,7 +81,9 @@ def run(params: Params, ctx: RunContext) -> None:
                   dtype=ctx.dtype)
     start.init_codebook(X, generator=ctx.generator)
 
-    def evaluate(model: VQVAE) -> dict[str, float]:
+    def evaluate(model: VQVAE) -> dict[str, float | None]:
+        if check_finite(model.state_dict()) is not None:  # diverged: nothing to measure
+            return dict.fromkeys(("recon_mse", "perplexity", "codes_used"))
         with torch.no_grad():
             out = model(X_test)
         return {"recon_mse": out.recon.item(), "perplexity": perplexity(out.indices,
@@ -91,17 +94,21 @@ def run(params: Params, ctx: RunContext) -> None:
         model = copy.deepcopy(start)
         rows: list[dict[str, float]] = []
         seconds = time.perf_counter()
-        train_vq_vae(model, X, epochs=params.epochs, batch_size=params.batch_size, lr=params.lr,
-                     beta=params.beta, generator=torch.Generator().manual_seed(ctx.seed),
-                     callback=lambda epoch, row: rows.append(row | evaluate(model)))
+        history = train_vq_vae(model, X, epochs=params.epochs, batch_size=params.batch_size,
+                               lr=params.lr, beta=params.beta,
+                               generator=torch.Generator().manual_seed(ctx.seed),
+                               callback=lambda epoch, row: rows.append(row | evaluate(model)))
         seconds = time.perf_counter() - seconds
-        final = rows[-1]
-        return {"rows": rows, "seconds_per_epoch": seconds / params.epochs,
-                "summary": {**evaluate(model), "train_recon": final["recon"],
-                            "codebook_loss": final["codebook"],
-                            "commitment_loss": final["commitment"],
-                            "encoder_recon_grad_norm": encoder_recon_grad_norm(model, X_test)},
-                "examples": model(X_test[:8]).x_hat}
+        final = rows[-1] if rows else dict.fromkeys(("recon", "codebook", "commitment"))
+        measured = evaluate(model)
+        summary = {**measured, "train_recon": final["recon"],
+                   "codebook_loss": final["codebook"], "commitment_loss": final["commitment"],
+                   "encoder_recon_grad_norm": encoder_recon_grad_norm(model, X_test)
+                   if measured["recon_mse"] is not None else None}
+        if history.divergence is not None:  # stopped at a non-finite value: where
+            summary["diverged_at"] = history.divergence.as_dict()
+        return {"rows": rows, "seconds_per_epoch": seconds / max(len(rows), 1),
+                "summary": summary, "examples": model(X_test[:8]).x_hat}
 
     def log(variant: str, out: dict[str, Any]) -> None:
         for epoch, row in enumerate(out["rows"], start=1):

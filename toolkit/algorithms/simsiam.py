@@ -48,6 +48,7 @@ from toolkit._validation import (
     resolve_device,
 )
 from toolkit.core import stop_gradient
+from toolkit.divergence import History, UpdateCheck, check_step_fits
 
 __all__ = ["BLOCK", "Augment", "SimSiam", "knn_accuracy", "negative_cosine", "output_std",
            "simsiam_loss", "train_simsiam"]
@@ -206,7 +207,7 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
                   augment: Callable[..., torch.Tensor] | None = None,
                   generator: torch.Generator,
                   callback: Callable[[int, dict[str, float]], None] | None = None
-                  ) -> list[dict[str, float]]:
+                  ) -> History:
     """SGD with momentum and weight decay on the SimSiam loss of two views per batch.
 
     The paper's recipe is ``lr = 0.05 · batch_size / 256`` with momentum 0.9 and weight decay
@@ -214,16 +215,28 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
     ``generator`` each epoch (a last batch smaller than ``batch_size`` is dropped: BatchNorm
     needs several rows); ``augment(x, generator=...)`` makes each view (default
     :class:`Augment`). ``callback(epoch, {"loss": mean loss})`` runs after each epoch.
-    Returns those rows. The model is left in its previous train/eval mode.
+    Returns those rows (a list; a :class:`~toolkit.divergence.History`). The model is left in
+    its previous train/eval mode.
+
+    At every update the loss and the gradients are checked before the SGD step and the
+    parameters after it; on the first value that is not finite training stops there (nothing
+    non-finite is applied; a step that overflows a parameter is the last one), the rows'
+    ``divergence`` says where (epochs counted from 1, as for ``callback``) and a
+    :class:`~toolkit.divergence.DivergenceWarning` is issued once; the rows hold the epochs
+    completed before it. Parameters that are not finite before training are an error.
     """
-    check_params("train_simsiam", locals(), _TRAIN_ARGS)
-    X = as_tensor(X, where="train_simsiam", arg="X", ndim=2, finite=True, min_rows=batch_size)
+    where = "train_simsiam"
+    check_params(where, locals(), _TRAIN_ARGS)
+    X = as_tensor(X, where=where, arg="X", ndim=2, finite=True, min_rows=batch_size)
     param = next(model.parameters())
+    check_step_fits(where, param.dtype, lr=lr, weight_decay=weight_decay)
+    finite = UpdateCheck.for_module(where, model)
+    finite.check_start()
     X = X.to(param.device, param.dtype)
     augment = augment if augment is not None else Augment()
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
                           weight_decay=weight_decay)
-    history = []
+    history = History()
     was_training = model.training
     try:
         model.train()
@@ -236,7 +249,14 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
                 loss = model(augment(x, generator=generator), augment(x, generator=generator))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                opt.step()
+                # the loss and the gradients before the step, the parameters after
+                diverged = finite.before_step(("loss", loss), epoch=epoch)
+                if not diverged:
+                    opt.step()
+                    diverged = finite.after_step(epoch=epoch)
+                if diverged:
+                    history.divergence = finite.divergence
+                    return history
                 total += loss.item() / len(batches)
             history.append({"loss": total})
             if callback is not None:

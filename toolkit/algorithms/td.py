@@ -45,6 +45,7 @@ import torch
 
 from toolkit._validation import Generator, Integer, Real, check, check_dtype
 from toolkit.core import stop_gradient
+from toolkit.divergence import Divergence, check_finite, check_step_fits, warn_divergence
 
 __all__ = ["A_SPLIT_NAIVE_RESIDUAL_VALUES", "A_SPLIT_TRUE_VALUES", "BLOCK", "MarkovRewardProcess",
            "TransitionTable", "a_split", "baird_counterexample", "gradient_descent",
@@ -121,18 +122,66 @@ def gradient_descent(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0: torch.
 
     With an expected (full-batch) TD loss these are Sutton & Barto's *expected updates*
     (semi-gradient DP with the block, eq. 11.9); the iterates are returned even when they
-    diverge.
+    diverge (grow without bound: on Baird's counterexample that is the finding).
+
+    Overflow is another matter. At every step the loss and its gradient are checked before
+    the update and the new iterate after it (one reduction, one synchronisation per update);
+    on the first value that is not finite the loop stops, warns once
+    (:class:`~toolkit.divergence.DivergenceWarning`) and returns the finite iterates
+    ``w_0 … w_m`` only (``m < n_steps``). The returned tensor's ``divergence`` attribute is then
+    the :class:`~toolkit.divergence.Divergence` with ``step = m``: the update from ``w_m`` was
+    not applied (its loss or gradient is not finite) or gave a non-finite ``w_{m+1}``; it is
+    ``None`` when every value stayed finite. ``w0`` must be finite. On a diverging TD problem
+    the squared TD error overflows first: when ``|δ|`` passes about ``1e154`` in float64, long
+    before the weights would reach ``1e308``.
+
+    >>> w = gradient_descent(lambda w: (w**2).sum(), torch.tensor([1.0, -2.0]), lr=0.25,
+    ...                      n_steps=2)
+    >>> w.tolist(), w.divergence
+    ([[1.0, -2.0], [0.5, -1.0], [0.25, -0.5]], None)
     """
-    check("gradient_descent", "lr", lr, [Real(0, closed="neither")])
-    check("gradient_descent", "n_steps", n_steps, [Integer(0)])
+    where = "gradient_descent"
+    check(where, "lr", lr, [Real(0, closed="neither")])
+    check(where, "n_steps", n_steps, [Integer(0)])
+    if not w0.is_floating_point():
+        raise ValueError(f"{where}: w0 must be a floating tensor, got {w0.dtype}")
+    check_step_fits(where, w0.dtype, lr=lr)
+    if check_finite([("w0", w0)]) is not None:
+        raise ValueError(f"{where}: w0 must be finite, got inf or nan")
     w = w0.clone().requires_grad_(True)
     out = [w0.clone()]
-    for _ in range(n_steps):
-        (grad,) = torch.autograd.grad(loss_fn(w), w)
-        with torch.no_grad():
+    for step in range(n_steps):
+        loss = loss_fn(w)
+        (grad,) = torch.autograd.grad(loss, w)
+        with torch.no_grad():  # values: the check and the update record no graph
+            # one check per update: the iterate the previous update made, this one's loss and
+            # gradient (not applied when they are not finite)
+            divergence = _non_finite(step, ("weights", w), ("loss", loss), ("gradient", grad))
+            if divergence is not None:
+                break
             w -= lr * grad
             out.append(w.clone())
-    return torch.stack(out)
+    else:
+        divergence = _non_finite(n_steps, ("weights", w))  # the last iterate
+    if divergence is not None and divergence.applied:
+        out.pop()  # the non-finite iterate
+    iterates = torch.stack(out)
+    iterates.divergence = divergence  # type: ignore[attr-defined]
+    return iterates
+
+
+def _non_finite(step: int, *named: tuple[str, torch.Tensor]) -> Divergence | None:
+    """Where :func:`gradient_descent` diverged at update ``step`` (``named[0]``: the weights
+    the previous update made), warned once; ``None`` when all values are finite. The tensors
+    are small: one reduction over all of them, the names looked up only on failure."""
+    if bool(torch.isfinite(torch.cat([t.reshape(-1) for _, t in named])).all()):
+        return None
+    bad = str(check_finite(named))
+    applied = bad == "weights"
+    divergence = Divergence("gradient_descent", bad, step - 1 if applied else step, None,
+                            applied)
+    warn_divergence(divergence)
+    return divergence
 
 
 def _solve(A: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

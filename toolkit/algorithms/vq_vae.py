@@ -55,6 +55,7 @@ from toolkit._validation import (
     resolve_device,
 )
 from toolkit.core import stop_gradient
+from toolkit.divergence import History, UpdateCheck, check_step_fits
 
 __all__ = ["BLOCK", "CODEBOOK_BLOCK", "COMMITMENT_BLOCK", "VQVAE", "VQOutput",
            "encoder_recon_grad_norm", "nearest_codes", "perplexity", "quantize", "train_vq_vae",
@@ -194,18 +195,30 @@ _TRAIN_ARGS = {"epochs": [Integer(0)], "batch_size": [Integer(1)],
 def train_vq_vae(model: VQVAE, X: torch.Tensor, *, epochs: int, batch_size: int = 64,
                  lr: float = 2e-3, beta: float = 0.25, generator: torch.Generator,
                  callback: Callable[[int, dict[str, float]], None] | None = None
-                 ) -> list[dict[str, float]]:
+                 ) -> History:
     """Train with Adam on ``recon + codebook + β commitment`` (β = 0.25 as in the paper).
 
     Mini-batches are drawn by ``generator`` each epoch; ``callback(epoch, row)`` is called after
-    each epoch with the epoch's mean losses. Returns those rows.
+    each epoch with the epoch's mean losses. Returns those rows (a list; a
+    :class:`~toolkit.divergence.History`).
+
+    At every update the loss and the gradients are checked before the Adam step and the
+    parameters after it; on the first value that is not finite training stops there (nothing
+    non-finite is applied; a step that overflows a parameter is the last one), the rows'
+    ``divergence`` says where (epochs counted from 1, as for ``callback``) and a
+    :class:`~toolkit.divergence.DivergenceWarning` is issued once; the rows hold the epochs
+    completed before it. Parameters that are not finite before training are an error.
     """
-    check_params("train_vq_vae", locals(), _TRAIN_ARGS)
-    X = as_tensor(X, where="train_vq_vae", arg="X", ndim=2, finite=True, min_rows=1)
+    where = "train_vq_vae"
+    check_params(where, locals(), _TRAIN_ARGS)
+    X = as_tensor(X, where=where, arg="X", ndim=2, finite=True, min_rows=1)
     param = next(model.parameters())
+    check_step_fits(where, param.dtype, lr=lr)
+    finite = UpdateCheck.for_module(where, model)
+    finite.check_start()
     X = X.to(param.device, param.dtype)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    history = []
+    history = History()
     for epoch in range(1, epochs + 1):
         sums = {"loss": 0.0, "recon": 0.0, "codebook": 0.0, "commitment": 0.0}
         perm = torch.randperm(len(X), generator=generator).to(X.device)
@@ -215,7 +228,14 @@ def train_vq_vae(model: VQVAE, X: torch.Tensor, *, epochs: int, batch_size: int 
             loss = out.loss(beta)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            opt.step()
+            # the loss and the gradients before the step, the parameters after
+            diverged = finite.before_step(("loss", loss), epoch=epoch)
+            if not diverged:
+                opt.step()
+                diverged = finite.after_step(epoch=epoch)
+            if diverged:
+                history.divergence = finite.divergence
+                return history
             for key, value in (("loss", loss), ("recon", out.recon), ("codebook", out.codebook),
                                ("commitment", out.commitment)):
                 sums[key] += value.item() / len(batches)

@@ -57,6 +57,7 @@ from toolkit.algorithms.adversarial.batches import (
     check_inputs,
     check_labels,
 )
+from toolkit.divergence import Divergence, UpdateCheck
 
 __all__ = [
     "METHODS",
@@ -174,7 +175,9 @@ class TrainingHistory:
     (adversarial ones unless ``method="standard"``); ``clean_acc``/``robust_acc``: accuracy of
     the check batch, clean and under a PGD attack; ``seconds``: wall time of the epoch's
     training (the check excluded); ``catastrophic_overfitting``: the PGD robust accuracy
-    dropped by more than ``co_drop`` since the previous epoch.
+    dropped by more than ``co_drop`` since the previous epoch; ``divergence``: where training
+    stopped because a value became non-finite (:class:`~toolkit.divergence.Divergence`; the
+    lists then hold the epochs completed before it), ``None`` while everything is finite.
     """
 
     method: str
@@ -189,6 +192,7 @@ class TrainingHistory:
     seconds: list[float] = field(default_factory=list)
     catastrophic_overfitting: list[bool] = field(default_factory=list)
     stopped_early: bool = False
+    divergence: Divergence | None = None
 
     @property
     def overfitting_epoch(self) -> int | None:
@@ -202,6 +206,7 @@ class TrainingHistory:
         """JSON-ready dict of the settings and per-epoch lists."""
         out = dict(self.__dict__)
         out["overfitting_epoch"] = self.overfitting_epoch
+        out["divergence"] = None if self.divergence is None else self.divergence.as_dict()
         return out
 
 
@@ -273,6 +278,17 @@ def adversarial_training(
     issued; with ``stop_on_overfitting`` training stops and the parameters of the previous epoch
     are restored.
 
+    Divergence: at every update the adversarial examples, the loss and the gradients are checked
+    before the optimizer step and the parameters after it. On the first value that is not
+    finite training stops there (nothing non-finite is applied; a step that overflows a
+    parameter is the last one), ``history.divergence`` says where and a
+    :class:`~toolkit.divergence.DivergenceWarning` is issued once; the history keeps the epochs
+    completed before it, and the model the parameters it has (non-finite only when the last
+    step overflowed one). The attack's own steps need no check of their own: non-finite
+    examples are caught here (an L2 step normalises a non-finite input gradient to NaN, which
+    stays NaN through every later step and the projection), and finite ones are where the
+    checked loss is computed. Parameters that are not finite before training are an error.
+
     Args:
         model: the classifier (n, ...) -> logits; trained in place.
         data: a ``DataLoader``, any re-iterable of ``(x, y)`` batches (a list of pairs; a
@@ -298,8 +314,9 @@ def adversarial_training(
         a :class:`TrainingHistory`.
 
     Raises:
-        ValueError: NaN or infinite inputs, a negative label or a label ``>= n_classes`` (found
-            in the batch where it occurs, at the model call), inputs outside ``bounds``.
+        ValueError: NaN or infinite inputs or parameters, a negative label or a label
+            ``>= n_classes`` (found in the batch where it occurs, at the model call), inputs
+            outside ``bounds``.
 
     Example, with a ``DataLoader``:
 
@@ -332,6 +349,8 @@ def adversarial_training(
     alpha_m, steps_m, random_start = _training_attack(method, eps, alpha, steps)
 
     history = TrainingHistory(method, eps, alpha_m, steps_m)
+    finite = UpdateCheck.for_module(where, model)
+    finite.check_start()
     previous: dict[str, torch.Tensor] | None = None
     for epoch in range(epochs):
         if stop_on_overfitting:
@@ -360,7 +379,15 @@ def adversarial_training(
             loss = losses.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            optimizer.step()
+            # the examples, the loss and the gradients before the step, the parameters after
+            examples = (("adversarial examples", xb),) if method != "standard" else ()
+            diverged = finite.before_step(*examples, ("loss", loss), epoch=epoch)
+            if not diverged:
+                optimizer.step()
+                diverged = finite.after_step(epoch=epoch)
+            if diverged:  # stop here: the epoch is not completed, nothing more is applied
+                history.divergence = finite.divergence
+                return history
             total_loss += loss.item() * len(yb)
             total_right += float((logits.argmax(-1) == yb).sum())
             n += len(yb)
