@@ -38,12 +38,12 @@ def figures(run: RunResults) -> dict[str, Any]:
                 if rows[0].get(v) is None:
                     continue
                 draw_spread(ax, scales, [_floor([r[v]["max_abs_err"] for r in e[name][kind]],
-                                                floor) for e in every],
+                                                floor) for e in every], mode="lines",
                             marker=markers[v], ms=3, mfc="none", label=f"{label} vs float64",
                             **variant_style(v if v != "upcast" else "upcast", others))
             draw_spread(ax, scales, [_floor([r["blocked_vs_unblocked"]["max_abs_diff"]
                                              for r in e[name][kind]], floor) for e in every],
-                        color="k", marker="x", ms=4, linestyle="-", lw=0.8,
+                        mode="lines", color="k", marker="x", ms=4, linestyle="-", lw=0.8,
                         label="|blocked − unblocked|")
             ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6, label="dtype eps")
             ax.set_xscale("log")
@@ -63,9 +63,9 @@ def figures(run: RunResults) -> dict[str, Any]:
     fig.suptitle("softmax gradient against torch.softmax's float64 gradient", fontsize=10)
     out["gradient_difference_vs_scale"] = (
         fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales, "
-             "per precision, for random and tied logits; the black crosses are the difference "
-             "between blocked and unblocked, which stays at the rounding level (grey: the "
-             "dtype's eps).")
+             "per precision, for random and tied logits (with several seeds, one line per "
+             "seed); the black crosses are the difference between blocked and unblocked, which "
+             "stays at the rounding level (grey: the dtype's eps).")
 
     failure = run.artifact("failure")
     failures = [failure] + [r.artifact("failure") for r in run.replicates[1:]]

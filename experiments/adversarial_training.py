@@ -69,8 +69,9 @@ STORY = Story(
     prediction="by Danskin's theorem the inner maximiser is a constant for the parameter "
                "update: with L∞ sign steps the gradient through the unrolled attack is zero "
                "(sign has zero derivative), so blocked and unblocked train the same model while "
-               "the unblocked one pays time and memory growing with the attack's steps; with L2 "
-               "steps the extra gradient is not zero",
+               "the unblocked one's graph grows with the attack's steps and, by the cheap "
+               "gradient principle, its step takes longer; with L2 steps the extra gradient is "
+               "not zero",
 )
 
 ATTACKED = ("pgd", "fgsm_rs", "fgsm")

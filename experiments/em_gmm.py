@@ -60,7 +60,9 @@ STORY = Story(
     block=f"{BLOCK}: Q(θ) = Σ stop_gradient(r(θ)) · log p(x, z; θ)",
     prediction="with the block ∇Q = ∇LL (Fisher's identity) and the gradient EM climbs the "
                "log-likelihood like EM; without it the M-step climbs LL − H(r), so Fisher's "
-               "identity fails and the responsibilities are driven toward hard assignments",
+               "identity fails and the responsibilities are driven toward hard assignments. "
+               "Which fit ends at the higher likelihood depends on the start: the report "
+               "measures it",
 )
 
 VARIANTS = ("closed_form", "blocked", "unblocked")
@@ -386,7 +388,8 @@ def figures(run: RunResults) -> dict[str, Any]:
             if variant == "sklearn":
                 style = {**style, "linestyle": "none", "marker": "o", "markersize": 3,
                          "markerfacecolor": "none"}
-            plot_seeds(ax_ll, run, f"{variant}/{g}/loglik", label=label, **style)
+            # each seed has its own data: its own line (a band would mix the levels)
+            plot_seeds(ax_ll, run, f"{variant}/{g}/loglik", label=label, mode="lines", **style)
         ax_ll.set_title(f"{title}: log-likelihood per sample", fontsize=9)
         for variant in ("blocked", "unblocked"):
             plot_seeds(ax_f, run, f"{variant}/{gg}/fisher_rel_err", label=variant,
@@ -395,7 +398,7 @@ def figures(run: RunResults) -> dict[str, Any]:
         ax_f.set_title("Fisher identity: ‖∇Q − ∇LL‖ / ‖∇LL‖\n(exact 0 drawn at 1e-18)",
                        fontsize=9)
         for variant in VARIANTS:
-            plot_seeds(ax_h, run, f"{variant}/{g}/resp_entropy",
+            plot_seeds(ax_h, run, f"{variant}/{g}/resp_entropy", mode="lines",
                        label=variant.replace("_", " "), **variant_style(variant))
         ax_h.set_title("mean responsibility entropy (nats)", fontsize=9)
         for ax in (ax_ll, ax_f, ax_h):
@@ -406,7 +409,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     figs: dict[str, Any] = {"loglik_fisher_entropy": (
         fig, "Per EM iteration: the log-likelihood (closed-form EM and scikit-learn coincide), "
              "the relative error of Fisher's identity ∇Q = ∇LL (exactly 0 with the block), and "
-             "the mean entropy of the responsibilities.")}
+             "the mean entropy of the responsibilities; with several seeds, one line per seed "
+             "(each seed draws its own 2-D mixture) and the Fisher error's range as a band.")}
     for _, g, _, title in groups:  # ellipses: projections on the first two features
         figs[f"ellipses_{g}"] = (_ellipse_figure(run.artifact(f"params_{g}"), title),
                                  f"Fitted components of {title}: 2σ ellipses for the truth and "

@@ -69,7 +69,8 @@ STORY = Story(
           f"{FAKE_BLOCK}: D(stop_gradient(G(z)))",
     prediction="with the cuts the target network and the generator receive no gradient; "
                "without them gradient leaks into both (a silent bug), while the network being "
-               "trained gets exactly the same gradient, and the leak costs time and memory",
+               "trained gets exactly the same gradient; the leak adds graph nodes and bytes "
+               "saved for backward (its time is measured, not predicted)",
 )
 
 

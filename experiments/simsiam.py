@@ -47,8 +47,10 @@ STORY = Story(
              "(a constant target) and not blocked, from the same network and the same views",
     block=f"{BLOCK}: L = ½ D(p₁, stop_gradient(z₂)) + ½ D(p₂, stop_gradient(z₁))",
     prediction="with the block the output keeps its spread (std of z/‖z‖ near 1/√d) and "
-               "nearest neighbours find the digit's class; without it the output collapses to "
-               "one direction (std → 0) and the embedding loses its classes (Chen & He 2021)",
+               "nearest neighbours find the digit's class; without it the loss reaches −1, the "
+               "output collapses to one direction (std → 0) and the embedding loses its "
+               "classes (Chen & He 2021, Figure 2). On 8×8 digits in a short training the "
+               "collapse is partial and the classes survive: the findings say where",
 )
 
 

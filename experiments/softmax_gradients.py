@@ -53,9 +53,9 @@ STORY = Story(
              "(also with tied maxima); the naive exp(x)/Σexp(x); and the cost of each",
     block=f"{BLOCK}: softmax(x) = softmax(x − stop_gradient(max x))",
     prediction="softmax is shift-invariant, so the gradient through the max is zero: blocked "
-               "and unblocked agree to rounding everywhere; the block only saves graph, time "
-               "and memory, while the shift itself keeps exp from overflowing above "
-               "log(finfo.max)",
+               "and unblocked agree to rounding everywhere; the block only saves graph nodes "
+               "and bytes saved for backward (its time is measured: too small to predict), "
+               "while the shift itself keeps exp from overflowing above log(finfo.max)",
 )
 
 DTYPES: dict[str, torch.dtype] = {

@@ -50,7 +50,8 @@ STORY = Story(
     block=f"{BLOCK}: z_q = z_e + stop_gradient(e − z_e) (also {CODEBOOK_BLOCK} and "
           f"{COMMITMENT_BLOCK} on the two auxiliary terms)",
     prediction="without the straight-through cut z_q = e and the encoder receives exactly zero "
-               "reconstruction gradient, so it cannot learn to code the digits",
+               "reconstruction gradient (van den Oord et al. 2017); what that does to the "
+               "reconstructions and the codebook is measured",
 )
 #: the further variants, each with one block off
 ABLATIONS = {"without_straight_through": BLOCK, "without_codebook": CODEBOOK_BLOCK,

@@ -62,7 +62,8 @@ def test_the_discriminator_step_reaches_the_generator_without_the_cut(quick_run)
     memory = costs["gan"]["memory"]  # bytes saved for backward are exact, not timings
     assert memory["unblocked"]["saved_tensor_bytes"] > memory["blocked"]["saved_tensor_bytes"]
     for case in ("td", "gan"):
-        assert costs[case]["blocked_seconds"] > 0 and costs[case]["rounds"] == 5
+        assert costs[case]["blocked_seconds"] > 0
+        assert costs[case]["rounds"] == gradient_lens.QUICK["rounds"]
 
 
 @pytest.mark.slow

@@ -67,13 +67,18 @@ def suptitle(fig: Figure, text: str, fontsize: float = 10) -> None:
     fig.suptitle(wrap(text, width), fontsize=fontsize)
 
 
-def draw_spread(ax: Any, x: Any, ys: Any, *, band_alpha: float = 0.18, **style: Any) -> Any:
+def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: float = 0.15,
+                **style: Any) -> Any:
     """A curve over seeds: ``ys`` holds one series per seed, each as long as ``x``.
 
-    One seed: its line. Several: the mean over the seeds as the line and their range (smallest
-    to largest) as a band of the same colour behind it. ``style`` goes to ``ax.plot`` (a
-    ``label`` too). Returns the line.
+    One seed: its line. Several, ``mode="band"``: the mean over the seeds as the line and their
+    range (smallest to largest) as a band of the same colour behind it (no band for a style
+    without a line, e.g. markers only); ``mode="lines"``: every seed's own line, thinner, the
+    first one labelled (for seeds whose curves sit at different levels, or log axes where a
+    mean says little). ``style`` goes to ``ax.plot``. Returns the (first) line.
     """
+    if mode not in ("band", "lines"):
+        raise ValueError(f"draw_spread: mode must be 'band' or 'lines', got {mode!r}")
     ys = np.asarray([np.asarray(y, dtype=float) for y in ys])
     x = np.asarray(x)
     if ys.ndim != 2 or ys.shape[1] != len(x):
@@ -82,12 +87,24 @@ def draw_spread(ax: Any, x: Any, ys: Any, *, band_alpha: float = 0.18, **style: 
     if len(ys) == 1:
         (line,) = ax.plot(x, ys[0], **style)
         return line
+    if mode == "lines":
+        thin = {**style, "linewidth": 0.9 * style.get("linewidth", style.get("lw", 1.5)),
+                "alpha": 0.75}
+        thin.pop("lw", None)
+        if "markersize" in thin or "ms" in thin:
+            thin["markersize"] = 0.7 * thin.pop("markersize", thin.pop("ms", 4))
+        first = None
+        for i, y in enumerate(ys):
+            (line,) = ax.plot(x, y, **(thin if i == 0 else {**thin, "label": "_nolegend_"}))
+            first = first or line
+        return first
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
         mean, lo, hi = np.nanmean(ys, 0), np.nanmin(ys, 0), np.nanmax(ys, 0)
     (line,) = ax.plot(x, mean, **style)
-    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=band_alpha, linewidth=0,
-                    zorder=line.get_zorder() - 0.5)
+    if str(style.get("linestyle", style.get("ls", "-"))).lower() not in ("none", "", " "):
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=band_alpha, linewidth=0,
+                        zorder=line.get_zorder() - 0.5)
     return line
 
 
