@@ -224,12 +224,12 @@ def _draw_report(run_dir: Path) -> None:
     """The command line's ``finish`` hook: draw the report and say how long it took."""
     import time
 
-    from toolkit.report import write_report
+    from toolkit.report import draw_report
 
     print("  drawing the report ...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        write_report(run_dir)
+        draw_report(run_dir)
     finally:
         print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
@@ -326,9 +326,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress.close()
     shown = [o.run_dir for o in outcomes]
     if grouped and status < 128:
-        from toolkit.report import write_report
+        from toolkit.report import draw_report
 
-        shown = finish_groups(outcomes, finish=None if args.no_report else write_report,
+        shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
                               t0=t0, say=None if args.quiet else _say, earlier=earlier)
     if not args.quiet and len(shown) <= 3:
         for folder in shown:
@@ -379,7 +379,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from toolkit.report import write_report
+    from toolkit.report import draw_report
     from toolkit.runner import ConfigError
 
     for run_dir in args.run_dirs:
@@ -389,7 +389,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                               "group (no group.json)", "give a folder such as "
                               "results/<experiment>/<run_id>")
     for run_dir in args.run_dirs:
-        print(write_report(run_dir))
+        print(draw_report(run_dir))
     return EXIT_OK
 
 

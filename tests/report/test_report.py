@@ -228,3 +228,21 @@ def test_draw_spread_checks_its_shapes() -> None:
                                          r"per seed, got shape \(2, 2\)"):
         draw_spread(ax, [0, 1, 2], [[1, 2], [3, 4]])
     plt.close(fig)
+
+
+@pytest.mark.slow
+def test_sections_drawn_in_processes_match_the_serial_report(tmp_path: Path) -> None:
+    from toolkit.runner import load_config
+
+    configs = load_config(Path(__file__).parents[2] / "configs" / "showcase_quick.toml",
+                          ['params.experiments=["tiny_counter", "td_learning"]'],
+                          output_dir=tmp_path)
+    run = run_experiment(configs[0])
+    figures = run.run_dir / "figures"
+    serial = write_report(run.run_dir).read_text()
+    names = sorted(p.name for p in figures.iterdir())
+    parallel = write_report(run.run_dir, workers=2).read_text()
+    assert sorted(p.name for p in figures.iterdir()) == names
+    assert names and any(n.startswith("td_learning__") for n in names)
+    strip = lambda html: re.sub(r"wall time [^<]*", "", html)  # noqa: E731
+    assert strip(parallel) == strip(serial)  # same figures, byte for byte

@@ -201,7 +201,8 @@ def _section_figures(job: tuple[str, tuple[str, ...], str | None, str, bool]
 
 
 def report_workers() -> int:
-    """Processes that draw a report's sections: ``TOOLKIT_REPORT_WORKERS``, else the CPUs."""
+    """Processes for drawing a report from the command line: ``TOOLKIT_REPORT_WORKERS``, else
+    the CPUs (at most 4)."""
     import os
 
     value = os.environ.get("TOOLKIT_REPORT_WORKERS")
@@ -210,20 +211,28 @@ def report_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
-def _draw_sections(jobs: list[tuple[str, tuple[str, ...], str | None, str, bool]]
-                   ) -> list[tuple[list[FigureItem], list[str]]]:
-    """Every section's figures: in this process, or spread over a pool of processes when there
-    are several sections and CPUs (each section reads only the files, so the drawing splits
-    cleanly; the figures are the same either way)."""
-    workers = min(report_workers(), len(jobs))
-    if workers <= 1:
-        return [_section_figures(job) for job in jobs]
+def _draw_sections(jobs: list[tuple[str, tuple[str, ...], str | None, str, bool]],
+                   workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
+    """Every section's figures: in this process, or spread over ``workers`` processes when
+    there are several sections (each reads only the files, so the drawing splits cleanly and
+    the figures are the same). A pool that cannot start its processes (a main module that
+    cannot be imported again, as with ``python - < script``) falls back to this process."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=workers,
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_section_figures, jobs))
+    workers = min(workers, len(jobs))
+    if multiprocessing.current_process().daemon:  # a pool's worker cannot start processes
+        workers = 1
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                return list(pool.map(_section_figures, jobs))
+        except (BrokenProcessPool, OSError):
+            plt.close("all")
+    return [_section_figures(job) for job in jobs]
 
 
 def _story(experiment: str) -> tuple[str, dict[str, str] | None]:
@@ -251,8 +260,9 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
                  f"number in a finding is the mean over the seeds with its range in brackets, "
                  f"[smallest, largest], and a prediction counts as held only where it held in "
                  f"every seed (or in the share its finding states). Curves in the figures "
-                 f"show every seed: the line is the mean, the band the range; images, graphs "
-                 f"and the tables in the details are the first seed's.")
+                 f"show every seed, as a band (the range) around the mean or, where the seeds "
+                 f"sit at different levels, as one line per seed; images, graphs and the "
+                 f"tables in the details are the first seed's.")
     if findings:
         yes = sum(f.verdict is True for f in findings)
         no = sum(f.verdict is False for f in findings)
@@ -266,12 +276,14 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
     return text
 
 
-def build(run: RunResults, *, group: SeedGroup | None = None) -> ReportContent:
+def build(run: RunResults, *, group: SeedGroup | None = None, workers: int = 1
+          ) -> ReportContent:
     """Gather a report's content from the run's files (figures are drawn here).
 
     With ``group`` (a seed group) ``run`` is its first seed with the others as replicates
     (:meth:`~toolkit.runner.results.RunResults.over_seeds`): the findings are the group's, over
-    every seed, and the figures see every seed.
+    every seed, and the figures see every seed. ``workers > 1`` draws the sections of a
+    showcase in that many processes.
     """
     problems: list[str] = []
     complete = run.status == "complete"
@@ -285,7 +297,8 @@ def build(run: RunResults, *, group: SeedGroup | None = None) -> ReportContent:
     views = [(name, run.child(name)) for name in run.children] or [("", run)]
     replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
     drawn = _draw_sections([(str(run.run_dir), replicates, name or None,
-                             f"{name}__" if name else "", complete) for name, _ in views])
+                             f"{name}__" if name else "", complete) for name, _ in views],
+                           workers)
     sections = []
     for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems

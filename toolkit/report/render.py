@@ -24,8 +24,8 @@ from toolkit.runner.results import RunResults, atomic_write_bytes, atomic_write_
 from toolkit.runner.story import fmt
 from toolkit.style import COLORS
 
-__all__ = ["CSS", "flatten", "format_value", "render_html", "render_markdown", "variant_table",
-           "write_report"]
+__all__ = ["CSS", "draw_report", "flatten", "format_value", "render_html", "render_markdown",
+           "variant_table", "write_report"]
 
 CSS = f"""
 body{{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -287,13 +287,15 @@ def _what(content: ReportContent) -> str:
     return f"run {content.run.run_dir.name}"
 
 
-def write_report(run_dir: str | Path) -> Path:
+def write_report(run_dir: str | Path, *, workers: int = 1) -> Path:
     """Draw the figures of a run into ``figures/`` and write ``report.html`` and ``report.md``.
 
     ``run_dir`` is a run directory or a seed group's (``toolkit.runner.seeds``): then the report
     covers every seed of the group (findings over the seeds, figures with each seed) and is
     written into the group's directory. Reads only the files, so it can be re-run at any time
     (``toolkit report DIR``), also on an interrupted or failed run (it shows what exists).
+    ``workers > 1`` draws the sections of a showcase in that many processes (spawned: call it
+    from a script's ``if __name__ == "__main__":`` block; the command line does).
     Returns the path of ``report.html``.
     """
     from toolkit.runner.seeds import SeedGroup, is_group
@@ -304,7 +306,7 @@ def write_report(run_dir: str | Path) -> Path:
     if group is None and not (run.run_dir / "meta.json").exists():
         raise FileNotFoundError(f"write_report: {run.run_dir} has no meta.json; is it a run "
                                 f"directory?")
-    content = build(run, group=group)
+    content = build(run, group=group, workers=workers)
     out = content.out_dir
     folder = out / "figures"
     folder.mkdir(exist_ok=True)
@@ -320,3 +322,12 @@ def write_report(run_dir: str | Path) -> Path:
     path = out / "report.html"
     atomic_write_text(path, render_html(content))
     return path
+
+
+def draw_report(run_dir: str | Path) -> Path:
+    """:func:`write_report` with the sections drawn in parallel (:func:`report_workers`
+    processes): the command line's report. A module-level function, so that a process pool can
+    call it too."""
+    from toolkit.report.content import report_workers
+
+    return write_report(run_dir, workers=report_workers())
