@@ -15,6 +15,7 @@ def figures(run: RunResults) -> dict[str, Any]:
 
     from experiments.adversarial_training import _LABELS
     from toolkit import draw_gradient_graph
+    from toolkit.report.figures import plot_seeds
     from toolkit.style import EXTRA_COLORS, integer_ticks, variant_style
 
     figs: dict[str, Any] = {}
@@ -29,10 +30,9 @@ def figures(run: RunResults) -> dict[str, Any]:
             for ax, key in zip(axes, ("clean_acc", "robust_acc")):
                 if f"{variant}/{method}/{key}" not in keys:
                     continue
-                steps, values = run.metric(f"{variant}/{method}/{key}")
-                ax.plot(steps, values, marker="o", ms=3,
-                        label=f"{_LABELS[method]}" + (f" ({variant})" if method != "standard"
-                                                      else ""), **style)
+                plot_seeds(ax, run, f"{variant}/{method}/{key}", marker="o", ms=3,
+                           label=f"{_LABELS[method]}" + (f" ({variant})" if method != "standard"
+                                                         else ""), **style)
     axes[0].set_title("clean accuracy (held-out check batch)", fontsize=10)
     axes[1].set_title(f"PGD-10 accuracy, ε = {run.params.get('eps')}", fontsize=10)
     for ax in axes:

@@ -10,12 +10,19 @@ import numpy as np
 
 from experiments.rbm_cd import NAMES, _methods
 from toolkit import draw_gradient_graph
+from toolkit.report.figures import plot_seeds
 from toolkit.runner import RunResults
 from toolkit.style import integer_ticks, variant_style
 
 
 def _metric(run: RunResults, key: str) -> tuple[np.ndarray, np.ndarray]:
     return run.metric(key) if key in run.metric_keys() else (np.array([]), np.array([]))
+
+
+def _seeds(ax: Any, run: RunResults, key: str, **style: Any) -> None:
+    """The metric over every seed of the run (mean and range), if it was logged."""
+    if key in run.metric_keys():
+        plot_seeds(ax, run, key, **style)
 
 
 def _variants(run: RunResults) -> list[str]:
@@ -87,9 +94,9 @@ def _loglik_figure(run: RunResults) -> Any:
     others: list[str] = []
     for ax, method in zip(axes, _methods(run)):
         for variant in _variants(run):
-            ax.plot(*_metric(run, f"{variant}/{method}/loglik"), marker=".",
-                    label=f"{variant} (mean-field chain)" if variant != "sampled" else
-                    "sampled chain, with the block", **variant_style(variant, others))
+            _seeds(ax, run, f"{variant}/{method}/loglik", marker=".",
+                   label=f"{variant} (mean-field chain)" if variant != "sampled" else
+                   "sampled chain, with the block", **variant_style(variant, others))
         for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
                                     ("toolkit", "^", "toolkit BernoulliRBM, same parameters")):
             steps, values = _metric(run, f"{peer}/{method}/loglik")
@@ -112,9 +119,8 @@ def _cosine_figure(run: RunResults) -> Any:
             style = variant_style(variant, others)
             for name, marker, what in (("cos_cd", "o", "CD update"),
                                        ("cos_exact", "x", "exact gradient")):
-                steps, values = _metric(run, f"{variant}/{method}/{name}")
-                ax.plot(steps, values, marker=marker, ms=4, mfc="none",
-                        label=f"{variant}: to the {what}", **style)
+                _seeds(ax, run, f"{variant}/{method}/{name}", marker=marker, ms=4, mfc="none",
+                       label=f"{variant}: to the {what}", **style)
         ax.axhline(0, color="0.8", lw=0.5)
         ax.set_ylim(-1.05, 1.05)
     _finish(fig, axes)

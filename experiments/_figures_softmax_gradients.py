@@ -16,11 +16,14 @@ def figures(run: RunResults) -> dict[str, Any]:
 
     from experiments.softmax_gradients import _SHAPE, COST_VARIANTS, DTYPES, KINDS, _floor
     from toolkit import draw_gradient_graph
+    from toolkit.report.figures import draw_spread
     from toolkit.style import EXTRA_COLORS, variant_style
 
     out: dict[str, Any] = {}
     grads = run.artifact("gradients")
     scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
+    # every seed's results (one band per line where there are several)
+    every = [res] + [r.artifact("gradients")["results"] for r in run.replicates[1:]]
     floor = 1e-20
     fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(3.6 * len(dtypes), 3.0 * len(KINDS) + 0.8),
                              squeeze=False, sharey=True, sharex=True, layout="constrained")
@@ -34,12 +37,14 @@ def figures(run: RunResults) -> dict[str, Any]:
             for v, label in names.items():
                 if rows[0].get(v) is None:
                     continue
-                ax.plot(scales, _floor([r[v]["max_abs_err"] for r in rows], floor),
-                        marker=markers[v], ms=3, mfc="none", label=f"{label} vs float64",
-                        **variant_style(v if v != "upcast" else "upcast", others))
-            ax.plot(scales, _floor([r["blocked_vs_unblocked"]["max_abs_diff"] for r in rows],
-                                   floor), color="k", marker="x", ms=4, linestyle="-", lw=0.8,
-                    label="|blocked − unblocked|")
+                draw_spread(ax, scales, [_floor([r[v]["max_abs_err"] for r in e[name][kind]],
+                                                floor) for e in every], mode="lines",
+                            marker=markers[v], ms=3, mfc="none", label=f"{label} vs float64",
+                            **variant_style(v if v != "upcast" else "upcast", others))
+            draw_spread(ax, scales, [_floor([r["blocked_vs_unblocked"]["max_abs_diff"]
+                                             for r in e[name][kind]], floor) for e in every],
+                        mode="lines", color="k", marker="x", ms=4, linestyle="-", lw=0.8,
+                        label="|blocked − unblocked|")
             ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6, label="dtype eps")
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -58,21 +63,23 @@ def figures(run: RunResults) -> dict[str, Any]:
     fig.suptitle("softmax gradient against torch.softmax's float64 gradient", fontsize=10)
     out["gradient_difference_vs_scale"] = (
         fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales, "
-             "per precision, for random and tied logits; the black crosses are the difference "
-             "between blocked and unblocked, which stays at the rounding level (grey: the "
-             "dtype's eps).")
+             "per precision, for random and tied logits (with several seeds, one line per "
+             "seed); the black crosses are the difference between blocked and unblocked, which "
+             "stays at the rounding level (grey: the dtype's eps).")
 
     failure = run.artifact("failure")
+    failures = [failure] + [r.artifact("failure") for r in run.replicates[1:]]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained",
                                   gridspec_kw={"width_ratios": [2, 1]})
     dnames = list(failure["dtypes"])
     for i, name in enumerate(dnames):
-        d = failure["dtypes"][name]
         color = EXTRA_COLORS[i % len(EXTRA_COLORS)]
-        ax.plot(failure["scales"], d["naive_nonfinite_fraction"], color=color,
-                label=f"naive {name}")
-        ax.plot(failure["scales"], d["stable_nonfinite_fraction"], color=color, linestyle=":",
-                label=f"stable {name}")
+        draw_spread(ax, failure["scales"], [f["dtypes"][name]["naive_nonfinite_fraction"]
+                                            for f in failures], color=color,
+                    label=f"naive {name}")
+        draw_spread(ax, failure["scales"], [f["dtypes"][name]["stable_nonfinite_fraction"]
+                                            for f in failures], color=color, linestyle=":",
+                    label=f"stable {name}")
     ax.set_xscale("log")
     ax.set_xlabel("logit scale s (inputs s·u, u ~ N(0, 1))")
     ax.set_ylabel("fraction of rows with inf/nan")
@@ -123,8 +130,9 @@ def figures(run: RunResults) -> dict[str, Any]:
                 ax.margins(y=0.2)
                 ax.set_title(f"{title}\n{label} float32", fontsize=8)
                 ax.tick_params(labelsize=7)
-        out["cost_bars"] = (fig, "Cost of one forward+backward (float32): time, autograd nodes, "
-                                 "peak memory and bytes saved for backward per variant.")
+        out["cost_bars"] = (fig, f"Cost of one forward+backward (float32, seed {run.seed}): "
+                                 "time, autograd nodes, peak memory and bytes saved for "
+                                 "backward per variant.")
     if "graph" in run.artifact_names():
         out["graph"] = (draw_gradient_graph(run.artifact("graph")),
                         "The backward graph of the stable softmax with its cut softmax.max "

@@ -36,8 +36,15 @@ from toolkit.algorithms.dice import (
     surrogate_objective,
     two_step_problem,
 )
-from toolkit.measure import time_fn
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.measure import race
+from toolkit.runner import (
+    ExperimentParams,
+    Finding,
+    RunContext,
+    RunResults,
+    Story,
+    TimeRatio,
+)
 
 DESCRIPTION = ("DiCE: gradient and Hessian of the magic-box objective with and without its "
                "stop-gradient, and of the classic surrogate, against exact ones")
@@ -60,11 +67,13 @@ class Params(ExperimentParams):
         default_factory=lambda: [10, 100, 1000, 10_000, 100_000],
         description="Monte-Carlo sample sizes N (trajectories per estimate)")
     repeats: int = Field(20, ge=2, description="independent estimates per sample size")
-    timing_repeat: int = Field(5, ge=1, description="timed calls of each derivative computation")
+    timing_repeat: int = Field(
+        9, ge=1, description="interleaved rounds timing each derivative computation (6 or more "
+                             "give a 95 % interval of the median ratio)")
 
 
 QUICK: dict[str, Any] = {"sample_sizes": [10, 100, 1000, 10_000], "repeats": 8,
-                         "timing_repeat": 3}
+                         "timing_repeat": 7}
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -159,16 +168,20 @@ def run(params: Params, ctx: RunContext) -> None:
         with disable_blocks(*ctx.disable_patterns):
             return derivatives(blocked_fn, theta)
 
-    ctx.costs(derivatives_seconds={
-        "n_samples": ns[-1],
-        "blocked": time_fn(lambda: derivatives(blocked_fn, theta),
-                           repeat=params.timing_repeat).median,
-        "unblocked": time_fn(unblocked, repeat=params.timing_repeat).median,
-        "surrogate": time_fn(lambda: derivatives(surrogate_fn, theta),
-                             repeat=params.timing_repeat).median})
+    # interleaved rounds: drifting machine load hits every contender alike
+    timed = race({"blocked": lambda: derivatives(blocked_fn, theta), "unblocked": unblocked,
+                  "surrogate": lambda: derivatives(surrogate_fn, theta)},
+                 rounds=params.timing_repeat, device=ctx.device)
+    ctx.costs(derivatives_seconds={"n_samples": ns[-1],
+                                   **{name: timed.median(name) for name in timed.names}},
+              dice_over_surrogate_rounds=list(timed.ratio("blocked", "surrogate").rounds))
 
 
 # --- what the report shows -------------------------------------------------------------------
+
+
+DICE = ("the DiCE property E[∇ⁿ ⊡(τ)·c] = ∇ⁿ E[c] for every n (Foerster et al. 2018, "
+        "Theorem 1)")
 
 
 def findings(run: RunResults) -> list[Finding]:
@@ -178,38 +191,52 @@ def findings(run: RunResults) -> list[Finding]:
     ns = mc["n_samples"]
     slope = mc["slope"]
     out = [
-        Finding(f"In expectation (every trajectory weighted by its probability, held constant) "
-                f"the DiCE gradient and Hessian equal the exact ones: relative errors "
-                f"{fmt(d['grad_rel_err'])} and {fmt(d['hessian_rel_err'])} (expected ≤ 1e-8).",
-                d["grad_rel_err"] <= 1e-8 and d["hessian_rel_err"] <= 1e-8),
-        Finding(f"The classic surrogate Σ log p · c gets the gradient right (relative error "
-                f"{fmt(sur['grad_rel_err'])}) and the Hessian wrong (relative error "
-                f"{fmt(sur['hessian_rel_err'])}: it misses E[c ∇log p ∇log pᵀ]).",
-                sur["grad_rel_err"] <= 1e-8 and sur["hessian_rel_err"] >= 0.1),
+        Finding("In expectation (every trajectory weighted by its probability, held constant) "
+                "the DiCE gradient and Hessian equal the exact ones: relative errors {g} and "
+                "{h} (expected ≤ 1e-8).",
+                d["grad_rel_err"] <= 1e-8 and d["hessian_rel_err"] <= 1e-8, basis=DICE,
+                values={"g": d["grad_rel_err"], "h": d["hessian_rel_err"]}),
+        Finding("The classic surrogate Σ log p · c gets the gradient right (relative error {g}) "
+                "and the Hessian wrong (relative error {h}: it misses E[c ∇log p ∇log pᵀ]).",
+                sur["grad_rel_err"] <= 1e-8 and sur["hessian_rel_err"] >= 0.1,
+                basis="the score-function surrogate's second derivative drops the term "
+                      "E[c ∇log p ∇log pᵀ] (Foerster et al. 2018, §3)",
+                values={"g": sur["grad_rel_err"], "h": sur["hessian_rel_err"]}),
         Finding(f"By Monte Carlo the DiCE errors shrink like 1/√N: from N = {ns[0]} to {ns[-1]} "
-                f"the gradient's falls from {fmt(mc['blocked']['grad_rel_err'][0])} to "
-                f"{fmt(mc['blocked']['grad_rel_err'][-1])} and the Hessian's from "
-                f"{fmt(mc['blocked']['hessian_rel_err'][0])} to "
-                f"{fmt(mc['blocked']['hessian_rel_err'][-1])} (log-log slopes "
-                f"{fmt(slope['grad'])} and {fmt(slope['hessian'])}, predicted −0.5), while the "
-                f"surrogate's Hessian error stays at {fmt(mc['surrogate']['hessian_rel_err'][-1])}.",
+                "the gradient's falls from {g0} to {g1} and the Hessian's from {h0} to {h1} "
+                "(log-log slopes {sg} and {sh}, predicted −0.5), while the surrogate's Hessian "
+                "error stays at {sur}.",
                 all(-0.65 <= slope[k] <= -0.35 for k in ("grad", "hessian"))
-                and mc["surrogate"]["hessian_rel_err"][-1] >= 0.1),
-        Finding(f"Without the block the magic box is the constant 1: the objective keeps its "
-                f"value ({fmt(u['value'])}, exact {fmt(s['exact']['objective'])}) but the "
-                f"gradient and Hessian norms are {fmt(u['grad_norm'])} and "
-                f"{fmt(u['hessian_norm'])} (exact: {fmt(s['exact']['grad_norm'])} and "
-                f"{fmt(s['exact']['hessian_norm'])}).",
+                and mc["surrogate"]["hessian_rel_err"][-1] >= 0.1,
+                basis="the central limit theorem: the root-mean-square error of a mean of N "
+                      "independent estimates falls like N^(−1/2)",
+                values={"g0": mc["blocked"]["grad_rel_err"][0],
+                        "g1": mc["blocked"]["grad_rel_err"][-1],
+                        "h0": mc["blocked"]["hessian_rel_err"][0],
+                        "h1": mc["blocked"]["hessian_rel_err"][-1],
+                        "sg": slope["grad"], "sh": slope["hessian"],
+                        "sur": mc["surrogate"]["hessian_rel_err"][-1]}),
+        Finding("Without the block the magic box is the constant 1: the objective keeps its "
+                "value ({value}, exact {exact}) but the gradient and Hessian norms are {gn} and "
+                "{hn} (exact: {egn} and {ehn}).",
                 u["grad_norm"] == 0 and u["hessian_norm"] == 0
                 and abs(u["value"] - s["exact"]["objective"]) <= 1e-12 * max(
-                    1.0, abs(s["exact"]["objective"]))),
+                    1.0, abs(s["exact"]["objective"])),
+                basis="exp(τ − τ) = 1 identically once the cut is gone, and a constant has no "
+                      "derivative",
+                values={"value": u["value"], "exact": s["exact"]["objective"],
+                        "gn": u["grad_norm"], "hn": u["hessian_norm"],
+                        "egn": s["exact"]["grad_norm"], "ehn": s["exact"]["hessian_norm"]}),
     ]
     cost = run.costs.get("derivatives_seconds", {})
-    if {"blocked", "unblocked", "surrogate"} <= set(cost):
-        out.append(Finding(f"A gradient and Hessian from N = {cost['n_samples']} samples take "
-                           f"{fmt(cost['blocked'], 's')} with DiCE, {fmt(cost['unblocked'], 's')} "
-                           f"without its block and {fmt(cost['surrogate'], 's')} with the "
-                           f"surrogate."))
+    rounds = run.costs.get("dice_over_surrogate_rounds")
+    if {"blocked", "unblocked", "surrogate"} <= set(cost) and rounds:
+        out.append(Finding(
+            f"A gradient and Hessian from N = {cost['n_samples']} samples take {{b:s}} with "
+            "DiCE, {u:s} without its block and {s:s} with the surrogate (medians); DiCE over "
+            "the surrogate: {timing}.", topic="cost",
+            values={"b": cost["blocked"], "u": cost["unblocked"], "s": cost["surrogate"]},
+            timing=TimeRatio(tuple(rounds))))
     return out
 
 
@@ -218,9 +245,11 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from toolkit.report.figures import draw_spread
     from toolkit.style import variant_style
 
-    data = run.artifact("monte_carlo")
+    seeds = [r.artifact("monte_carlo") for r in run.replicates]  # every seed: a band
+    data = seeds[0]
     ns = data["n_samples"].astype(float)
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained", sharey=True)
     others: list[str] = []
@@ -234,8 +263,8 @@ def figures(run: RunResults) -> dict[str, Any]:
                 style |= {"zorder": 1.9, "marker": "s", "markersize": 7, "mfc": "none"}
             else:
                 style |= {"marker": "o", "markersize": 4}
-            ax.plot(ns, data[f"{variant}_{key}"], label=label, **style)
-        first = data[f"blocked_{key}"][0]
+            draw_spread(ax, ns, [d[f"{variant}_{key}"] for d in seeds], label=label, **style)
+        first = float(np.mean([d[f"blocked_{key}"][0] for d in seeds]))
         ax.plot(ns, first * np.sqrt(ns[0] / ns), label="1/√N slope",
                 **variant_style("reference"))
         ax.set_xscale("log")

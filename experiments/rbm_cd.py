@@ -54,7 +54,7 @@ from toolkit.algorithms.rbm import (
 )
 from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.measure import count_graph_nodes
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
@@ -312,56 +312,59 @@ def _join(parts: list[str]) -> str:
 
 def findings(run: RunResults) -> list[Finding]:
     """Three or four sentences with their numbers and verdicts (the likelihoods are measured,
-    not predicted), from summary.json and costs.json."""
+    not predicted), from summary.json."""
     s, methods = run.summary, _methods(run)
     b, u = ({m: s[v][m] for m in methods} for v in ("blocked", "unblocked"))
-
-    def ll(x: float | None) -> str:
-        return fmt(x, digits=4)
-
     cos_b = min(b[m]["mean_cos_cd"] for m in methods)
-    cos_u = [u[m]["mean_cos_cd"] for m in methods]
+    cos_u = {f"cos_{m}": u[m]["mean_cos_cd"] for m in methods}
     out = [Finding(
-        f"With the block every update is the CD update (mean cosine to the CD statistics "
-        f"{fmt(cos_b, digits=4)} for every method); without it the gradient also flows back "
-        f"through the chain and points elsewhere: mean cosine "
-        + _join([f"{fmt(c, digits=4)} ({NAMES[m]})" for m, c in zip(methods, cos_u)]) + ".",
-        abs(1 - cos_b) < 1e-9 and all(c is not None and c < 0.999 for c in cos_u))]
+        "With the block every update is the CD update (mean cosine to the CD statistics "
+        "{cos_b:4} for every method); without it the gradient also flows back through the "
+        "chain and points elsewhere: mean cosine "
+        + _join([f"{{cos_{m}:4}} ({NAMES[m]})" for m in methods]) + ".",
+        abs(1 - cos_b) < 1e-9 and all(c is not None and c < 0.999 for c in cos_u.values()),
+        basis="the gradient of F(v_data) − F(v̄) with the chain's v̄ held constant is the CD "
+              "update (Hinton 2002)",
+        values={"cos_b": cos_b, **cos_u})]
     data = s.get("data", {})
     scale = ""
+    values: dict[str, Any] = {}
+    for m in methods:
+        values[f"b_{m}"], values[f"u_{m}"] = b[m]["final_loglik"], u[m]["final_loglik"]
     if data.get("uniform_loglik") is not None and data.get("optimum_loglik") is not None:
-        scale = (f"; the uniform model has {ll(data['uniform_loglik'])} and the best possible "
-                 f"{ll(data['optimum_loglik'])}")
-    pairs = [(b[m]["final_loglik"], u[m]["final_loglik"]) for m in methods]
+        scale = "; the uniform model has {uniform:4} and the best possible {optimum:4}"
+        values.update(uniform=data["uniform_loglik"], optimum=data["optimum_loglik"])
     lowest = ""
     if "pcd" in methods:
-        lowest = (f"; PCD-1's lowest during training is {ll(b['pcd']['min_loglik'])} vs "
-                  f"{ll(u['pcd']['min_loglik'])}, from {ll(b['pcd']['initial_loglik'])} at the "
-                  f"start")
+        lowest = ("; PCD-1's lowest during training is {b_min:4} vs {u_min:4}, from {start:4} "
+                  "at the start")
+        values.update(b_min=b["pcd"]["min_loglik"], u_min=u["pcd"]["min_loglik"],
+                      start=b["pcd"]["initial_loglik"])
     out.append(Finding(
         "Exact log-likelihood at the end, blocked vs unblocked: "
-        + _join([f"{NAMES[m]} {ll(x)} vs {ll(y)}" for m, (x, y) in zip(methods, pairs)])
+        + _join([f"{NAMES[m]} {{b_{m}:4}} vs {{u_{m}:4}}" for m in methods])
         + f" nats per pattern{lowest}{scale}. Neither update is the likelihood gradient, so "
           "theory does not rank them: CD's bias can lower the likelihood in long training "
-          "(Fischer & Igel 2010, on bars and stripes)."))
+          "(Fischer & Igel 2010, on bars and stripes).", values=values))
     if "toolkit" in s and "pcd" in s["toolkit"]:
-        ours, ref = s["toolkit"]["pcd"]["final_loglik"], s["sklearn"]["pcd"]["final_loglik"]
         out.append(Finding(
-            f"The toolkit's BernoulliRBM with scikit-learn's defaults (PCD-1, sampled chains) "
-            f"reaches {ll(ours)} nats per pattern and scikit-learn's {ll(ref)}: the same "
-            f"algorithm from the same initial weights, with other random draws (the test suite "
-            f"checks each update against an independent CD computation, and transform and "
-            f"pseudo-likelihood against scikit-learn's to 1e-12)."))
-    nodes = [(b[m]["graph_nodes"], u[m]["graph_nodes"]) for m in methods]
-    secs = run.costs.get("seconds", {})
-    times = [(secs.get("blocked", {}).get(m), secs.get("unblocked", {}).get(m)) for m in methods]
-    timing = "" if any(None in t for t in times) else "; training took " + _join(
-        [f"{fmt(x, 's')} vs {fmt(y, 's')} ({NAMES[m]})" for m, (x, y) in zip(methods, times)])
+            "The toolkit's BernoulliRBM with scikit-learn's defaults (PCD-1, sampled chains) "
+            "reaches {ours:4} nats per pattern and scikit-learn's {ref:4}: the same algorithm "
+            "from the same initial weights, with other random draws (the test suite checks "
+            "each update against an independent CD computation, and transform and "
+            "pseudo-likelihood against scikit-learn's to 1e-12).",
+            values={"ours": s["toolkit"]["pcd"]["final_loglik"],
+                    "ref": s["sklearn"]["pcd"]["final_loglik"]}))
+    nodes = {m: (b[m]["graph_nodes"], u[m]["graph_nodes"]) for m in methods}
     out.append(Finding(
         "Without the block the backward graph of an update contains the chain: "
-        + _join([f"{NAMES[m]} {x} → {y}" for m, (x, y) in zip(methods, nodes)])
-        + f" autograd nodes{timing}.",
-        all(x is not None and y is not None and y > x for x, y in nodes), topic="cost"))
+        + _join([f"{NAMES[m]} {{nb_{m}}} → {{nu_{m}}}" for m in methods]) + " autograd nodes.",
+        all(x is not None and y is not None and y > x for x, y in nodes.values()), "cost",
+        basis="reverse mode records every operation between the loss and the parameters, so "
+              "the chain's k steps join the graph once the cut is gone",
+        values={**{f"nb_{m}": x for m, (x, _) in nodes.items()},
+                **{f"nu_{m}": y for m, (_, y) in nodes.items()}},
+        seed_independent=True))
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -223,12 +224,12 @@ def _draw_report(run_dir: Path) -> None:
     """The command line's ``finish`` hook: draw the report and say how long it took."""
     import time
 
-    from toolkit.report import write_report
+    from toolkit.report import draw_report
 
     print("  drawing the report ...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        write_report(run_dir)
+        draw_report(run_dir)
     finally:
         print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
@@ -270,6 +271,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from toolkit.runner.dask_executor import _import_distributed
 
         _import_distributed()  # a missing extra is an input error, before anything runs
+    from toolkit.runner.seeds import finish_groups, makes_groups
+
+    grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group
+    earlier: list[Path] = []
     if args.resume:
         from toolkit.runner.sweep import find_complete
 
@@ -278,8 +283,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             done = find_complete(config)
             if done is None:
                 todo.append(config)
-            elif not args.quiet:
-                print(f"skipped (complete): {done}")
+            else:
+                earlier.append(done)
+                if not args.quiet:
+                    print(f"skipped (complete): {done}")
         configs = todo
         if not configs:
             print("nothing to do: every run is complete")
@@ -300,7 +307,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_dir(config)
     finish = None
     in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
-    if not args.no_report:
+    # A seed group gets one report over its seeds, drawn once all of them have finished
+    # (their own reports are skipped).
+    if not args.no_report and not grouped:
         from toolkit.report import write_report as finish
         if in_process and not args.quiet:
             finish = _draw_report  # says what it does and how long it took
@@ -309,21 +318,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
               f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
     progress = _Progress(len(configs), args.quiet)
+    t0 = time.perf_counter()
     try:
         outcomes, status = run_configs(configs, executor=executor, quiet=args.quiet,
                                        finish=finish, on_done=progress)
     finally:
         progress.close()
-    if not args.quiet and len(outcomes) <= 3:
-        for outcome in outcomes:
-            if outcome.status == "complete":
-                _print_findings(outcome.run_dir)
+    shown = [o.run_dir for o in outcomes]
+    if grouped and status < 128:
+        from toolkit.report import draw_report
+
+        shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
+                              t0=t0, say=None if args.quiet else _say, earlier=earlier)
+    if not args.quiet and len(shown) <= 3:
+        for folder in shown:
+            if (folder / "findings.json").is_file():
+                _print_findings(folder)
     if not args.no_report and not args.quiet:
-        for outcome in outcomes:
-            report = outcome.run_dir / "report.html"
+        for folder in shown:
+            report = folder / "report.html"
             if report.exists():
                 print(f"report: {report}")
     return status
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def _print_findings(run_dir: Path) -> None:
@@ -343,6 +363,11 @@ def _print_findings(run_dir: Path) -> None:
         for f in items:
             mark = {True: "+", False: "!", None: "·"}[f.verdict]
             print(f"  {mark} {f}")
+    if not (run_dir / "meta.json").is_file():  # a seed group
+        info = json.loads((run_dir / "group.json").read_text(encoding="utf-8"))
+        if info.get("wall_seconds") is not None:
+            print(f"wall time {info['wall_seconds']:.1f} s for {len(info['seeds'])} seeds")
+        return
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
     if meta.get("wall_seconds") is not None:
         print(f"wall time {meta['wall_seconds']:.1f} s (experiments {meta['duration_s']:.1f} s"
@@ -354,15 +379,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from toolkit.report import write_report
+    from toolkit.report import draw_report
     from toolkit.runner import ConfigError
 
     for run_dir in args.run_dirs:
-        if not (Path(run_dir) / "meta.json").is_file():
-            raise ConfigError(run_dir, "", "not a run directory (no meta.json)",
-                              "give a folder such as results/<experiment>/<run_id>")
+        if not ((Path(run_dir) / "meta.json").is_file()
+                or (Path(run_dir) / "group.json").is_file()):
+            raise ConfigError(run_dir, "", "not a run directory (no meta.json) nor a seed "
+                              "group (no group.json)", "give a folder such as "
+                              "results/<experiment>/<run_id>")
     for run_dir in args.run_dirs:
-        print(write_report(run_dir))
+        print(draw_report(run_dir))
     return EXIT_OK
 
 

@@ -5,7 +5,9 @@ One module for experiments and benchmarks alike:
 - :func:`time_fn`: median (min, mean, std) wall time of repeated calls;
 - :func:`race`: several contenders timed in interleaved rounds, with per-round ratios (the
   harness every benchmark script uses: on a shared machine the speed of one call drifts by tens
-  of percent from one moment to the next, so contenders are compared round by round);
+  of percent from one moment to the next, so contenders are compared round by round), and
+  :meth:`Race.ratio`: the median of the per-round ratios with a distribution-free 95 % interval
+  (:func:`median_interval`); a timing supports a claim only when that interval excludes 1;
 - :class:`Timer`: a context manager for one stretch of work;
 - :func:`count_graph_nodes`: the size of the backward graph behind an output;
 - :func:`measure_memory`: peak tensor memory and the bytes saved for backward.
@@ -27,6 +29,7 @@ One module for experiments and benchmarks alike:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -43,10 +46,12 @@ from toolkit.core.gradients import count_graph_nodes
 __all__ = [
     "MemoryStats",
     "Race",
+    "Ratio",
     "Timer",
     "TimingStats",
     "count_graph_nodes",
     "measure_memory",
+    "median_interval",
     "race",
     "time_fn",
 ]
@@ -276,19 +281,80 @@ class Timer:
             self._on_exit(self.name, self.seconds)
 
 
+def median_interval(values: Sequence[float], confidence: float = 0.95
+                    ) -> tuple[float, float] | None:
+    """A distribution-free confidence interval for the median of ``values``.
+
+    With ``n`` independent samples sorted as ``x₍₁₎ ≤ … ≤ x₍ₙ₎``, the interval
+    ``[x₍ₖ₎, x₍ₙ₊₁₋ₖ₎]`` holds the population median with probability
+    ``1 − 2·P(Bin(n, ½) ≤ k − 1)``, whatever the distribution; ``k`` is the largest index whose
+    coverage is still at least ``confidence``. Returns ``None`` when even ``[min, max]`` covers
+    less (``n < 6`` for 95 %): too few rounds for an interval.
+
+    References:
+        Conover (1999), Practical Nonparametric Statistics, 3rd ed., §3.2 (confidence interval
+        for a quantile); David & Nagaraja (2003), Order Statistics, §7.1.
+
+    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    (1.0, 6.0)
+    >>> median_interval([5, 1, 4, 2, 3]) is None
+    True
+    >>> median_interval(range(1, 21))
+    (6, 15)
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"median_interval: confidence must be in (0, 1), got {confidence}")
+    xs = sorted(values)
+    n = len(xs)
+    best = None
+    below = 0.0  # P(Bin(n, ½) ≤ k − 1)
+    for k in range(1, n // 2 + 1):
+        below += math.comb(n, k - 1) / 2.0 ** n
+        if 1 - 2 * below < confidence:
+            break
+        best = k
+    return None if best is None else (xs[best - 1], xs[n - best])
+
+
 @dataclass(frozen=True)
 class Ratio:
-    """Per-round ratios ``a / b`` of two contenders: median, min and max over the rounds."""
+    """Per-round ratios ``a / b`` of two contenders: median, range and a 95 % interval.
+
+    ``lo``/``hi`` bound the median of the per-round ratios with 95 % confidence
+    (:func:`median_interval`, distribution-free); ``None`` with fewer than 6 rounds. A timing
+    says "a is faster" only when ``hi < 1`` (:attr:`excludes_one`).
+    """
 
     a: str
     b: str
     median: float
     min: float
     max: float
+    lo: float | None = None
+    hi: float | None = None
+    rounds: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, a: str, b: str, ratios: Sequence[float]) -> Ratio:
+        """Summarise per-round ratios (NaN and non-positive entries are dropped)."""
+        kept = [float(r) for r in ratios if r > 0 and math.isfinite(r)]
+        if not kept:
+            nan = float("nan")
+            return cls(a, b, nan, nan, nan)
+        interval = median_interval(kept)
+        lo, hi = interval if interval is not None else (None, None)
+        return cls(a, b, statistics.median(kept), min(kept), max(kept), lo, hi, tuple(kept))
+
+    @property
+    def excludes_one(self) -> bool:
+        """The 95 % interval lies wholly above or wholly below 1 (False without an interval)."""
+        return self.lo is not None and self.hi is not None and (self.hi < 1 or self.lo > 1)
 
     def __str__(self) -> str:
-        return (f"{self.a} / {self.b} = {self.median:.3f}x  "
-                f"(rounds {self.min:.3f}..{self.max:.3f})")
+        interval = (f"95 % interval {self.lo:.3f}..{self.hi:.3f}, " if self.lo is not None
+                    and self.hi is not None else "")
+        return (f"{self.a} / {self.b} = {self.median:.3f}x  ({interval}"
+                f"rounds {self.min:.3f}..{self.max:.3f}, n = {len(self.rounds)})")
 
 
 @dataclass(frozen=True)
@@ -318,12 +384,9 @@ class Race:
         return min(self.wall[name])
 
     def ratio(self, a: str, b: str, *, clock: str = "wall") -> Ratio:
-        """The ratio ``a / b`` in each round (both ran back to back), summarised."""
+        """The ratio ``a / b`` in each round (both ran back to back): median, range, 95 % interval."""
         times = self.wall if clock == "wall" else self.cpu
-        ratios = [x / y for x, y in zip(times[a], times[b]) if y > 0]
-        if not ratios:
-            return Ratio(a, b, float("nan"), float("nan"), float("nan"))
-        return Ratio(a, b, statistics.median(ratios), min(ratios), max(ratios))
+        return Ratio.of(a, b, [x / y for x, y in zip(times[a], times[b]) if y > 0])
 
     def table(self, *, unit: str = "ms", scale: float = 1e3) -> str:
         """One line per contender: median and min over the rounds."""

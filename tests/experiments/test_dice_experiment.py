@@ -38,6 +38,7 @@ def test_findings_and_figures(quick_run: RunResults) -> None:
     items = dice_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert [f.verdict for f in items if f.verdict is not None] == [True] * 4
-    assert items[-1].verdict is None and "ms" in items[-1].text
+    assert items[-1].verdict is None and "ms" in items[-1].sentence
+    assert items[-1].label == "measured" and items[-1].timing is not None
     figs = dice_experiment.figures(quick_run)
     assert list(figs) == ["monte_carlo_error"] and isinstance(figs["monte_carlo_error"], Figure)

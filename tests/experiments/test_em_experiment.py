@@ -62,7 +62,10 @@ def test_quick_run_reports_the_three_variants(quick_run) -> None:
 def test_findings_verdicts_and_figures(quick_run) -> None:
     items = em_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
-    assert [f.verdict for f in items if f.topic == "result"] == [True] * 4
+    # Fisher's identity, the entropy on the 2-D mixture, scikit-learn parity; the
+    # log-likelihoods and iris are measured
+    assert [f.verdict for f in items if f.topic == "result"] == [True, True, None, True, None]
+    assert all(f.basis for f in items if f.verdict is not None)
     # the reference reaches the good optimum from the shared start
     assert quick_run.summary["closed_form"]["means_rmse"] < 0.5
     for value in em_experiment.figures(quick_run).values():

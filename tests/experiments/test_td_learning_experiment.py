@@ -48,7 +48,8 @@ def test_findings_and_figures(quick_run: RunResults) -> None:
     items = td_learning.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert [f.verdict for f in items if f.verdict is not None] == [True] * 5
-    assert "not free" in items[3].text and "437" in items[2].text
+    assert "not free" in items[3].text and "437" in items[2].sentence
+    assert all(f.seed_independent for f in items[:4])
     figs = td_learning.figures(quick_run)
     assert list(figs) == ["a_split_values", "baird_weight_norm", "chain_values"]
     assert all(isinstance(f, Figure) for f in figs.values())

@@ -190,3 +190,59 @@ def test_report_of_an_interrupted_run_has_no_warnings(tmp_path: Path, recwarn) -
     html = write_report(run.run_dir).read_text()
     assert "This run is interrupted" in html and "figures() failed" not in html
     assert not [w for w in recwarn if "matplotlib" in str(w.filename)]
+
+
+def test_report_over_seeds_shows_counts_and_bands(runs: list[RunResults]) -> None:
+    from toolkit.report.figures import plot_seeds
+    from toolkit.runner import SeedGroup, write_group
+
+    folder = write_group([r.run_dir for r in runs])
+    html = write_report(folder).read_text()
+    assert (folder / "report.md").is_file() and (folder / "figures").is_dir()
+    item = re.search(r'<ul class="findings">(.*?)</ul>', html, re.S).group(1)
+    # the loss's prediction holds in both seeds; its numbers are the mean [range]
+    assert 'data-seeds="2/2"' in item and "held in 2/2 seeds" in item
+    losses = sorted(r.summary["blocked"]["loss"] for r in runs)
+    assert f"[{losses[0]:.3g}, {losses[1]:.3g}]" in item
+    assert "seeds 0, 1" in html and "seed group" in html
+    # figures see every seed: a line (the mean) and a band (the range)
+    view = SeedGroup(folder).results()
+    assert [r.seed for r in view.replicates] == [0, 1]
+    fig, ax = plt.subplots()
+    line = plot_seeds(ax, view, "blocked/train/loss")
+    per_seed = [r.metric("blocked/train/loss")[1] for r in runs]
+    assert np.allclose(line.get_ydata(), np.mean(per_seed, axis=0))
+    assert len(ax.collections) == 1  # the band
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plot_seeds(ax, runs[0], "blocked/train/loss")  # one seed: the line alone
+    assert len(ax.collections) == 0
+    plt.close(fig)
+
+
+def test_draw_spread_checks_its_shapes() -> None:
+    from toolkit.report.figures import draw_spread
+
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match=r"draw_spread: ys must be one series of len\(x\) = 3 "
+                                         r"per seed, got shape \(2, 2\)"):
+        draw_spread(ax, [0, 1, 2], [[1, 2], [3, 4]])
+    plt.close(fig)
+
+
+@pytest.mark.slow
+def test_sections_drawn_in_processes_match_the_serial_report(tmp_path: Path) -> None:
+    from toolkit.runner import load_config
+
+    configs = load_config(Path(__file__).parents[2] / "configs" / "showcase_quick.toml",
+                          ['params.experiments=["tiny_counter", "td_learning"]'],
+                          output_dir=tmp_path)
+    run = run_experiment(configs[0])
+    figures = run.run_dir / "figures"
+    serial = write_report(run.run_dir).read_text()
+    names = sorted(p.name for p in figures.iterdir())
+    parallel = write_report(run.run_dir, workers=2).read_text()
+    assert sorted(p.name for p in figures.iterdir()) == names
+    assert names and any(n.startswith("td_learning__") for n in names)
+    strip = lambda html: re.sub(r"wall time [^<]*", "", html)  # noqa: E731
+    assert strip(parallel) == strip(serial)  # same figures, byte for byte

@@ -23,7 +23,7 @@ def test_run_report_compare(tiny_config: Path, tmp_path: Path) -> None:
     proc = cli("run", str(tiny_config), "--seeds", "0,1", "--out", str(out), "--quiet",
                "--no-report")
     assert proc.returncode == 0, proc.stderr
-    run_dirs = sorted((out / "tiny_counter").iterdir())
+    run_dirs = sorted(d for d in (out / "tiny_counter").iterdir() if (d / "meta.json").is_file())
     assert len(run_dirs) == 2
     runs = [RunResults(d) for d in run_dirs]
     assert {r.meta["seed"] for r in runs} == {0, 1}

@@ -219,14 +219,18 @@ def test_resume_skips_complete_runs(tiny_config: Path, tmp_path: Path,
     base = ["run", str(tiny_config), "--out", str(out), "--no-report", "--quiet"]
     assert main([*base, "--seeds", "0,1"]) == 0
     assert main([*base, "--seeds", "0,1,2", "--resume"]) == 0
-    seeds = sorted(int(d.name.split("__seed")[1].split("__")[0])
-                   for d in (out / "tiny_counter").iterdir())
+    runs = [d for d in (out / "tiny_counter").iterdir() if (d / "meta.json").is_file()]
+    seeds = sorted(int(d.name.split("__seed")[1].split("__")[0]) for d in runs)
     assert seeds == [0, 1, 2]
+    # each invocation made its seed group, the resumed one over every seed it covers
+    groups = sorted(d.name.split("__")[1] for d in (out / "tiny_counter").iterdir()
+                    if (d / "group.json").is_file())
+    assert groups == ["seeds0-1", "seeds0-2"]
     assert main([*base, "--seeds", "0,1,2", "--resume"]) == 0
     assert "nothing to do" in capsys.readouterr().out
     # a different config is not "complete"
     assert main([*base, "--seeds", "0", "--resume", "--set", "params.lr=0.3"]) == 0
-    assert len(list((out / "tiny_counter").iterdir())) == 4
+    assert len([d for d in (out / "tiny_counter").iterdir() if (d / "meta.json").is_file()]) == 4
 
 
 def test_disable_blocks_accepts_a_single_pattern(tiny_config: Path) -> None:

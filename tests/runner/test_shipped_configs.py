@@ -32,3 +32,10 @@ def test_sweep_config_expands_grid_times_seeds():
     assert len(runs) == 6
     points = sorted({run.sweep_point["params.inner_steps"] for run in runs})
     assert points == [1, 5, 20]
+
+
+def test_the_showcase_runs_three_seeds_side_by_side(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("TOOLKIT_EXPERIMENTS_PATH")
+    runs = load_config(CONFIGS[0].parent / "showcase.toml", overrides=["device=cpu"])
+    assert [run.seed for run in runs] == [0, 1, 2]
+    assert {run.executor.workers for run in runs} == {3}

@@ -16,11 +16,17 @@ def test_findings_are_written_with_their_verdicts(tmp_path: Path) -> None:
     data = json.loads((run.run_dir / "findings.json").read_text())
     (item,) = data["findings"]["tiny_counter"]
     assert item["verdict"] is True and item["label"] == "as predicted"
-    assert item["text"].startswith("The final loss is ")
-    assert data["problems"] == []
+    assert item["text"].startswith("The final loss is ") and "{" not in item["text"]
+    assert data["problems"] == [] and data["seeds"] == [0]
+    (own,) = item["per_seed"]  # the run's own finding: its template and numbers
+    assert own["seed"] == 0 and own["text"] == ("The final loss is {blocked} blocked and "
+                                                "{unblocked} unblocked.")
+    assert own["values"]["blocked"] == run.summary["blocked"]["loss"]
     md = (run.run_dir / "findings.md").read_text()
-    assert md.startswith("# Findings") and "(as predicted)" in md
-    assert read_findings(run.run_dir) == {"tiny_counter": [Finding(item["text"], True)]}
+    assert md.startswith("# Findings") and "(as predicted; held in 1/1 seed)" in md
+    (verdict,) = read_findings(run.run_dir)["tiny_counter"]
+    assert (verdict.text, verdict.verdict, verdict.seeds) == (item["text"], True, (0,))
+    assert verdict.basis == "the chain rule through the target"
 
 
 def test_a_failing_findings_function_is_recorded_not_fatal(tmp_path: Path) -> None:
@@ -67,7 +73,8 @@ def test_fmt_gives_three_significant_digits_and_units(value, unit, text) -> None
 
 
 def test_finding_str_carries_its_verdict() -> None:
-    assert str(Finding("x is 1.", False)) == "x is 1. (not as predicted)"
+    assert str(Finding("x is {x}.", False, basis="b", values={"x": 1})) == \
+        "x is 1. (not as predicted)"
     assert str(Finding("took 2 s.")) == "took 2 s. (measured)"
 
 

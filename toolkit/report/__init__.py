@@ -13,11 +13,12 @@ from toolkit.report.figures import (
     summary_figure,
     text_problems,
 )
-from toolkit.report.render import write_report
+from toolkit.report.render import draw_report, write_report
 
 __all__ = [
     "compare_runs",
     "default_figures",
+    "draw_report",
     "format_table",
     "metric_figure",
     "metric_groups",

@@ -21,7 +21,8 @@ from typing import Any
 from toolkit.report.figures import default_figures, plt, summary_pairs
 from toolkit.report.tables import tables
 from toolkit.runner.results import RunResults
-from toolkit.runner.story import Finding, compute_findings, read_findings
+from toolkit.runner.seeds import SeedGroup
+from toolkit.runner.verdicts import Verdict, aggregate, compute_findings, read_findings
 
 __all__ = ["FigureItem", "ReportContent", "Section", "build"]
 
@@ -49,13 +50,14 @@ class Section:
     experiment: str
     description: str
     story: dict[str, str] | None
-    findings: list[Finding]
+    findings: list[Verdict]
     figures: list[FigureItem]
     summary_tables: list[tuple[list[str], list[list[str]]]]
     cost_tables: list[tuple[list[str], list[list[str]]]]
     equal: list[str]
     params: dict[str, Any]
     notes: list[str]
+    tables_note: str = ""
 
     @property
     def headline(self) -> list[FigureItem]:
@@ -65,7 +67,7 @@ class Section:
     def details(self) -> list[FigureItem]:
         return [f for f in self.figures if not f.headline]
 
-    def first(self, topic: str) -> Finding | None:
+    def first(self, topic: str) -> Verdict | None:
         return next((f for f in self.findings if f.topic == topic), None)
 
 
@@ -80,10 +82,20 @@ class ReportContent:
     top_figures: list[FigureItem]
     problems: list[str]
     report_seconds: float = 0.0
+    group: SeedGroup | None = None
 
     @property
     def showcase(self) -> bool:
         return bool(self.run.children)
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.run.replicates]
+
+    @property
+    def out_dir(self) -> Path:
+        """Where the report goes: the run directory, or the seed group's directory."""
+        return self.group.path if self.group is not None else self.run.run_dir
 
 
 def _png(fig: Any) -> bytes:
@@ -177,6 +189,52 @@ def _figures(view: RunResults, prefix: str, problems: list[str], complete: bool
     return items
 
 
+def _section_figures(job: tuple[str, tuple[str, ...], str | None, str, bool]
+                     ) -> tuple[list[FigureItem], list[str]]:
+    """Draw one section's figures from the files (a process-pool task: plain arguments)."""
+    run_dir, replicates, child, prefix, complete = job
+    view = RunResults(run_dir, _replicates=tuple(Path(p) for p in replicates))
+    if child is not None:
+        view = view.child(child)
+    problems: list[str] = []
+    return _figures(view, prefix, problems, complete), problems
+
+
+def report_workers() -> int:
+    """Processes for drawing a report from the command line: ``TOOLKIT_REPORT_WORKERS``, else
+    the CPUs (at most 4)."""
+    import os
+
+    value = os.environ.get("TOOLKIT_REPORT_WORKERS")
+    if value is not None and value.strip().isdigit() and int(value) >= 1:
+        return int(value)
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def _draw_sections(jobs: list[tuple[str, tuple[str, ...], str | None, str, bool]],
+                   workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
+    """Every section's figures: in this process, or spread over ``workers`` processes when
+    there are several sections (each reads only the files, so the drawing splits cleanly and
+    the figures are the same). A pool that cannot start its processes (a main module that
+    cannot be imported again, as with ``python - < script``) falls back to this process."""
+    import multiprocessing
+
+    workers = min(workers, len(jobs))
+    if multiprocessing.current_process().daemon:  # a pool's worker cannot start processes
+        workers = 1
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                return list(pool.map(_section_figures, jobs))
+        except (BrokenProcessPool, OSError):
+            plt.close("all")
+    return [_section_figures(job) for job in jobs]
+
+
 def _story(experiment: str) -> tuple[str, dict[str, str] | None]:
     try:
         from toolkit.runner.registry import load_experiment
@@ -188,34 +246,62 @@ def _story(experiment: str) -> tuple[str, dict[str, str] | None]:
     return exp.description, (story.to_dict() if hasattr(story, "to_dict") else None)
 
 
-def _overview(sections: list[Section], showcase: bool) -> str:
+def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
     findings = [f for s in sections for f in s.findings]
-    yes = sum(f.verdict is True for f in findings)
-    no = sum(f.verdict is False for f in findings)
     n = len(sections)
     what = (f"{n} experiment{'s' * (n != 1)}, each run" if showcase else "The experiment ran")
+    n_seeds = len(seeds)
     text = (f"{what} twice from the same seed: once with its stop_gradient block active "
             f"(“blocked”, the method as published) and once with the same code inside "
             f"disable_blocks (“unblocked”), where gradient flows through the blocked quantity. "
             f"Each section states what theory predicts and what the run found.")
+    if n_seeds > 1:
+        text += (f" Every comparison ran with {n_seeds} seeds ({', '.join(map(str, seeds))}): a "
+                 f"number in a finding is the mean over the seeds with its range in brackets, "
+                 f"[smallest, largest], and a prediction counts as held only where it held in "
+                 f"every seed (or in the share its finding states). Curves in the figures "
+                 f"show every seed, as a band (the range) around the mean or, where the seeds "
+                 f"sit at different levels, as one line per seed; images, graphs and the "
+                 f"tables in the details are the first seed's.")
     if findings:
-        n = len(findings)
-        text += (f" Of {n} finding{'s' * (n != 1)}, {yes} came out as predicted"
-                 + (f", {no} did not" if no else "") + ".")
+        yes = sum(f.verdict is True for f in findings)
+        no = sum(f.verdict is False for f in findings)
+        fixed = sum(f.seed_independent for f in findings)
+        k = len(findings)
+        text += (f" Of {k} finding{'s' * (k != 1)}, {yes} came out as predicted by a named "
+                 f"theorem, closed form or paper"
+                 + (f", {no} did not" if no else "")
+                 + f", and {k - yes - no} are measurements without a prediction; {fixed} "
+                   f"cannot depend on the seed (exact values, closed forms, graph sizes).")
     return text
 
 
-def build(run: RunResults) -> ReportContent:
-    """Gather a report's content from the run's files (figures are drawn here)."""
+def build(run: RunResults, *, group: SeedGroup | None = None, workers: int = 1
+          ) -> ReportContent:
+    """Gather a report's content from the run's files (figures are drawn here).
+
+    With ``group`` (a seed group) ``run`` is its first seed with the others as replicates
+    (:meth:`~toolkit.runner.results.RunResults.over_seeds`): the findings are the group's, over
+    every seed, and the figures see every seed. ``workers > 1`` draws the sections of a
+    showcase in that many processes.
+    """
     problems: list[str] = []
     complete = run.status == "complete"
-    findings = read_findings(run.run_dir)
-    if not findings and complete:
-        findings, problems_found = compute_findings(run.run_dir)
-        problems += problems_found
+    findings = read_findings(group.path if group is not None else run.run_dir)
+    if not findings and complete and group is None:
+        found, problems_found = compute_findings(run.run_dir)
+        findings, more = aggregate({run.seed: found})
+        problems += problems_found + more
+    if group is not None:
+        problems += _group_problems(group)
     views = [(name, run.child(name)) for name in run.children] or [("", run)]
+    replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
+    drawn = _draw_sections([(str(run.run_dir), replicates, name or None,
+                             f"{name}__" if name else "", complete) for name, _ in views],
+                           workers)
     sections = []
-    for name, view in views:
+    for (name, view), (figures, drawn_problems) in zip(views, drawn):
+        problems += drawn_problems
         description, story = _story(view.experiment)
         pairs = summary_pairs(view.summary)
         equal = [k for k, v in pairs.items() if v["blocked"] == v["unblocked"]]
@@ -227,12 +313,16 @@ def build(run: RunResults) -> ReportContent:
         if not complete:
             notes.append(f"This run is {run.status}: the numbers below are what it wrote "
                          f"before it stopped; figures that need the rest are left out.")
+        if group is not None and len(run.replicates) > 1:
+            notes_seed = f" (seed {run.seed}; every seed's are in its own run directory)"
+        else:
+            notes_seed = ""
         sections.append(Section(
             name=name or view.experiment, experiment=view.experiment, description=description,
             story=story, findings=findings.get(name or view.experiment, []),
-            figures=_figures(view, f"{name}__" if name else "", problems, complete),
+            figures=figures,
             summary_tables=tables(view.summary), cost_tables=tables(view.costs), equal=equal,
-            params=view.params, notes=notes))
+            params=view.params, notes=notes, tables_note=notes_seed))
     top: list[FigureItem] = []
     if run.children:
         for name, fig, caption in _experiment_figures(run, problems, not complete):
@@ -243,5 +333,15 @@ def build(run: RunResults) -> ReportContent:
             sections[0].findings = sections[0].findings + extra
     title = ("Showcase: where the gradient must be cut" if run.children
              else f"{run.experiment or 'run'}")
-    return ReportContent(run, title, sections, _overview(sections, bool(run.children)), top,
-                         problems)
+    seeds = [r.seed for r in run.replicates]
+    return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
+                         top, problems, group=group)
+
+
+def _group_problems(group: SeedGroup) -> list[str]:
+    import json
+
+    path = group.path / "findings.json"
+    if not path.is_file():
+        return []
+    return list(json.loads(path.read_text(encoding="utf-8")).get("problems", []))

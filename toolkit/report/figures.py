@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,9 +29,12 @@ from toolkit.style import integer_ticks, variant_style
 
 __all__ = [
     "default_figures",
+    "draw_spread",
     "metric_figure",
     "metric_groups",
+    "metric_over_seeds",
     "numeric_leaves",
+    "plot_seeds",
     "summary_figure",
     "summary_pairs",
     "suptitle",
@@ -61,6 +65,74 @@ def suptitle(fig: Figure, text: str, fontsize: float = 10) -> None:
     """A figure title wrapped to the figure's width (about 11 characters per inch at 10 pt)."""
     width = max(12, int(fig.get_figwidth() * 110 / fontsize))
     fig.suptitle(wrap(text, width), fontsize=fontsize)
+
+
+def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: float = 0.15,
+                **style: Any) -> Any:
+    """A curve over seeds: ``ys`` holds one series per seed, each as long as ``x``.
+
+    One seed: its line. Several, ``mode="band"``: the mean over the seeds as the line and their
+    range (smallest to largest) as a band of the same colour behind it (no band for a style
+    without a line, e.g. markers only); ``mode="lines"``: every seed's own line, thinner, the
+    first one labelled (for seeds whose curves sit at different levels, or log axes where a
+    mean says little). ``style`` goes to ``ax.plot``. Returns the (first) line.
+    """
+    if mode not in ("band", "lines"):
+        raise ValueError(f"draw_spread: mode must be 'band' or 'lines', got {mode!r}")
+    ys = np.asarray([np.asarray(y, dtype=float) for y in ys])
+    x = np.asarray(x)
+    if ys.ndim != 2 or ys.shape[1] != len(x):
+        raise ValueError(f"draw_spread: ys must be one series of len(x) = {len(x)} per seed, "
+                         f"got shape {ys.shape}")
+    if len(ys) == 1:
+        (line,) = ax.plot(x, ys[0], **style)
+        return line
+    if mode == "lines":
+        thin = {**style, "linewidth": 0.9 * style.get("linewidth", style.get("lw", 1.5)),
+                "alpha": 0.75}
+        thin.pop("lw", None)
+        if "markersize" in thin or "ms" in thin:
+            thin["markersize"] = 0.7 * thin.pop("markersize", thin.pop("ms", 4))
+        first = None
+        for i, y in enumerate(ys):
+            (line,) = ax.plot(x, y, **(thin if i == 0 else {**thin, "label": "_nolegend_"}))
+            first = first or line
+        return first
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
+        mean, lo, hi = np.nanmean(ys, 0), np.nanmin(ys, 0), np.nanmax(ys, 0)
+    (line,) = ax.plot(x, mean, **style)
+    if str(style.get("linestyle", style.get("ls", "-"))).lower() not in ("none", "", " "):
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=band_alpha, linewidth=0,
+                        zorder=line.get_zorder() - 0.5)
+    return line
+
+
+def metric_over_seeds(run: RunResults, key: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(steps, [values of each seed])`` of one metric over ``run.replicates``, on the steps
+    every seed logged (KeyError when the first seed has no such metric)."""
+    steps, values = run.metric(key)
+    series = [(steps, values)]
+    for other in run.replicates[1:]:
+        try:
+            series.append(other.metric(key))
+        except KeyError:
+            continue
+    common = steps
+    for s, _ in series[1:]:
+        common = np.intersect1d(common, s)
+    return common, [v[np.isin(s, common)] for s, v in series]
+
+
+def plot_seeds(ax: Any, run: RunResults, key: str, *, transform: Any = None,
+               **style: Any) -> Any:
+    """Draw the metric ``key`` of every seed of ``run``: :func:`draw_spread` over
+    :func:`metric_over_seeds`; ``transform`` maps each seed's values first (e.g. a floor for
+    a log axis)."""
+    steps, ys = metric_over_seeds(run, key)
+    if transform is not None:
+        ys = [transform(y) for y in ys]
+    return draw_spread(ax, steps, ys, **style)
 
 
 def split_key(key: str) -> tuple[str, str, str]:
@@ -102,14 +174,16 @@ def _bars(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
     ax.grid(axis="y", alpha=0.3)
 
 
-def _lines(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
+def _lines(ax: Any, run: RunResults, keys: Mapping[str, str], name: str,
            others: list[str]) -> None:
     positive = True
     spans = []
-    for variant, (steps, values) in series.items():
+    for variant, key in keys.items():
+        steps, ys = metric_over_seeds(run, key)
         marker = "o" if len(steps) <= 20 else None
-        ax.plot(steps, values, label=variant or name, marker=marker, markersize=3,
-                **variant_style(variant, others))
+        draw_spread(ax, steps, ys, label=variant or name, marker=marker, markersize=3,
+                    **variant_style(variant, others))
+        values = np.concatenate(ys)
         finite = values[np.isfinite(values)]
         if finite.size:
             positive &= bool((finite > 0).all())
@@ -121,13 +195,14 @@ def _lines(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
     ax.set_xlabel("step", fontsize=8)
     integer_ticks(ax)
     ax.grid(alpha=0.3)
-    if len(series) > 1 or next(iter(series)):
+    if len(keys) > 1 or next(iter(keys)):
         ax.legend(fontsize=7)
 
 
 def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, str]],
                   *, title: str | None = None) -> Figure:
-    """One panel per metric name of ``group`` (all of them); each overlays the variants."""
+    """One panel per metric name of ``group`` (all of them); each overlays the variants, every
+    seed of ``run.replicates`` as a band around the mean."""
     items = list(names.items())
     n = len(items)
     ncols = min(3, n)
@@ -141,7 +216,7 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
         if all(len(steps) == 1 for steps, _ in series.values()):
             _bars(ax, series, name, others)
         else:
-            _lines(ax, series, name, others)
+            _lines(ax, run, {v: variants[v] for v in series}, name, others)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     suptitle(fig, title if title is not None else (group or "metrics"))

@@ -2,8 +2,11 @@
 
 HTML hooks that tools can rely on: each experiment is a ``<section class="experiment"
 id="<name>">``, its findings a ``<ul class="findings">`` whose items carry
-``data-verdict="as predicted|not as predicted|measured"``, and each figure a ``<figure>`` with a
-``<figcaption>`` of words.
+``data-verdict="as predicted|not as predicted|measured"`` and ``data-seeds`` (``"3/3"``: held in
+3 of 3 seeds, ``"seed-independent"``, or the seed count of a measurement), and each figure a
+``<figure>`` with a ``<figcaption>`` of words.
+
+A seed group (``toolkit.runner.seeds``) gets one report over its seeds, in its own directory.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from toolkit.runner.results import RunResults, atomic_write_bytes, atomic_write_
 from toolkit.runner.story import fmt
 from toolkit.style import COLORS
 
-__all__ = ["CSS", "flatten", "format_value", "render_html", "render_markdown", "variant_table",
-           "write_report"]
+__all__ = ["CSS", "draw_report", "flatten", "format_value", "render_html", "render_markdown",
+           "variant_table", "write_report"]
 
 CSS = f"""
 body{{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -43,6 +46,9 @@ ul.findings{{padding-left:1.2em}}ul.findings li{{margin:.35em 0}}
 margin-right:.4em;color:#fff;white-space:nowrap}}
 .badge.yes{{background:{COLORS["blocked"]}}}.badge.no{{background:{COLORS["unblocked"]}}}
 .badge.measured{{background:#777}}
+.seeds{{display:inline-block;font-size:.75em;padding:0 .45em;border-radius:.6em;
+margin-right:.45em;border:1px solid #bbb;color:#444;white-space:nowrap}}
+.basis{{color:#555;font-size:.88em}}
 details{{margin:1em 0;border:1px solid #e3e3e3;border-radius:4px;padding:.3em .8em}}
 summary{{cursor:pointer;color:#333;font-weight:600}}
 nav.toc ul{{columns:2;padding-left:1.2em}}
@@ -57,12 +63,34 @@ _META_KEYS = ("status", "experiment", "run_id", "seed", "device", "dtype", "thre
               "blocks_seen", "versions", "error", "warnings")
 
 
+def _group_span(content: ReportContent) -> float | None:
+    """Seconds from the first seed's start to the last seed's end (a seed group)."""
+    import datetime as dt
+
+    info = content.group.info if content.group is not None else {}
+    if not info.get("started") or not info.get("ended"):
+        return None
+    return (dt.datetime.fromisoformat(info["ended"])
+            - dt.datetime.fromisoformat(info["started"])).total_seconds()
+
+
 def _wall(content: ReportContent) -> str:
     meta = content.run.meta
-    run_s = meta.get("duration_s") or 0.0
+    run_s = _group_span(content) if content.group is not None else None
+    if run_s is None:
+        run_s = meta.get("duration_s") or 0.0
     total = run_s + content.report_seconds
-    return (f"wall time {fmt(total, 's')} (experiments {fmt(run_s, 's')}, "
+    what = "experiments" if content.group is None else \
+        f"{len(content.seeds)} seeds side by side"
+    return (f"wall time {fmt(total, 's')} ({what} {fmt(run_s, 's')}, "
             f"report {fmt(content.report_seconds, 's')})")
+
+
+def _seeds(content: ReportContent) -> str:
+    seeds = content.seeds
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"seeds {', '.join(map(str, seeds))}"
 
 
 def _threads(meta: dict[str, Any]) -> str:
@@ -88,14 +116,25 @@ def _figure(fig: FigureItem) -> str:
             f"</figure>")
 
 
+def _tags(f: Any) -> str:
+    """The verdict badge and the seed note of a finding."""
+    cls, label = _BADGE[f.verdict]
+    return (f'<span class="badge {cls}">{label}</span>'
+            f'<span class="seeds">{_e(f.seeds_note)}</span>')
+
+
 def _findings_html(section: Section) -> list[str]:
     if not section.findings:
         return []
     items = []
     for f in section.findings:
-        cls, label = _BADGE[f.verdict]
-        items.append(f'<li data-verdict="{label}"><span class="badge {cls}">{label}</span>'
-                     f"{_e(f.text)}</li>")
+        label = _BADGE[f.verdict][1]
+        seeds = ("seed-independent" if f.seed_independent else
+                 f"{f.held}/{f.n_seeds}" if f.predicts and f.timing is None else
+                 str(f.n_seeds))
+        basis = f' <span class="basis">Basis: {_e(f.basis)}.</span>' if f.basis else ""
+        items.append(f'<li data-verdict="{label}" data-seeds="{_e(seeds)}">{_tags(f)}'
+                     f"{_e(f.text)}{basis}</li>")
     return ["<h3>Findings</h3>", f'<ul class="findings">{"".join(items)}</ul>']
 
 
@@ -114,13 +153,14 @@ def _section_html(section: Section) -> list[str]:
     parts += [_figure(f) for f in section.headline]
     details = []
     if section.summary_tables:
-        details.append("<h3>Summary (deterministic for a config and seed)</h3>")
+        details.append(f"<h3>Summary (deterministic for a config and seed)"
+                       f"{_e(section.tables_note)}</h3>")
         details += [_table(c, r) for c, r in section.summary_tables]
     if section.equal:
         details.append(f"<p>Equal in both variants: {_e(', '.join(section.equal))}.</p>")
     details += [_figure(f) for f in section.details]
     if section.cost_tables:
-        details.append("<h3>Costs (measured on this machine)</h3>")
+        details.append(f"<h3>Costs (measured on this machine){_e(section.tables_note)}</h3>")
         details += [_table(c, r) for c, r in section.cost_tables]
     if section.params:
         details.append("<h3>Parameters</h3>")
@@ -142,21 +182,21 @@ def _overview_table(content: ReportContent) -> str:
         block = (s.story or {}).get("block", "")
         rows.append(f'<tr><td><a href="#{_e(s.name)}">{_e(s.name)}</a></td>'
                     f"<td><code>{_e(block)}</code></td>"
-                    f"<td>{_e(result.text if result else '—')}</td>"
-                    f"<td>{_e(cost.text if cost else '—')}</td></tr>")
+                    f"<td>{_tags(result) + _e(result.text) if result else '—'}</td>"
+                    f"<td>{_tags(cost) + _e(cost.text) if cost else '—'}</td></tr>")
     head = "".join(f"<th>{c}</th>" for c in ("experiment", "block", "effect on the result",
                                                "effect on cost"))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def render_html(content: ReportContent) -> str:
-    run, meta = content.run, content.run.meta
+    meta = content.run.meta
     status = str(meta.get("status", "unknown"))
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{_e(content.title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{_e(content.title)}</h1>",
-             f'<p class="meta">run {_e(run.run_dir.name)} · status <b class="status-{_e(status)}">'
-             f"{_e(status)}</b> · seed {_e(meta.get('seed', ''))} · device "
+             f'<p class="meta">{_e(_what(content))} · status <b class="status-{_e(status)}">'
+             f"{_e(status)}</b> · {_e(_seeds(content))} · device "
              f"{_e(meta.get('device', ''))} · dtype {_e(meta.get('dtype', ''))} · "
              f"{_e(_threads(meta))} · {_e(_wall(content))}</p>",
              f'<p class="overview">{_e(content.overview)}</p>']
@@ -173,7 +213,7 @@ def render_html(content: ReportContent) -> str:
     for section in content.sections:
         parts += _section_html(section)
     details = [_figure(f) for f in content.top_figures]
-    config_path = run.run_dir / "config.toml"
+    config_path = content.out_dir / "config.toml"
     if config_path.exists():
         details.append(f"<h3>Config</h3><pre>{_e(config_path.read_text(encoding='utf-8'))}"
                        f"</pre>")
@@ -198,10 +238,10 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> str:
 
 
 def render_markdown(content: ReportContent) -> str:
-    run, meta = content.run, content.run.meta
+    meta = content.run.meta
     lines = [f"# {content.title}", "",
-             f"run {run.run_dir.name} · status **{meta.get('status', 'unknown')}** · seed "
-             f"{meta.get('seed', '')} · device {meta.get('device', '')} · dtype "
+             f"{_what(content)} · status **{meta.get('status', 'unknown')}** · "
+             f"{_seeds(content)} · device {meta.get('device', '')} · dtype "
              f"{meta.get('dtype', '')} · {_wall(content)}", "", content.overview, ""]
     if meta.get("error"):
         lines += [f"error: `{meta['error']}`", ""]
@@ -225,34 +265,50 @@ def render_markdown(content: ReportContent) -> str:
                       f"- **Theory:** {s.story['prediction']}", ""]
         lines += [f"> {n}" for n in s.notes]
         if s.findings:
-            lines += ["### Findings", ""] + [f"- {f}" for f in s.findings] + [""]
+            lines += ["### Findings", ""] + [f"- **{f.label}** ({f.seeds_note}) {f.text}"
+                                             + (f" *Basis: {f.basis}.*" if f.basis else "")
+                                             for f in s.findings] + [""]
         for fig in s.figures:
             lines += [f"![{fig.caption}](figures/{fig.name}.png)", "", f"*{fig.caption}*", ""]
         for c, r in s.summary_tables:
             lines += [_md_table(c, r), ""]
         for c, r in s.cost_tables:
             lines += [_md_table(c, r), ""]
-    config_path = run.run_dir / "config.toml"
+    config_path = content.out_dir / "config.toml"
     if config_path.exists():
         lines += ["## Config", "", "```toml", config_path.read_text(encoding="utf-8").rstrip(),
                   "```", ""]
     return "\n".join(lines)
 
 
-def write_report(run_dir: str | Path) -> Path:
+def _what(content: ReportContent) -> str:
+    if content.group is not None:
+        return f"seed group {content.group.path.name} ({len(content.seeds)} runs)"
+    return f"run {content.run.run_dir.name}"
+
+
+def write_report(run_dir: str | Path, *, workers: int = 1) -> Path:
     """Draw the figures of a run into ``figures/`` and write ``report.html`` and ``report.md``.
 
-    Reads only the run's files, so it can be re-run at any time (``toolkit report RUN_DIR``),
-    also on an interrupted or failed run (it shows what exists). Returns the path of
-    ``report.html``.
+    ``run_dir`` is a run directory or a seed group's (``toolkit.runner.seeds``): then the report
+    covers every seed of the group (findings over the seeds, figures with each seed) and is
+    written into the group's directory. Reads only the files, so it can be re-run at any time
+    (``toolkit report DIR``), also on an interrupted or failed run (it shows what exists).
+    ``workers > 1`` draws the sections of a showcase in that many processes (spawned: call it
+    from a script's ``if __name__ == "__main__":`` block; the command line does).
+    Returns the path of ``report.html``.
     """
+    from toolkit.runner.seeds import SeedGroup, is_group
+
     t0 = time.perf_counter()
-    run = RunResults(run_dir)
-    if not (run.run_dir / "meta.json").exists():
+    group = SeedGroup(run_dir) if is_group(run_dir) else None
+    run = group.results() if group is not None else RunResults(run_dir)
+    if group is None and not (run.run_dir / "meta.json").exists():
         raise FileNotFoundError(f"write_report: {run.run_dir} has no meta.json; is it a run "
                                 f"directory?")
-    content = build(run)
-    folder = run.run_dir / "figures"
+    content = build(run, group=group, workers=workers)
+    out = content.out_dir
+    folder = out / "figures"
     folder.mkdir(exist_ok=True)
     figures = [f for s in content.sections for f in s.figures] + content.top_figures
     for fig in figures:
@@ -262,7 +318,16 @@ def write_report(run_dir: str | Path) -> Path:
         if old.name not in keep:
             old.unlink()
     content.report_seconds = time.perf_counter() - t0
-    atomic_write_text(run.run_dir / "report.md", render_markdown(content))
-    path = run.run_dir / "report.html"
+    atomic_write_text(out / "report.md", render_markdown(content))
+    path = out / "report.html"
     atomic_write_text(path, render_html(content))
     return path
+
+
+def draw_report(run_dir: str | Path) -> Path:
+    """:func:`write_report` with the sections drawn in parallel (:func:`report_workers`
+    processes): the command line's report. A module-level function, so that a process pool can
+    call it too."""
+    from toolkit.report.content import report_workers
+
+    return write_report(run_dir, workers=report_workers())

@@ -25,7 +25,9 @@ _EXPORTS: dict[str, str] = {
                     "toolkit.runner.registry"),
     **dict.fromkeys(["RunResults", "find_runs"], "toolkit.runner.results"),
     **dict.fromkeys(["RunOutcome", "execute", "run_experiment"], "toolkit.runner.run"),
-    **dict.fromkeys(["Finding", "Story", "fmt", "read_findings"], "toolkit.runner.story"),
+    **dict.fromkeys(["Finding", "Story", "TimeRatio", "fmt"], "toolkit.runner.story"),
+    **dict.fromkeys(["Verdict", "aggregate", "read_findings"], "toolkit.runner.verdicts"),
+    **dict.fromkeys(["SeedGroup", "group_runs", "write_group"], "toolkit.runner.seeds"),
 }
 
 __all__ = [
@@ -39,12 +41,17 @@ __all__ = [
     "RunInterrupted",
     "RunOutcome",
     "RunResults",
+    "SeedGroup",
     "Story",
+    "TimeRatio",
+    "Verdict",
+    "aggregate",
     "config_files",
     "discover",
     "execute",
     "find_runs",
     "fmt",
+    "group_runs",
     "load_all",
     "load_config",
     "load_experiment",
@@ -53,6 +60,7 @@ __all__ = [
     "read_findings",
     "run_experiment",
     "seed_everything",
+    "write_group",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
@@ -69,7 +77,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from toolkit.runner.results import RunResults, find_runs
     from toolkit.runner.run import RunOutcome, execute, run_experiment
-    from toolkit.runner.story import Finding, Story, fmt, read_findings
+    from toolkit.runner.seeds import SeedGroup, group_runs, write_group
+    from toolkit.runner.story import Finding, Story, TimeRatio, fmt
+    from toolkit.runner.verdicts import Verdict, aggregate, read_findings
 
 
 __getattr__, __dir__ = lazy_exports("toolkit.runner", globals(), _EXPORTS)

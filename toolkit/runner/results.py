@@ -23,7 +23,7 @@ import math
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,14 +183,37 @@ class RunResults:
 
     A child view (``run.child(name)``) sees metric keys without the ``"<name>/"`` prefix, the
     summary/costs nested under ``name`` and the artifacts in ``artifacts/<name>/``.
+
+    ``replicates``: the runs of the same config with other seeds, this one first (a single run:
+    ``[run]``). A report over seeds hands ``figures(run)`` the first seed's view with the others
+    attached (:meth:`over_seeds`), so a figure can draw each seed or the spread across seeds.
     """
 
-    def __init__(self, run_dir: str | Path, *, _child: str | None = None) -> None:
+    def __init__(self, run_dir: str | Path, *, _child: str | None = None,
+                 _replicates: tuple[Path, ...] = ()) -> None:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"RunResults: {self.run_dir} is not a run directory")
         self._child = _child
+        self._replicates = tuple(Path(p) for p in _replicates)
         self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def over_seeds(cls, run_dirs: Sequence[str | Path]) -> RunResults:
+        """The first run's view with the other runs (other seeds, same config) as replicates."""
+        if not run_dirs:
+            raise ValueError("RunResults.over_seeds: run_dirs is empty; give at least one run")
+        first, *others = run_dirs
+        return cls(first, _replicates=tuple(Path(p) for p in others))
+
+    @property
+    def replicates(self) -> list[RunResults]:
+        """This run and its replicates (other seeds), in seed order of the group."""
+        return [self, *(RunResults(p, _child=self._child) for p in self._replicates)]
+
+    @property
+    def seed(self) -> int:
+        return int(self.meta.get("seed", 0))
 
     def __repr__(self) -> str:
         child = f", child={self._child!r}" if self._child else ""
@@ -225,7 +248,7 @@ class RunResults:
         if name not in self.children:
             raise KeyError(f"RunResults.child: no child {name!r} in {self.run_dir}; "
                            f"children: {self.children}")
-        return RunResults(self.run_dir, _child=name)
+        return RunResults(self.run_dir, _child=name, _replicates=self._replicates)
 
     @property
     def root_config(self) -> dict[str, Any]:

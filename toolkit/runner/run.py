@@ -33,7 +33,7 @@ from toolkit.runner.results import (
     new_run_dir,
     utc_now,
 )
-from toolkit.runner.story import write_findings
+from toolkit.runner.verdicts import write_findings
 
 __all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "local_worker",
            "run_experiment"]
