@@ -6,16 +6,12 @@ adversarial method twice from the same random state: with the block (the adversa
 constants for the parameter update, Danskin's theorem) and inside ``disable_blocks`` (the
 parameter gradient also flows through the unrolled attack, ``create_graph=True``).
 
-Measured:
-
-- accuracy on held-out data: clean, FGSM, PGD-``eval_steps`` and PGD with restarts;
-- time per epoch and memory of one training step, blocked vs unblocked, and memory
-  (peak of autograd-saved bytes, peak live bytes) against the number of PGD steps;
-- the cosine between the parameter gradients with and without the block for L∞ sign steps (the
-  extra term is zero almost everywhere: ``sign`` has zero derivative) and for L2 normalised
-  steps (it is not);
-- figures: accuracy curves, memory vs steps, a grid of adversarial digits, and for the 2-D moons
-  the decision boundaries with adversarial points.
+Measured: accuracy on held-out data (clean, FGSM, PGD-``eval_steps``, PGD with restarts); time
+per epoch and memory of one training step, blocked vs unblocked, and memory against the number of
+PGD steps; the cosine between the parameter gradients with and without the block for L∞ sign
+steps (the extra term is zero almost everywhere: ``sign`` has zero derivative) and for L2 steps
+(it is not); figures: accuracy curves, memory vs steps, adversarial digits, and for the 2-D moons
+the decision boundaries with adversarial points.
 
 References:
     Madry et al. (2018), https://arxiv.org/abs/1706.06083 ; Wong, Rice, Kolter (2020),
@@ -52,14 +48,7 @@ from toolkit.algorithms.adversarial import (
 from toolkit.data import Dataset, digits, train_test_split, two_moons
 from toolkit.divergence import check_finite
 from toolkit.measure import count_graph_nodes, measure_memory, race, time_fn
-from toolkit.runner import (
-    ExperimentParams,
-    Finding,
-    RunContext,
-    RunResults,
-    Story,
-    TimeRatio,
-)
+from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 
 DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"
 STORY = Story(
