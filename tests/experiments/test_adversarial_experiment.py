@@ -12,10 +12,10 @@ from toolkit.runner import Finding, run_experiment
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def quick_run(tmp_path_factory, seed: int):
     out = tmp_path_factory.mktemp("adversarial")
     return run_experiment("adversarial_training", exp.QUICK, device="cpu",
-                          disable_blocks=["adversarial.*"], output_dir=out)
+                          disable_blocks=["adversarial.*"], output_dir=out, seed=seed)
 
 
 @pytest.mark.slow

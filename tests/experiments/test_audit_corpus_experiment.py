@@ -17,9 +17,9 @@ CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory):
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int):
     out = tmp_path_factory.mktemp("audit_corpus")
-    return run_experiment("audit_corpus", {**audit_corpus.QUICK, "rounds": 2}, seed=0,
+    return run_experiment("audit_corpus", {**audit_corpus.QUICK, "rounds": 2}, seed=seed,
                           device="cpu", disable_blocks=("corpus.*",), output_dir=out,
                           finish=write_report)
 

@@ -10,8 +10,8 @@ from toolkit.runner import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
-    return run_experiment("dice", dice_experiment.QUICK, seed=0, device="cpu", dtype="float64",
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int) -> RunResults:
+    return run_experiment("dice", dice_experiment.QUICK, seed=seed, device="cpu", dtype="float64",
                           disable_blocks=["dice.*"], output_dir=tmp_path_factory.mktemp("dice"))
 
 

@@ -16,11 +16,11 @@ from toolkit.runner import Finding, run_experiment
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory):
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int):
     out = tmp_path_factory.mktemp("em_gmm")
     return run_experiment("em_gmm", em_experiment.QUICK, dtype=em_experiment.DTYPE,
                           device="cpu", disable_blocks=["em.*"], output_dir=out,
-                          finish=write_report)
+                          finish=write_report, seed=seed)
 
 
 @pytest.mark.slow

@@ -18,9 +18,9 @@ CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory):
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int):
     out = tmp_path_factory.mktemp("gradient_lens")
-    return run_experiment("gradient_lens", gradient_lens.QUICK, seed=0, device="cpu",
+    return run_experiment("gradient_lens", gradient_lens.QUICK, seed=seed, device="cpu",
                           disable_blocks=("gradient_lens.*",), output_dir=out,
                           finish=write_report)
 

@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory):
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int):
     # the showcase's run of this experiment: QUICK, in the experiment's DTYPE
     return run_experiment("rbm_cd", rbm_cd.QUICK, dtype=rbm_cd.DTYPE, device="cpu",
                           disable_blocks=("rbm.*",), finish=write_report,
-                          output_dir=tmp_path_factory.mktemp("rbm_runs"))
+                          output_dir=tmp_path_factory.mktemp("rbm_runs"), seed=seed)
 
 
 @pytest.mark.slow

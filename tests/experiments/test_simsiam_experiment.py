@@ -12,9 +12,9 @@ from toolkit.runner import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int) -> RunResults:
     params = {**simsiam_experiment.QUICK, "epochs": 25, "hidden": 64, "dim": 32}
-    return run_experiment("simsiam", params, seed=0, device="cpu",
+    return run_experiment("simsiam", params, seed=seed, device="cpu",
                           disable_blocks=["simsiam.*"],
                           output_dir=tmp_path_factory.mktemp("simsiam"))
 

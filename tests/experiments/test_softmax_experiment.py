@@ -81,10 +81,10 @@ def test_quick_params_validate_and_errors():
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def quick_run(tmp_path_factory, seed: int):
     out = tmp_path_factory.mktemp("softmax_runs")
     return run_experiment("softmax_gradients", exp.QUICK, device="cpu",
-                          disable_blocks=["softmax.*"], output_dir=out, finish=write_report)
+                          disable_blocks=["softmax.*"], output_dir=out, finish=write_report, seed=seed)
 
 
 @pytest.mark.slow

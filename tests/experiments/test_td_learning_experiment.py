@@ -12,8 +12,8 @@ from toolkit.runner import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
-    return run_experiment("td_learning", td_learning.QUICK, seed=0, device="cpu",
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int) -> RunResults:
+    return run_experiment("td_learning", td_learning.QUICK, seed=seed, device="cpu",
                           dtype="float64", disable_blocks=["td.*"],
                           output_dir=tmp_path_factory.mktemp("td_learning"))
 

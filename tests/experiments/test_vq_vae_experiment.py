@@ -10,9 +10,9 @@ from toolkit.runner import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
+def quick_run(tmp_path_factory: pytest.TempPathFactory, seed: int) -> RunResults:
     return run_experiment("vq_vae", {**vq_vae_experiment.QUICK, "epochs": 4, "hidden": 64},
-                          seed=0, device="cpu", disable_blocks=["vq_vae.*"],
+                          seed=seed, device="cpu", disable_blocks=["vq_vae.*"],
                           output_dir=tmp_path_factory.mktemp("vq_vae"))
 
 
