@@ -237,6 +237,9 @@ def findings(run: RunResults) -> list[Finding]:
     d_td, d_rg = c["blocked"]["dist_to_td_fixed_point"], c["unblocked"]["dist_to_rg_fixed_point"]
     # ‖w_TD − w_RG‖, within d_td (or d_rg) of what each run logged last
     gap = min(last["blocked/chain/dist_rg"], last["unblocked/chain/dist_td"])
+    stop = ab.get("diverged_at")  # the loop stopped where its squared TD error overflowed
+    overflow = (f" (its {stop['quantity']} overflowed to inf at sweep {stop['step']}, where the "
+                f"run stopped)") if stop else ""
     out = [
         Finding(f"A-split: with the block TD finds {found_b}, the true values (book: A = 0.5, "
                 "B = 1, C = 0; largest difference {err}).", a["blocked"]["max_err_vs_book"] < tol,
@@ -248,7 +251,7 @@ def findings(run: RunResults) -> list[Finding]:
                 basis=BOOK, values={**values_u, "err": a["unblocked"]["max_err_vs_book"]},
                 seed_independent=True),
         Finding(f"Baird's counterexample: with the block semi-gradient TD diverges, the weight "
-                f"norm growing from {{w0}} to {{w1}} in {n} sweeps; without it the residual "
+                f"norm growing from {{w0}} to {{w1}} in {n} sweeps{overflow}; without it the residual "
                 f"gradient converges to a norm of {{u1}} (change over the last 100 sweeps "
                 f"{{du}}, mean squared Bellman error {{msbe}}).",
                 ab["final_weight_norm"] > 10 * ab["initial_weight_norm"]

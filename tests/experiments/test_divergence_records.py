@@ -183,3 +183,9 @@ def test_td_learning_presents_an_overflow_as_divergence_at_a_step(tmp_path: Any)
         assert "diverged_at" not in s["chain"][variant]
     summary = json.loads((run.run_dir / "summary.json").read_text(encoding="utf-8"))
     assert summary["baird"]["blocked"]["diverged_at"]["where"] == "gradient_descent"
+    # the finding says where the run stopped instead of reporting an infinite norm as growth
+    from experiments import td_learning
+
+    baird = next(f for f in td_learning.findings(run) if f.text.startswith("Baird"))
+    stop = s["baird"]["blocked"]["diverged_at"]
+    assert f"its loss overflowed to inf at sweep {stop['step']}, where the run stopped" in baird.text
