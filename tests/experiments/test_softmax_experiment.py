@@ -135,9 +135,9 @@ def test_findings_and_figures(quick_run):
 
 
 @pytest.mark.slow
-def test_summary_is_deterministic(quick_run, tmp_path):
+def test_summary_is_deterministic(quick_run, tmp_path, seed: int):
     again = run_experiment("softmax_gradients", exp.QUICK, device="cpu",
-                           disable_blocks=["softmax.*"], output_dir=tmp_path)
+                           disable_blocks=["softmax.*"], output_dir=tmp_path, seed=seed)
     assert json.dumps(again.summary, sort_keys=True) == json.dumps(quick_run.summary,
                                                                    sort_keys=True)
 
