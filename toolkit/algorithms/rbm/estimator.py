@@ -30,19 +30,13 @@ from toolkit._validation import (
     Real,
     check,
     check_params,
-    check_X,
     numpy_random_state,
     resolve_device,
     resolve_dtype,
     to_output,
 )
-from toolkit.algorithms.rbm.core import (
-    CHAINS,
-    RBMParams,
-    _bernoulli,
-    _check_unit_interval,
-    _gibbs,
-)
+from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, _gibbs
+from toolkit.algorithms.rbm.inputs import SparseRows, check_data, map_rows
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
     ais_log_partition,
@@ -184,6 +178,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True  # values in [0, 1]
+        tags.input_tags.sparse = True  # densified a mini-batch or a chunk of rows at a time
         names = {"float32": "float32", torch.float32: "float32", "float64": "float64",
                  torch.float64: "float64"}
         fixed = names.get(self.dtype) if isinstance(self.dtype, (str, torch.dtype)) else None
@@ -218,15 +213,14 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
         return self
 
-    def _check_fit_data(self, where: str, X: Any) -> torch.Tensor:
+    def _check_fit_data(self, where: str, X: Any) -> torch.Tensor | SparseRows:
         check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
         device = resolve_device(self.device, where="BernoulliRBM")
-        Xt = check_X(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
-        _check_unit_interval(where, Xt)
+        Xt = check_data(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
         validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
         return Xt
 
-    def _initialize(self, X: torch.Tensor, rs: np.random.RandomState) -> None:
+    def _initialize(self, X: torch.Tensor | SparseRows, rs: np.random.RandomState) -> None:
         """scikit-learn's start (weights from ``rs``, zero biases) and a fresh training state."""
         n_features = X.shape[1]
         scale = self.init_scale if self.init_scale is not None else _INIT_SCALE[self.init]
@@ -234,8 +228,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         W = (rs.normal(0, scale, shape) if self.init == "normal"
              else rs.uniform(-scale, scale, shape))
         generator = torch.Generator(device=X.device).manual_seed(int(rs.randint(0, 2**31 - 1)))
+        zeros = {"dtype": X.dtype, "device": X.device}
         params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
-                           X.new_zeros(n_features), X.new_zeros(self.n_components))
+                           torch.zeros(n_features, **zeros),
+                           torch.zeros(self.n_components, **zeros))
         self._state = _initial_state(params, self.method, self.n_chains or self.batch_size,
                                      self.chain == "mean_field", generator)
         self._rng_state = generator.get_state()
@@ -248,7 +244,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def _generator(self, device: torch.device) -> torch.Generator:
         return torch.Generator(device=device).set_state(self._rng_state)
 
-    def _run(self, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool, like: Any,
+    def _run(self, X: torch.Tensor | SparseRows, *, epochs: int, batch_size: int, shuffle: bool, like: Any,
              report: bool) -> int:
         """Train in place with the one loop, a pass at a time; the passes completed."""
         params = self._fitted_params("fit")
@@ -259,7 +255,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         settings = _Settings(self.method, self.k, self.chain == "mean_field",
                              float(self.learning_rate), float(self.momentum),
                              float(self.weight_decay), "BernoulliRBM")
-        self._visible_sum += X.sum(0, dtype=torch.float64)
+        self._visible_sum += (X.sum(0, dtype=torch.float64) if isinstance(X, torch.Tensor)
+                              else X.column_sums())
         self._n_seen += X.shape[0]
         done = 0
         try:
@@ -273,7 +270,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
                 done += 1
                 if report and self.verbose:
                     with torch.no_grad():
-                        pll = float(pseudo_log_likelihood(params, X).mean())
+                        pll = float(map_rows(lambda v: pseudo_log_likelihood(params, v), X).mean())
                     print(f"[BernoulliRBM] Iteration {epoch}, pseudo-likelihood = {pll:.2f}, "
                           f"time = {time.time() - begin:.2f}s")
         finally:
@@ -295,9 +292,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     def _fitted_params(self, where: str) -> RBMParams:
         """The fitted attributes as tensors on ``device`` (zero-copy for numpy on the CPU)."""
-        if not hasattr(self, "components_"):
-            raise NotFittedError(f"BernoulliRBM.{where}: this instance is not fitted yet; call "
-                                 f"fit(X) first")
+        if not hasattr(self, "components_"):  # scikit-learn's words, after the method's name
+            raise NotFittedError(f"BernoulliRBM.{where}: This BernoulliRBM instance is not "
+                                 f"fitted yet. Call 'fit' with appropriate arguments before "
+                                 f"using this estimator.")
         device = resolve_device(self.device, where="BernoulliRBM")
 
         def tensor(a: Any) -> torch.Tensor:
@@ -311,12 +309,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     # ---- using a fitted model --------------------------------------------------------------
 
     def _prepare(self, where: str, X: Any, *, binary: bool = False,
-                 dtype: torch.dtype | None = None) -> tuple[RBMParams, torch.Tensor]:
+                 dtype: torch.dtype | None = None) -> tuple[RBMParams, torch.Tensor | SparseRows]:
         params = self._fitted_params(where)
-        name = f"BernoulliRBM.{where}"
-        Xt = check_X(name, X, device=params.weights.device,
-                     dtype=dtype or params.weights.dtype, n_features=self.n_features_in_)
-        _check_unit_interval(name, Xt, binary=binary)
+        Xt = check_data(f"BernoulliRBM.{where}", X, device=params.weights.device,
+                        dtype=dtype or params.weights.dtype, n_features=self.n_features_in_,
+                        binary=binary)
         validate_data(self, X, reset=False, skip_check_array=True)  # feature names
         return params, Xt
 
@@ -324,7 +321,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         """Hidden probabilities ``P(h=1|v=X) = σ(c + X Wᵀ)``, shape (n_samples, n_components)."""
         (W, _, c), Xt = self._prepare("transform", X)
         with torch.no_grad():
-            return to_output(torch.sigmoid(F.linear(Xt, W, c)), X)
+            return to_output(map_rows(lambda v: torch.sigmoid(F.linear(v, W, c)), Xt), X)
 
     def score_samples(self, X: Any) -> np.ndarray | torch.Tensor:
         """Pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})`` of each sample (deterministic).
@@ -334,16 +331,34 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         """
         params, Xt = self._prepare("score_samples", X)
         with torch.no_grad():
-            return to_output(pseudo_log_likelihood(params, Xt), X)
+            return to_output(map_rows(lambda v: pseudo_log_likelihood(params, v), Xt), X)
 
     def gibbs(self, v: Any) -> np.ndarray | torch.Tensor:
-        """One Gibbs step ``v → h → v`` with sampled states (scikit-learn's ``gibbs``)."""
+        """One Gibbs step ``v → h → v`` with sampled states (scikit-learn's ``gibbs``): a
+        boolean array (or tensor) of visible states, shape (n_samples, n_features)."""
         params, vt = self._prepare("gibbs", v)
         generator = self._generator(vt.device)
         with torch.no_grad():
-            out = _gibbs(params, vt, 1, False, generator)
+            out = map_rows(lambda x: _gibbs(params, x, 1, False, generator) != 0, vt)
         self._rng_state = generator.get_state()
         return to_output(out, v)
+
+    # ---- scikit-learn's private helpers, for code written against its BernoulliRBM --------
+
+    def _mean_hiddens(self, v: Any) -> np.ndarray | torch.Tensor:
+        """``P(h=1|v)`` as :meth:`transform`; a 1-D ``v`` is one sample (scikit-learn's name)."""
+        one = getattr(v, "ndim", None) == 1
+        h = self.transform(v.reshape(1, -1) if one else v)
+        return h[0] if one else h
+
+    def _sample_hiddens(self, v: Any, rng: Any) -> np.ndarray | torch.Tensor:
+        """Boolean samples of ``h | v``, drawn with a generator seeded from ``rng`` (anything
+        ``random_state`` accepts); a 1-D ``v`` is one sample (scikit-learn's name)."""
+        p = self._mean_hiddens(v)
+        rs = numpy_random_state(rng, where="BernoulliRBM._sample_hiddens")
+        generator = torch.Generator().manual_seed(int(rs.randint(0, 2**31 - 1)))
+        h = torch.as_tensor(p).cpu()
+        return to_output(_bernoulli(h, generator) != 0, p)
 
     def sample(self, n_samples: int = 1, *, n_steps: int = 1000) -> np.ndarray | torch.Tensor:
         """Binary samples (n_samples, n_features) after ``n_steps`` Gibbs steps from uniform
@@ -395,5 +410,5 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             log_partition, _ = self.log_partition(method=method, n_runs=n_runs, betas=betas)
         W, b, c = (t.to(torch.float64) for t in params)
         with torch.no_grad():
-            neg_free_energy = Xt @ b + F.softplus(F.linear(Xt, W, c)).sum(1)
+            neg_free_energy = map_rows(lambda v: v @ b + F.softplus(F.linear(v, W, c)).sum(1), Xt)
             return to_output(neg_free_energy - log_partition, X)
