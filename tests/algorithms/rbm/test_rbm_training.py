@@ -15,6 +15,7 @@ from rbm_testutil import F64, numpy_cd_statistics
 from toolkit import BlockNotSwitchableError, disable_blocks, record_blocks
 from toolkit.algorithms.rbm import (
     BLOCK,
+    BernoulliRBM,
     CDStep,
     RBMParams,
     TrainState,
@@ -290,10 +291,17 @@ def test_small_problems_train_on_one_thread_and_restore_the_setting(
         train_cd(fresh(), X, batch_size=5, callback=lambda s: threads.append(
             torch.get_num_threads()))
         assert threads == [1, 1, 1] and torch.get_num_threads() == 2
+        rbm = BernoulliRBM(3, batch_size=5, n_iter=2, random_state=0, callback=lambda s: (
+            threads.append(torch.get_num_threads())))
+        threads.clear()
+        rbm.fit(X.numpy())
+        rbm.partial_fit(X.numpy())
+        assert threads == [1] * 7 and torch.get_num_threads() == 2
         monkeypatch.setattr(training, "ONE_THREAD_WORK", 0)  # every problem is "large"
         threads.clear()
         train_cd(fresh(), X, batch_size=5, callback=lambda s: threads.append(
             torch.get_num_threads()))
-        assert threads == [2, 2, 2]
+        rbm.fit(X.numpy())
+        assert threads == [2] * 9
     finally:
         torch.set_num_threads(before)

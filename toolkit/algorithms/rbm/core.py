@@ -172,15 +172,12 @@ def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
                  prob: torch.Tensor | None = None) -> torch.Tensor:
     """The hidden states a persistent chain keeps after ``v``: a sample of ``p(h|v)`` (its
     probabilities for a mean-field chain). ``prob``, when given, holds ``P(h=1|v)`` already
-    computed by the update, shape (n_hidden, rows), which saves a matrix product and a
+    computed by the update, shape (rows, n_hidden), which saves a matrix product and a
     sigmoid. A value, no graph (the caller runs it under ``no_grad``)."""
     if prob is None:
         W, _, c = params
-        ph = torch.sigmoid(F.linear(v, W, c))
-        return ph if mean_field else _bernoulli(ph, generator)
-    # drawn in prob's (n_hidden, rows) layout, then transposed: comparing against a transposed
-    # view costs twice a plain comparison plus the transposed copy into the chain
-    return prob.T if mean_field else _bernoulli(prob, generator).T
+        prob = torch.sigmoid(F.linear(v, W, c))
+    return prob if mean_field else _bernoulli(prob, generator)
 
 
 def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
@@ -226,19 +223,19 @@ def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
 def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
               weights: torch.Tensor | None = None) -> tuple[RBMParams, torch.Tensor]:
     """The gradient of :func:`cd_loss` by autograd, without the loss's value; and the hidden
-    probabilities ``P(h=1|v) = σ(W vᵀ + c)`` of the rows of ``v_data`` then ``v_model``, shape
-    (n_hidden, rows), which the training loop reuses for the persistent chains.
+    probabilities ``P(h=1|v) = σ(c + v Wᵀ)`` of the rows of ``v_data`` then ``v_model``, shape
+    (rows, n_hidden), which the training loop reuses for the persistent chains.
 
-    ``cd_loss = Σ_r w_r (b·v_r + Σ_j softplus(a_jr))``, with pre-activations ``a = W vᵀ + c``
+    ``cd_loss = Σ_r w_r (b·v_r + Σ_j softplus(a_rj))``, with pre-activations ``a = c + v Wᵀ``
     and row weights ``w = (−1/n_data, …, 1/n_model, …)``. Its gradient needs
     ``softplus'(a) = σ(a)``, never the softplus: it is the gradient of the surrogate
 
-        S = Σ_r w_r (b·v_r + Σ_j stop_gradient(σ(a_jr)) · a_jr),
+        S = Σ_r w_r (b·v_r + Σ_j stop_gradient(σ(a_rj)) · a_rj),
 
     whose value differs from ``cd_loss`` and whose gradient equals it at every point (with σ(a)
     held constant, the derivative of ``σ(a)·a`` is ``σ(a)``). This is one more place where a
     stop_gradient decides what is computed. It is written as a vector-Jacobian product:
-    autograd receives ``w_r σ(a_jr)`` as the gradient of ``a`` (a cotangent, which autograd
+    autograd receives ``w_r σ(a_rj)`` as the gradient of ``a`` (a cotangent, which autograd
     never differentiates) and the linear term as a scalar output, and returns ``∂S/∂θ``
     through the rest of the graph, including the chain's steps when ``disable_blocks(BLOCK)``
     keeps them. It is therefore not a switchable block: differentiating σ(a) too would give
@@ -250,10 +247,11 @@ def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
     v = torch.cat([v_data, v_model])
     if weights is None:
         weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
-    pre = torch.addmm(c.unsqueeze(1), W, v.T)
+    pre = F.linear(v, W, c)  # (rows, n_hidden); its rows of v_model are the chains' next p(h|v)
     prob = torch.sigmoid(pre)
     linear = torch.dot(b, torch.mv(v.T, weights))  # Σ_r w_r b·v_r: one node when v is fixed
-    grads = torch.autograd.grad((pre, linear), list(params), grad_outputs=(prob * weights, None))
+    grads = torch.autograd.grad((pre, linear), list(params),
+                                grad_outputs=(prob * weights.unsqueeze(1), None))
     return RBMParams(*grads), prob
 
 

@@ -9,6 +9,7 @@ References:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +44,13 @@ from toolkit.algorithms.rbm.likelihood import (
     exact_log_partition,
     pseudo_log_likelihood,
 )
-from toolkit.algorithms.rbm.training import CDStep, _initial_state, _Settings, _train
+from toolkit.algorithms.rbm.training import (
+    CDStep,
+    _initial_state,
+    _Settings,
+    _threads_for,
+    _train,
+)
 
 __all__ = ["BernoulliRBM"]
 
@@ -193,25 +200,41 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         ``X``: values in [0, 1]; ``y`` is ignored. Returns ``self``.
         """
         where = "BernoulliRBM.fit"
-        Xt = self._check_fit_data(where, X)
-        self._initialize(Xt, numpy_random_state(self.random_state, where=where))
-        self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
-                                 shuffle=self.shuffle, like=X, report=True)
+        chains = (self.n_chains or self.batch_size) if self.method == "pcd" else self.batch_size
+        with self._threads(X, self.batch_size + chains):
+            Xt = self._check_fit_data(where, X)
+            self._initialize(Xt, numpy_random_state(self.random_state, where=where))
+            self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
+                                     shuffle=self.shuffle, like=X, report=True)
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """One update with all of ``X`` as the mini-batch (initializing on the first call), as
         scikit-learn's ``partial_fit``. Returns ``self``."""
         where = "BernoulliRBM.partial_fit"
-        if not hasattr(self, "components_"):
-            Xt = self._check_fit_data(where, X)
-            self._initialize(Xt, numpy_random_state(self.random_state, where=where))
-        else:
-            check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
-            _, Xt = self._prepare("partial_fit", X)
-        self._state.stopped = False
-        self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
+        n = len(X) if not hasattr(X, "shape") else X.shape[0]
+        with self._threads(X, n + ((self.n_chains or n) if self.method == "pcd" else n)):
+            if not hasattr(self, "components_"):
+                Xt = self._check_fit_data(where, X)
+                self._initialize(Xt, numpy_random_state(self.random_state, where=where))
+            else:
+                check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+                _, Xt = self._prepare("partial_fit", X)
+            self._state.stopped = False
+            self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
         return self
+
+    def _threads(self, X: Any, rows: int) -> contextlib.AbstractContextManager[None]:
+        """Training's thread setting (``training._threads_for``) for the whole call, checks
+        included, when the size of an update is known from ``X``'s shape and the parameters."""
+        shape = getattr(X, "shape", None)
+        if shape is None or len(shape) != 2 or not isinstance(self.n_components, int):
+            return contextlib.nullcontext()  # the checks will say what is wrong
+        try:
+            device = resolve_device(self.device, where="BernoulliRBM")
+        except (TypeError, ValueError):
+            return contextlib.nullcontext()
+        return _threads_for(self.n_components * int(shape[1]), rows, device)
 
     def _check_fit_data(self, where: str, X: Any) -> torch.Tensor | SparseRows:
         check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
@@ -259,20 +282,25 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
                               else X.column_sums())
         self._n_seen += X.shape[0]
         done = 0
+        chains = self._state.persistent_chain
+        rows = min(batch_size, X.shape[0]) * (2 if chains is None else 1) + (
+            0 if chains is None else chains.shape[0])
         try:
-            for epoch in range(1, epochs + 1):
-                begin = time.time()
-                _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
-                       settings=settings, n_chains=None, state=self._state,
-                       generator=generator, callback=self.callback)
-                if self._state.stopped or self._state.divergence is not None:
-                    break
-                done += 1
-                if report and self.verbose:
-                    with torch.no_grad():
-                        pll = float(map_rows(lambda v: pseudo_log_likelihood(params, v), X).mean())
-                    print(f"[BernoulliRBM] Iteration {epoch}, pseudo-likelihood = {pll:.2f}, "
-                          f"time = {time.time() - begin:.2f}s")
+            with _threads_for(params.weights.numel(), rows, params.weights.device):
+                for epoch in range(1, epochs + 1):
+                    begin = time.time()
+                    _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
+                           settings=settings, n_chains=None, state=self._state,
+                           generator=generator, callback=self.callback)
+                    if self._state.stopped or self._state.divergence is not None:
+                        break
+                    done += 1
+                    if report and self.verbose:
+                        with torch.no_grad():
+                            pll = float(map_rows(lambda v: pseudo_log_likelihood(params, v),
+                                                 X).mean())
+                        print(f"[BernoulliRBM] Iteration {epoch}, pseudo-likelihood = "
+                              f"{pll:.2f}, time = {time.time() - begin:.2f}s")
         finally:
             self._rng_state = generator.get_state()
             self._set_fitted(params, like=like)

@@ -192,7 +192,7 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
             # scikit-learn does); a value: its graph, if any, belonged to this update. The
             # gradient already computed p(h | v_model): no second product, no second sigmoid.
             chain.copy_(_next_hidden(params, v_model, settings.mean_field, generator,
-                                     prob=prob[:, v_data.shape[0]:]))
+                                     prob=prob[v_data.shape[0]:]))
         if velocity is not None:
             torch._foreach_copy_(state.velocity, velocity)
         torch._foreach_copy_(list(params), new)
@@ -253,7 +253,8 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
                                  is not None else min(batch_size, n))
     try:
         # training needs the graph of the loss, whatever the caller's mode
-        with torch.enable_grad(), _threads_for(params.weights, rows):
+        with torch.enable_grad(), _threads_for(params.weights.numel(), rows,
+                                               params.weights.device):
             for _ in range(epochs):
                 order = torch.randperm(n, generator=generator, device=X.device) if shuffle \
                     else None
@@ -299,7 +300,8 @@ class _OneThread:
 _one_thread = _OneThread()
 
 
-def _threads_for(weights: torch.Tensor, rows: int) -> contextlib.AbstractContextManager[None]:
+def _threads_for(n_weights: int, rows: int, device: torch.device | str
+                 ) -> contextlib.AbstractContextManager[None]:
     """One intra-op thread on the CPU while an update's products are small; else no change.
 
     An update is some twenty operations on (rows × n_hidden) matrices: below
@@ -310,7 +312,7 @@ def _threads_for(weights: torch.Tensor, rows: int) -> contextlib.AbstractContext
     is restored when training returns. scikit-learn limits its BLAS to one thread inside
     ``KMeans``'s iterations for the same reason.
     """
-    if weights.device.type != "cpu" or weights.numel() * rows >= ONE_THREAD_WORK:
+    if torch.device(device).type != "cpu" or n_weights * rows >= ONE_THREAD_WORK:
         return contextlib.nullcontext()
     return _one_thread()
 
