@@ -124,7 +124,8 @@ def _check_k(k: Any, where: str) -> int:
     return check(where, "k", k, [Integer(1)])
 
 
-def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def _bernoulli(p: torch.Tensor, generator: torch.Generator | None,
+               out: torch.Tensor | None = None) -> torch.Tensor:
     """Binary samples with P(1) = p (0/1 in p's dtype); sampling passes no gradient.
 
     The uniform numbers are always drawn in float32, whatever p's dtype: a float32 and a
@@ -134,11 +135,14 @@ def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     the grid ``k·2⁻²⁴``, so ``P(u < p) = ⌈p·2²⁴⌉/2²⁴``: within 6e-8 of ``p``.
 
     ``u < p`` is a comparison: it records no graph in any grad mode, so a sample is never a
-    differentiable function of ``p``. Written with ``out=`` (into ``u`` for a float32 ``p``; an
-    in-place ``u.lt_(p)`` would attach a zero-gradient node when p requires grad).
+    differentiable function of ``p``. Written with ``out=`` (into ``out`` when given, e.g. a
+    persistent chain's state, else into ``u`` for a float32 ``p``; an in-place ``u.lt_(p)``
+    would attach a zero-gradient node when p requires grad).
     """
     u = torch.rand(p.shape, generator=generator, dtype=torch.float32, device=p.device)
-    out = u if p.dtype == torch.float32 else torch.empty(p.shape, dtype=p.dtype, device=p.device)
+    if out is None:
+        out = u if p.dtype == torch.float32 else torch.empty(p.shape, dtype=p.dtype,
+                                                              device=p.device)
     return torch.lt(u, p, out=out)
 
 
@@ -168,16 +172,19 @@ def _gibbs_from_hidden(params: RBMParams, h: torch.Tensor, k: int, mean_field: b
 
 
 def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
-                 generator: torch.Generator | None,
-                 prob: torch.Tensor | None = None) -> torch.Tensor:
-    """The hidden states a persistent chain keeps after ``v``: a sample of ``p(h|v)`` (its
-    probabilities for a mean-field chain). ``prob``, when given, holds ``P(h=1|v)`` already
-    computed by the update, shape (rows, n_hidden), which saves a matrix product and a
-    sigmoid. A value, no graph (the caller runs it under ``no_grad``)."""
+                 generator: torch.Generator | None, chain: torch.Tensor,
+                 prob: torch.Tensor | None = None) -> None:
+    """Write into ``chain`` the hidden states a persistent chain keeps after ``v``: a sample of
+    ``p(h|v)`` (its probabilities for a mean-field chain). ``prob``, when given, holds
+    ``P(h=1|v)`` already computed by the update, shape (rows, n_hidden), which saves a matrix
+    product and a sigmoid. Values, no graph (the caller runs it under ``no_grad``)."""
     if prob is None:
         W, _, c = params
         prob = torch.sigmoid(F.linear(v, W, c))
-    return prob if mean_field else _bernoulli(prob, generator)
+    if mean_field:
+        chain.copy_(prob)
+    else:
+        _bernoulli(prob, generator, out=chain)
 
 
 def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,

@@ -191,8 +191,8 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
             # drawn from p(h | v_model) with the parameters that produced v_model (as
             # scikit-learn does); a value: its graph, if any, belonged to this update. The
             # gradient already computed p(h | v_model): no second product, no second sigmoid.
-            chain.copy_(_next_hidden(params, v_model, settings.mean_field, generator,
-                                     prob=prob[v_data.shape[0]:]))
+            _next_hidden(params, v_model, settings.mean_field, generator, chain,
+                         prob=prob[v_data.shape[0]:])
         if velocity is not None:
             torch._foreach_copy_(state.velocity, velocity)
         torch._foreach_copy_(list(params), new)
