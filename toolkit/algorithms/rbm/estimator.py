@@ -101,8 +101,13 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     draw as scikit-learn's for the same seed), zero biases, plain SGD with a per-sample
     learning rate (no momentum, no weight decay) over mini-batches in the order given
     (``shuffle=False``). What differs: the sampling draws come from a ``torch.Generator`` (seeded
-    from ``random_state``), and a short last mini-batch averages its data and its chains
-    separately (scikit-learn divides both sums by the batch's size).
+    from ``random_state``), as float32 uniforms whatever the dtype (so float32 and float64 data
+    fit alike, to float32 precision, as in scikit-learn), and a short last mini-batch averages
+    its data and its chains separately (scikit-learn divides both sums by the batch's size).
+    Each update is the autograd gradient of ``cd_loss``, computed without the loss's value
+    (``CDStep.loss`` computes it when read). Problems whose update multiplies fewer than
+    ``training.ONE_THREAD_WORK`` numbers per product run ``fit`` and ``partial_fit`` on one
+    intra-op thread (the setting is restored afterwards): threads cost more than they save there.
 
     Args:
         n_components, learning_rate, batch_size, n_iter, verbose, random_state: scikit-learn's
@@ -140,8 +145,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             :class:`~toolkit.divergence.DivergenceWarning` says so once, and no further
             update is applied, by ``fit`` or ``partial_fit``, until the next ``fit``).
 
-    Type in, type out: numpy arrays, array-likes and pandas frames give numpy results; tensors
-    give tensors on the input's device. The fitted attributes follow the data given to ``fit``.
+    Type in, type out: numpy arrays, array-likes, pandas frames and scipy.sparse matrices give
+    numpy results; tensors give tensors on the input's device. The fitted attributes follow the
+    data given to ``fit``. Sparse matrices (any scipy format) are read a mini-batch, or a chunk
+    of rows, at a time, never densified whole, and give the numbers of the dense matrix.
+    ``gibbs`` returns booleans, as scikit-learn's does.
 
     ``score_samples`` is deterministic: the pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})``
     summed over every visible unit (:func:`~toolkit.algorithms.rbm.pseudo_log_likelihood`),
@@ -200,8 +208,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         ``X``: values in [0, 1]; ``y`` is ignored. Returns ``self``.
         """
         where = "BernoulliRBM.fit"
-        chains = (self.n_chains or self.batch_size) if self.method == "pcd" else self.batch_size
-        with self._threads(X, self.batch_size + chains):
+        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+        with self._threads(X, self.batch_size):
             Xt = self._check_fit_data(where, X)
             self._initialize(Xt, numpy_random_state(self.random_state, where=where))
             self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
@@ -212,32 +220,32 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         """One update with all of ``X`` as the mini-batch (initializing on the first call), as
         scikit-learn's ``partial_fit``. Returns ``self``."""
         where = "BernoulliRBM.partial_fit"
-        n = len(X) if not hasattr(X, "shape") else X.shape[0]
-        with self._threads(X, n + ((self.n_chains or n) if self.method == "pcd" else n)):
+        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+        shape = getattr(X, "shape", ())
+        with self._threads(X, int(shape[0]) if len(shape) == 2 else None):
             if not hasattr(self, "components_"):
                 Xt = self._check_fit_data(where, X)
                 self._initialize(Xt, numpy_random_state(self.random_state, where=where))
             else:
-                check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
                 _, Xt = self._prepare("partial_fit", X)
             self._state.stopped = False
             self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
         return self
 
-    def _threads(self, X: Any, rows: int) -> contextlib.AbstractContextManager[None]:
+    def _threads(self, X: Any, batch: int | None) -> contextlib.AbstractContextManager[None]:
         """Training's thread setting (``training._threads_for``) for the whole call, checks
-        included, when the size of an update is known from ``X``'s shape and the parameters."""
-        shape = getattr(X, "shape", None)
-        if shape is None or len(shape) != 2 or not isinstance(self.n_components, int):
-            return contextlib.nullcontext()  # the checks will say what is wrong
-        try:
-            device = resolve_device(self.device, where="BernoulliRBM")
-        except (TypeError, ValueError):
-            return contextlib.nullcontext()
+        included, when the size of an update (mini-batches of ``batch`` rows and the chains) is
+        known from ``X``'s shape and the (checked) parameters."""
+        shape = getattr(X, "shape", ())
+        if batch is None or len(shape) != 2:
+            return contextlib.nullcontext()  # training sets it itself
+        chains = (self.n_chains or self.batch_size) if self.method == "pcd" else batch
+        rows = min(batch, int(shape[0])) + chains
+        device = resolve_device(self.device, where="BernoulliRBM")
         return _threads_for(self.n_components * int(shape[1]), rows, device)
 
     def _check_fit_data(self, where: str, X: Any) -> torch.Tensor | SparseRows:
-        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+        """``X`` checked and converted (the parameters are checked by the caller)."""
         device = resolve_device(self.device, where="BernoulliRBM")
         Xt = check_data(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
         validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
