@@ -234,7 +234,10 @@ def test_lost_positive_definiteness_fails_with_advice(seed: int) -> None:
 
 def test_non_convergence_warns_with_advice(seed: int) -> None:
     X = gaussian_mixture(200, MIXTURE_2D, seed=seed).X
-    with pytest.warns(ConvergenceWarning, match="Increase max_iter or tol"):
+    with pytest.warns(ConvergenceWarning, match=r"GaussianMixture\.fit: Best performing "
+                      r"initialization did not converge\. Try different init parameters, or "
+                      r"increase max_iter, tol, or check for degenerate data\. \(It stopped "
+                      r"after max_iter=2 iterations with tol=0\.001"):
         gm = GaussianMixture(3, max_iter=2, random_state=seed).fit(X)
     assert not gm.converged_ and gm.n_iter_ == 2
 
@@ -295,16 +298,23 @@ def test_bad_inputs_name_the_argument(seed: int) -> None:
         ({"dtype": "float16"}, ValueError, "dtype must be None or one of 'float32'"),
         ({"dtype": 64}, TypeError, "dtype must be None or one of 'float32'"),
         ({"device": 3}, TypeError, "device must be None, 'auto', a string such as 'cpu'"),
-        ({"weights_init": [0.5, 0.5]}, ValueError, r"weights_init must have shape \(3,\)"),
-        ({"weights_init": [0.5, 0.4, 0.4]}, ValueError, "weights_init must sum to 1"),
+        ({"weights_init": [0.5, 0.5]}, ValueError, r"GaussianMixture\.fit: weights_init: The "
+         r"parameter 'weights' should have the shape of \(3,\), but got \(2,\)$"),
+        ({"weights_init": [0.5, 0.4, 0.4]}, ValueError, r"weights_init: The parameter 'weights' "
+         r"should be normalized, but got sum\(weights\) = 1\.30000$"),
+        ({"weights_init": [-0.5, 0.4, 1.1]}, ValueError, r"weights_init: The parameter 'weights' "
+         r"should be in the range \[0, 1\], but got min value -0\.50000, max value 1\.10000$"),
         ({"weights_init": [np.nan, 0.5, 0.5]}, ValueError, "weights_init contains NaN"),
-        ({"means_init": np.zeros((3, 3))}, ValueError, r"means_init must have shape \(3, 2\)"),
-        ({"precisions_init": np.ones((3, 2))}, ValueError,
-         r"precisions_init must have shape \(3, 2, 2\)"),
+        ({"means_init": np.zeros((3, 3))}, ValueError, r"means_init: The parameter 'means' "
+         r"should have the shape of \(3, 2\), but got \(3, 3\)$"),
+        ({"precisions_init": np.ones((3, 2))}, ValueError, r"precisions_init: The parameter "
+         r"'full precision' should have the shape of \(3, 2, 2\), but got \(3, 2\)$"),
         ({"precisions_init": -np.ones((3, 2)), "covariance_type": "diag"}, ValueError,
-         "precisions_init must be > 0"),
+         r"GaussianMixture\.fit: precisions_init: 'diag precision' should be positive$"),
         ({"precisions_init": np.stack([np.diag([1.0, -1.0])] * 3)}, ValueError,
-         "precisions_init must be symmetric positive definite"),
+         r"precisions_init: 'full precision' should be symmetric, positive-definite$"),
+        ({"precisions_init": np.array([[1.0, 0.5], [0.0, 1.0]]), "covariance_type": "tied"},
+         ValueError, r"precisions_init: 'tied precision' should be symmetric, positive-definite"),
         ({"random_state": "seed"}, TypeError,
          r"random_state must be None or an int in \[0, 4294967295\] or a numpy RandomState or "
          r"Generator or a torch.Generator, got 'seed'"),
@@ -314,11 +324,12 @@ def test_bad_inputs_name_the_argument(seed: int) -> None:
             GaussianMixture(3, **kwargs).fit(X)
     with pytest.raises(ValueError, match="n_components must be an int >= 1, got 0"):
         GaussianMixture(0).fit(X)
+    not_fitted = (r"This GaussianMixture instance is not fitted yet\. Call 'fit' with "
+                  r"appropriate arguments before using this estimator\.$")
     for method in ("predict", "predict_proba", "score_samples", "score", "bic", "aic"):
-        with pytest.raises(NotFittedError,
-                           match=rf"GaussianMixture\.{method}: this instance is not fitted"):
+        with pytest.raises(NotFittedError, match=rf"GaussianMixture\.{method}: {not_fitted}"):
             getattr(GaussianMixture(3), method)(X)
-    with pytest.raises(NotFittedError, match=r"GaussianMixture\.sample: this instance is not"):
+    with pytest.raises(NotFittedError, match=rf"GaussianMixture\.sample: {not_fitted}"):
         GaussianMixture(3).sample()
     fitted = GaussianMixture(3, random_state=seed).fit(X)
     with pytest.raises(ValueError, match=r"GaussianMixture\.score_samples: X has 3 features, but "
@@ -326,8 +337,12 @@ def test_bad_inputs_name_the_argument(seed: int) -> None:
         fitted.score_samples(np.zeros((4, 3)))
     with pytest.raises(ValueError, match=r"GaussianMixture\.predict: X must be 2-D"):
         fitted.predict(X[0])
-    with pytest.raises(ValueError, match=r"GaussianMixture\.sample: n_samples must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"GaussianMixture\.sample: Invalid value for 'n_samples': "
+                                         r"the sampling requires at least one sample, got 0"):
         fitted.sample(0)
+    with pytest.raises(TypeError, match=r"GaussianMixture\.sample: n_samples must be an int >= 1, "
+                                        r"got 1\.5"):
+        fitted.sample(1.5)
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
@@ -355,3 +370,49 @@ def test_cuda_tensors_come_back_on_their_device(seed: int) -> None:
         assert gm.means_.is_cuda and gm.predict(X.cuda()).is_cuda
         assert gm.sample(3)[0].is_cuda and isinstance(gm.predict(X.numpy()), np.ndarray)
         np.testing.assert_allclose(gm.lower_bounds_, cpu.lower_bounds_, rtol=1e-10)
+
+
+def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With weights, means and precisions given nothing is drawn or estimated at the start (as
+    scikit-learn's test_gaussian_mixture_all_init_does_not_estimate_gaussian_parameters
+    checks with its own private function); with one of them missing the start is estimated."""
+    from toolkit.algorithms.em import initialization
+
+    calls: list[str] = []
+    for name in ("initial_responsibilities", "m_step"):
+        real = getattr(initialization, name)
+        monkeypatch.setattr(initialization, name, lambda *a, _f=real, _n=name, **k: (
+            calls.append(_n), _f(*a, **k))[1])
+    X = gaussian_mixture(100, MIXTURE_2D, seed=0).X.numpy()
+    init = _init_params(X, 3, "full")
+    GaussianMixture(3, max_iter=3, tol=0.0, **init).fit(X)
+    assert calls == []
+    GaussianMixture(3, max_iter=3, tol=0.0, **{**init, "means_init": None}).fit(X)
+    assert calls == ["initial_responsibilities", "m_step"]
+
+
+@pytest.mark.parametrize("ct", COVARIANCE_TYPES)
+def test_private_hooks_match_sklearns(ct: str) -> None:
+    """_initialize(X, resp) and _set_parameters, the private hooks scikit-learn's own tests call,
+    set what scikit-learn's set (the number of components is resp's)."""
+    X = gaussian_mixture(60, MIXTURE_2D, seed=1).X.numpy()
+    rng = np.random.RandomState(0)
+    resp = rng.uniform(size=(60, 4))
+    resp /= resp.sum(1, keepdims=True)
+    names = ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_")
+    for kwargs in ({}, {"precisions_init": _init_params(X, 4, ct)["precisions_init"]}):
+        ours, ref = GaussianMixture(covariance_type=ct, **kwargs), SkGaussianMixture(
+            covariance_type=ct, **kwargs)
+        ours._initialize(X, resp)
+        ref._initialize(X, resp)
+        for name in names[:4]:  # (scikit-learn sets no covariances_ from precisions_init)
+            if hasattr(ref, name):
+                np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), rtol=1e-10,
+                                           atol=1e-12, err_msg=name)
+        ours, ref = GaussianMixture(covariance_type=ct), SkGaussianMixture(covariance_type=ct)
+        params = tuple(getattr(ref.fit(X) if not hasattr(ref, "weights_") else ref, name)
+                       for name in names[:4])
+        ours._set_parameters(params)
+        for name in names:
+            np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), rtol=1e-12,
+                                       err_msg=name)

@@ -44,16 +44,19 @@ def test_train_cd_stops_at_the_update_that_overflows(method: str, seed: int) -> 
 
 
 def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    # inject a nan into the third update's loss: its gradient is nan and must not be applied
-    real = training._cd_loss_and_pre
+    # inject a nan into the third update's weight gradient: it must not be applied
+    real = training._cd_grads
     calls = []
 
     def poisoned(*args, **kwargs):
-        loss, pre = real(*args, **kwargs)
+        grads, prob = real(*args, **kwargs)
         calls.append(None)
-        return (loss * float("nan") if len(calls) == 3 else loss), pre
+        if len(calls) == 3:
+            grads = grads._replace(weights=grads.weights.clone().index_fill_(1, torch.tensor([2]),
+                                                                             float("nan")))
+        return grads, prob
 
-    monkeypatch.setattr(training, "_cd_loss_and_pre", poisoned)
+    monkeypatch.setattr(training, "_cd_grads", poisoned)
     X = data()
     p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     seen = []

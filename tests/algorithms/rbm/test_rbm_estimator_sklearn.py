@@ -286,10 +286,11 @@ def test_errors(seed: int) -> None:
     with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X has 2 features, but "
                                          r"BernoulliRBM is expecting 64 features as input"):
         rbm.transform(X[:, :2])
-    with pytest.raises(NotFittedError, match=r"BernoulliRBM.transform: this instance is not "
-                                             r"fitted yet"):
+    with pytest.raises(NotFittedError, match=r"BernoulliRBM.transform: This BernoulliRBM instance "
+                                             r"is not fitted yet. Call 'fit' with appropriate "
+                                             r"arguments before using this estimator.$"):
         BernoulliRBM().transform(X)
-    with pytest.raises(NotFittedError, match=r"BernoulliRBM.score_samples: this instance"):
+    with pytest.raises(NotFittedError, match=r"BernoulliRBM.score_samples: This BernoulliRBM"):
         BernoulliRBM().score_samples(X)
     for kwargs, error, message in (
             ({"n_components": 0}, ValueError, r"BernoulliRBM: n_components must be an int >= 1"),

@@ -4,6 +4,7 @@ chain), the callback, persistent chains and bad input."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import numpy as np
@@ -14,14 +15,19 @@ from rbm_testutil import F64, numpy_cd_statistics
 from toolkit import BlockNotSwitchableError, disable_blocks, record_blocks
 from toolkit.algorithms.rbm import (
     BLOCK,
+    BernoulliRBM,
     CDStep,
     RBMParams,
     TrainState,
     cd_gradient,
+    cd_loss,
+    core,
     free_energy,
     gibbs_chain,
     init_params,
+    negative_samples,
     train_cd,
+    training,
 )
 from toolkit.data import bars_and_stripes
 
@@ -89,7 +95,8 @@ def test_persistent_chains_keep_hidden_states_as_scikit_learn_does(seed: int) ->
                      n_chains=2, callback=record(steps), generator=torch.Generator().manual_seed(seed))
     first = steps[0]
     # deterministic chains started alike would stay alike: they start at random binary h
-    h0 = (torch.rand(2, 4, generator=torch.Generator().manual_seed(seed), dtype=F64) < 0.5)
+    # (uniforms drawn in float32 for every model dtype)
+    h0 = (torch.rand(2, 4, generator=torch.Generator().manual_seed(seed)) < 0.5)
     torch.testing.assert_close(first.v_model, torch.sigmoid(
         h0.to(F64) @ first.params.weights + first.params.visible_bias))
     assert not torch.equal(first.v_model[0], first.v_model[1])
@@ -217,3 +224,84 @@ def test_doctests() -> None:
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("chain", ["sampled", "mean_field"])
+@pytest.mark.parametrize("from_hidden", [False, True])
+def test_the_update_is_the_free_energy_gradient(chain: str, from_hidden: bool) -> None:
+    """The update differentiates a surrogate without the softplus (sg(σ(a))·a for softplus(a)):
+    its gradient equals autograd of cd_loss to 1e-12 in float64, with the block and, for a
+    mean-field chain, without it (the gradient then flows through the chain as well)."""
+    p = RBMParams(*(t.requires_grad_(True) for t in
+                    init_params(9, 5, init="uniform", scale=2.0, dtype=F64,
+                                generator=torch.Generator().manual_seed(3))))
+    v = bars_and_stripes(3, dtype=F64)[:6]
+    start = (torch.rand(4, 5, generator=torch.Generator().manual_seed(1), dtype=F64) < 0.5
+             ).to(F64) if from_hidden else v[:4]
+    variants = [False, True] if chain == "mean_field" else [False]
+    for unblocked in variants:
+        grads = []
+        for surrogate in (True, False):
+            with disable_blocks(BLOCK) if unblocked else contextlib.nullcontext():
+                v_model = negative_samples(p, start, 2, chain=chain, from_hidden=from_hidden,
+                                           generator=torch.Generator().manual_seed(0))
+                assert v_model.requires_grad == unblocked
+                if surrogate:
+                    grads.append(core._cd_grads(p, v, v_model)[0])
+                else:
+                    grads.append(torch.autograd.grad(cd_loss(p, v, v_model), list(p)))
+        for got, want in zip(*grads):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        assert max(float(g.abs().max()) for g in grads[1]) > 1e-3  # not trivially zero
+
+
+def test_the_loss_is_computed_only_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    real = torch.nn.functional.softplus
+    calls: list[None] = []
+    monkeypatch.setattr(torch.nn.functional, "softplus",
+                        lambda *a, **k: (calls.append(None), real(*a, **k))[1])
+    train_cd(fresh(), X, batch_size=5, epochs=2, generator=torch.Generator().manual_seed(0))
+    train_cd(fresh(), X, batch_size=5, epochs=2, generator=torch.Generator().manual_seed(0),
+             callback=lambda step: None)
+    assert calls == []
+    seen: list[float] = []
+
+    def read(step: CDStep) -> None:
+        loss = step.loss
+        grads = torch.autograd.grad(loss, list(step.params))
+        for got, want in zip(step.grads, grads):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        seen.append(float(loss))
+        assert float(loss) == pytest.approx(float(cd_loss(step.params, step.v_data,
+                                                          step.v_model)), abs=1e-12)
+
+    train_cd(fresh(), X, batch_size=5, epochs=1, generator=torch.Generator().manual_seed(0),
+             callback=read)
+    assert len(seen) == 3 and calls
+
+
+def test_small_problems_train_on_one_thread_and_restore_the_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    X = bars_and_stripes(3, dtype=F64)
+    threads: list[int] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train_cd(fresh(), X, batch_size=5, callback=lambda s: threads.append(
+            torch.get_num_threads()))
+        assert threads == [1, 1, 1] and torch.get_num_threads() == 2
+        rbm = BernoulliRBM(3, batch_size=5, n_iter=2, random_state=0, callback=lambda s: (
+            threads.append(torch.get_num_threads())))
+        threads.clear()
+        rbm.fit(X.numpy())
+        rbm.partial_fit(X.numpy())
+        assert threads == [1] * 7 and torch.get_num_threads() == 2
+        monkeypatch.setattr(training, "ONE_THREAD_WORK", 0)  # every problem is "large"
+        threads.clear()
+        train_cd(fresh(), X, batch_size=5, callback=lambda s: threads.append(
+            torch.get_num_threads()))
+        rbm.fit(X.numpy())
+        assert threads == [2] * 9
+    finally:
+        torch.set_num_threads(before)

@@ -20,13 +20,19 @@ from toolkit._validation import (
     Integer,
     Options,
     Real,
+    as_tensor,
     check,
     check_params,
+    is_int,
     resolve_device,
 )
 from toolkit.algorithms.em.core import BLOCK, _log_joint, e_step, gradient_m_step, m_step
 from toolkit.algorithms.em.fast import _MomentEM
-from toolkit.algorithms.em.initialization import INIT_PARAMS, initial_parameters
+from toolkit.algorithms.em.initialization import (
+    INIT_PARAMS,
+    initial_parameters,
+    parameters_from_responsibilities,
+)
 from toolkit.algorithms.em.inputs import (
     check_inits,
     check_sample_weight,
@@ -279,11 +285,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             if lower_bound > best_bound or best_bound == -math.inf:
                 best, best_bound, best_bounds = params, lower_bound, bounds
                 best_n_iter, best_converged = n_iter, converged
-        if not best_converged and self.max_iter > 0:
-            warnings.warn(f"GaussianMixture: the best initialization did not converge within "
-                          f"max_iter={self.max_iter} iterations (tol={self.tol}). Increase "
-                          f"max_iter or tol, try other init_params or n_init > 1, or check for "
-                          f"degenerate data.", ConvergenceWarning, stacklevel=3)
+        if not best_converged and self.max_iter > 0:  # scikit-learn's words, then ours
+            warnings.warn(f"GaussianMixture.fit: Best performing initialization did not "
+                          f"converge. Try different init parameters, or increase max_iter, tol, "
+                          f"or check for degenerate data. (It stopped after max_iter="
+                          f"{self.max_iter} iterations with tol={self.tol}; n_init > 1 tries "
+                          f"other starts.)", ConvergenceWarning, stacklevel=3)
         assert best is not None  # n_init >= 1
         best = GMMParams(*(t.to(X.dtype) for t in best))
         return best, best_n_iter, best_bound, best_bounds, best_converged
@@ -292,6 +299,29 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                     ) -> np.ndarray | torch.Tensor:
         """Fit, then return the most probable component of each sample."""
         return self.fit(X, sample_weight=sample_weight).predict(X)
+
+    # ---- scikit-learn's private hooks, for code written against its GaussianMixture -------
+
+    def _initialize(self, X: Any, resp: Any) -> None:
+        """Set the parameters from responsibilities ``resp`` (n_samples, n_components) by one
+        M-step, the ``*_init`` parameters taking precedence (scikit-learn's ``_initialize``;
+        the number of components is ``resp``'s)."""
+        where = "GaussianMixture._initialize"
+        device = resolve_device(self.device, where="GaussianMixture")
+        Xt = check_X(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
+        r = as_tensor(resp, where=where, arg="resp", dtype=Xt.dtype, device=device, ndim=2,
+                      finite=True)
+        inits = check_inits(where, self.weights_init, self.means_init, self.precisions_init,
+                            n_components=r.shape[1], n_features=Xt.shape[1],
+                            covariance_type=self.covariance_type, device=device, dtype=Xt.dtype)
+        self._set_fitted(parameters_from_responsibilities(
+            Xt, r, self.covariance_type, self.reg_covar, None, *inits), like=X)
+
+    def _set_parameters(self, params: Any) -> None:
+        """Set ``(weights, means, covariances, precisions_cholesky)`` and the precisions they
+        imply (scikit-learn's ``_set_parameters``)."""
+        tensors = GMMParams(*(torch.as_tensor(p) for p in params))
+        self._set_fitted(tensors, like=params[1])
 
     def _set_fitted(self, params: GMMParams, *, like: Any) -> None:
         U = params.precisions_cholesky
@@ -302,9 +332,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     def _fitted_params(self, where: str = "fit", dtype: torch.dtype | None = None
                        ) -> GMMParams:
         """The fitted attributes as tensors on ``device`` (zero-copy for numpy on the CPU)."""
-        if not hasattr(self, "means_"):
-            raise NotFittedError(f"GaussianMixture.{where}: this instance is not fitted yet; "
-                                 f"call fit(X) first")
+        if not hasattr(self, "means_"):  # scikit-learn's words, after the method's name
+            raise NotFittedError(f"GaussianMixture.{where}: This GaussianMixture instance is not "
+                                 f"fitted yet. Call 'fit' with appropriate arguments before using "
+                                 f"this estimator.")
         device = resolve_device(self.device, where="GaussianMixture")
         return GMMParams(*(torch.as_tensor(a, device=device, dtype=dtype) for a in (
             self.weights_, self.means_, self.covariances_, self.precisions_cholesky_)))
@@ -355,6 +386,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         The results are numpy arrays or tensors, like the fitted attributes.
         """
         self._fitted_params("sample")
+        if is_int(n_samples) and n_samples < 1:  # scikit-learn's words, then ours
+            raise ValueError(f"GaussianMixture.sample: Invalid value for 'n_samples': the "
+                             f"sampling requires at least one sample, got {n_samples}")
         check("GaussianMixture.sample", "n_samples", n_samples, [Integer(1)])
         rng = numpy_random_state(self.random_state, where="GaussianMixture.sample")
         weights, means, covs = (np.asarray(torch.as_tensor(a).cpu(), dtype=np.float64)

@@ -19,7 +19,8 @@ from toolkit.algorithms.em.params import (
     precisions_cholesky_from_covariances,
 )
 
-__all__ = ["INIT_PARAMS", "initial_parameters", "initial_responsibilities"]
+__all__ = ["INIT_PARAMS", "initial_parameters", "initial_responsibilities",
+           "parameters_from_responsibilities"]
 
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 
@@ -84,15 +85,33 @@ def initial_parameters(X: torch.Tensor, n_components: int, init_params: str,
     """The starting parameters: the user's ``*_init`` where given, the rest from one M-step.
 
     As in scikit-learn's ``GaussianMixture._initialize``: unless all three ``*_init`` are
-    given, :func:`initial_responsibilities` are drawn and passed through :func:`m_step`; its
-    weights are ``N_k / n`` (not renormalized). ``precisions_init`` (checked tensors, in
-    scikit-learn's shapes) gives the precision factors and, from them, the covariances.
+    given, :func:`initial_responsibilities` are drawn and passed to
+    :func:`parameters_from_responsibilities`; with all three given nothing is drawn or estimated.
     """
-    ct = covariance_type
-    weights = means = cov = None
+    resp = None
     if weights_init is None or means_init is None or precisions_init is None:
         resp = initial_responsibilities(X, n_components, init_params, sample_weight,
                                         random_state)
+    return parameters_from_responsibilities(X, resp, covariance_type, reg_covar, sample_weight,
+                                            weights_init, means_init, precisions_init)
+
+
+def parameters_from_responsibilities(X: torch.Tensor, resp: torch.Tensor | None,
+                                     covariance_type: str, reg_covar: float,
+                                     sample_weight: torch.Tensor | None = None,
+                                     weights_init: torch.Tensor | None = None,
+                                     means_init: torch.Tensor | None = None,
+                                     precisions_init: torch.Tensor | None = None) -> GMMParams:
+    """Parameters from responsibilities ``resp`` (n_samples, n_components) by one M-step, the
+    user's ``*_init`` taking precedence (``resp`` may be ``None`` when all three are given).
+
+    The weights are ``N_k / n`` (``N_k / Σ w`` with sample weights), not renormalized, as in
+    scikit-learn. ``precisions_init`` (checked tensors, in scikit-learn's shapes) gives the
+    precision factors and, from them, the covariances.
+    """
+    ct = covariance_type
+    weights = means = cov = None
+    if resp is not None:
         p = m_step(X, torch.log(resp), covariance_type=ct, reg_covar=reg_covar,
                    sample_weight=sample_weight)
         rw = resp if sample_weight is None else resp * sample_weight[:, None]

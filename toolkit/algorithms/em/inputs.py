@@ -63,38 +63,44 @@ def check_inits(where: str, weights_init: Any, means_init: Any, precisions_init:
                 n_components: int, n_features: int, covariance_type: str,
                 device: torch.device, dtype: torch.dtype
                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """The user's initial parameters as tensors, checked as scikit-learn checks them."""
+    """The user's initial parameters as tensors, checked as scikit-learn checks them.
+
+    The messages name the method and the argument, then say what is wrong in scikit-learn's
+    words ("The parameter 'weights' should have the shape of (2,), but got (2, 1)"), except the
+    range of the weights, whose minimum and maximum scikit-learn labels the other way round.
+    """
     k, d, ct = n_components, n_features, covariance_type
     kw: dict[str, Any] = {"where": where, "device": device, "dtype": dtype, "finite": True}
     weights = means = precisions = None
     if weights_init is not None:
         weights = as_tensor(weights_init, arg="weights_init", **kw)
         if weights.shape != (k,):
-            raise ValueError(f"{where}: weights_init must have shape ({k},), "
-                             f"got {tuple(weights.shape)}")
+            raise ValueError(f"{where}: weights_init: The parameter 'weights' should have the "
+                             f"shape of ({k},), but got {tuple(weights.shape)}")
         if (weights < 0).any() or (weights > 1).any():
-            raise ValueError(f"{where}: weights_init must be in [0, 1], got "
-                             f"{weights.tolist()}")
+            raise ValueError(f"{where}: weights_init: The parameter 'weights' should be in the "
+                             f"range [0, 1], but got min value {weights.min().item():.5f}, max "
+                             f"value {weights.max().item():.5f}")
         atol = 1e-6 if dtype == torch.float32 else 1e-8
         if abs(weights.sum().item() - 1.0) > atol:
-            raise ValueError(f"{where}: weights_init must sum to 1, got "
-                             f"{weights.sum().item():.10g}")
+            raise ValueError(f"{where}: weights_init: The parameter 'weights' should be "
+                             f"normalized, but got sum(weights) = {weights.sum().item():.5f}")
     if means_init is not None:
         means = as_tensor(means_init, arg="means_init", **kw)
         if means.shape != (k, d):
-            raise ValueError(f"{where}: means_init must have shape ({k}, {d}), "
-                             f"got {tuple(means.shape)}")
+            raise ValueError(f"{where}: means_init: The parameter 'means' should have the shape "
+                             f"of ({k}, {d}), but got {tuple(means.shape)}")
     if precisions_init is not None:
         precisions = as_tensor(precisions_init, arg="precisions_init", **kw)
         shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[ct]
         if precisions.shape != shape:
-            raise ValueError(f"{where}: precisions_init must have shape {shape} for "
-                             f"covariance_type={ct!r}, got {tuple(precisions.shape)}")
+            raise ValueError(f"{where}: precisions_init: The parameter '{ct} precision' should "
+                             f"have the shape of {shape}, but got {tuple(precisions.shape)}")
         if ct in ("full", "tied"):
-            if not torch.allclose(precisions, precisions.mT):
-                raise ValueError(f"{where}: precisions_init must be symmetric")
+            if not (torch.allclose(precisions, precisions.mT)
+                    and bool((torch.linalg.eigvalsh(precisions) > 0).all())):
+                raise ValueError(f"{where}: precisions_init: '{ct} precision' should be "
+                                 f"symmetric, positive-definite")
         elif (precisions <= 0).any():
-            raise ValueError(f"{where}: precisions_init must be > 0")
+            raise ValueError(f"{where}: precisions_init: '{ct} precision' should be positive")
     return weights, means, precisions
-
-

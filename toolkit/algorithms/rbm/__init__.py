@@ -10,7 +10,9 @@ The package is laid out so that the cut is easy to find:
 - :mod:`~toolkit.algorithms.rbm.training`: :func:`train_cd`, the one training loop (CD-k and
   PCD-k, with a ``callback`` that sees every update);
 - :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`, a scikit-learn transformer
-  trained by that loop (scikit-learn's parameters, defaults and PCD-1; values in [0, 1]).
+  trained by that loop (scikit-learn's parameters, defaults and PCD-1; values in [0, 1]);
+- :mod:`~toolkit.algorithms.rbm.inputs`: what it accepts, dense data or scipy.sparse matrices
+  read a block of rows at a time.
 """
 
 from toolkit.algorithms.rbm.core import (

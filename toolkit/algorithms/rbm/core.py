@@ -124,15 +124,26 @@ def _check_k(k: Any, where: str) -> int:
     return check(where, "k", k, [Integer(1)])
 
 
-def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Binary samples with P(1) = p (same dtype as p); sampling passes no gradient.
+def _bernoulli(p: torch.Tensor, generator: torch.Generator | None,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """Binary samples with P(1) = p (0/1 in p's dtype); sampling passes no gradient.
+
+    The uniform numbers are always drawn in float32, whatever p's dtype: a float32 and a
+    float64 model draw the same numbers from the same generator state, so their samples (and
+    fits) agree to float32 precision, as scikit-learn's do (it draws float64 uniforms for both).
+    float32 draws also take about a third of the time of float64 draws on the CPU. They lie on
+    the grid ``k·2⁻²⁴``, so ``P(u < p) = ⌈p·2²⁴⌉/2²⁴``: within 6e-8 of ``p``.
 
     ``u < p`` is a comparison: it records no graph in any grad mode, so a sample is never a
-    differentiable function of ``p``. Written into ``u`` (``out=``: 0/1 in p's dtype, no extra
-    allocation; an in-place ``u.lt_(p)`` would attach a zero-gradient node when p requires grad).
+    differentiable function of ``p``. Written with ``out=`` (into ``out`` when given, e.g. a
+    persistent chain's state, else into ``u`` for a float32 ``p``; an in-place ``u.lt_(p)``
+    would attach a zero-gradient node when p requires grad).
     """
-    u = torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device)
-    return torch.lt(u, p, out=u)
+    u = torch.rand(p.shape, generator=generator, dtype=torch.float32, device=p.device)
+    if out is None:
+        out = u if p.dtype == torch.float32 else torch.empty(p.shape, dtype=p.dtype,
+                                                              device=p.device)
+    return torch.lt(u, p, out=out)
 
 
 def _free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
@@ -161,18 +172,19 @@ def _gibbs_from_hidden(params: RBMParams, h: torch.Tensor, k: int, mean_field: b
 
 
 def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
-                 generator: torch.Generator | None,
-                 pre: torch.Tensor | None = None) -> torch.Tensor:
-    """The hidden states a persistent chain keeps after ``v``: a sample of ``p(h|v)`` (its
-    probabilities for a mean-field chain). ``pre``, when given, holds the pre-activations
-    ``W v + c`` already computed by the loss (n_hidden, rows), which saves a matrix product. A
-    value, no graph (the caller runs it under ``no_grad``)."""
-    if pre is None:
+                 generator: torch.Generator | None, chain: torch.Tensor,
+                 prob: torch.Tensor | None = None) -> None:
+    """Write into ``chain`` the hidden states a persistent chain keeps after ``v``: a sample of
+    ``p(h|v)`` (its probabilities for a mean-field chain). ``prob``, when given, holds
+    ``P(h=1|v)`` already computed by the update, shape (rows, n_hidden), which saves a matrix
+    product and a sigmoid. Values, no graph (the caller runs it under ``no_grad``)."""
+    if prob is None:
         W, _, c = params
-        ph = torch.sigmoid(F.linear(v, W, c))
-    else:  # written row-major: the draw below compares element by element in that order
-        ph = torch.sigmoid(pre.T, out=pre.new_empty((pre.shape[1], pre.shape[0])))
-    return ph if mean_field else _bernoulli(ph, generator)
+        prob = torch.sigmoid(F.linear(v, W, c))
+    if mean_field:
+        chain.copy_(prob)
+    else:
+        _bernoulli(prob, generator, out=chain)
 
 
 def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
@@ -200,13 +212,6 @@ def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
 
 def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
              weights: torch.Tensor | None = None) -> torch.Tensor:
-    return _cd_loss_and_pre(params, v_data, v_model, weights)[0]
-
-
-def _cd_loss_and_pre(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
-                     weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`cd_loss` and its hidden pre-activations ``W vᵀ + c`` (n_hidden, rows of data then
-    model): the training loop reuses the model rows' for the persistent chains."""
     # The negative samples come from a Markov chain run with the current parameters. The CD
     # update (and the maximum-likelihood gradient it approximates) differentiates the free
     # energy at fixed samples: no gradient may flow back through the chain that produced them.
@@ -216,12 +221,45 @@ def _cd_loss_and_pre(params: RBMParams, v_data: torch.Tensor, v_model: torch.Ten
     if weights is None:
         weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
     # mean F(v_data) − mean F(v_model) as one weighted sum over the rows of both sets,
-    # Σ_i weights_i · (−F(v_i)) with −F(v) = b·v + Σ_j softplus(c_j + W_j·v). Written for a
-    # small autograd graph (a training step is mostly per-operation overhead): pre-activations
-    # as (n_hidden, rows) = addmm(c as a column, W, vᵀ), whose weight gradient is a plain
-    # (n_hidden, rows) @ (rows, n_visible) product, and b·v + Σ_j softplus(·) as one addmv.
+    # Σ_r weights_r · (−F(v_r)) with −F(v) = b·v + Σ_j softplus(c_j + W_j·v); pre-activations
+    # as (n_hidden, rows) = addmm(c as a column, W, vᵀ), a small graph.
     pre = torch.addmm(c.unsqueeze(1), W, v.T)
-    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights, pre
+    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights
+
+
+def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+              weights: torch.Tensor | None = None) -> tuple[RBMParams, torch.Tensor]:
+    """The gradient of :func:`cd_loss` by autograd, without the loss's value; and the hidden
+    probabilities ``P(h=1|v) = σ(c + v Wᵀ)`` of the rows of ``v_data`` then ``v_model``, shape
+    (rows, n_hidden), which the training loop reuses for the persistent chains.
+
+    ``cd_loss = Σ_r w_r (b·v_r + Σ_j softplus(a_rj))``, with pre-activations ``a = c + v Wᵀ``
+    and row weights ``w = (−1/n_data, …, 1/n_model, …)``. Its gradient needs
+    ``softplus'(a) = σ(a)``, never the softplus: it is the gradient of the surrogate
+
+        S = Σ_r w_r (b·v_r + Σ_j stop_gradient(σ(a_rj)) · a_rj),
+
+    whose value differs from ``cd_loss`` and whose gradient equals it at every point (with σ(a)
+    held constant, the derivative of ``σ(a)·a`` is ``σ(a)``). This is one more place where a
+    stop_gradient decides what is computed. It is written as a vector-Jacobian product:
+    autograd receives ``w_r σ(a_rj)`` as the gradient of ``a`` (a cotangent, which autograd
+    never differentiates) and the linear term as a scalar output, and returns ``∂S/∂θ``
+    through the rest of the graph, including the chain's steps when ``disable_blocks(BLOCK)``
+    keeps them. It is therefore not a switchable block: differentiating σ(a) too would give
+    the gradient of ``σ(a)·a``, another function, not the free energy without a cut (the free
+    energy's gradient has no path through σ to cut). It saves the softplus and its backward.
+    """
+    v_model = stop_gradient(v_model, name=BLOCK)  # as in _cd_loss: the chain's output is fixed
+    W, b, c = params
+    v = torch.cat([v_data, v_model])
+    if weights is None:
+        weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
+    pre = F.linear(v, W, c)  # (rows, n_hidden); its rows of v_model are the chains' next p(h|v)
+    prob = torch.sigmoid(pre)
+    linear = torch.dot(b, torch.mv(v.T, weights))  # Σ_r w_r b·v_r: one node when v is fixed
+    grads = torch.autograd.grad((pre, linear), list(params),
+                                grad_outputs=(prob * weights.unsqueeze(1), None))
+    return RBMParams(*grads), prob
 
 
 # --------------------------------------------------------------------------------------------

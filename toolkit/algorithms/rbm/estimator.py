@@ -9,6 +9,7 @@ References:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,26 +31,26 @@ from toolkit._validation import (
     Real,
     check,
     check_params,
-    check_X,
     numpy_random_state,
     resolve_device,
     resolve_dtype,
     to_output,
 )
-from toolkit.algorithms.rbm.core import (
-    CHAINS,
-    RBMParams,
-    _bernoulli,
-    _check_unit_interval,
-    _gibbs,
-)
+from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, _gibbs
+from toolkit.algorithms.rbm.inputs import SparseRows, check_data, map_rows
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
     ais_log_partition,
     exact_log_partition,
     pseudo_log_likelihood,
 )
-from toolkit.algorithms.rbm.training import CDStep, _initial_state, _Settings, _train
+from toolkit.algorithms.rbm.training import (
+    CDStep,
+    _initial_state,
+    _Settings,
+    _threads_for,
+    _train,
+)
 
 __all__ = ["BernoulliRBM"]
 
@@ -100,8 +101,13 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     draw as scikit-learn's for the same seed), zero biases, plain SGD with a per-sample
     learning rate (no momentum, no weight decay) over mini-batches in the order given
     (``shuffle=False``). What differs: the sampling draws come from a ``torch.Generator`` (seeded
-    from ``random_state``), and a short last mini-batch averages its data and its chains
-    separately (scikit-learn divides both sums by the batch's size).
+    from ``random_state``), as float32 uniforms whatever the dtype (so float32 and float64 data
+    fit alike, to float32 precision, as in scikit-learn), and a short last mini-batch averages
+    its data and its chains separately (scikit-learn divides both sums by the batch's size).
+    Each update is the autograd gradient of ``cd_loss``, computed without the loss's value
+    (``CDStep.loss`` computes it when read). Problems whose update multiplies fewer than
+    ``training.ONE_THREAD_WORK`` numbers per product run ``fit`` and ``partial_fit`` on one
+    intra-op thread (the setting is restored afterwards): threads cost more than they save there.
 
     Args:
         n_components, learning_rate, batch_size, n_iter, verbose, random_state: scikit-learn's
@@ -139,8 +145,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             :class:`~toolkit.divergence.DivergenceWarning` says so once, and no further
             update is applied, by ``fit`` or ``partial_fit``, until the next ``fit``).
 
-    Type in, type out: numpy arrays, array-likes and pandas frames give numpy results; tensors
-    give tensors on the input's device. The fitted attributes follow the data given to ``fit``.
+    Type in, type out: numpy arrays, array-likes, pandas frames and scipy.sparse matrices give
+    numpy results; tensors give tensors on the input's device. The fitted attributes follow the
+    data given to ``fit``. Sparse matrices (any scipy format) are read a mini-batch, or a chunk
+    of rows, at a time, never densified whole, and give the numbers of the dense matrix.
+    ``gibbs`` returns booleans, as scikit-learn's does.
 
     ``score_samples`` is deterministic: the pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})``
     summed over every visible unit (:func:`~toolkit.algorithms.rbm.pseudo_log_likelihood`),
@@ -184,6 +193,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True  # values in [0, 1]
+        tags.input_tags.sparse = True  # densified a mini-batch or a chunk of rows at a time
         names = {"float32": "float32", torch.float32: "float32", "float64": "float64",
                  torch.float64: "float64"}
         fixed = names.get(self.dtype) if isinstance(self.dtype, (str, torch.dtype)) else None
@@ -198,35 +208,50 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         ``X``: values in [0, 1]; ``y`` is ignored. Returns ``self``.
         """
         where = "BernoulliRBM.fit"
-        Xt = self._check_fit_data(where, X)
-        self._initialize(Xt, numpy_random_state(self.random_state, where=where))
-        self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
-                                 shuffle=self.shuffle, like=X, report=True)
+        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+        with self._threads(X, self.batch_size):
+            Xt = self._check_fit_data(where, X)
+            self._initialize(Xt, numpy_random_state(self.random_state, where=where))
+            self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
+                                     shuffle=self.shuffle, like=X, report=True)
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """One update with all of ``X`` as the mini-batch (initializing on the first call), as
         scikit-learn's ``partial_fit``. Returns ``self``."""
         where = "BernoulliRBM.partial_fit"
-        if not hasattr(self, "components_"):
-            Xt = self._check_fit_data(where, X)
-            self._initialize(Xt, numpy_random_state(self.random_state, where=where))
-        else:
-            check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
-            _, Xt = self._prepare("partial_fit", X)
-        self._state.stopped = False
-        self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
+        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+        shape = getattr(X, "shape", ())
+        with self._threads(X, int(shape[0]) if len(shape) == 2 else None):
+            if not hasattr(self, "components_"):
+                Xt = self._check_fit_data(where, X)
+                self._initialize(Xt, numpy_random_state(self.random_state, where=where))
+            else:
+                _, Xt = self._prepare("partial_fit", X)
+            self._state.stopped = False
+            self._run(Xt, epochs=1, batch_size=Xt.shape[0], shuffle=False, like=X, report=False)
         return self
 
-    def _check_fit_data(self, where: str, X: Any) -> torch.Tensor:
-        check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
+    def _threads(self, X: Any, batch: int | None) -> contextlib.AbstractContextManager[None]:
+        """Training's thread setting (``training._threads_for``) for the whole call, checks
+        included, when the size of an update (mini-batches of ``batch`` rows and the chains) is
+        known from ``X``'s shape and the (checked) parameters."""
+        shape = getattr(X, "shape", ())
+        if batch is None or len(shape) != 2:
+            return contextlib.nullcontext()  # training sets it itself
+        chains = (self.n_chains or self.batch_size) if self.method == "pcd" else batch
+        rows = min(batch, int(shape[0])) + chains
         device = resolve_device(self.device, where="BernoulliRBM")
-        Xt = check_X(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
-        _check_unit_interval(where, Xt)
+        return _threads_for(self.n_components * int(shape[1]), rows, device)
+
+    def _check_fit_data(self, where: str, X: Any) -> torch.Tensor | SparseRows:
+        """``X`` checked and converted (the parameters are checked by the caller)."""
+        device = resolve_device(self.device, where="BernoulliRBM")
+        Xt = check_data(where, X, device=device, dtype=resolve_dtype(self.dtype, X))
         validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
         return Xt
 
-    def _initialize(self, X: torch.Tensor, rs: np.random.RandomState) -> None:
+    def _initialize(self, X: torch.Tensor | SparseRows, rs: np.random.RandomState) -> None:
         """scikit-learn's start (weights from ``rs``, zero biases) and a fresh training state."""
         n_features = X.shape[1]
         scale = self.init_scale if self.init_scale is not None else _INIT_SCALE[self.init]
@@ -234,8 +259,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         W = (rs.normal(0, scale, shape) if self.init == "normal"
              else rs.uniform(-scale, scale, shape))
         generator = torch.Generator(device=X.device).manual_seed(int(rs.randint(0, 2**31 - 1)))
+        zeros = {"dtype": X.dtype, "device": X.device}
         params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
-                           X.new_zeros(n_features), X.new_zeros(self.n_components))
+                           torch.zeros(n_features, **zeros),
+                           torch.zeros(self.n_components, **zeros))
         self._state = _initial_state(params, self.method, self.n_chains or self.batch_size,
                                      self.chain == "mean_field", generator)
         self._rng_state = generator.get_state()
@@ -248,7 +275,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def _generator(self, device: torch.device) -> torch.Generator:
         return torch.Generator(device=device).set_state(self._rng_state)
 
-    def _run(self, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool, like: Any,
+    def _run(self, X: torch.Tensor | SparseRows, *, epochs: int, batch_size: int, shuffle: bool, like: Any,
              report: bool) -> int:
         """Train in place with the one loop, a pass at a time; the passes completed."""
         params = self._fitted_params("fit")
@@ -259,23 +286,29 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         settings = _Settings(self.method, self.k, self.chain == "mean_field",
                              float(self.learning_rate), float(self.momentum),
                              float(self.weight_decay), "BernoulliRBM")
-        self._visible_sum += X.sum(0, dtype=torch.float64)
+        self._visible_sum += (X.sum(0, dtype=torch.float64) if isinstance(X, torch.Tensor)
+                              else X.column_sums())
         self._n_seen += X.shape[0]
         done = 0
+        chains = self._state.persistent_chain
+        rows = min(batch_size, X.shape[0]) * (2 if chains is None else 1) + (
+            0 if chains is None else chains.shape[0])
         try:
-            for epoch in range(1, epochs + 1):
-                begin = time.time()
-                _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
-                       settings=settings, n_chains=None, state=self._state,
-                       generator=generator, callback=self.callback)
-                if self._state.stopped or self._state.divergence is not None:
-                    break
-                done += 1
-                if report and self.verbose:
-                    with torch.no_grad():
-                        pll = float(pseudo_log_likelihood(params, X).mean())
-                    print(f"[BernoulliRBM] Iteration {epoch}, pseudo-likelihood = {pll:.2f}, "
-                          f"time = {time.time() - begin:.2f}s")
+            with _threads_for(params.weights.numel(), rows, params.weights.device):
+                for epoch in range(1, epochs + 1):
+                    begin = time.time()
+                    _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
+                           settings=settings, n_chains=None, state=self._state,
+                           generator=generator, callback=self.callback)
+                    if self._state.stopped or self._state.divergence is not None:
+                        break
+                    done += 1
+                    if report and self.verbose:
+                        with torch.no_grad():
+                            pll = float(map_rows(lambda v: pseudo_log_likelihood(params, v),
+                                                 X).mean())
+                        print(f"[BernoulliRBM] Iteration {epoch}, pseudo-likelihood = "
+                              f"{pll:.2f}, time = {time.time() - begin:.2f}s")
         finally:
             self._rng_state = generator.get_state()
             self._set_fitted(params, like=like)
@@ -295,9 +328,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     def _fitted_params(self, where: str) -> RBMParams:
         """The fitted attributes as tensors on ``device`` (zero-copy for numpy on the CPU)."""
-        if not hasattr(self, "components_"):
-            raise NotFittedError(f"BernoulliRBM.{where}: this instance is not fitted yet; call "
-                                 f"fit(X) first")
+        if not hasattr(self, "components_"):  # scikit-learn's words, after the method's name
+            raise NotFittedError(f"BernoulliRBM.{where}: This BernoulliRBM instance is not "
+                                 f"fitted yet. Call 'fit' with appropriate arguments before "
+                                 f"using this estimator.")
         device = resolve_device(self.device, where="BernoulliRBM")
 
         def tensor(a: Any) -> torch.Tensor:
@@ -311,12 +345,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     # ---- using a fitted model --------------------------------------------------------------
 
     def _prepare(self, where: str, X: Any, *, binary: bool = False,
-                 dtype: torch.dtype | None = None) -> tuple[RBMParams, torch.Tensor]:
+                 dtype: torch.dtype | None = None) -> tuple[RBMParams, torch.Tensor | SparseRows]:
         params = self._fitted_params(where)
-        name = f"BernoulliRBM.{where}"
-        Xt = check_X(name, X, device=params.weights.device,
-                     dtype=dtype or params.weights.dtype, n_features=self.n_features_in_)
-        _check_unit_interval(name, Xt, binary=binary)
+        Xt = check_data(f"BernoulliRBM.{where}", X, device=params.weights.device,
+                        dtype=dtype or params.weights.dtype, n_features=self.n_features_in_,
+                        binary=binary)
         validate_data(self, X, reset=False, skip_check_array=True)  # feature names
         return params, Xt
 
@@ -324,7 +357,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         """Hidden probabilities ``P(h=1|v=X) = σ(c + X Wᵀ)``, shape (n_samples, n_components)."""
         (W, _, c), Xt = self._prepare("transform", X)
         with torch.no_grad():
-            return to_output(torch.sigmoid(F.linear(Xt, W, c)), X)
+            return to_output(map_rows(lambda v: torch.sigmoid(F.linear(v, W, c)), Xt), X)
 
     def score_samples(self, X: Any) -> np.ndarray | torch.Tensor:
         """Pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})`` of each sample (deterministic).
@@ -334,16 +367,34 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         """
         params, Xt = self._prepare("score_samples", X)
         with torch.no_grad():
-            return to_output(pseudo_log_likelihood(params, Xt), X)
+            return to_output(map_rows(lambda v: pseudo_log_likelihood(params, v), Xt), X)
 
     def gibbs(self, v: Any) -> np.ndarray | torch.Tensor:
-        """One Gibbs step ``v → h → v`` with sampled states (scikit-learn's ``gibbs``)."""
+        """One Gibbs step ``v → h → v`` with sampled states (scikit-learn's ``gibbs``): a
+        boolean array (or tensor) of visible states, shape (n_samples, n_features)."""
         params, vt = self._prepare("gibbs", v)
         generator = self._generator(vt.device)
         with torch.no_grad():
-            out = _gibbs(params, vt, 1, False, generator)
+            out = map_rows(lambda x: _gibbs(params, x, 1, False, generator) != 0, vt)
         self._rng_state = generator.get_state()
         return to_output(out, v)
+
+    # ---- scikit-learn's private helpers, for code written against its BernoulliRBM --------
+
+    def _mean_hiddens(self, v: Any) -> np.ndarray | torch.Tensor:
+        """``P(h=1|v)`` as :meth:`transform`; a 1-D ``v`` is one sample (scikit-learn's name)."""
+        one = getattr(v, "ndim", None) == 1
+        h = self.transform(v.reshape(1, -1) if one else v)
+        return h[0] if one else h
+
+    def _sample_hiddens(self, v: Any, rng: Any) -> np.ndarray | torch.Tensor:
+        """Boolean samples of ``h | v``, drawn with a generator seeded from ``rng`` (anything
+        ``random_state`` accepts); a 1-D ``v`` is one sample (scikit-learn's name)."""
+        p = self._mean_hiddens(v)
+        rs = numpy_random_state(rng, where="BernoulliRBM._sample_hiddens")
+        generator = torch.Generator().manual_seed(int(rs.randint(0, 2**31 - 1)))
+        h = torch.as_tensor(p).cpu()
+        return to_output(_bernoulli(h, generator) != 0, p)
 
     def sample(self, n_samples: int = 1, *, n_steps: int = 1000) -> np.ndarray | torch.Tensor:
         """Binary samples (n_samples, n_features) after ``n_steps`` Gibbs steps from uniform
@@ -395,5 +446,5 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             log_partition, _ = self.log_partition(method=method, n_runs=n_runs, betas=betas)
         W, b, c = (t.to(torch.float64) for t in params)
         with torch.no_grad():
-            neg_free_energy = Xt @ b + F.softplus(F.linear(Xt, W, c)).sum(1)
+            neg_free_energy = map_rows(lambda v: v @ b + F.softplus(F.linear(v, W, c)).sum(1), Xt)
             return to_output(neg_free_energy - log_partition, X)

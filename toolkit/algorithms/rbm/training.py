@@ -2,8 +2,9 @@
 
 Every update draws negative samples through :func:`~toolkit.algorithms.rbm.core.negative_samples`
 (so the block decides whether the chain is part of the gradient), takes the gradient of
-:func:`~toolkit.algorithms.rbm.core.cd_loss` by autograd and applies SGD with momentum and L2
-weight decay on the weights (Hinton's guide, section 9–10):
+:func:`~toolkit.algorithms.rbm.core.cd_loss` by autograd (without computing the loss's value,
+which the update never needs: a surrogate with the same gradient, see ``core._cd_grads``) and
+applies SGD with momentum and L2 weight decay on the weights (Hinton's guide, section 9–10):
 
     u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
 
@@ -18,7 +19,10 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -36,7 +40,8 @@ from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,
     _bernoulli,
-    _cd_loss_and_pre,
+    _cd_grads,
+    _cd_loss,
     _cd_weights,
     _check_layer,
     _check_params,
@@ -44,6 +49,7 @@ from toolkit.algorithms.rbm.core import (
     _negative_samples,
     _next_hidden,
 )
+from toolkit.algorithms.rbm.inputs import batches
 from toolkit.divergence import Divergence, check_finite, warn_divergence
 
 __all__ = ["CDStep", "TrainState", "train_cd"]
@@ -56,8 +62,10 @@ class CDStep(NamedTuple):
     of the mini-batch in the epoch; ``params``: the parameters (leaf tensors, not yet updated;
     do not modify them); ``v_data`` (batch, n_visible); ``v_model`` (n_chains, n_visible): the
     negative samples (with a graph only inside ``disable_blocks(BLOCK)`` with a mean-field
-    chain); ``loss``: the value of ``cd_loss``; ``grads``: its gradient (:class:`RBMParams`,
-    before weight decay and momentum).
+    chain); ``grads``: the gradient of ``cd_loss`` (:class:`RBMParams`, before weight decay
+    and momentum); ``loss``: the value of ``cd_loss``, computed (with its graph) only when read:
+    the update itself never needs it (see ``_cd_grads``). Read it during the callback: the
+    parameters change in place once the callback returns.
     """
 
     epoch: int
@@ -65,8 +73,12 @@ class CDStep(NamedTuple):
     params: RBMParams
     v_data: torch.Tensor
     v_model: torch.Tensor
-    loss: torch.Tensor
     grads: RBMParams
+
+    @property
+    def loss(self) -> torch.Tensor:
+        """``cd_loss(params, v_data, v_model)`` at this update (computed on each access)."""
+        return _cd_loss(self.params, self.v_data, self.v_model)
 
 
 @dataclass
@@ -150,41 +162,65 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
     weights = state._cd_weights.get(key)
     if weights is None:  # one vector per pair of batch sizes, not one per update
         weights = state._cd_weights[key] = _cd_weights(*key, v_data)
-    loss, pre = _cd_loss_and_pre(params, v_data, v_model, weights)
-    grads = RBMParams(*torch.autograd.grad(loss, list(params)))
+    grads, prob = _cd_grads(params, v_data, v_model, weights)
     if callback is not None and callback(CDStep(state.n_epochs, batch, params, v_data, v_model,
-                                                loss, grads)):
+                                                grads)):
         return True
-    bad = check_finite(zip(_GRADIENT_NAMES, grads))
-    if bad is not None:  # nothing non-finite is ever applied
-        return _diverged(state, settings, bad, applied=False)
     # The SGD step, as in torch.optim: parameters, velocity and chain states are plain values.
+    # It is computed out of place and checked before anything is written: one cheap check of
+    # the new parameters covers a non-finite gradient (never applied) and a finite step that
+    # overflows a parameter (applied, as it happened, and recorded).
     with torch.no_grad():
+        step = list(grads)
+        if settings.weight_decay:
+            step[0] = step[0].add(params.weights, alpha=settings.weight_decay)
+        velocity = None
+        if settings.momentum:
+            velocity = torch._foreach_mul(state.velocity, settings.momentum)
+            torch._foreach_add_(velocity, step, alpha=-settings.learning_rate)
+            new = torch._foreach_add(list(params), velocity)
+        else:
+            new = torch._foreach_add(list(params), step, alpha=-settings.learning_rate)
+        bad = _first_non_finite(_PARAMETER_NAMES, new)
+        if bad is not None:
+            bad_gradient = check_finite(zip(_GRADIENT_NAMES, grads))
+            if bad_gradient is not None:  # nothing non-finite is ever applied
+                return _diverged(state, settings, bad_gradient, applied=False)
         if chain is not None:
             # The next update continues the chains from here (Tieleman 2008): hidden states
             # drawn from p(h | v_model) with the parameters that produced v_model (as
             # scikit-learn does); a value: its graph, if any, belonged to this update. The
-            # loss already computed their pre-activations W v_model + c: no second product.
-            chain.copy_(_next_hidden(params, v_model, settings.mean_field, generator,
-                                     pre=pre[:, v_data.shape[0]:]))
-        step = list(grads)
-        if settings.weight_decay:
-            step[0] = step[0].add(params.weights, alpha=settings.weight_decay)
-        if settings.momentum:
-            torch._foreach_mul_(state.velocity, settings.momentum)
-            torch._foreach_add_(state.velocity, step, alpha=-settings.learning_rate)
-            torch._foreach_add_(list(params), state.velocity)
-        else:
-            torch._foreach_add_(list(params), step, alpha=-settings.learning_rate)
+            # gradient already computed p(h | v_model): no second product, no second sigmoid.
+            _next_hidden(params, v_model, settings.mean_field, generator, chain,
+                         prob=prob[v_data.shape[0]:])
+        if velocity is not None:
+            torch._foreach_copy_(state.velocity, velocity)
+        torch._foreach_copy_(list(params), new)
     state.n_updates += 1
-    bad = check_finite(zip(_PARAMETER_NAMES, params))
-    if bad is not None:  # finite steps can still overflow a parameter
+    if bad is not None:  # a finite step overflowed a parameter
         return _diverged(state, settings, bad, applied=True)
     return False
 
 
 _PARAMETER_NAMES = ("weights", "visible biases", "hidden biases")
 _GRADIENT_NAMES = tuple(f"gradient of the {name}" for name in _PARAMETER_NAMES)
+
+
+def _first_non_finite(names: tuple[str, ...], tensors: RBMParams) -> str | None:
+    """The name of the first tensor holding an inf or a nan, ``None`` if all are finite.
+
+    Cheap in the common case: one sum per tensor and one host read (no graph: the caller runs
+    it under ``no_grad``). A finite sum implies finite entries (inf and nan are absorbing under
+    addition: inf + x is inf or nan, nan + x is nan); only a non-finite sum, which finite
+    entries can also give by overflowing it, runs the exact entry-by-entry check
+    (:func:`~toolkit.divergence.check_finite`). An ``isfinite`` of every entry of the gradients
+    and of the parameters took 15–21% of a PCD-1 update on digits (256 hidden, batch 64, in a
+    profile); the sums take a few percent (benchmarks/bench_rbm.py measures it).
+    """
+    total = tensors[0].sum() + tensors[1].sum() + tensors[2].sum()
+    if math.isfinite(total.item()):
+        return None
+    return check_finite(zip(names, tensors))
 
 
 def _diverged(state: TrainState, settings: _Settings, quantity: str, *, applied: bool) -> bool:
@@ -214,12 +250,16 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
     for p in params:
         p.requires_grad_(True)
     n = X.shape[0]
+    rows = min(batch_size, n) + (state.persistent_chain.shape[0] if state.persistent_chain
+                                 is not None else min(batch_size, n))
     try:
-        with torch.enable_grad():  # training needs the graph of the loss, whatever the caller's mode
+        # training needs the graph of the loss, whatever the caller's mode
+        with torch.enable_grad(), _threads_for(params.weights.numel(), rows,
+                                               params.weights.device):
             for _ in range(epochs):
-                data = X.index_select(0, torch.randperm(n, generator=generator, device=X.device)
-                                      ) if shuffle else X  # index_select: faster than X[perm]
-                for batch, v_data in enumerate(data.split(batch_size)):
+                order = torch.randperm(n, generator=generator, device=X.device) if shuffle \
+                    else None
+                for batch, v_data in enumerate(batches(X, batch_size, order)):
                     if _update(params, v_data, state, settings, generator, callback, batch):
                         state.stopped = state.divergence is None
                         return state
@@ -228,6 +268,54 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
         for p, flag in zip(params, flags):
             p.requires_grad_(flag)
     return state
+
+
+#: Below this many multiply-adds in the update's largest matrix product (n_hidden × n_visible ×
+#: rows of data and chains), training runs on one intra-op thread (see :func:`_threads_for`).
+ONE_THREAD_WORK = 2**24
+
+
+class _OneThread:
+    """Nested, thread-safe ``torch.set_num_threads(1)``: the first entrant saves the setting,
+    the last one out restores it."""
+
+    def __init__(self) -> None:
+        self.lock, self.depth, self.saved = threading.Lock(), 0, 1
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if self.depth == 0:
+                self.saved = torch.get_num_threads()
+                torch.set_num_threads(1)
+            self.depth += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.depth -= 1
+                if self.depth == 0:
+                    torch.set_num_threads(self.saved)
+
+
+_one_thread = _OneThread()
+
+
+def _threads_for(n_weights: int, rows: int, device: torch.device | str
+                 ) -> contextlib.AbstractContextManager[None]:
+    """One intra-op thread on the CPU while an update's products are small; else no change.
+
+    An update is some twenty operations on (rows × n_hidden) matrices: below
+    :data:`ONE_THREAD_WORK` multiply-adds per product, splitting them over threads saves less
+    than waking the threads costs, and on a machine whose cores are busy a parallel region can
+    wait a whole scheduling slice for its second thread (measured on digits, 256 hidden, batch
+    64: several times slower than one thread under load; benchmarks/bench_rbm.py). The setting
+    is restored when training returns. scikit-learn limits its BLAS to one thread inside
+    ``KMeans``'s iterations for the same reason.
+    """
+    if torch.device(device).type != "cpu" or n_weights * rows >= ONE_THREAD_WORK:
+        return contextlib.nullcontext()
+    return _one_thread()
 
 
 def train_cd(
@@ -273,7 +361,9 @@ def train_cd(
     update the gradient (before it is applied) and the parameters (after) are checked: on the
     first value that is not finite training stops, ``state.divergence`` says where, and a
     :class:`~toolkit.divergence.DivergenceWarning` is issued once; a state that diverged is not
-    trained further. ``state``
+    trained further (one sum per parameter at every update; the exact check runs only when a sum
+    is not finite). Small problems train on one intra-op thread (:data:`ONE_THREAD_WORK`; the
+    setting is restored when training returns). ``state``
     continues a previous run (velocity, persistent chains, counters). The parameters must be
     leaf tensors (e.g. from :func:`init_params`); their ``requires_grad`` flags are restored.
 

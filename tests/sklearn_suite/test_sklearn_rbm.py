@@ -1,0 +1,36 @@
+"""scikit-learn's own BernoulliRBM tests, run against ``toolkit.algorithms.rbm.BernoulliRBM``.
+
+The installed ``sklearn/neural_network/tests/test_rbm.py`` with one line changed: its
+``from sklearn.neural_network import BernoulliRBM`` imports ours (see ``sklearn_own_tests``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sklearn_own_tests import load_tests
+
+#: test-name glob → (why it fails, the exception it fails with); strict xfail marks.
+EXPECTED_FAILURES: dict[str, tuple[str, Any]] = {
+    # exact seeded weights: the class documents that its sampling draws come from a
+    # torch.Generator, not from scikit-learn's numpy stream, so components_ after 42 seeded
+    # passes differ from scikit-learn's 0.02649814, 0.02009084 (ours: 0.0271, 0.0207). Its
+    # sparse half (a CSC fit equals the dense fit, gibbs on CSC equals gibbs on dense) is
+    # test_rbm_sparse.py::test_sparse_input_gives_the_dense_results_in_every_method; its
+    # "gibbs recreates [[0], [1]]" holds only for lucky seeds (scikit-learn's own comment says
+    # the test "is very seed-dependent"), so it is not repeated.
+    "test_fit_gibbs*": (
+        "compares components_ with scikit-learn's seeded values; the sampling draws come "
+        "from a torch.Generator (documented)", AssertionError),
+    # out-of-range input is refused by design: its last line scores [0, 100, …, 99900], which
+    # a Bernoulli RBM rejects (values are probabilities); the assertions before it pass
+    # (scores below -300, LIL = dense), and test_rbm_sparse.py::test_sparse_scores_equal_
+    # dense_scores_without_clipping checks them without the last line.
+    "test_score_samples*": (
+        "scores values up to 99900; a Bernoulli RBM refuses values outside [0, 1] by design",
+        ValueError),
+}
+
+globals().update(load_tests("neural_network/tests/test_rbm.py",
+                            "from sklearn.neural_network import BernoulliRBM",
+                            "from toolkit.algorithms.rbm import BernoulliRBM"))

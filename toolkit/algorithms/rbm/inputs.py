@@ -1,0 +1,118 @@
+"""What :class:`~toolkit.algorithms.rbm.BernoulliRBM` accepts: dense data or sparse matrices.
+
+Dense data (tensors, numpy arrays, array-likes, pandas frames) become one tensor, as for every
+estimator of the toolkit (:func:`toolkit._validation.check_X`). A ``scipy.sparse`` matrix or
+array (CSR, CSC, COO, LIL, …) is kept sparse, as CSR rows in the computation's dtype, and is
+densified a block of rows at a time (:class:`SparseRows`): a mini-batch in training, a chunk of
+:data:`CHUNK_ELEMENTS` entries in ``transform``, ``score_samples`` and ``gibbs``, never the
+whole matrix. Both kinds give the same numbers: dense data pass through the same chunks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from toolkit._validation import check_X
+from toolkit.algorithms.rbm.core import _check_unit_interval
+
+__all__ = ["CHUNK_ELEMENTS", "SparseRows", "batches", "check_data", "is_sparse", "map_rows"]
+
+#: Entries densified (or computed) at once by :func:`map_rows`: 2**20, 8 MiB of float64.
+CHUNK_ELEMENTS = 2**20
+
+
+def is_sparse(X: Any) -> bool:
+    """Whether ``X`` is a scipy.sparse matrix or array (scipy is not imported to find out)."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(X)
+
+
+class SparseRows:
+    """The rows of a sparse matrix, densified into tensors a block at a time.
+
+    ``csr``: a ``scipy.sparse`` CSR matrix in the computation's dtype (validated by
+    :func:`check_data`); ``dtype``/``device``: where the dense blocks go. ``shape``, ``dtype``
+    and ``device`` read like a tensor's.
+    """
+
+    def __init__(self, csr: Any, dtype: torch.dtype, device: torch.device) -> None:
+        self.csr, self.dtype, self.device = csr, dtype, torch.device(device)
+        self.shape = torch.Size(csr.shape)
+
+    def rows(self, index: slice | np.ndarray) -> torch.Tensor:
+        """Dense rows ``index`` (a slice or integer positions) as a tensor."""
+        block = self.csr[index].toarray()
+        return torch.from_numpy(block).to(device=self.device, dtype=self.dtype)
+
+    def column_sums(self) -> torch.Tensor:
+        """Sum of every column in float64 (n_features,)."""
+        sums = np.asarray(self.csr.sum(axis=0, dtype=np.float64)).ravel()
+        return torch.from_numpy(sums).to(self.device)
+
+
+def check_data(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
+               n_features: int | None = None, binary: bool = False
+               ) -> torch.Tensor | SparseRows:
+    """(n_samples, n_features) finite values in [0, 1] (only 0 and 1 with ``binary``), dense
+    as a tensor, sparse as :class:`SparseRows`; messages as for dense data."""
+    if not is_sparse(X):
+        Xt = check_X(where, X, device=device, dtype=dtype, n_features=n_features)
+        _check_unit_interval(where, Xt, binary=binary)
+        return Xt
+    if len(X.shape) != 2:
+        raise ValueError(f"{where}: X must be 2-D (n_samples, n_features), got shape "
+                         f"{tuple(X.shape)}")
+    if np.issubdtype(X.dtype, np.complexfloating):
+        raise ValueError(f"{where}: X must hold real numbers; Complex data not supported (got "
+                         f"dtype {X.dtype})")
+    csr = X.tocsr().astype(torch.empty((), dtype=dtype).numpy().dtype, copy=False)
+    n, d = csr.shape
+    if n < 1:
+        raise ValueError(f"{where}: X must have at least 1 samples, got n_samples={n} "
+                         f"(shape={tuple(csr.shape)})")
+    if d == 0:
+        raise ValueError(f"{where}: X must have at least one feature, got 0 feature(s) "
+                         f"(shape={tuple(csr.shape)}) while a minimum of 1 is required.")
+    if n_features is not None and d != n_features:
+        raise ValueError(f"{where}: X has {d} features, but {where.split('.')[0]} is expecting "
+                         f"{n_features} features as input.")
+    stored = torch.from_numpy(np.ascontiguousarray(csr.data))  # the entries kept; the rest are 0
+    if not bool(torch.isfinite(stored).all()):
+        raise ValueError(f"{where}: X contains NaN or infinity; remove or impute those values")
+    if csr.nnz < n * d:  # the implicit zeros are values too (for the range in the message)
+        stored = torch.cat([stored, stored.new_zeros(1)])
+    _check_unit_interval(where, stored, binary=binary)
+    return SparseRows(csr, dtype, device)
+
+
+def batches(X: torch.Tensor | SparseRows, batch_size: int, order: torch.Tensor | None
+            ) -> Iterator[torch.Tensor]:
+    """Mini-batches of ``batch_size`` rows of ``X`` (the last one shorter), in ``order`` (a
+    permutation of the rows) or in row order; dense tensors for both kinds of ``X``."""
+    if isinstance(X, torch.Tensor):  # index_select: faster than X[order]
+        yield from (X if order is None else X.index_select(0, order)).split(batch_size)
+        return
+    n = X.shape[0]
+    positions = None if order is None else order.cpu().numpy()
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        yield X.rows(slice(start, stop) if positions is None else positions[start:stop])
+
+
+def map_rows(fn: Callable[[torch.Tensor], torch.Tensor], X: torch.Tensor | SparseRows
+             ) -> torch.Tensor:
+    """``fn`` applied to consecutive chunks of rows of ``X`` (about :data:`CHUNK_ELEMENTS`
+    entries each, dense and sparse alike), the results concatenated along the first axis."""
+    n, d = X.shape
+    step = max(1, CHUNK_ELEMENTS // max(d, 1))
+    parts = []
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        block = X[start:stop] if isinstance(X, torch.Tensor) else X.rows(slice(start, stop))
+        parts.append(fn(block))
+    return torch.cat(parts) if len(parts) != 1 else parts[0]
