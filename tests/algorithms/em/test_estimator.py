@@ -372,7 +372,7 @@ def test_cuda_tensors_come_back_on_their_device(seed: int) -> None:
         np.testing.assert_allclose(gm.lower_bounds_, cpu.lower_bounds_, rtol=1e-10)
 
 
-def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """With weights, means and precisions given nothing is drawn or estimated at the start (as
     scikit-learn's test_gaussian_mixture_all_init_does_not_estimate_gaussian_parameters
     checks with its own private function); with one of them missing the start is estimated."""
@@ -383,7 +383,7 @@ def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.Monke
         real = getattr(initialization, name)
         monkeypatch.setattr(initialization, name, lambda *a, _f=real, _n=name, **k: (
             calls.append(_n), _f(*a, **k))[1])
-    X = gaussian_mixture(100, MIXTURE_2D, seed=0).X.numpy()
+    X = gaussian_mixture(100, MIXTURE_2D, seed=seed).X.numpy()
     init = _init_params(X, 3, "full")
     GaussianMixture(3, max_iter=3, tol=0.0, **init).fit(X)
     assert calls == []
@@ -392,11 +392,11 @@ def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_private_hooks_match_sklearns(ct: str) -> None:
+def test_private_hooks_match_sklearns(ct: str, seed: int) -> None:
     """_initialize(X, resp) and _set_parameters, the private hooks scikit-learn's own tests call,
     set what scikit-learn's set (the number of components is resp's)."""
-    X = gaussian_mixture(60, MIXTURE_2D, seed=1).X.numpy()
-    rng = np.random.RandomState(0)
+    X = gaussian_mixture(60, MIXTURE_2D, seed=seed + 1).X.numpy()
+    rng = np.random.RandomState(seed)
     resp = rng.uniform(size=(60, 4))
     resp /= resp.sum(1, keepdims=True)
     names = ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_")

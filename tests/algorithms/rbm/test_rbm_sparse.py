@@ -41,11 +41,11 @@ def densified(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("container", SPARSE)
 @pytest.mark.parametrize("method", ["pcd", "cd"])
 def test_sparse_input_gives_the_dense_results_in_every_method(container, method: str,
-                                                              densified: list[int]) -> None:
+                                                              densified: list[int], seed: int) -> None:
     X = digits()
     kw = {"n_components": 8, "batch_size": 7, "n_iter": 2, "method": method, "shuffle": True}
-    dense = BernoulliRBM(**kw, random_state=0).fit(X)
-    sparse = BernoulliRBM(**kw, random_state=0).fit(container(X))
+    dense = BernoulliRBM(**kw, random_state=seed).fit(X)
+    sparse = BernoulliRBM(**kw, random_state=seed).fit(container(X))
     assert densified and max(densified) <= 7  # a mini-batch at a time, never the whole matrix
     for name in ("components_", "intercept_hidden_", "intercept_visible_"):
         np.testing.assert_array_equal(getattr(sparse, name), getattr(dense, name), err_msg=name)
@@ -60,22 +60,22 @@ def test_sparse_input_gives_the_dense_results_in_every_method(container, method:
 
 
 def test_a_large_sparse_matrix_is_read_in_chunks(monkeypatch: pytest.MonkeyPatch,
-                                                 densified: list[int]) -> None:
+                                                 densified: list[int], seed: int) -> None:
     monkeypatch.setattr(inputs, "CHUNK_ELEMENTS", 64 * 16)  # 16 rows of 64 features per chunk
     X = digits(50)
-    rbm = BernoulliRBM(n_components=4, batch_size=10, n_iter=1, random_state=0).fit(X)
+    rbm = BernoulliRBM(n_components=4, batch_size=10, n_iter=1, random_state=seed).fit(X)
     densified.clear()
     np.testing.assert_array_equal(rbm.transform(sp.csr_array(X)), rbm.transform(X))
     assert densified == [16, 16, 16, 2]
 
 
 @pytest.mark.parametrize("container", [sp.csr_matrix, sp.csc_array, sp.lil_matrix])
-def test_sparse_transform_and_gibbs_agree_with_sklearn(container) -> None:
+def test_sparse_transform_and_gibbs_agree_with_sklearn(container, seed: int) -> None:
     """With scikit-learn's fitted parameters, transform is scikit-learn's on sparse input, and
     gibbs returns booleans as scikit-learn's does."""
     X = digits()
-    ref = SkBernoulliRBM(n_components=8, n_iter=3, random_state=0).fit(container(X))
-    ours = BernoulliRBM(n_components=8, n_iter=0, random_state=0).fit(X)
+    ref = SkBernoulliRBM(n_components=8, n_iter=3, random_state=seed).fit(container(X))
+    ours = BernoulliRBM(n_components=8, n_iter=0, random_state=seed).fit(X)
     for name in ("components_", "intercept_hidden_", "intercept_visible_"):
         setattr(ours, name, getattr(ref, name).copy())
     np.testing.assert_allclose(ours.transform(container(X)), ref.transform(container(X)),
@@ -84,8 +84,8 @@ def test_sparse_transform_and_gibbs_agree_with_sklearn(container) -> None:
     assert ours.gibbs(torch.as_tensor(X)).dtype == torch.bool
 
 
-def test_sparse_input_is_checked_like_dense_input() -> None:
-    rbm = BernoulliRBM(n_components=3, n_iter=1, random_state=0).fit(digits())
+def test_sparse_input_is_checked_like_dense_input(seed: int) -> None:
+    rbm = BernoulliRBM(n_components=3, n_iter=1, random_state=seed).fit(digits())
     with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must have values in \[0, 1\] .*"
                                          r"got values in \[0, 16\]"):
         BernoulliRBM(3).fit(sp.csr_matrix(load_digits().data[:10]))
@@ -100,11 +100,11 @@ def test_sparse_input_is_checked_like_dense_input() -> None:
         rbm.log_likelihood(sp.csr_matrix(digits(5)))
 
 
-def test_sparse_scores_equal_dense_scores_without_clipping() -> None:
+def test_sparse_scores_equal_dense_scores_without_clipping(seed: int) -> None:
     """What scikit-learn's test_score_samples checks before its out-of-range line: sparse
     (LIL) and dense scores agree, and 1000 units give a finite (unclipped) sum of logs."""
     X = np.vstack([np.zeros(1000), np.ones(1000)])
-    rbm = BernoulliRBM(n_components=10, batch_size=2, n_iter=10, random_state=0).fit(X)
+    rbm = BernoulliRBM(n_components=10, batch_size=2, n_iter=10, random_state=seed).fit(X)
     dense = rbm.score_samples(X)
     np.testing.assert_array_equal(rbm.score_samples(sp.lil_matrix(X)), dense)
     assert np.isfinite(dense).all() and (dense < 0).all()
@@ -139,9 +139,9 @@ def test_float32_data_fit_like_float64_data(method: str) -> None:
         np.testing.assert_array_equal(r32.h_samples_, r64.h_samples_)
 
 
-def test_sklearns_private_helpers() -> None:
+def test_sklearns_private_helpers(seed: int) -> None:
     X = digits()
-    rbm = BernoulliRBM(n_components=5, n_iter=2, random_state=0).fit(X)
+    rbm = BernoulliRBM(n_components=5, n_iter=2, random_state=seed).fit(X)
     np.testing.assert_array_equal(rbm._mean_hiddens(X), rbm.transform(X))
     np.testing.assert_array_equal(rbm._mean_hiddens(X[0]), rbm.transform(X[:1])[0])
     p = rbm._mean_hiddens(X[0])

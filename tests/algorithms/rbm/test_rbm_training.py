@@ -228,15 +228,15 @@ def test_doctests() -> None:
 
 @pytest.mark.parametrize("chain", ["sampled", "mean_field"])
 @pytest.mark.parametrize("from_hidden", [False, True])
-def test_the_update_is_the_free_energy_gradient(chain: str, from_hidden: bool) -> None:
+def test_the_update_is_the_free_energy_gradient(chain: str, from_hidden: bool, seed: int) -> None:
     """The update differentiates a surrogate without the softplus (sg(σ(a))·a for softplus(a)):
     its gradient equals autograd of cd_loss to 1e-12 in float64, with the block and, for a
     mean-field chain, without it (the gradient then flows through the chain as well)."""
     p = RBMParams(*(t.requires_grad_(True) for t in
                     init_params(9, 5, init="uniform", scale=2.0, dtype=F64,
-                                generator=torch.Generator().manual_seed(3))))
+                                generator=torch.Generator().manual_seed(seed + 3))))
     v = bars_and_stripes(3, dtype=F64)[:6]
-    start = (torch.rand(4, 5, generator=torch.Generator().manual_seed(1), dtype=F64) < 0.5
+    start = (torch.rand(4, 5, generator=torch.Generator().manual_seed(seed + 1), dtype=F64) < 0.5
              ).to(F64) if from_hidden else v[:4]
     variants = [False, True] if chain == "mean_field" else [False]
     for unblocked in variants:
@@ -244,7 +244,7 @@ def test_the_update_is_the_free_energy_gradient(chain: str, from_hidden: bool) -
         for surrogate in (True, False):
             with disable_blocks(BLOCK) if unblocked else contextlib.nullcontext():
                 v_model = negative_samples(p, start, 2, chain=chain, from_hidden=from_hidden,
-                                           generator=torch.Generator().manual_seed(0))
+                                           generator=torch.Generator().manual_seed(seed))
                 assert v_model.requires_grad == unblocked
                 if surrogate:
                     grads.append(core._cd_grads(p, v, v_model)[0])
@@ -255,14 +255,14 @@ def test_the_update_is_the_free_energy_gradient(chain: str, from_hidden: bool) -
         assert max(float(g.abs().max()) for g in grads[1]) > 1e-3  # not trivially zero
 
 
-def test_the_loss_is_computed_only_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_loss_is_computed_only_when_read(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
     real = torch.nn.functional.softplus
     calls: list[None] = []
     monkeypatch.setattr(torch.nn.functional, "softplus",
                         lambda *a, **k: (calls.append(None), real(*a, **k))[1])
-    train_cd(fresh(), X, batch_size=5, epochs=2, generator=torch.Generator().manual_seed(0))
-    train_cd(fresh(), X, batch_size=5, epochs=2, generator=torch.Generator().manual_seed(0),
+    train_cd(fresh(), X, batch_size=5, epochs=2, generator=torch.Generator().manual_seed(seed))
+    train_cd(fresh(), X, batch_size=5, epochs=2, generator=torch.Generator().manual_seed(seed),
              callback=lambda step: None)
     assert calls == []
     seen: list[float] = []
@@ -276,13 +276,13 @@ def test_the_loss_is_computed_only_when_read(monkeypatch: pytest.MonkeyPatch) ->
         assert float(loss) == pytest.approx(float(cd_loss(step.params, step.v_data,
                                                           step.v_model)), abs=1e-12)
 
-    train_cd(fresh(), X, batch_size=5, epochs=1, generator=torch.Generator().manual_seed(0),
+    train_cd(fresh(), X, batch_size=5, epochs=1, generator=torch.Generator().manual_seed(seed),
              callback=read)
     assert len(seen) == 3 and calls
 
 
 def test_small_problems_train_on_one_thread_and_restore_the_setting(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
     threads: list[int] = []
     before = torch.get_num_threads()
@@ -291,7 +291,7 @@ def test_small_problems_train_on_one_thread_and_restore_the_setting(
         train_cd(fresh(), X, batch_size=5, callback=lambda s: threads.append(
             torch.get_num_threads()))
         assert threads == [1, 1, 1] and torch.get_num_threads() == 2
-        rbm = BernoulliRBM(3, batch_size=5, n_iter=2, random_state=0, callback=lambda s: (
+        rbm = BernoulliRBM(3, batch_size=5, n_iter=2, random_state=seed, callback=lambda s: (
             threads.append(torch.get_num_threads())))
         threads.clear()
         rbm.fit(X.numpy())
