@@ -50,6 +50,28 @@ def test_one_pass_step_equals_e_step_then_m_step() -> None:
         torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-12)
 
 
+@pytest.mark.parametrize("ct", COVARIANCE_TYPES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_centred_step_equals_e_step_then_m_step(ct: str, weighted: bool) -> None:
+    """The whitened path's iteration is e_step followed by m_step (the plain functions)."""
+    from toolkit.algorithms.em.centred import _CentredEM
+
+    X = torch.as_tensor(iris().X)
+    init = _init_params(X.numpy(), 3, ct)
+    p = GaussianMixture(3, covariance_type=ct, max_iter=0, **init).fit(X)._fitted_params()
+    g = torch.Generator().manual_seed(0)
+    sw = torch.rand(len(X), dtype=X.dtype, generator=g) + 0.5 if weighted else None
+    path = _CentredEM(X.float(), torch.ones(len(X)) if sw is None else sw, ct, 1e-6)
+    path.chunk = 16  # many chunks, so that their sums are exercised
+    X32 = X.float().double()  # the path reads float32 data, exactly
+    lp, new = path.step(p)
+    lp_ref, log_resp = e_step(X32, p.weights, p.means, p.precisions_cholesky, ct)
+    ref = m_step(X32, log_resp, covariance_type=ct, sample_weight=sw)
+    torch.testing.assert_close(lp, lp_ref, rtol=1e-13, atol=1e-13)
+    for a, b in zip(new, ref):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-12)
+
+
 def test_float32_fit_agrees_with_sklearn_float64() -> None:
     """float32 data, parameters in float64 (target 1e-5); below 2**14 samples float64 moments."""
     from sklearn.mixture import GaussianMixture as SkGM

@@ -22,8 +22,8 @@ float64) for the parameters before and after every iteration and runs the iterat
 first path that passes: the moments in float32 (float32 data of at least
 ``MIN_SAMPLES_FLOAT32`` samples), the moments in float64 (``u`` =
 1.1e-16: ``G`` up to ~1e12 for float32 data, ~1e9 for float64), or the centred,
-Cholesky-whitened functions of :mod:`~toolkit.algorithms.em.core` in float64 (no cancellation
-at all, slowest). A covariance that a moment path cannot make positive definite also moves the
+Cholesky-whitened iterations of :mod:`~toolkit.algorithms.em.centred` in float64 (no
+cancellation to speak of, about 3x slower than the moments). A covariance that a moment path cannot make positive definite also moves the
 iteration to the next path, so the float32 fit fails only where the float64 centred one does.
 Once a run needs a slower path it stays there (parameters rarely become better conditioned).
 """
@@ -34,7 +34,8 @@ import math
 
 import torch
 
-from toolkit.algorithms.em.core import _log_det_cholesky, e_step, m_step
+from toolkit.algorithms.em.centred import _CentredEM
+from toolkit.algorithms.em.core import _log_det_cholesky
 from toolkit.algorithms.em.params import (
     GMMParams,
     _add_to_diagonal,
@@ -243,11 +244,12 @@ class _EMPath:
     """EM iterations for the estimator, each on the first path exact enough for it.
 
     Paths, fastest first (see the module docstring): 0, the moments in float32 (float32 data
-    of ``MIN_SAMPLES_FLOAT32`` samples or more); 1, the moments in float64; 2, the centred functions :func:`e_step` and
-    :func:`m_step` in float64. Path ``p < 2`` runs an iteration only if ``u·G <= tol``
-    (``MOMENT_TOL`` of the data's dtype) holds for the parameters it starts from and for those it returns, and its covariances are
-    positive definite; otherwise the iteration is redone on the next path, which the run then
-    keeps. ``counts[p]`` is the number of iterations each path completed.
+    of ``MIN_SAMPLES_FLOAT32`` samples or more); 1, the moments in float64; 2, the centred,
+    whitened iterations of :class:`~toolkit.algorithms.em.centred._CentredEM`. Path
+    ``p < 2`` runs an iteration only if ``u·G <= tol`` (``MOMENT_TOL`` of the data's dtype)
+    holds for the parameters it starts from and for those it returns, and its covariances
+    are positive definite; otherwise the iteration is redone on the next path, which the run
+    then keeps. ``counts[p]`` is the number of iterations each path completed.
 
     Args:
         X: (n, d) data, float32 or float64.
@@ -265,7 +267,7 @@ class _EMPath:
         self.path = self.first
         self.counts = [0, 0, 0]
         self._moments: dict[torch.dtype, _MomentEM] = {}
-        self._X64: torch.Tensor | None = None
+        self._centred: _CentredEM | None = None
         self.center = (self.w @ X.to(torch.float64)) / self.w.sum()
 
     def to_compute(self, params: GMMParams) -> GMMParams:
@@ -297,12 +299,7 @@ class _EMPath:
                         self.counts[self.path] += 1
                         return log_prob, new
             self.path += 1
-        if self._X64 is None:
-            self._X64 = self.X.to(torch.float64)
-        ct = self.covariance_type
-        log_prob, log_resp = e_step(self._X64, params.weights, params.means,
-                                    params.precisions_cholesky, ct)
-        new = m_step(self._X64, log_resp, covariance_type=ct, reg_covar=self.reg_covar,
-                     sample_weight=self.w)
+        if self._centred is None:
+            self._centred = _CentredEM(self.X, self.w, self.covariance_type, self.reg_covar)
         self.counts[2] += 1
-        return log_prob, new
+        return self._centred.step(params)
