@@ -20,12 +20,13 @@ float64 and covariances within 2e-4 in whitened coordinates; the issue-28 mixtur
 :class:`_EMPath` therefore checks ``u·G <= MOMENT_TOL`` (2e-4 for float32 data, 1e-7 for
 float64) for the parameters before and after every iteration and runs the iteration with the
 first path that passes: the moments in float32 (float32 data of at least
-``MIN_SAMPLES_FLOAT32`` samples), the moments in float64 (``u`` =
-1.1e-16: ``G`` up to ~1e12 for float32 data, ~1e9 for float64), or the centred,
-Cholesky-whitened iterations of :mod:`~toolkit.algorithms.em.centred` in float64 (no
-cancellation to speak of, about 3x slower than the moments). A covariance that a moment path cannot make positive definite also moves the
-iteration to the next path, so the float32 fit fails only where the float64 centred one does.
-Once a run needs a slower path it stays there (parameters rarely become better conditioned).
+``MIN_SAMPLES_FLOAT32`` samples), the moments in float64 (``u`` = 1.1e-16: ``G`` up to
+~1e12 for float32 data, ~1e9 for float64), or the centred, Cholesky-whitened iterations of
+:mod:`~toolkit.algorithms.em.centred` in float64 (no cancellation to speak of, about 3x slower
+than the moments). A covariance that a moment path cannot make positive definite also moves
+the iteration to the next path, so the float32 fit fails only where the float64 centred one
+does. Once a run needs a slower path it stays there (parameters rarely become better
+conditioned).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class _MomentEM:
         A = A64.to(self.dtype)
         n = self.Phi.shape[0]
         S = torch.zeros(A.shape, dtype=torch.float64, device=A.device)  # chunk sums in float64
-        log_prob = torch.empty(n, dtype=torch.float64, device=A.device)
+        log_prob = torch.empty(n, dtype=self.dtype, device=A.device)
         for start in range(0, n, self.chunk):
             rows = slice(start, start + self.chunk)
             z = A @ self.Phi[rows].T  # (k, rows)
@@ -183,6 +184,7 @@ class _MomentEM:
             resp.div_(total)
             torch.add(total.log_(), shift, out=log_prob[rows].unsqueeze(0))
             S += resp @ self.Phi_w[rows]
+        log_prob = log_prob.to(torch.float64)
         if A.dtype != torch.float64:
             scale = 1.0 if self.w_scale is None else self.w_scale
             log_prob -= ((A.to(torch.float64) - A64) * S).sum() * scale / self.w.sum()
@@ -217,7 +219,6 @@ class _MomentEM:
                 cov = cov.mean(1)
         return GMMParams(nk / nk.sum(), mu + self.center, cov,
                          precisions_cholesky_from_covariances(cov, ct))
-
 
 
 def cancellation_factor(params: GMMParams, center: torch.Tensor, covariance_type: str) -> float:
@@ -268,6 +269,7 @@ class _EMPath:
         self.counts = [0, 0, 0]
         self._moments: dict[torch.dtype, _MomentEM] = {}
         self._centred: _CentredEM | None = None
+        self._last: tuple[GMMParams, float] | None = None  # the last result and its G
         self.center = (self.w @ X.to(torch.float64)) / self.w.sum()
 
     def to_compute(self, params: GMMParams) -> GMMParams:
@@ -282,8 +284,12 @@ class _EMPath:
         return self._moments[dtype]
 
     def _exact_enough(self, dtype: torch.dtype, params: GMMParams) -> bool:
-        u = torch.finfo(dtype).eps / 2
-        return u * cancellation_factor(params, self.center, self.covariance_type) <= self.tol
+        if self._last is not None and self._last[0] is params:
+            g = self._last[1]  # checked when it was returned
+        else:
+            g = cancellation_factor(params, self.center, self.covariance_type)
+            self._last = (params, g)
+        return torch.finfo(dtype).eps / 2 * g <= self.tol
 
     def step(self, params: GMMParams) -> tuple[torch.Tensor, GMMParams]:
         """One EM iteration from float64 ``params``: ``(log p(x_n) at params, new params)``."""
