@@ -149,12 +149,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             data, the results and the fit's data-sized work in float32 where that is exact
             enough; for every covariance type, condition numbers up to 1e7 and data up to 1e3
             from the origin, ``score_samples`` stays within 1e-4 nats (plus float32's rounding
-            of the result, 6e-8·|log p|) and ``lower_bound_`` within 1e-5 (relative) of
-            scikit-learn's float64 on the same parameters. How: evaluation in centred,
+            of the result, 6e-8·|log p|) and ``lower_bound_`` within 1e-5·max(1, |bound|)
+            of scikit-learn's float64 on the same parameters. How: evaluation in centred,
             Cholesky-whitened coordinates computed in float64 (:func:`e_step`); the fit's
             iterations in float32 only on 2**14 samples or more and while the cancellation
             of its moment matrices, estimated from the parameters, stays below 2e-4, else in
-            float64 (:mod:`toolkit.algorithms.em.fast`).
+            float64 (:mod:`toolkit.algorithms.em.fast`). The float32 attributes are the
+            float64 results rounded once: ``covariances_`` keeps its smallest eigenvalue only
+            to ~6e-8·κ (relative), ``precisions_cholesky_``, which the evaluation uses, its
+            whitened coordinates to ~6e-8·sqrt(κ).
 
     Attributes:
         weights_ (k,), means_ (k, d), covariances_, precisions_, precisions_cholesky_:
