@@ -21,7 +21,9 @@ Layout:
   the closed-form M-step and :func:`gradient_m_step`;
 - :mod:`~toolkit.algorithms.em.params`: :class:`GMMParams`, conversions between covariances and
   precision factors, the unconstrained parametrization of the gradient M-step;
-- :mod:`~toolkit.algorithms.em.fast`: the estimator's float64 fast path (moment matrices);
+- :mod:`~toolkit.algorithms.em.fast`: the estimator's iterations: moment matrices in float32
+  or float64 where their cancellation is small enough, else
+  :mod:`~toolkit.algorithms.em.centred` (whitened coordinates, float64);
 - :mod:`~toolkit.algorithms.em.initialization`: initial responsibilities, drawn as
   scikit-learn draws them;
 - :mod:`~toolkit.algorithms.em.inputs`: what the estimator accepts (checks, random states)

@@ -108,23 +108,30 @@ def parameters_from_responsibilities(X: torch.Tensor, resp: torch.Tensor | None,
     The weights are ``N_k / n`` (``N_k / Σ w`` with sample weights), not renormalized, as in
     scikit-learn. ``precisions_init`` (checked tensors, in scikit-learn's shapes) gives the
     precision factors and, from them, the covariances.
+
+    The parameters are computed and returned in float64 whatever ``X``'s dtype: a float32 start
+    would already differ from scikit-learn's float64 one by ``~u·κ`` in an ill-conditioned
+    covariance.
     """
     ct = covariance_type
+    f64 = torch.float64
     weights = means = cov = None
+    sw = None if sample_weight is None else sample_weight.to(f64)
     if resp is not None:
-        p = m_step(X, torch.log(resp), covariance_type=ct, reg_covar=reg_covar,
-                   sample_weight=sample_weight)
-        rw = resp if sample_weight is None else resp * sample_weight[:, None]
+        resp = resp.to(f64)
+        p = m_step(X.to(f64), torch.log(resp), covariance_type=ct, reg_covar=reg_covar,
+                   sample_weight=sw)
+        rw = resp if sw is None else resp * sw[:, None]
         nk = rw.sum(0) + 10 * torch.finfo(X.dtype).eps
-        total = X.shape[0] if sample_weight is None else sample_weight.sum()
+        total = X.shape[0] if sw is None else sw.sum()
         weights, means, cov = nk / total, p.means, p.covariances
     if weights_init is not None:
-        weights = weights_init
+        weights = weights_init.to(f64)
     if means_init is not None:
-        means = means_init
+        means = means_init.to(f64)
     if precisions_init is None:
         prec_chol = precisions_cholesky_from_covariances(cov, ct)
     else:
-        prec_chol = _precisions_cholesky_from_precisions(precisions_init, ct)
+        prec_chol = _precisions_cholesky_from_precisions(precisions_init.to(f64), ct)
         cov = _covariances_from_precisions_cholesky(prec_chol, ct)
     return GMMParams(weights, means, cov, prec_chol)

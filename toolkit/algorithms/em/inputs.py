@@ -63,14 +63,20 @@ def check_inits(where: str, weights_init: Any, means_init: Any, precisions_init:
                 n_components: int, n_features: int, covariance_type: str,
                 device: torch.device, dtype: torch.dtype
                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """The user's initial parameters as tensors, checked as scikit-learn checks them.
+    """The user's initial parameters as float64 tensors, checked as scikit-learn checks them.
 
     The messages name the method and the argument, then say what is wrong in scikit-learn's
     words ("The parameter 'weights' should have the shape of (2,), but got (2, 1)"), except the
     range of the weights, whose minimum and maximum scikit-learn labels the other way round.
+
+    ``dtype`` is the data's: it sets the tolerance of the weights' sum. The values are kept in
+    float64 whatever it is, so that a float32 fit starts from exactly the parameters a float64
+    fit (or scikit-learn's) starts from: rounding ``precisions_init`` to float32 and taking its
+    Cholesky factor there would move an ill-conditioned start by ``~u·κ``.
     """
     k, d, ct = n_components, n_features, covariance_type
-    kw: dict[str, Any] = {"where": where, "device": device, "dtype": dtype, "finite": True}
+    kw: dict[str, Any] = {"where": where, "device": device, "dtype": torch.float64,
+                          "finite": True}
     weights = means = precisions = None
     if weights_init is not None:
         weights = as_tensor(weights_init, arg="weights_init", **kw)
