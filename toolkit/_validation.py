@@ -413,17 +413,23 @@ def check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
                          f"{tuple(X.shape)}; Reshape your data with X.reshape(-1, 1) if it has "
                          f"a single feature or X.reshape(1, -1) if it is a single sample")
     X = as_tensor(X, where=where, arg="X", dtype=dtype, device=device, finite=True)
-    n, d = X.shape
+    check_X_shape(where, tuple(X.shape), n_features=n_features, min_samples=min_samples)
+    return X
+
+
+def check_X_shape(where: str, shape: tuple[int, int], *, n_features: int | None = None,
+                  min_samples: int = 1) -> None:
+    """The sample and feature counts of a 2-D ``X`` (dense or sparse), in scikit-learn's words."""
+    n, d = shape
     if n < min_samples:
         raise ValueError(f"{where}: X must have at least {min_samples} samples, got "
-                         f"n_samples={n} (shape={tuple(X.shape)})")
+                         f"n_samples={n} (shape={shape})")
     if d == 0:
         raise ValueError(f"{where}: X must have at least one feature, got 0 feature(s) "
-                         f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
+                         f"(shape={shape}) while a minimum of 1 is required.")
     if n_features is not None and d != n_features:
         raise ValueError(f"{where}: X has {d} features, but {where.split('.')[0]} is expecting "
                          f"{n_features} features as input.")
-    return X
 
 
 def numpy_random_state(random_state: Any, *, where: str) -> np.random.RandomState:

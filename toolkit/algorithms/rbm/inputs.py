@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolkit._validation import check_X
+from toolkit._validation import check_X, check_X_shape
 from toolkit.algorithms.rbm.core import _check_unit_interval
 
 __all__ = ["CHUNK_ELEMENTS", "SparseRows", "batches", "check_data", "is_sparse", "map_rows"]
@@ -72,15 +72,7 @@ def check_data(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
                          f"dtype {X.dtype})")
     csr = X.tocsr().astype(torch.empty((), dtype=dtype).numpy().dtype, copy=False)
     n, d = csr.shape
-    if n < 1:
-        raise ValueError(f"{where}: X must have at least 1 samples, got n_samples={n} "
-                         f"(shape={tuple(csr.shape)})")
-    if d == 0:
-        raise ValueError(f"{where}: X must have at least one feature, got 0 feature(s) "
-                         f"(shape={tuple(csr.shape)}) while a minimum of 1 is required.")
-    if n_features is not None and d != n_features:
-        raise ValueError(f"{where}: X has {d} features, but {where.split('.')[0]} is expecting "
-                         f"{n_features} features as input.")
+    check_X_shape(where, (n, d), n_features=n_features)
     stored = torch.from_numpy(np.ascontiguousarray(csr.data))  # the entries kept; the rest are 0
     if not bool(torch.isfinite(stored).all()):
         raise ValueError(f"{where}: X contains NaN or infinity; remove or impute those values")
