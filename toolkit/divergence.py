@@ -137,7 +137,8 @@ class UpdateCheck:
 
     Per update: :meth:`before_step` once the gradients are computed and before the optimizer
     applies them (the loss and any further named tensors, then each parameter's ``.grad``),
-    :meth:`after_step` once it has (the parameters). Each returns ``True`` when a value is not
+    :meth:`after_step` once it has (the parameters); :meth:`step` does both around
+    ``optimizer.step()``. Each returns ``True`` when a value is not
     finite: then ``divergence`` says where, a :class:`DivergenceWarning` has been issued and the
     loop must stop (nothing non-finite from ``before_step`` has been applied). ``n_updates``
     counts the updates applied. Each check is one :func:`check_finite`: one reduction per
@@ -189,6 +190,15 @@ class UpdateCheck:
         self.n_updates += 1
         bad = check_finite(self.parameters)
         return bad is not None and self._stop(bad, epoch, applied=True)
+
+    def step(self, optimizer: torch.optim.Optimizer, *values: tuple[str, torch.Tensor],
+             epoch: int | None = None) -> bool:
+        """One checked update: :meth:`before_step`, ``optimizer.step()`` only if everything was
+        finite, then :meth:`after_step`; ``True`` when the loop must stop."""
+        if self.before_step(*values, epoch=epoch):
+            return True
+        optimizer.step()
+        return self.after_step(epoch=epoch)
 
     def _stop(self, quantity: str, epoch: int | None, *, applied: bool) -> bool:
         step = self.n_updates - 1 if applied else self.n_updates

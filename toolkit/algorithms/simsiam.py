@@ -250,11 +250,7 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 # the loss and the gradients before the step, the parameters after
-                diverged = finite.before_step(("loss", loss), epoch=epoch)
-                if not diverged:
-                    opt.step()
-                    diverged = finite.after_step(epoch=epoch)
-                if diverged:
+                if finite.step(opt, ("loss", loss), epoch=epoch):
                     history.divergence = finite.divergence
                     return history
                 total += loss.item() / len(batches)

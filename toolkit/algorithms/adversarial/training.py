@@ -381,11 +381,7 @@ def adversarial_training(
             loss.backward()
             # the examples, the loss and the gradients before the step, the parameters after
             examples = (("adversarial examples", xb),) if method != "standard" else ()
-            diverged = finite.before_step(*examples, ("loss", loss), epoch=epoch)
-            if not diverged:
-                optimizer.step()
-                diverged = finite.after_step(epoch=epoch)
-            if diverged:  # stop here: the epoch is not completed, nothing more is applied
+            if finite.step(optimizer, *examples, ("loss", loss), epoch=epoch):  # stop here: the epoch is not completed, nothing more is applied
                 history.divergence = finite.divergence
                 return history
             total_loss += loss.item() * len(yb)
