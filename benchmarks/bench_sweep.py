@@ -22,6 +22,7 @@ from pathlib import Path
 
 from toolkit.runner import make_config
 from toolkit.runner.config import ExecutorSpec
+from toolkit.runner.registry import experiments_for
 from toolkit.runner.sweep import run_configs
 
 
@@ -56,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
             configs = [make_config("td_learning", params, seed=seed, device="cpu",
                                    dtype="float64", output_dir=Path(tmp))
                        for seed in range(args.runs)]
+            experiments = experiments_for(configs)
             for r in range(args.rounds):
                 for n in ((1, 2) if r % 2 == 0 else (2, 1)):
                     spec = ExecutorSpec(kind="dask", address=clusters[n].scheduler_address)
                     t0 = time.perf_counter()
-                    outcomes, status = run_configs(configs, executor=spec, quiet=True)
+                    outcomes, status = run_configs(configs, experiments, executor=spec,
+                                                   quiet=True)
                     seconds[n].append(time.perf_counter() - t0)
                     if status or len(outcomes) != args.runs:
                         raise SystemExit(f"sweep failed: {[o.error for o in outcomes]}")

@@ -13,7 +13,7 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from experiments.adversarial_training import _LABELS
+    from .adversarial_training import _LABELS
     from toolkit import draw_gradient_graph
     from toolkit.report.figures import plot_seeds
     from toolkit.style import EXTRA_COLORS, integer_ticks, variant_style

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.rbm_cd import NAMES, _methods
+from .rbm_cd import NAMES, _methods
 from toolkit import draw_gradient_graph
 from toolkit.report.figures import plot_seeds
 from toolkit.runner import RunResults

@@ -14,7 +14,7 @@ def figures(run: RunResults) -> dict[str, Any]:
     """Gradient error vs scale per dtype; naive vs stable overflow; cost bars; the graph."""
     import matplotlib.pyplot as plt
 
-    from experiments.softmax_gradients import _SHAPE, COST_VARIANTS, DTYPES, KINDS, _floor
+    from .softmax_gradients import _SHAPE, COST_VARIANTS, DTYPES, KINDS, _floor
     from toolkit import draw_gradient_graph
     from toolkit.report.figures import draw_spread
     from toolkit.style import EXTRA_COLORS, variant_style

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from pydantic import Field, field_validator
 from torch import nn
 
-from experiments._figures_adversarial_training import (
+from ._figures_adversarial_training import (
     figures as figures,  # drawn from the run's files
 )
 from toolkit import compare_gradients, disable_blocks, gradient_graph

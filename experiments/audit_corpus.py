@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from experiments._audit_corpus import (
+from ._audit_corpus import (
     BUGS,
     LEGIT,
     Case,
@@ -251,7 +251,7 @@ def findings(run: RunResults) -> list[Finding]:
 
 def figures(run: RunResults) -> dict[str, Any]:
     """The GAN step's graph with the leak coloured, and the table bug → audit → cost."""
-    from experiments._figures_audit_corpus import table_figure
+    from ._figures_audit_corpus import table_figure
     from toolkit import draw_gradient_graph
 
     graph = draw_gradient_graph(run.artifact("gan_graph"),

@@ -371,6 +371,6 @@ def findings(run: RunResults) -> list[Finding]:
 def figures(run: RunResults) -> dict[str, Any]:
     """Headline: log-likelihood curves and gradient cosines; then filters, samples and the
     backward graph of one CD step (drawn in ``experiments/_figures_rbm_cd.py``)."""
-    from experiments._figures_rbm_cd import figures as draw
+    from ._figures_rbm_cd import figures as draw
 
     return draw(run)

@@ -39,7 +39,7 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from experiments._figures_softmax_gradients import figures as figures  # drawn from the run's files
+from ._figures_softmax_gradients import figures as figures  # drawn from the run's files
 from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
 from toolkit.measure import count_graph_nodes, measure_memory, time_fn

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
-from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from toolkit.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "demo", "main", "run_module"]
+
 
 MAIN_EPILOG = """\
 examples:
@@ -100,13 +101,6 @@ def demo() -> int:
     return EXIT_OK
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line with exit status 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"toolkit: error: {message} (see `{self.prog} --help`)\n")
-
-
 def _add_debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show full tracebacks for input errors")
@@ -142,13 +136,13 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(prog="toolkit", formatter_class=fmt, epilog=MAIN_EPILOG,
+    parser = Parser(prog="toolkit", formatter_class=fmt, epilog=MAIN_EPILOG,
                      description="Run stop_gradient experiments with and without their blocks, "
                                  "and report the difference.")
     parser.add_argument("--debug", action="store_true",
                         help="show full tracebacks for input errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_Parser)
+                                parser_class=Parser)
     p = sub.add_parser("run", help="run config(s): each seed and sweep point is one run",
                        formatter_class=fmt, epilog=RUN_EPILOG,
                        description="Run experiment configs and write one run directory per run.")
@@ -182,275 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _outcome_line(i: int, total: int, outcome: object) -> tuple[str, object]:
-    from toolkit.runner import RunOutcome
-
-    assert isinstance(outcome, RunOutcome)
-    line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({outcome.duration_s:.1f} s)"
-    if outcome.error and outcome.status == "failed":
-        line += f"\n    error: {outcome.error}"
-    if outcome.status == "interrupted":
-        line += f"\n    kept what was logged; draw it with: toolkit report {outcome.run_dir}"
-    return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
-
-
-def _executor(args: argparse.Namespace, configs: list) -> object:
-    """The executor of the configs' [executor] table, with the command line's options on top."""
-    from toolkit.runner.config import ExecutorSpec
-    from toolkit.runner.errors import ConfigError
-
-    specs = {c.executor for c in configs}
-    if len(specs) > 1 and args.executor is None:
-        raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
-                          "run them separately or choose one with --executor")
-    base = next(iter(specs)) if specs else ExecutorSpec()
-    values = base.model_dump()
-    if args.executor is not None:
-        values["kind"] = args.executor
-    if args.address is not None:
-        values["address"] = args.address
-    if args.workers is not None:
-        if args.workers < 1:
-            raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
-                              "use --workers 1 (sequential) or more")
-        values["workers"] = args.workers
-    if values["address"] and values["kind"] != "dask":
-        raise ConfigError("--address", values["address"], "is only used by the dask executor",
-                          "add --executor dask")
-    return ExecutorSpec(**values)
-
-
-def _draw_report(run_dir: Path) -> None:
-    """The command line's ``finish`` hook: draw the report and say how long it took."""
-    import time
-
-    from toolkit.report import draw_report
-
-    print("  drawing the report ...", end="", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    try:
-        draw_report(run_dir)
-    finally:
-        print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-
-
-class _Progress:
-    """Counts finished runs (a bar on a terminal) and prints one line per run."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.bar = None
-        if total > 1 and not quiet and sys.stderr.isatty():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, unit="run", desc="runs", file=sys.stderr, leave=False)
-
-    def __call__(self, i: int, total: int, outcome: object) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-        line, stream = _outcome_line(i, total, outcome)
-        if self.bar is not None:
-            self.bar.write(line, file=stream)
-        else:
-            print(line, file=stream, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    from toolkit.runner.config import load_config, parse_seeds
-    from toolkit.runner.sweep import run_configs
-
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    configs = []
-    for path in args.configs:
-        configs += load_config(path, args.overrides, seeds=seeds, output_dir=args.out)
-    executor = _executor(args, configs)
-    if executor.kind == "dask":
-        from toolkit.runner.dask_executor import _import_distributed
-
-        _import_distributed()  # a missing extra is an input error, before anything runs
-    from toolkit.runner.seeds import finish_groups, makes_groups
-
-    grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group
-    earlier: list[Path] = []
-    if args.resume:
-        from toolkit.runner.sweep import find_complete
-
-        todo = []
-        for config in configs:
-            done = find_complete(config)
-            if done is None:
-                todo.append(config)
-            else:
-                earlier.append(done)
-                if not args.quiet:
-                    print(f"skipped (complete): {done}")
-        configs = todo
-        if not configs:
-            print("nothing to do: every run is complete")
-            return EXIT_OK
-    if args.dry_run:
-        for c in configs:
-            point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())
-            print(f"{c.experiment} seed={c.seed} {point}".rstrip())
-        print(f"{len(configs)} run(s); executor {executor.kind}")
-        return EXIT_OK
-    if not args.quiet and len(configs) > 1:
-        where = {"local": f" in {executor.workers} processes" if executor.workers > 1 else "",
-                 "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
-        print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
-    from toolkit.runner.run import check_output_dir
-
-    for config in configs:  # before anything is printed or run
-        check_output_dir(config)
-    finish = None
-    in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
-    # A seed group gets one report over its seeds, drawn once all of them have finished
-    # (their own reports are skipped).
-    if not args.no_report and not grouped:
-        from toolkit.report import write_report as finish
-        if in_process and not args.quiet:
-            finish = _draw_report  # says what it does and how long it took
-    if in_process and not args.quiet and len(configs) == 1:
-        c = configs[0]
-        print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
-              f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
-    progress = _Progress(len(configs), args.quiet)
-    t0 = time.perf_counter()
-    try:
-        outcomes, status = run_configs(configs, executor=executor, quiet=args.quiet,
-                                       finish=finish, on_done=progress)
-    finally:
-        progress.close()
-    shown = [o.run_dir for o in outcomes]
-    if grouped and status < 128:
-        from toolkit.report import draw_report
-
-        shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
-                              t0=t0, say=None if args.quiet else _say, earlier=earlier)
-    if not args.quiet and len(shown) <= 3:
-        for folder in shown:
-            if (folder / "findings.json").is_file():
-                _print_findings(folder)
-    if not args.no_report and not args.quiet:
-        for folder in shown:
-            report = folder / "report.html"
-            if report.exists():
-                print(f"report: {report}")
-    return status
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def _print_findings(run_dir: Path) -> None:
-    """What a run found (each child of a showcase), with verdicts and the wall time."""
-    import json
-
-    from toolkit.runner import read_findings
-
-    findings = read_findings(run_dir)
-    path = run_dir / "findings.json"
-    problems = json.loads(path.read_text(encoding="utf-8")).get("problems", []) \
-        if path.is_file() else []
-    for problem in problems:
-        print(f"toolkit: warning: {problem}", file=sys.stderr)
-    for section, items in findings.items():
-        print(f"{section}:")
-        for f in items:
-            mark = {True: "+", False: "!", None: "·"}[f.verdict]
-            print(f"  {mark} {f}")
-    if not (run_dir / "meta.json").is_file():  # a seed group
-        info = json.loads((run_dir / "group.json").read_text(encoding="utf-8"))
-        if info.get("wall_seconds") is not None:
-            print(f"wall time {info['wall_seconds']:.1f} s for {len(info['seeds'])} seeds")
-        return
-    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
-    if meta.get("wall_seconds") is not None:
-        print(f"wall time {meta['wall_seconds']:.1f} s (experiments {meta['duration_s']:.1f} s"
-              + (f", report {meta['finish_s']:.1f} s" if meta.get("finish_s") else "") + ")")
-
-
-def _cmd_sweep(args: argparse.Namespace) -> int:
-    return _cmd_run(args)
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-    from toolkit.report import draw_report
-    from toolkit.runner import ConfigError
-
-    for run_dir in args.run_dirs:
-        if not ((Path(run_dir) / "meta.json").is_file()
-                or (Path(run_dir) / "group.json").is_file()):
-            raise ConfigError(run_dir, "", "not a run directory (no meta.json) nor a seed "
-                              "group (no group.json)", "give a folder such as "
-                              "results/<experiment>/<run_id>")
-    for run_dir in args.run_dirs:
-        print(draw_report(run_dir))
-    return EXIT_OK
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from toolkit.report.compare import compare_runs, format_table, write_compare
-    from toolkit.runner import ConfigError
-
-    root = Path(args.directory)
-    if not root.is_dir():
-        raise ConfigError(args.directory, "", "no such directory",
-                          "give a folder that holds run directories, e.g. results/<experiment>")
-    table = compare_runs(root)
-    if not table.rows:
-        raise ConfigError(args.directory, "", "no complete runs below this folder",
-                          "run some first (`toolkit run CONFIG --seeds 0,1`)")
-    out = Path(args.out) if args.out else root
-    csv_path, html_path = write_compare(table, out)
-    print(format_table(table))
-    print(f"\n{csv_path}\n{html_path}")
-    return EXIT_OK
-
-
-def _cmd_list(args: argparse.Namespace) -> int:
-    from toolkit.runner.registry import config_files, describe, discover, load_all
-
-    found = discover()
-    # Read from the sources (no torch import, instant); --check imports every module.
-    rows: dict[str, tuple[str, bool, str | None]] = {}
-    for name, path in found.items():
-        info = describe(name, path)
-        rows[name] = (info.description, info.has_quick, info.problem)
-    if args.check:
-        loaded, broken = load_all()
-        for name, exp in loaded.items():
-            rows[name] = (exp.description, exp.quick is not None, None)
-        for name, problem in broken.items():
-            rows[name] = (rows[name][0], rows[name][1], problem)
-    print("experiments:")
-    width = max([len(n) for n in rows] + [4])
-    for name, (description, has_quick, problem) in sorted(rows.items()):
-        if problem:
-            print(f"  {name:<{width}}  BROKEN: {problem}")
-            continue
-        quick = "" if has_quick or name == "showcase" else "  (no QUICK: not in the showcase)"
-        print(f"  {name:<{width}}  {description}{quick}")
-    print("configs:")
-    cwd = Path.cwd()
-    for path in config_files():
-        try:
-            shown = path.resolve().relative_to(cwd.resolve())
-        except ValueError:
-            shown = path
-        print(f"  {shown}")
-    broken_names = sorted(n for n, row in rows.items() if row[2])
-    if broken_names:
-        print(f"toolkit: warning: {len(broken_names)} experiment module(s) cannot be loaded: "
-              f"{', '.join(broken_names)}", file=sys.stderr)
-    if not args.check:
-        print("(read from the sources; `toolkit list --check` also imports each experiment)")
-    return EXIT_OK
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``toolkit``; returns the exit status.
@@ -469,10 +194,12 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
+    from toolkit import commands
     from toolkit.runner.errors import ConfigError
 
-    handlers = {"run": _cmd_run, "sweep": _cmd_sweep, "report": _cmd_report,
-                "compare": _cmd_compare, "list": _cmd_list}
+    handlers = {"run": commands.cmd_run, "sweep": commands.cmd_run,
+                "report": commands.cmd_report, "compare": commands.cmd_compare,
+                "list": commands.cmd_list}
     try:
         return handlers[args.command](args)
     except ConfigError as err:

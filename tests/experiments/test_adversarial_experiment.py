@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib
 import pytest
 from pydantic import ValidationError
+from stop_gradient_experiments import adversarial_training as exp
 
-from experiments import adversarial_training as exp
 from toolkit.report import text_problems
 from toolkit.runner import Finding, run_experiment
 

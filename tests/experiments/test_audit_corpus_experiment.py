@@ -6,9 +6,9 @@ import itertools
 import pathlib
 
 import pytest
+import stop_gradient_experiments.audit_corpus as audit_corpus
+from stop_gradient_experiments._audit_corpus import BUGS, LEGIT
 
-import experiments.audit_corpus as audit_corpus
-from experiments._audit_corpus import BUGS, LEGIT
 from toolkit.core import GradientGraph
 from toolkit.report import text_problems, write_report
 from toolkit.runner import Finding, load_config, run_experiment

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import stop_gradient_experiments.dice as dice_experiment
 from matplotlib.figure import Figure
 
-import experiments.dice as dice_experiment
 from toolkit.runner import Finding, RunResults, run_experiment
 
 

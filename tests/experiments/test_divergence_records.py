@@ -184,7 +184,7 @@ def test_td_learning_presents_an_overflow_as_divergence_at_a_step(tmp_path: Any)
     summary = json.loads((run.run_dir / "summary.json").read_text(encoding="utf-8"))
     assert summary["baird"]["blocked"]["diverged_at"]["where"] == "gradient_descent"
     # the finding says where the run stopped instead of reporting an infinite norm as growth
-    from experiments import td_learning
+    from stop_gradient_experiments import td_learning
 
     baird = next(f for f in td_learning.findings(run) if f.text.startswith("Baird"))
     stop = s["baird"]["blocked"]["diverged_at"]

@@ -7,9 +7,9 @@ import pathlib
 
 import numpy as np
 import pytest
+import stop_gradient_experiments.em_gmm as em_experiment
 import torch
 
-import experiments.em_gmm as em_experiment
 from toolkit.algorithms.em import GMMParams, precisions_cholesky_from_covariances
 from toolkit.report import text_problems, write_report
 from toolkit.runner import Finding, run_experiment
@@ -74,7 +74,7 @@ def test_findings_verdicts_and_figures(quick_run) -> None:
 
 
 def test_parameter_errors_match_components_by_assignment() -> None:
-    from experiments.em_gmm import parameter_errors
+    from stop_gradient_experiments.em_gmm import parameter_errors
 
     cov = torch.eye(2, dtype=torch.float64).expand(3, 2, 2).contiguous()
     truth = GMMParams(torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),

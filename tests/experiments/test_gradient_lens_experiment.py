@@ -6,9 +6,9 @@ import json
 import pathlib
 
 import pytest
+import stop_gradient_experiments.gradient_lens as gradient_lens
 import torch
 
-import experiments.gradient_lens as gradient_lens
 from toolkit import disable_blocks
 from toolkit.core import GradientGraph, gradient_path
 from toolkit.report import text_problems, write_report

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from stop_gradient_experiments import rbm_cd
 
-from experiments import rbm_cd
 from toolkit import BlockNotSwitchableError, disable_blocks
 from toolkit.algorithms.rbm import BLOCK, RBMParams, cd_gradient, exact_log_likelihood_gradient
 from toolkit.divergence import DivergenceWarning

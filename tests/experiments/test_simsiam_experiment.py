@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+import stop_gradient_experiments.simsiam as simsiam_experiment
 
-import experiments.simsiam as simsiam_experiment
 from toolkit.report import text_problems
 from toolkit.runner import Finding, RunResults, run_experiment
 

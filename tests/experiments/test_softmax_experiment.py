@@ -9,8 +9,8 @@ from pathlib import Path
 import pydantic
 import pytest
 import torch
+from stop_gradient_experiments import softmax_gradients as exp
 
-from experiments import softmax_gradients as exp
 from toolkit.algorithms.softmax import naive_softmax
 from toolkit.report import text_problems, write_report
 from toolkit.runner import Finding, run_experiment

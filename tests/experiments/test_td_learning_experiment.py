@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import stop_gradient_experiments.td_learning as td_learning
 from matplotlib.figure import Figure
 
-import experiments.td_learning as td_learning
 from toolkit.runner import Finding, RunResults, run_experiment
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import stop_gradient_experiments.vq_vae as vq_vae_experiment
 
-import experiments.vq_vae as vq_vae_experiment
 from toolkit.report import text_problems
 from toolkit.runner import Finding, RunResults, run_experiment
 

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from toolkit.report import default_figures, metric_groups, text_problems, write_report
 from toolkit.report.compare import compare_runs, format_table, write_compare
 from toolkit.report.tables import flatten, format_value, variant_table
-from toolkit.runner import RunResults, run_experiment
+from toolkit.runner import RunResults, load_experiment, run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +73,14 @@ def test_report_is_regenerated_from_files(runs: list[RunResults]) -> None:
     for png in (run_dir / "figures").iterdir():
         png.unlink()
     (run_dir / "report.html").unlink()
-    path = write_report(run_dir)
+    path = write_report(run_dir, load_experiment("tiny_counter"))
     assert path == run_dir / "report.html" and path.exists()
     assert sorted(p.name for p in (run_dir / "figures").iterdir()) == ["tiny_curve.png"]
+    # without the experiment the report reads only the files: the generic figures of the
+    # logged numbers, and a note saying why the experiment's own are missing
+    html = write_report(run_dir).read_text()
+    assert "experiment figures not drawn" in html
+    assert "tiny_curve.png" not in {p.name for p in (run_dir / "figures").iterdir()}
     with pytest.raises(FileNotFoundError, match="is not a run directory"):
         write_report(run_dir / "nope")
 

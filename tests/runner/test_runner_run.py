@@ -22,6 +22,7 @@ from toolkit.runner import (
     RunResults,
     load_all,
     load_config,
+    load_experiment,
     run_experiment,
 )
 from toolkit.runner.results import new_run_dir, to_jsonable
@@ -33,11 +34,15 @@ RUN_FILES = {"config.toml", "meta.json", "metrics.jsonl", "summary.json", "costs
 def test_run_writes_the_results_layout(tmp_path: Path) -> None:
     finished = []
     run = run_experiment("tiny_counter", {"n_steps": 3}, seed=1, dtype="float64",
-                         disable_blocks=["tiny.*"], output_dir=tmp_path, finish=finished.append)
+                         disable_blocks=["tiny.*"], output_dir=tmp_path,
+                         finish=lambda run_dir, experiment: finished.append((run_dir, experiment)))
     assert run.run_dir.parent == tmp_path / "tiny_counter"
     assert run.run_dir.name.split("__")[1] == "seed1"
     assert {p.name for p in run.run_dir.iterdir()} == RUN_FILES  # the runner draws nothing
-    assert finished == [run.run_dir] and run.meta["finish_s"] >= 0
+    # finish gets the run directory and the experiment object the runner was handed
+    (finished_dir, experiment), = finished
+    assert finished_dir == run.run_dir and experiment.name == "tiny_counter"
+    assert run.meta["finish_s"] >= 0
     assert run.meta["executor"]["kind"] == "local" and run.meta["threads"] == 1
     assert not [p for p in run.run_dir.rglob("*.tmp")]
     meta = run.meta
@@ -210,7 +215,9 @@ def test_to_jsonable() -> None:
 
 def test_registry_reports_broken_modules_without_hiding_others() -> None:
     loaded, broken = load_all()
-    assert "tiny_counter" in loaded and "td_learning" in loaded and "showcase" in loaded
+    assert "tiny_counter" in loaded and "td_learning" in loaded
+    assert "showcase" not in loaded  # a runner feature, not an experiment
+    assert load_experiment("showcase").module.__name__ == "toolkit.runner.showcase"
     assert "ImportError" in broken["broken_module"]
     assert "fails on import on purpose" in broken["broken_module"]
     assert "run(params, ctx)" in broken["no_run"]

@@ -123,15 +123,13 @@ def _caption_of(fig: Any, name: str) -> str:
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
-def _experiment_figures(view: RunResults, problems: list[str], quiet: bool
+def _experiment_figures(view: RunResults, experiment: Any, problems: list[str], quiet: bool
                         ) -> list[tuple[str, Any, str]]:
-    try:
-        from toolkit.runner.registry import load_experiment
-
-        exp = load_experiment(view.experiment)
-    except Exception as err:
-        problems.append(f"{view.experiment}: experiment figures skipped "
-                        f"({type(err).__name__}: {err})")
+    """The figures ``experiment.figures(view)`` draws (none without an experiment)."""
+    exp = experiment
+    if exp is None:
+        problems.append(f"{view.experiment}: experiment figures not drawn (the report was not "
+                        f"given the experiment; `toolkit report` finds it when it is installed)")
         return []
     if exp.figures is None:
         return []
@@ -161,10 +159,11 @@ _DEFAULT_CAPTIONS = {
 }
 
 
-def _figures(view: RunResults, prefix: str, problems: list[str], complete: bool
-             ) -> list[FigureItem]:
+def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
+             complete: bool) -> list[FigureItem]:
     items = []
-    for i, (name, fig, caption) in enumerate(_experiment_figures(view, problems, not complete)):
+    drawn = _experiment_figures(view, experiment, problems, not complete)
+    for i, (name, fig, caption) in enumerate(drawn):
         items.append(FigureItem(_SAFE.sub("_", f"{prefix}{name}"), caption, _png(fig),
                                 headline=i < HEADLINE))
     if items:
@@ -189,15 +188,20 @@ def _figures(view: RunResults, prefix: str, problems: list[str], complete: bool
     return items
 
 
-def _section_figures(job: tuple[str, tuple[str, ...], str | None, str, bool]
-                     ) -> tuple[list[FigureItem], list[str]]:
-    """Draw one section's figures from the files (a process-pool task: plain arguments)."""
-    run_dir, replicates, child, prefix, complete = job
+#: One section to draw: run directory, replicate directories, child name, figure-name prefix,
+#: whether the run completed, and the experiment whose ``figures`` draw it (or ``None``).
+_Job = tuple[str, tuple[str, ...], "str | None", str, bool, Any]
+
+
+def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
+    """Draw one section's figures from the files (a process-pool task: the experiment travels
+    by reference)."""
+    run_dir, replicates, child, prefix, complete, experiment = job
     view = RunResults(run_dir, _replicates=tuple(Path(p) for p in replicates))
     if child is not None:
         view = view.child(child)
     problems: list[str] = []
-    return _figures(view, prefix, problems, complete), problems
+    return _figures(view, experiment, prefix, problems, complete), problems
 
 
 def report_workers() -> int:
@@ -211,8 +215,7 @@ def report_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
-def _draw_sections(jobs: list[tuple[str, tuple[str, ...], str | None, str, bool]],
-                   workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
+def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
     """Every section's figures: in this process, or spread over ``workers`` processes when
     there are several sections (each reads only the files, so the drawing splits cleanly and
     the figures are the same). A pool that cannot start its processes (a main module that
@@ -235,15 +238,17 @@ def _draw_sections(jobs: list[tuple[str, tuple[str, ...], str | None, str, bool]
     return [_section_figures(job) for job in jobs]
 
 
-def _story(experiment: str) -> tuple[str, dict[str, str] | None]:
-    try:
-        from toolkit.runner.registry import load_experiment
-
-        exp = load_experiment(experiment)
-    except Exception:
+def _story(run: RunResults, name: str, parts: Mapping[str, Any]
+           ) -> tuple[str, dict[str, str] | None]:
+    """An experiment's description and story: as the run wrote them into ``meta.json``
+    (``about``), else from the experiment handed to the report (runs written before)."""
+    about = run.meta.get("about", {}).get(name)
+    if about is not None:
+        return about.get("description", ""), about.get("story")
+    if name not in parts:
         return "", None
-    story = getattr(exp.module, "STORY", None)
-    return exp.description, (story.to_dict() if hasattr(story, "to_dict") else None)
+    story = parts[name].story
+    return parts[name].description, (story.to_dict() if hasattr(story, "to_dict") else None)
 
 
 def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
@@ -276,9 +281,13 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
     return text
 
 
-def build(run: RunResults, *, group: SeedGroup | None = None, workers: int = 1
-          ) -> ReportContent:
+def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None,
+          workers: int = 1) -> ReportContent:
     """Gather a report's content from the run's files (figures are drawn here).
+
+    ``experiment`` (a :class:`~toolkit.runner.Experiment`) draws its own figures, and for a
+    showcase its parts draw theirs; without it the report shows the generic figures of the
+    logged numbers.
 
     With ``group`` (a seed group) ``run`` is its first seed with the others as replicates
     (:meth:`~toolkit.runner.results.RunResults.over_seeds`): the findings are the group's, over
@@ -288,8 +297,9 @@ def build(run: RunResults, *, group: SeedGroup | None = None, workers: int = 1
     problems: list[str] = []
     complete = run.status == "complete"
     findings = read_findings(group.path if group is not None else run.run_dir)
-    if not findings and complete and group is None:
-        found, problems_found = compute_findings(run.run_dir)
+    parts = experiment.parts if experiment is not None else {}
+    if not findings and complete and group is None and experiment is not None:
+        found, problems_found = compute_findings(run.run_dir, experiment)
         findings, more = aggregate({run.seed: found})
         problems += problems_found + more
     if group is not None:
@@ -297,12 +307,13 @@ def build(run: RunResults, *, group: SeedGroup | None = None, workers: int = 1
     views = [(name, run.child(name)) for name in run.children] or [("", run)]
     replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
     drawn = _draw_sections([(str(run.run_dir), replicates, name or None,
-                             f"{name}__" if name else "", complete) for name, _ in views],
-                           workers)
+                             f"{name}__" if name else "", complete,
+                             parts.get(view.experiment))
+                            for name, view in views], workers)
     sections = []
     for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems
-        description, story = _story(view.experiment)
+        description, story = _story(run, view.experiment, parts)
         pairs = summary_pairs(view.summary)
         equal = [k for k, v in pairs.items() if v["blocked"] == v["unblocked"]]
         notes = []
@@ -325,7 +336,8 @@ def build(run: RunResults, *, group: SeedGroup | None = None, workers: int = 1
             params=view.params, notes=notes, tables_note=notes_seed))
     top: list[FigureItem] = []
     if run.children:
-        for name, fig, caption in _experiment_figures(run, problems, not complete):
+        for name, fig, caption in _experiment_figures(run, experiment, problems,
+                                                      not complete):
             top.append(FigureItem(_SAFE.sub("_", name), caption, _png(fig)))
         # the parent's own findings (e.g. a disable pattern that matched nothing)
         extra = findings.get(run.experiment)

@@ -287,8 +287,13 @@ def _what(content: ReportContent) -> str:
     return f"run {content.run.run_dir.name}"
 
 
-def write_report(run_dir: str | Path, *, workers: int = 1) -> Path:
+def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 1) -> Path:
     """Draw the figures of a run into ``figures/`` and write ``report.html`` and ``report.md``.
+
+    ``experiment``: the :class:`~toolkit.runner.Experiment` that made the run; its ``figures``
+    (and for a showcase its parts') draw the experiment's own figures. Without it the report
+    shows the generic figures of the logged numbers. The runner calls ``finish(run_dir,
+    experiment)``, so ``finish=write_report`` works as it is.
 
     ``run_dir`` is a run directory or a seed group's (``toolkit.runner.seeds``): then the report
     covers every seed of the group (findings over the seeds, figures with each seed) and is
@@ -306,7 +311,7 @@ def write_report(run_dir: str | Path, *, workers: int = 1) -> Path:
     if group is None and not (run.run_dir / "meta.json").exists():
         raise FileNotFoundError(f"write_report: {run.run_dir} has no meta.json; is it a run "
                                 f"directory?")
-    content = build(run, group=group, workers=workers)
+    content = build(run, experiment, group=group, workers=workers)
     out = content.out_dir
     folder = out / "figures"
     folder.mkdir(exist_ok=True)
@@ -324,10 +329,10 @@ def write_report(run_dir: str | Path, *, workers: int = 1) -> Path:
     return path
 
 
-def draw_report(run_dir: str | Path) -> Path:
+def draw_report(run_dir: str | Path, experiment: Any = None) -> Path:
     """:func:`write_report` with the sections drawn in parallel (:func:`report_workers`
     processes): the command line's report. A module-level function, so that a process pool can
     call it too."""
     from toolkit.report.content import report_workers
 
-    return write_report(run_dir, workers=report_workers())
+    return write_report(run_dir, experiment, workers=report_workers())

@@ -308,8 +308,11 @@ def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: Sources
 def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = None, *,
                 seed: int = 0, device: str = "auto", dtype: str = "float32",
                 disable_blocks: Sequence[str] = ("*",), output_dir: str | Path = "results",
-                threads: int = 1, source: str = "<python>") -> RunConfig:
-    """Validate one run given in Python (the same checks as a config file)."""
+                threads: int = 1, source: str = "<python>", loaded: Any = None) -> RunConfig:
+    """Validate one run given in Python (the same checks as a config file).
+
+    ``loaded``: the :class:`~toolkit.runner.Experiment` itself, for one that is not registered.
+    """
     sources = Sources(source, [])
     raw: dict[str, Any] = {"experiment": experiment, "seed": seed, "device": device,
                            "dtype": dtype, "disable_blocks": list(disable_blocks),
@@ -318,7 +321,7 @@ def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = 
         common = _FileConfig.model_validate(raw)
     except ValidationError as err:
         raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
-    exp = _load_experiment(common.experiment, source)
+    exp = loaded if loaded is not None else _load_experiment(common.experiment, source)
     if isinstance(params, BaseModel):
         params = params.model_dump(mode="json")
     values = _validate_params(exp, params or {}, sources)

@@ -28,13 +28,13 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit.runner.config import ExecutorSpec, RunConfig
 from toolkit.runner.errors import ConfigError, RunInterrupted
-from toolkit.runner.registry import ENV_PATH
+from toolkit.runner.registry import Experiment
 from toolkit.runner.results import atomic_write_json, atomic_write_text, new_run_dir, utc_now
 from toolkit.runner.run import (
     Finish,
@@ -63,13 +63,12 @@ def _import_distributed() -> Any:
 _STARTED = "toolkit-run-started"
 
 
-def _task(config: RunConfig, argv: list[str], experiments_path: str, key: str
+def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
           ) -> dict[str, Any]:
-    """Run one config on a worker; return the outcome and every file the run wrote."""
+    """Run one config on a worker (``experiment`` arrives by reference: the worker imports the
+    same module or file); return the outcome and every file the run wrote."""
     from distributed import get_worker
 
-    if experiments_path:
-        os.environ[ENV_PATH] = experiments_path
     try:
         this = get_worker()
     except ValueError:  # not inside a worker (called directly, e.g. in a test)
@@ -79,7 +78,7 @@ def _task(config: RunConfig, argv: list[str], experiments_path: str, key: str
         # tells the client which runs had started if it is interrupted
         this.log_event(_STARTED, {"key": key, "worker": worker})
     with tempfile.TemporaryDirectory(prefix="toolkit-run-") as tmp:
-        outcome = execute(config, quiet=True, argv=argv, root=Path(tmp),
+        outcome = execute(config, experiment, quiet=True, argv=argv, root=Path(tmp),
                           executor={"kind": "dask", "worker": worker})
         files = {}
         for path in sorted(outcome.run_dir.rglob("*")):
@@ -150,9 +149,9 @@ def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
     return distributed.Client(cluster), cluster
 
 
-def run_on_dask(configs: Sequence[RunConfig], spec: ExecutorSpec, *, argv: list[str],
-                finish: Finish | None = None, on_done: Any = None
-                ) -> tuple[list[RunOutcome], int]:
+def run_on_dask(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
+                spec: ExecutorSpec, *, argv: list[str], finish: Finish | None = None,
+                on_done: Any = None) -> tuple[list[RunOutcome], int]:
     """Run ``configs`` as tasks on a Dask cluster (see the module docstring)."""
     distributed = _import_distributed()
     for config in configs:
@@ -162,14 +161,15 @@ def run_on_dask(configs: Sequence[RunConfig], spec: ExecutorSpec, *, argv: list[
     level = log.level
     log.setLevel(max(level, logging.WARNING))
     try:
-        return _run(configs, spec, distributed, argv=argv, finish=finish, on_done=on_done)
+        return _run(configs, experiments, spec, distributed, argv=argv, finish=finish,
+                    on_done=on_done)
     finally:
         log.setLevel(level)
 
 
-def _run(configs: Sequence[RunConfig], spec: ExecutorSpec, distributed: Any, *,
-         argv: list[str], finish: Finish | None, on_done: Any) -> tuple[list[RunOutcome], int]:
-    experiments_path = os.environ.get(ENV_PATH, "")
+def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
+         spec: ExecutorSpec, distributed: Any, *, argv: list[str], finish: Finish | None,
+         on_done: Any) -> tuple[list[RunOutcome], int]:
     client, cluster = _client(spec, distributed)
     total = len(configs)
     outcomes: list[RunOutcome] = []
@@ -179,8 +179,8 @@ def _run(configs: Sequence[RunConfig], spec: ExecutorSpec, distributed: Any, *,
 
     def submit(i: int) -> Any:
         key = f"toolkit-run-{i}-{secrets.token_hex(4)}"
-        future = client.submit(_task, configs[i], argv, experiments_path, key, pure=False,
-                               key=key)
+        experiment = experiments[configs[i].experiment]
+        future = client.submit(_task, configs[i], experiment, argv, key, pure=False, key=key)
         futures[future] = i
         return future
 
@@ -210,7 +210,7 @@ def _run(configs: Sequence[RunConfig], spec: ExecutorSpec, distributed: Any, *,
                     continue
                 run_dir = _write_run(config, info["run_id"], info["files"])
                 if finish is not None and info["status"] != "interrupted":
-                    _finish(finish, run_dir)
+                    _finish(finish, run_dir, experiments[config.experiment])
                 done(i, RunOutcome(run_dir, info["status"], info["exit_code"], info["error"],
                                    info["duration_s"] or 0.0))
     except (RunInterrupted, KeyboardInterrupt) as err:
@@ -229,10 +229,10 @@ def _run(configs: Sequence[RunConfig], spec: ExecutorSpec, distributed: Any, *,
     return outcomes, status
 
 
-def _finish(finish: Finish, run_dir: Path) -> None:
+def _finish(finish: Finish, run_dir: Path, experiment: Experiment) -> None:
     meta_path = run_dir / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    call_finish(finish, run_dir, meta)
+    call_finish(finish, run_dir, meta, experiment)
     meta["wall_seconds"] = round(meta.get("wall_seconds", 0.0) + meta["finish_s"], 3)
     atomic_write_json(meta_path, meta)
 

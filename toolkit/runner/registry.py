@@ -1,13 +1,28 @@
-"""Experiment registry: discovers experiment modules and the configs that come with them.
+"""Experiment registry: finds experiments as plugins and loads them into :class:`Experiment` objects.
 
-An experiment is a module ``experiments/<name>.py`` defining a ``Params`` model (a subclass of
+An experiment is a module defining a ``Params`` model (a subclass of
 :class:`~toolkit.runner.ExperimentParams`) and ``run(params, ctx)``; optionally ``DESCRIPTION``
-(one line), ``QUICK`` (parameter overrides for a fast run) and ``figures(run)``.
+(one line), ``QUICK`` (parameter overrides for a fast run), ``DTYPE`` (the precision its
+comparison is defined in), ``STORY``, ``findings(run)`` and ``figures(run)``.
 
-Modules are found in the installed ``experiments`` package and in the folders listed in the
-environment variable ``TOOLKIT_EXPERIMENTS_PATH`` (separated by ``os.pathsep``); the package wins
-on a name clash. Configs are the ``*.toml`` files in ``configs/`` next to the ``experiments``
-package (the repository root) and in ``./configs`` of the working directory.
+Experiments are found, like pytest plugins, through the entry-point group ``toolkit.experiments``
+(:mod:`importlib.metadata`): a package declares one entry point per experiment, its name the
+experiment's and its value the module, e.g. in ``pyproject.toml``::
+
+    [project.entry-points."toolkit.experiments"]
+    my_probe = "my_package.my_probe"
+
+The built-in experiments are declared so by this distribution (package
+``stop_gradient_experiments``, from the repository's ``experiments/`` folder). Loose files are
+found in the folders listed in the environment variable ``TOOLKIT_EXPERIMENTS_PATH`` (separated
+by ``os.pathsep``), one experiment per ``*.py`` not starting with ``_``. On a name clash the
+entry point wins. ``showcase`` is not an experiment but a runner feature
+(:mod:`toolkit.runner.showcase`), loaded under that name.
+
+Nothing here imports an experiment by a name written in the code: the caller (the command line,
+:func:`~toolkit.runner.run_experiment`) resolves a name to an :class:`Experiment` and hands the
+object to the runner. An :class:`Experiment` pickles by reference (module or file), so that a
+worker process loads the same code.
 """
 
 from __future__ import annotations
@@ -18,8 +33,9 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,80 +46,157 @@ from toolkit.runner.errors import ExperimentLoadError
 
 __all__ = [
     "ENV_PATH",
+    "GROUP",
+    "SHOWCASE",
     "Experiment",
     "ExperimentInfo",
     "config_files",
     "describe",
     "discover",
+    "experiments_for",
     "load_all",
     "load_experiment",
 ]
 
+GROUP = "toolkit.experiments"
 ENV_PATH = "TOOLKIT_EXPERIMENTS_PATH"
+SHOWCASE = "showcase"
+_SHOWCASE_MODULE = "toolkit.runner.showcase"
 _EXTERNAL_PACKAGE = "_toolkit_external_experiments"
+_DISTRIBUTION = "stop-gradient-toolkit"
 
 
-def _package_dir() -> Path | None:
-    try:
-        import experiments
-    except ImportError:  # pragma: no cover - the package is installed with toolkit
-        return None
-    paths = list(getattr(experiments, "__path__", []))
-    return Path(paths[0]) if paths else None
+@dataclass(frozen=True)
+class _Source:
+    """Where an experiment comes from: a module to import, or a loose file."""
+
+    name: str
+    module: str | None
+    path: Path | None
+
+    def file(self) -> Path | None:
+        if self.path is not None:
+            return self.path
+        try:  # imports the parent package only (not the experiment itself)
+            spec = importlib.util.find_spec(self.module or "")
+        except (ImportError, ValueError):
+            return None
+        return Path(spec.origin) if spec is not None and spec.origin else None
 
 
-def experiment_dirs() -> list[Path]:
-    """Folders searched for experiment modules, in priority order."""
-    dirs: list[Path] = []
-    pkg = _package_dir()
-    if pkg is not None:
-        dirs.append(pkg)
-    for entry in os.environ.get(ENV_PATH, "").split(os.pathsep):
-        if entry.strip():
-            dirs.append(Path(entry.strip()))
-    return dirs
-
-
-def discover() -> dict[str, Path]:
-    """Experiment name → module file, for every ``*.py`` not starting with ``_``."""
-    found: dict[str, Path] = {}
-    for folder in experiment_dirs():
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.py")):
-            if path.stem.startswith("_") or not path.stem.isidentifier():
-                continue
-            found.setdefault(path.stem, path)
+def _plugin_sources() -> dict[str, _Source]:
+    found: dict[str, _Source] = {}
+    for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
+        found.setdefault(ep.name, _Source(ep.name, ep.module, None))
     return found
 
 
+def _path_sources() -> dict[str, _Source]:
+    found: dict[str, _Source] = {}
+    for entry in os.environ.get(ENV_PATH, "").split(os.pathsep):
+        folder = Path(entry.strip())
+        if not entry.strip() or not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.py")):
+            if not path.stem.startswith("_") and path.stem.isidentifier():
+                found.setdefault(path.stem, _Source(path.stem, None, path))
+    return found
+
+
+def _sources() -> dict[str, _Source]:
+    return {**_path_sources(), **_plugin_sources()}
+
+
+def discover() -> dict[str, Path]:
+    """Experiment name → module file, for every entry point and loose file (sorted by name)."""
+    found = {name: src.file() for name, src in sorted(_sources().items())}
+    return {name: path for name, path in found.items() if path is not None}
+
+
 def config_files() -> list[Path]:
-    """The ``*.toml`` configs that come with the experiments, sorted, without duplicates."""
+    """The ``*.toml`` configs next to the built-in experiments (the repository's ``configs/``)
+    and in ``./configs`` of the working directory: sorted, without duplicates."""
     dirs: list[Path] = []
-    pkg = _package_dir()
-    if pkg is not None:
-        dirs.append(pkg.parent / "configs")
+    own = [ep for ep in entry_points(group=GROUP)
+           if ep.dist is not None and ep.dist.name == _DISTRIBUTION]
+    where = _Source(own[0].name, own[0].module, None).file() if own else None
+    if where is not None:  # <repository>/experiments/<name>.py → <repository>/configs
+        dirs.append(where.parent.parent / "configs")
     dirs.append(Path.cwd() / "configs")
     seen: set[Path] = set()
     files: list[Path] = []
     for folder in dirs:
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.toml")):
-            resolved = path.resolve()
-            if resolved not in seen:
-                seen.add(resolved)
+        for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
                 files.append(path)
     return files
 
 
+def _import(source: _Source) -> ModuleType:
+    if source.module is not None:
+        return importlib.import_module(source.module)
+    assert source.path is not None
+    qualified = f"{_EXTERNAL_PACKAGE}.{source.name}"
+    if qualified in sys.modules:
+        return sys.modules[qualified]
+    spec = importlib.util.spec_from_file_location(qualified, source.path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has a spec
+        raise ImportError(f"cannot import {source.path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[qualified]
+        raise
+    return module
+
+
+def _load(source: _Source) -> Experiment:
+    try:
+        module = _import(source)
+    except Exception as err:
+        where = traceback.extract_tb(err.__traceback__)
+        line = f" ({Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
+        raise ExperimentLoadError(source.name, f"import failed: {type(err).__name__}: {err}"
+                                               f"{line}") from err
+    _check(source.name, module)
+    return Experiment(source.name, module, Path(module.__file__ or ""), source)
+
+
 @dataclass(frozen=True)
 class Experiment:
-    """A loaded experiment module and the parts of the contract it provides."""
+    """A loaded experiment module and the parts of the contract it provides.
+
+    ``Experiment.from_module(module)`` wraps a module that is not registered (a script run as
+    ``python -m``, a module in a test).
+    """
 
     name: str
     module: ModuleType
     path: Path
+    source: _Source | None = None
+
+    @classmethod
+    def from_module(cls, module: ModuleType, name: str | None = None) -> Experiment:
+        spec_name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__
+        name = name or spec_name.rsplit(".", 1)[-1]
+        _check(name, module)
+        return cls(name, module, Path(module.__file__ or ""), _Source(name, spec_name, None))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # by reference: a worker process imports the same module (or file) again
+        if self.source is None:
+            raise TypeError(f"experiment {self.name!r} has no source to load it from again")
+        return _load, (self.source,)
+
+    @property
+    def parts(self) -> dict[str, Experiment]:
+        """The experiments a run of this one may contain, by name: itself, and for a
+        composite (the showcase, which defines ``parts()``) every one it can run."""
+        fn = getattr(self.module, "parts", None)
+        return {**(fn() if callable(fn) else {}), self.name: self}
 
     @property
     def Params(self) -> type[BaseModel]:
@@ -113,41 +206,38 @@ class Experiment:
     def run(self) -> Callable[..., Any]:
         return self.module.run
 
+    def _optional(self, attr: str) -> Any:
+        value = getattr(self.module, attr, None)
+        return value if callable(value) else None
+
+    @property
+    def findings(self) -> Callable[..., Any] | None:
+        """``findings(run)``, or ``None`` when the experiment states none."""
+        return self._optional("findings")
+
+    @property
+    def figures(self) -> Callable[..., Any] | None:
+        """``figures(run)``, or ``None`` when the experiment draws none."""
+        return self._optional("figures")
+
+    @property
+    def story(self) -> Any:
+        return getattr(self.module, "STORY", None)
+
+    @property
+    def dtype(self) -> str | None:
+        """The precision the experiment's comparison is defined in (``DTYPE``), if declared."""
+        return getattr(self.module, "DTYPE", None)
+
     @property
     def description(self) -> str:
         text = getattr(self.module, "DESCRIPTION", None) or (self.module.__doc__ or "")
-        lines = [line.strip() for line in str(text).strip().splitlines()]
-        return lines[0] if lines else ""
+        return _first_line(str(text))
 
     @property
     def quick(self) -> dict[str, Any] | None:
         quick = getattr(self.module, "QUICK", None)
         return None if quick is None else dict(quick)
-
-    @property
-    def figures(self) -> Callable[..., Any] | None:
-        fn = getattr(self.module, "figures", None)
-        return fn if callable(fn) else None
-
-
-def _import(name: str, path: Path) -> ModuleType:
-    pkg = _package_dir()
-    if pkg is not None and path.parent.resolve() == pkg.resolve():
-        return importlib.import_module(f"experiments.{name}")
-    qualified = f"{_EXTERNAL_PACKAGE}.{name}"
-    if qualified in sys.modules:
-        return sys.modules[qualified]
-    spec = importlib.util.spec_from_file_location(qualified, path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has a spec
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[qualified] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[qualified]
-        raise
-    return module
 
 
 def _check(name: str, module: ModuleType) -> None:
@@ -174,24 +264,26 @@ def _check(name: str, module: ModuleType) -> None:
 
 
 def load_experiment(name: str) -> Experiment:
-    """Import and check experiment ``name``.
+    """Load and check experiment ``name`` (``"showcase"``: the runner's showcase).
 
-    Raises ``KeyError`` when no module has that name and :class:`ExperimentLoadError` when the
-    module fails to import or does not follow the contract.
+    Raises ``KeyError`` when no entry point or loose file has that name and
+    :class:`ExperimentLoadError` when the module fails to import or does not follow the contract.
     """
-    found = discover()
-    if name not in found:
+    if name == SHOWCASE:
+        return _load(_Source(SHOWCASE, _SHOWCASE_MODULE, None))
+    sources = _sources()
+    if name not in sources:
         raise KeyError(name)
-    path = found[name]
-    try:
-        module = _import(name, path)
-    except Exception as err:
-        where = traceback.extract_tb(err.__traceback__)
-        line = f" ({Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
-        raise ExperimentLoadError(name, f"import failed: {type(err).__name__}: {err}{line}"
-                                  ) from err
-    _check(name, module)
-    return Experiment(name, module, path)
+    return _load(sources[name])
+
+
+def experiments_for(configs: Iterable[Any]) -> dict[str, Experiment]:
+    """The experiment of each config (``config.experiment``), loaded once per name."""
+    out: dict[str, Experiment] = {}
+    for config in configs:
+        if config.experiment not in out:
+            out[config.experiment] = load_experiment(config.experiment)
+    return out
 
 
 def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
@@ -201,9 +293,9 @@ def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
     """
     loaded: dict[str, Experiment] = {}
     broken: dict[str, str] = {}
-    for name in discover():
+    for name, source in sorted(_sources().items()):
         try:
-            loaded[name] = load_experiment(name)
+            loaded[name] = _load(source)
         except ExperimentLoadError as err:
             broken[name] = err.problem
     return loaded, broken

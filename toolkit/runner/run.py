@@ -1,7 +1,9 @@
 """Executing one run: the run directory, meta.json, signals, failures.
 
-The runner knows nothing of reports: a caller that wants one (the command line) passes a
-``finish(run_dir)`` callable, run after the run's files are written.
+The runner receives the :class:`~toolkit.runner.Experiment` it runs (the command line, or
+:func:`run_experiment`, resolves a name through the registry) and calls its ``run`` and
+``findings``. It knows nothing of reports: a caller that wants one passes a
+``finish(run_dir, experiment)`` callable, run after the run's files are written.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,6 +29,7 @@ from toolkit.core import record_blocks
 from toolkit.runner.config import RunConfig, load_config, make_config, resolve_device
 from toolkit.runner.context import RunContext, _RunFiles
 from toolkit.runner.errors import ConfigError, RunInterrupted
+from toolkit.runner.registry import Experiment, experiments_for
 from toolkit.runner.results import (
     RunResults,
     atomic_write_json,
@@ -112,9 +116,10 @@ class RunOutcome:
     duration_s: float = 0.0
 
 
-#: ``finish(run_dir)``: what to do with a run directory once its files are written (draw a
-#: report, copy it somewhere); its time is recorded in ``meta.json`` as ``finish_s``.
-Finish = Callable[[Path], Any]
+#: ``finish(run_dir, experiment)``: what to do with a run directory once its files are written
+#: (draw a report with the experiment's figures, copy it somewhere); its time is recorded in
+#: ``meta.json`` as ``finish_s``.
+Finish = Callable[[Path, Experiment], Any]
 
 
 def local_worker() -> str:
@@ -135,20 +140,28 @@ def _threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
-              raise_errors: bool, finish: Finish | None = None,
-              executor: Mapping[str, Any] | None = None, root: Path | None = None
-              ) -> tuple[RunOutcome, BaseException | None]:
-    from toolkit.runner.registry import load_experiment
+@dataclass
+class _Started:
+    """A run whose directory, ``config.toml``, ``meta.json`` and empty results exist."""
 
-    experiment = load_experiment(config.experiment)
+    config: RunConfig
+    params: BaseModel
+    device: Any
+    run_dir: Path
+    meta: dict[str, Any]
+    files: _RunFiles
+    t0: float
+
+
+def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
+             argv: Sequence[str] | None, executor: Mapping[str, Any] | None, root: Path | None) -> _Started:
+    """Validate, make the run directory and write what a report of an unfinished run needs."""
     params = experiment.Params.model_validate(config.params)
     device = resolve_device(config.device, source=config.source)
     if root is None:  # else a worker writes to a folder of its own, the client moves the files
         check_output_dir(config)
     run_dir = new_run_dir(config.output_dir if root is None else root, config.experiment,
                           config.seed)
-    started = utc_now()
     t0 = time.perf_counter()
     meta: dict[str, Any] = {
         "status": "running",
@@ -167,7 +180,7 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
         "versions": _versions(),
         "platform": platform.platform(),
         "pid": os.getpid(),
-        "started": started.isoformat(),
+        "started": utc_now().isoformat(),
         "ended": None,
         "duration_s": None,
         "error": None,
@@ -179,23 +192,47 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
     # Empty summary/costs exist from the start, so a report can be drawn from any run.
     files.write_summary()
     files.write_costs()
-    error: BaseException | None = None
-    status = "complete"
-    exit_code = 0
+    return _Started(config, params, device, run_dir, meta, files, t0)
+
+
+def _execute(run: _Started, experiment: Experiment, *, quiet: bool
+             ) -> tuple[str, int, BaseException | None, list[str]]:
+    """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``."""
+    config = run.config
     seen: list[str] = []
     try:
         # every named block that runs anywhere in the run, inside ctx.compare or not
         with _signals_raise(), record_blocks() as seen, _threads(config.threads):
-            ctx = RunContext(run_dir=run_dir, seed=config.seed, device=device,
+            ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=run.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
-                             quiet=quiet, params=params, _files=files)
-            experiment.run(params, ctx)
+                             quiet=quiet, params=run.params, _files=run.files)
+            experiment.run(run.params, ctx)
     except RunInterrupted as err:
-        status, exit_code, error = "interrupted", err.exit_code, err
+        return "interrupted", err.exit_code, err, seen
     except KeyboardInterrupt as err:
-        status, exit_code, error = "interrupted", 130, err
+        return "interrupted", 130, err, seen
     except Exception as err:
-        status, exit_code, error = "failed", 1, err
+        return "failed", 1, err, seen
+    return "complete", 0, None, seen
+
+
+def _about(experiment: Experiment, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What each experiment of the run says about itself (the report reads it from meta.json)."""
+    parts = experiment.parts
+    out = {}
+    for name in [experiment.name, *names]:
+        if name in parts:
+            story = parts[name].story
+            out[name] = {"description": parts[name].description,
+                         "story": story.to_dict() if hasattr(story, "to_dict") else None}
+    return out
+
+
+def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, BaseException | None,
+            list[str]], finish: Finish | None) -> tuple[RunOutcome, BaseException | None]:
+    """Close the files; write meta.json, the findings and (through ``finish``) the report."""
+    status, exit_code, error, seen = outcome
+    files, meta = run.files, run.meta
     with _signals_deferred() as received:
         files.close()
         # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
@@ -203,64 +240,76 @@ def _run_once(config: RunConfig, *, quiet: bool, argv: Sequence[str] | None,
         meta.update({
             "status": status,
             "ended": utc_now().isoformat(),
-            "duration_s": round(time.perf_counter() - t0, 3),
+            "duration_s": round(time.perf_counter() - run.t0, 3),
             "n_logged": files.n_logged,
             "blocks_seen": list(files.blocks_seen),
             "children": files.children,
             "warnings": files.warnings,
+            "about": _about(experiment, list(files.children)),
         })
         if error is not None:
             meta["error"] = f"{type(error).__name__}: {error}"
             meta["traceback"] = "".join(traceback.format_exception(error))
-        atomic_write_json(run_dir / "meta.json", meta)
+        atomic_write_json(run.run_dir / "meta.json", meta)
         if status == "complete":
-            _, problems = write_findings(run_dir)
+            _, problems = write_findings(run.run_dir, experiment)
             if problems:
                 meta["findings_problems"] = problems
-                atomic_write_json(run_dir / "meta.json", meta)
+                atomic_write_json(run.run_dir / "meta.json", meta)
         if finish is not None and status != "interrupted":
-            call_finish(finish, run_dir, meta)
+            call_finish(finish, run.run_dir, meta, experiment)
         # the whole run as the user waited for it: experiment, findings and report
-        meta["wall_seconds"] = round(time.perf_counter() - t0, 3)
-        atomic_write_json(run_dir / "meta.json", meta)
+        meta["wall_seconds"] = round(time.perf_counter() - run.t0, 3)
+        atomic_write_json(run.run_dir / "meta.json", meta)
     if received and error is None:
         # A signal during the final writes: the experiment finished, say so but exit non-zero.
         exit_code = 128 + received[0]
-    outcome = RunOutcome(run_dir, status, exit_code, meta["error"], meta["duration_s"])
-    if raise_errors and error is not None:
-        return outcome, error
-    return outcome, None
+    return RunOutcome(run.run_dir, status, exit_code, meta["error"], meta["duration_s"]), error
 
 
+def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
+              argv: Sequence[str] | None, finish: Finish | None = None,
+              executor: Mapping[str, Any] | None = None, root: Path | None = None
+              ) -> tuple[RunOutcome, BaseException | None]:
+    """Prepare, execute and finish one run; the experiment's error, if any, is returned."""
+    if experiment.name != config.experiment:
+        raise ValueError(f"execute: the config is for experiment {config.experiment!r}, but "
+                         f"the experiment handed over is {experiment.name!r}")
+    run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor, root=root)
+    return _finish(run, experiment, _execute(run, experiment, quiet=quiet), finish)
 
-def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any]) -> None:
-    """Run ``finish(run_dir)`` (e.g. the report); record its time, and its error if any, in
-    ``meta`` (``finish_s``, ``finish_error``). A failing finish leaves the run's numbers valid:
-    it is reported as a warning, not raised."""
+
+def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],
+                experiment: Experiment) -> None:
+    """Run ``finish(run_dir, experiment)`` (e.g. the report); record its time, and its error if
+    any, in ``meta`` (``finish_s``, ``finish_error``). A failing finish leaves the run's numbers
+    valid: it is reported as a warning, not raised."""
     t0 = time.perf_counter()
     try:
-        finish(run_dir)
+        finish(run_dir, experiment)
     except Exception as err:  # the run's numbers stay valid without a report
         meta["finish_error"] = f"{type(err).__name__}: {err}"
         print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
     meta["finish_s"] = round(time.perf_counter() - t0, 3)
 
-def execute(config: RunConfig, *, quiet: bool = False, argv: Sequence[str] | None = None,
-            finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
-            root: Path | None = None) -> RunOutcome:
-    """Run one validated config; never raises for a failing experiment (see the outcome).
 
-    ``finish(run_dir)`` runs after the files are written (not for interrupted runs);
+def execute(config: RunConfig, experiment: Experiment, *, quiet: bool = False,
+            argv: Sequence[str] | None = None, finish: Finish | None = None,
+            executor: Mapping[str, Any] | None = None, root: Path | None = None) -> RunOutcome:
+    """Run one validated config of ``experiment``; never raises for a failing experiment (see
+    the outcome).
+
+    ``finish(run_dir, experiment)`` runs after the files are written (not for interrupted runs);
     ``executor`` is recorded in ``meta.json`` (default: local, this host and process);
     ``root`` replaces ``config.output_dir`` as the folder the run directory is made in (the
     config, and so ``config.toml``, keep the output folder the run belongs to).
     """
-    outcome, _ = _run_once(config, quiet=quiet, argv=argv, raise_errors=False, finish=finish,
+    outcome, _ = _run_once(config, experiment, quiet=quiet, argv=argv, finish=finish,
                            executor=executor, root=root)
     return outcome
 
 
-def run_experiment(experiment: str | Path | RunConfig,
+def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
                    params: Mapping[str, Any] | BaseModel | None = None, *,
                    seed: int = 0, device: str = "auto", dtype: str = "float32",
                    disable_blocks: Sequence[str] = ("*",), threads: int = 1,
@@ -269,8 +318,10 @@ def run_experiment(experiment: str | Path | RunConfig,
     """Run one experiment from Python and return its results.
 
     Args:
-        experiment: an experiment name (``"em_gmm"``), a path to a TOML config (one run; its
-            ``[sweep]``/``seeds`` must give a single run), or a :class:`RunConfig`.
+        experiment: an experiment name (``"em_gmm"``, found through the registry), an
+            :class:`~toolkit.runner.Experiment` or an experiment module (your own, registered
+            or not), a path to a TOML config (one run; its ``[sweep]``/``seeds`` must give a
+            single run), or a :class:`RunConfig`.
         params: the experiment's parameters (dict or ``Params`` instance); with a config file
             they are applied as ``--set params.<key>=...`` overrides.
         seed, device, dtype, disable_blocks, threads: the common config keys (for an
@@ -279,8 +330,8 @@ def run_experiment(experiment: str | Path | RunConfig,
             ``output_dir`` unless left at the default ``"results"``).
         overrides: ``"dotted.key=VALUE"`` strings for a config file.
         quiet: no progress bars.
-        finish: called with the run directory once its files are written, e.g.
-            ``toolkit.report.write_report`` to draw figures and report.html/report.md.
+        finish: called as ``finish(run_dir, experiment)`` once the run's files are written,
+            e.g. ``toolkit.report.write_report`` to draw figures and report.html/report.md.
 
     Raises:
         ConfigError: invalid input (nothing is written).
@@ -292,6 +343,11 @@ def run_experiment(experiment: str | Path | RunConfig,
         run = run_experiment("quadratic_target", {"n_steps": 50}, seed=0, dtype="float64")
         run.summary["blocked"]["value_error"], run.metric("unblocked/value/error")
     """
+    exp: Experiment | None = None
+    if isinstance(experiment, ModuleType):
+        experiment = Experiment.from_module(experiment)
+    if isinstance(experiment, Experiment):
+        exp, experiment = experiment, experiment.name
     if isinstance(experiment, RunConfig):
         config = experiment
     elif isinstance(experiment, Path) or str(experiment).endswith(".toml"):
@@ -312,8 +368,10 @@ def run_experiment(experiment: str | Path | RunConfig,
     else:
         config = make_config(str(experiment), params, seed=seed, device=device, dtype=dtype,
                              disable_blocks=disable_blocks, threads=threads,
-                             output_dir=output_dir)
-    outcome, error = _run_once(config, quiet=quiet, argv=None, raise_errors=True, finish=finish)
+                             output_dir=output_dir, loaded=exp)
+    if exp is None:
+        exp = experiments_for([config])[config.experiment]
+    outcome, error = _run_once(config, exp, quiet=quiet, argv=None, finish=finish)
     if error is not None:
         raise error
     return RunResults(outcome.run_dir)

@@ -20,7 +20,7 @@ import json
 import secrets
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,12 +170,14 @@ def makes_groups(configs: Sequence[Any]) -> bool:
     return len(set(keys)) < len(keys)
 
 
-def finish_groups(outcomes: Sequence[Any], *, finish: Callable[[Path], Any] | None = None,
-                  t0: float | None = None, say: Callable[[str], None] | None = None,
+def finish_groups(outcomes: Sequence[Any], *, finish: Callable[[Path, Any], Any] | None = None,
+                  experiments: Mapping[str, Any] | None = None, t0: float | None = None,
+                  say: Callable[[str], None] | None = None,
                   earlier: Sequence[Path] = ()) -> list[Path]:
     """After the runs of :func:`~toolkit.runner.sweep.run_configs`: write the seed group of
-    the complete runs that differ only in their seed, call ``finish(folder)`` (the command line
-    draws the report) on each group and on each complete run outside a group, and record the
+    the complete runs that differ only in their seed, call ``finish(folder, experiment)`` (the
+    command line draws the report; ``experiment`` from ``experiments`` by name, ``None`` when
+    absent) on each group and on each complete run outside a group, and record the
     wall time since ``t0`` in ``group.json``. Returns the folders: groups, then single runs.
     ``earlier``: complete runs of the same configs from before (``--resume``) that join their
     groups (nothing is called on them alone).
@@ -188,11 +190,11 @@ def finish_groups(outcomes: Sequence[Any], *, finish: Callable[[Path], Any] | No
     failed = [o for o in outcomes if o.status != "complete"]
     shown: list[Path] = []
 
-    def call(folder: Path) -> None:
+    def call(folder: Path, name: str) -> None:
         if finish is None:
             return
         try:
-            finish(folder)
+            finish(folder, (experiments or {}).get(name))
         except Exception as err:
             print(f"toolkit: warning: {folder}: {type(err).__name__}: {err}", file=sys.stderr)
 
@@ -201,7 +203,7 @@ def finish_groups(outcomes: Sequence[Any], *, finish: Callable[[Path], Any] | No
                     + (f" ({o.error})" if o.error else "") for o in failed]
         folder = write_group(runs, problems=problems)
         t1 = time.perf_counter()
-        call(folder)
+        call(folder, RunResults(runs[0]).experiment)
         if say is not None and finish is not None:
             say(f"  report over {len(runs)} seeds: {time.perf_counter() - t1:.1f} s")
         if t0 is not None:
@@ -211,6 +213,6 @@ def finish_groups(outcomes: Sequence[Any], *, finish: Callable[[Path], Any] | No
         shown.append(folder)
     for run_dir in done:
         if run_dir not in members:
-            call(run_dir)
+            call(run_dir, RunResults(run_dir).experiment)
             shown.append(run_dir)
     return shown

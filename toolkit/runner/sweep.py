@@ -20,12 +20,13 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit.runner.config import ExecutorSpec, RunConfig
 from toolkit.runner.errors import RunInterrupted
+from toolkit.runner.registry import Experiment
 from toolkit.runner.run import (
     Finish,
     RunOutcome,
@@ -54,11 +55,11 @@ def _outcome_dict(outcome: RunOutcome) -> dict[str, Any]:
             "duration_s": outcome.duration_s}
 
 
-def _pool_worker(args: tuple[int, RunConfig, list[str], Finish | None]
+def _pool_worker(args: tuple[int, RunConfig, Experiment, list[str], Finish | None]
                  ) -> tuple[int, dict[str, Any]]:
-    index, config, argv, finish = args
+    index, config, experiment, argv, finish = args
     try:
-        outcome = execute(config, quiet=True, argv=argv, finish=finish,
+        outcome = execute(config, experiment, quiet=True, argv=argv, finish=finish,
                           executor={"kind": "local", "worker": local_worker()})
     except Exception as err:  # a run that could not even start (e.g. the disk filled up)
         return index, {"run_dir": "", "status": "failed", "exit_code": 1,
@@ -97,13 +98,14 @@ def find_complete(config: RunConfig) -> Path | None:
     return None
 
 
-def _in_process(configs: Sequence[RunConfig], *, quiet: bool, argv: list[str],
-                finish: Finish | None, on_done: Progress | None
+def _in_process(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
+                quiet: bool, argv: list[str], finish: Finish | None, on_done: Progress | None
                 ) -> tuple[list[RunOutcome], int]:
     outcomes: list[RunOutcome] = []
     status = 0
     for i, config in enumerate(configs):
-        outcome = execute(config, quiet=quiet, argv=argv, finish=finish)
+        outcome = execute(config, experiments[config.experiment], quiet=quiet, argv=argv,
+                          finish=finish)
         outcomes.append(outcome)
         if on_done:
             on_done(i, len(configs), outcome)
@@ -113,14 +115,15 @@ def _in_process(configs: Sequence[RunConfig], *, quiet: bool, argv: list[str],
     return outcomes, status
 
 
-def _in_pool(configs: Sequence[RunConfig], *, workers: int, argv: list[str],
-             finish: Finish | None, on_done: Progress | None) -> tuple[list[RunOutcome], int]:
+def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
+             workers: int, argv: list[str], finish: Finish | None, on_done: Progress | None
+             ) -> tuple[list[RunOutcome], int]:
     total = len(configs)
     outcomes: list[RunOutcome | None] = [None] * total
     status = 0
     ctx = multiprocessing.get_context("spawn")
     pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
-    jobs = [(i, c, argv, finish) for i, c in enumerate(configs)]
+    jobs = [(i, c, experiments[c.experiment], argv, finish) for i, c in enumerate(configs)]
     try:
         with _signals_raise():
             for i, info in pool.imap_unordered(_pool_worker, jobs):
@@ -146,11 +149,17 @@ def _in_pool(configs: Sequence[RunConfig], *, workers: int, argv: list[str],
     return done, status
 
 
-def run_configs(configs: Sequence[RunConfig], *, executor: ExecutorSpec | None = None,
-                quiet: bool = False, argv: Sequence[str] | None = None,
-                finish: Finish | None = None, on_done: Progress | None = None
-                ) -> tuple[list[RunOutcome], int]:
-    """Run every config; returns the outcomes (in the order they ended) and the exit status.
+def run_configs(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
+                executor: ExecutorSpec | None = None, quiet: bool = False,
+                argv: Sequence[str] | None = None, finish: Finish | None = None,
+                on_done: Progress | None = None) -> tuple[list[RunOutcome], int]:
+    """Run every config with its experiment; returns the outcomes (in the order they ended)
+    and the exit status.
+
+    ``experiments`` maps each config's ``experiment`` name to the
+    :class:`~toolkit.runner.Experiment` to run (the caller composes them, e.g. with
+    :func:`~toolkit.runner.registry.experiments_for`); process pools and Dask workers load the
+    same modules again by reference.
 
     Exit status: 0 when all completed, 1 when any failed (the others still run), 128 + signal
     when interrupted (the remaining runs are not started; runs in progress are marked
@@ -163,9 +172,12 @@ def run_configs(configs: Sequence[RunConfig], *, executor: ExecutorSpec | None =
     if spec.kind == "dask":
         from toolkit.runner.dask_executor import run_on_dask
 
-        return run_on_dask(configs, spec, argv=argv, finish=finish, on_done=on_done)
+        return run_on_dask(configs, experiments, spec, argv=argv, finish=finish,
+                           on_done=on_done)
     for config in configs:
         check_output_dir(config)
     if spec.workers <= 1 or len(configs) <= 1:
-        return _in_process(configs, quiet=quiet, argv=argv, finish=finish, on_done=on_done)
-    return _in_pool(configs, workers=spec.workers, argv=argv, finish=finish, on_done=on_done)
+        return _in_process(configs, experiments, quiet=quiet, argv=argv, finish=finish,
+                           on_done=on_done)
+    return _in_pool(configs, experiments, workers=spec.workers, argv=argv, finish=finish,
+                    on_done=on_done)

@@ -224,23 +224,25 @@ def aggregate(per_seed: Mapping[int, Mapping[str, Sequence[Finding]]]
     return out, problems
 
 
-def compute_findings(run_dir: Any) -> tuple[dict[str, list[Finding]], list[str]]:
-    """One run's findings by section (the experiment, or each child of a showcase).
+def compute_findings(run_dir: Any, experiment: Any) -> tuple[dict[str, list[Finding]], list[str]]:
+    """One run's findings by section (the experiment, or each child of a showcase), from the
+    ``findings`` of ``experiment`` (a :class:`~toolkit.runner.Experiment`; for a showcase, of
+    its parts).
 
     Returns ``(findings, problems)``: an experiment without ``findings`` contributes nothing; one
     whose ``findings(run)`` raises is listed in ``problems`` (the run's numbers stay valid). A
     ``disable_blocks`` pattern that matched no block that ran becomes a finding of the run.
     """
-    from toolkit.runner.registry import load_experiment
     from toolkit.runner.results import RunResults
 
     run = RunResults(run_dir)
+    parts = experiment.parts
     views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]
     out: dict[str, list[Finding]] = {}
     problems: list[str] = []
     for section, view in views:
         try:
-            fn = getattr(load_experiment(view.experiment).module, "findings", None)
+            fn = parts[view.experiment].findings if view.experiment in parts else None
             if fn is None:
                 continue
             items = list(fn(view))
@@ -290,12 +292,13 @@ def _write(path: Path, findings: Mapping[str, Sequence[Verdict]], problems: Sequ
     atomic_write_text(path / "findings.md", render_findings_md(findings, problems, seeds))
 
 
-def write_findings(run_dir: Any) -> tuple[dict[str, list[Verdict]], list[str]]:
-    """Compute one run's findings and write ``findings.json`` and ``findings.md`` (one seed)."""
+def write_findings(run_dir: Any, experiment: Any) -> tuple[dict[str, list[Verdict]], list[str]]:
+    """Compute one run's findings (``experiment.findings``) and write ``findings.json`` and
+    ``findings.md`` (one seed)."""
     from toolkit.runner.results import RunResults
 
     seed = int(RunResults(run_dir).meta.get("seed", 0))
-    found, problems = compute_findings(run_dir)
+    found, problems = compute_findings(run_dir, experiment)
     verdicts, more = aggregate({seed: found})
     _write(Path(run_dir), verdicts, [*problems, *more], [seed])
     return verdicts, [*problems, *more]
@@ -327,7 +330,8 @@ def read_findings(run_dir: Any) -> dict[str, list[Verdict]]:
 def read_seed_findings(run_dir: Any) -> tuple[int, dict[str, list[Finding]], list[str]]:
     """One run's own (per-seed) findings from its ``findings.json``: seed, findings, problems.
 
-    Computed afresh when the file is missing (a run written before findings were stored)."""
+    A run without the file (one written before findings were stored) has none, with a problem
+    saying so."""
     import json
 
     path = Path(run_dir) / "findings.json"
@@ -335,8 +339,8 @@ def read_seed_findings(run_dir: Any) -> tuple[int, dict[str, list[Finding]], lis
 
     seed = int(RunResults(run_dir).meta.get("seed", 0))
     if not path.is_file():
-        found, problems = compute_findings(run_dir)
-        return seed, found, problems
+        return seed, {}, [f"{Path(run_dir).name}: no findings.json (a run written before "
+                          f"findings were stored, or one that did not complete)"]
     data = json.loads(path.read_text(encoding="utf-8"))
     found = {k: [Finding.from_dict(v["per_seed"][0]) if v.get("per_seed") else
                  Finding.from_dict(v) for v in items]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from stop_gradient_experiments._audit_corpus import BUGS, LEGIT, actor_critic, expected_names
 
-from experiments._audit_corpus import BUGS, LEGIT, actor_critic, expected_names
 from toolkit import audit_step
 
 

@@ -1,4 +1,8 @@
-"""Every experiment's quick comparison in one run and one report.
+"""The showcase, a runner feature: every experiment's quick comparison in one run and one report.
+
+A config with ``experiment = "showcase"`` lists the experiments to run (``[params]
+experiments``, empty for all) and their overrides; the registry loads this module under that
+name, so the runner runs it as it runs an experiment.
 
 For each selected experiment that defines ``QUICK`` (its fast params: the only source of them)
 the showcase validates its ``Params`` from ``QUICK`` plus ``overrides`` when the config is
@@ -21,7 +25,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from toolkit.runner import ExperimentParams, RunContext, RunResults, discover, load_all
+from toolkit.runner.context import RunContext
+from toolkit.runner.params import ExperimentParams
+from toolkit.runner.registry import Experiment, discover, load_all
+from toolkit.runner.results import RunResults
 
 DESCRIPTION = "runs every experiment's QUICK comparison and writes one report"
 
@@ -97,6 +104,11 @@ def child_params(params: Params) -> dict[str, ExperimentParams]:
     return out
 
 
+def parts() -> dict[str, Experiment]:
+    """Every experiment the showcase can run (their findings and figures make its report)."""
+    return load_all()[0]
+
+
 def select(params: Params) -> list[str]:
     """The experiments to run; ``ValueError`` when one cannot be loaded or has no QUICK."""
     loaded, broken = load_all()
@@ -126,7 +138,7 @@ def run(params: Params, ctx: RunContext) -> None:
     children = child_params(params)
     for name in ctx.progress(names, desc="showcase"):
         exp = loaded[name]
-        dtype = getattr(exp.module, "DTYPE", None)
+        dtype = exp.dtype
         child = ctx.child(name, experiment=name, params=children[name],
                           dtype=getattr(torch, dtype) if dtype else None)
         cpu0 = time.process_time()
