@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from toolkit.runner.results import RunResults
+from toolkit.runner.tomlio import flatten
 from toolkit.style import integer_ticks, variant_style
 
 __all__ = [
@@ -225,13 +226,8 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
 
 def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
     """Numeric leaves of nested dicts as ``{"a.b.c": value}`` (booleans and strings left out)."""
-    out: dict[str, float] = {}
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            out.update(numeric_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
-        out[prefix] = float(tree)
-    return out
+    return {k: float(v) for k, v in flatten(tree, prefix).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def summary_pairs(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:

@@ -267,17 +267,6 @@ def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: Sour
                           f"write --set params.{key}=... or put it under [params])") from None
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, path))
-        else:
-            flat[path] = value
-    return flat
-
-
 def _load_experiment(name: str, source: str):
     from toolkit.runner.registry import discover, load_experiment
 
@@ -410,7 +399,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
                           "list each seed once")
     exp = _load_experiment(common.experiment, sources("experiment"))
 
-    grid = _flatten(common.sweep)
+    grid = tomlio.flatten(common.sweep)
     sources.sweep = {f"{k}" for k in grid}
     for key, values in grid.items():
         top = key.split(".")[0]
