@@ -1,4 +1,4 @@
-"""The one validation module: declarative constraints, devices, tensors, generators."""
+"""Declared constraints (_param_validation); devices, tensors, generators (_array_validation)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,25 @@ import numpy as np
 import pytest
 import torch
 
-from toolkit._validation import (
-    Bool,
-    Instance,
-    Integer,
-    Options,
-    Real,
+from toolkit._array_validation import (
     as_tensor,
-    check,
     check_dtype,
-    check_params,
     check_X,
-    is_int,
     numpy_random_state,
     resolve_device,
     resolve_dtype,
     resolve_generator,
     to_output,
+)
+from toolkit._param_validation import (
+    Bool,
+    Instance,
+    Integer,
+    Options,
+    Real,
+    check,
+    check_params,
+    is_int,
 )
 
 

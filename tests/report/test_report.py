@@ -13,8 +13,9 @@ from matplotlib.figure import Figure
 
 from toolkit.report import default_figures, metric_groups, text_problems, write_report
 from toolkit.report.compare import compare_runs, format_table, write_compare
-from toolkit.report.tables import flatten, format_value, variant_table
+from toolkit.report.tables import format_value, variant_table
 from toolkit.runner import RunResults, load_experiment, run_experiment
+from toolkit.runner.tomlio import flatten
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 import torch
 
-from toolkit._validation import Generator, Integer, Real, check, check_dtype
+from toolkit._array_validation import check_dtype
+from toolkit._param_validation import Generator, Integer, Real, check
 from toolkit.core import stop_gradient
 from toolkit.divergence import Divergence, check_finite, check_step_fits, warn_divergence
 

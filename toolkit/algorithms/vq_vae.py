@@ -43,17 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._validation import (
-    Callable_,
-    Generator,
-    Integer,
-    Real,
-    as_tensor,
-    check,
-    check_dtype,
-    check_params,
-    resolve_device,
-)
+from toolkit._array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._param_validation import Callable_, Generator, Integer, Real, check, check_params
 from toolkit.core import stop_gradient
 from toolkit.divergence import History, UpdateCheck, check_step_fits
 

@@ -70,15 +70,17 @@ def _units(run: RunResults) -> list[RunResults]:
     return [run]
 
 
-def _label(config: Mapping[str, Any], varying: set[str]) -> str:
-    flat = {}
-    for key, value in config.items():
-        if key == "params" and isinstance(value, Mapping):
-            flat.update({f"{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
-    parts = [f"{k}={json.dumps(flat[k]) if not isinstance(flat[k], str) else flat[k]}"
-             for k in sorted(varying) if k in flat]
+def _knobs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config with its ``params`` merged in: the values that can tell groups apart."""
+    params = config.get("params")
+    if not isinstance(params, Mapping):
+        return dict(config)
+    return {**{k: v for k, v in config.items() if k != "params"}, **params}
+
+
+def _label(knobs: Mapping[str, Any], varying: set[str]) -> str:
+    parts = [f"{k}={json.dumps(knobs[k]) if not isinstance(knobs[k], str) else knobs[k]}"
+             for k in sorted(varying) if k in knobs]
     return ", ".join(parts) or "default"
 
 
@@ -97,17 +99,15 @@ def compare_runs(root: str | Path) -> CompareTable:
     # label each group by the config values that differ between groups of the same experiment
     by_exp: dict[str, list[dict[str, Any]]] = {}
     for (exp, _), group in groups.items():
-        by_exp.setdefault(exp, []).append(group["config"])
+        by_exp.setdefault(exp, []).append(_knobs(group["config"]))
+    varying = {exp: {k for k in set().union(*flat)
+                     if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1}
+               for exp, flat in by_exp.items()}
     table_groups: dict[tuple[str, str], dict[str, Any]] = {}
     rows: dict[tuple[str, str, str], CompareRow] = {}
     variants: list[str] = []
     for (exp, _), group in sorted(groups.items(), key=lambda kv: kv[0]):
-        configs = by_exp[exp]
-        flat = [{**{k: v for k, v in c.items() if k != "params"}, **c.get("params", {})}
-                for c in configs]
-        varying = {k for k in set().union(*flat)
-                   if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1}
-        label = _label(group["config"], varying)
+        label = _label(_knobs(group["config"]), varying[exp])
         by_seed: dict[int, RunResults] = {}
         duplicates = []
         for unit in sorted(group["runs"], key=lambda u: str(u.meta.get("started") or "")):
@@ -157,22 +157,18 @@ def format_table(table: CompareTable) -> str:
 
 
 def _figure_png(table: CompareTable) -> bytes | None:
-    from toolkit.report.figures import plt, wrap
+    from toolkit.report.figures import panels, plt, wrap
     from toolkit.style import variant_style
 
     pairs = [r for r in table.rows if r.values.get("blocked") and r.values.get("unblocked")]
     if not pairs:
         return None
     # one panel per (experiment, quantity); bars per group
-    panels: dict[tuple[str, str], list[CompareRow]] = {}
+    by_panel: dict[tuple[str, str], list[CompareRow]] = {}
     for row in pairs:
-        panels.setdefault((row.experiment, row.quantity), []).append(row)
-    items = list(panels.items())
-    ncols = min(3, len(items))
-    nrows = math.ceil(len(items) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows + 0.4),
-                             squeeze=False, layout="constrained")
-    for ax, ((exp, quantity), rows) in zip(axes.flat, items):
+        by_panel.setdefault((row.experiment, row.quantity), []).append(row)
+    fig, axes = panels(len(by_panel), 3, 4.6, 3.6)
+    for ax, ((exp, quantity), rows) in zip(axes, by_panel.items()):
         x = list(range(len(rows)))
         for offset, variant in ((-0.2, "blocked"), (0.2, "unblocked")):
             stats = [r.stats(variant) for r in rows]
@@ -185,8 +181,6 @@ def _figure_png(table: CompareTable) -> bytes | None:
         ax.tick_params(axis="y", labelsize=7)
         ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
-    for ax in list(axes.flat)[len(items):]:
-        ax.set_visible(False)
     fig.suptitle("blocked vs unblocked: mean ± std over seeds", fontsize=10)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)

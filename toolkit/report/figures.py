@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from toolkit.runner.results import RunResults
+from toolkit.runner.tomlio import flatten
 from toolkit.style import integer_ticks, variant_style
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "metric_groups",
     "metric_over_seeds",
     "numeric_leaves",
+    "panels",
     "plot_seeds",
     "summary_figure",
     "summary_pairs",
@@ -65,6 +67,21 @@ def suptitle(fig: Figure, text: str, fontsize: float = 10) -> None:
     """A figure title wrapped to the figure's width (about 11 characters per inch at 10 pt)."""
     width = max(12, int(fig.get_figwidth() * 110 / fontsize))
     fig.suptitle(wrap(text, width), fontsize=fontsize)
+
+
+def panels(n: int, max_cols: int, width: float, height: float, *, title: float = 0.4
+           ) -> tuple[Figure, list[Any]]:
+    """A figure of ``n`` panels of ``width × height`` inches, ``max_cols`` a row at most (the
+    figure at least 4.5 inches wide, ``title`` inches above them), and its ``n`` axes; the
+    unused cells of the last row are hidden."""
+    ncols = min(max_cols, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(width * ncols, 4.5),
+                                                     height * nrows + title),
+                             squeeze=False, layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
 
 
 def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: float = 0.15,
@@ -203,35 +220,23 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
                   *, title: str | None = None) -> Figure:
     """One panel per metric name of ``group`` (all of them); each overlays the variants, every
     seed of ``run.replicates`` as a band around the mean."""
-    items = list(names.items())
-    n = len(items)
-    ncols = min(3, n)
-    nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.2 * ncols, 4.5), 3.0 * nrows + 0.4),
-                             squeeze=False, layout="constrained")
+    fig, axes = panels(len(names), 3, 4.2, 3.0)
     others: list[str] = []
-    for ax, (name, variants) in zip(axes.flat, items):
+    for ax, (name, variants) in zip(axes, names.items()):
         series = {v: run.metric(variants[v]) for v in _variant_order(variants)}
         ax.tick_params(labelsize=7)
         if all(len(steps) == 1 for steps, _ in series.values()):
             _bars(ax, series, name, others)
         else:
             _lines(ax, run, {v: variants[v] for v in series}, name, others)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
     suptitle(fig, title if title is not None else (group or "metrics"))
     return fig
 
 
 def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
     """Numeric leaves of nested dicts as ``{"a.b.c": value}`` (booleans and strings left out)."""
-    out: dict[str, float] = {}
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            out.update(numeric_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
-        out[prefix] = float(tree)
-    return out
+    return {k: float(v) for k, v in flatten(tree, prefix).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def summary_pairs(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -249,12 +254,8 @@ def summary_figure(run: RunResults, names: list[str] | None = None, *, part: str
     items = [(k, pairs[k]) for k in (names if names is not None else list(pairs))]
     if not items:
         return None
-    n = len(items)
-    ncols = min(4, n)
-    nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(2.9 * ncols, 4.5), 2.5 * nrows + 0.5),
-                             squeeze=False, layout="constrained")
-    for ax, (name, values) in zip(axes.flat, items):
+    fig, axes = panels(len(items), 4, 2.9, 2.5, title=0.5)
+    for ax, (name, values) in zip(axes, items):
         bars = ax.bar([0, 1], [values["blocked"], values["unblocked"]],
                       color=[variant_style("blocked")["color"],
                              variant_style("unblocked")["color"]])
@@ -265,14 +266,17 @@ def summary_figure(run: RunResults, names: list[str] | None = None, *, part: str
         ax.set_title(wrap(name, 26), fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="y", alpha=0.3)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
     suptitle(fig, f"summary numbers that differ: blocked vs unblocked{part}")
     return fig
 
 
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+def _parts(items: list[Any], size: int) -> list[tuple[str, str, list[Any]]]:
+    """``items`` in chunks of ``size`` as ``(title suffix, key suffix, chunk)``: `` (2 of 3)``
+    and ``_2`` for the second of three, both empty for a single chunk."""
+    chunks = [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+    if len(chunks) == 1:
+        return [("", "", chunks[0])]
+    return [(f" ({i} of {len(chunks)})", f"_{i}", chunk) for i, chunk in enumerate(chunks, 1)]
 
 
 def default_figures(run: RunResults) -> dict[str, Figure]:
@@ -284,20 +288,15 @@ def default_figures(run: RunResults) -> dict[str, Figure]:
     figures: dict[str, Figure] = {}
     for group, names in metric_groups(run).items():
         title = "gradient comparison" if group in ("grad", "grads", "gradient") else group
-        chunks = _chunks(list(names.items()), MAX_PANELS)
-        for i, chunk in enumerate(chunks):
-            part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
-            key = f"metrics_{group or 'misc'}" + (f"_{i + 1}" if len(chunks) > 1 else "")
-            figures[key] = metric_figure(run, group, dict(chunk),
-                                         title=f"{title or 'metrics'}{part}")
+        for part, suffix, chunk in _parts(list(names.items()), MAX_PANELS):
+            figures[f"metrics_{group or 'misc'}{suffix}"] = metric_figure(
+                run, group, dict(chunk), title=f"{title or 'metrics'}{part}")
     pairs = summary_pairs(run.summary)
     differing = [k for k, v in pairs.items() if v["blocked"] != v["unblocked"]]
-    chunks = _chunks(differing, 16)
-    for i, chunk in enumerate(chunks):
-        part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+    for part, suffix, chunk in _parts(differing, 16):
         fig = summary_figure(run, chunk, part=part)
         if fig is not None:
-            figures["summary" + (f"_{i + 1}" if len(chunks) > 1 else "")] = fig
+            figures["summary" + suffix] = fig
     return figures
 
 

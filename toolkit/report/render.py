@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.report.content import FigureItem, ReportContent, Section, build
-from toolkit.report.tables import flatten, format_value, variant_table
+from toolkit.report.tables import format_value, variant_table
 from toolkit.runner.results import RunResults, atomic_write_bytes, atomic_write_text
 from toolkit.runner.story import fmt
 from toolkit.style import COLORS
 
-__all__ = ["CSS", "draw_report", "flatten", "format_value", "render_html", "render_markdown",
+__all__ = ["CSS", "draw_report", "format_value", "render_html", "render_markdown",
            "variant_table", "write_report"]
 
 CSS = f"""

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolkit.runner.story import fmt
+from toolkit.runner.tomlio import flatten
 
-__all__ = ["flatten", "format_value", "tables", "unit_of", "variant_table"]
+__all__ = ["format_value", "tables", "unit_of", "variant_table"]
 
 _TIME = re.compile(r"(^|[._/])(seconds?|time|wall|timers?|[a-z0-9]*_s|ms)($|[._/])")
 _BYTES = re.compile(r"bytes")
@@ -58,17 +59,6 @@ def format_value(value: Any, key: str = "") -> str:
     return str(value)
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts → ``{"a.b.c": leaf}``."""
-    out: dict[str, Any] = {}
-    if isinstance(tree, Mapping) and tree:
-        for key, value in tree.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    elif prefix:
-        out[prefix] = tree
-    return out
-
-
 def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
     """Split a summary/costs dict into a side-by-side table and the rest.
 
@@ -76,9 +66,8 @@ def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], 
     "unblocked − blocked"]`` for the keys under ``blocked``/``unblocked``; ``rest`` holds the
     other top-level entries, flattened.
     """
-    blocked = flatten(tree.get("blocked", {})) if isinstance(tree.get("blocked"), Mapping) else {}
-    unblocked = (flatten(tree.get("unblocked", {}))
-                 if isinstance(tree.get("unblocked"), Mapping) else {})
+    blocked, unblocked = (flatten(tree[v], keep_empty=True) if isinstance(tree.get(v), Mapping)
+                          else {} for v in ("blocked", "unblocked"))
     names = list(dict.fromkeys([*blocked, *unblocked]))
     rows = []
     for name in names:
@@ -89,7 +78,8 @@ def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], 
             diff = "0 (equal)" if b == u else format_value(u - b, name)
         rows.append([name, format_value(b, name), format_value(u, name), diff])
     rest = flatten({k: v for k, v in tree.items()
-                    if not (k in ("blocked", "unblocked") and isinstance(v, Mapping))})
+                    if not (k in ("blocked", "unblocked") and isinstance(v, Mapping))},
+                   keep_empty=True)
     return ["quantity", "blocked", "unblocked", "unblocked − blocked"], rows, rest
 
 

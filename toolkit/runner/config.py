@@ -29,10 +29,11 @@ path and the fix.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,22 +41,13 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolkit._validation import resolve_device as _resolve_device
+from toolkit._array_validation import resolve_device as _resolve_device
 from toolkit.runner import tomlio
 from toolkit.runner.config_errors import Sources, pydantic_error
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, suggest
 
-__all__ = [
-    "DTYPES",
-    "EXECUTORS",
-    "ExecutorSpec",
-    "RunConfig",
-    "load_config",
-    "make_config",
-    "parse_override",
-    "parse_seeds",
-    "resolve_device",
-]
+__all__ = ["DTYPES", "EXECUTORS", "ExecutorSpec", "RunConfig", "load_config", "make_config",
+           "parse_override", "parse_seeds", "resolve_device"]
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -159,7 +151,7 @@ def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
                    ) -> torch.device:
     """The config's ``device`` as a ``torch.device`` (``auto``: CUDA when available, else CPU).
 
-    The meaning is :func:`toolkit._validation.resolve_device`'s; a device that does not exist
+    The meaning is :func:`toolkit._array_validation.resolve_device`'s; a device that does not exist
     here becomes a :class:`ConfigError` naming the file and key.
     """
     if not isinstance(device, str) or not _DEVICE_RE.match(device):
@@ -267,15 +259,13 @@ def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: Sour
                           f"write --set params.{key}=... or put it under [params])") from None
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, path))
-        else:
-            flat[path] = value
-    return flat
+def _common(raw: Mapping[str, Any], sources: Sources) -> _FileConfig:
+    """The common keys of ``raw`` validated; a ConfigError naming the first mistake."""
+    try:
+        return _FileConfig.model_validate(raw)
+    except ValidationError as err:
+        _misplaced_param(err, raw, sources)
+        raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
 
 
 def _load_experiment(name: str, source: str):
@@ -305,6 +295,18 @@ def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: Sources
     return model.model_dump(mode="json")
 
 
+def _runs(common: _FileConfig, experiment: Any, params: Any, seeds: Sequence[int],
+          sources: Sources, **where: Any) -> list[RunConfig]:
+    """One :class:`RunConfig` per seed, once the experiment accepts ``params`` and the device
+    exists here; ``where``: ``source``, ``sweep_point``, ``executor``."""
+    values = _validate_params(experiment, params, sources)
+    resolve_device(common.device, source=sources("device"))
+    return [RunConfig(experiment=common.experiment, params=values, seed=int(seed),
+                      device=common.device, dtype=common.dtype,
+                      disable_blocks=tuple(common.disable_blocks), threads=common.threads,
+                      output_dir=common.output_dir, **where) for seed in seeds]
+
+
 def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = None, *,
                 seed: int = 0, device: str = "auto", dtype: str = "float32",
                 disable_blocks: Sequence[str] = ("*",), output_dir: str | Path = "results",
@@ -314,38 +316,29 @@ def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = 
     ``loaded``: the :class:`~toolkit.runner.Experiment` itself, for one that is not registered.
     """
     sources = Sources(source, [])
-    raw: dict[str, Any] = {"experiment": experiment, "seed": seed, "device": device,
-                           "dtype": dtype, "disable_blocks": list(disable_blocks),
-                           "threads": threads, "output_dir": str(output_dir)}
-    try:
-        common = _FileConfig.model_validate(raw)
-    except ValidationError as err:
-        raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
+    common = _common({"experiment": experiment, "seed": seed, "device": device, "dtype": dtype,
+                      "disable_blocks": list(disable_blocks), "threads": threads,
+                      "output_dir": str(output_dir)}, sources)
     exp = loaded if loaded is not None else _load_experiment(common.experiment, source)
     if isinstance(params, BaseModel):
         params = params.model_dump(mode="json")
-    values = _validate_params(exp, params or {}, sources)
-    resolve_device(common.device, source=source)
-    return RunConfig(experiment=common.experiment, params=values, seed=int(seed),
-                     device=common.device, dtype=common.dtype,
-                     disable_blocks=tuple(common.disable_blocks), threads=common.threads,
-                     output_dir=common.output_dir, source=source)
+    return _runs(common, exp, params or {}, [seed], sources, source=source)[0]
+
+
+# ----------------------------------------------------------------------------- config files
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The TOML file at ``path`` as a dict; a ConfigError saying why it cannot be read."""
     source = str(path)
     if not path.exists():
-        hint = ""
-        try:
+        close = ""
+        with contextlib.suppress(Exception):  # the hint is optional
             from toolkit.runner.registry import config_files
 
-            names = [p.name for p in config_files()]
-            close = suggest(path.name, names)
-            hint = f" ({close})" if close else ""
-        except Exception:  # pragma: no cover - the hint is optional
-            pass
-        raise ConfigError(source, "", "no such file",
-                          f"check the path; `toolkit list` shows the configs{hint}")
+            close = suggest(path.name, [p.name for p in config_files()])
+        raise ConfigError(source, "", "no such file", "check the path; `toolkit list` shows the "
+                          f"configs{f' ({close})' if close else ''}")
     if path.is_dir():
         raise ConfigError(source, "", "is a directory, not a config file",
                           "give a .toml file such as configs/showcase.toml")
@@ -361,38 +354,19 @@ def _read(path: Path) -> dict[str, Any]:
                           "fix the syntax at that line and column") from None
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = (), *,
-                seeds: Sequence[int] | None = None, output_dir: str | Path | None = None
-                ) -> list[RunConfig]:
-    """Read, override, validate and expand a config file into one :class:`RunConfig` per run.
-
-    Args:
-        path: the TOML file.
-        overrides: ``"dotted.key=VALUE"`` strings (``--set``), applied in order before validation.
-        seeds: replicate seeds that replace ``seed``/``seeds`` of the file (``--seeds``).
-        output_dir: replaces ``output_dir`` of the file (``--out``).
-
-    Returns:
-        The runs: the ``[sweep]`` grid (in the order the keys appear, last key fastest) times the
-        seeds. Everything is validated before this returns; nothing is written.
-    """
-    path = Path(path)
-    raw = _read(path)
+def _override(raw: dict[str, Any], overrides: Sequence[str], path: str) -> Sources:
+    """Apply ``--set`` overrides to ``raw`` in order (all parsed first); where each key came from."""
     parsed = [(parse_override(text), text) for text in overrides]
-    sources = Sources(str(path), [(key, text) for (key, _), text in parsed])
     for (key, value), text in parsed:
         # an overridden seed/seeds replaces the other one of the file
         if key in ("seed", "seeds"):
             raw.pop("seeds" if key == "seed" else "seed", None)
         _set_path(raw, key.split("."), value, f"--set {text}")
-    if output_dir is not None:
-        raw["output_dir"] = str(output_dir)
-    try:
-        common = _FileConfig.model_validate(raw)
-    except ValidationError as err:
-        _misplaced_param(err, raw, sources)
-        raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
-    source = str(path)
+    return Sources(path, [(key, text) for (key, _), text in parsed])
+
+
+def _seeds(common: _FileConfig, seeds: Sequence[int] | None, sources: Sources) -> list[int]:
+    """The replicate seeds: ``--seeds``, else the file's ``seeds``, else its ``seed`` (or 0)."""
     if common.seed is not None and common.seeds is not None:
         raise ConfigError(sources("seeds"), "seeds", "both `seed` and `seeds` are set",
                           "keep one: seed = 0 for one run, seeds = [0, 1, 2] for replicates")
@@ -411,47 +385,71 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), *,
     if len(set(run_seeds)) != len(run_seeds):
         raise ConfigError(sources("seeds"), "seeds", f"repeated seeds in {run_seeds}",
                           "list each seed once")
-    exp = _load_experiment(common.experiment, sources("experiment"))
+    return run_seeds
 
-    grid = _flatten(common.sweep)
-    sources.sweep = {f"{k}" for k in grid}
+
+def _grid(sweep: Mapping[str, Any], fields: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The ``[sweep]`` table as dotted key → values, every key sweepable and known."""
+    grid = tomlio.flatten(sweep)
     for key, values in grid.items():
-        top = key.split(".")[0]
         if not (key.startswith("params.") or key in _SWEEPABLE):
-            hint = suggest(key, [*_SWEEPABLE, *(f"params.{f}" for f in exp.Params.model_fields)])
+            hint = suggest(key, [*_SWEEPABLE, *(f"params.{f}" for f in fields)])
             raise ConfigError(source, f"sweep.{key}", "cannot be swept",
                               (hint + " " if hint else "") + "sweep params.<name>, device, dtype "
                               "or disable_blocks; use `seeds = [...]` for replicates")
-        if top == "params" and key.split(".")[1] not in exp.Params.model_fields:
-            name = key.split(".")[1]
-            hint = suggest(name, exp.Params.model_fields)
+        if key.startswith("params.") and key.split(".")[1] not in fields:
+            hint = suggest(key.split(".")[1], fields)
             raise ConfigError(source, f"sweep.{key}", "unknown key",
-                              f"{hint} (valid keys: {', '.join(exp.Params.model_fields)})"
-                              if hint else f"valid keys: {', '.join(exp.Params.model_fields)}")
+                              f"{hint} (valid keys: {', '.join(fields)})"
+                              if hint else f"valid keys: {', '.join(fields)}")
         if not isinstance(values, list) or not values:
             raise ConfigError(source, f"sweep.{key}", f"must be a non-empty list, got {values!r}",
                               f"write {key} = [value1, value2]")
+    return grid
 
-    runs: list[RunConfig] = []
-    keys = list(grid)
-    for combo in itertools.product(*(grid[k] for k in keys)):
-        member = {k: v for k, v in raw.items()
-                  if k not in ("sweep", "seeds", "seed", "executor")}
-        member = copy.deepcopy(member)
+
+def _sweep_points(raw: Mapping[str, Any], grid: Mapping[str, list[Any]], source: str
+                  ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each point of the grid (last key fastest) with the file's keys, the point's values set."""
+    base = {k: v for k, v in raw.items() if k not in ("sweep", "seeds", "seed", "executor")}
+    for combo in itertools.product(*grid.values()):
+        point = dict(zip(grid, combo))
+        member = copy.deepcopy(base)
         member.setdefault("params", {})
-        point = dict(zip(keys, combo))
         for key, value in point.items():
             _set_path(member, key.split("."), value, f"{source} [sweep]")
-        try:
-            m = _FileConfig.model_validate(member)
-        except ValidationError as err:
-            raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
-        values = _validate_params(exp, m.params, sources)
-        resolve_device(m.device, source=sources("device"))
-        for seed in run_seeds:
-            runs.append(RunConfig(experiment=m.experiment, params=values, seed=int(seed),
-                                  device=m.device, dtype=m.dtype,
-                                  disable_blocks=tuple(m.disable_blocks), threads=m.threads,
-                                  output_dir=m.output_dir, source=source, sweep_point=point,
-                                  executor=common.executor))
+        yield point, member
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = (), *,
+                seeds: Sequence[int] | None = None, output_dir: str | Path | None = None
+                ) -> list[RunConfig]:
+    """Read, override, validate and expand a config file into one :class:`RunConfig` per run.
+
+    Args:
+        path: the TOML file.
+        overrides: ``"dotted.key=VALUE"`` strings (``--set``), applied in order before validation.
+        seeds: replicate seeds that replace ``seed``/``seeds`` of the file (``--seeds``).
+        output_dir: replaces ``output_dir`` of the file (``--out``).
+
+    Returns:
+        The runs: the ``[sweep]`` grid (in the order the keys appear, last key fastest) times the
+        seeds. Everything is validated before this returns; nothing is written.
+    """
+    path = Path(path)
+    source = str(path)
+    raw = _read(path)
+    sources = _override(raw, overrides, source)
+    if output_dir is not None:
+        raw["output_dir"] = str(output_dir)
+    common = _common(raw, sources)
+    run_seeds = _seeds(common, seeds, sources)
+    exp = _load_experiment(common.experiment, sources("experiment"))
+    grid = _grid(common.sweep, exp.Params.model_fields, source)
+    sources.sweep = set(grid)
+    runs: list[RunConfig] = []
+    for point, member in _sweep_points(raw, grid, source):
+        m = _common(member, sources)
+        runs += _runs(m, exp, m.params, run_seeds, sources, source=source, sweep_point=point,
+                      executor=common.executor)
     return runs

@@ -14,7 +14,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["TOMLDecodeError", "dumps", "loads", "parse_literal"]
+__all__ = ["TOMLDecodeError", "dumps", "flatten", "loads", "parse_literal"]
 
 TOMLDecodeError = tomllib.TOMLDecodeError
 loads = tomllib.loads
@@ -68,6 +68,23 @@ def dumps(data: Mapping[str, Any], header: str = "") -> str:
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     _table(lines, "", data)
     return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[str, Any]:
+    """Nested mappings as TOML's dotted keys, one level: ``{"a": {"b": 1}}`` → ``{"a.b": 1}``.
+
+    Every key is put after ``prefix``; anything but a mapping is one leaf, ``{prefix: tree}``.
+    Empty tables are left out, or kept as leaves with ``keep_empty`` (a report shows them).
+
+    >>> flatten({"a": {"b": 1, "c": {}}}), flatten({"a": {"c": {}}}, keep_empty=True)
+    ({'a.b': 1}, {'a.c': {}})
+    """
+    if not isinstance(tree, Mapping) or (keep_empty and prefix and not tree):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key), keep_empty=keep_empty))
+    return out
 
 
 def parse_literal(text: str) -> Any:

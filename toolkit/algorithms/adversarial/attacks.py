@@ -39,7 +39,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._validation import Bool, Callable_, Generator, Integer, Options, Real, check_params
+from toolkit._param_validation import (
+    Bool,
+    Callable_,
+    Generator,
+    Integer,
+    Options,
+    Real,
+    check_params,
+)
 from toolkit.algorithms.adversarial.batches import (
     Bounds,
     Model,

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from toolkit._validation import (
+from toolkit._param_validation import (
     Bool,
     Callable_,
     Generator,

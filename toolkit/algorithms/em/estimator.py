@@ -13,18 +13,17 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.validation import validate_data
 
-from toolkit._validation import (
+from toolkit._array_validation import as_tensor, resolve_device
+from toolkit._param_validation import (
     Bool,
     Generator,
     Instance,
     Integer,
     Options,
     Real,
-    as_tensor,
     check,
     check_params,
     is_int,
-    resolve_device,
 )
 from toolkit.algorithms.em.core import BLOCK, _log_joint, e_step, gradient_m_step, m_step
 from toolkit.algorithms.em.fast import _EMPath

@@ -21,7 +21,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
-from toolkit._validation import (
+from toolkit._array_validation import numpy_random_state, resolve_device, resolve_dtype, to_output
+from toolkit._param_validation import (
     Bool,
     Callable_,
     Generator,
@@ -31,10 +32,6 @@ from toolkit._validation import (
     Real,
     check,
     check_params,
-    numpy_random_state,
-    resolve_device,
-    resolve_dtype,
-    to_output,
 )
 from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, _gibbs
 from toolkit.algorithms.rbm.inputs import SparseRows, check_data, map_rows

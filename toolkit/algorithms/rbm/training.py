@@ -28,14 +28,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from toolkit._validation import (
-    Callable_,
-    Generator,
-    Integer,
-    Options,
-    Real,
-    check_params,
-)
+from toolkit._param_validation import Callable_, Generator, Integer, Options, Real, check_params
 from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,

@@ -1,255 +1,25 @@
-"""Argument checks and conversions shared by every public entry point.
+"""What public entry points accept and return: devices, dtypes, tensors, random states.
 
-Valid arguments are declared once, as in scikit-learn's ``_parameter_constraints``, and checked
-by one mechanism::
-
-    CONSTRAINTS = {"n_components": [Integer(1)], "tol": [Real(0)], "init": [Options("a", "b")]}
-    check_params("GaussianMixture", {"n_components": 3, "tol": 1e-3, "init": "a"}, CONSTRAINTS)
-
-A value must satisfy one constraint of its list. The error says where, which argument, what was
-expected and what came; a value of the wrong kind raises ``TypeError``, a value of the right kind
-outside the allowed range or set raises ``ValueError``.
-
-The module also holds the one device resolution (:func:`resolve_device`), the one conversion of
-arrays to tensors (:func:`as_tensor`) and of seeds to generators (:func:`resolve_generator`), and
-what the scikit-learn estimators share: their data check (:func:`check_X`), dtype rule
+The one device resolution (:func:`resolve_device`), the one conversion of arrays to tensors
+(:func:`as_tensor`) and of seeds to generators (:func:`resolve_generator`), and what the
+scikit-learn estimators share: their data check (:func:`check_X`), dtype rule
 (:func:`resolve_dtype`), random states (:func:`numpy_random_state`) and "type in, type out"
-(:func:`to_output`).
+(:func:`to_output`). Declared argument constraints live in :mod:`toolkit._param_validation`,
+as scikit-learn keeps ``utils/validation.py`` apart from ``utils/_param_validation.py``.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = [
-    "Bool",
-    "Callable_",
-    "Constraint",
-    "Generator",
-    "Instance",
-    "Integer",
-    "NoneValue",
-    "Options",
-    "Real",
-    "as_tensor",
-    "check",
-    "check_X",
-    "check_callable",
-    "check_dtype",
-    "check_params",
-    "is_int",
-    "numpy_random_state",
-    "resolve_device",
-    "resolve_dtype",
-    "resolve_generator",
-    "to_output",
-]
+from toolkit._param_validation import is_int, show_value
 
-
-def is_int(value: object) -> bool:
-    """An integer (Python or numpy), and not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-class Constraint:
-    """One acceptable kind of value; subclasses say which."""
-
-    def kind_matches(self, value: object) -> bool:
-        """Whether ``value`` is of this constraint's kind (type), in or out of range."""
-        raise NotImplementedError
-
-    def holds(self, value: object) -> bool:
-        """Whether ``value`` satisfies the constraint."""
-        return self.kind_matches(value)
-
-    def describe(self) -> str:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class Integer(Constraint):
-    """An int (numpy ints too, never a bool) in ``[low, high]`` (``None``: unbounded)."""
-
-    low: int | None = None
-    high: int | None = None
-
-    def kind_matches(self, value: object) -> bool:
-        return is_int(value)
-
-    def holds(self, value: object) -> bool:
-        return is_int(value) and (self.low is None or value >= self.low) and (
-            self.high is None or value <= self.high)
-
-    def describe(self) -> str:
-        if self.low is not None and self.high is not None:
-            return f"an int in [{self.low}, {self.high}]"
-        if self.low is not None:
-            return f"an int >= {self.low}"
-        if self.high is not None:
-            return f"an int <= {self.high}"
-        return "an int"
-
-
-@dataclass(frozen=True)
-class Real(Constraint):
-    """A finite real number (ints accepted, bools not) in an interval.
-
-    ``closed``: which ends belong to the interval, ``"both"``, ``"left"``, ``"right"`` or
-    ``"neither"``; an end that is ``None`` is unbounded.
-    """
-
-    low: float | None = None
-    high: float | None = None
-    closed: Literal["both", "left", "right", "neither"] = "both"
-
-    def kind_matches(self, value: object) -> bool:
-        return _is_real(value)
-
-    def holds(self, value: object) -> bool:
-        if not _is_real(value) or not math.isfinite(value):  # type: ignore[arg-type]
-            return False
-        v = float(value)  # type: ignore[arg-type]
-        if self.low is not None:
-            if v < self.low or (v == self.low and self.closed in ("right", "neither")):
-                return False
-        if self.high is not None:
-            if v > self.high or (v == self.high and self.closed in ("left", "neither")):
-                return False
-        return True
-
-    def describe(self) -> str:
-        lo_in = self.closed in ("both", "left")
-        hi_in = self.closed in ("both", "right")
-        if self.low is not None and self.high is not None:
-            return (f"a number in {'[' if lo_in else '('}{self.low:g}, {self.high:g}"
-                    f"{']' if hi_in else ')'}")
-        if self.low is not None:
-            return f"a number {'>=' if lo_in else '>'} {self.low:g}"
-        if self.high is not None:
-            return f"a number {'<=' if hi_in else '<'} {self.high:g}"
-        return "a finite number"
-
-
-class Options(Constraint):
-    """One of a fixed set of values (compared with ``==``; strings are case-sensitive)."""
-
-    def __init__(self, *values: object) -> None:
-        self.values = values
-
-    def kind_matches(self, value: object) -> bool:
-        # the kind of an option is the kind of the options (a misspelt string is a ValueError)
-        return any(type(value) is type(v) for v in self.values)
-
-    def holds(self, value: object) -> bool:
-        return any(type(value) is type(v) and value == v for v in self.values)
-
-    def describe(self) -> str:
-        return "one of " + ", ".join(repr(v) for v in self.values)
-
-
-class _NoneConstraint(Constraint):
-    def kind_matches(self, value: object) -> bool:
-        return value is None
-
-    def describe(self) -> str:
-        return "None"
-
-
-class _BoolConstraint(Constraint):
-    def kind_matches(self, value: object) -> bool:
-        return isinstance(value, (bool, np.bool_))
-
-    def describe(self) -> str:
-        return "a bool"
-
-
-class Instance(Constraint):
-    """An instance of one of the given types."""
-
-    def __init__(self, *types: type, name: str | None = None) -> None:
-        self.types = types
-        self.name = name
-
-    def kind_matches(self, value: object) -> bool:
-        return isinstance(value, self.types)
-
-    def describe(self) -> str:
-        return self.name or " or ".join(f"a {t.__name__}" for t in self.types)
-
-
-class _CallableConstraint(Constraint):
-    def kind_matches(self, value: object) -> bool:
-        return callable(value)
-
-    def describe(self) -> str:
-        return "a callable"
-
-
-#: ``None`` as an accepted value (write ``[None, Integer(1)]``; ``None`` itself works too).
-NoneValue = _NoneConstraint()
-#: A bool (numpy bools too).
-Bool = _BoolConstraint()
-#: Any callable.
-Callable_ = _CallableConstraint()
-#: A ``torch.Generator``.
-Generator = Instance(torch.Generator, name="a torch.Generator")
-
-
-def _as_constraint(c: Constraint | None) -> Constraint:
-    return NoneValue if c is None else c
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return text if isinstance(value, (str, numbers.Number, type(None))) else (
-        f"{type(value).__name__} {text}")
-
-
-def check(where: str, arg: str, value: Any, constraints: Iterable[Constraint | None]) -> Any:
-    """Return ``value`` if it satisfies one of ``constraints``, else raise.
-
-    ``TypeError`` when ``value`` is of none of the accepted kinds, ``ValueError`` when it is of
-    an accepted kind but out of range (or not among the options).
-
-    >>> check("f", "n", 3, [Integer(1)])
-    3
-    >>> check("f", "n", 0, [Integer(1)])
-    Traceback (most recent call last):
-    ...
-    ValueError: f: n must be an int >= 1, got 0
-    """
-    cs = [_as_constraint(c) for c in constraints]
-    if any(c.holds(value) for c in cs):
-        return value
-    expected = " or ".join(c.describe() for c in cs)
-    error = ValueError if any(c.kind_matches(value) for c in cs) else TypeError
-    raise error(f"{where}: {arg} must be {expected}, got {_show(value)}")
-
-
-def check_params(where: str, values: Mapping[str, Any],
-                 constraints: Mapping[str, Iterable[Constraint | None]]) -> None:
-    """Check every ``values[name]`` against ``constraints[name]`` (names without one pass)."""
-    for name, allowed in constraints.items():
-        if name in values:
-            check(where, name, values[name], allowed)
-
-
-# ---------------------------------------------------------------------------------------------
-# devices, tensors, generators
+__all__ = ["as_tensor", "check_X", "check_X_shape", "check_dtype", "numpy_random_state",
+           "resolve_device", "resolve_dtype", "resolve_generator", "to_output"]
 
 
 def resolve_device(device: torch.device | str | None, *, where: str = "device"
@@ -264,7 +34,7 @@ def resolve_device(device: torch.device | str | None, *, where: str = "device"
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"{where}: device must be None, 'auto', a string such as 'cpu' or "
-                        f"'cuda', or a torch.device, got {_show(device)}")
+                        f"'cuda', or a torch.device, got {show_value(device)}")
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError) as err:
@@ -284,7 +54,7 @@ def check_dtype(where: str, dtype: Any, *, arg: str = "dtype") -> torch.dtype:
     """A floating-point ``torch.dtype``."""
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"{where}: {arg} must be a floating torch.dtype such as torch.float32, "
-                        f"got {_show(dtype)}")
+                        f"got {show_value(dtype)}")
     if not dtype.is_floating_point:
         raise ValueError(f"{where}: {arg} must be a floating torch.dtype such as torch.float32, "
                          f"got {dtype}")
@@ -349,14 +119,8 @@ def resolve_generator(random_state: Any, *, where: str,
         g.manual_seed(int(random_state.integers(0, 2**63 - 1)))
     else:
         raise TypeError(f"{where}: random_state must be None, an int, a numpy RandomState or "
-                        f"Generator, or a torch.Generator, got {_show(random_state)}")
+                        f"Generator, or a torch.Generator, got {show_value(random_state)}")
     return g
-
-
-def check_callable(where: str, arg: str, fn: Any) -> Callable[..., Any]:
-    if not callable(fn):
-        raise TypeError(f"{where}: {arg} must be callable, got {_show(fn)}")
-    return fn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +216,7 @@ def numpy_random_state(random_state: Any, *, where: str) -> np.random.RandomStat
                              device=random_state.device)
         return np.random.RandomState(int(seed.item()))
     raise TypeError(f"{where}: random_state must be None, an int, a numpy RandomState or "
-                    f"Generator, or a torch.Generator, got {_show(random_state)}")
+                    f"Generator, or a torch.Generator, got {show_value(random_state)}")
 
 
 def to_output(t: torch.Tensor, like: Any) -> np.ndarray | torch.Tensor:
