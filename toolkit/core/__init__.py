@@ -7,6 +7,8 @@ The imports below are the public API, written once: ``__all__`` here and the laz
 # ruff: noqa: F401
 # (ruff cannot see that ``__all__`` lists the imports; type checkers read them as re-exports)
 
+import typing
+
 from toolkit import _lazy
 from toolkit.core.audit import (
     CarriedGraph,
@@ -46,4 +48,5 @@ from toolkit.core.stop_gradient import (
     stop_gradient,
 )
 
-__all__ = sorted(_lazy.imported_names(__file__, "toolkit.core"))
+if not typing.TYPE_CHECKING:  # type checkers, which cannot run this, read the imports themselves
+    __all__ = sorted(_lazy.imported_names(__file__, "toolkit.core"))
