@@ -30,20 +30,17 @@ K = TypeVar("K", bound=Hashable)
 
 def walk(roots: Iterable[Any], *, expand: Callable[[Any], bool] | None = None
          ) -> Iterator[tuple[Any, Any, int, bool]]:
-    """Every edge of the backward graph behind ``roots``, breadth first, as
-    ``(parent, node, output_nr, first)``.
+    """Every edge of the backward graph behind ``roots``, breadth first: ``(parent, node,
+    output_nr, first)``, gradient flowing from ``parent`` into output ``output_nr`` of ``node``.
 
-    ``roots`` are tensors, or anything with ``grad_fn`` and ``output_nr`` (a tensor's place in
-    the graph kept without the tensor); those without a ``grad_fn`` are skipped. A root's entry
-    edge comes first, with ``parent=None``; then, for each node in the order first reached, one
-    item per non-``None`` entry of its ``next_functions``: the edge carries gradient from
-    ``parent`` into output ``output_nr`` of ``node``, and ``first`` says whether ``node`` is met
-    here for the first time. So every edge is reported, every node is expanded once (a shared
-    subgraph is not walked twice), the first edge to a node lies on a path with fewest nodes
-    from a root, and ``AccumulateGrad`` leaves appear as nodes with no ``next_functions``.
-    ``expand(node)`` false keeps the walk from going behind ``node`` (a cut, for example); the
-    node itself is still reported. Iterative, so a graph deeper than Python's recursion limit
-    is fine; the nodes met are kept alive while the walk runs, so their ``id`` is not reused.
+    ``roots`` are tensors, or anything with ``grad_fn`` and ``output_nr`` (a place in the graph
+    kept without its tensor); those without a ``grad_fn`` are skipped. Their entry edges come
+    first (``parent=None``), then the non-``None`` ``next_functions`` of each node in the order
+    first reached. ``first`` says whether ``node`` is met for the first time: every edge is
+    reported, every node expanded once (a shared subgraph is not walked twice), and a node's
+    first edge lies on a path with fewest nodes from a root. ``expand(node)`` false keeps the
+    walk from going behind ``node`` (a cut), which is still reported. Iterative, so no recursion
+    limit; the nodes met stay alive while the walk runs, so their ``id`` is not reused.
 
     >>> import torch
     >>> from toolkit.core.graph_walk import walk
