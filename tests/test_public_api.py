@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import types
 
 import pytest
 
 import toolkit
+import toolkit.core
 import toolkit.runner
+from toolkit._lazy import imported_names
 
 
-@pytest.mark.parametrize("package", [toolkit, toolkit.runner], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.runner],
+                         ids=lambda m: m.__name__)
 def test_every_public_name_loads(package) -> None:
     for name in package.__all__:
         assert getattr(package, name) is not None, name
     assert sorted(dir(package)) == sorted(set(dir(package)))
+
+
+def test_the_imports_of_toolkit_core_are_the_one_export_list() -> None:
+    """toolkit.core's imports give its __all__, and toolkit's __all__ and lazy table."""
+    listed = imported_names(toolkit.core.__file__, "toolkit.core")
+    public = {name for name, value in vars(toolkit.core).items()
+              if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+    assert toolkit.core.__all__ == sorted(listed) == sorted(public)
+    assert toolkit.__all__ == sorted(["__version__", *toolkit._EXPORTS])
+    assert set(toolkit._EXPORTS) == set(listed) - {"is_compiling"}
+    for name, module in toolkit._EXPORTS.items():
+        defined = getattr(importlib.import_module(module), name)
+        assert getattr(toolkit, name) is getattr(toolkit.core, name) is defined, name
 
 
 def test_unknown_name_is_an_attribute_error() -> None:

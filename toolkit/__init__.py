@@ -22,105 +22,22 @@ command line can answer ``--help`` without importing torch.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
-from toolkit._lazy import lazy_exports
+from toolkit._lazy import imported_names, lazy_exports
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> module that defines it: the names toolkit.core imports (read from its source,
+# so that torch is not imported yet), but for is_compiling, which stays in toolkit.core
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(
-        ["BlockNotSwitchableError", "as_constant", "disable_blocks", "is_block_disabled",
-         "record_blocks", "require_block", "reset_seen_blocks", "seen_blocks", "stop_gradient"],
-        "toolkit.core.stop_gradient"),
-    **dict.fromkeys(
-        ["GradientComparison", "ParameterComparison", "assert_blocked", "compare_gradients",
-         "count_graph_nodes", "has_gradient_path"],
-        "toolkit.core.gradients"),
-    **dict.fromkeys(
-        ["GradientFlow", "GradientLeakError", "assert_no_gradient", "gradient_flow",
-         "gradient_path"],
-        "toolkit.core.lens"),
-    **dict.fromkeys(["CutTrace", "GradientGraph", "gradient_graph", "trace_cuts"],
-                    "toolkit.core.backward_graph"),
-    "draw_gradient_graph": "toolkit.core.graph_draw",
-    **dict.fromkeys(["CarriedGraph", "DeadParameter", "Leak", "StepAudit", "assert_clean_step",
-                     "audit_step"], "toolkit.core.audit"),
-}
+    name: module for name, module in imported_names(
+        os.path.join(os.path.dirname(__file__), "core", "__init__.py"), "toolkit.core").items()
+    if name != "is_compiling"}
+__all__ = sorted(["__version__", *_EXPORTS])
 
-__all__ = [
-    "BlockNotSwitchableError",
-    "CarriedGraph",
-    "CutTrace",
-    "DeadParameter",
-    "GradientComparison",
-    "GradientFlow",
-    "GradientGraph",
-    "GradientLeakError",
-    "Leak",
-    "ParameterComparison",
-    "StepAudit",
-    "__version__",
-    "as_constant",
-    "assert_blocked",
-    "assert_clean_step",
-    "assert_no_gradient",
-    "audit_step",
-    "compare_gradients",
-    "count_graph_nodes",
-    "disable_blocks",
-    "draw_gradient_graph",
-    "gradient_flow",
-    "gradient_graph",
-    "gradient_path",
-    "has_gradient_path",
-    "is_block_disabled",
-    "record_blocks",
-    "require_block",
-    "reset_seen_blocks",
-    "seen_blocks",
-    "stop_gradient",
-    "trace_cuts",
-]
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from toolkit.core.audit import (
-        CarriedGraph,
-        DeadParameter,
-        Leak,
-        StepAudit,
-        assert_clean_step,
-        audit_step,
-    )
-    from toolkit.core.backward_graph import CutTrace, GradientGraph, gradient_graph, trace_cuts
-    from toolkit.core.gradients import (
-        GradientComparison,
-        ParameterComparison,
-        assert_blocked,
-        compare_gradients,
-        count_graph_nodes,
-        has_gradient_path,
-    )
-    from toolkit.core.graph_draw import draw_gradient_graph
-    from toolkit.core.lens import (
-        GradientFlow,
-        GradientLeakError,
-        assert_no_gradient,
-        gradient_flow,
-        gradient_path,
-    )
-    from toolkit.core.stop_gradient import (
-        BlockNotSwitchableError,
-        as_constant,
-        disable_blocks,
-        is_block_disabled,
-        record_blocks,
-        require_block,
-        reset_seen_blocks,
-        seen_blocks,
-        stop_gradient,
-    )
-
+if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and IDEs
+    from toolkit.core import *  # noqa: F403
 
 __getattr__, __dir__ = lazy_exports("toolkit", globals(), _EXPORTS)

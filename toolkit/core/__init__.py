@@ -1,5 +1,15 @@
-"""The primitive and the gradient tools everything else builds on."""
+"""The primitive and the gradient tools everything else builds on.
 
+The imports below are the public API, written once: ``__all__`` here and the lazy namespace of
+``toolkit`` (every name but :func:`is_compiling`) are read from them.
+"""
+
+# ruff: noqa: F401
+# (ruff cannot see that ``__all__`` lists the imports; type checkers read them as re-exports)
+
+import typing
+
+from toolkit import _lazy
 from toolkit.core.audit import (
     CarriedGraph,
     DeadParameter,
@@ -38,37 +48,5 @@ from toolkit.core.stop_gradient import (
     stop_gradient,
 )
 
-__all__ = [
-    "BlockNotSwitchableError",
-    "CarriedGraph",
-    "CutTrace",
-    "DeadParameter",
-    "GradientComparison",
-    "GradientFlow",
-    "GradientGraph",
-    "GradientLeakError",
-    "Leak",
-    "ParameterComparison",
-    "StepAudit",
-    "as_constant",
-    "assert_blocked",
-    "assert_clean_step",
-    "assert_no_gradient",
-    "audit_step",
-    "compare_gradients",
-    "count_graph_nodes",
-    "disable_blocks",
-    "draw_gradient_graph",
-    "gradient_flow",
-    "gradient_graph",
-    "gradient_path",
-    "has_gradient_path",
-    "is_block_disabled",
-    "is_compiling",
-    "record_blocks",
-    "require_block",
-    "reset_seen_blocks",
-    "seen_blocks",
-    "stop_gradient",
-    "trace_cuts",
-]
+if not typing.TYPE_CHECKING:  # type checkers, which cannot run this, read the imports themselves
+    __all__ = sorted(_lazy.imported_names(__file__, "toolkit.core"))

@@ -48,7 +48,8 @@ from toolkit.core.audit_graph import (
 )
 from toolkit.core.audit_record import Names, Recording, find_modules
 from toolkit.core.audit_state import StateSnapshot
-from toolkit.core.backward_graph import ShortestPaths, output_roots
+from toolkit.core.backward_graph import ShortestPaths
+from toolkit.core.graph_walk import output_roots
 from toolkit.core.lens import GradientLeakError
 
 __all__ = ["CarriedGraph", "DeadParameter", "Leak", "StepAudit", "assert_clean_step",

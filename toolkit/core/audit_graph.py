@@ -17,7 +17,6 @@ breadth-first search from the losses, stopping at cuts); nothing runs ``backward
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from torch import nn
 
 from toolkit.core.audit_record import Recording, is_open_marker
 from toolkit.core.backward_graph import ShortestPaths, is_cut_marker, node_label
+from toolkit.core.graph_walk import closure, walk
 
 __all__ = ["CarriedGraph", "DeadParameter", "Leak"]
 
@@ -153,14 +153,6 @@ def _shape(node: Any, nr: int) -> tuple[int, ...] | None:
         return None
 
 
-def _chain(search: ShortestPaths, key: int | None) -> list[Any]:
-    chain = []
-    while key is not None:
-        chain.append(search.nodes[key])
-        key = search.parent[key]
-    return chain[::-1]
-
-
 def _shape_text(shape: tuple[int, ...] | None) -> str:
     return "" if shape is None else f" (shape {tuple(shape)})"
 
@@ -184,22 +176,13 @@ def _owners(names: Iterable[str]) -> str:
 
 
 def _useful(search: ShortestPaths, targets: set[int]) -> set[int]:
-    """Keys of the nodes of ``search`` from which one of ``targets`` (node keys) is reached."""
-    parents: dict[int, list[int]] = {}
-    for key, node in search.nodes.items():
-        if is_cut_marker(node):
-            continue
-        for nxt, _ in node.next_functions:
-            if nxt is not None and id(nxt) in search.nodes:
-                parents.setdefault(id(nxt), []).append(key)
-    seen = set(targets)
-    queue = deque(targets)
-    while queue:
-        for parent in parents.get(queue.popleft(), ()):
-            if parent not in seen:
-                seen.add(parent)
-                queue.append(parent)
-    return seen
+    """Keys of the nodes of ``search`` from which one of ``targets`` (node keys) is reached:
+    the same walk as the search's, its edges reversed."""
+    callers: dict[int, list[int]] = {}
+    for parent, node, _, _ in walk(search.outputs, expand=search.expand):
+        if parent is not None:
+            callers.setdefault(id(node), []).append(id(parent))
+    return closure(targets, lambda key: callers.get(key, ()))
 
 
 def find_leaks(loss: str, optimizer: str, search: ShortestPaths, stepped: set[int],
@@ -356,7 +339,7 @@ def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labell
         else:
             entered = "the loss itself" if consumer is None else label(consumer)
         created = "in the first call" if node._sequence_nr() >= first_mark else "before the audit"
-        path = tuple(label(x) for x in [*_chain(search, parent_key), node])
+        path = tuple(label(x) for x in [*search.chain(parent_key), node])
         if is_open_marker(node):
             fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
         else:

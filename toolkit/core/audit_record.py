@@ -37,7 +37,7 @@ from torch.overrides import TorchFunctionMode
 
 from toolkit.core.audit_state import StateSnapshot
 from toolkit.core.backward_graph import trace_cuts
-from toolkit.core.stop_gradient import _OPEN_HOOK, _tree_map
+from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
 
 __all__ = ["Edge", "Names", "Recording", "find_modules", "is_open_marker"]
 
@@ -193,8 +193,8 @@ def is_open_marker(node: Any) -> bool:
 
 
 def _open(x: Any, name: str | None) -> Any:
-    return _tree_map(lambda t: _OpenMarker.apply(t, name)
-                     if isinstance(t, torch.Tensor) and t.requires_grad else t, x)
+    return tree_map(lambda t: _OpenMarker.apply(t, name)
+                    if isinstance(t, torch.Tensor) and t.requires_grad else t, x)
 
 
 def _tensors(args: Any) -> Iterator[torch.Tensor]:

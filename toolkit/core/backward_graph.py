@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from toolkit.core.stop_gradient import _CUT_HOOK, _stop_leaf, _tree_map
+from toolkit.core.graph_walk import closure, output_roots, walk
+from toolkit.core.stop_gradient import _CUT_HOOK, _stop_leaf, tree_map
 
 __all__ = ["CutTrace", "GradientGraph", "gradient_graph", "named_tensors", "trace_cuts"]
 
@@ -113,6 +113,11 @@ def is_cut_marker(node: Any) -> bool:
     return getattr(type(node), "_forward_cls", None) is _CutMarker
 
 
+def _passes(node: Any) -> bool:
+    """Whether gradient passes ``node`` (it is no cut marker): where searches go on."""
+    return not is_cut_marker(node)
+
+
 def node_label(node: Any, leaf_names: Mapping[int, str] | None = None) -> str:
     """A short readable name: ``"Addmm"``, ``"cut 'dqn.target'"``, or a parameter's name.
 
@@ -129,58 +134,37 @@ def node_label(node: Any, leaf_names: Mapping[int, str] | None = None) -> str:
     return _SUFFIX.sub("", name) or name
 
 
-def output_roots(output: Any, where: str) -> list[torch.Tensor]:
-    """The tensors of ``output`` (a tensor or a list/tuple/dict of them)."""
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if isinstance(output, Mapping):
-        return [t for v in output.values() for t in output_roots(v, where)]
-    if isinstance(output, (list, tuple)):
-        return [t for v in output for t in output_roots(v, where)]
-    raise TypeError(f"{where}: loss must be a tensor (or a list/tuple/dict of tensors), got "
-                    f"{type(output).__name__}")
-
-
 class ShortestPaths:
     """Breadth-first search of the backward graph from some outputs, stopping at cut markers.
 
     ``path_to(tensor)`` is then the shortest chain of nodes through which a gradient reaches
     ``tensor``. The search keeps every node it met alive, so ``id``s are not reused meanwhile.
     With ``through_cuts=True`` it also walks behind the cut markers (the graph a cut removes),
-    to find which cut stops a path.
+    to find which cut stops a path. Nodes are known by ``id``: ``parent`` is the node that
+    first reached each (``None`` for an output's own), ``leaf_node`` a leaf tensor's
+    ``AccumulateGrad``.
     """
 
-    def __init__(self, outputs: list[torch.Tensor], *, through_cuts: bool = False) -> None:
+    def __init__(self, outputs: list[Any], *, through_cuts: bool = False) -> None:
         self.outputs = outputs
         self.nodes: dict[int, Any] = {}
         self.parent: dict[int, int | None] = {}
         self.edge_parent: dict[tuple[int, int], int | None] = {}  # (node, output_nr) -> parent
         self.leaf_node: dict[int, int] = {}  # id(leaf tensor) -> id(AccumulateGrad)
-        queue: deque[Any] = deque()
-        for out in outputs:
-            if out.grad_fn is not None:
-                self._visit(out.grad_fn, out.output_nr, None, queue)
-        while queue:
-            node = queue.popleft()
-            if is_cut_marker(node) and not through_cuts:
-                continue  # no gradient passes a cut
-            for nxt, nr in node.next_functions:
-                if nxt is not None:
-                    self._visit(nxt, nr, id(node), queue)
+        self.expand = None if through_cuts else _passes  # where the search goes on
+        nodes, parents, edge_parent = self.nodes, self.parent, self.edge_parent
+        for parent, node, nr, first in walk(outputs, expand=self.expand):
+            key, up = id(node), None if parent is None else id(parent)
+            edge_parent.setdefault((key, nr), up)
+            if first:
+                nodes[key] = node
+                parents[key] = up
+                variable = getattr(node, "variable", None)
+                if variable is not None:
+                    self.leaf_node.setdefault(id(variable), key)
 
-    def _visit(self, node: Any, nr: int, parent: int | None, queue: deque[Any]) -> None:
-        key = id(node)
-        self.edge_parent.setdefault((key, nr), parent)
-        if key in self.nodes:
-            return
-        self.nodes[key] = node
-        self.parent[key] = parent
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            self.leaf_node.setdefault(id(variable), key)
-        queue.append(node)
-
-    def _chain(self, key: int | None) -> list[Any]:
+    def chain(self, key: int | None) -> list[Any]:
+        """The nodes from an output down to the node ``key`` (by ``id``), along ``parent``."""
         chain = []
         while key is not None:
             chain.append(self.nodes[key])
@@ -195,11 +179,11 @@ class ShortestPaths:
             return [tensor.grad_fn] if tensor.grad_fn is not None else []
         if tensor.grad_fn is None:
             key = self.leaf_node.get(id(tensor))
-            return None if key is None else self._chain(key)
+            return None if key is None else self.chain(key)
         target = (id(tensor.grad_fn), tensor.output_nr)
         if target not in self.edge_parent:
             return None
-        return [*self._chain(self.edge_parent[target]), tensor.grad_fn]
+        return [*self.chain(self.edge_parent[target]), tensor.grad_fn]
 
 
 # --- the lens mode ---------------------------------------------------------------------------------
@@ -253,7 +237,7 @@ def trace_cuts() -> Iterator[CutTrace]:
 
     def hook(x: Any, name: str | None) -> Any:
         trace.cuts.append(name)
-        return _tree_map(lambda t: mark(t, name), x)
+        return tree_map(lambda t: mark(t, name), x)
 
     token = _CUT_HOOK.set(hook)
     try:
@@ -331,32 +315,25 @@ def gradient_graph(loss: torch.Tensor | Callable[[], torch.Tensor],
     roots = output_roots(loss, where)
     order: list[Any] = []
     index: dict[int, int] = {}
-    for root in roots:
-        if root.grad_fn is not None and id(root.grad_fn) not in index:
-            index[id(root.grad_fn)] = len(index)
-            order.append(root.grad_fn)
-    queue = deque(order)
+    starts: list[int] = []
     edges: list[list[Any]] = []
     seen_edges: set[tuple[int, int]] = set()
-    while queue:
-        node = queue.popleft()
-        for nxt, _ in node.next_functions:
-            if nxt is None:
-                continue
-            if id(nxt) not in index:
-                index[id(nxt)] = len(index)
-                order.append(nxt)
-                queue.append(nxt)
-            pair = (index[id(node)], index[id(nxt)])
-            if pair not in seen_edges:
-                seen_edges.add(pair)
-                kind = "cut" if is_cut_marker(node) else "flow"
-                edges.append([*pair, kind])
+    for parent, node, _, first in walk(roots):
+        if first:
+            index[id(node)] = len(order)
+            order.append(node)
+        if parent is None:
+            starts.append(index[id(node)])
+            continue
+        pair = (index[id(parent)], index[id(node)])
+        if pair not in seen_edges:
+            seen_edges.add(pair)
+            edges.append([*pair, "cut" if is_cut_marker(parent) else "flow"])
     children: list[list[int]] = [[] for _ in order]
     for src, dst, kind in edges:
         if kind != "cut":
             children[src].append(dst)
-    live = _reachable(children, [index[id(r.grad_fn)] for r in roots if r.grad_fn is not None])
+    live = closure(starts, children.__getitem__)
     for edge in edges:
         if edge[2] == "flow" and edge[0] not in live:
             edge[2] = "behind"
@@ -374,17 +351,6 @@ def gradient_graph(loss: torch.Tensor | Callable[[], torch.Tensor],
         nodes.append(entry)
     blocks = list(dict.fromkeys(n["block"] for n in nodes if n.get("block")))
     return GradientGraph(nodes, edges, group_names, blocks)
-
-
-def _reachable(children: list[list[int]], starts: list[int]) -> set[int]:
-    seen = set(starts)
-    stack = list(starts)
-    while stack:
-        for nxt in children[stack.pop()]:
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return seen
 
 
 def _groups_reached(order: list[Any], children: list[list[int]], group_of: dict[int, str],

@@ -8,12 +8,13 @@ autograd graph without running backward.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from toolkit.core.graph_walk import nodes, output_roots
 from toolkit.core.stop_gradient import disable_blocks
 
 __all__ = [
@@ -227,23 +228,13 @@ def compare_gradients(
     return GradientComparison(per, overall, blocked, unblocked, disable)
 
 
-def _outputs(output: Any, where: str) -> list[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if isinstance(output, Mapping):
-        return [t for v in output.values() for t in _outputs(v, where)]
-    if isinstance(output, (list, tuple)):
-        return [t for v in output for t in _outputs(v, where)]
-    raise TypeError(f"{where}: output must be a tensor or a list/tuple/dict of tensors, "
-                    f"got {type(output).__name__}")
-
-
 def has_gradient_path(output: Any, tensor: torch.Tensor) -> bool:
     """Whether a gradient can flow from ``output`` back to ``tensor``, without running backward.
 
-    Walks ``output.grad_fn`` through ``next_functions``; a leaf ``tensor`` is reached when its
-    ``AccumulateGrad`` node is, a non-leaf one when its own ``grad_fn`` is. ``output`` may be a
-    tensor or a list/tuple/dict of tensors.
+    Walks ``output.grad_fn`` through ``next_functions`` (:func:`~toolkit.core.graph_walk.walk`)
+    and stops at the first hit; a leaf ``tensor`` is reached when its ``AccumulateGrad`` node
+    is, a non-leaf one when its own ``grad_fn`` is. ``output`` may be a tensor or a
+    list/tuple/dict of tensors.
 
     >>> import torch
     >>> from toolkit import has_gradient_path, stop_gradient
@@ -254,32 +245,14 @@ def has_gradient_path(output: Any, tensor: torch.Tensor) -> bool:
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"has_gradient_path: tensor must be a torch.Tensor, "
                         f"got {type(tensor).__name__}")
-    outputs = _outputs(output, "has_gradient_path")
+    outputs = output_roots(output, "has_gradient_path", "output")
     if not tensor.requires_grad:
         return False
     if any(o is tensor for o in outputs):
         return True
-    target = tensor.grad_fn
-    for node in _walk_graph(outputs):
-        if target is not None:
-            if node is target:
-                return True
-        elif getattr(node, "variable", None) is tensor:  # AccumulateGrad of a leaf
-            return True
-    return False
-
-
-def _walk_graph(outputs: list[torch.Tensor]) -> Iterator[Any]:
-    """Every distinct autograd node reachable from ``outputs`` (depth first)."""
-    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
-    visited: dict[int, Any] = {}  # keeps the nodes alive so that ids are not reused
-    while stack:
-        node = stack.pop()
-        if id(node) in visited:
-            continue
-        visited[id(node)] = node
-        yield node
-        stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+    target = tensor.grad_fn  # None for a leaf: then its AccumulateGrad holds it
+    return any(node is target or (target is None and getattr(node, "variable", None) is tensor)
+               for node in nodes(outputs))
 
 
 def count_graph_nodes(output: Any) -> int:
@@ -294,7 +267,7 @@ def count_graph_nodes(output: Any) -> int:
     >>> count_graph_nodes((x.exp() * 2).sum())  # Sum, Mul, Exp, AccumulateGrad
     4
     """
-    return sum(1 for _ in _walk_graph(_outputs(output, "count_graph_nodes")))
+    return sum(1 for _ in nodes(output_roots(output, "count_graph_nodes", "output")))
 
 
 def assert_blocked(output: Any, tensor: torch.Tensor, name: str | None = None) -> None:

@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
-from toolkit.core.backward_graph import ShortestPaths, named_tensors, node_label, output_roots
+from toolkit.core.backward_graph import ShortestPaths, named_tensors, node_label
 from toolkit.core.gradients import ParameterComparison
+from toolkit.core.graph_walk import output_roots
 from toolkit.core.stop_gradient import disable_blocks, record_blocks
 
 __all__ = ["GradientFlow", "GradientLeakError", "assert_no_gradient", "gradient_flow",

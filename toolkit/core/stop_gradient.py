@@ -157,12 +157,20 @@ def _stop_leaf(x: Any) -> Any:
     return x.detach() if isinstance(x, torch.Tensor) else x
 
 
-def _tree_map(fn: Callable[[Any], Any], x: Any) -> Any:
-    """Apply ``fn`` to every leaf of a nested dict/list/tuple/namedtuple/dataclass structure."""
+def tree_map(fn: Callable[[Any], Any], x: Any) -> Any:
+    """``x`` rebuilt with ``fn(leaf)`` in place of every leaf: the toolkit's one tree map.
+
+    Containers are dicts (and dict subclasses), lists, tuples, namedtuples and dataclass
+    instances, nested to any depth; they are rebuilt with the same type (a dataclass by a
+    shallow copy whose fields are replaced, frozen ones too), in their own order. Everything
+    else is a leaf, a tensor always (even a tensor subclass). ``fn`` is called once per leaf,
+    in that order, so it may also collect leaves (:func:`toolkit.core.graph_walk.output_roots`).
+    Like ``jax.tree_util.tree_map``, for the structures a PyTorch training step passes around.
+    """
     if isinstance(x, torch.Tensor):
         return fn(x)
     if isinstance(x, dict):
-        items = [(k, _tree_map(fn, v)) for k, v in x.items()]
+        items = [(k, tree_map(fn, v)) for k, v in x.items()]
         if type(x) is dict:
             return dict(items)
         out = copy.copy(x)
@@ -170,18 +178,18 @@ def _tree_map(fn: Callable[[Any], Any], x: Any) -> Any:
         out.update(items)
         return out
     if isinstance(x, tuple):
-        values = [_tree_map(fn, v) for v in x]
+        values = [tree_map(fn, v) for v in x]
         if hasattr(x, "_fields"):  # namedtuple
             return type(x)(*values)
         return type(x)(values)
     if isinstance(x, list):
-        values = [_tree_map(fn, v) for v in x]
+        values = [tree_map(fn, v) for v in x]
         return values if type(x) is list else type(x)(values)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         out = copy.copy(x)
         for field in dataclasses.fields(x):
             # object.__setattr__ also works for frozen dataclasses
-            object.__setattr__(out, field.name, _tree_map(fn, getattr(x, field.name)))
+            object.__setattr__(out, field.name, tree_map(fn, getattr(x, field.name)))
         return out
     return fn(x)
 
@@ -230,7 +238,7 @@ def stop_gradient(x: T, name: str | None = None) -> T:
     if _decide(name):
         return _opened(x, name)
     hook = None if is_compiling() else _CUT_HOOK.get()
-    return _tree_map(_stop_leaf, x) if hook is None else hook(x, name)
+    return tree_map(_stop_leaf, x) if hook is None else hook(x, name)
 
 
 def as_constant(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T:
@@ -277,7 +285,7 @@ def as_constant(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T
         value = fn(*args, **kwargs)
     # no_grad records no graph, but fn may return an input that requires grad, and forward-mode
     # tangents pass no_grad: the cut itself is the detach of every leaf.
-    return _tree_map(_stop_leaf, value)
+    return tree_map(_stop_leaf, value)
 
 
 def require_block(name: str, *, where: str, why: str) -> None:
