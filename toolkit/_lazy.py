@@ -21,10 +21,18 @@ def imported_names(path: str, package: str) -> dict[str, str]:
     that must not import them yet. This is the idea of scientific Python's SPEC 1
     (``lazy_loader.attach_stub``, which reads a ``.pyi`` stub the same way):
     https://scientific-python.org/specs/spec-0001/
+
+    The imports of a top-level ``if TYPE_CHECKING:`` block count too: a package that must not
+    import its names at all (``toolkit.runner``) writes its one list there.
     """
     with open(path, encoding="utf-8") as file:
         tree = ast.parse(file.read(), filename=path)
-    return {alias.asname or alias.name: node.module for node in tree.body
+    body = [*tree.body]
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            body += node.body
+    return {alias.asname or alias.name: node.module for node in body
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
             and node.module.startswith(f"{package}.") for alias in node.names}
 

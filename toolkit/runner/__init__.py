@@ -1,69 +1,24 @@
 """The experiment runner: configs, run contexts, results, sweeps.
 
-Write an experiment as ``experiments/<name>.py`` with ``Params(ExperimentParams)`` and
-``run(params, ctx: RunContext)``; run it with ``toolkit run CONFIG`` or :func:`run_experiment`;
-read it back with :class:`RunResults`.
+Write an experiment as a module with ``Params(ExperimentParams)`` and
+``run(params, ctx: RunContext)``, declared as an entry point of the group
+``toolkit.experiments``; run it with ``toolkit run CONFIG`` or :func:`run_experiment`; read it
+back with :class:`RunResults`.
 
 Names are loaded on first use (PEP 562): the command line reads configs and lists experiments
 without importing torch.
 """
 
+# ruff: noqa: F401
+# (the imports below are the public list; ruff cannot see that ``__all__`` is built from them)
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from toolkit._lazy import lazy_exports
+from toolkit._lazy import imported_names, lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    **dict.fromkeys(["RunConfig", "load_config", "make_config", "parse_override"],
-                    "toolkit.runner.config"),
-    **dict.fromkeys(["RunContext", "seed_everything"], "toolkit.runner.context"),
-    **dict.fromkeys(["ConfigError", "ExperimentLoadError", "RunInterrupted"],
-                    "toolkit.runner.errors"),
-    "ExperimentParams": "toolkit.runner.params",
-    **dict.fromkeys(["Experiment", "config_files", "discover", "load_all", "load_experiment"],
-                    "toolkit.runner.registry"),
-    **dict.fromkeys(["RunResults", "find_runs"], "toolkit.runner.results"),
-    **dict.fromkeys(["RunOutcome", "execute", "run_experiment"], "toolkit.runner.run"),
-    **dict.fromkeys(["Finding", "Story", "TimeRatio", "fmt"], "toolkit.runner.story"),
-    **dict.fromkeys(["Verdict", "aggregate", "read_findings"], "toolkit.runner.verdicts"),
-    **dict.fromkeys(["SeedGroup", "group_runs", "write_group"], "toolkit.runner.seeds"),
-}
-
-__all__ = [
-    "ConfigError",
-    "Experiment",
-    "ExperimentLoadError",
-    "ExperimentParams",
-    "Finding",
-    "RunConfig",
-    "RunContext",
-    "RunInterrupted",
-    "RunOutcome",
-    "RunResults",
-    "SeedGroup",
-    "Story",
-    "TimeRatio",
-    "Verdict",
-    "aggregate",
-    "config_files",
-    "discover",
-    "execute",
-    "find_runs",
-    "fmt",
-    "group_runs",
-    "load_all",
-    "load_config",
-    "load_experiment",
-    "make_config",
-    "parse_override",
-    "read_findings",
-    "run_experiment",
-    "seed_everything",
-    "write_group",
-]
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+if TYPE_CHECKING:  # pragma: no cover - the one list: read by type checkers, IDEs and _lazy
     from toolkit.runner.config import RunConfig, load_config, make_config, parse_override
     from toolkit.runner.context import RunContext, seed_everything
     from toolkit.runner.errors import ConfigError, ExperimentLoadError, RunInterrupted
@@ -72,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         Experiment,
         config_files,
         discover,
+        experiments_for,
         load_all,
         load_experiment,
     )
@@ -81,5 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from toolkit.runner.story import Finding, Story, TimeRatio, fmt
     from toolkit.runner.verdicts import Verdict, aggregate, read_findings
 
-
+# public name -> module that defines it, read from the imports above (not run: no torch yet)
+_EXPORTS: dict[str, str] = imported_names(__file__, "toolkit.runner")
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports("toolkit.runner", globals(), _EXPORTS)
