@@ -120,8 +120,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# data and model
+# --- data and model --------------------------------------------------------------------------
 
 
 def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset, tuple[float, float] | None]:
@@ -171,8 +170,7 @@ def eval_attacks(params: Params, bounds: tuple[float, float] | None, seed: int) 
                                                   generator=torch.Generator().manual_seed(seed + 1))}
 
 
-# ---------------------------------------------------------------------------------------------
-# the run
+# --- the run ---------------------------------------------------------------------------------
 
 
 def _train(method: str, params: Params, ctx: RunContext, sizes: list[int], train: Dataset,
@@ -391,8 +389,7 @@ def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], t
     ctx.save_artifact("boundary", {k: v.cpu() for k, v in out.items()})
 
 
-# ---------------------------------------------------------------------------------------------
-# findings
+# --- findings --------------------------------------------------------------------------------
 
 _LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
 
@@ -477,8 +474,7 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# figures, drawn only from the run's files
+# --- figures, drawn only from the run's files ------------------------------------------------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

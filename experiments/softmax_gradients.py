@@ -134,8 +134,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# inputs
+# --- inputs ---------------------------------------------------------------------------------
 
 
 def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Generator
@@ -150,8 +149,7 @@ def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Gener
     return {"random": u, "tied": tied, "w": w}
 
 
-# --------------------------------------------------------------------------------------------
-# 1. gradients
+# --- 1. gradients ---------------------------------------------------------------------------
 
 
 def _errors(g: torch.Tensor, ref: torch.Tensor) -> dict[str, float | None]:
@@ -246,8 +244,7 @@ def gradient_summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# 2. overflow of the naive form
+# --- 2. overflow of the naive form ----------------------------------------------------------
 
 _INT_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -306,8 +303,7 @@ def run_failure(params: Params, ctx: RunContext, u: torch.Tensor) -> dict[str, A
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# 3. cost
+# --- 3. cost --------------------------------------------------------------------------------
 
 
 def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
@@ -369,7 +365,7 @@ def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str
     return summary, costs
 
 
-# --------------------------------------------------------------------------------------------
+# --- the run --------------------------------------------------------------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -398,9 +394,9 @@ def run(params: Params, ctx: RunContext) -> None:
                                               {"logits": [x]}).to_dict())
 
 
+# --- findings -------------------------------------------------------------------------------
+
 _SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
-
-
 SHIFT = ("shift invariance: softmax(x − m) = softmax(x) for every m, so ∂softmax/∂m = 0 and the "
          "gradient through the max vanishes")
 
@@ -472,8 +468,7 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# figures, drawn only from the run's files
+# --- figures, drawn only from the run's files -----------------------------------------------
 
 
 def _floor(values: list[float | None], floor: float) -> list[float]:
