@@ -33,9 +33,6 @@ import torch.nn.functional as F
 from pydantic import Field, field_validator
 from torch import nn
 
-from ._figures_adversarial_training import (
-    figures as figures,  # drawn from the run's files
-)
 from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.adversarial import (
     adversarial_training,
@@ -123,8 +120,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# data and model
+# --- data and model --------------------------------------------------------------------------
 
 
 def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset, tuple[float, float] | None]:
@@ -167,17 +163,14 @@ def make_mlp(sizes: list[int], *, seed: int, device: torch.device, dtype: torch.
 def eval_attacks(params: Params, bounds: tuple[float, float] | None, seed: int) -> dict[str, Any]:
     """FGSM, PGD-k and PGD-k with restarts (α = 2.5 ε / k), each with its own seeded generator."""
     eps, k = params.eps, params.eval_steps
-    pgd_k = functools.partial(pgd, eps=eps, alpha=2.5 * eps / k, steps=k, bounds=bounds,
-                              generator=torch.Generator().manual_seed(seed))
-    pgd_r = functools.partial(pgd, eps=eps, alpha=2.5 * eps / k, steps=k, bounds=bounds,
-                              restarts=params.eval_restarts,
-                              generator=torch.Generator().manual_seed(seed + 1))
-    return {"fgsm": functools.partial(fgsm, eps=eps, bounds=bounds), f"pgd{k}": pgd_k,
-            f"pgd{k}_restarts": pgd_r}
+    pgd_k = functools.partial(pgd, eps=eps, alpha=2.5 * eps / k, steps=k, bounds=bounds)
+    return {"fgsm": functools.partial(fgsm, eps=eps, bounds=bounds),
+            f"pgd{k}": functools.partial(pgd_k, generator=torch.Generator().manual_seed(seed)),
+            f"pgd{k}_restarts": functools.partial(pgd_k, restarts=params.eval_restarts,
+                                                  generator=torch.Generator().manual_seed(seed + 1))}
 
 
-# ---------------------------------------------------------------------------------------------
-# the run
+# --- the run ---------------------------------------------------------------------------------
 
 
 def _train(method: str, params: Params, ctx: RunContext, sizes: list[int], train: Dataset,
@@ -248,16 +241,19 @@ def run(params: Params, ctx: RunContext) -> None:
     if trained is not None:  # not a model whose parameters diverged
         compared["trained"] = trained
     _gradient_comparison(params, ctx, compared, test, bounds)
+    blocked = {k.split("/", 1)[1]: m for k, m in models.items() if k.startswith("blocked/")}
     if params.dataset == "digits":
-        _examples(params, ctx, models, test, bounds)
+        _examples(params, ctx, blocked, test, bounds)
     else:
-        _boundaries(params, ctx, models, train, test, bounds)
+        _boundaries(params, ctx, blocked, train, test, bounds)
 
 
-def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params: Params,
-                      steps: int, bounds: tuple[float, float] | None, seed: int) -> torch.Tensor:
-    """The PGD-AT loss of one batch: cross-entropy at PGD examples (``steps`` steps)."""
-    x_adv = pgd(model, x, y, params.eps, params.alpha, steps, bounds=bounds,
+def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float,
+                      alpha: float, steps: int, bounds: tuple[float, float] | None, seed: int,
+                      norm: str = "linf") -> torch.Tensor:
+    """The PGD-AT loss of one batch: cross-entropy at PGD examples (``steps`` steps of size
+    ``alpha`` in the ``norm`` ball of radius ``eps``, the random start drawn from ``seed``)."""
+    x_adv = pgd(model, x, y, eps, alpha, steps, norm=norm, bounds=bounds,
                 generator=torch.Generator().manual_seed(seed))
     return F.cross_entropy(model(x_adv), y)
 
@@ -265,7 +261,7 @@ def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params
 def _training_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params: Params, steps: int,
                    bounds: tuple[float, float] | None, seed: int) -> float:
     """One PGD-AT step's forward and backward (the attack included); gradients are discarded."""
-    loss = _adversarial_loss(model, x, y, params, steps, bounds, seed)
+    loss = _adversarial_loss(model, x, y, params.eps, params.alpha, steps, bounds, seed)
     grads = torch.autograd.grad(loss, list(model.parameters()))
     return float(sum(g.square().sum() for g in grads))
 
@@ -273,10 +269,9 @@ def _training_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params: P
 def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Dataset,
                      bounds: tuple[float, float] | None) -> None:
     x, y = train.X[:params.memory_batch], train.y[:params.memory_batch]
+    byte_keys = ("peak_bytes", "saved_tensor_bytes", "saved_tensor_peak_bytes")
     memory: dict[str, dict[str, list[int]]] = {
-        v: {"saved_tensor_bytes": [], "saved_tensor_peak_bytes": [], "peak_bytes": [],
-            "graph_nodes": []}
-        for v in ("blocked", "unblocked")}
+        v: {k: [] for k in (*byte_keys, "graph_nodes")} for v in ("blocked", "unblocked")}
     timing: dict[str, list[float]] = {"blocked": [], "unblocked": []}
     rounds: list[list[float]] = []
     for steps in params.memory_steps:
@@ -298,22 +293,18 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
             with blocks:
                 stats = measure_memory(step, device=ctx.device)
                 # size of the graph the final backward walks: flat when blocked
-                nodes = count_graph_nodes(_adversarial_loss(model, x, y, params, steps, bounds,
-                                                            ctx.seed))
+                nodes = count_graph_nodes(_adversarial_loss(model, x, y, params.eps, params.alpha,
+                                                            steps, bounds, ctx.seed))
             timing[variant].append(timed.median(variant))
-            memory[variant]["saved_tensor_bytes"].append(stats.saved_tensor_bytes)
-            memory[variant]["saved_tensor_peak_bytes"].append(stats.saved_tensor_peak_bytes)
-            memory[variant]["peak_bytes"].append(stats.peak_bytes)
+            for key in byte_keys:
+                memory[variant][key].append(getattr(stats, key))
             memory[variant]["graph_nodes"].append(nodes)
             # bytes are machine-dependent (costs.json); the graph size is deterministic
             ctx.log(steps, **{f"{variant}/memory/graph_nodes": nodes})
     ctx.summary(memory={"steps": params.memory_steps, "batch": int(x.shape[0]),
                         **{v: {"graph_nodes": memory[v]["graph_nodes"]} for v in memory}})
     ctx.costs(memory={"steps": params.memory_steps,
-                      **{v: {"peak_bytes": memory[v]["peak_bytes"],
-                             "saved_tensor_bytes": memory[v]["saved_tensor_bytes"],
-                             "saved_tensor_peak_bytes": memory[v]["saved_tensor_peak_bytes"]}
-                         for v in memory}},
+                      **{v: {k: memory[v][k] for k in byte_keys} for v in memory}},
               step_seconds={"steps": params.memory_steps, **timing},
               step_time_ratio_unblocked_over_blocked=[
                   u / b for u, b in zip(timing["unblocked"], timing["blocked"])],
@@ -323,13 +314,8 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
 def _save_graph(params: Params, ctx: RunContext, model: nn.Module, test: Dataset,
                 bounds: tuple[float, float] | None) -> None:
     """The backward graph of one PGD-AT loss (two attack steps, four examples), cut marked."""
-    x, y = test.X[:4], test.y[:4]
-
-    def loss() -> torch.Tensor:
-        x_adv = pgd(model, x, y, params.eps, 2.5 * params.eps / 2, 2, bounds=bounds,
-                    generator=torch.Generator().manual_seed(ctx.seed))
-        return F.cross_entropy(model(x_adv), y)
-
+    loss = functools.partial(_adversarial_loss, model, test.X[:4], test.y[:4], params.eps,
+                             2.5 * params.eps / 2, 2, bounds, ctx.seed)
     groups = {f"layer {i}": layer for i, layer in enumerate(model) if isinstance(layer, nn.Linear)}
     ctx.save_artifact("graph", gradient_graph(loss, groups).to_dict())
 
@@ -342,11 +328,8 @@ def _gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.M
     costs: dict[str, dict[str, float]] = {}
     for name, model in models.items():
         for norm, eps in (("linf", params.eps), ("l2", params.l2_eps)):
-            def loss(model: nn.Module = model, norm: str = norm, eps: float = eps) -> torch.Tensor:
-                x_adv = pgd(model, x, y, eps, 2.5 * eps / params.steps, params.steps, norm=norm,
-                            bounds=bounds, generator=torch.Generator().manual_seed(ctx.seed))
-                return F.cross_entropy(model(x_adv), y)
-
+            loss = functools.partial(_adversarial_loss, model, x, y, eps, 2.5 * eps / params.steps,
+                                     params.steps, bounds, ctx.seed, norm)
             parameters = dict(model.named_parameters())
             cmp = compare_gradients(loss, parameters, disable=ctx.disable_patterns)
             summary[f"{name}/{norm}"] = {
@@ -367,7 +350,8 @@ def _gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.M
 
 def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], test: Dataset,
               bounds: tuple[float, float] | None) -> None:
-    """First held-out example of each class (then more), attacked by PGD against each model."""
+    """First held-out example of each class (then more), attacked by PGD against each blocked
+    model (``models``: method → model)."""
     n = min(params.n_examples, len(test.y))
     firsts = [int(torch.nonzero(test.y == c)[0]) for c in torch.unique(test.y).tolist()]
     rest = [i for i in range(len(test.y)) if i not in firsts]
@@ -375,10 +359,7 @@ def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], tes
     x, y = test.X[idx], test.y[idx]
     out: dict[str, Any] = {"x": x, "y": y}
     k = params.eval_steps
-    for key, model in models.items():
-        if not key.startswith("blocked/"):
-            continue
-        method = key.split("/", 1)[1]
+    for method, model in models.items():
         x_adv = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k, bounds=bounds,
                     generator=torch.Generator().manual_seed(ctx.seed))
         out[f"adv_{method}"] = x_adv
@@ -389,7 +370,8 @@ def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], tes
 
 def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], train: Dataset,
                 test: Dataset, bounds: tuple[float, float] | None) -> None:
-    """Class-1 probability on a grid and PGD points against each blocked model (2-D data)."""
+    """Class-1 probability on a grid and PGD points against each blocked model (``models``:
+    method → model; 2-D data)."""
     X = torch.cat([train.X, test.X])
     lo, hi = X.min(0).values - 0.5, X.max(0).values + 0.5
     gx = torch.linspace(float(lo[0]), float(hi[0]), 120, dtype=ctx.dtype, device=ctx.device)
@@ -399,10 +381,7 @@ def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], t
     out: dict[str, Any] = {"gx": gx, "gy": gy, "x": x, "y": y, "train_x": train.X,
                            "train_y": train.y}
     k = params.eval_steps
-    for key, model in models.items():
-        if not key.startswith("blocked/"):
-            continue
-        method = key.split("/", 1)[1]
+    for method, model in models.items():
         with torch.no_grad(), eval_mode(model):
             out[f"prob_{method}"] = torch.softmax(model(grid), -1)[:, 1].reshape(len(gy), len(gx))
         out[f"adv_{method}"] = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k,
@@ -410,8 +389,7 @@ def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], t
     ctx.save_artifact("boundary", {k: v.cpu() for k, v in out.items()})
 
 
-# ---------------------------------------------------------------------------------------------
-# figures
+# --- findings --------------------------------------------------------------------------------
 
 _LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
 
@@ -494,3 +472,122 @@ def findings(run: RunResults) -> list[Finding]:
                   "that work includes the attack",
             timing=TimeRatio(tuple(rounds[largest]), "above")))
     return out
+
+
+# --- figures, drawn only from the run's files ------------------------------------------------
+
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Accuracy curves, memory vs PGD steps, adversarial digits or moons decision boundaries."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from toolkit import draw_gradient_graph
+    from toolkit.report.figures import plot_seeds
+    from toolkit.style import EXTRA_COLORS, integer_ticks, variant_style
+
+    figs: dict[str, Any] = {}
+    methods = run.params.get("methods", ["standard", "pgd", "fgsm_rs"])
+    keys = set(run.metric_keys())
+    artifacts = run.artifact_names()
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
+    for i, method in enumerate(methods):
+        for variant in ("blocked", "unblocked"):
+            style = {**variant_style(variant), "color": EXTRA_COLORS[i % len(EXTRA_COLORS)]}
+            label = _LABELS[method] + (f" ({variant})" if method != "standard" else "")
+            for ax, key in zip(axes, ("clean_acc", "robust_acc")):
+                if f"{variant}/{method}/{key}" in keys:
+                    plot_seeds(ax, run, f"{variant}/{method}/{key}", marker="o", ms=3,
+                               label=label, **style)
+    axes[0].set_title("clean accuracy (held-out check batch)", fontsize=10)
+    axes[1].set_title(f"PGD-10 accuracy, ε = {run.params.get('eps')}", fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("epoch")
+        integer_ticks(ax)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy")
+    axes[1].legend(fontsize=7)
+    figs["accuracy_curves"] = (
+        fig, "Clean and PGD accuracy per epoch of each training method (one colour per method; "
+             "unblocked dashed over blocked: with L∞ steps the curves coincide).")
+
+    memory = run.summary.get("memory")
+    peak = run.costs.get("memory", {})
+    if memory:
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
+        for variant in ("blocked", "unblocked"):
+            style = {**variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
+            for ax, key in zip(axes, ("peak_bytes", "saved_tensor_peak_bytes")):
+                if variant in peak:
+                    ax.plot(peak["steps"], np.array(peak[variant][key]) / 2**20, label=variant,
+                            **style)
+            axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], label=variant, **style)
+        for ax, unit, title in zip(axes, ("MiB", "MiB", "nodes"), (
+                "peak live tensor memory", "bytes saved for backward, alive at once (peak)",
+                "autograd nodes behind the training loss")):
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("PGD steps of one PGD-AT training step")
+            ax.set_ylabel(unit)
+            integer_ticks(ax)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        figs["memory_vs_steps"] = (
+            fig, "What one PGD-AT training step costs as the attack gets more steps: without "
+                 "the block the graph and the memory grow with every step, with it they stay "
+                 "flat.")
+
+    if "examples" in artifacts:
+        ex = run.artifact("examples")
+        attacked = [m for m in methods if f"adv_{m}" in ex]
+        n = len(ex["y"])
+        side = round(math.sqrt(ex["x"].shape[1]))
+        rows = 1 + len(attacked)
+        fig, axes = plt.subplots(rows, n, figsize=(1.1 * n + 1.2, 1.35 * rows + 0.5),
+                                 squeeze=False, layout="constrained")
+        for j in range(n):
+            axes[0, j].imshow(ex["x"][j].reshape(side, side), cmap="gray_r", vmin=0, vmax=1)
+            axes[0, j].set_title(f"label {int(ex['y'][j])}", fontsize=7)
+            for r, method in enumerate(attacked, start=1):
+                pred = int(ex[f"pred_adv_{method}"][j])
+                ok = pred == int(ex["y"][j])
+                axes[r, j].imshow(ex[f"adv_{method}"][j].reshape(side, side), cmap="gray_r",
+                                  vmin=0, vmax=1)
+                axes[r, j].set_title(f"→ {pred}", fontsize=7,
+                                     color="black" if ok else variant_style("unblocked")["color"])
+        for r, method in enumerate(["clean", *attacked]):
+            axes[r, 0].set_ylabel(_LABELS.get(method, method), fontsize=7)
+        for ax in axes.ravel():
+            ax.set(xticks=[], yticks=[])
+        fig.suptitle(f"PGD-{run.params.get('eval_steps')} examples (ε = {run.params.get('eps')})"
+                     f" against each model", fontsize=9)
+        figs["adversarial_examples"] = (
+            fig, "Held-out digits (top) and their PGD versions against each model, with the "
+                 "model's prediction (coloured when the attack fools it).")
+
+    if "boundary" in artifacts:
+        b = run.artifact("boundary")
+        attacked = [m for m in methods if f"prob_{m}" in b]
+        fig, axes = plt.subplots(1, len(attacked), figsize=(4.2 * len(attacked), 3.8),
+                                 squeeze=False, layout="constrained")
+        for ax, method in zip(axes[0], attacked):
+            ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="RdBu_r",
+                        alpha=0.6)
+            ax.contour(b["gx"], b["gy"], b[f"prob_{method}"], levels=[0.5], colors="k")
+            ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap="bwr", s=10, edgecolors="k",
+                       linewidths=0.3, label="held-out")
+            adv = b[f"adv_{method}"]
+            ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap="bwr", marker="x", s=14,
+                       label="PGD points")
+            for p, q in zip(b["x"], adv):
+                ax.plot([p[0], q[0]], [p[1], q[1]], "k-", lw=0.3)
+            ax.set_title(f"{_LABELS[method]}, ε = {run.params.get('eps')}", fontsize=10)
+            ax.legend(fontsize=6, loc="lower left")
+        figs["decision_boundary"] = (
+            fig, "Decision boundaries on the two moons with the held-out points and their PGD "
+                 "versions.")
+    if "graph" in artifacts:
+        figs["graph"] = (draw_gradient_graph(run.artifact("graph")),
+                         "The backward graph of one PGD-AT loss with the cut "
+                         "adversarial.examples marked: behind it lies the unrolled attack.")
+    return figs

@@ -32,6 +32,7 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from typing import Any, Literal
@@ -39,7 +40,6 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from ._figures_softmax_gradients import figures as figures  # drawn from the run's files
 from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
 from toolkit.measure import count_graph_nodes, measure_memory, time_fn
@@ -134,8 +134,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# inputs
+# --- inputs ---------------------------------------------------------------------------------
 
 
 def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Generator
@@ -150,8 +149,7 @@ def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Gener
     return {"random": u, "tied": tied, "w": w}
 
 
-# --------------------------------------------------------------------------------------------
-# 1. gradients
+# --- 1. gradients ---------------------------------------------------------------------------
 
 
 def _errors(g: torch.Tensor, ref: torch.Tensor) -> dict[str, float | None]:
@@ -246,8 +244,7 @@ def gradient_summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# 2. overflow of the naive form
+# --- 2. overflow of the naive form ----------------------------------------------------------
 
 _INT_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -306,8 +303,7 @@ def run_failure(params: Params, ctx: RunContext, u: torch.Tensor) -> dict[str, A
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# 3. cost
+# --- 3. cost --------------------------------------------------------------------------------
 
 
 def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
@@ -369,7 +365,7 @@ def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str
     return summary, costs
 
 
-# --------------------------------------------------------------------------------------------
+# --- the run --------------------------------------------------------------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -398,9 +394,9 @@ def run(params: Params, ctx: RunContext) -> None:
                                               {"logits": [x]}).to_dict())
 
 
+# --- findings -------------------------------------------------------------------------------
+
 _SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
-
-
 SHIFT = ("shift invariance: softmax(x − m) = softmax(x) for every m, so ∂softmax/∂m = 0 and the "
          "gradient through the max vanishes")
 
@@ -472,10 +468,128 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# figures
+# --- figures, drawn only from the run's files -----------------------------------------------
 
 
 def _floor(values: list[float | None], floor: float) -> list[float]:
     return [math.nan if v is None else max(v, floor) for v in values]
 
+
+def figures(run: RunResults) -> dict[str, Any]:
+    """Gradient error vs scale per dtype; naive vs stable overflow; cost bars; the graph."""
+    import matplotlib.pyplot as plt
+
+    from toolkit import draw_gradient_graph
+    from toolkit.report.figures import draw_spread
+    from toolkit.style import EXTRA_COLORS, variant_style
+
+    out: dict[str, Any] = {}
+    grads = run.artifact("gradients")
+    scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
+    # every seed's results (one line per seed where there are several)
+    every = [res] + [r.artifact("gradients")["results"] for r in run.replicates[1:]]
+    floor = 1e-20
+    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(3.6 * len(dtypes), 3.0 * len(KINDS) + 0.8),
+                             squeeze=False, sharey=True, sharex=True, layout="constrained")
+    lines = {"blocked": ("blocked", "o"), "unblocked": ("unblocked", "s"),  # label, marker
+             "torch": ("torch.softmax", "^"), "upcast": ("blocked, float32 compute", "v")}
+    others: list[str] = []
+    for (row, kind), (col, name) in itertools.product(enumerate(KINDS), enumerate(dtypes)):
+        ax = axes[row][col]
+        for v, (label, marker) in lines.items():
+            if res[name][kind][0].get(v) is not None:
+                draw_spread(ax, scales, [_floor([r[v]["max_abs_err"] for r in e[name][kind]],
+                                                floor) for e in every], mode="lines",
+                            marker=marker, ms=3, mfc="none", label=f"{label} vs float64",
+                            **variant_style(v, others))
+        draw_spread(ax, scales, [_floor([r["blocked_vs_unblocked"]["max_abs_diff"]
+                                         for r in e[name][kind]], floor) for e in every],
+                    mode="lines", color="k", marker="x", ms=4, linestyle="-", lw=0.8,
+                    label="|blocked − unblocked|")
+        ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6, label="dtype eps")
+        ax.set(xscale="log", yscale="log")
+        ax.set_title(f"{name}, {kind} logits" + (" (tied maxima)" if kind == "tied" else ""),
+                     fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("logit scale s")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"max |gradient error|\n(0 drawn at {floor:g})")
+    # the legend of the panel with the most lines
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes.flat),
+                          key=lambda hl: len(hl[0]))
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7)
+    fig.suptitle("softmax gradient against torch.softmax's float64 gradient", fontsize=10)
+    out["gradient_difference_vs_scale"] = (
+        fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales, "
+             "per precision, for random and tied logits (with several seeds, one line per "
+             "seed); the black crosses are the difference between blocked and unblocked, which "
+             "stays at the rounding level (grey: the dtype's eps).")
+
+    failure = run.artifact("failure")
+    failures = [failure] + [r.artifact("failure") for r in run.replicates[1:]]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained",
+                                  gridspec_kw={"width_ratios": [2, 1]})
+    dnames = list(failure["dtypes"])
+    for i, name in enumerate(dnames):
+        for form, linestyle in (("naive", "-"), ("stable", ":")):
+            draw_spread(ax, failure["scales"], [f["dtypes"][name][f"{form}_nonfinite_fraction"]
+                                                for f in failures],
+                        color=EXTRA_COLORS[i % len(EXTRA_COLORS)], linestyle=linestyle,
+                        label=f"{form} {name}")
+    ax.set(xscale="log", xlabel="logit scale s (inputs s·u, u ~ N(0, 1))",
+           ylabel="fraction of rows with inf/nan")
+    ax.set_title("naive exp(x)/Σexp(x) vs stable softmax", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    pos = range(len(dnames))
+    first = [failure["dtypes"][n]["threshold_first_failing"] for n in dnames]
+    log_max = [failure["dtypes"][n]["log_finfo_max"] for n in dnames]
+    ax2.bar([p - 0.2 for p in pos], first, width=0.4, label="first failing c",
+            color=variant_style("unblocked")["color"])
+    ax2.bar([p + 0.2 for p in pos], log_max, width=0.4, label="log(finfo.max)",
+            color=variant_style("reference")["color"])
+    for p, c in zip(pos, first):
+        ax2.text(p - 0.2, c, f"{c:.4g}", ha="center", va="bottom", fontsize=7)
+    ax2.set_xticks(list(pos), dnames, fontsize=8)
+    ax2.set_yscale("log")
+    ax2.set_ylim(top=max(log_max) * 4)
+    ax2.set_title("naive_softmax([c, 0]) overflows at c", fontsize=10)
+    ax2.legend(fontsize=7, loc="upper right")
+    out["naive_vs_stable_failure"] = (
+        fig, "Left: rows that overflow with the naive form as the logits grow (the stable form "
+             "never does); right: the smallest c at which naive_softmax([c, 0]) fails, equal to "
+             "log(finfo.max) of each precision.")
+
+    costs, summary = run.costs, run.summary
+    labels = [k for k in costs.get("blocked", {}) if _SHAPE.match(k)]
+    if labels:
+        metrics = [("time_median_s", "forward+backward time [ms]", 1e3, costs),
+                   ("graph_nodes", "autograd nodes", 1, summary),
+                   ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
+                   ("saved_tensor_bytes", "saved for backward [MiB]", 1 / 2**20, summary)]
+        fig, axes = plt.subplots(len(labels), len(metrics), layout="constrained",
+                                 figsize=(3.4 * len(metrics), 2.9 * len(labels)), squeeze=False)
+        colors = [variant_style(v)["color"] if v != "fused" else EXTRA_COLORS[0]
+                  for v in COST_VARIANTS]
+        for (i, label), (j, (key, title, factor, source)) in itertools.product(
+                enumerate(labels), enumerate(metrics)):
+            ax = axes[i][j]
+            values = [source.get(v, {}).get(label, {}).get(key) for v in COST_VARIANTS]
+            heights = [math.nan if val is None else val * factor for val in values]
+            ax.bar(range(len(COST_VARIANTS)), heights, color=colors)
+            for k, h in enumerate(heights):
+                if h == h:
+                    ax.text(k, h, f"{h:.3g}", ha="center", va="bottom", fontsize=7)
+            ax.set_xticks(range(len(COST_VARIANTS)), COST_VARIANTS, fontsize=7)
+            ax.margins(y=0.2)
+            ax.set_title(f"{title}\n{label} float32", fontsize=8)
+            ax.tick_params(labelsize=7)
+        out["cost_bars"] = (fig, f"Cost of one forward+backward (float32, seed {run.seed}): "
+                                 "time, autograd nodes, peak memory and bytes saved for "
+                                 "backward per variant.")
+    if "graph" in run.artifact_names():
+        out["graph"] = (draw_gradient_graph(run.artifact("graph")),
+                        "The backward graph of the stable softmax with its cut softmax.max "
+                        "marked: behind it (dashed) the max, which gradient never needs.")
+    return out

@@ -50,12 +50,15 @@ def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
     assert out.returncode == 0, out.stderr
 
 
-def test_no_source_file_over_500_lines() -> None:
+def test_no_source_file_over_its_line_cap() -> None:
+    """Library modules keep to 500 lines; an experiment, read top to bottom as one file
+    (params, run, findings, figures), may run to 600."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     files = [p for folder in ("toolkit", "experiments", "benchmarks", "scripts", "tests")
              for p in (root / folder).rglob("*.py")]
     long = {str(p.relative_to(root)): n for p in files
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+            if (n := len(p.read_text(encoding="utf-8").splitlines()))
+            > (600 if p.is_relative_to(root / "experiments") else 500)}
     assert not long, long
