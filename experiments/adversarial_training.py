@@ -591,3 +591,8 @@ def figures(run: RunResults) -> dict[str, Any]:
                          "The backward graph of one PGD-AT loss with the cut "
                          "adversarial.examples marked: behind it lies the unrolled attack.")
     return figs
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

@@ -323,3 +323,8 @@ def figures(run: RunResults) -> dict[str, Any]:
             "audit_table": (table_figure(run), "Each bug, what audit_step said about it, and what "
                                                "it costs (buggy over fixed, medians of "
                                                "interleaved rounds).")}
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

@@ -276,3 +276,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return {"monte_carlo_error": fig}
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

@@ -421,3 +421,8 @@ def figures(run: RunResults) -> dict[str, Any]:
                          "em.responsibilities (dashed) lies the path through r(θ) that the "
                          "block removes.")
     return figs
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

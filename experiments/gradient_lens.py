@@ -384,3 +384,8 @@ def figures(run: RunResults) -> dict[str, Any]:
                               captions[case])
             for case, title in (("td", f"DQN TD loss: the cut {TARGET_BLOCK!r}"),
                                 ("gan", f"GAN discriminator step: the cut {FAKE_BLOCK!r}"))}
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

@@ -521,3 +521,8 @@ def figures(run: RunResults) -> dict[str, Any]:
             "'rbm.negative_samples' (red, dashed) removes the chain (grey, dashed) from the "
             "gradient; without the block those nodes are part of it.")
     return figs
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

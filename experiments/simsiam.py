@@ -212,3 +212,8 @@ def figures(run: RunResults) -> dict[str, Any]:
                 "with the encoder's features, blocked and unblocked, next to the raw pixels "
                 "(with several seeds: the mean, and the range as whiskers).")
     return {"collapse": collapse, "knn": knn}
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

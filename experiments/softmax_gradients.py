@@ -593,3 +593,8 @@ def figures(run: RunResults) -> dict[str, Any]:
                         "The backward graph of the stable softmax with its cut softmax.max "
                         "marked: behind it (dashed) the max, which gradient never needs.")
     return out
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

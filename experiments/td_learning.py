@@ -359,3 +359,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     figs["chain_values"] = fig
     return figs
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

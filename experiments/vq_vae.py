@@ -223,3 +223,8 @@ def figures(run: RunResults) -> dict[str, Any]:
         fig, "Test reconstruction error and codebook perplexity per epoch for every variant; "
              "the grey line is the error of predicting the mean digit.")
     return figs
+
+
+if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
+    from toolkit.cli import run_module
+    raise SystemExit(run_module(__name__))

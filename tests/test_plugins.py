@@ -93,3 +93,31 @@ def test_a_user_package_adds_an_experiment(installed_user_package: Path,
     # the user's description and story, as the run wrote them into meta.json
     html = (run_dir / "report.html").read_text()
     assert "A value fitted toward a blocked target" in html and "quadratic.target" in html
+
+
+def test_the_toolkit_never_imports_an_experiment_by_name() -> None:
+    """The CLI composes and the runner receives: no module under toolkit/ names the built-in
+    experiments' package (the registry finds them through their entry points)."""
+    import ast
+
+    for path in (REPO / "toolkit").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
+                names += [a.value for a in node.args if isinstance(a, ast.Constant)]
+            assert not [n for n in names if str(n).split(".")[0] in
+                        ("experiments", "stop_gradient_experiments")], path
+
+
+def test_every_experiment_runs_as_a_script(tmp_path: Path) -> None:
+    for name in BUILTIN:
+        source = (REPO / "experiments" / f"{name}.py").read_text(encoding="utf-8")
+        assert 'if __name__ == "__main__":' in source and "run_module(__name__)" in source, name
+    done = _python("-m", "stop_gradient_experiments.dice", "--out", str(tmp_path),
+                   "--no-report", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "complete" in done.stdout and "as predicted" in done.stdout
+    (run_dir,) = (tmp_path / "dice").iterdir()
+    assert (run_dir / "findings.json").is_file() and not (run_dir / "report.html").exists()

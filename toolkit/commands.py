@@ -326,7 +326,8 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     An experiment ends with::
 
         if __name__ == "__main__":
-            raise SystemExit(run_module(sys.modules[__name__]))
+            from toolkit.cli import run_module
+            raise SystemExit(run_module(__name__))
 
     so that ``python -m stop_gradient_experiments.em_gmm`` (or ``python my_probe.py``) runs it
     as ``toolkit run`` would run a config of its quick settings: seed 0, every block switched
@@ -337,6 +338,8 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     from toolkit.runner.registry import Experiment
     from toolkit.runner.run import execute
 
+    if isinstance(module, str):  # run_module(__name__) from the module itself
+        module = sys.modules[module]
     experiment = Experiment.from_module(module)
     parser = Parser(prog=f"python -m {module.__spec__.name if module.__spec__ else module}",
                      description=f"{experiment.name}: {experiment.description}")
