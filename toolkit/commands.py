@@ -59,8 +59,7 @@ def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
         if state == "interrupted":
             empty = sum(_last_step(o.run_dir) is None for o in runs)
             kept = (f"{len(runs) - empty} kept what they had logged"
-                    + (f", {empty} had logged nothing (only config.toml and meta.json)"
-                       if empty else ""))
+                    + (f", {empty} had logged no step yet" if empty else ""))
             print(f"  {len(runs)} interrupted: marked in their meta.json; {kept}",
                   file=sys.stderr)
         else:

@@ -59,6 +59,10 @@ def _metrics(path: Path, status: Any, problems: list[DamagedFile]) -> None:
         return
     lines = text.split("\n")
     cut_short = lines[-1] != ""  # the last write did not finish its line
+    if cut_short and status == "complete":
+        problems.append(DamagedFile(path, "its last line is cut short (no newline), yet the run "
+                                          "says it completed"))
+        return
     for number, line in enumerate(lines, 1):
         if not line.strip() or (number == len(lines) and cut_short and status != "complete"):
             continue
@@ -125,7 +129,7 @@ def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
         else:
             _expect(config_path, config, "experiment", str, problems)
             _expect(config_path, config, "seed", int, problems)
-            _expect(config_path, {"params": config.get("params", {})}, "params", dict, problems)
+            _expect(config_path, config, "params", dict, problems)  # written, empty or not
             if meta is not None and config.get("experiment") != meta.get("experiment"):
                 problems.append(DamagedFile(config_path, f"experiment "
                                             f"{config.get('experiment')!r} differs from "
