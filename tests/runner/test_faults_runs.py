@@ -231,3 +231,21 @@ def test_an_unexpected_error_is_one_line_and_debug_shows_it(
                                        "traceback)\n")
     with pytest.raises(RuntimeError, match="a bug"):
         main(["list", "--debug"])
+
+
+@pytest.mark.parametrize(("experiment", "key", "bound"), [("em_gmm", "n_iter", 100_000),
+                                                          ("td_learning", "baird_sweeps",
+                                                           1_000_000)])
+def test_an_iteration_count_that_would_run_for_days_is_refused(
+        experiment: str, key: str, bound: int, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.runner.registry import load_experiment
+
+    monkeypatch.delenv("TOOLKIT_EXPERIMENTS_PATH")
+    if not load_experiment(experiment).path.is_relative_to(REPO):
+        pytest.skip("the installed experiments are another checkout's")
+    config = REPO / "configs" / f"{experiment}.toml"
+    assert main(["run", str(config), "--set", f"params.{key}={10 * bound}", "--dry-run"]) == 2
+    line = one_line(capsys.readouterr().err, "toolkit: error:")
+    assert f"params.{key}: Input should be less than or equal to {bound}, got {10 * bound}" \
+        in line
