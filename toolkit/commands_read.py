@@ -85,23 +85,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Aggregate the complete runs below DIR; damaged runs are skipped with one warning each,
     runs that did not complete (abandoned ones included) are listed under the table."""
     from toolkit.report.compare import compare_runs, format_table, write_compare
-    from toolkit.runner import ConfigError, RunResults
-    from toolkit.runner.check import readable_runs
+    from toolkit.runner import ConfigError, RunResults, find_runs
 
     root = Path(args.directory)
     if not root.is_dir():
         raise ConfigError(args.directory, "", "no such directory",
                           "give a folder that holds run directories, e.g. results/<experiment>")
 
+    skipped: set[Path] = set()
+
     def damaged(err: Any, n: int) -> None:
         more = f" (and {n - 1} more)" if n > 1 else ""
         _warn(f"{err}{more}; that run is left out (`toolkit check` lists what is damaged)")
+        skipped.add(err.path.parent)
 
     table = compare_runs(root, on_damaged=damaged)
     left_out = []
-    for run_dir in readable_runs(root, on_damaged=lambda err, n: None):
+    for run_dir in find_runs(root):
         run = RunResults(run_dir)
-        if run.status != "complete":
+        if run_dir not in skipped and run.status != "complete":
             left_out.append(f"not in the table, {run.status_line()}: {run_dir}")
     if not table.rows:
         print("\n".join(left_out))

@@ -249,3 +249,34 @@ def test_an_iteration_count_that_would_run_for_days_is_refused(
     line = one_line(capsys.readouterr().err, "toolkit: error:")
     assert f"params.{key}: Input should be less than or equal to {bound}, got {10 * bound}" \
         in line
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_pool_says_what_each_run_kept(tmp_path: Path) -> None:
+    started, out = tmp_path / "started", tmp_path / "results"
+    env = dict(os.environ, TOOLKIT_EXPERIMENTS_PATH=str(FIXTURES / "experiments"),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "run", str(CONFIG), "--out", str(out), "--seeds",
+         "0,1,2,3", "--workers", "2", "--no-report", "--set", "params.n_logged=100000",
+         "--set", "params.sleep_s=0.01", "--set", f"params.started_file={json.dumps(str(started))}"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)  # the signal goes to the whole group, as Ctrl-C in a terminal
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err
+    runs = _runs(out / "tiny_counter")
+    assert runs and {r.status for r in runs} == {"interrupted"}
+    logged = sum(r.last_step is not None for r in runs)
+    assert logged >= 1  # the run that wrote `started` had logged its first step
+    assert one_line(err, "interrupted: marked in their meta.json") == (
+        f"  {len(runs)} interrupted: marked in their meta.json; {logged} kept what they had "
+        f"logged" + (f", {len(runs) - logged} had logged no step yet" if len(runs) > logged
+                     else ""))
+    assert one_line(err, "not started") == (f"  {4 - len(runs)} not started: `--resume` runs "
+                                            f"them (and reruns the interrupted ones)")
+    assert err.count("[") == len(runs)  # one line for each run that had started

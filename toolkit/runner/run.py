@@ -92,8 +92,9 @@ def check_output_dir(config: RunConfig, *, source: str | None = None, create: bo
 
 
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only)."""
+def _signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only); a signal in
+    ``pending`` (received meanwhile, see :func:`_signals_deferred`) raises at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -103,6 +104,8 @@ def _signals_raise() -> Iterator[None]:
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if pending:
+            raise RunInterrupted(pending[0])
         yield
     finally:
         for s, h in old.items():
@@ -224,14 +227,15 @@ def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
     return _Started(config, params, device, run_dir, meta, files, t0)
 
 
-def _execute(run: _Started, experiment: Experiment, *, quiet: bool
+def _execute(run: _Started, experiment: Experiment, *, quiet: bool, pending: Sequence[int] = ()
              ) -> tuple[str, int, BaseException | None, list[str]]:
-    """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``."""
+    """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``. A signal
+    that came while the run was prepared (``pending``) interrupts it before it starts."""
     config = run.config
     seen: list[str] = []
     try:
         # every named block that runs anywhere in the run, inside ctx.compare or not
-        with _signals_raise(), record_blocks() as seen, _threads(config.threads):
+        with _signals_raise(pending), record_blocks() as seen, _threads(config.threads):
             ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=run.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=run.params, _files=run.files)
@@ -366,13 +370,19 @@ def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
     if experiment.name != config.experiment:
         raise ValueError(f"execute: the config is for experiment {config.experiment!r}, but "
                          f"the experiment handed over is {experiment.name!r}")
-    try:
-        run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor, root=root)
-    except OSError as err:  # not started: a full disk, a folder made read-only meanwhile
-        where = Path(config.output_dir if root is None else root) / config.experiment
-        return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
+    # a signal while the run directory is made (a pool stopped with SIGTERM) is remembered, so
+    # that the run is marked interrupted rather than left saying running
+    with _signals_deferred() as received:
+        try:
+            run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor,
+                           root=root)
+        except OSError as err:  # not started: a full disk, a folder made read-only meanwhile
+            if received:
+                raise RunInterrupted(received[0]) from err
+            where = Path(config.output_dir if root is None else root) / config.experiment
+            return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
     with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
-        outcome = _execute(run, experiment, quiet=quiet)
+        outcome = _execute(run, experiment, quiet=quiet, pending=received)
     return _finish(run, experiment, outcome, finish)
 
 

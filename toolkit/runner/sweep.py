@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,8 +185,9 @@ def _in_progress(configs: Sequence[RunConfig], workers: set[int], code: int
             except (DamagedFile, OSError):
                 continue
             if indices:
-                found.append((indices.pop(0), RunOutcome(run_dir, "interrupted", code,
-                                                         run.meta.get("error"))))
+                found.append((indices.pop(0), RunOutcome(
+                    run_dir, "interrupted", code, run.meta.get("error"),
+                    run.meta.get("duration_s") or 0.0)))
     return found
 
 
@@ -196,7 +198,16 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
     outcomes: list[RunOutcome | None] = [None] * total
     status = 0
     ctx = multiprocessing.get_context("spawn")
-    pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
+    # The workers start with SIGINT ignored (a spawned Python keeps an ignored SIGINT ignored):
+    # Ctrl-C in a terminal reaches the whole process group, and a worker still importing must
+    # not die with a traceback; during a run the runner's own handler marks it interrupted.
+    main = threading.current_thread() is threading.main_thread()
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, ignored)
     jobs = [(i, c, experiments[c.experiment], argv, finish) for i, c in enumerate(configs)]
     try:
         with _signals_raise():
