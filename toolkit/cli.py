@@ -36,6 +36,7 @@ examples:
   toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tcp://HOST:8786
   toolkit report results/em_gmm/<run_id>         redraw figures and report.html
   toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
+  toolkit check results                          damaged files and abandoned runs
 
 exit status:
   0        done

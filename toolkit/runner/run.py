@@ -347,7 +347,7 @@ def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, Base
             elif not (isinstance(error, OSError) and error.filename == err.filename):
                 meta["error"] = f"{meta['error']}; {reason}"  # not the run's own error again
             if not save_meta(meta_path, meta):
-                meta["error"] += " (meta.json could not be updated: the run reads as abandoned)"
+                meta["error"] += " (meta.json could not be updated either)"
         else:
             if finish is not None and status != "interrupted":
                 call_finish(finish, run.run_dir, meta, experiment)
