@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.report.figures import numeric_leaves
-from toolkit.runner.results import RunResults, atomic_write_text, find_runs
+from toolkit.runner.check import readable_runs
+from toolkit.runner.results import RunResults, atomic_write_text
 
 __all__ = ["CompareRow", "CompareTable", "compare_runs", "format_table", "write_compare"]
 
@@ -84,10 +85,11 @@ def _label(knobs: Mapping[str, Any], varying: set[str]) -> str:
     return ", ".join(parts) or "default"
 
 
-def compare_runs(root: str | Path) -> CompareTable:
-    """Aggregate every complete run below ``root`` (see the module docstring)."""
+def compare_runs(root: str | Path, *, on_damaged: Any = None) -> CompareTable:
+    """Aggregate every complete run below ``root`` (see the module docstring); a damaged run is
+    handed to ``on_damaged`` and left out (:func:`~toolkit.runner.check.readable_runs`)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for run_dir in find_runs(root):
+    for run_dir in readable_runs(root, on_damaged):
         run = RunResults(run_dir)
         if run.status != "complete":
             continue

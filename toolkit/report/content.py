@@ -322,8 +322,8 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
             description = (f"{description} (run in {dtype})" if description and dtype
                            else description)
         if not complete:
-            notes.append(f"This run is {run.status}: the numbers below are what it wrote "
-                         f"before it stopped; figures that need the rest are left out.")
+            notes.append(f"This run is {run.status_line()}: the numbers below are what it "
+                         f"wrote before it stopped; figures that need the rest are left out.")
         if group is not None and len(run.replicates) > 1:
             notes_seed = f" (seed {run.seed}; every seed's are in its own run directory)"
         else:

@@ -52,7 +52,8 @@ margin-right:.45em;border:1px solid #bbb;color:#444;white-space:nowrap}}
 details{{margin:1em 0;border:1px solid #e3e3e3;border-radius:4px;padding:.3em .8em}}
 summary{{cursor:pointer;color:#333;font-weight:600}}
 nav.toc ul{{columns:2;padding-left:1.2em}}
-.status-complete{{color:#176317}}.status-failed,.status-interrupted{{color:#a31515}}
+.status-complete{{color:#176317}}
+.status-failed,.status-interrupted,.status-abandoned{{color:#a31515}}
 .note{{color:#a31515}}
 """
 
@@ -191,7 +192,7 @@ def _overview_table(content: ReportContent) -> str:
 
 def render_html(content: ReportContent) -> str:
     meta = content.run.meta
-    status = str(meta.get("status", "unknown"))
+    status = content.run.status  # read now: "abandoned" when its process is gone
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{_e(content.title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{_e(content.title)}</h1>",
@@ -240,7 +241,7 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> str:
 def render_markdown(content: ReportContent) -> str:
     meta = content.run.meta
     lines = [f"# {content.title}", "",
-             f"{_what(content)} · status **{meta.get('status', 'unknown')}** · "
+             f"{_what(content)} · status **{content.run.status}** · "
              f"{_seeds(content)} · device {meta.get('device', '')} · dtype "
              f"{meta.get('dtype', '')} · {_wall(content)}", "", content.overview, ""]
     if meta.get("error"):
