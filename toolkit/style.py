@@ -1,19 +1,51 @@
-"""One look for every figure: the colours and line styles of blocked, unblocked and reference.
+"""One visual grammar for every figure: what colour, line, marker and size mean.
 
-Experiments' ``figures(run)`` and the report's default figures draw with these, so "unblocked" is
-the same colour in every figure of every report. Colours are from the Okabe–Ito palette, which
-stays distinguishable for the common forms of colour blindness (Okabe & Ito 2008,
-https://jfly.uni-koeln.de/color/).
+Experiments' ``figures(run)`` and the report's generic figures draw with these, so a reader
+learns the grammar once:
 
-The unblocked variant is drawn dashed *above* the blocked one (``zorder``), so that where the two
-coincide (as theory often predicts) both stay visible.
+- **Colour and line style say the variant.** ``blocked`` is solid blue, ``unblocked`` dashed
+  vermillion, a ``reference`` (closed form, peer library, baseline) dotted dark grey, in every
+  figure. Nothing else is drawn in blue or orange hues: :data:`EXTRA_COLORS`, the palette of
+  other categories, keeps its hues away from both (:func:`same_hue`).
+- **Other categories get other channels.** A method, a dtype or a mixture component is a
+  marker (:data:`MARKERS`), a panel, or a colour of :data:`EXTRA_COLORS`, never blue or orange.
+- **Curves that coincide stay visible.** :func:`note_identical` finds lines that lie on each
+  other and writes "identical to …: max difference x" into the upper one's legend entry;
+  different marker shapes (or markers at alternating points) also keep both visible.
+- **Legends never cover data.** :func:`place_legend` puts a legend in the first corner of the
+  axes that no data reaches (checked on the drawn figure), else outside, right of the axes.
+- **Text is at least 9 pt where the report shows it.** The report draws figures at
+  :data:`REPORT_DPI` and shows them at most :data:`DISPLAY_WIDTH_PX` wide; a figure up to
+  :data:`MAX_WIDTH_IN` inches wide is shown at its own size, so a font size is its size on the
+  page. ``toolkit.report.layout.layout_problems`` checks all of this on a drawn figure.
+
+Colours are from the Okabe–Ito palette and Paul Tol's muted scheme, which stay
+distinguishable for the common forms of colour blindness (Okabe & Ito 2008,
+https://jfly.uni-koeln.de/color/; Tol 2021, https://personal.sron.nl/~pault/).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-__all__ = ["COLORS", "EXTRA_COLORS", "LINESTYLES", "integer_ticks", "variant_style"]
+__all__ = [
+    "COLORS",
+    "DISPLAY_WIDTH_PX",
+    "EXTRA_COLORS",
+    "LINESTYLES",
+    "MARKERS",
+    "MAX_WIDTH_IN",
+    "MIN_FONT_PT",
+    "REPORT_DPI",
+    "integer_ticks",
+    "note_identical",
+    "place_legend",
+    "role_of",
+    "same_hue",
+    "variant_style",
+]
 
 #: The three roles every comparison has.
 COLORS: dict[str, str] = {
@@ -23,11 +55,37 @@ COLORS: dict[str, str] = {
 }
 LINESTYLES: dict[str, str] = {"blocked": "-", "unblocked": "--", "reference": ":"}
 _ZORDER = {"blocked": 2.0, "unblocked": 2.5, "reference": 2.2}
-#: Further variants of an experiment (a peer, a second method), in order of appearance.
-EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#999999"]
+#: Other categories (a peer, a second method, a dtype, a mixture component), in order of
+#: appearance: green, reddish purple, olive, purple, teal, wine; no blue or orange hue.
+EXTRA_COLORS = ["#009E73", "#CC79A7", "#999933", "#6A3D9A", "#44AA99", "#882255"]
+#: Markers for methods (a second channel next to the variant's colour).
+MARKERS = ["o", "s", "^", "D", "v", "P"]
 
-_REFERENCE_WORDS = ("reference", "closed_form", "exact", "sklearn", "torch", "peer", "truth",
-                    "torchattacks", "pixels")
+REPORT_DPI = 100          # the report's PNGs: pixels per inch of figure
+DISPLAY_WIDTH_PX = 900    # the widest the report shows a figure (CSS pixels)
+MAX_WIDTH_IN = DISPLAY_WIDTH_PX / REPORT_DPI  # wider figures are shrunk, and their text with them
+MIN_FONT_PT = 9.0         # the smallest text on the page
+
+_REFERENCE_WORDS = ("reference", "closed_form", "closed form", "exact", "sklearn", "torch",
+                    "peer", "truth", "torchattacks", "pixels")
+_UNBLOCKED = re.compile(r"\bunblocked\b|\bwithout (the )?blocks?\b|\bno blocks?\b|"
+                        r"\bnot blocked\b")
+_BLOCKED = re.compile(r"\bblocked\b|\bwith the block\b|\ball blocks\b")
+
+
+def role_of(label: str) -> str | None:
+    """The variant a label names: ``"unblocked"``, ``"blocked"``, ``"difference"`` (both, as
+    in ``"|blocked − unblocked|"``) or ``None`` (a method, a peer, anything else).
+
+    >>> role_of("PGD-AT (blocked)"), role_of("DiCE without the block"), role_of("sampled")
+    ('blocked', 'unblocked', None)
+    """
+    text = label.lower().replace("_", " ")
+    unblocked = bool(_UNBLOCKED.search(text))
+    blocked = bool(_BLOCKED.search(_UNBLOCKED.sub(" ", text)))
+    if unblocked and blocked:
+        return "difference"
+    return "unblocked" if unblocked else "blocked" if blocked else None
 
 
 def variant_style(variant: str, others: list[str] | None = None) -> dict[str, Any]:
@@ -44,7 +102,7 @@ def variant_style(variant: str, others: list[str] | None = None) -> dict[str, An
         if lowered.startswith(key):
             role = key
             break
-    if role is None and any(word in lowered for word in _REFERENCE_WORDS):
+    if role is None and any(word in lowered.replace("_", " ") for word in _REFERENCE_WORDS):
         role = "reference"
     if role is not None:
         return {"color": COLORS[role], "linestyle": LINESTYLES[role], "zorder": _ZORDER[role]}
@@ -55,9 +113,127 @@ def variant_style(variant: str, others: list[str] | None = None) -> dict[str, An
             "zorder": 2.1}
 
 
+def _lab(color: Any) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a matplotlib colour: sRGB → linear → XYZ → Lab."""
+    from matplotlib.colors import to_rgb
+
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+              for c in to_rgb(color)]
+    matrix = ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))
+    x, y, z = (sum(m * c for m, c in zip(row, linear)) for row in matrix)
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+
+    fx, fy, fz = f(x / 0.95047), f(y), f(z / 1.08883)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def same_hue(a: Any, b: Any, *, degrees: float = 35.0, chroma: float = 20.0) -> bool:
+    """Whether two colours read as the same colour name: both saturated (CIE chroma above
+    ``chroma``) with hues less than ``degrees`` apart. Orange and vermillion do; blue and sky
+    blue do; any colour and a grey do not.
+
+    >>> same_hue("#D55E00", "#E69F00"), same_hue("#0072B2", "#009E73")
+    (True, False)
+    """
+    _, a1, b1 = _lab(a)
+    _, a2, b2 = _lab(b)
+    if math.hypot(a1, b1) < chroma or math.hypot(a2, b2) < chroma:
+        return False
+    gap = abs(math.degrees(math.atan2(b1, a1)) - math.degrees(math.atan2(b2, a2))) % 360
+    return min(gap, 360 - gap) < degrees
+
+
 def integer_ticks(ax: Any, axis: str = "x") -> None:
     """Ticks at whole numbers only (epochs, steps, iterations)."""
     from matplotlib.ticker import MaxNLocator
 
     target = ax.xaxis if axis == "x" else ax.yaxis
     target.set_major_locator(MaxNLocator(integer=True))
+
+
+def _pixels(ax: Any, line: Any) -> Any:
+    """A line's points in pixels, on the axes' current box and limits."""
+    import numpy as np
+
+    ax.get_xlim(), ax.get_ylim()  # autoscale now
+    return line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
+
+
+def _short(label: str, other: str) -> str:
+    """``other`` without the words it shares with ``label`` (``"PGD-AT (blocked)"`` next to
+    ``"PGD-AT (unblocked)"`` → ``"blocked"``)."""
+    mine = set(re.findall(r"[\w.\-]+", label.lower()))
+    kept = [w for w in re.findall(r"[\w.\-]+", other) if w.lower() not in mine]
+    return " ".join(kept) or other
+
+
+def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
+    """Mark lines of ``ax`` that lie on each other, so that the reader knows both are there.
+
+    Two labelled lines with the same x values whose points are within ``tol_px`` pixels of
+    each other everywhere (on the axes as they are now: call it after plotting and setting the
+    scales, before the legend) hide one another. The upper one's label gains
+    ``"identical to <other>: max difference <x>"`` (x in data units) on a second line, and the
+    upper line is drawn dashed if it was solid. Returns the notes.
+    """
+    import numpy as np
+
+    lines = [ln for ln in ax.get_lines() if ln.get_visible() and len(ln.get_xdata()) > 1
+             and not ln.get_label().startswith("_")]
+    notes = []
+    done: set[int] = set()
+    for i, a in enumerate(lines):
+        for b in lines[i + 1:]:
+            if id(a) in done or id(b) in done:
+                continue
+            xa, xb = np.asarray(a.get_xdata(), float), np.asarray(b.get_xdata(), float)
+            if xa.shape != xb.shape or not np.allclose(xa, xb, equal_nan=True):
+                continue
+            pa, pb = _pixels(ax, a), _pixels(ax, b)
+            with np.errstate(invalid="ignore"):
+                gap = np.nanmax(np.abs(pa - pb)) if np.isfinite(pa).any() else np.inf
+            if not gap <= tol_px:
+                continue
+            top, under = (b, a) if b.get_zorder() >= a.get_zorder() else (a, b)
+            ya = np.asarray(a.get_ydata(), float)
+            yb = np.asarray(b.get_ydata(), float)
+            with np.errstate(invalid="ignore"):
+                diff = float(np.nanmax(np.abs(ya - yb))) if np.isfinite(ya - yb).any() else 0.0
+            note = f"identical to {_short(top.get_label(), under.get_label())}: " \
+                   f"max difference {diff:.2g}"
+            top.set_label(f"{top.get_label()}\n{note}")
+            if top.get_linestyle() in ("-", "solid"):
+                top.set_linestyle("--")
+            done.add(id(top))
+            notes.append(note)
+    return notes
+
+
+_CORNERS = ("upper right", "upper left", "lower right", "lower left", "center right",
+            "center left", "upper center", "lower center")
+
+
+def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> Any:
+    """A legend of ``ax`` where it covers no data: the first of the corners (upper right,
+    upper left, lower right, lower left, centre right, ...) whose box no line, marker, bar,
+    band or image reaches on the drawn figure; else outside the axes (``outside="right"``:
+    right of it, ``"below"``: under it). Call it last, when everything else is drawn.
+    ``args`` and ``kwargs`` go to ``ax.legend``. Returns the legend.
+    """
+    from toolkit.report.layout import legend_overlaps
+
+    fig = ax.figure
+    legend = ax.legend(*args, loc=_CORNERS[0], **kwargs)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    for loc in _CORNERS:
+        legend.set_loc(loc)
+        if not legend_overlaps(legend, fig, renderer):
+            return legend
+    legend.remove()
+    if outside == "below":
+        return ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.18), **kwargs)
+    return ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                     **kwargs)
