@@ -40,6 +40,7 @@ __all__ = [
     "MIN_FONT_PT",
     "REPORT_DPI",
     "integer_ticks",
+    "legend_entries",
     "note_identical",
     "place_legend",
     "role_of",
@@ -211,6 +212,24 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
     return notes
 
 
+def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
+    """Handles and labels of several axes for one shared legend: each entry once (by its
+    first line), with the notes :func:`note_identical` wrote in any of the axes."""
+    handles: dict[str, Any] = {}
+    notes: dict[str, dict[str, float]] = {}  # entry → "identical to x" → largest difference
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            key, *lines = label.split("\n")
+            handles.setdefault(key, handle)
+            kept = notes.setdefault(key, {})
+            for line in lines:
+                what, _, diff = line.rpartition(": max difference ")
+                kept[what] = max(kept.get(what, 0.0), float(diff))
+    return list(handles.values()), [
+        "\n".join([k, *(f"{w}: max difference {d:.2g}" for w, d in notes[k].items())])
+        for k in handles]
+
+
 _CORNERS = ("upper right", "upper left", "lower right", "lower left", "center right",
             "center left", "upper center", "lower center")
 
@@ -219,7 +238,8 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
     """A legend of ``ax`` where it covers no data: the first of the corners (upper right,
     upper left, lower right, lower left, centre right, ...) whose box no line, marker, bar,
     band or image reaches on the drawn figure; else outside the axes (``outside="right"``:
-    right of it, ``"below"``: under it). Call it last, when everything else is drawn.
+    right of it, ``"below"``: under the figure, for a figure of constrained layout). Call it
+    last, when everything else is drawn.
     ``args`` and ``kwargs`` go to ``ax.legend``. Returns the legend.
     """
     from toolkit.report.layout import legend_overlaps
@@ -233,7 +253,8 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
         if not legend_overlaps(legend, fig, renderer):
             return legend
     legend.remove()
-    if outside == "below":
-        return ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.18), **kwargs)
+    if outside == "below":  # under the whole figure, where constrained layout makes room
+        handles, labels = ax.get_legend_handles_labels()
+        return fig.legend(*(args or (handles, labels)), loc="outside lower center", **kwargs)
     return ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                      **kwargs)

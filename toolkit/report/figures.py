@@ -41,6 +41,7 @@ __all__ = [
     "summary_pairs",
     "suptitle",
     "text_problems",
+    "value_bars",
     "wrap",
 ]
 
@@ -123,6 +124,31 @@ def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: flo
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=band_alpha, linewidth=0,
                         zorder=line.get_zorder() - 0.5)
     return line
+
+
+def value_bars(ax: Any, labels: list[str], values: list[float | None], colors: list[Any], *,
+               horizontal: bool = True, fmt: str = "{:.3g}", fontsize: float = 9,
+               padding: float = 2, **kwargs: Any) -> Any:
+    """Bars with their values written at their ends (``None``: no bar), one per label, in
+    the given colours; ``horizontal`` bars keep long labels readable on the value axis's
+    left. Room is left for the numbers. Returns the bar container."""
+    heights = [math.nan if v is None else float(v) for v in values]
+    pos = list(range(len(heights)))
+    draw = ax.barh if horizontal else ax.bar
+    bars = draw(pos, heights, color=colors, **kwargs)
+    ax.bar_label(bars, labels=["" if h != h else fmt.format(h) for h in heights],
+                 fontsize=fontsize, padding=padding)
+    if horizontal:
+        ax.set_yticks(pos, labels)
+        if not ax.yaxis_inverted():  # the first label on top (once for shared axes)
+            ax.invert_yaxis()
+        ax.margins(x=0.3)
+        ax.grid(axis="x", alpha=0.3)
+    else:
+        ax.set_xticks(pos, labels)
+        ax.margins(y=0.2)
+        ax.grid(axis="y", alpha=0.3)
+    return bars
 
 
 def metric_over_seeds(run: RunResults, key: str) -> tuple[np.ndarray, list[np.ndarray]]:

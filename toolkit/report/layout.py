@@ -389,7 +389,11 @@ def _unnamed_reserved(fig: Figure) -> list[str]:
                  if not str(a.get_label()).startswith("_")}
         named |= {role_of(c.get_label()) for c in ax.containers
                   if not str(c.get_label()).startswith("_")}
-        named |= {role_of(t.get_text()) for t in ax.get_xticklabels() + ax.get_yticklabels()}
+        for axis, siblings in ((ax.xaxis, ax.get_shared_x_axes()),
+                               (ax.yaxis, ax.get_shared_y_axes())):
+            for other in siblings.get_siblings(ax):  # shared axes label the ticks once
+                ticks = other.xaxis if axis is ax.xaxis else other.yaxis
+                named |= {role_of(t.get_text()) for t in ticks.get_majorticklabels()}
         title = ax.get_title()
         named.add(role_of(title))
         for reserved in _RESERVED:
