@@ -213,9 +213,12 @@ def _coincide(a: Line2D, b: Line2D) -> float | None:
 
 
 def _distinct_markers(a: Line2D, b: Line2D) -> bool:
-    if not (_has_marker(a) and _has_marker(b)):
-        return False
-    return a.get_marker() != b.get_marker() or a.get_markevery() != b.get_markevery()
+    """Whether markers keep two coinciding lines apart: markers on one line only (they sit on
+    the other), or of different shapes, or at different points."""
+    if _has_marker(a) != _has_marker(b):
+        return True
+    return _has_marker(a) and (a.get_marker() != b.get_marker()
+                               or a.get_markevery() != b.get_markevery())
 
 
 def _hidden_lines(fig: Figure, notes: str) -> list[str]:
@@ -257,6 +260,9 @@ def _text_over_lines(fig: Figure, renderer: Any) -> list[str]:
             box = _shrunk(text.get_window_extent(renderer))
             out += [f"the text {text.get_text().strip()!r} lies on the line {_name(line)!r}"
                     for line in ax.get_lines() if line.get_visible() and _segments_hit(line, box)]
+            out += [f"the text {text.get_text().strip()!r} lies on the lines {_name(coll)!r}"
+                    for coll in ax.collections if isinstance(coll, LineCollection)
+                    and coll.get_visible() and _collection_hits(coll, box, fig.dpi)]
     return out
 
 
