@@ -42,6 +42,7 @@ __all__ = [
     "integer_ticks",
     "legend_entries",
     "note_identical",
+    "nudge_labels",
     "place_legend",
     "role_of",
     "same_hue",
@@ -258,3 +259,24 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
         return fig.legend(*(args or (handles, labels)), loc="outside lower center", **kwargs)
     return ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                      **kwargs)
+
+
+def nudge_labels(ax: Any, *, offset: float = 4.0) -> None:
+    """Move each annotation of ``ax`` (text offset from a point, ``textcoords="offset
+    points"``) to the first corner around its point, upper right, upper left, lower right or
+    lower left, where no line of ``ax`` passes through it on the drawn figure."""
+    from toolkit.report.layout import text_on_lines
+
+    fig = ax.figure
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    corners = [(1, 1, "left", "bottom"), (-1, 1, "right", "bottom"), (1, -1, "left", "top"),
+               (-1, -1, "right", "top")]
+    for text in ax.texts:
+        if not hasattr(text, "xyann"):
+            continue
+        for sx, sy, ha, va in corners:
+            text.xyann = (sx * offset, sy * offset)
+            text.set(ha=ha, va=va)
+            if not text_on_lines(text, renderer):
+                break

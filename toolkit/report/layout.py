@@ -44,7 +44,8 @@ from toolkit.style import (
     same_hue,
 )
 
-__all__ = ["colour_meanings", "colour_problems", "layout_problems", "legend_overlaps"]
+__all__ = ["colour_meanings", "colour_problems", "layout_problems", "legend_overlaps",
+           "text_on_lines"]
 
 _RESERVED = ("blocked", "unblocked")
 
@@ -249,21 +250,22 @@ def _segments_hit(line: Line2D, box: Bbox) -> bool:
                for run in _runs(xy))
 
 
+def text_on_lines(text: Text, renderer: Any) -> list[str]:
+    """The lines (by label) of ``text``'s axes that pass through its box, on the figure as
+    last drawn."""
+    ax = text.axes
+    box = _shrunk(text.get_window_extent(renderer))
+    return [_name(line) for line in ax.get_lines() if line.get_visible()
+            and _segments_hit(line, box)] + \
+        [_name(coll) for coll in ax.collections if isinstance(coll, LineCollection)
+         and coll.get_visible() and _collection_hits(coll, box, ax.figure.dpi)]
+
+
 def _text_over_lines(fig: Figure, renderer: Any) -> list[str]:
-    out = []
-    for ax in fig.axes:
-        if not ax.get_visible():
-            continue
-        for text in ax.texts:
-            if not text.get_visible() or not text.get_text().strip():
-                continue
-            box = _shrunk(text.get_window_extent(renderer))
-            out += [f"the text {text.get_text().strip()!r} lies on the line {_name(line)!r}"
-                    for line in ax.get_lines() if line.get_visible() and _segments_hit(line, box)]
-            out += [f"the text {text.get_text().strip()!r} lies on the lines {_name(coll)!r}"
-                    for coll in ax.collections if isinstance(coll, LineCollection)
-                    and coll.get_visible() and _collection_hits(coll, box, fig.dpi)]
-    return out
+    return [f"the text {text.get_text().strip()!r} lies on the line {name!r}"
+            for ax in fig.axes if ax.get_visible() for text in ax.texts
+            if text.get_visible() and text.get_text().strip()
+            for name in text_on_lines(text, renderer)]
 
 
 def _hex(color: Any) -> str | None:
