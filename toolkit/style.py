@@ -44,6 +44,7 @@ __all__ = [
     "note_identical",
     "nudge_labels",
     "place_legend",
+    "place_legends",
     "role_of",
     "same_hue",
     "variant_style",
@@ -240,25 +241,44 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
     upper left, lower right, lower left, centre right, ...) whose box no line, marker, bar,
     band or image reaches on the drawn figure; else outside the axes (``outside="right"``:
     right of it, ``"below"``: under the figure, for a figure of constrained layout). Call it
-    last, when everything else is drawn.
-    ``args`` and ``kwargs`` go to ``ax.legend``. Returns the legend.
-    """
+    last, when everything else is drawn. ``args`` and ``kwargs`` go to ``ax.legend``. Returns
+    the legend."""
+    return place_legends([ax], *args, outside=outside, **kwargs)[0]
+
+
+def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) -> list[Any]:
+    """:func:`place_legend` for several axes of one figure, drawing it once (twice when a
+    legend had to go outside and the layout changed)."""
     from toolkit.report.layout import legend_overlaps
 
-    fig = ax.figure
-    legend = ax.legend(*args, loc=_CORNERS[0], **kwargs)
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
-    for loc in _CORNERS:
-        legend.set_loc(loc)
-        if not legend_overlaps(legend, fig, renderer):
-            return legend
-    legend.remove()
-    if outside == "below":  # under the whole figure, where constrained layout makes room
-        handles, labels = ax.get_legend_handles_labels()
-        return fig.legend(*(args or (handles, labels)), loc="outside lower center", **kwargs)
-    return ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                     **kwargs)
+    axes = list(axes)
+    if not axes:
+        return []
+    fig = axes[0].figure
+    legends = {i: ax.legend(*args, loc=_CORNERS[0], **kwargs) for i, ax in enumerate(axes)}
+    inside = list(legends)
+    for _ in range(2):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        moved: list[int] = []
+        for i in inside:
+            legend = legends[i]
+            if not any(legend.set_loc(loc) or not legend_overlaps(legend, fig, renderer)
+                       for loc in _CORNERS):
+                legend.remove()
+                ax = axes[i]
+                if outside == "below":  # under the figure, where constrained layout makes room
+                    handles, labels = ax.get_legend_handles_labels()
+                    legends[i] = fig.legend(*(args or (handles, labels)),
+                                            loc="outside lower center", **kwargs)
+                else:
+                    legends[i] = ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                                           borderaxespad=0.0, **kwargs)
+                moved.append(i)
+        if not moved:
+            break
+        inside = [i for i in inside if i not in moved]  # recheck them on the new layout
+    return [legends[i] for i in range(len(axes))]
 
 
 def nudge_labels(ax: Any, *, offset: float = 4.0) -> None:

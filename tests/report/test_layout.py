@@ -179,3 +179,17 @@ def test_negative_bars_from_zero_are_caught():
     ax.bar([0, 1], [-3.426, -3.429], color=[COLORS["blocked"], COLORS["unblocked"]])
     ax.set_xticks([0, 1], ["blocked", "unblocked"])
     assert any("hang from 0" in p for p in layout_problems(fig))
+
+
+def test_generic_summary_bars_show_close_log_likelihoods_as_differences():
+    from toolkit.report.figures import compare_bars
+
+    fig, (near, far) = plt.subplots(1, 2, figsize=(8, 2.5), layout="constrained")
+    colours = [COLORS["blocked"], COLORS["unblocked"]]
+    compare_bars(near, ["blocked", "unblocked"], [-3.426, -3.429], colours, "final LL")
+    compare_bars(far, ["blocked", "unblocked"], [0.5, 0.9], colours, "accuracy")
+    assert "− blocked's -3.426" in near.get_title()
+    heights = [p.get_width() for p in near.patches]
+    assert heights[0] == 0 and heights[1] == pytest.approx(-0.003)
+    assert [p.get_width() for p in far.patches] == [0.5, 0.9]
+    assert layout_problems(fig) == []
