@@ -153,7 +153,7 @@ def integer_ticks(ax: Any, axis: str = "x") -> None:
     from matplotlib.ticker import MaxNLocator
 
     target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_locator(MaxNLocator(integer=True))
+    target.set_major_locator(MaxNLocator(nbins="auto", integer=True))  # as many as fit
 
 
 def _pixels(ax: Any, line: Any) -> Any:
@@ -216,20 +216,30 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
 
 def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
     """Handles and labels of several axes for one shared legend: each entry once (by its
-    first line), with the notes :func:`note_identical` wrote in any of the axes."""
+    first line), with the notes :func:`note_identical` wrote in any of the axes (with the
+    largest difference, and the panels' titles where it holds in only some of them)."""
     handles: dict[str, Any] = {}
-    notes: dict[str, dict[str, float]] = {}  # entry → "identical to x" → largest difference
+    seen: dict[str, int] = {}
+    notes: dict[str, dict[str, tuple[float, list[str]]]] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             key, *lines = label.split("\n")
             handles.setdefault(key, handle)
+            seen[key] = seen.get(key, 0) + 1
             kept = notes.setdefault(key, {})
             for line in lines:
                 what, _, diff = line.rpartition(": max difference ")
-                kept[what] = max(kept.get(what, 0.0), float(diff))
-    return list(handles.values()), [
-        "\n".join([k, *(f"{w}: max difference {d:.2g}" for w, d in notes[k].items())])
-        for k in handles]
+                largest, titles = kept.get(what, (0.0, []))
+                kept[what] = (max(largest, float(diff)), [*titles, ax.get_title()])
+    labels = []
+    for key in handles:
+        lines = [key]
+        for what, (diff, titles) in notes[key].items():
+            where = "" if len(titles) == seen[key] or not all(titles) else \
+                f" ({', '.join(titles)})" if len(titles) <= 2 else f" ({len(titles)} panels)"
+            lines.append(f"{what}{where}: max difference {diff:.2g}")
+        labels.append("\n".join(lines))
+    return list(handles.values()), labels
 
 
 _CORNERS = ("upper right", "upper left", "lower right", "lower left", "center right",
@@ -247,8 +257,8 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
 
 
 def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) -> list[Any]:
-    """:func:`place_legend` for several axes of one figure, drawing it once (twice when a
-    legend had to go outside and the layout changed)."""
+    """:func:`place_legend` for several axes of one figure, drawing it once (again after a
+    legend had to go outside and so changed the layout)."""
     from toolkit.report.layout import legend_overlaps
 
     axes = list(axes)
@@ -257,7 +267,7 @@ def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) 
     fig = axes[0].figure
     legends = {i: ax.legend(*args, loc=_CORNERS[0], **kwargs) for i, ax in enumerate(axes)}
     inside = list(legends)
-    for _ in range(2):
+    for _ in range(len(axes) + 1):  # until no legend moves (a moved one changes the layout)
         fig.draw_without_rendering()
         renderer = fig.canvas.get_renderer()
         moved: list[int] = []

@@ -188,8 +188,8 @@ def test_generic_summary_bars_show_close_log_likelihoods_as_differences():
     colours = [COLORS["blocked"], COLORS["unblocked"]]
     compare_bars(near, ["blocked", "unblocked"], [-3.426, -3.429], colours, "final LL")
     compare_bars(far, ["blocked", "unblocked"], [0.5, 0.9], colours, "accuracy")
-    assert "− blocked's -3.426" in near.get_title()
-    heights = [p.get_width() for p in near.patches]
+    assert "minus blocked's -3.426" in near.get_title()
+    heights = [p.get_height() for p in near.patches]
     assert heights[0] == 0 and heights[1] == pytest.approx(-0.003)
     assert [p.get_width() for p in far.patches] == [0.5, 0.9]
     assert layout_problems(fig) == []

@@ -23,10 +23,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator
 
 from toolkit.runner.results import RunResults
 from toolkit.runner.tomlio import flatten
-from toolkit.style import integer_ticks, note_identical, place_legends, variant_style
+from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
 
 __all__ = [
     "compare_bars",
@@ -130,25 +131,28 @@ def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: flo
 
 def value_bars(ax: Any, labels: list[str], values: list[float | None], colors: list[Any], *,
                horizontal: bool = True, fmt: str = "{:.3g}", fontsize: float = 9,
-               padding: float = 2, **kwargs: Any) -> Any:
-    """Bars with their values written at their ends (``None``: no bar), one per label, in
-    the given colours; ``horizontal`` bars keep long labels readable on the value axis's
-    left. Room is left for the numbers. Returns the bar container."""
+               padding: float = 2, texts: list[str] | None = None, **kwargs: Any) -> Any:
+    """Bars with their values written at their ends (``None``: no bar; ``texts``: other
+    words than ``fmt`` of the values), one per label, in the given colours; ``horizontal``
+    bars keep long labels readable on the value axis's left. Room is left for the numbers.
+    Returns the bar container."""
     heights = [math.nan if v is None else float(v) for v in values]
     pos = list(range(len(heights)))
     draw = ax.barh if horizontal else ax.bar
     bars = draw(pos, heights, color=colors, **kwargs)
-    ax.bar_label(bars, labels=["" if h != h else fmt.format(h) for h in heights],
+    ax.bar_label(bars, labels=texts or ["" if h != h else fmt.format(h) for h in heights],
                  fontsize=fontsize, padding=padding)
     if horizontal:
         ax.set_yticks(pos, labels)
         if not ax.yaxis_inverted():  # the first label on top (once for shared axes)
             ax.invert_yaxis()
         ax.margins(x=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # the bars carry their numbers
         ax.grid(axis="x", alpha=0.3)
     else:
         ax.set_xticks(pos, labels)
-        ax.margins(y=0.2)
+        ax.margins(y=0.25)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.grid(axis="y", alpha=0.3)
     return bars
 
@@ -205,10 +209,10 @@ def _variant_order(variants: Mapping[str, str]) -> list[str]:
 
 
 def _near(values: list[float]) -> bool:
-    """Values of one sign whose differences are a sliver of their size (log-likelihoods):
-    bars from 0 would hide the differences."""
+    """Negative values (log-likelihoods) whose differences are a sliver of their size: bars
+    from 0 would hide the differences."""
     finite = [v for v in values if math.isfinite(v)]
-    if len(finite) < 2 or not (all(v > 0 for v in finite) or all(v < 0 for v in finite)):
+    if len(finite) < 2 or not all(v < 0 for v in finite):
         return False
     spread = max(finite) - min(finite)
     return 0 < spread < 0.1 * min(abs(v) for v in finite)
@@ -216,17 +220,19 @@ def _near(values: list[float]) -> bool:
 
 def compare_bars(ax: Any, labels: list[str], values: list[float], colors: list[Any],
                  title: str) -> None:
-    """One number per variant as labelled bars; when the numbers are close and far from 0
-    (e.g. log-likelihoods) the bars are the differences to the first, on an axis through 0,
-    and the title names the first's value."""
+    """One number per variant as labelled bars; when the numbers are negative and close
+    (log-likelihoods) the bars are their differences to the first, on an axis through 0, and
+    the title names the first's value."""
     if _near(values):
         base = values[0]
-        value_bars(ax, labels, [v - base for v in values], colors, fmt="{:+.3g}")
-        ax.axvline(0.0, color="k", lw=0.8)
-        title = f"{title}: − {labels[0]}'s {base:.4g}"
+        diffs = [v - base for v in values]
+        value_bars(ax, labels, diffs, colors, horizontal=False,  # the base's 0 goes unsaid
+                   texts=["", *(f"{d:+.3g}" for d in diffs[1:])])
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.set_title(f"{wrap(title, 30)}\nminus {labels[0]}'s {base:.4g}", fontsize=10)
     else:
         value_bars(ax, labels, values, colors, fmt="{:.4g}")
-    ax.set_title(wrap(title, 30), fontsize=10)
+        ax.set_title(wrap(title, 30), fontsize=10)
 
 
 def _bars(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
@@ -279,7 +285,12 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
         elif _lines(ax, run, {v: variants[v] for v in series}, name, others):
             legends.append(ax)
     suptitle(fig, title if title is not None else (group or "metrics"))
-    place_legends(legends, fontsize=9)
+    if legends:  # one legend under the panels: the variants are the same in each
+        handles, labels = legend_entries(legends)
+        longest = max(len(line) for label in labels for line in label.split("\n"))
+        fits = int(fig.get_figwidth() / (0.075 * longest + 0.7))  # 9 pt: ~0.075 in a letter
+        fig.legend(handles, labels, loc="outside lower center", fontsize=9, frameon=False,
+                   ncols=max(1, min(len(labels), 4, fits)))
     return fig
 
 
