@@ -325,7 +325,7 @@ def figures(run: RunResults) -> dict[str, Any]:
     place_legend(ax, fontsize=9, ncols=3, frameon=False)
     figs["a_split_values"] = (
         fig, "Learned values of the A-split states after training with γ = 1: the blocked TD "
-             "update finds the true values (grey lines: A = 0.5, B = 1, C = 0), the unblocked "
+             "update finds the true values (dark grey lines: A = 0.5, B = 1, C = 0), the unblocked "
              "residual gradient the values Sutton & Barto derive for it (B = 0.75, C = 0.25).")
 
     baird = run.artifact("baird")
