@@ -178,8 +178,9 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
     Two labelled lines with the same x values whose points are within ``tol_px`` pixels of
     each other everywhere (on the axes as they are now: call it after plotting and setting the
     scales, before the legend) hide one another. The upper one's label gains
-    ``"identical to <other>: max difference <x>"`` (x in data units) on a second line, and the
-    upper line is drawn dashed if it was solid. Returns the notes.
+    ``"identical to <other>: max difference <x>"`` (x in data units) on a second line; the
+    upper line is drawn dashed if it was solid, and thinner than the lower one, which then
+    shows on both sides of it. Returns the notes.
     """
     import numpy as np
 
@@ -209,6 +210,10 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
             top.set_label(f"{top.get_label()}\n{note}")
             if top.get_linestyle() in ("-", "solid"):
                 top.set_linestyle("--")
+            # the lower line drawn wider than the upper: it shows on both sides of it
+            width = max(under.get_linewidth(), top.get_linewidth())
+            under.set_linewidth(1.6 * width)
+            top.set_linewidth(0.7 * width)
             done.add(id(top))
             notes.append(note)
     return notes
