@@ -210,8 +210,9 @@ def figures(run: RunResults) -> dict[str, Any]:
     ax.set_ylim(0, 1.05)
     place_legend(ax)
     knn = (fig, "Nearest-neighbour accuracy of the held-out digits with the learned output and "
-                "with the encoder's features, blocked and unblocked, under the raw pixels' "
-                "(dotted line; with several seeds: the mean, and the range as whiskers).")
+                "with the encoder's features, blocked and unblocked; the dotted line is the "
+                "accuracy on raw pixels (with several seeds: the mean, and the range as "
+                "whiskers).")
     return {"collapse": collapse, "knn": knn}
 
 
