@@ -481,111 +481,113 @@ def figures(run: RunResults) -> dict[str, Any]:
     """Accuracy curves, memory vs PGD steps, adversarial digits or moons decision boundaries."""
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.colors import ListedColormap
 
     from toolkit import draw_gradient_graph
+    from toolkit import style as st
     from toolkit.report.figures import plot_seeds
-    from toolkit.style import EXTRA_COLORS, integer_ticks, variant_style
 
     figs: dict[str, Any] = {}
-    methods = run.params.get("methods", ["standard", "pgd", "fgsm_rs"])
-    keys = set(run.metric_keys())
-    artifacts = run.artifact_names()
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
-    for i, method in enumerate(methods):
+    p = run.params
+    methods = p.get("methods", ["standard", "pgd", "fgsm_rs"])
+    keys, artifacts = set(run.metric_keys()), run.artifact_names()
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 4.4), sharey=True, layout="constrained")
+    for i, method in enumerate(methods):  # colour and line: the variant; marker: the method
         for variant in ("blocked", "unblocked"):
-            style = {**variant_style(variant), "color": EXTRA_COLORS[i % len(EXTRA_COLORS)]}
-            label = _LABELS[method] + (f" ({variant})" if method != "standard" else "")
+            style = st.variant_style("reference" if method == "standard" else variant)
+            name = _LABELS[method] + (f" {variant}" if method != "standard" else " training")
             for ax, key in zip(axes, ("clean_acc", "robust_acc")):
                 if f"{variant}/{method}/{key}" in keys:
-                    plot_seeds(ax, run, f"{variant}/{method}/{key}", marker="o", ms=3,
-                               label=label, **style)
-    axes[0].set_title("clean accuracy (held-out check batch)", fontsize=10)
-    axes[1].set_title(f"PGD-10 accuracy, ε = {run.params.get('eps')}", fontsize=10)
+                    plot_seeds(ax, run, f"{variant}/{method}/{key}", marker=st.MARKERS[i], ms=5,
+                               mfc="none" if variant == "unblocked" else None, label=name,
+                               **style)
+    check = f"check batch of {p.get('check_size', 256)} held-out digits"
+    axes[0].set_title(f"clean accuracy, {check}", fontsize=10)
+    axes[1].set_title(f"PGD-10 accuracy (ε = {p.get('eps')}), same batch", fontsize=10)
     for ax in axes:
         ax.set_xlabel("epoch")
-        integer_ticks(ax)
+        st.integer_ticks(ax)
         ax.grid(alpha=0.3)
+        st.note_identical(ax)
     axes[0].set_ylabel("accuracy")
-    axes[1].legend(fontsize=7)
+    fig.legend(*st.legend_entries(axes), loc="outside lower center", ncols=3, fontsize=9,
+               frameon=False)
     figs["accuracy_curves"] = (
-        fig, "Clean and PGD accuracy per epoch of each training method (one colour per method; "
-             "unblocked dashed over blocked: with L∞ steps the curves coincide).")
+        fig, f"Clean and PGD-10 accuracy per epoch of each training method (marker), blocked "
+             f"(solid blue) and unblocked (dashed vermillion, open markers), scored during "
+             f"training on a {check} with one PGD start; the findings score the final models "
+             f"on {p.get('n_eval') or 'all'} held-out digits with PGD-{p.get('eval_steps')} and "
+             f"{p.get('eval_restarts')} restarts, so their numbers are lower. With L∞ steps "
+             f"blocked and unblocked coincide: the legend says 'identical'.")
 
-    memory = run.summary.get("memory")
-    peak = run.costs.get("memory", {})
+    memory, peak = run.summary.get("memory"), run.costs.get("memory", {})
     if memory:
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
+        fig, axes = plt.subplots(1, 3, figsize=(9.0, 3.4), layout="constrained")
         for variant in ("blocked", "unblocked"):
-            style = {**variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
+            style = {**st.variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
             for ax, key in zip(axes, ("peak_bytes", "saved_tensor_peak_bytes")):
                 if variant in peak:
                     ax.plot(peak["steps"], np.array(peak[variant][key]) / 2**20, label=variant,
                             **style)
             axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], label=variant, **style)
         for ax, unit, title in zip(axes, ("MiB", "MiB", "nodes"), (
-                "peak live tensor memory", "bytes saved for backward, alive at once (peak)",
-                "autograd nodes behind the training loss")):
-            ax.set_title(title, fontsize=9)
-            ax.set_xlabel("PGD steps of one PGD-AT training step")
-            ax.set_ylabel(unit)
-            integer_ticks(ax)
+                "peak live memory", "saved for backward", "autograd nodes of the loss")):
+            ax.set(title=title, xlabel="PGD steps per training step", ylabel=unit)
+            st.integer_ticks(ax)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+        st.place_legend(axes[0])
         figs["memory_vs_steps"] = (
-            fig, "What one PGD-AT training step costs as the attack gets more steps: without "
-                 "the block the graph and the memory grow with every step, with it they stay "
-                 "flat.")
+            fig, "What one PGD-AT training step costs as the attack gets more steps: peak live "
+                 "tensor memory, bytes saved for backward alive at once, and autograd nodes "
+                 "behind the training loss. Without the block they grow with every step; with "
+                 "it they stay flat.")
 
     if "examples" in artifacts:
         ex = run.artifact("examples")
         attacked = [m for m in methods if f"adv_{m}" in ex]
-        n = len(ex["y"])
-        side = round(math.sqrt(ex["x"].shape[1]))
-        rows = 1 + len(attacked)
-        fig, axes = plt.subplots(rows, n, figsize=(1.1 * n + 1.2, 1.35 * rows + 0.5),
+        n, side, rows = len(ex["y"]), round(math.sqrt(ex["x"].shape[1])), 1 + len(attacked)
+        fig, axes = plt.subplots(rows, n, figsize=(min(1.05 * n + 1.2, 9.0), 1.3 * rows + 0.5),
                                  squeeze=False, layout="constrained")
         for j in range(n):
             axes[0, j].imshow(ex["x"][j].reshape(side, side), cmap="gray_r", vmin=0, vmax=1)
-            axes[0, j].set_title(f"label {int(ex['y'][j])}", fontsize=7)
+            axes[0, j].set_title(f"label {int(ex['y'][j])}", fontsize=9)
             for r, method in enumerate(attacked, start=1):
                 pred = int(ex[f"pred_adv_{method}"][j])
-                ok = pred == int(ex["y"][j])
+                fooled = pred != int(ex["y"][j])
                 axes[r, j].imshow(ex[f"adv_{method}"][j].reshape(side, side), cmap="gray_r",
                                   vmin=0, vmax=1)
-                axes[r, j].set_title(f"→ {pred}", fontsize=7,
-                                     color="black" if ok else variant_style("unblocked")["color"])
+                axes[r, j].set_title(f"→ {pred}" + (" fooled" if fooled else ""), fontsize=9,
+                                     weight="bold" if fooled else "normal")
         for r, method in enumerate(["clean", *attacked]):
-            axes[r, 0].set_ylabel(_LABELS.get(method, method), fontsize=7)
+            axes[r, 0].set_ylabel(_LABELS.get(method, method), fontsize=9)
         for ax in axes.ravel():
             ax.set(xticks=[], yticks=[])
-        fig.suptitle(f"PGD-{run.params.get('eval_steps')} examples (ε = {run.params.get('eps')})"
-                     f" against each model", fontsize=9)
+        fig.suptitle(f"PGD-{p.get('eval_steps')} examples (ε = {p.get('eps')}) against each "
+                     f"model", fontsize=10)
         figs["adversarial_examples"] = (
             fig, "Held-out digits (top) and their PGD versions against each model, with the "
-                 "model's prediction (coloured when the attack fools it).")
+                 "model's prediction ('fooled' where the attack changes it).")
 
     if "boundary" in artifacts:
         b = run.artifact("boundary")
         attacked = [m for m in methods if f"prob_{m}" in b]
-        fig, axes = plt.subplots(1, len(attacked), figsize=(4.2 * len(attacked), 3.8),
+        classes = ListedColormap(st.EXTRA_COLORS[:2])  # neither blocked blue nor unblocked orange
+        fig, axes = plt.subplots(1, len(attacked), figsize=(min(3.0 * len(attacked), 9.0), 3.4),
                                  squeeze=False, layout="constrained")
         for ax, method in zip(axes[0], attacked):
-            ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="RdBu_r",
-                        alpha=0.6)
+            ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="PRGn_r",
+                        alpha=0.35)
             ax.contour(b["gx"], b["gy"], b[f"prob_{method}"], levels=[0.5], colors="k")
-            ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap="bwr", s=10, edgecolors="k",
-                       linewidths=0.3, label="held-out")
             adv = b[f"adv_{method}"]
-            ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap="bwr", marker="x", s=14,
-                       label="PGD points")
-            for p, q in zip(b["x"], adv):
-                ax.plot([p[0], q[0]], [p[1], q[1]], "k-", lw=0.3)
-            ax.set_title(f"{_LABELS[method]}, ε = {run.params.get('eps')}", fontsize=10)
-            ax.legend(fontsize=6, loc="lower left")
+            for p0, q in zip(b["x"], adv):
+                ax.plot([p0[0], q[0]], [p0[1], q[1]], "k-", lw=0.3)
+            ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap=classes, s=10,
+                       edgecolors="k", linewidths=0.3)
+            ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap=classes, marker="x", s=14)
+            ax.set_title(f"{_LABELS[method]}, ε = {p.get('eps')}", fontsize=10)
         figs["decision_boundary"] = (
-            fig, "Decision boundaries on the two moons with the held-out points and their PGD "
-                 "versions.")
+            fig, "Decision boundaries (black) on the two moons with the held-out points (dots, "
+                 "coloured by class) and their PGD versions (crosses, joined to their points).")
     if "graph" in artifacts:
         figs["graph"] = (draw_gradient_graph(run.artifact("graph")),
                          "The backward graph of one PGD-AT loss with the cut "

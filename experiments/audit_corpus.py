@@ -248,7 +248,7 @@ def findings(run: RunResults) -> list[Finding]:
 # --- figures, drawn only from the run's files --------------------------------------------------
 
 
-_COLUMNS = (("bug", 24), ("what audit_step said", 62), ("cost (buggy / fixed)", 26))
+_COLUMNS = (("bug", 22), ("what audit_step said", 54), ("cost (buggy / fixed)", 24))
 
 
 def _cost(costs: dict[str, Any]) -> str:
@@ -259,7 +259,7 @@ def _cost(costs: dict[str, Any]) -> str:
             f"{fmt(costs['saved_bytes_ratio_buggy_over_fixed'])}x saved bytes")
 
 
-def table_figure(run: RunResults, fontsize: float = 7.5) -> Any:
+def table_figure(run: RunResults, fontsize: float = 9.0) -> Any:
     """One row per bug: the bug, the audit's verdict and fix, and the measured cost.
 
     Cells are wrapped to fixed widths in a monospaced font, so that the figure's size follows
@@ -279,7 +279,7 @@ def table_figure(run: RunResults, fontsize: float = 7.5) -> Any:
              for name, v in s["legit"].items()]
     cells = [[textwrap.wrap(text, width) or [""] for text, (_, width) in zip(row, _COLUMNS)]
              for row in rows]
-    char_w, line_h = 0.62 * fontsize / 72, 1.35 * fontsize / 72  # inches
+    char_w, line_h = 0.66 * fontsize / 72, 1.35 * fontsize / 72  # inches (hinted advance)
     gap, margin = 0.15, 0.12
     widths = [w * char_w for _, w in _COLUMNS]
     heights = [max(len(cell) for cell in row) * line_h + 0.06 for row in cells]
@@ -291,7 +291,7 @@ def table_figure(run: RunResults, fontsize: float = 7.5) -> Any:
     xs = [margin + sum(widths[:i]) + gap * i for i in range(len(widths))]
     y = fig_h - margin - 0.3
     fig.text(margin / fig_w, (fig_h - margin) / fig_h, "audit_step on the corpus",
-             fontsize=fontsize + 1.5, va="top", weight="bold")
+             fontsize=fontsize + 1, va="top", weight="bold")
 
     def rule(at: float) -> None:
         fig.add_artist(Line2D([margin / fig_w, 1 - margin / fig_w], [at / fig_h] * 2,

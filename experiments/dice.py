@@ -249,6 +249,7 @@ def figures(run: RunResults) -> dict[str, Any]:
     from toolkit.style import variant_style
 
     seeds = [r.artifact("monte_carlo") for r in run.replicates]  # every seed: a band
+    repeats = run.summary["monte_carlo"]["repeats"]
     data = seeds[0]
     ns = data["n_samples"].astype(float)
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained", sharey=True)
@@ -270,12 +271,18 @@ def figures(run: RunResults) -> dict[str, Any]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("samples N")
-        ax.set_title(f"{title}: relative error (RMS of {run.summary['monte_carlo']['repeats']})")
+        ax.set_title(f"{title}: relative error", fontsize=10)
         ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel("relative error vs exact")
+    axes[0].set_ylabel(f"RMS over {repeats} estimates")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
-    return {"monte_carlo_error": fig}
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
+    return {"monte_carlo_error": (
+        fig, f"Relative error ‖estimate − exact‖ / ‖exact‖ of the gradient (left) and the "
+             f"Hessian (right) from N sampled trajectories: the root mean square over {repeats} "
+             f"independent estimates per N. DiCE's errors fall like 1/√N (dotted slope); "
+             f"without its block the magic box is 1 and both estimates are 0 (error 1); the "
+             f"classic surrogate's gradient is DiCE's (open squares on the blue line) but its "
+             f"Hessian misses a term and stays wrong.")}
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison

@@ -56,7 +56,7 @@ from toolkit.algorithms.rbm import (
 from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.measure import count_graph_nodes
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.style import integer_ticks, variant_style
+from toolkit.style import integer_ticks, legend_entries, variant_style
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
@@ -391,7 +391,7 @@ def _variants(run: RunResults) -> list[str]:
 
 
 def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
-    """One panel per variant and method: the rows of the artifact as images, tiled."""
+    """One panel per variant (row) and method (column): the artifact's rows as images, tiled."""
     import matplotlib.pyplot as plt
 
     data = run.artifact(artifact)
@@ -399,8 +399,8 @@ def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any
     variants = [v for v in ("blocked", "unblocked", "sampled")
                 if any(k.startswith(f"{v}_") for k in data)]
     methods = _methods(run)
-    fig, axes = plt.subplots(len(variants), len(methods), squeeze=False,
-                             figsize=(2.8 * len(methods), 2.6 * len(variants) + 0.5))
+    fig, axes = plt.subplots(len(variants), len(methods), squeeze=False, layout="constrained",
+                             figsize=(2.5 * len(methods) + 0.8, 2.4 * len(variants) + 0.4))
     for (i, variant), (j, method) in itertools.product(enumerate(variants), enumerate(methods)):
         ax = axes[i, j]
         ax.set_xticks([])
@@ -415,54 +415,60 @@ def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any
         lim = np.nanmax(np.abs(mosaic)) if np.isfinite(mosaic).any() else 1.0
         ax.imshow(mosaic, cmap=cmap, vmin=-lim if artifact == "weights" else 0,
                   vmax=lim if artifact == "weights" else 1)
-        ax.set_title(f"{variant}, {NAMES[method]}", fontsize=9,
-                     color=variant_style(variant)["color"])
+        if i == 0:
+            ax.set_title(NAMES[method], fontsize=10)
+        if j == 0:
+            ax.set_ylabel(_VARIANT_NAMES[variant], fontsize=10)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return fig
 
 
-def _panels(run: RunResults, title: str, ylabel: str) -> tuple[Any, Any]:
+#: The chains: mean-field (differentiable, blocked or not) and stochastic (with the block).
+_VARIANT_NAMES = {"blocked": "blocked (mean-field chain)",
+                  "unblocked": "unblocked (mean-field chain)",
+                  "sampled": "sampled chain (stochastic)"}
+_VARIANT_MARKERS = {"blocked": "o", "unblocked": "s", "sampled": "^"}
+
+
+def _panels(run: RunResults, rows: list[str], ylabel: str, height: float
+            ) -> tuple[Any, Any]:
     import matplotlib.pyplot as plt
 
     methods = _methods(run)
-    fig, axes = plt.subplots(1, len(methods), squeeze=False, sharey=True,
-                             figsize=(3.6 * len(methods) + 0.6, 3.6))
-    for ax, method in zip(axes[0], methods):
-        ax.set_title(NAMES[method], fontsize=10)
-        ax.set_xlabel("epoch")
+    fig, axes = plt.subplots(len(rows), len(methods), squeeze=False, sharey="row", sharex=True,
+                             figsize=(9.0, height * len(rows) + 0.9), layout="constrained")
+    for (i, row), (j, method) in itertools.product(enumerate(rows), enumerate(methods)):
+        ax = axes[i, j]
+        ax.set_title(f"{NAMES[method]}{': ' + row if row else ''}", fontsize=10)
+        if i == len(rows) - 1:
+            ax.set_xlabel("epoch")
         integer_ticks(ax)
-    axes[0, 0].set_ylabel(ylabel)
-    fig.suptitle(title, fontsize=10)
-    return fig, axes[0]
+        ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    return fig, axes
 
 
 def _finish(fig: Any, axes: Any) -> None:
-    """One legend for the figure, below the panels (no panel's data is hidden under it)."""
-    handles: dict[str, Any] = {}
-    for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
-    fig.legend(list(handles.values()), list(handles), loc="lower center",
-               ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    """One legend for the figure, under the panels (it hides no panel's data); the variants'
+    markers differ, so curves that coincide (cosine 1 with the block) stay visible."""
+    fig.legend(*legend_entries(axes.flat), loc="outside lower center", ncols=3, fontsize=9,
+               frameon=False)
 
 
 def _loglik_figure(run: RunResults) -> Any:
-    fig, axes = _panels(run, "Exact log-likelihood of the training data per pattern",
-                        "log-likelihood (nats per pattern)")
+    fig, axes = _panels(run, [""], "log-likelihood (nats per pattern)", 3.0)
     data = run.summary.get("data", {})
     others: list[str] = []
-    for ax, method in zip(axes, _methods(run)):
+    for ax, method in zip(axes[0], _methods(run)):
         for variant in _variants(run):
-            _seeds(ax, run, f"{variant}/{method}/loglik", marker=".",
-                   label=f"{variant} (mean-field chain)" if variant != "sampled" else
-                   "sampled chain, with the block", **variant_style(variant, others))
+            _seeds(ax, run, f"{variant}/{method}/loglik", marker=_VARIANT_MARKERS[variant],
+                   ms=3, label=_VARIANT_NAMES[variant], **variant_style(variant, others))
         for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
                                     ("toolkit", "^", "toolkit BernoulliRBM, same parameters")):
             steps, values = _metric(run, f"{peer}/{method}/loglik")
             if len(steps):
-                ax.plot(steps, values, marker, mfc="none", label=label,
+                ax.plot(steps, values, marker, mfc="none", ms=7, label=label,
                         color=variant_style("reference")["color"])
         if data.get("uniform_loglik") is not None:
             ax.axhline(data["uniform_loglik"], color="0.6", lw=0.8, ls=":",
@@ -472,18 +478,18 @@ def _loglik_figure(run: RunResults) -> Any:
 
 
 def _cosine_figure(run: RunResults) -> Any:
-    fig, axes = _panels(run, "Cosine of each update to the CD statistics and to the exact "
-                             "log-likelihood gradient", "cosine similarity")
+    rows = {"cos_cd": "to the CD update", "cos_exact": "to the exact gradient"}
+    fig, axes = _panels(run, list(rows.values()), "cosine similarity", 2.3)
     others: list[str] = []
-    for ax, method in zip(axes, _methods(run)):
+    for (i, name), (j, method) in itertools.product(enumerate(rows), enumerate(_methods(run))):
+        ax = axes[i, j]
         for variant in _variants(run):
-            style = variant_style(variant, others)
-            for name, marker, what in (("cos_cd", "o", "CD update"),
-                                       ("cos_exact", "x", "exact gradient")):
-                _seeds(ax, run, f"{variant}/{method}/{name}", marker=marker, ms=4, mfc="none",
-                       label=f"{variant}: to the {what}", **style)
-        ax.axhline(0, color="0.8", lw=0.5)
-        ax.set_ylim(-1.05, 1.05)
+            _seeds(ax, run, f"{variant}/{method}/{name}", marker=_VARIANT_MARKERS[variant],
+                   ms=4, mfc="none", label=_VARIANT_NAMES[variant],
+                   **variant_style(variant, others))
+        if name == "cos_exact":
+            ax.axhline(0, color="0.8", lw=0.5)
+    axes[-1, 0].set_ylim(-1.05, 1.05)
     _finish(fig, axes)
     return fig
 
@@ -497,22 +503,24 @@ def figures(run: RunResults) -> dict[str, Any]:
                    "panel per method: blue with the block, vermillion without it (neither "
                    "follows the likelihood gradient, so either may end higher), against the "
                    "grey uniform model the training starts near. Mean-field persistent chains "
-                   "(PCD) can oscillate at large step sizes. Green: stochastic chains (with "
-                   "the block); open markers: scikit-learn's estimator and the toolkit's with "
-                   "the same parameters, after the last epoch."),
+                   "(PCD) can oscillate at large step sizes. Green triangles: stochastic chains "
+                   "(with the block); open grey markers: scikit-learn's estimator and the "
+                   "toolkit's with the same parameters, after the last epoch."),
         "grad_cosine": (_cosine_figure(run),
                         "Cosine of the applied update to the CD statistics at the same chain "
-                        "samples (circles) and to the exact log-likelihood gradient (crosses), "
-                        "at the first mini-batch of every logged epoch. With the block the "
-                        "update is the CD update (cosine 1); without it the gradient through "
-                        "the chain points elsewhere (cosine below 1)."),
+                        "samples (top row) and to the exact log-likelihood gradient (bottom "
+                        "row), at the first mini-batch of every logged epoch, per method. With "
+                        "the block the update is the CD update (cosine 1, for the mean-field "
+                        "and the stochastic chain alike); without it the gradient through the "
+                        "chain points elsewhere (cosine below 1)."),
     }
-    figs["filters"] = (_mosaic_figure(run, "weights", "Learned filters (rows of W)", "RdBu_r"),
-                       "Each hidden unit's weights as an image, per variant and method.")
+    figs["filters"] = (_mosaic_figure(run, "weights", "Learned filters (rows of W)", "PiYG"),
+                       "Each hidden unit's weights as an image (green positive, pink "
+                       "negative), per chain (row) and method (column).")
     figs["samples"] = (_mosaic_figure(run, "samples", "Samples after stochastic Gibbs "
                                       "sampling", "gray_r"),
                        "Samples of each trained model after stochastic Gibbs steps from "
-                       "random states.")
+                       "random states, per chain (row) and method (column).")
     if "graph_cd_step" in run.artifact_names():
         figs["graph_cd_step"] = (
             draw_gradient_graph(run.artifact("graph_cd_step"),

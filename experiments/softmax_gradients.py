@@ -480,114 +480,109 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     from toolkit import draw_gradient_graph
-    from toolkit.report.figures import draw_spread
-    from toolkit.style import EXTRA_COLORS, variant_style
+    from toolkit.report.figures import draw_spread, value_bars
+    from toolkit.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
     out: dict[str, Any] = {}
     grads = run.artifact("gradients")
     scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
-    # every seed's results (one line per seed where there are several)
     every = [res] + [r.artifact("gradients")["results"] for r in run.replicates[1:]]
     floor = 1e-20
-    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(3.6 * len(dtypes), 3.0 * len(KINDS) + 0.8),
+    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(9.0, 2.4 * len(KINDS) + 1.2),
                              squeeze=False, sharey=True, sharex=True, layout="constrained")
-    lines = {"blocked": ("blocked", "o"), "unblocked": ("unblocked", "s"),  # label, marker
-             "torch": ("torch.softmax", "^"), "upcast": ("blocked, float32 compute", "v")}
-    others: list[str] = []
+    # blocked and unblocked differ by rounding: distinct markers keep both visible
+    lines = {"blocked": ("blocked", "o", 3.5, {}), "unblocked": ("unblocked", "s", 6, {}),
+             "torch": ("torch.softmax", "^", 5, {}),
+             "upcast": ("float32 compute", "v", 5, {"color": EXTRA_COLORS[5]})}
     for (row, kind), (col, name) in itertools.product(enumerate(KINDS), enumerate(dtypes)):
         ax = axes[row][col]
-        for v, (label, marker) in lines.items():
+        for v, (label, marker, size, extra) in lines.items():
             if res[name][kind][0].get(v) is not None:
                 draw_spread(ax, scales, [_floor([r[v]["max_abs_err"] for r in e[name][kind]],
                                                 floor) for e in every], mode="lines",
-                            marker=marker, ms=3, mfc="none", label=f"{label} vs float64",
-                            **variant_style(v, others))
+                            marker=marker, ms=size, mfc="none" if v != "blocked" else None,
+                            label=f"{label} vs float64", **(variant_style(v) | extra))
         draw_spread(ax, scales, [_floor([r["blocked_vs_unblocked"]["max_abs_diff"]
                                          for r in e[name][kind]], floor) for e in every],
-                    mode="lines", color="k", marker="x", ms=4, linestyle="-", lw=0.8,
+                    mode="lines", color="k", marker="x", ms=5, linestyle="-", lw=0.8,
                     label="|blocked − unblocked|")
-        ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.6, label="dtype eps")
+        ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.8, label="dtype eps")
         ax.set(xscale="log", yscale="log")
-        ax.set_title(f"{name}, {kind} logits" + (" (tied maxima)" if kind == "tied" else ""),
-                     fontsize=9)
+        ax.set_title(f"{name}, {kind}", fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes[-1]:
-        ax.set_xlabel("logit scale s")
+        ax.set_xlabel("logit scale s", fontsize=9)
     for ax in axes[:, 0]:
-        ax.set_ylabel(f"max |gradient error|\n(0 drawn at {floor:g})")
-    # the legend of the panel with the most lines
+        ax.set_ylabel(f"max |error| (0 at {floor:g})", fontsize=9)
     handles, labels = max((ax.get_legend_handles_labels() for ax in axes.flat),
                           key=lambda hl: len(hl[0]))
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7)
-    fig.suptitle("softmax gradient against torch.softmax's float64 gradient", fontsize=10)
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
     out["gradient_difference_vs_scale"] = (
-        fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales, "
-             "per precision, for random and tied logits (with several seeds, one line per "
-             "seed); the black crosses are the difference between blocked and unblocked, which "
-             "stays at the rounding level (grey: the dtype's eps).")
+        fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales "
+             "s, per precision (columns), for random logits and for rows with tied maxima; with "
+             "several seeds, one line per seed. Blocked (filled circles) and unblocked (open "
+             "squares) lie within rounding of each other: the black crosses, their difference, "
+             "stay at the dtype's eps (grey line) or below; exact zeros are drawn at 1e-20.")
 
     failure = run.artifact("failure")
     failures = [failure] + [r.artifact("failure") for r in run.replicates[1:]]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained",
-                                  gridspec_kw={"width_ratios": [2, 1]})
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9.0, 4.4), layout="constrained",
+                                  gridspec_kw={"width_ratios": [1.7, 1]})
     dnames = list(failure["dtypes"])
+    colours = {n: EXTRA_COLORS[i % 4] for i, n in enumerate(dnames)}
     for i, name in enumerate(dnames):
-        for form, linestyle in (("naive", "-"), ("stable", ":")):
-            draw_spread(ax, failure["scales"], [f["dtypes"][name][f"{form}_nonfinite_fraction"]
-                                                for f in failures],
-                        color=EXTRA_COLORS[i % len(EXTRA_COLORS)], linestyle=linestyle,
-                        label=f"{form} {name}")
+        draw_spread(ax, failure["scales"], [f["dtypes"][name]["naive_nonfinite_fraction"]
+                                            for f in failures], color=colours[name],
+                    marker=MARKERS[i], ms=4, label=f"naive {name}")
+    stable = [[f["dtypes"][n]["stable_nonfinite_fraction"] for n in dnames] for f in failures]
+    if all(v == 0 for seed in stable for row in seed for v in row):  # one line says it
+        ax.plot(failure["scales"], [0.0] * len(failure["scales"]), color="k", lw=2, ls=":",
+                label="stable, every dtype: 0")
+    else:
+        for i, name in enumerate(dnames):
+            draw_spread(ax, failure["scales"], [seed[i] for seed in stable], ls=":",
+                        color=colours[name], label=f"stable {name}")
     ax.set(xscale="log", xlabel="logit scale s (inputs s·u, u ~ N(0, 1))",
-           ylabel="fraction of rows with inf/nan")
-    ax.set_title("naive exp(x)/Σexp(x) vs stable softmax", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+           ylabel="fraction of rows with inf/nan", ylim=(-0.05, 1.05))
+    ax.set_title("rows that overflow, naive vs stable", fontsize=10)
     ax.grid(alpha=0.3)
-    pos = range(len(dnames))
+    note_identical(ax)
+    place_legend(ax, fontsize=9, ncol=2, outside="below")
     first = [failure["dtypes"][n]["threshold_first_failing"] for n in dnames]
     log_max = [failure["dtypes"][n]["log_finfo_max"] for n in dnames]
-    ax2.bar([p - 0.2 for p in pos], first, width=0.4, label="first failing c",
-            color=variant_style("unblocked")["color"])
-    ax2.bar([p + 0.2 for p in pos], log_max, width=0.4, label="log(finfo.max)",
-            color=variant_style("reference")["color"])
-    for p, c in zip(pos, first):
-        ax2.text(p - 0.2, c, f"{c:.4g}", ha="center", va="bottom", fontsize=7)
-    ax2.set_xticks(list(pos), dnames, fontsize=8)
-    ax2.set_yscale("log")
-    ax2.set_ylim(top=max(log_max) * 4)
-    ax2.set_title("naive_softmax([c, 0]) overflows at c", fontsize=10)
-    ax2.legend(fontsize=7, loc="upper right")
+    value_bars(ax2, dnames, first, [colours[n] for n in dnames], fmt="{:.4g}", padding=7)
+    ax2.plot(log_max, range(len(dnames)), "|", color="k", ms=22, mew=2)
+    ax2.set(xscale="log", xlim=(min(first) / 2, max(log_max) * 8),
+            xlabel="c (black marks: log(finfo.max))")
+    ax2.set_title("naive_softmax([c, 0])\nfails from c =", fontsize=10)
     out["naive_vs_stable_failure"] = (
-        fig, "Left: rows that overflow with the naive form as the logits grow (the stable form "
-             "never does); right: the smallest c at which naive_softmax([c, 0]) fails, equal to "
-             "log(finfo.max) of each precision.")
+        fig, "Left: the share of rows that overflow with the naive form as the logits grow, "
+             "per precision (bfloat16 has float32's exponent range, so their curves are the "
+             "same); the stable form never overflows. Right: the smallest c at which "
+             "naive_softmax([c, 0]) is no longer finite (bars), on log(finfo.max) of each "
+             "precision (black marks).")
 
     costs, summary = run.costs, run.summary
     labels = [k for k in costs.get("blocked", {}) if _SHAPE.match(k)]
     if labels:
-        metrics = [("time_median_s", "forward+backward time [ms]", 1e3, costs),
+        metrics = [("time_median_s", "time [ms]", 1e3, costs),
                    ("graph_nodes", "autograd nodes", 1, summary),
                    ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
                    ("saved_tensor_bytes", "saved for backward [MiB]", 1 / 2**20, summary)]
-        fig, axes = plt.subplots(len(labels), len(metrics), layout="constrained",
-                                 figsize=(3.4 * len(metrics), 2.9 * len(labels)), squeeze=False)
-        colors = [variant_style(v)["color"] if v != "fused" else EXTRA_COLORS[0]
+        fig, axes = plt.subplots(len(labels), len(metrics), layout="constrained", sharey=True,
+                                 figsize=(9.0, 2.1 * len(labels) + 0.3), squeeze=False)
+        colors = [variant_style(v)["color"] if v != "fused" else EXTRA_COLORS[4]
                   for v in COST_VARIANTS]
         for (i, label), (j, (key, title, factor, source)) in itertools.product(
                 enumerate(labels), enumerate(metrics)):
-            ax = axes[i][j]
             values = [source.get(v, {}).get(label, {}).get(key) for v in COST_VARIANTS]
-            heights = [math.nan if val is None else val * factor for val in values]
-            ax.bar(range(len(COST_VARIANTS)), heights, color=colors)
-            for k, h in enumerate(heights):
-                if h == h:
-                    ax.text(k, h, f"{h:.3g}", ha="center", va="bottom", fontsize=7)
-            ax.set_xticks(range(len(COST_VARIANTS)), COST_VARIANTS, fontsize=7)
-            ax.margins(y=0.2)
-            ax.set_title(f"{title}\n{label} float32", fontsize=8)
-            ax.tick_params(labelsize=7)
-        out["cost_bars"] = (fig, f"Cost of one forward+backward (float32, seed {run.seed}): "
-                                 "time, autograd nodes, peak memory and bytes saved for "
-                                 "backward per variant.")
+            value_bars(axes[i][j], list(COST_VARIANTS),
+                       [None if val is None else val * factor for val in values], colors)
+            axes[i][j].set_title(f"{title}\n{label}", fontsize=9)
+        out["cost_bars"] = (fig, f"Cost of one forward+backward in float32 (seed {run.seed}) "
+                                 "per variant and input shape: time, autograd nodes, peak "
+                                 "memory and bytes saved for backward; the fused path and "
+                                 "torch.softmax are the floor the block cannot beat.")
     if "graph" in run.artifact_names():
         out["graph"] = (draw_gradient_graph(run.artifact("graph")),
                         "The backward graph of the stable softmax with its cut softmax.max "

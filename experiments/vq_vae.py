@@ -180,13 +180,13 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     from toolkit.report.figures import plot_seeds
-    from toolkit.style import integer_ticks, variant_style
+    from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
 
     examples = run.artifact("examples")
     rows = [("original", "test digit"), ("blocked", "all blocks"),
             ("unblocked", "no blocks"), ("without_straight_through", "no straight-through")]
     n = examples["original"].shape[0]
-    fig, axes = plt.subplots(len(rows), n, figsize=(1.0 * n + 1.6, 1.05 * len(rows) + 0.5),
+    fig, axes = plt.subplots(len(rows), n, figsize=(min(0.9 * n + 1.8, 9.0), 0.95 * len(rows) + 0.5),
                              layout="constrained", squeeze=False)
     for r, (key, label) in enumerate(rows):
         for c in range(n):
@@ -194,14 +194,14 @@ def figures(run: RunResults) -> dict[str, Any]:
             ax.imshow(examples[key][c].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
             ax.set_xticks([])
             ax.set_yticks([])
-        axes[r, 0].set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
+        axes[r, 0].set_ylabel(label, fontsize=9, rotation=0, ha="right", va="center")
     fig.suptitle("test digits and their VQ-VAE reconstructions", fontsize=10)
     figs: dict[str, Any] = {"reconstructions": (
         fig, "Held-out digits (top) and their reconstructions with every stop-gradient in place, "
              "with none, and without only the straight-through cut: without it the encoder "
              "learns nothing from the reconstruction and the digits blur into the average.")}
 
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.6), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 4.2), layout="constrained")
     others: list[str] = []
     variants = ["blocked", "unblocked", *ABLATIONS]
     for ax, key, title in zip(axes, ("test/recon_mse", "codes/perplexity"),
@@ -213,15 +213,19 @@ def figures(run: RunResults) -> dict[str, Any]:
         ax.set_title(title, fontsize=10)
         integer_ticks(ax)
         ax.grid(alpha=0.3)
-    axes[0].axhline(run.summary["baseline"]["mean_image_mse"], label="mean digit",
+    axes[0].axhline(run.summary["baseline"]["mean_image_mse"], label="predicting the mean digit",
                     **variant_style("reference"))
     axes[0].set_ylabel("mean squared error")
     axes[1].set_ylabel(f"perplexity (of {run.summary['n_codes']} codes)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right center", fontsize=8, frameon=False)
+    for ax in axes:  # a curve hidden under another says so in the legend
+        note_identical(ax)
+    handles, labels = legend_entries(axes)
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=9, frameon=False)
     figs["training_curves"] = (
-        fig, "Test reconstruction error and codebook perplexity per epoch for every variant; "
-             "the grey line is the error of predicting the mean digit.")
+        fig, "Test reconstruction error (left) and codebook perplexity (right) per epoch for "
+             "every variant: all blocks (blue), none (dashed vermillion), and without one cut "
+             "each; the dark grey dotted line is the error of predicting the mean digit. A "
+             "variant whose curve lies on another's is marked 'identical' in the legend.")
     return figs
 
 

@@ -31,3 +31,27 @@ def test_integer_ticks():
     fig.canvas.draw()
     assert all(float(t).is_integer() for t in ax.get_xticks())
     plt.close(fig)
+
+
+def test_other_colours_never_look_like_blocked_or_unblocked():
+    # orange meant "unblocked" and also Fast-FGSM: no colour of the other categories may share
+    # a hue with the blocked or unblocked colour
+    from toolkit.style import same_hue
+
+    for colour in EXTRA_COLORS:
+        for role in ("blocked", "unblocked"):
+            assert not same_hue(colour, COLORS[role]), (colour, role)
+    assert same_hue("#E69F00", COLORS["unblocked"]) and same_hue("#56B4E9", COLORS["blocked"])
+    assert not same_hue(COLORS["reference"], COLORS["blocked"])  # greys have no hue
+
+
+def test_role_of_labels():
+    from toolkit.style import role_of
+
+    assert role_of("PGD-AT (blocked)") == "blocked"
+    assert role_of("unblocked: identical to blocked") == "difference"
+    assert role_of("|blocked − unblocked|") == "difference"
+    assert role_of("DiCE without the block (magic box = 1)") == "unblocked"
+    assert role_of("no blocks") == "unblocked" and role_of("all blocks") == "blocked"
+    assert role_of("unblocked_pcd") == "unblocked"
+    assert role_of("without straight through") is None and role_of("sampled chain") is None

@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 from stop_gradient_experiments import adversarial_training as exp
 
-from toolkit.report import text_problems
 from toolkit.runner import Finding, run_experiment
 
 
@@ -60,19 +59,20 @@ def test_findings_with_verdicts(quick_run):
 
 
 @pytest.mark.slow
-def test_quick_run_figures(quick_run):
+def test_quick_run_figures(quick_run, check_figures):
     matplotlib.use("Agg")
     figs = exp.figures(quick_run)
     assert set(figs) == {"accuracy_curves", "memory_vs_steps", "adversarial_examples", "graph"}
-    for fig, caption in figs.values():
-        assert text_problems(fig) == [], caption
+    # the curves are scored on the check batch, and the caption says so with its size
+    assert f"check batch of {exp.QUICK['check_size']}" in figs["accuracy_curves"][1]
+    check_figures("adversarial_training", figs)
     ex = quick_run.artifact("examples")
     assert ex["x"].shape == (8, 64) and ex["adv_pgd"].shape == (8, 64)
     assert abs(ex["adv_pgd"] - ex["x"]).max() <= 0.1 + 1e-6
 
 
 @pytest.mark.slow
-def test_moons_run_draws_decision_boundaries_and_is_deterministic(tmp_path):
+def test_moons_run_draws_decision_boundaries_and_is_deterministic(tmp_path, check_figures):
     params = {**exp.QUICK, "dataset": "moons", "n_samples": 200, "eps": 0.15, "alpha": 0.04,
               "methods": ["standard", "pgd"], "memory_steps": [1, 2], "hidden": [16],
               "epochs": 2, "n_eval": 60, "l2_eps": 0.15}
@@ -82,6 +82,7 @@ def test_moons_run_draws_decision_boundaries_and_is_deterministic(tmp_path):
     assert runs[0].summary == runs[1].summary  # same config and seed: same numbers
     figs = exp.figures(run)
     assert "decision_boundary" in figs and "adversarial_examples" not in figs
+    check_figures("adversarial_training", figs)
     b = run.artifact("boundary")
     assert b["prob_pgd"].shape == (100, 120)
     assert abs(b["adv_pgd"] - b["x"]).max() <= 0.15 + 1e-6

@@ -10,7 +10,7 @@ import stop_gradient_experiments.audit_corpus as audit_corpus
 from stop_gradient_experiments._audit_corpus import BUGS, LEGIT
 
 from toolkit.core import GradientGraph
-from toolkit.report import text_problems, write_report
+from toolkit.report import write_report
 from toolkit.runner import Finding, load_config, run_experiment
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
@@ -47,7 +47,7 @@ def test_every_bug_caught_every_fix_clean(quick_run) -> None:
 
 
 @pytest.mark.slow
-def test_costs_findings_and_figures(quick_run) -> None:
+def test_costs_findings_and_figures(quick_run, check_figures) -> None:
     for name in BUGS:  # times are not asserted; bytes saved for backward are exact
         cost = quick_run.costs[name]
         assert cost["buggy_seconds"] > 0 and cost["rounds"] == 2
@@ -59,8 +59,7 @@ def test_costs_findings_and_figures(quick_run) -> None:
     assert found[-1].topic == "cost" and "The audit itself costs" in found[-1].text
     figures = audit_corpus.figures(quick_run)
     assert list(figures) == ["gan_leak", "audit_table"]
-    for fig, caption in figures.values():
-        assert text_problems(fig) == [], caption
+    check_figures("audit_corpus", figures)
     graph = GradientGraph.from_dict(quick_run.artifact("gan_graph"))
     leaked = {n["label"] for n in graph.nodes if n["kind"] == "leaf"
               and n["groups"] == ["leak: generator"]}

@@ -34,11 +34,15 @@ def test_monte_carlo_errors_fall_like_one_over_sqrt_n(quick_run: RunResults) -> 
     assert list(steps) == mc["n_samples"] and list(values) == mc["blocked"]["grad_rel_err"]
 
 
-def test_findings_and_figures(quick_run: RunResults) -> None:
+def test_findings_and_figures(quick_run: RunResults, check_figures) -> None:
     items = dice_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert [f.verdict for f in items if f.verdict is not None] == [True] * 4
     assert items[-1].verdict is None and "ms" in items[-1].sentence
     assert items[-1].label == "measured" and items[-1].timing is not None
     figs = dice_experiment.figures(quick_run)
-    assert list(figs) == ["monte_carlo_error"] and isinstance(figs["monte_carlo_error"], Figure)
+    assert list(figs) == ["monte_carlo_error"] and isinstance(figs["monte_carlo_error"][0], Figure)
+    # the caption says what the root mean square is over
+    assert f"over {dice_experiment.QUICK['repeats']} independent estimates" in \
+        figs["monte_carlo_error"][1]
+    check_figures("dice", figs)

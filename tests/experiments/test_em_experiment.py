@@ -11,7 +11,7 @@ import stop_gradient_experiments.em_gmm as em_experiment
 import torch
 
 from toolkit.algorithms.em import GMMParams, precisions_cholesky_from_covariances
-from toolkit.report import text_problems, write_report
+from toolkit.report import write_report
 from toolkit.runner import Finding, run_experiment
 
 
@@ -59,7 +59,7 @@ def test_quick_run_reports_the_three_variants(quick_run) -> None:
         "em.responsibilities"]
 
 
-def test_findings_verdicts_and_figures(quick_run) -> None:
+def test_findings_verdicts_and_figures(quick_run, check_figures) -> None:
     items = em_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     # Fisher's identity, the entropy on the 2-D mixture, scikit-learn parity; the
@@ -68,9 +68,22 @@ def test_findings_verdicts_and_figures(quick_run) -> None:
     assert all(f.basis for f in items if f.verdict is not None)
     # the reference reaches the good optimum from the shared start
     assert quick_run.summary["closed_form"]["means_rmse"] < 0.5
-    for value in em_experiment.figures(quick_run).values():
-        fig, caption = value
-        assert text_problems(fig) == [], caption
+    figures = em_experiment.figures(quick_run)
+    check_figures("em_gmm", figures)
+    # a colour is one component in every panel: each ellipse's colour is that of the true
+    # component nearest to its centre
+    fig = figures["ellipses_train"][0]
+    truth = fig.axes[0]
+    centre = {line.get_color(): line.get_xydata()[0] for line in truth.get_lines()
+              if line.get_marker() == "x"}
+    for ax in fig.axes[1:]:
+        for line in ax.get_lines():
+            if line.get_marker() == "x":
+                nearest = min(centre, key=lambda c: float(((centre[c] - line.get_xydata()[0])
+                                                            ** 2).sum()))
+                assert nearest == line.get_color(), ax.get_title()
+    # the log-likelihoods are drawn as differences to closed-form EM's
+    assert "closed-form EM's" in figures["loglik_fisher_entropy"][0].axes[0].get_title()
 
 
 def test_parameter_errors_match_components_by_assignment() -> None:

@@ -11,7 +11,7 @@ import torch
 
 from toolkit import disable_blocks
 from toolkit.core import GradientGraph, gradient_path
-from toolkit.report import text_problems, write_report
+from toolkit.report import write_report
 from toolkit.runner import Finding, load_config, run_experiment
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
@@ -67,7 +67,7 @@ def test_the_discriminator_step_reaches_the_generator_without_the_cut(quick_run)
 
 
 @pytest.mark.slow
-def test_findings_figures_and_artifacts(quick_run) -> None:
+def test_findings_figures_and_artifacts(quick_run, check_figures) -> None:
     found = gradient_lens.findings(quick_run)
     assert 3 <= len(found) <= 6 and all(isinstance(f, Finding) for f in found)
     for finding in found[:4]:
@@ -78,8 +78,7 @@ def test_findings_figures_and_artifacts(quick_run) -> None:
     assert "0 of 6 target-network parameters" in found[0].sentence
     assert "(shortest path: SmoothL1Loss -> Add -> Mul -> Max -> Addmm -> target.4.bias)" in \
         found[1].sentence
-    for fig, caption in gradient_lens.figures(quick_run).values():
-        assert text_problems(fig) == [], caption
+    check_figures("gradient_lens", gradient_lens.figures(quick_run))
     figures = quick_run.run_dir / "figures"
     assert (figures / "graph_td.png").exists() and (figures / "graph_gan.png").exists()
     graph = GradientGraph.from_dict(quick_run.artifact("graph_td"))

@@ -7,7 +7,6 @@ import math
 import pytest
 import stop_gradient_experiments.simsiam as simsiam_experiment
 
-from toolkit.report import text_problems
 from toolkit.runner import Finding, RunResults, run_experiment
 
 
@@ -36,12 +35,12 @@ def test_the_output_collapses_only_without_the_block(quick_run: RunResults) -> N
     assert s["blocked"]["knn_accuracy"] >= 0.8
 
 
-def test_findings_and_figures(quick_run: RunResults) -> None:
+def test_findings_and_figures(quick_run: RunResults, check_figures) -> None:
     items = simsiam_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert items[0].verdict is True  # the loss goes to −1 without the block
     assert items[2].verdict is True  # k-NN with the block
     figures = simsiam_experiment.figures(quick_run)
     assert list(figures) == ["collapse", "knn"]
-    for fig, caption in figures.values():
-        assert text_problems(fig) == [] and caption.endswith(".")
+    assert all(caption.endswith(".") for _, caption in figures.values())
+    check_figures("simsiam", figures)

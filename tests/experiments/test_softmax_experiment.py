@@ -12,7 +12,7 @@ import torch
 from stop_gradient_experiments import softmax_gradients as exp
 
 from toolkit.algorithms.softmax import naive_softmax
-from toolkit.report import text_problems, write_report
+from toolkit.report import write_report
 from toolkit.runner import Finding, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def test_quick_run_end_to_end(quick_run):
 
 
 @pytest.mark.slow
-def test_findings_and_figures(quick_run):
+def test_findings_and_figures(quick_run, check_figures):
     items = exp.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert [f.verdict for f in items[:-1]] == [True] * (len(items) - 1)
@@ -130,8 +130,7 @@ def test_findings_and_figures(quick_run):
     # the time ratio is measured, with its interval: no theory predicts a measurable saving
     assert items[-1].topic == "cost" and items[-1].timing is not None
     assert items[-1].timing.expect is None and items[-1].label == "measured"
-    for fig, caption in exp.figures(quick_run).values():
-        assert text_problems(fig) == [], caption
+    check_figures("softmax_gradients", exp.figures(quick_run))
 
 
 @pytest.mark.slow

@@ -44,7 +44,7 @@ def test_the_random_chain_reaches_both_closed_form_fixed_points(quick_run: RunRe
                                                        c["closed_form"]["value_error_rg"])
 
 
-def test_findings_and_figures(quick_run: RunResults) -> None:
+def test_findings_and_figures(quick_run: RunResults, check_figures) -> None:
     items = td_learning.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert [f.verdict for f in items if f.verdict is not None] == [True] * 5
@@ -52,7 +52,8 @@ def test_findings_and_figures(quick_run: RunResults) -> None:
     assert all(f.seed_independent for f in items[:4])
     figs = td_learning.figures(quick_run)
     assert list(figs) == ["a_split_values", "baird_weight_norm", "chain_values"]
-    assert all(isinstance(f, Figure) for f in figs.values())
+    assert all(isinstance(fig, Figure) for fig, _ in figs.values())
+    check_figures("td_learning", figs)  # captions say more than the panel titles
 
 
 def test_the_shipped_config_runs_the_books_setup() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import stop_gradient_experiments.vq_vae as vq_vae_experiment
 
-from toolkit.report import text_problems
 from toolkit.runner import Finding, RunResults, run_experiment
 
 
@@ -27,10 +26,10 @@ def test_required_summary_keys_and_the_exact_zero(quick_run: RunResults) -> None
         "vq_vae.straight_through", "vq_vae.codebook", "vq_vae.commitment"}
 
 
-def test_findings_and_figures(quick_run: RunResults) -> None:
+def test_findings_and_figures(quick_run: RunResults, check_figures) -> None:
     items = vq_vae_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     assert items[0].verdict is True
-    for value in vq_vae_experiment.figures(quick_run).values():
-        fig = value[0] if isinstance(value, tuple) else value
-        assert text_problems(fig) == []
+    figures = vq_vae_experiment.figures(quick_run)
+    assert "dark grey dotted line" in figures["training_curves"][1]
+    check_figures("vq_vae", figures)

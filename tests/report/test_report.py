@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from toolkit.report import default_figures, metric_groups, text_problems, write_report
+from toolkit.report import (
+    default_figures,
+    layout_problems,
+    metric_groups,
+    text_problems,
+    write_report,
+)
 from toolkit.report.compare import compare_runs, format_table, write_compare
 from toolkit.report.tables import format_value, variant_table
 from toolkit.runner import RunResults, load_experiment, run_experiment
@@ -96,6 +102,7 @@ def test_default_figures(runs: list[RunResults]) -> None:
     assert set(figures) == {"metrics_train", "metrics_grad", "summary"}
     for fig in figures.values():
         assert text_problems(fig) == []
+        assert layout_problems(fig) == []
     assert all(isinstance(f, Figure) for f in figures.values())
     (ax,) = [a for a in figures["metrics_train"].axes if a.get_visible()]
     assert [line.get_label() for line in ax.get_lines()] == ["blocked", "unblocked"]

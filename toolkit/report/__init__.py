@@ -13,13 +13,16 @@ from toolkit.report.figures import (
     summary_figure,
     text_problems,
 )
+from toolkit.report.layout import colour_problems, layout_problems
 from toolkit.report.render import draw_report, write_report
 
 __all__ = [
+    "colour_problems",
     "compare_runs",
     "default_figures",
     "draw_report",
     "format_table",
+    "layout_problems",
     "metric_figure",
     "metric_groups",
     "summary_figure",

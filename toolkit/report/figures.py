@@ -23,12 +23,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator
 
 from toolkit.runner.results import RunResults
 from toolkit.runner.tomlio import flatten
-from toolkit.style import integer_ticks, variant_style
+from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
 
 __all__ = [
+    "compare_bars",
     "default_figures",
     "draw_spread",
     "metric_figure",
@@ -41,6 +43,7 @@ __all__ = [
     "summary_pairs",
     "suptitle",
     "text_problems",
+    "value_bars",
     "wrap",
 ]
 
@@ -73,7 +76,8 @@ def panels(n: int, max_cols: int, width: float, height: float, *, title: float =
            ) -> tuple[Figure, list[Any]]:
     """A figure of ``n`` panels of ``width × height`` inches, ``max_cols`` a row at most (the
     figure at least 4.5 inches wide, ``title`` inches above them), and its ``n`` axes; the
-    unused cells of the last row are hidden."""
+    unused cells of the last row are hidden. Keep ``width × max_cols`` at most
+    :data:`toolkit.style.MAX_WIDTH_IN`, so that the report shows the figure at its size."""
     ncols = min(max_cols, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(max(width * ncols, 4.5),
@@ -123,6 +127,34 @@ def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: flo
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=band_alpha, linewidth=0,
                         zorder=line.get_zorder() - 0.5)
     return line
+
+
+def value_bars(ax: Any, labels: list[str], values: list[float | None], colors: list[Any], *,
+               horizontal: bool = True, fmt: str = "{:.3g}", fontsize: float = 9,
+               padding: float = 2, texts: list[str] | None = None, **kwargs: Any) -> Any:
+    """Bars with their values written at their ends (``None``: no bar; ``texts``: other
+    words than ``fmt`` of the values), one per label, in the given colours; ``horizontal``
+    bars keep long labels readable on the value axis's left. Room is left for the numbers.
+    Returns the bar container."""
+    heights = [math.nan if v is None else float(v) for v in values]
+    pos = list(range(len(heights)))
+    draw = ax.barh if horizontal else ax.bar
+    bars = draw(pos, heights, color=colors, **kwargs)
+    ax.bar_label(bars, labels=texts or ["" if h != h else fmt.format(h) for h in heights],
+                 fontsize=fontsize, padding=padding)
+    if horizontal:
+        ax.set_yticks(pos, labels)
+        if not ax.yaxis_inverted():  # the first label on top (once for shared axes)
+            ax.invert_yaxis()
+        ax.margins(x=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # the bars carry their numbers
+        ax.grid(axis="x", alpha=0.3)
+    else:
+        ax.set_xticks(pos, labels)
+        ax.margins(y=0.25)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.grid(axis="y", alpha=0.3)
+    return bars
 
 
 def metric_over_seeds(run: RunResults, key: str) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -176,23 +208,45 @@ def _variant_order(variants: Mapping[str, str]) -> list[str]:
     return head + [v for v in variants if v not in head]
 
 
+def _near(values: list[float]) -> bool:
+    """Negative values (log-likelihoods) whose differences are a sliver of their size: bars
+    from 0 would hide the differences."""
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < 2 or not all(v < 0 for v in finite):
+        return False
+    spread = max(finite) - min(finite)
+    return 0 < spread < 0.1 * min(abs(v) for v in finite)
+
+
+def compare_bars(ax: Any, labels: list[str], values: list[float], colors: list[Any],
+                 title: str) -> None:
+    """One number per variant as labelled bars; when the numbers are negative and close
+    (log-likelihoods) the bars are their differences to the first, on an axis through 0, and
+    the title names the first's value."""
+    if _near(values):
+        base = values[0]
+        diffs = [v - base for v in values]
+        value_bars(ax, labels, diffs, colors, horizontal=False,  # the base's 0 goes unsaid
+                   texts=["", *(f"{d:+.3g}" for d in diffs[1:])])
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.set_title(f"{wrap(title, 30)}\nminus {labels[0]}'s {base:.4g}", fontsize=10)
+    else:
+        value_bars(ax, labels, values, colors, fmt="{:.4g}")
+        ax.set_title(wrap(title, 30), fontsize=10)
+
+
 def _bars(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
           others: list[str]) -> None:
     """Metrics logged once: a bar per variant says more than one point on a step axis."""
-    labels = [v or name for v in series]
-    values = [float(vals[0]) for _, vals in series.values()]
-    bars = ax.bar(range(len(values)), values,
-                  color=[variant_style(v, others)["color"] for v in series])
-    ax.bar_label(bars, labels=[f"{x:.4g}" for x in values], fontsize=7)
-    ax.set_xticks(range(len(values)), [wrap(label, 12) for label in labels], fontsize=7)
     step = int(next(iter(series.values()))[0][0])
-    ax.set_title(wrap(f"{name} (step {step})", 34), fontsize=8)
-    ax.margins(y=0.2)
-    ax.grid(axis="y", alpha=0.3)
+    compare_bars(ax, [wrap(v or name, 14) for v in series],
+                 [float(vals[0]) for _, vals in series.values()],
+                 [variant_style(v, others)["color"] for v in series], f"{name} (step {step})")
 
 
 def _lines(ax: Any, run: RunResults, keys: Mapping[str, str], name: str,
-           others: list[str]) -> None:
+           others: list[str]) -> bool:
+    """Every variant of one metric against the step; returns whether a legend is needed."""
     positive = True
     spans = []
     for variant, key in keys.items():
@@ -208,28 +262,35 @@ def _lines(ax: Any, run: RunResults, keys: Mapping[str, str], name: str,
     if spans and positive and min(s[0] for s in spans) > 0 and \
             max(s[1] for s in spans) / min(s[0] for s in spans) > 1e3:
         ax.set_yscale("log")
-    ax.set_title(wrap(name, 34), fontsize=8)
-    ax.set_xlabel("step", fontsize=8)
+    ax.set_title(wrap(name, 30), fontsize=10)
+    ax.set_xlabel("step")
     integer_ticks(ax)
     ax.grid(alpha=0.3)
-    if len(keys) > 1 or next(iter(keys)):
-        ax.legend(fontsize=7)
+    note_identical(ax)
+    return len(keys) > 1 or bool(next(iter(keys)))
 
 
 def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, str]],
                   *, title: str | None = None) -> Figure:
     """One panel per metric name of ``group`` (all of them); each overlays the variants, every
     seed of ``run.replicates`` as a band around the mean."""
-    fig, axes = panels(len(names), 3, 4.2, 3.0)
+    fig, axes = panels(len(names), 3, 3.0, 2.8)
     others: list[str] = []
+    legends = []
     for ax, (name, variants) in zip(axes, names.items()):
         series = {v: run.metric(variants[v]) for v in _variant_order(variants)}
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=9)
         if all(len(steps) == 1 for steps, _ in series.values()):
             _bars(ax, series, name, others)
-        else:
-            _lines(ax, run, {v: variants[v] for v in series}, name, others)
+        elif _lines(ax, run, {v: variants[v] for v in series}, name, others):
+            legends.append(ax)
     suptitle(fig, title if title is not None else (group or "metrics"))
+    if legends:  # one legend under the panels: the variants are the same in each
+        handles, labels = legend_entries(legends)
+        longest = max(len(line) for label in labels for line in label.split("\n"))
+        fits = int(fig.get_figwidth() / (0.075 * longest + 0.7))  # 9 pt: ~0.075 in a letter
+        fig.legend(handles, labels, loc="outside lower center", fontsize=9, frameon=False,
+                   ncols=max(1, min(len(labels), 4, fits)))
     return fig
 
 
@@ -249,23 +310,17 @@ def summary_pairs(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
 
 def summary_figure(run: RunResults, names: list[str] | None = None, *, part: str = ""
                    ) -> Figure | None:
-    """Bars of summary numbers present for both variants (``names``: which; default all)."""
+    """Bars of summary numbers present for both variants (``names``: which; default all);
+    numbers close together and far from 0 as their difference (:func:`compare_bars`)."""
     pairs = summary_pairs(run.summary)
     items = [(k, pairs[k]) for k in (names if names is not None else list(pairs))]
     if not items:
         return None
-    fig, axes = panels(len(items), 4, 2.9, 2.5, title=0.5)
+    fig, axes = panels(len(items), 3, 3.0, 1.6, title=0.5)
+    colors = [variant_style("blocked")["color"], variant_style("unblocked")["color"]]
     for ax, (name, values) in zip(axes, items):
-        bars = ax.bar([0, 1], [values["blocked"], values["unblocked"]],
-                      color=[variant_style("blocked")["color"],
-                             variant_style("unblocked")["color"]])
-        ax.bar_label(bars, labels=[f"{values['blocked']:.4g}", f"{values['unblocked']:.4g}"],
-                     fontsize=7)
-        ax.margins(y=0.2)
-        ax.set_xticks([0, 1], ["blocked", "unblocked"], fontsize=7)
-        ax.set_title(wrap(name, 26), fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.grid(axis="y", alpha=0.3)
+        compare_bars(ax, ["blocked", "unblocked"], [values["blocked"], values["unblocked"]],
+                     colors, name)
     suptitle(fig, f"summary numbers that differ: blocked vs unblocked{part}")
     return fig
 

@@ -1,0 +1,477 @@
+"""Checks of a drawn figure against the visual grammar of :mod:`toolkit.style`.
+
+:func:`layout_problems` returns one line per defect a reader would see (an empty list for a
+good figure), next to :func:`toolkit.report.figures.text_problems` (texts that overlap or
+leave the canvas):
+
+- a legend whose box covers plotted data (lines, markers, bars, bands, images);
+- lines that lie on each other everywhere with nothing to tell them apart (no note
+  "identical …" in the figure, no different markers);
+- text smaller than 9 pt where the report shows the figure;
+- an annotation drawn across a data line;
+- the blocked or the unblocked colour (or a colour of the same hue) on something that is not
+  that variant, a variant in another colour, or one colour naming two things in the figure.
+
+:func:`colour_problems` checks colours across the figures of a whole report: a colour of the
+other categories means one thing within an experiment's figures, and the blocked and unblocked
+colours mean their variant everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from matplotlib.collections import Collection, LineCollection, PathCollection
+from matplotlib.colors import to_hex, to_rgba
+from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.path import Path
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
+
+from toolkit.style import (
+    COLORS,
+    DISPLAY_WIDTH_PX,
+    MIN_FONT_PT,
+    REPORT_DPI,
+    _lab,
+    role_of,
+    same_hue,
+)
+
+__all__ = ["colour_meanings", "colour_problems", "layout_problems", "legend_overlaps",
+           "text_on_lines"]
+
+_RESERVED = ("blocked", "unblocked")
+
+
+def _name(artist: Any) -> str:
+    label = str(artist.get_label() or "")
+    return label.split("\n")[0] if label and not label.startswith("_") else \
+        type(artist).__name__
+
+
+def _runs(xy: np.ndarray) -> list[np.ndarray]:
+    """Stretches of finite points (a line is not drawn across NaN)."""
+    ok = np.isfinite(xy).all(axis=1)
+    runs, start = [], None
+    for i, good in enumerate([*ok, False]):
+        if good and start is None:
+            start = i
+        elif not good and start is not None:
+            runs.append(xy[start:i])
+            start = None
+    return runs
+
+
+def _has_line(line: Line2D) -> bool:
+    return line.get_linestyle() not in ("None", "none", "", " ") and line.get_linewidth() > 0
+
+
+def _has_marker(line: Line2D) -> bool:
+    return line.get_marker() not in (None, "None", "none", "", " ") and \
+        line.get_markersize() > 0
+
+
+def _line_hits(line: Line2D, box: Bbox, dpi: float) -> bool:
+    xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
+    if _has_line(line):
+        for run in _runs(xy):
+            if len(run) == 1 and box.contains(*run[0]):
+                return True
+            if len(run) > 1 and Path(run).intersects_bbox(box, filled=False):
+                return True
+    if _has_marker(line):
+        r = line.get_markersize() * dpi / 72 / 2
+        pts = xy[np.isfinite(xy).all(axis=1)]
+        every = line.get_markevery()
+        if isinstance(every, int):
+            pts = pts[::every]
+        elif isinstance(every, tuple) and len(every) == 2 and all(isinstance(e, int)
+                                                                   for e in every):
+            pts = pts[every[0]::every[1]]
+        inside = ((pts[:, 0] + r > box.x0) & (pts[:, 0] - r < box.x1)
+                  & (pts[:, 1] + r > box.y0) & (pts[:, 1] - r < box.y1))
+        if inside.any():
+            return True
+    return False
+
+
+def _overlap_area(a: Bbox, b: Bbox) -> float:
+    dx = min(a.x1, b.x1) - max(a.x0, b.x0)
+    dy = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return dx * dy if dx > 0 and dy > 0 else 0.0
+
+
+def _collection_hits(coll: Collection, box: Bbox, dpi: float) -> bool:
+    if isinstance(coll, PathCollection) and len(coll.get_offsets()):
+        pts = coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), float))
+        sizes = coll.get_sizes()
+        r = np.sqrt(sizes.max() if len(sizes) else 36.0) * dpi / 72 / 2
+        pts = pts[np.isfinite(pts).all(axis=1)]
+        return bool(((pts[:, 0] + r > box.x0) & (pts[:, 0] - r < box.x1)
+                     & (pts[:, 1] + r > box.y0) & (pts[:, 1] - r < box.y1)).any())
+    filled = not isinstance(coll, LineCollection)
+    transform = coll.get_transform()
+    for path in coll.get_paths():
+        if len(path.vertices) and transform.transform_path(path).intersects_bbox(
+                box, filled=filled):
+            return True
+    return False
+
+
+def _data_hits(ax: Any, box: Bbox, renderer: Any) -> list[str]:
+    """Names of the data artists of ``ax`` drawn inside ``box`` (display pixels)."""
+    dpi = ax.figure.dpi
+    hits = []
+    for line in ax.get_lines():
+        if line.get_visible() and len(line.get_xdata()) and _line_hits(line, box, dpi):
+            hits.append(_name(line))
+    for patch in ax.patches:
+        if patch.get_visible() and _overlap_area(patch.get_window_extent(renderer), box) > 0.5:
+            hits.append(_name(patch))
+    for coll in ax.collections:
+        if coll.get_visible() and _collection_hits(coll, box, dpi):
+            hits.append(_name(coll))
+    for image in ax.images:
+        if image.get_visible() and _overlap_area(image.get_window_extent(renderer), box) > 0.5:
+            hits.append("image")
+    return hits
+
+
+def _shrunk(box: Bbox, px: float = 1.0) -> Bbox:
+    return Bbox.from_extents(box.x0 + px, box.y0 + px, box.x1 - px, box.y1 - px)
+
+
+def legend_overlaps(legend: Legend, fig: Figure, renderer: Any = None) -> list[str]:
+    """The data artists (by label) that ``legend``'s box covers, in any axes of ``fig``, on the
+    figure as last drawn (draw it first)."""
+    renderer = renderer or fig.canvas.get_renderer()
+    box = _shrunk(legend.get_window_extent(renderer))
+    hits = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        clip = Bbox.intersection(box, ax.bbox)
+        if clip is None or clip.width <= 0 or clip.height <= 0:
+            continue
+        hits += _data_hits(ax, clip, renderer)
+    return hits
+
+
+def _legends(fig: Figure) -> list[Legend]:
+    out = [ax.get_legend() for ax in fig.axes if ax.get_visible()]
+    return [leg for leg in [*out, *fig.legends] if leg is not None and leg.get_visible()]
+
+
+def _texts(fig: Figure) -> list[Text]:
+    from toolkit.report.figures import _undrawn_tick_labels
+
+    hidden = _undrawn_tick_labels(fig)
+    out = []
+    for text in fig.findobj(Text):
+        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.axes is not None and not text.axes.get_visible():
+            continue
+        out.append(text)
+    return out
+
+
+def _small_text(fig: Figure) -> list[str]:
+    scale = min(1.0, DISPLAY_WIDTH_PX / (fig.get_figwidth() * REPORT_DPI))
+    small: dict[float, list[str]] = {}
+    for text in _texts(fig):
+        size = text.get_fontsize() * scale
+        if size < MIN_FONT_PT - 1e-6:
+            small.setdefault(round(size, 1), []).append(text.get_text().strip().split("\n")[0])
+    out = []
+    for size, names in sorted(small.items()):
+        shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+        out.append(f"{len(names)} text{'s' * (len(names) != 1)} at {size:g} pt on the page "
+                   f"(under {MIN_FONT_PT:g} pt; figure {fig.get_figwidth():.3g} in wide): "
+                   f"{shown}")
+    return out
+
+
+def _coincide(a: Line2D, b: Line2D) -> float | None:
+    """Largest pixel distance between two lines' points when they have the same number of
+    points and lie within a pixel of each other everywhere; else ``None``."""
+    pa = a.get_transform().transform(np.asarray(a.get_xydata(), dtype=float))
+    pb = b.get_transform().transform(np.asarray(b.get_xydata(), dtype=float))
+    if pa.shape != pb.shape or len(pa) < 2:
+        return None
+    fa, fb = np.isfinite(pa).all(axis=1), np.isfinite(pb).all(axis=1)
+    if (fa != fb).any() or fa.sum() < 2:
+        return None
+    gap = float(np.abs(pa[fa] - pb[fb]).max())
+    return gap if gap <= 1.0 else None
+
+
+def _distinct_markers(a: Line2D, b: Line2D) -> bool:
+    """Whether markers keep two coinciding lines apart: markers on one line only (they sit on
+    the other), or of different shapes, or at different points."""
+    if _has_marker(a) != _has_marker(b):
+        return True
+    return _has_marker(a) and (a.get_marker() != b.get_marker()
+                               or a.get_markevery() != b.get_markevery())
+
+
+def _hidden_lines(fig: Figure, notes: str) -> list[str]:
+    if "identical" in notes:
+        return []
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        lines = [ln for ln in ax.get_lines() if ln.get_visible()
+                 and (_has_line(ln) or _has_marker(ln)) and to_rgba(ln.get_color())[3] > 0]
+        for i, a in enumerate(lines):
+            for b in lines[i + 1:]:
+                gap = _coincide(a, b)
+                if gap is not None and not _distinct_markers(a, b):
+                    out.append(f"{_name(a)!r} and {_name(b)!r} lie on each other (at most "
+                               f"{gap:.2g} px apart) and nothing tells them apart: add the note "
+                               f"'identical: max difference x' or distinct markers")
+    return out
+
+
+def _segments_hit(line: Line2D, box: Bbox) -> bool:
+    """Whether the segments of ``line`` (not its markers) pass through ``box``."""
+    if not _has_line(line):
+        return False
+    xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
+    return any(len(run) > 1 and Path(run).intersects_bbox(box, filled=False)
+               for run in _runs(xy))
+
+
+def text_on_lines(text: Text, renderer: Any) -> list[str]:
+    """The lines (by label) of ``text``'s axes that pass through its box, on the figure as
+    last drawn."""
+    ax = text.axes
+    box = _shrunk(text.get_window_extent(renderer))
+    return [_name(line) for line in ax.get_lines() if line.get_visible()
+            and _segments_hit(line, box)] + \
+        [_name(coll) for coll in ax.collections if isinstance(coll, LineCollection)
+         and coll.get_visible() and _collection_hits(coll, box, ax.figure.dpi)]
+
+
+def _text_over_lines(fig: Figure, renderer: Any) -> list[str]:
+    return [f"the text {text.get_text().strip()!r} lies on the line {name!r}"
+            for ax in fig.axes if ax.get_visible() for text in ax.texts
+            if text.get_visible() and text.get_text().strip()
+            for name in text_on_lines(text, renderer)]
+
+
+def _hex(color: Any) -> str | None:
+    try:
+        rgba = to_rgba(color)
+    except ValueError:
+        return None
+    return None if rgba[3] == 0 else to_hex(rgba, keep_alpha=False)
+
+
+def _handle_colour(handle: Any) -> str | None:
+    if isinstance(handle, Line2D):
+        if _has_line(handle):
+            return _hex(handle.get_color())
+        face = handle.get_markerfacecolor()
+        return _hex(face) if _hex(face) else _hex(handle.get_markeredgecolor())
+    if isinstance(handle, Patch):
+        return _hex(handle.get_facecolor()) or _hex(handle.get_edgecolor())
+    if isinstance(handle, Collection):
+        faces = handle.get_facecolors()
+        if len(faces) and faces[0][3] > 0:
+            return _hex(faces[0])
+        edges = handle.get_edgecolors()
+        return _hex(edges[0]) if len(edges) else None
+    return None
+
+
+def _chroma(color: str) -> float:
+    _, a, b = _lab(color)
+    return float(np.hypot(a, b))
+
+
+def colour_meanings(fig: Figure) -> list[tuple[str, str, str]]:
+    """What each colour of ``fig`` names: ``(hex colour, words, where)`` from legend entries,
+    unlabelled bars (their tick label) and coloured (not grey) text."""
+    out = []
+    for legend in _legends(fig):
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            colour = _handle_colour(handle)
+            if colour and text.get_text().strip():
+                out.append((colour, text.get_text().split("\n")[0].strip(), "legend"))
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for container in ax.containers:
+            if not hasattr(container, "orientation") or not container.get_label().startswith(
+                    "_"):
+                continue
+            axis = ax.xaxis if container.orientation == "vertical" else ax.yaxis
+            ticks = dict(zip(axis.get_majorticklocs(),
+                             [t.get_text() for t in axis.get_majorticklabels()]))
+            for bar in container.patches:
+                mid = bar.get_x() + bar.get_width() / 2 if container.orientation == \
+                    "vertical" else bar.get_y() + bar.get_height() / 2
+                half = (bar.get_width() if container.orientation == "vertical"
+                        else bar.get_height()) / 2
+                names = [t for loc, t in ticks.items() if abs(loc - mid) <= half and t]
+                colour = _hex(bar.get_facecolor())
+                if names and colour:
+                    out.append((colour, names[0], "bar"))
+    for text in _texts(fig):
+        colour = _hex(text.get_color())
+        if colour and _chroma(colour) >= 20:
+            out.append((colour, text.get_text().strip().split("\n")[0], "text"))
+    return out
+
+
+def _tokens(words: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[a-z0-9]+", re.sub(r"\(.*?\)", " ", words.lower())))
+
+
+def _same_meaning(a: str, b: str) -> bool:
+    ta, tb = _tokens(a), _tokens(b)
+    return ta <= tb or tb <= ta
+
+
+def _role_problems(meanings: Iterable[tuple[str, str, str]]) -> list[str]:
+    out = []
+    for colour, words, where in meanings:
+        role = role_of(words)
+        for reserved in _RESERVED:
+            if same_hue(colour, COLORS[reserved]) and role not in (reserved, "difference"):
+                out.append(f"{words!r} ({where}) is drawn in {colour}, the {reserved} colour's "
+                           f"hue, but is not the {reserved} variant")
+        if role in _RESERVED and where != "text" and not same_hue(colour, COLORS[role]):
+            out.append(f"{words!r} ({where}) is the {role} variant but is drawn in {colour}, "
+                       f"not {COLORS[role]}")
+    return out
+
+
+def _double_meanings(meanings: Iterable[tuple[str, str, str]], where: str) -> list[str]:
+    """A colour of the other categories (not blocked, unblocked or a grey) that names two
+    different things."""
+    seen: dict[str, list[str]] = {}
+    out = []
+    for colour, words, _ in meanings:
+        if _chroma(colour) < 20 or any(same_hue(colour, COLORS[r]) for r in _RESERVED):
+            continue
+        names = seen.setdefault(colour, [])
+        clash = next((n for n in names if not _same_meaning(n, words)), None)
+        if clash is not None:
+            out.append(f"{colour} means both {clash!r} and {words!r} {where}")
+        if words not in names:
+            names.append(words)
+    return list(dict.fromkeys(out))
+
+
+def _artist_colours(artist: Any) -> list[str]:
+    if isinstance(artist, Line2D):
+        return [c for c in (_handle_colour(artist),) if c]
+    if isinstance(artist, Patch):
+        return [c for c in (_hex(artist.get_facecolor()) if artist.get_fill() else
+                            _hex(artist.get_edgecolor()),) if c]
+    if isinstance(artist, Collection):
+        colours = [_hex(c) for c in (*artist.get_facecolors(), *artist.get_edgecolors())]
+        return list(dict.fromkeys(c for c in colours if c))
+    return []
+
+
+def _unnamed_reserved(fig: Figure) -> list[str]:
+    """Data in the blocked or unblocked hue in axes where nothing labelled says that variant
+    (e.g. mixture components in blue and orange)."""
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        artists = [a for a in (*ax.get_lines(), *ax.patches, *ax.collections) if a.get_visible()]
+        named = {role_of(a.get_label()) for a in artists
+                 if not str(a.get_label()).startswith("_")}
+        named |= {role_of(c.get_label()) for c in ax.containers
+                  if not str(c.get_label()).startswith("_")}
+        for axis, siblings in ((ax.xaxis, ax.get_shared_x_axes()),
+                               (ax.yaxis, ax.get_shared_y_axes())):
+            for other in siblings.get_siblings(ax):  # shared axes label the ticks once
+                ticks = other.xaxis if axis is ax.xaxis else other.yaxis
+                named |= {role_of(t.get_text()) for t in ticks.get_majorticklabels()}
+        title = ax.get_title()
+        named.add(role_of(title))
+        for reserved in _RESERVED:
+            if reserved in named or "difference" in named:
+                continue
+            bad = [a for a in artists if any(same_hue(c, COLORS[reserved])
+                                             for c in _artist_colours(a))]
+            if bad:
+                out.append(f"{len(bad)} artist{'s' * (len(bad) != 1)} in "
+                           f"{ax.get_title() or 'a panel'!r} drawn in the {reserved} colour's "
+                           f"hue, where nothing says {reserved}")
+    return out
+
+
+def _bars_from_zero(fig: Figure) -> list[str]:
+    """Negative bars (log-likelihoods) hanging from 0 whose differences are a sliver of
+    their length: a difference axis shows what they hide."""
+    out = []
+    for ax in fig.axes:
+        values = np.asarray([v for c in ax.containers if hasattr(c, "datavalues")
+                             for v in c.datavalues], dtype=float)
+        values = values[np.isfinite(values)]
+        if len(values) > 1 and (values < 0).all():
+            spread = values.max() - values.min()
+            if 0 < spread < 0.1 * np.abs(values).min():
+                out.append(f"bars {ax.get_title()!r} hang from 0 to {values.min():.4g} where "
+                           f"they differ by {spread:.2g}: draw the differences")
+    return out
+
+
+def layout_problems(fig: Figure) -> list[str]:
+    """Defects of ``fig`` that the visual grammar rules out, one line each (after drawing it):
+    legends over data, lines hidden under each other, text under 9 pt on the page, text drawn
+    across a line, and colours that say the wrong variant or two things. See the module's
+    docstring; :func:`toolkit.report.figures.text_problems` checks overlapping text."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    for legend in _legends(fig):
+        hits = legend_overlaps(legend, fig, renderer)
+        if hits:
+            first = legend.get_texts()[0].get_text().split("\n")[0] if legend.get_texts() else ""
+            shown = ", ".join(repr(h) for h in dict.fromkeys(hits))
+            problems.append(f"the legend ({first!r}, ...) covers data: {shown}")
+    notes = " ".join(t.get_text() for t in _texts(fig)).lower()
+    problems += _hidden_lines(fig, notes)
+    problems += _small_text(fig)
+    problems += _text_over_lines(fig, renderer)
+    problems += _bars_from_zero(fig)
+    problems += _unnamed_reserved(fig)
+    meanings = colour_meanings(fig)
+    problems += _role_problems(meanings)
+    problems += _double_meanings(meanings, "in one figure")
+    return problems
+
+
+def colour_problems(figures: Mapping[str, Figure],
+                    section: Callable[[str], str] = lambda name: name.split("__")[0]
+                    ) -> list[str]:
+    """Colours that mean two things across the figures of one report: the blocked and
+    unblocked colours (and their hues) on anything but their variant, or a colour of the other
+    categories naming two things within one section (``section(name)``: the experiment; the
+    report names figures ``<experiment>__<figure>``). Figures need not be drawn."""
+    by_section: dict[str, list[tuple[str, str, str]]] = {}
+    out = []
+    for name, fig in figures.items():
+        fig.canvas.draw()
+        meanings = colour_meanings(fig)
+        out += [f"{name}: {p}" for p in _role_problems(meanings)]
+        by_section.setdefault(section(name), []).extend(meanings)
+    for sec, meanings in by_section.items():
+        out += _double_meanings(meanings, f"in the figures of {sec}")
+    return list(dict.fromkeys(out))
