@@ -97,8 +97,10 @@ examples:
 
 COMPARE_EPILOG = """\
 Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
-form a group; each numeric summary value gets mean ± std over seeds, blocked and unblocked
-side by side. Writes DIR/compare.csv and DIR/compare.html (with a figure) and prints a table.
+form a group; each numeric summary value gets its mean and range over seeds, blocked and
+unblocked side by side with their difference paired by seed. Prints that table (at most 120
+characters wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every
+table, a figure per headline metric) and DIR/compare_figures/.
 
 examples:
   toolkit compare results/td_learning
@@ -185,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "files of run directories.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     _add_debug(p)
-    p = sub.add_parser("compare", help="aggregate runs: mean ± std over seeds",
+    p = sub.add_parser("compare", help="aggregate runs: blocked vs unblocked over seeds",
                        formatter_class=fmt, epilog=COMPARE_EPILOG,
                        description="Aggregate the complete runs below DIR.")
     p.add_argument("directory", metavar="DIR")

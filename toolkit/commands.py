@@ -121,13 +121,17 @@ def _draw_report(run_dir: Path, experiment: Any = None) -> None:
     import time
 
     from toolkit.report import draw_report
+    from toolkit.report.render import held_notes
 
     print("  drawing the report ...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    try:
-        draw_report(run_dir, experiment)
-    finally:
-        print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    with held_notes() as notes:  # printed after the line, not inside it
+        try:
+            draw_report(run_dir, experiment)
+        finally:
+            print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    for note in notes:
+        print(f"  note: {note}", file=sys.stderr, flush=True)
 
 
 class _Progress:
