@@ -187,18 +187,24 @@ def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureIt
     return FigureItem(_SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
 
 
-def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
-             complete: bool) -> list[FigureItem]:
+@contextlib.contextmanager
+def _drawing() -> Iterator[None]:
+    """Draw inside: every pyplot figure opened here is closed at the end, whatever happened,
+    and ``draw_gradient_graph``'s fallback warning is held back (the report says it once, in
+    its footer and its log, from the figures' notes)."""
     opened = set(plt.get_fignums())
+    logger = logging.getLogger("toolkit.core.graph_draw")
+    disabled, logger.disabled = logger.disabled, True
     try:
-        return _draw_figures(view, experiment, prefix, problems, complete)
-    finally:  # every figure this section opened is closed, whatever happened
+        yield
+    finally:
+        logger.disabled = disabled
         for number in set(plt.get_fignums()) - opened:
             plt.close(number)
 
 
-def _draw_figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
-                  complete: bool) -> list[FigureItem]:
+def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
+             complete: bool) -> list[FigureItem]:
     drawn = _experiment_figures(view, experiment, problems, not complete)
     items = [_item(f"{prefix}{name}", caption, fig, i < HEADLINE)
              for i, (name, fig, caption) in enumerate(drawn)]
@@ -229,18 +235,6 @@ def _draw_figures(view: RunResults, experiment: Any, prefix: str, problems: list
 _Job = tuple[str, tuple[str, ...], "str | None", str, bool, Any]
 
 
-@contextlib.contextmanager
-def _graph_log_held() -> Iterator[None]:
-    """Keep ``draw_gradient_graph``'s fallback warning out of the drawing (the report says it
-    once, in its footer and its log, from the figures' notes)."""
-    logger = logging.getLogger("toolkit.core.graph_draw")
-    disabled, logger.disabled = logger.disabled, True
-    try:
-        yield
-    finally:
-        logger.disabled = disabled
-
-
 def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
     """Draw one section's figures from the files (a process-pool task: the experiment travels
     by reference)."""
@@ -249,7 +243,7 @@ def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
     if child is not None:
         view = view.child(child)
     problems: list[str] = []
-    with _graph_log_held():
+    with _drawing():
         return _figures(view, experiment, prefix, problems, complete), problems
 
 
@@ -437,7 +431,7 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
         reused = _reuse(folder, kept, "", key)
         if reused is None:
             n_problems = len(problems)
-            with _graph_log_held():
+            with _drawing():
                 top = [_item(name, caption, fig) for name, fig, caption in
                        _experiment_figures(run, experiment, problems, not complete)]
             if len(problems) == n_problems:
