@@ -432,22 +432,25 @@ def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]])
                      + (f" [{html.escape(label)}]" if label != "default" else "") + "</h2>"
                      f"<p class=meta>seeds {html.escape(', '.join(map(str, group['seeds'])))}"
                      "</p>")
-        if exp not in drawn:
+        if exp not in drawn and figures.get(exp):
             drawn.add(exp)
-            for stem, caption, png in figures.get(exp, []):
+            row = []
+            for stem, caption, png in figures[exp]:
                 data = base64.b64encode(png).decode("ascii")
-                parts.append(f'<figure id="fig-{html.escape(stem)}"><img alt="'
-                             f'{html.escape(caption)}" src="data:image/png;base64,{data}">'
-                             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+                row.append(f'<figure id="fig-{html.escape(stem)}" style="flex:0 1 26em">'
+                           f'<img alt="{html.escape(caption)}" src="data:image/png;base64,'
+                           f'{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+            parts.append('<div style="display:flex;flex-wrap:wrap;gap:0 1.5em">'
+                         + "".join(row) + "</div>")
         paired = [[r.quantity, *(cell(r, v) for v in ("blocked", "unblocked", DIFF))]
                   for r in rows if r.paired]
         if paired:
             parts.append(_html_table(["quantity", "blocked", "unblocked", DIFF], paired))
-        others = [[r.quantity, v, cell(r, v)] for r in rows for v in r.values
+        others = [[r.quantity if v == "value" else f"{r.quantity} ({v} only)", cell(r, v)]
+                  for r in rows for v in r.values
                   if not r.paired or v not in ("blocked", "unblocked")]
         if others:
-            parts.append("<h3>Other values</h3>"
-                         + _html_table(["quantity", "variant", "value"], others))
+            parts.append("<h3>Other values</h3>" + _html_table(["quantity", "value"], others))
         parts.append("</section>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>compare</title><style>{CSS}</style></head><body>\n"
