@@ -75,7 +75,7 @@ class Params(ExperimentParams):
     eps: float = Field(0.1, gt=0, description="L∞ radius of training and evaluation attacks")
     alpha: float = Field(0.02, gt=0, description="PGD-AT step size (Fast-FGSM uses 1.25 eps)")
     steps: int = Field(10, ge=1, description="PGD-AT steps")
-    epochs: int = Field(30, ge=1, description="training epochs")
+    epochs: int = Field(30, ge=1, le=10_000, description="training epochs")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     batch_size: int = Field(64, ge=1, description="training minibatch size")
     n_train: int | None = Field(None, ge=10, description="use only this many training examples")

@@ -54,6 +54,7 @@ class Params(ExperimentParams):
     windows: int = Field(4, ge=2, description="BPTT windows over which the graph size is counted")
 
 
+BLOCKS = ("corpus.dqn.target", "corpus.bptt.state")  # the corpus's cuts (_audit_corpus.py)
 QUICK: dict[str, Any] = {"width": 32, "batch": 32, "rounds": 5}
 
 

@@ -70,7 +70,7 @@ VARIANTS = ("closed_form", "blocked", "unblocked")
 
 class Params(ExperimentParams):
     n_samples: int = Field(1000, ge=10, description="points drawn from the 2-D mixture MIXTURE_2D")
-    n_iter: int = Field(60, ge=1, description="EM iterations (E-step + M-step) per variant")
+    n_iter: int = Field(60, ge=1, le=100_000, description="EM iterations (E-step + M-step) per variant")
     inner_steps: int = Field(10, ge=1, description="optimizer steps of each gradient M-step")
     inner_optimizer: Literal["adam", "lbfgs", "sgd"] = Field(
         "adam", description="torch optimizer of the gradient M-steps")

@@ -80,7 +80,7 @@ class Params(ExperimentParams):
     q_hidden: int = Field(64, ge=1, description="DQN: width of the Q network's two hidden layers")
     batch: int = Field(64, ge=1, description="DQN: transitions per TD batch")
     gamma: float = Field(0.99, ge=0.0, lt=1.0, description="DQN: discount factor")
-    td_steps: int = Field(50, ge=1, description="DQN: SGD steps on agent.parameters()")
+    td_steps: int = Field(50, ge=1, le=100_000, description="DQN: SGD steps on agent.parameters()")
     lr: float = Field(0.01, gt=0.0, description="DQN: SGD learning rate")
     latent_dim: int = Field(16, ge=1, description="GAN: size of the generator's noise z")
     data_dim: int = Field(2, ge=1, description="GAN: size of a data point")

@@ -97,7 +97,7 @@ class Params(ExperimentParams):
     weight_decay: float = Field(0.0, ge=0, description="L2 penalty on the weights (Hinton's "
                                                         "guide, section 10)")
     batch_size: int = Field(32, ge=1, description="mini-batch size (32 = full batch for bas)")
-    n_iter: int = Field(2000, ge=1, description="passes over the data (epochs)")
+    n_iter: int = Field(2000, ge=1, le=1_000_000, description="passes over the data (epochs)")
     n_chains: int = Field(32, ge=1, description="persistent chains for PCD")
     init: Literal["uniform", "normal"] = Field(
         "uniform", description="weights U(−0.1, 0.1) (Shark) or N(0, 0.01²) (scikit-learn)")

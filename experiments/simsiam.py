@@ -56,7 +56,7 @@ STORY = Story(
 
 
 class Params(ExperimentParams):
-    epochs: int = Field(100, ge=1, description="training epochs of each variant")
+    epochs: int = Field(100, ge=1, le=100_000, description="training epochs of each variant")
     batch_size: int = Field(128, ge=2, description="digits per SGD step (two views each)")
     lr: float = Field(0.1, gt=0.0, description="SGD learning rate (momentum 0.9)")
     weight_decay: float = Field(1e-4, ge=0.0, description="SGD weight decay (paper: 1e-4)")

@@ -60,12 +60,12 @@ class Params(ExperimentParams):
     n_features: int = Field(3, ge=1, description="random chain: number of linear features")
     gamma: float = Field(0.9, ge=0.0, lt=1.0, description="random chain: discount factor")
     lr: float = Field(0.5, gt=0.0, description="random chain: gradient step size")
-    chain_steps: int = Field(300, ge=1, description="random chain: full-batch gradient steps")
+    chain_steps: int = Field(300, ge=1, le=1_000_000, description="random chain: full-batch gradient steps")
     a_split_lr: float = Field(1.0, gt=0.0, description="A-split: gradient step size")
-    a_split_steps: int = Field(200, ge=1, description="A-split: full-batch gradient steps")
+    a_split_steps: int = Field(200, ge=1, le=1_000_000, description="A-split: full-batch gradient steps")
     baird_alpha: float = Field(0.01, gt=0.0, description="Baird: step size α (book: 0.01)")
     baird_gamma: float = Field(0.99, ge=0.0, le=1.0, description="Baird: discount γ (book: 0.99)")
-    baird_sweeps: int = Field(1000, ge=1, description="Baird: expected-update sweeps (book: 1000)")
+    baird_sweeps: int = Field(1000, ge=1, le=1_000_000, description="Baird: expected-update sweeps (book: 1000)")
     log_every: int = Field(5, ge=1, description="log metrics every this many steps or sweeps")
 
 

@@ -64,7 +64,7 @@ class Params(ExperimentParams):
     latent_dim: int = Field(8, ge=1, description="size of each code vector")
     n_codes: int = Field(32, ge=1, description="codebook size")
     hidden: int = Field(128, ge=1, description="width of the encoder's and decoder's hidden layer")
-    epochs: int = Field(60, ge=1, description="training epochs of each variant")
+    epochs: int = Field(60, ge=1, le=100_000, description="training epochs of each variant")
     batch_size: int = Field(64, ge=1, description="digits per Adam step")
     lr: float = Field(2e-3, gt=0.0, description="Adam learning rate")
     beta: float = Field(0.25, ge=0.0, description="commitment weight β (paper: 0.25)")

@@ -1,8 +1,18 @@
 """Command-line interface: ``toolkit`` / ``python -m toolkit``.
 
-Subcommands: ``run``, ``sweep``, ``report``, ``compare``, ``list`` and ``demo``. Mistakes in user
-input print one line (file, key path, fix) and exit with status 2; a failed run exits with 1, an
-interrupted one with 130 (SIGINT) or 143 (SIGTERM).
+Subcommands: ``run``, ``sweep``, ``report``, ``compare``, ``check``, ``list`` and ``demo``.
+
+Every command has one error path: a mistake in the input, a damaged results file, or a file or
+folder that cannot be read or written (a full disk, a read-only folder, a file where a folder
+should be) prints one line, ``toolkit: error: <file>: <what failed>; <what to do>``, never a
+traceback (``--debug`` shows it). Exit status:
+
+- 0: done;
+- 1: a run failed (its meta.json says why), or a command could not do all it was asked (a
+  damaged run skipped by ``report``, damage found by ``check``), or an unexpected error (a bug:
+  ``--debug`` shows its traceback);
+- 2: bad input, or a file or folder that cannot be read or written;
+- 130 / 143: interrupted (SIGINT / SIGTERM).
 """
 
 from __future__ import annotations
@@ -26,8 +36,14 @@ examples:
   toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tcp://HOST:8786
   toolkit report results/em_gmm/<run_id>         redraw figures and report.html
   toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
+  toolkit check results                          damaged files and abandoned runs
 
-exit status: 0 ok, 1 a run failed, 2 bad input, 130/143 interrupted (SIGINT/SIGTERM)
+exit status:
+  0        done
+  1        a run failed; report skipped a damaged run; check found damage; an unexpected error
+  2        bad input; a damaged input file; a file or folder that cannot be read or written
+           (full disk, read-only, a file in the way): one line names it and what to do
+  130/143  interrupted (SIGINT/SIGTERM): one line per state of the runs says what was kept
 """
 
 RUN_EPILOG = """\
@@ -68,10 +84,23 @@ examples:
   toolkit report results/td_learning/*        (every run directory given)
 """
 
+CHECK_EPILOG = """\
+Reads every run directory and seed group below DIR and checks each file against the results
+format (results/README.md): JSON and TOML that parse, the keys and statuses the format names,
+metrics rows with a step, readable artifacts. Lists each damaged file and each abandoned run
+(meta.json says running but its process is gone). Exit status 1 when something is damaged.
+
+examples:
+  toolkit check results
+  toolkit check results/td_learning
+"""
+
 COMPARE_EPILOG = """\
 Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
-form a group; each numeric summary value gets mean ± std over seeds, blocked and unblocked
-side by side. Writes DIR/compare.csv and DIR/compare.html (with a figure) and prints a table.
+form a group; each numeric summary value gets its mean and range over seeds, blocked and
+unblocked side by side with their difference paired by seed. Prints that table (at most 120
+characters wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every
+table, a figure per headline metric) and DIR/compare_figures/.
 
 examples:
   toolkit compare results/td_learning
@@ -103,7 +132,7 @@ def demo() -> int:
 
 def _add_debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help="show full tracebacks for input errors")
+                   help="show the full traceback of an error")
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
@@ -140,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Run stop_gradient experiments with and without their blocks, "
                                  "and report the difference.")
     parser.add_argument("--debug", action="store_true",
-                        help="show full tracebacks for input errors")
+                        help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=Parser)
     p = sub.add_parser("run", help="run config(s): each seed and sweep point is one run",
@@ -158,12 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
                                    "files of run directories.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     _add_debug(p)
-    p = sub.add_parser("compare", help="aggregate runs: mean ± std over seeds",
+    p = sub.add_parser("compare", help="aggregate runs: blocked vs unblocked over seeds",
                        formatter_class=fmt, epilog=COMPARE_EPILOG,
                        description="Aggregate the complete runs below DIR.")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go "
                    "(default: DIR)")
+    _add_debug(p)
+    p = sub.add_parser("check", help="list damaged and abandoned runs below a folder",
+                       formatter_class=fmt, epilog=CHECK_EPILOG,
+                       description="Check every run folder below DIR against the results "
+                                   "format.")
+    p.add_argument("directory", metavar="DIR")
     _add_debug(p)
     p = sub.add_parser("list", help="list experiments and configs",
                        description="List the experiments (with their description) and the "
@@ -194,19 +229,50 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
-    from toolkit import commands
-    from toolkit.runner.errors import ConfigError
+    from toolkit import commands, commands_read
+    from toolkit.runner.errors import ConfigError, DamagedFile
 
     handlers = {"run": commands.cmd_run, "sweep": commands.cmd_run,
-                "report": commands.cmd_report, "compare": commands.cmd_compare,
-                "list": commands.cmd_list}
+                "report": commands_read.cmd_report, "compare": commands_read.cmd_compare,
+                "check": commands_read.cmd_check, "list": commands.cmd_list}
     try:
         return handlers[args.command](args)
-    except ConfigError as err:
+    except Exception as err:
         if args.debug or os.environ.get("TOOLKIT_DEBUG"):
             raise
-        print(f"toolkit: error: {err.line()}", file=sys.stderr)
-        return EXIT_USAGE
+        if isinstance(err, ConfigError):
+            line, code = err.line(), EXIT_USAGE
+        elif isinstance(err, DamagedFile):
+            line, code = (f"{err}; `toolkit check` lists every damaged file of a results "
+                          f"folder"), EXIT_USAGE
+        elif isinstance(err, OSError):
+            line, code = _os_error(err, args.command), EXIT_USAGE
+        else:
+            line, code = (f"unexpected {type(err).__name__}: {err} (a bug: run the command "
+                          f"again with --debug to see the traceback)"), EXIT_FAILED
+        print(f"toolkit: error: {' '.join(line.split())}", file=sys.stderr)
+        return code
+
+
+def _os_error(err: OSError, command: str) -> str:
+    """One line for a file or folder that cannot be read or written: the file, the reason, and
+    what to do about it."""
+    import errno
+
+    from toolkit.runner.errors import os_error_line
+
+    elsewhere = " or write elsewhere with --out DIR" if command != "report" else ""
+    fixes = {errno.ENOSPC: f"the disk is full: free some space{elsewhere}",
+             errno.EDQUOT: f"the disk quota is used up: free some space{elsewhere}",
+             errno.EROFS: f"that file system is read-only: copy the results to a writable "
+                          f"folder{elsewhere}",
+             errno.EACCES: f"no permission to write there{elsewhere}",
+             errno.EPERM: f"no permission to write there{elsewhere}",
+             errno.EEXIST: "a file is in the way of a folder: give a folder's path",
+             errno.ENOTDIR: "a file is in the way of a folder: give a folder's path",
+             errno.ENOENT: "no such file or folder: check the path"}
+    fix = fixes.get(err.errno or 0, "check the path, its permissions and the disk")
+    return f"{os_error_line(err)}; {fix}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,61 @@ def _outcome_line(i: int, total: int, outcome: object) -> tuple[str, object]:
     if outcome.error and outcome.status == "failed":
         line += f"\n    error: {outcome.error}"
     if outcome.status == "interrupted":
-        line += f"\n    kept what was logged; draw it with: toolkit report {outcome.run_dir}"
+        step = _last_step(outcome.run_dir)
+        line += ("\n    nothing was logged, only config.toml and meta.json are kept"
+                 if step is None else f"\n    kept what was logged (up to step {step}); "
+                 f"draw it with: toolkit report {outcome.run_dir}")
     return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
+
+
+def _last_step(run_dir: Path) -> int | None:
+    from toolkit.runner import RunResults
+
+    try:
+        return RunResults(run_dir).last_step
+    except (OSError, ValueError):
+        return None
+
+
+def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
+    """After an interrupt: one line per state of the runs, and what was kept of each."""
+    by_state: dict[str, list[Any]] = {}
+    for o in outcomes:
+        by_state.setdefault(o.status, []).append(o)
+    print(f"toolkit: interrupted (exit status {code}); the {total} run(s):", file=sys.stderr)
+    for state, runs in by_state.items():
+        if state == "interrupted":
+            empty = sum(_last_step(o.run_dir) is None for o in runs)
+            kept = (f"{len(runs) - empty} kept what they had logged"
+                    + (f", {empty} had logged no step yet" if empty else ""))
+            print(f"  {len(runs)} interrupted: marked in their meta.json; {kept}",
+                  file=sys.stderr)
+        else:
+            print(f"  {len(runs)} {state}: kept", file=sys.stderr)
+    if total > len(outcomes):
+        print(f"  {total - len(outcomes)} not started: `--resume` runs them (and reruns the "
+              f"interrupted ones)", file=sys.stderr)
+
+
+def check_blocks(configs: Sequence[Any], experiments: Mapping[str, Any]) -> None:
+    """Every ``disable_blocks`` pattern must match a block its experiment declares
+    (:attr:`~toolkit.runner.Experiment.blocks`); ConfigError otherwise, before anything runs. An
+    experiment that declares none is not checked."""
+    import fnmatch
+
+    from toolkit.runner.errors import ConfigError, suggest
+
+    for config in configs:
+        declared = experiments[config.experiment].blocks
+        for pattern in config.disable_blocks if declared else ():
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in declared):
+                hint = suggest(pattern, declared)
+                prefix = f"{declared[0].split('.')[0]}.*"
+                raise ConfigError(config.source, "disable_blocks", f"{pattern!r} matches no "
+                                  f"block of {config.experiment} (its blocks: "
+                                  f"{', '.join(declared)}), so blocked and unblocked would "
+                                  f"compute the same thing", (hint + " " if hint else "")
+                                  + f"use a block name or a pattern such as {prefix!r}")
 
 
 def _executor(args: argparse.Namespace, configs: list) -> object:
@@ -68,13 +121,17 @@ def _draw_report(run_dir: Path, experiment: Any = None) -> None:
     import time
 
     from toolkit.report import draw_report
+    from toolkit.report.render import held_notes
 
     print("  drawing the report ...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    try:
-        draw_report(run_dir, experiment)
-    finally:
-        print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    with held_notes() as notes:  # printed after the line, not inside it
+        try:
+            draw_report(run_dir, experiment)
+        finally:
+            print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    for note in notes:
+        print(f"  note: {note}", file=sys.stderr, flush=True)
 
 
 class _Progress:
@@ -113,6 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the command line composes: it finds each experiment (entry point or loose file) once and
     # hands the objects to the runner
     experiments = experiments_for(configs)
+    check_blocks(configs, experiments)
     executor = _executor(args, configs)
     if executor.kind == "dask":
         from toolkit.runner.dask_executor import _import_distributed
@@ -123,21 +181,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group
     earlier: list[Path] = []
     if args.resume:
-        from toolkit.runner.sweep import find_complete
-
-        todo = []
-        for config in configs:
-            done = find_complete(config)
-            if done is None:
-                todo.append(config)
-            else:
-                earlier.append(done)
-                if not args.quiet:
-                    print(f"skipped (complete): {done}")
-        configs = todo
+        configs, earlier = _resume(configs, quiet=args.quiet)
         if not configs:
-            print("nothing to do: every run is complete")
+            print("nothing to do: every run is complete or running")
             return EXIT_OK
+    from toolkit.runner.run import check_output_dir
+
+    for config in configs:  # before anything is printed or run
+        check_output_dir(config, create=not args.dry_run)
     if args.dry_run:
         for c in configs:
             point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())
@@ -148,10 +199,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         where = {"local": f" in {executor.workers} processes" if executor.workers > 1 else "",
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
         print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
-    from toolkit.runner.run import check_output_dir
-
-    for config in configs:  # before anything is printed or run
-        check_output_dir(config)
     finish = None
     in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
     # A seed group gets one report over its seeds, drawn once all of them have finished
@@ -171,6 +218,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                        quiet=args.quiet, finish=finish, on_done=progress)
     finally:
         progress.close()
+    if status >= 128:
+        _interrupted(outcomes, len(configs), status)
     shown = [o.run_dir for o in outcomes]
     if grouped and status < 128:
         from toolkit.report import draw_report
@@ -187,6 +236,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             if report.exists():
                 print(f"report: {report}")
     return status
+
+
+def _resume(configs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
+    """``--resume``: the configs still to run, and the complete runs of the others (matched by
+    identity: config and seed, wherever the folder lives)."""
+    from toolkit.runner.sweep import plan_resume
+
+    plan = plan_resume(configs)
+    for err in plan.damaged:
+        print(f"toolkit: warning: {err}; not counted as complete", file=sys.stderr)
+    if not quiet:
+        for done in plan.done:
+            print(f"skipped (complete): {done}")
+    for running in plan.running:
+        print(f"skipped (running now, not started twice): {running}", file=sys.stderr)
+    return plan.todo, plan.done
 
 
 def _say(text: str) -> None:
@@ -219,63 +284,6 @@ def _print_findings(run_dir: Path) -> None:
     if meta.get("wall_seconds") is not None:
         print(f"wall time {meta['wall_seconds']:.1f} s (experiments {meta['duration_s']:.1f} s"
               + (f", report {meta['finish_s']:.1f} s" if meta.get("finish_s") else "") + ")")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from toolkit.report import draw_report
-    from toolkit.runner import ConfigError
-
-    for run_dir in args.run_dirs:
-        if not ((Path(run_dir) / "meta.json").is_file()
-                or (Path(run_dir) / "group.json").is_file()):
-            raise ConfigError(run_dir, "", "not a run directory (no meta.json) nor a seed "
-                              "group (no group.json)", "give a folder such as "
-                              "results/<experiment>/<run_id>")
-    for run_dir in args.run_dirs:
-        print(draw_report(run_dir, _experiment_of(run_dir)))
-    return EXIT_OK
-
-
-def _experiment_of(folder: str) -> Any:
-    """The experiment that made a run (or seed group), found through the registry, so that its
-    report has the experiment's own figures; ``None`` (with a warning) when it cannot be
-    loaded here: the report then shows the generic figures."""
-    import json
-
-    from toolkit.runner.registry import load_experiment
-
-    experiment = None
-    for name in ("meta.json", "group.json"):
-        path = Path(folder) / name
-        if path.is_file():
-            try:
-                experiment = json.loads(path.read_text(encoding="utf-8")).get("experiment")
-                return load_experiment(experiment)
-            except Exception as err:  # the report still shows the run's own numbers
-                print(f"toolkit: warning: {folder}: experiment {experiment!r} cannot be loaded "
-                      f"({type(err).__name__}: {err}); the report shows the generic figures",
-                      file=sys.stderr)
-                return None
-    return None
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from toolkit.report.compare import compare_runs, format_table, write_compare
-    from toolkit.runner import ConfigError
-
-    root = Path(args.directory)
-    if not root.is_dir():
-        raise ConfigError(args.directory, "", "no such directory",
-                          "give a folder that holds run directories, e.g. results/<experiment>")
-    table = compare_runs(root)
-    if not table.rows:
-        raise ConfigError(args.directory, "", "no complete runs below this folder",
-                          "run some first (`toolkit run CONFIG --seeds 0,1`)")
-    out = Path(args.out) if args.out else root
-    csv_path, html_path = write_compare(table, out)
-    print(format_table(table))
-    print(f"\n{csv_path}\n{html_path}")
-    return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -82,7 +82,7 @@ def test_report_is_regenerated_from_files(runs: list[RunResults]) -> None:
     (run_dir / "report.html").unlink()
     path = write_report(run_dir, load_experiment("tiny_counter"))
     assert path == run_dir / "report.html" and path.exists()
-    assert sorted(p.name for p in (run_dir / "figures").iterdir()) == ["tiny_curve.png"]
+    assert sorted(p.name for p in (run_dir / "figures").glob("*.png")) == ["tiny_curve.png"]
     # without the experiment the report reads only the files: the generic figures of the
     # logged numbers, and a note saying why the experiment's own are missing
     html = write_report(run_dir).read_text()
@@ -136,9 +136,12 @@ def test_compare_two_seeds(runs: list[RunResults], tmp_path: Path) -> None:
     (n_steps,) = [r for r in table.rows if r.quantity == "n_steps"]
     assert n_steps.stats("value") == (4.0, 0.0, 2)
     text = format_table(table)
-    assert "tiny_counter" in text and " ± " in text
+    assert "tiny_counter · 2 seeds (0, 1)" in text
+    lo, hi = sorted(losses)
+    assert f"{losses.mean():.4g} [{lo:.3g}, {hi:.3g}]" in text
     csv_path, html_path = write_compare(table, tmp_path)
-    assert csv_path.read_text().startswith("experiment,config,seeds,quantity,variant,mean,std,n")
+    assert csv_path.read_text().startswith(
+        "experiment,config,seeds,quantity,variant,mean,std,n,min,max")
     assert "data:image/png;base64," in html_path.read_text()
 
 

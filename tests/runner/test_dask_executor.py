@@ -148,22 +148,36 @@ def test_ctrl_c_cancels_and_marks_started_runs_interrupted(tmp_path: Path) -> No
     out = tmp_path / "results"
     env = dict(os.environ, TOOLKIT_EXPERIMENTS_PATH=str(FIXTURES / "experiments"),
                PYTHONPATH=str(REPO))
+    # a session of its own: the signal goes to the whole process group, as Ctrl-C in a terminal
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolkit", "run", str(FIXTURES / "tiny.toml"), "--out", str(out),
          "--seeds", "0,1,2,3,4,5", "--executor", "dask", "--workers", "2", "--no-report",
          "--set", "params.n_logged=100000", "--set", "params.sleep_s=0.01",
          "--set", f"params.started_file={json.dumps(str(started))}"],
-        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
     deadline = time.monotonic() + 120
     while not started.exists():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    statuses = [RunResults(d).status for d in (out / "tiny_counter").iterdir()]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    runs = [RunResults(d) for d in (out / "tiny_counter").iterdir()]
+    statuses = [r.status for r in runs]
     assert "interrupted" in statuses and "running" not in statuses
     assert len(statuses) <= 2  # the runs that had not started were cancelled, not written
+    # what the workers had logged came back (the run that wrote `started` had logged a step;
+    # another may have started and logged none yet), and the message says which
+    logged = sum(len(r.metrics) >= 1 for r in runs if r.status == "interrupted")
+    interrupted = statuses.count("interrupted")
+    assert logged >= 1
+    state_lines = err[err.index("toolkit: interrupted"):].splitlines()[1:]
+    assert f"  {interrupted} interrupted: marked in their meta.json; {logged} kept what they " \
+           f"had logged" + (f", {interrupted - logged} had logged no step yet"
+                            if interrupted > logged else "") in state_lines
+    assert f"  {6 - len(statuses)} not started: `--resume` runs them (and reruns the " \
+           f"interrupted ones)" in state_lines

@@ -3,11 +3,22 @@
 Runs with the same experiment and the same resolved config apart from ``seed`` (and
 ``output_dir``) form a group. Only distinct seeds are replicates: when several complete runs of a
 group share a seed, the latest one counts and the others are listed as duplicates (``toolkit
-compare`` prints them). Each numeric summary value gets mean, standard deviation (ddof=1;
-0 for a single run) and count over the group's seeds. Summary paths ``blocked.<q>`` and
-``unblocked.<q>`` become the two columns of quantity ``<q>``; other paths (``closed_form.x``,
-``n_iter``) have their first part as the variant when it is a table, else ``value``. A showcase
-run contributes one group per child experiment.
+compare`` prints them). A showcase run contributes one group per child experiment.
+
+Each numeric summary value is a row of its group. A path that names a variant (``blocked.q``,
+``part.unblocked.q``, ``q_blocked``; see :func:`~toolkit.report.tables.split_variant`) is the
+``blocked`` or ``unblocked`` column of quantity ``q``; the ``unblocked − blocked`` column holds
+the difference paired by seed (both variants of a seed start from the same random state). Every
+other value (``closed_form.x``, ``n_iter``) is listed with its whole path. A value over seeds
+reads ``mean [smallest, largest]``: the mean and the range over the seeds, as the reports give
+them.
+
+Outputs: the terminal table (:func:`format_table`, at most :data:`WIDTH` characters a line:
+blocked and unblocked only), ``compare.csv`` (every value, long format: mean, standard deviation
+with ddof = 1, count, smallest, largest) and ``compare.html`` (every table, and a figure per
+headline metric, also written to ``compare_figures/``). The headline metrics of an experiment
+are its first :data:`HEADLINE` quantities, in summary order, whose blocked and unblocked values
+differ in some seed by more than rounding (see :func:`headline_metrics`).
 """
 
 from __future__ import annotations
@@ -18,36 +29,79 @@ import html
 import io
 import json
 import math
+import re
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit.report.figures import numeric_leaves
-from toolkit.runner.results import RunResults, atomic_write_text, find_runs
+from toolkit.report.tables import format_value, split_variant
+from toolkit.runner.check import readable_runs
+from toolkit.runner.results import RunResults, atomic_write_bytes, atomic_write_text
 
-__all__ = ["CompareRow", "CompareTable", "compare_runs", "format_table", "write_compare"]
+__all__ = ["HEADLINE", "WIDTH", "CompareRow", "CompareTable", "cell", "compare_runs",
+           "format_table", "headline_metrics", "metric_figure", "write_compare"]
+
+#: Widest line of the terminal table; wider tables go to compare.csv and compare.html only.
+WIDTH = 120
+#: Headline metrics (one figure each) per experiment.
+HEADLINE = 3
+#: Values this small in both variants are rounding, not a difference worth a figure.
+NOISE = 1e-9
+DIFF = "unblocked − blocked"
 
 
 @dataclass
 class CompareRow:
-    """One quantity of one group: per variant ``(mean, std, n)``."""
+    """One quantity of one group: per variant, the value of each seed (``seeds[variant]``
+    names the seed of each value)."""
 
     experiment: str
     group: str
     quantity: str
     values: dict[str, list[float]] = field(default_factory=dict)
+    seeds: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def paired(self) -> bool:
+        """Both blocked and unblocked present."""
+        return bool(self.values.get("blocked")) and bool(self.values.get("unblocked"))
+
+    def add(self, variant: str, seed: int, value: float) -> None:
+        self.values.setdefault(variant, []).append(value)
+        self.seeds.setdefault(variant, []).append(seed)
 
     def stats(self, variant: str) -> tuple[float, float, int]:
-        xs = [x for x in self.values.get(variant, []) if x is not None]
+        """``(mean, standard deviation with ddof = 1 (0 for one seed), n)`` of a variant."""
+        xs = self._finite(variant)
         n = len(xs)
         if n == 0:
             return math.nan, math.nan, 0
         mean = math.fsum(xs) / n
         if n == 1:
             return mean, 0.0, 1
-        var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
-        return mean, math.sqrt(var), n
+        return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)), n
+
+    def interval(self, variant: str) -> tuple[float, float, float, int]:
+        """``(mean, smallest, largest, n)`` of a variant over the seeds (NaN when absent)."""
+        xs = self._finite(variant)
+        if not xs:
+            return math.nan, math.nan, math.nan, 0
+        return math.fsum(xs) / len(xs), min(xs), max(xs), len(xs)
+
+    def differences(self) -> list[float]:
+        """``unblocked − blocked`` of every seed that has both."""
+        blocked = dict(zip(self.seeds.get("blocked", []), self.values.get("blocked", [])))
+        return [u - blocked[s] for s, u in zip(self.seeds.get("unblocked", []),
+                                               self.values.get("unblocked", []))
+                if s in blocked and math.isfinite(u) and math.isfinite(blocked[s])]
+
+    def _finite(self, variant: str) -> list[float]:
+        if variant == DIFF:
+            return self.differences()
+        return [x for x in self.values.get(variant, []) if x is not None and math.isfinite(x)]
 
 
 @dataclass
@@ -55,13 +109,6 @@ class CompareTable:
     rows: list[CompareRow]
     variants: list[str]
     groups: dict[tuple[str, str], dict[str, Any]]  # (experiment, group) → {"seeds", "runs"}
-
-
-def _split(path: str, summary: Mapping[str, Any]) -> tuple[str, str]:
-    head, _, rest = path.partition(".")
-    if rest and isinstance(summary.get(head), Mapping):
-        return head, rest
-    return "value", path
 
 
 def _units(run: RunResults) -> list[RunResults]:
@@ -84,10 +131,11 @@ def _label(knobs: Mapping[str, Any], varying: set[str]) -> str:
     return ", ".join(parts) or "default"
 
 
-def compare_runs(root: str | Path) -> CompareTable:
-    """Aggregate every complete run below ``root`` (see the module docstring)."""
+def compare_runs(root: str | Path, *, on_damaged: Any = None) -> CompareTable:
+    """Aggregate every complete run below ``root`` (see the module docstring); a damaged run is
+    handed to ``on_damaged`` and left out (:func:`~toolkit.runner.check.readable_runs`)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for run_dir in find_runs(root):
+    for run_dir in readable_runs(root, on_damaged):
         run = RunResults(run_dir)
         if run.status != "complete":
             continue
@@ -117,116 +165,308 @@ def compare_runs(root: str | Path) -> CompareTable:
             by_seed[seed] = unit  # the latest run of a seed counts
         table_groups[(exp, label)] = {"seeds": sorted(by_seed), "duplicates": duplicates,
                                       "runs": [str(u.run_dir) for u in by_seed.values()]}
-        for unit in by_seed.values():
-            summary = unit.summary
-            for path, value in numeric_leaves(summary).items():
-                variant, quantity = _split(path, summary)
+        for seed in sorted(by_seed):
+            for path, value in numeric_leaves(by_seed[seed].summary).items():
+                variant, quantity = split_variant(path)
+                variant = variant or "value"
                 if variant not in variants:
                     variants.append(variant)
                 row = rows.setdefault((exp, label, quantity), CompareRow(exp, label, quantity))
-                row.values.setdefault(variant, []).append(value)
+                row.add(variant, seed, value)
     head = [v for v in ("blocked", "unblocked") if v in variants]
     ordered = head + [v for v in variants if v not in head]
     return CompareTable(list(rows.values()), ordered, table_groups)
 
 
-def _cell(row: CompareRow, variant: str) -> str:
-    mean, std, n = row.stats(variant)
+# --- text -------------------------------------------------------------------------------------
+
+
+def _number(value: float, key: str, digits: int) -> tuple[str, str]:
+    """``(number, unit)`` of a value as the tables write it (the unit from the key)."""
+    text = format_value(float(value), key) if digits == 4 else format_value(
+        float(f"{value:.{digits}g}"), key)
+    number, _, unit = text.partition(" ")
+    return number, unit
+
+
+def _interval(row: CompareRow, variant: str) -> tuple[str, str]:
+    """``("mean", "[lo, hi] unit")`` of a cell: the range only where the seeds differ."""
+    mean, lo, hi, n = row.interval(variant)
     if n == 0:
-        return ""
-    return f"{mean:.4g} ± {std:.2g}" if n > 1 else f"{mean:.4g}"
+        return "", ""
+    m, unit = _number(mean, row.quantity, 4)
+    for digits in (3, 4, 6):  # as few digits as tell the two ends apart
+        (a, ua), (b, ub) = _number(lo, row.quantity, digits), _number(hi, row.quantity, digits)
+        if (a, ua) != (b, ub):
+            break
+    if n == 1 or (a, ua) == (b, ub):
+        return m + (f" {unit}" if unit else ""), ""
+    if ua == ub == unit:
+        return m, f"[{a}, {b}]" + (f" {unit}" if unit else "")
+    return m + (f" {unit}" if unit else ""), f"[{a} {ua}, {b} {ub}]".replace(" ]", "]").replace(
+        " ,", ",")
 
 
-def format_table(table: CompareTable) -> str:
-    """A plain-text table: experiment, group, n, quantity, one column per variant."""
-    columns = ["experiment", "config", "n", "quantity", *table.variants]
-    lines = [columns]
-    for row in table.rows:
-        n = len(table.groups[(row.experiment, row.group)]["seeds"])
-        lines.append([row.experiment, row.group, str(n), row.quantity,
-                      *(_cell(row, v) for v in table.variants)])
-    widths = [max(len(r[i]) for r in lines) for i in range(len(columns))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in lines]
-    out.insert(1, "-" * len(out[0]))
+def cell(row: CompareRow, variant: str) -> str:
+    """A value over seeds as the tables write it: ``mean [smallest, largest]``."""
+    return " ".join(part for part in _interval(row, variant) if part)
+
+
+def _fit(lines: list[list[list[str]]], width: int, least: int = 0) -> list[str] | None:
+    """Rows of cells (each a list of lines) as text, columns padded, no line longer than
+    ``width``: the first column is wrapped at dots to make room, down to ``least`` characters
+    (``None`` when even that does not fit)."""
+    n_cols = len(lines[0])
+    col = [max((len(text) for row in lines for text in row[i]), default=0) for i in range(n_cols)]
+    room = width - 2 - 2 * (n_cols - 1) - sum(col[1:])
+    if col[0] > room:
+        if room < least:
+            return None
+        col[0] = max(room, 1)
+        lines = [[_wrap(row[0], col[0]), *row[1:]] for row in lines]
+    out = []
+    for row in lines:
+        height = max(len(c) for c in row)
+        for k in range(height):
+            parts = [(c[k] if k < len(c) else "").ljust(col[i]) for i, c in enumerate(row)]
+            out.append(("  " + "  ".join(parts)).rstrip()[:width])
+    return out
+
+
+def _stacked(row: CompareRow, width: int) -> list[str]:
+    """One quantity for a narrow terminal: its name, then a line per variant."""
+    lines = ["  " + line for line in _wrap([row.quantity], width - 2)]
+    for variant in ("blocked", "unblocked", DIFF):
+        lines += textwrap.wrap(f"{variant}: {cell(row, variant)}", width,
+                               initial_indent="    ", subsequent_indent="      ")
+    return lines
+
+
+def _wrap(texts: list[str], width: int) -> list[str]:
+    out: list[str] = []
+    for text in texts:
+        pieces = re.split(r"(?<=[._/])", text)
+        line = ""
+        for piece in pieces:
+            if line and len(line) + len(piece) > width:
+                out.append(line)
+                line = "  "
+            line += piece
+        out.extend(textwrap.wrap(line, width, subsequent_indent="  ") or [""])
+    return out
+
+
+def _group_lines(table: CompareTable, key: tuple[str, str], width: int) -> list[str]:
+    exp, label = key
+    seeds = table.groups[key]["seeds"]
+    rows = [r for r in table.rows if (r.experiment, r.group) == key and r.paired]
+    others = list(dict.fromkeys(r.quantity.split(".")[0] for r in table.rows
+                                if (r.experiment, r.group) == key and not r.paired))
+    head = (f"{exp}" + (f" [{label}]" if label != "default" else "")
+            + f" · {len(seeds)} seed{'s' * (len(seeds) != 1)} ({', '.join(map(str, seeds))})")
+    out = textwrap.wrap(head, width, subsequent_indent="  ", break_on_hyphens=False)
+    if rows:
+        header = [["quantity"], ["blocked"], ["unblocked"], [DIFF]]
+        variants = ("blocked", "unblocked", DIFF)
+        one_line = [header] + [[[r.quantity], *([cell(r, v)] for v in variants)] for r in rows]
+        two_lines = [header] + [[[r.quantity], *([p for p in _interval(r, v) if p] or [""]
+                                                 for v in variants)] for r in rows]
+        # ranges beside the means while the quantities keep 28 characters, else below them,
+        # else each value on a line of its own
+        out += (_fit(one_line, width, 28) or _fit(two_lines, width, 16)
+                or [line for r in rows for line in _stacked(r, width)])
+    else:
+        out.append("  (no quantity with both a blocked and an unblocked value)")
+    if others:
+        n = sum(1 for r in table.rows if (r.experiment, r.group) == key and not r.paired)
+        names = ", ".join(others[:4]) + (", …" if len(others) > 4 else "")
+        out += textwrap.wrap(f"+ {n} other value{'s' * (n != 1)} ({names}) in compare.csv "
+                             f"and compare.html", width, initial_indent="  ",
+                             subsequent_indent="    ", break_on_hyphens=False)
+    return out
+
+
+def format_table(table: CompareTable, width: int = WIDTH) -> str:
+    """The terminal table: per group, blocked and unblocked side by side with their paired
+    difference, ``mean [smallest, largest]`` over seeds; no line longer than ``width``."""
+    out = textwrap.wrap("mean over seeds [smallest, largest]; unblocked − blocked paired by "
+                        "seed", width)
+    for key in table.groups:
+        out += ["", *_group_lines(table, key, width)]
     for (exp, label), group in table.groups.items():
         if group.get("duplicates"):
-            out.append(f"note: {exp} [{label}]: {len(group['duplicates'])} more run(s) with a "
-                       f"seed already counted were left out (only distinct seeds are "
-                       f"replicates): {', '.join(group['duplicates'])}")
+            out.append(textwrap.fill(
+                f"note: {exp} [{label}]: {len(group['duplicates'])} more run(s) with a seed "
+                f"already counted were left out (only distinct seeds are replicates): "
+                f"{', '.join(group['duplicates'])}", width, break_on_hyphens=False))
     return "\n".join(out)
 
 
-def _figure_png(table: CompareTable) -> bytes | None:
-    from toolkit.report.figures import panels, plt, wrap
-    from toolkit.style import variant_style
+# --- figures ----------------------------------------------------------------------------------
 
-    pairs = [r for r in table.rows if r.values.get("blocked") and r.values.get("unblocked")]
-    if not pairs:
-        return None
-    # one panel per (experiment, quantity); bars per group
-    by_panel: dict[tuple[str, str], list[CompareRow]] = {}
-    for row in pairs:
-        by_panel.setdefault((row.experiment, row.quantity), []).append(row)
-    fig, axes = panels(len(by_panel), 3, 4.6, 3.6)
-    for ax, ((exp, quantity), rows) in zip(axes, by_panel.items()):
-        x = list(range(len(rows)))
-        for offset, variant in ((-0.2, "blocked"), (0.2, "unblocked")):
-            stats = [r.stats(variant) for r in rows]
-            ax.bar([i + offset for i in x], [s[0] for s in stats], width=0.38,
-                   yerr=[s[1] for s in stats], capsize=3, label=variant,
-                   color=variant_style(variant)["color"])
-        # whole labels, wrapped: groups that differ only at the end must stay apart
-        ax.set_xticks(x, [wrap(r.group, 22) for r in rows], fontsize=6)
-        ax.set_title(wrap(f"{exp}: {quantity}", 40), fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.legend(fontsize=7)
+
+def headline_metrics(table: CompareTable, experiment: str, k: int = HEADLINE) -> list[str]:
+    """The first ``k`` quantities of ``experiment`` (summary order) whose blocked and unblocked
+    values differ in some seed, values below :data:`NOISE` in both variants left out; the
+    first paired quantity when none differ."""
+    paired = [r for r in table.rows if r.experiment == experiment and r.paired]
+    chosen: list[str] = []
+    for row in paired:
+        scale = max(abs(x) for v in ("blocked", "unblocked") for x in row.values[v])
+        if row.quantity not in chosen and scale > NOISE and any(
+                abs(d) > NOISE * max(1.0, scale) for d in row.differences()):
+            chosen.append(row.quantity)
+    if not chosen and paired:
+        chosen.append(paired[0].quantity)
+    return chosen[:k]
+
+
+def metric_figure(rows: list[CompareRow], experiment: str, quantity: str) -> Any:
+    """One headline metric: per group (``rows``) a panel with each seed's blocked and unblocked
+    value joined by a line (a paired difference) and the means as short bars across; the y
+    axis spans the data, not zero; the title gives the paired difference, also relative to
+    the blocked mean. Returns the ``Figure``."""
+    from toolkit.report.figures import panels, wrap
+    from toolkit.style import COLORS
+
+    fig, axes = panels(len(rows), 3, 3.4, 3.1, title=0.55)
+    for ax, row in zip(axes, rows):
+        blocked = dict(zip(row.seeds["blocked"], row.values["blocked"]))
+        for seed, u in zip(row.seeds["unblocked"], row.values["unblocked"]):
+            if seed in blocked:
+                ax.plot([0, 1], [blocked[seed], u], color="#999999", lw=0.8, zorder=1)
+        for x, variant in enumerate(("blocked", "unblocked")):
+            ys = row.values[variant]
+            ax.scatter([x] * len(ys), ys, color=COLORS[variant], s=22, zorder=3,
+                       marker="o" if variant == "blocked" else "s")
+            mean = row.interval(variant)[0]
+            ax.plot([x - 0.18, x + 0.18], [mean, mean], color=COLORS[variant], lw=2.2, zorder=2)
+        ax.set_xlim(-0.5, 1.5)
+        ax.set_xticks([0, 1], ["blocked", "unblocked"], fontsize=9)
+        for tick, variant in zip(ax.get_xticklabels(), ("blocked", "unblocked")):
+            tick.set_color(COLORS[variant])
+        ax.margins(y=0.25)
+        ax.tick_params(axis="y", labelsize=9)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("blocked vs unblocked: mean ± std over seeds", fontsize=10)
+        n = len(row.differences())
+        base = row.interval("blocked")[0]
+        relative = 100 * row.interval(DIFF)[0] / abs(base) if base else math.nan
+        lines = [f"{DIFF}{f' ({n} seeds)' if n > 1 else ''}:", cell(row, DIFF)]
+        if math.isfinite(relative) and relative:
+            lines[-1] += f" ({relative:+.3g} % of blocked)"
+        if len(rows) > 1:
+            lines.insert(0, row.group)
+        ax.set_title("\n".join(textwrap.fill(line, 40) for line in lines), fontsize=9)
+    fig.suptitle(wrap(f"{experiment}: {quantity}", 60), fontsize=10)
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    from toolkit.report.figures import plt
+
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
+    try:
+        fig.savefig(buffer, format="png", dpi=100)
+    finally:
+        plt.close(fig)
     return buffer.getvalue()
 
 
-def write_compare(table: CompareTable, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``compare.csv`` (long format) and ``compare.html`` (pivot table + figure)."""
-    from toolkit.report.render import CSS
+def _figures(table: CompareTable) -> dict[str, list[tuple[str, str, bytes]]]:
+    """experiment → its headline figures as ``(file stem, caption, PNG)``."""
+    out: dict[str, list[tuple[str, str, bytes]]] = {}
+    for experiment in dict.fromkeys(exp for exp, _ in table.groups):
+        for quantity in headline_metrics(table, experiment):
+            rows = [r for r in table.rows
+                    if r.experiment == experiment and r.quantity == quantity and r.paired]
+            stem = re.sub(r"[^A-Za-z0-9_.\-]+", "_", f"{experiment}__{quantity}")
+            caption = (f"{experiment}: {quantity}, blocked and unblocked in each seed (a line "
+                       f"joins the two values of one seed; bars: the means).")
+            png = _png(metric_figure(rows, experiment, quantity))
+            out.setdefault(experiment, []).append((stem, caption, png))
+    return out
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def _csv(table: CompareTable) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["experiment", "config", "seeds", "quantity", "variant", "mean", "std", "n"])
+    writer.writerow(["experiment", "config", "seeds", "quantity", "variant", "mean", "std", "n",
+                     "min", "max"])
     for row in table.rows:
         seeds = " ".join(map(str, table.groups[(row.experiment, row.group)]["seeds"]))
-        for variant in table.variants:
+        variants = [*table.variants, *([DIFF] if row.paired else [])]
+        for variant in variants:
             mean, std, n = row.stats(variant)
             if n:
-                writer.writerow([row.experiment, row.group, seeds, row.quantity, variant,
-                                 repr(mean), repr(std), n])
-    csv_path = out_dir / "compare.csv"
-    atomic_write_text(csv_path, buffer.getvalue())
+                _, lo, hi, _ = row.interval(variant)
+                name = "unblocked_minus_blocked" if variant == DIFF else variant
+                writer.writerow([row.experiment, row.group, seeds, row.quantity, name,
+                                 repr(mean), repr(std), n, repr(lo), repr(hi)])
+    return buffer.getvalue()
 
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in
-                   ["experiment", "config", "seeds", "quantity", *table.variants])
-    body = []
-    for row in table.rows:
-        seeds = ", ".join(map(str, table.groups[(row.experiment, row.group)]["seeds"]))
-        cells = [row.experiment, row.group, seeds, row.quantity,
-                 *(_cell(row, v) for v in table.variants)]
-        body.append("<tr>" + "".join(
-            f'<td{" class=num" if i > 3 else ""}>{html.escape(c)}</td>'
-            for i, c in enumerate(cells)) + "</tr>")
-    png = _figure_png(table)
-    img = (f'<img alt="blocked vs unblocked" src="data:image/png;base64,'
-           f'{base64.b64encode(png).decode("ascii")}">' if png else "")
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+
+def _html_table(columns: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td{' class=num' if i else ''}>{html.escape(c)}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]]) -> str:
+    from toolkit.report.render import CSS
+
+    n_runs = sum(len(g["seeds"]) for g in table.groups.values())
+    parts = [f"<h1>Comparison of {n_runs} runs in {len(table.groups)} group(s)</h1>",
+             "<p>Each value is the mean over the seeds with the range [smallest, largest]; "
+             f"{html.escape(DIFF)} is paired by seed (both variants of a seed start from the "
+             "same random state). compare.csv has every value with its standard deviation "
+             "(ddof = 1).</p>"]
+    drawn: set[str] = set()
+    for (exp, label), group in table.groups.items():
+        rows = [r for r in table.rows if (r.experiment, r.group) == (exp, label)]
+        parts.append(f'<section class="experiment" id="{html.escape(exp)}">'
+                     f"<h2>{html.escape(exp)}"
+                     + (f" [{html.escape(label)}]" if label != "default" else "") + "</h2>"
+                     f"<p class=meta>seeds {html.escape(', '.join(map(str, group['seeds'])))}"
+                     "</p>")
+        if exp not in drawn:
+            drawn.add(exp)
+            for stem, caption, png in figures.get(exp, []):
+                data = base64.b64encode(png).decode("ascii")
+                parts.append(f'<figure id="fig-{html.escape(stem)}"><img alt="'
+                             f'{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        paired = [[r.quantity, *(cell(r, v) for v in ("blocked", "unblocked", DIFF))]
+                  for r in rows if r.paired]
+        if paired:
+            parts.append(_html_table(["quantity", "blocked", "unblocked", DIFF], paired))
+        others = [[r.quantity, v, cell(r, v)] for r in rows for v in r.values
+                  if not r.paired or v not in ("blocked", "unblocked")]
+        if others:
+            parts.append("<h3>Other values</h3>"
+                         + _html_table(["quantity", "variant", "value"], others))
+        parts.append("</section>")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>compare</title><style>{CSS}</style></head><body>\n"
-            f"<h1>Comparison of {sum(len(g['seeds']) for g in table.groups.values())} runs "
-            f"in {len(table.groups)} group(s)</h1>\n"
-            f"<p>mean ± standard deviation over seeds (ddof = 1)</p>\n{img}\n"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>\n"
-            f"</body></html>\n")
+            + "\n".join(parts) + "\n</body></html>\n")
+
+
+def write_compare(table: CompareTable, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``compare.csv`` (long format), ``compare.html`` (tables and figures) and the
+    figures as ``compare_figures/<experiment>__<quantity>.png``; returns the CSV's and the
+    page's paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "compare.csv"
+    atomic_write_text(csv_path, _csv(table))
+    figures = _figures(table)
+    folder = out_dir / "compare_figures"
+    for items in figures.values():
+        for stem, _, png in items:
+            atomic_write_bytes(folder / f"{stem}.png", png)
     html_path = out_dir / "compare.html"
-    atomic_write_text(html_path, page)
+    atomic_write_text(html_path, _page(table, figures))
     return csv_path, html_path

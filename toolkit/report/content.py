@@ -10,14 +10,17 @@ The HTML and Markdown renderers (:mod:`toolkit.report.render`) lay this out top-
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.report import figure_cache
 from toolkit.report.figures import default_figures, plt, summary_pairs
 from toolkit.report.tables import tables
 from toolkit.runner.results import RunResults
@@ -34,12 +37,15 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 @dataclass
 class FigureItem:
-    """A rendered figure: file stem under ``figures/``, caption in words, PNG bytes."""
+    """A rendered figure: file stem under ``figures/``, caption in words, PNG bytes; ``note``:
+    how it was drawn, said once in the report's footer (a backward graph laid out without
+    graphviz)."""
 
     name: str
     caption: str
     png: bytes = field(repr=False)
     headline: bool = False
+    note: str = ""
 
 
 @dataclass
@@ -83,6 +89,14 @@ class ReportContent:
     problems: list[str]
     report_seconds: float = 0.0
     group: SeedGroup | None = None
+    #: figures/cache.json's sections: the figures of each section and the key they were drawn for
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def footer_notes(self) -> list[str]:
+        """How figures were drawn, each said once (e.g. graphs laid out without graphviz)."""
+        figures = [f for s in self.sections for f in s.figures] + self.top_figures
+        return list(dict.fromkeys(f.note for f in figures if f.note))
 
     @property
     def showcase(self) -> bool:
@@ -99,20 +113,24 @@ class ReportContent:
 
 
 def _png(fig: Any) -> bytes:
-    """PNG of a figure, quantised to a 256-colour palette (plots have few colours: 3–5x less)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI)
-    plt.close(fig)
+    """PNG of a figure at ``DPI``, quantised to a 256-colour palette (plots have few colours:
+    3–5x smaller); the figure is closed. The pixels are taken from the canvas (no PNG is
+    encoded twice)."""
     try:
-        from PIL import Image
+        if not hasattr(fig.canvas, "print_to_buffer"):  # a Figure() without a canvas
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-        image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
-        out = io.BytesIO()
-        image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, format="PNG",
-                                                                          optimize=True)
-        return out.getvalue()
-    except Exception:  # pillow missing or too old: the plain PNG is fine
-        return buffer.getvalue()
+            FigureCanvasAgg(fig)
+        fig.set_dpi(DPI)
+        raw, size = fig.canvas.print_to_buffer()
+    finally:
+        plt.close(fig)
+    from PIL import Image  # a dependency of matplotlib
+
+    image = Image.frombuffer("RGBA", size, raw, "raw", "RGBA", 0, 1).convert("RGB")
+    out = io.BytesIO()
+    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, format="PNG")
+    return out.getvalue()
 
 
 def _caption_of(fig: Any, name: str) -> str:
@@ -159,13 +177,37 @@ _DEFAULT_CAPTIONS = {
 }
 
 
+#: The attribute with which a figure says how it was drawn (``toolkit.core.graph_draw``'s
+#: ``LAYOUT_NOTE``, named here so that the report does not import torch).
+_NOTE_ATTR = "gradient_graph_layout_note"
+
+
+def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
+    note = str(getattr(fig, _NOTE_ATTR, "") or "")
+    return FigureItem(_SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
+
+
+@contextlib.contextmanager
+def _drawing() -> Iterator[None]:
+    """Draw inside: every pyplot figure opened here is closed at the end, whatever happened,
+    and ``draw_gradient_graph``'s fallback warning is held back (the report says it once, in
+    its footer and its log, from the figures' notes)."""
+    opened = set(plt.get_fignums())
+    logger = logging.getLogger("toolkit.core.graph_draw")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
+        for number in set(plt.get_fignums()) - opened:
+            plt.close(number)
+
+
 def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
              complete: bool) -> list[FigureItem]:
-    items = []
     drawn = _experiment_figures(view, experiment, problems, not complete)
-    for i, (name, fig, caption) in enumerate(drawn):
-        items.append(FigureItem(_SAFE.sub("_", f"{prefix}{name}"), caption, _png(fig),
-                                headline=i < HEADLINE))
+    items = [_item(f"{prefix}{name}", caption, fig, i < HEADLINE)
+             for i, (name, fig, caption) in enumerate(drawn)]
     if items:
         # the experiment draws its own results; the generic views of the same numbers would
         # only repeat them (every number stays in the tables and metrics.jsonl)
@@ -182,7 +224,7 @@ def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str]
             caption = _DEFAULT_CAPTIONS["metrics"].format(group=group)
         else:
             caption = _DEFAULT_CAPTIONS["summary"]
-        items.append(FigureItem(_SAFE.sub("_", f"{prefix}{name}"), caption, _png(fig)))
+        items.append(_item(f"{prefix}{name}", caption, fig))
     if items and not any(f.headline for f in items):
         items[0].headline = True
     return items
@@ -201,18 +243,29 @@ def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
     if child is not None:
         view = view.child(child)
     problems: list[str] = []
-    return _figures(view, experiment, prefix, problems, complete), problems
+    with _drawing():
+        return _figures(view, experiment, prefix, problems, complete), problems
 
 
 def report_workers() -> int:
     """Processes for drawing a report from the command line: ``TOOLKIT_REPORT_WORKERS``, else
-    the CPUs (at most 4)."""
+    the CPUs this process may use that are not busy (1-minute load average; at most 4). Each
+    extra process imports torch and the experiments again, seconds of CPU that only pay off
+    on idle cores: on a busy machine one process draws faster."""
     import os
 
     value = os.environ.get("TOOLKIT_REPORT_WORKERS")
     if value is not None and value.strip().isdigit() and int(value) >= 1:
         return int(value)
-    return max(1, min(os.cpu_count() or 1, 4))
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        busy = 0.0
+    return max(1, min(cpus, 4, round(cpus - busy + 1)))  # + 1: this process counts in the load
 
 
 def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
@@ -236,6 +289,42 @@ def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[Figure
         except (BrokenProcessPool, OSError):
             plt.close("all")
     return [_section_figures(job) for job in jobs]
+
+
+def _reuse(folder: Path, kept: dict[str, Any], section: str, key: str
+           ) -> list[FigureItem] | None:
+    """The figures of ``section`` kept in ``folder`` for ``key``, or ``None``."""
+    hit = figure_cache.lookup(folder, kept, section, key)
+    if hit is None:
+        return None
+    return [FigureItem(e["name"], e["caption"], png, headline=bool(e["headline"]),
+                       note=str(e.get("note", ""))) for e, png in hit]
+
+
+def _keep(cache: dict[str, Any], section: str, key: str, figures: list[FigureItem]) -> None:
+    cache[section] = {"key": key, "figures": [
+        figure_cache.entry(f.name, f.caption, f.headline, f.note, f.png) for f in figures]}
+
+
+def _draw_or_reuse(jobs: list[_Job], workers: int, folder: Path, kept: dict[str, Any],
+                   cache: dict[str, Any]) -> list[tuple[list[FigureItem], list[str]]]:
+    """:func:`_draw_sections` for the sections whose figures ``folder`` does not hold for
+    their inputs (:mod:`toolkit.report.figure_cache`); each section drawn without problems is
+    added to ``cache``."""
+    keys = [figure_cache.section_key([job[0], *job[1]], job[2], job[5], job[3])
+            for job in jobs]
+    out: list[tuple[list[FigureItem], list[str]] | None] = [None] * len(jobs)
+    for i, (job, key) in enumerate(zip(jobs, keys)):
+        reused = _reuse(folder, kept, job[3], key)
+        if reused is not None:
+            out[i] = (reused, [])
+    todo = [i for i, done in enumerate(out) if done is None]
+    for i, result in zip(todo, _draw_sections([jobs[i] for i in todo], workers)):
+        out[i] = result
+    for job, key, (figures, problems) in zip(jobs, keys, out):  # type: ignore[misc]
+        if not problems:
+            _keep(cache, job[3], key, figures)
+    return out  # type: ignore[return-value]
 
 
 def _story(run: RunResults, name: str, parts: Mapping[str, Any]
@@ -306,10 +395,12 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
         problems += _group_problems(group)
     views = [(name, run.child(name)) for name in run.children] or [("", run)]
     replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
-    drawn = _draw_sections([(str(run.run_dir), replicates, name or None,
+    folder = (group.path if group is not None else run.run_dir) / "figures"
+    kept, cache = figure_cache.load(folder), {}
+    drawn = _draw_or_reuse([(str(run.run_dir), replicates, name or None,
                              f"{name}__" if name else "", complete,
                              parts.get(view.experiment))
-                            for name, view in views], workers)
+                            for name, view in views], workers, folder, kept, cache)
     sections = []
     for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems
@@ -322,8 +413,8 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
             description = (f"{description} (run in {dtype})" if description and dtype
                            else description)
         if not complete:
-            notes.append(f"This run is {run.status}: the numbers below are what it wrote "
-                         f"before it stopped; figures that need the rest are left out.")
+            notes.append(f"This run is {run.status_line()}: the numbers below are what it "
+                         f"wrote before it stopped; figures that need the rest are left out.")
         if group is not None and len(run.replicates) > 1:
             notes_seed = f" (seed {run.seed}; every seed's are in its own run directory)"
         else:
@@ -336,9 +427,18 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
             params=view.params, notes=notes, tables_note=notes_seed))
     top: list[FigureItem] = []
     if run.children:
-        for name, fig, caption in _experiment_figures(run, experiment, problems,
-                                                      not complete):
-            top.append(FigureItem(_SAFE.sub("_", name), caption, _png(fig)))
+        key = figure_cache.section_key([run.run_dir, *replicates], None, experiment, "")
+        reused = _reuse(folder, kept, "", key)
+        if reused is None:
+            n_problems = len(problems)
+            with _drawing():
+                top = [_item(name, caption, fig) for name, fig, caption in
+                       _experiment_figures(run, experiment, problems, not complete)]
+            if len(problems) == n_problems:
+                _keep(cache, "", key, top)
+        else:
+            top = reused
+            _keep(cache, "", key, top)
         # the parent's own findings (e.g. a disable pattern that matched nothing)
         extra = findings.get(run.experiment)
         if extra:
@@ -347,7 +447,7 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
              else f"{run.experiment or 'run'}")
     seeds = [r.seed for r in run.replicates]
     return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
-                         top, problems, group=group)
+                         top, problems, group=group, cache=cache)
 
 
 def _group_problems(group: SeedGroup) -> list[str]:

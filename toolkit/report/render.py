@@ -12,20 +12,24 @@ A seed group (``toolkit.runner.seeds``) gets one report over its seeds, in its o
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import json
+import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from toolkit.report.content import FigureItem, ReportContent, Section, build
+from toolkit.report.figure_cache import MANIFEST, dumps
 from toolkit.report.tables import format_value, variant_table
 from toolkit.runner.results import RunResults, atomic_write_bytes, atomic_write_text
 from toolkit.runner.story import fmt
 from toolkit.style import COLORS
 
-__all__ = ["CSS", "draw_report", "format_value", "render_html", "render_markdown",
-           "variant_table", "write_report"]
+__all__ = ["CSS", "draw_report", "format_value", "held_notes", "render_html",
+           "render_markdown", "variant_table", "write_report"]
 
 CSS = f"""
 body{{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -52,9 +56,12 @@ margin-right:.45em;border:1px solid #bbb;color:#444;white-space:nowrap}}
 details{{margin:1em 0;border:1px solid #e3e3e3;border-radius:4px;padding:.3em .8em}}
 summary{{cursor:pointer;color:#333;font-weight:600}}
 nav.toc ul{{columns:2;padding-left:1.2em}}
-.status-complete{{color:#176317}}.status-failed,.status-interrupted{{color:#a31515}}
+.status-complete{{color:#176317}}
+.status-failed,.status-interrupted,.status-abandoned{{color:#a31515}}
 .note{{color:#a31515}}
 """
+
+log = logging.getLogger(__name__)
 
 _BADGE = {True: ("yes", "as predicted"), False: ("no", "not as predicted"),
           None: ("measured", "measured")}
@@ -191,7 +198,7 @@ def _overview_table(content: ReportContent) -> str:
 
 def render_html(content: ReportContent) -> str:
     meta = content.run.meta
-    status = str(meta.get("status", "unknown"))
+    status = content.run.status  # read now: "abandoned" when its process is gone
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{_e(content.title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{_e(content.title)}</h1>",
@@ -224,6 +231,8 @@ def render_html(content: ReportContent) -> str:
     parts.append(f"<details><summary>Run details: config, meta"
                  f"{', timings' if content.top_figures else ''}</summary>{''.join(details)}"
                  f"</details>")
+    parts += [f'<footer class="meta"><p>{_e(n[:1].upper() + n[1:])}.</p></footer>'
+              for n in content.footer_notes]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -240,7 +249,7 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> str:
 def render_markdown(content: ReportContent) -> str:
     meta = content.run.meta
     lines = [f"# {content.title}", "",
-             f"{_what(content)} · status **{meta.get('status', 'unknown')}** · "
+             f"{_what(content)} · status **{content.run.status}** · "
              f"{_seeds(content)} · device {meta.get('device', '')} · dtype "
              f"{meta.get('dtype', '')} · {_wall(content)}", "", content.overview, ""]
     if meta.get("error"):
@@ -278,6 +287,7 @@ def render_markdown(content: ReportContent) -> str:
     if config_path.exists():
         lines += ["## Config", "", "```toml", config_path.read_text(encoding="utf-8").rstrip(),
                   "```", ""]
+    lines += [f"*{n[:1].upper() + n[1:]}.*" for n in content.footer_notes]
     return "\n".join(lines)
 
 
@@ -317,16 +327,43 @@ def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 
     folder.mkdir(exist_ok=True)
     figures = [f for s in content.sections for f in s.figures] + content.top_figures
     for fig in figures:
-        atomic_write_bytes(folder / f"{fig.name}.png", fig.png)
+        path = folder / f"{fig.name}.png"
+        if not (path.is_file() and path.stat().st_size == len(fig.png)
+                and path.read_bytes() == fig.png):  # a reused figure is already there
+            atomic_write_bytes(path, fig.png)
     keep = {f"{fig.name}.png" for fig in figures}
     for old in folder.glob("*.png"):  # figures of an earlier report that no longer exist
         if old.name not in keep:
             old.unlink()
+    atomic_write_text(folder / MANIFEST, dumps(content.cache))
+    for note in content.footer_notes:  # said once, not once per figure
+        log.warning("%s", note)
     content.report_seconds = time.perf_counter() - t0
     atomic_write_text(out / "report.md", render_markdown(content))
     path = out / "report.html"
     atomic_write_text(path, render_html(content))
     return path
+
+
+@contextlib.contextmanager
+def held_notes() -> Iterator[list[str]]:
+    """Inside the ``with``, the notes reports log (e.g. graphs laid out without graphviz) are
+    collected into the list instead of printed, so that a caller can print them where they do
+    not break its own lines."""
+    notes: list[str] = []
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            notes.append(record.getMessage())
+
+    handler, propagate = Hold(logging.WARNING), log.propagate
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        yield notes
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
 
 
 def draw_report(run_dir: str | Path, experiment: Any = None) -> Path:

@@ -15,7 +15,7 @@ from typing import Any
 from toolkit.runner.story import fmt
 from toolkit.runner.tomlio import flatten
 
-__all__ = ["format_value", "tables", "unit_of", "variant_table"]
+__all__ = ["VARIANTS", "format_value", "split_variant", "tables", "unit_of", "variant_table"]
 
 _TIME = re.compile(r"(^|[._/])(seconds?|time|wall|timers?|[a-z0-9]*_s|ms)($|[._/])")
 _BYTES = re.compile(r"bytes")
@@ -59,27 +59,54 @@ def format_value(value: Any, key: str = "") -> str:
     return str(value)
 
 
+VARIANTS = ("blocked", "unblocked")
+
+
+def split_variant(path: str) -> tuple[str | None, str]:
+    """``(variant, quantity)`` of a dotted summary path, the variant being ``blocked`` or
+    ``unblocked`` at any depth, or a last part ending in ``_blocked``/``_unblocked``;
+    ``(None, path)`` for anything else.
+
+    >>> split_variant("blocked.final_loss"), split_variant("a_split.unblocked.values.B")
+    (('blocked', 'final_loss'), ('unblocked', 'a_split.values.B'))
+    >>> split_variant("gradients.l2.norm_unblocked"), split_variant("blocked_vs_unblocked.x")
+    (('unblocked', 'gradients.l2.norm'), (None, 'blocked_vs_unblocked.x'))
+    """
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if part in VARIANTS:
+            return part, ".".join(parts[:i] + parts[i + 1:]) or "value"
+    for variant in ("unblocked", "blocked"):  # "unblocked" first: it ends in "blocked"
+        stem = parts[-1].removesuffix(f"_{variant}")
+        if stem != parts[-1] and stem:
+            return variant, ".".join([*parts[:-1], stem])
+    return None, path
+
+
 def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
     """Split a summary/costs dict into a side-by-side table and the rest.
 
     Returns ``(columns, rows, rest)``: columns are ``["quantity", "blocked", "unblocked",
-    "unblocked − blocked"]`` for the keys under ``blocked``/``unblocked``; ``rest`` holds the
-    other top-level entries, flattened.
+    "unblocked − blocked"]`` for the values whose path names a variant (:func:`split_variant`:
+    ``blocked.x``, ``part.unblocked.x``, ``x_blocked``); ``rest`` holds the other values,
+    flattened.
     """
-    blocked, unblocked = (flatten(tree[v], keep_empty=True) if isinstance(tree.get(v), Mapping)
-                          else {} for v in ("blocked", "unblocked"))
-    names = list(dict.fromkeys([*blocked, *unblocked]))
+    pairs: dict[str, dict[str, Any]] = {}
+    rest: dict[str, Any] = {}
+    for path, value in flatten(tree, keep_empty=True).items():
+        variant, quantity = split_variant(path)
+        if variant is None:
+            rest[path] = value
+        else:
+            pairs.setdefault(quantity, {})[variant] = value
     rows = []
-    for name in names:
-        b, u = blocked.get(name), unblocked.get(name)
+    for name, values in pairs.items():
+        b, u = values.get("blocked"), values.get("unblocked")
         diff = ""
         if (isinstance(b, (int, float)) and isinstance(u, (int, float))
                 and not isinstance(b, bool) and not isinstance(u, bool)):
             diff = "0 (equal)" if b == u else format_value(u - b, name)
         rows.append([name, format_value(b, name), format_value(u, name), diff])
-    rest = flatten({k: v for k, v in tree.items()
-                    if not (k in ("blocked", "unblocked") and isinstance(v, Mapping))},
-                   keep_empty=True)
     return ["quantity", "blocked", "unblocked", "unblocked − blocked"], rows, rest
 
 

@@ -59,8 +59,11 @@ class _RunFiles:
     def log(self, row: dict[str, Any]) -> None:
         line = json.dumps(row, ensure_ascii=False, allow_nan=True) + "\n"
         with self._lock:
-            self._metrics.write(line)
-            self._metrics.flush()
+            try:
+                self._metrics.write(line)
+                self._metrics.flush()
+            except OSError as err:  # e.g. a full disk: say which file
+                raise OSError(err.errno, err.strerror, self._metrics.name) from err
             self.n_logged += 1
 
     def write_summary(self) -> None:
@@ -76,7 +79,10 @@ class _RunFiles:
 
     def close(self) -> None:
         if not self._metrics.closed:
-            self._metrics.close()
+            try:
+                self._metrics.close()
+            except OSError as err:
+                raise OSError(err.errno, err.strerror, self._metrics.name) from err
 
 
 class RunContext:

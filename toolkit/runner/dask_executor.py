@@ -12,11 +12,15 @@ Failure and interrupt:
 - a worker that dies mid-run: the run is submitted once more; if that attempt dies too the run
   is written as ``failed`` with the reason (for a cluster this process starts, the scheduler
   gives up on a task at its first worker death, so a run is tried at most twice in all);
-- Ctrl-C cancels the runs not started, and writes the started ones as ``interrupted``
-  (config and meta only: their files stay with the worker and are discarded).
+- Ctrl-C cancels the runs not started, and writes the started ones as ``interrupted`` with
+  what their worker had logged by then, fetched from the worker; when a worker cannot be
+  reached the run directory holds only ``config.toml`` and ``meta.json``, and its ``error``
+  says that nothing else was kept.
 
 Without an address a ``LocalCluster`` of ``workers`` processes with one thread each is started
-and closed afterwards.
+and closed afterwards, in a process of its own session: Ctrl-C in a terminal reaches the whole
+foreground process group, and only this process decides what an interrupt means (the workers
+stop when the cluster closes).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ import json
 import logging
 import os
 import secrets
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +41,13 @@ from typing import Any
 from toolkit.runner.config import ExecutorSpec, RunConfig
 from toolkit.runner.errors import ConfigError, RunInterrupted
 from toolkit.runner.registry import Experiment
-from toolkit.runner.results import atomic_write_json, atomic_write_text, new_run_dir, utc_now
+from toolkit.runner.results import (
+    atomic_write_json,
+    atomic_write_text,
+    dumps_json,
+    new_run_dir,
+    utc_now,
+)
 from toolkit.runner.run import (
     Finish,
     RunOutcome,
@@ -75,9 +87,10 @@ def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
         worker = "<client>"
     else:
         worker = this.address
-        # tells the client which runs had started if it is interrupted
-        this.log_event(_STARTED, {"key": key, "worker": worker})
     with tempfile.TemporaryDirectory(prefix="toolkit-run-") as tmp:
+        if worker != "<client>":
+            # tells the client which runs had started, and where, if it is interrupted
+            this.log_event(_STARTED, {"key": key, "worker": worker, "root": tmp})
         outcome = execute(config, experiment, quiet=True, argv=argv, root=Path(tmp),
                           executor={"kind": "dask", "worker": worker})
         files = {}
@@ -87,6 +100,30 @@ def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
     return {"run_id": outcome.run_dir.name, "status": outcome.status,
             "exit_code": outcome.exit_code, "error": outcome.error,
             "duration_s": outcome.duration_s, "files": files, "worker": worker}
+
+
+def _logged_so_far(root: str) -> dict[str, Any] | None:
+    """On a worker: the files a run in progress under ``root`` has written so far."""
+    for meta in Path(root).glob("*/*/meta.json"):
+        run_dir = meta.parent
+        return {"run_id": run_dir.name,
+                "files": {p.relative_to(run_dir).as_posix(): p.read_bytes()
+                          for p in sorted(run_dir.rglob("*")) if p.is_file()}}
+    return None
+
+
+def _fetch(client: Any, worker: str, root: str, timeout: float = 15.0) -> dict[str, Any] | None:
+    """What a worker's run in progress has written, or ``None`` when it cannot be had in time."""
+    box: list[Any] = []
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            box.append(client.run(_logged_so_far, root, workers=[worker])[worker])
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return box[0] if box else None
 
 
 def _write_run(config: RunConfig, run_id: str, files: dict[str, bytes]) -> Path:
@@ -127,9 +164,78 @@ def _write_marked(config: RunConfig, status: str, error: str, worker: str | None
     return run_dir
 
 
-def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
-    import dask
+#: Runs a LocalCluster in a process of its own session: Ctrl-C in a terminal reaches the whole
+#: foreground process group, and only the client decides what an interrupt means. The cluster
+#: lives until the client closes this process's stdin (or dies, which closes it too).
+_CLUSTER_MAIN = """
+import logging, sys
+sys.path[:0] = [p for p in sys.argv[2:] if p not in sys.path]
+import dask, distributed
+# the scheduler gives up on a task at the first worker death; the client retries once
+with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    # workers log at CRITICAL only: closing the cluster while a worker is busy makes its
+    # heartbeat fail with a logged traceback; what a user must see reaches the client as results
+    cluster = distributed.LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1,
+                                       processes=True, dashboard_address=":0",
+                                       silence_logs=logging.CRITICAL)
+print(cluster.scheduler_address, flush=True)
+sys.stdin.read()
+cluster.close(timeout=20)
+"""
 
+
+class _ClusterProcess:
+    """A LocalCluster of ``workers`` processes, started in a session of its own."""
+
+    def __init__(self, workers: int, timeout: float = 300.0) -> None:
+        import subprocess
+
+        self._log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _CLUSTER_MAIN, str(workers), *sys.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            start_new_session=True, text=True)
+        try:
+            line = self._first_line(timeout)
+        except BaseException:
+            self.close()
+            raise
+        if not line.startswith("tcp://"):
+            self._log.seek(0)
+            lines = self._log.read().decode("utf-8", "replace").strip().splitlines()
+            self.close()
+            raise ConfigError("--executor", "dask", f"the local Dask cluster did not start ("
+                              f"{lines[-1] if lines else 'no message'})",
+                              "check the dask and distributed installation, or give "
+                              "--address of a running scheduler")
+        self.address = line
+
+    def _first_line(self, timeout: float) -> str:
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.process.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout)
+        return box[0].strip() if box else ""
+
+    def close(self) -> None:
+        """Stop the cluster (gracefully, else its whole process group) and wait for it."""
+        import subprocess
+
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # a worker left behind
+        self._log.close()
+
+
+def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
     if spec.address:
         try:
             return distributed.Client(spec.address, timeout="10s"), None
@@ -138,15 +244,12 @@ def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
                               f"({type(err).__name__}: {err})",
                               "start one with `dask scheduler` and give its tcp://HOST:PORT"
                               ) from None
-    # The scheduler gives up on a task at the first worker death; this module retries once.
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        # Worker processes log at CRITICAL only: closing the cluster while a worker is busy
-        # (Ctrl-C) makes its heartbeat fail with a logged traceback, and everything a user
-        # must see (a run's error, a worker's death) reaches this process as a result.
-        cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=":0",
-                                           silence_logs=logging.CRITICAL)
-    return distributed.Client(cluster), cluster
+    cluster = _ClusterProcess(spec.workers)
+    try:
+        return distributed.Client(cluster.address, timeout="60s"), cluster
+    except BaseException:
+        cluster.close()
+        raise
 
 
 def run_on_dask(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
@@ -217,8 +320,6 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
         with _signals_deferred():
             code = err.exit_code if isinstance(err, RunInterrupted) else 130
             _interrupt(client, futures, configs, code, on_done, outcomes, total)
-        print("toolkit: interrupted; runs in progress are marked interrupted in their "
-              "meta.json", file=sys.stderr)
         return outcomes, code
     finally:
         with contextlib.suppress(Exception):
@@ -241,18 +342,29 @@ def _interrupt(client: Any, futures: dict[Any, int], configs: Sequence[RunConfig
                on_done: Any, outcomes: list[RunOutcome], total: int) -> None:
     """Cancel what has not run; mark what was running as interrupted."""
     try:
-        running = {msg["key"]: msg["worker"] for _, msg in client.get_events(_STARTED)}
+        running = {msg["key"]: msg for _, msg in client.get_events(_STARTED)}
     except Exception:  # the scheduler is gone: nothing is known to have started
         running = {}
+    logged = {i: _fetch(client, running[f.key]["worker"], running[f.key]["root"])
+              for f, i in futures.items() if f.key in running}
     client.cancel(list(futures))
     for future, i in sorted(futures.items(), key=lambda item: item[1]):
-        worker = running.get(future.key)
-        if worker is None:
+        if future.key not in running:
             continue
-        run_dir = _write_marked(configs[i], "interrupted",
-                                f"interrupted (exit status {code}) while running on {worker}",
-                                worker)
-        outcome = RunOutcome(run_dir, "interrupted", code, "interrupted")
+        worker = running[future.key]["worker"]
+        error = f"interrupted (exit status {code}) while running on {worker}"
+        got = logged.get(i)
+        if got is not None and "meta.json" in got["files"]:
+            meta = json.loads(got["files"]["meta.json"])
+            meta.update(status="interrupted", ended=utc_now().isoformat(),
+                        error=f"{error}; kept what the worker had logged")
+            got["files"]["meta.json"] = dumps_json(meta).encode("utf-8")
+            run_dir = _write_run(configs[i], got["run_id"], got["files"])
+        else:
+            error += "; nothing it had logged could be fetched from the worker, so nothing " \
+                     "but config.toml and meta.json was kept"
+            run_dir = _write_marked(configs[i], "interrupted", error, worker)
+        outcome = RunOutcome(run_dir, "interrupted", code, error)
         outcomes.append(outcome)
         if on_done:
             on_done(i, total, outcome)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import difflib
 import signal
 from collections.abc import Iterable
+from pathlib import Path
 
-__all__ = ["ConfigError", "ExperimentLoadError", "RunInterrupted", "suggest"]
+__all__ = ["ConfigError", "DamagedFile", "ExperimentLoadError", "RunInterrupted", "os_error_line",
+           "suggest"]
 
 
 class ConfigError(ValueError):
@@ -32,6 +34,19 @@ class ConfigError(ValueError):
         if self.fix:
             text += f"; {self.fix}"
         return " ".join(text.split())  # one line, always
+
+
+class DamagedFile(ValueError):
+    """A results file that exists but cannot be read as the results format says (cut short,
+    corrupt, of the wrong shape). ``path`` is the file, ``problem`` what is wrong with it.
+
+    The command line prints it as one line naming the file; ``toolkit check`` lists them all.
+    """
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = " ".join(str(problem).split())
+        super().__init__(f"{self.path}: {self.problem}")
 
 
 class ExperimentLoadError(RuntimeError):
@@ -63,3 +78,9 @@ def suggest(word: str, candidates: Iterable[str]) -> str:
     if close:
         return f"did you mean {close[0]!r}?"
     return ""
+
+
+def os_error_line(err: OSError) -> str:
+    """``"<file>: <reason>"`` of an ``OSError`` (``"/r/meta.json: No space left on device"``)."""
+    reason = err.strerror or str(err) or type(err).__name__
+    return f"{err.filename}: {reason}" if err.filename else reason

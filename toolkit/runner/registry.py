@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -199,6 +200,32 @@ class Experiment:
         return {**(fn() if callable(fn) else {}), self.name: self}
 
     @property
+    def blocks(self) -> tuple[str, ...]:
+        """The names of the blocks a run of this experiment can meet, as it declares them: its
+        module's ``BLOCKS`` (a tuple of names), else the block names it imports (an algorithm's
+        ``BLOCK`` and ``*_BLOCK`` constants, its own or those of the modules its imported
+        functions and classes come from); for a composite (the showcase) the union of its
+        parts'. Empty when undeclared: then no ``disable_blocks`` pattern can be checked."""
+        declared = getattr(self.module, "BLOCKS", None)
+        if declared is not None:
+            return tuple(declared)
+        if callable(getattr(self.module, "parts", None)):
+            union: dict[str, None] = {}
+            for name, part in self.parts.items():
+                if name != self.name:
+                    if not part.blocks:
+                        return ()  # one part without declared blocks: the union is unknown
+                    union.update(dict.fromkeys(part.blocks))
+            return tuple(union)
+        found = _block_constants(vars(self.module))
+        for value in list(vars(self.module).values()):
+            origin = getattr(value, "__module__", None)
+            if (inspect.isfunction(value) or inspect.isclass(value)) and origin in sys.modules \
+                    and origin != self.module.__name__:
+                found.update(_block_constants(vars(sys.modules[origin])))
+        return tuple(found)
+
+    @property
     def Params(self) -> type[BaseModel]:
         return self.module.Params
 
@@ -238,6 +265,12 @@ class Experiment:
     def quick(self) -> dict[str, Any] | None:
         quick = getattr(self.module, "QUICK", None)
         return None if quick is None else dict(quick)
+
+
+def _block_constants(namespace: dict[str, Any]) -> dict[str, None]:
+    """The values of ``BLOCK`` and ``*_BLOCK`` string constants of a module namespace."""
+    return {value: None for key, value in namespace.items()
+            if (key == "BLOCK" or key.endswith("_BLOCK")) and isinstance(value, str)}
 
 
 def _check(name: str, module: ModuleType) -> None:

@@ -3,7 +3,8 @@
 A run writes ``<output_dir>/<experiment>/<run_id>/``::
 
     config.toml     the resolved config (runnable again with `toolkit run`)
-    meta.json       status (running|complete|failed|interrupted), versions, seed, argv, timings
+    meta.json       status (running|complete|failed|interrupted; read back as abandoned when a
+                    run says running but its process is gone), versions, seed, argv, timings
     metrics.jsonl   one JSON object per logged step: {"step": 3, "blocked/train/loss": 0.1, ...}
     summary.json    final numbers, blocked and unblocked side by side (deterministic)
     costs.json      measured, machine-dependent numbers (seconds, bytes, speed ratios)
@@ -30,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from toolkit.runner import tomlio
+from toolkit.runner.errors import DamagedFile
+from toolkit.runner.liveness import abandoned_reason
 
 __all__ = [
     "RunResults",
@@ -38,6 +41,7 @@ __all__ = [
     "atomic_write_text",
     "find_runs",
     "new_run_dir",
+    "read_toml",
     "to_jsonable",
 ]
 
@@ -55,20 +59,28 @@ _FILE_MODE = _file_mode()
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (all or nothing)."""
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (all or nothing).
+
+    An ``OSError`` (a full disk, a read-only folder) leaves ``path`` as it was, removes the
+    temporary file and names ``path`` in its ``filename``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
-        os.fchmod(fd, _FILE_MODE)  # mkstemp creates 0600; results are ordinary files
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fd, _FILE_MODE)  # mkstemp creates 0600; results are ordinary files
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as err:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
 
 
@@ -152,10 +164,30 @@ def new_run_dir(root: str | Path, experiment: str, seed: int, *, attempts: int =
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A results JSON file as a dict (``{}`` when absent); :class:`DamagedFile` when it is cut
+    short, corrupt or not a JSON object."""
     if not path.exists():
         return {}
-    with path.open(encoding="utf-8") as fh:
-        return json.load(fh)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DamagedFile(path, f"not valid JSON ({err}); the file is cut short or corrupt") \
+            from None
+    if not isinstance(data, dict):
+        raise DamagedFile(path, f"holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A results TOML file (``config.toml``) as a dict (``{}`` when absent);
+    :class:`DamagedFile` when it cannot be parsed."""
+    if not path.exists():
+        return {}
+    try:
+        return tomlio.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, tomlio.TOMLDecodeError) as err:
+        raise DamagedFile(path, f"not valid TOML ({err}); the file is cut short or corrupt") \
+            from None
 
 
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -235,7 +267,40 @@ class RunResults:
 
     @property
     def status(self) -> str:
-        return str(self.meta.get("status", "unknown"))
+        """``complete``, ``failed``, ``interrupted``, ``running``, or ``abandoned``: a run whose
+        ``meta.json`` says ``running`` but whose process is gone (see
+        :mod:`toolkit.runner.liveness`; decided when read, nothing is written)."""
+        status = str(self.meta.get("status", "unknown"))
+        if status == "running" and self.abandoned_reason is not None:
+            return "abandoned"
+        return status
+
+    @property
+    def abandoned_reason(self) -> str | None:
+        """Why a run that says ``running`` is abandoned (``None`` when it is not)."""
+        def reason() -> str | None:
+            if self.meta.get("status") != "running":
+                return None
+            return abandoned_reason(self.meta, self.run_dir / "meta.json")
+        return self._cached("abandoned_reason", reason)
+
+    @property
+    def last_step(self) -> int | None:
+        """The step of the last row in ``metrics.jsonl`` (``None`` when nothing was logged)."""
+        rows = self.all_metrics
+        return rows[-1].get("step") if rows else None
+
+    def status_line(self) -> str:
+        """The status in words: ``abandoned (its process 123 on host is gone; last logged step
+        4)``, ``failed (ValueError: ...)``, ``complete``."""
+        status = self.status
+        why = self.abandoned_reason if status == "abandoned" else self.meta.get("error")
+        if status == "complete":
+            return status
+        step = self.last_step
+        logged = "nothing logged" if step is None else f"last logged step {step}"
+        why = " ".join(str(why or "").split())
+        return f"{status} ({why}; {logged})" if why else f"{status} ({logged})"
 
     @property
     def children(self) -> list[str]:
@@ -252,10 +317,7 @@ class RunResults:
 
     @property
     def root_config(self) -> dict[str, Any]:
-        def load() -> dict[str, Any]:
-            path = self.run_dir / "config.toml"
-            return tomlio.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        return self._cached("root_config", load)
+        return self._cached("root_config", lambda: read_toml(self.run_dir / "config.toml"))
 
     # -- this view
     @property

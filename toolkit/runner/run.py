@@ -9,10 +9,12 @@ The runner receives the :class:`~toolkit.runner.Experiment` it runs (the command
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import platform
+import shutil
 import signal
-import socket
 import sys
 import threading
 import time
@@ -28,13 +30,15 @@ from pydantic import BaseModel
 from toolkit.core import record_blocks
 from toolkit.runner.config import RunConfig, load_config, make_config, resolve_device
 from toolkit.runner.context import RunContext, _RunFiles
-from toolkit.runner.errors import ConfigError, RunInterrupted
+from toolkit.runner.errors import ConfigError, RunInterrupted, os_error_line
+from toolkit.runner.liveness import heartbeat, this_host
 from toolkit.runner.registry import Experiment, experiments_for
 from toolkit.runner.results import (
     RunResults,
     atomic_write_json,
     atomic_write_text,
     new_run_dir,
+    to_jsonable,
     utc_now,
 )
 from toolkit.runner.verdicts import write_findings
@@ -53,16 +57,32 @@ def _versions() -> dict[str, str]:
             "numpy": numpy.__version__, "toolkit": toolkit.__version__}
 
 
-def check_output_dir(config: RunConfig, *, source: str | None = None) -> Path:
-    """Make sure ``<output_dir>/<experiment>/`` can hold a new run; ConfigError otherwise."""
+def check_output_dir(config: RunConfig, *, source: str | None = None, create: bool = True
+                     ) -> Path:
+    """Make sure ``<output_dir>/<experiment>/`` can hold a new run: it is (or can be made) a
+    folder, writable, with room for a few kilobytes; ConfigError otherwise.
+
+    ``create=False`` (``--dry-run``) makes no folder: the nearest folder that exists on the way
+    is probed instead.
+    """
     root = Path(config.output_dir)
     parent = root / config.experiment
     src = source or config.source
+    where = parent
+    if not create:
+        while not where.exists() and where.parent != where:
+            where = where.parent
+    probe = where / f".write-test-{os.getpid()}-{threading.get_ident()}"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".write-test-{os.getpid()}-{threading.get_ident()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        if create:
+            parent.mkdir(parents=True, exist_ok=True)
+        elif not where.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(where))
+        try:
+            probe.write_bytes(b"\0" * 4096)  # a full disk refuses the bytes, not the name
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
     except OSError as err:
         reason = err.strerror or type(err).__name__
         raise ConfigError(src, "output_dir", f"cannot write run directories to {str(root)!r} "
@@ -72,8 +92,9 @@ def check_output_dir(config: RunConfig, *, source: str | None = None) -> Path:
 
 
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only)."""
+def _signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only); a signal in
+    ``pending`` (received meanwhile, see :func:`_signals_deferred`) raises at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -83,6 +104,8 @@ def _signals_raise() -> Iterator[None]:
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if pending:
+            raise RunInterrupted(pending[0])
         yield
     finally:
         for s, h in old.items():
@@ -124,7 +147,7 @@ Finish = Callable[[Path, Experiment], Any]
 
 def local_worker() -> str:
     """``host:pid`` of this process (``meta.json``'s ``executor.worker`` for local runs)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{this_host()}:{os.getpid()}"
 
 
 @contextlib.contextmanager
@@ -179,6 +202,7 @@ def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
         "argv": list(sys.argv if argv is None else argv),
         "versions": _versions(),
         "platform": platform.platform(),
+        "host": this_host(),
         "pid": os.getpid(),
         "started": utc_now().isoformat(),
         "ended": None,
@@ -186,23 +210,32 @@ def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
         "error": None,
         "traceback": None,
     }
-    atomic_write_text(run_dir / "config.toml", config.to_toml())
-    atomic_write_json(run_dir / "meta.json", meta)
-    files = _RunFiles(run_dir, quiet=quiet)
-    # Empty summary/costs exist from the start, so a report can be drawn from any run.
-    files.write_summary()
-    files.write_costs()
+    files = None
+    try:
+        atomic_write_text(run_dir / "config.toml", config.to_toml())
+        atomic_write_json(run_dir / "meta.json", meta)
+        files = _RunFiles(run_dir, quiet=quiet)
+        # Empty summary/costs exist from the start, so a report can be drawn from any run.
+        files.write_summary()
+        files.write_costs()
+    except OSError:  # a full disk or a folder turned read-only: nothing worth keeping was made
+        if files is not None:
+            with contextlib.suppress(OSError):
+                files.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return _Started(config, params, device, run_dir, meta, files, t0)
 
 
-def _execute(run: _Started, experiment: Experiment, *, quiet: bool
+def _execute(run: _Started, experiment: Experiment, *, quiet: bool, pending: Sequence[int] = ()
              ) -> tuple[str, int, BaseException | None, list[str]]:
-    """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``."""
+    """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``. A signal
+    that came while the run was prepared (``pending``) interrupts it before it starts."""
     config = run.config
     seen: list[str] = []
     try:
         # every named block that runs anywhere in the run, inside ctx.compare or not
-        with _signals_raise(), record_blocks() as seen, _threads(config.threads):
+        with _signals_raise(pending), record_blocks() as seen, _threads(config.threads):
             ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=run.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=run.params, _files=run.files)
@@ -228,13 +261,65 @@ def _about(experiment: Experiment, names: Sequence[str]) -> dict[str, dict[str, 
     return out
 
 
+def _final_writes(run: _Started, experiment: Experiment, status: str) -> None:
+    """Close metrics.jsonl, write meta.json and, for a complete run, the findings."""
+    meta = run.meta
+    run.files.close()
+    atomic_write_json(run.run_dir / "meta.json", meta)
+    if status == "complete":
+        _, problems = write_findings(run.run_dir, experiment)
+        if problems:
+            meta["findings_problems"] = problems
+            atomic_write_json(run.run_dir / "meta.json", meta)
+
+
+#: What meta.json keeps when a full disk leaves room for nothing more than its own blocks.
+_ESSENTIAL = ("status", "experiment", "run_id", "seed", "host", "pid", "started", "ended",
+              "duration_s", "error")
+
+
+def save_meta(path: Path, meta: dict[str, Any]) -> bool:
+    """Write ``meta`` to ``path`` however the disk allows: atomically, else (no room for a
+    temporary file) over the blocks the file already has, compact and without the traceback,
+    then only its essential keys, the error cut to fit. Returns whether it was written."""
+    try:
+        atomic_write_json(path, meta)
+        return True
+    except OSError:
+        pass
+    try:
+        size = path.stat().st_size
+        compact = {k: v for k, v in meta.items()
+                   if k not in ("traceback", "about", "children", "warnings", "argv")}
+        data = json.dumps(to_jsonable(compact), separators=(",", ":")).encode()
+        if len(data) > size:
+            small = {k: meta.get(k) for k in _ESSENTIAL}
+            data = json.dumps(to_jsonable(small), separators=(",", ":")).encode()
+            if len(data) > size:
+                cut = max(0, len(str(small["error"])) - (len(data) - size) - 8)
+                small["error"] = str(small["error"])[:cut] + "..."
+                data = json.dumps(to_jsonable(small), separators=(",", ":")).encode()
+        with path.open("r+b") as fh:  # over the existing blocks: needs no new space
+            fh.write(data)
+            fh.truncate()
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+    except OSError:
+        return False
+
+
 def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, BaseException | None,
             list[str]], finish: Finish | None) -> tuple[RunOutcome, BaseException | None]:
-    """Close the files; write meta.json, the findings and (through ``finish``) the report."""
+    """Close the files; write meta.json, the findings and (through ``finish``) the report.
+
+    When a final write fails (a full disk), a complete run becomes ``failed`` with the reason,
+    recorded in meta.json wherever space allows (:func:`save_meta`).
+    """
     status, exit_code, error, seen = outcome
     files, meta = run.files, run.meta
+    meta_path = run.run_dir / "meta.json"
     with _signals_deferred() as received:
-        files.close()
         # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
         files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
         meta.update({
@@ -250,17 +335,27 @@ def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, Base
         if error is not None:
             meta["error"] = f"{type(error).__name__}: {error}"
             meta["traceback"] = "".join(traceback.format_exception(error))
-        atomic_write_json(run.run_dir / "meta.json", meta)
-        if status == "complete":
-            _, problems = write_findings(run.run_dir, experiment)
-            if problems:
-                meta["findings_problems"] = problems
-                atomic_write_json(run.run_dir / "meta.json", meta)
-        if finish is not None and status != "interrupted":
-            call_finish(finish, run.run_dir, meta, experiment)
-        # the whole run as the user waited for it: experiment, findings and report
-        meta["wall_seconds"] = round(time.perf_counter() - run.t0, 3)
-        atomic_write_json(run.run_dir / "meta.json", meta)
+        try:
+            _final_writes(run, experiment, status)
+        except OSError as err:
+            if status == "complete":
+                status, exit_code = "failed", 1
+            reason = f"the final writes failed: {os_error_line(err)}"
+            meta["status"] = status
+            if not meta["error"]:
+                meta["error"] = reason
+            elif not (isinstance(error, OSError) and error.filename == err.filename):
+                meta["error"] = f"{meta['error']}; {reason}"  # not the run's own error again
+            if not save_meta(meta_path, meta):
+                meta["error"] += " (meta.json could not be updated either)"
+        else:
+            if finish is not None and status != "interrupted":
+                call_finish(finish, run.run_dir, meta, experiment)
+            # the whole run as the user waited for it: experiment, findings and report
+            meta["wall_seconds"] = round(time.perf_counter() - run.t0, 3)
+            if not save_meta(meta_path, meta):
+                print(f"toolkit: warning: {meta_path}: wall_seconds not recorded (the disk "
+                      f"is full or read-only); the run's results are complete", file=sys.stderr)
     if received and error is None:
         # A signal during the final writes: the experiment finished, say so but exit non-zero.
         exit_code = 128 + received[0]
@@ -275,8 +370,20 @@ def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
     if experiment.name != config.experiment:
         raise ValueError(f"execute: the config is for experiment {config.experiment!r}, but "
                          f"the experiment handed over is {experiment.name!r}")
-    run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor, root=root)
-    return _finish(run, experiment, _execute(run, experiment, quiet=quiet), finish)
+    # a signal while the run directory is made (a pool stopped with SIGTERM) is remembered, so
+    # that the run is marked interrupted rather than left saying running
+    with _signals_deferred() as received:
+        try:
+            run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor,
+                           root=root)
+        except OSError as err:  # not started: a full disk, a folder made read-only meanwhile
+            if received:
+                raise RunInterrupted(received[0]) from err
+            where = Path(config.output_dir if root is None else root) / config.experiment
+            return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
+    with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
+        outcome = _execute(run, experiment, quiet=quiet, pending=received)
+    return _finish(run, experiment, outcome, finish)
 
 
 def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],

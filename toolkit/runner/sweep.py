@@ -15,17 +15,20 @@ the same ``summary.json`` bytes.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit.runner.config import ExecutorSpec, RunConfig
-from toolkit.runner.errors import RunInterrupted
+from toolkit.runner.errors import DamagedFile, RunInterrupted
 from toolkit.runner.registry import Experiment
 from toolkit.runner.run import (
     Finish,
@@ -37,7 +40,7 @@ from toolkit.runner.run import (
     local_worker,
 )
 
-__all__ = ["Progress", "find_complete", "run_configs"]
+__all__ = ["Progress", "ResumePlan", "find_complete", "plan_resume", "run_configs", "run_identity"]
 
 #: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
 Progress = Callable[[int, int, RunOutcome], None]
@@ -61,9 +64,10 @@ def _pool_worker(args: tuple[int, RunConfig, Experiment, list[str], Finish | Non
     try:
         outcome = execute(config, experiment, quiet=True, argv=argv, finish=finish,
                           executor={"kind": "local", "worker": local_worker()})
-    except Exception as err:  # a run that could not even start (e.g. the disk filled up)
-        return index, {"run_dir": "", "status": "failed", "exit_code": 1,
-                       "error": f"{type(err).__name__}: {err}", "duration_s": 0.0}
+    except Exception as err:  # not a failing experiment: a fault of the runner itself
+        return index, {"run_dir": str(Path(config.output_dir) / config.experiment),
+                       "status": "failed", "exit_code": 1,
+                       "error": f"could not run: {type(err).__name__}: {err}", "duration_s": 0.0}
     if outcome.status == "interrupted":
         # The run is marked and its files are written. An interrupted worker stops the whole
         # sweep (as in a single process): tell the parent, and leave without taking the next
@@ -75,27 +79,73 @@ def _pool_worker(args: tuple[int, RunConfig, Experiment, list[str], Finish | Non
     return index, _outcome_dict(outcome)
 
 
-def find_complete(config: RunConfig) -> Path | None:
-    """A complete run of exactly this config (seed included) under its output folder, if any."""
-    from toolkit.runner import tomlio
-    from toolkit.runner.results import RunResults
+def run_identity(config: Mapping[str, Any]) -> str:
+    """A run's identity: the SHA-256 of its resolved config (seed included) without
+    ``output_dir``, which only says where the run lives. A moved or copied results folder, or
+    another spelling of its path (relative, with a trailing slash), keeps its runs' identity."""
+    data = {k: v for k, v in config.items() if k != "output_dir"}
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    parent = Path(config.output_dir) / config.experiment
-    if not parent.is_dir():
-        return None
-    wanted = json.dumps(config.to_dict(), sort_keys=True)
-    for run_dir in sorted(parent.iterdir()):
-        path = run_dir / "config.toml"
-        if not path.is_file() or not (run_dir / "meta.json").is_file():
-            continue
-        try:
-            found = tomlio.loads(path.read_text(encoding="utf-8"))
-            if json.dumps(found, sort_keys=True) == wanted and \
-                    RunResults(run_dir).status == "complete":
-                return run_dir
-        except (OSError, ValueError):
-            continue
-    return None
+
+@dataclass
+class ResumePlan:
+    """What ``--resume`` does with each config: run it, or leave it to a run that exists.
+
+    ``done``: complete runs of some configs (not run again); ``running``: runs of some configs
+    whose process is alive (not run twice); ``damaged``: run folders of the same experiments
+    that cannot be read (their configs run again); ``todo``: the configs to run, abandoned,
+    failed and interrupted runs included.
+    """
+
+    todo: list[RunConfig] = field(default_factory=list)
+    done: list[Path] = field(default_factory=list)
+    running: list[Path] = field(default_factory=list)
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+
+def plan_resume(configs: Sequence[RunConfig]) -> ResumePlan:
+    """Match each config with the runs under its output folder by :func:`run_identity`."""
+    from toolkit.runner.check import check_run
+    from toolkit.runner.results import RunResults, read_toml
+
+    plan = ResumePlan()
+    index: dict[str, list[Path]] = {}
+    for parent in dict.fromkeys(Path(c.output_dir) / c.experiment for c in configs):
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            if not (run_dir / "meta.json").is_file() or run_dir.name.startswith("."):
+                continue
+            try:
+                index.setdefault(run_identity(read_toml(run_dir / "config.toml")), []) \
+                    .append(run_dir)
+            except DamagedFile as err:
+                plan.damaged.append(err)
+    for config in configs:
+        found = index.get(run_identity(config.to_dict()), [])
+        status = {}
+        for run_dir in found:
+            try:
+                status[run_dir] = RunResults(run_dir).status
+            except DamagedFile as err:
+                plan.damaged.append(err)
+        checked = {d: check_run(d) for d in found if status.get(d) == "complete"}
+        readable = [d for d, problems in checked.items() if not problems]
+        running = [d for d in found if status.get(d) == "running"]
+        if readable:
+            plan.done.append(readable[-1])
+        elif running:
+            plan.running.append(running[-1])
+        else:
+            plan.damaged += [problems[0] for problems in checked.values()]
+            plan.todo.append(config)
+    return plan
+
+
+def find_complete(config: RunConfig) -> Path | None:
+    """A complete, readable run of this config (seed included) under its output folder, if
+    any, matched by :func:`run_identity`."""
+    done = plan_resume([config]).done
+    return done[0] if done else None
 
 
 def _in_process(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
@@ -115,6 +165,32 @@ def _in_process(configs: Sequence[RunConfig], experiments: Mapping[str, Experime
     return outcomes, status
 
 
+def _in_progress(configs: Sequence[RunConfig], workers: set[int], code: int
+                 ) -> list[tuple[int, RunOutcome]]:
+    """The runs the pool's ``workers`` (pids) had in progress when it was stopped, found by the
+    pid in their meta.json, each matched to its config's index by identity."""
+    from toolkit.runner.results import RunResults, read_toml
+
+    wanted = {}
+    for i, config in enumerate(configs):
+        wanted.setdefault(run_identity(config.to_dict()), []).append(i)
+    found = []
+    for parent in dict.fromkeys(Path(c.output_dir) / c.experiment for c in configs):
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            try:
+                run = RunResults(run_dir)
+                if run.meta.get("pid") not in workers or run.status == "complete":
+                    continue
+                indices = wanted.get(run_identity(read_toml(run_dir / "config.toml")), [])
+            except (DamagedFile, OSError):
+                continue
+            if indices:
+                found.append((indices.pop(0), RunOutcome(
+                    run_dir, "interrupted", code, run.meta.get("error"),
+                    run.meta.get("duration_s") or 0.0)))
+    return found
+
+
 def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
              workers: int, argv: list[str], finish: Finish | None, on_done: Progress | None
              ) -> tuple[list[RunOutcome], int]:
@@ -122,7 +198,16 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
     outcomes: list[RunOutcome | None] = [None] * total
     status = 0
     ctx = multiprocessing.get_context("spawn")
-    pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
+    # The workers start with SIGINT ignored (a spawned Python keeps an ignored SIGINT ignored):
+    # Ctrl-C in a terminal reaches the whole process group, and a worker still importing must
+    # not die with a traceback; during a run the runner's own handler marks it interrupted.
+    main = threading.current_thread() is threading.main_thread()
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, ignored)
     jobs = [(i, c, experiments[c.experiment], argv, finish) for i, c in enumerate(configs)]
     try:
         with _signals_raise():
@@ -135,12 +220,16 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
                 status = max(status, outcome.exit_code)
         pool.close()
     except (RunInterrupted, KeyboardInterrupt) as err:
+        code = err.exit_code if isinstance(err, RunInterrupted) else 130
         with _signals_deferred():  # more signals (e.g. from the workers) change nothing now
+            workers = {p.pid for p in multiprocessing.active_children()}
             pool.terminate()  # SIGTERM: runs in progress mark themselves interrupted
             pool.join()
-        code = err.exit_code if isinstance(err, RunInterrupted) else 130
-        print("toolkit: interrupted; runs in progress are marked interrupted in their "
-              "meta.json", file=sys.stderr)
+            for i, outcome in _in_progress(configs, workers, code):
+                if outcomes[i] is None:
+                    outcomes[i] = outcome
+                    if on_done:
+                        on_done(i, total, outcome)
         return [o for o in outcomes if o is not None], code
     pool.join()
     done = [o for o in outcomes if o is not None]
