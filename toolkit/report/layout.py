@@ -301,8 +301,8 @@ def _chroma(color: str) -> float:
 def _tick_labels(axis: Any) -> dict[float, str]:
     """Tick location → label text as last drawn (read without updating the ticks: asking an
     axis that is off for its labels would fill them in)."""
-    return {tick.get_loc(): tick.label1.get_text() for tick in axis.majorTicks
-            if tick.get_loc() is not None}
+    locs = axis.get_majorticklocs()  # the ticks in use are the first len(locs) tick objects
+    return {loc: tick.label1.get_text() for loc, tick in zip(locs, axis.majorTicks)}
 
 
 def colour_meanings(fig: Figure) -> list[tuple[str, str, str]]:
