@@ -320,8 +320,7 @@ def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
                         textcoords="offset points")
         ax.set_title(name.replace("_", " "), fontsize=10)
     fig.suptitle(f"{title}: 2σ ellipses, weights written at the means", fontsize=10)
-    for ax in axes:
-        nudge_labels(ax)
+    nudge_labels(*axes)
     return fig
 
 

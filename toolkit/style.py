@@ -296,18 +296,20 @@ def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) 
     return [legends[i] for i in range(len(axes))]
 
 
-def nudge_labels(ax: Any, *, offset: float = 4.0) -> None:
-    """Move each annotation of ``ax`` (text offset from a point, ``textcoords="offset
+def nudge_labels(*axes: Any, offset: float = 4.0) -> None:
+    """Move each annotation of ``axes`` (text offset from a point, ``textcoords="offset
     points"``) to the first corner around its point, upper right, upper left, lower right or
-    lower left, where no line of ``ax`` passes through it on the drawn figure."""
+    lower left, where no line of its axes passes through it (the figure drawn once)."""
     from toolkit.report.layout import text_on_lines
 
-    fig = ax.figure
+    if not axes:
+        return
+    fig = axes[0].figure
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     corners = [(1, 1, "left", "bottom"), (-1, 1, "right", "bottom"), (1, -1, "left", "top"),
                (-1, -1, "right", "top")]
-    for text in ax.texts:
+    for text in (t for ax in axes for t in ax.texts):
         if not hasattr(text, "xyann"):
             continue
         for sx, sy, ha, va in corners:

@@ -298,9 +298,19 @@ def _chroma(color: str) -> float:
     return float(np.hypot(a, b))
 
 
+def _tick_labels(axis: Any) -> dict[float, str]:
+    """Tick location → label text as last drawn (read without updating the ticks: asking an
+    axis that is off for its labels would fill them in)."""
+    locs = axis.get_majorticklocs()  # the ticks in use are the first len(locs) tick objects
+    return {loc: tick.label1.get_text() for loc, tick in zip(locs, axis.majorTicks)}
+
+
 def colour_meanings(fig: Figure) -> list[tuple[str, str, str]]:
     """What each colour of ``fig`` names: ``(hex colour, words, where)`` from legend entries,
-    unlabelled bars (their tick label) and coloured (not grey) text."""
+    unlabelled bars (their tick label) and coloured (not grey) text, as drawn (a figure
+    changed since its last drawing is drawn first)."""
+    if fig.stale:
+        fig.canvas.draw()
     out = []
     for legend in _legends(fig):
         for handle, text in zip(legend.legend_handles, legend.get_texts()):
@@ -315,8 +325,7 @@ def colour_meanings(fig: Figure) -> list[tuple[str, str, str]]:
                     "_"):
                 continue
             axis = ax.xaxis if container.orientation == "vertical" else ax.yaxis
-            ticks = dict(zip(axis.get_majorticklocs(),
-                             [t.get_text() for t in axis.get_majorticklabels()]))
+            ticks = _tick_labels(axis)
             for bar in container.patches:
                 mid = bar.get_x() + bar.get_width() / 2 if container.orientation == \
                     "vertical" else bar.get_y() + bar.get_height() / 2
@@ -401,7 +410,7 @@ def _unnamed_reserved(fig: Figure) -> list[str]:
                                (ax.yaxis, ax.get_shared_y_axes())):
             for other in siblings.get_siblings(ax):  # shared axes label the ticks once
                 ticks = other.xaxis if axis is ax.xaxis else other.yaxis
-                named |= {role_of(t.get_text()) for t in ticks.get_majorticklabels()}
+                named |= {role_of(t) for t in _tick_labels(ticks).values()}
         title = ax.get_title()
         named.add(role_of(title))
         for reserved in _RESERVED:
@@ -468,7 +477,6 @@ def colour_problems(figures: Mapping[str, Figure],
     by_section: dict[str, list[tuple[str, str, str]]] = {}
     out = []
     for name, fig in figures.items():
-        fig.canvas.draw()
         meanings = colour_meanings(fig)
         out += [f"{name}: {p}" for p in _role_problems(meanings)]
         by_section.setdefault(section(name), []).extend(meanings)
