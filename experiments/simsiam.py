@@ -200,9 +200,9 @@ def figures(run: RunResults) -> dict[str, Any]:
         bars = ax.bar([j + (i - 0.5) * 0.35 for j in range(len(groups))], values, width=0.35,
                       label=variant, color=variant_style(variant)["color"],
                       yerr=spread if len(summaries) > 1 else None, capsize=3)
-        # inside the bars, so that the pixel baseline above them crosses no number
+        # in the middle of the bars: off the pixel baseline above them and the whiskers
         ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=9, color="white",
-                     padding=-15)
+                     label_type="center")
     ax.axhline(float(np.mean([s["pixels"]["knn_accuracy"] for s in summaries])),
                label="raw pixels", **variant_style("reference"))
     ax.set_xticks(range(len(groups)), [g for g, _ in groups])

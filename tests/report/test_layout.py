@@ -193,3 +193,12 @@ def test_generic_summary_bars_show_close_log_likelihoods_as_differences():
     assert heights[0] == 0 and heights[1] == pytest.approx(-0.003)
     assert [p.get_width() for p in far.patches] == [0.5, 0.9]
     assert layout_problems(fig) == []
+
+
+def test_seeds_of_one_series_that_agree_are_not_two_hidden_series():
+    fig, ax = _figure()
+    x = np.arange(6)
+    ax.plot(x, x, label="blocked", **variant_style("blocked"))
+    ax.plot(x, x, label="_nolegend_", **variant_style("blocked"))  # a second seed, equal
+    place_legend(ax)
+    assert layout_problems(fig) == []

@@ -5,8 +5,9 @@ good figure), next to :func:`toolkit.report.figures.text_problems` (texts that o
 leave the canvas):
 
 - a legend whose box covers plotted data (lines, markers, bars, bands, images);
-- lines that lie on each other everywhere with nothing to tell them apart (no note
-  "identical …" in the figure, no different markers);
+- lines of different series that lie on each other everywhere with nothing to tell them
+  apart (no note "identical …" in the figure, no different markers); lines drawn alike are
+  one series' seeds;
 - text smaller than 9 pt where the report shows the figure;
 - an annotation drawn across a data line;
 - the blocked or the unblocked colour (or a colour of the same hue) on something that is not
@@ -222,6 +223,12 @@ def _distinct_markers(a: Line2D, b: Line2D) -> bool:
                                or a.get_markevery() != b.get_markevery())
 
 
+def _same_style(a: Line2D, b: Line2D) -> bool:
+    """Whether two lines are drawn alike (colour, line, marker): the seeds of one series."""
+    return (to_hex(a.get_color()) == to_hex(b.get_color())
+            and a.get_linestyle() == b.get_linestyle() and a.get_marker() == b.get_marker())
+
+
 def _hidden_lines(fig: Figure, notes: str) -> list[str]:
     if "identical" in notes:
         return []
@@ -233,6 +240,8 @@ def _hidden_lines(fig: Figure, notes: str) -> list[str]:
                  and (_has_line(ln) or _has_marker(ln)) and to_rgba(ln.get_color())[3] > 0]
         for i, a in enumerate(lines):
             for b in lines[i + 1:]:
+                if _same_style(a, b):  # one series drawn per seed: seeds that agree
+                    continue
                 gap = _coincide(a, b)
                 if gap is not None and not _distinct_markers(a, b):
                     out.append(f"{_name(a)!r} and {_name(b)!r} lie on each other (at most "
