@@ -144,15 +144,14 @@ def _caption_of(fig: Any, name: str) -> str:
 def _experiment_figures(view: RunResults, experiment: Any, problems: list[str], quiet: bool
                         ) -> list[tuple[str, Any, str]]:
     """The figures ``experiment.figures(view)`` draws (none without an experiment)."""
-    exp = experiment
-    if exp is None:
+    if experiment is None:
         problems.append(f"{view.experiment}: experiment figures not drawn (the report was not "
                         f"given the experiment; `toolkit report` finds it when it is installed)")
         return []
-    if exp.figures is None:
+    if experiment.figures is None:
         return []
     try:
-        figures = exp.figures(view) or {}
+        figures = experiment.figures(view) or {}
         if not isinstance(figures, Mapping):
             raise TypeError(f"figures() must return a dict name → Figure, got "
                             f"{type(figures).__name__}")
