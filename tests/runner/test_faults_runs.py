@@ -280,3 +280,32 @@ def test_ctrl_c_on_a_pool_says_what_each_run_kept(tmp_path: Path) -> None:
     assert one_line(err, "not started") == (f"  {4 - len(runs)} not started: `--resume` runs "
                                             f"them (and reruns the interrupted ones)")
     assert err.count("[") == len(runs)  # one line for each run that had started
+
+
+def test_a_signal_between_the_experiment_and_its_final_writes_is_held(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A pool stopped by Ctrl-C sends SIGTERM to its workers at once: one that has just left its
+    # experiment must still write its meta.json, not die saying "running" (then "abandoned").
+    import contextlib
+
+    from toolkit.runner import load_config
+    from toolkit.runner import run as run_module
+    from toolkit.runner.registry import load_experiment
+
+    handlers = []
+
+    @contextlib.contextmanager
+    def beat_then_sigterm(path: Path):  # type: ignore[no-untyped-def]
+        with heartbeat(path):
+            yield
+        handlers.append(signal.getsignal(signal.SIGTERM))
+        if callable(handlers[-1]):  # the default action would end the test process
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(FIXTURES / "experiments"))
+    monkeypatch.setattr(run_module, "heartbeat", beat_then_sigterm)
+    config = load_config(CONFIG, output_dir=tmp_path)[0]
+    outcome = run_module.execute(config, load_experiment(config.experiment), quiet=True)
+    assert len(handlers) == 1 and callable(handlers[0])
+    assert (outcome.status, outcome.exit_code) == ("complete", 128 + signal.SIGTERM)
+    assert RunResults(outcome.run_dir).meta["status"] == "complete"

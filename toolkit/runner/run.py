@@ -310,52 +310,53 @@ def save_meta(path: Path, meta: dict[str, Any]) -> bool:
 
 
 def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, BaseException | None,
-            list[str]], finish: Finish | None) -> tuple[RunOutcome, BaseException | None]:
+            list[str]], finish: Finish | None, received: list[int]
+            ) -> tuple[RunOutcome, BaseException | None]:
     """Close the files; write meta.json, the findings and (through ``finish``) the report.
 
+    Called while :func:`_signals_deferred` holds the signals, whose list is ``received``.
     When a final write fails (a full disk), a complete run becomes ``failed`` with the reason,
     recorded in meta.json wherever space allows (:func:`save_meta`).
     """
     status, exit_code, error, seen = outcome
     files, meta = run.files, run.meta
     meta_path = run.run_dir / "meta.json"
-    with _signals_deferred() as received:
-        # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
-        files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
-        meta.update({
-            "status": status,
-            "ended": utc_now().isoformat(),
-            "duration_s": round(time.perf_counter() - run.t0, 3),
-            "n_logged": files.n_logged,
-            "blocks_seen": list(files.blocks_seen),
-            "children": files.children,
-            "warnings": files.warnings,
-            "about": _about(experiment, list(files.children)),
-        })
-        if error is not None:
-            meta["error"] = f"{type(error).__name__}: {error}"
-            meta["traceback"] = "".join(traceback.format_exception(error))
-        try:
-            _final_writes(run, experiment, status)
-        except OSError as err:
-            if status == "complete":
-                status, exit_code = "failed", 1
-            reason = f"the final writes failed: {os_error_line(err)}"
-            meta["status"] = status
-            if not meta["error"]:
-                meta["error"] = reason
-            elif not (isinstance(error, OSError) and error.filename == err.filename):
-                meta["error"] = f"{meta['error']}; {reason}"  # not the run's own error again
-            if not save_meta(meta_path, meta):
-                meta["error"] += " (meta.json could not be updated either)"
-        else:
-            if finish is not None and status != "interrupted":
-                call_finish(finish, run.run_dir, meta, experiment)
-            # the whole run as the user waited for it: experiment, findings and report
-            meta["wall_seconds"] = round(time.perf_counter() - run.t0, 3)
-            if not save_meta(meta_path, meta):
-                print(f"toolkit: warning: {meta_path}: wall_seconds not recorded (the disk "
-                      f"is full or read-only); the run's results are complete", file=sys.stderr)
+    # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
+    files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
+    meta.update({
+        "status": status,
+        "ended": utc_now().isoformat(),
+        "duration_s": round(time.perf_counter() - run.t0, 3),
+        "n_logged": files.n_logged,
+        "blocks_seen": list(files.blocks_seen),
+        "children": files.children,
+        "warnings": files.warnings,
+        "about": _about(experiment, list(files.children)),
+    })
+    if error is not None:
+        meta["error"] = f"{type(error).__name__}: {error}"
+        meta["traceback"] = "".join(traceback.format_exception(error))
+    try:
+        _final_writes(run, experiment, status)
+    except OSError as err:
+        if status == "complete":
+            status, exit_code = "failed", 1
+        reason = f"the final writes failed: {os_error_line(err)}"
+        meta["status"] = status
+        if not meta["error"]:
+            meta["error"] = reason
+        elif not (isinstance(error, OSError) and error.filename == err.filename):
+            meta["error"] = f"{meta['error']}; {reason}"  # not the run's own error again
+        if not save_meta(meta_path, meta):
+            meta["error"] += " (meta.json could not be updated either)"
+    else:
+        if finish is not None and status != "interrupted":
+            call_finish(finish, run.run_dir, meta, experiment)
+        # the whole run as the user waited for it: experiment, findings and report
+        meta["wall_seconds"] = round(time.perf_counter() - run.t0, 3)
+        if not save_meta(meta_path, meta):
+            print(f"toolkit: warning: {meta_path}: wall_seconds not recorded (the disk "
+                  f"is full or read-only); the run's results are complete", file=sys.stderr)
     if received and error is None:
         # A signal during the final writes: the experiment finished, say so but exit non-zero.
         exit_code = 128 + received[0]
@@ -370,8 +371,10 @@ def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
     if experiment.name != config.experiment:
         raise ValueError(f"execute: the config is for experiment {config.experiment!r}, but "
                          f"the experiment handed over is {experiment.name!r}")
-    # a signal while the run directory is made (a pool stopped with SIGTERM) is remembered, so
-    # that the run is marked interrupted rather than left saying running
+    # From before meta.json says "running" to its last write, SIGINT and SIGTERM never take the
+    # default action (which would leave the run saying "running"): while the run directory is
+    # made and the files are finished they are remembered; while the experiment runs they
+    # interrupt it (_execute's handler, which gives the remembering one back when it ends).
     with _signals_deferred() as received:
         try:
             run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor,
@@ -381,9 +384,9 @@ def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
                 raise RunInterrupted(received[0]) from err
             where = Path(config.output_dir if root is None else root) / config.experiment
             return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
-    with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
-        outcome = _execute(run, experiment, quiet=quiet, pending=received)
-    return _finish(run, experiment, outcome, finish)
+        with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
+            outcome = _execute(run, experiment, quiet=quiet, pending=received)
+        return _finish(run, experiment, outcome, finish, received)
 
 
 def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],
