@@ -257,6 +257,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         n_init = self.n_init if do_init else 1
         ones = torch.ones(X.shape[0], dtype=torch.float64, device=X.device)
         w_all = ones if w is None else w.to(torch.float64)  # the bounds are summed in float64
+        w_total = w_all.sum()
         # parameters in float64 (converted to the data's dtype when the fit ends); each
         # iteration on the fastest path exact enough for it (see toolkit.algorithms.em.fast)
         fast = (_EMPath(X, w_all, self.covariance_type, self.reg_covar)
@@ -284,8 +285,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                                                      params.precisions_cholesky,
                                                      self.covariance_type)
                     params = self._m_step(X, log_resp, w, params)
-                lower_bound = ((w_all * log_prob_norm.to(w_all.dtype)).sum() / w_all.sum()
-                               ).item()
+                lower_bound = (torch.dot(w_all, log_prob_norm.to(w_all.dtype)) / w_total).item()
                 bounds.append(lower_bound)
                 progress.iteration(n_iter, lower_bound - prev)
                 if abs(lower_bound - prev) < self.tol:

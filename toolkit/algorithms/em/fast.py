@@ -81,40 +81,47 @@ class _MomentEM:
         # exp of arguments below this would be subnormal: a slow path of the CPU (10x for
         # float32) for terms that add less than 1e-37 relative to the sum (which is >= 1)
         self.floor = math.log(torch.finfo(self.dtype).tiny) + 1.0
-        X64 = X.to(torch.float64)
         sample_weight = sample_weight.to(torch.float64)
         self.w = sample_weight
-        d = X.shape[1]
+        n, d = X.shape
         self.d = d
-        self.center = (sample_weight @ X64) / sample_weight.sum()
-        Xc = X64 - self.center
-        n = X.shape[0]
+        # the data transposed and centred, (d, n) in float64: one transposing copy
+        XcT = torch.empty(d, n, dtype=torch.float64, device=X.device).copy_(X.T)
+        self.center = (XcT @ sample_weight) / sample_weight.sum()
+        XcT -= self.center[:, None]
         full = covariance_type in ("full", "tied")
         if full:
             self.iu = torch.triu_indices(d, d, device=X.device)
             # a_k's quadratic part: P_ii for i = j, 2 P_ij for i < j
             self.mult = torch.where(self.iu[0] == self.iu[1], 1.0, 2.0).to(torch.float64)
         self.n_quad = d * (d + 1) // 2 if full else d
-        # Φ = [x'_i x'_j (i <= j, row-major) | x' | 1], written column block by column block
-        # into one buffer of the data's dtype (products in float64)
-        self.Phi = torch.empty(n, self.n_quad + d + 1, dtype=self.dtype, device=X.device)
+        # Φ = [x'_i x'_j (i <= j, row-major) | x' | 1], stored transposed, (q + 1, n): each
+        # feature is one contiguous row, written in one pass (products in float64, rounded once
+        # to the data's dtype on the store). Against Φ stored (n, q + 1) (d = k = 8, n = 1e5,
+        # float32): built in 7 ms instead of 28, and an iteration 0.7x as long (row blocks of
+        # Φ whose width was not a multiple of 16 slowed both GEMMs by up to 1.4x; column
+        # blocks of Φᵀ do not).
+        self.PhiT = torch.empty(self.n_quad + d + 1, n, dtype=self.dtype, device=X.device)
         if full:
             col = 0
             for i in range(d):
-                self.Phi[:, col:col + d - i] = Xc[:, i:i + 1] * Xc[:, i:]
+                torch.mul(XcT[i], XcT[i:], out=self.PhiT[col:col + d - i])
                 col += d - i
         else:
-            self.Phi[:, :d] = Xc.square()
-        self.Phi[:, self.n_quad:-1] = Xc
-        self.Phi[:, -1] = 1.0  # carries the bias
-        # weights folded into the features once: R^T Φ_w = (w ⊙ r)^T Φ, last column N_k
+            torch.mul(XcT, XcT, out=self.PhiT[:d])
+        self.PhiT[self.n_quad:-1] = XcT
+        self.PhiT[-1] = 1.0  # carries the bias
+        # weights folded into the features once: R Φ_w = (w ⊙ r) Φ, last column N_k
         uniform = bool((sample_weight == sample_weight[0]).all())
-        self.Phi_w = self.Phi if uniform else (self.Phi.to(torch.float64)
-                                               * sample_weight[:, None]).to(self.dtype)
+        self.PhiT_w = self.PhiT if uniform else (self.PhiT.to(torch.float64)
+                                                 * sample_weight).to(self.dtype)
         self.w_scale = sample_weight[0] if uniform else None
-        # rows per chunk of step(): about 2 MiB of Φ, which stays in cache between the E-step
-        # product and the moment product
-        self.chunk = max(1024, (2 << 20) // (self.Phi.shape[1] * self.Phi.element_size()))
+        # columns per chunk of step(): the largest power of two within 4 MiB of Φ,
+        # which stays in cache between the E-step product and the moment product (d = k = 8,
+        # n = 1e5: 16,384 columns in float32, 8,192 in float64; 2,048-column chunks took 1.5x
+        # as long, 32,768 no less)
+        target = max(1024, (4 << 20) // (self.PhiT.shape[0] * self.PhiT.element_size()))
+        self.chunk = 1 << (target.bit_length() - 1)
 
     @staticmethod
     def to_compute(params: GMMParams) -> GMMParams:
@@ -123,7 +130,7 @@ class _MomentEM:
 
     def log_joint(self, params: GMMParams) -> torch.Tensor:
         """``log π_k + log N(x_n; μ_k, Σ_k)`` as an (n, k) matrix in the data's dtype."""
-        return self.Phi @ self._coefficients(params).to(self.dtype).T
+        return (self._coefficients(params).to(self.dtype) @ self.PhiT).T
 
     def _coefficients(self, params: GMMParams) -> torch.Tensor:
         """``A`` (k, q + 1) with ``log π_k + log N(x; μ_k, Σ_k) = φ(x') · A_k``, float64."""
@@ -151,12 +158,12 @@ class _MomentEM:
 
         Both in the data's dtype; ``params`` in float64.
         """
-        z = self.log_joint(params)
-        shift = z.amax(1, keepdim=True)
-        resp = z.sub_(shift).clamp_min_(self.floor).exp_()  # in place: one (n, k) buffer
-        total = resp.sum(1, keepdim=True)
+        z = self._coefficients(params).to(self.dtype) @ self.PhiT  # (k, n)
+        shift = z.amax(0, keepdim=True)
+        resp = z.sub_(shift).clamp_min_(self.floor).exp_()  # in place: one (k, n) buffer
+        total = resp.sum(0, keepdim=True)
         resp.div_(total)
-        return (total.log_().add_(shift))[:, 0], resp
+        return (total.log_().add_(shift))[0], resp.T
 
     def step(self, params: GMMParams) -> tuple[torch.Tensor, GMMParams]:
         """One EM iteration, ``(log p(x_n) at params, new params)``, in one pass over ``Φ``.
@@ -174,18 +181,18 @@ class _MomentEM:
         """
         A64 = self._coefficients(params)
         A = A64.to(self.dtype)
-        n = self.Phi.shape[0]
+        n = self.PhiT.shape[1]
         S = torch.zeros(A.shape, dtype=torch.float64, device=A.device)  # chunk sums in float64
         log_prob = torch.empty(n, dtype=self.dtype, device=A.device)
         for start in range(0, n, self.chunk):
             rows = slice(start, start + self.chunk)
-            z = A @ self.Phi[rows].T  # (k, rows)
+            z = A @ self.PhiT[:, rows]  # (k, rows)
             shift = z.amax(0, keepdim=True)
             resp = z.sub_(shift).clamp_min_(self.floor).exp_()
             total = resp.sum(0, keepdim=True)
             resp.div_(total)
             torch.add(total.log_(), shift, out=log_prob[rows].unsqueeze(0))
-            S += resp @ self.Phi_w[rows]
+            S += resp @ self.PhiT_w[:, rows].T
         log_prob = log_prob.to(torch.float64)
         if A.dtype != torch.float64:
             scale = 1.0 if self.w_scale is None else self.w_scale
@@ -194,7 +201,7 @@ class _MomentEM:
 
     def m_step(self, resp: torch.Tensor) -> GMMParams:
         """New parameters from the responsibilities (n, k) of :meth:`e_step`."""
-        return self._from_moments((resp.T @ self.Phi_w).to(torch.float64))
+        return self._from_moments((self.PhiT_w @ resp).T.to(torch.float64))
 
     def _from_moments(self, S: torch.Tensor) -> GMMParams:
         """Parameters (float64) from the moments ``S = Rᵀ Φ_w`` (k, q + 1), float64."""
