@@ -131,6 +131,48 @@ def test_pseudo_log_likelihood_of_values_in_the_unit_interval(seed: int) -> None
     np.testing.assert_allclose(pseudo_log_likelihood(p, X).numpy(), expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("bias_scale", [0.0, 50.0])
+def test_float32_pseudo_log_likelihood_does_not_cancel(bias_scale: float, seed: int) -> None:
+    # A trained RBM's hidden pre-activations reach tens: softplus(a + δW) − softplus(a) formed
+    # as the difference of the two values loses u·|a| per term in float32. The float32 sums
+    # (every unit, and scikit-learn's one-flip estimate) stay within a small multiple of
+    # u · Σ_i Σ_j (|W_ji| + 1) of float64 on the same float32 numbers, whatever the biases.
+    g = torch.Generator().manual_seed(seed + 30)
+    n_visible, n_hidden = 16, 64
+    p32 = RBMParams(torch.randn(n_hidden, n_visible, generator=g),
+                    torch.randn(n_visible, generator=g),
+                    torch.randn(n_hidden, generator=g) * bias_scale)
+    p64 = RBMParams(*(t.to(F64) for t in p32))
+    X = (torch.rand(200, n_visible, generator=g) < 0.5).float()
+    idx = torch.randint(0, n_visible, (200,), generator=g)
+    u = torch.finfo(torch.float32).eps / 2
+    bound = 8 * u * float((p64.weights.abs() + 1).sum())
+    for kwargs in ({}, {"indices": idx}):
+        ours = pseudo_log_likelihood(p32, X, **kwargs).to(F64)
+        exact = pseudo_log_likelihood(p64, X.to(F64), **kwargs)
+        assert float((ours - exact).abs().max()) <= bound, kwargs
+
+
+def test_float32_free_energy_log_partition_and_likelihood_are_bounded(seed: int) -> None:
+    # Sums without a cancelling difference: float32 keeps each within a few u times the sum of
+    # its terms' sizes (|v·b| + Σ_j softplus(a_j), and |log Z| for log p), large biases or not.
+    g = torch.Generator().manual_seed(seed + 40)
+    p32 = RBMParams(torch.randn(12, 40, generator=g) * 2.5, torch.randn(40, generator=g) * 10,
+                    torch.randn(12, generator=g) * 10)
+    p64 = RBMParams(*(t.to(F64) for t in p32))
+    X = (torch.rand(300, 40, generator=g) < 0.5).float()
+    X64 = X.to(F64)
+    u = torch.finfo(torch.float32).eps / 2
+    terms = ((X64 @ p64.visible_bias).abs()
+             + torch.nn.functional.softplus(X64 @ p64.weights.T + p64.hidden_bias).sum(1))
+    log_z = exact_log_partition(p64)
+    assert bool(((free_energy(p32, X).to(F64) - free_energy(p64, X64)).abs()
+                 <= 16 * u * terms).all())
+    assert abs(float(exact_log_partition(p32)) - float(log_z)) <= 16 * u * abs(float(log_z))
+    assert bool(((log_likelihood(p32, X).to(F64) - log_likelihood(p64, X64)).abs()
+                 <= 16 * u * (terms + log_z.abs())).all())
+
+
 # --------------------------------------------------------------------------- bad input
 
 
