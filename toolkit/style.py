@@ -264,7 +264,7 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
 def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) -> list[Any]:
     """:func:`place_legend` for several axes of one figure, drawing it once (again after a
     legend had to go outside and so changed the layout)."""
-    from toolkit.report.layout import legend_overlaps
+    from toolkit._figure_hits import legend_overlaps
 
     axes = list(axes)
     if not axes:
@@ -300,7 +300,7 @@ def nudge_labels(*axes: Any, offset: float = 4.0) -> None:
     """Move each annotation of ``axes`` (text offset from a point, ``textcoords="offset
     points"``) to the first corner around its point, upper right, upper left, lower right or
     lower left, where no line of its axes passes through it (the figure drawn once)."""
-    from toolkit.report.layout import text_on_lines
+    from toolkit._figure_hits import text_on_lines
 
     if not axes:
         return
