@@ -128,10 +128,6 @@ class _MomentEM:
         """Parameters as the steps take and give them: float64."""
         return GMMParams(*(t.to(torch.float64) for t in params))
 
-    def log_joint(self, params: GMMParams) -> torch.Tensor:
-        """``log π_k + log N(x_n; μ_k, Σ_k)`` as an (n, k) matrix in the data's dtype."""
-        return (self._coefficients(params).to(self.dtype) @ self.PhiT).T
-
     def _coefficients(self, params: GMMParams) -> torch.Tensor:
         """``A`` (k, q + 1) with ``log π_k + log N(x; μ_k, Σ_k) = φ(x') · A_k``, float64."""
         ct, d = self.covariance_type, self.d
@@ -158,20 +154,26 @@ class _MomentEM:
 
         Both in the data's dtype; ``params`` in float64.
         """
-        z = self._coefficients(params).to(self.dtype) @ self.PhiT  # (k, n)
-        shift = z.amax(0, keepdim=True)
-        resp = z.sub_(shift).clamp_min_(self.floor).exp_()  # in place: one (k, n) buffer
-        total = resp.sum(0, keepdim=True)
+        z = self._coefficients(params).to(self.dtype) @ self.PhiT  # (k, n) log-joint
+        log_prob, resp = self._normalise(z)
+        return log_prob, resp.T
+
+    def _normalise(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logsumexp over the k rows of the log-joint ``z`` (k, columns), and the
+        responsibilities: its ``exp``, normalised, written over ``z`` (one buffer)."""
+        shift = z.amax(0)
+        resp = z.sub_(shift).clamp_min_(self.floor).exp_()
+        total = resp.sum(0)
         resp.div_(total)
-        return (total.log_().add_(shift))[0], resp.T
+        return total.log_().add_(shift), resp
 
     def step(self, params: GMMParams) -> tuple[torch.Tensor, GMMParams]:
         """One EM iteration, ``(log p(x_n) at params, new params)``, in one pass over ``Φ``.
 
-        The rows are taken in chunks of about 2 MiB of ``Φ``: each chunk's log-joint (k, rows), its
-        logsumexp (reduced over the k rows of a contiguous matrix) and its contribution
-        ``R_cᵀ Φ_c`` to the moments are computed while the chunk is in cache, so an iteration
-        reads ``Φ`` from memory once instead of twice. The numbers are those of
+        The columns of ``Φᵀ`` are taken in chunks of up to 4 MiB: each chunk's log-joint (k,
+        columns), its logsumexp (reduced over the k rows of a contiguous matrix) and its
+        contribution ``R_c Φ_c`` to the moments are computed while the chunk is in cache, so an
+        iteration reads ``Φ`` from memory once instead of twice. The numbers are those of
         :meth:`e_step` followed by :meth:`m_step` (up to the order of the sums), except that
         ``log p(x_n)`` comes in float64, all shifted by one number: the first-order effect of
         rounding ``A`` to the data's dtype on their weighted mean (the lower bound). That
@@ -186,12 +188,7 @@ class _MomentEM:
         log_prob = torch.empty(n, dtype=self.dtype, device=A.device)
         for start in range(0, n, self.chunk):
             rows = slice(start, start + self.chunk)
-            z = A @ self.PhiT[:, rows]  # (k, rows)
-            shift = z.amax(0, keepdim=True)
-            resp = z.sub_(shift).clamp_min_(self.floor).exp_()
-            total = resp.sum(0, keepdim=True)
-            resp.div_(total)
-            torch.add(total.log_(), shift, out=log_prob[rows].unsqueeze(0))
+            log_prob[rows], resp = self._normalise(A @ self.PhiT[:, rows])  # (k, columns)
             S += resp @ self.PhiT_w[:, rows].T
         log_prob = log_prob.to(torch.float64)
         if A.dtype != torch.float64:
