@@ -140,19 +140,27 @@ def exact_log_likelihood_gradient(params: RBMParams, v_data: torch.Tensor) -> RB
     return RBMParams(*grads)
 
 
-def _softplus_step(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """``softplus(a + d) − softplus(a)`` without the cancellation of the two softplus values.
+def _flip_steps(a: torch.Tensor, delta: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``Σ_j [softplus(a_j + δ_u w_uj) − softplus(a_j)]`` for each row and flip ``u``, (m, U),
+    without the cancellation of the two softplus values.
 
-    For ``a > 0`` it uses ``softplus(x) = x + softplus(−x)``: the difference is
-    ``d + softplus(−(a + d)) − softplus(−a)``, where ``d`` is exact and the two softplus
-    values are small unless ``a + d < 0``, in which case ``|a + d| ≤ |d|``; for ``a ≤ 0`` both
-    values are at most ``softplus(d)`` above zero. Either way the rounding error is about
-    ``u·(|d| + 1)``, not ``u·|a|`` (the result is at most ``|d|``: softplus is 1-Lipschitz).
-    ``a`` and ``d`` broadcast.
+    ``a`` (m, H): hidden pre-activations; ``delta`` (m, U): the flips' changes of their visible
+    units; ``w`` (U, H), or (m, U, H) for flips that differ by row: those units' weights. For
+    ``a_j > 0`` it uses ``softplus(x) = x + softplus(−x)``: the term is ``d + softplus(−(a_j +
+    d)) − softplus(−a_j)`` (``d = δ_u w_uj``), where ``d`` is exact and the two softplus values
+    are small unless ``a_j + d < 0``, in which case ``|a_j + d| ≤ |d|``; for ``a_j ≤ 0`` both
+    values are at most ``softplus(d)`` above zero. Either way a term's rounding error is about
+    ``u·(|d| + 1)``, not ``u·|a_j|`` (the term is at most ``|d|``: softplus is 1-Lipschitz).
+    With ``s_j = ∓1`` (``a_j > 0`` or not) the sum is ``Σ_j softplus(s_j (a_j + δ_u w_uj)) −
+    Σ_j softplus(s_j a_j) + δ_u Σ_{j: a_j > 0} w_uj``; the last sum is a product, and the
+    (m, U, H) tensor takes two passes.
     """
     positive = a > 0
     sign = torch.where(positive, -1.0, 1.0).to(a.dtype)
-    return F.softplus(sign * (a + d)) - F.softplus(sign * a) + d * positive
+    sa = sign * a
+    t = torch.addcmul(sa.unsqueeze(1), delta.unsqueeze(2), sign.unsqueeze(1) * w)  # (m, U, H)
+    linear = torch.matmul(positive.to(a.dtype).unsqueeze(1), w.mT).squeeze(1)  # (m, U)
+    return F.softplus(t).sum(2) - F.softplus(sa).sum(1, keepdim=True) + delta * linear
 
 
 def pseudo_log_likelihood(
@@ -173,7 +181,7 @@ def pseudo_log_likelihood(
     scikit-learn); returns (n_samples,).
 
     Precision: each ``softplus(a_j + d) − softplus(a_j)`` (``d = δ_i W_ji``) is computed without
-    forming the two softplus values (:func:`_softplus_step`), so its error is about ``u·(|d| + 1)``
+    forming the two softplus values (:func:`_flip_steps`), so its error is about ``u·(|d| + 1)``
     (``u`` the unit roundoff: 6e-8 in float32) where the difference of the two values loses
     ``u·|a_j|``; a pre-activation of 50, common in a trained model, made float32 results ~50x less
     accurate that way. The result is within about ``u · Σ_i Σ_j (|W_ji| + 1)`` of the exact sum.
@@ -204,7 +212,8 @@ def pseudo_log_likelihood(
         rows = torch.arange(n, device=v.device)
         delta = 1 - 2 * v[rows, indices]  # (n,): v_i → 1 − v_i at the flipped unit
         a = F.linear(v, W, c)  # (n, H)
-        diff = -(delta * b[indices]) - _softplus_step(a, delta[:, None] * W.T[indices]).sum(1)
+        steps = _flip_steps(a, delta[:, None], W.T[indices].unsqueeze(1))[:, 0]
+        diff = -(delta * b[indices]) - steps
         return -n_visible * F.softplus(-diff)
     check(where, "chunk_elements", chunk_elements, [Integer(1)])
     step = max(1, chunk_elements // max(1, n_visible * n_hidden))
@@ -212,16 +221,8 @@ def pseudo_log_likelihood(
     for vc in v.split(step):
         a = F.linear(vc, W, c)                                   # (m, H)
         delta = 1 - 2 * vc                                       # (m, V): v_i → 1 − v_i
-        # F(ṽ_i) − F(v) = −b_i δ_i − Σ_j [softplus(a_j + δ_i W_ji) − softplus(a_j)], the sum
-        # over j as _softplus_step forms it with s_j = ∓1 (a_j > 0 or not): Σ_j softplus(s_j
-        # (a_j + δ_i W_ji)) − Σ_j softplus(s_j a_j) + δ_i Σ_{j: a_j > 0} W_ji; the last sum is
-        # a product (m, H) × (H, V), and the (m, V, H) tensor takes two passes
-        positive = a > 0
-        sign = torch.where(positive, -1.0, 1.0).to(a.dtype)
-        sa = sign * a
-        t = torch.addcmul(sa.unsqueeze(1), delta.unsqueeze(2), sign.unsqueeze(1) * W.T)
-        steps = (F.softplus(t).sum(2) - F.softplus(sa).sum(1, keepdim=True)
-                 + delta * (positive.to(a.dtype) @ W))
+        # F(ṽ_i) − F(v) = −b_i δ_i − Σ_j [softplus(a_j + δ_i W_ji) − softplus(a_j)]
+        steps = _flip_steps(a, delta, W.T)                       # (m, V)
         diff = -(delta * b) - steps
         parts.append(-F.softplus(-diff).sum(1))                  # Σ_i log σ(ΔF_i)
     return torch.cat(parts) if parts else v.new_zeros(0)
