@@ -86,7 +86,8 @@ def unchecked() -> Iterator[None]:
         training._first_non_finite = real
 
 
-def contenders(X: np.ndarray, device: str) -> dict[str, Callable[[], object]]:
+def contenders(X: np.ndarray, device: str, n_hidden: int = N_HIDDEN
+               ) -> dict[str, Callable[[], object]]:
     """name → one fit of one epoch, each on the same float64 data in [0, 1]."""
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
@@ -94,10 +95,10 @@ def contenders(X: np.ndarray, device: str) -> dict[str, Callable[[], object]]:
     common = {"learning_rate": LR, "batch_size": BATCH, "n_iter": 1, "random_state": 0}
 
     def toolkit(method: str, dtype: str | None) -> Callable[[], object]:
-        return lambda: BernoulliRBM(N_HIDDEN, method=method, dtype=dtype, device=device,
+        return lambda: BernoulliRBM(n_hidden, method=method, dtype=dtype, device=device,
                                     **common).fit(data)
 
-    return {"sklearn": lambda: SkRBM(n_components=N_HIDDEN, **common).fit(X),
+    return {"sklearn": lambda: SkRBM(n_components=n_hidden, **common).fit(X),
             "toolkit pcd": toolkit("pcd", None),
             "toolkit cd": toolkit("cd", None),
             "toolkit pcd f32": toolkit("pcd", "float32"),
@@ -108,14 +109,9 @@ def fixed_cost(X: np.ndarray, rounds: int, device: str) -> str:
     """The cost of an update that does not grow with the model: the same epoch with 2 hidden
     units instead of 256 (products and draws ~128x smaller), ms per update, for scikit-learn's
     PCD-1 and the toolkit's in float32: dispatch, autograd's graph and ``grad`` call, checks."""
-    from sklearn.neural_network import BernoulliRBM as SkRBM
-
-    common = {"learning_rate": LR, "batch_size": BATCH, "n_iter": 1, "random_state": 0}
-    data = torch.as_tensor(X, device=device) if device != "cpu" else X
-    result = race({"sklearn": lambda: SkRBM(n_components=2, **common).fit(X),
-                   "toolkit pcd f32": lambda: BernoulliRBM(2, dtype="float32", device=device,
-                                                           **common).fit(data)},
-                  rounds=rounds, device=device)
+    fits = contenders(X, device, n_hidden=2)
+    result = race({name: fits[name] for name in ("sklearn", "toolkit pcd f32")}, rounds=rounds,
+                  device=device)
     updates = -(-len(X) // BATCH)
     return (f"sklearn {result.median('sklearn') * 1e3 / updates:.3f} ms, toolkit pcd f32 "
             f"{result.median('toolkit pcd f32') * 1e3 / updates:.3f} ms per update "
