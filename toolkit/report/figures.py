@@ -369,6 +369,20 @@ def _undrawn_tick_labels(fig: Figure) -> set[int]:
     return out
 
 
+def _shown_texts(fig: Figure) -> list[Text]:
+    """The texts of ``fig`` a reader sees: visible, not empty, in a visible axes (or none), and
+    not a tick label outside its axis's view."""
+    hidden = _undrawn_tick_labels(fig)
+    out = []
+    for text in fig.findobj(Text):
+        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.axes is not None and not text.axes.get_visible():
+            continue
+        out.append(text)
+    return out
+
+
 def text_problems(fig: Figure) -> list[str]:
     """Texts of ``fig`` that overlap another text or leave the canvas (after drawing it).
 
@@ -379,13 +393,8 @@ def text_problems(fig: Figure) -> list[str]:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     width, height = fig.canvas.get_width_height()
-    hidden = _undrawn_tick_labels(fig)
     boxes = []
-    for text in fig.findobj(Text):
-        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
-            continue
-        if text.axes is not None and not text.axes.get_visible():
-            continue
+    for text in _shown_texts(fig):
         box = text.get_window_extent(renderer)
         if box.width <= 0 or box.height <= 0:
             continue

@@ -31,7 +31,6 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.text import Text
 
 from toolkit._figure_hits import (
     _has_line,
@@ -40,6 +39,7 @@ from toolkit._figure_hits import (
     legend_overlaps,
     text_on_lines,
 )
+from toolkit.report.figures import _shown_texts
 from toolkit.style import (
     COLORS,
     DISPLAY_WIDTH_PX,
@@ -61,24 +61,10 @@ def _legends(fig: Figure) -> list[Legend]:
     return [leg for leg in [*out, *fig.legends] if leg is not None and leg.get_visible()]
 
 
-def _texts(fig: Figure) -> list[Text]:
-    from toolkit.report.figures import _undrawn_tick_labels
-
-    hidden = _undrawn_tick_labels(fig)
-    out = []
-    for text in fig.findobj(Text):
-        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
-            continue
-        if text.axes is not None and not text.axes.get_visible():
-            continue
-        out.append(text)
-    return out
-
-
 def _small_text(fig: Figure) -> list[str]:
     scale = min(1.0, DISPLAY_WIDTH_PX / (fig.get_figwidth() * REPORT_DPI))
     small: dict[float, list[str]] = {}
-    for text in _texts(fig):
+    for text in _shown_texts(fig):
         size = text.get_fontsize() * scale
         if size < MIN_FONT_PT - 1e-6:
             small.setdefault(round(size, 1), []).append(text.get_text().strip().split("\n")[0])
@@ -215,7 +201,7 @@ def colour_meanings(fig: Figure) -> list[tuple[str, str, str]]:
                 colour = _hex(bar.get_facecolor())
                 if names and colour:
                     out.append((colour, names[0], "bar"))
-    for text in _texts(fig):
+    for text in _shown_texts(fig):
         colour = _hex(text.get_color())
         if colour and _chroma(colour) >= 20:
             out.append((colour, text.get_text().strip().split("\n")[0], "text"))
@@ -335,7 +321,7 @@ def layout_problems(fig: Figure) -> list[str]:
             first = legend.get_texts()[0].get_text().split("\n")[0] if legend.get_texts() else ""
             shown = ", ".join(repr(h) for h in dict.fromkeys(hits))
             problems.append(f"the legend ({first!r}, ...) covers data: {shown}")
-    notes = " ".join(t.get_text() for t in _texts(fig)).lower()
+    notes = " ".join(t.get_text() for t in _shown_texts(fig)).lower()
     problems += _hidden_lines(fig, notes)
     problems += _small_text(fig)
     problems += _text_over_lines(fig, renderer)
