@@ -3,6 +3,7 @@ clear line and a documented exit status, and no complete run is lost or run agai
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -18,8 +19,10 @@ from faults_testutil import one_line
 from runner_testutil import FIXTURES, REPO
 
 from toolkit.cli import main
-from toolkit.runner import RunResults
+from toolkit.runner import RunResults, load_config
+from toolkit.runner import run as run_module
 from toolkit.runner.liveness import STALE_AFTER_S, heartbeat
+from toolkit.runner.registry import load_experiment
 
 CONFIG = FIXTURES / "tiny.toml"
 
@@ -286,12 +289,6 @@ def test_a_signal_between_the_experiment_and_its_final_writes_is_held(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A pool stopped by Ctrl-C sends SIGTERM to its workers at once: one that has just left its
     # experiment must still write its meta.json, not die saying "running" (then "abandoned").
-    import contextlib
-
-    from toolkit.runner import load_config
-    from toolkit.runner import run as run_module
-    from toolkit.runner.registry import load_experiment
-
     handlers = []
 
     @contextlib.contextmanager
