@@ -23,7 +23,6 @@ differ in some seed by more than rounding (see :func:`headline_metrics`).
 
 from __future__ import annotations
 
-import base64
 import csv
 import html
 import io
@@ -36,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.report.content import _SAFE, FigureItem
 from toolkit.report.figures import numeric_leaves
 from toolkit.report.tables import format_value, split_variant
 from toolkit.runner.check import readable_runs
 from toolkit.runner.results import RunResults, atomic_write_bytes, atomic_write_text
+from toolkit.style import REPORT_DPI
 
 __all__ = ["HEADLINE", "WIDTH", "CompareRow", "CompareTable", "cell", "compare_runs",
            "format_table", "headline_metrics", "metric_figure", "write_compare"]
@@ -366,7 +367,7 @@ def _png(fig: Any) -> bytes:
 
     buffer = io.BytesIO()
     try:
-        fig.savefig(buffer, format="png", dpi=100)
+        fig.savefig(buffer, format="png", dpi=REPORT_DPI)
     finally:
         plt.close(fig)
     return buffer.getvalue()
@@ -379,7 +380,7 @@ def _figures(table: CompareTable) -> dict[str, list[tuple[str, str, bytes]]]:
         for quantity in headline_metrics(table, experiment):
             rows = [r for r in table.rows
                     if r.experiment == experiment and r.quantity == quantity and r.paired]
-            stem = re.sub(r"[^A-Za-z0-9_.\-]+", "_", f"{experiment}__{quantity}")
+            stem = _SAFE.sub("_", f"{experiment}__{quantity}")
             caption = (f"{experiment}: {quantity}, blocked and unblocked in each seed (a line "
                        f"joins the two values of one seed; bars: the means).")
             png = _png(metric_figure(rows, experiment, quantity))
@@ -408,15 +409,13 @@ def _csv(table: CompareTable) -> str:
     return buffer.getvalue()
 
 
-def _html_table(columns: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td{' class=num' if i else ''}>{html.escape(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+#: The headline figures of an experiment side by side, wrapping on narrow pages.
+_FIGURE_ROW_CSS = (".figure-row{display:flex;flex-wrap:wrap;gap:0 1.5em}"
+                   ".figure-row figure{flex:0 1 26em}")
 
 
 def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]]) -> str:
-    from toolkit.report.render import CSS
+    from toolkit.report.render import CSS, _figure, _table
 
     n_runs = sum(len(g["seeds"]) for g in table.groups.values())
     parts = [f"<h1>Comparison of {n_runs} runs in {len(table.groups)} group(s)</h1>",
@@ -434,26 +433,20 @@ def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]])
                      "</p>")
         if exp not in drawn and figures.get(exp):
             drawn.add(exp)
-            row = []
-            for stem, caption, png in figures[exp]:
-                data = base64.b64encode(png).decode("ascii")
-                row.append(f'<figure id="fig-{html.escape(stem)}" style="flex:0 1 26em">'
-                           f'<img alt="{html.escape(caption)}" src="data:image/png;base64,'
-                           f'{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
-            parts.append('<div style="display:flex;flex-wrap:wrap;gap:0 1.5em">'
-                         + "".join(row) + "</div>")
+            row = [_figure(FigureItem(*item)) for item in figures[exp]]
+            parts.append('<div class="figure-row">' + "".join(row) + "</div>")
         paired = [[r.quantity, *(cell(r, v) for v in ("blocked", "unblocked", DIFF))]
                   for r in rows if r.paired]
         if paired:
-            parts.append(_html_table(["quantity", "blocked", "unblocked", DIFF], paired))
+            parts.append(_table(["quantity", "blocked", "unblocked", DIFF], paired))
         others = [[r.quantity if v == "value" else f"{r.quantity} ({v} only)", cell(r, v)]
                   for r in rows for v in r.values
                   if not r.paired or v not in ("blocked", "unblocked")]
         if others:
-            parts.append("<h3>Other values</h3>" + _html_table(["quantity", "value"], others))
+            parts.append("<h3>Other values</h3>" + _table(["quantity", "value"], others))
         parts.append("</section>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>compare</title><style>{CSS}</style></head><body>\n"
+            f"<title>compare</title><style>{CSS}{_FIGURE_ROW_CSS}</style></head><body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 
 

@@ -26,10 +26,11 @@ from toolkit.report.tables import tables
 from toolkit.runner.results import RunResults
 from toolkit.runner.seeds import SeedGroup
 from toolkit.runner.verdicts import Verdict, aggregate, compute_findings, read_findings
+from toolkit.style import REPORT_DPI
 
 __all__ = ["FigureItem", "ReportContent", "Section", "build"]
 
-DPI = 100
+DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
 #: How many of an experiment's own figures lead its section; the others go to the details.
 HEADLINE = 2
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")

@@ -39,7 +39,7 @@ from toolkit._figure_hits import (
     legend_overlaps,
     text_on_lines,
 )
-from toolkit.report.figures import _shown_texts
+from toolkit.report.figures import _near, _shown_texts
 from toolkit.style import (
     COLORS,
     DISPLAY_WIDTH_PX,
@@ -298,12 +298,11 @@ def _bars_from_zero(fig: Figure) -> list[str]:
     for ax in fig.axes:
         values = np.asarray([v for c in ax.containers if hasattr(c, "datavalues")
                              for v in c.datavalues], dtype=float)
-        values = values[np.isfinite(values)]
-        if len(values) > 1 and (values < 0).all():
-            spread = values.max() - values.min()
-            if 0 < spread < 0.1 * np.abs(values).min():
-                out.append(f"bars {ax.get_title()!r} hang from 0 to {values.min():.4g} where "
-                           f"they differ by {spread:.2g}: draw the differences")
+        if _near(values.tolist()):
+            values = values[np.isfinite(values)]
+            out.append(f"bars {ax.get_title()!r} hang from 0 to {values.min():.4g} where "
+                       f"they differ by {values.max() - values.min():.2g}: draw the "
+                       f"differences")
     return out
 
 
