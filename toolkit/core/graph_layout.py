@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core.backward_graph import GradientGraph
+from toolkit.core.graph_walk import closure
 
 __all__ = ["ELEMENTWISE", "View", "collapse_view", "edge_crossings", "layout_dot", "layout_grandalf"]
 
@@ -161,16 +162,14 @@ def _behind_cuts(view: View) -> list[Any]:
     _, kids = _adjacency(len(view.nodes), view.edges)
     key: list[Any] = [None] * len(view.nodes)
     reached: list[set[int]] = [set() for _ in view.nodes]
+
+    def behind(i: int) -> list[int]:
+        return [d for d in kids[i] if view.nodes[d]["behind"]]
+
     for c, node in enumerate(view.nodes):
-        if node["kind"] != "cut":
-            continue
-        stack = [d for d in kids[c] if view.nodes[d]["behind"]]
-        while stack:
-            i = stack.pop()
-            if c in reached[i]:
-                continue
-            reached[i].add(c)
-            stack += [d for d in kids[i] if view.nodes[d]["behind"]]
+        if node["kind"] == "cut":
+            for i in closure(behind(c), behind):
+                reached[i].add(c)
     for i, cuts in enumerate(reached):
         if cuts and view.nodes[i]["kind"] != "cut":
             key[i] = ("behind", tuple(sorted(cuts)))
