@@ -318,12 +318,12 @@ def _draw_or_reuse(jobs: list[_Job], workers: int, folder: Path, kept: dict[str,
         reused = _reuse(folder, kept, job[3], key)
         if reused is not None:
             out[i] = (reused, [])
+            cache[job[3]] = kept[job[3]]  # its entries, checked by _reuse
     todo = [i for i, done in enumerate(out) if done is None]
     for i, result in zip(todo, _draw_sections([jobs[i] for i in todo], workers)):
         out[i] = result
-    for job, key, (figures, problems) in zip(jobs, keys, out):  # type: ignore[misc]
-        if not problems:
-            _keep(cache, job[3], key, figures)
+        if not result[1]:
+            _keep(cache, jobs[i][3], keys[i], result[0])
     return out  # type: ignore[return-value]
 
 
@@ -438,7 +438,7 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
                 _keep(cache, "", key, top)
         else:
             top = reused
-            _keep(cache, "", key, top)
+            cache[""] = kept[""]  # its entries, checked by _reuse
         # the parent's own findings (e.g. a disable pattern that matched nothing)
         extra = findings.get(run.experiment)
         if extra:
