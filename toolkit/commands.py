@@ -118,8 +118,6 @@ def _executor(args: argparse.Namespace, configs: list) -> object:
 
 def _draw_report(run_dir: Path, experiment: Any = None) -> None:
     """The command line's ``finish`` hook: draw the report and say how long it took."""
-    import time
-
     from toolkit.report import draw_report
     from toolkit.report.render import held_notes
 

@@ -136,10 +136,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             for problem in problems:
                 print(f"damaged: {problem}")
             continue
-        state = "seed group" if kind == "group" else RunResults(folder).status
+        run = None if kind == "group" else RunResults(folder)
+        state = "seed group" if run is None else run.status
         counts[state] = counts.get(state, 0) + 1
         if state == "abandoned":
-            print(f"abandoned: {folder}: {RunResults(folder).status_line()}")
+            print(f"abandoned: {folder}: {run.status_line()}")
     n = sum(counts.values()) + damaged
     states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"{n} folder(s) below {root}: {states or 'none readable'}; {damaged} damaged")

@@ -93,22 +93,22 @@ def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
             this.log_event(_STARTED, {"key": key, "worker": worker, "root": tmp})
         outcome = execute(config, experiment, quiet=True, argv=argv, root=Path(tmp),
                           executor={"kind": "dask", "worker": worker})
-        files = {}
-        for path in sorted(outcome.run_dir.rglob("*")):
-            if path.is_file():
-                files[path.relative_to(outcome.run_dir).as_posix()] = path.read_bytes()
+        files = _files_of(outcome.run_dir)
     return {"run_id": outcome.run_dir.name, "status": outcome.status,
             "exit_code": outcome.exit_code, "error": outcome.error,
             "duration_s": outcome.duration_s, "files": files, "worker": worker}
 
 
+def _files_of(run_dir: Path) -> dict[str, bytes]:
+    """Every file under ``run_dir``, by its path relative to it, in sorted order."""
+    return {p.relative_to(run_dir).as_posix(): p.read_bytes()
+            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
 def _logged_so_far(root: str) -> dict[str, Any] | None:
     """On a worker: the files a run in progress under ``root`` has written so far."""
     for meta in Path(root).glob("*/*/meta.json"):
-        run_dir = meta.parent
-        return {"run_id": run_dir.name,
-                "files": {p.relative_to(run_dir).as_posix(): p.read_bytes()
-                          for p in sorted(run_dir.rglob("*")) if p.is_file()}}
+        return {"run_id": meta.parent.name, "files": _files_of(meta.parent)}
     return None
 
 

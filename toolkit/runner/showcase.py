@@ -19,13 +19,13 @@ dtype; every child uses the showcase's ``disable_blocks``.
 
 from __future__ import annotations
 
-import difflib
 import time
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from toolkit.runner.context import RunContext
+from toolkit.runner.errors import suggest
 from toolkit.runner.params import ExperimentParams
 from toolkit.runner.registry import Experiment, discover, load_all
 from toolkit.runner.results import RunResults
@@ -49,7 +49,7 @@ class Params(ExperimentParams):
             if name == "showcase":
                 raise ValueError("the showcase cannot include itself")
             if name not in known:
-                hint = _suggest(name, known)
+                hint = suggest(name, known)
                 raise ValueError(f"unknown experiment {name!r}"
                                  + (f"; {hint}" if hint else f"; known: {', '.join(known)}"))
         if len(set(names)) != len(names):
@@ -62,7 +62,7 @@ class Params(ExperimentParams):
         known = list(discover())
         for name in overrides:
             if name not in known:
-                hint = _suggest(name, known)
+                hint = suggest(name, known)
                 raise ValueError(f"overrides for unknown experiment {name!r}"
                                  + (f"; {hint}" if hint else ""))
         return overrides
@@ -74,19 +74,19 @@ class Params(ExperimentParams):
         return self
 
 
-def _suggest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1)
-    return f"did you mean {close[0]!r}?" if close else ""
+Found = tuple[dict[str, Experiment], dict[str, str]]
 
 
-def child_params(params: Params) -> dict[str, ExperimentParams]:
+def child_params(params: Params, found: Found | None = None) -> dict[str, ExperimentParams]:
     """Each selected experiment's validated ``Params`` (``QUICK`` + overrides), by name.
 
+    ``found``: what :func:`~toolkit.runner.registry.load_all` returned, if the caller has it.
     Raises ``ValueError`` with one line naming the experiment and the key.
     """
-    loaded, _ = load_all()
+    found = found or load_all()
+    loaded = found[0]
     out = {}
-    for name in select(params):
+    for name in select(params, found):
         exp = loaded[name]
         values = {**(exp.quick or {}), **params.overrides.get(name, {})}
         try:
@@ -97,7 +97,7 @@ def child_params(params: Params) -> dict[str, ExperimentParams]:
             problem = first["msg"].removeprefix("Value error, ")
             if first["type"] == "extra_forbidden":
                 fields = list(exp.Params.model_fields)
-                hint = _suggest(key, fields)
+                hint = suggest(key, fields)
                 problem = "unknown key" + (f"; {hint}" if hint else
                                            f" (valid keys: {', '.join(fields)})")
             raise ValueError(f"overrides.{name}.{key}: {problem}") from None
@@ -109,9 +109,10 @@ def parts() -> dict[str, Experiment]:
     return load_all()[0]
 
 
-def select(params: Params) -> list[str]:
-    """The experiments to run; ``ValueError`` when one cannot be loaded or has no QUICK."""
-    loaded, broken = load_all()
+def select(params: Params, found: Found | None = None) -> list[str]:
+    """The experiments to run; ``ValueError`` when one cannot be loaded or has no QUICK.
+    ``found``: as in :func:`child_params`."""
+    loaded, broken = found or load_all()
     if params.experiments:
         names = list(params.experiments)
     else:
@@ -133,9 +134,9 @@ def select(params: Params) -> list[str]:
 def run(params: Params, ctx: RunContext) -> None:
     import torch
 
-    names = select(params)
-    loaded, _ = load_all()
-    children = child_params(params)
+    found = load_all()
+    names, loaded = select(params, found), found[0]
+    children = child_params(params, found)
     for name in ctx.progress(names, desc="showcase"):
         exp = loaded[name]
         dtype = exp.dtype
