@@ -79,7 +79,7 @@ def threads(n: int | None) -> Iterator[None]:
 def unchecked() -> Iterator[None]:
     """The training loop without its per-update finiteness check (for measuring its cost)."""
     real = training._first_non_finite
-    training._first_non_finite = lambda names, tensors: None
+    training._first_non_finite = lambda names, tensors, flat=None: None
     try:
         yield
     finally:

@@ -2,7 +2,10 @@
 
 ``sklearn.conftest`` is not a plugin of this session (its hooks would reach every test); its
 fixtures and its ``global_random_seed`` parametrization are taken over for this directory
-only, and the test modules' ``EXPECTED_FAILURES`` become strict xfail marks.
+only, and the test modules' ``EXPECTED_FAILURES`` become strict xfail marks. A module's
+``ROUNDING_DEPENDENT`` tests (``{pattern: reason}``) assert a float32 trajectory to a relative
+tolerance that its rounding meets on some CPUs and not on others: they become non-strict xfail
+marks that still fail for any exception but an assertion's.
 """
 
 from __future__ import annotations
@@ -47,4 +50,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for pattern, (reason, raises) in expected.items():
             if fnmatchcase(item.name, pattern):
                 item.add_marker(pytest.mark.xfail(reason=reason, raises=raises, strict=True))
+                break
+        rounding: dict[str, str] = getattr(module, "ROUNDING_DEPENDENT", {})
+        for pattern, reason in rounding.items():
+            if fnmatchcase(item.name, pattern):
+                item.add_marker(pytest.mark.xfail(reason=reason, raises=AssertionError,
+                                                  strict=False))
                 break

@@ -31,6 +31,23 @@ EXPECTED_FAILURES: dict[str, tuple[str, Any]] = {
         ValueError),
 }
 
+#: test-name glob → why its pass depends on where rounding falls (non-strict xfail marks).
+ROUNDING_DEPENDENT: dict[str, str] = {
+    # float32 vs float64 fits at random_state=42 with rtol and atol=0: components_ to 1e-3
+    # relative. Our torch.Generator trajectory (not scikit-learn's numpy one) ends one weight at
+    # 1.4e-5, whose float32 error, 2.4e-8, is float32's floor there (with every stage but the
+    # hidden probabilities in float64 it is still 1.8e-8), so the check passes or fails by
+    # machine: 1.67x its tolerance on AVX-512, 0.77x with MKL_CBWR=COMPATIBLE. Over 101 seeds
+    # scikit-learn's own BernoulliRBM fails this test in 22, ours in 10 (85 before issue 35).
+    # What the test is for, float32 as accurate as scikit-learn's, holds for every seed:
+    # tests/algorithms/rbm/test_rbm_float32.py checks it over 20 seeds, two batch sizes, dense
+    # and sparse, against scikit-learn's own errors measured in the same run.
+    "test_convergence_dtype_consistency": (
+        "float32 vs float64 to rtol 1e-3 with atol=0 at one seed: a weight that ends near 0 "
+        "sits at float32's floor (scikit-learn fails it in 22 of 101 seeds, ours in 10); "
+        "test_rbm_float32.py checks the property over 20 seeds"),
+}
+
 globals().update(load_tests("neural_network/tests/test_rbm.py",
                             "from sklearn.neural_network import BernoulliRBM",
                             "from toolkit.algorithms.rbm import BernoulliRBM"))

@@ -8,6 +8,9 @@ applies SGD with momentum and L2 weight decay on the weights (Hinton's guide, se
 
     u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
 
+Below float64 the addition ``θ + u`` is compensated (Kahan): what its rounding loses is carried
+into the next update, so a float32 fit stays as close to the float64 fit as scikit-learn's does.
+
 :class:`~toolkit.algorithms.rbm.estimator.BernoulliRBM` trains with :func:`train_cd`, and so do
 the experiments: a ``callback`` sees every update (epoch, batch, parameters, data, negative
 samples, loss and gradient) before it is applied.
@@ -15,6 +18,8 @@ samples, loss and gradient) before it is applied.
 References:
     G. E. Hinton (2010), "A practical guide to training restricted Boltzmann machines",
     UTML TR 2010-003. https://www.cs.toronto.edu/~hinton/absps/guideTR.pdf
+    N. J. Higham (2002), "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM,
+    §4.3 (compensated summation). https://doi.org/10.1137/1.9780898718027
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -35,7 +40,7 @@ from toolkit.algorithms.rbm.core import (
     _bernoulli,
     _cd_grads,
     _cd_loss,
-    _cd_weights,
+    _cd_sum_weights,
     _check_layer,
     _check_params,
     _check_unit_interval,
@@ -83,7 +88,9 @@ class TrainState:
     samples; probabilities for a mean-field chain), ``None`` for CD; ``n_updates``: updates applied;
     ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training;
     ``divergence``: where training stopped because a gradient or a parameter became non-finite
-    (:class:`~toolkit.divergence.Divergence`), ``None`` while everything is finite.
+    (:class:`~toolkit.divergence.Divergence`), ``None`` while everything is finite;
+    ``compensation``: below float64, what rounding left out of the parameters so far (Kahan's
+    compensated summation), the entries of all parameters in one vector; ``None`` in float64.
     """
 
     velocity: list[torch.Tensor]
@@ -92,6 +99,8 @@ class TrainState:
     n_epochs: int = 0
     stopped: bool = False
     divergence: Divergence | None = None
+    compensation: torch.Tensor | None = field(default=None, repr=False)
+    _flat: _Flat | None = field(default=None, repr=False)
     _cd_weights: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
 
 
@@ -151,32 +160,57 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
     else:  # PCD-k: it continues from the persistent hidden states
         v_model = _negative_samples(params, chain, settings.k, settings.mean_field, generator,
                                     settings.where, from_hidden=True)
-    key = (v_data.shape[0], v_model.shape[0])
+    n_data = v_data.shape[0]
+    key = (n_data, v_model.shape[0])
     weights = state._cd_weights.get(key)
     if weights is None:  # one vector per pair of batch sizes, not one per update
-        weights = state._cd_weights[key] = _cd_weights(*key, v_data)
-    grads, prob = _cd_grads(params, v_data, v_model, weights)
+        weights = state._cd_weights[key] = _cd_sum_weights(*key, v_data)
+    # sums: n_data times the gradient of cd_loss, the data's and the chains' statistics
+    # cancelled exactly (±1 row weights), scaled by 1/n_data once, in the step below
+    sums, prob = _cd_grads(params, v_data, v_model, weights)
     if callback is not None and callback(CDStep(state.n_epochs, batch, params, v_data, v_model,
-                                                grads)):
+                                                RBMParams(*(g / n_data for g in sums)))):
         return True
     # The SGD step, as in torch.optim: parameters, velocity and chain states are plain values.
     # It is computed out of place and checked before anything is written: one cheap check of
     # the new parameters covers a non-finite gradient (never applied) and a finite step that
-    # overflows a parameter (applied, as it happened, and recorded).
+    # overflows a parameter (applied, as it happened, and recorded). All parameters at once,
+    # as one flat vector: a handful of operations per update whatever their number.
     with torch.no_grad():
-        step = list(grads)
-        if settings.weight_decay:
-            step[0] = step[0].add(params.weights, alpha=settings.weight_decay)
+        flat = state._flat
+        W = params.weights
+        if flat is None or flat.key != (W.shape, W.dtype, W.device):
+            flat = state._flat = _Flat(params)
+        lr, n_weights = settings.learning_rate, W.numel()
+        # theta: the parameters' entries; the vector of the previous update's new parameters
+        # when nothing could have written them since (same loop, no callback)
+        theta = flat.theta if flat.holds and callback is None else flat.gather(params,
+                                                                                flat.theta)
+        step = flat.gather(sums, flat.step)
+        # −lr·(∇ + wd·W) = (−lr/n_data)·sums − lr·wd·W: one scaling of the difference of the
+        # statistics, as scikit-learn's lr/n · (statistics of the data − of the chains)
+        alpha, decay = -lr / n_data, -lr * settings.weight_decay
         velocity = None
         if settings.momentum:
-            velocity = torch._foreach_mul(state.velocity, settings.momentum)
-            torch._foreach_add_(velocity, step, alpha=-settings.learning_rate)
-            new = torch._foreach_add(list(params), velocity)
-        else:
-            new = torch._foreach_add(list(params), step, alpha=-settings.learning_rate)
-        bad = _first_non_finite(_PARAMETER_NAMES, new)
+            velocity = flat.gather(state.velocity, flat.velocity)
+            velocity.mul_(settings.momentum).add_(step, alpha=alpha)
+            if decay:
+                velocity[:n_weights].add_(theta[:n_weights], alpha=decay)
+            step, alpha, decay = velocity, 1.0, 0.0
+        carry = state.compensation
+        if carry is None and theta.dtype != torch.float64:
+            carry = state.compensation = theta.new_zeros(theta.shape)
+        if carry is not None:  # compensated: what earlier roundings left out joins the step
+            step = torch.add(carry, step, alpha=alpha, out=carry)
+            if decay:
+                step[:n_weights].add_(theta[:n_weights], alpha=decay)
+            alpha, decay = 1.0, 0.0
+        new = torch.add(theta, step, alpha=alpha, out=flat.new)
+        if decay:
+            new[:n_weights].add_(theta[:n_weights], alpha=decay)
+        bad = _first_non_finite(_PARAMETER_NAMES, flat.new_params, new)
         if bad is not None:
-            bad_gradient = check_finite(zip(_GRADIENT_NAMES, grads))
+            bad_gradient = check_finite(zip(_GRADIENT_NAMES, sums))
             if bad_gradient is not None:  # nothing non-finite is ever applied
                 return _diverged(state, settings, bad_gradient, applied=False)
         if chain is not None:
@@ -186,9 +220,15 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
             # gradient already computed p(h | v_model): no second product, no second sigmoid.
             _next_hidden(params, v_model, settings.mean_field, generator, chain,
                          prob=prob[v_data.shape[0]:])
+        if carry is not None:
+            # Kahan's compensated summation (Higham 2002, §4.3) below float64: what rounding
+            # θ + step left out, step − (new − θ) (new − θ is exact while |step| <= |θ|), is
+            # carried into the next step instead of being lost, at every one of thousands of
+            # updates; scripts/rbm_float32_error.py measures what it saves.
+            carry.sub_(torch.sub(new, theta, out=theta))
         if velocity is not None:
-            torch._foreach_copy_(state.velocity, velocity)
-        torch._foreach_copy_(list(params), new)
+            torch._foreach_copy_(state.velocity, flat.velocity_views)
+        flat.apply(params)
     state.n_updates += 1
     if bad is not None:  # a finite step overflowed a parameter
         return _diverged(state, settings, bad, applied=True)
@@ -199,19 +239,69 @@ _PARAMETER_NAMES = ("weights", "visible biases", "hidden biases")
 _GRADIENT_NAMES = tuple(f"gradient of the {name}" for name in _PARAMETER_NAMES)
 
 
-def _first_non_finite(names: tuple[str, ...], tensors: RBMParams) -> str | None:
+class _Flat:
+    """Work space of the SGD step, allocated once per training state: vectors of the entries of
+    all parameters one after another (``theta``: the parameters, ``step``, ``velocity``, ``new``:
+    the new parameters, with views shaped as the parameters in ``new_params`` and
+    ``velocity_views``). One operation on a vector replaces one per parameter, and the views
+    are made once, not at every update. After :meth:`apply` has copied ``new`` into the
+    parameters, ``new`` and ``theta`` trade places: ``theta`` then holds the parameters
+    (``holds``), which the next update of the same training loop reads instead of gathering
+    them again (the loop clears ``holds`` when it starts, and a callback could write them)."""
+
+    def __init__(self, params: RBMParams) -> None:
+        self._allocate([t.shape for t in params], params.weights)
+
+    def _allocate(self, shapes: list[torch.Size], like: torch.Tensor) -> None:
+        self.shapes = shapes
+        n = sum(shape.numel() for shape in shapes)
+        self.theta, self.step, self.velocity, self.new = (like.new_empty(n) for _ in range(4))
+        self.theta_params, self.new_params = self._views(self.theta), self._views(self.new)
+        self.velocity_views = self._views(self.velocity)
+        self.key = (shapes[0], like.dtype, like.device)  # the parameters it fits (b, c follow W)
+        self.holds = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # scratch space: a copy (pickle, deepcopy) allocates its own, whose views are views
+        # (pickling the views would store copies of their entries, no longer in the vectors)
+        return {"shapes": self.shapes, "like": self.new.new_empty(0)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._allocate(state["shapes"], state["like"])
+
+    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        parts = flat.split([shape.numel() for shape in self.shapes])
+        return [part.view(shape) for part, shape in zip(parts, self.shapes)]
+
+    @staticmethod
+    def gather(tensors: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
+        """The entries of ``tensors`` (shaped as the parameters: a matrix, two vectors) copied
+        into ``out``."""
+        return torch.cat((tensors[0].reshape(-1), tensors[1], tensors[2]), out=out)
+
+    def apply(self, params: RBMParams) -> None:
+        """Copy ``new`` into the parameters; ``theta`` takes its place and holds them."""
+        torch._foreach_copy_(list(params), self.new_params)
+        self.theta, self.new = self.new, self.theta
+        self.theta_params, self.new_params = self.new_params, self.theta_params
+        self.holds = True
+
+
+def _first_non_finite(names: tuple[str, ...], tensors: Sequence[torch.Tensor],
+                      flat: torch.Tensor | None = None) -> str | None:
     """The name of the first tensor holding an inf or a nan, ``None`` if all are finite.
 
-    Cheap in the common case: one sum per tensor and one host read (no graph: the caller runs
-    it under ``no_grad``). A finite sum implies finite entries (inf and nan are absorbing under
-    addition: inf + x is inf or nan, nan + x is nan); only a non-finite sum, which finite
-    entries can also give by overflowing it, runs the exact entry-by-entry check
+    ``flat``: the entries of all ``tensors`` in one vector, when the caller has it. Cheap in the
+    common case: one sum and one host read (no graph: the caller runs it under ``no_grad``).
+    A finite sum implies finite entries (inf and nan are absorbing under addition: inf + x is
+    inf or nan, nan + x is nan); only a non-finite sum, which finite entries can also give by
+    overflowing it, runs the exact entry-by-entry check
     (:func:`~toolkit.divergence.check_finite`). An ``isfinite`` of every entry of the gradients
     and of the parameters took 15–21% of a PCD-1 update on digits (256 hidden, batch 64, in a
-    profile); the sums take a few percent (benchmarks/bench_rbm.py measures it).
+    profile); the sum takes a few percent (benchmarks/bench_rbm.py measures it).
     """
-    total = tensors[0].sum() + tensors[1].sum() + tensors[2].sum()
-    if math.isfinite(total.item()):
+    total = flat.sum() if flat is not None else sum(t.sum() for t in tensors)
+    if math.isfinite(float(total)):
         return None
     return check_finite(zip(names, tensors))
 
@@ -239,6 +329,8 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
     if state is None:
         state = _initial_state(params, settings.method, n_chains or batch_size,
                                settings.mean_field, generator)
+    if state._flat is not None:
+        state._flat.holds = False  # the parameters may have been written since the last loop
     flags = [p.requires_grad for p in params]
     for p in params:
         p.requires_grad_(True)
@@ -354,8 +446,8 @@ def train_cd(
     update the gradient (before it is applied) and the parameters (after) are checked: on the
     first value that is not finite training stops, ``state.divergence`` says where, and a
     :class:`~toolkit.divergence.DivergenceWarning` is issued once; a state that diverged is not
-    trained further (one sum per parameter at every update; the exact check runs only when a sum
-    is not finite). Small problems train on one intra-op thread (:data:`ONE_THREAD_WORK`; the
+    trained further (one sum over all parameters at every update; the exact check runs only when
+    the sum is not finite). Small problems train on one intra-op thread (:data:`ONE_THREAD_WORK`; the
     setting is restored when training returns). ``state``
     continues a previous run (velocity, persistent chains, counters). The parameters must be
     leaf tensors (e.g. from :func:`init_params`); their ``requires_grad`` flags are restored.
