@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from toolkit import as_constant, audit_step
-from toolkit._array_validation import resolve_device
+from toolkit._utils.array_validation import resolve_device
 from toolkit.measure import count_graph_nodes, race
 
 

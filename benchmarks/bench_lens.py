@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from toolkit import as_constant, disable_blocks
-from toolkit._array_validation import resolve_device
+from toolkit._utils.array_validation import resolve_device
 from toolkit.core import (
     assert_no_gradient,
     draw_gradient_graph,

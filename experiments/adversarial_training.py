@@ -42,8 +42,8 @@ from toolkit.algorithms.adversarial import (
     pgd,
     predict,
 )
+from toolkit.algorithms.divergence import check_finite
 from toolkit.data import Dataset, digits, train_test_split, two_moons
-from toolkit.divergence import check_finite
 from toolkit.measure import count_graph_nodes, measure_memory, race, time_fn
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 

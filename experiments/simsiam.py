@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
+from toolkit.algorithms.divergence import check_finite
 from toolkit.algorithms.simsiam import (
     BLOCK,
     Augment,
@@ -39,7 +40,6 @@ from toolkit.algorithms.simsiam import (
     train_simsiam,
 )
 from toolkit.data import digits, train_test_split
-from toolkit.divergence import check_finite
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 
 DESCRIPTION = "SimSiam on the digits: the target branch behind stop_gradient vs trained too"

@@ -30,6 +30,7 @@ import torch
 from pydantic import Field
 
 from toolkit import disable_blocks
+from toolkit.algorithms.divergence import check_finite
 from toolkit.algorithms.vq_vae import (
     BLOCK,
     CODEBOOK_BLOCK,
@@ -40,7 +41,6 @@ from toolkit.algorithms.vq_vae import (
     train_vq_vae,
 )
 from toolkit.data import digits, train_test_split
-from toolkit.divergence import check_finite
 from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 
 DESCRIPTION = ("VQ-VAE on the digits: the straight-through, codebook and commitment "

@@ -12,7 +12,8 @@ import pytest
 import toolkit
 import toolkit.core
 import toolkit.runner
-from toolkit._lazy import imported_names
+from toolkit._utils import moved
+from toolkit._utils.lazy import imported_names
 
 
 @pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.runner],
@@ -48,6 +49,28 @@ def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
             "assert not heavy, heavy\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("old", sorted(moved.MOVED))
+def test_an_old_module_path_warns_and_is_the_new_module(old: str) -> None:
+    code = ("import importlib, warnings\n"
+            "warnings.simplefilter('error')\n"
+            f"new = importlib.import_module({moved.MOVED[old]!r})\n"
+            "try:\n"
+            f"    importlib.import_module({old!r})\n"
+            "except DeprecationWarning as w:\n"
+            f"    assert {moved.MOVED[old]!r} in str(w), str(w)\n"
+            "else:\n"
+            "    raise SystemExit('no DeprecationWarning')\n"
+            "warnings.simplefilter('ignore')\n"
+            f"assert importlib.import_module({old!r}) is new\n"
+            f"assert new.__spec__.name == {moved.MOVED[old]!r}, new.__spec__\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr + out.stdout
+
+
+def test_a_module_that_did_not_move_is_not_redirected() -> None:
+    assert moved.new_name("toolkit.core.stop_gradient") is None
 
 
 def test_no_source_file_over_its_line_cap() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from toolkit._lazy import imported_names, lazy_exports
+from toolkit._utils.lazy import imported_names, lazy_exports
 
 __version__ = "0.1.0"
 
@@ -41,3 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
     from toolkit.core import *  # noqa: F403
 
 __getattr__, __dir__ = lazy_exports("toolkit", globals(), _EXPORTS)
+
+# Old module paths (``toolkit.divergence``, ...) still import, with a DeprecationWarning, for one
+# release.
+from toolkit._utils import moved as _moved  # noqa: E402
+
+_moved.install()

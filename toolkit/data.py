@@ -166,7 +166,7 @@ def empirical_nll(X: Any) -> float:
     >>> round(empirical_nll(bars_and_stripes(4, duplicate_constant=True)), 2)
     108.13
     """
-    from toolkit._array_validation import as_tensor
+    from toolkit._utils.array_validation import as_tensor
 
     t = as_tensor(X, where="empirical_nll", ndim=2, min_rows=1, finite=True)
     counts = torch.unique(t, dim=0, return_counts=True)[1].to(torch.float64)

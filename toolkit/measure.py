@@ -40,8 +40,8 @@ from typing import Any
 
 import torch
 
-from toolkit._array_validation import resolve_device
-from toolkit._param_validation import Integer, check
+from toolkit._utils.array_validation import resolve_device
+from toolkit._utils.param_validation import Integer, check
 from toolkit.core.gradients import count_graph_nodes
 
 __all__ = [

@@ -11,8 +11,8 @@ import torch
 from stop_gradient_experiments import rbm_cd
 
 from toolkit import BlockNotSwitchableError, disable_blocks
+from toolkit.algorithms.divergence import DivergenceWarning
 from toolkit.algorithms.rbm import BLOCK, RBMParams, cd_gradient, exact_log_likelihood_gradient
-from toolkit.divergence import DivergenceWarning
 from toolkit.report import default_figures, layout_problems, text_problems, write_report
 from toolkit.runner import (
     RunInterrupted,

@@ -9,7 +9,7 @@ The imports below are the public API, written once: ``__all__`` here and the laz
 
 import typing
 
-from toolkit import _lazy
+from toolkit._utils import lazy as _lazy
 from toolkit.core.audit import (
     CarriedGraph,
     DeadParameter,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from toolkit._lazy import imported_names, lazy_exports
+from toolkit._utils.lazy import imported_names, lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - the one list: read by type checkers, IDEs and _lazy
     from toolkit.runner.config import RunConfig, load_config, make_config, parse_override

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolkit._array_validation import resolve_device as _resolve_device
+from toolkit._utils.array_validation import resolve_device as _resolve_device
 from toolkit.runner import tomlio
 from toolkit.runner.config_errors import Sources, pydantic_error
 from toolkit.runner.errors import ConfigError, ExperimentLoadError, suggest
@@ -151,7 +151,7 @@ def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
                    ) -> torch.device:
     """The config's ``device`` as a ``torch.device`` (``auto``: CUDA when available, else CPU).
 
-    The meaning is :func:`toolkit._array_validation.resolve_device`'s; a device that does not exist
+    The meaning is :func:`toolkit._utils.array_validation.resolve_device`'s; a device that does not exist
     here becomes a :class:`ConfigError` naming the file and key.
     """
     if not isinstance(device, str) or not _DEVICE_RE.match(device):

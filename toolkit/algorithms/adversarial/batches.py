@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset, TensorDataset, default_collate
 
-from toolkit._array_validation import as_tensor
+from toolkit._utils.array_validation import as_tensor
 
 __all__ = ["Batches", "check_bounds", "check_inputs", "check_labels", "model_device"]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from toolkit._param_validation import Integer, Options, Real, check_params
+from toolkit._utils.param_validation import Integer, Options, Real, check_params
 from toolkit.algorithms.em.params import (
     COVARIANCE_TYPES,
     GMMParams,

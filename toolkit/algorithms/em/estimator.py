@@ -13,8 +13,8 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.validation import validate_data
 
-from toolkit._array_validation import as_tensor, resolve_device
-from toolkit._param_validation import (
+from toolkit._utils.array_validation import as_tensor, resolve_device
+from toolkit._utils.param_validation import (
     Bool,
     Generator,
     Instance,

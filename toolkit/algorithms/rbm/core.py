@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from toolkit._array_validation import as_tensor, check_dtype, resolve_device
-from toolkit._param_validation import Bool, Integer, Options, Real, check, check_params
+from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._utils.param_validation import Bool, Integer, Options, Real, check, check_params
 from toolkit.core.stop_gradient import as_constant, require_block, stop_gradient
 
 #: The one cut of the RBM. The negative samples come from a Markov chain run with the current

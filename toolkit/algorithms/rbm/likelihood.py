@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from toolkit._param_validation import Integer, check, is_int
+from toolkit._utils.param_validation import Integer, check, is_int
 from toolkit.algorithms.rbm.core import (
     RBMParams,
     _bernoulli,

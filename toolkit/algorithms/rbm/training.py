@@ -28,7 +28,15 @@ from typing import Any, NamedTuple
 
 import torch
 
-from toolkit._param_validation import Callable_, Generator, Integer, Options, Real, check_params
+from toolkit._utils.param_validation import (
+    Callable_,
+    Generator,
+    Integer,
+    Options,
+    Real,
+    check_params,
+)
+from toolkit.algorithms.divergence import Divergence, check_finite, warn_divergence
 from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,
@@ -43,7 +51,6 @@ from toolkit.algorithms.rbm.core import (
     _next_hidden,
 )
 from toolkit.algorithms.rbm.inputs import batches
-from toolkit.divergence import Divergence, check_finite, warn_divergence
 
 __all__ = ["CDStep", "TrainState", "train_cd"]
 
@@ -83,7 +90,7 @@ class TrainState:
     samples; probabilities for a mean-field chain), ``None`` for CD; ``n_updates``: updates applied;
     ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training;
     ``divergence``: where training stopped because a gradient or a parameter became non-finite
-    (:class:`~toolkit.divergence.Divergence`), ``None`` while everything is finite.
+    (:class:`~toolkit.algorithms.divergence.Divergence`), ``None`` while everything is finite.
     """
 
     velocity: list[torch.Tensor]
@@ -206,7 +213,7 @@ def _first_non_finite(names: tuple[str, ...], tensors: RBMParams) -> str | None:
     it under ``no_grad``). A finite sum implies finite entries (inf and nan are absorbing under
     addition: inf + x is inf or nan, nan + x is nan); only a non-finite sum, which finite
     entries can also give by overflowing it, runs the exact entry-by-entry check
-    (:func:`~toolkit.divergence.check_finite`). An ``isfinite`` of every entry of the gradients
+    (:func:`~toolkit.algorithms.divergence.check_finite`). An ``isfinite`` of every entry of the gradients
     and of the parameters took 15–21% of a PCD-1 update on digits (256 hidden, batch 64, in a
     profile); the sums take a few percent (benchmarks/bench_rbm.py measures it).
     """
@@ -353,7 +360,7 @@ def train_cd(
     applied; if it returns a true value, training stops there (``state.stopped``). After every
     update the gradient (before it is applied) and the parameters (after) are checked: on the
     first value that is not finite training stops, ``state.divergence`` says where, and a
-    :class:`~toolkit.divergence.DivergenceWarning` is issued once; a state that diverged is not
+    :class:`~toolkit.algorithms.divergence.DivergenceWarning` is issued once; a state that diverged is not
     trained further (one sum per parameter at every update; the exact check runs only when a sum
     is not finite). Small problems train on one intra-op thread (:data:`ONE_THREAD_WORK`; the
     setting is restored when training returns). ``state``

@@ -56,7 +56,7 @@ from typing import Any, Literal
 
 import torch
 
-from toolkit._param_validation import Bool, Options, check
+from toolkit._utils.param_validation import Bool, Options, check
 from toolkit.algorithms.softmax.inputs import as_float_tensor, check_dims, check_mask, prepare
 from toolkit.core import as_constant, is_compiling, require_block
 

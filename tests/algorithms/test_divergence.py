@@ -1,11 +1,16 @@
-"""toolkit.divergence: the finite check and the record every training loop shares."""
+"""toolkit.algorithms.divergence: the finite check and the record every training loop shares."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from toolkit.divergence import Divergence, DivergenceWarning, check_finite, warn_divergence
+from toolkit.algorithms.divergence import (
+    Divergence,
+    DivergenceWarning,
+    check_finite,
+    warn_divergence,
+)
 
 
 @pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])

@@ -4,7 +4,7 @@ The one device resolution (:func:`resolve_device`), the one conversion of arrays
 (:func:`as_tensor`) and of seeds to generators (:func:`resolve_generator`), and what the
 scikit-learn estimators share: their data check (:func:`check_X`), dtype rule
 (:func:`resolve_dtype`), random states (:func:`numpy_random_state`) and "type in, type out"
-(:func:`to_output`). Declared argument constraints live in :mod:`toolkit._param_validation`,
+(:func:`to_output`). Declared argument constraints live in :mod:`toolkit._utils.param_validation`,
 as scikit-learn keeps ``utils/validation.py`` apart from ``utils/_param_validation.py``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolkit._param_validation import is_int, show_value
+from toolkit._utils.param_validation import is_int, show_value
 
 __all__ = ["as_tensor", "check_X", "check_X_shape", "check_dtype", "numpy_random_state",
            "resolve_device", "resolve_dtype", "resolve_generator", "to_output"]

@@ -9,7 +9,7 @@ by one mechanism::
 A value must satisfy one constraint of its list. The error says where, which argument, what was
 expected and what came; a value of the wrong kind raises ``TypeError``, a value of the right kind
 outside the allowed range or set raises ``ValueError``. Arrays, devices, dtypes and random
-states are converted by :mod:`toolkit._array_validation` (scikit-learn likewise keeps
+states are converted by :mod:`toolkit._utils.array_validation` (scikit-learn likewise keeps
 ``utils/_param_validation.py`` apart from ``utils/validation.py``).
 """
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from toolkit._array_validation import (
+from toolkit._utils.array_validation import (
     as_tensor,
     check_dtype,
     check_X,
@@ -16,7 +16,7 @@ from toolkit._array_validation import (
     resolve_generator,
     to_output,
 )
-from toolkit._param_validation import (
+from toolkit._utils.param_validation import (
     Bool,
     Instance,
     Integer,
