@@ -41,7 +41,7 @@ from torch import nn
 
 from toolkit import as_constant, disable_blocks
 from toolkit._utils.array_validation import resolve_device
-from toolkit.core import (
+from toolkit.lens import (
     assert_no_gradient,
     draw_gradient_graph,
     gradient_flow,

@@ -42,7 +42,7 @@ import torch
 
 from toolkit._utils.array_validation import resolve_device
 from toolkit._utils.param_validation import Integer, check
-from toolkit.core.gradients import count_graph_nodes
+from toolkit.lens.gradients import count_graph_nodes
 
 __all__ = [
     "MemoryStats",

@@ -10,7 +10,7 @@ import stop_gradient_experiments.gradient_lens as gradient_lens
 import torch
 
 from toolkit import disable_blocks
-from toolkit.core import GradientGraph, gradient_path
+from toolkit.lens import GradientGraph, gradient_path
 from toolkit.report import write_report
 from toolkit.runner import Finding, load_config, run_experiment
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-import toolkit.core.graph_draw as graph_draw
+import toolkit.lens.graph_draw as graph_draw
 import toolkit.report.content as content
 from toolkit.report import figure_cache, write_report
 from toolkit.runner import load_experiment, run_experiment

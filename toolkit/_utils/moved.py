@@ -20,6 +20,16 @@ __all__ = ["MOVED", "install", "new_name"]
 
 #: old module path -> new module path (a package's submodules follow their package)
 MOVED: dict[str, str] = {
+    "toolkit.core.audit": "toolkit.lens.audit",
+    "toolkit.core.audit_graph": "toolkit.lens.audit_graph",
+    "toolkit.core.audit_record": "toolkit.lens.audit_record",
+    "toolkit.core.audit_state": "toolkit.lens.audit_state",
+    "toolkit.core.backward_graph": "toolkit.lens.backward_graph",
+    "toolkit.core.gradients": "toolkit.lens.gradients",
+    "toolkit.core.graph_draw": "toolkit.lens.graph_draw",
+    "toolkit.core.graph_layout": "toolkit.lens.graph_layout",
+    "toolkit.core.graph_walk": "toolkit.lens.graph_walk",
+    "toolkit.core.lens": "toolkit.lens.flow",
     "toolkit.divergence": "toolkit.algorithms.divergence",
 }
 

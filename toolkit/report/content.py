@@ -177,7 +177,7 @@ _DEFAULT_CAPTIONS = {
 }
 
 
-#: The attribute with which a figure says how it was drawn (``toolkit.core.graph_draw``'s
+#: The attribute with which a figure says how it was drawn (``toolkit.lens.graph_draw``'s
 #: ``LAYOUT_NOTE``, named here so that the report does not import torch).
 _NOTE_ATTR = "gradient_graph_layout_note"
 
@@ -193,7 +193,7 @@ def _drawing() -> Iterator[None]:
     and ``draw_gradient_graph``'s fallback warning is held back (the report says it once, in
     its footer and its log, from the figures' notes)."""
     opened = set(plt.get_fignums())
-    logger = logging.getLogger("toolkit.core.graph_draw")
+    logger = logging.getLogger("toolkit.lens.graph_draw")
     disabled, logger.disabled = logger.disabled, True
     try:
         yield

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from toolkit.core.graph_walk import nodes, output_roots
 from toolkit.core.stop_gradient import disable_blocks
+from toolkit.lens.graph_walk import nodes, output_roots
 
 __all__ = [
     "GradientComparison",
@@ -231,7 +231,7 @@ def compare_gradients(
 def has_gradient_path(output: Any, tensor: torch.Tensor) -> bool:
     """Whether a gradient can flow from ``output`` back to ``tensor``, without running backward.
 
-    Walks ``output.grad_fn`` through ``next_functions`` (:func:`~toolkit.core.graph_walk.walk`)
+    Walks ``output.grad_fn`` through ``next_functions`` (:func:`~toolkit.lens.graph_walk.walk`)
     and stops at the first hit; a leaf ``tensor`` is reached when its ``AccumulateGrad`` node
     is, a non-leaf one when its own ``grad_fn`` is. ``output`` may be a tensor or a
     list/tuple/dict of tensors.
@@ -262,7 +262,7 @@ def count_graph_nodes(output: Any) -> int:
     was only reachable through it.
 
     >>> import torch
-    >>> from toolkit.core.gradients import count_graph_nodes
+    >>> from toolkit.lens.gradients import count_graph_nodes
     >>> x = torch.ones(2, requires_grad=True)
     >>> count_graph_nodes((x.exp() * 2).sum())  # Sum, Mul, Exp, AccumulateGrad
     4

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-import toolkit.core.lens as lens_module
+import toolkit.lens.flow as lens_module
 from toolkit import as_constant, disable_blocks, stop_gradient
-from toolkit.core import (
+from toolkit.lens import (
     GradientLeakError,
     assert_no_gradient,
     gradient_flow,

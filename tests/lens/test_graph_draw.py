@@ -16,10 +16,10 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.text import Text
 from torch import nn
 
-import toolkit.core.graph_draw as graph_draw
+import toolkit.lens.graph_draw as graph_draw
 from toolkit import as_constant
-from toolkit.core import GradientGraph, draw_gradient_graph, gradient_graph, trace_cuts
-from toolkit.core.graph_layout import collapse_view, edge_crossings, layout_grandalf
+from toolkit.lens import GradientGraph, draw_gradient_graph, gradient_graph, trace_cuts
+from toolkit.lens.graph_layout import collapse_view, edge_crossings, layout_grandalf
 
 has_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz 'dot' not installed")
 
@@ -104,7 +104,7 @@ def test_without_dot_grandalf_lays_out_and_the_fallback_is_logged_once_not_drawn
         no_dot, caplog, monkeypatch):
     monkeypatch.setattr(graph_draw, "_WARNED", set())
     loss_fn, groups = _dqn()
-    with caplog.at_level(logging.WARNING, logger="toolkit.core.graph_draw"):
+    with caplog.at_level(logging.WARNING, logger="toolkit.lens.graph_draw"):
         figs = [draw_gradient_graph(loss_fn, groups) for _ in range(3)]
     assert caplog.text.count("laying graphs out with grandalf's Sugiyama layout") == 1
     for fig in figs:
@@ -129,7 +129,7 @@ def test_a_failing_dot_falls_back_in_auto_mode_only(monkeypatch, caplog):
     monkeypatch.setattr(graph_draw, "_layout_dot", broken)
     monkeypatch.setattr(graph_draw, "_WARNED", set())
     loss_fn, groups = _dqn()
-    with caplog.at_level(logging.WARNING, logger="toolkit.core.graph_draw"):
+    with caplog.at_level(logging.WARNING, logger="toolkit.lens.graph_draw"):
         fig = draw_gradient_graph(loss_fn, groups)
     assert "graphviz 'dot' failed: dot crashed; laying graphs out with grandalf" in caplog.text
     assert "graphviz 'dot' failed: dot crashed" in getattr(fig, graph_draw.LAYOUT_NOTE)

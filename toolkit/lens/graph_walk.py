@@ -43,7 +43,7 @@ def walk(roots: Iterable[Any], *, expand: Callable[[Any], bool] | None = None
     limit; the nodes met stay alive while the walk runs, so their ``id`` is not reused.
 
     >>> import torch
-    >>> from toolkit.core.graph_walk import walk
+    >>> from toolkit.lens.graph_walk import walk
     >>> x = torch.ones(2, requires_grad=True)
     >>> steps = walk([(x * x).sum()])  # x is reached twice: Mul's two inputs
     >>> [(type(node).__name__, first) for parent, node, nr, first in steps]

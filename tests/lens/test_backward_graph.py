@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-import toolkit.core.backward_graph as backward_graph_module
+import toolkit.lens.backward_graph as backward_graph_module
 from toolkit import as_constant, disable_blocks, stop_gradient
-from toolkit.core import GradientGraph, gradient_graph, trace_cuts
-from toolkit.core.backward_graph import is_cut_marker, named_tensors, node_label
+from toolkit.lens import GradientGraph, gradient_graph, trace_cuts
+from toolkit.lens.backward_graph import is_cut_marker, named_tensors, node_label
 
 
 def test_doctests():

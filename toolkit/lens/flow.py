@@ -8,7 +8,7 @@ each named block change?
   turn, and tabulates the gradient each parameter group receives.
 
 All three walk the graph or call ``torch.autograd.grad``; none runs ``backward()`` or touches a
-parameter's ``.grad``. They stop at the cuts that :func:`~toolkit.core.trace_cuts` makes
+parameter's ``.grad``. They stop at the cuts that :func:`~toolkit.lens.trace_cuts` makes
 visible, as autograd does.
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
-from toolkit.core.backward_graph import ShortestPaths, named_tensors, node_label
-from toolkit.core.gradients import ParameterComparison
-from toolkit.core.graph_walk import output_roots
 from toolkit.core.stop_gradient import disable_blocks, record_blocks
+from toolkit.lens.backward_graph import ShortestPaths, named_tensors, node_label
+from toolkit.lens.gradients import ParameterComparison
+from toolkit.lens.graph_walk import output_roots
 
 __all__ = ["GradientFlow", "GradientLeakError", "assert_no_gradient", "gradient_flow",
            "gradient_path"]
@@ -54,7 +54,7 @@ def gradient_path(loss: torch.Tensor, tensor: torch.Tensor, *, name: str | None 
 
     >>> import torch
     >>> from toolkit import stop_gradient
-    >>> from toolkit.core import gradient_path
+    >>> from toolkit.lens import gradient_path
     >>> w = torch.ones(2, requires_grad=True)
     >>> gradient_path((w.exp() * 2).sum(), w, name="w")
     ['Sum', 'Mul', 'Exp', 'w']
@@ -106,14 +106,14 @@ def assert_no_gradient(loss: torch.Tensor, params: Any, why: str = "") -> None:
 
     >>> import torch
     >>> from toolkit import stop_gradient
-    >>> from toolkit.core import assert_no_gradient
+    >>> from toolkit.lens import assert_no_gradient
     >>> target = torch.nn.Linear(2, 1)
     >>> x = torch.ones(1, 2)
     >>> assert_no_gradient(stop_gradient(target(x)).sum(), target)   # passes
     >>> assert_no_gradient(target(x).sum(), {"target.bias": target.bias}, why="it is frozen")
     Traceback (most recent call last):
     ...
-    toolkit.core.lens.GradientLeakError: gradient reaches 1 of 1 parameter that must receive none (it is frozen):
+    toolkit.lens.flow.GradientLeakError: gradient reaches 1 of 1 parameter that must receive none (it is frozen):
       target.bias: Sum -> Addmm -> target.bias
     Cut the path with stop_gradient(x, name=...) or as_constant(fn, ..., name=...) where the value must be a constant.
     """
@@ -263,7 +263,7 @@ def gradient_flow(loss_fn: Callable[[], torch.Tensor], groups: Mapping[str, Any]
 
     >>> import torch
     >>> from toolkit import stop_gradient
-    >>> from toolkit.core import gradient_flow
+    >>> from toolkit.lens import gradient_flow
     >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
     >>> flow = gradient_flow(lambda: (w * stop_gradient(w, name="demo.w")).sum(), {"w": w})
     >>> row = flow.row("demo.w", "w")

@@ -1,6 +1,6 @@
 """The step audit's findings, read off the backward graph of the step's second call.
 
-Every search here is :class:`~toolkit.core.backward_graph.ShortestPaths` (the lens's
+Every search here is :class:`~toolkit.lens.backward_graph.ShortestPaths` (the lens's
 breadth-first search from the losses, stopping at cuts); nothing runs ``backward``:
 
 - **leaks**: the leaves a loss's search reaches that its optimizer does not step (or steps
@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from toolkit.core.audit_record import Recording, is_open_marker
-from toolkit.core.backward_graph import ShortestPaths, is_cut_marker, node_label
-from toolkit.core.graph_walk import closure, walk
+from toolkit.lens.audit_record import Recording, is_open_marker
+from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker, node_label
+from toolkit.lens.graph_walk import closure, walk
 
 __all__ = ["CarriedGraph", "DeadParameter", "Leak"]
 

@@ -1,6 +1,6 @@
 """Draw a backward graph with its named cuts marked (matplotlib).
 
-The layout is layered (:mod:`toolkit.core.graph_layout`): graphviz's ``dot`` (through the
+The layout is layered (:mod:`toolkit.lens.graph_layout`): graphviz's ``dot`` (through the
 ``graphviz`` Python package) when the ``dot`` binary is on ``PATH``, otherwise grandalf's
 Sugiyama layout. Node boxes are measured with matplotlib's renderer first and handed to the
 layout at their real size, so that labels never overlap. Long chains of elementwise operations
@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from toolkit.core.backward_graph import GradientGraph, gradient_graph
-from toolkit.core.graph_layout import EdgePath, Point, View, collapse_view, layout_grandalf
-from toolkit.core.graph_layout import layout_dot as _layout_dot
+from toolkit.lens.backward_graph import GradientGraph, gradient_graph
+from toolkit.lens.graph_layout import EdgePath, Point, View, collapse_view, layout_grandalf
+from toolkit.lens.graph_layout import layout_dot as _layout_dot
 
 __all__ = ["LAYOUT_NOTE", "draw_gradient_graph"]
 
@@ -94,7 +94,7 @@ def draw_gradient_graph(loss: Any, groups: Mapping[str, Any] | None = None, *,
     """A matplotlib ``Figure`` of the backward graph, each named block's cut marked.
 
     Arrows point the way gradient flows, from the loss (top) to the parameters. A cut made
-    inside :func:`~toolkit.core.trace_cuts` is a red dashed node named after its block; the edge
+    inside :func:`~toolkit.lens.trace_cuts` is a red dashed node named after its block; the edge
     it removes and everything only reachable behind it are dashed and grey (they receive no
     gradient). Nodes are coloured by the parameter group of ``groups`` they lead to (grey:
     several groups). The footnote says what was merged. Without graphviz's ``dot`` the layout

@@ -8,7 +8,7 @@ graph behind the cut and inserts a *marker* node named after its block, whose ba
 gradient; values and gradients stay exactly those of the plain cut. :func:`gradient_graph`
 turns the result into plain data (nodes, edges, which named blocks cut what, which parameter
 group each node leads to) that can be saved as JSON and drawn by
-:func:`toolkit.core.graph_draw.draw_gradient_graph`.
+:func:`toolkit.lens.graph_draw.draw_gradient_graph`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from toolkit.core.graph_walk import closure, output_roots, walk
 from toolkit.core.stop_gradient import _CUT_HOOK, _stop_leaf, tree_map
+from toolkit.lens.graph_walk import closure, output_roots, walk
 
 __all__ = ["CutTrace", "GradientGraph", "gradient_graph", "named_tensors", "trace_cuts"]
 
@@ -220,7 +220,7 @@ def trace_cuts() -> Iterator[CutTrace]:
 
     >>> import torch
     >>> from toolkit import stop_gradient
-    >>> from toolkit.core import trace_cuts
+    >>> from toolkit.lens import trace_cuts
     >>> w = torch.tensor(3.0, requires_grad=True)
     >>> with trace_cuts() as trace:
     ...     loss = w * stop_gradient(2 * w, name="demo.target")

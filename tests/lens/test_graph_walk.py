@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from toolkit import stop_gradient
-from toolkit.core.backward_graph import is_cut_marker, trace_cuts
-from toolkit.core.graph_walk import closure, nodes, output_roots, walk
+from toolkit.lens.backward_graph import is_cut_marker, trace_cuts
+from toolkit.lens.graph_walk import closure, nodes, output_roots, walk
 
 
 def _random_graph(seed: int) -> tuple[torch.Tensor, list[torch.Tensor]]:

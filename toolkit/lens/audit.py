@@ -1,6 +1,6 @@
 """Audit a whole training step against its optimizers: every leak, dead parameter, carried graph.
 
-The lens (:func:`~toolkit.core.gradient_path`, :func:`~toolkit.core.assert_no_gradient`)
+The lens (:func:`~toolkit.lens.gradient_path`, :func:`~toolkit.lens.assert_no_gradient`)
 answers questions one already knows to ask. :func:`audit_step` asks them all at once, for a
 step written as a function that returns its loss (or a dict of losses) and the optimizers that
 will step each loss's parameters:
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from toolkit.core.audit_graph import (
+from toolkit.lens.audit_graph import (
     CarriedGraph,
     DeadParameter,
     Labeller,
@@ -46,11 +46,11 @@ from toolkit.core.audit_graph import (
     find_dead,
     find_leaks,
 )
-from toolkit.core.audit_record import Names, Recording, find_modules
-from toolkit.core.audit_state import StateSnapshot
-from toolkit.core.backward_graph import ShortestPaths
-from toolkit.core.graph_walk import output_roots
-from toolkit.core.lens import GradientLeakError
+from toolkit.lens.audit_record import Names, Recording, find_modules
+from toolkit.lens.audit_state import StateSnapshot
+from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.lens.flow import GradientLeakError
+from toolkit.lens.graph_walk import output_roots
 
 __all__ = ["CarriedGraph", "DeadParameter", "Leak", "StepAudit", "assert_clean_step",
            "audit_step"]
@@ -227,7 +227,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
     without ``backward`` or ``optimizer.step()``. The audit calls it **twice**, inside a
     recording that names modules, marks cuts and notes in-place writes (see
-    :mod:`toolkit.core.audit_record`), and walks the backward graph of the second call:
+    :mod:`toolkit.lens.audit_record`), and walks the backward graph of the second call:
 
     - a **leak** is a parameter (or any tensor of a module found) that a loss's gradient
       reaches while the optimizer paired with that loss does not step it, or steps it while

@@ -1,6 +1,6 @@
 """What a backward-graph figure shows, and where: collapsing, and the layered layout.
 
-:func:`~toolkit.core.graph_draw.draw_gradient_graph` draws a :class:`View`: the graph after
+:func:`~toolkit.lens.graph_draw.draw_gradient_graph` draws a :class:`View`: the graph after
 collapsing (1) chains of elementwise operations into one node and, for a graph still larger
 than ``max_nodes``, (2) everything behind each cut into one node per cut, then (3) the
 operations and parameters that lead to one parameter group into one node each, then (4) the
@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.core.backward_graph import GradientGraph
-from toolkit.core.graph_walk import closure
+from toolkit.lens.backward_graph import GradientGraph
+from toolkit.lens.graph_walk import closure
 
 __all__ = ["ELEMENTWISE", "View", "collapse_view", "edge_crossings", "layout_dot", "layout_grandalf"]
 

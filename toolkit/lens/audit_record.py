@@ -1,6 +1,6 @@
 """What the step audit records while it runs a step: names, cuts, writes, and module state.
 
-:func:`toolkit.core.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
+:func:`toolkit.lens.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
 
 - names tensors: every parameter (and buffer) of the modules it is given or finds in the step's
   closure, bound ``self``, ``functools.partial`` arguments and the globals its code reads, by
@@ -16,7 +16,7 @@
 - takes the sequence number autograd gives each new node before each call, so that nodes made
   before the second call are recognisable in its graph.
 
-With a :class:`~toolkit.core.audit_state.StateSnapshot` it copies each parameter the step is
+With a :class:`~toolkit.lens.audit_state.StateSnapshot` it copies each parameter the step is
 about to write in place, so that the audit can put it back.
 """
 
@@ -35,9 +35,9 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from toolkit.core.audit_state import StateSnapshot
-from toolkit.core.backward_graph import trace_cuts
 from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
+from toolkit.lens.audit_state import StateSnapshot
+from toolkit.lens.backward_graph import trace_cuts
 
 __all__ = ["Edge", "Names", "Recording", "find_modules", "is_open_marker"]
 
@@ -267,7 +267,7 @@ def _storage_key(t: torch.Tensor) -> Any:
 class Recording:
     """The context in which the audit runs the step: marks, hooks and the record of cuts.
 
-    ``with recording:`` activates :func:`~toolkit.core.trace_cuts` (toolkit cuts become named
+    ``with recording:`` activates :func:`~toolkit.lens.trace_cuts` (toolkit cuts become named
     marker nodes), the disabled-block markers, the torch-function mode and the forward hook;
     :meth:`next_call` is called before each call of the step.
     """

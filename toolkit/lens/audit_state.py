@@ -3,7 +3,7 @@
 Running a training step twice does what two steps do to everything it touches: a BatchNorm's
 running statistics move twice (``num_batches_tracked`` grows by 2), the random generators
 advance, an EMA update inside the step is applied twice. :class:`StateSnapshot` saves what
-:func:`toolkit.core.audit.audit_step` can put back.
+:func:`toolkit.lens.audit.audit_step` can put back.
 """
 
 from __future__ import annotations
