@@ -7,7 +7,7 @@ A deep MLP (``--depth`` Linear+Tanh layers, width ``--width``, batch ``--batch``
    named block ``bench.target`` (the audit records the graph behind the cut, as ``trace_cuts``
    does, so this step costs it one more forward with a graph).
 
-The contenders, timed in interleaved rounds (``toolkit.measure.race``) and divided round by
+The contenders, timed in interleaved rounds (``toolkit.lab.measure.race``) and divided round by
 round by ``step`` (forward + ``torch.autograd.grad`` over the stepped parameters):
 
 - ``forward only``: the loss without its backward;
@@ -34,7 +34,7 @@ from torch import nn
 
 from toolkit import as_constant, audit_step
 from toolkit._utils.array_validation import resolve_device
-from toolkit.measure import count_graph_nodes, race
+from toolkit.lab.measure import count_graph_nodes, race
 
 
 def deep_mlp(depth: int, width: int, device: torch.device) -> nn.Sequential:

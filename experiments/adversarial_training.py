@@ -43,9 +43,9 @@ from toolkit.algorithms.adversarial import (
     predict,
 )
 from toolkit.algorithms.divergence import check_finite
-from toolkit.data import Dataset, digits, train_test_split, two_moons
-from toolkit.measure import count_graph_nodes, measure_memory, race, time_fn
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.data import Dataset, digits, train_test_split, two_moons
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race, time_fn
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 
 DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"
 STORY = Story(
@@ -484,8 +484,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     from matplotlib.colors import ListedColormap
 
     from toolkit import draw_gradient_graph
-    from toolkit import style as st
-    from toolkit.report.figures import plot_seeds
+    from toolkit.lab import style as st
+    from toolkit.lab.report.figures import plot_seeds
 
     figs: dict[str, Any] = {}
     p = run.params
@@ -596,5 +596,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

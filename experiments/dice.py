@@ -36,8 +36,8 @@ from toolkit.algorithms.dice import (
     surrogate_objective,
     two_step_problem,
 )
-from toolkit.measure import race
-from toolkit.runner import (
+from toolkit.lab.measure import race
+from toolkit.lab.runner import (
     ExperimentParams,
     Finding,
     RunContext,
@@ -245,8 +245,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from toolkit.report.figures import draw_spread
-    from toolkit.style import variant_style
+    from toolkit.lab.report.figures import draw_spread
+    from toolkit.lab.style import variant_style
 
     seeds = [r.artifact("monte_carlo") for r in run.replicates]  # every seed: a band
     repeats = run.summary["monte_carlo"]["repeats"]
@@ -286,5 +286,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

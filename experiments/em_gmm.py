@@ -46,8 +46,8 @@ from toolkit.algorithms.em import (
     precisions_cholesky_from_covariances,
     to_unconstrained,
 )
-from toolkit.data import MIXTURE_2D, gaussian_mixture, iris
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 
 DESCRIPTION = "EM for Gaussian mixtures: closed-form vs gradient M-step with/without the r block"
 #: The precision the comparison is defined in (scikit-learn parity; the showcase runs it so).
@@ -295,7 +295,7 @@ def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
     import matplotlib.pyplot as plt
     from scipy.optimize import linear_sum_assignment
 
-    from toolkit.style import EXTRA_COLORS, nudge_labels
+    from toolkit.lab.style import EXTRA_COLORS, nudge_labels
 
     panels = ["truth", *VARIANTS]
     fig, axes = plt.subplots(2, 2, figsize=(7.5, 6.0), sharex=True, sharey=True,
@@ -380,8 +380,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     from toolkit import draw_gradient_graph
-    from toolkit.report.figures import draw_spread, metric_over_seeds, plot_seeds
-    from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
+    from toolkit.lab.report.figures import draw_spread, metric_over_seeds, plot_seeds
+    from toolkit.lab.style import integer_ticks, legend_entries, note_identical, variant_style
 
     groups = [("2-D mixture", "train", "grad", "2-D mixture")]
     if run.params.get("include_iris", True):
@@ -443,5 +443,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

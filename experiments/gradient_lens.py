@@ -45,8 +45,8 @@ from toolkit import (
     gradient_graph,
     trace_cuts,
 )
-from toolkit.measure import count_graph_nodes, measure_memory, race
-from toolkit.runner import (
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
+from toolkit.lab.runner import (
     ExperimentParams,
     Finding,
     RunContext,
@@ -387,5 +387,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -53,10 +53,10 @@ from toolkit.algorithms.rbm import (
     log_likelihood,
     negative_samples,
 )
-from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
-from toolkit.measure import count_graph_nodes
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.style import integer_ticks, legend_entries, variant_style
+from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
+from toolkit.lab.measure import count_graph_nodes
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.style import integer_ticks, legend_entries, variant_style
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
@@ -380,7 +380,7 @@ def _metric(run: RunResults, key: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _seeds(ax: Any, run: RunResults, key: str, **style: Any) -> None:
     """The metric over every seed of the run (mean and range), if it was logged."""
-    from toolkit.report.figures import plot_seeds
+    from toolkit.lab.report.figures import plot_seeds
 
     if key in run.metric_keys():
         plot_seeds(ax, run, key, **style)
@@ -532,5 +532,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

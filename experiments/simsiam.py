@@ -39,8 +39,8 @@ from toolkit.algorithms.simsiam import (
     output_std,
     train_simsiam,
 )
-from toolkit.data import digits, train_test_split
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.data import digits, train_test_split
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 
 DESCRIPTION = "SimSiam on the digits: the target branch behind stop_gradient vs trained too"
 STORY = Story(
@@ -169,8 +169,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from toolkit.report.figures import plot_seeds
-    from toolkit.style import integer_ticks, place_legend, variant_style
+    from toolkit.lab.report.figures import plot_seeds
+    from toolkit.lab.style import integer_ticks, place_legend, variant_style
 
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.5), layout="constrained")
     for ax, key, title in zip(axes, ("test/output_std_sqrt_d", "train/loss"),
@@ -217,5 +217,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -42,8 +42,8 @@ from pydantic import Field, field_validator, model_validator
 
 from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
-from toolkit.measure import count_graph_nodes, measure_memory, time_fn
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.measure import count_graph_nodes, measure_memory, time_fn
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 
 DESCRIPTION = ("softmax: gradient through the max (blocked vs not) over scales and dtypes; "
                "overflow; cost")
@@ -480,8 +480,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     from toolkit import draw_gradient_graph
-    from toolkit.report.figures import draw_spread, value_bars
-    from toolkit.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
+    from toolkit.lab.report.figures import draw_spread, value_bars
+    from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
     out: dict[str, Any] = {}
     grads = run.artifact("gradients")
@@ -591,5 +591,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -39,7 +39,7 @@ from toolkit.algorithms.td import (
     gradient_descent,
     random_chain,
 )
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
 DESCRIPTION = ("TD learning: the bootstrapped target blocked (semi-gradient TD) vs not (residual "
                "gradient) on the A-split, Baird's counterexample and a random chain")
@@ -297,7 +297,7 @@ def figures(run: RunResults) -> dict[str, Any]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from toolkit.style import integer_ticks, place_legend, variant_style
+    from toolkit.lab.style import integer_ticks, place_legend, variant_style
 
     s = run.summary
     figs: dict[str, Any] = {}
@@ -375,5 +375,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -40,8 +40,8 @@ from toolkit.algorithms.vq_vae import (
     perplexity,
     train_vq_vae,
 )
-from toolkit.data import digits, train_test_split
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.data import digits, train_test_split
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 
 DESCRIPTION = ("VQ-VAE on the digits: the straight-through, codebook and commitment "
                "stop-gradients, all in place, all off, and one at a time off")
@@ -179,8 +179,8 @@ def figures(run: RunResults) -> dict[str, Any]:
     """Reconstructions of test digits, then test MSE and perplexity against epochs."""
     import matplotlib.pyplot as plt
 
-    from toolkit.report.figures import plot_seeds
-    from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
+    from toolkit.lab.report.figures import plot_seeds
+    from toolkit.lab.style import integer_ticks, legend_entries, note_identical, variant_style
 
     examples = run.artifact("examples")
     rows = [("original", "test digit"), ("blocked", "all blocks"),
@@ -230,5 +230,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

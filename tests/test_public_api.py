@@ -15,14 +15,14 @@ import pytest
 
 import toolkit
 import toolkit.core
+import toolkit.lab.runner
 import toolkit.lens
-import toolkit.runner
 from toolkit._utils import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.runner],
+@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.lab.runner],
                          ids=lambda m: m.__name__)
 def test_every_public_name_loads(package) -> None:
     for name in package.__all__:
@@ -47,7 +47,7 @@ def test_toolkit_exports_the_primitive_and_the_lens() -> None:
 
 
 def test_the_runner_lists_its_lazy_names_once() -> None:
-    runner = toolkit.runner
+    runner = toolkit.lab.runner
     assert runner.__all__ == sorted(runner._EXPORTS)
     for name, module in runner._EXPORTS.items():
         assert getattr(runner, name) is getattr(importlib.import_module(module), name), name
@@ -59,7 +59,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
-    code = ("import sys, toolkit, toolkit.runner, toolkit.cli\n"
+    code = ("import sys, toolkit, toolkit.lab.runner, toolkit.lab.cli\n"
             "heavy = [m for m in ('torch', 'matplotlib', 'sklearn', 'torch._dynamo') "
             "if m in sys.modules]\n"
             "assert not heavy, heavy\n")
@@ -85,11 +85,11 @@ def test_an_old_module_path_warns_and_is_the_new_module(old: str) -> None:
     assert out.returncode == 0, out.stderr + out.stdout
 
 
-def test_a_moved_module_is_the_same_module() -> None:
+def test_a_submodule_of_a_moved_package_is_the_same_module() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        old = importlib.import_module("toolkit.core.lens")
-    assert old is importlib.import_module("toolkit.lens.flow")
+        old = importlib.import_module("toolkit.runner.config")
+    assert old is importlib.import_module("toolkit.lab.runner.config")
     assert moved.new_name("toolkit.core.stop_gradient") is None
 
 
@@ -122,6 +122,11 @@ def test_imports_run_one_way(layer: str) -> None:
              for path in (ROOT / layer).rglob("*.py") for name in _imports(path)
              if not any(name == a or name.startswith(a + ".") for a in allowed)}
     assert not wrong, sorted(wrong)
+
+
+def test_no_loose_module_at_the_top_of_the_package() -> None:
+    loose = {p.name for p in (ROOT / "toolkit").glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py", "pytest_plugin.py"}, loose
 
 
 def test_no_source_file_over_its_line_cap() -> None:

@@ -13,9 +13,8 @@ The public API, by layer:
   :func:`draw_gradient_graph`) and the audit of a training step (:func:`audit_step`,
   :func:`assert_clean_step`);
 - :mod:`toolkit.algorithms` — reference implementations of the places where the block matters;
-- ``toolkit.data``: bundled and generated datasets; ``toolkit.measure``: timers, memory probes
-  and benchmark rounds; ``toolkit.runner`` / ``toolkit.report``: experiments, results and
-  reports.
+- :mod:`toolkit.lab` — experiments, runs, verdicts, reports, the command line, datasets and
+  measurements.
 
 The names below are loaded on first use (PEP 562), so ``import toolkit`` itself is instant and
 the command line can answer ``--help`` without importing torch.
@@ -76,7 +75,7 @@ __getattr__, __dir__ = lazy_exports(
     "toolkit", globals(), {**dict.fromkeys(_CORE, "toolkit.core"),
                            **dict.fromkeys(_LENS, "toolkit.lens")})
 
-# Old module paths (``toolkit.core.audit``, ``toolkit.divergence``, ...) still import, with a
+# Old module paths (``toolkit.runner``, ``toolkit.core.audit``, ...) still import, with a
 # DeprecationWarning, for one release.
 from toolkit._utils import moved as _moved  # noqa: E402
 

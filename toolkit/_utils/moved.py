@@ -1,7 +1,7 @@
 """Module paths that moved in 0.2, still importable for one release with a DeprecationWarning.
 
-``import toolkit.divergence`` gives the module at its new path,
-``toolkit.algorithms.divergence``, and warns once, naming the new path. The
+``import toolkit.runner`` (or ``from toolkit.data import digits``) gives the module at its new
+path, ``toolkit.lab.runner`` (``toolkit.lab.data``), and warns once, naming the new path. The
 old name and the new one are the same module object, so state and ``isinstance`` checks agree.
 A finder at the front of :data:`sys.meta_path` answers for the old names only; every other
 import goes on as before.
@@ -30,15 +30,23 @@ MOVED: dict[str, str] = {
     "toolkit.core.graph_layout": "toolkit.lens.graph_layout",
     "toolkit.core.graph_walk": "toolkit.lens.graph_walk",
     "toolkit.core.lens": "toolkit.lens.flow",
+    "toolkit.cli": "toolkit.lab.cli.app",
+    "toolkit.commands": "toolkit.lab.cli.commands",
+    "toolkit.commands_read": "toolkit.lab.cli.commands_read",
+    "toolkit.data": "toolkit.lab.data",
     "toolkit.divergence": "toolkit.algorithms.divergence",
+    "toolkit.measure": "toolkit.lab.measure",
+    "toolkit.report": "toolkit.lab.report",
+    "toolkit.runner": "toolkit.lab.runner",
+    "toolkit.style": "toolkit.lab.style",
 }
 
 
 def new_name(old: str) -> str | None:
     """The new path of module ``old``, or ``None`` when it did not move.
 
-    >>> new_name("toolkit.divergence")
-    'toolkit.algorithms.divergence'
+    >>> new_name("toolkit.runner.config")
+    'toolkit.lab.runner.config'
     >>> new_name("toolkit.core.stop_gradient") is None
     True
     """

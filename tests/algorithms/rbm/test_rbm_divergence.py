@@ -16,7 +16,7 @@ import torch
 
 from toolkit.algorithms.divergence import Divergence, DivergenceWarning
 from toolkit.algorithms.rbm import BernoulliRBM, init_params, train_cd, training
-from toolkit.data import bars_and_stripes
+from toolkit.lab.data import bars_and_stripes
 
 OVERFLOW = {"learning_rate": 1.0, "weight_decay": 1e308}
 

@@ -294,7 +294,7 @@ def adversarial_training(
         data: a ``DataLoader``, any re-iterable of ``(x, y)`` batches (a list of pairs; a
             one-shot iterator such as a generator only with ``epochs=1``, else ``TypeError``), a
             map-style ``Dataset`` (e.g. ``TensorDataset``) or an ``(X, y)`` pair of tensors or
-            arrays (e.g. a ``toolkit.data.Dataset``). A ``Dataset`` or a pair is batched with
+            arrays (e.g. a ``toolkit.lab.data.Dataset``). A ``Dataset`` or a pair is batched with
             ``batch_size`` in an order drawn from ``generator`` every epoch; a loader keeps its
             own batches and order. Batches move to the model's device (see :mod:`~.batches`).
         optimizer: optimizer over ``model``'s parameters.
