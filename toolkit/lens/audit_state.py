@@ -8,12 +8,13 @@ advance, an EMA update inside the step is applied twice. :class:`StateSnapshot` 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
+
+from toolkit._utils.rng import get_rng_state, set_rng_state
 
 __all__ = ["StateSnapshot"]
 
@@ -36,8 +37,6 @@ class StateSnapshot:
 
     def __init__(self, modules: list[nn.Module], loose: list[torch.Tensor],
                  names: Mapping[int, str] | None = None) -> None:
-        import numpy as np
-
         self.names = dict(names or {})
         # id -> [tensor, saved copy or None, requires_grad, version counter]
         self.saved: dict[int, list[Any]] = {}
@@ -57,8 +56,7 @@ class StateSnapshot:
                         self._track(t, eager)
         for t in loose:
             self._track(t, False)
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        self.rng = (random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda)
+        self.rng = get_rng_state()
 
     def _track(self, t: torch.Tensor, eager: bool) -> None:
         if id(t) not in self.saved:
@@ -84,8 +82,6 @@ class StateSnapshot:
     def restore(self) -> tuple[list[str], list[str]]:
         """Put everything back; returns the names of what had changed, and of what changed
         without the recording seeing the write (not restored)."""
-        import numpy as np
-
         changed, lost = [], []
         with torch.no_grad():
             for module, name, t in self.slots:
@@ -106,10 +102,5 @@ class StateSnapshot:
             module.training = training
         if modes:
             changed.append(f"train/eval mode of {_plural_modules(len(modes))}")
-        py, npy, cpu, cuda = self.rng
-        random.setstate(py)
-        np.random.set_state(npy)
-        torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        set_rng_state(self.rng)
         return list(dict.fromkeys(changed)), lost

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core.stop_gradient import disable_blocks, record_blocks
 from toolkit.lens.backward_graph import ShortestPaths, named_tensors, node_label
 from toolkit.lens.gradients import ParameterComparison
@@ -210,17 +211,6 @@ class GradientFlow:
         return "\n".join("| " + " | ".join(r) + " |" for r in [table[0], align, *body])
 
 
-def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor] | None]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state_all(state[1])
-
-
 def _gradients(loss_fn: Callable[[], torch.Tensor], tensors: list[torch.Tensor]
                ) -> tuple[float, list[torch.Tensor | None]]:
     loss = loss_fn()
@@ -244,9 +234,9 @@ def gradient_flow(loss_fn: Callable[[], torch.Tensor], groups: Mapping[str, Any]
     ``loss_fn()`` is run once with every block active (recording, with
     :func:`~toolkit.record_blocks`, which named blocks ran), then once per named block that
     ran, inside ``disable_blocks(block)``: ``1 + n_blocks`` forward+backward passes, each one
-    ``torch.autograd.grad(..., allow_unused=True)`` (``.grad`` is never touched). Torch's random
-    generators (CPU, and CUDA when initialized) are put back in the same state before every
-    call, so dropout or sampling inside ``loss_fn`` draws the same numbers each time.
+    ``torch.autograd.grad(..., allow_unused=True)`` (``.grad`` is never touched). The global random
+    generators (``random``, numpy, torch's CPU and CUDA) are put back in the same state before
+    every call, so dropout or sampling inside ``loss_fn`` draws the same numbers each time.
 
     For group ``G`` with tensors ``θ_G`` (flattened and concatenated), ``g_b = ∂L/∂θ_G`` with
     the blocks active and ``g_u`` the same with ``block`` disabled; each row reports ``‖g_b‖``,
@@ -290,15 +280,15 @@ def gradient_flow(loss_fn: Callable[[], torch.Tensor], groups: Mapping[str, Any]
                 tensors.append(tensor)
             members[str(group)].append(position[id(tensor)])
 
-    state = _rng_state()
+    state = get_rng_state()
     with record_blocks() as blocks:
         loss, blocked = _gradients(loss_fn, tensors)
-    after = _rng_state()
+    after = get_rng_state()
     flat_blocked = {group: _flat([blocked[i] for i in idx], [tensors[i] for i in idx])
                     for group, idx in members.items()}
     rows: list[dict[str, Any]] = []
     for block in blocks:
-        _set_rng_state(state)
+        set_rng_state(state)
         with disable_blocks(block):
             _, unblocked = _gradients(loss_fn, tensors)
         for group, idx in members.items():
@@ -309,7 +299,7 @@ def gradient_flow(loss_fn: Callable[[], torch.Tensor], groups: Mapping[str, Any]
                          "rel_diff": cmp.rel_diff, "max_abs_diff": cmp.max_abs_diff,
                          "reached_blocked": any(blocked[i] is not None for i in idx),
                          "reached_unblocked": any(unblocked[i] is not None for i in idx)})
-    _set_rng_state(after)  # as if loss_fn had run once
+    set_rng_state(after)  # as if loss_fn had run once
     return GradientFlow(rows, tuple(blocks), tuple(members), loss, flat_blocked)
 
 

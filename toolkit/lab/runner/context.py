@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
 from toolkit.lab.measure import Timer
 from toolkit.lab.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
@@ -186,20 +187,6 @@ class RunContext:
                     leave=False, dynamic_ncols=True)
 
     # -- with / without the blocks
-    def _rng_state(self) -> tuple[Any, ...]:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        return (random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda,
-                self.generator.get_state())
-
-    def _set_rng_state(self, state: tuple[Any, ...]) -> None:
-        py, npy, cpu, cuda, gen = state
-        random.setstate(py)
-        np.random.set_state(npy)
-        torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-        self.generator.set_state(gen)
-
     def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None,
                 on_result: Callable[[str, T], Any] | None = None) -> dict[str, T]:
         """Run ``fn()`` normally and inside ``disable_blocks(...)`` from the same random state.
@@ -219,12 +206,13 @@ class RunContext:
         if isinstance(disable, str):
             raise TypeError(f"ctx.compare: disable must be a sequence of patterns such as "
                             f"('em.*',), got the string {disable!r}")
-        state = self._rng_state()
+        state, generator = get_rng_state(), self.generator.get_state()
         with record_blocks() as seen_blocked:
             blocked = fn()
         if on_result is not None:
             on_result("blocked", blocked)
-        self._set_rng_state(state)
+        set_rng_state(state)
+        self.generator.set_state(generator)
         with record_blocks() as seen_unblocked, disable_blocks(*patterns):
             unblocked = fn()
         if on_result is not None:
