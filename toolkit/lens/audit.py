@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from toolkit._utils.formatting import fmt
 from toolkit.lens.audit_graph import (
     CarriedGraph,
     DeadParameter,
@@ -57,10 +58,7 @@ __all__ = ["CarriedGraph", "DeadParameter", "Leak", "StepAudit", "assert_clean_s
 
 
 def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} B"
+    return fmt(n, "B")
 
 
 def _short(path: Iterable[str], keep: int = 10) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from toolkit._utils.formatting import fmt
 from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core.stop_gradient import disable_blocks, record_blocks
 from toolkit.lens.backward_graph import ShortestPaths, named_tensors, node_label
@@ -149,7 +150,7 @@ def _cell(row: dict[str, Any], key: str) -> str:
         return "/".join("yes" if row[k] else "no" for k in ("reached_blocked",
                                                             "reached_unblocked"))
     value = row[key]
-    return value if isinstance(value, str) else f"{value:.4g}"
+    return value if isinstance(value, str) else fmt(value, digits=4)
 
 
 @dataclass(frozen=True)

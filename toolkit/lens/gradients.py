@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from toolkit._utils.formatting import fmt
 from toolkit.core.stop_gradient import disable_blocks
 from toolkit.lens.graph_walk import nodes, output_roots
 
@@ -149,7 +150,7 @@ class GradientComparison:
                      row.max_abs_diff]
             if has_ref:
                 cells += [row.ref_rel_err_blocked, row.ref_rel_err_unblocked]
-            table.append([c if isinstance(c, str) else f"{c:.4g}" for c in cells])
+            table.append([c if isinstance(c, str) else fmt(c, digits=4) for c in cells])
         widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
         lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in
                            enumerate(zip(r, widths))) for r in table]

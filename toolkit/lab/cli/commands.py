@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.formatting import fmt
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -29,7 +31,7 @@ def _outcome_line(i: int, total: int, outcome: object) -> tuple[str, object]:
     from toolkit.lab.runner import RunOutcome
 
     assert isinstance(outcome, RunOutcome)
-    line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({outcome.duration_s:.1f} s)"
+    line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})"
     if outcome.error and outcome.status == "failed":
         line += f"\n    error: {outcome.error}"
     if outcome.status == "interrupted":
@@ -127,7 +129,7 @@ def _draw_report(run_dir: Path, experiment: Any = None) -> None:
         try:
             draw_report(run_dir, experiment)
         finally:
-            print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(f" {fmt(time.perf_counter() - t0, 's')}", file=sys.stderr, flush=True)
     for note in notes:
         print(f"  note: {note}", file=sys.stderr, flush=True)
 
@@ -276,12 +278,12 @@ def _print_findings(run_dir: Path) -> None:
     if not (run_dir / "meta.json").is_file():  # a seed group
         info = json.loads((run_dir / "group.json").read_text(encoding="utf-8"))
         if info.get("wall_seconds") is not None:
-            print(f"wall time {info['wall_seconds']:.1f} s for {len(info['seeds'])} seeds")
+            print(f"wall time {fmt(info['wall_seconds'], 's')} for {len(info['seeds'])} seeds")
         return
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
     if meta.get("wall_seconds") is not None:
-        print(f"wall time {meta['wall_seconds']:.1f} s (experiments {meta['duration_s']:.1f} s"
-              + (f", report {meta['finish_s']:.1f} s" if meta.get("finish_s") else "") + ")")
+        print(f"wall time {fmt(meta['wall_seconds'], 's')} (experiments {fmt(meta['duration_s'], 's')}"
+              + (f", report {fmt(meta['finish_s'], 's')}" if meta.get("finish_s") else "") + ")")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -365,7 +367,7 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     print(f"running {experiment.name} (seed {config.seed}, {config.dtype}, QUICK params)",
           file=sys.stderr, flush=True)
     outcome = execute(config, experiment, finish=None if args.no_report else _draw_report)
-    print(f"{outcome.status}  {outcome.run_dir}  ({outcome.duration_s:.1f} s)")
+    print(f"{outcome.status}  {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":
         _print_findings(outcome.run_dir)
     if (outcome.run_dir / "report.html").exists():

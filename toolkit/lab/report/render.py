@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.formatting import round_floats
 from toolkit.lab.report.content import FigureItem, ReportContent, Section, build
 from toolkit.lab.report.figure_cache import MANIFEST, dumps
 from toolkit.lab.report.tables import format_value, variant_table
@@ -225,7 +226,7 @@ def render_html(content: ReportContent) -> str:
         details.append(f"<h3>Config</h3><pre>{_e(config_path.read_text(encoding='utf-8'))}"
                        f"</pre>")
     shown = {k: meta.get(k) for k in _META_KEYS if k in meta}
-    details.append(f"<h3>Meta</h3><pre>{_e(json.dumps(shown, indent=2))}</pre>")
+    details.append(f"<h3>Meta</h3><pre>{_e(json.dumps(round_floats(shown), indent=2))}</pre>")
     if meta.get("traceback"):
         details.append(f"<h3>Traceback</h3><pre>{_e(meta['traceback'])}</pre>")
     parts.append(f"<details><summary>Run details: config, meta"

@@ -2,62 +2,19 @@
 
 A value's unit is read from its key: times (``seconds``, ``*_s``, ``timers.*``, ``time``) are
 shown in s or ms, byte counts (``*bytes*``) in KiB/MiB/GiB, everything else with four significant
-digits; booleans read ``yes``/``no``.
+digits; booleans read ``yes``/``no`` (:func:`toolkit._utils.formatting.format_value`, the one
+number formatter of the report, the command line and the docs).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolkit.lab.runner.story import fmt
+from toolkit._utils.formatting import format_value, unit_of
 from toolkit.lab.runner.tomlio import flatten
 
 __all__ = ["VARIANTS", "format_value", "split_variant", "tables", "unit_of", "variant_table"]
-
-_TIME = re.compile(r"(^|[._/])(seconds?|time|wall|timers?|[a-z0-9]*_s|ms)($|[._/])")
-_BYTES = re.compile(r"bytes")
-
-
-def unit_of(key: str) -> str:
-    """``"s"`` for a time, ``"B"`` for a byte count, ``""`` otherwise (from the key's words)."""
-    lowered = key.lower()
-    if _BYTES.search(lowered):
-        return "B"
-    words = re.split(r"[._/]", lowered)  # "_" too: "time_ratio" → time, ratio
-    ratio = bool({"ratio", "per", "speedup", "x"} & set(words))
-    if _TIME.search(lowered) and not ratio:
-        return "s"
-    return ""
-
-
-def format_value(value: Any, key: str = "") -> str:
-    """A table cell: 4 significant digits, the unit the key implies, ``yes``/``no``, ``—``.
-
-    >>> format_value(0.0014461230000506475), format_value(1059636, "peak_bytes")
-    ('0.001446', '1.011 MiB')
-    >>> format_value(0.25, "timers.fit"), format_value(True), format_value(None)
-    ('250 ms', 'yes', '—')
-    """
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        unit = unit_of(key)
-        if isinstance(value, int) and not unit:
-            return str(value)
-        return fmt(value, unit, digits=4)
-    if isinstance(value, (list, tuple)):
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            text = "[" + ", ".join(format_value(v) for v in value) + "]"
-        else:
-            text = json.dumps(value, ensure_ascii=False)
-        return text if len(text) <= 80 else text[:77] + "..."
-    return str(value)
-
 
 VARIANTS = ("blocked", "unblocked")
 

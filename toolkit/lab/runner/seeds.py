@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.formatting import fmt
 from toolkit.lab.runner import tomlio
 from toolkit.lab.runner.results import RunResults, atomic_write_json, atomic_write_text, utc_now
 
@@ -205,7 +206,7 @@ def finish_groups(outcomes: Sequence[Any], *, finish: Callable[[Path, Any], Any]
         t1 = time.perf_counter()
         call(folder, RunResults(runs[0]).experiment)
         if say is not None and finish is not None:
-            say(f"  report over {len(runs)} seeds: {time.perf_counter() - t1:.1f} s")
+            say(f"  report over {len(runs)} seeds: {fmt(time.perf_counter() - t1, 's')}")
         if t0 is not None:
             SeedGroup(folder).record(wall_seconds=round(time.perf_counter() - t0, 3))
         if say is not None:

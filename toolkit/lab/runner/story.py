@@ -46,6 +46,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit._utils.formatting import fmt
+
 __all__ = ["Finding", "Story", "TimeRatio", "fill", "fmt", "unmatched_patterns"]
 
 TOPICS = ("result", "cost")
@@ -62,29 +64,6 @@ class Story:
 
     def to_dict(self) -> dict[str, str]:
         return {"compares": self.compares, "block": self.block, "prediction": self.prediction}
-
-
-def fmt(value: float | int | None, unit: str = "", *, digits: int = 3) -> str:
-    """A number for a sentence: ``digits`` significant digits (3–4), a unit, no float noise.
-
-    >>> fmt(0.0014461230000506475), fmt(1059636, "B"), fmt(2.0, "s"), fmt(None)
-    ('0.00145', '1.01 MiB', '2 s', 'n/a')
-    >>> fmt(3.2e-11), fmt(-1.2015e0, digits=4), fmt(1 << 20, "B"), fmt(0.0123, "s")
-    ('3.2e-11', '-1.202', '1 MiB', '12.3 ms')
-    """
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if isinstance(value, float) and math.isinf(value):
-        return ("∞" if value > 0 else "−∞") + (f" {unit}" if unit else "")
-    if unit == "B":  # bytes: binary prefixes, as memory is counted
-        for scale, prefix in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-            if abs(value) >= scale:
-                return f"{value / scale:.{digits}g} {prefix}"
-        return f"{int(value)} B"
-    if unit == "s" and abs(value) < 1 and value != 0:
-        return f"{value * 1e3:.{digits}g} ms"
-    text = f"{value:.{digits}g}" if isinstance(value, float) else str(value)
-    return f"{text} {unit}" if unit else text
 
 
 def parse_spec(spec: str, where: str = "Finding") -> tuple[int, str]:
