@@ -311,7 +311,7 @@ def test_probe_tells_what_answered_instead_of_dask(kind: str, says: str, http_se
         if kind in ("garbage", "closes"):
             listener.close()
     assert says in str(err.value)
-    assert time.monotonic() - t0 < 1.5  # within the connect timeout
+    assert time.monotonic() - t0 < 1.0 + 2.0  # the connect timeout, and a loaded machine's slack
 
 
 def test_an_http_server_or_a_garbage_port_fails_fast_with_one_line(

@@ -224,8 +224,8 @@ def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
     pickles."""
     from toolkit.runner.dask_connect import check_executor, insecure_warning, probe, security_for
 
+    check_executor(spec)
     if spec.address:
-        check_executor(spec)
         warning = insecure_warning(spec)
         if warning:
             print(warning, file=sys.stderr, flush=True)
@@ -374,10 +374,16 @@ def _interrupt(client: Any, futures: dict[Any, int], configs: Sequence[RunConfig
             continue
         worker = running[future.key]["worker"]
         error = f"interrupted (exit status {code}) while running on {worker}"
-        run_dir = _kept(configs[i], logged.get(i), error)
+        got = logged.get(i)
+        try:
+            run_dir = _kept(configs[i], got, error)
+        except Refused as err:
+            run_dir = None
+            got = f"what the worker sent was refused ({err})"
         if run_dir is None:
-            error += "; nothing it had logged could be fetched from the worker, so nothing " \
-                     "but config.toml and meta.json was kept"
+            why = got if isinstance(got, str) else "nothing it had logged could be fetched " \
+                                                   "from the worker"
+            error += f"; {why}, so nothing but config.toml and meta.json was kept"
             run_dir = write_marked(configs[i], "interrupted", error, worker)
         outcome = RunOutcome(run_dir, "interrupted", code, error)
         outcomes.append(outcome)
@@ -387,15 +393,17 @@ def _interrupt(client: Any, futures: dict[Any, int], configs: Sequence[RunConfig
 
 def _kept(config: RunConfig, got: Any, error: str) -> Path | None:
     """Write what an interrupted run's worker had logged, marked interrupted; ``None`` when
-    nothing usable came back (or it was refused)."""
-    try:
-        got = checked(got, keys=("run_id", "files"))
-        meta = json.loads(got["files"]["meta.json"])
-        if not isinstance(meta, dict):
-            return None
-        meta.update(status="interrupted", ended=utc_now().isoformat(),
-                    error=f"{error}; kept what the worker had logged")
-        got["files"]["meta.json"] = dumps_json(meta).encode("utf-8")
-        return write_run(config, got["run_id"], got["files"])
-    except (Refused, ValueError):
+    nothing came back, :class:`Refused` when what came back cannot be taken."""
+    if got is None:
         return None
+    got = checked(got, keys=("run_id", "files"))
+    try:
+        meta = json.loads(got["files"]["meta.json"])
+    except ValueError as err:
+        raise Refused(f"meta.json is not JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise Refused("meta.json is not a JSON object")
+    meta.update(status="interrupted", ended=utc_now().isoformat(),
+                error=f"{error}; kept what the worker had logged")
+    got["files"]["meta.json"] = dumps_json(meta).encode("utf-8")
+    return write_run(config, got["run_id"], got["files"])
