@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -294,10 +295,10 @@ def http_server() -> Iterator[str]:
     ("http", "no Dask handshake within 1 s"),
     ("nothing", "cannot connect"),
 ])
-def test_probe_tells_what_answered_instead_of_dask(kind: str, says: str, http_server: str
-                                                   ) -> None:
+def test_probe_tells_what_answered_instead_of_dask(kind: str, says: str,
+                                                   request: pytest.FixtureRequest) -> None:
     if kind == "http":
-        address = http_server
+        address = request.getfixturevalue("http_server")
     elif kind == "nothing":
         with socket.create_server(("127.0.0.1", 0)) as s:  # a port nothing listens on now
             address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
@@ -378,7 +379,7 @@ def test_the_local_cluster_listens_on_loopback_only(dashboard: bool, tmp_path: P
         [sys.executable, "-m", "toolkit", "run", str(FIXTURES / "tiny.toml"), "--out",
          str(tmp_path / "r"), "--executor", "dask", "--workers", "1", "--no-report",
          "--quiet", *(["--dashboard"] if dashboard else []),
-         "--set", "params.n_logged=100", "--set", "params.sleep_s=0.05",
+         "--set", "params.n_logged=100000", "--set", "params.sleep_s=0.01",
          "--set", f"params.started_file={json.dumps(str(started))}"],
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -402,10 +403,11 @@ def test_the_local_cluster_listens_on_loopback_only(dashboard: bool, tmp_path: P
             for port in http_ports:
                 assert {_http_status(port, p) for p in ("/status", "/health", "/json/"
                                                          "counts.json")} == {404}
+        proc.send_signal(signal.SIGINT)  # the run goes on until the sockets are read: stop it
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
     assert ("dashboard" in link) is dashboard and "dashboard" not in err
