@@ -33,8 +33,8 @@ examples:
   toolkit run configs/showcase.toml              every experiment's quick comparison, one report
   toolkit run configs/em_gmm.toml --set params.n_iter=20 --seeds 0,1,2
   toolkit sweep configs/em_gmm_sweep.toml --workers 2   the [sweep] grid in 2 processes
-  toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tls://HOST:8786 \
-      --tls-ca-file ca.pem --tls-cert client.pem --tls-key client-key.pem
+  toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tls://HOST:8786 \\
+      --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
   toolkit report results/em_gmm/<run_id>         redraw figures and report.html
   toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
   toolkit check results                          damaged files and abandoned runs
@@ -72,8 +72,8 @@ examples:
   toolkit sweep configs/td_learning.toml --seeds 0-4 --dry-run
   toolkit sweep configs/td_learning.toml --seeds 0-4 --resume   (finish an interrupted sweep)
   toolkit sweep configs/td_learning.toml --seeds 0-7 --executor dask --workers 2
-  toolkit sweep configs/td_learning.toml --executor dask --address tls://10.0.0.5:8786 \
-      --tls-ca-file ca.pem --tls-cert client.pem --tls-key client-key.pem
+  toolkit sweep configs/td_learning.toml --executor dask --address tls://10.0.0.5:8786 \\
+      --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
 
 --executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
 --address, or a LocalCluster of --workers processes started for the sweep (listening on
