@@ -31,7 +31,8 @@ def cluster():
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=":0", silence_logs=50)
+                                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                           silence_logs=50)
     yield cluster
     cluster.close()
 

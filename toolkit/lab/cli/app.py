@@ -33,7 +33,8 @@ examples:
   toolkit run configs/showcase.toml              every experiment's quick comparison, one report
   toolkit run configs/em_gmm.toml --set params.n_iter=20 --seeds 0,1,2
   toolkit sweep configs/em_gmm_sweep.toml --workers 2   the [sweep] grid in 2 processes
-  toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tcp://HOST:8786
+  toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tls://HOST:8786 \\
+      --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
   toolkit report results/em_gmm/<run_id>         redraw figures and report.html
   toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
   toolkit check results                          damaged files and abandoned runs
@@ -71,11 +72,16 @@ examples:
   toolkit sweep configs/td_learning.toml --seeds 0-4 --dry-run
   toolkit sweep configs/td_learning.toml --seeds 0-4 --resume   (finish an interrupted sweep)
   toolkit sweep configs/td_learning.toml --seeds 0-7 --executor dask --workers 2
-  toolkit sweep configs/td_learning.toml --executor dask --address tcp://10.0.0.5:8786
+  toolkit sweep configs/td_learning.toml --executor dask --address tls://10.0.0.5:8786 \\
+      --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
 
 --executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
---address, or a LocalCluster of --workers processes started for the sweep. Workers return the
+--address, or a LocalCluster of --workers processes started for the sweep (listening on
+127.0.0.1 only; --dashboard serves its dashboard there and prints the link). Workers return the
 files of each run and this machine writes the run directories: no shared filesystem is needed.
+A scheduler on another machine is reached over TLS with mutual certificates (the --tls-* files,
+or dask's distributed.comm.tls.* settings); plain tcp:// is for 127.0.0.1, and elsewhere only
+with --insecure.
 """
 
 REPORT_EPILOG = """\
@@ -148,9 +154,25 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--executor", choices=("local", "dask"), default=None,
                    help="where the runs run: local (default; this process, or a pool of "
                         "--workers processes) or dask (a Dask cluster; see --address)")
-    p.add_argument("--address", metavar="tcp://HOST:PORT", default=None,
+    p.add_argument("--address", metavar="tls://HOST:PORT", default=None,
                    help="Dask scheduler to send the runs to (with --executor dask; without it "
-                        "a LocalCluster of --workers processes is started)")
+                        "a LocalCluster of --workers processes is started on loopback): "
+                        "tls:// with the three --tls-* files, or tcp:// on this machine only")
+    p.add_argument("--tls-ca-file", metavar="FILE", default=None,
+                   help="CA certificate of the Dask cluster (PEM), for a tls:// address "
+                        "(default: dask's distributed.comm.tls.ca-file)")
+    p.add_argument("--tls-cert", metavar="FILE", default=None,
+                   help="this client's certificate (PEM), signed by that CA "
+                        "(default: distributed.comm.tls.client.cert)")
+    p.add_argument("--tls-key", metavar="FILE", default=None,
+                   help="this client's private key (PEM; not needed when it is in the "
+                        "certificate file; default: distributed.comm.tls.client.key)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="accept a plain tcp:// address that is not this machine: anyone who "
+                        "can reach it can run code on the workers and read every result")
+    p.add_argument("--dashboard", action="store_true", default=None,
+                   help="serve the local cluster's dashboard (on 127.0.0.1) and print its "
+                        "link; off by default")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes of the local pool or of the LocalCluster (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars, less output")

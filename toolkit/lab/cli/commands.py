@@ -112,10 +112,14 @@ def _executor(args: argparse.Namespace, configs: list) -> object:
             raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
                               "use --workers 1 (sequential) or more")
         values["workers"] = args.workers
-    if values["address"] and values["kind"] != "dask":
-        raise ConfigError("--address", values["address"], "is only used by the dask executor",
-                          "add --executor dask")
-    return ExecutorSpec(**values)
+    for key in ("tls_ca_file", "tls_cert", "tls_key", "insecure", "dashboard"):
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    spec = ExecutorSpec(**values)
+    from toolkit.lab.runner.dask_connect import check_executor
+
+    check_executor(spec)  # a plain tcp:// address off this machine is refused here
+    return spec
 
 
 def _draw_report(run_dir: Path, experiment: Any = None) -> None:

@@ -12,7 +12,8 @@ A config file holds the common keys and the experiment's own ``[params]``::
 
     [executor]                  # optional: where the runs run (the CLI's options win)
     kind = "local"              # local (process pool) | dask
-    address = "tcp://host:8786" # dask scheduler; without it a LocalCluster is started
+    address = "tls://host:8786" # dask scheduler; without it a LocalCluster is started
+    tls_ca_file = "ca.pem"      # with tls_cert and tls_key (or dask's distributed.comm.tls.*)
     workers = 2
 
     [params]
@@ -69,8 +70,22 @@ class ExecutorSpec(BaseModel):
     kind: Literal["local", "dask"] = Field(
         "local", description="local: a pool of processes on this machine; dask: a Dask cluster")
     address: str | None = Field(
-        None, description="dask scheduler address tcp://HOST:PORT (none: start a LocalCluster)")
+        None, description="dask scheduler address: tls://HOST:PORT, or tcp://HOST:PORT on "
+                          "loopback only (none: start a LocalCluster on loopback)")
     workers: int = Field(1, ge=1, description="processes of the local pool or LocalCluster")
+    tls_ca_file: str | None = Field(
+        None, description="CA certificate of the cluster (PEM), for a tls:// address")
+    tls_cert: str | None = Field(
+        None, description="this client's certificate (PEM), signed by that CA")
+    tls_key: str | None = Field(
+        None, description="this client's private key (PEM; none: it is in tls_cert)")
+    insecure: bool = Field(
+        False, description="accept a plain tcp:// address that is not loopback (anyone who "
+                           "reaches it can run code on the workers)")
+    dashboard: bool = Field(
+        False, description="serve the LocalCluster's dashboard on loopback and print its link")
+    connect_timeout: float = Field(
+        10.0, gt=0, le=600, description="seconds to reach the scheduler and hear Dask answer")
 
 
 class _FileConfig(BaseModel):

@@ -20,7 +20,14 @@ Failure and interrupt:
 Without an address a ``LocalCluster`` of ``workers`` processes with one thread each is started
 and closed afterwards, in a process of its own session: Ctrl-C in a terminal reaches the whole
 foreground process group, and only this process decides what an interrupt means (the workers
-stop when the cluster closes).
+stop when the cluster closes). Every socket it opens listens on 127.0.0.1; its dashboard is off
+unless ``spec.dashboard`` asks for it (then its link is printed).
+
+Trust: a scheduler at an address is reached over TLS, or over plain TCP on loopback only, and is
+probed before the client is made (:mod:`~toolkit.lab.runner.dask_connect`); what a task returns is
+decoded as msgpack only and checked before a byte is written (:mod:`~toolkit.lab.runner.dask_results`):
+a run whose worker sends a path outside its folder, or files that do not read as the results
+format says, is written as ``failed`` with the reason, and nothing it sent is kept.
 """
 
 from __future__ import annotations
@@ -39,15 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.runner.config import ExecutorSpec, RunConfig
+from toolkit.lab.runner.dask_results import Refused, checked, files_of, write_marked, write_run
 from toolkit.lab.runner.errors import ConfigError, RunInterrupted
 from toolkit.lab.runner.registry import Experiment
-from toolkit.lab.runner.results import (
-    atomic_write_json,
-    atomic_write_text,
-    dumps_json,
-    new_run_dir,
-    utc_now,
-)
+from toolkit.lab.runner.results import atomic_write_json, dumps_json, utc_now
 from toolkit.lab.runner.run import (
     Finish,
     RunOutcome,
@@ -73,6 +75,8 @@ def _import_distributed() -> Any:
 
 
 _STARTED = "toolkit-run-started"
+#: How the client decodes what tasks return: msgpack only (no pickle, no dask serializers).
+_RESULTS_AS = ["msgpack"]
 
 
 def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
@@ -93,22 +97,23 @@ def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
             this.log_event(_STARTED, {"key": key, "worker": worker, "root": tmp})
         outcome = execute(config, experiment, quiet=True, argv=argv, root=Path(tmp),
                           executor={"kind": "dask", "worker": worker})
-        files = _files_of(outcome.run_dir)
-    return {"run_id": outcome.run_dir.name, "status": outcome.status,
-            "exit_code": outcome.exit_code, "error": outcome.error,
-            "duration_s": outcome.duration_s, "files": files, "worker": worker}
-
-
-def _files_of(run_dir: Path) -> dict[str, bytes]:
-    """Every file under ``run_dir``, by its path relative to it, in sorted order."""
-    return {p.relative_to(run_dir).as_posix(): p.read_bytes()
-            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+        status, code, error = outcome.status, outcome.exit_code, outcome.error
+        try:
+            files = files_of(outcome.run_dir)
+        except Refused as err:  # only config and meta go back, marked failed
+            status, code, error = "failed", 1, f"its files were refused on the worker: {err}"
+            meta = json.loads((outcome.run_dir / "meta.json").read_text(encoding="utf-8"))
+            meta.update(status=status, error=error)
+            files = {"config.toml": (outcome.run_dir / "config.toml").read_bytes(),
+                     "meta.json": dumps_json(meta).encode("utf-8")}
+    return {"run_id": outcome.run_dir.name, "status": status, "exit_code": code,
+            "error": error, "duration_s": outcome.duration_s, "files": files, "worker": worker}
 
 
 def _logged_so_far(root: str) -> dict[str, Any] | None:
     """On a worker: the files a run in progress under ``root`` has written so far."""
     for meta in Path(root).glob("*/*/meta.json"):
-        return {"run_id": meta.parent.name, "files": _files_of(meta.parent)}
+        return {"run_id": meta.parent.name, "files": files_of(meta.parent)}
     return None
 
 
@@ -126,77 +131,53 @@ def _fetch(client: Any, worker: str, root: str, timeout: float = 15.0) -> dict[s
     return box[0] if box else None
 
 
-def _write_run(config: RunConfig, run_id: str, files: dict[str, bytes]) -> Path:
-    """Write a run's files as ``<output_dir>/<experiment>/<run_id>/``, all at once."""
-    parent = Path(config.output_dir) / config.experiment
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{run_id}.", suffix=".partial", dir=parent))
-    try:
-        for rel, data in files.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        final = parent / run_id
-        if final.exists():  # the same id from another machine: keep both, under a new suffix
-            final = parent / f"{run_id.rsplit('__', 1)[0]}__{secrets.token_hex(3)}"
-            meta = json.loads((staging / "meta.json").read_text(encoding="utf-8"))
-            meta["run_id"] = final.name
-            atomic_write_json(staging / "meta.json", meta)
-        os.rename(staging, final)
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return final
-
-
-def _write_marked(config: RunConfig, status: str, error: str, worker: str | None) -> Path:
-    """A run directory for a run whose files never came back: config and meta only."""
-    run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
-    atomic_write_text(run_dir / "config.toml", config.to_toml())
-    now = utc_now().isoformat()
-    atomic_write_json(run_dir / "meta.json", {
-        "status": status, "experiment": config.experiment, "run_id": run_dir.name,
-        "seed": config.seed, "executor": {"kind": "dask", "worker": worker},
-        "started": None, "ended": now, "error": error,
-    })
-    return run_dir
-
-
 #: Runs a LocalCluster in a process of its own session: Ctrl-C in a terminal reaches the whole
 #: foreground process group, and only the client decides what an interrupt means. The cluster
 #: lives until the client closes this process's stdin (or dies, which closes it too).
+#: Every socket it opens listens on 127.0.0.1. Dask always starts an HTTP server beside the
+#: scheduler and each worker; without the dashboard they serve no route at all.
 _CLUSTER_MAIN = """
 import logging, sys
-sys.path[:0] = [p for p in sys.argv[2:] if p not in sys.path]
+sys.path[:0] = [p for p in sys.argv[3:] if p not in sys.path]
 import dask, distributed
+dashboard = sys.argv[2] == "1"
+settings = {"distributed.scheduler.allowed-failures": 0}
+if not dashboard:
+    settings.update({"distributed.scheduler.http.routes": [],
+                     "distributed.worker.http.routes": []})
 # the scheduler gives up on a task at the first worker death; the client retries once
-with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+with dask.config.set(settings):
     # workers log at CRITICAL only: closing the cluster while a worker is busy makes its
     # heartbeat fail with a logged traceback; what a user must see reaches the client as results
     cluster = distributed.LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1,
-                                       processes=True, dashboard_address=":0",
+                                       processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0",
+                                       scheduler_kwargs={"dashboard": dashboard},
                                        silence_logs=logging.CRITICAL)
 print(cluster.scheduler_address, flush=True)
+print(cluster.dashboard_link if dashboard else "-", flush=True)
 sys.stdin.read()
 cluster.close(timeout=20)
 """
 
 
 class _ClusterProcess:
-    """A LocalCluster of ``workers`` processes, started in a session of its own."""
+    """A LocalCluster of ``workers`` processes on loopback, started in a session of its own;
+    ``dashboard`` is its dashboard's link when asked for, else ``None``."""
 
-    def __init__(self, workers: int, timeout: float = 300.0) -> None:
+    def __init__(self, workers: int, timeout: float = 300.0, *, dashboard: bool = False
+                 ) -> None:
         import subprocess
 
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _CLUSTER_MAIN, str(workers), *sys.path],
+            [sys.executable, "-c", _CLUSTER_MAIN, str(workers), "1" if dashboard else "0",
+             *sys.path],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             start_new_session=True, text=True)
         try:
-            line = self._first_line(timeout)
+            line = self._next_line(timeout)
+            link = self._next_line(timeout) if line.startswith("tcp://") else ""
         except BaseException:
             self.close()
             raise
@@ -209,8 +190,9 @@ class _ClusterProcess:
                               "check the dask and distributed installation, or give "
                               "--address of a running scheduler")
         self.address = line
+        self.dashboard = link if link.startswith("http") else None
 
-    def _first_line(self, timeout: float) -> str:
+    def _next_line(self, timeout: float) -> str:
         box: list[str] = []
         reader = threading.Thread(target=lambda: box.append(self.process.stdout.readline()),
                                   daemon=True)
@@ -236,17 +218,43 @@ class _ClusterProcess:
 
 
 def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
+    """A client of the scheduler at ``spec.address`` (checked and probed first, see
+    :mod:`~toolkit.lab.runner.dask_connect`), or of a LocalCluster started for the sweep. Task
+    results are taken as msgpack only: a run's files come back as plain bytes and text, never as
+    pickles."""
+    from toolkit.lab.runner.dask_connect import (
+        check_executor,
+        insecure_warning,
+        probe,
+        security_for,
+    )
+
+    check_executor(spec)
     if spec.address:
+        warning = insecure_warning(spec)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        security = security_for(spec)
+        probe(spec.address, security, spec.connect_timeout)
         try:
-            return distributed.Client(spec.address, timeout="10s"), None
+            return distributed.Client(spec.address, security=security,
+                                      timeout=f"{spec.connect_timeout}s",
+                                      deserializers=_RESULTS_AS), None
         except (OSError, TimeoutError) as err:
             raise ConfigError("--address", spec.address, f"cannot reach a Dask scheduler there "
                               f"({type(err).__name__}: {err})",
-                              "start one with `dask scheduler` and give its tcp://HOST:PORT"
+                              "start one with `dask scheduler` and give its address"
                               ) from None
-    cluster = _ClusterProcess(spec.workers)
+    cluster = _ClusterProcess(spec.workers, dashboard=spec.dashboard)
+    if cluster.dashboard:
+        import importlib.util
+
+        note = "" if importlib.util.find_spec("bokeh") else \
+            ' (bokeh is not installed, so that page only asks for it: pip install "bokeh>=3.1")'
+        print(f"dashboard: {cluster.dashboard}{note}", file=sys.stderr, flush=True)
     try:
-        return distributed.Client(cluster.address, timeout="60s"), cluster
+        return distributed.Client(cluster.address, timeout="60s",
+                                  deserializers=_RESULTS_AS), cluster
     except BaseException:
         cluster.close()
         raise
@@ -259,15 +267,18 @@ def run_on_dask(configs: Sequence[RunConfig], experiments: Mapping[str, Experime
     distributed = _import_distributed()
     for config in configs:
         check_output_dir(config)
-    # the scheduler of a LocalCluster lives in this process: keep its INFO lines off the console
-    log = logging.getLogger("distributed")
-    level = log.level
-    log.setLevel(max(level, logging.WARNING))
+    # keep Dask's INFO lines off the console; a result refused as not plain data is logged by
+    # Dask as a CRITICAL traceback, and said once, in the run's error, by this executor
+    quiet = {"distributed": logging.WARNING, "distributed.protocol.core": logging.CRITICAL + 1}
+    levels = {name: logging.getLogger(name).level for name in quiet}
+    for name, level in quiet.items():
+        logging.getLogger(name).setLevel(max(levels[name], level))
     try:
         return _run(configs, experiments, spec, distributed, argv=argv, finish=finish,
                     on_done=on_done)
     finally:
-        log.setLevel(level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
@@ -307,11 +318,19 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
                         retried.add(i)
                         pending.add(submit(i))
                         continue
-                    run_dir = _write_marked(config, "failed", f"the worker died twice while "
+                    run_dir = write_marked(config, "failed", f"the worker died twice while "
                                             f"running it (retried once): {err}", None)
                     done(i, RunOutcome(run_dir, "failed", 1, "worker died twice"))
                     continue
-                run_dir = _write_run(config, info["run_id"], info["files"])
+                except Exception as err:  # the task raised, or sent what is not plain data
+                    done(i, _refused(config, f"{type(err).__name__}: {err}", None))
+                    continue
+                try:
+                    run_dir = write_run(config, checked(info)["run_id"], info["files"])
+                except Refused as err:
+                    done(i, _refused(config, str(err), info.get("worker")
+                                     if isinstance(info, dict) else None))
+                    continue
                 if finish is not None and info["status"] != "interrupted":
                     _finish(finish, run_dir, experiments[config.experiment])
                 done(i, RunOutcome(run_dir, info["status"], info["exit_code"], info["error"],
@@ -328,6 +347,13 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
             with contextlib.suppress(Exception):
                 cluster.close()
     return outcomes, status
+
+
+def _refused(config: RunConfig, why: str, worker: Any) -> RunOutcome:
+    """A run whose worker sent nothing usable: written as failed, config and meta only."""
+    error = f"what its worker sent was refused, and nothing of it kept: {why}"
+    run_dir = write_marked(config, "failed", error, worker if isinstance(worker, str) else None)
+    return RunOutcome(run_dir, "failed", 1, error)
 
 
 def _finish(finish: Finish, run_dir: Path, experiment: Experiment) -> None:
@@ -354,17 +380,35 @@ def _interrupt(client: Any, futures: dict[Any, int], configs: Sequence[RunConfig
         worker = running[future.key]["worker"]
         error = f"interrupted (exit status {code}) while running on {worker}"
         got = logged.get(i)
-        if got is not None and "meta.json" in got["files"]:
-            meta = json.loads(got["files"]["meta.json"])
-            meta.update(status="interrupted", ended=utc_now().isoformat(),
-                        error=f"{error}; kept what the worker had logged")
-            got["files"]["meta.json"] = dumps_json(meta).encode("utf-8")
-            run_dir = _write_run(configs[i], got["run_id"], got["files"])
-        else:
-            error += "; nothing it had logged could be fetched from the worker, so nothing " \
-                     "but config.toml and meta.json was kept"
-            run_dir = _write_marked(configs[i], "interrupted", error, worker)
+        try:
+            run_dir = _kept(configs[i], got, error)
+        except Refused as err:
+            run_dir = None
+            got = f"what the worker sent was refused ({err})"
+        if run_dir is None:
+            why = got if isinstance(got, str) else "nothing it had logged could be fetched " \
+                                                   "from the worker"
+            error += f"; {why}, so nothing but config.toml and meta.json was kept"
+            run_dir = write_marked(configs[i], "interrupted", error, worker)
         outcome = RunOutcome(run_dir, "interrupted", code, error)
         outcomes.append(outcome)
         if on_done:
             on_done(i, total, outcome)
+
+
+def _kept(config: RunConfig, got: Any, error: str) -> Path | None:
+    """Write what an interrupted run's worker had logged, marked interrupted; ``None`` when
+    nothing came back, :class:`Refused` when what came back cannot be taken."""
+    if got is None:
+        return None
+    got = checked(got, keys=("run_id", "files"))
+    try:
+        meta = json.loads(got["files"]["meta.json"])
+    except ValueError as err:
+        raise Refused(f"meta.json is not JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise Refused("meta.json is not a JSON object")
+    meta.update(status="interrupted", ended=utc_now().isoformat(),
+                error=f"{error}; kept what the worker had logged")
+    got["files"]["meta.json"] = dumps_json(meta).encode("utf-8")
+    return write_run(config, got["run_id"], got["files"])
