@@ -13,8 +13,11 @@ from toolkit import _lazy
 from toolkit.core.audit import (
     CarriedGraph,
     DeadParameter,
+    FrozenTensor,
+    HeldGraph,
     Leak,
     StepAudit,
+    TrainedTarget,
     assert_clean_step,
     audit_step,
 )

@@ -116,11 +116,29 @@ def test_no_grad_frozen_and_unused_parameters_are_told_apart() -> None:
             h = model["encoder"](x)
         return (model["head"](h) * frozen).sum()
 
-    cuts = {d.parameter: d.cut for d in audit_step(step, opt).dead}
+    audit = audit_step(step, opt)
+    cuts = {d.parameter: d.cut for d in audit.dead}
     assert cuts["model.encoder.weight"].startswith("torch.no_grad()")
     assert cuts["model.unused.weight"] == "not used: the step never reads it"
-    assert cuts["frozen"] == "requires_grad=False"
-    assert "model.head.weight" not in cuts
+    assert "model.head.weight" not in cuts and "frozen" not in cuts
+    # a tensor that does not require grad is skipped by every optimizer: frozen, not dead
+    assert [(f.parameter, f.written, f.by_step) for f in audit.frozen] == [("frozen", None, False)]
+    assert "FROZEN  optimizer 'SGD' holds 1 tensor that do not require grad" in str(audit)
+
+
+def test_a_module_that_runs_but_whose_output_is_unused_is_not_called_unused() -> None:
+    # layer_norm reads its weight and bias as keyword arguments: they are read, not "not used"
+    model = nn.ModuleDict({"head": nn.Linear(3, 2), "norm": nn.LayerNorm(3)})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        model["norm"](x)  # computed, then dropped
+        return model["head"](x).sum()
+
+    cuts = {d.parameter: d.cut for d in audit_step(step, opt).dead}
+    assert set(cuts) == {"model.norm.weight", "model.norm.bias"}
+    assert all(c.startswith("no graph: the step reads it") for c in cuts.values())
 
 
 def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
@@ -141,7 +159,7 @@ def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
                for leak in audit.leaks)
 
 
-def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() -> None:
+def test_a_generator_step_passes_through_the_discriminator_unless_it_is_frozen() -> None:
     generator, discriminator = nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
     opt_g = torch.optim.Adam(generator.parameters())
     z = torch.randn(6, 2)
@@ -149,11 +167,18 @@ def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() 
     def g_step() -> torch.Tensor:
         return F.softplus(-discriminator(generator(z))).mean()
 
-    audit = audit_step(g_step, opt_g)
-    assert sorted(x.parameter for x in audit.leaks) == sorted(
-        f"discriminator.{n}" for n, _ in discriminator.named_parameters())
-    assert all(x.cut_at is None and x.fix.startswith("no cut can remove it") for x in audit.leaks)
-    assert audit_step(g_step, opt_g, allow_pass_through=True).ok
+    names = sorted(f"discriminator.{n}" for n, _ in discriminator.named_parameters())
+    audit = audit_step(g_step, opt_g)  # pass-through is information by default
+    assert audit.ok and not audit.leaks
+    assert sorted(x.parameter for x in audit.pass_through) == names
+    assert all(x.cut_at is None and x.fix.startswith("no cut can remove it")
+               for x in audit.pass_through)
+    size = sum(p.numel() * p.element_size() for p in discriminator.parameters())
+    (line,) = [x for x in str(audit).splitlines() if x.startswith("PASS")]
+    assert f"passes through 4 tensors optimizer 'Adam' does not step ({size} B of" in line
+    assert "requires_grad_(False)" in line and "toggle_optimizer" in line
+    strict = audit_step(g_step, opt_g, allow_pass_through=False)
+    assert sorted(x.parameter for x in strict.leaks) == names and not strict.ok
 
     def g_step_frozen() -> torch.Tensor:
         discriminator.requires_grad_(False)
@@ -162,7 +187,8 @@ def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() 
         finally:
             discriminator.requires_grad_(True)
 
-    assert audit_step(g_step_frozen, opt_g).ok
+    frozen = audit_step(g_step_frozen, opt_g)
+    assert frozen.ok and not frozen.pass_through
 
 
 def test_graph_built_before_the_audit_is_carried() -> None:

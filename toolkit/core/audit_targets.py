@@ -1,0 +1,187 @@
+"""Targets computed from the parameters being trained: the TD target, pseudo-label or baseline
+that the optimizer's own parameters reach without a cut.
+
+A regression or TD loss compares a prediction with a target; semi-gradient methods treat the
+target as a constant (Sutton & Barto 2018, §9.3; Mnih et al. 2015). When both sides of the
+comparison reach a tensor the loss's optimizer steps, and the target side passes no cut,
+gradient also flows through the target: a double DQN whose target network *is* the policy
+network, a target computed from the online network without ``no_grad`` (datawhalechina/easy-rl#117).
+The same holds for a soft target or pseudo-label made by the model being trained, and for the
+weight of a log-probability (``log π · (R − V)``) when ``V`` is trained by the same optimizer
+(astariul/encode-attend-navigate-pytorch#2).
+
+The forms recognised, in the *head* of the loss (reached from the loss through sums, means,
+``+``/``−``, products with constants, negation and views only):
+
+- ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``, ``l1_loss`` (their two inputs);
+- ``(a - b) ** 2``, ``(a - b).abs()``, ``(a - b) * (a - b)`` (the two sides of the ``-``);
+- a product of two tensors with a graph, one of which is a log-probability (``log_softmax``,
+  ``log``, ``log_sigmoid``, ``Categorical.log_prob``): cross-entropy to a soft target
+  (``F.cross_entropy`` with probabilities, ``F.kl_div``) and score-function terms
+  ``log π · A``. The other factor is the target or weight; an entropy ``p · log p`` (both
+  factors from the same log-probability) is no target.
+
+Not recognised: cosine similarity (SimSiam's ``D(p, z)``), a comparison deeper in the graph
+than the loss's head (a hand-written variance), margins and contrastive losses. Residual-
+gradient methods want the gradient through the target: ``audit_step(...,
+allow_trained_target=True)`` accepts it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.core.audit_graph import VIEWS, Labeller, shape_text
+from toolkit.core.audit_leaks import Graph, owners
+from toolkit.core.backward_graph import is_cut_marker, node_label
+
+__all__ = ["TrainedTarget", "find_trained_targets"]
+
+_COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss"})
+_SQUARES = frozenset({"Pow", "Abs", "Square"})
+_HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
+                   "Select", "Index", "Clamp", "Where"}) | VIEWS
+_LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
+_TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
+                         "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
+_MAX_HEAD = 64
+
+
+@dataclass(frozen=True)
+class TrainedTarget:
+    """Loss ``loss`` compares a prediction with a target that also reaches ``parameters``,
+    tensors that ``optimizer`` steps: gradient flows through the target.
+
+    ``form``: what the audit recognised (``"SmoothL1Loss"``, ``"(a - b) ** 2"``, ``"a
+    log-probability times a weight"``); ``target``: the target side (``"the output of Add
+    (shape (8,))"``); ``parameters``: the stepped tensors both sides reach; ``path``: loss ->
+    the comparison -> the target side; ``fix``: cut the target.
+    """
+
+    loss: str
+    optimizer: str
+    form: str
+    target: str
+    parameters: tuple[str, ...]
+    path: tuple[str, ...]
+    fix: str
+
+
+def _label(node: Any) -> str:
+    return node_label(node)
+
+
+def _inputs(node: Any) -> list[Any]:
+    return [n for n, _ in node.next_functions if n is not None]
+
+
+def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
+    """``(chain to the comparison, comparison node, form, index of the target input)`` for the
+    comparisons in the head of the loss."""
+    nodes = graph.search.nodes
+    found = []
+    queue = deque([[nodes[r]] for r in dict.fromkeys(graph.roots)])
+    seen: set[int] = set()
+    while queue and len(seen) < _MAX_HEAD:
+        chain = queue.popleft()
+        node = chain[-1]
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        label, inputs = _label(node), _inputs(node)
+        if label in _COMPARE and len(inputs) == 2:
+            found.append((chain, node, label, 1))
+            continue
+        if label in _SQUARES and len(inputs) == 1 and _label(inputs[0]) == "Sub" \
+                and len(_inputs(inputs[0])) == 2:
+            form = "(a - b) ** 2" if label != "Abs" else "|a - b|"
+            found.append(([*chain, inputs[0]], inputs[0], form, None))
+            continue
+        if label == "Mul" and len(inputs) == 2:
+            if inputs[0] is inputs[1] and _label(inputs[0]) == "Sub":
+                found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None))
+                continue
+            found.append((chain, node, "product", None))
+            continue
+        if label in _HEAD:
+            queue.extend([*chain, n] for n in inputs if not is_cut_marker(n))
+    return found
+
+
+def _log_node(graph: Graph, start: Any) -> Any | None:
+    """The log-probability node ``start`` is computed from through index, sum and arithmetic
+    ops (at most 8 nodes down, not through any module's output), or ``None``."""
+    queue = deque([(start, 0)])
+    seen: set[int] = set()
+    while queue:
+        node, depth = queue.popleft()
+        if id(node) in seen or depth > 8:
+            continue
+        seen.add(id(node))
+        label = _label(node)
+        if label in _LOGS:
+            return node
+        if label in _TOWARD_LOG:
+            queue.extend((n, depth + 1) for n in _inputs(node) if not is_cut_marker(n))
+    return None
+
+
+def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int], set[int]]:
+    """``(ids of stepped tensors reached from node, ids of the nodes met)``, cuts respected."""
+    nodes = graph.search.nodes
+    met = graph.reach([id(node)]) if id(node) in nodes else set()
+    found = {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
+    return found & stepped, met
+
+
+def find_trained_targets(loss: str, optimizer: str, graph: Graph, stepped: set[int],
+                         label: Labeller) -> list[TrainedTarget]:
+    """The trained targets of one loss (see the module's docstring)."""
+    names = label.rec.names
+    out = []
+    for chain, node, form, target_index in _forms(graph):
+        inputs = _inputs(node)
+        if len(inputs) != 2:
+            continue
+        if form == "product":
+            logs = [_log_node(graph, n) for n in inputs]
+            if logs[0] is None and logs[1] is None:
+                continue
+            weight = 1 if logs[0] is not None else 0
+            log = logs[1 - weight]
+            shared, met = _stepped_below(graph, inputs[weight], stepped)
+            if id(log) in met:  # p · log p: an entropy, the weight is the distribution itself
+                continue
+            form = "a log-probability times a weight that carries gradient"
+            target = inputs[weight]
+        else:
+            left, _ = _stepped_below(graph, inputs[0], stepped)
+            right, _ = _stepped_below(graph, inputs[1], stepped)
+            shared = left & right
+            side = target_index if target_index is not None else _target_side(inputs)
+            target = inputs[side]
+        if not shared:
+            continue
+        what, shape = label.tensor(target, node)
+        params = tuple(sorted(names.tensors.get(i, f"<tensor {i}>") for i in shared))
+        fix = (f"cut the target: {what}{shape_text(shape)}, where {label(node)} reads it "
+               f"(behind it: {owners(list(params))}), under torch.no_grad(), .detach() or "
+               "stop_gradient(x, name=...); if the gradient through it is meant (residual "
+               "gradient), audit with allow_trained_target=True")
+        out.append(TrainedTarget(loss, optimizer, form, f"{what}{shape_text(shape)}", params,
+                                 tuple(label(n) for n in [*chain, target]), fix))
+    return out
+
+
+def _target_side(inputs: list[Any]) -> int:
+    """Of the two sides of ``a - b``: the one computed by arithmetic on a network's output
+    (``r + γ · max Q(s')``), else the second."""
+    def arithmetic(node: Any) -> bool:
+        while _label(node) in VIEWS and _inputs(node):
+            node = _inputs(node)[0]
+        return _label(node) in ("Add", "Sub", "Mul", "Max", "Amax", "Maximum", "Minimum")
+
+    first, second = (arithmetic(n) for n in inputs)
+    return 0 if first and not second else 1
