@@ -62,11 +62,11 @@ from toolkit.core.audit_graph import (
 )
 from toolkit.core.audit_held import HeldGraph, find_held
 from toolkit.core.audit_leaks import Graph, find_leaks, parameter_regions
-from toolkit.core.audit_notes import describe_write, notes_of
+from toolkit.core.audit_notes import notes_of, write_kind
 from toolkit.core.audit_record import Names, Recording, find_modules
 from toolkit.core.audit_result import StepAudit, listing
 from toolkit.core.audit_state import StateSnapshot
-from toolkit.core.audit_targets import TrainedTarget, find_trained_targets
+from toolkit.core.audit_targets import TrainedTarget, find_trained_targets, target_edges
 from toolkit.core.backward_graph import ShortestPaths
 from toolkit.core.graph_walk import output_roots
 from toolkit.core.lens import GradientLeakError
@@ -269,7 +269,8 @@ def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
     leaks, passing, targets = [], [], []
     for name, graph in graphs.items():
         mine = set(stepped[key_of[name]])
-        found, through = find_leaks(name, opt_name[name], graph, mine, rec, label, region)
+        found, through = find_leaks(name, opt_name[name], graph, mine, rec, label, region,
+                                    target_edges(graph))
         leaks += found
         (passing if allow_pass_through else leaks).extend(through)
         if not allow_trained_target:
@@ -283,27 +284,33 @@ def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
         optimizer = (opt_name[members[0]] if len(members) == 1 or None in pairings
                      else "/".join(members))
         reached = {i for name in members for i in searches[name].leaf_node}
-        cold = [p for i, p in params.items() if not p.requires_grad]
-        frozen += [FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape),
-                                _written(rec, p), id(p) in rec.frozen) for p in cold]
+        cold = [p for i, p in params.items() if not p.requires_grad and i not in reached]
+        for p in cold:
+            written, read = _written(rec, p)
+            frozen.append(FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape), written,
+                                       id(p) in rec.frozen, read))
         missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
         if missing:
             roots = [t for name in members for t in output_roots(losses[name], "audit_step")]
             dead += find_dead(optimizer, tuple(members), roots, missing, rec, label)
-    carried: dict[tuple[Any, ...], CarriedGraph] = {}
+    carried: dict[tuple[int, int], CarriedGraph] = {}
     for name, search in searches.items():
-        for c in find_carried(name, search, rec, label):
-            carried.setdefault((c.source, c.entered, c.shape), c)
-    held = find_held(rec, label, region)
-    notes = notes_of(rec, searches, all_stepped, {f.parameter for f in frozen})
+        for key, c in find_carried(name, search, rec, label):
+            carried.setdefault(key, c)
+    held, held_notes = find_held(rec, label, region)
+    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen}), *held_notes]
     return StepAudit(tuple(losses), tuple(leaks), tuple(dead), tuple(carried.values()),
                      len(all_stepped), tuple(notes), tuple(passing), tuple(frozen),
                      tuple(held), tuple(targets))
 
 
-def _written(rec: Recording, tensor: torch.Tensor) -> str | None:
+def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:
+    """``(what kind of write and by which functions, what it read)`` for a frozen tensor."""
     write = rec.writes.get(id(tensor))
-    return None if write is None else describe_write(rec, write)
+    if write is None:
+        return None, ()
+    kind, ops, sources = write_kind(rec, write)
+    return f"{kind} ({ops})", tuple(sources)
 
 
 def assert_clean_step(step: Callable[[], Any], optimizers: Any, **kwargs: Any) -> StepAudit:

@@ -80,7 +80,8 @@ class FrozenTensor:
     skips it. Information, never a failure (SimSiam's unused bias, MoCo's key encoder).
 
     ``written``: how the step writes it in place, if it does (``"an average of itself and
-    encoder_q.0.weight (lerp_)"`` for an EMA copy); ``by_step``: the step itself set
+    (.data =)"`` for an EMA copy, ``"a copy of (copy_)"``); ``written_from``: the tensors those
+    writes read (``("encoder_q.0.weight",)``); ``by_step``: the step itself set
     ``requires_grad_(False)``.
     """
 
@@ -89,6 +90,7 @@ class FrozenTensor:
     shape: tuple[int, ...]
     written: str | None
     by_step: bool
+    written_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ class Labeller:
         shape = None
         entry = self.rec.outputs.get(id(node))
         if entry is not None and entry[0] is node:
-            return f"the output of {entry[2]}", entry[3]
+            return f"the output of {entry[2]}{entry[4]}", entry[3]
         if consumer is not None:
             for nxt, nr in consumer.next_functions:
                 if nxt is node:
@@ -230,9 +232,10 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
 
 
 def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labeller
-                 ) -> list[CarriedGraph]:
+                 ) -> list[tuple[tuple[int, int], CarriedGraph]]:
     """Tensors of this call's graph made before the call began (see :class:`CarriedGraph`):
-    one per ``(node, output)`` through which the new graph enters the old one."""
+    one per ``(node, output)`` through which the new graph enters the old one, with that
+    ``(id(node), output)`` as its key."""
     first_mark, this_mark = rec.marks[0], rec.marks[-1]
     old = {key for key, node in search.nodes.items()  # a cut is no graph in a plain run
            if getattr(node, "variable", None) is None and not is_cut_marker(node)
@@ -254,9 +257,11 @@ def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labell
         consumer = None if parent_key == -1 else search.nodes[parent_key]
         module = label.module_of(node, outer=True)
         shape = _shape(node, nr)
-        source = f"the output of {module}" if module else f"the output of {label(node)}"
-        if node.next_functions is not None and len(_outputs_of(node)) > 1:
-            source += f" (output {nr})"
+        entry = label.rec.outputs.get(id(node))
+        where = entry[4] if module and entry is not None and entry[0] is node else ""
+        source = f"the output of {module}{where}" if module else f"the output of {label(node)}"
+        if len(_outputs_of(node)) > 1:
+            source += f" (output {nr} of its node)"
         passed = label.rec.inputs.get(id(node))
         if passed is not None and passed[0] is node:
             entered = f"the input of {passed[1]}"
@@ -270,7 +275,8 @@ def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labell
         else:
             fix = (f"cut the state where it enters ({entered}) before each step uses it: "
                    f"stop_gradient(state, name=...) or state.detach()")
-        out.append(CarriedGraph(loss, shape, source, entered, path, created, counts[key], fix))
+        out.append(((key, nr), CarriedGraph(loss, shape, source, entered, path, created,
+                                            counts[key], fix)))
     return out
 
 

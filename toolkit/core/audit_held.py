@@ -6,7 +6,11 @@ buffer a node of the step's graph: the buffer keeps that graph (and, through the
 every earlier step's) alive, and memory grows without bound (bayesiains/nflows#10, fixed in
 #11 by ``mean.detach()``; pytorch/pytorch#20275). The same holds for an attribute
 (``self.last = out``), whether or not any loss ever reads it. After the step's second call the
-audit looks at every buffer and tensor attribute of every module it named.
+audit looks at every buffer and tensor attribute of every module it named. A buffer with a
+``grad_fn`` is always a finding; so is an attribute written in place or whose graph reaches an
+earlier call's. An attribute assigned a fresh tensor each call (``self.batch_mean =
+x.mean(0)``) keeps one step's graph until the next step replaces it, and the step's backward
+frees what that graph saved: a note.
 
 Not counted: a weight that a module recomputes from its stored parameters in every forward
 (the ``spectral_norm`` / ``weight_norm`` hooks keep it as the attribute ``weight``): its graph
@@ -78,10 +82,14 @@ class _Edge:
         self.grad_fn, self.output_nr = t.grad_fn, t.output_nr
 
 
-def find_held(rec: Recording, label: Labeller, region: set[int]) -> list[HeldGraph]:
-    """Every buffer and tensor attribute of the named modules that holds a ``grad_fn``."""
+def find_held(rec: Recording, label: Labeller, region: set[int]
+              ) -> tuple[list[HeldGraph], list[str]]:
+    """Every buffer and tensor attribute of the named modules that holds a ``grad_fn``:
+    ``(findings, notes)``. An attribute the step *assigns* a fresh tensor each call, whose graph
+    reaches nothing from an earlier call, only keeps this step's graph until the next step (its
+    saved tensors are freed by the step's backward): a note, not a finding."""
     this_mark = rec.marks[-1]
-    out = []
+    out, notes = [], []
     seen_modules: set[int] = set()
     for root in rec.names.roots:
         for module in root.modules():
@@ -91,8 +99,15 @@ def find_held(rec: Recording, label: Labeller, region: set[int]) -> list[HeldGra
             for name, t, kind in _state(module):
                 if t.grad_fn is None or id(t.grad_fn) in region:
                     continue
-                out.append(_held(rec, label, module, name, t, kind, this_mark))
-    return out
+                held = _held(rec, label, module, name, t, kind, this_mark)
+                if kind == "attribute" and held.older == 0 and id(t) not in rec.writes:
+                    notes.append(f"{held.module}.{held.name} (an attribute) keeps this step's "
+                                 f"graph until the next step replaces it ({held.written}; "
+                                 f"{held.n_nodes} nodes); the step's backward frees what they "
+                                 f"saved")
+                else:
+                    out.append(held)
+    return out, notes
 
 
 def _state(module: nn.Module) -> list[tuple[str, torch.Tensor, str]]:

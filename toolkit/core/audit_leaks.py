@@ -1,22 +1,23 @@
 """The step audit's leaks: which tensors a loss's gradient reaches beyond its optimizer, and
-whether a cut could remove that gradient.
+whether that gradient is a by-product of training the stepped tensors.
 
 A loss's backward graph (the :class:`~toolkit.core.backward_graph.ShortestPaths` search from the
 loss, stopping at cuts) reaches leaves. A leaf the loss's optimizer does not step is a
-*candidate*. Whether it is a leak or *pass-through* is decided by a proof on the graph, not by
-the shape of one path:
+*candidate*; it is **pass-through** (information) or a **leak** (a failure), decided on the
+graph:
 
-- A **cut** removes edges into *activations* (``x.detach()`` where a tensor is read). A
-  parameter and the nodes that compute a layer's weight from stored tensors (``parametrize``,
-  the ``spectral_norm`` / ``weight_norm`` hooks, a weight computed in a module's own forward)
-  form the parameter's *region*: no cut goes there (cutting there is freezing, not cutting).
-- ``P(L)``: the activation nodes that read the region of the candidate ``L`` (the layers that
-  use it). Every cut that removes ``L`` must make every node of ``P(L)`` unreachable, and the
-  cut that keeps most of the graph is "everything reachable from the loss without entering
-  ``P(L)``". ``L`` is **pass-through** when that search misses a stepped tensor the loss reaches:
-  every cut that removes it also cuts a stepped tensor off its loss (the discriminator in a
-  generator step). Otherwise it is a **leak**, and the suggested cut is on its shortest path, at
-  the first node from which, in that largest kept graph, no stepped tensor is reached.
+- A parameter and the nodes that compute a layer's weight from stored tensors (``parametrize``,
+  the ``spectral_norm`` / ``weight_norm`` hooks, a weight computed in a module's own forward,
+  views of them) form the parameter's *region*: no cut goes there. ``P(L)`` are the nodes that
+  read the region of ``L`` (the layers that use it).
+- The *legitimate* graph is the loss's graph without the edges into the target side of a
+  recognised comparison or the weight of a log-probability (:mod:`toolkit.core.audit_targets`):
+  gradient through those is never what trains the stepped tensors (``(R − V).detach()``).
+- ``L`` is pass-through when a node of ``P(L)`` lies on a legitimate path from the loss to a
+  stepped tensor: every cut that removes ``L``'s gradient also cuts that path, i.e. changes
+  what the stepped tensors are trained by (the discriminator in a generator step, the critic
+  in an actor step). Otherwise ``L`` is a leak, and the suggested cut is on its shortest path,
+  at the first node that is on no legitimate path to a stepped tensor.
 """
 
 from __future__ import annotations
@@ -50,17 +51,19 @@ class Graph:
                 self.children.setdefault(id(parent), []).append(id(node))
                 self.callers.setdefault(id(node), []).append(id(parent))
 
-    def reach(self, starts: list[int], avoid: set[int] | frozenset[int] = frozenset()) -> set[int]:
-        """Nodes reachable from ``starts`` without entering ``avoid``."""
-        return closure([s for s in starts if s not in avoid],
-                       lambda k: [c for c in self.children.get(k, ()) if c not in avoid])
+    def reach(self, starts: list[int], removed: set[tuple[int, int]] | frozenset = frozenset()
+              ) -> set[int]:
+        """Nodes reachable from ``starts`` without the edges ``removed`` (parent, child)."""
+        return closure(starts, lambda k: [c for c in self.children.get(k, ())
+                                          if (k, c) not in removed])
 
-    def useful(self, targets: set[int], within: set[int] | None = None) -> set[int]:
-        """Nodes (of ``within``) from which a node of ``targets`` is reached (reversed edges)."""
-        if within is None:
-            return closure(targets, lambda k: self.callers.get(k, ()))
+    def useful(self, targets: set[int], within: set[int],
+               removed: set[tuple[int, int]] | frozenset = frozenset()) -> set[int]:
+        """Nodes of ``within`` from which a node of ``targets`` is reached, edges ``removed``
+        left out (the walk follows reversed edges)."""
         return closure({t for t in targets if t in within},
-                       lambda k: [c for c in self.callers.get(k, ()) if c in within])
+                       lambda k: [c for c in self.callers.get(k, ())
+                                  if c in within and (c, k) not in removed])
 
 
 def parameter_regions(rec: Recording, leaf_ids: set[int]) -> set[int]:
@@ -103,8 +106,12 @@ class _Edge:
 
 
 def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: Recording,
-               label: Labeller, region: set[int]) -> tuple[list[Leak], list[Leak]]:
-    """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`."""
+               label: Labeller, region: set[int], removed: set[tuple[int, int]]
+               ) -> tuple[list[Leak], list[Leak]]:
+    """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`.
+
+    ``removed``: the edges into targets and log-probability weights (not legitimate paths).
+    """
     search = graph.search
     names = rec.names
     candidates = []
@@ -118,43 +125,32 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
         return [], []
     targets = {search.leaf_node[i] for i in stepped
                if i in search.leaf_node and i not in rec.written}
-    kept_by_users: dict[frozenset[int], set[int]] = {}  # P(L) -> the largest graph kept
-    found = []
-    for variable in candidates:
-        leaf = search.leaf_node[id(variable)]
-        users = _users(graph, leaf, region)
-        if users not in kept_by_users:
-            kept_by_users[users] = graph.reach(graph.roots, users)
-        kept = kept_by_users[users]
-        through = bool(targets) and not targets <= kept
-        found.append((variable, users, through))
-    useful_in: dict[frozenset[int], set[int]] = {}
+    legit = graph.useful(targets, graph.reach(graph.roots, removed), removed)
     order = {key: i for i, key in enumerate(names.tensors)}
-    found.sort(key=lambda item: order.get(id(item[0]), len(order)))
+    candidates.sort(key=lambda v: order.get(id(v), len(order)))
     leaks, passing = [], []
-    for variable, users, through in found:
+    for variable in candidates:
         chain = search.path_to(variable) or []
-        twice = id(variable) in stepped
-        if twice:
+        if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
                       f"step ({rec.written[id(variable)]}): updated twice")
+            through = False
         else:
             reason = f"not stepped by optimizer {optimizer!r}"
-        if through and not twice:
-            fix = ("no cut can remove it: every cut that does also cuts a tensor optimizer "
-                   f"{optimizer!r} steps off loss {loss!r}; to skip computing it, freeze it "
-                   f"while computing loss {loss!r} (requires_grad_(False), as Lightning's "
-                   "toggle_optimizer does) or differentiate only the stepped tensors "
-                   "(backward(inputs=...))")
-            cut_at = None
+            through = bool(_users(graph, search.leaf_node[id(variable)], region) & legit)
+        if through:
+            cut_at, fix = None, (
+                "no cut can remove it: every cut that does also cuts a path by which "
+                f"optimizer {optimizer!r}'s tensors are trained; to skip computing it, freeze "
+                f"it while computing loss {loss!r} (requires_grad_(False), as Lightning's "
+                "toggle_optimizer does) or differentiate only the stepped tensors "
+                "(backward(inputs=...))")
         else:
-            if users not in useful_in:
-                useful_in[users] = graph.useful(targets, kept_by_users[users])
-            cut_at, fix = _fix(chain, useful_in[users], loss, optimizer, label, targets)
+            cut_at, fix = _fix(chain, legit, loss, optimizer, label, targets)
         leak = Leak(loss, optimizer, names.name(variable), tuple(variable.shape),
                     variable.numel() * variable.element_size(),
                     tuple(label(n) for n in chain), reason, fix, cut_at)
-        (passing if through and not twice else leaks).append(leak)
+        (passing if through else leaks).append(leak)
     return _owned(leaks), passing
 
 
@@ -174,9 +170,12 @@ def _fix(chain: list[Any], useful: set[int], loss: str, optimizer: str, label: L
     if opened:
         where = f"block {opened[0].block!r}"
         return where, f"the {where} is disabled here: enable it (it cuts this path)"
-    if first == 0 or not targets:
+    if not targets:
         return None, (f"loss {loss!r} reaches no parameter optimizer {optimizer!r} steps: pair "
                       f"it with the optimizer of the parameters it trains")
+    if first == 0:
+        return None, (f"loss {loss!r} itself is on no path that trains what optimizer "
+                      f"{optimizer!r} steps: pair it with the optimizer it trains")
     what, shape = label.tensor(chain[first], chain[first - 1])
     cut_at = f"{what}{shape_text(shape)}"
     return cut_at, (f"cut at {cut_at}, where {label(chain[first - 1])} reads it (behind it: "

@@ -15,10 +15,10 @@ from toolkit.core.audit_record import Recording, Write
 from toolkit.core.audit_result import listing
 from toolkit.core.backward_graph import ShortestPaths
 
-__all__ = ["describe_write", "notes_of"]
+__all__ = ["describe_write", "notes_of", "write_kind"]
 
 
-def _kind(rec: Recording, write: Write) -> tuple[str, str, list[str]]:
+def write_kind(rec: Recording, write: Write) -> tuple[str, str, list[str]]:
     """``(what kind of write, the functions, the other tensors it read)``."""
     ops = ", ".join(".data =" if op == "set" else f"{op}_" for op in dict.fromkeys(write.ops))
     name = rec.names.tensors.get
@@ -35,7 +35,7 @@ def _kind(rec: Recording, write: Write) -> tuple[str, str, list[str]]:
 def describe_write(rec: Recording, write: Write) -> str:
     """``"an average of itself and q.0.weight (lerp_)"``, ``"a copy of q.0.weight (copy_)"``,
     ``"recomputed from D.weight_orig (normalize)"``, ``"written in place (clamp_)"``."""
-    kind, ops, sources = _kind(rec, write)
+    kind, ops, sources = write_kind(rec, write)
     return f"{kind} {listing(sources, 3)} ({ops})" if sources else f"{kind} ({ops})"
 
 
@@ -51,7 +51,7 @@ def notes_of(rec: Recording, searches: dict[str, ShortestPaths], stepped: set[in
         if tensor is None or name is None or key in stepped or name in frozen \
                 or not isinstance(tensor, nn.Parameter):
             continue
-        kind, ops, sources = _kind(rec, write)
+        kind, ops, sources = write_kind(rec, write)
         names, read = described.setdefault((kind, ops), ([], []))
         names.append(name)
         read += [s for s in sources if s not in read]

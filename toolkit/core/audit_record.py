@@ -356,7 +356,8 @@ class Recording:
         self.used: set[int] = set()
         self.written: dict[int, str] = {}
         self.frozen: set[int] = set()
-        # id(node) -> [node, innermost module name, outermost module name, output shape]
+        # id(node) -> [node, innermost module, outermost module, shape, position in the
+        # outermost module's output ("[1][0]" for h of (output, (h, c)))]
         self.outputs: dict[int, list[Any]] = {}
         # id(node) -> (node, module name) for tensors with a graph passed into a module call
         self.inputs: dict[int, tuple[Any, str]] = {}
@@ -426,16 +427,20 @@ class Recording:
         finally:
             self.busy = False
 
-    def _outputs(self, label: str, output: Any) -> None:
-        for t in _tensors([output]):
-            node = t.grad_fn
-            if node is None:
-                continue
-            entry = self.outputs.get(id(node))
-            if entry is None:
-                self.outputs[id(node)] = [node, label, label, tuple(t.shape)]
-            else:
-                entry[2] = label  # an enclosing module's call ends later
+    def _outputs(self, label: str, output: Any, where: str = "") -> None:
+        """Map the node of each tensor ``output`` holds (tuples nested twice) to ``label``."""
+        if isinstance(output, (list, tuple)) and where.count("[") < 2:
+            for i, item in enumerate(output):
+                self._outputs(label, item, f"{where}[{i}]")
+            return
+        if not isinstance(output, torch.Tensor) or output.grad_fn is None:
+            return
+        node = output.grad_fn
+        entry = self.outputs.get(id(node))
+        if entry is None:
+            self.outputs[id(node)] = [node, label, label, tuple(output.shape), where]
+        else:
+            entry[2], entry[4] = label, where  # an enclosing module's call ends later
 
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
         label = self.names.modules.get(id(module))

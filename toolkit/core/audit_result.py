@@ -118,7 +118,8 @@ class StepAudit:
     def _target_lines(self) -> list[str]:
         lines = []
         for t in self.targets:
-            lines += [f"TARGET  loss {t.loss!r} ({t.form}) reads a target that reaches "
+            terms = f", {t.terms} terms" if t.terms > 1 else ""
+            lines += [f"TARGET  loss {t.loss!r} ({t.form}{terms}) reads a target that reaches "
                       f"{plural(len(t.parameters), 'tensor')} optimizer {t.optimizer!r} "
                       f"steps: {listing(list(t.parameters))}",
                       f"        path: {_short(t.path)}",
@@ -179,9 +180,16 @@ class StepAudit:
         for f in self.frozen:
             groups.setdefault((f.optimizer, f.written), []).append(f)
         for (optimizer, written), items in groups.items():
-            what = f"; the step writes them: {written}" if written else ""
+            read = list(dict.fromkeys(r for f in items for r in f.written_from))
+            what = ""
+            if written:
+                kind, _, ops = written.rpartition(" (")
+                what = (f"; the step writes {'it' if len(items) == 1 else 'them'} in place: "
+                        f"{kind} {listing(read, 4)} ({ops}" if read else
+                        f"; the step writes {'it' if len(items) == 1 else 'them'}: {written}")
+            verb = "does" if len(items) == 1 else "do"
             lines.append(f"FROZEN  optimizer {optimizer!r} holds "
-                         f"{plural(len(items), 'tensor')} that do not require grad (every "
+                         f"{plural(len(items), 'tensor')} that {verb} not require grad (every "
                          f"torch optimizer skips them): {listing([x.parameter for x in items], 4)}"
                          f"{what}")
         return lines

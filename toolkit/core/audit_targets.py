@@ -29,6 +29,7 @@ allow_trained_target=True)`` accepts it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -37,12 +38,12 @@ from toolkit.core.audit_graph import VIEWS, Labeller, shape_text
 from toolkit.core.audit_leaks import Graph, owners
 from toolkit.core.backward_graph import is_cut_marker, node_label
 
-__all__ = ["TrainedTarget", "find_trained_targets"]
+__all__ = ["TrainedTarget", "find_trained_targets", "target_edges"]
 
 _COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss"})
 _SQUARES = frozenset({"Pow", "Abs", "Square"})
 _HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
-                   "Select", "Index", "Clamp", "Where"}) | VIEWS
+                   "Select", "Index", "Clamp", "Where", "Stack", "Cat"}) | VIEWS
 _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
@@ -54,10 +55,12 @@ class TrainedTarget:
     """Loss ``loss`` compares a prediction with a target that also reaches ``parameters``,
     tensors that ``optimizer`` steps: gradient flows through the target.
 
-    ``form``: what the audit recognised (``"SmoothL1Loss"``, ``"(a - b) ** 2"``, ``"a
-    log-probability times a weight"``); ``target``: the target side (``"the output of Add
-    (shape (8,))"``); ``parameters``: the stepped tensors both sides reach; ``path``: loss ->
-    the comparison -> the target side; ``fix``: cut the target.
+    ``form``: what the audit recognised (``"MseLoss"``, ``"(a - b) ** 2"``, ``"a
+    log-probability times a weight that carries gradient"``); ``target``: the target side
+    (``"the output of Add (shape (8,))"``); ``parameters``: the stepped tensors both sides
+    reach (for a log-probability's weight: that the weight reaches); ``path``: loss -> the
+    comparison -> the target side; ``fix``: cut the target; ``terms``: how many terms of the
+    loss have this form and these parameters (one per time step of an episode).
     """
 
     loss: str
@@ -67,6 +70,7 @@ class TrainedTarget:
     parameters: tuple[str, ...]
     path: tuple[str, ...]
     fix: str
+    terms: int = 1
 
 
 def _label(node: Any) -> str:
@@ -105,6 +109,8 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
                 continue
             found.append((chain, node, "product", None))
             continue
+        if label == "Div" and len(inputs) == 2:
+            continue  # divided by something with a graph: a density's term, not a loss's
         if label in _HEAD:
             queue.extend([*chain, n] for n in inputs if not is_cut_marker(n))
     return found
@@ -136,32 +142,53 @@ def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int]
     return found & stepped, met
 
 
+def _sides(graph: Graph, node: Any, form: str, target_index: int | None
+           ) -> tuple[str, Any, set[int]] | None:
+    """``(form, target or weight side, ids of the stepped tensors it concerns)`` of one form,
+    stepped tensors left to the caller (``set()`` here), or ``None`` when it is no target."""
+    inputs = _inputs(node)
+    if len(inputs) != 2:
+        return None
+    if form != "product":
+        side = target_index if target_index is not None else _target_side(inputs)
+        return form, inputs[side], set()
+    logs = [_log_node(graph, n) for n in inputs]
+    if logs[0] is None and logs[1] is None:
+        return None
+    weight = 1 if logs[0] is not None else 0
+    log = logs[1 - weight]
+    nodes = graph.search.nodes
+    if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
+        return None  # p · log p: an entropy, the weight is the distribution itself
+    return "a log-probability times a weight that carries gradient", inputs[weight], set()
+
+
+def target_edges(graph: Graph) -> set[tuple[int, int]]:
+    """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
+    of the loss's head: the paths no stepped tensor should be trained by."""
+    removed = set()
+    for _, node, form, target_index in _forms(graph):
+        found = _sides(graph, node, form, target_index)
+        if found is not None:
+            removed.add((id(node), id(found[1])))
+    return removed
+
+
 def find_trained_targets(loss: str, optimizer: str, graph: Graph, stepped: set[int],
                          label: Labeller) -> list[TrainedTarget]:
     """The trained targets of one loss (see the module's docstring)."""
     names = label.rec.names
-    out = []
+    merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
     for chain, node, form, target_index in _forms(graph):
-        inputs = _inputs(node)
-        if len(inputs) != 2:
+        found = _sides(graph, node, form, target_index)
+        if found is None:
             continue
-        if form == "product":
-            logs = [_log_node(graph, n) for n in inputs]
-            if logs[0] is None and logs[1] is None:
-                continue
-            weight = 1 if logs[0] is not None else 0
-            log = logs[1 - weight]
-            shared, met = _stepped_below(graph, inputs[weight], stepped)
-            if id(log) in met:  # p · log p: an entropy, the weight is the distribution itself
-                continue
-            form = "a log-probability times a weight that carries gradient"
-            target = inputs[weight]
+        form, target, _ = found
+        if form.startswith("a log-probability"):
+            shared, _ = _stepped_below(graph, target, stepped)
         else:
-            left, _ = _stepped_below(graph, inputs[0], stepped)
-            right, _ = _stepped_below(graph, inputs[1], stepped)
+            left, right = (_stepped_below(graph, n, stepped)[0] for n in _inputs(node))
             shared = left & right
-            side = target_index if target_index is not None else _target_side(inputs)
-            target = inputs[side]
         if not shared:
             continue
         what, shape = label.tensor(target, node)
@@ -170,9 +197,13 @@ def find_trained_targets(loss: str, optimizer: str, graph: Graph, stepped: set[i
                f"(behind it: {owners(list(params))}), under torch.no_grad(), .detach() or "
                "stop_gradient(x, name=...); if the gradient through it is meant (residual "
                "gradient), audit with allow_trained_target=True")
-        out.append(TrainedTarget(loss, optimizer, form, f"{what}{shape_text(shape)}", params,
-                                 tuple(label(n) for n in [*chain, target]), fix))
-    return out
+        key = (form, params)
+        if key in merged:
+            merged[key] = dataclasses.replace(merged[key], terms=merged[key].terms + 1)
+            continue
+        merged[key] = TrainedTarget(loss, optimizer, form, f"{what}{shape_text(shape)}", params,
+                                    tuple(label(n) for n in [*chain, target]), fix)
+    return list(merged.values())
 
 
 def _target_side(inputs: list[Any]) -> int:

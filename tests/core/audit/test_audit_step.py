@@ -123,7 +123,7 @@ def test_no_grad_frozen_and_unused_parameters_are_told_apart() -> None:
     assert "model.head.weight" not in cuts and "frozen" not in cuts
     # a tensor that does not require grad is skipped by every optimizer: frozen, not dead
     assert [(f.parameter, f.written, f.by_step) for f in audit.frozen] == [("frozen", None, False)]
-    assert "FROZEN  optimizer 'SGD' holds 1 tensor that do not require grad" in str(audit)
+    assert "FROZEN  optimizer 'SGD' holds 1 tensor that does not require grad" in str(audit)
 
 
 def test_a_module_that_runs_but_whose_output_is_unused_is_not_called_unused() -> None:
