@@ -22,7 +22,9 @@ The forms recognised, in the *head* of the loss (reached from the loss through s
   factors from the same log-probability) is no target.
 
 Not recognised: cosine similarity (SimSiam's ``D(p, z)``), a comparison deeper in the graph
-than the loss's head (a hand-written variance), margins and contrastive losses. Residual-
+than the loss's head (a hand-written variance), a comparison whose two sides share a node of
+one forward pass (``(y - y.mean(0)) ** 2``: a centring, not a target; a target computed in the
+same forward as its prediction is missed), margins and contrastive losses. Residual-
 gradient methods want the gradient through the target: ``audit_step(...,
 allow_trained_target=True)`` accepts it.
 """
@@ -149,7 +151,11 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None
     inputs = _inputs(node)
     if len(inputs) != 2:
         return None
+    nodes = graph.search.nodes
     if form != "product":
+        left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs)
+        if any(getattr(nodes[k], "variable", None) is None for k in left & right):
+            return None  # one forward gives both sides: a centring or a batch statistic
         side = target_index if target_index is not None else _target_side(inputs)
         return form, inputs[side], set()
     logs = [_log_node(graph, n) for n in inputs]
@@ -157,7 +163,6 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None
         return None
     weight = 1 if logs[0] is not None else 0
     log = logs[1 - weight]
-    nodes = graph.search.nodes
     if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
         return None  # p · log p: an entropy, the weight is the distribution itself
     return "a log-probability times a weight that carries gradient", inputs[weight], set()
