@@ -5,7 +5,9 @@
 - paths and flow: :func:`gradient_path`, :func:`assert_no_gradient`, :func:`gradient_flow`;
 - the graph and its cuts: :func:`trace_cuts`, :func:`gradient_graph`,
   :func:`draw_gradient_graph` (graphviz ``dot`` where installed, else a layered layout);
-- the audit of a whole training step: :func:`audit_step`, :func:`assert_clean_step`.
+- the audit of a whole training step: :func:`audit_step`, :func:`assert_clean_step`, and what
+  it finds (:class:`StepAudit`: :class:`Leak`, :class:`TrainedTarget`, :class:`DeadParameter`,
+  :class:`CarriedGraph`, :class:`HeldGraph`, and the information :class:`FrozenTensor`).
 
 Everything here reads graphs that :mod:`toolkit.core`'s cuts shaped; nothing here imports the
 lab (runner, reports, command line).
@@ -14,8 +16,11 @@ lab (runner, reports, command line).
 from toolkit.lens.audit import (
     CarriedGraph,
     DeadParameter,
+    FrozenTensor,
+    HeldGraph,
     Leak,
     StepAudit,
+    TrainedTarget,
     assert_clean_step,
     audit_step,
 )
@@ -41,13 +46,16 @@ __all__ = [
     "CarriedGraph",
     "CutTrace",
     "DeadParameter",
+    "FrozenTensor",
     "GradientComparison",
     "GradientFlow",
     "GradientGraph",
     "GradientLeakError",
+    "HeldGraph",
     "Leak",
     "ParameterComparison",
     "StepAudit",
+    "TrainedTarget",
     "assert_blocked",
     "assert_clean_step",
     "assert_no_gradient",

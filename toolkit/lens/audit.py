@@ -1,27 +1,41 @@
-"""Audit a whole training step against its optimizers: every leak, dead parameter, carried graph.
+"""Audit a whole training step against its optimizers: what each loss's gradient reaches, and
+what the step leaves behind.
 
 The lens (:func:`~toolkit.lens.gradient_path`, :func:`~toolkit.lens.assert_no_gradient`)
 answers questions one already knows to ask. :func:`audit_step` asks them all at once, for a
 step written as a function that returns its loss (or a dict of losses) and the optimizers that
-will step each loss's parameters:
+will step each loss's parameters. Failures (``audit.ok`` is ``False``):
 
-- **leaks**: tensors a loss's gradient reaches that its optimizer does not step (a DQN target
-  network, a generator in the discriminator's step, an EMA or distillation teacher, a critic
-  trained by the actor's loss), each with its shortest path, the gradient's bytes and the cut
-  that removes it;
-- **dead parameters**: what an optimizer steps that none of its losses reaches, with the cut
-  that stops it (a named block, ``detach``, ``no_grad``, ``requires_grad=False``);
+- **leaks**: tensors a loss's gradient reaches that its optimizer does not step, where a cut
+  can remove that gradient without cutting a stepped tensor off the loss (a DQN target
+  network, a generator in the discriminator's step, an EMA or distillation teacher), or that
+  the optimizer steps while the step also writes them in place (updated twice); each with its
+  shortest path, the gradient's bytes and the cut that removes it;
+- **trained targets**: a regression, TD, soft-target or score-function loss whose target
+  reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit_targets`);
+- **dead parameters**: what an optimizer steps, requiring grad, that none of its losses
+  reaches, with the cut that stops it (a named block, ``detach``, ``no_grad``, never read);
 - **carried graphs**: the step's graph reaching graph made by its previous call (a recurrent
-  state kept without a cut: memory grows every step, or backward fails "a second time").
+  state kept without a cut: memory grows every step, or backward fails "a second time");
+- **held graphs**: a buffer or tensor attribute of a module that holds a ``grad_fn`` after the
+  step (running statistics written from a batch mean with its graph).
+
+Information: **pass-through** (tensors the gradient must pass to reach the stepped ones: the
+discriminator in a generator step; *proved*, see :mod:`toolkit.lens.audit_leaks`), **frozen**
+tensors in an optimizer (``requires_grad=False``, skipped by every torch optimizer), in-place
+writes (an average, a copy). :mod:`toolkit.lens.audit_result` documents every field.
 
 Nothing is differentiated: the audit walks the backward graph from each loss's ``grad_fn``
 (``AccumulateGrad`` nodes identify the leaves), never calls ``backward()`` or
 ``optimizer.step()`` and never reads or writes ``.grad``.
 
-Limits: a network *in* the optimizer is taken as meant to be trained (a target network stepped
-by the same optimizer is no leak); one optimizer over several losses cannot tell which loss
-trains what unless each loss is paired with its own param group; graphs built in other threads
-(``nn.DataParallel``) are outside what the carried-graph check numbers.
+What it cannot know: what the code does between steps (``zero_grad`` forgotten, the order of
+``step()`` calls, gradient accumulation, ``clip_grad_norm_``); which loss trains what when one
+optimizer steps everything and the losses are summed (a network in the optimizer is taken as
+meant to be trained, so a target network stepped by the same optimizer is trained, not
+leaking, unless a recognised target form exposes it); whether a target read through a form it
+does not recognise (cosine similarity, a margin) is meant to carry gradient; graphs built in
+other threads (``nn.DataParallel``) or by custom autograd functions that hide their inputs.
 
 References:
     PyTorch, "Autograd mechanics", https://pytorch.org/docs/stable/notes/autograd.html ;
@@ -30,133 +44,35 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from toolkit._utils.formatting import fmt
 from toolkit.lens.audit_graph import (
     CarriedGraph,
     DeadParameter,
+    FrozenTensor,
     Labeller,
     Leak,
     find_carried,
     find_dead,
-    find_leaks,
 )
+from toolkit.lens.audit_held import HeldGraph, find_held
+from toolkit.lens.audit_leaks import Graph, find_leaks, parameter_regions
+from toolkit.lens.audit_notes import notes_of, write_kind
 from toolkit.lens.audit_record import Names, Recording, find_modules
+from toolkit.lens.audit_result import StepAudit, listing
 from toolkit.lens.audit_state import StateSnapshot
+from toolkit.lens.audit_targets import TrainedTarget, find_trained_targets, target_edges
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.flow import GradientLeakError
 from toolkit.lens.graph_walk import output_roots
 
-__all__ = ["CarriedGraph", "DeadParameter", "Leak", "StepAudit", "assert_clean_step",
-           "audit_step"]
-
-
-def _bytes(n: int) -> str:
-    return fmt(n, "B")
-
-
-def _short(path: Iterable[str], keep: int = 10) -> str:
-    nodes = list(path)
-    if len(nodes) > keep:
-        nodes = [*nodes[:3], f"… {len(nodes) - 8} nodes …", *nodes[-5:]]
-    return " -> ".join(nodes)
-
-
-def _listing(names: list[str], keep: int = 6) -> str:
-    shown = ", ".join(names[:keep])
-    return shown + (f", … (+{len(names) - keep})" if len(names) > keep else "")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-@dataclass(frozen=True)
-class StepAudit:
-    """What :func:`audit_step` found; ``str()`` prints it grouped, one block per problem.
-
-    ``ok`` is ``True`` when there is no leak, no dead parameter and no carried graph.
-    ``notes`` are remarks that are not problems (state restored, in-place writes seen, leaves
-    that receive gradient but belong to no module or optimizer found).
-    """
-
-    losses: tuple[str, ...]
-    leaks: tuple[Leak, ...] = ()
-    dead: tuple[DeadParameter, ...] = ()
-    carried: tuple[CarriedGraph, ...] = ()
-    n_stepped: int = 0
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def ok(self) -> bool:
-        return not (self.leaks or self.dead or self.carried)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: losses, ok, leaks, dead, carried (as dicts) and notes."""
-        return {"losses": list(self.losses), "ok": self.ok, "n_stepped": self.n_stepped,
-                "leaks": [asdict(x) for x in self.leaks], "dead": [asdict(x) for x in self.dead],
-                "carried": [asdict(x) for x in self.carried], "notes": list(self.notes)}
-
-    def _leak_lines(self) -> list[str]:
-        groups: dict[tuple[str, str, str], list[Leak]] = {}
-        for leak in self.leaks:
-            groups.setdefault((leak.loss, leak.reason, leak.fix), []).append(leak)
-        lines = []
-        for (loss, reason, fix), leaks in groups.items():
-            shortest = min(leaks, key=lambda x: len(x.path))
-            size = _bytes(sum(x.grad_bytes for x in leaks))
-            lines += [f"LEAK    loss {loss!r} reaches {_plural(len(leaks), 'tensor')} {reason} "
-                      f"({size} of gradient): {_listing([x.parameter for x in leaks])}",
-                      f"        path: {_short(shortest.path)}",
-                      f"        fix:  {fix}"]
-        return lines
-
-    def _dead_lines(self) -> list[str]:
-        groups: dict[tuple[str, str], list[DeadParameter]] = {}
-        for dead in self.dead:
-            groups.setdefault((dead.optimizer, dead.cut), []).append(dead)
-        lines = []
-        for (optimizer, cut), items in groups.items():
-            losses = ", ".join(repr(x) for x in items[0].losses)
-            lines += [f"DEAD    optimizer {optimizer!r} steps {_plural(len(items), 'tensor')} "
-                      f"that no gradient of {losses} reaches: "
-                      f"{_listing([x.parameter for x in items])}",
-                      f"        cut:  {cut}"]
-            with_path = [x for x in items if x.path]
-            if with_path:
-                lines.append(f"        path: {_short(min(with_path, key=lambda x: len(x.path or ())).path or ())}")
-        return lines
-
-    def _carried_lines(self) -> list[str]:
-        lines = []
-        for c in self.carried:
-            shape = "" if c.shape is None else f" of shape {c.shape}"
-            lines += [f"CARRIED loss {c.loss!r} reaches {_plural(c.n_nodes, 'node')} made "
-                      f"{c.created}: {c.source}{shape}, entering at {c.entered}",
-                      f"        path: {_short(c.path)}",
-                      f"        fix:  {c.fix}"]
-        return lines
-
-    def __str__(self) -> str:
-        losses = ", ".join(repr(n) for n in self.losses)
-        ran = "the step ran twice, nothing was differentiated"
-        if self.ok:
-            head = (f"audit_step: clean; {_plural(len(self.losses), 'loss').replace('losss', 'losses')}"
-                    f" ({losses}), {self.n_stepped} stepped tensors all reached, no leak, no "
-                    f"carried graph ({ran})")
-            return "\n".join([head, *[f"note: {n}" for n in self.notes]])
-        counts = (f"{_plural(len(self.leaks), 'leaking tensor')}, "
-                  f"{_plural(len(self.dead), 'dead parameter')}, "
-                  f"{_plural(len(self.carried), 'carried graph')}")
-        head = f"audit_step: {counts} (losses {losses}; {ran})"
-        return "\n".join([head, *self._leak_lines(), *self._dead_lines(), *self._carried_lines(),
-                          *[f"note: {n}" for n in self.notes]])
+__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "StepAudit",
+           "TrainedTarget", "assert_clean_step", "audit_step"]
 
 
 # --- arguments ---------------------------------------------------------------------------------------
@@ -219,19 +135,16 @@ def _pair(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any], wher
 
 def audit_step(step: Callable[[], Any], optimizers: Any, *,
                modules: nn.Module | Mapping[str, nn.Module] | None = None,
-               restore_state: bool = True, allow_pass_through: bool = False) -> StepAudit:
-    """Audit one training step: leaks, dead parameters and carried graphs, without a backward.
+               restore_state: bool = True, allow_pass_through: bool = True,
+               allow_trained_target: bool = False) -> StepAudit:
+    """Audit one training step: leaks, trained targets, dead parameters, carried and held
+    graphs, without a backward.
 
     ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
     without ``backward`` or ``optimizer.step()``. The audit calls it **twice**, inside a
     recording that names modules, marks cuts and notes in-place writes (see
-    :mod:`toolkit.lens.audit_record`), and walks the backward graph of the second call:
-
-    - a **leak** is a parameter (or any tensor of a module found) that a loss's gradient
-      reaches while the optimizer paired with that loss does not step it, or steps it while
-      the step also writes it in place (an EMA teacher updated by gradient *and* by averaging);
-    - a **dead** parameter is stepped by an optimizer but reached by none of its losses;
-    - a **carried** graph is a node of the second call's graph made before that call began.
+    :mod:`toolkit.lens.audit_record`), and walks the backward graph of the second call
+    (what each finding means: :class:`StepAudit` and :mod:`toolkit.lens.audit_result`).
 
     Running the step twice has the effects of two steps on everything the step touches: a
     BatchNorm's running statistics move twice, ``num_batches_tracked`` grows by 2, the random
@@ -239,8 +152,9 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     replay buffer yields two batches. With ``restore_state=True`` (the default) the audit saves
     the parameters, buffers, train/eval and ``requires_grad`` flags of every module it names,
     the optimizers' parameters, and the ``random``, numpy and torch (CPU and CUDA) generators,
-    and puts back whatever the two calls changed. What lives elsewhere (iterators, counters,
-    a recurrent state kept in a plain attribute) is not restored.
+    and puts back whatever the two calls changed (a buffer that took a ``grad_fn`` is detached
+    again). What lives elsewhere (iterators, counters, a recurrent state kept in a plain
+    attribute) is not restored.
 
     Modules are named from ``modules`` (an ``nn.Module`` or a dict name → module), then from
     what the step refers to: its closure, its bound ``self``, ``functools.partial``
@@ -257,12 +171,14 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
             several losses, each with its own param group).
         modules: modules to name first (e.g. ones the step reaches only through other objects).
         restore_state: put module state and random generators back after the two calls.
-        allow_pass_through: do not report leaks that no cut can remove: parameters of a
-            module the gradient passes through to reach the stepped ones (the discriminator in
-            a generator step). Use it when the step differentiates with ``inputs=``.
+        allow_pass_through: report tensors the gradient passes through on its way to stepped
+            ones (which no cut can spare) as information (the default); ``False`` is the
+            strict mode: they count as leaks.
+        allow_trained_target: accept a target that carries gradient into the parameters being
+            trained (residual-gradient TD, a consistency loss meant to train both sides).
 
     Returns:
-        :class:`StepAudit` with ``ok``, ``leaks``, ``dead``, ``carried`` and a readable ``str``.
+        :class:`StepAudit` with ``ok``, the findings by kind and a readable ``str``.
 
     >>> import copy, torch
     >>> from torch import nn
@@ -284,7 +200,8 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         raise TypeError(f"{where}: step must be a zero-argument callable returning the loss, got "
                         f"{type(step).__name__}")
     for flag, value in (("restore_state", restore_state),
-                        ("allow_pass_through", allow_pass_through)):
+                        ("allow_pass_through", allow_pass_through),
+                        ("allow_trained_target", allow_trained_target)):
         if not isinstance(value, bool):
             raise TypeError(f"{where}: {flag} must be a bool, got {type(value).__name__}")
     pairings = _pairings(optimizers, where)
@@ -324,74 +241,85 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
             _pair(_losses(step(), where), pairings, where)
             recording.next_call()
             losses = _pair(_losses(step(), where), pairings, where)
-        audit = _analyse(losses, pairings, stepped, recording, allow_pass_through)
+        audit = _analyse(losses, pairings, stepped, recording, allow_pass_through,
+                         allow_trained_target)
     finally:
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
     notes = [*audit.notes]
     if restored:
-        notes.append(f"restored what the two calls changed: {_listing(restored, 4)}")
+        notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
     if lost:
-        notes.append(f"could not restore {_listing(lost, 4)}: written where the recording "
+        notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
                      f"does not see it")
-    if notes != list(audit.notes):
-        audit = StepAudit(audit.losses, audit.leaks, audit.dead, audit.carried, audit.n_stepped,
-                          tuple(notes))
-    return audit
+    return dataclasses.replace(audit, notes=tuple(notes))
 
 
 def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
              stepped: dict[str | None, dict[int, torch.Tensor]], rec: Recording,
-             allow_pass_through: bool) -> StepAudit:
+             allow_pass_through: bool, allow_trained_target: bool) -> StepAudit:
     label = Labeller(rec)
     key_of = {name: (None if None in pairings else name) for name in losses}
     opt_name = {name: (type(pairings[None]).__name__ if None in pairings else name)
                 for name in losses}
     searches = {name: ShortestPaths(output_roots(loss, "audit_step"))
                 for name, loss in losses.items()}
-    leaks = [leak for name, search in searches.items()
-             for leak in find_leaks(name, opt_name[name], search, set(stepped[key_of[name]]),
-                                    rec, label, allow_pass_through=allow_pass_through)]
+    graphs = {name: Graph(search) for name, search in searches.items()}
+    all_stepped = {i for group in stepped.values() for i in group}
+    region = parameter_regions(rec, set(rec.names.tensors) | all_stepped)
+    leaks, passing, targets = [], [], []
+    for name, graph in graphs.items():
+        mine = set(stepped[key_of[name]])
+        found, through = find_leaks(name, opt_name[name], graph, mine, rec, label, region,
+                                    target_edges(graph))
+        leaks += found
+        (passing if allow_pass_through else leaks).extend(through)
+        if not allow_trained_target:
+            targets += find_trained_targets(name, opt_name[name], graph, mine, label)
     groups: dict[int, list[str]] = {}
     for name in losses:
         groups.setdefault(id(pairings[key_of[name]]), []).append(name)
-    dead = []
+    dead, frozen = [], []
     for members in groups.values():
         params = stepped[key_of[members[0]]]
+        optimizer = (opt_name[members[0]] if len(members) == 1 or None in pairings
+                     else "/".join(members))
         reached = {i for name in members for i in searches[name].leaf_node}
-        missing = [p for i, p in params.items() if i not in reached]
+        cold = [p for i, p in params.items() if not p.requires_grad and i not in reached]
+        for p in cold:
+            written, read = _written(rec, p)
+            frozen.append(FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape), written,
+                                       id(p) in rec.frozen, read))
+        missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
         if missing:
-            optimizer = (opt_name[members[0]] if len(members) == 1 or None in pairings
-                         else "/".join(members))
             roots = [t for name in members for t in output_roots(losses[name], "audit_step")]
             dead += find_dead(optimizer, tuple(members), roots, missing, rec, label)
-    carried: dict[tuple[Any, ...], CarriedGraph] = {}
+    carried: dict[tuple[int, int], CarriedGraph] = {}
     for name, search in searches.items():
-        for c in find_carried(name, search, rec, label):
-            carried.setdefault((c.source, c.entered, c.shape), c)
-    notes = []
-    all_stepped = {i for group in stepped.values() for i in group}
-    averaged = [rec.names.tensors[i] for i in rec.written if i not in all_stepped
-                and i in rec.names.tensors and isinstance(rec.names.objects[i], nn.Parameter)]
-    if averaged:
-        notes.append(f"the step writes {_listing(averaged, 4)} in place (an average?), "
-                     f"not a gradient step")
-    known = rec.names.tensors
-    others = {i for s in searches.values() for i in s.leaf_node
-              if i not in known and not isinstance(s.nodes[s.leaf_node[i]].variable,
-                                                   nn.Parameter)}
-    if others:
-        notes.append(f"{_plural(len(others), 'other leaf tensor')} that require grad receive "
-                     f"gradient (not a parameter of any module or optimizer found)")
+        for key, c in find_carried(name, search, rec, label):
+            carried.setdefault(key, c)
+    held, held_notes = find_held(rec, label, region)
+    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen}), *held_notes]
     return StepAudit(tuple(losses), tuple(leaks), tuple(dead), tuple(carried.values()),
-                     len(all_stepped), tuple(notes))
+                     len(all_stepped), tuple(notes), tuple(passing), tuple(frozen),
+                     tuple(held), tuple(targets))
+
+
+def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:
+    """``(what kind of write and by which functions, what it read)`` for a frozen tensor."""
+    write = rec.writes.get(id(tensor))
+    if write is None:
+        return None, ()
+    kind, ops, sources = write_kind(rec, write)
+    return f"{kind} ({ops})", tuple(sources)
 
 
 def assert_clean_step(step: Callable[[], Any], optimizers: Any, **kwargs: Any) -> StepAudit:
-    """:func:`audit_step`, raising :class:`~toolkit.core.GradientLeakError` unless it is clean.
+    """:func:`audit_step`, raising :class:`~toolkit.lens.GradientLeakError` unless it is clean.
 
     The error's message is ``str(audit)``; ``err.paths`` maps each leaking tensor to its path
     and ``err.audit`` is the :class:`StepAudit`. Returns the audit when clean. Keyword arguments
-    go to :func:`audit_step`. Also available in pytest as the ``clean_step`` fixture.
+    go to :func:`audit_step`. Also available in pytest as the ``clean_step`` fixture; pytest
+    shows the report, not this function's frame.
 
     >>> import torch
     >>> from toolkit import assert_clean_step
@@ -399,6 +327,7 @@ def assert_clean_step(step: Callable[[], Any], optimizers: Any, **kwargs: Any) -
     >>> assert_clean_step(lambda: (w * 2).sum(), torch.optim.SGD([w], lr=0.1)).ok
     True
     """
+    __tracebackhide__ = True  # pytest: the failure shows the report, not this frame
     audit = audit_step(step, optimizers, **kwargs)
     if not audit.ok:
         err = GradientLeakError(str(audit), {leak.parameter: list(leak.path)

@@ -3,43 +3,47 @@
 Every search here is :class:`~toolkit.lens.backward_graph.ShortestPaths` (the lens's
 breadth-first search from the losses, stopping at cuts); nothing runs ``backward``:
 
-- **leaks**: the leaves a loss's search reaches that its optimizer does not step (or steps
-  while the step also writes them in place). The likely cut is on the leak's shortest path, at
-  the first node (from the loss) behind which no stepped parameter lies; when every node of the
-  path also leads to stepped parameters the leak passes *through* them and no cut can remove it;
+- **leaks** and **pass-through** are found in :mod:`toolkit.lens.audit_leaks` (the result
+  types and the node names are here);
 - **dead parameters**: what an optimizer steps that none of its losses reaches, with the cut
   that stops it: a toolkit block (found by searching behind the cut markers), a ``detach`` /
   ``.data`` (a search from the tensors the step detached), ``torch.no_grad()``,
   ``requires_grad=False``, or no use at all;
 - **carried graphs**: nodes of the second call's graph that autograd numbered before the call
-  began (``Node._sequence_nr``), i.e. graph kept from the first call or from before the audit.
+  began (``Node._sequence_nr``), i.e. graph kept from the first call or from before the audit,
+  one finding per carried tensor (an LSTM's ``h`` and ``c`` apart).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from toolkit.lens.audit_record import Recording, is_open_marker
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker, node_label
-from toolkit.lens.graph_walk import closure, walk
+from toolkit.lens.graph_walk import closure
 
-__all__ = ["CarriedGraph", "DeadParameter", "Leak"]
+__all__ = ["VIEWS", "CarriedGraph", "DeadParameter", "FrozenTensor", "Labeller", "Leak",
+           "find_carried", "find_dead", "shape_text"]
 
 
 @dataclass(frozen=True)
 class Leak:
     """Gradient of ``loss`` reaches ``parameter``, which ``optimizer`` does not step.
 
+    The same type serves :attr:`StepAudit.leaks` (failures: a cut can remove the gradient, or
+    the tensor is stepped *and* written in place by the step) and
+    :attr:`StepAudit.pass_through` (information: every cut that removes it also cuts a stepped
+    tensor off the loss, e.g. the discriminator in a generator step).
+
     ``path``: the shortest chain of node names from the loss to the parameter (modules named,
     disabled blocks named); ``grad_bytes``: the gradient it gets (``numel × element size``);
-    ``reason``: why it counts as a leak; ``fix``: the likely fix; ``cut_at``: where to cut
-    (``None`` when no cut can remove it: the gradient passes through it on its way to
-    parameters the optimizer steps).
+    ``reason``: why it counts; ``fix``: the likely fix; ``cut_at``: where to cut (``None`` when
+    no cut can remove it). A reparametrised weight (``parametrize``, the ``spectral_norm`` /
+    ``weight_norm`` hooks) is named by its stored tensor (``weight_orig``,
+    ``parametrizations.weight.original``); no cut is ever proposed inside its computation.
     """
 
     loss: str
@@ -71,6 +75,25 @@ class DeadParameter:
 
 
 @dataclass(frozen=True)
+class FrozenTensor:
+    """``optimizer`` holds ``parameter``, which does not require grad: every torch optimizer
+    skips it. Information, never a failure (SimSiam's unused bias, MoCo's key encoder).
+
+    ``written``: how the step writes it in place, if it does (``"an average of itself and
+    (.data =)"`` for an EMA copy, ``"a copy of (copy_)"``); ``written_from``: the tensors those
+    writes read (``("encoder_q.0.weight",)``); ``by_step``: the step itself set
+    ``requires_grad_(False)``.
+    """
+
+    optimizer: str
+    parameter: str
+    shape: tuple[int, ...]
+    written: str | None
+    by_step: bool
+    written_from: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class CarriedGraph:
     """The second call's graph reaches graph made before it: state carried without a cut.
 
@@ -91,7 +114,7 @@ class CarriedGraph:
 
 # --- naming nodes ----------------------------------------------------------------------------------
 
-_VIEWS = frozenset({"T", "Transpose", "View", "Reshape", "Permute", "Expand", "Unsqueeze",
+VIEWS = frozenset({"T", "Transpose", "View", "Reshape", "Permute", "Expand", "Unsqueeze",
                     "Squeeze", "ToCopy", "Alias"})
 
 
@@ -112,7 +135,7 @@ class Labeller:
         for nxt, _ in node.next_functions:
             if nxt is None:
                 continue
-            if node_label(nxt) in _VIEWS:
+            if node_label(nxt) in VIEWS:
                 found = self._consumes(nxt)
                 if found:
                     return found
@@ -137,7 +160,7 @@ class Labeller:
         shape = None
         entry = self.rec.outputs.get(id(node))
         if entry is not None and entry[0] is node:
-            return f"the output of {entry[2]}", entry[3]
+            return f"the output of {entry[2]}{entry[4]}", entry[3]
         if consumer is not None:
             for nxt, nr in consumer.next_functions:
                 if nxt is node:
@@ -153,99 +176,8 @@ def _shape(node: Any, nr: int) -> tuple[int, ...] | None:
         return None
 
 
-def _shape_text(shape: tuple[int, ...] | None) -> str:
+def shape_text(shape: tuple[int, ...] | None) -> str:
     return "" if shape is None else f" (shape {tuple(shape)})"
-
-
-def _owners(names: Iterable[str]) -> str:
-    """The modules that hold ``names``: their longest common dotted prefix, else the tops."""
-    names = list(names)
-    parts = [n.split(".")[:-1] for n in names]
-    common = []
-    for level in zip(*parts):
-        if len(set(level)) > 1:
-            break
-        common.append(level[0])
-    if common:
-        return ".".join(common)
-    tops = list(dict.fromkeys(p[0] if p else n for p, n in zip(parts, names)))
-    return ", ".join(tops[:3]) + (", …" if len(tops) > 3 else "")
-
-
-# --- leaks ------------------------------------------------------------------------------------------
-
-
-def _useful(search: ShortestPaths, targets: set[int]) -> set[int]:
-    """Keys of the nodes of ``search`` from which one of ``targets`` (node keys) is reached:
-    the same walk as the search's, its edges reversed."""
-    callers: dict[int, list[int]] = {}
-    for parent, node, _, _ in walk(search.outputs, expand=search.expand):
-        if parent is not None:
-            callers.setdefault(id(node), []).append(id(parent))
-    return closure(targets, lambda key: callers.get(key, ()))
-
-
-def find_leaks(loss: str, optimizer: str, search: ShortestPaths, stepped: set[int],
-               rec: Recording, label: Labeller, *, allow_pass_through: bool) -> list[Leak]:
-    """The leaks of one loss (see :class:`Leak`)."""
-    names = rec.names
-    candidates = []
-    for var_id, key in search.leaf_node.items():
-        variable = search.nodes[key].variable
-        known = var_id in names.tensors or isinstance(variable, nn.Parameter)
-        twice = var_id in stepped and var_id in rec.written
-        if known and (var_id not in stepped or twice):
-            candidates.append(variable)
-    if not candidates:
-        return []
-    targets = {search.leaf_node[i] for i in stepped
-               if i in search.leaf_node and i not in rec.written}
-    useful = _useful(search, targets)
-    found = []
-    for variable in candidates:
-        chain = search.path_to(variable) or []
-        first = next(i for i, node in enumerate(chain) if id(node) not in useful)
-        if id(variable) in stepped:
-            reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
-                      f"step ({rec.written[id(variable)]}): updated twice")
-        else:
-            reason = f"not stepped by optimizer {optimizer!r}"
-        found.append((variable, chain, first, reason))
-    behind: dict[int, list[str]] = {}  # entry node -> names of the leaks behind it
-    for variable, chain, first, _ in found:
-        behind.setdefault(id(chain[first]), []).append(names.name(variable))
-    order = {key: i for i, key in enumerate(names.tensors)}
-    found.sort(key=lambda item: order.get(id(item[0]), len(order)))
-    leaks = []
-    for variable, chain, first, reason in found:
-        cut_at, fix = _fix(chain, first, loss, optimizer, label,
-                           _owners(behind[id(chain[first])]))
-        if cut_at is None and first > 0 and allow_pass_through:
-            continue
-        leaks.append(Leak(loss, optimizer, names.name(variable), tuple(variable.shape),
-                          variable.numel() * variable.element_size(),
-                          tuple(label(n) for n in chain), reason, fix, cut_at))
-    return leaks
-
-
-def _fix(chain: list[Any], first: int, loss: str, optimizer: str, label: Labeller,
-         owners: str) -> tuple[str | None, str]:
-    opened = [n for n in chain[first:] if is_open_marker(n)]
-    if opened:
-        where = f"block {opened[0].block!r}"
-        return where, f"the {where} is disabled here: enable it (it cuts this path)"
-    if first == 0:
-        return None, (f"loss {loss!r} reaches no parameter optimizer {optimizer!r} steps: pair "
-                      f"it with the optimizer of the parameters it trains")
-    if all(node_label(n) in _VIEWS for n in chain[first:-1]):  # only the parameter itself
-        return None, ("no cut can remove it: the gradient passes through it to the parameters "
-                      f"optimizer {optimizer!r} steps; freeze it while computing loss {loss!r} "
-                      "(requires_grad_(False)), or differentiate only the stepped parameters "
-                      "(backward(inputs=...)) and audit with allow_pass_through=True")
-    what, shape = label.tensor(chain[first], chain[first - 1])
-    cut_at = f"{what}{_shape_text(shape)}"
-    return cut_at, (f"cut at {cut_at}, where {label(chain[first - 1])} reads it (behind it: "
-                    f"{owners}): stop_gradient(x, name=...), x.detach() or torch.no_grad()")
 
 
 # --- dead parameters ---------------------------------------------------------------------------------
@@ -282,7 +214,7 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                 if chain:
                     shape, how = sources[id(chain[0])]
                     what, _ = label.tensor(chain[0], None)
-                    cut = f"{how} of {what}{_shape_text(shape)}"
+                    cut = f"{how} of {what}{shape_text(shape)}"
                     path = ("…", *(label(n) for n in chain))
                 elif key in rec.no_grad:
                     cut = f"torch.no_grad() (read by {rec.no_grad[key]} with gradients off)"
@@ -300,50 +232,57 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
 
 
 def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labeller
-                 ) -> list[CarriedGraph]:
-    """Nodes of this call's graph made before the call began (see :class:`CarriedGraph`)."""
+                 ) -> list[tuple[tuple[int, int], CarriedGraph]]:
+    """Tensors of this call's graph made before the call began (see :class:`CarriedGraph`):
+    one per ``(node, output)`` through which the new graph enters the old one, with that
+    ``(id(node), output)`` as its key."""
     first_mark, this_mark = rec.marks[0], rec.marks[-1]
     old = {key for key, node in search.nodes.items()  # a cut is no graph in a plain run
            if getattr(node, "variable", None) is None and not is_cut_marker(node)
            and node._sequence_nr() < this_mark}
     if not old:
         return []
-    entry_of: dict[int, int] = {}  # old node -> the first old node on its chain from the loss
-    for key in old:
-        trail, k = [], key
-        while k not in entry_of:
-            parent = search.parent[k]
-            if parent is None or parent not in old:
-                entry_of[k] = k
-                break
-            trail.append(k)
-            k = parent
-        for t in trail:
-            entry_of[t] = entry_of[k]
-    counts: dict[int, int] = {}
-    for top in entry_of.values():
-        counts[top] = counts.get(top, 0) + 1
+    entries: dict[tuple[int, int], int] = {}  # (old node, output) -> the new node reading it
+    for (key, nr), parent in search.edge_parent.items():
+        if key in old and parent is not None and parent not in old:
+            entries.setdefault((key, nr), parent)
+        elif key in old and parent is None:
+            entries.setdefault((key, nr), -1)
+    counts = {key: len(closure([key], lambda k: [id(n) for n, _ in search.nodes[k].next_functions
+                                                 if n is not None and id(n) in old]))
+              for key in {k for k, _ in entries}}
     out = []
-    for top, n in counts.items():
-        node = search.nodes[top]
-        parent_key = search.parent[top]
-        consumer = None if parent_key is None else search.nodes[parent_key]
-        nr = next((nr for nxt, nr in (consumer.next_functions if consumer else ())
-                   if nxt is node), 0)
+    for (key, nr), parent_key in entries.items():
+        node = search.nodes[key]
+        consumer = None if parent_key == -1 else search.nodes[parent_key]
         module = label.module_of(node, outer=True)
         shape = _shape(node, nr)
-        source = f"the output of {module}" if module else f"the output of {label(node)}"
+        entry = label.rec.outputs.get(id(node))
+        where = entry[4] if module and entry is not None and entry[0] is node else ""
+        source = f"the output of {module}{where}" if module else f"the output of {label(node)}"
+        if len(_outputs_of(node)) > 1:
+            source += f" (output {nr} of its node)"
         passed = label.rec.inputs.get(id(node))
         if passed is not None and passed[0] is node:
             entered = f"the input of {passed[1]}"
         else:
             entered = "the loss itself" if consumer is None else label(consumer)
         created = "in the first call" if node._sequence_nr() >= first_mark else "before the audit"
-        path = tuple(label(x) for x in [*search.chain(parent_key), node])
+        chain = [] if consumer is None else search.chain(parent_key)
+        path = tuple(label(x) for x in [*chain, node])
         if is_open_marker(node):
             fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
         else:
             fix = (f"cut the state where it enters ({entered}) before each step uses it: "
                    f"stop_gradient(state, name=...) or state.detach()")
-        out.append(CarriedGraph(loss, shape, source, entered, path, created, n, fix))
+        out.append(((key, nr), CarriedGraph(loss, shape, source, entered, path, created,
+                                            counts[key], fix)))
     return out
+
+
+def _outputs_of(node: Any) -> list[Any]:
+    """The output metadata of ``node`` (one entry per output), or ``[]`` when unknown."""
+    try:
+        return list(node._input_metadata)
+    except (AttributeError, RuntimeError):  # private API: optional
+        return []

@@ -32,7 +32,8 @@ class StateSnapshot:
     puts back every tensor object a module held (if the step replaced it), the values that
     changed, the flags and the generators (``random``, numpy, torch CPU, and CUDA when
     initialized). Tensors outside modules (``loose``: an optimizer's parameters) are restored
-    by value.
+    by value. A buffer the step wrote from values with a graph (it now has a ``grad_fn``) is
+    detached in place before its values are put back.
     """
 
     def __init__(self, modules: list[nn.Module], loose: list[torch.Tensor],
@@ -90,6 +91,11 @@ class StateSnapshot:
                     changed.append(self.names.get(id(t), name))
             for t, saved, requires_grad, version in self.saved.values():
                 label = self.names.get(id(t), "a tensor")
+                if t.grad_fn is not None and saved is not None:  # written from a graph
+                    try:
+                        t.detach_()
+                    except RuntimeError:  # a view: cannot be detached in place
+                        lost.append(f"the graph held by {label}")
                 if saved is not None and self._put_back(t, saved):
                     changed.append(label)
                 elif saved is None and version is not None and t._version != version:

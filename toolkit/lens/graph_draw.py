@@ -104,7 +104,7 @@ def draw_gradient_graph(loss: Any, groups: Mapping[str, Any] | None = None, *,
     Args:
         loss: a loss tensor (drawn as it is: cuts show if it was built inside ``trace_cuts()``),
             a callable returning one (run inside ``trace_cuts()``), or a
-            :class:`~toolkit.core.GradientGraph` / its ``to_dict()`` (e.g. read back from JSON).
+            :class:`~toolkit.lens.GradientGraph` / its ``to_dict()`` (e.g. read back from JSON).
         groups: name -> parameters (module, list or dict of tensors), for colours and names.
         collapse: chains of at least this many elementwise ops become one node (0: never).
         max_nodes: a larger graph is merged until it fits: first everything behind each cut,

@@ -55,6 +55,8 @@ def test_the_fixture_passes_a_clean_step_and_fails_a_leaky_one(tmp_path: Path) -
     assert "1 failed, 1 passed" in proc.stdout, proc.stdout + proc.stderr
     assert "GradientLeakError: audit_step: 2 leaking tensors" in proc.stdout
     assert "fix:  cut at the output of q_target (shape (4, 2))" in proc.stdout
+    # the report, not the toolkit's own frame and docstring (pytest's __tracebackhide__)
+    assert "def assert_clean_step" not in proc.stdout and ">>> import torch" not in proc.stdout
 
 
 def _env() -> dict[str, str]:

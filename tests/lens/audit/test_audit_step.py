@@ -116,11 +116,29 @@ def test_no_grad_frozen_and_unused_parameters_are_told_apart() -> None:
             h = model["encoder"](x)
         return (model["head"](h) * frozen).sum()
 
-    cuts = {d.parameter: d.cut for d in audit_step(step, opt).dead}
+    audit = audit_step(step, opt)
+    cuts = {d.parameter: d.cut for d in audit.dead}
     assert cuts["model.encoder.weight"].startswith("torch.no_grad()")
     assert cuts["model.unused.weight"] == "not used: the step never reads it"
-    assert cuts["frozen"] == "requires_grad=False"
-    assert "model.head.weight" not in cuts
+    assert "model.head.weight" not in cuts and "frozen" not in cuts
+    # a tensor that does not require grad is skipped by every optimizer: frozen, not dead
+    assert [(f.parameter, f.written, f.by_step) for f in audit.frozen] == [("frozen", None, False)]
+    assert "FROZEN  optimizer 'SGD' holds 1 tensor that does not require grad" in str(audit)
+
+
+def test_a_module_that_runs_but_whose_output_is_unused_is_not_called_unused() -> None:
+    # layer_norm reads its weight and bias as keyword arguments: they are read, not "not used"
+    model = nn.ModuleDict({"head": nn.Linear(3, 2), "norm": nn.LayerNorm(3)})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        model["norm"](x)  # computed, then dropped
+        return model["head"](x).sum()
+
+    cuts = {d.parameter: d.cut for d in audit_step(step, opt).dead}
+    assert set(cuts) == {"model.norm.weight", "model.norm.bias"}
+    assert all(c.startswith("no graph: the step reads it") for c in cuts.values())
 
 
 def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
@@ -141,7 +159,7 @@ def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
                for leak in audit.leaks)
 
 
-def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() -> None:
+def test_a_generator_step_passes_through_the_discriminator_unless_it_is_frozen() -> None:
     generator, discriminator = nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
     opt_g = torch.optim.Adam(generator.parameters())
     z = torch.randn(6, 2)
@@ -149,11 +167,18 @@ def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() 
     def g_step() -> torch.Tensor:
         return F.softplus(-discriminator(generator(z))).mean()
 
-    audit = audit_step(g_step, opt_g)
-    assert sorted(x.parameter for x in audit.leaks) == sorted(
-        f"discriminator.{n}" for n, _ in discriminator.named_parameters())
-    assert all(x.cut_at is None and x.fix.startswith("no cut can remove it") for x in audit.leaks)
-    assert audit_step(g_step, opt_g, allow_pass_through=True).ok
+    names = sorted(f"discriminator.{n}" for n, _ in discriminator.named_parameters())
+    audit = audit_step(g_step, opt_g)  # pass-through is information by default
+    assert audit.ok and not audit.leaks
+    assert sorted(x.parameter for x in audit.pass_through) == names
+    assert all(x.cut_at is None and x.fix.startswith("no cut can remove it")
+               for x in audit.pass_through)
+    size = sum(p.numel() * p.element_size() for p in discriminator.parameters())
+    (line,) = [x for x in str(audit).splitlines() if x.startswith("PASS")]
+    assert f"passes through 4 tensors optimizer 'Adam' does not step ({size} B of" in line
+    assert "requires_grad_(False)" in line and "toggle_optimizer" in line
+    strict = audit_step(g_step, opt_g, allow_pass_through=False)
+    assert sorted(x.parameter for x in strict.leaks) == names and not strict.ok
 
     def g_step_frozen() -> torch.Tensor:
         discriminator.requires_grad_(False)
@@ -162,7 +187,8 @@ def test_a_generator_step_leaks_through_the_discriminator_unless_it_is_frozen() 
         finally:
             discriminator.requires_grad_(True)
 
-    assert audit_step(g_step_frozen, opt_g).ok
+    frozen = audit_step(g_step_frozen, opt_g)
+    assert frozen.ok and not frozen.pass_through
 
 
 def test_graph_built_before_the_audit_is_carried() -> None:
@@ -271,3 +297,77 @@ def test_a_copy_of_a_clean_step_reports_clean_text() -> None:
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     text = str(audit_step(lambda: net(torch.ones(2, 3)).sum(), opt))
     assert text.startswith("audit_step: clean; 1 loss ('loss'), 4 stepped tensors all reached")
+
+
+def test_a_baseline_that_carries_gradient_is_a_leak_not_pass_through() -> None:
+    # issue 33: a shared encoder, the policy loss using the critic's value as its baseline:
+    # (reward - value).detach() removes the critic head's gradient and every stepped tensor is
+    # still reached, so it is a leak (and the baseline a trained target), not pass-through
+    encoder, pi, v = nn.Linear(4, 8), nn.Linear(8, 2), nn.Linear(8, 1)
+    opts = {"actor": torch.optim.Adam([*encoder.parameters(), *pi.parameters()]),
+            "critic": torch.optim.Adam([*encoder.parameters(), *v.parameters()])}
+    s, a, reward = torch.randn(6, 4), torch.randint(0, 2, (6,)), torch.randn(6)
+
+    def step(detach: bool) -> dict[str, torch.Tensor]:
+        h = torch.tanh(encoder(s))
+        value = v(h).squeeze(1)
+        log_pi = F.log_softmax(pi(h), 1).gather(1, a[:, None]).squeeze(1)
+        advantage = reward - value
+        weight = advantage.detach() if detach else advantage
+        return {"actor": -(log_pi * weight).mean(), "critic": advantage.pow(2).mean()}
+
+    audit = audit_step(lambda: step(False), opts)
+    assert sorted(x.parameter for x in audit.leaks) == ["v.bias", "v.weight"]
+    assert not audit.pass_through
+    assert {x.cut_at for x in audit.leaks} == {"the output of Sub (shape (6,))"}
+    (target,) = audit.targets
+    assert set(target.parameters) == {"encoder.weight", "encoder.bias"}
+    assert audit_step(lambda: step(True), opts).ok
+
+
+def test_writes_are_called_averages_only_when_they_are() -> None:
+    q, q_target, ema, clipped = (nn.Linear(3, 2) for _ in range(4))
+    for module in (q_target, ema, clipped):
+        module.requires_grad_(False)
+    opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        q_target.load_state_dict(q.state_dict())  # a hard copy
+        with torch.no_grad():
+            for e, p in zip(ema.parameters(), q.parameters()):
+                e.mul_(0.9).add_(p, alpha=0.1)  # an average
+            for c in clipped.parameters():
+                c.clamp_(-0.01, 0.01)  # WGAN's weight clipping: neither
+        return (q(x) - q_target(x) - ema(x) - clipped(x)).pow(2).mean()
+
+    notes = "\n".join(audit_step(step, opt).notes)
+    assert "q_target.weight, q_target.bias in place: a copy of q.weight, q.bias (copy_)" in notes
+    assert "ema.weight, ema.bias in place: an average of itself and q.weight, q.bias" in notes
+    assert "clipped.weight, clipped.bias in place: written in place (clamp_)" in notes
+    assert notes.count("an average") == 1
+
+
+def test_module_state_that_keeps_the_steps_graph_is_held() -> None:
+    class RunningMean(nn.Module):  # d2l-ai/d2l-en#1342: moving statistics with their graph
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("moving_mean", torch.zeros(3))
+
+        def forward(self, x: torch.Tensor, detach: bool) -> torch.Tensor:
+            y = self.lin(x)
+            mean = y.mean(0)
+            self.moving_mean = 0.9 * self.moving_mean + 0.1 * (mean.detach() if detach else mean)
+            return y - mean
+
+    net = RunningMean()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(4, 3)
+    (held,) = audit_step(lambda: net(x, False).pow(2).sum(), opt).held
+    assert (held.module, held.name, held.kind) == ("net", "moving_mean", "buffer")
+    assert held.written.startswith("assigned a tensor made by Add") and held.older > 0
+    assert held.graph_bytes > 0 and "HELD    net.moving_mean (buffer of shape (3,))" in str(
+        audit_step(lambda: net(x, False).pow(2).sum(), opt))
+    assert net.moving_mean.grad_fn is None  # restored without its graph
+    assert audit_step(lambda: net(x, True).pow(2).sum(), opt).ok
