@@ -36,6 +36,9 @@ meant to be trained, so a target network stepped by the same optimizer is traine
 leaking, unless a recognised target form exposes it); whether a target read through a form it
 does not recognise (cosine similarity, a margin) is meant to carry gradient; graphs built in
 other threads (``nn.DataParallel``) or by custom autograd functions that hide their inputs.
+A reentrant ``torch.utils.checkpoint`` (``use_reentrant=True``) is one such function: the
+tensors its function reads count as reached when its node is, with no path to show, and a
+tensor outside the optimizer read there is not seen to leak.
 
 References:
     PyTorch, "Autograd mechanics", https://pytorch.org/docs/stable/notes/autograd.html ;
@@ -284,6 +287,8 @@ def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
         optimizer = (opt_name[members[0]] if len(members) == 1 or None in pairings
                      else "/".join(members))
         reached = {i for name in members for i in searches[name].leaf_node}
+        reached |= {i for name in members for node, reads in rec.checkpoints.values()
+                    if id(node) in searches[name].nodes for i in reads}
         cold = [p for i, p in params.items() if not p.requires_grad and i not in reached]
         for p in cold:
             written, read = _written(rec, p)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
@@ -252,6 +253,8 @@ class _Mode(TorchFunctionMode):
             key = id(t)
             if key in rec.watched:
                 rec.used.add(key)
+                for reads in rec._checkpointing:
+                    reads.add(key)
                 if not grad:
                     rec.no_grad.setdefault(key, name)
         if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
@@ -370,6 +373,10 @@ class Recording:
         # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
         self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
         self.calling: list[str] = []  # the named modules whose forward is running, innermost last
+        # id(node) -> (node, watched ids read): a reentrant checkpoint runs its function with
+        # gradients off and again in backward, so what it reads hangs off its node unseen
+        self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
+        self._checkpointing: list[set[int]] = []  # the reads of the checkpoints running now
         self.busy = False
         self._stack = contextlib.ExitStack()
 
@@ -475,7 +482,31 @@ class Recording:
                        nn.modules.module.register_module_forward_hook(self._hook)):
             stack.callback(handle.remove)
         stack.enter_context(_Mode(self))
+        self._watch_checkpoints(stack)
         return self
+
+    def _watch_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        """Record what each reentrant ``torch.utils.checkpoint`` reads, by its backward node.
+
+        With ``use_reentrant=True`` the checkpointed function runs with gradients off and is run
+        again during backward: the parameters it reads are reached through the checkpoint's
+        node, not through any edge of the graph. The node is the ``ctx`` of the checkpoint's
+        ``forward``, so the reads are filed under it.
+        """
+        function = getattr(torch.utils.checkpoint, "CheckpointFunction", None)
+        if function is None:  # pragma: no cover - a torch without the reentrant variant
+            return
+        original = function.__dict__["forward"]
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            self._checkpointing.append(set())
+            try:
+                return original.__func__(ctx, *args)
+            finally:
+                self.checkpoints[id(ctx)] = (ctx, self._checkpointing.pop())
+
+        function.forward = staticmethod(forward)
+        stack.callback(setattr, function, "forward", original)
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()

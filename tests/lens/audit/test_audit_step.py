@@ -371,3 +371,32 @@ def test_module_state_that_keeps_the_steps_graph_is_held() -> None:
         audit_step(lambda: net(x, False).pow(2).sum(), opt))
     assert net.moving_mean.grad_fn is None  # restored without its graph
     assert audit_step(lambda: net(x, True).pow(2).sum(), opt).ok
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_parameters_inside_a_checkpoint_are_reached_as_backward_reaches_them(
+        reentrant: bool) -> None:
+    """A reentrant checkpoint runs its function with gradients off and again in backward: its
+    parameters hang off the checkpoint's node, not off any edge, yet backward() trains them."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(6, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = checkpoint(lambda t: torch.relu(self.b(t)), self.a(x), use_reentrant=reentrant)
+            return self.c(h)
+
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = torch.randn(4, 6), torch.randint(0, 2, (4,))
+
+    def step() -> torch.Tensor:
+        return F.cross_entropy(net(x), y)
+
+    audit = audit_step(step, opt)
+    assert audit.ok, audit
+    step().backward()  # the oracle: every parameter gets a gradient
+    assert all(p.grad is not None for p in net.parameters())
