@@ -65,8 +65,9 @@ from toolkit.lens.audit_graph import (
 )
 from toolkit.lens.audit_held import HeldGraph, find_held
 from toolkit.lens.audit_leaks import Graph, find_leaks, parameter_regions
+from toolkit.lens.audit_names import Names, find_modules
 from toolkit.lens.audit_notes import notes_of, write_kind
-from toolkit.lens.audit_record import Names, Recording, find_modules
+from toolkit.lens.audit_record import Recording
 from toolkit.lens.audit_result import StepAudit, listing
 from toolkit.lens.audit_state import StateSnapshot
 from toolkit.lens.audit_targets import TrainedTarget, find_trained_targets, target_edges

@@ -2,9 +2,9 @@
 
 :func:`toolkit.lens.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
 
-- names tensors: every parameter (and buffer) of the modules it is given or finds in the step's
-  closure, bound ``self``, ``functools.partial`` arguments and the globals its code reads, by
-  module path (``q_target.2.bias``), then the optimizers' remaining parameters by position;
+- names tensors (:mod:`toolkit.lens.audit_names`): every parameter (and buffer) of the modules
+  it is given or finds in the step, by module path, then the optimizers' remaining parameters by
+  position;
 - records, through a :class:`~torch.overrides.TorchFunctionMode`, the cuts that leave no node in
   the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
   parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
@@ -23,13 +23,10 @@ about to write in place, so that the audit can put it back.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import os
 import sys
-import types
 import weakref
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -40,15 +37,15 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
+from toolkit.lens.audit_names import Names
 from toolkit.lens.audit_state import StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
-__all__ = ["Edge", "Names", "Recording", "Write", "find_modules", "is_open_marker"]
+__all__ = ["Edge", "Recording", "Write", "is_open_marker"]
 
 _DATA = inspect.getattr_static(torch.Tensor, "data")
 # methods whose name ends in "_" that do not write a tensor's values
 _NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad"})
-_MAX_VISITS = 400  # objects looked at when searching a step for modules
 # functions whose arguments after the input are weights: a weight with a graph there was computed
 # from stored tensors (parametrize, the spectral_norm / weight_norm hooks, a custom forward)
 _WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
@@ -58,7 +55,9 @@ _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read wha
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
-_LIBRARY_PATHS = (f"{os.sep}torch{os.sep}", f"{os.sep}toolkit{os.sep}core{os.sep}")
+# frames of these folders are no user code: torch, and the toolkit's own packages
+_LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
+                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 
 
 class Edge(NamedTuple):
@@ -69,117 +68,6 @@ class Edge(NamedTuple):
 
 
 # --- naming ----------------------------------------------------------------------------------------
-
-
-def _referenced(fn: types.FunctionType) -> list[tuple[str, Any]]:
-    """The closure cells, defaults and globals that ``fn``'s code reads, by name."""
-    code = fn.__code__
-    found: list[tuple[str, Any]] = []
-    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-        with contextlib.suppress(ValueError):  # an empty cell
-            found.append((name, cell.cell_contents))
-    for name in code.co_names:
-        if name in fn.__globals__:
-            found.append((name, fn.__globals__[name]))
-    for i, value in enumerate(fn.__defaults__ or ()):
-        found.append((code.co_varnames[code.co_argcount - len(fn.__defaults__) + i], value))
-    return found
-
-
-def _library(fn: Any) -> bool:
-    module = getattr(fn, "__module__", None) or ""
-    return module.split(".")[0] in ("torch", "numpy", "builtins", "functools", "toolkit")
-
-
-def find_modules(step: Any) -> list[tuple[str, nn.Module | torch.Tensor]]:
-    """Modules (and leaf tensors that require grad) reachable from the callable ``step``.
-
-    A breadth-first search through ``functools.partial`` arguments, a bound method's ``self``
-    (its attributes are named without a prefix), a callable object's attributes, the closure
-    cells, defaults and read globals of functions (and of the functions they reference), and
-    the items of small dicts, lists and tuples. Python modules, classes and tensors that do not
-    require grad are skipped; at most a few hundred objects are looked at. Returns
-    ``(path, object)`` pairs in the order found (shortest paths first).
-    """
-    queue: deque[tuple[str, Any, int]] = deque([("", step, 0)])
-    seen: set[int] = set()
-    found: list[tuple[str, nn.Module | torch.Tensor]] = []
-
-    def join(path: str, key: str) -> str:
-        return f"{path}.{key}" if path else key
-
-    while queue and len(seen) < _MAX_VISITS:
-        path, obj, depth = queue.popleft()
-        if id(obj) in seen or depth > 4:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, nn.Module):
-            found.append((path, obj))
-            continue
-        if isinstance(obj, torch.Tensor):
-            if (obj.requires_grad or isinstance(obj, nn.Parameter)) and obj.grad_fn is None \
-                    and path:
-                found.append((path, obj))
-            continue
-        if isinstance(obj, (types.ModuleType, type, str, bytes, int, float, bool, type(None))):
-            continue
-        containers = (Mapping, list, tuple, functools.partial, types.MethodType)
-        if depth and not isinstance(obj, containers) and _library(
-                obj if isinstance(obj, types.FunctionType) else type(obj)):
-            continue  # torch's, numpy's and the toolkit's own objects hold no user module
-        children: list[tuple[str, Any]] = []
-        if isinstance(obj, functools.partial):
-            children = [(path, obj.func), *[(join(path, f"args[{i}]"), a)
-                                            for i, a in enumerate(obj.args)],
-                        *[(join(path, k), v) for k, v in obj.keywords.items()]]
-        elif isinstance(obj, types.MethodType):
-            children = [(path, obj.__self__), (path, obj.__func__)]
-        elif isinstance(obj, types.FunctionType):
-            children = _referenced(obj)  # a variable is named by its own name
-        elif isinstance(obj, Mapping):
-            if len(obj) <= 64:
-                children = [(join(path, str(k)), v) for k, v in obj.items()]
-        elif isinstance(obj, (list, tuple)):
-            if len(obj) <= 64:
-                children = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
-        elif hasattr(obj, "__dict__"):
-            children = [(join(path, k), v) for k, v in vars(obj).items()]
-        queue.extend((p, v, depth + 1) for p, v in children)
-    return found
-
-
-@dataclass
-class Names:
-    """``id -> name`` for the tensors the audit knows, and ``id -> name`` for module objects."""
-
-    tensors: dict[int, str] = field(default_factory=dict)
-    objects: dict[int, torch.Tensor] = field(default_factory=dict)
-    modules: dict[int, str] = field(default_factory=dict)
-    roots: list[nn.Module] = field(default_factory=list)
-
-    def add_module(self, prefix: str, module: nn.Module) -> None:
-        if id(module) in self.modules:
-            return
-        self.roots.append(module)
-        for sub_name, sub in module.named_modules(remove_duplicate=True):
-            label = ".".join(p for p in (prefix, sub_name) if p) or type(module).__name__
-            self.modules.setdefault(id(sub), label)
-        for name, tensor in [*module.named_parameters(remove_duplicate=True),
-                             *module.named_buffers(remove_duplicate=True)]:
-            self.add_tensor(".".join(p for p in (prefix, name) if p), tensor)
-
-    def add_tensor(self, name: str, tensor: torch.Tensor) -> None:
-        if id(tensor) not in self.tensors:
-            self.tensors[id(tensor)] = name
-            self.objects[id(tensor)] = tensor
-
-    def name(self, tensor: torch.Tensor) -> str:
-        """The tensor's name, or ``<Parameter (2, 3)>`` / ``<tensor (2, 3)>`` for one not found."""
-        known = self.tensors.get(id(tensor))
-        if known is not None:
-            return known
-        kind = "Parameter" if isinstance(tensor, nn.Parameter) else "tensor"
-        return f"<{kind} {tuple(tensor.shape)}>"
 
 
 # --- cuts that leave no node -----------------------------------------------------------------------
