@@ -283,14 +283,12 @@ _CURVES = {"blocked": ("DiCE (blocked)", {"marker": "o", "markersize": 4}),
 
 
 def _error_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
-
     from toolkit.lab.report.figures import draw_spread
-    from toolkit.lab.report.plots import legend_below
+    from toolkit.lab.report.plots import legend_below, subplots
 
     seeds = [r.artifact("monte_carlo") for r in run.replicates]  # every seed: a band
     ns = seeds[0]["n_samples"].astype(float)
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained", sharey=True)
+    fig, axes = subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     others: list[str] = []
     for ax, key, title in zip(axes, ("grad_rel_err", "hessian_rel_err"), ("gradient", "Hessian")):
         for variant, (label, marks) in _CURVES.items():

@@ -387,12 +387,10 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 def _curves_figure(run: RunResults, groups: dict[str, str]) -> Any:
     """One row per dataset: LL minus closed-form EM's, Fisher's identity, entropy."""
-    import matplotlib.pyplot as plt
+    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
 
-    from toolkit.lab.report.plots import legend_below, step_axes, variant_curves
-
-    fig, axes = plt.subplots(len(groups), 3, figsize=(9.0, 2.9 * len(groups) + 0.9),
-                             squeeze=False, layout="constrained")
+    fig, axes = subplots(len(groups), 3, figsize=(9.0, 2.9 * len(groups) + 0.9),
+                         squeeze=False)
     for (ax_ll, ax_f, ax_h), (g, title) in zip(axes, groups.items()):
         _loglik_differences(ax_ll, run, g, title)
         variant_curves(ax_f, run, f"{'grad' if g == 'train' else f'grad_{g}'}/fisher_rel_err",
@@ -436,13 +434,11 @@ def _ellipse_xy(mean: np.ndarray, cov: np.ndarray, n_std: float = 2.0) -> np.nda
 
 
 def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
-    import matplotlib.pyplot as plt
-
+    from toolkit.lab.report.plots import subplots
     from toolkit.lab.style import EXTRA_COLORS, nudge_labels
 
     panels = ["truth", *VARIANTS]
-    fig, axes = plt.subplots(2, 2, figsize=(7.5, 6.0), sharex=True, sharey=True,
-                             layout="constrained")
+    fig, axes = subplots(2, 2, figsize=(7.5, 6.0), sharex=True, sharey=True)
     axes = axes.ravel()
     X = np.asarray(art["X"])[:, :2]
     truth = np.asarray(art["truth_means"])

@@ -205,11 +205,9 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 def _collapse_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
+    from toolkit.lab.report.plots import step_axes, subplots, variant_curves
 
-    from toolkit.lab.report.plots import step_axes, variant_curves
-
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.5), layout="constrained")
+    fig, axes = subplots(1, 2, figsize=(9.0, 3.5))
     for ax, key, title in zip(axes, ("test/output_std_sqrt_d", "train/loss"),
                               ("spread of the output: std of z/‖z‖ × √d",
                                "SimSiam loss (minimum −1)")):
@@ -223,13 +221,11 @@ def _collapse_figure(run: RunResults) -> Any:
 
 
 def _knn_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
-
-    from toolkit.lab.report.plots import variant_bars
+    from toolkit.lab.report.plots import subplots, variant_bars
 
     summaries = [r.summary for r in run.replicates]  # bars: mean over seeds, whiskers: range
     groups = {"learned output z": "knn_accuracy", "encoder features": "knn_accuracy_encoder"}
-    fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")
+    fig, ax = subplots(figsize=(7.0, 3.4))
     bars = variant_bars(ax, list(groups), {
         v: [[s[v][key] for key in groups.values()] for s in summaries]
         for v in ("blocked", "unblocked")})

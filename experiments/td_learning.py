@@ -338,12 +338,10 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 def _a_split_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
-
-    from toolkit.lab.report.plots import variant_bars
+    from toolkit.lab.report.plots import subplots, variant_bars
 
     values = run.summary["a_split"]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    fig, ax = subplots(figsize=(6.4, 3.6))
     bars = variant_bars(ax, [f"state {k}" for k in STATES],
                         {v: [values[v]["values"][k] for k in STATES] for v in VARIANTS},
                         labels={"blocked": "blocked (TD)",
@@ -366,12 +364,10 @@ def _a_split_figure(run: RunResults) -> Any:
 
 
 def _baird_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
-
-    from toolkit.lab.report.plots import step_axes
+    from toolkit.lab.report.plots import step_axes, subplots
 
     baird = run.artifact("baird")
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    fig, ax = subplots(figsize=(6.4, 3.6))
     for v, label in (("blocked", "blocked (semi-gradient TD)"),
                      ("unblocked", "unblocked (residual gradient)")):
         norms = np.linalg.norm(baird[v], axis=1)
@@ -385,12 +381,10 @@ def _baird_figure(run: RunResults) -> Any:
 
 
 def _chain_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
-
-    from toolkit.lab.report.plots import step_axes
+    from toolkit.lab.report.plots import step_axes, subplots
 
     values = run.artifact("chain")
-    fig, ax = plt.subplots(figsize=(8.4, 3.6), layout="constrained")
+    fig, ax = subplots(figsize=(8.4, 3.6))
     states = np.arange(len(values["true"]))
     ref = variant_style("reference")["color"]
     ax.plot(states, values["true"], marker="D", color=ref, label="true V")

@@ -235,11 +235,9 @@ def _reconstructions_figure(run: RunResults) -> Any:
 
 
 def _curves_figure(run: RunResults) -> Any:
-    import matplotlib.pyplot as plt
+    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
 
-    from toolkit.lab.report.plots import legend_below, step_axes, variant_curves
-
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 4.2), layout="constrained")
+    fig, axes = subplots(1, 2, figsize=(9.0, 4.2))
     others: list[str] = []
     for ax, key, title in zip(axes, ("test/recon_mse", "codes/perplexity"),
                               ("test reconstruction MSE", "codebook perplexity")):

@@ -14,6 +14,7 @@ from toolkit.lab.report.plots import (
     image_grid,
     legend_below,
     step_axes,
+    subplots,
     tile_images,
     variant_bars,
     variant_curves,
@@ -39,6 +40,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[RunResults]:
                                disable_blocks=["tiny.*"]) for s in (0, 1)]
     finally:
         mp.undo()
+
+
+def test_subplots_lay_out_a_report_figure() -> None:
+    fig, axes = subplots(2, 3, figsize=(9.0, 4.0), squeeze=False, sharey="row")
+    assert axes.shape == (2, 3) and tuple(fig.get_size_inches()) == (9.0, 4.0)
+    assert type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    assert axes[0, 1].get_shared_y_axes().joined(axes[0, 0], axes[0, 1])
 
 
 def test_step_axes_labels_whole_number_ticks_and_grid() -> None:

@@ -3,6 +3,7 @@
 An experiment's ``figures(run)`` names its figures and captions; each figure is a small
 function built from these pieces, and only what is specific to one experiment stays in it:
 
+- :func:`subplots`: a report figure's panels, laid out so that titles and legends get room;
 - :func:`step_axes`: the finish of a panel whose x axis counts steps (epochs, iterations,
   sweeps): whole-number ticks, a light grid, title and labels;
 - :func:`variant_curves`: one metric of every seed of a run, one curve (or band) per variant,
@@ -45,20 +46,36 @@ __all__ = [
     "image_grid",
     "legend_below",
     "step_axes",
+    "subplots",
     "tile_images",
     "variant_bars",
     "variant_curves",
 ]
 
 
-def step_axes(ax: Any, title: str | None = None, xlabel: str = "epoch", *,
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any
+             ) -> tuple[Figure, Any]:
+    """``plt.subplots(nrows, ncols, figsize=figsize, **kwargs)`` in constrained layout, as
+    every report figure is drawn: titles, labels and a legend ``"outside"`` the panels get
+    room instead of overlapping them. Keep the width at most
+    :data:`toolkit.lab.style.MAX_WIDTH_IN` so that the report shows the figure at its size.
+
+    >>> fig, axes = subplots(1, 2, figsize=(9.0, 3.0), sharey=True)
+    >>> fig.get_layout_engine().__class__.__name__, len(axes)
+    ('ConstrainedLayoutEngine', 2)
+    >>> plt.close(fig)
+    """
+    return plt.subplots(nrows, ncols, figsize=figsize, layout="constrained", **kwargs)
+
+
+def step_axes(ax: Any, title: str | None = None, xlabel: str | None = "epoch", *,
               ylabel: str | None = None, title_size: float | None = 10, grid: bool = True,
               identical: bool = False) -> Any:
-    """Finish a panel whose x axis counts steps: ``xlabel``, ticks at whole numbers only,
-    ``title`` (at ``title_size`` points; ``None``: matplotlib's default size), ``ylabel``, a
-    light grid, and with ``identical`` the note on curves that lie on each other
-    (:func:`toolkit.lab.style.note_identical`: call it last, once every line is drawn).
-    Returns ``ax``.
+    """Finish a panel whose x axis counts steps: ``xlabel`` (``None``: none, as above a shared
+    axis), ticks at whole numbers only, ``title`` (at ``title_size`` points; ``None``:
+    matplotlib's default size), ``ylabel``, a light grid, and with ``identical`` the note on
+    curves that lie on each other (:func:`toolkit.lab.style.note_identical`: call it last,
+    once every line is drawn). Returns ``ax``.
 
     >>> import matplotlib.pyplot as plt
     >>> fig, ax = plt.subplots()
@@ -69,7 +86,8 @@ def step_axes(ax: Any, title: str | None = None, xlabel: str = "epoch", *,
     """
     if title is not None:
         ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
-    ax.set_xlabel(xlabel)
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
     if ylabel is not None:
         ax.set_ylabel(ylabel)
     integer_ticks(ax)
@@ -193,9 +211,9 @@ def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int
     n = max(len(images) for _, images in rows)
     if n == 0:
         raise ValueError("image_grid: rows must hold at least one image, got empty rows")
-    fig, axes = plt.subplots(len(rows), n, squeeze=False, layout="constrained",
-                             figsize=(min(cell[0] * n + pad[0], MAX_WIDTH_IN),
-                                      cell[1] * len(rows) + pad[1]))
+    fig, axes = subplots(len(rows), n, squeeze=False,
+                         figsize=(min(cell[0] * n + pad[0], MAX_WIDTH_IN),
+                                  cell[1] * len(rows) + pad[1]))
     for r, (label, images) in enumerate(rows):
         for c, image in enumerate(images):
             image = np.asarray(image)  # in its own dtype: imshow scales float32 as float32
