@@ -123,7 +123,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# --- data and model --------------------------------------------------------------------------
+# --- data and model -------------------------------------------------------------------------------
 
 
 def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset, tuple[float, float] | None]:
@@ -170,7 +170,7 @@ def eval_attacks(params: Params, bounds: tuple[float, float] | None, seed: int) 
                                                   generator=torch.Generator().manual_seed(seed + 1))}
 
 
-# --- the comparison: each method trained blocked and unblocked, then probed ------------------
+# --- the comparison: each method trained blocked and unblocked, then probed -----------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -382,7 +382,7 @@ def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], t
     ctx.save_artifact("boundary", {k: v.cpu() for k, v in out.items()})
 
 
-# --- findings --------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 _LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
 
@@ -471,7 +471,7 @@ def _cost_findings(memory: dict[str, Any] | None, c: dict[str, Any]) -> list[Fin
     return out
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

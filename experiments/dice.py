@@ -72,7 +72,7 @@ QUICK: dict[str, Any] = {"sample_sizes": [10, 100, 1000, 10_000], "repeats": 8,
                          "timing_repeat": 7}
 
 
-# --- data: the problem and its sampled trajectories ---------------------------------------------
+# --- data: the problem and its sampled trajectories -----------------------------------------------
 
 
 def make_problem(params: Params, ctx: RunContext
@@ -86,7 +86,7 @@ def make_problem(params: Params, ctx: RunContext
     return problem, theta, samples
 
 
-# --- the comparison ------------------------------------------------------------------------------
+# --- the comparison -------------------------------------------------------------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -194,7 +194,7 @@ def _slope(ns: list[int], errors: list[float]) -> float:
     return float((x * y).sum() / (x * x).sum())
 
 
-# --- findings ------------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 DICE = ("the DiCE property E[∇ⁿ ⊡(τ)·c] = ∇ⁿ E[c] for every n (Foerster et al. 2018, "
@@ -245,19 +245,22 @@ def findings(run: RunResults) -> list[Finding]:
                         "gn": u["grad_norm"], "hn": u["hessian_norm"],
                         "egn": s["exact"]["grad_norm"], "ehn": s["exact"]["hessian_norm"]}),
     ]
-    cost = run.costs.get("derivatives_seconds", {})
-    rounds = run.costs.get("dice_over_surrogate_rounds")
-    if {"blocked", "unblocked", "surrogate"} <= set(cost) and rounds:
-        out.append(Finding(
-            f"A gradient and Hessian from N = {cost['n_samples']} samples take {{b:s}} with "
-            "DiCE, {u:s} without its block and {s:s} with the surrogate (medians); DiCE over "
-            "the surrogate: {timing}.", topic="cost",
-            values={"b": cost["blocked"], "u": cost["unblocked"], "s": cost["surrogate"]},
-            timing=TimeRatio(tuple(rounds))))
-    return out
+    return out + _cost_findings(run.costs)
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+def _cost_findings(costs: dict[str, Any]) -> list[Finding]:
+    cost, rounds = costs.get("derivatives_seconds", {}), costs.get("dice_over_surrogate_rounds")
+    if not ({"blocked", "unblocked", "surrogate"} <= set(cost) and rounds):
+        return []
+    return [Finding(
+        f"A gradient and Hessian from N = {cost['n_samples']} samples take {{b:s}} with "
+        "DiCE, {u:s} without its block and {s:s} with the surrogate (medians); DiCE over "
+        "the surrogate: {timing}.", topic="cost",
+        values={"b": cost["blocked"], "u": cost["unblocked"], "s": cost["surrogate"]},
+        timing=TimeRatio(tuple(rounds)))]
+
+
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

@@ -87,7 +87,7 @@ class Params(ExperimentParams):
 QUICK: dict[str, Any] = {"n_samples": 400, "n_iter": 15, "inner_steps": 5, "include_iris": True}
 
 
-# --- data: a 2-D mixture with known truth, and iris ---------------------------------------------
+# --- data: a 2-D mixture with known truth, and iris -----------------------------------------------
 
 
 def load_datasets(params: Params, ctx: RunContext, seed: int
@@ -113,7 +113,7 @@ def _iris_truth(X: torch.Tensor, y: torch.Tensor) -> GMMParams:
     return GMMParams(weights, means, covs, precisions_cholesky_from_covariances(covs, "full"))
 
 
-# --- the comparison: closed-form EM, and gradient EM with the block and without it -------------
+# --- the comparison: closed-form EM, and gradient EM with the block and without it ----------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -245,7 +245,7 @@ def _sklearn_lower_bounds(X: torch.Tensor, init: GMMParams, p: Params) -> list[f
     return [float(v) for v in sk.lower_bounds_]
 
 
-# --- measurements ------------------------------------------------------------------------------
+# --- measurements ---------------------------------------------------------------------------------
 
 
 def fisher_check(X: torch.Tensor, params: GMMParams) -> dict[str, float]:
@@ -300,7 +300,7 @@ def _save_graph(ctx: RunContext, X: torch.Tensor) -> None:
     ctx.save_artifact("graph", graph.to_dict())
 
 
-# --- findings ----------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 FISHER = "Fisher's identity ∇LL(θ) = E_r(θ)[∇ log p(x, z; θ)] (Dempster, Laird & Rubin 1977)"
@@ -353,7 +353,7 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ----
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

@@ -94,7 +94,7 @@ QUICK: dict[str, Any] = {"q_hidden": 16, "td_steps": 20, "gan_hidden": 32, "gan_
                          "rounds": 9}
 
 
-# --- data ----------------------------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
 
 
 def make_data(params: Params, ctx: RunContext) -> dict[str, torch.Tensor]:
@@ -115,7 +115,7 @@ def make_data(params: Params, ctx: RunContext) -> dict[str, torch.Tensor]:
     return {k: v.to(ctx.device) for k, v in data.items()}
 
 
-# --- the two training steps, each with its cut ------------------------------------------------
+# --- the two training steps, each with its cut ----------------------------------------------------
 
 
 class Agent(nn.Module):
@@ -165,7 +165,7 @@ def d_loss(generator: nn.Module, discriminator: nn.Module, real: torch.Tensor,
             + F.binary_cross_entropy_with_logits(fake_logits, torch.zeros_like(fake_logits)))
 
 
-# --- the comparison: each step with its cut and without it, then the lens on it ----------------
+# --- the comparison: each step with its cut and without it, then the lens on it -------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -305,7 +305,7 @@ def _timing(step: Callable[[], Any], ctx: RunContext, rounds: int) -> dict[str, 
             "time_ratio_rounds": list(ratio.rounds)}
 
 
-# --- findings ------------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 CUT = ("the definition of the cut: stop_gradient passes no gradient, so nothing behind it is "
@@ -388,7 +388,7 @@ def _cost_findings(gb: dict[str, Any], gu: dict[str, Any], gan_cost: dict[str, A
     return out
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

@@ -124,7 +124,7 @@ QUICK: dict[str, Any] = {"n_iter": 200, "learning_rate": 0.3, "log_every": 10,
                          "sample_steps": 200}
 
 
-# --- data ----------------------------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
 
 
 def load_data(dataset: str, dtype: torch.dtype) -> tuple[torch.Tensor, tuple[int, int]]:
@@ -134,7 +134,7 @@ def load_data(dataset: str, dtype: torch.dtype) -> tuple[torch.Tensor, tuple[int
     return binarized_digits(dtype=dtype).X, (8, 8)
 
 
-# --- the comparison: each method with the block, without it, and with sampled chains ----------
+# --- the comparison: each method with the block, without it, and with sampled chains --------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -303,7 +303,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-# --- findings ------------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 def _methods(run: RunResults) -> list[str]:
@@ -378,7 +378,7 @@ def _loglik_finding(s: dict[str, Any], methods: list[str]) -> Finding:
           "(Fischer & Igel 2010, on bars and stripes).", values=values)
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

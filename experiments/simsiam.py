@@ -72,7 +72,7 @@ class Params(ExperimentParams):
 QUICK: dict[str, Any] = {"epochs": 40}
 
 
-# --- data ------------------------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
 
 
 def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset]:
@@ -82,7 +82,7 @@ def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset]:
     return Dataset(train.X.to(ctx.device), train.y), Dataset(test.X.to(ctx.device), test.y)
 
 
-# --- the comparison ------------------------------------------------------------------------------
+# --- the comparison -------------------------------------------------------------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -142,7 +142,7 @@ def log(ctx: RunContext, variant: str, out: dict[str, Any]) -> None:
                           f"{variant}/test/output_std_sqrt_d": row["output_std_sqrt_d"]})
 
 
-# --- findings ------------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 PAPER = "Chen & He (2021), Figure 2: without stop-gradient the loss reaches −1 and the output collapses"
@@ -186,7 +186,7 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

@@ -130,7 +130,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# --- data ----------------------------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
 
 
 def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Generator
@@ -145,7 +145,7 @@ def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Gener
     return {"random": u, "tied": tied, "w": w}
 
 
-# --- the comparison: 1. gradients, 2. overflow of the naive form, 3. cost ----------------------
+# --- the comparison: 1. gradients, 2. overflow of the naive form, 3. cost -------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -174,7 +174,7 @@ def run(params: Params, ctx: RunContext) -> None:
                                               {"logits": [x]}).to_dict())
 
 
-# --- 1. gradients ---------------------------------------------------------------------------
+# --- 1. gradients ---------------------------------------------------------------------------------
 
 
 def _errors(g: torch.Tensor, ref: torch.Tensor) -> dict[str, float | None]:
@@ -259,7 +259,7 @@ def gradient_summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# --- 2. overflow of the naive form ----------------------------------------------------------
+# --- 2. overflow of the naive form ----------------------------------------------------------------
 
 _INT_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -314,7 +314,7 @@ def run_failure(params: Params, ctx: RunContext, u: torch.Tensor) -> dict[str, A
     return out
 
 
-# --- 3. cost --------------------------------------------------------------------------------
+# --- 3. cost --------------------------------------------------------------------------------------
 
 
 def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
@@ -369,7 +369,7 @@ def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str
     return summary, costs
 
 
-# --- findings -------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 _SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
 SHIFT = ("shift invariance: softmax(x − m) = softmax(x) for every m, so ∂softmax/∂m = 0 and the "
@@ -418,10 +418,10 @@ def findings(run: RunResults) -> list[Finding]:
             for d in naive.values()) and not any(stable.values()),
         basis="the closed form: exp(c) overflows once c > log(finfo.max), and the shifted "
               "exponents are ≤ 0", values=values, seed_independent=True))
-    return out + _costs(s, run.costs)
+    return out + _cost_findings(s, run.costs)
 
 
-def _costs(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
+def _cost_findings(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
     """Graph and memory (deterministic) and time (measured) of the first cost shape."""
     labels = [k for k in s["blocked"] if _SHAPE.match(k)]
     if not labels:
@@ -448,7 +448,7 @@ def _costs(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
     return out
 
 
-# --- figures, drawn only from the run's files -----------------------------------------------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

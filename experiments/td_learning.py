@@ -77,7 +77,7 @@ STATES = tuple(A_SPLIT_TRUE_VALUES)
 VARIANTS = ("blocked", "unblocked")
 
 
-# --- data: three problems with closed forms ------------------------------------------------------
+# --- data: three problems with closed forms -------------------------------------------------------
 
 
 def make_problems(params: Params, ctx: RunContext) -> tuple[Any, tuple[Any, torch.Tensor], Any]:
@@ -89,7 +89,7 @@ def make_problems(params: Params, ctx: RunContext) -> tuple[Any, tuple[Any, torc
                          generator=ctx.generator, **kw))
 
 
-# --- the comparison: each problem fitted with the target blocked and not ------------------------
+# --- the comparison: each problem fitted with the target blocked and not --------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -217,7 +217,7 @@ def _diverged_at(path: torch.Tensor) -> dict[str, Any]:
     return {} if divergence is None else {"diverged_at": divergence.as_dict()}
 
 
-# --- findings ------------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 def _values(prefix: str, values: dict[str, float]) -> tuple[str, dict[str, float]]:
@@ -311,7 +311,7 @@ def _chain_finding(run: RunResults) -> Finding:
                 "best": c["closed_form"]["value_error_best"]})
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:

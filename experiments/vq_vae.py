@@ -75,7 +75,7 @@ class Params(ExperimentParams):
 QUICK: dict[str, Any] = {"epochs": 12}
 
 
-# --- data ------------------------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
 
 
 def load_data(params: Params, ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,7 +84,7 @@ def load_data(params: Params, ctx: RunContext) -> tuple[torch.Tensor, torch.Tens
     return train.X.to(ctx.device), test.X.to(ctx.device)
 
 
-# --- the comparison ------------------------------------------------------------------------------
+# --- the comparison -------------------------------------------------------------------------------
 
 
 def run(params: Params, ctx: RunContext) -> None:
@@ -154,7 +154,7 @@ def log(ctx: RunContext, variant: str, out: dict[str, Any]) -> None:
                           f"{variant}/codes/perplexity": row["perplexity"]})
 
 
-# --- findings ------------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 def findings(run: RunResults) -> list[Finding]:
@@ -197,7 +197,7 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) ------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:
