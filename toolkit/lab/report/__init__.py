@@ -2,7 +2,9 @@
 
 Everything here reads only what a run wrote (``toolkit.lab.runner.RunResults``), so reports can be
 regenerated at any time (``toolkit report RUN_DIR``) and runs aggregated later
-(``toolkit compare DIR``).
+(``toolkit compare DIR``). An experiment's ``figures(run)`` declares its figures with the
+pieces of :mod:`toolkit.lab.report.plots` (curves over seeds per variant, grouped bars, image
+grids, one legend under the panels) and :mod:`toolkit.lab.report.figures`.
 """
 
 from toolkit.lab.report.compare import compare_runs, format_table, write_compare
