@@ -144,8 +144,8 @@ def test_numbers_have_at_most_four_significant_digits():
 
 
 def test_digit_rule():
-    assert digits.long_numbers("1.0000 and 12.345 and 3.7835e-44") == [
-        "1.0000", "12.345", "3.7835e-44"]
+    assert digits.long_numbers("1.0900 and 12.345 and 3.7835e-44 but 1000.0") == [
+        "1.0900", "12.345", "3.7835e-44"]
     assert digits.long_numbers("0.9092 [0.9084, 0.9102], torch 2.13.0, float32, 1797, 1e-14") == []
     assert digits.long_numbers("<https://arxiv.org/abs/1706.06083>, doi:10.1145/1390156.1390290") == []
 
