@@ -150,6 +150,14 @@ def test_digit_rule():
     assert digits.long_numbers("<https://arxiv.org/abs/1706.06083>, doi:10.1145/1390156.1390290") == []
 
 
+@pytest.mark.parametrize("path", [ROOT / "README.md", ROOT / "CONTRIBUTING.md"], ids=_id)
+def test_relative_links_lead_somewhere(path):
+    # the site's build checks its own links; these two files are also read on their own
+    text = path.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\((?!https?://|#)([^)#\s]+)", text):
+        assert (path.parent / target).exists(), f"{_id(path)}: the link {target} leads nowhere"
+
+
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
 
