@@ -32,8 +32,8 @@ from torch import nn
 
 from toolkit import disable_blocks
 from toolkit.algorithms.adversarial import adversarial_training, pgd
-from toolkit.data import digits
-from toolkit.measure import count_graph_nodes, measure_memory, race
+from toolkit.lab.data import digits
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 
 
 def mlp(sizes: list[int], device: torch.device, seed: int = 0) -> nn.Sequential:

@@ -3,7 +3,7 @@
 All contenders fit the same data (n = 100,000, d = 8, k = 8, full covariances; the numbers are
 float32 ones, so that every contender sees the same data) from the same ``weights_init``,
 ``means_init`` and ``precisions_init`` with ``tol=0``, so each runs exactly ``--iters`` EM
-iterations; they are timed in interleaved rounds (``toolkit.measure.race``) and the script
+iterations; they are timed in interleaved rounds (``toolkit.lab.measure.race``) and the script
 prints the median time per iteration, the median of the per-round ratios toolkit /
 scikit-learn (targets on the first data set: float64 <= 0.10, float32 <= 0.05; also in CPU
 time, steadier than wall time when other programs share the cores) and the relative
@@ -37,7 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 
 from toolkit.algorithms.em import GaussianMixture
-from toolkit.measure import race
+from toolkit.lab.measure import race
 
 
 def make_data(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:

@@ -5,7 +5,7 @@ Two measurements, each printed with its ratios:
 1. A deep MLP (``--depth`` Linear+Tanh layers, width ``--width``, batch ``--batch``) trained
    against a target copy behind the named block ``bench.target``
    (``loss = mean (f(x) − as_constant(f_target, x))²``). The contenders, timed in interleaved
-   rounds (``toolkit.measure.race``) and divided round by round by ``step`` (forward +
+   rounds (``toolkit.lab.measure.race``) and divided round by round by ``step`` (forward +
    ``torch.autograd.grad`` over the online parameters):
 
    - ``forward only``: the loss without its backward (the lens's checks walk its graph);
@@ -40,8 +40,9 @@ import torch
 from torch import nn
 
 from toolkit import as_constant, disable_blocks
-from toolkit._array_validation import resolve_device
-from toolkit.core import (
+from toolkit._utils.array_validation import resolve_device
+from toolkit.lab.measure import count_graph_nodes, race, time_fn
+from toolkit.lens import (
     assert_no_gradient,
     draw_gradient_graph,
     gradient_flow,
@@ -49,7 +50,6 @@ from toolkit.core import (
     gradient_path,
     trace_cuts,
 )
-from toolkit.measure import count_graph_nodes, race, time_fn
 
 
 def deep_mlp(depth: int, width: int, device: torch.device) -> nn.Sequential:

@@ -24,7 +24,7 @@ Every update of the toolkit is the autograd gradient of ``cd_loss`` (free energi
 negative samples behind the block), taken without computing the loss's value (a surrogate
 with the same gradient); scikit-learn writes the update in closed form.
 
-Timing: ``toolkit.measure.race`` runs every contender once per round in rotating order and
+Timing: ``toolkit.lab.measure.race`` runs every contender once per round in rotating order and
 the script prints medians and the median of per-round ratios, with the targets of issue 26
 (toolkit / scikit-learn <= 1.0 in float64 and <= 0.5 in float32, default threads), once with
 every library on its default threads and once with torch and numpy's BLAS on one thread;
@@ -51,7 +51,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from toolkit.algorithms.rbm import BernoulliRBM, training
-from toolkit.measure import race
+from toolkit.lab.measure import race
 
 N_HIDDEN, BATCH, LR = 256, 64, 0.05
 #: toolkit / scikit-learn, medians of per-round ratios, default threads (issue 26)

@@ -9,7 +9,7 @@ backward (``y.backward(g)`` with a fixed ``g``) of
 - ``fused``: ``stable_softmax(x, impl="fused")``, the analytic backward;
 - ``compiled``: ``torch.compile(stable_softmax)`` (inductor), unless ``--no-compile``;
 
-in interleaved rounds (``toolkit.measure.race``; each timed call runs ``--repeat`` steps, so
+in interleaved rounds (``toolkit.lab.measure.race``; each timed call runs ``--repeat`` steps, so
 that one page fault or one descheduling does not decide a round), and prints the medians and the median of the
 per-round ratios: compiled / torch (target <= 1.0), blocked / unblocked (target <= 1.0),
 blocked / torch and fused / torch. Each contender is also given as a percentage of the
@@ -31,7 +31,7 @@ import torch
 
 from toolkit import disable_blocks
 from toolkit.algorithms.softmax import stable_softmax
-from toolkit.measure import count_graph_nodes, measure_memory, race
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 
 
 def _unblocked(x: torch.Tensor) -> torch.Tensor:

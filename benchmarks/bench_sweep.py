@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolkit.runner import make_config
-from toolkit.runner.config import ExecutorSpec
-from toolkit.runner.registry import experiments_for
-from toolkit.runner.sweep import run_configs
+from toolkit.lab.runner import make_config
+from toolkit.lab.runner.config import ExecutorSpec
+from toolkit.lab.runner.registry import experiments_for
+from toolkit.lab.runner.sweep import run_configs
 
 
 def main(argv: list[str] | None = None) -> int:

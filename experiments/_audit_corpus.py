@@ -5,7 +5,7 @@ Each builder returns a :class:`Case`: a ``step()`` that computes the losses of o
 say about the buggy version. The reproductions are minimal and our own, written from the
 reports cited in each docstring; the fixed twin is the fix those threads converge on. Shared by
 the ``audit_corpus`` experiment and the tests of :func:`toolkit.audit_step`
-(``tests/core/audit/``).
+(``tests/lens/audit/``).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import math
 import statistics
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from pydantic import Field, field_validator
@@ -42,10 +43,11 @@ from toolkit.algorithms.adversarial import (
     pgd,
     predict,
 )
-from toolkit.data import Dataset, digits, train_test_split, two_moons
-from toolkit.divergence import check_finite
-from toolkit.measure import count_graph_nodes, measure_memory, race, time_fn
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.algorithms.divergence import check_finite
+from toolkit.lab.data import Dataset, digits, train_test_split, two_moons
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race, time_fn
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.style import EXTRA_COLORS, MARKERS, place_legend, variant_style
 
 DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"
 STORY = Story(
@@ -61,14 +63,15 @@ STORY = Story(
                "not zero",
 )
 
-ATTACKED = ("pgd", "fgsm_rs", "fgsm")
+METHODS = ["standard", "pgd", "fgsm_rs"]
+VARIANTS = ("blocked", "unblocked")
 
 
 class Params(ExperimentParams):
     dataset: Literal["digits", "moons"] = Field(
         "digits", description="digits (8×8, pixels in [0, 1]) or the 2-D two moons (unbounded)")
     methods: list[Literal["standard", "pgd", "fgsm_rs", "fgsm"]] = Field(
-        default_factory=lambda: ["standard", "pgd", "fgsm_rs"],
+        default_factory=lambda: list(METHODS),
         description="training procedures; the attacked ones run blocked and unblocked")
     hidden: list[int] = Field(default_factory=lambda: [256, 256],
                               description="hidden layer widths of the ReLU MLP")
@@ -120,7 +123,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# --- data and model --------------------------------------------------------------------------
+# --- data and model -------------------------------------------------------------------------------
 
 
 def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset, tuple[float, float] | None]:
@@ -141,11 +144,8 @@ def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset, tuple[
 
 def make_mlp(sizes: list[int], *, seed: int, device: torch.device, dtype: torch.dtype
              ) -> nn.Sequential:
-    """ReLU MLP with PyTorch's default ``nn.Linear`` initialisation drawn from ``seed``.
-
-    ``U(−1/√fan_in, 1/√fan_in)`` for weights and biases, as ``kaiming_uniform_(a=√5)`` gives, from
-    an explicit generator so that every method starts from the same network.
-    """
+    """ReLU MLP with PyTorch's default ``nn.Linear`` initialisation, ``U(−1/√fan_in,
+    1/√fan_in)``, drawn from ``seed``: every method starts from the same network."""
     g = torch.Generator().manual_seed(seed)
     layers: list[nn.Module] = []
     for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
@@ -170,7 +170,66 @@ def eval_attacks(params: Params, bounds: tuple[float, float] | None, seed: int) 
                                                   generator=torch.Generator().manual_seed(seed + 1))}
 
 
-# --- the run ---------------------------------------------------------------------------------
+# --- the comparison: each method trained blocked and unblocked, then probed -----------------------
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    train, test, bounds = load_data(params, ctx)
+    sizes = [train.X.shape[1], *params.hidden, int(torch.cat([train.y, test.y]).max()) + 1]
+    models = train_methods(params, ctx, sizes, train, test, bounds)
+    init = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
+    _memory_vs_steps(params, ctx, init, train, bounds)
+    trained = models.get(f"blocked/{'pgd' if 'pgd' in params.methods else params.methods[0]}")
+    _save_graph(params, ctx, init, test, bounds)
+    _gradient_comparison(params, ctx, {"init": init} | (  # not a model that diverged
+        {"trained": trained} if trained is not None else {}), test, bounds)
+    blocked = {k.split("/", 1)[1]: m for k, m in models.items() if k.startswith("blocked/")}
+    if params.dataset == "digits":
+        _examples(params, ctx, blocked, test, bounds)
+    else:  # the two moons: decision boundaries
+        _boundaries(params, ctx, blocked, train, test, bounds)
+
+
+def train_methods(params: Params, ctx: RunContext, sizes: list[int], train: Dataset,
+                  test: Dataset, bounds: tuple[float, float] | None) -> dict[str, nn.Module]:
+    """Each method from the same network (an attacked one blocked and unblocked), logged as it
+    ends and scored on held-out data; the models still finite, by ``"<variant>/<method>"``."""
+    results: dict[str, dict[str, Any]] = {"blocked": {}, "unblocked": {}}
+    models: dict[str, nn.Module] = {}
+    seconds: dict[str, dict[str, float]] = {"blocked": {}, "unblocked": {}}
+
+    def record(variant: str, out: tuple[nn.Module, Any], method: str) -> None:
+        model, history = out  # logged as soon as the variant has trained
+        for i, epoch in enumerate(history.epoch):
+            ctx.log(epoch + 1, **{f"{variant}/{method}/{key}": getattr(history, key)[i]
+                                  for key in ("loss", "train_acc", "clean_acc", "robust_acc")})
+        entry: dict[str, Any] = {}
+        if history.divergence is not None:  # stopped at a non-finite value: where
+            entry["diverged_at"] = history.divergence.as_dict()
+            if check_finite(model.state_dict()) is not None:  # nothing left to measure
+                results[variant][method] = entry
+                return
+        accuracy = evaluate_robustness(model, test, eval_attacks(params, bounds, ctx.seed))
+        results[variant][method] = {**accuracy, "overfitting_epoch": history.overfitting_epoch,
+                                    "final_check_robust_acc": history.robust_acc[-1]
+                                    if history.robust_acc else None, **entry}
+        if history.seconds:
+            seconds[variant][method] = statistics.median(history.seconds)
+        models[f"{variant}/{method}"] = model
+
+    for method in params.methods:
+        fit = functools.partial(_train, method, params, ctx, sizes, train, test, bounds)
+        if method == "standard":  # no attack, no block: one run stands for both variants
+            record("blocked", fit(), method)
+        else:
+            ctx.compare(fit, on_result=functools.partial(record, method=method))
+    ctx.summary(**results)
+    ctx.costs(seconds_per_epoch=seconds, epoch_time_ratio_unblocked_over_blocked={
+        m: seconds["unblocked"][m] / seconds["blocked"][m] for m in seconds["unblocked"]
+        if m in seconds["blocked"]})
+    if "standard" in params.methods:
+        ctx.summary(notes={"standard": "no attack and no block: one run, listed under blocked"})
+    return models
 
 
 def _train(method: str, params: Params, ctx: RunContext, sizes: list[int], train: Dataset,
@@ -191,63 +250,6 @@ def _train(method: str, params: Params, ctx: RunContext, sizes: list[int], train
     return model, history
 
 
-def run(params: Params, ctx: RunContext) -> None:
-    train, test, bounds = load_data(params, ctx)
-    n_classes = int(torch.cat([train.y, test.y]).max()) + 1
-    sizes = [train.X.shape[1], *params.hidden, n_classes]
-    results: dict[str, dict[str, Any]] = {"blocked": {}, "unblocked": {}}
-    models: dict[str, nn.Module] = {}
-    seconds: dict[str, dict[str, float]] = {"blocked": {}, "unblocked": {}}
-
-    for method in params.methods:
-        def record(variant: str, out: tuple[nn.Module, Any], method: str = method) -> None:
-            model, history = out  # logged as soon as the variant has trained
-            for i, epoch in enumerate(history.epoch):
-                ctx.log(epoch + 1, **{f"{variant}/{method}/{key}": getattr(history, key)[i]
-                                      for key in ("loss", "train_acc", "clean_acc", "robust_acc")})
-            entry: dict[str, Any] = {}
-            if history.divergence is not None:  # stopped at a non-finite value: where
-                entry["diverged_at"] = history.divergence.as_dict()
-                if check_finite(model.state_dict()) is not None:  # nothing left to measure
-                    results[variant][method] = entry
-                    return
-            accuracy = evaluate_robustness(model, test, eval_attacks(params, bounds, ctx.seed))
-            results[variant][method] = {**accuracy,
-                                        "overfitting_epoch": history.overfitting_epoch,
-                                        "final_check_robust_acc": history.robust_acc[-1]
-                                        if history.robust_acc else None, **entry}
-            if history.seconds:
-                seconds[variant][method] = statistics.median(history.seconds)
-            models[f"{variant}/{method}"] = model
-
-        if method == "standard":  # no attack, no block: one run stands for both variants
-            record("blocked", _train(method, params, ctx, sizes, train, test, bounds))
-        else:
-            ctx.compare(lambda m=method: _train(m, params, ctx, sizes, train, test, bounds),
-                        on_result=record)
-    ratios = {m: seconds["unblocked"][m] / seconds["blocked"][m] for m in seconds["unblocked"]
-              if m in seconds["blocked"]}
-    ctx.summary(**results)
-    ctx.costs(seconds_per_epoch=seconds, epoch_time_ratio_unblocked_over_blocked=ratios)
-    if "standard" in params.methods:
-        ctx.summary(notes={"standard": "no attack and no block: one run, listed under blocked"})
-
-    init = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
-    _memory_vs_steps(params, ctx, init, train, bounds)
-    trained = models.get("blocked/pgd" if "pgd" in params.methods
-                         else f"blocked/{params.methods[0]}")
-    _save_graph(params, ctx, init, test, bounds)
-    compared = {"init": init}
-    if trained is not None:  # not a model whose parameters diverged
-        compared["trained"] = trained
-    _gradient_comparison(params, ctx, compared, test, bounds)
-    blocked = {k.split("/", 1)[1]: m for k, m in models.items() if k.startswith("blocked/")}
-    if params.dataset == "digits":
-        _examples(params, ctx, blocked, test, bounds)
-    else:
-        _boundaries(params, ctx, blocked, train, test, bounds)
-
-
 def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float,
                       alpha: float, steps: int, bounds: tuple[float, float] | None, seed: int,
                       norm: str = "linf") -> torch.Tensor:
@@ -258,16 +260,9 @@ def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: f
     return F.cross_entropy(model(x_adv), y)
 
 
-def _training_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, params: Params, steps: int,
-                   bounds: tuple[float, float] | None, seed: int) -> float:
-    """One PGD-AT step's forward and backward (the attack included); gradients are discarded."""
-    loss = _adversarial_loss(model, x, y, params.eps, params.alpha, steps, bounds, seed)
-    grads = torch.autograd.grad(loss, list(model.parameters()))
-    return float(sum(g.square().sum() for g in grads))
-
-
 def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Dataset,
                      bounds: tuple[float, float] | None) -> None:
+    """Memory, graph size and time of one training step against the attack's steps."""
     x, y = train.X[:params.memory_batch], train.y[:params.memory_batch]
     byte_keys = ("peak_bytes", "saved_tensor_bytes", "saved_tensor_peak_bytes")
     memory: dict[str, dict[str, list[int]]] = {
@@ -275,7 +270,12 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
     timing: dict[str, list[float]] = {"blocked": [], "unblocked": []}
     rounds: list[list[float]] = []
     for steps in params.memory_steps:
-        step = functools.partial(_training_step, model, x, y, params, steps, bounds, ctx.seed)
+        loss = functools.partial(_adversarial_loss, model, x, y, params.eps, params.alpha, steps,
+                                 bounds, ctx.seed)
+
+        def step(loss: Any = loss) -> float:  # forward and backward, the attack included
+            grads = torch.autograd.grad(loss(), list(model.parameters()))
+            return float(sum(g.square().sum() for g in grads))
 
         def unblocked_step(step: Any = step) -> float:
             with disable_blocks(*ctx.disable_patterns):
@@ -287,14 +287,12 @@ def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: D
                      rounds=params.timing_rounds if steps == max(params.memory_steps) else 3,
                      device=ctx.device)
         rounds.append(list(timed.ratio("unblocked", "blocked").rounds))
-        for variant in ("blocked", "unblocked"):
-            blocks = (disable_blocks(*ctx.disable_patterns) if variant == "unblocked"
-                      else contextlib.nullcontext())
+        for variant, blocks in (("blocked", contextlib.nullcontext()),
+                                ("unblocked", disable_blocks(*ctx.disable_patterns))):
             with blocks:
                 stats = measure_memory(step, device=ctx.device)
                 # size of the graph the final backward walks: flat when blocked
-                nodes = count_graph_nodes(_adversarial_loss(model, x, y, params.eps, params.alpha,
-                                                            steps, bounds, ctx.seed))
+                nodes = count_graph_nodes(loss())
             timing[variant].append(timed.median(variant))
             for key in byte_keys:
                 memory[variant][key].append(getattr(stats, key))
@@ -332,10 +330,8 @@ def _gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.M
                                      params.steps, bounds, ctx.seed, norm)
             parameters = dict(model.named_parameters())
             cmp = compare_gradients(loss, parameters, disable=ctx.disable_patterns)
-            summary[f"{name}/{norm}"] = {
-                "cosine": cmp.overall.cosine, "rel_diff": cmp.overall.rel_diff,
-                "norm_blocked": cmp.overall.norm_blocked,
-                "norm_unblocked": cmp.overall.norm_unblocked}
+            summary[f"{name}/{norm}"] = {key: getattr(cmp.overall, key) for key in (
+                "cosine", "rel_diff", "norm_blocked", "norm_unblocked")}
             grad = lambda loss=loss, p=parameters: torch.autograd.grad(  # noqa: E731
                 loss(), list(p.values()))
             blocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
@@ -358,10 +354,8 @@ def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], tes
     idx = torch.tensor((firsts + rest)[:n])
     x, y = test.X[idx], test.y[idx]
     out: dict[str, Any] = {"x": x, "y": y}
-    k = params.eval_steps
-    for method, model in models.items():
-        x_adv = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k, bounds=bounds,
-                    generator=torch.Generator().manual_seed(ctx.seed))
+    for method, model in models.items():  # PGD-k with a generator of its own for each model
+        x_adv = eval_attacks(params, bounds, ctx.seed)[f"pgd{params.eval_steps}"](model, x, y)
         out[f"adv_{method}"] = x_adv
         out[f"pred_clean_{method}"] = predict(model, x)
         out[f"pred_adv_{method}"] = predict(model, x_adv)
@@ -380,16 +374,15 @@ def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], t
     x, y = test.X[:100], test.y[:100]
     out: dict[str, Any] = {"gx": gx, "gy": gy, "x": x, "y": y, "train_x": train.X,
                            "train_y": train.y}
-    k = params.eval_steps
     for method, model in models.items():
         with torch.no_grad(), eval_mode(model):
             out[f"prob_{method}"] = torch.softmax(model(grid), -1)[:, 1].reshape(len(gy), len(gx))
-        out[f"adv_{method}"] = pgd(model, x, y, params.eps, 2.5 * params.eps / k, k,
-                                   bounds=bounds, generator=torch.Generator().manual_seed(ctx.seed))
+        out[f"adv_{method}"] = eval_attacks(params, bounds, ctx.seed)[f"pgd{params.eval_steps}"](
+            model, x, y)
     ctx.save_artifact("boundary", {k: v.cpu() for k, v in out.items()})
 
 
-# --- findings --------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 _LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
 
@@ -400,7 +393,7 @@ DANSKIN = ("Danskin's theorem: the inner maximiser is a constant of the paramete
 
 def findings(run: RunResults) -> list[Finding]:
     """Four to five sentences with their numbers and verdicts."""
-    s, c = run.summary, run.costs
+    s = run.summary
     b, u = s["blocked"], s["unblocked"]
     k = run.params.get("eval_steps", 40)
     pgd_key = f"pgd{k}"
@@ -442,29 +435,33 @@ def findings(run: RunResults) -> list[Finding]:
             basis="sign(∇) has zero derivative almost everywhere; the L2 step ∇/‖∇‖ does not",
             values={"li_rel": li["rel_diff"], "li_cos": li["cosine"], "l2_rel": l2["rel_diff"],
                     "l2_cos": l2["cosine"]}))
-    memory = s.get("memory")
-    if memory:
-        steps, gb, gu = memory["steps"], memory["blocked"]["graph_nodes"], \
-            memory["unblocked"]["graph_nodes"]
-        line = ("Without the block the training loss's graph grows with the attack: {gu0} → "
-                "{gu1} autograd nodes from {s0} to {s1} PGD steps, against a constant {gb} "
-                "with it")
-        values = {"gu0": gu[0], "gu1": gu[-1], "s0": steps[0], "s1": steps[-1], "gb": gb[-1]}
-        saved = c.get("memory", {})
-        if saved:
-            line += "; bytes saved for backward (peak) {sb:B} blocked vs {su:B}"
-            values.update(sb=saved["blocked"]["saved_tensor_peak_bytes"][-1],
-                          su=saved["unblocked"]["saved_tensor_peak_bytes"][-1])
-        out.append(Finding(
-            line + ".", gu[-1] > gu[0] and len(set(gb)) == 1, "cost",
-            basis="reverse mode records every operation between the loss and the parameters: "
-                  "without the cut, each attack step's forward and backward",
-            values=values, seed_independent=True))
+    return out + _cost_findings(s.get("memory"), run.costs)
+
+
+def _cost_findings(memory: dict[str, Any] | None, c: dict[str, Any]) -> list[Finding]:
+    """The graph's growth with the attack's steps (deterministic), and the step's time."""
+    if not memory:
+        return []
+    steps, gb, gu = memory["steps"], memory["blocked"]["graph_nodes"], \
+        memory["unblocked"]["graph_nodes"]
+    line = ("Without the block the training loss's graph grows with the attack: {gu0} → "
+            "{gu1} autograd nodes from {s0} to {s1} PGD steps, against a constant {gb} "
+            "with it")
+    values = {"gu0": gu[0], "gu1": gu[-1], "s0": steps[0], "s1": steps[-1], "gb": gb[-1]}
+    saved = c.get("memory", {})
+    if saved:
+        line += "; bytes saved for backward (peak) {sb:B} blocked vs {su:B}"
+        values.update(sb=saved["blocked"]["saved_tensor_peak_bytes"][-1],
+                      su=saved["unblocked"]["saved_tensor_peak_bytes"][-1])
+    out = [Finding(line + ".", gu[-1] > gu[0] and len(set(gb)) == 1, "cost",
+                   basis="reverse mode records every operation between the loss and the "
+                         "parameters: without the cut, each attack step's forward and backward",
+                   values=values, seed_independent=True)]
     rounds = c.get("step_time_ratio_rounds")
-    if rounds and memory:
-        largest = memory["steps"].index(max(memory["steps"]))
+    if rounds:
+        largest = steps.index(max(steps))
         out.append(Finding(
-            f"A PGD-AT training step with {memory['steps'][largest]} attack steps takes {{timing}} "
+            f"A PGD-AT training step with {steps[largest]} attack steps takes {{timing}} "
             "the blocked time without the block (median of per-round ratios, interleaved "
             "rounds).", topic="cost",
             basis="the cheap gradient principle: reverse mode costs a few times the forward "
@@ -474,120 +471,39 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --- figures, drawn only from the run's files ------------------------------------------------
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:
     """Accuracy curves, memory vs PGD steps, adversarial digits or moons decision boundaries."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from matplotlib.colors import ListedColormap
-
     from toolkit import draw_gradient_graph
-    from toolkit import style as st
-    from toolkit.report.figures import plot_seeds
 
-    figs: dict[str, Any] = {}
-    p = run.params
-    methods = p.get("methods", ["standard", "pgd", "fgsm_rs"])
-    keys, artifacts = set(run.metric_keys()), run.artifact_names()
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 4.4), sharey=True, layout="constrained")
-    for i, method in enumerate(methods):  # colour and line: the variant; marker: the method
-        for variant in ("blocked", "unblocked"):
-            style = st.variant_style("reference" if method == "standard" else variant)
-            name = _LABELS[method] + (f" {variant}" if method != "standard" else " training")
-            for ax, key in zip(axes, ("clean_acc", "robust_acc")):
-                if f"{variant}/{method}/{key}" in keys:
-                    plot_seeds(ax, run, f"{variant}/{method}/{key}", marker=st.MARKERS[i], ms=5,
-                               mfc="none" if variant == "unblocked" else None, label=name,
-                               **style)
+    p, artifacts = run.params, run.artifact_names()
     check = f"check batch of {p.get('check_size', 256)} held-out digits"
-    axes[0].set_title(f"clean accuracy, {check}", fontsize=10)
-    axes[1].set_title(f"PGD-10 accuracy (ε = {p.get('eps')}), same batch", fontsize=10)
-    for ax in axes:
-        ax.set_xlabel("epoch")
-        st.integer_ticks(ax)
-        ax.grid(alpha=0.3)
-        st.note_identical(ax)
-    axes[0].set_ylabel("accuracy")
-    fig.legend(*st.legend_entries(axes), loc="outside lower center", ncols=3, fontsize=9,
-               frameon=False)
-    figs["accuracy_curves"] = (
-        fig, f"Clean and PGD-10 accuracy per epoch of each training method (marker), blocked "
-             f"(solid blue) and unblocked (dashed vermillion, open markers), scored during "
-             f"training on a {check} with one PGD start; the findings score the final models "
-             f"on {p.get('n_eval') or 'all'} held-out digits with PGD-{p.get('eval_steps')} and "
-             f"{p.get('eval_restarts')} restarts, so their numbers are lower. With L∞ steps "
-             f"blocked and unblocked coincide: the legend says 'identical'.")
-
-    memory, peak = run.summary.get("memory"), run.costs.get("memory", {})
-    if memory:
-        fig, axes = plt.subplots(1, 3, figsize=(9.0, 3.4), layout="constrained")
-        for variant in ("blocked", "unblocked"):
-            style = {**st.variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
-            for ax, key in zip(axes, ("peak_bytes", "saved_tensor_peak_bytes")):
-                if variant in peak:
-                    ax.plot(peak["steps"], np.array(peak[variant][key]) / 2**20, label=variant,
-                            **style)
-            axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], label=variant, **style)
-        for ax, unit, title in zip(axes, ("MiB", "MiB", "nodes"), (
-                "peak live memory", "saved for backward", "autograd nodes of the loss")):
-            ax.set(title=title, xlabel="PGD steps per training step", ylabel=unit)
-            st.integer_ticks(ax)
-            ax.grid(alpha=0.3)
-        st.place_legend(axes[0])
+    figs: dict[str, Any] = {"accuracy_curves": (
+        _accuracy_figure(run, check),
+        f"Clean and PGD-10 accuracy per epoch of each training method (marker), blocked "
+        f"(solid blue) and unblocked (dashed vermillion, open markers), scored during "
+        f"training on a {check} with one PGD start; the findings score the final models "
+        f"on {p.get('n_eval') or 'all'} held-out digits with PGD-{p.get('eval_steps')} and "
+        f"{p.get('eval_restarts')} restarts, so their numbers are lower. With L∞ steps "
+        f"blocked and unblocked coincide: the legend says 'identical'.")}
+    if run.summary.get("memory"):
         figs["memory_vs_steps"] = (
-            fig, "What one PGD-AT training step costs as the attack gets more steps: peak live "
-                 "tensor memory, bytes saved for backward alive at once, and autograd nodes "
-                 "behind the training loss. Without the block they grow with every step; with "
-                 "it they stay flat.")
-
+            _memory_figure(run),
+            "What one PGD-AT training step costs as the attack gets more steps: peak live "
+            "tensor memory, bytes saved for backward alive at once, and autograd nodes "
+            "behind the training loss. Without the block they grow with every step; with "
+            "it they stay flat.")
     if "examples" in artifacts:
-        ex = run.artifact("examples")
-        attacked = [m for m in methods if f"adv_{m}" in ex]
-        n, side, rows = len(ex["y"]), round(math.sqrt(ex["x"].shape[1])), 1 + len(attacked)
-        fig, axes = plt.subplots(rows, n, figsize=(min(1.05 * n + 1.2, 9.0), 1.3 * rows + 0.5),
-                                 squeeze=False, layout="constrained")
-        for j in range(n):
-            axes[0, j].imshow(ex["x"][j].reshape(side, side), cmap="gray_r", vmin=0, vmax=1)
-            axes[0, j].set_title(f"label {int(ex['y'][j])}", fontsize=9)
-            for r, method in enumerate(attacked, start=1):
-                pred = int(ex[f"pred_adv_{method}"][j])
-                fooled = pred != int(ex["y"][j])
-                axes[r, j].imshow(ex[f"adv_{method}"][j].reshape(side, side), cmap="gray_r",
-                                  vmin=0, vmax=1)
-                axes[r, j].set_title(f"→ {pred}" + (" fooled" if fooled else ""), fontsize=9,
-                                     weight="bold" if fooled else "normal")
-        for r, method in enumerate(["clean", *attacked]):
-            axes[r, 0].set_ylabel(_LABELS.get(method, method), fontsize=9)
-        for ax in axes.ravel():
-            ax.set(xticks=[], yticks=[])
-        fig.suptitle(f"PGD-{p.get('eval_steps')} examples (ε = {p.get('eps')}) against each "
-                     f"model", fontsize=10)
-        figs["adversarial_examples"] = (
-            fig, "Held-out digits (top) and their PGD versions against each model, with the "
-                 "model's prediction ('fooled' where the attack changes it).")
-
+        figs["adversarial_examples"] = (_examples_figure(run), (
+            "Held-out digits (top) and their PGD versions against each model, with the model's "
+            "prediction ('fooled' where the attack changes it)."))
     if "boundary" in artifacts:
-        b = run.artifact("boundary")
-        attacked = [m for m in methods if f"prob_{m}" in b]
-        classes = ListedColormap(st.EXTRA_COLORS[:2])  # neither blocked blue nor unblocked orange
-        fig, axes = plt.subplots(1, len(attacked), figsize=(min(3.0 * len(attacked), 9.0), 3.4),
-                                 squeeze=False, layout="constrained")
-        for ax, method in zip(axes[0], attacked):
-            ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="PRGn_r",
-                        alpha=0.35)
-            ax.contour(b["gx"], b["gy"], b[f"prob_{method}"], levels=[0.5], colors="k")
-            adv = b[f"adv_{method}"]
-            for p0, q in zip(b["x"], adv):
-                ax.plot([p0[0], q[0]], [p0[1], q[1]], "k-", lw=0.3)
-            ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap=classes, s=10,
-                       edgecolors="k", linewidths=0.3)
-            ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap=classes, marker="x", s=14)
-            ax.set_title(f"{_LABELS[method]}, ε = {p.get('eps')}", fontsize=10)
         figs["decision_boundary"] = (
-            fig, "Decision boundaries (black) on the two moons with the held-out points (dots, "
-                 "coloured by class) and their PGD versions (crosses, joined to their points).")
+            _boundary_figure(run),
+            "Decision boundaries (black) on the two moons with the held-out points (dots, "
+            "coloured by class) and their PGD versions (crosses, joined to their points).")
     if "graph" in artifacts:
         figs["graph"] = (draw_gradient_graph(run.artifact("graph")),
                          "The backward graph of one PGD-AT loss with the cut "
@@ -595,6 +511,90 @@ def figures(run: RunResults) -> dict[str, Any]:
     return figs
 
 
+def _accuracy_figure(run: RunResults, check: str) -> Any:
+    """Accuracy per epoch: colour says the variant, the marker the method (standard training,
+    with no attack and no block, in the reference's style)."""
+    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
+
+    fig, axes = subplots(1, 2, figsize=(9.0, 4.4), sharey=True)
+    for i, method in enumerate(run.params.get("methods", METHODS)):
+        standard = method == "standard"
+        for ax, key in zip(axes, ("clean_acc", "robust_acc")):
+            variant_curves(ax, run, f"{method}/{key}", labels={
+                v: _LABELS[method] + (" training" if standard else f" {v}") for v in VARIANTS},
+                styles={"blocked": variant_style("reference") if standard else {},
+                        "unblocked": {"mfc": "none"}}, marker=MARKERS[i], ms=5)
+    step_axes(axes[0], f"clean accuracy, {check}", ylabel="accuracy", identical=True)
+    step_axes(axes[1], f"PGD-10 accuracy (ε = {run.params.get('eps')}), same batch",
+              identical=True)
+    legend_below(fig, axes)
+    return fig
+
+
+def _memory_figure(run: RunResults) -> Any:
+    """Peak memory, bytes saved for backward and graph nodes of one step against its PGD steps."""
+    from toolkit.lab.report.plots import step_axes, subplots
+
+    memory, peak = run.summary["memory"], run.costs.get("memory", {})
+    fig, axes = subplots(1, 3, figsize=(9.0, 3.4))
+    for variant in VARIANTS:
+        style = {**variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
+        for ax, key in zip(axes, ("peak_bytes", "saved_tensor_peak_bytes")):
+            if variant in peak:
+                ax.plot(peak["steps"], np.array(peak[variant][key]) / 2**20, label=variant,
+                        **style)
+        axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], label=variant, **style)
+    for ax, unit, title in zip(axes, ("MiB", "MiB", "nodes"), (
+            "peak live memory", "saved for backward", "autograd nodes of the loss")):
+        step_axes(ax, title, "PGD steps per training step", ylabel=unit, title_size=None)
+    place_legend(axes[0])
+    return fig
+
+
+def _examples_figure(run: RunResults) -> Any:
+    """Held-out digits and their PGD versions against each model, with its predictions."""
+    from toolkit.lab.report.plots import image_grid
+
+    ex, p = run.artifact("examples"), run.params
+    attacked = [m for m in run.params.get("methods", METHODS) if f"adv_{m}" in ex]
+    side = round(math.sqrt(ex["x"].shape[1]))
+    fig, axes = image_grid(
+        [("clean", ex["x"]), *((_LABELS[m], ex[f"adv_{m}"]) for m in attacked)],
+        shape=(side, side), cell=(1.05, 1.3), pad=(1.2, 0.5),
+        col_titles=[f"label {int(y)}" for y in ex["y"]],
+        title=f"PGD-{p.get('eval_steps')} examples (ε = {p.get('eps')}) against each model")
+    for r, method in enumerate(attacked, start=1):
+        for ax, pred, label in zip(axes[r], ex[f"pred_adv_{method}"], ex["y"]):
+            fooled = int(pred) != int(label)
+            ax.set_title(f"→ {int(pred)}" + (" fooled" if fooled else ""), fontsize=9,
+                         weight="bold" if fooled else "normal")
+    return fig
+
+
+def _boundary_figure(run: RunResults) -> Any:
+    """Class-1 probability and the 0.5 boundary of each blocked model, with PGD points."""
+    from matplotlib.colors import ListedColormap
+
+    from toolkit.lab.report.plots import subplots
+
+    b = run.artifact("boundary")
+    attacked = [m for m in run.params.get("methods", METHODS) if f"prob_{m}" in b]
+    classes = ListedColormap(EXTRA_COLORS[:2])  # neither blocked blue nor unblocked orange
+    fig, axes = subplots(1, len(attacked), figsize=(min(3.0 * len(attacked), 9.0), 3.4),
+                         squeeze=False)
+    for ax, method in zip(axes[0], attacked):
+        ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="PRGn_r", alpha=0.35)
+        ax.contour(b["gx"], b["gy"], b[f"prob_{method}"], levels=[0.5], colors="k")
+        adv = b[f"adv_{method}"]
+        for p0, q in zip(b["x"], adv):
+            ax.plot([p0[0], q[0]], [p0[1], q[1]], "k-", lw=0.3)
+        ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap=classes, s=10, edgecolors="k",
+                   linewidths=0.3)
+        ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap=classes, marker="x", s=14)
+        ax.set_title(f"{_LABELS[method]}, ε = {run.params.get('eps')}", fontsize=10)
+    return fig
+
+
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -29,8 +29,8 @@ import torch
 from pydantic import Field
 
 from toolkit import StepAudit, audit_step, gradient_graph
-from toolkit.measure import count_graph_nodes, measure_memory, race
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
 from ._audit_corpus import BUGS, LEGIT, Case, expected_names, losses_of, train_steps
 
@@ -86,7 +86,7 @@ def _caught(case: Case, audit: StepAudit) -> bool:
         got = sorted(x.parameter for x in audit.dead)
         return got == expected and not audit.leaks and not audit.carried
     return bool(audit.carried) and not audit.leaks and not audit.dead and all(
-        c.source.endswith(case.prefix) for c in audit.carried)
+        c.source.startswith(f"the output of {case.prefix}") for c in audit.carried)
 
 
 def _bptt_growth(params: Params, fixed: bool) -> dict[str, Any]:
@@ -327,5 +327,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -25,9 +25,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from pydantic import Field
 
+from toolkit import disable_blocks
 from toolkit.algorithms.dice import (
     BLOCK,
     TwoStepProblem,
@@ -36,15 +38,9 @@ from toolkit.algorithms.dice import (
     surrogate_objective,
     two_step_problem,
 )
-from toolkit.measure import race
-from toolkit.runner import (
-    ExperimentParams,
-    Finding,
-    RunContext,
-    RunResults,
-    Story,
-    TimeRatio,
-)
+from toolkit.lab.measure import race
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.style import variant_style
 
 DESCRIPTION = ("DiCE: gradient and Hessian of the magic-box objective with and without its "
                "stop-gradient, and of the classic surrogate, against exact ones")
@@ -76,8 +72,95 @@ QUICK: dict[str, Any] = {"sample_sizes": [10, 100, 1000, 10_000], "repeats": 8,
                          "timing_repeat": 7}
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).norm() / b.norm())
+# --- data: the problem and its sampled trajectories -----------------------------------------------
+
+
+def make_problem(params: Params, ctx: RunContext
+                 ) -> tuple[TwoStepProblem, torch.Tensor, dict[int, list[torch.Tensor]]]:
+    """The two-step problem, its parameters θ and, per sample size N, ``repeats`` sets of N
+    sampled trajectories (shared by every estimator)."""
+    problem, theta = two_step_problem(params.n_actions, generator=ctx.generator,
+                                      dtype=ctx.dtype, device=ctx.device)
+    samples = {n: [problem.sample(theta, n, generator=ctx.generator)
+                   for _ in range(params.repeats)] for n in sorted(set(params.sample_sizes))}
+    return problem, theta, samples
+
+
+# --- the comparison -------------------------------------------------------------------------------
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    problem, theta, samples = make_problem(params, ctx)
+    exact = derivatives(problem.exact_objective, theta)
+    ns = list(samples)
+
+    def estimate(objective: Callable[..., torch.Tensor]) -> dict[str, Any]:
+        return estimate_errors(problem, theta, exact, samples, objective)
+
+    runs = ctx.compare(lambda: estimate(dice_objective),
+                       on_result=lambda variant, out: log(ctx, ns, variant, out))
+    surrogate = estimate(surrogate_objective)
+    log(ctx, ns, "surrogate", surrogate)
+    mc = {v: r["monte_carlo"] for v, r in (*runs.items(), ("surrogate", surrogate))}
+    ctx.summary(
+        dice={k: runs["blocked"]["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
+        surrogate={k: surrogate["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
+        blocked=runs["blocked"]["expectation"] | {"value": runs["blocked"]["value"]},
+        unblocked=runs["unblocked"]["expectation"] | {"value": runs["unblocked"]["value"]},
+        exact={"objective": float(problem.exact_objective(theta)),
+               "grad_norm": float(exact[0].norm()), "hessian_norm": float(exact[1].norm())},
+        monte_carlo={"n_samples": ns, "repeats": params.repeats, **mc,
+                     "slope": {"grad": _slope(ns, mc["blocked"]["grad_rel_err"]),
+                               "hessian": _slope(ns, mc["blocked"]["hessian_rel_err"])}},
+    )
+    ctx.save_artifact("monte_carlo", {"n_samples": torch.tensor(ns)} | {
+        f"{v}_{k}": torch.tensor(vals) for v, d in mc.items() for k, vals in d.items()})
+    ctx.costs(**time_derivatives(problem, theta, samples[ns[-1]][0], params, ctx))
+
+
+def estimate_errors(problem: TwoStepProblem, theta: torch.Tensor,
+                    exact: tuple[torch.Tensor, torch.Tensor],
+                    samples: dict[int, list[torch.Tensor]],
+                    objective: Callable[..., torch.Tensor]) -> dict[str, Any]:
+    """Errors of ``objective``'s gradient and Hessian against ``exact``: in expectation, and
+    by Monte Carlo (root mean square over the repeats, per N); the objective's value."""
+    out: dict[str, Any] = {"expectation": _errors(
+        derivatives(_expectation(problem, theta, objective), theta), exact)}
+    out["value"] = float(_expectation(problem, theta, objective)(theta))
+    rms: dict[str, list[float]] = {"grad_rel_err": [], "hessian_rel_err": []}
+    for actions in samples.values():
+        errs = [_errors(derivatives(_sampled(problem, a, objective), theta), exact)
+                for a in actions]
+        for key in rms:  # root mean square over the repeats
+            rms[key].append(math.sqrt(sum(e[key] ** 2 for e in errs) / len(errs)))
+    out["monte_carlo"] = rms
+    return out
+
+
+def log(ctx: RunContext, ns: list[int], variant: str, out: dict[str, Any]) -> None:
+    """The errors in expectation (step 0) and by Monte Carlo (step N)."""
+    ctx.log(0, **{f"{variant}/expectation/{k}": v for k, v in out["expectation"].items()})
+    for i, n in enumerate(ns):
+        ctx.log(n, **{f"{variant}/monte_carlo/{k}": v[i] for k, v in out["monte_carlo"].items()})
+
+
+def time_derivatives(problem: TwoStepProblem, theta: torch.Tensor, actions: torch.Tensor,
+                     params: Params, ctx: RunContext) -> dict[str, Any]:
+    """What one gradient + Hessian from the trajectories ``actions`` costs, blocked, unblocked
+    and with the surrogate, in interleaved rounds (drifting load hits every contender alike)."""
+    blocked_fn = _sampled(problem, actions, dice_objective)
+    surrogate_fn = _sampled(problem, actions, surrogate_objective)
+
+    def unblocked() -> Any:
+        with disable_blocks(*ctx.disable_patterns):
+            return derivatives(blocked_fn, theta)
+
+    timed = race({"blocked": lambda: derivatives(blocked_fn, theta), "unblocked": unblocked,
+                  "surrogate": lambda: derivatives(surrogate_fn, theta)},
+                 rounds=params.timing_repeat, device=ctx.device)
+    return {"derivatives_seconds": {"n_samples": len(actions),
+                                    **{name: timed.median(name) for name in timed.names}},
+            "dice_over_surrogate_rounds": list(timed.ratio("blocked", "surrogate").rounds)}
 
 
 def _expectation(problem: TwoStepProblem, theta: torch.Tensor,
@@ -97,8 +180,9 @@ def _sampled(problem: TwoStepProblem, actions: torch.Tensor,
 
 def _errors(estimate: tuple[torch.Tensor, torch.Tensor],
             exact: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
-    return {"grad_rel_err": _rel(estimate[0], exact[0]),
-            "hessian_rel_err": _rel(estimate[1], exact[1]),
+    rel = lambda a, b: float((a - b).norm() / b.norm())  # noqa: E731
+    return {"grad_rel_err": rel(estimate[0], exact[0]),
+            "hessian_rel_err": rel(estimate[1], exact[1]),
             "grad_norm": float(estimate[0].norm()), "hessian_norm": float(estimate[1].norm())}
 
 
@@ -110,74 +194,7 @@ def _slope(ns: list[int], errors: list[float]) -> float:
     return float((x * y).sum() / (x * x).sum())
 
 
-def run(params: Params, ctx: RunContext) -> None:
-    problem, theta = two_step_problem(params.n_actions, generator=ctx.generator,
-                                      dtype=ctx.dtype, device=ctx.device)
-    exact = derivatives(problem.exact_objective, theta)
-    ns = sorted(set(params.sample_sizes))
-    # one set of sampled trajectories per (N, repeat), shared by every estimator
-    samples = {n: [problem.sample(theta, n, generator=ctx.generator)
-                   for _ in range(params.repeats)] for n in ns}
-
-    def estimate(objective: Callable[..., torch.Tensor]) -> dict[str, Any]:
-        out: dict[str, Any] = {"expectation": _errors(
-            derivatives(_expectation(problem, theta, objective), theta), exact)}
-        out["value"] = float(_expectation(problem, theta, objective)(theta))
-        rms: dict[str, list[float]] = {"grad_rel_err": [], "hessian_rel_err": []}
-        for n in ns:
-            errs = [_errors(derivatives(_sampled(problem, a, objective), theta), exact)
-                    for a in samples[n]]
-            for key in rms:  # root mean square over the repeats
-                rms[key].append(math.sqrt(sum(e[key] ** 2 for e in errs) / len(errs)))
-        out["monte_carlo"] = rms
-        return out
-
-    def log(variant: str, out: dict[str, Any]) -> None:
-        ctx.log(0, **{f"{variant}/expectation/{k}": v for k, v in out["expectation"].items()})
-        for i, n in enumerate(ns):
-            ctx.log(n, **{f"{variant}/monte_carlo/{k}": v[i]
-                          for k, v in out["monte_carlo"].items()})
-
-    runs = ctx.compare(lambda: estimate(dice_objective), on_result=log)
-    surrogate = estimate(surrogate_objective)
-    log("surrogate", surrogate)
-
-    mc = {v: r["monte_carlo"] for v, r in (*runs.items(), ("surrogate", surrogate))}
-    ctx.summary(
-        dice={k: runs["blocked"]["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
-        surrogate={k: surrogate["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
-        blocked=runs["blocked"]["expectation"] | {"value": runs["blocked"]["value"]},
-        unblocked=runs["unblocked"]["expectation"] | {"value": runs["unblocked"]["value"]},
-        exact={"objective": float(problem.exact_objective(theta)),
-               "grad_norm": float(exact[0].norm()), "hessian_norm": float(exact[1].norm())},
-        monte_carlo={"n_samples": ns, "repeats": params.repeats, **mc,
-                     "slope": {"grad": _slope(ns, mc["blocked"]["grad_rel_err"]),
-                               "hessian": _slope(ns, mc["blocked"]["hessian_rel_err"])}},
-    )
-    ctx.save_artifact("monte_carlo", {"n_samples": torch.tensor(ns)} | {
-        f"{v}_{k}": torch.tensor(vals) for v, d in mc.items() for k, vals in d.items()})
-
-    # what one gradient + Hessian costs at the largest N, blocked, unblocked and surrogate
-    from toolkit import disable_blocks
-
-    actions = samples[ns[-1]][0]
-    blocked_fn = _sampled(problem, actions, dice_objective)
-    surrogate_fn = _sampled(problem, actions, surrogate_objective)
-
-    def unblocked() -> Any:
-        with disable_blocks(*ctx.disable_patterns):
-            return derivatives(blocked_fn, theta)
-
-    # interleaved rounds: drifting machine load hits every contender alike
-    timed = race({"blocked": lambda: derivatives(blocked_fn, theta), "unblocked": unblocked,
-                  "surrogate": lambda: derivatives(surrogate_fn, theta)},
-                 rounds=params.timing_repeat, device=ctx.device)
-    ctx.costs(derivatives_seconds={"n_samples": ns[-1],
-                                   **{name: timed.median(name) for name in timed.names}},
-              dice_over_surrogate_rounds=list(timed.ratio("blocked", "surrogate").rounds))
-
-
-# --- what the report shows -------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 
 DICE = ("the DiCE property E[∇ⁿ ⊡(τ)·c] = ∇ⁿ E[c] for every n (Foerster et al. 2018, "
@@ -228,63 +245,68 @@ def findings(run: RunResults) -> list[Finding]:
                         "gn": u["grad_norm"], "hn": u["hessian_norm"],
                         "egn": s["exact"]["grad_norm"], "ehn": s["exact"]["hessian_norm"]}),
     ]
-    cost = run.costs.get("derivatives_seconds", {})
-    rounds = run.costs.get("dice_over_surrogate_rounds")
-    if {"blocked", "unblocked", "surrogate"} <= set(cost) and rounds:
-        out.append(Finding(
-            f"A gradient and Hessian from N = {cost['n_samples']} samples take {{b:s}} with "
-            "DiCE, {u:s} without its block and {s:s} with the surrogate (medians); DiCE over "
-            "the surrogate: {timing}.", topic="cost",
-            values={"b": cost["blocked"], "u": cost["unblocked"], "s": cost["surrogate"]},
-            timing=TimeRatio(tuple(rounds))))
-    return out
+    return out + _cost_findings(run.costs)
+
+
+def _cost_findings(costs: dict[str, Any]) -> list[Finding]:
+    cost, rounds = costs.get("derivatives_seconds", {}), costs.get("dice_over_surrogate_rounds")
+    if not ({"blocked", "unblocked", "surrogate"} <= set(cost) and rounds):
+        return []
+    return [Finding(
+        f"A gradient and Hessian from N = {cost['n_samples']} samples take {{b:s}} with "
+        "DiCE, {u:s} without its block and {s:s} with the surrogate (medians); DiCE over "
+        "the surrogate: {timing}.", topic="cost",
+        values={"b": cost["blocked"], "u": cost["unblocked"], "s": cost["surrogate"]},
+        timing=TimeRatio(tuple(rounds)))]
+
+
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:
     """Monte-Carlo error against N (log-log) for the gradient and the Hessian."""
-    import matplotlib.pyplot as plt
-    import numpy as np
+    repeats = run.summary["monte_carlo"]["repeats"]
+    return {"monte_carlo_error": (
+        _error_figure(run),
+        f"Relative error ‖estimate − exact‖ / ‖exact‖ of the gradient (left) and the "
+        f"Hessian (right) from N sampled trajectories: the root mean square over {repeats} "
+        f"independent estimates per N. DiCE's errors fall like 1/√N (dotted slope); "
+        f"without its block the magic box is 1 and both estimates are 0 (error 1); the "
+        f"classic surrogate's gradient is DiCE's (open squares on the blue line) but its "
+        f"Hessian misses a term and stays wrong.")}
 
-    from toolkit.report.figures import draw_spread
-    from toolkit.style import variant_style
+
+#: The estimators drawn, their legend entries and their markers (the surrogate under DiCE,
+#: where the gradients coincide).
+_CURVES = {"blocked": ("DiCE (blocked)", {"marker": "o", "markersize": 4}),
+           "unblocked": ("DiCE without the block (magic box = 1)",
+                         {"marker": "o", "markersize": 4}),
+           "surrogate": ("surrogate Σ log p · c (its gradient is DiCE's)",
+                         {"zorder": 1.9, "marker": "s", "markersize": 7, "mfc": "none"})}
+
+
+def _error_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.figures import draw_spread
+    from toolkit.lab.report.plots import legend_below, subplots
 
     seeds = [r.artifact("monte_carlo") for r in run.replicates]  # every seed: a band
-    repeats = run.summary["monte_carlo"]["repeats"]
-    data = seeds[0]
-    ns = data["n_samples"].astype(float)
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained", sharey=True)
+    ns = seeds[0]["n_samples"].astype(float)
+    fig, axes = subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     others: list[str] = []
-    for ax, key, title in zip(axes, ("grad_rel_err", "hessian_rel_err"),
-                              ("gradient", "Hessian")):
-        for variant, label in (("blocked", "DiCE (blocked)"),
-                               ("unblocked", "DiCE without the block (magic box = 1)"),
-                               ("surrogate", "surrogate Σ log p · c (its gradient is DiCE's)")):
-            style = variant_style(variant, others)
-            if variant == "surrogate":  # drawn under DiCE, where the gradients coincide
-                style |= {"zorder": 1.9, "marker": "s", "markersize": 7, "mfc": "none"}
-            else:
-                style |= {"marker": "o", "markersize": 4}
-            draw_spread(ax, ns, [d[f"{variant}_{key}"] for d in seeds], label=label, **style)
+    for ax, key, title in zip(axes, ("grad_rel_err", "hessian_rel_err"), ("gradient", "Hessian")):
+        for variant, (label, marks) in _CURVES.items():
+            draw_spread(ax, ns, [d[f"{variant}_{key}"] for d in seeds], label=label,
+                        **(variant_style(variant, others) | marks))
         first = float(np.mean([d[f"blocked_{key}"][0] for d in seeds]))
-        ax.plot(ns, first * np.sqrt(ns[0] / ns), label="1/√N slope",
-                **variant_style("reference"))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("samples N")
+        ax.plot(ns, first * np.sqrt(ns[0] / ns), label="1/√N slope", **variant_style("reference"))
+        ax.set(xscale="log", yscale="log", xlabel="samples N")
         ax.set_title(f"{title}: relative error", fontsize=10)
         ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel(f"RMS over {repeats} estimates")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
-    return {"monte_carlo_error": (
-        fig, f"Relative error ‖estimate − exact‖ / ‖exact‖ of the gradient (left) and the "
-             f"Hessian (right) from N sampled trajectories: the root mean square over {repeats} "
-             f"independent estimates per N. DiCE's errors fall like 1/√N (dotted slope); "
-             f"without its block the magic box is 1 and both estimates are 0 (error 1); the "
-             f"classic surrogate's gradient is DiCE's (open squares on the blue line) but its "
-             f"Hessian misses a term and stays wrong.")}
+    axes[0].set_ylabel(f"RMS over {run.summary['monte_carlo']['repeats']} estimates")
+    legend_below(fig, axes, ncols=2)
+    return fig
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -46,8 +46,9 @@ from toolkit.algorithms.em import (
     precisions_cholesky_from_covariances,
     to_unconstrained,
 )
-from toolkit.data import MIXTURE_2D, gaussian_mixture, iris
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.style import variant_style
 
 DESCRIPTION = "EM for Gaussian mixtures: closed-form vs gradient M-step with/without the r block"
 #: The precision the comparison is defined in (scikit-learn parity; the showcase runs it so).
@@ -86,53 +87,118 @@ class Params(ExperimentParams):
 QUICK: dict[str, Any] = {"n_samples": 400, "n_iter": 15, "inner_steps": 5, "include_iris": True}
 
 
-# ---------------------------------------------------------------------------------------------
-# measurements
+# --- data: a 2-D mixture with known truth, and iris -----------------------------------------------
 
 
-def _flat_grad(value: torch.Tensor, theta: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([g.reshape(-1) for g in torch.autograd.grad(value, theta)])
+def load_datasets(params: Params, ctx: RunContext, seed: int
+                  ) -> dict[str, tuple[torch.Tensor, GMMParams]]:
+    """``{"train": (X, truth)}``: ``n_samples`` points of ``MIXTURE_2D`` drawn from ``seed``;
+    with ``include_iris`` also ``"iris"``, whose truth is the moments of its classes."""
+    X, _ = gaussian_mixture(params.n_samples, MIXTURE_2D, seed=seed, dtype=ctx.dtype)
+    w, mu, cov = (t.to(ctx.device, ctx.dtype) for t in MIXTURE_2D)
+    out = {"train": (X.to(ctx.device),
+                     GMMParams(w, mu, cov, precisions_cholesky_from_covariances(cov, "full")))}
+    if params.include_iris:
+        Xi, yi = iris(ctx.dtype)
+        Xi = Xi.to(ctx.device)
+        out["iris"] = (Xi, _iris_truth(Xi, yi.to(ctx.device)))
+    return out
 
 
-def fisher_check(X: torch.Tensor, params: GMMParams) -> dict[str, float]:
-    """``‖∇Q − ∇LL‖ / ‖∇LL‖`` at ``params`` (unconstrained parametrization).
-
-    ``Q`` takes ``r = r(θ)`` at the same ``θ``; whether its gradient flows through ``r`` is
-    decided by the block, i.e. by the ``disable_blocks`` context this is called in.
-    """
-    theta = to_unconstrained(params)
-    with torch.enable_grad():
-        g_q = _flat_grad(expected_complete_loglik(X, *from_unconstrained(theta)), theta)
-        g_ll = _flat_grad(log_likelihood(X, *from_unconstrained(theta)), theta)
-    ll_norm = float(g_ll.norm())
-    return {"grad/fisher_rel_err": float((g_q - g_ll).norm()) / max(ll_norm, 1e-300),
-            "grad/norm_loglik": ll_norm, "grad/norm_q": float(g_q.norm())}
+def _iris_truth(X: torch.Tensor, y: torch.Tensor) -> GMMParams:
+    classes = torch.unique(y)
+    weights = torch.stack([(y == c).to(X.dtype).mean() for c in classes])
+    means = torch.stack([X[y == c].mean(0) for c in classes])
+    covs = torch.stack([torch.cov(X[y == c].T, correction=0) for c in classes])
+    return GMMParams(weights, means, covs, precisions_cholesky_from_covariances(covs, "full"))
 
 
-@torch.no_grad()
-def state_metrics(X: torch.Tensor, params: GMMParams) -> dict[str, float]:
-    """Log-likelihood per sample and mean responsibility entropy at ``params``."""
-    log_prob_norm, log_resp = e_step(X, params.weights, params.means,
-                                     params.precisions_cholesky)
-    entropy = -(log_resp.exp() * log_resp).nan_to_num().sum(1).mean()
-    return {"train/loglik": float(log_prob_norm.mean()), "train/resp_entropy": float(entropy)}
+# --- the comparison: closed-form EM, and gradient EM with the block and without it ----------------
 
 
-def parameter_errors(params: GMMParams, truth: GMMParams) -> dict[str, float]:
-    """Errors against the truth after matching components by the Hungarian assignment on means."""
-    cost = torch.cdist(params.means, truth.means).cpu().numpy()
-    rows, cols = linear_sum_assignment(cost)
-    order = torch.as_tensor(rows[np.argsort(cols)])  # fitted component matched to true j
-    w, mu, cov = params.weights[order], params.means[order], params.covariances[order]
-    cov_err = (torch.linalg.matrix_norm(cov - truth.covariances)
-               / torch.linalg.matrix_norm(truth.covariances))
-    return {"weights_max_abs_err": float((w - truth.weights).abs().max()),
-            "means_rmse": float((mu - truth.means).square().sum(1).mean().sqrt()),
-            "covariances_max_rel_err": float(cov_err.max())}
+def run(params: Params, ctx: RunContext) -> None:
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator).item())
+    datasets = load_datasets(params, ctx, seed)
+    summary = {}
+    for group, (X, truth) in datasets.items():
+        init = _initial_params(X, len(truth.weights), params, seed)
+        fits = compare_fits(ctx, params, X, init, group)
+        sk_bounds = _sklearn_lower_bounds(X, init, params)  # the peer, from the same start
+        log_fits(ctx, group, fits, sk_bounds)
+        ctx.save_artifact(f"params_{group}", {
+            "X": X, **_params("truth", truth), **_params("init", init),
+            **{k: v for variant, (_, p) in fits.items() for k, v in _params(variant, p).items()}})
+        summary[group] = fit_summary(X, truth, fits, sk_bounds)
+    _save_graph(ctx, datasets["train"][0])
+    # convention: {"blocked": {...}, "unblocked": {...}, other keys}
+    out: dict[str, Any] = {v: {} for v in VARIANTS}
+    for dataset, s in summary.items():
+        prefix = "" if dataset == "train" else f"{dataset}_"
+        for variant in VARIANTS:
+            out[variant].update({f"{prefix}{k}": v for k, v in s[variant].items()})
+        out[f"{dataset}_reference"] = {k: v for k, v in s.items() if k not in VARIANTS}
+    ctx.summary(**out)
 
 
-# ---------------------------------------------------------------------------------------------
-# the three fits
+def compare_fits(ctx: RunContext, p: Params, X: torch.Tensor, init: GMMParams, group: str
+                 ) -> dict[str, tuple[list[dict[str, float]], GMMParams]]:
+    """Closed-form EM, then gradient EM blocked and unblocked, all from ``init``: per variant
+    the rows of every iteration and the final parameters."""
+    with ctx.timer(f"{group}_closed_form"):
+        closed = closed_form_em(X, init, p.n_iter, p.reg_covar)
+    with ctx.timer(f"{group}_gradient_blocked_and_unblocked"):
+        return {"closed_form": closed, **ctx.compare(lambda: gradient_em(X, init, p))}
+
+
+def log_fits(ctx: RunContext, group: str, fits: dict[str, Any], sk_bounds: list[float]) -> None:
+    """Every iteration's rows of every variant (and scikit-learn's log-likelihood) as one row,
+    under ``<variant>/<group>/...``."""
+    for t in range(len(fits["closed_form"][0])):
+        row = {f"{v}/{_renamed(key, group)}": value
+               for v, (rows, _) in fits.items() for key, value in rows[t].items()}
+        if t < len(sk_bounds):
+            row[f"sklearn/{_renamed('train/loglik', group)}"] = sk_bounds[t]
+        ctx.log(t, **row)
+
+
+def _params(name: str, p: GMMParams) -> dict[str, torch.Tensor]:
+    return {f"{name}_weights": p.weights, f"{name}_means": p.means,
+            f"{name}_covariances": p.covariances}
+
+
+def fit_summary(X: torch.Tensor, truth: GMMParams,
+                fits: dict[str, tuple[list[dict[str, float]], GMMParams]],
+                sk_bounds: list[float]) -> dict[str, Any]:
+    """Per variant: final log-likelihood and entropy, errors against the truth and (gradient
+    fits) Fisher's identity; the truth's and the start's log-likelihood; the largest relative
+    difference of closed-form EM to scikit-learn's log-likelihoods from the same start."""
+    summary: dict[str, Any] = {}
+    for variant, (rows, params) in fits.items():
+        entry = {"final_loglik": state_metrics(X, params)["train/loglik"],
+                 "final_resp_entropy": state_metrics(X, params)["train/resp_entropy"],
+                 **parameter_errors(params, truth)}
+        if variant != "closed_form":
+            errs = [r["grad/fisher_rel_err"] for r in rows]
+            entry["fisher_rel_err_max"] = max(errs)
+            entry["fisher_rel_err_median"] = float(np.median(errs))
+        summary[variant] = entry
+    cf_rows = fits["closed_form"][0]
+    summary["truth_loglik"] = state_metrics(X, truth)["train/loglik"]
+    summary["initial_loglik"] = cf_rows[0]["train/loglik"]
+    # closed-form EM against scikit-learn from the same start: LL(θ_t), t < n_iter
+    cf_ll = np.array([r["train/loglik"] for r in cf_rows[: len(sk_bounds)]])
+    summary["sklearn_max_rel_diff"] = float(np.max(np.abs(cf_ll - sk_bounds)
+                                                   / np.abs(sk_bounds)))
+    return summary
+
+
+def _renamed(key: str, group: str) -> str:
+    """The main dataset keeps the canonical names (``train/loglik``, ``grad/...``); another
+    one's are ``<group>/loglik`` and ``grad_<group>/...``."""
+    kind, name = key.split("/")
+    if group == "train":
+        return key
+    return f"{group}/{name}" if kind == "train" else f"grad_{group}/{name}"
 
 
 def closed_form_em(X: torch.Tensor, init: GMMParams, n_iter: int, reg_covar: float
@@ -179,62 +245,48 @@ def _sklearn_lower_bounds(X: torch.Tensor, init: GMMParams, p: Params) -> list[f
     return [float(v) for v in sk.lower_bounds_]
 
 
-def _fit_dataset(ctx: RunContext, p: Params, X: torch.Tensor, truth: GMMParams, group: str,
-                 seed: int) -> dict[str, Any]:
-    """Run the three variants on one dataset; log metrics under ``<variant>/<group>...``."""
-    k = len(truth.weights)
-    init = _initial_params(X, k, p, seed)
-    with ctx.timer(f"{group}_closed_form"):
-        cf_rows, cf_params = closed_form_em(X, init, p.n_iter, p.reg_covar)
-    with ctx.timer(f"{group}_gradient_blocked_and_unblocked"):
-        runs = ctx.compare(lambda: gradient_em(X, init, p))
-    sk_bounds = _sklearn_lower_bounds(X, init, p)
+# --- measurements ---------------------------------------------------------------------------------
 
-    rename = {"train/loglik": f"{group}/loglik", "train/resp_entropy": f"{group}/resp_entropy",
-              "grad/fisher_rel_err": f"grad_{group}/fisher_rel_err",
-              "grad/norm_loglik": f"grad_{group}/norm_loglik",
-              "grad/norm_q": f"grad_{group}/norm_q"}
-    if group == "train":  # the main dataset keeps the canonical names
-        rename = {key: key for key in rename}
-    all_rows = {"closed_form": cf_rows, "blocked": runs["blocked"][0],
-                "unblocked": runs["unblocked"][0]}
-    for t in range(p.n_iter + 1):
-        row: dict[str, float] = {}
-        for variant, rows in all_rows.items():
-            row.update({f"{variant}/{rename[key]}": v for key, v in rows[t].items()})
-        if t < len(sk_bounds):
-            row[f"sklearn/{rename['train/loglik']}"] = sk_bounds[t]
-        ctx.log(t, **row)
 
-    finals = {"closed_form": cf_params, "blocked": runs["blocked"][1],
-              "unblocked": runs["unblocked"][1]}
-    summary: dict[str, Any] = {}
-    for variant, params in finals.items():
-        rows = all_rows[variant]
-        entry = {"final_loglik": state_metrics(X, params)["train/loglik"],
-                 "final_resp_entropy": state_metrics(X, params)["train/resp_entropy"],
-                 **parameter_errors(params, truth)}
-        if variant != "closed_form":
-            errs = [r["grad/fisher_rel_err"] for r in rows]
-            entry["fisher_rel_err_max"] = max(errs)
-            entry["fisher_rel_err_median"] = float(np.median(errs))
-        summary[variant] = entry
-    summary["truth_loglik"] = state_metrics(X, truth)["train/loglik"]
-    summary["initial_loglik"] = cf_rows[0]["train/loglik"]
-    # closed-form EM against scikit-learn from the same start: LL(θ_t), t < n_iter
-    cf_ll = np.array([r["train/loglik"] for r in cf_rows[: len(sk_bounds)]])
-    summary["sklearn_max_rel_diff"] = float(np.max(np.abs(cf_ll - sk_bounds)
-                                                   / np.abs(sk_bounds)))
-    artifact: dict[str, torch.Tensor] = {"X": X, "truth_weights": truth.weights,
-                                         "truth_means": truth.means,
-                                         "truth_covariances": truth.covariances,
-                                         "init_weights": init.weights, "init_means": init.means,
-                                         "init_covariances": init.covariances}
-    for variant, params in finals.items():
-        artifact.update({f"{variant}_weights": params.weights, f"{variant}_means": params.means,
-                         f"{variant}_covariances": params.covariances})
-    ctx.save_artifact(f"params_{group}", artifact)
-    return summary
+def fisher_check(X: torch.Tensor, params: GMMParams) -> dict[str, float]:
+    """``‖∇Q − ∇LL‖ / ‖∇LL‖`` at ``params`` (unconstrained parametrization).
+
+    ``Q`` takes ``r = r(θ)`` at the same ``θ``; whether its gradient flows through ``r`` is
+    decided by the block, i.e. by the ``disable_blocks`` context this is called in.
+    """
+    theta = to_unconstrained(params)
+    with torch.enable_grad():
+        g_q = _flat_grad(expected_complete_loglik(X, *from_unconstrained(theta)), theta)
+        g_ll = _flat_grad(log_likelihood(X, *from_unconstrained(theta)), theta)
+    ll_norm = float(g_ll.norm())
+    return {"grad/fisher_rel_err": float((g_q - g_ll).norm()) / max(ll_norm, 1e-300),
+            "grad/norm_loglik": ll_norm, "grad/norm_q": float(g_q.norm())}
+
+
+def _flat_grad(value: torch.Tensor, theta: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([g.reshape(-1) for g in torch.autograd.grad(value, theta)])
+
+
+@torch.no_grad()
+def state_metrics(X: torch.Tensor, params: GMMParams) -> dict[str, float]:
+    """Log-likelihood per sample and mean responsibility entropy at ``params``."""
+    log_prob_norm, log_resp = e_step(X, params.weights, params.means,
+                                     params.precisions_cholesky)
+    entropy = -(log_resp.exp() * log_resp).nan_to_num().sum(1).mean()
+    return {"train/loglik": float(log_prob_norm.mean()), "train/resp_entropy": float(entropy)}
+
+
+def parameter_errors(params: GMMParams, truth: GMMParams) -> dict[str, float]:
+    """Errors against the truth after matching components by the Hungarian assignment on means."""
+    cost = torch.cdist(params.means, truth.means).cpu().numpy()
+    rows, cols = linear_sum_assignment(cost)
+    order = torch.as_tensor(rows[np.argsort(cols)])  # fitted component matched to true j
+    w, mu, cov = params.weights[order], params.means[order], params.covariances[order]
+    cov_err = (torch.linalg.matrix_norm(cov - truth.covariances)
+               / torch.linalg.matrix_norm(truth.covariances))
+    return {"weights_max_abs_err": float((w - truth.weights).abs().max()),
+            "means_rmse": float((mu - truth.means).square().sum(1).mean().sqrt()),
+            "covariances_max_rel_err": float(cov_err.max())}
 
 
 def _save_graph(ctx: RunContext, X: torch.Tensor) -> None:
@@ -248,80 +300,7 @@ def _save_graph(ctx: RunContext, X: torch.Tensor) -> None:
     ctx.save_artifact("graph", graph.to_dict())
 
 
-def _iris_truth(X: torch.Tensor, y: torch.Tensor) -> GMMParams:
-    classes = torch.unique(y)
-    weights = torch.stack([(y == c).to(X.dtype).mean() for c in classes])
-    means = torch.stack([X[y == c].mean(0) for c in classes])
-    covs = torch.stack([torch.cov(X[y == c].T, correction=0) for c in classes])
-    return GMMParams(weights, means, covs, precisions_cholesky_from_covariances(covs, "full"))
-
-
-def run(params: Params, ctx: RunContext) -> None:
-    dtype = ctx.dtype
-    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator).item())
-    X, _ = gaussian_mixture(params.n_samples, MIXTURE_2D, seed=seed, dtype=dtype)
-    X = X.to(ctx.device)
-    w, mu, cov = (t.to(ctx.device, dtype) for t in MIXTURE_2D)
-    truth = GMMParams(w, mu, cov, precisions_cholesky_from_covariances(cov, "full"))
-    summary = {"train": _fit_dataset(ctx, params, X, truth, "train", seed)}
-    if params.include_iris:
-        Xi, yi = iris(dtype)
-        Xi = Xi.to(ctx.device)
-        summary["iris"] = _fit_dataset(ctx, params, Xi, _iris_truth(Xi, yi.to(ctx.device)),
-                                       "iris", seed)
-    _save_graph(ctx, X)
-    # convention: {"blocked": {...}, "unblocked": {...}, other keys}
-    out: dict[str, Any] = {v: {} for v in VARIANTS}
-    for dataset, s in summary.items():
-        prefix = "" if dataset == "train" else f"{dataset}_"
-        for variant in VARIANTS:
-            out[variant].update({f"{prefix}{k}": v for k, v in s[variant].items()})
-        out[f"{dataset}_reference"] = {k: v for k, v in s.items() if k not in VARIANTS}
-    ctx.summary(**out)
-
-
-# ---------------------------------------------------------------------------------------------
-# figures
-
-
-def _ellipse_xy(mean: np.ndarray, cov: np.ndarray, n_std: float = 2.0) -> np.ndarray:
-    vals, vecs = np.linalg.eigh(cov)
-    t = np.linspace(0, 2 * np.pi, 100)
-    circle = np.stack([np.cos(t), np.sin(t)])
-    return (mean[:, None] + vecs @ (n_std * np.sqrt(np.maximum(vals, 0))[:, None] * circle)).T
-
-
-def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
-    import matplotlib.pyplot as plt
-    from scipy.optimize import linear_sum_assignment
-
-    from toolkit.style import EXTRA_COLORS, nudge_labels
-
-    panels = ["truth", *VARIANTS]
-    fig, axes = plt.subplots(2, 2, figsize=(7.5, 6.0), sharex=True, sharey=True,
-                             layout="constrained")
-    axes = axes.ravel()
-    X = np.asarray(art["X"])[:, :2]
-    truth = np.asarray(art["truth_means"])
-    for ax, name in zip(axes, panels):
-        ax.scatter(X[:, 0], X[:, 1], s=3, c="0.75")
-        means = np.asarray(art[f"{name}_means"])
-        covs = np.asarray(art[f"{name}_covariances"])[:, :2, :2]
-        weights = np.asarray(art[f"{name}_weights"])
-        # each fitted component takes the colour of the true component nearest to it, so a
-        # colour is one component in every panel (fits number their components freely)
-        rows, cols = linear_sum_assignment(((means[:, None] - truth[None]) ** 2).sum(-1))
-        for j, k in zip(rows, cols):
-            colour = EXTRA_COLORS[k % len(EXTRA_COLORS)]
-            xy = _ellipse_xy(means[j, :2], covs[j])
-            ax.plot(xy[:, 0], xy[:, 1], color=colour, lw=1.5)
-            ax.plot(*means[j, :2], "x", color=colour, ms=6)
-            ax.annotate(f"{weights[j]:.2f}", means[j, :2], fontsize=9, xytext=(4, 4),
-                        textcoords="offset points")
-        ax.set_title(name.replace("_", " "), fontsize=10)
-    fig.suptitle(f"{title}: 2σ ellipses, weights written at the means", fontsize=10)
-    nudge_labels(*axes)
-    return fig
+# --- findings -------------------------------------------------------------------------------------
 
 
 FISHER = "Fisher's identity ∇LL(θ) = E_r(θ)[∇ log p(x, z; θ)] (Dempster, Laird & Rubin 1977)"
@@ -374,62 +353,26 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
+
+
 def figures(run: RunResults) -> dict[str, Any]:
     """Log-likelihood against closed-form EM's, Fisher check and entropy per iteration; fitted
     ellipses; the graph of Q."""
-    import matplotlib.pyplot as plt
-
     from toolkit import draw_gradient_graph
-    from toolkit.report.figures import draw_spread, metric_over_seeds, plot_seeds
-    from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
 
-    groups = [("2-D mixture", "train", "grad", "2-D mixture")]
+    groups = {"train": ("2-D mixture", "2-D mixture")}  # row title, ellipses' title
     if run.params.get("include_iris", True):
-        groups.append(("iris", "iris", "grad_iris", "iris (first two of four features)"))
-    fig, axes = plt.subplots(len(groups), 3, figsize=(9.0, 2.9 * len(groups) + 0.9),
-                             squeeze=False, layout="constrained")
-    for row, (title, g, gg, _) in enumerate(groups):
-        ax_ll, ax_f, ax_h = axes[row]
-        # the log-likelihoods differ by thousandths of a nat: drawn as differences to
-        # closed-form EM's, on an axis through 0, not as levels on a zoomed axis
-        steps, ref = metric_over_seeds(run, f"closed_form/{g}/loglik")
-        ax_ll.axhline(0.0, label="closed form", **variant_style("closed_form"))
-        for variant in ("blocked", "unblocked", "sklearn"):
-            if f"{variant}/{g}/loglik" not in run.metric_keys():
-                continue
-            s, ys = metric_over_seeds(run, f"{variant}/{g}/loglik")
-            diffs = [y - r[np.isin(steps, s)][: len(y)] for y, r in zip(ys, ref)]
-            style = variant_style(variant)
-            if variant == "sklearn":
-                style |= {"linestyle": "none", "marker": "o", "markersize": 4, "mfc": "none"}
-            draw_spread(ax_ll, s, diffs, mode="lines", **style,
-                        label="scikit-learn" if variant == "sklearn" else variant)
-        ax_ll.set_title(f"{title}: LL − closed-form EM's", fontsize=10)
-        ax_ll.set_ylabel("nats per sample")
-        for variant in ("blocked", "unblocked"):
-            plot_seeds(ax_f, run, f"{variant}/{gg}/fisher_rel_err", label=variant,
-                       transform=lambda e: np.maximum(e, 1e-18), **variant_style(variant))
-        ax_f.set_yscale("log")
-        ax_f.set_title("‖∇Q − ∇LL‖ / ‖∇LL‖ (0 at 1e-18)", fontsize=10)
-        for variant in VARIANTS:
-            plot_seeds(ax_h, run, f"{variant}/{g}/resp_entropy", mode="lines",
-                       label=variant.replace("_", " "), **variant_style(variant))
-        ax_h.set_title("responsibility entropy (nats)", fontsize=10)
-        for ax in (ax_ll, ax_f, ax_h):
-            ax.set_xlabel("EM iteration")
-            integer_ticks(ax)
-            ax.grid(alpha=0.3)
-            note_identical(ax)
-    fig.legend(*legend_entries(axes.flat), loc="outside lower center", ncols=4, fontsize=9,
-               frameon=False)
+        groups["iris"] = ("iris", "iris (first two of four features)")
     figs: dict[str, Any] = {"loglik_fisher_entropy": (
-        fig, "Per EM iteration, from the same start: the log-likelihood per sample of each "
-             "gradient fit minus closed-form EM's (the differences are thousandths of a nat; "
-             "scikit-learn's GaussianMixture lies on closed-form EM, at 0), the relative error "
-             "of Fisher's identity ∇Q = ∇LL (exactly 0 with the block), and the mean entropy "
-             "of the responsibilities, lower without the block. With several seeds, one line "
-             "per seed (each seed draws its own 2-D mixture).")}
-    for _, g, _, title in groups:  # ellipses: projections on the first two features
+        _curves_figure(run, {g: row for g, (row, _) in groups.items()}),
+        "Per EM iteration, from the same start: the log-likelihood per sample of each "
+        "gradient fit minus closed-form EM's (the differences are thousandths of a nat; "
+        "scikit-learn's GaussianMixture lies on closed-form EM, at 0), the relative error "
+        "of Fisher's identity ∇Q = ∇LL (exactly 0 with the block), and the mean entropy "
+        "of the responsibilities, lower without the block. With several seeds, one line "
+        "per seed (each seed draws its own 2-D mixture).")}
+    for g, (_, title) in groups.items():  # ellipses: projections on the first two features
         figs[f"ellipses_{g}"] = (_ellipse_figure(run.artifact(f"params_{g}"), title),
                                  f"Fitted components of {title}: 2σ ellipses of the truth and "
                                  f"of each variant's fit, each in the colour of the true "
@@ -442,6 +385,84 @@ def figures(run: RunResults) -> dict[str, Any]:
     return figs
 
 
+def _curves_figure(run: RunResults, groups: dict[str, str]) -> Any:
+    """One row per dataset: LL minus closed-form EM's, Fisher's identity, entropy."""
+    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
+
+    fig, axes = subplots(len(groups), 3, figsize=(9.0, 2.9 * len(groups) + 0.9),
+                         squeeze=False)
+    for (ax_ll, ax_f, ax_h), (g, title) in zip(axes, groups.items()):
+        _loglik_differences(ax_ll, run, g, title)
+        variant_curves(ax_f, run, f"{'grad' if g == 'train' else f'grad_{g}'}/fisher_rel_err",
+                       transform=lambda e: np.maximum(e, 1e-18))
+        ax_f.set_yscale("log")
+        ax_f.set_title("‖∇Q − ∇LL‖ / ‖∇LL‖ (0 at 1e-18)", fontsize=10)
+        variant_curves(ax_h, run, f"{g}/resp_entropy", VARIANTS, mode="lines")
+        ax_h.set_title("responsibility entropy (nats)", fontsize=10)
+        for ax in (ax_ll, ax_f, ax_h):
+            step_axes(ax, xlabel="EM iteration", identical=True)
+    legend_below(fig, axes.flat, ncols=4)
+    return fig
+
+
+def _loglik_differences(ax: Any, run: RunResults, g: str, title: str) -> None:
+    """The log-likelihoods differ by thousandths of a nat: drawn as differences to
+    closed-form EM's, on an axis through 0, not as levels on a zoomed axis."""
+    from toolkit.lab.report.figures import draw_spread, metric_over_seeds
+
+    steps, ref = metric_over_seeds(run, f"closed_form/{g}/loglik")
+    ax.axhline(0.0, label="closed form", **variant_style("closed_form"))
+    for variant in ("blocked", "unblocked", "sklearn"):
+        if f"{variant}/{g}/loglik" not in run.metric_keys():
+            continue
+        s, ys = metric_over_seeds(run, f"{variant}/{g}/loglik")
+        diffs = [y - r[np.isin(steps, s)][: len(y)] for y, r in zip(ys, ref)]
+        style = variant_style(variant)
+        if variant == "sklearn":
+            style |= {"linestyle": "none", "marker": "o", "markersize": 4, "mfc": "none"}
+        draw_spread(ax, s, diffs, mode="lines", **style,
+                    label="scikit-learn" if variant == "sklearn" else variant)
+    ax.set_title(f"{title}: LL − closed-form EM's", fontsize=10)
+    ax.set_ylabel("nats per sample")
+
+
+def _ellipse_xy(mean: np.ndarray, cov: np.ndarray, n_std: float = 2.0) -> np.ndarray:
+    vals, vecs = np.linalg.eigh(cov)
+    t = np.linspace(0, 2 * np.pi, 100)
+    circle = np.stack([np.cos(t), np.sin(t)])
+    return (mean[:, None] + vecs @ (n_std * np.sqrt(np.maximum(vals, 0))[:, None] * circle)).T
+
+
+def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
+    from toolkit.lab.report.plots import subplots
+    from toolkit.lab.style import EXTRA_COLORS, nudge_labels
+
+    panels = ["truth", *VARIANTS]
+    fig, axes = subplots(2, 2, figsize=(7.5, 6.0), sharex=True, sharey=True)
+    axes = axes.ravel()
+    X = np.asarray(art["X"])[:, :2]
+    truth = np.asarray(art["truth_means"])
+    for ax, name in zip(axes, panels):
+        ax.scatter(X[:, 0], X[:, 1], s=3, c="0.75")
+        means = np.asarray(art[f"{name}_means"])
+        covs = np.asarray(art[f"{name}_covariances"])[:, :2, :2]
+        weights = np.asarray(art[f"{name}_weights"])
+        # each fitted component takes the colour of the true component nearest to it, so a
+        # colour is one component in every panel (fits number their components freely)
+        rows, cols = linear_sum_assignment(((means[:, None] - truth[None]) ** 2).sum(-1))
+        for j, k in zip(rows, cols):
+            colour = EXTRA_COLORS[k % len(EXTRA_COLORS)]
+            xy = _ellipse_xy(means[j, :2], covs[j])
+            ax.plot(xy[:, 0], xy[:, 1], color=colour, lw=1.5)
+            ax.plot(*means[j, :2], "x", color=colour, ms=6)
+            ax.annotate(f"{weights[j]:.2f}", means[j, :2], fontsize=9, xytext=(4, 4),
+                        textcoords="offset points")
+        ax.set_title(name.replace("_", " "), fontsize=10)
+    fig.suptitle(f"{title}: 2σ ellipses, weights written at the means", fontsize=10)
+    nudge_labels(*axes)
+    return fig
+
+
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -45,8 +45,8 @@ from toolkit import (
     gradient_graph,
     trace_cuts,
 )
-from toolkit.measure import count_graph_nodes, measure_memory, race
-from toolkit.runner import (
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
+from toolkit.lab.runner import (
     ExperimentParams,
     Finding,
     RunContext,
@@ -94,7 +94,28 @@ QUICK: dict[str, Any] = {"q_hidden": 16, "td_steps": 20, "gan_hidden": 32, "gan_
                          "rounds": 9}
 
 
-# --- the two training steps ----------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
+
+
+def make_data(params: Params, ctx: RunContext) -> dict[str, torch.Tensor]:
+    """Random transitions, and real GAN data on a ring of 8 Gaussians (σ = 0.05), plus noise z."""
+    g, kw = ctx.generator, {"dtype": ctx.dtype}
+    n, m = params.batch, params.gan_batch
+    angle = torch.randint(0, 8, (m,), generator=g) * (2 * math.pi / 8)
+    ring = torch.stack([angle.cos(), angle.sin()], 1).to(ctx.dtype)
+    real = torch.zeros(m, params.data_dim, **kw)
+    real[:, :2] = ring[:, :params.data_dim]
+    real += 0.05 * torch.randn(m, params.data_dim, generator=g, **kw)
+    data = {"s": torch.randn(n, params.obs_dim, generator=g, **kw),
+            "a": torch.randint(0, params.n_actions, (n,), generator=g),
+            "r": torch.randn(n, generator=g, **kw),
+            "s2": torch.randn(n, params.obs_dim, generator=g, **kw),
+            "done": (torch.rand(n, generator=g) < 0.1).to(ctx.dtype),
+            "real": real, "z": torch.randn(m, params.latent_dim, generator=g, **kw)}
+    return {k: v.to(ctx.device) for k, v in data.items()}
+
+
+# --- the two training steps, each with its cut ----------------------------------------------------
 
 
 class Agent(nn.Module):
@@ -144,49 +165,37 @@ def d_loss(generator: nn.Module, discriminator: nn.Module, real: torch.Tensor,
             + F.binary_cross_entropy_with_logits(fake_logits, torch.zeros_like(fake_logits)))
 
 
-def make_data(params: Params, ctx: RunContext) -> dict[str, torch.Tensor]:
-    """Random transitions, and real GAN data on a ring of 8 Gaussians (σ = 0.05), plus noise z."""
-    g, kw = ctx.generator, {"dtype": ctx.dtype}
-    n, m = params.batch, params.gan_batch
-    angle = torch.randint(0, 8, (m,), generator=g) * (2 * math.pi / 8)
-    ring = torch.stack([angle.cos(), angle.sin()], 1).to(ctx.dtype)
-    real = torch.zeros(m, params.data_dim, **kw)
-    real[:, :2] = ring[:, :params.data_dim]
-    real += 0.05 * torch.randn(m, params.data_dim, generator=g, **kw)
-    data = {"s": torch.randn(n, params.obs_dim, generator=g, **kw),
-            "a": torch.randint(0, params.n_actions, (n,), generator=g),
-            "r": torch.randn(n, generator=g, **kw),
-            "s2": torch.randn(n, params.obs_dim, generator=g, **kw),
-            "done": (torch.rand(n, generator=g) < 0.1).to(ctx.dtype),
-            "real": real, "z": torch.randn(m, params.latent_dim, generator=g, **kw)}
-    return {k: v.to(ctx.device) for k, v in data.items()}
+# --- the comparison: each step with its cut and without it, then the lens on it -------------------
 
 
-# --- what each variant does ------------------------------------------------------------------------
-
-
-def _received(loss: torch.Tensor, modules: dict[str, nn.Module]) -> dict[str, Any]:
-    """Which parameters a gradient reaches (autograd.grad, .grad untouched) and the norms."""
-    named = {f"{g}.{k}": p for g, m in modules.items() for k, p in m.named_parameters()}
-    grads = torch.autograd.grad(loss, list(named.values()), allow_unused=True, retain_graph=True)
-    out: dict[str, Any] = {"received": [k for k, g in zip(named, grads) if g is not None]}
-    for group in modules:
-        gs = [g for k, g in zip(named, grads) if k.startswith(group + ".") and g is not None]
-        out[f"{group}_params_with_gradient"] = len(gs)
-        out[f"{group}_grad_norm"] = float(torch.cat([g.reshape(-1) for g in gs]).norm()) if gs \
-            else 0.0
-    return out
-
-
-def _leak_check(loss: torch.Tensor, module: nn.Module, name: str, why: str) -> dict[str, Any]:
-    try:
-        assert_no_gradient(loss, {name: module}, why=why)
-    except GradientLeakError as err:
-        name, path = min(err.paths.items(), key=lambda item: len(item[1]))
-        return {"assert_no_gradient": "failed", "leaking": sorted(err.paths),
-                "shortest_leak": f"{name}: {' -> '.join(path)}", "message": str(err)}
-    return {"assert_no_gradient": "passed", "leaking": [], "shortest_leak": "",
-            "message": ""}
+def run(params: Params, ctx: RunContext) -> None:
+    data = make_data(params, ctx)
+    # one initialization, copied into each variant and examined by the lens as it is
+    agent = Agent(params.obs_dim, params.n_actions, params.q_hidden).to(ctx.device, ctx.dtype)
+    generator, discriminator = (m.to(ctx.device, ctx.dtype) for m in make_gan(params))
+    td = ctx.compare(lambda: td_variant(params, copy.deepcopy(agent), data))
+    gan = ctx.compare(lambda: gan_variant(ctx, *copy.deepcopy((generator, discriminator)), data))
+    for variant, out in td.items():
+        for row in out.pop("rows"):
+            ctx.log(row["step"], **{f"{variant}/{k}": v for k, v in row.items() if k != "step"})
+    memory = {v: gan[v].pop("memory") for v in gan}
+    messages = {f"{case}_{v}": runs[v].pop("message") for case, runs in
+                (("td", td), ("gan", gan)) for v in runs}
+    ctx.summary(blocked={"td": td["blocked"], "gan": gan["blocked"]},
+                unblocked={"td": td["unblocked"], "gan": gan["unblocked"]})
+    flows, costs = examine(params, ctx, {
+        "td": (lambda: td_loss(agent, data, params.gamma),
+               {"online": agent.online, "target": agent.target}),
+        "gan": (lambda: d_loss(generator, discriminator, data["real"], data["z"]),
+                {"discriminator": discriminator, "generator": generator})})
+    ctx.summary(flow={k: v["rows"] for k, v in flows.items()})
+    ctx.save_artifact("lens", {"flow": flows, "assert_messages": messages})
+    saved = {v: memory[v]["saved_tensor_bytes"] for v in memory}
+    peak = {v: memory[v]["peak_bytes"] for v in memory}
+    costs["gan"]["memory"] = {
+        **memory, "saved_bytes_ratio_unblocked_over_blocked": saved["unblocked"] / max(saved["blocked"], 1),
+        "peak_bytes_ratio_unblocked_over_blocked": peak["unblocked"] / max(peak["blocked"], 1)}
+    ctx.costs(**costs)
 
 
 def td_variant(params: Params, agent: Agent, data: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -230,42 +239,12 @@ def gan_variant(ctx: RunContext, generator: nn.Module, discriminator: nn.Module,
     return out
 
 
-def _timing(step: Callable[[], Any], ctx: RunContext, rounds: int) -> dict[str, Any]:
-    """Interleaved rounds of the step with its blocks and without them (per-round ratios)."""
-    def unblocked() -> Any:
-        with disable_blocks(*ctx.disable_patterns):
-            return step()
-
-    result = race({"blocked": step, "unblocked": unblocked}, rounds=rounds, device=ctx.device)
-    ratio = result.ratio("unblocked", "blocked")
-    return {"blocked_seconds": result.median("blocked"),
-            "unblocked_seconds": result.median("unblocked"),
-            "time_ratio_unblocked_over_blocked": ratio.median, "rounds": rounds,
-            "time_ratio_rounds": list(ratio.rounds)}
-
-
-def run(params: Params, ctx: RunContext) -> None:
-    data = make_data(params, ctx)
-    # one initialization, copied into each variant and examined by the lens as it is
-    agent = Agent(params.obs_dim, params.n_actions, params.q_hidden).to(ctx.device, ctx.dtype)
-    generator, discriminator = (m.to(ctx.device, ctx.dtype) for m in make_gan(params))
-    td = ctx.compare(lambda: td_variant(params, copy.deepcopy(agent), data))
-    gan = ctx.compare(lambda: gan_variant(ctx, *copy.deepcopy((generator, discriminator)), data))
-    for variant, out in td.items():
-        for row in out.pop("rows"):
-            ctx.log(row["step"], **{f"{variant}/{k}": v for k, v in row.items() if k != "step"})
-    memory = {v: gan[v].pop("memory") for v in gan}
-    messages = {f"{case}_{v}": runs[v].pop("message") for case, runs in
-                (("td", td), ("gan", gan)) for v in runs}
-    ctx.summary(blocked={"td": td["blocked"], "gan": gan["blocked"]},
-                unblocked={"td": td["unblocked"], "gan": gan["unblocked"]})
-
-    # the lens on the initial networks (gradient_flow never touches .grad)
-    cases: dict[str, tuple[Callable[[], torch.Tensor], dict[str, nn.Module]]] = {
-        "td": (lambda: td_loss(agent, data, params.gamma),
-               {"online": agent.online, "target": agent.target}),
-        "gan": (lambda: d_loss(generator, discriminator, data["real"], data["z"]),
-                {"discriminator": discriminator, "generator": generator})}
+def examine(params: Params, ctx: RunContext,
+            cases: dict[str, tuple[Callable[[], torch.Tensor], dict[str, nn.Module]]]
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The lens on each case's initial networks (``gradient_flow`` never touches ``.grad``)
+    and its backward graph, cuts traced; the step's time with and without the cut, and the
+    lens's time against the step's. Returns the flows and the costs, by case."""
     flows, costs = {}, {}
     for case, (loss_fn, groups) in cases.items():
         flow = gradient_flow(loss_fn, groups)
@@ -285,17 +264,48 @@ def run(params: Params, ctx: RunContext) -> None:
         lens = race({"step": step, "gradient_flow": lambda f=loss_fn, g=groups: gradient_flow(f, g)},
                     rounds=params.rounds, device=ctx.device)
         costs[case]["gradient_flow_over_step"] = lens.ratio("gradient_flow", "step").median
-    ctx.summary(flow={k: v["rows"] for k, v in flows.items()})
-    ctx.save_artifact("lens", {"flow": flows, "assert_messages": messages})
-    saved = {v: memory[v]["saved_tensor_bytes"] for v in memory}
-    peak = {v: memory[v]["peak_bytes"] for v in memory}
-    costs["gan"]["memory"] = {
-        **memory, "saved_bytes_ratio_unblocked_over_blocked": saved["unblocked"] / max(saved["blocked"], 1),
-        "peak_bytes_ratio_unblocked_over_blocked": peak["unblocked"] / max(peak["blocked"], 1)}
-    ctx.costs(**costs)
+    return flows, costs
 
 
-# --- what the report shows ----------------------------------------------------------------------
+def _received(loss: torch.Tensor, modules: dict[str, nn.Module]) -> dict[str, Any]:
+    """Which parameters a gradient reaches (autograd.grad, .grad untouched) and the norms."""
+    named = {f"{g}.{k}": p for g, m in modules.items() for k, p in m.named_parameters()}
+    grads = torch.autograd.grad(loss, list(named.values()), allow_unused=True, retain_graph=True)
+    out: dict[str, Any] = {"received": [k for k, g in zip(named, grads) if g is not None]}
+    for group in modules:
+        gs = [g for k, g in zip(named, grads) if k.startswith(group + ".") and g is not None]
+        out[f"{group}_params_with_gradient"] = len(gs)
+        out[f"{group}_grad_norm"] = float(torch.cat([g.reshape(-1) for g in gs]).norm()) if gs \
+            else 0.0
+    return out
+
+
+def _leak_check(loss: torch.Tensor, module: nn.Module, name: str, why: str) -> dict[str, Any]:
+    try:
+        assert_no_gradient(loss, {name: module}, why=why)
+    except GradientLeakError as err:
+        name, path = min(err.paths.items(), key=lambda item: len(item[1]))
+        return {"assert_no_gradient": "failed", "leaking": sorted(err.paths),
+                "shortest_leak": f"{name}: {' -> '.join(path)}", "message": str(err)}
+    return {"assert_no_gradient": "passed", "leaking": [], "shortest_leak": "",
+            "message": ""}
+
+
+def _timing(step: Callable[[], Any], ctx: RunContext, rounds: int) -> dict[str, Any]:
+    """Interleaved rounds of the step with its blocks and without them (per-round ratios)."""
+    def unblocked() -> Any:
+        with disable_blocks(*ctx.disable_patterns):
+            return step()
+
+    result = race({"blocked": step, "unblocked": unblocked}, rounds=rounds, device=ctx.device)
+    ratio = result.ratio("unblocked", "blocked")
+    return {"blocked_seconds": result.median("blocked"),
+            "unblocked_seconds": result.median("unblocked"),
+            "time_ratio_unblocked_over_blocked": ratio.median, "rounds": rounds,
+            "time_ratio_rounds": list(ratio.rounds)}
+
+
+# --- findings -------------------------------------------------------------------------------------
 
 
 CUT = ("the definition of the cut: stop_gradient passes no gradient, so nothing behind it is "
@@ -348,7 +358,13 @@ def findings(run: RunResults) -> list[Finding]:
                         "n_b": gb["generator_params_with_gradient"],
                         "filled_b": gb["generator_grads_filled"]}),
     ]
-    gan_cost = c.get("gan", {})
+    return out + _cost_findings(gb, gu, c.get("gan", {}))
+
+
+def _cost_findings(gb: dict[str, Any], gu: dict[str, Any], gan_cost: dict[str, Any]
+                   ) -> list[Finding]:
+    """What the GAN step's leak costs: bytes and graph nodes (deterministic), and time."""
+    out = []
     memory = gan_cost.get("memory", {})
     if gan_cost and memory:
         saved = (memory["unblocked"]["saved_tensor_bytes"],
@@ -372,6 +388,9 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
+
+
 def figures(run: RunResults) -> dict[str, Any]:
     """Each case's backward graph with its cut marked, drawn from the saved graph data."""
     captions = {
@@ -387,5 +406,5 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -31,6 +31,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -53,10 +54,10 @@ from toolkit.algorithms.rbm import (
     log_likelihood,
     negative_samples,
 )
-from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
-from toolkit.measure import count_graph_nodes
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.style import integer_ticks, legend_entries, variant_style
+from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
+from toolkit.lab.measure import count_graph_nodes
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.style import variant_style
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
@@ -123,6 +124,9 @@ QUICK: dict[str, Any] = {"n_iter": 200, "learning_rate": 0.3, "log_every": 10,
                          "sample_steps": 200}
 
 
+# --- data -----------------------------------------------------------------------------------------
+
+
 def load_data(dataset: str, dtype: torch.dtype) -> tuple[torch.Tensor, tuple[int, int]]:
     """Training data (n_samples, n_visible) and the image shape of one sample."""
     if dataset == "bas":
@@ -130,26 +134,44 @@ def load_data(dataset: str, dtype: torch.dtype) -> tuple[torch.Tensor, tuple[int
     return binarized_digits(dtype=dtype).X, (8, 8)
 
 
-def _flat(grads: RBMParams | tuple[torch.Tensor, ...]) -> torch.Tensor:
-    return torch.cat([g.reshape(-1).to(torch.float64) for g in grads])
+# --- the comparison: each method with the block, without it, and with sampled chains --------------
 
 
-def _cosine(a: torch.Tensor, b: torch.Tensor) -> float | None:
-    na, nb = float(a.norm()), float(b.norm())
-    if not (math.isfinite(na) and math.isfinite(nb)) or na == 0 or nb == 0:
-        return None
-    return float(a @ b) / (na * nb)
+def run(params: Params, ctx: RunContext) -> None:
+    X, image_shape = load_data(params.dataset, ctx.dtype)
+    ctx.summary(data={"dataset": params.dataset, "n_samples": X.shape[0],
+                      "n_visible": X.shape[1], "n_hidden": params.n_components,
+                      "uniform_loglik": -X.shape[1] * math.log(2),
+                      "optimum_loglik": (-empirical_nll(X) / len(X)
+                                         if params.dataset == "bas" else None)})
+    save_cd_step_graph(X, params, ctx)
+    weights: dict[str, torch.Tensor] = {}
+    samples: dict[str, torch.Tensor] = {}
 
+    def record(variant: str, method: str, result: dict[str, Any]) -> None:
+        """Log a variant's metrics, summary and time as soon as it has finished."""
+        for row in result["rows"]:
+            ctx.log(row["step"], **{f"{variant}/{method}/{k}": v for k, v in row.items()
+                                    if k != "step"})
+        ctx.summary(**{variant: {method: _summary_of(result)}})
+        ctx.costs(seconds={variant: {method: result["seconds"]}})
+        weights[f"{variant}_{method}"] = result["params"].weights
+        samples[f"{variant}_{method}"] = draw_samples(
+            result["params"], params.n_samples, params.sample_steps, ctx.generator)
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-@torch.no_grad()
-def mean_loglik(p: RBMParams, X: torch.Tensor) -> float:
-    """Exact mean log-likelihood (float64)."""
-    return float(log_likelihood(RBMParams(*(t.to(torch.float64) for t in p)),
-                                X.to(torch.float64)).mean())
+    for method in ctx.progress(params.methods, desc="methods"):
+        fit = functools.partial(train, X, method, params, seed=ctx.seed, dtype=ctx.dtype,
+                                device=ctx.device)
+        with ctx.timer(f"train_{method}"):
+            ctx.compare(lambda fit=fit: fit(chain=params.chain),
+                        on_result=lambda variant, result, m=method: record(variant, m, result))
+        if params.sampled_peer:
+            with ctx.timer(f"train_{method}_sampled"):
+                record("sampled", method, fit(chain="sampled"))
+    if params.peers:
+        ctx.summary(**run_peers(X, params, ctx))
+    ctx.save_artifact("weights", {**weights, "image_shape": np.array(image_shape)})
+    ctx.save_artifact("samples", {**samples, "image_shape": np.array(image_shape)})
 
 
 def train(X: torch.Tensor, method: str, params: Params, *, chain: str, seed: int,
@@ -259,49 +281,29 @@ def save_cd_step_graph(X: torch.Tensor, params: Params, ctx: RunContext) -> None
     ctx.save_artifact("graph_cd_step", graph.to_dict())
 
 
-def run(params: Params, ctx: RunContext) -> None:
-    dtype = ctx.dtype
-    X, image_shape = load_data(params.dataset, dtype)
-    ctx.summary(data={"dataset": params.dataset, "n_samples": X.shape[0],
-                      "n_visible": X.shape[1], "n_hidden": params.n_components,
-                      "uniform_loglik": -X.shape[1] * math.log(2),
-                      "optimum_loglik": (-empirical_nll(X) / len(X)
-                                         if params.dataset == "bas" else None)})
-    save_cd_step_graph(X, params, ctx)
-    weights: dict[str, torch.Tensor] = {}
-    samples: dict[str, torch.Tensor] = {}
-
-    def record(variant: str, method: str, result: dict[str, Any]) -> None:
-        """Log a variant's metrics, summary and time as soon as it has finished."""
-        for row in result["rows"]:
-            ctx.log(row["step"], **{f"{variant}/{method}/{k}": v for k, v in row.items()
-                                    if k != "step"})
-        ctx.summary(**{variant: {method: _summary_of(result)}})
-        ctx.costs(seconds={variant: {method: result["seconds"]}})
-        weights[f"{variant}_{method}"] = result["params"].weights
-        samples[f"{variant}_{method}"] = draw_samples(
-            result["params"], params.n_samples, params.sample_steps, ctx.generator)
-
-    for method in ctx.progress(params.methods, desc="methods"):
-        def fit(method: str = method) -> dict[str, Any]:
-            return train(X, method, params, chain=params.chain, seed=ctx.seed, dtype=dtype,
-                         device=ctx.device)
-
-        with ctx.timer(f"train_{method}"):
-            ctx.compare(fit, on_result=lambda variant, result, m=method: record(variant, m,
-                                                                                  result))
-        if params.sampled_peer:
-            with ctx.timer(f"train_{method}_sampled"):
-                record("sampled", method, train(X, method, params, chain="sampled",
-                                                seed=ctx.seed, dtype=dtype, device=ctx.device))
-
-    if params.peers:
-        ctx.summary(**run_peers(X, params, ctx))
-    ctx.save_artifact("weights", {**weights, "image_shape": np.array(image_shape)})
-    ctx.save_artifact("samples", {**samples, "image_shape": np.array(image_shape)})
+@torch.no_grad()
+def mean_loglik(p: RBMParams, X: torch.Tensor) -> float:
+    """Exact mean log-likelihood (float64)."""
+    return float(log_likelihood(RBMParams(*(t.to(torch.float64) for t in p)),
+                                X.to(torch.float64)).mean())
 
 
-# ------------------------------------------------------------------------------- findings
+def _flat(grads: RBMParams | tuple[torch.Tensor, ...]) -> torch.Tensor:
+    return torch.cat([g.reshape(-1).to(torch.float64) for g in grads])
+
+
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    na, nb = float(a.norm()), float(b.norm())
+    if not (math.isfinite(na) and math.isfinite(nb)) or na == 0 or nb == 0:
+        return None
+    return float(a @ b) / (na * nb)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+# --- findings -------------------------------------------------------------------------------------
 
 
 def _methods(run: RunResults) -> list[str]:
@@ -328,26 +330,7 @@ def findings(run: RunResults) -> list[Finding]:
         basis="the gradient of F(v_data) − F(v̄) with the chain's v̄ held constant is the CD "
               "update (Hinton 2002)",
         values={"cos_b": cos_b, **cos_u})]
-    data = s.get("data", {})
-    scale = ""
-    values: dict[str, Any] = {}
-    for m in methods:
-        values[f"b_{m}"], values[f"u_{m}"] = b[m]["final_loglik"], u[m]["final_loglik"]
-    if data.get("uniform_loglik") is not None and data.get("optimum_loglik") is not None:
-        scale = "; the uniform model has {uniform:4} and the best possible {optimum:4}"
-        values.update(uniform=data["uniform_loglik"], optimum=data["optimum_loglik"])
-    lowest = ""
-    if "pcd" in methods:
-        lowest = ("; PCD-1's lowest during training is {b_min:4} vs {u_min:4}, from {start:4} "
-                  "at the start")
-        values.update(b_min=b["pcd"]["min_loglik"], u_min=u["pcd"]["min_loglik"],
-                      start=b["pcd"]["initial_loglik"])
-    out.append(Finding(
-        "Exact log-likelihood at the end, blocked vs unblocked: "
-        + _join([f"{NAMES[m]} {{b_{m}:4}} vs {{u_{m}:4}}" for m in methods])
-        + f" nats per pattern{lowest}{scale}. Neither update is the likelihood gradient, so "
-          "theory does not rank them: CD's bias can lower the likelihood in long training "
-          "(Fischer & Igel 2010, on bars and stripes).", values=values))
+    out.append(_loglik_finding(s, methods))
     if "toolkit" in s and "pcd" in s["toolkit"]:
         out.append(Finding(
             "The toolkit's BernoulliRBM with scikit-learn's defaults (PCD-1, sampled chains) "
@@ -370,128 +353,32 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
-# --------------------------------------------------------------------------------- figures
-# drawn only from the run's files (metrics, summary.json, artifacts)
+def _loglik_finding(s: dict[str, Any], methods: list[str]) -> Finding:
+    """The final log-likelihoods, blocked vs unblocked (measured: theory ranks neither)."""
+    b, u = ({m: s[v][m] for m in methods} for v in ("blocked", "unblocked"))
+    data = s.get("data", {})
+    scale = ""
+    values: dict[str, Any] = {}
+    for m in methods:
+        values[f"b_{m}"], values[f"u_{m}"] = b[m]["final_loglik"], u[m]["final_loglik"]
+    if data.get("uniform_loglik") is not None and data.get("optimum_loglik") is not None:
+        scale = "; the uniform model has {uniform:4} and the best possible {optimum:4}"
+        values.update(uniform=data["uniform_loglik"], optimum=data["optimum_loglik"])
+    lowest = ""
+    if "pcd" in methods:
+        lowest = ("; PCD-1's lowest during training is {b_min:4} vs {u_min:4}, from {start:4} "
+                  "at the start")
+        values.update(b_min=b["pcd"]["min_loglik"], u_min=u["pcd"]["min_loglik"],
+                      start=b["pcd"]["initial_loglik"])
+    return Finding(
+        "Exact log-likelihood at the end, blocked vs unblocked: "
+        + _join([f"{NAMES[m]} {{b_{m}:4}} vs {{u_{m}:4}}" for m in methods])
+        + f" nats per pattern{lowest}{scale}. Neither update is the likelihood gradient, so "
+          "theory does not rank them: CD's bias can lower the likelihood in long training "
+          "(Fischer & Igel 2010, on bars and stripes).", values=values)
 
 
-def _metric(run: RunResults, key: str) -> tuple[np.ndarray, np.ndarray]:
-    return run.metric(key) if key in run.metric_keys() else (np.array([]), np.array([]))
-
-
-def _seeds(ax: Any, run: RunResults, key: str, **style: Any) -> None:
-    """The metric over every seed of the run (mean and range), if it was logged."""
-    from toolkit.report.figures import plot_seeds
-
-    if key in run.metric_keys():
-        plot_seeds(ax, run, key, **style)
-
-
-def _variants(run: RunResults) -> list[str]:
-    return [v for v in ("blocked", "unblocked", "sampled") if v in run.summary]
-
-
-def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
-    """One panel per variant (row) and method (column): the artifact's rows as images, tiled."""
-    import matplotlib.pyplot as plt
-
-    data = run.artifact(artifact)
-    h, w = (int(x) for x in data["image_shape"])
-    variants = [v for v in ("blocked", "unblocked", "sampled")
-                if any(k.startswith(f"{v}_") for k in data)]
-    methods = _methods(run)
-    fig, axes = plt.subplots(len(variants), len(methods), squeeze=False, layout="constrained",
-                             figsize=(2.5 * len(methods) + 0.8, 2.4 * len(variants) + 0.4))
-    for (i, variant), (j, method) in itertools.product(enumerate(variants), enumerate(methods)):
-        ax = axes[i, j]
-        ax.set_xticks([])
-        ax.set_yticks([])
-        images = np.asarray(data.get(f"{variant}_{method}", np.zeros((0, h * w))), dtype=float)
-        cols = max(1, math.ceil(math.sqrt(len(images))))
-        mosaic = np.full((-(-len(images) // cols) * (h + 1) + 1, cols * (w + 1) + 1), np.nan)
-        for n, img in enumerate(images):  # a 1-pixel NaN border around each image
-            r, c = divmod(n, cols)
-            mosaic[1 + r * (h + 1):(r + 1) * (h + 1), 1 + c * (w + 1):(c + 1) * (w + 1)] = (
-                img.reshape(h, w))
-        lim = np.nanmax(np.abs(mosaic)) if np.isfinite(mosaic).any() else 1.0
-        ax.imshow(mosaic, cmap=cmap, vmin=-lim if artifact == "weights" else 0,
-                  vmax=lim if artifact == "weights" else 1)
-        if i == 0:
-            ax.set_title(NAMES[method], fontsize=10)
-        if j == 0:
-            ax.set_ylabel(_VARIANT_NAMES[variant], fontsize=10)
-    fig.suptitle(title, fontsize=10)
-    return fig
-
-
-#: The chains: mean-field (differentiable, blocked or not) and stochastic (with the block).
-_VARIANT_NAMES = {"blocked": "blocked (mean-field chain)",
-                  "unblocked": "unblocked (mean-field chain)",
-                  "sampled": "sampled chain (stochastic)"}
-_VARIANT_MARKERS = {"blocked": "o", "unblocked": "s", "sampled": "^"}
-
-
-def _panels(run: RunResults, rows: list[str], ylabel: str, height: float
-            ) -> tuple[Any, Any]:
-    import matplotlib.pyplot as plt
-
-    methods = _methods(run)
-    fig, axes = plt.subplots(len(rows), len(methods), squeeze=False, sharey="row", sharex=True,
-                             figsize=(9.0, height * len(rows) + 0.9), layout="constrained")
-    for (i, row), (j, method) in itertools.product(enumerate(rows), enumerate(methods)):
-        ax = axes[i, j]
-        ax.set_title(f"{NAMES[method]}{': ' + row if row else ''}", fontsize=10)
-        if i == len(rows) - 1:
-            ax.set_xlabel("epoch")
-        integer_ticks(ax)
-        ax.grid(alpha=0.3)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(ylabel)
-    return fig, axes
-
-
-def _finish(fig: Any, axes: Any) -> None:
-    """One legend for the figure, under the panels (it hides no panel's data); the variants'
-    markers differ, so curves that coincide (cosine 1 with the block) stay visible."""
-    fig.legend(*legend_entries(axes.flat), loc="outside lower center", ncols=3, fontsize=9,
-               frameon=False)
-
-
-def _loglik_figure(run: RunResults) -> Any:
-    fig, axes = _panels(run, [""], "log-likelihood (nats per pattern)", 3.0)
-    data = run.summary.get("data", {})
-    others: list[str] = []
-    for ax, method in zip(axes[0], _methods(run)):
-        for variant in _variants(run):
-            _seeds(ax, run, f"{variant}/{method}/loglik", marker=_VARIANT_MARKERS[variant],
-                   ms=3, label=_VARIANT_NAMES[variant], **variant_style(variant, others))
-        for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
-                                    ("toolkit", "^", "toolkit BernoulliRBM, same parameters")):
-            steps, values = _metric(run, f"{peer}/{method}/loglik")
-            if len(steps):
-                ax.plot(steps, values, marker, mfc="none", ms=7, label=label,
-                        color=variant_style("reference")["color"])
-        if data.get("uniform_loglik") is not None:
-            ax.axhline(data["uniform_loglik"], color="0.6", lw=0.8, ls=":",
-                       label=f"uniform model ({data.get('n_visible')} fair bits)")
-    _finish(fig, axes)
-    return fig
-
-
-def _cosine_figure(run: RunResults) -> Any:
-    rows = {"cos_cd": "to the CD update", "cos_exact": "to the exact gradient"}
-    fig, axes = _panels(run, list(rows.values()), "cosine similarity", 2.3)
-    others: list[str] = []
-    for (i, name), (j, method) in itertools.product(enumerate(rows), enumerate(_methods(run))):
-        ax = axes[i, j]
-        for variant in _variants(run):
-            _seeds(ax, run, f"{variant}/{method}/{name}", marker=_VARIANT_MARKERS[variant],
-                   ms=4, mfc="none", label=_VARIANT_NAMES[variant],
-                   **variant_style(variant, others))
-        if name == "cos_exact":
-            ax.axhline(0, color="0.8", lw=0.5)
-    axes[-1, 0].set_ylim(-1.05, 1.05)
-    _finish(fig, axes)
-    return fig
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:
@@ -513,14 +400,14 @@ def figures(run: RunResults) -> dict[str, Any]:
                         "the block the update is the CD update (cosine 1, for the mean-field "
                         "and the stochastic chain alike); without it the gradient through the "
                         "chain points elsewhere (cosine below 1)."),
+        "filters": (_mosaic_figure(run, "weights", "Learned filters (rows of W)", "PiYG"),
+                    "Each hidden unit's weights as an image (green positive, pink "
+                    "negative), per chain (row) and method (column)."),
+        "samples": (_mosaic_figure(run, "samples", "Samples after stochastic Gibbs sampling",
+                                   "gray_r"),
+                    "Samples of each trained model after stochastic Gibbs steps from "
+                    "random states, per chain (row) and method (column)."),
     }
-    figs["filters"] = (_mosaic_figure(run, "weights", "Learned filters (rows of W)", "PiYG"),
-                       "Each hidden unit's weights as an image (green positive, pink "
-                       "negative), per chain (row) and method (column).")
-    figs["samples"] = (_mosaic_figure(run, "samples", "Samples after stochastic Gibbs "
-                                      "sampling", "gray_r"),
-                       "Samples of each trained model after stochastic Gibbs steps from "
-                       "random states, per chain (row) and method (column).")
     if "graph_cd_step" in run.artifact_names():
         figs["graph_cd_step"] = (
             draw_gradient_graph(run.artifact("graph_cd_step"),
@@ -531,6 +418,85 @@ def figures(run: RunResults) -> dict[str, Any]:
     return figs
 
 
+#: The chains: mean-field (differentiable, blocked or not) and stochastic (with the block).
+_VARIANT_NAMES = {"blocked": "blocked (mean-field chain)",
+                  "unblocked": "unblocked (mean-field chain)",
+                  "sampled": "sampled chain (stochastic)"}
+#: The variants' markers differ, so curves that coincide (cosine 1 with the block) stay visible.
+_VARIANT_MARKERS = {v: {"marker": m} for v, m in zip(_VARIANT_NAMES, ("o", "s", "^"))}
+
+
+def _loglik_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.plots import legend_below, variant_curves
+
+    fig, axes = _panels(run, [""], "log-likelihood (nats per pattern)", 3.0)
+    data, others = run.summary.get("data", {}), []
+    for ax, method in zip(axes[0], _methods(run)):
+        variant_curves(ax, run, f"{method}/loglik", _variants(run), labels=_VARIANT_NAMES,
+                       styles=_VARIANT_MARKERS, others=others, ms=3)
+        for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
+                                    ("toolkit", "^", "toolkit BernoulliRBM, same parameters")):
+            if f"{peer}/{method}/loglik" in run.metric_keys():
+                ax.plot(*run.metric(f"{peer}/{method}/loglik"), marker, mfc="none", ms=7,
+                        label=label, color=variant_style("reference")["color"])
+        if data.get("uniform_loglik") is not None:
+            ax.axhline(data["uniform_loglik"], color="0.6", lw=0.8, ls=":",
+                       label=f"uniform model ({data.get('n_visible')} fair bits)")
+    legend_below(fig, axes.flat)
+    return fig
+
+
+def _cosine_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.plots import legend_below, variant_curves
+
+    rows = {"cos_cd": "to the CD update", "cos_exact": "to the exact gradient"}
+    fig, axes = _panels(run, list(rows.values()), "cosine similarity", 2.3)
+    others: list[str] = []
+    for (i, name), (j, method) in itertools.product(enumerate(rows), enumerate(_methods(run))):
+        variant_curves(axes[i, j], run, f"{method}/{name}", _variants(run),
+                       labels=_VARIANT_NAMES, styles=_VARIANT_MARKERS, others=others, ms=4,
+                       mfc="none")
+        if name == "cos_exact":
+            axes[i, j].axhline(0, color="0.8", lw=0.5)
+    axes[-1, 0].set_ylim(-1.05, 1.05)
+    legend_below(fig, axes.flat)
+    return fig
+
+
+def _panels(run: RunResults, rows: list[str], ylabel: str, height: float) -> tuple[Any, Any]:
+    """One panel per row and method, the rows sharing their y axis, epochs below the last."""
+    from toolkit.lab.report.plots import step_axes, subplots
+
+    methods = _methods(run)
+    fig, axes = subplots(len(rows), len(methods), squeeze=False, sharey="row", sharex=True,
+                         figsize=(9.0, height * len(rows) + 0.9))
+    for (i, row), (j, method) in itertools.product(enumerate(rows), enumerate(methods)):
+        step_axes(axes[i, j], f"{NAMES[method]}{': ' + row if row else ''}",
+                  "epoch" if i == len(rows) - 1 else None)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    return fig, axes
+
+
+def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
+    """One panel per variant (row) and method (column): the artifact's rows as images, tiled."""
+    from toolkit.lab.report.plots import image_grid, tile_images
+
+    data = run.artifact(artifact)
+    shape = tuple(int(x) for x in data["image_shape"])
+    methods, none = _methods(run), np.zeros((0, shape[0] * shape[1]))
+    rows = [(name, [tile_images(data.get(f"{v}_{m}", none), shape) for m in methods])
+            for v, name in _VARIANT_NAMES.items() if any(k.startswith(f"{v}_") for k in data)]
+    fig, _ = image_grid(rows, cell=(2.5, 2.4), pad=(0.8, 0.4), title=title,
+                        col_titles=[NAMES[m] for m in methods], fontsize=10, cmap=cmap,
+                        symmetric=artifact == "weights")
+    return fig
+
+
+def _variants(run: RunResults) -> list[str]:
+    return [v for v in ("blocked", "unblocked", "sampled") if v in run.summary]
+
+
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

@@ -27,9 +27,11 @@ import math
 import time
 from typing import Any
 
+import numpy as np
 import torch
 from pydantic import Field
 
+from toolkit.algorithms.divergence import check_finite
 from toolkit.algorithms.simsiam import (
     BLOCK,
     Augment,
@@ -38,9 +40,9 @@ from toolkit.algorithms.simsiam import (
     output_std,
     train_simsiam,
 )
-from toolkit.data import digits, train_test_split
-from toolkit.divergence import check_finite
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.data import Dataset, digits, train_test_split
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.style import place_legend, variant_style
 
 DESCRIPTION = "SimSiam on the digits: the target branch behind stop_gradient vs trained too"
 STORY = Story(
@@ -70,57 +72,77 @@ class Params(ExperimentParams):
 QUICK: dict[str, Any] = {"epochs": 40}
 
 
-def run(params: Params, ctx: RunContext) -> None:
+# --- data -----------------------------------------------------------------------------------------
+
+
+def load_data(params: Params, ctx: RunContext) -> tuple[Dataset, Dataset]:
+    """The digits split into training and held-out parts (stratified, seeded); the pixels on
+    ``ctx.device``, the labels where they are."""
     train, test = train_test_split(digits(ctx.dtype), params.test_fraction, seed=ctx.seed)
-    X, X_test = train.X.to(ctx.device), test.X.to(ctx.device)
+    return Dataset(train.X.to(ctx.device), train.y), Dataset(test.X.to(ctx.device), test.y)
+
+
+# --- the comparison -------------------------------------------------------------------------------
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    train, test = load_data(params, ctx)
     torch.manual_seed(ctx.seed)  # the networks' initialisation (shared by both variants)
-    start = SimSiam(X.shape[1], hidden=params.hidden, dim=params.dim,
+    start = SimSiam(train.X.shape[1], hidden=params.hidden, dim=params.dim,
                     pred_hidden=params.pred_hidden, device=ctx.device, dtype=ctx.dtype)
-    sqrt_d = math.sqrt(params.dim)
-
-    def measure(model: SimSiam) -> dict[str, float | None]:
-        if check_finite(model.state_dict()) is not None:  # diverged: nothing to measure
-            return dict.fromkeys(("output_std_sqrt_d", "knn_accuracy", "knn_accuracy_encoder"))
-        f_train, z_train = model.embed(X)
-        f_test, z_test = model.embed(X_test)
-        return {"output_std_sqrt_d": output_std(z_test) * sqrt_d,
-                "knn_accuracy": knn_accuracy(z_train, train.y, z_test, test.y, k=params.k),
-                "knn_accuracy_encoder": knn_accuracy(f_train, train.y, f_test, test.y,
-                                                     k=params.k)}
-
-    def fit() -> dict[str, Any]:
-        model = copy.deepcopy(start)
-        rows: list[dict[str, float]] = []
-
-        def after_epoch(epoch: int, row: dict[str, float]) -> None:
-            _, z_test = model.embed(X_test)
-            rows.append({"loss": row["loss"], "output_std_sqrt_d": output_std(z_test) * sqrt_d})
-
-        seconds = time.perf_counter()
-        history = train_simsiam(model, X, epochs=params.epochs, batch_size=params.batch_size,
-                                lr=params.lr, weight_decay=params.weight_decay,
-                                augment=Augment(), generator=torch.Generator().manual_seed(
-                                    ctx.seed), callback=after_epoch)
-        seconds = time.perf_counter() - seconds
-        summary = {**measure(model), "final_loss": rows[-1]["loss"] if rows else None}
-        if history.divergence is not None:  # stopped at a non-finite value: where
-            summary["diverged_at"] = history.divergence.as_dict()
-        return {"rows": rows, "summary": summary,
-                "seconds_per_epoch": seconds / max(len(rows), 1)}
-
-    def log(variant: str, out: dict[str, Any]) -> None:
-        for epoch, row in enumerate(out["rows"], start=1):
-            ctx.log(epoch, **{f"{variant}/train/loss": row["loss"],
-                              f"{variant}/test/output_std_sqrt_d": row["output_std_sqrt_d"]})
-
-    runs = ctx.compare(fit, on_result=log)
-    pixels = knn_accuracy(X, train.y, X_test, test.y, k=params.k)
+    runs = ctx.compare(lambda: fit(copy.deepcopy(start), params, ctx, train, test),
+                       on_result=lambda variant, out: log(ctx, variant, out))
+    pixels = knn_accuracy(train.X, train.y, test.X, test.y, k=params.k)
     ctx.summary(blocked=runs["blocked"]["summary"], unblocked=runs["unblocked"]["summary"],
                 pixels={"knn_accuracy": pixels}, dim=params.dim)
     ctx.costs(seconds_per_epoch={v: out["seconds_per_epoch"] for v, out in runs.items()})
 
 
-# --- what the report shows -------------------------------------------------------------------
+def fit(model: SimSiam, params: Params, ctx: RunContext, train: Dataset, test: Dataset
+        ) -> dict[str, Any]:
+    """Train ``model`` (the loss and the output's spread on the held-out digits after every
+    epoch), then measure it; rows, summary and seconds per epoch."""
+    sqrt_d = math.sqrt(params.dim)
+    rows: list[dict[str, float]] = []
+
+    def after_epoch(epoch: int, row: dict[str, float]) -> None:
+        _, z_test = model.embed(test.X)
+        rows.append({"loss": row["loss"], "output_std_sqrt_d": output_std(z_test) * sqrt_d})
+
+    seconds = time.perf_counter()
+    history = train_simsiam(model, train.X, epochs=params.epochs, batch_size=params.batch_size,
+                            lr=params.lr, weight_decay=params.weight_decay, augment=Augment(),
+                            generator=torch.Generator().manual_seed(ctx.seed),
+                            callback=after_epoch)
+    seconds = time.perf_counter() - seconds
+    summary = {**measure(model, params, train, test),
+               "final_loss": rows[-1]["loss"] if rows else None}
+    if history.divergence is not None:  # stopped at a non-finite value: where
+        summary["diverged_at"] = history.divergence.as_dict()
+    return {"rows": rows, "summary": summary, "seconds_per_epoch": seconds / max(len(rows), 1)}
+
+
+def measure(model: SimSiam, params: Params, train: Dataset, test: Dataset
+            ) -> dict[str, float | None]:
+    """The output's spread (std of z/‖z‖ × √d) and the k-NN accuracies of the output and of
+    the encoder's features on the held-out digits (``None`` for a diverged model)."""
+    if check_finite(model.state_dict()) is not None:  # diverged: nothing to measure
+        return dict.fromkeys(("output_std_sqrt_d", "knn_accuracy", "knn_accuracy_encoder"))
+    f_train, z_train = model.embed(train.X)
+    f_test, z_test = model.embed(test.X)
+    return {"output_std_sqrt_d": output_std(z_test) * math.sqrt(params.dim),
+            "knn_accuracy": knn_accuracy(z_train, train.y, z_test, test.y, k=params.k),
+            "knn_accuracy_encoder": knn_accuracy(f_train, train.y, f_test, test.y, k=params.k)}
+
+
+def log(ctx: RunContext, variant: str, out: dict[str, Any]) -> None:
+    """A variant's loss and output spread per epoch, logged as soon as it has trained."""
+    for epoch, row in enumerate(out["rows"], start=1):
+        ctx.log(epoch, **{f"{variant}/train/loss": row["loss"],
+                          f"{variant}/test/output_std_sqrt_d": row["output_std_sqrt_d"]})
+
+
+# --- findings -------------------------------------------------------------------------------------
 
 
 PAPER = "Chen & He (2021), Figure 2: without stop-gradient the loss reaches −1 and the output collapses"
@@ -164,58 +186,60 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
+
+
 def figures(run: RunResults) -> dict[str, Any]:
     """The collapse per epoch, and the k-NN accuracies next to the pixel baseline."""
-    import matplotlib.pyplot as plt
-    import numpy as np
+    return {
+        "collapse": (_collapse_figure(run),
+                     "Without the stop-gradient the output collapses: its spread (left, 1 for an "
+                     "isotropic output, 0 for a constant one) falls toward 0 while the loss "
+                     "(right) reaches its minimum −1; with the block the spread stays near 1."),
+        "knn": (_knn_figure(run),
+                "Nearest-neighbour accuracy of the held-out digits with the learned output and "
+                "with the encoder's features, blocked and unblocked; the dotted line is the "
+                "accuracy on raw pixels (with several seeds: the mean, and the range as "
+                "whiskers)."),
+    }
 
-    from toolkit.report.figures import plot_seeds
-    from toolkit.style import integer_ticks, place_legend, variant_style
 
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.5), layout="constrained")
+def _collapse_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.plots import step_axes, subplots, variant_curves
+
+    fig, axes = subplots(1, 2, figsize=(9.0, 3.5))
     for ax, key, title in zip(axes, ("test/output_std_sqrt_d", "train/loss"),
                               ("spread of the output: std of z/‖z‖ × √d",
                                "SimSiam loss (minimum −1)")):
-        for variant in ("blocked", "unblocked"):
-            plot_seeds(ax, run, f"{variant}/{key}", label=variant, **variant_style(variant))
-        ax.set_xlabel("epoch")
-        ax.set_title(title, fontsize=10)
-        integer_ticks(ax)
-        ax.grid(alpha=0.3)
+        variant_curves(ax, run, key)
+        step_axes(ax, title)
     axes[0].axhline(1.0, label="isotropic output", **variant_style("reference"))
     axes[0].set_ylabel("std × √d")
     axes[1].set_ylabel("loss")
     place_legend(axes[0])
-    collapse = (fig, "Without the stop-gradient the output collapses: its spread (left, 1 for an "
-                     "isotropic output, 0 for a constant one) falls toward 0 while the loss "
-                     "(right) reaches its minimum −1; with the block the spread stays near 1.")
+    return fig
+
+
+def _knn_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.plots import subplots, variant_bars
 
     summaries = [r.summary for r in run.replicates]  # bars: mean over seeds, whiskers: range
-    fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")
-    groups = [("learned output z", "knn_accuracy"), ("encoder features", "knn_accuracy_encoder")]
-    for i, variant in enumerate(("blocked", "unblocked")):
-        per_seed = np.array([[s[variant][key] for _, key in groups] for s in summaries])
-        values = per_seed.mean(0)
-        spread = np.stack([values - per_seed.min(0), per_seed.max(0) - values])
-        bars = ax.bar([j + (i - 0.5) * 0.35 for j in range(len(groups))], values, width=0.35,
-                      label=variant, color=variant_style(variant)["color"],
-                      yerr=spread if len(summaries) > 1 else None, capsize=3)
-        # in the middle of the bars: off the pixel baseline above them and the whiskers
-        ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=9, color="white",
-                     label_type="center")
+    groups = {"learned output z": "knn_accuracy", "encoder features": "knn_accuracy_encoder"}
+    fig, ax = subplots(figsize=(7.0, 3.4))
+    bars = variant_bars(ax, list(groups), {
+        v: [[s[v][key] for key in groups.values()] for s in summaries]
+        for v in ("blocked", "unblocked")})
+    for container in bars.values():  # in the middle of the bars: off the baseline and whiskers
+        ax.bar_label(container, labels=[f"{v:.3g}" for v in container.datavalues], fontsize=9,
+                     color="white", label_type="center")
     ax.axhline(float(np.mean([s["pixels"]["knn_accuracy"] for s in summaries])),
                label="raw pixels", **variant_style("reference"))
-    ax.set_xticks(range(len(groups)), [g for g, _ in groups])
     ax.set_ylabel("5-NN accuracy (held out)")
     ax.set_ylim(0, 1.05)
     place_legend(ax)
-    knn = (fig, "Nearest-neighbour accuracy of the held-out digits with the learned output and "
-                "with the encoder's features, blocked and unblocked; the dotted line is the "
-                "accuracy on raw pixels (with several seeds: the mean, and the range as "
-                "whiskers).")
-    return {"collapse": collapse, "knn": knn}
+    return fig
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

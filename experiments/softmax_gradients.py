@@ -42,8 +42,9 @@ from pydantic import Field, field_validator, model_validator
 
 from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
-from toolkit.measure import count_graph_nodes, measure_memory, time_fn
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.measure import count_graph_nodes, measure_memory, time_fn
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
 DESCRIPTION = ("softmax: gradient through the max (blocked vs not) over scales and dtypes; "
                "overflow; cost")
@@ -58,12 +59,8 @@ STORY = Story(
                "while the shift itself keeps exp from overflowing above log(finfo.max)",
 )
 
-DTYPES: dict[str, torch.dtype] = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32,
+                                  "bfloat16": torch.bfloat16, "float16": torch.float16}
 DtypeName = Literal["float64", "float32", "bfloat16", "float16"]
 KINDS = ("random", "tied")
 GRAD_VARIANTS = ("blocked", "unblocked", "torch", "upcast")
@@ -86,9 +83,8 @@ class Params(ExperimentParams):
     cost_shapes: list[tuple[int, int]] = Field(
         default_factory=lambda: [(4096, 4096), (64, 50000)],
         description="(rows, cols) of the float32 inputs whose cost is measured; [] skips")
-    cost_repeat: int = Field(9, ge=1, description="interleaved timing rounds (one forward+"
-                                                  "backward per variant each; 6 or more give "
-                                                  "a 95 % interval of the median ratio)")
+    cost_repeat: int = Field(9, ge=1, description="interleaved timing rounds (one forward+backward "
+                             "per variant each; 6 or more give a 95 % interval of the median ratio)")
     cost_warmup: int = Field(1, ge=0, description="untimed calls per variant first")
 
     @field_validator("scales")
@@ -134,7 +130,7 @@ QUICK: dict[str, Any] = {
 }
 
 
-# --- inputs ---------------------------------------------------------------------------------
+# --- data -----------------------------------------------------------------------------------------
 
 
 def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Generator
@@ -149,22 +145,48 @@ def make_inputs(n_rows: int, n_cols: int, n_tied: int, *, generator: torch.Gener
     return {"random": u, "tied": tied, "w": w}
 
 
-# --- 1. gradients ---------------------------------------------------------------------------
+# --- the comparison: 1. gradients, 2. overflow of the naive form, 3. cost -------------------------
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    inputs = make_inputs(params.n_rows, params.n_cols, params.n_tied, generator=ctx.generator)
+    with ctx.timer("gradients"):
+        grads = run_gradients(params, ctx, inputs)
+    ctx.save_artifact("gradients", {"scales": params.scales, "dtypes": params.dtypes,
+                                    "kinds": list(KINDS), "results": grads})
+    with ctx.timer("overflow"):
+        failure = run_failure(params, ctx, inputs["random"])
+    ctx.save_artifact("failure", failure)
+    summary = gradient_summary(grads)
+    summary["naive"] = {name: {k: v for k, v in d.items() if not k.endswith("_fraction")}
+                        for name, d in failure["dtypes"].items()}
+    summary["stable"] = {"nonfinite_rows_any_scale": {
+        name: max(d["stable_nonfinite_fraction"]) for name, d in failure["dtypes"].items()}}
+    ctx.summary(**summary)
+    if params.cost_shapes:
+        with ctx.timer("cost"):
+            cost_summary, costs = run_costs(params, ctx)
+        ctx.summary(**cost_summary)
+        ctx.costs(**costs)
+    x = torch.tensor([[1.0, 3.0, 2.0], [0.5, 0.5, -1.0]], requires_grad=True)
+    w = torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, 1.0]])
+    ctx.save_artifact("graph", gradient_graph(lambda: (stable_softmax(x) * w).sum(),
+                                              {"logits": [x]}).to_dict())
+
+
+# --- 1. gradients ---------------------------------------------------------------------------------
 
 
 def _errors(g: torch.Tensor, ref: torch.Tensor) -> dict[str, float | None]:
+    """Largest and relative error of ``g`` against ``ref`` (``None`` where not finite)."""
     g = g.double()
     diff = g - ref
     finite = bool(torch.isfinite(g).all())
-    max_abs = float(diff.abs().max()) if finite else None
-    ref_norm = float(ref.norm())
-    if not finite:
-        rel = None
-    elif ref_norm > 0:
-        rel = float(diff.norm()) / ref_norm
-    else:
-        rel = 0.0 if float(diff.norm()) == 0.0 else None
-    return {"max_abs_err": max_abs, "rel_err": rel, "finite": finite}
+    ref_norm, diff_norm = float(ref.norm()), float(diff.norm())
+    rel = (None if not finite else diff_norm / ref_norm if ref_norm > 0
+           else 0.0 if diff_norm == 0.0 else None)
+    return {"max_abs_err": float(diff.abs().max()) if finite else None, "rel_err": rel,
+            "finite": finite}
 
 
 def gradient_errors(x: torch.Tensor, w: torch.Tensor, disable: tuple[str, ...]
@@ -187,34 +209,27 @@ def gradient_errors(x: torch.Tensor, w: torch.Tensor, disable: tuple[str, ...]
     both_finite = bool(torch.isfinite(b).all() and torch.isfinite(u).all())
     out["blocked_vs_unblocked"] = {
         "max_abs_diff": float((b - u).abs().max()) if both_finite else None,
-        "rel_diff": cmp.overall.to_dict()["rel_diff"],
-        "n_different": int((b != u).sum()),
-    }
+        "rel_diff": cmp.overall.to_dict()["rel_diff"], "n_different": int((b != u).sum())}
     return out
 
 
 def run_gradients(params: Params, ctx: RunContext, inputs: dict[str, torch.Tensor]
                   ) -> dict[str, Any]:
+    """:func:`gradient_errors` per dtype, input kind and scale (``step`` = index of the scale)."""
     results: dict[str, Any] = {}
-    disable = ctx.disable_patterns
-    total = len(params.dtypes) * len(KINDS) * len(params.scales)
-    bar = ctx.progress(total=total, desc="gradients")
-    for name in params.dtypes:
-        dtype = DTYPES[name]
-        w = inputs["w"].to(ctx.device, dtype)
-        for kind in KINDS:
-            rows = []
-            for step, scale in enumerate(params.scales):
-                x = (scale * inputs[kind]).to(ctx.device, dtype)
-                err = gradient_errors(x, w, disable)
-                rows.append(err)
-                metrics = {f"{v}/grad_{kind}/{name}_max_abs_err": err[v]["max_abs_err"]
-                           for v in GRAD_VARIANTS if err[v] is not None}
-                metrics[f"blocked_vs_unblocked/grad_{kind}/{name}_max_abs_diff"] = \
-                    err["blocked_vs_unblocked"]["max_abs_diff"]
-                ctx.log(step, **metrics)
-                bar.update()
-            results.setdefault(name, {})[kind] = rows
+    bar = ctx.progress(total=len(params.dtypes) * len(KINDS) * len(params.scales),
+                       desc="gradients")
+    for name, kind in itertools.product(params.dtypes, KINDS):
+        w = inputs["w"].to(ctx.device, DTYPES[name])
+        rows = results.setdefault(name, {}).setdefault(kind, [])
+        for step, scale in enumerate(params.scales):
+            x = (scale * inputs[kind]).to(ctx.device, DTYPES[name])
+            rows.append(err := gradient_errors(x, w, ctx.disable_patterns))
+            ctx.log(step, **{f"{v}/grad_{kind}/{name}_max_abs_err": err[v]["max_abs_err"]
+                             for v in GRAD_VARIANTS if err[v] is not None},
+                    **{f"blocked_vs_unblocked/grad_{kind}/{name}_max_abs_diff":
+                       err["blocked_vs_unblocked"]["max_abs_diff"]})
+            bar.update()
     bar.close()
     return results
 
@@ -244,7 +259,7 @@ def gradient_summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# --- 2. overflow of the naive form ----------------------------------------------------------
+# --- 2. overflow of the naive form ----------------------------------------------------------------
 
 _INT_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -293,31 +308,23 @@ def run_failure(params: Params, ctx: RunContext, u: torch.Tensor) -> dict[str, A
             stable.append(float((~torch.isfinite(stable_softmax(x)).all(-1)).double().mean()))
         first = next((s for s, f in zip(scales.tolist(), naive) if f > 0), None)
         out["dtypes"][name] = {
-            "threshold_first_failing": first_bad,
-            "threshold_last_finite": last_ok,
-            "log_finfo_max": math.log(torch.finfo(dtype).max),
-            "naive_nonfinite_fraction": naive,
-            "stable_nonfinite_fraction": stable,
-            "first_failing_scale_random": first,
-        }
+            "threshold_first_failing": first_bad, "threshold_last_finite": last_ok,
+            "log_finfo_max": math.log(torch.finfo(dtype).max), "naive_nonfinite_fraction": naive,
+            "stable_nonfinite_fraction": stable, "first_failing_scale_random": first}
     return out
 
 
-# --- 3. cost --------------------------------------------------------------------------------
+# --- 3. cost --------------------------------------------------------------------------------------
 
 
 def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
-    if variant == "blocked":
-        return stable_softmax
-    if variant == "fused":
-        return lambda x: stable_softmax(x, impl="fused")
-    if variant == "torch":
-        return lambda x: torch.softmax(x, -1)
-
     def unblocked(x: torch.Tensor) -> torch.Tensor:
         with disable_blocks(*disable):
             return stable_softmax(x)
-    return unblocked
+
+    return {"blocked": stable_softmax, "unblocked": unblocked,
+            "torch": lambda x: torch.softmax(x, -1),
+            "fused": lambda x: stable_softmax(x, impl="fused")}[variant]
 
 
 def _fwd_bwd(fn: Any, x: torch.Tensor, g: torch.Tensor) -> Any:
@@ -356,45 +363,13 @@ def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str
         costs.setdefault("ratio_rounds", {})[label] = {
             "blocked_over_unblocked": [b / u for b, u in zip(times["blocked"],
                                                              times["unblocked"])]}
-        costs["ratios"][label] = {
-            "blocked_over_torch": med["blocked"] / med["torch"],
-            "blocked_over_unblocked": med["blocked"] / med["unblocked"],
-            "unblocked_over_torch": med["unblocked"] / med["torch"],
-            "fused_over_torch": med["fused"] / med["torch"],
-        }
+        costs["ratios"][label] = {f"{a}_over_{b}": med[a] / med[b] for a, b in (
+            ("blocked", "torch"), ("blocked", "unblocked"), ("unblocked", "torch"),
+            ("fused", "torch"))}
     return summary, costs
 
 
-# --- the run --------------------------------------------------------------------------------
-
-
-def run(params: Params, ctx: RunContext) -> None:
-    inputs = make_inputs(params.n_rows, params.n_cols, params.n_tied, generator=ctx.generator)
-    with ctx.timer("gradients"):
-        grads = run_gradients(params, ctx, inputs)
-    ctx.save_artifact("gradients", {"scales": params.scales, "dtypes": params.dtypes,
-                                    "kinds": list(KINDS), "results": grads})
-    with ctx.timer("overflow"):
-        failure = run_failure(params, ctx, inputs["random"])
-    ctx.save_artifact("failure", failure)
-    summary = gradient_summary(grads)
-    summary["naive"] = {name: {k: v for k, v in d.items() if not k.endswith("_fraction")}
-                        for name, d in failure["dtypes"].items()}
-    summary["stable"] = {"nonfinite_rows_any_scale": {
-        name: max(d["stable_nonfinite_fraction"]) for name, d in failure["dtypes"].items()}}
-    ctx.summary(**summary)
-    if params.cost_shapes:
-        with ctx.timer("cost"):
-            cost_summary, costs = run_costs(params, ctx)
-        ctx.summary(**cost_summary)
-        ctx.costs(**costs)
-    x = torch.tensor([[1.0, 3.0, 2.0], [0.5, 0.5, -1.0]], requires_grad=True)
-    w = torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, 1.0]])
-    ctx.save_artifact("graph", gradient_graph(lambda: (stable_softmax(x) * w).sum(),
-                                              {"logits": [x]}).to_dict())
-
-
-# --- findings -------------------------------------------------------------------------------
+# --- findings -------------------------------------------------------------------------------------
 
 _SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
 SHIFT = ("shift invariance: softmax(x − m) = softmax(x) for every m, so ∂softmax/∂m = 0 and the "
@@ -404,7 +379,7 @@ SHIFT = ("shift invariance: softmax(x − m) = softmax(x) for every m, so ∂sof
 def findings(run: RunResults) -> list[Finding]:
     """Four or five sentences with their numbers and verdicts, from ``summary.json`` and
     ``costs.json``."""
-    s, c = run.summary, run.costs
+    s = run.summary
     diff = s["blocked_vs_unblocked"]["max_abs_diff"]
     eps = {name: torch.finfo(DTYPES[name]).eps for name in diff}
     worst = {name: max(v for v in kinds.values() if v is not None)
@@ -429,11 +404,10 @@ def findings(run: RunResults) -> list[Finding]:
             basis="the shifted formula is accurate to a small multiple of the unit roundoff "
                   "(Blanchard, Higham & Higham 2021)",
             values={"b": b32, "t": t32}))
-    naive = s["naive"]
+    naive, stable = s["naive"], s["stable"]["nonfinite_rows_any_scale"]
     shown = [n for n in naive if n in ("float32", "float16")]
     values = {f"c_{n}": naive[n]["threshold_first_failing"] for n in shown}
     values.update({f"log_{n}": naive[n]["log_finfo_max"] for n in shown})
-    stable = s["stable"]["nonfinite_rows_any_scale"]
     values.update({f"s_{n}": v for n, v in stable.items()})
     out.append(Finding(
         "The naive form overflows at " + ", ".join(
@@ -444,66 +418,101 @@ def findings(run: RunResults) -> list[Finding]:
             for d in naive.values()) and not any(stable.values()),
         basis="the closed form: exp(c) overflows once c > log(finfo.max), and the shifted "
               "exponents are ≤ 0", values=values, seed_independent=True))
+    return out + _cost_findings(s, run.costs)
+
+
+def _cost_findings(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
+    """Graph and memory (deterministic) and time (measured) of the first cost shape."""
     labels = [k for k in s["blocked"] if _SHAPE.match(k)]
-    if labels:
-        label = labels[0]
-        b, u = s["blocked"][label], s["unblocked"][label]
+    if not labels:
+        return []
+    label = labels[0]
+    b, u = s["blocked"][label], s["unblocked"][label]
+    out = [Finding(
+        f"The block saves graph and memory ({label}, float32): {{nb}} autograd nodes instead "
+        "of {nu}, {sb:B} saved for backward instead of {su:B}.",
+        b["graph_nodes"] < u["graph_nodes"]
+        and b["saved_tensor_bytes"] < u["saved_tensor_bytes"], "cost",
+        basis="without the cut the max and its backward join the graph, and amax saves its "
+              "input for backward",
+        values={"nb": b["graph_nodes"], "nu": u["graph_nodes"],
+                "sb": b["saved_tensor_bytes"], "su": u["saved_tensor_bytes"]},
+        seed_independent=True)]
+    rounds = c.get("ratio_rounds", {}).get(label, {}).get("blocked_over_unblocked")
+    if rounds:
         out.append(Finding(
-            f"The block saves graph and memory ({label}, float32): {{nb}} autograd nodes instead "
-            "of {nu}, {sb:B} saved for backward instead of {su:B}.",
-            b["graph_nodes"] < u["graph_nodes"]
-            and b["saved_tensor_bytes"] < u["saved_tensor_bytes"], "cost",
-            basis="without the cut the max and its backward join the graph, and amax saves its "
-                  "input for backward",
-            values={"nb": b["graph_nodes"], "nu": u["graph_nodes"],
-                    "sb": b["saved_tensor_bytes"], "su": u["saved_tensor_bytes"]},
-            seed_independent=True))
-        rounds = c.get("ratio_rounds", {}).get(label, {}).get("blocked_over_unblocked")
-        if rounds:
-            out.append(Finding(
-                f"Forward+backward ({label}, float32) takes {{timing}} the unblocked time "
-                "(median of per-round ratios over interleaved rounds): the max's backward is "
-                "one cheap pass, too small to predict a measurable saving.",
-                topic="cost", timing=TimeRatio(tuple(rounds))))
+            f"Forward+backward ({label}, float32) takes {{timing}} the unblocked time "
+            "(median of per-round ratios over interleaved rounds): the max's backward is "
+            "one cheap pass, too small to predict a measurable saving.",
+            topic="cost", timing=TimeRatio(tuple(rounds))))
     return out
 
 
-# --- figures, drawn only from the run's files -----------------------------------------------
-
-
-def _floor(values: list[float | None], floor: float) -> list[float]:
-    return [math.nan if v is None else max(v, floor) for v in values]
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
 
 
 def figures(run: RunResults) -> dict[str, Any]:
     """Gradient error vs scale per dtype; naive vs stable overflow; cost bars; the graph."""
-    import matplotlib.pyplot as plt
-
     from toolkit import draw_gradient_graph
-    from toolkit.report.figures import draw_spread, value_bars
-    from toolkit.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {
+        "gradient_difference_vs_scale": (
+            _gradient_figure(run),
+            "Largest gradient error against torch.softmax's float64 gradient over logit scales "
+            "s, per precision (columns), for random logits and for rows with tied maxima; with "
+            "several seeds, one line per seed. Blocked (filled circles) and unblocked (open "
+            "squares) lie within rounding of each other: the black crosses, their difference, "
+            "stay at the dtype's eps (grey line) or below; exact zeros are drawn at 1e-20."),
+        "naive_vs_stable_failure": (
+            _failure_figure(run),
+            "Left: the share of rows that overflow with the naive form as the logits grow, "
+            "per precision (bfloat16 has float32's exponent range, so their curves are the "
+            "same); the stable form never overflows. Right: the smallest c at which "
+            "naive_softmax([c, 0]) is no longer finite (bars), on log(finfo.max) of each "
+            "precision (black marks)."),
+    }
+    if any(_SHAPE.match(k) for k in run.costs.get("blocked", {})):
+        out["cost_bars"] = (_cost_figure(run),
+                            f"Cost of one forward+backward in float32 (seed {run.seed}) per "
+                            "variant and input shape: time, autograd nodes, peak memory and "
+                            "bytes saved for backward; the fused path and torch.softmax are "
+                            "the floor the block cannot beat.")
+    if "graph" in run.artifact_names():
+        out["graph"] = (draw_gradient_graph(run.artifact("graph")),
+                        "The backward graph of the stable softmax with its cut softmax.max "
+                        "marked: behind it (dashed) the max, which gradient never needs.")
+    return out
+
+
+#: Per variant: legend entry, marker, its size, more style (distinct markers keep blocked and
+#: unblocked, which differ by rounding, both visible).
+_GRAD_LINES = {"blocked": ("blocked", "o", 3.5, {}), "unblocked": ("unblocked", "s", 6, {}),
+               "torch": ("torch.softmax", "^", 5, {}),
+               "upcast": ("float32 compute", "v", 5, {"color": EXTRA_COLORS[5]})}
+_FLOOR = 1e-20  # exact zeros on a log axis; no error (None) is not drawn
+
+
+def _gradient_figure(run: RunResults) -> Any:
+    """One panel per input kind (row) and dtype (column): each variant's error vs scale."""
+    from toolkit.lab.report.figures import draw_spread
+    from toolkit.lab.report.plots import subplots
+
     grads = run.artifact("gradients")
     scales, dtypes, res = grads["scales"], grads["dtypes"], grads["results"]
     every = [res] + [r.artifact("gradients")["results"] for r in run.replicates[1:]]
-    floor = 1e-20
-    fig, axes = plt.subplots(len(KINDS), len(dtypes), figsize=(9.0, 2.4 * len(KINDS) + 1.2),
-                             squeeze=False, sharey=True, sharex=True, layout="constrained")
-    # blocked and unblocked differ by rounding: distinct markers keep both visible
-    lines = {"blocked": ("blocked", "o", 3.5, {}), "unblocked": ("unblocked", "s", 6, {}),
-             "torch": ("torch.softmax", "^", 5, {}),
-             "upcast": ("float32 compute", "v", 5, {"color": EXTRA_COLORS[5]})}
+    floor = lambda vs: [math.nan if v is None else max(v, _FLOOR) for v in vs]  # noqa: E731
+    fig, axes = subplots(len(KINDS), len(dtypes), figsize=(9.0, 2.4 * len(KINDS) + 1.2),
+                         squeeze=False, sharey=True, sharex=True)
     for (row, kind), (col, name) in itertools.product(enumerate(KINDS), enumerate(dtypes)):
         ax = axes[row][col]
-        for v, (label, marker, size, extra) in lines.items():
+        for v, (label, marker, size, extra) in _GRAD_LINES.items():
             if res[name][kind][0].get(v) is not None:
-                draw_spread(ax, scales, [_floor([r[v]["max_abs_err"] for r in e[name][kind]],
-                                                floor) for e in every], mode="lines",
+                draw_spread(ax, scales, [floor([r[v]["max_abs_err"] for r in e[name][kind]])
+                                         for e in every], mode="lines",
                             marker=marker, ms=size, mfc="none" if v != "blocked" else None,
                             label=f"{label} vs float64", **(variant_style(v) | extra))
-        draw_spread(ax, scales, [_floor([r["blocked_vs_unblocked"]["max_abs_diff"]
-                                         for r in e[name][kind]], floor) for e in every],
+        draw_spread(ax, scales, [floor([r["blocked_vs_unblocked"]["max_abs_diff"]
+                                         for r in e[name][kind]]) for e in every],
                     mode="lines", color="k", marker="x", ms=5, linestyle="-", lw=0.8,
                     label="|blocked − unblocked|")
         ax.axhline(torch.finfo(DTYPES[name]).eps, color="0.6", lw=0.8, label="dtype eps")
@@ -513,21 +522,21 @@ def figures(run: RunResults) -> dict[str, Any]:
     for ax in axes[-1]:
         ax.set_xlabel("logit scale s", fontsize=9)
     for ax in axes[:, 0]:
-        ax.set_ylabel(f"max |error| (0 at {floor:g})", fontsize=9)
+        ax.set_ylabel(f"max |error| (0 at {_FLOOR:g})", fontsize=9)
     handles, labels = max((ax.get_legend_handles_labels() for ax in axes.flat),
                           key=lambda hl: len(hl[0]))
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
-    out["gradient_difference_vs_scale"] = (
-        fig, "Largest gradient error against torch.softmax's float64 gradient over logit scales "
-             "s, per precision (columns), for random logits and for rows with tied maxima; with "
-             "several seeds, one line per seed. Blocked (filled circles) and unblocked (open "
-             "squares) lie within rounding of each other: the black crosses, their difference, "
-             "stay at the dtype's eps (grey line) or below; exact zeros are drawn at 1e-20.")
+    return fig
+
+
+def _failure_figure(run: RunResults) -> Any:
+    """The share of overflowing rows vs scale (left); where naive_softmax([c, 0]) fails."""
+    from toolkit.lab.report.figures import draw_spread, value_bars
+    from toolkit.lab.report.plots import subplots
 
     failure = run.artifact("failure")
     failures = [failure] + [r.artifact("failure") for r in run.replicates[1:]]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9.0, 4.4), layout="constrained",
-                                  gridspec_kw={"width_ratios": [1.7, 1]})
+    fig, (ax, ax2) = subplots(1, 2, figsize=(9.0, 4.4), gridspec_kw={"width_ratios": [1.7, 1]})
     dnames = list(failure["dtypes"])
     colours = {n: EXTRA_COLORS[i % 4] for i, n in enumerate(dnames)}
     for i, name in enumerate(dnames):
@@ -555,41 +564,33 @@ def figures(run: RunResults) -> dict[str, Any]:
     ax2.set(xscale="log", xlim=(min(first) / 2, max(log_max) * 8),
             xlabel="c (black marks: log(finfo.max))")
     ax2.set_title("naive_softmax([c, 0])\nfails from c =", fontsize=10)
-    out["naive_vs_stable_failure"] = (
-        fig, "Left: the share of rows that overflow with the naive form as the logits grow, "
-             "per precision (bfloat16 has float32's exponent range, so their curves are the "
-             "same); the stable form never overflows. Right: the smallest c at which "
-             "naive_softmax([c, 0]) is no longer finite (bars), on log(finfo.max) of each "
-             "precision (black marks).")
+    return fig
+
+
+def _cost_figure(run: RunResults) -> Any:
+    """Bars per variant: time, graph nodes, peak memory, bytes saved, per input shape."""
+    from toolkit.lab.report.figures import value_bars
+    from toolkit.lab.report.plots import subplots
 
     costs, summary = run.costs, run.summary
     labels = [k for k in costs.get("blocked", {}) if _SHAPE.match(k)]
-    if labels:
-        metrics = [("time_median_s", "time [ms]", 1e3, costs),
-                   ("graph_nodes", "autograd nodes", 1, summary),
-                   ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
-                   ("saved_tensor_bytes", "saved for backward [MiB]", 1 / 2**20, summary)]
-        fig, axes = plt.subplots(len(labels), len(metrics), layout="constrained", sharey=True,
-                                 figsize=(9.0, 2.1 * len(labels) + 0.3), squeeze=False)
-        colors = [variant_style(v)["color"] if v != "fused" else EXTRA_COLORS[4]
-                  for v in COST_VARIANTS]
-        for (i, label), (j, (key, title, factor, source)) in itertools.product(
-                enumerate(labels), enumerate(metrics)):
-            values = [source.get(v, {}).get(label, {}).get(key) for v in COST_VARIANTS]
-            value_bars(axes[i][j], list(COST_VARIANTS),
-                       [None if val is None else val * factor for val in values], colors)
-            axes[i][j].set_title(f"{title}\n{label}", fontsize=9)
-        out["cost_bars"] = (fig, f"Cost of one forward+backward in float32 (seed {run.seed}) "
-                                 "per variant and input shape: time, autograd nodes, peak "
-                                 "memory and bytes saved for backward; the fused path and "
-                                 "torch.softmax are the floor the block cannot beat.")
-    if "graph" in run.artifact_names():
-        out["graph"] = (draw_gradient_graph(run.artifact("graph")),
-                        "The backward graph of the stable softmax with its cut softmax.max "
-                        "marked: behind it (dashed) the max, which gradient never needs.")
-    return out
+    metrics = [("time_median_s", "time [ms]", 1e3, costs),
+               ("graph_nodes", "autograd nodes", 1, summary),
+               ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
+               ("saved_tensor_bytes", "saved for backward [MiB]", 1 / 2**20, summary)]
+    fig, axes = subplots(len(labels), len(metrics), sharey=True,
+                         figsize=(9.0, 2.1 * len(labels) + 0.3), squeeze=False)
+    colors = [variant_style(v)["color"] if v != "fused" else EXTRA_COLORS[4]
+              for v in COST_VARIANTS]
+    for (i, label), (j, (key, title, factor, source)) in itertools.product(
+            enumerate(labels), enumerate(metrics)):
+        values = [source.get(v, {}).get(label, {}).get(key) for v in COST_VARIANTS]
+        value_bars(axes[i][j], list(COST_VARIANTS),
+                   [None if val is None else val * factor for val in values], colors)
+        axes[i][j].set_title(f"{title}\n{label}", fontsize=9)
+    return fig
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

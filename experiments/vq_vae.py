@@ -30,6 +30,7 @@ import torch
 from pydantic import Field
 
 from toolkit import disable_blocks
+from toolkit.algorithms.divergence import check_finite
 from toolkit.algorithms.vq_vae import (
     BLOCK,
     CODEBOOK_BLOCK,
@@ -39,9 +40,9 @@ from toolkit.algorithms.vq_vae import (
     perplexity,
     train_vq_vae,
 )
-from toolkit.data import digits, train_test_split
-from toolkit.divergence import check_finite
-from toolkit.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.data import digits, train_test_split
+from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.style import note_identical, variant_style
 
 DESCRIPTION = ("VQ-VAE on the digits: the straight-through, codebook and commitment "
                "stop-gradients, all in place, all off, and one at a time off")
@@ -74,55 +75,33 @@ class Params(ExperimentParams):
 QUICK: dict[str, Any] = {"epochs": 12}
 
 
-def run(params: Params, ctx: RunContext) -> None:
+# --- data -----------------------------------------------------------------------------------------
+
+
+def load_data(params: Params, ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training and held-out digits (stratified, seeded split), on ``ctx.device``."""
     train, test = train_test_split(digits(ctx.dtype), params.test_fraction, seed=ctx.seed)
-    X, X_test = train.X.to(ctx.device), test.X.to(ctx.device)
+    return train.X.to(ctx.device), test.X.to(ctx.device)
+
+
+# --- the comparison -------------------------------------------------------------------------------
+
+
+def run(params: Params, ctx: RunContext) -> None:
+    X, X_test = load_data(params, ctx)
     start = VQVAE(X.shape[1], n_latents=params.n_latents, latent_dim=params.latent_dim,
                   n_codes=params.n_codes, hidden=params.hidden, device=ctx.device,
                   dtype=ctx.dtype)
     start.init_codebook(X, generator=ctx.generator)
 
-    def evaluate(model: VQVAE) -> dict[str, float | None]:
-        if check_finite(model.state_dict()) is not None:  # diverged: nothing to measure
-            return dict.fromkeys(("recon_mse", "perplexity", "codes_used"))
-        with torch.no_grad():
-            out = model(X_test)
-        return {"recon_mse": out.recon.item(), "perplexity": perplexity(out.indices,
-                                                                        params.n_codes),
-                "codes_used": int(out.indices.unique().numel())}
-
     def fit() -> dict[str, Any]:
-        model = copy.deepcopy(start)
-        rows: list[dict[str, float]] = []
-        seconds = time.perf_counter()
-        history = train_vq_vae(model, X, epochs=params.epochs, batch_size=params.batch_size,
-                               lr=params.lr, beta=params.beta,
-                               generator=torch.Generator().manual_seed(ctx.seed),
-                               callback=lambda epoch, row: rows.append(row | evaluate(model)))
-        seconds = time.perf_counter() - seconds
-        final = rows[-1] if rows else dict.fromkeys(("recon", "codebook", "commitment"))
-        measured = evaluate(model)
-        summary = {**measured, "train_recon": final["recon"],
-                   "codebook_loss": final["codebook"], "commitment_loss": final["commitment"],
-                   "encoder_recon_grad_norm": encoder_recon_grad_norm(model, X_test)
-                   if measured["recon_mse"] is not None else None}
-        if history.divergence is not None:  # stopped at a non-finite value: where
-            summary["diverged_at"] = history.divergence.as_dict()
-        return {"rows": rows, "seconds_per_epoch": seconds / max(len(rows), 1),
-                "summary": summary, "examples": model(X_test[:8]).x_hat}
+        return train(copy.deepcopy(start), params, ctx, X, X_test)
 
-    def log(variant: str, out: dict[str, Any]) -> None:
-        for epoch, row in enumerate(out["rows"], start=1):
-            ctx.log(epoch, **{f"{variant}/test/recon_mse": row["recon_mse"],
-                              f"{variant}/train/recon": row["recon"],
-                              f"{variant}/codes/perplexity": row["perplexity"]})
-
-    runs = ctx.compare(fit, on_result=log)
+    runs = ctx.compare(fit, on_result=lambda variant, out: log(ctx, variant, out))
     for name, block in ABLATIONS.items():
         with disable_blocks(block):
             runs[name] = fit()
-        log(name, runs[name])
-
+        log(ctx, name, runs[name])
     mean_image = ((X_test - X.mean(0)) ** 2).mean().item()
     ctx.summary(**{v: out["summary"] for v, out in runs.items()},
                 baseline={"mean_image_mse": mean_image},
@@ -132,7 +111,50 @@ def run(params: Params, ctx: RunContext) -> None:
         v: out["examples"] for v, out in runs.items()})
 
 
-# --- what the report shows -------------------------------------------------------------------
+def train(model: VQVAE, params: Params, ctx: RunContext, X: torch.Tensor, X_test: torch.Tensor
+          ) -> dict[str, Any]:
+    """Train ``model`` (evaluated on the held-out digits after every epoch), then measure it:
+    rows per epoch, summary, seconds per epoch and eight reconstructions."""
+    rows: list[dict[str, float]] = []
+    seconds = time.perf_counter()
+    history = train_vq_vae(model, X, epochs=params.epochs, batch_size=params.batch_size,
+                           lr=params.lr, beta=params.beta,
+                           generator=torch.Generator().manual_seed(ctx.seed),
+                           callback=lambda epoch, row: rows.append(
+                               row | evaluate(model, params, X_test)))
+    seconds = time.perf_counter() - seconds
+    final = rows[-1] if rows else dict.fromkeys(("recon", "codebook", "commitment"))
+    measured = evaluate(model, params, X_test)
+    summary = {**measured, "train_recon": final["recon"],
+               "codebook_loss": final["codebook"], "commitment_loss": final["commitment"],
+               "encoder_recon_grad_norm": encoder_recon_grad_norm(model, X_test)
+               if measured["recon_mse"] is not None else None}
+    if history.divergence is not None:  # stopped at a non-finite value: where
+        summary["diverged_at"] = history.divergence.as_dict()
+    return {"rows": rows, "seconds_per_epoch": seconds / max(len(rows), 1),
+            "summary": summary, "examples": model(X_test[:8]).x_hat}
+
+
+def evaluate(model: VQVAE, params: Params, X_test: torch.Tensor) -> dict[str, float | None]:
+    """Test reconstruction MSE, the codebook's perplexity and the codes in use (``None`` for
+    a diverged model)."""
+    if check_finite(model.state_dict()) is not None:  # diverged: nothing to measure
+        return dict.fromkeys(("recon_mse", "perplexity", "codes_used"))
+    with torch.no_grad():
+        out = model(X_test)
+    return {"recon_mse": out.recon.item(), "perplexity": perplexity(out.indices, params.n_codes),
+            "codes_used": int(out.indices.unique().numel())}
+
+
+def log(ctx: RunContext, variant: str, out: dict[str, Any]) -> None:
+    """A variant's test MSE, training reconstruction loss and perplexity per epoch."""
+    for epoch, row in enumerate(out["rows"], start=1):
+        ctx.log(epoch, **{f"{variant}/test/recon_mse": row["recon_mse"],
+                          f"{variant}/train/recon": row["recon"],
+                          f"{variant}/codes/perplexity": row["perplexity"]})
+
+
+# --- findings -------------------------------------------------------------------------------------
 
 
 def findings(run: RunResults) -> list[Finding]:
@@ -175,60 +197,62 @@ def findings(run: RunResults) -> list[Finding]:
     return out
 
 
+# --- figures, drawn only from the run's files (the report imports matplotlib, not the run) --------
+
+
 def figures(run: RunResults) -> dict[str, Any]:
     """Reconstructions of test digits, then test MSE and perplexity against epochs."""
-    import matplotlib.pyplot as plt
+    return {
+        "reconstructions": (
+            _reconstructions_figure(run),
+            "Held-out digits (top) and their reconstructions with every stop-gradient in "
+            "place, with none, and without only the straight-through cut: without it the "
+            "encoder learns nothing from the reconstruction and the digits blur into the "
+            "average."),
+        "training_curves": (
+            _curves_figure(run),
+            "Test reconstruction error (left) and codebook perplexity (right) per epoch for "
+            "every variant: all blocks (blue), none (dashed vermillion), and without one cut "
+            "each; the dark grey dotted line is the error of predicting the mean digit. A "
+            "variant whose curve lies on another's is marked 'identical' in the legend."),
+    }
 
-    from toolkit.report.figures import plot_seeds
-    from toolkit.style import integer_ticks, legend_entries, note_identical, variant_style
+
+#: The reconstructions' rows: artifact key and label.
+_ROWS = {"original": "test digit", "blocked": "all blocks", "unblocked": "no blocks",
+         "without_straight_through": "no straight-through"}
+
+
+def _reconstructions_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.plots import image_grid
 
     examples = run.artifact("examples")
-    rows = [("original", "test digit"), ("blocked", "all blocks"),
-            ("unblocked", "no blocks"), ("without_straight_through", "no straight-through")]
-    n = examples["original"].shape[0]
-    fig, axes = plt.subplots(len(rows), n, figsize=(min(0.9 * n + 1.8, 9.0), 0.95 * len(rows) + 0.5),
-                             layout="constrained", squeeze=False)
-    for r, (key, label) in enumerate(rows):
-        for c in range(n):
-            ax = axes[r, c]
-            ax.imshow(examples[key][c].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
-        axes[r, 0].set_ylabel(label, fontsize=9, rotation=0, ha="right", va="center")
-    fig.suptitle("test digits and their VQ-VAE reconstructions", fontsize=10)
-    figs: dict[str, Any] = {"reconstructions": (
-        fig, "Held-out digits (top) and their reconstructions with every stop-gradient in place, "
-             "with none, and without only the straight-through cut: without it the encoder "
-             "learns nothing from the reconstruction and the digits blur into the average.")}
+    fig, _ = image_grid([(label, examples[key]) for key, label in _ROWS.items()], shape=(8, 8),
+                        cell=(0.9, 0.95), pad=(1.8, 0.5),
+                        title="test digits and their VQ-VAE reconstructions",
+                        label_kw={"rotation": 0, "ha": "right", "va": "center"})
+    return fig
 
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 4.2), layout="constrained")
+
+def _curves_figure(run: RunResults) -> Any:
+    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
+
+    fig, axes = subplots(1, 2, figsize=(9.0, 4.2))
     others: list[str] = []
-    variants = ["blocked", "unblocked", *ABLATIONS]
     for ax, key, title in zip(axes, ("test/recon_mse", "codes/perplexity"),
                               ("test reconstruction MSE", "codebook perplexity")):
-        for v in variants:
-            plot_seeds(ax, run, f"{v}/{key}", label=v.replace("_", " "),
-                       **variant_style(v, others))
-        ax.set_xlabel("epoch")
-        ax.set_title(title, fontsize=10)
-        integer_ticks(ax)
-        ax.grid(alpha=0.3)
+        variant_curves(ax, run, key, ["blocked", "unblocked", *ABLATIONS], others=others)
+        step_axes(ax, title)
     axes[0].axhline(run.summary["baseline"]["mean_image_mse"], label="predicting the mean digit",
                     **variant_style("reference"))
     axes[0].set_ylabel("mean squared error")
     axes[1].set_ylabel(f"perplexity (of {run.summary['n_codes']} codes)")
     for ax in axes:  # a curve hidden under another says so in the legend
         note_identical(ax)
-    handles, labels = legend_entries(axes)
-    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=9, frameon=False)
-    figs["training_curves"] = (
-        fig, "Test reconstruction error (left) and codebook perplexity (right) per epoch for "
-             "every variant: all blocks (blue), none (dashed vermillion), and without one cut "
-             "each; the dark grey dotted line is the error of predicting the mean digit. A "
-             "variant whose curve lies on another's is marked 'identical' in the legend.")
-    return figs
+    legend_below(fig, axes)
+    return fig
 
 
 if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.cli import run_module
+    from toolkit.lab.cli import run_module
     raise SystemExit(run_module(__name__))

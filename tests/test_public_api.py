@@ -1,21 +1,28 @@
-"""The package's public names: every name in __all__ loads, and nothing heavy loads with it."""
+"""The package's public names: every name in __all__ loads, nothing heavy loads with it, old
+module paths still import (with a DeprecationWarning), and imports run one way."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
 import types
+import warnings
+from pathlib import Path
 
 import pytest
 
 import toolkit
 import toolkit.core
-import toolkit.runner
-from toolkit._lazy import imported_names
+import toolkit.lab.runner
+import toolkit.lens
+from toolkit._utils import moved
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.runner],
+@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.lab.runner],
                          ids=lambda m: m.__name__)
 def test_every_public_name_loads(package) -> None:
     for name in package.__all__:
@@ -23,17 +30,27 @@ def test_every_public_name_loads(package) -> None:
     assert sorted(dir(package)) == sorted(set(dir(package)))
 
 
-def test_the_imports_of_toolkit_core_are_the_one_export_list() -> None:
-    """toolkit.core's imports give its __all__, and toolkit's __all__ and lazy table."""
-    listed = imported_names(toolkit.core.__file__, "toolkit.core")
-    public = {name for name, value in vars(toolkit.core).items()
+@pytest.mark.parametrize("package", [toolkit.core, toolkit.lens], ids=lambda m: m.__name__)
+def test_a_subpackage_exports_exactly_what_it_imports(package) -> None:
+    public = {name for name, value in vars(package).items()
               if not name.startswith("_") and not isinstance(value, types.ModuleType)}
-    assert toolkit.core.__all__ == sorted(listed) == sorted(public)
-    assert toolkit.__all__ == sorted(["__version__", *toolkit._EXPORTS])
-    assert set(toolkit._EXPORTS) == set(listed) - {"is_compiling"}
-    for name, module in toolkit._EXPORTS.items():
-        defined = getattr(importlib.import_module(module), name)
-        assert getattr(toolkit, name) is getattr(toolkit.core, name) is defined, name
+    assert sorted(package.__all__) == package.__all__ == sorted(public)
+
+
+def test_toolkit_exports_the_primitive_and_the_lens() -> None:
+    assert set(toolkit._CORE) == set(toolkit.core.__all__) - {"is_compiling"}
+    assert set(toolkit._LENS) == set(toolkit.lens.__all__)
+    assert len(toolkit.__all__) == len(set(toolkit.__all__))
+    for names, package in ((toolkit._CORE, toolkit.core), (toolkit._LENS, toolkit.lens)):
+        for name in names:
+            assert getattr(toolkit, name) is getattr(package, name), name
+
+
+def test_the_runner_lists_its_lazy_names_once() -> None:
+    runner = toolkit.lab.runner
+    assert runner.__all__ == sorted(runner._EXPORTS)
+    for name, module in runner._EXPORTS.items():
+        assert getattr(runner, name) is getattr(importlib.import_module(module), name), name
 
 
 def test_unknown_name_is_an_attribute_error() -> None:
@@ -42,7 +59,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
-    code = ("import sys, toolkit, toolkit.runner\n"
+    code = ("import sys, toolkit, toolkit.lab.runner, toolkit.lab.cli\n"
             "heavy = [m for m in ('torch', 'matplotlib', 'sklearn', 'torch._dynamo') "
             "if m in sys.modules]\n"
             "assert not heavy, heavy\n")
@@ -50,15 +67,74 @@ def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.parametrize("old", sorted(moved.MOVED))
+def test_an_old_module_path_warns_and_is_the_new_module(old: str) -> None:
+    code = ("import importlib, warnings\n"
+            "warnings.simplefilter('error')\n"
+            f"new = importlib.import_module({moved.MOVED[old]!r})\n"
+            "try:\n"
+            f"    importlib.import_module({old!r})\n"
+            "except DeprecationWarning as w:\n"
+            f"    assert {moved.MOVED[old]!r} in str(w), str(w)\n"
+            "else:\n"
+            "    raise SystemExit('no DeprecationWarning')\n"
+            "warnings.simplefilter('ignore')\n"
+            f"assert importlib.import_module({old!r}) is new\n"
+            f"assert new.__spec__.name == {moved.MOVED[old]!r}, new.__spec__\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr + out.stdout
+
+
+def test_a_submodule_of_a_moved_package_is_the_same_module() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = importlib.import_module("toolkit.runner.config")
+    assert old is importlib.import_module("toolkit.lab.runner.config")
+    assert moved.new_name("toolkit.core.stop_gradient") is None
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "toolkit" or name.startswith("toolkit.")}
+
+
+# layer -> the toolkit packages it may import (``toolkit._utils`` is open to every layer)
+LAYERS = {
+    "toolkit/core": ("toolkit.core", "toolkit._utils"),
+    "toolkit/lens": ("toolkit.core", "toolkit.lens", "toolkit._utils"),
+    "toolkit/algorithms": ("toolkit.core", "toolkit.algorithms", "toolkit._utils"),
+    "toolkit/_utils": ("toolkit._utils",),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_imports_run_one_way(layer: str) -> None:
+    """The primitive imports nothing of the toolkit; the lens and the algorithms only the
+    primitive (and ``_utils``); nothing below the lab imports the lab."""
+    allowed = LAYERS[layer]
+    wrong = {f"{path.relative_to(ROOT)}: {name}"
+             for path in (ROOT / layer).rglob("*.py") for name in _imports(path)
+             if not any(name == a or name.startswith(a + ".") for a in allowed)}
+    assert not wrong, sorted(wrong)
+
+
+def test_no_loose_module_at_the_top_of_the_package() -> None:
+    loose = {p.name for p in (ROOT / "toolkit").glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py", "pytest_plugin.py"}, loose
+
+
 def test_no_source_file_over_its_line_cap() -> None:
     """Library modules keep to 500 lines; an experiment, read top to bottom as one file
     (params, run, findings, figures), may run to 600."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
     files = [p for folder in ("toolkit", "experiments", "benchmarks", "scripts", "tests")
-             for p in (root / folder).rglob("*.py")]
-    long = {str(p.relative_to(root)): n for p in files
+             for p in (ROOT / folder).rglob("*.py")]
+    long = {str(p.relative_to(ROOT)): n for p in files
             if (n := len(p.read_text(encoding="utf-8").splitlines()))
-            > (600 if p.is_relative_to(root / "experiments") else 500)}
+            > (600 if p.is_relative_to(ROOT / "experiments") else 500)}
     assert not long, long

@@ -2,7 +2,7 @@
 
 import sys
 
-from toolkit.cli import main
+from toolkit.lab.cli import main
 
 if __name__ == "__main__":  # not when a spawned worker process re-imports the main module
     sys.exit(main())

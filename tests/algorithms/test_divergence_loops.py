@@ -34,7 +34,7 @@ import toolkit.algorithms.vq_vae as vq
 from toolkit import disable_blocks
 from toolkit.algorithms import td
 from toolkit.algorithms.adversarial import adversarial_training
-from toolkit.divergence import (
+from toolkit.algorithms.divergence import (
     Divergence,
     DivergenceWarning,
     History,

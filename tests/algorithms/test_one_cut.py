@@ -25,9 +25,13 @@ from torch import nn
 from toolkit import disable_blocks, record_blocks
 
 ROOT = Path(__file__).resolve().parents[2] / "toolkit" / "algorithms"
+#: modules of toolkit/algorithms that are no algorithm: the training loops' shared record of
+#: where a value became non-finite
+SHARED = {"divergence"}
 ALGORITHMS = sorted(p.stem if p.is_file() else p.name for p in ROOT.iterdir()
-                    if (p.suffix == ".py" and p.stem != "__init__")
-                    or (p.is_dir() and (p / "__init__.py").exists()))
+                    if ((p.suffix == ".py" and p.stem != "__init__")
+                        or (p.is_dir() and (p / "__init__.py").exists()))
+                    and (p.stem if p.is_file() else p.name) not in SHARED)
 CUT_CALLS = {"stop_gradient", "as_constant", "require_block"}
 FORBIDDEN = (".detach(", "is_block_disabled", "set_grad_enabled")
 

@@ -13,7 +13,7 @@ from sklearn.neighbors import KNeighborsClassifier
 
 from toolkit import disable_blocks, record_blocks
 from toolkit.algorithms import simsiam as ss
-from toolkit.data import digits
+from toolkit.lab.data import digits
 
 F64 = torch.float64
 

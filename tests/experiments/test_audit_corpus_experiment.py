@@ -9,9 +9,9 @@ import pytest
 import stop_gradient_experiments.audit_corpus as audit_corpus
 from stop_gradient_experiments._audit_corpus import BUGS, LEGIT
 
-from toolkit.core import GradientGraph
-from toolkit.report import write_report
-from toolkit.runner import Finding, load_config, run_experiment
+from toolkit.lab.report import write_report
+from toolkit.lab.runner import Finding, load_config, run_experiment
+from toolkit.lens import GradientGraph
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 

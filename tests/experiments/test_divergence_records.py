@@ -19,8 +19,8 @@ from torch import nn
 
 import toolkit.algorithms.adversarial.training as adversarial
 import toolkit.algorithms.vq_vae as vq
-from toolkit.divergence import DivergenceWarning
-from toolkit.runner import RunResults, run_experiment
+from toolkit.algorithms.divergence import DivergenceWarning
+from toolkit.lab.runner import RunResults, run_experiment
 
 NAN = float("nan")
 

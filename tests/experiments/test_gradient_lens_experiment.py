@@ -10,9 +10,9 @@ import stop_gradient_experiments.gradient_lens as gradient_lens
 import torch
 
 from toolkit import disable_blocks
-from toolkit.core import GradientGraph, gradient_path
-from toolkit.report import write_report
-from toolkit.runner import Finding, load_config, run_experiment
+from toolkit.lab.report import write_report
+from toolkit.lab.runner import Finding, load_config, run_experiment
+from toolkit.lens import GradientGraph, gradient_path
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
 

@@ -11,10 +11,10 @@ import torch
 from stop_gradient_experiments import rbm_cd
 
 from toolkit import BlockNotSwitchableError, disable_blocks
+from toolkit.algorithms.divergence import DivergenceWarning
 from toolkit.algorithms.rbm import BLOCK, RBMParams, cd_gradient, exact_log_likelihood_gradient
-from toolkit.divergence import DivergenceWarning
-from toolkit.report import default_figures, layout_problems, text_problems, write_report
-from toolkit.runner import (
+from toolkit.lab.report import default_figures, layout_problems, text_problems, write_report
+from toolkit.lab.runner import (
     RunInterrupted,
     RunResults,
     Story,
@@ -23,7 +23,7 @@ from toolkit.runner import (
     read_findings,
     run_experiment,
 )
-from toolkit.style import variant_style
+from toolkit.lab.style import variant_style
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ import torch
 from stop_gradient_experiments import softmax_gradients as exp
 
 from toolkit.algorithms.softmax import naive_softmax
-from toolkit.report import write_report
-from toolkit.runner import Finding, run_experiment
+from toolkit.lab.report import write_report
+from toolkit.lab.runner import Finding, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +142,7 @@ def test_summary_is_deterministic(quick_run, tmp_path, seed: int):
 
 
 def test_default_config_loads():
-    from toolkit.runner import load_config
+    from toolkit.lab.runner import load_config
 
     (config,) = load_config(ROOT / "configs" / "softmax.toml")
     params = exp.Params(**config.params)

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from toolkit._array_validation import as_tensor, check_dtype
-from toolkit._param_validation import Generator, Integer, check
+from toolkit._utils.array_validation import as_tensor, check_dtype
+from toolkit._utils.param_validation import Generator, Integer, check
 from toolkit.core import stop_gradient
 
 __all__ = ["BLOCK", "TwoStepProblem", "derivatives", "dice_objective", "magic_box",

@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._array_validation import as_tensor, check_dtype, resolve_device
-from toolkit._param_validation import Callable_, Generator, Integer, Real, check, check_params
+from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._utils.param_validation import Callable_, Generator, Integer, Real, check, check_params
+from toolkit.algorithms.divergence import History, UpdateCheck, check_step_fits
 from toolkit.core import stop_gradient
-from toolkit.divergence import History, UpdateCheck, check_step_fits
 
 __all__ = ["BLOCK", "Augment", "SimSiam", "knn_accuracy", "negative_cosine", "output_std",
            "simsiam_loss", "train_simsiam"]
@@ -206,14 +206,14 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
     ``generator`` each epoch (a last batch smaller than ``batch_size`` is dropped: BatchNorm
     needs several rows); ``augment(x, generator=...)`` makes each view (default
     :class:`Augment`). ``callback(epoch, {"loss": mean loss})`` runs after each epoch.
-    Returns those rows (a list; a :class:`~toolkit.divergence.History`). The model is left in
+    Returns those rows (a list; a :class:`~toolkit.algorithms.divergence.History`). The model is left in
     its previous train/eval mode.
 
     At every update the loss and the gradients are checked before the SGD step and the
     parameters after it; on the first value that is not finite training stops there (nothing
     non-finite is applied; a step that overflows a parameter is the last one), the rows'
     ``divergence`` says where (epochs counted from 1, as for ``callback``) and a
-    :class:`~toolkit.divergence.DivergenceWarning` is issued once; the rows hold the epochs
+    :class:`~toolkit.algorithms.divergence.DivergenceWarning` is issued once; the rows hold the epochs
     completed before it. Parameters that are not finite before training are an error.
     """
     where = "train_simsiam"

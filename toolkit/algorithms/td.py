@@ -43,10 +43,10 @@ from dataclasses import dataclass
 
 import torch
 
-from toolkit._array_validation import check_dtype
-from toolkit._param_validation import Generator, Integer, Real, check
+from toolkit._utils.array_validation import check_dtype
+from toolkit._utils.param_validation import Generator, Integer, Real, check
+from toolkit.algorithms.divergence import Divergence, check_finite, check_step_fits, warn_divergence
 from toolkit.core import stop_gradient
-from toolkit.divergence import Divergence, check_finite, check_step_fits, warn_divergence
 
 __all__ = ["A_SPLIT_NAIVE_RESIDUAL_VALUES", "A_SPLIT_TRUE_VALUES", "BLOCK", "MarkovRewardProcess",
            "TransitionTable", "a_split", "baird_counterexample", "gradient_descent",
@@ -128,9 +128,9 @@ def gradient_descent(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0: torch.
     Overflow is another matter. At every step the loss and its gradient are checked before
     the update and the new iterate after it (one reduction, one synchronisation per update);
     on the first value that is not finite the loop stops, warns once
-    (:class:`~toolkit.divergence.DivergenceWarning`) and returns the finite iterates
+    (:class:`~toolkit.algorithms.divergence.DivergenceWarning`) and returns the finite iterates
     ``w_0 … w_m`` only (``m < n_steps``). The returned tensor's ``divergence`` attribute is then
-    the :class:`~toolkit.divergence.Divergence` with ``step = m``: the update from ``w_m`` was
+    the :class:`~toolkit.algorithms.divergence.Divergence` with ``step = m``: the update from ``w_m`` was
     not applied (its loss or gradient is not finite) or gave a non-finite ``w_{m+1}``; it is
     ``None`` when every value stayed finite. ``w0`` must be finite. On a diverging TD problem
     the squared TD error overflows first: when ``|δ|`` passes about ``1e154`` in float64, long

@@ -43,10 +43,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._array_validation import as_tensor, check_dtype, resolve_device
-from toolkit._param_validation import Callable_, Generator, Integer, Real, check, check_params
+from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._utils.param_validation import Callable_, Generator, Integer, Real, check, check_params
+from toolkit.algorithms.divergence import History, UpdateCheck, check_step_fits
 from toolkit.core import stop_gradient
-from toolkit.divergence import History, UpdateCheck, check_step_fits
 
 __all__ = ["BLOCK", "CODEBOOK_BLOCK", "COMMITMENT_BLOCK", "VQVAE", "VQOutput",
            "encoder_recon_grad_norm", "nearest_codes", "perplexity", "quantize", "train_vq_vae",
@@ -191,13 +191,13 @@ def train_vq_vae(model: VQVAE, X: torch.Tensor, *, epochs: int, batch_size: int 
 
     Mini-batches are drawn by ``generator`` each epoch; ``callback(epoch, row)`` is called after
     each epoch with the epoch's mean losses. Returns those rows (a list; a
-    :class:`~toolkit.divergence.History`).
+    :class:`~toolkit.algorithms.divergence.History`).
 
     At every update the loss and the gradients are checked before the Adam step and the
     parameters after it; on the first value that is not finite training stops there (nothing
     non-finite is applied; a step that overflows a parameter is the last one), the rows'
     ``divergence`` says where (epochs counted from 1, as for ``callback``) and a
-    :class:`~toolkit.divergence.DivergenceWarning` is issued once; the rows hold the epochs
+    :class:`~toolkit.algorithms.divergence.DivergenceWarning` is issued once; the rows hold the epochs
     completed before it. Parameters that are not finite before training are an error.
     """
     where = "train_vq_vae"

@@ -59,12 +59,12 @@ _SEEN: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
 # trace time and ``_COMPILE_KEY`` (the disabled-stack of the context that changed it last) is
 # passed along, so that dynamo guards on it and re-traces when the setting changes.
 _COMPILE_KEY: tuple[tuple[str, ...] | None, ...] = ()
-# The gradient-flow lens (``toolkit.core.backward_graph.trace_cuts``) sets a hook that makes each
+# The gradient-flow lens (``toolkit.lens.backward_graph.trace_cuts``) sets a hook that makes each
 # active cut visible in the backward graph, with the same values and gradients; ``None``: a
 # plain cut. Never consulted under torch.compile.
 _CUT_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
     contextvars.ContextVar("toolkit_cut_hook", default=None))
-# The step audit (``toolkit.core.audit``) sets a hook that marks a *disabled* block with an
+# The step audit (``toolkit.lens.audit``) sets a hook that marks a *disabled* block with an
 # identity node carrying its name, so that a gradient path through it names the block; ``None``:
 # a disabled block returns its input untouched. Never consulted under torch.compile.
 _OPEN_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
@@ -164,7 +164,7 @@ def tree_map(fn: Callable[[Any], Any], x: Any) -> Any:
     instances, nested to any depth; they are rebuilt with the same type (a dataclass by a
     shallow copy whose fields are replaced, frozen ones too), in their own order. Everything
     else is a leaf, a tensor always (even a tensor subclass). ``fn`` is called once per leaf,
-    in that order, so it may also collect leaves (:func:`toolkit.core.graph_walk.output_roots`).
+    in that order, so it may also collect leaves (:func:`toolkit.lens.graph_walk.output_roots`).
     Like ``jax.tree_util.tree_map``, for the structures a PyTorch training step passes around.
     """
     if isinstance(x, torch.Tensor):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from toolkit.data import digits, gaussian_blobs, train_test_split
+from toolkit.lab.data import digits, gaussian_blobs, train_test_split
 
 #: what the tests switch off: the package's one block
 DISABLE = ("adversarial.examples",)

@@ -26,8 +26,8 @@ from toolkit import (
     record_blocks,
 )
 from toolkit.algorithms.adversarial import BLOCK, eval_mode, fgsm, pgd, predict
-from toolkit.core.gradients import count_graph_nodes
-from toolkit.data import gaussian_blobs
+from toolkit.lab.data import gaussian_blobs
+from toolkit.lens.gradients import count_graph_nodes
 
 # --- the attacks ---------------------------------------------------------------------------
 

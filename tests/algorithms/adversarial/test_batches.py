@@ -30,7 +30,7 @@ def kinds(X, y):
     """The same 240 examples, in storage order, as every accepted kind of data."""
     return {
         "pair": (X, y),
-        "toolkit.data.Dataset-like list": [X, y],
+        "toolkit.lab.data.Dataset-like list": [X, y],
         "numpy pair": (X.numpy(), y.numpy()),
         "TensorDataset": TensorDataset(X, y),
         "own Dataset": PairItems(X, y),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toolkit.data import MIXTURE_2D, gaussian_mixture
+from toolkit.lab.data import MIXTURE_2D, gaussian_mixture
 
 
 @pytest.fixture(scope="module")

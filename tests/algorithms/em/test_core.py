@@ -23,7 +23,7 @@ from toolkit.algorithms.em import (
     m_step,
     to_unconstrained,
 )
-from toolkit.data import MIXTURE_2D, gaussian_mixture
+from toolkit.lab.data import MIXTURE_2D, gaussian_mixture
 
 from ._helpers import F64, _full_covs, _grads, _random_params
 

@@ -18,7 +18,7 @@ from toolkit.algorithms.em import (
     GaussianMixture,
     m_step,
 )
-from toolkit.data import MIXTURE_2D, gaussian_mixture, iris
+from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
 
 from ._helpers import F64, _full_covs, _init_params
 

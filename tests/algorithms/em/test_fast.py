@@ -11,7 +11,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from toolkit.algorithms.em import COVARIANCE_TYPES, GaussianMixture, e_step, m_step
-from toolkit.data import iris
+from toolkit.lab.data import iris
 
 from ._helpers import _init_params
 

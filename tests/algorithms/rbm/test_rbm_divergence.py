@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from toolkit.algorithms.divergence import Divergence, DivergenceWarning
 from toolkit.algorithms.rbm import BernoulliRBM, init_params, train_cd, training
-from toolkit.data import bars_and_stripes
-from toolkit.divergence import Divergence, DivergenceWarning
+from toolkit.lab.data import bars_and_stripes
 
 OVERFLOW = {"learning_rate": 1.0, "weight_decay": 1e308}
 

@@ -18,7 +18,7 @@ from toolkit.algorithms.rbm import (
     gibbs_chain,
     log_likelihood,
 )
-from toolkit.data import bars_and_stripes, binarized_digits, empirical_nll
+from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
 
 
 def test_estimator_update_is_sgd_on_the_autograd_cd_gradient(seed: int) -> None:

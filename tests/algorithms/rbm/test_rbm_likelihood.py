@@ -18,7 +18,7 @@ from toolkit.algorithms.rbm import (
     log_likelihood,
     pseudo_log_likelihood,
 )
-from toolkit.data import binarized_digits
+from toolkit.lab.data import binarized_digits
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])

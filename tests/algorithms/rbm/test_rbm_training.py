@@ -29,7 +29,7 @@ from toolkit.algorithms.rbm import (
     train_cd,
     training,
 )
-from toolkit.data import bars_and_stripes
+from toolkit.lab.data import bars_and_stripes
 
 
 def flat(tensors) -> torch.Tensor:

@@ -25,7 +25,7 @@ from toolkit import (
     record_blocks,
 )
 from toolkit.algorithms.softmax import log_softmax, logsumexp, naive_softmax, stable_softmax
-from toolkit.core.gradients import count_graph_nodes
+from toolkit.lens.gradients import count_graph_nodes
 
 INF = math.inf
 IMPLS = ["reference", "fused"]

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._param_validation import (
+from toolkit._utils.param_validation import (
     Bool,
     Callable_,
     Generator,

@@ -8,7 +8,7 @@ data in any of PyTorch's usual forms:
 - a map-style ``torch.utils.data.Dataset`` whose items are ``(x, y)`` pairs (e.g. a
   ``TensorDataset``): batched with the function's ``batch_size``, in an order shuffled by the
   function's ``generator`` when training;
-- a pair ``(X, y)`` of tensors or arrays (e.g. a ``toolkit.data.Dataset``): the same, by
+- a pair ``(X, y)`` of tensors or arrays (e.g. a ``toolkit.lab.data.Dataset``): the same, by
   indexing. A ``TensorDataset`` of two tensors is treated as this pair, so the two give the
   same numbers.
 
@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset, TensorDataset, default_collate
 
-from toolkit._array_validation import as_tensor
+from toolkit._utils.array_validation import as_tensor
 
 __all__ = ["Batches", "check_bounds", "check_inputs", "check_labels", "model_device"]
 

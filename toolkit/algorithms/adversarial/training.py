@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from toolkit._param_validation import (
+from toolkit._utils.param_validation import (
     Bool,
     Callable_,
     Generator,
@@ -57,7 +57,7 @@ from toolkit.algorithms.adversarial.batches import (
     check_inputs,
     check_labels,
 )
-from toolkit.divergence import Divergence, UpdateCheck
+from toolkit.algorithms.divergence import Divergence, UpdateCheck
 
 __all__ = [
     "METHODS",
@@ -176,7 +176,7 @@ class TrainingHistory:
     the check batch, clean and under a PGD attack; ``seconds``: wall time of the epoch's
     training (the check excluded); ``catastrophic_overfitting``: the PGD robust accuracy
     dropped by more than ``co_drop`` since the previous epoch; ``divergence``: where training
-    stopped because a value became non-finite (:class:`~toolkit.divergence.Divergence`; the
+    stopped because a value became non-finite (:class:`~toolkit.algorithms.divergence.Divergence`; the
     lists then hold the epochs completed before it), ``None`` while everything is finite.
     """
 
@@ -282,7 +282,7 @@ def adversarial_training(
     before the optimizer step and the parameters after it. On the first value that is not
     finite training stops there (nothing non-finite is applied; a step that overflows a
     parameter is the last one), ``history.divergence`` says where and a
-    :class:`~toolkit.divergence.DivergenceWarning` is issued once; the history keeps the epochs
+    :class:`~toolkit.algorithms.divergence.DivergenceWarning` is issued once; the history keeps the epochs
     completed before it, and the model the parameters it has (non-finite only when the last
     step overflowed one). The attack's own steps need no check of their own: non-finite
     examples are caught here (an L2 step normalises a non-finite input gradient to NaN, which
@@ -294,7 +294,7 @@ def adversarial_training(
         data: a ``DataLoader``, any re-iterable of ``(x, y)`` batches (a list of pairs; a
             one-shot iterator such as a generator only with ``epochs=1``, else ``TypeError``), a
             map-style ``Dataset`` (e.g. ``TensorDataset``) or an ``(X, y)`` pair of tensors or
-            arrays (e.g. a ``toolkit.data.Dataset``). A ``Dataset`` or a pair is batched with
+            arrays (e.g. a ``toolkit.lab.data.Dataset``). A ``Dataset`` or a pair is batched with
             ``batch_size`` in an order drawn from ``generator`` every epoch; a loader keeps its
             own batches and order. Batches move to the model's device (see :mod:`~.batches`).
         optimizer: optimizer over ``model``'s parameters.

@@ -7,7 +7,7 @@ Results go back in the input's kind: numpy for everything but tensors, tensors o
 device for tensors. Random states are numpy ``RandomState`` objects, as in scikit-learn, so that
 an int seed draws the same initialization as ``sklearn.mixture.GaussianMixture``. The helpers every
 scikit-learn estimator of the toolkit shares (:func:`check_X`, :func:`numpy_random_state`,
-:func:`resolve_dtype`, :func:`to_output`) live in :mod:`toolkit._array_validation` and are imported
+:func:`resolve_dtype`, :func:`to_output`) live in :mod:`toolkit._utils.array_validation` and are imported
 here.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from toolkit._array_validation import (
+from toolkit._utils.array_validation import (
     _as_numeric_array,
     as_tensor,
     check_X,

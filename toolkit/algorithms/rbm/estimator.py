@@ -21,8 +21,13 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 
-from toolkit._array_validation import numpy_random_state, resolve_device, resolve_dtype, to_output
-from toolkit._param_validation import (
+from toolkit._utils.array_validation import (
+    numpy_random_state,
+    resolve_device,
+    resolve_dtype,
+    to_output,
+)
+from toolkit._utils.param_validation import (
     Bool,
     Callable_,
     Generator,
@@ -138,8 +143,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         n_features_in_, feature_names_in_ (after a pandas frame with string column names).
         n_iter_: passes over the data completed; n_updates_: updates applied.
         divergence_: ``None``, or where training stopped because a gradient or a parameter
-            became non-finite (a :class:`~toolkit.divergence.Divergence`; a
-            :class:`~toolkit.divergence.DivergenceWarning` says so once, and no further
+            became non-finite (a :class:`~toolkit.algorithms.divergence.Divergence`; a
+            :class:`~toolkit.algorithms.divergence.DivergenceWarning` says so once, and no further
             update is applied, by ``fit`` or ``partial_fit``, until the next ``fit``).
 
     Type in, type out: numpy arrays, array-likes, pandas frames and scipy.sparse matrices give

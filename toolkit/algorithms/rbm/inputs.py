@@ -1,7 +1,7 @@
 """What :class:`~toolkit.algorithms.rbm.BernoulliRBM` accepts: dense data or sparse matrices.
 
 Dense data (tensors, numpy arrays, array-likes, pandas frames) become one tensor, as for every
-estimator of the toolkit (:func:`toolkit._array_validation.check_X`). A ``scipy.sparse`` matrix or
+estimator of the toolkit (:func:`toolkit._utils.array_validation.check_X`). A ``scipy.sparse`` matrix or
 array (CSR, CSC, COO, LIL, …) is kept sparse, as CSR rows in the computation's dtype, and is
 densified a block of rows at a time (:class:`SparseRows`): a mini-batch in training, a chunk of
 :data:`CHUNK_ELEMENTS` entries in ``transform``, ``score_samples`` and ``gibbs``, never the
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolkit._array_validation import check_X, check_X_shape
+from toolkit._utils.array_validation import check_X, check_X_shape
 from toolkit.algorithms.rbm.core import _check_unit_interval
 
 __all__ = ["CHUNK_ELEMENTS", "SparseRows", "batches", "check_data", "is_sparse", "map_rows"]

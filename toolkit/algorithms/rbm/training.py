@@ -33,7 +33,15 @@ from typing import Any, NamedTuple
 
 import torch
 
-from toolkit._param_validation import Callable_, Generator, Integer, Options, Real, check_params
+from toolkit._utils.param_validation import (
+    Callable_,
+    Generator,
+    Integer,
+    Options,
+    Real,
+    check_params,
+)
+from toolkit.algorithms.divergence import Divergence, check_finite, warn_divergence
 from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,
@@ -47,8 +55,8 @@ from toolkit.algorithms.rbm.core import (
     _negative_samples,
     _next_hidden,
 )
+from toolkit.algorithms.rbm.flat import FlatParams
 from toolkit.algorithms.rbm.inputs import batches
-from toolkit.divergence import Divergence, check_finite, warn_divergence
 
 __all__ = ["CDStep", "TrainState", "train_cd"]
 
@@ -88,7 +96,7 @@ class TrainState:
     samples; probabilities for a mean-field chain), ``None`` for CD; ``n_updates``: updates applied;
     ``n_epochs``: passes over the data completed; ``stopped``: a callback stopped training;
     ``divergence``: where training stopped because a gradient or a parameter became non-finite
-    (:class:`~toolkit.divergence.Divergence`), ``None`` while everything is finite;
+    (:class:`~toolkit.algorithms.divergence.Divergence`), ``None`` while everything is finite;
     ``compensation``: below float64, what rounding left out of the parameters so far (Kahan's
     compensated summation), the entries of all parameters in one vector; ``None`` in float64.
     """
@@ -100,7 +108,7 @@ class TrainState:
     stopped: bool = False
     divergence: Divergence | None = None
     compensation: torch.Tensor | None = field(default=None, repr=False)
-    _flat: _Flat | None = field(default=None, repr=False)
+    _flat: FlatParams | None = field(default=None, repr=False)
     _cd_weights: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, repr=False)
 
 
@@ -180,7 +188,7 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
         flat = state._flat
         W = params.weights
         if flat is None or flat.key != (W.shape, W.dtype, W.device):
-            flat = state._flat = _Flat(params)
+            flat = state._flat = FlatParams(params)
         lr, n_weights = settings.learning_rate, W.numel()
         # theta: the parameters' entries; the vector of the previous update's new parameters
         # when nothing could have written them since (same loop, no callback)
@@ -239,54 +247,6 @@ _PARAMETER_NAMES = ("weights", "visible biases", "hidden biases")
 _GRADIENT_NAMES = tuple(f"gradient of the {name}" for name in _PARAMETER_NAMES)
 
 
-class _Flat:
-    """Work space of the SGD step, allocated once per training state: vectors of the entries of
-    all parameters one after another (``theta``: the parameters, ``step``, ``velocity``, ``new``:
-    the new parameters, with views shaped as the parameters in ``new_params`` and
-    ``velocity_views``). One operation on a vector replaces one per parameter, and the views
-    are made once, not at every update. After :meth:`apply` has copied ``new`` into the
-    parameters, ``new`` and ``theta`` trade places: ``theta`` then holds the parameters
-    (``holds``), which the next update of the same training loop reads instead of gathering
-    them again (the loop clears ``holds`` when it starts, and a callback could write them)."""
-
-    def __init__(self, params: RBMParams) -> None:
-        self._allocate([t.shape for t in params], params.weights)
-
-    def _allocate(self, shapes: list[torch.Size], like: torch.Tensor) -> None:
-        self.shapes = shapes
-        n = sum(shape.numel() for shape in shapes)
-        self.theta, self.step, self.velocity, self.new = (like.new_empty(n) for _ in range(4))
-        self.theta_params, self.new_params = self._views(self.theta), self._views(self.new)
-        self.velocity_views = self._views(self.velocity)
-        self.key = (shapes[0], like.dtype, like.device)  # the parameters it fits (b, c follow W)
-        self.holds = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        # scratch space: a copy (pickle, deepcopy) allocates its own, whose views are views
-        # (pickling the views would store copies of their entries, no longer in the vectors)
-        return {"shapes": self.shapes, "like": self.new.new_empty(0)}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._allocate(state["shapes"], state["like"])
-
-    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        parts = flat.split([shape.numel() for shape in self.shapes])
-        return [part.view(shape) for part, shape in zip(parts, self.shapes)]
-
-    @staticmethod
-    def gather(tensors: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
-        """The entries of ``tensors`` (shaped as the parameters: a matrix, two vectors) copied
-        into ``out``."""
-        return torch.cat((tensors[0].reshape(-1), tensors[1], tensors[2]), out=out)
-
-    def apply(self, params: RBMParams) -> None:
-        """Copy ``new`` into the parameters; ``theta`` takes its place and holds them."""
-        torch._foreach_copy_(list(params), self.new_params)
-        self.theta, self.new = self.new, self.theta
-        self.theta_params, self.new_params = self.new_params, self.theta_params
-        self.holds = True
-
-
 def _first_non_finite(names: tuple[str, ...], tensors: Sequence[torch.Tensor],
                       flat: torch.Tensor | None = None) -> str | None:
     """The name of the first tensor holding an inf or a nan, ``None`` if all are finite.
@@ -296,7 +256,7 @@ def _first_non_finite(names: tuple[str, ...], tensors: Sequence[torch.Tensor],
     A finite sum implies finite entries (inf and nan are absorbing under addition: inf + x is
     inf or nan, nan + x is nan); only a non-finite sum, which finite entries can also give by
     overflowing it, runs the exact entry-by-entry check
-    (:func:`~toolkit.divergence.check_finite`). An ``isfinite`` of every entry of the gradients
+    (:func:`~toolkit.algorithms.divergence.check_finite`). An ``isfinite`` of every entry of the gradients
     and of the parameters took 15–21% of a PCD-1 update on digits (256 hidden, batch 64, in a
     profile); the sum takes a few percent (benchmarks/bench_rbm.py measures it).
     """
@@ -445,7 +405,7 @@ def train_cd(
     applied; if it returns a true value, training stops there (``state.stopped``). After every
     update the gradient (before it is applied) and the parameters (after) are checked: on the
     first value that is not finite training stops, ``state.divergence`` says where, and a
-    :class:`~toolkit.divergence.DivergenceWarning` is issued once; a state that diverged is not
+    :class:`~toolkit.algorithms.divergence.DivergenceWarning` is issued once; a state that diverged is not
     trained further (one sum over all parameters at every update; the exact check runs only when
     the sum is not finite). Small problems train on one intra-op thread (:data:`ONE_THREAD_WORK`; the
     setting is restored when training returns). ``state``

@@ -2,7 +2,7 @@
 
 Checked once, at the public entry points, with the toolkit's conventions (``TypeError`` for a
 wrong kind, ``ValueError`` for a wrong value, the message naming the function and argument).
-Conversion follows ``torch.softmax`` rather than :func:`toolkit._array_validation.as_tensor`: a list
+Conversion follows ``torch.softmax`` rather than :func:`toolkit._utils.array_validation.as_tensor`: a list
 of Python floats becomes float32 (torch's default dtype), and integer input is refused unless
 ``dtype`` says what to compute in, as torch does.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from toolkit._array_validation import check_dtype
-from toolkit._param_validation import is_int
+from toolkit._utils.array_validation import check_dtype
+from toolkit._utils.param_validation import is_int
 
 
 def as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str, arg: str = "x"

@@ -1,0 +1,184 @@
+"""Runs on a Dask cluster: same bytes as the local executor, failures, retries, interrupts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runner_testutil import FIXTURES, REPO
+
+from toolkit.lab.cli import main
+from toolkit.lab.runner import RunResults, load_config
+from toolkit.lab.runner.config import ExecutorSpec
+from toolkit.lab.runner.registry import experiments_for
+from toolkit.lab.runner.sweep import run_configs
+
+distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two worker processes of one thread each; a task is given up at its first worker death
+    (the executor itself retries once), as in the cluster the executor starts."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                           silence_logs=50)
+    yield cluster
+    cluster.close()
+
+
+def _sweep_config(tmp_path: Path) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text('experiment = "tiny_counter"\nseeds = [0, 1]\ndevice = "cpu"\n'
+                    'dtype = "float64"\ndisable_blocks = ["tiny.*"]\n'
+                    '[params]\nn_steps = 5\n[sweep]\n"params.lr" = [0.1, 0.2]\n')
+    return path
+
+
+def _summaries(root: Path) -> dict[tuple[int, float], bytes]:
+    out = {}
+    for run_dir in (root / "tiny_counter").iterdir():
+        run = RunResults(run_dir)
+        out[(run.config["seed"], run.params["lr"])] = (run_dir / "summary.json").read_bytes()
+    return out
+
+
+def test_sweep_matches_the_local_executor_byte_for_byte(cluster, tmp_path: Path) -> None:
+    path = _sweep_config(tmp_path)
+    local = load_config(path, output_dir=tmp_path / "local")
+    remote = load_config(path, output_dir=tmp_path / "dask")
+    _, status_local = run_configs(local, experiments_for(local), executor=ExecutorSpec(kind="local", workers=1))
+    spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
+    outcomes, status = run_configs(remote, experiments_for(remote), executor=spec)
+    assert status == status_local == 0 and len(outcomes) == 4
+    assert all(o.status == "complete" for o in outcomes)
+    a, b = _summaries(tmp_path / "local"), _summaries(tmp_path / "dask")
+    assert len(a) == 4 and a == b
+    workers = set()
+    for run_dir in (tmp_path / "dask" / "tiny_counter").iterdir():
+        meta = RunResults(run_dir).meta
+        assert meta["executor"]["kind"] == "dask" and meta["run_id"] == run_dir.name
+        workers.add(meta["executor"]["worker"])
+        # the config records the folder the run belongs to, not the worker's scratch folder
+        assert RunResults(run_dir).config["output_dir"] == str(tmp_path / "dask")
+        assert {"config.toml", "metrics.jsonl", "costs.json", "artifacts"} <= {
+            p.name for p in run_dir.iterdir()}
+    assert all(w.startswith("tcp://") for w in workers)
+    assert not [p for p in (tmp_path / "dask" / "tiny_counter").iterdir()
+                if p.name.startswith(".")]  # no staging folder left behind
+
+
+def test_failing_run_is_reported_and_the_others_complete(cluster, tmp_path: Path) -> None:
+    path = _sweep_config(tmp_path)
+    configs = load_config(path, ["params.fail_at=0"], output_dir=tmp_path / "r")[:1]
+    configs += load_config(path, output_dir=tmp_path / "r")[:1]
+    spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
+    outcomes, status = run_configs(configs, experiments_for(configs), executor=spec)
+    assert status == 1
+    by_status = {o.status: o for o in outcomes}
+    assert set(by_status) == {"failed", "complete"}
+    assert "failing at step 0 as asked" in by_status["failed"].error
+    assert RunResults(by_status["failed"].run_dir).status == "failed"
+
+
+def test_a_dead_worker_is_retried_once_then_the_run_fails(cluster, tmp_path: Path) -> None:
+    config = tmp_path / "dies.toml"
+    config.write_text(f'experiment = "dies_once"\nseed = 0\n'
+                      f'[params]\nmarker = {json.dumps(str(tmp_path / "m1"))}\n')
+    spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
+    configs = load_config(config, output_dir=tmp_path / "r")
+    (outcome,), status = run_configs(configs, experiments_for(configs), executor=spec)
+    assert status == 0 and outcome.status == "complete"  # died once, then ran
+    assert RunResults(outcome.run_dir).summary["blocked"]["attempts"] == 2
+    configs = load_config(config, ["params.always=true",
+                                   f"params.marker={json.dumps(str(tmp_path / 'm2'))}"],
+                          output_dir=tmp_path / "r2")
+    (outcome,), status = run_configs(configs, experiments_for(configs), executor=spec)
+    assert status == 1 and outcome.status == "failed"
+    meta = RunResults(outcome.run_dir).meta
+    assert meta["status"] == "failed" and "worker died twice" in meta["error"]
+
+
+def test_resume_skips_complete_runs(cluster, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep_config(tmp_path)
+    args = ["run", str(path), "--out", str(tmp_path / "r"), "--executor", "dask", "--address",
+            cluster.scheduler_address, "--no-report", "--quiet"]
+    assert main(args) == 0
+    assert main([*args, "--resume"]) == 0
+    assert "nothing to do: every run is complete" in capsys.readouterr().out
+
+
+def test_missing_extra_is_a_one_line_input_error(tmp_path: Path, monkeypatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
+    path = _sweep_config(tmp_path)
+    assert main(["run", str(path), "--executor", "dask", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'pip install ".[distributed]"' in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_address_needs_the_dask_executor(tmp_path: Path, capsys) -> None:
+    path = _sweep_config(tmp_path)
+    assert main(["run", str(path), "--address", "tcp://127.0.0.1:1"]) == 2
+    assert "--address: tcp://127.0.0.1:1: is only used by the dask executor" in \
+        capsys.readouterr().err
+
+
+def test_executor_table_in_the_config(tmp_path: Path) -> None:
+    path = _sweep_config(tmp_path)
+    path.write_text(path.read_text() + '[executor]\nkind = "dask"\nworkers = 2\n')
+    configs = load_config(path)
+    assert configs[0].executor == ExecutorSpec(kind="dask", workers=2)
+    assert "executor" not in configs[0].to_dict()  # where a run ran is not part of its config
+
+
+def test_ctrl_c_cancels_and_marks_started_runs_interrupted(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    out = tmp_path / "results"
+    env = dict(os.environ, TOOLKIT_EXPERIMENTS_PATH=str(FIXTURES / "experiments"),
+               PYTHONPATH=str(REPO))
+    # a session of its own: the signal goes to the whole process group, as Ctrl-C in a terminal
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "run", str(FIXTURES / "tiny.toml"), "--out", str(out),
+         "--seeds", "0,1,2,3,4,5", "--executor", "dask", "--workers", "2", "--no-report",
+         "--set", "params.n_logged=100000", "--set", "params.sleep_s=0.01",
+         "--set", f"params.started_file={json.dumps(str(started))}"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    runs = [RunResults(d) for d in (out / "tiny_counter").iterdir()]
+    statuses = [r.status for r in runs]
+    assert "interrupted" in statuses and "running" not in statuses
+    assert len(statuses) <= 2  # the runs that had not started were cancelled, not written
+    # what the workers had logged came back (the run that wrote `started` had logged a step;
+    # another may have started and logged none yet), and the message says which
+    logged = sum(len(r.metrics) >= 1 for r in runs if r.status == "interrupted")
+    interrupted = statuses.count("interrupted")
+    assert logged >= 1
+    state_lines = err[err.index("toolkit: interrupted"):].splitlines()[1:]
+    assert f"  {interrupted} interrupted: marked in their meta.json; {logged} kept what they " \
+           f"had logged" + (f", {interrupted - logged} had logged no step yet"
+                            if interrupted > logged else "") in state_lines
+    assert f"  {6 - len(statuses)} not started: `--resume` runs them (and reruns the " \
+           f"interrupted ones)" in state_lines

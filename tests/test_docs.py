@@ -1,0 +1,225 @@
+"""The documentation cannot rot: its code runs, its numbers are short, its links point somewhere.
+
+Every fenced block of the README, CONTRIBUTING.md and the pages under ``docs/`` is marked with
+its language, and the language decides what happens to it:
+
+- ``python``: run, the blocks of one page in order in one namespace (in a fresh working
+  directory), as a reader would paste them;
+- ``text title="Output"``: what the ``python`` block just above it prints, compared line by line;
+- ``toml``: parsed;
+- ``bash``: not run (shell), but every ``configs/``, ``examples/``, ``scripts/`` and
+  ``benchmarks/`` file it names must exist;
+- ``text``: not run (a formula, a listing, output shown without a check).
+
+A block with no language, or another one, fails: skipping is a decision, never a default.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import io
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from threadpoolctl import threadpool_limits
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
+KINDS = {"python": "run", "output": "compared", "toml": "parsed", "bash": "shell, not run",
+         "text": "text, not run"}
+ALGORITHM_PAGES = ["softmax", "em", "rbm", "adversarial", "td", "simsiam", "vq_vae", "dice"]
+
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>.*)$")
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", DOCS / "_hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses look their module up there)
+    spec.loader.exec_module(module)
+    return module
+
+
+digits = _load("digits")
+
+
+def blocks(path: Path) -> list[tuple[str, int, str]]:
+    """The fenced blocks of a Markdown file: ``(kind, line, code)``, in order."""
+    found, lines, i = [], path.read_text(encoding="utf-8").splitlines(), 0
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        indent, fence, info = len(match["indent"]), match["fence"], match["info"].strip()
+        start, body, i = i + 1, [], i + 1
+        while i < len(lines) and lines[i].strip() != fence:
+            body.append(lines[i][indent:])
+            i += 1
+        i += 1
+        lang = info.split()[0] if info else ""
+        kind = "output" if lang == "text" and 'title="Output"' in info else lang
+        found.append((kind, start, "\n".join(body)))
+    return found
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", PAGES, ids=_id)
+def test_every_block_says_what_it_is(path):
+    for kind, line, _ in blocks(path):
+        assert kind in KINDS, (f"{_id(path)}:{line}: a fenced block must name its language, one "
+                               f"of {sorted(KINDS)} (and 'text title=\"Output\"' for checked "
+                               f"output), got {kind or 'none'!r}")
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if any(k == "python" for k, _, _ in blocks(p))],
+                         ids=_id)
+def test_python_blocks_run(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    page = types.ModuleType("docs_page")  # a module of its own: classes defined there resolve
+    monkeypatch.setitem(sys.modules, page.__name__, page)
+    namespace = page.__dict__
+    printed = None
+    for kind, line, code in blocks(path):
+        if kind == "python":
+            out = io.StringIO()
+            # one BLAS thread, as torch has in the tests: two busy cores oversubscribed by
+            # numpy's threads make scikit-learn's fits many times slower
+            with contextlib.redirect_stdout(out), threadpool_limits(1):
+                exec(compile(code, f"{_id(path)}:{line}", "exec"), namespace)
+            printed = out.getvalue()
+        elif kind == "output":
+            assert printed is not None, f"{_id(path)}:{line}: an Output block follows no python block"
+            got = [s.rstrip() for s in printed.rstrip().splitlines()]
+            want = [s.rstrip() for s in code.rstrip().splitlines()]
+            assert got == want, f"{_id(path)}:{line}: the block above prints\n{printed}"
+            printed = None
+
+
+def test_toml_blocks_parse():
+    tomllib = pytest.importorskip("tomllib")
+    for path in PAGES:
+        for kind, line, code in blocks(path):
+            if kind == "toml":
+                try:
+                    tomllib.loads(code)
+                except tomllib.TOMLDecodeError as error:
+                    pytest.fail(f"{_id(path)}:{line}: {error}")
+
+
+def test_shell_blocks_name_files_that_exist():
+    named = re.compile(r"(?<![\w/])((?:configs|examples|scripts|benchmarks)/[\w./-]+\.(?:toml|py))")
+    for path in PAGES:
+        for kind, line, code in blocks(path):
+            if kind == "bash":
+                for file in named.findall(code):
+                    assert (ROOT / file).exists(), f"{_id(path)}:{line}: {file} does not exist"
+
+
+def _showcase_texts():
+    for path in sorted((DOCS / "showcase").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for finding in record["findings"]:
+            yield path.name, f"{finding['text']} {finding.get('basis') or ''}"
+        for figure in record["figures"]:
+            yield path.name, figure["caption"]
+
+
+def test_numbers_have_at_most_four_significant_digits():
+    texts = [(_id(p), p.read_text(encoding="utf-8")) for p in PAGES]
+    texts += [(f"docs/showcase/{name}", text) for name, text in _showcase_texts()]
+    long = [(where, n) for where, text in texts for n in digits.long_numbers(text)]
+    assert not long, f"numbers with more than 4 significant digits: {long}"
+
+
+def test_digit_rule():
+    assert digits.long_numbers("1.0900 and 12.345 and 3.7835e-44 but 1000.0") == [
+        "1.0900", "12.345", "3.7835e-44"]
+    assert digits.long_numbers("0.9092 [0.9084, 0.9102], torch 2.13.0, float32, 1797, 1e-14") == []
+    assert digits.long_numbers("<https://arxiv.org/abs/1706.06083>, doi:10.1145/1390156.1390290") == []
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", ROOT / "CONTRIBUTING.md"], ids=_id)
+def test_relative_links_lead_somewhere(path):
+    # the site's build checks its own links; these two files are also read on their own
+    text = path.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\((?!https?://|#)([^)#\s]+)", text):
+        assert (path.parent / target).exists(), f"{_id(path)}: the link {target} leads nowhere"
+
+
+def test_readme_is_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+
+
+@pytest.mark.parametrize("name", ALGORITHM_PAGES)
+def test_algorithm_page_shows_the_showcase_and_the_gallery(name):
+    text = (DOCS / "algorithms" / f"{name}.md").read_text(encoding="utf-8")
+    showcase = re.findall(r"<!--\s*showcase:\s*(\w+)\s*-->", text)
+    gallery = re.findall(r"<!--\s*gallery:\s*(\w+)\s*-->", text)
+    assert showcase and gallery, f"{name}.md shows no showcase findings or no gallery figure"
+    for experiment in showcase:
+        record = json.loads((DOCS / "showcase" / f"{experiment}.json").read_text())
+        assert record["findings"] and record["figures"]
+        for figure in record["figures"]:
+            assert (DOCS / "showcase" / "figures" / figure["file"]).exists()
+    for example in gallery:
+        assert (ROOT / "examples" / f"{example}.py").exists()
+
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def test_the_gallery_has_an_example_per_algorithm():
+    assert len(EXAMPLES) >= 8
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_is_short_public_and_compares(path):
+    source = path.read_text(encoding="utf-8")
+    module = ast.parse(source)
+    assert ast.get_docstring(module), f"{path.name}: a docstring whose first line is the title"
+    assert len(source.splitlines()) <= 60, f"{path.name}: longer than 60 lines"
+    assert "disable_blocks" in source, f"{path.name}: plots with and without the block"
+    for node in ast.walk(module):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            parts = node.module.split(".")
+            assert not any(p.startswith("_") for p in parts), (
+                f"{path.name}: imports the private {node.module}; use the public API")
+
+
+def test_griffe_extension_makes_rest_markdown():
+    pytest.importorskip("griffe")
+    convert = _load("griffe_rst").convert
+    doc = ("See :func:`~toolkit.core.stop_gradient` and :class:`toolkit.GMM`.\n\n"
+           ".. math::\n\n    a = b\n\n>>> 1 + 1\n2\n")
+    assert convert(doc).splitlines() == [
+        "See ``stop_gradient`` and ``toolkit.GMM``.", "", "```text", "a = b", "```", "",
+        "```pycon", ">>> 1 + 1", "2", "```"]
+
+
+def test_gallery_reads_title_text_and_code(tmp_path):
+    pytest.importorskip("mkdocs")
+    gallery = _load("gallery")
+    script = tmp_path / "plot_x.py"
+    script.write_text('"""A title.\n\nSome text.\n"""\n\nimport math\nprint(math.pi)\n')
+    example = gallery.read_example(script)
+    assert (example.title, example.text, example.code) == (
+        "A title", "Some text.", "import math\nprint(math.pi)")
+    script.write_text("import math\n")
+    with pytest.raises(gallery.PluginError, match="starts with a docstring"):
+        gallery.read_example(script)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q", "-n", "0"]))

@@ -1,0 +1,301 @@
+"""Command-line interface: ``toolkit`` / ``python -m toolkit``.
+
+Subcommands: ``run``, ``sweep``, ``report``, ``compare``, ``check``, ``list`` and ``demo``.
+
+Every command has one error path: a mistake in the input, a damaged results file, or a file or
+folder that cannot be read or written (a full disk, a read-only folder, a file where a folder
+should be) prints one line, ``toolkit: error: <file>: <what failed>; <what to do>``, never a
+traceback (``--debug`` shows it). Exit status:
+
+- 0: done;
+- 1: a run failed (its meta.json says why), or a command could not do all it was asked (a
+  damaged run skipped by ``report``, damage found by ``check``), or an unexpected error (a bug:
+  ``--debug`` shows its traceback);
+- 2: bad input, or a file or folder that cannot be read or written;
+- 130 / 143: interrupted (SIGINT / SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "demo", "main", "run_module"]
+
+
+MAIN_EPILOG = """\
+examples:
+  toolkit list                                   experiments and configs
+  toolkit run configs/showcase.toml              every experiment's quick comparison, one report
+  toolkit run configs/em_gmm.toml --set params.n_iter=20 --seeds 0,1,2
+  toolkit sweep configs/em_gmm_sweep.toml --workers 2   the [sweep] grid in 2 processes
+  toolkit sweep configs/em_gmm_sweep.toml --executor dask --address tls://HOST:8786 \\
+      --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
+  toolkit report results/em_gmm/<run_id>         redraw figures and report.html
+  toolkit compare results/em_gmm                 mean ± std over seeds, blocked vs unblocked
+  toolkit check results                          damaged files and abandoned runs
+
+exit status:
+  0        done
+  1        a run failed; report skipped a damaged run; check found damage; an unexpected error
+  2        bad input; a damaged input file; a file or folder that cannot be read or written
+           (full disk, read-only, a file in the way): one line names it and what to do
+  130/143  interrupted (SIGINT/SIGTERM): one line per state of the runs says what was kept
+"""
+
+RUN_EPILOG = """\
+examples:
+  toolkit run configs/td_learning.toml
+  toolkit run configs/td_learning.toml --set params.chain_steps=50 --set dtype=float32
+  toolkit run configs/td_learning.toml --seeds 0,1,2 --workers 3 --out runs
+  toolkit run configs/a.toml configs/b.toml --quiet
+
+--set KEY=VALUE: KEY is a dotted path (params.n_steps, dtype, sweep.params.lr); VALUE is a
+TOML literal (10, 1e-3, true, [1, 2], "text"); a bare word that is not a literal (cpu,
+em.*) is taken as a string. Every run of every CONFIG is validated before the first starts.
+"""
+
+SWEEP_EPILOG = """\
+A config's [sweep] table lists values per key; every combination is one run, times the
+seeds (seeds = [0, 1, 2] or --seeds):
+
+  [sweep]
+  params.lr = [0.1, 0.5]
+  dtype = ["float32", "float64"]
+
+examples:
+  toolkit sweep configs/td_learning.toml --set sweep.params.lr=[0.1,0.5] --workers 2
+  toolkit sweep configs/td_learning.toml --seeds 0-4 --dry-run
+  toolkit sweep configs/td_learning.toml --seeds 0-4 --resume   (finish an interrupted sweep)
+  toolkit sweep configs/td_learning.toml --seeds 0-7 --executor dask --workers 2
+  toolkit sweep configs/td_learning.toml --executor dask --address tls://10.0.0.5:8786 \\
+      --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
+
+--executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
+--address, or a LocalCluster of --workers processes started for the sweep (listening on
+127.0.0.1 only; --dashboard serves its dashboard there and prints the link). Workers return the
+files of each run and this machine writes the run directories: no shared filesystem is needed.
+A scheduler on another machine is reached over TLS with mutual certificates (the --tls-* files,
+or dask's distributed.comm.tls.* settings); plain tcp:// is for 127.0.0.1, and elsewhere only
+with --insecure.
+"""
+
+REPORT_EPILOG = """\
+examples:
+  toolkit report results/td_learning/20250101T120000Z__seed0__a1b2c3
+  toolkit report results/td_learning/*        (every run directory given)
+"""
+
+CHECK_EPILOG = """\
+Reads every run directory and seed group below DIR and checks each file against the results
+format (results/README.md): JSON and TOML that parse, the keys and statuses the format names,
+metrics rows with a step, readable artifacts. Lists each damaged file and each abandoned run
+(meta.json says running but its process is gone). Exit status 1 when something is damaged.
+
+examples:
+  toolkit check results
+  toolkit check results/td_learning
+"""
+
+COMPARE_EPILOG = """\
+Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
+form a group; each numeric summary value gets its mean and range over seeds, blocked and
+unblocked side by side with their difference paired by seed. Prints that table (at most 120
+characters wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every
+table, a figure per headline metric) and DIR/compare_figures/.
+
+examples:
+  toolkit compare results/td_learning
+  toolkit compare results --out comparison
+"""
+
+
+def demo() -> int:
+    """Show the primitive: one gradient with and without a named block."""
+    import torch
+
+    from toolkit import compare_gradients, disable_blocks, record_blocks, stop_gradient
+
+    x = torch.tensor(3.0, requires_grad=True)
+
+    def loss() -> torch.Tensor:
+        return x * stop_gradient(x, name="demo.target")
+
+    with record_blocks() as names:
+        cmp = compare_gradients(loss, {"x": x})
+    print("loss = x * stop_gradient(x, name='demo.target') at x = 3")
+    print(f"blocked gradient   d/dx = {cmp.blocked['x'].item():.1f}  (the target is a constant)")
+    with disable_blocks("demo.*"):
+        print(f"unblocked gradient d/dx = {torch.autograd.grad(loss(), x)[0].item():.1f}  (= 2x)")
+    print(f"blocks seen: {names}")
+    print(cmp)
+    return EXIT_OK
+
+
+def _add_debug(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the full traceback of an error")
+
+
+def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
+    if many:
+        p.add_argument("configs", nargs="+", metavar="CONFIG", help="TOML config file(s)")
+    else:
+        p.add_argument("configs", nargs=1, metavar="CONFIG", help="TOML config file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable), e.g. --set params.n_steps=10")
+    p.add_argument("--seeds", metavar="LIST", help="replicate seeds, e.g. 0,1,2 or 0-4 "
+                   "(replaces seed/seeds of the config)")
+    p.add_argument("--out", metavar="DIR", help="output root (replaces output_dir)")
+    p.add_argument("--executor", choices=("local", "dask"), default=None,
+                   help="where the runs run: local (default; this process, or a pool of "
+                        "--workers processes) or dask (a Dask cluster; see --address)")
+    p.add_argument("--address", metavar="tls://HOST:PORT", default=None,
+                   help="Dask scheduler to send the runs to (with --executor dask; without it "
+                        "a LocalCluster of --workers processes is started on loopback): "
+                        "tls:// with the three --tls-* files, or tcp:// on this machine only")
+    p.add_argument("--tls-ca-file", metavar="FILE", default=None,
+                   help="CA certificate of the Dask cluster (PEM), for a tls:// address "
+                        "(default: dask's distributed.comm.tls.ca-file)")
+    p.add_argument("--tls-cert", metavar="FILE", default=None,
+                   help="this client's certificate (PEM), signed by that CA "
+                        "(default: distributed.comm.tls.client.cert)")
+    p.add_argument("--tls-key", metavar="FILE", default=None,
+                   help="this client's private key (PEM; not needed when it is in the "
+                        "certificate file; default: distributed.comm.tls.client.key)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="accept a plain tcp:// address that is not this machine: anyone who "
+                        "can reach it can run code on the workers and read every result")
+    p.add_argument("--dashboard", action="store_true", default=None,
+                   help="serve the local cluster's dashboard (on 127.0.0.1) and print its "
+                        "link; off by default")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes of the local pool or of the LocalCluster (default 1)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars, less output")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip figures and report.html (draw later with `toolkit report`)")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
+    p.add_argument("--resume", action="store_true",
+                   help="skip runs whose exact config (seed included) already has a complete "
+                        "run under the output folder, e.g. to finish an interrupted sweep")
+    _add_debug(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = Parser(prog="toolkit", formatter_class=fmt, epilog=MAIN_EPILOG,
+                     description="Run stop_gradient experiments with and without their blocks, "
+                                 "and report the difference.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=Parser)
+    p = sub.add_parser("run", help="run config(s): each seed and sweep point is one run",
+                       formatter_class=fmt, epilog=RUN_EPILOG,
+                       description="Run experiment configs and write one run directory per run.")
+    _add_run_options(p, many=True)
+    p = sub.add_parser("sweep", help="run the [sweep] grid of a config (× seeds)",
+                       formatter_class=fmt, epilog=SWEEP_EPILOG,
+                       description="Expand a config's [sweep] grid and seeds and run every "
+                                   "member.")
+    _add_run_options(p, many=False)
+    p = sub.add_parser("report", help="redraw figures, report.html and report.md of runs",
+                       formatter_class=fmt, epilog=REPORT_EPILOG,
+                       description="Regenerate figures/, report.html and report.md from the "
+                                   "files of run directories.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    _add_debug(p)
+    p = sub.add_parser("compare", help="aggregate runs: blocked vs unblocked over seeds",
+                       formatter_class=fmt, epilog=COMPARE_EPILOG,
+                       description="Aggregate the complete runs below DIR.")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go "
+                   "(default: DIR)")
+    _add_debug(p)
+    p = sub.add_parser("check", help="list damaged and abandoned runs below a folder",
+                       formatter_class=fmt, epilog=CHECK_EPILOG,
+                       description="Check every run folder below DIR against the results "
+                                   "format.")
+    p.add_argument("directory", metavar="DIR")
+    _add_debug(p)
+    p = sub.add_parser("list", help="list experiments and configs",
+                       description="List the experiments (with their description) and the "
+                                   "configs.")
+    p.add_argument("--check", action="store_true",
+                   help="import every experiment module and check its contract (slower: "
+                        "imports torch)")
+    _add_debug(p)
+    sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example")
+    return parser
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``toolkit``; returns the exit status.
+
+    Ctrl-C at any moment (start-up included) ends with one line and status 130.
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("toolkit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo()
+    from toolkit.lab.cli import commands, commands_read
+    from toolkit.lab.runner.errors import ConfigError, DamagedFile
+
+    handlers = {"run": commands.cmd_run, "sweep": commands.cmd_run,
+                "report": commands_read.cmd_report, "compare": commands_read.cmd_compare,
+                "check": commands_read.cmd_check, "list": commands.cmd_list}
+    try:
+        return handlers[args.command](args)
+    except Exception as err:
+        if args.debug or os.environ.get("TOOLKIT_DEBUG"):
+            raise
+        if isinstance(err, ConfigError):
+            line, code = err.line(), EXIT_USAGE
+        elif isinstance(err, DamagedFile):
+            line, code = (f"{err}; `toolkit check` lists every damaged file of a results "
+                          f"folder"), EXIT_USAGE
+        elif isinstance(err, OSError):
+            line, code = _os_error(err, args.command), EXIT_USAGE
+        else:
+            line, code = (f"unexpected {type(err).__name__}: {err} (a bug: run the command "
+                          f"again with --debug to see the traceback)"), EXIT_FAILED
+        print(f"toolkit: error: {' '.join(line.split())}", file=sys.stderr)
+        return code
+
+
+def _os_error(err: OSError, command: str) -> str:
+    """One line for a file or folder that cannot be read or written: the file, the reason, and
+    what to do about it."""
+    import errno
+
+    from toolkit.lab.runner.errors import os_error_line
+
+    elsewhere = " or write elsewhere with --out DIR" if command != "report" else ""
+    fixes = {errno.ENOSPC: f"the disk is full: free some space{elsewhere}",
+             errno.EDQUOT: f"the disk quota is used up: free some space{elsewhere}",
+             errno.EROFS: f"that file system is read-only: copy the results to a writable "
+                          f"folder{elsewhere}",
+             errno.EACCES: f"no permission to write there{elsewhere}",
+             errno.EPERM: f"no permission to write there{elsewhere}",
+             errno.EEXIST: "a file is in the way of a folder: give a folder's path",
+             errno.ENOTDIR: "a file is in the way of a folder: give a folder's path",
+             errno.ENOENT: "no such file or folder: check the path"}
+    fix = fixes.get(err.errno or 0, "check the path, its permissions and the disk")
+    return f"{os_error_line(err)}; {fix}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""What the command line's subcommands do: the CLI composes (configs, experiments found through
+the registry, the report as the runner's ``finish``) and hands the pieces to the runner.
+
+:mod:`toolkit.lab.cli.app` parses the arguments and calls these; :func:`run_module` runs an experiment
+module as a script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolkit._utils.formatting import fmt
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"toolkit: error: {message} (see `{self.prog} --help`)\n")
+
+
+
+def _outcome_line(i: int, total: int, outcome: object) -> tuple[str, object]:
+    from toolkit.lab.runner import RunOutcome
+
+    assert isinstance(outcome, RunOutcome)
+    line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})"
+    if outcome.error and outcome.status == "failed":
+        line += f"\n    error: {outcome.error}"
+    if outcome.status == "interrupted":
+        step = _last_step(outcome.run_dir)
+        line += ("\n    nothing was logged, only config.toml and meta.json are kept"
+                 if step is None else f"\n    kept what was logged (up to step {step}); "
+                 f"draw it with: toolkit report {outcome.run_dir}")
+    return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
+
+
+def _last_step(run_dir: Path) -> int | None:
+    from toolkit.lab.runner import RunResults
+
+    try:
+        return RunResults(run_dir).last_step
+    except (OSError, ValueError):
+        return None
+
+
+def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
+    """After an interrupt: one line per state of the runs, and what was kept of each."""
+    by_state: dict[str, list[Any]] = {}
+    for o in outcomes:
+        by_state.setdefault(o.status, []).append(o)
+    print(f"toolkit: interrupted (exit status {code}); the {total} run(s):", file=sys.stderr)
+    for state, runs in by_state.items():
+        if state == "interrupted":
+            empty = sum(_last_step(o.run_dir) is None for o in runs)
+            kept = (f"{len(runs) - empty} kept what they had logged"
+                    + (f", {empty} had logged no step yet" if empty else ""))
+            print(f"  {len(runs)} interrupted: marked in their meta.json; {kept}",
+                  file=sys.stderr)
+        else:
+            print(f"  {len(runs)} {state}: kept", file=sys.stderr)
+    if total > len(outcomes):
+        print(f"  {total - len(outcomes)} not started: `--resume` runs them (and reruns the "
+              f"interrupted ones)", file=sys.stderr)
+
+
+def check_blocks(configs: Sequence[Any], experiments: Mapping[str, Any]) -> None:
+    """Every ``disable_blocks`` pattern must match a block its experiment declares
+    (:attr:`~toolkit.lab.runner.Experiment.blocks`); ConfigError otherwise, before anything runs. An
+    experiment that declares none is not checked."""
+    import fnmatch
+
+    from toolkit.lab.runner.errors import ConfigError, suggest
+
+    for config in configs:
+        declared = experiments[config.experiment].blocks
+        for pattern in config.disable_blocks if declared else ():
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in declared):
+                hint = suggest(pattern, declared)
+                prefix = f"{declared[0].split('.')[0]}.*"
+                raise ConfigError(config.source, "disable_blocks", f"{pattern!r} matches no "
+                                  f"block of {config.experiment} (its blocks: "
+                                  f"{', '.join(declared)}), so blocked and unblocked would "
+                                  f"compute the same thing", (hint + " " if hint else "")
+                                  + f"use a block name or a pattern such as {prefix!r}")
+
+
+def _executor(args: argparse.Namespace, configs: list) -> object:
+    """The executor of the configs' [executor] table, with the command line's options on top."""
+    from toolkit.lab.runner.config import ExecutorSpec
+    from toolkit.lab.runner.errors import ConfigError
+
+    specs = {c.executor for c in configs}
+    if len(specs) > 1 and args.executor is None:
+        raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
+                          "run them separately or choose one with --executor")
+    base = next(iter(specs)) if specs else ExecutorSpec()
+    values = base.model_dump()
+    if args.executor is not None:
+        values["kind"] = args.executor
+    if args.address is not None:
+        values["address"] = args.address
+    if args.workers is not None:
+        if args.workers < 1:
+            raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
+                              "use --workers 1 (sequential) or more")
+        values["workers"] = args.workers
+    for key in ("tls_ca_file", "tls_cert", "tls_key", "insecure", "dashboard"):
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    spec = ExecutorSpec(**values)
+    from toolkit.lab.runner.dask_connect import check_executor
+
+    check_executor(spec)  # a plain tcp:// address off this machine is refused here
+    return spec
+
+
+def _draw_report(run_dir: Path, experiment: Any = None) -> None:
+    """The command line's ``finish`` hook: draw the report and say how long it took."""
+    from toolkit.lab.report import draw_report
+    from toolkit.lab.report.render import held_notes
+
+    print("  drawing the report ...", end="", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    with held_notes() as notes:  # printed after the line, not inside it
+        try:
+            draw_report(run_dir, experiment)
+        finally:
+            print(f" {fmt(time.perf_counter() - t0, 's')}", file=sys.stderr, flush=True)
+    for note in notes:
+        print(f"  note: {note}", file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """Counts finished runs (a bar on a terminal) and prints one line per run."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.bar = None
+        if total > 1 and not quiet and sys.stderr.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit="run", desc="runs", file=sys.stderr, leave=False)
+
+    def __call__(self, i: int, total: int, outcome: object) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+        line, stream = _outcome_line(i, total, outcome)
+        if self.bar is not None:
+            self.bar.write(line, file=stream)
+        else:
+            print(line, file=stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from toolkit.lab.runner.config import load_config, parse_seeds
+    from toolkit.lab.runner.registry import experiments_for
+    from toolkit.lab.runner.sweep import run_configs
+
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    configs = []
+    for path in args.configs:
+        configs += load_config(path, args.overrides, seeds=seeds, output_dir=args.out)
+    # the command line composes: it finds each experiment (entry point or loose file) once and
+    # hands the objects to the runner
+    experiments = experiments_for(configs)
+    check_blocks(configs, experiments)
+    executor = _executor(args, configs)
+    if executor.kind == "dask":
+        from toolkit.lab.runner.dask_executor import _import_distributed
+
+        _import_distributed()  # a missing extra is an input error, before anything runs
+    from toolkit.lab.runner.seeds import finish_groups, makes_groups
+
+    grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group
+    earlier: list[Path] = []
+    if args.resume:
+        configs, earlier = _resume(configs, quiet=args.quiet)
+        if not configs:
+            print("nothing to do: every run is complete or running")
+            return EXIT_OK
+    from toolkit.lab.runner.run import check_output_dir
+
+    for config in configs:  # before anything is printed or run
+        check_output_dir(config, create=not args.dry_run)
+    if args.dry_run:
+        for c in configs:
+            point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())
+            print(f"{c.experiment} seed={c.seed} {point}".rstrip())
+        print(f"{len(configs)} run(s); executor {executor.kind}")
+        return EXIT_OK
+    if not args.quiet and len(configs) > 1:
+        where = {"local": f" in {executor.workers} processes" if executor.workers > 1 else "",
+                 "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
+        print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
+    finish = None
+    in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
+    # A seed group gets one report over its seeds, drawn once all of them have finished
+    # (their own reports are skipped).
+    if not args.no_report and not grouped:
+        from toolkit.lab.report import write_report as finish
+        if in_process and not args.quiet:
+            finish = _draw_report  # says what it does and how long it took
+    if in_process and not args.quiet and len(configs) == 1:
+        c = configs[0]
+        print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
+              f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
+    progress = _Progress(len(configs), args.quiet)
+    t0 = time.perf_counter()
+    try:
+        outcomes, status = run_configs(configs, experiments, executor=executor,
+                                       quiet=args.quiet, finish=finish, on_done=progress)
+    finally:
+        progress.close()
+    if status >= 128:
+        _interrupted(outcomes, len(configs), status)
+    shown = [o.run_dir for o in outcomes]
+    if grouped and status < 128:
+        from toolkit.lab.report import draw_report
+
+        shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
+                              experiments=experiments, t0=t0, say=None if args.quiet else _say, earlier=earlier)
+    if not args.quiet and len(shown) <= 3:
+        for folder in shown:
+            if (folder / "findings.json").is_file():
+                _print_findings(folder)
+    if not args.no_report and not args.quiet:
+        for folder in shown:
+            report = folder / "report.html"
+            if report.exists():
+                print(f"report: {report}")
+    return status
+
+
+def _resume(configs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
+    """``--resume``: the configs still to run, and the complete runs of the others (matched by
+    identity: config and seed, wherever the folder lives)."""
+    from toolkit.lab.runner.sweep import plan_resume
+
+    plan = plan_resume(configs)
+    for err in plan.damaged:
+        print(f"toolkit: warning: {err}; not counted as complete", file=sys.stderr)
+    if not quiet:
+        for done in plan.done:
+            print(f"skipped (complete): {done}")
+    for running in plan.running:
+        print(f"skipped (running now, not started twice): {running}", file=sys.stderr)
+    return plan.todo, plan.done
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _print_findings(run_dir: Path) -> None:
+    """What a run found (each child of a showcase), with verdicts and the wall time."""
+    import json
+
+    from toolkit.lab.runner import read_findings
+
+    findings = read_findings(run_dir)
+    path = run_dir / "findings.json"
+    problems = json.loads(path.read_text(encoding="utf-8")).get("problems", []) \
+        if path.is_file() else []
+    for problem in problems:
+        print(f"toolkit: warning: {problem}", file=sys.stderr)
+    for section, items in findings.items():
+        print(f"{section}:")
+        for f in items:
+            mark = {True: "+", False: "!", None: "·"}[f.verdict]
+            print(f"  {mark} {f}")
+    if not (run_dir / "meta.json").is_file():  # a seed group
+        info = json.loads((run_dir / "group.json").read_text(encoding="utf-8"))
+        if info.get("wall_seconds") is not None:
+            print(f"wall time {fmt(info['wall_seconds'], 's')} for {len(info['seeds'])} seeds")
+        return
+    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+    if meta.get("wall_seconds") is not None:
+        print(f"wall time {fmt(meta['wall_seconds'], 's')} (experiments {fmt(meta['duration_s'], 's')}"
+              + (f", report {fmt(meta['finish_s'], 's')}" if meta.get("finish_s") else "") + ")")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from toolkit.lab.runner.registry import config_files, describe, discover, load_all
+
+    found = discover()
+    # Read from the sources (no torch import, instant); --check imports every module.
+    rows: dict[str, tuple[str, bool, str | None]] = {}
+    for name, path in found.items():
+        info = describe(name, path)
+        rows[name] = (info.description, info.has_quick, info.problem)
+    if args.check:
+        loaded, broken = load_all()
+        for name, exp in loaded.items():
+            rows[name] = (exp.description, exp.quick is not None, None)
+        for name, problem in broken.items():
+            rows[name] = (rows[name][0], rows[name][1], problem)
+    print("experiments:")
+    width = max([len(n) for n in rows] + [4])
+    for name, (description, has_quick, problem) in sorted(rows.items()):
+        if problem:
+            print(f"  {name:<{width}}  BROKEN: {problem}")
+            continue
+        quick = "" if has_quick else "  (no QUICK: not in the showcase)"
+        print(f"  {name:<{width}}  {description}{quick}")
+    print("the showcase (a runner feature, `experiment = \"showcase\"` in a config):\n"
+          "  every experiment above that defines QUICK, with and without its blocks, one report")
+    print("configs:")
+    cwd = Path.cwd()
+    for path in config_files():
+        try:
+            shown = path.resolve().relative_to(cwd.resolve())
+        except ValueError:
+            shown = path
+        print(f"  {shown}")
+    broken_names = sorted(n for n, row in rows.items() if row[2])
+    if broken_names:
+        print(f"toolkit: warning: {len(broken_names)} experiment module(s) cannot be loaded: "
+              f"{', '.join(broken_names)}", file=sys.stderr)
+    if not args.check:
+        print("(read from the sources; `toolkit list --check` also imports each experiment)")
+    return EXIT_OK
+
+
+def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
+    """Run an experiment module as a script with its ``QUICK`` params, and draw its report.
+
+    An experiment ends with::
+
+        if __name__ == "__main__":
+            from toolkit.lab.cli import run_module
+            raise SystemExit(run_module(__name__))
+
+    so that ``python -m stop_gradient_experiments.em_gmm`` (or ``python my_probe.py``) runs it
+    as ``toolkit run`` would run a config of its quick settings: seed 0, every block switched
+    off in turn, the experiment's ``DTYPE`` (else float32), results under ``results/``.
+    """
+    from toolkit.lab.runner.config import make_config
+    from toolkit.lab.runner.errors import ConfigError
+    from toolkit.lab.runner.registry import Experiment
+    from toolkit.lab.runner.run import execute
+
+    if isinstance(module, str):  # run_module(__name__) from the module itself
+        module = sys.modules[module]
+    experiment = Experiment.from_module(module)
+    parser = Parser(prog=f"python -m {module.__spec__.name if module.__spec__ else module}",
+                     description=f"{experiment.name}: {experiment.description}")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
+    parser.add_argument("--out", default="results", help="output root (default results)")
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    parser.add_argument("--no-report", action="store_true", help="skip figures and report")
+    args = parser.parse_args(argv)
+    try:
+        config = make_config(experiment.name, experiment.quick or {}, seed=args.seed,
+                             device=args.device, dtype=experiment.dtype or "float32",
+                             output_dir=args.out, source=f"{experiment.name}.QUICK",
+                             loaded=experiment)
+    except ConfigError as err:
+        print(f"toolkit: error: {err.line()}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"running {experiment.name} (seed {config.seed}, {config.dtype}, QUICK params)",
+          file=sys.stderr, flush=True)
+    outcome = execute(config, experiment, finish=None if args.no_report else _draw_report)
+    print(f"{outcome.status}  {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})")
+    if outcome.status == "complete":
+        _print_findings(outcome.run_dir)
+    if (outcome.run_dir / "report.html").exists():
+        print(f"report: {outcome.run_dir / 'report.html'}")
+    return outcome.exit_code

@@ -1,0 +1,147 @@
+"""The subcommands that read results: ``report``, ``compare`` and ``check``.
+
+A damaged run (a results file cut short or corrupt: :mod:`toolkit.lab.runner.check`) is never fatal
+to a command over several runs: it gets one warning naming its file and the others go on. A run
+whose process is gone reads as ``abandoned`` and is shown as such, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK
+
+__all__ = ["cmd_check", "cmd_compare", "cmd_report"]
+
+
+def _warn(text: str) -> None:
+    print(f"toolkit: warning: {text}", file=sys.stderr, flush=True)
+
+
+def _damage(folder: Path) -> list[Any]:
+    """What is damaged in a run directory, or in a seed group and its member runs."""
+    from toolkit.lab.runner.check import check_group, check_run
+    from toolkit.lab.runner.seeds import SeedGroup, is_group
+
+    if not is_group(folder):
+        return check_run(folder)
+    problems = check_group(folder)
+    if not problems:
+        for member in SeedGroup(folder).run_dirs:
+            problems += check_run(member)
+    return problems
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Draw each run's report; a damaged run is skipped with a warning (exit status 1)."""
+    from toolkit.lab.report import draw_report
+    from toolkit.lab.runner import ConfigError
+
+    for run_dir in args.run_dirs:
+        if not ((Path(run_dir) / "meta.json").is_file()
+                or (Path(run_dir) / "group.json").is_file()):
+            raise ConfigError(run_dir, "", "not a run directory (no meta.json) nor a seed "
+                              "group (no group.json)", "give a folder such as "
+                              "results/<experiment>/<run_id>")
+    skipped = 0
+    for run_dir in args.run_dirs:
+        problems = _damage(Path(run_dir))
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            _warn(f"{problems[0]}{more}; {run_dir} skipped, its report not drawn "
+                  f"(`toolkit check {run_dir}` lists what is damaged)")
+            skipped += 1
+            continue
+        print(draw_report(run_dir, _experiment_of(run_dir)))
+    return EXIT_FAILED if skipped else EXIT_OK
+
+
+def _experiment_of(folder: str) -> Any:
+    """The experiment that made a run (or seed group), found through the registry, so that its
+    report has the experiment's own figures; ``None`` (with a warning) when it cannot be
+    loaded here: the report then shows the generic figures."""
+    import json
+
+    from toolkit.lab.runner.registry import load_experiment
+
+    experiment = None
+    for name in ("meta.json", "group.json"):
+        path = Path(folder) / name
+        if path.is_file():
+            try:
+                experiment = json.loads(path.read_text(encoding="utf-8")).get("experiment")
+                return load_experiment(experiment)
+            except Exception as err:  # the report still shows the run's own numbers
+                _warn(f"{folder}: experiment {experiment!r} cannot be loaded "
+                      f"({type(err).__name__}: {err}); the report shows the generic figures")
+                return None
+    return None
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Aggregate the complete runs below DIR; damaged runs are skipped with one warning each,
+    runs that did not complete (abandoned ones included) are listed under the table."""
+    from toolkit.lab.report.compare import compare_runs, format_table, write_compare
+    from toolkit.lab.runner import ConfigError, RunResults, find_runs
+
+    root = Path(args.directory)
+    if not root.is_dir():
+        raise ConfigError(args.directory, "", "no such directory",
+                          "give a folder that holds run directories, e.g. results/<experiment>")
+
+    skipped: set[Path] = set()
+
+    def damaged(err: Any, n: int) -> None:
+        more = f" (and {n - 1} more)" if n > 1 else ""
+        _warn(f"{err}{more}; that run is left out (`toolkit check` lists what is damaged)")
+        skipped.add(err.path.parent)
+
+    table = compare_runs(root, on_damaged=damaged)
+    left_out = []
+    for run_dir in find_runs(root):
+        run = RunResults(run_dir)
+        if run_dir not in skipped and run.status != "complete":
+            left_out.append(f"not in the table, {run.status_line()}: {run_dir}")
+    if not table.rows:
+        print("\n".join(left_out))
+        raise ConfigError(args.directory, "", "no complete runs below this folder",
+                          "run some first (`toolkit run CONFIG --seeds 0,1`)")
+    out = Path(args.out) if args.out else root
+    csv_path, html_path = write_compare(table, out)
+    print(format_table(table))
+    if left_out:
+        print("\n".join(["", *left_out]))
+    print(f"\n{csv_path}\n{html_path}")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate every run folder and seed group below DIR against the results format; list what
+    is damaged (exit status 1 when something is) and the abandoned runs."""
+    from toolkit.lab.runner import ConfigError, RunResults
+    from toolkit.lab.runner.check import check_tree
+
+    root = Path(args.directory)
+    if not root.is_dir():
+        raise ConfigError(args.directory, "", "no such directory",
+                          "give a results folder, e.g. results or results/<experiment>")
+    counts: dict[str, int] = {}
+    damaged = 0
+    for folder, kind, problems in check_tree(root):
+        if problems:
+            damaged += 1
+            for problem in problems:
+                print(f"damaged: {problem}")
+            continue
+        run = None if kind == "group" else RunResults(folder)
+        state = "seed group" if run is None else run.status
+        counts[state] = counts.get(state, 0) + 1
+        if state == "abandoned":
+            print(f"abandoned: {folder}: {run.status_line()}")
+    n = sum(counts.values()) + damaged
+    states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    print(f"{n} folder(s) below {root}: {states or 'none readable'}; {damaged} damaged")
+    return EXIT_FAILED if damaged else EXIT_OK

@@ -1,0 +1,223 @@
+"""Datasets: generated on the fly or bundled with scikit-learn; nothing is downloaded.
+
+Every function returns torch tensors (features in ``dtype``, labels as ``int64``) and takes an
+explicit ``seed`` where it draws random numbers, so the same call gives the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+__all__ = [
+    "MIXTURE_2D",
+    "Dataset",
+    "MixtureTruth",
+    "bars_and_stripes",
+    "binarized_digits",
+    "digits",
+    "empirical_nll",
+    "gaussian_blobs",
+    "gaussian_mixture",
+    "iris",
+    "train_test_split",
+    "two_moons",
+]
+
+
+class Dataset(NamedTuple):
+    """Features ``X`` (n_samples, n_features) and integer labels ``y`` (n_samples,)."""
+
+    X: torch.Tensor
+    y: torch.Tensor
+
+
+class MixtureTruth(NamedTuple):
+    """Parameters of a Gaussian mixture: weights (k,), means (k, d), covariances (k, d, d)."""
+
+    weights: torch.Tensor
+    means: torch.Tensor
+    covariances: torch.Tensor
+
+
+#: A 2-D, 3-component mixture with unequal weights, overlapping and correlated components.
+MIXTURE_2D = MixtureTruth(
+    weights=torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
+    means=torch.tensor([[0.0, 0.0], [3.0, 3.0], [-3.0, 2.5]], dtype=torch.float64),
+    covariances=torch.tensor(
+        [
+            [[1.0, 0.6], [0.6, 1.0]],
+            [[0.8, -0.3], [-0.3, 0.5]],
+            [[0.4, 0.0], [0.0, 1.5]],
+        ],
+        dtype=torch.float64,
+    ),
+)
+
+
+def _generator(seed: int | None) -> torch.Generator:
+    g = torch.Generator()
+    if seed is not None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+        g.manual_seed(seed)
+    else:
+        g.seed()
+    return g
+
+
+def _check_positive_int(where: str, arg: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{where}: {arg} must be a positive int, got {value!r}")
+    return value
+
+
+def gaussian_mixture(
+    n_samples: int,
+    truth: MixtureTruth = MIXTURE_2D,
+    *,
+    seed: int | None = 0,
+    dtype: torch.dtype = torch.float64,
+) -> Dataset:
+    """Draw ``n_samples`` points from a Gaussian mixture; ``y`` is the component of each point.
+
+    Components are drawn from ``Categorical(weights)``, then ``x = mean + L z`` with
+    ``L = cholesky(covariance)`` and ``z ~ N(0, I)``.
+    """
+    _check_positive_int("gaussian_mixture", "n_samples", n_samples)
+    weights, means, covs = (torch.as_tensor(t, dtype=torch.float64) for t in truth)
+    k, d = means.shape
+    if weights.shape != (k,) or covs.shape != (k, d, d):
+        raise ValueError(f"gaussian_mixture: truth must have weights ({k},), means ({k}, {d}) and "
+                         f"covariances ({k}, {d}, {d}); got {tuple(weights.shape)}, "
+                         f"{tuple(means.shape)}, {tuple(covs.shape)}")
+    if (weights < 0).any() or not torch.isclose(weights.sum(), torch.tensor(1.0, dtype=torch.float64)):
+        raise ValueError(f"gaussian_mixture: weights must be >= 0 and sum to 1, got {weights.tolist()}")
+    g = _generator(seed)
+    labels = torch.multinomial(weights, n_samples, replacement=True, generator=g)
+    chol = torch.linalg.cholesky(covs)
+    z = torch.randn(n_samples, d, generator=g, dtype=torch.float64)
+    X = means[labels] + torch.einsum("nij,nj->ni", chol[labels], z)
+    return Dataset(X.to(dtype), labels)
+
+
+def iris(dtype: torch.dtype = torch.float64) -> Dataset:
+    """Fisher's iris (150 × 4, 3 classes), bundled with scikit-learn."""
+    from sklearn.datasets import load_iris
+
+    data = load_iris()
+    return Dataset(torch.as_tensor(data.data, dtype=dtype), torch.as_tensor(data.target))
+
+
+def digits(dtype: torch.dtype = torch.float32) -> Dataset:
+    """scikit-learn's bundled 8×8 digits (1797 × 64, 10 classes), pixels scaled to [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    return Dataset(torch.as_tensor(data.data / 16.0, dtype=dtype), torch.as_tensor(data.target))
+
+
+def binarized_digits(threshold: float = 0.5, dtype: torch.dtype = torch.float32) -> Dataset:
+    """The digits with pixels scaled to [0, 1] and thresholded: ``x > threshold`` → 1, else 0."""
+    if not 0.0 <= threshold < 1.0:
+        raise ValueError(f"binarized_digits: threshold must be in [0, 1), got {threshold!r}")
+    X, y = digits(torch.float64)
+    return Dataset((X > threshold).to(dtype), y)
+
+
+def bars_and_stripes(
+    n: int = 4, *, duplicate_constant: bool = False, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """All bars-and-stripes patterns of an ``n × n`` grid, flattened row-major to ``n*n`` units.
+
+    A *bar* pattern has every row constant (2**n patterns), a *stripe* pattern every column
+    constant (2**n more). The all-0 and all-1 images are both; by default they appear once
+    (``2**(n+1) - 2`` patterns, 30 for n = 4). ``duplicate_constant=True`` keeps them twice, as in
+    the Shark library's RBM benchmarks (``2**(n+1)`` patterns, 32 for n = 4).
+    """
+    _check_positive_int("bars_and_stripes", "n", n)
+    if n > 12:
+        raise ValueError(f"bars_and_stripes: n must be <= 12 (2**(n+1) patterns), got {n}")
+    codes = torch.arange(2**n)
+    bits = ((codes[:, None] >> torch.arange(n - 1, -1, -1)) & 1).to(dtype)  # (2**n, n)
+    bars = bits[:, :, None].expand(-1, n, n).reshape(2**n, n * n)  # row i constant = bit i
+    stripes = bits[:, None, :].expand(-1, n, n).reshape(2**n, n * n)  # column j constant
+    if duplicate_constant:
+        return torch.cat([bars, stripes])
+    return torch.cat([bars, stripes[1:-1]])  # codes 0 and 2**n - 1 are the constant images
+
+
+def empirical_nll(X: Any) -> float:
+    """Summed negative log-likelihood of the rows of ``X`` under their empirical distribution.
+
+    With ``n_x`` copies of each distinct row ``x`` among ``n`` rows, the empirical distribution
+    is ``p̂(x) = n_x / n`` and
+
+        NLL = −Σ_i log p̂(x_i) = −Σ_x n_x log(n_x / n) = n · H(p̂).
+
+    By Gibbs' inequality no distribution on the rows gives a smaller summed NLL, so this is the
+    optimum any density model can reach on ``X`` (its training-set NLL is at least this). For
+    the 32 bars-and-stripes patterns with duplicates (28 once, 2 twice) it is
+    ``28·ln 32 + 4·ln 16 ≈ 108.1`` nats. ``X``: (n_samples, n_features), any array-like.
+
+    >>> round(empirical_nll(bars_and_stripes(4, duplicate_constant=True)), 1)
+    108.1
+    """
+    from toolkit._utils.array_validation import as_tensor
+
+    t = as_tensor(X, where="empirical_nll", ndim=2, min_rows=1, finite=True)
+    counts = torch.unique(t, dim=0, return_counts=True)[1].to(torch.float64)
+    return float(-(counts * torch.log(counts / t.shape[0])).sum())
+
+
+def two_moons(
+    n_samples: int = 1000, *, noise: float = 0.1, seed: int | None = 0,
+    dtype: torch.dtype = torch.float32,
+) -> Dataset:
+    """Two interleaving half circles (scikit-learn's ``make_moons``), labels 0/1."""
+    from sklearn.datasets import make_moons
+
+    _check_positive_int("two_moons", "n_samples", n_samples)
+    if noise < 0:
+        raise ValueError(f"two_moons: noise must be >= 0, got {noise!r}")
+    X, y = make_moons(n_samples=n_samples, noise=noise, random_state=seed)
+    return Dataset(torch.as_tensor(X, dtype=dtype), torch.as_tensor(y))
+
+
+def gaussian_blobs(
+    n_samples: int = 1000, *, centers: int | Sequence[Sequence[float]] = 3, std: float = 1.0,
+    n_features: int = 2, seed: int | None = 0, dtype: torch.dtype = torch.float32,
+) -> Dataset:
+    """Isotropic Gaussian blobs (scikit-learn's ``make_blobs``), one label per blob."""
+    from sklearn.datasets import make_blobs
+
+    _check_positive_int("gaussian_blobs", "n_samples", n_samples)
+    if std <= 0:
+        raise ValueError(f"gaussian_blobs: std must be > 0, got {std!r}")
+    X, y = make_blobs(n_samples=n_samples, centers=centers, cluster_std=std,
+                      n_features=n_features, random_state=seed)
+    return Dataset(torch.as_tensor(X, dtype=dtype), torch.as_tensor(y))
+
+
+def train_test_split(
+    data: Dataset, test_fraction: float = 0.25, *, seed: int | None = 0, stratify: bool = True
+) -> tuple[Dataset, Dataset]:
+    """Split a :class:`Dataset` into train and test parts (stratified by label by default)."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"train_test_split: test_fraction must be in (0, 1), got {test_fraction!r}")
+    X, y = data
+    g = _generator(seed)
+    y_np = y.cpu().numpy()
+    groups = [np.flatnonzero(y_np == c) for c in np.unique(y_np)] if stratify else [np.arange(len(y_np))]
+    test_idx, train_idx = [], []
+    for idx in groups:
+        perm = torch.as_tensor(idx)[torch.randperm(len(idx), generator=g)]
+        n_test = round(len(idx) * test_fraction)
+        test_idx.append(perm[:n_test])
+        train_idx.append(perm[n_test:])
+    tr = torch.cat(train_idx).sort().values
+    te = torch.cat(test_idx).sort().values
+    return Dataset(X[tr], y[tr]), Dataset(X[te], y[te])

@@ -1,0 +1,459 @@
+"""What a report says, gathered from a run's files: sections, stories, findings, figures, tables.
+
+The HTML and Markdown renderers (:mod:`toolkit.lab.report.render`) lay this out top-down:
+
+1. title, one-paragraph overview, table of contents (and for a showcase a table over all
+   experiments: block, effect on the result, effect on cost);
+2. per experiment: its story, its findings, one or two headline figures with captions;
+3. the details, collapsed: tables, every other figure, parameters, config, meta.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.lab.report import figure_cache
+from toolkit.lab.report.figures import default_figures, plt, summary_pairs
+from toolkit.lab.report.tables import tables
+from toolkit.lab.runner.results import RunResults
+from toolkit.lab.runner.seeds import SeedGroup
+from toolkit.lab.runner.verdicts import Verdict, aggregate, compute_findings, read_findings
+from toolkit.lab.style import REPORT_DPI
+
+__all__ = ["FigureItem", "ReportContent", "Section", "build"]
+
+DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
+#: How many of an experiment's own figures lead its section; the others go to the details.
+HEADLINE = 2
+_SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+@dataclass
+class FigureItem:
+    """A rendered figure: file stem under ``figures/``, caption in words, PNG bytes; ``note``:
+    how it was drawn, said once in the report's footer (a backward graph laid out without
+    graphviz)."""
+
+    name: str
+    caption: str
+    png: bytes = field(repr=False)
+    headline: bool = False
+    note: str = ""
+
+
+@dataclass
+class Section:
+    """One experiment of the report (the run itself, or one child of a showcase)."""
+
+    name: str
+    experiment: str
+    description: str
+    story: dict[str, str] | None
+    findings: list[Verdict]
+    figures: list[FigureItem]
+    summary_tables: list[tuple[list[str], list[list[str]]]]
+    cost_tables: list[tuple[list[str], list[list[str]]]]
+    equal: list[str]
+    params: dict[str, Any]
+    notes: list[str]
+    tables_note: str = ""
+
+    @property
+    def headline(self) -> list[FigureItem]:
+        return [f for f in self.figures if f.headline]
+
+    @property
+    def details(self) -> list[FigureItem]:
+        return [f for f in self.figures if not f.headline]
+
+    def first(self, topic: str) -> Verdict | None:
+        return next((f for f in self.findings if f.topic == topic), None)
+
+
+@dataclass
+class ReportContent:
+    """Everything a report shows, in order."""
+
+    run: RunResults
+    title: str
+    sections: list[Section]
+    overview: str
+    top_figures: list[FigureItem]
+    problems: list[str]
+    report_seconds: float = 0.0
+    group: SeedGroup | None = None
+    #: figures/cache.json's sections: the figures of each section and the key they were drawn for
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def footer_notes(self) -> list[str]:
+        """How figures were drawn, each said once (e.g. graphs laid out without graphviz)."""
+        figures = [f for s in self.sections for f in s.figures] + self.top_figures
+        return list(dict.fromkeys(f.note for f in figures if f.note))
+
+    @property
+    def showcase(self) -> bool:
+        return bool(self.run.children)
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.run.replicates]
+
+    @property
+    def out_dir(self) -> Path:
+        """Where the report goes: the run directory, or the seed group's directory."""
+        return self.group.path if self.group is not None else self.run.run_dir
+
+
+def _png(fig: Any) -> bytes:
+    """PNG of a figure at ``DPI``, quantised to a 256-colour palette (plots have few colours:
+    3–5x smaller); the figure is closed. The pixels are taken from the canvas (no PNG is
+    encoded twice)."""
+    try:
+        if not hasattr(fig.canvas, "print_to_buffer"):  # a Figure() without a canvas
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+            FigureCanvasAgg(fig)
+        fig.set_dpi(DPI)
+        raw, size = fig.canvas.print_to_buffer()
+    finally:
+        plt.close(fig)
+    from PIL import Image  # a dependency of matplotlib
+
+    image = Image.frombuffer("RGBA", size, raw, "raw", "RGBA", 0, 1).convert("RGB")
+    out = io.BytesIO()
+    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, format="PNG")
+    return out.getvalue()
+
+
+def _caption_of(fig: Any, name: str) -> str:
+    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+    if not title and fig.axes:
+        title = fig.axes[0].get_title()
+    text = " ".join((title or name.replace("_", " ")).split())
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _experiment_figures(view: RunResults, experiment: Any, problems: list[str], quiet: bool
+                        ) -> list[tuple[str, Any, str]]:
+    """The figures ``experiment.figures(view)`` draws (none without an experiment)."""
+    if experiment is None:
+        problems.append(f"{view.experiment}: experiment figures not drawn (the report was not "
+                        f"given the experiment; `toolkit report` finds it when it is installed)")
+        return []
+    if experiment.figures is None:
+        return []
+    try:
+        figures = experiment.figures(view) or {}
+        if not isinstance(figures, Mapping):
+            raise TypeError(f"figures() must return a dict name → Figure, got "
+                            f"{type(figures).__name__}")
+    except Exception as err:
+        plt.close("all")
+        if not quiet:  # an unfinished run: figures that need missing results are left out
+            last = traceback.extract_tb(err.__traceback__)[-1]
+            problems.append(f"{view.experiment}: figures() failed: {type(err).__name__}: "
+                            f"{err} ({Path(last.filename).name}:{last.lineno})")
+        return []
+    out = []
+    for name, value in figures.items():
+        fig, caption = value if isinstance(value, tuple) else (value, "")
+        out.append((name, fig, caption or _caption_of(fig, name)))
+    return out
+
+
+_DEFAULT_CAPTIONS = {
+    "metrics": "Logged metrics of the group {group!r} against the step, every variant on the "
+               "same axes (blocked solid blue, unblocked dashed vermillion).",
+    "summary": "Summary numbers that differ between the blocked and the unblocked variant.",
+}
+
+
+#: The attribute with which a figure says how it was drawn (``toolkit.lens.graph_draw``'s
+#: ``LAYOUT_NOTE``, named here so that the report does not import torch).
+_NOTE_ATTR = "gradient_graph_layout_note"
+
+
+def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
+    note = str(getattr(fig, _NOTE_ATTR, "") or "")
+    return FigureItem(_SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
+
+
+@contextlib.contextmanager
+def _drawing() -> Iterator[None]:
+    """Draw inside: every pyplot figure opened here is closed at the end, whatever happened,
+    and ``draw_gradient_graph``'s fallback warning is held back (the report says it once, in
+    its footer and its log, from the figures' notes)."""
+    opened = set(plt.get_fignums())
+    logger = logging.getLogger("toolkit.lens.graph_draw")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
+        for number in set(plt.get_fignums()) - opened:
+            plt.close(number)
+
+
+def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
+             complete: bool) -> list[FigureItem]:
+    drawn = _experiment_figures(view, experiment, problems, not complete)
+    items = [_item(f"{prefix}{name}", caption, fig, i < HEADLINE)
+             for i, (name, fig, caption) in enumerate(drawn)]
+    if items:
+        # the experiment draws its own results; the generic views of the same numbers would
+        # only repeat them (every number stays in the tables and metrics.jsonl)
+        return items
+    try:
+        defaults = default_figures(view)
+    except Exception as err:
+        plt.close("all")
+        problems.append(f"{view.experiment}: default figures failed: {type(err).__name__}: {err}")
+        defaults = {}
+    for name, fig in defaults.items():
+        if name.startswith("metrics"):
+            group = name.removeprefix("metrics_").rstrip("_0123456789") or "misc"
+            caption = _DEFAULT_CAPTIONS["metrics"].format(group=group)
+        else:
+            caption = _DEFAULT_CAPTIONS["summary"]
+        items.append(_item(f"{prefix}{name}", caption, fig))
+    if items and not any(f.headline for f in items):
+        items[0].headline = True
+    return items
+
+
+#: One section to draw: run directory, replicate directories, child name, figure-name prefix,
+#: whether the run completed, and the experiment whose ``figures`` draw it (or ``None``).
+_Job = tuple[str, tuple[str, ...], "str | None", str, bool, Any]
+
+
+def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
+    """Draw one section's figures from the files (a process-pool task: the experiment travels
+    by reference)."""
+    run_dir, replicates, child, prefix, complete, experiment = job
+    view = RunResults(run_dir, _replicates=tuple(Path(p) for p in replicates))
+    if child is not None:
+        view = view.child(child)
+    problems: list[str] = []
+    with _drawing():
+        return _figures(view, experiment, prefix, problems, complete), problems
+
+
+def report_workers() -> int:
+    """Processes for drawing a report from the command line: ``TOOLKIT_REPORT_WORKERS``, else
+    the CPUs this process may use that are not busy (1-minute load average; at most 4). Each
+    extra process imports torch and the experiments again, seconds of CPU that only pay off
+    on idle cores: on a busy machine one process draws faster."""
+    import os
+
+    value = os.environ.get("TOOLKIT_REPORT_WORKERS")
+    if value is not None and value.strip().isdigit() and int(value) >= 1:
+        return int(value)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        busy = 0.0
+    return max(1, min(cpus, 4, round(cpus - busy + 1)))  # + 1: this process counts in the load
+
+
+def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
+    """Every section's figures: in this process, or spread over ``workers`` processes when
+    there are several sections (each reads only the files, so the drawing splits cleanly and
+    the figures are the same). A pool that cannot start its processes (a main module that
+    cannot be imported again, as with ``python - < script``) falls back to this process."""
+    import multiprocessing
+
+    workers = min(workers, len(jobs))
+    if multiprocessing.current_process().daemon:  # a pool's worker cannot start processes
+        workers = 1
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                return list(pool.map(_section_figures, jobs))
+        except (BrokenProcessPool, OSError):
+            plt.close("all")
+    return [_section_figures(job) for job in jobs]
+
+
+def _reuse(folder: Path, kept: dict[str, Any], section: str, key: str
+           ) -> list[FigureItem] | None:
+    """The figures of ``section`` kept in ``folder`` for ``key``, or ``None``."""
+    hit = figure_cache.lookup(folder, kept, section, key)
+    if hit is None:
+        return None
+    return [FigureItem(e["name"], e["caption"], png, headline=bool(e["headline"]),
+                       note=str(e.get("note", ""))) for e, png in hit]
+
+
+def _keep(cache: dict[str, Any], section: str, key: str, figures: list[FigureItem]) -> None:
+    cache[section] = {"key": key, "figures": [
+        figure_cache.entry(f.name, f.caption, f.headline, f.note, f.png) for f in figures]}
+
+
+def _draw_or_reuse(jobs: list[_Job], workers: int, folder: Path, kept: dict[str, Any],
+                   cache: dict[str, Any]) -> list[tuple[list[FigureItem], list[str]]]:
+    """:func:`_draw_sections` for the sections whose figures ``folder`` does not hold for
+    their inputs (:mod:`toolkit.lab.report.figure_cache`); each section drawn without problems is
+    added to ``cache``."""
+    keys = [figure_cache.section_key([job[0], *job[1]], job[2], job[5], job[3])
+            for job in jobs]
+    out: list[tuple[list[FigureItem], list[str]] | None] = [None] * len(jobs)
+    for i, (job, key) in enumerate(zip(jobs, keys)):
+        reused = _reuse(folder, kept, job[3], key)
+        if reused is not None:
+            out[i] = (reused, [])
+            cache[job[3]] = kept[job[3]]  # its entries, checked by _reuse
+    todo = [i for i, done in enumerate(out) if done is None]
+    for i, result in zip(todo, _draw_sections([jobs[i] for i in todo], workers)):
+        out[i] = result
+        if not result[1]:
+            _keep(cache, jobs[i][3], keys[i], result[0])
+    return out  # type: ignore[return-value]
+
+
+def _story(run: RunResults, name: str, parts: Mapping[str, Any]
+           ) -> tuple[str, dict[str, str] | None]:
+    """An experiment's description and story: as the run wrote them into ``meta.json``
+    (``about``), else from the experiment handed to the report (runs written before)."""
+    about = run.meta.get("about", {}).get(name)
+    if about is not None:
+        return about.get("description", ""), about.get("story")
+    if name not in parts:
+        return "", None
+    story = parts[name].story
+    return parts[name].description, (story.to_dict() if hasattr(story, "to_dict") else None)
+
+
+def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
+    findings = [f for s in sections for f in s.findings]
+    n = len(sections)
+    what = (f"{n} experiment{'s' * (n != 1)}, each run" if showcase else "The experiment ran")
+    n_seeds = len(seeds)
+    text = (f"{what} twice from the same seed: once with its stop_gradient block active "
+            f"(“blocked”, the method as published) and once with the same code inside "
+            f"disable_blocks (“unblocked”), where gradient flows through the blocked quantity. "
+            f"Each section states what theory predicts and what the run found.")
+    if n_seeds > 1:
+        text += (f" Every comparison ran with {n_seeds} seeds ({', '.join(map(str, seeds))}): a "
+                 f"number in a finding is the mean over the seeds with its range in brackets, "
+                 f"[smallest, largest], and a prediction counts as held only where it held in "
+                 f"every seed (or in the share its finding states). Curves in the figures "
+                 f"show every seed, as a band (the range) around the mean or, where the seeds "
+                 f"sit at different levels, as one line per seed; images, graphs and the "
+                 f"tables in the details are the first seed's.")
+    if findings:
+        yes = sum(f.verdict is True for f in findings)
+        no = sum(f.verdict is False for f in findings)
+        fixed = sum(f.seed_independent for f in findings)
+        k = len(findings)
+        text += (f" Of {k} finding{'s' * (k != 1)}, {yes} came out as predicted by a named "
+                 f"theorem, closed form or paper"
+                 + (f", {no} did not" if no else "")
+                 + f", and {k - yes - no} are measurements without a prediction; {fixed} "
+                   f"cannot depend on the seed (exact values, closed forms, graph sizes).")
+    return text
+
+
+def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None,
+          workers: int = 1) -> ReportContent:
+    """Gather a report's content from the run's files (figures are drawn here).
+
+    ``experiment`` (a :class:`~toolkit.lab.runner.Experiment`) draws its own figures, and for a
+    showcase its parts draw theirs; without it the report shows the generic figures of the
+    logged numbers.
+
+    With ``group`` (a seed group) ``run`` is its first seed with the others as replicates
+    (:meth:`~toolkit.lab.runner.results.RunResults.over_seeds`): the findings are the group's, over
+    every seed, and the figures see every seed. ``workers > 1`` draws the sections of a
+    showcase in that many processes.
+    """
+    problems: list[str] = []
+    complete = run.status == "complete"
+    findings = read_findings(group.path if group is not None else run.run_dir)
+    parts = experiment.parts if experiment is not None else {}
+    if not findings and complete and group is None and experiment is not None:
+        found, problems_found = compute_findings(run.run_dir, experiment)
+        findings, more = aggregate({run.seed: found})
+        problems += problems_found + more
+    if group is not None:
+        problems += _group_problems(group)
+    views = [(name, run.child(name)) for name in run.children] or [("", run)]
+    replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
+    folder = (group.path if group is not None else run.run_dir) / "figures"
+    kept, cache = figure_cache.load(folder), {}
+    drawn = _draw_or_reuse([(str(run.run_dir), replicates, name or None,
+                             f"{name}__" if name else "", complete,
+                             parts.get(view.experiment))
+                            for name, view in views], workers, folder, kept, cache)
+    sections = []
+    for (name, view), (figures, drawn_problems) in zip(views, drawn):
+        problems += drawn_problems
+        description, story = _story(run, view.experiment, parts)
+        pairs = summary_pairs(view.summary)
+        equal = [k for k, v in pairs.items() if v["blocked"] == v["unblocked"]]
+        notes = []
+        if run.children:
+            dtype = view.config.get("dtype")
+            description = (f"{description} (run in {dtype})" if description and dtype
+                           else description)
+        if not complete:
+            notes.append(f"This run is {run.status_line()}: the numbers below are what it "
+                         f"wrote before it stopped; figures that need the rest are left out.")
+        if group is not None and len(run.replicates) > 1:
+            notes_seed = f" (seed {run.seed}; every seed's are in its own run directory)"
+        else:
+            notes_seed = ""
+        sections.append(Section(
+            name=name or view.experiment, experiment=view.experiment, description=description,
+            story=story, findings=findings.get(name or view.experiment, []),
+            figures=figures,
+            summary_tables=tables(view.summary), cost_tables=tables(view.costs), equal=equal,
+            params=view.params, notes=notes, tables_note=notes_seed))
+    top: list[FigureItem] = []
+    if run.children:
+        key = figure_cache.section_key([run.run_dir, *replicates], None, experiment, "")
+        reused = _reuse(folder, kept, "", key)
+        if reused is None:
+            n_problems = len(problems)
+            with _drawing():
+                top = [_item(name, caption, fig) for name, fig, caption in
+                       _experiment_figures(run, experiment, problems, not complete)]
+            if len(problems) == n_problems:
+                _keep(cache, "", key, top)
+        else:
+            top = reused
+            cache[""] = kept[""]  # its entries, checked by _reuse
+        # the parent's own findings (e.g. a disable pattern that matched nothing)
+        extra = findings.get(run.experiment)
+        if extra:
+            sections[0].findings = sections[0].findings + extra
+    title = ("Showcase: where the gradient must be cut" if run.children
+             else f"{run.experiment or 'run'}")
+    seeds = [r.seed for r in run.replicates]
+    return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
+                         top, problems, group=group, cache=cache)
+
+
+def _group_problems(group: SeedGroup) -> list[str]:
+    import json
+
+    path = group.path / "findings.json"
+    if not path.is_file():
+        return []
+    return list(json.loads(path.read_text(encoding="utf-8")).get("problems", []))

@@ -1,0 +1,234 @@
+"""Figure pieces that several experiments draw, so that each figure is declared in a few lines.
+
+An experiment's ``figures(run)`` names its figures and captions; each figure is a small
+function built from these pieces, and only what is specific to one experiment stays in it:
+
+- :func:`subplots`: a report figure's panels, laid out so that titles and legends get room;
+- :func:`step_axes`: the finish of a panel whose x axis counts steps (epochs, iterations,
+  sweeps): whole-number ticks, a light grid, title and labels;
+- :func:`variant_curves`: one metric of every seed of a run, one curve (or band) per variant,
+  each in its variant's style (:func:`toolkit.lab.style.variant_style`);
+- :func:`legend_below`: one legend for all the panels of a figure, under them;
+- :func:`variant_bars`: grouped bars of blocked vs unblocked (and other variants) per category,
+  the mean over seeds with their range as whiskers;
+- :func:`image_grid` and :func:`tile_images`: rows of small images (digits, filters, samples)
+  with row labels, and many images tiled into one.
+
+Every function draws on matplotlib axes or returns a ``Figure`` (Agg backend); nothing is
+shown. Colours and line styles come from :mod:`toolkit.lab.style`, so the figures keep the
+report's visual grammar (``toolkit.lab.report.layout_problems`` checks it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from toolkit.lab.report.figures import plot_seeds
+from toolkit.lab.runner.results import RunResults
+from toolkit.lab.style import (
+    MAX_WIDTH_IN,
+    integer_ticks,
+    legend_entries,
+    note_identical,
+    variant_style,
+)
+
+__all__ = [
+    "image_grid",
+    "legend_below",
+    "step_axes",
+    "subplots",
+    "tile_images",
+    "variant_bars",
+    "variant_curves",
+]
+
+
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any
+             ) -> tuple[Figure, Any]:
+    """``plt.subplots(nrows, ncols, figsize=figsize, **kwargs)`` in constrained layout, as
+    every report figure is drawn: titles, labels and a legend ``"outside"`` the panels get
+    room instead of overlapping them. Keep the width at most
+    :data:`toolkit.lab.style.MAX_WIDTH_IN` so that the report shows the figure at its size.
+
+    >>> fig, axes = subplots(1, 2, figsize=(9.0, 3.0), sharey=True)
+    >>> fig.get_layout_engine().__class__.__name__, len(axes)
+    ('ConstrainedLayoutEngine', 2)
+    >>> plt.close(fig)
+    """
+    return plt.subplots(nrows, ncols, figsize=figsize, layout="constrained", **kwargs)
+
+
+def step_axes(ax: Any, title: str | None = None, xlabel: str | None = "epoch", *,
+              ylabel: str | None = None, title_size: float | None = 10, grid: bool = True,
+              identical: bool = False) -> Any:
+    """Finish a panel whose x axis counts steps: ``xlabel`` (``None``: none, as above a shared
+    axis), ticks at whole numbers only, ``title`` (at ``title_size`` points; ``None``:
+    matplotlib's default size), ``ylabel``, a light grid, and with ``identical`` the note on
+    curves that lie on each other (:func:`toolkit.lab.style.note_identical`: call it last,
+    once every line is drawn). Returns ``ax``.
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([1, 2, 3], [0.5, 0.7, 0.8])
+    >>> step_axes(ax, "accuracy", ylabel="held out").get_xlabel()
+    'epoch'
+    >>> plt.close(fig)
+    """
+    if title is not None:
+        ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    integer_ticks(ax)
+    if grid:
+        ax.grid(alpha=0.3)
+    if identical:
+        note_identical(ax)
+    return ax
+
+
+def variant_curves(ax: Any, run: RunResults, key: str, variants: Iterable[str] = (
+        "blocked", "unblocked"), *, labels: Mapping[str, str] | None = None,
+        styles: Mapping[str, Mapping[str, Any]] | None = None, others: list[str] | None = None,
+        **style: Any) -> list[Any]:
+    """Draw the metric ``"<variant>/<key>"`` of every seed of ``run`` for each variant that
+    logged it (:func:`toolkit.lab.report.figures.plot_seeds`: one seed's line, or the mean
+    and range of several), in the variant's colour and line style.
+
+    ``labels`` names a variant in the legend (default: its name, underscores as spaces);
+    ``style`` goes to every curve and ``styles[variant]`` to that variant's, over its own
+    style; ``others`` is the list :func:`toolkit.lab.style.variant_style` keeps so that a
+    figure gives each further variant one colour. Returns the lines drawn, in order.
+    """
+    if isinstance(variants, str):
+        raise ValueError(f"variant_curves: variants must be a list of variant names, got the "
+                         f"string {variants!r}")
+    logged = set(run.metric_keys())
+    lines = []
+    for variant in variants:
+        name = f"{variant}/{key}"
+        if name not in logged:
+            continue
+        label = (labels or {}).get(variant, variant.replace("_", " "))
+        merged = {**variant_style(variant, others), **style, **(styles or {}).get(variant, {})}
+        lines.append(plot_seeds(ax, run, name, label=label, **merged))
+    return lines
+
+
+def legend_below(fig: Figure, axes: Iterable[Any], *, ncols: int = 3, fontsize: float = 9
+                 ) -> Any:
+    """One legend for the panels ``axes`` of ``fig``, under them (constrained layout makes
+    room), each entry once with the notes on identical curves of any panel
+    (:func:`toolkit.lab.style.legend_entries`). It hides no panel's data. Returns it."""
+    handles, labels = legend_entries(axes)
+    return fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
+                      fontsize=fontsize, frameon=False)
+
+
+def variant_bars(ax: Any, categories: Sequence[str], values: Mapping[str, Any], *,
+                 labels: Mapping[str, str] | None = None, width: float = 0.35,
+                 step: float | None = None, capsize: float = 3) -> dict[str, Any]:
+    """Grouped bars: one group per category, one bar per variant in its colour.
+
+    ``values[variant]`` holds one number per category, or one row of them per seed: the bar
+    is the mean over the seeds and a whisker spans their range (smallest to largest). Bars of
+    a group are ``step`` apart (default ``width``), centred on the category's tick.
+    ``labels`` names the variants in the legend (default: their names). Returns the bar
+    containers by variant (for labels on the bars: ``ax.bar_label``).
+    """
+    n = len(categories)
+    out = {}
+    for i, (variant, given) in enumerate(values.items()):
+        per_seed = np.atleast_2d(np.asarray(given, dtype=float))
+        if per_seed.ndim != 2 or per_seed.shape[1] != n or per_seed.shape[0] == 0:
+            raise ValueError(f"variant_bars: values[{variant!r}] must hold {n} numbers (one "
+                             f"per category) or rows of {n}, one per seed, got shape "
+                             f"{np.shape(given)}")
+        mean = per_seed.mean(0)
+        spread = (np.stack([mean - per_seed.min(0), per_seed.max(0) - mean])
+                  if len(per_seed) > 1 else None)
+        offset = (i - (len(values) - 1) / 2) * (width if step is None else step)
+        out[variant] = ax.bar(np.arange(n) + offset, mean, width,
+                              label=(labels or {}).get(variant, variant),
+                              color=variant_style(variant)["color"], yerr=spread,
+                              capsize=capsize)
+    ax.set_xticks(range(n), list(categories))
+    return out
+
+
+def tile_images(images: Any, shape: Sequence[int]) -> np.ndarray:
+    """Many images as one: ``images`` ``(n, height·width)`` (or ``(n, height, width)``) tiled
+    in a near-square grid, row by row, each framed by a 1-pixel NaN border (drawn as the
+    background). No images give an empty strip, NaN throughout.
+
+    >>> tile_images(np.ones((2, 4)), (2, 2)).shape  # two 2×2 images side by side
+    (4, 7)
+    """
+    h, w = (int(s) for s in shape)
+    images = np.asarray(images, dtype=float)
+    if images.ndim not in (2, 3) or math.prod(images.shape[1:]) != h * w:
+        raise ValueError(f"tile_images: images must be (n, {h * w}) or (n, {h}, {w}) for "
+                         f"shape {(h, w)}, got shape {images.shape}")
+    cols = max(1, math.ceil(math.sqrt(len(images))))
+    mosaic = np.full((-(-len(images) // cols) * (h + 1) + 1, cols * (w + 1) + 1), np.nan)
+    for n, img in enumerate(images):
+        r, c = divmod(n, cols)
+        mosaic[1 + r * (h + 1):(r + 1) * (h + 1), 1 + c * (w + 1):(c + 1) * (w + 1)] = (
+            img.reshape(h, w))
+    return mosaic
+
+
+def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int] | None = None,
+               cell: tuple[float, float] = (1.0, 1.0), pad: tuple[float, float] = (1.2, 0.5),
+               title: str | None = None, col_titles: Sequence[str] | None = None,
+               fontsize: float = 9, cmap: str = "gray_r", vmin: float = 0, vmax: float = 1,
+               symmetric: bool = False, label_kw: Mapping[str, Any] | None = None
+               ) -> tuple[Figure, np.ndarray]:
+    """A figure of images, one row per ``(label, images)`` of ``rows``, without ticks.
+
+    Each image is drawn at ``shape`` (``(height, width)``; ``None``: as given, 2-D) with
+    ``cmap`` from ``vmin`` to ``vmax``, or with ``symmetric`` from ``−m`` to ``m``, ``m`` the
+    largest absolute value of that image (for weights of either sign). The figure is
+    ``cell[0]`` inches a column plus ``pad[0]`` wide (at most
+    :data:`toolkit.lab.style.MAX_WIDTH_IN`) and ``cell[1]`` a row plus ``pad[1]`` high.
+    Each row's label is the y label of its first image (``label_kw`` to ``set_ylabel``),
+    ``col_titles`` head the first row, both at ``fontsize``; ``title`` the figure. Returns
+    the figure and its ``(rows, columns)`` array of axes, for titles on single images.
+    """
+    if not rows:
+        raise ValueError("image_grid: rows must name at least one (label, images) row, got none")
+    n = max(len(images) for _, images in rows)
+    if n == 0:
+        raise ValueError("image_grid: rows must hold at least one image, got empty rows")
+    fig, axes = subplots(len(rows), n, squeeze=False,
+                         figsize=(min(cell[0] * n + pad[0], MAX_WIDTH_IN),
+                                  cell[1] * len(rows) + pad[1]))
+    for r, (label, images) in enumerate(rows):
+        for c, image in enumerate(images):
+            image = np.asarray(image)  # in its own dtype: imshow scales float32 as float32
+            if shape is not None:
+                image = image.reshape(*shape)
+            if symmetric:
+                m = np.nanmax(np.abs(image)) if np.isfinite(image).any() else 1.0
+                axes[r, c].imshow(image, cmap=cmap, vmin=-m, vmax=m)
+            else:
+                axes[r, c].imshow(image, cmap=cmap, vmin=vmin, vmax=vmax)
+        axes[r, 0].set_ylabel(label, fontsize=fontsize, **(label_kw or {}))
+    for ax, text in zip(axes[0], col_titles or []):
+        ax.set_title(text, fontsize=fontsize)
+    for ax in axes.ravel():
+        ax.set(xticks=[], yticks=[])
+    if title is not None:
+        fig.suptitle(title, fontsize=10)
+    return fig, axes

@@ -1,0 +1,287 @@
+"""The run context handed to an experiment's ``run(params, ctx)``."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from toolkit._utils.rng import get_rng_state, set_rng_state
+from toolkit.core import disable_blocks, record_blocks
+from toolkit.lab.measure import Timer
+from toolkit.lab.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
+
+__all__ = ["RunContext", "seed_everything"]
+
+T = TypeVar("T")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed ``random``, ``numpy`` and ``torch`` (CPU and CUDA) and return a fresh CPU generator."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
+class _RunFiles:
+    """The files of one run directory, shared by a context and its children."""
+
+    def __init__(self, run_dir: Path, *, quiet: bool) -> None:
+        self.run_dir = run_dir
+        self.quiet = quiet
+        self.summary: dict[str, Any] = {}
+        self.costs: dict[str, Any] = {}
+        self.children: dict[str, dict[str, Any]] = {}
+        self.blocks_seen: dict[str, None] = {}
+        self.warnings: list[str] = []
+        self.n_logged = 0
+        self._lock = threading.Lock()
+        self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+
+    def log(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, ensure_ascii=False, allow_nan=True) + "\n"
+        with self._lock:
+            try:
+                self._metrics.write(line)
+                self._metrics.flush()
+            except OSError as err:  # e.g. a full disk: say which file
+                raise OSError(err.errno, err.strerror, self._metrics.name) from err
+            self.n_logged += 1
+
+    def write_summary(self) -> None:
+        atomic_write_json(self.run_dir / "summary.json", self.summary)
+
+    def write_costs(self) -> None:
+        atomic_write_json(self.run_dir / "costs.json", self.costs)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+    def close(self) -> None:
+        if not self._metrics.closed:
+            try:
+                self._metrics.close()
+            except OSError as err:
+                raise OSError(err.errno, err.strerror, self._metrics.name) from err
+
+
+class RunContext:
+    """What an experiment gets from the runner: seed, device, dtype, logging and comparison.
+
+    Attributes:
+        seed: the run's seed; ``random``, ``numpy`` and ``torch`` were seeded with it.
+        generator: a CPU ``torch.Generator`` seeded with ``seed``; pass it to sampling calls.
+        device: the resolved ``torch.device`` (``auto`` became ``cuda`` or ``cpu``).
+        dtype: the config's ``dtype`` (default ``torch.float32``).
+        run_dir: the run directory (files go through the methods below).
+        disable_patterns: the config's ``disable_blocks`` (default ``("*",)``): what the
+            "unblocked" variant of :meth:`compare` switches off.
+        params: the validated parameters (the same object ``run`` receives).
+    """
+
+    def __init__(self, *, run_dir: Path, seed: int, device: torch.device, dtype: torch.dtype,
+                 disable_patterns: tuple[str, ...], quiet: bool = False,
+                 params: Any = None, _files: _RunFiles | None = None, _prefix: str = "",
+                 _path: tuple[str, ...] = ()) -> None:
+        self.run_dir = Path(run_dir)
+        self.seed = int(seed)
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.disable_patterns = tuple(disable_patterns)
+        self.quiet = quiet
+        self.params = params
+        self._files = _files if _files is not None else _RunFiles(self.run_dir, quiet=quiet)
+        self._prefix = _prefix
+        self._path = _path
+        self.generator = seed_everything(self.seed)
+
+    def __repr__(self) -> str:
+        where = "/".join(self._path) or str(self.run_dir)
+        return (f"RunContext({where!r}, seed={self.seed}, device={self.device}, "
+                f"dtype={self.dtype}, disable_patterns={self.disable_patterns})")
+
+    # -- logging
+    def log(self, step: int, **metrics: Any) -> None:
+        """Append ``{"step": step, **metrics}`` to ``metrics.jsonl``.
+
+        Keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``); values are numbers
+        (one-element tensors and numpy scalars are converted) or ``None``.
+        """
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise TypeError(f"ctx.log: step must be an int, got {type(step).__name__} {step!r}")
+        row: dict[str, Any] = {"step": int(step)}
+        for key, value in metrics.items():
+            value = to_jsonable(value, f"ctx.log: metric {key!r}")
+            if value is not None and (isinstance(value, (list, dict, str))):
+                raise TypeError(f"ctx.log: metric {key!r} must be a number, got {value!r}; "
+                                f"log one number per key")
+            row[self._prefix + key] = value
+        self._files.log(row)
+
+    def _at_path(self, table: dict[str, Any]) -> dict[str, Any]:
+        for part in self._path:
+            table = table.setdefault(part, {})
+        return table
+
+    def summary(self, **values: Any) -> None:
+        """Merge ``values`` into ``summary.json`` (nested dicts are merged key by key).
+
+        The summary must be a function of config and seed only (no timings): it is what
+        ``toolkit compare`` aggregates and what determinism is checked on. Convention:
+        ``{"blocked": {...}, "unblocked": {...}, <reference peers>: {...}}``.
+        """
+        _deep_merge(self._at_path(self._files.summary), to_jsonable(values, "ctx.summary"))
+        self._files.write_summary()
+
+    def costs(self, **values: Any) -> None:
+        """Merge measured, machine-dependent numbers (seconds, bytes, ratios) into ``costs.json``."""
+        _deep_merge(self._at_path(self._files.costs), to_jsonable(values, "ctx.costs"))
+        self._files.write_costs()
+
+    def timer(self, name: str) -> Timer:
+        """``with ctx.timer("fit") as t: ...``; ``t.seconds`` afterwards.
+
+        The time is also added to ``costs.json`` under ``timers.<name>`` (seconds, summed over
+        uses of the same name).
+        """
+        def record(timer_name: str, seconds: float) -> None:
+            timers = self._at_path(self._files.costs).setdefault("timers", {})
+            timers[timer_name] = timers.get(timer_name, 0.0) + seconds
+            self._files.write_costs()
+        return Timer(name, record)
+
+    def say(self, text: str) -> None:
+        """One line of progress on stderr (nothing with ``--quiet``), e.g. a finished phase."""
+        if not self.quiet:
+            print(f"  {text}", file=sys.stderr, flush=True)
+
+    def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
+                 desc: str | None = None) -> Any:
+        """A tqdm progress bar on stderr; silent when stderr is not a terminal or with --quiet."""
+        from tqdm.auto import tqdm
+
+        disable = self.quiet or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+        label = desc if not self._path else f"{'/'.join(self._path)}: {desc or ''}".rstrip(": ")
+        return tqdm(iterable, total=total, desc=label, file=sys.stderr, disable=disable,
+                    leave=False, dynamic_ncols=True)
+
+    # -- with / without the blocks
+    def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None,
+                on_result: Callable[[str, T], Any] | None = None) -> dict[str, T]:
+        """Run ``fn()`` normally and inside ``disable_blocks(...)`` from the same random state.
+
+        ``disable`` (default: ``ctx.disable_patterns``) are fnmatch patterns; an empty sequence
+        disables every block, unnamed ones too. Before each call the global generators
+        (``random``, ``numpy``, ``torch``) and ``ctx.generator`` are put back in the state they
+        had when ``compare`` was called, so both calls see the same random numbers.
+
+        Returns ``{"blocked": fn(), "unblocked": fn() with the blocks disabled}``.
+        ``on_result(variant, result)`` is called as soon as each variant has finished (log its
+        metrics there: an interrupt during the second variant then keeps the first one's). A
+        warning is recorded (meta.json, console) when no block matching the patterns ran: then
+        both calls compute the same thing.
+        """
+        patterns = self.disable_patterns if disable is None else tuple(disable)
+        if isinstance(disable, str):
+            raise TypeError(f"ctx.compare: disable must be a sequence of patterns such as "
+                            f"('em.*',), got the string {disable!r}")
+        state, generator = get_rng_state(), self.generator.get_state()
+        with record_blocks() as seen_blocked:
+            blocked = fn()
+        if on_result is not None:
+            on_result("blocked", blocked)
+        set_rng_state(state)
+        self.generator.set_state(generator)
+        with record_blocks() as seen_unblocked, disable_blocks(*patterns):
+            unblocked = fn()
+        if on_result is not None:
+            on_result("unblocked", unblocked)
+        seen = list(dict.fromkeys([*seen_blocked, *seen_unblocked]))
+        for name in seen:
+            self._files.blocks_seen[name] = None
+        import fnmatch
+
+        if patterns and not any(fnmatch.fnmatchcase(n, p) for n in seen for p in patterns):
+            self._files.warn(f"ctx.compare: no named block matching {list(patterns)} ran "
+                             f"(blocks seen: {seen or 'none'}); blocked and unblocked compute "
+                             f"the same thing")
+        return {"blocked": blocked, "unblocked": unblocked}
+
+    # -- files
+    def save_artifact(self, name: str, obj: Any) -> Path:
+        """Save data for figures: a dict of arrays/tensors → ``artifacts/<name>.npz``, anything
+        JSON-able → ``artifacts/<name>.json``. Returns the path written."""
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"ctx.save_artifact: name must be letters, digits, '_', '-' or '.', "
+                             f"got {name!r}")
+        folder = self.run_dir / "artifacts"
+        for part in self._path:
+            folder = folder / part
+        arrays = isinstance(obj, Mapping) and obj and all(
+            isinstance(v, (torch.Tensor, np.ndarray, np.generic, int, float, bool))
+            for v in obj.values()) and any(
+            isinstance(v, (torch.Tensor, np.ndarray)) for v in obj.values())
+        if arrays:
+            import io
+
+            data = {}
+            for key, value in obj.items():
+                if isinstance(value, torch.Tensor):
+                    value = value.detach().cpu()
+                    if value.dtype == torch.bfloat16:
+                        value = value.float()
+                    value = value.numpy()
+                data[str(key)] = np.asarray(value)
+            buffer = io.BytesIO()
+            np.savez(buffer, **data)
+            path = folder / f"{name}.npz"
+            atomic_write_bytes(path, buffer.getvalue())
+        else:
+            path = folder / f"{name}.json"
+            atomic_write_json(path, to_jsonable(obj, f"ctx.save_artifact({name!r})"))
+        return path
+
+    def child(self, name: str, *, experiment: str | None = None, params: Any = None,
+              dtype: torch.dtype | None = None,
+              disable_patterns: Iterable[str] | None = None) -> RunContext:
+        """A context writing into this run under ``name``: metric keys get the prefix
+        ``"<name>/"``, summary and costs are nested under ``name``, artifacts go to
+        ``artifacts/<name>/``. The child re-seeds everything with the run's seed, so it computes
+        what a run of its own would. ``experiment``/``params`` are recorded in meta.json so
+        reports can read the child back; ``dtype``/``disable_patterns`` replace the parent's."""
+        if not isinstance(name, str) or not _NAME_RE.match(name) or "." in name:
+            raise ValueError(f"ctx.child: name must be letters, digits, '_' or '-', got {name!r}")
+        key = "/".join([*self._path, name])
+        if key in self._files.children:
+            raise ValueError(f"ctx.child: a child named {name!r} exists already")
+        params_dict = to_jsonable(params, "ctx.child params") if params is not None else {}
+        dtype = self.dtype if dtype is None else dtype
+        patterns = self.disable_patterns if disable_patterns is None else tuple(disable_patterns)
+        self._files.children[key] = {"experiment": experiment or name, "params": params_dict,
+                                     "dtype": str(dtype).removeprefix("torch."),
+                                     "disable_blocks": list(patterns)}
+        return RunContext(run_dir=self.run_dir, seed=self.seed, device=self.device,
+                          dtype=dtype, disable_patterns=patterns,
+                          quiet=self.quiet, params=params, _files=self._files,
+                          _prefix=f"{self._prefix}{name}/", _path=(*self._path, name))

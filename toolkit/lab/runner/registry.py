@@ -1,0 +1,393 @@
+"""Experiment registry: finds experiments as plugins and loads them into :class:`Experiment` objects.
+
+An experiment is a module defining a ``Params`` model (a subclass of
+:class:`~toolkit.lab.runner.ExperimentParams`) and ``run(params, ctx)``; optionally ``DESCRIPTION``
+(one line), ``QUICK`` (parameter overrides for a fast run), ``DTYPE`` (the precision its
+comparison is defined in), ``STORY``, ``findings(run)`` and ``figures(run)``.
+
+Experiments are found, like pytest plugins, through the entry-point group ``toolkit.experiments``
+(:mod:`importlib.metadata`): a package declares one entry point per experiment, its name the
+experiment's and its value the module, e.g. in ``pyproject.toml``::
+
+    [project.entry-points."toolkit.experiments"]
+    my_probe = "my_package.my_probe"
+
+The built-in experiments are declared so by this distribution (package
+``stop_gradient_experiments``, from the repository's ``experiments/`` folder). Loose files are
+found in the folders listed in the environment variable ``TOOLKIT_EXPERIMENTS_PATH`` (separated
+by ``os.pathsep``), one experiment per ``*.py`` not starting with ``_``. On a name clash the
+entry point wins. ``showcase`` is not an experiment but a runner feature
+(:mod:`toolkit.lab.runner.showcase`), loaded under that name.
+
+Nothing here imports an experiment by a name written in the code: the caller (the command line,
+:func:`~toolkit.lab.runner.run_experiment`) resolves a name to an :class:`Experiment` and hands the
+object to the runner. An :class:`Experiment` pickles by reference (module or file), so that a
+worker process loads the same code.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from toolkit.lab.runner.errors import ExperimentLoadError
+
+__all__ = [
+    "ENV_PATH",
+    "GROUP",
+    "SHOWCASE",
+    "Experiment",
+    "ExperimentInfo",
+    "config_files",
+    "describe",
+    "discover",
+    "experiments_for",
+    "load_all",
+    "load_experiment",
+]
+
+GROUP = "toolkit.experiments"
+ENV_PATH = "TOOLKIT_EXPERIMENTS_PATH"
+SHOWCASE = "showcase"
+_SHOWCASE_MODULE = "toolkit.lab.runner.showcase"
+_EXTERNAL_PACKAGE = "_toolkit_external_experiments"
+_DISTRIBUTION = "stop-gradient-toolkit"
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where an experiment comes from: a module to import, or a loose file."""
+
+    name: str
+    module: str | None
+    path: Path | None
+
+    def file(self) -> Path | None:
+        if self.path is not None:
+            return self.path
+        try:  # imports the parent package only (not the experiment itself)
+            spec = importlib.util.find_spec(self.module or "")
+        except (ImportError, ValueError):
+            return None
+        return Path(spec.origin) if spec is not None and spec.origin else None
+
+
+def _plugin_sources() -> dict[str, _Source]:
+    found: dict[str, _Source] = {}
+    for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
+        found.setdefault(ep.name, _Source(ep.name, ep.module, None))
+    return found
+
+
+def _path_sources() -> dict[str, _Source]:
+    found: dict[str, _Source] = {}
+    for entry in os.environ.get(ENV_PATH, "").split(os.pathsep):
+        folder = Path(entry.strip())
+        if not entry.strip() or not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.py")):
+            if not path.stem.startswith("_") and path.stem.isidentifier():
+                found.setdefault(path.stem, _Source(path.stem, None, path))
+    return found
+
+
+def _sources() -> dict[str, _Source]:
+    return {**_path_sources(), **_plugin_sources()}
+
+
+def discover() -> dict[str, Path]:
+    """Experiment name → module file, for every entry point and loose file (sorted by name)."""
+    found = {name: src.file() for name, src in sorted(_sources().items())}
+    return {name: path for name, path in found.items() if path is not None}
+
+
+def config_files() -> list[Path]:
+    """The ``*.toml`` configs next to the built-in experiments (the repository's ``configs/``)
+    and in ``./configs`` of the working directory: sorted, without duplicates."""
+    dirs: list[Path] = []
+    own = [ep for ep in entry_points(group=GROUP)
+           if ep.dist is not None and ep.dist.name == _DISTRIBUTION]
+    where = _Source(own[0].name, own[0].module, None).file() if own else None
+    if where is not None:  # <repository>/experiments/<name>.py → <repository>/configs
+        dirs.append(where.parent.parent / "configs")
+    dirs.append(Path.cwd() / "configs")
+    seen: set[Path] = set()
+    files: list[Path] = []
+    for folder in dirs:
+        for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                files.append(path)
+    return files
+
+
+def _import(source: _Source) -> ModuleType:
+    if source.module is not None:
+        return importlib.import_module(source.module)
+    assert source.path is not None
+    qualified = f"{_EXTERNAL_PACKAGE}.{source.name}"
+    if qualified in sys.modules:
+        return sys.modules[qualified]
+    spec = importlib.util.spec_from_file_location(qualified, source.path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has a spec
+        raise ImportError(f"cannot import {source.path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[qualified]
+        raise
+    return module
+
+
+def _load(source: _Source) -> Experiment:
+    try:
+        module = _import(source)
+    except Exception as err:
+        where = traceback.extract_tb(err.__traceback__)
+        line = f" ({Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
+        raise ExperimentLoadError(source.name, f"import failed: {type(err).__name__}: {err}"
+                                               f"{line}") from err
+    _check(source.name, module)
+    return Experiment(source.name, module, Path(module.__file__ or ""), source)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A loaded experiment module and the parts of the contract it provides.
+
+    ``Experiment.from_module(module)`` wraps a module that is not registered (a script run as
+    ``python -m``, a module in a test).
+    """
+
+    name: str
+    module: ModuleType
+    path: Path
+    source: _Source | None = None
+
+    @classmethod
+    def from_module(cls, module: ModuleType, name: str | None = None) -> Experiment:
+        spec_name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__
+        name = name or spec_name.rsplit(".", 1)[-1]
+        _check(name, module)
+        return cls(name, module, Path(module.__file__ or ""), _Source(name, spec_name, None))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # by reference: a worker process imports the same module (or file) again
+        if self.source is None:
+            raise TypeError(f"experiment {self.name!r} has no source to load it from again")
+        return _load, (self.source,)
+
+    @property
+    def parts(self) -> dict[str, Experiment]:
+        """The experiments a run of this one may contain, by name: itself, and for a
+        composite (the showcase, which defines ``parts()``) every one it can run."""
+        fn = getattr(self.module, "parts", None)
+        return {**(fn() if callable(fn) else {}), self.name: self}
+
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        """The names of the blocks a run of this experiment can meet, as it declares them: its
+        module's ``BLOCKS`` (a tuple of names), else the block names it imports (an algorithm's
+        ``BLOCK`` and ``*_BLOCK`` constants, its own or those of the modules its imported
+        functions and classes come from); for a composite (the showcase) the union of its
+        parts'. Empty when undeclared: then no ``disable_blocks`` pattern can be checked."""
+        declared = getattr(self.module, "BLOCKS", None)
+        if declared is not None:
+            return tuple(declared)
+        if callable(getattr(self.module, "parts", None)):
+            union: dict[str, None] = {}
+            for name, part in self.parts.items():
+                if name != self.name:
+                    if not part.blocks:
+                        return ()  # one part without declared blocks: the union is unknown
+                    union.update(dict.fromkeys(part.blocks))
+            return tuple(union)
+        found = _block_constants(vars(self.module))
+        for value in list(vars(self.module).values()):
+            origin = getattr(value, "__module__", None)
+            if (inspect.isfunction(value) or inspect.isclass(value)) and origin in sys.modules \
+                    and origin != self.module.__name__:
+                found.update(_block_constants(vars(sys.modules[origin])))
+        return tuple(found)
+
+    @property
+    def Params(self) -> type[BaseModel]:
+        return self.module.Params
+
+    @property
+    def run(self) -> Callable[..., Any]:
+        return self.module.run
+
+    def _optional(self, attr: str) -> Any:
+        value = getattr(self.module, attr, None)
+        return value if callable(value) else None
+
+    @property
+    def findings(self) -> Callable[..., Any] | None:
+        """``findings(run)``, or ``None`` when the experiment states none."""
+        return self._optional("findings")
+
+    @property
+    def figures(self) -> Callable[..., Any] | None:
+        """``figures(run)``, or ``None`` when the experiment draws none."""
+        return self._optional("figures")
+
+    @property
+    def story(self) -> Any:
+        return getattr(self.module, "STORY", None)
+
+    @property
+    def dtype(self) -> str | None:
+        """The precision the experiment's comparison is defined in (``DTYPE``), if declared."""
+        return getattr(self.module, "DTYPE", None)
+
+    @property
+    def description(self) -> str:
+        text = getattr(self.module, "DESCRIPTION", None) or (self.module.__doc__ or "")
+        return _first_line(str(text))
+
+    @property
+    def quick(self) -> dict[str, Any] | None:
+        quick = getattr(self.module, "QUICK", None)
+        return None if quick is None else dict(quick)
+
+
+def _block_constants(namespace: dict[str, Any]) -> dict[str, None]:
+    """The values of ``BLOCK`` and ``*_BLOCK`` string constants of a module namespace."""
+    return {value: None for key, value in namespace.items()
+            if (key == "BLOCK" or key.endswith("_BLOCK")) and isinstance(value, str)}
+
+
+def _check(name: str, module: ModuleType) -> None:
+    from toolkit.lab.runner.params import ExperimentParams
+
+    params = getattr(module, "Params", None)
+    if not (isinstance(params, type) and issubclass(params, ExperimentParams)):
+        raise ExperimentLoadError(name, "it must define `class Params(ExperimentParams)` "
+                                        "(from toolkit.lab.runner import ExperimentParams)")
+    if not callable(getattr(module, "run", None)):
+        raise ExperimentLoadError(name, "it must define `run(params, ctx)`")
+    quick = getattr(module, "QUICK", None)
+    if quick is not None:
+        if not isinstance(quick, dict):
+            raise ExperimentLoadError(name, f"QUICK must be a dict of parameter overrides, got "
+                                            f"{type(quick).__name__}")
+        try:
+            params.model_validate(quick)
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise ExperimentLoadError(name, f"QUICK is not valid for Params: {loc}: "
+                                            f"{first['msg']}") from None
+
+
+def load_experiment(name: str) -> Experiment:
+    """Load and check experiment ``name`` (``"showcase"``: the runner's showcase).
+
+    Raises ``KeyError`` when no entry point or loose file has that name and
+    :class:`ExperimentLoadError` when the module fails to import or does not follow the contract.
+    """
+    if name == SHOWCASE:
+        return _load(_Source(SHOWCASE, _SHOWCASE_MODULE, None))
+    sources = _sources()
+    if name not in sources:
+        raise KeyError(name)
+    return _load(sources[name])
+
+
+def experiments_for(configs: Iterable[Any]) -> dict[str, Experiment]:
+    """The experiment of each config (``config.experiment``), loaded once per name."""
+    out: dict[str, Experiment] = {}
+    for config in configs:
+        if config.experiment not in out:
+            out[config.experiment] = load_experiment(config.experiment)
+    return out
+
+
+def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
+    """Every discovered experiment: ``(loaded, broken)`` where ``broken`` maps name → problem.
+
+    One broken module never hides the others.
+    """
+    loaded: dict[str, Experiment] = {}
+    broken: dict[str, str] = {}
+    for name, source in sorted(_sources().items()):
+        try:
+            loaded[name] = _load(source)
+        except ExperimentLoadError as err:
+            broken[name] = err.problem
+    return loaded, broken
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    """What the source of an experiment module says, read without importing it.
+
+    ``problem`` is ``None`` when the module parses and defines ``Params`` and ``run``;
+    failures at import time show only when the module is imported (:func:`load_all`).
+    """
+
+    name: str
+    path: Path
+    description: str
+    has_quick: bool
+    problem: str | None
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines()]
+    return lines[0] if lines else ""
+
+
+def describe(name: str, path: Path) -> ExperimentInfo:
+    """Read ``DESCRIPTION``, ``QUICK``, ``Params`` and ``run`` from the module's source (``ast``).
+
+    ``toolkit list`` uses this so that it answers at once, without importing torch or the
+    experiments.
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, ValueError) as err:
+        return ExperimentInfo(name, path, "", False, f"cannot be read: {type(err).__name__}: {err}")
+    assigned: dict[str, ast.expr | None] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            assigned[node.name] = None
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned[target.id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            assigned[node.target.id] = node.value
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                assigned[(alias.asname or alias.name).split(".")[0]] = None
+    description = ""
+    value = assigned.get("DESCRIPTION")
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        description = _first_line(value.value)
+    elif ast.get_docstring(tree):
+        description = _first_line(ast.get_docstring(tree) or "")
+    problems = []
+    if "Params" not in assigned:
+        problems.append("it must define `class Params(ExperimentParams)` "
+                        "(from toolkit.lab.runner import ExperimentParams)")
+    if "run" not in assigned:
+        problems.append("it must define `run(params, ctx)`")
+    return ExperimentInfo(name, path, description, "QUICK" in assigned,
+                          "; ".join(problems) or None)

@@ -1,0 +1,487 @@
+"""Executing one run: the run directory, meta.json, signals, failures.
+
+The runner receives the :class:`~toolkit.lab.runner.Experiment` it runs (the command line, or
+:func:`run_experiment`, resolves a name through the registry) and calls its ``run`` and
+``findings``. It knows nothing of reports: a caller that wants one passes a
+``finish(run_dir, experiment)`` callable, run after the run's files are written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import platform
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolkit.core import record_blocks
+from toolkit.lab.runner.config import RunConfig, load_config, make_config, resolve_device
+from toolkit.lab.runner.context import RunContext, _RunFiles
+from toolkit.lab.runner.errors import ConfigError, RunInterrupted, os_error_line
+from toolkit.lab.runner.liveness import heartbeat, this_host
+from toolkit.lab.runner.registry import Experiment, experiments_for
+from toolkit.lab.runner.results import (
+    RunResults,
+    atomic_write_json,
+    atomic_write_text,
+    new_run_dir,
+    to_jsonable,
+    utc_now,
+)
+from toolkit.lab.runner.verdicts import write_findings
+
+__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "local_worker",
+           "run_experiment"]
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import torch
+
+    import toolkit
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "numpy": numpy.__version__, "toolkit": toolkit.__version__}
+
+
+def check_output_dir(config: RunConfig, *, source: str | None = None, create: bool = True
+                     ) -> Path:
+    """Make sure ``<output_dir>/<experiment>/`` can hold a new run: it is (or can be made) a
+    folder, writable, with room for a few kilobytes; ConfigError otherwise.
+
+    ``create=False`` (``--dry-run``) makes no folder: the nearest folder that exists on the way
+    is probed instead.
+    """
+    root = Path(config.output_dir)
+    parent = root / config.experiment
+    src = source or config.source
+    where = parent
+    if not create:
+        while not where.exists() and where.parent != where:
+            where = where.parent
+    probe = where / f".write-test-{os.getpid()}-{threading.get_ident()}"
+    try:
+        if create:
+            parent.mkdir(parents=True, exist_ok=True)
+        elif not where.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(where))
+        try:
+            probe.write_bytes(b"\0" * 4096)  # a full disk refuses the bytes, not the name
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(src, "output_dir", f"cannot write run directories to {str(root)!r} "
+                          f"({reason})", "choose a writable folder with --out DIR or "
+                          "output_dir = \"...\"") from None
+    return parent
+
+
+@contextlib.contextmanager
+def _signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only); a signal in
+    ``pending`` (received meanwhile, see :func:`_signals_deferred`) raises at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise RunInterrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if pending:
+            raise RunInterrupted(pending[0])
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[list[int]]:
+    """While finishing a run's files, remember signals instead of raising mid-write."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    old = {s: signal.signal(s, lambda signum, frame: received.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended: directory, status (complete|failed|interrupted) and exit code."""
+
+    run_dir: Path
+    status: str
+    exit_code: int
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+#: ``finish(run_dir, experiment)``: what to do with a run directory once its files are written
+#: (draw a report with the experiment's figures, copy it somewhere); its time is recorded in
+#: ``meta.json`` as ``finish_s``.
+Finish = Callable[[Path, Experiment], Any]
+
+
+def local_worker() -> str:
+    """``host:pid`` of this process (``meta.json``'s ``executor.worker`` for local runs)."""
+    return f"{this_host()}:{os.getpid()}"
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads for one run (part of the config: results depend on it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass
+class _Started:
+    """A run whose directory, ``config.toml``, ``meta.json`` and empty results exist."""
+
+    config: RunConfig
+    params: BaseModel
+    device: Any
+    run_dir: Path
+    meta: dict[str, Any]
+    files: _RunFiles
+    t0: float
+
+
+def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
+             argv: Sequence[str] | None, executor: Mapping[str, Any] | None, root: Path | None) -> _Started:
+    """Validate, make the run directory and write what a report of an unfinished run needs."""
+    params = experiment.Params.model_validate(config.params)
+    device = resolve_device(config.device, source=config.source)
+    if root is None:  # else a worker writes to a folder of its own, the client moves the files
+        check_output_dir(config)
+    run_dir = new_run_dir(config.output_dir if root is None else root, config.experiment,
+                          config.seed)
+    t0 = time.perf_counter()
+    meta: dict[str, Any] = {
+        "status": "running",
+        "experiment": config.experiment,
+        "run_id": run_dir.name,
+        "seed": config.seed,
+        "device": str(device),
+        "device_requested": config.device,
+        "dtype": config.dtype,
+        "threads": config.threads,
+        "executor": dict(executor or {"kind": "local", "worker": local_worker()}),
+        "disable_blocks": list(config.disable_blocks),
+        "sweep_point": config.sweep_point,
+        "config_source": config.source,
+        "argv": list(sys.argv if argv is None else argv),
+        "versions": _versions(),
+        "platform": platform.platform(),
+        "host": this_host(),
+        "pid": os.getpid(),
+        "started": utc_now().isoformat(),
+        "ended": None,
+        "duration_s": None,
+        "error": None,
+        "traceback": None,
+    }
+    files = None
+    try:
+        atomic_write_text(run_dir / "config.toml", config.to_toml())
+        atomic_write_json(run_dir / "meta.json", meta)
+        files = _RunFiles(run_dir, quiet=quiet)
+        # Empty summary/costs exist from the start, so a report can be drawn from any run.
+        files.write_summary()
+        files.write_costs()
+    except OSError:  # a full disk or a folder turned read-only: nothing worth keeping was made
+        if files is not None:
+            with contextlib.suppress(OSError):
+                files.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return _Started(config, params, device, run_dir, meta, files, t0)
+
+
+def _execute(run: _Started, experiment: Experiment, *, quiet: bool, pending: Sequence[int] = ()
+             ) -> tuple[str, int, BaseException | None, list[str]]:
+    """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``. A signal
+    that came while the run was prepared (``pending``) interrupts it before it starts."""
+    config = run.config
+    seen: list[str] = []
+    try:
+        # every named block that runs anywhere in the run, inside ctx.compare or not
+        with _signals_raise(pending), record_blocks() as seen, _threads(config.threads):
+            ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=run.device,
+                             dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
+                             quiet=quiet, params=run.params, _files=run.files)
+            experiment.run(run.params, ctx)
+    except RunInterrupted as err:
+        return "interrupted", err.exit_code, err, seen
+    except KeyboardInterrupt as err:
+        return "interrupted", 130, err, seen
+    except Exception as err:
+        return "failed", 1, err, seen
+    return "complete", 0, None, seen
+
+
+def _about(experiment: Experiment, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What each experiment of the run says about itself (the report reads it from meta.json)."""
+    parts = experiment.parts
+    out = {}
+    for name in [experiment.name, *names]:
+        if name in parts:
+            story = parts[name].story
+            out[name] = {"description": parts[name].description,
+                         "story": story.to_dict() if hasattr(story, "to_dict") else None}
+    return out
+
+
+def _final_writes(run: _Started, experiment: Experiment, status: str) -> None:
+    """Close metrics.jsonl, write meta.json and, for a complete run, the findings."""
+    meta = run.meta
+    run.files.close()
+    atomic_write_json(run.run_dir / "meta.json", meta)
+    if status == "complete":
+        _, problems = write_findings(run.run_dir, experiment)
+        if problems:
+            meta["findings_problems"] = problems
+            atomic_write_json(run.run_dir / "meta.json", meta)
+
+
+#: What meta.json keeps when a full disk leaves room for nothing more than its own blocks.
+_ESSENTIAL = ("status", "experiment", "run_id", "seed", "host", "pid", "started", "ended",
+              "duration_s", "error")
+
+
+def save_meta(path: Path, meta: dict[str, Any]) -> bool:
+    """Write ``meta`` to ``path`` however the disk allows: atomically, else (no room for a
+    temporary file) over the blocks the file already has, compact and without the traceback,
+    then only its essential keys, the error cut to fit. Returns whether it was written."""
+    try:
+        atomic_write_json(path, meta)
+        return True
+    except OSError:
+        pass
+    try:
+        size = path.stat().st_size
+        compact = {k: v for k, v in meta.items()
+                   if k not in ("traceback", "about", "children", "warnings", "argv")}
+        data = json.dumps(to_jsonable(compact), separators=(",", ":")).encode()
+        if len(data) > size:
+            small = {k: meta.get(k) for k in _ESSENTIAL}
+            data = json.dumps(to_jsonable(small), separators=(",", ":")).encode()
+            if len(data) > size:
+                cut = max(0, len(str(small["error"])) - (len(data) - size) - 8)
+                small["error"] = str(small["error"])[:cut] + "..."
+                data = json.dumps(to_jsonable(small), separators=(",", ":")).encode()
+        with path.open("r+b") as fh:  # over the existing blocks: needs no new space
+            fh.write(data)
+            fh.truncate()
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+    except OSError:
+        return False
+
+
+def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, BaseException | None,
+            list[str]], finish: Finish | None, received: list[int]
+            ) -> tuple[RunOutcome, BaseException | None]:
+    """Close the files; write meta.json, the findings and (through ``finish``) the report.
+
+    Called while :func:`_signals_deferred` holds the signals, whose list is ``received``.
+    When a final write fails (a full disk), a complete run becomes ``failed`` with the reason,
+    recorded in meta.json wherever space allows (:func:`save_meta`).
+    """
+    status, exit_code, error, seen = outcome
+    files, meta = run.files, run.meta
+    meta_path = run.run_dir / "meta.json"
+    # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
+    files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
+    meta.update({
+        "status": status,
+        "ended": utc_now().isoformat(),
+        "duration_s": round(time.perf_counter() - run.t0, 3),
+        "n_logged": files.n_logged,
+        "blocks_seen": list(files.blocks_seen),
+        "children": files.children,
+        "warnings": files.warnings,
+        "about": _about(experiment, list(files.children)),
+    })
+    if error is not None:
+        meta["error"] = f"{type(error).__name__}: {error}"
+        meta["traceback"] = "".join(traceback.format_exception(error))
+    try:
+        _final_writes(run, experiment, status)
+    except OSError as err:
+        if status == "complete":
+            status, exit_code = "failed", 1
+        reason = f"the final writes failed: {os_error_line(err)}"
+        meta["status"] = status
+        if not meta["error"]:
+            meta["error"] = reason
+        elif not (isinstance(error, OSError) and error.filename == err.filename):
+            meta["error"] = f"{meta['error']}; {reason}"  # not the run's own error again
+        if not save_meta(meta_path, meta):
+            meta["error"] += " (meta.json could not be updated either)"
+    else:
+        if finish is not None and status != "interrupted":
+            call_finish(finish, run.run_dir, meta, experiment)
+        # the whole run as the user waited for it: experiment, findings and report
+        meta["wall_seconds"] = round(time.perf_counter() - run.t0, 3)
+        if not save_meta(meta_path, meta):
+            print(f"toolkit: warning: {meta_path}: wall_seconds not recorded (the disk "
+                  f"is full or read-only); the run's results are complete", file=sys.stderr)
+    if received and error is None:
+        # A signal during the final writes: the experiment finished, say so but exit non-zero.
+        exit_code = 128 + received[0]
+    return RunOutcome(run.run_dir, status, exit_code, meta["error"], meta["duration_s"]), error
+
+
+def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
+              argv: Sequence[str] | None, finish: Finish | None = None,
+              executor: Mapping[str, Any] | None = None, root: Path | None = None
+              ) -> tuple[RunOutcome, BaseException | None]:
+    """Prepare, execute and finish one run; the experiment's error, if any, is returned."""
+    if experiment.name != config.experiment:
+        raise ValueError(f"execute: the config is for experiment {config.experiment!r}, but "
+                         f"the experiment handed over is {experiment.name!r}")
+    # From before meta.json says "running" to its last write, SIGINT and SIGTERM never take the
+    # default action (which would leave the run saying "running"): while the run directory is
+    # made and the files are finished they are remembered; while the experiment runs they
+    # interrupt it (_execute's handler, which gives the remembering one back when it ends).
+    with _signals_deferred() as received:
+        try:
+            run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor,
+                           root=root)
+        except OSError as err:  # not started: a full disk, a folder made read-only meanwhile
+            if received:
+                raise RunInterrupted(received[0]) from err
+            where = Path(config.output_dir if root is None else root) / config.experiment
+            return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
+        with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
+            outcome = _execute(run, experiment, quiet=quiet, pending=received)
+        return _finish(run, experiment, outcome, finish, received)
+
+
+def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],
+                experiment: Experiment) -> None:
+    """Run ``finish(run_dir, experiment)`` (e.g. the report); record its time, and its error if
+    any, in ``meta`` (``finish_s``, ``finish_error``). A failing finish leaves the run's numbers
+    valid: it is reported as a warning, not raised."""
+    t0 = time.perf_counter()
+    try:
+        finish(run_dir, experiment)
+    except Exception as err:  # the run's numbers stay valid without a report
+        meta["finish_error"] = f"{type(err).__name__}: {err}"
+        print(f"toolkit: warning: {run_dir}: {meta['finish_error']}", file=sys.stderr)
+    meta["finish_s"] = round(time.perf_counter() - t0, 3)
+
+
+def execute(config: RunConfig, experiment: Experiment, *, quiet: bool = False,
+            argv: Sequence[str] | None = None, finish: Finish | None = None,
+            executor: Mapping[str, Any] | None = None, root: Path | None = None) -> RunOutcome:
+    """Run one validated config of ``experiment``; never raises for a failing experiment (see
+    the outcome).
+
+    ``finish(run_dir, experiment)`` runs after the files are written (not for interrupted runs);
+    ``executor`` is recorded in ``meta.json`` (default: local, this host and process);
+    ``root`` replaces ``config.output_dir`` as the folder the run directory is made in (the
+    config, and so ``config.toml``, keep the output folder the run belongs to).
+    """
+    outcome, _ = _run_once(config, experiment, quiet=quiet, argv=argv, finish=finish,
+                           executor=executor, root=root)
+    return outcome
+
+
+def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
+                   params: Mapping[str, Any] | BaseModel | None = None, *,
+                   seed: int = 0, device: str = "auto", dtype: str = "float32",
+                   disable_blocks: Sequence[str] = ("*",), threads: int = 1,
+                   output_dir: str | Path = "results", overrides: Sequence[str] = (),
+                   quiet: bool = True, finish: Finish | None = None) -> RunResults:
+    """Run one experiment from Python and return its results.
+
+    Args:
+        experiment: an experiment name (``"em_gmm"``, found through the registry), an
+            :class:`~toolkit.lab.runner.Experiment` or an experiment module (your own, registered
+            or not), a path to a TOML config (one run; its ``[sweep]``/``seeds`` must give a
+            single run), or a :class:`RunConfig`.
+        params: the experiment's parameters (dict or ``Params`` instance); with a config file
+            they are applied as ``--set params.<key>=...`` overrides.
+        seed, device, dtype, disable_blocks, threads: the common config keys (for an
+            experiment name; a config file sets them itself, change them with ``overrides``).
+        output_dir: root of the run directories (for a config file: replaces its
+            ``output_dir`` unless left at the default ``"results"``).
+        overrides: ``"dotted.key=VALUE"`` strings for a config file.
+        quiet: no progress bars.
+        finish: called as ``finish(run_dir, experiment)`` once the run's files are written,
+            e.g. ``toolkit.lab.report.write_report`` to draw figures and report.html/report.md.
+
+    Raises:
+        ConfigError: invalid input (nothing is written).
+        RunInterrupted: SIGINT/SIGTERM during the run (marked ``interrupted``).
+        Exception: whatever the experiment raised (the run is marked ``failed``).
+
+    Example::
+
+        run = run_experiment("quadratic_target", {"n_steps": 50}, seed=0, dtype="float64")
+        run.summary["blocked"]["value_error"], run.metric("unblocked/value/error")
+    """
+    exp: Experiment | None = None
+    if isinstance(experiment, ModuleType):
+        experiment = Experiment.from_module(experiment)
+    if isinstance(experiment, Experiment):
+        exp, experiment = experiment, experiment.name
+    if isinstance(experiment, RunConfig):
+        config = experiment
+    elif isinstance(experiment, Path) or str(experiment).endswith(".toml"):
+        extra = list(overrides)
+        if params is not None:
+            if isinstance(params, BaseModel):
+                params = params.model_dump(mode="json")
+            from toolkit.lab.runner import tomlio
+
+            for key, value in params.items():
+                extra.append(f"params.{key}={tomlio.dumps({'v': value}).split('=', 1)[1].strip()}")
+        configs = load_config(experiment, extra,
+                              output_dir=output_dir if output_dir != "results" else None)
+        if len(configs) != 1:
+            raise ConfigError(str(experiment), "sweep", f"gives {len(configs)} runs",
+                              "run_experiment runs one; use `toolkit run` or run_configs()")
+        config = configs[0]
+    else:
+        config = make_config(str(experiment), params, seed=seed, device=device, dtype=dtype,
+                             disable_blocks=disable_blocks, threads=threads,
+                             output_dir=output_dir, loaded=exp)
+    if exp is None:
+        exp = experiments_for([config])[config.experiment]
+    outcome, error = _run_once(config, exp, quiet=quiet, argv=None, finish=finish)
+    if error is not None:
+        raise error
+    return RunResults(outcome.run_dir)

@@ -1,0 +1,272 @@
+"""Running many configs: in this process, in a local pool of processes, or on a Dask cluster.
+
+:func:`run_configs` takes the validated runs and an :class:`~toolkit.lab.runner.config.ExecutorSpec`:
+
+- ``local`` with one worker: one run after the other in this process;
+- ``local`` with ``workers > 1``: a pool of spawned processes, each writing its own run
+  directory (the machine's own disk);
+- ``dask``: tasks on a Dask cluster (``toolkit.lab.runner.dask_executor``); workers return the
+  files of a run and this process writes the run directories, so no shared filesystem is needed.
+
+Whatever the executor, a run sets its own seed and thread count, so the same config and seed give
+the same ``summary.json`` bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.lab.runner.config import ExecutorSpec, RunConfig
+from toolkit.lab.runner.errors import DamagedFile, RunInterrupted
+from toolkit.lab.runner.registry import Experiment
+from toolkit.lab.runner.run import (
+    Finish,
+    RunOutcome,
+    _signals_deferred,
+    _signals_raise,
+    check_output_dir,
+    execute,
+    local_worker,
+)
+
+__all__ = ["Progress", "ResumePlan", "find_complete", "plan_resume", "run_configs", "run_identity"]
+
+#: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
+Progress = Callable[[int, int, RunOutcome], None]
+
+
+def _worker_init() -> None:
+    # Between runs a worker ignores Ctrl-C (the parent decides); during a run the runner's own
+    # handlers mark the run interrupted.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _outcome_dict(outcome: RunOutcome) -> dict[str, Any]:
+    return {"run_dir": str(outcome.run_dir), "status": outcome.status,
+            "exit_code": outcome.exit_code, "error": outcome.error,
+            "duration_s": outcome.duration_s}
+
+
+def _pool_worker(args: tuple[int, RunConfig, Experiment, list[str], Finish | None]
+                 ) -> tuple[int, dict[str, Any]]:
+    index, config, experiment, argv, finish = args
+    try:
+        outcome = execute(config, experiment, quiet=True, argv=argv, finish=finish,
+                          executor={"kind": "local", "worker": local_worker()})
+    except Exception as err:  # not a failing experiment: a fault of the runner itself
+        return index, {"run_dir": str(Path(config.output_dir) / config.experiment),
+                       "status": "failed", "exit_code": 1,
+                       "error": f"could not run: {type(err).__name__}: {err}", "duration_s": 0.0}
+    if outcome.status == "interrupted":
+        # The run is marked and its files are written. An interrupted worker stops the whole
+        # sweep (as in a single process): tell the parent, and leave without taking the next
+        # run from the queue.
+        signum = outcome.exit_code - 128 if outcome.exit_code > 128 else signal.SIGINT
+        with contextlib.suppress(OSError):
+            os.kill(os.getppid(), signum)
+        os._exit(outcome.exit_code)
+    return index, _outcome_dict(outcome)
+
+
+def run_identity(config: Mapping[str, Any]) -> str:
+    """A run's identity: the SHA-256 of its resolved config (seed included) without
+    ``output_dir``, which only says where the run lives. A moved or copied results folder, or
+    another spelling of its path (relative, with a trailing slash), keeps its runs' identity."""
+    data = {k: v for k, v in config.items() if k != "output_dir"}
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class ResumePlan:
+    """What ``--resume`` does with each config: run it, or leave it to a run that exists.
+
+    ``done``: complete runs of some configs (not run again); ``running``: runs of some configs
+    whose process is alive (not run twice); ``damaged``: run folders of the same experiments
+    that cannot be read (their configs run again); ``todo``: the configs to run, abandoned,
+    failed and interrupted runs included.
+    """
+
+    todo: list[RunConfig] = field(default_factory=list)
+    done: list[Path] = field(default_factory=list)
+    running: list[Path] = field(default_factory=list)
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+
+def plan_resume(configs: Sequence[RunConfig]) -> ResumePlan:
+    """Match each config with the runs under its output folder by :func:`run_identity`."""
+    from toolkit.lab.runner.check import check_run
+    from toolkit.lab.runner.results import RunResults, read_toml
+
+    plan = ResumePlan()
+    index: dict[str, list[Path]] = {}
+    for parent in dict.fromkeys(Path(c.output_dir) / c.experiment for c in configs):
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            if not (run_dir / "meta.json").is_file() or run_dir.name.startswith("."):
+                continue
+            try:
+                index.setdefault(run_identity(read_toml(run_dir / "config.toml")), []) \
+                    .append(run_dir)
+            except DamagedFile as err:
+                plan.damaged.append(err)
+    for config in configs:
+        found = index.get(run_identity(config.to_dict()), [])
+        status = {}
+        for run_dir in found:
+            try:
+                status[run_dir] = RunResults(run_dir).status
+            except DamagedFile as err:
+                plan.damaged.append(err)
+        checked = {d: check_run(d) for d in found if status.get(d) == "complete"}
+        readable = [d for d, problems in checked.items() if not problems]
+        running = [d for d in found if status.get(d) == "running"]
+        if readable:
+            plan.done.append(readable[-1])
+        elif running:
+            plan.running.append(running[-1])
+        else:
+            plan.damaged += [problems[0] for problems in checked.values()]
+            plan.todo.append(config)
+    return plan
+
+
+def find_complete(config: RunConfig) -> Path | None:
+    """A complete, readable run of this config (seed included) under its output folder, if
+    any, matched by :func:`run_identity`."""
+    done = plan_resume([config]).done
+    return done[0] if done else None
+
+
+def _in_process(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
+                quiet: bool, argv: list[str], finish: Finish | None, on_done: Progress | None
+                ) -> tuple[list[RunOutcome], int]:
+    outcomes: list[RunOutcome] = []
+    status = 0
+    for i, config in enumerate(configs):
+        outcome = execute(config, experiments[config.experiment], quiet=quiet, argv=argv,
+                          finish=finish)
+        outcomes.append(outcome)
+        if on_done:
+            on_done(i, len(configs), outcome)
+        if outcome.status == "interrupted":
+            return outcomes, outcome.exit_code
+        status = max(status, outcome.exit_code)
+    return outcomes, status
+
+
+def _in_progress(configs: Sequence[RunConfig], workers: set[int], code: int
+                 ) -> list[tuple[int, RunOutcome]]:
+    """The runs the pool's ``workers`` (pids) had in progress when it was stopped, found by the
+    pid in their meta.json, each matched to its config's index by identity."""
+    from toolkit.lab.runner.results import RunResults, read_toml
+
+    wanted = {}
+    for i, config in enumerate(configs):
+        wanted.setdefault(run_identity(config.to_dict()), []).append(i)
+    found = []
+    for parent in dict.fromkeys(Path(c.output_dir) / c.experiment for c in configs):
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            try:
+                run = RunResults(run_dir)
+                if run.meta.get("pid") not in workers or run.status == "complete":
+                    continue
+                indices = wanted.get(run_identity(read_toml(run_dir / "config.toml")), [])
+            except (DamagedFile, OSError):
+                continue
+            if indices:
+                found.append((indices.pop(0), RunOutcome(
+                    run_dir, "interrupted", code, run.meta.get("error"),
+                    run.meta.get("duration_s") or 0.0)))
+    return found
+
+
+def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
+             workers: int, argv: list[str], finish: Finish | None, on_done: Progress | None
+             ) -> tuple[list[RunOutcome], int]:
+    total = len(configs)
+    outcomes: list[RunOutcome | None] = [None] * total
+    status = 0
+    ctx = multiprocessing.get_context("spawn")
+    # The workers start with SIGINT ignored (a spawned Python keeps an ignored SIGINT ignored):
+    # Ctrl-C in a terminal reaches the whole process group, and a worker still importing must
+    # not die with a traceback; during a run the runner's own handler marks it interrupted.
+    main = threading.current_thread() is threading.main_thread()
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, ignored)
+    jobs = [(i, c, experiments[c.experiment], argv, finish) for i, c in enumerate(configs)]
+    try:
+        with _signals_raise():
+            for i, info in pool.imap_unordered(_pool_worker, jobs):
+                outcome = RunOutcome(Path(info["run_dir"]), info["status"], info["exit_code"],
+                                     info["error"], info["duration_s"] or 0.0)
+                outcomes[i] = outcome
+                if on_done:
+                    on_done(i, total, outcome)
+                status = max(status, outcome.exit_code)
+        pool.close()
+    except (RunInterrupted, KeyboardInterrupt) as err:
+        code = err.exit_code if isinstance(err, RunInterrupted) else 130
+        with _signals_deferred():  # more signals (e.g. from the workers) change nothing now
+            workers = {p.pid for p in multiprocessing.active_children()}
+            pool.terminate()  # SIGTERM: runs in progress mark themselves interrupted
+            pool.join()
+            for i, outcome in _in_progress(configs, workers, code):
+                if outcomes[i] is None:
+                    outcomes[i] = outcome
+                    if on_done:
+                        on_done(i, total, outcome)
+        return [o for o in outcomes if o is not None], code
+    pool.join()
+    done = [o for o in outcomes if o is not None]
+    if any(o.status == "interrupted" for o in done):
+        status = max(status, 130)
+    return done, status
+
+
+def run_configs(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
+                executor: ExecutorSpec | None = None, quiet: bool = False,
+                argv: Sequence[str] | None = None, finish: Finish | None = None,
+                on_done: Progress | None = None) -> tuple[list[RunOutcome], int]:
+    """Run every config with its experiment; returns the outcomes (in the order they ended)
+    and the exit status.
+
+    ``experiments`` maps each config's ``experiment`` name to the
+    :class:`~toolkit.lab.runner.Experiment` to run (the caller composes them, e.g. with
+    :func:`~toolkit.lab.runner.registry.experiments_for`); process pools and Dask workers load the
+    same modules again by reference.
+
+    Exit status: 0 when all completed, 1 when any failed (the others still run), 128 + signal
+    when interrupted (the remaining runs are not started; runs in progress are marked
+    ``interrupted``). ``finish(run_dir)`` runs after each run's files are written (the command
+    line draws the report there); with a process pool it runs in the worker, so it must be a
+    module-level function.
+    """
+    spec = executor or ExecutorSpec()
+    argv = list(sys.argv if argv is None else argv)
+    if spec.kind == "dask":
+        from toolkit.lab.runner.dask_executor import run_on_dask
+
+        return run_on_dask(configs, experiments, spec, argv=argv, finish=finish,
+                           on_done=on_done)
+    for config in configs:
+        check_output_dir(config)
+    if spec.workers <= 1 or len(configs) <= 1:
+        return _in_process(configs, experiments, quiet=quiet, argv=argv, finish=finish,
+                           on_done=on_done)
+    return _in_pool(configs, experiments, workers=spec.workers, argv=argv, finish=finish,
+                    on_done=on_done)

@@ -1,0 +1,319 @@
+"""One visual grammar for every figure: what colour, line, marker and size mean.
+
+Experiments' ``figures(run)`` and the report's generic figures draw with these, so a reader
+learns the grammar once:
+
+- **Colour and line style say the variant.** ``blocked`` is solid blue, ``unblocked`` dashed
+  vermillion, a ``reference`` (closed form, peer library, baseline) dotted dark grey, in every
+  figure. Nothing else is drawn in blue or orange hues: :data:`EXTRA_COLORS`, the palette of
+  other categories, keeps its hues away from both (:func:`same_hue`).
+- **Other categories get other channels.** A method, a dtype or a mixture component is a
+  marker (:data:`MARKERS`), a panel, or a colour of :data:`EXTRA_COLORS`, never blue or orange.
+- **Curves that coincide stay visible.** :func:`note_identical` finds lines that lie on each
+  other and writes "identical to …: max difference x" into the upper one's legend entry;
+  different marker shapes (or markers at alternating points) also keep both visible.
+- **Legends never cover data.** :func:`place_legend` puts a legend in the first corner of the
+  axes that no data reaches (checked on the drawn figure), else outside, right of the axes.
+- **Text is at least 9 pt where the report shows it.** The report draws figures at
+  :data:`REPORT_DPI` and shows them at most :data:`DISPLAY_WIDTH_PX` wide; a figure up to
+  :data:`MAX_WIDTH_IN` inches wide is shown at its own size, so a font size is its size on the
+  page. ``toolkit.lab.report.layout.layout_problems`` checks all of this on a drawn figure.
+
+Colours are from the Okabe–Ito palette and Paul Tol's muted scheme, which stay
+distinguishable for the common forms of colour blindness (Okabe & Ito 2008,
+https://jfly.uni-koeln.de/color/; Tol 2021, https://personal.sron.nl/~pault/).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = [
+    "COLORS",
+    "DISPLAY_WIDTH_PX",
+    "EXTRA_COLORS",
+    "LINESTYLES",
+    "MARKERS",
+    "MAX_WIDTH_IN",
+    "MIN_FONT_PT",
+    "REPORT_DPI",
+    "integer_ticks",
+    "legend_entries",
+    "note_identical",
+    "nudge_labels",
+    "place_legend",
+    "place_legends",
+    "role_of",
+    "same_hue",
+    "variant_style",
+]
+
+#: The three roles every comparison has.
+COLORS: dict[str, str] = {
+    "blocked": "#0072B2",    # blue: with the block (the method as published)
+    "unblocked": "#D55E00",  # vermillion: the same code inside disable_blocks
+    "reference": "#404040",  # dark grey: closed forms, peers (scikit-learn, torch, ...)
+}
+LINESTYLES: dict[str, str] = {"blocked": "-", "unblocked": "--", "reference": ":"}
+_ZORDER = {"blocked": 2.0, "unblocked": 2.5, "reference": 2.2}
+#: Other categories (a peer, a second method, a dtype, a mixture component), in order of
+#: appearance: green, reddish purple, olive, purple, teal, wine; no blue or orange hue.
+EXTRA_COLORS = ["#009E73", "#CC79A7", "#999933", "#6A3D9A", "#44AA99", "#882255"]
+#: Markers for methods (a second channel next to the variant's colour).
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+
+REPORT_DPI = 100          # the report's PNGs: pixels per inch of figure
+DISPLAY_WIDTH_PX = 900    # the widest the report shows a figure (CSS pixels)
+MAX_WIDTH_IN = DISPLAY_WIDTH_PX / REPORT_DPI  # wider figures are shrunk, and their text with them
+MIN_FONT_PT = 9.0         # the smallest text on the page
+
+_REFERENCE_WORDS = ("reference", "closed_form", "closed form", "exact", "sklearn", "torch",
+                    "peer", "truth", "torchattacks", "pixels")
+_UNBLOCKED = re.compile(r"\bunblocked\b|\bwithout (the )?blocks?\b|\bno blocks?\b|"
+                        r"\bnot blocked\b")
+_BLOCKED = re.compile(r"\bblocked\b|\bwith the block\b|\ball blocks\b")
+
+
+def role_of(label: str) -> str | None:
+    """The variant a label names: ``"unblocked"``, ``"blocked"``, ``"difference"`` (both, as
+    in ``"|blocked − unblocked|"``) or ``None`` (a method, a peer, anything else).
+
+    >>> role_of("PGD-AT (blocked)"), role_of("DiCE without the block"), role_of("sampled")
+    ('blocked', 'unblocked', None)
+    """
+    text = label.lower().replace("_", " ")
+    unblocked = bool(_UNBLOCKED.search(text))
+    blocked = bool(_BLOCKED.search(_UNBLOCKED.sub(" ", text)))
+    if unblocked and blocked:
+        return "difference"
+    return "unblocked" if unblocked else "blocked" if blocked else None
+
+
+def variant_style(variant: str, others: list[str] | None = None) -> dict[str, Any]:
+    """Matplotlib keyword arguments (``color``, ``linestyle``, ``zorder``) for a variant name.
+
+    ``blocked`` and ``unblocked`` (or names starting with them, e.g. ``"blocked cd1"``) get their
+    colours; names that say they are a reference or a peer (``closed_form``, ``sklearn``, ...)
+    get the reference grey; any other name gets the next of :data:`EXTRA_COLORS`, remembered in
+    ``others`` so that one figure gives each name one colour.
+    """
+    role = None
+    lowered = variant.lower()
+    for key in ("unblocked", "blocked"):  # "unblocked" first: it contains "blocked"
+        if lowered.startswith(key):
+            role = key
+            break
+    if role is None and any(word in lowered.replace("_", " ") for word in _REFERENCE_WORDS):
+        role = "reference"
+    if role is not None:
+        return {"color": COLORS[role], "linestyle": LINESTYLES[role], "zorder": _ZORDER[role]}
+    seen = others if others is not None else []
+    if variant not in seen:
+        seen.append(variant)
+    return {"color": EXTRA_COLORS[seen.index(variant) % len(EXTRA_COLORS)], "linestyle": "-.",
+            "zorder": 2.1}
+
+
+def _lab(color: Any) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a matplotlib colour: sRGB → linear → XYZ → Lab."""
+    from matplotlib.colors import to_rgb
+
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+              for c in to_rgb(color)]
+    matrix = ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))
+    x, y, z = (sum(m * c for m, c in zip(row, linear)) for row in matrix)
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+
+    fx, fy, fz = f(x / 0.95047), f(y), f(z / 1.08883)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def same_hue(a: Any, b: Any, *, degrees: float = 35.0, chroma: float = 20.0) -> bool:
+    """Whether two colours read as the same colour name: both saturated (CIE chroma above
+    ``chroma``) with hues less than ``degrees`` apart. Orange and vermillion do; blue and sky
+    blue do; any colour and a grey do not.
+
+    >>> same_hue("#D55E00", "#E69F00"), same_hue("#0072B2", "#009E73")
+    (True, False)
+    """
+    _, a1, b1 = _lab(a)
+    _, a2, b2 = _lab(b)
+    if math.hypot(a1, b1) < chroma or math.hypot(a2, b2) < chroma:
+        return False
+    gap = abs(math.degrees(math.atan2(b1, a1)) - math.degrees(math.atan2(b2, a2))) % 360
+    return min(gap, 360 - gap) < degrees
+
+
+def integer_ticks(ax: Any, axis: str = "x") -> None:
+    """Ticks at whole numbers only (epochs, steps, iterations)."""
+    from matplotlib.ticker import MaxNLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(MaxNLocator(nbins="auto", integer=True))  # as many as fit
+
+
+def _pixels(ax: Any, line: Any) -> Any:
+    """A line's points in pixels, on the axes' current box and limits."""
+    import numpy as np
+
+    ax.get_xlim(), ax.get_ylim()  # autoscale now
+    return line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
+
+
+def _short(label: str, other: str) -> str:
+    """``other`` without the words it shares with ``label`` (``"PGD-AT (blocked)"`` next to
+    ``"PGD-AT (unblocked)"`` → ``"blocked"``)."""
+    mine = set(re.findall(r"[\w.\-]+", label.lower()))
+    kept = [w for w in re.findall(r"[\w.\-]+", other) if w.lower() not in mine]
+    return " ".join(kept) or other
+
+
+def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
+    """Mark lines of ``ax`` that lie on each other, so that the reader knows both are there.
+
+    Two labelled lines with the same x values whose points are within ``tol_px`` pixels of
+    each other everywhere (on the axes as they are now: call it after plotting and setting the
+    scales, before the legend) hide one another. The upper one's label gains
+    ``"identical to <other>: max difference <x>"`` (x in data units) on a second line; the
+    upper line is drawn dashed if it was solid, and thinner than the lower one, which then
+    shows on both sides of it. Returns the notes.
+    """
+    import numpy as np
+
+    lines = [ln for ln in ax.get_lines() if ln.get_visible() and len(ln.get_xdata()) > 1
+             and not ln.get_label().startswith("_")]
+    notes = []
+    done: set[int] = set()
+    for i, a in enumerate(lines):
+        for b in lines[i + 1:]:
+            if id(a) in done or id(b) in done:
+                continue
+            xa, xb = np.asarray(a.get_xdata(), float), np.asarray(b.get_xdata(), float)
+            if xa.shape != xb.shape or not np.allclose(xa, xb, equal_nan=True):
+                continue
+            pa, pb = _pixels(ax, a), _pixels(ax, b)
+            with np.errstate(invalid="ignore"):
+                gap = np.nanmax(np.abs(pa - pb)) if np.isfinite(pa).any() else np.inf
+            if not gap <= tol_px:
+                continue
+            top, under = (b, a) if b.get_zorder() >= a.get_zorder() else (a, b)
+            ya = np.asarray(a.get_ydata(), float)
+            yb = np.asarray(b.get_ydata(), float)
+            with np.errstate(invalid="ignore"):
+                diff = float(np.nanmax(np.abs(ya - yb))) if np.isfinite(ya - yb).any() else 0.0
+            note = f"identical to {_short(top.get_label(), under.get_label())}: " \
+                   f"max difference {diff:.2g}"
+            top.set_label(f"{top.get_label()}\n{note}")
+            if top.get_linestyle() in ("-", "solid"):
+                top.set_linestyle("--")
+            # the lower line drawn wider than the upper: it shows on both sides of it
+            width = max(under.get_linewidth(), top.get_linewidth())
+            under.set_linewidth(1.6 * width)
+            top.set_linewidth(0.7 * width)
+            done.add(id(top))
+            notes.append(note)
+    return notes
+
+
+def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
+    """Handles and labels of several axes for one shared legend: each entry once (by its
+    first line), with the notes :func:`note_identical` wrote in any of the axes (with the
+    largest difference, and the panels' titles where it holds in only some of them)."""
+    handles: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    notes: dict[str, dict[str, tuple[float, list[str]]]] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            key, *lines = label.split("\n")
+            handles.setdefault(key, handle)
+            seen[key] = seen.get(key, 0) + 1
+            kept = notes.setdefault(key, {})
+            for line in lines:
+                what, _, diff = line.rpartition(": max difference ")
+                largest, titles = kept.get(what, (0.0, []))
+                kept[what] = (max(largest, float(diff)), [*titles, ax.get_title()])
+    labels = []
+    for key in handles:
+        lines = [key]
+        for what, (diff, titles) in notes[key].items():
+            where = "" if len(titles) == seen[key] or not all(titles) else \
+                f" ({', '.join(titles)})" if len(titles) <= 2 else f" ({len(titles)} panels)"
+            lines.append(f"{what}{where}: max difference {diff:.2g}")
+        labels.append("\n".join(lines))
+    return list(handles.values()), labels
+
+
+_CORNERS = ("upper right", "upper left", "lower right", "lower left", "center right",
+            "center left", "upper center", "lower center")
+
+
+def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> Any:
+    """A legend of ``ax`` where it covers no data: the first of the corners (upper right,
+    upper left, lower right, lower left, centre right, ...) whose box no line, marker, bar,
+    band or image reaches on the drawn figure; else outside the axes (``outside="right"``:
+    right of it, ``"below"``: under the figure, for a figure of constrained layout). Call it
+    last, when everything else is drawn. ``args`` and ``kwargs`` go to ``ax.legend``. Returns
+    the legend."""
+    return place_legends([ax], *args, outside=outside, **kwargs)[0]
+
+
+def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) -> list[Any]:
+    """:func:`place_legend` for several axes of one figure, drawing it once (again after a
+    legend had to go outside and so changed the layout)."""
+    from toolkit.lab.figure_hits import legend_overlaps
+
+    axes = list(axes)
+    if not axes:
+        return []
+    fig = axes[0].figure
+    legends = {i: ax.legend(*args, loc=_CORNERS[0], **kwargs) for i, ax in enumerate(axes)}
+    inside = list(legends)
+    for _ in range(len(axes) + 1):  # until no legend moves (a moved one changes the layout)
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        moved: list[int] = []
+        for i in inside:
+            legend = legends[i]
+            if not any(legend.set_loc(loc) or not legend_overlaps(legend, fig, renderer)
+                       for loc in _CORNERS):
+                legend.remove()
+                ax = axes[i]
+                if outside == "below":  # under the figure, where constrained layout makes room
+                    handles, labels = ax.get_legend_handles_labels()
+                    legends[i] = fig.legend(*(args or (handles, labels)),
+                                            loc="outside lower center", **kwargs)
+                else:
+                    legends[i] = ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                                           borderaxespad=0.0, **kwargs)
+                moved.append(i)
+        if not moved:
+            break
+        inside = [i for i in inside if i not in moved]  # recheck them on the new layout
+    return [legends[i] for i in range(len(axes))]
+
+
+def nudge_labels(*axes: Any, offset: float = 4.0) -> None:
+    """Move each annotation of ``axes`` (text offset from a point, ``textcoords="offset
+    points"``) to the first corner around its point, upper right, upper left, lower right or
+    lower left, where no line of its axes passes through it (the figure drawn once)."""
+    from toolkit.lab.figure_hits import text_on_lines
+
+    if not axes:
+        return
+    fig = axes[0].figure
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    corners = [(1, 1, "left", "bottom"), (-1, 1, "right", "bottom"), (1, -1, "left", "top"),
+               (-1, -1, "right", "top")]
+    for text in (t for ax in axes for t in ax.texts):
+        if not hasattr(text, "xyann"):
+            continue
+        for sx, sy, ha, va in corners:
+            text.xyann = (sx * offset, sy * offset)
+            text.set(ha=ha, va=va)
+            if not text_on_lines(text, renderer):
+                break

@@ -1,0 +1,343 @@
+"""Audit a whole training step against its optimizers: what each loss's gradient reaches, and
+what the step leaves behind.
+
+The lens (:func:`~toolkit.lens.gradient_path`, :func:`~toolkit.lens.assert_no_gradient`)
+answers questions one already knows to ask. :func:`audit_step` asks them all at once, for a
+step written as a function that returns its loss (or a dict of losses) and the optimizers that
+will step each loss's parameters. Failures (``audit.ok`` is ``False``):
+
+- **leaks**: tensors a loss's gradient reaches that its optimizer does not step, where a cut
+  can remove that gradient without cutting a stepped tensor off the loss (a DQN target
+  network, a generator in the discriminator's step, an EMA or distillation teacher), or that
+  the optimizer steps while the step also writes them in place (updated twice); each with its
+  shortest path, the gradient's bytes and the cut that removes it;
+- **trained targets**: a regression, TD, soft-target or score-function loss whose target
+  reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit_targets`);
+- **dead parameters**: what an optimizer steps, requiring grad, that none of its losses
+  reaches, with the cut that stops it (a named block, ``detach``, ``no_grad``, never read);
+- **carried graphs**: the step's graph reaching graph made by its previous call (a recurrent
+  state kept without a cut: memory grows every step, or backward fails "a second time");
+- **held graphs**: a buffer or tensor attribute of a module that holds a ``grad_fn`` after the
+  step (running statistics written from a batch mean with its graph).
+
+Information: **pass-through** (tensors the gradient must pass to reach the stepped ones: the
+discriminator in a generator step; *proved*, see :mod:`toolkit.lens.audit_leaks`), **frozen**
+tensors in an optimizer (``requires_grad=False``, skipped by every torch optimizer), in-place
+writes (an average, a copy). :mod:`toolkit.lens.audit_result` documents every field.
+
+Nothing is differentiated: the audit walks the backward graph from each loss's ``grad_fn``
+(``AccumulateGrad`` nodes identify the leaves), never calls ``backward()`` or
+``optimizer.step()`` and never reads or writes ``.grad``.
+
+What it cannot know: what the code does between steps (``zero_grad`` forgotten, the order of
+``step()`` calls, gradient accumulation, ``clip_grad_norm_``); which loss trains what when one
+optimizer steps everything and the losses are summed (a network in the optimizer is taken as
+meant to be trained, so a target network stepped by the same optimizer is trained, not
+leaking, unless a recognised target form exposes it); whether a target read through a form it
+does not recognise (cosine similarity, a margin) is meant to carry gradient; graphs built in
+other threads (``nn.DataParallel``) or by custom autograd functions that hide their inputs.
+A reentrant ``torch.utils.checkpoint`` (``use_reentrant=True``) is one such function: the
+tensors its function reads count as reached when its node is, with no path to show, and a
+tensor outside the optimizer read there is not seen to leak.
+
+References:
+    PyTorch, "Autograd mechanics", https://pytorch.org/docs/stable/notes/autograd.html ;
+    ``torch.autograd.graph.Node``, https://pytorch.org/docs/stable/autograd.html#autograd-graph
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from toolkit.lens.audit_graph import (
+    CarriedGraph,
+    DeadParameter,
+    FrozenTensor,
+    Labeller,
+    Leak,
+    find_carried,
+    find_dead,
+)
+from toolkit.lens.audit_held import HeldGraph, find_held
+from toolkit.lens.audit_leaks import Graph, find_leaks, parameter_regions
+from toolkit.lens.audit_names import Names, find_modules
+from toolkit.lens.audit_notes import notes_of, write_kind
+from toolkit.lens.audit_record import Recording
+from toolkit.lens.audit_result import StepAudit, listing
+from toolkit.lens.audit_state import StateSnapshot
+from toolkit.lens.audit_targets import TrainedTarget, find_trained_targets, target_edges
+from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.lens.flow import GradientLeakError
+from toolkit.lens.graph_walk import output_roots
+
+__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "StepAudit",
+           "TrainedTarget", "assert_clean_step", "audit_step"]
+
+
+# --- arguments ---------------------------------------------------------------------------------------
+
+
+def _params_of(value: Any, where: str, arg: str) -> list[tuple[str, torch.Tensor]]:
+    """``(position name, tensor)`` for an optimizer, a param group, a module or tensors."""
+    if hasattr(value, "param_groups"):
+        return [(f"param_groups[{g}][{i}]", p) for g, group in enumerate(value.param_groups)
+                for i, p in enumerate(group["params"])]
+    if isinstance(value, Mapping) and "params" in value:
+        params = value["params"]
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        return [(f"[{i}]", p) for i, p in enumerate(params)]
+    if isinstance(value, nn.Module):
+        return list(value.named_parameters())
+    if isinstance(value, torch.Tensor):
+        return [("", value)]
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+        return [(f"[{i}]{k}", p) for i, v in enumerate(value)
+                for k, p in _params_of(v, where, arg)]
+    raise TypeError(f"{where}: {arg} must be an optimizer, one of its param groups, an nn.Module "
+                    f"or tensors (or a dict loss name -> one of these), got {type(value).__name__}")
+
+
+def _pairings(optimizers: Any, where: str) -> dict[str | None, Any]:
+    """``loss name -> optimizer-like``; the key ``None`` pairs every loss with one optimizer."""
+    if isinstance(optimizers, Mapping) and "params" not in optimizers:
+        if not optimizers:
+            raise ValueError(f"{where}: optimizers is an empty dict; pass an optimizer or a dict "
+                             f"loss name -> optimizer")
+        return {str(k): v for k, v in optimizers.items()}
+    return {None: optimizers}
+
+
+def _losses(out: Any, where: str) -> dict[str, torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return {"loss": out}
+    if isinstance(out, Mapping) and out and all(isinstance(v, torch.Tensor)
+                                                for v in out.values()):
+        return {str(k): v for k, v in out.items()}
+    raise TypeError(f"{where}: step() must return a loss tensor or a dict name -> loss tensor, "
+                    f"got {type(out).__name__}")
+
+
+def _pair(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any], where: str
+          ) -> dict[str, torch.Tensor]:
+    if None in pairings:
+        return losses
+    if len(losses) == 1 and len(pairings) == 1 and "loss" in losses:
+        return {next(iter(pairings)): losses["loss"]}  # a lone loss takes the optimizer's name
+    if set(losses) != set(pairings):
+        raise ValueError(f"{where}: optimizers must have the same names as the losses step() "
+                         f"returns; losses {sorted(losses)}, optimizers {sorted(map(str, pairings))}")
+    return losses
+
+
+# --- the audit -----------------------------------------------------------------------------------------
+
+
+def audit_step(step: Callable[[], Any], optimizers: Any, *,
+               modules: nn.Module | Mapping[str, nn.Module] | None = None,
+               restore_state: bool = True, allow_pass_through: bool = True,
+               allow_trained_target: bool = False) -> StepAudit:
+    """Audit one training step: leaks, trained targets, dead parameters, carried and held
+    graphs, without a backward.
+
+    ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
+    without ``backward`` or ``optimizer.step()``. The audit calls it **twice**, inside a
+    recording that names modules, marks cuts and notes in-place writes (see
+    :mod:`toolkit.lens.audit_record`), and walks the backward graph of the second call
+    (what each finding means: :class:`StepAudit` and :mod:`toolkit.lens.audit_result`).
+
+    Running the step twice has the effects of two steps on everything the step touches: a
+    BatchNorm's running statistics move twice, ``num_batches_tracked`` grows by 2, the random
+    generators advance, an EMA update inside the step is applied twice, a data iterator or a
+    replay buffer yields two batches. With ``restore_state=True`` (the default) the audit saves
+    the parameters, buffers, train/eval and ``requires_grad`` flags of every module it names,
+    the optimizers' parameters, and the ``random``, numpy and torch (CPU and CUDA) generators,
+    and puts back whatever the two calls changed (a buffer that took a ``grad_fn`` is detached
+    again). What lives elsewhere (iterators, counters, a recurrent state kept in a plain
+    attribute) is not restored.
+
+    Modules are named from ``modules`` (an ``nn.Module`` or a dict name → module), then from
+    what the step refers to: its closure, its bound ``self``, ``functools.partial``
+    arguments and the globals its code reads (``q_target.2.bias``). Parameters found only in an
+    optimizer are named by position (``opt.param_groups[0][3]``). Toolkit cuts
+    (``stop_gradient(x, name=...)``, ``as_constant``) and disabled blocks appear by name in
+    every path.
+
+    Args:
+        step: zero-argument callable returning a loss tensor or a dict name → loss.
+        optimizers: the optimizer of the step's loss; or a dict with the same names as the
+            losses. A value may also be one param group of an optimizer, a list of them, an
+            ``nn.Module`` or tensors: what that loss is meant to train (one optimizer shared by
+            several losses, each with its own param group).
+        modules: modules to name first (e.g. ones the step reaches only through other objects).
+        restore_state: put module state and random generators back after the two calls.
+        allow_pass_through: report tensors the gradient passes through on its way to stepped
+            ones (which no cut can spare) as information (the default); ``False`` is the
+            strict mode: they count as leaks.
+        allow_trained_target: accept a target that carries gradient into the parameters being
+            trained (residual-gradient TD, a consistency loss meant to train both sides).
+
+    Returns:
+        :class:`StepAudit` with ``ok``, the findings by kind and a readable ``str``.
+
+    >>> import copy, torch
+    >>> from torch import nn
+    >>> from toolkit import audit_step
+    >>> q = nn.Linear(3, 2)
+    >>> q_target = copy.deepcopy(q)
+    >>> opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    >>> s, s2 = torch.ones(4, 3), torch.zeros(4, 3)
+    >>> def td_step():   # the target is computed with gradients: a leak into q_target
+    ...     return (q(s).max(1).values - 0.9 * q_target(s2).max(1).values).pow(2).mean()
+    >>> audit = audit_step(td_step, opt)
+    >>> audit.ok, sorted(leak.parameter for leak in audit.leaks)
+    (False, ['q_target.bias', 'q_target.weight'])
+    >>> print(audit.leaks[0].fix)
+    cut at the output of Mul (shape (4,)), where Sub reads it (behind it: q_target): stop_gradient(x, name=...), x.detach() or torch.no_grad()
+    """
+    where = "audit_step"
+    if not callable(step):
+        raise TypeError(f"{where}: step must be a zero-argument callable returning the loss, got "
+                        f"{type(step).__name__}")
+    for flag, value in (("restore_state", restore_state),
+                        ("allow_pass_through", allow_pass_through),
+                        ("allow_trained_target", allow_trained_target)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{where}: {flag} must be a bool, got {type(value).__name__}")
+    pairings = _pairings(optimizers, where)
+    names = Names()
+    if modules is not None:
+        if isinstance(modules, nn.Module):
+            names.add_module("", modules)
+        elif isinstance(modules, Mapping) and all(isinstance(m, nn.Module)
+                                                  for m in modules.values()):
+            for key, module in modules.items():
+                names.add_module(str(key), module)
+        else:
+            raise TypeError(f"{where}: modules must be an nn.Module or a dict name -> nn.Module, "
+                            f"got {type(modules).__name__}")
+    for path, obj in find_modules(step):
+        if isinstance(obj, nn.Module):
+            names.add_module(path, obj)
+        else:
+            names.add_tensor(path, obj)
+    stepped: dict[str | None, dict[int, torch.Tensor]] = {}
+    for key, value in pairings.items():
+        arg = "optimizers" if key is None else f"optimizers[{key!r}]"
+        params = _params_of(value, where, arg)
+        if not params:
+            raise ValueError(f"{where}: {arg} has no parameters to step")
+        label = type(value).__name__ if key is None else key
+        for position, p in params:
+            names.add_tensor(f"{label}.{position}".rstrip("."), p)
+        stepped[key] = {id(p): p for _, p in params}
+    watched = {**names.objects, **{i: p for group in stepped.values() for i, p in group.items()}}
+    snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
+                if restore_state else None)
+    recording = Recording(names, watched, snapshot)
+    try:
+        with recording:
+            recording.next_call()
+            _pair(_losses(step(), where), pairings, where)
+            recording.next_call()
+            losses = _pair(_losses(step(), where), pairings, where)
+        audit = _analyse(losses, pairings, stepped, recording, allow_pass_through,
+                         allow_trained_target)
+    finally:
+        restored, lost = snapshot.restore() if snapshot is not None else ([], [])
+    notes = [*audit.notes]
+    if restored:
+        notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
+    if lost:
+        notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
+                     f"does not see it")
+    return dataclasses.replace(audit, notes=tuple(notes))
+
+
+def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
+             stepped: dict[str | None, dict[int, torch.Tensor]], rec: Recording,
+             allow_pass_through: bool, allow_trained_target: bool) -> StepAudit:
+    label = Labeller(rec)
+    key_of = {name: (None if None in pairings else name) for name in losses}
+    opt_name = {name: (type(pairings[None]).__name__ if None in pairings else name)
+                for name in losses}
+    searches = {name: ShortestPaths(output_roots(loss, "audit_step"))
+                for name, loss in losses.items()}
+    graphs = {name: Graph(search) for name, search in searches.items()}
+    all_stepped = {i for group in stepped.values() for i in group}
+    region = parameter_regions(rec, set(rec.names.tensors) | all_stepped)
+    leaks, passing, targets = [], [], []
+    for name, graph in graphs.items():
+        mine = set(stepped[key_of[name]])
+        found, through = find_leaks(name, opt_name[name], graph, mine, rec, label, region,
+                                    target_edges(graph))
+        leaks += found
+        (passing if allow_pass_through else leaks).extend(through)
+        if not allow_trained_target:
+            targets += find_trained_targets(name, opt_name[name], graph, mine, label)
+    groups: dict[int, list[str]] = {}
+    for name in losses:
+        groups.setdefault(id(pairings[key_of[name]]), []).append(name)
+    dead, frozen = [], []
+    for members in groups.values():
+        params = stepped[key_of[members[0]]]
+        optimizer = (opt_name[members[0]] if len(members) == 1 or None in pairings
+                     else "/".join(members))
+        reached = {i for name in members for i in searches[name].leaf_node}
+        reached |= {i for name in members for node, reads in rec.checkpoints.values()
+                    if id(node) in searches[name].nodes for i in reads}
+        cold = [p for i, p in params.items() if not p.requires_grad and i not in reached]
+        for p in cold:
+            written, read = _written(rec, p)
+            frozen.append(FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape), written,
+                                       id(p) in rec.frozen, read))
+        missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
+        if missing:
+            roots = [t for name in members for t in output_roots(losses[name], "audit_step")]
+            dead += find_dead(optimizer, tuple(members), roots, missing, rec, label)
+    carried: dict[tuple[int, int], CarriedGraph] = {}
+    for name, search in searches.items():
+        for key, c in find_carried(name, search, rec, label):
+            carried.setdefault(key, c)
+    held, held_notes = find_held(rec, label, region)
+    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen}), *held_notes]
+    return StepAudit(tuple(losses), tuple(leaks), tuple(dead), tuple(carried.values()),
+                     len(all_stepped), tuple(notes), tuple(passing), tuple(frozen),
+                     tuple(held), tuple(targets))
+
+
+def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:
+    """``(what kind of write and by which functions, what it read)`` for a frozen tensor."""
+    write = rec.writes.get(id(tensor))
+    if write is None:
+        return None, ()
+    kind, ops, sources = write_kind(rec, write)
+    return f"{kind} ({ops})", tuple(sources)
+
+
+def assert_clean_step(step: Callable[[], Any], optimizers: Any, **kwargs: Any) -> StepAudit:
+    """:func:`audit_step`, raising :class:`~toolkit.lens.GradientLeakError` unless it is clean.
+
+    The error's message is ``str(audit)``; ``err.paths`` maps each leaking tensor to its path
+    and ``err.audit`` is the :class:`StepAudit`. Returns the audit when clean. Keyword arguments
+    go to :func:`audit_step`. Also available in pytest as the ``clean_step`` fixture; pytest
+    shows the report, not this function's frame.
+
+    >>> import torch
+    >>> from toolkit import assert_clean_step
+    >>> w = torch.nn.Parameter(torch.ones(3))
+    >>> assert_clean_step(lambda: (w * 2).sum(), torch.optim.SGD([w], lr=0.1)).ok
+    True
+    """
+    __tracebackhide__ = True  # pytest: the failure shows the report, not this frame
+    audit = audit_step(step, optimizers, **kwargs)
+    if not audit.ok:
+        err = GradientLeakError(str(audit), {leak.parameter: list(leak.path)
+                                             for leak in audit.leaks})
+        err.audit = audit  # type: ignore[attr-defined]
+        raise err
+    return audit

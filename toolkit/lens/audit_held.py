@@ -1,0 +1,142 @@
+"""Graph held in module state: buffers and tensor attributes that still have a ``grad_fn`` after
+the step.
+
+A BatchNorm written by hand, ``running_mean.mul_(1 - m).add_(m * x.mean(0))``, makes the
+buffer a node of the step's graph: the buffer keeps that graph (and, through the previous value,
+every earlier step's) alive, and memory grows without bound (bayesiains/nflows#10, fixed in
+#11 by ``mean.detach()``; pytorch/pytorch#20275). The same holds for an attribute
+(``self.last = out``), whether or not any loss ever reads it. After the step's second call the
+audit looks at every buffer and tensor attribute of every module it named. A buffer with a
+``grad_fn`` is always a finding; so is an attribute written in place or whose graph reaches an
+earlier call's. An attribute assigned a fresh tensor each call (``self.batch_mean =
+x.mean(0)``) keeps one step's graph until the next step replaces it, and the step's backward
+frees what that graph saved: a note.
+
+Not counted: a weight that a module recomputes from its stored parameters in every forward
+(the ``spectral_norm`` / ``weight_norm`` hooks keep it as the attribute ``weight``): its graph
+holds only parameters, and the next forward replaces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from toolkit.lens.audit_graph import Labeller
+from toolkit.lens.audit_record import Recording
+from toolkit.lens.graph_walk import walk
+
+__all__ = ["HeldGraph", "find_held"]
+
+
+@dataclass(frozen=True)
+class HeldGraph:
+    """After the step, ``module``'s buffer or attribute ``name`` holds a ``grad_fn``.
+
+    ``kind``: ``"buffer"`` or ``"attribute"``; ``written``: what wrote it (``"add_ in the
+    forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
+    step's own nodes behind it save for backward (what each further step adds);
+    ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the
+    previous steps' graph, through the previous value); ``fix``: where to cut.
+    """
+
+    module: str
+    name: str
+    kind: str
+    shape: tuple[int, ...]
+    written: str
+    graph_bytes: int
+    n_nodes: int
+    older: int
+    fix: str
+
+
+def saved_bytes(node: Any, seen: set[int]) -> int:
+    """Bytes of the tensors ``node`` saved for backward (each storage counted once in ``seen``).
+
+    Reads the ``_saved_*`` attributes autograd gives each node (a tensor, a list of tensors,
+    or something else); a storage already freed by a backward counts 0.
+    """
+    total = 0
+    for attr in dir(node):
+        if not attr.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, attr)
+        except RuntimeError:  # freed by a backward
+            continue
+        for t in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in seen:
+                    seen.add(storage.data_ptr())
+                    total += storage.nbytes()
+    return total
+
+
+class _Edge:
+    def __init__(self, t: torch.Tensor) -> None:
+        self.grad_fn, self.output_nr = t.grad_fn, t.output_nr
+
+
+def find_held(rec: Recording, label: Labeller, region: set[int]
+              ) -> tuple[list[HeldGraph], list[str]]:
+    """Every buffer and tensor attribute of the named modules that holds a ``grad_fn``:
+    ``(findings, notes)``. An attribute the step *assigns* a fresh tensor each call, whose graph
+    reaches nothing from an earlier call, only keeps this step's graph until the next step (its
+    saved tensors are freed by the step's backward): a note, not a finding."""
+    this_mark = rec.marks[-1]
+    out, notes = [], []
+    seen_modules: set[int] = set()
+    for root in rec.names.roots:
+        for module in root.modules():
+            if id(module) in seen_modules:
+                continue
+            seen_modules.add(id(module))
+            for name, t, kind in _state(module):
+                if t.grad_fn is None or id(t.grad_fn) in region:
+                    continue
+                held = _held(rec, label, module, name, t, kind, this_mark)
+                if kind == "attribute" and held.older == 0 and id(t) not in rec.writes:
+                    notes.append(f"{held.module}.{held.name} (an attribute) keeps this step's "
+                                 f"graph until the next step replaces it ({held.written}; "
+                                 f"{held.n_nodes} nodes); the step's backward frees what they "
+                                 f"saved")
+                else:
+                    out.append(held)
+    return out, notes
+
+
+def _state(module: nn.Module) -> list[tuple[str, torch.Tensor, str]]:
+    found = [(n, t, "buffer") for n, t in module._buffers.items() if t is not None]
+    found += [(n, t, "attribute") for n, t in vars(module).items()
+              if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter)]
+    return found
+
+
+def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torch.Tensor,
+          kind: str, this_mark: int) -> HeldGraph:
+    owner = rec.names.modules.get(id(module), type(module).__name__)
+    write = rec.writes.get(id(t))
+    if write is not None:
+        where = f"in the forward of {write.module}" if write.module else "by the step"
+        written = f"{', '.join(dict.fromkeys(write.ops))} {where}"
+        fix = (f"write it from detached values: .detach() (or torch.no_grad()) on what "
+               f"{', '.join(dict.fromkeys(write.ops))} adds into {owner}.{name}")
+    else:
+        written = f"assigned a tensor made by {label(t.grad_fn)}"
+        fix = f"assign {owner}.{name} a detached tensor (.detach() where it is computed)"
+    seen: set[int] = set()
+    size = n_new = n_old = 0
+    for _, node, _, first in walk([_Edge(t)]):
+        if not first or getattr(node, "variable", None) is not None:
+            continue
+        if node._sequence_nr() >= this_mark:
+            n_new += 1
+            size += saved_bytes(node, seen)
+        else:
+            n_old += 1
+    return HeldGraph(owner, name, kind, tuple(t.shape), written, size, n_new, n_old, fix)

@@ -1,0 +1,216 @@
+"""The step audit's leaks: which tensors a loss's gradient reaches beyond its optimizer, and
+whether that gradient is a by-product of training the stepped tensors.
+
+A loss's backward graph (the :class:`~toolkit.lens.backward_graph.ShortestPaths` search from the
+loss, stopping at cuts) reaches leaves. A leaf the loss's optimizer does not step is a
+*candidate*; it is **pass-through** (information) or a **leak** (a failure), decided on the
+graph:
+
+- A parameter and the nodes that compute a layer's weight from stored tensors (``parametrize``,
+  the ``spectral_norm`` / ``weight_norm`` hooks, a weight computed in a module's own forward,
+  views of them) form the parameter's *region*: no cut goes there. ``P(L)`` are the nodes that
+  read the region of ``L`` (the layers that use it).
+- The *legitimate* graph is the loss's graph without the edges into the target side of a
+  recognised comparison or the weight of a log-probability (:mod:`toolkit.lens.audit_targets`):
+  gradient through those is never what trains the stepped tensors (``(R − V).detach()``).
+- ``L`` is pass-through when a node of ``P(L)`` lies on a legitimate path from the loss to a
+  stepped tensor: every cut that removes ``L``'s gradient also cuts that path, i.e. changes
+  what the stepped tensors are trained by (the discriminator in a generator step, the critic
+  in an actor step). Otherwise ``L`` is a leak, and the suggested cut is on its shortest path,
+  at the first node that is on no legitimate path to a stepped tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from toolkit.lens.audit_graph import VIEWS, Labeller, Leak, shape_text
+from toolkit.lens.audit_record import Recording, is_open_marker
+from toolkit.lens.backward_graph import ShortestPaths, node_label
+from toolkit.lens.graph_walk import closure, walk
+
+__all__ = ["Graph", "find_leaks", "parameter_regions"]
+
+_MAX_REGION = 256  # nodes: a weight computed by more is a network, not a reparametrisation
+
+
+class Graph:
+    """The edges of one loss's search, both ways, by node ``id`` (built once per loss)."""
+
+    def __init__(self, search: ShortestPaths) -> None:
+        self.search = search
+        self.children: dict[int, list[int]] = {}
+        self.callers: dict[int, list[int]] = {}
+        self.roots: list[int] = []
+        for parent, node, _, _ in walk(search.outputs, expand=search.expand):
+            if parent is None:
+                self.roots.append(id(node))
+            else:
+                self.children.setdefault(id(parent), []).append(id(node))
+                self.callers.setdefault(id(node), []).append(id(parent))
+
+    def reach(self, starts: list[int], removed: set[tuple[int, int]] | frozenset = frozenset()
+              ) -> set[int]:
+        """Nodes reachable from ``starts`` without the edges ``removed`` (parent, child)."""
+        return closure(starts, lambda k: [c for c in self.children.get(k, ())
+                                          if (k, c) not in removed])
+
+    def useful(self, targets: set[int], within: set[int],
+               removed: set[tuple[int, int]] | frozenset = frozenset()) -> set[int]:
+        """Nodes of ``within`` from which a node of ``targets`` is reached, edges ``removed``
+        left out (the walk follows reversed edges)."""
+        return closure({t for t in targets if t in within},
+                       lambda k: [c for c in self.callers.get(k, ())
+                                  if c in within and (c, k) not in removed])
+
+
+def parameter_regions(rec: Recording, leaf_ids: set[int]) -> set[int]:
+    """Node ids of every weight computation the recording saw: the graph below a weight with a
+    graph that a layer function read, when it is small and ends only in named tensors.
+
+    ``leaf_ids``: ``id`` of the tensors the audit knows (parameters, buffers, optimizer
+    tensors). A computed weight whose graph reaches anything else (an activation, a leaf of
+    the step) is left alone: it is data, not a reparametrisation.
+    """
+    region: set[int] = set()
+    for root in rec.computed.values():
+        if id(root) in region:
+            continue
+        found: set[int] = set()
+        for _, node, _, first in walk([_Edge(root)]):
+            if not first:
+                continue
+            found.add(id(node))
+            variable = getattr(node, "variable", None)
+            if (variable is not None and id(variable) not in leaf_ids) or len(found) > _MAX_REGION \
+                    or (node is not root and _is_network_output(rec, node)):
+                break
+        else:
+            region |= found
+    return region
+
+
+def _is_network_output(rec: Recording, node: Any) -> bool:
+    """Whether ``node`` is the output of a module call other than a parametrization's."""
+    entry = rec.outputs.get(id(node))
+    return entry is not None and entry[0] is node and ".parametrizations." not in f".{entry[1]}."
+
+
+class _Edge:
+    """A place in the graph (``grad_fn``, ``output_nr``) that :func:`walk` accepts as a root."""
+
+    def __init__(self, node: Any) -> None:
+        self.grad_fn, self.output_nr = node, 0
+
+
+def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: Recording,
+               label: Labeller, region: set[int], removed: set[tuple[int, int]]
+               ) -> tuple[list[Leak], list[Leak]]:
+    """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`.
+
+    ``removed``: the edges into targets and log-probability weights (not legitimate paths).
+    """
+    search = graph.search
+    names = rec.names
+    candidates = []
+    for var_id, key in search.leaf_node.items():
+        variable = search.nodes[key].variable
+        known = var_id in names.tensors or isinstance(variable, nn.Parameter)
+        twice = var_id in stepped and var_id in rec.written
+        if known and (var_id not in stepped or twice):
+            candidates.append(variable)
+    if not candidates:
+        return [], []
+    targets = {search.leaf_node[i] for i in stepped
+               if i in search.leaf_node and i not in rec.written}
+    legit = graph.useful(targets, graph.reach(graph.roots, removed), removed)
+    order = {key: i for i, key in enumerate(names.tensors)}
+    candidates.sort(key=lambda v: order.get(id(v), len(order)))
+    leaks, passing = [], []
+    for variable in candidates:
+        chain = search.path_to(variable) or []
+        if id(variable) in stepped:
+            reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
+                      f"step ({rec.written[id(variable)]}): updated twice")
+            through = False
+        else:
+            reason = f"not stepped by optimizer {optimizer!r}"
+            through = bool(_users(graph, search.leaf_node[id(variable)], region) & legit)
+        if through:
+            cut_at, fix = None, (
+                "no cut can remove it: every cut that does also cuts a path by which "
+                f"optimizer {optimizer!r}'s tensors are trained; to skip computing it, freeze "
+                f"it while computing loss {loss!r} (requires_grad_(False), as Lightning's "
+                "toggle_optimizer does) or differentiate only the stepped tensors "
+                "(backward(inputs=...))")
+        else:
+            cut_at, fix = _fix(chain, legit, loss, optimizer, label, targets)
+        leak = Leak(loss, optimizer, names.name(variable), tuple(variable.shape),
+                    variable.numel() * variable.element_size(),
+                    tuple(label(n) for n in chain), reason, fix, cut_at)
+        (passing if through else leaks).append(leak)
+    return _owned(leaks), passing
+
+
+def _users(graph: Graph, leaf: int, region: set[int]) -> frozenset[int]:
+    """``P(L)``: the activation nodes that read the region of the leaf node ``leaf`` (the
+    computed weights it is part of, and views of them)."""
+    nodes = graph.search.nodes
+    inside = closure([leaf], lambda k: [c for c in graph.callers.get(k, ())
+                                        if c in region or node_label(nodes[c]) in VIEWS])
+    return frozenset(c for k in inside for c in graph.callers.get(k, ()) if c not in inside)
+
+
+def _fix(chain: list[Any], useful: set[int], loss: str, optimizer: str, label: Labeller,
+         targets: set[int]) -> tuple[str | None, str]:
+    first = next((i for i, node in enumerate(chain) if id(node) not in useful), len(chain) - 1)
+    opened = [n for n in chain[first:] if is_open_marker(n)]
+    if opened:
+        where = f"block {opened[0].block!r}"
+        return where, f"the {where} is disabled here: enable it (it cuts this path)"
+    if not targets:
+        return None, (f"loss {loss!r} reaches no parameter optimizer {optimizer!r} steps: pair "
+                      f"it with the optimizer of the parameters it trains")
+    if first == 0:
+        return None, (f"loss {loss!r} itself is on no path that trains what optimizer "
+                      f"{optimizer!r} steps: pair it with the optimizer it trains")
+    what, shape = label.tensor(chain[first], chain[first - 1])
+    cut_at = f"{what}{shape_text(shape)}"
+    return cut_at, (f"cut at {cut_at}, where {label(chain[first - 1])} reads it (behind it: "
+                    "{owners}): stop_gradient(x, name=...), x.detach() or torch.no_grad()")
+
+
+def _owned(leaks: list[Leak]) -> list[Leak]:
+    """Fill each fix's ``{owners}``: the modules of the leaks that share its cut."""
+    behind: dict[str | None, list[str]] = {}
+    for leak in leaks:
+        behind.setdefault(leak.cut_at, []).append(leak.parameter)
+    out = []
+    for leak in leaks:
+        if "{owners}" in leak.fix:
+            fix = leak.fix.replace("{owners}", owners(behind[leak.cut_at]))
+            leak = Leak(leak.loss, leak.optimizer, leak.parameter, leak.shape, leak.grad_bytes,
+                        leak.path, leak.reason, fix, leak.cut_at)
+        out.append(leak)
+    return out
+
+
+def owners(names: list[str]) -> str:
+    """The modules that hold ``names``: their longest common dotted prefix, else the tops."""
+    parts = [n.split(".")[:-1] for n in names]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) > 1:
+            break
+        common.append(level[0])
+    if common:
+        return ".".join(_unparametrized(common))
+    tops = list(dict.fromkeys(p[0] if p else n for p, n in zip(parts, names)))
+    return ", ".join(tops[:3]) + (", …" if len(tops) > 3 else "")
+
+
+def _unparametrized(parts: list[str]) -> list[str]:
+    """``D.0.parametrizations.weight`` -> ``D.0``: the layer, not its parametrization."""
+    return parts[:parts.index("parametrizations")] if "parametrizations" in parts else parts

@@ -1,0 +1,80 @@
+"""The step audit's notes: what the step writes in place, and the leaves of the step itself that
+receive gradient. Information, never a failure.
+
+A write is called an average only when it is one: the new value mixes the old value with other
+tensors (``lerp_``, ``mul_`` then ``add_``, ``p.data = m * p.data + (1 - m) * q.data``). A copy
+of one tensor (``load_state_dict``, ``p.copy_(q)``) is called a copy; anything else (a
+power-iteration vector written with ``out=``, ``clamp_``) is named by the function that wrote it.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from toolkit.lens.audit_record import Recording, Write
+from toolkit.lens.audit_result import listing
+from toolkit.lens.backward_graph import ShortestPaths
+
+__all__ = ["describe_write", "notes_of", "write_kind"]
+
+
+def write_kind(rec: Recording, write: Write) -> tuple[str, str, list[str]]:
+    """``(what kind of write, the functions, the other tensors it read)``."""
+    ops = ", ".join(".data =" if op == "set" else f"{op}_" for op in dict.fromkeys(write.ops))
+    name = rec.names.tensors.get
+    if write.copy_of is not None:
+        return "a copy of", ops, [name(write.copy_of, "a tensor")]
+    sources = sorted(name(i, "a tensor") for i in write.sources)
+    if write.is_average:
+        return "an average of itself and", ops, sources
+    if sources:
+        return "recomputed from", ops, sources
+    return "written in place", ops, []
+
+
+def describe_write(rec: Recording, write: Write) -> str:
+    """``"an average of itself and q.0.weight (lerp_)"``, ``"a copy of q.0.weight (copy_)"``,
+    ``"recomputed from D.weight_orig (normalize)"``, ``"written in place (clamp_)"``."""
+    kind, ops, sources = write_kind(rec, write)
+    return f"{kind} {listing(sources, 3)} ({ops})" if sources else f"{kind} ({ops})"
+
+
+def notes_of(rec: Recording, searches: dict[str, ShortestPaths], stepped: set[int],
+             frozen: set[str]) -> list[str]:
+    """The notes of one audit: in-place writes of parameters no optimizer steps, and the
+    step's own leaves that receive gradient."""
+    notes = []
+    described: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    for key, write in rec.writes.items():
+        tensor = rec.names.objects.get(key)
+        name = rec.names.tensors.get(key)
+        if tensor is None or name is None or key in stepped or name in frozen \
+                or not isinstance(tensor, nn.Parameter):
+            continue
+        kind, ops, sources = write_kind(rec, write)
+        names, read = described.setdefault((kind, ops), ([], []))
+        names.append(name)
+        read += [s for s in sources if s not in read]
+    for (kind, ops), (names, read) in described.items():
+        what = f"{kind} {listing(read, 4)}" if read else kind
+        notes.append(f"the step writes {listing(names, 4)} in place: {what} ({ops}), not a "
+                     f"gradient step")
+    known = rec.names.tensors
+    others = {}
+    for search in searches.values():
+        for i, key in search.leaf_node.items():
+            variable = search.nodes[key].variable
+            if i not in known and not isinstance(variable, nn.Parameter):
+                others.setdefault(i, variable)
+    if others:
+        named = []
+        for i, tensor in others.items():
+            origin = rec.origin.get(i)
+            made = (f"made to require grad by {origin[1]}" if origin is not None
+                    and origin[0] is tensor else "a leaf made outside the modules found")
+            named.append(f"a tensor of shape {tuple(tensor.shape)}, {made}")
+        count = "1 leaf" if len(others) == 1 else f"{len(others)} leaves"
+        notes.append(f"{count} of the step that require grad receive "
+                     f"gradient (no parameter of a module or optimizer found): "
+                     f"{'; '.join(named[:4])}" + ("; …" if len(named) > 4 else ""))
+    return notes

@@ -1,0 +1,400 @@
+"""What the step audit records while it runs a step: names, cuts, writes, and module state.
+
+:func:`toolkit.lens.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
+
+- names tensors (:mod:`toolkit.lens.audit_names`): every parameter (and buffer) of the modules
+  it is given or finds in the step, by module path, then the optimizers' remaining parameters by
+  position;
+- records, through a :class:`~torch.overrides.TorchFunctionMode`, the cuts that leave no node in
+  the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
+  parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
+  watched parameter (an EMA update, an ``optimizer.step()`` inside the step);
+- maps the output node of every named module call to the module (a global forward hook), so
+  that paths and cuts name modules;
+- marks every toolkit cut (``trace_cuts``) and every *disabled* named block with a node carrying
+  its name;
+- takes the sequence number autograd gives each new node before each call, so that nodes made
+  before the second call are recognisable in its graph.
+
+With a :class:`~toolkit.lens.audit_state.StateSnapshot` it copies each parameter the step is
+about to write in place, so that the audit can put it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+import torch.utils.checkpoint
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
+from toolkit.lens.audit_names import Names
+from toolkit.lens.audit_state import StateSnapshot
+from toolkit.lens.backward_graph import trace_cuts
+
+__all__ = ["Edge", "Recording", "Write", "is_open_marker"]
+
+_DATA = inspect.getattr_static(torch.Tensor, "data")
+# methods whose name ends in "_" that do not write a tensor's values
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad"})
+# functions whose arguments after the input are weights: a weight with a graph there was computed
+# from stored tensors (parametrize, the spectral_norm / weight_norm hooks, a custom forward)
+_WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                           "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
+                           "group_norm", "batch_norm", "instance_norm", "prelu"})
+_COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
+_KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
+                        "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
+                        "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
+# frames of these folders are no user code: torch, and the toolkit's own packages
+_LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
+                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+
+
+class Edge(NamedTuple):
+    """A tensor as the backward graph sees it: the node that made it and which output it is."""
+
+    grad_fn: Any
+    output_nr: int
+
+
+# --- naming ----------------------------------------------------------------------------------------
+
+
+# --- cuts that leave no node -----------------------------------------------------------------------
+
+
+class _OpenMarker(torch.autograd.Function):
+    """Identity forward and backward; its node names a disabled block (``ctx.block``)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, name: str | None) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.block = inputs[1]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def is_open_marker(node: Any) -> bool:
+    """Whether an autograd node marks a disabled named block (made inside :class:`Recording`)."""
+    return getattr(type(node), "_forward_cls", None) is _OpenMarker
+
+
+def _open(x: Any, name: str | None) -> Any:
+    return tree_map(lambda t: _OpenMarker.apply(t, name)
+                    if isinstance(t, torch.Tensor) and t.requires_grad else t, x)
+
+
+def _tensors(args: Any) -> Iterator[torch.Tensor]:
+    """The tensors among ``args`` and inside the lists and tuples among them (one level)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+class _Mode(TorchFunctionMode):
+    """Sees every torch call of the step; records cuts and writes that touch watched tensors."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self.rec = recording
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        rec = self.rec
+        kwargs = kwargs or {}
+        if rec.busy:  # the recording's own hooks read tensors' attributes
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        data = name == "__get__" and getattr(func, "__self__", None) is _DATA
+        if data or func is torch.Tensor.detach or func is torch.Tensor.detach_:
+            source, how = args[0], ".data" if data else f".{name}()"
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None:
+                rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
+                                     tuple(source.shape), how))
+            elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
+                rec.leaf_detached.setdefault(id(source), how)
+            out = func(*args, **kwargs)
+            rec.trace(out, [source], exact=True)
+            return out
+        if not rec.watched:
+            return func(*args, **kwargs)
+        grad = torch.is_grad_enabled()
+        inputs = [*_tensors(args), *_tensors(kwargs.values())]
+        for t in inputs:
+            key = id(t)
+            if key in rec.watched:
+                rec.used.add(key)
+                for reads in rec._checkpointing:
+                    reads.add(key)
+                if not grad:
+                    rec.no_grad.setdefault(key, name)
+        if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
+            for t in [*_tensors(args[1:]), *_tensors([kwargs.get("weight"), kwargs.get("bias")])]:
+                if t.grad_fn is not None:
+                    rec.computed.setdefault(id(t.grad_fn), t.grad_fn)
+        out_arg = kwargs.get("out")
+        if (args and _writes(name, func)) or out_arg is not None or (
+                name in _KW_WRITES and isinstance(kwargs.get("tensor"), torch.Tensor)):
+            targets = ([out_arg] if out_arg is not None
+                       else [kwargs["tensor"]] if not args else list(_tensors(args[:1])))
+            for t in _tensors(targets):
+                key = id(t) if id(t) in rec.watched else rec.storage.get(_storage_key(t))
+                if key is not None:
+                    rec.note_write(key, name, [x for x in inputs if x is not t],
+                                   self_involved=out_arg is None and name not in _COPIES)
+        elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
+            wants = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            if id(args[0]) in rec.watched and not wants:
+                rec.frozen.add(id(args[0]))
+            elif wants and args[0].grad_fn is None:
+                rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {_caller()}"))
+        out = func(*args, **kwargs)
+        if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
+            rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {_caller()}"))
+        elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
+            rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
+        return out
+
+
+def _caller() -> str:
+    """``at file.py:LINE (function)`` of the innermost frame outside torch and the toolkit."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not any(part in path for part in _LIBRARY_PATHS):
+            return f"at {os.path.basename(path)}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return "in the step"
+
+
+def _writes(name: str, func: Any) -> bool:
+    if name == "__set__":  # p.data = ...
+        return getattr(func, "__self__", None) is _DATA
+    if name in ("__setitem__",) or (name.startswith("__i") and name.endswith("__")):
+        return True
+    return name.endswith("_") and not name.endswith("__") and name not in _NOT_WRITES
+
+
+def _storage_key(t: torch.Tensor) -> Any:
+    try:
+        return (t.device, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+@dataclass
+class Write:
+    """In-place writes of one watched tensor by the step (an EMA update, a hard copy, ...).
+
+    ``module``: the named module whose forward was running (``None``: the step itself);
+    ``ops``: the writing functions in order (``"lerp"``, ``"copy"``, ``"__set__"`` for
+    ``.data = ...``); ``sources``: the other watched tensors the written values were computed
+    from; ``self_involved``: the new value depends on the old one (``mul_``, ``lerp_``, or a
+    copy of an expression that reads it); ``copy_of``: the one tensor it was set to an exact
+    copy of (``load_state_dict``), if so.
+    """
+
+    module: str | None
+    ops: list[str] = field(default_factory=list)
+    sources: frozenset[int] = frozenset()
+    self_involved: bool = False
+    copy_of: int | None = None
+
+    @property
+    def is_average(self) -> bool:
+        """The new value mixes the old one with other tensors (an EMA or soft update)."""
+        return self.self_involved and bool(self.sources) and self.copy_of is None
+
+
+class Recording:
+    """The context in which the audit runs the step: marks, hooks and the record of cuts.
+
+    ``with recording:`` activates :func:`~toolkit.lens.trace_cuts` (toolkit cuts become named
+    marker nodes), the disabled-block markers, the torch-function mode and the forward hook;
+    :meth:`next_call` is called before each call of the step.
+    """
+
+    def __init__(self, names: Names, watched: Mapping[int, torch.Tensor],
+                 snapshot: StateSnapshot | None = None) -> None:
+        self.names = names
+        self.snapshot = snapshot
+        self.watched = dict(watched)
+        self.storage = {_storage_key(t): key for key, t in self.watched.items()}
+        self.storage.pop(None, None)
+        self.call = 0
+        self.marks: list[int] = []
+        # (call, the tensor cut, its shape, how: ".detach()", ".detach_()" or ".data")
+        self.detached: list[tuple[int, Edge, tuple[int, ...], str]] = []
+        self.leaf_detached: dict[int, str] = {}
+        self.no_grad: dict[int, str] = {}
+        self.used: set[int] = set()
+        self.written: dict[int, str] = {}
+        self.frozen: set[int] = set()
+        # id(node) -> [node, innermost module, outermost module, shape, position in the
+        # outermost module's output ("[1][0]" for h of (output, (h, c)))]
+        self.outputs: dict[int, list[Any]] = {}
+        # id(node) -> (node, module name) for tensors with a graph passed into a module call
+        self.inputs: dict[int, tuple[Any, str]] = {}
+        # id(node) -> node: weights with a graph that a layer function read (computed weights)
+        self.computed: dict[int, Any] = {}
+        # id(leaf) -> (leaf, how and where it was made to require grad) for tensors of the step
+        self.origin: dict[int, tuple[torch.Tensor, str]] = {}
+        # id(watched) -> Write: how the step wrote it in place, from what, inside which module
+        self.writes: dict[int, Write] = {}
+        # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
+        self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
+        self.calling: list[str] = []  # the named modules whose forward is running, innermost last
+        # id(node) -> (node, watched ids read): a reentrant checkpoint runs its function with
+        # gradients off and again in backward, so what it reads hangs off its node unseen
+        self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
+        self._checkpointing: list[set[int]] = []  # the reads of the checkpoints running now
+        self.busy = False
+        self._stack = contextlib.ExitStack()
+
+    def _sources(self, t: torch.Tensor) -> tuple[frozenset[int], int | None]:
+        """The watched tensors ``t`` was computed from, and the one it is an exact copy of."""
+        key = id(t)
+        if key in self.watched:
+            return frozenset((key,)), key
+        entry = self._made_from.get(key)
+        if entry is None or entry[0]() is not t:
+            return frozenset(), None
+        return entry[1], entry[2]
+
+    def trace(self, out: Any, inputs: list[Any], *, exact: bool) -> None:
+        """Remember which watched tensors a result without graph was computed from."""
+        if not isinstance(out, torch.Tensor):
+            return
+        sources: frozenset[int] = frozenset()
+        copy_of = None
+        for t in inputs:
+            if isinstance(t, torch.Tensor):
+                found, same = self._sources(t)
+                sources |= found
+                copy_of = same if exact and len(inputs) == 1 else None
+        if sources:
+            self._made_from[id(out)] = (weakref.ref(out), sources, copy_of)
+
+    def note_write(self, key: int, op: str, inputs: list[torch.Tensor], *,
+                   self_involved: bool) -> None:
+        """Record an in-place write of the watched tensor ``key`` (and copy it first)."""
+        op = op.strip("_") or op
+        self.written.setdefault(key, op)
+        write = self.writes.setdefault(key, Write(self.calling[-1] if self.calling else None))
+        write.ops.append(op)
+        for t in inputs:
+            found, same = self._sources(t)
+            write.sources |= found - {key}
+            if key in found:
+                self_involved = True
+            if not self_involved and same is not None and same != key and len(inputs) == 1:
+                write.copy_of = same
+        write.self_involved |= self_involved
+        if self.snapshot is not None:
+            self.snapshot.before_write(key)
+
+    def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
+        label = self.names.modules.get(id(module))
+        if label is None:
+            return
+        if self.calling and self.calling[-1] == label:
+            self.calling.pop()
+        self.busy = True
+        try:
+            self._outputs(label, output)
+        finally:
+            self.busy = False
+
+    def _outputs(self, label: str, output: Any, where: str = "") -> None:
+        """Map the node of each tensor ``output`` holds (tuples nested twice) to ``label``."""
+        if isinstance(output, (list, tuple)) and where.count("[") < 2:
+            for i, item in enumerate(output):
+                self._outputs(label, item, f"{where}[{i}]")
+            return
+        if not isinstance(output, torch.Tensor) or output.grad_fn is None:
+            return
+        node = output.grad_fn
+        entry = self.outputs.get(id(node))
+        if entry is None:
+            self.outputs[id(node)] = [node, label, label, tuple(output.shape), where]
+        else:
+            entry[2], entry[4] = label, where  # an enclosing module's call ends later
+
+    def _pre_hook(self, module: nn.Module, args: Any) -> None:
+        label = self.names.modules.get(id(module))
+        if label is not None:
+            self.calling.append(label)
+            self.busy = True
+            try:
+                for t in _tensors(args):
+                    if t.grad_fn is not None:
+                        self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+            finally:
+                self.busy = False
+
+    def next_call(self) -> None:
+        """Start the next call of the step: remember where autograd's node numbering is."""
+        self.call += 1
+        self.calling.clear()
+        self.busy = True
+        try:
+            with torch.enable_grad():
+                probe = torch.zeros((), requires_grad=True) * 1.0
+            self.marks.append(probe.grad_fn._sequence_nr())
+        finally:
+            self.busy = False
+
+    def __enter__(self) -> Recording:
+        stack = self._stack
+        stack.enter_context(trace_cuts())
+        token = _OPEN_HOOK.set(_open)
+        stack.callback(_OPEN_HOOK.reset, token)
+        for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+                       nn.modules.module.register_module_forward_hook(self._hook)):
+            stack.callback(handle.remove)
+        stack.enter_context(_Mode(self))
+        self._watch_checkpoints(stack)
+        return self
+
+    def _watch_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        """Record what each reentrant ``torch.utils.checkpoint`` reads, by its backward node.
+
+        With ``use_reentrant=True`` the checkpointed function runs with gradients off and is run
+        again during backward: the parameters it reads are reached through the checkpoint's
+        node, not through any edge of the graph. The node is the ``ctx`` of the checkpoint's
+        ``forward``, so the reads are filed under it.
+        """
+        function = getattr(torch.utils.checkpoint, "CheckpointFunction", None)
+        if function is None:  # pragma: no cover - a torch without the reentrant variant
+            return
+        original = function.__dict__["forward"]
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            self._checkpointing.append(set())
+            try:
+                return original.__func__(ctx, *args)
+            finally:
+                self.checkpoints[id(ctx)] = (ctx, self._checkpointing.pop())
+
+        function.forward = staticmethod(forward)
+        stack.callback(setattr, function, "forward", original)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()

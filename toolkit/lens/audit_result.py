@@ -1,0 +1,208 @@
+"""The result of :func:`toolkit.lens.audit.audit_step`: findings by kind, and their report.
+
+Failures (``StepAudit.ok`` is ``False`` when any is present):
+
+- ``leaks`` (:class:`~toolkit.lens.audit_graph.Leak`): a loss's gradient reaches a tensor its
+  optimizer does not step, and a cut can remove it without cutting a stepped tensor off the
+  loss; or the optimizer steps a tensor the step also writes in place (updated twice);
+- ``targets`` (:class:`~toolkit.lens.audit_targets.TrainedTarget`): a regression, TD,
+  soft-target or score-function loss whose target side reaches the parameters being trained;
+- ``dead`` (:class:`~toolkit.lens.audit_graph.DeadParameter`): a stepped tensor that requires
+  grad and that none of its losses reaches;
+- ``carried`` (:class:`~toolkit.lens.audit_graph.CarriedGraph`): the step's graph reaches graph
+  made before the step (one finding per carried tensor);
+- ``held`` (:class:`~toolkit.lens.audit_held.HeldGraph`): a module's buffer or tensor attribute
+  holds a ``grad_fn`` after the step.
+
+Information (never a failure):
+
+- ``pass_through`` (:class:`~toolkit.lens.audit_graph.Leak` with ``cut_at=None``): tensors the
+  gradient passes through on its way to stepped ones, which no cut can spare (the
+  discriminator in a generator step, a critic in an actor step): backward computes their
+  gradient and the optimizer ignores it;
+- ``frozen`` (:class:`~toolkit.lens.audit_graph.FrozenTensor`): tensors an optimizer holds that
+  do not require grad (skipped by every torch optimizer), and whether the step writes them;
+- ``notes``: in-place writes (an average, a copy), leaves of the step that receive gradient,
+  the state put back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from toolkit._utils.formatting import fmt
+from toolkit.lens.audit_graph import CarriedGraph, DeadParameter, FrozenTensor, Leak
+from toolkit.lens.audit_held import HeldGraph
+from toolkit.lens.audit_targets import TrainedTarget
+
+__all__ = ["StepAudit"]
+
+
+
+def _short(path: Iterable[str], keep: int = 10) -> str:
+    nodes = list(path)
+    if len(nodes) > keep:
+        nodes = [*nodes[:3], f"… {len(nodes) - 8} nodes …", *nodes[-5:]]
+    return " -> ".join(nodes)
+
+
+def listing(names: list[str], keep: int = 6) -> str:
+    """``a, b, c, … (+4)``."""
+    shown = ", ".join(names[:keep])
+    return shown + (f", … (+{len(names) - keep})" if len(names) > keep else "")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 loss``, ``2 losses``, ``3 tensors``."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+@dataclass(frozen=True)
+class StepAudit:
+    """What :func:`audit_step` found; ``str()`` prints it grouped, failures first.
+
+    ``ok`` is ``True`` when there is no leak, trained target, dead parameter, carried graph
+    or held graph. ``pass_through``, ``frozen`` and ``notes`` are information: they never make
+    ``ok`` false (``audit_step(..., allow_pass_through=False)`` counts pass-through as leaks).
+    The module's docstring (:mod:`toolkit.lens.audit_result`) says what each kind means;
+    ``to_dict()`` gives every finding as a dict of its fields.
+    """
+
+    losses: tuple[str, ...]
+    leaks: tuple[Leak, ...] = ()
+    dead: tuple[DeadParameter, ...] = ()
+    carried: tuple[CarriedGraph, ...] = ()
+    n_stepped: int = 0
+    notes: tuple[str, ...] = field(default=())
+    pass_through: tuple[Leak, ...] = ()
+    frozen: tuple[FrozenTensor, ...] = ()
+    held: tuple[HeldGraph, ...] = ()
+    targets: tuple[TrainedTarget, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """No failure: no leak, trained target, dead parameter, carried or held graph."""
+        return not (self.leaks or self.targets or self.dead or self.carried or self.held)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts) and notes."""
+        kinds = ("leaks", "targets", "dead", "carried", "held", "pass_through", "frozen")
+        return {"losses": list(self.losses), "ok": self.ok, "n_stepped": self.n_stepped,
+                **{k: [asdict(x) for x in getattr(self, k)] for k in kinds},
+                "notes": list(self.notes)}
+
+    def _leak_lines(self) -> list[str]:
+        groups: dict[tuple[str, str, str], list[Leak]] = {}
+        for leak in self.leaks:
+            groups.setdefault((leak.loss, leak.reason, leak.fix), []).append(leak)
+        lines = []
+        for (loss, reason, fix), leaks in groups.items():
+            shortest = min(leaks, key=lambda x: len(x.path))
+            size = fmt(sum(x.grad_bytes for x in leaks), 'B')
+            lines += [f"LEAK    loss {loss!r} reaches {plural(len(leaks), 'tensor')} {reason} "
+                      f"({size} of gradient): {listing([x.parameter for x in leaks])}",
+                      f"        path: {_short(shortest.path)}",
+                      f"        fix:  {fix}"]
+        return lines
+
+    def _target_lines(self) -> list[str]:
+        lines = []
+        for t in self.targets:
+            terms = f", {t.terms} terms" if t.terms > 1 else ""
+            lines += [f"TARGET  loss {t.loss!r} ({t.form}{terms}) reads a target that reaches "
+                      f"{plural(len(t.parameters), 'tensor')} optimizer {t.optimizer!r} "
+                      f"steps: {listing(list(t.parameters))}",
+                      f"        path: {_short(t.path)}",
+                      f"        fix:  {t.fix}"]
+        return lines
+
+    def _dead_lines(self) -> list[str]:
+        groups: dict[tuple[str, str], list[DeadParameter]] = {}
+        for dead in self.dead:
+            groups.setdefault((dead.optimizer, dead.cut), []).append(dead)
+        lines = []
+        for (optimizer, cut), items in groups.items():
+            losses = ", ".join(repr(x) for x in items[0].losses)
+            lines += [f"DEAD    optimizer {optimizer!r} steps {plural(len(items), 'tensor')} "
+                      f"that no gradient of {losses} reaches: "
+                      f"{listing([x.parameter for x in items])}",
+                      f"        cut:  {cut}"]
+            with_path = [x for x in items if x.path]
+            if with_path:
+                best = min(with_path, key=lambda x: len(x.path or ()))
+                lines.append(f"        path: {_short(best.path or ())}")
+        return lines
+
+    def _carried_lines(self) -> list[str]:
+        lines = []
+        for c in self.carried:
+            shape = "" if c.shape is None else f" of shape {c.shape}"
+            lines += [f"CARRIED loss {c.loss!r} reaches {plural(c.n_nodes, 'node')} made "
+                      f"{c.created}: {c.source}{shape}, entering at {c.entered}",
+                      f"        path: {_short(c.path)}",
+                      f"        fix:  {c.fix}"]
+        return lines
+
+    def _held_lines(self) -> list[str]:
+        lines = []
+        for h in self.held:
+            older = f", and {plural(h.older, 'older node')} of earlier steps" if h.older else ""
+            lines += [f"HELD    {h.module}.{h.name} ({h.kind} of shape {h.shape}) holds a "
+                      f"grad_fn after the step: {h.written}; it keeps "
+                      f"{plural(h.n_nodes, 'node')} of each step's graph alive "
+                      f"({fmt(h.graph_bytes, 'B')} saved for backward){older}",
+                      f"        fix:  {h.fix}"]
+        return lines
+
+    def _info_lines(self) -> list[str]:
+        lines = []
+        by_loss: dict[tuple[str, str], list[Leak]] = {}
+        for leak in self.pass_through:
+            by_loss.setdefault((leak.loss, leak.optimizer), []).append(leak)
+        for (loss, optimizer), leaks in by_loss.items():
+            size = fmt(sum(x.grad_bytes for x in leaks), 'B')
+            lines.append(f"PASS    loss {loss!r} passes through {plural(len(leaks), 'tensor')} "
+                         f"optimizer {optimizer!r} does not step ({size} of gradient computed "
+                         f"and not used: {listing([x.parameter for x in leaks], 4)}); to skip "
+                         f"it, requires_grad_(False) on them around the step (as Lightning's "
+                         f"toggle_optimizer does)")
+        groups: dict[tuple[str, str | None], list[FrozenTensor]] = {}
+        for f in self.frozen:
+            groups.setdefault((f.optimizer, f.written), []).append(f)
+        for (optimizer, written), items in groups.items():
+            read = list(dict.fromkeys(r for f in items for r in f.written_from))
+            what = ""
+            if written:
+                kind, _, ops = written.rpartition(" (")
+                what = (f"; the step writes {'it' if len(items) == 1 else 'them'} in place: "
+                        f"{kind} {listing(read, 4)} ({ops}" if read else
+                        f"; the step writes {'it' if len(items) == 1 else 'them'}: {written}")
+            verb = "does" if len(items) == 1 else "do"
+            lines.append(f"FROZEN  optimizer {optimizer!r} holds "
+                         f"{plural(len(items), 'tensor')} that {verb} not require grad (every "
+                         f"torch optimizer skips them): {listing([x.parameter for x in items], 4)}"
+                         f"{what}")
+        return lines
+
+    def __str__(self) -> str:
+        losses = ", ".join(repr(n) for n in self.losses)
+        ran = "the step ran twice, nothing was differentiated"
+        if self.ok:
+            reached = self.n_stepped - len(self.frozen)
+            frozen = f" ({len(self.frozen)} frozen)" if self.frozen else ""
+            head = (f"audit_step: clean; {plural(len(self.losses), 'loss')} ({losses}), "
+                    f"{reached} stepped tensors all reached{frozen}, no leak, no carried graph "
+                    f"({ran})")
+            return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
+        counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
+                  (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
+                  (len(self.held), "held graph")]
+        head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
+                f"(losses {losses}; {ran})")
+        return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
+                          *self._carried_lines(), *self._held_lines(), *self._info_lines(),
+                          *[f"note: {n}" for n in self.notes]])

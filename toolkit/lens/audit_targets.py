@@ -1,0 +1,223 @@
+"""Targets computed from the parameters being trained: the TD target, pseudo-label or baseline
+that the optimizer's own parameters reach without a cut.
+
+A regression or TD loss compares a prediction with a target; semi-gradient methods treat the
+target as a constant (Sutton & Barto 2018, §9.3; Mnih et al. 2015). When both sides of the
+comparison reach a tensor the loss's optimizer steps, and the target side passes no cut,
+gradient also flows through the target: a double DQN whose target network *is* the policy
+network, a target computed from the online network without ``no_grad`` (datawhalechina/easy-rl#117).
+The same holds for a soft target or pseudo-label made by the model being trained, and for the
+weight of a log-probability (``log π · (R − V)``) when ``V`` is trained by the same optimizer
+(astariul/encode-attend-navigate-pytorch#2).
+
+The forms recognised, in the *head* of the loss (reached from the loss through sums, means,
+``+``/``−``, products with constants, negation and views only):
+
+- ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``, ``l1_loss`` (their two inputs);
+- ``(a - b) ** 2``, ``(a - b).abs()``, ``(a - b) * (a - b)`` (the two sides of the ``-``);
+- a product of two tensors with a graph, one of which is a log-probability (``log_softmax``,
+  ``log``, ``log_sigmoid``, ``Categorical.log_prob``): cross-entropy to a soft target
+  (``F.cross_entropy`` with probabilities, ``F.kl_div``) and score-function terms
+  ``log π · A``. The other factor is the target or weight; an entropy ``p · log p`` (both
+  factors from the same log-probability) is no target.
+
+Not recognised: cosine similarity (SimSiam's ``D(p, z)``), a comparison deeper in the graph
+than the loss's head (a hand-written variance), a comparison whose two sides share a node of
+one forward pass (``(y - y.mean(0)) ** 2``: a centring, not a target; a target computed in the
+same forward as its prediction is missed), margins and contrastive losses. Residual-
+gradient methods want the gradient through the target: ``audit_step(...,
+allow_trained_target=True)`` accepts it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.lens.audit_graph import VIEWS, Labeller, shape_text
+from toolkit.lens.audit_leaks import Graph, owners
+from toolkit.lens.backward_graph import is_cut_marker, node_label
+
+__all__ = ["TrainedTarget", "find_trained_targets", "target_edges"]
+
+_COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss"})
+_SQUARES = frozenset({"Pow", "Abs", "Square"})
+_HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
+                   "Select", "Index", "Clamp", "Where", "Stack", "Cat"}) | VIEWS
+_LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
+_TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
+                         "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
+_MAX_HEAD = 64
+
+
+@dataclass(frozen=True)
+class TrainedTarget:
+    """Loss ``loss`` compares a prediction with a target that also reaches ``parameters``,
+    tensors that ``optimizer`` steps: gradient flows through the target.
+
+    ``form``: what the audit recognised (``"MseLoss"``, ``"(a - b) ** 2"``, ``"a
+    log-probability times a weight that carries gradient"``); ``target``: the target side
+    (``"the output of Add (shape (8,))"``); ``parameters``: the stepped tensors both sides
+    reach (for a log-probability's weight: that the weight reaches); ``path``: loss -> the
+    comparison -> the target side; ``fix``: cut the target; ``terms``: how many terms of the
+    loss have this form and these parameters (one per time step of an episode).
+    """
+
+    loss: str
+    optimizer: str
+    form: str
+    target: str
+    parameters: tuple[str, ...]
+    path: tuple[str, ...]
+    fix: str
+    terms: int = 1
+
+
+def _label(node: Any) -> str:
+    return node_label(node)
+
+
+def _inputs(node: Any) -> list[Any]:
+    return [n for n, _ in node.next_functions if n is not None]
+
+
+def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
+    """``(chain to the comparison, comparison node, form, index of the target input)`` for the
+    comparisons in the head of the loss."""
+    nodes = graph.search.nodes
+    found = []
+    queue = deque([[nodes[r]] for r in dict.fromkeys(graph.roots)])
+    seen: set[int] = set()
+    while queue and len(seen) < _MAX_HEAD:
+        chain = queue.popleft()
+        node = chain[-1]
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        label, inputs = _label(node), _inputs(node)
+        if label in _COMPARE and len(inputs) == 2:
+            found.append((chain, node, label, 1))
+            continue
+        if label in _SQUARES and len(inputs) == 1 and _label(inputs[0]) == "Sub" \
+                and len(_inputs(inputs[0])) == 2:
+            form = "(a - b) ** 2" if label != "Abs" else "|a - b|"
+            found.append(([*chain, inputs[0]], inputs[0], form, None))
+            continue
+        if label == "Mul" and len(inputs) == 2:
+            if inputs[0] is inputs[1] and _label(inputs[0]) == "Sub":
+                found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None))
+                continue
+            found.append((chain, node, "product", None))
+            continue
+        if label == "Div" and len(inputs) == 2:
+            continue  # divided by something with a graph: a density's term, not a loss's
+        if label in _HEAD:
+            queue.extend([*chain, n] for n in inputs if not is_cut_marker(n))
+    return found
+
+
+def _log_node(graph: Graph, start: Any) -> Any | None:
+    """The log-probability node ``start`` is computed from through index, sum and arithmetic
+    ops (at most 8 nodes down, not through any module's output), or ``None``."""
+    queue = deque([(start, 0)])
+    seen: set[int] = set()
+    while queue:
+        node, depth = queue.popleft()
+        if id(node) in seen or depth > 8:
+            continue
+        seen.add(id(node))
+        label = _label(node)
+        if label in _LOGS:
+            return node
+        if label in _TOWARD_LOG:
+            queue.extend((n, depth + 1) for n in _inputs(node) if not is_cut_marker(n))
+    return None
+
+
+def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int], set[int]]:
+    """``(ids of stepped tensors reached from node, ids of the nodes met)``, cuts respected."""
+    nodes = graph.search.nodes
+    met = graph.reach([id(node)]) if id(node) in nodes else set()
+    found = {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
+    return found & stepped, met
+
+
+def _sides(graph: Graph, node: Any, form: str, target_index: int | None
+           ) -> tuple[str, Any, set[int]] | None:
+    """``(form, target or weight side, ids of the stepped tensors it concerns)`` of one form,
+    stepped tensors left to the caller (``set()`` here), or ``None`` when it is no target."""
+    inputs = _inputs(node)
+    if len(inputs) != 2:
+        return None
+    nodes = graph.search.nodes
+    if form != "product":
+        left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs)
+        if any(getattr(nodes[k], "variable", None) is None for k in left & right):
+            return None  # one forward gives both sides: a centring or a batch statistic
+        side = target_index if target_index is not None else _target_side(inputs)
+        return form, inputs[side], set()
+    logs = [_log_node(graph, n) for n in inputs]
+    if logs[0] is None and logs[1] is None:
+        return None
+    weight = 1 if logs[0] is not None else 0
+    log = logs[1 - weight]
+    if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
+        return None  # p · log p: an entropy, the weight is the distribution itself
+    return "a log-probability times a weight that carries gradient", inputs[weight], set()
+
+
+def target_edges(graph: Graph) -> set[tuple[int, int]]:
+    """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
+    of the loss's head: the paths no stepped tensor should be trained by."""
+    removed = set()
+    for _, node, form, target_index in _forms(graph):
+        found = _sides(graph, node, form, target_index)
+        if found is not None:
+            removed.add((id(node), id(found[1])))
+    return removed
+
+
+def find_trained_targets(loss: str, optimizer: str, graph: Graph, stepped: set[int],
+                         label: Labeller) -> list[TrainedTarget]:
+    """The trained targets of one loss (see the module's docstring)."""
+    names = label.rec.names
+    merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
+    for chain, node, form, target_index in _forms(graph):
+        found = _sides(graph, node, form, target_index)
+        if found is None:
+            continue
+        form, target, _ = found
+        if form.startswith("a log-probability"):
+            shared, _ = _stepped_below(graph, target, stepped)
+        else:
+            left, right = (_stepped_below(graph, n, stepped)[0] for n in _inputs(node))
+            shared = left & right
+        if not shared:
+            continue
+        what, shape = label.tensor(target, node)
+        params = tuple(sorted(names.tensors.get(i, f"<tensor {i}>") for i in shared))
+        fix = (f"cut the target: {what}{shape_text(shape)}, where {label(node)} reads it "
+               f"(behind it: {owners(list(params))}), under torch.no_grad(), .detach() or "
+               "stop_gradient(x, name=...); if the gradient through it is meant (residual "
+               "gradient), audit with allow_trained_target=True")
+        key = (form, params)
+        if key in merged:
+            merged[key] = dataclasses.replace(merged[key], terms=merged[key].terms + 1)
+            continue
+        merged[key] = TrainedTarget(loss, optimizer, form, f"{what}{shape_text(shape)}", params,
+                                    tuple(label(n) for n in [*chain, target]), fix)
+    return list(merged.values())
+
+
+def _target_side(inputs: list[Any]) -> int:
+    """Of the two sides of ``a - b``: the one computed by arithmetic on a network's output
+    (``r + γ · max Q(s')``), else the second."""
+    def arithmetic(node: Any) -> bool:
+        while _label(node) in VIEWS and _inputs(node):
+            node = _inputs(node)[0]
+        return _label(node) in ("Add", "Sub", "Mul", "Max", "Amax", "Maximum", "Minimum")
+
+    first, second = (arithmetic(n) for n in inputs)
+    return 0 if first and not second else 1
