@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
 from toolkit._utils.param_validation import Bool, Integer, Options, Real, check, check_params
-from toolkit.core.stop_gradient import as_constant, require_block, stop_gradient
+from toolkit.core.stop_gradient import as_constant, require_block
 
 #: The one cut of the RBM. The negative samples come from a Markov chain run with the current
 #: parameters; the CD update (and the likelihood gradient it approximates) differentiates the
@@ -137,9 +137,31 @@ def _bernoulli(p: torch.Tensor, generator: torch.Generator | None,
     return torch.lt(u, p, out=out)
 
 
-def _free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
-    W, b, c = params
-    return -(v @ b) - F.softplus(F.linear(v, W, c)).sum(dim=1)
+def _hidden_input(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
+    """``a = c + v Wᵀ``, the hidden units' input for each row of ``v``: (rows, n_hidden)."""
+    W, _, c = params
+    return F.linear(v, W, c)
+
+
+def _free_energy(params: RBMParams, v: torch.Tensor, a: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """``F(v) = −b·v − Σ_j softplus(a_j)`` of each row of ``v``, with ``a`` its
+    :func:`_hidden_input` (computed when not given). The one place the free energy is written:
+    :func:`free_energy`, :func:`cd_loss` and the training update's gradient all read it."""
+    a = _hidden_input(params, v) if a is None else a
+    return -(v @ params.visible_bias) - F.softplus(a).sum(dim=1)
+
+
+def _fixed(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` as a constant of the CD update, behind :data:`BLOCK`: the RBM's one cut.
+
+    The negative samples come from a Markov chain run with the current parameters. The CD
+    update (and the maximum-likelihood gradient it approximates) differentiates the free
+    energy at fixed samples: no gradient may flow back through the chain that produced them.
+    While the block is active nothing of ``fn`` is recorded and its result is cut; inside
+    ``disable_blocks(BLOCK)`` its graph is kept and the gradient flows back through it.
+    """
+    return as_constant(fn, *args, name=BLOCK)
 
 
 def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
@@ -188,11 +210,11 @@ def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field
         require_block(BLOCK, where=where,
                       why="a sampled Gibbs chain passes no gradient, so the update would silently "
                           "stay the CD update; use chain='mean_field' to train through the chain")
-    # The negative samples are constants of the CD update: no graph is recorded for the chain
-    # while the block is active; inside disable_blocks(BLOCK) the mean-field chain keeps its
+    # The negative samples are constants of the CD update (no graph is recorded for the chain
+    # while the block is active); inside disable_blocks(BLOCK) the mean-field chain keeps its
     # graph and cd_loss's gradient flows back through its k steps.
     chain = _gibbs_from_hidden if from_hidden else _gibbs
-    return as_constant(chain, params, start, k, mean_field, generator, name=BLOCK)
+    return _fixed(chain, params, start, k, mean_field, generator)
 
 
 def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
@@ -216,21 +238,23 @@ def _cd_sum_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tens
                       like.new_full((n_model,), n_data / n_model)])
 
 
-def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
-             weights: torch.Tensor | None = None) -> torch.Tensor:
-    # The negative samples come from a Markov chain run with the current parameters. The CD
-    # update (and the maximum-likelihood gradient it approximates) differentiates the free
-    # energy at fixed samples: no gradient may flow back through the chain that produced them.
-    v_model = stop_gradient(v_model, name=BLOCK)
-    W, b, c = params
-    v = torch.cat([v_data, v_model])
+def _cd_rows(v_data: torch.Tensor, v_model: torch.Tensor, weights: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of ``v_data`` then of ``v_model``, the model's fixed (:func:`_fixed`: whatever
+    the caller passes, a chain with its graph included), and their weights (default
+    :func:`_cd_weights`)."""
+    v = torch.cat([v_data, _fixed(lambda: v_model)])
     if weights is None:
         weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
+    return v, weights
+
+
+def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+             weights: torch.Tensor | None = None) -> torch.Tensor:
     # mean F(v_data) − mean F(v_model) as one weighted sum over the rows of both sets,
-    # Σ_r weights_r · (−F(v_r)) with −F(v) = b·v + Σ_j softplus(c_j + W_j·v); pre-activations
-    # as (n_hidden, rows) = addmm(c as a column, W, vᵀ), a small graph.
-    pre = torch.addmm(c.unsqueeze(1), W, v.T)
-    return torch.addmv(F.softplus(pre).sum(dim=0), v, b) @ weights
+    # −Σ_r weights_r · F(v_r)
+    v, weights = _cd_rows(v_data, v_model, weights)
+    return -(_free_energy(params, v) @ weights)
 
 
 def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
@@ -257,12 +281,9 @@ def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
     the gradient of ``σ(a)·a``, another function, not the free energy without a cut (the free
     energy's gradient has no path through σ to cut). It saves the softplus and its backward.
     """
-    v_model = stop_gradient(v_model, name=BLOCK)  # as in _cd_loss: the chain's output is fixed
-    W, b, c = params
-    v = torch.cat([v_data, v_model])
-    if weights is None:
-        weights = _cd_weights(v_data.shape[0], v_model.shape[0], v)
-    pre = F.linear(v, W, c)  # (rows, n_hidden); its rows of v_model are the chains' next p(h|v)
+    v, weights = _cd_rows(v_data, v_model, weights)  # as in _cd_loss: the samples are fixed
+    b = params.visible_bias
+    pre = _hidden_input(params, v)  # (rows, n_hidden); its v_model rows: the chains' next p(h|v)
     # σ(a) and the cotangent are values, computed without a graph: autograd never
     # differentiates a cotangent, so recording one would only cost time (no cut is decided)
     with torch.no_grad():
