@@ -63,11 +63,15 @@ def test_every_package_folder_is_listed_for_installation() -> None:
     tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     found = {".".join(p.parent.relative_to(REPO).parts)
              for p in (REPO / "toolkit").rglob("__init__.py")}
-    assert found | {"stop_gradient_experiments"} == set(tool["packages"])
+    experiment_packages = {p.parent.name for p in (REPO / "experiments").glob("*/__init__.py")}
+    assert found | {"stop_gradient_experiments"} | {
+        f"stop_gradient_experiments.{name}" for name in experiment_packages} == set(
+        tool["packages"])
     assert tool["package-dir"] == {"stop_gradient_experiments": "experiments"}
     modules = {p.stem for p in (REPO / "experiments").glob("*.py")
                if not p.stem.startswith("_")}
-    assert modules == set(BUILTIN)  # every experiment file is declared, and nothing else
+    # every experiment, a module or a package, is declared, and nothing else
+    assert modules | experiment_packages == set(BUILTIN)
 
 
 @pytest.mark.slow
@@ -113,8 +117,13 @@ def test_the_toolkit_never_imports_an_experiment_by_name() -> None:
 
 def test_every_experiment_runs_as_a_script(tmp_path: Path) -> None:
     for name in BUILTIN:
-        source = (REPO / "experiments" / f"{name}.py").read_text(encoding="utf-8")
-        assert 'if __name__ == "__main__":' in source and "run_module(__name__)" in source, name
+        module = REPO / "experiments" / f"{name}.py"
+        if module.is_file():
+            source = module.read_text(encoding="utf-8")
+            assert 'if __name__ == "__main__":' in source and "run_module(__name__)" in source, name
+        else:  # an experiment with modules of its own is a package; -m runs its __main__
+            source = (REPO / "experiments" / name / "__main__.py").read_text(encoding="utf-8")
+            assert f'run_module("stop_gradient_experiments.{name}")' in source, name
     done = _python("-m", "stop_gradient_experiments.dice", "--out", str(tmp_path),
                    "--no-report", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

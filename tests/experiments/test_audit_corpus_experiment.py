@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 import stop_gradient_experiments.audit_corpus as audit_corpus
-from stop_gradient_experiments._audit_corpus import BUGS, LEGIT
+from stop_gradient_experiments.audit_corpus.cases import BUGS, LEGIT
 
 from toolkit.lab.report import write_report
 from toolkit.lab.runner import Finding, load_config, run_experiment

@@ -1,4 +1,4 @@
-"""The audit against the corpus of real bugs (``experiments/_audit_corpus.py``).
+"""The audit against the corpus of real bugs (``experiments/audit_corpus/cases.py``).
 
 Each case is a minimal reproduction of a bug pattern from public reports (cited in the corpus:
 pytorch/examples#116 for the GAN fake, philtabor/Deep-Q-Learning-Paper-To-Code#9 and #16 for the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from stop_gradient_experiments._audit_corpus import BUGS, LEGIT, actor_critic, expected_names
+from stop_gradient_experiments.audit_corpus.cases import BUGS, LEGIT, actor_critic, expected_names
 
 from toolkit import audit_step
 

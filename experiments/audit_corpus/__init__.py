@@ -1,6 +1,6 @@
 """Audit a corpus of real training-step bugs: what ``audit_step`` says, and what each bug costs.
 
-Seven bug patterns that public bug reports keep showing (``experiments/_audit_corpus.py``, each
+Seven bug patterns that public bug reports keep showing (``experiments/audit_corpus/cases.py``, each
 with its citations): a DQN target computed with gradients, a GAN fake batch not detached in the
 discriminator step, an EMA teacher trained by gradient too, a distillation teacher that is not
 frozen, an actor-critic advantage not detached, a truncated-BPTT state carried across windows,
@@ -32,7 +32,7 @@ from toolkit import StepAudit, audit_step, gradient_graph
 from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 
-from ._audit_corpus import BUGS, LEGIT, Case, expected_names, losses_of, train_steps
+from .cases import BUGS, LEGIT, Case, expected_names, losses_of, train_steps
 
 DESCRIPTION = ("the step audit on a corpus of real training-step bugs and their fixes, with the "
                "measured cost of each bug")
@@ -54,7 +54,7 @@ class Params(ExperimentParams):
     windows: int = Field(4, ge=2, description="BPTT windows over which the graph size is counted")
 
 
-BLOCKS = ("corpus.dqn.target", "corpus.bptt.state")  # the corpus's cuts (_audit_corpus.py)
+BLOCKS = ("corpus.dqn.target", "corpus.bptt.state")  # the corpus's cuts (cases.py)
 QUICK: dict[str, Any] = {"width": 32, "batch": 32, "rounds": 5}
 
 
@@ -324,8 +324,3 @@ def figures(run: RunResults) -> dict[str, Any]:
             "audit_table": (table_figure(run), "Each bug, what audit_step said about it, and what "
                                                "it costs (buggy over fixed, medians of "
                                                "interleaved rounds).")}
-
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))
