@@ -310,7 +310,11 @@ def _comparisons(expl: str) -> list[tuple[float, str, float]]:
     for m in _COMPARE.finditer(first):
         right = re.match(_VAL, first[m.end():])
         bound = right.group(1) if right is not None else ""
-        if any(c in bound for c in ".ein"):
+        before = first[:m.start()].rstrip()
+        after = first[m.end() + (right.end() if right else 0):].lstrip()
+        # whole operands only: not the 2 of "(x / 2) < 0.02", nor the 1e-5 of "< 1e-5 * s"
+        operator = before[-1:] in set("+-*/%@") or after[:1] in set("+-*/%@")
+        if any(c in bound for c in ".ein") and not operator:
             found.append((float(m.group(1)), m.group(2), float(bound)))
     return found
 
@@ -351,10 +355,16 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> None:
     _current["nodeid"] = item.nodeid
 
 
+def pytest_runtest_logreport(report: Any) -> None:
+    if hasattr(report, "wasxfail"):
+        _current["xfail"] = report.nodeid
+
+
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
-    """Append what this test recorded (a killed or hung run keeps what it measured)."""
+    """Append what this test recorded (a killed or hung run keeps what it measured); an
+    expected failure's records are left out (its failing comparison is the point)."""
     out = os.environ.get(ENV_OUT)
-    if out and _records:
+    if out and _records and _current.get("xfail") != nodeid:
         with open(f"{out}.{os.getpid()}.part", "a", encoding="utf-8") as fh:
             for entry in _records.values():
                 fh.write(json.dumps(entry, default=float) + "\n")

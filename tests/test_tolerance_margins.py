@@ -35,6 +35,12 @@ def test_known_ratios():
     assert not np.allclose([0.0], [1e-7])  # negated: 1e-8 / 1e-7 = 0.1
     bigger = 2 * err
     assert err < bigger  # an ordering
+    assert err / 2 < 1e-6  # arithmetic: pytest does not show err / 2, so this is not read
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError)
+def test_an_expected_failure_is_left_out():
+    torch.testing.assert_close(torch.tensor(1.0), torch.tensor(2.0))
 
 
 def test_a_failure_is_recorded():
@@ -69,6 +75,8 @@ def test_run_records_each_sites_ratio(tmp_path: Path) -> None:
     assert found[negated] == {"np.allclose (negated)": pytest.approx(0.1, rel=1e-3)}
     ordering = lines.index("    assert err < bigger  # an ordering") + 1
     assert found[ordering] == {"assert < (ordering)": pytest.approx(0.5)}
+    assert lines.index("    assert err / 2 < 1e-6  # arithmetic: pytest does not show err / 2, "
+                       "so this is not read") + 1 not in found
 
     report = subprocess.run([sys.executable, str(SCRIPT), "report", str(out), "--within", "3"],
                             capture_output=True, text=True, check=True).stdout
