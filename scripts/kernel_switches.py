@@ -1,6 +1,7 @@
 """Which environment switches change floating-point results on this machine?
 
     python scripts/kernel_switches.py
+    python scripts/kernel_switches.py --npy-disable baseline   # the value .ci/run uses
 
 Computes a fixed set of reductions, GEMMs, elementwise functions and factorisations with
 torch, NumPy and SciPy, once with the environment as it is and once under each switch (a fresh
@@ -28,15 +29,18 @@ def npy_disable(level: str) -> str:
     """The ``NPY_DISABLE_CPU_FEATURES`` value that leaves NumPy's loops at ``level``.
 
     ``"avx2"``: the AVX-512 targets off; ``"baseline"``: every dispatched target off. The names
-    are the installed NumPy's own (they changed in NumPy 2.4), so the value is valid for it.
+    are the installed NumPy's own (they changed in NumPy 2.4) and only those this CPU has (NumPy
+    warns about the others), so the value is valid here; empty when nothing is to disable.
     """
     try:
-        from numpy._core._multiarray_umath import __cpu_dispatch__
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
     except ImportError:  # NumPy < 2
-        from numpy.core._multiarray_umath import __cpu_dispatch__
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
-    above_avx2 = [f for f in __cpu_dispatch__ if f.startswith(("AVX512", "X86_V4"))]
-    return " ".join(above_avx2 if level == "avx2" else __cpu_dispatch__)
+    found = [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]
+    if level == "avx2":
+        found = [f for f in found if f.startswith(("AVX512", "X86_V4"))]
+    return " ".join(found)
 
 
 def results() -> dict[str, str]:
@@ -101,6 +105,9 @@ def switches() -> dict[str, dict[str, str]]:
 def main() -> int:
     if "--child" in sys.argv:
         json.dump(results(), sys.stdout)
+        return 0
+    if "--npy-disable" in sys.argv:  # for .ci/run: the value of NPY_DISABLE_CPU_FEATURES
+        print(npy_disable(sys.argv[sys.argv.index("--npy-disable") + 1]))
         return 0
 
     def child(extra: dict[str, str]) -> dict[str, str]:
