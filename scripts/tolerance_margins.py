@@ -238,7 +238,6 @@ def _observe(kind: str, signature: inspect.Signature, args: Any, kwargs: Any) ->
 
 
 def _install() -> None:
-    import _pytest.approx
     import numpy as np
     import numpy.testing
     import sklearn
@@ -274,11 +273,15 @@ def _install() -> None:
         real = getattr(module, attr)
         setattr(module, attr, _wrap(kind, real, sig or inspect.signature(real)))
 
-    real_eq = _pytest.approx.ApproxScalar.__eq__
+    try:
+        import _pytest.approx as approx_module
+    except ImportError:  # pytest < 8.4
+        import _pytest.python_api as approx_module
+    real_eq = approx_module.ApproxScalar.__eq__
 
     def approx_eq(self: Any, actual: Any) -> bool:
         result = real_eq(self, actual)
-        if getattr(_state, "busy", False) or _pytest.approx._as_numpy_array(actual) is not None:
+        if getattr(_state, "busy", False) or approx_module._as_numpy_array(actual) is not None:
             return result
         try:
             diff, tol = abs(self.expected - actual), self.tolerance
@@ -290,7 +293,7 @@ def _install() -> None:
             _record(site, "pytest.approx", ratio, float(diff), f"tolerance={float(tol):g}")
         return result
 
-    _pytest.approx.ApproxScalar.__eq__ = approx_eq
+    approx_module.ApproxScalar.__eq__ = approx_eq
 
 
 # --- plain comparisons in assert statements -----------------------------------------------
