@@ -16,6 +16,7 @@ environment variables, as another CPU would (see README, Development).
 """
 
 import os
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -60,7 +61,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     paths = tuple(p for p in NUMERIC_TESTS if p.startswith("tests/"))
     words = tuple(w for w in NUMERIC_TESTS if not w.startswith("tests/"))
     for item in items:
-        where = item.path.relative_to(config.rootpath).as_posix()
+        where = Path(os.path.relpath(item.path, config.rootpath)).as_posix()
         if where.startswith(paths) or any(w in item.nodeid for w in words):
             item.add_marker(pytest.mark.numerics)
 
