@@ -9,9 +9,14 @@ theory guarantees, agreement with a reference to a stated tolerance), not one tr
 Threads. ``TOOLKIT_TEST_THREADS`` sets torch's intra-op threads (default 1: tests use tiny
 tensors, and one thread avoids oversubscription on a busy machine); the suite must pass with 1
 and with 2.
+
+Kernels. The tests listed in ``NUMERIC_TESTS`` are marked ``numerics``; ``.ci/run`` runs them
+(``-m numerics``) a second time with other kernels, accumulation orders and threads, chosen by
+environment variables, as another CPU would (see docs/getting-started.md, The tests).
 """
 
 import os
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -37,6 +42,28 @@ torch.set_num_threads(_int_env("TOOLKIT_TEST_THREADS", 1))
 def pytest_report_header(config: pytest.Config) -> str:
     return (f"toolkit tests: seed shift {SEED_SHIFT} (TOOLKIT_TEST_SEED), "
             f"{torch.get_num_threads()} torch thread(s) (TOOLKIT_TEST_THREADS)")
+
+
+#: The numerically sensitive tests (paths from the repository root, or words in a test's id):
+#: every algorithm against its reference (closed forms, float64 gradcheck, scikit-learn, torch,
+#: torchattacks), scikit-learn's own test files run on our estimators, the gradient tools, and
+#: every float32 variant. One list: ``.ci/run`` selects them with ``-m numerics``.
+NUMERIC_TESTS = ("tests/algorithms/", "tests/sklearn_suite/", "tests/lens/test_gradients.py",
+                 "tests/lens/test_flow.py", "float32")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "numerics: numerically sensitive; .ci/run runs these a "
+                            "second time under other kernels (NUMERIC_TESTS in tests/conftest.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    paths = tuple(p for p in NUMERIC_TESTS if p.startswith("tests/"))
+    words = tuple(w for w in NUMERIC_TESTS if not w.startswith("tests/"))
+    for item in items:
+        where = Path(os.path.relpath(item.path, config.rootpath)).as_posix()
+        if where.startswith(paths) or any(w in item.nodeid for w in words):
+            item.add_marker(pytest.mark.numerics)
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 USER_PACKAGE = Path(__file__).parent / "fixtures" / "user_package"

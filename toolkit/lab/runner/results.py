@@ -136,7 +136,7 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 
 def utc_now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 def new_run_dir(root: str | Path, experiment: str, seed: int, *, attempts: int = 20) -> Path:

@@ -5,14 +5,9 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = ["TOMLDecodeError", "dumps", "flatten", "loads", "parse_literal"]
 
