@@ -48,7 +48,11 @@ def test_estimator_learns_bars_and_stripes(method: str, seed: int) -> None:
                        n_chains=10, shuffle=True, init="uniform", random_state=seed)
     start = BernoulliRBM(6, n_iter=0, init="uniform", random_state=seed).fit(X)
     rbm.fit(X)
-    assert float(rbm.log_likelihood(X).mean()) > float(start.log_likelihood(X).mean()) + 1.0
+    # It learns: the mean log-likelihood rises from the start's (about −9 log 2, the uniform
+    # model). Over seeds 0-29 the smallest gain was 0.86 nats for CD and 0.83 for PCD (medians
+    # 1.16 and 1.11, tenth percentiles 1.02 and 0.94): 1 nat failed PCD at TOOLKIT_TEST_SEED=2;
+    # half a nat is what every seed clears with room.
+    assert float(rbm.log_likelihood(X).mean()) > float(start.log_likelihood(X).mean()) + 0.5
     assert rbm.components_.shape == (6, 9) and rbm.intercept_hidden_.shape == (6,)
     assert rbm.n_iter_ == 300 and rbm.n_updates_ == 300 * 2
     if method == "pcd":
