@@ -64,6 +64,12 @@ class DeadParameter:
     ``cut``: what stops it (``"stop_gradient 'dqn.target'"``, ``".detach() of the output of
     encoder (shape (8, 16))"``, ``"torch.no_grad()"``, ``"requires_grad=False"``, ``"not used"``
     ...); ``path``: the loss-to-parameter chain through that cut when one is known.
+    ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
+    (``.detach()``, ``.data``), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
+    ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
+    the loss: an output left out of the loss); ``line``: where in the step's code the cut was
+    made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
+    when known.
     """
 
     optimizer: str
@@ -72,6 +78,8 @@ class DeadParameter:
     losses: tuple[str, ...]
     cut: str
     path: tuple[str, ...] | None
+    kind: str = "no_graph"
+    line: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,16 +200,19 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                if call == rec.call}
     out = []
     for tensor in missing:
-        key, path = id(tensor), None
+        key, path, line = id(tensor), None, None
         if not tensor.requires_grad:
+            kind = "frozen"
             cut = "requires_grad=False" + (" (set by the step)" if key in rec.frozen else "")
         elif key in rec.leaf_detached:
+            kind, line = "detach", rec.sites.get(("detach", key))
             cut = f"{rec.leaf_detached[key]} of the parameter itself"
         else:
             behind = behind or ShortestPaths(roots, through_cuts=True)
             chain = behind.path_to(tensor)
             marks = [n for n in chain or () if is_cut_marker(n)]
             if marks:
+                kind = "block"
                 blocks = [getattr(n, "block", None) for n in marks]
                 cut = " and ".join(f"stop_gradient {b!r}" if b else "an unnamed stop_gradient"
                                    for b in dict.fromkeys(blocks))
@@ -216,16 +227,34 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     what, _ = label.tensor(chain[0], None)
                     cut = f"{how} of {what}{shape_text(shape)}"
                     path = ("…", *(label(n) for n in chain))
+                    kind, line = "detach", rec.sites.get(("detach", rec.call, id(chain[0])))
                 elif key in rec.no_grad:
                     cut = f"torch.no_grad() (read by {rec.no_grad[key]} with gradients off)"
+                    kind, line = "no_grad", rec.sites.get(("no_grad", key))
                 elif key not in rec.used:
-                    cut = "not used: the step never reads it"
+                    kind, cut = "not_used", "not used: the step never reads it"
                 else:
                     cut = ("no graph: the step reads it, but nothing it computes with it reaches "
                            "the loss (an output not used, .item(), an integer op)")
+                    kind, line = "no_graph", _call_site(rec, rec.names.name(tensor), behind)
         out.append(DeadParameter(optimizer, rec.names.name(tensor), tuple(tensor.shape),
-                                 losses, cut, path))
+                                 losses, cut, path, kind, line))
     return out
+
+
+def _call_site(rec: Recording, name: str, behind: ShortestPaths) -> str | None:
+    """Where the analysed call called the outermost named module holding ``name`` of which
+    no parameter is reached (BERT's ``bert.pooler``, not ``bert``): the output left out."""
+    reached = [n for i in behind.leaf_node if (n := rec.names.tensors.get(i))]
+    parts = name.split(".")
+    for end in range(1, len(parts)):
+        label = ".".join(parts[:end])
+        if any(n.startswith(f"{label}.") for n in reached):
+            continue
+        site = rec.sites.get(("call", rec.call, label))
+        if site is not None:
+            return site
+    return None
 
 
 # --- carried graphs ----------------------------------------------------------------------------------

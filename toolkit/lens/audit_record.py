@@ -128,8 +128,10 @@ class _Mode(TorchFunctionMode):
             if isinstance(source, torch.Tensor) and source.grad_fn is not None:
                 rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
                                      tuple(source.shape), how))
+                rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), _caller())
             elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
                 rec.leaf_detached.setdefault(id(source), how)
+                rec.sites.setdefault(("detach", id(source)), _caller())
             out = func(*args, **kwargs)
             rec.trace(out, [source], exact=True)
             return out
@@ -143,8 +145,9 @@ class _Mode(TorchFunctionMode):
                 rec.used.add(key)
                 for reads in rec._checkpointing:
                     reads.add(key)
-                if not grad:
-                    rec.no_grad.setdefault(key, name)
+                if not grad and key not in rec.no_grad:
+                    rec.no_grad[key] = name
+                    rec.sites[("no_grad", key)] = _caller()
         if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
             for t in [*_tensors(args[1:]), *_tensors([kwargs.get("weight"), kwargs.get("bias")])]:
                 if t.grad_fn is not None:
@@ -258,6 +261,9 @@ class Recording:
         self.origin: dict[int, tuple[torch.Tensor, str]] = {}
         # id(watched) -> Write: how the step wrote it in place, from what, inside which module
         self.writes: dict[int, Write] = {}
+        # where in the step's code ("at model.py:42 (forward)"): ("detach", call, id(node)),
+        # ("detach", id(leaf)), ("no_grad", id(watched)), ("call", call, module name)
+        self.sites: dict[tuple[Any, ...], str] = {}
         # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
         self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
         self.calling: list[str] = []  # the named modules whose forward is running, innermost last
@@ -343,6 +349,8 @@ class Recording:
             self.calling.append(label)
             self.busy = True
             try:
+                if ("call", self.call, label) not in self.sites:
+                    self.sites["call", self.call, label] = _caller()
                 for t in _tensors(args):
                     if t.grad_fn is not None:
                         self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))

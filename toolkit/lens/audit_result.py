@@ -121,16 +121,18 @@ class StepAudit:
         return lines
 
     def _dead_lines(self) -> list[str]:
-        groups: dict[tuple[str, str], list[DeadParameter]] = {}
+        groups: dict[tuple[str, str, str | None], list[DeadParameter]] = {}
         for dead in self.dead:
-            groups.setdefault((dead.optimizer, dead.cut), []).append(dead)
+            groups.setdefault((dead.optimizer, dead.cut, dead.line), []).append(dead)
         lines = []
-        for (optimizer, cut), items in groups.items():
+        for (optimizer, cut, line), items in groups.items():
             losses = ", ".join(repr(x) for x in items[0].losses)
+            where = "" if line is None else (
+                f"; called {line}" if items[0].kind == "no_graph" else f", {line}")
             lines += [f"DEAD    optimizer {optimizer!r} steps {plural(len(items), 'tensor')} "
                       f"that no gradient of {losses} reaches: "
                       f"{listing([x.parameter for x in items])}",
-                      f"        cut:  {cut}"]
+                      f"        cut:  {cut}{where}"]
             with_path = [x for x in items if x.path]
             if with_path:
                 best = min(with_path, key=lambda x: len(x.path or ()))

@@ -120,6 +120,11 @@ def test_no_grad_frozen_and_unused_parameters_are_told_apart() -> None:
     cuts = {d.parameter: d.cut for d in audit.dead}
     assert cuts["model.encoder.weight"].startswith("torch.no_grad()")
     assert cuts["model.unused.weight"] == "not used: the step never reads it"
+    kinds = {d.parameter: (d.kind, d.line) for d in audit.dead}
+    no_grad_line = step.__code__.co_firstlineno + 2  # the line that calls the encoder
+    assert kinds["model.encoder.bias"] == ("no_grad", f"at test_audit_step.py:{no_grad_line} (step)")
+    assert kinds["model.unused.bias"] == ("not_used", None)
+    assert f"(read by linear with gradients off), at test_audit_step.py:{no_grad_line}" in str(audit)
     assert "model.head.weight" not in cuts and "frozen" not in cuts
     # a tensor that does not require grad is skipped by every optimizer: frozen, not dead
     assert [(f.parameter, f.written, f.by_step) for f in audit.frozen] == [("frozen", None, False)]
@@ -136,9 +141,13 @@ def test_a_module_that_runs_but_whose_output_is_unused_is_not_called_unused() ->
         model["norm"](x)  # computed, then dropped
         return model["head"](x).sum()
 
-    cuts = {d.parameter: d.cut for d in audit_step(step, opt).dead}
+    dead = audit_step(step, opt).dead
+    cuts = {d.parameter: d.cut for d in dead}
     assert set(cuts) == {"model.norm.weight", "model.norm.bias"}
     assert all(c.startswith("no graph: the step reads it") for c in cuts.values())
+    called = step.__code__.co_firstlineno + 1  # where the dropped output is computed
+    assert {(d.kind, d.line) for d in dead} == {("no_graph", f"at test_audit_step.py:{called} "
+                                                             "(step)")}
 
 
 def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
