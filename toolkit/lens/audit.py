@@ -172,7 +172,11 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         optimizers: the optimizer of the step's loss; or a dict with the same names as the
             losses. A value may also be one param group of an optimizer, a list of them, an
             ``nn.Module`` or tensors: what that loss is meant to train (one optimizer shared by
-            several losses, each with its own param group).
+            several losses, each with its own param group). Or a zero-argument callable
+            returning one of these, called after the step's first call, when only running the
+            step tells which optimizer steps which loss (Lightning's manual optimization:
+            :mod:`toolkit.integrations.lightning`); tensors found only through it are watched
+            from the second call on.
         modules: modules to name first (e.g. ones the step reaches only through other objects).
         restore_state: put module state and random generators back after the two calls.
         allow_pass_through: report tensors the gradient passes through on its way to stepped
@@ -208,7 +212,8 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
                         ("allow_trained_target", allow_trained_target)):
         if not isinstance(value, bool):
             raise TypeError(f"{where}: {flag} must be a bool, got {type(value).__name__}")
-    pairings = _pairings(optimizers, where)
+    late = callable(optimizers) and not isinstance(optimizers, nn.Module)
+    pairings = {} if late else _pairings(optimizers, where)
     names = Names()
     if modules is not None:
         if isinstance(modules, nn.Module):
@@ -225,16 +230,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
             names.add_module(path, obj)
         else:
             names.add_tensor(path, obj)
-    stepped: dict[str | None, dict[int, torch.Tensor]] = {}
-    for key, value in pairings.items():
-        arg = "optimizers" if key is None else f"optimizers[{key!r}]"
-        params = _params_of(value, where, arg)
-        if not params:
-            raise ValueError(f"{where}: {arg} has no parameters to step")
-        label = type(value).__name__ if key is None else key
-        for position, p in params:
-            names.add_tensor(f"{label}.{position}".rstrip("."), p)
-        stepped[key] = {id(p): p for _, p in params}
+    stepped = _stepped(pairings, names, where)
     watched = {**names.objects, **{i: p for group in stepped.values() for i, p in group.items()}}
     snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
                 if restore_state else None)
@@ -242,7 +238,12 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     try:
         with recording:
             recording.next_call()
-            _pair(_losses(step(), where), pairings, where)
+            first = _losses(step(), where)
+            if late:  # the pairing is known once the step has run (manual optimization)
+                pairings = _pairings(optimizers(), where)
+                stepped = _stepped(pairings, names, where)
+                recording.watch([p for group in stepped.values() for p in group.values()])
+            _pair(first, pairings, where)
             recording.next_call()
             losses = _pair(_losses(step(), where), pairings, where)
         audit = _analyse(losses, pairings, stepped, recording, allow_pass_through,
@@ -256,6 +257,22 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
                      f"does not see it")
     return dataclasses.replace(audit, notes=tuple(notes))
+
+
+def _stepped(pairings: dict[str | None, Any], names: Names, where: str
+             ) -> dict[str | None, dict[int, torch.Tensor]]:
+    """``loss name -> {id: tensor}`` its optimizer steps; names the tensors found only there."""
+    stepped: dict[str | None, dict[int, torch.Tensor]] = {}
+    for key, value in pairings.items():
+        arg = "optimizers" if key is None else f"optimizers[{key!r}]"
+        params = _params_of(value, where, arg)
+        if not params:
+            raise ValueError(f"{where}: {arg} has no parameters to step")
+        label = type(value).__name__ if key is None else key
+        for position, p in params:
+            names.add_tensor(f"{label}.{position}".rstrip("."), p)
+        stepped[key] = {id(p): p for _, p in params}
+    return stepped
 
 
 def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],

@@ -274,6 +274,15 @@ class Recording:
         self.busy = False
         self._stack = contextlib.ExitStack()
 
+    def watch(self, tensors: list[torch.Tensor]) -> None:
+        """Watch more tensors from now on (and put them back with the snapshot)."""
+        for t in tensors:
+            self.watched.setdefault(id(t), t)
+            if self.snapshot is not None:
+                self.snapshot.track(t)
+            if _storage_key(t) is not None:
+                self.storage.setdefault(_storage_key(t), id(t))
+
     def _sources(self, t: torch.Tensor) -> tuple[frozenset[int], int | None]:
         """The watched tensors ``t`` was computed from, and the one it is an exact copy of."""
         key = id(t)

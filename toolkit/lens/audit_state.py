@@ -59,6 +59,10 @@ class StateSnapshot:
             self._track(t, False)
         self.rng = get_rng_state()
 
+    def track(self, t: torch.Tensor) -> None:
+        """Save ``t`` too (copied on its first write, like a parameter)."""
+        self._track(t, False)
+
     def _track(self, t: torch.Tensor, eager: bool) -> None:
         if id(t) not in self.saved:
             self.saved[id(t)] = [t, t.detach().clone() if eager else None, t.requires_grad,

@@ -150,6 +150,29 @@ def test_a_module_that_runs_but_whose_output_is_unused_is_not_called_unused() ->
                                                              "(step)")}
 
 
+def test_the_pairing_can_be_learnt_from_running_the_step() -> None:
+    """``optimizers`` as a function, asked after the first call (Lightning's manual
+    optimization tells which optimizer steps which loss only by running the step)."""
+    g, d = nn.Linear(2, 3), nn.Linear(3, 1)
+    opt_g, opt_d = torch.optim.SGD(g.parameters(), lr=0.1), torch.optim.SGD(d.parameters(), lr=0.1)
+    z, real = torch.randn(4, 2), torch.randn(4, 3)
+    asked = []
+
+    def step():
+        fake = g(z)  # not detached for the discriminator: a leak into g
+        return {"d": d(real).mean() - d(fake).mean(), "g": -d(fake).mean()}
+
+    def pairing():
+        asked.append(len(asked))
+        return {"d": opt_d, "g": opt_g}
+
+    audit = audit_step(step, pairing)
+    assert asked == [0]
+    assert {leak.parameter for leak in audit.leaks} == {"g.weight", "g.bias"}
+    with pytest.raises(ValueError, match="optimizers must have the same names as the losses"):
+        audit_step(step, lambda: {"d": opt_d})
+
+
 def test_a_disabled_block_is_named_in_the_leak_path_and_its_fix() -> None:
     q, q_target = _mlp(), _mlp()
     opt = torch.optim.SGD(q.parameters(), lr=0.1)
