@@ -10,8 +10,9 @@ The public API, by layer:
   (:func:`compare_gradients`, :func:`has_gradient_path`, :func:`assert_blocked`,
   :func:`count_graph_nodes`), paths and flow (:func:`gradient_path`, :func:`assert_no_gradient`,
   :func:`gradient_flow`), graphs (:func:`trace_cuts`, :func:`gradient_graph`,
-  :func:`draw_gradient_graph`) and the audit of a training step (:func:`audit_step`,
-  :func:`assert_clean_step`);
+  :func:`draw_gradient_graph`), the audit of a training step (:func:`audit_step`,
+  :func:`assert_clean_step`) and DDP's unused parameters explained
+  (:func:`explain_unused_parameters`);
 - :mod:`toolkit.algorithms` — reference implementations of the places where the block matters;
 - :mod:`toolkit.lab` — experiments, runs, verdicts, reports, the command line, datasets and
   measurements.
@@ -55,6 +56,8 @@ _LENS = (
     "ParameterComparison",
     "StepAudit",
     "TrainedTarget",
+    "UnusedParameter",
+    "UnusedParameters",
     "assert_blocked",
     "assert_clean_step",
     "assert_no_gradient",
@@ -62,6 +65,7 @@ _LENS = (
     "compare_gradients",
     "count_graph_nodes",
     "draw_gradient_graph",
+    "explain_unused_parameters",
     "gradient_flow",
     "gradient_graph",
     "gradient_path",

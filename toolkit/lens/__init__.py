@@ -7,7 +7,9 @@
   :func:`draw_gradient_graph` (graphviz ``dot`` where installed, else a layered layout);
 - the audit of a whole training step: :func:`audit_step`, :func:`assert_clean_step`, and what
   it finds (:class:`StepAudit`: :class:`Leak`, :class:`TrainedTarget`, :class:`DeadParameter`,
-  :class:`CarriedGraph`, :class:`HeldGraph`, and the information :class:`FrozenTensor`).
+  :class:`CarriedGraph`, :class:`HeldGraph`, and the information :class:`FrozenTensor`);
+- DDP's unused parameters, explained before DDP reports them: :func:`explain_unused_parameters`
+  (:class:`UnusedParameters`, :class:`UnusedParameter`).
 
 Everything here reads graphs that :mod:`toolkit.core`'s cuts shaped; nothing here imports the
 lab (runner, reports, command line).
@@ -41,6 +43,7 @@ from toolkit.lens.gradients import (
     has_gradient_path,
 )
 from toolkit.lens.graph_draw import draw_gradient_graph
+from toolkit.lens.unused import UnusedParameter, UnusedParameters, explain_unused_parameters
 
 __all__ = [
     "CarriedGraph",
@@ -56,6 +59,8 @@ __all__ = [
     "ParameterComparison",
     "StepAudit",
     "TrainedTarget",
+    "UnusedParameter",
+    "UnusedParameters",
     "assert_blocked",
     "assert_clean_step",
     "assert_no_gradient",
@@ -63,6 +68,7 @@ __all__ = [
     "compare_gradients",
     "count_graph_nodes",
     "draw_gradient_graph",
+    "explain_unused_parameters",
     "gradient_flow",
     "gradient_graph",
     "gradient_path",
