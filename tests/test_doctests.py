@@ -14,8 +14,15 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(toolkit.__path__, "toolki
                  if not m.name.endswith("__main__"))
 
 
+#: modules that import an optional extra (``[lightning]``, ``[transformers]``)
+EXTRAS = {"toolkit.integrations.lightning": "lightning",
+          "toolkit.integrations.transformers": "transformers"}
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
+    if name in EXTRAS:
+        pytest.importorskip(EXTRAS[name])
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS,
                              verbose=False)

@@ -109,6 +109,8 @@ LAYERS = {
     "toolkit/core": ("toolkit.core", "toolkit._utils"),
     "toolkit/lens": ("toolkit.core", "toolkit.lens", "toolkit._utils"),
     "toolkit/algorithms": ("toolkit.core", "toolkit.algorithms", "toolkit._utils"),
+    "toolkit/integrations": ("toolkit.core", "toolkit.lens", "toolkit.integrations",
+                             "toolkit._utils"),
     "toolkit/_utils": ("toolkit._utils",),
 }
 
@@ -116,7 +118,8 @@ LAYERS = {
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_imports_run_one_way(layer: str) -> None:
     """The primitive imports nothing of the toolkit; the lens and the algorithms only the
-    primitive (and ``_utils``); nothing below the lab imports the lab."""
+    primitive (and ``_utils``); the integrations only the lens; nothing below the lab imports
+    the lab."""
     allowed = LAYERS[layer]
     wrong = {f"{path.relative_to(ROOT)}: {name}"
              for path in (ROOT / layer).rglob("*.py") for name in _imports(path)

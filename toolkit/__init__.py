@@ -15,7 +15,9 @@ The public API, by layer:
   (:func:`explain_unused_parameters`);
 - :mod:`toolkit.algorithms` — reference implementations of the places where the block matters;
 - :mod:`toolkit.lab` — experiments, runs, verdicts, reports, the command line, datasets and
-  measurements.
+  measurements;
+- :mod:`toolkit.integrations` — the audit where people train: a Lightning callback and a
+  Hugging Face ``Trainer`` callback (optional extras, imported only on use).
 
 The names below are loaded on first use (PEP 562), so ``import toolkit`` itself is instant and
 the command line can answer ``--help`` without importing torch.
