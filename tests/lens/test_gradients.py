@@ -93,6 +93,10 @@ def test_to_dict_is_json_and_str_is_a_table():
     text = str(cmp)
     assert "cosine" in text and "rel diff" in text and "ref err b" in text
     assert text.splitlines()[3].startswith("w") and "(all)" in text
+    # the switch is written as the call a user would type
+    assert text.splitlines()[0] == "gradients blocked (b) vs inside disable_blocks('*') (u)"
+    two = compare_gradients(_target_loss(w), w, disable=("test.*", "other"))
+    assert str(two).splitlines()[0].endswith("inside disable_blocks('test.*', 'other') (u)")
 
 
 def test_disable_state_restored_after_comparison():

@@ -156,7 +156,8 @@ class GradientComparison:
                            enumerate(zip(r, widths))) for r in table]
         lines.insert(1, "-" * len(lines[0]))
         lines.insert(len(lines) - 1, "-" * len(lines[0]))
-        title = f"gradients blocked (b) vs inside disable_blocks{tuple(self.disable)!r} (u)"
+        patterns = ", ".join(repr(p) for p in self.disable)
+        title = f"gradients blocked (b) vs inside disable_blocks({patterns}) (u)"
         return "\n".join([title, *lines])
 
 
