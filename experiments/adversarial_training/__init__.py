@@ -21,20 +21,16 @@ References:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import math
 import statistics
 from typing import Any, Literal
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from pydantic import Field, field_validator
 from torch import nn
 
-from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.adversarial import (
     adversarial_training,
     eval_mode,
@@ -45,9 +41,9 @@ from toolkit.algorithms.adversarial import (
 )
 from toolkit.algorithms.divergence import check_finite
 from toolkit.lab.data import Dataset, digits, train_test_split, two_moons
-from toolkit.lab.measure import count_graph_nodes, measure_memory, race, time_fn
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
-from toolkit.lab.style import EXTRA_COLORS, MARKERS, place_legend, variant_style
+
+from .probes import gradient_comparison, memory_vs_steps, save_graph
 
 DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"
 STORY = Story(
@@ -178,10 +174,10 @@ def run(params: Params, ctx: RunContext) -> None:
     sizes = [train.X.shape[1], *params.hidden, int(torch.cat([train.y, test.y]).max()) + 1]
     models = train_methods(params, ctx, sizes, train, test, bounds)
     init = make_mlp(sizes, seed=ctx.seed, device=ctx.device, dtype=ctx.dtype)
-    _memory_vs_steps(params, ctx, init, train, bounds)
+    memory_vs_steps(params, ctx, init, train, bounds)
     trained = models.get(f"blocked/{'pgd' if 'pgd' in params.methods else params.methods[0]}")
-    _save_graph(params, ctx, init, test, bounds)
-    _gradient_comparison(params, ctx, {"init": init} | (  # not a model that diverged
+    save_graph(params, ctx, init, test, bounds)
+    gradient_comparison(params, ctx, {"init": init} | (  # not a model that diverged
         {"trained": trained} if trained is not None else {}), test, bounds)
     blocked = {k.split("/", 1)[1]: m for k, m in models.items() if k.startswith("blocked/")}
     if params.dataset == "digits":
@@ -248,100 +244,6 @@ def _train(method: str, params: Params, ctx: RunContext, sizes: list[int], train
     finally:
         bar.close()
     return model, history
-
-
-def _adversarial_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float,
-                      alpha: float, steps: int, bounds: tuple[float, float] | None, seed: int,
-                      norm: str = "linf") -> torch.Tensor:
-    """The PGD-AT loss of one batch: cross-entropy at PGD examples (``steps`` steps of size
-    ``alpha`` in the ``norm`` ball of radius ``eps``, the random start drawn from ``seed``)."""
-    x_adv = pgd(model, x, y, eps, alpha, steps, norm=norm, bounds=bounds,
-                generator=torch.Generator().manual_seed(seed))
-    return F.cross_entropy(model(x_adv), y)
-
-
-def _memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Dataset,
-                     bounds: tuple[float, float] | None) -> None:
-    """Memory, graph size and time of one training step against the attack's steps."""
-    x, y = train.X[:params.memory_batch], train.y[:params.memory_batch]
-    byte_keys = ("peak_bytes", "saved_tensor_bytes", "saved_tensor_peak_bytes")
-    memory: dict[str, dict[str, list[int]]] = {
-        v: {k: [] for k in (*byte_keys, "graph_nodes")} for v in ("blocked", "unblocked")}
-    timing: dict[str, list[float]] = {"blocked": [], "unblocked": []}
-    rounds: list[list[float]] = []
-    for steps in params.memory_steps:
-        loss = functools.partial(_adversarial_loss, model, x, y, params.eps, params.alpha, steps,
-                                 bounds, ctx.seed)
-
-        def step(loss: Any = loss) -> float:  # forward and backward, the attack included
-            grads = torch.autograd.grad(loss(), list(model.parameters()))
-            return float(sum(g.square().sum() for g in grads))
-
-        def unblocked_step(step: Any = step) -> float:
-            with disable_blocks(*ctx.disable_patterns):
-                return step()
-
-        # interleaved rounds: drifting machine load hits both variants alike (many rounds at
-        # the largest step count, which the findings use; three elsewhere, for the table)
-        timed = race({"blocked": step, "unblocked": unblocked_step},
-                     rounds=params.timing_rounds if steps == max(params.memory_steps) else 3,
-                     device=ctx.device)
-        rounds.append(list(timed.ratio("unblocked", "blocked").rounds))
-        for variant, blocks in (("blocked", contextlib.nullcontext()),
-                                ("unblocked", disable_blocks(*ctx.disable_patterns))):
-            with blocks:
-                stats = measure_memory(step, device=ctx.device)
-                # size of the graph the final backward walks: flat when blocked
-                nodes = count_graph_nodes(loss())
-            timing[variant].append(timed.median(variant))
-            for key in byte_keys:
-                memory[variant][key].append(getattr(stats, key))
-            memory[variant]["graph_nodes"].append(nodes)
-            # bytes are machine-dependent (costs.json); the graph size is deterministic
-            ctx.log(steps, **{f"{variant}/memory/graph_nodes": nodes})
-    ctx.summary(memory={"steps": params.memory_steps, "batch": int(x.shape[0]),
-                        **{v: {"graph_nodes": memory[v]["graph_nodes"]} for v in memory}})
-    ctx.costs(memory={"steps": params.memory_steps,
-                      **{v: {k: memory[v][k] for k in byte_keys} for v in memory}},
-              step_seconds={"steps": params.memory_steps, **timing},
-              step_time_ratio_unblocked_over_blocked=[
-                  u / b for u, b in zip(timing["unblocked"], timing["blocked"])],
-              step_time_ratio_rounds=rounds)
-
-
-def _save_graph(params: Params, ctx: RunContext, model: nn.Module, test: Dataset,
-                bounds: tuple[float, float] | None) -> None:
-    """The backward graph of one PGD-AT loss (two attack steps, four examples), cut marked."""
-    loss = functools.partial(_adversarial_loss, model, test.X[:4], test.y[:4], params.eps,
-                             2.5 * params.eps / 2, 2, bounds, ctx.seed)
-    groups = {f"layer {i}": layer for i, layer in enumerate(model) if isinstance(layer, nn.Linear)}
-    ctx.save_artifact("graph", gradient_graph(loss, groups).to_dict())
-
-
-def _gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.Module],
-                         test: Dataset, bounds: tuple[float, float] | None) -> None:
-    """Parameter gradients of the adversarial loss with and without the block, L∞ and L2."""
-    x, y = test.X[:params.grad_batch], test.y[:params.grad_batch]
-    summary: dict[str, dict[str, Any]] = {}
-    costs: dict[str, dict[str, float]] = {}
-    for name, model in models.items():
-        for norm, eps in (("linf", params.eps), ("l2", params.l2_eps)):
-            loss = functools.partial(_adversarial_loss, model, x, y, eps, 2.5 * eps / params.steps,
-                                     params.steps, bounds, ctx.seed, norm)
-            parameters = dict(model.named_parameters())
-            cmp = compare_gradients(loss, parameters, disable=ctx.disable_patterns)
-            summary[f"{name}/{norm}"] = {key: getattr(cmp.overall, key) for key in (
-                "cosine", "rel_diff", "norm_blocked", "norm_unblocked")}
-            grad = lambda loss=loss, p=parameters: torch.autograd.grad(  # noqa: E731
-                loss(), list(p.values()))
-            blocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
-            with disable_blocks(*ctx.disable_patterns):
-                unblocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
-            costs[f"{name}/{norm}"] = {"blocked_seconds": blocked, "unblocked_seconds": unblocked,
-                                       "ratio": unblocked / blocked}
-            ctx.log(0, **{f"unblocked/grad/cosine_{name}_{norm}": cmp.overall.cosine})
-    ctx.summary(gradients=summary)
-    ctx.costs(gradients=costs)
 
 
 def _examples(params: Params, ctx: RunContext, models: dict[str, nn.Module], test: Dataset,
@@ -475,13 +377,16 @@ def _cost_findings(memory: dict[str, Any] | None, c: dict[str, Any]) -> list[Fin
 
 
 def figures(run: RunResults) -> dict[str, Any]:
-    """Accuracy curves, memory vs PGD steps, adversarial digits or moons decision boundaries."""
+    """Accuracy curves, memory vs PGD steps, adversarial digits or moons decision boundaries
+    (drawn by ``drawing.py``); the backward graph."""
     from toolkit import draw_gradient_graph
+
+    from .drawing import accuracy_figure, boundary_figure, examples_figure, memory_figure
 
     p, artifacts = run.params, run.artifact_names()
     check = f"check batch of {p.get('check_size', 256)} held-out digits"
     figs: dict[str, Any] = {"accuracy_curves": (
-        _accuracy_figure(run, check),
+        accuracy_figure(run, check),
         f"Clean and PGD-10 accuracy per epoch of each training method (marker), blocked "
         f"(solid blue) and unblocked (dashed vermillion, open markers), scored during "
         f"training on a {check} with one PGD start; the findings score the final models "
@@ -490,18 +395,18 @@ def figures(run: RunResults) -> dict[str, Any]:
         f"blocked and unblocked coincide: the legend says 'identical'.")}
     if run.summary.get("memory"):
         figs["memory_vs_steps"] = (
-            _memory_figure(run),
+            memory_figure(run),
             "What one PGD-AT training step costs as the attack gets more steps: peak live "
             "tensor memory, bytes saved for backward alive at once, and autograd nodes "
             "behind the training loss. Without the block they grow with every step; with "
             "it they stay flat.")
     if "examples" in artifacts:
-        figs["adversarial_examples"] = (_examples_figure(run), (
+        figs["adversarial_examples"] = (examples_figure(run), (
             "Held-out digits (top) and their PGD versions against each model, with the model's "
             "prediction ('fooled' where the attack changes it)."))
     if "boundary" in artifacts:
         figs["decision_boundary"] = (
-            _boundary_figure(run),
+            boundary_figure(run),
             "Decision boundaries (black) on the two moons with the held-out points (dots, "
             "coloured by class) and their PGD versions (crosses, joined to their points).")
     if "graph" in artifacts:
@@ -509,92 +414,3 @@ def figures(run: RunResults) -> dict[str, Any]:
                          "The backward graph of one PGD-AT loss with the cut "
                          "adversarial.examples marked: behind it lies the unrolled attack.")
     return figs
-
-
-def _accuracy_figure(run: RunResults, check: str) -> Any:
-    """Accuracy per epoch: colour says the variant, the marker the method (standard training,
-    with no attack and no block, in the reference's style)."""
-    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
-
-    fig, axes = subplots(1, 2, figsize=(9.0, 4.4), sharey=True)
-    for i, method in enumerate(run.params.get("methods", METHODS)):
-        standard = method == "standard"
-        for ax, key in zip(axes, ("clean_acc", "robust_acc")):
-            variant_curves(ax, run, f"{method}/{key}", labels={
-                v: _LABELS[method] + (" training" if standard else f" {v}") for v in VARIANTS},
-                styles={"blocked": variant_style("reference") if standard else {},
-                        "unblocked": {"mfc": "none"}}, marker=MARKERS[i], ms=5)
-    step_axes(axes[0], f"clean accuracy, {check}", ylabel="accuracy", identical=True)
-    step_axes(axes[1], f"PGD-10 accuracy (ε = {run.params.get('eps')}), same batch",
-              identical=True)
-    legend_below(fig, axes)
-    return fig
-
-
-def _memory_figure(run: RunResults) -> Any:
-    """Peak memory, bytes saved for backward and graph nodes of one step against its PGD steps."""
-    from toolkit.lab.report.plots import step_axes, subplots
-
-    memory, peak = run.summary["memory"], run.costs.get("memory", {})
-    fig, axes = subplots(1, 3, figsize=(9.0, 3.4))
-    for variant in VARIANTS:
-        style = {**variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
-        for ax, key in zip(axes, ("peak_bytes", "saved_tensor_peak_bytes")):
-            if variant in peak:
-                ax.plot(peak["steps"], np.array(peak[variant][key]) / 2**20, label=variant,
-                        **style)
-        axes[2].plot(memory["steps"], memory[variant]["graph_nodes"], label=variant, **style)
-    for ax, unit, title in zip(axes, ("MiB", "MiB", "nodes"), (
-            "peak live memory", "saved for backward", "autograd nodes of the loss")):
-        step_axes(ax, title, "PGD steps per training step", ylabel=unit, title_size=None)
-    place_legend(axes[0])
-    return fig
-
-
-def _examples_figure(run: RunResults) -> Any:
-    """Held-out digits and their PGD versions against each model, with its predictions."""
-    from toolkit.lab.report.plots import image_grid
-
-    ex, p = run.artifact("examples"), run.params
-    attacked = [m for m in run.params.get("methods", METHODS) if f"adv_{m}" in ex]
-    side = round(math.sqrt(ex["x"].shape[1]))
-    fig, axes = image_grid(
-        [("clean", ex["x"]), *((_LABELS[m], ex[f"adv_{m}"]) for m in attacked)],
-        shape=(side, side), cell=(1.05, 1.3), pad=(1.2, 0.5),
-        col_titles=[f"label {int(y)}" for y in ex["y"]],
-        title=f"PGD-{p.get('eval_steps')} examples (ε = {p.get('eps')}) against each model")
-    for r, method in enumerate(attacked, start=1):
-        for ax, pred, label in zip(axes[r], ex[f"pred_adv_{method}"], ex["y"]):
-            fooled = int(pred) != int(label)
-            ax.set_title(f"→ {int(pred)}" + (" fooled" if fooled else ""), fontsize=9,
-                         weight="bold" if fooled else "normal")
-    return fig
-
-
-def _boundary_figure(run: RunResults) -> Any:
-    """Class-1 probability and the 0.5 boundary of each blocked model, with PGD points."""
-    from matplotlib.colors import ListedColormap
-
-    from toolkit.lab.report.plots import subplots
-
-    b = run.artifact("boundary")
-    attacked = [m for m in run.params.get("methods", METHODS) if f"prob_{m}" in b]
-    classes = ListedColormap(EXTRA_COLORS[:2])  # neither blocked blue nor unblocked orange
-    fig, axes = subplots(1, len(attacked), figsize=(min(3.0 * len(attacked), 9.0), 3.4),
-                         squeeze=False)
-    for ax, method in zip(axes[0], attacked):
-        ax.contourf(b["gx"], b["gy"], b[f"prob_{method}"], levels=20, cmap="PRGn_r", alpha=0.35)
-        ax.contour(b["gx"], b["gy"], b[f"prob_{method}"], levels=[0.5], colors="k")
-        adv = b[f"adv_{method}"]
-        for p0, q in zip(b["x"], adv):
-            ax.plot([p0[0], q[0]], [p0[1], q[1]], "k-", lw=0.3)
-        ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap=classes, s=10, edgecolors="k",
-                   linewidths=0.3)
-        ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap=classes, marker="x", s=14)
-        ax.set_title(f"{_LABELS[method]}, ε = {run.params.get('eps')}", fontsize=10)
-    return fig
-
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))

@@ -32,7 +32,6 @@ References:
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import time
 from typing import Any, Literal
@@ -57,7 +56,6 @@ from toolkit.algorithms.rbm import (
 from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.lab.measure import count_graph_nodes
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.lab.style import variant_style
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
@@ -383,9 +381,11 @@ def _loglik_finding(s: dict[str, Any], methods: list[str]) -> Finding:
 
 def figures(run: RunResults) -> dict[str, Any]:
     """Headline: log-likelihood curves and gradient cosines; then filters, samples and the
-    backward graph of one CD step."""
+    backward graph of one CD step (each drawn by ``drawing.py``)."""
+    from .drawing import cosine_figure, loglik_figure, mosaic_figure
+
     figs: dict[str, Any] = {
-        "loglik": (_loglik_figure(run),
+        "loglik": (loglik_figure(run),
                    "Exact mean log-likelihood of the training patterns during training, one "
                    "panel per method: blue with the block, vermillion without it (neither "
                    "follows the likelihood gradient, so either may end higher), against the "
@@ -393,18 +393,18 @@ def figures(run: RunResults) -> dict[str, Any]:
                    "(PCD) can oscillate at large step sizes. Green triangles: stochastic chains "
                    "(with the block); open grey markers: scikit-learn's estimator and the "
                    "toolkit's with the same parameters, after the last epoch."),
-        "grad_cosine": (_cosine_figure(run),
+        "grad_cosine": (cosine_figure(run),
                         "Cosine of the applied update to the CD statistics at the same chain "
                         "samples (top row) and to the exact log-likelihood gradient (bottom "
                         "row), at the first mini-batch of every logged epoch, per method. With "
                         "the block the update is the CD update (cosine 1, for the mean-field "
                         "and the stochastic chain alike); without it the gradient through the "
                         "chain points elsewhere (cosine below 1)."),
-        "filters": (_mosaic_figure(run, "weights", "Learned filters (rows of W)", "PiYG"),
+        "filters": (mosaic_figure(run, "weights", "Learned filters (rows of W)", "PiYG"),
                     "Each hidden unit's weights as an image (green positive, pink "
                     "negative), per chain (row) and method (column)."),
-        "samples": (_mosaic_figure(run, "samples", "Samples after stochastic Gibbs sampling",
-                                   "gray_r"),
+        "samples": (mosaic_figure(run, "samples", "Samples after stochastic Gibbs sampling",
+                                  "gray_r"),
                     "Samples of each trained model after stochastic Gibbs steps from "
                     "random states, per chain (row) and method (column)."),
     }
@@ -416,87 +416,3 @@ def figures(run: RunResults) -> dict[str, Any]:
             "'rbm.negative_samples' (red, dashed) removes the chain (grey, dashed) from the "
             "gradient; without the block those nodes are part of it.")
     return figs
-
-
-#: The chains: mean-field (differentiable, blocked or not) and stochastic (with the block).
-_VARIANT_NAMES = {"blocked": "blocked (mean-field chain)",
-                  "unblocked": "unblocked (mean-field chain)",
-                  "sampled": "sampled chain (stochastic)"}
-#: The variants' markers differ, so curves that coincide (cosine 1 with the block) stay visible.
-_VARIANT_MARKERS = {v: {"marker": m} for v, m in zip(_VARIANT_NAMES, ("o", "s", "^"))}
-
-
-def _loglik_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import legend_below, variant_curves
-
-    fig, axes = _panels(run, [""], "log-likelihood (nats per pattern)", 3.0)
-    data, others = run.summary.get("data", {}), []
-    for ax, method in zip(axes[0], _methods(run)):
-        variant_curves(ax, run, f"{method}/loglik", _variants(run), labels=_VARIANT_NAMES,
-                       styles=_VARIANT_MARKERS, others=others, ms=3)
-        for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
-                                    ("toolkit", "^", "toolkit BernoulliRBM, same parameters")):
-            if f"{peer}/{method}/loglik" in run.metric_keys():
-                ax.plot(*run.metric(f"{peer}/{method}/loglik"), marker, mfc="none", ms=7,
-                        label=label, color=variant_style("reference")["color"])
-        if data.get("uniform_loglik") is not None:
-            ax.axhline(data["uniform_loglik"], color="0.6", lw=0.8, ls=":",
-                       label=f"uniform model ({data.get('n_visible')} fair bits)")
-    legend_below(fig, axes.flat)
-    return fig
-
-
-def _cosine_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import legend_below, variant_curves
-
-    rows = {"cos_cd": "to the CD update", "cos_exact": "to the exact gradient"}
-    fig, axes = _panels(run, list(rows.values()), "cosine similarity", 2.3)
-    others: list[str] = []
-    for (i, name), (j, method) in itertools.product(enumerate(rows), enumerate(_methods(run))):
-        variant_curves(axes[i, j], run, f"{method}/{name}", _variants(run),
-                       labels=_VARIANT_NAMES, styles=_VARIANT_MARKERS, others=others, ms=4,
-                       mfc="none")
-        if name == "cos_exact":
-            axes[i, j].axhline(0, color="0.8", lw=0.5)
-    axes[-1, 0].set_ylim(-1.05, 1.05)
-    legend_below(fig, axes.flat)
-    return fig
-
-
-def _panels(run: RunResults, rows: list[str], ylabel: str, height: float) -> tuple[Any, Any]:
-    """One panel per row and method, the rows sharing their y axis, epochs below the last."""
-    from toolkit.lab.report.plots import step_axes, subplots
-
-    methods = _methods(run)
-    fig, axes = subplots(len(rows), len(methods), squeeze=False, sharey="row", sharex=True,
-                         figsize=(9.0, height * len(rows) + 0.9))
-    for (i, row), (j, method) in itertools.product(enumerate(rows), enumerate(methods)):
-        step_axes(axes[i, j], f"{NAMES[method]}{': ' + row if row else ''}",
-                  "epoch" if i == len(rows) - 1 else None)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(ylabel)
-    return fig, axes
-
-
-def _mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
-    """One panel per variant (row) and method (column): the artifact's rows as images, tiled."""
-    from toolkit.lab.report.plots import image_grid, tile_images
-
-    data = run.artifact(artifact)
-    shape = tuple(int(x) for x in data["image_shape"])
-    methods, none = _methods(run), np.zeros((0, shape[0] * shape[1]))
-    rows = [(name, [tile_images(data.get(f"{v}_{m}", none), shape) for m in methods])
-            for v, name in _VARIANT_NAMES.items() if any(k.startswith(f"{v}_") for k in data)]
-    fig, _ = image_grid(rows, cell=(2.5, 2.4), pad=(0.8, 0.4), title=title,
-                        col_titles=[NAMES[m] for m in methods], fontsize=10, cmap=cmap,
-                        symmetric=artifact == "weights")
-    return fig
-
-
-def _variants(run: RunResults) -> list[str]:
-    return [v for v in ("blocked", "unblocked", "sampled") if v in run.summary]
-
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))
