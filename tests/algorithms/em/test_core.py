@@ -10,6 +10,7 @@ import pytest
 import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
+from torch.nn import functional as F
 
 from toolkit import disable_blocks, record_blocks
 from toolkit.algorithms.em import (
@@ -138,11 +139,23 @@ def test_unblocked_objective_is_loglik_minus_entropy(data: torch.Tensor, seed: i
 
 @pytest.mark.parametrize("optimizer", ["lbfgs", "rprop"])
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)
-def test_gradient_m_step_reaches_closed_form(data: torch.Tensor, ct: str, optimizer: str, seed: int
-                                             ) -> None:
-    """With fixed responsibilities (log_resp given) the optimizer finds the closed form."""
+def test_gradient_m_step_reaches_closed_form(ct: str, optimizer: str, seed: int) -> None:
+    """With fixed responsibilities (log_resp given) the optimizer finds the closed form.
+
+    The responsibilities are the data's own components, blurred by seeded noise, so that every
+    component holds a share of the data (64 points at least over seed shifts 0-99) and Q pins
+    every parameter. Q's curvature along a component's mean is its mass N_k: responsibilities
+    made from a random start can leave N_k = 7e-4 (seed shift 15), where the optimizer stops
+    with that mean 6.0 from the closed form and Q equal to 1e-9, and the closed form's mean is
+    not determined by Q in floating point. Over seed shifts 0-99, L-BFGS and Rprop from random
+    starts, the worst errors were 3.2e-7 (means), 6.2e-7 (covariances, relative) and 3.6e-8
+    (weights).
+    """
+    mixture = gaussian_mixture(300, MIXTURE_2D, seed=1)
+    data = mixture.X
+    noise = torch.randn(300, 3, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    log_resp = torch.log_softmax(4 * F.one_hot(mixture.y.long(), 3).to(F64) + noise, dim=1)
     p = _random_params(3, 2, ct, seed=seed + 7)
-    _, log_resp = e_step(data, p.weights, p.means, p.precisions_cholesky, ct)
     closed = m_step(data, log_resp, covariance_type=ct, reg_covar=1e-6)
     grad = gradient_m_step(data, log_resp, p, covariance_type=ct, reg_covar=1e-6, n_steps=200,
                            optimizer=optimizer)
