@@ -17,7 +17,8 @@ from toolkit.lab.report.plots import subplots
 from toolkit.lab.runner import RunResults
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
-from . import _SHAPE, COST_VARIANTS, DTYPES, KINDS
+from . import _SHAPE, DTYPES, KINDS
+from .cost import COST_VARIANTS
 
 #: Per variant: legend entry, marker, its size, more style (distinct markers keep blocked and
 #: unblocked, which differ by rounding, both visible).
