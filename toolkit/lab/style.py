@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from typing import Any
 
 __all__ = [
@@ -222,7 +223,8 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
 def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
     """Handles and labels of several axes for one shared legend: each entry once (by its
     first line), with the notes :func:`note_identical` wrote in any of the axes (with the
-    largest difference, and the panels' titles where it holds in only some of them)."""
+    largest difference, and the panels' titles where it holds in only some of them), each
+    note wrapped at ``NOTE_WIDTH`` characters so that no entry is wider than a column."""
     handles: dict[str, Any] = {}
     seen: dict[str, int] = {}
     notes: dict[str, dict[str, tuple[float, list[str]]]] = {}
@@ -242,10 +244,14 @@ def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
         for what, (diff, titles) in notes[key].items():
             where = "" if len(titles) == seen[key] or not all(titles) else \
                 f" ({', '.join(titles)})" if len(titles) <= 2 else f" ({len(titles)} panels)"
-            lines.append(f"{what}{where}: max difference {diff:.2g}")
+            note = f"{what}{where}: max difference {diff:.2g}"
+            lines += textwrap.wrap(note, NOTE_WIDTH, break_long_words=False) or [note]
         labels.append("\n".join(lines))
     return list(handles.values()), labels
 
+
+#: characters per line of a note in a shared legend (a panel title can make one long)
+NOTE_WIDTH = 44
 
 _CORNERS = ("upper right", "upper left", "lower right", "lower left", "center right",
             "center left", "upper center", "lower center")

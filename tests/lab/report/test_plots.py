@@ -20,7 +20,7 @@ from toolkit.lab.report.plots import (
     variant_curves,
 )
 from toolkit.lab.runner import RunResults, SeedGroup, run_experiment, write_group
-from toolkit.lab.style import COLORS, EXTRA_COLORS, MAX_WIDTH_IN, variant_style
+from toolkit.lab.style import COLORS, EXTRA_COLORS, MAX_WIDTH_IN, note_identical, variant_style
 
 
 @pytest.fixture(autouse=True)
@@ -138,6 +138,31 @@ def test_legend_below_lists_each_entry_once_under_the_panels() -> None:
     legend = legend_below(fig, axes, ncols=2)
     assert [t.get_text() for t in legend.get_texts()] == ["blocked", "unblocked"]
     assert legend in fig.legends
+    assert layout_problems(fig) == [] and text_problems(fig) == []
+
+
+@pytest.mark.parametrize("width", [9.0, 4.5])
+def test_legend_below_keeps_long_notes_inside_the_figure(width: float) -> None:
+    """A curve identical to another in one panel only gets a note naming that panel: long,
+    so it is wrapped, and a legend too wide for the figure takes fewer columns rather than
+    leave the canvas (the vq_vae figure at TOOLKIT_TEST_SEED=233 did)."""
+    fig, axes = plt.subplots(1, 2, figsize=(width, 4), layout="constrained")
+    names = ["blocked", "unblocked", "without straight through", "without codebook",
+             "without commitment"]
+    others: list[str] = []  # one colour per name across the panels
+    for i, ax in enumerate(axes):
+        ax.set_title(["test reconstruction MSE", "codebook perplexity"][i])
+        for j, name in enumerate(names):
+            y = [0.0, 1.0] if (i == 0 and name == "unblocked") else [j, j + 1.0 + i]
+            ax.plot([0, 1], y, label=name, **variant_style(name, others))
+        ax.plot([0, 1], [0.0, 1.0 + 1e-5], label="predicting the mean digit",
+                **variant_style("reference"))
+        note_identical(ax)
+    legend = legend_below(fig, axes)
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert any("(test reconstruction MSE)" in " ".join(t.split("\n")) for t in texts), texts
+    assert all(len(line) <= 44 for t in texts for line in t.split("\n")[1:]), texts
+    assert legend.get_window_extent().width <= fig.bbox.width
     assert layout_problems(fig) == [] and text_problems(fig) == []
 
 

@@ -130,10 +130,19 @@ def legend_below(fig: Figure, axes: Iterable[Any], *, ncols: int = 3, fontsize: 
                  ) -> Any:
     """One legend for the panels ``axes`` of ``fig``, under them (constrained layout makes
     room), each entry once with the notes on identical curves of any panel
-    (:func:`toolkit.lab.style.legend_entries`). It hides no panel's data. Returns it."""
+    (:func:`toolkit.lab.style.legend_entries`). It hides no panel's data and stays inside
+    the figure: with fewer than ``ncols`` columns where they would not fit its width.
+    Returns it."""
     handles, labels = legend_entries(axes)
-    return fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
-                      fontsize=fontsize, frameon=False)
+    n = max(1, min(ncols, len(labels)))
+    while True:
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=n,
+                            fontsize=fontsize, frameon=False)
+        fig.draw_without_rendering()
+        if n == 1 or legend.get_window_extent().width <= fig.bbox.width:
+            return legend
+        legend.remove()
+        n -= 1
 
 
 def variant_bars(ax: Any, categories: Sequence[str], values: Mapping[str, Any], *,
