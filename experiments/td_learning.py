@@ -324,11 +324,11 @@ def _chain_finding(run: RunResults) -> Finding:
     # ‖w_TD − w_RG‖, within d_td (or d_rg) of what each run logged last
     gap = min(last["blocked/chain/dist_rg"], last["unblocked/chain/dist_td"])
     return Finding(
-        f"Random chain: autograd matches both closed-form gradients, the semi-gradient "
-        f"and the residual gradient, to {{g}}; after {{steps}} steps TD is {{d_td}} from "
-        f"w_TD and the residual gradient {{d_rg}} from w_RG, fixed points {{gap}} "
-        f"apart; value error {{ve_b}} blocked vs {{ve_u}} unblocked (best in the span "
-        f"{{best}}).",
+        "Random chain: autograd matches both closed-form gradients, the semi-gradient "
+        "and the residual gradient, to {g}; after {steps} steps TD is {d_td} from "
+        "w_TD and the residual gradient {d_rg} from w_RG, fixed points {gap} "
+        "apart; value error {ve_b} blocked vs {ve_u} unblocked (best in the span "
+        "{best}).",
         grad_err < 1e-10 and max(d_td, d_rg) < 1e-3 * gap,
         basis="the expected TD update converges to w_TD (Tsitsiklis & Van Roy 1997) "
               "and the residual gradient to the minimiser of the Bellman error, w_RG "
