@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -47,6 +49,31 @@ def test_html_report_is_one_self_contained_file(runs: list[RunResults]) -> None:
     # the summary table puts blocked and unblocked side by side
     assert "<th>blocked</th><th>unblocked</th>" in html
     assert "tiny_counter" in html and "status <b class=\"status-complete\">complete" in html
+
+
+class _VisibleText(HTMLParser):
+    """The text a reader sees in a page: no script, style or tag."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.feed(html)
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def test_no_number_in_the_report_has_more_than_four_significant_digits(
+        runs: list[RunResults]) -> None:
+    """The site's rule (docs/_hooks/digits.py), held to the report too, its details included
+    (the run's start and end were shown to the microsecond, 14:10:12.935671)."""
+    spec = importlib.util.spec_from_file_location(
+        "report_digits", Path(__file__).parents[3] / "docs" / "_hooks" / "digits.py")
+    digits = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(digits)
+    for run in runs:
+        text = " ".join(_VisibleText((run.run_dir / "report.html").read_text()).parts)
+        assert '"started"' in text and digits.long_numbers(text) == []
 
 
 def test_html_hooks_story_findings_and_captions(runs: list[RunResults]) -> None:

@@ -71,6 +71,17 @@ _META_KEYS = ("status", "experiment", "run_id", "seed", "device", "dtype", "thre
               "blocks_seen", "versions", "error", "warnings")
 
 
+def _to_the_second(stamp: Any) -> Any:
+    """An ISO time to the second, as a reader wants it ("2026-11-23T14:10:12+00:00"); anything
+    else unchanged."""
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(stamp).isoformat(timespec="seconds")
+    except (TypeError, ValueError):
+        return stamp
+
+
 def _group_span(content: ReportContent) -> float | None:
     """Seconds from the first seed's start to the last seed's end (a seed group)."""
     import datetime as dt
@@ -225,7 +236,8 @@ def render_html(content: ReportContent) -> str:
     if config_path.exists():
         details.append(f"<h3>Config</h3><pre>{_e(config_path.read_text(encoding='utf-8'))}"
                        f"</pre>")
-    shown = {k: meta.get(k) for k in _META_KEYS if k in meta}
+    shown = {k: _to_the_second(meta[k]) if k in ("started", "ended") else meta.get(k)
+             for k in _META_KEYS if k in meta}
     details.append(f"<h3>Meta</h3><pre>{_e(json.dumps(round_floats(shown), indent=2))}</pre>")
     if meta.get("traceback"):
         details.append(f"<h3>Traceback</h3><pre>{_e(meta['traceback'])}</pre>")
