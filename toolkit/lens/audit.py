@@ -9,7 +9,8 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
 - **leaks**: tensors a loss's gradient reaches that its optimizer does not step, where a cut
   can remove that gradient without cutting a stepped tensor off the loss (a DQN target
   network, a generator in the discriminator's step, an EMA or distillation teacher), or that
-  the optimizer steps while the step also writes them in place (updated twice); each with its
+  the optimizer steps while the step also writes them in place from other trained tensors
+  (updated twice; a clamp or a mask only constrains them: a note); each with its
   shortest path, the gradient's bytes and the cut that removes it;
 - **trained targets**: a regression, TD, soft-target or score-function loss whose target
   reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit_targets`);
@@ -64,7 +65,7 @@ from toolkit.lens.audit_graph import (
     find_dead,
 )
 from toolkit.lens.audit_held import HeldGraph, find_held
-from toolkit.lens.audit_leaks import Graph, find_leaks, parameter_regions
+from toolkit.lens.audit_leaks import Graph, find_leaks, parameter_regions, updated_twice
 from toolkit.lens.audit_names import Names, find_modules
 from toolkit.lens.audit_notes import notes_of, write_kind
 from toolkit.lens.audit_record import Recording
@@ -321,7 +322,8 @@ def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
         for key, c in find_carried(name, search, rec, label):
             carried.setdefault(key, c)
     held, held_notes = find_held(rec, label, region)
-    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen}), *held_notes]
+    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen},
+                       updated_twice(rec)), *held_notes]
     return StepAudit(tuple(losses), tuple(leaks), tuple(dead), tuple(carried.values()),
                      len(all_stepped), tuple(notes), tuple(passing), tuple(frozen),
                      tuple(held), tuple(targets))

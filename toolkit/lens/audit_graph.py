@@ -204,7 +204,7 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         if not tensor.requires_grad:
             kind = "frozen"
             cut = "requires_grad=False" + (" (set by the step)" if key in rec.frozen else "")
-        elif key in rec.leaf_detached:
+        elif key in rec.leaf_detached and not _read_for_a_write(rec, key):
             kind, line = "detach", rec.sites.get(("detach", key))
             cut = f"{rec.leaf_detached[key]} of the parameter itself"
         else:
@@ -240,6 +240,13 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         out.append(DeadParameter(optimizer, rec.names.name(tensor), tuple(tensor.shape),
                                  losses, cut, path, kind, line))
     return out
+
+
+def _read_for_a_write(rec: Recording, key: int) -> bool:
+    """Whether the step read the watched tensor ``key`` with gradients on, and also detached
+    it (``.data``) as the source of an in-place write (an EMA of it): the detach made the
+    write's value, not the cut that keeps it from the loss."""
+    return key in rec.grad_read and any(key in w.sources for w in rec.writes.values())
 
 
 def _call_site(rec: Recording, name: str, behind: ShortestPaths) -> str | None:

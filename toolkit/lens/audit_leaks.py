@@ -16,8 +16,15 @@ graph:
 - ``L`` is pass-through when a node of ``P(L)`` lies on a legitimate path from the loss to a
   stepped tensor: every cut that removes ``L``'s gradient also cuts that path, i.e. changes
   what the stepped tensors are trained by (the discriminator in a generator step, the critic
-  in an actor step). Otherwise ``L`` is a leak, and the suggested cut is on its shortest path,
-  at the first node that is on no legitimate path to a stepped tensor.
+  in an actor step).
+- ``L`` is also pass-through when the loss reaches it only through the outputs of calls of a
+  module that holds ``L`` and none of the stepped tensors, outputs that lie on legitimate
+  paths: a cut that spares the stepped tensors would have to sit inside that module's own
+  forward, on a branch the module computes for every caller (the state branch of a DDPG
+  critic that reads the action at its second layer, the class embedding of a projection
+  discriminator). Nothing in the step's own code can remove it; freezing the module can.
+- Otherwise ``L`` is a leak, and the suggested cut is on its shortest path, at the first node
+  that is on no legitimate path to a stepped tensor.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from toolkit.lens.audit_record import Recording, is_open_marker
 from toolkit.lens.backward_graph import ShortestPaths, node_label
 from toolkit.lens.graph_walk import closure, walk
 
-__all__ = ["Graph", "find_leaks", "parameter_regions"]
+__all__ = ["Graph", "find_leaks", "parameter_regions", "updated_twice"]
 
 _MAX_REGION = 256  # nodes: a weight computed by more is a network, not a reparametrisation
 
@@ -114,37 +121,47 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
     """
     search = graph.search
     names = rec.names
+    twice = updated_twice(rec)
     candidates = []
     for var_id, key in search.leaf_node.items():
         variable = search.nodes[key].variable
         known = var_id in names.tensors or isinstance(variable, nn.Parameter)
-        twice = var_id in stepped and var_id in rec.written
-        if known and (var_id not in stepped or twice):
+        if known and (var_id not in stepped or var_id in twice):
             candidates.append(variable)
     if not candidates:
         return [], []
-    targets = {search.leaf_node[i] for i in stepped
-               if i in search.leaf_node and i not in rec.written}
+    targets = {search.leaf_node[i] for i in stepped if i in search.leaf_node and i not in twice}
     legit = graph.useful(targets, graph.reach(graph.roots, removed), removed)
     order = {key: i for i, key in enumerate(names.tensors)}
     candidates.sort(key=lambda v: order.get(id(v), len(order)))
+    calls = _passed_calls(graph, legit, rec, stepped)
     leaks, passing = [], []
     for variable in candidates:
         chain = search.path_to(variable) or []
+        inside = None
         if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
                       f"step ({rec.written[id(variable)]}): updated twice")
             through = False
         else:
             reason = f"not stepped by optimizer {optimizer!r}"
-            through = bool(_users(graph, search.leaf_node[id(variable)], region) & legit)
-        if through:
+            leaf = search.leaf_node[id(variable)]
+            through = bool(_users(graph, leaf, region) & legit)
+            if not through:
+                inside = _only_inside(graph, leaf, id(variable), calls)
+                through = inside is not None
+        skip = (f"to skip computing it, freeze it while computing loss {loss!r} "
+                "(requires_grad_(False), as Lightning's toggle_optimizer does) or differentiate "
+                "only the stepped tensors (backward(inputs=...))")
+        if inside is not None:
+            cut_at, fix = None, (
+                f"reached only through the output of {inside}, which trains optimizer "
+                f"{optimizer!r}'s tensors: only a cut inside {inside}'s own forward could "
+                f"remove it; {skip}")
+        elif through:
             cut_at, fix = None, (
                 "no cut can remove it: every cut that does also cuts a path by which "
-                f"optimizer {optimizer!r}'s tensors are trained; to skip computing it, freeze "
-                f"it while computing loss {loss!r} (requires_grad_(False), as Lightning's "
-                "toggle_optimizer does) or differentiate only the stepped tensors "
-                "(backward(inputs=...))")
+                f"optimizer {optimizer!r}'s tensors are trained; {skip}")
         else:
             cut_at, fix = _fix(chain, legit, loss, optimizer, label, targets)
         leak = Leak(loss, optimizer, names.name(variable), tuple(variable.shape),
@@ -152,6 +169,50 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
                     tuple(label(n) for n in chain), reason, fix, cut_at)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
+
+
+def updated_twice(rec: Recording) -> set[int]:
+    """``id`` of the tensors the step writes in place from *other* trained tensors (a
+    parameter, or a tensor that requires grad): an EMA or a copy of another network.
+
+    Such a write on a tensor an optimizer also steps updates it twice, by the gradient and by
+    the write. A write from the tensor itself and constants (weight clipping's ``clamp_``, a
+    projection or a renormalisation, a pruning mask) only constrains what the optimizer
+    stepped: a note, not a finding.
+    """
+    out = set()
+    for key, write in rec.writes.items():
+        sources = [rec.watched.get(i) for i in write.sources]
+        if any(t is not None and (isinstance(t, nn.Parameter) or t.requires_grad)
+               for t in sources):
+            out.add(key)
+    return out
+
+
+def _passed_calls(graph: Graph, legit: set[int], rec: Recording, stepped: set[int]
+                  ) -> list[tuple[int, str, frozenset[int]]]:
+    """``(node, module, its tensors)`` for each module call output on a legitimate path,
+    returned by a module that holds none of the stepped tensors (the critic in an actor step)."""
+    found = []
+    for key in legit:
+        for module in rec.returned_by.get(key, ()):
+            members = rec.names.members(module)
+            if members and not members & stepped:
+                found.append((key, module, members))
+    return found
+
+
+def _only_inside(graph: Graph, leaf: int, var_id: int,
+                 calls: list[tuple[int, str, frozenset[int]]]) -> str | None:
+    """The module whose legitimate outputs are the loss's only way to the tensor ``var_id``
+    (leaf node ``leaf``), when there is one: see the module's docstring."""
+    mine = [(key, module) for key, module, members in calls if var_id in members]
+    if not mine:
+        return None
+    removed = {(key, child) for key, _ in mine for child in graph.children.get(key, ())}
+    if leaf in graph.reach(graph.roots, removed):
+        return None
+    return min((module for _, module in mine), key=len)
 
 
 def _users(graph: Graph, leaf: int, region: set[int]) -> frozenset[int]:

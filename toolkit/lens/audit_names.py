@@ -109,6 +109,7 @@ class Names:
     objects: dict[int, torch.Tensor] = field(default_factory=dict)
     modules: dict[int, str] = field(default_factory=dict)
     roots: list[nn.Module] = field(default_factory=list)
+    by_label: dict[str, nn.Module] = field(default_factory=dict)
 
     def add_module(self, prefix: str, module: nn.Module) -> None:
         if id(module) in self.modules:
@@ -117,6 +118,7 @@ class Names:
         for sub_name, sub in module.named_modules(remove_duplicate=True):
             label = ".".join(p for p in (prefix, sub_name) if p) or type(module).__name__
             self.modules.setdefault(id(sub), label)
+            self.by_label.setdefault(label, sub)
         for name, tensor in [*module.named_parameters(remove_duplicate=True),
                              *module.named_buffers(remove_duplicate=True)]:
             self.add_tensor(".".join(p for p in (prefix, name) if p), tensor)
@@ -125,6 +127,13 @@ class Names:
         if id(tensor) not in self.tensors:
             self.tensors[id(tensor)] = name
             self.objects[id(tensor)] = tensor
+
+    def members(self, label: str) -> frozenset[int]:
+        """``id`` of the parameters and buffers of the module named ``label`` (none if unknown)."""
+        module = self.by_label.get(label)
+        if module is None:
+            return frozenset()
+        return frozenset(id(t) for t in [*module.parameters(), *module.buffers()])
 
     def name(self, tensor: torch.Tensor) -> str:
         """The tensor's name, or ``<Parameter (2, 3)>`` / ``<tensor (2, 3)>`` for one not found."""

@@ -40,25 +40,31 @@ def describe_write(rec: Recording, write: Write) -> str:
 
 
 def notes_of(rec: Recording, searches: dict[str, ShortestPaths], stepped: set[int],
-             frozen: set[str]) -> list[str]:
-    """The notes of one audit: in-place writes of parameters no optimizer steps, and the
-    step's own leaves that receive gradient."""
+             frozen: set[str], twice: set[int] = frozenset()) -> list[str]:
+    """The notes of one audit: in-place writes of parameters no optimizer steps, writes that
+    only constrain stepped tensors (``twice``: the stepped tensors whose writes are findings),
+    and the step's own leaves that receive gradient."""
     notes = []
-    described: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    described: dict[tuple[bool, str, str], tuple[list[str], list[str]]] = {}
     for key, write in rec.writes.items():
         tensor = rec.names.objects.get(key)
         name = rec.names.tensors.get(key)
-        if tensor is None or name is None or key in stepped or name in frozen \
+        if tensor is None or name is None or (key in stepped and key in twice) or name in frozen \
                 or not isinstance(tensor, nn.Parameter):
             continue
         kind, ops, sources = write_kind(rec, write)
-        names, read = described.setdefault((kind, ops), ([], []))
+        names, read = described.setdefault((key in stepped, kind, ops), ([], []))
         names.append(name)
         read += [s for s in sources if s not in read]
-    for (kind, ops), (names, read) in described.items():
+    for (constrained, kind, ops), (names, read) in described.items():
         what = f"{kind} {listing(read, 4)}" if read else kind
-        notes.append(f"the step writes {listing(names, 4)} in place: {what} ({ops}), not a "
-                     f"gradient step")
+        if constrained:
+            notes.append(f"the step writes {listing(names, 4)}, which an optimizer steps, in "
+                         f"place: {what} ({ops}), a constraint on the stepped values (weight "
+                         f"clipping, a projection), not a second update")
+        else:
+            notes.append(f"the step writes {listing(names, 4)} in place: {what} ({ops}), not "
+                         f"a gradient step")
     known = rec.names.tensors
     others = {}
     for search in searches.values():

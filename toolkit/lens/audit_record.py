@@ -143,6 +143,8 @@ class _Mode(TorchFunctionMode):
             key = id(t)
             if key in rec.watched:
                 rec.used.add(key)
+                if grad:
+                    rec.grad_read.add(key)
                 for reads in rec._checkpointing:
                     reads.add(key)
                 if not grad and key not in rec.no_grad:
@@ -248,11 +250,14 @@ class Recording:
         self.leaf_detached: dict[int, str] = {}
         self.no_grad: dict[int, str] = {}
         self.used: set[int] = set()
+        self.grad_read: set[int] = set()  # watched tensors read by a torch call with grad on
         self.written: dict[int, str] = {}
         self.frozen: set[int] = set()
         # id(node) -> [node, innermost module, outermost module, shape, position in the
         # outermost module's output ("[1][0]" for h of (output, (h, c)))]
         self.outputs: dict[int, list[Any]] = {}
+        # id(node) -> every module whose call returned it, innermost first ("critic.l3", "critic")
+        self.returned_by: dict[int, list[str]] = {}
         # id(node) -> (node, module name) for tensors with a graph passed into a module call
         self.inputs: dict[int, tuple[Any, str]] = {}
         # id(node) -> node: weights with a graph that a layer function read (computed weights)
@@ -346,6 +351,7 @@ class Recording:
         if not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         node = output.grad_fn
+        self.returned_by.setdefault(id(node), []).append(label)
         entry = self.outputs.get(id(node))
         if entry is None:
             self.outputs[id(node)] = [node, label, label, tuple(output.shape), where]

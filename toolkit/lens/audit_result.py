@@ -4,7 +4,8 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
 
 - ``leaks`` (:class:`~toolkit.lens.audit_graph.Leak`): a loss's gradient reaches a tensor its
   optimizer does not step, and a cut can remove it without cutting a stepped tensor off the
-  loss; or the optimizer steps a tensor the step also writes in place (updated twice);
+  loss; or the optimizer steps a tensor the step also writes in place from other trained
+  tensors (updated twice: an EMA written into a stepped tensor);
 - ``targets`` (:class:`~toolkit.lens.audit_targets.TrainedTarget`): a regression, TD,
   soft-target or score-function loss whose target side reaches the parameters being trained;
 - ``dead`` (:class:`~toolkit.lens.audit_graph.DeadParameter`): a stepped tensor that requires
@@ -17,8 +18,9 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
 Information (never a failure):
 
 - ``pass_through`` (:class:`~toolkit.lens.audit_graph.Leak` with ``cut_at=None``): tensors the
-  gradient passes through on its way to stepped ones, which no cut can spare (the
-  discriminator in a generator step, a critic in an actor step): backward computes their
+  gradient passes through on its way to stepped ones, which no cut in the step's code can
+  spare (the discriminator in a generator step, a critic in an actor step, and a critic's
+  layer that the loss reaches only through the critic's output): backward computes their
   gradient and the optimizer ignores it;
 - ``frozen`` (:class:`~toolkit.lens.audit_graph.FrozenTensor`): tensors an optimizer holds that
   do not require grad (skipped by every torch optimizer), and whether the step writes them;
