@@ -193,12 +193,14 @@ def _passed_calls(graph: Graph, legit: set[int], rec: Recording, stepped: set[in
                   ) -> list[tuple[int, str, frozenset[int]]]:
     """``(node, module, its tensors)`` for each module call output on a legitimate path,
     returned by a module that holds none of the stepped tensors (the critic in an actor step)."""
-    found = []
+    found, members = [], {}
     for key in legit:
         for module in rec.returned_by.get(key, ()):
-            members = rec.names.members(module)
-            if members and not members & stepped:
-                found.append((key, module, members))
+            if module not in members:
+                held = rec.names.members(module)
+                members[module] = held if held and not held & stepped else None
+            if members[module] is not None:
+                found.append((key, module, members[module]))
     return found
 
 
