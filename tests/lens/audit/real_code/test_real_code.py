@@ -15,22 +15,34 @@ import warnings
 
 import pytest
 import torch
+from realcode_actors import CASES as ACTORS
 from realcode_common import RealCase, audit_sets, oracle
 from realcode_gans import CASES as GANS
+from realcode_generative import CASES as GENERATIVE
+from realcode_onpolicy import CASES as ONPOLICY
+from realcode_repr import CASES as REPR
 from realcode_rl import CASES as RL
 from realcode_ssl import CASES as SSL
 from realcode_state import CASES as STATE
+from realcode_translation import CASES as TRANSLATION
+from realcode_ugatit import CASES as UGATIT
+from realcode_vision import CASES as VISION
 
 from toolkit import audit_step
 
-CASES = {**GANS, **RL, **SSL, **STATE}
+_MODULES = [GANS, RL, SSL, STATE, ACTORS, ONPOLICY, REPR, TRANSLATION, UGATIT, VISION, GENERATIVE]
+CASES = {name: build for cases in _MODULES for name, build in cases.items()}
+assert len(CASES) == sum(map(len, _MODULES)), "two corpus modules use the same case name"
 #: each bug and its fixed twin
 TWINS = {"dcgan_no_detach": "dcgan", "sagan": "sagan_detached",
          "philtabor_ddqn": "philtabor_ddqn_no_grad", "easyrl_ddqn": "easyrl_ddqn_fixed",
          "easyrl_ddqn_same_net": "easyrl_ddqn_same_net_fixed",
          "actor_critic_no_item": "actor_critic",
          "word_language_model_no_repackage": "word_language_model",
-         "nflows_realnvp_0_11": "nflows_realnvp_0_14"}
+         "nflows_realnvp_0_11": "nflows_realnvp_0_14",
+         "handson_ddpg": "handson_ddpg_fixed", "ikostrikov_a2c_no_detach": "ikostrikov_a2c",
+         "byol_readme": "byol", "morvan_rnn_no_repack": "morvan_rnn",
+         "ugatit_no_detach": "ugatit_detached", "synsin_bn": "synsin_bn_fixed"}
 
 
 def _build(name: str, seed: int) -> RealCase:
