@@ -23,12 +23,14 @@ from torch.nn import functional as F
 # argument (default 2); it is 1 here so that every step has the same losses.
 
 
-class TD3Actor(nn.Module):
+class Actor(nn.Module):
+    """The actor of TD3.py and DDPG.py alike (widths 256-256 and 400-300 there)."""
+
     def __init__(self, state_dim: int, action_dim: int, max_action: float,
-                 hidden: int = 8) -> None:
+                 widths: tuple[int, int] = (8, 8)) -> None:
         super().__init__()
-        self.l1, self.l2 = nn.Linear(state_dim, hidden), nn.Linear(hidden, hidden)
-        self.l3 = nn.Linear(hidden, action_dim)
+        self.l1, self.l2 = nn.Linear(state_dim, widths[0]), nn.Linear(*widths)
+        self.l3 = nn.Linear(widths[1], action_dim)
         self.max_action = max_action
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
@@ -57,20 +59,29 @@ class TD3Critic(nn.Module):
         return self.l3(F.relu(self.l2(F.relu(self.l1(sa)))))
 
 
+def replay_sample(batch: int, state_dim: int, action_dim: int, max_action: float
+                  ) -> tuple[torch.Tensor, ...]:
+    """A batch as sfujim/TD3's ReplayBuffer.sample returns it: state, next state, action,
+    reward, not done."""
+    state, next_state = torch.randn(batch, state_dim), torch.randn(batch, state_dim)
+    action = (torch.rand(batch, action_dim) * 2 - 1) * max_action
+    reward, not_done = torch.randn(batch, 1), (torch.rand(batch, 1) > 0.2).float()
+    return state, next_state, action, reward, not_done
+
+
 def sfujim_td3(seed: int, *, state_dim: int = 3, action_dim: int = 1, max_action: float = 2.0,
                batch: int = 4, discount: float = 0.99, tau: float = 0.005,
                policy_noise: float = 0.2, noise_clip: float = 0.5, policy_freq: int = 1
                ) -> RealCase:
     torch.manual_seed(seed)
-    actor = TD3Actor(state_dim, action_dim, max_action)
+    actor = Actor(state_dim, action_dim, max_action)
     actor_target = copy.deepcopy(actor)
     actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4)
     critic = TD3Critic(state_dim, action_dim)
     critic_target = copy.deepcopy(critic)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=3e-4)
-    state, next_state = torch.randn(batch, state_dim), torch.randn(batch, state_dim)
-    action = (torch.rand(batch, action_dim) * 2 - 1) * max_action
-    reward, not_done = torch.randn(batch, 1), (torch.rand(batch, 1) > 0.2).float()
+    state, next_state, action, reward, not_done = replay_sample(batch, state_dim, action_dim,
+                                                                max_action)
     it = {"total_it": 0}
 
     def step() -> dict[str, torch.Tensor]:
@@ -175,19 +186,6 @@ def handson_ddpg(seed: int, *, fixed: bool = False, state_dim: int = 3, hidden_d
 # reward + (not_done * discount * target_Q).detach(); the actor loss passes through the critic.
 
 
-class DDPGActor(nn.Module):
-    def __init__(self, state_dim: int, action_dim: int, max_action: float) -> None:
-        super().__init__()
-        self.l1, self.l2 = nn.Linear(state_dim, 8), nn.Linear(8, 6)
-        self.l3 = nn.Linear(6, action_dim)
-        self.max_action = max_action
-
-    def forward(self, state: torch.Tensor) -> torch.Tensor:
-        a = F.relu(self.l1(state))
-        a = F.relu(self.l2(a))
-        return self.max_action * torch.tanh(self.l3(a))
-
-
 class DDPGCritic(nn.Module):
     def __init__(self, state_dim: int, action_dim: int) -> None:
         super().__init__()
@@ -203,15 +201,14 @@ class DDPGCritic(nn.Module):
 def sfujim_ddpg(seed: int, *, state_dim: int = 3, action_dim: int = 1, max_action: float = 2.0,
                 batch: int = 4, discount: float = 0.99, tau: float = 0.001) -> RealCase:
     torch.manual_seed(seed)
-    actor = DDPGActor(state_dim, action_dim, max_action)
+    actor = Actor(state_dim, action_dim, max_action, (8, 6))
     actor_target = copy.deepcopy(actor)
     actor_optimizer = torch.optim.Adam(actor.parameters(), lr=1e-4)
     critic = DDPGCritic(state_dim, action_dim)
     critic_target = copy.deepcopy(critic)
     critic_optimizer = torch.optim.Adam(critic.parameters(), weight_decay=1e-2)
-    state, next_state = torch.randn(batch, state_dim), torch.randn(batch, state_dim)
-    action = (torch.rand(batch, action_dim) * 2 - 1) * max_action
-    reward, not_done = torch.randn(batch, 1), (torch.rand(batch, 1) > 0.2).float()
+    state, next_state, action, reward, not_done = replay_sample(batch, state_dim, action_dim,
+                                                                max_action)
 
     def step() -> dict[str, torch.Tensor]:
         target_Q = critic_target(next_state, actor_target(next_state))

@@ -106,6 +106,19 @@ class ResnetAdaILNBlock(nn.Module):
         return out + x
 
 
+def class_activation(x: torch.Tensor, gap_fc: nn.Module, gmp_fc: nn.Module
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The CAM block that UGATIT's generator and discriminator both run: the logits of the
+    average- and max-pooled features, and the features weighted by each fc's first parameter
+    (``weight_orig`` under the spectral-norm hook), concatenated."""
+    gap_logit = gap_fc(F.adaptive_avg_pool2d(x, 1).view(x.shape[0], -1))
+    gap = x * next(iter(gap_fc.parameters())).unsqueeze(2).unsqueeze(3)
+    gmp_logit = gmp_fc(F.adaptive_max_pool2d(x, 1).view(x.shape[0], -1))
+    gmp = x * next(iter(gmp_fc.parameters())).unsqueeze(2).unsqueeze(3)
+    cam_logit = torch.cat([gap_logit, gmp_logit], 1)
+    return torch.cat([gap, gmp], 1), cam_logit
+
+
 class UResnetGenerator(nn.Module):
     """UGATIT's ResnetGenerator, light=True."""
 
@@ -145,16 +158,7 @@ class UResnetGenerator(nn.Module):
 
     def forward(self, input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = self.DownBlock(input)
-        gap = F.adaptive_avg_pool2d(x, 1)
-        gap_logit = self.gap_fc(gap.view(x.shape[0], -1))
-        gap_weight = next(iter(self.gap_fc.parameters()))
-        gap = x * gap_weight.unsqueeze(2).unsqueeze(3)
-        gmp = F.adaptive_max_pool2d(x, 1)
-        gmp_logit = self.gmp_fc(gmp.view(x.shape[0], -1))
-        gmp_weight = next(iter(self.gmp_fc.parameters()))
-        gmp = x * gmp_weight.unsqueeze(2).unsqueeze(3)
-        cam_logit = torch.cat([gap_logit, gmp_logit], 1)
-        x = torch.cat([gap, gmp], 1)
+        x, cam_logit = class_activation(x, self.gap_fc, self.gmp_fc)
         x = self.relu(self.conv1x1(x))
         heatmap = torch.sum(x, dim=1, keepdim=True)
         x_ = F.adaptive_avg_pool2d(x, 1)
@@ -191,16 +195,7 @@ class UDiscriminator(nn.Module):
 
     def forward(self, input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = self.model(input)
-        gap = F.adaptive_avg_pool2d(x, 1)
-        gap_logit = self.gap_fc(gap.view(x.shape[0], -1))
-        gap_weight = next(iter(self.gap_fc.parameters()))  # weight_orig under the hook
-        gap = x * gap_weight.unsqueeze(2).unsqueeze(3)
-        gmp = F.adaptive_max_pool2d(x, 1)
-        gmp_logit = self.gmp_fc(gmp.view(x.shape[0], -1))
-        gmp_weight = next(iter(self.gmp_fc.parameters()))
-        gmp = x * gmp_weight.unsqueeze(2).unsqueeze(3)
-        cam_logit = torch.cat([gap_logit, gmp_logit], 1)
-        x = torch.cat([gap, gmp], 1)
+        x, cam_logit = class_activation(x, self.gap_fc, self.gmp_fc)
         x = self.leaky_relu(self.conv1x1(x))
         heatmap = torch.sum(x, dim=1, keepdim=True)
         out = self.conv(self.pad(x))
