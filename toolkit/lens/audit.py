@@ -288,11 +288,12 @@ def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
     graphs = {name: Graph(search) for name, search in searches.items()}
     all_stepped = {i for group in stepped.values() for i in group}
     region = parameter_regions(rec, set(rec.names.tensors) | all_stepped)
+    twice = updated_twice(rec)
     leaks, passing, targets = [], [], []
     for name, graph in graphs.items():
         mine = set(stepped[key_of[name]])
         found, through = find_leaks(name, opt_name[name], graph, mine, rec, label, region,
-                                    target_edges(graph))
+                                    target_edges(graph), twice)
         leaks += found
         (passing if allow_pass_through else leaks).extend(through)
         if not allow_trained_target:
@@ -322,8 +323,8 @@ def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
         for key, c in find_carried(name, search, rec, label):
             carried.setdefault(key, c)
     held, held_notes = find_held(rec, label, region)
-    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen},
-                       updated_twice(rec)), *held_notes]
+    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen}, twice),
+             *held_notes]
     return StepAudit(tuple(losses), tuple(leaks), tuple(dead), tuple(carried.values()),
                      len(all_stepped), tuple(notes), tuple(passing), tuple(frozen),
                      tuple(held), tuple(targets))

@@ -113,15 +113,15 @@ class _Edge:
 
 
 def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: Recording,
-               label: Labeller, region: set[int], removed: set[tuple[int, int]]
-               ) -> tuple[list[Leak], list[Leak]]:
+               label: Labeller, region: set[int], removed: set[tuple[int, int]],
+               twice: set[int]) -> tuple[list[Leak], list[Leak]]:
     """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`.
 
-    ``removed``: the edges into targets and log-probability weights (not legitimate paths).
+    ``removed``: the edges into targets and log-probability weights (not legitimate paths);
+    ``twice``: :func:`updated_twice` of ``rec``.
     """
     search = graph.search
     names = rec.names
-    twice = updated_twice(rec)
     candidates = []
     for var_id, key in search.leaf_node.items():
         variable = search.nodes[key].variable
@@ -135,6 +135,9 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
     order = {key: i for i, key in enumerate(names.tensors)}
     candidates.sort(key=lambda v: order.get(id(v), len(order)))
     calls = _passed_calls(graph, legit, rec, stepped)
+    skip = (f"to skip computing it, freeze it while computing loss {loss!r} "
+            "(requires_grad_(False), as Lightning's toggle_optimizer does) or differentiate "
+            "only the stepped tensors (backward(inputs=...))")
     leaks, passing = [], []
     for variable in candidates:
         chain = search.path_to(variable) or []
@@ -150,9 +153,6 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
             if not through:
                 inside = _only_inside(graph, leaf, id(variable), calls)
                 through = inside is not None
-        skip = (f"to skip computing it, freeze it while computing loss {loss!r} "
-                "(requires_grad_(False), as Lightning's toggle_optimizer does) or differentiate "
-                "only the stepped tensors (backward(inputs=...))")
         if inside is not None:
             cut_at, fix = None, (
                 f"reached only through the output of {inside}, which trains optimizer "
@@ -197,8 +197,8 @@ def _passed_calls(graph: Graph, legit: set[int], rec: Recording, stepped: set[in
     for key in legit:
         for module in rec.returned_by.get(key, ()):
             if module not in members:
-                held = rec.names.members(module)
-                members[module] = held if held and not held & stepped else None
+                owned = rec.names.members(module)
+                members[module] = owned if owned and not owned & stepped else None
             if members[module] is not None:
                 found.append((key, module, members[module]))
     return found

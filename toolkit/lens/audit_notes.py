@@ -40,7 +40,7 @@ def describe_write(rec: Recording, write: Write) -> str:
 
 
 def notes_of(rec: Recording, searches: dict[str, ShortestPaths], stepped: set[int],
-             frozen: set[str], twice: set[int] = frozenset()) -> list[str]:
+             frozen: set[str], twice: set[int]) -> list[str]:
     """The notes of one audit: in-place writes of parameters no optimizer steps, writes that
     only constrain stepped tensors (``twice``: the stepped tensors whose writes are findings),
     and the step's own leaves that receive gradient."""
