@@ -53,6 +53,18 @@ def test_the_block_is_recorded_and_switching_it_gives_the_residual_gradient(
     assert (g_blocked - g_unblocked).norm() > 0.05 * g_blocked.norm()
 
 
+def test_the_expected_gradients_are_affine_in_w_as_autograd_finds_them(
+        chain: td.MarkovRewardProcess) -> None:
+    # M w − b against autograd at two points; M is the derivative of the gradient in w
+    for point in ([0.3, -1.2], [-2.0, 0.7]):
+        w = torch.tensor(point, dtype=F64, requires_grad=True)
+        (g_blocked,) = torch.autograd.grad(chain.loss(w), w)
+        with disable_blocks("td.target"):
+            (g_unblocked,) = torch.autograd.grad(chain.loss(w), w)
+        for g, (m, b) in zip((g_blocked, g_unblocked), chain.expected_gradients().values()):
+            torch.testing.assert_close(m @ w.detach() - b, g, rtol=1e-12, atol=1e-14)
+
+
 def test_gradient_descent_reaches_each_fixed_point(chain: td.MarkovRewardProcess) -> None:
     w0 = torch.zeros(2, dtype=F64)
     blocked = td.gradient_descent(chain.loss, w0, lr=0.5, n_steps=400)

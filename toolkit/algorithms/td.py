@@ -227,15 +227,22 @@ class MarkovRewardProcess:
         """``V = (I − γP)⁻¹ r`` ``(n,)``."""
         return torch.linalg.solve(self._eye() - self.gamma * self.P, self.r)
 
+    def expected_gradients(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """``{"blocked": (ΦᵀDA, ΦᵀDr), "unblocked": (AᵀDA, AᵀDr)}``, ``A = (I − γP)Φ``: each
+        expected gradient as ``M w − b`` (the semi-gradient and the residual gradient). Its
+        fixed point solves ``M w = b``; a full-batch step ``w ← w − lr·(M w − b)`` contracts
+        by the spectral radius of ``I − lr·M``."""
+        A, D = self._a(), torch.diag(self.d)
+        return {"blocked": (self.phi.T @ D @ A, self.phi.T @ D @ self.r),
+                "unblocked": (A.T @ D @ A, A.T @ D @ self.r)}
+
     def td_fixed_point(self) -> torch.Tensor:
         """``w_TD`` ``(k,)``: where the semi-gradient vanishes."""
-        D = torch.diag(self.d)
-        return _solve(self.phi.T @ D @ self._a(), self.phi.T @ D @ self.r)
+        return _solve(*self.expected_gradients()["blocked"])
 
     def residual_gradient_fixed_point(self) -> torch.Tensor:
         """``w_RG`` ``(k,)``: the minimiser of the mean squared Bellman error."""
-        A, D = self._a(), torch.diag(self.d)
-        return _solve(A.T @ D @ A, A.T @ D @ self.r)
+        return _solve(*self.expected_gradients()["unblocked"])
 
     def best_weights(self) -> torch.Tensor:
         """``w_proj`` ``(k,)``: the d-weighted least-squares fit of the true values."""
