@@ -84,17 +84,64 @@ def test_every_block_says_what_it_is(path):
                                f"output), got {kind or 'none'!r}")
 
 
+def _extras() -> dict[str, str]:
+    """``import name -> extra`` for every package an optional extra of pyproject.toml brings."""
+    import tomllib
+
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    found = {}
+    for extra, requirements in table["project"]["optional-dependencies"].items():
+        for requirement in requirements:
+            name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0]
+            found.setdefault(name.lower().replace("-", "_"), extra)
+    return found
+
+
+EXTRAS = _extras()
+
+
+def missing_extras(code: str) -> list[str]:
+    """The optional extras (``lightning``, ``transformers`` …) whose packages ``code`` imports
+    and that are not installed; a missing package of no extra is not excused."""
+    needed = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            needed |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            needed.add(node.module.split(".")[0])
+    return sorted({EXTRAS[name] for name in needed
+                   if name in EXTRAS and importlib.util.find_spec(name) is None})
+
+
+def test_a_block_importing_a_missing_extra_names_it():
+    assert EXTRAS["lightning"] == "lightning" and EXTRAS["dask"] == "distributed"
+    assert missing_extras("import toolkit\nfrom torch import nn") == []
+    gone = "surely_not_installed_pkg"
+    EXTRAS[gone] = "imaginary"
+    try:
+        assert missing_extras(f"import {gone}.sub as s") == ["imaginary"]
+    finally:
+        del EXTRAS[gone]
+
+
 @pytest.mark.parametrize("path", [p for p in PAGES if any(k == "python" for k, _, _ in blocks(p))],
                          ids=_id)
 def test_python_blocks_run(path, tmp_path, monkeypatch):
+    """Every python block runs; one that imports an optional extra that is not installed is
+    skipped (the others still run) and the test reports it skipped, naming the extra."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     page = types.ModuleType("docs_page")  # a module of its own: classes defined there resolve
     monkeypatch.setitem(sys.modules, page.__name__, page)
     namespace = page.__dict__
-    printed = None
+    printed, skipped = None, {}
     for kind, line, code in blocks(path):
-        if kind == "python":
+        if kind == "python" and missing_extras(code):
+            skipped[line] = missing_extras(code)
+            printed = "skipped"
+        elif kind == "output" and printed == "skipped":
+            printed = None
+        elif kind == "python":
             out = io.StringIO()
             # one BLAS thread, as torch has in the tests: two busy cores oversubscribed by
             # numpy's threads make scikit-learn's fits many times slower
@@ -109,6 +156,10 @@ def test_python_blocks_run(path, tmp_path, monkeypatch):
             want = [s.rstrip() for s in code.rstrip().splitlines()]
             assert _same_lines(got, want), f"{_id(path)}:{line}: the block above prints\n{printed}"
             printed = None
+    if skipped:
+        extras = sorted({e for names in skipped.values() for e in names})
+        pytest.skip(f"{_id(path)}: the blocks at lines {sorted(skipped)} need the extras "
+                    f"{extras} (pip install -e \".[{','.join(extras)}]\"); the others ran")
 
 
 def _same_lines(got: list[str], want: list[str]) -> bool:

@@ -22,7 +22,8 @@ EXTRAS = {"toolkit.integrations.lightning": "lightning",
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
     if name in EXTRAS:
-        pytest.importorskip(EXTRAS[name])
+        pytest.importorskip(EXTRAS[name], reason=f"needs the [{EXTRAS[name]}] extra: "
+                            f"pip install -e \".[{EXTRAS[name]}]\"")
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS,
                              verbose=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("lightning")
+pytest.importorskip("lightning", reason="needs the [lightning] extra: pip install -e \".[lightning]\"")
 
 import torch
 from lightning.pytorch import Trainer

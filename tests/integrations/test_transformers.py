@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="needs the [transformers] extra: pip install -e \".[transformers]\"")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
