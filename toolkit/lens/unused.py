@@ -44,8 +44,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from toolkit.lens.audit import audit_step
-from toolkit.lens.audit_graph import DeadParameter
-from toolkit.lens.audit_result import listing, plural
+from toolkit.lens.audit.findings import DeadParameter
+from toolkit.lens.audit.result import listing, plural
 
 __all__ = ["UnusedParameter", "UnusedParameters", "explain_unused_parameters"]
 

@@ -354,7 +354,11 @@ def test_a_baseline_that_carries_gradient_is_a_leak_not_pass_through() -> None:
     assert {x.cut_at for x in audit.leaks} == {"the output of Sub (shape (6,))"}
     (target,) = audit.targets
     assert set(target.parameters) == {"encoder.weight", "encoder.bias"}
-    assert audit_step(lambda: step(True), opts).ok
+    fixed = audit_step(lambda: step(True), opts)
+    assert not (fixed.leaks or fixed.targets or fixed.dead)
+    # the encoder is in both optimizers: each step() moves it, twice per iteration
+    assert sorted(x.parameter for x in fixed.shared) == ["encoder.bias", "encoder.weight"]
+    assert all(x.optimizers == ("actor", "critic") for x in fixed.shared)
 
 
 def test_writes_are_called_averages_only_when_they_are() -> None:

@@ -2,27 +2,27 @@
 
 Failures (``StepAudit.ok`` is ``False`` when any is present):
 
-- ``leaks`` (:class:`~toolkit.lens.audit_graph.Leak`): a loss's gradient reaches a tensor its
+- ``leaks`` (:class:`~toolkit.lens.audit.Leak`): a loss's gradient reaches a tensor its
   optimizer does not step, and a cut can remove it without cutting a stepped tensor off the
   loss; or the optimizer steps a tensor the step also writes in place from other trained
   tensors (updated twice: an EMA written into a stepped tensor);
-- ``targets`` (:class:`~toolkit.lens.audit_targets.TrainedTarget`): a regression, TD,
+- ``targets`` (:class:`~toolkit.lens.audit.TrainedTarget`): a regression, TD,
   soft-target or score-function loss whose target side reaches the parameters being trained;
-- ``dead`` (:class:`~toolkit.lens.audit_graph.DeadParameter`): a stepped tensor that requires
+- ``dead`` (:class:`~toolkit.lens.audit.DeadParameter`): a stepped tensor that requires
   grad and that none of its losses reaches;
-- ``carried`` (:class:`~toolkit.lens.audit_graph.CarriedGraph`): the step's graph reaches graph
+- ``carried`` (:class:`~toolkit.lens.audit.CarriedGraph`): the step's graph reaches graph
   made before the step (one finding per carried tensor);
-- ``held`` (:class:`~toolkit.lens.audit_held.HeldGraph`): a module's buffer or tensor attribute
+- ``held`` (:class:`~toolkit.lens.audit.HeldGraph`): a module's buffer or tensor attribute
   holds a ``grad_fn`` after the step.
 
 Information (never a failure):
 
-- ``pass_through`` (:class:`~toolkit.lens.audit_graph.Leak` with ``cut_at=None``): tensors the
+- ``pass_through`` (:class:`~toolkit.lens.audit.Leak` with ``cut_at=None``): tensors the
   gradient passes through on its way to stepped ones, which no cut in the step's code can
   spare (the discriminator in a generator step, a critic in an actor step, and a critic's
   layer that the loss reaches only through the critic's output): backward computes their
   gradient and the optimizer ignores it;
-- ``frozen`` (:class:`~toolkit.lens.audit_graph.FrozenTensor`): tensors an optimizer holds that
+- ``frozen`` (:class:`~toolkit.lens.audit.FrozenTensor`): tensors an optimizer holds that
   do not require grad (skipped by every torch optimizer), and whether the step writes them;
 - ``notes``: in-place writes (an average, a copy), leaves of the step that receive gradient,
   the state put back.
@@ -35,9 +35,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from toolkit._utils.formatting import fmt
-from toolkit.lens.audit_graph import CarriedGraph, DeadParameter, FrozenTensor, Leak
-from toolkit.lens.audit_held import HeldGraph
-from toolkit.lens.audit_targets import TrainedTarget
+from toolkit.lens.audit.findings import (
+    CarriedGraph,
+    DeadParameter,
+    FrozenTensor,
+    HeldGraph,
+    Leak,
+    SharedTensor,
+    TrainedTarget,
+)
 
 __all__ = ["StepAudit"]
 
@@ -63,14 +69,14 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepAudit:
     """What :func:`audit_step` found; ``str()`` prints it grouped, failures first.
 
     ``ok`` is ``True`` when there is no leak, trained target, dead parameter, carried graph
     or held graph. ``pass_through``, ``frozen`` and ``notes`` are information: they never make
     ``ok`` false (``audit_step(..., allow_pass_through=False)`` counts pass-through as leaks).
-    The module's docstring (:mod:`toolkit.lens.audit_result`) says what each kind means;
+    The module's docstring (:mod:`toolkit.lens.audit.result`) says what each kind means;
     ``to_dict()`` gives every finding as a dict of its fields.
     """
 
@@ -84,15 +90,18 @@ class StepAudit:
     frozen: tuple[FrozenTensor, ...] = ()
     held: tuple[HeldGraph, ...] = ()
     targets: tuple[TrainedTarget, ...] = ()
+    shared: tuple[SharedTensor, ...] = ()
 
     @property
     def ok(self) -> bool:
         """No failure: no leak, trained target, dead parameter, carried or held graph."""
-        return not (self.leaks or self.targets or self.dead or self.carried or self.held)
+        return not (self.leaks or self.targets or self.dead or self.carried or self.held
+                    or self.shared)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts) and notes."""
-        kinds = ("leaks", "targets", "dead", "carried", "held", "pass_through", "frozen")
+        kinds = ("leaks", "targets", "dead", "carried", "held", "shared", "pass_through",
+                 "frozen")
         return {"losses": list(self.losses), "ok": self.ok, "n_stepped": self.n_stepped,
                 **{k: [asdict(x) for x in getattr(self, k)] for k in kinds},
                 "notes": list(self.notes)}
@@ -162,6 +171,13 @@ class StepAudit:
                       f"        fix:  {h.fix}"]
         return lines
 
+    def _shared_lines(self) -> list[str]:
+        return [line for x in self.shared for line in (
+            f"SHARED  {x.parameter} (shape {x.shape}) is stepped by "
+            f"{plural(len(x.optimizers), 'optimizer')}, {listing(list(x.optimizers))}: it moves "
+            f"{len(x.optimizers)} times per iteration",
+            f"        fix:  {x.fix}")]
+
     def _info_lines(self) -> list[str]:
         lines = []
         by_loss: dict[tuple[str, str], list[Leak]] = {}
@@ -204,9 +220,10 @@ class StepAudit:
             return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
-                  (len(self.held), "held graph")]
+                  (len(self.held), "held graph"), (len(self.shared), "shared tensor")]
         head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
                 f"(losses {losses}; {ran})")
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
-                          *self._carried_lines(), *self._held_lines(), *self._info_lines(),
+                          *self._carried_lines(), *self._held_lines(), *self._shared_lines(),
+                          *self._info_lines(),
                           *[f"note: {n}" for n in self.notes]])

@@ -11,7 +11,7 @@ graph:
   views of them) form the parameter's *region*: no cut goes there. ``P(L)`` are the nodes that
   read the region of ``L`` (the layers that use it).
 - The *legitimate* graph is the loss's graph without the edges into the target side of a
-  recognised comparison or the weight of a log-probability (:mod:`toolkit.lens.audit_targets`):
+  recognised comparison or the weight of a log-probability (:mod:`toolkit.lens.audit.targets`):
   gradient through those is never what trains the stepped tensors (``(R − V).detach()``).
 - ``L`` is pass-through when a node of ``P(L)`` lies on a legitimate path from the loss to a
   stepped tensor: every cut that removes ``L``'s gradient also cuts that path, i.e. changes
@@ -29,88 +29,22 @@ graph:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.lens.audit_graph import VIEWS, Labeller, Leak, shape_text
-from toolkit.lens.audit_record import Recording, is_open_marker
-from toolkit.lens.backward_graph import ShortestPaths, node_label
-from toolkit.lens.graph_walk import closure, walk
+from toolkit.lens.audit.findings import Leak
+from toolkit.lens.audit.graph import Graph
+from toolkit.lens.audit.labels import VIEWS, Labeller, owners, shape_text
+from toolkit.lens.audit.record import Recording, is_open_marker
+from toolkit.lens.audit.targets import target_edges
+from toolkit.lens.backward_graph import node_label
+from toolkit.lens.graph_walk import closure
 
-__all__ = ["Graph", "find_leaks", "parameter_regions", "updated_twice"]
+if TYPE_CHECKING:
+    from toolkit.lens.audit.recorded import Found, RecordedStep
 
-_MAX_REGION = 256  # nodes: a weight computed by more is a network, not a reparametrisation
-
-
-class Graph:
-    """The edges of one loss's search, both ways, by node ``id`` (built once per loss)."""
-
-    def __init__(self, search: ShortestPaths) -> None:
-        self.search = search
-        self.children: dict[int, list[int]] = {}
-        self.callers: dict[int, list[int]] = {}
-        self.roots: list[int] = []
-        for parent, node, _, _ in walk(search.outputs, expand=search.expand):
-            if parent is None:
-                self.roots.append(id(node))
-            else:
-                self.children.setdefault(id(parent), []).append(id(node))
-                self.callers.setdefault(id(node), []).append(id(parent))
-
-    def reach(self, starts: list[int], removed: set[tuple[int, int]] | frozenset = frozenset()
-              ) -> set[int]:
-        """Nodes reachable from ``starts`` without the edges ``removed`` (parent, child)."""
-        return closure(starts, lambda k: [c for c in self.children.get(k, ())
-                                          if (k, c) not in removed])
-
-    def useful(self, targets: set[int], within: set[int],
-               removed: set[tuple[int, int]] | frozenset = frozenset()) -> set[int]:
-        """Nodes of ``within`` from which a node of ``targets`` is reached, edges ``removed``
-        left out (the walk follows reversed edges)."""
-        return closure({t for t in targets if t in within},
-                       lambda k: [c for c in self.callers.get(k, ())
-                                  if c in within and (c, k) not in removed])
-
-
-def parameter_regions(rec: Recording, leaf_ids: set[int]) -> set[int]:
-    """Node ids of every weight computation the recording saw: the graph below a weight with a
-    graph that a layer function read, when it is small and ends only in named tensors.
-
-    ``leaf_ids``: ``id`` of the tensors the audit knows (parameters, buffers, optimizer
-    tensors). A computed weight whose graph reaches anything else (an activation, a leaf of
-    the step) is left alone: it is data, not a reparametrisation.
-    """
-    region: set[int] = set()
-    for root in rec.computed.values():
-        if id(root) in region:
-            continue
-        found: set[int] = set()
-        for _, node, _, first in walk([_Edge(root)]):
-            if not first:
-                continue
-            found.add(id(node))
-            variable = getattr(node, "variable", None)
-            if (variable is not None and id(variable) not in leaf_ids) or len(found) > _MAX_REGION \
-                    or (node is not root and _is_network_output(rec, node)):
-                break
-        else:
-            region |= found
-    return region
-
-
-def _is_network_output(rec: Recording, node: Any) -> bool:
-    """Whether ``node`` is the output of a module call other than a parametrization's."""
-    entry = rec.outputs.get(id(node))
-    return entry is not None and entry[0] is node and ".parametrizations." not in f".{entry[1]}."
-
-
-class _Edge:
-    """A place in the graph (``grad_fn``, ``output_nr``) that :func:`walk` accepts as a root."""
-
-    def __init__(self, node: Any) -> None:
-        self.grad_fn, self.output_nr = node, 0
-
+__all__ = ["check", "find_leaks", "updated_twice"]
 
 def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: Recording,
                label: Labeller, region: set[int], removed: set[tuple[int, int]],
@@ -260,20 +194,15 @@ def _owned(leaks: list[Leak]) -> list[Leak]:
     return out
 
 
-def owners(names: list[str]) -> str:
-    """The modules that hold ``names``: their longest common dotted prefix, else the tops."""
-    parts = [n.split(".")[:-1] for n in names]
-    common = []
-    for level in zip(*parts):
-        if len(set(level)) > 1:
-            break
-        common.append(level[0])
-    if common:
-        return ".".join(_unparametrized(common))
-    tops = list(dict.fromkeys(p[0] if p else n for p, n in zip(parts, names)))
-    return ", ".join(tops[:3]) + (", …" if len(tops) > 3 else "")
-
-
-def _unparametrized(parts: list[str]) -> list[str]:
-    """``D.0.parametrizations.weight`` -> ``D.0``: the layer, not its parametrization."""
-    return parts[:parts.index("parametrizations")] if "parametrizations" in parts else parts
+def check(step: RecordedStep) -> Found:
+    """The rule: each loss's leaks, and what its gradient passes through (information, or
+    leaks in the strict mode ``allow_pass_through=False``)."""
+    leaks: list[Leak] = []
+    passing: list[Leak] = []
+    for name, graph in step.graphs.items():
+        found, through = find_leaks(name, step.optimizer_of[name], graph,
+                                    set(step.stepped[name]), step.rec, step.label, step.region,
+                                    target_edges(graph), step.twice)
+        leaks += found
+        (passing if step.allow_pass_through else leaks).extend(through)
+    return {"leaks": leaks, "pass_through": passing}

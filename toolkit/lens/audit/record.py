@@ -2,7 +2,7 @@
 
 :func:`toolkit.lens.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
 
-- names tensors (:mod:`toolkit.lens.audit_names`): every parameter (and buffer) of the modules
+- names tensors (:mod:`toolkit.lens.audit.names`): every parameter (and buffer) of the modules
   it is given or finds in the step, by module path, then the optimizers' remaining parameters by
   position;
 - records, through a :class:`~torch.overrides.TorchFunctionMode`, the cuts that leave no node in
@@ -16,7 +16,7 @@
 - takes the sequence number autograd gives each new node before each call, so that nodes made
   before the second call are recognisable in its graph.
 
-With a :class:`~toolkit.lens.audit_state.StateSnapshot` it copies each parameter the step is
+With a :class:`~toolkit.lens.audit.state.StateSnapshot` it copies each parameter the step is
 about to write in place, so that the audit can put it back.
 """
 
@@ -37,8 +37,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
-from toolkit.lens.audit_names import Names
-from toolkit.lens.audit_state import StateSnapshot
+from toolkit.lens.audit.names import Names
+from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
 __all__ = ["Edge", "Recording", "Write", "is_open_marker"]

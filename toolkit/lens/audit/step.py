@@ -13,18 +13,24 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   (updated twice; a clamp or a mask only constrains them: a note); each with its
   shortest path, the gradient's bytes and the cut that removes it;
 - **trained targets**: a regression, TD, soft-target or score-function loss whose target
-  reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit_targets`);
+  reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit.targets`);
 - **dead parameters**: what an optimizer steps, requiring grad, that none of its losses
   reaches, with the cut that stops it (a named block, ``detach``, ``no_grad``, never read);
 - **carried graphs**: the step's graph reaching graph made by its previous call (a recurrent
   state kept without a cut: memory grows every step, or backward fails "a second time");
 - **held graphs**: a buffer or tensor attribute of a module that holds a ``grad_fn`` after the
-  step (running statistics written from a batch mean with its graph).
+  step (running statistics written from a batch mean with its graph);
+- **shared tensors**: a tensor held by two of the optimizers given, stepped twice per
+  iteration.
+
+Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.lens.audit.proof`)
+and names the line of the user's code where it goes (:mod:`toolkit.lens.audit.location`).
+Each kind of finding is one rule, a function of the recorded step, listed in :data:`RULES`.
 
 Information: **pass-through** (tensors the gradient must pass to reach the stepped ones: the
-discriminator in a generator step; *proved*, see :mod:`toolkit.lens.audit_leaks`), **frozen**
+discriminator in a generator step; *proved*, see :mod:`toolkit.lens.audit.leaks`), **frozen**
 tensors in an optimizer (``requires_grad=False``, skipped by every torch optimizer), in-place
-writes (an average, a copy). :mod:`toolkit.lens.audit_result` documents every field.
+writes (an average, a copy). :mod:`toolkit.lens.audit.result` documents every field.
 
 Nothing is differentiated: the audit walks the backward graph from each loss's ``grad_fn``
 (``AccumulateGrad`` nodes identify the leaves), never calls ``backward()`` or
@@ -49,93 +55,27 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
 from torch import nn
 
-from toolkit.lens.audit_graph import (
-    CarriedGraph,
-    DeadParameter,
-    FrozenTensor,
-    Labeller,
-    Leak,
-    find_carried,
-    find_dead,
-)
-from toolkit.lens.audit_held import HeldGraph, find_held
-from toolkit.lens.audit_leaks import Graph, find_leaks, parameter_regions, updated_twice
-from toolkit.lens.audit_names import Names, find_modules
-from toolkit.lens.audit_notes import notes_of, write_kind
-from toolkit.lens.audit_record import Recording
-from toolkit.lens.audit_result import StepAudit, listing
-from toolkit.lens.audit_state import StateSnapshot
-from toolkit.lens.audit_targets import TrainedTarget, find_trained_targets, target_edges
-from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
+from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
+from toolkit.lens.audit.names import Names, find_modules
+from toolkit.lens.audit.notes import notes_of
+from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.recorded import Found, RecordedStep, record_step
+from toolkit.lens.audit.result import StepAudit, listing
+from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.flow import GradientLeakError
-from toolkit.lens.graph_walk import output_roots
 
-__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "StepAudit",
-           "TrainedTarget", "assert_clean_step", "audit_step"]
+__all__ = ["RULES", "assert_clean_step", "audit_step"]
 
-
-# --- arguments ---------------------------------------------------------------------------------------
-
-
-def _params_of(value: Any, where: str, arg: str) -> list[tuple[str, torch.Tensor]]:
-    """``(position name, tensor)`` for an optimizer, a param group, a module or tensors."""
-    if hasattr(value, "param_groups"):
-        return [(f"param_groups[{g}][{i}]", p) for g, group in enumerate(value.param_groups)
-                for i, p in enumerate(group["params"])]
-    if isinstance(value, Mapping) and "params" in value:
-        params = value["params"]
-        params = [params] if isinstance(params, torch.Tensor) else list(params)
-        return [(f"[{i}]", p) for i, p in enumerate(params)]
-    if isinstance(value, nn.Module):
-        return list(value.named_parameters())
-    if isinstance(value, torch.Tensor):
-        return [("", value)]
-    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
-        return [(f"[{i}]{k}", p) for i, v in enumerate(value)
-                for k, p in _params_of(v, where, arg)]
-    raise TypeError(f"{where}: {arg} must be an optimizer, one of its param groups, an nn.Module "
-                    f"or tensors (or a dict loss name -> one of these), got {type(value).__name__}")
-
-
-def _pairings(optimizers: Any, where: str) -> dict[str | None, Any]:
-    """``loss name -> optimizer-like``; the key ``None`` pairs every loss with one optimizer."""
-    if isinstance(optimizers, Mapping) and "params" not in optimizers:
-        if not optimizers:
-            raise ValueError(f"{where}: optimizers is an empty dict; pass an optimizer or a dict "
-                             f"loss name -> optimizer")
-        return {str(k): v for k, v in optimizers.items()}
-    return {None: optimizers}
-
-
-def _losses(out: Any, where: str) -> dict[str, torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        return {"loss": out}
-    if isinstance(out, Mapping) and out and all(isinstance(v, torch.Tensor)
-                                                for v in out.values()):
-        return {str(k): v for k, v in out.items()}
-    raise TypeError(f"{where}: step() must return a loss tensor or a dict name -> loss tensor, "
-                    f"got {type(out).__name__}")
-
-
-def _pair(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any], where: str
-          ) -> dict[str, torch.Tensor]:
-    if None in pairings:
-        return losses
-    if len(losses) == 1 and len(pairings) == 1 and "loss" in losses:
-        return {next(iter(pairings)): losses["loss"]}  # a lone loss takes the optimizer's name
-    if set(losses) != set(pairings):
-        raise ValueError(f"{where}: optimizers must have the same names as the losses step() "
-                         f"returns; losses {sorted(losses)}, optimizers {sorted(map(str, pairings))}")
-    return losses
-
-
-# --- the audit -----------------------------------------------------------------------------------------
+#: The audit's rules, run in this order on the recorded step: each returns its findings by
+#: ``StepAudit`` field (see :mod:`toolkit.lens.audit.findings`).
+RULES: tuple[Callable[[RecordedStep], Found], ...] = (
+    leaks.check, targets.check, dead.check, carried.check, held.check, shared.check)
 
 
 def audit_step(step: Callable[[], Any], optimizers: Any, *,
@@ -148,8 +88,8 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
     without ``backward`` or ``optimizer.step()``. The audit calls it **twice**, inside a
     recording that names modules, marks cuts and notes in-place writes (see
-    :mod:`toolkit.lens.audit_record`), and walks the backward graph of the second call
-    (what each finding means: :class:`StepAudit` and :mod:`toolkit.lens.audit_result`).
+    :mod:`toolkit.lens.audit.record`), and walks the backward graph of the second call
+    (what each finding means: :class:`StepAudit` and :mod:`toolkit.lens.audit.result`).
 
     Running the step twice has the effects of two steps on everything the step touches: a
     BatchNorm's running statistics move twice, ``num_batches_tracked`` grows by 2, the random
@@ -214,7 +154,41 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         if not isinstance(value, bool):
             raise TypeError(f"{where}: {flag} must be a bool, got {type(value).__name__}")
     late = callable(optimizers) and not isinstance(optimizers, nn.Module)
-    pairings = {} if late else _pairings(optimizers, where)
+    pairings = {} if late else pairings_of(optimizers, where)
+    names = _names(step, modules, where)
+    stepped = stepped_of(pairings, names, where)
+    watched = {**names.objects, **{i: p for group in stepped.values() for i, p in group.items()}}
+    snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
+                if restore_state else None)
+    recording = Recording(names, watched, snapshot)
+    try:
+        with recording:
+            recording.next_call()
+            first = losses_of(step(), where)
+            if late:  # the pairing is known once the step has run (manual optimization)
+                pairings = pairings_of(optimizers(), where)
+                stepped = stepped_of(pairings, names, where)
+                recording.watch([p for group in stepped.values() for p in group.values()])
+            pair_losses(first, pairings, where)
+            recording.next_call()
+            losses = pair_losses(losses_of(step(), where), pairings, where)
+        recorded = record_step(losses, pairings, stepped, recording,
+                               allow_pass_through=allow_pass_through,
+                               allow_trained_target=allow_trained_target)
+        audit = run_rules(recorded)
+    finally:
+        restored, lost = snapshot.restore() if snapshot is not None else ([], [])
+    notes = [*audit.notes]
+    if restored:
+        notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
+    if lost:
+        notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
+                     f"does not see it")
+    return dataclasses.replace(audit, notes=tuple(notes))
+
+
+def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:
+    """Name the modules given first, then what the step refers to."""
     names = Names()
     if modules is not None:
         if isinstance(modules, nn.Module):
@@ -231,112 +205,21 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
             names.add_module(path, obj)
         else:
             names.add_tensor(path, obj)
-    stepped = _stepped(pairings, names, where)
-    watched = {**names.objects, **{i: p for group in stepped.values() for i, p in group.items()}}
-    snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
-                if restore_state else None)
-    recording = Recording(names, watched, snapshot)
-    try:
-        with recording:
-            recording.next_call()
-            first = _losses(step(), where)
-            if late:  # the pairing is known once the step has run (manual optimization)
-                pairings = _pairings(optimizers(), where)
-                stepped = _stepped(pairings, names, where)
-                recording.watch([p for group in stepped.values() for p in group.values()])
-            _pair(first, pairings, where)
-            recording.next_call()
-            losses = _pair(_losses(step(), where), pairings, where)
-        audit = _analyse(losses, pairings, stepped, recording, allow_pass_through,
-                         allow_trained_target)
-    finally:
-        restored, lost = snapshot.restore() if snapshot is not None else ([], [])
-    notes = [*audit.notes]
-    if restored:
-        notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
-    if lost:
-        notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
-                     f"does not see it")
-    return dataclasses.replace(audit, notes=tuple(notes))
+    return names
 
 
-def _stepped(pairings: dict[str | None, Any], names: Names, where: str
-             ) -> dict[str | None, dict[int, torch.Tensor]]:
-    """``loss name -> {id: tensor}`` its optimizer steps; names the tensors found only there."""
-    stepped: dict[str | None, dict[int, torch.Tensor]] = {}
-    for key, value in pairings.items():
-        arg = "optimizers" if key is None else f"optimizers[{key!r}]"
-        params = _params_of(value, where, arg)
-        if not params:
-            raise ValueError(f"{where}: {arg} has no parameters to step")
-        label = type(value).__name__ if key is None else key
-        for position, p in params:
-            names.add_tensor(f"{label}.{position}".rstrip("."), p)
-        stepped[key] = {id(p): p for _, p in params}
-    return stepped
-
-
-def _analyse(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
-             stepped: dict[str | None, dict[int, torch.Tensor]], rec: Recording,
-             allow_pass_through: bool, allow_trained_target: bool) -> StepAudit:
-    label = Labeller(rec)
-    key_of = {name: (None if None in pairings else name) for name in losses}
-    opt_name = {name: (type(pairings[None]).__name__ if None in pairings else name)
-                for name in losses}
-    searches = {name: ShortestPaths(output_roots(loss, "audit_step"))
-                for name, loss in losses.items()}
-    graphs = {name: Graph(search) for name, search in searches.items()}
-    all_stepped = {i for group in stepped.values() for i in group}
-    region = parameter_regions(rec, set(rec.names.tensors) | all_stepped)
-    twice = updated_twice(rec)
-    leaks, passing, targets = [], [], []
-    for name, graph in graphs.items():
-        mine = set(stepped[key_of[name]])
-        found, through = find_leaks(name, opt_name[name], graph, mine, rec, label, region,
-                                    target_edges(graph), twice)
-        leaks += found
-        (passing if allow_pass_through else leaks).extend(through)
-        if not allow_trained_target:
-            targets += find_trained_targets(name, opt_name[name], graph, mine, label)
-    groups: dict[int, list[str]] = {}
-    for name in losses:
-        groups.setdefault(id(pairings[key_of[name]]), []).append(name)
-    dead, frozen = [], []
-    for members in groups.values():
-        params = stepped[key_of[members[0]]]
-        optimizer = (opt_name[members[0]] if len(members) == 1 or None in pairings
-                     else "/".join(members))
-        reached = {i for name in members for i in searches[name].leaf_node}
-        reached |= {i for name in members for node, reads in rec.checkpoints.values()
-                    if id(node) in searches[name].nodes for i in reads}
-        cold = [p for i, p in params.items() if not p.requires_grad and i not in reached]
-        for p in cold:
-            written, read = _written(rec, p)
-            frozen.append(FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape), written,
-                                       id(p) in rec.frozen, read))
-        missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
-        if missing:
-            roots = [t for name in members for t in output_roots(losses[name], "audit_step")]
-            dead += find_dead(optimizer, tuple(members), roots, missing, rec, label)
-    carried: dict[tuple[int, int], CarriedGraph] = {}
-    for name, search in searches.items():
-        for key, c in find_carried(name, search, rec, label):
-            carried.setdefault(key, c)
-    held, held_notes = find_held(rec, label, region)
-    notes = [*notes_of(rec, searches, all_stepped, {f.parameter for f in frozen}, twice),
-             *held_notes]
-    return StepAudit(tuple(losses), tuple(leaks), tuple(dead), tuple(carried.values()),
-                     len(all_stepped), tuple(notes), tuple(passing), tuple(frozen),
-                     tuple(held), tuple(targets))
-
-
-def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:
-    """``(what kind of write and by which functions, what it read)`` for a frozen tensor."""
-    write = rec.writes.get(id(tensor))
-    if write is None:
-        return None, ()
-    kind, ops, sources = write_kind(rec, write)
-    return f"{kind} ({ops})", tuple(sources)
+def run_rules(recorded: RecordedStep) -> StepAudit:
+    """Run every rule of :data:`RULES` on the recorded step; the notes come last (they name
+    what the rules found frozen)."""
+    found: dict[str, list[Any]] = {}
+    for rule in RULES:
+        for kind, items in rule(recorded).items():
+            found.setdefault(kind, []).extend(items)
+    frozen = {f.parameter for f in found.get("frozen", ())}
+    notes = [*notes_of(recorded.rec, recorded.searches, recorded.all_stepped, frozen,
+                       recorded.twice), *found.pop("notes", ())]
+    return StepAudit(losses=tuple(recorded.losses), n_stepped=len(recorded.all_stepped),
+                     notes=tuple(notes), **{k: tuple(v) for k, v in found.items()})
 
 
 def assert_clean_step(step: Callable[[], Any], optimizers: Any, **kwargs: Any) -> StepAudit:

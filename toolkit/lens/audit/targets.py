@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolkit.lens.audit_graph import VIEWS, Labeller, shape_text
-from toolkit.lens.audit_leaks import Graph, owners
+from toolkit.lens.audit.findings import TrainedTarget
+from toolkit.lens.audit.graph import Graph
+from toolkit.lens.audit.labels import VIEWS, Labeller, owners, shape_text
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
-__all__ = ["TrainedTarget", "find_trained_targets", "target_edges"]
+if TYPE_CHECKING:
+    from toolkit.lens.audit.recorded import Found, RecordedStep
+
+__all__ = ["check", "find_trained_targets", "target_edges"]
 
 _COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss"})
 _SQUARES = frozenset({"Pow", "Abs", "Square"})
@@ -50,29 +53,6 @@ _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
 _MAX_HEAD = 64
-
-
-@dataclass(frozen=True)
-class TrainedTarget:
-    """Loss ``loss`` compares a prediction with a target that also reaches ``parameters``,
-    tensors that ``optimizer`` steps: gradient flows through the target.
-
-    ``form``: what the audit recognised (``"MseLoss"``, ``"(a - b) ** 2"``, ``"a
-    log-probability times a weight that carries gradient"``); ``target``: the target side
-    (``"the output of Add (shape (8,))"``); ``parameters``: the stepped tensors both sides
-    reach (for a log-probability's weight: that the weight reaches); ``path``: loss -> the
-    comparison -> the target side; ``fix``: cut the target; ``terms``: how many terms of the
-    loss have this form and these parameters (one per time step of an episode).
-    """
-
-    loss: str
-    optimizer: str
-    form: str
-    target: str
-    parameters: tuple[str, ...]
-    path: tuple[str, ...]
-    fix: str
-    terms: int = 1
 
 
 def _label(node: Any) -> str:
@@ -221,3 +201,12 @@ def _target_side(inputs: list[Any]) -> int:
 
     first, second = (arithmetic(n) for n in inputs)
     return 0 if first and not second else 1
+
+
+def check(step: RecordedStep) -> Found:
+    """The rule: each loss's trained targets (none when ``allow_trained_target=True``)."""
+    if step.allow_trained_target:
+        return {}
+    return {"targets": [t for name, graph in step.graphs.items()
+                        for t in find_trained_targets(name, step.optimizer_of[name], graph,
+                                                      set(step.stepped[name]), step.label)]}

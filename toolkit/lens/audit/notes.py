@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from toolkit.lens.audit_record import Recording, Write
-from toolkit.lens.audit_result import listing
+from toolkit.lens.audit.record import Recording, Write
+from toolkit.lens.audit.result import listing
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["describe_write", "notes_of", "write_kind"]

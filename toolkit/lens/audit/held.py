@@ -19,39 +19,20 @@ holds only parameters, and the next forward replaces it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from toolkit.lens.audit_graph import Labeller
-from toolkit.lens.audit_record import Recording
+from toolkit.lens.audit.findings import HeldGraph
+from toolkit.lens.audit.labels import Labeller
+from toolkit.lens.audit.record import Recording
 from toolkit.lens.graph_walk import walk
 
-__all__ = ["HeldGraph", "find_held"]
+if TYPE_CHECKING:
+    from toolkit.lens.audit.recorded import Found, RecordedStep
 
-
-@dataclass(frozen=True)
-class HeldGraph:
-    """After the step, ``module``'s buffer or attribute ``name`` holds a ``grad_fn``.
-
-    ``kind``: ``"buffer"`` or ``"attribute"``; ``written``: what wrote it (``"add_ in the
-    forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
-    step's own nodes behind it save for backward (what each further step adds);
-    ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the
-    previous steps' graph, through the previous value); ``fix``: where to cut.
-    """
-
-    module: str
-    name: str
-    kind: str
-    shape: tuple[int, ...]
-    written: str
-    graph_bytes: int
-    n_nodes: int
-    older: int
-    fix: str
+__all__ = ["check", "find_held"]
 
 
 def saved_bytes(node: Any, seen: set[int]) -> int:
@@ -140,3 +121,9 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
         else:
             n_old += 1
     return HeldGraph(owner, name, kind, tuple(t.shape), written, size, n_new, n_old, fix)
+
+
+def check(step: RecordedStep) -> Found:
+    """The rule: buffers and tensor attributes holding a ``grad_fn`` after the step."""
+    held, notes = find_held(step.rec, step.label, step.region)
+    return {"held": held, "notes": notes}

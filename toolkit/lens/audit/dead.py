@@ -1,0 +1,126 @@
+"""Dead parameters: what an optimizer steps that none of its losses reaches, and the cut that
+stops it: a toolkit block (found by searching behind the cut markers), a ``detach`` / ``.data``
+(a search from the tensors the step detached), ``torch.no_grad()``, ``requires_grad=False``, or
+no use at all."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
+from toolkit.lens.audit.labels import Labeller, shape_text
+from toolkit.lens.audit.notes import write_kind
+from toolkit.lens.audit.record import Recording
+from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
+
+if TYPE_CHECKING:
+    from toolkit.lens.audit.recorded import Found, RecordedStep
+
+__all__ = ["check", "find_dead"]
+
+
+def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor],
+              missing: list[torch.Tensor], rec: Recording, label: Labeller) -> list[DeadParameter]:
+    """Why each tensor of ``missing`` (stepped, never reached) gets no gradient."""
+    behind: ShortestPaths | None = None
+    detached: ShortestPaths | None = None
+    sources = {id(edge.grad_fn): (shape, how) for call, edge, shape, how in rec.detached
+               if call == rec.call}
+    out = []
+    for tensor in missing:
+        key, path, line = id(tensor), None, None
+        if not tensor.requires_grad:
+            kind = "frozen"
+            cut = "requires_grad=False" + (" (set by the step)" if key in rec.frozen else "")
+        elif key in rec.leaf_detached and not _read_for_a_write(rec, key):
+            kind, line = "detach", rec.sites.get(("detach", key))
+            cut = f"{rec.leaf_detached[key]} of the parameter itself"
+        else:
+            behind = behind or ShortestPaths(roots, through_cuts=True)
+            chain = behind.path_to(tensor)
+            marks = [n for n in chain or () if is_cut_marker(n)]
+            if marks:
+                kind = "block"
+                blocks = [getattr(n, "block", None) for n in marks]
+                cut = " and ".join(f"stop_gradient {b!r}" if b else "an unnamed stop_gradient"
+                                   for b in dict.fromkeys(blocks))
+                path = tuple(label(n) for n in chain or ())
+            else:
+                if detached is None and sources:
+                    edges: list[Any] = [e for call, e, _, _ in rec.detached if call == rec.call]
+                    detached = ShortestPaths(edges)
+                chain = detached.path_to(tensor) if detached is not None else None
+                if chain:
+                    shape, how = sources[id(chain[0])]
+                    what, _ = label.tensor(chain[0], None)
+                    cut = f"{how} of {what}{shape_text(shape)}"
+                    path = ("…", *(label(n) for n in chain))
+                    kind, line = "detach", rec.sites.get(("detach", rec.call, id(chain[0])))
+                elif key in rec.no_grad:
+                    cut = f"torch.no_grad() (read by {rec.no_grad[key]} with gradients off)"
+                    kind, line = "no_grad", rec.sites.get(("no_grad", key))
+                elif key not in rec.used:
+                    kind, cut = "not_used", "not used: the step never reads it"
+                else:
+                    cut = ("no graph: the step reads it, but nothing it computes with it reaches "
+                           "the loss (an output not used, .item(), an integer op)")
+                    kind, line = "no_graph", _call_site(rec, rec.names.name(tensor), behind)
+        out.append(DeadParameter(optimizer, rec.names.name(tensor), tuple(tensor.shape),
+                                 losses, cut, path, kind, line))
+    return out
+
+
+def _read_for_a_write(rec: Recording, key: int) -> bool:
+    """Whether the step read the watched tensor ``key`` with gradients on, and also detached
+    it (``.data``) as the source of an in-place write (an EMA of it): the detach made the
+    write's value, not the cut that keeps it from the loss."""
+    return key in rec.grad_read and any(key in w.sources for w in rec.writes.values())
+
+
+def _call_site(rec: Recording, name: str, behind: ShortestPaths) -> str | None:
+    """Where the analysed call called the outermost named module holding ``name`` of which
+    no parameter is reached (BERT's ``bert.pooler``, not ``bert``): the output left out."""
+    reached = [n for i in behind.leaf_node if (n := rec.names.tensors.get(i))]
+    parts = name.split(".")
+    for end in range(1, len(parts)):
+        label = ".".join(parts[:end])
+        if any(n.startswith(f"{label}.") for n in reached):
+            continue
+        site = rec.sites.get(("call", rec.call, label))
+        if site is not None:
+            return site
+    return None
+
+
+def check(step: RecordedStep) -> Found:
+    """The rule, per optimizer: what it steps that none of its losses reaches (dead when it
+    requires grad, frozen information when it does not)."""
+    rec = step.rec
+    dead: list[DeadParameter] = []
+    frozen: list[FrozenTensor] = []
+    for optimizer, members in step.groups:
+        params = step.stepped[members[0]]
+        reached = {i for name in members for i in step.searches[name].leaf_node}
+        reached |= {i for name in members for node, reads in rec.checkpoints.values()
+                    if id(node) in step.searches[name].nodes for i in reads}
+        for i, p in params.items():
+            if not p.requires_grad and i not in reached:
+                how, read = _written(rec, p)
+                frozen.append(FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape), how,
+                                           i in rec.frozen, read))
+        missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
+        if missing:
+            roots = [t for name in members for t in step.roots(name)]
+            dead += find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
+    return {"dead": dead, "frozen": frozen}
+
+
+def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:
+    """``(what kind of write and by which functions, what it read)`` for a frozen tensor."""
+    write = rec.writes.get(id(tensor))
+    if write is None:
+        return None, ()
+    kind, ops, sources = write_kind(rec, write)
+    return f"{kind} ({ops})", tuple(sources)

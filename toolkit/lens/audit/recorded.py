@@ -1,0 +1,84 @@
+"""The recorded step: everything the audit's rules read, built once per audit.
+
+:func:`~toolkit.lens.audit.audit_step` runs the step twice inside a
+:class:`~toolkit.lens.audit.record.Recording`, then builds one :class:`RecordedStep` from the
+second call's losses: each loss's backward graph (searched once), which tensors each loss's
+optimizer steps, the regions of computed weights, the tensors written in place from other
+trained tensors. Each rule of :data:`~toolkit.lens.audit.step.RULES` is a function of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from toolkit.lens.audit.graph import Graph, parameter_regions
+from toolkit.lens.audit.labels import Labeller
+from toolkit.lens.audit.leaks import updated_twice
+from toolkit.lens.audit.record import Recording
+from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.lens.graph_walk import output_roots
+
+__all__ = ["Found", "RecordedStep", "record_step"]
+
+#: what a rule returns: ``StepAudit`` field name -> findings of that kind
+Found = dict[str, list[Any]]
+
+
+@dataclass
+class RecordedStep:
+    """The second call of a step, read once for every rule.
+
+    ``losses``: name -> loss tensor; ``optimizer_of``: loss -> the name its optimizer goes by
+    in reports; ``stepped``: loss -> ``{id: tensor}`` its optimizer steps; ``groups``: the
+    losses that share one optimizer (one list per optimizer), with the name that optimizer goes
+    by; ``pairings``: the optimizers as given (``None`` -> one optimizer for every loss);
+    ``searches`` / ``graphs``: each loss's backward graph; ``region``: node ids inside computed
+    weights; ``twice``: ids of tensors the step writes in place from other trained tensors.
+    """
+
+    losses: dict[str, torch.Tensor]
+    pairings: dict[str | None, Any]
+    stepped: dict[str, dict[int, torch.Tensor]]
+    optimizer_of: dict[str, str]
+    groups: list[tuple[str, list[str]]]
+    rec: Recording
+    label: Labeller
+    searches: dict[str, ShortestPaths]
+    graphs: dict[str, Graph]
+    region: set[int]
+    twice: set[int]
+    allow_pass_through: bool
+    allow_trained_target: bool
+    all_stepped: set[int] = field(default_factory=set)
+
+    def roots(self, loss: str) -> list[torch.Tensor]:
+        """The tensors backward starts from for ``loss``."""
+        return output_roots(self.losses[loss], "audit_step")
+
+
+def record_step(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
+                stepped: dict[str | None, dict[int, torch.Tensor]], rec: Recording, *,
+                allow_pass_through: bool, allow_trained_target: bool) -> RecordedStep:
+    """Search each loss's graph once and gather what every rule reads."""
+    key_of = {name: (None if None in pairings else name) for name in losses}
+    by_loss = {name: stepped[key_of[name]] for name in losses}
+    optimizer_of = {name: (type(pairings[None]).__name__ if None in pairings else name)
+                    for name in losses}
+    members: dict[int, list[str]] = {}
+    for name in losses:
+        members.setdefault(id(pairings[key_of[name]]), []).append(name)
+    groups = [(optimizer_of[names[0]] if len(names) == 1 or None in pairings
+               else "/".join(names), names) for names in members.values()]
+    searches = {name: ShortestPaths(output_roots(loss, "audit_step"))
+                for name, loss in losses.items()}
+    all_stepped = {i for group in stepped.values() for i in group}
+    return RecordedStep(
+        losses=losses, pairings=pairings, stepped=by_loss, optimizer_of=optimizer_of,
+        groups=groups, rec=rec, label=Labeller(rec), searches=searches,
+        graphs={name: Graph(search) for name, search in searches.items()},
+        region=parameter_regions(rec, set(rec.names.tensors) | all_stepped),
+        twice=updated_twice(rec), allow_pass_through=allow_pass_through,
+        allow_trained_target=allow_trained_target, all_stepped=all_stepped)
