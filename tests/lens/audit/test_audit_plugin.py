@@ -54,7 +54,9 @@ def test_the_fixture_passes_a_clean_step_and_fails_a_leaky_one(tmp_path: Path) -
                           cwd=tmp_path, env=_env(), timeout=120)
     assert "1 failed, 1 passed" in proc.stdout, proc.stdout + proc.stderr
     assert "GradientLeakError: audit_step: 2 leaking tensors" in proc.stdout
-    assert "fix:  cut at the output of q_target (shape (4, 2))" in proc.stdout
+    assert "fix:  detach the output of q_target (shape (4, 2)) where it is made" in proc.stdout
+    # the user's own line, as pytest names a failing one
+    assert "at:   test_user_step.py:17: clean_step(lambda: (q(s) - q_target(s))" in proc.stdout
     # the report, not the toolkit's own frame and docstring (pytest's __tracebackhide__)
     assert "def assert_clean_step" not in proc.stdout and ">>> import torch" not in proc.stdout
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from toolkit.lens.audit.findings import CarriedGraph
-from toolkit.lens.audit.labels import Labeller, node_shape, outputs_of
-from toolkit.lens.audit.record import Recording, is_open_marker
-from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
+from toolkit.lens.audit.labels import node_shape, outputs_of
+from toolkit.lens.audit.location import reader_line
+from toolkit.lens.audit.proof import Cut
+from toolkit.lens.audit.record import is_open_marker
+from toolkit.lens.audit.sites import Line
+from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
@@ -18,11 +21,13 @@ if TYPE_CHECKING:
 __all__ = ["check", "find_carried"]
 
 
-def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labeller
-                 ) -> list[tuple[tuple[int, int], CarriedGraph]]:
+def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
     """Tensors of this call's graph made before the call began (see :class:`CarriedGraph`):
     one per ``(node, output)`` through which the new graph enters the old one, with that
-    ``(id(node), output)`` as its key."""
+    ``(id(node), output)`` as its key. Its fix names every line where the step's new graph
+    reads the old tensor (two readers of one memory need two cuts), proved: with all of them
+    cut, the loss no longer reaches the old node."""
+    search, rec, label = step.searches[loss], step.rec, step.label
     first_mark, this_mark = rec.marks[0], rec.marks[-1]
     old = {key for key, node in search.nodes.items()  # a cut is no graph in a plain run
            if getattr(node, "variable", None) is None and not is_cut_marker(node)
@@ -57,21 +62,51 @@ def find_carried(loss: str, search: ShortestPaths, rec: Recording, label: Labell
         created = "in the first call" if node._sequence_nr() >= first_mark else "before the audit"
         chain = [] if consumer is None else search.chain(parent_key)
         path = tuple(label(x) for x in [*chain, node])
+        lines, cut = _readers(step, loss, key, old)
         if is_open_marker(node):
             fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
+        elif len(cut.lines) > 1:
+            fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
+                   f"uses it: stop_gradient(state, name=...) or state.detach()")
         else:
             fix = (f"cut the state where it enters ({entered}) before each step uses it: "
                    f"stop_gradient(state, name=...) or state.detach()")
-        out.append(((key, nr), CarriedGraph(loss, shape, source, entered, path, created,
-                                            counts[key], fix)))
+        if cut.edges and step.prover.reaches(loss, key, cut):
+            lines = ()  # not proved: the old graph is still reached
+        out.append(((key, nr), CarriedGraph(
+            loss=loss, shape=shape, source=source, entered=entered, path=path,
+            created=created, n_nodes=counts[key], fix=fix, lines=lines)))
     return out
+
+
+def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
+             ) -> tuple[tuple[Line, ...], Cut]:
+    """The lines where the state (old node ``key``) enters the step, and the cut of every
+    edge by which this call's graph reads it: where the previous call assigned it to a
+    module's attribute (``self.memory = …``), else each line of the step's own code that read
+    it, else the module call it was handed to."""
+    rec, graph = step.rec, step.graphs[loss]
+    node = graph.search.nodes[key]
+    edges = {(parent, key) for parent in graph.callers.get(key, ()) if parent not in old}
+    assigned = rec.assigned.get(key)
+    if assigned is not None and assigned[0] is node:
+        return (assigned[1],), Cut(edges=frozenset(edges), lines=(assigned[1],))
+    reads = rec.old_reads.get(key)
+    lines = list(reads[1]) if reads is not None and reads[0] is node else []
+    if not lines:
+        for parent, _ in edges:
+            reader = graph.search.nodes[parent]
+            found = reader_line(step, reader, node, False) or reader_line(step, reader, node)
+            if found is not None and found[0] not in lines:
+                lines.append(found[0])
+    return tuple(lines), Cut(edges=frozenset(edges), lines=tuple(lines))
 
 
 def check(step: RecordedStep) -> Found:
     """The rule: graph carried into the second call, one finding per entry into the old graph
     (shared by every loss that reaches it)."""
     carried: dict[tuple[int, int], CarriedGraph] = {}
-    for name, search in step.searches.items():
-        for key, found in find_carried(name, search, step.rec, step.label):
+    for name in step.searches:
+        for key, found in find_carried(step, name):
             carried.setdefault(key, found)
     return {"carried": list(carried.values())}

@@ -13,6 +13,7 @@ from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 
 if TYPE_CHECKING:
@@ -30,12 +31,14 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                if call == rec.call}
     out = []
     for tensor in missing:
-        key, path, line = id(tensor), None, None
+        key, path, line, where = id(tensor), None, None, None
+        checkpoint = next((c for c in rec.checkpoints.values() if key in c[1]), None)
         if not tensor.requires_grad:
             kind = "frozen"
             cut = "requires_grad=False" + (" (set by the step)" if key in rec.frozen else "")
         elif key in rec.leaf_detached and not _read_for_a_write(rec, key):
             kind, line = "detach", rec.sites.get(("detach", key))
+            where = rec.lines.get(("detach", key))
             cut = f"{rec.leaf_detached[key]} of the parameter itself"
         else:
             behind = behind or ShortestPaths(roots, through_cuts=True)
@@ -47,6 +50,12 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                 cut = " and ".join(f"stop_gradient {b!r}" if b else "an unnamed stop_gradient"
                                    for b in dict.fromkeys(blocks))
                 path = tuple(label(n) for n in chain or ())
+                where = next((rec.made[id(n)][1][0] for n in marks if id(n) in rec.made), None)
+            elif checkpoint is not None and id(checkpoint[0]) not in behind.nodes:
+                kind = "checkpoint"
+                cut = ("a reentrant torch.utils.checkpoint (use_reentrant=True) whose inputs do "
+                       "not require grad: its output has no graph")
+                where = rec.lines.get(("checkpoint", id(checkpoint[0])))
             else:
                 if detached is None and sources:
                     edges: list[Any] = [e for call, e, _, _ in rec.detached if call == rec.call]
@@ -58,18 +67,40 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     cut = f"{how} of {what}{shape_text(shape)}"
                     path = ("…", *(label(n) for n in chain))
                     kind, line = "detach", rec.sites.get(("detach", rec.call, id(chain[0])))
+                    where = rec.lines.get(("detach", rec.call, id(chain[0])))
                 elif key in rec.no_grad:
                     cut = f"torch.no_grad() (read by {rec.no_grad[key]} with gradients off)"
                     kind, line = "no_grad", rec.sites.get(("no_grad", key))
+                    where = rec.lines.get(("no_grad", key))
                 elif key not in rec.used:
                     kind, cut = "not_used", "not used: the step never reads it"
                 else:
                     cut = ("no graph: the step reads it, but nothing it computes with it reaches "
                            "the loss (an output not used, .item(), an integer op)")
-                    kind, line = "no_graph", _call_site(rec, rec.names.name(tensor), behind)
-        out.append(DeadParameter(optimizer, rec.names.name(tensor), tuple(tensor.shape),
-                                 losses, cut, path, kind, line))
+                    kind, line, where = ("no_graph",
+                                         *_call_site(rec, rec.names.name(tensor), behind))
+        out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
+                                 shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
+                                 kind=kind, line=line, lines=() if where is None else (where,),
+                                 fix=FIXES[kind]))
     return out
+
+
+#: what to do, by what stops the gradient (:attr:`DeadParameter.kind`)
+FIXES = {
+    "block": "let the gradient through that block where it should train these tensors "
+             "(disable_blocks(name) around that use, or remove the stop_gradient)",
+    "detach": "remove that .detach() (or .data) where the loss should train these tensors",
+    "no_grad": "compute it outside torch.no_grad() (keep no_grad for what must not train)",
+    "checkpoint": "checkpoint with use_reentrant=False, or make an input of the checkpointed "
+                  "function require grad (Hugging Face models: "
+                  "model.enable_input_require_grads())",
+    "frozen": "requires_grad_(True) where they should train, or leave them out of the "
+              "optimizer",
+    "not_used": "use them in the loss, or leave them out of the optimizer",
+    "no_graph": "make what they compute reach the loss (an output left out, .item(), an "
+                "integer op), or leave them out of the optimizer",
+}
 
 
 def _read_for_a_write(rec: Recording, key: int) -> bool:
@@ -79,7 +110,8 @@ def _read_for_a_write(rec: Recording, key: int) -> bool:
     return key in rec.grad_read and any(key in w.sources for w in rec.writes.values())
 
 
-def _call_site(rec: Recording, name: str, behind: ShortestPaths) -> str | None:
+def _call_site(rec: Recording, name: str, behind: ShortestPaths
+               ) -> tuple[str | None, Line | None]:
     """Where the analysed call called the outermost named module holding ``name`` of which
     no parameter is reached (BERT's ``bert.pooler``, not ``bert``): the output left out."""
     reached = [n for i in behind.leaf_node if (n := rec.names.tensors.get(i))]
@@ -90,8 +122,8 @@ def _call_site(rec: Recording, name: str, behind: ShortestPaths) -> str | None:
             continue
         site = rec.sites.get(("call", rec.call, label))
         if site is not None:
-            return site
-    return None
+            return site, rec.lines.get(("call", rec.call, label))
+    return None, None
 
 
 def check(step: RecordedStep) -> Found:

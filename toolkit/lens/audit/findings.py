@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolkit.lens.audit.sites import Line
+
 __all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
            "TrainedTarget"]
 
@@ -43,6 +45,7 @@ class Leak:
     reason: str
     fix: str
     cut_at: str | None
+    lines: tuple[Line, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class TrainedTarget:
     path: tuple[str, ...]
     fix: str
     terms: int = 1
+    lines: tuple[Line, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class DeadParameter:
     path: tuple[str, ...] | None
     kind: str = "no_graph"
     line: str | None = None
+    lines: tuple[Line, ...] = ()
+    fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ class CarriedGraph:
     created: str
     n_nodes: int
     fix: str
+    lines: tuple[Line, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,7 @@ class HeldGraph:
     n_nodes: int
     older: int
     fix: str
+    lines: tuple[Line, ...] = ()
 
 
 
@@ -164,3 +172,4 @@ class SharedTensor:
     shape: tuple[int, ...]
     optimizers: tuple[str, ...]
     fix: str
+    lines: tuple[Line, ...] = ()

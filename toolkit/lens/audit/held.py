@@ -120,7 +120,12 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
             size += saved_bytes(node, seen)
         else:
             n_old += 1
-    return HeldGraph(owner, name, kind, tuple(t.shape), written, size, n_new, n_old, fix)
+    line = (rec.lines.get(("write", id(t))) if write is not None
+            else rec.lines.get(("assign", id(module), name))
+            or rec.lines.get(("call", rec.call, owner)))
+    return HeldGraph(module=owner, name=name, kind=kind, shape=tuple(t.shape), written=written,
+                     graph_bytes=size, n_nodes=n_new, older=n_old, fix=fix,
+                     lines=() if line is None else (line,))
 
 
 def check(step: RecordedStep) -> Found:

@@ -29,15 +29,18 @@ graph:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
-from toolkit.lens.audit.labels import VIEWS, Labeller, owners, shape_text
-from toolkit.lens.audit.record import Recording, is_open_marker
-from toolkit.lens.audit.targets import target_edges
+from toolkit.lens.audit.labels import VIEWS, owners
+from toolkit.lens.audit.location import leak_cut
+from toolkit.lens.audit.proof import Cut
+from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 
@@ -46,14 +49,14 @@ if TYPE_CHECKING:
 
 __all__ = ["check", "find_leaks", "updated_twice"]
 
-def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: Recording,
-               label: Labeller, region: set[int], removed: set[tuple[int, int]],
-               twice: set[int]) -> tuple[list[Leak], list[Leak]]:
+def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
+               ) -> tuple[list[Leak], list[Leak]]:
     """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`.
 
-    ``removed``: the edges into targets and log-probability weights (not legitimate paths);
-    ``twice``: :func:`updated_twice` of ``rec``.
+    ``removed``: the edges into targets and log-probability weights (not legitimate paths).
     """
+    optimizer, graph, rec, label = step.optimizer_of[loss], step.graphs[loss], step.rec, step.label
+    stepped, region, twice = set(step.stepped[loss]), step.region, step.twice
     search = graph.search
     names = rec.names
     candidates = []
@@ -73,8 +76,10 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
             "(requires_grad_(False), as Lightning's toggle_optimizer does) or differentiate "
             "only the stepped tensors (backward(inputs=...))")
     leaks, passing = [], []
+    known: list[Cut] = []
     for variable in candidates:
         chain = search.path_to(variable) or []
+        lines: tuple[Line, ...] = ()
         inside = None
         if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
@@ -96,11 +101,22 @@ def find_leaks(loss: str, optimizer: str, graph: Graph, stepped: set[int], rec: 
             cut_at, fix = None, (
                 "no cut can remove it: every cut that does also cuts a path by which "
                 f"optimizer {optimizer!r}'s tensors are trained; {skip}")
+        elif id(variable) in stepped:
+            line = rec.lines.get(("write", id(variable)))
+            cut_at, fix, lines = None, (
+                f"write it in one way only: remove the in-place write "
+                f"({rec.written[id(variable)]}) or take it out of optimizer {optimizer!r}"), (
+                () if line is None else (line,))
+        elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
+            cut_at, fix, lines = None, fed[0], fed[1]
         else:
-            cut_at, fix = _fix(chain, legit, loss, optimizer, label, targets)
-        leak = Leak(loss, optimizer, names.name(variable), tuple(variable.shape),
-                    variable.numel() * variable.element_size(),
-                    tuple(label(n) for n in chain), reason, fix, cut_at)
+            cut_at, fix, lines = _fix(step, loss, chain, legit, targets,
+                                      search.leaf_node[id(variable)], known)
+        leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
+                    shape=tuple(variable.shape),
+                    grad_bytes=variable.numel() * variable.element_size(),
+                    path=tuple(label(n) for n in chain), reason=reason, fix=fix, cut_at=cut_at,
+                    lines=() if through else lines)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
 
@@ -160,23 +176,62 @@ def _users(graph: Graph, leaf: int, region: set[int]) -> frozenset[int]:
     return frozenset(c for k in inside for c in graph.callers.get(k, ()) if c not in inside)
 
 
-def _fix(chain: list[Any], useful: set[int], loss: str, optimizer: str, label: Labeller,
-         targets: set[int]) -> tuple[str | None, str]:
-    first = next((i for i, node in enumerate(chain) if id(node) not in useful), len(chain) - 1)
-    opened = [n for n in chain[first:] if is_open_marker(n)]
-    if opened:
-        where = f"block {opened[0].block!r}"
-        return where, f"the {where} is disabled here: enable it (it cuts this path)"
+def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
+                  ) -> tuple[str, tuple[Line, ...]] | None:
+    """When ``loss`` reaches the module holding ``name`` through a call fed a detached tensor
+    whose graph reaches what the loss trains (a generator step reading ``D(G(z).detach())``):
+    the advice to remove that detach (the term gives the stepped tensors no gradient, and
+    the module is then only passed through), with its line."""
+    rec, graph = step.rec, step.graphs[loss]
+    for (call, module), cuts in rec.detached_into.items():
+        if call != rec.call or not name.startswith(f"{module}."):
+            continue
+        for edge, line in cuts:
+            source = id(edge.grad_fn)
+            if source in graph.search.nodes and graph.reach([source]) & targets:
+                held = sorted(n for i in step.stepped[loss]
+                              if graph.search.leaf_node.get(i) in graph.reach([source])
+                              and (n := rec.names.tensors.get(i)))
+                return (f"{module} reads a detached tensor here, so this term gives "
+                        f"{owners(held) if held else 'the stepped tensors'} no gradient: "
+                        "remove the .detach() (then its gradient passes through "
+                        f"{module}, which is information)"), (() if line is None else (line,))
+    return None
+
+
+def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targets: set[int],
+         leaf: int, known: list[Cut]) -> tuple[str | None, str, tuple[Line, ...]]:
+    """``(where to cut, the fix in words, the user's lines)`` of one leak: a cut proved on the
+    recorded graph (:mod:`toolkit.lens.audit.location`), or what could not be found and why."""
+    optimizer = step.optimizer_of[loss]
     if not targets:
-        return None, (f"loss {loss!r} reaches no parameter optimizer {optimizer!r} steps: pair "
-                      f"it with the optimizer of the parameters it trains")
+        return None, (f"loss {loss!r} reaches none of the tensors optimizer {optimizer!r} "
+                      f"steps, so its whole gradient goes to tensors outside it; pairing it "
+                      f"with their optimizer would train them on this objective: first make it "
+                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), ()
+    first = next((i for i, node in enumerate(chain) if id(node) not in legit), len(chain) - 1)
     if first == 0:
-        return None, (f"loss {loss!r} itself is on no path that trains what optimizer "
-                      f"{optimizer!r} steps: pair it with the optimizer it trains")
-    what, shape = label.tensor(chain[first], chain[first - 1])
-    cut_at = f"{what}{shape_text(shape)}"
-    return cut_at, (f"cut at {cut_at}, where {label(chain[first - 1])} reads it (behind it: "
-                    "{owners}): stop_gradient(x, name=...), x.detach() or torch.no_grad()")
+        return None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
+                      f"its target side: no cut in the step's code spares them"), ()
+    cut = leak_cut(step, step.prover, loss, leaf, legit, known)
+    if cut is None:
+        return None, ("no cut in the step's code (where it makes a tensor, or hands one to a "
+                      "module) removes this gradient without also cutting a tensor optimizer "
+                      f"{optimizer!r} trains, or changing its gradient; "
+                      "a cut inside a module's forward would change it for every caller"), ()
+    if cut not in known:
+        known.append(cut)
+    cut_at = cut.what[0]
+    if len(cut.texts) == 1:
+        fix = (f"{cut.texts[0]} (behind it: {{owners}}): .detach(), torch.no_grad() or "
+               f"stop_gradient(x, name=...)")
+    else:
+        steps = "; ".join(f"{i}) {text}" for i, text in enumerate(cut.texts, 1))
+        fix = (f"{len(cut.texts)} cuts, all needed (behind them: {{owners}}): {steps}: "
+               f".detach(), torch.no_grad() or stop_gradient(x, name=...)")
+    if cut_at.startswith("block "):  # a disabled toolkit block: the cut is already there
+        fix = cut.texts[0]
+    return cut_at, fix, cut.lines
 
 
 def _owned(leaks: list[Leak]) -> list[Leak]:
@@ -188,8 +243,7 @@ def _owned(leaks: list[Leak]) -> list[Leak]:
     for leak in leaks:
         if "{owners}" in leak.fix:
             fix = leak.fix.replace("{owners}", owners(behind[leak.cut_at]))
-            leak = Leak(leak.loss, leak.optimizer, leak.parameter, leak.shape, leak.grad_bytes,
-                        leak.path, leak.reason, fix, leak.cut_at)
+            leak = dataclasses.replace(leak, fix=fix)
         out.append(leak)
     return out
 
@@ -199,10 +253,8 @@ def check(step: RecordedStep) -> Found:
     leaks in the strict mode ``allow_pass_through=False``)."""
     leaks: list[Leak] = []
     passing: list[Leak] = []
-    for name, graph in step.graphs.items():
-        found, through = find_leaks(name, step.optimizer_of[name], graph,
-                                    set(step.stepped[name]), step.rec, step.label, step.region,
-                                    target_edges(graph), step.twice)
+    for name in step.graphs:
+        found, through = find_leaks(step, name, step.removed[name])
         leaks += found
         (passing if step.allow_pass_through else leaks).extend(through)
     return {"leaks": leaks, "pass_through": passing}

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
-import sys
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
 from toolkit.lens.audit.names import Names
+from toolkit.lens.audit.sites import Line, grad_off_line, step_line, user_line, user_stack
 from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
@@ -51,14 +50,12 @@ _NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_g
 _WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
                            "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
                            "group_norm", "batch_norm", "instance_norm", "prelu"})
+_SETATTR = nn.Module.__setattr__
+_LOSSES = (nn.modules.loss._Loss,)  # every torch loss module (MSELoss, KLDivLoss, …)
 _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
-# frames of these folders are no user code: torch, and the toolkit's own packages
-_LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
-                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
-
 
 class Edge(NamedTuple):
     """A tensor as the backward graph sees it: the node that made it and which output it is."""
@@ -129,16 +126,26 @@ class _Mode(TorchFunctionMode):
                 rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
                                      tuple(source.shape), how))
                 rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), _caller())
+                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)), user_line())
             elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
                 rec.leaf_detached.setdefault(id(source), how)
                 rec.sites.setdefault(("detach", id(source)), _caller())
+                rec.lines.setdefault(("detach", id(source)), user_line())
             out = func(*args, **kwargs)
             rec.trace(out, [source], exact=True)
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None \
+                    and isinstance(out, torch.Tensor):
+                rec.detached_out[id(out)] = (weakref.ref(out), Edge(source.grad_fn,
+                                                                    source.output_nr),
+                                             rec.lines.get(("detach", rec.call,
+                                                            id(source.grad_fn))))
             return out
         if not rec.watched:
             return func(*args, **kwargs)
         grad = torch.is_grad_enabled()
         inputs = [*_tensors(args), *_tensors(kwargs.values())]
+        if rec.call > 1:
+            rec.note_old_reads(inputs)
         for t in inputs:
             key = id(t)
             if key in rec.watched:
@@ -150,6 +157,7 @@ class _Mode(TorchFunctionMode):
                 if not grad and key not in rec.no_grad:
                     rec.no_grad[key] = name
                     rec.sites[("no_grad", key)] = _caller()
+                    rec.lines[("no_grad", key)] = grad_off_line() or user_line()
         if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
             for t in [*_tensors(args[1:]), *_tensors([kwargs.get("weight"), kwargs.get("bias")])]:
                 if t.grad_fn is not None:
@@ -171,6 +179,8 @@ class _Mode(TorchFunctionMode):
             elif wants and args[0].grad_fn is None:
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {_caller()}"))
         out = func(*args, **kwargs)
+        if not rec.calling:  # the step's own code (no named module's forward is running)
+            rec.note_made(args[0] if out is None and args and _writes(name, func) else out)
         if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
             rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {_caller()}"))
         elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
@@ -180,13 +190,8 @@ class _Mode(TorchFunctionMode):
 
 def _caller() -> str:
     """``at file.py:LINE (function)`` of the innermost frame outside torch and the toolkit."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if not any(part in path for part in _LIBRARY_PATHS):
-            return f"at {os.path.basename(path)}:{frame.f_lineno} ({frame.f_code.co_name})"
-        frame = frame.f_back
-    return "in the step"
+    line = user_line(installed=True)
+    return "in the step" if line is None else f"at {line.file}:{line.number} ({line.function})"
 
 
 def _writes(name: str, func: Any) -> bool:
@@ -269,6 +274,28 @@ class Recording:
         # where in the step's code ("at model.py:42 (forward)"): ("detach", call, id(node)),
         # ("detach", id(leaf)), ("no_grad", id(watched)), ("call", call, module name)
         self.sites: dict[tuple[Any, ...], str] = {}
+        # the same places as lines of the user's code (:class:`~toolkit.lens.audit.sites.Line`)
+        self.lines: dict[tuple[Any, ...], Line | None] = {}
+        # id(node) -> (node, the step's lines that read it): tensors made before this call
+        self.old_reads: dict[int, tuple[Any, list[Line]]] = {}
+        # id(detached tensor) -> (weak reference, what it was cut from, the line of the cut)
+        self.detached_out: dict[int, tuple[Any, Edge, Line | None]] = {}
+        # (call, module) -> [(what a detached input was cut from, the line)]: a module fed a
+        # detached tensor (D(G(z).detach()))
+        self.detached_into: dict[tuple[int, str], list[tuple[Edge, Line | None]]] = {}
+        # id(node) -> (node, line): tensors with a graph assigned to a module's attribute
+        self.assigned: dict[int, tuple[Any, Line]] = {}
+        # id(node) -> (node, the user's frames there, kind): where a tensor with a graph was
+        # made, innermost line first: "op" (an operation of the step's own code), "module"
+        # (the outermost module call), "inner" (inside a module's forward: a line every
+        # caller of it runs)
+        self.made: dict[int, tuple[Any, tuple[Line, ...], str]] = {}
+        # (path, line number) -> every node made there (a line in a loop makes one per pass)
+        self.made_at: dict[tuple[str, int], list[Any]] = {}
+        # id(node) -> [(node, module, the user's frames, first sequence number of the call,
+        # whether the step's own code made the call)]: tensors with a graph handed to a named
+        # module (netD(fake)), and the lines that led there
+        self.handed: dict[int, list[tuple[Any, str, tuple[Line, ...], int, bool]]] = {}
         # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
         self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
         self.calling: list[str] = []  # the named modules whose forward is running, innermost last
@@ -312,9 +339,50 @@ class Recording:
         if sources:
             self._made_from[id(out)] = (weakref.ref(out), sources, copy_of)
 
+    def note_old_reads(self, inputs: list[torch.Tensor]) -> None:
+        """Remember the step's own line that reads a tensor made before this call (a state
+        carried from the previous step), once per line."""
+        mark = self.marks[-1]
+        for t in inputs:
+            node = t.grad_fn
+            if node is not None and node._sequence_nr() < mark:
+                line = step_line()
+                reads = self.old_reads.setdefault(id(node), (node, []))
+                if line is not None and reads[0] is node and line not in reads[1]:
+                    reads[1].append(line)
+
+    def _assign(self, module: nn.Module, name: str, value: Any) -> None:
+        """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
+        to a module's attribute or buffer (a state kept in the module)."""
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not self.busy:
+            line = user_line(installed=True)
+            if line is not None:
+                self.lines[("assign", id(module), name)] = line
+                self.assigned[id(value.grad_fn)] = (value.grad_fn, line)
+        _SETATTR(module, name, value)
+
+    def note_made(self, out: Any) -> None:
+        """Remember the user's line that made each tensor with a graph in ``out`` (the step's
+        own operations, and the outputs of the outermost module calls)."""
+        tensors = [out] if isinstance(out, torch.Tensor) else (
+            [t for t in out if isinstance(t, torch.Tensor)] if isinstance(out, (tuple, list))
+            else [])
+        stack: tuple[Line, ...] | None = None
+        for t in tensors:
+            if t.grad_fn is not None:
+                stack = user_stack() if stack is None else stack
+                if stack:
+                    self._made(t.grad_fn, stack, "inner" if stack[0].inside else "op")
+
+    def _made(self, node: Any, stack: tuple[Line, ...], kind: str) -> None:
+        self.made[id(node)] = (node, stack, kind)
+        self.made_at.setdefault((stack[0].path, stack[0].number), []).append(node)
+
     def note_write(self, key: int, op: str, inputs: list[torch.Tensor], *,
                    self_involved: bool) -> None:
         """Record an in-place write of the watched tensor ``key`` (and copy it first)."""
+        if ("write", key) not in self.lines:
+            self.lines[("write", key)] = user_line(installed=True)
         op = op.strip("_") or op
         self.written.setdefault(key, op)
         write = self.writes.setdefault(key, Write(self.calling[-1] if self.calling else None))
@@ -331,7 +399,7 @@ class Recording:
             self.snapshot.before_write(key)
 
     def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
-        label = self.names.modules.get(id(module))
+        label = self._label(module)
         if label is None:
             return
         if self.calling and self.calling[-1] == label:
@@ -339,8 +407,21 @@ class Recording:
         self.busy = True
         try:
             self._outputs(label, output)
+            # the outermost named call returns to the step's own code; an inner one to a
+            # module's forward (a line every caller of that module runs)
+            self._made_outputs(output, "module" if not self.calling else "inner")
         finally:
             self.busy = False
+
+    def _made_outputs(self, output: Any, kind: str, depth: int = 0) -> None:
+        if isinstance(output, (list, tuple)) and depth < 2:
+            for item in output:
+                self._made_outputs(item, kind, depth + 1)
+        elif isinstance(output, torch.Tensor) and output.grad_fn is not None:
+            stack = user_stack()
+            if stack:  # an enclosing call returns later: its line wins
+                self._made(output.grad_fn, stack,
+                           "inner" if stack[0].inside or kind == "inner" else kind)
 
     def _outputs(self, label: str, output: Any, where: str = "") -> None:
         """Map the node of each tensor ``output`` holds (tuples nested twice) to ``label``."""
@@ -358,17 +439,36 @@ class Recording:
         else:
             entry[2], entry[4] = label, where  # an enclosing module's call ends later
 
+    def _label(self, module: nn.Module) -> str | None:
+        """The name of a module whose calls the recording follows; a loss module
+        (``nn.MSELoss``, ``nn.KLDivLoss`` … held by a network or not) is a plain function of
+        its inputs, never a boundary: its call is the step's own code."""
+        if isinstance(module, _LOSSES):
+            return None
+        return self.names.modules.get(id(module))
+
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
-        label = self.names.modules.get(id(module))
+        label = self._label(module)
         if label is not None:
+            outermost = not self.calling
             self.calling.append(label)
             self.busy = True
             try:
                 if ("call", self.call, label) not in self.sites:
                     self.sites["call", self.call, label] = _caller()
+                    self.lines["call", self.call, label] = user_line()
                 for t in _tensors(args):
-                    if t.grad_fn is not None:
-                        self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+                    cut = self.detached_out.get(id(t))
+                    if t.grad_fn is None and cut is not None and cut[0]() is t:
+                        self.detached_into.setdefault((self.call, label), []).append(cut[1:])
+                handed = [t for t in _tensors(args) if t.grad_fn is not None]
+                stack = user_stack() if handed else ()
+                start = self.sequence() if stack else 0
+                for t in handed:
+                    self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+                    if stack:
+                        self.handed.setdefault(id(t.grad_fn), []).append(
+                            (t.grad_fn, label, stack, start, outermost and not stack[0].inside))
             finally:
                 self.busy = False
 
@@ -376,23 +476,36 @@ class Recording:
         """Start the next call of the step: remember where autograd's node numbering is."""
         self.call += 1
         self.calling.clear()
-        self.busy = True
+        self.marks.append(self.sequence())
+
+    def sequence(self) -> int:
+        """The sequence number autograd gives the next node it makes (nodes made later in
+        this thread have larger ones)."""
+        busy, self.busy = self.busy, True
         try:
             with torch.enable_grad():
                 probe = torch.zeros((), requires_grad=True) * 1.0
-            self.marks.append(probe.grad_fn._sequence_nr())
+            return probe.grad_fn._sequence_nr() + 1
         finally:
-            self.busy = False
+            self.busy = busy
+
+    def _open(self, x: Any, name: str | None) -> Any:
+        """Mark a disabled block with a node that names it, and note the user's line."""
+        out = _open(x, name)
+        self.note_made(out)
+        return out
 
     def __enter__(self) -> Recording:
         stack = self._stack
         stack.enter_context(trace_cuts())
-        token = _OPEN_HOOK.set(_open)
+        token = _OPEN_HOOK.set(self._open)
         stack.callback(_OPEN_HOOK.reset, token)
         for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
                        nn.modules.module.register_module_forward_hook(self._hook)):
             stack.callback(handle.remove)
         stack.enter_context(_Mode(self))
+        nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
+        stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
         self._watch_checkpoints(stack)
         return self
 
@@ -410,6 +523,7 @@ class Recording:
         original = function.__dict__["forward"]
 
         def forward(ctx: Any, *args: Any) -> Any:
+            self.lines[("checkpoint", id(ctx))] = user_line()
             self._checkpointing.append(set())
             try:
                 return original.__func__(ctx, *args)

@@ -17,7 +17,9 @@ import torch
 from toolkit.lens.audit.graph import Graph, parameter_regions
 from toolkit.lens.audit.labels import Labeller
 from toolkit.lens.audit.leaks import updated_twice
+from toolkit.lens.audit.proof import Prover
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.targets import target_edges
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import output_roots
 
@@ -36,7 +38,10 @@ class RecordedStep:
     losses that share one optimizer (one list per optimizer), with the name that optimizer goes
     by; ``pairings``: the optimizers as given (``None`` -> one optimizer for every loss);
     ``searches`` / ``graphs``: each loss's backward graph; ``region``: node ids inside computed
-    weights; ``twice``: ids of tensors the step writes in place from other trained tensors.
+    weights; ``twice``: ids of tensors the step writes in place from other trained tensors;
+    ``removed``: each loss's edges into a target side or a log-probability's weight
+    (:func:`~toolkit.lens.audit.targets.target_edges`: gradient no stepped tensor should get);
+    ``prover``: the proof of fixes on these graphs.
     """
 
     losses: dict[str, torch.Tensor]
@@ -53,6 +58,13 @@ class RecordedStep:
     allow_pass_through: bool
     allow_trained_target: bool
     all_stepped: set[int] = field(default_factory=set)
+    removed: dict[str, set[tuple[int, int]]] = field(init=False)
+    prover: Prover = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.removed = {name: target_edges(graph, set(self.stepped[name]))
+                        for name, graph in self.graphs.items()}
+        self.prover = Prover(self)
 
     def roots(self, loss: str) -> list[torch.Tensor]:
         """The tensors backward starts from for ``loss``."""

@@ -56,6 +56,11 @@ def _short(path: Iterable[str], keep: int = 10) -> str:
     return " -> ".join(nodes)
 
 
+def _at(lines: Iterable[Any]) -> list[str]:
+    """``at:   train.py:42: output = netD(fake)``, one per line of the user's code."""
+    return [f"        at:   {line}" for line in lines]
+
+
 def listing(names: list[str], keep: int = 6) -> str:
     """``a, b, c, … (+4)``."""
     shown = ", ".join(names[:keep])
@@ -117,7 +122,7 @@ class StepAudit:
             lines += [f"LEAK    loss {loss!r} reaches {plural(len(leaks), 'tensor')} {reason} "
                       f"({size} of gradient): {listing([x.parameter for x in leaks])}",
                       f"        path: {_short(shortest.path)}",
-                      f"        fix:  {fix}"]
+                      f"        fix:  {fix}", *_at(leaks[0].lines)]
         return lines
 
     def _target_lines(self) -> list[str]:
@@ -128,7 +133,7 @@ class StepAudit:
                       f"{plural(len(t.parameters), 'tensor')} optimizer {t.optimizer!r} "
                       f"steps: {listing(list(t.parameters))}",
                       f"        path: {_short(t.path)}",
-                      f"        fix:  {t.fix}"]
+                      f"        fix:  {t.fix}", *_at(t.lines)]
         return lines
 
     def _dead_lines(self) -> list[str]:
@@ -143,7 +148,9 @@ class StepAudit:
             lines += [f"DEAD    optimizer {optimizer!r} steps {plural(len(items), 'tensor')} "
                       f"that no gradient of {losses} reaches: "
                       f"{listing([x.parameter for x in items])}",
-                      f"        cut:  {cut}{where}"]
+                      f"        cut:  {cut}{where}",
+                      *([f"        fix:  {items[0].fix}"] if items[0].fix else []),
+                      *_at(items[0].lines)]
             with_path = [x for x in items if x.path]
             if with_path:
                 best = min(with_path, key=lambda x: len(x.path or ()))
@@ -157,7 +164,7 @@ class StepAudit:
             lines += [f"CARRIED loss {c.loss!r} reaches {plural(c.n_nodes, 'node')} made "
                       f"{c.created}: {c.source}{shape}, entering at {c.entered}",
                       f"        path: {_short(c.path)}",
-                      f"        fix:  {c.fix}"]
+                      f"        fix:  {c.fix}", *_at(c.lines)]
         return lines
 
     def _held_lines(self) -> list[str]:
@@ -168,7 +175,7 @@ class StepAudit:
                       f"grad_fn after the step: {h.written}; it keeps "
                       f"{plural(h.n_nodes, 'node')} of each step's graph alive "
                       f"({fmt(h.graph_bytes, 'B')} saved for backward){older}",
-                      f"        fix:  {h.fix}"]
+                      f"        fix:  {h.fix}", *_at(h.lines)]
         return lines
 
     def _shared_lines(self) -> list[str]:
@@ -221,8 +228,12 @@ class StepAudit:
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
                   (len(self.held), "held graph"), (len(self.shared), "shared tensor")]
+        failing = {x.loss for kind in (self.leaks, self.targets, self.carried) for x in kind}
+        failing |= {loss for x in self.dead for loss in x.losses}
+        named = ", ".join(repr(n) for n in self.losses if n in failing)
+        where = f"losses {named}" if named else f"losses {losses}"
         head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
-                f"(losses {losses}; {ran})")
+                f"({where}; {ran})")
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
                           *self._carried_lines(), *self._held_lines(), *self._shared_lines(),
                           *self._info_lines(),

@@ -67,6 +67,7 @@ from toolkit.lens.audit.notes import notes_of
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.recorded import Found, RecordedStep, record_step
 from toolkit.lens.audit.result import StepAudit, listing
+from toolkit.lens.audit.sites import STOP_CODES
 from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.flow import GradientLeakError
 
@@ -142,7 +143,9 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     >>> audit.ok, sorted(leak.parameter for leak in audit.leaks)
     (False, ['q_target.bias', 'q_target.weight'])
     >>> print(audit.leaks[0].fix)
-    cut at the output of Mul (shape (4,)), where Sub reads it (behind it: q_target): stop_gradient(x, name=...), x.detach() or torch.no_grad()
+    detach the output of q_target (shape (4, 2)) where it is made (behind it: q_target): .detach(), torch.no_grad() or stop_gradient(x, name=...)
+    >>> print(audit.leaks[0].lines[0].text)  # the line of td_step where the fix goes
+    return (q(s).max(1).values - 0.9 * q_target(s2).max(1).values).pow(2).mean()
     """
     where = "audit_step"
     if not callable(step):
@@ -220,6 +223,9 @@ def run_rules(recorded: RecordedStep) -> StepAudit:
                        recorded.twice), *found.pop("notes", ())]
     return StepAudit(losses=tuple(recorded.losses), n_stepped=len(recorded.all_stepped),
                      notes=tuple(notes), **{k: tuple(v) for k, v in found.items()})
+
+
+STOP_CODES.add(audit_step.__code__)  # the frames of the user's code end at the step
 
 
 def assert_clean_step(step: Callable[[], Any], optimizers: Any, **kwargs: Any) -> StepAudit:

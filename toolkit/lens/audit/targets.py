@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.lens.audit.findings import TrainedTarget
 from toolkit.lens.audit.graph import Graph
-from toolkit.lens.audit.labels import VIEWS, Labeller, owners, shape_text
+from toolkit.lens.audit.labels import VIEWS, owners, shape_text
+from toolkit.lens.audit.location import target_cut
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 if TYPE_CHECKING:
@@ -124,10 +125,16 @@ def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int]
     return found & stepped, met
 
 
-def _sides(graph: Graph, node: Any, form: str, target_index: int | None
+def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped: set[int]
            ) -> tuple[str, Any, set[int]] | None:
     """``(form, target or weight side, ids of the stepped tensors it concerns)`` of one form,
-    stepped tensors left to the caller (``set()`` here), or ``None`` when it is no target."""
+    stepped tensors left to the caller (``set()`` here), or ``None`` when it is no target.
+
+    Of a comparison's two sides, the target is the one that reaches no stepped tensor when the
+    other does (``MSELoss()(target, prediction)`` in either order); when both or neither do,
+    the loss's own convention decides (``mse_loss(input, target)``; for ``a - b`` the side
+    computed by arithmetic on a network's output, ``r + γ max Q(s')``).
+    """
     inputs = _inputs(node)
     if len(inputs) != 2:
         return None
@@ -136,7 +143,11 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None
         left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs)
         if any(getattr(nodes[k], "variable", None) is None for k in left & right):
             return None  # one forward gives both sides: a centring or a batch statistic
-        side = target_index if target_index is not None else _target_side(inputs)
+        reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        if reaches[0] != reaches[1]:
+            side = 0 if reaches[1] else 1
+        else:
+            side = target_index if target_index is not None else _target_side(inputs)
         return form, inputs[side], set()
     logs = [_log_node(graph, n) for n in inputs]
     if logs[0] is None and logs[1] is None:
@@ -145,27 +156,84 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None
     log = logs[1 - weight]
     if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
         return None  # p · log p: an entropy, the weight is the distribution itself
+    if _same_distribution(log, inputs[weight]):
+        return None  # p · log p computed apart (softmax and log_softmax of the same logits)
     return "a log-probability times a weight that carries gradient", inputs[weight], set()
 
 
-def target_edges(graph: Graph) -> set[tuple[int, int]]:
+def _leaves(graph: Graph, met: set[int]) -> set[int]:
+    """``id`` of the tensors whose leaf nodes are among the node ids ``met``."""
+    nodes = graph.search.nodes
+    return {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
+
+
+def _reads_a_leaf(node: Any) -> bool:
+    """Whether ``node`` reads a stored tensor (a parameter) directly or through a view: the
+    layer that computes a distribution's parameters."""
+    for child in _inputs(node):
+        if getattr(child, "variable", None) is not None:
+            return True
+        if _label(child) in VIEWS and any(getattr(c, "variable", None) is not None
+                                          for c in _inputs(child)):
+            return True
+    return False
+
+
+_SELECTS = frozenset({"Split", "SplitWithSizes", "Slice", "Select", "Index", "Unbind",
+                      "Narrow", "Gather", "IndexSelect"})
+
+
+def _distribution(start: Any) -> set[tuple[int, int]]:
+    """The edges ``(node, output)`` from ``start`` down through parameter-free ops (softmax,
+    log, clamp, normalisation), ending at the first layer that reads a parameter or the first
+    selection of rows (a slice, a chunk, an index: another part of a batch is another
+    distribution)."""
+    seen: set[int] = set()
+    edges: set[tuple[int, int]] = set()
+    queue = deque([start])
+    while queue and len(seen) < _MAX_HEAD:
+        node = queue.popleft()
+        if id(node) in seen or getattr(node, "variable", None) is not None:
+            continue
+        seen.add(id(node))
+        if _reads_a_leaf(node) or (node is not start and _label(node) in _SELECTS):
+            continue
+        for child, nr in node.next_functions:
+            if child is not None and not is_cut_marker(child):
+                edges.add((id(child), nr))
+                queue.append(child)
+    return edges
+
+
+def _same_distribution(log: Any, weight: Any) -> bool:
+    """Whether a log-probability and its weight are two functions of one distribution: they
+    read the same tensor before either passes a layer with parameters or selects rows
+    (``-(p * log p).sum()`` with ``p = softmax(z)`` and ``log p = log_softmax(z)``,
+    ``Categorical(probs=p).entropy()``). An entropy bonus, not a target: a target comes from
+    another forward (another input, another part of a batch, another network, another head,
+    an earlier step)."""
+    return bool(_distribution(log) & (_distribution(weight) | {(id(weight), 0)}))
+
+
+def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
     """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
     of the loss's head: the paths no stepped tensor should be trained by."""
     removed = set()
     for _, node, form, target_index in _forms(graph):
-        found = _sides(graph, node, form, target_index)
+        found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
             removed.add((id(node), id(found[1])))
     return removed
 
 
-def find_trained_targets(loss: str, optimizer: str, graph: Graph, stepped: set[int],
-                         label: Labeller) -> list[TrainedTarget]:
-    """The trained targets of one loss (see the module's docstring)."""
+def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
+    """The trained targets of one loss (see the module's docstring), each with the proved cut
+    that removes it (:func:`toolkit.lens.audit.location.target_cut`) when one is found."""
+    graph, label, stepped = step.graphs[loss], step.label, set(step.stepped[loss])
     names = label.rec.names
     merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
     for chain, node, form, target_index in _forms(graph):
-        found = _sides(graph, node, form, target_index)
+        found = _sides(graph, node, form, target_index, stepped)
         if found is None:
             continue
         form, target, _ = found
@@ -178,16 +246,27 @@ def find_trained_targets(loss: str, optimizer: str, graph: Graph, stepped: set[i
             continue
         what, shape = label.tensor(target, node)
         params = tuple(sorted(names.tensors.get(i, f"<tensor {i}>") for i in shared))
-        fix = (f"cut the target: {what}{shape_text(shape)}, where {label(node)} reads it "
-               f"(behind it: {owners(list(params))}), under torch.no_grad(), .detach() or "
-               "stop_gradient(x, name=...); if the gradient through it is meant (residual "
-               "gradient), audit with allow_trained_target=True")
         key = (form, params)
         if key in merged:
             merged[key] = dataclasses.replace(merged[key], terms=merged[key].terms + 1)
             continue
-        merged[key] = TrainedTarget(loss, optimizer, form, f"{what}{shape_text(shape)}", params,
-                                    tuple(label(n) for n in [*chain, target]), fix)
+        cut = target_cut(step, step.prover, loss, node, target, shared)
+        behind = owners(list(params))
+        if cut is None:
+            fix = (f"cut the target ({what}{shape_text(shape)}, where {label(node)} reads it; "
+                   f"behind it: {behind}); no single cut at a line of the step's code was "
+                   "proved to keep every stepped tensor trained, so cut it where it is "
+                   "computed, under torch.no_grad() or with .detach()")
+        else:
+            fix = (f"cut the target: {cut.texts[0]} (behind it: {behind}): torch.no_grad(), "
+                   ".detach() or stop_gradient(x, name=...)")
+        fix += ("; if the gradient through it is meant (residual gradient), audit with "
+                "allow_trained_target=True")
+        merged[key] = TrainedTarget(
+            loss=loss, optimizer=step.optimizer_of[loss], form=form,
+            target=f"{what}{shape_text(shape)}", parameters=params,
+            path=tuple(label(n) for n in [*chain, target]), fix=fix,
+            lines=() if cut is None else cut.lines)
     return list(merged.values())
 
 
@@ -207,6 +286,4 @@ def check(step: RecordedStep) -> Found:
     """The rule: each loss's trained targets (none when ``allow_trained_target=True``)."""
     if step.allow_trained_target:
         return {}
-    return {"targets": [t for name, graph in step.graphs.items()
-                        for t in find_trained_targets(name, step.optimizer_of[name], graph,
-                                                      set(step.stepped[name]), step.label)]}
+    return {"targets": [t for name in step.graphs for t in find_trained_targets(step, name)]}

@@ -1,0 +1,181 @@
+"""Lines of the user's code: where the step made a tensor, handed it to a module, cut it.
+
+The recording asks :func:`user_line` at the moment something happens (a module returns, a
+step-level operation makes a tensor, a ``detach`` runs); it walks the Python stack from the
+innermost frame out and returns the first frame of the user's own code, as pytest shows a
+failing line: the file, the line number, the function and the text of the line.
+
+Frames of torch and of the toolkit are never the user's code. Frames of other installed
+packages (``site-packages``: peft, transformers, nflows) are skipped too when the step's own
+code lies further out, so that a fix is written where the user can write it; with
+``installed=True`` they count (a buffer written inside an installed module's forward is fixed
+there).
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["STOP_CODES", "Line", "grad_off_line", "step_line", "user_line", "user_stack"]
+
+# frames of these folders are never user code: torch, and the toolkit's own packages
+_LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
+                  os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                  + os.sep)
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of the user's code: ``str()`` is ``"train.py:42: output = netD(fake)"``.
+
+    ``file``: the file's name (its base name: the line is found by name and number);
+    ``path``: its full path; ``number``: the line number; ``function``: the function it is in;
+    ``text``: the line, stripped (empty when the source cannot be read); ``inside``: the
+    module class whose ``forward`` runs this line (directly or through functions it calls),
+    ``""`` for the step's own code: a line inside a forward runs for every caller.
+    """
+
+    file: str
+    number: int
+    function: str
+    text: str
+    path: str = ""
+    inside: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.number}: {self.text}" if self.text else \
+            f"{self.file}:{self.number} (in {self.function})"
+
+
+def _line(frame: FrameType) -> Line:
+    path = frame.f_code.co_filename
+    number = frame.f_lineno
+    return Line(os.path.basename(path), number, frame.f_code.co_name,
+                linecache.getline(path, number).strip(), path, _inside(frame))
+
+
+def _inside(frame: FrameType | None) -> str:
+    """The class of the innermost ``nn.Module`` whose ``forward`` is running at or outside
+    ``frame`` (however it was called: ``m(x)`` or ``m.forward(x)``), or ``""``."""
+    while frame is not None:
+        if frame.f_code.co_name == "forward" and frame.f_code.co_argcount:
+            owner = frame.f_locals.get(frame.f_code.co_varnames[0])
+            if isinstance(owner, nn.Module):
+                return type(owner).__name__
+        frame = frame.f_back
+    return ""
+
+
+def step_line(depth: int = 2) -> Line | None:
+    """The innermost frame of the user's code that runs outside every module's ``forward``
+    (the step's own line that called the forward now running), or ``None``."""
+    frame: FrameType | None = sys._getframe(depth)
+    found = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if frame.f_code.co_name == "forward" and frame.f_code.co_argcount and isinstance(
+                frame.f_locals.get(frame.f_code.co_varnames[0]), nn.Module):
+            found = None  # inside a forward: look further out
+        elif found is None and not path.startswith(_LIBRARY_PATHS) \
+                and not path.startswith("<frozen") and not any(p in path for p in _INSTALLED):
+            found = frame
+        frame = frame.f_back
+    return None if found is None else _line(found)
+
+
+def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
+    """The innermost frame of the user's code above the caller (``depth`` frames up), or
+    ``None`` when the stack holds none (a step written inside torch or the toolkit)."""
+    frame: FrameType | None = sys._getframe(depth)
+    fallback = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_LIBRARY_PATHS) and not path.startswith("<frozen"):
+            if installed or not any(part in path for part in _INSTALLED):
+                return _line(frame)
+            fallback = fallback or frame
+        frame = frame.f_back
+    return None if fallback is None else _line(fallback)
+
+
+_GRAD_OFF = re.compile(r"^\s*(async\s+)?with\b.*\b(no_grad|inference_mode|set_grad_enabled)\b")
+
+
+def grad_off_line(depth: int = 2) -> Line | None:
+    """The ``with torch.no_grad():`` (``inference_mode``, ``set_grad_enabled``) statement of
+    the user's code that encloses the running line, in the innermost frame that has one: where
+    gradients were switched off. Read from the source by indentation; ``None`` when no frame's
+    source shows one (a decorator, a context entered elsewhere)."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_LIBRARY_PATHS) and not path.startswith("<frozen"):
+            found = _enclosing_with(path, frame.f_lineno, frame.f_code.co_firstlineno)
+            if found is not None:
+                number, text = found
+                return Line(os.path.basename(path), number, frame.f_code.co_name, text, path,
+                            _inside(frame))
+        frame = frame.f_back
+    return None
+
+
+def _enclosing_with(path: str, number: int, first: int) -> tuple[int, str] | None:
+    """``(line number, text)`` of the grad-off ``with`` whose block holds line ``number``,
+    looking up to the function's first line ``first``."""
+    text = linecache.getline(path, number)
+    indent = len(text) - len(text.lstrip())
+    for at in range(number - 1, first - 1, -1):
+        line = linecache.getline(path, at)
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        level = len(line) - len(line.lstrip())
+        if level < indent:
+            if _GRAD_OFF.match(line):
+                return at, line.strip()
+            indent = level
+    return None
+
+
+#: code objects where a walk up the stack stops (the audit's own entry point: frames above it
+#: are the caller of the audit, not the step)
+STOP_CODES: set[Any] = set()
+
+
+def user_stack(depth: int = 2) -> tuple[Line, ...]:
+    """The frames of the user's code from the innermost out to the step function, as lines
+    (innermost first): where something happens, then each call that led there. Each line's
+    ``inside`` names the module whose ``forward`` runs it. Frames of installed packages are
+    left out (kept only when there is no other)."""
+    frames: list[FrameType] = []
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and frame.f_code not in STOP_CODES:
+        frames.append(frame)
+        frame = frame.f_back
+    inside = ""
+    marks: list[str] = []
+    for frame in reversed(frames):  # outermost first: a forward encloses what it calls
+        if frame.f_code.co_name == "forward" and frame.f_code.co_argcount:
+            owner = frame.f_locals.get(frame.f_code.co_varnames[0])
+            if isinstance(owner, nn.Module):
+                inside = type(owner).__name__
+        marks.append(inside)
+    lines, installed = [], []
+    for frame, inside in zip(frames, reversed(marks)):
+        path = frame.f_code.co_filename
+        if path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen"):
+            continue
+        number = frame.f_lineno
+        line = Line(os.path.basename(path), number, frame.f_code.co_name,
+                    linecache.getline(path, number).strip(), path, inside)
+        (installed if any(p in path for p in _INSTALLED) else lines).append(line)
+    return tuple(lines or installed)
