@@ -164,7 +164,7 @@ def handson_ddpg(seed: int, *, fixed: bool = False, state_dim: int = 3, hidden_d
 
     def step() -> dict[str, torch.Tensor]:
         with torch.no_grad() if fixed else contextlib.nullcontext():  # the fix: no graph
-            next_q_values = target_critic(next_states, target_actor(next_states))
+            next_q_values = target_critic(next_states, target_actor(next_states))  # audit: fix here
             q_targets = rewards + gamma * next_q_values * (1 - dones)
         critic_loss = torch.mean(F.mse_loss(critic(states, actions), q_targets))
         actor_loss = -torch.mean(critic(states, actor(states)))

@@ -60,7 +60,7 @@ def _pairs(case: RealCase, losses: dict[str, torch.Tensor]) -> dict[str, Any]:
     return {name: case.optimizers for name in losses}
 
 
-def _stepped(optimizer: Any) -> list[torch.Tensor]:
+def stepped_by(optimizer: Any) -> list[torch.Tensor]:
     """What an optimizer (or a module trained by hand, ``p.data.add_(p.grad)``) steps."""
     if isinstance(optimizer, nn.Module):
         return list(optimizer.parameters())
@@ -115,7 +115,7 @@ def _train(case: RealCase, *, retain_first: bool) -> Oracle | None:
             if "second time" not in str(err) and "freed" not in str(err):
                 raise
             return None
-        stepped = {id(p) for p in _stepped(pairs[name])}
+        stepped = {id(p) for p in stepped_by(pairs[name])}
         got = {k for k, t in tensors.items() if t.grad is not None}
         outside[name] = {names[k] for k in got - stepped if k in names}
         missing[name] = {names.get(k, f"<{k}>") for k in stepped - got}
@@ -144,7 +144,7 @@ def audit_sets(audit: Any, case: RealCase) -> Oracle:
     optimizers = case.optimizers if isinstance(case.optimizers, dict) else {
         name: case.optimizers for name in audit.losses}
     for loss in audit.losses:
-        mine = {names.get(id(p)) for p in _stepped(optimizers[loss])}
+        mine = {names.get(id(p)) for p in stepped_by(optimizers[loss])}
         no_grad[loss] |= frozen & mine
     held = {f"{h.module}.{h.name}" for h in audit.held if h.kind == "buffer"}
     return Oracle(outside, no_grad, bool(audit.carried), held)

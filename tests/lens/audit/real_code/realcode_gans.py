@@ -61,7 +61,7 @@ def dcgan(seed: int, *, detach: bool = True, norm: str = "none", batch: int = 2)
         noise = torch.randn(batch, nz, 1, 1)
         fake = netG(noise)
         fake_label = torch.full((batch,), 0.0)  # the original refills one label in place
-        output = netD(fake.detach() if detach else fake).view(-1)
+        output = netD(fake.detach() if detach else fake).view(-1)  # audit: fix here
         errD_fake = criterion(output, fake_label)
         errD = errD_real + errD_fake
         # (2) update G: maximize log(D(G(z)))
@@ -193,7 +193,8 @@ def sagan(seed: int, *, detach: bool = False, batch: int = 2) -> RealCase:
         d_loss_real = F.relu(1.0 - d_out_real).mean()
         z = torch.randn(batch, 8)
         fake_images, _gf1, _gf2 = G(z)
-        d_out_fake, _df1, _df2 = D(fake_images.detach() if detach else fake_images)
+        d_out_fake, _df1, _df2 = D(  # audit: fix here
+            fake_images.detach() if detach else fake_images)
         d_loss_fake = F.relu(1.0 + d_out_fake).mean()
         d_loss = d_loss_real + d_loss_fake
         z = torch.randn(batch, 8)

@@ -129,8 +129,10 @@ class SynBN(nn.Module):
             self.stored_var[:] = self.stored_var + var.data
             self.accumulation_counter += 1.0
         else:
-            self.stored_mean[:] = self.stored_mean * (1 - self.momentum) + mean * self.momentum
-            self.stored_var[:] = self.stored_var * (1 - self.momentum) + var * self.momentum
+            self.stored_mean[:] = (  # audit: fix here
+                self.stored_mean * (1 - self.momentum) + mean * self.momentum)
+            self.stored_var[:] = (  # audit: fix here
+                self.stored_var * (1 - self.momentum) + var * self.momentum)
 
     def forward(self, x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor
                 ) -> torch.Tensor:

@@ -343,7 +343,7 @@ def ikostrikov_a2c(seed: int, *, detach: bool = True, n_obs: int = 3, n_act: int
         advantages = rollouts.returns[:-1] - values
         value_loss = advantages.pow(2).mean()
         adv = advantages.detach() if detach else advantages
-        action_loss = -(adv * action_log_probs).mean()
+        action_loss = -(adv * action_log_probs).mean()  # audit: fix here
         return value_loss * value_loss_coef + action_loss - dist_entropy * entropy_coef
 
     return RealCase(f"ikostrikov_a2c{'' if detach else '_no_detach'}",

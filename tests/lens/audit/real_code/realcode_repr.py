@@ -121,7 +121,7 @@ class NetWrapper(nn.Module):
         if not self.hook_registered:
             self._register_hook()
         self.hidden.clear()
-        _ = self.net(x)
+        _ = self.net(x)  # audit: fix here
         hidden = self.hidden[x.device]
         self.hidden.clear()
         return hidden
@@ -201,7 +201,7 @@ class TinyResNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.avgpool(self.relu(self.bn1(self.conv1(x))))
-        return self.fc(torch.flatten(x, 1))
+        return self.fc(torch.flatten(x, 1))  # audit: fix here [byol_readme]
 
 
 def byol(seed: int, *, hidden_layer: int | str = -1, batch: int = 4, image_size: int = 6
@@ -335,7 +335,7 @@ def morvan_rnn(seed: int, *, repack: bool = True, time_step: int = 5, batch: int
                                              endpoint=False))
         x = torch.sin(steps[None, :] + phase)[:, :, None]
         y = torch.cos(steps[None, :] + phase)[:, :, None]
-        prediction, st["h_state"] = rnn(x, st["h_state"])
+        prediction, st["h_state"] = rnn(x, st["h_state"])  # audit: fix here
         if repack:
             st["h_state"] = st["h_state"].data
         return loss_func(prediction, y)

@@ -257,7 +257,7 @@ def philtabor_ddqn(seed: int, *, no_grad: bool = False, batch: int = 4, n_action
             with torch.no_grad():
                 q_next_values = q_next.forward(states_)
         else:
-            q_next_values = q_next.forward(states_)
+            q_next_values = q_next.forward(states_)  # audit: fix here
         q_eval_next = q_eval.forward(states_)
         max_actions = torch.argmax(q_eval_next, dim=1)
         q_next_values[dones] = 0.0
@@ -308,10 +308,11 @@ def easyrl_ddqn(seed: int, *, fixed: bool = False, same_net: bool = False, batch
         q_value_batch = policy_net(state_batch).gather(dim=1, index=action_batch)
         with torch.set_grad_enabled(not fixed):
             next_q_value_batch = policy_net(next_state_batch)
-            next_target_value_batch = target_net(next_state_batch)
+            next_target_value_batch = target_net(next_state_batch)  # audit: fix here [easyrl_ddqn]
             next_target_q_value_batch = next_target_value_batch.gather(
                 1, torch.max(next_q_value_batch, 1)[1].unsqueeze(1))
-            expected = reward_batch + gamma * next_target_q_value_batch * (1 - done_batch)
+            expected = (reward_batch  # audit: fix here [easyrl_ddqn_same_net]
+                        + gamma * next_target_q_value_batch * (1 - done_batch))
         return nn.MSELoss()(q_value_batch, expected)
 
     kind = "_same_net" if same_net else ""
@@ -366,7 +367,7 @@ def actor_critic(seed: int, *, item: bool = True, steps: int = 5, gamma: float =
         returns_t = (returns_t - returns_t.mean()) / (returns_t.std() + eps)
         policy_losses, value_losses = [], []
         for (log_prob, value), R_t in zip(model.saved_actions, returns_t):
-            advantage = R_t - (value.item() if item else value)
+            advantage = R_t - (value.item() if item else value)  # audit: fix here
             policy_losses.append(-log_prob * advantage)
             value_losses.append(F.smooth_l1_loss(value, torch.tensor([[R_t.item()]])))
         loss = torch.stack(policy_losses).sum() + torch.stack(value_losses).sum()

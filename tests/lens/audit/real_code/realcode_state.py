@@ -65,7 +65,7 @@ def word_language_model(seed: int, *, repackage: bool = True, bptt: int = 4,
         seq_len = min(bptt, len(train_data) - 1 - i)
         data, targets = train_data[i:i + seq_len], train_data[i + 1:i + 1 + seq_len].reshape(-1)
         hidden = repackage_hidden(state["hidden"]) if repackage else state["hidden"]
-        output, state["hidden"] = model(data, hidden)
+        output, state["hidden"] = model(data, hidden)  # audit: fix here
         state["i"] = (i + bptt) % (len(train_data) - 1 - bptt)
         return criterion(output, targets)
 
@@ -91,8 +91,10 @@ def _buggy_batchnorm() -> type:
                     ) -> tuple[torch.Tensor, torch.Tensor]:
             if self.training:
                 mean, var = inputs.mean(0), inputs.var(0)
-                self.running_mean.mul_(1 - self.momentum).add_(mean * self.momentum)
-                self.running_var.mul_(1 - self.momentum).add_(var * self.momentum)
+                self.running_mean.mul_(1 - self.momentum).add_(  # audit: fix here
+                    mean * self.momentum)
+                self.running_var.mul_(1 - self.momentum).add_(  # audit: fix here
+                    var * self.momentum)
             else:
                 mean, var = self.running_mean, self.running_var
             outputs = self.weight * ((inputs - mean) / torch.sqrt(var + self.eps)) + self.bias

@@ -247,10 +247,10 @@ def ugatit(seed: int, *, detach: bool = False, batch: int = 2, size: int = 32) -
         real_LA_logit, real_LA_cam_logit, _ = disLA(real_A)
         real_GB_logit, real_GB_cam_logit, _ = disGB(real_B)
         real_LB_logit, real_LB_cam_logit, _ = disLB(real_B)
-        fake_GA_logit, fake_GA_cam_logit, _ = disGA(fake_B2A)
-        fake_LA_logit, fake_LA_cam_logit, _ = disLA(fake_B2A)
-        fake_GB_logit, fake_GB_cam_logit, _ = disGB(fake_A2B)
-        fake_LB_logit, fake_LB_cam_logit, _ = disLB(fake_A2B)
+        fake_GA_logit, fake_GA_cam_logit, _ = disGA(fake_B2A)  # audit: fix here
+        fake_LA_logit, fake_LA_cam_logit, _ = disLA(fake_B2A)  # audit: fix here
+        fake_GB_logit, fake_GB_cam_logit, _ = disGB(fake_A2B)  # audit: fix here
+        fake_LB_logit, fake_LB_cam_logit, _ = disLB(fake_A2B)  # audit: fix here
         D_ad_loss_GA = mse_to(real_GA_logit, 1) + mse_to(fake_GA_logit, 0)
         D_ad_cam_loss_GA = mse_to(real_GA_cam_logit, 1) + mse_to(fake_GA_cam_logit, 0)
         D_ad_loss_LA = mse_to(real_LA_logit, 1) + mse_to(fake_LA_logit, 0)

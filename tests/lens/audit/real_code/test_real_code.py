@@ -11,17 +11,27 @@ a ``grad_fn`` after the step (held graphs).
 
 from __future__ import annotations
 
+import linecache
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 from realcode_actors import CASES as ACTORS
-from realcode_common import RealCase, audit_sets, oracle
+from realcode_common import RealCase, audit_sets, named, oracle, stepped_by
+from realcode_distill import CASES as DISTILL
+from realcode_entropy import CASES as ENTROPY
 from realcode_gans import CASES as GANS
 from realcode_generative import CASES as GENERATIVE
+from realcode_lightning_gan import CASES as LIGHTNING_GAN
+from realcode_memory import CASES as MEMORY
+from realcode_more_rl import CASES as MORE_RL
+from realcode_more_ssl import CASES as MORE_SSL
 from realcode_onpolicy import CASES as ONPOLICY
 from realcode_repr import CASES as REPR
 from realcode_rl import CASES as RL
+from realcode_srgan import CASES as SRGAN
 from realcode_ssl import CASES as SSL
 from realcode_state import CASES as STATE
 from realcode_translation import CASES as TRANSLATION
@@ -30,7 +40,8 @@ from realcode_vision import CASES as VISION
 
 from toolkit import audit_step
 
-_MODULES = [GANS, RL, SSL, STATE, ACTORS, ONPOLICY, REPR, TRANSLATION, UGATIT, VISION, GENERATIVE]
+_MODULES = [GANS, RL, SSL, STATE, ACTORS, ONPOLICY, REPR, TRANSLATION, UGATIT, VISION, GENERATIVE,
+            ENTROPY, LIGHTNING_GAN, MORE_RL, DISTILL, MEMORY, SRGAN, MORE_SSL]
 CASES = {name: build for cases in _MODULES for name, build in cases.items()}
 assert len(CASES) == sum(map(len, _MODULES)), "two corpus modules use the same case name"
 #: each bug and its fixed twin
@@ -42,7 +53,14 @@ TWINS = {"dcgan_no_detach": "dcgan", "sagan": "sagan_detached",
          "nflows_realnvp_0_11": "nflows_realnvp_0_14",
          "handson_ddpg": "handson_ddpg_fixed", "ikostrikov_a2c_no_detach": "ikostrikov_a2c",
          "byol_readme": "byol", "morvan_rnn_no_repack": "morvan_rnn",
-         "ugatit_no_detach": "ugatit_detached", "synsin_bn": "synsin_bn_fixed"}
+         "ugatit_no_detach": "ugatit_detached", "synsin_bn": "synsin_bn_fixed",
+         "bolts_gan": "bolts_gan_detached", "tabor_dueling_ddqn": "tabor_dueling_ddqn_no_grad",
+         "distilbert_teacher_grad": "distilbert", "dpo_reference_grad": "dpo",
+         "transformer_xl_no_detach": "transformer_xl",
+         "infini_attention_no_detach": "infini_attention",
+         "infini_attention_buffer": "infini_attention", "awd_lstm_no_repackage": "awd_lstm",
+         "srgan_no_detach": "srgan", "srgan_g_step_detach": "srgan",
+         "dreamer_no_grad_rollout": "dreamer", "fixmatch_soft_no_detach": "fixmatch"}
 
 
 def _build(name: str, seed: int) -> RealCase:
@@ -158,3 +176,101 @@ def test_the_audit_puts_the_nflows_buffers_back_without_their_graph() -> None:
     _audit(case)
     for name, b in case.modules["flow"].named_buffers():
         assert b.grad_fn is None and torch.equal(b, buffers[name]), name
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def _marked(case: str) -> dict[str, set[int]]:
+    """``file name -> line numbers`` of the corpus lines marked where a fix of ``case`` goes:
+    ``# audit: fix here`` (every case that runs the line) or ``# audit: fix here [a, b]``
+    (only cases ``a`` and ``b``, when a step is shared by twins)."""
+    found: dict[str, set[int]] = {}
+    for path in HERE.glob("realcode_*.py"):
+        for i, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+            match = re.search(r"# audit: fix here(?: \[([\w, ]+)\])?\s*$", line)
+            if match and (match[1] is None or case in {c.strip() for c in match[1].split(",")}):
+                found.setdefault(path.name, set()).add(i)
+    return found
+
+
+def _failures(audit):
+    return [*audit.leaks, *audit.targets, *audit.dead, *audit.carried, *audit.held,
+            *audit.shared]
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_every_fix_names_a_marked_line_of_the_users_code(name: str) -> None:
+    # issue 42: every fix is printed with file.py:LINE and the text of that line, the line
+    # where the user writes the fix (the corpus marks it), never a line inside a module's
+    # forward that another loss also runs
+    case = _build(name, 0)
+    audit = _audit(case)
+    marked = _marked(name)
+    lines = {(line.file, line.number) for finding in _failures(audit) for line in finding.lines}
+    assert lines, str(audit)
+    assert all(finding.lines for finding in _failures(audit)), str(audit)
+    outside = sorted(f"{f}:{n}" for f, n in lines if f not in marked or n not in marked[f])
+    inside_packages = [x for x in outside if not x.startswith("realcode_")]
+    assert not [x for x in outside if x not in inside_packages], str(audit)
+    for finding in _failures(audit):
+        for line in finding.lines:
+            assert f"at:   {line}" in str(audit)
+            assert line.text and line.text in (HERE / line.file).read_text("utf-8") \
+                if line.file.startswith("realcode_") else True
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_fix_that_needs_several_cuts_names_every_marked_line_of_the_step(name: str) -> None:
+    # three dead codebooks need three detaches removed, two readers of a memory two cuts:
+    # every marked line inside the step function itself is printed
+    case = _build(name, 0)
+    audit = _audit(case)
+    printed = {(line.file, line.number) for f in _failures(audit) for line in f.lines}
+    code = getattr(case.step, "__code__", None)
+    if code is None:
+        pytest.skip("the step is not a plain function")
+    file = Path(code.co_filename).name
+    numbers = [n for _, _, n in code.co_lines() if n is not None]
+    own = {n for n in _marked(name).get(file, ()) if code.co_firstlineno <= n <= max(numbers)}
+    missing = sorted(n for n in own if (file, n) not in printed)
+    assert not missing, f"marked lines of the step not printed: {missing}\n{audit}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fix_text_agrees_with_its_findings_facts(name: str) -> None:
+    # issue 42: what a fix says is what the finding found: the modules it names hold the
+    # tensors it is about, the tensors of a trained target are stepped by that optimizer, a
+    # loss said to reach none of its optimizer's tensors reaches none, every line printed is
+    # the line of the file it names, and the headline names only the losses with a finding
+    case = _build(name, 0)
+    audit = _audit(case)
+    names = named(case)
+    optimizers = case.optimizers if isinstance(case.optimizers, dict) else {
+        loss: case.optimizers for loss in audit.losses}
+    stepped = {loss: {names.get(id(p)) for p in stepped_by(opt)}
+               for loss, opt in optimizers.items()}
+    for leak in audit.leaks:
+        group = [x.parameter for x in audit.leaks if x.fix == leak.fix and x.loss == leak.loss]
+        if "behind it: " in leak.fix:
+            owners = leak.fix.split("behind it: ")[1].split(")")[0].split(", ")
+            assert all(any(p.startswith(f"{o}.") or p == o for o in owners if o != "…")
+                       for p in group if "…" not in owners), (leak.fix, group)
+        if leak.cut_at is not None:
+            assert leak.cut_at in leak.fix and leak.lines, str(audit)
+        if "reaches none of the tensors" in leak.fix:
+            assert not stepped[leak.loss] & {x.parameter for x in audit.pass_through}
+            assert {d.parameter for d in audit.dead if leak.loss in d.losses} | {
+                f.parameter for f in audit.frozen} >= stepped[leak.loss] - {None}
+    for target in audit.targets:
+        assert set(target.parameters) <= stepped[target.loss], str(audit)
+    for finding in _failures(audit):
+        for line in finding.lines:
+            source = linecache.getline(line.path, line.number).strip()
+            assert source == line.text, (line, source)
+    failing = {x.loss for x in [*audit.leaks, *audit.targets, *audit.carried]}
+    failing |= {loss for d in audit.dead for loss in d.losses}
+    head = str(audit).splitlines()[0]
+    if failing:
+        assert all(f"'{loss}'" in head.split(";")[0] for loss in failing), head
+        assert not any(f"'{loss}'" in head.split(";")[0] for loss in set(audit.losses) - failing)
