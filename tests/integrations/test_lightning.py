@@ -62,6 +62,13 @@ def test_a_gan_that_forgets_to_detach_the_fake_batch_is_caught(seed) -> None:
     assert {leak.parameter for leak in audit.leaks} == GENERATOR
     assert {leak.loss for leak in audit.leaks} == {"errD"}  # named by the user's variable
     assert all("the output of generator" in leak.fix for leak in audit.leaks)
+    # the located, proved fix: the line of training_step that hands the fake batch to the
+    # discriminator's loss, not gan_loss's line (the generator step runs it too) nor a line
+    # inside the discriminator's forward
+    (line,) = {x for leak in audit.leaks for x in leak.lines}
+    assert (line.file, line.function) == ("lightning_modules.py", "training_step")
+    assert line.text.startswith('errD = self.gan_loss(drv_img, fake, opt_d=True)')
+    assert f"at:   {line}" in str(caught.value)
     assert "training_step of batch 0" in str(caught.value)
     # raised before Lightning ran the step: nothing was trained
     assert all(torch.equal(before[k], v) for k, v in gan.state_dict().items())

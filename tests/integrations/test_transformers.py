@@ -115,6 +115,11 @@ def test_a_loss_that_skips_a_head_is_reported_dead_with_its_reason(seed, tmp_pat
     assert all(d.cut.startswith("no graph: the step reads it") for d in dead)
     assert all(d.line and d.line.startswith("at modeling_bert.py:") for d in dead)
     assert "called at modeling_bert.py:" in str(caught.value)
+    # and the line of the user's compute_loss that ran it, not one inside transformers
+    (line,) = {x for d in dead for x in d.lines}
+    assert (line.file, line.function) == ("test_transformers.py", "compute_loss")
+    assert line.text == "outputs = model(**inputs, output_hidden_states=True)"
+    assert f"at:   {line}" in str(caught.value)
 
 
 def test_warn_reports_and_training_goes_on(seed, tmp_path) -> None:

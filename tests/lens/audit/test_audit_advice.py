@@ -270,3 +270,70 @@ def test_a_generator_term_reading_a_detached_fake_says_remove_the_detach(seed: i
     assert all("remove the .detach()" in x.fix and x.cut_at is None for x in audit.leaks)
     (line,) = {x for leak in audit.leaks for x in leak.lines}
     assert line.number == _line_of(g_step, "adversarial = discriminator(fake.detach())")
+
+
+def test_an_actor_loss_through_a_no_grad_rollout_is_told_the_cause_not_to_re_pair(
+        seed: int) -> None:
+    # Dreamer's actor loss with the imagined rollout under torch.no_grad(): the loss reaches
+    # the reward and value models, not the actor; pairing it with their optimizer would train
+    # them on the actor's objective
+    torch.manual_seed(seed)
+    actor, reward_model, value_model = nn.Linear(3, 2), nn.Linear(2, 1), nn.Linear(2, 1)
+    opt_actor = torch.optim.Adam(actor.parameters())
+    state = torch.randn(4, 3)
+
+    def actor_step() -> torch.Tensor:
+        with torch.no_grad():
+            imagined = torch.tanh(actor(state))
+        return -(reward_model(imagined) + value_model(imagined)).mean()
+
+    audit = audit_step(actor_step, opt_actor)
+    assert {d.kind for d in audit.dead} == {"no_grad"}
+    (line,) = {x for d in audit.dead for x in d.lines}
+    assert line.number == _line_of(actor_step, "with torch.no_grad():")
+    assert audit.leaks and all("pair it" not in x.fix and "reaches none of the tensors" in x.fix
+                               and x.lines == (line,) for x in audit.leaks)
+
+
+def test_a_reentrant_checkpoint_with_no_input_requiring_grad_is_named(seed: int) -> None:
+    # a LoRA adapter under gradient checkpointing with use_reentrant=True and frozen
+    # embeddings: the loss has no graph; the fix is the checkpoint's mode, or an input that
+    # requires grad (Hugging Face: enable_input_require_grads()), at the checkpoint's line
+    torch.manual_seed(seed)
+    embed, base, lora = nn.Embedding(10, 4), nn.Linear(4, 4), nn.Linear(4, 4, bias=False)
+    embed.requires_grad_(False)
+    base.requires_grad_(False)
+    opt = torch.optim.AdamW(lora.parameters())
+    ids = torch.randint(0, 10, (3, 5))
+
+    def step() -> torch.Tensor:
+        h = embed(ids)
+        h = torch.utils.checkpoint.checkpoint(lambda x: base(x) + lora(x), h,
+                                              use_reentrant=True)
+        return h.pow(2).mean()
+
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad"):
+        audit = audit_step(step, opt)
+    assert {d.kind for d in audit.dead} == {"checkpoint"}
+    assert all("enable_input_require_grads" in d.fix for d in audit.dead)
+    (line,) = {x for d in audit.dead for x in d.lines}
+    assert line.number == _line_of(step, "h = torch.utils.checkpoint.checkpoint(")
+
+
+def test_three_dead_codebooks_cut_on_three_lines_name_all_three(seed: int) -> None:
+    torch.manual_seed(seed)
+    books = [nn.Linear(4, 4) for _ in range(3)]
+    opt = torch.optim.SGD([p for b in books for p in b.parameters()], lr=0.1)
+    x = torch.randn(5, 4)
+
+    def step() -> torch.Tensor:
+        a = books[0](x).detach()
+        b = books[1](x).detach()
+        c = books[2](x).detach()
+        return (a + b + c).pow(2).mean() + 0.0 * x.sum()
+
+    audit = audit_step(step, opt)
+    lines = {x.number for d in audit.dead for x in d.lines}
+    assert lines == {_line_of(step, "a = books[0]"), _line_of(step, "b = books[1]"),
+                     _line_of(step, "c = books[2]")}
+    assert str(audit).count("at:   ") == 3

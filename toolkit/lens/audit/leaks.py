@@ -67,7 +67,10 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             candidates.append(variable)
     if not candidates:
         return [], []
-    targets = {search.leaf_node[i] for i in stepped if i in search.leaf_node and i not in twice}
+    # what trains the stepped tensors (a tensor also written in place is left out, unless it
+    # is all the loss reaches)
+    targets = ({search.leaf_node[i] for i in stepped if i in search.leaf_node and i not in twice}
+               or {search.leaf_node[i] for i in stepped if i in search.leaf_node})
     legit = graph.useful(targets, graph.reach(graph.roots, removed), removed)
     order = {key: i for i, key in enumerate(names.tensors)}
     candidates.sort(key=lambda v: order.get(id(v), len(order)))

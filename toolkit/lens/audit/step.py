@@ -218,6 +218,13 @@ def run_rules(recorded: RecordedStep) -> StepAudit:
     for rule in RULES:
         for kind, items in rule(recorded).items():
             found.setdefault(kind, []).extend(items)
+    # a loss that reaches none of its optimizer's tensors: its leaks are fixed where the dead
+    # finding says (the no_grad block, the detach), not by a cut or another pairing
+    for i, leak in enumerate(found.get("leaks", ())):
+        if leak.cut_at is None and not leak.lines and "reaches none of the tensors" in leak.fix:
+            lines = tuple(dict.fromkeys(x for d in found.get("dead", ())
+                                        if leak.loss in d.losses for x in d.lines))
+            found["leaks"][i] = dataclasses.replace(leak, lines=lines)
     frozen = {f.parameter for f in found.get("frozen", ())}
     notes = [*notes_of(recorded.rec, recorded.searches, recorded.all_stepped, frozen,
                        recorded.twice), *found.pop("notes", ())]

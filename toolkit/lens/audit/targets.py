@@ -18,8 +18,15 @@ The forms recognised, in the *head* of the loss (reached from the loss through s
 - a product of two tensors with a graph, one of which is a log-probability (``log_softmax``,
   ``log``, ``log_sigmoid``, ``Categorical.log_prob``): cross-entropy to a soft target
   (``F.cross_entropy`` with probabilities, ``F.kl_div``) and score-function terms
-  ``log π · A``. The other factor is the target or weight; an entropy ``p · log p`` (both
-  factors from the same log-probability) is no target.
+  ``log π · A``. The other factor is the target or weight. An entropy is no target: ``p ·
+  log p`` where both factors are functions of one distribution, meeting before either passes
+  a layer with parameters or selects rows of a batch (``-(p * p.log()).sum()``,
+  ``-(F.log_softmax(z) * F.softmax(z)).sum(1)``, ``Categorical(probs=p).entropy()``). A
+  target comes from another forward: another input (a pseudo-label from a weak view), another
+  part of a batch, another network (a teacher), another head (a critic's value).
+
+Of a comparison's two sides, the target is the one that reaches none of the stepped tensors
+when the other does, whatever the argument order (``nn.MSELoss()(target, prediction)``).
 
 Not recognised: cosine similarity (SimSiam's ``D(p, z)``), a comparison deeper in the graph
 than the loss's head (a hand-written variance), a comparison whose two sides share a node of

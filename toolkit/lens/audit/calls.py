@@ -1,0 +1,161 @@
+"""Every torch call of the step, seen through a :class:`~torch.overrides.TorchFunctionMode`.
+
+:class:`CallWatch` records, for the :class:`~toolkit.lens.audit.record.Recording` it serves,
+what leaves no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a
+tensor with a graph, a watched tensor read under ``torch.no_grad()`` (and the ``with`` line
+that switched gradients off), ``requires_grad_(False)``, in-place writes to a watched tensor
+(an EMA update, an ``optimizer.step()`` inside the step); and the user's line of every tensor
+the step's own code makes, and of every read of a tensor made before the call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from toolkit.lens.audit.sites import grad_off_line, user_line
+
+if TYPE_CHECKING:
+    from toolkit.lens.audit.record import Recording
+
+__all__ = ["CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
+
+_DATA = inspect.getattr_static(torch.Tensor, "data")
+# methods whose name ends in "_" that do not write a tensor's values
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad"})
+# functions whose arguments after the input are weights: a weight with a graph there was computed
+# from stored tensors (parametrize, the spectral_norm / weight_norm hooks, a custom forward)
+_WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                           "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
+                           "group_norm", "batch_norm", "instance_norm", "prelu"})
+_COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
+_KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
+                        "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
+                        "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
+
+
+class Edge(NamedTuple):
+    """A tensor as the backward graph sees it: the node that made it and which output it is."""
+
+    grad_fn: Any
+    output_nr: int
+
+
+def tensors_in(args: Any) -> Iterator[torch.Tensor]:
+    """The tensors among ``args`` and inside the lists and tuples among them (one level)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+class CallWatch(TorchFunctionMode):
+    """Sees every torch call of the step; records cuts and writes that touch watched tensors."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self.rec = recording
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        rec = self.rec
+        kwargs = kwargs or {}
+        if rec.busy:  # the recording's own hooks read tensors' attributes
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        data = name == "__get__" and getattr(func, "__self__", None) is _DATA
+        if data or func is torch.Tensor.detach or func is torch.Tensor.detach_:
+            source, how = args[0], ".data" if data else f".{name}()"
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None:
+                rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
+                                     tuple(source.shape), how))
+                rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), caller_text())
+                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)), user_line())
+            elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
+                rec.leaf_detached.setdefault(id(source), how)
+                rec.sites.setdefault(("detach", id(source)), caller_text())
+                rec.lines.setdefault(("detach", id(source)), user_line())
+            out = func(*args, **kwargs)
+            rec.trace(out, [source], exact=True)
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None \
+                    and isinstance(out, torch.Tensor):
+                rec.detached_out[id(out)] = (weakref.ref(out), Edge(source.grad_fn,
+                                                                    source.output_nr),
+                                             rec.lines.get(("detach", rec.call,
+                                                            id(source.grad_fn))))
+            return out
+        if not rec.watched:
+            return func(*args, **kwargs)
+        grad = torch.is_grad_enabled()
+        inputs = [*tensors_in(args), *tensors_in(kwargs.values())]
+        if rec.call > 1:
+            rec.note_old_reads(inputs)
+        for t in inputs:
+            key = id(t)
+            if key in rec.watched:
+                rec.used.add(key)
+                if grad:
+                    rec.grad_read.add(key)
+                for reads in rec._checkpointing:
+                    reads.add(key)
+                if not grad and key not in rec.no_grad:
+                    rec.no_grad[key] = name
+                    rec.sites[("no_grad", key)] = caller_text()
+                    rec.lines[("no_grad", key)] = grad_off_line() or user_line()
+        if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
+            for t in [*tensors_in(args[1:]), *tensors_in([kwargs.get("weight"), kwargs.get("bias")])]:
+                if t.grad_fn is not None:
+                    rec.computed.setdefault(id(t.grad_fn), t.grad_fn)
+        out_arg = kwargs.get("out")
+        if (args and writes(name, func)) or out_arg is not None or (
+                name in _KW_WRITES and isinstance(kwargs.get("tensor"), torch.Tensor)):
+            targets = ([out_arg] if out_arg is not None
+                       else [kwargs["tensor"]] if not args else list(tensors_in(args[:1])))
+            for t in tensors_in(targets):
+                key = id(t) if id(t) in rec.watched else rec.storage.get(storage_key(t))
+                if key is not None:
+                    rec.note_write(key, name, [x for x in inputs if x is not t],
+                                   self_involved=out_arg is None and name not in _COPIES)
+        elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
+            wants = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            if id(args[0]) in rec.watched and not wants:
+                rec.frozen.add(id(args[0]))
+            elif wants and args[0].grad_fn is None:
+                rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
+        out = func(*args, **kwargs)
+        if not rec.calling:  # the step's own code (no named module's forward is running)
+            rec.note_made(args[0] if out is None and args and writes(name, func) else out)
+        if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
+            rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))
+        elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
+            rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
+        return out
+
+
+def caller_text() -> str:
+    """``at file.py:LINE (function)`` of the innermost frame outside torch and the toolkit."""
+    line = user_line(installed=True)
+    return "in the step" if line is None else f"at {line.file}:{line.number} ({line.function})"
+
+
+def writes(name: str, func: Any) -> bool:
+    if name == "__set__":  # p.data = ...
+        return getattr(func, "__self__", None) is _DATA
+    if name in ("__setitem__",) or (name.startswith("__i") and name.endswith("__")):
+        return True
+    return name.endswith("_") and not name.endswith("__") and name not in _NOT_WRITES
+
+
+def storage_key(t: torch.Tensor) -> Any:
+    try:
+        return (t.device, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
