@@ -131,13 +131,3 @@ def test_no_loose_module_at_the_top_of_the_package() -> None:
     loose = {p.name for p in (ROOT / "toolkit").glob("*.py")}
     assert loose == {"__init__.py", "__main__.py", "pytest_plugin.py"}, loose
 
-
-def test_no_source_file_over_500_lines() -> None:
-    """Every source file keeps to 500 lines, experiments too: an experiment that outgrows one
-    file becomes a package (the experiment in ``__init__.py``, read top to bottom, its drawing
-    or probes beside it), as ``audit_corpus`` and ``adversarial_training`` are."""
-    files = [p for folder in ("toolkit", "experiments", "benchmarks", "scripts", "tests", "examples")
-             for p in (ROOT / folder).rglob("*.py")]
-    long = {str(p.relative_to(ROOT)): n for p in files
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
-    assert not long, long
