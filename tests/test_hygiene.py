@@ -1,0 +1,107 @@
+"""What the repository says about itself stays true: the commit-msg hook refuses a subject
+line over 72 characters, and CONTRIBUTING says how to install it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+HOOK = ROOT / ".githooks" / "commit-msg"
+
+
+# --- the commit-msg hook --------------------------------------------------------------------------
+
+
+def commit_msg(tmp_path: Path, message: str) -> subprocess.CompletedProcess[str]:
+    """The hook, run as git runs it: on a file holding the message."""
+    path = tmp_path / "COMMIT_EDITMSG"
+    path.write_text(message, encoding="utf-8")
+    return subprocess.run([sys.executable, str(HOOK), str(path)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_hook_is_an_executable_python_script() -> None:
+    assert HOOK.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3\n")
+    assert HOOK.stat().st_mode & stat.S_IXUSR, f"{HOOK.relative_to(ROOT)}: chmod +x it"
+
+
+@pytest.mark.parametrize("message", [
+    "Add the DiCE gallery script\n",
+    "x" * 72 + "\n\n" + "a body line may be as long as it needs to be " * 5 + "\n",
+    "ç" * 72 + "\n",  # characters, not bytes
+    "# Please enter the commit message\n\nAdd a subject after comments\n# and a comment\n",
+    "\n\n  Add a subject after blank lines  \n",
+    "fixup! " + "x" * 72 + "\n",
+    "squash! fixup! " + "x" * 72 + "\n",
+    'Revert "' + "x" * 72 + '"\n',
+    "Merge branch '" + "feature/" * 12 + "' into main\n",
+    "Merge remote-tracking branch 'origin/" + "x" * 70 + "'\n",
+    "Fix it\n# ------------------------ >8 ------------------------\n" + "y" * 100 + "\n",
+], ids=["short", "72", "unicode", "comments", "blank-lines", "fixup", "squash-fixup", "revert",
+        "merge", "merge-remote", "verbose-diff"])
+def test_the_hook_accepts(tmp_path: Path, message: str) -> None:
+    done = commit_msg(tmp_path, message)
+    assert done.returncode == 0, done.stderr
+
+
+TWO_LINES = ("Add a subject that goes on", "over a second line, which git joins to the first")
+MERGE_BY_HAND = "Merge the two configs into one: not a subject git wrote, so it is checked"
+
+
+@pytest.mark.parametrize(("message", "subject"), [
+    ("x" * 73 + "\n", "x" * 73),
+    ("\n".join(TWO_LINES) + "\n\nbody\n", " ".join(TWO_LINES)),
+    ("fixup! " + "x" * 80 + "\n", "x" * 80),
+    ('Revert "' + "x" * 73 + '"\n', "x" * 73),
+    (MERGE_BY_HAND + "\n", MERGE_BY_HAND),
+], ids=["73", "first-paragraph", "fixup", "revert", "merge-by-hand"])
+def test_the_hook_refuses_a_long_subject_naming_limit_and_length(
+        tmp_path: Path, message: str, subject: str) -> None:
+    done = commit_msg(tmp_path, message)
+    assert done.returncode == 1
+    assert f"is {len(subject)} characters; the limit is 72" in done.stderr, done.stderr
+    assert f"\n  {subject}\n" in done.stderr
+    assert "CONTRIBUTING.md" in done.stderr and "COMMIT_EDITMSG" in done.stderr
+
+
+@pytest.mark.parametrize("message", ["", "\n\n", "# only a comment\n", "   \n# git's help\n"],
+                         ids=["empty", "blank", "comment", "blank-and-comment"])
+def test_the_hook_refuses_an_empty_subject(tmp_path: Path, message: str) -> None:
+    done = commit_msg(tmp_path, message)
+    assert done.returncode == 1
+    assert "the subject line is empty" in done.stderr, done.stderr
+
+
+def test_the_documented_command_installs_the_hook(tmp_path: Path) -> None:
+    """`git config core.hooksPath .githooks`, as CONTRIBUTING says, in a fresh repository that
+    holds the hook: git then refuses a long subject and takes a short one."""
+    command = "git config core.hooksPath .githooks"
+    assert f"```bash\n{command}\n```" in CONTRIBUTING.read_text(encoding="utf-8")
+    if shutil.which("git") is None or shutil.which("python3") is None:
+        pytest.skip("git and python3 are needed to run the hook as git does")
+    repo = tmp_path / "repo"
+    (repo / ".githooks").mkdir(parents=True)
+    shutil.copy2(HOOK, repo / ".githooks" / "commit-msg")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", HOME=str(tmp_path), GIT_AUTHOR_NAME="t",
+               GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.org")
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    assert git("init", "-q").returncode == 0
+    assert git(*command.split()[1:]).returncode == 0
+    long = git("commit", "-q", "--allow-empty", "-m", "y" * 80)
+    assert long.returncode != 0 and "is 80 characters; the limit is 72" in long.stderr
+    short = git("commit", "-q", "--allow-empty", "-m", "Add a short subject", "-m", "Why.")
+    assert short.returncode == 0, short.stderr
