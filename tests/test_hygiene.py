@@ -1,5 +1,5 @@
-"""What the repository says about itself stays true: the commit-msg hook refuses a subject
-line over 72 characters, and CONTRIBUTING says how to install it."""
+"""What the repository says about itself stays true: CONTRIBUTING's layout matches the tree,
+and the commit-msg hook refuses a subject line over 72 characters."""
 
 from __future__ import annotations
 
@@ -15,6 +15,76 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 HOOK = ROOT / ".githooks" / "commit-msg"
+
+
+# --- CONTRIBUTING's layout ------------------------------------------------------------------------
+
+
+def layout() -> dict[str, int]:
+    """The paths CONTRIBUTING's layout names, each with its line in CONTRIBUTING.md: the first
+    word of every line of the ``text`` block under "## The layout" that does not start with a
+    space (an indented line goes on with the description above it); folders end in ``/``."""
+    lines = CONTRIBUTING.read_text(encoding="utf-8").splitlines()
+    start = lines.index("## The layout")
+    fence = next(i for i in range(start, len(lines)) if lines[i].startswith("```"))
+    assert lines[fence] == "```text", f"CONTRIBUTING.md:{fence + 1}: the layout is a text block"
+    paths = {}
+    for number in range(fence + 1, len(lines)):
+        line = lines[number]
+        if line.startswith("```"):
+            return paths
+        if line and not line[0].isspace():
+            paths[line.split()[0]] = number + 1
+    raise AssertionError("CONTRIBUTING.md: the layout block is not closed")
+
+
+def _tracked() -> list[str]:
+    """The files git tracks (with ``git ls-files``), or a skip where there is no git checkout."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the tracked folders cannot be listed")
+    done = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"not a git checkout: {done.stderr.strip()}")
+    return [name for name in done.stdout.split("\0") if name]
+
+
+def _line_for(folder: str, named: dict[str, int]) -> str:
+    """Where a missing folder's line goes: after its parent's line, or at the end."""
+    parent = folder.rstrip("/").rpartition("/")[0]
+    if parent + "/" in named:
+        return f"after the line of {parent}/ (CONTRIBUTING.md:{named[parent + '/']})"
+    return f"at the end of the block (its last line is CONTRIBUTING.md:{max(named.values())})"
+
+
+def test_the_layout_names_only_paths_that_exist() -> None:
+    missing = [f"CONTRIBUTING.md:{line}: {path}" for path, line in layout().items()
+               if not (ROOT / path).exists() or path.endswith("/") != (ROOT / path).is_dir()]
+    assert not missing, ("CONTRIBUTING.md's layout names paths that do not exist (a folder ends "
+                         "in '/'): fix or remove their lines\n  " + "\n  ".join(missing))
+
+
+def test_the_layout_names_every_package_folder_and_top_level_folder() -> None:
+    named = layout()
+    packages = [f"{folder.relative_to(ROOT).as_posix()}/"
+                for parent in ("toolkit", "toolkit/lab", "toolkit/lens")
+                for folder in sorted((ROOT / parent).iterdir())
+                if (folder / "__init__.py").is_file()]
+    top = sorted({f"{name.split('/')[0]}/" for name in _tracked() if "/" in name})
+    wanted = ["toolkit/", *packages,
+              *(f for f in top if not f.startswith(".") and f != "results/")]
+    missing = [folder for folder in wanted if folder not in named]
+    assert not missing, "\n".join(
+        f"CONTRIBUTING.md's layout (the text block under '## The layout') does not name "
+        f"{folder}: add a line '{folder:<26}<what lives there>' {_line_for(folder, named)}"
+        for folder in missing)
+
+
+def test_the_layout_parser_reads_first_words_of_unindented_lines() -> None:
+    named = layout()
+    assert {"toolkit/", "toolkit/core/", "toolkit/lens/audit/", "tests/"} <= set(named)
+    assert all(" " not in path for path in named)
+    lines = CONTRIBUTING.read_text(encoding="utf-8").splitlines()
+    assert lines[named["toolkit/core/"] - 1].startswith("toolkit/core/ ")
 
 
 # --- the commit-msg hook --------------------------------------------------------------------------
