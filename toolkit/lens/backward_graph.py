@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from toolkit.core.stop_gradient import _CUT_HOOK, _stop_leaf, tree_map
+from toolkit._utils.trees import tree_map
+from toolkit.core.stop_gradient import _CUT_HOOK, _stop_leaf
 from toolkit.lens.graph_walk import closure, output_roots, walk
 
 __all__ = ["CutTrace", "GradientGraph", "gradient_graph", "named_tensors", "trace_cuts"]

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from toolkit.core.stop_gradient import tree_map
+from toolkit._utils.trees import tree_map
 
 __all__ = ["closure", "nodes", "output_roots", "walk"]
 

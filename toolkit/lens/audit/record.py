@@ -32,7 +32,8 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 
-from toolkit.core.stop_gradient import _OPEN_HOOK, tree_map
+from toolkit._utils.trees import tree_map
+from toolkit.core.stop_gradient import _OPEN_HOOK
 from toolkit.lens.audit.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
 from toolkit.lens.audit.names import Names
 from toolkit.lens.audit.sites import Line, step_line, user_line, user_stack
