@@ -1,9 +1,11 @@
 """What the repository says about itself stays true: CONTRIBUTING's layout matches the tree,
-and the commit-msg hook refuses a subject line over 72 characters."""
+every repository path the README, CONTRIBUTING, pyproject.toml and the docs name exists, and
+the commit-msg hook refuses a subject line over 72 characters."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -85,6 +87,70 @@ def test_the_layout_parser_reads_first_words_of_unindented_lines() -> None:
     assert all(" " not in path for path in named)
     lines = CONTRIBUTING.read_text(encoding="utf-8").splitlines()
     assert lines[named["toolkit/core/"] - 1].startswith("toolkit/core/ ")
+
+
+# --- every path the documentation names -----------------------------------------------------------
+
+TEXTS = [ROOT / "README.md", CONTRIBUTING, ROOT / "pyproject.toml",
+         *sorted((ROOT / "docs").rglob("*.md"))]
+# Paths that are named but not in the repository, each with why; the test fails when one of
+# them is no longer named anywhere, so that this list cannot outlive its reason.
+NOT_IN_THE_REPOSITORY = {
+    "results/": "run outputs, written by a run and git-ignored (only results/README.md is "
+                "tracked, and it is checked)",
+}
+
+
+def _roots() -> list[str]:
+    """The top-level folders CONTRIBUTING's layout names (which the test above holds to every
+    folder git tracks): a path in the text that starts with one of them is a repository path."""
+    return sorted({path.split("/")[0] for path in layout() if path.endswith("/")})
+
+
+def named_paths(text: str) -> list[tuple[int, str]]:
+    """``(line, path)`` for every repository path in ``text``, code blocks included: a word that
+    starts with a top-level folder and a ``/`` (``toolkit/lab/measure.py``, ``.ci/run``,
+    ``configs/*.toml``, ``configs/<name>.toml``), not preceded by another path part."""
+    roots = "|".join(re.escape(root) for root in _roots())
+    pattern = re.compile(rf"(?<![\w/.-])(?:{roots})/(?:[\w.*/-]|<[^<>\n]*>)*")
+    return [(number, match.rstrip(".")) for number, line in enumerate(text.splitlines(), 1)
+            for match in pattern.findall(line)]
+
+
+def exists(path: str) -> bool:
+    """Whether ``path`` is in the repository: a ``*`` or a ``<placeholder>`` stands for any
+    name, and at least one file or folder must match."""
+    pattern = re.sub(r"<[^<>]*>", "*", path)
+    if "*" in pattern:
+        return next(ROOT.glob(pattern.rstrip("/")), None) is not None
+    return (ROOT / pattern).exists()
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    missing, excused = [], set()
+    for text in TEXTS:
+        for line, path in named_paths(text.read_text(encoding="utf-8")):
+            reason = next((p for p in NOT_IN_THE_REPOSITORY if path.startswith(p)), None)
+            if reason is not None and not exists(path):
+                excused.add(reason)
+            elif not exists(path):
+                missing.append(f"{text.relative_to(ROOT)}:{line}: {path}")
+    assert not missing, "these paths do not exist; fix the text (or the path):\n  " + (
+        "\n  ".join(missing))
+    assert excused == set(NOT_IN_THE_REPOSITORY), (
+        f"NOT_IN_THE_REPOSITORY excuses paths no text names any more: "
+        f"{sorted(set(NOT_IN_THE_REPOSITORY) - excused)}; remove them")
+
+
+def test_named_paths_finds_repository_paths_and_nothing_else() -> None:
+    text = ("see `toolkit/lab/measure.py`, .ci/run and configs/<name>.toml.\n"
+            "python scripts/docs_showcase.py configs/*.toml # tests/test_plugins.py::test_x\n"
+            "not ../reference/algorithms.md, sklearn/mixture/tests/test_x.py or https://x/docs/y")
+    assert named_paths(text) == [(1, "toolkit/lab/measure.py"), (1, ".ci/run"),
+                                 (1, "configs/<name>.toml"), (2, "scripts/docs_showcase.py"),
+                                 (2, "configs/*.toml"), (2, "tests/test_plugins.py")]
+    assert exists("configs/<name>.toml") and exists("examples/plot_<name>_<what>.py")
+    assert not exists("configs/<name>.yaml") and not exists("tests/test_packaging.py")
 
 
 # --- the commit-msg hook --------------------------------------------------------------------------
