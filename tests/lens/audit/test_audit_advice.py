@@ -337,3 +337,13 @@ def test_three_dead_codebooks_cut_on_three_lines_name_all_three(seed: int) -> No
     assert lines == {_line_of(step, "a = books[0]"), _line_of(step, "b = books[1]"),
                      _line_of(step, "c = books[2]")}
     assert str(audit).count("at:   ") == 3
+
+
+def test_to_dict_names_lines_without_the_machines_paths() -> None:
+    q, q_target = nn.Linear(3, 2), nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    audit = audit_step(lambda: (q(x) - q_target(x)).pow(2).mean(),
+                       torch.optim.SGD(q.parameters(), lr=0.1))
+    (line,) = audit.to_dict()["leaks"][0]["lines"]
+    assert set(line) == {"file", "number", "function", "text", "inside"}
+    assert line["file"] == "test_audit_advice.py" and "/" not in str(line)

@@ -56,6 +56,14 @@ def _short(path: Iterable[str], keep: int = 10) -> str:
     return " -> ".join(nodes)
 
 
+def _portable(finding: dict[str, Any]) -> dict[str, Any]:
+    """A finding's dict without the full paths of its lines."""
+    if finding.get("lines"):
+        finding["lines"] = [{k: v for k, v in line.items() if k != "path"}
+                            for line in finding["lines"]]
+    return finding
+
+
 def _at(lines: Iterable[Any]) -> list[str]:
     """``at:   train.py:42: output = netD(fake)``, one per line of the user's code."""
     return [f"        at:   {line}" for line in lines]
@@ -104,11 +112,13 @@ class StepAudit:
                     or self.shared)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts) and notes."""
+        """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts) and notes. A line
+        of the user's code is its file name, number, function, text and enclosing module: not
+        the file's full path, which depends on the machine (a run's summary does not)."""
         kinds = ("leaks", "targets", "dead", "carried", "held", "shared", "pass_through",
                  "frozen")
         return {"losses": list(self.losses), "ok": self.ok, "n_stepped": self.n_stepped,
-                **{k: [asdict(x) for x in getattr(self, k)] for k in kinds},
+                **{k: [_portable(asdict(x)) for x in getattr(self, k)] for k in kinds},
                 "notes": list(self.notes)}
 
     def _leak_lines(self) -> list[str]:
