@@ -40,6 +40,7 @@ from toolkit.algorithms.dice import (
 )
 from toolkit.lab.measure import race
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
 DESCRIPTION = ("DiCE: gradient and Hessian of the magic-box objective with and without its "
@@ -103,15 +104,15 @@ def run(params: Params, ctx: RunContext) -> None:
     log(ctx, ns, "surrogate", surrogate)
     mc = {v: r["monte_carlo"] for v, r in (*runs.items(), ("surrogate", surrogate))}
     ctx.summary(
-        dice={k: runs["blocked"]["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
+        dice={k: runs[BLOCKED]["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
         surrogate={k: surrogate["expectation"][k] for k in ("grad_rel_err", "hessian_rel_err")},
-        blocked=runs["blocked"]["expectation"] | {"value": runs["blocked"]["value"]},
-        unblocked=runs["unblocked"]["expectation"] | {"value": runs["unblocked"]["value"]},
+        blocked=runs[BLOCKED]["expectation"] | {"value": runs[BLOCKED]["value"]},
+        unblocked=runs[UNBLOCKED]["expectation"] | {"value": runs[UNBLOCKED]["value"]},
         exact={"objective": float(problem.exact_objective(theta)),
                "grad_norm": float(exact[0].norm()), "hessian_norm": float(exact[1].norm())},
         monte_carlo={"n_samples": ns, "repeats": params.repeats, **mc,
-                     "slope": {"grad": _slope(ns, mc["blocked"]["grad_rel_err"]),
-                               "hessian": _slope(ns, mc["blocked"]["hessian_rel_err"])}},
+                     "slope": {"grad": _slope(ns, mc[BLOCKED]["grad_rel_err"]),
+                               "hessian": _slope(ns, mc[BLOCKED]["hessian_rel_err"])}},
     )
     ctx.save_artifact("monte_carlo", {"n_samples": torch.tensor(ns)} | {
         f"{v}_{k}": torch.tensor(vals) for v, d in mc.items() for k, vals in d.items()})
@@ -155,12 +156,12 @@ def time_derivatives(problem: TwoStepProblem, theta: torch.Tensor, actions: torc
         with disable_blocks(*ctx.disable_patterns):
             return derivatives(blocked_fn, theta)
 
-    timed = race({"blocked": lambda: derivatives(blocked_fn, theta), "unblocked": unblocked,
+    timed = race({BLOCKED: lambda: derivatives(blocked_fn, theta), UNBLOCKED: unblocked,
                   "surrogate": lambda: derivatives(surrogate_fn, theta)},
                  rounds=params.timing_repeat, device=ctx.device)
     return {"derivatives_seconds": {"n_samples": len(actions),
                                     **{name: timed.median(name) for name in timed.names}},
-            "dice_over_surrogate_rounds": list(timed.ratio("blocked", "surrogate").rounds)}
+            "dice_over_surrogate_rounds": list(timed.ratio(BLOCKED, "surrogate").rounds)}
 
 
 def _expectation(problem: TwoStepProblem, theta: torch.Tensor,
@@ -204,7 +205,7 @@ DICE = ("the DiCE property E[∇ⁿ ⊡(τ)·c] = ∇ⁿ E[c] for every n (Foers
 def findings(run: RunResults) -> list[Finding]:
     """Four or five sentences with their numbers and verdicts."""
     s = run.summary
-    d, sur, u, mc = s["dice"], s["surrogate"], s["unblocked"], s["monte_carlo"]
+    d, sur, u, mc = s["dice"], s["surrogate"], s[UNBLOCKED], s["monte_carlo"]
     ns = mc["n_samples"]
     slope = mc["slope"]
     out = [
@@ -227,10 +228,10 @@ def findings(run: RunResults) -> list[Finding]:
                 and mc["surrogate"]["hessian_rel_err"][-1] >= 0.1,
                 basis="the central limit theorem: the root-mean-square error of a mean of N "
                       "independent estimates falls like N^(−1/2)",
-                values={"g0": mc["blocked"]["grad_rel_err"][0],
-                        "g1": mc["blocked"]["grad_rel_err"][-1],
-                        "h0": mc["blocked"]["hessian_rel_err"][0],
-                        "h1": mc["blocked"]["hessian_rel_err"][-1],
+                values={"g0": mc[BLOCKED]["grad_rel_err"][0],
+                        "g1": mc[BLOCKED]["grad_rel_err"][-1],
+                        "h0": mc[BLOCKED]["hessian_rel_err"][0],
+                        "h1": mc[BLOCKED]["hessian_rel_err"][-1],
                         "sg": slope["grad"], "sh": slope["hessian"],
                         "sur": mc["surrogate"]["hessian_rel_err"][-1]}),
         Finding("Without the block the magic box is the constant 1: the objective keeps its "
@@ -250,13 +251,13 @@ def findings(run: RunResults) -> list[Finding]:
 
 def _cost_findings(costs: dict[str, Any]) -> list[Finding]:
     cost, rounds = costs.get("derivatives_seconds", {}), costs.get("dice_over_surrogate_rounds")
-    if not ({"blocked", "unblocked", "surrogate"} <= set(cost) and rounds):
+    if not ({BLOCKED, UNBLOCKED, "surrogate"} <= set(cost) and rounds):
         return []
     return [Finding(
         f"A gradient and Hessian from N = {cost['n_samples']} samples take {{b:s}} with "
         "DiCE, {u:s} without its block and {s:s} with the surrogate (medians); DiCE over "
         "the surrogate: {timing}.", topic="cost",
-        values={"b": cost["blocked"], "u": cost["unblocked"], "s": cost["surrogate"]},
+        values={"b": cost[BLOCKED], "u": cost[UNBLOCKED], "s": cost["surrogate"]},
         timing=TimeRatio(tuple(rounds)))]
 
 
@@ -278,8 +279,8 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 #: The estimators drawn, their legend entries and their markers (the surrogate under DiCE,
 #: where the gradients coincide).
-_CURVES = {"blocked": ("DiCE (blocked)", {"marker": "o", "markersize": 4}),
-           "unblocked": ("DiCE without the block (magic box = 1)",
+_CURVES = {BLOCKED: ("DiCE (blocked)", {"marker": "o", "markersize": 4}),
+           UNBLOCKED: ("DiCE without the block (magic box = 1)",
                          {"marker": "o", "markersize": 4}),
            "surrogate": ("surrogate Σ log p · c (its gradient is DiCE's)",
                          {"zorder": 1.9, "marker": "s", "markersize": 7, "mfc": "none"})}

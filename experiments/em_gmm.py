@@ -48,6 +48,7 @@ from toolkit.algorithms.em import (
 )
 from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
 DESCRIPTION = "EM for Gaussian mixtures: closed-form vs gradient M-step with/without the r block"
@@ -66,7 +67,7 @@ STORY = Story(
                "measures it",
 )
 
-VARIANTS = ("closed_form", "blocked", "unblocked")
+VARIANTS = ("closed_form", BLOCKED, UNBLOCKED)
 
 
 class Params(ExperimentParams):
@@ -311,7 +312,7 @@ NEAL_HINTON = ("the decomposition Q(θ; r(θ)) = LL(θ) − H(r(θ)) (Neal & Hin
 def findings(run: RunResults) -> list[Finding]:
     """Four to five sentences with their numbers and verdicts, from ``summary.json``."""
     s = run.summary
-    cf, b, u = s["closed_form"], s["blocked"], s["unblocked"]
+    cf, b, u = s["closed_form"], s[BLOCKED], s[UNBLOCKED]
     ref = s["train_reference"]
     iris = "iris_final_resp_entropy" in u
     out = [
@@ -412,7 +413,7 @@ def _loglik_differences(ax: Any, run: RunResults, g: str, title: str) -> None:
 
     steps, ref = metric_over_seeds(run, f"closed_form/{g}/loglik")
     ax.axhline(0.0, label="closed form", **variant_style("closed_form"))
-    for variant in ("blocked", "unblocked", "sklearn"):
+    for variant in (BLOCKED, UNBLOCKED, "sklearn"):
         if f"{variant}/{g}/loglik" not in run.metric_keys():
             continue
         s, ys = metric_over_seeds(run, f"{variant}/{g}/loglik")

@@ -54,6 +54,7 @@ from toolkit.lab.runner import (
     Story,
     TimeRatio,
 )
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 DESCRIPTION = ("the gradient-flow lens: a DQN target and a GAN discriminator step, with and "
                "without the cut")
@@ -181,8 +182,8 @@ def run(params: Params, ctx: RunContext) -> None:
     memory = {v: gan[v].pop("memory") for v in gan}
     messages = {f"{case}_{v}": runs[v].pop("message") for case, runs in
                 (("td", td), ("gan", gan)) for v in runs}
-    ctx.summary(blocked={"td": td["blocked"], "gan": gan["blocked"]},
-                unblocked={"td": td["unblocked"], "gan": gan["unblocked"]})
+    ctx.summary(blocked={"td": td[BLOCKED], "gan": gan[BLOCKED]},
+                unblocked={"td": td[UNBLOCKED], "gan": gan[UNBLOCKED]})
     flows, costs = examine(params, ctx, {
         "td": (lambda: td_loss(agent, data, params.gamma),
                {"online": agent.online, "target": agent.target}),
@@ -193,8 +194,8 @@ def run(params: Params, ctx: RunContext) -> None:
     saved = {v: memory[v]["saved_tensor_bytes"] for v in memory}
     peak = {v: memory[v]["peak_bytes"] for v in memory}
     costs["gan"]["memory"] = {
-        **memory, "saved_bytes_ratio_unblocked_over_blocked": saved["unblocked"] / max(saved["blocked"], 1),
-        "peak_bytes_ratio_unblocked_over_blocked": peak["unblocked"] / max(peak["blocked"], 1)}
+        **memory, "saved_bytes_ratio_unblocked_over_blocked": saved[UNBLOCKED] / max(saved[BLOCKED], 1),
+        "peak_bytes_ratio_unblocked_over_blocked": peak[UNBLOCKED] / max(peak[BLOCKED], 1)}
     ctx.costs(**costs)
 
 
@@ -297,10 +298,10 @@ def _timing(step: Callable[[], Any], ctx: RunContext, rounds: int) -> dict[str, 
         with disable_blocks(*ctx.disable_patterns):
             return step()
 
-    result = race({"blocked": step, "unblocked": unblocked}, rounds=rounds, device=ctx.device)
-    ratio = result.ratio("unblocked", "blocked")
-    return {"blocked_seconds": result.median("blocked"),
-            "unblocked_seconds": result.median("unblocked"),
+    result = race({BLOCKED: step, UNBLOCKED: unblocked}, rounds=rounds, device=ctx.device)
+    ratio = result.ratio(UNBLOCKED, BLOCKED)
+    return {"blocked_seconds": result.median(BLOCKED),
+            "unblocked_seconds": result.median(UNBLOCKED),
             "time_ratio_unblocked_over_blocked": ratio.median, "rounds": rounds,
             "time_ratio_rounds": list(ratio.rounds)}
 
@@ -316,10 +317,10 @@ def findings(run: RunResults) -> list[Finding]:
     """Five or six sentences with their numbers and verdicts, from ``summary.json`` and
     ``costs.json``."""
     s, c = run.summary, run.costs
-    tb, tu = s["blocked"]["td"], s["unblocked"]["td"]
-    gb, gu = s["blocked"]["gan"], s["unblocked"]["gan"]
+    tb, tu = s[BLOCKED]["td"], s[UNBLOCKED]["td"]
+    gb, gu = s[BLOCKED]["gan"], s[UNBLOCKED]["gan"]
     n_target = tu["target_params_with_gradient"]
-    n_steps = int(run.metric("blocked/td/target_drift")[0][-1])
+    n_steps = int(run.metric(f"{BLOCKED}/td/target_drift")[0][-1])
     online = next(r for r in s["flow"]["td"] if r["group"] == "online")
     disc = next(r for r in s["flow"]["gan"] if r["group"] == "discriminator")
     out = [
@@ -367,8 +368,8 @@ def _cost_findings(gb: dict[str, Any], gu: dict[str, Any], gan_cost: dict[str, A
     out = []
     memory = gan_cost.get("memory", {})
     if gan_cost and memory:
-        saved = (memory["unblocked"]["saved_tensor_bytes"],
-                 memory["blocked"]["saved_tensor_bytes"])
+        saved = (memory[UNBLOCKED]["saved_tensor_bytes"],
+                 memory[BLOCKED]["saved_tensor_bytes"])
         out.append(Finding(
             "The leak makes the discriminator step save {ratio}x the bytes for backward "
             "({b:B} vs {u:B}), with {nu} autograd nodes instead of {nb}.",

@@ -42,6 +42,7 @@ from toolkit.algorithms.simsiam import (
 )
 from toolkit.lab.data import Dataset, digits, train_test_split
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import place_legend, variant_style
 
 DESCRIPTION = "SimSiam on the digits: the target branch behind stop_gradient vs trained too"
@@ -93,7 +94,7 @@ def run(params: Params, ctx: RunContext) -> None:
     runs = ctx.compare(lambda: fit(copy.deepcopy(start), params, ctx, train, test),
                        on_result=lambda variant, out: log(ctx, variant, out))
     pixels = knn_accuracy(train.X, train.y, test.X, test.y, k=params.k)
-    ctx.summary(blocked=runs["blocked"]["summary"], unblocked=runs["unblocked"]["summary"],
+    ctx.summary(blocked=runs[BLOCKED]["summary"], unblocked=runs[UNBLOCKED]["summary"],
                 pixels={"knn_accuracy": pixels}, dim=params.dim)
     ctx.costs(seconds_per_epoch={v: out["seconds_per_epoch"] for v, out in runs.items()})
 
@@ -152,7 +153,7 @@ def findings(run: RunResults) -> list[Finding]:
     """Five sentences with their numbers and verdicts (the thresholds, fixed before the runs:
     std·√d >= 0.5 blocked and <= 0.1 unblocked; k-NN >= 0.8 blocked and <= 0.3 unblocked)."""
     s = run.summary
-    b, u, px = s["blocked"], s["unblocked"], s["pixels"]["knn_accuracy"]
+    b, u, px = s[BLOCKED], s[UNBLOCKED], s["pixels"]["knn_accuracy"]
     seconds = run.costs.get("seconds_per_epoch", {})
     out = [
         Finding("Without the block the loss goes to its minimum −1, the value of a constant "
@@ -182,7 +183,7 @@ def findings(run: RunResults) -> list[Finding]:
     if seconds:
         out.append(Finding("An epoch takes {b:s} blocked and {u:s} unblocked on this machine "
                            "(one training each, not interleaved).", None, "cost",
-                           values={"b": seconds.get("blocked"), "u": seconds.get("unblocked")}))
+                           values={"b": seconds.get(BLOCKED), "u": seconds.get(UNBLOCKED)}))
     return out
 
 
@@ -228,7 +229,7 @@ def _knn_figure(run: RunResults) -> Any:
     fig, ax = subplots(figsize=(7.0, 3.4))
     bars = variant_bars(ax, list(groups), {
         v: [[s[v][key] for key in groups.values()] for s in summaries]
-        for v in ("blocked", "unblocked")})
+        for v in (BLOCKED, UNBLOCKED)})
     for container in bars.values():  # in the middle of the bars: off the baseline and whiskers
         ax.bar_label(container, labels=[f"{v:.3g}" for v in container.datavalues], fontsize=9,
                      color="white", label_type="center")

@@ -43,6 +43,7 @@ from toolkit.algorithms.td import (
     random_chain,
 )
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
 from toolkit.lab.style import place_legend, variant_style
 
 DESCRIPTION = ("TD learning: the bootstrapped target blocked (semi-gradient TD) vs not (residual "
@@ -78,7 +79,6 @@ class Params(ExperimentParams):
 
 QUICK: dict[str, Any] = {"log_every": 10}
 STATES = tuple(A_SPLIT_TRUE_VALUES)
-VARIANTS = ("blocked", "unblocked")
 
 
 # --- data: three problems with closed forms -------------------------------------------------------
@@ -110,7 +110,7 @@ def run(params: Params, ctx: RunContext) -> None:
                      lambda w: {"chain/value_error": chain.value_error(w),
                                 "chain/msbe": chain.msbe(w), "chain/dist_td": (w - w_td).norm(),
                                 "chain/dist_rg": (w - w_rg).norm()})
-    grad_err = check_gradients(chain, c_runs["blocked"][0], steps, params.log_every, ctx)
+    grad_err = check_gradients(chain, c_runs[BLOCKED][0], steps, params.log_every, ctx)
     ctx.summary(a_split=a_split_summary(a_runs), baird=baird_summary(mrp, b_runs),
                 chain={"steps": steps, **chain_summary(chain, c_runs, grad_err, w_td, w_rg)})
     ctx.costs(seconds_per_update={  # per update made (fewer than asked after an overflow)
@@ -133,7 +133,7 @@ def steps_to_converge(chain: Any, lr: float, shrink: float = 1e-10) -> int:
     matrices = {k: m for k, (m, _) in chain.expected_gradients().items()}
     eye = torch.eye(chain.phi.shape[1], dtype=chain.phi.dtype, device=chain.phi.device)
     needed = []
-    for name, variant in (("semi-gradient", "blocked"), ("residual gradient", "unblocked")):
+    for name, variant in (("semi-gradient", BLOCKED), ("residual gradient", UNBLOCKED)):
         rho = float(torch.linalg.eigvals((eye - lr * matrices[variant]).cpu()).abs().max())
         if not rho < 1:
             raise ValueError(f"td_learning: with lr = {lr} the random chain's {name} iteration "
@@ -168,26 +168,26 @@ def check_gradients(chain: Any, path: torch.Tensor, steps: int, every: int, ctx:
     closed forms; errors relative to the closed-form gradient's norm at w = 0."""
     scale = {k: float(g.norm()) or 1.0 for k, g in chain.gradients(torch.zeros_like(path[0]))
              .items()}
-    worst = {"blocked": 0.0, "unblocked": 0.0}
+    worst = {BLOCKED: 0.0, UNBLOCKED: 0.0}
     for step in _logged(steps, every, path):
         w = path[step].clone().requires_grad_(True)
         exact = chain.gradients(path[step])
         cmp = compare_gradients(lambda w=w: chain.loss(w), {"w": w},
                                 disable=ctx.disable_patterns)
-        errors = {"blocked": float((cmp.blocked["w"] - exact["blocked"]).norm()),
-                  "unblocked": float((cmp.unblocked["w"] - exact["unblocked"]).norm())}
+        errors = {BLOCKED: float((cmp.blocked["w"] - exact[BLOCKED]).norm()),
+                  UNBLOCKED: float((cmp.unblocked["w"] - exact[UNBLOCKED]).norm())}
         for v in worst:
             worst[v] = max(worst[v], errors[v] / scale[v])
-        ctx.log(step, **{"blocked/chain_grad/cosine_vs_unblocked": cmp.overall.cosine,
-                         "blocked/chain_grad/norm": cmp.overall.norm_blocked,
-                         "unblocked/chain_grad/norm": cmp.overall.norm_unblocked})
+        ctx.log(step, **{f"{BLOCKED}/chain_grad/cosine_vs_unblocked": cmp.overall.cosine,
+                         f"{BLOCKED}/chain_grad/norm": cmp.overall.norm_blocked,
+                         f"{UNBLOCKED}/chain_grad/norm": cmp.overall.norm_unblocked})
     return worst
 
 
 def a_split_summary(runs: dict[str, tuple[torch.Tensor, float]]) -> dict[str, Any]:
     """Final values per variant against the book's values for its update."""
     final = {v: dict(zip(STATES, out[0][-1].tolist())) for v, out in runs.items()}
-    truth = {"blocked": A_SPLIT_TRUE_VALUES, "unblocked": A_SPLIT_NAIVE_RESIDUAL_VALUES}
+    truth = {BLOCKED: A_SPLIT_TRUE_VALUES, UNBLOCKED: A_SPLIT_NAIVE_RESIDUAL_VALUES}
     return {v: {"values": final[v],
                 "max_err_vs_book": max(abs(final[v][s] - truth[v][s]) for s in STATES),
                 **_diverged_at(runs[v][0])} for v in final} | {
@@ -210,16 +210,16 @@ def chain_summary(chain: Any, runs: dict[str, tuple[torch.Tensor, float]],
                   grad_err: dict[str, float], w_td: torch.Tensor, w_rg: torch.Tensor
                   ) -> dict[str, Any]:
     """Each variant's errors and distance to its own closed-form fixed point."""
-    fixed = {"blocked": ("dist_to_td_fixed_point", w_td),
-             "unblocked": ("dist_to_rg_fixed_point", w_rg)}
+    fixed = {BLOCKED: ("dist_to_td_fixed_point", w_td),
+             UNBLOCKED: ("dist_to_rg_fixed_point", w_rg)}
     out = {}
     for v, (name, w_star) in fixed.items():
         w = runs[v][0][-1]
         out[v] = {"value_error": chain.value_error(w), "msbe": chain.msbe(w),
                   name: (w - w_star).norm(), "grad_max_err_vs_closed_form": grad_err[v],
                   **_diverged_at(runs[v][0])}
-    out["closed_form"] = {"value_error_td": chain.value_error(fixed["blocked"][1]),
-                          "value_error_rg": chain.value_error(fixed["unblocked"][1]),
+    out["closed_form"] = {"value_error_td": chain.value_error(fixed[BLOCKED][1]),
+                          "value_error_rg": chain.value_error(fixed[UNBLOCKED][1]),
                           "value_error_best": chain.value_error(chain.best_weights())}
     return out
 
@@ -260,31 +260,31 @@ def findings(run: RunResults) -> list[Finding]:
     out = [*_a_split_findings(run.summary["a_split"]),
            *_baird_findings(run.summary["baird"], n), _chain_finding(run)]
     cost = run.costs.get("seconds_per_update", {}).get("baird", {})
-    if {"blocked", "unblocked"} <= set(cost):
+    if {BLOCKED, UNBLOCKED} <= set(cost):
         out.append(Finding("An expected update on Baird's counterexample takes {b:s} blocked "
                            "and {u:s} unblocked (the unblocked graph also runs through the "
                            "target; one timing of the whole fit each).", None, "cost",
-                           values={"b": cost["blocked"], "u": cost["unblocked"]}))
+                           values={"b": cost[BLOCKED], "u": cost[UNBLOCKED]}))
     return out
 
 
 def _a_split_findings(a: dict[str, Any]) -> list[Finding]:
-    found_b, values_b = _values("v", a["blocked"]["values"])
-    found_u, values_u = _values("v", a["unblocked"]["values"])
+    found_b, values_b = _values("v", a[BLOCKED]["values"])
+    found_u, values_u = _values("v", a[UNBLOCKED]["values"])
     return [
         Finding(f"A-split: with the block TD finds {found_b}, the true values (book: A = 0.5, "
-                "B = 1, C = 0; largest difference {err}).", a["blocked"]["max_err_vs_book"] < 1e-6,
-                basis=BOOK, values={**values_b, "err": a["blocked"]["max_err_vs_book"]},
+                "B = 1, C = 0; largest difference {err}).", a[BLOCKED]["max_err_vs_book"] < 1e-6,
+                basis=BOOK, values={**values_b, "err": a[BLOCKED]["max_err_vs_book"]},
                 seed_independent=True),
         Finding(f"A-split: without it the naive residual gradient finds {found_u} (book: "
                 "A = 0.5, B = 0.75, C = 0.25; largest difference {err}).",
-                a["unblocked"]["max_err_vs_book"] < 1e-6,
-                basis=BOOK, values={**values_u, "err": a["unblocked"]["max_err_vs_book"]},
+                a[UNBLOCKED]["max_err_vs_book"] < 1e-6,
+                basis=BOOK, values={**values_u, "err": a[UNBLOCKED]["max_err_vs_book"]},
                 seed_independent=True)]
 
 
 def _baird_findings(b: dict[str, Any], n: int) -> list[Finding]:
-    ab, au = b["blocked"], b["unblocked"]
+    ab, au = b[BLOCKED], b[UNBLOCKED]
     stop = ab.get("diverged_at")  # the loop stopped where its squared TD error overflowed
     overflow = (f" (its {stop['quantity']} overflowed to inf at sweep {stop['step']}, where the "
                 f"run stopped)") if stop else ""
@@ -314,12 +314,12 @@ def _chain_finding(run: RunResults) -> Finding:
     c = run.summary["chain"]
     steps = c.get("steps", run.params.get("chain_steps") or 300)
     last = {key: float(run.metric(key)[1][-1])
-            for key in ("blocked/chain/dist_rg", "unblocked/chain/dist_td")}
-    grad_err = max(c["blocked"]["grad_max_err_vs_closed_form"],
-                   c["unblocked"]["grad_max_err_vs_closed_form"])
-    d_td, d_rg = c["blocked"]["dist_to_td_fixed_point"], c["unblocked"]["dist_to_rg_fixed_point"]
+            for key in (f"{BLOCKED}/chain/dist_rg", f"{UNBLOCKED}/chain/dist_td")}
+    grad_err = max(c[BLOCKED]["grad_max_err_vs_closed_form"],
+                   c[UNBLOCKED]["grad_max_err_vs_closed_form"])
+    d_td, d_rg = c[BLOCKED]["dist_to_td_fixed_point"], c[UNBLOCKED]["dist_to_rg_fixed_point"]
     # ‖w_TD − w_RG‖, within d_td (or d_rg) of what each run logged last
-    gap = min(last["blocked/chain/dist_rg"], last["unblocked/chain/dist_td"])
+    gap = min(last[f"{BLOCKED}/chain/dist_rg"], last[f"{UNBLOCKED}/chain/dist_td"])
     return Finding(
         "Random chain: autograd matches both closed-form gradients, the semi-gradient "
         "and the residual gradient, to {g}; after {steps} steps TD is {d_td} from "
@@ -331,7 +331,7 @@ def _chain_finding(run: RunResults) -> Finding:
               "and the residual gradient to the minimiser of the Bellman error, w_RG "
               "(Sutton & Barto 2018, §11.5)",
         values={"g": grad_err, "steps": steps, "d_td": d_td, "d_rg": d_rg, "gap": gap,
-                "ve_b": c["blocked"]["value_error"], "ve_u": c["unblocked"]["value_error"],
+                "ve_b": c[BLOCKED]["value_error"], "ve_u": c[UNBLOCKED]["value_error"],
                 "best": c["closed_form"]["value_error_best"]})
 
 
@@ -368,8 +368,8 @@ def _a_split_figure(run: RunResults) -> Any:
     fig, ax = subplots(figsize=(6.4, 3.6))
     bars = variant_bars(ax, [f"state {k}" for k in STATES],
                         {v: [values[v]["values"][k] for k in STATES] for v in VARIANTS},
-                        labels={"blocked": "blocked (TD)",
-                                "unblocked": "unblocked (naive residual gradient)"},
+                        labels={BLOCKED: "blocked (TD)",
+                                UNBLOCKED: "unblocked (naive residual gradient)"},
                         width=0.36, step=0.38)
     for container in bars.values():
         for bar, val in zip(container, container.datavalues):  # inside tall bars: off the
@@ -392,8 +392,8 @@ def _baird_figure(run: RunResults) -> Any:
 
     baird = run.artifact("baird")
     fig, ax = subplots(figsize=(6.4, 3.6))
-    for v, label in (("blocked", "blocked (semi-gradient TD)"),
-                     ("unblocked", "unblocked (residual gradient)")):
+    for v, label in ((BLOCKED, "blocked (semi-gradient TD)"),
+                     (UNBLOCKED, "unblocked (residual gradient)")):
         norms = np.linalg.norm(baird[v], axis=1)
         ax.plot(np.arange(len(norms)), norms, label=label, **variant_style(v))
     ax.set_yscale("log")
@@ -413,12 +413,12 @@ def _chain_figure(run: RunResults) -> Any:
     ref = variant_style("reference")["color"]
     ax.plot(states, values["true"], marker="D", color=ref, label="true V")
     ax.plot(states, values["best"], linestyle=":", color=ref, label="best in span(Φ)")
-    for v, key, name in (("blocked", "td", "TD fixed point (blocked)"),
-                         ("unblocked", "rg", "residual-gradient fixed point (unblocked)")):
+    for v, key, name in ((BLOCKED, "td", "TD fixed point (blocked)"),
+                         (UNBLOCKED, "rg", "residual-gradient fixed point (unblocked)")):
         style = variant_style(v)
         ax.plot(states, values[key], color=style["color"], linestyle=style["linestyle"],
                 lw=1, label=name)
-        ax.plot(states, values[v], "o" if v == "blocked" else "s", mfc="none", ms=7,
+        ax.plot(states, values[v], "o" if v == BLOCKED else "s", mfc="none", ms=7,
                 color=style["color"], label=f"{v}, learned")
     # each seed draws its own chain: one seed's is drawn (the findings cover every seed)
     step_axes(ax, f"random chain of seed {run.seed}: learned values vs both fixed points",

@@ -42,6 +42,7 @@ from toolkit.algorithms.vq_vae import (
 )
 from toolkit.lab.data import digits, train_test_split
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import note_identical, variant_style
 
 DESCRIPTION = ("VQ-VAE on the digits: the straight-through, codebook and commitment "
@@ -160,7 +161,7 @@ def log(ctx: RunContext, variant: str, out: dict[str, Any]) -> None:
 def findings(run: RunResults) -> list[Finding]:
     """Five sentences with their numbers and verdicts, from ``summary.json`` and ``costs.json``."""
     s = run.summary
-    b, u, k = s["blocked"], s["unblocked"], s["n_codes"]
+    b, u, k = s[BLOCKED], s[UNBLOCKED], s["n_codes"]
     st, cb, cm = (s[name] for name in ABLATIONS)
     mean_image = s["baseline"]["mean_image_mse"]
     out = [
@@ -190,10 +191,10 @@ def findings(run: RunResults) -> list[Finding]:
                         "b_mse": b["recon_mse"], "b_p": b["perplexity"]}),
     ]
     cost = run.costs.get("seconds_per_epoch", {})
-    if {"blocked", "unblocked"} <= set(cost):
+    if {BLOCKED, UNBLOCKED} <= set(cost):
         out.append(Finding("An epoch (training and test evaluation) takes {b:s} blocked and "
                            "{u:s} unblocked (one training each, not interleaved).", None, "cost",
-                           values={"b": cost["blocked"], "u": cost["unblocked"]}))
+                           values={"b": cost[BLOCKED], "u": cost[UNBLOCKED]}))
     return out
 
 
@@ -219,7 +220,7 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 #: The reconstructions' rows: artifact key and label.
-_ROWS = {"original": "test digit", "blocked": "all blocks", "unblocked": "no blocks",
+_ROWS = {"original": "test digit", BLOCKED: "all blocks", UNBLOCKED: "no blocks",
          "without_straight_through": "no straight-through"}
 
 
@@ -241,7 +242,7 @@ def _curves_figure(run: RunResults) -> Any:
     others: list[str] = []
     for ax, key, title in zip(axes, ("test/recon_mse", "codes/perplexity"),
                               ("test reconstruction MSE", "codebook perplexity")):
-        variant_curves(ax, run, key, ["blocked", "unblocked", *ABLATIONS], others=others)
+        variant_curves(ax, run, key, [BLOCKED, UNBLOCKED, *ABLATIONS], others=others)
         step_axes(ax, title)
     axes[0].axhline(run.summary["baseline"]["mean_image_mse"], label="predicting the mean digit",
                     **variant_style("reference"))

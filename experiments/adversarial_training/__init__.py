@@ -42,6 +42,7 @@ from toolkit.algorithms.adversarial import (
 from toolkit.algorithms.divergence import check_finite
 from toolkit.lab.data import Dataset, digits, train_test_split, two_moons
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 from .probes import gradient_comparison, memory_vs_steps, save_graph
 
@@ -60,7 +61,6 @@ STORY = Story(
 )
 
 METHODS = ["standard", "pgd", "fgsm_rs"]
-VARIANTS = ("blocked", "unblocked")
 
 
 class Params(ExperimentParams):
@@ -190,9 +190,9 @@ def train_methods(params: Params, ctx: RunContext, sizes: list[int], train: Data
                   test: Dataset, bounds: tuple[float, float] | None) -> dict[str, nn.Module]:
     """Each method from the same network (an attacked one blocked and unblocked), logged as it
     ends and scored on held-out data; the models still finite, by ``"<variant>/<method>"``."""
-    results: dict[str, dict[str, Any]] = {"blocked": {}, "unblocked": {}}
+    results: dict[str, dict[str, Any]] = {BLOCKED: {}, UNBLOCKED: {}}
     models: dict[str, nn.Module] = {}
-    seconds: dict[str, dict[str, float]] = {"blocked": {}, "unblocked": {}}
+    seconds: dict[str, dict[str, float]] = {BLOCKED: {}, UNBLOCKED: {}}
 
     def record(variant: str, out: tuple[nn.Module, Any], method: str) -> None:
         model, history = out  # logged as soon as the variant has trained
@@ -216,13 +216,13 @@ def train_methods(params: Params, ctx: RunContext, sizes: list[int], train: Data
     for method in params.methods:
         fit = functools.partial(_train, method, params, ctx, sizes, train, test, bounds)
         if method == "standard":  # no attack, no block: one run stands for both variants
-            record("blocked", fit(), method)
+            record(BLOCKED, fit(), method)
         else:
             ctx.compare(fit, on_result=functools.partial(record, method=method))
     ctx.summary(**results)
     ctx.costs(seconds_per_epoch=seconds, epoch_time_ratio_unblocked_over_blocked={
-        m: seconds["unblocked"][m] / seconds["blocked"][m] for m in seconds["unblocked"]
-        if m in seconds["blocked"]})
+        m: seconds[UNBLOCKED][m] / seconds[BLOCKED][m] for m in seconds[UNBLOCKED]
+        if m in seconds[BLOCKED]})
     if "standard" in params.methods:
         ctx.summary(notes={"standard": "no attack and no block: one run, listed under blocked"})
     return models
@@ -296,7 +296,7 @@ DANSKIN = ("Danskin's theorem: the inner maximiser is a constant of the paramete
 def findings(run: RunResults) -> list[Finding]:
     """Four to five sentences with their numbers and verdicts."""
     s = run.summary
-    b, u = s["blocked"], s["unblocked"]
+    b, u = s[BLOCKED], s[UNBLOCKED]
     k = run.params.get("eval_steps", 40)
     pgd_key = f"pgd{k}"
     out = []
@@ -345,8 +345,8 @@ def _cost_findings(memory: dict[str, Any] | None, c: dict[str, Any]) -> list[Fin
     """The graph's growth with the attack's steps (deterministic), and the step's time."""
     if not memory:
         return []
-    steps, gb, gu = memory["steps"], memory["blocked"]["graph_nodes"], \
-        memory["unblocked"]["graph_nodes"]
+    steps, gb, gu = memory["steps"], memory[BLOCKED]["graph_nodes"], \
+        memory[UNBLOCKED]["graph_nodes"]
     line = ("Without the block the training loss's graph grows with the attack: {gu0} → "
             "{gu1} autograd nodes from {s0} to {s1} PGD steps, against a constant {gb} "
             "with it")
@@ -354,8 +354,8 @@ def _cost_findings(memory: dict[str, Any] | None, c: dict[str, Any]) -> list[Fin
     saved = c.get("memory", {})
     if saved:
         line += "; bytes saved for backward (peak) {sb:B} blocked vs {su:B}"
-        values.update(sb=saved["blocked"]["saved_tensor_peak_bytes"][-1],
-                      su=saved["unblocked"]["saved_tensor_peak_bytes"][-1])
+        values.update(sb=saved[BLOCKED]["saved_tensor_peak_bytes"][-1],
+                      su=saved[UNBLOCKED]["saved_tensor_peak_bytes"][-1])
     out = [Finding(line + ".", gu[-1] > gu[0] and len(set(gb)) == 1, "cost",
                    basis="reverse mode records every operation between the loss and the "
                          "parameters: without the cut, each attack step's forward and backward",

@@ -20,9 +20,10 @@ from toolkit.lab.report.plots import (
     variant_curves,
 )
 from toolkit.lab.runner import RunResults
+from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, place_legend, variant_style
 
-from . import _LABELS, METHODS, VARIANTS
+from . import _LABELS, METHODS
 
 
 def accuracy_figure(run: RunResults, check: str) -> Any:
@@ -34,8 +35,8 @@ def accuracy_figure(run: RunResults, check: str) -> Any:
         for ax, key in zip(axes, ("clean_acc", "robust_acc")):
             variant_curves(ax, run, f"{method}/{key}", labels={
                 v: _LABELS[method] + (" training" if standard else f" {v}") for v in VARIANTS},
-                styles={"blocked": variant_style("reference") if standard else {},
-                        "unblocked": {"mfc": "none"}}, marker=MARKERS[i], ms=5)
+                styles={BLOCKED: variant_style("reference") if standard else {},
+                        UNBLOCKED: {"mfc": "none"}}, marker=MARKERS[i], ms=5)
     step_axes(axes[0], f"clean accuracy, {check}", ylabel="accuracy", identical=True)
     step_axes(axes[1], f"PGD-10 accuracy (ε = {run.params.get('eps')}), same batch",
               identical=True)
@@ -48,7 +49,7 @@ def memory_figure(run: RunResults) -> Any:
     memory, peak = run.summary["memory"], run.costs.get("memory", {})
     fig, axes = subplots(1, 3, figsize=(9.0, 3.4))
     for variant in VARIANTS:
-        style = {**variant_style(variant), "marker": "o" if variant == "blocked" else "s"}
+        style = {**variant_style(variant), "marker": "o" if variant == BLOCKED else "s"}
         for ax, key in zip(axes, ("peak_bytes", "saved_tensor_peak_bytes")):
             if variant in peak:
                 ax.plot(peak["steps"], np.array(peak[variant][key]) / 2**20, label=variant,

@@ -19,6 +19,7 @@ from toolkit.algorithms.adversarial import pgd
 from toolkit.lab.data import Dataset
 from toolkit.lab.measure import count_graph_nodes, measure_memory, race, time_fn
 from toolkit.lab.runner import RunContext
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 if TYPE_CHECKING:
     from . import Params
@@ -40,8 +41,8 @@ def memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Da
     x, y = train.X[:params.memory_batch], train.y[:params.memory_batch]
     byte_keys = ("peak_bytes", "saved_tensor_bytes", "saved_tensor_peak_bytes")
     memory: dict[str, dict[str, list[int]]] = {
-        v: {k: [] for k in (*byte_keys, "graph_nodes")} for v in ("blocked", "unblocked")}
-    timing: dict[str, list[float]] = {"blocked": [], "unblocked": []}
+        v: {k: [] for k in (*byte_keys, "graph_nodes")} for v in (BLOCKED, UNBLOCKED)}
+    timing: dict[str, list[float]] = {BLOCKED: [], UNBLOCKED: []}
     rounds: list[list[float]] = []
     for steps in params.memory_steps:
         loss = functools.partial(_adversarial_loss, model, x, y, params.eps, params.alpha, steps,
@@ -57,12 +58,12 @@ def memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Da
 
         # interleaved rounds: drifting machine load hits both variants alike (many rounds at
         # the largest step count, which the findings use; three elsewhere, for the table)
-        timed = race({"blocked": step, "unblocked": unblocked_step},
+        timed = race({BLOCKED: step, UNBLOCKED: unblocked_step},
                      rounds=params.timing_rounds if steps == max(params.memory_steps) else 3,
                      device=ctx.device)
-        rounds.append(list(timed.ratio("unblocked", "blocked").rounds))
-        for variant, blocks in (("blocked", contextlib.nullcontext()),
-                                ("unblocked", disable_blocks(*ctx.disable_patterns))):
+        rounds.append(list(timed.ratio(UNBLOCKED, BLOCKED).rounds))
+        for variant, blocks in ((BLOCKED, contextlib.nullcontext()),
+                                (UNBLOCKED, disable_blocks(*ctx.disable_patterns))):
             with blocks:
                 stats = measure_memory(step, device=ctx.device)
                 # size of the graph the final backward walks: flat when blocked
@@ -79,7 +80,7 @@ def memory_vs_steps(params: Params, ctx: RunContext, model: nn.Module, train: Da
                       **{v: {k: memory[v][k] for k in byte_keys} for v in memory}},
               step_seconds={"steps": params.memory_steps, **timing},
               step_time_ratio_unblocked_over_blocked=[
-                  u / b for u, b in zip(timing["unblocked"], timing["blocked"])],
+                  u / b for u, b in zip(timing[UNBLOCKED], timing[BLOCKED])],
               step_time_ratio_rounds=rounds)
 
 

@@ -31,6 +31,7 @@ from pydantic import Field
 from toolkit import StepAudit, audit_step, gradient_graph
 from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 from .cases import BUGS, LEGIT, Case, expected_names, losses_of, train_steps
 
@@ -155,8 +156,8 @@ def run(params: Params, ctx: RunContext) -> None:
         return out
 
     named = ctx.compare(named_fixes)
-    ctx.summary(cases=cases, legit=legit, bptt=growth, blocked=named["blocked"],
-                unblocked=named["unblocked"])
+    ctx.summary(cases=cases, legit=legit, bptt=growth, blocked=named[BLOCKED],
+                unblocked=named[UNBLOCKED])
     ctx.costs(**costs)
     with torch.device(ctx.device):
         gan = BUGS["gan_fake"](False, width=params.width, batch=params.batch)
@@ -216,10 +217,10 @@ def findings(run: RunResults) -> list[Finding]:
     out.append(Finding(
         "With their named block disabled the two fixes made with a toolkit cut are flagged again "
         "and the fix names the block: \"{fix}\".",
-        all(v["ok"] for v in s["blocked"].values())
-        and not any(v["ok"] for v in s["unblocked"].values()),
+        all(v["ok"] for v in s[BLOCKED].values())
+        and not any(v["ok"] for v in s[UNBLOCKED].values()),
         basis="disable_blocks makes the named stop_gradient the identity (the toolkit's contract)",
-        seed_independent=True, values={"fix": s["unblocked"]["dqn_target"]["fix"]}))
+        seed_independent=True, values={"fix": s[UNBLOCKED]["dqn_target"]["fix"]}))
     leaks = {n: c[n] for n, v in cases.items() if v["category"] == "leak" and n in c}
     if leaks:
         ratios = {n: v["time_ratio_buggy_over_fixed"] for n, v in leaks.items()}

@@ -56,6 +56,7 @@ from toolkit.algorithms.rbm import (
 from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.lab.measure import count_graph_nodes
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
@@ -316,7 +317,7 @@ def findings(run: RunResults) -> list[Finding]:
     """Three or four sentences with their numbers and verdicts (the likelihoods are measured,
     not predicted), from summary.json."""
     s, methods = run.summary, _methods(run)
-    b, u = ({m: s[v][m] for m in methods} for v in ("blocked", "unblocked"))
+    b, u = ({m: s[v][m] for m in methods} for v in (BLOCKED, UNBLOCKED))
     cos_b = min(b[m]["mean_cos_cd"] for m in methods)
     cos_u = {f"cos_{m}": u[m]["mean_cos_cd"] for m in methods}
     out = [Finding(
@@ -353,7 +354,7 @@ def findings(run: RunResults) -> list[Finding]:
 
 def _loglik_finding(s: dict[str, Any], methods: list[str]) -> Finding:
     """The final log-likelihoods, blocked vs unblocked (measured: theory ranks neither)."""
-    b, u = ({m: s[v][m] for m in methods} for v in ("blocked", "unblocked"))
+    b, u = ({m: s[v][m] for m in methods} for v in (BLOCKED, UNBLOCKED))
     data = s.get("data", {})
     scale = ""
     values: dict[str, Any] = {}

@@ -19,13 +19,14 @@ from toolkit.lab.report.plots import (
     variant_curves,
 )
 from toolkit.lab.runner import RunResults
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
 from . import NAMES, _methods
 
 #: The chains: mean-field (differentiable, blocked or not) and stochastic (with the block).
-_VARIANT_NAMES = {"blocked": "blocked (mean-field chain)",
-                  "unblocked": "unblocked (mean-field chain)",
+_VARIANT_NAMES = {BLOCKED: "blocked (mean-field chain)",
+                  UNBLOCKED: "unblocked (mean-field chain)",
                   "sampled": "sampled chain (stochastic)"}
 #: The variants' markers differ, so curves that coincide (cosine 1 with the block) stay visible.
 _VARIANT_MARKERS = {v: {"marker": m} for v, m in zip(_VARIANT_NAMES, ("o", "s", "^"))}
@@ -91,4 +92,4 @@ def mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
 
 
 def _variants(run: RunResults) -> list[str]:
-    return [v for v in ("blocked", "unblocked", "sampled") if v in run.summary]
+    return [v for v in (BLOCKED, UNBLOCKED, "sampled") if v in run.summary]

@@ -43,6 +43,7 @@ from pydantic import Field, field_validator, model_validator
 from toolkit import compare_gradients, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 from .cost import run_costs
 
@@ -63,7 +64,7 @@ DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.flo
                                   "bfloat16": torch.bfloat16, "float16": torch.float16}
 DtypeName = Literal["float64", "float32", "bfloat16", "float16"]
 KINDS = ("random", "tied")
-GRAD_VARIANTS = ("blocked", "unblocked", "torch", "upcast")
+GRAD_VARIANTS = (BLOCKED, UNBLOCKED, "torch", "upcast")
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -199,13 +200,13 @@ def gradient_errors(x: torch.Tensor, w: torch.Tensor, disable: tuple[str, ...]
     (g_torch,) = torch.autograd.grad((w * torch.softmax(xg, -1)).sum(), xg)
     xr = x.double().requires_grad_()
     (g_ref,) = torch.autograd.grad((w.double() * torch.softmax(xr, -1)).sum(), xr)
-    grads = {"blocked": cmp.blocked["x"], "unblocked": cmp.unblocked["x"], "torch": g_torch}
+    grads = {BLOCKED: cmp.blocked["x"], UNBLOCKED: cmp.unblocked["x"], "torch": g_torch}
     if x.dtype in LOW_PRECISION:
         loss = (w.float() * stable_softmax(xg, dtype=torch.float32)).sum()
         (grads["upcast"],) = torch.autograd.grad(loss, xg)
     out: dict[str, Any] = {v: _errors(g, g_ref) for v, g in grads.items()}
     out.setdefault("upcast", None)
-    b, u = grads["blocked"].double(), grads["unblocked"].double()
+    b, u = grads[BLOCKED].double(), grads[UNBLOCKED].double()
     both_finite = bool(torch.isfinite(b).all() and torch.isfinite(u).all())
     out["blocked_vs_unblocked"] = {
         "max_abs_diff": float((b - u).abs().max()) if both_finite else None,
@@ -354,7 +355,7 @@ def findings(run: RunResults) -> list[Finding]:
         "difference is " + ", ".join(f"{{d_{n}}} in {n} (eps {{eps_{n}}})" for n in worst)
         + ("; with tied maxima {tied} in float64" if tied else "") + ".",
         all(worst[n] <= 64 * eps[n] for n in worst), basis=SHIFT, values=values)]
-    err = s["blocked"]["grad_max_abs_err_vs_float64"]
+    err = s[BLOCKED]["grad_max_abs_err_vs_float64"]
     ref = s["torch"]["grad_max_abs_err_vs_float64"]
     if "float32" in err:
         b32, t32 = max(err["float32"].values()), max(ref["float32"].values())
@@ -385,11 +386,11 @@ def findings(run: RunResults) -> list[Finding]:
 
 def _cost_findings(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
     """Graph and memory (deterministic) and time (measured) of the first cost shape."""
-    labels = [k for k in s["blocked"] if _SHAPE.match(k)]
+    labels = [k for k in s[BLOCKED] if _SHAPE.match(k)]
     if not labels:
         return []
     label = labels[0]
-    b, u = s["blocked"][label], s["unblocked"][label]
+    b, u = s[BLOCKED][label], s[UNBLOCKED][label]
     out = [Finding(
         f"The block saves graph and memory ({label}, float32): {{nb}} autograd nodes instead "
         "of {nu}, {sb:B} saved for backward instead of {su:B}.",
@@ -436,7 +437,7 @@ def figures(run: RunResults) -> dict[str, Any]:
             "naive_softmax([c, 0]) is no longer finite (bars), on log(finfo.max) of each "
             "precision (black marks)."),
     }
-    if any(_SHAPE.match(k) for k in run.costs.get("blocked", {})):
+    if any(_SHAPE.match(k) for k in run.costs.get(BLOCKED, {})):
         out["cost_bars"] = (cost_figure(run),
                             f"Cost of one forward+backward in float32 (seed {run.seed}) per "
                             "variant and input shape: time, autograd nodes, peak memory and "

@@ -12,13 +12,14 @@ import torch
 from toolkit import disable_blocks
 from toolkit.algorithms.softmax import stable_softmax
 from toolkit.lab.measure import count_graph_nodes, measure_memory, time_fn
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 if TYPE_CHECKING:
     from toolkit.lab.runner import RunContext
 
     from . import Params
 
-COST_VARIANTS = ("blocked", "unblocked", "torch", "fused")
+COST_VARIANTS = (BLOCKED, UNBLOCKED, "torch", "fused")
 
 
 def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
@@ -26,7 +27,7 @@ def _variant_fn(variant: str, disable: tuple[str, ...]) -> Any:
         with disable_blocks(*disable):
             return stable_softmax(x)
 
-    return {"blocked": stable_softmax, "unblocked": unblocked,
+    return {BLOCKED: stable_softmax, UNBLOCKED: unblocked,
             "torch": lambda x: torch.softmax(x, -1),
             "fused": lambda x: stable_softmax(x, impl="fused")}[variant]
 
@@ -65,9 +66,9 @@ def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str
                                "peak_bytes": mem.peak_bytes}
         med = {v: costs[v][label]["time_median_s"] for v in COST_VARIANTS}
         costs.setdefault("ratio_rounds", {})[label] = {
-            "blocked_over_unblocked": [b / u for b, u in zip(times["blocked"],
-                                                             times["unblocked"])]}
+            "blocked_over_unblocked": [b / u for b, u in zip(times[BLOCKED],
+                                                             times[UNBLOCKED])]}
         costs["ratios"][label] = {f"{a}_over_{b}": med[a] / med[b] for a, b in (
-            ("blocked", "torch"), ("blocked", "unblocked"), ("unblocked", "torch"),
+            (BLOCKED, "torch"), (BLOCKED, UNBLOCKED), (UNBLOCKED, "torch"),
             ("fused", "torch"))}
     return summary, costs

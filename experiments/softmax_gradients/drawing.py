@@ -15,6 +15,7 @@ import torch
 from toolkit.lab.report.figures import draw_spread, value_bars
 from toolkit.lab.report.plots import subplots
 from toolkit.lab.runner import RunResults
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
 from . import _SHAPE, DTYPES, KINDS
@@ -22,7 +23,7 @@ from .cost import COST_VARIANTS
 
 #: Per variant: legend entry, marker, its size, more style (distinct markers keep blocked and
 #: unblocked, which differ by rounding, both visible).
-_GRAD_LINES = {"blocked": ("blocked", "o", 3.5, {}), "unblocked": ("unblocked", "s", 6, {}),
+_GRAD_LINES = {BLOCKED: (BLOCKED, "o", 3.5, {}), UNBLOCKED: (UNBLOCKED, "s", 6, {}),
                "torch": ("torch.softmax", "^", 5, {}),
                "upcast": ("float32 compute", "v", 5, {"color": EXTRA_COLORS[5]})}
 _FLOOR = 1e-20  # exact zeros on a log axis; no error (None) is not drawn
@@ -42,7 +43,7 @@ def gradient_figure(run: RunResults) -> Any:
             if res[name][kind][0].get(v) is not None:
                 draw_spread(ax, scales, [floor([r[v]["max_abs_err"] for r in e[name][kind]])
                                          for e in every], mode="lines",
-                            marker=marker, ms=size, mfc="none" if v != "blocked" else None,
+                            marker=marker, ms=size, mfc="none" if v != BLOCKED else None,
                             label=f"{label} vs float64", **(variant_style(v) | extra))
         draw_spread(ax, scales, [floor([r["blocked_vs_unblocked"]["max_abs_diff"]
                                          for r in e[name][kind]]) for e in every],
@@ -100,7 +101,7 @@ def failure_figure(run: RunResults) -> Any:
 def cost_figure(run: RunResults) -> Any:
     """Bars per variant: time, graph nodes, peak memory, bytes saved, per input shape."""
     costs, summary = run.costs, run.summary
-    labels = [k for k in costs.get("blocked", {}) if _SHAPE.match(k)]
+    labels = [k for k in costs.get(BLOCKED, {}) if _SHAPE.match(k)]
     metrics = [("time_median_s", "time [ms]", 1e3, costs),
                ("graph_nodes", "autograd nodes", 1, summary),
                ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),

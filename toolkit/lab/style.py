@@ -31,6 +31,8 @@ import re
 import textwrap
 from typing import Any
 
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
+
 __all__ = [
     "COLORS",
     "DISPLAY_WIDTH_PX",
@@ -53,12 +55,12 @@ __all__ = [
 
 #: The three roles every comparison has.
 COLORS: dict[str, str] = {
-    "blocked": "#0072B2",    # blue: with the block (the method as published)
-    "unblocked": "#D55E00",  # vermillion: the same code inside disable_blocks
+    BLOCKED: "#0072B2",    # blue: with the block (the method as published)
+    UNBLOCKED: "#D55E00",  # vermillion: the same code inside disable_blocks
     "reference": "#404040",  # dark grey: closed forms, peers (scikit-learn, torch, ...)
 }
-LINESTYLES: dict[str, str] = {"blocked": "-", "unblocked": "--", "reference": ":"}
-_ZORDER = {"blocked": 2.0, "unblocked": 2.5, "reference": 2.2}
+LINESTYLES: dict[str, str] = {BLOCKED: "-", UNBLOCKED: "--", "reference": ":"}
+_ZORDER = {BLOCKED: 2.0, UNBLOCKED: 2.5, "reference": 2.2}
 #: Other categories (a peer, a second method, a dtype, a mixture component), in order of
 #: appearance: green, reddish purple, olive, purple, teal, wine; no blue or orange hue.
 EXTRA_COLORS = ["#009E73", "#CC79A7", "#999933", "#6A3D9A", "#44AA99", "#882255"]
@@ -89,7 +91,7 @@ def role_of(label: str) -> str | None:
     blocked = bool(_BLOCKED.search(_UNBLOCKED.sub(" ", text)))
     if unblocked and blocked:
         return "difference"
-    return "unblocked" if unblocked else "blocked" if blocked else None
+    return UNBLOCKED if unblocked else BLOCKED if blocked else None
 
 
 def variant_style(variant: str, others: list[str] | None = None) -> dict[str, Any]:
@@ -102,7 +104,7 @@ def variant_style(variant: str, others: list[str] | None = None) -> dict[str, An
     """
     role = None
     lowered = variant.lower()
-    for key in ("unblocked", "blocked"):  # "unblocked" first: it contains "blocked"
+    for key in (UNBLOCKED, BLOCKED):  # "unblocked" first: it contains "blocked"
         if lowered.startswith(key):
             role = key
             break

@@ -40,6 +40,7 @@ from toolkit.lab.report.figures import numeric_leaves
 from toolkit.lab.report.tables import format_value, split_variant
 from toolkit.lab.runner.check import readable_runs
 from toolkit.lab.runner.results import RunResults, atomic_write_bytes, atomic_write_text
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import REPORT_DPI
 
 __all__ = ["HEADLINE", "WIDTH", "CompareRow", "CompareTable", "cell", "compare_runs",
@@ -68,7 +69,7 @@ class CompareRow:
     @property
     def paired(self) -> bool:
         """Both blocked and unblocked present."""
-        return bool(self.values.get("blocked")) and bool(self.values.get("unblocked"))
+        return bool(self.values.get(BLOCKED)) and bool(self.values.get(UNBLOCKED))
 
     def add(self, variant: str, seed: int, value: float) -> None:
         self.values.setdefault(variant, []).append(value)
@@ -94,9 +95,9 @@ class CompareRow:
 
     def differences(self) -> list[float]:
         """``unblocked − blocked`` of every seed that has both."""
-        blocked = dict(zip(self.seeds.get("blocked", []), self.values.get("blocked", [])))
-        return [u - blocked[s] for s, u in zip(self.seeds.get("unblocked", []),
-                                               self.values.get("unblocked", []))
+        blocked = dict(zip(self.seeds.get(BLOCKED, []), self.values.get(BLOCKED, [])))
+        return [u - blocked[s] for s, u in zip(self.seeds.get(UNBLOCKED, []),
+                                               self.values.get(UNBLOCKED, []))
                 if s in blocked and math.isfinite(u) and math.isfinite(blocked[s])]
 
     def _finite(self, variant: str) -> list[float]:
@@ -174,7 +175,7 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None) -> CompareTable:
                     variants.append(variant)
                 row = rows.setdefault((exp, label, quantity), CompareRow(exp, label, quantity))
                 row.add(variant, seed, value)
-    head = [v for v in ("blocked", "unblocked") if v in variants]
+    head = [v for v in (BLOCKED, UNBLOCKED) if v in variants]
     ordered = head + [v for v in variants if v not in head]
     return CompareTable(list(rows.values()), ordered, table_groups)
 
@@ -237,7 +238,7 @@ def _fit(lines: list[list[list[str]]], width: int, least: int = 0) -> list[str] 
 def _stacked(row: CompareRow, width: int) -> list[str]:
     """One quantity for a narrow terminal: its name, then a line per variant."""
     lines = ["  " + line for line in _wrap([row.quantity], width - 2)]
-    for variant in ("blocked", "unblocked", DIFF):
+    for variant in (BLOCKED, UNBLOCKED, DIFF):
         lines += textwrap.wrap(f"{variant}: {cell(row, variant)}", width,
                                initial_indent="    ", subsequent_indent="      ")
     return lines
@@ -267,8 +268,8 @@ def _group_lines(table: CompareTable, key: tuple[str, str], width: int) -> list[
             + f" · {len(seeds)} seed{'s' * (len(seeds) != 1)} ({', '.join(map(str, seeds))})")
     out = textwrap.wrap(head, width, subsequent_indent="  ", break_on_hyphens=False)
     if rows:
-        header = [["quantity"], ["blocked"], ["unblocked"], [DIFF]]
-        variants = ("blocked", "unblocked", DIFF)
+        header = [["quantity"], [BLOCKED], [UNBLOCKED], [DIFF]]
+        variants = (BLOCKED, UNBLOCKED, DIFF)
         one_line = [header] + [[[r.quantity], *([cell(r, v)] for v in variants)] for r in rows]
         two_lines = [header] + [[[r.quantity], *([p for p in _interval(r, v) if p] or [""]
                                                  for v in variants)] for r in rows]
@@ -313,7 +314,7 @@ def headline_metrics(table: CompareTable, experiment: str, k: int = HEADLINE) ->
     paired = [r for r in table.rows if r.experiment == experiment and r.paired]
     chosen: list[str] = []
     for row in paired:
-        scale = max(abs(x) for v in ("blocked", "unblocked") for x in row.values[v])
+        scale = max(abs(x) for v in (BLOCKED, UNBLOCKED) for x in row.values[v])
         if row.quantity not in chosen and scale > NOISE and any(
                 abs(d) > NOISE * max(1.0, scale) for d in row.differences()):
             chosen.append(row.quantity)
@@ -332,25 +333,25 @@ def metric_figure(rows: list[CompareRow], experiment: str, quantity: str) -> Any
 
     fig, axes = panels(len(rows), 3, 3.4, 3.1, title=0.55)
     for ax, row in zip(axes, rows):
-        blocked = dict(zip(row.seeds["blocked"], row.values["blocked"]))
-        for seed, u in zip(row.seeds["unblocked"], row.values["unblocked"]):
+        blocked = dict(zip(row.seeds[BLOCKED], row.values[BLOCKED]))
+        for seed, u in zip(row.seeds[UNBLOCKED], row.values[UNBLOCKED]):
             if seed in blocked:
                 ax.plot([0, 1], [blocked[seed], u], color="#999999", lw=0.8, zorder=1)
-        for x, variant in enumerate(("blocked", "unblocked")):
+        for x, variant in enumerate((BLOCKED, UNBLOCKED)):
             ys = row.values[variant]
             ax.scatter([x] * len(ys), ys, color=COLORS[variant], s=22, zorder=3,
-                       marker="o" if variant == "blocked" else "s")
+                       marker="o" if variant == BLOCKED else "s")
             mean = row.interval(variant)[0]
             ax.plot([x - 0.18, x + 0.18], [mean, mean], color=COLORS[variant], lw=2.2, zorder=2)
         ax.set_xlim(-0.5, 1.5)
-        ax.set_xticks([0, 1], ["blocked", "unblocked"], fontsize=9)
-        for tick, variant in zip(ax.get_xticklabels(), ("blocked", "unblocked")):
+        ax.set_xticks([0, 1], [BLOCKED, UNBLOCKED], fontsize=9)
+        for tick, variant in zip(ax.get_xticklabels(), (BLOCKED, UNBLOCKED)):
             tick.set_color(COLORS[variant])
         ax.margins(y=0.25)
         ax.tick_params(axis="y", labelsize=9)
         ax.grid(axis="y", alpha=0.3)
         n = len(row.differences())
-        base = row.interval("blocked")[0]
+        base = row.interval(BLOCKED)[0]
         relative = 100 * row.interval(DIFF)[0] / abs(base) if base else math.nan
         lines = [f"{DIFF}{f' ({n} seeds)' if n > 1 else ''}:", cell(row, DIFF)]
         if math.isfinite(relative) and relative:
@@ -435,13 +436,13 @@ def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]])
             drawn.add(exp)
             row = [_figure(FigureItem(*item)) for item in figures[exp]]
             parts.append('<div class="figure-row">' + "".join(row) + "</div>")
-        paired = [[r.quantity, *(cell(r, v) for v in ("blocked", "unblocked", DIFF))]
+        paired = [[r.quantity, *(cell(r, v) for v in (BLOCKED, UNBLOCKED, DIFF))]
                   for r in rows if r.paired]
         if paired:
-            parts.append(_table(["quantity", "blocked", "unblocked", DIFF], paired))
+            parts.append(_table(["quantity", BLOCKED, UNBLOCKED, DIFF], paired))
         others = [[r.quantity if v == "value" else f"{r.quantity} ({v} only)", cell(r, v)]
                   for r in rows for v in r.values
-                  if not r.paired or v not in ("blocked", "unblocked")]
+                  if not r.paired or v not in (BLOCKED, UNBLOCKED)]
         if others:
             parts.append("<h3>Other values</h3>" + _table(["quantity", "value"], others))
         parts.append("</section>")

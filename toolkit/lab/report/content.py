@@ -26,6 +26,7 @@ from toolkit.lab.report.tables import tables
 from toolkit.lab.runner.results import RunResults
 from toolkit.lab.runner.seeds import SeedGroup
 from toolkit.lab.runner.verdicts import Verdict, aggregate, compute_findings, read_findings
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import REPORT_DPI
 
 __all__ = ["FigureItem", "ReportContent", "Section", "build"]
@@ -406,7 +407,7 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
         problems += drawn_problems
         description, story = _story(run, view.experiment, parts)
         pairs = summary_pairs(view.summary)
-        equal = [k for k, v in pairs.items() if v["blocked"] == v["unblocked"]]
+        equal = [k for k, v in pairs.items() if v[BLOCKED] == v[UNBLOCKED]]
         notes = []
         if run.children:
             dtype = view.config.get("dtype")

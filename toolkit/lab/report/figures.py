@@ -18,6 +18,8 @@ from typing import Any
 
 import matplotlib
 
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -204,7 +206,7 @@ def metric_groups(run: RunResults) -> dict[str, dict[str, dict[str, str]]]:
 
 
 def _variant_order(variants: Mapping[str, str]) -> list[str]:
-    head = [v for v in ("blocked", "unblocked") if v in variants]
+    head = [v for v in (BLOCKED, UNBLOCKED) if v in variants]
     return head + [v for v in variants if v not in head]
 
 
@@ -302,9 +304,9 @@ def numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
 
 def summary_pairs(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Numbers present for ``blocked`` and ``unblocked`` alike: name → variant → value."""
-    blocked = numeric_leaves(summary.get("blocked", {}))
-    unblocked = numeric_leaves(summary.get("unblocked", {}))
-    return {k: {"blocked": blocked[k], "unblocked": unblocked[k]}
+    blocked = numeric_leaves(summary.get(BLOCKED, {}))
+    unblocked = numeric_leaves(summary.get(UNBLOCKED, {}))
+    return {k: {BLOCKED: blocked[k], UNBLOCKED: unblocked[k]}
             for k in blocked if k in unblocked}
 
 
@@ -317,9 +319,9 @@ def summary_figure(run: RunResults, names: list[str] | None = None, *, part: str
     if not items:
         return None
     fig, axes = panels(len(items), 3, 3.0, 1.6, title=0.5)
-    colors = [variant_style("blocked")["color"], variant_style("unblocked")["color"]]
+    colors = [variant_style(BLOCKED)["color"], variant_style(UNBLOCKED)["color"]]
     for ax, (name, values) in zip(axes, items):
-        compare_bars(ax, ["blocked", "unblocked"], [values["blocked"], values["unblocked"]],
+        compare_bars(ax, [BLOCKED, UNBLOCKED], [values[BLOCKED], values[UNBLOCKED]],
                      colors, name)
     suptitle(fig, f"summary numbers that differ: blocked vs unblocked{part}")
     return fig
@@ -347,7 +349,7 @@ def default_figures(run: RunResults) -> dict[str, Figure]:
             figures[f"metrics_{group or 'misc'}{suffix}"] = metric_figure(
                 run, group, dict(chunk), title=f"{title or 'metrics'}{part}")
     pairs = summary_pairs(run.summary)
-    differing = [k for k, v in pairs.items() if v["blocked"] != v["unblocked"]]
+    differing = [k for k, v in pairs.items() if v[BLOCKED] != v[UNBLOCKED]]
     for part, suffix, chunk in _parts(differing, 16):
         fig = summary_figure(run, chunk, part=part)
         if fig is not None:

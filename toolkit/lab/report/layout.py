@@ -40,6 +40,7 @@ from toolkit.lab.figure_hits import (
     text_on_lines,
 )
 from toolkit.lab.report.figures import _near, _shown_texts
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import (
     COLORS,
     DISPLAY_WIDTH_PX,
@@ -53,7 +54,7 @@ from toolkit.lab.style import (
 __all__ = ["colour_meanings", "colour_problems", "layout_problems", "legend_overlaps",
            "text_on_lines"]
 
-_RESERVED = ("blocked", "unblocked")
+_RESERVED = (BLOCKED, UNBLOCKED)
 
 
 def _legends(fig: Figure) -> list[Legend]:

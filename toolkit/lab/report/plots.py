@@ -27,6 +27,8 @@ from typing import Any
 
 import matplotlib
 
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -99,7 +101,7 @@ def step_axes(ax: Any, title: str | None = None, xlabel: str | None = "epoch", *
 
 
 def variant_curves(ax: Any, run: RunResults, key: str, variants: Iterable[str] = (
-        "blocked", "unblocked"), *, labels: Mapping[str, str] | None = None,
+        BLOCKED, UNBLOCKED), *, labels: Mapping[str, str] | None = None,
         styles: Mapping[str, Mapping[str, Any]] | None = None, others: list[str] | None = None,
         **style: Any) -> list[Any]:
     """Draw the metric ``"<variant>/<key>"`` of every seed of ``run`` for each variant that

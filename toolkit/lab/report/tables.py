@@ -13,10 +13,10 @@ from typing import Any
 
 from toolkit._utils.formatting import format_value, unit_of
 from toolkit.lab.runner.tomlio import flatten
+from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
 
 __all__ = ["VARIANTS", "format_value", "split_variant", "tables", "unit_of", "variant_table"]
 
-VARIANTS = ("blocked", "unblocked")
 
 
 def split_variant(path: str) -> tuple[str | None, str]:
@@ -33,7 +33,7 @@ def split_variant(path: str) -> tuple[str | None, str]:
     for i, part in enumerate(parts):
         if part in VARIANTS:
             return part, ".".join(parts[:i] + parts[i + 1:]) or "value"
-    for variant in ("unblocked", "blocked"):  # "unblocked" first: it ends in "blocked"
+    for variant in (UNBLOCKED, BLOCKED):  # "unblocked" first: it ends in "blocked"
         stem = parts[-1].removesuffix(f"_{variant}")
         if stem != parts[-1] and stem:
             return variant, ".".join([*parts[:-1], stem])
@@ -58,13 +58,13 @@ def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], 
             pairs.setdefault(quantity, {})[variant] = value
     rows = []
     for name, values in pairs.items():
-        b, u = values.get("blocked"), values.get("unblocked")
+        b, u = values.get(BLOCKED), values.get(UNBLOCKED)
         diff = ""
         if (isinstance(b, (int, float)) and isinstance(u, (int, float))
                 and not isinstance(b, bool) and not isinstance(u, bool)):
             diff = "0 (equal)" if b == u else format_value(u - b, name)
         rows.append([name, format_value(b, name), format_value(u, name), diff])
-    return ["quantity", "blocked", "unblocked", "unblocked − blocked"], rows, rest
+    return ["quantity", BLOCKED, UNBLOCKED, "unblocked − blocked"], rows, rest
 
 
 def tables(tree: Mapping[str, Any]) -> list[tuple[list[str], list[list[str]]]]:

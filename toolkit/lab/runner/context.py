@@ -19,6 +19,7 @@ from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
 from toolkit.lab.measure import Timer
 from toolkit.lab.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
+from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 __all__ = ["RunContext", "seed_everything"]
 
@@ -210,13 +211,13 @@ class RunContext:
         with record_blocks() as seen_blocked:
             blocked = fn()
         if on_result is not None:
-            on_result("blocked", blocked)
+            on_result(BLOCKED, blocked)
         set_rng_state(state)
         self.generator.set_state(generator)
         with record_blocks() as seen_unblocked, disable_blocks(*patterns):
             unblocked = fn()
         if on_result is not None:
-            on_result("unblocked", unblocked)
+            on_result(UNBLOCKED, unblocked)
         seen = list(dict.fromkeys([*seen_blocked, *seen_unblocked]))
         for name in seen:
             self._files.blocks_seen[name] = None
@@ -226,7 +227,7 @@ class RunContext:
             self._files.warn(f"ctx.compare: no named block matching {list(patterns)} ran "
                              f"(blocks seen: {seen or 'none'}); blocked and unblocked compute "
                              f"the same thing")
-        return {"blocked": blocked, "unblocked": unblocked}
+        return {BLOCKED: blocked, UNBLOCKED: unblocked}
 
     # -- files
     def save_artifact(self, name: str, obj: Any) -> Path:
