@@ -5,7 +5,8 @@ The public API, by layer:
 - :mod:`toolkit.core` — the switchable, named primitive: :func:`stop_gradient`,
   :func:`disable_blocks`, :func:`seen_blocks` (+ :func:`record_blocks`,
   :func:`reset_seen_blocks`, :func:`is_block_disabled`), :func:`as_constant` and
-  :func:`require_block` (how algorithms make their one cut);
+  :func:`require_block` (how algorithms make their one cut), and :func:`observe_cuts` (the
+  hook through which the lens sees every cut);
 - :mod:`toolkit.lens` — the backward graph read without ``backward()``: gradient tools
   (:func:`compare_gradients`, :func:`has_gradient_path`, :func:`assert_blocked`,
   :func:`count_graph_nodes`), paths and flow (:func:`gradient_path`, :func:`assert_no_gradient`,
@@ -37,6 +38,7 @@ _CORE = (
     "as_constant",
     "disable_blocks",
     "is_block_disabled",
+    "observe_cuts",
     "record_blocks",
     "require_block",
     "reset_seen_blocks",

@@ -4,9 +4,11 @@
 - :func:`disable_blocks` — switch named blocks off (fnmatch globs, nestable, context-local);
 - :func:`as_constant` — evaluate a quantity behind a named block (no graph while it is active);
 - :func:`require_block` — for code that cannot run without its block;
-- :func:`seen_blocks`, :func:`record_blocks`, :func:`reset_seen_blocks` — which blocks ran.
+- :func:`seen_blocks`, :func:`record_blocks`, :func:`reset_seen_blocks` — which blocks ran;
+- :func:`observe_cuts` — the hook for observers of cuts: see (and mark) every block that runs.
 
-The lens and the audit, which read the graphs these cuts shape, live in :mod:`toolkit.lens`.
+The lens and the audit, which read the graphs these cuts shape (through :func:`observe_cuts`),
+live in :mod:`toolkit.lens`.
 """
 
 from toolkit.core.stop_gradient import (
@@ -15,6 +17,7 @@ from toolkit.core.stop_gradient import (
     disable_blocks,
     is_block_disabled,
     is_compiling,
+    observe_cuts,
     record_blocks,
     require_block,
     reset_seen_blocks,
@@ -28,6 +31,7 @@ __all__ = [
     "disable_blocks",
     "is_block_disabled",
     "is_compiling",
+    "observe_cuts",
     "record_blocks",
     "require_block",
     "reset_seen_blocks",

@@ -12,7 +12,8 @@ recorded for it (it would only be cut), with the block disabled the graph is kep
 themselves.
 
 The state (which blocks are disabled, which were seen) lives in :mod:`contextvars`, so threads
-and asyncio tasks with different settings do not interfere.
+and asyncio tasks with different settings do not interfere. So do the hooks of
+:func:`observe_cuts`, through which the lens sees (and marks) every cut that runs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "disable_blocks",
     "is_block_disabled",
     "is_compiling",
+    "observe_cuts",
     "record_blocks",
     "require_block",
     "reset_seen_blocks",
@@ -59,17 +61,17 @@ _SEEN: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
 # trace time and ``_COMPILE_KEY`` (the disabled-stack of the context that changed it last) is
 # passed along, so that dynamo guards on it and re-traces when the setting changes.
 _COMPILE_KEY: tuple[tuple[str, ...] | None, ...] = ()
-# The gradient-flow lens (``toolkit.lens.backward_graph.trace_cuts``) sets a hook that makes each
-# active cut visible in the backward graph, with the same values and gradients; ``None``: a
-# plain cut. Never consulted under torch.compile.
-_CUT_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
-    contextvars.ContextVar("toolkit_cut_hook", default=None))
-# The step audit (``toolkit.lens.audit``) sets a hook that marks a *disabled* block with an
-# identity node carrying its name, so that a gradient path through it names the block; ``None``:
-# a disabled block returns its input untouched. Never consulted under torch.compile.
-_OPEN_HOOK: contextvars.ContextVar[Callable[[Any, str | None], Any] | None] = (
-    contextvars.ContextVar("toolkit_open_hook", default=None))
+#: What :func:`observe_cuts` installs: called with a block's value and its name (``None``:
+#: unnamed), it returns what the block returns.
+CutHook = Callable[[Any, str | None], Any]
 
+# The hooks of :func:`observe_cuts`: ``_CUT_HOOK`` replaces the plain cut of an active block
+# (the lens's ``trace_cuts`` marks it), ``_OPEN_HOOK`` what a disabled block returns (the step
+# audit marks it); ``None``: the plain behaviour. Never consulted under torch.compile.
+_CUT_HOOK: contextvars.ContextVar[CutHook | None] = contextvars.ContextVar(
+    "toolkit_cut_hook", default=None)
+_OPEN_HOOK: contextvars.ContextVar[CutHook | None] = contextvars.ContextVar(
+    "toolkit_open_hook", default=None)
 
 
 def _dynamo_is_compiling() -> bool:  # torch < 2.3: only dynamo knows (imported on demand)
@@ -365,3 +367,57 @@ def record_blocks() -> Iterator[list[str]]:
             outer.update(inner)
         elif inner:
             _SEEN.set(dict(inner))
+
+
+@contextlib.contextmanager
+def observe_cuts(*, on_cut: CutHook | None = None, on_open: CutHook | None = None
+                 ) -> Iterator[None]:
+    """Let an observer see, and mark, every toolkit block that runs inside the ``with``.
+
+    The hook for tools that read the graphs these cuts shape (the lens's
+    :func:`~toolkit.lens.trace_cuts` and the step audit use it). Each hook is called as
+    ``hook(x, name)`` with the block's value and its name (``None``: unnamed) and returns what
+    the block returns instead:
+
+    - ``on_cut``: every *active* :func:`stop_gradient` and :func:`as_constant`, in place of
+      the plain cut (every tensor leaf detached). For ``as_constant`` ``fn`` then runs in the
+      caller's grad mode, so ``x`` carries the graph behind the cut. The hook must keep the
+      values and pass no gradient back to ``x`` (detach each leaf, or route it through an
+      ``autograd.Function`` whose backward returns no gradient).
+    - ``on_open``: every *disabled* block, in place of ``x`` itself. The hook must be the
+      identity for values and gradients (e.g. a view through an identity ``Function``).
+
+    A hook left ``None`` keeps the one of the enclosing ``observe_cuts`` (none: the plain
+    behaviour), so observers of the two kinds nest; an inner hook replaces an outer one of its
+    kind until the ``with`` ends. Like :func:`disable_blocks` the setting is local to the thread
+    / asyncio task (``contextvars``). Under ``torch.compile`` the hooks are never consulted.
+    :func:`require_block` makes no value and calls neither hook.
+
+    >>> import torch
+    >>> from toolkit import disable_blocks, observe_cuts, stop_gradient
+    >>> seen = []
+    >>> def on_cut(x, name):
+    ...     seen.append(f"cut {name}")
+    ...     return x.detach()
+    >>> def on_open(x, name):
+    ...     seen.append(f"open {name}")
+    ...     return x
+    >>> w = torch.tensor(3.0, requires_grad=True)
+    >>> with observe_cuts(on_cut=on_cut, on_open=on_open):
+    ...     y = stop_gradient(w, name="demo.a")
+    ...     with disable_blocks("demo.b"):
+    ...         z = stop_gradient(w, name="demo.b")
+    >>> seen, y.requires_grad, z is w
+    (['cut demo.a', 'open demo.b'], False, True)
+    """
+    for arg, hook in (("on_cut", on_cut), ("on_open", on_open)):
+        if hook is not None and not callable(hook):
+            raise TypeError(f"observe_cuts: {arg} must be callable as {arg}(x, name) or None, "
+                            f"got {type(hook).__name__}")
+    tokens = [(var, var.set(hook)) for var, hook in ((_CUT_HOOK, on_cut), (_OPEN_HOOK, on_open))
+              if hook is not None]
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from toolkit._utils.trees import tree_map
-from toolkit.core.stop_gradient import _CUT_HOOK, _stop_leaf
+from toolkit.core.stop_gradient import observe_cuts
 from toolkit.lens.graph_walk import closure, output_roots, walk
 
 __all__ = ["CutTrace", "GradientGraph", "gradient_graph", "named_tensors", "trace_cuts"]
@@ -234,17 +234,14 @@ def trace_cuts() -> Iterator[CutTrace]:
         if isinstance(t, torch.Tensor) and t.requires_grad:
             trace.n_marked += 1
             return _CutMarker.apply(t, name)
-        return _stop_leaf(t)
+        return t.detach() if isinstance(t, torch.Tensor) else t  # the plain cut
 
-    def hook(x: Any, name: str | None) -> Any:
+    def on_cut(x: Any, name: str | None) -> Any:
         trace.cuts.append(name)
         return tree_map(lambda t: mark(t, name), x)
 
-    token = _CUT_HOOK.set(hook)
-    try:
+    with observe_cuts(on_cut=on_cut):
         yield trace
-    finally:
-        _CUT_HOOK.reset(token)
 
 
 # --- the graph as data -----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 from toolkit._utils.trees import tree_map
-from toolkit.core.stop_gradient import _OPEN_HOOK
+from toolkit.core.stop_gradient import observe_cuts
 from toolkit.lens.audit.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
 from toolkit.lens.audit.names import Names
 from toolkit.lens.audit.sites import Line, step_line, user_line, user_stack
@@ -365,8 +365,7 @@ class Recording:
     def __enter__(self) -> Recording:
         stack = self._stack
         stack.enter_context(trace_cuts())
-        token = _OPEN_HOOK.set(self._open)
-        stack.callback(_OPEN_HOOK.reset, token)
+        stack.enter_context(observe_cuts(on_open=self._open))
         for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
                        nn.modules.module.register_module_forward_hook(self._hook)):
             stack.callback(handle.remove)
