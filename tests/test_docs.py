@@ -113,6 +113,26 @@ def missing_extras(code: str) -> list[str]:
                    if name in EXTRAS and importlib.util.find_spec(name) is None})
 
 
+def _defines(code: str) -> set[str]:
+    """The names a block binds at its top level (assignments, imports, defs, classes)."""
+    found = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        else:
+            found |= {n.id for n in ast.walk(node)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return found
+
+
+def _uses(code: str) -> set[str]:
+    """The names a block reads."""
+    return {n.id for n in ast.walk(ast.parse(code))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
 def test_a_block_importing_a_missing_extra_names_it():
     assert EXTRAS["lightning"] == "lightning" and EXTRAS["dask"] == "distributed"
     assert missing_extras("import toolkit\nfrom torch import nn") == []
@@ -122,6 +142,10 @@ def test_a_block_importing_a_missing_extra_names_it():
         assert missing_extras(f"import {gone}.sub as s") == ["imaginary"]
     finally:
         del EXTRAS[gone]
+    # a later block reading what a skipped block defined is skipped with it
+    assert _defines("import torch as t\nx, (y, z) = 1, (2, 3)\ndef f(): pass") == {
+        "t", "x", "y", "z", "f"}
+    assert _uses("print(audit.audits[0])") == {"print", "audit"}
 
 
 @pytest.mark.parametrize("path", [p for p in PAGES if any(k == "python" for k, _, _ in blocks(p))],
@@ -134,10 +158,13 @@ def test_python_blocks_run(path, tmp_path, monkeypatch):
     page = types.ModuleType("docs_page")  # a module of its own: classes defined there resolve
     monkeypatch.setitem(sys.modules, page.__name__, page)
     namespace = page.__dict__
-    printed, skipped = None, {}
+    printed, skipped, unbound = None, {}, set()
     for kind, line, code in blocks(path):
-        if kind == "python" and missing_extras(code):
-            skipped[line] = missing_extras(code)
+        needs = missing_extras(code) if kind == "python" else []
+        if kind == "python" and (needs or (_uses(code) - _defines(code)) & unbound):
+            # it imports a missing extra, or reads what such a block defined
+            skipped[line] = needs or sorted({e for names in skipped.values() for e in names})
+            unbound |= _defines(code)
             printed = "skipped"
         elif kind == "output" and printed == "skipped":
             printed = None
