@@ -45,7 +45,7 @@ def test_train_cd_stops_at_the_update_that_overflows(method: str, seed: int) -> 
 
 def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     # inject a nan into the third update's weight gradient: it must not be applied
-    real = training._cd_grads
+    real = training.cd_loss_grads
     calls = []
 
     def poisoned(*args, **kwargs):
@@ -56,7 +56,7 @@ def test_a_non_finite_gradient_is_never_applied(monkeypatch: pytest.MonkeyPatch,
                                                                              float("nan")))
         return grads, prob
 
-    monkeypatch.setattr(training, "_cd_grads", poisoned)
+    monkeypatch.setattr(training, "cd_loss_grads", poisoned)
     X = data()
     p = init_params(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     seen = []

@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 from sklearn.neural_network import BernoulliRBM as SkBernoulliRBM
 
 from toolkit.algorithms.rbm import BernoulliRBM, inputs
-from toolkit.algorithms.rbm.core import _bernoulli
+from toolkit.algorithms.rbm.core import bernoulli
 
 SPARSE = [sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array, sp.coo_matrix, sp.lil_array]
 
@@ -115,8 +115,8 @@ def test_float32_and_float64_models_draw_the_same_samples(seed: int) -> None:
     """The uniforms are float32 for both: where p is the same number in both dtypes (k/1024),
     the samples are equal for every seed."""
     p = torch.randint(0, 1025, (50, 40), generator=torch.Generator().manual_seed(seed)) / 1024
-    a = _bernoulli(p.to(torch.float64), torch.Generator().manual_seed(seed))
-    b = _bernoulli(p.to(torch.float32), torch.Generator().manual_seed(seed))
+    a = bernoulli(p.to(torch.float64), torch.Generator().manual_seed(seed))
+    b = bernoulli(p.to(torch.float32), torch.Generator().manual_seed(seed))
     assert a.dtype == torch.float64 and b.dtype == torch.float32
     assert torch.equal(a, b.to(torch.float64))
     assert 0 < float(a.mean()) < 1

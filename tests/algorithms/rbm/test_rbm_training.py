@@ -249,7 +249,7 @@ def test_the_update_is_the_free_energy_gradient(chain: str, from_hidden: bool, s
                                            generator=torch.Generator().manual_seed(seed))
                 assert v_model.requires_grad == unblocked
                 if surrogate:
-                    grads.append(core._cd_grads(p, v, v_model)[0])
+                    grads.append(core.cd_loss_grads(p, v, v_model)[0])
                 else:
                     grads.append(torch.autograd.grad(cd_loss(p, v, v_model), list(p)))
         for got, want in zip(*grads):

@@ -68,10 +68,11 @@ class RBMParams(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------
-# validation helpers
+# checks and kernels without checks, for the package's modules (not part of its API)
 
 
-def _check_params(params: Any, where: str) -> RBMParams:
+def check_rbm_params(params: Any, where: str) -> RBMParams:
+    """``params`` as :class:`RBMParams` of three tensors of matching shapes (errors: ``where``)."""
     if not isinstance(params, tuple) or len(params) != 3:
         raise TypeError(f"{where}: params must be an RBMParams(weights, visible_bias, hidden_bias), "
                         f"got {type(params).__name__}")
@@ -86,7 +87,8 @@ def _check_params(params: Any, where: str) -> RBMParams:
     return RBMParams(W, b, c)
 
 
-def _check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
+def check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
+    """``x`` if it is a (n_samples, ``size``) tensor; errors name ``where`` and ``arg``."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{where}: {arg} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 2 or x.shape[1] != size:
@@ -95,7 +97,7 @@ def _check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
     return x
 
 
-def _check_unit_interval(where: str, X: torch.Tensor, *, binary: bool = False) -> None:
+def check_unit_interval(where: str, X: torch.Tensor, *, binary: bool = False) -> None:
     """Values in [0, 1] (read as probabilities), or only 0 and 1 with ``binary``; NaN fails."""
     if X.numel() == 0:
         return
@@ -115,8 +117,8 @@ def _check_k(k: Any, where: str) -> int:
     return check(where, "k", k, [Integer(1)])
 
 
-def _bernoulli(p: torch.Tensor, generator: torch.Generator | None,
-               out: torch.Tensor | None = None) -> torch.Tensor:
+def bernoulli(p: torch.Tensor, generator: torch.Generator | None,
+              out: torch.Tensor | None = None) -> torch.Tensor:
     """Binary samples with P(1) = p (0/1 in p's dtype); sampling passes no gradient.
 
     The uniform numbers are always drawn in float32, whatever p's dtype: a float32 and a
@@ -164,14 +166,15 @@ def _fixed(fn: Any, *args: Any) -> Any:
     return as_constant(fn, *args, name=BLOCK)
 
 
-def _gibbs(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
-           generator: torch.Generator | None) -> torch.Tensor:
+def gibbs_steps(params: RBMParams, v: torch.Tensor, k: int, mean_field: bool,
+                generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`gibbs_chain` without the argument checks: ``k`` steps ``v → h → v``."""
     W, b, c = params
     for _ in range(k):
         ph = torch.sigmoid(F.linear(v, W, c))
-        h = ph if mean_field else _bernoulli(ph, generator)
+        h = ph if mean_field else bernoulli(ph, generator)
         pv = torch.sigmoid(torch.addmm(b, h, W))
-        v = pv if mean_field else _bernoulli(pv, generator)
+        v = pv if mean_field else bernoulli(pv, generator)
     return v
 
 
@@ -180,13 +183,13 @@ def _gibbs_from_hidden(params: RBMParams, h: torch.Tensor, k: int, mean_field: b
     """``k`` visible states from hidden states: ``h → v``, then ``k − 1`` steps ``v → h → v``."""
     W, b, _ = params
     pv = torch.sigmoid(torch.addmm(b, h, W))
-    v = pv if mean_field else _bernoulli(pv, generator)
-    return _gibbs(params, v, k - 1, mean_field, generator)
+    v = pv if mean_field else bernoulli(pv, generator)
+    return gibbs_steps(params, v, k - 1, mean_field, generator)
 
 
-def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
-                 generator: torch.Generator | None, chain: torch.Tensor,
-                 prob: torch.Tensor | None = None) -> None:
+def next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
+                generator: torch.Generator | None, chain: torch.Tensor,
+                prob: torch.Tensor | None = None) -> None:
     """Write into ``chain`` the hidden states a persistent chain keeps after ``v``: a sample of
     ``p(h|v)`` (its probabilities for a mean-field chain). ``prob``, when given, holds
     ``P(h=1|v)`` already computed by the update, shape (rows, n_hidden), which saves a matrix
@@ -197,12 +200,13 @@ def _next_hidden(params: RBMParams, v: torch.Tensor, mean_field: bool,
     if mean_field:
         chain.copy_(prob)
     else:
-        _bernoulli(prob, generator, out=chain)
+        bernoulli(prob, generator, out=chain)
 
 
-def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
-                      generator: torch.Generator | None, where: str,
-                      from_hidden: bool = False) -> torch.Tensor:
+def negative_chain(params: RBMParams, start: torch.Tensor, k: int, mean_field: bool,
+                   generator: torch.Generator | None, where: str,
+                   from_hidden: bool = False) -> torch.Tensor:
+    """:func:`negative_samples` without the argument checks (``where`` names the caller)."""
     if not mean_field:
         # A Bernoulli draw is not a differentiable function of its probability: without the
         # block, a sampled chain would still pass no gradient, and the update would silently be
@@ -213,17 +217,18 @@ def _negative_samples(params: RBMParams, start: torch.Tensor, k: int, mean_field
     # The negative samples are constants of the CD update (no graph is recorded for the chain
     # while the block is active); inside disable_blocks(BLOCK) the mean-field chain keeps its
     # graph and cd_loss's gradient flows back through its k steps.
-    chain = _gibbs_from_hidden if from_hidden else _gibbs
+    chain = _gibbs_from_hidden if from_hidden else gibbs_steps
     return _fixed(chain, params, start, k, mean_field, generator)
 
 
 def _cd_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
-    """Row weights ``(−1/n_data, …, 1/n_model, …)`` of :func:`_cd_loss` (dtype/device of like)."""
+    """Row weights ``(−1/n_data, …, 1/n_model, …)`` of :func:`weighted_cd_loss` (dtype/device
+    of like)."""
     return torch.cat([like.new_full((n_data,), -1.0 / n_data),
                       like.new_full((n_model,), 1.0 / n_model)])
 
 
-def _cd_sum_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
+def cd_sum_weights(n_data: int, n_model: int, like: torch.Tensor) -> torch.Tensor:
     """``n_data`` times the row weights of :func:`_cd_weights`: ``(−1, …, n_data/n_model, …)``,
     ``±1`` when the counts are equal (dtype/device of like).
 
@@ -249,23 +254,23 @@ def _cd_rows(v_data: torch.Tensor, v_model: torch.Tensor, weights: torch.Tensor 
     return v, weights
 
 
-def _cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
-             weights: torch.Tensor | None = None) -> torch.Tensor:
-    # mean F(v_data) − mean F(v_model) as one weighted sum over the rows of both sets,
-    # −Σ_r weights_r · F(v_r)
+def weighted_cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+                     weights: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`cd_loss` without the argument checks: ``mean F(v_data) − mean F(v_model)`` as
+    one weighted sum over the rows of both sets, ``−Σ_r weights_r · F(v_r)``."""
     v, weights = _cd_rows(v_data, v_model, weights)
     return -(_free_energy(params, v) @ weights)
 
 
-def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
-              weights: torch.Tensor | None = None) -> tuple[RBMParams, torch.Tensor]:
+def cd_loss_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
+                  weights: torch.Tensor | None = None) -> tuple[RBMParams, torch.Tensor]:
     """The gradient of :func:`cd_loss` by autograd, without the loss's value; and the hidden
     probabilities ``P(h=1|v) = σ(c + v Wᵀ)`` of the rows of ``v_data`` then ``v_model``, shape
     (rows, n_hidden), which the training loop reuses for the persistent chains.
 
     ``cd_loss = Σ_r w_r (b·v_r + Σ_j softplus(a_rj))``, with pre-activations ``a = c + v Wᵀ``
     and row weights ``w = (−1/n_data, …, 1/n_model, …)`` (given ``weights``, the gradient of
-    the same sum with those: the training loop passes :func:`_cd_sum_weights`, ``n_data·w``,
+    the same sum with those: the training loop passes :func:`cd_sum_weights`, ``n_data·w``,
     and scales the step by ``1/n_data``). Its gradient needs
     ``softplus'(a) = σ(a)``, never the softplus: it is the gradient of the surrogate
 
@@ -281,7 +286,7 @@ def _cd_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor,
     the gradient of ``σ(a)·a``, another function, not the free energy without a cut (the free
     energy's gradient has no path through σ to cut). It saves the softplus and its backward.
     """
-    v, weights = _cd_rows(v_data, v_model, weights)  # as in _cd_loss: the samples are fixed
+    v, weights = _cd_rows(v_data, v_model, weights)  # as in weighted_cd_loss: samples fixed
     b = params.visible_bias
     pre = _hidden_input(params, v)  # (rows, n_hidden); its v_model rows: the chains' next p(h|v)
     # σ(a) and the cotangent are values, computed without a graph: autograd never
@@ -357,8 +362,8 @@ def free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
     >>> round(float(free_energy(p, torch.ones(1, 2))), 3)  # −3·log 2
     -2.079
     """
-    params = _check_params(params, "free_energy")
-    _check_layer(v, params.weights.shape[1], "free_energy", "v")
+    params = check_rbm_params(params, "free_energy")
+    check_layer(v, params.weights.shape[1], "free_energy", "v")
     return _free_energy(params, v)
 
 
@@ -366,20 +371,20 @@ def sample_hidden(
     params: RBMParams, v: torch.Tensor, *, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``P(h=1|v) = σ(c + v Wᵀ)`` and a binary sample from it, both (n_samples, n_hidden)."""
-    W, _, c = _check_params(params, "sample_hidden")
-    _check_layer(v, W.shape[1], "sample_hidden", "v")
+    W, _, c = check_rbm_params(params, "sample_hidden")
+    check_layer(v, W.shape[1], "sample_hidden", "v")
     p = torch.sigmoid(torch.addmm(c, v, W.T))
-    return p, _bernoulli(p, generator)
+    return p, bernoulli(p, generator)
 
 
 def sample_visible(
     params: RBMParams, h: torch.Tensor, *, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``P(v=1|h) = σ(b + h W)`` and a binary sample from it, both (n_samples, n_visible)."""
-    W, b, _ = _check_params(params, "sample_visible")
-    _check_layer(h, W.shape[0], "sample_visible", "h")
+    W, b, _ = check_rbm_params(params, "sample_visible")
+    check_layer(h, W.shape[0], "sample_visible", "h")
     p = torch.sigmoid(torch.addmm(b, h, W))
-    return p, _bernoulli(p, generator)
+    return p, bernoulli(p, generator)
 
 
 def gibbs_chain(
@@ -401,11 +406,11 @@ def gibbs_chain(
 
     Shapes: ``v`` (n_chains, n_visible) → (n_chains, n_visible).
     """
-    params = _check_params(params, "gibbs_chain")
+    params = check_rbm_params(params, "gibbs_chain")
     _check_k(k, "gibbs_chain")
     check("gibbs_chain", "mean_field", mean_field, [Bool])
-    _check_layer(v, params.weights.shape[1], "gibbs_chain", "v")
-    return _gibbs(params, v, k, mean_field, generator)
+    check_layer(v, params.weights.shape[1], "gibbs_chain", "v")
+    return gibbs_steps(params, v, k, mean_field, generator)
 
 
 def negative_samples(
@@ -438,13 +443,12 @@ def negative_samples(
     False
     """
     where = "negative_samples"
-    params = _check_params(params, where)
+    params = check_rbm_params(params, where)
     _check_k(k, where)
     check(where, "chain", chain, [Options(*CHAINS)])
     check(where, "from_hidden", from_hidden, [Bool])
-    _check_layer(start, params.weights.shape[0 if from_hidden else 1], where, "start")
-    return _negative_samples(params, start, k, chain == "mean_field", generator, where,
-                             from_hidden)
+    check_layer(start, params.weights.shape[0 if from_hidden else 1], where, "start")
+    return negative_chain(params, start, k, chain == "mean_field", generator, where, from_hidden)
 
 
 def cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> torch.Tensor:
@@ -466,10 +470,10 @@ def cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> t
     # The negative samples come from a Markov chain run with the current parameters. The CD
     # update (and the maximum-likelihood gradient it approximates) differentiates the free
     # energy at fixed samples: no gradient may flow back through the chain that produced them.
-    params = _check_params(params, "cd_loss")
-    _check_layer(v_data, params.weights.shape[1], "cd_loss", "v_data")
-    _check_layer(v_model, params.weights.shape[1], "cd_loss", "v_model")
-    return _cd_loss(params, v_data, v_model)
+    params = check_rbm_params(params, "cd_loss")
+    check_layer(v_data, params.weights.shape[1], "cd_loss", "v_data")
+    check_layer(v_model, params.weights.shape[1], "cd_loss", "v_model")
+    return weighted_cd_loss(params, v_data, v_model)
 
 
 def cd_gradient(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> RBMParams:
@@ -478,9 +482,9 @@ def cd_gradient(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) 
     ``dW = −(mean p(h|v_d) v_dᵀ − mean p(h|v_m) v_mᵀ)``, ``db = −(mean v_d − mean v_m)``,
     ``dc = −(mean p(h|v_d) − mean p(h|v_m))``. Returned as :class:`RBMParams` of gradients.
     """
-    W, _, c = _check_params(params, "cd_gradient")
-    _check_layer(v_data, W.shape[1], "cd_gradient", "v_data")
-    _check_layer(v_model, W.shape[1], "cd_gradient", "v_model")
+    W, _, c = check_rbm_params(params, "cd_gradient")
+    check_layer(v_data, W.shape[1], "cd_gradient", "v_data")
+    check_layer(v_model, W.shape[1], "cd_gradient", "v_model")
     with torch.no_grad():
         hd = torch.sigmoid(torch.addmm(c, v_data, W.T))
         hm = torch.sigmoid(torch.addmm(c, v_model, W.T))

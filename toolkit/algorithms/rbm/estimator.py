@@ -38,7 +38,7 @@ from toolkit._utils.param_validation import (
     check,
     check_params,
 )
-from toolkit.algorithms.rbm.core import CHAINS, RBMParams, _bernoulli, _gibbs
+from toolkit.algorithms.rbm.core import CHAINS, RBMParams, bernoulli, gibbs_steps
 from toolkit.algorithms.rbm.inputs import SparseRows, check_data, map_rows
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
@@ -48,10 +48,10 @@ from toolkit.algorithms.rbm.likelihood import (
 )
 from toolkit.algorithms.rbm.training import (
     CDStep,
-    _initial_state,
-    _Settings,
-    _threads_for,
-    _train,
+    TrainSettings,
+    initial_state,
+    threads_for,
+    train_loop,
 )
 
 __all__ = ["BernoulliRBM"]
@@ -235,7 +235,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         return self
 
     def _threads(self, X: Any, batch: int | None) -> contextlib.AbstractContextManager[None]:
-        """Training's thread setting (``training._threads_for``) for the whole call, checks
+        """Training's thread setting (``training.threads_for``) for the whole call, checks
         included, when the size of an update (mini-batches of ``batch`` rows and the chains) is
         known from ``X``'s shape and the (checked) parameters."""
         shape = getattr(X, "shape", ())
@@ -244,7 +244,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         chains = (self.n_chains or self.batch_size) if self.method == "pcd" else batch
         rows = min(batch, int(shape[0])) + chains
         device = resolve_device(self.device, where="BernoulliRBM")
-        return _threads_for(self.n_components * int(shape[1]), rows, device)
+        return threads_for(self.n_components * int(shape[1]), rows, device)
 
     def _check_fit_data(self, where: str, X: Any) -> torch.Tensor | SparseRows:
         """``X`` checked and converted (the parameters are checked by the caller)."""
@@ -265,8 +265,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
                            torch.zeros(n_features, **zeros),
                            torch.zeros(self.n_components, **zeros))
-        self._state = _initial_state(params, self.method, self.n_chains or self.batch_size,
-                                     self.chain == "mean_field", generator)
+        self._state = initial_state(params, self.method, self.n_chains or self.batch_size,
+                                    self.chain == "mean_field", generator)
         self._rng_state = generator.get_state()
         self._visible_sum = torch.zeros(n_features, dtype=torch.float64, device=X.device)
         self._n_seen = 0
@@ -283,11 +283,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         params = self._fitted_params("fit")
         generator = self._generator(X.device)
         if (self._state.persistent_chain is None) != (self.method == "cd"):  # method changed
-            self._state = _initial_state(params, self.method, self.n_chains or batch_size,
-                                         self.chain == "mean_field", generator)
-        settings = _Settings(self.method, self.k, self.chain == "mean_field",
-                             float(self.learning_rate), float(self.momentum),
-                             float(self.weight_decay), "BernoulliRBM")
+            self._state = initial_state(params, self.method, self.n_chains or batch_size,
+                                        self.chain == "mean_field", generator)
+        settings = TrainSettings(self.method, self.k, self.chain == "mean_field",
+                                 float(self.learning_rate), float(self.momentum),
+                                 float(self.weight_decay), "BernoulliRBM")
         self._visible_sum += (X.sum(0, dtype=torch.float64) if isinstance(X, torch.Tensor)
                               else X.column_sums())
         self._n_seen += X.shape[0]
@@ -296,12 +296,12 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         rows = min(batch_size, X.shape[0]) * (2 if chains is None else 1) + (
             0 if chains is None else chains.shape[0])
         try:
-            with _threads_for(params.weights.numel(), rows, params.weights.device):
+            with threads_for(params.weights.numel(), rows, params.weights.device):
                 for epoch in range(1, epochs + 1):
                     begin = time.time()
-                    _train(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
-                           settings=settings, n_chains=None, state=self._state,
-                           generator=generator, callback=self.callback)
+                    train_loop(params, X, epochs=1, batch_size=batch_size, shuffle=shuffle,
+                               settings=settings, n_chains=None, state=self._state,
+                               generator=generator, callback=self.callback)
                     if self._state.stopped or self._state.divergence is not None:
                         break
                     done += 1
@@ -377,7 +377,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         params, vt = self._prepare("gibbs", v)
         generator = self._generator(vt.device)
         with torch.no_grad():
-            out = map_rows(lambda x: _gibbs(params, x, 1, False, generator) != 0, vt)
+            out = map_rows(lambda x: gibbs_steps(params, x, 1, False, generator) != 0, vt)
         self._rng_state = generator.get_state()
         return to_output(out, v)
 
@@ -396,7 +396,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         rs = numpy_random_state(rng, where="BernoulliRBM._sample_hiddens")
         generator = torch.Generator().manual_seed(int(rs.randint(0, 2**31 - 1)))
         h = torch.as_tensor(p).cpu()
-        return to_output(_bernoulli(h, generator) != 0, p)
+        return to_output(bernoulli(h, generator) != 0, p)
 
     def sample(self, n_samples: int = 1, *, n_steps: int = 1000) -> np.ndarray | torch.Tensor:
         """Binary samples (n_samples, n_features) after ``n_steps`` Gibbs steps from uniform
@@ -407,8 +407,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         W = params.weights
         generator = self._generator(W.device)
         with torch.no_grad():
-            v = _bernoulli(W.new_full((n_samples, W.shape[1]), 0.5), generator)
-            v = _gibbs(params, v, n_steps, False, generator)
+            v = bernoulli(W.new_full((n_samples, W.shape[1]), 0.5), generator)
+            v = gibbs_steps(params, v, n_steps, False, generator)
         self._rng_state = generator.get_state()
         return to_output(v, self.components_)
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from toolkit._utils.array_validation import check_X, check_X_shape
-from toolkit.algorithms.rbm.core import _check_unit_interval
+from toolkit.algorithms.rbm.core import check_unit_interval
 
 __all__ = ["CHUNK_ELEMENTS", "SparseRows", "batches", "check_data", "is_sparse", "map_rows"]
 
@@ -62,7 +62,7 @@ def check_data(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
     as a tensor, sparse as :class:`SparseRows`; messages as for dense data."""
     if not is_sparse(X):
         Xt = check_X(where, X, device=device, dtype=dtype, n_features=n_features)
-        _check_unit_interval(where, Xt, binary=binary)
+        check_unit_interval(where, Xt, binary=binary)
         return Xt
     if len(X.shape) != 2:
         raise ValueError(f"{where}: X must be 2-D (n_samples, n_features), got shape "
@@ -78,7 +78,7 @@ def check_data(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
         raise ValueError(f"{where}: X contains NaN or infinity; remove or impute those values")
     if csr.nnz < n * d:  # the implicit zeros are values too (for the range in the message)
         stored = torch.cat([stored, stored.new_zeros(1)])
-    _check_unit_interval(where, stored, binary=binary)
+    check_unit_interval(where, stored, binary=binary)
     return SparseRows(csr, dtype, device)
 
 

@@ -21,9 +21,9 @@ import torch.nn.functional as F
 from toolkit._utils.param_validation import Integer, check, is_int
 from toolkit.algorithms.rbm.core import (
     RBMParams,
-    _bernoulli,
-    _check_layer,
-    _check_params,
+    bernoulli,
+    check_layer,
+    check_rbm_params,
     free_energy,
 )
 
@@ -89,7 +89,7 @@ def exact_log_partition(params: RBMParams, *, chunk_elements: int = 2**22) -> to
     >>> round(float(exact_log_partition(p)), 4) == round(5 * math.log(2), 4)
     True
     """
-    params = _check_params(params, "exact_log_partition")
+    params = check_rbm_params(params, "exact_log_partition")
     W = params.weights
     n_hidden, n_visible = W.shape
     hidden = n_hidden <= n_visible
@@ -116,8 +116,8 @@ def log_likelihood(
     ``log_partition`` defaults to :func:`exact_log_partition` (differentiable); pass an AIS
     estimate for larger models.
     """
-    params = _check_params(params, "log_likelihood")
-    _check_layer(v, params.weights.shape[1], "log_likelihood", "v")
+    params = check_rbm_params(params, "log_likelihood")
+    check_layer(v, params.weights.shape[1], "log_likelihood", "v")
     log_z = exact_log_partition(params) if log_partition is None else log_partition
     return -free_energy(params, v) - log_z
 
@@ -129,7 +129,7 @@ def exact_log_likelihood_gradient(params: RBMParams, v_data: torch.Tensor) -> RB
     :func:`exact_log_partition` (the model expectations by enumeration of the smaller layer).
     Same sign convention as :func:`cd_loss`'s gradient.
     """
-    params = _check_params(params, "exact_log_likelihood_gradient")
+    params = check_rbm_params(params, "exact_log_likelihood_gradient")
     # Fresh leaves (copies made without a graph), so the caller's tensors and .grad are untouched.
     with torch.no_grad():
         copies = [t.clone() for t in params]
@@ -199,10 +199,10 @@ def pseudo_log_likelihood(
     (https://scikit-learn.org/stable/modules/generated/sklearn.neural_network.BernoulliRBM.html).
     """
     where = "pseudo_log_likelihood"
-    params = _check_params(params, where)
+    params = check_rbm_params(params, where)
     W, b, c = params
     n_hidden, n_visible = W.shape
-    _check_layer(v, n_visible, where, "v")
+    check_layer(v, n_visible, where, "v")
     n = v.shape[0]
     if indices is not None:
         indices = torch.as_tensor(indices, device=v.device)
@@ -256,7 +256,7 @@ def ais_log_partition(
     K·4000/14500 on [0.5, 0.9], the rest on [0.9, 1]); or an increasing 1-D tensor from 0 to 1.
     Computed in float64 without gradient. Shapes: ``data`` (n_samples, n_visible).
     """
-    params = _check_params(params, "ais_log_partition")
+    params = check_rbm_params(params, "ais_log_partition")
     check("ais_log_partition", "n_runs", n_runs, [Integer(2)])
     W, b, c = (t.to(torch.float64) for t in params)
     device = W.device
@@ -285,14 +285,14 @@ def ais_log_partition(
     elif data is None:
         b_a = torch.zeros(n_visible, dtype=torch.float64, device=device)
     else:
-        _check_layer(data, n_visible, "ais_log_partition", "data")
+        check_layer(data, n_visible, "ais_log_partition", "data")
         # Smoothed data means (as if each pixel had been seen on and off once more).
         mean = (data.to(torch.float64).sum(0) + 1) / (data.shape[0] + 2)
         b_a = torch.logit(mean).to(device)
     log_z_a = F.softplus(b_a).sum() + n_hidden * math.log(2)
     betas_l = beta_list.tolist()
     with torch.no_grad():
-        v = _bernoulli(torch.sigmoid(b_a).expand(n_runs, n_visible).contiguous(), generator)
+        v = bernoulli(torch.sigmoid(b_a).expand(n_runs, n_visible).contiguous(), generator)
         log_w = torch.zeros(n_runs, dtype=torch.float64, device=device)
         for k in range(1, len(betas_l)):
             beta, prev = betas_l[k], betas_l[k - 1]
@@ -301,9 +301,9 @@ def ais_log_partition(
             log_w += (beta - prev) * (v @ (b - b_a))
             log_w += (F.softplus(beta * act) - F.softplus(prev * act)).sum(1)
             if k < len(betas_l) - 1:
-                h = _bernoulli(torch.sigmoid(beta * act), generator)
-                v = _bernoulli(torch.sigmoid((1 - beta) * b_a + beta * torch.addmm(b, h, W)),
-                               generator)
+                h = bernoulli(torch.sigmoid(beta * act), generator)
+                v = bernoulli(torch.sigmoid((1 - beta) * b_a + beta * torch.addmm(b, h, W)),
+                              generator)
         log_mean_w = torch.logsumexp(log_w, 0) - math.log(n_runs)
         r = torch.exp(log_w - log_w.max())
         stderr = r.std() / (math.sqrt(n_runs) * r.mean())

@@ -3,8 +3,8 @@
 Every update draws negative samples through :func:`~toolkit.algorithms.rbm.core.negative_samples`
 (so the block decides whether the chain is part of the gradient), takes the gradient of
 :func:`~toolkit.algorithms.rbm.core.cd_loss` by autograd (without computing the loss's value,
-which the update never needs: a surrogate with the same gradient, see ``core._cd_grads``) and
-applies SGD with momentum and L2 weight decay on the weights (Hinton's guide, section 9–10):
+which the update never needs: a surrogate with the same gradient, see ``core.cd_loss_grads``)
+and applies SGD with momentum and L2 weight decay on the weights (Hinton's guide, section 9–10):
 
     u ← momentum · u − learning_rate · (∇θ cd_loss + weight_decay · W),   θ ← θ + u.
 
@@ -45,15 +45,15 @@ from toolkit.algorithms.divergence import Divergence, check_finite, warn_diverge
 from toolkit.algorithms.rbm.core import (
     CHAINS,
     RBMParams,
-    _bernoulli,
-    _cd_grads,
-    _cd_loss,
-    _cd_sum_weights,
-    _check_layer,
-    _check_params,
-    _check_unit_interval,
-    _negative_samples,
-    _next_hidden,
+    bernoulli,
+    cd_loss_grads,
+    cd_sum_weights,
+    check_layer,
+    check_rbm_params,
+    check_unit_interval,
+    negative_chain,
+    next_hidden,
+    weighted_cd_loss,
 )
 from toolkit.algorithms.rbm.flat import FlatParams
 from toolkit.algorithms.rbm.inputs import batches
@@ -70,7 +70,7 @@ class CDStep(NamedTuple):
     negative samples (with a graph only inside ``disable_blocks(BLOCK)`` with a mean-field
     chain); ``grads``: the gradient of ``cd_loss`` (:class:`RBMParams`, before weight decay
     and momentum); ``loss``: the value of ``cd_loss``, computed (with its graph) only when read:
-    the update itself never needs it (see ``_cd_grads``). Read it during the callback: the
+    the update itself never needs it (see ``cd_loss_grads``). Read it during the callback: the
     parameters change in place once the callback returns.
     """
 
@@ -84,7 +84,7 @@ class CDStep(NamedTuple):
     @property
     def loss(self) -> torch.Tensor:
         """``cd_loss(params, v_data, v_model)`` at this update (computed on each access)."""
-        return _cd_loss(self.params, self.v_data, self.v_model)
+        return weighted_cd_loss(self.params, self.v_data, self.v_model)
 
 
 @dataclass
@@ -113,7 +113,10 @@ class TrainState:
 
 
 @dataclass(frozen=True)
-class _Settings:
+class TrainSettings:
+    """The checked arguments of one training run (:func:`train_loop`), ``where`` naming the
+    caller in messages (``"train_cd"``, ``"BernoulliRBM"``)."""
+
     method: str
     k: int
     mean_field: bool
@@ -141,8 +144,8 @@ _CONSTRAINTS: dict[str, list[Any]] = {
 }
 
 
-def _initial_state(params: RBMParams, method: str, n_chains: int, mean_field: bool,
-                   generator: torch.Generator | None) -> TrainState:
+def initial_state(params: RBMParams, method: str, n_chains: int, mean_field: bool,
+                  generator: torch.Generator | None) -> TrainState:
     """Zero velocity; for PCD, ``n_chains`` chains of hidden states. A sampled chain starts at
     ``h = 0``, as in scikit-learn (the first negative samples are drawn from
     ``p(v|h=0) = σ(b)``); a mean-field chain is deterministic, so chains started alike would
@@ -153,29 +156,30 @@ def _initial_state(params: RBMParams, method: str, n_chains: int, mean_field: bo
         W = params.weights
         chain = W.new_zeros((n_chains, W.shape[0]), requires_grad=False)
         if mean_field:
-            chain = _bernoulli(chain.fill_(0.5), generator)
+            chain = bernoulli(chain.fill_(0.5), generator)
     return TrainState(velocity, chain)
 
 
-def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings: _Settings,
-            generator: torch.Generator | None, callback: Callback | None, batch: int) -> bool:
+def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState,
+            settings: TrainSettings, generator: torch.Generator | None,
+            callback: Callback | None, batch: int) -> bool:
     """One update on the mini-batch ``v_data``; True when the callback asks to stop or when a
     gradient (checked before it is applied) or a parameter (after) is not finite."""
     chain = state.persistent_chain
     if chain is None:  # CD-k: the chain starts at the data
-        v_model = _negative_samples(params, v_data, settings.k, settings.mean_field, generator,
-                                    settings.where)
+        v_model = negative_chain(params, v_data, settings.k, settings.mean_field, generator,
+                                 settings.where)
     else:  # PCD-k: it continues from the persistent hidden states
-        v_model = _negative_samples(params, chain, settings.k, settings.mean_field, generator,
-                                    settings.where, from_hidden=True)
+        v_model = negative_chain(params, chain, settings.k, settings.mean_field, generator,
+                                 settings.where, from_hidden=True)
     n_data = v_data.shape[0]
     key = (n_data, v_model.shape[0])
     weights = state._cd_weights.get(key)
     if weights is None:  # one vector per pair of batch sizes, not one per update
-        weights = state._cd_weights[key] = _cd_sum_weights(*key, v_data)
+        weights = state._cd_weights[key] = cd_sum_weights(*key, v_data)
     # sums: n_data times the gradient of cd_loss, the data's and the chains' statistics
     # cancelled exactly (±1 row weights), scaled by 1/n_data once, in the step below
-    sums, prob = _cd_grads(params, v_data, v_model, weights)
+    sums, prob = cd_loss_grads(params, v_data, v_model, weights)
     if callback is not None and callback(CDStep(state.n_epochs, batch, params, v_data, v_model,
                                                 RBMParams(*(g / n_data for g in sums)))):
         return True
@@ -226,8 +230,8 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState, settings
             # drawn from p(h | v_model) with the parameters that produced v_model (as
             # scikit-learn does); a value: its graph, if any, belonged to this update. The
             # gradient already computed p(h | v_model): no second product, no second sigmoid.
-            _next_hidden(params, v_model, settings.mean_field, generator, chain,
-                         prob=prob[v_data.shape[0]:])
+            next_hidden(params, v_model, settings.mean_field, generator, chain,
+                        prob=prob[v_data.shape[0]:])
         if carry is not None:
             # Kahan's compensated summation (Higham 2002, §4.3) below float64: what rounding
             # θ + step left out, step − (new − θ) (new − θ is exact while |step| <= |θ|), is
@@ -266,7 +270,8 @@ def _first_non_finite(names: tuple[str, ...], tensors: Sequence[torch.Tensor],
     return check_finite(zip(names, tensors))
 
 
-def _diverged(state: TrainState, settings: _Settings, quantity: str, *, applied: bool) -> bool:
+def _diverged(state: TrainState, settings: TrainSettings, quantity: str, *, applied: bool
+              ) -> bool:
     """Record and announce the first non-finite value; True (training stops)."""
     step = state.n_updates - 1 if applied else state.n_updates
     state.divergence = Divergence(settings.where, quantity, step, state.n_epochs, applied)
@@ -274,9 +279,10 @@ def _diverged(state: TrainState, settings: _Settings, quantity: str, *, applied:
     return True
 
 
-def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, shuffle: bool,
-           settings: _Settings, n_chains: int | None, state: TrainState | None,
-           generator: torch.Generator | None, callback: Callback | None) -> TrainState:
+def train_loop(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int,
+               shuffle: bool, settings: TrainSettings, n_chains: int | None,
+               state: TrainState | None, generator: torch.Generator | None,
+               callback: Callback | None) -> TrainState:
     """The loop of :func:`train_cd`, without the argument checks."""
     if state is not None and state.divergence is not None:
         warn_divergence(state.divergence)  # no update on non-finite parameters
@@ -287,8 +293,8 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
             raise ValueError(f"{settings.where}: {name}={getattr(settings, name):g} does not fit "
                              f"the parameters' {params.weights.dtype} (at most {finfo.max:g})")
     if state is None:
-        state = _initial_state(params, settings.method, n_chains or batch_size,
-                               settings.mean_field, generator)
+        state = initial_state(params, settings.method, n_chains or batch_size,
+                              settings.mean_field, generator)
     if state._flat is not None:
         state._flat.holds = False  # the parameters may have been written since the last loop
     flags = [p.requires_grad for p in params]
@@ -299,8 +305,8 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
                                  is not None else min(batch_size, n))
     try:
         # training needs the graph of the loss, whatever the caller's mode
-        with torch.enable_grad(), _threads_for(params.weights.numel(), rows,
-                                               params.weights.device):
+        with torch.enable_grad(), threads_for(params.weights.numel(), rows,
+                                              params.weights.device):
             for _ in range(epochs):
                 order = torch.randperm(n, generator=generator, device=X.device) if shuffle \
                     else None
@@ -316,7 +322,7 @@ def _train(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: int, 
 
 
 #: Below this many multiply-adds in the update's largest matrix product (n_hidden × n_visible ×
-#: rows of data and chains), training runs on one intra-op thread (see :func:`_threads_for`).
+#: rows of data and chains), training runs on one intra-op thread (see :func:`threads_for`).
 ONE_THREAD_WORK = 2**24
 
 
@@ -346,8 +352,8 @@ class _OneThread:
 _one_thread = _OneThread()
 
 
-def _threads_for(n_weights: int, rows: int, device: torch.device | str
-                 ) -> contextlib.AbstractContextManager[None]:
+def threads_for(n_weights: int, rows: int, device: torch.device | str
+                ) -> contextlib.AbstractContextManager[None]:
     """One intra-op thread on the CPU while an update's products are small; else no change.
 
     An update is some twenty operations on (rows × n_hidden) matrices: below
@@ -425,7 +431,7 @@ def train_cd(
                          "epochs": epochs, "momentum": momentum, "weight_decay": weight_decay,
                          "n_chains": n_chains, "shuffle": shuffle, "generator": generator,
                          "callback": callback}, _CONSTRAINTS)
-    params = _check_params(params, where)
+    params = check_rbm_params(params, where)
     for name, p in zip(RBMParams._fields, params):
         if not p.is_leaf or not p.is_floating_point():
             raise ValueError(f"{where}: params.{name} must be a floating leaf tensor (trained "
@@ -434,21 +440,21 @@ def train_cd(
     if bad is not None:
         raise ValueError(f"{where}: params.{bad} must be finite, got inf or nan (a state that "
                          f"diverged cannot be trained further: start again from init_params)")
-    _check_layer(X, params.weights.shape[1], where, "X")
+    check_layer(X, params.weights.shape[1], where, "X")
     if X.device != params.weights.device:
         raise ValueError(f"{where}: X is on {X.device} but the parameters are on "
                          f"{params.weights.device}")
     if X.shape[0] == 0:
         raise ValueError(f"{where}: X must have at least one sample, got 0 (shape "
                          f"{tuple(X.shape)})")
-    _check_unit_interval(where, X)
+    check_unit_interval(where, X)
     if state is not None and not isinstance(state, TrainState):
         raise TypeError(f"{where}: state must be a TrainState or None, got {type(state).__name__}")
     if state is not None and (state.persistent_chain is None) != (method == "cd"):
         raise ValueError(f"{where}: state was made for method="
                          f"{'cd' if state.persistent_chain is None else 'pcd'!r}, got {method!r}")
-    settings = _Settings(method, k, chain == "mean_field", float(learning_rate),
-                         float(momentum), float(weight_decay), where)
-    return _train(params, X.to(params.weights.dtype), epochs=epochs, batch_size=batch_size,
-                  shuffle=shuffle, settings=settings, n_chains=n_chains, state=state,
-                  generator=generator, callback=callback)
+    settings = TrainSettings(method, k, chain == "mean_field", float(learning_rate),
+                             float(momentum), float(weight_decay), where)
+    return train_loop(params, X.to(params.weights.dtype), epochs=epochs, batch_size=batch_size,
+                      shuffle=shuffle, settings=settings, n_chains=n_chains, state=state,
+                      generator=generator, callback=callback)
