@@ -35,12 +35,12 @@ def test_fast_path_matches_plain_functions() -> None:
 
 
 def test_one_pass_step_equals_e_step_then_m_step() -> None:
-    from toolkit.algorithms.em.fast import _MomentEM
+    from toolkit.algorithms.em.fast import MomentEM
 
     X = torch.as_tensor(iris().X)
     init = _init_params(X.numpy(), 3, "full")
     p = GaussianMixture(3, max_iter=0, **init).fit(X)._fitted_params()
-    fast = _MomentEM(X, torch.ones(len(X), dtype=X.dtype), "full", 1e-6)
+    fast = MomentEM(X, torch.ones(len(X), dtype=X.dtype), "full", 1e-6)
     fast.chunk = 16  # many chunks, so that their sums are exercised
     lp, new = fast.step(fast.to_compute(p))
     lp_ref, resp = fast.e_step(fast.to_compute(p))
@@ -54,14 +54,14 @@ def test_one_pass_step_equals_e_step_then_m_step() -> None:
 @pytest.mark.parametrize("weighted", [False, True])
 def test_centred_step_equals_e_step_then_m_step(ct: str, weighted: bool) -> None:
     """The whitened path's iteration is e_step followed by m_step (the plain functions)."""
-    from toolkit.algorithms.em.centred import _CentredEM
+    from toolkit.algorithms.em.centred import CentredEM
 
     X = torch.as_tensor(iris().X)
     init = _init_params(X.numpy(), 3, ct)
     p = GaussianMixture(3, covariance_type=ct, max_iter=0, **init).fit(X)._fitted_params()
     g = torch.Generator().manual_seed(0)
     sw = torch.rand(len(X), dtype=X.dtype, generator=g) + 0.5 if weighted else None
-    path = _CentredEM(X.float(), torch.ones(len(X)) if sw is None else sw, ct, 1e-6)
+    path = CentredEM(X.float(), torch.ones(len(X)) if sw is None else sw, ct, 1e-6)
     path.chunk = 16  # many chunks, so that their sums are exercised
     X32 = X.float().double()  # the path reads float32 data, exactly
     lp, new = path.step(p)
@@ -130,7 +130,7 @@ def test_float32_moments_run_only_where_their_cancellation_is_small(case: str) -
     float64 fit succeeds. Every iteration's lower bound must be scikit-learn's evaluation of
     the parameters it was computed at, to 1e-5 relative.
     """
-    from toolkit.algorithms.em.fast import MOMENT_TOL, _EMPath, cancellation_factor
+    from toolkit.algorithms.em.fast import MOMENT_TOL, EMPath, cancellation_factor
 
     n, d, k = 2**15, 6, 4
     if case == "well":  # bench_em's data: covariances A Aᵀ/d + 0.09 I, centres N(0, 4²)
@@ -144,7 +144,7 @@ def test_float32_moments_run_only_where_their_cancellation_is_small(case: str) -
     X32 = torch.as_tensor(X, dtype=torch.float32)
     X64 = X32.double()  # the same numbers: both sides see the float32 data
     init = GaussianMixture(k, max_iter=0, random_state=0).fit(X64)._fitted_params()
-    path = _EMPath(X32, torch.ones(n, dtype=torch.float64), "full", 1e-6)
+    path = EMPath(X32, torch.ones(n, dtype=torch.float64), "full", 1e-6)
     params = path.to_compute(init)
     for _ in range(4):
         u_g = torch.finfo(torch.float32).eps / 2 * cancellation_factor(params, path.center, "full")

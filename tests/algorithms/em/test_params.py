@@ -13,8 +13,8 @@ from toolkit.algorithms.em import (
     to_unconstrained,
 )
 from toolkit.algorithms.em.params import (
-    _covariances_from_precisions_cholesky,
-    _precisions_cholesky_from_precisions,
+    covariances_from_precisions_cholesky,
+    precisions_cholesky_from_precisions,
 )
 
 from ._helpers import F64, _random_params
@@ -33,9 +33,9 @@ def test_conversions_round_trip_and_match_numpy(ct: str, seed: int) -> None:
         precisions = U.square()
         np.testing.assert_allclose(precisions.numpy(), 1.0 / p.covariances.numpy(), rtol=1e-12)
     # from the precisions (scikit-learn's precisions_init) back to the same factor
-    torch.testing.assert_close(_precisions_cholesky_from_precisions(precisions, ct), U,
+    torch.testing.assert_close(precisions_cholesky_from_precisions(precisions, ct), U,
                                rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(_covariances_from_precisions_cholesky(U, ct), p.covariances,
+    torch.testing.assert_close(covariances_from_precisions_cholesky(U, ct), p.covariances,
                                rtol=1e-10, atol=1e-12)
 
 
@@ -63,4 +63,4 @@ def test_singular_covariances_fail_with_advice() -> None:
         precisions_cholesky_from_covariances(torch.zeros(2, dtype=F64), "diag")
     bad = torch.diag(torch.tensor([1.0, -1.0], dtype=F64)).expand(3, 2, 2)
     with pytest.raises(ValueError, match="precisions_init must be symmetric positive definite"):
-        _precisions_cholesky_from_precisions(bad, "full")
+        precisions_cholesky_from_precisions(bad, "full")

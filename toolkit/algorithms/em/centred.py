@@ -29,7 +29,7 @@ import torch
 
 from toolkit.algorithms.em.params import (
     GMMParams,
-    _add_to_diagonal,
+    add_to_diagonal,
     precisions_cholesky_from_covariances,
 )
 
@@ -37,7 +37,7 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _F64 = torch.float64
 
 
-class _CentredEM:
+class CentredEM:
     """EM iterations in whitened coordinates (see the module docstring), float64 arithmetic.
 
     Args:
@@ -115,10 +115,10 @@ class _CentredEM:
             new_means = means + (L @ ybar[:, :, None])[:, :, 0]
             C = S2 / nk[:, None, None] - ybar[:, :, None] * ybar[:, None, :]
             if ct == "full":
-                cov = _add_to_diagonal(L @ C @ L.mT, self.reg_covar)
+                cov = add_to_diagonal(L @ C @ L.mT, self.reg_covar)
             else:
                 pooled = (nk[:, None, None] * C).sum(0) / nk.sum()
-                cov = _add_to_diagonal(L[0] @ pooled @ L[0].mT, self.reg_covar)
+                cov = add_to_diagonal(L[0] @ pooled @ L[0].mT, self.reg_covar)
         else:
             inv = 1.0 / (U if ct == "diag" else U[:, None].expand(k, d))  # σ per feature
             new_means = means + inv * ybar

@@ -16,8 +16,8 @@ from toolkit._utils.param_validation import Integer, Options, Real, check_params
 from toolkit.algorithms.em.params import (
     COVARIANCE_TYPES,
     GMMParams,
-    _add_to_diagonal,
-    _covariances_from_precisions_cholesky,
+    add_to_diagonal,
+    covariances_from_precisions_cholesky,
     from_unconstrained,
     precisions_cholesky_from_covariances,
     to_unconstrained,
@@ -80,7 +80,7 @@ def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torc
     >>> bool(torch.allclose(torch.autograd.grad(q, m)[0], torch.autograd.grad(ll, m)[0]))
     True
     """
-    log_joint = _log_joint(X, weights, means, precisions_cholesky, covariance_type)
+    log_joint = weighted_log_prob(X, weights, means, precisions_cholesky, covariance_type)
     if log_resp is None:
         log_resp = log_joint - torch.logsumexp(log_joint, dim=1, keepdim=True)
     resp = log_resp.exp()
@@ -99,8 +99,8 @@ def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torc
 # log-densities and the E-step
 
 
-def _log_det_cholesky(prec_chol: torch.Tensor, covariance_type: str, n_features: int
-                      ) -> torch.Tensor:
+def log_det_cholesky(prec_chol: torch.Tensor, covariance_type: str, n_features: int
+                     ) -> torch.Tensor:
     """``Σ_i log U_ii`` = ``½ log det Σ⁻¹``; shape (k,) or () for tied."""
     if covariance_type in ("full", "tied"):
         return torch.log(torch.diagonal(prec_chol, dim1=-2, dim2=-1)).sum(-1)
@@ -144,13 +144,14 @@ def _log_gaussian_prob(X: torch.Tensor, means: torch.Tensor, prec_chol: torch.Te
         maha = ((X[:, None, :] - means[None, :, :]) * prec_chol[None, :, :]).square().sum(-1)
     else:
         maha = (X[:, None, :] - means[None, :, :]).square().sum(-1) * prec_chol.square()
-    log_det = _log_det_cholesky(prec_chol, covariance_type, d)
+    log_det = log_det_cholesky(prec_chol, covariance_type, d)
     return -0.5 * (d * _LOG_2PI + maha) + log_det
 
 
-def _log_joint(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
-               prec_chol: torch.Tensor, covariance_type: str) -> torch.Tensor:
-    """``log π_k + log N(x_n; μ_k, Σ_k)``, shape (n, k), in :func:`_compute_dtype`."""
+def weighted_log_prob(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
+                      prec_chol: torch.Tensor, covariance_type: str) -> torch.Tensor:
+    """``log π_k + log N(x_n; μ_k, Σ_k)`` (the log joint of ``x_n`` and component ``k``;
+    scikit-learn's ``_estimate_weighted_log_prob``), shape (n, k), in :func:`_compute_dtype`."""
     return (_log_gaussian_prob(X, means, prec_chol, covariance_type)
             + torch.log(weights.to(_compute_dtype(X))))
 
@@ -189,7 +190,7 @@ def e_step(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
     >>> round(lp[0].item(), 4), lr.exp().tolist()  # −½ log 2π
     (-0.9189, [[1.0], [1.0]])
     """
-    log_joint = _log_joint(X, weights, means, precisions_cholesky, covariance_type)
+    log_joint = weighted_log_prob(X, weights, means, precisions_cholesky, covariance_type)
     log_prob_norm = torch.logsumexp(log_joint, dim=1)
     return log_prob_norm.to(X.dtype), (log_joint - log_prob_norm[:, None]).to(X.dtype)
 
@@ -199,7 +200,7 @@ def log_likelihood(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
                    sample_weight: torch.Tensor | None = None) -> torch.Tensor:
     """(Weighted) mean log-likelihood ``Σ_n w_n log p(x_n) / Σ_n w_n``; differentiable."""
     log_prob_norm = torch.logsumexp(
-        _log_joint(X, weights, means, precisions_cholesky, covariance_type), dim=1)
+        weighted_log_prob(X, weights, means, precisions_cholesky, covariance_type), dim=1)
     if sample_weight is None:
         return log_prob_norm.mean().to(X.dtype)
     sample_weight = sample_weight.to(log_prob_norm.dtype)
@@ -253,9 +254,9 @@ def m_step(X: torch.Tensor, log_resp: torch.Tensor, *, covariance_type: str = "f
         diff = X[None, :, :] - means[:, None, :]  # (k, n, d)
         scatter = (diff * resp.T[:, :, None]).mT @ diff  # (k, d, d), one bmm
         if covariance_type == "full":
-            cov = _add_to_diagonal(scatter / nk[:, None, None], reg_covar)
+            cov = add_to_diagonal(scatter / nk[:, None, None], reg_covar)
         else:
-            cov = _add_to_diagonal(scatter.sum(0) / nk.sum(), reg_covar)
+            cov = add_to_diagonal(scatter.sum(0) / nk.sum(), reg_covar)
     else:
         diff2 = (X[None, :, :] - means[:, None, :]).square()  # (k, n, d)
         cov = torch.einsum("nk,knd->kd", resp, diff2) / nk[:, None] + reg_covar
@@ -346,9 +347,9 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
                 opt.step()
     with torch.no_grad():
         weights, means, prec_chol = from_unconstrained(theta, covariance_type)
-        cov = _covariances_from_precisions_cholesky(prec_chol, covariance_type)
+        cov = covariances_from_precisions_cholesky(prec_chol, covariance_type)
         if covariance_type in ("full", "tied"):
-            cov = _add_to_diagonal(cov, reg_covar)
+            cov = add_to_diagonal(cov, reg_covar)
         else:
             cov = cov + reg_covar
         return GMMParams(weights.clone(), means.clone(), cov,

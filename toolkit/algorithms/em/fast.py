@@ -1,6 +1,6 @@
 """The estimator's EM iterations: moment matrices where they are exact enough, centred otherwise.
 
-:class:`_MomentEM` runs one iteration as two skinny GEMMs over precomputed features of the data
+:class:`MomentEM` runs one iteration as two skinny GEMMs over precomputed features of the data
 (quadratic forms expanded around the data's mean) and a logsumexp over (n, k), in the data's
 dtype; everything of the size of the parameters runs in float64. It is fast, but an expanded
 quadratic form cancels: its terms are about ``G`` times larger than the result, with
@@ -19,7 +19,7 @@ mixture, ``u·G`` = 1.1e-4, gave log-densities within 2.4e-4 nats, lower bounds 
 ``u·G`` = 3.7e-2, gave 1.2e-2 nats, 1.8e-6 and 2.4e-3 (before the lower bound's correction
 below and float64 chunk sums: 2.2e-5 and 8.2e-3).
 
-:class:`_EMPath` therefore checks ``u·G <= MOMENT_TOL`` (2e-4 for float32 data, 1e-7 for
+:class:`EMPath` therefore checks ``u·G <= MOMENT_TOL`` (2e-4 for float32 data, 1e-7 for
 float64) for the parameters before and after every iteration and runs the iteration with the
 first path that passes: the moments in float32 (float32 data of at least
 ``MIN_SAMPLES_FLOAT32`` samples), the moments in float64 (``u`` = 1.1e-16: ``G`` up to
@@ -37,18 +37,18 @@ import math
 
 import torch
 
-from toolkit.algorithms.em.centred import _CentredEM
-from toolkit.algorithms.em.core import _log_det_cholesky
+from toolkit.algorithms.em.centred import CentredEM
+from toolkit.algorithms.em.core import log_det_cholesky
 from toolkit.algorithms.em.params import (
     GMMParams,
-    _add_to_diagonal,
-    _strict_upper,
+    add_to_diagonal,
     precisions_cholesky_from_covariances,
+    strict_upper,
 )
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
-#: The largest ``u·G`` at which :class:`_MomentEM` may run an iteration in a dtype of unit
+#: The largest ``u·G`` at which :class:`MomentEM` may run an iteration in a dtype of unit
 #: roundoff ``u``, by the dtype of the data (and of the results): float32 results keep about
 #: that much (their own rounding is ~1e-7), float64 results far less.
 MOMENT_TOL = {torch.float32: 2e-4, torch.float64: 1e-7}
@@ -58,7 +58,7 @@ MOMENT_TOL = {torch.float32: 2e-4, torch.float64: 1e-7}
 MIN_SAMPLES_FLOAT32 = 2**14
 
 
-class _MomentEM:
+class MomentEM:
     """E- and M-steps as two matrix products over precomputed features of the data.
 
     With ``x' = x − c`` (``c`` the weighted mean of the data) and the features
@@ -145,7 +145,7 @@ class _MomentEM:
             a_quad = U.square()[:, None].expand(-1, d)
             Pmu = a_quad * mu
         # log π_k + log N = −½ [φ_quad·a_quad − 2 x'·P μ' + μ'ᵀPμ' + d log 2π] + log det U
-        bias = (-0.5 * (d * _LOG_2PI + (mu * Pmu).sum(1)) + _log_det_cholesky(U, ct, d)
+        bias = (-0.5 * (d * _LOG_2PI + (mu * Pmu).sum(1)) + log_det_cholesky(U, ct, d)
                 + torch.log(weights))
         return torch.cat([-0.5 * a_quad, Pmu, bias[:, None]], dim=1)  # (k, q + 1)
 
@@ -212,13 +212,13 @@ class _MomentEM:
         if ct in ("full", "tied"):
             second = torch.zeros(k, d, d, dtype=M.dtype, device=M.device)
             second[:, self.iu[0], self.iu[1]] = M[:, : self.n_quad]
-            second = second + (second * _strict_upper(second)).mT
+            second = second + (second * strict_upper(second)).mT
             scatter = second - mu[:, :, None] * mu[:, None, :]
             if ct == "full":
-                cov = _add_to_diagonal(scatter, self.reg_covar)
+                cov = add_to_diagonal(scatter, self.reg_covar)
             else:
-                cov = _add_to_diagonal((nk[:, None, None] * scatter).sum(0) / nk.sum(),
-                                       self.reg_covar)
+                cov = add_to_diagonal((nk[:, None, None] * scatter).sum(0) / nk.sum(),
+                                      self.reg_covar)
         else:
             cov = M[:, : self.n_quad] - mu.square() + self.reg_covar
             if ct == "spherical":
@@ -247,12 +247,12 @@ def cancellation_factor(params: GMMParams, center: torch.Tensor, covariance_type
     return float(g.max())
 
 
-class _EMPath:
+class EMPath:
     """EM iterations for the estimator, each on the first path exact enough for it.
 
     Paths, fastest first (see the module docstring): 0, the moments in float32 (float32 data
     of ``MIN_SAMPLES_FLOAT32`` samples or more); 1, the moments in float64; 2, the centred,
-    whitened iterations of :class:`~toolkit.algorithms.em.centred._CentredEM`. Path
+    whitened iterations of :class:`~toolkit.algorithms.em.centred.CentredEM`. Path
     ``p < 2`` runs an iteration only if ``u·G <= tol`` (``MOMENT_TOL`` of the data's dtype)
     holds for the parameters it starts from and for those it returns, and its covariances
     are positive definite; otherwise the iteration is redone on the next path, which the run
@@ -273,20 +273,20 @@ class _EMPath:
         self.first = 0 if X.dtype == torch.float32 and n_eff >= MIN_SAMPLES_FLOAT32 else 1
         self.path = self.first
         self.counts = [0, 0, 0]
-        self._moments: dict[torch.dtype, _MomentEM] = {}
-        self._centred: _CentredEM | None = None
+        self._moments: dict[torch.dtype, MomentEM] = {}
+        self._centred: CentredEM | None = None
         self._last: tuple[GMMParams, float] | None = None  # the last result and its G
         self.center = (self.w @ X.to(torch.float64)) / self.w.sum()
 
     def to_compute(self, params: GMMParams) -> GMMParams:
         """A new run from ``params``: float64 parameters, and the fastest path again."""
         self.path = self.first
-        return _MomentEM.to_compute(params)
+        return MomentEM.to_compute(params)
 
-    def _engine(self, dtype: torch.dtype) -> _MomentEM:
+    def _engine(self, dtype: torch.dtype) -> MomentEM:
         if dtype not in self._moments:
             X = self.X if self.X.dtype == dtype else self.X.to(dtype)
-            self._moments[dtype] = _MomentEM(X, self.w, self.covariance_type, self.reg_covar)
+            self._moments[dtype] = MomentEM(X, self.w, self.covariance_type, self.reg_covar)
         return self._moments[dtype]
 
     def _exact_enough(self, dtype: torch.dtype, params: GMMParams) -> bool:
@@ -312,6 +312,6 @@ class _EMPath:
                         return log_prob, new
             self.path += 1
         if self._centred is None:
-            self._centred = _CentredEM(self.X, self.w, self.covariance_type, self.reg_covar)
+            self._centred = CentredEM(self.X, self.w, self.covariance_type, self.reg_covar)
         self.counts[2] += 1
         return self._centred.step(params)

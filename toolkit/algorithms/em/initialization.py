@@ -14,9 +14,9 @@ import torch
 from toolkit.algorithms.em.core import m_step
 from toolkit.algorithms.em.params import (
     GMMParams,
-    _covariances_from_precisions_cholesky,
-    _precisions_cholesky_from_precisions,
+    covariances_from_precisions_cholesky,
     precisions_cholesky_from_covariances,
+    precisions_cholesky_from_precisions,
 )
 
 __all__ = ["INIT_PARAMS", "initial_parameters", "initial_responsibilities",
@@ -132,6 +132,6 @@ def parameters_from_responsibilities(X: torch.Tensor, resp: torch.Tensor | None,
     if precisions_init is None:
         prec_chol = precisions_cholesky_from_covariances(cov, ct)
     else:
-        prec_chol = _precisions_cholesky_from_precisions(precisions_init.to(f64), ct)
-        cov = _covariances_from_precisions_cholesky(prec_chol, ct)
+        prec_chol = precisions_cholesky_from_precisions(precisions_init.to(f64), ct)
+        cov = covariances_from_precisions_cholesky(prec_chol, ct)
     return GMMParams(weights, means, cov, prec_chol)

@@ -60,8 +60,8 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
     return torch.rsqrt(covariances)
 
 
-def _precisions_cholesky_from_precisions(precisions: torch.Tensor, covariance_type: str
-                                         ) -> torch.Tensor:
+def precisions_cholesky_from_precisions(precisions: torch.Tensor, covariance_type: str
+                                        ) -> torch.Tensor:
     """Upper-triangular ``U`` with ``U Uᵀ = P`` via the flipped Cholesky (sklearn #26415)."""
     if covariance_type in ("full", "tied"):
         flipped = precisions.flip(-2, -1)
@@ -73,8 +73,8 @@ def _precisions_cholesky_from_precisions(precisions: torch.Tensor, covariance_ty
     return torch.sqrt(precisions)
 
 
-def _covariances_from_precisions_cholesky(prec_chol: torch.Tensor, covariance_type: str
-                                          ) -> torch.Tensor:
+def covariances_from_precisions_cholesky(prec_chol: torch.Tensor, covariance_type: str
+                                         ) -> torch.Tensor:
     """``Σ = (U Uᵀ)⁻¹ = U⁻ᵀ U⁻¹``."""
     if covariance_type in ("full", "tied"):
         eye = torch.eye(prec_chol.shape[-1], dtype=prec_chol.dtype,
@@ -84,11 +84,12 @@ def _covariances_from_precisions_cholesky(prec_chol: torch.Tensor, covariance_ty
     return 1.0 / prec_chol.square()
 
 
-def _add_to_diagonal(cov: torch.Tensor, value: float) -> torch.Tensor:
+def add_to_diagonal(cov: torch.Tensor, value: float) -> torch.Tensor:
+    """``cov + value·I`` (batched over leading dimensions): the ``reg_covar`` of an M-step."""
     return cov + value * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
 
 
-def _strict_upper(like: torch.Tensor) -> torch.Tensor:
+def strict_upper(like: torch.Tensor) -> torch.Tensor:
     """0/1 mask of the strict upper triangle (a product, cheaper than ``triu`` on tiny batches)."""
     d = like.shape[-1]
     idx = torch.arange(d, device=like.device)
@@ -109,7 +110,7 @@ def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type
         mu = means.clone()
         if covariance_type in ("full", "tied"):
             diag = torch.diagonal(prec_chol, dim1=-2, dim2=-1)
-            raw = prec_chol * _strict_upper(prec_chol) + torch.diag_embed(torch.log(diag))
+            raw = prec_chol * strict_upper(prec_chol) + torch.diag_embed(torch.log(diag))
         else:
             raw = torch.log(prec_chol).clone()
     return [t.contiguous().requires_grad_(True) for t in (logits, mu, raw)]
@@ -122,7 +123,7 @@ def from_unconstrained(theta: Sequence[torch.Tensor], covariance_type: str = "fu
     weights = torch.softmax(logits, dim=0)
     if covariance_type in ("full", "tied"):
         diag = torch.diagonal(raw, dim1=-2, dim2=-1)
-        prec_chol = raw * _strict_upper(raw) + torch.diag_embed(torch.exp(diag))
+        prec_chol = raw * strict_upper(raw) + torch.diag_embed(torch.exp(diag))
     else:
         prec_chol = torch.exp(raw)
     return weights, means, prec_chol
