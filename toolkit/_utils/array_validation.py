@@ -18,8 +18,9 @@ import torch
 
 from toolkit._utils.param_validation import is_int, show_value
 
-__all__ = ["as_tensor", "check_X", "check_X_shape", "check_dtype", "numpy_random_state",
-           "resolve_device", "resolve_dtype", "resolve_generator", "to_output"]
+__all__ = ["as_numeric_array", "as_tensor", "check_X", "check_X_shape", "check_dtype",
+           "numpy_random_state", "resolve_device", "resolve_dtype", "resolve_generator",
+           "to_output"]
 
 
 def resolve_device(device: torch.device | str | None, *, where: str = "device"
@@ -139,7 +140,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, X: Any) -> torch.dtype:
     return torch.float32 if kind in (torch.float32, np.float32) else torch.float64
 
 
-def _as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:
+def as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:
     """A real numeric numpy array from an array-like (object arrays of numbers are converted)."""
     sparse = sys.modules.get("scipy.sparse")  # not imported: x cannot be a sparse matrix
     if sparse is not None and sparse.issparse(x):
@@ -168,7 +169,7 @@ def check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
     scikit-learn's conformance checks look for; ``where`` is ``"<Estimator>.<method>"``.
     """
     if not isinstance(X, torch.Tensor):
-        X = _as_numeric_array(where, "X", X)
+        X = as_numeric_array(where, "X", X)
     elif X.is_complex():
         raise ValueError(f"{where}: X must hold real numbers; Complex data not supported (got "
                          f"dtype {X.dtype})")

@@ -264,8 +264,10 @@ def _worst_case(objective: Objective, x: torch.Tensor, y: torch.Tensor, restarts
     return best
 
 
-def _attack(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, *, bounds: object,
-            use_eval_mode: bool, **args: Any) -> torch.Tensor:
+def run_attack(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, *, bounds: object,
+               use_eval_mode: bool, **args: Any) -> torch.Tensor:
+    """The attack of :func:`pgd`, :func:`fgsm` and the training loop: arguments checked (errors
+    name ``where``), the worst case over restarts computed as a constant behind :data:`BLOCK`."""
     check_params(where, {**args, "use_eval_mode": use_eval_mode}, _ATTACK_ARGS)
     checked = check_bounds(where, bounds)
     loss_fn = args.pop("loss_fn")
@@ -350,10 +352,10 @@ def pgd(
     >>> bool(((x_adv - x).abs() <= 0.1 + 1e-6).all()), net.weight.grad is None
     (True, True)
     """
-    return _attack("pgd", model, x, y, eps=eps, alpha=alpha, steps=steps, norm=norm,
-                   random_start=random_start, restarts=restarts, targeted=targeted,
-                   loss_fn=loss_fn, bounds=bounds, generator=generator,
-                   use_eval_mode=use_eval_mode)
+    return run_attack("pgd", model, x, y, eps=eps, alpha=alpha, steps=steps, norm=norm,
+                      random_start=random_start, restarts=restarts, targeted=targeted,
+                      loss_fn=loss_fn, bounds=bounds, generator=generator,
+                      use_eval_mode=use_eval_mode)
 
 
 def fgsm(
@@ -385,6 +387,6 @@ def fgsm(
     >>> bool(((fgsm(net, x, torch.tensor([0]), eps=0.25) - x).abs() == 0.25).all())
     True
     """
-    return _attack("fgsm", model, x, y, eps=eps, alpha=eps, steps=1, norm=norm,
-                   random_start=False, restarts=1, targeted=targeted, loss_fn=loss_fn,
-                   bounds=bounds, generator=None, use_eval_mode=use_eval_mode)
+    return run_attack("fgsm", model, x, y, eps=eps, alpha=eps, steps=1, norm=norm,
+                      random_start=False, restarts=1, targeted=targeted, loss_fn=loss_fn,
+                      bounds=bounds, generator=None, use_eval_mode=use_eval_mode)

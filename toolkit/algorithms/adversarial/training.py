@@ -43,10 +43,10 @@ from toolkit.algorithms.adversarial.attacks import (
     NORMS,
     LossFn,
     Objective,
-    _attack,
     eval_logits,
     pgd,
     predict,
+    run_attack,
 )
 from toolkit.algorithms.adversarial.batches import (
     Batch,
@@ -367,10 +367,10 @@ def adversarial_training(
             if check_set is None and sum(len(t) for _, t in first) < check_size:
                 first.append((xb, yb))
             if method != "standard":  # pgd, with errors (labels, bounds) naming this function
-                xb = _attack(where, model, xb, yb, eps=eps, alpha=alpha_m, steps=steps_m,
-                             norm=norm, random_start=random_start, restarts=1, targeted=False,
-                             loss_fn=loss_fn, bounds=checked_bounds, generator=generator,
-                             use_eval_mode=True)
+                xb = run_attack(where, model, xb, yb, eps=eps, alpha=alpha_m, steps=steps_m,
+                                norm=norm, random_start=random_start, restarts=1,
+                                targeted=False, loss_fn=loss_fn, bounds=checked_bounds,
+                                generator=generator, use_eval_mode=True)
             losses, logits = Objective(where, model, yb, loss_fn)(xb)
             if epoch == 0 and n == 0:  # the first model call: check every label known so far
                 for known in (batches.pair, check_set):

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from toolkit._utils.array_validation import (
-    _as_numeric_array,
+    as_numeric_array,
     as_tensor,
     check_X,
     numpy_random_state,
@@ -42,7 +42,7 @@ def check_sample_weight(where: str, sample_weight: Any, n_samples: int, n_compon
     if sample_weight is None:
         return None
     if not isinstance(sample_weight, torch.Tensor):
-        sample_weight = _as_numeric_array(where, "sample_weight", sample_weight)
+        sample_weight = as_numeric_array(where, "sample_weight", sample_weight)
     w = as_tensor(sample_weight, where=where, arg="sample_weight", dtype=like.dtype,
                   device=like.device, finite=True)
     if w.shape != (n_samples,):
