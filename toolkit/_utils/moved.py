@@ -1,4 +1,8 @@
-"""Module paths that moved in 0.2, still importable for one release with a DeprecationWarning.
+"""Module paths that moved before the next release: still importable, with a DeprecationWarning.
+
+The layout changed while version 0.1.0 was being written (the command line, runner and report
+went into ``toolkit.lab``, the lens and the audit from ``toolkit.core`` into ``toolkit.lens``).
+Code written against an old path keeps working until the next release, which drops them.
 
 ``import toolkit.runner`` (or ``from toolkit.data import digits``) gives the module at its new
 path, ``toolkit.lab.runner`` (``toolkit.lab.data``), and warns once, naming the new path. The
