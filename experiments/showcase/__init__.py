@@ -1,8 +1,9 @@
-"""The showcase, a runner feature: every experiment's quick comparison in one run and one report.
+"""The showcase: every experiment's quick comparison in one run and one report.
 
-A config with ``experiment = "showcase"`` lists the experiments to run (``[params]
-experiments``, empty for all) and their overrides; the registry loads this module under that
-name, so the runner runs it as it runs an experiment.
+An experiment like the others (registered through the ``toolkit.experiments`` entry points),
+that composes them: it defines ``parts()``, the experiments a run of it may contain. A config
+with ``experiment = "showcase"`` lists the experiments to run (``[params] experiments``, empty
+for all) and their overrides.
 
 For each selected experiment that defines ``QUICK`` (its fast params: the only source of them)
 the showcase validates its ``Params`` from ``QUICK`` plus ``overrides`` when the config is
@@ -24,13 +25,18 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from toolkit.lab.runner.context import RunContext
+from toolkit.lab.runner import (
+    Experiment,
+    ExperimentParams,
+    RunContext,
+    RunResults,
+    discover,
+    load_all,
+)
 from toolkit.lab.runner.errors import suggest
-from toolkit.lab.runner.params import ExperimentParams
-from toolkit.lab.runner.registry import Experiment, discover, load_all
-from toolkit.lab.runner.results import RunResults
 
 DESCRIPTION = "runs every experiment's QUICK comparison and writes one report"
+NAME = "showcase"  # its own name: it never includes itself, nor another composite
 
 
 class Params(ExperimentParams):
@@ -44,9 +50,9 @@ class Params(ExperimentParams):
     @field_validator("experiments")
     @classmethod
     def _known(cls, names: list[str]) -> list[str]:
-        known = [n for n in discover() if n != "showcase"]
+        known = [n for n in discover() if n != NAME]
         for name in names:
-            if name == "showcase":
+            if name == NAME:
                 raise ValueError("the showcase cannot include itself")
             if name not in known:
                 hint = suggest(name, known)
@@ -116,8 +122,10 @@ def select(params: Params, found: Found | None = None) -> list[str]:
     if params.experiments:
         names = list(params.experiments)
     else:
-        names = sorted(n for n in [*loaded, *broken] if n != "showcase"
-                       and (n in broken or loaded[n].quick is not None))
+        names = sorted(n for n in [*loaded, *broken] if n != NAME
+                       and (n in broken or (loaded[n].quick is not None
+                                            and not callable(getattr(loaded[n].module, "parts",
+                                                                     None)))))
     problems = []
     for name in names:
         if name in broken:

@@ -298,11 +298,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows: dict[str, tuple[str, bool, str | None]] = {}
     for name, path in found.items():
         info = describe(name, path)
-        rows[name] = (info.description, info.has_quick, info.problem)
+        # a composite (the showcase) runs the others: it needs no QUICK of its own
+        rows[name] = (info.description, info.has_quick or info.composite, info.problem)
     if args.check:
         loaded, broken = load_all()
         for name, exp in loaded.items():
-            rows[name] = (exp.description, exp.quick is not None, None)
+            rows[name] = (exp.description, exp.quick is not None
+                          or callable(getattr(exp.module, "parts", None)), None)
         for name, problem in broken.items():
             rows[name] = (rows[name][0], rows[name][1], problem)
     print("experiments:")
@@ -313,8 +315,6 @@ def cmd_list(args: argparse.Namespace) -> int:
             continue
         quick = "" if has_quick else "  (no QUICK: not in the showcase)"
         print(f"  {name:<{width}}  {description}{quick}")
-    print("the showcase (a runner feature, `experiment = \"showcase\"` in a config):\n"
-          "  every experiment above that defines QUICK, with and without its blocks, one report")
     print("configs:")
     cwd = Path.cwd()
     for path in config_files():

@@ -1,9 +1,9 @@
 """Experiment registry: finds experiments as plugins and loads them into :class:`Experiment` objects.
 
-An experiment is a module defining a ``Params`` model (a subclass of
-:class:`~toolkit.lab.runner.ExperimentParams`) and ``run(params, ctx)``; optionally ``DESCRIPTION``
-(one line), ``QUICK`` (parameter overrides for a fast run), ``DTYPE`` (the precision its
-comparison is defined in), ``STORY``, ``findings(run)`` and ``figures(run)``.
+An experiment is a module that keeps to the contract of :mod:`toolkit.lab.runner.contract`
+(:class:`~toolkit.lab.runner.contract.ExperimentModule`: ``Params`` and ``run(params, ctx)``;
+optionally ``DESCRIPTION``, ``QUICK``, ``DTYPE``, ``STORY``, ``BLOCKS``, ``findings(run)``,
+``figures(run)`` and ``parts()``), checked when it is loaded.
 
 Experiments are found, like pytest plugins, through the entry-point group ``toolkit.experiments``
 (:mod:`importlib.metadata`): a package declares one entry point per experiment, its name the
@@ -16,8 +16,8 @@ The built-in experiments are declared so by this distribution (package
 ``stop_gradient_experiments``, from the repository's ``experiments/`` folder). Loose files are
 found in the folders listed in the environment variable ``TOOLKIT_EXPERIMENTS_PATH`` (separated
 by ``os.pathsep``), one experiment per ``*.py`` not starting with ``_``. On a name clash the
-entry point wins. ``showcase`` is not an experiment but a runner feature
-(:mod:`toolkit.lab.runner.showcase`), loaded under that name.
+entry point wins. An experiment that composes others (the showcase) defines ``parts()``; the
+registry treats it as any other.
 
 Nothing here imports an experiment by a name written in the code: the caller (the command line,
 :func:`~toolkit.lab.runner.run_experiment`) resolves a name to an :class:`Experiment` and hands the
@@ -43,12 +43,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from toolkit.lab.runner.contract import contract_problems
 from toolkit.lab.runner.errors import ExperimentLoadError
 
 __all__ = [
     "ENV_PATH",
     "GROUP",
-    "SHOWCASE",
     "Experiment",
     "ExperimentInfo",
     "config_files",
@@ -61,8 +61,6 @@ __all__ = [
 
 GROUP = "toolkit.experiments"
 ENV_PATH = "TOOLKIT_EXPERIMENTS_PATH"
-SHOWCASE = "showcase"
-_SHOWCASE_MODULE = "toolkit.lab.runner.showcase"
 _EXTERNAL_PACKAGE = "_toolkit_external_experiments"
 _DISTRIBUTION = "stop-gradient-toolkit"
 
@@ -280,8 +278,9 @@ def _check(name: str, module: ModuleType) -> None:
     if not (isinstance(params, type) and issubclass(params, ExperimentParams)):
         raise ExperimentLoadError(name, "it must define `class Params(ExperimentParams)` "
                                         "(from toolkit.lab.runner import ExperimentParams)")
-    if not callable(getattr(module, "run", None)):
-        raise ExperimentLoadError(name, "it must define `run(params, ctx)`")
+    problems = contract_problems(module)
+    if problems:
+        raise ExperimentLoadError(name, "; ".join(problems))
     quick = getattr(module, "QUICK", None)
     if quick is not None:
         if not isinstance(quick, dict):
@@ -297,13 +296,11 @@ def _check(name: str, module: ModuleType) -> None:
 
 
 def load_experiment(name: str) -> Experiment:
-    """Load and check experiment ``name`` (``"showcase"``: the runner's showcase).
+    """Load and check experiment ``name``.
 
     Raises ``KeyError`` when no entry point or loose file has that name and
     :class:`ExperimentLoadError` when the module fails to import or does not follow the contract.
     """
-    if name == SHOWCASE:
-        return _load(_Source(SHOWCASE, _SHOWCASE_MODULE, None))
     sources = _sources()
     if name not in sources:
         raise KeyError(name)
@@ -347,6 +344,7 @@ class ExperimentInfo:
     description: str
     has_quick: bool
     problem: str | None
+    composite: bool = False  # it defines ``parts()``: it runs others (the showcase)
 
 
 def _first_line(text: str) -> str:
@@ -390,4 +388,4 @@ def describe(name: str, path: Path) -> ExperimentInfo:
     if "run" not in assigned:
         problems.append("it must define `run(params, ctx)`")
     return ExperimentInfo(name, path, description, "QUICK" in assigned,
-                          "; ".join(problems) or None)
+                          "; ".join(problems) or None, "parts" in assigned)
