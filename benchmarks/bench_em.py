@@ -112,18 +112,18 @@ def paths_taken(make, X) -> list[int]:
 
     seen = []
 
-    class Recording(estimator._EMPath):
+    class Recording(estimator.EMPath):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             seen.append(self)
 
-    estimator._EMPath = Recording
+    estimator.EMPath = Recording
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             make().fit(X)
     finally:
-        estimator._EMPath = Recording.__base__
+        estimator.EMPath = Recording.__base__
     return seen[-1].counts
 
 

@@ -45,9 +45,6 @@ from toolkit.core.stop_gradient import require_block
 
 __all__ = ["GaussianMixture"]
 
-# The fit looks its iterations' class up by this name, which benchmarks/bench_em.py
-# (``paths_taken``) replaces to record the paths a fit took.
-_EMPath = EMPath
 
 M_STEPS = ("closed_form", "gradient")
 
@@ -264,7 +261,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         w_total = w_all.sum()
         # parameters in float64 (converted to the data's dtype when the fit ends); each
         # iteration on the fastest path exact enough for it (see toolkit.algorithms.em.fast)
-        fast = (_EMPath(X, w_all, self.covariance_type, self.reg_covar)
+        fast = (EMPath(X, w_all, self.covariance_type, self.reg_covar)
                 if self.m_step == "closed_form" else None)
         progress = _Progress(self.verbose, self.verbose_interval)
         best: GMMParams | None = None
