@@ -197,8 +197,8 @@ def full_error(err: BaseException) -> str:
 
 
 def audit_cell(name: str, seed: int = 0) -> Cell:
-    """The audit's verdict on the case: ``ok`` or the kinds found (with counts), then the first
-    finding's ``line`` (or the first line of its ``fix``, or its ``cut``)."""
+    """The audit's verdict on the case: ``ok`` or the kinds found (with counts); ``names``: the
+    lines of the user's code its fixes name (``realcode_gans.py:64``)."""
     from toolkit import audit_step
 
     case = build(name, seed)
@@ -214,14 +214,11 @@ def audit_cell(name: str, seed: int = 0) -> Cell:
     if not found:
         return Cell("ok", False, seconds)
     verdict = ", ".join(f"{k} ({len(v)})" for k, v in found)
-    first = found[0][1][0]
-    fix = str(getattr(first, "fix", None) or getattr(first, "cut", "") or "").splitlines()
-    where = fix[0] if fix else ""
-    # the lines of the user's code its fixes name (every failing finding, in order)
+    # the lines of the user's code its fixes name (every failing finding, in order); the fix
+    # itself is in the audit's report, which the table does not repeat
     lines = [f"{x.file}:{x.number}" for _, items in found for f in items
              for x in getattr(f, "lines", ())]
-    return Cell(one_line(f"{verdict}: {where}" if where else verdict), True, seconds,
-                list(dict.fromkeys(lines)))
+    return Cell(one_line(verdict), True, seconds, list(dict.fromkeys(lines)))
 
 
 # --- anomaly mode -------------------------------------------------------------------------------
