@@ -177,9 +177,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_blocks(configs, experiments)
     executor = _executor(args, configs)
     if executor.kind == "dask":
-        from toolkit.lab.runner.dask_executor import _import_distributed
+        from toolkit.lab.runner.dask_executor import import_distributed
 
-        _import_distributed()  # a missing extra is an input error, before anything runs
+        import_distributed()  # a missing extra is an input error, before anything runs
     from toolkit.lab.runner.seeds import finish_groups, makes_groups
 
     grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group

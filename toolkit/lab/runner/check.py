@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.runner.errors import DamagedFile
-from toolkit.lab.runner.results import _read_json, find_runs, read_toml
+from toolkit.lab.runner.results import find_runs, read_json, read_toml
 
 __all__ = ["STATUSES", "check_group", "check_run", "check_tree", "readable_runs"]
 
@@ -34,7 +34,7 @@ def _json(path: Path, problems: list[DamagedFile], *, required: bool = False
             problems.append(DamagedFile(path, "missing"))
         return None
     try:
-        return _read_json(path)
+        return read_json(path)
     except DamagedFile as err:
         problems.append(err)
     except OSError as err:

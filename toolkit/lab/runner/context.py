@@ -43,7 +43,7 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
             target[key] = value
 
 
-class _RunFiles:
+class RunFiles:
     """The files of one run directory, shared by a context and its children."""
 
     def __init__(self, run_dir: Path, *, quiet: bool) -> None:
@@ -103,7 +103,7 @@ class RunContext:
 
     def __init__(self, *, run_dir: Path, seed: int, device: torch.device, dtype: torch.dtype,
                  disable_patterns: tuple[str, ...], quiet: bool = False,
-                 params: Any = None, _files: _RunFiles | None = None, _prefix: str = "",
+                 params: Any = None, _files: RunFiles | None = None, _prefix: str = "",
                  _path: tuple[str, ...] = ()) -> None:
         self.run_dir = Path(run_dir)
         self.seed = int(seed)
@@ -112,7 +112,7 @@ class RunContext:
         self.disable_patterns = tuple(disable_patterns)
         self.quiet = quiet
         self.params = params
-        self._files = _files if _files is not None else _RunFiles(self.run_dir, quiet=quiet)
+        self._files = _files if _files is not None else RunFiles(self.run_dir, quiet=quiet)
         self._prefix = _prefix
         self._path = _path
         self.generator = seed_everything(self.seed)

@@ -53,11 +53,11 @@ from toolkit.lab.runner.results import atomic_write_json, dumps_json, utc_now
 from toolkit.lab.runner.run import (
     Finish,
     RunOutcome,
-    _signals_deferred,
-    _signals_raise,
     call_finish,
     check_output_dir,
     execute,
+    signals_deferred,
+    signals_raise,
 )
 
 __all__ = ["run_on_dask"]
@@ -65,7 +65,7 @@ __all__ = ["run_on_dask"]
 _INSTALL_HINT = 'install the optional packages: pip install ".[distributed]"'
 
 
-def _import_distributed() -> Any:
+def import_distributed() -> Any:
     try:
         import distributed
     except ImportError:
@@ -264,7 +264,7 @@ def run_on_dask(configs: Sequence[RunConfig], experiments: Mapping[str, Experime
                 spec: ExecutorSpec, *, argv: list[str], finish: Finish | None = None,
                 on_done: Any = None) -> tuple[list[RunOutcome], int]:
     """Run ``configs`` as tasks on a Dask cluster (see the module docstring)."""
-    distributed = _import_distributed()
+    distributed = import_distributed()
     for config in configs:
         check_output_dir(config)
     # keep Dask's INFO lines off the console; a result refused as not plain data is logged by
@@ -306,7 +306,7 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
             on_done(i, total, outcome)
 
     try:
-        with _signals_raise():
+        with signals_raise():
             pending = distributed.as_completed([submit(i) for i in range(total)])
             for future in pending:
                 i = futures.pop(future)
@@ -336,7 +336,7 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
                 done(i, RunOutcome(run_dir, info["status"], info["exit_code"], info["error"],
                                    info["duration_s"] or 0.0))
     except (RunInterrupted, KeyboardInterrupt) as err:
-        with _signals_deferred():
+        with signals_deferred():
             code = err.exit_code if isinstance(err, RunInterrupted) else 130
             _interrupt(client, futures, configs, code, on_done, outcomes, total)
         return outcomes, code

@@ -163,7 +163,7 @@ def new_run_dir(root: str | Path, experiment: str, seed: int, *, attempts: int =
 # ----------------------------------------------------------------------------- reading
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     """A results JSON file as a dict (``{}`` when absent); :class:`DamagedFile` when it is cut
     short, corrupt or not a JSON object."""
     if not path.exists():
@@ -263,7 +263,7 @@ class RunResults:
     # -- whole run
     @property
     def meta(self) -> dict[str, Any]:
-        return self._cached("meta", lambda: _read_json(self.run_dir / "meta.json"))
+        return self._cached("meta", lambda: read_json(self.run_dir / "meta.json"))
 
     @property
     def status(self) -> str:
@@ -387,7 +387,7 @@ class RunResults:
         return np.asarray(steps), np.asarray(values, dtype=float)
 
     def _nested(self, name: str) -> dict[str, Any]:
-        data = self._cached(name, lambda: _read_json(self.run_dir / f"{name}.json"))
+        data = self._cached(name, lambda: read_json(self.run_dir / f"{name}.json"))
         if self._child is None:
             return data
         value = data.get(self._child, {})
@@ -416,7 +416,7 @@ class RunResults:
         """A saved artifact: the JSON value, or a dict of numpy arrays for ``.npz``."""
         folder = self.artifacts_dir
         if (folder / f"{name}.json").exists():
-            return _read_json(folder / f"{name}.json")
+            return read_json(folder / f"{name}.json")
         if (folder / f"{name}.npz").exists():
             with np.load(folder / f"{name}.npz", allow_pickle=False) as data:
                 return {k: data[k] for k in data.files}

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from toolkit.core import record_blocks
 from toolkit.lab.runner.config import RunConfig, load_config, make_config, resolve_device
-from toolkit.lab.runner.context import RunContext, _RunFiles
+from toolkit.lab.runner.context import RunContext, RunFiles
 from toolkit.lab.runner.errors import ConfigError, RunInterrupted, os_error_line
 from toolkit.lab.runner.liveness import heartbeat, this_host
 from toolkit.lab.runner.registry import Experiment, experiments_for
@@ -92,9 +92,9 @@ def check_output_dir(config: RunConfig, *, source: str | None = None, create: bo
 
 
 @contextlib.contextmanager
-def _signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
+def signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
     """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only); a signal in
-    ``pending`` (received meanwhile, see :func:`_signals_deferred`) raises at once."""
+    ``pending`` (received meanwhile, see :func:`signals_deferred`) raises at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -113,7 +113,7 @@ def _signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[list[int]]:
+def signals_deferred() -> Iterator[list[int]]:
     """While finishing a run's files, remember signals instead of raising mid-write."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
@@ -172,7 +172,7 @@ class _Started:
     device: Any
     run_dir: Path
     meta: dict[str, Any]
-    files: _RunFiles
+    files: RunFiles
     t0: float
 
 
@@ -214,7 +214,7 @@ def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
     try:
         atomic_write_text(run_dir / "config.toml", config.to_toml())
         atomic_write_json(run_dir / "meta.json", meta)
-        files = _RunFiles(run_dir, quiet=quiet)
+        files = RunFiles(run_dir, quiet=quiet)
         # Empty summary/costs exist from the start, so a report can be drawn from any run.
         files.write_summary()
         files.write_costs()
@@ -235,7 +235,7 @@ def _execute(run: _Started, experiment: Experiment, *, quiet: bool, pending: Seq
     seen: list[str] = []
     try:
         # every named block that runs anywhere in the run, inside ctx.compare or not
-        with _signals_raise(pending), record_blocks() as seen, _threads(config.threads):
+        with signals_raise(pending), record_blocks() as seen, _threads(config.threads):
             ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=run.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=run.params, _files=run.files)
@@ -314,7 +314,7 @@ def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, Base
             ) -> tuple[RunOutcome, BaseException | None]:
     """Close the files; write meta.json, the findings and (through ``finish``) the report.
 
-    Called while :func:`_signals_deferred` holds the signals, whose list is ``received``.
+    Called while :func:`signals_deferred` holds the signals, whose list is ``received``.
     When a final write fails (a full disk), a complete run becomes ``failed`` with the reason,
     recorded in meta.json wherever space allows (:func:`save_meta`).
     """
@@ -375,7 +375,7 @@ def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
     # default action (which would leave the run saying "running"): while the run directory is
     # made and the files are finished they are remembered; while the experiment runs they
     # interrupt it (_execute's handler, which gives the remembering one back when it ends).
-    with _signals_deferred() as received:
+    with signals_deferred() as received:
         try:
             run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor,
                            root=root)

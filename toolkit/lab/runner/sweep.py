@@ -33,11 +33,11 @@ from toolkit.lab.runner.registry import Experiment
 from toolkit.lab.runner.run import (
     Finish,
     RunOutcome,
-    _signals_deferred,
-    _signals_raise,
     check_output_dir,
     execute,
     local_worker,
+    signals_deferred,
+    signals_raise,
 )
 
 __all__ = ["Progress", "ResumePlan", "find_complete", "plan_resume", "run_configs", "run_identity"]
@@ -210,7 +210,7 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
             signal.signal(signal.SIGINT, ignored)
     jobs = [(i, c, experiments[c.experiment], argv, finish) for i, c in enumerate(configs)]
     try:
-        with _signals_raise():
+        with signals_raise():
             for i, info in pool.imap_unordered(_pool_worker, jobs):
                 outcome = RunOutcome(Path(info["run_dir"]), info["status"], info["exit_code"],
                                      info["error"], info["duration_s"] or 0.0)
@@ -221,7 +221,7 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
         pool.close()
     except (RunInterrupted, KeyboardInterrupt) as err:
         code = err.exit_code if isinstance(err, RunInterrupted) else 130
-        with _signals_deferred():  # more signals (e.g. from the workers) change nothing now
+        with signals_deferred():  # more signals (e.g. from the workers) change nothing now
             workers = {p.pid for p in multiprocessing.active_children()}
             pool.terminate()  # SIGTERM: runs in progress mark themselves interrupted
             pool.join()
