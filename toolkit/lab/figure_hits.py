@@ -21,7 +21,7 @@ from matplotlib.transforms import Bbox
 __all__ = ["legend_overlaps", "text_on_lines"]
 
 
-def _name(artist: Any) -> str:
+def artist_name(artist: Any) -> str:
     label = str(artist.get_label() or "")
     return label.split("\n")[0] if label and not label.startswith("_") else \
         type(artist).__name__
@@ -40,24 +40,24 @@ def _runs(xy: np.ndarray) -> list[np.ndarray]:
     return runs
 
 
-def _has_line(line: Line2D) -> bool:
+def has_line(line: Line2D) -> bool:
     return line.get_linestyle() not in ("None", "none", "", " ") and line.get_linewidth() > 0
 
 
-def _has_marker(line: Line2D) -> bool:
+def has_marker(line: Line2D) -> bool:
     return line.get_marker() not in (None, "None", "none", "", " ") and \
         line.get_markersize() > 0
 
 
 def _line_hits(line: Line2D, box: Bbox, dpi: float) -> bool:
     xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
-    if _has_line(line):
+    if has_line(line):
         for run in _runs(xy):
             if len(run) == 1 and box.contains(*run[0]):
                 return True
             if len(run) > 1 and Path(run).intersects_bbox(box, filled=False):
                 return True
-    if _has_marker(line):
+    if has_marker(line):
         r = line.get_markersize() * dpi / 72 / 2
         pts = xy[np.isfinite(xy).all(axis=1)]
         every = line.get_markevery()
@@ -102,13 +102,13 @@ def _data_hits(ax: Any, box: Bbox, renderer: Any) -> list[str]:
     hits = []
     for line in ax.get_lines():
         if line.get_visible() and len(line.get_xdata()) and _line_hits(line, box, dpi):
-            hits.append(_name(line))
+            hits.append(artist_name(line))
     for patch in ax.patches:
         if patch.get_visible() and _overlap_area(patch.get_window_extent(renderer), box) > 0.5:
-            hits.append(_name(patch))
+            hits.append(artist_name(patch))
     for coll in ax.collections:
         if coll.get_visible() and _collection_hits(coll, box, dpi):
-            hits.append(_name(coll))
+            hits.append(artist_name(coll))
     for image in ax.images:
         if image.get_visible() and _overlap_area(image.get_window_extent(renderer), box) > 0.5:
             hits.append("image")
@@ -137,7 +137,7 @@ def legend_overlaps(legend: Legend, fig: Figure, renderer: Any = None) -> list[s
 
 def _segments_hit(line: Line2D, box: Bbox) -> bool:
     """Whether the segments of ``line`` (not its markers) pass through ``box``."""
-    if not _has_line(line):
+    if not has_line(line):
         return False
     xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
     return any(len(run) > 1 and Path(run).intersects_bbox(box, filled=False)
@@ -149,7 +149,7 @@ def text_on_lines(text: Text, renderer: Any) -> list[str]:
     last drawn."""
     ax = text.axes
     box = _shrunk(text.get_window_extent(renderer))
-    return [_name(line) for line in ax.get_lines() if line.get_visible()
+    return [artist_name(line) for line in ax.get_lines() if line.get_visible()
             and _segments_hit(line, box)] + \
-        [_name(coll) for coll in ax.collections if isinstance(coll, LineCollection)
+        [artist_name(coll) for coll in ax.collections if isinstance(coll, LineCollection)
          and coll.get_visible() and _collection_hits(coll, box, ax.figure.dpi)]

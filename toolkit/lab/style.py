@@ -119,7 +119,7 @@ def variant_style(variant: str, others: list[str] | None = None) -> dict[str, An
             "zorder": 2.1}
 
 
-def _lab(color: Any) -> tuple[float, float, float]:
+def cielab(color: Any) -> tuple[float, float, float]:
     """CIE L*a*b* (D65) of a matplotlib colour: sRGB → linear → XYZ → Lab."""
     from matplotlib.colors import to_rgb
 
@@ -143,8 +143,8 @@ def same_hue(a: Any, b: Any, *, degrees: float = 35.0, chroma: float = 20.0) -> 
     >>> same_hue("#D55E00", "#E69F00"), same_hue("#0072B2", "#009E73")
     (True, False)
     """
-    _, a1, b1 = _lab(a)
-    _, a2, b2 = _lab(b)
+    _, a1, b1 = cielab(a)
+    _, a2, b2 = cielab(b)
     if math.hypot(a1, b1) < chroma or math.hypot(a2, b2) < chroma:
         return False
     gap = abs(math.degrees(math.atan2(b1, a1)) - math.degrees(math.atan2(b2, a2))) % 360

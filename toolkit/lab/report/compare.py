@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.lab.report.content import _SAFE, FigureItem
+from toolkit.lab.report.content import SAFE, FigureItem
 from toolkit.lab.report.figures import numeric_leaves
 from toolkit.lab.report.tables import format_value, split_variant
 from toolkit.lab.runner.check import readable_runs
@@ -381,7 +381,7 @@ def _figures(table: CompareTable) -> dict[str, list[tuple[str, str, bytes]]]:
         for quantity in headline_metrics(table, experiment):
             rows = [r for r in table.rows
                     if r.experiment == experiment and r.quantity == quantity and r.paired]
-            stem = _SAFE.sub("_", f"{experiment}__{quantity}")
+            stem = SAFE.sub("_", f"{experiment}__{quantity}")
             caption = (f"{experiment}: {quantity}, blocked and unblocked in each seed (a line "
                        f"joins the two values of one seed; bars: the means).")
             png = _png(metric_figure(rows, experiment, quantity))
@@ -416,7 +416,7 @@ _FIGURE_ROW_CSS = (".figure-row{display:flex;flex-wrap:wrap;gap:0 1.5em}"
 
 
 def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]]) -> str:
-    from toolkit.lab.report.render import CSS, _figure, _table
+    from toolkit.lab.report.render import CSS, figure_html, table_html
 
     n_runs = sum(len(g["seeds"]) for g in table.groups.values())
     parts = [f"<h1>Comparison of {n_runs} runs in {len(table.groups)} group(s)</h1>",
@@ -434,17 +434,17 @@ def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]])
                      "</p>")
         if exp not in drawn and figures.get(exp):
             drawn.add(exp)
-            row = [_figure(FigureItem(*item)) for item in figures[exp]]
+            row = [figure_html(FigureItem(*item)) for item in figures[exp]]
             parts.append('<div class="figure-row">' + "".join(row) + "</div>")
         paired = [[r.quantity, *(cell(r, v) for v in (BLOCKED, UNBLOCKED, DIFF))]
                   for r in rows if r.paired]
         if paired:
-            parts.append(_table(["quantity", BLOCKED, UNBLOCKED, DIFF], paired))
+            parts.append(table_html(["quantity", BLOCKED, UNBLOCKED, DIFF], paired))
         others = [[r.quantity if v == "value" else f"{r.quantity} ({v} only)", cell(r, v)]
                   for r in rows for v in r.values
                   if not r.paired or v not in (BLOCKED, UNBLOCKED)]
         if others:
-            parts.append("<h3>Other values</h3>" + _table(["quantity", "value"], others))
+            parts.append("<h3>Other values</h3>" + table_html(["quantity", "value"], others))
         parts.append("</section>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>compare</title><style>{CSS}{_FIGURE_ROW_CSS}</style></head><body>\n"

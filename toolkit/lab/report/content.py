@@ -34,7 +34,8 @@ __all__ = ["FigureItem", "ReportContent", "Section", "build"]
 DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
 #: How many of an experiment's own figures lead its section; the others go to the details.
 HEADLINE = 2
-_SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+#: Runs of characters a figure's file name may not hold; ``SAFE.sub("_", name)`` makes one.
+SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
 @dataclass
@@ -185,7 +186,7 @@ _NOTE_ATTR = "gradient_graph_layout_note"
 
 def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
     note = str(getattr(fig, _NOTE_ATTR, "") or "")
-    return FigureItem(_SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
+    return FigureItem(SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
 
 
 @contextlib.contextmanager

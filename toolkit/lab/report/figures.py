@@ -210,7 +210,7 @@ def _variant_order(variants: Mapping[str, str]) -> list[str]:
     return head + [v for v in variants if v not in head]
 
 
-def _near(values: list[float]) -> bool:
+def close_negatives(values: list[float]) -> bool:
     """Negative values (log-likelihoods) whose differences are a sliver of their size: bars
     from 0 would hide the differences."""
     finite = [v for v in values if math.isfinite(v)]
@@ -225,7 +225,7 @@ def compare_bars(ax: Any, labels: list[str], values: list[float], colors: list[A
     """One number per variant as labelled bars; when the numbers are negative and close
     (log-likelihoods) the bars are their differences to the first, on an axis through 0, and
     the title names the first's value."""
-    if _near(values):
+    if close_negatives(values):
         base = values[0]
         diffs = [v - base for v in values]
         value_bars(ax, labels, diffs, colors, horizontal=False,  # the base's 0 goes unsaid
@@ -371,7 +371,7 @@ def _undrawn_tick_labels(fig: Figure) -> set[int]:
     return out
 
 
-def _shown_texts(fig: Figure) -> list[Text]:
+def shown_texts(fig: Figure) -> list[Text]:
     """The texts of ``fig`` a reader sees: visible, not empty, in a visible axes (or none), and
     not a tick label outside its axis's view."""
     hidden = _undrawn_tick_labels(fig)
@@ -396,7 +396,7 @@ def text_problems(fig: Figure) -> list[str]:
     renderer = fig.canvas.get_renderer()
     width, height = fig.canvas.get_width_height()
     boxes = []
-    for text in _shown_texts(fig):
+    for text in shown_texts(fig):
         box = text.get_window_extent(renderer)
         if box.width <= 0 or box.height <= 0:
             continue

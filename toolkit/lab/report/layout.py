@@ -33,20 +33,20 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from toolkit.lab.figure_hits import (
-    _has_line,
-    _has_marker,
-    _name,
+    artist_name,
+    has_line,
+    has_marker,
     legend_overlaps,
     text_on_lines,
 )
-from toolkit.lab.report.figures import _near, _shown_texts
+from toolkit.lab.report.figures import close_negatives, shown_texts
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import (
     COLORS,
     DISPLAY_WIDTH_PX,
     MIN_FONT_PT,
     REPORT_DPI,
-    _lab,
+    cielab,
     role_of,
     same_hue,
 )
@@ -65,7 +65,7 @@ def _legends(fig: Figure) -> list[Legend]:
 def _small_text(fig: Figure) -> list[str]:
     scale = min(1.0, DISPLAY_WIDTH_PX / (fig.get_figwidth() * REPORT_DPI))
     small: dict[float, list[str]] = {}
-    for text in _shown_texts(fig):
+    for text in shown_texts(fig):
         size = text.get_fontsize() * scale
         if size < MIN_FONT_PT - 1e-6:
             small.setdefault(round(size, 1), []).append(text.get_text().strip().split("\n")[0])
@@ -95,9 +95,9 @@ def _coincide(a: Line2D, b: Line2D) -> float | None:
 def _distinct_markers(a: Line2D, b: Line2D) -> bool:
     """Whether markers keep two coinciding lines apart: markers on one line only (they sit on
     the other), or of different shapes, or at different points."""
-    if _has_marker(a) != _has_marker(b):
+    if has_marker(a) != has_marker(b):
         return True
-    return _has_marker(a) and (a.get_marker() != b.get_marker()
+    return has_marker(a) and (a.get_marker() != b.get_marker()
                                or a.get_markevery() != b.get_markevery())
 
 
@@ -115,16 +115,17 @@ def _hidden_lines(fig: Figure, notes: str) -> list[str]:
         if not ax.get_visible():
             continue
         lines = [ln for ln in ax.get_lines() if ln.get_visible()
-                 and (_has_line(ln) or _has_marker(ln)) and to_rgba(ln.get_color())[3] > 0]
+                 and (has_line(ln) or has_marker(ln)) and to_rgba(ln.get_color())[3] > 0]
         for i, a in enumerate(lines):
             for b in lines[i + 1:]:
                 if _same_style(a, b):  # one series drawn per seed: seeds that agree
                     continue
                 gap = _coincide(a, b)
                 if gap is not None and not _distinct_markers(a, b):
-                    out.append(f"{_name(a)!r} and {_name(b)!r} lie on each other (at most "
-                               f"{gap:.2g} px apart) and nothing tells them apart: add the note "
-                               f"'identical: max difference x' or distinct markers")
+                    out.append(f"{artist_name(a)!r} and {artist_name(b)!r} lie on each other "
+                               f"(at most {gap:.2g} px apart) and nothing tells them apart: "
+                               f"add the note 'identical: max difference x' or distinct "
+                               f"markers")
     return out
 
 
@@ -145,7 +146,7 @@ def _hex(color: Any) -> str | None:
 
 def _handle_colour(handle: Any) -> str | None:
     if isinstance(handle, Line2D):
-        if _has_line(handle):
+        if has_line(handle):
             return _hex(handle.get_color())
         face = handle.get_markerfacecolor()
         return _hex(face) if _hex(face) else _hex(handle.get_markeredgecolor())
@@ -161,7 +162,7 @@ def _handle_colour(handle: Any) -> str | None:
 
 
 def _chroma(color: str) -> float:
-    _, a, b = _lab(color)
+    _, a, b = cielab(color)
     return float(np.hypot(a, b))
 
 
@@ -202,7 +203,7 @@ def colour_meanings(fig: Figure) -> list[tuple[str, str, str]]:
                 colour = _hex(bar.get_facecolor())
                 if names and colour:
                     out.append((colour, names[0], "bar"))
-    for text in _shown_texts(fig):
+    for text in shown_texts(fig):
         colour = _hex(text.get_color())
         if colour and _chroma(colour) >= 20:
             out.append((colour, text.get_text().strip().split("\n")[0], "text"))
@@ -299,7 +300,7 @@ def _bars_from_zero(fig: Figure) -> list[str]:
     for ax in fig.axes:
         values = np.asarray([v for c in ax.containers if hasattr(c, "datavalues")
                              for v in c.datavalues], dtype=float)
-        if _near(values.tolist()):
+        if close_negatives(values.tolist()):
             values = values[np.isfinite(values)]
             out.append(f"bars {ax.get_title()!r} hang from 0 to {values.min():.4g} where "
                        f"they differ by {values.max() - values.min():.2g}: draw the "
@@ -321,7 +322,7 @@ def layout_problems(fig: Figure) -> list[str]:
             first = legend.get_texts()[0].get_text().split("\n")[0] if legend.get_texts() else ""
             shown = ", ".join(repr(h) for h in dict.fromkeys(hits))
             problems.append(f"the legend ({first!r}, ...) covers data: {shown}")
-    notes = " ".join(t.get_text() for t in _shown_texts(fig)).lower()
+    notes = " ".join(t.get_text() for t in shown_texts(fig)).lower()
     problems += _hidden_lines(fig, notes)
     problems += _small_text(fig)
     problems += _text_over_lines(fig, renderer)

@@ -121,14 +121,14 @@ def _e(text: Any) -> str:
     return html.escape(str(text))
 
 
-def _table(columns: list[str], rows: list[list[str]]) -> str:
+def table_html(columns: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td{' class=num' if i else ''}>{_e(c)}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(fig: FigureItem) -> str:
+def figure_html(fig: FigureItem) -> str:
     data = base64.b64encode(fig.png).decode("ascii")
     return (f'<figure id="fig-{_e(fig.name)}"><img alt="{_e(fig.caption)}" '
             f'src="data:image/png;base64,{data}"><figcaption>{_e(fig.caption)}</figcaption>'
@@ -169,22 +169,22 @@ def _section_html(section: Section) -> list[str]:
                      f"<p><b>Theory</b> {_e(section.story['prediction'])}</p></div>")
     parts += [f'<p class="note">{_e(n)}</p>' for n in section.notes]
     parts += _findings_html(section)
-    parts += [_figure(f) for f in section.headline]
+    parts += [figure_html(f) for f in section.headline]
     details = []
     if section.summary_tables:
         details.append(f"<h3>Summary (deterministic for a config and seed)"
                        f"{_e(section.tables_note)}</h3>")
-        details += [_table(c, r) for c, r in section.summary_tables]
+        details += [table_html(c, r) for c, r in section.summary_tables]
     if section.equal:
         details.append(f"<p>Equal in both variants: {_e(', '.join(section.equal))}.</p>")
-    details += [_figure(f) for f in section.details]
+    details += [figure_html(f) for f in section.details]
     if section.cost_tables:
         details.append(f"<h3>Costs (measured on this machine){_e(section.tables_note)}</h3>")
-        details += [_table(c, r) for c, r in section.cost_tables]
+        details += [table_html(c, r) for c, r in section.cost_tables]
     if section.params:
         details.append("<h3>Parameters</h3>")
-        details.append(_table(["parameter", "value"],
-                              [[k, format_value(v)] for k, v in section.params.items()]))
+        details.append(table_html(["parameter", "value"],
+                                  [[k, format_value(v)] for k, v in section.params.items()]))
     if details:
         n_fig = len(section.details)
         label = "Details: tables" + (f", {n_fig} more figure{'s' * (n_fig != 1)}" if n_fig else "")
@@ -231,7 +231,7 @@ def render_html(content: ReportContent) -> str:
         parts += ["<h2>All experiments at a glance</h2>", _overview_table(content)]
     for section in content.sections:
         parts += _section_html(section)
-    details = [_figure(f) for f in content.top_figures]
+    details = [figure_html(f) for f in content.top_figures]
     config_path = content.out_dir / "config.toml"
     if config_path.exists():
         details.append(f"<h3>Config</h3><pre>{_e(config_path.read_text(encoding='utf-8'))}"
