@@ -286,7 +286,7 @@ def _boundaries(params: Params, ctx: RunContext, models: dict[str, nn.Module], t
 
 # --- findings -------------------------------------------------------------------------------------
 
-_LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
+LABELS = {"standard": "standard", "pgd": "PGD-AT", "fgsm_rs": "Fast-FGSM (RS)", "fgsm": "FGSM-AT"}
 
 
 DANSKIN = ("Danskin's theorem: the inner maximiser is a constant of the parameter gradient "
@@ -324,7 +324,7 @@ def findings(run: RunResults) -> list[Finding]:
                            f"{m}_uc": u[m]["clean"], f"{m}_up": u[m][pgd_key]})
         out.append(Finding(
             "With L∞ sign steps the block changes nothing the model learns: "
-            + "; ".join(f"{_LABELS[m]} reaches {{{m}_bc}} / {{{m}_bp}} (clean / PGD) blocked "
+            + "; ".join(f"{LABELS[m]} reaches {{{m}_bc}} / {{{m}_bp}} (clean / PGD) blocked "
                         f"and {{{m}_uc}} / {{{m}_up}} unblocked" for m in attacked) + ".",
             same, basis=DANSKIN, values=values))
     grads = s.get("gradients", {})

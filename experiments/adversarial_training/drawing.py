@@ -23,7 +23,7 @@ from toolkit.lab.runner import RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, place_legend, variant_style
 
-from . import _LABELS, METHODS
+from . import LABELS, METHODS
 
 
 def accuracy_figure(run: RunResults, check: str) -> Any:
@@ -34,7 +34,7 @@ def accuracy_figure(run: RunResults, check: str) -> Any:
         standard = method == "standard"
         for ax, key in zip(axes, ("clean_acc", "robust_acc")):
             variant_curves(ax, run, f"{method}/{key}", labels={
-                v: _LABELS[method] + (" training" if standard else f" {v}") for v in VARIANTS},
+                v: LABELS[method] + (" training" if standard else f" {v}") for v in VARIANTS},
                 styles={BLOCKED: variant_style("reference") if standard else {},
                         UNBLOCKED: {"mfc": "none"}}, marker=MARKERS[i], ms=5)
     step_axes(axes[0], f"clean accuracy, {check}", ylabel="accuracy", identical=True)
@@ -68,7 +68,7 @@ def examples_figure(run: RunResults) -> Any:
     attacked = [m for m in run.params.get("methods", METHODS) if f"adv_{m}" in ex]
     side = round(math.sqrt(ex["x"].shape[1]))
     fig, axes = image_grid(
-        [("clean", ex["x"]), *((_LABELS[m], ex[f"adv_{m}"]) for m in attacked)],
+        [("clean", ex["x"]), *((LABELS[m], ex[f"adv_{m}"]) for m in attacked)],
         shape=(side, side), cell=(1.05, 1.3), pad=(1.2, 0.5),
         col_titles=[f"label {int(y)}" for y in ex["y"]],
         title=f"PGD-{p.get('eval_steps')} examples (ε = {p.get('eps')}) against each model")
@@ -96,5 +96,5 @@ def boundary_figure(run: RunResults) -> Any:
         ax.scatter(b["x"][:, 0], b["x"][:, 1], c=b["y"], cmap=classes, s=10, edgecolors="k",
                    linewidths=0.3)
         ax.scatter(adv[:, 0], adv[:, 1], c=b["y"], cmap=classes, marker="x", s=14)
-        ax.set_title(f"{_LABELS[method]}, ε = {run.params.get('eps')}", fontsize=10)
+        ax.set_title(f"{LABELS[method]}, ε = {run.params.get('eps')}", fontsize=10)
     return fig

@@ -305,7 +305,7 @@ def _finite(x: float) -> float | None:
 # --- findings -------------------------------------------------------------------------------------
 
 
-def _methods(run: RunResults) -> list[str]:
+def methods_of(run: RunResults) -> list[str]:
     return list(run.params.get("methods", list(METHODS)))
 
 
@@ -316,7 +316,7 @@ def _join(parts: list[str]) -> str:
 def findings(run: RunResults) -> list[Finding]:
     """Three or four sentences with their numbers and verdicts (the likelihoods are measured,
     not predicted), from summary.json."""
-    s, methods = run.summary, _methods(run)
+    s, methods = run.summary, methods_of(run)
     b, u = ({m: s[v][m] for m in methods} for v in (BLOCKED, UNBLOCKED))
     cos_b = min(b[m]["mean_cos_cd"] for m in methods)
     cos_u = {f"cos_{m}": u[m]["mean_cos_cd"] for m in methods}

@@ -22,7 +22,7 @@ from toolkit.lab.runner import RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
-from . import NAMES, _methods
+from . import NAMES, methods_of
 
 #: The chains: mean-field (differentiable, blocked or not) and stochastic (with the block).
 _VARIANT_NAMES = {BLOCKED: "blocked (mean-field chain)",
@@ -35,7 +35,7 @@ _VARIANT_MARKERS = {v: {"marker": m} for v, m in zip(_VARIANT_NAMES, ("o", "s", 
 def loglik_figure(run: RunResults) -> Any:
     fig, axes = _panels(run, [""], "log-likelihood (nats per pattern)", 3.0)
     data, others = run.summary.get("data", {}), []
-    for ax, method in zip(axes[0], _methods(run)):
+    for ax, method in zip(axes[0], methods_of(run)):
         variant_curves(ax, run, f"{method}/loglik", _variants(run), labels=_VARIANT_NAMES,
                        styles=_VARIANT_MARKERS, others=others, ms=3)
         for peer, marker, label in (("sklearn", "s", "scikit-learn's BernoulliRBM (PCD-1)"),
@@ -54,7 +54,7 @@ def cosine_figure(run: RunResults) -> Any:
     rows = {"cos_cd": "to the CD update", "cos_exact": "to the exact gradient"}
     fig, axes = _panels(run, list(rows.values()), "cosine similarity", 2.3)
     others: list[str] = []
-    for (i, name), (j, method) in itertools.product(enumerate(rows), enumerate(_methods(run))):
+    for (i, name), (j, method) in itertools.product(enumerate(rows), enumerate(methods_of(run))):
         variant_curves(axes[i, j], run, f"{method}/{name}", _variants(run),
                        labels=_VARIANT_NAMES, styles=_VARIANT_MARKERS, others=others, ms=4,
                        mfc="none")
@@ -67,7 +67,7 @@ def cosine_figure(run: RunResults) -> Any:
 
 def _panels(run: RunResults, rows: list[str], ylabel: str, height: float) -> tuple[Any, Any]:
     """One panel per row and method, the rows sharing their y axis, epochs below the last."""
-    methods = _methods(run)
+    methods = methods_of(run)
     fig, axes = subplots(len(rows), len(methods), squeeze=False, sharey="row", sharex=True,
                          figsize=(9.0, height * len(rows) + 0.9))
     for (i, row), (j, method) in itertools.product(enumerate(rows), enumerate(methods)):
@@ -82,7 +82,7 @@ def mosaic_figure(run: RunResults, artifact: str, title: str, cmap: str) -> Any:
     """One panel per variant (row) and method (column): the artifact's rows as images, tiled."""
     data = run.artifact(artifact)
     shape = tuple(int(x) for x in data["image_shape"])
-    methods, none = _methods(run), np.zeros((0, shape[0] * shape[1]))
+    methods, none = methods_of(run), np.zeros((0, shape[0] * shape[1]))
     rows = [(name, [tile_images(data.get(f"{v}_{m}", none), shape) for m in methods])
             for v, name in _VARIANT_NAMES.items() if any(k.startswith(f"{v}_") for k in data)]
     fig, _ = image_grid(rows, cell=(2.5, 2.4), pad=(0.8, 0.4), title=title,

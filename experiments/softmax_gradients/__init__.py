@@ -332,7 +332,7 @@ def run_failure(params: Params, ctx: RunContext, u: torch.Tensor) -> dict[str, A
 
 # --- findings -------------------------------------------------------------------------------------
 
-_SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
+SHAPE = re.compile(r"^\d+x\d+$")  # the cost shapes' labels, e.g. "256x256"
 SHIFT = ("shift invariance: softmax(x − m) = softmax(x) for every m, so ∂softmax/∂m = 0 and the "
          "gradient through the max vanishes")
 
@@ -386,7 +386,7 @@ def findings(run: RunResults) -> list[Finding]:
 
 def _cost_findings(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
     """Graph and memory (deterministic) and time (measured) of the first cost shape."""
-    labels = [k for k in s[BLOCKED] if _SHAPE.match(k)]
+    labels = [k for k in s[BLOCKED] if SHAPE.match(k)]
     if not labels:
         return []
     label = labels[0]
@@ -437,7 +437,7 @@ def figures(run: RunResults) -> dict[str, Any]:
             "naive_softmax([c, 0]) is no longer finite (bars), on log(finfo.max) of each "
             "precision (black marks)."),
     }
-    if any(_SHAPE.match(k) for k in run.costs.get(BLOCKED, {})):
+    if any(SHAPE.match(k) for k in run.costs.get(BLOCKED, {})):
         out["cost_bars"] = (cost_figure(run),
                             f"Cost of one forward+backward in float32 (seed {run.seed}) per "
                             "variant and input shape: time, autograd nodes, peak memory and "

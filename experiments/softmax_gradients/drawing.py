@@ -18,7 +18,7 @@ from toolkit.lab.runner import RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
-from . import _SHAPE, DTYPES, KINDS
+from . import DTYPES, KINDS, SHAPE
 from .cost import COST_VARIANTS
 
 #: Per variant: legend entry, marker, its size, more style (distinct markers keep blocked and
@@ -101,7 +101,7 @@ def failure_figure(run: RunResults) -> Any:
 def cost_figure(run: RunResults) -> Any:
     """Bars per variant: time, graph nodes, peak memory, bytes saved, per input shape."""
     costs, summary = run.costs, run.summary
-    labels = [k for k in costs.get(BLOCKED, {}) if _SHAPE.match(k)]
+    labels = [k for k in costs.get(BLOCKED, {}) if SHAPE.match(k)]
     metrics = [("time_median_s", "time [ms]", 1e3, costs),
                ("graph_nodes", "autograd nodes", 1, summary),
                ("peak_bytes", "peak memory [MiB]", 1 / 2**20, costs),
