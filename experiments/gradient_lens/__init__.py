@@ -405,7 +405,3 @@ def figures(run: RunResults) -> dict[str, Any]:
             for case, title in (("td", f"DQN TD loss: the cut {TARGET_BLOCK!r}"),
                                 ("gan", f"GAN discriminator step: the cut {FAKE_BLOCK!r}"))}
 
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))

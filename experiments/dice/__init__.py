@@ -307,7 +307,3 @@ def _error_figure(run: RunResults) -> Any:
     legend_below(fig, axes, ncols=2)
     return fig
 
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))

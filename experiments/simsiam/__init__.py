@@ -240,7 +240,3 @@ def _knn_figure(run: RunResults) -> Any:
     place_legend(ax)
     return fig
 
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))

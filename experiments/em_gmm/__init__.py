@@ -463,7 +463,3 @@ def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
     nudge_labels(*axes)
     return fig
 
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))

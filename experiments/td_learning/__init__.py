@@ -426,7 +426,3 @@ def _chain_figure(run: RunResults) -> Any:
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))

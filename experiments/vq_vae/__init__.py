@@ -253,7 +253,3 @@ def _curves_figure(run: RunResults) -> Any:
     legend_below(fig, axes)
     return fig
 
-
-if __name__ == "__main__":  # python -m stop_gradient_experiments.<name>: its QUICK comparison
-    from toolkit.lab.cli import run_module
-    raise SystemExit(run_module(__name__))
