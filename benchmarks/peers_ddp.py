@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from audit_peers import (
+from peers_cases import (
     DDP_ITERATIONS,
     ROOT,
     CaseUnavailable,

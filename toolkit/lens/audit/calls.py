@@ -13,15 +13,12 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from toolkit.lens.audit.sites import grad_off_line, user_line
-
-if TYPE_CHECKING:
-    from toolkit.lens.audit.record import Recording
 
 __all__ = ["CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
@@ -58,7 +55,7 @@ def tensors_in(args: Any) -> Iterator[torch.Tensor]:
 class CallWatch(TorchFunctionMode):
     """Sees every torch call of the step; records cuts and writes that touch watched tensors."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Any) -> None:  # the Recording it serves (record.py)
         super().__init__()
         self.rec = recording
 

@@ -47,7 +47,7 @@ from toolkit.lens.graph_walk import closure
 if TYPE_CHECKING:
     from toolkit.lens.audit.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_leaks", "updated_twice"]
+__all__ = ["check", "find_leaks"]
 
 def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                ) -> tuple[list[Leak], list[Leak]]:
@@ -122,24 +122,6 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                     lines=() if through else lines)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
-
-
-def updated_twice(rec: Recording) -> set[int]:
-    """``id`` of the tensors the step writes in place from *other* trained tensors (a
-    parameter, or a tensor that requires grad): an EMA or a copy of another network.
-
-    Such a write on a tensor an optimizer also steps updates it twice, by the gradient and by
-    the write. A write from the tensor itself and constants (weight clipping's ``clamp_``, a
-    projection or a renormalisation, a pruning mask) only constrains what the optimizer
-    stepped: a note, not a finding.
-    """
-    out = set()
-    for key, write in rec.writes.items():
-        sources = [rec.watched.get(i) for i in write.sources]
-        if any(t is not None and (isinstance(t, nn.Parameter) or t.requires_grad)
-               for t in sources):
-            out.add(key)
-    return out
 
 
 def _passed_calls(graph: Graph, legit: set[int], rec: Recording, stepped: set[int]

@@ -173,6 +173,23 @@ class Recording:
         self.busy = False
         self._stack = contextlib.ExitStack()
 
+    def updated_twice(self) -> set[int]:
+        """``id`` of the tensors the step writes in place from *other* trained tensors (a
+        parameter, or a tensor that requires grad): an EMA or a copy of another network.
+
+        Such a write on a tensor an optimizer also steps updates it twice, by the gradient and
+        by the write. A write from the tensor itself and constants (weight clipping's
+        ``clamp_``, a projection or a renormalisation, a pruning mask) only constrains what the
+        optimizer stepped: a note, not a finding.
+        """
+        out = set()
+        for key, write in self.writes.items():
+            sources = [self.watched.get(i) for i in write.sources]
+            if any(t is not None and (isinstance(t, nn.Parameter) or t.requires_grad)
+                   for t in sources):
+                out.add(key)
+        return out
+
     def watch(self, tensors: list[torch.Tensor]) -> None:
         """Watch more tensors from now on (and put them back with the snapshot)."""
         for t in tensors:

@@ -16,10 +16,7 @@ import torch
 
 from toolkit.lens.audit.graph import Graph, parameter_regions
 from toolkit.lens.audit.labels import Labeller
-from toolkit.lens.audit.leaks import updated_twice
-from toolkit.lens.audit.proof import Prover
 from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.targets import target_edges
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import output_roots
 
@@ -58,13 +55,10 @@ class RecordedStep:
     allow_pass_through: bool
     allow_trained_target: bool
     all_stepped: set[int] = field(default_factory=set)
-    removed: dict[str, set[tuple[int, int]]] = field(init=False)
-    prover: Prover = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.removed = {name: target_edges(graph, set(self.stepped[name]))
-                        for name, graph in self.graphs.items()}
-        self.prover = Prover(self)
+    # set by audit_step once the graphs are read (targets.target_edges, proof.Prover): the
+    # rules and the proof read the recorded step, so it imports neither
+    removed: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    prover: Any = None
 
     def roots(self, loss: str) -> list[torch.Tensor]:
         """The tensors backward starts from for ``loss``."""
@@ -92,5 +86,5 @@ def record_step(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any]
         groups=groups, rec=rec, label=Labeller(rec), searches=searches,
         graphs={name: Graph(search) for name, search in searches.items()},
         region=parameter_regions(rec, set(rec.names.tensors) | all_stepped),
-        twice=updated_twice(rec), allow_pass_through=allow_pass_through,
+        twice=rec.updated_twice(), allow_pass_through=allow_pass_through,
         allow_trained_target=allow_trained_target, all_stepped=all_stepped)

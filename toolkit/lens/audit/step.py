@@ -64,6 +64,7 @@ from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
 from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.lens.audit.names import Names, find_modules
 from toolkit.lens.audit.notes import notes_of
+from toolkit.lens.audit.proof import Prover
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.recorded import Found, RecordedStep, record_step
 from toolkit.lens.audit.result import StepAudit, listing
@@ -178,6 +179,9 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         recorded = record_step(losses, pairings, stepped, recording,
                                allow_pass_through=allow_pass_through,
                                allow_trained_target=allow_trained_target)
+        recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
+                            for name, graph in recorded.graphs.items()}
+        recorded.prover = Prover(recorded)
         audit = run_rules(recorded)
     finally:
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
