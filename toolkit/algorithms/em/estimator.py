@@ -40,7 +40,7 @@ from toolkit.algorithms.em.inputs import (
     resolve_dtype,
     to_output,
 )
-from toolkit.algorithms.em.params import COVARIANCE_TYPES, GMMParams
+from toolkit.algorithms.em.params import COVARIANCE_TYPES, GMMParams, one_model
 from toolkit.core.stop_gradient import require_block
 
 __all__ = ["GaussianMixture"]
@@ -160,10 +160,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             Cholesky-whitened coordinates computed in float64 (:func:`e_step`); the fit's
             iterations in float32 only on 2**14 samples or more and while the cancellation
             of its moment matrices, estimated from the parameters, stays below 2e-4, else in
-            float64 (:mod:`toolkit.algorithms.em.fast`). The float32 attributes are the
-            float64 results rounded once: ``covariances_`` keeps its smallest eigenvalue only
-            to ~6e-8·κ (relative), ``precisions_cholesky_``, which the evaluation uses, its
-            whitened coordinates to ~6e-8·sqrt(κ).
+            float64 (:mod:`toolkit.algorithms.em.fast`). The float32 attributes describe one
+            mixture: ``covariances_`` (with ``weights_`` and ``means_``) defines the model,
+            rounded once from the float64 fit; ``precisions_cholesky_`` (what the evaluation
+            uses) and ``precisions_`` are computed in float64 from those stored covariances,
+            then rounded, so the stored factor is the Cholesky factor of the stored
+            covariances' inverse to float32's rounding.
 
     Attributes:
         weights_ (k,), means_ (k, d), covariances_, precisions_, precisions_cholesky_:
@@ -304,7 +306,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                           f"{self.max_iter} iterations with tol={self.tol}; n_init > 1 tries "
                           f"other starts.)", ConvergenceWarning, stacklevel=3)
         assert best is not None  # n_init >= 1
-        best = GMMParams(*(t.to(X.dtype) for t in best))
+        best = one_model(best, X.dtype, self.covariance_type)
         return best, best_n_iter, best_bound, best_bounds, best_converged
 
     def fit_predict(self, X: Any, y: Any = None, sample_weight: Any = None
@@ -336,8 +338,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self._set_fitted(tensors, like=params[1])
 
     def _set_fitted(self, params: GMMParams, *, like: Any) -> None:
-        U = params.precisions_cholesky
-        precisions = U @ U.mT if self.covariance_type in ("full", "tied") else U.square()
+        U = params.precisions_cholesky.to(torch.float64)  # the precisions from the stored
+        precisions = (U @ U.mT if self.covariance_type in ("full", "tied") else U.square()
+                      ).to(params.precisions_cholesky.dtype)  # factor, rounded once
         self.weights_, self.means_, self.covariances_, self.precisions_cholesky_, \
             self.precisions_ = (to_output(t, like) for t in (*params, precisions))
 

@@ -16,6 +16,7 @@ __all__ = [
     "COVARIANCE_TYPES",
     "GMMParams",
     "from_unconstrained",
+    "one_model",
     "precisions_cholesky_from_covariances",
     "to_unconstrained",
 ]
@@ -58,6 +59,29 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
     if (covariances <= 0).any():
         raise ValueError(_PD_ADVICE)
     return torch.rsqrt(covariances)
+
+
+def one_model(params: GMMParams, dtype: torch.dtype, covariance_type: str) -> GMMParams:
+    """``params`` in ``dtype`` as one mixture: the covariances (which define the model) rounded
+    once, and the precisions' Cholesky factor computed in float64 from those rounded
+    covariances, then rounded. Rounding each float64 result on its own would store a factor
+    of the unrounded covariances: a second model, up to ~6e-8·κ away on ill-conditioned ones.
+
+    >>> import torch
+    >>> cov = torch.tensor([[[1.0, 0.999999], [0.999999, 1.0]]], dtype=torch.float64)
+    >>> p = GMMParams(torch.ones(1, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.float64),
+    ...               cov, precisions_cholesky_from_covariances(cov, "full"))
+    >>> q = one_model(p, torch.float32, "full")
+    >>> exact = precisions_cholesky_from_covariances(q.covariances.double(), "full")
+    >>> bool(((q.precisions_cholesky.double() - exact).abs() <= 1e-7 * exact.abs().max()).all())
+    True
+    """
+    if dtype == params.covariances.dtype == params.precisions_cholesky.dtype:
+        return params
+    covariances = params.covariances.to(dtype)
+    factor = precisions_cholesky_from_covariances(covariances.to(torch.float64), covariance_type)
+    return GMMParams(params.weights.to(dtype), params.means.to(dtype), covariances,
+                     factor.to(dtype))
 
 
 def precisions_cholesky_from_precisions(precisions: torch.Tensor, covariance_type: str
