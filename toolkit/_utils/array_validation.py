@@ -170,6 +170,9 @@ def check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
     """
     if not isinstance(X, torch.Tensor):
         X = as_numeric_array(where, "X", X)
+    elif X.requires_grad:
+        raise ValueError(f"{where}: X is a tensor that requires grad; an estimator fits data, "
+                         f"not a graph: pass X.detach()")
     elif X.is_complex():
         raise ValueError(f"{where}: X must hold real numbers; Complex data not supported (got "
                          f"dtype {X.dtype})")

@@ -127,7 +127,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             :class:`toolkit.BlockNotSwitchableError` (sampling passes no gradient, so the
             update would silently be the same).
         momentum, weight_decay: SGD momentum and L2 weight decay on ``W`` (Hinton's guide).
-        n_chains: persistent chains for PCD (default ``batch_size``, as scikit-learn).
+        n_chains: persistent chains for PCD (default ``batch_size``, as scikit-learn, or the
+            number of samples when that is smaller: a batch larger than the data is the data).
         shuffle: visit the rows in a new random order every pass (default: in order).
         init, init_scale: weights ``N(0, 0.01²)`` (``"normal"``, scikit-learn) or
             ``U(−0.1, 0.1)`` (``"uniform"``, the Shark library); ``init_scale`` replaces 0.01/0.1.
@@ -213,8 +214,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)
         with self._threads(X, self.batch_size):
             Xt = self._check_fit_data(where, X)
-            self._initialize(Xt, numpy_random_state(self.random_state, where=where))
-            self.n_iter_ = self._run(Xt, epochs=self.n_iter, batch_size=self.batch_size,
+            # a batch larger than the data is the data (scikit-learn's one batch of all rows)
+            self._initialize(Xt, numpy_random_state(self.random_state, where=where),
+                             chains=min(self.batch_size, Xt.shape[0]))
+            self.n_iter_ = self._run(Xt, epochs=self.n_iter,
+                                     batch_size=min(self.batch_size, Xt.shape[0]),
                                      shuffle=self.shuffle, like=X, report=True)
         return self
 
@@ -241,7 +245,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         shape = getattr(X, "shape", ())
         if batch is None or len(shape) != 2:
             return contextlib.nullcontext()  # training sets it itself
-        chains = (self.n_chains or self.batch_size) if self.method == "pcd" else batch
+        chains = ((self.n_chains or min(self.batch_size, int(shape[0])))
+                  if self.method == "pcd" else batch)
         rows = min(batch, int(shape[0])) + chains
         device = resolve_device(self.device, where="BernoulliRBM")
         return threads_for(self.n_components * int(shape[1]), rows, device)
@@ -253,8 +258,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
         return Xt
 
-    def _initialize(self, X: torch.Tensor | SparseRows, rs: np.random.RandomState) -> None:
-        """scikit-learn's start (weights from ``rs``, zero biases) and a fresh training state."""
+    def _initialize(self, X: torch.Tensor | SparseRows, rs: np.random.RandomState, *,
+                    chains: int | None = None) -> None:
+        """scikit-learn's start (weights from ``rs``, zero biases) and a fresh training state
+        with ``n_chains``, else ``chains``, else ``batch_size`` persistent chains (scikit-learn's
+        ``partial_fit`` keeps ``batch_size`` whatever the data)."""
         n_features = X.shape[1]
         scale = self.init_scale if self.init_scale is not None else _INIT_SCALE[self.init]
         shape = (self.n_components, n_features)
@@ -265,7 +273,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
                            torch.zeros(n_features, **zeros),
                            torch.zeros(self.n_components, **zeros))
-        self._state = initial_state(params, self.method, self.n_chains or self.batch_size,
+        self._state = initial_state(params, self.method,
+                                    self.n_chains or chains or self.batch_size,
                                     self.chain == "mean_field", generator)
         self._rng_state = generator.get_state()
         self._visible_sum = torch.zeros(n_features, dtype=torch.float64, device=X.device)
