@@ -320,3 +320,17 @@ def test_gallery_reads_title_text_and_code(tmp_path):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q", "-n", "0"]))
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if any(k == "python" for k, _, _ in blocks(p))],
+                         ids=_id)
+def test_every_python_block_imports_what_it_uses(path):
+    """A reader pastes one block alone: every module a block uses (``torch.randn``, ``nn``) is
+    imported in that block, not only in an earlier one (a block may still use the variables
+    an earlier block made)."""
+    modules = {"torch", "nn", "np", "numpy", "F", "plt", "pd", "copy", "math", "json"}
+    for kind, line, code in blocks(path):
+        if kind != "python":
+            continue
+        missing = sorted((_uses(code) & modules) - _defines(code))
+        assert not missing, f"{_id(path)}:{line}: the block uses {missing} without importing them"
