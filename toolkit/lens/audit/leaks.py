@@ -37,7 +37,7 @@ from torch import nn
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
-from toolkit.lens.audit.location import leak_cut
+from toolkit.lens.audit.location import first_outside, leak_cut
 from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.sites import Line
@@ -194,7 +194,7 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
                       f"steps, so its whole gradient goes to tensors outside it; pairing it "
                       f"with their optimizer would train them on this objective: first make it "
                       f"reach what it trains (see the DEAD finding of {optimizer!r})"), ()
-    first = next((i for i, node in enumerate(chain) if id(node) not in legit), len(chain) - 1)
+    first = first_outside(chain, legit)
     if first == 0:
         return None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
                       f"its target side: no cut in the step's code spares them"), ()

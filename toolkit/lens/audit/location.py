@@ -33,7 +33,7 @@ from toolkit.lens.audit.sites import Line
 if TYPE_CHECKING:
     from toolkit.lens.audit.recorded import RecordedStep
 
-__all__ = ["MAX_CUTS", "leak_cut", "reader_line", "target_cut"]
+__all__ = ["MAX_CUTS", "first_outside", "leak_cut", "reader_line", "target_cut"]
 
 #: the most cuts one fix may list (a tensor read on that many separate paths)
 MAX_CUTS = 4
@@ -170,23 +170,23 @@ def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool
     return found
 
 
-def _chain(step: RecordedStep, prover: Prover, loss: str, leaf: int, cut: Cut
-           ) -> list[Any] | None:
-    """The shortest chain of nodes from ``loss`` to the node ``leaf`` through no cut."""
-    graph = step.graphs[loss]
-    nodes = graph.search.nodes
+def _shortest(graph: Any, starts: list[int], goals: set[int], cut: Cut | None = None
+              ) -> list[int] | None:
+    """Node ids of the shortest chain from one of ``starts`` to one of ``goals`` through no cut
+    (a dead node is not passed), or ``None``."""
+    cut = Cut() if cut is None else cut
     parent: dict[int, int | None] = {}
     queue = deque()
-    for root in dict.fromkeys(graph.roots):
-        parent[root] = None
-        queue.append(root)
+    for start in dict.fromkeys(starts):
+        parent[start] = None
+        queue.append(start)
     while queue:
         key = queue.popleft()
-        if key == leaf:
+        if key in goals:
             out = []
             at: int | None = key
             while at is not None:
-                out.append(nodes[at])
+                out.append(at)
                 at = parent[at]
             return out[::-1]
         if key in cut.dead:
@@ -198,6 +198,18 @@ def _chain(step: RecordedStep, prover: Prover, loss: str, leaf: int, cut: Cut
     return None
 
 
+def _chain(step: RecordedStep, loss: str, leaf: int, cut: Cut) -> list[Any] | None:
+    """The shortest chain of nodes from ``loss`` to the node ``leaf`` through no cut."""
+    graph = step.graphs[loss]
+    keys = _shortest(graph, graph.roots, {leaf}, cut)
+    return None if keys is None else [graph.search.nodes[k] for k in keys]
+
+
+def first_outside(chain: list[Any], legit: set[int]) -> int:
+    """The index of the first node of ``chain`` on no legitimate path (the last when all are)."""
+    return next((i for i, node in enumerate(chain) if id(node) not in legit), len(chain) - 1)
+
+
 def leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: set[int],
              known: list[Cut]) -> Cut | None:
     """The proved cut (one or several) that removes ``loss``'s gradient to the leaf node
@@ -206,9 +218,8 @@ def leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: se
     for cut in known:
         if not prover.reaches(loss, leaf, cut):
             return cut
-    chain = _chain(step, prover, loss, leaf, Cut())
-    first = 0 if chain is None else next(
-        (i for i, node in enumerate(chain) if id(node) not in legit), len(chain) - 1)
+    chain = _chain(step, loss, leaf, Cut())
+    first = 0 if chain is None else first_outside(chain, legit)
     for node in (chain or [])[max(first, 1):]:  # a disabled block on the way: enable it
         if is_open_marker(node):
             entry = step.rec.made.get(id(node))
@@ -230,11 +241,10 @@ def _leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: s
               inner: bool) -> Cut | None:
     cut = Cut()
     for _ in range(MAX_CUTS):
-        chain = _chain(step, prover, loss, leaf, cut)
+        chain = _chain(step, loss, leaf, cut)
         if chain is None:
             return cut
-        first = next((i for i, node in enumerate(chain) if id(node) not in legit),
-                     len(chain) - 1)
+        first = first_outside(chain, legit)
         for candidate in _candidates(step, chain, max(first, 1), True, inner):
             trial = cut | candidate
             if prover.keeps_training(trial) and prover.spares_gradients(trial):
@@ -255,7 +265,7 @@ def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, targ
     graph = step.graphs[loss]
     if not leaves or id(target) not in search.nodes:
         return None
-    below = _below(graph, id(target), leaves)
+    below = _shortest(graph, [id(target)], leaves)
     if below is None:
         return None
     chain = [compare, *(search.nodes[k] for k in below)]
@@ -266,24 +276,4 @@ def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, targ
             if id(target) in candidate.dead or (id(compare), id(target)) in candidate.edges \
                     or not prover.reach(loss, [id(target)], candidate) & leaves:
                 return candidate
-    return None
-
-
-def _below(graph: Any, start: int, leaves: set[int]) -> list[int] | None:
-    """Node ids of the shortest chain from ``start`` down to one of ``leaves``."""
-    parent: dict[int, int | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        key = queue.popleft()
-        if key in leaves:
-            out = []
-            at: int | None = key
-            while at is not None:
-                out.append(at)
-                at = parent[at]
-            return out[::-1]
-        for child in graph.children.get(key, ()):
-            if child not in parent:
-                parent[child] = key
-                queue.append(child)
     return None

@@ -64,33 +64,40 @@ def _line(frame: FrameType) -> Line:
                 linecache.getline(path, number).strip(), path, _inside(frame))
 
 
+def _library(path: str) -> bool:
+    """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own."""
+    return path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
+
+
+def _installed(path: str) -> bool:
+    """Whether file ``path`` belongs to an installed package (peft, transformers, nflows)."""
+    return any(part in path for part in _INSTALLED)
+
+
+def _forward_of(frame: FrameType) -> nn.Module | None:
+    """The module whose ``forward`` ``frame`` runs (``m(x)`` or ``m.forward(x)``), if any."""
+    code = frame.f_code
+    if code.co_name != "forward" or not code.co_argcount:
+        return None
+    owner = frame.f_locals.get(code.co_varnames[0])
+    return owner if isinstance(owner, nn.Module) else None
+
+
 def _inside(frame: FrameType | None) -> str:
     """The class of the innermost ``nn.Module`` whose ``forward`` is running at or outside
-    ``frame`` (however it was called: ``m(x)`` or ``m.forward(x)``), or ``""``."""
+    ``frame``, or ``""``."""
     while frame is not None:
-        if frame.f_code.co_name == "forward" and frame.f_code.co_argcount:
-            owner = frame.f_locals.get(frame.f_code.co_varnames[0])
-            if isinstance(owner, nn.Module):
-                return type(owner).__name__
+        owner = _forward_of(frame)
+        if owner is not None:
+            return type(owner).__name__
         frame = frame.f_back
     return ""
 
 
-def step_line(depth: int = 2) -> Line | None:
-    """The innermost frame of the user's code that runs outside every module's ``forward``
+def step_line() -> Line | None:
+    """The innermost line of the user's code that runs outside every module's ``forward``
     (the step's own line that called the forward now running), or ``None``."""
-    frame: FrameType | None = sys._getframe(depth)
-    found = None
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if frame.f_code.co_name == "forward" and frame.f_code.co_argcount and isinstance(
-                frame.f_locals.get(frame.f_code.co_varnames[0]), nn.Module):
-            found = None  # inside a forward: look further out
-        elif found is None and not path.startswith(_LIBRARY_PATHS) \
-                and not path.startswith("<frozen") and not any(p in path for p in _INSTALLED):
-            found = frame
-        frame = frame.f_back
-    return None if found is None else _line(found)
+    return next((line for line in user_stack(3) if not line.inside), None)
 
 
 def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
@@ -100,8 +107,8 @@ def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
     fallback = None
     while frame is not None:
         path = frame.f_code.co_filename
-        if not path.startswith(_LIBRARY_PATHS) and not path.startswith("<frozen"):
-            if installed or not any(part in path for part in _INSTALLED):
+        if not _library(path):
+            if installed or not _installed(path):
                 return _line(frame)
             fallback = fallback or frame
         frame = frame.f_back
@@ -119,7 +126,7 @@ def grad_off_line(depth: int = 2) -> Line | None:
     frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not path.startswith(_LIBRARY_PATHS) and not path.startswith("<frozen"):
+        if not _library(path):
             found = _enclosing_with(path, frame.f_lineno, frame.f_code.co_firstlineno)
             if found is not None:
                 number, text = found
@@ -164,18 +171,17 @@ def user_stack(depth: int = 2) -> tuple[Line, ...]:
     inside = ""
     marks: list[str] = []
     for frame in reversed(frames):  # outermost first: a forward encloses what it calls
-        if frame.f_code.co_name == "forward" and frame.f_code.co_argcount:
-            owner = frame.f_locals.get(frame.f_code.co_varnames[0])
-            if isinstance(owner, nn.Module):
-                inside = type(owner).__name__
+        owner = _forward_of(frame)
+        if owner is not None:
+            inside = type(owner).__name__
         marks.append(inside)
     lines, installed = [], []
     for frame, inside in zip(frames, reversed(marks)):
         path = frame.f_code.co_filename
-        if path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen"):
+        if _library(path):
             continue
         number = frame.f_lineno
         line = Line(os.path.basename(path), number, frame.f_code.co_name,
                     linecache.getline(path, number).strip(), path, inside)
-        (installed if any(p in path for p in _INSTALLED) else lines).append(line)
+        (installed if _installed(path) else lines).append(line)
     return tuple(lines or installed)
