@@ -1,11 +1,7 @@
 """The lens: a DQN target network's backward graph, with and without its cut.
 
 Name the cut in your own training step and the lens shows where gradient flows. Here a DQN
-step computes its target behind `as_constant(..., name="dqn.target")`. `draw_gradient_graph`
-draws the backward graph from the loss (top) to the parameter groups, the cut as a red dashed
-node and everything behind it greyed out (first figure); inside `disable_blocks("dqn.target")`
-the gradient also reaches the target network (second figure). `gradient_flow` tabulates the
-same: each group's gradient with every block active, then with each block disabled.
+step computes its target behind `as_constant(..., name="dqn.target")`.
 """
 
 import copy
@@ -14,6 +10,10 @@ import torch
 from torch import nn
 
 from toolkit import as_constant, disable_blocks, draw_gradient_graph, gradient_flow
+
+# %% A DQN step with a named cut
+# An online network `q`, its copy `q_target`, a batch of 32 transitions, and the TD loss with
+# the target computed as a constant named `"dqn.target"`.
 
 torch.manual_seed(0)
 q = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
@@ -28,9 +28,28 @@ def td_loss():
 
 
 groups = {"online": q, "target": q_target}
+
+# %% With the cut
+# `draw_gradient_graph` draws the backward graph from the loss (top) to the parameter groups,
+# the cut as a red dashed node and everything behind it greyed out: no gradient reaches the
+# target network.
+
 with_cut = draw_gradient_graph(td_loss, groups, title="with the cut dqn.target")
+
+# %% Without it
+# Inside `disable_blocks("dqn.target")` the gradient also reaches the target network.
+
 with disable_blocks("dqn.target"):
     without_cut = draw_gradient_graph(td_loss, groups, title="without it")
+
+# %% The same as a table
+# `gradient_flow` tabulates each group's gradient with every block active, then with each block
+# disabled.
+
+print(gradient_flow(td_loss, groups))
+
+# %% Keep the drawings
+# Run on its own, the script leaves both drawings as PNG files beside it.
+
 with_cut.savefig("dqn_graph_with_cut.png")
 without_cut.savefig("dqn_graph_without_cut.png")
-print(gradient_flow(td_loss, groups))

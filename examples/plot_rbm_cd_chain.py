@@ -3,10 +3,7 @@
 The CD loss is F(v_data) − F(stop_gradient(v_model)), the block `"rbm.negative_samples"`: with
 it, autograd gives exactly the CD update ⟨v hᵀ⟩_data − ⟨v hᵀ⟩_model. With a mean-field Gibbs
 chain (deterministic, differentiable) `disable_blocks("rbm.*")` lets the gradient also flow
-back through the chain's k steps. CD-10 trains an RBM on the 30 bars-and-stripes patterns
-(4×4), small enough for the exact log-likelihood (left) and its exact gradient (right).
-Neither update is the likelihood's gradient, so theory does not rank them; in this run the
-update through the chain stalls while CD keeps climbing.
+back through the chain's k steps.
 """
 
 import matplotlib.pyplot as plt
@@ -16,6 +13,10 @@ import torch.nn.functional as F
 from toolkit import disable_blocks
 from toolkit.algorithms import rbm
 from toolkit.lab.data import bars_and_stripes
+
+# %% Bars and stripes
+# The 30 bars-and-stripes patterns of 4×4 pixels: small enough for the exact log-likelihood
+# and its exact gradient, which every update is compared with.
 
 X = bars_and_stripes(4, dtype=torch.float64)
 flat = lambda grads: torch.cat([g.reshape(-1) for g in grads])  # noqa: E731
@@ -39,9 +40,20 @@ def train(epochs=200):
     return loglik, cosines
 
 
+# %% With and without the block
+# CD-10 for 200 full-batch epochs from the same start, as written and inside
+# `disable_blocks("rbm.*")`.
+
 with_block = train()
 with disable_blocks("rbm.*"):
     without_block = train()
+print(f"log-likelihood after 200 epochs: {with_block[0][-1]:.4g} with the block, "
+      f"{without_block[0][-1]:.4g} without")
+
+# %% What it shows
+# The exact log-likelihood (left) and the cosine of each update to the likelihood's exact
+# gradient (right). Neither update is the likelihood's gradient, so theory does not rank them;
+# in this run the update through the chain stalls while CD keeps climbing.
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 for (loglik, cosines), style, color, label in [(with_block, "-", "#0072B2", "with the block"),
@@ -52,6 +64,4 @@ left.axhline(-torch.log(torch.tensor(30.0)), color="#404040", ls=":", label="bes
 left.set(xlabel="epoch", ylabel="nats per pattern", title="Exact log-likelihood")
 right.set(xlabel="update", ylabel="cosine", title="Update vs the exact likelihood gradient")
 left.legend(), right.legend(), fig.tight_layout()
-print(f"log-likelihood after 200 epochs: {with_block[0][-1]:.4g} with the block, "
-      f"{without_block[0][-1]:.4g} without")
 plt.show()

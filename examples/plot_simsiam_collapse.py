@@ -2,10 +2,8 @@
 
 SimSiam minimises ½ D(p₁, stop_gradient(z₂)) + ½ D(p₂, stop_gradient(z₁)), the block
 `"simsiam.target"`: each view's projection is a fixed target for the other's prediction.
-Inside `disable_blocks("simsiam.*")` both branches move toward each other and the loss reaches
-its minimum −1 by making every output the same vector (Chen & He 2021, Figure 2): the spread
-of the l2-normalised output, std · √d, falls toward 0 (right), where it stays near 1 with the
-block. Small MLPs on scikit-learn's 8×8 digits, 25 epochs each.
+Inside `disable_blocks("simsiam.*")` both branches move toward each other, and the loss can
+reach its minimum −1 by making every output the same vector (Chen & He 2021, Figure 2).
 """
 
 import matplotlib.pyplot as plt
@@ -14,6 +12,11 @@ import torch
 from toolkit import disable_blocks
 from toolkit.algorithms.simsiam import SimSiam, output_std, train_simsiam
 from toolkit.lab.data import digits
+
+# %% Training, and the spread of the output
+# Small MLPs on scikit-learn's 8×8 digits, 25 epochs. After every epoch: the loss, and the
+# spread of the l2-normalised output, std(z/‖z‖) · √d: near 1 for outputs spread over the
+# sphere, 0 when every output is the same vector.
 
 X, _ = digits()
 
@@ -32,9 +35,18 @@ def train(epochs=25):
     return [row["loss"] for row in history], spread
 
 
+# %% With and without the block
+
 with_block = train()
 with disable_blocks("simsiam.*"):
     without_block = train()
+print(f"after 25 epochs: spread {with_block[1][-1]:.3g} with the block, "
+      f"{without_block[1][-1]:.3g} without; loss {with_block[0][-1]:.3g} and "
+      f"{without_block[0][-1]:.3g}")
+
+# %% What it shows
+# Without the block the loss falls toward −1 (left) and the spread toward 0 (right): the
+# representation collapses. With the block the spread stays near 1.
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 for (loss, spread), style, color, label in [(with_block, "-", "#0072B2", "with the block"),
@@ -48,8 +60,4 @@ right.set(xlabel="epoch", ylabel="std(z/‖z‖) · √d", ylim=(0, 1.1),
 left.legend()
 right.legend()
 fig.tight_layout()
-
-print(f"after 25 epochs: spread {with_block[1][-1]:.3g} with the block, "
-      f"{without_block[1][-1]:.3g} without; loss {with_block[0][-1]:.3g} and "
-      f"{without_block[0][-1]:.3g}")
 plt.show()

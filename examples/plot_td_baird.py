@@ -2,10 +2,8 @@
 
 The bootstrapped target `r + γ V(s')` sits behind the block `"td.target"`. With it, gradient
 descent on the TD loss is semi-gradient TD; inside `disable_blocks("td.*")` it is the residual
-gradient. On Baird's counterexample (Sutton & Barto, Example 11.1: γ = 0.99, α = 0.01, expected
-updates) semi-gradient TD diverges and the residual gradient converges; on the A-split
-(Example 11.2) the block finds the true values A = ½, B = 1, C = 0 and the residual gradient
-the wrong ones, ½, ¾, ¼. Neither side wins both.
+gradient. Two textbook problems (Sutton & Barto, Examples 11.1 and 11.2) show that neither
+side wins both.
 """
 
 import matplotlib.pyplot as plt
@@ -13,6 +11,11 @@ import torch
 
 from toolkit import disable_blocks
 from toolkit.algorithms.td import a_split, baird_counterexample, gradient_descent
+
+# %% The two problems
+# Baird's counterexample: 7 states, 8 weights, γ = 0.99, step size α = 0.01, expected
+# updates from w₀ = (1, 1, 1, 1, 1, 1, 10, 1). The A-split: a tabular chain where A goes to B
+# or C, then B pays 1 and C pays 0, so the true values are A = ½, B = 1, C = 0.
 
 mrp, w0 = baird_counterexample(0.99)
 table = a_split()
@@ -26,9 +29,23 @@ def fit():
     return baird.norm(dim=1), values
 
 
+# %% With and without the block
+# The same `fit`, once as written and once inside `disable_blocks("td.*")`, where the gradient
+# also flows through the target `γ V(s')`.
+
 norm_with, values_with = fit()
 with disable_blocks("td.*"):
     norm_without, values_without = fit()
+print(f"Baird, ‖w‖ after 1000 sweeps: {norm_with[-1]:.4g} with the block, "
+      f"{norm_without[-1]:.4g} without")
+print("A-split with the block:", [round(v, 3) for v in values_with.tolist()])
+print("A-split without it:    ", [round(v, 3) for v in values_without.tolist()])
+
+# %% What it shows
+# Left: semi-gradient TD diverges on Baird's counterexample, the residual gradient converges.
+# Right: on the A-split the block finds the true values ½, 1, 0 and the residual gradient the
+# wrong ones, ½, ¾, ¼. The block is not free: it buys the right fixed point at the price of
+# stability off policy.
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 left.semilogy(norm_with, label="with the block (semi-gradient TD)", color="#0072B2")
@@ -41,9 +58,4 @@ right.bar(x + 0.2, values_without, 0.4, label="without it", color="#D55E00")
 right.set(xticks=x, xticklabels=table.names, ylabel="V", title="A-split (true: ½, 1, 0)")
 right.legend()
 fig.tight_layout()
-
-print(f"Baird, ‖w‖ after 1000 sweeps: {norm_with[-1]:.4g} with the block, "
-      f"{norm_without[-1]:.4g} without")
-print("A-split with the block:", [round(v, 3) for v in values_with.tolist()])
-print("A-split without it:    ", [round(v, 3) for v in values_without.tolist()])
 plt.show()

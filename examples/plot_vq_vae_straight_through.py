@@ -2,10 +2,8 @@
 
 The encoder's output z_e is replaced by its nearest code e; the argmin has no gradient, so
 z_q = z_e + stop_gradient(e − z_e), the block `"vq_vae.straight_through"`, copies the
-decoder's gradient to the encoder. Inside `disable_blocks("vq_vae.straight_through")`,
-z_q = e exactly and ∂z_q/∂z_e = I − I = 0: the encoder receives exactly zero reconstruction
-gradient (right), its codes stop tracking the digits and the reconstructions stay near the
-average digit (left). Van den Oord et al. 2017, on scikit-learn's 8×8 digits.
+decoder's gradient to the encoder (van den Oord et al. 2017). Inside
+`disable_blocks("vq_vae.straight_through")`, z_q = e exactly and ∂z_q/∂z_e = I − I = 0.
 """
 
 import matplotlib.pyplot as plt
@@ -14,6 +12,11 @@ import torch
 from toolkit import disable_blocks
 from toolkit.algorithms.vq_vae import VQVAE, encoder_recon_grad_norm, train_vq_vae
 from toolkit.lab.data import digits
+
+# %% Training on digits
+# scikit-learn's 8×8 digits, 1400 to train and the rest to test. After every epoch: the test
+# reconstruction error, and the norm of the reconstruction loss's gradient with respect to
+# the encoder's parameters.
 
 X, _ = digits()
 train_X, test_X = X[:1400], X[1400:]
@@ -36,9 +39,19 @@ def train(epochs=12):
     return test_mse, encoder_grad
 
 
+# %% With and without the block
+
 with_block = train()
 with disable_blocks("vq_vae.straight_through"):
     without_block = train()
+mean_digit = float(((test_X - train_X.mean(0)) ** 2).mean())
+print(f"test MSE after 12 epochs: {with_block[0][-1]:.3g} with the block, "
+      f"{without_block[0][-1]:.3g} without (mean digit: {mean_digit:.3g}); encoder gradient "
+      f"{with_block[1][-1]:.3g} and {without_block[1][-1]:.3g}")
+
+# %% What it shows
+# Without the block the encoder receives exactly zero reconstruction gradient (right): its
+# codes stop tracking the digits and the reconstructions stay near the average digit (left).
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 epochs = range(1, 13)
@@ -46,13 +59,9 @@ for (mse, grad), style, color, label in [(with_block, "o-", "#0072B2", "with the
                                           (without_block, "s--", "#D55E00", "without it")]:
     left.plot(epochs, mse, style, color=color, label=label)
     right.plot(epochs, grad, style, color=color, label=label)
-mean_digit = float(((test_X - train_X.mean(0)) ** 2).mean())
 left.axhline(mean_digit, color="#404040", ls=":", label="predicting the mean digit")
 left.set(xlabel="epoch", ylabel="MSE", title="Test reconstruction error")
 right.set(xlabel="epoch", ylabel="‖∂ recon / ∂ encoder‖", title="Reconstruction gradient "
           "reaching the encoder")
 left.legend(), right.legend(), fig.tight_layout()
-print(f"test MSE after 12 epochs: {with_block[0][-1]:.3g} with the block, "
-      f"{without_block[0][-1]:.3g} without (mean digit: {mean_digit:.3g}); encoder gradient "
-      f"{with_block[1][-1]:.3g} and {without_block[1][-1]:.3g}")
 plt.show()

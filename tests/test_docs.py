@@ -286,13 +286,35 @@ def test_example_is_short_public_and_compares(path):
     source = path.read_text(encoding="utf-8")
     module = ast.parse(source)
     assert ast.get_docstring(module), f"{path.name}: a docstring whose first line is the title"
-    assert len(source.splitlines()) <= 60, f"{path.name}: longer than 60 lines"
+    code = [line for line in source.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(code) <= 50, f"{path.name}: more than 50 lines of code"
     assert "disable_blocks" in source, f"{path.name}: plots with and without the block"
     for node in ast.walk(module):
         if isinstance(node, ast.ImportFrom) and node.module:
             parts = node.module.split(".")
             assert not any(p.startswith("_") for p in parts), (
                 f"{path.name}: imports the private {node.module}; use the public API")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_is_cells_with_prose_between(path):
+    """scikit-learn's gallery form: ``# %%`` cells, most of them opened by prose."""
+    pytest.importorskip("mkdocs")
+    cells = _load("gallery").read_example(path).cells
+    assert len(cells) >= 3, f"{path.name}: split the script into cells with `# %%`"
+    explained = [c for c in cells[1:] if c.prose]
+    assert len(explained) >= len(cells[1:]) - 1, (
+        f"{path.name}: open each cell after the imports with comment lines saying what it does")
+
+
+def test_the_gallery_follows_the_algorithms_order():
+    pytest.importorskip("mkdocs")
+    gallery = _load("gallery")
+    algorithms = ALGORITHM_PAGES
+    ordered = gallery.ordered([gallery.read_example(p) for p in EXAMPLES], algorithms)
+    ranks = [algorithms.index(ex.algorithm) for ex in ordered if ex.algorithm]
+    assert ranks == sorted(ranks) and len(set(ranks)) == len(algorithms)
+    assert all(ex.algorithm is None for ex in ordered[len(ranks):])
 
 
 def test_griffe_extension_makes_rest_markdown():
@@ -305,14 +327,22 @@ def test_griffe_extension_makes_rest_markdown():
         "```pycon", ">>> 1 + 1", "2", "```"]
 
 
-def test_gallery_reads_title_text_and_code(tmp_path):
+def test_gallery_reads_title_text_and_cells(tmp_path):
     pytest.importorskip("mkdocs")
     gallery = _load("gallery")
     script = tmp_path / "plot_x.py"
-    script.write_text('"""A title.\n\nSome text.\n"""\n\nimport math\nprint(math.pi)\n')
+    script.write_text('"""A title.\n\nSome text.\n"""\n\nimport math\n\n# %% Heading\n'
+                      '# Prose,\n#\n# two paragraphs.\n\nprint(math.pi)\n\n# %%\n# Only prose.\n')
     example = gallery.read_example(script)
-    assert (example.title, example.text, example.code) == (
-        "A title", "Some text.", "import math\nprint(math.pi)")
+    assert (example.title, example.text) == ("A title", "Some text.")
+    assert [(c.heading, c.prose, c.code, c.line) for c in example.cells] == [
+        ("", "", "import math", 6), ("Heading", "Prose,\n\ntwo paragraphs.", "print(math.pi)", 13),
+        ("", "Only prose.", "", 17)]
+    assert example.code == "import math\n\nprint(math.pi)"
+    notebook = json.loads(gallery.notebook(example))
+    assert [c["cell_type"] for c in notebook["cells"]] == [
+        "markdown", "code", "markdown", "code", "markdown"]
+    assert notebook["nbformat"] == 4 and notebook["cells"][3]["source"] == ["print(math.pi)"]
     script.write_text("import math\n")
     with pytest.raises(gallery.PluginError, match="starts with a docstring"):
         gallery.read_example(script)
