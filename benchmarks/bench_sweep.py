@@ -20,9 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolkit.lab.runner import make_config
+from toolkit.lab.runner import plan_one
 from toolkit.lab.runner.config import ExecutorSpec
-from toolkit.lab.runner.registry import experiments_for
 from toolkit.lab.runner.sweep import run_configs
 
 
@@ -54,15 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             params = {"chain_steps": args.steps, "baird_sweeps": args.steps,
                       "a_split_steps": min(200, args.steps), "log_every": min(100, args.steps)}
-            configs = [make_config("td_learning", params, seed=seed, device="cpu",
-                                   dtype="float64", output_dir=Path(tmp))
-                       for seed in range(args.runs)]
-            experiments = experiments_for(configs)
+            runs = [plan_one("td_learning", params, seed=seed, device="cpu",
+                             dtype="float64", output_dir=Path(tmp))
+                    for seed in range(args.runs)]
             for r in range(args.rounds):
                 for n in ((1, 2) if r % 2 == 0 else (2, 1)):
                     spec = ExecutorSpec(kind="dask", address=clusters[n].scheduler_address)
                     t0 = time.perf_counter()
-                    outcomes, status = run_configs(configs, experiments, executor=spec,
+                    outcomes, status = run_configs(runs, executor=spec,
                                                    quiet=True)
                     seconds[n].append(time.perf_counter() - t0)
                     if status or len(outcomes) != args.runs:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from toolkit.lab.runner import (
     Experiment,
@@ -73,11 +73,18 @@ class Params(ExperimentParams):
                                  + (f"; {hint}" if hint else ""))
         return overrides
 
+    _children: dict[str, ExperimentParams] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _children_valid(self) -> Params:
-        # every child's params are checked when the config is loaded (also by --dry-run)
-        child_params(self)
+        # every child's params are checked when the config is planned (also by --dry-run),
+        # once: the run uses them as they are
+        self._children = child_params(self)
         return self
+
+    def children(self) -> dict[str, ExperimentParams]:
+        """Each selected experiment's validated ``Params``, by name (made with these)."""
+        return dict(self._children)
 
 
 Found = tuple[dict[str, Experiment], dict[str, str]]
@@ -144,7 +151,7 @@ def run(params: Params, ctx: RunContext) -> None:
 
     found = load_all()
     names, loaded = select(params, found), found[0]
-    children = child_params(params, found)
+    children = params.children()
     for name in ctx.progress(names, desc="showcase"):
         exp = loaded[name]
         dtype = exp.dtype

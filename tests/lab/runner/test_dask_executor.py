@@ -14,9 +14,8 @@ import pytest
 from runner_testutil import FIXTURES, REPO
 
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults, load_config
+from toolkit.lab.runner import RunResults, load_config, plan
 from toolkit.lab.runner.config import ExecutorSpec
-from toolkit.lab.runner.registry import experiments_for
 from toolkit.lab.runner.sweep import run_configs
 
 distributed = pytest.importorskip("distributed")
@@ -55,11 +54,11 @@ def _summaries(root: Path) -> dict[tuple[int, float], bytes]:
 
 def test_sweep_matches_the_local_executor_byte_for_byte(cluster, tmp_path: Path) -> None:
     path = _sweep_config(tmp_path)
-    local = load_config(path, output_dir=tmp_path / "local")
-    remote = load_config(path, output_dir=tmp_path / "dask")
-    _, status_local = run_configs(local, experiments_for(local), executor=ExecutorSpec(kind="local", workers=1))
+    local = plan(path, output_dir=tmp_path / "local")
+    remote = plan(path, output_dir=tmp_path / "dask")
+    _, status_local = run_configs(local, executor=ExecutorSpec(kind="local", workers=1))
     spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
-    outcomes, status = run_configs(remote, experiments_for(remote), executor=spec)
+    outcomes, status = run_configs(remote, executor=spec)
     assert status == status_local == 0 and len(outcomes) == 4
     assert all(o.status == "complete" for o in outcomes)
     a, b = _summaries(tmp_path / "local"), _summaries(tmp_path / "dask")
@@ -80,10 +79,10 @@ def test_sweep_matches_the_local_executor_byte_for_byte(cluster, tmp_path: Path)
 
 def test_failing_run_is_reported_and_the_others_complete(cluster, tmp_path: Path) -> None:
     path = _sweep_config(tmp_path)
-    configs = load_config(path, ["params.fail_at=0"], output_dir=tmp_path / "r")[:1]
-    configs += load_config(path, output_dir=tmp_path / "r")[:1]
+    configs = plan(path, ["params.fail_at=0"], output_dir=tmp_path / "r")[:1]
+    configs += plan(path, output_dir=tmp_path / "r")[:1]
     spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
-    outcomes, status = run_configs(configs, experiments_for(configs), executor=spec)
+    outcomes, status = run_configs(configs, executor=spec)
     assert status == 1
     by_status = {o.status: o for o in outcomes}
     assert set(by_status) == {"failed", "complete"}
@@ -96,14 +95,14 @@ def test_a_dead_worker_is_retried_once_then_the_run_fails(cluster, tmp_path: Pat
     config.write_text(f'experiment = "dies_once"\nseed = 0\n'
                       f'[params]\nmarker = {json.dumps(str(tmp_path / "m1"))}\n')
     spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
-    configs = load_config(config, output_dir=tmp_path / "r")
-    (outcome,), status = run_configs(configs, experiments_for(configs), executor=spec)
+    configs = plan(config, output_dir=tmp_path / "r")
+    (outcome,), status = run_configs(configs, executor=spec)
     assert status == 0 and outcome.status == "complete"  # died once, then ran
     assert RunResults(outcome.run_dir).summary["blocked"]["attempts"] == 2
-    configs = load_config(config, ["params.always=true",
+    configs = plan(config, ["params.always=true",
                                    f"params.marker={json.dumps(str(tmp_path / 'm2'))}"],
                           output_dir=tmp_path / "r2")
-    (outcome,), status = run_configs(configs, experiments_for(configs), executor=spec)
+    (outcome,), status = run_configs(configs, executor=spec)
     assert status == 1 and outcome.status == "failed"
     meta = RunResults(outcome.run_dir).meta
     assert meta["status"] == "failed" and "worker died twice" in meta["error"]

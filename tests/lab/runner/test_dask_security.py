@@ -20,11 +20,10 @@ import pytest
 from runner_testutil import FIXTURES, REPO
 
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults, load_config
+from toolkit.lab.runner import RunResults, plan
 from toolkit.lab.runner.config import ExecutorSpec
 from toolkit.lab.runner.dask_connect import is_loopback, parse_address, probe
 from toolkit.lab.runner.errors import ConfigError
-from toolkit.lab.runner.registry import experiments_for
 from toolkit.lab.runner.sweep import run_configs
 from toolkit.lab.runner.tomlio import loads
 
@@ -117,12 +116,12 @@ def test_dasks_own_configuration_carries_the_certificates(tls_cluster: str, cert
                                                           tmp_path: Path) -> None:
     import dask
 
-    configs = load_config(tiny_config, output_dir=tmp_path)
+    configs = plan(tiny_config, output_dir=tmp_path)
     spec = ExecutorSpec(kind="dask", address=tls_cluster)
     with dask.config.set({"distributed.comm.tls.ca-file": str(certs["ca"]),
                           "distributed.comm.tls.client.cert": str(certs["cert"]),
                           "distributed.comm.tls.client.key": str(certs["key"])}):
-        (outcome,), status = run_configs(configs, experiments_for(configs), executor=spec)
+        (outcome,), status = run_configs(configs, executor=spec)
     assert status == 0 and outcome.status == "complete"
 
 
@@ -213,10 +212,10 @@ def test_insecure_accepts_plain_tcp_to_another_host_with_one_warning(
 
 def _escape(config: Path, tls_cluster: str, certs) -> tuple[object, Path]:
     out = config.parent / "results"
-    configs = load_config(config, output_dir=out)
+    configs = plan(config, output_dir=out)
     spec = ExecutorSpec(kind="dask", address=tls_cluster, tls_ca_file=str(certs["ca"]),
                         tls_cert=str(certs["cert"]), tls_key=str(certs["key"]))
-    (outcome,), status = run_configs(configs, experiments_for(configs), executor=spec)
+    (outcome,), status = run_configs(configs, executor=spec)
     assert status == 1 and outcome.status == "failed"
     return outcome, out
 

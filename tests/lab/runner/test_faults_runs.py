@@ -19,7 +19,7 @@ from faults_testutil import one_line
 from runner_testutil import FIXTURES, REPO
 
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults, load_config
+from toolkit.lab.runner import RunResults, plan
 from toolkit.lab.runner import run as run_module
 from toolkit.lab.runner.liveness import STALE_AFTER_S, heartbeat
 from toolkit.lab.runner.registry import load_experiment
@@ -183,13 +183,12 @@ def test_a_disable_pattern_that_matches_no_block_is_refused_at_dry_run(
 def test_shipped_configs_disable_blocks_the_experiments_declare(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from toolkit.lab.cli.commands import check_blocks
-    from toolkit.lab.runner import load_config
-    from toolkit.lab.runner.registry import experiments_for
+    from toolkit.lab.runner import plan
 
     monkeypatch.delenv("TOOLKIT_EXPERIMENTS_PATH")
     for path in sorted((REPO / "configs").glob("*.toml")):
-        configs = load_config(path, overrides=["device=cpu"])
-        check_blocks(configs, experiments_for(configs))  # raises ConfigError otherwise
+        runs = plan(path, overrides=["device=cpu"])
+        check_blocks(runs)  # raises ConfigError otherwise
 
 
 def test_abandoned_when_the_process_is_gone_or_the_heartbeat_stale(tmp_path: Path) -> None:
@@ -242,7 +241,6 @@ def test_an_unexpected_error_is_one_line_and_debug_shows_it(
 def test_an_iteration_count_that_would_run_for_days_is_refused(
         experiment: str, key: str, bound: int, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from toolkit.lab.runner.registry import load_experiment
 
     monkeypatch.delenv("TOOLKIT_EXPERIMENTS_PATH")
     if not load_experiment(experiment).path.is_relative_to(REPO):
@@ -301,8 +299,8 @@ def test_a_signal_between_the_experiment_and_its_final_writes_is_held(
 
     monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(FIXTURES / "experiments"))
     monkeypatch.setattr(run_module, "heartbeat", beat_then_sigterm)
-    config = load_config(CONFIG, output_dir=tmp_path)[0]
-    outcome = run_module.execute(config, load_experiment(config.experiment), quiet=True)
+    spec = plan(CONFIG, output_dir=tmp_path)[0]
+    outcome = run_module.execute(spec, quiet=True)
     assert len(handlers) == 1 and callable(handlers[0])
     assert (outcome.status, outcome.exit_code) == ("complete", 128 + signal.SIGTERM)
     assert RunResults(outcome.run_dir).meta["status"] == "complete"

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
+from toolkit.lab.runner.limits import DEFAULT_MAX_RUNS
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "demo", "main", "run_module"]
 
@@ -151,30 +152,37 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--seeds", metavar="LIST", help="replicate seeds, e.g. 0,1,2 or 0-4 "
                    "(replaces seed/seeds of the config)")
     p.add_argument("--out", metavar="DIR", help="output root (replaces output_dir)")
-    p.add_argument("--executor", choices=("local", "dask"), default=None,
-                   help="where the runs run: local (default; this process, or a pool of "
-                        "--workers processes) or dask (a Dask cluster; see --address)")
-    p.add_argument("--address", metavar="tls://HOST:PORT", default=None,
-                   help="Dask scheduler to send the runs to (with --executor dask; without it "
-                        "a LocalCluster of --workers processes is started on loopback): "
-                        "tls:// with the three --tls-* files, or tcp:// on this machine only")
-    p.add_argument("--tls-ca-file", metavar="FILE", default=None,
-                   help="CA certificate of the Dask cluster (PEM), for a tls:// address "
-                        "(default: dask's distributed.comm.tls.ca-file)")
-    p.add_argument("--tls-cert", metavar="FILE", default=None,
-                   help="this client's certificate (PEM), signed by that CA "
-                        "(default: distributed.comm.tls.client.cert)")
-    p.add_argument("--tls-key", metavar="FILE", default=None,
-                   help="this client's private key (PEM; not needed when it is in the "
-                        "certificate file; default: distributed.comm.tls.client.key)")
-    p.add_argument("--insecure", action="store_true", default=None,
-                   help="accept a plain tcp:// address that is not this machine: anyone who "
-                        "can reach it can run code on the workers and read every result")
-    p.add_argument("--dashboard", action="store_true", default=None,
-                   help="serve the local cluster's dashboard (on 127.0.0.1) and print its "
-                        "link; off by default")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="processes of the local pool or of the LocalCluster (default 1)")
+    p.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
+                   help=f"refuse, before making any, more runs than N (default "
+                        f"{DEFAULT_MAX_RUNS:,}): a typo in --seeds or a [sweep] list must not "
+                        f"fill a shared machine")
+    where = p.add_argument_group("where the runs run")
+    where.add_argument("--executor", choices=("local", "dask"), default=None,
+                       help="local (default; this process, or a pool of --workers processes) "
+                            "or dask (a Dask cluster; see the Dask options)")
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="processes of the local pool or of the LocalCluster (default 1)")
+    dask = p.add_argument_group("Dask cluster (with --executor dask)")
+    dask.add_argument("--address", metavar="tls://HOST:PORT", default=None,
+                      help="scheduler to send the runs to (without it a LocalCluster of "
+                           "--workers processes is started on loopback): tls:// with the three "
+                           "--tls-* files, or tcp:// on this machine only")
+    dask.add_argument("--tls-ca-file", metavar="FILE", default=None,
+                      help="CA certificate of the cluster (PEM), for a tls:// address "
+                           "(default: dask's distributed.comm.tls.ca-file)")
+    dask.add_argument("--tls-cert", metavar="FILE", default=None,
+                      help="this client's certificate (PEM), signed by that CA "
+                           "(default: distributed.comm.tls.client.cert)")
+    dask.add_argument("--tls-key", metavar="FILE", default=None,
+                      help="this client's private key (PEM; not needed when it is in the "
+                           "certificate file; default: distributed.comm.tls.client.key)")
+    dask.add_argument("--insecure", action="store_true", default=None,
+                      help="accept a plain tcp:// address that is not this machine: anyone "
+                           "who can reach it can run code on the workers and read every "
+                           "result (only the command line can ask for this)")
+    dask.add_argument("--dashboard", action="store_true", default=None,
+                      help="serve the local cluster's dashboard (on 127.0.0.1) and print its "
+                           "link; off by default")
     p.add_argument("--quiet", action="store_true", help="no progress bars, less output")
     p.add_argument("--no-report", action="store_true",
                    help="skip figures and report.html (draw later with `toolkit report`)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
               f"interrupted ones)", file=sys.stderr)
 
 
-def check_blocks(configs: Sequence[Any], experiments: Mapping[str, Any]) -> None:
+def check_blocks(specs: Sequence[Any]) -> None:
     """Every ``disable_blocks`` pattern must match a block its experiment declares
     (:attr:`~toolkit.lab.runner.Experiment.blocks`); ConfigError otherwise, before anything runs. An
     experiment that declares none is not checked."""
@@ -79,8 +79,8 @@ def check_blocks(configs: Sequence[Any], experiments: Mapping[str, Any]) -> None
 
     from toolkit.lab.runner.errors import ConfigError, suggest
 
-    for config in configs:
-        declared = experiments[config.experiment].blocks
+    for spec in specs:
+        config, declared = spec.config, spec.experiment.blocks
         for pattern in config.disable_blocks if declared else ():
             if not any(fnmatch.fnmatchcase(name, pattern) for name in declared):
                 hint = suggest(pattern, declared)
@@ -92,12 +92,12 @@ def check_blocks(configs: Sequence[Any], experiments: Mapping[str, Any]) -> None
                                   + f"use a block name or a pattern such as {prefix!r}")
 
 
-def _executor(args: argparse.Namespace, configs: list) -> object:
+def _executor(args: argparse.Namespace, runs: list) -> object:
     """The executor of the configs' [executor] table, with the command line's options on top."""
     from toolkit.lab.runner.config import ExecutorSpec
     from toolkit.lab.runner.errors import ConfigError
 
-    specs = {c.executor for c in configs}
+    specs = {r.config.executor for r in runs}
     if len(specs) > 1 and args.executor is None:
         raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
                           "run them separately or choose one with --executor")
@@ -163,29 +163,42 @@ class _Progress:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from toolkit.lab.runner.config import load_config, parse_seeds
-    from toolkit.lab.runner.registry import experiments_for
+    from toolkit.lab.runner.config import parse_seeds
+    from toolkit.lab.runner.planning import plan
     from toolkit.lab.runner.sweep import run_configs
 
+    if args.max_runs < 1:
+        from toolkit.lab.runner.errors import ConfigError
+
+        raise ConfigError("--max-runs", "", f"must be >= 1, got {args.max_runs}",
+                          "give the most runs this command may make, e.g. --max-runs 20000")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    configs = []
+    # planned once: each run's config, experiment (entry point or loose file), validated params
+    # and device, handed as they are to whichever executor runs them
+    runs = []
     for path in args.configs:
-        configs += load_config(path, args.overrides, seeds=seeds, output_dir=args.out)
-    # the command line composes: it finds each experiment (entry point or loose file) once and
-    # hands the objects to the runner
-    experiments = experiments_for(configs)
-    check_blocks(configs, experiments)
-    executor = _executor(args, configs)
+        runs += plan(path, args.overrides, seeds=seeds, output_dir=args.out,
+                     max_runs=args.max_runs)
+    if len(runs) > args.max_runs:
+        from toolkit.lab.runner.errors import ConfigError
+
+        raise ConfigError(" ".join(args.configs), "", f"give {len(runs):,} runs together, "
+                          f"above the limit of {args.max_runs:,}", "run fewer configs at "
+                          "once, or raise the limit with --max-runs N")
+    check_blocks(runs)
+    executor = _executor(args, runs)
     if executor.kind == "dask":
         from toolkit.lab.runner.dask_executor import import_distributed
 
         import_distributed()  # a missing extra is an input error, before anything runs
     from toolkit.lab.runner.seeds import finish_groups, makes_groups
 
+    configs = [r.config for r in runs]
     grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group
     earlier: list[Path] = []
     if args.resume:
-        configs, earlier = _resume(configs, quiet=args.quiet)
+        runs, earlier = _resume(runs, quiet=args.quiet)
+        configs = [r.config for r in runs]
         if not configs:
             print("nothing to do: every run is complete or running")
             return EXIT_OK
@@ -218,8 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = _Progress(len(configs), args.quiet)
     t0 = time.perf_counter()
     try:
-        outcomes, status = run_configs(configs, experiments, executor=executor,
-                                       quiet=args.quiet, finish=finish, on_done=progress)
+        outcomes, status = run_configs(runs, executor=executor, quiet=args.quiet,
+                                       finish=finish, on_done=progress)
     finally:
         progress.close()
     if status >= 128:
@@ -229,7 +242,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from toolkit.lab.report import draw_report
 
         shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
-                              experiments=experiments, t0=t0, say=None if args.quiet else _say, earlier=earlier)
+                              experiments={r.experiment.name: r.experiment for r in runs},
+                              t0=t0, say=None if args.quiet else _say, earlier=earlier)
     if not args.quiet and len(shown) <= 3:
         for folder in shown:
             if (folder / "findings.json").is_file():
@@ -242,12 +256,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _resume(configs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
-    """``--resume``: the configs still to run, and the complete runs of the others (matched by
-    identity: config and seed, wherever the folder lives)."""
+def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
+    """``--resume``: the planned runs still to run, and the complete runs of the others
+    (matched by identity: config and seed, wherever the folder lives)."""
     from toolkit.lab.runner.sweep import plan_resume
 
-    plan = plan_resume(configs)
+    plan = plan_resume(runs)
     for err in plan.damaged:
         print(f"toolkit: warning: {err}; not counted as complete", file=sys.stderr)
     if not quiet:
@@ -345,8 +359,8 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     as ``toolkit run`` would run a config of its quick settings: seed 0, every block switched
     off in turn, the experiment's ``DTYPE`` (else float32), results under ``results/``.
     """
-    from toolkit.lab.runner.config import make_config
     from toolkit.lab.runner.errors import ConfigError
+    from toolkit.lab.runner.planning import plan_one
     from toolkit.lab.runner.registry import Experiment
     from toolkit.lab.runner.run import execute
 
@@ -361,16 +375,15 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-report", action="store_true", help="skip figures and report")
     args = parser.parse_args(argv)
     try:
-        config = make_config(experiment.name, experiment.quick or {}, seed=args.seed,
-                             device=args.device, dtype=experiment.dtype or "float32",
-                             output_dir=args.out, source=f"{experiment.name}.QUICK",
-                             loaded=experiment)
+        spec = plan_one(experiment, experiment.quick or {}, seed=args.seed,
+                        device=args.device, dtype=experiment.dtype or "float32",
+                        output_dir=args.out, source=f"{experiment.name}.QUICK")
     except ConfigError as err:
         print(f"toolkit: error: {err.line()}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"running {experiment.name} (seed {config.seed}, {config.dtype}, QUICK params)",
+    print(f"running {experiment.name} (seed {spec.seed}, {spec.config.dtype}, QUICK params)",
           file=sys.stderr, flush=True)
-    outcome = execute(config, experiment, finish=None if args.no_report else _draw_report)
+    outcome = execute(spec, finish=None if args.no_report else _draw_report)
     print(f"{outcome.status}  {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":
         _print_findings(outcome.run_dir)

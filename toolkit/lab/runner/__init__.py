@@ -3,7 +3,8 @@
 Write an experiment as a module with ``Params(ExperimentParams)`` and
 ``run(params, ctx: RunContext)``, declared as an entry point of the group
 ``toolkit.experiments``; run it with ``toolkit run CONFIG`` or :func:`run_experiment`; read it
-back with :class:`RunResults`.
+back with :class:`RunResults`. In between, :func:`plan` turns a config into
+:class:`RunSpec` objects (validated once) and :func:`execute` runs one.
 
 Names are loaded on first use (PEP 562): the command line reads configs and lists experiments
 without importing torch.
@@ -17,8 +18,9 @@ from toolkit._utils.lazy import lazy_exports
 
 #: public name -> the module that defines it (imported on first use: no torch yet)
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("RunConfig", "load_config", "make_config", "parse_override"),
-                    "toolkit.lab.runner.config"),
+    **dict.fromkeys(("RunConfig", "parse_override"), "toolkit.lab.runner.config"),
+    **dict.fromkeys(("RunSpec", "load_config", "make_config", "plan", "plan_one"),
+                    "toolkit.lab.runner.planning"),
     **dict.fromkeys(("RunContext", "seed_everything"), "toolkit.lab.runner.context"),
     **dict.fromkeys(("ConfigError", "ExperimentLoadError", "RunInterrupted"),
                     "toolkit.lab.runner.errors"),
@@ -42,6 +44,7 @@ __all__ = [
     "RunInterrupted",
     "RunOutcome",
     "RunResults",
+    "RunSpec",
     "SeedGroup",
     "Story",
     "TimeRatio",
@@ -59,6 +62,8 @@ __all__ = [
     "load_experiment",
     "make_config",
     "parse_override",
+    "plan",
+    "plan_one",
     "read_findings",
     "run_experiment",
     "seed_everything",
@@ -66,10 +71,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and IDEs
-    from toolkit.lab.runner.config import RunConfig, load_config, make_config, parse_override
+    from toolkit.lab.runner.config import RunConfig, parse_override
     from toolkit.lab.runner.context import RunContext, seed_everything
     from toolkit.lab.runner.errors import ConfigError, ExperimentLoadError, RunInterrupted
     from toolkit.lab.runner.params import ExperimentParams
+    from toolkit.lab.runner.planning import RunSpec, load_config, make_config, plan, plan_one
     from toolkit.lab.runner.registry import (
         Experiment,
         config_files,

@@ -22,33 +22,33 @@ A config file holds the common keys and the experiment's own ``[params]``::
     [sweep]                     # optional grid: every combination is one run (per seed)
     params.n_components = [2, 3, 4]
 
-:func:`load_config` turns a file (+ ``--set`` overrides) into a list of :class:`RunConfig`, one
-per run, each fully validated before anything is written. Every mistake raises
-:class:`~toolkit.lab.runner.errors.ConfigError`, whose message is one line naming the file, the key
-path and the fix.
+What a config *is* lives here: the file's common keys (:class:`FileConfig`), one resolved
+run (:class:`RunConfig`, what ``config.toml`` of a run directory holds), the executor table,
+dotted overrides and seed lists. Turning a file (or Python values) into validated runs is
+:mod:`toolkit.lab.runner.planning`'s job: :func:`~toolkit.lab.runner.planning.plan` validates each run
+once and hands back :class:`~toolkit.lab.runner.planning.RunSpec` objects. Every mistake raises
+:class:`~toolkit.lab.runner.errors.ConfigError`, whose message is one line naming the file, the
+key path and the fix.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import itertools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkit._utils.array_validation import resolve_device as _resolve_device
 from toolkit.lab.runner import tomlio
-from toolkit.lab.runner.config_errors import Sources, pydantic_error
-from toolkit.lab.runner.errors import ConfigError, ExperimentLoadError, suggest
+from toolkit.lab.runner.errors import ConfigError
 
-__all__ = ["DTYPES", "EXECUTORS", "ExecutorSpec", "RunConfig", "load_config", "make_config",
-           "parse_override", "parse_seeds", "resolve_device"]
+__all__ = ["DTYPES", "EXECUTORS", "MAX_SEED", "SWEEPABLE", "ExecutorSpec", "FileConfig",
+           "RunConfig", "Seeds", "parse_override", "parse_seeds", "resolve_device", "set_path",
+           "split_key"]
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -58,8 +58,11 @@ DTYPES: dict[str, torch.dtype] = {
 }
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-_SWEEPABLE = ("device", "dtype", "disable_blocks", "threads")
+#: the common keys a ``[sweep]`` may vary (besides ``params.<name>``)
+SWEEPABLE = ("device", "dtype", "disable_blocks", "threads")
 EXECUTORS = ("local", "dask")
+#: the largest seed: what numpy's and torch's generators take (a signed 64-bit integer)
+MAX_SEED = 2**63 - 1
 
 
 class ExecutorSpec(BaseModel):
@@ -88,14 +91,16 @@ class ExecutorSpec(BaseModel):
         10.0, gt=0, le=600, description="seconds to reach the scheduler and hear Dask answer")
 
 
-class _FileConfig(BaseModel):
-    """The common keys of a config file."""
+class FileConfig(BaseModel):
+    """The common keys of a config file (``[params]`` and ``[sweep]`` are read as tables; the
+    experiment's ``Params`` validates the first)."""
 
     model_config = ConfigDict(extra="forbid")
 
     experiment: str = Field(description="name of a module in experiments/ (see `toolkit list`)")
-    seed: int | None = Field(None, ge=0, description="random seed of a single run")
-    seeds: list[int] | None = Field(None, min_length=1, description="seeds of replicate runs")
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="random seed of a single run")
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] | None = Field(
+        None, min_length=1, description="seeds of replicate runs")
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
     disable_blocks: list[str] = Field(default_factory=lambda: ["*"],
@@ -115,6 +120,16 @@ class _FileConfig(BaseModel):
     def _one_pattern(cls, value: Any) -> Any:
         # `--set disable_blocks=em.*` gives a string: one pattern
         return [value] if isinstance(value, str) else value
+
+    @field_validator("executor", mode="before")
+    @classmethod
+    def _no_insecure(cls, value: Any) -> Any:
+        # Only the command line lowers security: a config file, perhaps from someone else,
+        # never switches on plain TCP to a remote scheduler by itself.
+        if isinstance(value, dict) and "insecure" in value:
+            raise ValueError("`insecure` is not a config key: only the command line's "
+                             "--insecure accepts a plain tcp:// scheduler off this machine")
+        return value
 
     @field_validator("device")
     @classmethod
@@ -182,7 +197,8 @@ def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
 # ----------------------------------------------------------------------------- overrides
 
 
-def _split_key(key: str, source: str) -> list[str]:
+def split_key(key: str, source: str) -> list[str]:
+    """The parts of a dotted key; ConfigError when it is not one."""
     parts = key.split(".")
     if not key or not all(_KEY_PART.match(p) for p in parts):
         raise ConfigError(source, key or "''", "not a valid dotted key",
@@ -204,7 +220,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, _, raw = text.partition("=")
     key = key.strip()
     raw = raw.strip()
-    _split_key(key, source)
+    split_key(key, source)
     if not raw:
         raise ConfigError(source, key, "missing value after '='",
                           "give a TOML value, e.g. 10, 0.5, true, \"text\" or [1, 2]")
@@ -216,30 +232,73 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def parse_seeds(text: str, *, source: str = "--seeds") -> list[int]:
-    """``"0,1,2"`` or ``"0-4"`` → a list of non-negative seeds."""
-    seeds: list[int] = []
+class Seeds(Sequence[int]):
+    """Seeds given as ranges (``--seeds 0-4,7``): counted without being listed, so that a
+    typo such as ``0-100000000`` is refused by its count before a list is made."""
+
+    def __init__(self, parts: Sequence[range]) -> None:
+        self.parts = tuple(parts)
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.parts)
+
+    def __getitem__(self, index: int) -> int:  # type: ignore[override]
+        if index < 0:
+            index += len(self)
+        for r in self.parts:
+            if 0 <= index < len(r):
+                return r[index]
+            index -= len(r)
+        raise IndexError("seed index out of range")
+
+    def __iter__(self) -> Iterator[int]:
+        for r in self.parts:
+            yield from r
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Seeds):
+            return self.parts == other.parts or list(self) == list(other)
+        if isinstance(other, (list, tuple)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return ",".join(f"{r.start}-{r.stop - 1}" if len(r) > 1 else str(r.start)
+                        for r in self.parts)
+
+
+def parse_seeds(text: str, *, source: str = "--seeds") -> Seeds:
+    """``"0,1,2"`` or ``"0-4"`` → the seeds, each in ``0..MAX_SEED`` (counted, not listed)."""
+    parts: list[range] = []
     try:
         for part in text.split(","):
             part = part.strip()
-            if re.match(r"^\d+-\d+$", part):
+            if re.fullmatch(r"\d+-\d+", part):
                 lo, hi = (int(x) for x in part.split("-"))
                 if hi < lo:
                     raise ValueError(part)
-                seeds.extend(range(lo, hi + 1))
+                parts.append(range(lo, hi + 1))
             else:
                 value = int(part)
                 if value < 0:
                     raise ValueError(part)
-                seeds.append(value)
+                parts.append(range(value, value + 1))
     except ValueError:
         raise ConfigError(source, "", f"{text!r} is not a list of seeds",
                           "use non-negative integers separated by commas (0,1,2) or a range "
                           "(0-4)") from None
-    return seeds
+    top = max(r[-1] for r in parts)
+    if top > MAX_SEED:
+        raise ConfigError(source, "", f"seed {top} is above {MAX_SEED} (2^63 - 1), the largest "
+                          "numpy and torch accept", "use smaller seeds")
+    return Seeds(parts)
 
 
-def _set_path(data: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
+def set_path(data: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
+    """Set ``data[parts[0]][parts[1]]... = value``, making tables on the way; ConfigError
+    (naming ``source``) when a part is already a value."""
     node = data
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
@@ -251,220 +310,3 @@ def _set_path(data: dict[str, Any], parts: list[str], value: Any, source: str) -
                               f"set {path}=... directly")
         node = child
     node[parts[-1]] = value
-
-
-# ----------------------------------------------------------------------------- validation
-
-def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: Sources) -> None:
-    """An unknown top-level key that is a parameter of the experiment: suggest ``params.<key>``."""
-    first = err.errors()[0]
-    if first["type"] != "extra_forbidden" or len(first["loc"]) != 1:
-        return
-    key = str(first["loc"][0])
-    name = raw.get("experiment")
-    if not isinstance(name, str):
-        return
-    try:
-        fields = _load_experiment(name, sources("experiment")).Params.model_fields
-    except ConfigError:
-        return
-    if key in fields:
-        raise ConfigError(sources(key), key, "unknown key",
-                          f"did you mean params.{key}? ({key} is a parameter of {name}; "
-                          f"write --set params.{key}=... or put it under [params])") from None
-
-
-def _common(raw: Mapping[str, Any], sources: Sources) -> _FileConfig:
-    """The common keys of ``raw`` validated; a ConfigError naming the first mistake."""
-    try:
-        return _FileConfig.model_validate(raw)
-    except ValidationError as err:
-        _misplaced_param(err, raw, sources)
-        raise pydantic_error(err, _FileConfig, prefix="", source_of=sources) from None
-
-
-def _load_experiment(name: str, source: str):
-    from toolkit.lab.runner.registry import discover, load_experiment
-
-    try:
-        return load_experiment(name)
-    except KeyError:
-        hint = suggest(name, discover())
-        fix = f"{hint} (`toolkit list` shows all)" if hint else "`toolkit list` shows the experiments"
-        raise ConfigError(source, "experiment", f"unknown experiment {name!r}", fix) from None
-    except ExperimentLoadError as err:
-        raise ConfigError(source, "experiment", f"experiment {name!r} cannot be loaded: "
-                          f"{err.problem}", "fix that module (see `toolkit list`)") from None
-
-
-def _validate_params(experiment: Any, raw: Mapping[str, Any], sources: Sources
-                     ) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(sources("params"), "params", f"must be a table, got {raw!r}",
-                          "write the experiment's keys under [params]")
-    try:
-        model = experiment.Params.model_validate(dict(raw))
-    except ValidationError as err:
-        raise pydantic_error(err, experiment.Params, prefix="params",
-                              source_of=sources) from None
-    return model.model_dump(mode="json")
-
-
-def _runs(common: _FileConfig, experiment: Any, params: Any, seeds: Sequence[int],
-          sources: Sources, **where: Any) -> list[RunConfig]:
-    """One :class:`RunConfig` per seed, once the experiment accepts ``params`` and the device
-    exists here; ``where``: ``source``, ``sweep_point``, ``executor``."""
-    values = _validate_params(experiment, params, sources)
-    resolve_device(common.device, source=sources("device"))
-    return [RunConfig(experiment=common.experiment, params=values, seed=int(seed),
-                      device=common.device, dtype=common.dtype,
-                      disable_blocks=tuple(common.disable_blocks), threads=common.threads,
-                      output_dir=common.output_dir, **where) for seed in seeds]
-
-
-def make_config(experiment: str, params: Mapping[str, Any] | BaseModel | None = None, *,
-                seed: int = 0, device: str = "auto", dtype: str = "float32",
-                disable_blocks: Sequence[str] = ("*",), output_dir: str | Path = "results",
-                threads: int = 1, source: str = "<python>", loaded: Any = None) -> RunConfig:
-    """Validate one run given in Python (the same checks as a config file).
-
-    ``loaded``: the :class:`~toolkit.lab.runner.Experiment` itself, for one that is not registered.
-    """
-    sources = Sources(source, [])
-    common = _common({"experiment": experiment, "seed": seed, "device": device, "dtype": dtype,
-                      "disable_blocks": list(disable_blocks), "threads": threads,
-                      "output_dir": str(output_dir)}, sources)
-    exp = loaded if loaded is not None else _load_experiment(common.experiment, source)
-    if isinstance(params, BaseModel):
-        params = params.model_dump(mode="json")
-    return _runs(common, exp, params or {}, [seed], sources, source=source)[0]
-
-
-# ----------------------------------------------------------------------------- config files
-
-
-def _read(path: Path) -> dict[str, Any]:
-    """The TOML file at ``path`` as a dict; a ConfigError saying why it cannot be read."""
-    source = str(path)
-    if not path.exists():
-        close = ""
-        with contextlib.suppress(Exception):  # the hint is optional
-            from toolkit.lab.runner.registry import config_files
-
-            close = suggest(path.name, [p.name for p in config_files()])
-        raise ConfigError(source, "", "no such file", "check the path; `toolkit list` shows the "
-                          f"configs{f' ({close})' if close else ''}")
-    if path.is_dir():
-        raise ConfigError(source, "", "is a directory, not a config file",
-                          "give a .toml file such as configs/showcase.toml")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(source, "", f"cannot be read ({err})",
-                          "check the file's permissions and encoding (UTF-8)") from None
-    try:
-        return tomlio.loads(text)
-    except tomlio.TOMLDecodeError as err:
-        raise ConfigError(source, "", f"invalid TOML: {err}",
-                          "fix the syntax at that line and column") from None
-
-
-def _override(raw: dict[str, Any], overrides: Sequence[str], path: str) -> Sources:
-    """Apply ``--set`` overrides to ``raw`` in order (all parsed first); where each key came from."""
-    parsed = [(parse_override(text), text) for text in overrides]
-    for (key, value), text in parsed:
-        # an overridden seed/seeds replaces the other one of the file
-        if key in ("seed", "seeds"):
-            raw.pop("seeds" if key == "seed" else "seed", None)
-        _set_path(raw, key.split("."), value, f"--set {text}")
-    return Sources(path, [(key, text) for (key, _), text in parsed])
-
-
-def _seeds(common: _FileConfig, seeds: Sequence[int] | None, sources: Sources) -> list[int]:
-    """The replicate seeds: ``--seeds``, else the file's ``seeds``, else its ``seed`` (or 0)."""
-    if common.seed is not None and common.seeds is not None:
-        raise ConfigError(sources("seeds"), "seeds", "both `seed` and `seeds` are set",
-                          "keep one: seed = 0 for one run, seeds = [0, 1, 2] for replicates")
-    if seeds is not None:
-        run_seeds = list(seeds)
-        if not run_seeds or any(s < 0 for s in run_seeds):
-            raise ConfigError("--seeds", "", f"{run_seeds} is not a list of seeds",
-                              "give non-negative integers such as 0,1,2")
-    elif common.seeds is not None:
-        run_seeds = list(common.seeds)
-        if any(s < 0 for s in run_seeds):
-            raise ConfigError(sources("seeds"), "seeds", f"seeds must be >= 0, got {run_seeds}",
-                              "use non-negative integers")
-    else:
-        run_seeds = [common.seed if common.seed is not None else 0]
-    if len(set(run_seeds)) != len(run_seeds):
-        raise ConfigError(sources("seeds"), "seeds", f"repeated seeds in {run_seeds}",
-                          "list each seed once")
-    return run_seeds
-
-
-def _grid(sweep: Mapping[str, Any], fields: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """The ``[sweep]`` table as dotted key → values, every key sweepable and known."""
-    grid = tomlio.flatten(sweep)
-    for key, values in grid.items():
-        if not (key.startswith("params.") or key in _SWEEPABLE):
-            hint = suggest(key, [*_SWEEPABLE, *(f"params.{f}" for f in fields)])
-            raise ConfigError(source, f"sweep.{key}", "cannot be swept",
-                              (hint + " " if hint else "") + "sweep params.<name>, device, dtype "
-                              "or disable_blocks; use `seeds = [...]` for replicates")
-        if key.startswith("params.") and key.split(".")[1] not in fields:
-            hint = suggest(key.split(".")[1], fields)
-            raise ConfigError(source, f"sweep.{key}", "unknown key",
-                              f"{hint} (valid keys: {', '.join(fields)})"
-                              if hint else f"valid keys: {', '.join(fields)}")
-        if not isinstance(values, list) or not values:
-            raise ConfigError(source, f"sweep.{key}", f"must be a non-empty list, got {values!r}",
-                              f"write {key} = [value1, value2]")
-    return grid
-
-
-def _sweep_points(raw: Mapping[str, Any], grid: Mapping[str, list[Any]], source: str
-                  ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each point of the grid (last key fastest) with the file's keys, the point's values set."""
-    base = {k: v for k, v in raw.items() if k not in ("sweep", "seeds", "seed", "executor")}
-    for combo in itertools.product(*grid.values()):
-        point = dict(zip(grid, combo))
-        member = copy.deepcopy(base)
-        member.setdefault("params", {})
-        for key, value in point.items():
-            _set_path(member, key.split("."), value, f"{source} [sweep]")
-        yield point, member
-
-
-def load_config(path: str | Path, overrides: Sequence[str] = (), *,
-                seeds: Sequence[int] | None = None, output_dir: str | Path | None = None
-                ) -> list[RunConfig]:
-    """Read, override, validate and expand a config file into one :class:`RunConfig` per run.
-
-    Args:
-        path: the TOML file.
-        overrides: ``"dotted.key=VALUE"`` strings (``--set``), applied in order before validation.
-        seeds: replicate seeds that replace ``seed``/``seeds`` of the file (``--seeds``).
-        output_dir: replaces ``output_dir`` of the file (``--out``).
-
-    Returns:
-        The runs: the ``[sweep]`` grid (in the order the keys appear, last key fastest) times the
-        seeds. Everything is validated before this returns; nothing is written.
-    """
-    path = Path(path)
-    source = str(path)
-    raw = _read(path)
-    sources = _override(raw, overrides, source)
-    if output_dir is not None:
-        raw["output_dir"] = str(output_dir)
-    common = _common(raw, sources)
-    run_seeds = _seeds(common, seeds, sources)
-    exp = _load_experiment(common.experiment, sources("experiment"))
-    grid = _grid(common.sweep, exp.Params.model_fields, source)
-    sources.sweep = set(grid)
-    runs: list[RunConfig] = []
-    for point, member in _sweep_points(raw, grid, source):
-        m = _common(member, sources)
-        runs += _runs(m, exp, m.params, run_seeds, sources, source=source, sweep_point=point,
-                      executor=common.executor)
-    return runs

@@ -41,24 +41,18 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit.lab.runner.config import ExecutorSpec, RunConfig
 from toolkit.lab.runner.dask_results import Refused, checked, files_of, write_marked, write_run
 from toolkit.lab.runner.errors import ConfigError, RunInterrupted
+from toolkit.lab.runner.planning import RunSpec
 from toolkit.lab.runner.registry import Experiment
 from toolkit.lab.runner.results import atomic_write_json, dumps_json, utc_now
-from toolkit.lab.runner.run import (
-    Finish,
-    RunOutcome,
-    call_finish,
-    check_output_dir,
-    execute,
-    signals_deferred,
-    signals_raise,
-)
+from toolkit.lab.runner.run import Finish, RunOutcome, call_finish, check_output_dir, execute
+from toolkit.lab.runner.signals import signals_deferred, signals_raise
 
 __all__ = ["run_on_dask"]
 
@@ -79,10 +73,10 @@ _STARTED = "toolkit-run-started"
 _RESULTS_AS = ["msgpack"]
 
 
-def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
-          ) -> dict[str, Any]:
-    """Run one config on a worker (``experiment`` arrives by reference: the worker imports the
-    same module or file); return the outcome and every file the run wrote."""
+def _task(spec: RunSpec, argv: list[str], key: str) -> dict[str, Any]:
+    """Run one planned run on a worker (the spec arrives by reference: the worker imports the
+    same module or file, and resolves the device on its own machine); return the outcome and
+    every file the run wrote."""
     from distributed import get_worker
 
     try:
@@ -95,7 +89,7 @@ def _task(config: RunConfig, experiment: Experiment, argv: list[str], key: str
         if worker != "<client>":
             # tells the client which runs had started, and where, if it is interrupted
             this.log_event(_STARTED, {"key": key, "worker": worker, "root": tmp})
-        outcome = execute(config, experiment, quiet=True, argv=argv, root=Path(tmp),
+        outcome = execute(spec, quiet=True, argv=argv, root=Path(tmp),
                           executor={"kind": "dask", "worker": worker})
         status, code, error = outcome.status, outcome.exit_code, outcome.error
         try:
@@ -260,13 +254,13 @@ def _client(spec: ExecutorSpec, distributed: Any) -> tuple[Any, Any]:
         raise
 
 
-def run_on_dask(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
-                spec: ExecutorSpec, *, argv: list[str], finish: Finish | None = None,
-                on_done: Any = None) -> tuple[list[RunOutcome], int]:
-    """Run ``configs`` as tasks on a Dask cluster (see the module docstring)."""
+def run_on_dask(specs: Sequence[RunSpec], spec: ExecutorSpec, *, argv: list[str],
+                finish: Finish | None = None, on_done: Any = None
+                ) -> tuple[list[RunOutcome], int]:
+    """Run the planned runs as tasks on a Dask cluster (see the module docstring)."""
     distributed = import_distributed()
-    for config in configs:
-        check_output_dir(config)
+    for run in specs:
+        check_output_dir(run.config)
     # keep Dask's INFO lines off the console; a result refused as not plain data is logged by
     # Dask as a CRITICAL traceback, and said once, in the run's error, by this executor
     quiet = {"distributed": logging.WARNING, "distributed.protocol.core": logging.CRITICAL + 1}
@@ -274,17 +268,16 @@ def run_on_dask(configs: Sequence[RunConfig], experiments: Mapping[str, Experime
     for name, level in quiet.items():
         logging.getLogger(name).setLevel(max(levels[name], level))
     try:
-        return _run(configs, experiments, spec, distributed, argv=argv, finish=finish,
-                    on_done=on_done)
+        return _run(specs, spec, distributed, argv=argv, finish=finish, on_done=on_done)
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
 
 
-def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
-         spec: ExecutorSpec, distributed: Any, *, argv: list[str], finish: Finish | None,
-         on_done: Any) -> tuple[list[RunOutcome], int]:
+def _run(specs: Sequence[RunSpec], spec: ExecutorSpec, distributed: Any, *, argv: list[str],
+         finish: Finish | None, on_done: Any) -> tuple[list[RunOutcome], int]:
     client, cluster = _client(spec, distributed)
+    configs = [s.config for s in specs]
     total = len(configs)
     outcomes: list[RunOutcome] = []
     status = 0
@@ -293,8 +286,7 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
 
     def submit(i: int) -> Any:
         key = f"toolkit-run-{i}-{secrets.token_hex(4)}"
-        experiment = experiments[configs[i].experiment]
-        future = client.submit(_task, configs[i], experiment, argv, key, pure=False, key=key)
+        future = client.submit(_task, specs[i], argv, key, pure=False, key=key)
         futures[future] = i
         return future
 
@@ -332,7 +324,7 @@ def _run(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment],
                                      if isinstance(info, dict) else None))
                     continue
                 if finish is not None and info["status"] != "interrupted":
-                    _finish(finish, run_dir, experiments[config.experiment])
+                    _finish(finish, run_dir, specs[i].experiment)
                 done(i, RunOutcome(run_dir, info["status"], info["exit_code"], info["error"],
                                    info["duration_s"] or 0.0))
     except (RunInterrupted, KeyboardInterrupt) as err:

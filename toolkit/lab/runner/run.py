@@ -1,20 +1,19 @@
-"""Executing one run: the run directory, meta.json, signals, failures.
+"""Executing one run: the run directory, its files, failures.
 
-The runner receives the :class:`~toolkit.lab.runner.Experiment` it runs (the command line, or
-:func:`run_experiment`, resolves a name through the registry) and calls its ``run`` and
-``findings``. It knows nothing of reports: a caller that wants one passes a
-``finish(run_dir, experiment)`` callable, run after the run's files are written.
+:func:`execute` runs a :class:`~toolkit.lab.runner.planning.RunSpec` (made by
+:func:`~toolkit.lab.runner.planning.plan` or :func:`~toolkit.lab.runner.planning.plan_one`, validated
+there) and calls its experiment's ``run`` and ``findings``. It knows nothing of reports: a caller
+that wants one passes a ``finish(run_dir, experiment)`` callable, run after the run's files are
+written. ``meta.json`` is :mod:`~toolkit.lab.runner.meta`'s; signals are
+:mod:`~toolkit.lab.runner.signals`'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
-import platform
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -28,33 +27,25 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolkit.core import record_blocks
-from toolkit.lab.runner.config import RunConfig, load_config, make_config, resolve_device
+from toolkit.lab.runner.config import RunConfig
 from toolkit.lab.runner.context import RunContext, RunFiles
 from toolkit.lab.runner.errors import ConfigError, RunInterrupted, os_error_line
-from toolkit.lab.runner.liveness import heartbeat, this_host
-from toolkit.lab.runner.registry import Experiment, experiments_for
+from toolkit.lab.runner.liveness import heartbeat
+from toolkit.lab.runner.meta import save_meta, start_meta
+from toolkit.lab.runner.planning import RunSpec, plan, plan_one
+from toolkit.lab.runner.registry import Experiment
 from toolkit.lab.runner.results import (
     RunResults,
     atomic_write_json,
     atomic_write_text,
     new_run_dir,
-    to_jsonable,
     utc_now,
 )
+from toolkit.lab.runner.signals import signals_deferred, signals_raise
 from toolkit.lab.runner.verdicts import write_findings
 
-__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "local_worker",
+__all__ = ["Finish", "RunOutcome", "call_finish", "check_output_dir", "execute",
            "run_experiment"]
-
-
-def _versions() -> dict[str, str]:
-    import numpy
-    import torch
-
-    import toolkit
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "numpy": numpy.__version__, "toolkit": toolkit.__version__}
 
 
 def check_output_dir(config: RunConfig, *, source: str | None = None, create: bool = True
@@ -91,43 +82,6 @@ def check_output_dir(config: RunConfig, *, source: str | None = None, create: bo
     return parent
 
 
-@contextlib.contextmanager
-def signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into :class:`RunInterrupted` (main thread only); a signal in
-    ``pending`` (received meanwhile, see :func:`signals_deferred`) raises at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise RunInterrupted(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        if pending:
-            raise RunInterrupted(pending[0])
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[list[int]]:
-    """While finishing a run's files, remember signals instead of raising mid-write."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    old = {s: signal.signal(s, lambda signum, frame: received.append(signum))
-           for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     """How one run ended: directory, status (complete|failed|interrupted) and exit code."""
@@ -143,11 +97,6 @@ class RunOutcome:
 #: (draw a report with the experiment's figures, copy it somewhere); its time is recorded in
 #: ``meta.json`` as ``finish_s``.
 Finish = Callable[[Path, Experiment], Any]
-
-
-def local_worker() -> str:
-    """``host:pid`` of this process (``meta.json``'s ``executor.worker`` for local runs)."""
-    return f"{this_host()}:{os.getpid()}"
 
 
 @contextlib.contextmanager
@@ -167,49 +116,23 @@ def _threads(n: int) -> Iterator[None]:
 class _Started:
     """A run whose directory, ``config.toml``, ``meta.json`` and empty results exist."""
 
-    config: RunConfig
-    params: BaseModel
-    device: Any
+    spec: RunSpec
     run_dir: Path
     meta: dict[str, Any]
     files: RunFiles
     t0: float
 
 
-def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
-             argv: Sequence[str] | None, executor: Mapping[str, Any] | None, root: Path | None) -> _Started:
-    """Validate, make the run directory and write what a report of an unfinished run needs."""
-    params = experiment.Params.model_validate(config.params)
-    device = resolve_device(config.device, source=config.source)
+def _prepare(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
+             executor: Mapping[str, Any] | None, root: Path | None) -> _Started:
+    """Make the run directory and write what a report of an unfinished run needs."""
+    config = spec.config
     if root is None:  # else a worker writes to a folder of its own, the client moves the files
         check_output_dir(config)
     run_dir = new_run_dir(config.output_dir if root is None else root, config.experiment,
                           config.seed)
     t0 = time.perf_counter()
-    meta: dict[str, Any] = {
-        "status": "running",
-        "experiment": config.experiment,
-        "run_id": run_dir.name,
-        "seed": config.seed,
-        "device": str(device),
-        "device_requested": config.device,
-        "dtype": config.dtype,
-        "threads": config.threads,
-        "executor": dict(executor or {"kind": "local", "worker": local_worker()}),
-        "disable_blocks": list(config.disable_blocks),
-        "sweep_point": config.sweep_point,
-        "config_source": config.source,
-        "argv": list(sys.argv if argv is None else argv),
-        "versions": _versions(),
-        "platform": platform.platform(),
-        "host": this_host(),
-        "pid": os.getpid(),
-        "started": utc_now().isoformat(),
-        "ended": None,
-        "duration_s": None,
-        "error": None,
-        "traceback": None,
-    }
+    meta = start_meta(spec, run_dir.name, argv=argv, executor=executor)
     files = None
     try:
         atomic_write_text(run_dir / "config.toml", config.to_toml())
@@ -224,22 +147,23 @@ def _prepare(config: RunConfig, experiment: Experiment, *, quiet: bool,
                 files.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return _Started(config, params, device, run_dir, meta, files, t0)
+    return _Started(spec, run_dir, meta, files, t0)
 
 
-def _execute(run: _Started, experiment: Experiment, *, quiet: bool, pending: Sequence[int] = ()
+def _execute(run: _Started, *, quiet: bool, pending: Sequence[int] = ()
              ) -> tuple[str, int, BaseException | None, list[str]]:
     """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``. A signal
     that came while the run was prepared (``pending``) interrupts it before it starts."""
-    config = run.config
+    spec = run.spec
+    config = spec.config
     seen: list[str] = []
     try:
         # every named block that runs anywhere in the run, inside ctx.compare or not
         with signals_raise(pending), record_blocks() as seen, _threads(config.threads):
-            ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=run.device,
+            ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=spec.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
-                             quiet=quiet, params=run.params, _files=run.files)
-            experiment.run(run.params, ctx)
+                             quiet=quiet, params=spec.params, _files=run.files)
+            spec.experiment.run(spec.params, ctx)
     except RunInterrupted as err:
         return "interrupted", err.exit_code, err, seen
     except KeyboardInterrupt as err:
@@ -273,44 +197,8 @@ def _final_writes(run: _Started, experiment: Experiment, status: str) -> None:
             atomic_write_json(run.run_dir / "meta.json", meta)
 
 
-#: What meta.json keeps when a full disk leaves room for nothing more than its own blocks.
-_ESSENTIAL = ("status", "experiment", "run_id", "seed", "host", "pid", "started", "ended",
-              "duration_s", "error")
-
-
-def save_meta(path: Path, meta: dict[str, Any]) -> bool:
-    """Write ``meta`` to ``path`` however the disk allows: atomically, else (no room for a
-    temporary file) over the blocks the file already has, compact and without the traceback,
-    then only its essential keys, the error cut to fit. Returns whether it was written."""
-    try:
-        atomic_write_json(path, meta)
-        return True
-    except OSError:
-        pass
-    try:
-        size = path.stat().st_size
-        compact = {k: v for k, v in meta.items()
-                   if k not in ("traceback", "about", "children", "warnings", "argv")}
-        data = json.dumps(to_jsonable(compact), separators=(",", ":")).encode()
-        if len(data) > size:
-            small = {k: meta.get(k) for k in _ESSENTIAL}
-            data = json.dumps(to_jsonable(small), separators=(",", ":")).encode()
-            if len(data) > size:
-                cut = max(0, len(str(small["error"])) - (len(data) - size) - 8)
-                small["error"] = str(small["error"])[:cut] + "..."
-                data = json.dumps(to_jsonable(small), separators=(",", ":")).encode()
-        with path.open("r+b") as fh:  # over the existing blocks: needs no new space
-            fh.write(data)
-            fh.truncate()
-            fh.flush()
-            os.fsync(fh.fileno())
-        return True
-    except OSError:
-        return False
-
-
-def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, BaseException | None,
-            list[str]], finish: Finish | None, received: list[int]
+def _finish(run: _Started, outcome: tuple[str, int, BaseException | None, list[str]],
+            finish: Finish | None, received: list[int]
             ) -> tuple[RunOutcome, BaseException | None]:
     """Close the files; write meta.json, the findings and (through ``finish``) the report.
 
@@ -319,7 +207,7 @@ def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, Base
     recorded in meta.json wherever space allows (:func:`save_meta`).
     """
     status, exit_code, error, seen = outcome
-    files, meta = run.files, run.meta
+    files, meta, experiment = run.files, run.meta, run.spec.experiment
     meta_path = run.run_dir / "meta.json"
     # in the order the blocks first ran (ctx.compare's names are in ``seen`` too)
     files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
@@ -363,30 +251,29 @@ def _finish(run: _Started, experiment: Experiment, outcome: tuple[str, int, Base
     return RunOutcome(run.run_dir, status, exit_code, meta["error"], meta["duration_s"]), error
 
 
-def _run_once(config: RunConfig, experiment: Experiment, *, quiet: bool,
-              argv: Sequence[str] | None, finish: Finish | None = None,
-              executor: Mapping[str, Any] | None = None, root: Path | None = None
-              ) -> tuple[RunOutcome, BaseException | None]:
+def _run_once(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
+              finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
+              root: Path | None = None) -> tuple[RunOutcome, BaseException | None]:
     """Prepare, execute and finish one run; the experiment's error, if any, is returned."""
-    if experiment.name != config.experiment:
+    config = spec.config
+    if spec.experiment.name != config.experiment:
         raise ValueError(f"execute: the config is for experiment {config.experiment!r}, but "
-                         f"the experiment handed over is {experiment.name!r}")
+                         f"the experiment handed over is {spec.experiment.name!r}")
     # From before meta.json says "running" to its last write, SIGINT and SIGTERM never take the
     # default action (which would leave the run saying "running"): while the run directory is
     # made and the files are finished they are remembered; while the experiment runs they
     # interrupt it (_execute's handler, which gives the remembering one back when it ends).
     with signals_deferred() as received:
         try:
-            run = _prepare(config, experiment, quiet=quiet, argv=argv, executor=executor,
-                           root=root)
+            run = _prepare(spec, quiet=quiet, argv=argv, executor=executor, root=root)
         except OSError as err:  # not started: a full disk, a folder made read-only meanwhile
             if received:
                 raise RunInterrupted(received[0]) from err
             where = Path(config.output_dir if root is None else root) / config.experiment
             return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
         with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
-            outcome = _execute(run, experiment, quiet=quiet, pending=received)
-        return _finish(run, experiment, outcome, finish, received)
+            outcome = _execute(run, quiet=quiet, pending=received)
+        return _finish(run, outcome, finish, received)
 
 
 def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],
@@ -403,19 +290,19 @@ def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],
     meta["finish_s"] = round(time.perf_counter() - t0, 3)
 
 
-def execute(config: RunConfig, experiment: Experiment, *, quiet: bool = False,
-            argv: Sequence[str] | None = None, finish: Finish | None = None,
-            executor: Mapping[str, Any] | None = None, root: Path | None = None) -> RunOutcome:
-    """Run one validated config of ``experiment``; never raises for a failing experiment (see
-    the outcome).
+def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
+            finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
+            root: Path | None = None) -> RunOutcome:
+    """Run one planned run (see :func:`~toolkit.lab.runner.planning.plan`); never raises for a
+    failing experiment (see the outcome).
 
     ``finish(run_dir, experiment)`` runs after the files are written (not for interrupted runs);
     ``executor`` is recorded in ``meta.json`` (default: local, this host and process);
     ``root`` replaces ``config.output_dir`` as the folder the run directory is made in (the
     config, and so ``config.toml``, keep the output folder the run belongs to).
     """
-    outcome, _ = _run_once(config, experiment, quiet=quiet, argv=argv, finish=finish,
-                           executor=executor, root=root)
+    outcome, _ = _run_once(spec, quiet=quiet, argv=argv, finish=finish, executor=executor,
+                           root=root)
     return outcome
 
 
@@ -433,7 +320,7 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
             or not), a path to a TOML config (one run; its ``[sweep]``/``seeds`` must give a
             single run), or a :class:`RunConfig`.
         params: the experiment's parameters (dict or ``Params`` instance); with a config file
-            they are applied as ``--set params.<key>=...`` overrides.
+            they go on top of its ``[params]`` and the ``overrides``.
         seed, device, dtype, disable_blocks, threads: the common config keys (for an
             experiment name; a config file sets them itself, change them with ``overrides``).
         output_dir: root of the run directories (for a config file: replaces its
@@ -453,35 +340,27 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
         run = run_experiment("quadratic_target", {"n_steps": 50}, seed=0, dtype="float64")
         run.summary["blocked"]["value_error"], run.metric("unblocked/value/error")
     """
-    exp: Experiment | None = None
     if isinstance(experiment, ModuleType):
         experiment = Experiment.from_module(experiment)
-    if isinstance(experiment, Experiment):
-        exp, experiment = experiment, experiment.name
     if isinstance(experiment, RunConfig):
-        config = experiment
-    elif isinstance(experiment, Path) or str(experiment).endswith(".toml"):
-        extra = list(overrides)
-        if params is not None:
-            if isinstance(params, BaseModel):
-                params = params.model_dump(mode="json")
-            from toolkit.lab.runner import tomlio
-
-            for key, value in params.items():
-                extra.append(f"params.{key}={tomlio.dumps({'v': value}).split('=', 1)[1].strip()}")
-        configs = load_config(experiment, extra,
-                              output_dir=output_dir if output_dir != "results" else None)
-        if len(configs) != 1:
-            raise ConfigError(str(experiment), "sweep", f"gives {len(configs)} runs",
+        c = experiment
+        spec = plan_one(c.experiment, c.params if params is None else params, seed=c.seed,
+                        device=c.device, dtype=c.dtype, disable_blocks=c.disable_blocks,
+                        output_dir=c.output_dir, threads=c.threads, source=c.source)
+    elif isinstance(experiment, Path) or (isinstance(experiment, str)
+                                          and experiment.endswith(".toml")):
+        if isinstance(params, BaseModel):
+            params = params.model_dump(mode="json")
+        specs = plan(experiment, overrides, params=params,
+                     output_dir=output_dir if output_dir != "results" else None)
+        if len(specs) != 1:
+            raise ConfigError(str(experiment), "sweep", f"gives {len(specs)} runs",
                               "run_experiment runs one; use `toolkit run` or run_configs()")
-        config = configs[0]
+        spec = specs[0]
     else:
-        config = make_config(str(experiment), params, seed=seed, device=device, dtype=dtype,
-                             disable_blocks=disable_blocks, threads=threads,
-                             output_dir=output_dir, loaded=exp)
-    if exp is None:
-        exp = experiments_for([config])[config.experiment]
-    outcome, error = _run_once(config, exp, quiet=quiet, argv=None, finish=finish)
+        spec = plan_one(experiment, params, seed=seed, device=device, dtype=dtype,
+                        disable_blocks=disable_blocks, threads=threads, output_dir=output_dir)
+    outcome, error = _run_once(spec, quiet=quiet, argv=None, finish=finish)
     if error is not None:
         raise error
     return RunResults(outcome.run_dir)

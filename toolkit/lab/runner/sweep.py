@@ -1,6 +1,6 @@
 """Running many configs: in this process, in a local pool of processes, or on a Dask cluster.
 
-:func:`run_configs` takes the validated runs and an :class:`~toolkit.lab.runner.config.ExecutorSpec`:
+:func:`run_configs` takes the planned runs (:class:`~toolkit.lab.runner.planning.RunSpec`) and an :class:`~toolkit.lab.runner.config.ExecutorSpec`:
 
 - ``local`` with one worker: one run after the other in this process;
 - ``local`` with ``workers > 1``: a pool of spawned processes, each writing its own run
@@ -27,20 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.lab.runner.config import ExecutorSpec, RunConfig
+from toolkit.lab.runner.config import ExecutorSpec
 from toolkit.lab.runner.errors import DamagedFile, RunInterrupted
-from toolkit.lab.runner.registry import Experiment
-from toolkit.lab.runner.run import (
-    Finish,
-    RunOutcome,
-    check_output_dir,
-    execute,
-    local_worker,
-    signals_deferred,
-    signals_raise,
-)
+from toolkit.lab.runner.meta import local_worker
+from toolkit.lab.runner.planning import RunSpec
+from toolkit.lab.runner.run import Finish, RunOutcome, check_output_dir, execute
+from toolkit.lab.runner.signals import signals_deferred, signals_raise
 
-__all__ = ["Progress", "ResumePlan", "find_complete", "plan_resume", "run_configs", "run_identity"]
+__all__ = ["Progress", "ResumePlan", "plan_resume", "run_configs", "run_identity"]
 
 #: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
 Progress = Callable[[int, int, RunOutcome], None]
@@ -58,11 +52,12 @@ def _outcome_dict(outcome: RunOutcome) -> dict[str, Any]:
             "duration_s": outcome.duration_s}
 
 
-def _pool_worker(args: tuple[int, RunConfig, Experiment, list[str], Finish | None]
+def _pool_worker(args: tuple[int, RunSpec, list[str], Finish | None]
                  ) -> tuple[int, dict[str, Any]]:
-    index, config, experiment, argv, finish = args
+    index, spec, argv, finish = args
+    config = spec.config
     try:
-        outcome = execute(config, experiment, quiet=True, argv=argv, finish=finish,
+        outcome = execute(spec, quiet=True, argv=argv, finish=finish,
                           executor={"kind": "local", "worker": local_worker()})
     except Exception as err:  # not a failing experiment: a fault of the runner itself
         return index, {"run_dir": str(Path(config.output_dir) / config.experiment),
@@ -98,20 +93,21 @@ class ResumePlan:
     failed and interrupted runs included.
     """
 
-    todo: list[RunConfig] = field(default_factory=list)
+    todo: list[RunSpec] = field(default_factory=list)
     done: list[Path] = field(default_factory=list)
     running: list[Path] = field(default_factory=list)
     damaged: list[DamagedFile] = field(default_factory=list)
 
 
-def plan_resume(configs: Sequence[RunConfig]) -> ResumePlan:
-    """Match each config with the runs under its output folder by :func:`run_identity`."""
+def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
+    """Match each planned run with the runs under its output folder by :func:`run_identity`."""
     from toolkit.lab.runner.check import check_run
     from toolkit.lab.runner.results import RunResults, read_toml
 
     plan = ResumePlan()
     index: dict[str, list[Path]] = {}
-    for parent in dict.fromkeys(Path(c.output_dir) / c.experiment for c in configs):
+    for parent in dict.fromkeys(Path(s.config.output_dir) / s.config.experiment
+                                for s in specs):
         for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
             if not (run_dir / "meta.json").is_file() or run_dir.name.startswith("."):
                 continue
@@ -120,8 +116,8 @@ def plan_resume(configs: Sequence[RunConfig]) -> ResumePlan:
                     .append(run_dir)
             except DamagedFile as err:
                 plan.damaged.append(err)
-    for config in configs:
-        found = index.get(run_identity(config.to_dict()), [])
+    for spec in specs:
+        found = index.get(run_identity(spec.config.to_dict()), [])
         status = {}
         for run_dir in found:
             try:
@@ -137,40 +133,33 @@ def plan_resume(configs: Sequence[RunConfig]) -> ResumePlan:
             plan.running.append(running[-1])
         else:
             plan.damaged += [problems[0] for problems in checked.values()]
-            plan.todo.append(config)
+            plan.todo.append(spec)
     return plan
 
 
-def find_complete(config: RunConfig) -> Path | None:
-    """A complete, readable run of this config (seed included) under its output folder, if
-    any, matched by :func:`run_identity`."""
-    done = plan_resume([config]).done
-    return done[0] if done else None
-
-
-def _in_process(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
-                quiet: bool, argv: list[str], finish: Finish | None, on_done: Progress | None
+def _in_process(specs: Sequence[RunSpec], *, quiet: bool, argv: list[str],
+                finish: Finish | None, on_done: Progress | None
                 ) -> tuple[list[RunOutcome], int]:
     outcomes: list[RunOutcome] = []
     status = 0
-    for i, config in enumerate(configs):
-        outcome = execute(config, experiments[config.experiment], quiet=quiet, argv=argv,
-                          finish=finish)
+    for i, spec in enumerate(specs):
+        outcome = execute(spec, quiet=quiet, argv=argv, finish=finish)
         outcomes.append(outcome)
         if on_done:
-            on_done(i, len(configs), outcome)
+            on_done(i, len(specs), outcome)
         if outcome.status == "interrupted":
             return outcomes, outcome.exit_code
         status = max(status, outcome.exit_code)
     return outcomes, status
 
 
-def _in_progress(configs: Sequence[RunConfig], workers: set[int], code: int
+def _in_progress(specs: Sequence[RunSpec], workers: set[int], code: int
                  ) -> list[tuple[int, RunOutcome]]:
     """The runs the pool's ``workers`` (pids) had in progress when it was stopped, found by the
     pid in their meta.json, each matched to its config's index by identity."""
     from toolkit.lab.runner.results import RunResults, read_toml
 
+    configs = [s.config for s in specs]
     wanted = {}
     for i, config in enumerate(configs):
         wanted.setdefault(run_identity(config.to_dict()), []).append(i)
@@ -191,10 +180,9 @@ def _in_progress(configs: Sequence[RunConfig], workers: set[int], code: int
     return found
 
 
-def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
-             workers: int, argv: list[str], finish: Finish | None, on_done: Progress | None
-             ) -> tuple[list[RunOutcome], int]:
-    total = len(configs)
+def _in_pool(specs: Sequence[RunSpec], *, workers: int, argv: list[str],
+             finish: Finish | None, on_done: Progress | None) -> tuple[list[RunOutcome], int]:
+    total = len(specs)
     outcomes: list[RunOutcome | None] = [None] * total
     status = 0
     ctx = multiprocessing.get_context("spawn")
@@ -208,7 +196,7 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
     finally:
         if main:
             signal.signal(signal.SIGINT, ignored)
-    jobs = [(i, c, experiments[c.experiment], argv, finish) for i, c in enumerate(configs)]
+    jobs = [(i, spec, argv, finish) for i, spec in enumerate(specs)]
     try:
         with signals_raise():
             for i, info in pool.imap_unordered(_pool_worker, jobs):
@@ -225,7 +213,7 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
             workers = {p.pid for p in multiprocessing.active_children()}
             pool.terminate()  # SIGTERM: runs in progress mark themselves interrupted
             pool.join()
-            for i, outcome in _in_progress(configs, workers, code):
+            for i, outcome in _in_progress(specs, workers, code):
                 if outcomes[i] is None:
                     outcomes[i] = outcome
                     if on_done:
@@ -238,35 +226,30 @@ def _in_pool(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment]
     return done, status
 
 
-def run_configs(configs: Sequence[RunConfig], experiments: Mapping[str, Experiment], *,
-                executor: ExecutorSpec | None = None, quiet: bool = False,
-                argv: Sequence[str] | None = None, finish: Finish | None = None,
-                on_done: Progress | None = None) -> tuple[list[RunOutcome], int]:
-    """Run every config with its experiment; returns the outcomes (in the order they ended)
-    and the exit status.
+def run_configs(specs: Sequence[RunSpec], *, executor: ExecutorSpec | None = None,
+                quiet: bool = False, argv: Sequence[str] | None = None,
+                finish: Finish | None = None, on_done: Progress | None = None
+                ) -> tuple[list[RunOutcome], int]:
+    """Run every planned run (:func:`~toolkit.lab.runner.planning.plan`); returns the outcomes
+    (in the order they ended) and the exit status.
 
-    ``experiments`` maps each config's ``experiment`` name to the
-    :class:`~toolkit.lab.runner.Experiment` to run (the caller composes them, e.g. with
-    :func:`~toolkit.lab.runner.registry.experiments_for`); process pools and Dask workers load the
-    same modules again by reference.
+    Process pools and Dask workers receive each spec by reference: they load the same
+    experiment modules again and rebuild the validated params without validating them again.
 
     Exit status: 0 when all completed, 1 when any failed (the others still run), 128 + signal
     when interrupted (the remaining runs are not started; runs in progress are marked
-    ``interrupted``). ``finish(run_dir)`` runs after each run's files are written (the command
-    line draws the report there); with a process pool it runs in the worker, so it must be a
-    module-level function.
+    ``interrupted``). ``finish(run_dir, experiment)`` runs after each run's files are written
+    (the command line draws the report there); with a process pool it runs in the worker, so it
+    must be a module-level function.
     """
     spec = executor or ExecutorSpec()
     argv = list(sys.argv if argv is None else argv)
     if spec.kind == "dask":
         from toolkit.lab.runner.dask_executor import run_on_dask
 
-        return run_on_dask(configs, experiments, spec, argv=argv, finish=finish,
-                           on_done=on_done)
-    for config in configs:
-        check_output_dir(config)
-    if spec.workers <= 1 or len(configs) <= 1:
-        return _in_process(configs, experiments, quiet=quiet, argv=argv, finish=finish,
-                           on_done=on_done)
-    return _in_pool(configs, experiments, workers=spec.workers, argv=argv, finish=finish,
-                    on_done=on_done)
+        return run_on_dask(specs, spec, argv=argv, finish=finish, on_done=on_done)
+    for run in specs:
+        check_output_dir(run.config)
+    if spec.workers <= 1 or len(specs) <= 1:
+        return _in_process(specs, quiet=quiet, argv=argv, finish=finish, on_done=on_done)
+    return _in_pool(specs, workers=spec.workers, argv=argv, finish=finish, on_done=on_done)
