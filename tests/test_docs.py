@@ -348,6 +348,19 @@ def test_gallery_reads_title_text_and_cells(tmp_path):
         gallery.read_example(script)
 
 
+def test_the_site_is_searched_and_viewed_offline():
+    """Material's offline plugin inlines the search index; its search worker's shim is ours,
+    so that nothing is fetched to view or search the site opened from disk."""
+    yaml = pytest.importorskip("yaml")
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    plugins = [p if isinstance(p, str) else next(iter(p)) for p in config["plugins"]]
+    assert "offline" in plugins and "search" in plugins
+    polyfills = config["extra"]["polyfills"]
+    assert any("iframe-worker" in p for p in polyfills)  # else the plugin adds a CDN's
+    for script in polyfills:
+        assert not script.startswith(("http:", "https:", "//")) and (DOCS / script).exists()
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q", "-n", "0"]))
 
