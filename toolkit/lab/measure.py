@@ -31,8 +31,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,6 +178,37 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
+#: what the CPU profiler's allocator prints on fd 2 when a block made before profiling started is
+#: freed during it: a note about the profiler's own bookkeeping, not about the user's code
+_PROFILER_NOTE = re.compile(rb"^\[W[^\]]*CPUAllocator\.cpp:\d+\] Memory block of unknown size "
+                            rb"was allocated before the profiling started.*$\n?", re.MULTILINE)
+
+
+@contextlib.contextmanager
+def _without_profiler_notes() -> Iterator[None]:
+    """Hold what C++ code writes on file descriptor 2 while ``fn`` runs under the profiler, and
+    write it back without the profiler's allocator notes (anything else comes through)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real fd 2 (embedded interpreters): nothing to hold
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            rest = _PROFILER_NOTE.sub(b"", held.read())
+            if rest:
+                os.write(2, rest)
+
+
 def _cpu_peak_from_profiler(prof: torch.profiler.profile) -> int:
     events: list[tuple[int, int]] = []
     try:  # every allocation and free, with timestamps
@@ -220,7 +253,8 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
         with _quiet_stderr():  # the profiler's backend announces its start and stop on fd 2
             prof.__enter__()
         try:
-            with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+            with _without_profiler_notes(), \
+                    torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
                 result = fn()
         finally:
             with _quiet_stderr():
