@@ -44,6 +44,7 @@ from toolkit.lab.data import Dataset, digits, train_test_split, two_moons
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
 from .probes import gradient_comparison, memory_vs_steps, save_graph
 
 DESCRIPTION = "adversarial training (PGD-AT, Fast-FGSM): adversarial examples as constants or not"

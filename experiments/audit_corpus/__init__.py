@@ -34,6 +34,7 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 from .cases import BUGS, LEGIT, Case, expected_names, losses_of, train_steps
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
 
 DESCRIPTION = ("the step audit on a corpus of real training-step bugs and their fixes, with the "
                "measured cost of each bug")

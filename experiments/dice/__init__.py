@@ -43,6 +43,8 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = ("DiCE: gradient and Hessian of the magic-box objective with and without its "
                "stop-gradient, and of the classic surrogate, against exact ones")
 STORY = Story(

@@ -51,6 +51,8 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = "EM for Gaussian mixtures: closed-form vs gradient M-step with/without the r block"
 #: The precision the comparison is defined in (scikit-learn parity; the showcase runs it so).
 DTYPE = "float64"

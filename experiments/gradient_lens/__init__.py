@@ -56,6 +56,8 @@ from toolkit.lab.runner import (
 )
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = ("the gradient-flow lens: a DQN target and a GAN discriminator step, with and "
                "without the cut")
 

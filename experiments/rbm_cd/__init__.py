@@ -58,6 +58,8 @@ from toolkit.lab.measure import count_graph_nodes
 from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = "RBM: CD-1, CD-10 and PCD with the negative-sample block vs gradient through the chain"
 #: The precision the comparison is defined in (exact likelihoods; the showcase runs it in this).
 DTYPE = "float64"

@@ -45,6 +45,8 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import place_legend, variant_style
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = "SimSiam on the digits: the target branch behind stop_gradient vs trained too"
 STORY = Story(
     compares="SimSiam trained on augmented digits with the other view's projection blocked "

@@ -46,6 +46,7 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
 from .cost import run_costs
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
 
 DESCRIPTION = ("softmax: gradient through the max (blocked vs not) over scales and dtypes; "
                "overflow; cost")

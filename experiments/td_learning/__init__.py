@@ -46,6 +46,8 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
 from toolkit.lab.style import place_legend, variant_style
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = ("TD learning: the bootstrapped target blocked (semi-gradient TD) vs not (residual "
                "gradient) on the A-split, Baird's counterexample and a random chain")
 STORY = Story(

@@ -45,6 +45,8 @@ from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import note_identical, variant_style
 
+from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
+
 DESCRIPTION = ("VQ-VAE on the digits: the straight-through, codebook and commitment "
                "stop-gradients, all in place, all off, and one at a time off")
 STORY = Story(

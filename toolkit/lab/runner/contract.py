@@ -18,6 +18,9 @@ Optional:
 - ``DESCRIPTION``: one line for ``toolkit list``;
 - ``STORY``: a :class:`~toolkit.lab.runner.Story` (what it compares and predicts);
 - ``BLOCKS``: the names of the blocks a run can meet (else read from the names it imports);
+- ``METRICS``: what each metric key the experiment logs means, a tuple of
+  :class:`~toolkit.lab.schema.MetricDoc` (key pattern, meaning, unit); the docs' metrics
+  glossary is rendered from it, and a test checks it against the keys a quick run logs;
 - ``findings(run)``: the findings of a run (:class:`~toolkit.lab.runner.Finding` list) from
   its :class:`~toolkit.lab.runner.RunResults`;
 - ``figures(run)``: ``{name: (figure, caption)}`` drawn from a run's files;
@@ -31,6 +34,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from toolkit.lab.schema import MetricDoc
 
 if TYPE_CHECKING:
     from toolkit.lab.runner.params import ExperimentParams
@@ -50,6 +55,7 @@ class ExperimentModule(Protocol):
     DTYPE: ClassVar[str]
     DESCRIPTION: ClassVar[str]
     BLOCKS: ClassVar[tuple[str, ...]]
+    METRICS: ClassVar[tuple[MetricDoc, ...]]
 
     def run(self, params: ExperimentParams, ctx: Any) -> None: ...
 
@@ -103,4 +109,17 @@ def contract_problems(module: ModuleType) -> list[str]:
     if blocks is not None and not (isinstance(blocks, (tuple, list))
                                    and all(isinstance(b, str) for b in blocks)):
         problems.append("BLOCKS must be a tuple of block names (strings)")
+    problems += _metrics_problems(getattr(module, "METRICS", None))
     return problems
+
+
+def _metrics_problems(metrics: Any) -> list[str]:
+    """What is wrong with a ``METRICS`` hook (``None``: not defined, nothing wrong)."""
+    if metrics is None:
+        return []
+    if not (isinstance(metrics, (tuple, list)) and all(isinstance(m, MetricDoc) for m in metrics)):
+        return ["METRICS must be a tuple of toolkit.lab.schema.MetricDoc (key pattern, "
+                "meaning, unit)"]
+    keys = [m.key for m in metrics]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    return [f"METRICS declares {', '.join(twice)} more than once"] if twice else []
