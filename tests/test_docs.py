@@ -361,6 +361,18 @@ def test_the_site_is_searched_and_viewed_offline():
         assert not script.startswith(("http:", "https:", "//")) and (DOCS / script).exists()
 
 
+@pytest.mark.parametrize("name", ALGORITHM_PAGES)
+def test_algorithm_page_links_its_source_files(name):
+    """docs/_hooks/sources.py shows each algorithm's files as pages of the site itself (no
+    repository to link to, and the site works opened from disk)."""
+    pytest.importorskip("mkdocs")
+    sources = _load("sources")
+    files = sources.module_files(name)
+    assert files, f"algorithms/{name}.md: no toolkit/algorithms/{name}.py or package"
+    page = sources.source_page(files[0])
+    assert "search:\n  exclude: true" in page and files[0].read_text(encoding="utf-8").strip() in page
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q", "-n", "0"]))
 
