@@ -7,7 +7,10 @@ their verdicts over the seeds, and its figures. They come from a real run, never
     python scripts/docs_showcase.py                 # runs the showcase (about 2 min), then copies
     python scripts/docs_showcase.py --from results/showcase/<time>__seeds0-2__<id>
 
-writes ``docs/showcase/<experiment>.json`` (the run it came from, the story, the findings, the
+Without ``--from`` the showcase runs from the current commit exactly: from a copy of ``HEAD``
+(``git archive``), so that changes not yet committed never reach the snapshot, and the
+snapshot names that commit and the machine that ran it (processor, cores, system). It writes
+``docs/showcase/<experiment>.json`` (the run it came from, the story, the findings, the
 figures' captions) and ``docs/showcase/figures/*.png`` for every experiment of the run, and
 removes what an earlier run left there. The site's build renders them where a page says
 ``<!-- showcase: EXPERIMENT -->`` (``docs/_hooks/showcase.py``). Rerun it after changing an
@@ -18,6 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -29,28 +35,66 @@ OUT = ROOT / "docs" / "showcase"
 FINDING_KEYS = ("text", "label", "seeds_note", "basis")
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def _git_commit() -> str | None:
+    """The commit the working tree is at, ``+changes`` when toolkit, experiments or configs
+    differ from it (for ``--from``: a run made from this tree)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "toolkit", "experiments",
-                                "configs"], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.strip()
+        out = _git("rev-parse", "--short=12", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "toolkit", "experiments", "configs")
     except (OSError, subprocess.CalledProcessError):
         return None
     return out + ("+changes" if dirty else "")
 
 
-def run_showcase(out: Path) -> Path:
-    """Run the showcase into ``out`` and return its seed group's folder."""
-    cmd = [sys.executable, "-m", "toolkit", "run", str(ROOT / "configs" / "showcase.toml"),
-           "--out", str(out), "--quiet"]
-    print("running:", " ".join(cmd), flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=True)
-    groups = sorted(out.glob("showcase/*__seeds*"))
+def this_machine() -> dict[str, object]:
+    """The machine this process runs on, in words: processor, logical cores, system."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = re.search(r"model name\s*:\s*(.*)", fh.read()).group(1).strip()
+    except (OSError, AttributeError):
+        pass
+    return {"cpu": re.sub(r"\s+", " ", cpu), "cores": os.cpu_count(),
+            "system": f"{platform.system()} {platform.machine()}"}
+
+
+def export_head(into: Path) -> Path:
+    """A copy of the files of ``HEAD`` under ``into``, importable as the packages ``toolkit``
+    and ``stop_gradient_experiments`` (see :func:`run_showcase`); returns the copy's root."""
+    tree = into / "tree"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT,
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    packages = into / "packages"
+    packages.mkdir()
+    (packages / "stop_gradient_experiments").symlink_to(tree / "experiments",
+                                                         target_is_directory=True)
+    return tree
+
+
+def run_showcase(out: Path) -> tuple[Path, str]:
+    """Run the showcase of ``HEAD`` into ``out``; return its seed group's folder and the
+    commit."""
+    commit = _git("rev-parse", "--short=12", "HEAD")
+    tree = export_head(out)
+    # the copy's packages come first on the path: the installed (editable) ones are the
+    # working tree's, which may hold changes not committed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tree), str(out / "packages"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    cmd = [sys.executable, "-m", "toolkit", "run", "configs/showcase.toml",
+           "--out", str(out / "results"), "--quiet"]
+    print(f"running the showcase of commit {commit}:", " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, cwd=tree, env=env, check=True)
+    groups = sorted((out / "results").glob("showcase/*__seeds*"))
     if not groups:
         raise SystemExit(f"docs_showcase: the showcase wrote no seed group under {out}")
-    return groups[-1]
+    return groups[-1], commit
 
 
 def _figures(group: Path) -> dict[str, list[dict]]:
@@ -67,15 +111,18 @@ def _figures(group: Path) -> dict[str, list[dict]]:
     return found
 
 
-def snapshot(group: Path) -> list[str]:
-    """Write ``docs/showcase/`` from the seed group ``group``; return the experiments."""
+def snapshot(group: Path, commit: str | None, machine: dict[str, object] | None
+             ) -> list[str]:
+    """Write ``docs/showcase/`` from the seed group ``group``, made from ``commit`` on
+    ``machine`` (``None``: not known); return the experiments."""
     findings = json.loads((group / "findings.json").read_text())
     meta_group = json.loads((group / "group.json").read_text())
     first_run = (group / meta_group["runs"][0]).resolve()
     meta = json.loads((first_run / "meta.json").read_text())
     figures = _figures(group)
     run = {"group": group.name, "config": "configs/showcase.toml", "seeds": findings["seeds"],
-           "created": meta_group["created"][:19] + "Z", "commit": _git_commit(),
+           "created": meta_group["created"][:19] + "Z", "commit": commit,
+           "machine": machine or {"system": meta.get("platform")},
            "versions": meta["versions"], "device": meta["device"], "dtype": meta["dtype"],
            "wall_seconds": round(float(meta_group["wall_seconds"]), 1)}
     if OUT.exists():
@@ -107,9 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (group / "findings.json").exists() or not (group / "group.json").exists():
             parser.error(f"--from {group}: not a showcase seed group (no findings.json and "
                          f"group.json there)")
-        return _report(snapshot(group))
+        return _report(snapshot(group, _git_commit(), None))
     with tempfile.TemporaryDirectory(prefix="showcase-") as tmp:
-        return _report(snapshot(run_showcase(Path(tmp))))
+        group, commit = run_showcase(Path(tmp))
+        return _report(snapshot(group, commit, this_machine()))
 
 
 def _report(experiments: list[str]) -> int:

@@ -373,6 +373,19 @@ def test_algorithm_page_links_its_source_files(name):
     assert "search:\n  exclude: true" in page and files[0].read_text(encoding="utf-8").strip() in page
 
 
+def test_the_showcase_snapshot_names_its_commit_and_machine():
+    """``python scripts/docs_showcase.py`` runs the showcase from a copy of ``HEAD`` and records
+    the commit and the machine; the algorithm pages say both."""
+    pytest.importorskip("mkdocs")
+    showcase = _load("showcase")
+    for path in sorted((DOCS / "showcase").glob("*.json")):
+        run = json.loads(path.read_text(encoding="utf-8"))["run"]
+        assert re.fullmatch(r"[0-9a-f]{12}", run["commit"] or ""), (path.name, run["commit"])
+        assert run["machine"]["cpu"] and run["machine"]["cores"] >= 1, path.name
+        text = showcase.render(json.loads(path.read_text(encoding="utf-8")), "../")
+        assert f"on {run['machine']['cpu']}" in text.replace("\\", "")
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q", "-n", "0"]))
 

@@ -1,8 +1,9 @@
 """The showcase's verdicts and figures on the algorithm pages.
 
 ``<!-- showcase: EXPERIMENT -->`` in a page becomes what the showcase found for that experiment:
-the run it came from, each finding with its verdict over the seeds ("held in 3/3 seeds",
-"seed-independent") and basis, then the headline figures, the others folded. The data are
+the run it came from (its commit and the machine that made it), each finding with its verdict
+over the seeds ("held in 3/3 seeds", "seed-independent") and basis, then the headline figures,
+the others folded. The data are
 ``docs/showcase/EXPERIMENT.json`` and ``docs/showcase/figures/``, copied from a real showcase
 run by ``python scripts/docs_showcase.py``; nothing here is typed by hand.
 """
@@ -30,6 +31,17 @@ def load(experiment: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def machine_words(machine: dict | None) -> str:
+    """``", on an AMD EPYC (2 cores, Linux x86_64)"``: the machine that made the run, as the
+    snapshot recorded it (``scripts/docs_showcase.py``); empty when it did not."""
+    if not machine:
+        return ""
+    if machine.get("cpu"):
+        cores = f"{machine['cores']} cores, " if machine.get("cores") else ""
+        return f", on {_escape(machine['cpu'])} ({cores}{_escape(machine.get('system') or '')})"
+    return f", on {_escape(machine['system'])}" if machine.get("system") else ""
+
+
 def _escape(text: str) -> str:
     """Text as Markdown that shows it verbatim (no emphasis from ``*`` or ``_``)."""
     return html.escape(text, quote=False).replace("*", r"\*").replace("_", r"\_")
@@ -43,8 +55,9 @@ def render(record: dict, prefix: str) -> str:
     lines = [
         f"From the showcase run `{run['group']}` (`toolkit run {run['config']}`: the "
         f"experiment's QUICK params, seeds {seeds}, {run['device']}, {run['dtype']}, torch "
-        f"{run['versions']['torch']}{commit}). Numbers are the mean [range] over the seeds; "
-        f"the verdict says in how many seeds the prediction held.", ""]
+        f"{run['versions']['torch']}{commit}){machine_words(run.get('machine'))}. Numbers "
+        f"are the mean [range] over the seeds; the verdict says in how many seeds the "
+        f"prediction held.", ""]
     for f in record["findings"]:
         mark = _MARK.get(f["label"], "·")
         basis = f" <br>*Basis:* {_escape(f['basis'])}" if f.get("basis") else ""
