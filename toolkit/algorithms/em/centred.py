@@ -27,6 +27,7 @@ import math
 
 import torch
 
+from toolkit.algorithms.em.chunks import map_chunks
 from toolkit.algorithms.em.params import (
     GMMParams,
     add_to_diagonal,
@@ -74,12 +75,9 @@ class CentredEM:
         bias = (log_det + torch.log(weights) - 0.5 * d * _LOG_2PI).expand(k)[:, None]
         n = self.XT.shape[1]
         log_prob = torch.empty(n, dtype=_F64, device=means.device)
-        N = torch.zeros(k, dtype=_F64, device=means.device)
-        s1 = torch.zeros(k, d, dtype=_F64, device=means.device)
-        S2 = torch.zeros((k, d, d) if ct in ("full", "tied") else (k, d), dtype=_F64,
-                         device=means.device)
-        for start in range(0, n, self.chunk):
-            xt = self.XT[:, start:start + self.chunk].to(_F64) - c[:, None]  # (d, m)
+
+        def chunk(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            xt = self.XT[:, start:stop].to(_F64) - c[:, None]  # (d, m)
             m = xt.shape[1]
             if ct in ("full", "tied"):
                 y = torch.addmm(b, WT, xt, beta=-1).view(k, d, m)
@@ -90,13 +88,21 @@ class CentredEM:
             resp = z.sub_(shift).exp_()
             total = resp.sum(0, keepdim=True)
             resp.div_(total)
-            torch.add(total.log_(), shift, out=log_prob[start:start + m].unsqueeze(0))
+            torch.add(total.log_(), shift, out=log_prob[start:stop].unsqueeze(0))
             if not self.uniform:
-                resp.mul_(self.w[start:start + m])
+                resp.mul_(self.w[start:stop])
             ry = y * resp[:, None, :]
-            N += resp.sum(1)
-            s1 += ry.sum(2)
-            S2 += torch.bmm(ry, y.mT) if ct in ("full", "tied") else (ry * y).sum(2)
+            return (resp.sum(1), ry.sum(2),
+                    torch.bmm(ry, y.mT) if ct in ("full", "tied") else (ry * y).sum(2))
+
+        N = torch.zeros(k, dtype=_F64, device=means.device)
+        s1 = torch.zeros(k, d, dtype=_F64, device=means.device)
+        S2 = torch.zeros((k, d, d) if ct in ("full", "tied") else (k, d), dtype=_F64,
+                         device=means.device)
+        for dN, ds1, dS2 in map_chunks(chunk, n, self.chunk, means.device):  # in chunk order
+            N += dN
+            s1 += ds1
+            S2 += dS2
         if self.uniform:
             N, s1, S2 = N * self.w[0], s1 * self.w[0], S2 * self.w[0]
         return log_prob, self._new_params(means, U, N, s1, S2)

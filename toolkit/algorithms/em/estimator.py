@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
@@ -25,6 +26,7 @@ from toolkit._utils.param_validation import (
     check_params,
     is_int,
 )
+from toolkit.algorithms.em.chunks import chunked_threads
 from toolkit.algorithms.em.core import BLOCK, e_step, gradient_m_step, m_step, weighted_log_prob
 from toolkit.algorithms.em.fast import EMPath
 from toolkit.algorithms.em.initialization import (
@@ -231,6 +233,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         where = "GaussianMixture.fit"
         check_params("GaussianMixture", self.get_params(deep=False), _CONSTRAINTS)
         device = resolve_device(self.device, where="GaussianMixture")
+        # the closed-form fit: one intra-op thread for the checks and everything between the
+        # passes over the data; the passes run on all threads (toolkit.algorithms.em.chunks)
+        with (chunked_threads(torch.device(device)) if self.m_step == "closed_form"
+              else contextlib.nullcontext()):
+            return self._fit(where, X, sample_weight, device)
+
+    def _fit(self, where: str, X: Any, sample_weight: Any, device: torch.device | str
+             ) -> GaussianMixture:
+        """:meth:`fit` after the parameter checks."""
         Xt = check_X(where, X, device=device, dtype=resolve_dtype(self.dtype, X), min_samples=2)
         validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
         n, d = Xt.shape

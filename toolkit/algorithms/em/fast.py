@@ -38,6 +38,7 @@ import math
 import torch
 
 from toolkit.algorithms.em.centred import CentredEM
+from toolkit.algorithms.em.chunks import map_chunks
 from toolkit.algorithms.em.core import log_det_cholesky
 from toolkit.algorithms.em.params import (
     GMMParams,
@@ -102,26 +103,31 @@ class MomentEM:
         # Φ ran the two GEMMs at a speed that depended on the block (11,397 and 50,000 rows:
         # 1.4x slower than 8,192); column blocks of Φᵀ ran alike from 8,192 to 50,000 columns.
         self.PhiT = torch.empty(self.n_quad + d + 1, n, dtype=self.dtype, device=X.device)
-        if full:
-            col = 0
-            for i in range(d):
-                torch.mul(XcT[i], XcT[i:], out=self.PhiT[col:col + d - i])
-                col += d - i
-        else:
-            torch.mul(XcT, XcT, out=self.PhiT[:d])
-        self.PhiT[self.n_quad:-1] = XcT
-        self.PhiT[-1] = 1.0  # carries the bias
-        # weights folded into the features once: R Φ_w = (w ⊙ r) Φ, last column N_k
-        uniform = bool((sample_weight == sample_weight[0]).all())
-        self.PhiT_w = self.PhiT if uniform else (self.PhiT.to(torch.float64)
-                                                 * sample_weight).to(self.dtype)
-        self.w_scale = sample_weight[0] if uniform else None
         # columns per chunk of step(): the largest power of two within 4 MiB of Φ,
         # which stays in cache between the E-step product and the moment product (d = k = 8,
         # n = 1e5: 16,384 columns in float32, 8,192 in float64; 2,048-column chunks took 1.5x
         # as long, 32,768 no less)
         target = max(1024, (4 << 20) // (self.PhiT.shape[0] * self.PhiT.element_size()))
         self.chunk = 1 << (target.bit_length() - 1)
+
+        def features(start: int, stop: int) -> None:
+            x, phi = XcT[:, start:stop], self.PhiT[:, start:stop]
+            if full:
+                col = 0
+                for i in range(d):
+                    torch.mul(x[i], x[i:], out=phi[col:col + d - i])
+                    col += d - i
+            else:
+                torch.mul(x, x, out=phi[:d])
+            phi[self.n_quad:-1] = x
+            phi[-1] = 1.0  # carries the bias
+
+        map_chunks(features, n, self.chunk, X.device)
+        # weights folded into the features once: R Φ_w = (w ⊙ r) Φ, last column N_k
+        uniform = bool((sample_weight == sample_weight[0]).all())
+        self.PhiT_w = self.PhiT if uniform else (self.PhiT.to(torch.float64)
+                                                 * sample_weight).to(self.dtype)
+        self.w_scale = sample_weight[0] if uniform else None
 
     @staticmethod
     def to_compute(params: GMMParams) -> GMMParams:
@@ -173,7 +179,10 @@ class MomentEM:
         The columns of ``Φᵀ`` are taken in chunks of up to 4 MiB: each chunk's log-joint (k,
         columns), its logsumexp (reduced over the k rows of a contiguous matrix) and its
         contribution ``R_c Φ_c`` to the moments are computed while the chunk is in cache, so an
-        iteration reads ``Φ`` from memory once instead of twice. The numbers are those of
+        iteration reads ``Φ`` from memory once instead of twice; the chunks run on all cores
+        with one hand-off per iteration (:func:`~toolkit.algorithms.em.chunks.map_chunks`), and
+        their contributions are summed in chunk order, so the numbers do not depend on the
+        number of threads. The numbers are those of
         :meth:`e_step` followed by :meth:`m_step` (up to the order of the sums), except that
         ``log p(x_n)`` comes in float64, all shifted by one number: the first-order effect of
         rounding ``A`` to the data's dtype on their weighted mean (the lower bound). That
@@ -184,12 +193,15 @@ class MomentEM:
         A64 = self._coefficients(params)
         A = A64.to(self.dtype)
         n = self.PhiT.shape[1]
-        S = torch.zeros(A.shape, dtype=torch.float64, device=A.device)  # chunk sums in float64
         log_prob = torch.empty(n, dtype=self.dtype, device=A.device)
-        for start in range(0, n, self.chunk):
-            rows = slice(start, start + self.chunk)
-            log_prob[rows], resp = self._normalise(A @ self.PhiT[:, rows])  # (k, columns)
-            S += resp @ self.PhiT_w[:, rows].T
+
+        def chunk(start: int, stop: int) -> torch.Tensor:
+            log_prob[start:stop], resp = self._normalise(A @ self.PhiT[:, start:stop])
+            return resp @ self.PhiT_w[:, start:stop].T  # (k, q + 1): the chunk's moments
+
+        S = torch.zeros(A.shape, dtype=torch.float64, device=A.device)  # chunk sums in float64
+        for part in map_chunks(chunk, n, self.chunk, A.device):  # in chunk order
+            S += part
         log_prob = log_prob.to(torch.float64)
         if A.dtype != torch.float64:
             scale = 1.0 if self.w_scale is None else self.w_scale
