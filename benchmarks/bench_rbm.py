@@ -2,7 +2,8 @@
 
 Data: scikit-learn's 8×8 digits tiled ``--tile`` times (8: 14,376 × 64), scaled to [0, 1] as
 scikit-learn's own RBM example does (``load_digits().data / 16``), float64 as numpy gives it;
-256 hidden units, batch 64, learning rate 0.05, one epoch per fit.
+256 hidden units, batch 64, learning rate 0.05, ``--epochs`` passes per fit (default 1; issue
+46 quotes 3; every epoch does the same work, so the ratios hardly depend on it).
 
 Contenders (every fit starts from scratch, ``random_state=0``):
 
@@ -26,7 +27,8 @@ with the same gradient); scikit-learn writes the update in closed form.
 
 Timing: ``toolkit.lab.measure.race`` runs every contender once per round in rotating order and
 the script prints medians and the median of per-round ratios, with the targets of issue 26
-(toolkit / scikit-learn <= 1.0 in float64 and <= 0.5 in float32, default threads), once with
+(toolkit / scikit-learn <= 1.0 in float64 and <= 0.5 in float32, default threads; issue 46:
+<= 0.8 for the defaults, PCD-1 in float64), once with
 every library on its default threads and once with torch and numpy's BLAS on one thread;
 then, for the toolkit alone, default threads against one thread in the same rounds. The
 toolkit trains problems this small on one intra-op thread whatever the setting
@@ -54,8 +56,9 @@ from toolkit.algorithms.rbm import BernoulliRBM, training
 from toolkit.lab.measure import race
 
 N_HIDDEN, BATCH, LR = 256, 64, 0.05
-#: toolkit / scikit-learn, medians of per-round ratios, default threads (issue 26)
-TARGETS = {"toolkit pcd": 1.0, "toolkit cd": 1.0, "toolkit pcd f32": 0.5, "toolkit cd f32": 0.5}
+#: toolkit / scikit-learn, medians of per-round ratios, default threads (issue 26; issue 46
+#: asks 0.8 of scikit-learn's defaults, PCD-1 in float64)
+TARGETS = {"toolkit pcd": 0.8, "toolkit cd": 1.0, "toolkit pcd f32": 0.5, "toolkit cd f32": 0.5}
 
 
 @contextlib.contextmanager
@@ -86,13 +89,13 @@ def unchecked() -> Iterator[None]:
         training._first_non_finite = real
 
 
-def contenders(X: np.ndarray, device: str, n_hidden: int = N_HIDDEN
+def contenders(X: np.ndarray, device: str, n_hidden: int = N_HIDDEN, epochs: int = 1
                ) -> dict[str, Callable[[], object]]:
-    """name → one fit of one epoch, each on the same float64 data in [0, 1]."""
+    """name → one fit of ``epochs`` passes, each on the same float64 data in [0, 1]."""
     from sklearn.neural_network import BernoulliRBM as SkRBM
 
     data = torch.as_tensor(X, device=device) if device != "cpu" else X
-    common = {"learning_rate": LR, "batch_size": BATCH, "n_iter": 1, "random_state": 0}
+    common = {"learning_rate": LR, "batch_size": BATCH, "n_iter": epochs, "random_state": 0}
 
     def toolkit(method: str, dtype: str | None) -> Callable[[], object]:
         return lambda: BernoulliRBM(n_hidden, method=method, dtype=dtype, device=device,
@@ -146,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 rounds (smoke run)")
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds (9)")
     parser.add_argument("--tile", type=int, default=8, help="copies of the digits (8: 14,376)")
+    parser.add_argument("--epochs", type=int, default=1, help="passes over the data per fit")
     parser.add_argument("--device", default="cpu", help="torch device of the toolkit models")
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -157,16 +161,17 @@ def main(argv: list[str] | None = None) -> int:
 
     X = np.tile(load_digits().data / 16.0, (args.tile, 1))
     print(f"data {X.shape} {X.dtype} in [0, 1], {N_HIDDEN} hidden, batch {BATCH}, lr {LR}, "
-          f"1 epoch per fit; torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"{args.epochs} epoch(s) per fit; torch {torch.__version__} "
+          f"({torch.get_num_threads()} threads), "
           f"scikit-learn {sk_version}, {platform.processor() or platform.machine()}, "
           f"device={args.device}; {rounds} interleaved rounds")
-    fits = contenders(X, args.device)
+    fits = contenders(X, args.device, epochs=args.epochs)
     settings = [("default threads", None)] + ([] if args.device != "cpu" else
                                               [("one thread each", 1)])
     for label, n in settings:
         with threads(n):
             result = race(fits, rounds=rounds, device=args.device)
-        print(f"\n[{label}] ms per epoch, median (min) over rounds:")
+        print(f"\n[{label}] ms per fit ({args.epochs} epoch(s)), median (min) over rounds:")
         print(result.table())
         # one thread each: the CPU time of a round is steadier than its wall time when other
         # programs share the cores; with threads, CPU time counts spinning threads: wall only
