@@ -83,7 +83,10 @@ class Params(ExperimentParams):
         return self
 
     def children(self) -> dict[str, ExperimentParams]:
-        """Each selected experiment's validated ``Params``, by name (made with these)."""
+        """Each selected experiment's validated ``Params``, by name (made with these; made
+        again in a process these params were sent to, which keeps no private cache)."""
+        if not self._children:
+            self._children = child_params(self)
         return dict(self._children)
 
 

@@ -54,7 +54,7 @@ def test_run_report_compare(tiny_config: Path, tmp_path: Path) -> None:
 def test_sweep_with_two_workers(tiny_config: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"
     proc = cli("sweep", str(tiny_config), "--set", "sweep.params.n_steps=[2, 3]",
-               "--workers", "2", "--out", str(out), "--no-report")
+               "--workers", "2", "--out", str(out), "--no-report", "--verbose")
     assert proc.returncode == 0, proc.stderr
     runs = [RunResults(d) for d in sorted((out / "tiny_counter").iterdir())]
     assert sorted(r.params["n_steps"] for r in runs) == [2, 3]

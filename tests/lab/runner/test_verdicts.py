@@ -167,7 +167,12 @@ def test_run_with_seeds_writes_a_seed_group(tiny_config: Path, tmp_path: Path) -
     assert "seeds 0, 1, 2" in html
     (v,) = read_findings(groups[0])["tiny_counter"]
     assert v.seeds == (0, 1, 2) and len(v.per_seed) == 3
-    assert "held in 3/3 seeds" in proc.stdout and f"seed group: {groups[0]}" in proc.stderr
+    # not a terminal: only the tally, the verdict counts and the paths
+    assert "tiny_counter  1 as predicted" in proc.stdout and "tally: 1 as predicted" in proc.stdout
+    assert f"report:   {groups[0] / 'report.html'}" in proc.stdout and proc.stderr == ""
+    verbose = cli("run", str(tiny_config), "--seeds", "0-2", "--out", str(tmp_path / "v"),
+                  "--verbose")
+    assert "held in 3/3 seeds" in verbose.stdout and "seed group: " in verbose.stderr
     assert json.loads((groups[0] / "group.json").read_text())["wall_seconds"] > 0
     # the group is drawn again from its files, and its config runs the same seeds
     assert cli("report", str(groups[0])).returncode == 0

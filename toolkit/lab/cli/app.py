@@ -183,7 +183,10 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     dask.add_argument("--dashboard", action="store_true", default=None,
                       help="serve the local cluster's dashboard (on 127.0.0.1) and print its "
                            "link; off by default")
-    p.add_argument("--quiet", action="store_true", help="no progress bars, less output")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no tally")
+    p.add_argument("--verbose", action="store_true",
+                   help="also every finding in full, each finished run, what the runs say "
+                        "and the report's notes (the full findings are always in findings.md)")
     p.add_argument("--no-report", action="store_true",
                    help="skip figures and report.html (draw later with `toolkit report`)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
@@ -193,6 +196,15 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     _add_debug(p)
 
 
+def _version() -> str:
+    """``toolkit 0.1.0 (python 3.11.7)``: read without importing torch."""
+    import platform
+
+    import toolkit
+
+    return f"toolkit {toolkit.__version__} (python {platform.python_version()})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog="toolkit", formatter_class=fmt, epilog=MAIN_EPILOG,
@@ -200,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "and report the difference.")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error")
+    parser.add_argument("--version", action="version", version=_version(),
+                        help="print the toolkit's version and those it runs with, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=Parser)
     p = sub.add_parser("run", help="run config(s): each seed and sweep point is one run",
@@ -215,12 +229,15 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt, epilog=REPORT_EPILOG,
                        description="Regenerate figures/, report.html and report.md from the "
                                    "files of run directories.")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="a run directory (results/<experiment>/<run_id>) or a seed group's "
+                        "folder; several are drawn one after the other")
     _add_debug(p)
     p = sub.add_parser("compare", help="aggregate runs: blocked vs unblocked over seeds",
                        formatter_class=fmt, epilog=COMPARE_EPILOG,
                        description="Aggregate the complete runs below DIR.")
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR",
+                   help="a folder holding run directories, e.g. results/<experiment>")
     p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go "
                    "(default: DIR)")
     _add_debug(p)
@@ -228,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt, epilog=CHECK_EPILOG,
                        description="Check every run folder below DIR against the results "
                                    "format.")
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR",
+                   help="a results folder, e.g. results or results/<experiment>")
     _add_debug(p)
     p = sub.add_parser("list", help="list experiments and configs",
                        description="List the experiments (with their description) and the "
@@ -237,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import every experiment module and check its contract (slower: "
                         "imports torch)")
     _add_debug(p)
-    sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example")
+    sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example",
+                   description="Print what stop_gradient does on a one-line example: the same "
+                               "value forward, no gradient backward, and the same code with the "
+                               "block disabled. Imports torch; writes nothing.")
     return parser
 
 

@@ -8,13 +8,15 @@ module as a script.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit._utils.formatting import fmt
+from toolkit.lab.cli.terminal import Watcher, last_step, print_findings, tally
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -27,30 +29,6 @@ class Parser(argparse.ArgumentParser):
 
 
 
-def _outcome_line(i: int, total: int, outcome: object) -> tuple[str, object]:
-    from toolkit.lab.runner import RunOutcome
-
-    assert isinstance(outcome, RunOutcome)
-    line = f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})"
-    if outcome.error and outcome.status == "failed":
-        line += f"\n    error: {outcome.error}"
-    if outcome.status == "interrupted":
-        step = _last_step(outcome.run_dir)
-        line += ("\n    nothing was logged, only config.toml and meta.json are kept"
-                 if step is None else f"\n    kept what was logged (up to step {step}); "
-                 f"draw it with: toolkit report {outcome.run_dir}")
-    return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
-
-
-def _last_step(run_dir: Path) -> int | None:
-    from toolkit.lab.runner import RunResults
-
-    try:
-        return RunResults(run_dir).last_step
-    except (OSError, ValueError):
-        return None
-
-
 def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
     """After an interrupt: one line per state of the runs, and what was kept of each."""
     by_state: dict[str, list[Any]] = {}
@@ -59,7 +37,7 @@ def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
     print(f"toolkit: interrupted (exit status {code}); the {total} run(s):", file=sys.stderr)
     for state, runs in by_state.items():
         if state == "interrupted":
-            empty = sum(_last_step(o.run_dir) is None for o in runs)
+            empty = sum(last_step(o.run_dir) is None for o in runs)
             kept = (f"{len(runs) - empty} kept what they had logged"
                     + (f", {empty} had logged no step yet" if empty else ""))
             print(f"  {len(runs)} interrupted: marked in their meta.json; {kept}",
@@ -122,44 +100,22 @@ def _executor(args: argparse.Namespace, runs: list) -> object:
     return spec
 
 
-def _draw_report(run_dir: Path, experiment: Any = None) -> None:
-    """The command line's ``finish`` hook: draw the report and say how long it took."""
+def _draw_report(run_dir: Path, experiment: Any = None, *, verbose: bool = False) -> None:
+    """The command line's ``finish`` hook on a terminal: draw the report and say how long it
+    took."""
     from toolkit.lab.report import draw_report
-    from toolkit.lab.report.render import held_notes
 
     print("  drawing the report ...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    with held_notes() as notes:  # printed after the line, not inside it
+    with _notes(verbose):  # printed after the line, not inside it
         try:
             draw_report(run_dir, experiment)
         finally:
             print(f" {fmt(time.perf_counter() - t0, 's')}", file=sys.stderr, flush=True)
-    for note in notes:
-        print(f"  note: {note}", file=sys.stderr, flush=True)
 
 
-class _Progress:
-    """Counts finished runs (a bar on a terminal) and prints one line per run."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.bar = None
-        if total > 1 and not quiet and sys.stderr.isatty():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, unit="run", desc="runs", file=sys.stderr, leave=False)
-
-    def __call__(self, i: int, total: int, outcome: object) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-        line, stream = _outcome_line(i, total, outcome)
-        if self.bar is not None:
-            self.bar.write(line, file=stream)
-        else:
-            print(line, file=stream, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+def _draw_report_verbose(run_dir: Path, experiment: Any = None) -> None:
+    _draw_report(run_dir, experiment, verbose=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -212,8 +168,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{c.experiment} seed={c.seed} {point}".rstrip())
         print(f"{len(configs)} run(s); executor {executor.kind}")
         return EXIT_OK
+    on_terminal = sys.stderr.isatty() and not args.quiet
     if not args.quiet and len(configs) > 1:
-        where = {"local": f" in {executor.workers} processes" if executor.workers > 1 else "",
+        n = min(executor.workers, len(configs))
+        where = {"local": f" in {n} processes" if n > 1 else "",
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
         print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
     finish = None
@@ -222,38 +180,56 @@ def cmd_run(args: argparse.Namespace) -> int:
     # (their own reports are skipped).
     if not args.no_report and not grouped:
         from toolkit.lab.report import write_report as finish
-        if in_process and not args.quiet:
-            finish = _draw_report  # says what it does and how long it took
-    if in_process and not args.quiet and len(configs) == 1:
+        if in_process and on_terminal:
+            finish = _draw_report_verbose if args.verbose else _draw_report
+    if in_process and on_terminal and len(configs) == 1:
         c = configs[0]
         print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
               f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
-    progress = _Progress(len(configs), args.quiet)
+    watcher = Watcher(len(configs), quiet=args.quiet, verbose=args.verbose)
     t0 = time.perf_counter()
     try:
-        outcomes, status = run_configs(runs, executor=executor, quiet=args.quiet,
-                                       finish=finish, on_done=progress)
+        with _notes(args.verbose):
+            outcomes, status = run_configs(runs, executor=executor, quiet=args.quiet,
+                                           finish=finish, on_done=watcher, watch=watcher.watch)
     finally:
-        progress.close()
+        watcher.close()
     if status >= 128:
         _interrupted(outcomes, len(configs), status)
-    shown = [o.run_dir for o in outcomes]
+    shown = [o.run_dir for o in outcomes if o.status == "complete"]
     if grouped and status < 128:
         from toolkit.lab.report import draw_report
 
-        shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
-                              experiments={r.experiment.name: r.experiment for r in runs},
-                              t0=t0, say=None if args.quiet else _say, earlier=earlier)
-    if not args.quiet and len(shown) <= 3:
+        say = _say if on_terminal or args.verbose else None
+        with _notes(args.verbose):
+            shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
+                                  experiments={r.experiment.name: r.experiment for r in runs},
+                                  t0=t0, say=say, earlier=earlier)
+    if args.quiet:
+        return status
+    if args.verbose and len(shown) <= 3:
         for folder in shown:
             if (folder / "findings.json").is_file():
-                _print_findings(folder)
-    if not args.no_report and not args.quiet:
-        for folder in shown:
-            report = folder / "report.html"
-            if report.exists():
-                print(f"report: {report}")
+                print_findings(folder)
+    if len(shown) <= 3:
+        tally(shown)
+    else:
+        print(f"{len(shown)} complete run folders; `toolkit compare "
+              f"{Path(configs[0].output_dir) / configs[0].experiment}` tabulates them")
     return status
+
+
+@contextlib.contextmanager
+def _notes(verbose: bool) -> Iterator[None]:
+    """Notes the report logs (graphs laid out without graphviz: the report says so itself)
+    reach the terminal only with ``--verbose``."""
+    from toolkit.lab.report.render import held_notes
+
+    with held_notes() as notes:
+        yield
+    if verbose:
+        for note in notes:
+            print(f"  note: {note}", file=sys.stderr, flush=True)
 
 
 def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
@@ -274,34 +250,6 @@ def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def _print_findings(run_dir: Path) -> None:
-    """What a run found (each child of a showcase), with verdicts and the wall time."""
-    import json
-
-    from toolkit.lab.runner import read_findings
-
-    findings = read_findings(run_dir)
-    path = run_dir / "findings.json"
-    problems = json.loads(path.read_text(encoding="utf-8")).get("problems", []) \
-        if path.is_file() else []
-    for problem in problems:
-        print(f"toolkit: warning: {problem}", file=sys.stderr)
-    for section, items in findings.items():
-        print(f"{section}:")
-        for f in items:
-            mark = {True: "+", False: "!", None: "·"}[f.verdict]
-            print(f"  {mark} {f}")
-    if not (run_dir / "meta.json").is_file():  # a seed group
-        info = json.loads((run_dir / "group.json").read_text(encoding="utf-8"))
-        if info.get("wall_seconds") is not None:
-            print(f"wall time {fmt(info['wall_seconds'], 's')} for {len(info['seeds'])} seeds")
-        return
-    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
-    if meta.get("wall_seconds") is not None:
-        print(f"wall time {fmt(meta['wall_seconds'], 's')} (experiments {fmt(meta['duration_s'], 's')}"
-              + (f", report {fmt(meta['finish_s'], 's')}" if meta.get("finish_s") else "") + ")")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -386,7 +334,5 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     outcome = execute(spec, finish=None if args.no_report else _draw_report)
     print(f"{outcome.status}  {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":
-        _print_findings(outcome.run_dir)
-    if (outcome.run_dir / "report.html").exists():
-        print(f"report: {outcome.run_dir / 'report.html'}")
+        tally([outcome.run_dir])
     return outcome.exit_code

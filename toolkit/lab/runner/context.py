@@ -10,7 +10,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ from toolkit.lab.measure import Timer
 from toolkit.lab.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 
-__all__ = ["RunContext", "seed_everything"]
+__all__ = ["Reporter", "RunContext", "seed_everything"]
 
 T = TypeVar("T")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -43,6 +43,59 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
             target[key] = value
 
 
+class Reporter(Protocol):
+    """Where a run's progress goes when someone watches it (the command line's bars): the
+    run's top-level ``ctx.progress`` loop reports each item as it ends, ``ctx.say`` a line."""
+
+    def advance(self, label: str, done: int, total: int, current: str) -> None:
+        """``done`` of ``total`` items of the loop ``label`` have ended; ``current``: the
+        last one's name (empty when it has none)."""
+
+    def write(self, text: str) -> None:
+        """One line the run says (shown with ``--verbose``)."""
+
+
+class _ReportedBar:
+    """What ``ctx.progress`` returns when a :class:`Reporter` watches the run: iterate it (or
+    call ``update``) as a tqdm bar; each item that ends is reported."""
+
+    def __init__(self, iterable: Iterable[Any] | None, total: int | None, label: str,
+                 reporter: Reporter) -> None:
+        self.iterable = iterable
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)  # type: ignore[arg-type]
+        self.total = int(total or 0)
+        self.label, self.reporter, self.n = label, reporter, 0
+
+    def __iter__(self) -> Any:
+        assert self.iterable is not None, "ctx.progress(total=...) is updated, not iterated"
+        self.reporter.advance(self.label, 0, self.total, "")
+        for item in self.iterable:
+            yield item
+            self.n += 1
+            self.reporter.advance(self.label, self.n, self.total,
+                                  item if isinstance(item, str) else "")
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self.reporter.advance(self.label, self.n, self.total, "")
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def set_description(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _ReportedBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 class RunFiles:
     """The files of one run directory, shared by a context and its children."""
 
@@ -55,6 +108,7 @@ class RunFiles:
         self.blocks_seen: dict[str, None] = {}
         self.warnings: list[str] = []
         self.n_logged = 0
+        self.reporter: Reporter | None = None  # set by the root context
         self._lock = threading.Lock()
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
 
@@ -103,7 +157,8 @@ class RunContext:
 
     def __init__(self, *, run_dir: Path, seed: int, device: torch.device, dtype: torch.dtype,
                  disable_patterns: tuple[str, ...], quiet: bool = False,
-                 params: Any = None, _files: RunFiles | None = None, _prefix: str = "",
+                 params: Any = None, reporter: Reporter | None = None,
+                 _files: RunFiles | None = None, _prefix: str = "",
                  _path: tuple[str, ...] = ()) -> None:
         self.run_dir = Path(run_dir)
         self.seed = int(seed)
@@ -113,6 +168,8 @@ class RunContext:
         self.quiet = quiet
         self.params = params
         self._files = _files if _files is not None else RunFiles(self.run_dir, quiet=quiet)
+        if reporter is not None:
+            self._files.reporter = reporter
         self._prefix = _prefix
         self._path = _path
         self.generator = seed_everything(self.seed)
@@ -173,17 +230,32 @@ class RunContext:
         return Timer(name, record)
 
     def say(self, text: str) -> None:
-        """One line of progress on stderr (nothing with ``--quiet``), e.g. a finished phase."""
-        if not self.quiet:
+        """One line of progress, e.g. a finished phase: to the watching
+        :class:`Reporter` (the command line shows it with ``--verbose``), else on stderr
+        (nothing with ``--quiet``)."""
+        reporter = self._files.reporter
+        if reporter is not None:
+            where = f"{'/'.join(self._path)}: " if self._path else ""
+            reporter.write(f"{where}{text}")
+        elif not self.quiet:
             print(f"  {text}", file=sys.stderr, flush=True)
 
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:
-        """A tqdm progress bar on stderr; silent when stderr is not a terminal or with --quiet."""
+        """A tqdm progress bar on stderr; silent when stderr is not a terminal or with --quiet.
+
+        When a :class:`Reporter` watches the run (the command line), the run's top-level loop
+        reports each item as it ends, to the one bar the command line draws, and the loops of
+        child contexts draw nothing (no bars inside bars).
+        """
         from tqdm.auto import tqdm
 
-        disable = self.quiet or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
         label = desc if not self._path else f"{'/'.join(self._path)}: {desc or ''}".rstrip(": ")
+        reporter = self._files.reporter
+        if reporter is not None and not self._path:
+            return _ReportedBar(iterable, total, label, reporter)
+        disable = (self.quiet or reporter is not None
+                   or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()))
         return tqdm(iterable, total=total, desc=label, file=sys.stderr, disable=disable,
                     leave=False, dynamic_ncols=True)
 

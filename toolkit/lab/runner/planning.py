@@ -54,8 +54,9 @@ class RunSpec:
 
     A spec sent to another process (a pool worker, a Dask worker) travels by reference: the
     experiment is loaded there again, the params are rebuilt from their values without a
-    second validation, and the device is resolved there, since the machine that runs a spec
-    decides what ``auto`` means.
+    second validation (private caches a ``Params`` keeps, such as the showcase's validated
+    children, stay behind and are rebuilt there when used), and the device is resolved there,
+    since the machine that runs a spec decides what ``auto`` means.
     """
 
     config: RunConfig
@@ -72,7 +73,11 @@ class RunSpec:
         return self.config.torch_dtype
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _restore, (self.config, self.experiment, self.params.__getstate__())
+        fresh = {name: attr.default_factory() if attr.default_factory is not None
+                 else copy.deepcopy(attr.default)
+                 for name, attr in type(self.params).__private_attributes__.items()}
+        state = {**self.params.__getstate__(), "__pydantic_private__": fresh or None}
+        return _restore, (self.config, self.experiment, state)
 
 
 def _restore(config: RunConfig, experiment: Experiment, state: dict[str, Any]) -> RunSpec:

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from toolkit.core import record_blocks
 from toolkit.lab.runner.config import RunConfig
-from toolkit.lab.runner.context import RunContext, RunFiles
+from toolkit.lab.runner.context import Reporter, RunContext, RunFiles
 from toolkit.lab.runner.errors import ConfigError, RunInterrupted, os_error_line
 from toolkit.lab.runner.liveness import heartbeat
 from toolkit.lab.runner.meta import save_meta, start_meta
@@ -150,7 +150,8 @@ def _prepare(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
     return _Started(spec, run_dir, meta, files, t0)
 
 
-def _execute(run: _Started, *, quiet: bool, pending: Sequence[int] = ()
+def _execute(run: _Started, *, quiet: bool, pending: Sequence[int] = (),
+             reporter: Reporter | None = None
              ) -> tuple[str, int, BaseException | None, list[str]]:
     """Call the experiment's ``run``; ``(status, exit code, error, blocks seen)``. A signal
     that came while the run was prepared (``pending``) interrupts it before it starts."""
@@ -162,7 +163,8 @@ def _execute(run: _Started, *, quiet: bool, pending: Sequence[int] = ()
         with signals_raise(pending), record_blocks() as seen, _threads(config.threads):
             ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=spec.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
-                             quiet=quiet, params=spec.params, _files=run.files)
+                             quiet=quiet, params=spec.params, reporter=reporter,
+                             _files=run.files)
             spec.experiment.run(spec.params, ctx)
     except RunInterrupted as err:
         return "interrupted", err.exit_code, err, seen
@@ -253,7 +255,8 @@ def _finish(run: _Started, outcome: tuple[str, int, BaseException | None, list[s
 
 def _run_once(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
               finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
-              root: Path | None = None) -> tuple[RunOutcome, BaseException | None]:
+              root: Path | None = None, reporter: Reporter | None = None
+              ) -> tuple[RunOutcome, BaseException | None]:
     """Prepare, execute and finish one run; the experiment's error, if any, is returned."""
     config = spec.config
     if spec.experiment.name != config.experiment:
@@ -272,7 +275,7 @@ def _run_once(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
             where = Path(config.output_dir if root is None else root) / config.experiment
             return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
         with heartbeat(run.run_dir / "meta.json"):  # read elsewhere, it shows the run is alive
-            outcome = _execute(run, quiet=quiet, pending=received)
+            outcome = _execute(run, quiet=quiet, pending=received, reporter=reporter)
         return _finish(run, outcome, finish, received)
 
 
@@ -292,17 +295,18 @@ def call_finish(finish: Finish, run_dir: Path, meta: dict[str, Any],
 
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
             finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
-            root: Path | None = None) -> RunOutcome:
+            root: Path | None = None, reporter: Reporter | None = None) -> RunOutcome:
     """Run one planned run (see :func:`~toolkit.lab.runner.planning.plan`); never raises for a
     failing experiment (see the outcome).
 
     ``finish(run_dir, experiment)`` runs after the files are written (not for interrupted runs);
     ``executor`` is recorded in ``meta.json`` (default: local, this host and process);
     ``root`` replaces ``config.output_dir`` as the folder the run directory is made in (the
-    config, and so ``config.toml``, keep the output folder the run belongs to).
+    config, and so ``config.toml``, keep the output folder the run belongs to);
+    ``reporter`` watches the run's progress (see :class:`~toolkit.lab.runner.context.Reporter`).
     """
     outcome, _ = _run_once(spec, quiet=quiet, argv=argv, finish=finish, executor=executor,
-                           root=root)
+                           root=root, reporter=reporter)
     return outcome
 
 

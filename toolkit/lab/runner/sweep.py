@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.runner.config import ExecutorSpec
+from toolkit.lab.runner.context import Reporter
 from toolkit.lab.runner.errors import DamagedFile, RunInterrupted
 from toolkit.lab.runner.meta import local_worker
 from toolkit.lab.runner.planning import RunSpec
@@ -38,12 +39,40 @@ __all__ = ["Progress", "ResumePlan", "plan_resume", "run_configs", "run_identity
 
 #: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
 Progress = Callable[[int, int, RunOutcome], None]
+#: ``watch(index)``: the :class:`~toolkit.lab.runner.context.Reporter` of the run at ``index``
+#: (the command line's bars); in a pool, what the workers report reaches it through a queue.
+Watch = Callable[[int], Reporter]
+
+_REPORTS: Any = None  # a pool worker's queue to the parent (set by _worker_init)
 
 
-def _worker_init() -> None:
+class _QueueReporter:
+    """A pool worker's reporter: sends each report of run ``index`` to the parent."""
+
+    def __init__(self, index: int, queue: Any) -> None:
+        self.index, self.queue = index, queue
+
+    def advance(self, label: str, done: int, total: int, current: str) -> None:
+        self.queue.put(("advance", self.index, (label, done, total, current)))
+
+    def write(self, text: str) -> None:
+        self.queue.put(("write", self.index, (text,)))
+
+
+def _worker_init(reports: Any = None) -> None:
     # Between runs a worker ignores Ctrl-C (the parent decides); during a run the runner's own
     # handlers mark the run interrupted.
+    global _REPORTS
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _REPORTS = reports
+
+
+def _relay(reports: Any, watch: Watch) -> None:
+    """In the parent: hand what the workers report to the watching reporters, until ``None``."""
+    while (message := reports.get()) is not None:
+        kind, index, args = message
+        with contextlib.suppress(Exception):  # a bar that fails never stops the runs
+            getattr(watch(index), kind)(*args)
 
 
 def _outcome_dict(outcome: RunOutcome) -> dict[str, Any]:
@@ -56,9 +85,11 @@ def _pool_worker(args: tuple[int, RunSpec, list[str], Finish | None]
                  ) -> tuple[int, dict[str, Any]]:
     index, spec, argv, finish = args
     config = spec.config
+    reporter = _QueueReporter(index, _REPORTS) if _REPORTS is not None else None
     try:
         outcome = execute(spec, quiet=True, argv=argv, finish=finish,
-                          executor={"kind": "local", "worker": local_worker()})
+                          executor={"kind": "local", "worker": local_worker()},
+                          reporter=reporter)
     except Exception as err:  # not a failing experiment: a fault of the runner itself
         return index, {"run_dir": str(Path(config.output_dir) / config.experiment),
                        "status": "failed", "exit_code": 1,
@@ -138,12 +169,13 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
 
 
 def _in_process(specs: Sequence[RunSpec], *, quiet: bool, argv: list[str],
-                finish: Finish | None, on_done: Progress | None
+                finish: Finish | None, on_done: Progress | None, watch: Watch | None = None
                 ) -> tuple[list[RunOutcome], int]:
     outcomes: list[RunOutcome] = []
     status = 0
     for i, spec in enumerate(specs):
-        outcome = execute(spec, quiet=quiet, argv=argv, finish=finish)
+        outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
+                          reporter=watch(i) if watch is not None else None)
         outcomes.append(outcome)
         if on_done:
             on_done(i, len(specs), outcome)
@@ -181,21 +213,41 @@ def _in_progress(specs: Sequence[RunSpec], workers: set[int], code: int
 
 
 def _in_pool(specs: Sequence[RunSpec], *, workers: int, argv: list[str],
-             finish: Finish | None, on_done: Progress | None) -> tuple[list[RunOutcome], int]:
+             finish: Finish | None, on_done: Progress | None, watch: Watch | None = None
+             ) -> tuple[list[RunOutcome], int]:
     total = len(specs)
-    outcomes: list[RunOutcome | None] = [None] * total
-    status = 0
     ctx = multiprocessing.get_context("spawn")
     # The workers start with SIGINT ignored (a spawned Python keeps an ignored SIGINT ignored):
     # Ctrl-C in a terminal reaches the whole process group, and a worker still importing must
     # not die with a traceback; during a run the runner's own handler marks it interrupted.
     main = threading.current_thread() is threading.main_thread()
     ignored = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    reports = ctx.SimpleQueue() if watch is not None else None
     try:
-        pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init)
+        pool = ctx.Pool(processes=min(workers, total), initializer=_worker_init,
+                        initargs=(reports,))
     finally:
         if main:
             signal.signal(signal.SIGINT, ignored)
+    relay = None
+    if reports is not None and watch is not None:
+        relay = threading.Thread(target=_relay, args=(reports, watch), daemon=True)
+        relay.start()
+    try:
+        return _pool_results(pool, specs, argv=argv, finish=finish, on_done=on_done)
+    finally:
+        if relay is not None and reports is not None:
+            reports.put(None)
+            relay.join(timeout=5)
+
+
+def _pool_results(pool: Any, specs: Sequence[RunSpec], *, argv: list[str],
+                  finish: Finish | None, on_done: Progress | None
+                  ) -> tuple[list[RunOutcome], int]:
+    """Hand the runs to the pool and collect their outcomes as they end."""
+    total = len(specs)
+    outcomes: list[RunOutcome | None] = [None] * total
+    status = 0
     jobs = [(i, spec, argv, finish) for i, spec in enumerate(specs)]
     try:
         with signals_raise():
@@ -228,8 +280,8 @@ def _in_pool(specs: Sequence[RunSpec], *, workers: int, argv: list[str],
 
 def run_configs(specs: Sequence[RunSpec], *, executor: ExecutorSpec | None = None,
                 quiet: bool = False, argv: Sequence[str] | None = None,
-                finish: Finish | None = None, on_done: Progress | None = None
-                ) -> tuple[list[RunOutcome], int]:
+                finish: Finish | None = None, on_done: Progress | None = None,
+                watch: Watch | None = None) -> tuple[list[RunOutcome], int]:
     """Run every planned run (:func:`~toolkit.lab.runner.planning.plan`); returns the outcomes
     (in the order they ended) and the exit status.
 
@@ -240,7 +292,9 @@ def run_configs(specs: Sequence[RunSpec], *, executor: ExecutorSpec | None = Non
     when interrupted (the remaining runs are not started; runs in progress are marked
     ``interrupted``). ``finish(run_dir, experiment)`` runs after each run's files are written
     (the command line draws the report there); with a process pool it runs in the worker, so it
-    must be a module-level function.
+    must be a module-level function. ``watch(index)`` gives the reporter each run's progress
+    goes to, as each item of its top-level loop ends (local executors; Dask runs report only
+    as they end).
     """
     spec = executor or ExecutorSpec()
     argv = list(sys.argv if argv is None else argv)
@@ -251,5 +305,7 @@ def run_configs(specs: Sequence[RunSpec], *, executor: ExecutorSpec | None = Non
     for run in specs:
         check_output_dir(run.config)
     if spec.workers <= 1 or len(specs) <= 1:
-        return _in_process(specs, quiet=quiet, argv=argv, finish=finish, on_done=on_done)
-    return _in_pool(specs, workers=spec.workers, argv=argv, finish=finish, on_done=on_done)
+        return _in_process(specs, quiet=quiet, argv=argv, finish=finish, on_done=on_done,
+                           watch=watch)
+    return _in_pool(specs, workers=spec.workers, argv=argv, finish=finish, on_done=on_done,
+                    watch=watch)

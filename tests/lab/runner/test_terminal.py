@@ -1,0 +1,118 @@
+"""What ``toolkit run`` shows: one bar fed by every run's progress, in whichever process it runs,
+then a short tally; nothing else when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from toolkit.lab.cli.terminal import Watcher, tally
+from toolkit.lab.runner import plan
+from toolkit.lab.runner.sweep import run_configs
+
+SHOWCASE = Path(__file__).parents[3] / "configs" / "showcase_quick.toml"
+TWO_CHILDREN = 'params.experiments=["tiny_counter", "td_learning"]'
+
+
+class Recorder:
+    """A watch() that keeps every report it gets, by run."""
+
+    def __init__(self) -> None:
+        self.reports: dict[int, list[tuple[str, int, int, str]]] = {}
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+
+    def watch(self, index: int) -> Recorder.One:
+        return Recorder.One(self, index)
+
+    class One:
+        def __init__(self, recorder: Recorder, index: int) -> None:
+            self.recorder, self.index = recorder, index
+
+        def advance(self, label: str, done: int, total: int, current: str) -> None:
+            with self.recorder.lock:
+                self.recorder.reports.setdefault(self.index, []).append(
+                    (label, done, total, current))
+
+        def write(self, text: str) -> None:
+            with self.recorder.lock:
+                self.recorder.lines.append(text)
+
+
+def test_each_experiment_of_each_seed_is_reported_as_it_ends(tmp_path: Path) -> None:
+    # two seeds in two worker processes: their reports cross the process boundary
+    runs = plan(SHOWCASE, [TWO_CHILDREN], seeds=[0, 1], output_dir=tmp_path)
+    recorder = Recorder()
+    from toolkit.lab.runner.config import ExecutorSpec
+
+    outcomes, status = run_configs(runs, executor=ExecutorSpec(workers=2), quiet=True,
+                                   watch=recorder.watch)
+    assert status == 0 and len(outcomes) == 2
+    for index in (0, 1):
+        assert recorder.reports[index] == [
+            ("showcase", 0, 2, ""), ("showcase", 1, 2, "tiny_counter"),
+            ("showcase", 2, 2, "td_learning")]
+    assert any("tiny_counter" in line for line in recorder.lines)  # ctx.say goes there too
+
+
+def test_a_watched_run_in_this_process_draws_no_bars_of_its_own(
+        tmp_path: Path, capfd: object) -> None:
+    runs = plan(SHOWCASE, [TWO_CHILDREN], output_dir=tmp_path)
+    recorder = Recorder()
+    run_configs(runs, quiet=False, watch=recorder.watch)
+    assert [r[1] for r in recorder.reports[0]] == [0, 1, 2]
+    out, err = capfd.readouterr()  # type: ignore[attr-defined]
+    assert "showcase" not in err and "tiny_counter" not in err  # said to the watcher only
+
+
+def test_the_watcher_counts_items_across_runs_without_a_terminal(capsys: object) -> None:
+    watcher = Watcher(2, quiet=False, verbose=False)  # stderr is not a terminal under pytest
+    assert watcher.bar is None
+    watcher.advance(0, "showcase", 1, 10, "dice")
+    watcher.write("said, but not shown without --verbose")
+    watcher.close()
+    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    assert out == err == ""
+
+
+def test_the_main_job_ends_in_a_short_tally(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "run", str(SHOWCASE), "--set",
+                           TWO_CHILDREN, "--seeds", "0,1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) < 40
+    assert any(line.startswith("tally: ") for line in lines)
+    assert any(line.startswith("report:   ") and line.endswith("report.html") for line in lines)
+    assert any(line.startswith("findings: ") and line.endswith("findings.md") for line in lines)
+    assert [line.split()[0] for line in lines if line.startswith("  ") and
+            not line.startswith("  !")] == [
+        "tiny_counter", "td_learning"]
+    # nothing but the summary when stderr is not a terminal: no bars, no foreign warnings
+    assert proc.stderr == ""
+
+
+def test_the_tally_counts_what_did_not_hold_and_lists_it_first(tmp_path: Path) -> None:
+    import json
+
+    from toolkit.lab.runner import Finding, aggregate
+    from toolkit.lab.runner.verdicts import render_findings_md
+
+    per_seed = {0: {"a": [Finding("held", True, basis="a closed form"),
+                          Finding("a measurement", None)],
+                    "b": [Finding("missed it", False, basis="a paper's figure")]}}
+    findings, _ = aggregate(per_seed)
+    (tmp_path / "findings.json").write_text(json.dumps(
+        {"findings": {k: [v.to_dict() for v in vs] for k, vs in findings.items()},
+         "problems": []}))
+    (tmp_path / "findings.md").write_text(render_findings_md(findings, [], [0]))
+    out = tmp_path / "out.txt"
+    with out.open("w") as fh:
+        tally([tmp_path], out=fh)
+    text = out.read_text().splitlines()
+    assert text[:2] == ["  a  1 as predicted, 1 measured", "  b  1 not as predicted"]
+    assert text[2] == "not as predicted:" and text[3].startswith("  ! b (held in 0/1 seed): ")
+    assert text[4] == "tally: 1 as predicted, 1 not, 1 measured (3 findings)"
+    assert text[5].startswith("findings: ")
