@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fmt", "format_value", "round_floats", "unit_of"]
+__all__ = ["fmt", "format_value", "round_floats", "shown", "unit_of"]
 
 _TIME = re.compile(r"(^|[._/])(seconds?|time|wall|timers?|[a-z0-9]*_s|ms)($|[._/])")
 _BYTES = re.compile(r"bytes")
@@ -123,3 +123,25 @@ def round_floats(value: Any, digits: int = 4) -> Any:
     if isinstance(value, (list, tuple)):
         return [round_floats(v, digits) for v in value]
     return value
+
+
+def shown(text: object) -> str:
+    """``text`` (a path, a name read from a results folder) safe to print on one line: control
+    characters (newlines, escapes, NUL) and invisible format characters (right-to-left
+    overrides, zero-width marks) are written as ``\\xNN`` / ``\\uNNNN``, everything else as it is.
+
+    >>> shown("results/a\\nb\\u202eevil")
+    'results/a\\\\nb\\\\u202eevil'
+    """
+    import unicodedata
+
+    out = []
+    for ch in str(text):
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            code = ord(ch)
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or (
+                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"))
+        else:
+            out.append(ch)
+    return "".join(out)
+

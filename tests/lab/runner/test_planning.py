@@ -196,3 +196,30 @@ def test_a_config_file_cannot_lower_security(counted: Path, tmp_path: Path) -> N
     with pytest.raises(ConfigError) as err:
         plan(path)
     assert "executor" in err.value.line() and "--insecure" in err.value.line()
+
+
+def test_a_nul_byte_in_a_path_is_refused_in_one_line(counted: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    path = tmp_path / "nul.toml"
+    path.write_text('experiment = "counted"\noutput_dir = "res\\u0000x"\n')
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "NUL byte" in err and "unexpected" not in err and len(err.splitlines()) == 1
+
+
+def test_a_fifo_as_config_is_refused_not_waited_on(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    assert main(["run", str(fifo), "--dry-run"]) == 2  # returns: nothing opened the FIFO
+    assert "is not a regular file (a FIFO)" in capsys.readouterr().err
+
+
+def test_paths_are_printed_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "no/such\nfile\u202eevil.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "no/such\\nfile\\u202eevil.toml" in err and "\u202e" not in err
+    assert len(err.splitlines()) == 1

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit._utils.formatting import fmt
+from toolkit._utils.formatting import fmt, shown
 
 __all__ = ["Watcher", "print_findings", "tally", "verdict_counts"]
 
@@ -119,7 +119,7 @@ class Watcher:
 
 def outcome_line(i: int, total: int, outcome: Any) -> tuple[str, Any]:
     """``[2/3] failed  <run_dir>  (1.2 s)`` with the error or what an interrupted run kept."""
-    line = (f"[{i + 1}/{total}] {outcome.status:<11} {outcome.run_dir}  "
+    line = (f"[{i + 1}/{total}] {outcome.status:<11} {shown(outcome.run_dir)}  "
             f"({fmt(outcome.duration_s, 's')})")
     if outcome.error and outcome.status == "failed":
         line += f"\n    error: {outcome.error}"
@@ -127,7 +127,7 @@ def outcome_line(i: int, total: int, outcome: Any) -> tuple[str, Any]:
         step = last_step(outcome.run_dir)
         line += ("\n    nothing was logged, only config.toml and meta.json are kept"
                  if step is None else f"\n    kept what was logged (up to step {step}); "
-                 f"draw it with: toolkit report {outcome.run_dir}")
+                 f"draw it with: toolkit report {shown(outcome.run_dir)}")
     return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
 
 
@@ -193,7 +193,8 @@ def tally(folders: Sequence[Path], *, out: Any = None) -> None:
             findings: Mapping[str, Sequence[Any]] = read_findings(folder)
             problems = _problems(folder)
         except Exception as err:  # a damaged findings.json: said, the others go on
-            print(f"toolkit: warning: {folder}: findings not readable ({err})", file=sys.stderr)
+            print(f"toolkit: warning: {shown(folder)}: findings not readable ({err})",
+                  file=sys.stderr)
             continue
         for problem in problems:
             print(f"toolkit: warning: {problem}", file=sys.stderr)
@@ -211,7 +212,7 @@ def tally(folders: Sequence[Path], *, out: Any = None) -> None:
                           file=out)
         for label, name in (("findings", "findings.md"), ("report", "report.html")):
             if (folder / name).is_file():
-                paths.append(f"{label + ':':<10}{folder / name}")
+                paths.append(f"{label + ':':<10}{shown(folder / name)}")
         wall = _wall(folder)
         if wall:
             paths.append(wall)

@@ -131,6 +131,13 @@ class FileConfig(BaseModel):
                              "--insecure accepts a plain tcp:// scheduler off this machine")
         return value
 
+    @field_validator("output_dir")
+    @classmethod
+    def _a_path(cls, value: str) -> str:
+        if "\0" in value:
+            raise ValueError("a path cannot hold a NUL byte (\\x00)")
+        return value
+
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:

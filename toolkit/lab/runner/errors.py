@@ -7,6 +7,8 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
+from toolkit._utils.formatting import shown
+
 __all__ = ["ConfigError", "DamagedFile", "ExperimentLoadError", "RunInterrupted", "os_error_line",
            "suggest"]
 
@@ -27,7 +29,7 @@ class ConfigError(ValueError):
         super().__init__(self.line())
 
     def line(self) -> str:
-        parts = [self.source]
+        parts = [shown(self.source)]
         if self.key:
             parts.append(self.key)
         text = ": ".join([*parts, self.problem])
@@ -46,7 +48,7 @@ class DamagedFile(ValueError):
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
         self.problem = " ".join(str(problem).split())
-        super().__init__(f"{self.path}: {self.problem}")
+        super().__init__(f"{shown(self.path)}: {self.problem}")
 
 
 class ExperimentLoadError(RuntimeError):
@@ -83,4 +85,4 @@ def suggest(word: str, candidates: Iterable[str]) -> str:
 def os_error_line(err: OSError) -> str:
     """``"<file>: <reason>"`` of an ``OSError`` (``"/r/meta.json: No space left on device"``)."""
     reason = err.strerror or str(err) or type(err).__name__
-    return f"{err.filename}: {reason}" if err.filename else reason
+    return f"{shown(err.filename)}: {reason}" if err.filename else reason

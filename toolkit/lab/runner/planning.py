@@ -189,6 +189,9 @@ def read_file(path: Path) -> dict[str, Any]:
     if path.is_dir():
         raise ConfigError(source, "", "is a directory, not a config file",
                           "give a .toml file such as configs/showcase.toml")
+    if not path.is_file():  # a FIFO would wait for a writer forever, a device never ends
+        raise ConfigError(source, "", f"is not a regular file ({_kind(path)})",
+                          "give a .toml file such as configs/showcase.toml")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -199,6 +202,18 @@ def read_file(path: Path) -> dict[str, Any]:
     except tomlio.TOMLDecodeError as err:
         raise ConfigError(source, "", f"invalid TOML: {err}",
                           "fix the syntax at that line and column") from None
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is, in words."""
+    import stat
+
+    mode = path.stat().st_mode
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a file"
 
 
 def _override(raw: dict[str, Any], overrides: Sequence[str], path: str,
