@@ -223,3 +223,18 @@ def test_paths_are_printed_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "no/such\\nfile\\u202eevil.toml" in err and "\u202e" not in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_showcase_validates_each_childs_params_once_even_in_a_pool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # registered children: their validated params travel with the spec to a worker process
+    spec = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
+                output_dir=tmp_path)[0]
+    children = spec.params.children()
+    back = pickle.loads(pickle.dumps(spec))
+
+    def again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the children's params were validated a second time")
+
+    monkeypatch.setattr(spec.experiment.module, "child_params", again)
+    assert back.params.children() == children

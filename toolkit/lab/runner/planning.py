@@ -17,6 +17,7 @@ import contextlib
 import copy
 import itertools
 import math
+import pickle
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +55,9 @@ class RunSpec:
 
     A spec sent to another process (a pool worker, a Dask worker) travels by reference: the
     experiment is loaded there again, the params are rebuilt from their values without a
-    second validation (private caches a ``Params`` keeps, such as the showcase's validated
-    children, stay behind and are rebuilt there when used), and the device is resolved there,
+    second validation (a private cache a ``Params`` keeps, such as the showcase's validated
+    children, travels too, unless it holds classes that process cannot import, such as a
+    loose file's: then it is rebuilt there when used), and the device is resolved there,
     since the machine that runs a spec decides what ``auto`` means.
     """
 
@@ -73,10 +75,15 @@ class RunSpec:
         return self.config.torch_dtype
 
     def __reduce__(self) -> tuple[Any, ...]:
-        fresh = {name: attr.default_factory() if attr.default_factory is not None
-                 else copy.deepcopy(attr.default)
-                 for name, attr in type(self.params).__private_attributes__.items()}
-        state = {**self.params.__getstate__(), "__pydantic_private__": fresh or None}
+        state = self.params.__getstate__()
+        if state.get("__pydantic_private__"):
+            try:  # a cache of objects whose classes another process can import travels
+                pickle.dumps(state["__pydantic_private__"])
+            except (pickle.PicklingError, TypeError, AttributeError):
+                fresh = {name: attr.default_factory() if attr.default_factory is not None
+                         else copy.deepcopy(attr.default)
+                         for name, attr in type(self.params).__private_attributes__.items()}
+                state = {**state, "__pydantic_private__": fresh}
         return _restore, (self.config, self.experiment, state)
 
 
