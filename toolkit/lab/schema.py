@@ -48,6 +48,163 @@ def split_metric_key(key: str) -> tuple[str | None, str]:
     return (head, rest) if head in VARIANTS and rest else (None, key)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# The results files: the shape of each file a run writes
+# ---------------------------------------------------------------------------------------------
+# One model per results file, used by the writers (checked before a file is written) and by the
+# readers (a file that does not fit is a damaged file naming the field). The models say what
+# the readers rely on; keys they do not read are kept as they are (``extra="allow"``), so an
+# older or newer run still reads. Strict: a number is a number, not the string of one.
+
+from typing import Any, Literal, get_args  # noqa: E402  (this section stands on its own)
+
+from pydantic import BaseModel as _Model  # noqa: E402
+from pydantic import ConfigDict as _Config  # noqa: E402
+from pydantic import Field as _Field  # noqa: E402
+from pydantic import model_validator as _after  # noqa: E402
+
+__all__ += ["FINDINGS_FILE", "GROUP_FILE", "MAX_DEPTH", "STATUSES", "FindingRecord",
+            "FindingsFile", "GroupFile", "MetricsRow", "RunConfigFile", "RunMeta", "Status",
+            "TimingRecord", "VerdictRecord"]
+
+#: The status ``meta.json`` holds (``abandoned`` is decided when a run is read, never written:
+#: a run that says ``running`` whose process is gone).
+Status = Literal["running", "complete", "failed", "interrupted"]
+#: every :data:`Status`, in the order a run goes through them
+STATUSES: Final = get_args(Status)
+#: The deepest nesting of lists and objects a results file may hold: far beyond what any
+#: writer makes, far below what would exhaust a reader's stack.
+MAX_DEPTH: Final = 100
+FINDINGS_FILE: Final = "findings.json"
+GROUP_FILE: Final = "group.json"
+
+_OPEN = _Config(strict=True, extra="allow")
+
+
+class ChildMeta(_Model):
+    """``meta.json``'s ``children.<name>``: a part of a composite run (the showcase)."""
+
+    model_config = _OPEN
+    experiment: str
+    params: dict[str, Any] = {}
+    dtype: str | None = None
+    disable_blocks: list[str] = []
+
+
+class RunMeta(_Model):
+    """``meta.json``: how a run went. Written as the run starts and again as it ends; after a
+    full disk only its essential keys may be there, so only three are required."""
+
+    model_config = _OPEN
+    status: Status
+    experiment: str
+    seed: int
+    run_id: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    started: str | None = None
+    ended: str | None = None
+    duration_s: float | None = None
+    wall_seconds: float | None = None
+    error: str | None = None
+    traceback: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    threads: int | None = None
+    executor: dict[str, Any] | None = None
+    versions: dict[str, str] = {}
+    argv: list[str] = []
+    blocks_seen: list[str] = []
+    warnings: list[str] = []
+    n_logged: int | None = None
+    children: dict[str, ChildMeta] = {}
+    about: dict[str, dict[str, Any]] = {}
+
+
+class RunConfigFile(_Model):
+    """``config.toml``: the resolved config, runnable again; the readers need these keys."""
+
+    model_config = _OPEN
+    experiment: str
+    seed: int
+    params: dict[str, Any]
+    disable_blocks: list[str] = []
+
+
+class MetricsRow(_Model):
+    """One line of ``metrics.jsonl``: the step and one number (or ``null``) per metric key."""
+
+    model_config = _Config(strict=True, extra="allow")
+    step: int
+
+    @_after(mode="after")
+    def _numbers(self) -> MetricsRow:
+        for key, value in (self.model_extra or {}).items():
+            if value is not None and not isinstance(value, (int, float)):  # bools are ints
+                raise ValueError(f"metric {key[:80]!r} must be a number or null, got "
+                                 f"{type(value).__name__}")
+        return self
+
+
+class TimingRecord(_Model):
+    """A timing of a finding: the per-round ratios and the side of 1 it predicts."""
+
+    model_config = _OPEN
+    rounds: list[float]
+    expect: Literal["above", "below"] | None = None
+
+
+class FindingRecord(_Model):
+    """One seed's finding (:class:`~toolkit.lab.runner.story.Finding` ``.to_dict()``)."""
+
+    model_config = _OPEN
+    text: str = ""
+    verdict: bool | None = None
+    topic: Literal["result", "cost"] = "result"
+    basis: str = ""
+    values: dict[str, Any] = {}
+    seed_independent: bool = False
+    need: float = _Field(1.0, gt=0, le=1)
+    timing: TimingRecord | None = None
+    key: str = ""
+
+
+class VerdictRecord(FindingRecord):
+    """A finding over the seeds of a run (:class:`~toolkit.lab.runner.verdicts.Verdict`
+    ``.to_dict()``), with each seed's own finding in ``per_seed``."""
+
+    seeds: list[int] = []
+    held: int = 0
+    predicts: bool | None = None
+    per_seed: list[FindingRecord] = []
+
+
+class FindingsFile(_Model):
+    """``findings.json`` of a run or a seed group: the verdicts by section, and what went wrong
+    on the way. A file written before verdicts were aggregated has no ``seeds``."""
+
+    model_config = _OPEN
+    seeds: list[int] | None = None
+    findings: dict[str, list[VerdictRecord]] = {}
+    problems: list[str] = []
+
+
+class GroupFile(_Model):
+    """``group.json`` of a seed group: its member runs (paths relative to the group's folder)
+    and their seeds."""
+
+    model_config = _OPEN
+    experiment: str
+    seeds: list[int]
+    runs: list[str]
+    kind: str = "seed group"
+    created: str | None = None
+    started: str | None = None
+    ended: str | None = None
+    run_seconds: list[float | None] = []
+    wall_seconds: float | None = None
+
 # ---------------------------------------------------------------------------------------------
 # The metrics glossary: what each logged metric means
 # ---------------------------------------------------------------------------------------------
