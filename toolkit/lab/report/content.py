@@ -124,7 +124,12 @@ def _png(fig: Any) -> bytes:
             from matplotlib.backends.backend_agg import FigureCanvasAgg
 
             FigureCanvasAgg(fig)
-        fig.set_dpi(DPI)
+        if fig.get_dpi() != DPI:
+            fig.set_dpi(DPI)
+        if not fig.stale and fig.get_layout_engine() is not None:
+            # drawn already (a legend measured, labels nudged) and unchanged since: its layout
+            # is current, and a second constrained-layout search would only repeat it
+            fig.set_layout_engine("none")
         raw, size = fig.canvas.print_to_buffer()
     finally:
         plt.close(fig)
@@ -249,11 +254,21 @@ def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
         return _figures(view, experiment, prefix, problems, complete), problems
 
 
+def _start_method() -> str:
+    """How drawing processes start: forked where the platform can (a copy of this process,
+    its imports included: ready in milliseconds), else spawned (a fresh interpreter that
+    imports torch and the experiments again: seconds)."""
+    import multiprocessing
+
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
 def report_workers() -> int:
     """Processes for drawing a report from the command line: ``TOOLKIT_REPORT_WORKERS``, else
-    the CPUs this process may use that are not busy (1-minute load average; at most 4). Each
-    extra process imports torch and the experiments again, seconds of CPU that only pay off
-    on idle cores: on a busy machine one process draws faster."""
+    the CPUs this process may use (at most 4). Forked processes start at no cost, so every
+    core draws; where processes must be spawned (each imports torch and the experiments
+    again, seconds of CPU that only pay off on idle cores) the cores that are not busy
+    (1-minute load average)."""
     import os
 
     value = os.environ.get("TOOLKIT_REPORT_WORKERS")
@@ -263,6 +278,8 @@ def report_workers() -> int:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
+    if _start_method() == "fork":
+        return max(1, min(cpus, 4))
     try:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -273,8 +290,9 @@ def report_workers() -> int:
 def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
     """Every section's figures: in this process, or spread over ``workers`` processes when
     there are several sections (each reads only the files, so the drawing splits cleanly and
-    the figures are the same). A pool that cannot start its processes (a main module that
-    cannot be imported again, as with ``python - < script``) falls back to this process."""
+    the figures are the same). A pool that cannot start its processes (a spawned pool whose
+    main module cannot be imported again, as with ``python - < script``) falls back to this
+    process."""
     import multiprocessing
 
     workers = min(workers, len(jobs))
@@ -286,7 +304,8 @@ def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[Figure
 
         try:
             with ProcessPoolExecutor(max_workers=workers,
-                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                                     mp_context=multiprocessing.get_context(_start_method())
+                                     ) as pool:
                 return list(pool.map(_section_figures, jobs))
         except (BrokenProcessPool, OSError):
             plt.close("all")

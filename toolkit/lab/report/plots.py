@@ -137,11 +137,13 @@ def legend_below(fig: Figure, axes: Iterable[Any], *, ncols: int = 3, fontsize: 
     Returns it."""
     handles, labels = legend_entries(axes)
     n = max(1, min(ncols, len(labels)))
+    renderer = fig.canvas.get_renderer()
     while True:
         legend = fig.legend(handles, labels, loc="outside lower center", ncols=n,
                             fontsize=fontsize, frameon=False)
-        fig.draw_without_rendering()
-        if n == 1 or legend.get_window_extent().width <= fig.bbox.width:
+        # a legend's width is its entries' and does not depend on the layout: measured
+        # alone, without drawing (and laying out) the whole figure
+        if n == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
             return legend
         legend.remove()
         n -= 1

@@ -1,0 +1,111 @@
+"""Benchmark: the report's time against the experiments' time, and the 3-seed showcase's wall.
+
+Issue 46's targets: drawing the report of one showcase seed takes at most 0.35x the time of
+its ten experiments, and ``toolkit run configs/showcase.toml`` (three seeds, report included)
+finishes in at most 30 s on two cores. Both are measured end to end through the command line,
+each in a fresh output folder (no figure is reused from an earlier round), and alternated
+over ``--rounds`` rounds so that a change in the machine's load reaches both alike:
+
+- one seed: ``toolkit run configs/showcase.toml --seeds 0``; the run's ``meta.json`` records
+  the experiments' seconds (``duration_s``) and the report's (``finish_s``);
+- three seeds: the wall time of ``toolkit run configs/showcase.toml``, start-up included.
+
+Each round prints its numbers and the 1-minute load average; the medians follow. The
+machine's load is printed because other work on it slows both sides, and not equally.
+
+    python benchmarks/bench_report.py               # 3 rounds
+    python benchmarks/bench_report.py --rounds 1 --only one-seed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "configs" / "showcase.toml"
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):
+        return "?"
+
+
+def _toolkit(args: list[str], out: Path) -> float:
+    """Run ``python -m toolkit run CONFIG ARGS --out OUT`` as a user would (its output
+    dropped); its wall seconds."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "toolkit", "run", str(CONFIG), *args, "--out",
+                    str(out)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def one_seed(out: Path) -> tuple[float, float]:
+    """``(experiments seconds, report seconds)`` of one showcase seed."""
+    _toolkit(["--seeds", "0"], out)
+    (meta_path,) = out.glob("showcase/*/meta.json")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    return float(meta["duration_s"]), float(meta["finish_s"])
+
+
+def three_seeds(out: Path) -> float:
+    """Wall seconds of the 3-seed showcase, report included."""
+    return _toolkit([], out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("one-seed", "three-seeds"), default=None)
+    args = parser.parse_args(argv)
+    print(f"CPU: {_cpu()}, {os.cpu_count()} logical cores; python {platform.python_version()}")
+    ratios: list[float] = []
+    walls: list[float] = []
+    kinds = [k for k in ("one-seed", "three-seeds") if args.only in (None, k)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+                out = Path(tmp) / f"{kind}-{r}"
+                load = _load()
+                if kind == "one-seed":
+                    experiments, report = one_seed(out)
+                    ratios.append(report / experiments)
+                    print(f"round {r + 1} one seed:    experiments {experiments:6.2f} s, report "
+                          f"{report:6.2f} s, report/experiments {ratios[-1]:.3f}x "
+                          f"(load {load} -> {_load()})", flush=True)
+                else:
+                    walls.append(three_seeds(out))
+                    print(f"round {r + 1} three seeds: {walls[-1]:6.2f} s wall, report "
+                          f"included (load {load} -> {_load()})", flush=True)
+    if ratios:
+        print(f"median report/experiments over {len(ratios)} rounds: "
+              f"{statistics.median(ratios):.3f}x (target <= 0.35x)")
+    if walls:
+        print(f"median 3-seed showcase over {len(walls)} rounds: {statistics.median(walls):.2f} s "
+              f"(target <= 30 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
