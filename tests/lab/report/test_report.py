@@ -244,7 +244,7 @@ def test_report_over_seeds_shows_counts_and_bands(runs: list[RunResults]) -> Non
     assert (folder / "report.md").is_file() and (folder / "figures").is_dir()
     item = re.search(r'<ul class="findings">(.*?)</ul>', html, re.S).group(1)
     # the loss's prediction holds in both seeds; its numbers are the mean [range]
-    assert 'data-seeds="2/2"' in item and "held in 2/2 seeds" in item
+    assert 'data-seeds="2/2"' in item and "held in 2 of 2 seeds" in item
     losses = sorted(r.summary["blocked"]["loss"] for r in runs)
     assert f"[{losses[0]:.3g}, {losses[1]:.3g}]" in item
     assert "seeds 0, 1" in html and "seed group" in html

@@ -42,13 +42,15 @@ SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 class FigureItem:
     """A rendered figure: file stem under ``figures/``, caption in words, PNG bytes; ``note``:
     how it was drawn, said once in the report's footer (a backward graph laid out without
-    graphviz)."""
+    graphviz); ``table``: ``(columns, rows)`` of a :class:`~toolkit.lab.report.plots.WordTable`,
+    shown as a table of words instead of an image (its ``png`` is empty)."""
 
     name: str
     caption: str
     png: bytes = field(repr=False)
     headline: bool = False
     note: str = ""
+    table: tuple[list[str], list[list[str]]] | None = None
 
 
 @dataclass
@@ -190,6 +192,12 @@ _NOTE_ATTR = "gradient_graph_layout_note"
 
 
 def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
+    from toolkit.lab.report.plots import WordTable
+
+    if isinstance(fig, WordTable):  # words stay words: no image is drawn
+        plt.close(fig)
+        return FigureItem(SAFE.sub("_", name), caption, b"", headline=headline,
+                          table=(fig.columns, fig.rows))
     note = str(getattr(fig, _NOTE_ATTR, "") or "")
     return FigureItem(SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
 
@@ -319,12 +327,15 @@ def _reuse(folder: Path, kept: dict[str, Any], section: str, key: str
     if hit is None:
         return None
     return [FigureItem(e["name"], e["caption"], png, headline=bool(e["headline"]),
-                       note=str(e.get("note", ""))) for e, png in hit]
+                       note=str(e.get("note", "")),
+                       table=(e["table"][0], e["table"][1]) if e.get("table") else None)
+            for e, png in hit]
 
 
 def _keep(cache: dict[str, Any], section: str, key: str, figures: list[FigureItem]) -> None:
     cache[section] = {"key": key, "figures": [
-        figure_cache.entry(f.name, f.caption, f.headline, f.note, f.png) for f in figures]}
+        figure_cache.entry(f.name, f.caption, f.headline, f.note, f.png, f.table)
+        for f in figures]}
 
 
 def _draw_or_reuse(jobs: list[_Job], workers: int, folder: Path, kept: dict[str, Any],

@@ -5,8 +5,9 @@ but the report's own outputs; a showcase child only its own ``artifacts/<child>/
 code that draws them: the toolkit's sources, the experiment module's folder, the versions of
 matplotlib, numpy, Pillow and grandalf, and whether graphviz's ``dot`` is installed. The
 SHA-256 of both is the section's key. ``figures/cache.json`` keeps, per section, its key and its
-figures (name, caption, whether it heads the section, the layout note, the PNG's SHA-256); a
-report whose key matches and whose PNGs are intact reads them instead of drawing them.
+figures (name, caption, whether it heads the section, the layout note, the PNG's SHA-256, and
+for a table of words its columns and rows, which have no PNG); a report whose key matches and
+whose PNGs are intact reads them instead of drawing them.
 
 ``TOOLKIT_FIGURE_CACHE=0`` switches the reuse off (everything is drawn); deleting
 ``figures/cache.json`` forces one redraw. A section whose drawing reported a problem is not kept.
@@ -28,7 +29,7 @@ __all__ = ["MANIFEST", "code_key", "dumps", "enabled", "entry", "input_key", "lo
            "section_key"]
 
 MANIFEST = "cache.json"
-_VERSION = 1
+_VERSION = 2
 #: Files a report writes into a run directory: never inputs of its figures.
 _OUTPUTS = ("figures", "report.html", "report.md")
 
@@ -140,6 +141,9 @@ def lookup(folder: Path, sections: dict[str, Any], section: str, key: str
         return None
     out = []
     for entry in kept.get("figures", []):
+        if isinstance(entry, dict) and entry.get("table"):  # words: no image
+            out.append((entry, b""))
+            continue
         try:
             png = (folder / f"{entry['name']}.png").read_bytes()
         except (OSError, KeyError, TypeError):
@@ -150,10 +154,14 @@ def lookup(folder: Path, sections: dict[str, Any], section: str, key: str
     return out
 
 
-def entry(name: str, caption: str, headline: bool, note: str, png: bytes) -> dict[str, Any]:
-    """What the manifest keeps of one figure."""
-    return {"name": name, "caption": caption, "headline": headline, "note": note,
-            "sha256": hashlib.sha256(png).hexdigest()}
+def entry(name: str, caption: str, headline: bool, note: str, png: bytes,
+          table: tuple[list[str], list[list[str]]] | None = None) -> dict[str, Any]:
+    """What the manifest keeps of one figure (of a table of words: its columns and rows)."""
+    out = {"name": name, "caption": caption, "headline": headline, "note": note,
+           "sha256": hashlib.sha256(png).hexdigest()}
+    if table is not None:
+        out["table"] = [list(table[0]), [list(row) for row in table[1]]]
+    return out
 
 
 def dumps(sections: dict[str, Any]) -> str:

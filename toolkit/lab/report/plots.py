@@ -12,7 +12,9 @@ function built from these pieces, and only what is specific to one experiment st
 - :func:`variant_bars`: grouped bars of blocked vs unblocked (and other variants) per category,
   the mean over seeds with their range as whiskers;
 - :func:`image_grid` and :func:`tile_images`: rows of small images (digits, filters, samples)
-  with row labels, and many images tiled into one.
+  with row labels, and many images tiled into one;
+- :class:`WordTable`: a table of words, returned among the figures, that the report shows as
+  an HTML table (text a reader can select and search), never as an image.
 
 Every function draws on matplotlib axes or returns a ``Figure`` (Agg backend); nothing is
 shown. Colours and line styles come from :mod:`toolkit.lab.style`, so the figures keep the
@@ -45,6 +47,7 @@ from toolkit.lab.style import (
 )
 
 __all__ = [
+    "WordTable",
     "image_grid",
     "legend_below",
     "step_axes",
@@ -245,3 +248,30 @@ def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int
     if title is not None:
         fig.suptitle(title, fontsize=10)
     return fig, axes
+
+
+class WordTable(Figure):
+    """A table of words that ``figures(run)`` returns among its figures: the report writes it
+    as an HTML table (and a Markdown table in ``report.md``) under its caption, where a reader
+    can select, search and copy its text; it is never drawn as an image.
+
+    It is a ``Figure`` (an empty one) only so that it travels where figures travel.
+
+    >>> table = WordTable(["bug", "cost"], [["gan fake", "1.6x"]], title="the corpus")
+    >>> table.columns, table.rows
+    (['bug', 'cost'], [['gan fake', '1.6x']])
+    """
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+                 title: str = "") -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        super().__init__(figsize=(1.0, 1.0))
+        FigureCanvasAgg(self)
+        self.columns = [str(c) for c in columns]
+        self.rows = [[str(c) for c in row] for row in rows]
+        bad = [i for i, row in enumerate(self.rows) if len(row) != len(self.columns)]
+        if bad:
+            raise ValueError(f"WordTable: every row must have {len(self.columns)} cells, one "
+                             f"per column, got {len(self.rows[bad[0]])} in row {bad[0]}")
+        self.title = title

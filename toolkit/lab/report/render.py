@@ -16,6 +16,8 @@ import contextlib
 import html
 import json
 import logging
+import math
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any
 from toolkit._utils.formatting import round_floats
 from toolkit.lab.report.content import FigureItem, ReportContent, Section, build
 from toolkit.lab.report.figure_cache import MANIFEST, dumps
-from toolkit.lab.report.tables import format_value, variant_table
+from toolkit.lab.report.tables import format_value, quantity_words, variant_table
 from toolkit.lab.runner.results import RunResults, atomic_write_bytes, atomic_write_text
 from toolkit.lab.runner.story import fmt
 from toolkit.lab.style import COLORS
@@ -56,7 +58,23 @@ margin-right:.45em;border:1px solid #bbb;color:#444;white-space:nowrap}}
 .basis{{color:#555;font-size:.88em}}
 details{{margin:1em 0;border:1px solid #e3e3e3;border-radius:4px;padding:.3em .8em}}
 summary{{cursor:pointer;color:#333;font-weight:600}}
-nav.toc ul{{columns:2;padding-left:1.2em}}
+nav.toc{{font-size:.88em}}nav.toc h2{{font-size:1em;margin:0 0 .4em;border:0}}
+nav.toc ul{{list-style:none;padding:0;margin:0}}nav.toc li{{margin:.15em 0}}
+nav.toc a{{color:#234;text-decoration:none}}nav.toc a:hover{{text-decoration:underline}}
+nav.toc .count{{color:#a31515;font-size:.85em}}
+@media (min-width:1240px){{body{{max-width:1320px;display:grid;
+grid-template-columns:12.5em minmax(0,1fr);column-gap:2em}}
+body>nav.toc{{grid-column:1;grid-row:1/span 999;position:sticky;top:0;align-self:start;
+max-height:100vh;overflow-y:auto;padding:1em 0;box-sizing:border-box}}
+body>*{{grid-column:2}}}}
+@media (max-width:1239px){{nav.toc{{position:sticky;top:0;background:#fff;z-index:1;
+border-bottom:1px solid #ddd;padding:.3em 0}}nav.toc h2{{display:none}}
+nav.toc ul{{display:flex;flex-wrap:wrap;gap:.2em 1em}}}}
+ul.missed{{padding-left:1.2em}}ul.missed li{{margin:.3em 0}}
+.predicted{{font-style:italic;color:#444}}
+table.glance{{width:100%;table-layout:fixed}}table.glance th:nth-child(1){{width:10em}}
+table.glance th:nth-child(2){{width:22%}}table.glance code{{font-size:.9em}}
+.tally{{display:block;color:#555;font-size:.9em}}
 .status-complete{{color:#176317}}
 .status-failed,.status-interrupted,.status-abandoned{{color:#a31515}}
 .note{{color:#a31515}}
@@ -64,8 +82,14 @@ nav.toc ul{{columns:2;padding-left:1.2em}}
 
 log = logging.getLogger(__name__)
 
-_BADGE = {True: ("yes", "as predicted"), False: ("no", "not as predicted"),
+#: The verdict's CSS class and the words of its badge; ``data-verdict`` keeps the verdict's
+#: label (``as predicted``, ``not as predicted``, ``measured``) for tools.
+_BADGE = {True: ("yes", "as predicted"), False: ("no", "did not hold"),
           None: ("measured", "measured")}
+#: The longest an "at a glance" cell may be, in words, and how many of them its finding's own
+#: words take at most (the rest: badge, seeds, what was predicted).
+GLANCE_WORDS = 45
+GLANCE_TEXT = 24
 _META_KEYS = ("status", "experiment", "run_id", "seed", "device", "dtype", "threads",
               "disable_blocks", "executor", "started", "ended", "duration_s", "wall_seconds",
               "blocks_seen", "versions", "error", "warnings")
@@ -121,14 +145,29 @@ def _e(text: Any) -> str:
     return html.escape(str(text))
 
 
-def table_html(columns: list[str], rows: list[list[str]]) -> str:
+def table_html(columns: list[str], rows: list[list[str]], *, named: bool = False,
+               numbers: bool = True) -> str:
+    """An HTML table; ``named``: the first column holds dotted paths of the run's files, shown
+    in words (:func:`~toolkit.lab.report.tables.quantity_words`) with the path on hover;
+    ``numbers``: the other columns are numbers, right-aligned."""
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td{' class=num' if i else ''}>{_e(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+
+    def cell(i: int, text: str) -> str:
+        if i == 0 and named:
+            words = quantity_words(text)
+            return (f'<td title="{_e(text)}">{_e(words)}</td>' if words != text
+                    else f"<td>{_e(text)}</td>")
+        return f"<td{' class=num' if i and numbers else ''}>{_e(text)}</td>"
+
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>"
+                   for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def figure_html(fig: FigureItem) -> str:
+    if fig.table is not None:  # a table of words: text, not an image
+        return (f'<figure id="fig-{_e(fig.name)}">{table_html(*fig.table, numbers=False)}'
+                f"<figcaption>{_e(fig.caption)}</figcaption></figure>")
     data = base64.b64encode(fig.png).decode("ascii")
     return (f'<figure id="fig-{_e(fig.name)}"><img alt="{_e(fig.caption)}" '
             f'src="data:image/png;base64,{data}"><figcaption>{_e(fig.caption)}</figcaption>'
@@ -136,10 +175,82 @@ def figure_html(fig: FigureItem) -> str:
 
 
 def _tags(f: Any) -> str:
-    """The verdict badge and the seed note of a finding."""
+    """The verdict badge and the seed note of a finding; for one that did not hold, what was
+    predicted, in words next to them ("held in 2 of 3 seeds; predicted: …")."""
     cls, label = _BADGE[f.verdict]
+    note, _, predicted = seeds_words(f).partition("; predicted: ")
+    said = (f'<span class="predicted">predicted: {_e(predicted)}.</span> ' if predicted
+            else "")
     return (f'<span class="badge {cls}">{label}</span>'
-            f'<span class="seeds">{_e(f.seeds_note)}</span>')
+            f'<span class="seeds">{_e(note)}{";" if predicted else ""}</span>'
+            f'{" " + said if said else ""}')
+
+
+def prediction(f: Any) -> str:
+    """What the finding's basis predicted: the words after its source's colon ("Chen & He
+    (2021), Figure 2: without stop-gradient the output collapses" → "without stop-gradient
+    the output collapses"), else the whole basis."""
+    basis = str(getattr(f, "basis", "") or "").strip().rstrip(".")
+    return basis.split(": ", 1)[1] if ": " in basis else basis
+
+
+def seeds_words(f: Any) -> str:
+    """How many seeds a finding rests on, in words: "held in 2 of 3 seeds; predicted: …" for
+    a prediction that did not hold, "held in 3 of 3 seeds", "seed-independent", "27 rounds in
+    3 seeds" (a timing) or "3 seeds" (a measurement)."""
+    n = f.n_seeds
+    if f.seed_independent:
+        note = "seed-independent"
+    elif f.timing is not None or not f.predicts:
+        note = f.seeds_note
+    else:
+        note = f"held in {f.held} of {n} seed{'s' * (n != 1)}"
+        if f.need < 1:
+            note += f" (needs {math.ceil(f.need * n - 1e-9)})"
+    if f.verdict is False and prediction(f):
+        note += f"; predicted: {prediction(f)}"
+    return note
+
+
+_RANGE = re.compile(r"\s\[[^\[\]]*\]")
+
+
+def short_text(text: str, words: int) -> str:
+    """``text`` in at most ``words`` words: the seeds' ranges (" [0.865, 0.93]") left out,
+    then cut after the first clause that fits, or at a word, with "…"."""
+    text = " ".join(_RANGE.sub("", text).split())
+    if len(text.split()) <= words:
+        return text
+    for stop in (": ", "; ", ", where ", ", "):
+        head = text.split(stop, 1)[0]
+        if 6 <= len(head.split()) <= words - 1:
+            return head.rstrip(".,;:") + " …"
+    return " ".join(text.split()[:max(1, words - 1)]).rstrip(".,;:") + " …"
+
+
+def glance_words(html_text: str) -> int:
+    """Words a reader sees in a piece of HTML (tags left out): the measure of a glance cell."""
+    return len(html.unescape(re.sub(r"<[^>]+>", " ", html_text)).split())
+
+
+def glance_cell(f: Any) -> str:
+    """One finding in at most :data:`GLANCE_WORDS` words: its badge, seed note (and what was
+    predicted, for one that did not hold), and the finding shortened to at most
+    :data:`GLANCE_TEXT` words (the section holds the whole sentence)."""
+    head = _tags(f)
+    budget = min(GLANCE_TEXT, GLANCE_WORDS - glance_words(head))
+    if budget < 4:  # a long prediction: shortened too, so that the finding keeps 4 words
+        cls, label = _BADGE[f.verdict]
+        note, _, predicted = seeds_words(f).partition("; predicted: ")
+        room = GLANCE_WORDS - 4 - glance_words(f"{label} {note}; predicted:")
+        head = (f'<span class="badge {cls}">{label}</span><span class="seeds">{_e(note)};'
+                f'</span> <span class="predicted">predicted: '
+                f"{_e(short_text(predicted, max(1, room)))}</span> ")
+        budget = GLANCE_WORDS - glance_words(head)
+    if f.verdict is False:  # after what was predicted, what was found
+        head += "found: "
+        budget -= 1
+    return head + _e(short_text(f.text, budget))
 
 
 def _findings_html(section: Section) -> list[str]:
@@ -147,7 +258,7 @@ def _findings_html(section: Section) -> list[str]:
         return []
     items = []
     for f in section.findings:
-        label = _BADGE[f.verdict][1]
+        label = f.label
         seeds = ("seed-independent" if f.seed_independent else
                  f"{f.held}/{f.n_seeds}" if f.predicts and f.timing is None else
                  str(f.n_seeds))
@@ -174,13 +285,13 @@ def _section_html(section: Section) -> list[str]:
     if section.summary_tables:
         details.append(f"<h3>Summary (deterministic for a config and seed)"
                        f"{_e(section.tables_note)}</h3>")
-        details += [table_html(c, r) for c, r in section.summary_tables]
+        details += [table_html(c, r, named=True) for c, r in section.summary_tables]
     if section.equal:
         details.append(f"<p>Equal in both variants: {_e(', '.join(section.equal))}.</p>")
     details += [figure_html(f) for f in section.details]
     if section.cost_tables:
         details.append(f"<h3>Costs (measured on this machine){_e(section.tables_note)}</h3>")
-        details += [table_html(c, r) for c, r in section.cost_tables]
+        details += [table_html(c, r, named=True) for c, r in section.cost_tables]
     if section.params:
         details.append("<h3>Parameters</h3>")
         details.append(table_html(["parameter", "value"],
@@ -194,18 +305,71 @@ def _section_html(section: Section) -> list[str]:
     return parts
 
 
-def _overview_table(content: ReportContent) -> str:
+def missed(content: ReportContent) -> list[tuple[Section, Any]]:
+    """Every finding that did not hold, with its section, in the report's order."""
+    return [(s, f) for s in content.sections for f in s.findings if f.verdict is False]
+
+
+def _lead(section: Section, topic: str) -> Any:
+    """The finding that stands for a section's ``topic`` at a glance: one that did not hold
+    first, else the first."""
+    of_topic = [f for f in section.findings if f.topic == topic]
+    return next((f for f in of_topic if f.verdict is False), of_topic[0] if of_topic else None)
+
+
+def _tally(section: Section) -> str:
+    """A section's findings counted: "3 as predicted, 1 did not hold, 1 measured"."""
+    found = section.findings
+    if not found:
+        return ""
+    held = sum(f.verdict is True for f in found)
+    not_held = sum(f.verdict is False for f in found)
+    parts = [f"{held} as predicted"] + ([f"{not_held} did not hold"] if not_held else []) + \
+        ([f"{len(found) - held - not_held} measured"] if len(found) > held + not_held else [])
+    return f'<span class="tally">{_e(", ".join(parts))}</span>'
+
+
+def _glance(content: ReportContent) -> list[str]:
+    """What did not hold (listed first), then a table over the experiments: its cells at most
+    :data:`GLANCE_WORDS` words each."""
+    out = ['<h2 id="at-a-glance">At a glance</h2>']
+    failed = missed(content)
+    if failed:
+        items = "".join(f'<li><a href="#{_e(s.name)}">{_e(s.name)}</a>: {glance_cell(f)}</li>'
+                        for s, f in failed)
+        n = len(failed)
+        out.append(f'<h3 id="did-not-hold">{n} finding{"s" * (n != 1)} did not hold</h3>'
+                   f'<ul class="missed">{items}</ul>')
     rows = []
     for s in content.sections:
-        result, cost = s.first("result"), s.first("cost")
         block = (s.story or {}).get("block", "")
-        rows.append(f'<tr><td><a href="#{_e(s.name)}">{_e(s.name)}</a></td>'
+        cells = [glance_cell(f) if f is not None else "—"
+                 for f in (_lead(s, topic) for topic in ("result", "cost"))]
+        rows.append(f'<tr><td><a href="#{_e(s.name)}">{_e(s.name)}</a>{_tally(s)}</td>'
                     f"<td><code>{_e(block)}</code></td>"
-                    f"<td>{_tags(result) + _e(result.text) if result else '—'}</td>"
-                    f"<td>{_tags(cost) + _e(cost.text) if cost else '—'}</td></tr>")
+                    + "".join(f'<td class="glance">{c}</td>' for c in cells) + "</tr>")
     head = "".join(f"<th>{c}</th>" for c in ("experiment", "block", "effect on the result",
                                                "effect on cost"))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    out.append('<p class="basis">Each cell is one finding, shortened, with means only (one '
+               "that did not hold first); the section holds every finding in full, with the "
+               "seeds' ranges.</p>")
+    out.append(f'<table class="glance"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+               f"</tbody></table>")
+    return out
+
+
+def _toc(content: ReportContent) -> str:
+    items = ['<li><a href="#at-a-glance">At a glance</a></li>']
+    n = len(missed(content))
+    if n:
+        items.append(f'<li><a href="#did-not-hold">Did not hold</a> '
+                     f'<span class="count">({n})</span></li>')
+    for s in content.sections:
+        bad = sum(f.verdict is False for f in s.findings)
+        count = f' <span class="count">({bad} did not hold)</span>' if bad else ""
+        items.append(f'<li><a href="#{_e(s.name)}">{_e(s.name)}</a>{count}</li>')
+    items.append('<li><a href="#run-details">Run details</a></li>')
+    return f'<nav class="toc"><h2>Contents</h2><ul>{"".join(items)}</ul></nav>'
 
 
 def render_html(content: ReportContent) -> str:
@@ -224,11 +388,8 @@ def render_html(content: ReportContent) -> str:
     parts += [f'<p class="note">{_e(p)}</p>' for p in content.problems]
     parts += [f'<p class="note">warning: {_e(w)}</p>' for w in meta.get("warnings") or []]
     if len(content.sections) > 1:
-        items = "".join(f'<li><a href="#{_e(s.name)}">{_e(s.name)}</a>'
-                        f"{' — ' + _e(s.description) if s.description else ''}</li>"
-                        for s in content.sections)
-        parts.append(f'<nav class="toc"><h2>Contents</h2><ul>{items}</ul></nav>')
-        parts += ["<h2>All experiments at a glance</h2>", _overview_table(content)]
+        parts.insert(3, _toc(content))  # first in the body: the sidebar that stays in view
+        parts += _glance(content)
     for section in content.sections:
         parts += _section_html(section)
     details = [figure_html(f) for f in content.top_figures]
@@ -241,13 +402,21 @@ def render_html(content: ReportContent) -> str:
     details.append(f"<h3>Meta</h3><pre>{_e(json.dumps(round_floats(shown), indent=2))}</pre>")
     if meta.get("traceback"):
         details.append(f"<h3>Traceback</h3><pre>{_e(meta['traceback'])}</pre>")
-    parts.append(f"<details><summary>Run details: config, meta"
+    parts.append(f'<details id="run-details"><summary>Run details: config, meta'
                  f"{', timings' if content.top_figures else ''}</summary>{''.join(details)}"
                  f"</details>")
     parts += [f'<footer class="meta"><p>{_e(n[:1].upper() + n[1:])}.</p></footer>'
               for n in content.footer_notes]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _md_glance(f: Any) -> str:
+    """A glance cell in Markdown: the same words as the HTML's."""
+    text = glance_cell(f)
+    text = re.sub(r'<span class="badge [^"]*">(.*?)</span>', r"**\1** ", text)
+    text = re.sub(r'<span class="seeds">(.*?)</span>', r"(\1) ", text)
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
 
 
 def _md_table(columns: list[str], rows: list[list[str]]) -> str:
@@ -269,13 +438,18 @@ def render_markdown(content: ReportContent) -> str:
         lines += [f"error: `{meta['error']}`", ""]
     lines += [f"- {p}" for p in content.problems]
     if len(content.sections) > 1:
+        lines += ["## At a glance", ""]
+        failed = missed(content)
+        if failed:
+            n = len(failed)
+            lines += [f"**{n} finding{'s' * (n != 1)} did not hold:**", ""]
+            lines += [f"- {s.name}: {_md_glance(f)}" for s, f in failed] + [""]
         rows = []
         for s in content.sections:
-            result, cost = s.first("result"), s.first("cost")
+            cells = [_lead(s, topic) for topic in ("result", "cost")]
             rows.append([s.name, (s.story or {}).get("block", ""),
-                         result.text if result else "—", cost.text if cost else "—"])
-        lines += ["## All experiments at a glance", "",
-                  _md_table(["experiment", "block", "effect on the result", "effect on cost"],
+                         *(_md_glance(f) if f is not None else "—" for f in cells)])
+        lines += [_md_table(["experiment", "block", "effect on the result", "effect on cost"],
                             rows), ""]
     for s in content.sections:
         lines += [f"## {s.name}", ""]
@@ -287,15 +461,18 @@ def render_markdown(content: ReportContent) -> str:
                       f"- **Theory:** {s.story['prediction']}", ""]
         lines += [f"> {n}" for n in s.notes]
         if s.findings:
-            lines += ["### Findings", ""] + [f"- **{f.label}** ({f.seeds_note}) {f.text}"
+            lines += ["### Findings", ""] + [f"- **{_BADGE[f.verdict][1]}** ({seeds_words(f)}) "
+                                             f"{f.text}"
                                              + (f" *Basis: {f.basis}.*" if f.basis else "")
                                              for f in s.findings] + [""]
         for fig in s.figures:
-            lines += [f"![{fig.caption}](figures/{fig.name}.png)", "", f"*{fig.caption}*", ""]
-        for c, r in s.summary_tables:
-            lines += [_md_table(c, r), ""]
-        for c, r in s.cost_tables:
-            lines += [_md_table(c, r), ""]
+            if fig.table is not None:
+                lines += [_md_table(*fig.table), "", f"*{fig.caption}*", ""]
+            else:
+                lines += [f"![{fig.caption}](figures/{fig.name}.png)", "", f"*{fig.caption}*",
+                          ""]
+        for c, r in [*s.summary_tables, *s.cost_tables]:
+            lines += [_md_table(c, [[quantity_words(row[0]), *row[1:]] for row in r]), ""]
     config_path = content.out_dir / "config.toml"
     if config_path.exists():
         lines += ["## Config", "", "```toml", config_path.read_text(encoding="utf-8").rstrip(),
@@ -338,7 +515,8 @@ def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 
     out = content.out_dir
     folder = out / "figures"
     folder.mkdir(exist_ok=True)
-    figures = [f for s in content.sections for f in s.figures] + content.top_figures
+    figures = [f for s in content.sections for f in s.figures if f.table is None] + \
+        content.top_figures
     for fig in figures:
         path = folder / f"{fig.name}.png"
         if not (path.is_file() and path.stat().st_size == len(fig.png)

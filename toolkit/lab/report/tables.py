@@ -15,8 +15,8 @@ from toolkit._utils.formatting import format_value, unit_of
 from toolkit.lab.runner.tomlio import flatten
 from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
 
-__all__ = ["VARIANTS", "format_value", "split_variant", "tables", "unit_of", "variant_table"]
-
+__all__ = ["VARIANTS", "format_value", "quantity_words", "split_variant", "tables", "unit_of",
+           "variant_table"]
 
 
 def split_variant(path: str) -> tuple[str | None, str]:
@@ -35,9 +35,52 @@ def split_variant(path: str) -> tuple[str | None, str]:
             return part, ".".join(parts[:i] + parts[i + 1:]) or "value"
     for variant in (UNBLOCKED, BLOCKED):  # "unblocked" first: it ends in "blocked"
         stem = parts[-1].removesuffix(f"_{variant}")
-        if stem != parts[-1] and stem:
+        # "x_blocked_and_unblocked", "ratio_unblocked_over_blocked": both variants, not one
+        if stem != parts[-1] and stem and BLOCKED not in stem:
             return variant, ".".join([*parts[:-1], stem])
     return None, path
+
+
+#: Names of a summary's or costs' parts, as a reader says them.
+_WORDS = {
+    "timers": "wall time", "cpu_seconds": "CPU time", "seconds": "time",
+    "seconds_per_epoch": "time per epoch", "step_seconds": "time per step",
+    "time_median_s": "median time", "peak_bytes": "peak memory",
+    "saved_tensor_bytes": "bytes saved for backward",
+    "saved_tensor_peak_bytes": "peak of the bytes saved for backward",
+    "graph_nodes": "autograd nodes", "n_iter": "iterations", "rounds": "interleaved rounds",
+}
+_SUFFIXES = (("_seconds", " time"), ("_s", " time"), ("_bytes", " bytes"))
+
+
+def _part_words(part: str) -> str:
+    if part in _WORDS:
+        return _WORDS[part]
+    for suffix, words in _SUFFIXES:
+        if part.endswith(suffix) and len(part) > len(suffix):
+            part = part[: -len(suffix)] + words
+            break
+    return part.replace("_over_", " ÷ ").replace("_", " ")
+
+
+def quantity_words(path: str) -> str:
+    """A dotted summary or costs path as words: its parts' names spelled out, separated by
+    commas (the table keeps the path itself where a reader can find it in the files).
+
+    >>> quantity_words("timers.train_gradient_blocked_and_unblocked")
+    'wall time, train gradient blocked and unblocked'
+    >>> quantity_words("memory.peak_bytes"), quantity_words("time_ratio_buggy_over_fixed")
+    ('peak memory', 'time ratio buggy ÷ fixed')
+    """
+    words: list[str] = []
+    for part in path.split("."):
+        if not part:
+            continue
+        said = _part_words(part)
+        if words and words[-1] in said.split():  # "memory, peak memory": said once
+            words.pop()
+        words.append(said)
+    return ", ".join(words)
 
 
 def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
