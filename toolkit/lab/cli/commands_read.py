@@ -1,13 +1,17 @@
 """The subcommands that read results: ``report``, ``compare`` and ``check``.
 
-A damaged run (a results file cut short or corrupt: :mod:`toolkit.lab.runner.check`) is never fatal
-to a command over several runs: it gets one warning naming its file and the others go on. A run
+A damaged run (a results file cut short, corrupt, of the wrong shape, a FIFO or a folder in its
+place, or a link leading out of the folder: :mod:`toolkit.lab.runner.check`) is never fatal to a
+command over several runs: it gets one warning naming its file and the others go on. A run
 whose process is gone reads as ``abandoned`` and is shown as such, never dropped silently.
+What the commands write lands inside the folder they were given (or ``--out``), never through
+a link out of it (:func:`toolkit.lab.runner.results.inside`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,16 +26,17 @@ def _warn(text: str) -> None:
 
 
 def _damage(folder: Path) -> list[Any]:
-    """What is damaged in a run directory, or in a seed group and its member runs."""
+    """What is damaged in a run directory, or in a seed group and its member runs (artifacts
+    included: the figures read them)."""
     from toolkit.lab.runner.check import check_group, check_run
     from toolkit.lab.runner.seeds import SeedGroup, is_group
 
     if not is_group(folder):
-        return check_run(folder)
+        return check_run(folder, deep=True)
     problems = check_group(folder)
     if not problems:
         for member in SeedGroup(folder).run_dirs:
-            problems += check_run(member)
+            problems += check_run(member, deep=True)
     return problems
 
 
@@ -39,10 +44,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Draw each run's report; a damaged run is skipped with a warning (exit status 1)."""
     from toolkit.lab.report import draw_report
     from toolkit.lab.runner import ConfigError
+    from toolkit.lab.runner.errors import DamagedFile
+    from toolkit.lab.runner.results import confined
 
     for run_dir in args.run_dirs:
-        if not ((Path(run_dir) / "meta.json").is_file()
-                or (Path(run_dir) / "group.json").is_file()):
+        if not (os.path.lexists(Path(run_dir) / "meta.json")
+                or os.path.lexists(Path(run_dir) / "group.json")):
             raise ConfigError(run_dir, "", "not a run directory (no meta.json) nor a seed "
                               "group (no group.json)", "give a folder such as "
                               "results/<experiment>/<run_id>")
@@ -55,7 +62,13 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"(`toolkit check {run_dir}` lists what is damaged)")
             skipped += 1
             continue
-        print(draw_report(run_dir, _experiment_of(run_dir)))
+        try:
+            with confined(run_dir):  # the report's files land in its folder, or nowhere
+                print(draw_report(run_dir, _experiment_of(run_dir)))
+        except DamagedFile as err:  # found while drawing: this run only
+            _warn(f"{err}; {run_dir} skipped, its report not drawn (`toolkit check {run_dir}` "
+                  f"lists what is damaged)")
+            skipped += 1
     return EXIT_FAILED if skipped else EXIT_OK
 
 
@@ -63,16 +76,15 @@ def _experiment_of(folder: str) -> Any:
     """The experiment that made a run (or seed group), found through the registry, so that its
     report has the experiment's own figures; ``None`` (with a warning) when it cannot be
     loaded here: the report then shows the generic figures."""
-    import json
-
     from toolkit.lab.runner.registry import load_experiment
+    from toolkit.lab.runner.results import read_json
 
     experiment = None
     for name in ("meta.json", "group.json"):
         path = Path(folder) / name
-        if path.is_file():
+        if os.path.lexists(path):
             try:
-                experiment = json.loads(path.read_text(encoding="utf-8")).get("experiment")
+                experiment = read_json(path, root=folder).get("experiment")
                 return load_experiment(experiment)
             except Exception as err:  # the report still shows the run's own numbers
                 _warn(f"{folder}: experiment {experiment!r} cannot be loaded "
@@ -86,6 +98,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runs that did not complete (abandoned ones included) are listed under the table."""
     from toolkit.lab.report.compare import compare_runs, format_table, write_compare
     from toolkit.lab.runner import ConfigError, RunResults, find_runs
+    from toolkit.lab.runner.errors import DamagedFile
+    from toolkit.lab.runner.results import confined, inside
 
     root = Path(args.directory)
     if not root.is_dir():
@@ -99,18 +113,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
         _warn(f"{err}{more}; that run is left out (`toolkit check` lists what is damaged)")
         skipped.add(err.path.parent)
 
+    out = Path(args.out) if args.out else root
+    for name in ("compare.csv", "compare.html", "compare_figures"):
+        inside(out, out / name)  # before anything is read: a link there is refused
     table = compare_runs(root, on_damaged=damaged)
     left_out = []
     for run_dir in find_runs(root):
-        run = RunResults(run_dir)
-        if run_dir not in skipped and run.status != "complete":
-            left_out.append(f"not in the table, {run.status_line()}: {run_dir}")
+        if run_dir in skipped:
+            continue
+        try:
+            run = RunResults(run_dir)
+            if run.status != "complete":
+                left_out.append(f"not in the table, {run.status_line()}: {run_dir}")
+        except DamagedFile as err:  # compare_runs left it out already
+            damaged(err, 1)
     if not table.rows:
         print("\n".join(left_out))
         raise ConfigError(args.directory, "", "no complete runs below this folder",
                           "run some first (`toolkit run CONFIG --seeds 0,1`)")
-    out = Path(args.out) if args.out else root
-    csv_path, html_path = write_compare(table, out)
+    with confined(out):  # the table's files land in ``out``, or nowhere
+        csv_path, html_path = write_compare(table, out)
     print(format_table(table))
     if left_out:
         print("\n".join(["", *left_out]))

@@ -1,9 +1,10 @@
 """Run folders checked against the results format of ``results/README.md`` (``toolkit check``).
 
 A file is *damaged* when it is there but cannot be read as the format says: JSON or TOML cut short
-or corrupt, an object of the wrong shape, a status the format does not know. A run killed in the
-middle of a write may leave ``metrics.jsonl`` with its last line cut short: that is allowed (the
-reader stops before it) unless the run says it completed.
+or corrupt, not of the shape of its model in :mod:`toolkit.lab.schema`, nested too deep, a folder
+or a FIFO in its place, too large, or a symbolic link leading out of the folder. A run killed in
+the middle of a write may leave ``metrics.jsonl`` with its last line cut short: that is allowed
+(the reader stops before it) unless the run says it completed.
 
 :func:`check_run` and :func:`check_group` list what is damaged in one folder;
 :func:`readable_runs` is :func:`~toolkit.lab.runner.results.find_runs` without the damaged runs, each
@@ -13,154 +14,132 @@ results folder for ``toolkit check``.
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.formatting import shown
 from toolkit.lab.runner.errors import DamagedFile
-from toolkit.lab.runner.results import find_runs, read_json, read_toml
+from toolkit.lab.runner.results import (
+    OutsideFolder,
+    find_runs,
+    inside,
+    read_json,
+    read_json_value,
+    read_metrics,
+    read_npz,
+    read_toml,
+)
+from toolkit.lab.schema import STATUSES, RunConfigFile, RunMeta
 
-__all__ = ["STATUSES", "check_group", "check_run", "check_tree", "readable_runs"]
-
-#: The statuses meta.json may hold (``abandoned`` is decided when a run is read, never written).
-STATUSES = ("running", "complete", "failed", "interrupted")
+__all__ = ["STATUSES", "check_group", "check_run", "check_tree", "links_out", "readable_runs"]
 
 
-def _json(path: Path, problems: list[DamagedFile], *, required: bool = False
-          ) -> dict[str, Any] | None:
-    if not path.is_file():
-        if required:
-            problems.append(DamagedFile(path, "missing"))
+def _read(problems: list[DamagedFile], reader: Callable[..., Any], path: Path, *,
+          required: bool = False, **kwargs: Any) -> Any:
+    """``reader(path, **kwargs)``, or ``None`` with the damage appended to ``problems``."""
+    if required and not os.path.lexists(path):
+        problems.append(DamagedFile(path, "missing"))
         return None
     try:
-        return read_json(path)
+        return reader(path, **kwargs)
     except DamagedFile as err:
         problems.append(err)
-    except OSError as err:
+    except OSError as err:  # the folder itself vanished or cannot be listed
         problems.append(DamagedFile(path, f"cannot be read ({err.strerror or err})"))
     return None
 
 
-def _expect(path: Path, data: dict[str, Any], key: str, kind: type,
-            problems: list[DamagedFile]) -> None:
-    value = data.get(key)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        problems.append(DamagedFile(path, f"{key!r} must be a {kind.__name__}, got {value!r}"))
+def links_out(folder: str | Path) -> list[OutsideFolder]:
+    """Every symbolic link below ``folder`` (links to folders are not entered) that leads
+    outside it: the lab would read or write through it into someone else's files."""
+    folder = Path(folder)
+    found = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted([*dirs, *files]):
+            path = Path(top) / name
+            if path.is_symlink():
+                try:
+                    inside(folder, path)
+                except OutsideFolder as err:
+                    found.append(err)
+    return found
 
 
-def _metrics(path: Path, status: Any, problems: list[DamagedFile]) -> None:
-    if not path.is_file():
-        return
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        problems.append(DamagedFile(path, f"cannot be read as UTF-8 text ({err})"))
-        return
-    lines = text.split("\n")
-    cut_short = lines[-1] != ""  # the last write did not finish its line
-    if cut_short and status == "complete":
-        problems.append(DamagedFile(path, "its last line is cut short (no newline), yet the run "
-                                          "says it completed"))
-        return
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or (number == len(lines) and cut_short and status != "complete"):
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(DamagedFile(path, f"line {number} is not valid JSON ({err})"))
-            return
-        if not isinstance(row, dict) or isinstance(row.get("step"), bool) \
-                or not isinstance(row.get("step"), int):
-            problems.append(DamagedFile(path, f"line {number} is not a row with an integer "
-                                              f"'step'"))
-            return
-
-
-def _artifacts(folder: Path, problems: list[DamagedFile]) -> None:
-    import numpy as np
-
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        if path.suffix == ".json":
-            _any_json(path, problems)
-        elif path.suffix == ".npz":
-            try:
-                with np.load(path, allow_pickle=False) as data:
-                    for key in data.files:
-                        data[key]
-            except Exception as err:
-                problems.append(DamagedFile(path, f"not a readable .npz ({type(err).__name__}: "
-                                                  f"{err})"))
-
-
-def _any_json(path: Path, problems: list[DamagedFile]) -> None:
-    """An artifact may hold any JSON value (a list, a number), not only an object."""
-    try:
-        json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        problems.append(DamagedFile(path, f"not valid JSON ({err})"))
+def _artifacts(run_dir: Path, problems: list[DamagedFile]) -> None:
+    folder = run_dir / "artifacts"
+    for top, dirs, files in sorted(os.walk(folder, followlinks=False)):
+        dirs.sort()
+        for name in sorted([*files, *dirs]):  # a folder named like an artifact is damage
+            path = Path(top) / name
+            if path.suffix == ".json":  # an artifact may hold any JSON value
+                _read(problems, read_json_value, path, root=run_dir)
+            elif path.suffix == ".npz":
+                _read(problems, read_npz, path, root=run_dir)
 
 
 def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
-    """What is damaged in one run directory (empty: it reads as the format says).
+    """What is damaged in one run directory (empty: it reads as the format says): each file
+    read as the readers read it (:mod:`toolkit.lab.runner.results`) and checked against its
+    model in :mod:`toolkit.lab.schema`, and every link leading out of the folder.
 
     ``deep`` also reads every artifact (``artifacts/*.json``, ``*.npz``).
     """
+    from toolkit.lab.runner.verdicts import read_findings
+
     run_dir = Path(run_dir)
-    problems: list[DamagedFile] = []
-    meta = _json(run_dir / "meta.json", problems, required=True)
-    status = None
-    if meta is not None:
-        status = meta.get("status")
-        if status not in STATUSES:
-            problems.append(DamagedFile(run_dir / "meta.json", f"'status' must be one of "
-                                        f"{', '.join(STATUSES)}, got {status!r}"))
-        _expect(run_dir / "meta.json", meta, "experiment", str, problems)
-        _expect(run_dir / "meta.json", meta, "seed", int, problems)
+    problems: list[DamagedFile] = list(links_out(run_dir))
+    meta = _read(problems, read_json, run_dir / "meta.json", required=True, root=run_dir,
+                 model=RunMeta)
+    status = meta.get("status") if meta else None
     config_path = run_dir / "config.toml"
-    if not config_path.is_file():
-        problems.append(DamagedFile(config_path, "missing"))
-    else:
-        try:
-            config = read_toml(config_path)
-        except DamagedFile as err:
-            problems.append(err)
-        else:
-            _expect(config_path, config, "experiment", str, problems)
-            _expect(config_path, config, "seed", int, problems)
-            _expect(config_path, config, "params", dict, problems)  # written, empty or not
-            if meta is not None and config.get("experiment") != meta.get("experiment"):
-                problems.append(DamagedFile(config_path, f"experiment "
-                                            f"{config.get('experiment')!r} differs from "
-                                            f"meta.json's {meta.get('experiment')!r}"))
-    for name in ("summary.json", "costs.json", "findings.json"):
-        _json(run_dir / name, problems, required=status == "complete" and name != "findings.json")
-    _metrics(run_dir / "metrics.jsonl", status, problems)
+    config = _read(problems, read_toml, config_path, required=True, root=run_dir,
+                   model=RunConfigFile)
+    if meta and config and config.get("experiment") != meta.get("experiment"):
+        problems.append(DamagedFile(config_path, f"experiment {config.get('experiment')!r} "
+                                    f"differs from meta.json's {meta.get('experiment')!r}"))
+    for name in ("summary.json", "costs.json"):
+        _read(problems, read_json, run_dir / name, required=status == "complete",
+              root=run_dir)
+    if meta:  # the findings of an older run are read with its seed from meta.json
+        _read(problems, lambda _path: read_findings(run_dir), run_dir / "findings.json")
+    _read(problems, read_metrics, run_dir / "metrics.jsonl", root=run_dir,
+          complete=status == "complete")
     if deep:
-        _artifacts(run_dir / "artifacts", problems)
-    return problems
+        _artifacts(run_dir, problems)
+    return _unique(problems)
+
+
+def _unique(problems: list[DamagedFile]) -> list[DamagedFile]:
+    """Each damaged file once, with its first problem (a link found by the walk and again by
+    the reader is one problem)."""
+    seen: dict[Path, DamagedFile] = {}
+    for problem in problems:
+        seen.setdefault(problem.path, problem)
+    return list(seen.values())
 
 
 def check_group(folder: str | Path) -> list[DamagedFile]:
-    """What is damaged in a seed group's folder (``group.json``, its config and findings, and
-    whether its member runs are there)."""
+    """What is damaged in a seed group's folder (``group.json``, its config and findings,
+    links leading out of it, and whether its member runs are there, beside it)."""
+    from toolkit.lab.runner.seeds import SeedGroup
+    from toolkit.lab.runner.verdicts import read_findings
+
     folder = Path(folder)
-    problems: list[DamagedFile] = []
-    info = _json(folder / "group.json", problems, required=True)
-    if info is not None:
-        _expect(folder / "group.json", info, "runs", list, problems)
-        runs = info.get("runs") if isinstance(info.get("runs"), list) else []
-        for rel in runs:
-            if not (folder / str(rel)).is_dir():
-                problems.append(DamagedFile(folder / "group.json",
-                                            f"member run {rel} is missing"))
-    try:
-        read_toml(folder / "config.toml")
-    except DamagedFile as err:
-        problems.append(err)
-    _json(folder / "findings.json", problems)
-    return problems
+    problems: list[DamagedFile] = list(links_out(folder))
+    group = _read(problems, SeedGroup, folder)
+    if group is not None:
+        try:
+            members = group.run_dirs
+        except DamagedFile as err:
+            problems.append(err)
+        else:
+            problems += [DamagedFile(folder / "group.json", f"member run {shown(path)} is "
+                                     f"missing") for path in members if not path.is_dir()]
+    _read(problems, read_toml, folder / "config.toml", root=folder)
+    _read(problems, lambda _path: read_findings(folder), folder / "findings.json")
+    return _unique(problems)
 
 
 def readable_runs(root: str | Path, on_damaged: Callable[[DamagedFile, int], Any] | None = None
@@ -189,7 +168,7 @@ def check_tree(root: str | Path, *, deep: bool = True
     for folder in sorted(folders):
         if any(part.startswith(".") for part in folder.relative_to(root).parts):
             continue
-        if (folder / "group.json").is_file():
+        if os.path.lexists(folder / "group.json"):
             yield folder, "group", check_group(folder)
         else:
             yield folder, "run", check_run(folder, deep=deep)

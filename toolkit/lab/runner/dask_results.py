@@ -21,7 +21,6 @@ On the worker, :func:`files_of` collects a run's files and refuses a symbolic li
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -35,7 +34,9 @@ from toolkit.lab.runner.config import RunConfig
 from toolkit.lab.runner.results import (
     atomic_write_json,
     atomic_write_text,
+    inside,
     new_run_dir,
+    read_json,
     utc_now,
 )
 
@@ -107,6 +108,7 @@ def write_run(config: RunConfig, run_id: str, files: dict[str, bytes]) -> Path:
     ``<output_dir>/<experiment>/<run_id>/``, all at once; :class:`Refused` when they do not read
     as the results format says, with nothing left behind."""
     parent = Path(config.output_dir) / config.experiment
+    inside(config.output_dir, parent)  # a link in the output folder is refused, not followed
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}.", suffix=".partial", dir=parent))
     try:
@@ -122,9 +124,9 @@ def write_run(config: RunConfig, run_id: str, files: dict[str, bytes]) -> Path:
         final = parent / run_id
         if final.exists():  # the same id from another machine: keep both, under a new suffix
             final = parent / f"{run_id.rsplit('__', 1)[0]}__{secrets.token_hex(3)}"
-            meta = json.loads((staging / "meta.json").read_text(encoding="utf-8"))
+            meta = read_json(staging / "meta.json", root=staging)
             meta["run_id"] = final.name
-            atomic_write_json(staging / "meta.json", meta)
+            atomic_write_json(staging / "meta.json", meta, root=staging)
         os.rename(staging, final)
     except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
@@ -139,9 +141,9 @@ def write_run(config: RunConfig, run_id: str, files: dict[str, bytes]) -> Path:
 def write_marked(config: RunConfig, status: str, error: str, worker: str | None) -> Path:
     """A run directory for a run whose files never came back: config and meta only."""
     run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
-    atomic_write_text(run_dir / "config.toml", config.to_toml())
+    atomic_write_text(run_dir / "config.toml", config.to_toml(), root=run_dir)
     now = utc_now().isoformat()
-    atomic_write_json(run_dir / "meta.json", {
+    atomic_write_json(run_dir / "meta.json", root=run_dir, obj={
         "status": status, "experiment": config.experiment, "run_id": run_dir.name,
         "seed": config.seed, "executor": {"kind": "dask", "worker": worker},
         "started": None, "ended": now, "error": error,

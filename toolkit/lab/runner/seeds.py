@@ -17,6 +17,7 @@ Runs belong to one group when their ``config.toml`` agree on everything but the 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import time
@@ -24,14 +25,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit._utils.formatting import fmt
+from toolkit._utils.formatting import fmt, shown
 from toolkit.lab.runner import tomlio
-from toolkit.lab.runner.results import RunResults, atomic_write_json, atomic_write_text, utc_now
+from toolkit.lab.runner.results import (
+    RunResults,
+    atomic_write_json,
+    atomic_write_text,
+    inside,
+    read_json,
+    read_toml,
+    utc_now,
+)
+from toolkit.lab.schema import GROUP_FILE, GroupFile
 
 __all__ = ["SeedGroup", "finish_groups", "format_seeds", "group_runs", "is_group",
            "makes_groups", "write_group"]
-
-GROUP_FILE = "group.json"
 
 
 def format_seeds(seeds: Sequence[int]) -> str:
@@ -54,10 +62,9 @@ def format_seeds(seeds: Sequence[int]) -> str:
 
 
 def _config_key(run_dir: Path) -> str | None:
-    path = run_dir / "config.toml"
-    if not path.is_file():
+    config = read_toml(run_dir / "config.toml", root=run_dir)
+    if not config:
         return None
-    config = tomlio.loads(path.read_text(encoding="utf-8"))
     config.pop("seed", None)
     return json.dumps(config, sort_keys=True)
 
@@ -77,7 +84,9 @@ def group_runs(run_dirs: Sequence[str | Path]) -> list[list[Path]]:
 
 
 def is_group(path: str | Path) -> bool:
-    return (Path(path) / GROUP_FILE).is_file()
+    """Whether ``path`` holds a ``group.json`` (of any kind: a damaged one makes a damaged
+    group, never a run)."""
+    return os.path.lexists(Path(path) / GROUP_FILE)
 
 
 def write_group(run_dirs: Sequence[str | Path], *, problems: Sequence[str] = ()) -> Path:
@@ -108,19 +117,20 @@ def write_group(run_dirs: Sequence[str | Path], *, problems: Sequence[str] = ())
               **config}
     atomic_write_text(folder / "config.toml",
                       tomlio.dumps(config, header=f"resolved config of a {config['experiment']} "
-                                                  f"seed group ({len(seeds)} seeds)"))
+                                                  f"seed group ({len(seeds)} seeds)"), root=folder)
     starts = [r.meta.get("started") for r in runs if r.meta.get("started")]
     ends = [r.meta.get("ended") for r in runs if r.meta.get("ended")]
     info: dict[str, Any] = {
         "kind": "seed group", "experiment": config["experiment"], "seeds": seeds,
-        "runs": [f"../{r.run_dir.name}" if r.run_dir.parent == parent else str(r.run_dir)
-                 for r in runs],
+        "runs": [f"../{r.run_dir.name}" if r.run_dir.resolve().parent == parent.resolve()
+                 else str(r.run_dir) for r in runs],
         "created": utc_now().isoformat(),
         "started": min(starts) if starts else None, "ended": max(ends) if ends else None,
         "run_seconds": [r.meta.get("duration_s") for r in runs],
         "wall_seconds": None,
     }
-    atomic_write_json(folder / GROUP_FILE, info)
+    GroupFile.model_validate(info)  # the shape its readers take, checked as it is written
+    atomic_write_json(folder / GROUP_FILE, info, root=folder)
     per_seed, all_problems = {}, list(problems)
     for run in runs:
         seed, found, found_problems = read_seed_findings(run.run_dir)
@@ -131,15 +141,17 @@ def write_group(run_dirs: Sequence[str | Path], *, problems: Sequence[str] = ())
 
 
 class SeedGroup:
-    """A seed group read back: its member runs and what ``group.json`` says."""
+    """A seed group read back: its member runs and what ``group.json`` says
+    (:class:`~toolkit.lab.runner.errors.DamagedFile` when it does not read as
+    :class:`~toolkit.lab.schema.GroupFile`)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         file = self.path / GROUP_FILE
-        if not file.is_file():
+        if not os.path.lexists(file):
             raise FileNotFoundError(f"SeedGroup: {self.path} has no {GROUP_FILE}; is it a seed "
                                     f"group directory?")
-        self.info: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
+        self.info: dict[str, Any] = read_json(file, root=self.path, model=GroupFile)
 
     @property
     def seeds(self) -> list[int]:
@@ -147,8 +159,21 @@ class SeedGroup:
 
     @property
     def run_dirs(self) -> list[Path]:
-        return [(self.path / p).resolve() if not Path(p).is_absolute() else Path(p)
-                for p in self.info.get("runs", [])]
+        """The member runs, resolved. A group's members are written beside it (``../<run>``):
+        one that leads out of the folder holding the group is
+        :class:`~toolkit.lab.runner.results.OutsideFolder`, naming ``group.json``."""
+        from toolkit.lab.runner.results import OutsideFolder
+
+        found = []
+        for rel in self.info.get("runs", []):
+            path = self.path / rel
+            try:
+                found.append(inside(self.path.parent, path))
+            except OutsideFolder:
+                raise OutsideFolder(self.path / GROUP_FILE, f"member run {shown(rel)} lies "
+                                    f"outside {shown(self.path.parent)}, where a group's runs "
+                                    f"are; the lab reads only inside its folder") from None
+        return found
 
     def results(self) -> RunResults:
         """The first seed's run with the other seeds as its replicates."""
@@ -161,7 +186,7 @@ class SeedGroup:
     def record(self, **values: Any) -> None:
         """Merge ``values`` into ``group.json`` (e.g. ``wall_seconds``)."""
         self.info.update(values)
-        atomic_write_json(self.path / GROUP_FILE, self.info)
+        atomic_write_json(self.path / GROUP_FILE, self.info, root=self.path)
 
 
 def makes_groups(configs: Sequence[Any]) -> bool:

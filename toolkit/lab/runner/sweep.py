@@ -22,7 +22,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,17 @@ from toolkit.lab.runner.context import Reporter
 from toolkit.lab.runner.errors import DamagedFile, RunInterrupted
 from toolkit.lab.runner.meta import local_worker
 from toolkit.lab.runner.planning import RunSpec
+from toolkit.lab.runner.results import confined, inside
 from toolkit.lab.runner.run import Finish, RunOutcome, check_output_dir, execute
 from toolkit.lab.runner.signals import signals_deferred, signals_raise
 
-__all__ = ["Progress", "ResumePlan", "plan_resume", "run_configs", "run_identity"]
+try:  # POSIX; elsewhere runs are not locked (see claim_runs)
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["Progress", "ResumePlan", "claim_runs", "plan_resume", "run_configs",
+           "run_identity"]
 
 #: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
 Progress = Callable[[int, int, RunOutcome], None]
@@ -87,9 +95,10 @@ def _pool_worker(args: tuple[int, RunSpec, list[str], Finish | None]
     config = spec.config
     reporter = _QueueReporter(index, _REPORTS) if _REPORTS is not None else None
     try:
-        outcome = execute(spec, quiet=True, argv=argv, finish=finish,
-                          executor={"kind": "local", "worker": local_worker()},
-                          reporter=reporter)
+        with confined(config.output_dir):  # nothing of the run lands outside its folder
+            outcome = execute(spec, quiet=True, argv=argv, finish=finish,
+                              executor={"kind": "local", "worker": local_worker()},
+                              reporter=reporter)
     except Exception as err:  # not a failing experiment: a fault of the runner itself
         return index, {"run_dir": str(Path(config.output_dir) / config.experiment),
                        "status": "failed", "exit_code": 1,
@@ -137,14 +146,15 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
 
     plan = ResumePlan()
     index: dict[str, list[Path]] = {}
-    for parent in dict.fromkeys(Path(s.config.output_dir) / s.config.experiment
-                                for s in specs):
+    for root, parent in dict.fromkeys((s.config.output_dir, Path(s.config.output_dir)
+                                       / s.config.experiment) for s in specs):
+        inside(root, parent)  # a link to someone else's runs is refused, not resumed
         for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
-            if not (run_dir / "meta.json").is_file() or run_dir.name.startswith("."):
+            if run_dir.name.startswith(".") or not os.path.lexists(run_dir / "meta.json"):
                 continue
             try:
-                index.setdefault(run_identity(read_toml(run_dir / "config.toml")), []) \
-                    .append(run_dir)
+                index.setdefault(run_identity(read_toml(run_dir / "config.toml",
+                                                        root=run_dir)), []).append(run_dir)
             except DamagedFile as err:
                 plan.damaged.append(err)
     for spec in specs:
@@ -165,7 +175,76 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
         else:
             plan.damaged += [problems[0] for problems in checked.values()]
             plan.todo.append(spec)
+    _RESUMED.update((id(s), weakref.ref(s)) for s in plan.todo)
     return plan
+
+
+#: The runs :func:`plan_resume` left to run (by ``id``, with a weak reference to tell a new
+#: object at the same address apart): :func:`run_configs` claims them before it starts them,
+#: and starts only those no other process holds or has completed.
+_RESUMED: dict[int, weakref.ref[RunSpec]] = {}
+LOCKS = ".locks"
+
+
+def _was_resumed(spec: RunSpec) -> bool:
+    ref = _RESUMED.pop(id(spec), None)
+    return ref is not None and ref() is spec
+
+
+def _claim(spec: RunSpec, held: dict[str, int]) -> bool:
+    """Take the lock of ``spec``'s run (``<output>/<experiment>/.locks/<identity>.lock``,
+    an exclusive ``flock``, never waited for): ``False`` when another process holds it. The
+    kernel releases it when the process ends, however it ends (SIGKILL included)."""
+    config = spec.config
+    identity = run_identity(config.to_dict())
+    if fcntl is None or identity in held:
+        return True
+    folder = Path(config.output_dir) / config.experiment / LOCKS
+    inside(config.output_dir, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = inside(config.output_dir, folder / f"{identity}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    held[identity] = fd
+    return True
+
+
+@contextlib.contextmanager
+def claim_runs(specs: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
+    """The runs of ``specs`` this process may start, with the lock of each resumed run held
+    until the ``with`` ends: a run that :func:`plan_resume` left to run is started only when
+    no other process holds its lock and, the lock taken, no complete or live run of the same
+    identity has appeared since it was planned; the others are named on stderr. So two
+    ``--resume`` at once never run the same seed twice. Runs not resumed are not locked (a
+    plain ``toolkit run`` always makes a new run).
+
+    Without ``fcntl`` (Windows) nothing is locked: two ``--resume`` at once there may both
+    run a seed that neither found complete.
+    """
+    held: dict[str, int] = {}
+    try:
+        resumed = [s for s in specs if _was_resumed(s)]
+        busy = {id(s) for s in resumed if not _claim(s, held)}
+        again = plan_resume([s for s in resumed if id(s) not in busy]) if resumed else None
+        for s in again.todo if again is not None else ():
+            _RESUMED.pop(id(s), None)  # marked again by that plan: not a mark of the caller's
+        todo = {id(s) for s in again.todo} if again is not None else set()
+        for spec in resumed:
+            if id(spec) not in todo:
+                why = ("running now in another process" if id(spec) in busy else
+                       "complete or running since it was planned")
+                print(f"toolkit: warning: {spec.config.experiment} seed {spec.config.seed}: "
+                      f"{why}; not started twice", file=sys.stderr, flush=True)
+        skipped = {id(s) for s in resumed} - todo
+        yield [s for s in specs if id(s) not in skipped]
+    finally:
+        for fd in held.values():
+            os.close(fd)  # closing the last descriptor releases the lock
 
 
 def _in_process(specs: Sequence[RunSpec], *, quiet: bool, argv: list[str],
@@ -174,8 +253,9 @@ def _in_process(specs: Sequence[RunSpec], *, quiet: bool, argv: list[str],
     outcomes: list[RunOutcome] = []
     status = 0
     for i, spec in enumerate(specs):
-        outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
-                          reporter=watch(i) if watch is not None else None)
+        with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
+            outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
+                              reporter=watch(i) if watch is not None else None)
         outcomes.append(outcome)
         if on_done:
             on_done(i, len(specs), outcome)
@@ -298,14 +378,28 @@ def run_configs(specs: Sequence[RunSpec], *, executor: ExecutorSpec | None = Non
     """
     spec = executor or ExecutorSpec()
     argv = list(sys.argv if argv is None else argv)
-    if spec.kind == "dask":
-        from toolkit.lab.runner.dask_executor import run_on_dask
+    with claim_runs(specs) as claimed:
+        if len(claimed) < len(specs):
+            kept = {id(s) for s in claimed}
+            watch, on_done = _renumbered(watch, on_done, len(specs),
+                                         [i for i, s in enumerate(specs) if id(s) in kept])
+        if spec.kind == "dask":
+            from toolkit.lab.runner.dask_executor import run_on_dask
 
-        return run_on_dask(specs, spec, argv=argv, finish=finish, on_done=on_done)
-    for run in specs:
-        check_output_dir(run.config)
-    if spec.workers <= 1 or len(specs) <= 1:
-        return _in_process(specs, quiet=quiet, argv=argv, finish=finish, on_done=on_done,
-                           watch=watch)
-    return _in_pool(specs, workers=spec.workers, argv=argv, finish=finish, on_done=on_done,
-                    watch=watch)
+            return run_on_dask(claimed, spec, argv=argv, finish=finish, on_done=on_done)
+        for run in claimed:
+            check_output_dir(run.config)
+        if spec.workers <= 1 or len(claimed) <= 1:
+            return _in_process(claimed, quiet=quiet, argv=argv, finish=finish,
+                               on_done=on_done, watch=watch)
+        return _in_pool(claimed, workers=spec.workers, argv=argv, finish=finish,
+                        on_done=on_done, watch=watch)
+
+
+def _renumbered(watch: Watch | None, on_done: Progress | None, total: int, kept: list[int]
+                ) -> tuple[Watch | None, Progress | None]:
+    """``watch`` and ``on_done`` for the runs left after some were not started: index ``i``
+    of the runs started is the ``kept[i]``-th of the ``total`` planned."""
+    new_watch = None if watch is None else (lambda i: watch(kept[i]))
+    new_done = None if on_done is None else (lambda i, _n, o: on_done(kept[i], total, o))
+    return new_watch, new_done

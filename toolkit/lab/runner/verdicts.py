@@ -19,11 +19,13 @@ reports show the aggregate (:class:`Verdict`).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.lab.runner.errors import DamagedFile
 from toolkit.lab.runner.story import Finding, TimeRatio, fill, fmt, unmatched_patterns
 
 __all__ = ["Spread", "Verdict", "aggregate", "compute_findings", "read_findings",
@@ -282,14 +284,17 @@ def render_findings_md(findings: Mapping[str, Sequence[Verdict]], problems: Sequ
 
 def _write(path: Path, findings: Mapping[str, Sequence[Verdict]], problems: Sequence[str],
            seeds: Sequence[int], extra: Mapping[str, Any] | None = None) -> None:
-    from toolkit.lab.runner.results import atomic_write_json, atomic_write_text
+    from toolkit.lab.runner.results import atomic_write_json, atomic_write_text, to_jsonable
+    from toolkit.lab.schema import FINDINGS_FILE, FindingsFile
 
-    atomic_write_json(path / "findings.json",
-                      {"seeds": list(seeds), **(extra or {}),
-                       "findings": {k: [v.to_dict() for v in items]
-                                    for k, items in findings.items()},
-                       "problems": list(problems)})
-    atomic_write_text(path / "findings.md", render_findings_md(findings, problems, seeds))
+    data = to_jsonable({"seeds": list(seeds), **(extra or {}),
+                        "findings": {k: [v.to_dict() for v in items]
+                                     for k, items in findings.items()},
+                        "problems": list(problems)}, FINDINGS_FILE)
+    FindingsFile.model_validate(data)  # the shape its readers take, checked as it is written
+    atomic_write_json(path / FINDINGS_FILE, data, root=path)
+    atomic_write_text(path / "findings.md", render_findings_md(findings, problems, seeds),
+                      root=path)
 
 
 def write_findings(run_dir: Any, experiment: Any) -> tuple[dict[str, list[Verdict]], list[str]]:
@@ -313,36 +318,59 @@ def write_seed_findings(folder: Path, per_seed: Mapping[int, Mapping[str, Sequen
     return verdicts, all_problems
 
 
-def read_findings(run_dir: Any) -> dict[str, list[Verdict]]:
-    """The verdicts a run (or a seed group) wrote, by section (empty when it wrote none)."""
-    import json
+def _findings_file(folder: Path) -> dict[str, Any] | None:
+    """``findings.json`` of a run or a seed group, checked against
+    :class:`~toolkit.lab.schema.FindingsFile` (``None`` when there is none)."""
+    from toolkit.lab.runner.results import read_json
+    from toolkit.lab.schema import FINDINGS_FILE, FindingsFile
 
-    path = Path(run_dir) / "findings.json"
-    if not path.is_file():
+    path = folder / FINDINGS_FILE
+    if not os.path.lexists(path):
+        return None
+    return read_json(path, root=folder, model=FindingsFile)
+
+
+def _built(path: Path, build: Any) -> Any:
+    """``build()``, whose values come from a file: what the objects refuse (a sentence naming
+    a number the file does not hold) is :class:`DamagedFile` naming the file."""
+    try:
+        return build()
+    except (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError) as err:
+        if isinstance(err, DamagedFile):
+            raise
+        raise DamagedFile(path, f"its findings cannot be read back ({type(err).__name__}: "
+                                f"{str(err)[:200]})") from None
+
+
+def read_findings(run_dir: Any) -> dict[str, list[Verdict]]:
+    """The verdicts a run (or a seed group) wrote, by section (empty when it wrote none);
+    :class:`~toolkit.lab.runner.errors.DamagedFile` naming ``findings.json`` when it cannot be
+    read as the results format says."""
+    folder = Path(run_dir)
+    data = _findings_file(folder)
+    if data is None:
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if "seeds" not in data:  # one run's findings, written before verdicts were aggregated
+    if data.get("seeds") is None:  # one run's findings, written before verdicts were aggregated
         seed, found, _ = read_seed_findings(run_dir)
-        return aggregate({seed: found})[0]
-    return {k: [Verdict.from_dict(d) for d in v] for k, v in data.get("findings", {}).items()}
+        return _built(folder / "findings.json", lambda: aggregate({seed: found})[0])
+    return _built(folder / "findings.json", lambda: {
+        k: [Verdict.from_dict(d) for d in v] for k, v in data.get("findings", {}).items()})
 
 
 def read_seed_findings(run_dir: Any) -> tuple[int, dict[str, list[Finding]], list[str]]:
     """One run's own (per-seed) findings from its ``findings.json``: seed, findings, problems.
 
     A run without the file (one written before findings were stored) has none, with a problem
-    saying so."""
-    import json
-
-    path = Path(run_dir) / "findings.json"
+    saying so; a damaged file is :class:`~toolkit.lab.runner.errors.DamagedFile`."""
     from toolkit.lab.runner.results import RunResults
 
-    seed = int(RunResults(run_dir).meta.get("seed", 0))
-    if not path.is_file():
-        return seed, {}, [f"{Path(run_dir).name}: no findings.json (a run written before "
-                          f"findings were stored, or one that did not complete)"]
-    data = json.loads(path.read_text(encoding="utf-8"))
-    found = {k: [Finding.from_dict(v["per_seed"][0]) if v.get("per_seed") else
-                 Finding.from_dict(v) for v in items]
-             for k, items in data.get("findings", {}).items()}
+    folder = Path(run_dir)
+    seed = RunResults(run_dir).seed
+    data = _findings_file(folder)
+    if data is None:
+        return seed, {}, [f"{folder.name}: no findings.json (a run written before findings "
+                          f"were stored, or one that did not complete)"]
+    found = _built(folder / "findings.json", lambda: {
+        k: [Finding.from_dict(v["per_seed"][0]) if v.get("per_seed") else Finding.from_dict(v)
+            for v in items] for k, items in data.get("findings", {}).items()})
     return seed, found, list(data.get("problems", []))
