@@ -60,12 +60,17 @@ def unit_of(key: str) -> str:
 
     >>> unit_of("timers.fit"), unit_of("peak_bytes"), unit_of("time_ratio"), unit_of("loss")
     ('s', 'B', '', '')
+    >>> unit_of("seconds_per_epoch.blocked"), unit_of("speedup_per_step")
+    ('s', '')
     """
     lowered = key.lower()
     if _BYTES.search(lowered):
         return "B"
     words = re.split(r"[._/]", lowered)  # "_" too: "time_ratio" → time, ratio
-    ratio = bool({"ratio", "per", "speedup", "x"} & set(words))
+    # "per" makes a ratio, unless the key starts with a time: seconds per epoch are seconds
+    leads_with_time = bool(words) and words[0] in ("seconds", "second", "time", "ms", "wall")
+    ratio = bool({"ratio", "speedup", "x"} & set(words)) or ("per" in words
+                                                              and not leads_with_time)
     if _TIME.search(lowered) and not ratio:
         return "s"
     return ""
