@@ -345,7 +345,7 @@ def _json_value(path: Path, data: bytes) -> Any:
     try:
         value = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise DamagedFile(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
     except RecursionError:
         raise DamagedFile(path, "nests lists or objects too deep to read") from None
     except ValueError as err:  # JSONDecodeError, or an integer of thousands of digits
@@ -412,7 +412,7 @@ def read_toml(path: str | Path, *, root: str | Path | None = None, model: Any = 
     try:
         value = tomlio.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise DamagedFile(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
     except RecursionError:
         raise DamagedFile(path, "nests arrays or tables too deep to read") from None
     except ValueError as err:  # TOMLDecodeError, or an integer of thousands of digits
@@ -442,7 +442,7 @@ def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: 
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise DamagedFile(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
     lines = text.split("\n")
     cut_short = lines[-1] != ""  # the last write did not finish its line
     if cut_short and complete:
