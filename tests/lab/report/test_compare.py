@@ -5,6 +5,7 @@ per headline metric that shows each seed and does not hang values from zero."""
 from __future__ import annotations
 
 import csv
+import textwrap
 import importlib.metadata
 from pathlib import Path
 
@@ -150,3 +151,32 @@ def test_a_wide_table_stays_within_the_width() -> None:
         text = format_table(table, width)
         assert max(len(line) for line in text.splitlines()) <= width, (width, text)
         assert "bfloat16" in text and "[1.23e-07, 9.88e-07]" in text
+
+
+LONG_KEY = textwrap.dedent('''
+    """A summary key of 300 characters (a name from results: any length)."""
+    from toolkit.lab.runner import ExperimentParams
+
+    class Params(ExperimentParams):
+        pass
+
+    def run(params, ctx):
+        key = "quantity_" + "k" * 291
+        ctx.summary(blocked={key: 1.0 + ctx.seed}, unblocked={key: 2.0 + ctx.seed})
+''')
+
+
+def test_a_long_metric_name_gets_a_short_file_name(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.lab.cli import main
+
+    (tmp_path / "exps").mkdir()
+    (tmp_path / "exps" / "long_key.py").write_text(LONG_KEY)
+    monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(tmp_path / "exps"))
+    for seed in (0, 1):
+        run_experiment("long_key", seed=seed, device="cpu", output_dir=tmp_path / "r")
+    assert main(["compare", str(tmp_path / "r")]) == 0
+    html = (tmp_path / "r" / "compare.html").read_text()
+    assert "quantity_" + "k" * 291 in html  # the full name stays in the page
+    names = [p.name for p in (tmp_path / "r" / "compare_figures").iterdir()]
+    assert names and all(len(n) <= 84 for n in names)

@@ -166,8 +166,6 @@ def test_run_into_an_experiment_folder_that_is_a_link(
     assert _snapshot(outside) == before
 
 
-@pytest.mark.xfail(strict=True, reason="toolkit.lab.runner.run.check_output_dir probes the "
-                   "output folder with a write (and a delete) before any check of its links")
 def test_the_output_probe_writes_nothing_through_a_link(
         tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "results"
@@ -185,8 +183,6 @@ def test_the_output_probe_writes_nothing_through_a_link(
     assert not [p for p in touched if p.is_relative_to(outside.resolve())]
 
 
-@pytest.mark.xfail(strict=True, reason="toolkit.lab.report.render.write_report writes into and "
-                   "deletes from figures/ without toolkit.lab.runner.results.inside")
 def test_write_report_alone_refuses_a_figures_link(results: Path, outside: Path) -> None:
     from toolkit.lab.report import write_report
 

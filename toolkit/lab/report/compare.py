@@ -35,11 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.lab.report.content import SAFE, FigureItem
+from toolkit.lab.report.content import FigureItem, safe_name
 from toolkit.lab.report.figures import numeric_leaves
 from toolkit.lab.report.tables import format_value, split_variant
 from toolkit.lab.runner.check import readable_runs
-from toolkit.lab.runner.results import RunResults, atomic_write_bytes, atomic_write_text
+from toolkit.lab.runner.results import (
+    RunResults,
+    atomic_write_bytes,
+    atomic_write_text,
+    inside,
+)
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import REPORT_DPI
 
@@ -381,7 +386,7 @@ def _figures(table: CompareTable) -> dict[str, list[tuple[str, str, bytes]]]:
         for quantity in headline_metrics(table, experiment):
             rows = [r for r in table.rows
                     if r.experiment == experiment and r.quantity == quantity and r.paired]
-            stem = SAFE.sub("_", f"{experiment}__{quantity}")
+            stem = safe_name(f"{experiment}__{quantity}")
             caption = (f"{experiment}: {quantity}, blocked and unblocked in each seed (a line "
                        f"joins the two values of one seed; bars: the means).")
             png = _png(metric_figure(rows, experiment, quantity))
@@ -458,12 +463,12 @@ def write_compare(table: CompareTable, out_dir: str | Path) -> tuple[Path, Path]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "compare.csv"
-    atomic_write_text(csv_path, _csv(table))
+    atomic_write_text(csv_path, _csv(table), root=out_dir)
     figures = _figures(table)
-    folder = out_dir / "compare_figures"
+    folder = inside(out_dir, out_dir / "compare_figures")  # never through a link out
     for items in figures.values():
         for stem, _, png in items:
-            atomic_write_bytes(folder / f"{stem}.png", png)
+            atomic_write_bytes(folder / f"{stem}.png", png, root=out_dir)
     html_path = out_dir / "compare.html"
-    atomic_write_text(html_path, _page(table, figures))
+    atomic_write_text(html_path, _page(table, figures), root=out_dir)
     return csv_path, html_path

@@ -34,8 +34,28 @@ __all__ = ["FigureItem", "ReportContent", "Section", "build"]
 DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
 #: How many of an experiment's own figures lead its section; the others go to the details.
 HEADLINE = 2
-#: Runs of characters a figure's file name may not hold; ``SAFE.sub("_", name)`` makes one.
+#: Runs of characters a figure's file name may not hold (see :func:`safe_name`).
 SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+#: the longest file stem a figure gets: names come from results (metric keys, summary keys)
+#: and may be of any length, file names may not
+MAX_STEM = 80
+
+
+def safe_name(name: str) -> str:
+    """A file stem for ``name`` (a figure's, which may come from a metric key): unsafe
+    characters become ``_``; a name longer than :data:`MAX_STEM` is cut and given a hash of
+    the whole name, so two long names never share a file. The full name stays in the page.
+
+    >>> safe_name("em_gmm__blocked/loss"), len(safe_name("k" * 300))
+    ('em_gmm__blocked_loss', 80)
+    """
+    import hashlib
+
+    stem = SAFE.sub("_", name)
+    if len(stem) <= MAX_STEM:
+        return stem
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return f"{stem[:MAX_STEM - 13]}-{digest}"
 
 
 @dataclass
@@ -196,10 +216,10 @@ def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureIt
 
     if isinstance(fig, WordTable):  # words stay words: no image is drawn
         plt.close(fig)
-        return FigureItem(SAFE.sub("_", name), caption, b"", headline=headline,
+        return FigureItem(safe_name(name), caption, b"", headline=headline,
                           table=(fig.columns, fig.rows))
     note = str(getattr(fig, _NOTE_ATTR, "") or "")
-    return FigureItem(SAFE.sub("_", name), caption, _png(fig), headline=headline, note=note)
+    return FigureItem(safe_name(name), caption, _png(fig), headline=headline, note=note)
 
 
 @contextlib.contextmanager

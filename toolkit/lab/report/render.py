@@ -27,7 +27,12 @@ from toolkit._utils.formatting import round_floats
 from toolkit.lab.report.content import FigureItem, ReportContent, Section, build
 from toolkit.lab.report.figure_cache import MANIFEST, dumps
 from toolkit.lab.report.tables import format_value, quantity_words, variant_table
-from toolkit.lab.runner.results import RunResults, atomic_write_bytes, atomic_write_text
+from toolkit.lab.runner.results import (
+    RunResults,
+    atomic_write_bytes,
+    atomic_write_text,
+    inside,
+)
 from toolkit.lab.runner.story import fmt
 from toolkit.lab.style import COLORS
 
@@ -513,7 +518,8 @@ def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 
                                 f"directory?")
     content = build(run, experiment, group=group, workers=workers)
     out = content.out_dir
-    folder = out / "figures"
+    # the report writes and deletes only inside its own folder, whatever links it holds
+    folder = inside(out, out / "figures")
     folder.mkdir(exist_ok=True)
     figures = [f for s in content.sections for f in s.figures if f.table is None] + \
         content.top_figures
@@ -521,18 +527,20 @@ def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 
         path = folder / f"{fig.name}.png"
         if not (path.is_file() and path.stat().st_size == len(fig.png)
                 and path.read_bytes() == fig.png):  # a reused figure is already there
-            atomic_write_bytes(path, fig.png)
+            atomic_write_bytes(path, fig.png, root=out)
     keep = {f"{fig.name}.png" for fig in figures}
     for old in folder.glob("*.png"):  # figures of an earlier report that no longer exist
         if old.name not in keep:
+            if not old.is_symlink():  # a link is removed itself, never what it points to
+                inside(out, old)
             old.unlink()
-    atomic_write_text(folder / MANIFEST, dumps(content.cache))
+    atomic_write_text(folder / MANIFEST, dumps(content.cache), root=out)
     for note in content.footer_notes:  # said once, not once per figure
         log.warning("%s", note)
     content.report_seconds = time.perf_counter() - t0
-    atomic_write_text(out / "report.md", render_markdown(content))
+    atomic_write_text(out / "report.md", render_markdown(content), root=out)
     path = out / "report.html"
-    atomic_write_text(path, render_html(content))
+    atomic_write_text(path, render_html(content), root=out)
     return path
 
 

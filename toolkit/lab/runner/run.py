@@ -38,6 +38,7 @@ from toolkit.lab.runner.results import (
     RunResults,
     atomic_write_json,
     atomic_write_text,
+    inside,
     new_run_dir,
     utc_now,
 )
@@ -59,6 +60,7 @@ def check_output_dir(config: RunConfig, *, source: str | None = None, create: bo
     root = Path(config.output_dir)
     parent = root / config.experiment
     src = source or config.source
+    inside(root, parent)  # an experiment folder that links out: refused before any probe
     where = parent
     if not create:
         while not where.exists() and where.parent != where:
