@@ -66,7 +66,7 @@ from pydantic import model_validator as _after  # noqa: E402
 
 __all__ += ["FINDINGS_FILE", "GROUP_FILE", "MAX_DEPTH", "STATUSES", "FindingRecord",
             "FindingsFile", "GroupFile", "MetricsRow", "RunConfigFile", "RunMeta", "Status",
-            "TimingRecord", "VerdictRecord"]
+            "SummaryFile", "TimingRecord", "VerdictRecord", "summary_problem"]
 
 #: The status ``meta.json`` holds (``abandoned`` is decided when a run is read, never written:
 #: a run that says ``running`` whose process is gone).
@@ -120,6 +120,28 @@ class RunMeta(_Model):
     n_logged: int | None = None
     children: dict[str, ChildMeta] = {}
     about: dict[str, dict[str, Any]] = {}
+
+
+class SummaryFile(_Model):
+    """``summary.json`` (or a showcase child's part of it, nested under the child's name):
+    the numbers a run ends with, a function of config and seed only. Each variant's numbers,
+    when there are any, are a table (``{"blocked": {"loglik": -3.4}, "unblocked": {...}}``);
+    anything else is the experiment's own JSON (peers' numbers, counts, names)."""
+
+    model_config = _Config(extra="allow")
+    blocked: dict[str, Any] | None = None
+    unblocked: dict[str, Any] | None = None
+
+
+def summary_problem(data: Any) -> str | None:
+    """What makes ``data`` not a summary (see :class:`SummaryFile`), or ``None``."""
+    if not isinstance(data, dict):
+        return f"a summary is a JSON object, got {type(data).__name__}"
+    for variant in VARIANTS:
+        if variant in data and not isinstance(data[variant], dict):
+            return (f"{variant!r} must be a table of numbers by name, got "
+                    f"{type(data[variant]).__name__}")
+    return None
 
 
 class RunConfigFile(_Model):

@@ -31,7 +31,7 @@ from toolkit.lab.runner.results import (
     read_npz,
     read_toml,
 )
-from toolkit.lab.schema import STATUSES, RunConfigFile, RunMeta
+from toolkit.lab.schema import STATUSES, RunConfigFile, RunMeta, SummaryFile
 
 __all__ = ["STATUSES", "check_group", "check_run", "check_tree", "links_out", "readable_runs"]
 
@@ -99,9 +99,9 @@ def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
     if meta and config and config.get("experiment") != meta.get("experiment"):
         problems.append(DamagedFile(config_path, f"experiment {config.get('experiment')!r} "
                                     f"differs from meta.json's {meta.get('experiment')!r}"))
-    for name in ("summary.json", "costs.json"):
+    for name, model in (("summary.json", SummaryFile), ("costs.json", None)):
         _read(problems, read_json, run_dir / name, required=status == "complete",
-              root=run_dir)
+              root=run_dir, model=model)
     if meta:  # the findings of an older run are read with its seed from meta.json
         _read(problems, lambda _path: read_findings(run_dir), run_dir / "findings.json")
     _read(problems, read_metrics, run_dir / "metrics.jsonl", root=run_dir,

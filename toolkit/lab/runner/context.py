@@ -19,7 +19,7 @@ from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
 from toolkit.lab.measure import Timer
 from toolkit.lab.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.schema import BLOCKED, UNBLOCKED, summary_problem
 
 __all__ = ["Reporter", "RunContext", "seed_everything"]
 
@@ -209,7 +209,11 @@ class RunContext:
         ``toolkit compare`` aggregates and what determinism is checked on. Convention:
         ``{"blocked": {...}, "unblocked": {...}, <reference peers>: {...}}``.
         """
-        _deep_merge(self._at_path(self._files.summary), to_jsonable(values, "ctx.summary"))
+        values = to_jsonable(values, "ctx.summary")
+        problem = summary_problem(values)
+        if problem is not None:  # what every reader will refuse is refused here first
+            raise TypeError(f"ctx.summary: {problem}")
+        _deep_merge(self._at_path(self._files.summary), values)
         self._files.write_summary()
 
     def costs(self, **values: Any) -> None:

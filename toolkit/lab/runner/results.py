@@ -697,12 +697,19 @@ class RunResults:
         return np.asarray(steps), np.asarray(values, dtype=float)
 
     def _nested(self, name: str) -> dict[str, Any]:
-        data = self._cached(name, lambda: read_json(self.run_dir / f"{name}.json",
-                                                    root=self.run_dir))
+        from toolkit.lab.schema import SummaryFile, summary_problem
+
+        path = self.run_dir / f"{name}.json"
+        model = SummaryFile if name == "summary" else None
+        data = self._cached(name, lambda: read_json(path, root=self.run_dir, model=model))
         if self._child is None:
             return data
         value = data.get(self._child, {})
-        return value if isinstance(value, dict) else {}
+        value = value if isinstance(value, dict) else {}
+        problem = summary_problem(value) if model is not None else None
+        if problem is not None:  # a showcase child's part: the same shape as a whole run's
+            raise DamagedFile(path, f"{self._child}: {problem}")
+        return value
 
     @property
     def summary(self) -> dict[str, Any]:
