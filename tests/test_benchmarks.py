@@ -37,7 +37,13 @@ def _load(script: str) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("script", sorted(CASES))
+#: quick runs that still take several seconds (EM's two data sets and scaling table, two Dask
+#: clusters): in the slow set, which .ci/run runs as its own step
+SLOW = {"bench_em.py", "bench_sweep.py"}
+
+
+@pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s
+                                    for s in sorted(CASES)])
 def test_benchmark_quick_run(script: str, capsys: pytest.CaptureFixture[str],
                              monkeypatch: pytest.MonkeyPatch) -> None:
     # In this process: the imports (torch, the toolkit, torchattacks) are already paid for, which

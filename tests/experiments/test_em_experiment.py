@@ -59,6 +59,7 @@ def test_quick_run_reports_the_three_variants(quick_run) -> None:
         "em.responsibilities"]
 
 
+@pytest.mark.slow
 def test_findings_verdicts_and_figures(quick_run, check_figures) -> None:
     items = em_experiment.findings(quick_run)
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
