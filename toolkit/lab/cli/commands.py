@@ -114,6 +114,16 @@ def _draw_report(run_dir: Path, experiment: Any = None, *, verbose: bool = False
             print(f" {fmt(time.perf_counter() - t0, 's')}", file=sys.stderr, flush=True)
 
 
+def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
+    """``write_report`` with its notes (graphs laid out without graphviz) kept in the report,
+    off the terminal: module-level, so that a pool's workers call it too."""
+    from toolkit.lab.report import write_report
+    from toolkit.lab.report.render import held_notes
+
+    with held_notes():
+        return write_report(run_dir, experiment)
+
+
 def _draw_report_verbose(run_dir: Path, experiment: Any = None) -> None:
     _draw_report(run_dir, experiment, verbose=True)
 
@@ -179,7 +189,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # A seed group gets one report over its seeds, drawn once all of them have finished
     # (their own reports are skipped).
     if not args.no_report and not grouped:
-        from toolkit.lab.report import write_report as finish
+        finish = _report_quietly  # in a pool worker too: the report says its notes itself
+        if args.verbose:
+            from toolkit.lab.report import write_report as finish
         if in_process and on_terminal:
             finish = _draw_report_verbose if args.verbose else _draw_report
     if in_process and on_terminal and len(configs) == 1:
