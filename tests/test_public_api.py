@@ -98,7 +98,7 @@ print(json.dumps(failures))
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moved_failures() -> dict[str, str]:
     out = subprocess.run([sys.executable, "-c", _MOVED_PROBE, json.dumps(moved.MOVED)],
                          capture_output=True, text=True)

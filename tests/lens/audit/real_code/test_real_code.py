@@ -11,6 +11,7 @@ a ``grad_fn`` after the step (held graphs).
 
 from __future__ import annotations
 
+import functools
 import linecache
 import re
 import warnings
@@ -75,11 +76,18 @@ def _audit(case: RealCase):
         return audit_step(case.step, case.optimizers, modules=case.modules)
 
 
+@functools.cache
+def _audited(name: str, seed: int):
+    """``(case, audit)``: one audit per case and seed in each test process, shared by the tests
+    that only read it (each builds nothing else on the case; the oracle builds its own)."""
+    case = _build(name, seed)
+    return case, _audit(case)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_verdict_is_the_truth_and_the_tensor_sets_are_the_oracles(name: str,
                                                                        seed: int) -> None:
-    case = _build(name, seed)
-    audit = _audit(case)
+    case, audit = _audited(name, seed)
     kinds = [k for k in ("leaks", "targets", "dead", "carried", "held") if getattr(audit, k)]
     if case.truth == "correct":
         assert audit.ok, str(audit)
@@ -204,8 +212,7 @@ def test_every_fix_names_a_marked_line_of_the_users_code(name: str) -> None:
     # issue 42: every fix is printed with file.py:LINE and the text of that line, the line
     # where the user writes the fix (the corpus marks it), never a line inside a module's
     # forward that another loss also runs
-    case = _build(name, 0)
-    audit = _audit(case)
+    _, audit = _audited(name, 0)
     marked = _marked(name)
     lines = {(line.file, line.number) for finding in _failures(audit) for line in finding.lines}
     assert lines, str(audit)
@@ -224,8 +231,7 @@ def test_every_fix_names_a_marked_line_of_the_users_code(name: str) -> None:
 def test_a_fix_that_needs_several_cuts_names_every_marked_line_of_the_step(name: str) -> None:
     # three dead codebooks need three detaches removed, two readers of a memory two cuts:
     # every marked line inside the step function itself is printed
-    case = _build(name, 0)
-    audit = _audit(case)
+    case, audit = _audited(name, 0)
     printed = {(line.file, line.number) for f in _failures(audit) for line in f.lines}
     code = getattr(case.step, "__code__", None)
     if code is None:
@@ -243,8 +249,7 @@ def test_every_fix_text_agrees_with_its_findings_facts(name: str) -> None:
     # tensors it is about, the tensors of a trained target are stepped by that optimizer, a
     # loss said to reach none of its optimizer's tensors reaches none, every line printed is
     # the line of the file it names, and the headline names only the losses with a finding
-    case = _build(name, 0)
-    audit = _audit(case)
+    case, audit = _audited(name, 0)
     names = named(case)
     optimizers = case.optimizers if isinstance(case.optimizers, dict) else {
         loss: case.optimizers for loss in audit.losses}
