@@ -5,8 +5,8 @@ per headline metric that shows each seed and does not hang values from zero."""
 from __future__ import annotations
 
 import csv
-import textwrap
 import importlib.metadata
+import textwrap
 from pathlib import Path
 
 import pytest

@@ -229,7 +229,7 @@ def _files(root: Path) -> set[Path]:
     ("dotdot", "artifacts/../../escaped.txt", "leads outside the run's folder"),
     ("absolute", "{tmp}/escaped.txt", "is not relative to the run's folder"),
     ("symlink", "{tmp}/secret.txt", "leak.json is a symbolic link"),
-    ("pickle", "{tmp}/unpickled.txt", "objects.npz: not a readable .npz"),
+    ("pickle", "{tmp}/unpickled.txt", "objects.npz: x.npy holds Python objects (a pickle)"),
     ("object", "{tmp}/unpickled.txt", "only able to deserialize data with ['msgpack']"),
 ])
 def test_what_a_worker_sends_outside_its_run_folder_is_refused(

@@ -20,7 +20,7 @@ def test_a_variant_that_is_not_a_table_is_refused_as_it_is_written(tmp_path: Pat
     ctx = RunContext(run_dir=tmp_path, seed=0, device=torch.device("cpu"),
                      dtype=torch.float64, disable_patterns=("*",), quiet=True)
     ctx.summary(blocked={"loss": 1.0}, note="free JSON of the experiment's")
-    with pytest.raises(TypeError, match="ctx.summary: 'unblocked' must be a table"):
+    with pytest.raises(TypeError, match=r"ctx\.summary: 'unblocked' must be a table"):
         ctx.summary(unblocked=[1.0, 2.0])
     assert json.loads((tmp_path / "summary.json").read_text()) == {
         "blocked": {"loss": 1.0}, "note": "free JSON of the experiment's"}
@@ -40,7 +40,7 @@ def test_a_summary_of_the_wrong_shape_is_one_damaged_run(two_runs: list[Path],
     (problem,) = check_run(two_runs[0])
     assert problem.path == bad and "blocked" in problem.problem
     with pytest.raises(DamagedFile):
-        RunResults(two_runs[0]).summary
+        _ = RunResults(two_runs[0]).summary
     assert check_run(two_runs[1]) == []
     assert main(["compare", str(two_runs[0].parent)]) == 0  # the other run goes on
     err = capsys.readouterr().err

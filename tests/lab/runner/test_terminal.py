@@ -63,7 +63,7 @@ def test_a_watched_run_in_this_process_draws_no_bars_of_its_own(
     recorder = Recorder()
     run_configs(runs, quiet=False, watch=recorder.watch)
     assert [r[1] for r in recorder.reports[0]] == [0, 1, 2]
-    out, err = capfd.readouterr()  # type: ignore[attr-defined]
+    _, err = capfd.readouterr()  # type: ignore[attr-defined]
     assert "showcase" not in err and "tiny_counter" not in err  # said to the watcher only
 
 

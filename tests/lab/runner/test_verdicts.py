@@ -163,7 +163,7 @@ def test_run_with_seeds_writes_a_seed_group(tiny_config: Path, tmp_path: Path) -
     assert groups[0].name.split("__")[1] == "seeds0-2"
     assert not any((d / "report.html").exists() for d in runs)  # one report, over the seeds
     html = (groups[0] / "report.html").read_text()
-    assert 'data-seeds="3/3"' in html and "held in 3/3 seeds" in html
+    assert 'data-seeds="3/3"' in html and "held in 3 of 3 seeds" in html
     assert "seeds 0, 1, 2" in html
     (v,) = read_findings(groups[0])["tiny_counter"]
     assert v.seeds == (0, 1, 2) and len(v.per_seed) == 3
