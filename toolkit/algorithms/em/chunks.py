@@ -23,11 +23,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 import torch
+
+from toolkit._utils.threads import one_intra_op_thread
 
 __all__ = ["chunked_threads", "map_chunks"]
 
@@ -58,42 +60,11 @@ class _Pool:
 _pool = _Pool()
 
 
-class _OneIntraOpThread:
-    """Nested, thread-safe ``torch.set_num_threads(1)``: the first entrant saves the setting,
-    the last one out restores it; :attr:`outer` is the setting from before while inside."""
-
-    def __init__(self) -> None:
-        self.lock, self.depth, self.saved = threading.Lock(), 0, 1
-
-    @property
-    def outer(self) -> int:
-        """The intra-op threads the caller asked for (saved while inside, else the setting)."""
-        return self.saved if self.depth else torch.get_num_threads()
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self.lock:
-            if self.depth == 0:
-                self.saved = torch.get_num_threads()
-                torch.set_num_threads(1)
-            self.depth += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.depth -= 1
-                if self.depth == 0:
-                    torch.set_num_threads(self.saved)
-
-
-_one_intra_op_thread = _OneIntraOpThread()
-
-
 def chunked_threads(device: torch.device) -> contextlib.AbstractContextManager[None]:
     """One intra-op thread on the CPU, so that the small operations between passes (parameter
     updates, reductions to a number) never wait for a second thread; :func:`map_chunks` inside
     still uses the number of threads set before. The setting is restored on exit."""
-    return _one_intra_op_thread() if device.type == "cpu" else contextlib.nullcontext()
+    return one_intra_op_thread() if device.type == "cpu" else contextlib.nullcontext()
 
 
 def _run(fn: Callable[[int, int], T], bounds: list[tuple[int, int]]) -> list[T]:
@@ -113,7 +84,7 @@ def map_chunks(fn: Callable[[int, int], T], n: int, chunk: int, device: torch.de
     another device) it is a plain loop in the calling thread.
     """
     bounds = [(start, min(start + chunk, n)) for start in range(0, n, chunk)]
-    threads = min(_one_intra_op_thread.outer, len(bounds)) if device.type == "cpu" else 1
+    threads = min(one_intra_op_thread.outer, len(bounds)) if device.type == "cpu" else 1
     if threads <= 1:
         return [fn(start, stop) for start, stop in bounds]
     per, extra = divmod(len(bounds), threads)
@@ -122,7 +93,7 @@ def map_chunks(fn: Callable[[int, int], T], n: int, chunk: int, device: torch.de
         last = first + per + (i < extra)
         runs.append(bounds[first:last])
         first = last
-    with _one_intra_op_thread():
+    with one_intra_op_thread():
         executor = _pool.get(threads - 1)
         futures: list[Future[list[T]]] = [executor.submit(_run, fn, run) for run in runs[1:]]
         try:

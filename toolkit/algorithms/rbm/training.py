@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -41,6 +40,7 @@ from toolkit._utils.param_validation import (
     Real,
     check_params,
 )
+from toolkit._utils.threads import one_intra_op_thread
 from toolkit.algorithms.divergence import Divergence, check_finite, warn_divergence
 from toolkit.algorithms.rbm.core import (
     CHAINS,
@@ -326,32 +326,6 @@ def train_loop(params: RBMParams, X: torch.Tensor, *, epochs: int, batch_size: i
 ONE_THREAD_WORK = 2**24
 
 
-class _OneThread:
-    """Nested, thread-safe ``torch.set_num_threads(1)``: the first entrant saves the setting,
-    the last one out restores it."""
-
-    def __init__(self) -> None:
-        self.lock, self.depth, self.saved = threading.Lock(), 0, 1
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self.lock:
-            if self.depth == 0:
-                self.saved = torch.get_num_threads()
-                torch.set_num_threads(1)
-            self.depth += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.depth -= 1
-                if self.depth == 0:
-                    torch.set_num_threads(self.saved)
-
-
-_one_thread = _OneThread()
-
-
 def threads_for(n_weights: int, rows: int, device: torch.device | str
                 ) -> contextlib.AbstractContextManager[None]:
     """One intra-op thread on the CPU while an update's products are small; else no change.
@@ -366,7 +340,7 @@ def threads_for(n_weights: int, rows: int, device: torch.device | str
     """
     if torch.device(device).type != "cpu" or n_weights * rows >= ONE_THREAD_WORK:
         return contextlib.nullcontext()
-    return _one_thread()
+    return one_intra_op_thread()
 
 
 def train_cd(
