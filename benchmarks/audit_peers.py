@@ -46,13 +46,12 @@ seconds is reported as a hang and the pair is restarted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +69,8 @@ from peers_cases import (
     train,
 )
 from peers_ddp import WorkerPair, ddp_cell
+
+from toolkit._utils.threads import intra_op_threads
 
 DOCS_PAGE = ROOT / "docs" / "guides" / "audit_peers.md"
 START, END = "<!-- peers-table:start -->", "<!-- peers-table:end -->"
@@ -234,16 +235,6 @@ def update_docs(text: str, page: Path = DOCS_PAGE) -> None:
     page.write_text(f"{head}{START}\n{text}{END}{tail}", encoding="utf-8")
 
 
-@contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", help="comma-separated case names (default: the whole corpus)")
@@ -260,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown cases {unknown}; the corpus has {sorted(cases)}")
     start = time.perf_counter()
-    with _threads(1):
+    with intra_op_threads(1):
         rows = measure(names, args.seed, args.timeout, log=lambda s: print(s, file=sys.stderr))
     text = table(rows)
     print(text)

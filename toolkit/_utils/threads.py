@@ -16,7 +16,19 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["OneIntraOpThread", "one_intra_op_thread"]
+__all__ = ["OneIntraOpThread", "intra_op_threads", "one_intra_op_thread"]
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` inside the ``with``, the setting from before
+    restored on exit (a run's ``threads``, a benchmark's, a test's)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class OneIntraOpThread:

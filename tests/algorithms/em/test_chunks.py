@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
 
+from toolkit._utils.threads import intra_op_threads
 from toolkit.algorithms.em import GaussianMixture
 from toolkit.algorithms.em.chunks import map_chunks
 
 from ._helpers import _init_params
 
 
-@contextlib.contextmanager
-def num_threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_map_chunks_in_order_and_restores_threads() -> None:
-    with num_threads(3):
+    with intra_op_threads(3):
         out = map_chunks(lambda a, b: (a, b, torch.get_num_threads()), 10, 3, torch.device("cpu"))
         assert torch.get_num_threads() == 3
     assert [(a, b) for a, b, _ in out] == [(0, 3), (3, 6), (6, 9), (9, 10)]
@@ -39,7 +27,7 @@ def test_map_chunks_raises_a_workers_error_after_all_are_done() -> None:
             raise ValueError("chunk 6")
         return start
 
-    with num_threads(2), pytest.raises(ValueError, match="chunk 6"):
+    with intra_op_threads(2), pytest.raises(ValueError, match="chunk 6"):
         map_chunks(fn, 8, 2, torch.device("cpu"))
 
 
@@ -58,7 +46,7 @@ def test_moment_step_same_numbers_with_one_or_two_threads(dtype: torch.dtype, ct
     path.chunk = 128  # many chunks
     results = []
     for threads in (1, 2):
-        with num_threads(threads):
+        with intra_op_threads(threads):
             results.append(path.step(path.to_compute(p)))
     (lp1, new1), (lp2, new2) = results
     assert torch.equal(lp1, lp2)
@@ -78,7 +66,7 @@ def test_centred_step_same_numbers_with_one_or_two_threads(ct: str) -> None:
     path.chunk = 16  # many chunks
     results = []
     for threads in (1, 2):
-        with num_threads(threads):
+        with intra_op_threads(threads):
             results.append(path.step(p))
     (lp1, new1), (lp2, new2) = results
     assert torch.equal(lp1, lp2)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
 from toolkit.lab.runner.config import RunConfig
 from toolkit.lab.runner.context import Reporter, RunContext, RunFiles
@@ -101,19 +102,6 @@ class RunOutcome:
 Finish = Callable[[Path, Experiment], Any]
 
 
-@contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads for one run (part of the config: results depend on it)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @dataclass
 class _Started:
     """A run whose directory, ``config.toml``, ``meta.json`` and empty results exist."""
@@ -162,7 +150,8 @@ def _execute(run: _Started, *, quiet: bool, pending: Sequence[int] = (),
     seen: list[str] = []
     try:
         # every named block that runs anywhere in the run, inside ctx.compare or not
-        with signals_raise(pending), record_blocks() as seen, _threads(config.threads):
+        with signals_raise(pending), record_blocks() as seen, \
+                intra_op_threads(config.threads):
             ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=spec.device,
                              dtype=config.torch_dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=spec.params, reporter=reporter,
