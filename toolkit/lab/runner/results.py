@@ -27,7 +27,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -341,17 +341,24 @@ def _bounded(path: Path, value: Any) -> Any:
     return value
 
 
-def _json_value(path: Path, data: bytes) -> Any:
+def _decoded(path: Path, data: bytes, loads: Callable[[str], Any], kind: str,
+             containers: str) -> Any:
+    """``loads(data as UTF-8)``, depth and integers bounded; whatever fails (not UTF-8, too
+    deep, a parse error, an integer of thousands of digits) is a :class:`DamagedFile`."""
     try:
-        value = json.loads(data.decode("utf-8"))
+        value = loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
     except RecursionError:
-        raise DamagedFile(path, "nests lists or objects too deep to read") from None
-    except ValueError as err:  # JSONDecodeError, or an integer of thousands of digits
-        raise DamagedFile(path, f"not valid JSON ({str(err)[:200]}); the file is cut short or "
-                                f"corrupt") from None
+        raise DamagedFile(path, f"nests {containers} too deep to read") from None
+    except ValueError as err:  # the decoder's own error, or an integer of thousands of digits
+        raise DamagedFile(path, f"not valid {kind} ({str(err)[:200]}); the file is cut short "
+                                f"or corrupt") from None
     return _bounded(path, value)
+
+
+def _json_value(path: Path, data: bytes) -> Any:
+    return _decoded(path, data, json.loads, "JSON", "lists or objects")
 
 
 def _shape(path: Path, data: Any, model: Any) -> None:
@@ -409,16 +416,7 @@ def read_toml(path: str | Path, *, root: str | Path | None = None, model: Any = 
     data = read_bytes(path, root=root)
     if data is None:
         return {}
-    try:
-        value = tomlio.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
-    except RecursionError:
-        raise DamagedFile(path, "nests arrays or tables too deep to read") from None
-    except ValueError as err:  # TOMLDecodeError, or an integer of thousands of digits
-        raise DamagedFile(path, f"not valid TOML ({str(err)[:200]}); the file is cut short or "
-                                f"corrupt") from None
-    _bounded(path, value)
+    value = _decoded(path, data, tomlio.loads, "TOML", "arrays or tables")
     if model is not None:
         _shape(path, value, model)
     return value
