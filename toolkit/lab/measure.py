@@ -160,34 +160,9 @@ class _SavedTensorCounter:
 
 
 @contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Send file descriptor 2 to /dev/null (C++ code writes there, bypassing ``sys.stderr``)."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real fd 2 (embedded interpreters): nothing to silence
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-#: what the CPU profiler's allocator prints on fd 2 when a block made before profiling started is
-#: freed during it: a note about the profiler's own bookkeeping, not about the user's code
-_PROFILER_NOTE = re.compile(rb"^\[W[^\]]*CPUAllocator\.cpp:\d+\] Memory block of unknown size "
-                            rb"was allocated before the profiling started.*$\n?", re.MULTILINE)
-
-
-@contextlib.contextmanager
-def _without_profiler_notes() -> Iterator[None]:
-    """Hold what C++ code writes on file descriptor 2 while ``fn`` runs under the profiler, and
-    write it back without the profiler's allocator notes (anything else comes through)."""
+def _stderr_held(keep: Callable[[bytes], bytes]) -> Iterator[None]:
+    """Hold what is written on file descriptor 2 inside the ``with`` (C++ code writes there,
+    bypassing ``sys.stderr``), then write back ``keep(what was written)``."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -204,9 +179,27 @@ def _without_profiler_notes() -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             held.seek(0)
-            rest = _PROFILER_NOTE.sub(b"", held.read())
+            rest = keep(held.read())
             if rest:
                 os.write(2, rest)
+
+
+#: what the CPU profiler's allocator prints on fd 2 when a block made before profiling started is
+#: freed during it: a note about the profiler's own bookkeeping, not about the user's code
+_PROFILER_NOTE = re.compile(rb"^\[W[^\]]*CPUAllocator\.cpp:\d+\] Memory block of unknown size "
+                            rb"was allocated before the profiling started.*$\n?", re.MULTILINE)
+
+
+def _quiet_stderr() -> contextlib.AbstractContextManager[None]:
+    """Nothing written on file descriptor 2 inside the ``with`` reaches the terminal (the
+    profiler's backend announces its start and stop there)."""
+    return _stderr_held(lambda written: b"")
+
+
+def _without_profiler_notes() -> contextlib.AbstractContextManager[None]:
+    """What file descriptor 2 receives while ``fn`` runs under the profiler, written back
+    without the profiler's allocator notes (anything else comes through)."""
+    return _stderr_held(lambda written: _PROFILER_NOTE.sub(b"", written))
 
 
 def _cpu_peak_from_profiler(prof: torch.profiler.profile) -> int:
