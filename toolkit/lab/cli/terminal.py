@@ -14,7 +14,6 @@ findings are in ``findings.md`` and, with ``--verbose``, on the terminal.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import threading
@@ -157,25 +156,34 @@ def _short(text: str, width: int) -> str:
 
 
 def _wall(folder: Path) -> str | None:
-    """The run's (or seed group's) wall time in words, when recorded."""
-    for name in ("group.json", "meta.json"):
+    """The run's (or seed group's) wall time in words, when recorded (read as every results
+    file is read: a damaged one gives no line)."""
+    from toolkit.lab.runner.errors import DamagedFile
+    from toolkit.lab.runner.results import read_json
+    from toolkit.lab.schema import GROUP_FILE, GroupFile, RunMeta
+
+    for name, model in ((GROUP_FILE, GroupFile), ("meta.json", RunMeta)):
         path = folder / name
-        if path.is_file():
-            try:
-                info = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
-                return None
-            if not isinstance(info, dict) or info.get("wall_seconds") is None:
-                return None
-            seeds = info.get("seeds")
-            over = f" for {len(seeds)} seeds" if isinstance(seeds, list) else ""
-            parts = []
-            if info.get("duration_s") is not None:
-                parts.append(f"experiments {fmt(info['duration_s'], 's')}")
-            if info.get("finish_s"):
-                parts.append(f"report {fmt(info['finish_s'], 's')}")
-            return (f"wall time {fmt(info['wall_seconds'], 's')}{over}"
-                    + (f" ({', '.join(parts)})" if parts else ""))
+        if not path.is_file():
+            continue
+        try:
+            info = read_json(path, root=folder, model=model)
+        except DamagedFile:
+            return None
+        seconds = {k: v for k, v in info.items()
+                   if k in ("wall_seconds", "duration_s", "finish_s")
+                   and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if "wall_seconds" not in seconds:
+            return None
+        seeds = info.get("seeds")
+        over = f" for {len(seeds)} seeds" if isinstance(seeds, list) else ""
+        parts = []
+        if "duration_s" in seconds:
+            parts.append(f"experiments {fmt(seconds['duration_s'], 's')}")
+        if seconds.get("finish_s"):
+            parts.append(f"report {fmt(seconds['finish_s'], 's')}")
+        return (f"wall time {fmt(seconds['wall_seconds'], 's')}{over}"
+                + (f" ({', '.join(parts)})" if parts else ""))
     return None
 
 
@@ -228,11 +236,9 @@ def tally(folders: Sequence[Path], *, out: Any = None) -> None:
 
 def _problems(folder: Path) -> list[str]:
     """What findings.json says went wrong while the findings were made."""
-    path = folder / "findings.json"
-    if not path.is_file():
-        return []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    problems = data.get("problems", []) if isinstance(data, dict) else []
+    from toolkit.lab.runner.results import read_json
+
+    problems = read_json(folder / "findings.json", root=folder).get("problems", [])
     return [str(p) for p in problems] if isinstance(problems, list) else []
 
 
