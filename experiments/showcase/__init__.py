@@ -170,6 +170,7 @@ def run(params: Params, ctx: RunContext) -> None:
         ctx.say(f"{name:<22} {timer.seconds:6.1f} s")
         # CPU seconds of this process (all threads): steadier than wall time on a busy machine
         ctx.costs(cpu_seconds={name: time.process_time() - cpu0})
+        ctx.child_done(name)  # its files are final: the report may draw its section now
     ctx.summary(experiments=names)
 
 

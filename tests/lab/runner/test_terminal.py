@@ -22,6 +22,7 @@ class Recorder:
     def __init__(self) -> None:
         self.reports: dict[int, list[tuple[str, int, int, str]]] = {}
         self.lines: list[str] = []
+        self.children: dict[int, list[tuple[str, str, str]]] = {}
         self.lock = threading.Lock()
 
     def watch(self, index: int) -> Recorder.One:
@@ -40,6 +41,15 @@ class Recorder:
             with self.recorder.lock:
                 self.recorder.lines.append(text)
 
+        def child_done(self, run_dir: str, name: str) -> None:
+            from toolkit.lab.runner import RunResults
+
+            # meta.json names the child by now: a report can read it back while the run goes on
+            experiment = RunResults(run_dir).child(name).experiment
+            with self.recorder.lock:
+                self.recorder.children.setdefault(self.index, []).append(
+                    (Path(run_dir).name, name, experiment))
+
 
 def test_each_experiment_of_each_seed_is_reported_as_it_ends(tmp_path: Path) -> None:
     # two seeds in two worker processes: their reports cross the process boundary
@@ -49,12 +59,16 @@ def test_each_experiment_of_each_seed_is_reported_as_it_ends(tmp_path: Path) -> 
 
     outcomes, status = run_configs(runs, executor=ExecutorSpec(workers=2), quiet=True,
                                    watch=recorder.watch)
-    assert status == 0 and len(outcomes) == 2
+    assert status == 0 and len(outcomes) == 2, [o.error for o in outcomes]
     for index in (0, 1):
         assert recorder.reports[index] == [
             ("showcase", 0, 2, ""), ("showcase", 1, 2, "tiny_counter"),
             ("showcase", 2, 2, "td_learning")]
     assert any("tiny_counter" in line for line in recorder.lines)  # ctx.say goes there too
+    for outcome in outcomes:
+        seed = int(outcome.run_dir.name.split("__seed")[1].split("__")[0])
+        assert recorder.children[seed] == [(outcome.run_dir.name, "tiny_counter", "tiny_counter"),
+                                           (outcome.run_dir.name, "td_learning", "td_learning")]
 
 
 def test_a_watched_run_in_this_process_draws_no_bars_of_its_own(

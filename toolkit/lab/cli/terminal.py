@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +46,23 @@ class _RunReporter:
     def write(self, text: str) -> None:
         self.watcher.write(text)
 
+    def child_done(self, run_dir: str, name: str) -> None:
+        self.watcher.child_done(self.index, run_dir, name)
+
 
 class Watcher:
     """One bar over all the runs of a command (see the module docstring).
 
     Use ``watch`` as :func:`~toolkit.lab.runner.sweep.run_configs`'s ``watch`` and the watcher
     itself as its ``on_done``; :meth:`close` when the runs are over. Thread-safe: a pool's
-    reports arrive on a thread of their own.
+    reports arrive on a thread of their own. ``on_child_done(index, run_dir, name)`` hears
+    when a child of run ``index`` (a showcase's experiment) has written its files.
     """
 
-    def __init__(self, total_runs: int, *, quiet: bool, verbose: bool) -> None:
+    def __init__(self, total_runs: int, *, quiet: bool, verbose: bool,
+                 on_child_done: Callable[[int, str, str], None] | None = None) -> None:
         self.total_runs, self.verbose = total_runs, verbose
+        self.on_child_done = on_child_done
         self.bar: Any = None
         self.items: dict[int, tuple[int, int]] = {}  # run index -> (done, total)
         self.lock = threading.Lock()
@@ -88,6 +94,10 @@ class Watcher:
         with self.lock:
             self.items[index] = (done, total)
             self._show(label, current)
+
+    def child_done(self, index: int, run_dir: str, name: str) -> None:
+        if self.on_child_done is not None:
+            self.on_child_done(index, run_dir, name)
 
     def write(self, text: str) -> None:
         if self.verbose:

@@ -54,6 +54,10 @@ class Reporter(Protocol):
     def write(self, text: str) -> None:
         """One line the run says (shown with ``--verbose``)."""
 
+    # A reporter may also define ``child_done(run_dir: str, name: str)``: called when a child
+    # of the run (a showcase's experiment) has written all its files, see
+    # :meth:`RunContext.child_done` (the command line's report draws its section then).
+
 
 class _ReportedBar:
     """What ``ctx.progress`` returns when a :class:`Reporter` watches the run: iterate it (or
@@ -127,6 +131,18 @@ class RunFiles:
 
     def write_costs(self) -> None:
         atomic_write_json(self.run_dir / "costs.json", self.costs)
+
+    def write_children(self) -> None:
+        """Record the children made so far in ``meta.json`` (where the runner made one): a
+        report can read a child back while the run goes on, or after its process died."""
+        path = self.run_dir / "meta.json"
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))  # this run's own file
+        except FileNotFoundError:  # a context made outside the runner
+            return
+        if isinstance(meta, dict):
+            meta["children"] = self.children
+            atomic_write_json(path, meta)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -358,7 +374,21 @@ class RunContext:
         self._files.children[key] = {"experiment": experiment or name, "params": params_dict,
                                      "dtype": str(dtype).removeprefix("torch."),
                                      "disable_blocks": list(patterns)}
+        self._files.write_children()
         return RunContext(run_dir=self.run_dir, seed=self.seed, device=self.device,
                           dtype=dtype, disable_patterns=patterns,
                           quiet=self.quiet, params=params, _files=self._files,
                           _prefix=f"{self._prefix}{name}/", _path=(*self._path, name))
+
+    def child_done(self, name: str) -> None:
+        """Say that child ``name`` (made by :meth:`child`) has written everything it will:
+        its summary, costs, metrics and artifacts are final. A watching :class:`Reporter`
+        that defines ``child_done`` hears of it (the command line draws the child's report
+        section while the run goes on); nothing else changes."""
+        key = "/".join([*self._path, name])
+        if key not in self._files.children:
+            raise ValueError(f"ctx.child_done: no child named {name!r}; children: "
+                             f"{list(self._files.children)}")
+        hook = getattr(self._files.reporter, "child_done", None)
+        if hook is not None:
+            hook(str(self.run_dir), key)
