@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -100,7 +101,8 @@ def _executor(args: argparse.Namespace, runs: list) -> object:
     return spec
 
 
-def _draw_report(run_dir: Path, experiment: Any = None, *, verbose: bool = False) -> None:
+def _draw_report(run_dir: Path, experiment: Any = None, *, verbose: bool = False,
+                 drafts: Any = None) -> None:
     """The command line's ``finish`` hook on a terminal: draw the report and say how long it
     took."""
     from toolkit.lab.report import draw_report
@@ -109,9 +111,26 @@ def _draw_report(run_dir: Path, experiment: Any = None, *, verbose: bool = False
     t0 = time.perf_counter()
     with _notes(verbose):  # printed after the line, not inside it
         try:
-            draw_report(run_dir, experiment)
+            draw_report(run_dir, experiment, drafts=drafts)
         finally:
             print(f" {fmt(time.perf_counter() - t0, 's')}", file=sys.stderr, flush=True)
+
+
+def _report_here(run_dir: Path, experiment: Any = None, *, board: Any, terminal: bool,
+                 verbose: bool) -> None:
+    """The ``finish`` hook of runs made in this process: the report on every core, with the
+    sections drawn while the run went on (``board``, a
+    :class:`~toolkit.lab.report.drafts.DraftBoard`); on a terminal it says how long it took,
+    and its notes reach the terminal only with ``--verbose``."""
+    drafts = board.pop(run_dir)
+    if terminal:
+        _draw_report(run_dir, experiment, verbose=verbose, drafts=drafts)
+        return
+    from toolkit.lab.report import draw_report
+    from toolkit.lab.report.render import held_notes
+
+    with contextlib.nullcontext() if verbose else held_notes():
+        draw_report(run_dir, experiment, drafts=drafts)
 
 
 def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
@@ -122,10 +141,6 @@ def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
 
     with held_notes():
         return write_report(run_dir, experiment)
-
-
-def _draw_report_verbose(run_dir: Path, experiment: Any = None) -> None:
-    _draw_report(run_dir, experiment, verbose=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -188,17 +203,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
     # A seed group gets one report over its seeds, drawn once all of them have finished
     # (their own reports are skipped).
+    board = None
     if not args.no_report and not grouped:
         finish = _report_quietly  # in a pool worker too: the report says its notes itself
         if args.verbose:
             from toolkit.lab.report import write_report as finish
-        if in_process and on_terminal:
-            finish = _draw_report_verbose if args.verbose else _draw_report
+        if in_process:  # a showcase's sections are drawn as its experiments end
+            from toolkit.lab.report.drafts import DraftBoard
+
+            board = DraftBoard()
+            finish = functools.partial(_report_here, board=board, terminal=on_terminal,
+                                       verbose=args.verbose)
     if in_process and on_terminal and len(configs) == 1:
         c = configs[0]
         print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
               f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
-    watcher = Watcher(len(configs), quiet=args.quiet, verbose=args.verbose)
+    on_child_done = None
+    if board is not None:
+        def on_child_done(index: int, run_dir: str, name: str) -> None:
+            board.child_done(runs[index].experiment, run_dir, name)
+    watcher = Watcher(len(configs), quiet=args.quiet, verbose=args.verbose,
+                      on_child_done=on_child_done)
     t0 = time.perf_counter()
     try:
         with _notes(args.verbose):
@@ -206,6 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                            finish=finish, on_done=watcher, watch=watcher.watch)
     finally:
         watcher.close()
+        if board is not None:
+            board.close()
     if status >= 128:
         _interrupted(outcomes, len(configs), status)
     shown = [o.run_dir for o in outcomes if o.status == "complete"]

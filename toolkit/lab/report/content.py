@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.report import figure_cache
+from toolkit.lab.report.drafts import Drafts
 from toolkit.lab.report.figures import default_figures, plt, summary_pairs
 from toolkit.lab.report.tables import tables
 from toolkit.lab.runner.results import RunResults
@@ -29,7 +30,8 @@ from toolkit.lab.runner.verdicts import Verdict, aggregate, compute_findings, re
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import REPORT_DPI
 
-__all__ = ["FigureItem", "ReportContent", "Section", "build"]
+__all__ = ["FigureItem", "ReportContent", "Section", "SectionJob", "build", "section_figures",
+           "section_job"]
 
 DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
 #: How many of an experiment's own figures lead its section; the others go to the details.
@@ -267,12 +269,20 @@ def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str]
 
 #: One section to draw: run directory, replicate directories, child name, figure-name prefix,
 #: whether the run completed, and the experiment whose ``figures`` draw it (or ``None``).
-_Job = tuple[str, tuple[str, ...], "str | None", str, bool, Any]
+SectionJob = tuple[str, tuple[str, ...], "str | None", str, bool, Any]
 
 
-def _section_figures(job: _Job) -> tuple[list[FigureItem], list[str]]:
-    """Draw one section's figures from the files (a process-pool task: the experiment travels
-    by reference)."""
+def section_job(run_dir: str | Path, replicates: tuple[str, ...], child: str | None,
+                complete: bool, experiment: Any) -> SectionJob:
+    """The job of drawing one section: the run's (``child=None``) or a showcase child's, whose
+    figure names start with ``"<child>__"``."""
+    return (str(run_dir), replicates, child, f"{child}__" if child else "", complete,
+            experiment)
+
+
+def section_figures(job: SectionJob) -> tuple[list[FigureItem], list[str]]:
+    """Draw one section's figures from the files; ``(figures, problems)`` (a process-pool
+    task: the experiment travels by reference)."""
     run_dir, replicates, child, prefix, complete, experiment = job
     view = RunResults(run_dir, _replicates=tuple(Path(p) for p in replicates))
     if child is not None:
@@ -315,7 +325,8 @@ def report_workers() -> int:
     return max(1, min(cpus, 4, round(cpus - busy + 1)))  # + 1: this process counts in the load
 
 
-def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[FigureItem], list[str]]]:
+def _draw_sections(jobs: list[SectionJob], workers: int = 1
+                   ) -> list[tuple[list[FigureItem], list[str]]]:
     """Every section's figures: in this process, or spread over ``workers`` processes when
     there are several sections (each reads only the files, so the drawing splits cleanly and
     the figures are the same). A pool that cannot start its processes (a spawned pool whose
@@ -334,10 +345,10 @@ def _draw_sections(jobs: list[_Job], workers: int = 1) -> list[tuple[list[Figure
             with ProcessPoolExecutor(max_workers=workers,
                                      mp_context=multiprocessing.get_context(_start_method())
                                      ) as pool:
-                return list(pool.map(_section_figures, jobs))
+                return list(pool.map(section_figures, jobs))
         except (BrokenProcessPool, OSError):
             plt.close("all")
-    return [_section_figures(job) for job in jobs]
+    return [section_figures(job) for job in jobs]
 
 
 def _reuse(folder: Path, kept: dict[str, Any], section: str, key: str
@@ -358,11 +369,12 @@ def _keep(cache: dict[str, Any], section: str, key: str, figures: list[FigureIte
         for f in figures]}
 
 
-def _draw_or_reuse(jobs: list[_Job], workers: int, folder: Path, kept: dict[str, Any],
-                   cache: dict[str, Any]) -> list[tuple[list[FigureItem], list[str]]]:
+def _draw_or_reuse(jobs: list[SectionJob], workers: int, folder: Path, kept: dict[str, Any],
+                   cache: dict[str, Any], drafts: Drafts | None = None
+                   ) -> list[tuple[list[FigureItem], list[str]]]:
     """:func:`_draw_sections` for the sections whose figures ``folder`` does not hold for
-    their inputs (:mod:`toolkit.lab.report.figure_cache`); each section drawn without problems is
-    added to ``cache``."""
+    their inputs (:mod:`toolkit.lab.report.figure_cache`) and ``drafts`` did not draw ahead
+    for the same inputs; each section drawn without problems is added to ``cache``."""
     keys = [figure_cache.section_key([job[0], *job[1]], job[2], job[5], job[3])
             for job in jobs]
     out: list[tuple[list[FigureItem], list[str]] | None] = [None] * len(jobs)
@@ -371,6 +383,13 @@ def _draw_or_reuse(jobs: list[_Job], workers: int, folder: Path, kept: dict[str,
         if reused is not None:
             out[i] = (reused, [])
             cache[job[3]] = kept[job[3]]  # its entries, checked by _reuse
+        elif drafts is not None and not job[1]:
+            drafted = drafts.take(job[0], job[3], key)
+            if drafted is not None:
+                out[i] = (drafted, [])
+                _keep(cache, job[3], key, drafted)
+    if drafts is not None:
+        drafts.close()  # its process ends before the pool below forks this one
     todo = [i for i, done in enumerate(out) if done is None]
     for i, result in zip(todo, _draw_sections([jobs[i] for i in todo], workers)):
         out[i] = result
@@ -423,7 +442,7 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
 
 
 def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None,
-          workers: int = 1) -> ReportContent:
+          workers: int = 1, drafts: Drafts | None = None) -> ReportContent:
     """Gather a report's content from the run's files (figures are drawn here).
 
     ``experiment`` (a :class:`~toolkit.lab.runner.Experiment`) draws its own figures, and for a
@@ -433,7 +452,8 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
     With ``group`` (a seed group) ``run`` is its first seed with the others as replicates
     (:meth:`~toolkit.lab.runner.results.RunResults.over_seeds`): the findings are the group's, over
     every seed, and the figures see every seed. ``workers > 1`` draws the sections of a
-    showcase in that many processes.
+    showcase in that many processes. ``drafts``: sections drawn while the run went on
+    (:mod:`toolkit.lab.report.drafts`), taken where their inputs are unchanged.
     """
     problems: list[str] = []
     complete = run.status == "complete"
@@ -449,10 +469,10 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
     replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
     folder = (group.path if group is not None else run.run_dir) / "figures"
     kept, cache = figure_cache.load(folder), {}
-    drawn = _draw_or_reuse([(str(run.run_dir), replicates, name or None,
-                             f"{name}__" if name else "", complete,
-                             parts.get(view.experiment))
-                            for name, view in views], workers, folder, kept, cache)
+    drawn = _draw_or_reuse([section_job(run.run_dir, replicates, name or None, complete,
+                                        parts.get(view.experiment))
+                            for name, view in views], workers, folder, kept, cache,
+                           drafts if complete else None)
     sections = []
     for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems

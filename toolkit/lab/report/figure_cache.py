@@ -1,7 +1,9 @@
 """Figures drawn once: a report reuses a section's PNGs while their inputs are unchanged.
 
-A section's figures are a function of (1) the files of the run directories it reads (every file
-but the report's own outputs; a showcase child only its own ``artifacts/<child>/``), and (2) the
+A section's figures are a function of (1) what they read of the run directories (a run's every
+file but the report's own outputs; a showcase child only its own part: its config, seed,
+summary, costs, metric rows and ``artifacts/<child>/``, so that a child's key is the same while
+the run goes on and after, whatever the other children wrote), and (2) the
 code that draws them: the toolkit's sources, the experiment module's folder, the versions of
 matplotlib, numpy, Pillow and grandalf, and whether graphviz's ``dot`` is installed. The
 SHA-256 of both is the section's key. ``figures/cache.json`` keeps, per section, its key and its
@@ -29,7 +31,7 @@ __all__ = ["MANIFEST", "code_key", "dumps", "enabled", "entry", "input_key", "lo
            "section_key"]
 
 MANIFEST = "cache.json"
-_VERSION = 2
+_VERSION = 3
 #: Files a report writes into a run directory: never inputs of its figures.
 _OUTPUTS = ("figures", "report.html", "report.md")
 
@@ -92,13 +94,35 @@ def code_key(experiment: Any) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
+def _child_part(digest: Any, root: Path, child: str) -> bool:
+    """Hash what a view of showcase child ``child`` reads (see the module's docstring);
+    ``False`` when the files cannot be read as a run's (the caller hashes them whole)."""
+    from toolkit.lab.runner.errors import DamagedFile
+    from toolkit.lab.runner.results import RunResults
+
+    try:
+        view = RunResults(root).child(child)
+        data = [view.seed, view.config, view.summary, view.costs, view.metrics]
+        text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=True)
+    except (DamagedFile, KeyError, OSError, TypeError, ValueError):
+        return False
+    digest.update(f"\0child\0{len(text)}\0".encode())
+    digest.update(text.encode())
+    folder = root / "artifacts" / child
+    _hash_files(digest, root, [path for path in folder.rglob("*")
+                               if path.is_file() and not path.name.endswith(".tmp")])
+    return True
+
+
 def input_key(run_dirs: Iterable[str | Path], child: str | None) -> str:
-    """The inputs' part of a key: every file of the run directories but the report's outputs
-    (for a showcase child, other children's artifacts are left out)."""
+    """The inputs' part of a key: every file of the run directories but the report's outputs;
+    for a showcase child, only its own part of them."""
     digest = hashlib.sha256()
     for run_dir in run_dirs:
         root = Path(run_dir)
         digest.update(f"\0run\0{len(str(root))}".encode())
+        if child is not None and _child_part(digest, root, child):
+            continue
         files = []
         for path in root.rglob("*"):
             parts = path.relative_to(root).parts

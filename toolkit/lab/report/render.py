@@ -25,6 +25,7 @@ from typing import Any
 
 from toolkit._utils.formatting import round_floats
 from toolkit.lab.report.content import FigureItem, ReportContent, Section, build
+from toolkit.lab.report.drafts import Drafts
 from toolkit.lab.report.figure_cache import MANIFEST, dumps
 from toolkit.lab.report.tables import format_value, quantity_words, variant_table
 from toolkit.lab.runner.results import (
@@ -492,7 +493,8 @@ def _what(content: ReportContent) -> str:
     return f"run {content.run.run_dir.name}"
 
 
-def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 1) -> Path:
+def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 1,
+                 drafts: Drafts | None = None) -> Path:
     """Draw the figures of a run into ``figures/`` and write ``report.html`` and ``report.md``.
 
     ``experiment``: the :class:`~toolkit.lab.runner.Experiment` that made the run; its ``figures``
@@ -506,6 +508,8 @@ def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 
     (``toolkit report DIR``), also on an interrupted or failed run (it shows what exists).
     ``workers > 1`` draws the sections of a showcase in that many processes (spawned: call it
     from a script's ``if __name__ == "__main__":`` block; the command line does).
+    ``drafts`` (:class:`~toolkit.lab.report.drafts.Drafts`): sections drawn while the run went
+    on, used where the files they were drawn from are unchanged (it is closed here).
     Returns the path of ``report.html``.
     """
     from toolkit.lab.runner.seeds import SeedGroup, is_group
@@ -516,7 +520,7 @@ def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 
     if group is None and not (run.run_dir / "meta.json").exists():
         raise FileNotFoundError(f"write_report: {run.run_dir} has no meta.json; is it a run "
                                 f"directory?")
-    content = build(run, experiment, group=group, workers=workers)
+    content = build(run, experiment, group=group, workers=workers, drafts=drafts)
     out = content.out_dir
     # the report writes and deletes only inside its own folder, whatever links it holds
     folder = inside(out, out / "figures")
@@ -565,10 +569,11 @@ def held_notes() -> Iterator[list[str]]:
         log.propagate = propagate
 
 
-def draw_report(run_dir: str | Path, experiment: Any = None) -> Path:
+def draw_report(run_dir: str | Path, experiment: Any = None, *,
+                drafts: Drafts | None = None) -> Path:
     """:func:`write_report` with the sections drawn in parallel (:func:`report_workers`
     processes): the command line's report. A module-level function, so that a process pool can
     call it too."""
     from toolkit.lab.report.content import report_workers
 
-    return write_report(run_dir, experiment, workers=report_workers())
+    return write_report(run_dir, experiment, workers=report_workers(), drafts=drafts)
