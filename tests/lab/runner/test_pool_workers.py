@@ -61,3 +61,29 @@ def _note_setting(run_dir: Path, experiment: object) -> None:
     Path(run_dir, "setting.txt").write_text("\n".join([
         os.environ.get("TOOLKIT_TEST_MARK", ""), os.environ.get("TOOLKIT_EXPERIMENTS_PATH", ""),
         os.getcwd()]))
+
+
+def test_runs_are_counted_as_planned_without_the_experiment(tmp_path: Path) -> None:
+    from toolkit.lab.runner.planning import count_runs
+
+    overrides = ["sweep.params.n_steps=[1, 2]", "seeds=[0, 1, 2]"]
+    count, executor = count_runs(FIXTURES / "tiny.toml", overrides)
+    assert count == len(plan(FIXTURES / "tiny.toml", overrides, output_dir=tmp_path)) == 6
+    assert executor == ExecutorSpec()
+    assert count_runs(FIXTURES / "tiny.toml", overrides, seeds=[4])[0] == 2
+
+
+@pytest.mark.parametrize(("seeds", "workers", "started"),
+                         [("0", "2", False), ("0,1", "1", False), ("0,1", "2", True)])
+def test_the_command_starts_the_fork_server_only_ahead_of_a_pool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seeds: str, workers: str,
+        started: bool) -> None:
+    import toolkit.lab.runner.sweep as sweep
+    from toolkit.lab.cli.app import main
+
+    calls: list[object] = []
+    real = sweep.start_pool_server
+    monkeypatch.setattr(sweep, "start_pool_server", lambda *a: calls.append(a) or real(*a))
+    assert main(["run", str(FIXTURES / "tiny.toml"), "--seeds", seeds, "--workers", workers,
+                 "--no-report", "--quiet", "--out", str(tmp_path)]) == 0
+    assert bool(calls) == started

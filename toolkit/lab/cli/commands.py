@@ -71,12 +71,12 @@ def check_blocks(specs: Sequence[Any]) -> None:
                                   + f"use a block name or a pattern such as {prefix!r}")
 
 
-def _executor(args: argparse.Namespace, runs: list) -> object:
-    """The executor of the configs' [executor] table, with the command line's options on top."""
+def _executor(args: argparse.Namespace, specs: set[Any]) -> Any:
+    """The executor of the configs' [executor] tables (``specs``), with the command line's
+    options on top."""
     from toolkit.lab.runner.config import ExecutorSpec
     from toolkit.lab.runner.errors import ConfigError
 
-    specs = {r.config.executor for r in runs}
     if len(specs) > 1 and args.executor is None:
         raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
                           "run them separately or choose one with --executor")
@@ -143,6 +143,22 @@ def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
         return write_report(run_dir, experiment)
 
 
+def _pool_ahead(args: argparse.Namespace, seeds: Any) -> None:
+    """When the configs will run in a local pool, start its workers' fork server now: it
+    imports torch and the experiments while this process plans the runs (seconds earlier than
+    when the pool is made). A config that cannot be read is left to the planning to report."""
+    from toolkit.lab.runner.planning import count_runs
+    from toolkit.lab.runner.sweep import start_pool_server
+
+    try:
+        counted = [count_runs(path, args.overrides, seeds=seeds) for path in args.configs]
+        executor = _executor(args, {spec for _, spec in counted})
+    except Exception:
+        return
+    if executor.kind == "local" and min(executor.workers, sum(n for n, _ in counted)) > 1:
+        start_pool_server()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from toolkit.lab.runner.config import parse_seeds
     from toolkit.lab.runner.planning import plan
@@ -154,6 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--max-runs", "", f"must be >= 1, got {args.max_runs}",
                           "give the most runs this command may make, e.g. --max-runs 20000")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    if not args.dry_run:
+        _pool_ahead(args, seeds)
     # planned once: each run's config, experiment (entry point or loose file), validated params
     # and device, handed as they are to whichever executor runs them
     runs = []
@@ -167,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"above the limit of {args.max_runs:,}", "run fewer configs at "
                           "once, or raise the limit with --max-runs N")
     check_blocks(runs)
-    executor = _executor(args, runs)
+    executor = _executor(args, {r.config.executor for r in runs})
     if executor.kind == "dask":
         from toolkit.lab.runner.dask_executor import import_distributed
 

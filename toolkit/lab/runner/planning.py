@@ -42,7 +42,8 @@ from toolkit.lab.runner.errors import ConfigError, ExperimentLoadError, suggest
 from toolkit.lab.runner.limits import DEFAULT_MAX_RUNS
 from toolkit.lab.runner.registry import Experiment, config_files, discover, load_experiment
 
-__all__ = ["DEFAULT_MAX_RUNS", "RunSpec", "load_config", "make_config", "plan", "plan_one"]
+__all__ = ["DEFAULT_MAX_RUNS", "RunSpec", "count_runs", "load_config", "make_config", "plan",
+           "plan_one"]
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -312,6 +313,22 @@ def _sweep_points(raw: Mapping[str, Any], grid: Mapping[str, list[Any]], source:
 
 
 # ----------------------------------------------------------------------------- planning
+
+
+def count_runs(path: str | Path, overrides: Sequence[str] = (), *,
+               seeds: Sequence[int] | None = None) -> tuple[int, ExecutorSpec]:
+    """How many runs :func:`plan` makes of the file (seeds times ``[sweep]`` points) and the
+    executor the file names, read without importing the experiment: the command line starts
+    a pool's fork server with it while the experiments are imported. Raises
+    :class:`ConfigError` as ``plan`` does for the keys it reads (the others are not checked)."""
+    path = Path(path)
+    raw = read_file(path)
+    sources = _override(raw, overrides, str(path), None)
+    common = _common(raw, sources)
+    run_seeds, _ = _seeds(common, seeds, sources)
+    points = math.prod(len(v) if isinstance(v, list) else 1
+                       for v in tomlio.flatten(common.sweep).values())
+    return points * len(run_seeds), common.executor
 
 
 def plan(path: str | Path, overrides: Sequence[str] = (), *,

@@ -55,6 +55,7 @@ __all__ = [
     "describe",
     "discover",
     "experiments_for",
+    "installed_modules",
     "load_all",
     "load_experiment",
 ]
@@ -88,6 +89,12 @@ def _plugin_sources() -> dict[str, _Source]:
     for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
         found.setdefault(ep.name, _Source(ep.name, ep.module, None))
     return found
+
+
+def installed_modules() -> list[str]:
+    """The module of every experiment installed through an entry point, by name, found
+    without importing any (a pool's fork server imports them ahead)."""
+    return sorted({src.module for src in _plugin_sources().values() if src.module})
 
 
 def _path_sources() -> dict[str, _Source]:

@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["Progress", "ResumePlan", "claim_runs", "plan_resume", "pool_context",
-           "preload_modules", "run_configs", "run_identity"]
+           "preload_modules", "run_configs", "run_identity", "start_pool_server"]
 
 #: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
 Progress = Callable[[int, int, RunOutcome], None]
@@ -325,6 +325,32 @@ def preload_modules(specs: Sequence[RunSpec]) -> list[str]:
             if source is not None and source.module is not None:
                 names.setdefault(source.module, None)
     return list(names)
+
+
+def start_pool_server(modules: Sequence[str] | None = None) -> bool:
+    """Start the fork server of this process's local pools now, importing ``modules`` (default:
+    the runner and every installed experiment) while this process goes on: call it as soon as
+    a pool is likely, so that the server's imports and this process's own planning overlap.
+    A pool made later forks its workers from it at once. ``False`` where the platform has no
+    fork server (pools spawn their workers there); nothing happens when it runs already."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    from multiprocessing import forkserver
+
+    from toolkit.lab.runner.registry import installed_modules
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(modules) if modules is not None
+                               else [__name__, *installed_modules()])
+    # started with SIGINT ignored, which it and its workers keep (see _in_pool)
+    main = threading.current_thread() is threading.main_thread()
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        forkserver.ensure_running()  # returns once started; the imports go on over there
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, ignored)
+    return True
 
 
 def pool_context(specs: Sequence[RunSpec]) -> Any:
