@@ -7,7 +7,12 @@ each in a fresh output folder (no figure is reused from an earlier round), and a
 over ``--rounds`` rounds so that a change in the machine's load reaches both alike:
 
 - one seed: ``toolkit run configs/showcase.toml --seeds 0``; the run's ``meta.json`` records
-  the experiments' seconds (``duration_s``) and the report's (``finish_s``);
+  the experiments' seconds (``duration_s``) and the report's (``finish_s``). The report's
+  sections are drawn while the experiments run (``toolkit.lab.report.drafts``), so
+  ``finish_s`` is only what is left at the end; what the report costs the user in all is
+  measured too, in the same round: the wall time of that command against the wall time of
+  the same command with ``--no-report`` (start-up included in both), and the difference
+  over the experiments' seconds ("added");
 - three seeds: the wall time of ``toolkit run configs/showcase.toml``, start-up included.
 
 Each round prints its numbers and the 1-minute load average; the medians follow. The
@@ -61,12 +66,18 @@ def _toolkit(args: list[str], out: Path) -> float:
     return time.perf_counter() - t0
 
 
-def one_seed(out: Path) -> tuple[float, float]:
-    """``(experiments seconds, report seconds)`` of one showcase seed."""
-    _toolkit(["--seeds", "0"], out)
-    (meta_path,) = out.glob("showcase/*/meta.json")
+def one_seed(out: Path, bare_first: bool) -> tuple[float, float, float, float]:
+    """``(experiments seconds, report seconds, wall, wall without the report)`` of one
+    showcase seed; ``bare_first``: the command without the report goes first (alternated
+    from round to round)."""
+    if bare_first:
+        bare = _toolkit(["--seeds", "0", "--no-report"], out / "bare")
+    wall = _toolkit(["--seeds", "0"], out / "report")
+    if not bare_first:
+        bare = _toolkit(["--seeds", "0", "--no-report"], out / "bare")
+    (meta_path,) = (out / "report").glob("showcase/*/meta.json")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    return float(meta["duration_s"]), float(meta["finish_s"])
+    return float(meta["duration_s"]), float(meta["finish_s"]), wall, bare
 
 
 def three_seeds(out: Path) -> float:
@@ -81,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"CPU: {_cpu()}, {os.cpu_count()} logical cores; python {platform.python_version()}")
     ratios: list[float] = []
+    added: list[float] = []
     walls: list[float] = []
     kinds = [k for k in ("one-seed", "three-seeds") if args.only in (None, k)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
                 out = Path(tmp) / f"{kind}-{r}"
                 load = _load()
                 if kind == "one-seed":
-                    experiments, report = one_seed(out)
+                    experiments, report, wall, bare = one_seed(out, bare_first=r % 2 == 1)
                     ratios.append(report / experiments)
+                    added.append((wall - bare) / experiments)
                     print(f"round {r + 1} one seed:    experiments {experiments:6.2f} s, report "
-                          f"{report:6.2f} s, report/experiments {ratios[-1]:.3f}x "
-                          f"(load {load} -> {_load()})", flush=True)
+                          f"{report:6.2f} s, report/experiments {ratios[-1]:.3f}x; command "
+                          f"{wall:6.2f} s, with --no-report {bare:6.2f} s, added/experiments "
+                          f"{added[-1]:.3f}x (load {load} -> {_load()})", flush=True)
                 else:
                     walls.append(three_seeds(out))
                     print(f"round {r + 1} three seeds: {walls[-1]:6.2f} s wall, report "
@@ -101,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     if ratios:
         print(f"median report/experiments over {len(ratios)} rounds: "
               f"{statistics.median(ratios):.3f}x (target <= 0.35x)")
+        print(f"median added wall/experiments over {len(added)} rounds: "
+              f"{statistics.median(added):.3f}x (what the report adds to the command)")
     if walls:
         print(f"median 3-seed showcase over {len(walls)} rounds: {statistics.median(walls):.2f} s "
               f"(target <= 30 s)")
