@@ -2,7 +2,7 @@
 
 ``<!-- showcase: EXPERIMENT -->`` in a page becomes what the showcase found for that experiment:
 the run it came from (its commit and the machine that made it), each finding with its verdict
-over the seeds ("held in 3/3 seeds", "seed-independent") and basis, then the headline figures,
+over the seeds ("held in 3 of 3 seeds", "seed-independent") and basis, then the headline figures,
 the others folded. The data are
 ``docs/showcase/EXPERIMENT.json`` and ``docs/showcase/figures/``, copied from a real showcase
 run by ``python scripts/docs_showcase.py``; nothing here is typed by hand.

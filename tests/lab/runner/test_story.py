@@ -23,7 +23,7 @@ def test_findings_are_written_with_their_verdicts(tmp_path: Path) -> None:
                                                 "{unblocked} unblocked.")
     assert own["values"]["blocked"] == run.summary["blocked"]["loss"]
     md = (run.run_dir / "findings.md").read_text()
-    assert md.startswith("# Findings") and "(as predicted; held in 1/1 seed)" in md
+    assert md.startswith("# Findings") and "(as predicted; held in 1 of 1 seed)" in md
     (verdict,) = read_findings(run.run_dir)["tiny_counter"]
     assert (verdict.text, verdict.verdict, verdict.seeds) == (item["text"], True, (0,))
     assert verdict.basis == "the chain rule through the target"

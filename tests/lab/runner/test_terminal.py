@@ -127,6 +127,6 @@ def test_the_tally_counts_what_did_not_hold_and_lists_it_first(tmp_path: Path) -
         tally([tmp_path], out=fh)
     text = out.read_text().splitlines()
     assert text[:2] == ["  a  1 as predicted, 1 measured", "  b  1 not as predicted"]
-    assert text[2] == "not as predicted:" and text[3].startswith("  ! b (held in 0/1 seed): ")
+    assert text[2] == "not as predicted:" and text[3].startswith("  ! b (held in 0 of 1 seed): ")
     assert text[4] == "tally: 1 as predicted, 1 not, 1 measured (3 findings)"
     assert text[5].startswith("findings: ")

@@ -32,16 +32,16 @@ def over_seeds(*findings: Finding):
 def test_a_prediction_holds_only_when_it_holds_in_every_seed() -> None:
     v, _ = over_seeds(loss_finding(1.0, True), loss_finding(2.0, False), loss_finding(3.0, True))
     assert v.verdict is False and v.label == "not as predicted"
-    assert (v.held, v.n_seeds) == (2, 3) and v.seeds_note == "held in 2/3 seeds"
+    assert (v.held, v.n_seeds) == (2, 3) and v.seeds_note == "held in 2 of 3 seeds"
     v, _ = over_seeds(*(loss_finding(x, True) for x in (1.0, 2.0, 3.0)))
-    assert v.verdict is True and v.seeds_note == "held in 3/3 seeds"
+    assert v.verdict is True and v.seeds_note == "held in 3 of 3 seeds"
 
 
 def test_a_stated_fraction_allows_a_seed_to_miss() -> None:
     two_of_three = [loss_finding(1.0, True, need=0.6), loss_finding(2.0, False, need=0.6),
                     loss_finding(3.0, True, need=0.6)]
     v, _ = over_seeds(*two_of_three)
-    assert v.verdict is True and v.seeds_note == "held in 2/3 seeds, needs 2"
+    assert v.verdict is True and v.seeds_note == "held in 2 of 3 seeds, needs 2"
     v, _ = over_seeds(*(loss_finding(1.0, h, need=0.8) for h in (True, False, True)))
     assert v.verdict is False  # 0.8 of 3 seeds is 3 (rounded up)
     with pytest.raises(ValueError, match=r"Finding: need must be a fraction of seeds in "
@@ -69,7 +69,7 @@ def test_seed_independent_findings_say_so_and_are_checked() -> None:
     varied = [*fixed[:2], Finding("{n} autograd nodes.", True, "cost", basis=BASIS,
                                   values={"n": 8}, seed_independent=True)]
     v, problems = over_seeds(*varied)
-    assert not v.seed_independent and v.seeds_note == "held in 3/3 seeds"
+    assert not v.seed_independent and v.seeds_note == "held in 3 of 3 seeds"
     assert problems == ["x: a finding declared seed-independent differs between seeds: "
                         "'{n} autograd nodes.'"]
 
@@ -88,7 +88,7 @@ def test_per_seed_findings_are_kept_and_read_back(tmp_path: Path) -> None:
     (back,) = read_findings(tmp_path)["x"]
     assert back.text == "The loss is 1 [0, 2]." and back.verdict is False
     md = (tmp_path / "findings.md").read_text()
-    assert "(not as predicted; held in 2/3 seeds) Basis: a named theorem." in md
+    assert "(not as predicted; held in 2 of 3 seeds) Basis: a named theorem." in md
 
 
 def test_findings_check_their_text_and_basis() -> None:
@@ -172,7 +172,7 @@ def test_run_with_seeds_writes_a_seed_group(tiny_config: Path, tmp_path: Path) -
     assert f"report:   {groups[0] / 'report.html'}" in proc.stdout and proc.stderr == ""
     verbose = cli("run", str(tiny_config), "--seeds", "0-2", "--out", str(tmp_path / "v"),
                   "--verbose")
-    assert "held in 3/3 seeds" in verbose.stdout and "seed group: " in verbose.stderr
+    assert "held in 3 of 3 seeds" in verbose.stdout and "seed group: " in verbose.stderr
     assert json.loads((groups[0] / "group.json").read_text())["wall_seconds"] > 0
     # the group is drawn again from its files, and its config runs the same seeds
     assert cli("report", str(groups[0])).returncode == 0

@@ -16,7 +16,6 @@ import contextlib
 import html
 import json
 import logging
-import math
 import re
 import time
 from collections.abc import Iterator
@@ -204,15 +203,7 @@ def seeds_words(f: Any) -> str:
     """How many seeds a finding rests on, in words: "held in 2 of 3 seeds; predicted: …" for
     a prediction that did not hold, "held in 3 of 3 seeds", "seed-independent", "27 rounds in
     3 seeds" (a timing) or "3 seeds" (a measurement)."""
-    n = f.n_seeds
-    if f.seed_independent:
-        note = "seed-independent"
-    elif f.timing is not None or not f.predicts:
-        note = f.seeds_note
-    else:
-        note = f"held in {f.held} of {n} seed{'s' * (n != 1)}"
-        if f.need < 1:
-            note += f" (needs {math.ceil(f.need * n - 1e-9)})"
+    note = f.seeds_note
     if f.verdict is False and prediction(f):
         note += f"; predicted: {prediction(f)}"
     return note

@@ -7,7 +7,7 @@ seed of a run (a single run: one seed; ``toolkit run CONFIG --seeds 0-4``: five)
 - each number of the sentence becomes its mean over the seeds with its range,
   ``0.0535 [0.041, 0.066]`` (one value when every seed agrees);
 - a prediction is "as predicted" only when it held in every seed, or in the fraction the
-  finding states (``need``): "held in 5/5 seeds"; otherwise "not as predicted", with the count;
+  finding states (``need``): "held in 5 of 5 seeds"; otherwise "not as predicted", with the count;
 - a seed-independent finding says so, once every seed gave the same sentence and verdict;
 - a timing pools the per-round ratios of every seed, and its verdict follows the interval rule
   of :class:`~toolkit.lab.runner.story.TimeRatio` on the pooled rounds.
@@ -119,7 +119,9 @@ class Verdict:
 
     @property
     def seeds_note(self) -> str:
-        """``seed-independent``, ``held in 3/3 seeds``, or ``3 seeds`` (a measurement)."""
+        """``seed-independent``, ``held in 3 of 3 seeds`` (with ``, needs 2`` when the finding
+        asks fewer than all), ``9 rounds in 3 seeds`` (a timing) or ``3 seeds`` (a
+        measurement): the words the terminal, ``findings.md`` and the report all use."""
         n = self.n_seeds
         if self.seed_independent:
             return "seed-independent"
@@ -127,7 +129,7 @@ class Verdict:
             rounds = len(self.timing.kept)
             return f"{rounds} rounds in {n} seed{'s' * (n != 1)}"
         if self.predicts:
-            note = f"held in {self.held}/{n} seed{'s' * (n != 1)}"
+            note = f"held in {self.held} of {n} seed{'s' * (n != 1)}"
             if self.need < 1:
                 note += f", needs {math.ceil(self.need * n - 1e-9)}"
             return note
