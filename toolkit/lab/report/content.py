@@ -18,10 +18,9 @@ import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from toolkit.lab.report import figure_cache
-from toolkit.lab.report.drafts import Drafts
 from toolkit.lab.report.figures import default_figures, plt, summary_pairs
 from toolkit.lab.report.tables import tables
 from toolkit.lab.runner.results import RunResults
@@ -30,7 +29,7 @@ from toolkit.lab.runner.verdicts import Verdict, aggregate, compute_findings, re
 from toolkit.lab.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import REPORT_DPI
 
-__all__ = ["FigureItem", "ReportContent", "Section", "SectionJob", "build", "section_figures",
+__all__ = ["DrawnAhead", "FigureItem", "ReportContent", "Section", "SectionJob", "build", "section_figures",
            "section_job"]
 
 DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
@@ -102,6 +101,17 @@ class Section:
 
     def first(self, topic: str) -> Verdict | None:
         return next((f for f in self.findings if f.topic == topic), None)
+
+
+class DrawnAhead(Protocol):
+    """Sections drawn before the report was asked for
+    (:class:`~toolkit.lab.report.drafts.Drafts`)."""
+
+    def take(self, run_dir: str | Path, section: str, key: str) -> list[FigureItem] | None:
+        """The figures of ``section`` when they were drawn for ``key``, else ``None``."""
+
+    def close(self) -> None:
+        """Nothing more is taken."""
 
 
 @dataclass
@@ -370,7 +380,7 @@ def _keep(cache: dict[str, Any], section: str, key: str, figures: list[FigureIte
 
 
 def _draw_or_reuse(jobs: list[SectionJob], workers: int, folder: Path, kept: dict[str, Any],
-                   cache: dict[str, Any], drafts: Drafts | None = None
+                   cache: dict[str, Any], drafts: DrawnAhead | None = None
                    ) -> list[tuple[list[FigureItem], list[str]]]:
     """:func:`_draw_sections` for the sections whose figures ``folder`` does not hold for
     their inputs (:mod:`toolkit.lab.report.figure_cache`) and ``drafts`` did not draw ahead
@@ -442,7 +452,7 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
 
 
 def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None,
-          workers: int = 1, drafts: Drafts | None = None) -> ReportContent:
+          workers: int = 1, drafts: DrawnAhead | None = None) -> ReportContent:
     """Gather a report's content from the run's files (figures are drawn here).
 
     ``experiment`` (a :class:`~toolkit.lab.runner.Experiment`) draws its own figures, and for a

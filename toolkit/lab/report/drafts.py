@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.report import figure_cache
+from toolkit.lab.report.content import FigureItem, section_figures, section_job
+from toolkit.lab.runner.results import RunResults
 
 __all__ = ["DraftBoard", "Drafts"]
 
@@ -67,9 +69,6 @@ class Drafts:
             return
 
     def _submit(self, run_dir: str, name: str) -> None:
-        from toolkit.lab.report.content import section_figures, section_job
-        from toolkit.lab.runner.results import RunResults
-
         view = RunResults(run_dir).child(name)
         part = (self.experiment.parts.get(view.experiment)
                 if self.experiment is not None else None)
@@ -82,7 +81,7 @@ class Drafts:
                 max_workers=1, mp_context=multiprocessing.get_context("fork"))
         self._drafts[job[3]] = (str(run_dir), key, self._pool.submit(section_figures, job))
 
-    def take(self, run_dir: str | Path, section: str, key: str) -> list[Any] | None:
+    def take(self, run_dir: str | Path, section: str, key: str) -> list[FigureItem] | None:
         """The figures drawn ahead for ``section`` (its figure-name prefix) of the run in
         ``run_dir``, waiting for them if they are being drawn; ``None`` when there is no draft,
         it was not started yet (it is cancelled: the caller draws it), it failed, reported a

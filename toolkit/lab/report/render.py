@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._utils.formatting import round_floats
-from toolkit.lab.report.content import FigureItem, ReportContent, Section, build
-from toolkit.lab.report.drafts import Drafts
+from toolkit.lab.report.content import DrawnAhead, FigureItem, ReportContent, Section, build
 from toolkit.lab.report.figure_cache import MANIFEST, dumps
 from toolkit.lab.report.tables import format_value, quantity_words, variant_table
 from toolkit.lab.runner.results import (
@@ -485,7 +484,7 @@ def _what(content: ReportContent) -> str:
 
 
 def write_report(run_dir: str | Path, experiment: Any = None, *, workers: int = 1,
-                 drafts: Drafts | None = None) -> Path:
+                 drafts: DrawnAhead | None = None) -> Path:
     """Draw the figures of a run into ``figures/`` and write ``report.html`` and ``report.md``.
 
     ``experiment``: the :class:`~toolkit.lab.runner.Experiment` that made the run; its ``figures``
@@ -561,7 +560,7 @@ def held_notes() -> Iterator[list[str]]:
 
 
 def draw_report(run_dir: str | Path, experiment: Any = None, *,
-                drafts: Drafts | None = None) -> Path:
+                drafts: DrawnAhead | None = None) -> Path:
     """:func:`write_report` with the sections drawn in parallel (:func:`report_workers`
     processes): the command line's report. A module-level function, so that a process pool can
     call it too."""
