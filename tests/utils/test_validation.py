@@ -118,6 +118,28 @@ def test_as_tensor_errors():
         as_tensor([[1.0]], where="f", min_rows=2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), None])
+def test_finite_inputs_are_told_from_others_whatever_their_sum(dtype, bad):
+    # entries whose sum overflows are finite all the same; inf and -inf together sum to nan
+    big = torch.finfo(dtype).max
+    values = torch.tensor([[big, big], [-big, 1.0]], dtype=dtype)
+    assert not torch.isfinite(values.sum())
+    if bad is None:
+        assert as_tensor(values, where="f", finite=True) is not None
+        assert as_tensor(torch.empty(0, 2, dtype=dtype), where="f", finite=True).numel() == 0
+        return
+    for position in [(0, 0), (1, 1)]:
+        given = values.clone()
+        given[position] = bad
+        with pytest.raises(ValueError, match="f: X contains NaN or infinity"):
+            as_tensor(given, where="f", finite=True)
+        small = torch.ones(3, 2, dtype=dtype)
+        small[position] = bad
+        with pytest.raises(ValueError, match="f: X contains NaN or infinity"):
+            as_tensor(small, where="f", finite=True)
+
+
 def test_check_dtype():
     assert check_dtype("f", torch.float32) is torch.float32
     with pytest.raises(TypeError, match=r"f: dtype must be a floating torch\.dtype"):
