@@ -145,3 +145,21 @@ def test_a_childs_key_sees_its_own_part_only(tmp_path: Path):
     # a child whose files cannot be read as a run's is keyed by its files, and never raises
     (run_dir / "summary.json").write_text("{broken")
     assert key() != before and RunResults(run_dir).children == list(CHILDREN)
+
+
+def test_ctrl_c_is_the_runs_to_handle_not_the_drawing_processs(tmp_path: Path, drawn: list[str],
+                                                                capfd: pytest.CaptureFixture):
+    import multiprocessing
+    import os
+    import signal
+
+    (spec,) = plan(SHOWCASE, [TWO_CHILDREN], output_dir=tmp_path)
+    run_dir = execute(spec, quiet=True).run_dir
+    before = {p.pid for p in multiprocessing.active_children()}
+    with Drafts(spec.experiment) as drafts:
+        drafts.child_done(str(run_dir), "tiny_counter")
+        (drawer,) = [p for p in multiprocessing.active_children() if p.pid not in before]
+        os.kill(drawer.pid, signal.SIGINT)  # as a Ctrl-C reaches the whole process group
+        write_report(run_dir, spec.experiment, drafts=drafts)
+    assert "tiny_counter__" not in drawn  # the drawing went on and was used
+    assert "Traceback" not in capfd.readouterr().err

@@ -20,6 +20,7 @@ drafted and the report draws everything at the end, as without drafts.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,13 @@ __all__ = ["DraftBoard", "Drafts"]
 def _can_fork() -> bool:
     return ("fork" in multiprocessing.get_all_start_methods()
             and not multiprocessing.current_process().daemon)
+
+
+def _drafter_signals() -> None:
+    """In the drawing process, forked while the run's handlers are installed: Ctrl-C is the
+    run's to handle (the process is ended with the run), and SIGTERM ends it plainly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class Drafts:
@@ -78,7 +86,8 @@ class Drafts:
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("fork"))
+                max_workers=1, mp_context=multiprocessing.get_context("fork"),
+                initializer=_drafter_signals)
         self._drafts[job[3]] = (str(run_dir), key, self._pool.submit(section_figures, job))
 
     def take(self, run_dir: str | Path, section: str, key: str) -> list[FigureItem] | None:
