@@ -18,7 +18,12 @@ import torch
 from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
 from toolkit.lab.measure import Timer
-from toolkit.lab.runner.results import atomic_write_bytes, atomic_write_json, to_jsonable
+from toolkit.lab.runner.results import (
+    atomic_write_bytes,
+    atomic_write_json,
+    read_json,
+    to_jsonable,
+)
 from toolkit.lab.schema import BLOCKED, UNBLOCKED, summary_problem
 
 __all__ = ["Reporter", "RunContext", "seed_everything"]
@@ -136,13 +141,10 @@ class RunFiles:
         """Record the children made so far in ``meta.json`` (where the runner made one): a
         report can read a child back while the run goes on, or after its process died."""
         path = self.run_dir / "meta.json"
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))  # this run's own file
-        except FileNotFoundError:  # a context made outside the runner
-            return
-        if isinstance(meta, dict):
+        meta = read_json(path, root=self.run_dir)  # this run's own file
+        if meta:  # else a context made outside the runner: no meta.json to keep up to date
             meta["children"] = self.children
-            atomic_write_json(path, meta)
+            atomic_write_json(path, meta, root=self.run_dir)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
