@@ -3,6 +3,7 @@ learning on bars and stripes, likelihoods, scikit-learn's layout and numbers, ba
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -299,3 +300,21 @@ def test_doctests() -> None:
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_components_are_stored_column_major_and_any_layout_trains_alike(seed: int) -> None:
+    # the update's products are fastest with the weights stored column by column
+    # (core.column_major); a components_ assigned in row-major order trains to the same values
+    X = torch.as_tensor(bars_and_stripes(3, dtype=F64).numpy())
+    kwargs = dict(learning_rate=0.1, batch_size=5, n_iter=2, chain="mean_field",
+                  random_state=seed, dtype=F64)
+    rbm = BernoulliRBM(4, **kwargs).fit(X)
+    assert rbm.components_.T.is_contiguous() and not rbm.components_.is_contiguous()
+    numpy_fit = BernoulliRBM(4, **kwargs).fit(X.numpy())
+    assert numpy_fit.components_.flags.f_contiguous
+    np.testing.assert_allclose(numpy_fit.components_, rbm.components_.numpy(), rtol=0, atol=1e-14)
+    twin = copy.deepcopy(rbm)
+    twin.components_ = twin.components_.contiguous()  # row-major, the same values
+    rbm.partial_fit(X[:7])
+    twin.partial_fit(X[:7])
+    torch.testing.assert_close(twin.components_, rbm.components_, rtol=1e-12, atol=1e-12)

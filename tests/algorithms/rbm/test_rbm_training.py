@@ -41,9 +41,15 @@ def cosine(a, b) -> float:
     return float(a @ b / (a.norm() * b.norm()))
 
 
-def fresh(seed: int = 0, n_visible: int = 9, n_hidden: int = 4) -> RBMParams:
-    return init_params(n_visible, n_hidden, init="uniform", scale=0.5, dtype=F64,
-                       generator=torch.Generator().manual_seed(seed))
+def fresh(seed: int = 0, n_visible: int = 9, n_hidden: int = 4, layout: str = "row",
+          dtype: torch.dtype = F64) -> RBMParams:
+    p = init_params(n_visible, n_hidden, init="uniform", scale=0.5, dtype=dtype,
+                    generator=torch.Generator().manual_seed(seed))
+    if layout == "column":  # the estimator's layout: the same values, stored column by column
+        W = core.column_major(p.weights.detach()).requires_grad_()
+        assert core.is_column_major(W) and torch.equal(W, p.weights)
+        p = p._replace(weights=W)
+    return p
 
 
 def record(steps: list[CDStep]):
@@ -52,10 +58,11 @@ def record(steps: list[CDStep]):
     return callback
 
 
+@pytest.mark.parametrize("layout", ["row", "column"])
 @pytest.mark.parametrize("method", ["cd", "pcd"])
-def test_each_update_is_sgd_on_the_cd_statistics(method: str, seed: int) -> None:
+def test_each_update_is_sgd_on_the_cd_statistics(method: str, layout: str, seed: int) -> None:
     X = bars_and_stripes(3, dtype=F64)
-    p = fresh()
+    p = fresh(layout=layout)
     steps: list[CDStep] = []
     state = train_cd(p, X, method=method, k=2, learning_rate=0.1, batch_size=5, epochs=2,
                      momentum=0.5, weight_decay=0.01, n_chains=3, callback=record(steps),
@@ -83,6 +90,47 @@ def test_each_update_is_sgd_on_the_cd_statistics(method: str, seed: int) -> None
     else:
         assert state.persistent_chain is None
     assert all(t.requires_grad for t in p)  # flags restored (init_params makes them True)
+    assert core.is_column_major(p.weights) == (layout == "column")  # trained in place
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_column_major_weights_train_like_row_major_ones(dtype: torch.dtype, seed: int) -> None:
+    # the layout is a matter of speed only: the same fit, whatever order the entries are stored
+    # in (a deterministic mean-field chain, so that rounding cannot flip a sample; momentum,
+    # weight decay and, in float32, the compensated sum all go through the flat work space)
+    X = bars_and_stripes(4, dtype=dtype)
+    fits = {}
+    for layout in ("row", "column"):
+        p = fresh(seed, n_visible=16, n_hidden=5, layout=layout, dtype=dtype)
+        state = train_cd(p, X, method="pcd", chain="mean_field", learning_rate=0.2,
+                         batch_size=6, epochs=3, momentum=0.5, weight_decay=0.01, n_chains=4,
+                         generator=torch.Generator().manual_seed(seed))
+        fits[layout] = (p, state)
+    (row, row_state), (col, col_state) = fits["row"], fits["column"]
+    assert core.is_column_major(col.weights) and row.weights.is_contiguous()
+    # the work space follows each layout (its copies are then plain copies)
+    assert col_state._flat.transposed and not row_state._flat.transposed
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    for a, b in zip(row, col):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    for a, b in zip(row_state.velocity, col_state.velocity):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    assert not torch.equal(row.weights, fresh(seed, 16, 5, dtype=dtype).weights)  # it trained
+
+
+def test_a_state_continues_when_the_weights_change_layout(seed: int) -> None:
+    # a caller may hand the same state weights in another order (an estimator's components_
+    # assigned by hand): the work space is remade, the training goes on as one run
+    X = bars_and_stripes(3, dtype=F64)
+    kwargs = dict(method="pcd", chain="mean_field", batch_size=4, momentum=0.9, n_chains=3)
+    one = fresh(3)
+    train_cd(one, X, epochs=2, generator=torch.Generator().manual_seed(seed), **kwargs)
+    two, g = fresh(3, layout="column"), torch.Generator().manual_seed(seed)
+    state = train_cd(two, X, epochs=1, generator=g, **kwargs)
+    two = two._replace(weights=two.weights.detach().contiguous().requires_grad_())
+    train_cd(two, X, epochs=1, generator=g, state=state, **kwargs)
+    for a, b in zip(one, two):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_persistent_chains_keep_hidden_states_as_scikit_learn_does(seed: int) -> None:

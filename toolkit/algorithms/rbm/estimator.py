@@ -38,7 +38,7 @@ from toolkit._utils.param_validation import (
     check,
     check_params,
 )
-from toolkit.algorithms.rbm.core import CHAINS, RBMParams, bernoulli, gibbs_steps
+from toolkit.algorithms.rbm.core import CHAINS, RBMParams, bernoulli, column_major, gibbs_steps
 from toolkit.algorithms.rbm.inputs import SparseRows, check_data, map_rows
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
@@ -140,6 +140,9 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     Attributes:
         components_ (H, V), intercept_hidden_ (H,), intercept_visible_ (V,): the parameters.
+            ``components_`` is stored column by column (Fortran order, the layout the update's
+            products are fastest with, see :func:`~toolkit.algorithms.rbm.core.column_major`);
+            one assigned in another layout trains to the same values.
         h_samples_ (n_chains, H): the hidden states of the persistent chains (PCD only).
         n_features_in_, feature_names_in_ (after a pandas frame with string column names).
         n_iter_: passes over the data completed; n_updates_: updates applied.
@@ -270,7 +273,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
              else rs.uniform(-scale, scale, shape))
         generator = torch.Generator(device=X.device).manual_seed(int(rs.randint(0, 2**31 - 1)))
         zeros = {"dtype": X.dtype, "device": X.device}
-        params = RBMParams(torch.as_tensor(W, dtype=X.dtype).to(X.device),
+        # stored column by column: the layout the update's products are fastest with
+        params = RBMParams(column_major(torch.as_tensor(W, dtype=X.dtype).to(X.device)),
                            torch.zeros(n_features, **zeros),
                            torch.zeros(self.n_components, **zeros))
         self._state = initial_state(params, self.method,

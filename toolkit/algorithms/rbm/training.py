@@ -191,7 +191,7 @@ def _update(params: RBMParams, v_data: torch.Tensor, state: TrainState,
     with torch.no_grad():
         flat = state._flat
         W = params.weights
-        if flat is None or flat.key != (W.shape, W.dtype, W.device):
+        if flat is None or not flat.fits(W):
             flat = state._flat = FlatParams(params)
         lr, n_weights = settings.learning_rate, W.numel()
         # theta: the parameters' entries; the vector of the previous update's new parameters
