@@ -300,8 +300,8 @@ def cd_loss_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor
     held constant, the derivative of ``σ(a)·a`` is ``σ(a)``). This is one more place where a
     stop_gradient decides what is computed. It is written as a vector-Jacobian product:
     autograd receives ``w_r σ(a_rj)`` as the gradient of ``a`` (a cotangent, which autograd
-    never differentiates) and the linear term as a scalar output, and returns ``∂S/∂θ``
-    through the rest of the graph, including the chain's steps when ``disable_blocks(BLOCK)``
+    never differentiates) and ``w_r`` as the gradient of the rows' ``b·v_r``, and returns
+    ``∂S/∂θ`` through the rest of the graph, including the chain's steps when ``disable_blocks(BLOCK)``
     keeps them. It is therefore not a switchable block: differentiating σ(a) too would give
     the gradient of ``σ(a)·a``, another function, not the free energy without a cut (the free
     energy's gradient has no path through σ to cut). It saves the softplus and its backward.
@@ -314,8 +314,8 @@ def cd_loss_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor
     with torch.no_grad():
         prob = torch.sigmoid(pre)
         cotangent = prob * weights.unsqueeze(1)
-    linear = torch.dot(b, torch.mv(v.T, weights))  # Σ_r w_r b·v_r: one node when v is fixed
-    grads = torch.autograd.grad((pre, linear), list(params), grad_outputs=(cotangent, None))
+    linear = torch.mv(v, b)  # b·v_r of each row, whose cotangent is w_r: one node, no scalar
+    grads = torch.autograd.grad((pre, linear), list(params), grad_outputs=(cotangent, weights))
     return RBMParams(*grads), prob
 
 
