@@ -301,8 +301,8 @@ def cd_loss_grads(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor
     stop_gradient decides what is computed. It is written as a vector-Jacobian product:
     autograd receives ``w_r σ(a_rj)`` as the gradient of ``a`` (a cotangent, which autograd
     never differentiates) and ``w_r`` as the gradient of the rows' ``b·v_r``, and returns
-    ``∂S/∂θ`` through the rest of the graph, including the chain's steps when ``disable_blocks(BLOCK)``
-    keeps them. It is therefore not a switchable block: differentiating σ(a) too would give
+    ``∂S/∂θ`` through the rest of the graph, including the chain's steps when
+    ``disable_blocks(BLOCK)`` keeps them. It is therefore not a switchable block: differentiating σ(a) too would give
     the gradient of ``σ(a)·a``, another function, not the free energy without a cut (the free
     energy's gradient has no path through σ to cut). It saves the softplus and its backward.
     """

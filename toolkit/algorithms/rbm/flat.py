@@ -44,8 +44,7 @@ class FlatParams:
         self.theta, self.step, self.velocity, self.new = (like.new_empty(n) for _ in range(4))
         self.theta_params, self.new_params = self._views(self.theta), self._views(self.new)
         self.velocity_views = self._views(self.velocity)
-        # the parameters it fits (b, c follow W)
-        self.key = (shapes[0], like.dtype, like.device, transposed)
+        self.key = _key(shapes[0], like.dtype, like.device, transposed)
         self.holds = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -73,7 +72,7 @@ class FlatParams:
     def fits(self, W: torch.Tensor) -> bool:
         """Whether this work space was made for weights like ``W`` (shape, dtype, device and
         memory order)."""
-        return self.key == (W.shape, W.dtype, W.device, is_column_major(W))
+        return self.key == _key(W.shape, W.dtype, W.device, is_column_major(W))
 
     def apply(self, params: RBMParams) -> None:
         """Copy ``new`` into the parameters; ``theta`` takes its place and holds them."""
@@ -81,3 +80,10 @@ class FlatParams:
         self.theta, self.new = self.new, self.theta
         self.theta_params, self.new_params = self.new_params, self.theta_params
         self.holds = True
+
+
+def _key(shape: torch.Size, dtype: torch.dtype, device: torch.device, transposed: bool
+         ) -> tuple[Any, ...]:
+    """What a work space fits: the weights' shape, dtype, device and memory order (the biases
+    follow the weights)."""
+    return (tuple(shape), dtype, device, transposed)
