@@ -17,13 +17,14 @@ train_cd: the weights became non-finite (inf or nan) at update 3 (epoch 1); trai
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from toolkit._utils.caller import user_stacklevel
 
 __all__ = ["Divergence", "DivergenceWarning", "History", "UpdateCheck", "check_finite",
            "check_step_fits", "warn_divergence"]
@@ -212,16 +213,7 @@ def warn_divergence(divergence: Divergence) -> None:
     frame outside this package), that a loop stopped at ``divergence``."""
     warnings.warn(f"{divergence}. Lower the learning rate (or the weight decay), or check the "
                   f"data and the initial parameters for extreme values.", DivergenceWarning,
-                  stacklevel=_user_stacklevel())
+                  stacklevel=user_stacklevel(_PACKAGE_DIR))
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside the toolkit, seen from ``warnings.warn``
-    called by this module's caller."""
-    frame, level = sys._getframe(2), 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
