@@ -22,13 +22,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, Any]] = {
     "test_fit_gibbs*": (
         "compares components_ with scikit-learn's seeded values; the sampling draws come "
         "from a torch.Generator (documented)", AssertionError),
-    # out-of-range input is refused by design: its last line scores [0, 100, …, 99900], which
-    # a Bernoulli RBM rejects (values are probabilities); the assertions before it pass
-    # (scores below -300, LIL = dense), and test_rbm_sparse.py::test_sparse_scores_equal_
-    # dense_scores_without_clipping checks them without the last line.
-    "test_score_samples*": (
-        "scores values up to 99900; a Bernoulli RBM refuses values outside [0, 1] by design",
-        ValueError),
 }
 
 #: test-name glob → why its pass depends on where rounding falls (non-strict xfail marks).

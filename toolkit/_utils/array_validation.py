@@ -18,9 +18,9 @@ import torch
 
 from toolkit._utils.param_validation import is_int, show_value
 
-__all__ = ["as_numeric_array", "as_tensor", "check_X", "check_X_shape", "check_dtype",
-           "numpy_random_state", "resolve_device", "resolve_dtype", "resolve_generator",
-           "to_output"]
+__all__ = ["all_finite", "as_numeric_array", "as_tensor", "check_X", "check_X_shape",
+           "check_dtype", "numpy_random_state", "resolve_device", "resolve_dtype",
+           "resolve_generator", "to_output"]
 
 
 def resolve_device(device: torch.device | str | None, *, where: str = "device"
@@ -94,13 +94,13 @@ def as_tensor(x: Any, *, where: str, arg: str = "X", dtype: torch.dtype | None =
     if min_rows and (t.ndim == 0 or t.shape[0] < min_rows):
         raise ValueError(f"{where}: {arg} must have at least {min_rows} row(s), got shape "
                          f"{tuple(t.shape)}")
-    if finite and t.is_floating_point() and not _all_finite(t):
+    if finite and t.is_floating_point() and not all_finite(t):
         raise ValueError(f"{where}: {arg} contains NaN or infinity; remove or impute those "
                          f"values")
     return t
 
 
-def _all_finite(t: torch.Tensor) -> bool:
+def all_finite(t: torch.Tensor) -> bool:
     """Whether every entry of ``t`` is finite: one sum in the common case (NaN and infinity
     survive a sum, so a finite sum proves finite entries; as scikit-learn's
     ``_assert_all_finite``), the entry-by-entry check only when the sum is not finite, which

@@ -16,6 +16,7 @@ from toolkit.algorithms.rbm import (
     BLOCK,
     BernoulliRBM,
     CDStep,
+    DataRangeWarning,
     RBMParams,
     cd_gradient,
     gibbs_chain,
@@ -197,7 +198,8 @@ def test_errors(seed: int) -> None:
                                          r"got shape \(9,\)"):
         BernoulliRBM(3).fit(X[0])
     rbm = BernoulliRBM(3, n_iter=1, random_state=seed).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM.score_samples: X must have values in \[0, 1\]"):
+    with pytest.warns(DataRangeWarning, match=r"BernoulliRBM.score_samples: X has values "
+                                              r"outside \[0, 1\]"):
         rbm.score_samples(X * 2)
     with pytest.raises(ValueError, match=r"BernoulliRBM.gibbs: X has 2 features"):
         rbm.gibbs(torch.zeros(2, 2))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import inspect
 import pickle
+import re
+import warnings
 from functools import partial
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,66 +17,46 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
 from sklearn.neural_network import BernoulliRBM as SkBernoulliRBM
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
 
-from toolkit.algorithms.rbm import BernoulliRBM, RBMParams, pseudo_log_likelihood
+from toolkit.algorithms.rbm import (
+    BernoulliRBM,
+    DataRangeWarning,
+    RBMParams,
+    pseudo_log_likelihood,
+)
 
-#: These checks fit on data they make themselves, with values outside [0, 1] (up to 9, or
-#: standardized blobs), which a Bernoulli RBM rejects (its data are probabilities; issue 12).
-#: scikit-learn has no tag that would make the checks scale their data into [0, 1]. Each of
-#: them runs instead on the same estimator behind MinMaxScaler(clip=True), where it passes
-#: (test_checks_that_need_other_data_pass_behind_a_scaler).
-OUT_OF_RANGE_DATA = {
-    name: "fits on the check's own data, with values outside [0, 1], which a Bernoulli RBM "
-          "rejects; run behind MinMaxScaler(clip=True) instead"
-    for name in (
-        "check_estimators_overwrite_params", "check_dont_overwrite_parameters",
-        "check_estimators_fit_returns_self", "check_readonly_memmap_input",
-        "check_n_features_in_after_fitting", "check_estimators_dtypes",
-        "check_pipeline_consistency", "check_estimators_pickle",
-        "check_f_contiguous_array_estimator", "check_transformer_data_not_an_array",
-        "check_transformer_general", "check_transformer_preserve_dtypes",
-        "check_methods_sample_order_invariance", "check_methods_subset_invariance",
-        "check_fit2d_1sample", "check_fit2d_1feature", "check_dict_unchanged",
-        "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
-        "check_fit2d_predict1d")}
-
-#: scikit-learn's Pipeline fits the step objects it holds as parameters, which these two checks
-#: forbid, so behind a scaler they test the Pipeline, not the RBM; test_fit_leaves_the_parameters_
-#: alone checks the same contract on BernoulliRBM itself.
-PIPELINE_OWN = ("check_estimators_overwrite_params", "check_dont_overwrite_parameters")
+#: Every check of scikit-learn's suite runs, and none is expected to fail: the checks fit on
+#: data of their own, with values outside [0, 1] (up to 100, or standardized blobs), which the
+#: RBM computes as scikit-learn's does, with the DataRangeWarning silenced here (issue 55).
+#: scikit-learn's own BernoulliRBM is expected to fail two of them (its score_samples draws a
+#: random unit per row, so it changes with the rows' order and batches); ours is the
+#: deterministic sum and passes. The one skip is scikit-learn's own (check_array_api_input runs
+#: only with SCIPY_ARRAY_API=1; the estimator computes in torch, not through the array API).
+ESTIMATORS = [
+    BernoulliRBM(),
+    BernoulliRBM(n_components=3, method="cd", k=2, chain="mean_field", momentum=0.5,
+                 shuffle=True, dtype="float64", random_state=0),
+]
 
 
-@parametrize_with_checks([BernoulliRBM()], expected_failed_checks=lambda _: OUT_OF_RANGE_DATA,
-                         xfail_strict=True)
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=lambda _: {}, xfail_strict=True)
+@pytest.mark.filterwarnings("ignore::toolkit.algorithms.rbm.DataRangeWarning")
 def test_sklearn_estimator_checks(estimator, check) -> None:
     check(estimator)
 
 
-def _checks_behind_a_scaler() -> list[Any]:
-    cases = []
-    for tag, rbm in (("default", BernoulliRBM(random_state=0)),
-                     ("cd2_mean_field", BernoulliRBM(n_components=3, method="cd", k=2,
-                                                     chain="mean_field", momentum=0.5,
-                                                     shuffle=True, dtype="float64",
-                                                     random_state=0))):
-        pipeline = make_pipeline(MinMaxScaler(clip=True), rbm)
-        for estimator, check in estimator_checks_generator(pipeline, legacy=True):
-            name = check.func.__name__ if isinstance(check, partial) else check.__name__
-            if name in OUT_OF_RANGE_DATA and name not in PIPELINE_OWN:
-                variant = ("-readonly_memmap" if isinstance(check, partial)
-                           and check.keywords.get("readonly_memmap") else "")
-                cases.append(pytest.param(estimator, check, id=f"{tag}-{name}{variant}"))
-    return cases
-
-
-@pytest.mark.parametrize(("estimator", "check"), _checks_behind_a_scaler())
-def test_checks_that_need_other_data_pass_behind_a_scaler(estimator, check) -> None:
-    check(estimator)
+def test_every_sklearn_check_is_listed_and_none_is_skipped_by_us() -> None:
+    names = {(check.func if isinstance(check, partial) else check).__name__
+             for _, check in estimator_checks_generator(ESTIMATORS[0], legacy=True)}
+    # the checks that failed on the [0, 1] refusal before issue 55, among those that now pass
+    assert {"check_transformer_general", "check_estimators_pickle", "check_fit_idempotent",
+            "check_methods_subset_invariance", "check_n_features_in"} <= names
+    assert len(names) >= 40
 
 
 def test_constructor_is_sklearns_then_the_toolkits() -> None:
@@ -259,6 +240,70 @@ def test_pipeline_with_logistic_regression_on_digits(seed: int) -> None:
     assert isinstance(ours.predict(X_test), np.ndarray)
 
 
+def _range_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, DataRangeWarning)]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_pipeline_behind_a_scaler_scores_as_sklearns_under_cross_validation(seed: int) -> None:
+    # issue 55: MinMaxScaler fitted on two folds maps the third slightly outside [0, 1]; the
+    # RBM computes there as scikit-learn's does (same pipeline, same folds, same seed)
+    X, y = load_digits(return_X_y=True)
+
+    def scores(rbm, clip: bool = False) -> tuple[np.ndarray, list[str]]:
+        pipe = Pipeline([("s", MinMaxScaler(clip=clip)), ("r", rbm), ("c", LogisticRegression())])
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            result = cross_val_score(pipe, X, y, cv=3)
+        return result, _range_warnings(record)
+
+    ours, said = scores(BernoulliRBM(n_components=32, n_iter=3, random_state=seed))
+    ref, _ = scores(SkBernoulliRBM(n_components=32, n_iter=3, random_state=seed))
+    # measured over seeds 0-2: ours 0.69-0.73, scikit-learn's 0.70-0.72, at most 0.019 apart
+    assert np.all(np.isfinite(ours)) and np.all(np.abs(ours - ref) < 0.05)
+    # one warning per transform of a test fold outside [0, 1], none for the training folds
+    assert 1 <= len(said) <= 3
+    assert all(m.startswith("BernoulliRBM.transform: X has values outside [0, 1]") for m in said)
+    # the advice, followed: the scaler clips, no warning, and the scores stay as close
+    clipped, said = scores(BernoulliRBM(n_components=32, n_iter=3, random_state=seed), clip=True)
+    assert said == [] and np.all(np.abs(clipped - ref) < 0.05)
+
+
+def test_values_outside_the_unit_interval_compute_as_in_sklearn(seed: int) -> None:
+    X, _ = _digits(40)
+    wide = X * 3 - 1  # in [-1, 2]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        rbm = BernoulliRBM(4, n_iter=2, random_state=seed).fit(wide)
+        rbm.partial_fit(wide)
+        hidden = rbm.transform(wide)
+        scores = rbm.score_samples(wide)
+        states = rbm.gibbs(wide)
+    said = _range_warnings(record)
+    # one warning per call, naming the call, the range, what it means and the fix
+    assert [m.split(":")[0] for m in said] == [
+        "BernoulliRBM.fit", "BernoulliRBM.partial_fit", "BernoulliRBM.transform",
+        "BernoulliRBM.score_samples", "BernoulliRBM.gibbs"]
+    assert all(re.search(r"X has values outside \[0, 1\] \(got values in \[-1, 2\]\); a "
+                         r"Bernoulli RBM reads each value as the probability that a visible unit "
+                         r"is on.*MinMaxScaler\(clip=True\)", m) for m in said)
+    assert np.all(np.isfinite(rbm.components_)) and np.all(np.isfinite(scores))
+    assert states.shape == wide.shape and states.dtype == bool
+    # the same numbers as scikit-learn's transform from the same parameters
+    sk = SkBernoulliRBM(4).fit(X[:2])
+    sk.components_, sk.intercept_visible_, sk.intercept_hidden_ = (
+        rbm.components_, rbm.intercept_visible_, rbm.intercept_hidden_)
+    np.testing.assert_allclose(hidden, sk.transform(wide), rtol=1e-12)
+    # in range: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataRangeWarning)
+        rbm.transform(X)
+    # the warning points at the caller's line, not at the toolkit
+    with pytest.warns(DataRangeWarning) as caught:
+        rbm.transform(wide)
+    assert caught[0].filename == __file__
+
+
 def test_grid_search_over_a_pipeline(seed: int) -> None:
     X, y = _digits(400)
     search = GridSearchCV(
@@ -272,15 +317,7 @@ def test_grid_search_over_a_pipeline(seed: int) -> None:
 
 def test_errors(seed: int) -> None:
     X, _ = _digits(20)
-    with pytest.raises(ValueError, match=r"BernoulliRBM.fit: X must have values in \[0, 1\] "
-                                         r"\(the probabilities that the visible units are on\), "
-                                         r"got values in \[0, 16\]; scale X into \[0, 1\]"):
-        BernoulliRBM(3).fit(X * 16)
-    with pytest.raises(ValueError, match=r"got values in \[-1, 0.5\]; Negative values in data"):
-        BernoulliRBM(3).fit(np.array([[-1.0, 0.5], [0.0, 0.2]]))
     rbm = BernoulliRBM(3, n_iter=1, random_state=seed).fit(X)
-    with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X must have values in \[0, 1\]"):
-        rbm.transform(X + 1)
     with pytest.raises(ValueError, match=r"BernoulliRBM.log_likelihood: X must be binary"):
         rbm.log_likelihood(X)
     with pytest.raises(ValueError, match=r"BernoulliRBM.transform: X has 2 features, but "

@@ -17,6 +17,7 @@ from toolkit.algorithms.rbm import (
     BLOCK,
     BernoulliRBM,
     CDStep,
+    DataRangeWarning,
     RBMParams,
     TrainState,
     cd_gradient,
@@ -251,10 +252,11 @@ def test_errors() -> None:
         train_cd(p, X, callback="print")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"train_cd: X must have shape \(n_samples, 9\)"):
         train_cd(p, X[:, :4])
-    with pytest.raises(ValueError, match=r"train_cd: X must have values in \[0, 1\]"):
-        train_cd(p, X * 2)
-    with pytest.raises(ValueError, match=r"train_cd: X must have values in \[0, 1\].*"
-                                         r"got values in \[nan, nan\]"):
+    # values outside [0, 1] train as given, with one warning (issue 55); NaN is refused
+    with pytest.warns(DataRangeWarning, match=r"train_cd: X has values outside \[0, 1\] \(got "
+                                              r"values in \[0, 2\]\)"):
+        train_cd(fresh(), X * 2)
+    with pytest.raises(ValueError, match=r"train_cd: X contains NaN or infinity"):
         train_cd(p, torch.where(X > 0, X, float("nan")))
     with pytest.raises(ValueError, match=r"train_cd: X must have at least one sample, got 0"):
         train_cd(p, X[:0])

@@ -10,7 +10,8 @@ The package is laid out so that the cut is easy to find:
 - :mod:`~toolkit.algorithms.rbm.training`: :func:`train_cd`, the one training loop (CD-k and
   PCD-k, with a ``callback`` that sees every update);
 - :mod:`~toolkit.algorithms.rbm.estimator`: :class:`BernoulliRBM`, a scikit-learn transformer
-  trained by that loop (scikit-learn's parameters, defaults and PCD-1; values in [0, 1]);
+  trained by that loop (scikit-learn's parameters, defaults and PCD-1; values in [0, 1],
+  others computed as scikit-learn does, with a :class:`DataRangeWarning`);
 - :mod:`~toolkit.algorithms.rbm.inputs`: what it accepts, dense data or scipy.sparse matrices
   read a block of rows at a time.
 """
@@ -29,6 +30,7 @@ from toolkit.algorithms.rbm.core import (
     sample_visible,
 )
 from toolkit.algorithms.rbm.estimator import BernoulliRBM
+from toolkit.algorithms.rbm.inputs import DataRangeWarning
 from toolkit.algorithms.rbm.likelihood import (
     MAX_EXACT_UNITS,
     AISResult,
@@ -47,6 +49,7 @@ __all__ = [
     "AISResult",
     "BernoulliRBM",
     "CDStep",
+    "DataRangeWarning",
     "RBMParams",
     "TrainState",
     "ais_log_partition",

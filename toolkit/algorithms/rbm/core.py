@@ -97,22 +97,6 @@ def check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
     return x
 
 
-def check_unit_interval(where: str, X: torch.Tensor, *, binary: bool = False) -> None:
-    """Values in [0, 1] (read as probabilities), or only 0 and 1 with ``binary``; NaN fails."""
-    if X.numel() == 0:
-        return
-    lo, hi = (float(t) for t in torch.aminmax(X))
-    if not (lo >= 0 and hi <= 1):  # written so that a NaN (which aminmax propagates) fails
-        negative = "; Negative values in data cannot be probabilities" if lo < 0 else ""
-        raise ValueError(f"{where}: X must have values in [0, 1] (the probabilities that the "
-                         f"visible units are on), got values in [{lo:g}, {hi:g}]{negative}; "
-                         f"scale X into [0, 1] first, e.g. load_digits().data / 16 or "
-                         f"sklearn.preprocessing.MinMaxScaler(clip=True)")
-    if binary and not bool(((X == 0) | (X == 1)).all()):
-        raise ValueError(f"{where}: X must be binary (only 0 and 1): a likelihood is defined "
-                         f"for binary states; threshold X (e.g. X > 0.5)")
-
-
 def is_column_major(W: torch.Tensor) -> bool:
     """Whether the matrix ``W`` is stored column by column (its transpose is contiguous) and
     not also row by row (a single row or column is both)."""

@@ -90,7 +90,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     ``b = intercept_visible_``, ``c = intercept_hidden_``; free energy
     ``F(v) = −b·v − Σ_j softplus(c_j + W_j·v)``. ``transform`` gives ``P(h=1|v) = σ(c + v Wᵀ)``.
     Data are values in [0, 1], read as the probabilities that the visible units are on (as in
-    scikit-learn, e.g. ``load_digits().data / 16``); values outside [0, 1] raise an error.
+    scikit-learn, e.g. ``load_digits().data / 16``). Values outside [0, 1] are computed as given,
+    as scikit-learn's ``BernoulliRBM`` computes them (a scaler fitted on training folds maps a test
+    fold slightly outside), with one :class:`~toolkit.algorithms.rbm.DataRangeWarning` per call
+    saying what they mean for the model and how to scale.
 
     Training is :func:`~toolkit.algorithms.rbm.train_cd`'s loop: each update draws negative
     samples with ``k`` Gibbs steps behind the block ``BLOCK = "rbm.negative_samples"``, takes the
@@ -198,7 +201,6 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True  # values in [0, 1]
         tags.input_tags.sparse = True  # densified a mini-batch or a chunk of rows at a time
         names = {"float32": "float32", torch.float32: "float32", "float64": "float64",
                  torch.float64: "float64"}
@@ -211,7 +213,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """Initialize and train for ``n_iter`` passes over ``X`` (n_samples, n_features).
 
-        ``X``: values in [0, 1]; ``y`` is ignored. Returns ``self``.
+        ``X``: values in [0, 1] (others with a warning, see the class docstring); ``y`` is
+        ignored. Returns ``self``.
         """
         where = "BernoulliRBM.fit"
         check_params("BernoulliRBM", self.get_params(deep=False), _CONSTRAINTS)

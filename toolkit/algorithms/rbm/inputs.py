@@ -6,11 +6,19 @@ array (CSR, CSC, COO, LIL, …) is kept sparse, as CSR rows in the computation's
 densified a block of rows at a time (:class:`SparseRows`): a mini-batch in training, a chunk of
 :data:`CHUNK_ELEMENTS` entries in ``transform``, ``score_samples`` and ``gibbs``, never the
 whole matrix. Both kinds give the same numbers: dense data pass through the same chunks.
+
+Values are read as the probabilities that the visible units are on, so they belong in [0, 1].
+Values outside it are computed as given, as scikit-learn's ``BernoulliRBM`` computes them (a
+scaler fitted on training folds maps a test fold slightly outside [0, 1], and a pipeline must not
+stop there), with one :class:`DataRangeWarning` per call that says what they mean for the model
+and how to scale (:func:`check_range`). Only the likelihood, defined for binary states, requires
+0 and 1.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,12 +26,41 @@ import numpy as np
 import torch
 
 from toolkit._utils.array_validation import check_X, check_X_shape
-from toolkit.algorithms.rbm.core import check_unit_interval
+from toolkit._utils.caller import user_stacklevel
 
-__all__ = ["CHUNK_ELEMENTS", "SparseRows", "batches", "check_data", "is_sparse", "map_rows"]
+__all__ = ["CHUNK_ELEMENTS", "DataRangeWarning", "SparseRows", "batches", "check_data",
+           "check_range", "is_sparse", "map_rows"]
 
 #: Entries densified (or computed) at once by :func:`map_rows`: 2**20, 8 MiB of float64.
 CHUNK_ELEMENTS = 2**20
+
+
+class DataRangeWarning(UserWarning):
+    """Data with values outside [0, 1] given to a Bernoulli RBM: computed as given, as
+    scikit-learn's ``BernoulliRBM`` does, but no longer probabilities of binary units."""
+
+
+def check_range(where: str, X: torch.Tensor, *, binary: bool = False) -> None:
+    """Warn once (:class:`DataRangeWarning`) when ``X`` has values outside [0, 1]; with
+    ``binary``, raise ``ValueError`` unless every value is 0 or 1. ``X``: finite values."""
+    if X.numel() == 0:
+        return
+    if binary:
+        if not bool(((X == 0) | (X == 1)).all()):
+            raise ValueError(f"{where}: X must be binary (only 0 and 1): a likelihood is defined "
+                             f"for binary states; threshold X (e.g. X > 0.5)")
+        return
+    lo, hi = (float(t) for t in torch.aminmax(X))
+    if lo >= 0 and hi <= 1:
+        return
+    warnings.warn(
+        f"{where}: X has values outside [0, 1] (got values in [{lo:g}, {hi:g}]); a Bernoulli "
+        f"RBM reads each value as the probability that a visible unit is on, so these are no "
+        f"probabilities: they are computed as given (as scikit-learn's BernoulliRBM does), "
+        f"driving the hidden units harder than any binary input can, and free energies or "
+        f"pseudo-likelihoods of them are no log-probabilities; scale X into [0, 1] first, "
+        f"e.g. with sklearn.preprocessing.MinMaxScaler(clip=True) or load_digits().data / 16",
+        DataRangeWarning, stacklevel=user_stacklevel())
 
 
 def is_sparse(X: Any) -> bool:
@@ -58,11 +95,12 @@ class SparseRows:
 def check_data(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
                n_features: int | None = None, binary: bool = False
                ) -> torch.Tensor | SparseRows:
-    """(n_samples, n_features) finite values in [0, 1] (only 0 and 1 with ``binary``), dense
-    as a tensor, sparse as :class:`SparseRows`; messages as for dense data."""
+    """(n_samples, n_features) finite values (only 0 and 1 with ``binary``; a warning for
+    values outside [0, 1], see :func:`check_range`), dense as a tensor, sparse as
+    :class:`SparseRows`; messages as for dense data."""
     if not is_sparse(X):
         Xt = check_X(where, X, device=device, dtype=dtype, n_features=n_features)
-        check_unit_interval(where, Xt, binary=binary)
+        check_range(where, Xt, binary=binary)
         return Xt
     if len(X.shape) != 2:
         raise ValueError(f"{where}: X must be 2-D (n_samples, n_features), got shape "
@@ -78,7 +116,7 @@ def check_data(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
         raise ValueError(f"{where}: X contains NaN or infinity; remove or impute those values")
     if csr.nnz < n * d:  # the implicit zeros are values too (for the range in the message)
         stored = torch.cat([stored, stored.new_zeros(1)])
-    check_unit_interval(where, stored, binary=binary)
+    check_range(where, stored, binary=binary)
     return SparseRows(csr, dtype, device)
 
 

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from toolkit._utils.array_validation import all_finite
 from toolkit._utils.param_validation import (
     Callable_,
     Generator,
@@ -50,13 +51,12 @@ from toolkit.algorithms.rbm.core import (
     cd_sum_weights,
     check_layer,
     check_rbm_params,
-    check_unit_interval,
     negative_chain,
     next_hidden,
     weighted_cd_loss,
 )
 from toolkit.algorithms.rbm.flat import FlatParams
-from toolkit.algorithms.rbm.inputs import batches
+from toolkit.algorithms.rbm.inputs import batches, check_range
 
 __all__ = ["CDStep", "TrainState", "train_cd"]
 
@@ -363,7 +363,8 @@ def train_cd(
 ) -> TrainState:
     """Train ``params`` in place by SGD on :func:`cd_loss` (CD-k or PCD-k); return the state.
 
-    Each epoch visits the rows of ``X`` (n_samples, n_visible), values in [0, 1], once in
+    Each epoch visits the rows of ``X`` (n_samples, n_visible), finite values in [0, 1] (values
+    outside are computed as given, with a warning: see ``rbm.inputs.check_range``), once in
     mini-batches of ``batch_size`` (in an order shuffled with ``generator`` unless
     ``shuffle=False``). Each update draws negative samples with ``k`` Gibbs steps of the given
     ``chain`` from the mini-batch (``method="cd"``) or from ``n_chains`` persistent chains
@@ -421,7 +422,9 @@ def train_cd(
     if X.shape[0] == 0:
         raise ValueError(f"{where}: X must have at least one sample, got 0 (shape "
                          f"{tuple(X.shape)})")
-    check_unit_interval(where, X)
+    if not all_finite(X):
+        raise ValueError(f"{where}: X contains NaN or infinity; remove or impute those values")
+    check_range(where, X)
     if state is not None and not isinstance(state, TrainState):
         raise TypeError(f"{where}: state must be a TrainState or None, got {type(state).__name__}")
     if state is not None and (state.persistent_chain is None) != (method == "cd"):
