@@ -205,8 +205,26 @@ def test_check_X_messages():
         check_X("Est.fit", np.ones((2, 2), dtype=complex), **kw)
     with pytest.raises(ValueError, match=r"Est\.fit: X contains NaN or infinity"):
         check_X("Est.fit", [[np.nan, 1.0]], **kw)
-    with pytest.raises(TypeError, match=r"Est\.fit: X must be an array-like of numbers"):
-        check_X("Est.fit", np.array([["a", "b"]], dtype=object), **kw)
+    # text that is no number: a ValueError, as scikit-learn's (issue 55); numbers as text convert
+    for text in (np.array([["a", "b"]], dtype=object), np.array([["a", "b"]])):
+        with pytest.raises(ValueError, match=r"Est\.fit: X must hold numbers; could not convert "
+                                             r"string to float"):
+            check_X("Est.fit", text, **kw)
+    np.testing.assert_array_equal(check_X("Est.fit", np.array([["1", "2.5"]]), **kw).numpy(),
+                                  [[1.0, 2.5]])
+    with pytest.raises(TypeError, match=r"Est\.fit: X must be an array-like of numbers or a "
+                                        r"tensor \(float\(\) argument"):
+        check_X("Est.fit", np.array([[{}, 1.0]], dtype=object), **kw)
+    with pytest.raises(ValueError, match=r"Est\.fit: X must be a rectangular array of numbers"):
+        check_X("Est.fit", [[1.0, 2.0], [3.0]], **kw)
+    # a meta tensor has no values; a sparse tensor is refused naming the conversion
+    with pytest.raises(ValueError, match=r"Est\.fit: X is on the 'meta' device, which holds a "
+                                         r"shape but no values"):
+        check_X("Est.fit", torch.empty(3, 2, device="meta"), **kw)
+    with pytest.raises(TypeError, match=r"Est\.fit: X must be a dense tensor, got layout "
+                                        r"torch\.sparse_coo; convert it with X\.to_dense\(\)"):
+        check_X("Est.fit", torch.eye(2).to_sparse(), **kw)
+    assert check_X("Est.fit", torch.eye(2).to_sparse().to_dense(), **kw).shape == (2, 2)
     import scipy.sparse
 
     with pytest.raises(TypeError, match=r"Est.fit: X must be dense; sparse input is not "):

@@ -19,7 +19,7 @@ import torch
 from toolkit._utils.param_validation import is_int, show_value
 
 __all__ = ["all_finite", "as_numeric_array", "as_tensor", "check_X", "check_X_shape",
-           "check_dtype", "numpy_random_state", "resolve_device", "resolve_dtype",
+           "check_dtype", "check_storage", "numpy_random_state", "resolve_device", "resolve_dtype",
            "resolve_generator", "to_output"]
 
 
@@ -76,13 +76,9 @@ def as_tensor(x: Any, *, where: str, arg: str = "X", dtype: torch.dtype | None =
     dimensions; ``finite`` rejects NaN and infinity; ``min_rows`` requires that many rows.
     """
     if isinstance(x, torch.Tensor):
-        t = x
+        t = check_storage(where, arg, x)
     else:
-        try:
-            t = torch.as_tensor(np.asarray(x))
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor, "
-                            f"got {type(x).__name__}") from err
+        t = torch.as_tensor(as_numeric_array(where, arg, x))
     if not (t.is_floating_point() or t.dtype in _REAL_DTYPES):
         raise TypeError(f"{where}: {arg} must hold real numbers, got dtype {t.dtype}")
     target = dtype if dtype is not None else (t.dtype if t.is_floating_point() else torch.float64)
@@ -151,19 +147,48 @@ def resolve_dtype(dtype: str | torch.dtype | None, X: Any) -> torch.dtype:
     return torch.float32 if kind in (torch.float32, np.float32) else torch.float64
 
 
+def check_storage(where: str, arg: str, t: torch.Tensor, *, allow_meta: bool = False
+                  ) -> torch.Tensor:
+    """``t`` if it is a dense tensor with values: a ``meta`` tensor (a shape, no values) is a
+    ``ValueError`` naming the device (unless ``allow_meta``: a function that computes no value
+    from the data, such as a softmax, follows torch and returns a meta result), a sparse or
+    other non-strided layout a ``TypeError`` naming the conversion."""
+    if t.device.type == "meta" and not allow_meta:
+        raise ValueError(f"{where}: {arg} is on the 'meta' device, which holds a shape but no "
+                         f"values; create it on a device with data ('cpu' or 'cuda')")
+    if t.layout != torch.strided:
+        raise TypeError(f"{where}: {arg} must be a dense tensor, got layout {t.layout}; "
+                        f"convert it with {arg}.to_dense()")
+    return t
+
+
 def as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:
-    """A real numeric numpy array from an array-like (object arrays of numbers are converted)."""
+    """A real numeric numpy array from an array-like: object and string arrays are converted
+    to float64 as scikit-learn converts them (text that is no number is a ``ValueError``, as
+    ``float("a")``; an object that is none a ``TypeError``)."""
     sparse = sys.modules.get("scipy.sparse")  # not imported: x cannot be a sparse matrix
     if sparse is not None and sparse.issparse(x):
         raise TypeError(f"{where}: {arg} must be dense; sparse input is not supported (got "
                         f"{type(x).__name__}), convert it with {arg}.toarray()")
     try:
         arr = np.asarray(x)
-        if arr.dtype == object:
+    except ValueError as err:  # ragged nested lists
+        raise ValueError(f"{where}: {arg} must be a rectangular array of numbers ({err})"
+                         ) from err
+    except TypeError as err:
+        raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor, got "
+                        f"{type(x).__name__} ({err})") from err
+    if arr.dtype.kind in "OUS":  # objects, str, bytes: numbers only if each converts
+        try:
             arr = arr.astype(np.float64)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor "
-                        f"({err})") from err
+        except ValueError as err:  # "could not convert string to float: 'a'"
+            raise ValueError(f"{where}: {arg} must hold numbers; {err}") from err
+        except TypeError as err:
+            raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor "
+                            f"({err})") from err
+    if arr.dtype.kind not in "biufc":  # datetimes, structured or void records
+        raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor, got "
+                        f"dtype {arr.dtype}")
     if np.iscomplexobj(arr):
         raise ValueError(f"{where}: {arg} must hold real numbers; Complex data not supported "
                          f"(got dtype {arr.dtype})")
@@ -181,12 +206,14 @@ def check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
     """
     if not isinstance(X, torch.Tensor):
         X = as_numeric_array(where, "X", X)
-    elif X.requires_grad:
-        raise ValueError(f"{where}: X is a tensor that requires grad; an estimator fits data, "
-                         f"not a graph: pass X.detach()")
-    elif X.is_complex():
-        raise ValueError(f"{where}: X must hold real numbers; Complex data not supported (got "
-                         f"dtype {X.dtype})")
+    else:
+        check_storage(where, "X", X)
+        if X.requires_grad:
+            raise ValueError(f"{where}: X is a tensor that requires grad; an estimator fits "
+                             f"data, not a graph: pass X.detach()")
+        if X.is_complex():
+            raise ValueError(f"{where}: X must hold real numbers; Complex data not supported "
+                             f"(got dtype {X.dtype})")
     if X.ndim != 2:
         raise ValueError(f"{where}: X must be 2-D (n_samples, n_features), got shape "
                          f"{tuple(X.shape)}; Reshape your data with X.reshape(-1, 1) if it has "

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from toolkit._utils.array_validation import check_dtype
+from toolkit._utils.array_validation import check_dtype, check_storage
 from toolkit._utils.param_validation import is_int
 
 
@@ -30,6 +30,10 @@ def as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str, arg: str =
         except (TypeError, ValueError, RuntimeError) as err:
             raise TypeError(f"{where}: {arg} must be a tensor or array-like of numbers, "
                             f"got {type(x).__name__}") from err
+    # a sparse x: its softmax is dense (exp(0) = 1 at every unstored entry), so it is refused
+    # with the conversion that gives it; torch.sparse.softmax is another function (unstored
+    # entries as -inf)
+    check_storage(where, arg, x, allow_meta=True)
     if dtype is not None:
         return x.to(dtype)
     if not x.is_floating_point():
