@@ -12,10 +12,35 @@ import numpy as np
 import pytest
 import torch
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
+from sklearn.preprocessing import MaxAbsScaler
 
 from toolkit.algorithms.em import GaussianMixture
 from toolkit.algorithms.rbm import BernoulliRBM
 from toolkit.algorithms.softmax import log_softmax, stable_softmax
+
+
+def _blobs(seed: int, n: int = 60, d: int = 3) -> np.ndarray:
+    rng = np.random.RandomState(seed)
+    return np.vstack([rng.randn(n // 2, d), rng.randn(n - n // 2, d) + 5.0])
+
+
+def test_data_whose_covariances_overflow_is_a_value_error_saying_so(seed: int) -> None:
+    X = _blobs(seed)
+    with pytest.raises(ValueError, match=r"^GaussianMixture\.fit: X overflows torch\.float64: "
+                                         r"its values reach \S+e\+300 in absolute value, and the "
+                                         r"covariances .* are not finite; scale X first, e\.g\. "
+                                         r"with sklearn\.preprocessing\.MaxAbsScaler"):
+        with warnings.catch_warnings():  # the k-means start meets the overflow first
+            warnings.simplefilter("ignore")
+            GaussianMixture(2, random_state=seed).fit(X * 1e300)
+    # scikit-learn's estimator fails on the same data with a ValueError too
+    with pytest.raises(ValueError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SkGaussianMixture(2, random_state=seed).fit(X * 1e300)
+    # the advice, followed: the scaled data fit as the data scaled from their original size do
+    scaled = GaussianMixture(2, random_state=seed).fit(MaxAbsScaler().fit_transform(X * 1e300))
+    ref = GaussianMixture(2, random_state=seed).fit(MaxAbsScaler().fit_transform(X))
+    np.testing.assert_allclose(scaled.means_, ref.means_, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("estimator", [GaussianMixture(2), BernoulliRBM(2, n_iter=1)],
@@ -43,6 +68,37 @@ def test_strings_are_a_value_error_as_in_sklearn(estimator, dtype: type) -> None
     # numbers written as text convert, as in scikit-learn
     numbers = np.array([["0.1", "0.9"], ["0.2", "0.8"], ["0.7", "0.3"]], dtype=dtype)
     assert estimator.fit(numbers).n_features_in_ == 2
+
+
+def test_predict_proba_warns_about_rows_without_probabilities(seed: int) -> None:
+    gm = GaussianMixture(2, random_state=seed).fit(_blobs(seed))
+    far = _blobs(seed + 1, n=6) * 1e200
+    with pytest.warns(RuntimeWarning, match=r"^GaussianMixture\.predict_proba: 6 of 6 rows of X "
+                                            r"have no defined responsibilities \(their "
+                                            r"probabilities are NaN\): their log-densities are "
+                                            r"-inf or NaN under every component \(e\.g\. row 0"):
+        proba = gm.predict_proba(far)
+    assert np.isnan(proba).all()
+    with pytest.warns(RuntimeWarning, match=r"^GaussianMixture\.predict: 6 of 6 rows .*labels "
+                                            r"are arbitrary"):
+        gm.predict(far)
+    # rows the model can place: no warning, probabilities that sum to one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(gm.predict_proba(_blobs(seed)).sum(1), 1.0, rtol=1e-12)
+
+
+def test_warm_start_with_other_features_names_n_features(seed: int) -> None:
+    X = _blobs(seed)
+    gm = GaussianMixture(2, warm_start=True, random_state=seed).fit(X)
+    with pytest.raises(ValueError, match=r"^GaussianMixture\.fit: X has 2 features, but "
+                                         r"GaussianMixture is expecting 3 features as input: "
+                                         r"warm_start=True continues the previous fit "
+                                         r"\(n_features_in_=3\); set warm_start=False to fit "
+                                         r"afresh$"):
+        gm.fit(X[:, :2])
+    np.testing.assert_array_equal(gm.means_.shape, (2, 3))  # the fitted model is untouched
+    assert gm.set_params(warm_start=False).fit(X[:, :2]).n_features_in_ == 2  # the advice works
 
 
 @pytest.mark.parametrize("fn", [stable_softmax, log_softmax])

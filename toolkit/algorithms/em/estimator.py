@@ -15,6 +15,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.validation import validate_data
 
 from toolkit._utils.array_validation import as_tensor, resolve_device
+from toolkit._utils.caller import user_stacklevel
 from toolkit._utils.param_validation import (
     Bool,
     Generator,
@@ -42,7 +43,12 @@ from toolkit.algorithms.em.inputs import (
     resolve_dtype,
     to_output,
 )
-from toolkit.algorithms.em.params import COVARIANCE_TYPES, GMMParams, one_model
+from toolkit.algorithms.em.params import (
+    COVARIANCE_TYPES,
+    CovarianceOverflowError,
+    GMMParams,
+    one_model,
+)
 from toolkit.core.stop_gradient import require_block
 
 __all__ = ["GaussianMixture"]
@@ -67,6 +73,27 @@ _CONSTRAINTS = {
     "m_step": [Options(*M_STEPS)],
     "dtype": [None, Options("float32", "float64", torch.float32, torch.float64)],
 }
+
+
+def _warn_undefined_rows(where: str, log_values: torch.Tensor, X: torch.Tensor, *,
+                         labels: bool = False) -> None:
+    """A ``RuntimeWarning`` when rows of ``log_values`` (n_samples, n_components) are NaN, or
+    ``-inf`` in every component: those rows have no defined responsibilities (and ``argmax``
+    picks an arbitrary component for them)."""
+    if log_values.numel() == 0:
+        return
+    bad = log_values.isnan().any(1) | (log_values == -math.inf).all(1)
+    count = int(bad.sum())
+    if not count:
+        return
+    first = int(bad.nonzero()[0, 0])
+    top = float(X[first].abs().max())
+    what = "labels are arbitrary" if labels else "probabilities are NaN"
+    warnings.warn(f"{where}: {count} of {len(bad)} rows of X have no defined responsibilities "
+                  f"(their {what}): their log-densities are -inf or NaN under every component "
+                  f"(e.g. row {first}, with values up to {top:.3g}: squared distances to the "
+                  f"means overflow {X.dtype}); scale X as the data the model was fitted on",
+                  RuntimeWarning, stacklevel=user_stacklevel())
 
 
 class _Progress:
@@ -243,6 +270,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
              ) -> GaussianMixture:
         """:meth:`fit` after the parameter checks."""
         Xt = check_X(where, X, device=device, dtype=resolve_dtype(self.dtype, X), min_samples=2)
+        if (self.warm_start and hasattr(self, "converged_")
+                and Xt.shape[1] != self.n_features_in_):  # continuing needs the same features
+            raise ValueError(f"{where}: X has {Xt.shape[1]} features, but GaussianMixture is "
+                             f"expecting {self.n_features_in_} features as input: warm_start="
+                             f"True continues the previous fit (n_features_in_="
+                             f"{self.n_features_in_}); set warm_start=False to fit afresh")
         validate_data(self, X, reset=True, skip_check_array=True)  # n_features_in_, names
         n, d = Xt.shape
         if n < self.n_components:
@@ -258,8 +291,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             require_block(BLOCK, where=where, why="the closed-form M-step is the maximizer of Q "
                           "with the responsibilities held constant; use m_step='gradient' to fit "
                           "without the block")
-        best, self.n_iter_, self.lower_bound_, self.lower_bounds_, self.converged_ = \
-            self._fit_em(Xt, w, rs, inits)
+        try:
+            best, self.n_iter_, self.lower_bound_, self.lower_bounds_, self.converged_ = \
+                self._fit_em(Xt, w, rs, inits)
+        except CovarianceOverflowError as err:  # the data's fault: say so in terms of X
+            top = float(Xt.abs().max())
+            raise ValueError(f"{where}: X overflows {Xt.dtype}: its values reach {top:.3g} in "
+                             f"absolute value, and the covariances of such values (sums of "
+                             f"squared deviations) are not finite; scale X first, e.g. with "
+                             f"sklearn.preprocessing.MaxAbsScaler (a StandardScaler squares "
+                             f"the values too, and overflows with them)") from err
         self._set_fitted(best, like=X)
         return self
 
@@ -393,15 +434,23 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return ((w * log_prob_norm).sum() / w.sum()).item()
 
     def predict_proba(self, X: Any) -> np.ndarray | torch.Tensor:
-        """Responsibilities ``p(z = k | x_n)``, shape (n_samples, n_components)."""
-        return to_output(self._e_step("predict_proba", X)[1].exp(), X)
+        """Responsibilities ``p(z = k | x_n)``, shape (n_samples, n_components).
+
+        A row whose log-density is ``-inf`` or NaN under every component (values so far from
+        the fitted means that their squares overflow) has no defined responsibilities: it
+        comes back as NaN, with a ``RuntimeWarning`` that counts such rows.
+        """
+        _, log_resp, Xt = self._e_step("predict_proba", X)
+        _warn_undefined_rows("GaussianMixture.predict_proba", log_resp, Xt)
+        return to_output(log_resp.exp(), X)
 
     def predict(self, X: Any) -> np.ndarray | torch.Tensor:
         """Most probable component of each sample, shape (n_samples,)."""
         Xt, p = self._prepare("predict", X)
-        labels = weighted_log_prob(Xt, p.weights, p.means, p.precisions_cholesky,
-                                   self.covariance_type).argmax(1)
-        return to_output(labels, X)
+        log_prob = weighted_log_prob(Xt, p.weights, p.means, p.precisions_cholesky,
+                                     self.covariance_type)
+        _warn_undefined_rows("GaussianMixture.predict", log_prob, Xt, labels=True)
+        return to_output(log_prob.argmax(1), X)
 
     def sample(self, n_samples: int = 1) -> tuple[Any, Any]:
         """Draw ``n_samples`` points; returns ``(X, y)`` grouped by component.

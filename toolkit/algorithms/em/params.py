@@ -14,6 +14,7 @@ import torch
 
 __all__ = [
     "COVARIANCE_TYPES",
+    "CovarianceOverflowError",
     "GMMParams",
     "from_unconstrained",
     "one_model",
@@ -27,6 +28,12 @@ _PD_ADVICE = ("Fitting the mixture model failed because some components have ill
               "empirical covariance (for instance caused by singleton or collapsed samples). "
               "Try to decrease the number of components, increase reg_covar, or scale the "
               "input data.")
+
+
+class CovarianceOverflowError(ValueError):
+    """The empirical covariances are not finite: the data's squares overflow the dtype (the
+    estimator says so in terms of its ``X``, as scikit-learn's "array must not contain infs or
+    NaNs" does in its own)."""
 
 
 class GMMParams(NamedTuple):
@@ -43,8 +50,14 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
     """``U`` (upper triangular) with ``U Uᵀ = Σ⁻¹``, batched over components.
 
     ``Σ = L Lᵀ`` (Cholesky) and ``U = L⁻ᵀ`` by one batched triangular solve. A covariance that is
-    not positive definite raises ``ValueError`` with scikit-learn's advice.
+    not positive definite raises ``ValueError`` with scikit-learn's advice; one that is not
+    finite (the data's squares overflowed) raises :class:`CovarianceOverflowError`.
     """
+    if not bool(torch.isfinite(covariances).all()):
+        raise CovarianceOverflowError(
+            f"Fitting the mixture model failed because the empirical covariances are not finite: "
+            f"the squared deviations of the data overflow {covariances.dtype}; scale the input "
+            f"data (e.g. sklearn.preprocessing.MaxAbsScaler)")
     if covariance_type in ("full", "tied"):
         L, info = torch.linalg.cholesky_ex(covariances)
         if (info != 0).any():
