@@ -14,6 +14,7 @@ import torch
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from sklearn.preprocessing import MaxAbsScaler
 
+from toolkit._utils.memory import allocation_errors
 from toolkit.algorithms.em import GaussianMixture
 from toolkit.algorithms.rbm import BernoulliRBM
 from toolkit.algorithms.softmax import log_softmax, stable_softmax
@@ -99,6 +100,45 @@ def test_warm_start_with_other_features_names_n_features(seed: int) -> None:
         gm.fit(X[:, :2])
     np.testing.assert_array_equal(gm.means_.shape, (2, 3))  # the fitted model is untouched
     assert gm.set_params(warm_start=False).fit(X[:, :2]).n_features_in_ == 2  # the advice works
+
+
+def test_an_impossible_allocation_is_a_memory_error(seed: int) -> None:
+    rbm = BernoulliRBM(2, n_iter=1, random_state=seed).fit(np.random.RandomState(seed).rand(10, 3))
+    # 2**58 rows of 3 float64 features: 6 EiB, more than any address space (torch's allocator)
+    with pytest.raises(MemoryError, match=r"^BernoulliRBM\.sample: not enough memory for "
+                                          r"n_samples=288230376151711744 of 3 features \(it "
+                                          r"asked for 6 EiB\); use smaller sizes"):
+        rbm.sample(2**58)
+    # a weight matrix of 2**37 × 2**20 float64 entries, 1 EiB (numpy's allocator)
+    with pytest.raises(MemoryError, match=r"^BernoulliRBM\.fit: not enough memory for X of shape "
+                                          r"\(2, 1048576\) with n_components=137438953472"):
+        BernoulliRBM(2**37, n_iter=1).fit(np.zeros((2, 2**20)))
+    gm = GaussianMixture(2, random_state=seed).fit(_blobs(seed))
+    with pytest.raises(MemoryError, match=r"^GaussianMixture\.sample: not enough memory for "
+                                          r"n_samples=288230376151711744 of 3 features"):
+        gm.sample(2**58)
+
+
+def test_allocation_errors_translates_only_allocation_failures() -> None:
+    torch_cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+                             "can't allocate memory: you tried to allocate 16000000000000 bytes. "
+                             "Error code 12 (Cannot allocate memory)")
+    with pytest.raises(MemoryError, match=r"^f: not enough memory for X of shape \(10, 1000000\) "
+                                          r"\(it asked for 14\.6 TiB\); use smaller sizes"):
+        with allocation_errors("f", "X of shape (10, 1000000)"):
+            raise torch_cpu
+    cuda = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    with pytest.raises(MemoryError, match=r"^g: not enough memory for n=5 \(it asked for "
+                                          r"20\.00 GiB\)"):
+        with allocation_errors("g", "n=5"):
+            raise cuda
+    with pytest.raises(RuntimeError, match=r"^shapes do not match$"):  # other errors pass through
+        with allocation_errors("f", "X"):
+            raise RuntimeError("shapes do not match")
+    # the innermost entry point's message is kept
+    with pytest.raises(MemoryError, match=r"^inner: "):
+        with allocation_errors("outer", "X"), allocation_errors("inner", "Y"):
+            raise torch_cpu
 
 
 @pytest.mark.parametrize("fn", [stable_softmax, log_softmax])

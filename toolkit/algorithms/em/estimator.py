@@ -16,6 +16,7 @@ from sklearn.utils.validation import validate_data
 
 from toolkit._utils.array_validation import as_tensor, resolve_device
 from toolkit._utils.caller import user_stacklevel
+from toolkit._utils.memory import allocation_errors, reports_allocation_failures
 from toolkit._utils.param_validation import (
     Bool,
     Generator,
@@ -73,6 +74,9 @@ _CONSTRAINTS = {
     "m_step": [Options(*M_STEPS)],
     "dtype": [None, Options("float32", "float64", torch.float32, torch.float64)],
 }
+
+#: The parameters that size the memory a call needs (named when an allocation fails).
+_SIZES = ("n_components", "covariance_type")
 
 
 def _warn_undefined_rows(where: str, log_values: torch.Tensor, X: torch.Tensor, *,
@@ -248,6 +252,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return gradient_m_step(X, None, params, covariance_type=self.covariance_type,
                                reg_covar=self.reg_covar, sample_weight=w, optimizer="rprop")
 
+    @reports_allocation_failures("GaussianMixture.fit", *_SIZES)
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> GaussianMixture:
         """Fit by EM (``n_init`` starts, keep the best lower bound); returns ``self``.
 
@@ -421,10 +426,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return (*e_step(Xt, p.weights, p.means, p.precisions_cholesky, self.covariance_type),
                 Xt)
 
+    @reports_allocation_failures("GaussianMixture.score_samples", *_SIZES)
     def score_samples(self, X: Any) -> np.ndarray | torch.Tensor:
         """Log-likelihood ``log p(x_n)`` of each sample, shape (n_samples,)."""
         return to_output(self._e_step("score_samples", X)[0], X)
 
+    @reports_allocation_failures("GaussianMixture.score", *_SIZES)
     def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
         """Mean (weighted) log-likelihood per sample."""
         log_prob_norm, _, Xt = self._e_step("score", X)
@@ -433,6 +440,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             return log_prob_norm.mean().item()
         return ((w * log_prob_norm).sum() / w.sum()).item()
 
+    @reports_allocation_failures("GaussianMixture.predict_proba", *_SIZES)
     def predict_proba(self, X: Any) -> np.ndarray | torch.Tensor:
         """Responsibilities ``p(z = k | x_n)``, shape (n_samples, n_components).
 
@@ -444,6 +452,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         _warn_undefined_rows("GaussianMixture.predict_proba", log_resp, Xt)
         return to_output(log_resp.exp(), X)
 
+    @reports_allocation_failures("GaussianMixture.predict", *_SIZES)
     def predict(self, X: Any) -> np.ndarray | torch.Tensor:
         """Most probable component of each sample, shape (n_samples,)."""
         Xt, p = self._prepare("predict", X)
@@ -470,13 +479,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                                 for a in (self.weights_, self.means_, self.covariances_))
         counts = rng.multinomial(n_samples, weights)
         ct = self.covariance_type
-        if ct in ("full", "tied"):
-            parts = [rng.multivariate_normal(mean, covs[j] if ct == "full" else covs, int(c))
-                     for j, (mean, c) in enumerate(zip(means, counts))]
-        else:
-            parts = [mean + rng.standard_normal(size=(int(c), means.shape[1])) * np.sqrt(cov)
-                     for mean, cov, c in zip(means, covs, counts)]
-        X = torch.as_tensor(np.vstack(parts))
+        with allocation_errors("GaussianMixture.sample",
+                               f"n_samples={n_samples} of {means.shape[1]} features"):
+            if ct in ("full", "tied"):
+                parts = [rng.multivariate_normal(mean, covs[j] if ct == "full" else covs, int(c))
+                         for j, (mean, c) in enumerate(zip(means, counts))]
+            else:
+                parts = [mean + rng.standard_normal(size=(int(c), means.shape[1])) * np.sqrt(cov)
+                         for mean, cov, c in zip(means, covs, counts)]
+            X = torch.as_tensor(np.vstack(parts))
         y = torch.cat([torch.full((int(c),), j, dtype=torch.int64)
                        for j, c in enumerate(counts)])
         like = self.means_
@@ -490,12 +501,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                       "spherical": k}[self.covariance_type]
         return int(cov_params + k * d + k - 1)
 
+    @reports_allocation_failures("GaussianMixture.bic", *_SIZES)
     def bic(self, X: Any) -> float:
         """Bayesian information criterion ``−2 n score + p log n`` (lower is better)."""
         log_prob_norm = self._e_step("bic", X)[0]
         n = len(log_prob_norm)
         return -2 * log_prob_norm.mean().item() * n + self._n_parameters() * math.log(n)
 
+    @reports_allocation_failures("GaussianMixture.aic", *_SIZES)
     def aic(self, X: Any) -> float:
         """Akaike information criterion ``−2 n score + 2 p`` (lower is better)."""
         log_prob_norm = self._e_step("aic", X)[0]

@@ -27,6 +27,7 @@ from toolkit._utils.array_validation import (
     resolve_dtype,
     to_output,
 )
+from toolkit._utils.memory import allocation_errors, reports_allocation_failures
 from toolkit._utils.param_validation import (
     Bool,
     Callable_,
@@ -210,6 +211,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     # ---- fitting ---------------------------------------------------------------------------
 
+    @reports_allocation_failures("BernoulliRBM.fit", "n_components")
     def fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """Initialize and train for ``n_iter`` passes over ``X`` (n_samples, n_features).
 
@@ -228,6 +230,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
                                      shuffle=self.shuffle, like=X, report=True)
         return self
 
+    @reports_allocation_failures("BernoulliRBM.partial_fit", "n_components")
     def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """One update with all of ``X`` as the mini-batch (initializing on the first call), as
         scikit-learn's ``partial_fit``. Returns ``self``."""
@@ -371,12 +374,14 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         validate_data(self, X, reset=False, skip_check_array=True)  # feature names
         return params, Xt
 
+    @reports_allocation_failures("BernoulliRBM.transform", "n_components")
     def transform(self, X: Any) -> np.ndarray | torch.Tensor:
         """Hidden probabilities ``P(h=1|v=X) = σ(c + X Wᵀ)``, shape (n_samples, n_components)."""
         (W, _, c), Xt = self._prepare("transform", X)
         with torch.no_grad():
             return to_output(map_rows(lambda v: torch.sigmoid(F.linear(v, W, c)), Xt), X)
 
+    @reports_allocation_failures("BernoulliRBM.score_samples", "n_components")
     def score_samples(self, X: Any) -> np.ndarray | torch.Tensor:
         """Pseudo-log-likelihood ``Σ_i log P(v_i | v_{−i})`` of each sample (deterministic).
 
@@ -387,6 +392,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         with torch.no_grad():
             return to_output(map_rows(lambda v: pseudo_log_likelihood(params, v), Xt), X)
 
+    @reports_allocation_failures("BernoulliRBM.gibbs", "n_components")
     def gibbs(self, v: Any) -> np.ndarray | torch.Tensor:
         """One Gibbs step ``v → h → v`` with sampled states (scikit-learn's ``gibbs``): a
         boolean array (or tensor) of visible states, shape (n_samples, n_features)."""
@@ -422,7 +428,9 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         check("BernoulliRBM.sample", "n_steps", n_steps, [Integer(1)])
         W = params.weights
         generator = self._generator(W.device)
-        with torch.no_grad():
+        with (torch.no_grad(),
+              allocation_errors("BernoulliRBM.sample", f"n_samples={n_samples} of "
+                                f"{W.shape[1]} features")):
             v = bernoulli(W.new_full((n_samples, W.shape[1]), 0.5), generator)
             v = gibbs_steps(params, v, n_steps, False, generator)
         self._rng_state = generator.get_state()
