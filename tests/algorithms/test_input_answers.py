@@ -13,8 +13,11 @@ import pytest
 import torch
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from sklearn.preprocessing import MaxAbsScaler
+from torch import nn
 
+from toolkit import compare_gradients
 from toolkit._utils.memory import allocation_errors
+from toolkit.algorithms.adversarial import pgd
 from toolkit.algorithms.em import GaussianMixture
 from toolkit.algorithms.rbm import BernoulliRBM
 from toolkit.algorithms.softmax import log_softmax, stable_softmax
@@ -154,3 +157,53 @@ def test_softmax_of_a_sparse_tensor_is_refused_naming_the_conversion(fn) -> None
     # the advice, followed, gives torch's dense result
     expected = torch.softmax(dense, 1) if fn is stable_softmax else torch.log_softmax(dense, 1)
     torch.testing.assert_close(fn(dense.to_sparse().to_dense(), dim=1), expected)
+
+
+class _TwoHeads(nn.Module):
+    """A model returning (logits, features), as many vision models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.body(x), x
+
+
+def test_pgd_answers_what_torch_users_pass_by_mistake(seed: int) -> None:
+    torch.manual_seed(seed)
+    model = nn.Linear(3, 2)
+    x, y = torch.rand(4, 3), torch.tensor([0, 1, 0, 1])
+    kw = {"eps": 0.1, "alpha": 0.05, "steps": 2, "generator": torch.Generator().manual_seed(seed)}
+    with pytest.raises(TypeError, match=r"^pgd: y must hold integer class labels \(int64\) for "
+                                        r"the default cross-entropy loss, got dtype "
+                                        r"torch\.float32; pass y\.long\(\)"):
+        pgd(model, x, y.float(), **kw)
+    two = _TwoHeads()
+    with pytest.raises(TypeError, match=r"^pgd: model must return a tensor of logits "
+                                        r"\(n, n_classes\), got tuple; wrap a model with several "
+                                        r"outputs, e\.g\. lambda x: model\(x\)\[0\]$"):
+        pgd(two, x, y, **kw)
+    with pytest.raises(ValueError, match=r"^pgd: model must return logits of shape \(4, "
+                                         r"n_classes\) for the default cross-entropy loss, got "
+                                         r"shape \(4,\)"):
+        pgd(lambda z: model(z)[:, 0], x, y, **kw)
+    with pytest.raises(ValueError, match=r"^pgd: model's output must depend on x through "
+                                         r"autograd, got an output with no gradient path to x"):
+        pgd(lambda z: model(z).detach(), x, y, **kw)
+    with pytest.raises(ValueError, match=r"^pgd: y must have shape \(4,\) to match x"):
+        pgd(model, x, y[:3], **kw)
+    # the advice, followed: the same attack as on a plain model
+    reference = pgd(model, x, y, **{**kw, "generator": torch.Generator().manual_seed(seed)})
+    fixed = pgd(model, x, y.float().long(), **{**kw, "generator": torch.Generator().manual_seed(seed)})
+    torch.testing.assert_close(fixed, reference, rtol=0, atol=0)
+    two.body.load_state_dict(model.state_dict())
+    wrapped = pgd(lambda z: two(z)[0], x, y, **{**kw, "generator": torch.Generator().manual_seed(seed)})
+    torch.testing.assert_close(wrapped, reference, rtol=0, atol=0)
+
+
+def test_compare_gradients_names_a_loss_fn_that_is_not_callable() -> None:
+    w = torch.ones(2, requires_grad=True)
+    with pytest.raises(TypeError, match=r"^compare_gradients: loss_fn must be a callable, got 5$"):
+        compare_gradients(5, [w])  # type: ignore[arg-type]
+    assert compare_gradients(lambda: (w * w).sum(), [w]).overall.cosine == pytest.approx(1.0)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from toolkit._utils.formatting import fmt
+from toolkit._utils.param_validation import Callable_, check
 from toolkit.core.stop_gradient import disable_blocks
 from toolkit.lens.graph_walk import nodes, output_roots
 
@@ -194,6 +195,7 @@ def compare_gradients(
     >>> cmp.blocked["param"], cmp.unblocked["param"]
     (tensor([1., 2.]), tensor([2., 4.]))
     """
+    check("compare_gradients", "loss_fn", loss_fn, [Callable_])
     named = _named_params(params, where="compare_gradients")
     for key, value in named.items():
         if not value.requires_grad:

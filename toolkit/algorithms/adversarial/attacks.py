@@ -54,6 +54,7 @@ from toolkit.algorithms.adversarial.batches import (
     check_bounds,
     check_inputs,
     check_labels,
+    check_logits,
     model_device,
 )
 from toolkit.core import as_constant
@@ -157,6 +158,7 @@ class Objective:
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.model(x)
         if not self.checked:
+            check_logits(self.where, logits, x.shape[0], self.loss_fn is not None)
             check_labels(self.where, self.y, logits)
         if self.loss_fn is None:
             losses = F.cross_entropy(logits, self.y, reduction="none")
@@ -228,6 +230,11 @@ def _run_pgd(objective: Objective, x: torch.Tensor, eps: float, alpha: float, st
             if not x_adv.requires_grad:
                 x_adv.requires_grad_(True)
             losses, _ = objective(x_adv)
+            if not losses.requires_grad:
+                raise ValueError(f"{objective.where}: model's output must depend on x through "
+                                 f"autograd, got an output with no gradient path to x (the "
+                                 f"model detaches it or runs under torch.no_grad()); the attack "
+                                 f"ascends the gradient of the loss with respect to x")
             (grad,) = torch.autograd.grad(losses.sum(), x_adv, create_graph=create_graph)
         if norm == "linf":  # x + α sign(g), projected onto the box (one clamp)
             x_adv = torch.add(x_adv, grad.sign(), alpha=sign * alpha).clamp(box_lo, box_hi)

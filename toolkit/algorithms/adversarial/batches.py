@@ -34,7 +34,8 @@ from torch.utils.data import Dataset, IterableDataset, TensorDataset, default_co
 
 from toolkit._utils.array_validation import as_tensor
 
-__all__ = ["Batches", "check_bounds", "check_inputs", "check_labels", "model_device"]
+__all__ = ["Batches", "check_bounds", "check_inputs", "check_labels", "check_logits",
+           "model_device"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 Bounds = tuple[float, float] | None
@@ -95,6 +96,10 @@ def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: 
         return
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{where}: x contains NaN or infinity; remove or impute those values")
+    if not custom_loss and y.dtype not in (torch.int64, torch.uint8):
+        raise TypeError(f"{where}: y must hold integer class labels (int64) for the default "
+                        f"cross-entropy loss, got dtype {y.dtype}; pass y.long(), or a loss_fn "
+                        f"for other targets")
     if not (y.is_floating_point() or y.is_complex()) and y.numel() and int(y.min()) < 0:
         raise ValueError(f"{where}: y must hold class labels >= 0, got {int(y.min())}")
     if bounds is not None:
@@ -103,6 +108,19 @@ def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: 
         if x_min < lo or x_max > hi:
             raise ValueError(f"{where}: x must lie within bounds ({lo}, {hi}), got values in "
                              f"[{x_min:.4g}, {x_max:.4g}]; pass bounds=None for unbounded inputs")
+
+
+def check_logits(where: str, logits: object, n: int, custom_loss: bool) -> torch.Tensor:
+    """The model's output: a tensor, of shape (n, n_classes) for the default cross-entropy."""
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"{where}: model must return a tensor of logits (n, n_classes), got "
+                        f"{type(logits).__name__}; wrap a model with several outputs, e.g. "
+                        f"lambda x: model(x)[0]")
+    if not custom_loss and (logits.ndim != 2 or logits.shape[0] != n):
+        raise ValueError(f"{where}: model must return logits of shape ({n}, n_classes) for the "
+                         f"default cross-entropy loss, got shape {tuple(logits.shape)}; pass a "
+                         f"loss_fn for other outputs")
+    return logits
 
 
 def check_labels(where: str, y: torch.Tensor, logits: torch.Tensor) -> None:
