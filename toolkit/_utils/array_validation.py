@@ -19,7 +19,7 @@ import torch
 from toolkit._utils.param_validation import is_int, show_value
 
 __all__ = ["all_finite", "as_numeric_array", "as_tensor", "check_X", "check_X_shape",
-           "check_dtype", "check_storage", "numpy_random_state", "resolve_device", "resolve_dtype",
+           "check_dtype", "check_storage", "check_tensor", "numpy_random_state", "resolve_device", "resolve_dtype",
            "resolve_generator", "to_output"]
 
 
@@ -160,6 +160,39 @@ def check_storage(where: str, arg: str, t: torch.Tensor, *, allow_meta: bool = F
         raise TypeError(f"{where}: {arg} must be a dense tensor, got layout {t.layout}; "
                         f"convert it with {arg}.to_dense()")
     return t
+
+
+def check_tensor(where: str, arg: str, x: Any, *, ndim: int | tuple[int, ...] | None = None,
+                 floating: bool = True, like: torch.Tensor | None = None,
+                 like_name: str = "the parameters", allow_meta: bool = False) -> torch.Tensor:
+    """``x`` if it is a dense tensor of the kind a torch-facing function computes with.
+
+    ``floating``: a floating dtype (else any real dtype); ``ndim``: that many dimensions (or
+    one of several); ``like``: the dtype and device of ``like`` (the parameters ``x`` meets in
+    a product, called ``like_name`` in messages). A wrong kind is a ``TypeError``, a wrong shape or device a ``ValueError``;
+    each names ``where`` and ``arg`` and says what to pass instead.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{where}: {arg} must be a torch.Tensor, got {show_value(x)}"
+                        + ("; convert it with torch.as_tensor(...)"
+                           if isinstance(x, (np.ndarray, list, tuple)) else ""))
+    check_storage(where, arg, x, allow_meta=allow_meta or (
+        like is not None and like.device.type == "meta"))
+    if x.is_complex() or (floating and not x.is_floating_point()) or (
+            not floating and not (x.is_floating_point() or x.dtype in _REAL_DTYPES)):
+        kind = "a floating-point" if floating else "a real-valued"
+        raise TypeError(f"{where}: {arg} must be {kind} tensor, got dtype {x.dtype}"
+                        + (f"; pass {arg}.to({like.dtype})" if like is not None else ""))
+    if ndim is not None and x.ndim not in ((ndim,) if isinstance(ndim, int) else ndim):
+        raise ValueError(f"{where}: {arg} must be {ndim}-D, got shape {tuple(x.shape)}")
+    if like is not None:
+        if x.dtype != like.dtype:
+            raise TypeError(f"{where}: {arg} must have the dtype of {like_name}, "
+                            f"{like.dtype}, got {x.dtype}; pass {arg}.to({like.dtype})")
+        if x.device != like.device:
+            raise ValueError(f"{where}: {arg} is on {x.device}, but {like_name} is on "
+                             f"{like.device}; pass {arg}.to({str(like.device)!r})")
+    return x
 
 
 def as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:

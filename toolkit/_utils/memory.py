@@ -12,25 +12,33 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["allocation_errors", "is_allocation_failure", "reports_allocation_failures"]
+__all__ = ["allocation_errors", "is_allocation_failure", "reports_allocation_failures",
+           "sized_by"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_TORCH_CPU = "can't allocate memory"
+_TORCH_CPU = ("can't allocate memory", "Storage size calculation overflowed")
 _BYTES = re.compile(r"allocate (\d+) bytes")
 _SIZE = re.compile(r"(?:Tried to allocate|Unable to allocate) ([\d.]+ ?[KMGTPE]i?B)")
 
 
+#: torch's words for a size beyond int64 (``torch.empty(10**20)``), a request no memory holds
+_BEYOND_INT64 = "Overflow when unpacking long"
+
+
 def is_allocation_failure(err: BaseException) -> bool:
-    """Whether ``err`` says that memory could not be allocated (torch CPU or CUDA, numpy)."""
+    """Whether ``err`` says that memory could not be allocated (torch CPU or CUDA, numpy), or
+    that a size was beyond what torch can even ask for (more than 2**63 - 1 elements)."""
     return (isinstance(err, (MemoryError, torch.OutOfMemoryError))
-            or (isinstance(err, RuntimeError) and _TORCH_CPU in str(err)))
+            or (isinstance(err, RuntimeError) and any(m in str(err) for m in _TORCH_CPU))
+            or (isinstance(err, TypeError) and _BEYOND_INT64 in str(err)))
 
 
 def _bytes(n: int) -> str:
@@ -62,7 +70,7 @@ def allocation_errors(where: str, what: str) -> Iterator[None]:
     """
     try:
         yield
-    except (RuntimeError, MemoryError) as err:
+    except (RuntimeError, MemoryError, TypeError) as err:
         if not is_allocation_failure(err) or getattr(err, "toolkit_where", None):
             raise
         new = MemoryError(f"{where}: not enough memory for {what}{_amount(err)}; use smaller "
@@ -86,5 +94,22 @@ def reports_allocation_failures(where: str, *params: str) -> Callable[[F], F]:
         def wrapper(self: Any, X: Any = None, *args: Any, **kwargs: Any) -> Any:
             with allocation_errors(where, _describe(X, self, params)):
                 return method(self, X, *args, **kwargs)
+        return wrapper  # type: ignore[return-value]
+    return decorate
+
+
+def sized_by(*names: str, where: str | None = None) -> Callable[[F], F]:
+    """Decorate a function whose arguments ``names`` size what it allocates (``n_states``,
+    ``n_actions``) with :func:`allocation_errors`, naming it (or ``where``: a class for its
+    ``__init__``) and those arguments' values."""
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind_partial(*args, **kwargs).arguments
+            what = ", ".join(f"{n}={bound[n]!r}" for n in names if n in bound)
+            with allocation_errors(where or fn.__name__, what):
+                return fn(*args, **kwargs)
         return wrapper  # type: ignore[return-value]
     return decorate

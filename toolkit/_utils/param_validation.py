@@ -186,8 +186,12 @@ def _as_constraint(c: Constraint | None) -> Constraint:
 
 
 def show_value(value: object) -> str:
-    """``value`` as an error message shows it: short, with its type unless it is a scalar."""
-    text = repr(value)
+    """``value`` as an error message shows it: short, on one line, with its type unless it is a
+    scalar (an array or tensor by its shape and dtype, not its values)."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None and not isinstance(value, numbers.Number):
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    text = " ".join(repr(value).split())
     if len(text) > 80:
         text = text[:77] + "..."
     return text if isinstance(value, (str, numbers.Number, type(None))) else (

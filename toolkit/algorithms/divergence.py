@@ -16,7 +16,6 @@ train_cd: the weights became non-finite (inf or nan) at update 3 (epoch 1); trai
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -210,10 +209,7 @@ class UpdateCheck:
 
 def warn_divergence(divergence: Divergence) -> None:
     """Warn, with a :class:`DivergenceWarning` attributed to the caller's own code (the first
-    frame outside this package), that a loop stopped at ``divergence``."""
+    frame outside the toolkit and scikit-learn), that a loop stopped at ``divergence``."""
     warnings.warn(f"{divergence}. Lower the learning rate (or the weight decay), or check the "
                   f"data and the initial parameters for extreme values.", DivergenceWarning,
-                  stacklevel=user_stacklevel(_PACKAGE_DIR))
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+                  stacklevel=user_stacklevel())

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from toolkit._utils.param_validation import show_value
 from toolkit._utils.trees import tree_map
 
 __all__ = [
@@ -93,7 +94,7 @@ class BlockNotSwitchableError(RuntimeError):
 def _check_name(name: object, *, where: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"{where}: name must be a str (a dotted name such as 'em.responsibilities'), "
-                        f"got {type(name).__name__} {name!r}")
+                        f"got {show_value(name)}")
     if not name:
         raise ValueError(f"{where}: name must be a non-empty dotted string such as "
                          f"'em.responsibilities', got ''")
@@ -297,7 +298,7 @@ class disable_blocks(contextlib.ContextDecorator):
         for pattern in patterns:
             if not isinstance(pattern, str):
                 raise TypeError(f"disable_blocks: patterns must be str (fnmatch globs such as "
-                                f"'em.*'), got {type(pattern).__name__} {pattern!r}")
+                                f"'em.*'), got {show_value(pattern)}")
             if not pattern:
                 raise ValueError("disable_blocks: a pattern must be a non-empty glob such as "
                                  "'em.*'; call disable_blocks() with no argument to disable all")
