@@ -28,7 +28,13 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._utils.array_validation import (
+    as_tensor,
+    check_dtype,
+    check_tensor,
+    resolve_device,
+)
+from toolkit._utils.memory import allocation_errors
 from toolkit._utils.param_validation import Bool, Integer, Options, Real, check, check_params
 from toolkit.core.stop_gradient import as_constant, require_block
 
@@ -78,8 +84,8 @@ def check_rbm_params(params: Any, where: str) -> RBMParams:
                         f"got {type(params).__name__}")
     W, b, c = params
     for name, t in (("weights", W), ("visible_bias", b), ("hidden_bias", c)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{where}: params.{name} must be a torch.Tensor, got {type(t).__name__}")
+        check_tensor(where, f"params.{name}", t, allow_meta=True,
+                     like=None if name == "weights" else W)
     if W.dim() != 2 or b.shape != (W.shape[1],) or c.shape != (W.shape[0],):
         raise ValueError(f"{where}: params must have weights (n_hidden, n_visible), visible_bias "
                          f"(n_visible,) and hidden_bias (n_hidden,); got {tuple(W.shape)}, "
@@ -87,10 +93,11 @@ def check_rbm_params(params: Any, where: str) -> RBMParams:
     return RBMParams(W, b, c)
 
 
-def check_layer(x: Any, size: int, where: str, arg: str) -> torch.Tensor:
-    """``x`` if it is a (n_samples, ``size``) tensor; errors name ``where`` and ``arg``."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{where}: {arg} must be a torch.Tensor, got {type(x).__name__}")
+def check_layer(x: Any, size: int, where: str, arg: str, *,
+                like: torch.Tensor | None = None) -> torch.Tensor:
+    """``x`` if it is a dense (n_samples, ``size``) tensor, floating with the dtype and device
+    of ``like`` (the weights) when given, else real-valued; errors name ``where`` and ``arg``."""
+    check_tensor(where, arg, x, floating=like is not None, like=like)
     if x.dim() != 2 or x.shape[1] != size:
         raise ValueError(f"{where}: {arg} must have shape (n_samples, {size}), "
                          f"got {tuple(x.shape)}")
@@ -338,12 +345,14 @@ def init_params(
                   "init": [Options("normal", "uniform")], "scale": [None, Real(0)]})
     dtype = check_dtype(where, dtype)
     device = resolve_device(device, where=where)
-    if init == "normal":
-        scale = 0.01 if scale is None else scale
-        W = torch.randn(n_hidden, n_visible, generator=generator, dtype=torch.float64) * scale
-    else:
-        scale = 0.1 if scale is None else scale
-        W = (torch.rand(n_hidden, n_visible, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+    with allocation_errors(where, f"n_hidden={n_hidden} × n_visible={n_visible} weights"):
+        if init == "normal":
+            scale = 0.01 if scale is None else scale
+            W = torch.randn(n_hidden, n_visible, generator=generator, dtype=torch.float64) * scale
+        else:
+            scale = 0.1 if scale is None else scale
+            W = (torch.rand(n_hidden, n_visible, generator=generator, dtype=torch.float64) * 2
+                 - 1) * scale
     if visible_bias is None:
         b = torch.zeros(n_visible, dtype=torch.float64)
     else:
@@ -367,7 +376,7 @@ def free_energy(params: RBMParams, v: torch.Tensor) -> torch.Tensor:
     -2.079
     """
     params = check_rbm_params(params, "free_energy")
-    check_layer(v, params.weights.shape[1], "free_energy", "v")
+    check_layer(v, params.weights.shape[1], "free_energy", "v", like=params.weights)
     return _free_energy(params, v)
 
 
@@ -376,7 +385,7 @@ def sample_hidden(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``P(h=1|v) = σ(c + v Wᵀ)`` and a binary sample from it, both (n_samples, n_hidden)."""
     W, _, c = check_rbm_params(params, "sample_hidden")
-    check_layer(v, W.shape[1], "sample_hidden", "v")
+    check_layer(v, W.shape[1], "sample_hidden", "v", like=W)
     p = torch.sigmoid(torch.addmm(c, v, W.T))
     return p, bernoulli(p, generator)
 
@@ -386,7 +395,7 @@ def sample_visible(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``P(v=1|h) = σ(b + h W)`` and a binary sample from it, both (n_samples, n_visible)."""
     W, b, _ = check_rbm_params(params, "sample_visible")
-    check_layer(h, W.shape[0], "sample_visible", "h")
+    check_layer(h, W.shape[0], "sample_visible", "h", like=W)
     p = torch.sigmoid(torch.addmm(b, h, W))
     return p, bernoulli(p, generator)
 
@@ -413,7 +422,8 @@ def gibbs_chain(
     params = check_rbm_params(params, "gibbs_chain")
     _check_k(k, "gibbs_chain")
     check("gibbs_chain", "mean_field", mean_field, [Bool])
-    check_layer(v, params.weights.shape[1], "gibbs_chain", "v")
+    check_layer(v, params.weights.shape[1], "gibbs_chain", "v",
+                like=params.weights)
     return gibbs_steps(params, v, k, mean_field, generator)
 
 
@@ -451,7 +461,8 @@ def negative_samples(
     _check_k(k, where)
     check(where, "chain", chain, [Options(*CHAINS)])
     check(where, "from_hidden", from_hidden, [Bool])
-    check_layer(start, params.weights.shape[0 if from_hidden else 1], where, "start")
+    check_layer(start, params.weights.shape[0 if from_hidden else 1], where, "start",
+                like=params.weights)
     return negative_chain(params, start, k, chain == "mean_field", generator, where, from_hidden)
 
 
@@ -475,8 +486,8 @@ def cd_loss(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) -> t
     # update (and the maximum-likelihood gradient it approximates) differentiates the free
     # energy at fixed samples: no gradient may flow back through the chain that produced them.
     params = check_rbm_params(params, "cd_loss")
-    check_layer(v_data, params.weights.shape[1], "cd_loss", "v_data")
-    check_layer(v_model, params.weights.shape[1], "cd_loss", "v_model")
+    check_layer(v_data, params.weights.shape[1], "cd_loss", "v_data", like=params.weights)
+    check_layer(v_model, params.weights.shape[1], "cd_loss", "v_model", like=params.weights)
     return weighted_cd_loss(params, v_data, v_model)
 
 
@@ -487,8 +498,8 @@ def cd_gradient(params: RBMParams, v_data: torch.Tensor, v_model: torch.Tensor) 
     ``dc = −(mean p(h|v_d) − mean p(h|v_m))``. Returned as :class:`RBMParams` of gradients.
     """
     W, _, c = check_rbm_params(params, "cd_gradient")
-    check_layer(v_data, W.shape[1], "cd_gradient", "v_data")
-    check_layer(v_model, W.shape[1], "cd_gradient", "v_model")
+    check_layer(v_data, W.shape[1], "cd_gradient", "v_data", like=W)
+    check_layer(v_model, W.shape[1], "cd_gradient", "v_model", like=W)
     with torch.no_grad():
         hd = torch.sigmoid(torch.addmm(c, v_data, W.T))
         hm = torch.sigmoid(torch.addmm(c, v_model, W.T))

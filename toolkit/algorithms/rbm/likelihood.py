@@ -18,6 +18,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from toolkit._utils.array_validation import as_tensor
 from toolkit._utils.param_validation import Integer, check, is_int
 from toolkit.algorithms.rbm.core import (
     RBMParams,
@@ -117,7 +118,7 @@ def log_likelihood(
     estimate for larger models.
     """
     params = check_rbm_params(params, "log_likelihood")
-    check_layer(v, params.weights.shape[1], "log_likelihood", "v")
+    check_layer(v, params.weights.shape[1], "log_likelihood", "v", like=params.weights)
     log_z = exact_log_partition(params) if log_partition is None else log_partition
     return -free_energy(params, v) - log_z
 
@@ -130,6 +131,8 @@ def exact_log_likelihood_gradient(params: RBMParams, v_data: torch.Tensor) -> RB
     Same sign convention as :func:`cd_loss`'s gradient.
     """
     params = check_rbm_params(params, "exact_log_likelihood_gradient")
+    check_layer(v_data, params.weights.shape[1], "exact_log_likelihood_gradient", "v_data",
+                like=params.weights)
     # Fresh leaves (copies made without a graph), so the caller's tensors and .grad are untouched.
     with torch.no_grad():
         copies = [t.clone() for t in params]
@@ -202,7 +205,7 @@ def pseudo_log_likelihood(
     params = check_rbm_params(params, where)
     W, b, c = params
     n_hidden, n_visible = W.shape
-    check_layer(v, n_visible, where, "v")
+    check_layer(v, n_visible, where, "v", like=params.weights)
     n = v.shape[0]
     if indices is not None:
         indices = torch.as_tensor(indices, device=v.device)
@@ -278,7 +281,8 @@ def ais_log_partition(
     if data is not None and base_visible_bias is not None:
         raise ValueError("ais_log_partition: give data or base_visible_bias, not both")
     if base_visible_bias is not None:
-        b_a = torch.as_tensor(base_visible_bias, dtype=torch.float64, device=device)
+        b_a = as_tensor(base_visible_bias, where="ais_log_partition", arg="base_visible_bias",
+                        dtype=torch.float64, device=device)
         if b_a.shape != (n_visible,) or not bool(torch.isfinite(b_a).all()):
             raise ValueError(f"ais_log_partition: base_visible_bias must be {n_visible} finite "
                              f"numbers, got shape {tuple(b_a.shape)}")
