@@ -59,7 +59,13 @@ def test_unconstrained_parametrization_round_trips(ct: str, seed: int) -> None:
 def test_singular_covariances_fail_with_advice() -> None:
     with pytest.raises(ValueError, match="float64"):
         precisions_cholesky_from_covariances(torch.zeros(1, 2, 2), "full")
-    with pytest.raises(ValueError, match="increase reg_covar"):
+    with pytest.raises(ValueError, match=r"^precisions_cholesky_from_covariances: covariances "
+                                         r"must be positive definite and finite: .*increase "
+                                         r"reg_covar"):
+        precisions_cholesky_from_covariances(torch.zeros(1, 2, dtype=F64), "diag")
+    with pytest.raises(ValueError, match=r"^precisions_cholesky_from_covariances: covariances "
+                                         r"must have shape \(k, d\) for covariance_type='diag', "
+                                         r"got \(2,\)"):
         precisions_cholesky_from_covariances(torch.zeros(2, dtype=F64), "diag")
     bad = torch.diag(torch.tensor([1.0, -1.0], dtype=F64)).expand(3, 2, 2)
     with pytest.raises(ValueError, match="precisions_init must be symmetric positive definite"):

@@ -31,7 +31,7 @@ from toolkit.algorithms.em.chunks import map_chunks
 from toolkit.algorithms.em.params import (
     GMMParams,
     add_to_diagonal,
-    precisions_cholesky_from_covariances,
+    cholesky_of_precisions,
 )
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -131,4 +131,4 @@ class CentredEM:
             var = (S2 / nk[:, None] - ybar.square()) * inv.square()
             cov = (var if ct == "diag" else var.mean(1)) + self.reg_covar
         return GMMParams(nk / nk.sum(), new_means, cov,
-                         precisions_cholesky_from_covariances(cov, ct))
+                         cholesky_of_precisions(cov, ct))

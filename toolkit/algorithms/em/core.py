@@ -12,14 +12,17 @@ from collections.abc import Sequence
 
 import torch
 
+from toolkit._utils.array_validation import check_tensor
 from toolkit._utils.param_validation import Integer, Options, Real, check_params
 from toolkit.algorithms.em.params import (
     COVARIANCE_TYPES,
+    CovarianceOverflowError,
     GMMParams,
     add_to_diagonal,
+    check_mixture,
+    cholesky_of_precisions,
     covariances_from_precisions_cholesky,
     from_unconstrained,
-    precisions_cholesky_from_covariances,
     to_unconstrained,
 )
 from toolkit.core.stop_gradient import stop_gradient
@@ -38,6 +41,10 @@ __all__ = [
 BLOCK = "em.responsibilities"
 
 OPTIMIZERS = ("lbfgs", "rprop", "adam", "sgd")
+_M_STEP_CONSTRAINTS = {
+    "covariance_type": [Options(*COVARIANCE_TYPES)],
+    "reg_covar": [Real(0)],
+}
 _GRADIENT_M_STEP_CONSTRAINTS = {
     "covariance_type": [Options(*COVARIANCE_TYPES)],
     "optimizer": [Options(*OPTIMIZERS)],
@@ -80,6 +87,8 @@ def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torc
     >>> bool(torch.allclose(torch.autograd.grad(q, m)[0], torch.autograd.grad(ll, m)[0]))
     True
     """
+    _checked("expected_complete_loglik", X, weights, means, precisions_cholesky,
+             covariance_type, log_resp=log_resp, sample_weight=sample_weight)
     log_joint = weighted_log_prob(X, weights, means, precisions_cholesky, covariance_type)
     if log_resp is None:
         log_resp = log_joint - torch.logsumexp(log_joint, dim=1, keepdim=True)
@@ -93,6 +102,56 @@ def expected_complete_loglik(X: torch.Tensor, weights: torch.Tensor, means: torc
     return ((sample_weight * per_sample).sum() / sample_weight.sum()).to(X.dtype)
 
 
+
+
+def _check_data(where: str, X: object, n_features: int | None, *, log_resp: object = None,
+                n_components: int | None = None, sample_weight: object = None,
+                device: torch.device | None = None) -> None:
+    """X (n, d) and the optional log_resp (n, k) and sample_weight (n,): floating tensors on
+    the parameters' ``device``; errors name ``where`` and the argument."""
+    check_tensor(where, "X", X, ndim=2, allow_meta=device is not None and device.type == "meta")
+    n = X.shape[0]
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"{where}: X must have shape (n_samples, {n_features}) to match the "
+                         f"means, got {tuple(X.shape)}")
+    named = [("X", X, (n, X.shape[1]))]
+    if log_resp is not None:
+        check_tensor(where, "log_resp", log_resp, ndim=2)
+        if n_components is not None and log_resp.shape != (n, n_components):
+            raise ValueError(f"{where}: log_resp must have shape ({n}, {n_components}), got "
+                             f"{tuple(log_resp.shape)}")
+        if log_resp.shape[0] != n:
+            raise ValueError(f"{where}: log_resp must have one row per row of X ({n}), got "
+                             f"shape {tuple(log_resp.shape)}")
+        named.append(("log_resp", log_resp, log_resp.shape))
+    if sample_weight is not None:
+        check_tensor(where, "sample_weight", sample_weight, ndim=1, floating=False)
+        if sample_weight.shape != (n,):
+            raise ValueError(f"{where}: sample_weight must have shape ({n},), got "
+                             f"{tuple(sample_weight.shape)}")
+        named.append(("sample_weight", sample_weight, (n,)))
+    device = device if device is not None else X.device
+    for name, t, _ in named:
+        if t.device != device:
+            raise ValueError(f"{where}: {name} is on {t.device}, but the "
+                             f"{'parameters' if name == 'X' else 'data'} are on {device}")
+
+
+def _checked(where: str, X: object, weights: object, means: object,
+             precisions_cholesky: object, covariance_type: object, *, log_resp: object = None,
+             sample_weight: object = None) -> None:
+    """The arguments of a function of data and mixture parameters (see :func:`_check_data`)."""
+    k, d = check_mixture(where, weights, means, precisions_cholesky, covariance_type)
+    _check_data(where, X, d, log_resp=log_resp, n_components=k, sample_weight=sample_weight,
+                device=weights.device)  # type: ignore[union-attr]
+
+
+def _covariance_error(where: str, err: ValueError) -> ValueError:
+    """An M-step's failed covariances, in terms of its arguments X and log_resp (an overflow
+    keeps its class, which the estimator answers in terms of its own X)."""
+    kind = CovarianceOverflowError if isinstance(err, CovarianceOverflowError) else ValueError
+    return kind(f"{where}: the covariances that X and log_resp give are not positive definite "
+                f"and finite: {err}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,6 +249,7 @@ def e_step(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
     >>> round(lp[0].item(), 4), lr.exp().tolist()  # −½ log 2π
     (-0.9189, [[1.0], [1.0]])
     """
+    _checked("e_step", X, weights, means, precisions_cholesky, covariance_type)
     log_joint = weighted_log_prob(X, weights, means, precisions_cholesky, covariance_type)
     log_prob_norm = torch.logsumexp(log_joint, dim=1)
     return log_prob_norm.to(X.dtype), (log_joint - log_prob_norm[:, None]).to(X.dtype)
@@ -199,6 +259,8 @@ def log_likelihood(X: torch.Tensor, weights: torch.Tensor, means: torch.Tensor,
                    precisions_cholesky: torch.Tensor, covariance_type: str = "full",
                    sample_weight: torch.Tensor | None = None) -> torch.Tensor:
     """(Weighted) mean log-likelihood ``Σ_n w_n log p(x_n) / Σ_n w_n``; differentiable."""
+    _checked("log_likelihood", X, weights, means, precisions_cholesky, covariance_type,
+             sample_weight=sample_weight)
     log_prob_norm = torch.logsumexp(
         weighted_log_prob(X, weights, means, precisions_cholesky, covariance_type), dim=1)
     if sample_weight is None:
@@ -241,6 +303,20 @@ def m_step(X: torch.Tensor, log_resp: torch.Tensor, *, covariance_type: str = "f
     a relative error ``u·κ`` in the smallest eigenvalue (0.6 at κ = 1e7), and means of data
     far from the origin are off by ``u·‖x‖``.
     """
+    where = "m_step"
+    check_params(where, {"covariance_type": covariance_type, "reg_covar": reg_covar},
+                 _M_STEP_CONSTRAINTS)
+    check_tensor(where, "log_resp", log_resp)  # required here
+    _check_data(where, X, None, log_resp=log_resp, sample_weight=sample_weight)
+    try:
+        return _m_step(X, log_resp, covariance_type, reg_covar, sample_weight)
+    except ValueError as err:  # scikit-learn's advice, said of this function's arguments
+        raise _covariance_error(where, err) from err
+
+
+def _m_step(X: torch.Tensor, log_resp: torch.Tensor, covariance_type: str, reg_covar: float,
+            sample_weight: torch.Tensor | None) -> GMMParams:
+    """:func:`m_step` after its argument checks."""
     out_dtype = X.dtype
     dtype = _compute_dtype(X)
     X, log_resp = X.to(dtype), log_resp.to(dtype)
@@ -263,7 +339,7 @@ def m_step(X: torch.Tensor, log_resp: torch.Tensor, *, covariance_type: str = "f
         if covariance_type == "spherical":
             cov = cov.mean(1)
     weights = nk / nk.sum()
-    prec_chol = precisions_cholesky_from_covariances(cov, covariance_type)
+    prec_chol = cholesky_of_precisions(cov, covariance_type)
     return GMMParams(*(t.to(out_dtype) for t in (weights, means, cov, prec_chol)))
 
 
@@ -315,6 +391,9 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
     if lr is None:
         lr = {"lbfgs": 1.0, "rprop": 0.01, "adam": 0.05, "sgd": 0.1}[optimizer]
     theta = to_unconstrained(params, covariance_type)
+    _check_data("gradient_m_step", X, theta[1].shape[1], log_resp=log_resp,
+                n_components=theta[0].shape[0], sample_weight=sample_weight,
+                device=theta[0].device)
 
     def objective() -> torch.Tensor:
         w, mu, U = from_unconstrained(theta, covariance_type)
@@ -352,6 +431,9 @@ def gradient_m_step(X: torch.Tensor, log_resp: torch.Tensor | None,
             cov = add_to_diagonal(cov, reg_covar)
         else:
             cov = cov + reg_covar
-        return GMMParams(weights.clone(), means.clone(), cov,
-                         precisions_cholesky_from_covariances(cov, covariance_type))
+        try:
+            factor = cholesky_of_precisions(cov, covariance_type)
+        except ValueError as err:
+            raise _covariance_error("gradient_m_step", err) from err
+        return GMMParams(weights.clone(), means.clone(), cov, factor)
 

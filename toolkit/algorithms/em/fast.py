@@ -43,7 +43,7 @@ from toolkit.algorithms.em.core import log_det_cholesky
 from toolkit.algorithms.em.params import (
     GMMParams,
     add_to_diagonal,
-    precisions_cholesky_from_covariances,
+    cholesky_of_precisions,
     strict_upper,
 )
 
@@ -236,7 +236,7 @@ class MomentEM:
             if ct == "spherical":
                 cov = cov.mean(1)
         return GMMParams(nk / nk.sum(), mu + self.center, cov,
-                         precisions_cholesky_from_covariances(cov, ct))
+                         cholesky_of_precisions(cov, ct))
 
 
 def cancellation_factor(params: GMMParams, center: torch.Tensor, covariance_type: str) -> float:

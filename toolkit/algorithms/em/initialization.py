@@ -14,8 +14,8 @@ import torch
 from toolkit.algorithms.em.core import m_step
 from toolkit.algorithms.em.params import (
     GMMParams,
+    cholesky_of_precisions,
     covariances_from_precisions_cholesky,
-    precisions_cholesky_from_covariances,
     precisions_cholesky_from_precisions,
 )
 
@@ -130,7 +130,7 @@ def parameters_from_responsibilities(X: torch.Tensor, resp: torch.Tensor | None,
     if means_init is not None:
         means = means_init.to(f64)
     if precisions_init is None:
-        prec_chol = precisions_cholesky_from_covariances(cov, ct)
+        prec_chol = cholesky_of_precisions(cov, ct)
     else:
         prec_chol = precisions_cholesky_from_precisions(precisions_init.to(f64), ct)
         cov = covariances_from_precisions_cholesky(prec_chol, ct)

@@ -8,14 +8,19 @@ triangular with ``U Uᵀ = Σ⁻¹``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
+
+from toolkit._utils.array_validation import check_tensor
+from toolkit._utils.param_validation import Options, check, show_value
 
 __all__ = [
     "COVARIANCE_TYPES",
     "CovarianceOverflowError",
     "GMMParams",
+    "check_mixture",
+    "cholesky_of_precisions",
     "from_unconstrained",
     "one_model",
     "precisions_cholesky_from_covariances",
@@ -49,9 +54,34 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
                                          ) -> torch.Tensor:
     """``U`` (upper triangular) with ``U Uᵀ = Σ⁻¹``, batched over components.
 
-    ``Σ = L Lᵀ`` (Cholesky) and ``U = L⁻ᵀ`` by one batched triangular solve. A covariance that is
-    not positive definite raises ``ValueError`` with scikit-learn's advice; one that is not
-    finite (the data's squares overflowed) raises :class:`CovarianceOverflowError`.
+    ``Σ = L Lᵀ`` (Cholesky) and ``U = L⁻ᵀ`` by one batched triangular solve. ``covariances``:
+    a floating tensor of shape (k, d, d) for ``"full"``, (d, d) for ``"tied"``, (k, d) for
+    ``"diag"`` and (k,) for ``"spherical"``; one that is not positive definite (or not finite)
+    is a ``ValueError`` naming the function, with scikit-learn's advice.
+    """
+    where = "precisions_cholesky_from_covariances"
+    check(where, "covariance_type", covariance_type, [Options(*COVARIANCE_TYPES)])
+    check_tensor(where, "covariances", covariances)
+    ndim = {"full": 3, "tied": 2, "diag": 2, "spherical": 1}[covariance_type]
+    square = covariance_type in ("full", "tied")
+    if covariances.ndim != ndim or (square and covariances.shape[-1] != covariances.shape[-2]):
+        form = {"full": "(k, d, d)", "tied": "(d, d)", "diag": "(k, d)", "spherical": "(k,)"}
+        raise ValueError(f"{where}: covariances must have shape {form[covariance_type]} for "
+                         f"covariance_type={covariance_type!r}, got {tuple(covariances.shape)}")
+    try:
+        return cholesky_of_precisions(covariances, covariance_type)
+    except ValueError as err:
+        raise ValueError(f"{where}: covariances must be positive definite and finite: {err}"
+                         ) from err
+
+
+def cholesky_of_precisions(covariances: torch.Tensor, covariance_type: str) -> torch.Tensor:
+    """:func:`precisions_cholesky_from_covariances` without the argument checks, for the
+    package's own callers (the M-steps and starts, whose covariances are of their making).
+
+    A covariance that is not positive definite raises ``ValueError`` with scikit-learn's
+    advice; one that is not finite (the data's squares overflowed) raises
+    :class:`CovarianceOverflowError`.
     """
     if not bool(torch.isfinite(covariances).all()):
         raise CovarianceOverflowError(
@@ -74,6 +104,29 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
     return torch.rsqrt(covariances)
 
 
+def check_mixture(where: str, weights: Any, means: Any, precisions_cholesky: Any,
+                  covariance_type: Any, *, arg: str | None = None) -> tuple[int, int]:
+    """Mixture parameters of one model: floating tensors on one device, weights (k,), means
+    (k, d) and the precisions' factor in ``covariance_type``'s shape; returns ``(k, d)``.
+
+    Errors name ``where`` and each argument (``params.weights`` … when ``arg`` is given).
+    """
+    check(where, "covariance_type", covariance_type, [Options(*COVARIANCE_TYPES)])
+    name = (lambda n: f"{arg}.{n}") if arg else (lambda n: n)
+    check_tensor(where, name("weights"), weights, ndim=1, allow_meta=True)
+    check_tensor(where, name("means"), means, ndim=2, like=weights)
+    check_tensor(where, name("precisions_cholesky"), precisions_cholesky, like=weights)
+    k, d = means.shape
+    shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}
+    if weights.shape != (k,) or precisions_cholesky.shape != shape[covariance_type]:
+        raise ValueError(f"{where}: {name('weights')}, {name('means')} and "
+                         f"{name('precisions_cholesky')} must have shapes ({k},), ({k}, {d}) "
+                         f"and {shape[covariance_type]} for covariance_type="
+                         f"{covariance_type!r}, got {tuple(weights.shape)}, {tuple(means.shape)}"
+                         f" and {tuple(precisions_cholesky.shape)}")
+    return k, d
+
+
 def one_model(params: GMMParams, dtype: torch.dtype, covariance_type: str) -> GMMParams:
     """``params`` in ``dtype`` as one mixture: the covariances (which define the model) rounded
     once, and the precisions' Cholesky factor computed in float64 from those rounded
@@ -92,7 +145,7 @@ def one_model(params: GMMParams, dtype: torch.dtype, covariance_type: str) -> GM
     if dtype == params.covariances.dtype == params.precisions_cholesky.dtype:
         return params
     covariances = params.covariances.to(dtype)
-    factor = precisions_cholesky_from_covariances(covariances.to(torch.float64), covariance_type)
+    factor = cholesky_of_precisions(covariances.to(torch.float64), covariance_type)
     return GMMParams(params.weights.to(dtype), params.means.to(dtype), covariances,
                      factor.to(dtype))
 
@@ -141,7 +194,13 @@ def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type
     the precision Cholesky factor with its diagonal replaced by its log (full/tied: strict upper
     triangle + log-diagonal; diag/spherical: ``log U``). Any real values are valid parameters.
     """
+    where = "to_unconstrained"
+    if not isinstance(params, (tuple, list)) or len(params) not in (3, 4):
+        raise TypeError(f"{where}: params must be a GMMParams or a sequence (weights, means, "
+                        f"[covariances,] precisions_cholesky) of tensors, got "
+                        f"{show_value(params)}")
     weights, means, prec_chol = params[0], params[1], params[-1]
+    check_mixture(where, weights, means, prec_chol, covariance_type, arg="params")
     with torch.no_grad():
         logits = torch.log(weights).clone()
         mu = means.clone()
@@ -156,7 +215,21 @@ def to_unconstrained(params: GMMParams | Sequence[torch.Tensor], covariance_type
 def from_unconstrained(theta: Sequence[torch.Tensor], covariance_type: str = "full"
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Inverse of :func:`to_unconstrained`: ``(weights, means, precisions_cholesky)``."""
+    where = "from_unconstrained"
+    check(where, "covariance_type", covariance_type, [Options(*COVARIANCE_TYPES)])
+    if not isinstance(theta, (tuple, list)) or len(theta) != 3:
+        raise TypeError(f"{where}: theta must be the sequence [logits, means, raw] of tensors "
+                        f"that to_unconstrained returns, got {show_value(theta)}")
     logits, means, raw = theta
+    for name, t in (("theta[0]", logits), ("theta[1]", means), ("theta[2]", raw)):
+        check_tensor(where, name, t, like=None if name == "theta[0]" else logits)
+    k = logits.shape[0] if logits.ndim == 1 else -1
+    shape = {"full": (k, means.shape[-1], means.shape[-1]), "tied": (means.shape[-1],) * 2,
+             "diag": (k, means.shape[-1]), "spherical": (k,)}[covariance_type]
+    if logits.ndim != 1 or means.ndim != 2 or means.shape[0] != k or raw.shape != shape:
+        raise ValueError(f"{where}: theta must hold logits (k,), means (k, d) and the raw "
+                         f"factor {shape} for covariance_type={covariance_type!r}, got "
+                         f"{tuple(logits.shape)}, {tuple(means.shape)}, {tuple(raw.shape)}")
     weights = torch.softmax(logits, dim=0)
     if covariance_type in ("full", "tied"):
         diag = torch.diagonal(raw, dim1=-2, dim2=-1)
