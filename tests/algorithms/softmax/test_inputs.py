@@ -15,8 +15,11 @@ def test_errors_name_function_and_argument(fn):
     x = torch.randn(2, 3)
     with pytest.raises(TypeError, match=rf"{name}: x must be a floating-point tensor, got torch.int64"):
         fn(torch.arange(3))
-    with pytest.raises(TypeError, match=rf"{name}: x must be a tensor or array-like"):
+    with pytest.raises(TypeError, match=rf"{name}: x must be an array-like of numbers or a "
+                                        r"tensor"):
         fn(object())
+    with pytest.raises(ValueError, match=rf"{name}: x must hold numbers; could not convert "):
+        fn(np.array(["a", "b"]))
     with pytest.raises(ValueError, match=rf"{name}: dim 2 is out of range for a tensor with 2"):
         fn(x, 2)
     with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a tuple of ints, got str"):
@@ -66,8 +69,8 @@ def test_logsumexp_argument_errors():
         logsumexp(x, keepdim=1)
     with pytest.raises(TypeError, match=r"logsumexp: return_sign must be a bool, got 'yes'"):
         logsumexp(x, return_sign="yes")
-    with pytest.raises(TypeError, match=r"logsumexp: b must be a tensor or array-like of numbers, "
-                                        r"got object"):
+    with pytest.raises(TypeError, match=r"logsumexp: b must be an array-like of numbers or a "
+                                        r"tensor"):
         logsumexp(x, b=object())
     # integer weights are cast to x's dtype
     torch.testing.assert_close(logsumexp(x, b=torch.ones(3, dtype=torch.int64)), logsumexp(x))

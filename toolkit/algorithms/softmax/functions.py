@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 import torch
 
+from toolkit._utils.array_validation import check_storage
 from toolkit._utils.param_validation import Bool, Options, check
 from toolkit.algorithms.softmax.inputs import as_float_tensor, check_dims, check_mask, prepare
 from toolkit.core import as_constant, is_compiling, require_block
@@ -393,6 +394,7 @@ def logsumexp(
     check(name, "return_sign", return_sign, [Bool])
     if b is not None:
         b = as_float_tensor(b, dtype if dtype is not None else x.dtype, where=name, arg="b")
+        check_storage(name, "b", b, allow_meta=x.device.type == "meta")  # values to copy
         b = b.to(x.device)
         try:
             shape = torch.broadcast_shapes(x.shape, b.shape)
@@ -422,7 +424,7 @@ def logsumexp(
     out = torch.log(s.masked_fill(empty, 1.0)).add(m).masked_fill(empty, -math.inf)
 
     inf_rows = m == math.inf
-    if bool(inf_rows.any()):
+    if x.device.type != "meta" and bool(inf_rows.any()):  # a meta x has no values to look at
         # z is nan at +inf entries (inf - inf); the limit is decided by their weights alone.
         w_inf = (x == math.inf).to(x.dtype)
         if b is not None:

@@ -10,13 +10,29 @@ of Python floats becomes float32 (torch's default dtype), and integer input is r
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from toolkit._utils.array_validation import check_dtype, check_storage
+from toolkit._utils.array_validation import as_numeric_array, check_dtype, check_storage
 from toolkit._utils.param_validation import is_int
+
+
+def to_tensor(x: Any, *, where: str, arg: str) -> torch.Tensor:
+    """``x`` as a tensor: tensors as they are, Python numbers and lists as ``torch.as_tensor``
+    makes them (floats in torch's default dtype), everything else (numpy, pandas,
+    scipy.sparse, text) converted or refused as every entry point of the toolkit does."""
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple, numbers.Number)):
+        try:
+            return torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"{where}: {arg} must be a tensor or array-like of numbers, "
+                            f"got {type(x).__name__}") from err
+    return torch.as_tensor(as_numeric_array(where, arg, x))
 
 
 def as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str, arg: str = "x"
@@ -24,12 +40,7 @@ def as_float_tensor(x: Any, dtype: torch.dtype | None, *, where: str, arg: str =
     """``x`` as a floating tensor, cast to ``dtype`` when given."""
     if dtype is not None:
         check_dtype(where, dtype)
-    if not isinstance(x, torch.Tensor):
-        try:
-            x = torch.as_tensor(x)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise TypeError(f"{where}: {arg} must be a tensor or array-like of numbers, "
-                            f"got {type(x).__name__}") from err
+    x = to_tensor(x, where=where, arg=arg)
     # a sparse x: its softmax is dense (exp(0) = 1 at every unstored entry), so it is refused
     # with the conversion that gives it; torch.sparse.softmax is another function (unstored
     # entries as -inf)
@@ -72,8 +83,8 @@ def check_dims(dim: Any, ndim: int, shape: torch.Size, *, where: str) -> tuple[i
 def check_mask(mask: Any, shape: torch.Size, device: torch.device, *, where: str,
                arg: str = "where") -> torch.Tensor:
     """A boolean mask that broadcasts to ``shape``, on ``device``."""
-    if not isinstance(mask, torch.Tensor):
-        mask = torch.as_tensor(mask)
+    mask = to_tensor(mask, where=where, arg=arg)
+    check_storage(where, arg, mask, allow_meta=device.type == "meta")
     if mask.dtype != torch.bool:
         raise TypeError(f"{where}: {arg} must be a boolean tensor, got {mask.dtype}")
     try:
