@@ -209,7 +209,7 @@ def test_predict_is_the_argmax_in_eval_mode_without_a_graph():
     assert not pred.requires_grad
     assert torch.equal(predict(lambda v: torch.stack([v[:, 0], -v[:, 0]], 1), x),
                        (x[:, 0] < 0).long())  # a plain callable works too
-    with pytest.raises(TypeError, match=r"predict: x must be a tensor of inputs \(n, ...\), "
+    with pytest.raises(TypeError, match=r"predict: x must be a torch.Tensor, "
                                         r"got list"):
         predict(spy, [[0.0] * 6])
 

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from toolkit._utils.array_validation import check_tensor
 from toolkit._utils.param_validation import (
     Bool,
     Callable_,
@@ -47,14 +48,17 @@ from toolkit._utils.param_validation import (
     Options,
     Real,
     check_params,
+    show_value,
 )
 from toolkit.algorithms.adversarial.batches import (
     Bounds,
     Model,
+    call_model,
     check_bounds,
     check_inputs,
     check_labels,
     check_logits,
+    check_model_input,
     model_device,
 )
 from toolkit.core import as_constant
@@ -133,10 +137,18 @@ def predict(model: Model, x: torch.Tensor) -> torch.Tensor:
     >>> predict(net, torch.rand(4, 2)).shape
     torch.Size([4])
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"predict: x must be a tensor of inputs (n, ...), got {type(x).__name__}")
+    check_tensor("predict", "x", x)
+    if x.ndim == 0:
+        raise ValueError("predict: x must be a tensor of inputs (n, ...), got a 0-d tensor")
     device = model_device(model)
-    return eval_logits(model, x if device is None else x.to(device)).argmax(-1)
+    x = x if device is None else x.to(device)
+    check_model_input("predict", model, x)
+    with eval_mode(model), torch.no_grad():  # pure evaluation: no graph, modes restored
+        logits = call_model("predict", model, x)
+    if not isinstance(logits, torch.Tensor) or logits.ndim == 0:
+        raise TypeError(f"predict: model must return a tensor of logits (n, n_classes), got "
+                        f"{show_value(logits)}")
+    return logits.argmax(-1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +168,8 @@ class Objective:
         self.checked = False
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self.model(x)
+        # the first call says in words when the model cannot take x; later calls see the same x
+        logits = self.model(x) if self.checked else call_model(self.where, self.model, x)
         if not self.checked:
             check_logits(self.where, logits, x.shape[0], self.loss_fn is not None)
             check_labels(self.where, self.y, logits)
@@ -279,6 +292,7 @@ def run_attack(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, *, bo
     checked = check_bounds(where, bounds)
     loss_fn = args.pop("loss_fn")
     check_inputs(where, x, y, checked, loss_fn is not None)
+    check_model_input(where, model, x)
     objective = Objective(where, model, y, loss_fn)
     with eval_mode(model, enabled=use_eval_mode):
         # The one cut (Danskin): the inner maximiser is a constant for the parameter update.

@@ -32,10 +32,11 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset, TensorDataset, default_collate
 
-from toolkit._utils.array_validation import as_tensor
+from toolkit._utils.array_validation import as_tensor, check_storage
+from toolkit._utils.memory import is_allocation_failure
 
-__all__ = ["Batches", "check_bounds", "check_inputs", "check_labels", "check_logits",
-           "model_device"]
+__all__ = ["Batches", "call_model", "check_bounds", "check_inputs", "check_labels",
+           "check_logits", "check_model_input", "model_device"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 Bounds = tuple[float, float] | None
@@ -86,8 +87,10 @@ def check_inputs(where: str, x: object, y: object, bounds: Bounds, custom_loss: 
         desc = (f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
                 else type(x).__name__)
         raise TypeError(f"{where}: x must be a floating-point tensor of shape (n, ...), got {desc}")
+    check_storage(where, "x", x)
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"{where}: y must be a tensor of labels, got {type(y).__name__}")
+    check_storage(where, "y", y)
     n = x.shape[0]
     if y.ndim == 0 or y.shape[0] != n or (not custom_loss and y.ndim != 1):
         raise ValueError(f"{where}: y must have shape ({n},) to match x of shape "
@@ -121,6 +124,39 @@ def check_logits(where: str, logits: object, n: int, custom_loss: bool) -> torch
                          f"default cross-entropy loss, got shape {tuple(logits.shape)}; pass a "
                          f"loss_fn for other outputs")
     return logits
+
+
+def check_model_input(where: str, model: Model, x: torch.Tensor) -> None:
+    """``x`` in the dtype and on the device of ``model``'s parameters (a plain callable, or a
+    module without parameters, takes what it takes)."""
+    dtype, device = model_dtype(model), model_device(model)
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{where}: x must have the dtype of the model's parameters, {dtype}, "
+                        f"got {x.dtype}; pass x.to({dtype})")
+    if device is not None and x.device != device:
+        raise ValueError(f"{where}: x is on {x.device}, but the model's parameters are on "
+                         f"{device}; pass x.to({str(device)!r})")
+
+
+#: torch's words when a layer refuses its input's shape or dtype (``F.linear``, ``conv``,
+#: ``matmul``, elementwise broadcasting); other errors of a user's model pass through unchanged
+_INPUT_REFUSED = ("shapes cannot be multiplied", "must have the same dtype", "size mismatch",
+                  "need to be at least 1D", "expected scalar type", "Expected 3D", "Expected 4D",
+                  "Given groups", "must match the size of tensor", "doesn't match the broadcast")
+
+
+def call_model(where: str, model: Model, x: torch.Tensor) -> Any:
+    """``model(x)``, with torch's complaint about an input the model cannot take (a shape or
+    dtype its first layer refuses) as a ``ValueError`` that names ``x`` and says what came;
+    any other error of the model is the model's own and passes through unchanged."""
+    try:
+        return model(x)
+    except RuntimeError as err:
+        if is_allocation_failure(err) or not any(p in str(err) for p in _INPUT_REFUSED):
+            raise
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"{where}: model cannot take x of shape {tuple(x.shape)} and dtype "
+                         f"{x.dtype}: {first}") from err
 
 
 def check_labels(where: str, y: torch.Tensor, logits: torch.Tensor) -> None:
