@@ -353,8 +353,8 @@ def test_gradient_descent_refuses_non_finite_or_unrepresentable_input() -> None:
     with pytest.raises(ValueError, match=r"gradient_descent: lr=1e\+300 does not fit the "
                                          r"parameters' torch.float32"):
         td.gradient_descent(lambda w: w.sum(), torch.zeros(2), lr=1e300, n_steps=1)
-    with pytest.raises(ValueError, match=r"gradient_descent: w0 must be a floating tensor, "
-                                         r"got torch.int64"):
+    with pytest.raises(TypeError, match=r"gradient_descent: w0 must be a floating-point "
+                                        r"tensor, got dtype torch.int64"):
         td.gradient_descent(lambda w: w.sum(), torch.zeros(2, dtype=torch.long), lr=0.1,
                             n_steps=1)
 

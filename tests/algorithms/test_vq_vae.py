@@ -109,8 +109,9 @@ def test_argument_errors(model: vq.VQVAE) -> None:
         vq.VQVAE(4, n_codes=0)
     with pytest.raises(TypeError, match=r"VQVAE: dtype must be a floating torch\.dtype"):
         vq.VQVAE(4, dtype="float32")
-    with pytest.raises(ValueError, match=r"quantize: codebook must have shape \(n_codes, 3\), "
-                                         r"got \(5, 2\)"):
+    with pytest.raises(ValueError, match=r"quantize: codebook must have shape \(n_codes, 3\) "
+                                         r"with n_codes >= 1 for z_e of shape \(2, 3\), got "
+                                         r"\(5, 2\)"):
         vq.quantize(torch.zeros(2, 3), torch.zeros(5, 2))
     with pytest.raises(ValueError, match="train_vq_vae: lr must be a number > 0, got 0"):
         vq.train_vq_vae(model, torch.zeros(4, 12), epochs=1, lr=0,

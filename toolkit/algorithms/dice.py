@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from toolkit._utils.array_validation import as_tensor, check_dtype
+from toolkit._utils.array_validation import as_tensor, check_dtype, check_tensor
+from toolkit._utils.memory import sized_by
 from toolkit._utils.param_validation import Generator, Integer, check
 from toolkit.core import stop_gradient
 
@@ -61,14 +62,14 @@ def magic_box(tau: torch.Tensor) -> torch.Tensor:
     >>> box, torch.autograd.grad(box, tau)[0]
     (tensor(1., grad_fn=<ExpBackward0>), tensor(1.))
     """
+    check_tensor("magic_box", "tau", tau)
     # The cut keeps the box's value at 1 while its derivatives are those of exp(τ).
     return torch.exp(tau - stop_gradient(tau, name=BLOCK))
 
 
 def _check_pair(where: str, log_probs: torch.Tensor, costs: torch.Tensor) -> None:
-    if not isinstance(log_probs, torch.Tensor) or not isinstance(costs, torch.Tensor):
-        raise TypeError(f"{where}: log_probs and costs must be tensors, got "
-                        f"{type(log_probs).__name__} and {type(costs).__name__}")
+    check_tensor(where, "log_probs", log_probs)
+    check_tensor(where, "costs", costs, like=log_probs, like_name="log_probs")
     if log_probs.ndim == 0 or log_probs.shape != costs.shape:
         raise ValueError(f"{where}: log_probs and costs must have the same shape (..., T), got "
                          f"{tuple(log_probs.shape)} and {tuple(costs.shape)}")
@@ -115,7 +116,7 @@ def derivatives(objective: Callable[[torch.Tensor], torch.Tensor], theta: torch.
     >>> g.tolist(), H.tolist()
     ([3.0, 12.0], [[6.0, 0.0], [0.0, 12.0]])
     """
-    theta = as_tensor(theta, where="derivatives", arg="theta", ndim=1)
+    theta = as_tensor(theta, where="derivatives", arg="theta", ndim=1, min_rows=1)
     theta = theta.clone().requires_grad_(True)
     value = objective(theta)
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
@@ -208,6 +209,7 @@ class TwoStepProblem:
         return torch.stack([a1, a2], -1).to(theta.device)
 
 
+@sized_by("n_actions")
 def two_step_problem(n_actions: int = 3, *, generator: torch.Generator,
                      dtype: torch.dtype = torch.float64,
                      device: torch.device | str | None = None

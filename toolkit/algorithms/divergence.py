@@ -23,7 +23,9 @@ from typing import Any
 
 import torch
 
+from toolkit._utils.array_validation import check_storage
 from toolkit._utils.caller import user_stacklevel
+from toolkit._utils.param_validation import show_value
 
 __all__ = ["Divergence", "DivergenceWarning", "History", "UpdateCheck", "check_finite",
            "check_step_fits", "warn_divergence"]
@@ -74,6 +76,15 @@ def check_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch
     empty tensors are finite.
     """
     items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"check_finite: tensors must be a dict name -> tensor or (name, "
+                            f"tensor) pairs, got the item {show_value(item)}")
+        name, t = item
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"check_finite: tensors[{name!r}] must be a torch.Tensor, got "
+                            f"{show_value(t)}")
+        check_storage("check_finite", f"tensors[{name!r}]", t)
     checked = [(name, t) for name, t in items
                if (t.is_floating_point() or t.is_complex()) and t.numel() > 0]
     if not checked:

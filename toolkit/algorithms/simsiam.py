@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._utils.array_validation import as_tensor, check_dtype, check_tensor, resolve_device
+from toolkit._utils.memory import sized_by
 from toolkit._utils.param_validation import Callable_, Generator, Integer, Real, check, check_params
 from toolkit.algorithms.divergence import History, UpdateCheck, check_step_fits
 from toolkit.core import stop_gradient
@@ -58,6 +59,8 @@ def negative_cosine(p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     >>> round(loss.item(), 4), torch.autograd.grad(loss, [p, z], allow_unused=True)[1]
     (-0.7071, None)
     """
+    check_tensor("negative_cosine", "p", p)
+    check_tensor("negative_cosine", "z", z, like=p, like_name="p")
     if p.shape != z.shape or p.ndim != 2:
         raise ValueError(f"negative_cosine: p and z must have the same shape (n, d), got "
                          f"{tuple(p.shape)} and {tuple(z.shape)}")
@@ -69,6 +72,8 @@ def negative_cosine(p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
 def simsiam_loss(p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor
                  ) -> torch.Tensor:
     """The symmetrised loss ``½ D(p₁, sg(z₂)) + ½ D(p₂, sg(z₁))``; shapes ``(n, d)``."""
+    for arg, t in (("p1", p1), ("p2", p2), ("z1", z1), ("z2", z2)):
+        check_tensor("simsiam_loss", arg, t, like=None if arg == "p1" else p1, like_name="p1")
     return 0.5 * negative_cosine(p1, z2) + 0.5 * negative_cosine(p2, z1)
 
 
@@ -89,7 +94,8 @@ def knn_accuracy(train_X: torch.Tensor, train_y: torch.Tensor, test_X: torch.Ten
     """
     check("knn_accuracy", "k", k, [Integer(1)])
     train_X = as_tensor(train_X, where="knn_accuracy", arg="train_X", ndim=2, min_rows=k)
-    test_X = as_tensor(test_X, where="knn_accuracy", arg="test_X", ndim=2, min_rows=1)
+    test_X = as_tensor(test_X, where="knn_accuracy", arg="test_X", ndim=2, min_rows=1,
+                       dtype=train_X.dtype, device=train_X.device)
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"knn_accuracy: test_X must have {train_X.shape[1]} columns like "
                          f"train_X, got {test_X.shape[1]}")
@@ -158,6 +164,7 @@ class SimSiam(nn.Module):
     (move the model with ``.to``); the training loop moves the data to the parameters.
     """
 
+    @sized_by("n_features", "hidden", "dim", "pred_hidden", where="SimSiam")
     def __init__(self, n_features: int, *, hidden: int = 128, dim: int = 64,
                  pred_hidden: int = 16, device: torch.device | str | None = None,
                  dtype: torch.dtype = torch.float32) -> None:
@@ -218,6 +225,8 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
     """
     where = "train_simsiam"
     check_params(where, locals(), _TRAIN_ARGS)
+    if not isinstance(model, SimSiam):
+        raise TypeError(f"{where}: model must be a SimSiam, got {type(model).__name__}")
     X = as_tensor(X, where=where, arg="X", ndim=2, finite=True, min_rows=batch_size)
     param = next(model.parameters())
     check_step_fits(where, param.dtype, lr=lr, weight_decay=weight_decay)

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 import torch
 
-from toolkit._utils.array_validation import check_dtype
+from toolkit._utils.array_validation import check_dtype, check_tensor
+from toolkit._utils.memory import sized_by
 from toolkit._utils.param_validation import Generator, Integer, Real, check
 from toolkit.algorithms.divergence import Divergence, check_finite, check_step_fits, warn_divergence
 from toolkit.core import stop_gradient
@@ -101,6 +102,7 @@ def td_loss(values: torch.Tensor, rewards: torch.Tensor, next_values: torch.Tens
     delta = td_errors(values, rewards, next_values, gamma, dones=dones)
     if weights is None:
         return 0.5 * (delta**2).mean()
+    check_tensor("td_loss", "weights", weights, allow_meta=values.device.type == "meta")
     if weights.shape != values.shape:
         raise ValueError(f"td_loss: weights must have the shape of values "
                          f"{tuple(values.shape)}, got {tuple(weights.shape)}")
@@ -111,7 +113,11 @@ def td_loss(values: torch.Tensor, rewards: torch.Tensor, next_values: torch.Tens
 
 
 def _check_shapes(where: str, values: torch.Tensor, *others: torch.Tensor | None) -> None:
+    check_tensor(where, "values", values)
     for arg, t in zip(("rewards", "next_values", "dones"), others):
+        if t is not None or arg != "dones":  # dones alone is optional
+            check_tensor(where, arg, t, floating=arg != "dones",
+                         allow_meta=values.device.type == "meta")
         if t is not None and t.shape != values.shape:
             raise ValueError(f"{where}: {arg} must have the shape of values "
                              f"{tuple(values.shape)}, got {tuple(t.shape)}")
@@ -144,8 +150,7 @@ def gradient_descent(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0: torch.
     where = "gradient_descent"
     check(where, "lr", lr, [Real(0, closed="neither")])
     check(where, "n_steps", n_steps, [Integer(0)])
-    if not w0.is_floating_point():
-        raise ValueError(f"{where}: w0 must be a floating tensor, got {w0.dtype}")
+    check_tensor(where, "w0", w0)
     check_step_fits(where, w0.dtype, lr=lr)
     if check_finite([("w0", w0)]) is not None:
         raise ValueError(f"{where}: w0 must be finite, got inf or nan")
@@ -272,6 +277,7 @@ class MarkovRewardProcess:
         return (self._eye() - self.gamma * self.P) @ self.phi
 
 
+@sized_by("n_states", "n_features")
 def random_chain(n_states: int, n_features: int, gamma: float, *,
                  generator: torch.Generator, dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None) -> MarkovRewardProcess:

@@ -37,13 +37,14 @@ References:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toolkit._utils.array_validation import as_tensor, check_dtype, resolve_device
+from toolkit._utils.array_validation import as_tensor, check_dtype, check_tensor, resolve_device
+from toolkit._utils.memory import sized_by
 from toolkit._utils.param_validation import Callable_, Generator, Integer, Real, check, check_params
 from toolkit.algorithms.divergence import History, UpdateCheck, check_step_fits
 from toolkit.core import stop_gradient
@@ -63,6 +64,7 @@ COMMITMENT_BLOCK = "vq_vae.commitment"
 
 def nearest_codes(z_e: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
     """``argmin_k ‖z_e − e_k‖²`` for each vector of ``z_e`` ``(..., D)``: indices ``(...)``."""
+    _check_codes("nearest_codes", z_e, codebook)
     distances = (z_e.unsqueeze(-2) - codebook).pow(2).sum(-1)
     return distances.argmin(-1)
 
@@ -76,9 +78,7 @@ def quantize(z_e: torch.Tensor, codebook: torch.Tensor
     >>> z_q.tolist(), idx.tolist(), torch.autograd.grad(z_q.sum(), z_e)[0].tolist()
     ([[1.0, 0.0]], [0], [[1.0, 1.0]])
     """
-    if z_e.shape[-1] != codebook.shape[-1] or codebook.ndim != 2:
-        raise ValueError(f"quantize: codebook must have shape (n_codes, {z_e.shape[-1]}), got "
-                         f"{tuple(codebook.shape)}")
+    _check_codes("quantize", z_e, codebook)
     indices = nearest_codes(z_e, codebook)
     e = codebook[indices]
     # Straight-through: forward z_q = e; backward the decoder's gradient goes to z_e unchanged.
@@ -89,6 +89,11 @@ def quantize(z_e: torch.Tensor, codebook: torch.Tensor
 def vq_losses(z_e: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(‖sg(z_e) − e‖², ‖z_e − sg(e)‖²)``, each summed over the latent dimension and averaged
     over the latent vectors (multiply the second by ``β``)."""
+    check_tensor("vq_losses", "z_e", z_e)
+    check_tensor("vq_losses", "e", e, like=z_e, like_name="z_e")
+    if z_e.shape != e.shape or z_e.ndim == 0:
+        raise ValueError(f"vq_losses: z_e and e must have the same shape (..., D), got "
+                         f"{tuple(z_e.shape)} and {tuple(e.shape)}")
     codebook = (stop_gradient(z_e, name=CODEBOOK_BLOCK) - e).pow(2).sum(-1).mean()
     commitment = (z_e - stop_gradient(e, name=COMMITMENT_BLOCK)).pow(2).sum(-1).mean()
     return codebook, commitment
@@ -97,9 +102,27 @@ def vq_losses(z_e: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.T
 def perplexity(indices: torch.Tensor, n_codes: int) -> float:
     """``exp(H(usage))`` of the codes' usage frequencies: 1 (one code) to ``n_codes`` (uniform)."""
     check("perplexity", "n_codes", n_codes, [Integer(1)])
+    check_tensor("perplexity", "indices", indices, floating=False)
+    if indices.is_floating_point() or indices.dtype == torch.bool:
+        raise TypeError(f"perplexity: indices must be an integer tensor of code indices, got "
+                        f"dtype {indices.dtype}")
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= n_codes):
+        raise ValueError(f"perplexity: indices must lie in [0, {n_codes}), got values in "
+                         f"[{int(indices.min())}, {int(indices.max())}]")
     counts = torch.bincount(indices.reshape(-1), minlength=n_codes).double()
     p = counts[counts > 0] / counts.sum()
     return float(torch.exp(-(p * p.log()).sum()))
+
+
+def _check_codes(where: str, z_e: Any, codebook: Any) -> None:
+    """``z_e`` (..., D) and ``codebook`` (n_codes >= 1, D): floating tensors alike."""
+    check_tensor(where, "z_e", z_e)
+    check_tensor(where, "codebook", codebook, like=z_e, like_name="z_e")
+    width = z_e.shape[-1] if z_e.ndim else "D"
+    if z_e.ndim == 0 or codebook.ndim != 2 or codebook.shape != (codebook.shape[0], width) \
+            or codebook.shape[0] == 0:
+        raise ValueError(f"{where}: codebook must have shape (n_codes, {width}) with n_codes >= 1 "
+                         f"for z_e of shape {tuple(z_e.shape)}, got {tuple(codebook.shape)}")
 
 
 class VQOutput(NamedTuple):
@@ -127,6 +150,7 @@ class VQVAE(nn.Module):
     (move the model with ``.to``); the training loop moves the data to the parameters.
     """
 
+    @sized_by("n_features", "n_latents", "latent_dim", "n_codes", "hidden", where="VQVAE")
     def __init__(self, n_features: int, *, n_latents: int = 4, latent_dim: int = 8,
                  n_codes: int = 32, hidden: int = 128, device: torch.device | str | None = None,
                  dtype: torch.dtype = torch.float32) -> None:
@@ -172,6 +196,15 @@ class VQVAE(nn.Module):
 
 def encoder_recon_grad_norm(model: VQVAE, x: torch.Tensor) -> float:
     """``‖∂ recon / ∂ θ_encoder‖``: the reconstruction gradient that reaches the encoder."""
+    if not isinstance(model, VQVAE):
+        raise TypeError(f"encoder_recon_grad_norm: model must be a VQVAE, got "
+                        f"{type(model).__name__}")
+    param = next(model.parameters())
+    check_tensor("encoder_recon_grad_norm", "x", x, ndim=2, like=param)
+    n_features = model.encoder[0].in_features
+    if x.shape[1] != n_features:
+        raise ValueError(f"encoder_recon_grad_norm: x must have shape (n, {n_features}), got "
+                         f"{tuple(x.shape)}")
     params = list(model.encoder.parameters())
     grads = torch.autograd.grad(model(x).recon, params, allow_unused=True,
                                 materialize_grads=True)
@@ -202,7 +235,12 @@ def train_vq_vae(model: VQVAE, X: torch.Tensor, *, epochs: int, batch_size: int 
     """
     where = "train_vq_vae"
     check_params(where, locals(), _TRAIN_ARGS)
+    if not isinstance(model, VQVAE):
+        raise TypeError(f"{where}: model must be a VQVAE, got {type(model).__name__}")
     X = as_tensor(X, where=where, arg="X", ndim=2, finite=True, min_rows=1)
+    if X.shape[1] != model.encoder[0].in_features:
+        raise ValueError(f"{where}: X must have shape (n, {model.encoder[0].in_features}) for "
+                         f"the model, got {tuple(X.shape)}")
     param = next(model.parameters())
     check_step_fits(where, param.dtype, lr=lr)
     finite = UpdateCheck.for_module(where, model)
