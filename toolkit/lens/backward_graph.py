@@ -53,7 +53,8 @@ def named_tensors(params: Any, *, where: str, arg: str = "params", prefix: str =
         return named
     if isinstance(params, Mapping):
         items: list[tuple[str, Any]] = [(str(k), v) for k, v in params.items()]
-    elif isinstance(params, (str, bytes)) or not isinstance(params, Iterable):
+    elif isinstance(params, (str, bytes)) or not isinstance(params, Iterable) or hasattr(
+            params, "__array__") or hasattr(params, "toarray"):  # numpy, pandas, scipy.sparse
         raise TypeError(f"{where}: {arg} must be a tensor, a list or dict of tensors, an "
                         f"nn.Module or named_parameters(), got {type(params).__name__}")
     else:

@@ -32,7 +32,8 @@ def params_of(value: Any, where: str, arg: str) -> list[tuple[str, torch.Tensor]
         return list(value.named_parameters())
     if isinstance(value, torch.Tensor):
         return [("", value)]
-    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)) and not (
+            hasattr(value, "__array__") or hasattr(value, "toarray")):  # numpy, scipy.sparse
         return [(f"[{i}]{k}", p) for i, v in enumerate(value)
                 for k, p in params_of(v, where, arg)]
     raise TypeError(f"{where}: {arg} must be an optimizer, one of its param groups, an nn.Module "
