@@ -29,8 +29,10 @@ _BYTES = re.compile(r"allocate (\d+) bytes")
 _SIZE = re.compile(r"(?:Tried to allocate|Unable to allocate) ([\d.]+ ?[KMGTPE]i?B)")
 
 
-#: torch's words for a size beyond int64 (``torch.empty(10**20)``), a request no memory holds
+#: torch's and numpy's words for a size beyond int64 (``torch.empty(10**20)``) or beyond what
+#: numpy can address: requests no memory holds
 _BEYOND_INT64 = "Overflow when unpacking long"
+_NUMPY_TOO_BIG = ("array is too big", "Python int too large to convert to C long")
 
 
 def is_allocation_failure(err: BaseException) -> bool:
@@ -38,7 +40,9 @@ def is_allocation_failure(err: BaseException) -> bool:
     that a size was beyond what torch can even ask for (more than 2**63 - 1 elements)."""
     return (isinstance(err, (MemoryError, torch.OutOfMemoryError))
             or (isinstance(err, RuntimeError) and any(m in str(err) for m in _TORCH_CPU))
-            or (isinstance(err, TypeError) and _BEYOND_INT64 in str(err)))
+            or (isinstance(err, TypeError) and _BEYOND_INT64 in str(err))
+            or (isinstance(err, (ValueError, OverflowError))
+                and any(m in str(err) for m in _NUMPY_TOO_BIG)))
 
 
 def _bytes(n: int) -> str:
@@ -70,7 +74,7 @@ def allocation_errors(where: str, what: str) -> Iterator[None]:
     """
     try:
         yield
-    except (RuntimeError, MemoryError, TypeError) as err:
+    except (RuntimeError, MemoryError, TypeError, ValueError, OverflowError) as err:
         if not is_allocation_failure(err) or getattr(err, "toolkit_where", None):
             raise
         new = MemoryError(f"{where}: not enough memory for {what}{_amount(err)}; use smaller "
