@@ -379,7 +379,7 @@ def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.Monke
     from toolkit.algorithms.em import initialization
 
     calls: list[str] = []
-    for name in ("initial_responsibilities", "m_step"):
+    for name in ("initial_responsibilities", "closed_form_m_step"):
         real = getattr(initialization, name)
         monkeypatch.setattr(initialization, name, lambda *a, _f=real, _n=name, **k: (
             calls.append(_n), _f(*a, **k))[1])
@@ -388,7 +388,7 @@ def test_all_three_inits_estimate_nothing_at_the_start(monkeypatch: pytest.Monke
     GaussianMixture(3, max_iter=3, tol=0.0, **init).fit(X)
     assert calls == []
     GaussianMixture(3, max_iter=3, tol=0.0, **{**init, "means_init": None}).fit(X)
-    assert calls == ["initial_responsibilities", "m_step"]
+    assert calls == ["initial_responsibilities", "closed_form_m_step"]
 
 
 @pytest.mark.parametrize("ct", COVARIANCE_TYPES)

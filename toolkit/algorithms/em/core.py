@@ -18,6 +18,7 @@ from toolkit.algorithms.em.params import (
     COVARIANCE_TYPES,
     CovarianceOverflowError,
     GMMParams,
+    IllDefinedCovarianceError,
     add_to_diagonal,
     check_mixture,
     cholesky_of_precisions,
@@ -149,7 +150,8 @@ def _checked(where: str, X: object, weights: object, means: object,
 def _covariance_error(where: str, err: ValueError) -> ValueError:
     """An M-step's failed covariances, in terms of its arguments X and log_resp (an overflow
     keeps its class, which the estimator answers in terms of its own X)."""
-    kind = CovarianceOverflowError if isinstance(err, CovarianceOverflowError) else ValueError
+    kind = type(err) if isinstance(err, (CovarianceOverflowError, IllDefinedCovarianceError)) \
+        else ValueError
     return kind(f"{where}: the covariances that X and log_resp give are not positive definite "
                 f"and finite: {err}")
 
@@ -309,14 +311,15 @@ def m_step(X: torch.Tensor, log_resp: torch.Tensor, *, covariance_type: str = "f
     check_tensor(where, "log_resp", log_resp)  # required here
     _check_data(where, X, None, log_resp=log_resp, sample_weight=sample_weight)
     try:
-        return _m_step(X, log_resp, covariance_type, reg_covar, sample_weight)
+        return closed_form_m_step(X, log_resp, covariance_type, reg_covar, sample_weight)
     except ValueError as err:  # scikit-learn's advice, said of this function's arguments
         raise _covariance_error(where, err) from err
 
 
-def _m_step(X: torch.Tensor, log_resp: torch.Tensor, covariance_type: str, reg_covar: float,
-            sample_weight: torch.Tensor | None) -> GMMParams:
-    """:func:`m_step` after its argument checks."""
+def closed_form_m_step(X: torch.Tensor, log_resp: torch.Tensor, covariance_type: str,
+                       reg_covar: float, sample_weight: torch.Tensor | None) -> GMMParams:
+    """:func:`m_step` without its argument checks, for the package's own callers (the starts,
+    whose responsibilities are of their making)."""
     out_dtype = X.dtype
     dtype = _compute_dtype(X)
     X, log_resp = X.to(dtype), log_resp.to(dtype)

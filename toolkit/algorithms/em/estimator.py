@@ -48,6 +48,7 @@ from toolkit.algorithms.em.params import (
     COVARIANCE_TYPES,
     CovarianceOverflowError,
     GMMParams,
+    IllDefinedCovarianceError,
     one_model,
 )
 from toolkit.core.stop_gradient import require_block
@@ -306,6 +307,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                              f"squared deviations) are not finite; scale X first, e.g. with "
                              f"sklearn.preprocessing.MaxAbsScaler (a StandardScaler squares "
                              f"the values too, and overflows with them)") from err
+        except IllDefinedCovarianceError as err:  # scikit-learn's advice, said of X
+            advice = str(err).rpartition("Fitting the mixture model failed")
+            raise ValueError(f"{where}: the covariances fitted to X are not positive definite. "
+                             f"{advice[1]}{advice[2]}") from err
         self._set_fitted(best, like=X)
         return self
 
@@ -477,10 +482,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         rng = numpy_random_state(self.random_state, where="GaussianMixture.sample")
         weights, means, covs = (np.asarray(torch.as_tensor(a).cpu(), dtype=np.float64)
                                 for a in (self.weights_, self.means_, self.covariances_))
-        counts = rng.multinomial(n_samples, weights)
         ct = self.covariance_type
         with allocation_errors("GaussianMixture.sample",
                                f"n_samples={n_samples} of {means.shape[1]} features"):
+            counts = rng.multinomial(n_samples, weights)
             if ct in ("full", "tied"):
                 parts = [rng.multivariate_normal(mean, covs[j] if ct == "full" else covs, int(c))
                          for j, (mean, c) in enumerate(zip(means, counts))]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from toolkit.algorithms.em.core import m_step
+from toolkit.algorithms.em.core import closed_form_m_step
 from toolkit.algorithms.em.params import (
     GMMParams,
     cholesky_of_precisions,
@@ -119,8 +119,7 @@ def parameters_from_responsibilities(X: torch.Tensor, resp: torch.Tensor | None,
     sw = None if sample_weight is None else sample_weight.to(f64)
     if resp is not None:
         resp = resp.to(f64)
-        p = m_step(X.to(f64), torch.log(resp), covariance_type=ct, reg_covar=reg_covar,
-                   sample_weight=sw)
+        p = closed_form_m_step(X.to(f64), torch.log(resp), ct, reg_covar, sw)
         rw = resp if sw is None else resp * sw[:, None]
         nk = rw.sum(0) + 10 * torch.finfo(X.dtype).eps
         total = X.shape[0] if sw is None else sw.sum()

@@ -19,6 +19,7 @@ __all__ = [
     "COVARIANCE_TYPES",
     "CovarianceOverflowError",
     "GMMParams",
+    "IllDefinedCovarianceError",
     "check_mixture",
     "cholesky_of_precisions",
     "from_unconstrained",
@@ -33,6 +34,11 @@ _PD_ADVICE = ("Fitting the mixture model failed because some components have ill
               "empirical covariance (for instance caused by singleton or collapsed samples). "
               "Try to decrease the number of components, increase reg_covar, or scale the "
               "input data.")
+
+
+class IllDefinedCovarianceError(ValueError):
+    """A covariance that is not positive definite (scikit-learn's "ill-defined empirical
+    covariance"), which the estimator answers in terms of its ``X``."""
 
 
 class CovarianceOverflowError(ValueError):
@@ -95,12 +101,12 @@ def cholesky_of_precisions(covariances: torch.Tensor, covariance_type: str) -> t
             if covariances.dtype == torch.float32:
                 msg += (" The numerical accuracy can also be improved by passing float64 data "
                         "instead of float32.")
-            raise ValueError(msg)
+            raise IllDefinedCovarianceError(msg)
         eye = torch.eye(covariances.shape[-1], dtype=covariances.dtype,
                         device=covariances.device).expand_as(covariances)
         return torch.linalg.solve_triangular(L, eye, upper=False).mT.contiguous()
     if (covariances <= 0).any():
-        raise ValueError(_PD_ADVICE)
+        raise IllDefinedCovarianceError(_PD_ADVICE)
     return torch.rsqrt(covariances)
 
 
