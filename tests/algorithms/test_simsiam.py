@@ -130,7 +130,8 @@ def test_argument_errors() -> None:
     with pytest.raises(ValueError, match="knn_accuracy: test_X must have 3 columns like "
                                          "train_X, got 2"):
         ss.knn_accuracy(torch.zeros(5, 3), torch.zeros(5), torch.zeros(2, 2), torch.zeros(2))
-    with pytest.raises(ValueError, match="knn_accuracy: one label per row"):
+    with pytest.raises(ValueError, match=r"knn_accuracy: train_y must hold one label per row "
+                                         r"of train_X \(5\), got 4"):
         ss.knn_accuracy(torch.zeros(5, 3), torch.zeros(4), torch.zeros(2, 3), torch.zeros(2))
     with pytest.raises(ValueError, match="train_simsiam: batch_size must be an int >= 2, got 1"):
         ss.train_simsiam(ss.SimSiam(4), torch.zeros(4, 4), epochs=1, batch_size=1,

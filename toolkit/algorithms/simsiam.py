@@ -99,9 +99,11 @@ def knn_accuracy(train_X: torch.Tensor, train_y: torch.Tensor, test_X: torch.Ten
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"knn_accuracy: test_X must have {train_X.shape[1]} columns like "
                          f"train_X, got {test_X.shape[1]}")
-    if len(train_y) != len(train_X) or len(test_y) != len(test_X):
-        raise ValueError(f"knn_accuracy: one label per row, got {len(train_y)} labels for "
-                         f"{len(train_X)} train rows and {len(test_y)} for {len(test_X)} test rows")
+    for arg, y, X in (("train_y", train_y, train_X), ("test_y", test_y, test_X)):
+        if len(y) != len(X):
+            rows = "train_X" if arg == "train_y" else "test_X"
+            raise ValueError(f"knn_accuracy: {arg} must hold one label per row of {rows} "
+                             f"({len(X)}), got {len(y)}")
     train_y, test_y = torch.as_tensor(train_y).long(), torch.as_tensor(test_y).long()
     similarity = F.normalize(test_X, dim=1) @ F.normalize(train_X, dim=1).T
     neighbours = train_y.to(similarity.device)[similarity.topk(k, dim=1).indices]
@@ -228,6 +230,10 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
     if not isinstance(model, SimSiam):
         raise TypeError(f"{where}: model must be a SimSiam, got {type(model).__name__}")
     X = as_tensor(X, where=where, arg="X", ndim=2, finite=True, min_rows=batch_size)
+    n_features = model.encoder[0].in_features
+    if X.shape[1] != n_features:
+        raise ValueError(f"{where}: X must have shape (n, {n_features}) for the model, got "
+                         f"{tuple(X.shape)}")
     param = next(model.parameters())
     check_step_fits(where, param.dtype, lr=lr, weight_decay=weight_decay)
     finite = UpdateCheck.for_module(where, model)

@@ -222,7 +222,8 @@ class Batches:
         self.iterable: Iterable[Any] | None = None
         if isinstance(data, TensorDataset) and len(data.tensors) == 2:
             data = data.tensors
-        if isinstance(data, (torch.Tensor, np.ndarray, str, bytes)) or isinstance(data, dict):
+        if isinstance(data, (torch.Tensor, np.ndarray, str, bytes, dict)) or hasattr(
+                data, "toarray"):  # an array, text or a scipy.sparse matrix is no dataset
             raise TypeError(f"{where}: {arg} must be {_KINDS}, got {type(data).__name__}")
         if isinstance(data, Sequence) and len(data) == 2 and all(_is_array(v) for v in data):
             self.pair = self._check_pair(data)
