@@ -68,6 +68,10 @@ def precisions_cholesky_from_covariances(covariances: torch.Tensor, covariance_t
     where = "precisions_cholesky_from_covariances"
     check(where, "covariance_type", covariance_type, [Options(*COVARIANCE_TYPES)])
     check_tensor(where, "covariances", covariances)
+    if covariances.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{where}: covariances must be float32 or float64 (torch.linalg has no "
+                        f"Cholesky factorization in {covariances.dtype}), got "
+                        f"{covariances.dtype}; pass covariances.double()")
     ndim = {"full": 3, "tied": 2, "diag": 2, "spherical": 1}[covariance_type]
     square = covariance_type in ("full", "tied")
     if covariances.ndim != ndim or (square and covariances.shape[-1] != covariances.shape[-2]):
