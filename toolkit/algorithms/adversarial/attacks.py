@@ -143,8 +143,7 @@ def predict(model: Model, x: torch.Tensor) -> torch.Tensor:
     device = model_device(model)
     x = x if device is None else x.to(device)
     check_model_input("predict", model, x)
-    with eval_mode(model), torch.no_grad():  # pure evaluation: no graph, modes restored
-        logits = call_model("predict", model, x)
+    logits = call_model("predict", lambda v: eval_logits(model, v), x)
     if not isinstance(logits, torch.Tensor) or logits.ndim == 0:
         raise TypeError(f"predict: model must return a tensor of logits (n, n_classes), got "
                         f"{show_value(logits)}")
