@@ -19,7 +19,7 @@ import torch
 from toolkit._utils.param_validation import is_int, show_value
 
 __all__ = ["all_finite", "as_numeric_array", "as_tensor", "check_X", "check_X_shape",
-           "check_dtype", "check_storage", "check_tensor", "numpy_random_state", "resolve_device", "resolve_dtype",
+           "check_dtype", "check_no_graph", "check_storage", "check_tensor", "numpy_random_state", "resolve_device", "resolve_dtype",
            "resolve_generator", "to_output"]
 
 
@@ -195,6 +195,14 @@ def check_tensor(where: str, arg: str, x: Any, *, ndim: int | tuple[int, ...] | 
     return x
 
 
+def check_no_graph(where: str, arg: str, t: torch.Tensor) -> None:
+    """Refuse a tensor that requires grad where an estimator takes data (it fits data, not a
+    graph), naming the call that gives the data."""
+    if t.requires_grad:
+        raise ValueError(f"{where}: {arg} is a tensor that requires grad; an estimator fits "
+                         f"data, not a graph: pass {arg}.detach()")
+
+
 def as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:
     """A real numeric numpy array from an array-like: object and string arrays are converted
     to float64 as scikit-learn converts them (text that is no number is a ``ValueError``, as
@@ -241,9 +249,7 @@ def check_X(where: str, X: Any, *, device: torch.device, dtype: torch.dtype,
         X = as_numeric_array(where, "X", X)
     else:
         check_storage(where, "X", X)
-        if X.requires_grad:
-            raise ValueError(f"{where}: X is a tensor that requires grad; an estimator fits "
-                             f"data, not a graph: pass X.detach()")
+        check_no_graph(where, "X", X)
         if X.is_complex():
             raise ValueError(f"{where}: X must hold real numbers; Complex data not supported "
                              f"(got dtype {X.dtype})")

@@ -20,6 +20,7 @@ import torch
 from toolkit._utils.array_validation import (
     as_numeric_array,
     as_tensor,
+    check_no_graph,
     check_X,
     numpy_random_state,
     resolve_dtype,
@@ -43,9 +44,8 @@ def check_sample_weight(where: str, sample_weight: Any, n_samples: int, n_compon
         return None
     if not isinstance(sample_weight, torch.Tensor):
         sample_weight = as_numeric_array(where, "sample_weight", sample_weight)
-    elif sample_weight.requires_grad:
-        raise ValueError(f"{where}: sample_weight is a tensor that requires grad; an estimator "
-                         f"fits data, not a graph: pass sample_weight.detach()")
+    else:
+        check_no_graph(where, "sample_weight", sample_weight)
     w = as_tensor(sample_weight, where=where, arg="sample_weight", dtype=like.dtype,
                   device=like.device, finite=True)
     if w.shape != (n_samples,):
