@@ -7,10 +7,8 @@ each in a fresh output folder (no figure is reused from an earlier round), and a
 over ``--rounds`` rounds so that a change in the machine's load reaches both alike:
 
 - one seed: ``toolkit run configs/showcase.toml --seeds 0``; the run's ``meta.json`` records
-  the experiments' seconds (``duration_s``) and the report's (``finish_s``). The report's
-  sections are drawn while the experiments run (``toolkit.lab.report.drafts``), so
-  ``finish_s`` is only what is left at the end; what the report costs the user in all is
-  measured too, in the same round: the wall time of that command against the wall time of
+  the experiments' seconds (``duration_s``) and the report's (``finish_s``, drawn after the
+  run in the same process); what the report costs the user in all is measured too, in the same round: the wall time of that command against the wall time of
   the same command with ``--no-report`` (start-up included in both), and the difference
   over the experiments' seconds ("added");
 - three seeds: the wall time of ``toolkit run configs/showcase.toml``, start-up included.

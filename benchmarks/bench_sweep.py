@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolkit.lab.runner import plan_one
-from toolkit.lab.runner.config import ExecutorSpec
-from toolkit.lab.runner.sweep import run_configs
+from toolkit.lab import plan_one
+from toolkit.lab.execute.local import run_all
+from toolkit.lab.results.schema import ExecutorConfig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                     for seed in range(args.runs)]
             for r in range(args.rounds):
                 for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-                    spec = ExecutorSpec(kind="dask", address=clusters[n].scheduler_address)
+                    spec = ExecutorConfig(kind="dask", address=clusters[n].scheduler_address)
                     t0 = time.perf_counter()
-                    outcomes, status = run_configs(runs, executor=spec,
+                    outcomes, status = run_all(runs, executor=spec,
                                                    quiet=True)
                     seconds[n].append(time.perf_counter() - t0)
                     if status or len(outcomes) != args.runs:

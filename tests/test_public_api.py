@@ -1,5 +1,5 @@
 """The package's public names: every name in __all__ loads, nothing heavy loads with it, old
-module paths still import (with a DeprecationWarning), and imports run one way."""
+module paths are gone (no shims), and imports run one way."""
 
 from __future__ import annotations
 
@@ -9,21 +9,19 @@ import json
 import subprocess
 import sys
 import types
-import warnings
 from pathlib import Path
 
 import pytest
 
 import toolkit
 import toolkit.core
-import toolkit.lab.runner
+import toolkit.lab
 import toolkit.lens
-from toolkit._utils import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.lab.runner],
+@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.lab],
                          ids=lambda m: m.__name__)
 def test_every_public_name_loads(package) -> None:
     for name in package.__all__:
@@ -47,11 +45,11 @@ def test_toolkit_exports_the_primitive_and_the_lens() -> None:
             assert getattr(toolkit, name) is getattr(package, name), name
 
 
-def test_the_runner_lists_its_lazy_names_once() -> None:
-    runner = toolkit.lab.runner
-    assert runner.__all__ == sorted(runner._EXPORTS)
-    for name, module in runner._EXPORTS.items():
-        assert getattr(runner, name) is getattr(importlib.import_module(module), name), name
+def test_the_lab_lists_its_lazy_names_once() -> None:
+    lab = toolkit.lab
+    assert len(lab.__all__) == len(set(lab.__all__)) and set(lab.__all__) == set(lab._EXPORTS)
+    for name, module in lab._EXPORTS.items():
+        assert getattr(lab, name) is getattr(importlib.import_module(module), name), name
 
 
 def test_unknown_name_is_an_attribute_error() -> None:
@@ -60,7 +58,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
-    code = ("import sys, toolkit, toolkit.lab.runner, toolkit.lab.cli\n"
+    code = ("import sys, toolkit, toolkit.lab, toolkit.lab.cli\n"
             "heavy = [m for m in ('torch', 'matplotlib', 'sklearn', 'torch._dynamo') "
             "if m in sys.modules]\n"
             "assert not heavy, heavy\n")
@@ -68,55 +66,56 @@ def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
     assert out.returncode == 0, out.stderr
 
 
-#: In one fresh interpreter (none of the old names imported yet), for each old path in turn:
-#: the new module, then the old path's first import (it must warn, naming the new path), then
-#: the old path again (the same module object, keeping its new name). A failure is recorded
-#: against its old path, so that each parametrized test below reports only its own.
-_MOVED_PROBE = """
-import importlib, json, sys, warnings
-failures = {}
-for old, new_path in json.loads(sys.argv[1]).items():
+#: Module paths that no longer exist: the import shims of ``toolkit._utils.moved`` are gone
+#: (issue 52: no release ever had those paths), and so are the lab's old runner and schema.
+GONE = ("toolkit._utils.moved", "toolkit.runner", "toolkit.runner.config", "toolkit.cli",
+        "toolkit.data", "toolkit.measure", "toolkit.report", "toolkit.style",
+        "toolkit.core.audit", "toolkit.lens.audit_graph", "toolkit.lab.runner",
+        "toolkit.lab.runner.config", "toolkit.lab.runner.tomlio", "toolkit.lab.schema",
+        "toolkit.lab.planning")
+
+_GONE_PROBE = """
+import importlib, json, sys
+still = {}
+for old in json.loads(sys.argv[1]):
     try:
-        if old in sys.modules:
-            raise AssertionError(f"imported before its own check: {sorted(sys.modules)}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            new = importlib.import_module(new_path)
-            try:
-                importlib.import_module(old)
-            except DeprecationWarning as w:
-                assert new_path in str(w), str(w)
-            else:
-                raise AssertionError("no DeprecationWarning")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            assert importlib.import_module(old) is new
-        assert new.__spec__.name == new_path, new.__spec__
-    except BaseException as e:
-        failures[old] = f"{type(e).__name__}: {e}"
-print(json.dumps(failures))
+        module = importlib.import_module(old)
+    except ModuleNotFoundError:
+        continue
+    still[old] = module.__spec__.name
+print(json.dumps(still))
 """
 
 
-@pytest.fixture(scope="session")
-def moved_failures() -> dict[str, str]:
-    out = subprocess.run([sys.executable, "-c", _MOVED_PROBE, json.dumps(moved.MOVED)],
+def test_old_module_paths_are_gone() -> None:
+    out = subprocess.run([sys.executable, "-c", _GONE_PROBE, json.dumps(GONE)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr + out.stdout
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {}
+    assert not any(type(f).__module__.startswith("toolkit") for f in sys.meta_path)
 
 
-@pytest.mark.parametrize("old", sorted(moved.MOVED))
-def test_an_old_module_path_warns_and_is_the_new_module(old: str, moved_failures) -> None:
-    assert old not in moved_failures, moved_failures[old]
+#: What an experiment, a notebook or a test is written with: ``from toolkit.lab import ...``.
+LAB_NAMES = {
+    "errors": {"ConfigError", "DamagedFile", "ExperimentLoadError", "RunInterrupted"},
+    "experiments": {"Experiment", "ExperimentParams", "discover", "load_all", "load_experiment"},
+    "planning": {"Plan", "RunSpec", "plan_one"},
+    "running": {"RunContext", "RunOutcome", "run_all", "run_experiment"},
+    "findings": {"Finding", "Story", "TimeRatio", "Verdict"},
+    "schema": {"BLOCKED", "UNBLOCKED", "VARIANTS", "MetricDoc", "RunConfig", "metric_key"},
+    "results": {"RunResults", "SeedGroup", "find_runs", "group_runs", "read_findings",
+                "write_group", "fmt"},
+}
 
 
-def test_a_submodule_of_a_moved_package_is_the_same_module() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        old = importlib.import_module("toolkit.runner.config")
-    assert old is importlib.import_module("toolkit.lab.runner.config")
-    assert moved.new_name("toolkit.core.stop_gradient") is None
+def test_the_lab_exports_the_authoring_names() -> None:
+    lab = toolkit.lab
+    assert set(lab.__all__) == set().union(*LAB_NAMES.values())
+    # no name hides a subpackage of the lab (``toolkit.lab.plan`` is the package, always)
+    subpackages = {p.stem for p in (ROOT / "toolkit" / "lab").iterdir()
+                   if not p.name.startswith("_")}
+    assert not set(lab.__all__) & subpackages, set(lab.__all__) & subpackages
+    assert isinstance(importlib.import_module("toolkit.lab.plan"), types.ModuleType)
 
 
 def _imports(path: Path) -> set[str]:

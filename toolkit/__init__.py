@@ -85,9 +85,3 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
 __getattr__, __dir__ = lazy_exports(
     "toolkit", globals(), {**dict.fromkeys(_CORE, "toolkit.core"),
                            **dict.fromkeys(_LENS, "toolkit.lens")})
-
-# Old module paths (``toolkit.runner``, ``toolkit.core.audit``, ...) still import, with a
-# DeprecationWarning, for one release.
-from toolkit._utils import moved as _moved  # noqa: E402
-
-_moved.install()

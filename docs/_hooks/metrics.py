@@ -1,7 +1,7 @@
 """The metrics glossary: what each metric key a run logs means, from the experiments themselves.
 
 Each experiment declares its metrics in ``experiments/<name>/metrics.py`` (its ``METRICS``
-hook, a tuple of :class:`toolkit.lab.schema.MetricDoc`), and
+hook, a tuple of :class:`toolkit.lab.results.schema.MetricDoc`), and
 ``tests/experiments/test_metrics_glossary.py`` checks the declarations against the keys a quick
 run logs. This hook renders them as ``reference/metrics.md``, one table per experiment (the
 algorithms' experiments in the nav's order, then the others), so the page cannot drift from
@@ -28,7 +28,7 @@ _SHOWCASE = re.compile(r"<!--\s*showcase:\s*([A-Za-z0-9_]+)\s*-->")
 
 def declarations() -> dict[str, tuple[object, tuple]]:
     """``{experiment: (module, METRICS)}`` for every built-in experiment that declares them."""
-    from toolkit.lab.runner import load_experiment
+    from toolkit.lab import load_experiment
 
     names = sorted(ep.name for ep in importlib.metadata.entry_points(group="toolkit.experiments")
                    if ep.value.startswith(PACKAGE))
@@ -92,7 +92,7 @@ def glossary_page(found: dict[str, tuple[object, tuple]], pages: dict[str, str] 
         "listed under the key. In a showcase run every key starts with its experiment's name "
         "(`td_learning/blocked/a_split/V_A`).", "",
         "Each experiment declares these in `experiments/<name>/metrics.py` (its `METRICS`, a "
-        "tuple of `toolkit.lab.schema.MetricDoc`), and a test checks them against the keys "
+        "tuple of `toolkit.lab.results.schema.MetricDoc`), and a test checks them against the keys "
         "a quick run logs: this page is rendered from those declarations when the site is "
         "built.", ""]
     lines += [f"- [{name}](#{name})" for name in order] + [""]

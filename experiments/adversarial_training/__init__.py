@@ -40,9 +40,9 @@ from toolkit.algorithms.adversarial import (
     predict,
 )
 from toolkit.algorithms.divergence import check_finite
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 from toolkit.lab.data import Dataset, digits, train_test_split, two_moons
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
 from .probes import gradient_comparison, memory_vs_steps, save_graph

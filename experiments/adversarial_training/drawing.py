@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.colors import ListedColormap
 
+from toolkit.lab import RunResults
 from toolkit.lab.report.plots import (
     image_grid,
     legend_below,
@@ -19,8 +20,7 @@ from toolkit.lab.report.plots import (
     subplots,
     variant_curves,
 )
-from toolkit.lab.runner import RunResults
-from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, VARIANTS
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, place_legend, variant_style
 
 from . import LABELS, METHODS

@@ -5,7 +5,7 @@ Training curves are logged once per epoch (``step``), per method: plain training
 (``fgsm_rs``); the graph sizes once per attack step count, the gradient cosines once.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 _METHOD = "{method:standard|pgd|fgsm_rs}"
 

@@ -16,10 +16,10 @@ from torch import nn
 
 from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.adversarial import pgd
+from toolkit.lab import RunContext
 from toolkit.lab.data import Dataset
 from toolkit.lab.measure import count_graph_nodes, measure_memory, race, time_fn
-from toolkit.lab.runner import RunContext
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 if TYPE_CHECKING:
     from . import Params

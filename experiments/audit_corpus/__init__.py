@@ -28,9 +28,9 @@ import torch
 from pydantic import Field
 
 from toolkit import StepAudit, audit_step, gradient_graph
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
 from toolkit.lab.measure import count_graph_nodes, measure_memory, race
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 from .cases import BUGS, LEGIT, Case, expected_names, losses_of, train_steps
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary

@@ -38,9 +38,9 @@ from toolkit.algorithms.dice import (
     surrogate_objective,
     two_step_problem,
 )
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
 from toolkit.lab.measure import race
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary

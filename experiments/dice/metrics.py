@@ -5,7 +5,7 @@ at step 0; ``monte_carlo``: from N sampled trajectories, logged at step N. ``sur
 classic surrogate loss Σ log p · c, scored like the two variants of DiCE.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 _FIT = "{fit:blocked|unblocked|surrogate}"
 

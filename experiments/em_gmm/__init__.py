@@ -46,9 +46,9 @@ from toolkit.algorithms.em import (
     precisions_cholesky_from_covariances,
     to_unconstrained,
 )
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story
 from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary

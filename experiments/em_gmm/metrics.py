@@ -5,7 +5,7 @@ the iris data (``iris``, ``grad_iris``); ``closed_form`` is EM with the closed-f
 ``sklearn`` scikit-learn's ``GaussianMixture`` from the same start.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 _DATA = "{data:train|iris}"
 _GRAD = "{grad:grad|grad_iris}"

@@ -45,8 +45,7 @@ from toolkit import (
     gradient_graph,
     trace_cuts,
 )
-from toolkit.lab.measure import count_graph_nodes, measure_memory, race
-from toolkit.lab.runner import (
+from toolkit.lab import (
     ExperimentParams,
     Finding,
     RunContext,
@@ -54,7 +53,8 @@ from toolkit.lab.runner import (
     Story,
     TimeRatio,
 )
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
 

@@ -4,7 +4,7 @@ Logged at every SGD step (``step``) of the DQN-style agent, whose target network
 a cut; the GAN step logs nothing per step.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 METRICS = (
     MetricDoc(key="{variant}/td/loss",

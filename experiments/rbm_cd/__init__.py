@@ -53,10 +53,10 @@ from toolkit.algorithms.rbm import (
     log_likelihood,
     negative_samples,
 )
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story
 from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.lab.measure import count_graph_nodes
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.lab import RunResults
 from toolkit.lab.report.plots import (
     image_grid,
     legend_below,
@@ -18,8 +19,7 @@ from toolkit.lab.report.plots import (
     tile_images,
     variant_curves,
 )
-from toolkit.lab.runner import RunResults
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
 
 from . import NAMES, methods_of

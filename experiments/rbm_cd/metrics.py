@@ -6,7 +6,7 @@ only), ``sklearn`` and ``toolkit`` are scikit-learn's and this toolkit's ``Berno
 estimators with the same parameters.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 _METHOD = "{method:cd1|cd10|pcd}"
 

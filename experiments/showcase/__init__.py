@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from toolkit.lab.runner import (
+from toolkit.lab import (
     Experiment,
     ExperimentParams,
     RunContext,
@@ -33,7 +33,7 @@ from toolkit.lab.runner import (
     discover,
     load_all,
 )
-from toolkit.lab.runner.errors import suggest
+from toolkit.lab.errors import suggest
 
 DESCRIPTION = "runs every experiment's QUICK comparison and writes one report"
 NAME = "showcase"  # its own name: it never includes itself, nor another composite
@@ -96,7 +96,7 @@ Found = tuple[dict[str, Experiment], dict[str, str]]
 def child_params(params: Params, found: Found | None = None) -> dict[str, ExperimentParams]:
     """Each selected experiment's validated ``Params`` (``QUICK`` + overrides), by name.
 
-    ``found``: what :func:`~toolkit.lab.runner.registry.load_all` returned, if the caller has it.
+    ``found``: what :func:`~toolkit.lab.plan.registry.load_all` returned, if the caller has it.
     Raises ``ValueError`` with one line naming the experiment and the key.
     """
     found = found or load_all()

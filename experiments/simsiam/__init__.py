@@ -40,9 +40,9 @@ from toolkit.algorithms.simsiam import (
     output_std,
     train_simsiam,
 )
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story
 from toolkit.lab.data import Dataset, digits, train_test_split
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import place_legend, variant_style
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary

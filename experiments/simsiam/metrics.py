@@ -3,7 +3,7 @@
 Logged once per training epoch (``step``).
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 METRICS = (
     MetricDoc(key="{variant}/train/loss",

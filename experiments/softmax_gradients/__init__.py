@@ -42,8 +42,8 @@ from pydantic import Field, field_validator, model_validator
 
 from toolkit import compare_gradients, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 from .cost import run_costs
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary

@@ -12,10 +12,10 @@ import torch
 from toolkit import disable_blocks
 from toolkit.algorithms.softmax import stable_softmax
 from toolkit.lab.measure import count_graph_nodes, measure_memory, time_fn
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 if TYPE_CHECKING:
-    from toolkit.lab.runner import RunContext
+    from toolkit.lab import RunContext
 
     from . import Params
 

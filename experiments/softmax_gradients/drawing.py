@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
+from toolkit.lab import RunResults
 from toolkit.lab.report.figures import draw_spread, value_bars
 from toolkit.lab.report.plots import subplots
-from toolkit.lab.runner import RunResults
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 
 from . import DTYPES, KINDS, SHAPE

@@ -4,7 +4,7 @@ Logged once per logit scale (``step`` is the index into ``params.scales``), for 
 at random (``grad_random``) and with tied row maxima (``grad_tied``), in each dtype.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 _KIND = "{kind:random|tied}"
 _DTYPE = "{dtype:float64|float32|bfloat16|float16}"

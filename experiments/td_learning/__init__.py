@@ -42,8 +42,8 @@ from toolkit.algorithms.td import (
     gradient_descent,
     random_chain,
 )
-from toolkit.lab.runner import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
-from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
+from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, VARIANTS
 from toolkit.lab.style import place_legend, variant_style
 
 from .metrics import METRICS as METRICS  # what each logged metric means: the docs' glossary

@@ -5,7 +5,7 @@ Logged every ``log_every`` gradient steps or sweeps (``step``) on three problems
 (``chain``). Values are in the problems' reward units.
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 METRICS = (
     MetricDoc(key="{variant}/a_split/V_{state:A|B|C}",

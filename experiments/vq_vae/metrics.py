@@ -6,7 +6,7 @@ disable one block: ``without_straight_through`` (``vq_vae.straight_through``),
 (``vq_vae.commitment``).
 """
 
-from toolkit.lab.schema import MetricDoc
+from toolkit.lab.results.schema import MetricDoc
 
 _FIT = "{fit:blocked|unblocked|without_straight_through|without_codebook|without_commitment}"
 

@@ -1,5 +1,5 @@
 """Shared checks of an experiment's figures: captions in words, no clashing text, and the
-layout rules of ``toolkit.lab.report.layout`` (issue 24)."""
+layout rules of ``tests/lab/report/layout.py`` (issue 24)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
-from toolkit.lab.report import colour_problems, layout_problems, text_problems
+from tests.lab.report.layout import colour_problems, layout_problems
+from toolkit.lab.report import text_problems
 
 #: Backward-graph drawings come from ``draw_gradient_graph``, whose layout and colours are
 #: checked with the graph drawing itself; every other figure obeys the layout rules.

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from stop_gradient_experiments import adversarial_training as exp
 
-from toolkit.lab.runner import Finding, run_experiment
+from toolkit.lab import Finding, run_experiment
 
 
 @pytest.fixture(scope="module")

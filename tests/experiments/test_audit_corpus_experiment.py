@@ -9,8 +9,9 @@ import pytest
 import stop_gradient_experiments.audit_corpus as audit_corpus
 from stop_gradient_experiments.audit_corpus.cases import BUGS, LEGIT
 
+from toolkit.lab import Finding, run_experiment
+from toolkit.lab.plan.config import plan
 from toolkit.lab.report import write_report
-from toolkit.lab.runner import Finding, load_config, run_experiment
 from toolkit.lens import GradientGraph
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
@@ -69,7 +70,7 @@ def test_costs_findings_and_figures(quick_run, check_figures) -> None:
 
 
 def test_shipped_config_matches_the_params_defaults() -> None:
-    (config,) = load_config(CONFIGS / "audit_corpus.toml")
+    (config,) = [spec.config for spec in plan(CONFIGS / "audit_corpus.toml")]
     assert config.experiment == "audit_corpus"
     assert config.disable_blocks == ("corpus.*",)
     assert config.params == audit_corpus.Params().model_dump()

@@ -6,7 +6,7 @@ import pytest
 import stop_gradient_experiments.dice as dice_experiment
 from matplotlib.figure import Figure
 
-from toolkit.lab.runner import Finding, RunResults, run_experiment
+from toolkit.lab import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")

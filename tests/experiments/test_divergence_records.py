@@ -20,7 +20,7 @@ from torch import nn
 import toolkit.algorithms.adversarial.training as adversarial
 import toolkit.algorithms.vq_vae as vq
 from toolkit.algorithms.divergence import DivergenceWarning
-from toolkit.lab.runner import RunResults, run_experiment
+from toolkit.lab import RunResults, run_experiment
 
 NAN = float("nan")
 

@@ -11,8 +11,8 @@ import stop_gradient_experiments.em_gmm as em_experiment
 import torch
 
 from toolkit.algorithms.em import GMMParams, precisions_cholesky_from_covariances
+from toolkit.lab import Finding, run_experiment
 from toolkit.lab.report import write_report
-from toolkit.lab.runner import Finding, run_experiment
 
 
 @pytest.fixture(scope="module")

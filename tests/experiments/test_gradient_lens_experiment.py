@@ -10,8 +10,9 @@ import stop_gradient_experiments.gradient_lens as gradient_lens
 import torch
 
 from toolkit import disable_blocks
+from toolkit.lab import Finding, run_experiment
+from toolkit.lab.plan.config import plan
 from toolkit.lab.report import write_report
-from toolkit.lab.runner import Finding, load_config, run_experiment
 from toolkit.lens import GradientGraph, gradient_path
 
 CONFIGS = pathlib.Path(__file__).parents[2] / "configs"
@@ -120,7 +121,7 @@ def test_the_blocks_are_the_only_cuts(seed: int) -> None:
 
 
 def test_shipped_config_matches_the_params_defaults() -> None:
-    (config,) = load_config(CONFIGS / "gradient_lens.toml")
+    (config,) = [spec.config for spec in plan(CONFIGS / "gradient_lens.toml")]
     assert config.experiment == "gradient_lens"
     assert config.disable_blocks == ("gradient_lens.*",)
     assert config.params == gradient_lens.Params().model_dump()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from toolkit.lab.runner import Experiment, ExperimentLoadError, ExperimentParams, run_experiment
-from toolkit.lab.schema import MetricDoc, metric_doc_for
+from toolkit.lab import Experiment, ExperimentLoadError, ExperimentParams, run_experiment
+from toolkit.lab.results.schema import MetricDoc, metric_doc_for
 
 ROOT = Path(__file__).resolve().parents[2]
 #: every built-in experiment but the showcase, which composes them (its keys are theirs)

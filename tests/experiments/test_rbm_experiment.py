@@ -10,19 +10,20 @@ import pytest
 import torch
 from stop_gradient_experiments import rbm_cd
 
+from tests.lab.report.layout import layout_problems
 from toolkit import BlockNotSwitchableError, disable_blocks
 from toolkit.algorithms.divergence import DivergenceWarning
 from toolkit.algorithms.rbm import BLOCK, RBMParams, cd_gradient, exact_log_likelihood_gradient
-from toolkit.lab.report import default_figures, layout_problems, text_problems, write_report
-from toolkit.lab.runner import (
+from toolkit.lab import (
     RunInterrupted,
     RunResults,
     Story,
     fmt,
-    load_config,
     read_findings,
     run_experiment,
 )
+from toolkit.lab.plan.config import plan
+from toolkit.lab.report import default_figures, text_problems, write_report
 from toolkit.lab.style import variant_style
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +158,7 @@ def test_each_variant_is_logged_as_soon_as_it_finishes(tmp_path, monkeypatch) ->
 
 def test_configs_validate() -> None:
     for name in ("rbm_bas", "rbm_digits"):
-        (config,) = load_config(ROOT / "configs" / f"{name}.toml")
+        (config,) = [spec.config for spec in plan(ROOT / "configs" / f"{name}.toml")]
         assert config.experiment == "rbm_cd" and config.disable_blocks == ("rbm.*",)
         params = rbm_cd.Params(**config.params)
         assert params.n_components <= 20

@@ -7,7 +7,7 @@ import math
 import pytest
 import stop_gradient_experiments.simsiam as simsiam_experiment
 
-from toolkit.lab.runner import Finding, RunResults, run_experiment
+from toolkit.lab import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import torch
 from stop_gradient_experiments import softmax_gradients as exp
 
 from toolkit.algorithms.softmax import naive_softmax
+from toolkit.lab import Finding, run_experiment
 from toolkit.lab.report import write_report
-from toolkit.lab.runner import Finding, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,9 +142,9 @@ def test_summary_is_deterministic(quick_run, tmp_path, seed: int):
 
 
 def test_default_config_loads():
-    from toolkit.lab.runner import load_config
+    from toolkit.lab.plan.config import plan
 
-    (config,) = load_config(ROOT / "configs" / "softmax.toml")
+    (config,) = [spec.config for spec in plan(ROOT / "configs" / "softmax.toml")]
     params = exp.Params(**config.params)
     assert params.cost_shapes == [(4096, 4096), (64, 50000)]
     assert params.scales[0] == 1.0 and params.scales[-1] == 1e4

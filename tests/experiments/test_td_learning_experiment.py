@@ -8,7 +8,7 @@ import pytest
 import stop_gradient_experiments.td_learning as td_learning
 from matplotlib.figure import Figure
 
-from toolkit.lab.runner import Finding, RunResults, run_experiment
+from toolkit.lab import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,8 @@ def test_findings_and_figures(quick_run: RunResults, check_figures) -> None:
 
 
 def test_the_shipped_config_runs_the_books_setup() -> None:
-    from toolkit.lab.runner import load_config
+    from toolkit.lab.plan.config import plan
 
-    (config,) = load_config(Path(__file__).parents[2] / "configs" / "td_learning.toml")
+    (config,) = [spec.config for spec in plan(Path(__file__).parents[2] / "configs" / "td_learning.toml")]
     assert config.params["baird_alpha"] == 0.01 and config.params["baird_gamma"] == 0.99
     assert config.params["baird_sweeps"] == 1000 and tuple(config.disable_blocks) == ("td.*",)

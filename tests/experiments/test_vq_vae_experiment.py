@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import stop_gradient_experiments.vq_vae as vq_vae_experiment
 
-from toolkit.lab.runner import Finding, RunResults, run_experiment
+from toolkit.lab import Finding, RunResults, run_experiment
 
 
 @pytest.fixture(scope="module")

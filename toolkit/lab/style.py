@@ -31,7 +31,7 @@ import re
 import textwrap
 from typing import Any
 
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 __all__ = [
     "COLORS",

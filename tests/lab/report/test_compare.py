@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from matplotlib.patches import Rectangle
 
+from toolkit.lab import run_experiment
 from toolkit.lab.report.compare import (
     DIFF,
     WIDTH,
@@ -24,7 +25,6 @@ from toolkit.lab.report.compare import (
     metric_figure,
     write_compare,
 )
-from toolkit.lab.runner import run_experiment
 
 #: Each built-in experiment shrunk to a fraction of a second or so (on top of its QUICK).
 TINY: dict[str, dict] = {
@@ -64,7 +64,7 @@ def test_every_builtin_experiment_has_tiny_params():
 @pytest.fixture(scope="module")
 def two_seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every built-in experiment run with seeds 0 and 1 at TINY sizes (no reports)."""
-    from toolkit.lab.runner.registry import load_experiment
+    from toolkit.lab.plan.registry import load_experiment
 
     root = tmp_path_factory.mktemp("compare")
     for name, tiny in TINY.items():
@@ -155,7 +155,7 @@ def test_a_wide_table_stays_within_the_width() -> None:
 
 LONG_KEY = textwrap.dedent('''
     """A summary key of 300 characters (a name from results: any length)."""
-    from toolkit.lab.runner import ExperimentParams
+    from toolkit.lab import ExperimentParams
 
     class Params(ExperimentParams):
         pass

@@ -19,7 +19,7 @@ from toolkit.lab.report.render import (
     short_text,
 )
 from toolkit.lab.report.tables import quantity_words, split_variant
-from toolkit.lab.runner.verdicts import Verdict
+from toolkit.lab.results.findings import Verdict
 
 LONG = ("Without the block the output collapses toward one direction: the std of the "
         "l2-normalised output times √d is 0.119 [0.0319, 0.271] (1 for an isotropic output, 0 "

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from toolkit.lab.report.layout import colour_meanings, colour_problems, layout_problems
+from tests.lab.report.layout import colour_meanings, colour_problems, layout_problems
 from toolkit.lab.style import COLORS, EXTRA_COLORS, note_identical, place_legend, variant_style
 
 

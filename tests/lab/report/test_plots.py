@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from matplotlib.ticker import MaxNLocator
 
-from toolkit.lab.report import layout_problems, text_problems
+from tests.lab.report.layout import layout_problems
+from toolkit.lab import RunResults, SeedGroup, run_experiment, write_group
+from toolkit.lab.report import text_problems
 from toolkit.lab.report.plots import (
     image_grid,
     legend_below,
@@ -19,7 +21,6 @@ from toolkit.lab.report.plots import (
     variant_bars,
     variant_curves,
 )
-from toolkit.lab.runner import RunResults, SeedGroup, run_experiment, write_group
 from toolkit.lab.style import COLORS, EXTRA_COLORS, MAX_WIDTH_IN, note_identical, variant_style
 
 

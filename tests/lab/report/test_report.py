@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from tests.lab.report.layout import layout_problems
+from toolkit.lab import RunResults, load_experiment, run_experiment
 from toolkit.lab.report import (
     default_figures,
-    layout_problems,
     metric_groups,
     text_problems,
     write_report,
 )
 from toolkit.lab.report.compare import compare_runs, format_table, write_compare
 from toolkit.lab.report.tables import format_value, variant_table
-from toolkit.lab.runner import RunResults, load_experiment, run_experiment
-from toolkit.lab.runner.tomlio import flatten
+from toolkit.lab.results.schema import flatten
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,11 @@ def test_report_is_regenerated_from_files(runs: list[RunResults]) -> None:
     # logged numbers, and a note saying why the experiment's own are missing
     html = write_report(run_dir).read_text()
     assert "experiment figures not drawn" in html
-    assert "tiny_curve.png" not in {p.name for p in (run_dir / "figures").iterdir()}
+    md = (run_dir / "report.md").read_text()
+    assert "tiny_curve.png" not in md and "figures/metrics_train.png" in md
+    # the report never deletes: the figure drawn before stays, unreferenced, beside the new
+    assert {"tiny_curve.png", "metrics_train.png"} <= {p.name for p in
+                                                       (run_dir / "figures").iterdir()}
     with pytest.raises(FileNotFoundError, match="is not a run directory"):
         write_report(run_dir / "nope")
 
@@ -236,8 +240,8 @@ def test_report_of_an_interrupted_run_has_no_warnings(tmp_path: Path, recwarn) -
 
 
 def test_report_over_seeds_shows_counts_and_bands(runs: list[RunResults]) -> None:
+    from toolkit.lab import SeedGroup, write_group
     from toolkit.lab.report.figures import plot_seeds
-    from toolkit.lab.runner import SeedGroup, write_group
 
     folder = write_group([r.run_dir for r in runs])
     html = write_report(folder).read_text()
@@ -274,18 +278,18 @@ def test_draw_spread_checks_its_shapes() -> None:
 
 
 @pytest.mark.slow
-def test_sections_drawn_in_processes_match_the_serial_report(tmp_path: Path) -> None:
-    from toolkit.lab.runner import load_config
+def test_a_showcase_report_drawn_again_is_the_same(tmp_path: Path) -> None:
+    from toolkit.lab.plan.config import plan
 
-    configs = load_config(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
-                          ['params.experiments=["tiny_counter", "td_learning"]'],
-                          output_dir=tmp_path)
-    run = run_experiment(configs[0])
+    (spec,) = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
+                   ['params.experiments=["tiny_counter", "td_learning"]'],
+                   output_dir=str(tmp_path))
+    run = run_experiment(spec.config)
     figures = run.run_dir / "figures"
-    serial = write_report(run.run_dir).read_text()
+    first = write_report(run.run_dir).read_text()
     names = sorted(p.name for p in figures.iterdir())
-    parallel = write_report(run.run_dir, workers=2).read_text()
+    again = write_report(run.run_dir).read_text()
     assert sorted(p.name for p in figures.iterdir()) == names
     assert names and any(n.startswith("td_learning__") for n in names)
     strip = lambda html: re.sub(r"wall time [^<]*", "", html)  # noqa: E731
-    assert strip(parallel) == strip(serial)  # same figures, byte for byte
+    assert strip(again) == strip(first)  # same figures, byte for byte

@@ -9,14 +9,16 @@ text: checked on the parsed document (``html.parser``), not with a pattern over 
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import tomli_w
 
+from toolkit.lab import run_experiment
 from toolkit.lab.cli import main
-from toolkit.lab.runner import run_experiment
-from toolkit.lab.runner.tomlio import dumps, loads
 
 SCRIPT = "<script>alert('findings')</script>"
 BREAK_OUT = '"><img src=x onerror=alert(1)>'
@@ -62,12 +64,10 @@ def _assert_inert(html: str, shown: tuple[str, ...]) -> None:
 
 def _poison(run_dir: Path) -> None:
     """Put the payloads in every file a report reads words from."""
-    config = loads((run_dir / "config.toml").read_text(encoding="utf-8"))
-    config["experiment"] = SCRIPT
+    config = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
     config["params"]["started_file"] = BREAK_OUT
-    (run_dir / "config.toml").write_text(dumps(config), encoding="utf-8")
+    (run_dir / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
-    meta["experiment"] = SCRIPT
     for about in meta.get("about", {}).values():
         about["description"] = BREAK_OUT
     (run_dir / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
@@ -78,15 +78,14 @@ def _poison(run_dir: Path) -> None:
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
                                            encoding="utf-8")
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    summary["blocked"][BREAK_OUT] = 1.0
-    summary["unblocked"][BREAK_OUT] = 2.0
+    for name, value in ((SCRIPT, 3.0), (BREAK_OUT, 1.0)):
+        summary["blocked"][name] = value
+        summary["unblocked"][name] = value + 1
     (run_dir / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     findings = json.loads((run_dir / "findings.json").read_text(encoding="utf-8"))
-    items = findings["findings"].pop("tiny_counter")
-    for item in items:
+    for item in findings["findings"]["tiny_counter"]:
         item["text"] = item["per_seed"][0]["sentence"] = f"{SCRIPT} {BREAK_OUT}"
         item["basis"] = BREAK_OUT
-    findings["findings"][SCRIPT] = items
     (run_dir / "findings.json").write_text(json.dumps(findings), encoding="utf-8")
 
 
@@ -115,6 +114,39 @@ def test_the_report_shows_markup_in_a_runs_files_as_text(poisoned: Path, capsys)
     doc = _Document(html)
     assert ("ul", {"class": "findings"}) in doc.elements
     assert f"{SCRIPT} {BREAK_OUT}" in doc.text
+    # report.md escapes them too (a Markdown viewer renders inline HTML), outside the fenced
+    # config, which a viewer shows as it is
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    prose = re.sub(r"^(`{3,})toml\n.*?^\1$", "", md, flags=re.S | re.M)
+    assert "```toml" in md and "```toml" not in prose
+    assert "<script" not in prose and "<img" not in prose and "&lt;script&gt;" in prose
+
+
+@pytest.mark.parametrize("where", ["config.toml", "meta.json"])
+def test_an_experiment_name_carrying_markup_is_refused(where: str, tmp_path: Path,
+                                                       monkeypatch, capsys) -> None:
+    """The experiment's name is a name (letters, digits, ``_.-``): a run whose files give it
+    markup is left out of ``report`` and ``compare`` with a warning, never drawn."""
+    monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(Path(__file__).parents[1] / "runner" /
+                                                       "fixtures" / "experiments"))
+    run_dir = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path,
+                             disable_blocks=["tiny.*"]).run_dir
+    path = run_dir / where
+    if where == "config.toml":
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+        config["experiment"] = SCRIPT
+        path.write_text(tomli_w.dumps(config), encoding="utf-8")
+    else:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta["experiment"] = SCRIPT
+        path.write_text(json.dumps(meta), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["report", str(run_dir)]) != 0
+    assert "skipped, its report not drawn" in capsys.readouterr().err
+    assert not (run_dir / "report.html").exists() and not (run_dir / "report.md").exists()
+    assert main(["compare", str(tmp_path), "--out", str(tmp_path / "cmp")]) != 0
+    assert "that run is left out" in capsys.readouterr().err
+    assert not (tmp_path / "cmp" / "compare.html").exists()
 
 
 def test_compares_page_shows_markup_in_runs_files_as_text(poisoned: Path, tmp_path: Path,

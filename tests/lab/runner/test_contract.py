@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from toolkit.lab.runner import Experiment, ExperimentLoadError, ExperimentParams
+from toolkit.lab import Experiment, ExperimentLoadError, ExperimentParams
 
 
 class Params(ExperimentParams):

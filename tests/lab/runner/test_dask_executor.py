@@ -13,27 +13,46 @@ from pathlib import Path
 import pytest
 from runner_testutil import FIXTURES, REPO
 
+from toolkit.lab import RunResults
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults, load_config, plan
-from toolkit.lab.runner.config import ExecutorSpec
-from toolkit.lab.runner.sweep import run_configs
+from toolkit.lab.execute.local import run_all
+from toolkit.lab.plan.config import Plan, plan
+from toolkit.lab.results.schema import ExecutorConfig
 
 distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Two worker processes of one thread each; a task is given up at its first worker death
-    (the executor itself retries once), as in the cluster the executor starts."""
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """Two worker processes of one thread each, behind mutual TLS with certificates of their
+    own; a task is given up at its first worker death (the executor itself retries once), as
+    in the cluster the executor starts. Yields ``(address, tls)``: ``tls`` the
+    :class:`ExecutorConfig` keys of this client's certificate files."""
     import dask
+    from distributed.security import Security
 
+    security = Security.temporary()
+    folder = tmp_path_factory.mktemp("certs")
+    tls = {}
+    for key, pem in (("tls_ca_file", security.tls_ca_file),
+                     ("tls_cert", security.tls_client_cert),
+                     ("tls_key", security.tls_client_key)):
+        tls[key] = str(folder / f"{key}.pem")
+        Path(tls[key]).write_text(pem)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                           host="127.0.0.1", protocol="tls://",
+                                           security=security, dashboard_address="127.0.0.1:0",
                                            silence_logs=50)
-    yield cluster
+    assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+    yield cluster.scheduler_address, tls
     cluster.close()
+
+
+def _dask(cluster) -> ExecutorConfig:
+    address, tls = cluster
+    return ExecutorConfig(kind="dask", address=address, **tls)
 
 
 def _sweep_config(tmp_path: Path) -> Path:
@@ -56,9 +75,8 @@ def test_sweep_matches_the_local_executor_byte_for_byte(cluster, tmp_path: Path)
     path = _sweep_config(tmp_path)
     local = plan(path, output_dir=tmp_path / "local")
     remote = plan(path, output_dir=tmp_path / "dask")
-    _, status_local = run_configs(local, executor=ExecutorSpec(kind="local", workers=1))
-    spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
-    outcomes, status = run_configs(remote, executor=spec)
+    _, status_local = run_all(local, executor=ExecutorConfig(kind="local", workers=1))
+    outcomes, status = run_all(remote, executor=_dask(cluster))
     assert status == status_local == 0 and len(outcomes) == 4
     assert all(o.status == "complete" for o in outcomes)
     a, b = _summaries(tmp_path / "local"), _summaries(tmp_path / "dask")
@@ -72,7 +90,7 @@ def test_sweep_matches_the_local_executor_byte_for_byte(cluster, tmp_path: Path)
         assert RunResults(run_dir).config["output_dir"] == str(tmp_path / "dask")
         assert {"config.toml", "metrics.jsonl", "costs.json", "artifacts"} <= {
             p.name for p in run_dir.iterdir()}
-    assert all(w.startswith("tcp://") for w in workers)
+    assert all(w.startswith("tls://") for w in workers)
     assert not [p for p in (tmp_path / "dask" / "tiny_counter").iterdir()
                 if p.name.startswith(".")]  # no staging folder left behind
 
@@ -81,8 +99,7 @@ def test_failing_run_is_reported_and_the_others_complete(cluster, tmp_path: Path
     path = _sweep_config(tmp_path)
     configs = plan(path, ["params.fail_at=0"], output_dir=tmp_path / "r")[:1]
     configs += plan(path, output_dir=tmp_path / "r")[:1]
-    spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
-    outcomes, status = run_configs(configs, executor=spec)
+    outcomes, status = run_all(configs, executor=_dask(cluster))
     assert status == 1
     by_status = {o.status: o for o in outcomes}
     assert set(by_status) == {"failed", "complete"}
@@ -94,15 +111,15 @@ def test_a_dead_worker_is_retried_once_then_the_run_fails(cluster, tmp_path: Pat
     config = tmp_path / "dies.toml"
     config.write_text(f'experiment = "dies_once"\nseed = 0\n'
                       f'[params]\nmarker = {json.dumps(str(tmp_path / "m1"))}\n')
-    spec = ExecutorSpec(kind="dask", address=cluster.scheduler_address)
+    spec = _dask(cluster)
     configs = plan(config, output_dir=tmp_path / "r")
-    (outcome,), status = run_configs(configs, executor=spec)
+    (outcome,), status = run_all(configs, executor=spec)
     assert status == 0 and outcome.status == "complete"  # died once, then ran
     assert RunResults(outcome.run_dir).summary["blocked"]["attempts"] == 2
     configs = plan(config, ["params.always=true",
-                                   f"params.marker={json.dumps(str(tmp_path / 'm2'))}"],
-                          output_dir=tmp_path / "r2")
-    (outcome,), status = run_configs(configs, executor=spec)
+                            f"params.marker={json.dumps(str(tmp_path / 'm2'))}"],
+                   output_dir=tmp_path / "r2")
+    (outcome,), status = run_all(configs, executor=spec)
     assert status == 1 and outcome.status == "failed"
     meta = RunResults(outcome.run_dir).meta
     assert meta["status"] == "failed" and "worker died twice" in meta["error"]
@@ -111,8 +128,10 @@ def test_a_dead_worker_is_retried_once_then_the_run_fails(cluster, tmp_path: Pat
 def test_resume_skips_complete_runs(cluster, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     path = _sweep_config(tmp_path)
+    address, tls = cluster
     args = ["run", str(path), "--out", str(tmp_path / "r"), "--executor", "dask", "--address",
-            cluster.scheduler_address, "--no-report", "--quiet"]
+            address, "--tls-ca-file", tls["tls_ca_file"], "--tls-cert", tls["tls_cert"],
+            "--tls-key", tls["tls_key"], "--no-report", "--quiet"]
     assert main(args) == 0
     assert main([*args, "--resume"]) == 0
     assert "nothing to do: every run is complete" in capsys.readouterr().out
@@ -130,17 +149,17 @@ def test_missing_extra_is_a_one_line_input_error(tmp_path: Path, monkeypatch,
 
 def test_address_needs_the_dask_executor(tmp_path: Path, capsys) -> None:
     path = _sweep_config(tmp_path)
-    assert main(["run", str(path), "--address", "tcp://127.0.0.1:1"]) == 2
-    assert "--address: tcp://127.0.0.1:1: is only used by the dask executor" in \
-        capsys.readouterr().err
+    assert main(["run", str(path), "--address", "tls://127.0.0.1:1"]) == 2
+    assert "--address: is only used by the dask executor" in capsys.readouterr().err
 
 
 def test_executor_table_in_the_config(tmp_path: Path) -> None:
     path = _sweep_config(tmp_path)
     path.write_text(path.read_text() + '[executor]\nkind = "dask"\nworkers = 2\n')
-    configs = load_config(path)
-    assert configs[0].executor == ExecutorSpec(kind="dask", workers=2)
-    assert "executor" not in configs[0].to_dict()  # where a run ran is not part of its config
+    read = Plan.read(path)
+    assert read.executor == ExecutorConfig(kind="dask", workers=2)
+    # where a run ran is not part of its config
+    assert all("executor" not in spec.config.model_dump() for spec in read.specs())
 
 
 def test_ctrl_c_cancels_and_marks_started_runs_interrupted(tmp_path: Path) -> None:

@@ -1,13 +1,18 @@
-"""Sweeps run only for whom they belong to: TLS to a remote scheduler, plain TCP on loopback only,
-what workers send checked as data, and a wrong address failing fast. Real Dask, no mocks."""
+"""Sweeps run only for whom they belong to. Every cluster speaks TLS with mutual certificates:
+the LocalCluster a sweep starts, with certificates made for it alone, and a scheduler at an
+address, tls:// only. Plain tcp:// is refused everywhere, loopback included, before anything is
+sent; nothing is read from a peer that has not shown a certificate of the cluster's CA; what
+workers send is checked as data. Real Dask, no mocks."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import http.client
 import json
 import os
+import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,22 +20,21 @@ import time
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from tomllib import loads
 
 import pytest
+from pydantic import ValidationError
 from runner_testutil import FIXTURES, REPO
 
+from toolkit.lab import RunResults
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults, plan
-from toolkit.lab.runner.config import ExecutorSpec
-from toolkit.lab.runner.dask_connect import is_loopback, parse_address, probe
-from toolkit.lab.runner.errors import ConfigError
-from toolkit.lab.runner.sweep import run_configs
-from toolkit.lab.runner.tomlio import loads
+from toolkit.lab.execute.local import run_all
+from toolkit.lab.plan.config import plan
+from toolkit.lab.results.schema import ExecutorConfig
 
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("cryptography")  # Security.temporary() makes its certificates with it
 pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -67,6 +71,15 @@ def tls_cluster(certs: dict[str, Path]) -> Iterator[str]:
 def _tls_options(certs: dict[str, Path], who: str = "") -> list[str]:
     return ["--tls-ca-file", str(certs["ca"]), "--tls-cert", str(certs[f"{who}cert"]),
             "--tls-key", str(certs[f"{who}key"])]
+
+
+def _security(certs: dict[str, Path], who: str = "") -> object:
+    """A client's :class:`~distributed.security.Security` from the PEM files of ``certs``."""
+    from distributed.security import Security
+
+    return Security(require_encryption=True, tls_ca_file=str(certs[f"{who}ca"]),
+                    tls_client_cert=str(certs[f"{who}cert"]),
+                    tls_client_key=str(certs[f"{who}key"]))
 
 
 def _one_line(err: str) -> str:
@@ -117,105 +130,208 @@ def test_dasks_own_configuration_carries_the_certificates(tls_cluster: str, cert
     import dask
 
     configs = plan(tiny_config, output_dir=tmp_path)
-    spec = ExecutorSpec(kind="dask", address=tls_cluster)
+    spec = ExecutorConfig(kind="dask", address=tls_cluster)
     with dask.config.set({"distributed.comm.tls.ca-file": str(certs["ca"]),
                           "distributed.comm.tls.client.cert": str(certs["cert"]),
                           "distributed.comm.tls.client.key": str(certs["key"])}):
-        (outcome,), status = run_configs(configs, executor=spec)
+        (outcome,), status = run_all(configs, executor=spec)
     assert status == 0 and outcome.status == "complete"
 
 
-def test_a_client_without_the_clusters_certificates_cannot_submit(tls_cluster: str, certs,
+def test_a_client_without_the_clusters_certificates_cannot_attach(tls_cluster: str, certs,
                                                                   tiny_config: Path,
                                                                   tmp_path: Path,
                                                                   capsys) -> None:
-    # Dask's own client: no certificates, or plain TCP to the TLS port
+    # Dask's own client: no certificates, plain TCP to the TLS port, another CA's certificates
     with pytest.raises(TypeError, match="TLS expects a `ssl_context`"):
         distributed.Client(tls_cluster, timeout="5s")
     with pytest.raises(OSError):
         distributed.Client(tls_cluster.replace("tls://", "tcp://"), timeout="5s")
+    with pytest.raises((OSError, TimeoutError)):
+        distributed.Client(tls_cluster, security=_security(certs, "other_"), timeout="5s")
     out = tmp_path / "r"
+    tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 3\n")
     common = ["run", str(tiny_config), "--out", str(out), "--executor", "dask", "--address"]
     # the toolkit: another cluster's certificates, then none at all
     assert main([*common, tls_cluster, *_tls_options(certs, "other_")]) == 2
     line = _one_line(capsys.readouterr().err)
-    assert f"--address: {tls_cluster}: the TLS handshake failed" in line
-    assert "--tls-ca-file, --tls-cert and --tls-key" in line
+    assert f"--address: {tls_cluster}: cannot reach a Dask scheduler there over TLS" in line
     assert main([*common, tls_cluster]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "needs the cluster's CA certificate" in line and "distributed.comm.tls.ca-file" in line
     assert not list(out.rglob("meta.json"))
 
 
-def test_plain_tcp_to_another_host_is_refused_before_any_run(tiny_config: Path, tmp_path: Path,
-                                                             capsys) -> None:
-    out = tmp_path / "r"
-    assert main(["run", str(tiny_config), "--out", str(out), "--executor", "dask",
-                 "--address", "tcp://10.0.0.5:8786"]) == 2
-    line = _one_line(capsys.readouterr().err)
-    assert line.startswith("toolkit: error: --address: tcp://10.0.0.5:8786: plain TCP")
-    assert "tls://HOST:PORT with --tls-ca-file, --tls-cert and --tls-key" in line
-    assert "--insecure" in line
-    assert not out.exists()
+class _Planted:
+    """Unpickling it creates ``path``: the proof that a peer's pickle was loaded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[Path]]:
+        return Path.touch, (self.path,)
 
 
-@pytest.mark.parametrize(("address", "loopback"), [
-    ("tcp://127.0.0.1:8786", True), ("127.0.0.5:8786", True), ("tcp://[::1]:8786", True),
-    ("tcp://localhost:8786", True), ("tcp://10.0.0.5:8786", False),
-    ("tcp://0.0.0.0:8786", False), ("tcp://[::ffff:10.0.0.5]:8786", False),
-    ("tls://example.invalid:8786", False),
+@contextlib.contextmanager
+def _fake_scheduler(marker: Path, protocol: str = "tcp://", security: object = None
+                    ) -> Iterator[tuple[str, list[str]]]:
+    """A Dask comm listener on 127.0.0.1 that sends whoever connects a message carrying a
+    pickle (:class:`_Planted`); yields its address and the list of peers it has seen."""
+    from distributed.comm import listen
+    from distributed.protocol import to_serialize
+
+    seen: list[str] = []
+    box: queue.Queue = queue.Queue()
+
+    async def handler(comm) -> None:
+        seen.append(comm.peer_address)
+        with contextlib.suppress(Exception):
+            await comm.write({"op": "planted", "x": to_serialize(_Planted(marker))},
+                             serializers=["pickle"])
+            await comm.read()
+
+    async def serve() -> None:
+        kwargs = security.get_listen_args("scheduler") if security is not None else {}
+        listener = listen(f"{protocol}127.0.0.1:0", handler, deserialize=False, **kwargs)
+        await listener.start()
+        stop = asyncio.Event()
+        box.put((listener.contact_address, asyncio.get_running_loop(), stop))
+        await stop.wait()
+        listener.stop()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    address, loop, stop = box.get(timeout=30)
+    try:
+        yield address, seen
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+
+
+def _read_from(address: str, **connection_args: object) -> object:
+    from distributed.comm import connect
+
+    async def read() -> object:
+        comm = await connect(address, timeout=5, **connection_args)
+        try:
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    return asyncio.run(read())
+
+
+def test_the_fake_schedulers_pickle_is_loaded_by_whoever_trusts_it(tmp_path: Path) -> None:
+    """The trap of the tests below works: a client that trusts the fake loads its pickle."""
+    marker = tmp_path / "unpickled"
+    with _fake_scheduler(marker) as (address, seen):
+        _read_from(address)
+    assert marker.exists() and len(seen) == 1
+
+
+@pytest.mark.parametrize("address", [
+    "tcp://127.0.0.1:{port}", "127.0.0.1:{port}", "tcp://localhost:{port}",
+    "tcp://[::1]:8786", "tcp://10.0.0.5:8786", "tcp://0.0.0.0:8786", "inproc://x/1/2",
 ])
-def test_loopback_is_told_by_the_address(address: str, loopback: bool) -> None:
-    assert parse_address(address).loopback is loopback
+def test_plain_tcp_is_refused_everywhere_before_any_connection(
+        address: str, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """A fake scheduler bound on loopback (an attacker on this machine) is never even
+    connected to: its pickle is not loaded, and nothing runs or is written."""
+    marker, out = tmp_path / "unpickled", tmp_path / "r"
+    with _fake_scheduler(marker) as (fake, seen):
+        address = address.format(port=fake.rsplit(":", 1)[1])
+        assert main(["run", str(tiny_config), "--out", str(out), "--executor", "dask",
+                     "--address", address]) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert line.startswith("toolkit: error: --address: ") and "over TLS only" in line
+        assert "give tls://HOST:PORT" in line
+        # the same from the config's [executor] table, and from Python
+        tiny_config.write_text(tiny_config.read_text() + f'[executor]\nkind = "dask"\n'
+                               f'address = "{address}"\n')
+        assert main(["run", str(tiny_config), "--out", str(out)]) == 2
+        assert "executor.address: a scheduler is reached over TLS only" in \
+            _one_line(capsys.readouterr().err)
+        with pytest.raises(ValidationError, match="over TLS only"):
+            ExecutorConfig(kind="dask", address=address)
+        time.sleep(0.2)
+    assert seen == [] and not marker.exists() and not out.exists()
 
 
-@pytest.mark.parametrize(("address", "match"), [
-    ("udp://127.0.0.1:8786", "the scheme udp:// is not supported"),
-    ("tcp://127.0.0.1", "is not of the form SCHEME://HOST:PORT"),
-    ("tls://host:70000", "is not of the form SCHEME://HOST:PORT"),
-])
-def test_a_malformed_address_is_an_input_error(address: str, match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
-        parse_address(address)
+def test_there_is_no_insecure_way_around(tiny_config: Path, tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(tiny_config), "--out", str(tmp_path / "r"), "--executor", "dask",
+              "--address", "tcp://127.0.0.1:8786", "--insecure"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --insecure" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
-def _own_address() -> str | None:
-    """A non-loopback IPv4 address of this machine, if it has one."""
-    import psutil
+@pytest.mark.parametrize("fake", ["plain", "other_ca"])
+def test_nothing_is_read_from_a_scheduler_without_the_clusters_certificate(
+        fake: str, certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """At a tls:// address: a fake scheduler speaking plain TCP, or TLS with a certificate of
+    another CA. The handshake fails before a message is read: the fake's pickle is not
+    loaded (by the toolkit, nor by Dask's own client with the cluster's certificates)."""
+    marker, out = tmp_path / "unpickled", tmp_path / "r"
+    listen = ("tcp://", None) if fake == "plain" else ("tls://", _other_server(certs))
+    with _fake_scheduler(marker, *listen) as (address, _):
+        address = "tls://" + address.split("://", 1)[1]
+        tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 3\n")
+        assert main(["run", str(tiny_config), "--out", str(out), "--executor", "dask",
+                     "--address", address, *_tls_options(certs)]) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
+        with pytest.raises((OSError, TimeoutError)):
+            _read_from(address, **_security(certs).get_connection_args("client"))
+    assert not marker.exists() and not list(out.rglob("meta.json"))
 
-    for addresses in psutil.net_if_addrs().values():
-        for a in addresses:
-            if a.family == socket.AF_INET and not is_loopback(a.address):
-                return a.address
-    return None
+
+def _other_server(certs: dict[str, Path]) -> object:
+    """A scheduler's Security with another CA's certificate (a self-made, untrusted one)."""
+    from distributed.security import Security
+
+    return Security(require_encryption=True, tls_ca_file=str(certs["other_ca"]),
+                    tls_scheduler_cert=str(certs["other_cert"]),
+                    tls_scheduler_key=str(certs["other_key"]))
 
 
-def test_insecure_accepts_plain_tcp_to_another_host_with_one_warning(
-        tiny_config: Path, tmp_path: Path, capsys) -> None:
-    host = _own_address()
-    if host is None:
-        pytest.skip("this machine has no address but loopback")
-    # a worker thread in this process: what is tested is the client's side
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  protocol="tcp://", host=host, dashboard_address=f"{host}:0",
-                                  silence_logs=50) as cluster:
-        args = ["run", str(tiny_config), "--out", str(tmp_path), "--no-report", "--quiet",
-                "--executor", "dask", "--address", cluster.scheduler_address]
-        assert main(args) == 2
-        assert "plain TCP to a host that is not this machine" in capsys.readouterr().err
-        assert main([*args, "--insecure"]) == 0
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_http_server_at_the_address_fails_fast_with_one_line(
+        http_server: int, certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    address = f"tls://127.0.0.1:{http_server}"
+    tiny_config.write_text((FIXTURES / "tiny.toml").read_text() + f'[executor]\n'
+                           f'kind = "dask"\naddress = "{address}"\nconnect_timeout = 2\n')
+    t0 = time.monotonic()
+    assert main(["run", str(tiny_config), "--out", str(tmp_path), *_tls_options(certs)]) == 2
+    elapsed = time.monotonic() - t0
     line = _one_line(capsys.readouterr().err)
-    assert line.startswith(f"toolkit: warning: {cluster.scheduler_address} is plain TCP "
-                           f"(--insecure): anyone who can reach it can run code")
-    assert [RunResults(d).status for d in (tmp_path / "tiny_counter").iterdir()] == ["complete"]
+    assert line.startswith(f"toolkit: error: --address: {address}: cannot reach a Dask "
+                           f"scheduler there over TLS")
+    assert elapsed < 2 + 10  # the timeout, plus loading the config and experiment
+    assert not list(tmp_path.rglob("meta.json"))
 
 
 def _escape(config: Path, tls_cluster: str, certs) -> tuple[object, Path]:
     out = config.parent / "results"
     configs = plan(config, output_dir=out)
-    spec = ExecutorSpec(kind="dask", address=tls_cluster, tls_ca_file=str(certs["ca"]),
+    spec = ExecutorConfig(kind="dask", address=tls_cluster, tls_ca_file=str(certs["ca"]),
                         tls_cert=str(certs["cert"]), tls_key=str(certs["key"]))
-    (outcome,), status = run_configs(configs, executor=spec)
+    (outcome,), status = run_all(configs, executor=spec)
     assert status == 1 and outcome.status == "failed"
     return outcome, out
 
@@ -251,90 +367,6 @@ def test_what_a_worker_sends_outside_its_run_folder_is_refused(
     assert not any(p.name.startswith(".") for p in (out / "escapes").iterdir())  # no staging
 
 
-def _serve(handler) -> tuple[str, threading.Thread, socket.socket]:
-    """A TCP server on 127.0.0.1 that hands each connection to ``handler``, in a thread."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def loop() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=handler, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    return f"tcp://127.0.0.1:{listener.getsockname()[1]}", thread, listener
-
-
-def _garbage(conn: socket.socket) -> None:
-    with conn:
-        conn.sendall(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
-        time.sleep(5)
-
-
-def _closes(conn: socket.socket) -> None:
-    conn.close()
-
-
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"tcp://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.mark.parametrize(("kind", "says"), [
-    ("garbage", "it sent b'SSH-2.0-', which is not Dask's handshake"),
-    ("closes", "the connection was closed before Dask's handshake"),
-    ("http", "no Dask handshake within 1 s"),
-    ("nothing", "cannot connect"),
-])
-def test_probe_tells_what_answered_instead_of_dask(kind: str, says: str,
-                                                   request: pytest.FixtureRequest) -> None:
-    if kind == "http":
-        address = request.getfixturevalue("http_server")
-    elif kind == "nothing":
-        with socket.create_server(("127.0.0.1", 0)) as s:  # a port nothing listens on now
-            address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
-    else:
-        address, _, listener = _serve(_garbage if kind == "garbage" else _closes)
-    t0 = time.monotonic()
-    try:
-        with pytest.raises(ConfigError, match="nothing Dask answered there") as err:
-            probe(address, None, timeout=1.0)
-    finally:
-        if kind in ("garbage", "closes"):
-            listener.close()
-    assert says in str(err.value)
-    assert time.monotonic() - t0 < 1.0 + 2.0  # the connect timeout, and a loaded machine's slack
-
-
-def test_an_http_server_or_a_garbage_port_fails_fast_with_one_line(
-        http_server: str, tiny_config: Path, tmp_path: Path, capsys) -> None:
-    garbage, _, listener = _serve(_garbage)
-    try:
-        for address in (http_server, garbage):
-            tiny_config.write_text((FIXTURES / "tiny.toml").read_text() + f'[executor]\n'
-                                   f'kind = "dask"\naddress = "{address}"\n'
-                                   f'connect_timeout = 2\n')
-            t0 = time.monotonic()
-            assert main(["run", str(tiny_config), "--out", str(tmp_path)]) == 2
-            elapsed = time.monotonic() - t0
-            line = _one_line(capsys.readouterr().err)
-            assert line.startswith(f"toolkit: error: --address: {address}: nothing Dask "
-                                   f"answered there")
-            # before: the HTTP server made the sweep hang (> 60 s), the other asked for 3 EiB
-            assert elapsed < 2 + 10  # the timeout, plus loading the config and experiment
-    finally:
-        listener.close()
-    assert not list(tmp_path.rglob("meta.json"))
-
-
 def _listening(pid: int) -> list[tuple[str, int]]:
     """The (address, port) of every socket that process ``pid`` and its descendants listen on."""
     import psutil
@@ -350,16 +382,6 @@ def _listening(pid: int) -> list[tuple[str, int]]:
     return found
 
 
-def _greets(port: int) -> bool:
-    """Whether the listener sends first, as a Dask comm does (an HTTP server waits)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.settimeout(0.5)
-        try:
-            return bool(sock.recv(8))
-        except TimeoutError:
-            return False
-
-
 def _http_status(port: int, path: str) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
@@ -369,8 +391,46 @@ def _http_status(port: int, path: str) -> int:
         conn.close()
 
 
+def _is_http(port: int) -> bool:
+    """Whether an HTTP server answers there (a TLS listener drops a plain request)."""
+    try:
+        _http_status(port, "/")
+    except (OSError, http.client.HTTPException):
+        return False
+    return True
+
+
+def _attach_fails(address: str, certs: dict[str, Path]) -> None:
+    """Plain TCP, TLS without a certificate, and TLS with another CA's: none gets a message."""
+    import ssl
+
+    from distributed.comm import connect
+
+    async def attempt(**connection_args: object) -> None:
+        comm = await connect(address, timeout=3, **connection_args)
+        try:
+            await asyncio.wait_for(comm.read(), 3)
+        finally:
+            comm.abort()
+
+    plain = "tcp://" + address.split("://", 1)[1]
+    with pytest.raises((OSError, TimeoutError)):
+        asyncio.run(connect(plain, timeout=3))
+    no_cert = ssl.create_default_context()
+    no_cert.check_hostname, no_cert.verify_mode = False, ssl.CERT_NONE
+    with pytest.raises((OSError, TimeoutError, ssl.SSLError)):
+        asyncio.run(attempt(ssl_context=no_cert))
+    with pytest.raises((OSError, TimeoutError, ssl.SSLError)):
+        asyncio.run(attempt(**_security(certs, "other_").get_connection_args("client")))
+
+
 @pytest.mark.parametrize("dashboard", [False, True])
-def test_the_local_cluster_listens_on_loopback_only(dashboard: bool, tmp_path: Path) -> None:
+def test_the_local_cluster_is_tls_on_loopback_only(dashboard: bool, certs,
+                                                   tmp_path: Path) -> None:
+    """The LocalCluster a sweep starts: every socket on 127.0.0.1; every Dask listener
+    (scheduler, worker, nanny) speaks TLS and wants a certificate of the sweep's own CA, so
+    another process of this machine cannot attach; its HTTP servers serve nothing unless the
+    dashboard is asked for."""
     started = tmp_path / "started"
     env = dict(os.environ, TOOLKIT_EXPERIMENTS_PATH=str(FIXTURES / "experiments"),
                PYTHONPATH=str(REPO))
@@ -392,8 +452,11 @@ def test_the_local_cluster_listens_on_loopback_only(dashboard: bool, tmp_path: P
         # the scheduler, the worker and its nanny, and the HTTP servers Dask always starts
         assert len(sockets) >= 3
         assert all(ip == "127.0.0.1" for ip, _ in sockets), sockets
-        http_ports = [port for _, port in sockets if not _greets(port)]
-        assert http_ports  # the scheduler's and the worker's
+        http_ports = [port for _, port in sockets if _is_http(port)]
+        dask_ports = [port for _, port in sockets if port not in http_ports]
+        assert http_ports and len(dask_ports) >= 2  # the scheduler's, the worker's (nanny's)
+        for port in dask_ports:
+            _attach_fails(f"tls://127.0.0.1:{port}", certs)
         if dashboard:
             assert link.startswith("dashboard: http://127.0.0.1:") and "/status" in link
             port = int(link.split("http://127.0.0.1:")[1].split("/")[0])
@@ -410,3 +473,6 @@ def test_the_local_cluster_listens_on_loopback_only(dashboard: bool, tmp_path: P
             proc.communicate()
     assert proc.returncode == 130, err
     assert ("dashboard" in link) is dashboard and "dashboard" not in err
+    # the run still ran there: nothing an attaching process did reached it
+    assert [RunResults(d).status for d in (tmp_path / "r" / "tiny_counter").iterdir()
+            if (d / "meta.json").exists()] == ["interrupted"]

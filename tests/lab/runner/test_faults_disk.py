@@ -16,8 +16,8 @@ import pytest
 from faults_testutil import DiskFull, can_unshare, in_namespace, one_line
 from runner_testutil import FIXTURES
 
+from toolkit.lab import RunResults
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults
 
 CONFIG = FIXTURES / "tiny.toml"
 NO_SPACE = "No space left on device"
@@ -49,6 +49,7 @@ SITES = [
     ("curve.npz", 0, 1, "OSError: [Errno 28]"),
     ("metrics.jsonl", 0, 1, "OSError: [Errno 28]"),
     ("meta.json", 1, 1, "the final writes failed"),
+    ("meta.json", 2, 1, "the final writes failed"),  # `complete`, the last write, fails
     ("findings.json", 0, 1, "the final writes failed"),
     ("report.html", 0, 0, "toolkit: warning:"),
 ]
@@ -136,7 +137,7 @@ shutil.copytree(out, {str(kept)!r})  # the tmpfs goes with the namespace
             assert NO_SPACE in one_line(text, NO_SPACE)
     assert runs[0]["code"] == pool["code"] == compare["code"] == 2  # no room: refused
     assert one_line(pool["err"], "toolkit: error:").endswith(
-        f"cannot write run directories to '{disk / 'results'}' ({NO_SPACE}); choose a "
+        f"cannot write run folders to '{disk / 'results'}' ({NO_SPACE}); choose a "
         f"writable folder with --out DIR or output_dir = \"...\"")
     statuses = [r.status for r in _runs(kept).values()]
     assert statuses.count("complete") >= 1 and set(statuses) <= {"complete", "failed"}
@@ -186,7 +187,7 @@ def test_a_read_only_output_folder(tmp_path: Path) -> None:
     for result in results:
         assert result["code"] == 2, result
         one_line(result["err"], "toolkit: error:")
-    refused = "output_dir: cannot write run directories to"
+    refused = "output_dir: cannot write run folders to"
     assert refused in run_["err"] and refused in dry["err"]
     assert str(run.run_dir / "figures") in report["err"]
     assert "compare.csv" in compare["err"]
@@ -203,5 +204,5 @@ def test_the_output_check_at_dry_run_makes_no_folder(tmp_path: Path,
     blocker.write_text("")
     assert main(["run", str(CONFIG), "--out", str(blocker / "results"), "--dry-run"]) == 2
     line = one_line(capsys.readouterr().err, "toolkit: error:")
-    assert f"cannot write run directories to '{blocker / 'results'}'" in line
+    assert f"cannot write run folders to '{blocker / 'results'}'" in line
     shutil.rmtree(tmp_path / "new", ignore_errors=True)

@@ -3,7 +3,6 @@ clear line and a documented exit status, and no complete run is lost or run agai
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -18,11 +17,11 @@ import pytest
 from faults_testutil import one_line
 from runner_testutil import FIXTURES, REPO
 
+from toolkit.lab import RunResults
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunResults, plan
-from toolkit.lab.runner import run as run_module
-from toolkit.lab.runner.liveness import STALE_AFTER_S, heartbeat
-from toolkit.lab.runner.registry import load_experiment
+from toolkit.lab.execute import run as run_module
+from toolkit.lab.plan.config import plan
+from toolkit.lab.plan.registry import load_experiment
 
 CONFIG = FIXTURES / "tiny.toml"
 
@@ -59,12 +58,14 @@ def test_kill_9_during_a_run_then_report_compare_and_resume(
     complete, killed = _runs(folder)
     assert (complete.seed, complete.status, killed.seed) == (0, "complete", 1)
     assert killed.meta["status"] == "running" and killed.status == "abandoned"
-    assert killed.status_line() == (f"abandoned (its process {proc.pid} on "
-                                    f"{killed.meta['host']} is gone; last logged step 1)")
+    assert killed.status_line() == (f"abandoned (nothing holds its lock: its process "
+                                    f"{proc.pid} on {killed.meta['host']} is gone; last "
+                                    f"logged step 1)")
     before = _bytes([complete])
 
     assert main(["report", str(killed.run_dir)]) == 0
-    assert "This run is abandoned (its process" in (killed.run_dir / "report.html").read_text()
+    assert f"This run is abandoned (nothing holds its lock: its process {proc.pid}" in \
+        (killed.run_dir / "report.html").read_text()
     assert main(["compare", str(folder)]) == 0
     shown = one_line(capsys.readouterr().out, "not in the table")
     assert shown == f"not in the table, {killed.status_line()}: {killed.run_dir}"
@@ -173,50 +174,88 @@ def test_a_disable_pattern_that_matches_no_block_is_refused_at_dry_run(
         assert main(["run", str(CONFIG), "--set", "disable_blocks=tdd.*", "--out", str(out),
                      *extra]) == 2
         line = one_line(capsys.readouterr().err, "toolkit: error:")
-        assert line == (f"toolkit: error: {CONFIG}: disable_blocks: 'tdd.*' matches no block "
-                        f"of tiny_counter (its blocks: tiny.target, tiny.outside), so blocked "
-                        f"and unblocked would compute the same thing; use a block name or a "
-                        f"pattern such as 'tiny.*'")
+        assert line == ("toolkit: error: --set disable_blocks=tdd.*: disable_blocks: 'tdd.*' "
+                        "matches no block "
+                        "of tiny_counter (its blocks: tiny.target, tiny.outside), so blocked "
+                        "and unblocked would compute the same thing; use a block name or a "
+                        "pattern such as 'tiny.*'")
     assert not out.exists()  # refused before anything ran
 
 
 def test_shipped_configs_disable_blocks_the_experiments_declare(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolkit.lab.cli.commands import check_blocks
-    from toolkit.lab.runner import plan
+    from toolkit.lab.plan.config import check_blocks
 
     monkeypatch.delenv("TOOLKIT_EXPERIMENTS_PATH")
     for path in sorted((REPO / "configs").glob("*.toml")):
-        runs = plan(path, overrides=["device=cpu"])
-        check_blocks(runs)  # raises ConfigError otherwise
+        runs = plan(path, overrides=["device=cpu"])  # planning checks them too
+        for spec in runs:
+            check_blocks(spec.config, spec.experiment, spec.source)  # ConfigError otherwise
 
 
-def test_abandoned_when_the_process_is_gone_or_the_heartbeat_stale(tmp_path: Path) -> None:
-    from toolkit.lab.runner.liveness import this_host
+_HOLD = """
+import sys, time
+from toolkit.lab.results.view import lock_of
+lock = lock_of(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+
+def test_running_exactly_while_its_process_holds_the_lock(tmp_path: Path) -> None:
+    # liveness is the run's lock: no pid, host, start time or clock is compared
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    meta = {"status": "running", "experiment": "x", "seed": 0, "host": this_host(),
-            "pid": int(gone.stdout), "started": "2020-01-01T00:00:00+00:00"}
+    meta = {"status": "running", "experiment": "x", "seed": 0, "host": "another-machine",
+            "pid": 1, "started": "2999-01-01T00:00:00+00:00"}  # a clock far ahead: no matter
     (run_dir / "meta.json").write_text(json.dumps(meta))
-    assert RunResults(run_dir).status == "abandoned"
-    (run_dir / "meta.json").write_text(json.dumps(meta | {"pid": os.getpid(), "started": None}))
-    assert RunResults(run_dir).status == "running"  # this process: alive
-    elsewhere = meta | {"host": f"not-{this_host()}"}
-    (run_dir / "meta.json").write_text(json.dumps(elsewhere))
-    assert RunResults(run_dir).status == "running"  # a fresh heartbeat
-    old = time.time() - STALE_AFTER_S - 60
-    os.utime(run_dir / "meta.json", (old, old))
     run = RunResults(run_dir)
-    assert run.status == "abandoned" and run.abandoned_reason.startswith("no heartbeat for 11 min")
-    with heartbeat(run_dir / "meta.json", every=0.001):
-        deadline = time.monotonic() + 30
-        while (run_dir / "meta.json").stat().st_mtime <= old + 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-    assert RunResults(run_dir).status == "running"
+    assert run.status == "abandoned"  # no lock at all: a copied folder, or a process gone
+    assert run.abandoned_reason.startswith("it holds no lock")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(run_dir)], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert RunResults(run_dir).status == "running"  # its process holds the lock
+        assert RunResults(run_dir).abandoned_reason is None
+        # an old meta.json changes nothing while the lock is held (there is no heartbeat)
+        old = time.time() - 86_400
+        os.utime(run_dir / "meta.json", (old, old))
+        assert RunResults(run_dir).status == "running"
+    finally:
+        holder.kill()  # SIGKILL: the kernel drops the lock
+        holder.wait(timeout=60)
+    run = RunResults(run_dir)
+    assert run.status == "abandoned"
+    assert run.abandoned_reason == ("nothing holds its lock: its process 1 on another-machine "
+                                    "is gone")
+    assert run.meta["status"] == "running"  # reading writes nothing
+    (run_dir / "meta.json").write_text(json.dumps(meta | {"status": "complete"}))
+    assert RunResults(run_dir).status == "complete"  # a lock nobody holds ends nothing else
+
+
+def test_the_lock_is_held_from_before_running_until_after_complete(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.lab.results.files import atomic_write_json
+    from toolkit.lab.results.view import LOCK
+
+    seen: list[tuple[str, str]] = []
+
+    def noting(path: Path, obj: object, **kwargs: object) -> None:
+        atomic_write_json(path, obj, **kwargs)
+        if Path(path).name == "meta.json":  # each write of meta.json, read as a reader would
+            run = RunResults(Path(path).parent)
+            seen.append((run.meta["status"], run.status))
+
+    monkeypatch.setattr(run_module, "atomic_write_json", noting)
+    spec = plan(CONFIG, output_dir=tmp_path)[0]
+    outcome = run_module.execute(spec, quiet=True)
+    assert outcome.status == "complete"
+    assert seen[0] == ("running", "running") and seen[-1] == ("complete", "complete")
+    assert all(status == meta for meta, status in seen)  # never abandoned while it runs
+    assert (outcome.run_dir / LOCK).is_file()  # kept: it tells a run from a copied folder
+    assert RunResults(outcome.run_dir).status == "complete"
 
 
 def test_an_unexpected_error_is_one_line_and_debug_shows_it(
@@ -288,19 +327,20 @@ def test_a_signal_between_the_experiment_and_its_final_writes_is_held(
     # A pool stopped by Ctrl-C sends SIGTERM to its workers at once: one that has just left its
     # experiment must still write its meta.json, not die saying "running" (then "abandoned").
     handlers = []
+    experiment = run_module._experiment
 
-    @contextlib.contextmanager
-    def beat_then_sigterm(path: Path):  # type: ignore[no-untyped-def]
-        with heartbeat(path):
-            yield
+    def then_sigterm(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        outcome = experiment(*args, **kwargs)
         handlers.append(signal.getsignal(signal.SIGTERM))
         if callable(handlers[-1]):  # the default action would end the test process
             os.kill(os.getpid(), signal.SIGTERM)
+        return outcome
 
     monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(FIXTURES / "experiments"))
-    monkeypatch.setattr(run_module, "heartbeat", beat_then_sigterm)
+    monkeypatch.setattr(run_module, "_experiment", then_sigterm)
     spec = plan(CONFIG, output_dir=tmp_path)[0]
     outcome = run_module.execute(spec, quiet=True)
     assert len(handlers) == 1 and callable(handlers[0])
     assert (outcome.status, outcome.exit_code) == ("complete", 128 + signal.SIGTERM)
     assert RunResults(outcome.run_dir).meta["status"] == "complete"
+    assert (outcome.run_dir / "findings.json").is_file()

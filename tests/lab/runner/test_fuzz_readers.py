@@ -14,17 +14,18 @@ import json
 import os
 import shutil
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runner_testutil import FIXTURES
 
 from toolkit.lab.cli import main
-from toolkit.lab.runner import tomlio
 
 settings.register_profile("fuzz-default", max_examples=6, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -143,14 +144,14 @@ def _damage(path: Path, how: str, draw: Any, outside: Path) -> None:
             lines[i] = json.dumps(_replace(row, at, draw(new)))
             path.write_text(("\n".join(lines) + "\n").replace('"__HUGE__"', huge))
             return
-        doc = json.loads(data) if kind == ".json" else tomlio.loads(data.decode())
+        doc = json.loads(data) if kind == ".json" else tomllib.loads(data.decode())
         at = draw(st.sampled_from(_values(doc)[1:] or [()]))
         value = _replace(doc, at, draw(new))
         if kind == ".json" or not isinstance(value, dict):
             text = json.dumps(value)
         else:
             try:
-                text = tomlio.dumps(value)
+                text = tomli_w.dumps(value)
             except (TypeError, ValueError):  # not writable as TOML: a JSON line instead
                 text = json.dumps(value)
         path.write_text(text.replace('"__HUGE__"', huge))

@@ -18,17 +18,11 @@ import pytest
 from runner_testutil import FIXTURES, REPO
 
 from toolkit.lab.cli import main
-from toolkit.lab.runner.check import check_run
-from toolkit.lab.runner.errors import DamagedFile
-from toolkit.lab.runner.results import (
-    OutsideFolder,
-    RunResults,
-    atomic_write_text,
-    confined,
-    inside,
-    new_run_dir,
-)
-from toolkit.lab.runner.sweep import LOCKS, run_identity
+from toolkit.lab.errors import DamagedFile, OutsideFolder
+from toolkit.lab.execute.resume import LOCKS
+from toolkit.lab.results.check import check_run
+from toolkit.lab.results.files import atomic_write_text, confined, inside, new_run_dir
+from toolkit.lab.results.view import RunResults
 
 CONFIG = FIXTURES / "tiny.toml"
 
@@ -276,11 +270,13 @@ def test_a_metrics_row_of_the_wrong_shape_names_its_line(row: str, results: Path
 
 def test_a_damaged_seed_group_is_named(results: Path, outside: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    from toolkit.lab.runner.seeds import write_group
+    from toolkit.lab.results.records import write_group
 
     group = write_group(_runs(results))
     info = json.loads((group / "group.json").read_text())
-    for runs, problem in ([["../../../outside"], "lies outside"],
+    (results / "tiny_counter" / "linked").symlink_to(outside)
+    for runs, problem in ([["../../../outside"], "'runs.0': String should match pattern"],
+                          [["../linked", info["runs"][1]], "a member run lies outside"],
                           ["../x", "'runs': Input should be a valid list"]):
         (group / "group.json").write_text(json.dumps({**info, "runs": runs}))
         capsys.readouterr()
@@ -321,10 +317,10 @@ def test_reading_does_not_follow_a_link_out(results: Path, outside: Path) -> Non
 
 
 def _lock_path(out: Path, seed: int) -> Path:
-    from toolkit.lab.runner.planning import plan
+    from toolkit.lab.plan.config import plan
 
     [spec] = plan(str(CONFIG), [], seeds=[seed], output_dir=str(out))
-    return out / "tiny_counter" / LOCKS / f"{run_identity(spec.config.to_dict())}.lock"
+    return out / "tiny_counter" / LOCKS / f"{spec.config.identity()}.lock"
 
 
 def test_resume_does_not_start_a_run_another_process_holds(
@@ -345,18 +341,26 @@ def test_resume_does_not_start_a_run_another_process_holds(
 
 
 def test_a_lock_dies_with_its_process(tmp_path: Path) -> None:
-    lock = tmp_path / "x.lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
-                               f"f = open({str(lock)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-                               "print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    with lock.open("w") as mine:
-        with pytest.raises(BlockingIOError):
-            fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        holder.kill()
-        holder.wait(timeout=30)
-        fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it
+    import filelock
+
+    from toolkit.lab.results.view import LOCK, lock_of
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from toolkit.lab.results.view import lock_of\n"
+                               "lock = lock_of(sys.argv[1])\nlock.acquire()\n"
+                               "print('held', flush=True); time.sleep(60)", str(tmp_path)],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    mine = lock_of(tmp_path)
+    with pytest.raises(filelock.Timeout):
+        mine.acquire()  # never waited for
+    with (tmp_path / LOCK).open("w") as raw, pytest.raises(BlockingIOError):
+        fcntl.flock(raw, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel's lock, seen by any reader
+    holder.kill()  # SIGKILL: no handler runs, no file is cleaned up
+    holder.wait(timeout=30)
+    mine.acquire()  # the kernel released it
+    mine.release()
+    assert (tmp_path / LOCK).is_file()
 
 
 @pytest.mark.slow

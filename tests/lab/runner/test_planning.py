@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.lab import ConfigError, RunResults, plan_one, run_experiment
 from toolkit.lab.cli import main
-from toolkit.lab.runner import ConfigError, RunResults, plan, plan_one, run_experiment
-from toolkit.lab.runner import planning as planning_module
-from toolkit.lab.runner.config import MAX_SEED, parse_seeds
+from toolkit.lab.plan import config as planning_module
+from toolkit.lab.plan.config import parse_seeds, plan
+from toolkit.lab.results.schema import MAX_SEED
 
 # An experiment whose Params write a line to $COUNT_FILE each time they are validated, in
 # whichever process validates them.
@@ -22,7 +23,7 @@ COUNTED = textwrap.dedent('''
     import os
     from pydantic import Field, model_validator
     from toolkit import stop_gradient
-    from toolkit.lab.runner import ExperimentParams
+    from toolkit.lab import ExperimentParams
 
     BLOCKS = ("counted.cut",)
 
@@ -191,11 +192,16 @@ def test_a_seed_past_64_bits_is_refused_on_the_command_line() -> None:
 
 
 def test_a_config_file_cannot_lower_security(counted: Path, tmp_path: Path) -> None:
-    path = _config(tmp_path, '[executor]\nkind = "dask"\naddress = "tcp://10.0.0.1:8786"\n'
+    # plain tcp:// is refused (TLS only, everywhere), and there is no key that turns it off
+    path = _config(tmp_path, '[executor]\nkind = "dask"\naddress = "tcp://10.0.0.1:8786"\n')
+    with pytest.raises(ConfigError) as err:
+        plan(path)
+    assert "executor.address" in err.value.line() and "tls://" in err.value.line()
+    path = _config(tmp_path, '[executor]\nkind = "dask"\naddress = "tls://10.0.0.1:8786"\n'
                              "insecure = true\n")
     with pytest.raises(ConfigError) as err:
         plan(path)
-    assert "executor" in err.value.line() and "--insecure" in err.value.line()
+    assert "executor.insecure: unknown key" in err.value.line()
 
 
 def test_a_nul_byte_in_a_path_is_refused_in_one_line(counted: Path, tmp_path: Path,
@@ -215,7 +221,7 @@ def test_a_fifo_as_config_is_refused_not_waited_on(tmp_path: Path,
     fifo = tmp_path / "config.toml"
     os.mkfifo(fifo)
     assert main(["run", str(fifo), "--dry-run"]) == 2  # returns: nothing opened the FIFO
-    assert "is not a regular file (a FIFO)" in capsys.readouterr().err
+    assert "is a named pipe (FIFO), not a file" in capsys.readouterr().err
 
 
 def test_paths_are_printed_escaped(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from runner_testutil import FIXTURES, REPO, cli
 
-from toolkit.lab.runner import RunResults
+from toolkit.lab import RunResults
 
 
 @pytest.mark.slow

@@ -7,30 +7,54 @@ from pathlib import Path
 import pytest
 import torch
 
+from toolkit.lab import ConfigError, RunConfig, plan_one
 from toolkit.lab.cli import main
-from toolkit.lab.runner import ConfigError, load_config, make_config, parse_override
-from toolkit.lab.runner.config import parse_seeds
-from toolkit.lab.runner.tomlio import dumps, loads
+from toolkit.lab.plan.config import Plan, parse_override, parse_seeds, plan
+
+
+def load_config(path: Path, overrides: list[str] | tuple[str, ...] = (),
+                **options: object) -> list[RunConfig]:
+    """The validated config of each run of the file (what each run's config.toml holds)."""
+    return [spec.config for spec in plan(path, overrides, **options)]
 
 
 def test_load_resolves_defaults_and_round_trips(tiny_config: Path, tmp_path: Path) -> None:
-    (config,) = load_config(tiny_config)
+    (spec,) = plan(tiny_config)
+    config = spec.config
     assert config.experiment == "tiny_counter"
     assert config.params == {"n_steps": 4, "n_logged": 0, "lr": 0.1, "sleep_s": 0.0, "fail_at": -1,
                              "findings_fail": False, "extra_block": False,
                              "started_file": ""}
     assert config.disable_blocks == ("tiny.*",)
-    assert config.torch_dtype is torch.float64
+    assert spec.dtype is torch.float64
     again = tmp_path / "again.toml"
-    again.write_text(config.to_toml())
+    again.write_text(config.to_toml(str(tiny_config)))
     assert load_config(again) == [config]
+    assert RunConfig.from_toml(again.read_text()) == config
 
 
 def test_toml_writer_round_trips_nested_values() -> None:
-    data = {"a": 1, "b": [1.5, float("inf")], "s": 'quote " and \\ and \n', "t": True,
-            "params": {"x": [1, 2], "sub": {"deep": "v", "empty": {}}}, "none": None}
-    back = loads(dumps(data))
-    assert back == {k: v for k, v in data.items() if k != "none"}
+    # config.toml is written by tomli-w from the model and read back into it: nested tables,
+    # escapes, inf and empty tables survive; None (TOML has no null) is left out of the file
+    # and of the identity alike, so the run read back is the run planned
+    params = {"a": 1, "b": [1.5, float("inf")], "s": 'quote " and \\ and \n', "t": True,
+              "x": [1, 2], "sub": {"deep": "v", "empty": {}}, "none": None}
+    config = RunConfig(experiment="tiny_counter", params=params)
+    back = RunConfig.from_toml(config.to_toml())
+    assert back.params == {k: v for k, v in params.items() if k != "none"}
+    assert back.identity() == config.identity()
+    assert back == config.model_copy(update={"params": back.params})
+    with pytest.raises(ValueError, match=r"params.l: TOML cannot hold null inside a list"):
+        RunConfig(experiment="tiny_counter", params={"l": [1, None]}).to_toml()
+
+
+def test_an_infinite_param_in_a_free_table_is_written_as_inf() -> None:
+    # the showcase's overrides are untyped tables: inf stays inf in config.toml (not null)
+    (spec,) = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
+                   ['params.experiments=["tiny_counter"]', "params.overrides.tiny_counter.lr=inf"])
+    assert spec.config.params["overrides"]["tiny_counter"]["lr"] == float("inf")
+    back = RunConfig.from_toml(spec.config.to_toml())
+    assert back == spec.config and back.identity() == spec.config.identity()
 
 
 @pytest.mark.parametrize(("text", "key", "value"), [
@@ -71,11 +95,12 @@ def test_sweep_grid_times_seeds(tiny_config: Path) -> None:
     text = tiny_config.read_text() + "\n[sweep]\nparams.n_steps = [1, 2, 3]\ndtype = " \
                                       "[\"float32\", \"float64\"]\n"
     tiny_config.write_text(text.replace("seed = 0", "seeds = [5, 6]"))
-    runs = load_config(tiny_config)
-    assert len(runs) == 3 * 2 * 2
+    specs = plan(tiny_config)
+    runs = [spec.config for spec in specs]
+    assert len(runs) == 3 * 2 * 2 == len(Plan.read(tiny_config))
     assert [(r.params["n_steps"], r.dtype, r.seed) for r in runs[:4]] == [
         (1, "float32", 5), (1, "float32", 6), (1, "float64", 5), (1, "float64", 6)]
-    assert runs[0].sweep_point == {"params.n_steps": 1, "dtype": "float32"}
+    assert specs[0].sweep_point == {"params.n_steps": 1, "dtype": "float32"}
     # --seeds replaces the file's seeds; --set seed replaces seeds
     assert [r.seed for r in load_config(tiny_config, seeds=[0, 1, 2])][:3] == [0, 1, 2]
     assert {r.seed for r in load_config(tiny_config, ["seed=9"])} == {9}
@@ -108,14 +133,14 @@ def test_seed_and_seeds_together(tiny_config: Path) -> None:
         load_config(tiny_config)
 
 
-def test_make_config_validates_python_input() -> None:
-    config = make_config("tiny_counter", {"n_steps": 2}, seed=3)
+def test_plan_one_validates_python_input() -> None:
+    config = plan_one("tiny_counter", {"n_steps": 2}, seed=3).config
     assert config.params["n_steps"] == 2 and config.seed == 3
     with pytest.raises(ConfigError, match=r"params.n_stepz: unknown key; did you mean 'n_steps'"):
-        make_config("tiny_counter", {"n_stepz": 2})
+        plan_one("tiny_counter", {"n_stepz": 2})
     with pytest.raises(ConfigError, match="dtype: Input should be 'float16', 'bfloat16', "
                                           "'float32' or 'float64', got 'float8'"):
-        make_config("tiny_counter", dtype="float8")
+        plan_one("tiny_counter", dtype="float8")
 
 
 BAD_INPUTS = {
@@ -135,13 +160,13 @@ BAD_INPUTS = {
     "out of range": ('experiment = "tiny_counter"\n[params]\nlr = 0.0\n', [],
                      ["params.lr", "greater than 0", "use a value > 0"]),
     "bad --set": ('experiment = "tiny_counter"\n', ["--set", "params.n_steps"],
-                  ["--set params.n_steps", "expected KEY=VALUE"]),
+                  ["--set 'params.n_steps'", "expected KEY=VALUE"]),
     "bad --set value": ('experiment = "tiny_counter"\n', ["--set", "params.lr=[0.1,"],
-                        ["--set params.lr=[0.1,", "params.lr", "not a TOML value"]),
+                        ["--set 'params.lr=[0.1,'", "params.lr", "not a TOML value"]),
     "bad dtype": ('experiment = "tiny_counter"\ndtype = "float8"\n', [],
                   ["dtype", "'float8'", "use one of"]),
     "unwritable output": ('experiment = "tiny_counter"\noutput_dir = "OUT/file.txt/sub"\n', [],
-                          ["output_dir", "cannot write run directories", "--out DIR"]),
+                          ["output_dir", "cannot write run folders", "--out DIR"]),
     "bad workers": ('experiment = "tiny_counter"\n', ["--workers", "0"], ["--workers"]),
 }
 

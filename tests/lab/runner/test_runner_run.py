@@ -14,21 +14,21 @@ import pytest
 import torch
 
 from toolkit import stop_gradient
-from toolkit.lab.cli import main
-from toolkit.lab.report import write_report
-from toolkit.lab.runner import (
+from toolkit.lab import (
     RunContext,
     RunInterrupted,
     RunResults,
     load_all,
-    load_config,
     load_experiment,
     run_experiment,
 )
-from toolkit.lab.runner.results import new_run_dir, to_jsonable
+from toolkit.lab.cli import main
+from toolkit.lab.plan.config import plan
+from toolkit.lab.report import write_report
+from toolkit.lab.results.files import new_run_dir, to_jsonable
 
 RUN_FILES = {"config.toml", "meta.json", "metrics.jsonl", "summary.json", "costs.json",
-             "artifacts", "findings.json", "findings.md"}
+             "artifacts", "findings.json", "findings.md", ".lock"}  # .lock: held while it runs
 
 
 def test_run_writes_the_results_layout(tmp_path: Path) -> None:
@@ -237,8 +237,8 @@ def test_the_runner_never_imports_the_report() -> None:
     import subprocess
     import sys
 
-    code = ("import sys\nfrom toolkit.lab.runner import run_experiment\n"
-            "import toolkit.lab.runner.sweep, toolkit.lab.runner.dask_executor\n"
+    code = ("import sys\nfrom toolkit.lab import run_experiment\n"
+            "import toolkit.lab.execute.local, toolkit.lab.execute.dask\n"
             "assert not any(m.startswith('toolkit.lab.report') for m in sys.modules)\n"
             "assert 'matplotlib' not in sys.modules\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -297,10 +297,10 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(
 
 
 def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:
-    configs = load_config(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
-                          ["params.experiments=[\"tiny_counter\", \"td_learning\"]"],
-                          output_dir=tmp_path)
-    run = run_experiment(configs[0], finish=write_report)
+    specs = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
+                 ["params.experiments=[\"tiny_counter\", \"td_learning\"]"],
+                 output_dir=tmp_path)
+    run = run_experiment(specs[0].config, finish=write_report)
     assert run.status == "complete"
     assert run.children == ["tiny_counter", "td_learning"]
     child = run.child("tiny_counter")
@@ -321,23 +321,23 @@ def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:
 
 
 def test_showcase_fails_clearly_when_a_child_fails(tmp_path: Path) -> None:
-    configs = load_config(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
-                          ["params.experiments=[\"tiny_counter\"]",
-                           "params.overrides.tiny_counter.fail_at=0"], output_dir=tmp_path)
+    specs = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
+                 ["params.experiments=[\"tiny_counter\"]",
+                  "params.overrides.tiny_counter.fail_at=0"], output_dir=tmp_path)
     with pytest.raises(RuntimeError, match="showcase: experiment 'tiny_counter' failed: "
                                            "RuntimeError: tiny_counter: failing at step 0"):
-        run_experiment(configs[0])
+        run_experiment(specs[0].config)
 
 
 def test_showcase_rejects_unknown_or_broken_selection(tmp_path: Path) -> None:
-    from toolkit.lab.runner import ConfigError
+    from toolkit.lab import ConfigError
 
     path = Path(__file__).parents[3] / "configs" / "showcase_quick.toml"
     with pytest.raises(ConfigError, match=r"params.experiments: unknown experiment "
                                           r"'tiny_countr'; did you mean 'tiny_counter'"):
-        load_config(path, ["params.experiments=[\"tiny_countr\"]"])
+        plan(path, ["params.experiments=[\"tiny_countr\"]"])
     with pytest.raises(ConfigError, match="params: cannot run broken_module: import failed"):
-        load_config(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
+        plan(path, ["params.experiments=[\"broken_module\"]"], output_dir=tmp_path)
 
 
 def test_showcase_overrides_are_checked_when_the_config_loads(tmp_path: Path,

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.lab.runner import Finding, fmt, load_config, read_findings, run_experiment
-from toolkit.lab.runner.story import unmatched_patterns
+from toolkit.lab import ConfigError, Finding, fmt, read_findings, run_experiment
+from toolkit.lab.plan.config import plan
+from toolkit.lab.results.findings import unmatched_patterns
 
 
 def test_findings_are_written_with_their_verdicts(tmp_path: Path) -> None:
@@ -18,8 +19,8 @@ def test_findings_are_written_with_their_verdicts(tmp_path: Path) -> None:
     assert item["verdict"] is True and item["label"] == "as predicted"
     assert item["text"].startswith("The final loss is ") and "{" not in item["text"]
     assert data["problems"] == [] and data["seeds"] == [0]
-    (own,) = item["per_seed"]  # the run's own finding: its template and numbers
-    assert own["seed"] == 0 and own["text"] == ("The final loss is {blocked} blocked and "
+    (own,) = item["per_seed"]  # the run's own finding (of item["seeds"]): template, numbers
+    assert item["seeds"] == [0] and own["text"] == ("The final loss is {blocked} blocked and "
                                                 "{unblocked} unblocked.")
     assert own["values"]["blocked"] == run.summary["blocked"]["loss"]
     md = (run.run_dir / "findings.md").read_text()
@@ -37,18 +38,24 @@ def test_a_failing_findings_function_is_recorded_not_fatal(tmp_path: Path) -> No
 
 
 def test_a_pattern_that_matched_no_block_is_a_finding(tmp_path: Path) -> None:
-    with pytest.warns(RuntimeWarning, match=r"no named block matching \['tiny.targt'\] ran"):
-        run = run_experiment("tiny_counter", {}, disable_blocks=["tiny.targt"],
+    # a pattern matching none of the blocks the experiment declares is refused up front
+    with pytest.raises(ConfigError, match=r"disable_blocks: 'tiny.targt' matches no block of "
+                                          r"tiny_counter .*did you mean 'tiny.target'"):
+        run_experiment("tiny_counter", {}, disable_blocks=["tiny.targt"], output_dir=tmp_path)
+    assert not tmp_path.joinpath("tiny_counter").exists()
+    # a declared block that did not run: the run warns, and says so in its findings
+    with pytest.warns(RuntimeWarning, match=r"no named block matching \['tiny.outside'\] ran"):
+        run = run_experiment("tiny_counter", {}, disable_blocks=["tiny.outside"],
                              output_dir=tmp_path)
     texts = [f.text for f in read_findings(run.run_dir)["tiny_counter"]]
-    assert any("'tiny.targt' matched no block that ran (blocks seen: tiny.target)" in t
+    assert any("'tiny.outside' matched no block that ran (blocks seen: tiny.target)" in t
                for t in texts)
 
 
 def test_showcase_findings_come_per_child(tmp_path: Path) -> None:
-    configs = load_config(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
-                          ['params.experiments=["tiny_counter"]'], output_dir=tmp_path)
-    run = run_experiment(configs[0])
+    specs = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
+                 ['params.experiments=["tiny_counter"]'], output_dir=tmp_path)
+    run = run_experiment(specs[0].config)
     assert list(read_findings(run.run_dir)) == ["tiny_counter"]
 
 
@@ -79,8 +86,11 @@ def test_finding_str_carries_its_verdict() -> None:
 
 
 def test_finding_topic_and_verdict_are_checked() -> None:
-    assert Finding("it took 2 s.", None, "cost").to_dict()["topic"] == "cost"
-    with pytest.raises(ValueError, match="Finding: topic must be 'result' or 'cost', got 'x'"):
+    assert Finding("it took 2 s.", None, "cost").topic == "cost"
+    # a pydantic dataclass: a wrong topic or a verdict that is not a bool is refused as made
+    with pytest.raises(ValueError, match=r"Finding\n.*\n  Input should be 'result' or 'cost'.*"
+                                         r"input_value='x'"):
         Finding("t", True, "x")
-    with pytest.raises(TypeError, match="Finding: verdict must be True, False or None, got 1"):
+    with pytest.raises(ValueError, match=r"Finding\n.*\n  Input should be a valid boolean.*"
+                                         r"input_value=1,"):
         Finding("t", 1)

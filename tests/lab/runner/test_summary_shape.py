@@ -1,4 +1,4 @@
-"""summary.json has one shape (toolkit.lab.schema.SummaryFile), checked as it is written and
+"""summary.json has one shape (toolkit.lab.results.schema.SummaryFile), checked as it is written and
 as it is read: each variant's numbers are a table."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.lab import RunContext, RunResults, run_experiment
 from toolkit.lab.cli import main
-from toolkit.lab.runner import RunContext, RunResults, run_experiment
-from toolkit.lab.runner.check import check_run
-from toolkit.lab.runner.errors import DamagedFile
+from toolkit.lab.errors import DamagedFile
+from toolkit.lab.results.check import check_run
 
 
 def test_a_variant_that_is_not_a_table_is_refused_as_it_is_written(tmp_path: Path) -> None:

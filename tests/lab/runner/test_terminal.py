@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 from toolkit.lab.cli.terminal import Watcher, tally
-from toolkit.lab.runner import plan
-from toolkit.lab.runner.sweep import run_configs
+from toolkit.lab.execute.local import run_all
+from toolkit.lab.plan.config import plan
 
 SHOWCASE = Path(__file__).parents[3] / "configs" / "showcase_quick.toml"
 TWO_CHILDREN = 'params.experiments=["tiny_counter", "td_learning"]'
@@ -42,7 +42,7 @@ class Recorder:
                 self.recorder.lines.append(text)
 
         def child_done(self, run_dir: str, name: str) -> None:
-            from toolkit.lab.runner import RunResults
+            from toolkit.lab import RunResults
 
             # meta.json names the child by now: a report can read it back while the run goes on
             experiment = RunResults(run_dir).child(name).experiment
@@ -55,10 +55,10 @@ def test_each_experiment_of_each_seed_is_reported_as_it_ends(tmp_path: Path) -> 
     # two seeds in two worker processes: their reports cross the process boundary
     runs = plan(SHOWCASE, [TWO_CHILDREN], seeds=[0, 1], output_dir=tmp_path)
     recorder = Recorder()
-    from toolkit.lab.runner.config import ExecutorSpec
+    from toolkit.lab.results.schema import ExecutorConfig
 
-    outcomes, status = run_configs(runs, executor=ExecutorSpec(workers=2), quiet=True,
-                                   watch=recorder.watch)
+    outcomes, status = run_all(runs, executor=ExecutorConfig(workers=2), quiet=True,
+                               watch=recorder.watch)
     assert status == 0 and len(outcomes) == 2, [o.error for o in outcomes]
     for index in (0, 1):
         assert recorder.reports[index] == [
@@ -75,7 +75,7 @@ def test_a_watched_run_in_this_process_draws_no_bars_of_its_own(
         tmp_path: Path, capfd: object) -> None:
     runs = plan(SHOWCASE, [TWO_CHILDREN], output_dir=tmp_path)
     recorder = Recorder()
-    run_configs(runs, quiet=False, watch=recorder.watch)
+    run_all(runs, quiet=False, watch=recorder.watch)
     assert [r[1] for r in recorder.reports[0]] == [0, 1, 2]
     _, err = capfd.readouterr()  # type: ignore[attr-defined]
     assert "showcase" not in err and "tiny_counter" not in err  # said to the watcher only
@@ -109,19 +109,13 @@ def test_the_main_job_ends_in_a_short_tally(tmp_path: Path) -> None:
 
 
 def test_the_tally_counts_what_did_not_hold_and_lists_it_first(tmp_path: Path) -> None:
-    import json
-
-    from toolkit.lab.runner import Finding, aggregate
-    from toolkit.lab.runner.verdicts import render_findings_md
+    from toolkit.lab import Finding
+    from toolkit.lab.results.records import write_findings
 
     per_seed = {0: {"a": [Finding("held", True, basis="a closed form"),
                           Finding("a measurement", None)],
                     "b": [Finding("missed it", False, basis="a paper's figure")]}}
-    findings, _ = aggregate(per_seed)
-    (tmp_path / "findings.json").write_text(json.dumps(
-        {"findings": {k: [v.to_dict() for v in vs] for k, vs in findings.items()},
-         "problems": []}))
-    (tmp_path / "findings.md").write_text(render_findings_md(findings, [], [0]))
+    write_findings(tmp_path, per_seed)  # findings.json and findings.md, as a run writes them
     out = tmp_path / "out.txt"
     with out.open("w") as fh:
         tally([tmp_path], out=fh)

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from runner_testutil import cli
 
+from toolkit.lab import Finding, SeedGroup, TimeRatio, read_findings
 from toolkit.lab.measure import Ratio, median_interval
-from toolkit.lab.runner import Finding, SeedGroup, TimeRatio, aggregate, read_findings
+from toolkit.lab.plan.config import Plan
+from toolkit.lab.results.findings import aggregate
 
 BASIS = "a named theorem"
 
@@ -75,10 +77,10 @@ def test_seed_independent_findings_say_so_and_are_checked() -> None:
 
 
 def test_per_seed_findings_are_kept_and_read_back(tmp_path: Path) -> None:
-    from toolkit.lab.runner.verdicts import write_seed_findings
+    from toolkit.lab.results.records import write_findings
 
     per_seed = {s: {"x": [loss_finding(float(s), s != 1)]} for s in (0, 1, 2)}
-    write_seed_findings(tmp_path, per_seed, [])
+    write_findings(tmp_path, per_seed, [])
     data = json.loads((tmp_path / "findings.json").read_text())
     assert data["seeds"] == [0, 1, 2]
     (item,) = data["findings"]["x"]
@@ -98,8 +100,8 @@ def test_findings_check_their_text_and_basis() -> None:
         Finding("{y}", values={"x": 1})
     with pytest.raises(ValueError, match="placeholder format must be digits and/or a unit"):
         Finding("{x:.3f}", values={"x": 1.0})
-    with pytest.raises(TypeError, match=r"Finding: values\['x'\] must be a number"):
-        Finding("{x}", values={"x": [1, 2]})
+    with pytest.raises(ValueError, match=r"Finding\nvalues.x.bool\n.*input_value=\[1, 2\]"):
+        Finding("{x}", values={"x": [1, 2]})  # a number, a string, a bool or None
     assert Finding("took {t:s}, {m:B}, {r:4}", values={"t": 0.0123, "m": 2048,
                                                        "r": 1.23456}).sentence == \
         "took 12.3 ms, 2 KiB, 1.235"
@@ -131,7 +133,8 @@ def test_a_time_verdict_needs_an_interval_that_excludes_one() -> None:
     with pytest.raises(ValueError, match="Finding: a timing's verdict follows from its "
                                          "interval; leave verdict=None, got True"):
         Finding("{timing}", True, basis=BASIS, timing=TimeRatio(slower, "above"))
-    with pytest.raises(ValueError, match="TimeRatio: expect must be 'above', 'below' or None"):
+    with pytest.raises(ValueError, match=r"TimeRatio\n.*\n  Input should be 'above' or "
+                                         r"'below'.*input_value='up'"):
         TimeRatio(slower, "up")
 
 
@@ -176,4 +179,5 @@ def test_run_with_seeds_writes_a_seed_group(tiny_config: Path, tmp_path: Path) -
     assert json.loads((groups[0] / "group.json").read_text())["wall_seconds"] > 0
     # the group is drawn again from its files, and its config runs the same seeds
     assert cli("report", str(groups[0])).returncode == 0
-    assert "seeds = [0, 1, 2]" in (groups[0] / "config.toml").read_text()
+    read = Plan.read(groups[0] / "config.toml")
+    assert list(read.seeds) == [0, 1, 2] and len(read) == 3

@@ -38,7 +38,7 @@ def _installed() -> bool:
 
 
 def test_the_entry_point_is_declared() -> None:
-    from toolkit.lab.runner.tomlio import loads
+    from tomllib import loads
 
     project = loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["pytest11"] == {"toolkit": "toolkit.pytest_plugin"}

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
-from toolkit.lab.runner.limits import DEFAULT_MAX_RUNS
+from toolkit.lab.plan.config import DEFAULT_MAX_RUNS
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "demo", "main", "run_module"]
 
@@ -80,9 +80,9 @@ examples:
 --address, or a LocalCluster of --workers processes started for the sweep (listening on
 127.0.0.1 only; --dashboard serves its dashboard there and prints the link). Workers return the
 files of each run and this machine writes the run directories: no shared filesystem is needed.
-A scheduler on another machine is reached over TLS with mutual certificates (the --tls-* files,
-or dask's distributed.comm.tls.* settings); plain tcp:// is for 127.0.0.1, and elsewhere only
-with --insecure.
+Every cluster speaks TLS with mutual certificates: the LocalCluster with certificates made for
+the sweep alone, a scheduler at --address (tls:// only) with the --tls-* files or dask's
+distributed.comm.tls.* settings. Plain tcp:// is refused, on 127.0.0.1 too.
 """
 
 REPORT_EPILOG = """\
@@ -165,8 +165,8 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     dask = p.add_argument_group("Dask cluster (with --executor dask)")
     dask.add_argument("--address", metavar="tls://HOST:PORT", default=None,
                       help="scheduler to send the runs to (without it a LocalCluster of "
-                           "--workers processes is started on loopback): tls:// with the three "
-                           "--tls-* files, or tcp:// on this machine only")
+                           "--workers processes is started on loopback, TLS too): tls:// "
+                           "only, with the --tls-* files")
     dask.add_argument("--tls-ca-file", metavar="FILE", default=None,
                       help="CA certificate of the cluster (PEM), for a tls:// address "
                            "(default: dask's distributed.comm.tls.ca-file)")
@@ -176,10 +176,6 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     dask.add_argument("--tls-key", metavar="FILE", default=None,
                       help="this client's private key (PEM; not needed when it is in the "
                            "certificate file; default: distributed.comm.tls.client.key)")
-    dask.add_argument("--insecure", action="store_true", default=None,
-                      help="accept a plain tcp:// address that is not this machine: anyone "
-                           "who can reach it can run code on the workers and read every "
-                           "result (only the command line can ask for this)")
     dask.add_argument("--dashboard", action="store_true", default=None,
                       help="serve the local cluster's dashboard (on 127.0.0.1) and print its "
                            "link; off by default")
@@ -281,7 +277,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "demo":
         return demo()
     from toolkit.lab.cli import commands, commands_read
-    from toolkit.lab.runner.errors import ConfigError, DamagedFile
+    from toolkit.lab.errors import ConfigError, DamagedFile
 
     handlers = {"run": commands.cmd_run, "sweep": commands.cmd_run,
                 "report": commands_read.cmd_report, "compare": commands_read.cmd_compare,
@@ -310,7 +306,7 @@ def _os_error(err: OSError, command: str) -> str:
     what to do about it."""
     import errno
 
-    from toolkit.lab.runner.errors import os_error_line
+    from toolkit.lab.errors import os_error_line
 
     elsewhere = " or write elsewhere with --out DIR" if command != "report" else ""
     fixes = {errno.ENOSPC: f"the disk is full: free some space{elsewhere}",

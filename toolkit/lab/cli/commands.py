@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -50,92 +49,9 @@ def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
               f"interrupted ones)", file=sys.stderr)
 
 
-def check_blocks(specs: Sequence[Any]) -> None:
-    """Every ``disable_blocks`` pattern must match a block its experiment declares
-    (:attr:`~toolkit.lab.runner.Experiment.blocks`); ConfigError otherwise, before anything runs. An
-    experiment that declares none is not checked."""
-    import fnmatch
-
-    from toolkit.lab.runner.errors import ConfigError, suggest
-
-    for spec in specs:
-        config, declared = spec.config, spec.experiment.blocks
-        for pattern in config.disable_blocks if declared else ():
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in declared):
-                hint = suggest(pattern, declared)
-                prefix = f"{declared[0].split('.')[0]}.*"
-                raise ConfigError(config.source, "disable_blocks", f"{pattern!r} matches no "
-                                  f"block of {config.experiment} (its blocks: "
-                                  f"{', '.join(declared)}), so blocked and unblocked would "
-                                  f"compute the same thing", (hint + " " if hint else "")
-                                  + f"use a block name or a pattern such as {prefix!r}")
-
-
-def _executor(args: argparse.Namespace, specs: set[Any]) -> Any:
-    """The executor of the configs' [executor] tables (``specs``), with the command line's
-    options on top."""
-    from toolkit.lab.runner.config import ExecutorSpec
-    from toolkit.lab.runner.errors import ConfigError
-
-    if len(specs) > 1 and args.executor is None:
-        raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
-                          "run them separately or choose one with --executor")
-    base = next(iter(specs)) if specs else ExecutorSpec()
-    values = base.model_dump()
-    if args.executor is not None:
-        values["kind"] = args.executor
-    if args.address is not None:
-        values["address"] = args.address
-    if args.workers is not None:
-        if args.workers < 1:
-            raise ConfigError("--workers", "", f"must be >= 1, got {args.workers}",
-                              "use --workers 1 (sequential) or more")
-        values["workers"] = args.workers
-    for key in ("tls_ca_file", "tls_cert", "tls_key", "insecure", "dashboard"):
-        if getattr(args, key) is not None:
-            values[key] = getattr(args, key)
-    spec = ExecutorSpec(**values)
-    from toolkit.lab.runner.dask_connect import check_executor
-
-    check_executor(spec)  # a plain tcp:// address off this machine is refused here
-    return spec
-
-
-def _draw_report(run_dir: Path, experiment: Any = None, *, verbose: bool = False,
-                 drafts: Any = None) -> None:
-    """The command line's ``finish`` hook on a terminal: draw the report and say how long it
-    took."""
-    from toolkit.lab.report import draw_report
-
-    print("  drawing the report ...", end="", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    with _notes(verbose):  # printed after the line, not inside it
-        try:
-            draw_report(run_dir, experiment, drafts=drafts)
-        finally:
-            print(f" {fmt(time.perf_counter() - t0, 's')}", file=sys.stderr, flush=True)
-
-
-def _report_here(run_dir: Path, experiment: Any = None, *, board: Any, terminal: bool,
-                 verbose: bool) -> None:
-    """The ``finish`` hook of runs made in this process: the report on every core, with the
-    sections drawn while the run went on (``board``, a
-    :class:`~toolkit.lab.report.drafts.DraftBoard`); on a terminal it says how long it took,
-    and its notes reach the terminal only with ``--verbose``."""
-    drafts = board.pop(run_dir)
-    if terminal:
-        _draw_report(run_dir, experiment, verbose=verbose, drafts=drafts)
-        return
-    from toolkit.lab.report import draw_report
-    from toolkit.lab.report.render import held_notes
-
-    with contextlib.nullcontext() if verbose else held_notes():
-        draw_report(run_dir, experiment, drafts=drafts)
-
-
 def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
-    """``write_report`` with its notes (graphs laid out without graphviz) kept in the report,
-    off the terminal: module-level, so that a pool's workers call it too."""
+    """The report, its notes (graphs laid out without graphviz) kept in the report and off
+    the terminal: module-level, so that a pool's workers call it too."""
     from toolkit.lab.report import write_report
     from toolkit.lab.report.render import held_notes
 
@@ -143,125 +59,96 @@ def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
         return write_report(run_dir, experiment)
 
 
-def _pool_ahead(args: argparse.Namespace, seeds: Any) -> None:
-    """When the configs will run in a local pool, start its workers' fork server now: it
-    imports torch and the experiments while this process plans the runs (seconds earlier than
-    when the pool is made). A config that cannot be read is left to the planning to report."""
-    from toolkit.lab.runner.planning import count_runs
-    from toolkit.lab.runner.sweep import start_pool_server
-
-    try:
-        counted = [count_runs(path, args.overrides, seeds=seeds) for path in args.configs]
-        executor = _executor(args, {spec for _, spec in counted})
-    except Exception:
-        return
-    if executor.kind == "local" and min(executor.workers, sum(n for n, _ in counted)) > 1:
-        start_pool_server()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from toolkit.lab.runner.config import parse_seeds
-    from toolkit.lab.runner.planning import plan
-    from toolkit.lab.runner.sweep import run_configs
+    """``toolkit run`` / ``sweep``: read each config once (no torch yet), start the pool's
+    fork server while the experiments load, plan, then hand the runs to the executor."""
+    from toolkit.lab.errors import ConfigError
+    from toolkit.lab.execute.dask import check_executor
+    from toolkit.lab.execute.local import start_pool_server
+    from toolkit.lab.execute.run import check_output_dir
+    from toolkit.lab.plan.config import Plan, executor_for, parse_seeds
+    from toolkit.lab.results.records import group_key
 
     if args.max_runs < 1:
-        from toolkit.lab.runner.errors import ConfigError
-
         raise ConfigError("--max-runs", "", f"must be >= 1, got {args.max_runs}",
                           "give the most runs this command may make, e.g. --max-runs 20000")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    if not args.dry_run:
-        _pool_ahead(args, seeds)
-    # planned once: each run's config, experiment (entry point or loose file), validated params
-    # and device, handed as they are to whichever executor runs them
-    runs = []
-    for path in args.configs:
-        runs += plan(path, args.overrides, seeds=seeds, output_dir=args.out,
-                     max_runs=args.max_runs)
-    if len(runs) > args.max_runs:
-        from toolkit.lab.runner.errors import ConfigError
-
-        raise ConfigError(" ".join(args.configs), "", f"give {len(runs):,} runs together, "
-                          f"above the limit of {args.max_runs:,}", "run fewer configs at "
-                          "once, or raise the limit with --max-runs N")
-    check_blocks(runs)
-    executor = _executor(args, {r.config.executor for r in runs})
+    plans = [Plan.read(path, args.overrides, seeds=seeds, output_dir=args.out,
+                       max_runs=args.max_runs) for path in args.configs]
+    total = sum(len(p) for p in plans)
+    if total > args.max_runs:
+        raise ConfigError(" ".join(args.configs), "", f"give {total:,} runs together, above "
+                          f"the limit of {args.max_runs:,}", "run fewer configs at once, or "
+                          "raise the limit with --max-runs N")
+    executor = executor_for(plans, kind=args.executor, workers=args.workers,
+                            address=args.address, tls_ca_file=args.tls_ca_file,
+                            tls_cert=args.tls_cert, tls_key=args.tls_key,
+                            dashboard=args.dashboard)
+    check_executor(executor)
     if executor.kind == "dask":
-        from toolkit.lab.runner.dask_executor import import_distributed
+        from toolkit.lab.execute.dask import import_distributed
 
         import_distributed()  # a missing extra is an input error, before anything runs
-    from toolkit.lab.runner.seeds import finish_groups, makes_groups
-
-    configs = [r.config for r in runs]
-    grouped = makes_groups(configs)  # runs that differ only in their seed: one seed group
+    elif not args.dry_run and min(executor.workers, total) > 1:
+        start_pool_server()  # its imports overlap this process's planning
+    runs = [spec for p in plans for spec in p.specs()]
+    grouped = len({group_key(r.config) for r in runs}) < len(runs)
     earlier: list[Path] = []
     if args.resume:
         runs, earlier = _resume(runs, quiet=args.quiet)
-        configs = [r.config for r in runs]
-        if not configs:
+        if not runs:
             print("nothing to do: every run is complete or running")
             return EXIT_OK
-    from toolkit.lab.runner.run import check_output_dir
-
-    for config in configs:  # before anything is printed or run
-        check_output_dir(config, create=not args.dry_run)
+    for root, name in dict.fromkeys((r.config.output_dir, r.experiment.name) for r in runs):
+        check_output_dir(root, name, source=runs[0].source, create=not args.dry_run)
     if args.dry_run:
-        for c in configs:
-            point = " ".join(f"{k}={v}" for k, v in c.sweep_point.items())
-            print(f"{c.experiment} seed={c.seed} {point}".rstrip())
-        print(f"{len(configs)} run(s); executor {executor.kind}")
+        for r in runs:
+            point = " ".join(f"{k}={v}" for k, v in r.sweep_point.items())
+            print(f"{r.config.experiment} seed={r.seed} {point}".rstrip())
+        print(f"{len(runs)} run(s); executor {executor.kind}")
         return EXIT_OK
+    if args.resume:
+        from toolkit.lab.execute.resume import claimed
+
+        with claimed(runs) as mine:
+            return _run(args, mine, executor, grouped, earlier)
+    return _run(args, runs, executor, grouped, earlier)
+
+
+def _run(args: argparse.Namespace, runs: list[Any], executor: Any, grouped: bool,
+         earlier: list[Path]) -> int:
+    from toolkit.lab.execute.local import run_all
+
     on_terminal = sys.stderr.isatty() and not args.quiet
-    if not args.quiet and len(configs) > 1:
-        n = min(executor.workers, len(configs))
+    if not args.quiet and len(runs) > 1:
+        n = min(executor.workers, len(runs))
         where = {"local": f" in {n} processes" if n > 1 else "",
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
-        print(f"{len(configs)} runs{where[executor.kind]}", flush=True)
-    finish = None
-    in_process = executor.kind == "local" and (executor.workers <= 1 or len(configs) <= 1)
-    # A seed group gets one report over its seeds, drawn once all of them have finished
-    # (their own reports are skipped).
-    board = None
-    if not args.no_report and not grouped:
-        finish = _report_quietly  # in a pool worker too: the report says its notes itself
-        if args.verbose:
-            from toolkit.lab.report import write_report as finish
-        if in_process:  # a showcase's sections are drawn as its experiments end
-            from toolkit.lab.report.drafts import DraftBoard
-
-            board = DraftBoard()
-            finish = functools.partial(_report_here, board=board, terminal=on_terminal,
-                                       verbose=args.verbose)
-    if in_process and on_terminal and len(configs) == 1:
-        c = configs[0]
+        print(f"{len(runs)} runs{where[executor.kind]}", flush=True)
+    # a seed group gets one report over its seeds once all have ended (none of their own)
+    finish = None if args.no_report or grouped else _report_quietly
+    if finish is not None and args.verbose:
+        from toolkit.lab.report import write_report as finish
+    if on_terminal and len(runs) == 1 and executor.kind == "local":
+        c = runs[0].config
         print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
               f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
-    on_child_done = None
-    if board is not None:
-        def on_child_done(index: int, run_dir: str, name: str) -> None:
-            board.child_done(runs[index].experiment, run_dir, name)
-    watcher = Watcher(len(configs), quiet=args.quiet, verbose=args.verbose,
-                      on_child_done=on_child_done)
+    watcher = Watcher(len(runs), quiet=args.quiet, verbose=args.verbose)
     t0 = time.perf_counter()
     try:
         with _notes(args.verbose):
-            outcomes, status = run_configs(runs, executor=executor, quiet=args.quiet,
-                                           finish=finish, on_done=watcher, watch=watcher.watch)
+            outcomes, status = run_all(runs, executor=executor, quiet=args.quiet,
+                                       finish=finish, on_done=watcher, watch=watcher.watch)
     finally:
         watcher.close()
-        if board is not None:
-            board.close()
     if status >= 128:
-        _interrupted(outcomes, len(configs), status)
+        _interrupted(outcomes, len(runs), status)
     shown = [o.run_dir for o in outcomes if o.status == "complete"]
     if grouped and status < 128:
-        from toolkit.lab.report import draw_report
-
-        say = _say if on_terminal or args.verbose else None
         with _notes(args.verbose):
-            shown = finish_groups(outcomes, finish=None if args.no_report else draw_report,
-                                  experiments={r.experiment.name: r.experiment for r in runs},
-                                  t0=t0, say=say, earlier=earlier)
+            shown = _finish_groups(outcomes, runs, report=not args.no_report, t0=t0,
+                                   say=_say if on_terminal or args.verbose else None,
+                                   earlier=earlier)
     if args.quiet:
         return status
     if args.verbose and len(shown) <= 3:
@@ -271,9 +158,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     if len(shown) <= 3:
         tally(shown)
     else:
+        c = runs[0].config
         print(f"{len(shown)} complete run folders; `toolkit compare "
-              f"{Path(configs[0].output_dir) / configs[0].experiment}` tabulates them")
+              f"{Path(c.output_dir) / c.experiment}` tabulates them")
     return status
+
+
+def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool, t0: float,
+                   say: Any, earlier: Sequence[Path]) -> list[Path]:
+    """The seed group of the complete runs that differ only in their seed (with ``earlier``
+    complete runs of ``--resume``), its report, then each complete run outside a group; the
+    folders, groups first. A failing report is a warning: the numbers stay valid."""
+    from toolkit.lab.report import write_report
+    from toolkit.lab.results.records import group_runs, record_group, write_group
+    from toolkit.lab.results.view import RunResults
+
+    experiments = {r.experiment.name: r.experiment for r in runs}
+    done = [o.run_dir for o in outcomes if o.status == "complete"]
+    groups = group_runs([*done, *earlier])
+    members = {d for g in groups for d in g}
+    failed = [f"a run with another seed ended {o.status}: {o.run_dir}"
+              + (f" ({o.error})" if o.error else "") for o in outcomes if o.status != "complete"]
+
+    def draw(folder: Path, name: str) -> None:
+        if not report:
+            return
+        t1 = time.perf_counter()
+        try:
+            write_report(folder, experiments.get(name))
+        except Exception as err:
+            print(f"toolkit: warning: {folder}: {type(err).__name__}: {err}", file=sys.stderr)
+        if say is not None and folder not in members:
+            say(f"  report: {fmt(time.perf_counter() - t1, 's')}")
+
+    shown = []
+    for members_of in groups:
+        folder = write_group(members_of, problems=failed)
+        t1 = time.perf_counter()
+        draw(folder, RunResults(members_of[0]).experiment)
+        if say is not None and report:
+            say(f"  report over {len(members_of)} seeds: {fmt(time.perf_counter() - t1, 's')}")
+        record_group(folder, wall_seconds=round(time.perf_counter() - t0, 3))
+        if say is not None:
+            say(f"seed group: {folder}")
+        shown.append(folder)
+    for run_dir in done:
+        if run_dir not in members:
+            draw(run_dir, RunResults(run_dir).experiment)
+            shown.append(run_dir)
+    return shown
 
 
 @contextlib.contextmanager
@@ -292,7 +225,7 @@ def _notes(verbose: bool) -> Iterator[None]:
 def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
     """``--resume``: the planned runs still to run, and the complete runs of the others
     (matched by identity: config and seed, wherever the folder lives)."""
-    from toolkit.lab.runner.sweep import plan_resume
+    from toolkit.lab.execute.resume import plan_resume
 
     plan = plan_resume(runs)
     for err in plan.damaged:
@@ -310,7 +243,7 @@ def _say(text: str) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from toolkit.lab.runner.registry import config_files, describe, discover, load_all
+    from toolkit.lab.plan.registry import config_files, describe, discover, load_all
 
     found = discover()
     # Read from the sources (no torch import, instant); --check imports every module.
@@ -364,10 +297,10 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     as ``toolkit run`` would run a config of its quick settings: seed 0, every block switched
     off in turn, the experiment's ``DTYPE`` (else float32), results under ``results/``.
     """
-    from toolkit.lab.runner.errors import ConfigError
-    from toolkit.lab.runner.planning import plan_one
-    from toolkit.lab.runner.registry import Experiment
-    from toolkit.lab.runner.run import execute
+    from toolkit.lab.errors import ConfigError
+    from toolkit.lab.execute.run import execute
+    from toolkit.lab.plan.config import plan_one
+    from toolkit.lab.plan.registry import Experiment
 
     if isinstance(module, str):  # run_module(__name__) from the module itself
         module = sys.modules[module]
@@ -388,7 +321,11 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     print(f"running {experiment.name} (seed {spec.seed}, {spec.config.dtype}, QUICK params)",
           file=sys.stderr, flush=True)
-    outcome = execute(spec, finish=None if args.no_report else _draw_report)
+    from toolkit.lab.execute.run import check_output_dir
+    from toolkit.lab.report import write_report
+
+    check_output_dir(spec.config.output_dir, experiment.name, source=spec.source)
+    outcome = execute(spec, finish=None if args.no_report else write_report)
     print(f"{outcome.status}  {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":
         tally([outcome.run_dir])

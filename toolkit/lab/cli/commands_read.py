@@ -1,11 +1,11 @@
 """The subcommands that read results: ``report``, ``compare`` and ``check``.
 
 A damaged run (a results file cut short, corrupt, of the wrong shape, a FIFO or a folder in its
-place, or a link leading out of the folder: :mod:`toolkit.lab.runner.check`) is never fatal to a
+place, or a link leading out of the folder: :mod:`toolkit.lab.results.check`) is never fatal to a
 command over several runs: it gets one warning naming its file and the others go on. A run
 whose process is gone reads as ``abandoned`` and is shown as such, never dropped silently.
 What the commands write lands inside the folder they were given (or ``--out``), never through
-a link out of it (:func:`toolkit.lab.runner.results.inside`).
+a link out of it (:func:`toolkit.lab.results.view.inside`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def _warn(text: str) -> None:
 def _damage(folder: Path) -> list[Any]:
     """What is damaged in a run directory, or in a seed group and its member runs (artifacts
     included: the figures read them)."""
-    from toolkit.lab.runner.check import check_group, check_run
-    from toolkit.lab.runner.seeds import SeedGroup, is_group
+    from toolkit.lab.results.check import check_group, check_run
+    from toolkit.lab.results.view import SeedGroup, is_group
 
     if not is_group(folder):
         return check_run(folder, deep=True)
@@ -42,10 +42,10 @@ def _damage(folder: Path) -> list[Any]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Draw each run's report; a damaged run is skipped with a warning (exit status 1)."""
+    from toolkit.lab import ConfigError
+    from toolkit.lab.errors import DamagedFile
     from toolkit.lab.report import draw_report
-    from toolkit.lab.runner import ConfigError
-    from toolkit.lab.runner.errors import DamagedFile
-    from toolkit.lab.runner.results import confined
+    from toolkit.lab.results.files import confined
 
     for run_dir in args.run_dirs:
         if not (os.path.lexists(Path(run_dir) / "meta.json")
@@ -76,8 +76,8 @@ def _experiment_of(folder: str) -> Any:
     """The experiment that made a run (or seed group), found through the registry, so that its
     report has the experiment's own figures; ``None`` (with a warning) when it cannot be
     loaded here: the report then shows the generic figures."""
-    from toolkit.lab.runner.registry import load_experiment
-    from toolkit.lab.runner.results import read_json
+    from toolkit.lab.plan.registry import load_experiment
+    from toolkit.lab.results.files import read_json
 
     experiment = None
     for name in ("meta.json", "group.json"):
@@ -96,10 +96,10 @@ def _experiment_of(folder: str) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Aggregate the complete runs below DIR; damaged runs are skipped with one warning each,
     runs that did not complete (abandoned ones included) are listed under the table."""
+    from toolkit.lab import ConfigError, RunResults, find_runs
+    from toolkit.lab.errors import DamagedFile
     from toolkit.lab.report.compare import compare_runs, format_table, write_compare
-    from toolkit.lab.runner import ConfigError, RunResults, find_runs
-    from toolkit.lab.runner.errors import DamagedFile
-    from toolkit.lab.runner.results import confined, inside
+    from toolkit.lab.results.files import confined, inside
 
     root = Path(args.directory)
     if not root.is_dir():
@@ -143,8 +143,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate every run folder and seed group below DIR against the results format; list what
     is damaged (exit status 1 when something is) and the abandoned runs."""
-    from toolkit.lab.runner import ConfigError, RunResults
-    from toolkit.lab.runner.check import check_tree
+    from toolkit.lab import ConfigError, RunResults
+    from toolkit.lab.results.check import check_tree
 
     root = Path(args.directory)
     if not root.is_dir():

@@ -35,7 +35,7 @@ def _on_terminal() -> bool:
 
 
 class _RunReporter:
-    """The :class:`~toolkit.lab.runner.context.Reporter` of one run: forwards to the watcher."""
+    """The :class:`~toolkit.lab.execute.context.Reporter` of one run: forwards to the watcher."""
 
     def __init__(self, watcher: Watcher, index: int) -> None:
         self.watcher, self.index = watcher, index
@@ -53,7 +53,7 @@ class _RunReporter:
 class Watcher:
     """One bar over all the runs of a command (see the module docstring).
 
-    Use ``watch`` as :func:`~toolkit.lab.runner.sweep.run_configs`'s ``watch`` and the watcher
+    Use ``watch`` as :func:`~toolkit.lab.execute.local.run_all`'s ``watch`` and the watcher
     itself as its ``on_done``; :meth:`close` when the runs are over. Thread-safe: a pool's
     reports arrive on a thread of their own. ``on_child_done(index, run_dir, name)`` hears
     when a child of run ``index`` (a showcase's experiment) has written its files.
@@ -142,8 +142,8 @@ def outcome_line(i: int, total: int, outcome: Any) -> tuple[str, Any]:
 
 def last_step(run_dir: Path) -> int | None:
     """The last logged step of a run (``None``: nothing logged or unreadable)."""
-    from toolkit.lab.runner import RunResults
-    from toolkit.lab.runner.errors import DamagedFile
+    from toolkit.lab import RunResults
+    from toolkit.lab.errors import DamagedFile
 
     try:
         return RunResults(run_dir).last_step
@@ -168,9 +168,10 @@ def _short(text: str, width: int) -> str:
 def _wall(folder: Path) -> str | None:
     """The run's (or seed group's) wall time in words, when recorded (read as every results
     file is read: a damaged one gives no line)."""
-    from toolkit.lab.runner.errors import DamagedFile
-    from toolkit.lab.runner.results import read_json
-    from toolkit.lab.schema import GROUP_FILE, GroupFile, RunMeta
+    from toolkit.lab.errors import DamagedFile
+    from toolkit.lab.results.files import read_json
+    from toolkit.lab.results.schema import GroupFile, RunMeta
+    from toolkit.lab.results.view import GROUP_FILE
 
     for name, model in ((GROUP_FILE, GroupFile), ("meta.json", RunMeta)):
         path = folder / name
@@ -200,7 +201,7 @@ def _wall(folder: Path) -> str | None:
 def tally(folders: Sequence[Path], *, out: Any = None) -> None:
     """Print each folder's verdicts per experiment, what did not hold, the tally and the
     paths (see the module docstring)."""
-    from toolkit.lab.runner import read_findings
+    from toolkit.lab import read_findings
 
     out = out or sys.stdout
     width = max(60, min(120, shutil.get_terminal_size((100, 20)).columns)) - 6
@@ -246,7 +247,7 @@ def tally(folders: Sequence[Path], *, out: Any = None) -> None:
 
 def _problems(folder: Path) -> list[str]:
     """What findings.json says went wrong while the findings were made."""
-    from toolkit.lab.runner.results import read_json
+    from toolkit.lab.results.files import read_json
 
     problems = read_json(folder / "findings.json", root=folder).get("problems", [])
     return [str(p) for p in problems] if isinstance(problems, list) else []
@@ -255,7 +256,7 @@ def _problems(folder: Path) -> list[str]:
 def print_findings(run_dir: Path) -> None:
     """Every finding of a run (each child of a showcase) in full, with its verdict
     (``--verbose``)."""
-    from toolkit.lab.runner import read_findings
+    from toolkit.lab import read_findings
 
     for section, items in read_findings(run_dir).items():
         print(f"{section}:")

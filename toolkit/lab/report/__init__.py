@@ -1,6 +1,6 @@
 """Reports drawn from results files: figures, ``report.html``/``report.md``, ``compare``.
 
-Everything here reads only what a run wrote (``toolkit.lab.runner.RunResults``), so reports can be
+Everything here reads only what a run wrote (``toolkit.lab.RunResults``), so reports can be
 regenerated at any time (``toolkit report RUN_DIR``) and runs aggregated later
 (``toolkit compare DIR``). An experiment's ``figures(run)`` declares its figures with the
 pieces of :mod:`toolkit.lab.report.plots` (curves over seeds per variant, grouped bars, image
@@ -15,16 +15,13 @@ from toolkit.lab.report.figures import (
     summary_figure,
     text_problems,
 )
-from toolkit.lab.report.layout import colour_problems, layout_problems
 from toolkit.lab.report.render import draw_report, write_report
 
 __all__ = [
-    "colour_problems",
     "compare_runs",
     "default_figures",
     "draw_report",
     "format_table",
-    "layout_problems",
     "metric_figure",
     "metric_groups",
     "summary_figure",

@@ -24,7 +24,6 @@ differ in some seed by more than rounding (see :func:`headline_metrics`).
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import math
@@ -38,14 +37,10 @@ from typing import Any
 from toolkit.lab.report.content import FigureItem, safe_name
 from toolkit.lab.report.figures import numeric_leaves
 from toolkit.lab.report.tables import format_value, split_variant
-from toolkit.lab.runner.check import readable_runs
-from toolkit.lab.runner.results import (
-    RunResults,
-    atomic_write_bytes,
-    atomic_write_text,
-    inside,
-)
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.check import readable_runs
+from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.view import RunResults
 from toolkit.lab.style import REPORT_DPI
 
 __all__ = ["HEADLINE", "WIDTH", "CompareRow", "CompareTable", "cell", "compare_runs",
@@ -140,7 +135,7 @@ def _label(knobs: Mapping[str, Any], varying: set[str]) -> str:
 
 def compare_runs(root: str | Path, *, on_damaged: Any = None) -> CompareTable:
     """Aggregate every complete run below ``root`` (see the module docstring); a damaged run is
-    handed to ``on_damaged`` and left out (:func:`~toolkit.lab.runner.check.readable_runs`)."""
+    handed to ``on_damaged`` and left out (:func:`~toolkit.lab.results.check.readable_runs`)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for run_dir in readable_runs(root, on_damaged):
         run = RunResults(run_dir)
@@ -397,6 +392,15 @@ def _figures(table: CompareTable) -> dict[str, list[tuple[str, str, bytes]]]:
 # --- files ------------------------------------------------------------------------------------
 
 
+def _cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: one that starts with ``= + - @``, a tab or a
+    carriage return (a formula, such as ``=HYPERLINK(...)``) gets a leading ``'`` (OWASP's
+    advice for CSV injection); numbers are left alone."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def _csv(table: CompareTable) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -410,50 +414,32 @@ def _csv(table: CompareTable) -> str:
             if n:
                 _, lo, hi, _ = row.interval(variant)
                 name = "unblocked_minus_blocked" if variant == DIFF else variant
-                writer.writerow([row.experiment, row.group, seeds, row.quantity, name,
-                                 repr(mean), repr(std), n, repr(lo), repr(hi)])
+                writer.writerow([_cell(row.experiment), _cell(row.group), seeds,
+                                 _cell(row.quantity), name, repr(mean), repr(std), n, repr(lo),
+                                 repr(hi)])
     return buffer.getvalue()
 
 
-#: The headline figures of an experiment side by side, wrapping on narrow pages.
-_FIGURE_ROW_CSS = (".figure-row{display:flex;flex-wrap:wrap;gap:0 1.5em}"
-                   ".figure-row figure{flex:0 1 26em}")
-
-
 def _page(table: CompareTable, figures: dict[str, list[tuple[str, str, bytes]]]) -> str:
-    from toolkit.lab.report.render import CSS, figure_html, table_html
+    """``compare.html``: one section per group (its figures once per experiment), from the
+    template ``compare.html.j2``, escaped throughout."""
+    from toolkit.lab.report.render import page
 
-    n_runs = sum(len(g["seeds"]) for g in table.groups.values())
-    parts = [f"<h1>Comparison of {n_runs} runs in {len(table.groups)} group(s)</h1>",
-             "<p>Each value is the mean over the seeds with the range [smallest, largest]; "
-             f"{html.escape(DIFF)} is paired by seed (both variants of a seed start from the "
-             "same random state). compare.csv has every value with its standard deviation "
-             "(ddof = 1).</p>"]
     drawn: set[str] = set()
+    sections = []
     for (exp, label), group in table.groups.items():
         rows = [r for r in table.rows if (r.experiment, r.group) == (exp, label)]
-        parts.append(f'<section class="experiment" id="{html.escape(exp)}">'
-                     f"<h2>{html.escape(exp)}"
-                     + (f" [{html.escape(label)}]" if label != "default" else "") + "</h2>"
-                     f"<p class=meta>seeds {html.escape(', '.join(map(str, group['seeds'])))}"
-                     "</p>")
-        if exp not in drawn and figures.get(exp):
-            drawn.add(exp)
-            row = [figure_html(FigureItem(*item)) for item in figures[exp]]
-            parts.append('<div class="figure-row">' + "".join(row) + "</div>")
-        paired = [[r.quantity, *(cell(r, v) for v in (BLOCKED, UNBLOCKED, DIFF))]
-                  for r in rows if r.paired]
-        if paired:
-            parts.append(table_html(["quantity", BLOCKED, UNBLOCKED, DIFF], paired))
-        others = [[r.quantity if v == "value" else f"{r.quantity} ({v} only)", cell(r, v)]
-                  for r in rows for v in r.values
-                  if not r.paired or v not in (BLOCKED, UNBLOCKED)]
-        if others:
-            parts.append("<h3>Other values</h3>" + table_html(["quantity", "value"], others))
-        parts.append("</section>")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>compare</title><style>{CSS}{_FIGURE_ROW_CSS}</style></head><body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+        shown = [FigureItem(*item) for item in figures.get(exp, [])] if exp not in drawn else []
+        drawn.add(exp)
+        sections.append({
+            "experiment": exp, "label": label, "seeds": group["seeds"], "figures": shown,
+            "paired": [[r.quantity, *(cell(r, v) for v in (BLOCKED, UNBLOCKED, DIFF))]
+                       for r in rows if r.paired],
+            "others": [[r.quantity if v == "value" else f"{r.quantity} ({v} only)", cell(r, v)]
+                       for r in rows for v in r.values
+                       if not r.paired or v not in (BLOCKED, UNBLOCKED)]})
+    return page("compare.html.j2", sections=sections, diff=DIFF, blocked=BLOCKED,
+                unblocked=UNBLOCKED, n_runs=sum(len(g["seeds"]) for g in table.groups.values()))
 
 
 def write_compare(table: CompareTable, out_dir: str | Path) -> tuple[Path, Path]:

@@ -20,17 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from toolkit.lab.report import figure_cache
 from toolkit.lab.report.figures import default_figures, plt, summary_pairs
 from toolkit.lab.report.tables import tables
-from toolkit.lab.runner.results import RunResults
-from toolkit.lab.runner.seeds import SeedGroup
-from toolkit.lab.runner.verdicts import Verdict, aggregate, compute_findings, read_findings
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.files import read_record
+from toolkit.lab.results.findings import Verdict, aggregate
+from toolkit.lab.results.records import compute_findings
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, FindingsFile
+from toolkit.lab.results.view import RunResults, SeedGroup
 from toolkit.lab.style import REPORT_DPI
 
-__all__ = ["DrawnAhead", "FigureItem", "ReportContent", "Section", "SectionJob", "build", "section_figures",
-           "section_job"]
+__all__ = ["FigureItem", "ReportContent", "Section", "build", "safe_name", "section_figures"]
 
 DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
 #: How many of an experiment's own figures lead its section; the others go to the details.
@@ -277,135 +276,15 @@ def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str]
     return items
 
 
-#: One section to draw: run directory, replicate directories, child name, figure-name prefix,
-#: whether the run completed, and the experiment whose ``figures`` draw it (or ``None``).
-SectionJob = tuple[str, tuple[str, ...], "str | None", str, bool, Any]
-
-
-def section_job(run_dir: str | Path, replicates: tuple[str, ...], child: str | None,
-                complete: bool, experiment: Any) -> SectionJob:
-    """The job of drawing one section: the run's (``child=None``) or a showcase child's, whose
-    figure names start with ``"<child>__"``."""
-    return (str(run_dir), replicates, child, f"{child}__" if child else "", complete,
-            experiment)
-
-
-def section_figures(job: SectionJob) -> tuple[list[FigureItem], list[str]]:
-    """Draw one section's figures from the files; ``(figures, problems)`` (a process-pool
-    task: the experiment travels by reference)."""
-    run_dir, replicates, child, prefix, complete, experiment = job
-    view = RunResults(run_dir, _replicates=tuple(Path(p) for p in replicates))
-    if child is not None:
-        view = view.child(child)
+def section_figures(run: RunResults, child: str | None, experiment: Any
+                    ) -> tuple[list[FigureItem], list[str]]:
+    """One section's figures (the run's, or a showcase child's, whose names start with
+    ``"<child>__"``), drawn from the files; ``(figures, problems)``."""
+    view = run.child(child) if child is not None else run
     problems: list[str] = []
     with _drawing():
-        return _figures(view, experiment, prefix, problems, complete), problems
-
-
-def _start_method() -> str:
-    """How drawing processes start: forked where the platform can (a copy of this process,
-    its imports included: ready in milliseconds), else spawned (a fresh interpreter that
-    imports torch and the experiments again: seconds)."""
-    import multiprocessing
-
-    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-
-
-def report_workers() -> int:
-    """Processes for drawing a report from the command line: ``TOOLKIT_REPORT_WORKERS``, else
-    the CPUs this process may use (at most 4). Forked processes start at no cost, so every
-    core draws; where processes must be spawned (each imports torch and the experiments
-    again, seconds of CPU that only pay off on idle cores) the cores that are not busy
-    (1-minute load average)."""
-    import os
-
-    value = os.environ.get("TOOLKIT_REPORT_WORKERS")
-    if value is not None and value.strip().isdigit() and int(value) >= 1:
-        return int(value)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    if _start_method() == "fork":
-        return max(1, min(cpus, 4))
-    try:
-        busy = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        busy = 0.0
-    return max(1, min(cpus, 4, round(cpus - busy + 1)))  # + 1: this process counts in the load
-
-
-def _draw_sections(jobs: list[SectionJob], workers: int = 1
-                   ) -> list[tuple[list[FigureItem], list[str]]]:
-    """Every section's figures: in this process, or spread over ``workers`` processes when
-    there are several sections (each reads only the files, so the drawing splits cleanly and
-    the figures are the same). A pool that cannot start its processes (a spawned pool whose
-    main module cannot be imported again, as with ``python - < script``) falls back to this
-    process."""
-    import multiprocessing
-
-    workers = min(workers, len(jobs))
-    if multiprocessing.current_process().daemon:  # a pool's worker cannot start processes
-        workers = 1
-    if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
-
-        try:
-            with ProcessPoolExecutor(max_workers=workers,
-                                     mp_context=multiprocessing.get_context(_start_method())
-                                     ) as pool:
-                return list(pool.map(section_figures, jobs))
-        except (BrokenProcessPool, OSError):
-            plt.close("all")
-    return [section_figures(job) for job in jobs]
-
-
-def _reuse(folder: Path, kept: dict[str, Any], section: str, key: str
-           ) -> list[FigureItem] | None:
-    """The figures of ``section`` kept in ``folder`` for ``key``, or ``None``."""
-    hit = figure_cache.lookup(folder, kept, section, key)
-    if hit is None:
-        return None
-    return [FigureItem(e["name"], e["caption"], png, headline=bool(e["headline"]),
-                       note=str(e.get("note", "")),
-                       table=(e["table"][0], e["table"][1]) if e.get("table") else None)
-            for e, png in hit]
-
-
-def _keep(cache: dict[str, Any], section: str, key: str, figures: list[FigureItem]) -> None:
-    cache[section] = {"key": key, "figures": [
-        figure_cache.entry(f.name, f.caption, f.headline, f.note, f.png, f.table)
-        for f in figures]}
-
-
-def _draw_or_reuse(jobs: list[SectionJob], workers: int, folder: Path, kept: dict[str, Any],
-                   cache: dict[str, Any], drafts: DrawnAhead | None = None
-                   ) -> list[tuple[list[FigureItem], list[str]]]:
-    """:func:`_draw_sections` for the sections whose figures ``folder`` does not hold for
-    their inputs (:mod:`toolkit.lab.report.figure_cache`) and ``drafts`` did not draw ahead
-    for the same inputs; each section drawn without problems is added to ``cache``."""
-    keys = [figure_cache.section_key([job[0], *job[1]], job[2], job[5], job[3])
-            for job in jobs]
-    out: list[tuple[list[FigureItem], list[str]] | None] = [None] * len(jobs)
-    for i, (job, key) in enumerate(zip(jobs, keys)):
-        reused = _reuse(folder, kept, job[3], key)
-        if reused is not None:
-            out[i] = (reused, [])
-            cache[job[3]] = kept[job[3]]  # its entries, checked by _reuse
-        elif drafts is not None and not job[1]:
-            drafted = drafts.take(job[0], job[3], key)
-            if drafted is not None:
-                out[i] = (drafted, [])
-                _keep(cache, job[3], key, drafted)
-    if drafts is not None:
-        drafts.close()  # its process ends before the pool below forks this one
-    todo = [i for i, done in enumerate(out) if done is None]
-    for i, result in zip(todo, _draw_sections([jobs[i] for i in todo], workers)):
-        out[i] = result
-        if not result[1]:
-            _keep(cache, jobs[i][3], keys[i], result[0])
-    return out  # type: ignore[return-value]
+        return _figures(view, experiment, f"{child}__" if child else "", problems,
+                        run.status == "complete"), problems
 
 
 def _story(run: RunResults, name: str, parts: Mapping[str, Any]
@@ -451,40 +330,33 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
     return text
 
 
-def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None,
-          workers: int = 1, drafts: DrawnAhead | None = None) -> ReportContent:
+def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None
+          ) -> ReportContent:
     """Gather a report's content from the run's files (figures are drawn here).
 
-    ``experiment`` (a :class:`~toolkit.lab.runner.Experiment`) draws its own figures, and for a
+    ``experiment`` (a :class:`~toolkit.lab.Experiment`) draws its own figures, and for a
     showcase its parts draw theirs; without it the report shows the generic figures of the
-    logged numbers.
-
-    With ``group`` (a seed group) ``run`` is its first seed with the others as replicates
-    (:meth:`~toolkit.lab.runner.results.RunResults.over_seeds`): the findings are the group's, over
-    every seed, and the figures see every seed. ``workers > 1`` draws the sections of a
-    showcase in that many processes. ``drafts``: sections drawn while the run went on
-    (:mod:`toolkit.lab.report.drafts`), taken where their inputs are unchanged.
+    logged numbers. With ``group`` (a seed group) ``run`` is its first seed with the others
+    as replicates: the findings are the group's, over every seed, and the figures see every
+    seed.
     """
     problems: list[str] = []
     complete = run.status == "complete"
-    findings = read_findings(group.path if group is not None else run.run_dir)
+    record = read_record((group.path if group is not None else run.run_dir) / "findings.json",
+                         FindingsFile, root=group.path if group is not None else run.run_dir)
+    findings = record.findings if record is not None else {}
+    if group is not None and record is not None:
+        problems += record.problems
     parts = experiment.parts if experiment is not None else {}
     if not findings and complete and group is None and experiment is not None:
         found, problems_found = compute_findings(run.run_dir, experiment)
         findings, more = aggregate({run.seed: found})
         problems += problems_found + more
-    if group is not None:
-        problems += _group_problems(group)
     views = [(name, run.child(name)) for name in run.children] or [("", run)]
-    replicates = tuple(str(r.run_dir) for r in run.replicates[1:])
-    folder = (group.path if group is not None else run.run_dir) / "figures"
-    kept, cache = figure_cache.load(folder), {}
-    drawn = _draw_or_reuse([section_job(run.run_dir, replicates, name or None, complete,
-                                        parts.get(view.experiment))
-                            for name, view in views], workers, folder, kept, cache,
-                           drafts if complete else None)
     sections = []
-    for (name, view), (figures, drawn_problems) in zip(views, drawn):
+    for name, view in views:
+        figures, drawn_problems = section_figures(run, name or None,
+                                                  parts.get(view.experiment))
         problems += drawn_problems
         description, story = _story(run, view.experiment, parts)
         pairs = summary_pairs(view.summary)
@@ -497,45 +369,23 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
         if not complete:
             notes.append(f"This run is {run.status_line()}: the numbers below are what it "
                          f"wrote before it stopped; figures that need the rest are left out.")
-        if group is not None and len(run.replicates) > 1:
-            notes_seed = f" (seed {run.seed}; every seed's are in its own run directory)"
-        else:
-            notes_seed = ""
+        tables_note = (f" (seed {run.seed}; every seed's are in its own run folder)"
+                       if group is not None and len(run.replicates) > 1 else "")
         sections.append(Section(
             name=name or view.experiment, experiment=view.experiment, description=description,
-            story=story, findings=findings.get(name or view.experiment, []),
-            figures=figures,
+            story=story, findings=findings.get(name or view.experiment, []), figures=figures,
             summary_tables=tables(view.summary), cost_tables=tables(view.costs), equal=equal,
-            params=view.params, notes=notes, tables_note=notes_seed))
+            params=view.params, notes=notes, tables_note=tables_note))
     top: list[FigureItem] = []
     if run.children:
-        key = figure_cache.section_key([run.run_dir, *replicates], None, experiment, "")
-        reused = _reuse(folder, kept, "", key)
-        if reused is None:
-            n_problems = len(problems)
-            with _drawing():
-                top = [_item(name, caption, fig) for name, fig, caption in
-                       _experiment_figures(run, experiment, problems, not complete)]
-            if len(problems) == n_problems:
-                _keep(cache, "", key, top)
-        else:
-            top = reused
-            cache[""] = kept[""]  # its entries, checked by _reuse
-        # the parent's own findings (e.g. a disable pattern that matched nothing)
-        extra = findings.get(run.experiment)
+        with _drawing():
+            top = [_item(name, caption, fig) for name, fig, caption in
+                   _experiment_figures(run, experiment, problems, not complete)]
+        extra = findings.get(run.experiment)  # the parent's own (a pattern that matched nothing)
         if extra:
             sections[0].findings = sections[0].findings + extra
     title = ("Showcase: where the gradient must be cut" if run.children
              else f"{run.experiment or 'run'}")
     seeds = [r.seed for r in run.replicates]
     return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
-                         top, problems, group=group, cache=cache)
-
-
-def _group_problems(group: SeedGroup) -> list[str]:
-    import json
-
-    path = group.path / "findings.json"
-    if not path.is_file():
-        return []
-    return list(json.loads(path.read_text(encoding="utf-8")).get("problems", []))
+                         top, problems, group=group)

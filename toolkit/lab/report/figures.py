@@ -18,7 +18,7 @@ from typing import Any
 
 import matplotlib
 
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from toolkit.lab.runner.results import RunResults
-from toolkit.lab.runner.tomlio import flatten
+from toolkit.lab.results.schema import flatten
+from toolkit.lab.results.view import RunResults
 from toolkit.lab.style import integer_ticks, legend_entries, note_identical, variant_style
 
 __all__ = [

@@ -29,7 +29,7 @@ from typing import Any
 
 import matplotlib
 
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -37,7 +37,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from toolkit.lab.report.figures import plot_seeds
-from toolkit.lab.runner.results import RunResults
+from toolkit.lab.results.view import RunResults
 from toolkit.lab.style import (
     MAX_WIDTH_IN,
     integer_ticks,

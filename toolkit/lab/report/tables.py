@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolkit._utils.formatting import format_value, unit_of
-from toolkit.lab.runner.tomlio import flatten
-from toolkit.lab.schema import BLOCKED, UNBLOCKED, VARIANTS
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, VARIANTS, flatten
 
 __all__ = ["VARIANTS", "format_value", "quantity_words", "split_variant", "tables", "unit_of",
            "variant_table"]

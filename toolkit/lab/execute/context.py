@@ -18,13 +18,9 @@ import torch
 from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
 from toolkit.lab.measure import Timer
-from toolkit.lab.runner.results import (
-    atomic_write_bytes,
-    atomic_write_json,
-    read_json,
-    to_jsonable,
-)
-from toolkit.lab.schema import BLOCKED, UNBLOCKED, summary_problem
+from toolkit.lab.results.files import atomic_write_bytes, atomic_write_json, to_jsonable
+from toolkit.lab.results.records import save_meta
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, ChildMeta, RunMeta, summary_problem
 
 __all__ = ["Reporter", "RunContext", "seed_everything"]
 
@@ -108,9 +104,10 @@ class _ReportedBar:
 class RunFiles:
     """The files of one run directory, shared by a context and its children."""
 
-    def __init__(self, run_dir: Path, *, quiet: bool) -> None:
+    def __init__(self, run_dir: Path, *, quiet: bool, meta: RunMeta | None = None) -> None:
         self.run_dir = run_dir
         self.quiet = quiet
+        self.meta = meta  # the run's meta.json as the runner wrote it (None: no runner)
         self.summary: dict[str, Any] = {}
         self.costs: dict[str, Any] = {}
         self.children: dict[str, dict[str, Any]] = {}
@@ -140,11 +137,9 @@ class RunFiles:
     def write_children(self) -> None:
         """Record the children made so far in ``meta.json`` (where the runner made one): a
         report can read a child back while the run goes on, or after its process died."""
-        path = self.run_dir / "meta.json"
-        meta = read_json(path, root=self.run_dir)  # this run's own file
-        if meta:  # else a context made outside the runner: no meta.json to keep up to date
-            meta["children"] = self.children
-            atomic_write_json(path, meta, root=self.run_dir)
+        if self.meta is not None:  # else a context made outside the runner: no meta.json
+            self.meta.children = {k: ChildMeta(**v) for k, v in self.children.items()}
+            save_meta(self.run_dir / "meta.json", self.meta)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

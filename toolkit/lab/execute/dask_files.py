@@ -10,7 +10,7 @@ only (never a pickle). Before anything is written the client checks it (:func:`c
   no NUL, so that no file can land outside the run's folder;
 
 then writes the files into a hidden staging folder beside the run's final place and reads them
-back as ``toolkit check`` would (:func:`~toolkit.lab.runner.check.check_run`, artifacts included:
+back as ``toolkit check`` would (:func:`~toolkit.lab.results.check.check_run`, artifacts included:
 JSON and TOML parsed, ``.npz`` loaded with ``allow_pickle=False``) before renaming it into place.
 A map that fails either check is refused: nothing of it is kept, and the run is written as
 ``failed`` with the reason (:class:`Refused`).
@@ -29,9 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from toolkit.lab.runner.check import STATUSES, check_run
-from toolkit.lab.runner.config import RunConfig
-from toolkit.lab.runner.results import (
+from toolkit.lab.results.check import check_run
+from toolkit.lab.results.files import (
     atomic_write_json,
     atomic_write_text,
     inside,
@@ -39,6 +38,7 @@ from toolkit.lab.runner.results import (
     read_json,
     utc_now,
 )
+from toolkit.lab.results.schema import STATUSES, RunConfig, RunMeta
 
 __all__ = ["Refused", "checked", "files_of", "write_marked", "write_run"]
 
@@ -88,7 +88,8 @@ def checked(info: Any, *, keys: tuple[str, ...] = tuple(_TYPES)) -> dict[str, An
             raise Refused(f"its {key!r} is {type(value).__name__}, expected "
                           f"{' or '.join(t.__name__ for t in _TYPES[key])}")
     if "status" in keys and info["status"] not in STATUSES[1:]:
-        raise Refused(f"its status {info['status']!r} is not one of {', '.join(STATUSES[1:])}")
+        raise Refused(f"its status {str(info['status'])[:40]!r} is not one of "
+                      f"{', '.join(STATUSES[1:])}")
     if not _RUN_ID.match(info["run_id"]) or ".." in info["run_id"]:
         raise Refused(f"its run id {info['run_id']!r} is not one folder name")
     for rel, data in info["files"].items():
@@ -142,10 +143,8 @@ def write_marked(config: RunConfig, status: str, error: str, worker: str | None)
     """A run directory for a run whose files never came back: config and meta only."""
     run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
     atomic_write_text(run_dir / "config.toml", config.to_toml(), root=run_dir)
-    now = utc_now().isoformat()
-    atomic_write_json(run_dir / "meta.json", root=run_dir, obj={
-        "status": status, "experiment": config.experiment, "run_id": run_dir.name,
-        "seed": config.seed, "executor": {"kind": "dask", "worker": worker},
-        "started": None, "ended": now, "error": error,
-    })
+    atomic_write_json(run_dir / "meta.json", RunMeta(
+        status=status, experiment=config.experiment, run_id=run_dir.name, seed=config.seed,
+        executor={"kind": "dask", "worker": worker}, ended=utc_now().isoformat(), error=error),
+        root=run_dir)
     return run_dir

@@ -40,7 +40,7 @@ from toolkit.lab.figure_hits import (
     text_on_lines,
 )
 from toolkit.lab.report.figures import close_negatives, shown_texts
-from toolkit.lab.schema import BLOCKED, UNBLOCKED
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import (
     COLORS,
     DISPLAY_WIDTH_PX,

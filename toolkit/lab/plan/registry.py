@@ -1,9 +1,20 @@
 """Experiment registry: finds experiments as plugins and loads them into :class:`Experiment` objects.
 
-An experiment is a module that keeps to the contract of :mod:`toolkit.lab.runner.contract`
-(:class:`~toolkit.lab.runner.contract.ExperimentModule`: ``Params`` and ``run(params, ctx)``;
-optionally ``DESCRIPTION``, ``QUICK``, ``DTYPE``, ``STORY``, ``BLOCKS``, ``findings(run)``,
-``figures(run)`` and ``parts()``), checked when it is loaded.
+An experiment is a module that keeps to the contract of :class:`ExperimentModule`, checked
+when it is loaded (:func:`contract_problems`). Required:
+
+- ``Params``: a subclass of :class:`ExperimentParams` (pydantic, frozen, unknown keys
+  rejected): every parameter with its default; a parameter that may be ``None`` defaults to
+  ``None`` (TOML has no null: ``config.toml`` leaves it out, and reading it back must give
+  the same run);
+- ``run(params, ctx)``: runs the comparison; ``ctx`` is a
+  :class:`~toolkit.lab.execute.context.RunContext`.
+
+Optional: ``QUICK`` (parameter overrides for a fast run, which the showcase runs), ``DTYPE``
+(``"float32"`` or ``"float64"``), ``DESCRIPTION`` (one line for ``toolkit list``), ``STORY``
+(a :class:`~toolkit.lab.results.findings.Story`), ``BLOCKS`` (the block names a run can meet),
+``METRICS`` (a tuple of :class:`~toolkit.lab.results.schema.MetricDoc`), ``findings(run)``,
+``figures(run)`` and ``parts()`` (the experiments a composite, the showcase, may run).
 
 Experiments are found, like pytest plugins, through the entry-point group ``toolkit.experiments``
 (:mod:`importlib.metadata`): a package declares one entry point per experiment, its name the
@@ -20,7 +31,7 @@ entry point wins. An experiment that composes others (the showcase) defines ``pa
 registry treats it as any other.
 
 Nothing here imports an experiment by a name written in the code: the caller (the command line,
-:func:`~toolkit.lab.runner.run_experiment`) resolves a name to an :class:`Experiment` and hands the
+:func:`~toolkit.lab.execute.run.run_experiment`) resolves a name to an :class:`Experiment` and hands the
 object to the runner. An :class:`Experiment` pickles by reference (module or file), so that a
 worker process loads the same code.
 """
@@ -34,24 +45,31 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+import types
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from toolkit.lab.runner.contract import contract_problems
-from toolkit.lab.runner.errors import ExperimentLoadError
+from toolkit.lab.errors import ExperimentLoadError
+from toolkit.lab.results.schema import MetricDoc
+
+if TYPE_CHECKING:
+    from toolkit.lab.results.view import RunResults
 
 __all__ = [
     "ENV_PATH",
     "GROUP",
     "Experiment",
     "ExperimentInfo",
+    "ExperimentModule",
+    "ExperimentParams",
     "config_files",
+    "contract_problems",
     "describe",
     "discover",
     "experiments_for",
@@ -279,12 +297,10 @@ def _block_constants(namespace: dict[str, Any]) -> dict[str, None]:
 
 
 def _check(name: str, module: ModuleType) -> None:
-    from toolkit.lab.runner.params import ExperimentParams
-
     params = getattr(module, "Params", None)
     if not (isinstance(params, type) and issubclass(params, ExperimentParams)):
         raise ExperimentLoadError(name, "it must define `class Params(ExperimentParams)` "
-                                        "(from toolkit.lab.runner import ExperimentParams)")
+                                        "(from toolkit.lab import ExperimentParams)")
     problems = contract_problems(module)
     if problems:
         raise ExperimentLoadError(name, "; ".join(problems))
@@ -391,8 +407,125 @@ def describe(name: str, path: Path) -> ExperimentInfo:
     problems = []
     if "Params" not in assigned:
         problems.append("it must define `class Params(ExperimentParams)` "
-                        "(from toolkit.lab.runner import ExperimentParams)")
+                        "(from toolkit.lab import ExperimentParams)")
     if "run" not in assigned:
         problems.append("it must define `run(params, ctx)`")
     return ExperimentInfo(name, path, description, "QUICK" in assigned,
                           "; ".join(problems) or None, "parts" in assigned)
+
+
+class ExperimentParams(BaseModel):
+    """Base class of an experiment's ``Params``: a pydantic model, unknown keys rejected, frozen.
+
+    Declare each field with ``Field(default, description="...")`` and constraints (``ge``,
+    ``gt``, ``le``...); a config's ``[params]`` is validated against it and a mistake reported
+    as one line naming the file, the key path and the fix.
+
+    >>> from pydantic import Field
+    >>> class Params(ExperimentParams):
+    ...     n_steps: int = Field(100, ge=1, description="number of steps")
+    >>> Params(n_steps=5).n_steps
+    5
+    """
+
+    # inf and nan stay numbers in config.toml (pydantic writes an untyped one as null)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
+                              ser_json_inf_nan="constants")
+
+_DTYPES = ("float32", "float64")
+
+
+class ExperimentModule(Protocol):
+    """The hooks of an experiment module (see the module's docstring); only ``Params`` and
+    ``run`` are required."""
+
+    Params: ClassVar[type[ExperimentParams]]
+    QUICK: ClassVar[Mapping[str, Any]]
+    DTYPE: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+    BLOCKS: ClassVar[tuple[str, ...]]
+    METRICS: ClassVar[tuple[MetricDoc, ...]]
+
+    def run(self, params: ExperimentParams, ctx: Any) -> None: ...
+
+    def findings(self, run: RunResults) -> list[Any]: ...
+
+    def figures(self, run: RunResults) -> dict[str, Any]: ...
+
+    def parts(self) -> dict[str, Any]: ...
+
+
+def _takes(fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments."""
+    try:
+        inspect.signature(fn).bind(*range(n))
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): trust it
+        return True
+    return True
+
+
+#: optional callables: name -> (arguments, how it is called)
+_HOOKS = {"run": (2, "run(params, ctx)"), "findings": (1, "findings(run)"),
+          "figures": (1, "figures(run)"), "parts": (0, "parts()")}
+
+
+def contract_problems(module: ModuleType) -> list[str]:
+    """What ``module`` gets wrong of the contract beyond ``Params`` and ``QUICK`` (checked by
+    the registry): each a sentence naming the hook and what it must be; empty when it keeps
+    to it."""
+    problems = []
+    for name, (n, call) in _HOOKS.items():
+        value = getattr(module, name, None)
+        if value is None:
+            if name == "run":
+                problems.append("it must define `run(params, ctx)`")
+            continue
+        if not callable(value):
+            problems.append(f"`{name}` must be a function called as `{call}`, got "
+                            f"{type(value).__name__}")
+        elif not _takes(value, n):
+            problems.append(f"`{name}` must accept {n} argument{'s' * (n != 1)} "
+                            f"(`{call}`), its signature is {name}{inspect.signature(value)}")
+    dtype = getattr(module, "DTYPE", None)
+    if dtype is not None and dtype not in _DTYPES:
+        problems.append(f"DTYPE must be one of {', '.join(map(repr, _DTYPES))}, got {dtype!r}")
+    description = getattr(module, "DESCRIPTION", None)
+    if description is not None and not isinstance(description, str):
+        problems.append(f"DESCRIPTION must be a string, got {type(description).__name__}")
+    blocks = getattr(module, "BLOCKS", None)
+    if blocks is not None and not (isinstance(blocks, (tuple, list))
+                                   and all(isinstance(b, str) for b in blocks)):
+        problems.append("BLOCKS must be a tuple of block names (strings)")
+    problems += _metrics_problems(getattr(module, "METRICS", None))
+    params = getattr(module, "Params", None)
+    if isinstance(params, type) and issubclass(params, BaseModel):
+        problems += _none_defaults(params)
+    return problems
+
+
+def _may_be_none(annotation: Any) -> bool:
+    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
+
+
+def _none_defaults(params: type[BaseModel]) -> list[str]:
+    """A parameter that may be ``None`` must default to ``None``: TOML has no null, so
+    ``config.toml`` leaves a ``None`` out, and the default is what reading it back gives."""
+    return [f"Params.{name} may be None, so it must default to None (TOML has no null: a None "
+            f"left out of config.toml reads back as the default {info.default!r})"
+            for name, info in params.model_fields.items()
+            if _may_be_none(info.annotation) and not info.is_required()
+            and info.default is not None]
+
+
+def _metrics_problems(metrics: Any) -> list[str]:
+    """What is wrong with a ``METRICS`` hook (``None``: not defined, nothing wrong)."""
+    if metrics is None:
+        return []
+    if not (isinstance(metrics, (tuple, list)) and all(isinstance(m, MetricDoc) for m in metrics)):
+        return ["METRICS must be a tuple of toolkit.lab.MetricDoc (key pattern, "
+                "meaning, unit)"]
+    keys = [m.key for m in metrics]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    return [f"METRICS declares {', '.join(twice)} more than once"] if twice else []

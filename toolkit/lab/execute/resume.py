@@ -1,0 +1,125 @@
+"""``--resume``: which planned runs exist already, and a claim so two resumes never run one twice.
+
+A run is matched by identity (:meth:`~toolkit.lab.results.schema.RunConfig.identity`: the
+hash of the config as ``config.toml`` holds it), wherever its folder lives. A complete run
+that ``check`` passes is done; a run whose process holds its lock is running; the rest
+(abandoned, failed, interrupted, damaged) run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import filelock
+
+from toolkit.lab.errors import DamagedFile
+from toolkit.lab.plan.config import RunSpec
+from toolkit.lab.results.check import check_run
+from toolkit.lab.results.files import inside, read_toml
+from toolkit.lab.results.schema import RunConfig
+from toolkit.lab.results.view import RunResults
+
+__all__ = ["LOCKS", "ResumePlan", "claimed", "plan_resume"]
+
+#: ``<output_dir>/<experiment>/.locks/<identity>.lock``: held while a resumed run is started
+LOCKS = ".locks"
+
+
+@dataclass
+class ResumePlan:
+    """``done``: complete runs (not run again); ``running``: runs whose process holds their
+    lock (not run twice); ``damaged``: what could not be read (those configs run again);
+    ``todo``: the runs to start."""
+
+    todo: list[RunSpec] = field(default_factory=list)
+    done: list[Path] = field(default_factory=list)
+    running: list[Path] = field(default_factory=list)
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+
+def _index(specs: Sequence[RunSpec], damaged: list[DamagedFile]) -> dict[str, list[Path]]:
+    """Identity → the run folders holding it, for every experiment folder of ``specs``."""
+    index: dict[str, list[Path]] = {}
+    for root, parent in dict.fromkeys((s.config.output_dir, Path(s.config.output_dir)
+                                       / s.config.experiment) for s in specs):
+        inside(root, parent)  # a link to someone else's runs is refused, not resumed
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            if run_dir.name.startswith(".") or not os.path.lexists(run_dir / "meta.json"):
+                continue
+            try:
+                raw = read_toml(run_dir / "config.toml", root=run_dir)
+                identity = RunConfig.model_validate(raw).identity()
+            except DamagedFile as err:
+                damaged.append(err)
+            except ValueError as err:  # a config.toml of the wrong shape
+                damaged.append(DamagedFile(run_dir / "config.toml", str(err).splitlines()[0]))
+            else:
+                index.setdefault(identity, []).append(run_dir)
+    return index
+
+
+def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
+    """Match each planned run with the runs under its output folder."""
+    plan = ResumePlan()
+    index = _index(specs, plan.damaged)
+    for spec in specs:
+        found = index.get(spec.config.identity(), [])
+        status: dict[Path, str] = {}
+        for run_dir in found:
+            try:
+                status[run_dir] = RunResults(run_dir).status
+            except DamagedFile as err:
+                plan.damaged.append(err)
+        checked = {d: check_run(d) for d in found if status.get(d) == "complete"}
+        readable = [d for d, problems in checked.items() if not problems]
+        running = [d for d in found if status.get(d) == "running"]
+        if readable:
+            plan.done.append(readable[-1])
+        elif running:
+            plan.running.append(running[-1])
+        else:
+            plan.damaged += [problems[0] for problems in checked.values()]
+            plan.todo.append(spec)
+    return plan
+
+
+@contextlib.contextmanager
+def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
+    """The runs of ``todo`` (left to run by :func:`plan_resume`) this process may start, each
+    one's claim (``.locks/<identity>.lock``, never waited for) held until the ``with`` ends:
+    a run another process claims, or that became complete or running since it was planned,
+    is named on stderr and not started."""
+    locks: list[filelock.BaseFileLock] = []
+    try:
+        mine = []
+        for spec in todo:
+            folder = Path(spec.config.output_dir) / spec.config.experiment / LOCKS
+            inside(spec.config.output_dir, folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            lock = filelock.FileLock(folder / f"{spec.config.identity()}.lock", timeout=0,
+                                     thread_local=False, preserve_lock_file=True)
+            try:
+                lock.acquire()
+            except filelock.Timeout:
+                _skipped(spec, "running now in another process")
+                continue
+            locks.append(lock)
+            mine.append(spec)
+        again = {id(s) for s in plan_resume(mine).todo} if mine else set()
+        for spec in mine:
+            if id(spec) not in again:
+                _skipped(spec, "complete or running since it was planned")
+        yield [s for s in mine if id(s) in again]
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _skipped(spec: RunSpec, why: str) -> None:
+    print(f"toolkit: warning: {spec.config.experiment} seed {spec.config.seed}: {why}; not "
+          f"started twice", file=sys.stderr, flush=True)

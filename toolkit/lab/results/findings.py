@@ -1,0 +1,393 @@
+"""What an experiment says about itself and what a run found: story, findings, verdicts.
+
+An experiment module declares a :class:`Story` and ``findings(run) -> list[Finding]``::
+
+    STORY = Story(
+        compares="closed-form EM vs EM with a gradient M-step, with and without the block",
+        block="em.responsibilities: Q = Σ stop_gradient(r) · log p(x, z; θ)",
+        prediction="with the block ∇Q = ∇LL (Fisher's identity); without it the M-step climbs "
+                   "LL − H(r)")
+
+    def findings(run: RunResults) -> list[Finding]:
+        b, u = run.summary["blocked"], run.summary["unblocked"]
+        return [Finding("‖∇Q − ∇LL‖/‖∇LL‖ is {blocked} with the block and {unblocked} without.",
+                        b["err"] < 1e-6 < u["err"], basis="Fisher's identity",
+                        values={"blocked": b["err"], "unblocked": u["err"]})]
+
+A :class:`Finding` is one sentence of one run (one seed); its numbers are named placeholders of
+``text`` (``{name}``, ``{name:4}`` for 4 significant digits, ``{name:s}``/``{name:B}`` for
+seconds/bytes), so that :func:`aggregate` can put the findings of several seeds together into
+one :class:`Verdict` each:
+
+- each number becomes its mean over the seeds with its range, ``0.0535 [0.041, 0.066]``;
+- a prediction is "as predicted" only when it held in every seed, or in the fraction ``need``
+  the finding states ("held in 2 of 3 seeds, needs 2"); otherwise "not as predicted";
+- a seed-independent finding says so, once every seed gave the same sentence and verdict;
+- a timing (:class:`TimeRatio`) pools the per-round ratios of every seed; its verdict is "as
+  predicted" only when the 95 % interval of the median ratio lies on the predicted side of 1.
+
+The words of a verdict live here and nowhere else: :data:`LABELS` (files, terminal) and
+:data:`BADGES` (the report's badges, where "not as predicted" could be misread at a glance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+import re
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import StrictBool, computed_field
+from pydantic.dataclasses import dataclass
+
+from toolkit._utils.formatting import fmt
+
+__all__ = ["BADGES", "LABELS", "Finding", "Story", "TimeRatio", "Verdict", "aggregate", "fill",
+           "findings_markdown", "unmatched_patterns"]
+
+#: a verdict's words: the prediction held, it did not, a measurement without a prediction
+LABELS = {True: "as predicted", False: "not as predicted", None: "measured"}
+#: the same verdicts on the report's badges
+BADGES = {True: "as predicted", False: "did not hold", None: "measured"}
+_SPEC = re.compile(r"^(\d)?([A-Za-z%]*)$")
+Value = StrictBool | int | float | str | None
+
+
+@dataclass(frozen=True)
+class Story:
+    """What an experiment compares, its block, and what theory predicts (one sentence each)."""
+
+    compares: str
+    block: str
+    prediction: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The three sentences by name (``meta.json``'s ``about``; the report reads them)."""
+        return {"compares": self.compares, "block": self.block, "prediction": self.prediction}
+
+
+def _spec(spec: str) -> tuple[int, str]:
+    """``"4s"`` → ``(4, "s")``: significant digits (default 3) and unit of a placeholder."""
+    match = _SPEC.match(spec)
+    if match is None:
+        raise ValueError(f"Finding: placeholder format must be digits and/or a unit such as "
+                         f"'4', 's', 'B' or '4s', got {spec!r}")
+    return int(match.group(1) or 3), match.group(2)
+
+
+def _render(value: Any, unit: str, digits: int) -> str:
+    if isinstance(value, (Spread, TimeRatio)):
+        return value.describe(unit, digits)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    return fmt(value, unit, digits=digits)
+
+
+class _Filler(string.Formatter):
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> tuple[Any, str]:
+        return kwargs[field_name], field_name
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        return _render(value, *reversed(_spec(format_spec)))
+
+
+def fill(text: str, values: Mapping[str, Any]) -> str:
+    """``text`` with each ``{name:spec}`` written as a number for a reader.
+
+    >>> fill("took {t:s} and {n} nodes ({r:4})", {"t": 0.0123, "n": 7, "r": 1.23456})
+    'took 12.3 ms and 7 nodes (1.235)'
+    """
+    return _Filler().vformat(text, (), dict(values))
+
+
+@dataclass(frozen=True)
+class TimeRatio:
+    """Per-round ratios ``t_a / t_b`` of two contenders timed in interleaved rounds
+    (:func:`toolkit.lab.measure.race`).
+
+    ``expect``: the side of 1 a named theory predicts (``"above"``: ``a`` is slower), or
+    ``None`` for a measurement. The statistic is the median ratio with its distribution-free
+    95 % interval (:func:`toolkit.lab.measure.median_interval`).
+    """
+
+    rounds: tuple[float, ...]
+    expect: Literal["above", "below"] | None = None
+
+    @property
+    def kept(self) -> list[float]:
+        return [r for r in self.rounds if r > 0 and math.isfinite(r)]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def median(self) -> float:
+        kept = sorted(self.kept)
+        n = len(kept)
+        return (kept[n // 2] + kept[(n - 1) // 2]) / 2 if kept else math.nan
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95 % interval of the median ratio (``None`` with fewer than 6 rounds)."""
+        from toolkit.lab.measure import median_interval
+
+        return median_interval(self.kept)
+
+    def verdict(self) -> bool | None:
+        """True: the interval lies on the predicted side of 1; False: on the other side;
+        None: no prediction, or the interval holds 1 (or there is none)."""
+        interval = self.interval
+        if self.expect is None or interval is None or interval[0] <= 1 <= interval[1]:
+            return None
+        return (interval[0] > 1) == (self.expect == "above")
+
+    def describe(self, unit: str = "", digits: int = 3) -> str:
+        """``1.25x (95 % interval 1.1x to 1.4x, 9 rounds)``."""
+        interval, n = self.interval, len(self.kept)
+        if interval is None:
+            return f"{fmt(self.median)}x ({n} round{'s' * (n != 1)}, too few for an interval)"
+        return (f"{fmt(self.median)}x (95 % interval {fmt(interval[0])}x to "
+                f"{fmt(interval[1])}x, {n} rounds)")
+
+
+def _kw(default: Any = None, factory: Any = None) -> Any:
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, kw_only=True)
+    return dataclasses.field(default=default, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One headline sentence of one run: its numbers, and whether a prediction held.
+
+    Args:
+        text: the sentence; ``{name}`` placeholders are filled from ``values`` (``{timing}``
+            from ``timing``).
+        verdict: ``True`` the prediction held in this run, ``False`` it did not, ``None`` a
+            measurement.
+        topic: ``"result"`` (what the block changes in what the method computes) or ``"cost"``
+            (time, memory, graph size).
+        basis: the theorem, closed form or paper the prediction follows from; required with a
+            verdict, and with a timing that expects a side of 1.
+        values: the sentence's numbers by placeholder (numbers, strings, booleans, ``None``).
+        seed_independent: the finding cannot depend on the seed (exact zeros, closed forms,
+            node counts); over seeds it says so once every seed agrees.
+        need: the fraction of seeds in which the prediction must hold (default 1: every one).
+        timing: per-round ratios (:class:`TimeRatio`); its verdict follows from its interval,
+            so ``verdict`` stays ``None``.
+        key: the finding's identity across seeds (default: its text).
+    """
+
+    text: str
+    verdict: StrictBool | None = None
+    topic: Literal["result", "cost"] = "result"
+    basis: str = _kw("")
+    values: dict[str, Value] = _kw(factory=dict)
+    seed_independent: bool = _kw(False)
+    need: float = _kw(1.0)
+    timing: TimeRatio | None = _kw(None)
+    key: str = _kw("")
+
+    def __post_init__(self) -> None:
+        if self.timing is not None and self.verdict is not None:
+            raise ValueError(f"Finding: a timing's verdict follows from its interval; leave "
+                             f"verdict=None, got {self.verdict!r}")
+        if self.predicts and not self.basis.strip():
+            raise ValueError("Finding: a prediction must name its basis (the theorem, closed "
+                             f"form or paper it follows from), got basis='' for {self.text!r}")
+        if not 0 < self.need <= 1:
+            raise ValueError(f"Finding: need must be a fraction of seeds in (0, 1], got "
+                             f"{self.need!r}")
+        names = set(self.values) | ({"timing"} if self.timing is not None else set())
+        for _, name, spec, _ in string.Formatter().parse(self.text):
+            if name is not None:
+                if name not in names:
+                    raise ValueError(f"Finding: the text names {{{name}}} but values has "
+                                     f"{sorted(names) or 'nothing'}")
+                _spec(spec or "")
+
+    @property
+    def predicts(self) -> bool:
+        return self.verdict is not None or (self.timing is not None
+                                            and self.timing.expect is not None)
+
+    @property
+    def holds(self) -> bool | None:
+        """Whether the prediction held in this run (a timing: by the interval rule)."""
+        return self.timing.verdict() if self.timing is not None else self.verdict
+
+    @property
+    def sentence(self) -> str:
+        """The text with this run's numbers filled in."""
+        return fill(self.text, {**self.values, "timing": self.timing})
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.holds]
+
+    def __str__(self) -> str:
+        return f"{self.sentence} ({self.label})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """A number over seeds: mean, smallest and largest, and how many seeds had none."""
+
+    mean: float
+    lo: float
+    hi: float
+    missing: int = 0
+
+    def describe(self, unit: str = "", digits: int = 3) -> str:
+        """``0.0535 [0.041, 0.066]`` (mean [min, max]); one number when every seed agrees."""
+        text = fmt(self.mean, unit, digits=digits)
+        lo, hi = fmt(self.lo, unit, digits=digits), fmt(self.hi, unit, digits=digits)
+        if lo != hi:
+            text += f" [{lo}, {hi}]"
+        if self.missing:
+            text += f" (n/a in {self.missing} seed{'s' * (self.missing != 1)})"
+        return text
+
+
+def _spread(values: Sequence[Any]) -> Any:
+    """Numbers → :class:`Spread` (the common value when all agree); anything else: the common
+    value, or the distinct values with their counts."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and not (
+            isinstance(v, float) and math.isnan(v))
+    missing = sum(v is None or (isinstance(v, float) and math.isnan(v)) for v in values)
+    numbers = [v for v in values if number(v)]
+    if numbers and len(numbers) + missing == len(values):
+        if len(set(numbers)) == 1 and not missing:
+            return numbers[0]
+        return Spread(math.fsum(numbers) / len(numbers), min(numbers), max(numbers), missing)
+    words = [str(v).lower() if isinstance(v, bool) else v for v in values]
+    distinct = list(dict.fromkeys(words))
+    if len(distinct) == 1:
+        return distinct[0]
+    return " / ".join(f"{'n/a' if v is None else v} ({words.count(v)}/{len(values)})"
+                      for v in distinct)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A finding over the seeds of a run: the sentence with mean [range] numbers, the verdict,
+    and how many seeds support it (``held`` of ``seeds``; ``per_seed``: each seed's finding)."""
+
+    text: str
+    verdict: StrictBool | None
+    topic: Literal["result", "cost"] = "result"
+    basis: str = ""
+    seeds: tuple[int, ...] = ()
+    held: int = 0
+    need: float = 1.0
+    seed_independent: bool = False
+    timing: TimeRatio | None = None
+    per_seed: tuple[Finding, ...] = ()
+    predicts: bool = False
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def label(self) -> str:
+        return LABELS[self.verdict]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def seeds_note(self) -> str:
+        """``seed-independent``, ``held in 3 of 3 seeds`` (``, needs 2`` when fewer are
+        needed), ``9 rounds in 3 seeds`` (a timing) or ``3 seeds`` (a measurement)."""
+        n = self.n_seeds
+        seeds = f"{n} seed{'s' * (n != 1)}"
+        if self.seed_independent:
+            return "seed-independent"
+        if self.timing is not None:
+            return f"{len(self.timing.kept)} rounds in {seeds}"
+        if not self.predicts:
+            return seeds
+        needs = f", needs {math.ceil(self.need * n - 1e-9)}" if self.need < 1 else ""
+        return f"held in {self.held} of {seeds}{needs}"
+
+    def __str__(self) -> str:
+        basis = f" Basis: {self.basis}." if self.basis else ""
+        return f"{self.text} ({self.label}; {self.seeds_note}){basis}"
+
+
+def _align(per_seed: Sequence[Sequence[Finding]]) -> list[list[tuple[int, Finding]]]:
+    """Rows of ``(seed index, finding)`` that are the same finding in different seeds: by
+    position when every seed gave as many, else by ``key`` (default: the text)."""
+    if len({len(items) for items in per_seed}) == 1:
+        return [[(i, items[j]) for i, items in enumerate(per_seed)]
+                for j in range(len(per_seed[0]) if per_seed else 0)]
+    rows: dict[str, list[tuple[int, Finding]]] = {}
+    for i, items in enumerate(per_seed):
+        for f in items:
+            rows.setdefault(f.key or f.text, []).append((i, f))
+    return list(rows.values())
+
+
+def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: list[str],
+             section: str) -> Verdict:
+    first, found = row[0][1], [f for _, f in row]
+    timing = None
+    if any(f.timing is not None for f in found):
+        timing = TimeRatio(tuple(r for f in found if f.timing for r in f.timing.rounds),
+                           first.timing.expect if first.timing else None)
+    if len({f.text for f in found}) == 1:
+        names = {n for f in found for n in f.values}
+        text = fill(first.text, {**{n: _spread([f.values.get(n) for f in found]) for n in names},
+                                 "timing": timing})
+    else:  # numbers written into the text: one seed's sentence, and say so
+        text = first.sentence if len({f.sentence for f in found}) == 1 else \
+            f"{first.sentence} (seed {seeds[row[0][0]]}; the other seeds' sentences differ)"
+    same = len({(f.sentence, f.holds) for f in found}) == 1
+    if first.seed_independent and not same:
+        problems.append(f"{section}: a finding declared seed-independent differs between "
+                        f"seeds: {first.text[:80]!r}")
+    held = sum(f.holds is True for f in found)
+    predicts = any(f.predicts for f in found)
+    verdict = timing.verdict() if timing is not None else \
+        (held >= math.ceil(first.need * len(found) - 1e-9) if predicts else None)
+    return Verdict(text, verdict, first.topic, first.basis, tuple(seeds[i] for i, _ in row),
+                   held, first.need, first.seed_independent and same, timing, tuple(found),
+                   predicts)
+
+
+def aggregate(per_seed: Mapping[int, Mapping[str, Sequence[Finding]]]
+              ) -> tuple[dict[str, list[Verdict]], list[str]]:
+    """``{seed: {section: [Finding, ...]}}`` → verdicts by section, and problems on the way.
+    A section missing in a seed (its ``findings()`` failed there) is aggregated over the seeds
+    that have it, and its seed count says so."""
+    sections = list(dict.fromkeys(s for by_section in per_seed.values() for s in by_section))
+    out: dict[str, list[Verdict]] = {}
+    problems: list[str] = []
+    for section in sections:
+        have = [s for s in per_seed if section in per_seed[s]]
+        out[section] = [_verdict(row, have, problems, section)
+                        for row in _align([per_seed[s][section] for s in have])]
+    return out, problems
+
+
+def unmatched_patterns(patterns: Iterable[str], seen: Sequence[str]) -> list[str]:
+    """The ``disable_blocks`` patterns that match no block that ran (they switched nothing off)."""
+    return [p for p in patterns if not any(fnmatch.fnmatchcase(name, p) for name in seen)]
+
+
+def findings_markdown(findings: Mapping[str, Sequence[Verdict]], problems: Sequence[str],
+                      seeds: Sequence[int]) -> str:
+    """``findings.md``: every verdict with its basis and seed count, by section."""
+    lines = ["# Findings", "", f"Seeds: {', '.join(map(str, seeds))}. " + (
+        "Numbers are means over the seeds with their range in brackets, [smallest, largest]."
+        if len(seeds) > 1 else "One seed: each number is that run's."), ""]
+    for section, items in findings.items():
+        lines += [f"## {section}", ""] if len(findings) > 1 or section else []
+        lines += [f"- {v}" for v in items] + [""]
+    lines += [f"- problem: {p}" for p in problems]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,411 @@
+"""The results format in one module: a pydantic model per file a run writes, used by the
+writers (a file is the dump of its model) and by the readers (a file that does not fit is one
+damaged file naming the field), and the grammar of what they hold.
+
+A run writes ``<output_dir>/<experiment>/<run_id>/``::
+
+    config.toml     RunConfig: the resolved config (runnable again with `toolkit run`)
+    meta.json       RunMeta: status, versions, seed, timings; `complete` is written last
+    metrics.jsonl   MetricsRow per logged step: {"step": 3, "blocked/train/loss": 0.1, ...}
+    summary.json    SummaryFile: the numbers it ends with (same config + seed, same bytes)
+    costs.json      measured, machine-dependent numbers (seconds, bytes, speed ratios)
+    findings.json   FindingsFile: the verdicts (and findings.md, the same for a reader)
+    artifacts/      arrays and JSON for figures (<name>.npz or <name>.json)
+    figures/, report.html, report.md    drawn by toolkit.lab.report from the files above
+    .lock           held by the run's process while it runs (toolkit.lab.results.view)
+
+A seed group (several seeds of one config) writes ``group.json`` (:class:`GroupFile`), its
+``config.toml`` (a :class:`ConfigFile` with its ``seeds``) and the findings over its seeds.
+
+Every run compares two variants, :data:`BLOCKED` (the method as published) and
+:data:`UNBLOCKED` (the same code inside ``disable_blocks``); a metric key is
+``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``), or ``"<group>/<name>"`` for a quantity
+of neither variant. :class:`MetricDoc` says what a key means (an experiment's ``METRICS``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from typing import Annotated, Any, Final, Literal, get_args
+
+import tomli_w
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+
+from toolkit.lab.results.findings import Verdict
+
+__all__ = ["BLOCKED", "DTYPES", "MAX_DEPTH", "MAX_SEED", "STATUSES", "UNBLOCKED", "VARIANTS",
+           "ChildMeta", "ConfigFile", "ExecutorConfig", "FindingsFile", "GroupFile",
+           "MetricDoc", "MetricsRow", "RunConfig", "RunMeta", "Status", "SummaryFile",
+           "flatten", "metric_doc_for", "metric_key", "split_metric_key", "summary_problem", "toml_text"]
+
+#: with the blocks: the method as published
+BLOCKED: Final = "blocked"
+#: the same code inside ``disable_blocks``: the gradient flows where the blocks cut it
+UNBLOCKED: Final = "unblocked"
+#: both, in the order every table and figure shows them
+VARIANTS: Final = (BLOCKED, UNBLOCKED)
+#: The largest seed: what numpy's and torch's generators take (a signed 64-bit integer).
+MAX_SEED: Final = 2**63 - 1
+#: The deepest nesting of tables and lists a config or results file may hold: far beyond what
+#: any writer makes, far below what would exhaust a reader's stack.
+MAX_DEPTH: Final = 100
+DTYPES: Final = ("float16", "bfloat16", "float32", "float64")
+#: What ``meta.json`` says (``abandoned`` is decided when a run is read, never written: a run
+#: that says ``running`` whose lock nobody holds).
+Status = Literal["running", "complete", "failed", "interrupted"]
+STATUSES: Final = get_args(Status)
+
+Seed = Annotated[StrictInt, Field(ge=0, le=MAX_SEED)]
+_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$"  # one folder name: no '/', no '..' at the start
+
+
+def metric_key(*parts: str) -> str:
+    """``"blocked/train/loss"`` from ``(BLOCKED, "train", "loss")``; parts non-empty, no ``/``.
+
+    >>> metric_key(BLOCKED, "chain_grad", "norm")
+    'blocked/chain_grad/norm'
+    """
+    if not parts or any(not p or "/" in p for p in parts):
+        raise ValueError(f"metric_key: parts must be non-empty and without '/', got {parts!r}")
+    return "/".join(parts)
+
+
+def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[str, Any]:
+    """Nested tables as TOML's dotted keys, one level: ``{"a": {"b": 1}}`` → ``{"a.b": 1}``.
+    Empty tables are left out, or kept as leaves with ``keep_empty`` (a report shows them).
+
+    >>> flatten({"a": {"b": 1, "c": {}}}), flatten({"a": {"c": {}}}, keep_empty=True)
+    ({'a.b': 1}, {'a.c': {}})
+    """
+    if not isinstance(tree, dict) or (keep_empty and prefix and not tree):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key),
+                           keep_empty=keep_empty))
+    return out
+
+
+def split_metric_key(key: str) -> tuple[str | None, str]:
+    """``(variant, rest)`` of a metric key, or ``(None, key)`` for a key of neither variant.
+
+    >>> split_metric_key("unblocked/train/loss"), split_metric_key("reference/loss")
+    (('unblocked', 'train/loss'), (None, 'reference/loss'))
+    """
+    head, _, rest = key.partition("/")
+    return (head, rest) if head in VARIANTS and rest else (None, key)
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def _without_none(value: Any, at: str = "") -> Any:
+    """``value`` with every ``None`` of a table left out (TOML has no null; a parameter that
+    may be ``None`` defaults to it, which the experiment contract checks); a ``None`` in a
+    list cannot be written: ``ValueError`` naming the key."""
+    if isinstance(value, dict):
+        return {k: _without_none(v, f"{at}.{k}" if at else str(k)) for k, v in value.items()
+                if v is not None}
+    if isinstance(value, list):
+        if any(v is None for v in value):
+            raise ValueError(f"{at}: TOML cannot hold null inside a list, got {value!r}")
+        return [_without_none(v, at) for v in value]
+    return value
+
+
+def toml_text(model: BaseModel, header: str = "") -> str:
+    """A config model as TOML, ``None`` left out (see :func:`_without_none`)."""
+    lines = "".join(f"# {line}\n" for line in header.splitlines())
+    return lines + tomli_w.dumps(_without_none(model.model_dump(mode="json")))
+
+
+class ExecutorConfig(BaseModel):
+    """Where the runs of a config run: its ``[executor]`` table (the command line's options
+    win). Every Dask connection is TLS with mutual certificates; plain ``tcp://`` is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["local", "dask"] = Field(
+        "local", description="local: processes on this machine; dask: a Dask cluster")
+    workers: StrictInt = Field(1, ge=1, le=1024, description="processes of the local pool or "
+                                                              "of the Dask LocalCluster")
+    address: str | None = Field(None, description="a Dask scheduler, tls://HOST:PORT (none: a "
+                                                  "LocalCluster on loopback, TLS too)")
+    tls_ca_file: str | None = Field(None, description="CA certificate of the cluster (PEM)")
+    tls_cert: str | None = Field(None, description="this client's certificate (PEM)")
+    tls_key: str | None = Field(None, description="this client's key (PEM; none: in tls_cert)")
+    dashboard: bool = Field(False, description="serve the LocalCluster's dashboard on loopback")
+    connect_timeout: float = Field(10.0, gt=0, le=600, description="seconds to reach the "
+                                                                   "scheduler")
+
+    @field_validator("address")
+    @classmethod
+    def _tls_only(cls, address: str | None) -> str | None:
+        if address is not None and not re.fullmatch(r"tls://(\[[0-9A-Fa-f:.]+\]|[^/:\s]+):\d+",
+                                                    address):
+            raise ValueError("a scheduler is reached over TLS only: give tls://HOST:PORT (plain "
+                             "tcp:// lets anyone who reaches it run code on the workers)")
+        return address
+
+
+class RunConfig(BaseModel):
+    """One run, resolved and validated: what ``config.toml`` of a run directory holds.
+
+    ``params`` are the experiment's ``Params``, every field written out (defaults included).
+    :meth:`identity` is the hash of the config as written (``output_dir``, where a run lives,
+    left out), so that a run read back is the same run as the one planned.
+    """
+
+    # inf and nan kept as numbers (TOML holds them); pydantic's default writes them as null
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+    experiment: str = Field(pattern=_NAME, max_length=200,
+                            description="an experiment's name (see `toolkit list`)")
+    seed: Seed = Field(0, description="random seed of the run")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d{1,4})?)$",
+                        description="auto | cpu | cuda | cuda:N")
+    dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
+    disable_blocks: tuple[str, ...] = Field(
+        ("*",), description="fnmatch patterns of the blocks the unblocked variant switches off")
+    threads: StrictInt = Field(1, ge=1, le=1024, description="torch's intra-op threads of the "
+                               "run (part of the result: reductions may round differently)")
+    output_dir: str = Field("results", min_length=1, description="root of the run directories")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("disable_blocks", mode="before")
+    @classmethod
+    def _one_pattern(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # `--set disable_blocks=em.*`
+
+    @field_validator("output_dir")
+    @classmethod
+    def _a_path(cls, value: str) -> str:
+        if "\0" in value:
+            raise ValueError("a path cannot hold a NUL byte (\\x00)")
+        return value
+
+    def identity(self) -> str:
+        """SHA-256 of the config as ``config.toml`` holds it, without ``output_dir``: a moved
+        or copied results folder keeps its runs' identity."""
+        data = _without_none(self.model_dump(mode="json", exclude={"output_dir"}))
+        text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def to_toml(self, source: str = "<python>") -> str:
+        return toml_text(self, f"resolved config of a {self.experiment} run (from {source})")
+
+    @classmethod
+    def from_toml(cls, text: str) -> RunConfig:
+        return cls.model_validate(tomllib.loads(text))
+
+
+class ConfigFile(RunConfig):
+    """A config file: a run's keys, and the seeds of its replicates, a ``[sweep]`` grid of
+    values per key and the ``[executor]`` its runs go to. A seed group's ``config.toml``."""
+
+    seed: Seed | None = None  # type: ignore[assignment]
+    seeds: list[Seed] | None = Field(None, min_length=1, description="seeds of replicate runs")
+    sweep: dict[str, Any] = Field(default_factory=dict, description="lists of values by key")
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    @model_validator(mode="after")
+    def _one_of_seed_and_seeds(self) -> ConfigFile:
+        if self.seed is not None and self.seeds is not None:
+            raise ValueError("both `seed` and `seeds` are set; keep one: seed = 0 for one run, "
+                             "seeds = [0, 1, 2] for replicates")
+        return self
+
+
+# ----------------------------------------------------------------------------- results files
+
+_OPEN = ConfigDict(strict=True, extra="allow")  # what a reader relies on; newer keys are kept
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ChildMeta(BaseModel):
+    """``meta.json``'s ``children.<name>``: a part of a composite run (the showcase)."""
+
+    model_config = _OPEN
+    experiment: str
+    params: dict[str, Any] = {}
+    dtype: str | None = None
+    disable_blocks: list[str] = []
+
+
+class RunMeta(BaseModel):
+    """``meta.json``: how a run went. Written as the run starts (``running``) and as it ends;
+    ``complete`` only after every other file. Numbers are range-checked: a reader never
+    acts on a pid or a count no run could have written."""
+
+    model_config = _OPEN
+    status: Status
+    experiment: str
+    seed: Seed
+    run_id: str | None = None
+    host: str | None = None
+    pid: int | None = Field(None, ge=0, le=2**31 - 1)
+    started: str | None = None
+    ended: str | None = None
+    duration_s: Seconds | None = None
+    finish_s: Seconds | None = None
+    wall_seconds: Seconds | None = None
+    device: str | None = None
+    dtype: str | None = None
+    threads: int | None = Field(None, ge=1, le=1024)
+    executor: dict[str, Any] = {}
+    disable_blocks: list[str] = []
+    sweep_point: dict[str, Any] = {}
+    argv: list[str] = []
+    versions: dict[str, str] = {}
+    n_logged: int = Field(0, ge=0, le=2**53)
+    blocks_seen: list[str] = []
+    children: dict[str, ChildMeta] = {}
+    about: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
+    error: str | None = None
+    traceback: str | None = None
+    interrupted_by: str | None = None
+    finish_error: str | None = None
+
+
+class MetricsRow(BaseModel):
+    """One line of ``metrics.jsonl``: the step and one number (or ``null``) per metric key."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    step: int = Field(ge=-(2**63), le=2**63 - 1)
+
+    @model_validator(mode="after")
+    def _numbers(self) -> MetricsRow:
+        for key, value in (self.model_extra or {}).items():
+            if value is not None and not isinstance(value, (int, float)):  # bools are ints
+                raise ValueError(f"metric {key[:80]!r} must be a number or null, got "
+                                 f"{type(value).__name__}")
+        return self
+
+
+def summary_problem(data: Any) -> str | None:
+    """What makes ``data`` not a summary (see :class:`SummaryFile`), or ``None``."""
+    if not isinstance(data, dict):
+        return f"a summary is a JSON object, got {type(data).__name__}"
+    for variant in VARIANTS:
+        if variant in data and not isinstance(data[variant], dict):
+            return (f"{variant!r} must be a table of numbers by name, got "
+                    f"{type(data[variant]).__name__}")
+    return None
+
+
+class SummaryFile(BaseModel):
+    """``summary.json`` (or a showcase child's part of it): a function of config and seed only.
+    Each variant's numbers are a table (``{"blocked": {"loglik": -3.4}, ...}``); anything
+    else is the experiment's own JSON (peers' numbers, counts, names)."""
+
+    model_config = ConfigDict(extra="allow")
+    blocked: dict[str, Any] | None = None
+    unblocked: dict[str, Any] | None = None
+
+
+class FindingsFile(BaseModel):
+    """``findings.json`` of a run or a seed group: the verdicts by section, over ``seeds``, and
+    what went wrong while they were made."""
+
+    model_config = ConfigDict(extra="forbid")
+    seeds: list[Seed] = Field(min_length=1)
+    findings: dict[str, list[Verdict]] = {}
+    problems: list[str] = []
+
+
+class GroupFile(BaseModel):
+    """``group.json`` of a seed group: its member runs (beside it, ``../<run_id>``), in seed
+    order, and their seeds."""
+
+    model_config = _OPEN
+    kind: Literal["seed group"] = "seed group"
+    experiment: str
+    seeds: list[Seed] = Field(min_length=1)
+    runs: list[Annotated[str, Field(pattern=r"^\.\./[A-Za-z0-9_][A-Za-z0-9_.\-]*$")]]
+    created: str | None = None
+    started: str | None = None
+    ended: str | None = None
+    run_seconds: list[Seconds | None] = []
+    wall_seconds: Seconds | None = None
+
+    @model_validator(mode="after")
+    def _a_run_per_seed(self) -> GroupFile:
+        if len(self.runs) != len(self.seeds) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"a group holds one run per seed, got {len(self.runs)} runs for "
+                             f"the seeds {self.seeds}")
+        return self
+
+
+# ----------------------------------------------------------------------------- metric glossary
+
+_PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]+))?\}")
+
+
+class MetricDoc(BaseModel):
+    """What the metric keys matching one pattern mean (an experiment's ``METRICS``; the docs'
+    glossary is rendered from them and a test checks them against the keys a run logs).
+
+    In ``key``, ``{name}`` stands for any text within one part of the key, ``{name:a|b}`` for
+    one of the listed words, and ``{variant}`` for either variant.
+
+    >>> doc = MetricDoc(key="{variant}/train/loss", meaning="training loss", unit="nats")
+    >>> doc.matches("unblocked/train/loss"), doc.matches("reference/train/loss")
+    (True, False)
+    >>> MetricDoc(key="{variant}/grad_{case:random|tied}/err", meaning="e").matches(
+    ...     "blocked/grad_tied/err")
+    True
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = Field(description="the key pattern: `{variant}/train/loss`")
+    meaning: str = Field(min_length=1, description="what the number is, in one sentence")
+    unit: str = Field("", description="its unit in words; empty for a pure number")
+
+    @field_validator("key")
+    @classmethod
+    def _key_is_a_pattern(cls, key: str) -> str:
+        parts = key.split("/")
+        if len(parts) < 2 or any(not p for p in parts):
+            raise ValueError(f"a metric key pattern has non-empty parts joined by '/' "
+                             f"('{{variant}}/train/loss'), got {key!r}")
+        rest = _PLACEHOLDER.sub("", key)
+        if "{" in rest or "}" in rest:
+            raise ValueError(f"braces in {key!r} must read {{name}} or {{name:a|b}}")
+        return key
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The regular expression of :attr:`key` (a whole key must match)."""
+        out, at = [], 0
+        for m in _PLACEHOLDER.finditer(self.key):
+            out.append(re.escape(self.key[at:m.start()]))
+            choices = m.group(2) or ("|".join(VARIANTS) if m.group(1) == "variant" else None)
+            out.append("(?:" + "|".join(map(re.escape, choices.split("|"))) + ")" if choices
+                       else "[^/]+?")
+            at = m.end()
+        return re.compile("".join(out) + re.escape(self.key[at:]))
+
+    def matches(self, key: str) -> bool:
+        return self.pattern.fullmatch(key) is not None
+
+
+def metric_doc_for(key: str, docs: tuple[MetricDoc, ...] | list[MetricDoc]) -> MetricDoc | None:
+    """The first declaration among ``docs`` that describes ``key``, or ``None``.
+
+    >>> docs = (MetricDoc(key="{variant}/train/loss", meaning="training loss"),)
+    >>> metric_doc_for("blocked/train/loss", docs).meaning, metric_doc_for("x/y", docs)
+    ('training loss', None)
+    """
+    return next((doc for doc in docs if doc.matches(key)), None)

@@ -1,0 +1,323 @@
+"""Runs read back: :class:`RunResults` (what an experiment's ``figures(run)`` receives), seed
+groups, and whether a run that says ``running`` still runs.
+
+A run is running exactly while its process holds the run's lock, ``<run_dir>/.lock`` (an
+``flock`` through :mod:`filelock`, taken before ``meta.json`` first says ``running`` and held
+until its last write). The kernel drops the lock when the process ends, however it ends
+(SIGKILL and the out-of-memory killer included): a run that says ``running`` and whose lock can
+be taken is *abandoned*. No clock, pid or host is compared, so a reader on another machine or
+with another clock tells the same. Nothing is written when a run is read.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import filelock
+import numpy as np
+
+from toolkit._utils.formatting import shown
+from toolkit.lab.errors import DamagedFile, OutsideFolder
+from toolkit.lab.results.files import (
+    inside,
+    read_json,
+    read_json_value,
+    read_metrics,
+    read_npz,
+    read_toml,
+    walk,
+)
+from toolkit.lab.results.schema import (
+    GroupFile,
+    RunConfig,
+    RunMeta,
+    SummaryFile,
+    summary_problem,
+)
+
+__all__ = ["GROUP_FILE", "LOCK", "RunResults", "SeedGroup", "find_runs", "is_group",
+           "lock_of"]
+
+LOCK = ".lock"
+GROUP_FILE = "group.json"
+
+
+def lock_of(run_dir: str | Path, timeout: float = 0) -> filelock.FileLock:
+    """The lock a run's process holds while the run runs (a reader never waits for it). The
+    file stays when the lock is released: it is what tells a run from a copied folder."""
+    return filelock.FileLock(Path(run_dir) / LOCK, timeout=timeout, thread_local=False,
+                             preserve_lock_file=True)
+
+
+def _nobody_holds(run_dir: Path) -> str | None:
+    """Why nothing runs in ``run_dir`` (its lock is missing, or free), or ``None`` when its
+    process holds the lock."""
+    if not os.path.lexists(run_dir / LOCK):
+        return "it holds no lock: its process is gone, or the folder was copied"
+    lock = lock_of(run_dir)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return None
+    except OSError as err:
+        return f"its lock cannot be taken ({err.strerror or err})"
+    lock.release()
+    return "nothing holds its lock: its process is gone"
+
+
+class RunResults:
+    """Read-only view of a run directory (or of one child of a showcase run).
+
+    ``summary``/``costs`` are the JSON files, ``config`` the resolved config, ``params`` its
+    ``[params]``, ``meta`` the status file, ``metrics`` the logged rows, ``metric(key)`` one
+    series, ``artifact(name)`` an artifact; each is read (and checked against the results
+    format) on first use. A child view (``run.child(name)``) sees metric keys without the
+    ``"<name>/"`` prefix, the summary and costs nested under ``name``, the artifacts in
+    ``artifacts/<name>/``. ``replicates``: the runs of the same config with other seeds, this
+    one first (a single run: ``[run]``); a report over seeds hands ``figures(run)`` the first
+    seed's view with the others attached (:meth:`over_seeds`).
+    """
+
+    def __init__(self, run_dir: str | Path, *, _child: str | None = None,
+                 _replicates: tuple[Path, ...] = ()) -> None:
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"RunResults: {shown(self.run_dir)} is not a run directory")
+        self._child = _child
+        self._replicates = tuple(Path(p) for p in _replicates)
+        self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def over_seeds(cls, run_dirs: Sequence[str | Path]) -> RunResults:
+        """The first run's view with the other runs (other seeds, same config) as replicates."""
+        if not run_dirs:
+            raise ValueError("RunResults.over_seeds: run_dirs is empty; give at least one run")
+        return cls(run_dirs[0], _replicates=tuple(Path(p) for p in run_dirs[1:]))
+
+    def __repr__(self) -> str:
+        child = f", child={self._child!r}" if self._child else ""
+        return f"RunResults({str(self.run_dir)!r}{child})"
+
+    def _cached(self, key: str, read: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = read()
+        return self._cache[key]
+
+    @property
+    def replicates(self) -> list[RunResults]:
+        return [self, *(RunResults(p, _child=self._child) for p in self._replicates)]
+
+    # -- the run as a whole
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._cached("meta", lambda: read_json(self.run_dir / "meta.json",
+                                                      root=self.run_dir, model=RunMeta))
+
+    @property
+    def seed(self) -> int:
+        return int(self.meta.get("seed", 0))
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``failed``, ``interrupted``, ``running``, or ``abandoned``: a run that
+        says ``running`` whose lock nobody holds."""
+        status = str(self.meta.get("status", "unknown"))
+        return "abandoned" if status == "running" and self.abandoned_reason else status
+
+    @property
+    def abandoned_reason(self) -> str | None:
+        """Why a run that says ``running`` is abandoned (``None`` when it is not)."""
+        def reason() -> str | None:
+            if self.meta.get("status") != "running":
+                return None
+            why = _nobody_holds(self.run_dir)
+            if why is not None:  # it may have ended meanwhile: its last write came first
+                self._cache.pop("meta")
+                if self.meta.get("status") != "running":
+                    return None
+                pid, host = self.meta.get("pid"), self.meta.get("host")
+                who = f"its process {pid} on {host}" if pid and host else "its process"
+                why = why.replace("its process", who, 1)
+            return why
+        return self._cached("abandoned", reason)
+
+    @property
+    def last_step(self) -> int | None:
+        rows = self.all_metrics
+        return rows[-1].get("step") if rows else None
+
+    def status_line(self) -> str:
+        """``abandoned (its process 12 on h is gone: ...; last logged step 4)``, ``failed
+        (ValueError: ...; nothing logged)``, ``complete``."""
+        status = self.status
+        if status == "complete":
+            return status
+        why = self.abandoned_reason if status == "abandoned" else self.meta.get("error")
+        step = self.last_step
+        logged = "nothing logged" if step is None else f"last logged step {step}"
+        why = " ".join(str(why or "").split())
+        return f"{status} ({why}; {logged})" if why else f"{status} ({logged})"
+
+    @property
+    def children(self) -> list[str]:
+        """Names of the child runs (a showcase run), in the order they ran."""
+        return [] if self._child is not None else list(self.meta.get("children", {}))
+
+    def child(self, name: str) -> RunResults:
+        if name not in self.children:
+            raise KeyError(f"RunResults.child: no child {name!r} in {self.run_dir}; "
+                           f"children: {self.children}")
+        return RunResults(self.run_dir, _child=name, _replicates=self._replicates)
+
+    @property
+    def root_config(self) -> dict[str, Any]:
+        return self._cached("root_config", lambda: read_toml(
+            self.run_dir / "config.toml", root=self.run_dir, model=RunConfig))
+
+    # -- this view
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._child is None:
+            return self.root_config
+        info = self.meta.get("children", {}).get(self._child, {})
+        config = {k: v for k, v in self.root_config.items() if k != "params"}
+        config.update({k: info[k] for k in ("experiment", "dtype", "disable_blocks")
+                       if info.get(k) is not None})
+        config["params"] = info.get("params", {})
+        return config
+
+    @property
+    def experiment(self) -> str:
+        return str(self.config.get("experiment", ""))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.config.get("params", {}))
+
+    @property
+    def all_metrics(self) -> list[dict[str, Any]]:
+        return self._cached("all_metrics", lambda: read_metrics(self.run_dir / "metrics.jsonl",
+                                                                root=self.run_dir))
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """Logged rows, ``{"step": k, key: value, ...}``; a child view strips its prefix."""
+        if self._child is None:
+            return self.all_metrics
+        prefix = f"{self._child}/"
+
+        def strip() -> list[dict[str, Any]]:
+            rows = ({k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
+                    | {"step": row.get("step")} for row in self.all_metrics)
+            return [row for row in rows if len(row) > 1]
+        return self._cached("metrics", strip)
+
+    def metric_keys(self) -> list[str]:
+        """Every metric key, in order of first appearance (``step`` left out)."""
+        return list(dict.fromkeys(k for row in self.metrics for k in row if k != "step"))
+
+    def metric(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` of one metric as numpy arrays (``None`` values: NaN)."""
+        rows = [row for row in self.metrics if key in row]
+        if not rows:
+            close = difflib.get_close_matches(key, self.metric_keys(), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise KeyError(f"RunResults.metric: no metric {key!r} in {self.run_dir}{hint}")
+        return (np.asarray([row["step"] for row in rows]),
+                np.asarray([math.nan if row[key] is None else row[key] for row in rows],
+                           dtype=float))
+
+    def _nested(self, name: str) -> dict[str, Any]:
+        path = self.run_dir / f"{name}.json"
+        model = SummaryFile if name == "summary" else None
+        data = self._cached(name, lambda: read_json(path, root=self.run_dir, model=model))
+        if self._child is None:
+            return data
+        value = data.get(self._child)
+        value = value if isinstance(value, dict) else {}
+        problem = summary_problem(value) if model is not None else None
+        if problem is not None:  # a child's part has the shape of a whole run's
+            raise DamagedFile(path, f"{self._child}: {problem}")
+        return value
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self._nested("summary")
+
+    @property
+    def costs(self) -> dict[str, Any]:
+        return self._nested("costs")
+
+    @property
+    def artifacts_dir(self) -> Path:
+        base = self.run_dir / "artifacts"
+        return base / self._child if self._child else base
+
+    def artifact_names(self) -> list[str]:
+        folder = inside(self.run_dir, self.artifacts_dir)
+        return sorted(p.stem for p in folder.iterdir() if p.suffix in (".json", ".npz")) \
+            if folder.is_dir() else []
+
+    def artifact(self, name: str) -> Any:
+        """A saved artifact: the JSON value, or a dict of numpy arrays for ``.npz``."""
+        for suffix, read in ((".json", read_json_value), (".npz", read_npz)):
+            path = self.artifacts_dir / f"{name}{suffix}"
+            if os.path.lexists(path):
+                return read(path, root=self.run_dir)
+        raise KeyError(f"RunResults.artifact: no artifact {name!r} in {self.artifacts_dir}; "
+                       f"available: {self.artifact_names()}")
+
+
+def is_group(path: str | Path) -> bool:
+    """Whether ``path`` holds a ``group.json`` (a damaged one makes a damaged group)."""
+    return os.path.lexists(Path(path) / GROUP_FILE)
+
+
+class SeedGroup:
+    """A seed group read back (:class:`~toolkit.lab.results.schema.GroupFile`): its member runs
+    beside it, in seed order."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not is_group(self.path):
+            raise FileNotFoundError(f"SeedGroup: {shown(self.path)} has no {GROUP_FILE}")
+        self.info: dict[str, Any] = read_json(self.path / GROUP_FILE, root=self.path,
+                                              model=GroupFile)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.info["seeds"])
+
+    @property
+    def run_dirs(self) -> list[Path]:
+        """The member runs, resolved; one outside the folder holding the group is
+        :class:`~toolkit.lab.errors.OutsideFolder` naming ``group.json``."""
+        try:
+            return [inside(self.path.parent, self.path / rel) for rel in self.info["runs"]]
+        except OutsideFolder:
+            raise OutsideFolder(self.path / GROUP_FILE, f"a member run lies outside "
+                                f"{shown(self.path.parent)}, where a group's runs are; the lab "
+                                f"reads only inside its folder") from None
+
+    def results(self) -> RunResults:
+        """The first seed's run with the other seeds as its replicates."""
+        missing = [shown(p) for p in self.run_dirs if not p.is_dir()]
+        if missing:
+            raise DamagedFile(self.path / GROUP_FILE, f"member runs are missing: "
+                                                      f"{', '.join(missing)}")
+        return RunResults.over_seeds(self.run_dirs)
+
+
+def find_runs(root: str | Path) -> Iterator[Path]:
+    """Every run directory (a folder with ``meta.json``) below ``root``, sorted (hidden folders,
+    such as a run being written, left out)."""
+    for folder, dirs, files in walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if "meta.json" in files or "meta.json" in dirs:  # a folder in its place: damaged
+            dirs[:] = []  # a run holds no runs
+            yield folder
