@@ -163,11 +163,11 @@ def _in_pool(specs: Sequence[RunSpec], workers: int, argv: list[str], finish: Fi
     pool = None
     with signals_raise():
         try:
-            with _sigint_blocked():
-                pool = cf.ProcessPoolExecutor(min(workers, len(specs)), mp_context=ctx,
-                                              initializer=_worker_init, initargs=(
-                                                  queue, dict(os.environ), list(sys.path),
-                                                  os.getcwd()))
+            # workers are forked at submit by the fork server, whose SIGINT is blocked
+            pool = cf.ProcessPoolExecutor(min(workers, len(specs)), mp_context=ctx,
+                                          initializer=_worker_init, initargs=(
+                                              queue, dict(os.environ), list(sys.path),
+                                              os.getcwd()))
             futures = {pool.submit(_in_worker, i, spec, argv, finish): i
                        for i, spec in enumerate(specs)}
             for future in cf.as_completed(futures):

@@ -25,6 +25,7 @@ import contextlib
 import errno
 import os
 import platform
+import shutil
 import signal
 import socket
 import sys
@@ -193,8 +194,6 @@ def _start(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
                 files.close()
         with contextlib.suppress(OSError):
             lock.release()
-        import shutil
-
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return _Run(spec, run_dir, meta, files, lock, t0)

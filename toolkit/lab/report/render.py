@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import html
 import json
 import logging
@@ -186,6 +187,7 @@ def _md_escape(value: Any) -> Any:
     return html.escape(str(value), quote=False).replace("|", "\\|")
 
 
+@functools.cache
 def _environment(markdown: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("toolkit.lab.report", "templates"),
@@ -205,11 +207,16 @@ def _environment(markdown: bool) -> jinja2.Environment:
     return env
 
 
-_ENV: dict[bool, jinja2.Environment] = {}
+@functools.cache
+def _css() -> Markup:
+    """The report's stylesheet, its colours filled in from :data:`~toolkit.lab.style.COLORS`."""
+    env = _environment(False)
+    return Markup(env.from_string(env.loader.get_source(env, "report.css")[0])
+                  .render(colors=COLORS))
 
 
-def _render(name: str, content: ReportContent, markdown: bool) -> str:
-    env = _ENV.get(markdown) or _ENV.setdefault(markdown, _environment(markdown))
+def _values(content: ReportContent) -> dict[str, Any]:
+    """What both pages of a report show, read and gathered once."""
     meta = content.run.meta
     config_path = content.out_dir / "config.toml"
     config_text = config_path.read_text(encoding="utf-8").rstrip() \
@@ -220,30 +227,31 @@ def _render(name: str, content: ReportContent, markdown: bool) -> str:
             "device": meta.get("device", ""), "dtype": meta.get("dtype", ""),
             "threads": _threads(meta), "wall": _wall(content), "error": meta.get("error"),
             "warnings": meta.get("warnings") or [], "traceback": meta.get("traceback")}
-    if markdown:  # a fence longer than any run of backticks in the config
+    return {"content": content, "head": head, "missed": missed(content),
+            "config_text": config_text, "meta_text": json.dumps(round_floats(shown), indent=2)}
+
+
+def _render(name: str, values: dict[str, Any], markdown: bool) -> str:
+    config_text = values["config_text"]
+    if markdown and config_text:  # a fence longer than any run of backticks in the config
         fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", config_text)), default=0))
-        config_text = Markup(f"{fence}toml\n{config_text}\n{fence}") if config_text else ""
-    css = env.from_string(env.loader.get_source(env, "report.css")[0]).render(colors=COLORS)
-    return env.get_template(name).render(
-        content=content, head=head, missed=missed(content), config_text=config_text,
-        meta_text=json.dumps(round_floats(shown), indent=2), css=Markup(css))
+        values = {**values, "config_text": Markup(f"{fence}toml\n{config_text}\n{fence}")}
+    return _environment(markdown).get_template(name).render(css=_css(), **values)
 
 
 def page(name: str, **values: Any) -> str:
     """An HTML page of the report's templates (``compare.html.j2``), with the report's CSS."""
-    env = _ENV.get(False) or _ENV.setdefault(False, _environment(False))
-    css = env.from_string(env.loader.get_source(env, "report.css")[0]).render(colors=COLORS)
-    return env.get_template(name).render(css=Markup(css), **values)
+    return _environment(False).get_template(name).render(css=_css(), **values)
 
 
 def render_html(content: ReportContent) -> str:
     """``report.html``: one self-contained page (images embedded), escaped throughout."""
-    return _render("report.html.j2", content, markdown=False)
+    return _render("report.html.j2", _values(content), markdown=False)
 
 
 def render_markdown(content: ReportContent) -> str:
     """``report.md``: the same content; every value escaped for Markdown."""
-    return _render("report.md.j2", content, markdown=True)
+    return _render("report.md.j2", _values(content), markdown=True)
 
 
 def _what(content: ReportContent) -> str:
@@ -281,9 +289,11 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
     for note in content.footer_notes:  # said once, not once per figure
         log.warning("%s", note)
     content.report_seconds = time.perf_counter() - t0
-    atomic_write_text(out / "report.md", render_markdown(content), root=out)
+    values = _values(content)
+    atomic_write_text(out / "report.md", _render("report.md.j2", values, markdown=True),
+                      root=out)
     path = out / "report.html"
-    atomic_write_text(path, render_html(content), root=out)
+    atomic_write_text(path, _render("report.html.j2", values, markdown=False), root=out)
     return path
 
 
