@@ -101,7 +101,7 @@ LAB_NAMES = {
     "experiments": {"Experiment", "ExperimentParams", "discover", "load_all", "load_experiment"},
     "planning": {"Plan", "RunSpec", "plan_one"},
     "running": {"RunContext", "RunOutcome", "run_all", "run_experiment"},
-    "findings": {"Finding", "Story", "TimeRatio", "Verdict"},
+    "findings": {"Finding", "Headline", "Story", "TimeRatio", "Verdict"},
     "schema": {"BLOCKED", "UNBLOCKED", "VARIANTS", "MetricDoc", "RunConfig", "metric_key"},
     "results": {"RunResults", "SeedGroup", "find_runs", "group_runs", "read_findings",
                 "write_group", "fmt"},

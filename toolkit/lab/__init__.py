@@ -34,7 +34,8 @@ _EXPORTS: dict[str, str] = {
     "RunContext": "toolkit.lab.execute.context",
     **dict.fromkeys(("RunOutcome", "run_experiment"), "toolkit.lab.execute.run"),
     "run_all": "toolkit.lab.execute.local",
-    **dict.fromkeys(("Finding", "Story", "TimeRatio", "Verdict"), "toolkit.lab.results.findings"),
+    **dict.fromkeys(("Finding", "Headline", "Story", "TimeRatio", "Verdict"),
+                    "toolkit.lab.results.findings"),
     **dict.fromkeys(("BLOCKED", "UNBLOCKED", "VARIANTS", "MetricDoc", "RunConfig", "metric_key"),
                     "toolkit.lab.results.schema"),
     **dict.fromkeys(("RunResults", "SeedGroup", "find_runs"), "toolkit.lab.results.view"),
@@ -52,6 +53,7 @@ __all__ = [
     "ExperimentLoadError",
     "ExperimentParams",
     "Finding",
+    "Headline",
     "MetricDoc",
     "Plan",
     "RunConfig",
@@ -92,7 +94,7 @@ if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and ID
         load_all,
         load_experiment,
     )
-    from toolkit.lab.results.findings import Finding, Story, TimeRatio, Verdict
+    from toolkit.lab.results.findings import Finding, Headline, Story, TimeRatio, Verdict
     from toolkit.lab.results.records import group_runs, read_findings, write_group
     from toolkit.lab.results.schema import (
         BLOCKED,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from runner_testutil import cli
 
-from toolkit.lab import Finding, SeedGroup, TimeRatio, read_findings
+from toolkit.lab import Finding, Headline, SeedGroup, TimeRatio, read_findings
 from toolkit.lab.measure import Ratio, median_interval
 from toolkit.lab.plan.config import Plan
 from toolkit.lab.results.findings import aggregate
@@ -108,6 +108,29 @@ def test_findings_check_their_text_and_basis() -> None:
 
 
 # -- timings: a verdict only when the interval excludes 1
+
+
+def test_a_prediction_outside_its_range_is_a_measurement_that_says_why() -> None:
+    why = "the theory covers n >= 100; this run has n = 10"
+    f = loss_finding(1.0, False, outside=why)
+    assert f.holds is None and f.label == "measured" and not f.predicts
+    assert f.sentence == f"The loss is 1. Measured only: {why}"
+    v, problems = over_seeds(f, loss_finding(2.0, True, outside=why))
+    assert v.verdict is None and v.outside == why and not problems
+    assert v.text == f"The loss is 1.5 [1, 2]. Measured only: {why}"
+    timed = Finding("{timing}", timing=TimeRatio((2.0,) * 9, "above"), basis=BASIS, outside=why)
+    assert timed.holds is None and timed.timing is not None and timed.timing.expect is None
+    inside = loss_finding(1.0, False, outside=" ")  # blank: inside the range
+    assert inside.holds is False
+
+
+def test_a_headline_names_values_the_finding_has() -> None:
+    head = Headline("loss", blocked="loss", unblocked="loss", threshold=0.5)
+    v, _ = over_seeds(loss_finding(1.0, True, headline=head), loss_finding(2.0, True,
+                                                                            headline=head))
+    assert v.headline == head
+    with pytest.raises(ValueError, match="headline draws 'gap'"):
+        loss_finding(1.0, True, headline=Headline("loss", blocked="loss", unblocked="gap"))
 
 
 def test_median_interval_is_distribution_free_order_statistics() -> None:

@@ -45,7 +45,7 @@ from pydantic.dataclasses import dataclass
 
 from toolkit._utils.formatting import fmt
 
-__all__ = ["BADGES", "LABELS", "Finding", "Story", "TimeRatio", "Verdict", "aggregate", "fill",
+__all__ = ["BADGES", "LABELS", "Finding", "Headline", "Story", "TimeRatio", "Verdict", "aggregate", "fill",
            "findings_markdown", "unmatched_patterns"]
 
 #: a verdict's words: the prediction held, it did not, a measurement without a prediction
@@ -154,6 +154,25 @@ class TimeRatio:
                 f"{fmt(interval[1])}x, {n} rounds)")
 
 
+@dataclass(frozen=True)
+class Headline:
+    """How the report's summary figure draws a finding: the experiment's headline metric with
+    and without its block, and the threshold that decides the verdict.
+
+    Args:
+        metric: the axis label, with its unit (``"std of z/‖z‖ × √d"``).
+        blocked, unblocked: the names in the finding's ``values`` of the two numbers drawn.
+        threshold: the value the verdict compares against (drawn as a line), or ``None``.
+        log: draw the axis on a log scale (numbers spanning decades; all must be > 0).
+    """
+
+    metric: str
+    blocked: str
+    unblocked: str
+    threshold: float | None = None
+    log: bool = False
+
+
 def _kw(default: Any = None, factory: Any = None) -> Any:
     if factory is not None:
         return dataclasses.field(default_factory=factory, kw_only=True)
@@ -180,6 +199,11 @@ class Finding:
         timing: per-round ratios (:class:`TimeRatio`); its verdict follows from its interval,
             so ``verdict`` stays ``None``.
         key: the finding's identity across seeds (default: its text).
+        outside: why this run's parameters lie outside the range the prediction's theory
+            covers (one line; empty: inside). A finding outside its range is a measurement:
+            its verdict is dropped and the reason is written after the sentence.
+        headline: the experiment's headline finding (one per experiment): how the report's
+            summary figure draws it.
     """
 
     text: str
@@ -191,8 +215,14 @@ class Finding:
     need: float = _kw(1.0)
     timing: TimeRatio | None = _kw(None)
     key: str = _kw("")
+    outside: str = _kw("")
+    headline: Headline | None = _kw(None)
 
     def __post_init__(self) -> None:
+        if self.outside.strip():  # out of the theory's range: a measurement, and why
+            object.__setattr__(self, "verdict", None)
+            if self.timing is not None:
+                object.__setattr__(self, "timing", TimeRatio(self.timing.rounds))
         if self.timing is not None and self.verdict is not None:
             raise ValueError(f"Finding: a timing's verdict follows from its interval; leave "
                              f"verdict=None, got {self.verdict!r}")
@@ -209,6 +239,11 @@ class Finding:
                     raise ValueError(f"Finding: the text names {{{name}}} but values has "
                                      f"{sorted(names) or 'nothing'}")
                 _spec(spec or "")
+        if self.headline is not None:
+            for name in (self.headline.blocked, self.headline.unblocked):
+                if name not in self.values:
+                    raise ValueError(f"Finding: the headline draws {name!r} but values has "
+                                     f"{sorted(self.values) or 'nothing'}")
 
     @property
     def predicts(self) -> bool:
@@ -222,8 +257,10 @@ class Finding:
 
     @property
     def sentence(self) -> str:
-        """The text with this run's numbers filled in."""
-        return fill(self.text, {**self.values, "timing": self.timing})
+        """The text with this run's numbers filled in (and, outside the prediction's range,
+        why it is a measurement)."""
+        text = fill(self.text, {**self.values, "timing": self.timing})
+        return f"{text} Measured only: {self.outside.strip()}" if self.outside.strip() else text
 
     @property
     def label(self) -> str:
@@ -289,6 +326,8 @@ class Verdict:
     timing: TimeRatio | None = None
     per_seed: tuple[Finding, ...] = ()
     predicts: bool = False
+    outside: str = ""
+    headline: Headline | None = None
 
     @property
     def n_seeds(self) -> int:
@@ -340,10 +379,12 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
     if any(f.timing is not None for f in found):
         timing = TimeRatio(tuple(r for f in found if f.timing for r in f.timing.rounds),
                            first.timing.expect if first.timing else None)
+    outside = next((f.outside.strip() for f in found if f.outside.strip()), "")
     if len({f.text for f in found}) == 1:
         names = {n for f in found for n in f.values}
         text = fill(first.text, {**{n: _spread([f.values.get(n) for f in found]) for n in names},
                                  "timing": timing})
+        text = f"{text} Measured only: {outside}" if outside else text
     else:  # numbers written into the text: one seed's sentence, and say so
         text = first.sentence if len({f.sentence for f in found}) == 1 else \
             f"{first.sentence} (seed {seeds[row[0][0]]}; the other seeds' sentences differ)"
@@ -357,7 +398,7 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
         (held >= math.ceil(first.need * len(found) - 1e-9) if predicts else None)
     return Verdict(text, verdict, first.topic, first.basis, tuple(seeds[i] for i, _ in row),
                    held, first.need, first.seed_independent and same, timing, tuple(found),
-                   predicts)
+                   predicts, outside, first.headline)
 
 
 def aggregate(per_seed: Mapping[int, Mapping[str, Sequence[Finding]]]
