@@ -125,7 +125,7 @@ def test_a_prediction_outside_its_range_is_a_measurement_that_says_why() -> None
 
 
 def test_a_headline_names_values_the_finding_has() -> None:
-    head = Headline("loss", blocked="loss", unblocked="loss", threshold=0.5)
+    head = Headline("loss", blocked="loss", unblocked="loss", thresholds=(0.5,))
     v, _ = over_seeds(loss_finding(1.0, True, headline=head), loss_finding(2.0, True,
                                                                             headline=head))
     assert v.headline == head

@@ -162,14 +162,16 @@ class Headline:
     Args:
         metric: the axis label, with its unit (``"std of z/‖z‖ × √d"``).
         blocked, unblocked: the names in the finding's ``values`` of the two numbers drawn.
-        threshold: the value the verdict compares against (drawn as a line), or ``None``.
+        thresholds: the values the verdict compares against, each drawn as a line (``(0.1,
+            0.5)``: "≤ 0.1 without the block, ≥ 0.5 with it"); empty when the verdict compares
+            the two variants with each other.
         log: draw the axis on a log scale (numbers spanning decades; all must be > 0).
     """
 
     metric: str
     blocked: str
     unblocked: str
-    threshold: float | None = None
+    thresholds: tuple[float, ...] = ()
     log: bool = False
 
 
