@@ -98,16 +98,23 @@ def run_showcase(out: Path) -> tuple[Path, str]:
 
 
 def _figures(group: Path) -> dict[str, list[dict]]:
-    """Each experiment's figures, in the report's order, with captions and headline flags."""
-    cache = json.loads((group / "figures" / "cache.json").read_text())
+    """Each experiment's figures in the report's order, with captions and headline flags, and
+    the report's summary figure under ``"summary"`` (gathered as the report gathers them; the
+    PNGs are the group's own, drawn by the run)."""
+    from toolkit.lab import SeedGroup, load_experiment
+    from toolkit.lab.report.content import build
+
+    seeds = SeedGroup(group)
+    content = build(seeds.results(), load_experiment("showcase"), group=seeds)
     found: dict[str, list[dict]] = {}
-    for section, entry in cache["sections"].items():
-        experiment = section.split("__")[0]
-        for fig in entry["figures"]:
-            if (group / "figures" / f"{fig['name']}.png").exists() and experiment:
-                found.setdefault(experiment, []).append(
-                    {"file": f"{fig['name']}.png", "caption": fig["caption"],
-                     "headline": bool(fig["headline"])})
+    items = [(s.experiment, f) for s in content.sections for f in s.figures]
+    if content.summary is not None:
+        items.append(("summary", content.summary))
+    for experiment, fig in items:
+        if fig.table is None and (group / "figures" / f"{fig.name}.png").exists():
+            found.setdefault(experiment, []).append(
+                {"file": f"{fig.name}.png", "caption": fig.caption,
+                 "headline": fig.headline or experiment == "summary"})
     return found
 
 
@@ -129,7 +136,8 @@ def snapshot(group: Path, commit: str | None, machine: dict[str, object] | None
         shutil.rmtree(OUT)
     (OUT / "figures").mkdir(parents=True)
     written = []
-    for experiment, items in findings["findings"].items():
+    sections = {**findings["findings"], **({"summary": []} if "summary" in figures else {})}
+    for experiment, items in sections.items():
         about = meta["about"].get(experiment) or {}
         record = {"experiment": experiment, "run": run,
                   "description": about.get("description"), "story": about.get("story"),

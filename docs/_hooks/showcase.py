@@ -54,7 +54,7 @@ def render(record: dict, prefix: str) -> str:
     commit = f", commit `{run['commit']}`" if run.get("commit") else ""
     lines = [
         f"From the showcase run `{run['group']}` (`toolkit run {run['config']}`: the "
-        f"experiment's QUICK params, seeds {seeds}, {run['device']}, {run['dtype']}, torch "
+        f"QUICK params of each experiment, seeds {seeds}, {run['device']}, {run['dtype']}, torch "
         f"{run['versions']['torch']}{commit}){machine_words(run.get('machine'))}. Numbers "
         f"are the mean [range] over the seeds; the verdict says in how many seeds the "
         f"prediction held.", ""]

@@ -18,9 +18,10 @@ import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from toolkit.lab.report.figures import default_figures, plt, summary_pairs
+from toolkit.lab.report.summary import CAPTION, summary_figure
 from toolkit.lab.report.tables import tables
 from toolkit.lab.results.files import read_record
 from toolkit.lab.results.findings import Verdict, aggregate
@@ -102,17 +103,6 @@ class Section:
         return next((f for f in self.findings if f.topic == topic), None)
 
 
-class DrawnAhead(Protocol):
-    """Sections drawn before the report was asked for
-    (:class:`~toolkit.lab.report.drafts.Drafts`)."""
-
-    def take(self, run_dir: str | Path, section: str, key: str) -> list[FigureItem] | None:
-        """The figures of ``section`` when they were drawn for ``key``, else ``None``."""
-
-    def close(self) -> None:
-        """Nothing more is taken."""
-
-
 @dataclass
 class ReportContent:
     """Everything a report shows, in order."""
@@ -125,13 +115,14 @@ class ReportContent:
     problems: list[str]
     report_seconds: float = 0.0
     group: SeedGroup | None = None
-    #: figures/cache.json's sections: the figures of each section and the key they were drawn for
-    cache: dict[str, Any] = field(default_factory=dict)
+    #: Figure 1: every section's headline finding (:mod:`toolkit.lab.report.summary`)
+    summary: FigureItem | None = None
 
     @property
     def footer_notes(self) -> list[str]:
         """How figures were drawn, each said once (e.g. graphs laid out without graphviz)."""
-        figures = [f for s in self.sections for f in s.figures] + self.top_figures
+        figures = [f for s in self.sections for f in s.figures] + self.top_figures + \
+            ([self.summary] if self.summary is not None else [])
         return list(dict.fromkeys(f.note for f in figures if f.note))
 
     @property
@@ -387,5 +378,8 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
     title = ("Showcase: where the gradient must be cut" if run.children
              else f"{run.experiment or 'run'}")
     seeds = [r.seed for r in run.replicates]
+    with _drawing():
+        fig = summary_figure([(s.name, s.findings) for s in sections])
+        summary = _item("figure_1", CAPTION, fig) if fig is not None else None
     return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
-                         top, problems, group=group)
+                         top, problems, group=group, summary=summary)

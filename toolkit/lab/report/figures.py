@@ -358,15 +358,18 @@ def default_figures(run: RunResults) -> dict[str, Figure]:
 
 
 def _undrawn_tick_labels(fig: Figure) -> set[int]:
-    """Tick labels that exist but are not drawn (their tick lies outside the view interval)."""
+    """Tick labels that exist but are not drawn (their tick lies outside the view interval,
+    compared on the axis's scale: a log axis in decades)."""
     out: set[int] = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            lo, hi = sorted(axis.get_view_interval())
+            scale = axis.get_transform().transform
+            lo, hi = sorted(float(v) for v in scale(np.asarray(axis.get_view_interval())))
             span = (hi - lo) or 1.0
             for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
                 loc = tick.get_loc()
-                if loc is None or not (lo - 1e-9 * span <= loc <= hi + 1e-9 * span):
+                at = float(scale(np.asarray([loc]))[0]) if loc is not None else math.nan
+                if not (lo - 1e-9 * span <= at <= hi + 1e-9 * span):
                     out.update((id(tick.label1), id(tick.label2)))
     return out
 

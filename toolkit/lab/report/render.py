@@ -142,20 +142,27 @@ def missed(content: ReportContent) -> list[tuple[Section, Any]]:
 
 
 def _lead(section: Section, topic: str) -> Any:
-    """The finding that stands for a section's ``topic`` at a glance: one that did not hold
-    first, else the first."""
+    """The finding that stands for a section's ``topic`` at a glance: the experiment's
+    headline (the result), else one that did not hold first, else the first."""
     of_topic = [f for f in section.findings if f.topic == topic]
+    head = next((f for f in of_topic if f.headline is not None), None)
+    if head is not None:
+        return head
     return next((f for f in of_topic if f.verdict is False), of_topic[0] if of_topic else None)
 
 
-def glance(f: Any, words: int = GLANCE_WORDS) -> dict[str, Any]:
+def glance(f: Any, words: int = GLANCE_WORDS, whole: bool = False) -> dict[str, Any]:
     """One finding for an "at a glance" cell in at most ``words`` words: badge, seed note
     (and what was predicted, for one that did not hold), and the finding shortened to at most
     :data:`GLANCE_TEXT` words (the section holds the whole sentence); ``words=0``: the badge
-    and notes alone, the prediction in full."""
+    and notes alone, the prediction in full; ``whole``: the finding's every word (the
+    seeds' ranges left out: the section has them)."""
     note, _, predicted = seeds_words(f).partition("; predicted: ")
     cell = {"cls": _CLASS[f.verdict], "label": BADGES[f.verdict], "note": note,
             "predicted": predicted, "cut": False, "found": f.verdict is False, "text": ""}
+    if whole:
+        cell["text"] = " ".join(_RANGE.sub("", f.text).split())
+        return cell
     if not words:
         return cell
     head = len(f"{cell['label']} {note}".split()) + \
@@ -284,7 +291,7 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
     folder = inside(out, out / "figures")  # written only inside its own folder
     folder.mkdir(exist_ok=True)
     for fig in [f for s in content.sections for f in s.figures if f.table is None] + \
-            content.top_figures:
+            content.top_figures + ([content.summary] if content.summary is not None else []):
         atomic_write_bytes(folder / f"{fig.name}.png", fig.png, root=out)
     for note in content.footer_notes:  # said once, not once per figure
         log.warning("%s", note)
