@@ -129,6 +129,51 @@ def _hidden_lines(fig: Figure, notes: str) -> list[str]:
     return out
 
 
+def _pixel_gap(a: Line2D, b: Line2D) -> float:
+    """Largest pixel distance between two lines' finite points (``inf``: not comparable)."""
+    pa = a.get_transform().transform(np.asarray(a.get_xydata(), dtype=float))
+    pb = b.get_transform().transform(np.asarray(b.get_xydata(), dtype=float))
+    if pa.shape != pb.shape or len(pa) < 2:
+        return np.inf
+    both = np.isfinite(pa).all(axis=1) & np.isfinite(pb).all(axis=1)
+    return float(np.abs(pa[both] - pb[both]).max()) if both.any() else np.inf
+
+
+_IDENTICAL = re.compile(r"identical to (.+?): max difference ([-+0-9.eE]+|inf|nan)")
+
+
+def _identical_claims(fig: Figure) -> list[str]:
+    """Legend notes "identical to X: max difference d" that the drawn axes contradict: the
+    lines they name must lie on each other as drawn (within 2 px), and ``d`` must be at most
+    1 % of the axis's span, and be the lines' largest difference (to its two digits)."""
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        lines = [ln for ln in ax.get_lines() if ln.get_visible()]
+        low, high = ax.get_ylim()
+        for line in lines:
+            match = _IDENTICAL.search(line.get_label())
+            if match is None:
+                continue
+            quoted = float(match.group(2))
+            label = line.get_label().split("\n")[0]
+            if ax.get_yscale() == "linear" and not quoted <= 0.01 * abs(high - low):
+                out.append(f"{label!r} is called identical with a difference of {quoted:.2g}, "
+                           f"{quoted / abs(high - low):.0%} of its axis")
+            partners = [ln for ln in lines if ln is not line and _pixel_gap(ln, line) <= 2.0]
+            if not partners:
+                out.append(f"{label!r} is called identical, but no line lies on it as drawn")
+                continue
+            diffs = [float(np.nanmax(np.abs(np.asarray(ln.get_ydata(), float)
+                                            - np.asarray(line.get_ydata(), float))))
+                     for ln in partners]
+            if not any(f"{d:.2g}" == match.group(2) for d in diffs):
+                out.append(f"{label!r} quotes a max difference {match.group(2)} where the "
+                           f"lines differ by {', '.join(f'{d:.2g}' for d in diffs)}")
+    return out
+
+
 def _text_over_lines(fig: Figure, renderer: Any) -> list[str]:
     return [f"the text {text.get_text().strip()!r} lies on the line {name!r}"
             for ax in fig.axes if ax.get_visible() for text in ax.texts
@@ -324,6 +369,7 @@ def layout_problems(fig: Figure) -> list[str]:
             problems.append(f"the legend ({first!r}, ...) covers data: {shown}")
     notes = " ".join(t.get_text() for t in shown_texts(fig)).lower()
     problems += _hidden_lines(fig, notes)
+    problems += _identical_claims(fig)
     problems += _small_text(fig)
     problems += _text_over_lines(fig, renderer)
     problems += _bars_from_zero(fig)

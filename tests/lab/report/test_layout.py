@@ -202,3 +202,31 @@ def test_seeds_of_one_series_that_agree_are_not_two_hidden_series():
     ax.plot(x, x, label="_nolegend_", **variant_style("blocked"))  # a second seed, equal
     place_legend(ax)
     assert layout_problems(fig) == []
+
+
+def test_a_line_called_identical_must_be_identical_as_drawn() -> None:
+    from toolkit.lab.style import note_identical
+
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    x = np.arange(5.0)
+    ax.plot(x, 1.0 + 0.001 * x, label="blocked")
+    ax.plot(x, 1.0 + 0.0012 * x, label="unblocked")
+    ax.set_ylim(0, 2)
+    assert note_identical(ax) and _claims(fig) == []
+    ax.set_ylim(0.999, 1.006)  # zoomed in after the note: the lines now lie apart
+    problems = _claims(fig)
+    assert any("no line lies on it" in p for p in problems)
+    assert any("of its axis" in p for p in problems)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.plot(x, x, label="a")
+    ax.plot(x, x, label="b\nidentical to a: max difference 0.5")  # a number the lines lack
+    assert any("quotes a max difference 0.5" in p for p in _claims(fig))
+    plt.close(fig)
+
+
+def _claims(fig) -> list[str]:
+    from tests.lab.report.layout import _identical_claims
+
+    fig.canvas.draw()
+    return _identical_claims(fig)
