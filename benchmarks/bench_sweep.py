@@ -38,36 +38,45 @@ def main(argv: list[str] | None = None) -> int:
 
     import dask
     import distributed
+    from distributed.security import Security
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
+    # TLS, as every cluster the lab reaches: a throw-away CA whose files the sweep is handed
+    security = Security.temporary()
     clusters = {}
-    for n in (1, 2):
-        t0 = time.perf_counter()
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            clusters[n] = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
-                                                   processes=True, dashboard_address=":0",
-                                                   silence_logs=logging.ERROR)
-        print(f"LocalCluster with {n} worker(s) started in {time.perf_counter() - t0:.1f} s")
     seconds: dict[int, list[float]] = {1: [], 2: []}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        pem = {name: Path(tmp) / f"{name}.pem" for name in ("ca", "cert", "key")}
+        for name, text in zip(pem, (security.tls_ca_file, security.tls_client_cert,
+                                    security.tls_client_key)):
+            pem[name].write_text(text)
+        try:
+            for n in (1, 2):
+                t0 = time.perf_counter()
+                with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                    clusters[n] = distributed.LocalCluster(
+                        n_workers=n, threads_per_worker=1, processes=True, security=security,
+                        dashboard_address=":0", silence_logs=logging.ERROR)
+                print(f"LocalCluster with {n} worker(s) started in "
+                      f"{time.perf_counter() - t0:.1f} s")
             params = {"chain_steps": args.steps, "baird_sweeps": args.steps,
                       "a_split_steps": min(200, args.steps), "log_every": min(100, args.steps)}
             runs = [plan_one("td_learning", params, seed=seed, device="cpu",
-                             dtype="float64", output_dir=Path(tmp))
+                             dtype="float64", output_dir=Path(tmp) / "results")
                     for seed in range(args.runs)]
             for r in range(args.rounds):
                 for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-                    spec = ExecutorConfig(kind="dask", address=clusters[n].scheduler_address)
+                    spec = ExecutorConfig(kind="dask", address=clusters[n].scheduler_address,
+                                          tls_ca_file=str(pem["ca"]), tls_cert=str(pem["cert"]),
+                                          tls_key=str(pem["key"]))
                     t0 = time.perf_counter()
-                    outcomes, status = run_all(runs, executor=spec,
-                                                   quiet=True)
+                    outcomes, status = run_all(runs, executor=spec, quiet=True)
                     seconds[n].append(time.perf_counter() - t0)
                     if status or len(outcomes) != args.runs:
                         raise SystemExit(f"sweep failed: {[o.error for o in outcomes]}")
-    finally:
-        for cluster in clusters.values():
-            cluster.close()
+        finally:
+            for cluster in clusters.values():
+                cluster.close()
     speedups = [a / b for a, b in zip(seconds[1], seconds[2])]
     print(f"{args.runs} runs of td_learning ({args.steps} steps), {args.rounds} round(s):")
     for n in (1, 2):

@@ -265,7 +265,9 @@ def _client(config: ExecutorConfig, distributed: Any) -> tuple[Any, Any]:
         try:
             return distributed.Client(config.address, security=security_for(config),
                                       timeout=timeout, deserializers=_RESULTS_AS), None
-        except (OSError, TimeoutError) as err:
+        except (OSError, TimeoutError, ValueError) as err:
+            # ValueError: the peer spoke before the TLS handshake (tornado: "IOStream is not
+            # idle; cannot convert to SSL"), i.e. it is not a TLS scheduler
             raise ConfigError("--address", config.address, f"cannot reach a Dask scheduler "
                               f"there over TLS ({type(err).__name__}: {err})",
                               "start one with `dask scheduler --tls-...` and give its address"
