@@ -35,3 +35,15 @@ def test_screenshot_of_a_page(tmp_path: Path) -> None:
 def test_missing_file_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert _load().main([str(tmp_path / "nope.html")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_report_opens_with_its_figure_within_the_first_screen(tmp_path: Path) -> None:
+    from toolkit.lab import run_experiment
+    from toolkit.lab.report import write_report
+
+    run = run_experiment("tiny_counter", {"n_steps": 4}, seed=0, output_dir=tmp_path,
+                         finish=write_report, disable_blocks=["tiny.*"])
+    box = _load().element_box(run.run_dir / "report.html", "figure", width=1400, height=900)
+    assert box is not None and box["loaded"]
+    assert 0 < box["top"] and box["bottom"] <= 900, box  # whole, on the first laptop screen
