@@ -114,9 +114,11 @@ examples:
 COMPARE_EPILOG = """\
 Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
 form a group; each numeric summary value gets its mean and range over seeds, blocked and
-unblocked side by side with their difference paired by seed. Prints that table (at most 120
+unblocked side by side with their difference paired by seed. Several configs of an experiment
+(a sweep) make one table: a row per config, the keys that differ as columns, the others said
+once above it; the figures draw every config on the same axes. Prints the table (at most 120
 characters wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every
-table, a figure per headline metric) and DIR/compare_figures/.
+table and figure) and DIR/compare_figures/.
 
 examples:
   toolkit compare results/td_learning
