@@ -54,10 +54,19 @@ examples:
   toolkit run configs/td_learning.toml --set params.chain_steps=50 --set dtype=float32
   toolkit run configs/td_learning.toml --seeds 0,1,2 --workers 3 --out runs
   toolkit run configs/a.toml configs/b.toml --quiet
+  toolkit run configs/em_gmm.toml --seeds 0,1 --tensorboard runs
+  tensorboard --logdir runs         (live curves, blocked and unblocked overlaid)
 
 --set KEY=VALUE: KEY is a dotted path (params.n_steps, dtype, sweep.params.lr); VALUE is a
 TOML literal (10, 1e-3, true, [1, 2], "text"); a bare word that is not a literal (cpu,
 em.*) is taken as a string. Every run of every CONFIG is validated before the first starts.
+
+--tensorboard DIR (or tensorboard = "DIR" in a config; pip install
+"stop-gradient-toolkit[tensorboard]"): each run also writes what it logs as TensorBoard event
+files, DIR/<experiment>/<run_id>/<variant>/, flushed every few seconds and closed when the run
+ends, however it ends. TensorBoard shows blocked and unblocked as two runs on one chart.
+metrics.jsonl stays the record; summary.json is the same with or without it. With a remote
+Dask cluster the event files are written on the worker, under the same path.
 """
 
 SWEEP_EPILOG = """\
@@ -105,9 +114,11 @@ examples:
 COMPARE_EPILOG = """\
 Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
 form a group; each numeric summary value gets its mean and range over seeds, blocked and
-unblocked side by side with their difference paired by seed. Prints that table (at most 120
+unblocked side by side with their difference paired by seed. Several configs of an experiment
+(a sweep) make one table: a row per config, the keys that differ as columns, the others said
+once above it; the figures draw every config on the same axes. Prints the table (at most 120
 characters wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every
-table, a figure per headline metric) and DIR/compare_figures/.
+table and figure) and DIR/compare_figures/.
 
 examples:
   toolkit compare results/td_learning
@@ -185,6 +196,11 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
                         "and the report's notes (the full findings are always in findings.md)")
     p.add_argument("--no-report", action="store_true",
                    help="skip figures and report.html (draw later with `toolkit report`)")
+    p.add_argument("--tensorboard", metavar="DIR", default=None,
+                   help="live curves: every logged metric also goes to TensorBoard event "
+                        "files in DIR/<experiment>/<run_id>/<variant>/, one run per variant "
+                        "(blocked and unblocked overlaid); `tensorboard --logdir DIR` shows "
+                        "them. Needs pip install \"stop-gradient-toolkit[tensorboard]\"")
     p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
     p.add_argument("--resume", action="store_true",
                    help="skip runs whose exact config (seed included) already has a complete "

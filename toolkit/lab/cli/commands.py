@@ -74,7 +74,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "give the most runs this command may make, e.g. --max-runs 20000")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     plans = [Plan.read(path, args.overrides, seeds=seeds, output_dir=args.out,
-                       max_runs=args.max_runs) for path in args.configs]
+                       tensorboard=args.tensorboard, max_runs=args.max_runs)
+             for path in args.configs]
+    boards = [p for p in plans if p.file.tensorboard is not None]
+    if boards:  # a missing extra is an input error, before anything runs
+        from toolkit.lab.execute.live_curves import check_tensorboard
+
+        check_tensorboard("--tensorboard" if args.tensorboard else boards[0].source)
     total = sum(len(p) for p in plans)
     if total > args.max_runs:
         raise ConfigError(" ".join(args.configs), "", f"give {total:,} runs together, above "

@@ -104,7 +104,8 @@ class _ReportedBar:
 class RunFiles:
     """The files of one run directory, shared by a context and its children."""
 
-    def __init__(self, run_dir: Path, *, quiet: bool, meta: RunMeta | None = None) -> None:
+    def __init__(self, run_dir: Path, *, quiet: bool, meta: RunMeta | None = None,
+                 tensorboard: Path | None = None) -> None:
         self.run_dir = run_dir
         self.quiet = quiet
         self.meta = meta  # the run's meta.json as the runner wrote it (None: no runner)
@@ -117,8 +118,19 @@ class RunFiles:
         self.reporter: Reporter | None = None  # set by the root context
         self._lock = threading.Lock()
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+        self._mirror: Any = None  # TensorBoard's writers (``tensorboard``: their folder)
+        if tensorboard is not None:
+            from toolkit.lab.execute.live_curves import TensorBoardMirror
 
-    def log(self, row: dict[str, Any]) -> None:
+            try:
+                self._mirror = TensorBoardMirror(tensorboard)
+            except BaseException:
+                self._metrics.close()
+                raise
+
+    def log(self, row: dict[str, Any], prefix: str = "") -> None:
+        """Append ``row`` to ``metrics.jsonl`` (and mirror it to TensorBoard when asked;
+        ``prefix``: a child context's, in front of each key)."""
         line = json.dumps(row, ensure_ascii=False, allow_nan=True) + "\n"
         with self._lock:
             try:
@@ -127,6 +139,8 @@ class RunFiles:
             except OSError as err:  # e.g. a full disk: say which file
                 raise OSError(err.errno, err.strerror, self._metrics.name) from err
             self.n_logged += 1
+            if self._mirror is not None:
+                self._mirror.log(row["step"], row, prefix)
 
     def write_summary(self) -> None:
         atomic_write_json(self.run_dir / "summary.json", self.summary)
@@ -147,11 +161,16 @@ class RunFiles:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def close(self) -> None:
-        if not self._metrics.closed:
-            try:
-                self._metrics.close()
-            except OSError as err:
-                raise OSError(err.errno, err.strerror, self._metrics.name) from err
+        """Close ``metrics.jsonl`` and TensorBoard's writers (both, whatever the first does)."""
+        try:
+            if self._mirror is not None:
+                self._mirror.close()
+        finally:
+            if not self._metrics.closed:
+                try:
+                    self._metrics.close()
+                except OSError as err:
+                    raise OSError(err.errno, err.strerror, self._metrics.name) from err
 
 
 class RunContext:
@@ -197,7 +216,9 @@ class RunContext:
         """Append ``{"step": step, **metrics}`` to ``metrics.jsonl``.
 
         Keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``); values are numbers
-        (one-element tensors and numpy scalars are converted) or ``None``.
+        (one-element tensors and numpy scalars are converted) or ``None``. With
+        ``--tensorboard DIR`` the row also goes to TensorBoard, one writer per variant
+        (:mod:`toolkit.lab.execute.live_curves`).
         """
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise TypeError(f"ctx.log: step must be an int, got {type(step).__name__} {step!r}")
@@ -208,7 +229,7 @@ class RunContext:
                 raise TypeError(f"ctx.log: metric {key!r} must be a number, got {value!r}; "
                                 f"log one number per key")
             row[self._prefix + key] = value
-        self._files.log(row)
+        self._files.log(row, self._prefix)
 
     def _at_path(self, table: dict[str, Any]) -> dict[str, Any]:
         for part in self._path:

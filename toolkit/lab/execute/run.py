@@ -173,6 +173,11 @@ def _start(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
     files = None
     try:
         lock.acquire()
+        board = None  # the event files' folder; the writers are made here, where the run runs
+        if spec.tensorboard is not None:
+            from toolkit.lab.execute.live_curves import log_dir
+
+            board = log_dir(spec.tensorboard, config.experiment, run_dir.name)
         meta = RunMeta(
             status="running", experiment=config.experiment, run_id=run_dir.name,
             seed=config.seed, device=str(spec.device), dtype=config.dtype,
@@ -181,11 +186,11 @@ def _start(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
             executor=dict(executor or {"kind": "local"}), versions=versions(),
             host=socket.gethostname(), pid=os.getpid(), started=utc_now().isoformat(),
             device_requested=config.device, config_source=spec.source,
-            platform=platform.platform())
+            platform=platform.platform(), tensorboard=None if board is None else str(board))
         t0 = time.perf_counter()
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
         atomic_write_json(run_dir / "meta.json", meta)
-        files = RunFiles(run_dir, quiet=quiet, meta=meta)
+        files = RunFiles(run_dir, quiet=quiet, meta=meta, tensorboard=board)
         files.write_summary()  # empty summary/costs from the start: any run can be reported
         files.write_costs()
     except BaseException:  # a full disk, a folder made read-only: nothing worth keeping
@@ -337,7 +342,8 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
                    seed: int = 0, device: str = "auto", dtype: str = "float32",
                    disable_blocks: Sequence[str] = ("*",), threads: int = 1,
                    output_dir: str | Path = "results", overrides: Sequence[str] = (),
-                   quiet: bool = True, finish: Finish | None = None) -> RunResults:
+                   quiet: bool = True, finish: Finish | None = None,
+                   tensorboard: str | Path | None = None) -> RunResults:
     """Run one experiment from Python and return its results.
 
     Args:
@@ -355,6 +361,9 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
         quiet: no progress bars.
         finish: called as ``finish(run_dir, experiment)`` once the files are written, e.g.
             ``toolkit.lab.report.write_report``.
+        tensorboard: a folder for live curves: every logged metric also goes to TensorBoard
+            event files in ``<tensorboard>/<experiment>/<run_id>/<variant>/`` (needs the
+            ``tensorboard`` extra; see :mod:`toolkit.lab.execute.live_curves`).
 
     Raises:
         ConfigError: invalid input (nothing is written).
@@ -372,20 +381,26 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
         c = experiment
         spec = plan_one(c.experiment, c.params if params is None else params, seed=c.seed,
                         device=c.device, dtype=c.dtype, disable_blocks=c.disable_blocks,
-                        output_dir=c.output_dir, threads=c.threads)
+                        output_dir=c.output_dir, threads=c.threads, tensorboard=tensorboard)
     elif isinstance(experiment, Path) or (isinstance(experiment, str)
                                           and experiment.endswith(".toml")):
         if isinstance(params, BaseModel):
             params = params.model_dump(mode="json")
         specs = plan(experiment, overrides, params=params,
-                     output_dir=output_dir if output_dir != "results" else None)
+                     output_dir=output_dir if output_dir != "results" else None,
+                     tensorboard=tensorboard)
         if len(specs) != 1:
             raise ConfigError(str(experiment), "sweep", f"gives {len(specs)} runs",
                               "run_experiment runs one; use `toolkit run` or run_all()")
         spec = specs[0]
     else:
         spec = plan_one(experiment, params, seed=seed, device=device, dtype=dtype,
-                        disable_blocks=disable_blocks, threads=threads, output_dir=output_dir)
+                        disable_blocks=disable_blocks, threads=threads, output_dir=output_dir,
+                        tensorboard=tensorboard)
+    if spec.tensorboard is not None:
+        from toolkit.lab.execute.live_curves import check_tensorboard
+
+        check_tensorboard("tensorboard")
     check_output_dir(spec.config.output_dir, spec.config.experiment, source=spec.source)
     outcome, error = _run_once(spec, quiet=quiet, finish=finish)
     if error is not None:

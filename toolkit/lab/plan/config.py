@@ -8,6 +8,7 @@ A config file holds a run's keys, its replicates' seeds, a ``[sweep]`` grid and 
     dtype = "float64"
     disable_blocks = ["em.*"]   # what the "unblocked" variant switches off
     output_dir = "results"      # `~` and $VARS are expanded
+    tensorboard = "runs"        # optional: live curves (--tensorboard), not in config.toml
 
     [params]
     n_iter = 100
@@ -294,7 +295,8 @@ class RunSpec:
     ``experiment``: the experiment that runs it; ``params``: its validated ``Params`` object,
     handed to ``run(params, ctx)``; ``device``: ``config.device`` resolved on this machine;
     ``source``: where the config came from (for errors and the header of ``config.toml``);
-    ``sweep_point``: the ``[sweep]`` values of this run.
+    ``sweep_point``: the ``[sweep]`` values of this run; ``tensorboard``: the folder that
+    receives its live curves (``--tensorboard``; ``None``: none), not part of the config.
 
     A spec sent to another process travels by reference: the experiment is loaded there
     again, the params rebuilt without a second validation (a private cache a ``Params`` keeps,
@@ -309,6 +311,7 @@ class RunSpec:
     device: torch.device
     source: str = "<python>"
     sweep_point: dict[str, Any] = field(default_factory=dict)
+    tensorboard: str | None = None
 
     @property
     def seed(self) -> int:
@@ -330,16 +333,18 @@ class RunSpec:
                          else copy.deepcopy(attr.default)
                          for name, attr in type(self.params).__private_attributes__.items()}
                 state = {**state, "__pydantic_private__": fresh}
-        return _restore, (self.config, self.experiment, state, self.source, self.sweep_point)
+        return _restore, (self.config, self.experiment, state, self.source, self.sweep_point,
+                          self.tensorboard)
 
 
 def _restore(config: RunConfig, experiment: Experiment, state: dict[str, Any], source: str,
-             sweep_point: dict[str, Any]) -> RunSpec:
+             sweep_point: dict[str, Any], tensorboard: str | None = None) -> RunSpec:
     cls = experiment.Params
     params = cls.__new__(cls)
     params.__setstate__(state)
     return RunSpec(config, experiment, params,
-                   resolve_device(config.device, source=source), source, sweep_point)
+                   resolve_device(config.device, source=source), source, sweep_point,
+                   tensorboard)
 
 
 def experiment_named(name: str, source: str) -> Experiment:
@@ -408,13 +413,15 @@ class Plan:
     @classmethod
     def read(cls, path: str | Path, overrides: Sequence[str] = (), *,
              params: Mapping[str, Any] | None = None, seeds: Sequence[int] | None = None,
-             output_dir: str | Path | None = None, max_runs: int = DEFAULT_MAX_RUNS) -> Plan:
+             output_dir: str | Path | None = None, tensorboard: str | Path | None = None,
+             max_runs: int = DEFAULT_MAX_RUNS) -> Plan:
         """Read, override and validate the file at ``path`` and count its runs (refused above
         ``max_runs``); torch and the experiment are not imported yet.
 
         ``overrides``: ``"dotted.key=VALUE"`` (``--set``), in order; ``params``: parameters
         given in Python, on top; ``seeds`` replace the file's (``--seeds``); ``output_dir``
-        replaces its ``output_dir`` (``--out``)."""
+        replaces its ``output_dir`` (``--out``), ``tensorboard`` its ``tensorboard``
+        (``--tensorboard``)."""
         path = Path(path)
         raw = _read_file(path)
         parsed = [(*parse_override(text), text) for text in overrides]
@@ -428,17 +435,21 @@ class Plan:
             sources.overrides.append((f"params.{key}", f"params.{key}=... (given in Python)"))
         if output_dir is not None:
             raw["output_dir"] = str(output_dir)
+        if tensorboard is not None:
+            raw["tensorboard"] = str(tensorboard)
         return cls._from_raw(raw, sources, seeds=seeds, max_runs=max_runs)
 
     @classmethod
     def given(cls, experiment: str | Experiment, params: Mapping[str, Any] | BaseModel | None
               = None, *, source: str = "<python>", **keys: Any) -> Plan:
         """One run given in Python: the same checks as a file's (``keys``: ``seed``,
-        ``device``, ``dtype``, ``disable_blocks``, ``threads``, ``output_dir``)."""
+        ``device``, ``dtype``, ``disable_blocks``, ``threads``, ``output_dir``,
+        ``tensorboard``)."""
         loaded = experiment if isinstance(experiment, Experiment) else None
         name = loaded.name if loaded is not None else experiment
-        if "output_dir" in keys:
-            keys["output_dir"] = str(keys["output_dir"])
+        for key in ("output_dir", "tensorboard"):
+            if keys.get(key) is not None:
+                keys[key] = str(keys[key])
         if "disable_blocks" in keys and not isinstance(keys["disable_blocks"], str):
             keys["disable_blocks"] = list(keys["disable_blocks"])
         raw = {"experiment": name, **keys}
@@ -454,8 +465,9 @@ class Plan:
             raise ConfigError(sources("params"), "params", f"must be a table, got "
                               f"{echo(given_params)}", "write the experiment's keys under "
                               "[params]")
-        if isinstance(raw.get("output_dir"), str):
-            raw["output_dir"] = expand_path(raw["output_dir"], sources("output_dir"))
+        for key in ("output_dir", "tensorboard"):
+            if isinstance(raw.get(key), str):
+                raw[key] = expand_path(raw[key], sources(key), key)
         try:
             file = ConfigFile.model_validate(raw)
         except ValidationError as err:
@@ -524,8 +536,8 @@ class Plan:
                 devices[config.device] = resolve_device(config.device,
                                                         source=sources("device"))
             specs += [RunSpec(config.model_copy(update={"seed": int(seed)}), experiment,
-                              params, devices[config.device], self.source, point)
-                      for seed in self.seeds]
+                              params, devices[config.device], self.source, point,
+                              file.tensorboard) for seed in self.seeds]
         return specs
 
     def _params(self, experiment: Experiment, raw: Any) -> BaseModel:

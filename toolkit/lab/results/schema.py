@@ -217,6 +217,16 @@ class ConfigFile(RunConfig):
     seeds: list[Seed] | None = Field(None, min_length=1, description="seeds of replicate runs")
     sweep: dict[str, Any] = Field(default_factory=dict, description="lists of values by key")
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    tensorboard: str | None = Field(
+        None, min_length=1, description="folder of TensorBoard event files (live curves; needs "
+        "the tensorboard extra); not part of a run's config")
+
+    @field_validator("tensorboard")
+    @classmethod
+    def _a_folder(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise ValueError("a path cannot hold a NUL byte (\\x00)")
+        return value
 
     @model_validator(mode="after")
     def _one_of_seed_and_seeds(self) -> ConfigFile:
@@ -265,6 +275,7 @@ class RunMeta(BaseModel):
     executor: dict[str, Any] = {}
     disable_blocks: list[str] = []
     sweep_point: dict[str, Any] = {}
+    tensorboard: str | None = None  # the folder of its TensorBoard event files, if any
     argv: list[str] = []
     versions: dict[str, str] = {}
     n_logged: int = Field(0, ge=0, le=2**53)
