@@ -97,7 +97,7 @@ def test_markdown_report_references_existing_figures(runs: list[RunResults]) -> 
     md = (run_dir / "report.md").read_text()
     refs = re.findall(r"\]\((figures/[^)]+\.png)\)", md)
     # the experiment draws its own figure; generic views of the same numbers are left out
-    assert refs == ["figures/tiny_curve.png"]
+    assert refs == ["figures/figure_1.png", "figures/tiny_curve.png"]  # Figure 1 first
     assert all((run_dir / ref).is_file() for ref in refs)
     assert "| loss |" in md
 
@@ -109,7 +109,8 @@ def test_report_is_regenerated_from_files(runs: list[RunResults]) -> None:
     (run_dir / "report.html").unlink()
     path = write_report(run_dir, load_experiment("tiny_counter"))
     assert path == run_dir / "report.html" and path.exists()
-    assert sorted(p.name for p in (run_dir / "figures").glob("*.png")) == ["tiny_curve.png"]
+    assert sorted(p.name for p in (run_dir / "figures").glob("*.png")) == ["figure_1.png",
+                                                                         "tiny_curve.png"]
     # without the experiment the report reads only the files: the generic figures of the
     # logged numbers, and a note saying why the experiment's own are missing
     html = write_report(run_dir).read_text()
