@@ -215,12 +215,12 @@ def findings(run: RunResults) -> list[Finding]:
     mean_image = s["baseline"]["mean_image_mse"]
     out = [_straight_through(run, b, u, st)]
     out.append(Finding(
-        "Test reconstruction MSE {b_mse} with every block and {u_mse} with {off} off "
+        "Test reconstruction MSE {b_mse} with every block and {u_mse} {off} "
         "(predicting the mean digit: {mean}); the codebook's perplexity is {b_p} of "
         f"{k} codes with the blocks and {{u_p}} without.",
         values={"b_mse": b["recon_mse"], "u_mse": u["recon_mse"], "mean": mean_image,
                 "b_p": b["perplexity"], "u_p": u["perplexity"],
-                "off": ", ".join(run.config.get("disable_blocks", [])) or "none"}))
+                "off": _unblocked_words(run)}))
     out.append(Finding(
         "Without only the straight-through block the test MSE is {st_mse} and the "
         "perplexity {st_p}.", values={"st_mse": st["recon_mse"], "st_p": st["perplexity"]}))
@@ -237,6 +237,14 @@ def findings(run: RunResults) -> list[Finding]:
                            "{u:s} unblocked (one training each, not interleaved).", None, "cost",
                            values={"b": cost[BLOCKED], "u": cost[UNBLOCKED]}))
     return out
+
+
+def _unblocked_words(run: RunResults) -> str:
+    """Which cuts the unblocked variant lacks, in words: "with none" or "without <names>"."""
+    patterns = run.config.get("disable_blocks", [])
+    off = [name for name in (BLOCK, CODEBOOK_BLOCK, COMMITMENT_BLOCK)
+           if any(fnmatch.fnmatchcase(name, p) for p in patterns)]
+    return "with none" if len(off) == 3 else f"without {', '.join(off)}"
 
 
 def _straight_through(run: RunResults, b: dict[str, Any], u: dict[str, Any],
