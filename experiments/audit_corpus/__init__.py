@@ -22,13 +22,14 @@ References:
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
 import torch
 from pydantic import Field
 
 from toolkit import StepAudit, audit_step, gradient_graph
-from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, fmt
+from toolkit.lab import ExperimentParams, Finding, Headline, RunContext, RunResults, Story, fmt
 from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
@@ -177,6 +178,34 @@ AUDIT_BASIS = ("audit_step's definitions (a leak: a gradient path to a tensor it
                "path into the previous call's graph), each corpus case built to meet one")
 
 
+#: The fixes made with a named toolkit cut, and their block.
+NAMED_FIXES = {"dqn_target": "corpus.dqn.target", "bptt_carried": "corpus.bptt.state"}
+
+
+def _named_fixes(run: RunResults) -> Finding:
+    """The fixes made with a named cut, flagged again exactly where the run's disable_blocks
+    name their block (a pattern may name one of the two: the other fix stays clean)."""
+    s = run.summary
+    patterns = run.config.get("disable_blocks", [])
+    off = {name: any(fnmatch.fnmatchcase(block, p) for p in patterns)
+           for name, block in NAMED_FIXES.items()}
+    holds = all(v["ok"] for v in s[BLOCKED].values()) and all(
+        s[UNBLOCKED][name]["ok"] is not off[name] for name in NAMED_FIXES if name in s[UNBLOCKED])
+    flagged = [name for name in NAMED_FIXES if off[name]]
+    first = flagged[0] if flagged else "dqn_target"
+    if len(flagged) == len(NAMED_FIXES):
+        text = ("With their named block disabled the two fixes made with a toolkit cut are "
+                "flagged again and the fix names the block: \"{fix}\".")
+    else:
+        kept = [NAMED_FIXES[n] for n in NAMED_FIXES if not off[n]]
+        text = (f"With its named block disabled the fix made with {NAMED_FIXES[first]} is "
+                f"flagged again and the fix names the block: \"{{fix}}\"; the run's "
+                f"disable_blocks leave {', '.join(kept)} in place, and that fix stays clean.")
+    return Finding(text, holds, basis="disable_blocks makes the named stop_gradient the "
+                                      "identity (the toolkit's contract)",
+                   seed_independent=True, values={"fix": s[UNBLOCKED][first]["fix"]})
+
+
 def findings(run: RunResults) -> list[Finding]:
     """Five sentences: caught and clean, the leaks' cost, the carried state, the dead encoder,
     and the audit's own cost."""
@@ -208,19 +237,18 @@ def findings(run: RunResults) -> list[Finding]:
                 "windows": len(bptt["buggy"]["graph_nodes"]),
                 "fixed": str(bptt["fixed"]["graph_nodes"]),
                 "error": bptt["buggy"]["second_backward_error"],
-                "said": cases["bptt_carried"]["said"]}))
+                "said": cases["bptt_carried"]["said"],
+                "nodes_fixed": bptt["fixed"]["graph_nodes"][-1],
+                "nodes_buggy": bptt["buggy"]["graph_nodes"][-1]},
+        # the fix is the named cut corpus.bptt.state; the bug is the step without it
+        headline=Headline("autograd nodes behind the last BPTT window's loss",
+                          blocked="nodes_fixed", unblocked="nodes_buggy")))
     dead = cases["eager_detach"]
     out.append(Finding(
         "Over-eager detach: {said}.", dead["caught"],
         basis="a detached tensor has no grad_fn: no gradient path runs behind it",
         seed_independent=True, values={"said": dead["said"]}))
-    out.append(Finding(
-        "With their named block disabled the two fixes made with a toolkit cut are flagged again "
-        "and the fix names the block: \"{fix}\".",
-        all(v["ok"] for v in s[BLOCKED].values())
-        and not any(v["ok"] for v in s[UNBLOCKED].values()),
-        basis="disable_blocks makes the named stop_gradient the identity (the toolkit's contract)",
-        seed_independent=True, values={"fix": s[UNBLOCKED]["dqn_target"]["fix"]}))
+    out.append(_named_fixes(run))
     leaks = {n: c[n] for n, v in cases.items() if v["category"] == "leak" and n in c}
     if leaks:
         ratios = {n: v["time_ratio_buggy_over_fixed"] for n, v in leaks.items()}

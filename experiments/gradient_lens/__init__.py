@@ -48,6 +48,7 @@ from toolkit import (
 from toolkit.lab import (
     ExperimentParams,
     Finding,
+    Headline,
     RunContext,
     RunResults,
     Story,
@@ -185,7 +186,9 @@ def run(params: Params, ctx: RunContext) -> None:
     messages = {f"{case}_{v}": runs[v].pop("message") for case, runs in
                 (("td", td), ("gan", gan)) for v in runs}
     ctx.summary(blocked={"td": td[BLOCKED], "gan": gan[BLOCKED]},
-                unblocked={"td": td[UNBLOCKED], "gan": gan[UNBLOCKED]})
+                unblocked={"td": td[UNBLOCKED], "gan": gan[UNBLOCKED]},
+                # transitions whose target bootstraps (done = 0): those reach the target network
+                td_bootstrapped=int((data["done"] == 0).sum()))
     flows, costs = examine(params, ctx, {
         "td": (lambda: td_loss(agent, data, params.gamma),
                {"online": agent.online, "target": agent.target}),
@@ -325,16 +328,27 @@ def findings(run: RunResults) -> list[Finding]:
     n_steps = int(run.metric(f"{BLOCKED}/td/target_drift")[0][-1])
     online = next(r for r in s["flow"]["td"] if r["group"] == "online")
     disc = next(r for r in s["flow"]["gan"] if r["group"] == "discriminator")
+    # the target enters the loss as γ (1 − done) max Q_target: without the cut it leaks a
+    # gradient only when γ > 0 and some transition bootstraps, else a path of zeros
+    gamma, bootstrapped = run.params.get("gamma", 0.99), s.get("td_bootstrapped", 1)
+    leaks = gamma > 0 and bootstrapped > 0
+    moved = tu["final_target_drift"] > 0 if leaks else \
+        tu["final_target_drift"] == 0 == tu["target_grad_norm"]
     out = [
         Finding("DQN target: with the cut {nb} of {n} target-network parameters received "
                 "gradient and {steps} SGD steps on agent.parameters() moved the target network "
                 "by {drift_b}; without it all {n} received gradient (norm {norm_u}) and the "
-                "target drifted by {drift_u}.",
+                "target drifted by {drift_u}" + ("." if leaks else
+                                                 f" (γ (1 − done) = 0 for every transition, "
+                                                 f"γ = {gamma:g}: a path that carries zeros)."),
                 tb["target_params_with_gradient"] == 0 and tb["final_target_drift"] == 0
-                and n_target > 0 and tu["final_target_drift"] > 0, basis=CUT,
+                and n_target > 0 and moved, basis=CUT,
                 values={"nb": tb["target_params_with_gradient"], "n": n_target,
                         "steps": n_steps, "drift_b": tb["final_target_drift"],
-                        "norm_u": tu["target_grad_norm"], "drift_u": tu["final_target_drift"]}),
+                        "norm_u": tu["target_grad_norm"], "drift_u": tu["final_target_drift"]},
+                headline=Headline("target network's drift after the SGD steps (parameter "
+                                  "distance)", blocked="drift_b", unblocked="drift_u",
+                                  thresholds=(0.0,))),
         Finding("assert_no_gradient(loss, target network) {b} with the cut and {u} without it, "
                 "naming {n_leak} of {n} parameters (shortest path: {path}).",
                 tb["assert_no_gradient"] == "passed" and tu["assert_no_gradient"] == "failed"

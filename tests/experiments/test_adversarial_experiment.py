@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import matplotlib
 import pytest
 from pydantic import ValidationError
@@ -52,6 +54,8 @@ def test_findings_with_verdicts(quick_run):
     assert 3 <= len(items) <= 6 and all(isinstance(f, Finding) for f in items)
     # every prediction holds; the time ratio's verdict follows its interval (not asserted)
     assert [f.verdict for f in items[:-1]] == [True] * (len(items) - 1)
+    (head,) = [f for f in items if f.headline is not None]  # exactly one headline
+    assert head.basis == exp.DANSKIN and head.headline.blocked == "pgd_bp"
     assert items[-2].seed_independent and items[-2].topic == "cost"
     timing = items[-1].timing
     assert items[-1].topic == "cost" and timing is not None and timing.expect == "above"
@@ -99,3 +103,46 @@ def test_params_are_validated():
         exp.Params(memory_steps=[0, 5])
     with pytest.raises(ValidationError):
         exp.Params(dataset="mnist")
+
+
+def _fake_run(*, updates: int = 100, n_eval: int = 200, alpha: float = 0.02, steps: int = 10,
+              memory_steps: tuple[int, ...] = (1, 10), methods: tuple[str, ...] = ("pgd",)):
+    """What findings() reads of a run, made up: PGD-AT beats standard training by 0.2."""
+    acc = {"clean": 0.9, "pgd10": 0.5}
+    blocked = {"standard": {"clean": 0.95, "pgd10": 0.3}, **{m: dict(acc) for m in methods}}
+    nodes = [30 + 20 * k for k in memory_steps]
+    summary = {"blocked": blocked, "unblocked": {m: dict(acc) for m in methods},
+               "data": {"n_train": 800, "n_eval": n_eval, "updates": updates},
+               "gradients": {"trained/linf": {"rel_diff": 0.0, "cosine": 1.0},
+                             "trained/l2": {"rel_diff": 0.3, "cosine": 0.95}},
+               "memory": {"steps": list(memory_steps),
+                          "blocked": {"graph_nodes": [16] * len(memory_steps)},
+                          "unblocked": {"graph_nodes": nodes}}}
+    return SimpleNamespace(summary=summary, costs={}, params={
+        "eval_steps": 10, "eps": 0.1, "alpha": alpha, "steps": steps})
+
+
+def test_madry_s_prediction_covers_trained_models_and_a_reaching_attack():
+    inside = exp.findings(_fake_run())
+    assert inside[0].verdict is True and not inside[0].outside
+    for run, why in ((_fake_run(updates=50), "50 parameter updates"),
+                     (_fake_run(n_eval=20), "20 held-out examples"),
+                     (_fake_run(alpha=0.005), "α·steps = 0.05 < ε = 0.1")):
+        first = exp.findings(run)[0]
+        assert first.label == "measured" and why in first.outside, first.outside
+
+
+def test_the_graph_growth_needs_two_step_counts_in_any_order():
+    (graph,) = [f for f in exp.findings(_fake_run(memory_steps=(10, 1))) if f.topic == "cost"]
+    assert graph.verdict is True and (graph.values["s0"], graph.values["s1"]) == (1, 10)
+    (graph,) = [f for f in exp.findings(_fake_run(memory_steps=(5,))) if f.topic == "cost"]
+    assert graph.label == "measured" and "one step count" in graph.outside
+
+
+def test_one_headline_whatever_the_methods():
+    for methods in (("pgd", "fgsm_rs"), ("fgsm",), ()):
+        heads = [f for f in exp.findings(_fake_run(methods=methods)) if f.headline]
+        assert len(heads) == 1, methods
+        values = heads[0].values
+        assert all(isinstance(values[n], (int, float))
+                   for n in (heads[0].headline.blocked, heads[0].headline.unblocked))

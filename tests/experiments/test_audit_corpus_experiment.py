@@ -57,6 +57,10 @@ def test_costs_findings_and_figures(quick_run, check_figures) -> None:
     found = audit_corpus.findings(quick_run)
     assert 3 <= len(found) <= 6 and all(isinstance(f, Finding) for f in found)
     assert [f.verdict for f in found[:4]] == [True] * 4
+    (head,) = [f for f in found if f.headline is not None]  # exactly one
+    assert (head.values["nodes_fixed"], head.values["nodes_buggy"]) == (
+        quick_run.summary["bptt"]["fixed"]["graph_nodes"][-1],
+        quick_run.summary["bptt"]["buggy"]["graph_nodes"][-1])
     assert found[-1].topic == "cost" and "The audit itself costs" in found[-1].text
     figures = audit_corpus.figures(quick_run)
     assert list(figures) == ["gan_leak", "audit_table"]
@@ -67,6 +71,17 @@ def test_costs_findings_and_figures(quick_run, check_figures) -> None:
     assert leaked == {f"leak: generator.{i}.{k}" for i in (0, 2, 4)
                       for k in ("weight", "bias")}
     assert (quick_run.run_dir / "figures" / "gan_leak.png").exists()
+
+
+def test_a_pattern_naming_one_block_flags_only_that_fix(tmp_path: pathlib.Path,
+                                                        seed: int) -> None:
+    run = run_experiment("audit_corpus", {"width": 4, "batch": 3, "rounds": 1, "windows": 2},
+                         seed=seed, device="cpu", disable_blocks=("corpus.bptt.*",),
+                         output_dir=tmp_path)
+    assert run.summary["unblocked"]["dqn_target"]["ok"]  # its block stayed in place
+    assert not run.summary["unblocked"]["bptt_carried"]["ok"]
+    (named,) = [f for f in audit_corpus.findings(run) if "named block disabled" in f.text]
+    assert named.verdict is True and "corpus.dqn.target in place" in named.text
 
 
 def test_shipped_config_matches_the_params_defaults() -> None:

@@ -100,6 +100,20 @@ def test_summary_is_deterministic(tmp_path: pathlib.Path, seed: int) -> None:
     assert (a.run_dir / "summary.json").read_bytes() == (b.run_dir / "summary.json").read_bytes()
 
 
+def test_the_leak_s_prediction_follows_gamma(tmp_path: pathlib.Path, seed: int) -> None:
+    # γ = 0: the target enters the loss times 0, so without the cut it gets a path of zeros
+    kw = {**gradient_lens.QUICK, "td_steps": 2, "rounds": 1, "q_hidden": 8, "gan_hidden": 8,
+          "gan_batch": 8, "batch": 8}
+    for gamma, moves in ((0.0, False), (0.5, True)):
+        run = run_experiment("gradient_lens", {**kw, "gamma": gamma}, seed=seed,
+                             device="cpu", output_dir=tmp_path / str(gamma))
+        found = gradient_lens.findings(run)
+        assert found[0].verdict is True, found[0]
+        assert (found[0].values["drift_u"] > 0) is moves
+        assert [f.headline is not None for f in found].count(True) == 1
+        assert found[0].headline is not None and found[0].headline.thresholds == (0.0,)
+
+
 def test_the_blocks_are_the_only_cuts(seed: int) -> None:
     torch.manual_seed(seed)
     params = gradient_lens.Params(**gradient_lens.QUICK)

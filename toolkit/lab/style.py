@@ -10,8 +10,9 @@ learns the grammar once:
 - **Other categories get other channels.** A method, a dtype or a mixture component is a
   marker (:data:`MARKERS`), a panel, or a colour of :data:`EXTRA_COLORS`, never blue or orange.
 - **Curves that coincide stay visible.** :func:`note_identical` finds lines that lie on each
-  other and writes "identical to …: max difference x" into the upper one's legend entry;
-  different marker shapes (or markers at alternating points) also keep both visible.
+  other and writes "identical to …" (the same numbers) or "indistinguishable from …: max
+  difference x" (within a pixel, x apart in the panel's units) into the upper one's legend
+  entry; different marker shapes (or markers at alternating points) also keep both visible.
 - **Legends never cover data.** :func:`place_legend` puts a legend in the first corner of the
   axes that no data reaches (checked on the drawn figure), else outside, right of the axes.
 - **Text is at least 9 pt where the report shows it.** The report draws figures at
@@ -180,10 +181,11 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
 
     Two labelled lines with the same x values whose points are within ``tol_px`` pixels of
     each other everywhere (on the axes as they are now: call it after plotting and setting the
-    scales, before the legend) hide one another. The upper one's label gains
-    ``"identical to <other>: max difference <x>"`` (x in data units) on a second line; the
-    upper line is drawn dashed if it was solid, and thinner than the lower one, which then
-    shows on both sides of it. Returns the notes.
+    scales, before the legend) hide one another. The upper one's label gains, on a second
+    line, ``"identical to <other>: max difference 0"`` when the numbers are the same, else
+    ``"indistinguishable from <other>: max difference <x>"`` (x in data units: the curves
+    differ, by less than the eye sees); the upper line is drawn dashed if it was solid, and
+    thinner than the lower one, which then shows on both sides of it. Returns the notes.
     """
     import numpy as np
 
@@ -208,7 +210,8 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
             yb = np.asarray(b.get_ydata(), float)
             with np.errstate(invalid="ignore"):
                 diff = float(np.nanmax(np.abs(ya - yb))) if np.isfinite(ya - yb).any() else 0.0
-            note = f"identical to {_short(top.get_label(), under.get_label())}: " \
+            relation = "identical to" if diff == 0 else "indistinguishable from"
+            note = f"{relation} {_short(top.get_label(), under.get_label())}: " \
                    f"max difference {diff:.2g}"
             top.set_label(f"{top.get_label()}\n{note}")
             if top.get_linestyle() in ("-", "solid"):
@@ -224,13 +227,17 @@ def note_identical(ax: Any, *, tol_px: float = 1.5) -> list[str]:
 
 def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
     """Handles and labels of several axes for one shared legend: each entry once (by its
-    first line), with the notes :func:`note_identical` wrote in any of the axes (with the
-    largest difference, and the panels' titles where it holds in only some of them), each
-    note wrapped at ``NOTE_WIDTH`` characters so that no entry is wider than a column."""
+    first line), with the notes :func:`note_identical` wrote in any of the axes, each note
+    wrapped at ``NOTE_WIDTH`` characters so that no entry is wider than a column.
+
+    A note found in several panels gives each panel's difference in that panel's units,
+    named by the panel's title ("max difference 0.00014 (test MSE), 0.071 (perplexity)"): one
+    number for panels of different units would misstate all but one. A note found in only
+    some of the panels where the entry is drawn names them."""
     handles: dict[str, Any] = {}
     seen: dict[str, int] = {}
-    notes: dict[str, dict[str, tuple[float, list[str]]]] = {}
-    for ax in axes:
+    notes: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    for i, ax in enumerate(axes):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             key, *lines = label.split("\n")
             handles.setdefault(key, handle)
@@ -238,18 +245,30 @@ def legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
             kept = notes.setdefault(key, {})
             for line in lines:
                 what, _, diff = line.rpartition(": max difference ")
-                largest, titles = kept.get(what, (0.0, []))
-                kept[what] = (max(largest, float(diff)), [*titles, ax.get_title()])
+                other = what.split(" ", 2)[2] if what.startswith(_RELATIONS) else what
+                kept.setdefault(other, []).append((ax.get_title() or f"panel {i + 1}",
+                                                   float(diff)))
     labels = []
     for key in handles:
         lines = [key]
-        for what, (diff, titles) in notes[key].items():
-            where = "" if len(titles) == seen[key] or not all(titles) else \
-                f" ({', '.join(titles)})" if len(titles) <= 2 else f" ({len(titles)} panels)"
-            note = f"{what}{where}: max difference {diff:.2g}"
+        for other, panels in notes[key].items():
+            relation = "identical to" if all(d == 0 for _, d in panels) else \
+                "indistinguishable from"
+            if len(panels) == 1 or relation == "identical to":
+                where = "" if len(panels) == seen[key] else \
+                    f" ({', '.join(t for t, _ in panels)})" if len(panels) <= 2 else \
+                    f" ({len(panels)} panels)"
+                diff = f"{max(d for _, d in panels):.2g}"
+            else:
+                where, diff = "", ", ".join(f"{d:.2g} ({t})" for t, d in panels)
+            note = f"{relation} {other}{where}: max difference {diff}"
             lines += textwrap.wrap(note, NOTE_WIDTH, break_long_words=False) or [note]
         labels.append("\n".join(lines))
     return list(handles.values()), labels
+
+
+#: the words :func:`note_identical` writes before the other curve's name
+_RELATIONS = ("identical to ", "indistinguishable from ")
 
 
 #: characters per line of a note in a shared legend (a panel title can make one long)

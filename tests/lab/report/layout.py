@@ -108,7 +108,7 @@ def _same_style(a: Line2D, b: Line2D) -> bool:
 
 
 def _hidden_lines(fig: Figure, notes: str) -> list[str]:
-    if "identical" in notes:
+    if "identical" in notes or "indistinguishable" in notes:
         return []
     out = []
     for ax in fig.axes:
@@ -124,8 +124,8 @@ def _hidden_lines(fig: Figure, notes: str) -> list[str]:
                 if gap is not None and not _distinct_markers(a, b):
                     out.append(f"{artist_name(a)!r} and {artist_name(b)!r} lie on each other "
                                f"(at most {gap:.2g} px apart) and nothing tells them apart: "
-                               f"add the note 'identical: max difference x' or distinct "
-                               f"markers")
+                               f"add the note 'identical to …' or 'indistinguishable from "
+                               f"…: max difference x' (note_identical) or distinct markers")
     return out
 
 

@@ -82,6 +82,34 @@ def test_identical_solid_lines_are_caught_and_the_note_fixes_them():
     assert "without commitment\nidentical to blocked: max difference 0" in labels
 
 
+def test_curves_within_a_pixel_are_indistinguishable_and_say_by_how_much_per_panel():
+    # the vq_vae defect: "identical to blocked: max difference 0.071" under a panel whose
+    # axis spans 0.03 to 0.08 (the 0.071 was the other panel's, in its own units)
+    from toolkit.lab.style import legend_entries
+
+    _fig, axes = plt.subplots(1, 2, figsize=(8, 3.5), layout="constrained")
+    x = np.arange(12)
+    for ax, (title, y, gap) in zip(axes, (("test MSE", 0.08 - 0.004 * x, 1.4e-4),
+                                          ("perplexity", 5 + 2.0 * x, 0.071))):
+        ax.set_title(title)
+        ax.plot(x, y, label="blocked", **variant_style("blocked"))
+        ax.plot(x, y + gap * (x == 5), label="without commitment", color=EXTRA_COLORS[0])
+        assert note_identical(ax) == [f"indistinguishable from blocked: max difference "
+                                      f"{gap:.2g}"]
+    _, labels = legend_entries(axes)
+    assert " ".join(labels[1].split("\n")) == (
+        "without commitment indistinguishable from blocked: max difference 0.00014 (test "
+        "MSE), 0.071 (perplexity)")
+    # the same numbers in both panels: identical, one note
+    _fig, axes = plt.subplots(1, 2, figsize=(8, 3.5), layout="constrained")
+    for ax in axes:
+        ax.plot(x, x, label="blocked", **variant_style("blocked"))
+        ax.plot(x, x, label="unblocked", **variant_style("unblocked"))
+        note_identical(ax)
+    _, labels = legend_entries(axes)
+    assert labels == ["blocked", "unblocked\nidentical to blocked: max difference 0"]
+
+
 def test_identical_lines_with_distinct_markers_are_visible():
     fig, ax = _figure()
     x = np.arange(8)

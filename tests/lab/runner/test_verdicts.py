@@ -168,8 +168,58 @@ def test_timings_pool_their_rounds_over_seeds() -> None:
                 for rounds in ((1.3, 1.2, 1.25), (1.4, 1.22, 1.31), (1.28, 1.35, 1.26))]
     assert all(f.label == "measured" for f in per_seed)
     v, _ = over_seeds(*per_seed)
-    assert v.verdict is True and v.seeds_note == "9 rounds in 3 seeds"
+    assert v.verdict is True
+    assert v.seeds_note == ("9 rounds in 3 seeds; too few rounds in each seed for an interval "
+                            "of its own")
     assert v.text == "1.28x (95 % interval 1.22x to 1.35x, 9 rounds)"
+
+
+def timed(*per_seed: tuple[float, ...]):
+    return over_seeds(*(Finding("{timing}", topic="cost", basis=BASIS,
+                                timing=TimeRatio(rounds, "above")) for rounds in per_seed))
+
+
+SLOWER = (1.3, 1.2, 1.25, 1.4, 1.22, 1.31, 1.28, 1.35, 1.26)  # interval above 1
+EVEN = (0.8, 1.3, 0.9, 1.2, 1.1, 0.95, 1.05, 1.4, 0.7)  # interval holds 1
+MUCH_SLOWER = tuple(9 * r for r in SLOWER)
+
+
+def test_a_pooled_timing_says_over_which_seeds_it_holds() -> None:
+    v, _ = timed(SLOWER, SLOWER, SLOWER)
+    assert v.verdict is True and v.seeds_note == (
+        "27 rounds in 3 seeds; each seed's own interval lies above 1 in 3 of 3 seeds")
+    v, _ = timed(SLOWER)  # one seed: the pooled interval is the seed's
+    assert v.verdict is True and v.seeds_note == "9 rounds in 1 seed"
+    v, _ = timed(SLOWER, SLOWER, SLOWER[:4])  # a seed too short for its own interval
+    assert v.verdict is True and v.seeds_note == (
+        "22 rounds in 3 seeds; each seed's own interval lies above 1 in 2 of 2 seeds (1 more "
+        "with too few rounds)")
+
+
+def test_a_timing_whose_seeds_disagree_is_a_measurement() -> None:
+    # the PGD-AT defect: 9.83x over three seeds, one seed alone unlike the others
+    v, _ = timed(MUCH_SLOWER, MUCH_SLOWER, EVEN)
+    assert v.timing is not None and v.timing.verdict() is True  # pooled, it holds
+    assert v.verdict is None and v.label == "measured"
+    assert v.seeds_note == ("27 rounds in 3 seeds; each seed's own interval lies above 1 in "
+                            "2 of 3 seeds")
+    v, _ = timed(tuple(1 / r for r in SLOWER), MUCH_SLOWER, MUCH_SLOWER)
+    assert v.verdict is None  # a seed faster without the block, the others slower
+    v, _ = timed(*(tuple(1 / r for r in SLOWER),) * 3)  # every seed against the prediction
+    assert v.verdict is False and v.seeds_note.endswith("lies below 1 in 3 of 3 seeds")
+
+
+def test_the_seeds_of_a_timing_are_read_back(tmp_path: Path) -> None:
+    from toolkit.lab.results.records import write_findings
+
+    per_seed = {s: {"x": [Finding("{timing}", topic="cost", basis=BASIS,
+                                  timing=TimeRatio(r, "above"))]}
+                for s, r in enumerate((MUCH_SLOWER, MUCH_SLOWER, EVEN))}
+    write_findings(tmp_path, per_seed, [])
+    (back,) = read_findings(tmp_path)["x"]
+    assert back.verdict is None and "above 1 in 2 of 3 seeds" in back.seeds_note
+    assert "(measured; 27 rounds in 3 seeds; each seed's own interval lies above 1 in 2 of 3 " \
+           "seeds)" in (tmp_path / "findings.md").read_text()
 
 
 # -- seed groups from the command line

@@ -24,7 +24,10 @@ one :class:`Verdict` each:
   the finding states ("held in 2 of 3 seeds, needs 2"); otherwise "not as predicted";
 - a seed-independent finding says so, once every seed gave the same sentence and verdict;
 - a timing (:class:`TimeRatio`) pools the per-round ratios of every seed; its verdict is "as
-  predicted" only when the 95 % interval of the median ratio lies on the predicted side of 1.
+  predicted" only when the 95 % interval of the median ratio lies on the predicted side of 1,
+  and so does the interval of every seed that has the rounds for one of its own ("27 rounds
+  in 3 seeds; each seed's own interval lies above 1 in 3 of 3 seeds"); where a seed's own
+  interval lies elsewhere the seeds disagree, and the timing is a measurement.
 
 The words of a verdict live here and nowhere else: :data:`LABELS` (files, terminal) and
 :data:`BADGES` (the report's badges, where "not as predicted" could be misread at a glance).
@@ -140,10 +143,19 @@ class TimeRatio:
     def verdict(self) -> bool | None:
         """True: the interval lies on the predicted side of 1; False: on the other side;
         None: no prediction, or the interval holds 1 (or there is none)."""
-        interval = self.interval
-        if self.expect is None or interval is None or interval[0] <= 1 <= interval[1]:
+        side = self.side
+        if self.expect is None or side in (None, "holds"):
             return None
-        return (interval[0] > 1) == (self.expect == "above")
+        return side == self.expect
+
+    @property
+    def side(self) -> Literal["above", "below", "holds"] | None:
+        """Where the interval lies: ``"above"`` or ``"below"`` 1, ``"holds"`` 1, or ``None``
+        (too few rounds for an interval)."""
+        interval = self.interval
+        if interval is None:
+            return None
+        return "above" if interval[0] > 1 else "below" if interval[1] < 1 else "holds"
 
     def describe(self, unit: str = "", digits: int = 3) -> str:
         """``1.25x (95 % interval 1.1x to 1.4x, 9 rounds)``."""
@@ -344,13 +356,15 @@ class Verdict:
     @property
     def seeds_note(self) -> str:
         """``seed-independent``, ``held in 3 of 3 seeds`` (``, needs 2`` when fewer are
-        needed), ``9 rounds in 3 seeds`` (a timing) or ``3 seeds`` (a measurement)."""
+        needed), ``27 rounds in 3 seeds; each seed's own interval lies above 1 in 3 of 3
+        seeds`` (a timing) or ``3 seeds`` (a measurement)."""
         n = self.n_seeds
         seeds = f"{n} seed{'s' * (n != 1)}"
         if self.seed_independent:
             return "seed-independent"
         if self.timing is not None:
-            return f"{len(self.timing.kept)} rounds in {seeds}"
+            rounds = f"{len(self.timing.kept)} rounds in {seeds}"
+            return rounds + _seed_sides(self.timing, self.per_seed)
         if not self.predicts:
             return seeds
         needs = f", needs {math.ceil(self.need * n - 1e-9)}" if self.need < 1 else ""
@@ -359,6 +373,25 @@ class Verdict:
     def __str__(self) -> str:
         basis = f" Basis: {self.basis}." if self.basis else ""
         return f"{self.text} ({self.label}; {self.seeds_note}){basis}"
+
+
+_SIDES = {"above": "lies above 1", "below": "lies below 1", "holds": "holds 1"}
+
+
+def _seed_sides(pooled: TimeRatio, per_seed: Sequence[Finding]) -> str:
+    """Over several seeds, where each seed's own interval lies, counted against the pooled
+    one's side: ``"; each seed's own interval lies above 1 in 3 of 3 seeds"`` (seeds with
+    too few rounds for an interval of their own are counted apart); ``""`` for one seed."""
+    sides = [f.timing.side for f in per_seed if f.timing is not None]
+    if len(sides) < 2:
+        return ""
+    with_interval = [side for side in sides if side is not None]
+    if not with_interval or pooled.side is None:
+        return "; too few rounds in each seed for an interval of its own"
+    text = (f"; each seed's own interval {_SIDES[pooled.side]} in "
+            f"{with_interval.count(pooled.side)} of {len(with_interval)} seeds")
+    short = len(sides) - len(with_interval)
+    return text + (f" ({short} more with too few rounds)" if short else "")
 
 
 def _align(per_seed: Sequence[Sequence[Finding]]) -> list[list[tuple[int, Finding]]]:
@@ -398,6 +431,9 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
     predicts = any(f.predicts for f in found)
     verdict = timing.verdict() if timing is not None else \
         (held >= math.ceil(first.need * len(found) - 1e-9) if predicts else None)
+    if timing is not None and verdict is not None and any(
+            f.timing is not None and f.timing.side not in (None, timing.side) for f in found):
+        verdict = None  # a seed's own interval lies elsewhere: the seeds disagree, measured
     return Verdict(text, verdict, first.topic, first.basis, tuple(seeds[i] for i, _ in row),
                    held, first.need, first.seed_independent and same, timing, tuple(found),
                    predicts, outside, first.headline)
