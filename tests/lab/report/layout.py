@@ -139,7 +139,8 @@ def _pixel_gap(a: Line2D, b: Line2D) -> float:
     return float(np.abs(pa[both] - pb[both]).max()) if both.any() else np.inf
 
 
-_IDENTICAL = re.compile(r"identical to (.+?): max difference ([-+0-9.eE]+|inf|nan)")
+_IDENTICAL = re.compile(r"(?:identical to|indistinguishable from) (.+?): max difference "
+                        r"([-+0-9.eE]+|inf|nan)")
 
 
 def _identical_claims(fig: Figure) -> list[str]:
