@@ -105,7 +105,8 @@ def run(params: Params, ctx: RunContext) -> None:
                   n_codes=params.n_codes, hidden=params.hidden, device=ctx.device,
                   dtype=ctx.dtype)
     start.init_codebook(X, generator=ctx.generator)
-    ctx.summary(commitment_gradients=commitment_gradients(start, X, params.beta))
+    # measured on a copy: the variants all start from ``start`` as it was made
+    ctx.summary(commitment_gradients=commitment_gradients(copy.deepcopy(start), X, params.beta))
 
     def fit() -> dict[str, Any]:
         return train(copy.deepcopy(start), params, ctx, X, X_test)
