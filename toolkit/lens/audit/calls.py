@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from toolkit.lens.audit.sites import grad_off_line, user_line
@@ -31,6 +32,10 @@ _WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "
                            "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
                            "group_norm", "batch_norm", "instance_norm", "prelu"})
 _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
+# functions whose kernels write running statistics in place when they normalise from the batch:
+# (position, keyword) of those arguments (a BatchNorm's buffers, or frozen nn.Parameters)
+_STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
+                 F.instance_norm: ((1, "running_mean"), (2, "running_var"))}
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
@@ -63,7 +68,7 @@ class CallWatch(TorchFunctionMode):
                            kwargs: dict[str, Any] | None = None) -> Any:
         rec = self.rec
         kwargs = kwargs or {}
-        if rec.busy:  # the recording's own hooks read tensors' attributes
+        if rec.busy or rec.stepping:  # the recording's own hooks; an optimizer's update
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         data = name == "__get__" and getattr(func, "__self__", None) is _DATA
@@ -109,6 +114,13 @@ class CallWatch(TorchFunctionMode):
             for t in [*tensors_in(args[1:]), *tensors_in([kwargs.get("weight"), kwargs.get("bias")])]:
                 if t.grad_fn is not None:
                     rec.computed.setdefault(id(t.grad_fn), t.grad_fn)
+        if func in _STATS_WRITES and rec.snapshot is not None:  # copied before the kernel writes
+            for position, keyword in _STATS_WRITES[func]:
+                t = args[position] if len(args) > position else kwargs.get(keyword)
+                key = (None if not isinstance(t, torch.Tensor) else
+                       id(t) if id(t) in rec.watched else rec.storage.get(storage_key(t)))
+                if key is not None:
+                    rec.snapshot.before_write(key)
         out_arg = kwargs.get("out")
         if (args and writes(name, func)) or out_arg is not None or (
                 name in _KW_WRITES and isinstance(kwargs.get("tensor"), torch.Tensor)):

@@ -8,7 +8,9 @@
 - records, through :class:`~toolkit.lens.audit.calls.CallWatch` (a torch-function mode), the
   cuts that leave no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
   parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
-  watched parameter (an EMA update, an ``optimizer.step()`` inside the step);
+  watched parameter (an EMA update, a hard copy);
+- notes every ``optimizer.step()`` the step calls itself (torch's global optimizer hooks):
+  its update is no write of the step's own, and the snapshot saves the optimizer first;
 - maps the output node of every named module call to the module (a global forward hook), so
   that paths and cuts name modules;
 - marks every toolkit cut (``trace_cuts``) and every *disabled* named block with a node carrying
@@ -31,6 +33,10 @@ from typing import Any
 import torch
 import torch.utils.checkpoint
 from torch import nn
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from toolkit._utils.trees import tree_map
 from toolkit.core.stop_gradient import observe_cuts
@@ -171,6 +177,11 @@ class Recording:
         self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
         self._checkpointing: list[set[int]] = []  # the reads of the checkpoints running now
         self.busy = False
+        # optimizer.step() calls running now (the step updates the weights itself): what they
+        # read and write is the update, not the step's graph
+        self.stepping = 0
+        # id(optimizer) -> (its class name, the user's line that called its step())
+        self.optimizer_steps: dict[int, tuple[str, Line | None]] = {}
         self._stack = contextlib.ExitStack()
 
     def updated_twice(self) -> set[int]:
@@ -384,13 +395,27 @@ class Recording:
         stack.enter_context(trace_cuts())
         stack.enter_context(observe_cuts(on_open=self._open))
         for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
-                       nn.modules.module.register_module_forward_hook(self._hook)):
+                       nn.modules.module.register_module_forward_hook(self._hook),
+                       register_optimizer_step_pre_hook(self._before_optimizer_step),
+                       register_optimizer_step_post_hook(self._after_optimizer_step)):
             stack.callback(handle.remove)
         stack.enter_context(CallWatch(self))
         nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
         stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
         self._watch_checkpoints(stack)
         return self
+
+    def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """An ``optimizer.step()`` inside the step: save the optimizer (state, tensors,
+        ``.grad``) so that the audit can put it back, and note where it was called."""
+        self.optimizer_steps.setdefault(id(optimizer), (type(optimizer).__name__,
+                                                        user_line(installed=True)))
+        if self.snapshot is not None:
+            self.snapshot.save_optimizer(optimizer)
+        self.stepping += 1
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.stepping = max(0, self.stepping - 1)
 
     def _watch_checkpoints(self, stack: contextlib.ExitStack) -> None:
         """Record what each reentrant ``torch.utils.checkpoint`` reads, by its backward node.

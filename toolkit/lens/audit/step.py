@@ -58,6 +58,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
@@ -88,20 +89,26 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     graphs, without a backward.
 
     ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
-    without ``backward`` or ``optimizer.step()``. The audit calls it **twice**, inside a
-    recording that names modules, marks cuts and notes in-place writes (see
-    :mod:`toolkit.lens.audit.record`), and walks the backward graph of the second call
-    (what each finding means: :class:`StepAudit` and :mod:`toolkit.lens.audit.result`).
+    best without ``backward`` or ``optimizer.step()``; a step that calls them itself is
+    audited the same (its graph is read after its backward) and its updates are put back. The
+    audit calls it **twice**, inside a recording that names modules, marks cuts and notes
+    in-place writes (see :mod:`toolkit.lens.audit.record`), and walks the backward graph of
+    the second call (what each finding means: :class:`StepAudit` and
+    :mod:`toolkit.lens.audit.result`). Called with gradients off (``torch.no_grad()``,
+    ``torch.inference_mode()``), it runs the step with them on, as training does, and says so;
+    a complex loss is an error, as it is for ``backward()``.
 
     Running the step twice has the effects of two steps on everything the step touches: a
     BatchNorm's running statistics move twice, ``num_batches_tracked`` grows by 2, the random
     generators advance, an EMA update inside the step is applied twice, a data iterator or a
     replay buffer yields two batches. With ``restore_state=True`` (the default) the audit saves
-    the parameters, buffers, train/eval and ``requires_grad`` flags of every module it names,
-    the optimizers' parameters, and the ``random``, numpy and torch (CPU and CUDA) generators,
-    and puts back whatever the two calls changed (a buffer that took a ``grad_fn`` is detached
-    again). What lives elsewhere (iterators, counters, a recurrent state kept in a plain
-    attribute) is not restored.
+    the parameters, buffers, ``.grad``, train/eval and ``requires_grad`` flags and plain
+    numbers (a step counter) of every module it names, the optimizers' parameters, the state
+    of every optimizer the step steps itself (Adam's step count and moments), and the
+    ``random``, numpy and torch (CPU and CUDA) generators, and puts back whatever the two calls
+    changed (a buffer that took a ``grad_fn`` is detached again). What lives elsewhere
+    (iterators, a learning-rate scheduler, a recurrent state kept outside the named modules) is
+    not restored.
 
     Modules are named from ``modules`` (an ``nn.Module`` or a dict name → module), then from
     what the step refers to: its closure, its bound ``self``, ``functools.partial``
@@ -165,17 +172,21 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
                 if restore_state else None)
     recording = Recording(names, watched, snapshot)
+    # called with gradients off (an evaluation loop, torch.inference_mode()): the step runs with
+    # them on, as training runs it; the step's own no_grad blocks still switch them off
+    grad_off = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+                else "torch.no_grad()" if not torch.is_grad_enabled() else None)
     try:
-        with recording:
+        with recording, torch.inference_mode(False), torch.enable_grad():
             recording.next_call()
-            first = losses_of(step(), where)
+            first = losses_of(_call(step, where), where)
             if late:  # the pairing is known once the step has run (manual optimization)
                 pairings = pairings_of(optimizers(), where)
                 stepped = stepped_of(pairings, names, where)
                 recording.watch([p for group in stepped.values() for p in group.values()])
             pair_losses(first, pairings, where)
             recording.next_call()
-            losses = pair_losses(losses_of(step(), where), pairings, where)
+            losses = pair_losses(losses_of(_call(step, where), where), pairings, where)
         recorded = record_step(losses, pairings, stepped, recording,
                                allow_pass_through=allow_pass_through,
                                allow_trained_target=allow_trained_target)
@@ -186,12 +197,34 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     finally:
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
     notes = [*audit.notes]
+    if grad_off is not None:
+        notes.append(f"audit_step was called inside {grad_off}: the step ran with gradients "
+                     f"on, as a training step runs")
+    for name, line in recording.optimizer_steps.values():
+        where = "" if line is None else f" (at {line.file}:{line.number})"
+        kept = ("the audit put back the tensors it stepped, its state and .grad" if restore_state
+                else "restore_state=False: the two calls stepped it twice")
+        notes.append(f"the step calls {name}.step() itself{where}: the audit reads the graph, "
+                     f"not the update; {kept}")
     if restored:
         notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
     if lost:
         notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
                      f"does not see it")
     return dataclasses.replace(audit, notes=tuple(notes))
+
+
+def _call(step: Callable[[], Any], where: str) -> Any:
+    """``step()``; a tensor made inside ``torch.inference_mode()`` that the step differentiates
+    through is an error that says so."""
+    try:
+        return step()
+    except RuntimeError as err:
+        if "Inference tensors" not in str(err):
+            raise
+        raise RuntimeError(f"{where}: the step reads a tensor made inside "
+                           f"torch.inference_mode(), which autograd cannot record ({err}); make "
+                           f"it outside inference_mode (or .clone() it there)") from err
 
 
 def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:
