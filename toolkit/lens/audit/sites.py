@@ -5,7 +5,8 @@ step-level operation makes a tensor, a ``detach`` runs); it walks the Python sta
 innermost frame out and returns the first frame of the user's own code, as pytest shows a
 failing line: the file, the line number, the function and the text of the line.
 
-Frames of torch and of the toolkit are never the user's code. Frames of other installed
+Frames of torch, of the toolkit and of Python's standard library (``copy.deepcopy``,
+``functools``) are never the user's code. Frames of other installed
 packages (``site-packages``: peft, transformers, nflows) are skipped too when the step's own
 code lies further out, so that a fix is written where the user can write it; with
 ``installed=True`` they count (a buffer written inside an installed module's forward is fixed
@@ -18,6 +19,7 @@ import linecache
 import os
 import re
 import sys
+import sysconfig
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -32,6 +34,9 @@ _LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
                   os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
                   + os.sep)
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# Python's own modules (copy.py, functools.py); installed packages may live below this folder
+_STDLIB = tuple(dict.fromkeys(os.path.join(os.path.realpath(sysconfig.get_paths()[key]), "")
+                              for key in ("stdlib", "platstdlib")))
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,10 @@ def _line(frame: FrameType) -> Line:
 
 
 def _library(path: str) -> bool:
-    """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own."""
-    return path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
+    """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own (the standard
+    library, frozen modules)."""
+    return (path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
+            or (path.startswith(_STDLIB) and not _installed(path)))
 
 
 def _installed(path: str) -> bool:
