@@ -10,7 +10,9 @@ the step's own code makes, and of every read of a tensor made before the call.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import sys
 import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -21,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from toolkit.lens.audit.sites import grad_off_line, user_line
 
-__all__ = ["CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
+__all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
 _DATA = inspect.getattr_static(torch.Tensor, "data")
 # methods whose name ends in "_" that do not write a tensor's values
@@ -39,6 +41,21 @@ _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
+
+
+#: how a parameter read by ``copy.deepcopy`` is cut: the copy is a new leaf (a model copied for
+#: an inner loop, ``fast = copy.deepcopy(model)``, passes no gradient back to ``model``)
+COPY = "copy.deepcopy"
+
+
+def _copying() -> bool:
+    """Whether ``copy.deepcopy`` is running (a tensor read now is being copied)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is copy.deepcopy.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Edge(NamedTuple):
@@ -80,7 +97,7 @@ class CallWatch(TorchFunctionMode):
                 rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), caller_text())
                 rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)), user_line())
             elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
-                rec.leaf_detached.setdefault(id(source), how)
+                rec.leaf_detached.setdefault(id(source), COPY if _copying() else how)
                 rec.sites.setdefault(("detach", id(source)), caller_text())
                 rec.lines.setdefault(("detach", id(source)), user_line())
             out = func(*args, **kwargs)

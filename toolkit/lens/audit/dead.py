@@ -1,6 +1,7 @@
 """Dead parameters: what an optimizer steps that none of its losses reaches, and the cut that
 stops it: a toolkit block (found by searching behind the cut markers), a ``detach`` / ``.data``
-(a search from the tensors the step detached), ``torch.no_grad()``, ``requires_grad=False``, or
+(a search from the tensors the step detached), a ``copy.deepcopy`` of the model (an inner loop
+run on a copy), ``torch.no_grad()``, ``requires_grad=False``, or
 no use at all."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from toolkit.lens.audit.calls import COPY
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
@@ -36,6 +38,10 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         if not tensor.requires_grad:
             kind = "frozen"
             cut = "requires_grad=False" + (" (set by the step)" if key in rec.frozen else "")
+        elif key in rec.leaf_detached and rec.leaf_detached[key] == COPY:
+            kind, line = "copy", rec.sites.get(("detach", key))
+            where = rec.lines.get(("detach", key))
+            cut = "copy.deepcopy of the parameter: the copy is a new leaf"
         elif key in rec.leaf_detached and not _read_for_a_write(rec, key):
             kind, line = "detach", rec.sites.get(("detach", key))
             where = rec.lines.get(("detach", key))
@@ -91,6 +97,11 @@ FIXES = {
     "block": "let the gradient through that block where it should train these tensors "
              "(disable_blocks(name) around that use, or remove the stop_gradient)",
     "detach": "remove that .detach() (or .data) where the loss should train these tensors",
+    "copy": "a copy passes no gradient back: compute the adapted weights from these tensors "
+            "(torch.func.functional_call(model, {name: p - lr * g}, x), with "
+            "autograd.grad(..., create_graph=True) for second order; learn2learn's "
+            "clone_module; higher.innerloop_ctx(..., copy_initial_weights=False)), or copy "
+            "the copy's gradients back onto them before the step (first order)",
     "no_grad": "compute it outside torch.no_grad() (keep no_grad for what must not train)",
     "checkpoint": "checkpoint with use_reentrant=False, or make an input of the checkpointed "
                   "function require grad (Hugging Face models: "

@@ -80,7 +80,8 @@ class DeadParameter:
     encoder (shape (8, 16))"``, ``"torch.no_grad()"``, ``"requires_grad=False"``, ``"not used"``
     ...); ``path``: the loss-to-parameter chain through that cut when one is known.
     ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
-    (``.detach()``, ``.data``), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
+    (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
+    leaves), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
     ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
     the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
