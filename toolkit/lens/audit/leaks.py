@@ -23,6 +23,11 @@ graph:
   forward, on a branch the module computes for every caller (the state branch of a DDPG
   critic that reads the action at its second layer, the class embedding of a projection
   discriminator). Nothing in the step's own code can remove it; freezing the module can.
+- ``L`` is a learned tensor left out of the optimizer when it is an ``nn.Parameter`` that no
+  optimizer given steps, held by a module whose other tensors the loss's optimizer steps (a
+  learned temperature, ELMo's layer weights): a leak whose fix is no cut but "add it to the
+  optimizer built at" the user's line (:mod:`toolkit.lens.audit.built`). So is a parameter
+  no optimizer steps that no cut in the step's code can spare.
 - Otherwise ``L`` is a leak, and the suggested cut is on its shortest path, at the first node
   that is on no legitimate path to a stepped tensor.
 """
@@ -88,6 +93,9 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
                       f"step ({rec.written[id(variable)]}): updated twice")
             through = False
+        elif targets and _sibling_left_out(step, variable):  # joins the optimizer, no cut
+            reason = f"not stepped by optimizer {optimizer!r}"
+            through = False
         else:
             reason = f"not stepped by optimizer {optimizer!r}"
             leaf = search.leaf_node[id(variable)]
@@ -112,9 +120,14 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 () if line is None else (line,))
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
             cut_at, fix, lines = None, fed[0], fed[1]
+        elif targets and _sibling_left_out(step, variable):
+            cut_at, (fix, lines) = None, _add_to_optimizer(step, loss)
         else:
             cut_at, fix, lines = _fix(step, loss, chain, legit, targets,
                                       search.leaf_node[id(variable)], known)
+            if cut_at is None and targets and _left_out(step, variable) \
+                    and fix.startswith(_NO_CUT):
+                fix, lines = _add_to_optimizer(step, loss)
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
@@ -184,6 +197,39 @@ def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
     return None
 
 
+def _left_out(step: RecordedStep, variable: Any) -> bool:
+    """A learned tensor no optimizer given steps: an ``nn.Parameter`` that requires grad."""
+    return (isinstance(variable, nn.Parameter) and variable.requires_grad
+            and id(variable) not in step.all_stepped)
+
+
+def _sibling_left_out(step: RecordedStep, variable: Any) -> bool:
+    """Left out of the optimizer while the module that holds it directly is trained by it (a
+    learned temperature or pooling weight next to an encoder the optimizer steps): meant to
+    be trained, so the fix is the optimizer, not a cut."""
+    if not _left_out(step, variable):
+        return False
+    name = step.rec.names.tensors.get(id(variable), "")
+    owner = name.rpartition(".")[0]
+    return bool(owner) and bool(step.rec.names.members(owner) & step.all_stepped)
+
+
+def _add_to_optimizer(step: RecordedStep, loss: str) -> tuple[str, tuple[Line, ...]]:
+    """The fix of a learned tensor left out of the loss's optimizer, at the line that builds
+    that optimizer when it is found."""
+    optimizer = step.optimizer_of[loss]
+    pairing = step.pairings.get(None if None in step.pairings else loss)
+    line = step.built(pairing) if step.built is not None else None
+    where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
+             if line is not None else f"optimizer {optimizer!r} where it is built")
+    return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
+            f"no optimizer steps (or requires_grad_(False) if it is meant to stay fixed)"), (
+        () if line is None else (line,))
+
+
+_NO_CUT = "no cut in the step's code"
+
+
 def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targets: set[int],
          leaf: int, known: list[Cut]) -> tuple[str | None, str, tuple[Line, ...]]:
     """``(where to cut, the fix in words, the user's lines)`` of one leak: a cut proved on the
@@ -200,7 +246,7 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
                       f"its target side: no cut in the step's code spares them"), ()
     cut = leak_cut(step, step.prover, loss, leaf, legit, known)
     if cut is None:
-        return None, ("no cut in the step's code (where it makes a tensor, or hands one to a "
+        return None, (f"{_NO_CUT} (where it makes a tensor, or hands one to a "
                       "module) removes this gradient without also cutting a tensor optimizer "
                       f"{optimizer!r} trains, or changing its gradient; "
                       "a cut inside a module's forward would change it for every caller"), ()

@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["STOP_CODES", "Line", "grad_off_line", "step_line", "user_line", "user_stack"]
+__all__ = ["STOP_CODES", "Line", "caller_frame", "grad_off_line", "step_line", "user_line",
+           "user_stack"]
 
 # frames of these folders are never user code: torch, and the toolkit's own packages
 _LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
@@ -99,6 +100,15 @@ def _inside(frame: FrameType | None) -> str:
             return type(owner).__name__
         frame = frame.f_back
     return ""
+
+
+def caller_frame(depth: int = 2) -> FrameType | None:
+    """The innermost frame outside torch, the toolkit and the standard library above the
+    caller (``depth`` frames up): the user's code that called into the toolkit."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and _library(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
 
 
 def step_line() -> Line | None:

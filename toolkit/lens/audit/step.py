@@ -55,6 +55,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -63,13 +64,14 @@ from torch import nn
 
 from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
 from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
+from toolkit.lens.audit.built import built_line
 from toolkit.lens.audit.names import Names, find_modules
 from toolkit.lens.audit.notes import notes_of
 from toolkit.lens.audit.proof import Prover
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.recorded import Found, RecordedStep, record_step
 from toolkit.lens.audit.result import StepAudit, listing
-from toolkit.lens.audit.sites import STOP_CODES
+from toolkit.lens.audit.sites import STOP_CODES, caller_frame
 from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.flow import GradientLeakError
 
@@ -164,6 +166,9 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
                         ("allow_trained_target", allow_trained_target)):
         if not isinstance(value, bool):
             raise TypeError(f"{where}: {flag} must be a bool, got {type(value).__name__}")
+    # the user's frame that called the audit: where the optimizers were built (fixes that are
+    # not cuts); let go when the audit returns
+    caller = [caller_frame()]
     late = callable(optimizers) and not isinstance(optimizers, nn.Module)
     pairings = {} if late else pairings_of(optimizers, where)
     names = _names(step, modules, where)
@@ -193,8 +198,10 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
+        recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
         audit = run_rules(recorded)
     finally:
+        caller.clear()
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
     notes = [*audit.notes]
     if grad_off is not None:
