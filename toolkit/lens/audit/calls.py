@@ -38,6 +38,9 @@ _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read wha
 # (position, keyword) of those arguments (a BatchNorm's buffers, or frozen nn.Parameters)
 _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
                  F.instance_norm: ((1, "running_mean"), (2, "running_var"))}
+# functions whose derivative is zero wherever it exists: the line that calls one is where a
+# straight-through estimator goes, even inside a module's forward
+_ZERO_DERIVATIVE = frozenset({"sign", "round", "floor", "ceil", "trunc", "fix"})
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
@@ -155,7 +158,8 @@ class CallWatch(TorchFunctionMode):
             elif wants and args[0].grad_fn is None:
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
         out = func(*args, **kwargs)
-        if not rec.calling:  # the step's own code (no named module's forward is running)
+        if not rec.calling or name in _ZERO_DERIVATIVE:  # the step's own code (no named
+            # module's forward is running), or where a zero-derivative op is (the fix's line)
             rec.note_made(args[0] if out is None and args and writes(name, func) else out)
         if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
             rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))

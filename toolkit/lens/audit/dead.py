@@ -1,7 +1,8 @@
 """Dead parameters: what an optimizer steps that none of its losses reaches, and the cut that
 stops it: a toolkit block (found by searching behind the cut markers), a ``detach`` / ``.data``
 (a search from the tensors the step detached), a ``copy.deepcopy`` of the model (an inner loop
-run on a copy), ``torch.no_grad()``, ``requires_grad=False``, or
+run on a copy), an operation whose derivative is zero (``torch.sign``, ``round``: reached, but
+with a gradient of exact zeros), ``torch.no_grad()``, ``requires_grad=False``, or
 no use at all."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from toolkit.lens.audit.calls import COPY
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
+from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
@@ -102,6 +104,10 @@ FIXES = {
             "autograd.grad(..., create_graph=True) for second order; learn2learn's "
             "clone_module; higher.innerloop_ctx(..., copy_initial_weights=False)), or copy "
             "the copy's gradients back onto them before the step (first order)",
+    "zero_derivative": "pass the gradient straight through where it is made (a "
+                       "straight-through estimator): x + (torch.sign(x) - x).detach(), or "
+                       "x + stop_gradient(torch.round(x) - x): the same values forward, the "
+                       "identity's gradient backward",
     "no_grad": "compute it outside torch.no_grad() (keep no_grad for what must not train)",
     "checkpoint": "checkpoint with use_reentrant=False, or make an input of the checkpointed "
                   "function require grad (Hugging Face models: "
@@ -137,9 +143,59 @@ def _call_site(rec: Recording, name: str, behind: ShortestPaths
     return None, None
 
 
+#: backward nodes of functions whose derivative is zero wherever it exists: a tensor reached
+#: only through them gets a gradient of exact zeros (``torch.sign`` without a straight-through
+#: estimator, a rounding in quantisation-aware training)
+ZERO_DERIVATIVE = frozenset({"SignBackward0", "RoundBackward0", "RoundBackward1",
+                             "FloorBackward0", "CeilBackward0", "TruncBackward0"})
+
+
+def _zero_nodes(step: RecordedStep, loss: str) -> frozenset[int]:
+    return frozenset(key for key, node in step.searches[loss].nodes.items()
+                     if type(node).__name__ in ZERO_DERIVATIVE)
+
+
+def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.Tensor]
+                   ) -> list[DeadParameter]:
+    """Dead in effect: each tensor of ``missing`` that the losses reach only through
+    zero-derivative nodes, with the first such node and the user's line that made it."""
+    rec, label = step.rec, step.label
+    out = []
+    for tensor in missing:
+        key = id(tensor)
+        for name in members:
+            search, graph = step.searches[name], step.graphs[name]
+            zeros = _zero_nodes(step, name)
+            leaf = search.leaf_node.get(key)
+            if leaf is None or not zeros:
+                continue
+            # the zero nodes the loss meets first on its way (not behind another zero node)
+            front = step.prover.reach(name, graph.roots, Cut(dead=zeros)) & zeros
+            node_id = next((z for z in sorted(front, key=lambda z: -search.nodes[z]
+                                              ._sequence_nr())
+                            if leaf in graph.reach([z])), None)
+            if node_id is None:
+                continue
+            node = search.nodes[node_id]
+            entry = rec.made.get(node_id)
+            where = entry[1][0] if entry is not None and entry[0] is node else None
+            op = label(node)
+            out.append(DeadParameter(
+                optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
+                shape=tuple(tensor.shape), losses=tuple(members),
+                cut=f"{op}: its derivative is zero wherever it is defined, so the gradient "
+                    f"that reaches it is exactly zero",
+                path=tuple(label(n) for n in search.path_to(tensor) or ()),
+                kind="zero_derivative", lines=() if where is None else (where,),
+                fix=FIXES["zero_derivative"]))
+            break
+    return out
+
+
 def check(step: RecordedStep) -> Found:
     """The rule, per optimizer: what it steps that none of its losses reaches (dead when it
-    requires grad, frozen information when it does not)."""
+    requires grad, frozen information when it does not), or reaches only through
+    zero-derivative operations (dead in effect)."""
     rec = step.rec
     dead: list[DeadParameter] = []
     frozen: list[FrozenTensor] = []
@@ -148,6 +204,14 @@ def check(step: RecordedStep) -> Found:
         reached = {i for name in members for i in step.searches[name].leaf_node}
         reached |= {i for name in members for node, reads in rec.checkpoints.values()
                     if id(node) in step.searches[name].nodes for i in reads}
+        zeros = {name: _zero_nodes(step, name) for name in members}
+        if any(zeros.values()):  # reached with a gradient that is not exactly zero
+            alive = {i for name in members for i in step.searches[name].leaf_node
+                     if step.searches[name].leaf_node[i] in step.prover.reach(
+                         name, step.graphs[name].roots, Cut(dead=zeros[name]))}
+            effect = [p for i, p in params.items()
+                      if i in reached and i not in alive and p.requires_grad]
+            dead += _through_zeros(step, members, effect)
         for i, p in params.items():
             if not p.requires_grad and i not in reached:
                 how, read = _written(rec, p)

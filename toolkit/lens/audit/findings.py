@@ -81,7 +81,8 @@ class DeadParameter:
     ...); ``path``: the loss-to-parameter chain through that cut when one is known.
     ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
     (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
-    leaves), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
+    leaves), ``"zero_derivative"`` (reached only through ``torch.sign``, ``round`` and the
+    like, whose gradient is exactly zero), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
     ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
     the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
