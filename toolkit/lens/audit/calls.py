@@ -158,6 +158,26 @@ class CallWatch(TorchFunctionMode):
             elif wants and args[0].grad_fn is None:
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
         out = func(*args, **kwargs)
+        if func is torch.autograd.grad and not kwargs.get(
+                "create_graph", args[4] if len(args) > 4 else False):
+            wrt = kwargs.get("inputs", args[1] if len(args) > 1 else ())
+            wrt = [wrt] if isinstance(wrt, torch.Tensor) else list(
+                wrt.values() if isinstance(wrt, dict) else wrt)
+            line = user_line()
+            for g, x in zip(out.values() if isinstance(out, dict) else out, wrt):
+                if isinstance(g, torch.Tensor) and isinstance(x, torch.Tensor):
+                    rec.first_order[id(g)] = (weakref.ref(g), line, id(x))
+        elif rec.first_order and isinstance(out, torch.Tensor):
+            ids = {id(t) for t in inputs}
+            for t in inputs:  # computed from such a gradient: lr * g, then p - lr * g
+                entry = rec.first_order.get(id(t))
+                if entry is None or entry[0]() is not t:
+                    continue
+                if grad and out.grad_fn is not None and entry[2] in ids:
+                    # the tensor the gradient was taken of, updated with it: an inner step
+                    rec.first_order_used.setdefault(entry[1], user_line())
+                elif out.grad_fn is None:
+                    rec.first_order[id(out)] = (weakref.ref(out), *entry[1:])
         if not rec.calling or name in _ZERO_DERIVATIVE:  # the step's own code (no named
             # module's forward is running), or where a zero-derivative op is (the fix's line)
             rec.note_made(args[0] if out is None and args and writes(name, func) else out)

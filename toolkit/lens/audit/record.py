@@ -176,6 +176,13 @@ class Recording:
         # gradients off and again in backward, so what it reads hangs off its node unseen
         self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
         self._checkpointing: list[set[int]] = []  # the reads of the checkpoints running now
+        # id(gradient) -> (weak reference, the user's line of the torch.autograd.grad call,
+        # id of the tensor it is the gradient of): gradients taken without create_graph=True,
+        # constants to any later graph, and what was computed from them without a graph
+        self.first_order: dict[int, tuple[Any, Line | None, int]] = {}
+        # the line of such an autograd.grad call -> the line that combined, with gradients on,
+        # its result with the tensor it is the gradient of (an inner loop's p - lr * g)
+        self.first_order_used: dict[Line | None, Line | None] = {}
         self.busy = False
         # optimizer.step() calls running now (the step updates the weights itself): what they
         # read and write is the update, not the step's graph
