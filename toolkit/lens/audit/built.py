@@ -86,7 +86,13 @@ def _names(starts: list[Any], optimizer: Any) -> list[tuple[str, Any]]:
                 found.append((name, holder))
             elif value is not optimizer:
                 queue.append((value, depth + 1))
-    return list(dict.fromkeys(found))
+    seen_pairs: set[tuple[str, int]] = set()
+    unique = []
+    for name, holder in found:  # a holder need not be hashable (a dataclass)
+        if (name, id(holder)) not in seen_pairs:
+            seen_pairs.add((name, id(holder)))
+            unique.append((name, holder))
+    return unique
 
 
 def built_line(optimizer: Any, step: Any, caller: types.FrameType | None = None
@@ -97,7 +103,9 @@ def built_line(optimizer: Any, step: Any, caller: types.FrameType | None = None
 
     Preferred, in order: the nearest such line before the audit's call in the caller's
     function; one in the file of a class holding the optimizer (``self.optimizer = ...`` in
-    its ``__init__``); the only such line of the step's file.
+    its ``__init__``); the only such line of the step's file; for a step defined inside a
+    function (a closure), the only line of that function before the step that assigns a
+    call of the optimizer's class.
     """
     if not hasattr(optimizer, "param_groups"):
         return None
@@ -147,6 +155,29 @@ def built_line(optimizer: Any, step: Any, caller: types.FrameType | None = None
         found = matches(code.co_filename)
         if len(found) == 1:
             return line(code.co_filename, found[0])
+        outer = _enclosing(linecache.getlines(code.co_filename), code.co_firstlineno)
+        if outer is not None:  # the step is a closure: the one optimizer its builder makes
+            built = [n for n, text in enumerate(
+                linecache.getlines(code.co_filename)[outer - 1:code.co_firstlineno - 1], outer)
+                if re.search(rf"=\s*[\w.]*\b{cls}\s*\(", text)]
+            if len(built) == 1:
+                return line(code.co_filename, built[0])
+    return None
+
+
+def _enclosing(lines: list[str], number: int) -> int | None:
+    """The first line of the function whose body holds the ``def`` at line ``number``."""
+    if not 0 < number <= len(lines):
+        return None
+    text = lines[number - 1]
+    while text.lstrip().startswith("@") and number < len(lines):  # a decorated step
+        number += 1
+        text = lines[number - 1]
+    indent = len(text) - len(text.lstrip())
+    for at in range(number - 1, 0, -1):
+        match = re.match(r"(\s*)(async\s+)?def\s+\w+", lines[at - 1])
+        if match and len(match[1]) < indent:
+            return at
     return None
 
 

@@ -7,11 +7,13 @@ no use at all."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from toolkit.lens.audit.calls import COPY
+from toolkit.lens.audit.edits import grad_on, leave_out, remove_detach
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
@@ -87,10 +89,12 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                            "the loss (an output not used, .item(), an integer op)")
                     kind, line, where = ("no_graph",
                                          *_call_site(rec, rec.names.name(tensor), behind))
+        edit = None if where is None else (remove_detach(where) if kind == "detach" else
+                                           grad_on(where) if kind == "no_grad" else None)
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
-                                 fix=FIXES[kind]))
+                                 edits=() if edit is None else (edit,), fix=FIXES[kind]))
     return out
 
 
@@ -220,8 +224,40 @@ def check(step: RecordedStep) -> Found:
         missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
         if missing:
             roots = [t for name in members for t in step.roots(name)]
-            dead += find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
+            found = find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
+            dead += _left_out(step, members, params, found)
     return {"dead": dead, "frozen": frozen}
+
+
+def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Tensor],
+              found: list[DeadParameter]) -> list[DeadParameter]:
+    """Tensors stepped in vain (not used, or used for nothing that reaches the loss): the
+    fix that leaves them out of the optimizer, as an edit of the line that builds it, when
+    its parameters are one named module's ``parameters()``."""
+    idle = [d for d in found if d.kind in ("no_graph", "not_used")]
+    pairing = step.pairings.get(None if None in step.pairings else members[0])
+    line = (step.built(pairing) if idle and step.built is not None
+            and hasattr(pairing, "param_groups") else None)
+    if line is None:
+        return found
+    names = step.rec.names
+    by_name = {names.tensors.get(i): p for i, p in params.items()}
+    for module in names.roots:  # the named module whose parameters the optimizer steps
+        for sub in module.modules():
+            owned = dict(sub.named_parameters())
+            if {id(p) for p in owned.values()} != set(params):
+                continue
+            relative = {id(p): n for n, p in owned.items()}
+            holder = names.modules.get(id(sub), "")
+            left = [relative[id(by_name[d.parameter])] for d in idle
+                    if d.parameter in by_name]
+            edit = leave_out(line, type(pairing).__name__, holder, left) if holder else None
+            if edit is None:
+                continue
+            where = f"{line.file}:{line.number}"
+            return [dataclasses.replace(d, edits=(edit,), fix=f"{d.fix} (built at {where})")
+                    if d in idle else d for d in found]
+    return found
 
 
 def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:

@@ -6,13 +6,17 @@ Failures (they make :attr:`~toolkit.lens.audit.StepAudit.ok` false): :class:`Lea
 
 Every failure with a fix carries ``line``: where in the user's code the fix goes
 (``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.lens.audit.location` and
-checked by :mod:`toolkit.lens.audit.proof`, or ``None`` when no proved fix is known.
+checked by :mod:`toolkit.lens.audit.proof`, or ``None`` when no proved fix is known; and
+``edits``: the fix as edits of those lines (:class:`~toolkit.lens.audit.edits.Edit`: the
+expression, and what to write instead), one per cut, or ``()`` when the audit cannot say
+every expression exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolkit.lens.audit.edits import Edit
 from toolkit.lens.audit.sites import Line
 
 __all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
@@ -46,6 +50,7 @@ class Leak:
     fix: str
     cut_at: str | None
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class TrainedTarget:
     fix: str
     terms: int = 1
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class DeadParameter:
     kind: str = "no_graph"
     line: str | None = None
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
     fix: str = ""
 
 
@@ -138,6 +145,7 @@ class CarriedGraph:
     n_nodes: int
     fix: str
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,7 @@ class HeldGraph:
     older: int
     fix: str
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 
@@ -175,3 +184,4 @@ class SharedTensor:
     optimizers: tuple[str, ...]
     fix: str
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()

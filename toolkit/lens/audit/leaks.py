@@ -35,10 +35,12 @@ graph:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from toolkit.lens.audit.edits import Edit, recompute, remove_detach
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
@@ -88,6 +90,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
     for variable in candidates:
         chain = search.path_to(variable) or []
         lines: tuple[Line, ...] = ()
+        edits: tuple[Edit, ...] = ()
         inside = None
         if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
@@ -119,12 +122,12 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 f"({rec.written[id(variable)]}) or take it out of optimizer {optimizer!r}"), (
                 () if line is None else (line,))
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
-            cut_at, fix, lines = None, fed[0], fed[1]
+            cut_at, (fix, lines, edits) = None, fed
         elif targets and _sibling_left_out(step, variable):
             cut_at, (fix, lines) = None, _add_to_optimizer(step, loss)
         else:
-            cut_at, fix, lines = _fix(step, loss, chain, legit, targets,
-                                      search.leaf_node[id(variable)], known)
+            cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
+                                             search.leaf_node[id(variable)], known)
             if cut_at is None and targets and _left_out(step, variable) \
                     and fix.startswith(_NO_CUT):
                 fix, lines = _add_to_optimizer(step, loss)
@@ -132,7 +135,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
                     path=tuple(label(n) for n in chain), reason=reason, fix=fix, cut_at=cut_at,
-                    lines=() if through else lines)
+                    lines=() if through else lines, edits=() if through else edits)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
 
@@ -175,11 +178,13 @@ def _users(graph: Graph, leaf: int, region: set[int]) -> frozenset[int]:
 
 
 def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
-                  ) -> tuple[str, tuple[Line, ...]] | None:
+                  ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None:
     """When ``loss`` reaches the module holding ``name`` through a call fed a detached tensor
     whose graph reaches what the loss trains (a generator step reading ``D(G(z).detach())``):
     the advice to remove that detach (the term gives the stepped tensors no gradient, and
-    the module is then only passed through), with its line."""
+    the module is then only passed through), with its line and edits. Another loss that
+    reads a value that line made (a discriminator loss reusing the generator step's
+    ``fake_out``) keeps it detached: it reads the expression again, as the line wrote it."""
     rec, graph = step.rec, step.graphs[loss]
     for (call, module), cuts in rec.detached_into.items():
         if call != rec.call or not name.startswith(f"{module}."):
@@ -190,11 +195,48 @@ def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
                 held = sorted(n for i in step.stepped[loss]
                               if graph.search.leaf_node.get(i) in graph.reach([source])
                               and (n := rec.names.tensors.get(i)))
-                return (f"{module} reads a detached tensor here, so this term gives "
-                        f"{owners(held) if held else 'the stepped tensors'} no gradient: "
-                        "remove the .detach() (then its gradient passes through "
-                        f"{module}, which is information)"), (() if line is None else (line,))
+                fix = (f"{module} reads a detached tensor here, so this term gives "
+                       f"{owners(held) if held else 'the stepped tensors'} no gradient: "
+                       "remove the .detach() (then its gradient passes through "
+                       f"{module}, which is information)")
+                if line is None:
+                    return fix, (), ()
+                edits, others, readers = _others_keep_detached(step, loss, line)
+                if others:
+                    fix += (f"; loss {', '.join(repr(o) for o in others)} reads what that line "
+                            f"computes: write that expression again where it reads it, "
+                            f"keeping its .detach()")
+                return fix, (line, *readers), _all([remove_detach(line), *edits])
     return None
+
+
+def _others_keep_detached(step: RecordedStep, loss: str, line: Line
+                          ) -> tuple[list[Edit | None], list[str], list[Line]]:
+    """For each other loss that reads a value made at the detach's ``line``: the edit that
+    recomputes it where that loss's operation reads it (``None`` when none can), the loss,
+    and the line of that operation."""
+    rec = step.rec
+    made = [n for n in rec.made_at.get((line.path, line.number), ())
+            if rec.made.get(id(n), (None,))[0] is n]
+    edits: list[Edit | None] = []
+    others, readers = [], []
+    for other, graph in step.graphs.items():
+        if other == loss:
+            continue
+        for node in made:
+            for parent in graph.callers.get(id(node), ()):
+                entry = rec.made.get(parent)
+                reader = graph.search.nodes[parent]
+                if entry is None or entry[0] is not reader or entry[2] != "op" \
+                        or entry[1][0] == line:
+                    continue
+                position = next(i for i, (n, _) in enumerate(reader.next_functions)
+                                if n is node)
+                where = next(x for x in rec.made[id(node)][1] if x == line)
+                edits.append(recompute(entry[1][0], position, where))
+                others.append(other)
+                readers.append(entry[1][0])
+    return edits, list(dict.fromkeys(others)), list(dict.fromkeys(readers))
 
 
 def _left_out(step: RecordedStep, variable: Any) -> bool:
@@ -219,7 +261,8 @@ def _add_to_optimizer(step: RecordedStep, loss: str) -> tuple[str, tuple[Line, .
     that optimizer when it is found."""
     optimizer = step.optimizer_of[loss]
     pairing = step.pairings.get(None if None in step.pairings else loss)
-    line = step.built(pairing) if step.built is not None else None
+    line = (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
+            else None)
     where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
              if line is not None else f"optimizer {optimizer!r} where it is built")
     return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
@@ -230,26 +273,34 @@ def _add_to_optimizer(step: RecordedStep, loss: str) -> tuple[str, tuple[Line, .
 _NO_CUT = "no cut in the step's code"
 
 
+def _all(edits: Iterable[Edit | None]) -> tuple[Edit, ...]:
+    """The edits, when every one is known; else none (a fix half written is no fix)."""
+    found = tuple(edits)
+    return () if any(e is None for e in found) else tuple(dict.fromkeys(found))  # type: ignore[arg-type]
+
+
 def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targets: set[int],
-         leaf: int, known: list[Cut]) -> tuple[str | None, str, tuple[Line, ...]]:
-    """``(where to cut, the fix in words, the user's lines)`` of one leak: a cut proved on the
-    recorded graph (:mod:`toolkit.lens.audit.location`), or what could not be found and why."""
+         leaf: int, known: list[Cut]
+         ) -> tuple[str | None, str, tuple[Line, ...], tuple[Edit, ...]]:
+    """``(where to cut, the fix in words, the user's lines, their edits)`` of one leak: a cut
+    proved on the recorded graph (:mod:`toolkit.lens.audit.location`), or what could not be
+    found and why."""
     optimizer = step.optimizer_of[loss]
     if not targets:
         return None, (f"loss {loss!r} reaches none of the tensors optimizer {optimizer!r} "
                       f"steps, so its whole gradient goes to tensors outside it; pairing it "
                       f"with their optimizer would train them on this objective: first make it "
-                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), ()
+                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), (), ()
     first = first_outside(chain, legit)
     if first == 0:
         return None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
-                      f"its target side: no cut in the step's code spares them"), ()
+                      f"its target side: no cut in the step's code spares them"), (), ()
     cut = leak_cut(step, step.prover, loss, leaf, legit, known)
     if cut is None:
         return None, (f"{_NO_CUT} (where it makes a tensor, or hands one to a "
                       "module) removes this gradient without also cutting a tensor optimizer "
                       f"{optimizer!r} trains, or changing its gradient; "
-                      "a cut inside a module's forward would change it for every caller"), ()
+                      "a cut inside a module's forward would change it for every caller"), (), ()
     if cut not in known:
         known.append(cut)
     cut_at = cut.what[0]
@@ -262,7 +313,7 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
                f".detach(), torch.no_grad() or stop_gradient(x, name=...)")
     if cut_at.startswith("block "):  # a disabled toolkit block: the cut is already there
         fix = cut.texts[0]
-    return cut_at, fix, cut.lines
+    return cut_at, fix, cut.lines, _all(cut.edits)
 
 
 def _owned(leaks: list[Leak]) -> list[Leak]:

@@ -273,7 +273,9 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
             loss=loss, optimizer=step.optimizer_of[loss], form=form,
             target=f"{what}{shape_text(shape)}", parameters=params,
             path=tuple(label(n) for n in [*chain, target]), fix=fix,
-            lines=() if cut is None else cut.lines)
+            lines=() if cut is None else cut.lines,
+            edits=() if cut is None or None in cut.edits else tuple(
+                dict.fromkeys(cut.edits)))  # type: ignore[arg-type]
     return list(merged.values())
 
 
