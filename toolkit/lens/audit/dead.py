@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from toolkit.lens.audit.calls import COPY
-from toolkit.lens.audit.edits import grad_on, leave_out, remove_detach
+from toolkit.lens.audit.edits import Edit, grad_on, leave_out, remove_detach
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
@@ -232,32 +232,33 @@ def check(step: RecordedStep) -> Found:
 def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Tensor],
               found: list[DeadParameter]) -> list[DeadParameter]:
     """Tensors stepped in vain (not used, or used for nothing that reaches the loss): the
-    fix that leaves them out of the optimizer, as an edit of the line that builds it, when
-    its parameters are one named module's ``parameters()``."""
+    fix that leaves them out of the optimizer, as an edit of the line that builds it."""
     idle = [d for d in found if d.kind in ("no_graph", "not_used")]
-    pairing = step.pairings.get(None if None in step.pairings else members[0])
-    line = (step.built(pairing) if idle and step.built is not None
-            and hasattr(pairing, "param_groups") else None)
-    if line is None:
+    if not idle:
         return found
-    names = step.rec.names
-    by_name = {names.tensors.get(i): p for i, p in params.items()}
-    for module in names.roots:  # the named module whose parameters the optimizer steps
-        for sub in module.modules():
-            owned = dict(sub.named_parameters())
-            if {id(p) for p in owned.values()} != set(params):
-                continue
-            relative = {id(p): n for n, p in owned.items()}
-            holder = names.modules.get(id(sub), "")
-            left = [relative[id(by_name[d.parameter])] for d in idle
-                    if d.parameter in by_name]
-            edit = leave_out(line, type(pairing).__name__, holder, left) if holder else None
-            if edit is None:
-                continue
-            where = f"{line.file}:{line.number}"
-            return [dataclasses.replace(d, edits=(edit,), fix=f"{d.fix} (built at {where})")
-                    if d in idle else d for d in found]
-    return found
+    pairing = step.pairings.get(None if None in step.pairings else members[0])
+    wanted = {d.parameter for d in idle}
+    found_edit = optimizer_edit(step, pairing, [t for t in params.values()
+                                                if step.rec.names.name(t) in wanted])
+    if found_edit is None:
+        return found
+    edit, line = found_edit
+    where = f"{line.file}:{line.number}"
+    return [dataclasses.replace(d, edits=(edit,), fix=f"{d.fix} (built at {where})")
+            if d in idle else d for d in found]
+
+
+def optimizer_edit(step: RecordedStep, pairing: Any, left: list[torch.Tensor]
+                   ) -> tuple[Edit, Line] | None:
+    """The edit of the line that builds optimizer ``pairing`` that leaves ``left`` out of it,
+    and that line, when both are found."""
+    if not hasattr(pairing, "param_groups") or step.built is None or not left:
+        return None
+    line = step.built(pairing)
+    if line is None:
+        return None
+    edit = leave_out(line, pairing, step.namespace, left)
+    return None if edit is None else (edit, line)
 
 
 def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:

@@ -362,30 +362,57 @@ def grad_on(line: Line) -> Edit | None:
     return None
 
 
-def leave_out(line: Line, optimizer: str, holder: str, names: list[str]) -> Edit | None:
-    """At the line that builds the optimizer (``opt = torch.optim.Adam(model.parameters(),
-    lr=...)``): its parameters without ``names`` (as ``holder.named_parameters()`` names
-    them), when its parameters are written ``holder.parameters()``."""
+def _readable(node: ast.expr) -> bool:
+    """An expression read without calling anything: names, attributes, constant items, and
+    ``a if flag else b`` of them."""
+    if isinstance(node, ast.IfExp):
+        return all(_readable(n) for n in (node.test, node.body, node.orelse))
+    return isinstance(node, ast.Constant) or _simple(node)
+
+
+def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
+              left: list[object]) -> Edit | None:
+    """At the line that builds ``optimizer`` (``opt = torch.optim.Adam(model.parameters(),
+    lr=...)``): its parameters without the tensors ``left``, when they are written
+    ``holder.parameters()`` with a ``holder`` that, read in ``namespace``, is the module whose
+    parameters the optimizer steps (``[p for n, p in model.named_parameters() if n not in
+    ('fc.weight', 'fc.bias')]``)."""
     src = _source(line.path) if line.path else None
-    if src is None:
+    groups = getattr(optimizer, "param_groups", None)
+    if src is None or not groups:
         return None
+    stepped = {id(p) for group in groups for p in group["params"]}
+    cls = type(optimizer).__name__
     for node in ast.walk(src.tree):
         if not isinstance(node, ast.Call) or node.lineno != line.number:
             continue
         func = node.func
-        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) \
-                != optimizer:
+        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != cls:
             continue
         params = node.args[0] if node.args else next(
             (k.value for k in node.keywords if k.arg == "params"), None)
         if not (isinstance(params, ast.Call) and not params.args and not params.keywords
                 and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"
-                and ast.unparse(params.func.value) == holder):
+                and _readable(params.func.value)):
             return None
-        kept = ", ".join(repr(n) for n in names)
-        return _edit(line, src, params, f"[p for n, p in {holder}.named_parameters() "
-                                        f"if n not in ({kept}{',' if len(names) == 1 else ''})]",
-                     ())
+        try:
+            holder = eval(compile(ast.Expression(params.func.value), line.path, "eval"),
+                          {"__builtins__": {}}, dict(namespace))
+        except Exception:  # a name the namespace does not hold: not provable
+            return None
+        named = getattr(holder, "named_parameters", None)
+        if named is None:
+            return None
+        relative = {id(p): n for n, p in named()}
+        if set(relative) != stepped or any(id(t) not in relative for t in left):
+            return None
+        names = [relative[id(t)] for t in left]
+        held = _segment(src, params.func.value)
+        if not isinstance(params.func.value, (ast.Name, ast.Attribute, ast.Subscript)):
+            held = f"({held})"
+        kept = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
+        return _edit(line, src, params,
+                     f"[p for n, p in {held}.named_parameters() if n not in ({kept})]", ())
     return None
 
 

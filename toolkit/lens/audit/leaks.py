@@ -40,12 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from toolkit.lens.audit.dead import optimizer_edit
 from toolkit.lens.audit.edits import Edit, recompute, remove_detach
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
 from toolkit.lens.audit.location import first_outside, leak_cut
-from toolkit.lens.audit.proof import Cut
+from toolkit.lens.audit.proof import Cut, Prover
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import node_label
@@ -87,6 +88,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             "only the stepped tensors (backward(inputs=...))")
     leaks, passing = [], []
     known: list[Cut] = []
+    left_out: tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None = None
     for variable in candidates:
         chain = search.path_to(variable) or []
         lines: tuple[Line, ...] = ()
@@ -121,6 +123,10 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 f"write it in one way only: remove the in-place write "
                 f"({rec.written[id(variable)]}) or take it out of optimizer {optimizer!r}"), (
                 () if line is None else (line,))
+            if left_out is None:
+                left_out = _take_out(step, loss, candidates, stepped, legit, targets, known)
+            if left_out is not None:
+                fix, lines, edits = left_out
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
             cut_at, (fix, lines, edits) = None, fed
         elif targets and _sibling_left_out(step, variable):
@@ -237,6 +243,41 @@ def _others_keep_detached(step: RecordedStep, loss: str, line: Line
                 others.append(other)
                 readers.append(entry[1][0])
     return edits, list(dict.fromkeys(others)), list(dict.fromkeys(readers))
+
+
+def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set[int],
+              legit: set[int], targets: set[int], known: list[Cut]
+              ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None:
+    """The fix of tensors the optimizer steps while the step writes them from others (an EMA
+    teacher in the student's optimizer): out of the optimizer, at the line that builds it,
+    and, since the loss reaches them, the cut that keeps its gradient from them once they
+    are not stepped; ``None`` unless every edit is found."""
+    twice = [v for v in candidates if id(v) in stepped]
+    pairing = step.pairings.get(None if None in step.pairings else loss)
+    found = optimizer_edit(step, pairing, twice)
+    if found is None or not targets:
+        return None
+    edit, line = found
+    search = step.graphs[loss].search
+    out = {id(v) for v in twice}  # the cut is proved on the step as it will be: without them
+    after = dataclasses.replace(step, stepped={name: {i: t for i, t in group.items()
+                                                      if i not in out}
+                                               for name, group in step.stepped.items()})
+    prover = Prover(after)
+    cuts: list[Cut] = []
+    for v in twice:
+        leaf = search.leaf_node[id(v)]
+        cut = leak_cut(after, prover, loss, leaf, legit, [*known, *cuts])
+        if cut is None or None in cut.edits:
+            return None
+        if cut not in cuts:
+            cuts.append(cut)
+    where = f"{line.file}:{line.number}"
+    texts = "; ".join(dict.fromkeys(t for c in cuts for t in c.texts))
+    fix = (f"take them out of optimizer {step.optimizer_of[loss]!r} (built at {where}), which "
+           f"the in-place write already updates; and, since loss {loss!r} reaches them: {texts}")
+    lines = (line, *dict.fromkeys(x for c in cuts for x in c.lines))
+    return fix, lines, (edit, *dict.fromkeys(e for c in cuts for e in c.edits))  # type: ignore[misc]
 
 
 def _left_out(step: RecordedStep, variable: Any) -> bool:

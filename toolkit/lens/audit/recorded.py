@@ -64,6 +64,9 @@ class RecordedStep:
     # optimizer -> the user's line that builds it (toolkit.lens.audit.built), for fixes that
     # are not cuts; set by audit_step
     built: Callable[[Any], Line | None] | None = None
+    # the names the step's code sees (its globals and closure) and the audit's caller's:
+    # where an optimizer's parameters, written at the line that builds it, are read again
+    namespace: dict[str, Any] = field(default_factory=dict)
 
     def roots(self, loss: str) -> list[torch.Tensor]:
         """The tensors backward starts from for ``loss``."""

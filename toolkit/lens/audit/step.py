@@ -199,6 +199,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
         recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
+        recorded.namespace = _namespace(step, caller[0])
         audit = run_rules(recorded)
     finally:
         caller.clear()
@@ -219,6 +220,27 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
                      f"does not see it")
     return dataclasses.replace(audit, notes=tuple(notes))
+
+
+def _namespace(step: Callable[[], Any], caller: Any) -> dict[str, Any]:
+    """The names the line that built an optimizer may read: the audit's caller's globals and
+    locals, then the step's globals and closure (a step defined next to its optimizer)."""
+    fn: Any = step
+    while isinstance(fn, (functools.partial,)) or hasattr(fn, "__func__"):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
+    found: dict[str, Any] = {}
+    if caller is not None:
+        found.update(caller.f_globals)
+        found.update(caller.f_locals)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        found.update(getattr(fn, "__globals__", {}))
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                found[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+    return found
 
 
 def _call(step: Callable[[], Any], where: str) -> Any:
