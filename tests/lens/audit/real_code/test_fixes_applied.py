@@ -1,8 +1,9 @@
-"""Every fix the audit prints over the real-code corpus, applied by program and trained (issue 53).
+"""Every fix the audit prints over the corpus, applied by program and trained (issue 53).
 
 For each bug case the audit's findings carry their fix as edits of the user's code
 (:class:`toolkit.lens.audit.edits.Edit`: the expression at the printed line, and what to write
-instead). The harness writes every edit of every failure into a copy of the case's source file,
+instead). The harness writes every edit of every failure into a copy of the case's source file
+(the real-code corpus here, and the ``audit_corpus`` experiment's reproductions),
 loads the copy, and trains the edited step the way the audit ran it, twice, with real
 ``backward()`` on every call (each loss alone, gradients cleared in between). It checks:
 
@@ -27,6 +28,8 @@ import torch
 from realcode_common import RealCase, named, stepped_by
 from test_real_code import CASES, TWINS, _audited, _build, _failures
 
+from experiments.audit_corpus import cases as experiment_cases
+from experiments.audit_corpus.cases import BUGS as EXPERIMENT_BUGS
 from toolkit import audit_step
 from toolkit.lens.audit.edits import apply_edits
 
@@ -54,11 +57,21 @@ def _edited(name: str, edits: list[Any], folder: Path) -> Any:
     assert files <= {path.name}, f"edits outside {path.name}: {sorted(files)}"
     target = folder / path.name
     target.write_text(apply_edits(path.read_text("utf-8"), edits), "utf-8")
-    spec = importlib.util.spec_from_file_location(f"edited_{path.stem}_{name}", target)
+    return _load(target, f"edited_{path.stem}_{name}").CASES[name]
+
+
+def _load(path: Path, name: str) -> Any:
+    """The module of file ``path``, as ``name`` (known to ``sys.modules`` while it runs, as
+    a dataclass in it needs)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.CASES[name]
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return module
 
 
 def _train(case: RealCase, calls: int = 2) -> list[dict[str, dict[str, torch.Tensor | None]]]:
@@ -135,6 +148,41 @@ def test_every_printed_fix_applied_trains_as_the_published_fix(name: str, tmp_pa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         again = audit_step(case.step, case.optimizers, modules=case.modules)
+    assert again.ok, f"the edited step still fails the audit:\n{again}"
+
+
+def _experiment_case(build: Any, fixed: bool, seed: int) -> RealCase:
+    """A case of the ``audit_corpus`` experiment as a :class:`RealCase` (its modules name the
+    tensors), built from ``seed``."""
+    torch.manual_seed(seed)
+    case = build(fixed)
+    return RealCase(case.name, "", "", "correct" if fixed else case.category, case.step,
+                    case.optimizers, case.modules)
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENT_BUGS))
+def test_every_printed_fix_of_the_experiments_corpus_trains_as_its_fixed_twin(
+        name: str, tmp_path: Path, seed: int) -> None:
+    bug = _experiment_case(EXPERIMENT_BUGS[name], False, seed)
+    audit = audit_step(bug.step, bug.optimizers)
+    failures = _failures(audit)
+    assert failures and all(f.edits for f in failures), str(audit)
+    edits = list(dict.fromkeys(e for f in failures for e in f.edits))
+    assert {e.file for e in edits} == {"cases.py"}
+    text = str(audit)
+    assert all(f"edit: {e}" in text for e in edits)
+    target = tmp_path / "cases.py"
+    target.write_text(apply_edits(Path(experiment_cases.__file__).read_text("utf-8"), edits),
+                      "utf-8")
+    module = _load(target, f"edited_cases_{name}")
+    try:
+        found = _train(_experiment_case(module.BUGS[name], False, seed))
+    except RuntimeError as err:
+        pytest.fail(f"the edited step does not train: {err}\n{audit}")
+    wrong = _same(found, _train(_experiment_case(EXPERIMENT_BUGS[name], True, seed)))
+    assert not wrong, f"gradients that differ from the fixed twin: {wrong[:8]}\n{audit}"
+    edited = _experiment_case(module.BUGS[name], False, seed)
+    again = audit_step(edited.step, edited.optimizers)
     assert again.ok, f"the edited step still fails the audit:\n{again}"
 
 
