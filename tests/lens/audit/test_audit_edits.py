@@ -191,3 +191,68 @@ def test_a_state_this_steps_loss_trains_through_is_cut_where_it_is_read(tmp_path
             torch.testing.assert_close(mine.grad, ref.grad)
             mine.grad, ref.grad = None, None
     assert audit_step(step, opt).ok
+
+
+def _sibling(name: str) -> ModuleType:
+    """The test module ``name`` of this folder, whose constructed steps the edits fix."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_steps_of_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _edited(module: ModuleType, edits: list[Edit], folder: Path) -> ModuleType:
+    """``module`` loaded again from a copy of its file with ``edits`` written in."""
+    source = Path(module.__file__).read_text("utf-8")
+    path = folder / f"edited_{Path(module.__file__).name}"
+    path.write_text(apply_edits(source, edits), "utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    edited = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(edited)
+    return edited
+
+
+def _stepped_grads(step, optimizer) -> list[torch.Tensor | None]:
+    tensors = [p for g in optimizer.param_groups for p in g["params"]]
+    for t in tensors:
+        t.grad = None
+    step().backward()
+    return [None if t.grad is None else t.grad.clone() for t in tensors]
+
+
+@pytest.mark.parametrize("case", ["_clip_case", "_scalar_mix_case"])
+def test_a_learned_tensor_joins_its_optimizer_by_the_printed_edit(case: str, tmp_path: Path,
+                                                                   seed: int) -> None:
+    source = _sibling("test_audit_optimizer_fixes")
+    _, optimizer, step, left_out = getattr(source, case)(seed, fixed=False)
+    audit = audit_step(step, optimizer)
+    edits = _edits(audit)
+    assert len(edits) == 1 and all(name in edits[0].new for name in left_out), str(audit)
+    edited = _edited(source, edits, tmp_path)
+    _, optimizer, step, _ = getattr(edited, case)(seed, fixed=False)
+    assert audit_step(step, optimizer).ok
+    _, ref_optimizer, ref_step, _ = getattr(source, case)(seed, fixed=True)
+    for mine, ref in zip(_stepped_grads(step, optimizer),
+                         _stepped_grads(ref_step, ref_optimizer), strict=True):
+        torch.testing.assert_close(mine, ref)
+
+
+@pytest.mark.parametrize("case", ["_binary_net", "_fake_quant"])
+def test_a_zero_derivative_op_gets_the_printed_straight_through_estimator(
+        case: str, tmp_path: Path, seed: int) -> None:
+    source = _sibling("test_audit_zero_derivative")
+    _, opt, step = getattr(source, case)(seed, ste=False)
+    audit = audit_step(step, opt)
+    edits = _edits(audit)
+    assert edits and all("stop_gradient(" in e.new for e in edits), str(audit)
+    edited = _edited(source, edits, tmp_path)
+    _, opt, step = getattr(edited, case)(seed, ste=False)
+    assert audit_step(step, opt).ok
+    _, ref_opt, ref_step = getattr(source, case)(seed, ste=True)
+    torch.testing.assert_close(step(), ref_step())
+    for mine, ref in zip(_stepped_grads(step, opt), _stepped_grads(ref_step, ref_opt),
+                         strict=True):
+        torch.testing.assert_close(mine, ref)

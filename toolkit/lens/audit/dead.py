@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from toolkit.lens.audit.calls import COPY
-from toolkit.lens.audit.edits import Edit, grad_on, leave_out, remove_detach
+from toolkit.lens.audit.edits import Edit, grad_on, leave_out, remove_detach, straight_through
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
@@ -183,6 +183,7 @@ def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.T
             node = search.nodes[node_id]
             entry = rec.made.get(node_id)
             where = entry[1][0] if entry is not None and entry[0] is node else None
+            edit = None if where is None else straight_through(where)
             op = label(node)
             out.append(DeadParameter(
                 optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
@@ -191,7 +192,7 @@ def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.T
                     f"that reaches it is exactly zero",
                 path=tuple(label(n) for n in search.path_to(tensor) or ()),
                 kind="zero_derivative", lines=() if where is None else (where,),
-                fix=FIXES["zero_derivative"]))
+                edits=() if edit is None else (edit,), fix=FIXES["zero_derivative"]))
             break
     return out
 

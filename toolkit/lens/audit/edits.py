@@ -18,7 +18,9 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
 - :func:`remove_detach`: ``x.detach()`` back to ``x``, with :func:`recompute` for another
   loss that read the detached value; :func:`grad_on`: a ``torch.no_grad()`` block computing
   with gradients;
-- :func:`leave_out`: an optimizer built without the tensors it steps in vain.
+- :func:`leave_out`: an optimizer built without the tensors it steps in vain; :func:`join`:
+  with a learned tensor left out of it;
+- :func:`straight_through`: a zero-derivative operation with the identity's gradient.
 
 A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
 lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
@@ -42,8 +44,8 @@ from types import FrameType
 from toolkit.lens.audit.sites import Line
 
 __all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
-           "cut_operand", "cut_written", "grad_on", "leave_out", "operand_holding",
-           "recompute", "remove_detach"]
+           "cut_operand", "cut_written", "grad_on", "join", "leave_out",
+           "operand_holding", "recompute", "remove_detach", "straight_through"]
 
 #: the import the edits' ``stop_gradient(...)`` needs
 CUT_IMPORT = "from toolkit import stop_gradient"
@@ -377,43 +379,99 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
     ``holder.parameters()`` with a ``holder`` that, read in ``namespace``, is the module whose
     parameters the optimizer steps (``[p for n, p in model.named_parameters() if n not in
     ('fc.weight', 'fc.bias')]``)."""
-    src = _source(line.path) if line.path else None
     groups = getattr(optimizer, "param_groups", None)
-    if src is None or not groups:
+    found = _params_at(line, optimizer)
+    if found is None or not groups:
         return None
+    src, params = found
+    if not (isinstance(params, ast.Call) and not params.args and not params.keywords
+            and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"):
+        return None
+    try:
+        holder = _read(params.func.value, line.path, namespace)
+    except LookupError:
+        return None
+    named = getattr(holder, "named_parameters", None)
+    if named is None:
+        return None
+    relative = {id(p): n for n, p in named()}
     stepped = {id(p) for group in groups for p in group["params"]}
+    if set(relative) != stepped or any(id(t) not in relative for t in left):
+        return None
+    names = [relative[id(t)] for t in left]
+    held = _segment(src, params.func.value)
+    if not isinstance(params.func.value, (ast.Name, ast.Attribute, ast.Subscript)):
+        held = f"({held})"
+    kept = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
+    return _edit(line, src, params,
+                 f"[p for n, p in {held}.named_parameters() if n not in ({kept})]", ())
+
+
+def _params_at(line: Line, optimizer: object) -> tuple[_Source, ast.expr] | None:
+    """The file and the parameters argument of the call of ``optimizer``'s class at
+    ``line`` (the line that builds it)."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return None
     cls = type(optimizer).__name__
     for node in ast.walk(src.tree):
-        if not isinstance(node, ast.Call) or node.lineno != line.number:
-            continue
-        func = node.func
-        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != cls:
-            continue
-        params = node.args[0] if node.args else next(
-            (k.value for k in node.keywords if k.arg == "params"), None)
-        if not (isinstance(params, ast.Call) and not params.args and not params.keywords
-                and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"
-                and _readable(params.func.value)):
-            return None
-        try:
-            holder = eval(compile(ast.Expression(params.func.value), line.path, "eval"),
-                          {"__builtins__": {}}, dict(namespace))
-        except Exception:  # a name the namespace does not hold: not provable
-            return None
-        named = getattr(holder, "named_parameters", None)
-        if named is None:
-            return None
-        relative = {id(p): n for n, p in named()}
-        if set(relative) != stepped or any(id(t) not in relative for t in left):
-            return None
-        names = [relative[id(t)] for t in left]
-        held = _segment(src, params.func.value)
-        if not isinstance(params.func.value, (ast.Name, ast.Attribute, ast.Subscript)):
-            held = f"({held})"
-        kept = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
-        return _edit(line, src, params,
-                     f"[p for n, p in {held}.named_parameters() if n not in ({kept})]", ())
+        if isinstance(node, ast.Call) and node.lineno == line.number and (
+                node.func.attr if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")) == cls:
+            params = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "params"), None)
+            return None if params is None else (src, params)
     return None
+
+
+def _read(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
+    """The value of a :func:`_readable` expression in ``namespace``; ``LookupError`` when it
+    cannot be read there."""
+    node = ast.parse(expression, mode="eval").body if isinstance(expression, str) \
+        else expression
+    if not _readable(node):
+        raise LookupError(expression)
+    try:
+        return eval(compile(ast.Expression(node), path, "eval"), {"__builtins__": {}},
+                    dict(namespace))
+    except Exception as err:  # a name the namespace does not hold
+        raise LookupError(expression) from err
+
+
+def join(line: Line, optimizer: object, namespace: dict[str, object],
+         joining: dict[str, object]) -> Edit | None:
+    """At the line that builds ``optimizer``: its parameters and the tensors ``joining``
+    (``[*params, model.logit_scale]``), each written by its name, when that name, read in
+    ``namespace``, is the tensor."""
+    found = _params_at(line, optimizer)
+    if found is None or not joining:
+        return None
+    src, params = found
+    for name, tensor in joining.items():
+        try:
+            if _read(name, line.path, namespace) is not tensor:
+                return None
+        except (LookupError, SyntaxError):
+            return None
+    held = _segment(src, params)
+    if not isinstance(params, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        held = f"({held})"
+    return _edit(line, src, params, f"[*{held}, {', '.join(joining)}]", ())
+
+
+def straight_through(line: Line) -> Edit | None:
+    """The zero-derivative operation at ``line`` (``torch.sign(w)``, ``x.round()``) with the
+    identity's gradient: ``w + stop_gradient(torch.sign(w) - w)``, when its operand is a
+    name, an attribute or an item (written twice, so read without running anything)."""
+    found = _at(line)
+    if found is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    operands = _operands(call)
+    if len(operands) != 1 or not _simple(operands[0]):
+        return None
+    x, op = _segment(src, operands[0]), _segment(src, call)
+    return _edit(line, src, call, f"{x} + stop_gradient({op} - {x})")
 
 
 def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from toolkit.lens.audit.dead import optimizer_edit
-from toolkit.lens.audit.edits import Edit, recompute, remove_detach
+from toolkit.lens.audit.edits import Edit, join, recompute, remove_detach
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
@@ -130,13 +130,14 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
             cut_at, (fix, lines, edits) = None, fed
         elif targets and _sibling_left_out(step, variable):
-            cut_at, (fix, lines) = None, _add_to_optimizer(step, loss)
+            cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
+                v for v in candidates if _sibling_left_out(step, v)])
         else:
             cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
                                              search.leaf_node[id(variable)], known)
             if cut_at is None and targets and _left_out(step, variable) \
                     and fix.startswith(_NO_CUT):
-                fix, lines = _add_to_optimizer(step, loss)
+                fix, lines, edits = _add_to_optimizer(step, loss, [variable])
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
@@ -297,18 +298,22 @@ def _sibling_left_out(step: RecordedStep, variable: Any) -> bool:
     return bool(owner) and bool(step.rec.names.members(owner) & step.all_stepped)
 
 
-def _add_to_optimizer(step: RecordedStep, loss: str) -> tuple[str, tuple[Line, ...]]:
-    """The fix of a learned tensor left out of the loss's optimizer, at the line that builds
-    that optimizer when it is found."""
+def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any]
+                      ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+    """The fix of learned tensors ``joining`` left out of the loss's optimizer, at the line
+    that builds that optimizer when it is found, with its edit when each tensor's name reads
+    as that tensor there."""
     optimizer = step.optimizer_of[loss]
     pairing = step.pairings.get(None if None in step.pairings else loss)
     line = (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
             else None)
     where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
              if line is not None else f"optimizer {optimizer!r} where it is built")
+    edit = None if line is None else join(line, pairing, step.namespace, {
+        step.rec.names.name(v): v for v in joining})
     return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
             f"no optimizer steps (or requires_grad_(False) if it is meant to stay fixed)"), (
-        () if line is None else (line,))
+        () if line is None else (line,)), () if edit is None else (edit,)
 
 
 _NO_CUT = "no cut in the step's code"
