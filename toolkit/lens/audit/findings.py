@@ -176,12 +176,16 @@ class HeldGraph:
 
 @dataclass(frozen=True)
 class SharedTensor:
-    """``parameter`` is held by every optimizer of ``optimizers``: each of their ``step()``
-    calls updates it, so it moves several times per iteration. ``fix``: keep it in one."""
+    """Two distinct optimizers, ``optimizers``, both hold ``parameters``: each of their
+    ``step()`` calls updates them, so they move twice per iteration (with two learning rates
+    and two sets of moments). One finding per pair of optimizers; ``shapes``: each tensor's
+    shape; ``lines``: where each of the two is built, when found; ``fix``: keep them in one.
+    Losses paired with param groups, modules or tensors of one optimizer step nothing twice
+    (torch refuses a tensor in two groups of one optimizer): no finding."""
 
-    parameter: str
-    shape: tuple[int, ...]
-    optimizers: tuple[str, ...]
+    parameters: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    optimizers: tuple[str, str]
     fix: str
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()

@@ -194,10 +194,11 @@ class StepAudit:
 
     def _shared_lines(self) -> list[str]:
         return [line for x in self.shared for line in (
-            f"SHARED  {x.parameter} (shape {x.shape}) is stepped by "
-            f"{plural(len(x.optimizers), 'optimizer')}, {listing(list(x.optimizers))}: it moves "
-            f"{len(x.optimizers)} times per iteration",
-            f"        fix:  {x.fix}")]
+            f"SHARED  {plural(len(x.parameters), 'tensor')} stepped by both optimizer "
+            f"{x.optimizers[0]!r} and optimizer {x.optimizers[1]!r}: "
+            f"{'it moves' if len(x.parameters) == 1 else 'they move'} 2 times per iteration: "
+            f"{listing(list(x.parameters))}",
+            f"        fix:  {x.fix}", *_at(x.lines, x.edits))]
 
     def _info_lines(self) -> list[str]:
         lines = []
@@ -241,7 +242,8 @@ class StepAudit:
             return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
-                  (len(self.held), "held graph"), (len(self.shared), "shared tensor")]
+                  (len(self.held), "held graph"),
+                  (sum(len(x.parameters) for x in self.shared), "shared tensor")]
         failing = {x.loss for kind in (self.leaks, self.targets, self.carried) for x in kind}
         failing |= {loss for x in self.dead for loss in x.losses}
         named = ", ".join(repr(n) for n in self.losses if n in failing)

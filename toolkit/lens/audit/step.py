@@ -20,8 +20,9 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   state kept without a cut: memory grows every step, or backward fails "a second time");
 - **held graphs**: a buffer or tensor attribute of a module that holds a ``grad_fn`` after the
   step (running statistics written from a batch mean with its graph);
-- **shared tensors**: a tensor held by two of the optimizers given, stepped twice per
-  iteration.
+- **shared tensors**: tensors held by two distinct optimizer objects given, stepped twice
+  per iteration (one finding per pair, with the lines that build both; losses paired with
+  param groups of one optimizer step nothing twice).
 
 Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.lens.audit.proof`)
 and names the line of the user's code where it goes (:mod:`toolkit.lens.audit.location`).
