@@ -124,9 +124,9 @@ def _same(found: list[dict[str, dict[str, Any]]], want: list[dict[str, dict[str,
 
 
 @pytest.mark.parametrize("name", sorted(TWINS))
-def test_every_printed_fix_applied_trains_as_the_published_fix(name: str, tmp_path: Path
-                                                               ) -> None:
-    _, audit = _audited(name, 0)
+def test_every_printed_fix_applied_trains_as_the_published_fix(name: str, tmp_path: Path,
+                                                               seed: int) -> None:
+    _, audit = _audited(name, seed)
     failures = _failures(audit)
     missing = [type(f).__name__ for f in failures if f.lines and not f.edits]
     assert not missing, f"fixes with a line but no edit: {missing}\n{audit}"
@@ -136,15 +136,15 @@ def test_every_printed_fix_applied_trains_as_the_published_fix(name: str, tmp_pa
     assert all(f"edit: {e}" in text for e in edits)
     build = _edited(name, edits, tmp_path)
     try:  # each run from its builder's seed: the step's own random draws match
-        found = _train(build(0))
+        found = _train(build(seed))
     except RuntimeError as err:
         pytest.fail(f"the edited step does not train: {err}\n{audit}")
-    want = _train(_build(name if name in _SELF_REFERENCE else TWINS[name], 0))
+    want = _train(_build(name if name in _SELF_REFERENCE else TWINS[name], seed))
     dropped = frozenset(d.parameter for d in audit.dead) if name in _SELF_REFERENCE else \
         frozenset()
     wrong = _same(found, want, dropped)
     assert not wrong, f"gradients that differ from the published fix: {wrong[:8]}\n{audit}"
-    case = build(0)
+    case = build(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         again = audit_step(case.step, case.optimizers, modules=case.modules)
