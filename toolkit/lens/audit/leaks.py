@@ -351,12 +351,11 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
         known.append(cut)
     cut_at = cut.what[0]
     if len(cut.texts) == 1:
-        fix = (f"{cut.texts[0]} (behind it: {{owners}}): .detach(), torch.no_grad() or "
-               f"stop_gradient(x, name=...)")
+        fix = f"{cut.texts[0]} (behind it: {{owners}}): {cut.options}"
     else:
         steps = "; ".join(f"{i}) {text}" for i, text in enumerate(cut.texts, 1))
         fix = (f"{len(cut.texts)} cuts, all needed (behind them: {{owners}}): {steps}: "
-               f".detach(), torch.no_grad() or stop_gradient(x, name=...)")
+               f"{cut.options}")
     if cut_at.startswith("block "):  # a disabled toolkit block: the cut is already there
         fix = cut.texts[0]
     return cut_at, fix, cut.lines, _all(cut.edits)

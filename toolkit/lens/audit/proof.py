@@ -58,6 +58,15 @@ class Cut:
     def __bool__(self) -> bool:
         return bool(self.dead or self.edges)
 
+    @property
+    def options(self) -> str:
+        """How each cut can be written: ``torch.no_grad()`` only where every cut is of a
+        value where it is made (around a line that reads or hands on a value it would also
+        stop the gradient of everything else that line computes)."""
+        if self.texts and all(t.endswith("where it is made") for t in self.texts):
+            return ".detach(), torch.no_grad() or stop_gradient(x, name=...)"
+        return ".detach() or stop_gradient(x, name=...) of that value"
+
 
 class Prover:
     """Reachability in the recorded losses' graphs with a :class:`Cut` applied."""

@@ -265,8 +265,7 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
                    "proved to keep every stepped tensor trained, so cut it where it is "
                    "computed, under torch.no_grad() or with .detach()")
         else:
-            fix = (f"cut the target: {cut.texts[0]} (behind it: {behind}): torch.no_grad(), "
-                   ".detach() or stop_gradient(x, name=...)")
+            fix = f"cut the target: {cut.texts[0]} (behind it: {behind}): {cut.options}"
         fix += ("; if the gradient through it is meant (residual gradient), audit with "
                 "allow_trained_target=True")
         merged[key] = TrainedTarget(
