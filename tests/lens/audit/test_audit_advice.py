@@ -237,10 +237,31 @@ def test_a_tensor_in_two_optimizers_is_a_finding() -> None:
     audit = audit_step(lambda: {"a": model(x).mean(), "b": model(x).pow(2).mean()},
                        {"a": opt_all, "b": opt_head})
     assert not audit.ok
-    # the head, named by the first module the step refers to
-    assert sorted(x.parameter for x in audit.shared) == ["model.1.bias", "model.1.weight"]
-    assert all(x.optimizers == ("a", "b") for x in audit.shared)
-    assert "SHARED" in str(audit) and "2 times per iteration" in str(audit)
+    # one finding for the pair, the head named by the first module the step refers to
+    (shared,) = audit.shared
+    assert sorted(shared.parameters) == ["model.1.bias", "model.1.weight"]
+    assert shared.optimizers == ("a", "b")
+    assert "SHARED  2 tensors stepped by both optimizer 'a' and optimizer 'b'" in str(audit)
+    assert "2 times per iteration" in str(audit)
+    # both construction lines, in the fix and as at: lines
+    numbers = sorted(line.number for line in shared.lines)
+    first = inspect.getsourcelines(test_a_tensor_in_two_optimizers_is_a_finding)[1]
+    source = inspect.getsource(test_a_tensor_in_two_optimizers_is_a_finding).splitlines()
+    assert numbers == [first + i for i, text in enumerate(source)
+                       if text.strip().startswith("opt_")]
+    assert all(f"{line.file}:{line.number}" in shared.fix for line in shared.lines)
+
+
+def test_losses_paired_with_param_groups_of_one_optimizer_share_nothing() -> None:
+    # an actor-critic with one optimizer, each loss paired with its param group as the README
+    # documents: the shared trunk is in both pairings, and stepped once
+    trunk, pi, v = nn.Linear(3, 4), nn.Linear(4, 2), nn.Linear(4, 1)
+    x = torch.randn(5, 3)
+    groups = {"actor": {"params": [*trunk.parameters(), *pi.parameters()]},
+              "critic": {"params": [*trunk.parameters(), *v.parameters()]}}
+    audit = audit_step(lambda: {"actor": pi(torch.tanh(trunk(x))).logsumexp(1).mean(),
+                                "critic": v(torch.tanh(trunk(x))).pow(2).mean()}, groups)
+    assert audit.ok and not audit.shared, str(audit)
 
 
 def test_the_headline_names_only_the_losses_that_have_a_finding() -> None:

@@ -357,8 +357,9 @@ def test_a_baseline_that_carries_gradient_is_a_leak_not_pass_through() -> None:
     fixed = audit_step(lambda: step(True), opts)
     assert not (fixed.leaks or fixed.targets or fixed.dead)
     # the encoder is in both optimizers: each step() moves it, twice per iteration
-    assert sorted(x.parameter for x in fixed.shared) == ["encoder.bias", "encoder.weight"]
-    assert all(x.optimizers == ("actor", "critic") for x in fixed.shared)
+    (shared,) = fixed.shared  # one finding for the pair of optimizers
+    assert sorted(shared.parameters) == ["encoder.bias", "encoder.weight"]
+    assert shared.optimizers == ("actor", "critic")
 
 
 def test_writes_are_called_averages_only_when_they_are() -> None:

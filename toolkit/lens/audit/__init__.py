@@ -6,9 +6,11 @@ records the two calls (names, cuts, writes, call sites) and :mod:`~toolkit.lens.
 reads the second once for every rule; one rule per kind of finding (:mod:`.leaks`,
 :mod:`.targets`, :mod:`.dead`, :mod:`.carried`, :mod:`.held`, :mod:`.shared`), listed in
 :data:`~toolkit.lens.audit.step.RULES`; the findings' types in :mod:`.findings`, the report in
-:mod:`.result`.
+:mod:`.result`; each fix as edits of the user's code (:class:`Edit`, :func:`apply_edits`) in
+:mod:`.edits`.
 """
 
+from toolkit.lens.audit.edits import Edit, apply_edits
 from toolkit.lens.audit.findings import (
     CarriedGraph,
     DeadParameter,
@@ -21,5 +23,6 @@ from toolkit.lens.audit.findings import (
 from toolkit.lens.audit.result import StepAudit
 from toolkit.lens.audit.step import RULES, assert_clean_step, audit_step
 
-__all__ = ["RULES", "CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak",
-           "SharedTensor", "StepAudit", "TrainedTarget", "assert_clean_step", "audit_step"]
+__all__ = ["RULES", "CarriedGraph", "DeadParameter", "Edit", "FrozenTensor", "HeldGraph", "Leak",
+           "SharedTensor", "StepAudit", "TrainedTarget", "apply_edits", "assert_clean_step",
+           "audit_step"]

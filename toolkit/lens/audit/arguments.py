@@ -64,6 +64,10 @@ def losses_of(out: Any, where: str) -> dict[str, torch.Tensor]:
             raise ValueError(f"{where}: loss {name!r} has shape {tuple(loss.shape)}; backward() "
                              f"needs a scalar (one element): reduce it, e.g. {name}.mean() or "
                              f"{name}.sum()")
+        if loss.is_complex():
+            raise ValueError(f"{where}: loss {name!r} is complex ({loss.dtype}); backward() "
+                             f"needs a real scalar: make it real, e.g. {name}.abs() or "
+                             f"{name}.real")
     return losses
 
 

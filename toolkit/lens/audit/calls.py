@@ -10,17 +10,20 @@ the step's own code makes, and of every read of a tensor made before the call.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import sys
 import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from toolkit.lens.audit.sites import grad_off_line, user_line
 
-__all__ = ["CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
+__all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
 _DATA = inspect.getattr_static(torch.Tensor, "data")
 # methods whose name ends in "_" that do not write a tensor's values
@@ -31,9 +34,31 @@ _WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "
                            "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
                            "group_norm", "batch_norm", "instance_norm", "prelu"})
 _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
+# functions whose kernels write running statistics in place when they normalise from the batch:
+# (position, keyword) of those arguments (a BatchNorm's buffers, or frozen nn.Parameters)
+_STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
+                 F.instance_norm: ((1, "running_mean"), (2, "running_var"))}
+# functions whose derivative is zero wherever it exists: the line that calls one is where a
+# straight-through estimator goes, even inside a module's forward
+_ZERO_DERIVATIVE = frozenset({"sign", "round", "floor", "ceil", "trunc", "fix"})
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
+
+
+#: how a parameter read by ``copy.deepcopy`` is cut: the copy is a new leaf (a model copied for
+#: an inner loop, ``fast = copy.deepcopy(model)``, passes no gradient back to ``model``)
+COPY = "copy.deepcopy"
+
+
+def _copying() -> bool:
+    """Whether ``copy.deepcopy`` is running (a tensor read now is being copied)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is copy.deepcopy.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Edge(NamedTuple):
@@ -63,7 +88,7 @@ class CallWatch(TorchFunctionMode):
                            kwargs: dict[str, Any] | None = None) -> Any:
         rec = self.rec
         kwargs = kwargs or {}
-        if rec.busy:  # the recording's own hooks read tensors' attributes
+        if rec.busy or rec.stepping:  # the recording's own hooks; an optimizer's update
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         data = name == "__get__" and getattr(func, "__self__", None) is _DATA
@@ -75,7 +100,7 @@ class CallWatch(TorchFunctionMode):
                 rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), caller_text())
                 rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)), user_line())
             elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
-                rec.leaf_detached.setdefault(id(source), how)
+                rec.leaf_detached.setdefault(id(source), COPY if _copying() else how)
                 rec.sites.setdefault(("detach", id(source)), caller_text())
                 rec.lines.setdefault(("detach", id(source)), user_line())
             out = func(*args, **kwargs)
@@ -109,6 +134,13 @@ class CallWatch(TorchFunctionMode):
             for t in [*tensors_in(args[1:]), *tensors_in([kwargs.get("weight"), kwargs.get("bias")])]:
                 if t.grad_fn is not None:
                     rec.computed.setdefault(id(t.grad_fn), t.grad_fn)
+        if func in _STATS_WRITES and rec.snapshot is not None:  # copied before the kernel writes
+            for position, keyword in _STATS_WRITES[func]:
+                t = args[position] if len(args) > position else kwargs.get(keyword)
+                key = (None if not isinstance(t, torch.Tensor) else
+                       id(t) if id(t) in rec.watched else rec.storage.get(storage_key(t)))
+                if key is not None:
+                    rec.snapshot.before_write(key)
         out_arg = kwargs.get("out")
         if (args and writes(name, func)) or out_arg is not None or (
                 name in _KW_WRITES and isinstance(kwargs.get("tensor"), torch.Tensor)):
@@ -126,7 +158,28 @@ class CallWatch(TorchFunctionMode):
             elif wants and args[0].grad_fn is None:
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
         out = func(*args, **kwargs)
-        if not rec.calling:  # the step's own code (no named module's forward is running)
+        if func is torch.autograd.grad and not kwargs.get(
+                "create_graph", args[4] if len(args) > 4 else False):
+            wrt = kwargs.get("inputs", args[1] if len(args) > 1 else ())
+            wrt = [wrt] if isinstance(wrt, torch.Tensor) else list(
+                wrt.values() if isinstance(wrt, dict) else wrt)
+            line = user_line()
+            for g, x in zip(out.values() if isinstance(out, dict) else out, wrt):
+                if isinstance(g, torch.Tensor) and isinstance(x, torch.Tensor):
+                    rec.first_order[id(g)] = (weakref.ref(g), line, id(x))
+        elif rec.first_order and isinstance(out, torch.Tensor):
+            ids = {id(t) for t in inputs}
+            for t in inputs:  # computed from such a gradient: lr * g, then p - lr * g
+                entry = rec.first_order.get(id(t))
+                if entry is None or entry[0]() is not t:
+                    continue
+                if grad and out.grad_fn is not None and entry[2] in ids:
+                    # the tensor the gradient was taken of, updated with it: an inner step
+                    rec.first_order_used.setdefault(entry[1], user_line())
+                elif out.grad_fn is None:
+                    rec.first_order[id(out)] = (weakref.ref(out), *entry[1:])
+        if not rec.calling or name in _ZERO_DERIVATIVE:  # the step's own code (no named
+            # module's forward is running), or where a zero-derivative op is (the fix's line)
             rec.note_made(args[0] if out is None and args and writes(name, func) else out)
         if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
             rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))

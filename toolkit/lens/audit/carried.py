@@ -4,8 +4,9 @@ one finding per carried tensor (an LSTM's ``h`` and ``c`` apart)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from toolkit.lens.audit.edits import Edit, cut_argument, cut_assigned, cut_operand
 from toolkit.lens.audit.findings import CarriedGraph
 from toolkit.lens.audit.labels import node_shape, outputs_of
 from toolkit.lens.audit.location import reader_line
@@ -62,9 +63,16 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
         created = "in the first call" if node._sequence_nr() >= first_mark else "before the audit"
         chain = [] if consumer is None else search.chain(parent_key)
         path = tuple(label(x) for x in [*chain, node])
-        lines, cut = _readers(step, loss, key, old)
+        lines, cut, how = _readers(step, loss, key, old)
+        edits = () if None in cut.edits or not cut.edits else tuple(dict.fromkeys(cut.edits))
         if is_open_marker(node):
             fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
+        elif how == "stored":
+            fix = ("cut it where it is stored (this call's loss trains nothing through the "
+                   "value stored): stop_gradient(value) or value.detach() in the assignment")
+        elif how == "reset" and (stored := _stored(step, node)) is not None:
+            fix = (f"no cut where it is read keeps each call's own gradient: "
+                   f"{reset_text(*stored)}")
         elif len(cut.lines) > 1:
             fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
                    f"uses it: stop_gradient(state, name=...) or state.detach()")
@@ -72,34 +80,103 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
             fix = (f"cut the state where it enters ({entered}) before each step uses it: "
                    f"stop_gradient(state, name=...) or state.detach()")
         if cut.edges and step.prover.reaches(loss, key, cut):
-            lines = ()  # not proved: the old graph is still reached
+            lines, edits = (), ()  # not proved: the old graph is still reached
         out.append(((key, nr), CarriedGraph(
             loss=loss, shape=shape, source=source, entered=entered, path=path,
-            created=created, n_nodes=counts[key], fix=fix, lines=lines)))
+            created=created, n_nodes=counts[key], fix=fix, lines=lines,
+            edits=edits)))  # type: ignore[arg-type]
     return out
 
 
 def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
-             ) -> tuple[tuple[Line, ...], Cut]:
-    """The lines where the state (old node ``key``) enters the step, and the cut of every
-    edge by which this call's graph reads it: where the previous call assigned it to a
-    module's attribute (``self.memory = …``), else each line of the step's own code that read
-    it, else the module call it was handed to."""
+             ) -> tuple[tuple[Line, ...], Cut, str]:
+    """The lines where the state (old node ``key``) is cut, the cut of every edge by which
+    this call's graph reads it, with its edits, and how (``"stored"``, ``"read"`` or
+    ``"reset"``). Each keeps this call's own gradients: where the previous call assigned it
+    to a module's attribute (``self.memory = …``) when this call's loss does not need the
+    gradient of what it assigns there; else each line of the step's own code that hands it
+    to a module (``model(x, hidden)``), or each operation that reads it (``0.9 * self.avg``);
+    else no edit: the state is to be reset or recomputed each step."""
     rec, graph = step.rec, step.graphs[loss]
     node = graph.search.nodes[key]
-    edges = {(parent, key) for parent in graph.callers.get(key, ()) if parent not in old}
+    edges = frozenset((parent, key) for parent in graph.callers.get(key, ())
+                      if parent not in old)
     assigned = rec.assigned.get(key)
-    if assigned is not None and assigned[0] is node:
-        return (assigned[1],), Cut(edges=frozenset(edges), lines=(assigned[1],))
-    reads = rec.old_reads.get(key)
+    stored = assigned is not None and assigned[0] is node
+    if stored and state_assignable(step, assigned[1]):
+        return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
+                                   edits=(cut_assigned(assigned[1]),)), "stored"
+    found = state_readers(step, node)
+    if found is not None:
+        return found[0], Cut(edges=edges, lines=found[0], edits=found[1]), "read"
+    if stored:
+        return (assigned[1],), Cut(edges=edges, lines=(assigned[1],)), "reset"
+    lines: list[Line] = []
+    for parent, _ in edges:
+        reader = graph.search.nodes[parent]
+        where = reader_line(step, reader, node, False) or reader_line(step, reader, node)
+        if where is not None and where[0] not in lines:
+            lines.append(where[0])
+    return tuple(lines), Cut(edges=edges, lines=tuple(lines)), "reset"
+
+
+def state_assignable(step: RecordedStep, line: Line) -> bool:
+    """Whether cutting the value assigned at ``line`` (a state stored on a module) in this
+    call changes no gradient of what the optimizers step: this call's losses do not train
+    anything through it."""
+    now = frozenset(key for key, (node, at) in step.rec.assigned.items()
+                    if at == line and at.span == line.span
+                    and node._sequence_nr() >= step.rec.marks[-1])
+    cut = Cut(dead=now)
+    return step.prover.keeps_training(cut) and step.prover.spares_gradients(cut)
+
+
+def state_readers(step: RecordedStep, node: Any
+                  ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
+    """The lines that read the state ``node`` made by an earlier call, and the edits that
+    cut it there (each call's own gradients kept), when every one is known: the step's own
+    lines that hand it to a module, else every operation that reads it."""
+    rec = step.rec
+    reads = rec.old_reads.get(id(node))
     lines = list(reads[1]) if reads is not None and reads[0] is node else []
-    if not lines:
-        for parent, _ in edges:
-            reader = graph.search.nodes[parent]
-            found = reader_line(step, reader, node, False) or reader_line(step, reader, node)
-            if found is not None and found[0] not in lines:
-                lines.append(found[0])
-    return tuple(lines), Cut(edges=frozenset(edges), lines=tuple(lines))
+    edits = [_handed_edit(step, node, line) for line in lines]
+    if lines and None not in edits:
+        return tuple(lines), tuple(dict.fromkeys(edits))  # type: ignore[arg-type]
+    readers = rec.old_readers.get(id(node))
+    if readers is None or readers[0] is not node or not readers[1]:
+        return None
+    edits = [None if at is None else cut_operand(line, at) for line, at in readers[1]]
+    if None in edits:
+        return None
+    return (tuple(dict.fromkeys(line for line, _ in readers[1])),
+            tuple(dict.fromkeys(edits)))  # type: ignore[arg-type]
+
+
+def reset_text(module: Any, name: str, owner: str) -> str:
+    """``reset or recompute model.attention.key each step (model.attention.reset_mem())``."""
+    methods = sorted(m for m in dir(type(module)) if m.startswith("reset")
+                     and callable(getattr(type(module), m, None)))
+    how = f" ({', '.join(f'{owner}.{m}()' for m in methods)})" if methods else ""
+    return f"reset or recompute {owner}.{name} at the start of each step{how}"
+
+
+def _handed_edit(step: RecordedStep, node: Any, line: Line) -> Edit | None:
+    """The cut of the argument by which the call at ``line`` was handed ``node``."""
+    return cut_argument(line, step.rec.arguments.get((id(node), line.path, line.number,
+                                                      line.span)))
+
+
+def _stored(step: RecordedStep, node: Any) -> tuple[Any, str, str] | None:
+    """``(module, attribute, module's name)`` where the previous call stored ``node``."""
+    entry = step.rec.assigned.get(id(node))
+    if entry is None or entry[0] is not node:
+        return None
+    modules = {id(m): m for root in step.rec.names.roots for m in root.modules()}
+    for key, at in step.rec.lines.items():
+        if key[0] == "assign" and at == entry[1] and key[1] in modules:
+            module = modules[key[1]]
+            return module, key[2], step.rec.names.modules.get(key[1], type(module).__name__)
+    return None
 
 
 def check(step: RecordedStep) -> Found:

@@ -1,17 +1,23 @@
 """Dead parameters: what an optimizer steps that none of its losses reaches, and the cut that
 stops it: a toolkit block (found by searching behind the cut markers), a ``detach`` / ``.data``
-(a search from the tensors the step detached), ``torch.no_grad()``, ``requires_grad=False``, or
+(a search from the tensors the step detached), a ``copy.deepcopy`` of the model (an inner loop
+run on a copy), an operation whose derivative is zero (``torch.sign``, ``round``: reached, but
+with a gradient of exact zeros), ``torch.no_grad()``, ``requires_grad=False``, or
 no use at all."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from toolkit.lens.audit.calls import COPY
+from toolkit.lens.audit.edits import Edit, grad_on, leave_out, remove_detach, straight_through
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
+from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
@@ -36,6 +42,10 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         if not tensor.requires_grad:
             kind = "frozen"
             cut = "requires_grad=False" + (" (set by the step)" if key in rec.frozen else "")
+        elif key in rec.leaf_detached and rec.leaf_detached[key] == COPY:
+            kind, line = "copy", rec.sites.get(("detach", key))
+            where = rec.lines.get(("detach", key))
+            cut = "copy.deepcopy of the parameter: the copy is a new leaf"
         elif key in rec.leaf_detached and not _read_for_a_write(rec, key):
             kind, line = "detach", rec.sites.get(("detach", key))
             where = rec.lines.get(("detach", key))
@@ -79,10 +89,12 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                            "the loss (an output not used, .item(), an integer op)")
                     kind, line, where = ("no_graph",
                                          *_call_site(rec, rec.names.name(tensor), behind))
+        edit = None if where is None else (remove_detach(where) if kind == "detach" else
+                                           grad_on(where) if kind == "no_grad" else None)
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
-                                 fix=FIXES[kind]))
+                                 edits=() if edit is None else (edit,), fix=FIXES[kind]))
     return out
 
 
@@ -91,6 +103,15 @@ FIXES = {
     "block": "let the gradient through that block where it should train these tensors "
              "(disable_blocks(name) around that use, or remove the stop_gradient)",
     "detach": "remove that .detach() (or .data) where the loss should train these tensors",
+    "copy": "a copy passes no gradient back: compute the adapted weights from these tensors "
+            "(torch.func.functional_call(model, {name: p - lr * g}, x), with "
+            "autograd.grad(..., create_graph=True) for second order; learn2learn's "
+            "clone_module; higher.innerloop_ctx(..., copy_initial_weights=False)), or copy "
+            "the copy's gradients back onto them before the step (first order)",
+    "zero_derivative": "pass the gradient straight through where it is made (a "
+                       "straight-through estimator): x + (torch.sign(x) - x).detach(), or "
+                       "x + stop_gradient(torch.round(x) - x): the same values forward, the "
+                       "identity's gradient backward",
     "no_grad": "compute it outside torch.no_grad() (keep no_grad for what must not train)",
     "checkpoint": "checkpoint with use_reentrant=False, or make an input of the checkpointed "
                   "function require grad (Hugging Face models: "
@@ -126,9 +147,60 @@ def _call_site(rec: Recording, name: str, behind: ShortestPaths
     return None, None
 
 
+#: backward nodes of functions whose derivative is zero wherever it exists: a tensor reached
+#: only through them gets a gradient of exact zeros (``torch.sign`` without a straight-through
+#: estimator, a rounding in quantisation-aware training)
+ZERO_DERIVATIVE = frozenset({"SignBackward0", "RoundBackward0", "RoundBackward1",
+                             "FloorBackward0", "CeilBackward0", "TruncBackward0"})
+
+
+def _zero_nodes(step: RecordedStep, loss: str) -> frozenset[int]:
+    return frozenset(key for key, node in step.searches[loss].nodes.items()
+                     if type(node).__name__ in ZERO_DERIVATIVE)
+
+
+def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.Tensor]
+                   ) -> list[DeadParameter]:
+    """Dead in effect: each tensor of ``missing`` that the losses reach only through
+    zero-derivative nodes, with the first such node and the user's line that made it."""
+    rec, label = step.rec, step.label
+    out = []
+    for tensor in missing:
+        key = id(tensor)
+        for name in members:
+            search, graph = step.searches[name], step.graphs[name]
+            zeros = _zero_nodes(step, name)
+            leaf = search.leaf_node.get(key)
+            if leaf is None or not zeros:
+                continue
+            # the zero nodes the loss meets first on its way (not behind another zero node)
+            front = step.prover.reach(name, graph.roots, Cut(dead=zeros)) & zeros
+            node_id = next((z for z in sorted(front, key=lambda z: -search.nodes[z]
+                                              ._sequence_nr())
+                            if leaf in graph.reach([z])), None)
+            if node_id is None:
+                continue
+            node = search.nodes[node_id]
+            entry = rec.made.get(node_id)
+            where = entry[1][0] if entry is not None and entry[0] is node else None
+            edit = None if where is None else straight_through(where)
+            op = label(node)
+            out.append(DeadParameter(
+                optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
+                shape=tuple(tensor.shape), losses=tuple(members),
+                cut=f"{op}: its derivative is zero wherever it is defined, so the gradient "
+                    f"that reaches it is exactly zero",
+                path=tuple(label(n) for n in search.path_to(tensor) or ()),
+                kind="zero_derivative", lines=() if where is None else (where,),
+                edits=() if edit is None else (edit,), fix=FIXES["zero_derivative"]))
+            break
+    return out
+
+
 def check(step: RecordedStep) -> Found:
     """The rule, per optimizer: what it steps that none of its losses reaches (dead when it
-    requires grad, frozen information when it does not)."""
+    requires grad, frozen information when it does not), or reaches only through
+    zero-derivative operations (dead in effect)."""
     rec = step.rec
     dead: list[DeadParameter] = []
     frozen: list[FrozenTensor] = []
@@ -137,6 +209,14 @@ def check(step: RecordedStep) -> Found:
         reached = {i for name in members for i in step.searches[name].leaf_node}
         reached |= {i for name in members for node, reads in rec.checkpoints.values()
                     if id(node) in step.searches[name].nodes for i in reads}
+        zeros = {name: _zero_nodes(step, name) for name in members}
+        if any(zeros.values()):  # reached with a gradient that is not exactly zero
+            alive = {i for name in members for i in step.searches[name].leaf_node
+                     if step.searches[name].leaf_node[i] in step.prover.reach(
+                         name, step.graphs[name].roots, Cut(dead=zeros[name]))}
+            effect = [p for i, p in params.items()
+                      if i in reached and i not in alive and p.requires_grad]
+            dead += _through_zeros(step, members, effect)
         for i, p in params.items():
             if not p.requires_grad and i not in reached:
                 how, read = _written(rec, p)
@@ -145,8 +225,41 @@ def check(step: RecordedStep) -> Found:
         missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
         if missing:
             roots = [t for name in members for t in step.roots(name)]
-            dead += find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
+            found = find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
+            dead += _left_out(step, members, params, found)
     return {"dead": dead, "frozen": frozen}
+
+
+def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Tensor],
+              found: list[DeadParameter]) -> list[DeadParameter]:
+    """Tensors stepped in vain (not used, or used for nothing that reaches the loss): the
+    fix that leaves them out of the optimizer, as an edit of the line that builds it."""
+    idle = [d for d in found if d.kind in ("no_graph", "not_used")]
+    if not idle:
+        return found
+    pairing = step.pairings.get(None if None in step.pairings else members[0])
+    wanted = {d.parameter for d in idle}
+    found_edit = optimizer_edit(step, pairing, [t for t in params.values()
+                                                if step.rec.names.name(t) in wanted])
+    if found_edit is None:
+        return found
+    edit, line = found_edit
+    where = f"{line.file}:{line.number}"
+    return [dataclasses.replace(d, edits=(edit,), fix=f"{d.fix} (built at {where})")
+            if d in idle else d for d in found]
+
+
+def optimizer_edit(step: RecordedStep, pairing: Any, left: list[torch.Tensor]
+                   ) -> tuple[Edit, Line] | None:
+    """The edit of the line that builds optimizer ``pairing`` that leaves ``left`` out of it,
+    and that line, when both are found."""
+    if not hasattr(pairing, "param_groups") or step.built is None or not left:
+        return None
+    line = step.built(pairing)
+    if line is None:
+        return None
+    edit = leave_out(line, pairing, step.namespace, left)
+    return None if edit is None else (edit, line)
 
 
 def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:

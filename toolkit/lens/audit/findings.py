@@ -6,13 +6,17 @@ Failures (they make :attr:`~toolkit.lens.audit.StepAudit.ok` false): :class:`Lea
 
 Every failure with a fix carries ``line``: where in the user's code the fix goes
 (``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.lens.audit.location` and
-checked by :mod:`toolkit.lens.audit.proof`, or ``None`` when no proved fix is known.
+checked by :mod:`toolkit.lens.audit.proof`, or ``None`` when no proved fix is known; and
+``edits``: the fix as edits of those lines (:class:`~toolkit.lens.audit.edits.Edit`: the
+expression, and what to write instead), one per cut, or ``()`` when the audit cannot say
+every expression exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolkit.lens.audit.edits import Edit
 from toolkit.lens.audit.sites import Line
 
 __all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
@@ -46,6 +50,7 @@ class Leak:
     fix: str
     cut_at: str | None
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class TrainedTarget:
     fix: str
     terms: int = 1
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,9 @@ class DeadParameter:
     encoder (shape (8, 16))"``, ``"torch.no_grad()"``, ``"requires_grad=False"``, ``"not used"``
     ...); ``path``: the loss-to-parameter chain through that cut when one is known.
     ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
-    (``.detach()``, ``.data``), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
+    (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
+    leaves), ``"zero_derivative"`` (reached only through ``torch.sign``, ``round`` and the
+    like, whose gradient is exactly zero), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
     ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
     the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
@@ -96,6 +104,7 @@ class DeadParameter:
     kind: str = "no_graph"
     line: str | None = None
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
     fix: str = ""
 
 
@@ -136,6 +145,7 @@ class CarriedGraph:
     n_nodes: int
     fix: str
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,17 +169,23 @@ class HeldGraph:
     older: int
     fix: str
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
 
 
 
 @dataclass(frozen=True)
 class SharedTensor:
-    """``parameter`` is held by every optimizer of ``optimizers``: each of their ``step()``
-    calls updates it, so it moves several times per iteration. ``fix``: keep it in one."""
+    """Two distinct optimizers, ``optimizers``, both hold ``parameters``: each of their
+    ``step()`` calls updates them, so they move twice per iteration (with two learning rates
+    and two sets of moments). One finding per pair of optimizers; ``shapes``: each tensor's
+    shape; ``lines``: where each of the two is built, when found; ``fix``: keep them in one.
+    Losses paired with param groups, modules or tensors of one optimizer step nothing twice
+    (torch refuses a tensor in two groups of one optimizer): no finding."""
 
-    parameter: str
-    shape: tuple[int, ...]
-    optimizers: tuple[str, ...]
+    parameters: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    optimizers: tuple[str, str]
     fix: str
     lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()

@@ -24,9 +24,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from toolkit.lens.audit.carried import reset_text, state_assignable, state_readers
+from toolkit.lens.audit.edits import cut_assigned, cut_written
 from toolkit.lens.audit.findings import HeldGraph
 from toolkit.lens.audit.labels import Labeller
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import walk
 
 if TYPE_CHECKING:
@@ -63,8 +66,8 @@ class _Edge:
         self.grad_fn, self.output_nr = t.grad_fn, t.output_nr
 
 
-def find_held(rec: Recording, label: Labeller, region: set[int]
-              ) -> tuple[list[HeldGraph], list[str]]:
+def find_held(rec: Recording, label: Labeller, region: set[int],
+              step: RecordedStep | None = None) -> tuple[list[HeldGraph], list[str]]:
     """Every buffer and tensor attribute of the named modules that holds a ``grad_fn``:
     ``(findings, notes)``. An attribute the step *assigns* a fresh tensor each call, whose graph
     reaches nothing from an earlier call, only keeps this step's graph until the next step (its
@@ -78,9 +81,9 @@ def find_held(rec: Recording, label: Labeller, region: set[int]
                 continue
             seen_modules.add(id(module))
             for name, t, kind in _state(module):
-                if t.grad_fn is None or id(t.grad_fn) in region:
+                if t.grad_fn is None or id(t.grad_fn) in region or not _live(t.grad_fn):
                     continue
-                held = _held(rec, label, module, name, t, kind, this_mark)
+                held = _held(rec, label, module, name, t, kind, this_mark, step)
                 if kind == "attribute" and held.older == 0 and id(t) not in rec.writes:
                     notes.append(f"{held.module}.{held.name} (an attribute) keeps this step's "
                                  f"graph until the next step replaces it ({held.written}; "
@@ -91,6 +94,23 @@ def find_held(rec: Recording, label: Labeller, region: set[int]
     return out, notes
 
 
+def _live(node: Any) -> bool:
+    """Whether the graph behind ``node`` is graph in a plain run: it reaches a tensor that
+    requires grad without passing a cut (the recording marks a ``stop_gradient`` with a node;
+    a buffer written from the cut value has no ``grad_fn`` outside the audit)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen or is_cut_marker(n):
+            continue
+        seen.add(id(n))
+        if getattr(n, "variable", None) is not None:
+            return True
+        stack.extend(child for child, _ in n.next_functions)
+    return False
+
+
 def _state(module: nn.Module) -> list[tuple[str, torch.Tensor, str]]:
     found = [(n, t, "buffer") for n, t in module._buffers.items() if t is not None]
     found += [(n, t, "attribute") for n, t in vars(module).items()
@@ -99,7 +119,7 @@ def _state(module: nn.Module) -> list[tuple[str, torch.Tensor, str]]:
 
 
 def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torch.Tensor,
-          kind: str, this_mark: int) -> HeldGraph:
+          kind: str, this_mark: int, step: RecordedStep | None = None) -> HeldGraph:
     owner = rec.names.modules.get(id(module), type(module).__name__)
     write = rec.writes.get(id(t))
     if write is not None:
@@ -112,23 +132,50 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
         fix = f"assign {owner}.{name} a detached tensor (.detach() where it is computed)"
     seen: set[int] = set()
     size = n_new = n_old = 0
-    for _, node, _, first in walk([_Edge(t)]):
-        if not first or getattr(node, "variable", None) is not None:
+    for _, node, _, first in walk([_Edge(t)], expand=lambda n: not is_cut_marker(n)):
+        if not first or getattr(node, "variable", None) is not None or is_cut_marker(node):
             continue
         if node._sequence_nr() >= this_mark:
             n_new += 1
             size += saved_bytes(node, seen)
         else:
             n_old += 1
+    assign = rec.lines.get(("assign", id(module), name))
     line = (rec.lines.get(("write", id(t))) if write is not None
-            else rec.lines.get(("assign", id(module), name))
-            or rec.lines.get(("call", rec.call, owner)))
+            else assign or rec.lines.get(("call", rec.call, owner)))
+    if write is not None:  # every write that added a graph, cut where it is written
+        lines = rec.graph_writes.get(id(t), [])
+        edits = [e for x in lines for e in cut_written(x)]
+        found = () if not lines or any(not cut_written(x) for x in lines) else tuple(
+            dict.fromkeys(edits))
+        if lines:
+            line = lines[0]
+    elif assign is not None and step is not None and not state_assignable(step, assign):
+        # this call's loss trains through what is stored: cut the previous call's value
+        # where it is read (each call keeps its own gradient), or reset it each step
+        before = [node for node, at in rec.assigned.values()
+                  if at == assign and at.span == assign.span and node._sequence_nr() < this_mark]
+        readers = state_readers(step, max(before, key=lambda n: n._sequence_nr())) \
+            if before else None
+        if readers is not None:
+            found = readers[1]
+            line = readers[0][0]
+            fix = (f"this step's loss trains through {owner}.{name}: cut the previous step's "
+                   f"value where it is read (stop_gradient(...) there), which keeps each "
+                   f"step's own gradient")
+        else:
+            found = ()
+            fix = (f"this step's loss trains through {owner}.{name}, so no cut where it is "
+                   f"stored keeps its gradient: {reset_text(module, name, owner)}")
+    else:
+        edit = None if assign is None else cut_assigned(assign)
+        found = () if edit is None else (edit,)
     return HeldGraph(module=owner, name=name, kind=kind, shape=tuple(t.shape), written=written,
                      graph_bytes=size, n_nodes=n_new, older=n_old, fix=fix,
-                     lines=() if line is None else (line,))
+                     lines=() if line is None else (line,), edits=found)
 
 
 def check(step: RecordedStep) -> Found:
     """The rule: buffers and tensor attributes holding a ``grad_fn`` after the step."""
-    held, notes = find_held(step.rec, step.label, step.region)
+    held, notes = find_held(step.rec, step.label, step.region, step)
     return {"held": held, "notes": notes}

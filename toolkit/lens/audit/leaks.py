@@ -23,6 +23,11 @@ graph:
   forward, on a branch the module computes for every caller (the state branch of a DDPG
   critic that reads the action at its second layer, the class embedding of a projection
   discriminator). Nothing in the step's own code can remove it; freezing the module can.
+- ``L`` is a learned tensor left out of the optimizer when it is an ``nn.Parameter`` that no
+  optimizer given steps, held by a module whose other tensors the loss's optimizer steps (a
+  learned temperature, ELMo's layer weights): a leak whose fix is no cut but "add it to the
+  optimizer built at" the user's line (:mod:`toolkit.lens.audit.built`). So is a parameter
+  no optimizer steps that no cut in the step's code can spare.
 - Otherwise ``L`` is a leak, and the suggested cut is on its shortest path, at the first node
   that is on no legitimate path to a stepped tensor.
 """
@@ -30,15 +35,18 @@ graph:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from toolkit.lens.audit.dead import optimizer_edit
+from toolkit.lens.audit.edits import Edit, join, recompute, remove_detach
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
 from toolkit.lens.audit.location import first_outside, leak_cut
-from toolkit.lens.audit.proof import Cut
+from toolkit.lens.audit.proof import Cut, Prover
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import node_label
@@ -80,13 +88,18 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             "only the stepped tensors (backward(inputs=...))")
     leaks, passing = [], []
     known: list[Cut] = []
+    left_out: tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None = None
     for variable in candidates:
         chain = search.path_to(variable) or []
         lines: tuple[Line, ...] = ()
+        edits: tuple[Edit, ...] = ()
         inside = None
         if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
                       f"step ({rec.written[id(variable)]}): updated twice")
+            through = False
+        elif targets and _sibling_left_out(step, variable):  # joins the optimizer, no cut
+            reason = f"not stepped by optimizer {optimizer!r}"
             through = False
         else:
             reason = f"not stepped by optimizer {optimizer!r}"
@@ -110,16 +123,26 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 f"write it in one way only: remove the in-place write "
                 f"({rec.written[id(variable)]}) or take it out of optimizer {optimizer!r}"), (
                 () if line is None else (line,))
+            if left_out is None:
+                left_out = _take_out(step, loss, candidates, stepped, legit, targets, known)
+            if left_out is not None:
+                fix, lines, edits = left_out
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
-            cut_at, fix, lines = None, fed[0], fed[1]
+            cut_at, (fix, lines, edits) = None, fed
+        elif targets and _sibling_left_out(step, variable):
+            cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
+                v for v in candidates if _sibling_left_out(step, v)])
         else:
-            cut_at, fix, lines = _fix(step, loss, chain, legit, targets,
-                                      search.leaf_node[id(variable)], known)
+            cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
+                                             search.leaf_node[id(variable)], known)
+            if cut_at is None and targets and _left_out(step, variable) \
+                    and fix.startswith(_NO_CUT):
+                fix, lines, edits = _add_to_optimizer(step, loss, [variable])
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
                     path=tuple(label(n) for n in chain), reason=reason, fix=fix, cut_at=cut_at,
-                    lines=() if through else lines)
+                    lines=() if through else lines, edits=() if through else edits)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
 
@@ -162,11 +185,13 @@ def _users(graph: Graph, leaf: int, region: set[int]) -> frozenset[int]:
 
 
 def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
-                  ) -> tuple[str, tuple[Line, ...]] | None:
+                  ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None:
     """When ``loss`` reaches the module holding ``name`` through a call fed a detached tensor
     whose graph reaches what the loss trains (a generator step reading ``D(G(z).detach())``):
     the advice to remove that detach (the term gives the stepped tensors no gradient, and
-    the module is then only passed through), with its line."""
+    the module is then only passed through), with its line and edits. Another loss that
+    reads a value that line made (a discriminator loss reusing the generator step's
+    ``fake_out``) keeps it detached: it reads the expression again, as the line wrote it."""
     rec, graph = step.rec, step.graphs[loss]
     for (call, module), cuts in rec.detached_into.items():
         if call != rec.call or not name.startswith(f"{module}."):
@@ -177,46 +202,163 @@ def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
                 held = sorted(n for i in step.stepped[loss]
                               if graph.search.leaf_node.get(i) in graph.reach([source])
                               and (n := rec.names.tensors.get(i)))
-                return (f"{module} reads a detached tensor here, so this term gives "
-                        f"{owners(held) if held else 'the stepped tensors'} no gradient: "
-                        "remove the .detach() (then its gradient passes through "
-                        f"{module}, which is information)"), (() if line is None else (line,))
+                fix = (f"{module} reads a detached tensor here, so this term gives "
+                       f"{owners(held) if held else 'the stepped tensors'} no gradient: "
+                       "remove the .detach() (then its gradient passes through "
+                       f"{module}, which is information)")
+                if line is None:
+                    return fix, (), ()
+                edits, others, readers = _others_keep_detached(step, loss, line)
+                if others:
+                    fix += (f"; loss {', '.join(repr(o) for o in others)} reads what that line "
+                            f"computes: write that expression again where it reads it, "
+                            f"keeping its .detach()")
+                return fix, (line, *readers), _all([remove_detach(line), *edits])
     return None
 
 
+def _others_keep_detached(step: RecordedStep, loss: str, line: Line
+                          ) -> tuple[list[Edit | None], list[str], list[Line]]:
+    """For each other loss that reads a value made at the detach's ``line``: the edit that
+    recomputes it where that loss's operation reads it (``None`` when none can), the loss,
+    and the line of that operation."""
+    rec = step.rec
+    made = [n for n in rec.made_at.get((line.path, line.number), ())
+            if rec.made.get(id(n), (None,))[0] is n]
+    edits: list[Edit | None] = []
+    others, readers = [], []
+    for other, graph in step.graphs.items():
+        if other == loss:
+            continue
+        for node in made:
+            for parent in graph.callers.get(id(node), ()):
+                entry = rec.made.get(parent)
+                reader = graph.search.nodes[parent]
+                if entry is None or entry[0] is not reader or entry[2] != "op" \
+                        or entry[1][0] == line:
+                    continue
+                position = next(i for i, (n, _) in enumerate(reader.next_functions)
+                                if n is node)
+                where = next(x for x in rec.made[id(node)][1] if x == line)
+                edits.append(recompute(entry[1][0], position, where))
+                others.append(other)
+                readers.append(entry[1][0])
+    return edits, list(dict.fromkeys(others)), list(dict.fromkeys(readers))
+
+
+def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set[int],
+              legit: set[int], targets: set[int], known: list[Cut]
+              ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None:
+    """The fix of tensors the optimizer steps while the step writes them from others (an EMA
+    teacher in the student's optimizer): out of the optimizer, at the line that builds it,
+    and, since the loss reaches them, the cut that keeps its gradient from them once they
+    are not stepped; ``None`` unless every edit is found."""
+    twice = [v for v in candidates if id(v) in stepped]
+    pairing = step.pairings.get(None if None in step.pairings else loss)
+    found = optimizer_edit(step, pairing, twice)
+    if found is None or not targets:
+        return None
+    edit, line = found
+    search = step.graphs[loss].search
+    out = {id(v) for v in twice}  # the cut is proved on the step as it will be: without them
+    after = dataclasses.replace(step, stepped={name: {i: t for i, t in group.items()
+                                                      if i not in out}
+                                               for name, group in step.stepped.items()})
+    prover = Prover(after)
+    cuts: list[Cut] = []
+    for v in twice:
+        leaf = search.leaf_node[id(v)]
+        cut = leak_cut(after, prover, loss, leaf, legit, [*known, *cuts])
+        if cut is None or None in cut.edits:
+            return None
+        if cut not in cuts:
+            cuts.append(cut)
+    where = f"{line.file}:{line.number}"
+    texts = "; ".join(dict.fromkeys(t for c in cuts for t in c.texts))
+    fix = (f"take them out of optimizer {step.optimizer_of[loss]!r} (built at {where}), which "
+           f"the in-place write already updates; and, since loss {loss!r} reaches them: {texts}")
+    lines = (line, *dict.fromkeys(x for c in cuts for x in c.lines))
+    return fix, lines, (edit, *dict.fromkeys(e for c in cuts for e in c.edits))  # type: ignore[misc]
+
+
+def _left_out(step: RecordedStep, variable: Any) -> bool:
+    """A learned tensor no optimizer given steps: an ``nn.Parameter`` that requires grad."""
+    return (isinstance(variable, nn.Parameter) and variable.requires_grad
+            and id(variable) not in step.all_stepped)
+
+
+def _sibling_left_out(step: RecordedStep, variable: Any) -> bool:
+    """Left out of the optimizer while the module that holds it directly is trained by it (a
+    learned temperature or pooling weight next to an encoder the optimizer steps): meant to
+    be trained, so the fix is the optimizer, not a cut."""
+    if not _left_out(step, variable):
+        return False
+    name = step.rec.names.tensors.get(id(variable), "")
+    owner = name.rpartition(".")[0]
+    return bool(owner) and bool(step.rec.names.members(owner) & step.all_stepped)
+
+
+def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any]
+                      ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+    """The fix of learned tensors ``joining`` left out of the loss's optimizer, at the line
+    that builds that optimizer when it is found, with its edit when each tensor's name reads
+    as that tensor there."""
+    optimizer = step.optimizer_of[loss]
+    pairing = step.pairings.get(None if None in step.pairings else loss)
+    line = (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
+            else None)
+    where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
+             if line is not None else f"optimizer {optimizer!r} where it is built")
+    edit = None if line is None else join(line, pairing, step.namespace, {
+        step.rec.names.name(v): v for v in joining})
+    return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
+            f"no optimizer steps (or requires_grad_(False) if it is meant to stay fixed)"), (
+        () if line is None else (line,)), () if edit is None else (edit,)
+
+
+_NO_CUT = "no cut in the step's code"
+
+
+def _all(edits: Iterable[Edit | None]) -> tuple[Edit, ...]:
+    """The edits, when every one is known; else none (a fix half written is no fix)."""
+    found = tuple(edits)
+    return () if any(e is None for e in found) else tuple(dict.fromkeys(found))  # type: ignore[arg-type]
+
+
 def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targets: set[int],
-         leaf: int, known: list[Cut]) -> tuple[str | None, str, tuple[Line, ...]]:
-    """``(where to cut, the fix in words, the user's lines)`` of one leak: a cut proved on the
-    recorded graph (:mod:`toolkit.lens.audit.location`), or what could not be found and why."""
+         leaf: int, known: list[Cut]
+         ) -> tuple[str | None, str, tuple[Line, ...], tuple[Edit, ...]]:
+    """``(where to cut, the fix in words, the user's lines, their edits)`` of one leak: a cut
+    proved on the recorded graph (:mod:`toolkit.lens.audit.location`), or what could not be
+    found and why."""
     optimizer = step.optimizer_of[loss]
     if not targets:
         return None, (f"loss {loss!r} reaches none of the tensors optimizer {optimizer!r} "
                       f"steps, so its whole gradient goes to tensors outside it; pairing it "
                       f"with their optimizer would train them on this objective: first make it "
-                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), ()
+                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), (), ()
     first = first_outside(chain, legit)
     if first == 0:
         return None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
-                      f"its target side: no cut in the step's code spares them"), ()
+                      f"its target side: no cut in the step's code spares them"), (), ()
     cut = leak_cut(step, step.prover, loss, leaf, legit, known)
     if cut is None:
-        return None, ("no cut in the step's code (where it makes a tensor, or hands one to a "
+        return None, (f"{_NO_CUT} (where it makes a tensor, or hands one to a "
                       "module) removes this gradient without also cutting a tensor optimizer "
                       f"{optimizer!r} trains, or changing its gradient; "
-                      "a cut inside a module's forward would change it for every caller"), ()
+                      "a cut inside a module's forward would change it for every caller"), (), ()
     if cut not in known:
         known.append(cut)
     cut_at = cut.what[0]
     if len(cut.texts) == 1:
-        fix = (f"{cut.texts[0]} (behind it: {{owners}}): .detach(), torch.no_grad() or "
-               f"stop_gradient(x, name=...)")
+        fix = f"{cut.texts[0]} (behind it: {{owners}}): {cut.options}"
     else:
         steps = "; ".join(f"{i}) {text}" for i, text in enumerate(cut.texts, 1))
         fix = (f"{len(cut.texts)} cuts, all needed (behind them: {{owners}}): {steps}: "
-               f".detach(), torch.no_grad() or stop_gradient(x, name=...)")
+               f"{cut.options}")
     if cut_at.startswith("block "):  # a disabled toolkit block: the cut is already there
         fix = cut.texts[0]
-    return cut_at, fix, cut.lines
+    return cut_at, fix, cut.lines, _all(cut.edits)
 
 
 def _owned(leaks: list[Leak]) -> list[Leak]:

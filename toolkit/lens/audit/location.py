@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from toolkit.lens.audit.edits import cut_argument, cut_made, cut_operand
 from toolkit.lens.audit.labels import shape_text
 from toolkit.lens.audit.proof import Cut, Prover
 from toolkit.lens.audit.record import is_open_marker
@@ -70,16 +71,23 @@ def reader_line(step: RecordedStep, reader: Any, node: Any, inner: bool = True
 
 
 def _made_group(step: RecordedStep, node: Any, line: Line) -> frozenset[int]:
-    """Every node made at ``line`` as ``node`` was (the same operation, or the output of the
-    same module): each pass of a loop, each call of a helper that runs the line. A
-    ``.detach()`` written there cuts them all."""
+    """Every node the expression that made ``node`` makes at ``line`` (the same span of the
+    line: every output of a module call, each pass of a loop, each call of a helper that runs
+    the line). A cut of that expression cuts them all. Without spans: every node made at the
+    line as ``node`` was (the same operation, or the output of the same module)."""
     def kind(n: Any) -> tuple[Any, Any]:
         entry = step.rec.outputs.get(id(n))
         return type(n), entry[2] if entry is not None and entry[0] is n else None
 
-    mine = kind(node)
+    def span(n: Any) -> Any:
+        made = step.rec.made.get(id(n))
+        return None if made is None or made[0] is not n else next(
+            (x.span for x in made[1] if x == line), None)
+
+    mine, where = kind(node), line.span
     return frozenset(id(n) for n in step.rec.made_at.get((line.path, line.number), ())
-                     if step.rec.made.get(id(n), (None,))[0] is n and kind(n) == mine)
+                     if step.rec.made.get(id(n), (None,))[0] is n
+                     and (span(n) == where if where is not None else kind(n) == mine))
 
 
 def _handed_group(step: RecordedStep, node: Any, line: Line) -> frozenset[tuple[int, int]]:
@@ -123,6 +131,22 @@ def _returned_line(step: RecordedStep, node: Any, reader: Any) -> Line | None:
     return next((x for x in made[1] if not x.inside), None)
 
 
+def _returned_group(step: RecordedStep, node: Any, line: Line) -> frozenset[int]:
+    """Every node the call at the step's ``line`` returned, as ``node`` was (a forward called
+    by hand, ``q_next.forward(s)``, that made its outputs inside, read by the step's own
+    operations): a cut of the call's value cuts them all."""
+    found = {id(node)}
+    for key, (_, stack, kind) in step.rec.made.items():
+        if kind != "inner" or not any(x == line and x.span == line.span for x in stack
+                                      if not x.inside):
+            continue
+        for graph in step.graphs.values():
+            if any(step.rec.made.get(c, (None, (), ""))[2] == "op"
+                   for c in graph.callers.get(key, ())):
+                found.add(key)
+    return frozenset(found)
+
+
 def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool,
                 inner: bool) -> list[Cut]:
     """The cuts the code can make on ``chain`` (loss -> … -> leaf), at positions from
@@ -150,20 +174,26 @@ def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool
                     f"{event[1][level - 1].function}(), which hands it to {event[0]}")
                 if edges:
                     handed.append(Cut(edges=edges, lines=(line,), what=(what,), texts=(
-                        f"detach {what} where it is handed to {to}",)))
+                        f"detach {what} where it is handed to {to}",), edits=(
+                        cut_argument(line, step.rec.arguments.get(
+                            (id(node), line.path, line.number, line.span))),)))
         made = None
         entry = step.rec.made.get(id(node))
         if entry is not None and entry[0] is node and (inner or entry[2] != "inner"):
             made = Cut(dead=_made_group(step, node, entry[1][0]), lines=(entry[1][0],),
-                       what=(what,), texts=(f"detach {what} where it is made",))
+                       what=(what,), texts=(f"detach {what} where it is made",),
+                       edits=(cut_made(entry[1][0]),))
         elif not inner and (returned := _returned_line(step, node, reader)) is not None:
-            made = Cut(dead=frozenset({id(node)}), lines=(returned,), what=(what,),
-                       texts=(f"detach {what} where it is made",))
+            made = Cut(dead=_returned_group(step, node, returned), lines=(returned,),
+                       what=(what,), texts=(f"detach {what} where it is made",),
+                       edits=(cut_made(returned),))
         read = None
         entry = step.rec.made.get(id(reader))
         if entry is not None and entry[0] is reader and entry[2] == "op":
+            position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
             read = Cut(edges=_read_group(step, reader, node), lines=(entry[1][0],),
-                       what=(what,), texts=(f"detach {what} where it is read",))
+                       what=(what,), texts=(f"detach {what} where it is read",),
+                       edits=(cut_operand(entry[1][0], position),))
         # handed to a module: cut there, for the reader this loss alone runs; else where it
         # is made, then where an operation reads it
         found += [*handed, *(c for c in (made, read) if c is not None)]

@@ -1,5 +1,6 @@
-"""The step audit's notes: what the step writes in place, and the leaves of the step itself that
-receive gradient. Information, never a failure.
+"""The step audit's notes: what the step writes in place, an inner loop made first order by an
+``autograd.grad`` without ``create_graph``, and the leaves of the step itself that receive
+gradient. Information, never a failure.
 
 A write is called an average only when it is one: the new value mixes the old value with other
 tensors (``lerp_``, ``mul_`` then ``add_``, ``p.data = m * p.data + (1 - m) * q.data``). A copy
@@ -65,6 +66,14 @@ def notes_of(rec: Recording, searches: dict[str, ShortestPaths], stepped: set[in
         else:
             notes.append(f"the step writes {listing(names, 4)} in place: {what} ({ops}), not "
                          f"a gradient step")
+    for grad_line, update in rec.first_order_used.items():
+        at = "" if grad_line is None else f" at {grad_line.file}:{grad_line.number}"
+        used = "" if update is None else f" ({update.file}:{update.number})"
+        notes.append(f"the gradient taken{at} by torch.autograd.grad without "
+                     f"create_graph=True updates tensors the loss reads{used}: the loss's "
+                     f"gradient through that update is first order (MAML's second-order term "
+                     f"is dropped); pass create_graph=True there, unless first order (FOMAML) "
+                     f"is meant")
     known = rec.names.tensors
     others = {}
     for search in searches.values():

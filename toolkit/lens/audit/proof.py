@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from toolkit.lens.audit.sites import Line
 
 if TYPE_CHECKING:
+    from toolkit.lens.audit.edits import Edit
     from toolkit.lens.audit.recorded import RecordedStep
 
 __all__ = ["Cut", "Prover"]
@@ -37,7 +38,9 @@ class Cut:
 
     ``dead``: node ids made constants; ``edges``: ``(reader, node)`` ids removed; ``lines``: the
     user's lines, one per cut; ``texts``: each cut in words (``"detach the output of q_next
-    (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words.
+    (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``edits``:
+    each cut as an edit of its line (:mod:`toolkit.lens.audit.edits`), ``None`` where the
+    expression is not known.
     """
 
     dead: frozenset[int] = frozenset()
@@ -45,14 +48,24 @@ class Cut:
     lines: tuple[Line, ...] = ()
     texts: tuple[str, ...] = ()
     what: tuple[str, ...] = field(default=())
+    edits: tuple[Edit | None, ...] = ()
 
     def __or__(self, other: Cut) -> Cut:
         return Cut(self.dead | other.dead, self.edges | other.edges,
                    (*self.lines, *other.lines), (*self.texts, *other.texts),
-                   (*self.what, *other.what))
+                   (*self.what, *other.what), (*self.edits, *other.edits))
 
     def __bool__(self) -> bool:
         return bool(self.dead or self.edges)
+
+    @property
+    def options(self) -> str:
+        """How each cut can be written: ``torch.no_grad()`` only where every cut is of a
+        value where it is made (around a line that reads or hands on a value it would also
+        stop the gradient of everything else that line computes)."""
+        if self.texts and all(t.endswith("where it is made") for t in self.texts):
+            return ".detach(), torch.no_grad() or stop_gradient(x, name=...)"
+        return ".detach() or stop_gradient(x, name=...) of that value"
 
 
 class Prover:

@@ -8,7 +8,9 @@
 - records, through :class:`~toolkit.lens.audit.calls.CallWatch` (a torch-function mode), the
   cuts that leave no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
   parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
-  watched parameter (an EMA update, an ``optimizer.step()`` inside the step);
+  watched parameter (an EMA update, a hard copy);
+- notes every ``optimizer.step()`` the step calls itself (torch's global optimizer hooks):
+  its update is no write of the step's own, and the snapshot saves the optimizer first;
 - maps the output node of every named module call to the module (a global forward hook), so
   that paths and cuts name modules;
 - marks every toolkit cut (``trace_cuts``) and every *disabled* named block with a node carrying
@@ -23,6 +25,7 @@ about to write in place, so that the audit can put it back.
 from __future__ import annotations
 
 import contextlib
+import sys
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,12 +34,17 @@ from typing import Any
 import torch
 import torch.utils.checkpoint
 from torch import nn
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from toolkit._utils.trees import tree_map
 from toolkit.core.stop_gradient import observe_cuts
 from toolkit.lens.audit.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
+from toolkit.lens.audit.edits import operand_holding
 from toolkit.lens.audit.names import Names
-from toolkit.lens.audit.sites import Line, step_line, user_line, user_stack
+from toolkit.lens.audit.sites import Line, line_of, step_line, user_frame, user_line, user_stack
 from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
@@ -100,6 +108,29 @@ class Write:
         return self.self_involved and bool(self.sources) and self.copy_of is None
 
 
+def _keywords(module: nn.Module) -> dict[str, Any]:
+    """The keyword arguments of the call of ``module`` under way: a forward pre-hook sees only
+    the positional ones, so they are read from ``Module._call_impl``'s frame."""
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "_call_impl" and frame.f_locals.get("self") is module:
+            found = frame.f_locals.get("kwargs")
+            return dict(found) if isinstance(found, dict) else {}
+        frame = frame.f_back
+    return {}
+
+
+def _nested(value: Any, depth: int = 3) -> list[torch.Tensor]:
+    """The tensors ``value`` is or holds in lists and tuples, ``depth`` levels deep."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)) and depth > 0:
+        return [t for x in value for t in _nested(x, depth - 1)]
+    return []
+
+
 class Recording:
     """The context in which the audit runs the step: marks, hooks and the record of cuts.
 
@@ -145,6 +176,9 @@ class Recording:
         self.lines: dict[tuple[Any, ...], Line | None] = {}
         # id(node) -> (node, the step's lines that read it): tensors made before this call
         self.old_reads: dict[int, tuple[Any, list[Line]]] = {}
+        # id(node) -> (node, [(the innermost user line of each operation that read it, which
+        # of that line's operands held it, or None)]): the readers a cut can go before
+        self.old_readers: dict[int, tuple[Any, list[tuple[Line, int | None]]]] = {}
         # id(detached tensor) -> (weak reference, what it was cut from, the line of the cut)
         self.detached_out: dict[int, tuple[Any, Edge, Line | None]] = {}
         # (call, module) -> [(what a detached input was cut from, the line)]: a module fed a
@@ -163,6 +197,12 @@ class Recording:
         # whether the step's own code made the call)]: tensors with a graph handed to a named
         # module (netD(fake)), and the lines that led there
         self.handed: dict[int, list[tuple[Any, str, tuple[Line, ...], int, bool]]] = {}
+        # (id(node), path, line number, span of the call) -> the position of the positional
+        # argument that held it (``netD(fake)``: 0; ``model(x, hidden)`` with hidden = [(h,
+        # c)]: 1) at the user's line that called a named module
+        self.arguments: dict[tuple[Any, ...], int | str] = {}
+        # id(watched) -> the lines that wrote it in place from a tensor with a graph
+        self.graph_writes: dict[int, list[Line]] = {}
         # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
         self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
         self.calling: list[str] = []  # the named modules whose forward is running, innermost last
@@ -170,7 +210,19 @@ class Recording:
         # gradients off and again in backward, so what it reads hangs off its node unseen
         self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
         self._checkpointing: list[set[int]] = []  # the reads of the checkpoints running now
+        # id(gradient) -> (weak reference, the user's line of the torch.autograd.grad call,
+        # id of the tensor it is the gradient of): gradients taken without create_graph=True,
+        # constants to any later graph, and what was computed from them without a graph
+        self.first_order: dict[int, tuple[Any, Line | None, int]] = {}
+        # the line of such an autograd.grad call -> the line that combined, with gradients on,
+        # its result with the tensor it is the gradient of (an inner loop's p - lr * g)
+        self.first_order_used: dict[Line | None, Line | None] = {}
         self.busy = False
+        # optimizer.step() calls running now (the step updates the weights itself): what they
+        # read and write is the update, not the step's graph
+        self.stepping = 0
+        # id(optimizer) -> (its class name, the user's line that called its step())
+        self.optimizer_steps: dict[int, tuple[str, Line | None]] = {}
         self._stack = contextlib.ExitStack()
 
     def updated_twice(self) -> set[int]:
@@ -234,6 +286,12 @@ class Recording:
                 reads = self.old_reads.setdefault(id(node), (node, []))
                 if line is not None and reads[0] is node and line not in reads[1]:
                     reads[1].append(line)
+                frame = user_frame()
+                readers = self.old_readers.setdefault(id(node), (node, []))
+                if frame is not None and readers[0] is node:
+                    inner = line_of(frame)
+                    if not any(x == inner and x.span == inner.span for x, _ in readers[1]):
+                        readers[1].append((inner, operand_holding(inner, frame, t)))
 
     def _assign(self, module: nn.Module, name: str, value: Any) -> None:
         """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
@@ -267,6 +325,11 @@ class Recording:
         """Record an in-place write of the watched tensor ``key`` (and copy it first)."""
         if ("write", key) not in self.lines:
             self.lines[("write", key)] = user_line(installed=True)
+        if any(t.grad_fn is not None for t in inputs):
+            line = user_line(installed=True)
+            lines = self.graph_writes.setdefault(key, [])
+            if line is not None and not any(x == line and x.span == line.span for x in lines):
+                lines.append(line)
         op = op.strip("_") or op
         self.written.setdefault(key, op)
         write = self.writes.setdefault(key, Write(self.calling[-1] if self.calling else None))
@@ -346,13 +409,20 @@ class Recording:
                     if t.grad_fn is None and cut is not None and cut[0]() is t:
                         self.detached_into.setdefault((self.call, label), []).append(cut[1:])
                 handed = [t for t in tensors_in(args) if t.grad_fn is not None]
-                stack = user_stack() if handed else ()
-                start = self.sequence() if stack else 0
+                nested = [(i, t) for i, a in [*enumerate(args), *_keywords(module).items()]
+                          for t in _nested(a) if t.grad_fn is not None]
+                stack = user_stack() if nested else ()
+                start = self.sequence() if stack and handed else 0
                 for t in handed:
                     self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
                     if stack:
                         self.handed.setdefault(id(t.grad_fn), []).append(
                             (t.grad_fn, label, stack, start, outermost and not stack[0].inside))
+                if stack:
+                    at = stack[0]
+                    for i, t in nested:
+                        self.arguments.setdefault((id(t.grad_fn), at.path, at.number, at.span),
+                                                  i)
             finally:
                 self.busy = False
 
@@ -384,13 +454,27 @@ class Recording:
         stack.enter_context(trace_cuts())
         stack.enter_context(observe_cuts(on_open=self._open))
         for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
-                       nn.modules.module.register_module_forward_hook(self._hook)):
+                       nn.modules.module.register_module_forward_hook(self._hook),
+                       register_optimizer_step_pre_hook(self._before_optimizer_step),
+                       register_optimizer_step_post_hook(self._after_optimizer_step)):
             stack.callback(handle.remove)
         stack.enter_context(CallWatch(self))
         nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
         stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
         self._watch_checkpoints(stack)
         return self
+
+    def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """An ``optimizer.step()`` inside the step: save the optimizer (state, tensors,
+        ``.grad``) so that the audit can put it back, and note where it was called."""
+        self.optimizer_steps.setdefault(id(optimizer), (type(optimizer).__name__,
+                                                        user_line(installed=True)))
+        if self.snapshot is not None:
+            self.snapshot.save_optimizer(optimizer)
+        self.stepping += 1
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.stepping = max(0, self.stepping - 1)
 
     def _watch_checkpoints(self, stack: contextlib.ExitStack) -> None:
         """Record what each reentrant ``torch.utils.checkpoint`` reads, by its backward node.

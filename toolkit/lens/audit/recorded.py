@@ -9,6 +9,7 @@ trained tensors. Each rule of :data:`~toolkit.lens.audit.step.RULES` is a functi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 from toolkit.lens.audit.graph import Graph, parameter_regions
 from toolkit.lens.audit.labels import Labeller
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import output_roots
 
@@ -59,6 +61,12 @@ class RecordedStep:
     # rules and the proof read the recorded step, so it imports neither
     removed: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
     prover: Any = None
+    # optimizer -> the user's line that builds it (toolkit.lens.audit.built), for fixes that
+    # are not cuts; set by audit_step
+    built: Callable[[Any], Line | None] | None = None
+    # the names the step's code sees (its globals and closure) and the audit's caller's:
+    # where an optimizer's parameters, written at the line that builds it, are read again
+    namespace: dict[str, Any] = field(default_factory=dict)
 
     def roots(self, loss: str) -> list[torch.Tensor]:
         """The tensors backward starts from for ``loss``."""

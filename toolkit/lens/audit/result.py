@@ -57,16 +57,20 @@ def _short(path: Iterable[str], keep: int = 10) -> str:
 
 
 def _portable(finding: dict[str, Any]) -> dict[str, Any]:
-    """A finding's dict without the full paths of its lines."""
-    if finding.get("lines"):
-        finding["lines"] = [{k: v for k, v in line.items() if k != "path"}
-                            for line in finding["lines"]]
+    """A finding's dict without the full paths of its lines and edits (nor a line's span:
+    its edits say where each expression is)."""
+    for key in ("lines", "edits"):
+        if finding.get(key):
+            finding[key] = [{k: v for k, v in x.items() if k not in ("path", "span")}
+                            for x in finding[key]]
     return finding
 
 
-def _at(lines: Iterable[Any]) -> list[str]:
-    """``at:   train.py:42: output = netD(fake)``, one per line of the user's code."""
-    return [f"        at:   {line}" for line in lines]
+def _at(lines: Iterable[Any], edits: Iterable[Any] = ()) -> list[str]:
+    """``at:   train.py:42: output = netD(fake)``, one per line of the user's code, then
+    ``edit: train.py:42: fake -> stop_gradient(fake)``, one per edit of the fix."""
+    return [*(f"        at:   {line}" for line in lines),
+            *(f"        edit: {edit}" for edit in edits)]
 
 
 def listing(names: list[str], keep: int = 6) -> str:
@@ -132,7 +136,7 @@ class StepAudit:
             lines += [f"LEAK    loss {loss!r} reaches {plural(len(leaks), 'tensor')} {reason} "
                       f"({size} of gradient): {listing([x.parameter for x in leaks])}",
                       f"        path: {_short(shortest.path)}",
-                      f"        fix:  {fix}", *_at(leaks[0].lines)]
+                      f"        fix:  {fix}", *_at(leaks[0].lines, leaks[0].edits)]
         return lines
 
     def _target_lines(self) -> list[str]:
@@ -143,7 +147,7 @@ class StepAudit:
                       f"{plural(len(t.parameters), 'tensor')} optimizer {t.optimizer!r} "
                       f"steps: {listing(list(t.parameters))}",
                       f"        path: {_short(t.path)}",
-                      f"        fix:  {t.fix}", *_at(t.lines)]
+                      f"        fix:  {t.fix}", *_at(t.lines, t.edits)]
         return lines
 
     def _dead_lines(self) -> list[str]:
@@ -160,7 +164,7 @@ class StepAudit:
                       f"{listing([x.parameter for x in items])}",
                       f"        cut:  {cut}{where}",
                       *([f"        fix:  {items[0].fix}"] if items[0].fix else []),
-                      *_at(items[0].lines)]
+                      *_at(items[0].lines, items[0].edits)]
             with_path = [x for x in items if x.path]
             if with_path:
                 best = min(with_path, key=lambda x: len(x.path or ()))
@@ -174,7 +178,7 @@ class StepAudit:
             lines += [f"CARRIED loss {c.loss!r} reaches {plural(c.n_nodes, 'node')} made "
                       f"{c.created}: {c.source}{shape}, entering at {c.entered}",
                       f"        path: {_short(c.path)}",
-                      f"        fix:  {c.fix}", *_at(c.lines)]
+                      f"        fix:  {c.fix}", *_at(c.lines, c.edits)]
         return lines
 
     def _held_lines(self) -> list[str]:
@@ -185,15 +189,16 @@ class StepAudit:
                       f"grad_fn after the step: {h.written}; it keeps "
                       f"{plural(h.n_nodes, 'node')} of each step's graph alive "
                       f"({fmt(h.graph_bytes, 'B')} saved for backward){older}",
-                      f"        fix:  {h.fix}", *_at(h.lines)]
+                      f"        fix:  {h.fix}", *_at(h.lines, h.edits)]
         return lines
 
     def _shared_lines(self) -> list[str]:
         return [line for x in self.shared for line in (
-            f"SHARED  {x.parameter} (shape {x.shape}) is stepped by "
-            f"{plural(len(x.optimizers), 'optimizer')}, {listing(list(x.optimizers))}: it moves "
-            f"{len(x.optimizers)} times per iteration",
-            f"        fix:  {x.fix}")]
+            f"SHARED  {plural(len(x.parameters), 'tensor')} stepped by both optimizer "
+            f"{x.optimizers[0]!r} and optimizer {x.optimizers[1]!r}: "
+            f"{'it moves' if len(x.parameters) == 1 else 'they move'} 2 times per iteration: "
+            f"{listing(list(x.parameters))}",
+            f"        fix:  {x.fix}", *_at(x.lines, x.edits))]
 
     def _info_lines(self) -> list[str]:
         lines = []
@@ -237,7 +242,8 @@ class StepAudit:
             return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
-                  (len(self.held), "held graph"), (len(self.shared), "shared tensor")]
+                  (len(self.held), "held graph"),
+                  (sum(len(x.parameters) for x in self.shared), "shared tensor")]
         failing = {x.loss for kind in (self.leaks, self.targets, self.carried) for x in kind}
         failing |= {loss for x in self.dead for loss in x.losses}
         named = ", ".join(repr(n) for n in self.losses if n in failing)

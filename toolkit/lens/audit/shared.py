@@ -5,7 +5,8 @@ parameters())`` next to ``Adam(model.head.parameters())``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import itertools
+from typing import TYPE_CHECKING, Any
 
 from toolkit.lens.audit.findings import SharedTensor
 
@@ -16,22 +17,31 @@ __all__ = ["check"]
 
 
 def check(step: RecordedStep) -> Found:
-    """The rule: every tensor that requires grad held by two or more of the optimizers given
-    (a tensor in two param groups of one optimizer is refused by torch itself)."""
-    holders: dict[int, list[str]] = {}
+    """The rule: for each pair of distinct optimizer objects given, the tensors requiring
+    grad that both hold, as one finding with the lines that build the two. A pairing by param
+    groups, modules or tensors is not an optimizer: what two such pairings share is stepped
+    once, by the one optimizer that holds it."""
+    owners: dict[int, tuple[str, Any]] = {}  # id(optimizer) -> (its name, the optimizer)
     for optimizer, members in step.groups:
-        for i in step.stepped[members[0]]:
-            holders.setdefault(i, []).append(optimizer)
+        pairing = step.pairings.get(None if None in step.pairings else members[0])
+        if hasattr(pairing, "param_groups"):
+            owners.setdefault(id(pairing), (optimizer, pairing))
+    held = {key: {id(p): p for g in opt.param_groups for p in g["params"] if p.requires_grad}
+            for key, (_, opt) in owners.items()}
     found = []
-    for i, optimizers in holders.items():
-        if len(optimizers) < 2:
+    keys = list(owners)
+    for a, b in itertools.combinations(keys, 2):
+        both = [held[a][i] for i in held[a] if i in held[b]]
+        if not both:
             continue
-        tensor = next(group[i] for group in step.stepped.values() if i in group)
-        if not tensor.requires_grad:
-            continue
-        names = tuple(dict.fromkeys(optimizers))
+        names = (owners[a][0], owners[b][0])
+        lines = [step.built(owners[k][1]) if step.built is not None else None for k in (a, b)]
+        built = [f"{line.file}:{line.number}" for line in lines if line is not None]
+        where = f" (built at {' and '.join(built)})" if len(built) == 2 else ""
         found.append(SharedTensor(
-            parameter=step.rec.names.name(tensor), shape=tuple(tensor.shape), optimizers=names,
-            fix=(f"keep it in one optimizer: remove it from all but one of "
-                 f"{', '.join(repr(n) for n in names)} (each step() updates it once more)")))
+            parameters=tuple(step.rec.names.name(t) for t in both),
+            shapes=tuple(tuple(t.shape) for t in both), optimizers=names,
+            fix=(f"keep them in one optimizer: take them out of {names[0]!r} or {names[1]!r}"
+                 f"{where}; each step() updates them once more"),
+            lines=tuple(line for line in lines if line is not None)))
     return {"shared": found}

@@ -5,7 +5,8 @@ step-level operation makes a tensor, a ``detach`` runs); it walks the Python sta
 innermost frame out and returns the first frame of the user's own code, as pytest shows a
 failing line: the file, the line number, the function and the text of the line.
 
-Frames of torch and of the toolkit are never the user's code. Frames of other installed
+Frames of torch, of the toolkit and of Python's standard library (``copy.deepcopy``,
+``functools``) are never the user's code. Frames of other installed
 packages (``site-packages``: peft, transformers, nflows) are skipped too when the step's own
 code lies further out, so that a fix is written where the user can write it; with
 ``installed=True`` they count (a buffer written inside an installed module's forward is fixed
@@ -14,24 +15,30 @@ there).
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 import re
 import sys
-from dataclasses import dataclass
+import sysconfig
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["STOP_CODES", "Line", "grad_off_line", "step_line", "user_line", "user_stack"]
+__all__ = ["STOP_CODES", "Line", "caller_frame", "grad_off_line", "line_of", "step_line",
+           "user_frame", "user_line", "user_stack"]
 
 # frames of these folders are never user code: torch, and the toolkit's own packages
 _LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
                   os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
                   + os.sep)
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# Python's own modules (copy.py, functools.py); installed packages may live below this folder
+_STDLIB = tuple(dict.fromkeys(os.path.join(os.path.realpath(sysconfig.get_paths()[key]), "")
+                              for key in ("stdlib", "platstdlib")))
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class Line:
     ``text``: the line, stripped (empty when the source cannot be read); ``inside``: the
     module class whose ``forward`` runs this line (directly or through functions it calls),
     ``""`` for the step's own code: a line inside a forward runs for every caller.
+    ``span``: where in the source the expression running there is, as Python counts it for
+    tracebacks (``(line, end line, column, end column)``, columns in UTF-8 bytes), or ``None``;
+    two lines are equal whatever their spans (a line is where a fix goes, the span what
+    it edits: :mod:`toolkit.lens.audit.edits`).
     """
 
     file: str
@@ -51,6 +62,7 @@ class Line:
     text: str
     path: str = ""
     inside: str = ""
+    span: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.number}: {self.text}" if self.text else \
@@ -61,12 +73,24 @@ def _line(frame: FrameType) -> Line:
     path = frame.f_code.co_filename
     number = frame.f_lineno
     return Line(os.path.basename(path), number, frame.f_code.co_name,
-                linecache.getline(path, number).strip(), path, _inside(frame))
+                linecache.getline(path, number).strip(), path, _inside(frame), _span(frame))
+
+
+def _span(frame: FrameType) -> tuple[int, int, int, int] | None:
+    """``(line, end line, column, end column)`` of the instruction ``frame`` runs (the call
+    or operation under way there), or ``None`` when Python does not know it."""
+    try:
+        found = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
+    except (StopIteration, AttributeError):
+        return None
+    return None if None in found else found  # type: ignore[return-value]
 
 
 def _library(path: str) -> bool:
-    """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own."""
-    return path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
+    """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own (the standard
+    library, frozen modules)."""
+    return (path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
+            or (path.startswith(_STDLIB) and not _installed(path)))
 
 
 def _installed(path: str) -> bool:
@@ -94,10 +118,39 @@ def _inside(frame: FrameType | None) -> str:
     return ""
 
 
+def caller_frame(depth: int = 2) -> FrameType | None:
+    """The innermost frame outside torch, the toolkit and the standard library above the
+    caller (``depth`` frames up): the user's code that called into the toolkit."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and _library(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
 def step_line() -> Line | None:
     """The innermost line of the user's code that runs outside every module's ``forward``
     (the step's own line that called the forward now running), or ``None``."""
     return next((line for line in user_stack(3) if not line.inside), None)
+
+
+def user_frame(depth: int = 2) -> FrameType | None:
+    """The innermost frame of the user's code above the caller (``depth`` frames up), outside
+    installed packages when there is one, or ``None``."""
+    frame: FrameType | None = sys._getframe(depth)
+    fallback = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not _library(path):
+            if not _installed(path):
+                return frame
+            fallback = fallback or frame
+        frame = frame.f_back
+    return fallback
+
+
+def line_of(frame: FrameType) -> Line:
+    """The line ``frame`` runs, as a :class:`Line` (with its span)."""
+    return _line(frame)
 
 
 def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
@@ -182,6 +235,6 @@ def user_stack(depth: int = 2) -> tuple[Line, ...]:
             continue
         number = frame.f_lineno
         line = Line(os.path.basename(path), number, frame.f_code.co_name,
-                    linecache.getline(path, number).strip(), path, inside)
+                    linecache.getline(path, number).strip(), path, inside, _span(frame))
         (installed if _installed(path) else lines).append(line)
     return tuple(lines or installed)

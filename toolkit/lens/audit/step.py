@@ -20,8 +20,9 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   state kept without a cut: memory grows every step, or backward fails "a second time");
 - **held graphs**: a buffer or tensor attribute of a module that holds a ``grad_fn`` after the
   step (running statistics written from a batch mean with its graph);
-- **shared tensors**: a tensor held by two of the optimizers given, stepped twice per
-  iteration.
+- **shared tensors**: tensors held by two distinct optimizer objects given, stepped twice
+  per iteration (one finding per pair, with the lines that build both; losses paired with
+  param groups of one optimizer step nothing twice).
 
 Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.lens.audit.proof`)
 and names the line of the user's code where it goes (:mod:`toolkit.lens.audit.location`).
@@ -55,20 +56,23 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
 from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
+from toolkit.lens.audit.built import built_line
 from toolkit.lens.audit.names import Names, find_modules
 from toolkit.lens.audit.notes import notes_of
 from toolkit.lens.audit.proof import Prover
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.recorded import Found, RecordedStep, record_step
 from toolkit.lens.audit.result import StepAudit, listing
-from toolkit.lens.audit.sites import STOP_CODES
+from toolkit.lens.audit.sites import STOP_CODES, caller_frame
 from toolkit.lens.audit.state import StateSnapshot
 from toolkit.lens.flow import GradientLeakError
 
@@ -88,20 +92,26 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     graphs, without a backward.
 
     ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
-    without ``backward`` or ``optimizer.step()``. The audit calls it **twice**, inside a
-    recording that names modules, marks cuts and notes in-place writes (see
-    :mod:`toolkit.lens.audit.record`), and walks the backward graph of the second call
-    (what each finding means: :class:`StepAudit` and :mod:`toolkit.lens.audit.result`).
+    best without ``backward`` or ``optimizer.step()``; a step that calls them itself is
+    audited the same (its graph is read after its backward) and its updates are put back. The
+    audit calls it **twice**, inside a recording that names modules, marks cuts and notes
+    in-place writes (see :mod:`toolkit.lens.audit.record`), and walks the backward graph of
+    the second call (what each finding means: :class:`StepAudit` and
+    :mod:`toolkit.lens.audit.result`). Called with gradients off (``torch.no_grad()``,
+    ``torch.inference_mode()``), it runs the step with them on, as training does, and says so;
+    a complex loss is an error, as it is for ``backward()``.
 
     Running the step twice has the effects of two steps on everything the step touches: a
     BatchNorm's running statistics move twice, ``num_batches_tracked`` grows by 2, the random
     generators advance, an EMA update inside the step is applied twice, a data iterator or a
     replay buffer yields two batches. With ``restore_state=True`` (the default) the audit saves
-    the parameters, buffers, train/eval and ``requires_grad`` flags of every module it names,
-    the optimizers' parameters, and the ``random``, numpy and torch (CPU and CUDA) generators,
-    and puts back whatever the two calls changed (a buffer that took a ``grad_fn`` is detached
-    again). What lives elsewhere (iterators, counters, a recurrent state kept in a plain
-    attribute) is not restored.
+    the parameters, buffers, ``.grad``, train/eval and ``requires_grad`` flags and plain
+    numbers (a step counter) of every module it names, the optimizers' parameters, the state
+    of every optimizer the step steps itself (Adam's step count and moments), and the
+    ``random``, numpy and torch (CPU and CUDA) generators, and puts back whatever the two calls
+    changed (a buffer that took a ``grad_fn`` is detached again). What lives elsewhere
+    (iterators, a learning-rate scheduler, a recurrent state kept outside the named modules) is
+    not restored.
 
     Modules are named from ``modules`` (an ``nn.Module`` or a dict name → module), then from
     what the step refers to: its closure, its bound ``self``, ``functools.partial``
@@ -157,6 +167,9 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
                         ("allow_trained_target", allow_trained_target)):
         if not isinstance(value, bool):
             raise TypeError(f"{where}: {flag} must be a bool, got {type(value).__name__}")
+    # the user's frame that called the audit: where the optimizers were built (fixes that are
+    # not cuts); let go when the audit returns
+    caller = [caller_frame()]
     late = callable(optimizers) and not isinstance(optimizers, nn.Module)
     pairings = {} if late else pairings_of(optimizers, where)
     names = _names(step, modules, where)
@@ -165,33 +178,83 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
                 if restore_state else None)
     recording = Recording(names, watched, snapshot)
+    # called with gradients off (an evaluation loop, torch.inference_mode()): the step runs with
+    # them on, as training runs it; the step's own no_grad blocks still switch them off
+    grad_off = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+                else "torch.no_grad()" if not torch.is_grad_enabled() else None)
     try:
-        with recording:
+        with recording, torch.inference_mode(False), torch.enable_grad():
             recording.next_call()
-            first = losses_of(step(), where)
+            first = losses_of(_call(step, where), where)
             if late:  # the pairing is known once the step has run (manual optimization)
                 pairings = pairings_of(optimizers(), where)
                 stepped = stepped_of(pairings, names, where)
                 recording.watch([p for group in stepped.values() for p in group.values()])
             pair_losses(first, pairings, where)
             recording.next_call()
-            losses = pair_losses(losses_of(step(), where), pairings, where)
+            losses = pair_losses(losses_of(_call(step, where), where), pairings, where)
         recorded = record_step(losses, pairings, stepped, recording,
                                allow_pass_through=allow_pass_through,
                                allow_trained_target=allow_trained_target)
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
+        recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
+        recorded.namespace = _namespace(step, caller[0])
         audit = run_rules(recorded)
     finally:
+        caller.clear()
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
     notes = [*audit.notes]
+    if grad_off is not None:
+        notes.append(f"audit_step was called inside {grad_off}: the step ran with gradients "
+                     f"on, as a training step runs")
+    for name, line in recording.optimizer_steps.values():
+        where = "" if line is None else f" (at {line.file}:{line.number})"
+        kept = ("the audit put back the tensors it stepped, its state and .grad" if restore_state
+                else "restore_state=False: the two calls stepped it twice")
+        notes.append(f"the step calls {name}.step() itself{where}: the audit reads the graph, "
+                     f"not the update; {kept}")
     if restored:
         notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
     if lost:
         notes.append(f"could not restore {listing(lost, 4)}: written where the recording "
                      f"does not see it")
     return dataclasses.replace(audit, notes=tuple(notes))
+
+
+def _namespace(step: Callable[[], Any], caller: Any) -> dict[str, Any]:
+    """The names the line that built an optimizer may read: the audit's caller's globals and
+    locals, then the step's globals and closure (a step defined next to its optimizer)."""
+    fn: Any = step
+    while isinstance(fn, (functools.partial,)) or hasattr(fn, "__func__"):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
+    found: dict[str, Any] = {}
+    if caller is not None:
+        found.update(caller.f_globals)
+        found.update(caller.f_locals)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        found.update(getattr(fn, "__globals__", {}))
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                found[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+    return found
+
+
+def _call(step: Callable[[], Any], where: str) -> Any:
+    """``step()``; a tensor made inside ``torch.inference_mode()`` that the step differentiates
+    through is an error that says so."""
+    try:
+        return step()
+    except RuntimeError as err:
+        if "Inference tensors" not in str(err):
+            raise
+        raise RuntimeError(f"{where}: the step reads a tensor made inside "
+                           f"torch.inference_mode(), which autograd cannot record ({err}); make "
+                           f"it outside inference_mode (or .clone() it there)") from err
 
 
 def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:

@@ -265,15 +265,16 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
                    "proved to keep every stepped tensor trained, so cut it where it is "
                    "computed, under torch.no_grad() or with .detach()")
         else:
-            fix = (f"cut the target: {cut.texts[0]} (behind it: {behind}): torch.no_grad(), "
-                   ".detach() or stop_gradient(x, name=...)")
+            fix = f"cut the target: {cut.texts[0]} (behind it: {behind}): {cut.options}"
         fix += ("; if the gradient through it is meant (residual gradient), audit with "
                 "allow_trained_target=True")
         merged[key] = TrainedTarget(
             loss=loss, optimizer=step.optimizer_of[loss], form=form,
             target=f"{what}{shape_text(shape)}", parameters=params,
             path=tuple(label(n) for n in [*chain, target]), fix=fix,
-            lines=() if cut is None else cut.lines)
+            lines=() if cut is None else cut.lines,
+            edits=() if cut is None or None in cut.edits else tuple(
+                dict.fromkeys(cut.edits)))  # type: ignore[arg-type]
     return list(merged.values())
 
 

@@ -299,10 +299,13 @@ def easyrl_ddqn(seed: int, *, fixed: bool = False, same_net: bool = False, batch
         for target_param, param in zip(target_net.parameters(), policy_net.parameters()):
             target_param.data.copy_(param.data)
     optimizer = torch.optim.Adam(policy_net.parameters(), lr=1e-4)
-    state_batch, next_state_batch = torch.randn(batch, n_states), torch.randn(batch, n_states)
-    action_batch = torch.randint(0, n_actions, (batch, 1))
-    reward_batch = torch.randn(batch)
-    done_batch = (torch.rand(batch, 1) < 0.2).float()
+    # the batch from its own generator: the same for every twin, however many networks it built
+    g = torch.Generator().manual_seed(seed)
+    state_batch = torch.randn(batch, n_states, generator=g)
+    next_state_batch = torch.randn(batch, n_states, generator=g)
+    action_batch = torch.randint(0, n_actions, (batch, 1), generator=g)
+    reward_batch = torch.randn(batch, generator=g)
+    done_batch = (torch.rand(batch, 1, generator=g) < 0.2).float()
 
     def step() -> torch.Tensor:
         q_value_batch = policy_net(state_batch).gather(dim=1, index=action_batch)

@@ -142,7 +142,7 @@ def srgan(seed: int, *, version: str = "fixed", batch: int = 2) -> RealCase:
         g_loss = generator_criterion(fake_out, fake_img, real_img)
         # (2) Update D network, reusing the same fake_out
         real_out = netD(real_img).mean()
-        d_loss = 1 - real_out + fake_out
+        d_loss = 1 - real_out + fake_out  # audit: fix here
         fake_img = netG(z)
         fake_out = netD(fake_img).mean()
         return {"g": g_loss, "d": d_loss}

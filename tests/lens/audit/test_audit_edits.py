@@ -1,0 +1,258 @@
+"""A fix as an edit of the user's code (issue 53): each kind of edit found from a real step's
+recording, written into the source by :func:`apply_edits`, and the edited code run."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from toolkit import audit_step, stop_gradient
+from toolkit.lens.audit.edits import Edit, apply_edits
+
+
+def _load(path: Path, text: str) -> ModuleType:
+    path.write_text(textwrap.dedent(text), "utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _edits(audit) -> list[Edit]:
+    return list(dict.fromkeys(e for kind in (audit.leaks, audit.targets, audit.dead,
+                                             audit.carried, audit.held)
+                              for f in kind for e in f.edits))
+
+
+_GAN = """
+    import torch
+    from torch import nn
+
+    def build(seed):
+        torch.manual_seed(seed)
+        G, D = nn.Linear(2, 3), nn.Linear(3, 1)
+        z = torch.randn(4, 2)
+
+        def step():
+            fake = G(z)
+            d = D(fake).mean()
+            g = -D(fake).mean()
+            return {"d": d, "g": g}
+
+        opts = {"d": torch.optim.SGD(D.parameters(), lr=0.1),
+                "g": torch.optim.SGD(G.parameters(), lr=0.1)}
+        return step, opts, {"G": G, "D": D}
+"""
+
+
+def test_a_leaks_edit_wraps_the_argument_handed_to_the_module(tmp_path: Path,
+                                                               seed: int) -> None:
+    module = _load(tmp_path / "gan_step.py", _GAN)
+    step, opts, modules = module.build(seed)
+    audit = audit_step(step, opts, modules=modules)
+    (edit,) = _edits(audit)
+    assert (edit.file, edit.old, edit.new) == ("gan_step.py", "fake",
+                                               "stop_gradient(fake)")
+    assert f"edit: {edit}" in str(audit)
+    assert str(edit) == f"gan_step.py:{edit.line}: fake -> stop_gradient(fake)"
+    fixed = _load(tmp_path / "gan_fixed.py",
+                  apply_edits((tmp_path / "gan_step.py").read_text("utf-8"), [edit]))
+    step, opts, modules = fixed.build(seed)
+    assert audit_step(step, opts, modules=modules).ok
+    losses = step()
+    losses["d"].backward()
+    assert modules["G"].weight.grad is None and modules["D"].weight.grad is not None
+
+
+def test_edits_nest_and_keep_every_line_number() -> None:
+    source = "y = f(x, g(x))\nz = 1\n"
+    outer = Edit("a.py", 1, 4, 1, 14, "f(x, g(x))", "stop_gradient(f(x, g(x)))",
+                 imports=("from toolkit import stop_gradient",))
+    inner = Edit("a.py", 1, 9, 1, 13, "g(x)", "stop_gradient(g(x))")
+    out = apply_edits(source, [outer, inner])
+    assert out.splitlines()[:2] == ["y = stop_gradient(f(x, stop_gradient(g(x))))", "z = 1"]
+    assert out.splitlines()[2] == "from toolkit import stop_gradient"
+    assert apply_edits(source, [inner, outer]) == out  # the order given does not matter
+
+
+def test_an_edit_that_does_not_match_the_source_is_refused() -> None:
+    stale = Edit("a.py", 1, 4, 1, 8, "h(x)", "stop_gradient(h(x))")
+    with pytest.raises(ValueError, match=r"apply_edits: a\.py:1 does not hold 'h\(x\)'"):
+        apply_edits("y = g(x)\n", [stale])
+    one = Edit("a.py", 1, 4, 1, 8, "g(x)", "h")
+    two = Edit("a.py", 1, 6, 1, 7, "x", "w")
+    with pytest.raises(ValueError, match="two edits overlap"):
+        apply_edits("y = g(x)\n", [one, two])
+
+
+_MEAN = """
+    import torch
+    from torch import nn
+
+    class Tracker(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.register_buffer("running", torch.zeros(2))
+
+        def forward(self, x):
+            out = self.lin(x)
+            self.running.mul_(0.9).add_(0.1 * out.mean(0))
+            return out
+
+    def build(seed):
+        torch.manual_seed(seed)
+        model = Tracker()
+        x = torch.randn(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return (lambda: model(x).pow(2).mean()), opt, model
+"""
+
+
+def test_a_buffer_written_from_a_graph_is_cut_where_the_write_reads_it(tmp_path: Path,
+                                                                       seed: int) -> None:
+    module = _load(tmp_path / "mean_step.py", _MEAN)
+    step, opt, model = module.build(seed)
+    audit = audit_step(step, opt)
+    (held,) = audit.held
+    (edit,) = held.edits
+    assert (edit.old, edit.new) == ("0.1 * out.mean(0)", "stop_gradient(0.1 * out.mean(0))")
+    fixed = _load(tmp_path / "mean_fixed.py",
+                  apply_edits((tmp_path / "mean_step.py").read_text("utf-8"), [edit]))
+    step, opt, model = fixed.build(seed)
+    assert audit_step(step, opt).ok
+    step().backward()
+    step().backward()  # no graph kept from the first call
+    assert model.running.grad_fn is None
+
+
+def test_stop_gradient_is_the_identity_on_a_python_number() -> None:
+    # the edits write stop_gradient(...), which a running value that starts as 0 survives
+    assert stop_gradient(0) == 0 and stop_gradient(0.5) == 0.5
+    x = torch.ones(2, requires_grad=True)
+    h, c = stop_gradient((x * 2, x * 3))
+    assert h.grad_fn is None and c.grad_fn is None
+
+
+_RUNNING = """
+    import torch
+    from torch import nn
+
+    class Centred(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.avg = 0  # a running mean that starts as a Python number
+
+        def forward(self, x):
+            out = self.lin(x)
+            self.avg = 0.9 * self.avg + 0.1 * out.mean()
+            return out - self.avg
+
+    def build(seed):
+        torch.manual_seed(seed)
+        model = Centred()
+        x = torch.randn(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return (lambda: model(x).pow(2).mean()), opt, model, x
+"""
+
+
+def test_a_state_this_steps_loss_trains_through_is_cut_where_it_is_read(tmp_path: Path,
+                                                                        seed: int) -> None:
+    # issue 53: detaching where the running mean is stored would also cut this step's own
+    # gradient through it; the fix cuts the previous step's value where it is read, and
+    # works on the first call, when it is still the number 0
+    module = _load(tmp_path / "running_step.py", _RUNNING)
+    step, opt, model, x = module.build(seed)
+    audit = audit_step(step, opt)
+    assert audit.carried and audit.held
+    edits = _edits(audit)
+    assert [(e.old, e.new) for e in edits] == [("self.avg", "stop_gradient(self.avg)")]
+    fixed = _load(tmp_path / "running_fixed.py",
+                  apply_edits((tmp_path / "running_step.py").read_text("utf-8"), edits))
+    step, opt, model, x = fixed.build(seed)
+    lin = torch.nn.Linear(2, 2)
+    lin.load_state_dict(model.lin.state_dict())
+    avg = torch.zeros(())
+    for _ in range(2):  # the reference: each step's own mean trained, the old one constant
+        step().backward()
+        out = lin(x)
+        new = 0.9 * avg + 0.1 * out.mean()
+        (out - new).pow(2).mean().backward()
+        avg = new.detach()
+        for mine, ref in ((model.lin.weight, lin.weight), (model.lin.bias, lin.bias)):
+            torch.testing.assert_close(mine.grad, ref.grad)
+            mine.grad, ref.grad = None, None
+    assert audit_step(step, opt).ok
+
+
+def _sibling(name: str) -> ModuleType:
+    """The test module ``name`` of this folder, whose constructed steps the edits fix."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_steps_of_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _edited(module: ModuleType, edits: list[Edit], folder: Path) -> ModuleType:
+    """``module`` loaded again from a copy of its file with ``edits`` written in."""
+    source = Path(module.__file__).read_text("utf-8")
+    path = folder / f"edited_{Path(module.__file__).name}"
+    path.write_text(apply_edits(source, edits), "utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    edited = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(edited)
+    return edited
+
+
+def _stepped_grads(step, optimizer) -> list[torch.Tensor | None]:
+    tensors = [p for g in optimizer.param_groups for p in g["params"]]
+    for t in tensors:
+        t.grad = None
+    step().backward()
+    return [None if t.grad is None else t.grad.clone() for t in tensors]
+
+
+@pytest.mark.parametrize("case", ["_clip_case", "_scalar_mix_case"])
+def test_a_learned_tensor_joins_its_optimizer_by_the_printed_edit(case: str, tmp_path: Path,
+                                                                   seed: int) -> None:
+    source = _sibling("test_audit_optimizer_fixes")
+    _, optimizer, step, left_out = getattr(source, case)(seed, fixed=False)
+    audit = audit_step(step, optimizer)
+    edits = _edits(audit)
+    assert len(edits) == 1 and all(name in edits[0].new for name in left_out), str(audit)
+    edited = _edited(source, edits, tmp_path)
+    _, optimizer, step, _ = getattr(edited, case)(seed, fixed=False)
+    assert audit_step(step, optimizer).ok
+    _, ref_optimizer, ref_step, _ = getattr(source, case)(seed, fixed=True)
+    for mine, ref in zip(_stepped_grads(step, optimizer),
+                         _stepped_grads(ref_step, ref_optimizer), strict=True):
+        torch.testing.assert_close(mine, ref)
+
+
+@pytest.mark.parametrize("case", ["_binary_net", "_fake_quant"])
+def test_a_zero_derivative_op_gets_the_printed_straight_through_estimator(
+        case: str, tmp_path: Path, seed: int) -> None:
+    source = _sibling("test_audit_zero_derivative")
+    _, opt, step = getattr(source, case)(seed, ste=False)
+    audit = audit_step(step, opt)
+    edits = _edits(audit)
+    assert edits and all("stop_gradient(" in e.new for e in edits), str(audit)
+    edited = _edited(source, edits, tmp_path)
+    _, opt, step = getattr(edited, case)(seed, ste=False)
+    assert audit_step(step, opt).ok
+    _, ref_opt, ref_step = getattr(source, case)(seed, ste=True)
+    torch.testing.assert_close(step(), ref_step())
+    for mine, ref in zip(_stepped_grads(step, opt), _stepped_grads(ref_step, ref_opt),
+                         strict=True):
+        torch.testing.assert_close(mine, ref)

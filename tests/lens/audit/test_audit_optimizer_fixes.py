@@ -1,0 +1,136 @@
+"""Fixes that are not cuts (issue 53): a learned tensor left out of its optimizer is told to
+join the optimizer, at the line that builds it, and following that advice is checked with a
+real ``backward()``: the finding is gone and every stepped tensor's gradient is unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from toolkit import audit_step
+
+
+def _line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+class _Clip(nn.Module):
+    """openai/CLIP, clip/model.py@main (``CLIP``): two encoders and a learned temperature
+    ``logit_scale`` held by the model itself, read as ``logit_scale.exp()`` in its forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.visual, self.text = nn.Linear(6, 4), nn.Linear(5, 4)
+        self.logit_scale = nn.Parameter(torch.ones([]) * math.log(1 / 0.07))
+
+    def forward(self, image: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        a = F.normalize(self.visual(image), dim=-1)
+        b = F.normalize(self.text(text), dim=-1)
+        return self.logit_scale.exp() * a @ b.t()
+
+
+class _ScalarMix(nn.Module):
+    """allenai/allennlp, allennlp/modules/scalar_mix.py@main (``ScalarMix``, ELMo's learned
+    layer pooling): softmax-normalised scalar weights and a scale ``gamma`` over the layers of
+    an encoder, learned with it."""
+
+    def __init__(self, n_layers: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(n_layers))
+        self.scalar_parameters = nn.Parameter(torch.zeros(n_layers))
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outs = []
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+            outs.append(x)
+        weights = F.softmax(self.scalar_parameters, dim=0)
+        return self.gamma * sum(w * h for w, h in zip(weights, outs))
+
+
+def _clip_case(seed: int, fixed: bool):
+    torch.manual_seed(seed)
+    model = _Clip()
+    image, text = torch.randn(6, 6), torch.randn(6, 5)
+    params = [*model.visual.parameters(), *model.text.parameters()]
+    optimizer = torch.optim.AdamW([*params, model.logit_scale] if fixed else params, lr=1e-3)
+
+    def step() -> torch.Tensor:
+        logits = model(image, text)
+        labels = torch.arange(6)
+        return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels)) / 2
+
+    return model, optimizer, step, ["model.logit_scale"]
+
+
+def _scalar_mix_case(seed: int, fixed: bool):
+    torch.manual_seed(seed)
+    model = _ScalarMix(3)
+    head = nn.Linear(4, 2)
+    x, y = torch.randn(5, 4), torch.randint(0, 2, (5,))
+    params = [*model.layers.parameters(), *head.parameters()]
+    extra = [model.scalar_parameters, model.gamma]
+    optimizer = torch.optim.Adam([*params, *extra] if fixed else params, lr=1e-3)
+
+    def step() -> torch.Tensor:
+        return F.cross_entropy(head(model(x).mean(0, keepdim=True).expand(5, -1)), y)
+
+    return model, optimizer, step, ["model.gamma", "model.scalar_parameters"]
+
+
+def _grads(step, tensors: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    for t in tensors:
+        t.grad = None
+    step().backward()
+    out = [None if t.grad is None else t.grad.clone() for t in tensors]
+    for t in tensors:
+        t.grad = None
+    return out
+
+
+@pytest.mark.parametrize("build", [_clip_case, _scalar_mix_case], ids=["clip", "scalar_mix"])
+def test_a_learned_tensor_left_out_of_the_optimizer_is_told_to_join_it_at_its_line(
+        build, seed: int) -> None:
+    model, optimizer, step, left_out = build(seed, fixed=False)
+    audit = audit_step(step, optimizer)
+    assert sorted(x.parameter for x in audit.leaks) == left_out, str(audit)
+    for leak in audit.leaks:
+        assert leak.cut_at is None and leak.fix.startswith("add it to the optimizer built at")
+        (line,) = leak.lines
+        assert line.number == _line_of(build, "optimizer = torch.optim.")
+        assert f"{line.file}:{line.number}" in leak.fix and f"at:   {line}" in str(audit)
+    # the oracle: real backward gives the left-out tensors a gradient no step uses
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    named = dict(model.named_parameters())
+    grads = _grads(step, [named[n.removeprefix("model.")] for n in left_out])
+    assert all(g is not None and g.abs().sum() > 0 for g in grads)
+    before = _grads(step, stepped)
+    # follow the fix: the same step, the tensors added where the optimizer is built
+    _, optimizer_fixed, step_fixed, _ = build(seed, fixed=True)
+    assert audit_step(step_fixed, optimizer_fixed).ok
+    after = _grads(step_fixed, [p for g in optimizer_fixed.param_groups for p in g["params"]])
+    for b, a in zip(before, after):  # the tensors stepped before keep their gradients
+        torch.testing.assert_close(a, b)
+    assert all(g is not None for g in after[len(before):])
+
+
+def test_a_target_network_is_still_told_to_cut_not_to_join_the_optimizer(seed: int) -> None:
+    # the sibling rule looks at the module holding the tensor directly: a target network's
+    # layers hold nothing the optimizer steps
+    torch.manual_seed(seed)
+    agent = nn.ModuleDict({"online": nn.Linear(3, 2), "target": nn.Linear(3, 2)})
+    opt = torch.optim.SGD(agent["online"].parameters(), lr=0.1)
+    s, s2 = torch.randn(4, 3), torch.randn(4, 3)
+    audit = audit_step(lambda: (agent["online"](s).max(1).values
+                                - 0.9 * agent["target"](s2).max(1).values).pow(2).mean(), opt)
+    assert sorted(x.parameter for x in audit.leaks) == ["agent.target.bias",
+                                                        "agent.target.weight"]
+    assert all(x.cut_at is not None and "add it" not in x.fix for x in audit.leaks)

@@ -1,0 +1,115 @@
+"""Dead in effect (issue 53): tensors reached only through operations whose derivative is zero
+(``torch.sign``, ``torch.round``) get a gradient of exact zeros. The oracle is a real
+``backward()``; the fix the audit prints (a straight-through estimator, Bengio, Léonard and
+Courville 2013, https://arxiv.org/abs/1308.3432) is applied and checked: every stepped tensor
+then gets a gradient, the forward values are the same, and the gradients that were not zero
+are unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from toolkit import audit_step, stop_gradient
+
+
+class _BinarizeLinear(nn.Linear):
+    """itayhubara/BinaryNet.pytorch, models/binarized_modules.py@master (``BinarizeLinear``):
+    a linear layer whose forward uses the sign of its weight. Written without the repository's
+    straight-through mechanism (its full-precision ``weight.org`` copy), the naive version
+    whose weight gradient is exactly zero; ``ste=True`` is the printed fix."""
+
+    def __init__(self, *args, ste: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ste = ste
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ste:
+            weight = self.weight + (torch.sign(self.weight) - self.weight).detach()
+        else:
+            weight = torch.sign(self.weight)
+        return F.linear(x, weight, self.bias)
+
+
+def _binary_net(seed: int, ste: bool):
+    torch.manual_seed(seed)
+    net = nn.Sequential(_BinarizeLinear(4, 8, ste=ste), nn.Hardtanh(),
+                        _BinarizeLinear(8, 3, ste=ste))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+    return net, opt, lambda: F.cross_entropy(net(x), y)
+
+
+def _fake_quant(seed: int, ste: bool):
+    """Quantisation-aware training's fake quantisation with a learned scale, rounding without
+    a straight-through estimator: the weights get exactly zero gradient, the scale does not."""
+    torch.manual_seed(seed)
+    weight = nn.Parameter(torch.randn(3, 4))
+    scale = nn.Parameter(torch.tensor(0.1))
+    opt = torch.optim.SGD([weight, scale], lr=0.1)
+    x = torch.randn(5, 4)
+
+    def step() -> torch.Tensor:
+        scaled = weight / scale
+        q = scaled + stop_gradient(torch.round(scaled) - scaled) if ste else torch.round(scaled)
+        return (x @ (q * scale).t()).pow(2).mean()
+
+    return {"weight": weight, "scale": scale}, opt, step
+
+
+def _named(model) -> dict[str, torch.Tensor]:
+    return dict(model.named_parameters()) if isinstance(model, nn.Module) else model
+
+
+def _grads(step, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    for t in tensors.values():
+        t.grad = None
+    step().backward()
+    out = {k: torch.zeros_like(t) if t.grad is None else t.grad.clone()
+           for k, t in tensors.items()}
+    for t in tensors.values():
+        t.grad = None
+    return out
+
+
+@pytest.mark.parametrize(("build", "prefix", "text", "feeds"), [
+    (_binary_net, "net.", "weight = torch.sign(self.weight)", set()),
+    (_fake_quant, "", "q = scaled + stop_gradient(", {"scale"}),
+], ids=["binary_net", "fake_quant"])
+def test_a_tensor_behind_a_zero_derivative_op_is_dead_and_the_ste_revives_it(
+        build, prefix: str, text: str, feeds: set[str], seed: int) -> None:
+    # feeds: live tensors that also feed the rounded value, whose gradient gains the
+    # straight-through term (the learned scale of fake quantisation)
+    model, opt, step = build(seed, ste=False)
+    tensors = _named(model)
+    before = _grads(step, tensors)
+    zero = {k for k, g in before.items() if not g.any()}  # the oracle: exact zeros
+    assert zero and zero != set(tensors)
+    audit = audit_step(step, opt)
+    assert {d.kind for d in audit.dead} == {"zero_derivative"}, str(audit)
+    assert {d.parameter for d in audit.dead} == {prefix + k for k in zero}
+    lines = {x for d in audit.dead for x in d.lines}
+    source, first = inspect.getsourcelines(build if prefix == "" else _BinarizeLinear.forward)
+    assert {x.number for x in lines} == {first + i for i, s in enumerate(source) if text in s}
+    assert all("straight-through" in d.fix for d in audit.dead)
+    # follow the fix: the same values forward, every tensor trained, nothing else changed
+    fixed_model, fixed_opt, fixed_step = build(seed, ste=True)
+    torch.testing.assert_close(fixed_step(), step())
+    assert audit_step(fixed_step, fixed_opt).ok
+    after = _grads(fixed_step, _named(fixed_model))
+    assert all(after[k].any() for k in zero)
+    for k in set(tensors) - zero - feeds:
+        torch.testing.assert_close(after[k], before[k])
+
+
+def test_a_tensor_also_reached_by_a_path_with_gradient_is_alive(seed: int) -> None:
+    torch.manual_seed(seed)
+    w = nn.Parameter(torch.randn(3))
+    opt = torch.optim.SGD([w], lr=0.1)
+    audit = audit_step(lambda: (torch.sign(w) * w).sum(), opt)  # d/dw = sign(w) != 0
+    assert audit.ok, str(audit)

@@ -1,0 +1,524 @@
+"""A fix as an edit of the user's code: which expression of which line becomes what.
+
+A failure the audit prints with a line of the user's code (``at: train.py:42: output =
+netD(fake)``) also carries, where the audit can say it exactly, :class:`Edit` s: the
+expression of that line the fix changes, as the source spells it, and what to write instead::
+
+    edit: train.py:42: fake -> stop_gradient(fake)
+
+The expression is found from the span Python records for the call or operation that was
+running when the audit saw the tensor (:attr:`~toolkit.lens.audit.sites.Line.span`, the span a
+traceback underlines) in the file's syntax tree (:mod:`ast`):
+
+- :func:`cut_made`: the expression that made the tensor (``q_target(s2)``, ``r + g * v``);
+- :func:`cut_argument`: the argument a module call was handed (``netD(fake)``);
+- :func:`cut_operand`: the operand an operation read (``adv`` in ``adv * log_prob``);
+- :func:`cut_assigned`: the value assigned where a state is stored (``self.M = ...``);
+- :func:`cut_written`: what an in-place write adds into a buffer (``add_(m * mean)``);
+- :func:`remove_detach`: ``x.detach()`` back to ``x``, with :func:`recompute` for another
+  loss that read the detached value; :func:`grad_on`: a ``torch.no_grad()`` block computing
+  with gradients;
+- :func:`leave_out`: an optimizer built without the tensors it steps in vain; :func:`join`:
+  with a learned tensor left out of it;
+- :func:`straight_through`: a zero-derivative operation with the identity's gradient.
+
+A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
+lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
+would fail. :func:`apply_edits` writes edits into a source text (the tests apply every edit
+the audit prints over the real-code corpus and train the edited step).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import linecache
+import os
+import re
+import tokenize
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import FrameType
+
+from toolkit.lens.audit.sites import Line
+
+__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
+           "cut_operand", "cut_written", "grad_on", "join", "leave_out",
+           "operand_holding", "recompute", "remove_detach", "straight_through"]
+
+#: the import the edits' ``stop_gradient(...)`` needs
+CUT_IMPORT = "from toolkit import stop_gradient"
+#: names whose attributes are functions, not methods of their first operand (``torch.cat``)
+_NAMESPACES = frozenset({"torch", "F", "functional", "nn", "np", "numpy", "math", "linalg",
+                         "special", "fft"})
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the expression ``old`` of file ``file`` by ``new``.
+
+    ``line``, ``col``, ``end_line``, ``end_col``: where ``old`` is (lines from 1, columns in
+    UTF-8 bytes from 0, as :mod:`ast` counts them); ``path``: the file's full path;
+    ``imports``: what ``new`` needs imported. ``str()`` is ``"train.py:42: fake ->
+    stop_gradient(fake)"`` (whitespace of a multi-line expression shown as one space).
+    """
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    old: str
+    new: str
+    path: str = field(default="", compare=False, repr=False)
+    imports: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {_flat(self.old)} -> {_flat(self.new)}"
+
+
+def _flat(text: str) -> str:
+    """``text`` on one line, without its comments."""
+    if "#" in text:
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(f"({text})").readline))
+        except (tokenize.TokenError, SyntaxError):
+            tokens = []
+        if tokens:
+            kept = [t for t in tokens if t.type != tokenize.COMMENT]
+            text = tokenize.untokenize(kept)[1:].rstrip()[:-1]
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+@dataclass(frozen=True)
+class _Source:
+    lines: tuple[bytes, ...]
+    tree: ast.Module
+    parents: dict[int, ast.AST]
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, stamp: float) -> _Source | None:
+    del stamp  # part of the cache key only: an edited file is read again
+    text = "".join(linecache.getlines(path))
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    return _Source(tuple(x.encode("utf-8") for x in text.splitlines(keepends=True)), tree,
+                   parents)
+
+
+def _source(path: str) -> _Source | None:
+    try:
+        stamp = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return _parsed(path, stamp)
+
+
+def _segment(src: _Source, node: ast.AST) -> str:
+    l0, c0 = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    l1, c1 = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+    if l0 == l1:
+        return src.lines[l0 - 1][c0:c1].decode("utf-8")
+    parts = [src.lines[l0 - 1][c0:], *src.lines[l0:l1 - 1], src.lines[l1 - 1][:c1]]
+    return b"".join(parts).decode("utf-8")
+
+
+def _edit(line: Line, src: _Source, node: ast.AST, new: str,
+          imports: tuple[str, ...] = (CUT_IMPORT,)) -> Edit:
+    return Edit(line.file, node.lineno, node.col_offset,  # type: ignore[attr-defined]
+                node.end_lineno, node.end_col_offset,  # type: ignore[attr-defined]
+                _segment(src, node), new, line.path, imports)
+
+
+def _wrap(line: Line, src: _Source, node: ast.AST) -> Edit | None:
+    """``stop_gradient(<node>)``; a starred argument's value, a keyword's value; never an
+    assignment target or a literal."""
+    if isinstance(node, ast.Starred):
+        node = node.value
+    if isinstance(node, ast.keyword):
+        node = node.value
+    if not isinstance(node, ast.expr) or isinstance(node, ast.Constant) \
+            or isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
+        return None
+    old = _segment(src, node)
+    return _edit(line, src, node, f"stop_gradient({old})")
+
+
+def _at(line: Line) -> tuple[_Source, ast.expr] | None:
+    """The file and the expression running at ``line``'s span: the innermost expression that
+    ends where the span ends and starts where it starts, or before (a method call's span
+    starts at the method's name when the call spans lines)."""
+    if line.span is None or not line.path:
+        return None
+    src = _source(line.path)
+    if src is None:
+        return None
+    l0, l1, c0, c1 = line.span
+    best = None
+    for node in ast.walk(src.tree):
+        if not isinstance(node, ast.expr) or node.end_lineno != l1 or node.end_col_offset != c1:
+            continue
+        if (node.lineno, node.col_offset) <= (l0, c0) and (
+                best is None or (node.lineno, node.col_offset) > (best.lineno, best.col_offset)):
+            best = node
+    return None if best is None else (src, best)
+
+
+def cut_made(line: Line) -> Edit | None:
+    """Cut the value the expression at ``line`` makes (the call or operation there)."""
+    found = _at(line)
+    return None if found is None else _wrap(line, *found)
+
+
+def cut_argument(line: Line, position: int | str | None) -> Edit | None:
+    """Cut the positional argument ``position`` of the call at ``line`` (a starred argument
+    at or before it: its whole value), or its keyword argument ``position``."""
+    found = _at(line)
+    if found is None or position is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    if isinstance(position, str):
+        return next((_wrap(line, src, k.value) for k in call.keywords if k.arg == position),
+                    None)
+    for k, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) or k == position:
+            return _wrap(line, src, arg)
+    return None
+
+
+def _operands(node: ast.expr) -> list[ast.expr]:
+    """What an operation reads, in the order torch receives it: ``a * b`` -> ``[a, b]``,
+    ``x.mul(y)`` -> ``[x, y]``, ``torch.cat([a, b])`` -> ``[a, b]``."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.Subscript):
+        return [node.value]
+    if isinstance(node, ast.Call):
+        args = list(node.args)
+        if len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
+            args = list(args[0].elts)
+        func = node.func
+        if isinstance(func, ast.Attribute) and not (
+                isinstance(func.value, ast.Name) and func.value.id in _NAMESPACES):
+            return [func.value, *args]
+        return args
+    return []
+
+
+def _simple(node: ast.expr) -> bool:
+    """A name, an attribute of one, or an item with a constant key: read without running the
+    user's code (``self.avg``, ``state["hidden"]``)."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _simple(node.value)
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and _simple(node.value)
+    return False
+
+
+def operand_holding(line: Line, frame: FrameType, value: object) -> int | None:
+    """Which operand of the operation at ``line`` (running in ``frame``) is ``value``: the
+    first plain operand (a name, an attribute, an item) that evaluates to it there."""
+    found = _at(line)
+    if found is None:
+        return None
+    for i, operand in enumerate(_operands(found[1])):
+        if not _simple(operand):
+            continue
+        try:
+            code = compile(ast.Expression(operand), line.path, "eval")
+            if eval(code, frame.f_globals, frame.f_locals) is value:
+                return i
+        except Exception:  # a name not bound there, an item missing: not this operand
+            continue
+    return None
+
+
+def cut_operand(line: Line, position: int) -> Edit | None:
+    """Cut operand ``position`` of the operation at ``line``."""
+    found = _at(line)
+    if found is None:
+        return None
+    operands = _operands(found[1])
+    return _wrap(line, found[0], operands[position]) if position < len(operands) else None
+
+
+def _statement(src: _Source, node: ast.AST) -> ast.stmt | None:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = src.parents.get(id(node))  # type: ignore[assignment]
+    return node
+
+
+def cut_assigned(line: Line) -> Edit | None:
+    """Cut the value of the assignment whose target runs at ``line`` (``self.M, self.z =
+    f(...)`` -> ``stop_gradient(f(...))``)."""
+    if line.span is None or not line.path:
+        return None
+    src = _source(line.path)
+    if src is None:
+        return None
+    l0, l1, c0, c1 = line.span
+    for node in ast.walk(src.tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if (getattr(part, "lineno", None), getattr(part, "col_offset", None),
+                            getattr(part, "end_lineno", None),
+                            getattr(part, "end_col_offset", None)) == (l0, c0, l1, c1):
+                        return _wrap(line, src, node.value)
+    return None
+
+
+def cut_written(line: Line) -> tuple[Edit, ...]:
+    """Cut what an in-place write at ``line`` writes: the arguments of the in-place call
+    there (``x.mul_(1 - m).add_(m * mean)``: those of ``add_``, when it is the write that
+    read a graph), or the value of an item or attribute assignment (``self.stored_mean[:] =
+    ...``)."""
+    assigned = cut_assigned(line)
+    if assigned is not None:
+        return (assigned,)
+    found = _at(line)
+    if found is None:
+        return ()
+    src, node = found
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr.endswith("_") and not node.func.attr.endswith("__")):
+        return ()
+    edits = [_wrap(line, src, arg) for arg in [*node.args, *(k.value for k in node.keywords)]]
+    return tuple(e for e in edits if e is not None)
+
+
+def recompute(reader: Line, position: int, made: Line) -> Edit | None:
+    """Operand ``position`` of the operation at ``reader`` written as the expression at
+    ``made`` that computed it (``d_loss = 1 - real_out + fake_out`` -> ``... +
+    netD(fake_img.detach()).mean()``): that reader keeps the value as it was made when the
+    line that made it changes. ``None`` unless both are in one file and no name the
+    expression reads is assigned between the two lines."""
+    found, source = _at(reader), _at(made)
+    if found is None or source is None or reader.path != made.path:
+        return None
+    src, node = found
+    operands = _operands(node)
+    if position >= len(operands):
+        return None
+    expression = source[1]
+    read = {n.id for n in ast.walk(expression) if isinstance(n, ast.Name)}
+    first, last = expression.end_lineno or 0, operands[position].lineno
+    if first >= last:
+        return None
+    for n in ast.walk(src.tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in read \
+                and first < n.lineno < last:
+            return None
+    text = _segment(src, expression)
+    if not isinstance(expression, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
+        text = f"({text})"
+    return _edit(reader, src, operands[position], text, ())
+
+
+def remove_detach(line: Line) -> Edit | None:
+    """``x.detach()`` at ``line`` -> ``x``."""
+    found = _at(line)
+    if found is None:
+        return None
+    src, node = found
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "detach" and not node.args:
+        return _edit(line, src, node, _segment(src, node.func.value), ())
+    return None
+
+
+def grad_on(line: Line) -> Edit | None:
+    """The ``with torch.no_grad():`` statement at ``line`` computing with gradients:
+    ``torch.no_grad()`` (``inference_mode()``) -> ``torch.enable_grad()``,
+    ``set_grad_enabled(False)`` -> ``set_grad_enabled(True)``."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return None
+    for node in ast.walk(src.tree):
+        if not isinstance(node, (ast.With, ast.AsyncWith)) or node.lineno != line.number:
+            continue
+        for item in node.items:
+            call = item.context_expr
+            if not isinstance(call, ast.Call):
+                continue
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(
+                call.func, "id", "")
+            if name in ("no_grad", "inference_mode"):
+                return _edit(line, src, call, "torch.enable_grad()", ("import torch",))
+            if name == "set_grad_enabled":
+                return _edit(line, src, call, "torch.set_grad_enabled(True)", ("import torch",))
+    return None
+
+
+def _readable(node: ast.expr) -> bool:
+    """An expression read without calling anything: names, attributes, constant items, and
+    ``a if flag else b`` of them."""
+    if isinstance(node, ast.IfExp):
+        return all(_readable(n) for n in (node.test, node.body, node.orelse))
+    return isinstance(node, ast.Constant) or _simple(node)
+
+
+def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
+              left: list[object]) -> Edit | None:
+    """At the line that builds ``optimizer`` (``opt = torch.optim.Adam(model.parameters(),
+    lr=...)``): its parameters without the tensors ``left``, when they are written
+    ``holder.parameters()`` with a ``holder`` that, read in ``namespace``, is the module whose
+    parameters the optimizer steps (``[p for n, p in model.named_parameters() if n not in
+    ('fc.weight', 'fc.bias')]``)."""
+    groups = getattr(optimizer, "param_groups", None)
+    found = _params_at(line, optimizer)
+    if found is None or not groups:
+        return None
+    src, params = found
+    if not (isinstance(params, ast.Call) and not params.args and not params.keywords
+            and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"):
+        return None
+    try:
+        holder = _read(params.func.value, line.path, namespace)
+    except LookupError:
+        return None
+    named = getattr(holder, "named_parameters", None)
+    if named is None:
+        return None
+    relative = {id(p): n for n, p in named()}
+    stepped = {id(p) for group in groups for p in group["params"]}
+    if set(relative) != stepped or any(id(t) not in relative for t in left):
+        return None
+    names = [relative[id(t)] for t in left]
+    held = _segment(src, params.func.value)
+    if not isinstance(params.func.value, (ast.Name, ast.Attribute, ast.Subscript)):
+        held = f"({held})"
+    kept = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
+    return _edit(line, src, params,
+                 f"[p for n, p in {held}.named_parameters() if n not in ({kept})]", ())
+
+
+def _params_at(line: Line, optimizer: object) -> tuple[_Source, ast.expr] | None:
+    """The file and the parameters argument of the call of ``optimizer``'s class at
+    ``line`` (the line that builds it)."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return None
+    cls = type(optimizer).__name__
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Call) and node.lineno == line.number and (
+                node.func.attr if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")) == cls:
+            params = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "params"), None)
+            return None if params is None else (src, params)
+    return None
+
+
+def _read(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
+    """The value of a :func:`_readable` expression in ``namespace``; ``LookupError`` when it
+    cannot be read there."""
+    node = ast.parse(expression, mode="eval").body if isinstance(expression, str) \
+        else expression
+    if not _readable(node):
+        raise LookupError(expression)
+    try:
+        return eval(compile(ast.Expression(node), path, "eval"), {"__builtins__": {}},
+                    dict(namespace))
+    except Exception as err:  # a name the namespace does not hold
+        raise LookupError(expression) from err
+
+
+def join(line: Line, optimizer: object, namespace: dict[str, object],
+         joining: dict[str, object]) -> Edit | None:
+    """At the line that builds ``optimizer``: its parameters and the tensors ``joining``
+    (``[*params, model.logit_scale]``), each written by its name, when that name, read in
+    ``namespace``, is the tensor."""
+    found = _params_at(line, optimizer)
+    if found is None or not joining:
+        return None
+    src, params = found
+    for name, tensor in joining.items():
+        try:
+            if _read(name, line.path, namespace) is not tensor:
+                return None
+        except (LookupError, SyntaxError):
+            return None
+    held = _segment(src, params)
+    if not isinstance(params, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        held = f"({held})"
+    return _edit(line, src, params, f"[*{held}, {', '.join(joining)}]", ())
+
+
+def straight_through(line: Line) -> Edit | None:
+    """The zero-derivative operation at ``line`` (``torch.sign(w)``, ``x.round()``) with the
+    identity's gradient: ``w + stop_gradient(torch.sign(w) - w)``, when its operand is a
+    name, an attribute or an item (written twice, so read without running anything)."""
+    found = _at(line)
+    if found is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    operands = _operands(call)
+    if len(operands) != 1 or not _simple(operands[0]):
+        return None
+    x, op = _segment(src, operands[0]), _segment(src, call)
+    return _edit(line, src, call, f"{x} + stop_gradient({op} - {x})")
+
+
+def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:
+    start = sum(len(x) for x in lines[:edit.line - 1]) + edit.col
+    end = sum(len(x) for x in lines[:edit.end_line - 1]) + edit.end_col
+    return start, end
+
+
+def apply_edits(source: str, edits: Iterable[Edit]) -> str:
+    """``source`` with ``edits`` written in; the imports they need appended as the file's last
+    lines (so that every line keeps its number).
+
+    Edits that wrap an expression (``new`` holds ``old``) may nest (``stop_gradient(f(x,
+    stop_gradient(y)))``); an edit that replaces an expression may not overlap another
+    except one wrapping it whole. Raises ``ValueError`` when an edit's ``old`` is not the
+    text at its place, or two replacements overlap.
+    """
+    edits = list(dict.fromkeys(edits))
+    lines = source.encode("utf-8").splitlines(keepends=True)
+    text = b"".join(lines)
+    ops: list[tuple[int, int, int, int, bytes]] = []  # (position, order, key, end, text)
+    spans = []
+    for edit in edits:
+        start, end = _offsets(lines, edit)
+        old, new = edit.old.encode("utf-8"), edit.new.encode("utf-8")
+        if text[start:end] != old:
+            raise ValueError(f"apply_edits: {edit.file}:{edit.line} does not hold "
+                             f"{edit.old!r} at column {edit.col}")
+        if new.count(old) == 1 and old:
+            at = new.index(old)
+            ops.append((start, 1, end, start, new[:at]))  # open: inner (smaller end) first
+            ops.append((end, 2, start, end, new[at + len(old):]))  # close: outer first
+        else:
+            for s, e in spans:
+                if s < end and start < e:
+                    raise ValueError(f"apply_edits: two edits overlap at {edit.file}:"
+                                     f"{edit.line}")
+            spans.append((start, end))
+            ops.append((start, 0, 0, end, new))
+    for position, order, _, end, insert in sorted(ops, key=lambda o: (-o[0], o[1], o[2])):
+        if order == 0:
+            text = text[:position] + insert + text[end:]
+        else:
+            text = text[:position] + insert + text[position:]
+    out = text.decode("utf-8")
+    needed = [i for e in edits for i in e.imports]
+    missing = [i for i in dict.fromkeys(needed) if i not in out.splitlines()]
+    if missing:
+        out = out + ("" if out.endswith("\n") or not out else "\n") + "\n".join(missing) + "\n"
+    return out
