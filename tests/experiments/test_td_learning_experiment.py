@@ -62,3 +62,32 @@ def test_the_shipped_config_runs_the_books_setup() -> None:
     (config,) = [spec.config for spec in plan(Path(__file__).parents[2] / "configs" / "td_learning.toml")]
     assert config.params["baird_alpha"] == 0.01 and config.params["baird_gamma"] == 0.99
     assert config.params["baird_sweeps"] == 1000 and tuple(config.disable_blocks) == ("td.*",)
+
+
+def test_the_closed_form_predicts_where_each_descent_ends(quick_run: RunResults) -> None:
+    """The affine-map prediction (no steps taken) lands where the descent did."""
+    s = quick_run.summary
+    for variant in ("blocked", "unblocked"):
+        assert s["a_split"]["predicted_err_vs_book"][variant] == pytest.approx(
+            s["a_split"][variant]["max_err_vs_book"], abs=1e-9)
+        assert s["baird"]["predicted"][variant]["final_weight_norm"] == pytest.approx(
+            s["baird"][variant]["final_weight_norm"], rel=1e-9)
+    assert s["chain"]["predicted_dist"]["blocked"] == pytest.approx(
+        s["chain"]["blocked"]["dist_to_td_fixed_point"], abs=1e-9)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_too_few_steps_make_measurements_that_say_why(tmp_path: Path, dtype: str) -> None:
+    """The examples the docs give (``chain_steps=50``, float32; a short Baird): every
+    prediction the run's steps cannot reach is measured, with its reason; none fails."""
+    params = {"a_split_steps": 50, "baird_sweeps": 100, "chain_steps": 50, "log_every": 10}
+    run = run_experiment("td_learning", params, seed=0, device="cpu", dtype=dtype,
+                         disable_blocks=["td.*"], output_dir=tmp_path)
+    found = td_learning.findings(run)
+    assert not [f.sentence for f in found if f.holds is False]
+    short = [f for f in found if f.outside]
+    assert {f.text.split(":")[0].split("'")[0] for f in short} >= {
+        "Baird", "Random chain", "The block is not free"}
+    assert all("Measured only:" in f.sentence and f.label == "measured" for f in short)
+    (headline,) = [f for f in found if f.headline is not None]
+    assert headline.text.startswith("Baird")
