@@ -124,6 +124,18 @@ def test_a_prediction_outside_its_range_is_a_measurement_that_says_why() -> None
     assert inside.holds is False
 
 
+def test_seeds_outside_a_range_drawn_per_seed_are_counted_apart() -> None:
+    """The range may depend on what a seed drew (a random problem): those seeds test nothing,
+    and the verdict is over the seeds inside it."""
+    v, _ = over_seeds(loss_finding(1.0, True), loss_finding(2.0, False, outside="too short"),
+                      loss_finding(3.0, True))
+    assert v.verdict is True and v.outside_seeds == 1
+    assert v.seeds_note == "held in 2 of 2 seeds; 1 outside its range"
+    assert v.text.endswith("Measured only in 1 of 3 seeds: too short")
+    v, _ = over_seeds(loss_finding(1.0, False), loss_finding(2.0, False, outside="too short"))
+    assert v.verdict is False and v.seeds_note == "held in 0 of 1 seed; 1 outside its range"
+
+
 def test_a_headline_names_values_the_finding_has() -> None:
     head = Headline("loss", blocked="loss", unblocked="loss", thresholds=(0.5,))
     v, _ = over_seeds(loss_finding(1.0, True, headline=head), loss_finding(2.0, True,

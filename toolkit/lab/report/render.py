@@ -209,8 +209,8 @@ def _environment(markdown: bool) -> jinja2.Environment:
         cells=lambda row: Markup(" | ".join(str(_md_escape(c)) for c in row)),
         worded=lambda rows: [[quantity_words(r[0]), *r[1:]] for r in rows],
         seeds_attr=lambda f: ("seed-independent" if f.seed_independent else
-                              f"{f.held}/{f.n_seeds}" if f.predicts and f.timing is None
-                              else str(f.n_seeds)))
+                              f"{f.held}/{f.n_seeds - f.outside_seeds}"
+                              if f.predicts and f.timing is None else str(f.n_seeds)))
     return env
 
 

@@ -60,7 +60,7 @@ def _status(verdict: Verdict) -> str:
     if verdict.seed_independent:
         seeds = "seed-independent"
     elif verdict.predicts and verdict.timing is None:
-        seeds = f"{verdict.held}/{verdict.n_seeds} seeds"
+        seeds = f"{verdict.held}/{verdict.n_seeds - verdict.outside_seeds} seeds"
     else:
         seeds = f"{verdict.n_seeds} seed{'s' * (verdict.n_seeds != 1)}"
     return f"{BADGES[verdict.verdict]} · {seeds}"

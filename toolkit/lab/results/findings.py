@@ -342,6 +342,7 @@ class Verdict:
     predicts: bool = False
     outside: str = ""
     headline: Headline | None = None
+    outside_seeds: int = 0
 
     @property
     def n_seeds(self) -> int:
@@ -367,8 +368,12 @@ class Verdict:
             return rounds + _seed_sides(self.timing, self.per_seed)
         if not self.predicts:
             return seeds
+        if self.outside_seeds:  # those seeds test nothing: counted apart
+            n -= self.outside_seeds
+            seeds = f"{n} seed{'s' * (n != 1)}"
         needs = f", needs {math.ceil(self.need * n - 1e-9)}" if self.need < 1 else ""
-        return f"held in {self.held} of {seeds}{needs}"
+        apart = f"; {self.outside_seeds} outside its range" if self.outside_seeds else ""
+        return f"held in {self.held} of {seeds}{needs}{apart}"
 
     def __str__(self) -> str:
         basis = f" Basis: {self.basis}." if self.basis else ""
@@ -414,12 +419,14 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
     if any(f.timing is not None for f in found):
         timing = TimeRatio(tuple(r for f in found if f.timing for r in f.timing.rounds),
                            first.timing.expect if first.timing else None)
-    outside = next((f.outside.strip() for f in found if f.outside.strip()), "")
+    apart = [f for f in found if f.outside.strip()]  # seeds outside the prediction's range
+    outside = apart[0].outside.strip() if apart else ""
     if len({f.text for f in found}) == 1:
         names = {n for f in found for n in f.values}
         text = fill(first.text, {**{n: _spread([f.values.get(n) for f in found]) for n in names},
                                  "timing": timing})
-        text = f"{text} Measured only: {outside}" if outside else text
+        some = "" if len(apart) == len(found) else f" in {len(apart)} of {len(found)} seeds"
+        text = f"{text} Measured only{some}: {outside}" if outside else text
     else:  # numbers written into the text: one seed's sentence, and say so
         text = first.sentence if len({f.sentence for f in found}) == 1 else \
             f"{first.sentence} (seed {seeds[row[0][0]]}; the other seeds' sentences differ)"
@@ -430,13 +437,13 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
     held = sum(f.holds is True for f in found)
     predicts = any(f.predicts for f in found)
     verdict = timing.verdict() if timing is not None else \
-        (held >= math.ceil(first.need * len(found) - 1e-9) if predicts else None)
+        (held >= math.ceil(first.need * (len(found) - len(apart)) - 1e-9) if predicts else None)
     if timing is not None and verdict is not None and any(
             f.timing is not None and f.timing.side not in (None, timing.side) for f in found):
         verdict = None  # a seed's own interval lies elsewhere: the seeds disagree, measured
     return Verdict(text, verdict, first.topic, first.basis, tuple(seeds[i] for i, _ in row),
                    held, first.need, first.seed_independent and same, timing, tuple(found),
-                   predicts, outside, first.headline)
+                   predicts, outside, first.headline, len(apart) if predicts else 0)
 
 
 def aggregate(per_seed: Mapping[int, Mapping[str, Sequence[Finding]]]
