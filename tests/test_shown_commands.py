@@ -319,3 +319,10 @@ def test_a_shown_command_runs_small_with_no_failed_prediction(
     failed, read = not_as_predicted(tmp_path)
     assert read > 0
     assert not failed, f"{command.where}: {command.text}\n" + "\n".join(failed)
+    if a.configs == ["configs/showcase.toml"]:  # Figure 1: a panel for every experiment
+        from toolkit.lab import read_findings
+
+        for folder in {p.parent for p in tmp_path.rglob("findings.json")}:
+            for section, verdicts in read_findings(folder).items():
+                heads = [v for v in verdicts if v.headline is not None]
+                assert len(heads) == 1, f"{section}: {len(heads)} headline findings"

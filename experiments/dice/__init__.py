@@ -38,7 +38,15 @@ from toolkit.algorithms.dice import (
     surrogate_objective,
     two_step_problem,
 )
-from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab import (
+    ExperimentParams,
+    Finding,
+    Headline,
+    RunContext,
+    RunResults,
+    Story,
+    TimeRatio,
+)
 from toolkit.lab.measure import race
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
@@ -238,7 +246,7 @@ def findings(run: RunResults) -> list[Finding]:
                         "sur": mc["surrogate"]["hessian_rel_err"][-1]}),
         Finding("Without the block the magic box is the constant 1: the objective keeps its "
                 "value ({value}, exact {exact}) but the gradient and Hessian norms are {gn} and "
-                "{hn} (exact: {egn} and {ehn}).",
+                "{hn} (exact: {egn} and {ehn}; with the block {bgn} and {bhn}).",
                 u["grad_norm"] == 0 and u["hessian_norm"] == 0
                 and abs(u["value"] - s["exact"]["objective"]) <= 1e-12 * max(
                     1.0, abs(s["exact"]["objective"])),
@@ -246,7 +254,10 @@ def findings(run: RunResults) -> list[Finding]:
                       "derivative",
                 values={"value": u["value"], "exact": s["exact"]["objective"],
                         "gn": u["grad_norm"], "hn": u["hessian_norm"],
-                        "egn": s["exact"]["grad_norm"], "ehn": s["exact"]["hessian_norm"]}),
+                        "egn": s["exact"]["grad_norm"], "ehn": s["exact"]["hessian_norm"],
+                        "bgn": s[BLOCKED]["grad_norm"], "bhn": s[BLOCKED]["hessian_norm"]},
+                headline=Headline("norm of the objective's gradient", blocked="bgn",
+                                  unblocked="gn", thresholds=(0.0,))),
     ]
     return out + _cost_findings(run.costs)
 

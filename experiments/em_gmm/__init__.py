@@ -46,7 +46,7 @@ from toolkit.algorithms.em import (
     precisions_cholesky_from_covariances,
     to_unconstrained,
 )
-from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab import ExperimentParams, Finding, Headline, RunContext, RunResults, Story
 from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import variant_style
@@ -322,7 +322,9 @@ def findings(run: RunResults) -> list[Finding]:
                 "with it (largest over iterations) and {u_err} without it (median).",
                 b["fisher_rel_err_max"] < 1e-6 and u["fisher_rel_err_median"] > 1e-3,
                 basis=FISHER, values={"b_err": b["fisher_rel_err_max"],
-                                      "u_err": u["fisher_rel_err_median"]}),
+                                      "u_err": u["fisher_rel_err_median"]},
+                headline=Headline("‖∇Q − ∇LL‖ / ‖∇LL‖", blocked="b_err", unblocked="u_err",
+                                  thresholds=(1e-6, 1e-3), log=True)),
         Finding("Without the block the M-step drives the responsibilities toward hard "
                 "assignments on the 2-D mixture: mean entropy {b_h} → {u_h} nats.",
                 u["final_resp_entropy"] < b["final_resp_entropy"], basis=NEAL_HINTON,

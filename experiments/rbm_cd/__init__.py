@@ -53,7 +53,7 @@ from toolkit.algorithms.rbm import (
     log_likelihood,
     negative_samples,
 )
-from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story
+from toolkit.lab import ExperimentParams, Finding, Headline, RunContext, RunResults, Story
 from toolkit.lab.data import bars_and_stripes, binarized_digits, empirical_nll
 from toolkit.lab.measure import count_graph_nodes
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
@@ -330,7 +330,10 @@ def findings(run: RunResults) -> list[Finding]:
         abs(1 - cos_b) < 1e-9 and all(c is not None and c < 0.999 for c in cos_u.values()),
         basis="the gradient of F(v_data) − F(v̄) with the chain's v̄ held constant is the CD "
               "update (Hinton 2002)",
-        values={"cos_b": cos_b, **cos_u})]
+        values={"cos_b": cos_b, **cos_u},
+        headline=Headline(f"cosine of the update to CD's ({NAMES[methods[0]]})",
+                          blocked="cos_b", unblocked=f"cos_{methods[0]}",
+                          thresholds=(0.999,)))]
     out.append(_loglik_finding(s, methods))
     if "toolkit" in s and "pcd" in s["toolkit"]:
         out.append(Finding(

@@ -42,7 +42,15 @@ from pydantic import Field, field_validator, model_validator
 
 from toolkit import compare_gradients, gradient_graph
 from toolkit.algorithms.softmax import BLOCK, naive_softmax, stable_softmax
-from toolkit.lab import ExperimentParams, Finding, RunContext, RunResults, Story, TimeRatio
+from toolkit.lab import (
+    ExperimentParams,
+    Finding,
+    Headline,
+    RunContext,
+    RunResults,
+    Story,
+    TimeRatio,
+)
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 from .cost import run_costs
@@ -401,13 +409,15 @@ def _cost_findings(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
               "input for backward",
         values={"nb": b["graph_nodes"], "nu": u["graph_nodes"],
                 "sb": b["saved_tensor_bytes"], "su": u["saved_tensor_bytes"]},
-        seed_independent=True)]
+        seed_independent=True,
+        headline=Headline("autograd nodes of softmax's graph", blocked="nb", unblocked="nu"))]
     rounds = c.get("ratio_rounds", {}).get(label, {}).get("blocked_over_unblocked")
     if rounds:
         out.append(Finding(
             f"Forward+backward ({label}, float32) takes {{timing}} the unblocked time "
-            "(median of per-round ratios over interleaved rounds): the max's backward is "
-            "one cheap pass, too small to predict a measurable saving.",
+            "(median of per-round ratios over interleaved rounds). Not a prediction: the "
+            "saved graph and memory above are certain, but how much time they save depends "
+            "on the machine's kernels and on the shape.",
             topic="cost", timing=TimeRatio(tuple(rounds))))
     return out
 

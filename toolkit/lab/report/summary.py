@@ -32,6 +32,7 @@ __all__ = ["CAPTION", "headline_of", "summary_figure"]
 #: Panels in a row of the summary figure (eight experiments: two rows of four).
 COLUMNS = 4
 PANEL_IN = (MAX_WIDTH_IN / COLUMNS, 2.3)  # width, height of one panel in inches
+TITLE_CHARS = 26  # the widest a panel's title line may be, at 9 pt
 CAPTION = ("Each panel is one experiment's headline finding: its metric with the block "
            "(blue, left) and without it (vermillion, right), one dot per seed, a bar over the "
            "seeds' range and a line at their mean. Dashed grey lines are the thresholds the "
@@ -56,9 +57,10 @@ def _numbers(verdict: Verdict, name: str) -> list[float | None]:
 
 
 def _status(verdict: Verdict) -> str:
-    """``"as predicted · 3/3 seeds"``, ``"did not hold · 1/3 seeds"``, ``"measured · 3 seeds"``."""
+    """``"as predicted · 3/3 seeds"``, ``"did not hold · 1/3 seeds"``, ``"measured · 3 seeds"``,
+    ``"as predicted · any seed"`` (seed-independent)."""
     if verdict.seed_independent:
-        seeds = "seed-independent"
+        seeds = "any seed"
     elif verdict.predicts and verdict.timing is None:
         seeds = f"{verdict.held}/{verdict.n_seeds - verdict.outside_seeds} seeds"
     else:
@@ -118,10 +120,13 @@ def _panel(ax: Any, letter: str, name: str, verdict: Verdict) -> None:
     for tick, variant in zip(ax.get_xticklabels(), (BLOCKED, UNBLOCKED)):
         tick.set_color(variant_style(variant)["color"])
     ax.tick_params(axis="y", labelsize=9)
-    ax.set_ylabel("\n".join(textwrap.wrap(head.metric, 28)), fontsize=9)
+    ax.set_ylabel("\n".join(textwrap.wrap(head.metric, 24)[:4]), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    status = _status(verdict) + (f"\n{off} seed{'s' * (off != 1)} off the axis" if off else "")
-    ax.set_title(f"({letter}) {name}\n{status}", fontsize=9.5, loc="left")
+    lines = [f"({letter}) {name}", *textwrap.wrap(_status(verdict), TITLE_CHARS)]
+    if off:
+        lines.append(f"{off} seed{'s' * (off != 1)} off the axis")
+    # from above the y label, where the panel begins: the widest room a title has
+    ax.set_title("\n".join(lines), fontsize=9, loc="left", x=-0.3, pad=10)
 
 
 def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
