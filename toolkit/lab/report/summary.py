@@ -68,7 +68,7 @@ def _status(verdict: Verdict) -> str:
     return f"{BADGES[verdict.verdict]} · {seeds}"
 
 
-def _panel(ax: Any, letter: str, name: str, verdict: Verdict) -> None:
+def _panel(ax: Any, letter: str, name: str, verdict: Verdict, title_x: float) -> None:
     head = verdict.headline
     assert head is not None
     columns = {BLOCKED: _numbers(verdict, head.blocked), UNBLOCKED: _numbers(verdict, head.unblocked)}
@@ -126,7 +126,7 @@ def _panel(ax: Any, letter: str, name: str, verdict: Verdict) -> None:
     if off:
         lines.append(f"{off} seed{'s' * (off != 1)} off the axis")
     # from above the y label, where the panel begins: the widest room a title has
-    ax.set_title("\n".join(lines), fontsize=9, loc="left", x=-0.3, pad=10)
+    ax.set_title("\n".join(lines), fontsize=9, loc="left", x=title_x, pad=10)
 
 
 def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
@@ -138,10 +138,14 @@ def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
         return None
     ncols = min(COLUMNS, len(heads))
     nrows = math.ceil(len(heads) / ncols)
+    width = max(PANEL_IN[0] * ncols, 3.4)
     fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(max(PANEL_IN[0] * ncols, 3.4), PANEL_IN[1] * nrows))
+                             figsize=(width, PANEL_IN[1] * nrows))
     for ax in axes.flat[len(heads):]:
         ax.set_visible(False)
+    # a title starts over the y label: about half an inch left of axes about 0.6 inch
+    # narrower than their panel, in the axes' own units
+    title_x = -0.5 / (width / ncols - 0.6)
     for i, (ax, (name, verdict)) in enumerate(zip(axes.flat, heads)):
-        _panel(ax, string.ascii_lowercase[i % 26] * (i // 26 + 1), name, verdict)
+        _panel(ax, string.ascii_lowercase[i % 26] * (i // 26 + 1), name, verdict, title_x)
     return fig
