@@ -181,6 +181,7 @@ def _start(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
             executor=dict(executor or {"kind": "local"}), versions=versions(),
             host=socket.gethostname(), pid=os.getpid(), started=utc_now().isoformat(),
             device_requested=config.device, config_source=spec.source,
+            request=spec.request or None,
             platform=platform.platform())
         t0 = time.perf_counter()
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
