@@ -92,18 +92,19 @@ def _cmd_run(args: argparse.Namespace, ledger: Any) -> int:
                             dashboard=args.dashboard)
     if args.resume and not args.dry_run and _nothing_left(plans, quiet=args.quiet):
         return EXIT_OK  # known without importing torch or an experiment, nor starting a pool
-    from toolkit.lab.execute.dask import check_executor
-    from toolkit.lab.execute.run import check_output_dir
-
-    check_executor(executor)
-    if executor.kind == "dask":
-        from toolkit.lab.execute.dask import import_distributed
-
-        import_distributed()  # a missing extra is an input error, before anything runs
     names = list(dict.fromkeys(p.file.experiment for p in plans))
+    # the bar, from here on: torch and the experiments take seconds to import
     watcher = Watcher(total, quiet=args.quiet or args.dry_run, verbose=args.verbose,
                       title=names[0] if len(names) == 1 else "")
     try:
+        from toolkit.lab.execute.dask import check_executor
+        from toolkit.lab.execute.run import check_output_dir
+
+        check_executor(executor)
+        if executor.kind == "dask":
+            from toolkit.lab.execute.dask import import_distributed
+
+            import_distributed()  # a missing extra is an input error, before anything runs
         if (executor.kind == "local" and not args.dry_run
                 and min(executor.workers, total) > 1):
             start_pool_server()  # its imports overlap this process's planning
@@ -166,7 +167,7 @@ def _run(args: argparse.Namespace, runs: list[Any], executor: Any, earlier: list
         n = min(executor.workers, len(runs))
         where = {"local": f" in {n} processes" if n > 1 else "",
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
-        print(f"{len(runs)} runs{where[executor.kind]}", flush=True)
+        watcher.say(f"{len(runs)} runs{where[executor.kind]}")
     # a seed group gets one report over its seeds once all have ended (none of their own)
     finish = None if args.no_report or grouped else _report_quietly
     if finish is not None and args.verbose:
@@ -190,16 +191,21 @@ def _run(args: argparse.Namespace, runs: list[Any], executor: Any, earlier: list
     with _notes(args.verbose):
         outcomes, status = run_all(runs, executor=executor, quiet=args.quiet, finish=finish,
                                    on_done=on_done, watch=watcher.watch, on_phase=on_phase)
-    watcher.close()
     if status >= 128:
         raise RunInterrupted(status - 128)  # the summary says what is complete
     shown = [o.run_dir for o in outcomes if o.status == "complete"]
     if grouped:
         ledger.phase = "reports"
+        watcher.phase("drawing the seed group's report" if not args.no_report else "the seed group")
+
+        def say(text: str) -> None:
+            watcher.say(text, sys.stderr)
+
         with _notes(args.verbose):
             shown = _finish_groups(outcomes, runs, report=not args.no_report, t0=t0,
-                                   say=_say if on_terminal or args.verbose else None,
+                                   say=say if on_terminal or args.verbose else None,
                                    earlier=earlier, ledger=ledger)
+    watcher.close()
     if args.quiet:
         return status
     if args.verbose and len(shown) <= 3:
@@ -297,10 +303,6 @@ def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
     for running in plan.running:
         print(f"skipped (running now, not started twice): {running}", file=sys.stderr)
     return plan.todo, plan.done
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -76,10 +76,8 @@ class Ledger:
         return not (Path(outcome.run_dir) / "report.html").is_file()
 
     def _line(self, outcome: Any) -> str:
-        meta = _meta(Path(outcome.run_dir))
-        seconds = meta.get("duration_s")
-        seconds = seconds if isinstance(seconds, (int, float)) else outcome.duration_s
-        note = fmt(seconds, "s")
+        seconds = _meta(Path(outcome.run_dir)).get("duration_s")  # as the run recorded it
+        note = fmt(seconds, "s") if isinstance(seconds, (int, float)) else "duration unknown"
         if outcome.status == "interrupted":
             step = last_step(Path(outcome.run_dir))
             note += "; nothing logged" if step is None else f"; kept steps up to {step}"

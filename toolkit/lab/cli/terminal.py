@@ -111,6 +111,7 @@ class Watcher:
         self.names, self.title = list(names), title
         self.bar: Any = None
         self.items: dict[int, tuple[int, int]] = {}  # run index -> (done, total)
+        self.itemized = False  # a run reported items (a showcase's experiments)
         self.running: dict[int, str] = {}  # run index -> the item under way ("": none named)
         self.now = "planning"  # the phase, while no run goes
         self.lock = threading.Lock()
@@ -118,9 +119,10 @@ class Watcher:
         if not quiet and _on_terminal():
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total_runs, unit="run", file=sys.stderr, leave=False,
-                            dynamic_ncols=True, bar_format="{desc} {percentage:3.0f}%|{bar}| "
-                            "{n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}]")
+            self.bar = tqdm(total=total_runs, unit="runs", desc=self._text(), file=sys.stderr,
+                            leave=False, dynamic_ncols=True,
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                       "{unit} [{elapsed}<{remaining}]")
             self._show()
             threading.Thread(target=self._tick, daemon=True, name="toolkit-bar").start()
 
@@ -161,7 +163,7 @@ class Watcher:
         per_run = max(known) if known else 1
         total = sum(t for _, t in self.items.values()) + per_run * (
             self.total_runs - len(self.items))
-        self.bar.unit = "items" if known else "runs"
+        self.bar.unit = "items" if self.itemized else "runs"
         self.bar.total = total
         self.bar.n = sum(d for d, _ in self.items.values())
         self.bar.set_description_str(self._text(), refresh=False)
@@ -179,6 +181,7 @@ class Watcher:
         with self.lock:
             self.items[index] = (done, total)
             self.running[index] = current
+            self.itemized = True
             self._show()
 
     def child_done(self, index: int, run_dir: str, name: str) -> None:
@@ -189,18 +192,23 @@ class Watcher:
         if self.verbose:
             self._line(f"  {text}", sys.stderr)
 
+    def say(self, text: str, stream: Any = None) -> None:
+        """A line of the command's own, above the bar (on stdout unless ``stream``)."""
+        self._line(text, stream or sys.stdout)
+
     def _line(self, text: str, stream: Any) -> None:
         with self.lock:
             if self.bar is not None:
                 self.bar.write(text, file=stream)
+                stream.flush()
             else:
                 print(text, file=stream, flush=True)
 
     def __call__(self, i: int, total: int, outcome: Any) -> None:
-        """``on_done``: a run ended; its items all count as done."""
+        """``on_done``: a run ended; its items all count as done (unless it was stopped)."""
         with self.lock:
-            _, n = self.items.get(i, (0, 0))
-            self.items[i] = (n or 1, n or 1)
+            done, n = self.items.get(i, (0, 0))
+            self.items[i] = (done, n) if outcome.status == "interrupted" else (n or 1, n or 1)
             self.running.pop(i, None)
             self._show()
         if outcome.status == "failed" or (self.verbose and outcome.status == "complete"):
