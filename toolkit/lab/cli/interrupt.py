@@ -5,8 +5,8 @@ starting, the runs, the reports), the runs planned, how each ended, and the seed
 and drawn. Stopped, the command prints :meth:`Ledger.summary`, on stderr::
 
     toolkit: interrupted by SIGINT while the runs ran (exit status 130); of 4 runs:
-      complete     results/td_learning/20250101T120000Z__seed0__a1b2c3  (10.5 s)
-      interrupted  results/td_learning/20250101T120000Z__seed1__d4e5f6  (4.21 s; kept steps
+      complete     results/td_learning/20250101T120000Z__seed0__a1b2c3 (10.5 s)
+      interrupted  results/td_learning/20250101T120000Z__seed1__d4e5f6 (4.21 s; kept steps
                    up to 30)
       not started  2 runs
     to finish: toolkit run configs/td_learning.toml --seeds 0-3 --resume
