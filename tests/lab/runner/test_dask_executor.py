@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from runner_testutil import FIXTURES, REPO
 
+from toolkit._utils.formatting import fmt
 from toolkit.lab import RunResults
 from toolkit.lab.cli import main
 from toolkit.lab.execute.local import run_all
@@ -192,11 +193,13 @@ def test_ctrl_c_cancels_and_marks_started_runs_interrupted(tmp_path: Path) -> No
     # what the workers had logged came back (the run that wrote `started` had logged a step;
     # another may have started and logged none yet), and the message says which
     logged = sum(len(r.metrics) >= 1 for r in runs if r.status == "interrupted")
-    interrupted = statuses.count("interrupted")
     assert logged >= 1
-    state_lines = err[err.index("toolkit: interrupted"):].splitlines()[1:]
-    assert f"  {interrupted} interrupted: marked in their meta.json; {logged} kept what they " \
-           f"had logged" + (f", {interrupted - logged} had logged no step yet"
-                            if interrupted > logged else "") in state_lines
-    assert f"  {6 - len(statuses)} not started: `--resume` runs them (and reruns the " \
-           f"interrupted ones)" in state_lines
+    text = " ".join(err[err.index("toolkit: interrupted"):].split())  # the summary unwrapped
+    for run in runs:  # each with how long it ran and what it kept, as its meta.json says
+        kept = "nothing logged" if run.last_step is None else \
+            f"kept steps up to {run.last_step}"
+        assert f"interrupted {run.run_dir} ({fmt(run.meta['duration_s'], 's')}; {kept})" \
+            in text
+    left = 6 - len(statuses)
+    assert f"not started {left} run{'s' * (left != 1)}" in text
+    assert text.endswith(" --resume")

@@ -313,13 +313,15 @@ def test_ctrl_c_on_a_pool_says_what_each_run_kept(tmp_path: Path) -> None:
     assert runs and {r.status for r in runs} == {"interrupted"}
     logged = sum(r.last_step is not None for r in runs)
     assert logged >= 1  # the run that wrote `started` had logged its first step
-    assert one_line(err, "interrupted: marked in their meta.json") == (
-        f"  {len(runs)} interrupted: marked in their meta.json; {logged} kept what they had "
-        f"logged" + (f", {len(runs) - logged} had logged no step yet" if len(runs) > logged
-                     else ""))
-    assert one_line(err, "not started") == (f"  {4 - len(runs)} not started: `--resume` runs "
-                                            f"them (and reruns the interrupted ones)")
-    assert err.count("[") == len(runs)  # one line for each run that had started
+    text = " ".join(err.split())  # the summary's lines unwrapped
+    for run in runs:  # one line for each run that had started, saying what it kept
+        kept = "nothing logged" if run.last_step is None else \
+            f"kept steps up to {run.last_step}"
+        assert text.count(str(run.run_dir)) == 1
+        assert f"interrupted {run.run_dir} (" in text and f"; {kept})" in text
+    left = 4 - len(runs)
+    assert one_line(err, "not started") == f"  not started  {left} run{'s' * (left != 1)}"
+    assert one_line(err, "to finish: ").endswith(" --resume")
 
 
 def test_a_signal_between_the_experiment_and_its_final_writes_is_held(

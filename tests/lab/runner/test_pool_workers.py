@@ -77,12 +77,12 @@ def test_runs_are_counted_as_planned_without_the_experiment(tmp_path: Path) -> N
 def test_the_command_starts_the_fork_server_only_ahead_of_a_pool(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seeds: str, workers: str,
         started: bool) -> None:
-    import toolkit.lab.execute.local as sweep
+    import toolkit.lab.execute.server as server
     from toolkit.lab.cli.app import main
 
     calls: list[object] = []
-    real = sweep.start_pool_server
-    monkeypatch.setattr(sweep, "start_pool_server", lambda *a: calls.append(a) or real(*a))
+    real = server.start_pool_server
+    monkeypatch.setattr(server, "start_pool_server", lambda *a: calls.append(a) or real(*a))
     assert main(["run", str(FIXTURES / "tiny.toml"), "--seeds", seeds, "--workers", workers,
                  "--no-report", "--quiet", "--out", str(tmp_path)]) == 0
     # started by the command before it plans (no modules named: every installed experiment)

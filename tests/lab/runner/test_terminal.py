@@ -8,11 +8,14 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from toolkit.lab.cli.terminal import Watcher, tally
 from toolkit.lab.execute.local import run_all
 from toolkit.lab.plan.config import plan
 
 SHOWCASE = Path(__file__).parents[3] / "configs" / "showcase_quick.toml"
+FIXTURES = Path(__file__).parent / "fixtures"
 TWO_CHILDREN = 'params.experiments=["tiny_counter", "td_learning"]'
 
 
@@ -23,6 +26,7 @@ class Recorder:
         self.reports: dict[int, list[tuple[str, int, int, str]]] = {}
         self.lines: list[str] = []
         self.children: dict[int, list[tuple[str, str, str]]] = {}
+        self.started: dict[int, int] = {}
         self.lock = threading.Lock()
 
     def watch(self, index: int) -> Recorder.One:
@@ -31,6 +35,10 @@ class Recorder:
     class One:
         def __init__(self, recorder: Recorder, index: int) -> None:
             self.recorder, self.index = recorder, index
+
+        def run_started(self) -> None:
+            with self.recorder.lock:
+                self.recorder.started[self.index] = self.recorder.started.get(self.index, 0) + 1
 
         def advance(self, label: str, done: int, total: int, current: str) -> None:
             with self.recorder.lock:
@@ -51,7 +59,7 @@ class Recorder:
                     (Path(run_dir).name, name, experiment))
 
 
-def test_each_experiment_of_each_seed_is_reported_as_it_ends(tmp_path: Path) -> None:
+def test_each_experiment_of_each_seed_is_reported_as_it_starts(tmp_path: Path) -> None:
     # two seeds in two worker processes: their reports cross the process boundary
     runs = plan(SHOWCASE, [TWO_CHILDREN], seeds=[0, 1], output_dir=tmp_path)
     recorder = Recorder()
@@ -60,10 +68,11 @@ def test_each_experiment_of_each_seed_is_reported_as_it_ends(tmp_path: Path) -> 
     outcomes, status = run_all(runs, executor=ExecutorConfig(workers=2), quiet=True,
                                watch=recorder.watch)
     assert status == 0 and len(outcomes) == 2, [o.error for o in outcomes]
-    for index in (0, 1):
+    for index in (0, 1):  # the item under way as it starts, then none once all have ended
         assert recorder.reports[index] == [
-            ("showcase", 0, 2, ""), ("showcase", 1, 2, "tiny_counter"),
-            ("showcase", 2, 2, "td_learning")]
+            ("showcase", 0, 2, "tiny_counter"), ("showcase", 1, 2, "td_learning"),
+            ("showcase", 2, 2, "")]
+        assert recorder.started[index] == 1  # each run said it started, once
     assert any("tiny_counter" in line for line in recorder.lines)  # ctx.say goes there too
     for outcome in outcomes:
         seed = int(outcome.run_dir.name.split("__seed")[1].split("__")[0])
@@ -102,13 +111,15 @@ def test_the_main_job_ends_in_a_short_tally(tmp_path: Path) -> None:
     assert any(line.startswith("report:   ") and line.endswith("report.html") for line in lines)
     assert any(line.startswith("findings: ") and line.endswith("findings.md") for line in lines)
     assert [line.split()[0] for line in lines if line.startswith("  ") and
-            not line.startswith("  !")] == [
-        "tiny_counter", "td_learning"]
+            not line.startswith("   ")] == ["tiny_counter", "td_learning"]
     # nothing but the summary when stderr is not a terminal: no bars, no foreign warnings
     assert proc.stderr == ""
+    # piped: wrapped to 100 columns (a path stays whole, however long)
+    assert max(len(line) for line in lines if not line.startswith(("findings:", "report:")))\
+        <= 100
 
 
-def test_the_tally_counts_what_did_not_hold_and_lists_it_first(tmp_path: Path) -> None:
+def test_the_tally_says_what_did_not_hold_beneath_its_experiment(tmp_path: Path) -> None:
     from toolkit.lab import Finding
     from toolkit.lab.results.records import write_findings
 
@@ -120,7 +131,44 @@ def test_the_tally_counts_what_did_not_hold_and_lists_it_first(tmp_path: Path) -
     with out.open("w") as fh:
         tally([tmp_path], out=fh)
     text = out.read_text().splitlines()
-    assert text[:2] == ["  a  1 as predicted, 1 measured", "  b  1 not as predicted"]
-    assert text[2] == "not as predicted:" and text[3].startswith("  ! b (held in 0 of 1 seed): ")
-    assert text[4] == "tally: 1 as predicted, 1 not, 1 measured (3 findings)"
-    assert text[5].startswith("findings: ")
+    assert text[:3] == ["  a  1 as predicted, 1 measured", "  b  1 not as predicted",
+                        "    ! held in 0 of 1 seed: missed it"]
+    assert text[3] == "tally: 1 as predicted, 1 not, 1 measured (3 findings)"
+    assert text[4].startswith("findings: ")
+
+
+@pytest.mark.parametrize("columns", [60, 100])
+def test_a_long_finding_is_wrapped_to_the_width_never_cut(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    from toolkit.lab import Finding
+    from toolkit.lab.results.records import write_findings
+
+    monkeypatch.setenv("COLUMNS", str(columns))  # the terminal's width, as a shell says it
+    words = " ".join(f"word{i}" for i in range(80))  # about 500 characters
+    write_findings(tmp_path, {0: {"a": [Finding(words, False, basis="a paper")]}})
+    out = tmp_path / "out.txt"
+    with out.open("w") as fh:
+        tally([tmp_path], out=fh)
+    lines = out.read_text().splitlines()
+    said = [line for line in lines if line.startswith("    ! ") or line.startswith("      ")]
+    assert max(len(line) for line in said) <= columns
+    assert len(said) > 1  # wrapped
+    assert " ".join(" ".join(said).split()) == f"! held in 0 of 1 seed: {words}"  # all of it
+
+
+def test_each_sweep_point_is_named(tmp_path: Path) -> None:
+    from toolkit.lab.results.schema import ExecutorConfig
+
+    runs = plan(FIXTURES / "tiny.toml", ["sweep.params.n_steps=[2, 3]"], output_dir=tmp_path)
+    outcomes, status = run_all(runs, executor=ExecutorConfig(workers=1), quiet=True)
+    assert status == 0, [o.error for o in outcomes]
+    out = tmp_path / "out.txt"
+    with out.open("w") as fh:
+        tally([o.run_dir for o in outcomes], out=fh)
+    lines = out.read_text().splitlines()
+    assert [line.split("  ")[1].strip() for line in lines[:2]] == [
+        "tiny_counter n_steps=2", "tiny_counter n_steps=3"]
+    # one line a folder names it too, with its report or findings
+    named = [line for line in lines if line.startswith("tiny_counter n_steps=")]
+    assert [line.split(":")[0] for line in named] == ["tiny_counter n_steps=2",
+                                                       "tiny_counter n_steps=3"]

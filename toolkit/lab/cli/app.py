@@ -12,7 +12,8 @@ traceback (``--debug`` shows it). Exit status:
   damaged run skipped by ``report``, damage found by ``check``), or an unexpected error (a bug:
   ``--debug`` shows its traceback);
 - 2: bad input, or a file or folder that cannot be read or written;
-- 130 / 143: interrupted (SIGINT / SIGTERM).
+- 130 / 143: interrupted (SIGINT / SIGTERM); ``run`` and ``sweep`` then print one summary of
+  what is complete and the command that finishes the rest.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ exit status:
   1        a run failed; report skipped a damaged run; check found damage; an unexpected error
   2        bad input; a damaged input file; a file or folder that cannot be read or written
            (full disk, read-only, a file in the way): one line names it and what to do
-  130/143  interrupted (SIGINT/SIGTERM): one line per state of the runs says what was kept
+  130/143  interrupted (SIGINT/SIGTERM): one summary of what is complete and the command
+           that finishes the rest (`toolkit run ... --resume`, `toolkit report DIR`)
 """
 
 RUN_EPILOG = """\
@@ -290,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again, if stopped
     if args.command == "demo":
         return demo()
     from toolkit.lab.cli import commands, commands_read

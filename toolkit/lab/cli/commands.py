@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._utils.formatting import fmt
-from toolkit.lab.cli.terminal import Watcher, last_step, print_findings, tally
+from toolkit.lab.cli.terminal import Watcher, print_findings, run_label, tally
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -27,26 +28,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"toolkit: error: {message} (see `{self.prog} --help`)\n")
 
-
-
-def _interrupted(outcomes: Sequence[Any], total: int, code: int) -> None:
-    """After an interrupt: one line per state of the runs, and what was kept of each."""
-    by_state: dict[str, list[Any]] = {}
-    for o in outcomes:
-        by_state.setdefault(o.status, []).append(o)
-    print(f"toolkit: interrupted (exit status {code}); the {total} run(s):", file=sys.stderr)
-    for state, runs in by_state.items():
-        if state == "interrupted":
-            empty = sum(last_step(o.run_dir) is None for o in runs)
-            kept = (f"{len(runs) - empty} kept what they had logged"
-                    + (f", {empty} had logged no step yet" if empty else ""))
-            print(f"  {len(runs)} interrupted: marked in their meta.json; {kept}",
-                  file=sys.stderr)
-        else:
-            print(f"  {len(runs)} {state}: kept", file=sys.stderr)
-    if total > len(outcomes):
-        print(f"  {total - len(outcomes)} not started: `--resume` runs them (and reruns the "
-              f"interrupted ones)", file=sys.stderr)
 
 
 def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
@@ -61,11 +42,35 @@ def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``toolkit run`` / ``sweep``: read each config once (no torch yet), start the pool's
-    fork server while the experiments load, plan, then hand the runs to the executor."""
+    fork server while the experiments load, plan, then hand the runs to the executor.
+
+    SIGINT or SIGTERM at any moment (planning, the pool starting, the runs, the reports) ends
+    the command with one summary of what is complete and the command that finishes the rest
+    (:mod:`toolkit.lab.cli.interrupt`), exit status 128 + the signal (130 for Ctrl-C).
+    """
+    from toolkit.lab.cli.interrupt import Ledger
+    from toolkit.lab.errors import RunInterrupted
+    from toolkit.lab.execute.server import stop_pool_server
+    from toolkit.lab.execute.signals import INSIST_S, signals_deferred, signals_raise
+
+    argv = getattr(args, "argv", None)
+    ledger = Ledger(sys.argv[1:] if argv is None else argv, report=not args.no_report)
+    try:
+        with signals_raise(insist=INSIST_S):
+            return _cmd_run(args, ledger)
+    except KeyboardInterrupt as err:  # RunInterrupted too
+        signum = err.signum if isinstance(err, RunInterrupted) else int(signal.SIGINT)
+        with signals_deferred():  # a second Ctrl-C does not cut the summary short
+            stop_pool_server()  # still importing for a pool that will not be
+            for line in ledger.summary(signum):
+                print(line, file=sys.stderr)
+            sys.stderr.flush()
+        return 128 + signum
+
+
+def _cmd_run(args: argparse.Namespace, ledger: Any) -> int:
     from toolkit.lab.errors import ConfigError
-    from toolkit.lab.execute.dask import check_executor
-    from toolkit.lab.execute.local import start_pool_server
-    from toolkit.lab.execute.run import check_output_dir
+    from toolkit.lab.execute.server import start_pool_server
     from toolkit.lab.plan.config import Plan, executor_for, parse_seeds
     from toolkit.lab.results.records import group_key
 
@@ -86,75 +91,127 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(" ".join(args.configs), "", f"give {total:,} runs together, above "
                           f"the limit of {args.max_runs:,}", "run fewer configs at once, or "
                           "raise the limit with --max-runs N")
+    ledger.planned = total
     executor = executor_for(plans, kind=args.executor, workers=args.workers,
                             address=args.address, tls_ca_file=args.tls_ca_file,
                             tls_cert=args.tls_cert, tls_key=args.tls_key,
                             dashboard=args.dashboard)
-    check_executor(executor)
-    if executor.kind == "dask":
-        from toolkit.lab.execute.dask import import_distributed
+    if args.resume and not args.dry_run and _nothing_left(plans, quiet=args.quiet):
+        return EXIT_OK  # known without importing torch or an experiment, nor starting a pool
+    names = list(dict.fromkeys(p.file.experiment for p in plans))
+    # the bar, from here on: torch and the experiments take seconds to import
+    watcher = Watcher(total, quiet=args.quiet or args.dry_run, verbose=args.verbose,
+                      title=names[0] if len(names) == 1 else "")
+    try:
+        from toolkit.lab.execute.dask import check_executor
+        from toolkit.lab.execute.run import check_output_dir
 
-        import_distributed()  # a missing extra is an input error, before anything runs
-    elif not args.dry_run and min(executor.workers, total) > 1:
-        start_pool_server()  # its imports overlap this process's planning
-    runs = [spec for p in plans for spec in p.specs()]
-    grouped = len({group_key(r.config) for r in runs}) < len(runs)
-    earlier: list[Path] = []
-    if args.resume:
-        runs, earlier = _resume(runs, quiet=args.quiet)
-        if not runs:
-            print("nothing to do: every run is complete or running")
+        check_executor(executor)
+        if executor.kind == "dask":
+            from toolkit.lab.execute.dask import import_distributed
+
+            import_distributed()  # a missing extra is an input error, before anything runs
+        if (executor.kind == "local" and not args.dry_run
+                and min(executor.workers, total) > 1):
+            start_pool_server()  # its imports overlap this process's planning
+        runs = [spec for p in plans for spec in p.specs()]
+        ledger.grouped = len({group_key(r.config) for r in runs}) < len(runs)
+        earlier: list[Path] = []
+        if args.resume:
+            runs, earlier = _resume(runs, quiet=args.quiet)
+            if not runs:
+                print("nothing to do: every run is complete or running")
+                return EXIT_OK
+        ledger.planned = len(runs)
+        watcher.total_runs = len(runs)
+        watcher.name_runs([run_label("" if len(names) == 1 else r.experiment.name,
+                                     r.sweep_point, f"seed {r.seed}") for r in runs],
+                          watcher.title)
+        for root, name in dict.fromkeys((r.config.output_dir, r.experiment.name) for r in runs):
+            check_output_dir(root, name, source=runs[0].source, create=not args.dry_run)
+        if args.dry_run:
+            for r in runs:
+                point = " ".join(f"{k}={v}" for k, v in r.sweep_point.items())
+                print(f"{r.config.experiment} seed={r.seed} {point}".rstrip())
+            print(f"{len(runs)} run(s); executor {executor.kind}")
             return EXIT_OK
-    for root, name in dict.fromkeys((r.config.output_dir, r.experiment.name) for r in runs):
-        check_output_dir(root, name, source=runs[0].source, create=not args.dry_run)
-    if args.dry_run:
-        for r in runs:
-            point = " ".join(f"{k}={v}" for k, v in r.sweep_point.items())
-            print(f"{r.config.experiment} seed={r.seed} {point}".rstrip())
-        print(f"{len(runs)} run(s); executor {executor.kind}")
-        return EXIT_OK
-    if args.resume:
-        from toolkit.lab.execute.resume import claimed
+        if args.resume:
+            from toolkit.lab.execute.resume import claimed
 
-        with claimed(runs) as mine:
-            return _run(args, mine, executor, grouped, earlier)
-    return _run(args, runs, executor, grouped, earlier)
+            with claimed(runs) as mine:
+                ledger.planned = len(mine)
+                return _run(args, mine, executor, earlier, watcher, ledger)
+        return _run(args, runs, executor, earlier, watcher, ledger)
+    finally:
+        watcher.close()
 
 
-def _run(args: argparse.Namespace, runs: list[Any], executor: Any, grouped: bool,
-         earlier: list[Path]) -> int:
+def _nothing_left(plans: Sequence[Any], *, quiet: bool) -> bool:
+    """``--resume`` when every planned run is complete already, found by what each run
+    recorded of its request (:func:`~toolkit.lab.execute.resume.done_as_requested`): says so
+    and returns ``True``, having imported no experiment and started no pool."""
+    from toolkit.lab.execute.resume import done_as_requested
+
+    done = done_as_requested(plans)
+    if done is None:
+        return False
+    if not quiet:
+        for folder in done:
+            print(f"skipped (complete): {folder}")
+    print("nothing to do: every run is complete or running")
+    return True
+
+
+def _run(args: argparse.Namespace, runs: list[Any], executor: Any, earlier: list[Path],
+         watcher: Watcher, ledger: Any) -> int:
+    from toolkit.lab.errors import RunInterrupted
     from toolkit.lab.execute.local import run_all
 
+    grouped = ledger.grouped
     on_terminal = sys.stderr.isatty() and not args.quiet
     if not args.quiet and len(runs) > 1:
         n = min(executor.workers, len(runs))
         where = {"local": f" in {n} processes" if n > 1 else "",
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
-        print(f"{len(runs)} runs{where[executor.kind]}", flush=True)
+        watcher.say(f"{len(runs)} runs{where[executor.kind]}")
     # a seed group gets one report over its seeds once all have ended (none of their own)
     finish = None if args.no_report or grouped else _report_quietly
     if finish is not None and args.verbose:
         from toolkit.lab.report import write_report as finish
-    if on_terminal and len(runs) == 1 and executor.kind == "local":
-        c = runs[0].config
-        print(f"running {c.experiment} (seed {c.seed}, {c.dtype}, {c.threads} thread"
-              f"{'s' * (c.threads != 1)})", file=sys.stderr, flush=True)
-    watcher = Watcher(len(runs), quiet=args.quiet, verbose=args.verbose)
+
+    def on_done(index: int, total: int, outcome: Any) -> None:
+        ledger.ended(index, outcome)
+        watcher(index, total, outcome)
+
+    def on_phase(text: str) -> None:
+        if text:
+            ledger.phase = "pool"
+        watcher.phase(text)
+
+    watcher.on_run_started = ledger.started
+
+    pool = executor.kind == "local" and min(executor.workers, len(runs)) > 1
+    ledger.phase = "pool" if pool else "runs"
+    watcher.phase("")
     t0 = time.perf_counter()
-    try:
-        with _notes(args.verbose):
-            outcomes, status = run_all(runs, executor=executor, quiet=args.quiet,
-                                       finish=finish, on_done=watcher, watch=watcher.watch)
-    finally:
-        watcher.close()
+    with _notes(args.verbose):
+        outcomes, status = run_all(runs, executor=executor, quiet=args.quiet, finish=finish,
+                                   on_done=on_done, watch=watcher.watch, on_phase=on_phase)
     if status >= 128:
-        _interrupted(outcomes, len(runs), status)
+        raise RunInterrupted(status - 128)  # the summary says what is complete
     shown = [o.run_dir for o in outcomes if o.status == "complete"]
-    if grouped and status < 128:
+    if grouped:
+        ledger.phase = "reports"
+        watcher.phase("drawing the seed group's report" if not args.no_report else "the seed group")
+
+        def say(text: str) -> None:
+            watcher.say(text, sys.stderr)
+
         with _notes(args.verbose):
             shown = _finish_groups(outcomes, runs, report=not args.no_report, t0=t0,
-                                   say=_say if on_terminal or args.verbose else None,
-                                   earlier=earlier)
+                                   say=say if on_terminal or args.verbose else None,
+                                   earlier=earlier, ledger=ledger)
+    watcher.close()
     if args.quiet:
         return status
     if args.verbose and len(shown) <= 3:
@@ -171,10 +228,14 @@ def _run(args: argparse.Namespace, runs: list[Any], executor: Any, grouped: bool
 
 
 def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool, t0: float,
-                   say: Any, earlier: Sequence[Path]) -> list[Path]:
+                   say: Any, earlier: Sequence[Path], ledger: Any) -> list[Path]:
     """The seed group of the complete runs that differ only in their seed (with ``earlier``
     complete runs of ``--resume``), its report, then each complete run outside a group; the
-    folders, groups first. A failing report is a warning: the numbers stay valid."""
+    folders, groups first. The groups are written whole before a signal is acted on (their
+    findings take a second or so); their reports may be stopped (the ``ledger`` says which
+    were drawn). A failing report is a warning: the numbers stay valid."""
+    from toolkit.lab.errors import RunInterrupted
+    from toolkit.lab.execute.signals import signals_deferred
     from toolkit.lab.report import write_report
     from toolkit.lab.results.records import group_runs, record_group, write_group
     from toolkit.lab.results.view import RunResults
@@ -185,6 +246,12 @@ def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool
     members = {d for g in groups for d in g}
     failed = [f"a run with another seed ended {o.status}: {o.run_dir}"
               + (f" ({o.error})" if o.error else "") for o in outcomes if o.status != "complete"]
+    with signals_deferred() as held:
+        folders = [write_group(members_of, problems=failed) for members_of in groups]
+    ledger.members = members
+    ledger.groups.update(dict.fromkeys(folders, not report))
+    if held:
+        raise RunInterrupted(held[0])
 
     def draw(folder: Path, name: str) -> None:
         if not report:
@@ -198,10 +265,10 @@ def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool
             say(f"  report: {fmt(time.perf_counter() - t1, 's')}")
 
     shown = []
-    for members_of in groups:
-        folder = write_group(members_of, problems=failed)
+    for folder, members_of in zip(folders, groups):
         t1 = time.perf_counter()
         draw(folder, RunResults(members_of[0]).experiment)
+        ledger.groups[folder] = True
         if say is not None and report:
             say(f"  report over {len(members_of)} seeds: {fmt(time.perf_counter() - t1, 's')}")
         record_group(folder, wall_seconds=round(time.perf_counter() - t0, 3))
@@ -242,10 +309,6 @@ def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
     for running in plan.running:
         print(f"skipped (running now, not started twice): {running}", file=sys.stderr)
     return plan.todo, plan.done
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

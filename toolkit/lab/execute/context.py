@@ -46,18 +46,21 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
 
 class Reporter(Protocol):
     """Where a run's progress goes when someone watches it (the command line's bars): the
-    run's top-level ``ctx.progress`` loop reports each item as it ends, ``ctx.say`` a line."""
+    run's top-level ``ctx.progress`` loop reports each item as it starts and ends, ``ctx.say``
+    a line."""
 
     def advance(self, label: str, done: int, total: int, current: str) -> None:
         """``done`` of ``total`` items of the loop ``label`` have ended; ``current``: the
-        last one's name (empty when it has none)."""
+        name of the item now under way (empty when it has none, or once the loop is over).
+        Reported as each item starts, and once more at the end of the loop."""
 
     def write(self, text: str) -> None:
         """One line the run says (shown with ``--verbose``)."""
 
     # A reporter may also define ``child_done(run_dir: str, name: str)``: called when a child
     # of the run (a showcase's experiment) has written all its files, see
-    # :meth:`RunContext.child_done` (the command line's report draws its section then).
+    # :meth:`RunContext.child_done` (the command line's report draws its section then); and
+    # ``run_started()``: called by the executor as the run starts.
 
 
 class _ReportedBar:
@@ -74,12 +77,12 @@ class _ReportedBar:
 
     def __iter__(self) -> Any:
         assert self.iterable is not None, "ctx.progress(total=...) is updated, not iterated"
-        self.reporter.advance(self.label, 0, self.total, "")
         for item in self.iterable:
-            yield item
-            self.n += 1
             self.reporter.advance(self.label, self.n, self.total,
                                   item if isinstance(item, str) else "")
+            yield item
+            self.n += 1
+        self.reporter.advance(self.label, self.n, self.total, "")
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -283,8 +286,8 @@ class RunContext:
         """A tqdm progress bar on stderr; silent when stderr is not a terminal or with --quiet.
 
         When a :class:`Reporter` watches the run (the command line), the run's top-level loop
-        reports each item as it ends, to the one bar the command line draws, and the loops of
-        child contexts draw nothing (no bars inside bars).
+        reports each item as it starts and ends, to the one bar the command line draws, and the
+        loops of child contexts draw nothing (no bars inside bars).
         """
         from tqdm.auto import tqdm
 

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -428,7 +429,11 @@ def _kept(config: RunConfig, got: Any, error: str) -> Path | None:
         raise Refused(f"meta.json is not JSON ({err})") from None
     if not isinstance(meta, dict):
         raise Refused("meta.json is not a JSON object")
-    meta.update(status="interrupted", ended=utc_now().isoformat(),
+    ended = utc_now()
+    meta.update(status="interrupted", ended=ended.isoformat(),
                 error=f"{error}; kept what the worker had logged")
+    with contextlib.suppress(TypeError, ValueError):  # how long it ran, as a local run says
+        meta["duration_s"] = round(max(0.0, (ended - datetime.fromisoformat(
+            meta["started"])).total_seconds()), 3)
     got["files"]["meta.json"] = json_text(meta).encode("utf-8")
     return write_run(config, got["run_id"], got["files"])

@@ -8,9 +8,11 @@
   fork server that imported torch and the experiments once (:func:`start_pool_server`);
 - ``dask``: tasks on a Dask cluster (:mod:`toolkit.lab.execute.dask`).
 
-Ctrl-C is honoured at every moment: while the pool starts, the parent takes it (the pool's
-workers ignore it between runs); then the runs in progress are sent SIGTERM, mark themselves
-``interrupted``, and nothing more is started. Whatever the executor, a run sets its own seed
+Ctrl-C is honoured at every moment. While the pool's fork server imports, nothing is started
+and the server is ended (:mod:`toolkit.lab.execute.server`); the pool is then made whole
+before a signal is acted on (milliseconds), and from there on the signal the parent received
+is passed on to the workers whose run goes on, which mark the run ``interrupted`` by it; the
+other workers start nothing more (SIGINT between runs only stops them). Whatever the executor, a run sets its own seed
 and thread count, so the same config and seed give the same ``summary.json`` bytes.
 """
 
@@ -23,13 +25,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 from toolkit.lab.errors import RunInterrupted
 from toolkit.lab.execute.context import Reporter
-from toolkit.lab.execute.run import Finish, RunOutcome, execute, signals_deferred, signals_raise
+from toolkit.lab.execute.run import Finish, RunOutcome, execute
+from toolkit.lab.execute.server import start_pool_server, stop_pool_server, wait_pool_server
+from toolkit.lab.execute.signals import signals_deferred, signals_raise
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
 from toolkit.lab.results.schema import ExecutorConfig
@@ -40,10 +45,12 @@ __all__ = ["Progress", "run_all", "start_pool_server"]
 Progress = Callable[[int, int, RunOutcome], None]
 #: ``watch(index)``: the reporter the progress of the run at ``index`` goes to.
 Watch = Callable[[int], Reporter]
+#: ``on_phase(text)``: what the executor does before the runs start (``""``: the runs go)
+Phase = Callable[[str], None]
 
 _QUEUE: Any = None  # a pool worker's queue to the parent (set by _worker_init)
-#: the signal that stopped a run of this pool worker: it starts no other run (a SIGTERM from
-#: the parent that arrives while a run's files are finished is held there, not acted on)
+#: the signal that stopped this pool worker: it starts no other run (Ctrl-C between runs, or
+#: a run of its stopped by a signal)
 _STOPPED_BY = 0
 
 
@@ -63,12 +70,20 @@ class _QueueReporter:
         _QUEUE.put(("child_done", self.index, (run_dir, name)))
 
 
+def _stop(signum: int, frame: object) -> None:
+    """A pool worker's SIGINT between runs: start no other run (it waits for work, or loads
+    an experiment, with nothing to mark)."""
+    global _STOPPED_BY
+    _STOPPED_BY = _STOPPED_BY or signum
+
+
 def _worker_init(queue: Any, env: dict[str, str], path: list[str], cwd: str) -> None:
     """A worker takes this process's environment, import path and folder (a fork server's
-    worker starts with the server's), ignores Ctrl-C between runs (the parent decides; during
-    a run the runner marks the run interrupted) and lets SIGINT through again."""
+    worker starts with the server's); SIGINT between runs stops it from starting another
+    (the parent decides; during a run the runner marks the run interrupted), then SIGINT,
+    blocked while the worker started, is let through."""
     global _QUEUE
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _stop)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _QUEUE = queue
     os.environ.clear()
@@ -107,97 +122,98 @@ def _preload(specs: Sequence[RunSpec]) -> list[str]:
     return list(names)
 
 
-@contextlib.contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT held back (not ignored: it is delivered when this ends) while a process that
-    must not see it starts; the fork server and its workers inherit the mask."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def start_pool_server(modules: Sequence[str] | None = None) -> Any:
-    """Start the fork server of this process's pools now, importing ``modules`` (default: the
-    runner and every installed experiment) while this process goes on planning; returns the
-    multiprocessing context a pool uses (``spawn`` where there is no fork server)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    from multiprocessing import forkserver
-
-    from toolkit.lab.plan.registry import installed_modules
-
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(modules) if modules is not None
-                               else [__name__, *installed_modules()])
-    with _sigint_blocked():
-        forkserver.ensure_running()  # returns at once; the imports go on over there
-    return ctx
-
-
 def _relay(queue: Any, watch: Watch | None, started: dict[int, int]) -> None:
-    """In the parent: pass what workers report to the watching reporters, until ``None``."""
+    """In the parent: pass what workers report to the watching reporters, until ``None``
+    (a run that starts is said to its reporter's ``run_started``, when it has one)."""
     while (message := queue.get()) is not None:
         kind, index, args = message
         if kind == "started":
             started[index] = args[0]
-        elif watch is not None:
+            kind, args = "run_started", ()
+        if watch is not None:
             with contextlib.suppress(Exception):  # a bar that fails never stops the runs
-                getattr(watch(index), kind)(*args)
+                method = getattr(watch(index), kind, None)
+                if method is not None:
+                    method(*args)
+
+
+def _stop_workers(signum: int, started: dict[int, int], ended: set[int]) -> None:
+    """Pass the signal on to the workers whose run goes on (they mark it interrupted by that
+    signal); the others get SIGINT, which only keeps them from starting another run."""
+    running = {pid for index, pid in started.items() if index not in ended}
+    for child in multiprocessing.active_children():
+        if child.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signum if child.pid in running else signal.SIGINT)
 
 
 def _in_pool(specs: Sequence[RunSpec], workers: int, argv: list[str], finish: Finish | None,
-             on_done: Progress | None, watch: Watch | None) -> tuple[list[RunOutcome], int]:
+             on_done: Progress | None, watch: Watch | None, on_phase: Phase | None
+             ) -> tuple[list[RunOutcome], int]:
     ctx = start_pool_server(_preload(specs))
-    queue = ctx.SimpleQueue()
-    started: dict[int, int] = {}
-    relay = threading.Thread(target=_relay, args=(queue, watch, started), daemon=True)
-    relay.start()
+    n = min(workers, len(specs))
     outcomes: list[RunOutcome] = []
     status = 0
+    started: dict[int, int] = {}
     futures: dict[cf.Future[RunOutcome], int] = {}
-    pool = None
+    pool: cf.ProcessPoolExecutor | None = None
+    queue: Any = None
+    relay: threading.Thread | None = None
+
+    def done(i: int, outcome: RunOutcome) -> None:
+        outcomes.append(outcome)
+        if on_done:
+            on_done(i, len(specs), outcome)
+
     with signals_raise():
         try:
-            # workers are forked at submit by the fork server, whose SIGINT is blocked
-            pool = cf.ProcessPoolExecutor(min(workers, len(specs)), mp_context=ctx,
-                                          initializer=_worker_init, initargs=(
-                                              queue, dict(os.environ), list(sys.path),
-                                              os.getcwd()))
-            futures = {pool.submit(_in_worker, i, spec, argv, finish): i
-                       for i, spec in enumerate(specs)}
+            if on_phase is not None:
+                on_phase(f"starting {n} processes")
+            try:
+                wait_pool_server()  # no worker before the server has imported everything
+            except BaseException:
+                stop_pool_server()
+                raise
+            # the pool is made whole before a signal is acted on (forks: milliseconds)
+            with signals_deferred() as received:
+                queue = ctx.SimpleQueue()
+                relay = threading.Thread(target=_relay, args=(queue, watch, started),
+                                         daemon=True)
+                relay.start()
+                pool = cf.ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init,
+                                              initargs=(queue, dict(os.environ),
+                                                        list(sys.path), os.getcwd()))
+                futures = {pool.submit(_in_worker, i, spec, argv, finish): i
+                           for i, spec in enumerate(specs)}
+            if received:
+                raise RunInterrupted(received[0])
+            if on_phase is not None:
+                on_phase("")
             for future in cf.as_completed(futures):
                 outcome = future.result()
-                outcomes.append(outcome)
-                if on_done:
-                    on_done(futures[future], len(specs), outcome)
+                done(futures[future], outcome)
                 status = max(status, outcome.exit_code)
-                if outcome.status == "interrupted":  # a worker's run was stopped: all stop
-                    raise RunInterrupted(outcome.exit_code - 128
-                                         if outcome.exit_code > 128 else signal.SIGINT)
+                if outcome.exit_code > 128:  # a worker's run was stopped: all stop
+                    raise RunInterrupted(outcome.exit_code - 128)
             pool.shutdown(wait=True)
-        except (RunInterrupted, KeyboardInterrupt, cf.process.BrokenProcessPool) as err:
+        except (RunInterrupted, KeyboardInterrupt, BrokenProcessPool) as err:
             status = (err.exit_code if isinstance(err, RunInterrupted)
                       else 130 if isinstance(err, KeyboardInterrupt) else 1)
             with signals_deferred():  # more signals change nothing now
-                for child in multiprocessing.active_children():
-                    with contextlib.suppress(OSError):
-                        os.kill(child.pid, signal.SIGTERM)  # runs in progress mark themselves
                 if pool is not None:
+                    ended = {i for f, i in futures.items() if f.done()}
+                    _stop_workers(status - 128 if status > 128 else signal.SIGTERM, started,
+                                  ended)
                     pool.shutdown(wait=True, cancel_futures=True)
                 for future, i in futures.items():
                     if future.done() and not future.cancelled() and future.exception() is None \
                             and future.result() not in outcomes:
-                        outcomes.append(future.result())
-                        if on_done:
-                            on_done(i, len(specs), future.result())
+                        done(i, future.result())
         finally:
-            queue.put(None)
-            relay.join(timeout=5)
+            if queue is not None:
+                queue.put(None)
+            if relay is not None:
+                relay.join(timeout=5)
     return outcomes, status
 
 
@@ -207,13 +223,15 @@ def _here(specs: Sequence[RunSpec], argv: list[str], finish: Finish | None,
     outcomes: list[RunOutcome] = []
     status = 0
     for i, spec in enumerate(specs):
+        reporter = watch(i) if watch is not None else None
+        if reporter is not None and hasattr(reporter, "run_started"):
+            reporter.run_started()
         with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
-            outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
-                              reporter=watch(i) if watch is not None else None)
+            outcome = execute(spec, quiet=quiet, argv=argv, finish=finish, reporter=reporter)
         outcomes.append(outcome)
         if on_done:
             on_done(i, len(specs), outcome)
-        if outcome.status == "interrupted":
+        if outcome.exit_code > 128:  # interrupted, or its report was: nothing more starts
             return outcomes, outcome.exit_code
         status = max(status, outcome.exit_code)
     return outcomes, status
@@ -222,14 +240,17 @@ def _here(specs: Sequence[RunSpec], argv: list[str], finish: Finish | None,
 def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
             quiet: bool = False, argv: Sequence[str] | None = None,
             finish: Finish | None = None, on_done: Progress | None = None,
-            watch: Watch | None = None) -> tuple[list[RunOutcome], int]:
+            watch: Watch | None = None, on_phase: Phase | None = None
+            ) -> tuple[list[RunOutcome], int]:
     """Run every planned run; the outcomes (in the order they ended) and the exit status:
     0 when all completed, 1 when any failed (the others still run), 128 + the signal when
     interrupted (nothing more is started; runs in progress are marked ``interrupted``).
 
     ``finish(run_dir, experiment)`` runs after each run's files are written (in a pool, in
     the worker: a module-level function); ``watch(index)`` gives the reporter of each run's
-    progress (local executors; Dask runs report as they end).
+    progress (local executors; Dask runs report as they end; a reporter's ``run_started()``,
+    when it has one, is called as its run starts); ``on_phase(text)`` hears what a pool does
+    before its runs start (``""`` once they go).
     """
     executor = executor or ExecutorConfig()
     argv = list(sys.argv if argv is None else argv)
@@ -239,4 +260,4 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
         return run_on_dask(specs, executor, argv=argv, finish=finish, on_done=on_done)
     if executor.workers <= 1 or len(specs) <= 1:
         return _here(specs, argv, finish, on_done, watch, quiet)
-    return _in_pool(specs, executor.workers, argv, finish, on_done, watch)
+    return _in_pool(specs, executor.workers, argv, finish, on_done, watch, on_phase)

@@ -4,6 +4,9 @@ A run is matched by identity (:meth:`~toolkit.lab.results.schema.RunConfig.ident
 hash of the config as ``config.toml`` holds it), wherever its folder lives. A complete run
 that ``check`` passes is done; a run whose process holds its lock is running; the rest
 (abandoned, failed, interrupted, damaged) run again.
+
+Before any of that, :func:`done_as_requested` answers the common question "is everything
+done?" from what each run recorded of its request, without importing an experiment.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ from pathlib import Path
 import filelock
 
 from toolkit.lab.errors import DamagedFile
-from toolkit.lab.plan.config import RunSpec
+from toolkit.lab.plan.config import Plan, RunSpec
 from toolkit.lab.results.check import check_run
 from toolkit.lab.results.files import inside, read_toml
 from toolkit.lab.results.schema import RunConfig
 from toolkit.lab.results.view import RunResults
 
-__all__ = ["LOCKS", "ResumePlan", "claimed", "plan_resume"]
+__all__ = ["LOCKS", "ResumePlan", "claimed", "done_as_requested", "plan_resume"]
 
 #: ``<output_dir>/<experiment>/.locks/<identity>.lock``: held while a resumed run is started
 LOCKS = ".locks"
@@ -86,6 +89,37 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
             plan.damaged += [problems[0] for problems in checked.values()]
             plan.todo.append(spec)
     return plan
+
+
+def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
+    """The complete run of every run the ``plans`` give, matched by the request each run
+    recorded in ``meta.json`` (:meth:`~toolkit.lab.plan.config.Plan.requests`) and passed by
+    ``check``: found without importing an experiment (``--resume`` with nothing to do answers
+    at once). ``None`` as soon as one is missing: then :func:`plan_resume` decides, with the
+    experiments loaded."""
+    wanted: dict[str, None] = {}
+    for plan in plans:
+        keys = plan.requests()
+        if not keys:
+            return None
+        wanted.update(dict.fromkeys(keys))
+    found: dict[str, Path] = {}
+    for root, parent in dict.fromkeys((p.file.output_dir, Path(p.file.output_dir)
+                                       / p.file.experiment) for p in plans):
+        inside(root, parent)  # a link to someone else's runs is refused, not resumed
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            if run_dir.name.startswith(".") or not os.path.lexists(run_dir / "meta.json"):
+                continue
+            try:
+                meta = RunResults(run_dir).meta
+            except DamagedFile:
+                continue
+            key = meta.get("request")
+            if key in wanted and meta.get("status") == "complete" and not check_run(run_dir):
+                found[key] = run_dir
+    if len(found) < len(wanted):
+        return None
+    return [found[key] for key in wanted]
 
 
 @contextlib.contextmanager

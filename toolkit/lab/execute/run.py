@@ -12,7 +12,8 @@ planned). In order:
    :class:`~toolkit.lab.errors.RunInterrupted`;
 4. ``metrics.jsonl`` closed, the findings written, and only then ``meta.json`` with the
    final status: ``complete`` is the last thing a run writes;
-5. ``finish(run_dir, experiment)`` (the report), its time recorded.
+5. ``finish(run_dir, experiment)`` (the report), its time recorded; a signal stops it, and
+   the run stays complete (``finish_error`` says the report was not drawn).
 
 From before ``meta.json`` says ``running`` to its last write, SIGINT and SIGTERM never take
 their default action (which would leave the run saying ``running``): outside the experiment
@@ -32,7 +33,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -44,6 +45,7 @@ from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
 from toolkit.lab.errors import ConfigError, RunInterrupted, os_error_line
 from toolkit.lab.execute.context import Reporter, RunContext, RunFiles
+from toolkit.lab.execute.signals import INSIST_S, signals_deferred, signals_raise
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
 from toolkit.lab.results.files import (
@@ -74,43 +76,6 @@ class RunOutcome:
     exit_code: int
     error: str | None = None
     duration_s: float = 0.0
-
-
-@contextlib.contextmanager
-def signals_raise(pending: Sequence[int] = ()) -> Iterator[None]:
-    """SIGINT/SIGTERM raise :class:`RunInterrupted` (main thread only); a signal already
-    received (``pending``) raises at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise RunInterrupted(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        if pending:
-            raise RunInterrupted(pending[0])
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[list[int]]:
-    """While a run's files are made or finished, SIGINT/SIGTERM are remembered, not acted on."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    old = {s: signal.signal(s, lambda signum, frame: received.append(signum))
-           for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def check_output_dir(root: str | Path, experiment: str, *, source: str = "<python>",
@@ -186,7 +151,8 @@ def _start(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
             executor=dict(executor or {"kind": "local"}), versions=versions(),
             host=socket.gethostname(), pid=os.getpid(), started=utc_now().isoformat(),
             device_requested=config.device, config_source=spec.source,
-            platform=platform.platform(), tensorboard=None if board is None else str(board))
+            request=spec.request or None, platform=platform.platform(),
+            tensorboard=None if board is None else str(board))
         t0 = time.perf_counter()
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
         atomic_write_json(run_dir / "meta.json", meta)
@@ -210,7 +176,8 @@ def _experiment(run: _Run, *, quiet: bool, pending: Sequence[int],
     spec, config = run.spec, run.spec.config
     seen: list[str] = []
     try:
-        with signals_raise(pending), record_blocks() as seen, intra_op_threads(config.threads):
+        with signals_raise(pending, insist=INSIST_S), record_blocks() as seen, \
+                intra_op_threads(config.threads):
             ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=spec.device,
                              dtype=spec.dtype, disable_patterns=config.disable_blocks,
                              quiet=quiet, params=spec.params, reporter=reporter,
@@ -278,7 +245,7 @@ def _end(run: _Run, outcome: tuple[str, int, BaseException | None, list[str]],
             meta.error += " (meta.json could not be updated either)"
     else:
         if finish is not None and status != "interrupted":
-            call_finish(finish, run.run_dir, meta, experiment)
+            _finish_unless_interrupted(finish, run.run_dir, meta, experiment, received)
         meta.wall_seconds = round(time.perf_counter() - run.t0, 3)
         if not save_meta(path, meta):
             print(f"toolkit: warning: {path}: wall_seconds not recorded (the disk is full or "
@@ -286,6 +253,22 @@ def _end(run: _Run, outcome: tuple[str, int, BaseException | None, list[str]],
     if received and error is None:  # a signal while the files were finished: say so
         exit_code = 128 + received[0]
     return RunOutcome(run.run_dir, status, exit_code, meta.error, meta.duration_s or 0.0), error
+
+
+def _finish_unless_interrupted(finish: Finish, run_dir: Path, meta: RunMeta,
+                               experiment: Experiment, received: list[int]) -> None:
+    """:func:`call_finish`, stopped by SIGINT/SIGTERM (one received while the files were
+    finished skips it): the run is complete and stays so; ``finish_error`` says that the
+    report was not drawn, and the signal goes into ``received``."""
+    try:
+        with signals_raise(received):
+            call_finish(finish, run_dir, meta, experiment)
+    except KeyboardInterrupt as err:  # RunInterrupted too
+        signum = err.signum if isinstance(err, RunInterrupted) else int(signal.SIGINT)
+        meta.finish_error = (f"interrupted by {signal.Signals(signum).name}: the report was "
+                             f"not drawn (`toolkit report` draws it)")
+        if not received:
+            received.append(signum)
 
 
 def call_finish(finish: Finish, run_dir: Path, meta: RunMeta, experiment: Experiment) -> None:

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import hashlib
 import itertools
+import json
 import math
 import os
 import pickle
@@ -43,7 +45,13 @@ from pydantic import BaseModel, ValidationError
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.errors import ConfigError, DamagedFile, ExperimentLoadError, echo, suggest
-from toolkit.lab.plan.registry import Experiment, config_files, discover, load_experiment
+from toolkit.lab.plan.registry import (
+    Experiment,
+    code_files,
+    config_files,
+    discover,
+    load_experiment,
+)
 from toolkit.lab.results.files import read_bytes
 from toolkit.lab.results.schema import (
     MAX_DEPTH,
@@ -57,8 +65,9 @@ from toolkit.lab.results.schema import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DEFAULT_MAX_RUNS", "MAX_CONFIG_BYTES", "Plan", "RunSpec", "Seeds", "executor_for",
-           "parse_override", "parse_seeds", "plan", "plan_one", "resolve_device"]
+__all__ = ["DEFAULT_MAX_RUNS", "MAX_CONFIG_BYTES", "Plan", "RunSpec", "Seeds", "code_digest",
+           "executor_for", "parse_override", "parse_seeds", "plan", "plan_one", "request_key",
+           "resolve_device"]
 
 #: The most runs one command makes unless told otherwise (``--max-runs``, ``max_runs=``):
 #: a typo in a seed range or a sweep list is refused by its count, before anything is made.
@@ -296,7 +305,9 @@ class RunSpec:
     handed to ``run(params, ctx)``; ``device``: ``config.device`` resolved on this machine;
     ``source``: where the config came from (for errors and the header of ``config.toml``);
     ``sweep_point``: the ``[sweep]`` values of this run; ``tensorboard``: the folder that
-    receives its live curves (``--tensorboard``; ``None``: none), not part of the config.
+    receives its live curves (``--tensorboard``; ``None``: none), not part of the config;
+    ``request``: the hash of what was asked for (:func:`request_key`; ``""`` for params
+    given in Python), which ``meta.json`` records.
 
     A spec sent to another process travels by reference: the experiment is loaded there
     again, the params rebuilt without a second validation (a private cache a ``Params`` keeps,
@@ -312,6 +323,7 @@ class RunSpec:
     source: str = "<python>"
     sweep_point: dict[str, Any] = field(default_factory=dict)
     tensorboard: str | None = None
+    request: str = ""
 
     @property
     def seed(self) -> int:
@@ -334,17 +346,18 @@ class RunSpec:
                          for name, attr in type(self.params).__private_attributes__.items()}
                 state = {**state, "__pydantic_private__": fresh}
         return _restore, (self.config, self.experiment, state, self.source, self.sweep_point,
-                          self.tensorboard)
+                          self.tensorboard, self.request)
 
 
 def _restore(config: RunConfig, experiment: Experiment, state: dict[str, Any], source: str,
-             sweep_point: dict[str, Any], tensorboard: str | None = None) -> RunSpec:
+             sweep_point: dict[str, Any], tensorboard: str | None = None, request: str = ""
+             ) -> RunSpec:
     cls = experiment.Params
     params = cls.__new__(cls)
     params.__setstate__(state)
     return RunSpec(config, experiment, params,
                    resolve_device(config.device, source=source), source, sweep_point,
-                   tensorboard)
+                   tensorboard, request)
 
 
 def experiment_named(name: str, source: str) -> Experiment:
@@ -381,6 +394,35 @@ def _validated(model: type[BaseModel], raw: Any, prefix: str, sources: Sources) 
         return model.model_validate(raw)
     except ValidationError as err:
         raise pydantic_error(err, model, prefix=prefix, sources=sources) from None
+
+
+def code_digest(experiment: str) -> str:
+    """SHA-256 of the code that validates and runs ``experiment`` (its files, those of every
+    experiment for a composite: :func:`~toolkit.lab.plan.registry.code_files`) and of the
+    toolkit's version, read without importing it; ``""`` when no file is found."""
+    import toolkit
+
+    digest = hashlib.sha256(f"toolkit {toolkit.__version__}".encode())
+    files = code_files(experiment)
+    for path in files:
+        digest.update(f"\0{path.name}\0".encode())
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            return ""
+    return digest.hexdigest() if files else ""
+
+
+def request_key(member: Mapping[str, Any], seed: int, code: str) -> str:
+    """SHA-256 of what a run was asked for: its keys as the config gives them (params not yet
+    validated; ``output_dir`` aside, as in :meth:`RunConfig.identity`), its seed and the
+    ``code`` it runs (:func:`code_digest`). The same request with the same code makes the
+    same validated config, so ``--resume`` matches runs by it without loading the experiment;
+    a change to the experiment's code changes the key, and the experiment decides again."""
+    data = {key: value for key, value in member.items() if key != "output_dir"}
+    text = json.dumps({**data, "seed": int(seed), "code": code}, sort_keys=True,
+                      ensure_ascii=False, allow_nan=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -517,16 +559,13 @@ class Plan:
                 valid = f"valid keys: {', '.join(fields)}"
                 raise ConfigError(self.source, f"sweep.{key}", "unknown key",
                                   f"{hint} ({valid})" if hint else valid)
-        base = file.model_dump(include=set(RunConfig.model_fields) - {"seed"},
-                               exclude_none=True)
         given = self.given_params
+        code = code_digest(experiment.name) if given is None else ""
         devices: dict[str, torch.device] = {}
         specs: list[RunSpec] = []
-        for combo in itertools.product(*self.grid.values()):
-            point = dict(zip(self.grid, combo))
-            member = copy.deepcopy(base)
-            for key, value in point.items():
-                _set(member, key, value, f"{self.source} [sweep]")
+        for point, member in self._members():
+            requests = {seed: request_key(member, seed, code) if code else ""
+                        for seed in self.seeds}
             params = self._params(experiment, given if given is not None
                                   else member.pop("params"))
             member["params"] = params.model_dump(mode="json")
@@ -537,8 +576,31 @@ class Plan:
                                                         source=sources("device"))
             specs += [RunSpec(config.model_copy(update={"seed": int(seed)}), experiment,
                               params, devices[config.device], self.source, point,
-                              file.tensorboard) for seed in self.seeds]
+                              file.tensorboard, requests[seed])
+                      for seed in self.seeds]
         return specs
+
+    def _members(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Each sweep point and its run's keys as given, before the experiment validates
+        its params (the grid in the order its keys appear, last key fastest)."""
+        base = self.file.model_dump(include=set(RunConfig.model_fields) - {"seed"},
+                                    exclude_none=True)
+        for combo in itertools.product(*self.grid.values()):
+            point = dict(zip(self.grid, combo))
+            member = copy.deepcopy(base)
+            for key, value in point.items():
+                _set(member, key, value, f"{self.source} [sweep]")
+            yield point, member
+
+    def requests(self) -> list[str]:
+        """The :func:`request_key` of each run, in the order of :meth:`specs`, found without
+        importing the experiment; ``[]`` when there are none (params given in Python, an
+        experiment not found)."""
+        code = code_digest(self.file.experiment) if self.given_params is None else ""
+        if not code:
+            return []
+        return [request_key(member, seed, code) for _, member in self._members()
+                for seed in self.seeds]
 
     def _params(self, experiment: Experiment, raw: Any) -> BaseModel:
         """The experiment's ``Params`` from ``raw``: the one validation of a sweep point."""

@@ -68,6 +68,7 @@ __all__ = [
     "ExperimentInfo",
     "ExperimentModule",
     "ExperimentParams",
+    "code_files",
     "config_files",
     "contract_problems",
     "describe",
@@ -135,6 +136,21 @@ def discover() -> dict[str, Path]:
     """Experiment name → module file, for every entry point and loose file (sorted by name)."""
     found = {name: src.file() for name, src in sorted(_sources().items())}
     return {name: path for name, path in found.items() if path is not None}
+
+
+def code_files(name: str) -> list[Path]:
+    """The files experiment ``name``'s code is read from, found without importing it: its
+    module, or every ``.py`` file of its package; for a composite (the showcase), those of
+    every experiment (``[]`` for an unknown name)."""
+    found = discover()
+    if name not in found:
+        return []
+    names = list(found) if describe(name, found[name]).composite else [name]
+    files: list[Path] = []
+    for each in names:
+        path = found[each]
+        files += sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+    return files
 
 
 def config_files() -> list[Path]:

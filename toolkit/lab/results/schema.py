@@ -287,6 +287,9 @@ class RunMeta(BaseModel):
     traceback: str | None = None
     interrupted_by: str | None = None
     finish_error: str | None = None
+    #: the hash of what was asked for (the config as given, sweep point and seed, and the
+    #: experiment's code): ``--resume`` finds a run by it without importing the experiment
+    request: str | None = None
 
 
 class MetricsRow(BaseModel):
