@@ -59,7 +59,10 @@ class TrainedTarget:
     tensors that ``optimizer`` steps: gradient flows through the target.
 
     ``form``: what the audit recognised (``"MseLoss"``, ``"(a - b) ** 2"``, ``"a
-    log-probability times a weight that carries gradient"``); ``target``: the target side
+    log-probability times a weight that carries gradient"``, ``"a target bootstrapped from
+    other rows of the same forward ((a - b) ** 2)"`` for V-trace or GAE targets, ``"a cosine
+    similarity of two views, neither side cut"`` for SimSiam's ``D(p, z)`` with no
+    stop-gradient); ``target``: the target side
     (``"the output of Add (shape (8,))"``); ``parameters``: the stepped tensors both sides
     reach (for a log-probability's weight: that the weight reaches); ``path``: loss -> the
     comparison -> the target side; ``fix``: cut the target; ``terms``: how many terms of the
