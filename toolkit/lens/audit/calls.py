@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from toolkit.lens.audit.sites import grad_off_line, user_line
+from toolkit.lens.audit.sites import grad_off_line, library_call, user_line
 
 __all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
@@ -129,7 +129,11 @@ class CallWatch(TorchFunctionMode):
                 if not grad and key not in rec.no_grad:
                     rec.no_grad[key] = name
                     rec.sites[("no_grad", key)] = caller_text()
-                    rec.lines[("no_grad", key)] = grad_off_line() or user_line()
+                    call = library_call(t)
+                    if call is not None:  # gradients off inside a library's call
+                        rec.library_calls[("no_grad", key)] = call
+                    rec.lines[("no_grad", key)] = (call.line if call is not None else None) \
+                        or grad_off_line() or user_line()
         if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
             for t in [*tensors_in(args[1:]), *tensors_in([kwargs.get("weight"), kwargs.get("bias")])]:
                 if t.grad_fn is not None:

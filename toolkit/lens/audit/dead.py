@@ -37,7 +37,7 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                if call == rec.call}
     out = []
     for tensor in missing:
-        key, path, line, where = id(tensor), None, None, None
+        key, path, line, where, fix = id(tensor), None, None, None, ""
         checkpoint = next((c for c in rec.checkpoints.values() if key in c[1]), None)
         if not tensor.requires_grad:
             kind = "frozen"
@@ -78,6 +78,18 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     path = ("…", *(label(n) for n in chain))
                     kind, line = "detach", rec.sites.get(("detach", rec.call, id(chain[0])))
                     where = rec.lines.get(("detach", rec.call, id(chain[0])))
+                elif ("no_grad", key) in rec.library_calls:
+                    call = rec.library_calls[("no_grad", key)]
+                    kind, where = "library_argument", call.line
+                    line = f"at {call.line.file}:{call.line.number}"
+                    given = f"{call.argument}=" in call.line.text
+                    cut = (f"{call.package}.{call.function}(...) "
+                           f"{'whose ' + call.argument + ' lacks it' if given else 'without ' + call.argument + '='}"
+                           f": {call.why}; the step reads it inside that call")
+                    fix = (f"pass {call.argument}= to {call.function} at "
+                           f"{call.line.file}:{call.line.number}, with these tensors and "
+                           "every other tensor the function should train ((*func."
+                           "parameters(), ...)), or make them parameters of func")
                 elif key in rec.no_grad:
                     cut = f"torch.no_grad() (read by {rec.no_grad[key]} with gradients off)"
                     kind, line = "no_grad", rec.sites.get(("no_grad", key))
@@ -94,7 +106,8 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
-                                 edits=() if edit is None else (edit,), fix=FIXES[kind]))
+                                 edits=() if edit is None else (edit,),
+                                 fix=fix if kind == "library_argument" else FIXES[kind]))
     return out
 
 
@@ -113,6 +126,8 @@ FIXES = {
                        "x + stop_gradient(torch.round(x) - x): the same values forward, the "
                        "identity's gradient backward",
     "no_grad": "compute it outside torch.no_grad() (keep no_grad for what must not train)",
+    "library_argument": "pass the library call the argument that names what its backward "
+                        "trains (torchdiffeq's odeint_adjoint: adjoint_params=)",
     "checkpoint": "checkpoint with use_reentrant=False, or make an input of the checkpointed "
                   "function require grad (Hugging Face models: "
                   "model.enable_input_require_grads())",

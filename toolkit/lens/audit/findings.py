@@ -59,7 +59,10 @@ class TrainedTarget:
     tensors that ``optimizer`` steps: gradient flows through the target.
 
     ``form``: what the audit recognised (``"MseLoss"``, ``"(a - b) ** 2"``, ``"a
-    log-probability times a weight that carries gradient"``); ``target``: the target side
+    log-probability times a weight that carries gradient"``, ``"a target bootstrapped from
+    other rows of the same forward ((a - b) ** 2)"`` for V-trace or GAE targets, ``"a cosine
+    similarity of two views, neither side cut"`` for SimSiam's ``D(p, z)`` with no
+    stop-gradient); ``target``: the target side
     (``"the output of Add (shape (8,))"``); ``parameters``: the stepped tensors both sides
     reach (for a log-probability's weight: that the weight reaches); ``path``: loss -> the
     comparison -> the target side; ``fix``: cut the target; ``terms``: how many terms of the
@@ -88,7 +91,10 @@ class DeadParameter:
     ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
     (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
     leaves), ``"zero_derivative"`` (reached only through ``torch.sign``, ``round`` and the
-    like, whose gradient is exactly zero), ``"no_grad"``, ``"frozen"`` (``requires_grad=False``),
+    like, whose gradient is exactly zero), ``"no_grad"``, ``"library_argument"`` (read
+    inside a library call that runs with gradients off and trains only what one of its
+    arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
+    the user's call), ``"frozen"`` (``requires_grad=False``),
     ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
     the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),

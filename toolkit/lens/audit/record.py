@@ -152,6 +152,9 @@ class Recording:
         self.detached: list[tuple[int, Edge, tuple[int, ...], str]] = []
         self.leaf_detached: dict[int, str] = {}
         self.no_grad: dict[int, str] = {}
+        # ("no_grad", id(watched)) -> the user's call of a library that switched gradients
+        # off without the argument that names what its backward trains (odeint_adjoint)
+        self.library_calls: dict[tuple[str, int], Any] = {}
         self.used: set[int] = set()
         self.grad_read: set[int] = set()  # watched tensors read by a torch call with grad on
         self.written: dict[int, str] = {}

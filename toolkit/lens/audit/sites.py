@@ -168,6 +168,57 @@ def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
     return None if fallback is None else _line(fallback)
 
 
+#: library calls whose argument decides which tensors get a gradient:
+#: ``(package, function) -> (argument, what leaving it out does)``
+LIBRARY_ARGUMENTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("torchdiffeq", "odeint_adjoint"): (
+        "adjoint_params", "its adjoint passes gradient only to the tensors adjoint_params "
+        "holds (tuple(func.parameters()) when it is not given)"),
+}
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    """The user's line that called an installed library's ``function`` with ``argument``
+    missing a tensor it reads (see :data:`LIBRARY_ARGUMENTS`)."""
+
+    package: str
+    function: str
+    argument: str
+    why: str
+    line: Line
+
+
+def library_call(tensor: torch.Tensor, depth: int = 2) -> LibraryCall | None:
+    """The outermost call on the stack (``depth`` frames up) of a function listed in
+    :data:`LIBRARY_ARGUMENTS`, made from an installed package, whose argument (as the
+    function holds it now: ``odeint_adjoint`` fills ``adjoint_params`` with
+    ``func.parameters()`` when it is not given) does not hold ``tensor``, with the line of the
+    user's code that called it; or ``None``."""
+    frame: FrameType | None = sys._getframe(depth)
+    found = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if _installed(path):
+            parts = path.split(os.sep)
+            at = max(i for i, part in enumerate(parts) if part in ("site-packages",
+                                                                  "dist-packages"))
+            key = (parts[at + 1].removesuffix(".py") if at + 1 < len(parts) else "",
+                   frame.f_code.co_name)
+            held = frame.f_locals.get(LIBRARY_ARGUMENTS[key][0]) \
+                if key in LIBRARY_ARGUMENTS else None
+            if key in LIBRARY_ARGUMENTS and all(
+                    t is not tensor for t in (held if isinstance(held, (tuple, list)) else ())):
+                caller = frame.f_back
+                while caller is not None and (_library(caller.f_code.co_filename)
+                                              or _installed(caller.f_code.co_filename)):
+                    caller = caller.f_back
+                if caller is not None:
+                    found = LibraryCall(*key, *LIBRARY_ARGUMENTS[key], _line(caller))
+        frame = frame.f_back
+    return found
+
+
 _GRAD_OFF = re.compile(r"^\s*(async\s+)?with\b.*\b(no_grad|inference_mode|set_grad_enabled)\b")
 
 

@@ -28,10 +28,26 @@ The forms recognised, in the *head* of the loss (reached from the loss through s
 Of a comparison's two sides, the target is the one that reaches none of the stepped tensors
 when the other does, whatever the argument order (``nn.MSELoss()(target, prediction)``).
 
-Not recognised: cosine similarity (SimSiam's ``D(p, z)``), a comparison deeper in the graph
-than the loss's head (a hand-written variance), a comparison whose two sides share a node of
-one forward pass (``(y - y.mean(0)) ** 2``: a centring, not a target; a target computed in the
-same forward as its prediction is missed), margins and contrastive losses. Residual-
+Two more forms (issue 53):
+
+- **A target bootstrapped from other rows of the same forward.** When both sides of a
+  comparison come from one forward pass, the side computed by arithmetic on *other rows* of
+  it (a selection on the way: ``values[1:]``, a bootstrap value ``values[-1]``) is a target:
+  V-trace's ``v_s`` built with importance weights from ``values`` (Espeholt et al. 2018, whose
+  reference code computes it under ``no_grad``), GAE's returns ``A + V`` from a critic's
+  values, a TD target from the next states of one batch. The critic is then trained through
+  its own target. A side that is no arithmetic, or reaches the shared forward only without a
+  selection, is a centring or a statistic (``(y - y.mean(0)) ** 2``, a total-variation
+  ``img[1:] - img[:-1]``), never a target.
+- **A symmetric self-distillation loss with no stop-gradient.** A cosine similarity
+  (``F.cosine_similarity``, ``nn.CosineSimilarity``, or a product of two ``F.normalize``) in
+  the head of the loss, both sides reaching the same stepped tensors: SimSiam's and BYOL's
+  ``D(p, z)`` without ``z.detach()`` or a target network, which collapses (Chen & He 2021,
+  §4.1). The target is the side the other is computed from (``p = h(z)``), else the second
+  argument; each term's cut joins the one fix.
+
+Not recognised: a comparison deeper in the graph than the loss's head (a hand-written
+variance), margins and contrastive losses (a similarity matrix through ``matmul``). Residual-
 gradient methods want the gradient through the target: ``audit_step(...,
 allow_trained_target=True)`` accepts it.
 """
@@ -61,6 +77,10 @@ _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
 _MAX_HEAD = 64
+_COSINE = "a cosine similarity of two views, neither side cut"
+_BOOTSTRAP = "a target bootstrapped from other rows of the same forward"
+_TO_NORM = frozenset({"Clone", "ClampMin", "Clamp", "Expand", "Unsqueeze"}) | VIEWS
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Max", "Amax", "Maximum", "Minimum"})
 
 
 def _label(node: Any) -> str:
@@ -94,6 +114,9 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
             found.append(([*chain, inputs[0]], inputs[0], form, None))
             continue
         if label == "Mul" and len(inputs) == 2:
+            if all(_normalised(n) for n in inputs):
+                found.append((chain, node, _COSINE, 1))
+                continue
             if inputs[0] is inputs[1] and _label(inputs[0]) == "Sub":
                 found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None))
                 continue
@@ -104,6 +127,23 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
         if label in _HEAD:
             queue.extend([*chain, n] for n in inputs if not is_cut_marker(n))
     return found
+
+
+def _normalised(node: Any) -> bool:
+    """Whether ``node`` divides a tensor by its norm (``F.cosine_similarity``'s two factors,
+    ``F.normalize``): a ``Div`` whose divisor is a vector norm through clamps, clones and
+    views."""
+    inputs = _inputs(node)
+    if _label(node) != "Div" or len(inputs) != 2:
+        return False
+    divisor = inputs[1]
+    for _ in range(4):
+        if _label(divisor) in ("LinalgVectorNorm", "Norm"):
+            return True
+        if _label(divisor) not in _TO_NORM or not _inputs(divisor):
+            return False
+        divisor = _inputs(divisor)[0]
+    return False
 
 
 def _log_node(graph: Graph, start: Any) -> Any | None:
@@ -133,29 +173,51 @@ def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int]
 
 
 def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped: set[int]
-           ) -> tuple[str, Any, set[int]] | None:
-    """``(form, target or weight side, ids of the stepped tensors it concerns)`` of one form,
-    stepped tensors left to the caller (``set()`` here), or ``None`` when it is no target.
+           ) -> tuple[str, Any, Any] | None:
+    """``(form, target or weight side, the node that reads it)`` of one form, or ``None``
+    when it is no target.
 
     Of a comparison's two sides, the target is the one that reaches no stepped tensor when the
     other does (``MSELoss()(target, prediction)`` in either order); when both or neither do,
     the loss's own convention decides (``mse_loss(input, target)``; for ``a - b`` the side
-    computed by arithmetic on a network's output, ``r + γ max Q(s')``).
+    computed by arithmetic on a network's output, ``r + γ max Q(s')``). When both sides come
+    from one forward pass, only a side computed by arithmetic on *other rows* of that forward
+    (a selection on the way: ``values[1:]``, a bootstrap value ``values[-1]``) is a target:
+    V-trace's ``v_s``, GAE's returns, a TD target from the next states of one batch; anything
+    else is a centring or a batch statistic. Of a cosine similarity's two sides (SimSiam's
+    ``D(p, z)``), the target is the side the other is computed from (``p = h(z)``), else the
+    second argument.
     """
     inputs = _inputs(node)
     if len(inputs) != 2:
         return None
     nodes = graph.search.nodes
+    if form == _COSINE:
+        sides = [_inputs(n)[0] for n in inputs]
+        left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in sides)
+        reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        if reaches[0] != reaches[1]:
+            side = 0 if reaches[1] else 1
+        else:
+            side = 0 if id(sides[0]) in right and id(sides[1]) not in left else 1
+        return form, sides[side], inputs[side]
     if form != "product":
         left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs)
-        if any(getattr(nodes[k], "variable", None) is None for k in left & right):
-            return None  # one forward gives both sides: a centring or a batch statistic
+        forward = {k for k in left & right if getattr(nodes[k], "variable", None) is None}
+        if forward:  # one forward gives both sides
+            arithmetic = [_arithmetic(n) for n in inputs]
+            if arithmetic[0] == arithmetic[1]:
+                return None  # a centring, a batch statistic, a difference of rows
+            side = arithmetic.index(True)
+            if not _bootstrapped(inputs[side], forward):
+                return None
+            return f"{_BOOTSTRAP} ({form})", inputs[side], node
         reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
         else:
             side = target_index if target_index is not None else _target_side(inputs)
-        return form, inputs[side], set()
+        return form, inputs[side], node
     logs = [_log_node(graph, n) for n in inputs]
     if logs[0] is None and logs[1] is None:
         return None
@@ -165,7 +227,32 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         return None  # p · log p: an entropy, the weight is the distribution itself
     if _same_distribution(log, inputs[weight]):
         return None  # p · log p computed apart (softmax and log_softmax of the same logits)
-    return "a log-probability times a weight that carries gradient", inputs[weight], set()
+    return "a log-probability times a weight that carries gradient", inputs[weight], node
+
+
+def _arithmetic(node: Any) -> bool:
+    """Whether ``node`` (past views) is arithmetic: ``r + γ · V(s')``, ``A + V``."""
+    while _label(node) in VIEWS and _inputs(node):
+        node = _inputs(node)[0]
+    return _label(node) in _ARITHMETIC
+
+
+def _bootstrapped(start: Any, forward: set[int]) -> bool:
+    """Whether ``start`` reaches a node of the shared forward ``forward`` (node ids) through a
+    selection of rows (``values[1:]``, ``values[-1]``, a chunk of the batch): a target
+    bootstrapped from other rows, not a statistic of the same ones."""
+    queue = deque([(start, False)])
+    seen: set[tuple[int, bool]] = set()
+    while queue:
+        node, selected = queue.popleft()
+        if (id(node), selected) in seen:
+            continue
+        seen.add((id(node), selected))
+        if selected and id(node) in forward:
+            return True
+        below = selected or _label(node) in _SELECTS
+        queue.extend((n, below) for n in _inputs(node) if not is_cut_marker(n))
+    return False
 
 
 def _leaves(graph: Graph, met: set[int]) -> set[int]:
@@ -229,7 +316,7 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
     for _, node, form, target_index in _forms(graph):
         found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
-            removed.add((id(node), id(found[1])))
+            removed.add((id(found[2]), id(found[1])))
     return removed
 
 
@@ -243,7 +330,7 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
         found = _sides(graph, node, form, target_index, stepped)
         if found is None:
             continue
-        form, target, _ = found
+        form, target, reader = found
         if form.startswith("a log-probability"):
             shared, _ = _stepped_below(graph, target, stepped)
         else:
@@ -254,10 +341,19 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
         what, shape = label.tensor(target, node)
         params = tuple(sorted(names.tensors.get(i, f"<tensor {i}>") for i in shared))
         key = (form, params)
-        if key in merged:
-            merged[key] = dataclasses.replace(merged[key], terms=merged[key].terms + 1)
+        cut = target_cut(step, step.prover, loss, reader, target, shared)
+        if key in merged:  # another term of the same form: its cut joins the fix
+            before = merged[key]
+            edits = () if cut is None or None in cut.edits or not before.edits else tuple(
+                dict.fromkeys((*before.edits, *cut.edits)))
+            lines = before.lines if cut is None else tuple(
+                dict.fromkeys((*before.lines, *cut.lines)))
+            more = [] if cut is None else [t for t in cut.texts if t not in before.fix]
+            fix = before.fix if not more else before.fix.replace(
+                " (behind it:", f"; and {'; and '.join(more)} (behind it:", 1)
+            merged[key] = dataclasses.replace(before, terms=before.terms + 1, lines=lines,
+                                              edits=edits, fix=fix)  # type: ignore[arg-type]
             continue
-        cut = target_cut(step, step.prover, loss, node, target, shared)
         behind = owners(list(params))
         if cut is None:
             fix = (f"cut the target ({what}{shape_text(shape)}, where {label(node)} reads it; "
@@ -266,12 +362,20 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
                    "computed, under torch.no_grad() or with .detach()")
         else:
             fix = f"cut the target: {cut.texts[0]} (behind it: {behind}): {cut.options}"
+        if form == _COSINE:
+            fix += ("; with no stop-gradient on either side the two views can agree by "
+                    "collapsing to a constant (SimSiam, Chen & He 2021, §4.1)")
+        elif form.startswith(_BOOTSTRAP):
+            fix += ("; a critic trained through its own target also moves the target "
+                    "(V-trace and GAE returns are constants of the value loss: compute them "
+                    "under torch.no_grad())")
         fix += ("; if the gradient through it is meant (residual gradient), audit with "
                 "allow_trained_target=True")
         merged[key] = TrainedTarget(
             loss=loss, optimizer=step.optimizer_of[loss], form=form,
             target=f"{what}{shape_text(shape)}", parameters=params,
-            path=tuple(label(n) for n in [*chain, target]), fix=fix,
+            path=tuple(label(n) for n in [*chain, *([reader] if reader is not node else []),
+                                          target]), fix=fix,
             lines=() if cut is None else cut.lines,
             edits=() if cut is None or None in cut.edits else tuple(
                 dict.fromkeys(cut.edits)))  # type: ignore[arg-type]

@@ -32,11 +32,15 @@ class TinyResNet(nn.Module):
 # main_simsiam.py@a7bc1772896d0dad0806c51f0bb6f3b16d290468 ------------------------------------
 # Correct (the paper's official code): the projector's last bias is set requires_grad = False
 # ("not use bias as followed by BN") and stays in SGD's param groups; z is detached in forward.
+# simsiam_no_stop_grad: the same step with forward returning z1, z2 undetached, the paper's
+# "w/o stop-grad" ablation (§4.1, Figure 2: the representation collapses at once).
 
 
 class SimSiam(nn.Module):
-    def __init__(self, base_encoder: type, dim: int = 8, pred_dim: int = 4) -> None:
+    def __init__(self, base_encoder: type, dim: int = 8, pred_dim: int = 4,
+                 stop_grad: bool = True) -> None:
         super().__init__()
+        self.stop_grad = stop_grad
         self.encoder = base_encoder(num_classes=dim, zero_init_residual=True)
         prev_dim = self.encoder.fc.weight.shape[1]
         self.encoder.fc.bias.requires_grad = False
@@ -52,12 +56,14 @@ class SimSiam(nn.Module):
     def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, ...]:
         z1, z2 = self.encoder(x1), self.encoder(x2)
         p1, p2 = self.predictor(z1), self.predictor(z2)
+        if not self.stop_grad:
+            return p1, p2, z1, z2
         return p1, p2, z1.detach(), z2.detach()
 
 
-def simsiam(seed: int, *, batch: int = 4) -> RealCase:
+def simsiam(seed: int, *, batch: int = 4, stop_grad: bool = True) -> RealCase:
     torch.manual_seed(seed)
-    model = SimSiam(TinyResNet)
+    model = SimSiam(TinyResNet, stop_grad=stop_grad)
     criterion = nn.CosineSimilarity(dim=1)
     optim_params = [{"params": model.encoder.parameters(), "fix_lr": False},
                     {"params": model.predictor.parameters(), "fix_lr": True}]
@@ -66,11 +72,14 @@ def simsiam(seed: int, *, batch: int = 4) -> RealCase:
 
     def step() -> torch.Tensor:
         p1, p2, z1, z2 = model(x1=images[0], x2=images[1])
-        return -(criterion(p1, z2).mean() + criterion(p2, z1).mean()) * 0.5
+        return -(criterion(p1, z2).mean() + criterion(p2, z1).mean()) * 0.5  # audit: fix here
 
-    return RealCase("simsiam", "facebookresearch/simsiam simsiam/builder.py@39ac33e618948b88cbe4"
+    return RealCase("simsiam" if stop_grad else "simsiam_no_stop_grad",
+                    "facebookresearch/simsiam simsiam/builder.py@39ac33e618948b88cbe4"
                     "3a65e31f142537073e55", "https://arxiv.org/abs/2011.10566 (the paper's "
-                    "official implementation)", "correct", step, optimizer, {"model": model})
+                    "official implementation" + ("" if stop_grad else "; §4.1, w/o stop-grad")
+                    + ")", "correct" if stop_grad else "targets", step, optimizer,
+                    {"model": model})
 
 
 # --- facebookresearch/moco moco/builder.py@7397dfe146c7ca6bbb58e9c382498069178ba764,
@@ -141,4 +150,5 @@ def moco(seed: int, *, batch: int = 4) -> RealCase:
                     "implementation)", "correct", step, optimizer, {"model": model})
 
 
-CASES = {"simsiam": simsiam, "moco": moco}
+CASES = {"simsiam": simsiam, "moco": moco,
+         "simsiam_no_stop_grad": lambda seed: simsiam(seed, stop_grad=False)}

@@ -40,11 +40,12 @@ from realcode_state import CASES as STATE
 from realcode_translation import CASES as TRANSLATION
 from realcode_ugatit import CASES as UGATIT
 from realcode_vision import CASES as VISION
+from realcode_vtrace import CASES as VTRACE
 
 from toolkit import audit_step
 
 _MODULES = [GANS, RL, SSL, STATE, ACTORS, ONPOLICY, REPR, TRANSLATION, UGATIT, VISION, GENERATIVE,
-            ENTROPY, LIGHTNING_GAN, MORE_RL, DISTILL, MEMORY, SRGAN, MORE_SSL]
+            ENTROPY, LIGHTNING_GAN, MORE_RL, DISTILL, MEMORY, SRGAN, MORE_SSL, VTRACE]
 CASES = {name: build for cases in _MODULES for name, build in cases.items()}
 assert len(CASES) == sum(map(len, _MODULES)), "two corpus modules use the same case name"
 #: each bug and its fixed twin
@@ -63,7 +64,8 @@ TWINS = {"dcgan_no_detach": "dcgan", "sagan": "sagan_detached",
          "infini_attention_no_detach": "infini_attention",
          "infini_attention_buffer": "infini_attention", "awd_lstm_no_repackage": "awd_lstm",
          "srgan_no_detach": "srgan", "srgan_g_step_detach": "srgan",
-         "dreamer_no_grad_rollout": "dreamer", "fixmatch_soft_no_detach": "fixmatch"}
+         "dreamer_no_grad_rollout": "dreamer", "fixmatch_soft_no_detach": "fixmatch",
+         "torchbeast_vtrace_grad": "torchbeast_vtrace", "simsiam_no_stop_grad": "simsiam"}
 
 
 def _build(name: str, seed: int) -> RealCase:
