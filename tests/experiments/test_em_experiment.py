@@ -110,3 +110,19 @@ def test_summary_is_deterministic(tmp_path: pathlib.Path, seed: int) -> None:
     b = run_experiment("em_gmm", kw, seed=seed + 5, dtype="float64", disable_blocks=("em.*",),
                        output_dir=tmp_path, device="cpu")
     assert (a.run_dir / "summary.json").read_text() == (b.run_dir / "summary.json").read_text()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_scikit_learns_agreement_is_read_in_the_runs_own_rounding(
+        tmp_path: pathlib.Path, seed: int, dtype: str) -> None:
+    """scikit-learn computes in float64: a float32 run agrees to float32's rounding, which the
+    old float64 tolerance (1e-10) called "not as predicted"; every prediction is made and
+    none fails, and the tolerance is a thousand units of the run's dtype."""
+    kw = {"n_samples": 100, "n_iter": 5, "inner_steps": 2, "include_iris": False}
+    run = run_experiment("em_gmm", kw, seed=seed, dtype=dtype, disable_blocks=("em.*",),
+                         output_dir=tmp_path, device="cpu")
+    found = em_experiment.findings(run)
+    assert [f.label for f in found if f.predicts] == ["as predicted"] * 3
+    (sk,) = [f for f in found if "scikit-learn" in f.text]
+    assert sk.values["sk_tol"] == pytest.approx(1e3 * torch.finfo(getattr(torch, dtype)).eps)
+    assert sk.values["sk_diff"] < sk.values["sk_tol"] and dtype in sk.sentence

@@ -148,3 +148,54 @@ def test_default_config_loads():
     params = exp.Params(**config.params)
     assert params.cost_shapes == [(4096, 4096), (64, 50000)]
     assert params.scales[0] == 1.0 and params.scales[-1] == 1e4
+
+
+@pytest.mark.parametrize("n_cols", [2, 16, 1024])
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "float16"])
+def test_the_difference_bound_holds_for_the_softmax_length(n_cols: int, name: str, seed: int):
+    """The threshold of the agreement finding is a first-order bound computed from n: the
+    measured |blocked − unblocked| lies under it at every scale whose inputs are finite."""
+    params = exp.Params(n_rows=8, n_cols=n_cols, n_tied=2, dtypes=[name], scales=[1.0, 1e3])
+    inputs = exp.make_inputs(8, n_cols, 2, generator=torch.Generator().manual_seed(seed))
+    bound = exp.difference_bounds(params, inputs["w"])[name]
+    w = inputs["w"].to(exp.DTYPES[name])
+    for kind in ("random", "tied"):
+        for scale in params.scales:
+            x = (scale * inputs[kind]).to(exp.DTYPES[name])
+            diff = exp.gradient_errors(x, w, ("softmax.*",))["blocked_vs_unblocked"]
+            assert diff["max_abs_diff"] is not None and diff["max_abs_diff"] <= bound
+
+
+SMALL = {"n_rows": 8, "n_cols": 16, "failure_points": 5, "cost_shapes": [[64, 64]],
+         "cost_repeat": 2}
+
+
+def test_inside_their_range_every_prediction_is_made(tmp_path, seed: int):
+    """Small inputs, and dtypes without float32 and float16: every prediction is made and
+    holds, and the overflow sentence names the dtypes the run has."""
+    for dtypes in (["float64", "float32", "bfloat16", "float16"], ["float64", "bfloat16"]):
+        run = run_experiment("softmax_gradients", {**SMALL, "dtypes": dtypes}, device="cpu",
+                             disable_blocks=["softmax.*"], output_dir=tmp_path, seed=seed)
+        found = exp.findings(run)
+        assert [f.holds for f in found if f.topic == "result"] == [True] * (len(found) - 2)
+        assert not any(f.outside for f in found)
+        naive = next(f for f in found if f.text.startswith("The naive form"))
+        shown = [n for n in dtypes if n in ("float32", "float16")] or dtypes
+        assert all(f"in {n} (log finfo.max" in naive.sentence for n in shown)
+
+
+def test_scales_whose_inputs_overflow_are_outside_and_say_why(tmp_path, seed: int):
+    """At s = 1e5 the float16 inputs s·u are inf: the stable form has nothing finite to work
+    on, so the findings about every dtype become measurements that say so (no crash, no
+    failed prediction); the float32 finding, whose inputs are finite, is still made."""
+    params = {**SMALL, "scales": [1.0, 100.0, 1e5], "cost_shapes": []}
+    run = run_experiment("softmax_gradients", params, device="cpu",
+                         disable_blocks=["softmax.*"], output_dir=tmp_path, seed=seed)
+    assert run.summary["inputs_overflow_at_scale"] == {
+        "float64": None, "float32": None, "bfloat16": None, "float16": 1e5}
+    found = exp.findings(run)
+    agree, in32, naive = found
+    for f in (agree, naive):
+        assert f.label == "measured"
+        assert "overflow in float16 from s = 1e+05; the predictions cover finite" in f.sentence
+    assert in32.holds is True and not in32.outside
