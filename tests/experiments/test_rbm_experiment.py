@@ -237,3 +237,18 @@ def test_the_predictions_hold_from_the_first_epoch_in_either_precision(
     found = rbm_cd.findings(run)
     assert [f.holds for f in found] == [True, None, True]
     assert not any(f.outside for f in found)
+
+
+def test_cosines_of_the_initial_weights_alone_are_measured(tmp_path: Path) -> None:
+    """N(0, 0.01²) weights logged before any training: the chain's share of the unblocked
+    update is ~1e-4, so the headline is measured with its reason, not "not as predicted"."""
+    params = {"init": "normal", "n_iter": 1, "log_every": 1, "methods": ["cd1"],
+              "peers": False, "sampled_peer": False, "n_samples": 2, "sample_steps": 2}
+    run = run_experiment("rbm_cd", params, seed=0, dtype="float64", device="cpu",
+                         disable_blocks=("rbm.*",), output_dir=tmp_path)
+    found = rbm_cd.findings(run)
+    assert not [f.sentence for f in found if f.holds is False]
+    (headline,) = [f for f in found if f.headline is not None]
+    assert headline.label == "measured" and "initial weights" in headline.sentence
+    assert rbm_cd.start_only_outside({**params, "init": "uniform"}) == ""
+    assert rbm_cd.start_only_outside({**params, "n_iter": 2}) == ""
