@@ -48,12 +48,20 @@ def trim_bottom(png: Path) -> tuple[int, int]:
     return image.size
 
 
-def screenshot(html: Path, out: Path, *, width: int = 1400, height: int = 60000,
-               expand: bool = False) -> tuple[int, int]:
+def _chromium() -> str:
+    """The Chromium binary, or exit with what to install."""
     chromium = find_chromium()
     if chromium is None:
         raise SystemExit("screenshot_report: no Chromium found; install it (Debian: apt-get "
                          "install chromium) or set CHROMIUM=/path/to/chrome")
+    return chromium
+
+
+def screenshot(html: Path, out: Path, *, width: int = 1400, height: int = 60000,
+               expand: bool = False, trim: bool = True) -> tuple[int, int]:
+    """``html`` rendered in a ``width × height`` window to the PNG ``out``; with ``trim`` the
+    blank rows under the content are cut. Returns the PNG's ``(width, height)``."""
+    chromium = _chromium()
     source = html.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         if expand:
@@ -63,7 +71,7 @@ def screenshot(html: Path, out: Path, *, width: int = 1400, height: int = 60000,
         subprocess.run([chromium, *FLAGS, f"--user-data-dir={tmp}/profile",
                         f"--window-size={width},{height}", f"--screenshot={out.resolve()}",
                         source.as_uri()], check=True, capture_output=True, timeout=180)
-    return trim_bottom(out)
+    return trim_bottom(out) if trim else (width, height)
 
 
 _MEASURE = """<script>addEventListener("load", () => {{
@@ -85,10 +93,7 @@ def element_box(html: Path, selector: str, *, width: int = 1400, height: int = 9
     import json
     import re
 
-    chromium = find_chromium()
-    if chromium is None:
-        raise SystemExit("screenshot_report: no Chromium found; install it (Debian: apt-get "
-                         "install chromium) or set CHROMIUM=/path/to/chrome")
+    chromium = _chromium()
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "page.html"
         page.write_text(html.read_text(encoding="utf-8").replace(
@@ -119,14 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.first_screen:
         out = args.out or args.html.with_suffix(".first-screen.png")
-        with tempfile.TemporaryDirectory() as tmp:
-            chromium = find_chromium()
-            if chromium is None:
-                raise SystemExit("screenshot_report: no Chromium found")
-            subprocess.run([chromium, *FLAGS, f"--user-data-dir={tmp}/profile",
-                            "--window-size=1400,900", f"--screenshot={out.resolve()}",
-                            args.html.resolve().as_uri()], check=True, capture_output=True,
-                           timeout=180)
+        screenshot(args.html, out, width=1400, height=900, trim=False)
         box = element_box(args.html, "figure img")
         where = ("no figure" if box is None else
                  f"first figure at y {box['top']:.0f}-{box['bottom']:.0f} px")
