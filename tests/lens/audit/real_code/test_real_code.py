@@ -12,6 +12,7 @@ a ``grad_fn`` after the step (held graphs).
 from __future__ import annotations
 
 import functools
+import importlib
 import linecache
 import os
 import re
@@ -21,51 +22,39 @@ from pathlib import Path
 
 import pytest
 import torch
-from realcode_actors import CASES as ACTORS
 from realcode_common import RealCase, audit_sets, named, oracle, stepped_by
-from realcode_distill import CASES as DISTILL
-from realcode_entropy import CASES as ENTROPY
-from realcode_gans import CASES as GANS
-from realcode_generative import CASES as GENERATIVE
-from realcode_lightning_gan import CASES as LIGHTNING_GAN
-from realcode_memory import CASES as MEMORY
-from realcode_more_rl import CASES as MORE_RL
-from realcode_more_ssl import CASES as MORE_SSL
-from realcode_onpolicy import CASES as ONPOLICY
-from realcode_repr import CASES as REPR
-from realcode_rl import CASES as RL
-from realcode_srgan import CASES as SRGAN
-from realcode_ssl import CASES as SSL
-from realcode_state import CASES as STATE
-from realcode_translation import CASES as TRANSLATION
-from realcode_ugatit import CASES as UGATIT
-from realcode_vision import CASES as VISION
-from realcode_vtrace import CASES as VTRACE
 
 from toolkit import audit_step
 
-_MODULES = [GANS, RL, SSL, STATE, ACTORS, ONPOLICY, REPR, TRANSLATION, UGATIT, VISION, GENERATIVE,
-            ENTROPY, LIGHTNING_GAN, MORE_RL, DISTILL, MEMORY, SRGAN, MORE_SSL, VTRACE]
-CASES = {name: build for cases in _MODULES for name, build in cases.items()}
-assert len(CASES) == sum(map(len, _MODULES)), "two corpus modules use the same case name"
-#: each bug and its fixed twin
-TWINS = {"dcgan_no_detach": "dcgan", "sagan": "sagan_detached",
-         "philtabor_ddqn": "philtabor_ddqn_no_grad", "easyrl_ddqn": "easyrl_ddqn_fixed",
-         "easyrl_ddqn_same_net": "easyrl_ddqn_same_net_fixed",
-         "actor_critic_no_item": "actor_critic",
-         "word_language_model_no_repackage": "word_language_model",
-         "nflows_realnvp_0_11": "nflows_realnvp_0_14",
-         "handson_ddpg": "handson_ddpg_fixed", "ikostrikov_a2c_no_detach": "ikostrikov_a2c",
-         "byol_readme": "byol", "morvan_rnn_no_repack": "morvan_rnn",
-         "ugatit_no_detach": "ugatit_detached", "synsin_bn": "synsin_bn_fixed",
-         "bolts_gan": "bolts_gan_detached", "tabor_dueling_ddqn": "tabor_dueling_ddqn_no_grad",
-         "distilbert_teacher_grad": "distilbert", "dpo_reference_grad": "dpo",
-         "transformer_xl_no_detach": "transformer_xl",
-         "infini_attention_no_detach": "infini_attention",
-         "infini_attention_buffer": "infini_attention", "awd_lstm_no_repackage": "awd_lstm",
-         "srgan_no_detach": "srgan", "srgan_g_step_detach": "srgan",
-         "dreamer_no_grad_rollout": "dreamer", "fixmatch_soft_no_detach": "fixmatch",
-         "torchbeast_vtrace_grad": "torchbeast_vtrace", "simsiam_no_stop_grad": "simsiam"}
+#: every corpus module beside this file: ``realcode_<field>.py`` defines ``CASES`` (name ->
+#: builder) and, for its bugs, ``TWINS`` (bug -> its fixed twin); a new file needs no change here
+_MODULES = [importlib.import_module(path.stem)
+            for path in sorted(Path(__file__).resolve().parent.glob("realcode_*.py"))
+            if path.stem != "realcode_common"]
+CASES = {name: build for module in _MODULES for name, build in module.CASES.items()}
+assert len(CASES) == sum(len(module.CASES) for module in _MODULES), \
+    "two corpus modules use the same case name"
+TWINS: dict[str, str] = {bug: twin for module in _MODULES
+                         for bug, twin in getattr(module, "TWINS", {}).items()}
+#: the twins of the modules written before each module named its own
+TWINS |= {
+    "dcgan_no_detach": "dcgan", "sagan": "sagan_detached",
+    "philtabor_ddqn": "philtabor_ddqn_no_grad", "easyrl_ddqn": "easyrl_ddqn_fixed",
+    "easyrl_ddqn_same_net": "easyrl_ddqn_same_net_fixed",
+    "actor_critic_no_item": "actor_critic",
+    "word_language_model_no_repackage": "word_language_model",
+    "nflows_realnvp_0_11": "nflows_realnvp_0_14",
+    "handson_ddpg": "handson_ddpg_fixed", "ikostrikov_a2c_no_detach": "ikostrikov_a2c",
+    "byol_readme": "byol", "morvan_rnn_no_repack": "morvan_rnn",
+    "ugatit_no_detach": "ugatit_detached", "synsin_bn": "synsin_bn_fixed",
+    "bolts_gan": "bolts_gan_detached", "tabor_dueling_ddqn": "tabor_dueling_ddqn_no_grad",
+    "distilbert_teacher_grad": "distilbert", "dpo_reference_grad": "dpo",
+    "transformer_xl_no_detach": "transformer_xl",
+    "infini_attention_no_detach": "infini_attention",
+    "infini_attention_buffer": "infini_attention", "awd_lstm_no_repackage": "awd_lstm",
+    "srgan_no_detach": "srgan", "srgan_g_step_detach": "srgan",
+    "dreamer_no_grad_rollout": "dreamer", "fixmatch_soft_no_detach": "fixmatch",
+    "torchbeast_vtrace_grad": "torchbeast_vtrace", "simsiam_no_stop_grad": "simsiam"}
 
 
 def _build(name: str, seed: int) -> RealCase:
