@@ -9,6 +9,7 @@ and a clear answer for ``inference_mode`` and complex losses.
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import pytest
@@ -220,3 +221,64 @@ def test_a_complex_loss_is_an_error_as_it_is_for_backward(seed: int) -> None:
                                          r".*loss.abs\(\)"):
         audit_step(lambda: (w * 2).sum(), opt)
     assert audit_step(lambda: (w * 2).sum().abs(), opt).ok  # the fix the message names
+
+
+def _threaded_rnn(seed: int, *, in_thread: bool, carry: bool):
+    """A recurrent step whose forward runs in a thread it starts (the pattern of
+    ``nn.parallel.parallel_apply``, one worker per replica), with its hidden state cut between
+    calls or carried."""
+    torch.manual_seed(seed)
+    cell = nn.RNNCell(3, 4)
+    head = nn.Linear(4, 1)
+    opt = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.1)
+    x, y = torch.randn(5, 3), torch.randn(5, 1)
+    state = {"h": torch.zeros(5, 4)}
+
+    def forward() -> None:
+        h = cell(x, state["h"])
+        state["h"] = h if carry else h.detach()
+        state["out"] = head(h)
+
+    def step() -> torch.Tensor:
+        if in_thread:
+            worker = threading.Thread(target=forward)
+            worker.start()
+            worker.join()
+        else:
+            forward()
+        return F.mse_loss(state["out"], y)
+
+    return step, opt
+
+
+@pytest.mark.parametrize("carry", [False, True])
+def test_a_forward_in_another_thread_is_named_and_never_a_false_carried_graph(
+        carry: bool, seed: int) -> None:
+    # issue 53: autograd numbers the nodes of each thread apart; a forward run in a thread the
+    # step starts used to be read as a graph made before the call (a false CARRIED)
+    step, opt = _threaded_rnn(seed, in_thread=True, carry=False)
+    for _ in range(2):  # the oracle: training runs, the state is cut
+        opt.zero_grad()
+        step().backward()
+    audit = audit_step(*_threaded_rnn(seed, in_thread=True, carry=carry))
+    assert not audit.carried and audit.threads, str(audit)
+    assert "carried graphs not checked (other threads)" in str(audit).splitlines()[0] \
+        or not audit.ok
+    (note,) = [n for n in audit.notes if "other threads" in n]
+    assert "started at test_audit_keeps_state.py:" in note
+    assert "run the forward in the calling thread" in note
+    assert audit.to_dict()["threads"] == list(audit.threads)
+    # the advice followed: the same forward in the calling thread is audited whole, and a
+    # state carried into the next call is found, as real backward finds it
+    followed = audit_step(*_threaded_rnn(seed, in_thread=False, carry=carry))
+    assert not followed.threads and not any("other threads" in n for n in followed.notes)
+    assert bool(followed.carried) == carry, str(followed)
+    step, opt = _threaded_rnn(seed, in_thread=False, carry=carry)
+    step().backward()
+    if carry:
+        with pytest.raises(RuntimeError, match="second time"):
+            step().backward()
+    else:
+        step().backward()
+        assert str(followed).startswith("audit_step: clean") and "no carried graph" in str(
+            followed)

@@ -74,6 +74,20 @@ def notes_of(rec: Recording, searches: dict[str, ShortestPaths], stepped: set[in
                      f"gradient through that update is first order (MAML's second-order term "
                      f"is dropped); pass create_graph=True there, unless first order (FOMAML) "
                      f"is meant")
+    ran: dict[str, list[str]] = {}
+    for threads in rec.threads.values():
+        for thread, what in threads.items():
+            ran.setdefault(thread, []).extend(w for w in what if w not in ran.get(thread, ()))
+    if ran:
+        where = "; ".join(f"{name!r}" + (f" ({listing([w for w in what if w], 3)})"
+                                         if any(what) else "")
+                          for name, what in list(ran.items())[:3])
+        more = f"; … (+{len(ran) - 3} threads)" if len(ran) > 3 else ""
+        notes.append(f"the step ran work in other threads ({where}{more}): autograd numbers "
+                     f"each thread's nodes apart and the audit records only its own thread, so "
+                     f"graphs carried across calls are not checked and cuts, no_grad reads and "
+                     f"in-place writes made there are not seen; run the forward in the calling "
+                     f"thread to audit them")
     known = rec.names.tensors
     others = {}
     for search in searches.values():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,6 +149,11 @@ class Recording:
         self.storage.pop(None, None)
         self.call = 0
         self.marks: list[int] = []
+        # call -> thread name -> what the step ran in a thread other than the audit's (the
+        # user's line that started it, the modules whose forward ran there): autograd numbers
+        # each thread's nodes apart and the torch-function mode is this thread's alone
+        self.thread = threading.get_ident()
+        self.threads: dict[int, dict[str, list[str]]] = {}
         # (call, the tensor cut, its shape, how: ".detach()", ".detach_()" or ".data")
         self.detached: list[tuple[int, Edge, tuple[int, ...], str]] = []
         self.leaf_detached: dict[int, str] = {}
@@ -348,7 +354,28 @@ class Recording:
         if self.snapshot is not None:
             self.snapshot.before_write(key)
 
+    def _other_thread(self, module: nn.Module) -> bool:
+        """Whether this hook runs outside the audit's thread (noted, nothing else recorded:
+        the recording's state belongs to its own thread)."""
+        if threading.get_ident() == self.thread:
+            return False
+        ran = self.threads.setdefault(self.call, {}).setdefault(
+            threading.current_thread().name, [])
+        label = self._label(module) or type(module).__name__
+        if label not in ran:
+            ran.append(label)
+        return True
+
+    def _start_thread(self, thread: threading.Thread) -> None:
+        """Note a thread the step starts, with the user's line that starts it."""
+        if threading.get_ident() == self.thread and not self.busy:
+            line = user_line(3, installed=True)
+            at = "" if line is None else f"started at {line.file}:{line.number}"
+            self.threads.setdefault(self.call, {}).setdefault(thread.name, []).insert(0, at)
+
     def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._other_thread(module):
+            return
         label = self._label(module)
         if label is None:
             return
@@ -398,7 +425,7 @@ class Recording:
         return self.names.modules.get(id(module))
 
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
-        label = self._label(module)
+        label = None if self._other_thread(module) else self._label(module)
         if label is not None:
             outermost = not self.calling
             self.calling.append(label)
@@ -462,6 +489,14 @@ class Recording:
                        register_optimizer_step_post_hook(self._after_optimizer_step)):
             stack.callback(handle.remove)
         stack.enter_context(CallWatch(self))
+        start = threading.Thread.start
+
+        def start_noted(thread: threading.Thread) -> None:
+            self._start_thread(thread)
+            start(thread)
+
+        threading.Thread.start = start_noted  # type: ignore[method-assign]
+        stack.callback(setattr, threading.Thread, "start", start)
         nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
         stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
         self._watch_checkpoints(stack)

@@ -108,6 +108,9 @@ class StepAudit:
     held: tuple[HeldGraph, ...] = ()
     targets: tuple[TrainedTarget, ...] = ()
     shared: tuple[SharedTensor, ...] = ()
+    #: the threads other than the audit's in which the step ran work: its carried graphs are
+    #: then not checked (autograd numbers each thread's nodes apart; a note says so)
+    threads: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -116,14 +119,15 @@ class StepAudit:
                     or self.shared)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts) and notes. A line
-        of the user's code is its file name, number, function, text and enclosing module: not
-        the file's full path, which depends on the machine (a run's summary does not)."""
+        """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts), notes and the
+        threads other than the audit's that ran work. A line of the user's code is its file
+        name, number, function, text and enclosing module: not the file's full path, which
+        depends on the machine (a run's summary does not)."""
         kinds = ("leaks", "targets", "dead", "carried", "held", "shared", "pass_through",
                  "frozen")
         return {"losses": list(self.losses), "ok": self.ok, "n_stepped": self.n_stepped,
                 **{k: [_portable(asdict(x)) for x in getattr(self, k)] for k in kinds},
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "threads": list(self.threads)}
 
     def _leak_lines(self) -> list[str]:
         groups: dict[tuple[str, str, str], list[Leak]] = {}
@@ -236,8 +240,10 @@ class StepAudit:
         if self.ok:
             reached = self.n_stepped - len(self.frozen)
             frozen = f" ({len(self.frozen)} frozen)" if self.frozen else ""
+            carried = "carried graphs not checked (other threads)" if self.threads else \
+                "no carried graph"
             head = (f"audit_step: clean; {plural(len(self.losses), 'loss')} ({losses}), "
-                    f"{reached} stepped tensors all reached{frozen}, no leak, no carried graph "
+                    f"{reached} stepped tensors all reached{frozen}, no leak, {carried} "
                     f"({ran})")
             return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),

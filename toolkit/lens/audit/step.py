@@ -42,8 +42,10 @@ What it cannot know: what the code does between steps (``zero_grad`` forgotten, 
 optimizer steps everything and the losses are summed (a network in the optimizer is taken as
 meant to be trained, so a target network stepped by the same optimizer is trained, not
 leaking, unless a recognised target form exposes it); whether a target read through a form it
-does not recognise (cosine similarity, a margin) is meant to carry gradient; graphs built in
-other threads (``nn.DataParallel``) or by custom autograd functions that hide their inputs.
+does not recognise (cosine similarity, a margin) is meant to carry gradient; what runs in
+other threads (``nn.DataParallel``): the threads and the line that started each are named in a
+note and ``threads``, and carried graphs are then not checked (autograd numbers each thread's
+nodes apart); graphs built by custom autograd functions that hide their inputs.
 A reentrant ``torch.utils.checkpoint`` (``use_reentrant=True``) is one such function: the
 tensors its function reads count as reached when its node is, with no path to show, and a
 tensor outside the optimizer read there is not seen to leak.
@@ -296,7 +298,9 @@ def run_rules(recorded: RecordedStep) -> StepAudit:
     notes = [*notes_of(recorded.rec, recorded.searches, recorded.all_stepped, frozen,
                        recorded.twice), *found.pop("notes", ())]
     return StepAudit(losses=tuple(recorded.losses), n_stepped=len(recorded.all_stepped),
-                     notes=tuple(notes), **{k: tuple(v) for k, v in found.items()})
+                     notes=tuple(notes), **{k: tuple(v) for k, v in found.items()},
+                     threads=tuple(dict.fromkeys(t for call in recorded.rec.threads.values()
+                                                 for t in call)))
 
 
 STOP_CODES.add(audit_step.__code__)  # the frames of the user's code end at the step
