@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.lab.execute import server
 from toolkit.lab.execute.local import _preload, run_all, start_pool_server
 from toolkit.lab.plan.config import Plan, plan
 from toolkit.lab.results.schema import ExecutorConfig
@@ -35,6 +36,10 @@ def test_each_pool_takes_the_setting_of_its_maker(tmp_path: Path,
     first = plan(FIXTURES / "tiny.toml", [], seeds=[0, 1], output_dir=tmp_path / "first")
     outcomes, status = run_all(first, executor=ExecutorConfig(workers=2), quiet=True)
     assert status == 0, [o.error for o in outcomes]  # the fork server runs from here on
+    # a second pool of this process finds that server alive and ready: nothing to wait for
+    # (it used to wait START_TIMEOUT_S for a word the running server never sends)
+    start_pool_server()
+    assert server._SERVER is None
     # then the experiments move, the working directory changes and a relative output folder
     # is given: the next pool's workers must see all three
     moved = tmp_path / "moved"

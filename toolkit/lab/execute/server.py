@@ -109,13 +109,22 @@ def start_pool_server(modules: Sequence[str] | None = None) -> Any:
     os.mkfifo(fifo, 0o600)
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the server's open needs a reader
     os.environ[FIFO_ENV] = fifo
+    before = _running_pid(forkserver)
     try:
         with _sigint_blocked():
             forkserver.ensure_running()  # returns at once; the imports go on over there
     finally:
         del os.environ[FIFO_ENV]
     _SERVER = _Server(fd, folder)
+    if before is not None and _running_pid(forkserver) == before:
+        _forget(_SERVER)  # an earlier pool's server, alive and ready: it will say nothing
     return ctx
+
+
+def _running_pid(forkserver: Any) -> int | None:
+    """The pid of this process's fork server as multiprocessing keeps it (``None`` when it
+    has started none): the same pid after ``ensure_running()`` means the server was alive."""
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
 def wait_pool_server() -> None:
