@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from toolkit.lens.audit.sites import grad_off_line, library_call, user_line
+from toolkit.lens.audit.sites import grad_off_line, library_call, package_of, user_line
 
 __all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
@@ -98,11 +98,19 @@ class CallWatch(TorchFunctionMode):
                 rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
                                      tuple(source.shape), how))
                 rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), caller_text())
-                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)), user_line())
+                call = library_call(source, flags_only=True)
+                if call is not None:  # detached inside a library's call (track_higher_grads)
+                    rec.library_calls.setdefault(("detach", rec.call, id(source.grad_fn)), call)
+                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)),
+                                     call.line if call is not None else user_line())
             elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
                 rec.leaf_detached.setdefault(id(source), COPY if _copying() else how)
                 rec.sites.setdefault(("detach", id(source)), caller_text())
-                rec.lines.setdefault(("detach", id(source)), user_line())
+                call = library_call(source)
+                if call is not None:  # copied inside a library's call (higher.innerloop_ctx)
+                    rec.library_calls.setdefault(("detach", id(source)), call)
+                rec.lines.setdefault(("detach", id(source)),
+                                     call.line if call is not None else user_line())
             out = func(*args, **kwargs)
             rec.trace(out, [source], exact=True)
             if isinstance(source, torch.Tensor) and source.grad_fn is not None \
@@ -193,9 +201,17 @@ class CallWatch(TorchFunctionMode):
 
 
 def caller_text() -> str:
-    """``at file.py:LINE (function)`` of the innermost frame outside torch and the toolkit."""
-    line = user_line(installed=True)
-    return "in the step" if line is None else f"at {line.file}:{line.number} ({line.function})"
+    """``at file.py:LINE (function)`` of the innermost frame of the user's code (outside
+    torch, the toolkit, the standard library and installed packages), with the installed
+    package's function that runs there when there is one: ``…, inside higher's
+    _copy_tensor``."""
+    line, inner = user_line(), user_line(installed=True)
+    if line is None:
+        return "in the step"
+    text = f"at {line.file}:{line.number} ({line.function})"
+    if inner is not None and inner.path != line.path and package_of(inner.path):
+        text += f", inside {package_of(inner.path)}'s {inner.function}"
+    return text
 
 
 def writes(name: str, func: Any) -> bool:

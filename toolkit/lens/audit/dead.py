@@ -13,13 +13,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from toolkit.lens.audit.calls import COPY
-from toolkit.lens.audit.edits import Edit, grad_on, leave_out, remove_detach, straight_through
+from toolkit.lens.audit.edits import (
+    Edit,
+    grad_on,
+    keyword_value,
+    leave_out,
+    remove_detach,
+    straight_through,
+)
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
 from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.sites import LibraryCall, Line
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 
 if TYPE_CHECKING:
@@ -37,7 +44,7 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                if call == rec.call}
     out = []
     for tensor in missing:
-        key, path, line, where, fix = id(tensor), None, None, None, ""
+        key, path, line, where, fix, call = id(tensor), None, None, None, "", None
         checkpoint = next((c for c in rec.checkpoints.values() if key in c[1]), None)
         if not tensor.requires_grad:
             kind = "frozen"
@@ -46,6 +53,10 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
             kind, line = "copy", rec.sites.get(("detach", key))
             where = rec.lines.get(("detach", key))
             cut = "copy.deepcopy of the parameter: the copy is a new leaf"
+            call = rec.library_calls.get(("detach", key))
+            if call is not None:  # copied by a library's call whose argument decides it
+                kind, line = "library_argument", f"at {call.line.file}:{call.line.number}"
+                cut, fix = f"{_called_with(call)}: {call.why}", _pass_argument(call)
         elif key in rec.leaf_detached and not _read_for_a_write(rec, key):
             kind, line = "detach", rec.sites.get(("detach", key))
             where = rec.lines.get(("detach", key))
@@ -78,6 +89,10 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     path = ("…", *(label(n) for n in chain))
                     kind, line = "detach", rec.sites.get(("detach", rec.call, id(chain[0])))
                     where = rec.lines.get(("detach", rec.call, id(chain[0])))
+                    call = rec.library_calls.get(("detach", rec.call, id(chain[0])))
+                    if call is not None:  # detached by a library's call as its argument says
+                        kind, fix = "library_argument", _pass_argument(call)
+                        cut = f"{_called_with(call)}: {call.why}"
                 elif ("no_grad", key) in rec.library_calls:
                     call = rec.library_calls[("no_grad", key)]
                     kind, where = "library_argument", call.line
@@ -101,14 +116,26 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                            "the loss (an output not used, .item(), an integer op)")
                     kind, line, where = ("no_graph",
                                          *_call_site(rec, rec.names.name(tensor), behind))
-        edit = None if where is None else (remove_detach(where) if kind == "detach" else
-                                           grad_on(where) if kind == "no_grad" else None)
+        edit = None if where is None else (
+            remove_detach(where) if kind == "detach" else grad_on(where) if kind == "no_grad"
+            else keyword_value(where, call.function, call.argument, repr(call.value))
+            if kind == "library_argument" and call is not None and call.value is not None
+            else None)
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
                                  edits=() if edit is None else (edit,),
                                  fix=fix if kind == "library_argument" else FIXES[kind]))
     return out
+
+
+def _called_with(call: LibraryCall) -> str:
+    return f"{call.package}.{call.function}(..., {call.argument}={call.given!r})"
+
+
+def _pass_argument(call: LibraryCall) -> str:
+    return (f"pass {call.argument}={call.value!r} to {call.function} at "
+            f"{call.line.file}:{call.line.number}")
 
 
 #: what to do, by what stops the gradient (:attr:`DeadParameter.kind`)

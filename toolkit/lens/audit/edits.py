@@ -364,6 +364,28 @@ def grad_on(line: Line) -> Edit | None:
     return None
 
 
+def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit | None:
+    """The call of ``function`` at ``line`` (the innermost one the line holds) with its keyword
+    ``argument`` set to ``value``: the keyword's value replaced, or the keyword added last."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return None
+    calls = [node for node in ast.walk(src.tree) if isinstance(node, ast.Call)
+             and node.lineno <= line.number <= node.end_lineno  # type: ignore[operator]
+             and (node.func.attr if isinstance(node.func, ast.Attribute)
+                  else getattr(node.func, "id", "")) == function]
+    if not calls:
+        return None
+    call = max(calls, key=lambda node: (node.lineno, node.col_offset))
+    given = next((k for k in call.keywords if k.arg == argument), None)
+    if given is not None:
+        return _edit(line, src, given.value, value, ())
+    text = _segment(src, call)
+    head = text[:-1].rstrip()
+    sep = " " if head.endswith((",", "(")) else ", "
+    return _edit(line, src, call, f"{head}{sep}{argument}={value})".replace("( ", "("), ())
+
+
 def _readable(node: ast.expr) -> bool:
     """An expression read without calling anything: names, attributes, constant items, and
     ``a if flag else b`` of them."""

@@ -98,6 +98,14 @@ def _installed(path: str) -> bool:
     return any(part in path for part in _INSTALLED)
 
 
+def package_of(path: str) -> str:
+    """The installed package a file belongs to (``higher`` for ``…/site-packages/higher/
+    utils.py``), or ``""``."""
+    parts = path.split(os.sep)
+    at = [i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")]
+    return parts[at[-1] + 1].removesuffix(".py") if at and at[-1] + 1 < len(parts) else ""
+
+
 def _forward_of(frame: FrameType) -> nn.Module | None:
     """The module whose ``forward`` ``frame`` runs (``m(x)`` or ``m.forward(x)``), if any."""
     code = frame.f_code
@@ -169,54 +177,73 @@ def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
 
 
 #: library calls whose argument decides which tensors get a gradient:
-#: ``(package, function) -> (argument, what leaving it out does)``
-LIBRARY_ARGUMENTS: dict[tuple[str, str], tuple[str, str]] = {
-    ("torchdiffeq", "odeint_adjoint"): (
+#: ``(package, function) -> ((argument, what the wrong value does, the value that trains), …)``;
+#: a value of ``None`` means the argument must hold the tensor read (a tuple of tensors)
+LIBRARY_ARGUMENTS: dict[tuple[str, str], tuple[tuple[str, str, object], ...]] = {
+    ("torchdiffeq", "odeint_adjoint"): ((
         "adjoint_params", "its adjoint passes gradient only to the tensors adjoint_params "
-        "holds (tuple(func.parameters()) when it is not given)"),
+        "holds (tuple(func.parameters()) when it is not given)", None),),
+    ("higher", "innerloop_ctx"): ((
+        "copy_initial_weights", "the patched model starts from copies of the parameters "
+        "(copy_initial_weights=True is its default), new leaves that pass the outer loss's "
+        "gradient no further", False), (
+        "track_higher_grads", "each step of the differentiable optimizer detaches the weights "
+        "it makes (not first-order MAML: no gradient reaches the initial weights at all)",
+        True)),
 }
 
 
 @dataclass(frozen=True)
 class LibraryCall:
     """The user's line that called an installed library's ``function`` with ``argument``
-    missing a tensor it reads (see :data:`LIBRARY_ARGUMENTS`)."""
+    missing a tensor it reads, or set to a value that passes it no gradient (see
+    :data:`LIBRARY_ARGUMENTS`); ``value``: the value that trains it (``None``: the argument
+    must hold the tensor)."""
 
     package: str
     function: str
     argument: str
     why: str
+    value: object
+    given: object  # the argument's value in that call
     line: Line
 
 
-def library_call(tensor: torch.Tensor, depth: int = 2) -> LibraryCall | None:
+def library_call(tensor: torch.Tensor, depth: int = 2, *, flags_only: bool = False
+                 ) -> LibraryCall | None:
     """The outermost call on the stack (``depth`` frames up) of a function listed in
     :data:`LIBRARY_ARGUMENTS`, made from an installed package, whose argument (as the
     function holds it now: ``odeint_adjoint`` fills ``adjoint_params`` with
-    ``func.parameters()`` when it is not given) does not hold ``tensor``, with the line of the
-    user's code that called it; or ``None``."""
+    ``func.parameters()`` when it is not given) does not hold ``tensor``, or is not the value
+    that trains it (``copy_initial_weights=False``), with the line of the user's code that
+    called it; or ``None``. ``flags_only``: only arguments with a value that trains (a
+    tensor detached there is not the one the argument holds)."""
     frame: FrameType | None = sys._getframe(depth)
     found = None
     while frame is not None:
         path = frame.f_code.co_filename
         if _installed(path):
-            parts = path.split(os.sep)
-            at = max(i for i, part in enumerate(parts) if part in ("site-packages",
-                                                                  "dist-packages"))
-            key = (parts[at + 1].removesuffix(".py") if at + 1 < len(parts) else "",
-                   frame.f_code.co_name)
-            held = frame.f_locals.get(LIBRARY_ARGUMENTS[key][0]) \
-                if key in LIBRARY_ARGUMENTS else None
-            if key in LIBRARY_ARGUMENTS and all(
-                    t is not tensor for t in (held if isinstance(held, (tuple, list)) else ())):
+            key = (package_of(path), frame.f_code.co_name)
+            spec = next((spec for spec in LIBRARY_ARGUMENTS.get(key, ())
+                         if (spec[2] is not None or not flags_only)
+                         and _wrong(frame.f_locals.get(spec[0]), spec[2], tensor)), None)
+            if spec is not None:
                 caller = frame.f_back
                 while caller is not None and (_library(caller.f_code.co_filename)
                                               or _installed(caller.f_code.co_filename)):
                     caller = caller.f_back
                 if caller is not None:
-                    found = LibraryCall(*key, *LIBRARY_ARGUMENTS[key], _line(caller))
+                    found = LibraryCall(*key, *spec, frame.f_locals.get(spec[0]), _line(caller))
         frame = frame.f_back
     return found
+
+
+def _wrong(held: object, value: object, tensor: torch.Tensor) -> bool:
+    """Whether an argument's value ``held`` passes ``tensor`` no gradient: not ``value``, or
+    (``value`` ``None``) a tuple that does not hold ``tensor``."""
+    if value is not None:
+        return held != value
+    return all(t is not tensor for t in (held if isinstance(held, (tuple, list)) else ()))
 
 
 _GRAD_OFF = re.compile(r"^\s*(async\s+)?with\b.*\b(no_grad|inference_mode|set_grad_enabled)\b")
