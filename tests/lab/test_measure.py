@@ -162,6 +162,7 @@ else:
 '''
 
 
+@pytest.mark.slow  # two interpreters that start the profiler: about 10 s
 def test_measure_memory_keeps_the_profilers_notes_off_the_terminal() -> None:
     import subprocess
     import sys
