@@ -215,11 +215,14 @@ def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.T
             leaf = search.leaf_node.get(key)
             if leaf is None or not zeros:
                 continue
-            # the zero nodes the loss meets first on its way (not behind another zero node)
+            # the zero nodes the loss meets first on its way (not behind another zero node),
+            # and of those the ones that reach the tensor through no other zero node (its own
+            # sign, not the next layer's sign of what it computes)
             front = step.prover.reach(name, graph.roots, Cut(dead=zeros)) & zeros
-            node_id = next((z for z in sorted(front, key=lambda z: -search.nodes[z]
-                                              ._sequence_nr())
-                            if leaf in graph.reach([z])), None)
+            latest = sorted(front, key=lambda z: -search.nodes[z]._sequence_nr())
+            node_id = next((z for z in latest if leaf in step.prover.reach(
+                name, [z], Cut(dead=zeros - {z}))), None) or next(
+                (z for z in latest if leaf in graph.reach([z])), None)
             if node_id is None:
                 continue
             node = search.nodes[node_id]

@@ -248,8 +248,11 @@ def _bootstrapped(start: Any, forward: set[int]) -> bool:
         if (id(node), selected) in seen:
             continue
         seen.add((id(node), selected))
-        if selected and id(node) in forward:
-            return True
+        if id(node) in forward:
+            if selected:
+                return True
+            continue  # reached the shared forward with no selection: a selection inside it
+            # (a generator's own slices) selects no other rows for this side
         below = selected or _label(node) in _SELECTS
         queue.extend((n, below) for n in _inputs(node) if not is_cut_marker(n))
     return False

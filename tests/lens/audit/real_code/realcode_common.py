@@ -8,7 +8,8 @@ sizes. ``truth`` is ``"correct"`` or the category its bug must be reported in.
 The oracle runs the same step on fresh copies (the builder called again with the same seed) the
 way training does: a first step with ``backward()``, then a second step whose losses are
 backpropagated one at a time, gradients cleared in between. It records which named tensors
-outside each loss's optimizer receive ``.grad``, which stepped tensors receive none, whether a
+outside each loss's optimizer receive ``.grad``, which stepped tensors receive none (and which
+receive exact zeros everywhere, as behind ``torch.sign``), whether a
 backward fails (graph carried from the first step), and which buffers hold a ``grad_fn``.
 """
 
@@ -75,6 +76,9 @@ class Oracle:
     no_grad: dict[str, set[str]]  # loss -> tensors its optimizer steps that got no .grad
     backward_failed: bool
     held_buffers: set[str]
+    #: loss -> tensors its optimizer steps whose gradient is exact zeros everywhere (behind a
+    #: zero-derivative op; also where a clamp or a max zeroes it for these inputs)
+    zeros: dict[str, set[str]] = field(default_factory=dict)
 
 
 def oracle(build: Callable[[], RealCase]) -> Oracle:
@@ -105,7 +109,7 @@ def _train(case: RealCase, *, retain_first: bool) -> Oracle | None:
     clear()
     losses = _losses(case.step())
     pairs = _pairs(case, losses)
-    outside, missing = {}, {}
+    outside, missing, zeros = {}, {}, {}
     for i, (name, loss) in enumerate(losses.items()):
         clear()
         try:
@@ -119,6 +123,8 @@ def _train(case: RealCase, *, retain_first: bool) -> Oracle | None:
         got = {k for k, t in tensors.items() if t.grad is not None}
         outside[name] = {names[k] for k in got - stepped if k in names}
         missing[name] = {names.get(k, f"<{k}>") for k in stepped - got}
+        zeros[name] = {names.get(k, f"<{k}>") for k in stepped & got
+                       if not tensors[k].grad.is_sparse and not tensors[k].grad.any()}
     for group in {id(o): [n for n in losses if pairs[n] is o] for o in pairs.values()}.values():
         common = set.intersection(*(missing[n] for n in group))
         for n in group:
@@ -126,7 +132,7 @@ def _train(case: RealCase, *, retain_first: bool) -> Oracle | None:
     held = {f"{prefix}.{name}" for prefix, m in case.modules.items()
             for name, b in m.named_buffers() if b.grad_fn is not None}
     clear()
-    return Oracle(outside, missing, False, held)
+    return Oracle(outside, missing, False, held, zeros)
 
 
 def audit_sets(audit: Any, case: RealCase) -> Oracle:
@@ -137,9 +143,10 @@ def audit_sets(audit: Any, case: RealCase) -> Oracle:
         if "updated twice" not in leak.reason:
             outside[leak.loss].add(leak.parameter)
     no_grad: dict[str, set[str]] = {name: set() for name in audit.losses}
-    for d in audit.dead:
+    zeros: dict[str, set[str]] = {name: set() for name in audit.losses}
+    for d in audit.dead:  # dead in effect: a gradient of zeros, which real backward computes
         for loss in d.losses:
-            no_grad[loss].add(d.parameter)
+            (zeros if d.kind == "zero_derivative" else no_grad)[loss].add(d.parameter)
     frozen = {f.parameter for f in audit.frozen}
     optimizers = case.optimizers if isinstance(case.optimizers, dict) else {
         name: case.optimizers for name in audit.losses}
@@ -147,4 +154,4 @@ def audit_sets(audit: Any, case: RealCase) -> Oracle:
         mine = {names.get(id(p)) for p in stepped_by(optimizers[loss])}
         no_grad[loss] |= frozen & mine
     held = {f"{h.module}.{h.name}" for h in audit.held if h.kind == "buffer"}
-    return Oracle(outside, no_grad, bool(audit.carried), held)
+    return Oracle(outside, no_grad, bool(audit.carried), held, zeros)
