@@ -15,6 +15,7 @@ import torch
 from toolkit.lens.audit.calls import COPY
 from toolkit.lens.audit.edits import (
     Edit,
+    extend_argument,
     grad_on,
     keyword_value,
     leave_out,
@@ -42,7 +43,8 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
     detached: ShortestPaths | None = None
     sources = {id(edge.grad_fn): (shape, how) for call, edge, shape, how in rec.detached
                if call == rec.call}
-    out = []
+    out: list[DeadParameter] = []
+    joining: dict[int, list[tuple[int, LibraryCall]]] = {}  # a call's line -> its findings
     for tensor in missing:
         key, path, line, where, fix, call = id(tensor), None, None, None, "", None
         checkpoint = next((c for c in rec.checkpoints.values() if key in c[1]), None)
@@ -121,11 +123,20 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
             else keyword_value(where, call.function, call.argument, repr(call.value))
             if kind == "library_argument" and call is not None and call.value is not None
             else None)
+        if kind == "library_argument" and call is not None and call.value is None:
+            joining.setdefault(id(call.line.path), []).append((len(out), call))
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
                                  edits=() if edit is None else (edit,),
                                  fix=fix if kind == "library_argument" else FIXES[kind]))
+    for found in joining.values():  # every tensor a call's argument misses, in one edit
+        exprs = [c.expression for _, c in found]
+        edit = None if "" in exprs else extend_argument(
+            found[0][1].line, found[0][1].function, found[0][1].argument,
+            list(dict.fromkeys(exprs)))
+        for i, _ in found:
+            out[i] = dataclasses.replace(out[i], edits=() if edit is None else (edit,))
     return out
 
 

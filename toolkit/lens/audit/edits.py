@@ -386,6 +386,30 @@ def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit 
     return _edit(line, src, call, f"{head}{sep}{argument}={value})".replace("( ", "("), ())
 
 
+def extend_argument(line: Line, function: str, argument: str, extra: list[str]) -> Edit | None:
+    """The call of ``function`` at ``line`` with the tensors ``extra`` (expressions) added to
+    its keyword ``argument``: ``(*<value>, extra…)``, or, when it is not given, the keyword
+    added as ``(*<first argument>.parameters(), extra…)`` (``odeint_adjoint``'s default)."""
+    src = _source(line.path) if line.path else None
+    if src is None or not extra:
+        return None
+    calls = [node for node in ast.walk(src.tree) if isinstance(node, ast.Call)
+             and node.lineno <= line.number <= node.end_lineno  # type: ignore[operator]
+             and (node.func.attr if isinstance(node.func, ast.Attribute)
+                  else getattr(node.func, "id", "")) == function]
+    if not calls:
+        return None
+    call = max(calls, key=lambda node: (node.lineno, node.col_offset))
+    added = ", ".join(extra)
+    given = next((k for k in call.keywords if k.arg == argument), None)
+    if given is not None:
+        return _edit(line, src, given.value, f"(*{_segment(src, given.value)}, {added})", ())
+    if not call.args or isinstance(call.args[0], ast.Starred):
+        return None
+    return keyword_value(line, function, argument,
+                         f"(*{_segment(src, call.args[0])}.parameters(), {added})")
+
+
 def _readable(node: ast.expr) -> bool:
     """An expression read without calling anything: names, attributes, constant items, and
     ``a if flag else b`` of them."""

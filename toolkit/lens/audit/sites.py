@@ -207,6 +207,9 @@ class LibraryCall:
     value: object
     given: object  # the argument's value in that call
     line: Line
+    #: an expression of the user's code at ``line`` that reads as the tensor (a local or
+    #: global name, or an attribute of one: ``func.A``), or ``""``
+    expression: str = ""
 
 
 def library_call(tensor: torch.Tensor, depth: int = 2, *, flags_only: bool = False
@@ -233,9 +236,29 @@ def library_call(tensor: torch.Tensor, depth: int = 2, *, flags_only: bool = Fal
                                               or _installed(caller.f_code.co_filename)):
                     caller = caller.f_back
                 if caller is not None:
-                    found = LibraryCall(*key, *spec, frame.f_locals.get(spec[0]), _line(caller))
+                    found = LibraryCall(*key, *spec, frame.f_locals.get(spec[0]), _line(caller),
+                                        _expression(caller, tensor))
         frame = frame.f_back
     return found
+
+
+def _expression(frame: FrameType, tensor: torch.Tensor) -> str:
+    """A name of ``frame``'s code bound to ``tensor`` (its locals, closure cells, globals), or
+    an attribute of one such value (``func.A``); ``""`` when there is none."""
+    scopes = [frame.f_locals, frame.f_globals]
+    for scope in scopes:
+        for name, value in scope.items():
+            if value is tensor and name.isidentifier():
+                return name
+    for scope in scopes:
+        for name, value in scope.items():
+            held = getattr(value, "__dict__", None)
+            if isinstance(value, nn.Module) and isinstance(held, dict):
+                found = next((a for a, v in held.items() if v is tensor and a.isidentifier()),
+                             None)
+                if found is not None and name.isidentifier():
+                    return f"{name}.{found}"
+    return ""
 
 
 def _wrong(held: object, value: object, tensor: torch.Tensor) -> bool:
