@@ -122,6 +122,10 @@ class CallWatch(TorchFunctionMode):
             return out
         if not rec.watched:
             return func(*args, **kwargs)
+        if func is torch.tensor and args:  # copies values, never a graph: note what it drops
+            dropped = [t for t in tensors_in(args[:1]) if t.requires_grad]
+            if dropped:
+                rec.value_copies.append((rec.call, dropped, user_line()))
         grad = torch.is_grad_enabled()
         inputs = [*tensors_in(args), *tensors_in(kwargs.values())]
         if rec.call > 1:

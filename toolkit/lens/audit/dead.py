@@ -20,6 +20,7 @@ from toolkit.lens.audit.edits import (
     keyword_value,
     leave_out,
     remove_detach,
+    stack_values,
     straight_through,
 )
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
@@ -29,6 +30,7 @@ from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.sites import LibraryCall, Line
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
+from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
     from toolkit.lens.audit.recorded import Found, RecordedStep
@@ -113,6 +115,11 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     where = rec.lines.get(("no_grad", key))
                 elif key not in rec.used:
                     kind, cut = "not_used", "not used: the step never reads it"
+                elif (copied := _value_copy(rec, tensor)) is not None:
+                    kind, where = "value_copy", copied
+                    line = f"at {copied.file}:{copied.number}"
+                    cut = ("torch.tensor(...) of a tensor computed from it: torch.tensor copies "
+                           "values, never their graph")
                 else:
                     cut = ("no graph: the step reads it, but nothing it computes with it reaches "
                            "the loss (an output not used, .item(), an integer op)")
@@ -120,6 +127,7 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                                          *_call_site(rec, rec.names.name(tensor), behind))
         edit = None if where is None else (
             remove_detach(where) if kind == "detach" else grad_on(where) if kind == "no_grad"
+            else stack_values(where) if kind == "value_copy"
             else keyword_value(where, call.function, call.argument, repr(call.value))
             if kind == "library_argument" and call is not None and call.value is not None
             else None)
@@ -172,6 +180,8 @@ FIXES = {
     "frozen": "requires_grad_(True) where they should train, or leave them out of the "
               "optimizer",
     "not_used": "use them in the loss, or leave them out of the optimizer",
+    "value_copy": "build the value from the tensors themselves (torch.stack, torch.cat: "
+                  "operations that keep the graph) where torch.tensor copies them",
     "no_graph": "make what they compute reach the loss (an output left out, .item(), an "
                 "integer op), or leave them out of the optimizer",
 }
@@ -182,6 +192,23 @@ def _read_for_a_write(rec: Recording, key: int) -> bool:
     it (``.data``) as the source of an in-place write (an EMA of it): the detach made the
     write's value, not the cut that keeps it from the loss."""
     return key in rec.grad_read and any(key in w.sources for w in rec.writes.values())
+
+
+def _value_copy(rec: Recording, tensor: torch.Tensor) -> Line | None:
+    """The user's line where this call's ``torch.tensor(...)`` copied a tensor computed from
+    ``tensor`` (or ``tensor`` itself): the copy is a new tensor with no graph."""
+    for call, dropped, line in rec.value_copies:
+        if call != rec.call or line is None:
+            continue
+        for t in dropped:
+            if t is tensor:
+                return line
+            if t.grad_fn is not None and any(
+                    getattr(n, "variable", None) is tensor
+                    for n in closure([t.grad_fn], lambda n: [x for x, _ in n.next_functions
+                                                             if x is not None])):
+                return line
+    return None
 
 
 def _call_site(rec: Recording, name: str, behind: ShortestPaths

@@ -410,6 +410,30 @@ def extend_argument(line: Line, function: str, argument: str, extra: list[str]) 
                          f"(*{_segment(src, call.args[0])}.parameters(), {added})")
 
 
+def stack_values(line: Line) -> Edit | None:
+    """``torch.tensor([a, b], dtype=…)`` at ``line`` -> ``torch.stack([torch.as_tensor(a,
+    dtype=…), torch.as_tensor(b, dtype=…)])``: the same values, and the graph of each element
+    that is a tensor (``as_tensor`` returns a tensor of that dtype and device as it is)."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return None
+    for node in ast.walk(src.tree):
+        if not (isinstance(node, ast.Call) and node.lineno <= line.number <= node.end_lineno
+                and isinstance(node.func, ast.Attribute) and node.func.attr == "tensor"
+                and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple))
+                and node.args[0].elts
+                and not any(isinstance(e, (ast.List, ast.Tuple, ast.Starred))
+                            for e in node.args[0].elts)):
+            continue
+        kept = [k for k in node.keywords if k.arg in ("dtype", "device")]
+        options = "".join(f", {k.arg}={_segment(src, k.value)}" for k in kept)
+        module = _segment(src, node.func.value)
+        items = ", ".join(f"{module}.as_tensor({_segment(src, e)}{options})"
+                          for e in node.args[0].elts)
+        return _edit(line, src, node, f"{module}.stack([{items}])", ())
+    return None
+
+
 def _readable(node: ast.expr) -> bool:
     """An expression read without calling anything: names, attributes, constant items, and
     ``a if flag else b`` of them."""

@@ -94,7 +94,8 @@ class DeadParameter:
     like, whose gradient is exactly zero), ``"no_grad"``, ``"library_argument"`` (read
     inside a library call that runs with gradients off and trains only what one of its
     arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
-    the user's call), ``"frozen"`` (``requires_grad=False``),
+    the user's call), ``"value_copy"`` (``torch.tensor(...)`` of a tensor computed from it:
+    values copied without their graph), ``"frozen"`` (``requires_grad=False``),
     ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
     the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),

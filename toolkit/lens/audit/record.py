@@ -162,6 +162,9 @@ class Recording:
         # off without the argument that names what its backward trains (odeint_adjoint)
         self.library_calls: dict[tuple[str, int], Any] = {}
         self.used: set[int] = set()
+        # (call, tensors that require grad, the user's line): torch.tensor(...) of them, which
+        # copies their values and none of their graph
+        self.value_copies: list[tuple[int, list[torch.Tensor], Line | None]] = []
         self.grad_read: set[int] = set()  # watched tensors read by a torch call with grad on
         self.written: dict[int, str] = {}
         self.frozen: set[int] = set()
