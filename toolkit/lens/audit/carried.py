@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolkit.lens.audit.edits import Edit, cut_argument, cut_assigned, cut_operand
+from toolkit.lens.audit.edits import (
+    Edit,
+    cut_argument,
+    cut_assigned,
+    cut_operand,
+    reset_at_start,
+)
 from toolkit.lens.audit.findings import CarriedGraph
 from toolkit.lens.audit.labels import node_shape, outputs_of
 from toolkit.lens.audit.location import reader_line
@@ -72,7 +78,10 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
                    "value stored): stop_gradient(value) or value.detach() in the assignment")
         elif how == "reset" and (stored := _stored(step, node)) is not None:
             fix = (f"no cut where it is read keeps each call's own gradient: "
-                   f"{reset_text(*stored)}")
+                   f"{reset_text(*stored)}" + ("; it was None before the first call, so "
+                                               f"{stored[2]}.{stored[1]} = None as the step's "
+                                               "first line runs each call as the first ran"
+                                               if edits else ""))
         elif len(cut.lines) > 1:
             fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
                    f"uses it: stop_gradient(state, name=...) or state.detach()")
@@ -103,12 +112,18 @@ def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
                       if parent not in old)
     assigned = rec.assigned.get(key)
     stored = assigned is not None and assigned[0] is node
-    if stored and state_assignable(step, assigned[1]):
+    now = assigned_now(step, assigned[1]) if stored else frozenset()
+    reset = _reset_edit(step, node) if stored else None
+    if stored and not now and reset is not None:  # a memory made once, read stale: reset it
+        return (reset[0],), Cut(lines=(reset[0],), edits=(reset[1],)), "reset"
+    if stored and now and state_assignable(step, assigned[1]):
         return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
                                    edits=(cut_assigned(assigned[1]),)), "stored"
     found = state_readers(step, node)
-    if found is not None:
+    if found is not None and not (reset is not None and reads_own(step, now, found[0])):
         return found[0], Cut(edges=edges, lines=found[0], edits=found[1]), "read"
+    if reset is not None:  # each cut at a reader also cuts what this call stores there
+        return (reset[0],), Cut(lines=(reset[0],), edits=(reset[1],)), "reset"
     if stored:
         return (assigned[1],), Cut(edges=edges, lines=(assigned[1],)), "reset"
     lines: list[Line] = []
@@ -120,13 +135,41 @@ def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
     return tuple(lines), Cut(edges=edges, lines=tuple(lines)), "reset"
 
 
+def assigned_now(step: RecordedStep, line: Line) -> frozenset[int]:
+    """The nodes this call assigned at ``line`` (where a state is stored on a module)."""
+    return frozenset(key for key, (node, at) in step.rec.assigned.items()
+                     if at == line and at.span == line.span
+                     and node._sequence_nr() >= step.rec.marks[-1])
+
+
+def reads_own(step: RecordedStep, now: frozenset[int], lines: tuple[Line, ...]) -> bool:
+    """Whether a line of ``lines`` also hands a module what this call stored (``now``): a
+    cut written there cuts the call's own state too (an alignment kept between decoding
+    steps)."""
+    for key in now:
+        for entry in step.rec.handed.get(key, ()):
+            if entry[2] and entry[2][0] in lines:
+                return True
+    return False
+
+
+def _reset_edit(step: RecordedStep, node: Any) -> tuple[Line, Edit] | None:
+    """``(line, edit)`` that sets the attribute where the previous call stored ``node`` back
+    to ``None`` at the start of the step, when it was ``None`` before the step first stored a
+    graph there (a memory made lazily: each call then runs as the first did) and the step's
+    code can name its module."""
+    stored = _stored(step, node)
+    if stored is None or not step.rec.first_none.get((id(stored[0]), stored[1])):
+        return None
+    module, name, owner = stored
+    return reset_at_start(step.function, step.namespace, owner, module, name)
+
+
 def state_assignable(step: RecordedStep, line: Line) -> bool:
     """Whether cutting the value assigned at ``line`` (a state stored on a module) in this
     call changes no gradient of what the optimizers step: this call's losses do not train
     anything through it."""
-    now = frozenset(key for key, (node, at) in step.rec.assigned.items()
-                    if at == line and at.span == line.span
-                    and node._sequence_nr() >= step.rec.marks[-1])
+    now = assigned_now(step, line)
     cut = Cut(dead=now)
     return step.prover.keeps_training(cut) and step.prover.spares_gradients(cut)
 

@@ -75,6 +75,8 @@ class Edit:
     imports: tuple[str, ...] = ()
 
     def __str__(self) -> str:
+        if not self.old:  # a line inserted before line ``line``
+            return f"{self.file}:{self.line}: insert before it: {_flat(self.new)}"
         return f"{self.file}:{self.line}: {_flat(self.old)} -> {_flat(self.new)}"
 
 
@@ -432,6 +434,38 @@ def stack_values(line: Line) -> Edit | None:
                           for e in node.args[0].elts)
         return _edit(line, src, node, f"{module}.stack([{items}])", ())
     return None
+
+
+def reset_at_start(function: object, namespace: dict[str, object], owner: str,
+                   module: object, name: str) -> tuple[Line, Edit] | None:
+    """``(line, edit)``: ``<owner>.<name> = None`` written as the first statement of the step
+    ``function``, when ``owner`` read in ``namespace`` is ``module`` and the function's source
+    is a ``def`` (the line is its first statement, before which the edit inserts)."""
+    fn = function
+    while isinstance(fn, functools.partial) or hasattr(fn, "__func__"):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__  # type: ignore[attr-defined]
+    code = getattr(fn, "__code__", None)
+    try:
+        if code is None or _read(owner, code.co_filename, namespace) is not module:
+            return None
+    except (LookupError, SyntaxError):
+        return None
+    src = _source(code.co_filename)
+    if src is None:
+        return None
+    body = next((node.body for node in ast.walk(src.tree)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.lineno <= code.co_firstlineno <= node.body[0].lineno
+                 and node.name == code.co_name), None)
+    if not body:
+        return None
+    first = body[0]
+    number, indent = first.lineno, " " * first.col_offset
+    text = src.lines[number - 1].decode("utf-8").strip()
+    path = code.co_filename
+    line = Line(os.path.basename(path), number, code.co_name, text, path)
+    return line, Edit(line.file, number, 0, number, 0, "", f"{indent}{owner}.{name} = None\n",
+                      path, ())
 
 
 def _readable(node: ast.expr) -> bool:

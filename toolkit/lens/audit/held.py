@@ -24,11 +24,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from toolkit.lens.audit.carried import reset_text, state_assignable, state_readers
-from toolkit.lens.audit.edits import cut_assigned, cut_written
+from toolkit.lens.audit.carried import (
+    assigned_now,
+    reads_own,
+    reset_text,
+    state_assignable,
+    state_readers,
+)
+from toolkit.lens.audit.edits import Edit, cut_assigned, cut_written, reset_at_start
 from toolkit.lens.audit.findings import HeldGraph
 from toolkit.lens.audit.labels import Labeller
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import walk
 
@@ -150,6 +157,12 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
             dict.fromkeys(edits))
         if lines:
             line = lines[0]
+    elif assign is not None and step is not None and (reset := _reset(
+            step, module, name, owner, assign)) is not None:
+        line, found = reset[0], (reset[1],)
+        fix = (f"no cut where it is stored or read keeps each call's own gradient: "
+               f"{reset_text(module, name, owner)}; it was None before the first call, so "
+               f"{owner}.{name} = None as the step's first line runs each call as the first ran")
     elif assign is not None and step is not None and not state_assignable(step, assign):
         # this call's loss trains through what is stored: cut the previous call's value
         # where it is read (each call keeps its own gradient), or reset it each step
@@ -173,6 +186,31 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
     return HeldGraph(module=owner, name=name, kind=kind, shape=tuple(t.shape), written=written,
                      graph_bytes=size, n_nodes=n_new, older=n_old, fix=fix,
                      lines=() if line is None else (line,), edits=found)
+
+
+def _reset(step: RecordedStep, module: nn.Module, name: str, owner: str, assign: Line
+           ) -> tuple[Line, Edit] | None:
+    """The reset of a memory made lazily (``None`` before the step first stored a tensor
+    there) when no cut keeps each call's own gradient: this call stores nothing there (it
+    reads a stale value), or every line that reads the old value also reads what this call
+    stores."""
+    if not step.rec.first_none.get((id(module), name)):
+        return None
+    reset = reset_at_start(step.function, step.namespace, owner, module, name)
+    if reset is None:
+        return None
+    now = assigned_now(step, assign)
+    if not now:
+        return reset
+    before = [node for node, at in step.rec.assigned.values()
+              if at == assign and at.span == assign.span
+              and node._sequence_nr() < step.rec.marks[-1]]
+    readers = state_readers(step, max(before, key=lambda n: n._sequence_nr())) \
+        if before else None
+    if readers is not None and not state_assignable(step, assign) \
+            and reads_own(step, now, readers[0]):
+        return reset
+    return None
 
 
 def check(step: RecordedStep) -> Found:

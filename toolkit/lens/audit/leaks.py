@@ -132,6 +132,9 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         elif targets and _sibling_left_out(step, variable):
             cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
                 v for v in candidates if _sibling_left_out(step, v)])
+        elif targets and _called_by_trained(step, variable):
+            cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
+                v for v in candidates if _called_by_trained(step, v)], called=True)
         else:
             cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
                                              search.leaf_node[id(variable)], known)
@@ -298,8 +301,31 @@ def _sibling_left_out(step: RecordedStep, variable: Any) -> bool:
     return bool(owner) and bool(step.rec.names.members(owner) & step.all_stepped)
 
 
-def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any]
-                      ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+def _called_by_trained(step: RecordedStep, variable: Any) -> bool:
+    """Left out of every optimizer while the module that holds it is called from the forward
+    of a module the optimizers train (a layer the model reaches through a lambda or a plain
+    attribute, not registered as its submodule: graphsage-simple's ``base_model``): part of the
+    model, so the fix is the optimizer (or registering it), not a cut. A submodule the outer
+    module holds (a GAN wrapper's generator) is no such layer. A target network is
+    called by the step's own code, never from inside the trained model's forward."""
+    if not _left_out(step, variable):
+        return False
+    names = step.rec.names
+    name = names.tensors.get(id(variable), "")
+    parts = name.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        label = ".".join(parts[:end])
+        outer = step.rec.called_inside.get(label)
+        module = names.by_label.get(label)
+        if outer and module is not None:
+            return any(names.members(o) & step.all_stepped
+                       and all(m is not module for m in names.by_label[o].modules())
+                       for o in outer if o in names.by_label)
+    return False
+
+
+def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
+                      called: bool = False) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
     """The fix of learned tensors ``joining`` left out of the loss's optimizer, at the line
     that builds that optimizer when it is found, with its edit when each tensor's name reads
     as that tensor there."""
@@ -311,8 +337,12 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any]
              if line is not None else f"optimizer {optimizer!r} where it is built")
     edit = None if line is None else join(line, pairing, step.namespace, {
         step.rec.names.name(v): v for v in joining})
+    why = ("; its module runs inside the forward of a module the optimizer trains without "
+           "being its submodule: register it there (self.<name> = module), or "
+           "requires_grad_(False) if it is meant to stay fixed") if called else (
+        " (or requires_grad_(False) if it is meant to stay fixed)")
     return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
-            f"no optimizer steps (or requires_grad_(False) if it is meant to stay fixed)"), (
+            f"no optimizer steps{why}"), (
         () if line is None else (line,)), () if edit is None else (edit,)
 
 

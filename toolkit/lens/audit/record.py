@@ -218,6 +218,8 @@ class Recording:
         # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
         self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
         self.calling: list[str] = []  # the named modules whose forward is running, innermost last
+        self.called_inside: dict[str, set[str]] = {}  # module -> modules whose forward called it
+        self.first_none: dict[tuple[int, str], bool] = {}  # (module, attribute) -> None before
         # id(node) -> (node, watched ids read): a reentrant checkpoint runs its function with
         # gradients off and again in backward, so what it reads hangs off its node unseen
         self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
@@ -308,6 +310,10 @@ class Recording:
     def _assign(self, module: nn.Module, name: str, value: Any) -> None:
         """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
         to a module's attribute or buffer (a state kept in the module)."""
+        if isinstance(value, torch.Tensor) and not self.busy:
+            # whether the attribute was None before the step first stored a tensor there (a
+            # memory made lazily: setting it to None again runs a call as the first ran)
+            self.first_none.setdefault((id(module), name), getattr(module, name, None) is None)
         if isinstance(value, torch.Tensor) and value.grad_fn is not None and not self.busy:
             line = user_line(installed=True)
             if line is not None:
@@ -431,6 +437,9 @@ class Recording:
         label = None if self._other_thread(module) else self._label(module)
         if label is not None:
             outermost = not self.calling
+            # a named module called from another's forward: the outer ones (a module the
+            # model calls through a lambda or a plain attribute, not as a submodule)
+            self.called_inside.setdefault(label, set()).update(self.calling)
             self.calling.append(label)
             self.busy = True
             try:

@@ -203,6 +203,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         recorded.prover = Prover(recorded)
         recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
         recorded.namespace = _namespace(step, caller[0])
+        recorded.function = step
         audit = run_rules(recorded)
     finally:
         caller.clear()
