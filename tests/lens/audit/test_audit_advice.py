@@ -250,6 +250,17 @@ def test_a_tensor_in_two_optimizers_is_a_finding() -> None:
     assert numbers == [first + i for i, text in enumerate(source)
                        if text.strip().startswith("opt_")]
     assert all(f"{line.file}:{line.number}" in shared.fix for line in shared.lines)
+    # the edit, followed: the head left out of the model-wide optimizer, which held more; the
+    # finding is gone and the other findings (loss 'b' reaching the body) are as they were
+    (edit,) = shared.edits
+    assert edit.old == "model.parameters()" and f"edit: {edit}" in str(audit)
+    kept = eval(edit.new, {"model": model})
+    assert [id(p) for p in kept] == [id(p) for p in body.parameters()]
+    fixed = {"a": torch.optim.Adam(kept), "b": opt_head}
+    again = audit_step(lambda: {"a": model(x).mean(), "b": model(x).pow(2).mean()}, fixed)
+    assert not again.shared
+    assert [(x.loss, x.parameter) for x in again.leaks] == [
+        (x.loss, x.parameter) for x in audit.leaks]
 
 
 def test_losses_paired_with_param_groups_of_one_optimizer_share_nothing() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from toolkit.lens.audit.edits import leave_out
 from toolkit.lens.audit.findings import SharedTensor
 
 if TYPE_CHECKING:
@@ -38,10 +39,16 @@ def check(step: RecordedStep) -> Found:
         lines = [step.built(owners[k][1]) if step.built is not None else None for k in (a, b)]
         built = [f"{line.file}:{line.number}" for line in lines if line is not None]
         where = f" (built at {' and '.join(built)})" if len(built) == 2 else ""
+        # the edit leaves them out of the optimizer that holds more (a model-wide optimizer
+        # beside one built for them), else out of the other, where its line can say so
+        order = sorted((0, 1), key=lambda i: -len(held[(a, b)[i]]))
+        edit = next((e for i in order if lines[i] is not None and (e := leave_out(
+            lines[i], owners[(a, b)[i]][1], step.namespace, both)) is not None), None)
         found.append(SharedTensor(
             parameters=tuple(step.rec.names.name(t) for t in both),
             shapes=tuple(tuple(t.shape) for t in both), optimizers=names,
             fix=(f"keep them in one optimizer: take them out of {names[0]!r} or {names[1]!r}"
                  f"{where}; each step() updates them once more"),
-            lines=tuple(line for line in lines if line is not None)))
+            lines=tuple(line for line in lines if line is not None),
+            edits=() if edit is None else (edit,)))
     return {"shared": found}
