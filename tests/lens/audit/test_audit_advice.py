@@ -350,6 +350,20 @@ def test_a_reentrant_checkpoint_with_no_input_requiring_grad_is_named(seed: int)
     assert all("enable_input_require_grads" in d.fix for d in audit.dead)
     (line,) = {x for d in audit.dead for x in d.lines}
     assert line.number == _line_of(step, "h = torch.utils.checkpoint.checkpoint(")
+    # the edit, followed: use_reentrant=False; the adapter then trains (a real backward) and
+    # the audit is clean
+    (edit,) = {e for d in audit.dead for e in d.edits}
+    assert (edit.old, edit.new) == ("True", "False") and f"edit: {edit}" in str(audit)
+
+    def fixed() -> torch.Tensor:
+        h = torch.utils.checkpoint.checkpoint(lambda x: base(x) + lora(x), embed(ids),
+                                              use_reentrant=False)
+        return h.pow(2).mean()
+
+    fixed().backward()
+    assert lora.weight.grad is not None and lora.weight.grad.abs().sum() > 0
+    lora.weight.grad = None
+    assert audit_step(fixed, opt).ok
 
 
 def test_three_dead_codebooks_cut_on_three_lines_name_all_three(seed: int) -> None:

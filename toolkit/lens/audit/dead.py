@@ -128,6 +128,8 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         edit = None if where is None else (
             remove_detach(where) if kind == "detach" else grad_on(where) if kind == "no_grad"
             else stack_values(where) if kind == "value_copy"
+            else keyword_value(where, "checkpoint", "use_reentrant", "False")
+            if kind == "checkpoint"
             else keyword_value(where, call.function, call.argument, repr(call.value))
             if kind == "library_argument" and call is not None and call.value is not None
             else None)
