@@ -256,3 +256,44 @@ def test_a_zero_derivative_op_gets_the_printed_straight_through_estimator(
     for mine, ref in zip(_stepped_grads(step, opt), _stepped_grads(ref_step, ref_opt),
                          strict=True):
         torch.testing.assert_close(mine, ref)
+
+
+def _value_copy_case(seed: int, *, stacked: bool = False):
+    """A learned temperature read through ``torch.tensor([...])`` (issue 53): the values are
+    copied and the graph is not, so ``log_t`` gets no gradient; ``stacked`` writes the value
+    with ``torch.stack``, which keeps it."""
+    torch.manual_seed(seed)
+    net = torch.nn.Linear(3, 2)
+    log_t = torch.nn.Parameter(torch.zeros(()))
+    opt = torch.optim.Adam([*net.parameters(), log_t], lr=1e-2)
+    x = torch.randn(5, 3)
+
+    def step() -> torch.Tensor:
+        if stacked:
+            scale = torch.stack([torch.as_tensor(1.0), log_t.exp()])
+        else:
+            scale = torch.tensor([1.0, log_t.exp()])
+        return (net(x) * scale).pow(2).mean()
+
+    return step, opt
+
+
+# torch's own warning on the step's torch.tensor of a tensor that requires grad
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+def test_a_value_copied_by_torch_tensor_is_dead_at_its_line_and_the_edit_trains_it(
+        tmp_path: Path, seed: int) -> None:
+    step, opt = _value_copy_case(seed)
+    assert _stepped_grads(step, opt)[-1] is None  # the oracle: log_t gets no gradient
+    audit = audit_step(step, opt)
+    (dead,) = audit.dead
+    assert dead.kind == "value_copy" and dead.shape == ()
+    (line,) = dead.lines
+    assert line.file == "test_audit_edits.py" and "torch.tensor([1.0, log_t.exp()])" in line.text
+    (edit,) = dead.edits
+    assert f"edit: {edit}" in str(audit)
+    this = _sibling("test_audit_edits")
+    step, opt = _edited(this, [edit], tmp_path)._value_copy_case(seed)
+    want = _stepped_grads(*_value_copy_case(seed, stacked=True))
+    assert all(g is not None and torch.equal(g, h)
+               for g, h in zip(_stepped_grads(step, opt), want))
+    assert audit_step(step, opt).ok

@@ -366,9 +366,9 @@ def grad_on(line: Line) -> Edit | None:
     return None
 
 
-def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit | None:
-    """The call of ``function`` at ``line`` (the innermost one the line holds) with its keyword
-    ``argument`` set to ``value``: the keyword's value replaced, or the keyword added last."""
+def _call_at(line: Line, function: str) -> tuple[_Source, ast.Call] | None:
+    """The file and the innermost call of ``function`` (by its name, ``f(...)`` or
+    ``x.f(...)``) whose span holds ``line``."""
     src = _source(line.path) if line.path else None
     if src is None:
         return None
@@ -378,7 +378,16 @@ def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit 
                   else getattr(node.func, "id", "")) == function]
     if not calls:
         return None
-    call = max(calls, key=lambda node: (node.lineno, node.col_offset))
+    return src, max(calls, key=lambda node: (node.lineno, node.col_offset))
+
+
+def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit | None:
+    """The call of ``function`` at ``line`` (the innermost one the line holds) with its keyword
+    ``argument`` set to ``value``: the keyword's value replaced, or the keyword added last."""
+    found = _call_at(line, function)
+    if found is None:
+        return None
+    src, call = found
     given = next((k for k in call.keywords if k.arg == argument), None)
     if given is not None:
         return _edit(line, src, given.value, value, ())
@@ -392,16 +401,10 @@ def extend_argument(line: Line, function: str, argument: str, extra: list[str]) 
     """The call of ``function`` at ``line`` with the tensors ``extra`` (expressions) added to
     its keyword ``argument``: ``(*<value>, extra…)``, or, when it is not given, the keyword
     added as ``(*<first argument>.parameters(), extra…)`` (``odeint_adjoint``'s default)."""
-    src = _source(line.path) if line.path else None
-    if src is None or not extra:
+    found = _call_at(line, function) if extra else None
+    if found is None:
         return None
-    calls = [node for node in ast.walk(src.tree) if isinstance(node, ast.Call)
-             and node.lineno <= line.number <= node.end_lineno  # type: ignore[operator]
-             and (node.func.attr if isinstance(node.func, ast.Attribute)
-                  else getattr(node.func, "id", "")) == function]
-    if not calls:
-        return None
-    call = max(calls, key=lambda node: (node.lineno, node.col_offset))
+    src, call = found
     added = ", ".join(extra)
     given = next((k for k in call.keywords if k.arg == argument), None)
     if given is not None:
