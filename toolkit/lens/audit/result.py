@@ -25,7 +25,9 @@ Information (never a failure):
 - ``frozen`` (:class:`~toolkit.lens.audit.FrozenTensor`): tensors an optimizer holds that
   do not require grad (skipped by every torch optimizer), and whether the step writes them;
 - ``notes``: in-place writes (an average, a copy), leaves of the step that receive gradient,
-  the state put back.
+  the state put back, work run in other threads;
+- ``threads``: the threads other than the audit's in which the step ran work (the line that
+  started each, the modules run there); carried graphs are then not checked.
 """
 
 from __future__ import annotations
