@@ -545,6 +545,35 @@ def _read(expression: ast.expr | str, path: str, namespace: dict[str, object]) -
         raise LookupError(expression) from err
 
 
+def closure_names(line: Line, holders: Iterable[object]) -> dict[str, object]:
+    """Names the code at ``line`` sees through the closures of functions kept by ``holders``
+    (modules): a function defined in the same function as ``line`` reads each of its free
+    variables from that scope, so there the name is that object (``enc1`` of ``lambda nodes:
+    enc1(nodes).t()``, defined where the optimizer is built)."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return {}
+    scopes = [node for node in ast.walk(src.tree)
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and node.lineno <= line.number <= node.end_lineno]  # type: ignore[operator]
+    if not scopes:
+        return {}
+    scope = max(scopes, key=lambda node: node.lineno)
+    found: dict[str, object] = {}
+    for holder in holders:
+        for value in vars(holder).values():
+            code = getattr(value, "__code__", None)
+            if code is None or os.path.realpath(code.co_filename) != os.path.realpath(
+                    line.path) or not scope.lineno < code.co_firstlineno <= scope.end_lineno:  # type: ignore[operator]
+                continue
+            for name, cell in zip(code.co_freevars, value.__closure__ or ()):
+                try:
+                    found.setdefault(name, cell.cell_contents)
+                except ValueError:  # an empty cell
+                    continue
+    return found
+
+
 def join(line: Line, optimizer: object, namespace: dict[str, object],
          joining: dict[str, object]) -> Edit | None:
     """At the line that builds ``optimizer``: its parameters and the tensors ``joining``

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from toolkit.lens.audit.dead import optimizer_edit
-from toolkit.lens.audit.edits import Edit, join, recompute, remove_detach
+from toolkit.lens.audit.edits import Edit, closure_names, join, recompute, remove_detach
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
@@ -335,7 +335,11 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
             else None)
     where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
              if line is not None else f"optimizer {optimizer!r} where it is built")
-    edit = None if line is None else join(line, pairing, step.namespace, {
+    namespace = step.namespace
+    if called and line is not None:  # a module reached through a lambda: its closure's names
+        holders = [m for root in step.rec.names.roots for m in root.modules()]
+        namespace = {**closure_names(line, holders), **namespace}
+    edit = None if line is None else join(line, pairing, namespace, {
         step.rec.names.name(v): v for v in joining})
     why = ("; its module runs inside the forward of a module the optimizer trains without "
            "being its submodule: register it there (self.<name> = module), or "

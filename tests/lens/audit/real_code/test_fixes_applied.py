@@ -123,17 +123,7 @@ def _same(found: list[dict[str, dict[str, Any]]], want: list[dict[str, dict[str,
     return wrong
 
 
-#: bugs whose fix the audit prints without an edit, and why (strict: an edit that appears
-#: makes the test pass, and the entry must go)
-_NO_EDIT = {
-    "graphsage_simple_no_base_model":
-        "the fix adds enc1's parameters to the optimizer, but the step's code (its closure "
-        "and globals) holds no name for enc1: the model reaches it through a lambda",
-}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    reason=_NO_EDIT[n], strict=True)) if n in _NO_EDIT else n for n in sorted(TWINS)])
+@pytest.mark.parametrize("name", sorted(TWINS))
 def test_every_printed_fix_applied_trains_as_the_published_fix(name: str, tmp_path: Path,
                                                                seed: int) -> None:
     _, audit = _audited(name, seed)
