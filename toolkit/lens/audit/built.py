@@ -95,6 +95,15 @@ def _names(starts: list[Any], optimizer: Any) -> list[tuple[str, Any]]:
     return unique
 
 
+def function_of(step: Any) -> Any:
+    """The plain function under ``step`` (a ``functools.partial``, a bound method): the one
+    whose code, globals and closure the step runs."""
+    fn = step
+    while isinstance(fn, functools.partial) or hasattr(fn, "__func__"):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
+    return fn
+
+
 def built_line(optimizer: Any, step: Any, caller: types.FrameType | None = None
                ) -> Line | None:
     """The line of the user's code that builds ``optimizer``: an assignment of a call of its
@@ -109,9 +118,7 @@ def built_line(optimizer: Any, step: Any, caller: types.FrameType | None = None
     """
     if not hasattr(optimizer, "param_groups"):
         return None
-    fn = step
-    while isinstance(fn, (functools.partial, types.MethodType)):
-        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
+    fn = function_of(step)
     starts: list[Any] = [step]
     if caller is not None:
         starts += [dict(caller.f_locals), caller.f_globals]

@@ -78,10 +78,7 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
                    "value stored): stop_gradient(value) or value.detach() in the assignment")
         elif how == "reset" and (stored := _stored(step, node)) is not None:
             fix = (f"no cut where it is read keeps each call's own gradient: "
-                   f"{reset_text(*stored)}" + ("; it was None before the first call, so "
-                                               f"{stored[2]}.{stored[1]} = None as the step's "
-                                               "first line runs each call as the first ran"
-                                               if edits else ""))
+                   f"{reset_text(*stored, first_none=bool(edits))}")
         elif len(cut.lines) > 1:
             fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
                    f"uses it: stop_gradient(state, name=...) or state.detach()")
@@ -195,12 +192,17 @@ def state_readers(step: RecordedStep, node: Any
             tuple(dict.fromkeys(edits)))  # type: ignore[arg-type]
 
 
-def reset_text(module: Any, name: str, owner: str) -> str:
-    """``reset or recompute model.attention.key each step (model.attention.reset_mem())``."""
+def reset_text(module: Any, name: str, owner: str, *, first_none: bool = False) -> str:
+    """``reset or recompute model.attention.key each step (model.attention.reset_mem())``;
+    ``first_none``: with the reset the edit writes (it was ``None`` before the first call)."""
     methods = sorted(m for m in dir(type(module)) if m.startswith("reset")
                      and callable(getattr(type(module), m, None)))
     how = f" ({', '.join(f'{owner}.{m}()' for m in methods)})" if methods else ""
-    return f"reset or recompute {owner}.{name} at the start of each step{how}"
+    text = f"reset or recompute {owner}.{name} at the start of each step{how}"
+    if first_none:
+        text += (f"; it was None before the first call, so {owner}.{name} = None as the "
+                 f"step's first line runs each call as the first ran")
+    return text
 
 
 def _handed_edit(step: RecordedStep, node: Any, line: Line) -> Edit | None:

@@ -391,10 +391,9 @@ def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit 
     given = next((k for k in call.keywords if k.arg == argument), None)
     if given is not None:
         return _edit(line, src, given.value, value, ())
-    text = _segment(src, call)
-    head = text[:-1].rstrip()
-    sep = " " if head.endswith((",", "(")) else ", "
-    return _edit(line, src, call, f"{head}{sep}{argument}={value})".replace("( ", "("), ())
+    head = _segment(src, call)[:-1].rstrip()
+    sep = "" if head.endswith("(") else " " if head.endswith(",") else ", "
+    return _edit(line, src, call, f"{head}{sep}{argument}={value})", ())
 
 
 def extend_argument(line: Line, function: str, argument: str, extra: list[str]) -> Edit | None:
@@ -419,35 +418,28 @@ def stack_values(line: Line) -> Edit | None:
     """``torch.tensor([a, b], dtype=…)`` at ``line`` -> ``torch.stack([torch.as_tensor(a,
     dtype=…), torch.as_tensor(b, dtype=…)])``: the same values, and the graph of each element
     that is a tensor (``as_tensor`` returns a tensor of that dtype and device as it is)."""
-    src = _source(line.path) if line.path else None
-    if src is None:
+    found = _call_at(line, "tensor")
+    if found is None:
         return None
-    for node in ast.walk(src.tree):
-        if not (isinstance(node, ast.Call) and node.lineno <= line.number <= node.end_lineno
-                and isinstance(node.func, ast.Attribute) and node.func.attr == "tensor"
-                and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple))
-                and node.args[0].elts
-                and not any(isinstance(e, (ast.List, ast.Tuple, ast.Starred))
-                            for e in node.args[0].elts)):
-            continue
-        kept = [k for k in node.keywords if k.arg in ("dtype", "device")]
-        options = "".join(f", {k.arg}={_segment(src, k.value)}" for k in kept)
-        module = _segment(src, node.func.value)
-        items = ", ".join(f"{module}.as_tensor({_segment(src, e)}{options})"
-                          for e in node.args[0].elts)
-        return _edit(line, src, node, f"{module}.stack([{items}])", ())
-    return None
+    src, node = found
+    values = node.args[0] if len(node.args) == 1 else None
+    if not (isinstance(node.func, ast.Attribute) and isinstance(values, (ast.List, ast.Tuple))
+            and values.elts and not any(isinstance(e, (ast.List, ast.Tuple, ast.Starred))
+                                        for e in values.elts)):
+        return None
+    kept = [k for k in node.keywords if k.arg in ("dtype", "device")]
+    options = "".join(f", {k.arg}={_segment(src, k.value)}" for k in kept)
+    module = _segment(src, node.func.value)
+    items = ", ".join(f"{module}.as_tensor({_segment(src, e)}{options})" for e in values.elts)
+    return _edit(line, src, node, f"{module}.stack([{items}])", ())
 
 
 def reset_at_start(function: object, namespace: dict[str, object], owner: str,
                    module: object, name: str) -> tuple[Line, Edit] | None:
-    """``(line, edit)``: ``<owner>.<name> = None`` written as the first statement of the step
-    ``function``, when ``owner`` read in ``namespace`` is ``module`` and the function's source
+    """``(line, edit)``: ``<owner>.<name> = None`` written as the first statement of the step's
+    plain ``function`` (:func:`~toolkit.lens.audit.built.function_of`), when ``owner`` read in ``namespace`` is ``module`` and the function's source
     is a ``def`` (the line is its first statement, before which the edit inserts)."""
-    fn = function
-    while isinstance(fn, functools.partial) or hasattr(fn, "__func__"):
-        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__  # type: ignore[attr-defined]
-    code = getattr(fn, "__code__", None)
+    code = getattr(function, "__code__", None)
     try:
         if code is None or _read(owner, code.co_filename, namespace) is not module:
             return None

@@ -161,15 +161,11 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
             step, module, name, owner, assign)) is not None:
         line, found = reset[0], (reset[1],)
         fix = (f"no cut where it is stored or read keeps each call's own gradient: "
-               f"{reset_text(module, name, owner)}; it was None before the first call, so "
-               f"{owner}.{name} = None as the step's first line runs each call as the first ran")
+               f"{reset_text(module, name, owner, first_none=True)}")
     elif assign is not None and step is not None and not state_assignable(step, assign):
         # this call's loss trains through what is stored: cut the previous call's value
         # where it is read (each call keeps its own gradient), or reset it each step
-        before = [node for node, at in rec.assigned.values()
-                  if at == assign and at.span == assign.span and node._sequence_nr() < this_mark]
-        readers = state_readers(step, max(before, key=lambda n: n._sequence_nr())) \
-            if before else None
+        readers = _previous_readers(step, assign)
         if readers is not None:
             found = readers[1]
             line = readers[0][0]
@@ -202,15 +198,21 @@ def _reset(step: RecordedStep, module: nn.Module, name: str, owner: str, assign:
     now = assigned_now(step, assign)
     if not now:
         return reset
-    before = [node for node, at in step.rec.assigned.values()
-              if at == assign and at.span == assign.span
-              and node._sequence_nr() < step.rec.marks[-1]]
-    readers = state_readers(step, max(before, key=lambda n: n._sequence_nr())) \
-        if before else None
+    readers = _previous_readers(step, assign)
     if readers is not None and not state_assignable(step, assign) \
             and reads_own(step, now, readers[0]):
         return reset
     return None
+
+
+def _previous_readers(step: RecordedStep, assign: Line
+                      ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
+    """Where this call reads the value the previous call last assigned at ``assign``, and
+    the edits that cut it there (:func:`~toolkit.lens.audit.carried.state_readers`)."""
+    before = [node for node, at in step.rec.assigned.values()
+              if at == assign and at.span == assign.span
+              and node._sequence_nr() < step.rec.marks[-1]]
+    return state_readers(step, max(before, key=lambda n: n._sequence_nr())) if before else None
 
 
 def check(step: RecordedStep) -> Found:

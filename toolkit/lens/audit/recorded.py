@@ -67,7 +67,7 @@ class RecordedStep:
     # the names the step's code sees (its globals and closure) and the audit's caller's:
     # where an optimizer's parameters, written at the line that builds it, are read again
     namespace: dict[str, Any] = field(default_factory=dict)
-    function: Any = None  # the step function (its code: where a reset goes)
+    function: Any = None  # the step's plain function (its code: where a reset goes)
 
     def roots(self, loss: str) -> list[torch.Tensor]:
         """The tensors backward starts from for ``loss``."""

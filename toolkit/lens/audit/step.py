@@ -67,7 +67,7 @@ from torch import nn
 
 from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
 from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
-from toolkit.lens.audit.built import built_line
+from toolkit.lens.audit.built import built_line, function_of
 from toolkit.lens.audit.names import Names, find_modules
 from toolkit.lens.audit.notes import notes_of
 from toolkit.lens.audit.proof import Prover
@@ -203,7 +203,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         recorded.prover = Prover(recorded)
         recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
         recorded.namespace = _namespace(step, caller[0])
-        recorded.function = step
+        recorded.function = function_of(step)
         audit = run_rules(recorded)
     finally:
         caller.clear()
@@ -229,9 +229,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
 def _namespace(step: Callable[[], Any], caller: Any) -> dict[str, Any]:
     """The names the line that built an optimizer may read: the audit's caller's globals and
     locals, then the step's globals and closure (a step defined next to its optimizer)."""
-    fn: Any = step
-    while isinstance(fn, (functools.partial,)) or hasattr(fn, "__func__"):
-        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
+    fn = function_of(step)
     found: dict[str, Any] = {}
     if caller is not None:
         found.update(caller.f_globals)
