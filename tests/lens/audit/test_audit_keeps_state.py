@@ -101,6 +101,29 @@ def test_a_step_that_calls_backward_and_adam_step_itself_changes_nothing(
     assert audit.ok == plain.ok == (not target_grad)
 
 
+def test_an_inner_optimizer_built_in_each_call_is_one_note_at_its_line(seed: int) -> None:
+    # a first-order inner loop on a copy (the audit runs the step twice: two SGD objects step
+    # from the same line); the model and the meta-optimizer come back as they were
+    torch.manual_seed(seed)
+    model = nn.Linear(3, 1)
+    meta = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+    def step() -> torch.Tensor:
+        fast = copy.deepcopy(model)
+        inner = torch.optim.SGD(fast.parameters(), lr=0.1)
+        F.mse_loss(fast(x), y).backward()
+        inner.step()
+        return F.mse_loss(fast(x), y)
+
+    before = _everything([model], [meta])
+    audit = audit_step(step, meta)
+    assert _same(before, _everything([model], [meta]))
+    calls = [n for n in audit.notes if "calls SGD.step() itself" in n]
+    assert len(calls) == 1 and "test_audit_keeps_state.py:" in calls[0], audit.notes
+    assert {d.kind for d in audit.dead} == {"copy"}, str(audit)
+
+
 def test_gradients_cleared_to_none_by_the_step_come_back_as_the_same_objects(seed: int) -> None:
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))

@@ -212,7 +212,8 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     if grad_off is not None:
         notes.append(f"audit_step was called inside {grad_off}: the step ran with gradients "
                      f"on, as a training step runs")
-    for name, line in recording.optimizer_steps.values():
+    # one note per line: an inner optimizer built anew in each call steps from the same line
+    for name, line in dict.fromkeys(recording.optimizer_steps.values()):
         where = "" if line is None else f" (at {line.file}:{line.number})"
         kept = ("the audit put back the tensors it stepped, its state and .grad" if restore_state
                 else "restore_state=False: the two calls stepped it twice")
