@@ -1,6 +1,7 @@
 """The audit never changes what it promises to keep (issue 53): a step that calls ``backward()``
 and ``optimizer.step()`` itself, frozen parameters written by a kernel, a module's counters;
-and a clear answer for ``inference_mode`` and complex losses.
+a ``GradScaler`` and learning-rate schedulers the step moves; and a clear answer for
+``inference_mode`` and complex losses.
 
 "Byte-identical" is checked with ``torch.equal`` on every tensor of the optimizer's
 ``state_dict()``, every ``.grad``, parameter and buffer, against copies taken before the audit.
@@ -99,6 +100,41 @@ def test_a_step_that_calls_backward_and_adam_step_itself_changes_nothing(
     plain = audit_step(loss_of, q_eval.optimizer)
     assert sorted(x.parameter for x in audit.leaks) == sorted(x.parameter for x in plain.leaks)
     assert audit.ok == plain.ok == (not target_grad)
+
+
+def test_a_grad_scaler_and_schedulers_the_step_moves_come_back_as_they_were(seed: int) -> None:
+    # a mixed-precision step as torch's AMP recipe writes it (scaler.scale(loss).backward(),
+    # scaler.step, scaler.update), then a one-cycle schedule and a plateau schedule: two calls
+    # would move the scaler's growth tracker by 2, the schedules' epochs and the learning rate
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=3)
+    cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=50)
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+
+    def train_step() -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.mse_loss(model(x).float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        cycle.step()
+        plateau.step(1.0)  # never better: each call is a bad epoch
+        return loss
+
+    for _ in range(2):
+        train_step()
+    states = copy.deepcopy((scaler.state_dict(), cycle.state_dict(), plateau.state_dict()))
+    before = _everything([model], [opt])
+    lr = opt.param_groups[0]["lr"]
+    audit = audit_step(train_step, opt)
+    assert audit.ok, str(audit)
+    assert _same(before, _everything([model], [opt]))
+    assert opt.param_groups[0]["lr"] == lr
+    assert _same(states, (scaler.state_dict(), cycle.state_dict(), plateau.state_dict()))
 
 
 def test_an_inner_optimizer_built_in_each_call_is_one_note_at_its_line(seed: int) -> None:

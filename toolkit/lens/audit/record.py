@@ -25,6 +25,7 @@ about to write in place, so that the audit can put it back.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 import weakref
@@ -46,7 +47,7 @@ from toolkit.lens.audit.calls import CallWatch, Edge, caller_text, storage_key, 
 from toolkit.lens.audit.edits import operand_holding
 from toolkit.lens.audit.names import Names
 from toolkit.lens.audit.sites import Line, line_of, step_line, user_frame, user_line, user_stack
-from toolkit.lens.audit.state import StateSnapshot
+from toolkit.lens.audit.state import STATEFUL, StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
 __all__ = ["Edge", "Recording", "Write", "is_open_marker"]
@@ -512,7 +513,25 @@ class Recording:
         nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
         stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
         self._watch_checkpoints(stack)
+        self._watch_stateful(stack)
         return self
+
+    def _watch_stateful(self, stack: contextlib.ExitStack) -> None:
+        """Save a ``GradScaler`` or a scheduler before the step first moves it (``update()``,
+        ``step()``: :data:`~toolkit.lens.audit.state.STATEFUL`), so that the audit can put
+        its state back."""
+        def saving(original: Any) -> Any:
+            @functools.wraps(original)
+            def method(obj: Any, *args: Any, **kwargs: Any) -> Any:
+                if self.snapshot is not None:
+                    self.snapshot.save_stateful(obj)
+                return original(obj, *args, **kwargs)
+            return method
+
+        for owner, name in STATEFUL:
+            original = owner.__dict__[name]
+            setattr(owner, name, saving(original))
+            stack.callback(setattr, owner, name, original)
 
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """An ``optimizer.step()`` inside the step: save the optimizer (state, tensors,

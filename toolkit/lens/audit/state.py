@@ -5,8 +5,9 @@ Running a training step twice does what two steps do to everything it touches: a
 running statistics move twice (``num_batches_tracked`` grows by 2), the random generators
 advance, an EMA update inside the step is applied twice, and a step that calls ``backward()``
 and ``optimizer.step()`` itself accumulates ``.grad`` and moves the optimizer's state (Adam's
-step count and moments). :class:`StateSnapshot` saves what
-:func:`toolkit.lens.audit.audit_step` can put back.
+step count and moments). A step that calls ``scaler.update()`` or ``scheduler.step()`` moves a
+``GradScaler``'s growth tracker and a learning-rate scheduler's epoch. :class:`StateSnapshot`
+saves what :func:`toolkit.lens.audit.audit_step` can put back.
 """
 
 from __future__ import annotations
@@ -17,10 +18,20 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.optim import lr_scheduler
 
 from toolkit._utils.rng import get_rng_state, set_rng_state
 
-__all__ = ["StateSnapshot"]
+__all__ = ["STATEFUL", "StateSnapshot"]
+
+#: ``(class, method)``: the objects with a ``state_dict()`` that a training step moves by calling
+#: that method, saved before their first call in the audit (:meth:`StateSnapshot.save_stateful`):
+#: ``GradScaler.update`` (scale and growth tracker) and every ``step`` torch's schedulers define
+STATEFUL: tuple[tuple[type, str], ...] = (
+    (torch.amp.GradScaler, "update"),
+    *((c, "step") for c in vars(lr_scheduler).values()
+      if isinstance(c, type) and issubclass(c, lr_scheduler.LRScheduler) and "step" in vars(c)),
+)
 
 
 _SCALARS = (bool, int, float, str, type(None))
@@ -38,6 +49,8 @@ def _equal(a: Any, b: Any) -> bool:
                 and a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b))
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     try:
         return bool(a == b)
     except (TypeError, ValueError, RuntimeError):
@@ -59,7 +72,8 @@ class StateSnapshot:
     kept (the object and a copy of its values, when it has one) and put back, ``None`` included.
     An optimizer is saved when it is about to step (:meth:`save_optimizer`, called by the
     recording's optimizer hook): its per-tensor state, its param groups' settings and its
-    tensors' values.
+    tensors' values. A ``GradScaler`` or a scheduler is saved when it is about to move
+    (:meth:`save_stateful`): its ``state_dict()``, put back with its ``load_state_dict()``.
     """
 
     def __init__(self, modules: list[nn.Module], loose: list[torch.Tensor],
@@ -72,6 +86,8 @@ class StateSnapshot:
         self.grads: dict[int, list[Any]] = {}
         # id(optimizer) -> (optimizer, {tensor: {key: (value, copy)}}, param groups' settings)
         self.optimizers: dict[int, tuple[Any, dict[Any, dict[str, Any]], list[dict[str, Any]]]] = {}
+        # id(object) -> (object, a copy of its state_dict(), or None where it cannot be copied)
+        self.stateful: dict[int, tuple[Any, dict[str, Any] | None]] = {}
         self.training: list[tuple[nn.Module, bool]] = []
         # (module, attribute, value): plain numbers and flags a module keeps (a step counter)
         self.scalars: list[tuple[nn.Module, str, Any]] = []
@@ -122,6 +138,21 @@ class StateSnapshot:
                 self._track(p, False)
                 self.before_write(id(p))
 
+    def save_stateful(self, obj: Any) -> None:
+        """Save ``obj`` (a :data:`STATEFUL` object: a ``GradScaler``, a scheduler) before its
+        first move in the audit: a copy of its ``state_dict()``, and a scheduler's optimizer
+        (whose learning rates it writes)."""
+        if id(obj) in self.stateful:
+            return
+        try:
+            saved: dict[str, Any] | None = copy.deepcopy(obj.state_dict())
+        except (TypeError, RuntimeError, copy.Error):  # a state that cannot be copied
+            saved = None
+        self.stateful[id(obj)] = (obj, saved)
+        optimizer = getattr(obj, "optimizer", None)
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self.save_optimizer(optimizer)
+
     def before_write(self, key: int) -> None:
         """Copy the tensor ``id == key`` before its first write."""
         entry = self.saved.get(key)
@@ -163,6 +194,13 @@ class StateSnapshot:
                     changed.append(f"requires_grad of {label}")
         changed += self._restore_grads()
         changed += self._restore_optimizers()
+        for obj, saved in self.stateful.values():
+            label = f"the state of {type(obj).__name__}"
+            if saved is None:
+                lost.append(label)
+            elif not _equal(obj.state_dict(), saved):
+                obj.load_state_dict(copy.deepcopy(saved))
+                changed.append(label)
         modes = [m for m, training in self.training if m.training != training]
         for module, training in self.training:
             module.training = training

@@ -109,11 +109,11 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     replay buffer yields two batches. With ``restore_state=True`` (the default) the audit saves
     the parameters, buffers, ``.grad``, train/eval and ``requires_grad`` flags and plain
     numbers (a step counter) of every module it names, the optimizers' parameters, the state
-    of every optimizer the step steps itself (Adam's step count and moments), and the
-    ``random``, numpy and torch (CPU and CUDA) generators, and puts back whatever the two calls
-    changed (a buffer that took a ``grad_fn`` is detached again). What lives elsewhere
-    (iterators, a learning-rate scheduler, a recurrent state kept outside the named modules) is
-    not restored.
+    of every optimizer the step steps itself (Adam's step count and moments), the
+    ``state_dict()`` of a ``GradScaler`` it updates and of a learning-rate scheduler it steps,
+    and the ``random``, numpy and torch (CPU and CUDA) generators, and puts back whatever the
+    two calls changed (a buffer that took a ``grad_fn`` is detached again). What lives
+    elsewhere (iterators, a recurrent state kept outside the named modules) is not restored.
 
     Modules are named from ``modules`` (an ``nn.Module`` or a dict name → module), then from
     what the step refers to: its closure, its bound ``self``, ``functools.partial``
