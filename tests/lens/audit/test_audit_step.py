@@ -385,6 +385,28 @@ def test_writes_are_called_averages_only_when_they_are() -> None:
     assert notes.count("an average") == 1
 
 
+def test_a_foreach_average_of_a_whole_model_names_the_model_it_averages() -> None:
+    # torch.optim.swa_utils' EMA (get_ema_multi_avg_fn): one torch._foreach_lerp_ over every
+    # parameter; each average reads its own tensor of the model, not the other averages
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    q = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    ema = AveragedModel(q, multi_avg_fn=get_ema_multi_avg_fn(0.99))
+    opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+    ema.update_parameters(q)  # the first update copies; each one after it averages
+
+    def step() -> torch.Tensor:
+        ema.update_parameters(q)
+        return q(x).pow(2).mean()
+
+    audit = audit_step(step, opt, modules={"q": q, "ema": ema})
+    (note,) = [n for n in audit.notes if "an average of itself and" in n]
+    read = note.split("an average of itself and ", 1)[1]
+    assert read.startswith("q.") and "ema." not in read, note
+    assert "(foreach_lerp_)" in note
+
+
 def test_module_state_that_keeps_the_steps_graph_is_held() -> None:
     class RunningMean(nn.Module):  # d2l-ai/d2l-en#1342: moving statistics with their graph
         def __init__(self) -> None:

@@ -162,10 +162,10 @@ class CallWatch(TorchFunctionMode):
                 name in _KW_WRITES and isinstance(kwargs.get("tensor"), torch.Tensor)):
             targets = ([out_arg] if out_arg is not None
                        else [kwargs["tensor"]] if not args else list(tensors_in(args[:1])))
-            for t in tensors_in(targets):
+            for t, read in _written_from(name, args, kwargs, targets, inputs):
                 key = id(t) if id(t) in rec.watched else rec.storage.get(storage_key(t))
                 if key is not None:
-                    rec.note_write(key, name, [x for x in inputs if x is not t],
+                    rec.note_write(key, name, read,
                                    self_involved=out_arg is None and name not in _COPIES)
         elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
             wants = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
@@ -216,6 +216,25 @@ def caller_text() -> str:
     if inner is not None and inner.path != line.path and package_of(inner.path):
         text += f", inside {package_of(inner.path)}'s {inner.function}"
     return text
+
+
+def _written_from(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], targets: list[Any],
+                  inputs: list[torch.Tensor]) -> Iterator[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """Each tensor an in-place call writes, with the tensors its values are computed from: a
+    ``torch._foreach_*`` call (``_foreach_lerp_(ema, model, w)``, an EMA of a whole model)
+    writes its first list's i-th tensor from the i-th tensor of each other list and from the
+    lone tensors; any other call writes each target from all its other inputs."""
+    first = args[0] if args else None
+    if name.startswith("_foreach_") and isinstance(first, (list, tuple)):
+        others = [*args[1:], *kwargs.values()]
+        lone = [a for a in others if isinstance(a, torch.Tensor)]
+        lists = [a for a in others if isinstance(a, (list, tuple)) and len(a) == len(first)]
+        for i, t in enumerate(first):
+            if isinstance(t, torch.Tensor):
+                yield t, [*(a[i] for a in lists if isinstance(a[i], torch.Tensor)), *lone]
+        return
+    for t in tensors_in(targets):
+        yield t, [x for x in inputs if x is not t]
 
 
 def writes(name: str, func: Any) -> bool:
