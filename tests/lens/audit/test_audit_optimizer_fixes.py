@@ -1,6 +1,7 @@
 """Fixes that are not cuts (issue 53): a learned tensor left out of its optimizer is told to
 join the optimizer, at the line that builds it, and following that advice is checked with a
 real ``backward()``: the finding is gone and every stepped tensor's gradient is unchanged.
+An optimizer built from param groups gets the tensor as a group of its own.
 """
 
 from __future__ import annotations
@@ -86,6 +87,29 @@ def _scalar_mix_case(seed: int, fixed: bool):
     return model, optimizer, step, ["model.gamma", "model.scalar_parameters"]
 
 
+def _clip_groups_case(seed: int, fixed: bool):
+    """mlfoundations/open_clip, src/open_clip_train/main.py@main: the optimizer built from two
+    param groups, biases and gains without weight decay and the rest with it. The bug is
+    constructed: a filter that keeps only tensors with a dimension (``p.ndim > 0``) drops the
+    0-d ``logit_scale`` from both groups; open_clip keeps it in the first."""
+    torch.manual_seed(seed)
+    model = _Clip()
+    image, text = torch.randn(6, 6), torch.randn(6, 5)
+    named = [(n, p) for n, p in model.named_parameters() if fixed or p.ndim > 0]
+    exclude = lambda n, p: p.ndim < 2 or "bias" in n or "logit_scale" in n  # noqa: E731
+    gain_or_bias = [p for n, p in named if exclude(n, p) and p.requires_grad]
+    rest = [p for n, p in named if not exclude(n, p) and p.requires_grad]
+    optimizer = torch.optim.AdamW([{"params": gain_or_bias, "weight_decay": 0.0},
+                                   {"params": rest, "weight_decay": 0.2}], lr=1e-3)
+
+    def step() -> torch.Tensor:
+        logits = model(image, text)
+        labels = torch.arange(6)
+        return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels)) / 2
+
+    return model, optimizer, step, ["model.logit_scale"]
+
+
 def _grads(step, tensors: list[torch.Tensor]) -> list[torch.Tensor | None]:
     for t in tensors:
         t.grad = None
@@ -96,7 +120,8 @@ def _grads(step, tensors: list[torch.Tensor]) -> list[torch.Tensor | None]:
     return out
 
 
-@pytest.mark.parametrize("build", [_clip_case, _scalar_mix_case], ids=["clip", "scalar_mix"])
+@pytest.mark.parametrize("build", [_clip_case, _scalar_mix_case, _clip_groups_case],
+                         ids=["clip", "scalar_mix", "clip_groups"])
 def test_a_learned_tensor_left_out_of_the_optimizer_is_told_to_join_it_at_its_line(
         build, seed: int) -> None:
     model, optimizer, step, left_out = build(seed, fixed=False)
@@ -112,14 +137,23 @@ def test_a_learned_tensor_left_out_of_the_optimizer_is_told_to_join_it_at_its_li
     named = dict(model.named_parameters())
     grads = _grads(step, [named[n.removeprefix("model.")] for n in left_out])
     assert all(g is not None and g.abs().sum() > 0 for g in grads)
-    before = _grads(step, stepped)
+    before = dict(zip(_keys(model, stepped), _grads(step, stepped)))
     # follow the fix: the same step, the tensors added where the optimizer is built
-    _, optimizer_fixed, step_fixed, _ = build(seed, fixed=True)
+    model_fixed, optimizer_fixed, step_fixed, _ = build(seed, fixed=True)
     assert audit_step(step_fixed, optimizer_fixed).ok
-    after = _grads(step_fixed, [p for g in optimizer_fixed.param_groups for p in g["params"]])
-    for b, a in zip(before, after):  # the tensors stepped before keep their gradients
-        torch.testing.assert_close(a, b)
-    assert all(g is not None for g in after[len(before):])
+    stepped = [p for g in optimizer_fixed.param_groups for p in g["params"]]
+    after = dict(zip(_keys(model_fixed, stepped), _grads(step_fixed, stepped)))
+    assert after.keys() == before.keys() | set(left_out)
+    for key, b in before.items():  # the tensors stepped before keep their gradients
+        torch.testing.assert_close(after[key], b)
+    assert all(after[key] is not None for key in left_out)
+
+
+def _keys(model: nn.Module, tensors: list[torch.Tensor]) -> list[str]:
+    """Each tensor's name in ``model`` (``model.logit_scale``), or its place among the
+    others: a tensor of another module (a head) keeps its place in both builds."""
+    names = {id(p): f"model.{n}" for n, p in model.named_parameters()}
+    return [names.get(id(t), f"#{i}") for i, t in enumerate(tensors)]
 
 
 def test_a_target_network_is_still_told_to_cut_not_to_join_the_optimizer(seed: int) -> None:

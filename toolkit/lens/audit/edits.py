@@ -570,7 +570,9 @@ def join(line: Line, optimizer: object, namespace: dict[str, object],
          joining: dict[str, object]) -> Edit | None:
     """At the line that builds ``optimizer``: its parameters and the tensors ``joining``
     (``[*params, model.logit_scale]``), each written by its name, when that name, read in
-    ``namespace``, is the tensor."""
+    ``namespace``, is the tensor. Parameters given as groups (dicts: per-group weight decay)
+    get one more group, with the optimizer's defaults (``[*groups, {"params":
+    [model.logit_scale]}]``): an optimizer takes tensors or groups, never both."""
     found = _params_at(line, optimizer)
     if found is None or not joining:
         return None
@@ -584,7 +586,29 @@ def join(line: Line, optimizer: object, namespace: dict[str, object],
     held = _segment(src, params)
     if not isinstance(params, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
         held = f"({held})"
-    return _edit(line, src, params, f"[*{held}, {', '.join(joining)}]", ())
+    added = ", ".join(joining)
+    if _groups(params, line.path, namespace, optimizer):
+        added = f'{{"params": [{added}]}}'
+    if isinstance(params, ast.List) and params.elts:  # written out: one more item
+        inner = _segment(src, params).rstrip()[:-1].rstrip().rstrip(",")
+        return _edit(line, src, params, f"{inner}, {added}]", ())
+    return _edit(line, src, params, f"[*{held}, {added}]", ())
+
+
+def _groups(params: ast.expr, path: str, namespace: dict[str, object],
+            optimizer: object) -> bool:
+    """Whether the parameters argument ``params`` gives dicts (param groups): a list or tuple
+    written with a dict in it, a value that reads as one, or an optimizer of several groups
+    (a flat list of tensors makes one)."""
+    if isinstance(params, (ast.List, ast.Tuple)) and params.elts:
+        return any(isinstance(e, (ast.Dict, ast.DictComp)) for e in params.elts) or (
+            len(getattr(optimizer, "param_groups", ())) > 1)
+    try:
+        value = _read(params, path, namespace)
+    except LookupError:
+        return len(getattr(optimizer, "param_groups", ())) > 1
+    first = next(iter(value), None) if isinstance(value, (list, tuple)) else None
+    return isinstance(first, dict)
 
 
 def straight_through(line: Line) -> Edit | None:
