@@ -1,13 +1,17 @@
 """Fixes that are not cuts (issue 53): a learned tensor left out of its optimizer is told to
 join the optimizer, at the line that builds it, and following that advice is checked with a
 real ``backward()``: the finding is gone and every stepped tensor's gradient is unchanged.
-An optimizer built from param groups gets the tensor as a group of its own.
+An optimizer built from param groups gets the tensor as a group of its own. A module replaced
+after the optimizer was built (a new head) moves the line that builds the optimizer below it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import math
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -15,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step
+from toolkit.lens.audit.edits import apply_edits
 
 
 def _line_of(fn, text: str) -> int:
@@ -168,3 +173,107 @@ def test_a_target_network_is_still_told_to_cut_not_to_join_the_optimizer(seed: i
     assert sorted(x.parameter for x in audit.leaks) == ["agent.target.bias",
                                                         "agent.target.weight"]
     assert all(x.cut_at is not None and "add it" not in x.fix for x in audit.leaks)
+
+
+_NEW_HEAD = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    """torchvision's ResNet in miniature: a body and a classifier head ``fc``."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.fc = nn.Linear(6, 8), nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.body(x)))
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01,
+                                momentum=0.9)
+    {between}model.fc = nn.Linear(8, 3)  # a new head for 3 classes
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+
+    def step():
+        return F.cross_entropy(model(x), y)
+
+    return model, optimizer, step
+'''
+
+
+def _load(path: Path, text: str) -> ModuleType:
+    path.write_text(text, "utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_head_replaced_after_the_optimizer_is_built_moves_the_optimizer_below_it(
+        tmp_path: Path, seed: int) -> None:
+    # the fine-tuning bug of microsoft/nni#4521 (layers replaced by ModelSpeedup after the
+    # optimizer was built; "an easy way is reinitializing a new optimizer"), as a new head:
+    # the optimizer steps the old head, which no module holds, and not the new one
+    source = _NEW_HEAD.format(between="")
+    model, optimizer, step = _load(tmp_path / "new_head.py", source).build(seed)
+    audit = audit_step(step, optimizer)
+    assert sorted(x.parameter for x in audit.leaks) == ["model.fc.bias", "model.fc.weight"]
+    assert {d.kind for d in audit.dead} == {"replaced"} and len(audit.dead[0].shape) == 2
+    findings = [*audit.leaks, *audit.dead]
+    assert all(f.fix.startswith("model.fc was replaced after optimizer 'SGD'") for f in findings)
+    assert {line.number for f in findings for line in f.lines} == {
+        source.splitlines().index("    optimizer = torch.optim.SGD(model.parameters(), lr=0.01,")
+        + 1}
+    edits = list(dict.fromkeys(e for f in findings for e in f.edits))
+    assert len(edits) == 2 and all(f"edit: {e}" in str(audit) for e in edits)
+    assert str(edits[0]).startswith("new_head.py:") and ": remove: optimizer =" in str(edits[0])
+    # follow the fix: the optimizer built below the new head steps it, and nothing else changed
+    edited = apply_edits(source, edits)
+    assert len(edited.splitlines()) == len(source.splitlines())  # every line keeps its number
+    model, optimizer, step = _load(tmp_path / "new_head_fixed.py", edited).build(seed)
+    assert audit_step(step, optimizer).ok
+    assert [id(p) for g in optimizer.param_groups for p in g["params"]] == [
+        id(p) for p in model.parameters()]
+    fixed = "    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)\n"
+    ref = source.replace("    optimizer = torch.optim.SGD(model.parameters(), lr=0.01,\n"
+                         "                                momentum=0.9)\n", "")
+    ref = ref.replace("    x, y = torch.randn", fixed + "    x, y = torch.randn")
+    _, ref_optimizer, ref_step = _load(tmp_path / "new_head_ref.py", ref).build(seed)
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    ref_stepped = [p for g in ref_optimizer.param_groups for p in g["params"]]
+    for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped), strict=True):
+        torch.testing.assert_close(mine, want)
+
+
+def test_a_replaced_head_whose_optimizer_is_read_before_it_gets_no_edit(tmp_path: Path,
+                                                                        seed: int) -> None:
+    # a scheduler built from the optimizer between the two lines: moving the optimizer below
+    # the head would leave the scheduler without it, so the fix is said, never written
+    source = _NEW_HEAD.format(
+        between="scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)\n    ")
+    _, optimizer, step = _load(tmp_path / "new_head_sched.py", source).build(seed)
+    audit = audit_step(step, optimizer)
+    assert {d.kind for d in audit.dead} == {"replaced"}
+    assert all(f.lines and not f.edits for f in [*audit.leaks, *audit.dead]), str(audit)
+    assert "build the optimizer after the replacement, or add" in audit.leaks[0].fix
+
+
+def test_a_loose_tensor_beside_an_unstepped_module_is_no_replacement(seed: int) -> None:
+    # an unused loose parameter in the optimizer, and a backbone left out of it on purpose:
+    # one tensor of one dimension is not the make of the backbone's (a weight and a bias)
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"backbone": nn.Linear(4, 4), "head": nn.Linear(4, 2)})
+    extra = nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.SGD([*model["head"].parameters(), extra], lr=0.1)
+    x = torch.randn(5, 4)
+    audit = audit_step(lambda: model["head"](model["backbone"](x)).pow(2).mean(), optimizer,
+                       modules={"model": model})
+    assert {d.kind for d in audit.dead} == {"not_used"}
+    assert not any("replaced" in f.fix for f in [*audit.leaks, *audit.pass_through, *audit.dead])

@@ -28,6 +28,7 @@ from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
 from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.replaced import orphans, rebuild_fix, replaced_owner
 from toolkit.lens.audit.sites import LibraryCall, Line
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 from toolkit.lens.graph_walk import closure
@@ -311,8 +312,31 @@ def check(step: RecordedStep) -> Found:
         if missing:
             roots = [t for name in members for t in step.roots(name)]
             found = find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
-            dead += _left_out(step, members, params, found)
+            dead += _left_out(step, members, params, _replaced(step, members, found))
     return {"dead": dead, "frozen": frozen}
+
+
+def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]
+              ) -> list[DeadParameter]:
+    """The tensors of a module replaced after the optimizer was built (never read, held by no
+    module: :mod:`toolkit.lens.audit.replaced`), with that fix: build the optimizer after the
+    replacement."""
+    for loss in members:
+        old = orphans(step, loss)
+        names = {step.rec.names.name(step.rec.names.objects[i]) for i in old
+                 if i in step.rec.names.objects}
+        owner = next((o for v in step.graphs[loss].search.leaf_node
+                      if (o := replaced_owner(step, loss, step.rec.names.objects.get(v)))),
+                     None) if old else None
+        if owner is None:
+            continue
+        fix, lines, edits = rebuild_fix(step, loss, owner)
+        return [dataclasses.replace(
+            d, kind="replaced", cut=f"held by the module that {owner} replaced after the "
+            "optimizer was built: no module holds them now", fix=fix, line=None, lines=lines,
+            edits=edits)
+            if d.kind == "not_used" and d.parameter in names else d for d in found]
+    return found
 
 
 def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Tensor],

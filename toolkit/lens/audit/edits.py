@@ -43,8 +43,8 @@ from types import FrameType
 
 from toolkit.lens.audit.sites import Line
 
-__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
-           "cut_operand", "cut_written", "grad_on", "join", "leave_out",
+__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "build_after", "cut_argument", "cut_assigned",
+           "cut_made", "cut_operand", "cut_written", "grad_on", "join", "leave_out",
            "operand_holding", "recompute", "remove_detach", "straight_through"]
 
 #: the import the edits' ``stop_gradient(...)`` needs
@@ -77,6 +77,8 @@ class Edit:
     def __str__(self) -> str:
         if not self.old:  # a line inserted before line ``line``
             return f"{self.file}:{self.line}: insert before it: {_flat(self.new)}"
+        if not self.new.strip():  # a statement taken out, its lines left blank
+            return f"{self.file}:{self.line}: remove: {_flat(self.old)}"
         return f"{self.file}:{self.line}: {_flat(self.old)} -> {_flat(self.new)}"
 
 
@@ -609,6 +611,48 @@ def _groups(params: ast.expr, path: str, namespace: dict[str, object],
         return len(getattr(optimizer, "param_groups", ())) > 1
     first = next(iter(value), None) if isinstance(value, (list, tuple)) else None
     return isinstance(first, dict)
+
+
+def build_after(line: Line, namespace: dict[str, object], module: object) -> tuple[Edit, ...]:
+    """The statement at ``line`` (the one that builds an optimizer) moved to just after the
+    statement below it, in the same block, that assigns ``module`` (the module that replaced
+    the one the optimizer was built with: ``model.fc = nn.Linear(512, 3)``), when nothing in
+    between reads what it assigns. Two edits that keep every line number: the statement's
+    lines left blank, and the statement joined to the assignment's line (``model.fc =
+    nn.Linear(512, 3); optimizer = torch.optim.SGD(model.parameters(), lr=0.01)``)."""
+    src = _source(line.path) if line.path else None
+    if src is None:
+        return ()
+    built = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign)
+                  and n.lineno <= line.number <= n.end_lineno), None)  # type: ignore[operator]
+    body = getattr(src.parents.get(id(built)), "body", None) if built is not None else None
+    if built is None or not isinstance(body, list) or built not in body:
+        return ()
+    assigned = {_segment(src, t) for t in built.targets}
+    for after in body[body.index(built) + 1:]:
+        reads = {_segment(src, n) for n in ast.walk(after)
+                 if isinstance(n, (ast.Name, ast.Attribute))
+                 and isinstance(n.ctx, ast.Load)}
+        if isinstance(after, ast.Assign) and any(
+                _readable(t) and _is(_segment(src, t), line.path, namespace, module)
+                for t in after.targets):
+            if reads & assigned:
+                return ()
+            statement = _segment(src, built)
+            blank = "\n" * statement.count("\n")
+            return (_edit(line, src, built, blank, ()),
+                    _edit(line, src, after, f"{_segment(src, after)}; {_flat(statement)}", ()))
+        if reads & assigned:  # read before the replacement: it needs the optimizer built
+            return ()
+    return ()
+
+
+def _is(expression: str, path: str, namespace: dict[str, object], value: object) -> bool:
+    """Whether ``expression`` (an assignment's target, written out) reads as ``value``."""
+    try:
+        return _read(expression, path, namespace) is value
+    except (LookupError, SyntaxError):
+        return False
 
 
 def straight_through(line: Line) -> Edit | None:

@@ -96,8 +96,9 @@ class DeadParameter:
     arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
     the user's call), ``"value_copy"`` (``torch.tensor(...)`` of a tensor computed from it:
     values copied without their graph), ``"frozen"`` (``requires_grad=False``),
-    ``"not_used"`` (never read) or ``"no_graph"`` (read, but what it computes never reaches
-    the loss: an output left out of the loss); ``line``: where in the step's code the cut was
+    ``"not_used"`` (never read), ``"replaced"`` (held by a module replaced after the optimizer
+    was built: ``lines`` is the line that builds it) or ``"no_graph"`` (read, but what it
+    computes never reaches the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
     when known.
     """

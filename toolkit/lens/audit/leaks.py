@@ -41,13 +41,20 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from toolkit.lens.audit.dead import optimizer_edit
-from toolkit.lens.audit.edits import Edit, closure_names, join, recompute, remove_detach
+from toolkit.lens.audit.edits import (
+    Edit,
+    closure_names,
+    join,
+    recompute,
+    remove_detach,
+)
 from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
 from toolkit.lens.audit.location import first_outside, leak_cut
 from toolkit.lens.audit.proof import Cut, Prover
 from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.replaced import rebuild_fix, replaced_owner
 from toolkit.lens.audit.sites import Line
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
@@ -94,12 +101,13 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         lines: tuple[Line, ...] = ()
         edits: tuple[Edit, ...] = ()
         inside = None
+        replaced = replaced_owner(step, loss, variable) if targets else None
         if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
                       f"step ({rec.written[id(variable)]}): updated twice")
             through = False
-        elif targets and _sibling_left_out(step, variable):  # joins the optimizer, no cut
-            reason = f"not stepped by optimizer {optimizer!r}"
+        elif replaced is not None or (targets and _sibling_left_out(step, variable)):
+            reason = f"not stepped by optimizer {optimizer!r}"  # the optimizer's fix, no cut
             through = False
         else:
             reason = f"not stepped by optimizer {optimizer!r}"
@@ -127,6 +135,8 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 left_out = _take_out(step, loss, candidates, stepped, legit, targets, known)
             if left_out is not None:
                 fix, lines, edits = left_out
+        elif replaced is not None:
+            cut_at, (fix, lines, edits) = None, rebuild_fix(step, loss, replaced)
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
             cut_at, (fix, lines, edits) = None, fed
         elif targets and _sibling_left_out(step, variable):
