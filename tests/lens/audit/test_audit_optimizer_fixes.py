@@ -277,3 +277,48 @@ def test_a_loose_tensor_beside_an_unstepped_module_is_no_replacement(seed: int) 
                        modules={"model": model})
     assert {d.kind for d in audit.dead} == {"not_used"}
     assert not any("replaced" in f.fix for f in [*audit.leaks, *audit.pass_through, *audit.dead])
+
+
+def _unfrozen_case(seed: int, fixed: bool):
+    """A layer unfrozen after the optimizer was built from the tensors that required grad then
+    (``filter(lambda p: p.requires_grad, model.parameters())``, the fine-tuning recipe of
+    many training scripts): the gradient passes through it to the embedding, and no optimizer
+    steps it."""
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"emb": nn.Embedding(10, 4), "rnn": nn.GRU(4, 4, batch_first=True),
+                           "out": nn.Linear(4, 10)})
+    model["rnn"].requires_grad_(False)
+    if fixed:
+        model["rnn"].requires_grad_(True)
+    optimizer = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()), lr=1e-3)
+    model["rnn"].requires_grad_(True)  # unfrozen after a warm-up
+    x = torch.randint(0, 10, (3, 5))
+
+    def step() -> torch.Tensor:
+        h, _ = model["rnn"](model["emb"](x[:, :-1]))
+        return F.cross_entropy(model["out"](h).reshape(-1, 10), x[:, 1:].reshape(-1))
+
+    return model, optimizer, step
+
+
+def test_a_layer_no_optimizer_steps_inside_a_trained_model_is_offered_the_optimizer(
+        seed: int) -> None:
+    model, optimizer, step = _unfrozen_case(seed, fixed=False)
+    audit = audit_step(step, optimizer, modules={"model": model})
+    assert audit.ok and {x.parameter.split(".")[1] for x in audit.pass_through} == {"rnn"}
+    (line,) = [x for x in str(audit).splitlines() if x.startswith("PASS")]
+    built = _line_of(_unfrozen_case, "optimizer = torch.optim.Adam(")
+    assert line.endswith("no optimizer given steps them: if they should train, add them to "
+                         f"optimizer 'Adam' (built at test_audit_optimizer_fixes.py:{built})")
+    # following it (the optimizer built with the layer in it) trains the layer, and the
+    # tensors stepped before keep their gradients
+    before = dict(zip(_keys(model, stepped := [p for g in optimizer.param_groups
+                                               for p in g["params"]]), _grads(step, stepped)))
+    model, optimizer, step = _unfrozen_case(seed, fixed=True)
+    fixed = audit_step(step, optimizer, modules={"model": model})
+    assert fixed.ok and not fixed.pass_through
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    after = dict(zip(_keys(model, stepped), _grads(step, stepped)))
+    for key, grad in before.items():
+        torch.testing.assert_close(after[key], grad)
+    assert any(key.startswith("model.rnn.") and g is not None for key, g in after.items())

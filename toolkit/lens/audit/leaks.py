@@ -125,6 +125,12 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             cut_at, fix = None, (
                 "no cut can remove it: every cut that does also cuts a path by which "
                 f"optimizer {optimizer!r}'s tensors are trained; {skip}")
+            if _inside_trained(step, loss, variable):  # meant to train, or not
+                built = _built(step, loss)
+                lines = () if built is None else (built,)
+                fix = (f"{_UNSTEPPED}: if it should train, add it to optimizer {optimizer!r}"
+                       f"{'' if built is None else f' (built at {built.file}:{built.number})'}"
+                       f"; {fix}")
         elif id(variable) in stepped:
             line = rec.lines.get(("write", id(variable)))
             cut_at, fix, lines = None, (
@@ -155,7 +161,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
                     path=tuple(label(n) for n in chain), reason=reason, fix=fix, cut_at=cut_at,
-                    lines=() if through else lines, edits=() if through else edits)
+                    lines=lines, edits=() if through else edits)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
 
@@ -294,6 +300,29 @@ def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set
     return fix, lines, (edit, *dict.fromkeys(e for c in cuts for e in c.edits))  # type: ignore[misc]
 
 
+#: how a pass-through tensor that no optimizer given steps starts its fix
+_UNSTEPPED = "no optimizer given steps it"
+
+
+def _built(step: RecordedStep, loss: str) -> Line | None:
+    """The user's line that builds the loss's optimizer, when found."""
+    pairing = step.pairings.get(None if None in step.pairings else loss)
+    return (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
+            else None)
+
+
+def _inside_trained(step: RecordedStep, loss: str, variable: Any) -> bool:
+    """Stepped by no optimizer given, inside a module whose other tensors the loss's
+    optimizer steps (an encoder layer unfrozen after the optimizer was built from the tensors
+    that required grad then): maybe meant to train. A network of its own (a discriminator in
+    the generator's step) is not inside one."""
+    if not _left_out(step, variable):
+        return False
+    names, stepped = step.rec.names, set(step.stepped[loss])
+    parts = names.tensors.get(id(variable), "").split(".")
+    return any(names.members(".".join(parts[:end])) & stepped for end in range(1, len(parts)))
+
+
 def _left_out(step: RecordedStep, variable: Any) -> bool:
     """A learned tensor no optimizer given steps: an ``nn.Parameter`` that requires grad."""
     return (isinstance(variable, nn.Parameter) and variable.requires_grad
@@ -341,8 +370,7 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
     as that tensor there."""
     optimizer = step.optimizer_of[loss]
     pairing = step.pairings.get(None if None in step.pairings else loss)
-    line = (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
-            else None)
+    line = _built(step, loss)
     where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
              if line is not None else f"optimizer {optimizer!r} where it is built")
     namespace = step.namespace

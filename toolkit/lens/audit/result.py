@@ -213,11 +213,20 @@ class StepAudit:
             by_loss.setdefault((leak.loss, leak.optimizer), []).append(leak)
         for (loss, optimizer), leaks in by_loss.items():
             size = fmt(sum(x.grad_bytes for x in leaks), 'B')
+            # tensors no optimizer steps: they may be meant to train (unfrozen after the
+            # optimizer was built from the tensors that required grad then)
+            idle = [x.parameter for x in leaks if x.fix.startswith("no optimizer given")]
+            built = next((x.lines[0] for x in leaks if x.lines), None)
+            who = "them" if len(idle) == len(leaks) else listing(idle, 4)
+            train = "" if not idle else (
+                f"; no optimizer given steps {who}: if they should train, add them to "
+                f"optimizer {optimizer!r}"
+                f"{'' if built is None else f' (built at {built.file}:{built.number})'}")
             lines.append(f"PASS    loss {loss!r} passes through {plural(len(leaks), 'tensor')} "
                          f"optimizer {optimizer!r} does not step ({size} of gradient computed "
                          f"and not used: {listing([x.parameter for x in leaks], 4)}); to skip "
                          f"it, requires_grad_(False) on them around the step (as Lightning's "
-                         f"toggle_optimizer does)")
+                         f"toggle_optimizer does){train}")
         groups: dict[tuple[str, str | None], list[FrozenTensor]] = {}
         for f in self.frozen:
             groups.setdefault((f.optimizer, f.written), []).append(f)
