@@ -263,6 +263,54 @@ def test_a_tensor_in_two_optimizers_is_a_finding() -> None:
         (x.loss, x.parameter) for x in audit.leaks]
 
 
+def test_a_shared_group_is_dropped_from_the_optimizer_built_from_groups() -> None:
+    # the same pair, the model-wide optimizer built from param groups (a learning rate for
+    # the head): the edit drops the head's group, and following it ends the finding
+    body, head = nn.Linear(3, 4), nn.Linear(4, 1)
+    model = nn.Sequential(body, head)
+    opt_all = torch.optim.Adam([{"params": body.parameters()},
+                                {"params": head.parameters(), "lr": 1e-3}])
+    opt_head = torch.optim.SGD(head.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+
+    def step() -> dict[str, torch.Tensor]:
+        return {"a": model(x).mean(), "b": model(x).pow(2).mean()}
+
+    audit = audit_step(step, {"a": opt_all, "b": opt_head})
+    (shared,) = audit.shared
+    (edit,) = shared.edits
+    assert edit.new == '[{"params": body.parameters()}]' and f"edit: {edit}" in str(audit)
+    fixed = {"a": torch.optim.Adam(eval(edit.new, {"body": body, "head": head})),
+             "b": opt_head}
+    again = audit_step(step, fixed)
+    assert not again.shared
+    assert [(x.loss, x.parameter) for x in again.leaks] == [
+        (x.loss, x.parameter) for x in audit.leaks]
+
+
+def test_a_trunk_both_losses_train_gets_no_edit_that_would_leak() -> None:
+    # an actor-critic with a shared trunk in both optimizers (param groups): leaving it out of
+    # either would leave that loss's gradient to the trunk unstepped (a leak), so no edit is
+    # written; the fix said, one optimizer over both losses, audits clean
+    trunk, actor, critic = nn.Linear(4, 8), nn.Linear(8, 2), nn.Linear(8, 1)
+    opt_a = torch.optim.Adam([{"params": trunk.parameters()}, {"params": actor.parameters()}])
+    opt_c = torch.optim.Adam([{"params": trunk.parameters()}, {"params": critic.parameters()}])
+    s, a, ret = torch.randn(6, 4), torch.randint(0, 2, (6,)), torch.randn(6)
+
+    def step() -> dict[str, torch.Tensor]:
+        h = torch.relu(trunk(s))
+        logp = F.log_softmax(actor(h), -1).gather(1, a[:, None]).squeeze(1)
+        v = critic(h).squeeze(1)
+        return {"actor": -(logp * (ret - v).detach()).mean(), "critic": F.mse_loss(v, ret)}
+
+    audit = audit_step(step, {"actor": opt_a, "critic": opt_c})
+    (shared,) = audit.shared
+    assert not shared.edits and len(shared.lines) == 2
+    assert shared.fix.startswith("the losses of 'actor' and of 'critic' both train them")
+    one = torch.optim.Adam([*trunk.parameters(), *actor.parameters(), *critic.parameters()])
+    assert audit_step(lambda: sum(step().values()), one).ok
+
+
 def test_losses_paired_with_param_groups_of_one_optimizer_share_nothing() -> None:
     # an actor-critic with one optimizer, each loss paired with its param group as the README
     # documents: the shared trunk is in both pairings, and stepped once

@@ -479,12 +479,53 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
     lr=...)``): its parameters without the tensors ``left``, when they are written
     ``holder.parameters()`` with a ``holder`` that, read in ``namespace``, is the module whose
     parameters the optimizer steps (``[p for n, p in model.named_parameters() if n not in
-    ('fc.weight', 'fc.bias')]``)."""
+    ('fc.weight', 'fc.bias')]``), or as a list of groups each written so (``[{"params":
+    trunk.parameters()}, {"params": actor.parameters(), "lr": 1e-3}]``: a group whose
+    tensors are all left out is dropped, another filtered as above)."""
     groups = getattr(optimizer, "param_groups", None)
     found = _params_at(line, optimizer)
     if found is None or not groups:
         return None
     src, params = found
+    stepped = {id(p) for group in groups for p in group["params"]}
+    wanted = {id(t) for t in left}
+    if isinstance(params, ast.List) and params.elts and all(
+            isinstance(e, ast.Dict) for e in params.elts):
+        kept, covered, held = [], set(), set()
+        for element in params.elts:
+            keys = [k.value if isinstance(k, ast.Constant) else None
+                    for k in element.keys]  # type: ignore[union-attr]
+            if "params" not in keys:
+                return None
+            value = element.values[keys.index("params")]  # type: ignore[union-attr]
+            filtered = _without(line, src, value, namespace, wanted)
+            if filtered is None:
+                return None
+            text, ids = filtered
+            held |= ids
+            covered |= ids & wanted
+            if text is not None:
+                at = value.col_offset - element.col_offset  # type: ignore[attr-defined]
+                whole = _segment(src, element)
+                kept.append(whole[:at] + text + whole[at + len(_segment(src, value)):]
+                            if value.lineno == element.lineno else None)
+                if kept[-1] is None:  # a group written over lines: left to the user
+                    return None
+        if held != stepped or covered != wanted or not kept:
+            return None
+        return _edit(line, src, params, f"[{', '.join(kept)}]", ())
+    filtered = _without(line, src, params, namespace, wanted)
+    if filtered is None or filtered[1] != stepped or not wanted <= filtered[1] \
+            or filtered[0] is None:
+        return None
+    return _edit(line, src, params, filtered[0], ())
+
+
+def _without(line: Line, src: _Source, params: ast.expr, namespace: dict[str, object],
+             left: set[int]) -> tuple[str | None, set[int]] | None:
+    """``(the expression, the ids of the tensors it held)`` for ``holder.parameters()`` at
+    ``params`` without the tensors ``left`` (``None`` for the expression when it keeps
+    none of them); ``None`` when ``params`` is not written so."""
     if not (isinstance(params, ast.Call) and not params.args and not params.keywords
             and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"):
         return None
@@ -496,16 +537,17 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
     if named is None:
         return None
     relative = {id(p): n for n, p in named()}
-    stepped = {id(p) for group in groups for p in group["params"]}
-    if set(relative) != stepped or any(id(t) not in relative for t in left):
-        return None
-    names = [relative[id(t)] for t in left]
+    names = [n for i, n in relative.items() if i in left]
+    if not names:
+        return _segment(src, params), set(relative)
+    if len(names) == len(relative):
+        return None, set(relative)
     held = _segment(src, params.func.value)
     if not isinstance(params.func.value, (ast.Name, ast.Attribute, ast.Subscript)):
         held = f"({held})"
     kept = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
-    return _edit(line, src, params,
-                 f"[p for n, p in {held}.named_parameters() if n not in ({kept})]", ())
+    return (f"[p for n, p in {held}.named_parameters() if n not in ({kept})]",
+            set(relative))
 
 
 def _params_at(line: Line, optimizer: object) -> tuple[_Source, ast.expr] | None:

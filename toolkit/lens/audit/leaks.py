@@ -62,7 +62,8 @@ from toolkit.lens.graph_walk import closure
 if TYPE_CHECKING:
     from toolkit.lens.audit.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_leaks"]
+__all__ = ["check", "find_leaks", "passes_through"]
+
 
 def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                ) -> tuple[list[Leak], list[Leak]]:
@@ -179,6 +180,27 @@ def _passed_calls(graph: Graph, legit: set[int], rec: Recording, stepped: set[in
             if members[module] is not None:
                 found.append((key, module, members[module]))
     return found
+
+
+def passes_through(step: RecordedStep, loss: str, left: set[int]) -> bool:
+    """Whether each tensor of ``left`` (ids) that ``loss`` reaches would be pass-through,
+    were ``loss``'s optimizer not to step it: the gradient must pass it to reach the other
+    tensors that optimizer steps (a head behind the body a model-wide optimizer trains), so
+    leaving it out of that optimizer is no leak."""
+    graph, search = step.graphs[loss], step.graphs[loss].search
+    stepped = {i for i in step.stepped[loss] if i not in left}
+    reached = [i for i in left if i in search.leaf_node]
+    if not reached:
+        return True
+    targets = {search.leaf_node[i] for i in stepped if i in search.leaf_node}
+    if not targets:
+        return False
+    removed = step.removed.get(loss, set())
+    legit = graph.useful(targets, graph.reach(graph.roots, removed), removed)
+    calls = _passed_calls(graph, legit, step.rec, stepped)
+    return all(bool(_users(graph, search.leaf_node[i], step.region) & legit)
+               or _only_inside(graph, search.leaf_node[i], i, calls) is not None
+               for i in reached)
 
 
 def _only_inside(graph: Graph, leaf: int, var_id: int,

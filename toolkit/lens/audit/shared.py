@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.lens.audit.edits import leave_out
 from toolkit.lens.audit.findings import SharedTensor
+from toolkit.lens.audit.leaks import passes_through
 
 if TYPE_CHECKING:
     from toolkit.lens.audit.recorded import Found, RecordedStep
@@ -23,10 +24,12 @@ def check(step: RecordedStep) -> Found:
     groups, modules or tensors is not an optimizer: what two such pairings share is stepped
     once, by the one optimizer that holds it."""
     owners: dict[int, tuple[str, Any]] = {}  # id(optimizer) -> (its name, the optimizer)
+    losses: dict[int, list[str]] = {}  # id(optimizer) -> the losses paired with it
     for optimizer, members in step.groups:
         pairing = step.pairings.get(None if None in step.pairings else members[0])
         if hasattr(pairing, "param_groups"):
             owners.setdefault(id(pairing), (optimizer, pairing))
+            losses.setdefault(id(pairing), []).extend(members)
     held = {key: {id(p): p for g in opt.param_groups for p in g["params"] if p.requires_grad}
             for key, (_, opt) in owners.items()}
     found = []
@@ -40,15 +43,25 @@ def check(step: RecordedStep) -> Found:
         built = [f"{line.file}:{line.number}" for line in lines if line is not None]
         where = f" (built at {' and '.join(built)})" if len(built) == 2 else ""
         # the edit leaves them out of the optimizer that holds more (a model-wide optimizer
-        # beside one built for them), else out of the other, where its line can say so
-        order = sorted((0, 1), key=lambda i: -len(held[(a, b)[i]]))
+        # beside one built for them), else out of the other, where its line can say so; never
+        # out of one whose losses would then leak into them (each must reach them, if at all,
+        # only on its way to the other tensors it steps: pass-through, as the leak rule says)
+        ids = {id(t) for t in both}
+        free = [i for i in (0, 1)
+                if all(passes_through(step, loss, ids) for loss in losses[(a, b)[i]])]
+        order = sorted(free, key=lambda i: -len(held[(a, b)[i]]))
         edit = next((e for i in order if lines[i] is not None and (e := leave_out(
             lines[i], owners[(a, b)[i]][1], step.namespace, both)) is not None), None)
+        fix = (f"keep them in one optimizer: take them out of {names[0]!r} or {names[1]!r}"
+               f"{where}; each step() updates them once more")
+        if not free:
+            fix = (f"the losses of {names[0]!r} and of {names[1]!r} both train them, and "
+                   f"each step() updates them once more{where}: step them once, from one "
+                   f"optimizer over both losses (their sum), or take them out of one optimizer "
+                   f"and cut them from its losses")
         found.append(SharedTensor(
             parameters=tuple(step.rec.names.name(t) for t in both),
-            shapes=tuple(tuple(t.shape) for t in both), optimizers=names,
-            fix=(f"keep them in one optimizer: take them out of {names[0]!r} or {names[1]!r}"
-                 f"{where}; each step() updates them once more"),
+            shapes=tuple(tuple(t.shape) for t in both), optimizers=names, fix=fix,
             lines=tuple(line for line in lines if line is not None),
             edits=() if edit is None else (edit,)))
     return {"shared": found}
