@@ -322,3 +322,62 @@ def test_a_layer_no_optimizer_steps_inside_a_trained_model_is_offered_the_optimi
     for key, grad in before.items():
         torch.testing.assert_close(after[key], grad)
     assert any(key.startswith("model.rnn.") and g is not None for key, g in after.items())
+
+
+_MEAN_TEACHER = '''
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def ema(teacher, student, alpha):
+    with torch.no_grad():
+        for t, s in zip(teacher.parameters(), student.parameters()):
+            t.mul_(alpha).add_(s, alpha=1 - alpha)
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    student = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3))
+    mt = nn.ModuleDict({"student": student, "teacher": copy.deepcopy(student)})
+    opt = torch.optim.SGD({params}, lr=0.05)
+    x = torch.randn(6, 10)
+
+    def step():
+        ema(mt.teacher, mt.student, 0.99)
+        out = mt.student(x + 0.1)
+        with torch.no_grad():
+            t_out = mt.teacher(x - 0.1)
+        return F.mse_loss(F.softmax(out, 1), F.softmax(t_out, 1))
+
+    return mt, opt, step
+'''
+
+
+def test_an_ema_teacher_in_the_optimizer_is_left_out_of_it_not_given_gradients(
+        tmp_path: Path, seed: int) -> None:
+    # Mean Teacher (CuriousAI/mean-teacher, update_ema_variables): the teacher is an EMA of
+    # the student, written by the step under no_grad; the bug, constructed, builds the
+    # optimizer over both. Switching gradients on where the EMA is written (the no_grad
+    # finding's edit) would crash on an in-place write of a leaf: the teacher is left out
+    source = _MEAN_TEACHER.replace("{params}", "mt.parameters()")
+    _, opt, step = _load(tmp_path / "mean_teacher.py", source).build(seed)
+    audit = audit_step(step, opt)
+    assert {d.kind for d in audit.dead} == {"written"} and len(audit.dead) == 4, str(audit)
+    assert all(d.parameter.startswith("mt.teacher.") for d in audit.dead)
+    (edit,) = {e for d in audit.dead for e in d.edits}
+    edited = apply_edits(source, [edit])
+    mt, opt, step = _load(tmp_path / "mean_teacher_fixed.py", edited).build(seed)
+    assert audit_step(step, opt).ok
+    _, ref_opt, ref_step = _load(tmp_path / "mean_teacher_ref.py", _MEAN_TEACHER.replace(
+        "{params}", "mt.student.parameters()")).build(seed)
+    stepped = [p for g in opt.param_groups for p in g["params"]]
+    ref_stepped = [p for g in ref_opt.param_groups for p in g["params"]]
+    assert _keys(mt, stepped) == [f"model.student.{n}" for n, _ in
+                                  mt["student"].named_parameters()]
+    for _ in range(2):  # the teacher moves by its average between the calls, as published
+        for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped),
+                              strict=True):
+            torch.testing.assert_close(mine, want)

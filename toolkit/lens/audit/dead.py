@@ -110,6 +110,8 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                            f"{call.line.file}:{call.line.number}, with these tensors and "
                            "every other tensor the function should train ((*func."
                            "parameters(), ...)), or make them parameters of func")
+                elif (written := _written_from_others(rec, key)) is not None:
+                    kind, cut = "written", written
                 elif key in rec.no_grad:
                     cut = f"torch.no_grad() (read by {rec.no_grad[key]} with gradients off)"
                     kind, line = "no_grad", rec.sites.get(("no_grad", key))
@@ -187,7 +189,22 @@ FIXES = {
                   "operations that keep the graph) where torch.tensor copies them",
     "no_graph": "make what they compute reach the loss (an output left out, .item(), an "
                 "integer op), or leave them out of the optimizer",
+    "written": "leave them out of the optimizer: the step updates them itself (an EMA "
+               "teacher, a target network's copy), and no loss should train them",
 }
+
+
+def _written_from_others(rec: Recording, key: int) -> str | None:
+    """How the step writes the watched tensor ``key`` from other tensors (an EMA teacher, a
+    copy of the online network), when it does: a tensor the step itself updates, which no
+    gradient should."""
+    write = rec.writes.get(key)
+    if write is None or not (write.sources or write.copy_of is not None):
+        return None
+    kind, ops, _ = write_kind(rec, write)
+    what = "an average of itself and other tensors" if kind.startswith("an average") else \
+        "a copy of another tensor" if kind == "a copy of" else "recomputed from other tensors"
+    return f"written in place by the step ({what}: {ops}), never by a gradient"
 
 
 def _read_for_a_write(rec: Recording, key: int) -> bool:
@@ -343,7 +360,7 @@ def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Te
               found: list[DeadParameter]) -> list[DeadParameter]:
     """Tensors stepped in vain (not used, or used for nothing that reaches the loss): the
     fix that leaves them out of the optimizer, as an edit of the line that builds it."""
-    idle = [d for d in found if d.kind in ("no_graph", "not_used")]
+    idle = [d for d in found if d.kind in ("no_graph", "not_used", "written")]
     if not idle:
         return found
     pairing = step.pairings.get(None if None in step.pairings else members[0])

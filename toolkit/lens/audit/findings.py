@@ -96,7 +96,8 @@ class DeadParameter:
     arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
     the user's call), ``"value_copy"`` (``torch.tensor(...)`` of a tensor computed from it:
     values copied without their graph), ``"frozen"`` (``requires_grad=False``),
-    ``"not_used"`` (never read), ``"replaced"`` (held by a module replaced after the optimizer
+    ``"not_used"`` (never read), ``"written"`` (written in place by the step from other
+    tensors, an EMA teacher kept in the optimizer: left out of it), ``"replaced"`` (held by a module replaced after the optimizer
     was built: ``lines`` is the line that builds it) or ``"no_graph"`` (read, but what it
     computes never reaches the loss: an output left out of the loss); ``line``: where in the step's code the cut was
     made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
