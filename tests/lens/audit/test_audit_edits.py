@@ -307,3 +307,50 @@ def test_a_value_copied_by_torch_tensor_is_dead_at_its_line_and_the_edit_trains_
     assert all(g is not None and torch.equal(g, h)
                for g, h in zip(_stepped_grads(step, opt), want))
     assert audit_step(step, opt).ok
+
+
+_EMA_TEACHER = """
+    import torch
+    from torch import nn
+
+    def build(seed):
+        torch.manual_seed(seed)
+        student, teacher = nn.Linear(4, 3), nn.Linear(4, 3)
+        teacher.load_state_dict(student.state_dict())
+        teacher.requires_grad_(False)
+        opt = torch.optim.SGD(student.parameters(), lr=0.1)
+        x = torch.randn(8, 4)
+
+        def step():
+            for ps, pt in zip(student.parameters(), teacher.parameters()):
+                pt.mul_(0.99).add_(ps, alpha=0.01)
+            t = torch.softmax(teacher(x), -1).detach()
+            return -(t * torch.log_softmax(student(x), -1)).sum(-1).mean()
+
+        return step, opt, student, teacher
+"""
+
+
+def test_a_teacher_parameter_written_with_its_graph_is_held_and_cut_where_written(
+        tmp_path: Path, seed: int) -> None:
+    # facebookresearch/dino's EMA (param_k.data.mul_(m).add_((1 - m) * param_q.detach().data)
+    # under torch.no_grad()), written without either: the frozen teacher's parameters become
+    # non-leaves holding each step's graph
+    module = _load(tmp_path / "ema_step.py", _EMA_TEACHER)
+    step, opt, student, teacher = module.build(seed)
+    audit = audit_step(step, opt, modules={"student": student, "teacher": teacher})
+    assert sorted((h.module, h.name, h.kind) for h in audit.held) == [
+        ("teacher", "bias", "parameter"), ("teacher", "weight", "parameter")]
+    (edit,) = _edits(audit)
+    assert (edit.old, edit.new) == ("ps", "stop_gradient(ps)")
+    fixed = _load(tmp_path / "ema_fixed.py",
+                  apply_edits((tmp_path / "ema_step.py").read_text("utf-8"), [edit]))
+    step, opt, student, teacher = fixed.build(seed)
+    assert audit_step(step, opt, modules={"student": student, "teacher": teacher}).ok
+    ref_step, _, ref_student, ref_teacher = module.build(seed)
+    for _ in range(2):  # the student's gradient as before; the teacher stays a leaf
+        step().backward()
+        ref_step().backward()
+        torch.testing.assert_close(student.weight.grad, ref_student.weight.grad)
+        torch.testing.assert_close(teacher.weight, ref_teacher.weight.detach())
+        assert teacher.weight.is_leaf and not ref_teacher.weight.is_leaf

@@ -161,7 +161,8 @@ class CarriedGraph:
 class HeldGraph:
     """After the step, ``module``'s buffer or attribute ``name`` holds a ``grad_fn``.
 
-    ``kind``: ``"buffer"`` or ``"attribute"``; ``written``: what wrote it (``"add_ in the
+    ``kind``: ``"buffer"``, ``"attribute"`` or ``"parameter"`` (one that does not require
+    grad, written in place from one that does); ``written``: what wrote it (``"add_ in the
     forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
     step's own nodes behind it save for backward (what each further step adds);
     ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the

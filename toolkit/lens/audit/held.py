@@ -1,5 +1,5 @@
-"""Graph held in module state: buffers and tensor attributes that still have a ``grad_fn`` after
-the step.
+"""Graph held in module state: buffers, tensor attributes and parameters that still have a
+``grad_fn`` after the step.
 
 A BatchNorm written by hand, ``running_mean.mul_(1 - m).add_(m * x.mean(0))``, makes the
 buffer a node of the step's graph: the buffer keeps that graph (and, through the previous value,
@@ -8,9 +8,10 @@ every earlier step's) alive, and memory grows without bound (bayesiains/nflows#1
 (``self.last = out``), whether or not any loss ever reads it. After the step's second call the
 audit looks at every buffer and tensor attribute of every module it named. A buffer with a
 ``grad_fn`` is always a finding; so is an attribute written in place or whose graph reaches an
-earlier call's. An attribute assigned a fresh tensor each call (``self.batch_mean =
-x.mean(0)``) keeps one step's graph until the next step replaces it, and the step's backward
-frees what that graph saved: a note.
+earlier call's; so is a parameter that does not require grad, written in place from one that
+does (an EMA teacher updated outside ``torch.no_grad()``: no leaf any more). An attribute
+assigned a fresh tensor each call (``self.batch_mean = x.mean(0)``) keeps one step's graph
+until the next step replaces it, and the step's backward frees what that graph saved: a note.
 
 Not counted: a weight that a module recomputes from its stored parameters in every forward
 (the ``spectral_norm`` / ``weight_norm`` hooks keep it as the attribute ``weight``): its graph
@@ -88,7 +89,8 @@ def find_held(rec: Recording, label: Labeller, region: set[int],
                 continue
             seen_modules.add(id(module))
             for name, t, kind in _state(module):
-                if t.grad_fn is None or id(t.grad_fn) in region or not _live(t.grad_fn):
+                if t.grad_fn is None or not _live(t.grad_fn) or (
+                        kind != "parameter" and id(t.grad_fn) in region):
                     continue
                 held = _held(rec, label, module, name, t, kind, this_mark, step)
                 if kind == "attribute" and held.older == 0 and id(t) not in rec.writes:
@@ -120,6 +122,10 @@ def _live(node: Any) -> bool:
 
 def _state(module: nn.Module) -> list[tuple[str, torch.Tensor, str]]:
     found = [(n, t, "buffer") for n, t in module._buffers.items() if t is not None]
+    # a parameter that does not require grad, written in place from one that does (an EMA
+    # teacher updated outside torch.no_grad()), is no leaf any more: it holds the step's graph
+    found += [(n, t, "parameter") for n, t in module._parameters.items()
+              if t is not None and t.grad_fn is not None]
     found += [(n, t, "attribute") for n, t in vars(module).items()
               if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter)]
     return found

@@ -344,7 +344,7 @@ class Recording:
         """Record an in-place write of the watched tensor ``key`` (and copy it first)."""
         if ("write", key) not in self.lines:
             self.lines[("write", key)] = user_line(installed=True)
-        if any(t.grad_fn is not None for t in inputs):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):  # a graph
             line = user_line(installed=True)
             lines = self.graph_writes.setdefault(key, [])
             if line is not None and not any(x == line and x.span == line.span for x in lines):
