@@ -81,6 +81,17 @@ def test_edits_nest_and_keep_every_line_number() -> None:
     assert apply_edits(source, [inner, outer]) == out  # the order given does not matter
 
 
+def test_an_import_the_file_already_binds_is_not_added_again() -> None:
+    # "import types, torch" binds torch: an edit needing "import torch" adds nothing
+    source = "import types, torch\nwith torch.no_grad():\n    y = 1\n"
+    edit = Edit("a.py", 2, 5, 2, 20, "torch.no_grad()", "torch.enable_grad()",
+                imports=("import torch",))
+    assert apply_edits(source, [edit]) == source.replace("no_grad", "enable_grad")
+    cut = Edit("a.py", 3, 8, 3, 9, "1", "stop_gradient(1)",
+               imports=("from toolkit import stop_gradient",))
+    assert apply_edits(source, [cut]).endswith("from toolkit import stop_gradient\n")
+
+
 def test_an_edit_that_does_not_match_the_source_is_refused() -> None:
     stale = Edit("a.py", 1, 4, 1, 8, "h(x)", "stop_gradient(h(x))")
     with pytest.raises(ValueError, match=r"apply_edits: a\.py:1 does not hold 'h\(x\)'"):
@@ -207,7 +218,9 @@ def _edited(module: ModuleType, edits: list[Edit], folder: Path) -> ModuleType:
     """``module`` loaded again from a copy of its file with ``edits`` written in."""
     source = Path(module.__file__).read_text("utf-8")
     path = folder / f"edited_{Path(module.__file__).name}"
-    path.write_text(apply_edits(source, edits), "utf-8")
+    edited = apply_edits(source, edits)
+    assert len(edited.splitlines()) == len(source.splitlines())  # every line keeps its number
+    path.write_text(edited, "utf-8")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     edited = importlib.util.module_from_spec(spec)

@@ -104,8 +104,10 @@ def _clip_groups_case(seed: int, fixed: bool):
     exclude = lambda n, p: p.ndim < 2 or "bias" in n or "logit_scale" in n  # noqa: E731
     gain_or_bias = [p for n, p in named if exclude(n, p) and p.requires_grad]
     rest = [p for n, p in named if not exclude(n, p) and p.requires_grad]
-    optimizer = torch.optim.AdamW([{"params": gain_or_bias, "weight_decay": 0.0},
-                                   {"params": rest, "weight_decay": 0.2}], lr=1e-3)
+    optimizer = torch.optim.AdamW([
+        {"params": gain_or_bias, "weight_decay": 0.0},
+        {"params": rest, "weight_decay": 0.2},
+    ], lr=1e-3)
 
     def step() -> torch.Tensor:
         logits = model(image, text)
@@ -237,6 +239,7 @@ def test_a_head_replaced_after_the_optimizer_is_built_moves_the_optimizer_below_
     # follow the fix: the optimizer built below the new head steps it, and nothing else changed
     edited = apply_edits(source, edits)
     assert len(edited.splitlines()) == len(source.splitlines())  # every line keeps its number
+    assert edited.splitlines()[edits[0].line - 1] == ""  # no whitespace left behind
     model, optimizer, step = _load(tmp_path / "new_head_fixed.py", edited).build(seed)
     assert audit_step(step, optimizer).ok
     assert [id(p) for g in optimizer.param_groups for p in g["params"]] == [

@@ -300,6 +300,10 @@ def test_errors_name_the_argument() -> None:
         audit_step(lambda: net(x).sum(), {})
     with pytest.raises(TypeError, match=r"audit_step: modules must be an nn\.Module or a dict"):
         audit_step(lambda: net(x).sum(), opt, modules=[net])
+    with pytest.raises(TypeError, match=r"got a dict whose entry 'prompt' is a Parameter \(a "
+                                        r"tensor is named by the module that holds it\)"):
+        audit_step(lambda: net(x).sum(), opt, modules={"net": net,
+                                                        "prompt": nn.Parameter(torch.ones(2))})
     with pytest.raises(TypeError, match="audit_step: restore_state must be a bool, got int"):
         audit_step(lambda: net(x).sum(), opt, restore_state=1)
     with pytest.raises(ValueError, match=r"audit_step: optimizers\['a'\] has no parameters"):

@@ -634,8 +634,10 @@ def join(line: Line, optimizer: object, namespace: dict[str, object],
     if _groups(params, line.path, namespace, optimizer):
         added = f'{{"params": [{added}]}}'
     if isinstance(params, ast.List) and params.elts:  # written out: one more item
-        inner = _segment(src, params).rstrip()[:-1].rstrip().rstrip(",")
-        return _edit(line, src, params, f"{inner}, {added}]", ())
+        body = _segment(src, params)[:-1]
+        items = body.rstrip()
+        space = body[len(items):]  # a closing bracket on its own line stays there
+        return _edit(line, src, params, f"{items.removesuffix(',')}, {added}{space}]", ())
     return _edit(line, src, params, f"[*{held}, {added}]", ())
 
 
@@ -681,8 +683,13 @@ def build_after(line: Line, namespace: dict[str, object], module: object) -> tup
             if reads & assigned:
                 return ()
             statement = _segment(src, built)
-            blank = "\n" * statement.count("\n")
-            return (_edit(line, src, built, blank, ()),
+            indent = src.lines[built.lineno - 1][:built.col_offset].decode("utf-8")
+            if indent.strip():  # a statement after another on its line (if x: opt = ...)
+                return ()
+            removed = Edit(line.file, built.lineno, 0, built.end_lineno,  # type: ignore[arg-type]
+                           built.end_col_offset, indent + statement,  # type: ignore[arg-type]
+                           "\n" * statement.count("\n"), line.path, ())
+            return (removed,
                     _edit(line, src, after, f"{_segment(src, after)}; {_flat(statement)}", ()))
         if reads & assigned:  # read before the replacement: it needs the optimizer built
             return ()
@@ -716,6 +723,19 @@ def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:
     start = sum(len(x) for x in lines[:edit.line - 1]) + edit.col
     end = sum(len(x) for x in lines[:edit.end_line - 1]) + edit.end_col
     return start, end
+
+
+def _imported(source: str) -> set[str]:
+    """The names the module-level imports of ``source`` bind (``import types, torch`` ->
+    ``{"types", "torch"}``); none when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {(a.asname or a.name).partition(".")[0] if isinstance(node, ast.Import)
+            else a.asname or a.name
+            for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            for a in node.names}
 
 
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:
@@ -756,7 +776,9 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
             text = text[:position] + insert + text[position:]
     out = text.decode("utf-8")
     needed = [i for e in edits for i in e.imports]
-    missing = [i for i in dict.fromkeys(needed) if i not in out.splitlines()]
+    bound = _imported(out)
+    missing = [i for i in dict.fromkeys(needed)
+               if i not in out.splitlines() and not _imported(i) <= bound]
     if missing:
         out = out + ("" if out.endswith("\n") or not out else "\n") + "\n".join(missing) + "\n"
     return out

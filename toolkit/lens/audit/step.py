@@ -270,8 +270,13 @@ def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:
             for key, module in modules.items():
                 names.add_module(str(key), module)
         else:
+            bad = next(((k, m) for k, m in modules.items() if not isinstance(m, nn.Module)),
+                       None) if isinstance(modules, Mapping) else None
+            got = (f"a dict whose entry {bad[0]!r} is a {type(bad[1]).__name__} (a tensor is "
+                   f"named by the module that holds it)" if bad is not None
+                   else type(modules).__name__)
             raise TypeError(f"{where}: modules must be an nn.Module or a dict name -> nn.Module, "
-                            f"got {type(modules).__name__}")
+                            f"got {got}")
     for path, obj in find_modules(step):
         if isinstance(obj, nn.Module):
             names.add_module(path, obj)
