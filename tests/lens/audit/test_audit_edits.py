@@ -367,3 +367,51 @@ def test_a_teacher_parameter_written_with_its_graph_is_held_and_cut_where_writte
         torch.testing.assert_close(student.weight.grad, ref_student.weight.grad)
         torch.testing.assert_close(teacher.weight, ref_teacher.weight.detach())
         assert teacher.weight.is_leaf and not ref_teacher.weight.is_leaf
+
+
+_PPO = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    def build(seed, fixed):
+        torch.manual_seed(seed)
+        pi, v = nn.Linear(4, 3), nn.Linear(4, 1)
+        opt = torch.optim.Adam([*pi.parameters(), *v.parameters()], lr=3e-4)
+        s, a = torch.randn(8, 4), torch.randint(0, 3, (8, 1))
+        prob_a, td_target = torch.rand(8, 1) * 0.9 + 0.05, torch.randn(8, 1)
+
+        def step():
+            delta = td_target - v(s)
+            advantage = delta.detach() if fixed else delta
+            pi_a = F.softmax(pi(s), dim=1).gather(1, a)
+            ratio = torch.exp(torch.log(pi_a) - torch.log(prob_a))
+            surr1 = ratio * advantage
+            surr2 = torch.clamp(ratio, 1 - 0.1, 1 + 0.1) * advantage
+            return (-torch.min(surr1, surr2) + F.smooth_l1_loss(v(s), td_target)).mean()
+
+        return step, opt, pi, v
+"""
+
+
+def test_a_clipped_surrogate_reads_its_advantage_through_torch_min(tmp_path: Path,
+                                                                     seed: int) -> None:
+    # seungeunrho/minimalRL ppo.py's loss (-torch.min(surr1, surr2) + smooth_l1_loss), its
+    # advantage left on the critic's graph: the critic is trained through the policy term
+    module = _load(tmp_path / "ppo_step.py", _PPO)
+    step, opt, pi, v = module.build(seed, False)
+    audit = audit_step(step, opt, modules={"pi": pi, "v": v})
+    (target,) = audit.targets
+    assert sorted(target.parameters) == ["v.bias", "v.weight"] and "Minimum" in target.path
+    (edit,) = _edits(audit)
+    assert (edit.old, edit.new) == ("td_target - v(s)", "stop_gradient(td_target - v(s))")
+    fixed = _load(tmp_path / "ppo_fixed.py",
+                  apply_edits((tmp_path / "ppo_step.py").read_text("utf-8"), [edit]))
+    step, opt, pi, v = fixed.build(seed, False)
+    assert audit_step(step, opt, modules={"pi": pi, "v": v}).ok
+    ref_step, ref_opt, ref_pi, ref_v = module.build(seed, True)
+    assert audit_step(ref_step, ref_opt, modules={"pi": ref_pi, "v": ref_v}).ok
+    step().backward()
+    ref_step().backward()
+    for mine, ref in ((pi.weight, ref_pi.weight), (v.weight, ref_v.weight), (v.bias, ref_v.bias)):
+        torch.testing.assert_close(mine.grad, ref.grad)

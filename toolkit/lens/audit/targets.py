@@ -71,8 +71,12 @@ __all__ = ["check", "find_trained_targets", "target_edges"]
 
 _COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss"})
 _SQUARES = frozenset({"Pow", "Abs", "Square"})
+#: nodes the head of a loss passes on to each input: sums and means, signs and constant
+#: factors, selections, and an elementwise min or max of two terms (PPO's clipped surrogate,
+#: ``torch.min(ratio * adv, ratio.clamp(1 - e, 1 + e) * adv)``: each term is the loss's)
 _HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
-                   "Select", "Index", "Clamp", "Where", "Stack", "Cat"}) | VIEWS
+                   "Select", "Index", "Clamp", "Where", "Stack", "Cat", "Minimum",
+                   "Maximum"}) | VIEWS
 _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
