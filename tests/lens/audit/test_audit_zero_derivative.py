@@ -113,3 +113,48 @@ def test_a_tensor_also_reached_by_a_path_with_gradient_is_alive(seed: int) -> No
     opt = torch.optim.SGD([w], lr=0.1)
     audit = audit_step(lambda: (torch.sign(w) * w).sum(), opt)  # d/dw = sign(w) != 0
     assert audit.ok, str(audit)
+
+
+def _gumbel_case(seed: int, ste: bool):
+    """A discrete VAE's hard Gumbel-softmax sample written by hand (the one-hot of the argmax,
+    as ``F.gumbel_softmax(..., hard=True)`` computes it), without the straight-through term
+    that ``ste=True`` adds: the encoder's values reach the decoder only as an integer index."""
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"enc": nn.Linear(10, 5), "dec": nn.Linear(5, 10)})
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, noise = torch.randn(6, 10), torch.rand(6, 5).clamp_min(1e-6)
+
+    def step() -> torch.Tensor:
+        y_soft = (model["enc"](x) - (-noise.log()).log()).softmax(-1)
+        y_hard = torch.zeros_like(y_soft).scatter_(-1, y_soft.argmax(-1, keepdim=True), 1.0)
+        z = y_soft + stop_gradient(y_hard - y_soft) if ste else y_hard
+        return F.mse_loss(model["dec"](z), x)
+
+    return model, opt, step
+
+
+def test_an_integer_result_is_named_with_the_straight_through_fix_never_a_leave_out(
+        seed: int) -> None:
+    model, opt, step = _gumbel_case(seed, ste=False)
+    audit = audit_step(step, opt, modules={"model": model})
+    assert sorted(d.parameter for d in audit.dead) == ["model.enc.bias", "model.enc.weight"]
+    (kind,) = {d.kind for d in audit.dead}
+    assert kind == "integer_result" and all(not d.edits for d in audit.dead), str(audit)
+    (line,) = {x for d in audit.dead for x in d.lines}
+    source, first = inspect.getsourcelines(_gumbel_case)
+    assert "argmax" in line.text and line.number == first + next(
+        i for i, text in enumerate(source) if "y_soft.argmax(" in text)
+    assert "straight-through" in audit.dead[0].fix and "argmax" in audit.dead[0].cut
+    # the oracle: real backward gives the encoder no gradient; the estimator gives it one, the
+    # forward unchanged and the decoder's gradient as it was
+    loss = step()
+    loss.backward()
+    assert model["enc"].weight.grad is None
+    dec_grad = model["dec"].weight.grad.clone()
+    model_ste, opt_ste, step_ste = _gumbel_case(seed, ste=True)
+    assert audit_step(step_ste, opt_ste, modules={"model": model_ste}).ok
+    loss_ste = step_ste()
+    loss_ste.backward()
+    torch.testing.assert_close(loss_ste, loss)
+    torch.testing.assert_close(model_ste["dec"].weight.grad, dec_grad)
+    assert model_ste["enc"].weight.grad.abs().sum() > 0

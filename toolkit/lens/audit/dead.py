@@ -123,6 +123,11 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     line = f"at {copied.file}:{copied.number}"
                     cut = ("torch.tensor(...) of a tensor computed from it: torch.tensor copies "
                            "values, never their graph")
+                elif (integer := _integer_result(rec, tensor)) is not None:
+                    kind, (function, where) = "integer_result", integer
+                    line = None if where is None else f"at {where.file}:{where.number}"
+                    cut = (f"{function}: an integer result made from it, whose values go on "
+                           f"and whose gradient does not")
                 else:
                     cut = ("no graph: the step reads it, but nothing it computes with it reaches "
                            "the loss (an output not used, .item(), an integer op)")
@@ -189,6 +194,11 @@ FIXES = {
                   "operations that keep the graph) where torch.tensor copies them",
     "no_graph": "make what they compute reach the loss (an output left out, .item(), an "
                 "integer op), or leave them out of the optimizer",
+    "integer_result": "if the loss should train them through those values, pass the "
+                      "gradient straight through where the integer result is used (a "
+                      "straight-through estimator: y_soft + (y_hard - y_soft).detach(), as "
+                      "F.gumbel_softmax(..., hard=True) does); if only the values are meant, "
+                      "leave them out of the optimizer",
     "written": "leave them out of the optimizer: the step updates them itself (an EMA "
                "teacher, a target network's copy), and no loss should train them",
 }
@@ -212,6 +222,16 @@ def _read_for_a_write(rec: Recording, key: int) -> bool:
     it (``.data``) as the source of an in-place write (an EMA of it): the detach made the
     write's value, not the cut that keeps it from the loss."""
     return key in rec.grad_read and any(key in w.sources for w in rec.writes.values())
+
+
+def _integer_result(rec: Recording, tensor: torch.Tensor) -> tuple[str, Line | None] | None:
+    """``(the function, the user's line)`` of this call's first integer or boolean result
+    (``argmax``, a comparison) computed from ``tensor``: what the step does with its values,
+    with no gradient back."""
+    for call, edges, function, line in rec.integer_results:
+        if call == rec.call and edges and ShortestPaths(edges).path_to(tensor):
+            return function, line
+    return None
 
 
 def _value_copy(rec: Recording, tensor: torch.Tensor) -> Line | None:

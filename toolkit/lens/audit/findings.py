@@ -96,6 +96,8 @@ class DeadParameter:
     arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
     the user's call), ``"value_copy"`` (``torch.tensor(...)`` of a tensor computed from it:
     values copied without their graph), ``"frozen"`` (``requires_grad=False``),
+    ``"integer_result"`` (its values reach the step only as an integer or boolean result,
+    ``argmax`` or a comparison, which passes no gradient: ``lines`` is where it is made),
     ``"not_used"`` (never read), ``"written"`` (written in place by the step from other
     tensors, an EMA teacher kept in the optimizer: left out of it), ``"replaced"`` (held by a module replaced after the optimizer
     was built: ``lines`` is the line that builds it) or ``"no_graph"`` (read, but what it
