@@ -415,3 +415,51 @@ def test_a_clipped_surrogate_reads_its_advantage_through_torch_min(tmp_path: Pat
     ref_step().backward()
     for mine, ref in ((pi.weight, ref_pi.weight), (v.weight, ref_v.weight), (v.bias, ref_v.bias)):
         torch.testing.assert_close(mine.grad, ref.grad)
+
+
+_WGAN_GP = """
+    import torch
+    from torch import nn
+
+    def build(seed, fixed):
+        torch.manual_seed(seed)
+        G = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
+        D = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        opt_d = torch.optim.Adam(D.parameters(), lr=1e-4, betas=(0.5, 0.9))
+        real, noise, alpha = torch.randn(4, 2), torch.randn(4, 2), torch.rand(4, 1)
+
+        def step():
+            fake = G(noise).detach() if fixed else G(noise)
+            d_fake = D(fake).mean()
+            interpolates = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+            grads, = torch.autograd.grad(D(interpolates).sum(), interpolates,
+                                         create_graph=True)
+            penalty = ((grads.norm(2, dim=1) - 1) ** 2).mean() * 10
+            return d_fake - D(real).mean() + penalty
+
+        return step, opt_d, G, D
+"""
+
+
+def test_a_gradient_penalty_is_a_second_path_one_cut_where_made_removes_both(
+        tmp_path: Path, seed: int) -> None:
+    # caogang/wgan-gp gan_toy.py's critic step (the fake batch detached through .data), with
+    # the detach left out: the fake batch reaches the critic's loss by D(fake) and by the
+    # gradient penalty's interpolates; a cut where D reads it leaves the penalty's path open
+    module = _load(tmp_path / "gp_step.py", _WGAN_GP)
+    step, opt, G, D = module.build(seed, False)
+    audit = audit_step(step, opt, modules={"G": G, "D": D})
+    assert sorted(x.parameter for x in audit.leaks) == sorted(
+        f"G.{n}" for n, _ in G.named_parameters())
+    (edit,) = _edits(audit)
+    assert (edit.old, edit.new) == ("G(noise)", "stop_gradient(G(noise))")
+    fixed = _load(tmp_path / "gp_fixed.py",
+                  apply_edits((tmp_path / "gp_step.py").read_text("utf-8"), [edit]))
+    step, opt, G, D = fixed.build(seed, False)
+    assert audit_step(step, opt, modules={"G": G, "D": D}).ok
+    ref_step, _, _, ref_D = module.build(seed, True)
+    step().backward()
+    ref_step().backward()
+    assert all(p.grad is None for p in G.parameters())
+    for mine, ref in zip(D.parameters(), ref_D.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, ref.grad)

@@ -22,6 +22,8 @@ proposed: that code runs for every caller (the generator step too).
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +99,9 @@ def _handed_group(step: RecordedStep, node: Any, line: Line) -> frozenset[tuple[
     for graph in step.graphs.values():
         for parent in graph.callers.get(id(node), ()):
             reader = graph.search.nodes[parent]
+            made = step.rec.made.get(parent)
+            if made is not None and made[0] is reader and made[2] == "op":
+                continue  # made by the step's own code after the call (WGAN-GP's mix)
             event = _event_of(step, reader, node, True)
             if event is not None and any(x.path == line.path and x.number == line.number
                                          for x in event[1]):
@@ -269,20 +274,35 @@ def leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: se
 
 def _leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: set[int],
               inner: bool) -> Cut | None:
-    cut = Cut()
+    parts: list[Cut] = []
     for _ in range(MAX_CUTS):
+        cut = functools.reduce(operator.or_, parts, Cut())
         chain = _chain(step, loss, leaf, cut)
         if chain is None:
-            return cut
+            return _fewest(prover, loss, leaf, parts)
         first = first_outside(chain, legit)
         for candidate in _candidates(step, chain, max(first, 1), True, inner):
+            if candidate.edges <= cut.edges and candidate.dead <= cut.dead:
+                continue  # already cut: this chain passes by it
             trial = cut | candidate
             if prover.keeps_training(trial) and prover.spares_gradients(trial):
-                cut = trial
+                parts.append(candidate)
                 break
         else:
             return None
-    return None if prover.reaches(loss, leaf, cut) else cut
+    cut = functools.reduce(operator.or_, parts, Cut())
+    return None if prover.reaches(loss, leaf, cut) else _fewest(prover, loss, leaf, parts)
+
+
+def _fewest(prover: Prover, loss: str, leaf: int, parts: list[Cut]) -> Cut:
+    """The union of ``parts`` without each one the others make needless (a cut where a value
+    is made, found for a second path, also cuts the first path's cut where it is read)."""
+    kept = list(parts)
+    for part in parts:
+        rest = [p for p in kept if p is not part]
+        if rest and not prover.reaches(loss, leaf, functools.reduce(operator.or_, rest)):
+            kept = rest
+    return functools.reduce(operator.or_, kept, Cut())
 
 
 def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, target: Any,
