@@ -463,3 +463,50 @@ def test_a_gradient_penalty_is_a_second_path_one_cut_where_made_removes_both(
     assert all(p.grad is None for p in G.parameters())
     for mine, ref in zip(D.parameters(), ref_D.parameters(), strict=True):
         torch.testing.assert_close(mine.grad, ref.grad)
+
+
+_SAC_ALPHA = """
+    import torch
+    from torch import nn
+
+    def build(seed, fixed):
+        torch.manual_seed(seed)
+        policy = nn.Linear(3, 2)
+        log_alpha = torch.zeros(1, requires_grad=True)
+        opts = {"policy": torch.optim.Adam(policy.parameters(), lr=3e-4),
+                "alpha": torch.optim.Adam([log_alpha], lr=3e-4)}
+        state, target_entropy = torch.randn(8, 3), -1.0
+
+        def step():
+            mean, log_std = policy(state).chunk(2, 1)
+            normal = torch.distributions.Normal(mean, log_std.exp())
+            log_pi = normal.log_prob(normal.rsample())
+            policy_loss = (log_alpha.exp().detach() * log_pi).mean()
+            entropy_gap = (log_pi + target_entropy).detach() if fixed else log_pi + target_entropy
+            return {"policy": policy_loss, "alpha": -(log_alpha * entropy_gap).mean()}
+
+        return step, opts, policy, log_alpha
+"""
+
+
+def test_a_temperature_loss_trains_its_weight_and_leaks_into_the_policy(
+        tmp_path: Path, seed: int) -> None:
+    # pranz24/pytorch-soft-actor-critic sac.py's temperature loss, -(log_alpha * (log_pi +
+    # target_entropy).detach()).mean(), without its detach: the log-probability side trains
+    # nothing the temperature's optimizer steps, so it is no score-function term (no TARGET
+    # naming log_alpha); it leaks into the policy, cut where it is read
+    module = _load(tmp_path / "sac_step.py", _SAC_ALPHA)
+    step, opts, policy, log_alpha = module.build(seed, False)
+    audit = audit_step(step, opts, modules={"policy": policy})
+    assert not audit.targets and {(x.loss, x.parameter) for x in audit.leaks} == {
+        ("alpha", "policy.weight"), ("alpha", "policy.bias")}, str(audit)
+    edits = _edits(audit)
+    fixed = _load(tmp_path / "sac_fixed.py",
+                  apply_edits((tmp_path / "sac_step.py").read_text("utf-8"), edits))
+    step, opts, policy, log_alpha = fixed.build(seed, False)
+    assert audit_step(step, opts, modules={"policy": policy}).ok
+    step()["alpha"].backward()  # each build reseeds: its draws before the next build
+    ref_step, _, ref_policy, ref_log_alpha = module.build(seed, True)
+    ref_step()["alpha"].backward()
+    torch.testing.assert_close(log_alpha.grad, ref_log_alpha.grad)
+    assert policy.weight.grad is None and ref_policy.weight.grad is None

@@ -231,6 +231,10 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         return None  # p · log p: an entropy, the weight is the distribution itself
     if _same_distribution(log, inputs[weight]):
         return None  # p · log p computed apart (softmax and log_softmax of the same logits)
+    if id(log) in nodes and not _leaves(graph, graph.reach([id(log)])) & stepped:
+        # the log-probability trains nothing this loss steps: no score-function term, the
+        # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
+        return None
     return "a log-probability times a weight that carries gradient", inputs[weight], node
 
 
