@@ -384,3 +384,49 @@ def test_an_ema_teacher_in_the_optimizer_is_left_out_of_it_not_given_gradients(
         for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped),
                               strict=True):
             torch.testing.assert_close(mine, want)
+
+
+_TIED_LATE = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"emb": nn.Embedding(10, 4), "dec": nn.Linear(4, 10)})
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.dec.weight = model.emb.weight  # tied (Press and Wolf 2017)
+    x = torch.randint(0, 10, (6,))
+
+    def step():
+        return F.cross_entropy(model.dec(model.emb(x)), x)
+
+    return model, opt, step
+'''
+
+
+def test_weights_tied_after_the_optimizer_is_built_move_the_optimizer_below_the_tie(
+        tmp_path: Path, seed: int) -> None:
+    # pytorch/examples word_language_model ties decoder.weight = encoder.weight in the model's
+    # __init__, before any optimizer; tied after it, the optimizer steps the decoder's old
+    # weight, which nothing holds
+    source = _TIED_LATE
+    model, opt, step = _load(tmp_path / "tied.py", source).build(seed)
+    audit = audit_step(step, opt, modules={"model": model})
+    (dead,) = audit.dead
+    assert dead.kind == "replaced" and dead.shape == (10, 4) and not audit.leaks, str(audit)
+    assert len(dead.edits) == 2 and "weights tied" in dead.fix
+    edited = apply_edits(source, dead.edits)
+    assert len(edited.splitlines()) == len(source.splitlines())
+    model, opt, step = _load(tmp_path / "tied_fixed.py", edited).build(seed)
+    assert audit_step(step, opt, modules={"model": model}).ok
+    stepped = [p for g in opt.param_groups for p in g["params"]]
+    assert [id(p) for p in stepped] == [id(p) for p in model.parameters()]
+    ref = source.replace("    opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n", "").replace(
+        "    x = torch.randint", "    opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+                                "    x = torch.randint")
+    _, ref_opt, ref_step = _load(tmp_path / "tied_ref.py", ref).build(seed)
+    ref_stepped = [p for g in ref_opt.param_groups for p in g["params"]]
+    for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped), strict=True):
+        torch.testing.assert_close(mine, want)

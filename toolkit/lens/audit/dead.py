@@ -362,17 +362,25 @@ def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]
         old = orphans(step, loss)
         names = {step.rec.names.name(step.rec.names.objects[i]) for i in old
                  if i in step.rec.names.objects}
+        if not any(d.kind == "not_used" and d.parameter in names for d in found):
+            continue
         owner = next((o for v in step.graphs[loss].search.leaf_node
                       if (o := replaced_owner(step, loss, step.rec.names.objects.get(v)))),
-                     None) if old else None
-        if owner is None:
+                     None)
+        # with no replaced module: a replaced parameter has the make of the one now held in
+        # its place (weights tied after the optimizer was built), a loose tensor none
+        makes = {(tuple(t.shape), t.dtype) for root in step.rec.names.roots
+                 for t in root.parameters()}
+        if owner is None and not any((tuple(t.shape), t.dtype) in makes for i in old
+                                     if (t := step.stepped[loss].get(i)) is not None):
             continue
         fix, lines, edits = rebuild_fix(step, loss, owner)
-        return [dataclasses.replace(
-            d, kind="replaced", cut=f"held by the module that {owner} replaced after the "
-            "optimizer was built: no module holds them now", fix=fix, line=None, lines=lines,
-            edits=edits)
-            if d.kind == "not_used" and d.parameter in names else d for d in found]
+        cut = ("held by no module now: " + (f"the module {owner} replaced them after the "
+               "optimizer was built" if owner is not None else
+               "what held them was replaced after the optimizer was built"))
+        return [dataclasses.replace(d, kind="replaced", cut=cut, fix=fix, line=None,
+                                    lines=lines, edits=edits)
+                if d.kind == "not_used" and d.parameter in names else d for d in found]
     return found
 
 

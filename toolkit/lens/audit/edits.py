@@ -37,7 +37,7 @@ import linecache
 import os
 import re
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -657,13 +657,15 @@ def _groups(params: ast.expr, path: str, namespace: dict[str, object],
     return isinstance(first, dict)
 
 
-def build_after(line: Line, namespace: dict[str, object], module: object) -> tuple[Edit, ...]:
+def build_after(line: Line, namespace: dict[str, object],
+                replaced: Callable[[object], bool]) -> tuple[Edit, ...]:
     """The statement at ``line`` (the one that builds an optimizer) moved to just after the
-    statement below it, in the same block, that assigns ``module`` (the module that replaced
-    the one the optimizer was built with: ``model.fc = nn.Linear(512, 3)``), when nothing in
-    between reads what it assigns. Two edits that keep every line number: the statement's
-    lines left blank, and the statement joined to the assignment's line (``model.fc =
-    nn.Linear(512, 3); optimizer = torch.optim.SGD(model.parameters(), lr=0.01)``)."""
+    last statement below it, in the same block, that assigns a value ``replaced`` accepts (a
+    module or parameter put in place of the one the optimizer was built with: ``model.fc =
+    nn.Linear(512, 3)``, ``model.dec.weight = model.emb.weight``), when nothing in between
+    reads what it assigns. Two edits that keep every line number: the statement's lines left
+    blank, and the statement joined to the assignment's line (``model.fc = nn.Linear(512, 3);
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)``)."""
     src = _source(line.path) if line.path else None
     if src is None:
         return ()
@@ -672,36 +674,35 @@ def build_after(line: Line, namespace: dict[str, object], module: object) -> tup
     body = getattr(src.parents.get(id(built)), "body", None) if built is not None else None
     if built is None or not isinstance(body, list) or built not in body:
         return ()
+    indent = src.lines[built.lineno - 1][:built.col_offset].decode("utf-8")
+    if indent.strip():  # a statement after another on its line (if x: opt = ...)
+        return ()
     assigned = {_segment(src, t) for t in built.targets}
+    last = None
     for after in body[body.index(built) + 1:]:
         reads = {_segment(src, n) for n in ast.walk(after)
-                 if isinstance(n, (ast.Name, ast.Attribute))
-                 and isinstance(n.ctx, ast.Load)}
+                 if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)}
+        if reads & assigned:  # read from here on: it must be built before
+            break
         if isinstance(after, ast.Assign) and any(
-                _readable(t) and _is(_segment(src, t), line.path, namespace, module)
+                _readable(t) and replaced(_value(_segment(src, t), line.path, namespace))
                 for t in after.targets):
-            if reads & assigned:
-                return ()
-            statement = _segment(src, built)
-            indent = src.lines[built.lineno - 1][:built.col_offset].decode("utf-8")
-            if indent.strip():  # a statement after another on its line (if x: opt = ...)
-                return ()
-            removed = Edit(line.file, built.lineno, 0, built.end_lineno,  # type: ignore[arg-type]
-                           built.end_col_offset, indent + statement,  # type: ignore[arg-type]
-                           "\n" * statement.count("\n"), line.path, ())
-            return (removed,
-                    _edit(line, src, after, f"{_segment(src, after)}; {_flat(statement)}", ()))
-        if reads & assigned:  # read before the replacement: it needs the optimizer built
-            return ()
-    return ()
+            last = after
+    if last is None:
+        return ()
+    statement = _segment(src, built)
+    removed = Edit(line.file, built.lineno, 0, built.end_lineno,  # type: ignore[arg-type]
+                   built.end_col_offset, indent + statement,  # type: ignore[arg-type]
+                   "\n" * statement.count("\n"), line.path, ())
+    return removed, _edit(line, src, last, f"{_segment(src, last)}; {_flat(statement)}", ())
 
 
-def _is(expression: str, path: str, namespace: dict[str, object], value: object) -> bool:
-    """Whether ``expression`` (an assignment's target, written out) reads as ``value``."""
+def _value(expression: str, path: str, namespace: dict[str, object]) -> object:
+    """What ``expression`` (an assignment's target, written out) reads as, or ``None``."""
     try:
-        return _read(expression, path, namespace) is value
+        return _read(expression, path, namespace)
     except (LookupError, SyntaxError):
-        return False
+        return None
 
 
 def straight_through(line: Line) -> Edit | None:

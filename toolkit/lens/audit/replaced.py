@@ -1,5 +1,6 @@
 """A module replaced after its optimizer was built (a new head, ``model.fc = nn.Linear(512,
-3)``, set after ``optimizer = SGD(model.parameters())``).
+3)``, set after ``optimizer = SGD(model.parameters())``), or a parameter (weights tied after
+it: ``model.dec.weight = model.emb.weight``).
 
 The optimizer steps the tensors of the module that was replaced: no module holds them and no
 loss reaches them (DEAD). The new module's tensors get gradient and no optimizer steps them
@@ -55,20 +56,31 @@ def replaced_owner(step: RecordedStep, loss: str, variable: Any) -> str | None:
     return owner if new and not new - left else None
 
 
-def rebuild_fix(step: RecordedStep, loss: str, owner: str
+def rebuild_fix(step: RecordedStep, loss: str, owner: str | None
                 ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
     """``(the fix in words, the line that builds the loss's optimizer, the edits that move it
-    below the assignment of module ``owner``)``; the edits are none where the assignment is
-    not found in the same block."""
+    below the assignment of module ``owner``)``; with no ``owner`` (a parameter replaced:
+    weights tied after the optimizer was built), below the last assignment of a module or
+    tensor the named modules hold. The edits are none where the assignment is not found in
+    the same block."""
     optimizer = step.optimizer_of[loss]
     pairing = step.pairings.get(None if None in step.pairings else loss)
     line = (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
             else None)
-    module = step.rec.names.by_label.get(owner)
-    edits = () if line is None else build_after(line, step.namespace, module)
+    names = step.rec.names
+    module = names.by_label.get(owner) if owner is not None else None
+    held = {*names.modules, *names.tensors}
+    edits = () if line is None else build_after(
+        line, step.namespace, (lambda value: value is module) if owner is not None
+        else (lambda value: value is not None and id(value) in held))
     where = (f"optimizer {optimizer!r} (built at {line.file}:{line.number})"
              if line is not None else f"optimizer {optimizer!r}")
     moved = f" (the assignment at {edits[1].file}:{edits[1].line})" if edits else ""
+    if owner is None:
+        return (f"{where} steps tensors that no module holds and no loss reaches: a module or "
+                f"parameter was replaced after it was built (a new layer, weights tied); build "
+                f"the optimizer after the replacement{moved}"), (
+            () if line is None else (line,)), edits
     return (f"{owner} was replaced after {where} was built: the optimizer steps the tensors "
             f"of the module it replaced, which no module holds and no loss reaches, and not "
             f"the new ones; build the optimizer after the replacement{moved}, or add the new "
