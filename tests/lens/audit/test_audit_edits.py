@@ -510,3 +510,55 @@ def test_a_temperature_loss_trains_its_weight_and_leaks_into_the_policy(
     ref_step()["alpha"].backward()
     torch.testing.assert_close(log_alpha.grad, ref_log_alpha.grad)
     assert policy.weight.grad is None and ref_policy.weight.grad is None
+
+
+_PIX2PIX = """
+    import torch
+    from torch import nn
+
+    def build(seed, fixed):
+        torch.manual_seed(seed)
+        G, D = nn.Linear(4, 4), nn.Linear(8, 1)
+        opts = {"d": torch.optim.Adam(D.parameters(), lr=2e-4),
+                "g": torch.optim.Adam(G.parameters(), lr=2e-4)}
+        real_A, real_B = torch.randn(8, 4), torch.randn(8, 4)
+
+        def step():
+            fake_B = G(real_A) if fixed else G(real_A).detach()
+            fake_AB = torch.cat((real_A, fake_B), 1)
+            pred_fake = D(fake_AB.detach() if fixed else fake_AB)
+            loss_d = pred_fake.pow(2).mean() + (D(torch.cat((real_A, real_B), 1)) - 1).pow(2).mean()
+            loss_g = (D(torch.cat((real_A, fake_B), 1)) - 1).pow(2).mean() + (fake_B - real_B).abs().mean()
+            return {"d": loss_d, "g": loss_g}
+
+        return step, opts, G, D
+"""
+
+
+def test_a_detach_two_losses_read_is_moved_where_only_one_must_not_train_through_it(
+        tmp_path: Path, seed: int) -> None:
+    # junyanz/pytorch-CycleGAN-and-pix2pix pix2pix_model.py detaches the fake pair where the
+    # discriminator's loss reads it (backward_D) and not for the generator's (backward_G);
+    # the bug, constructed, detaches fake_B where it is made: the generator never trains, and
+    # removing that detach alone would train it on the discriminator's loss
+    module = _load(tmp_path / "p2p_step.py", _PIX2PIX)
+    step, opts, G, D = module.build(seed, False)
+    audit = audit_step(step, opts, modules={"G": G, "D": D})
+    (dead,) = {(d.kind, d.edits) for d in audit.dead}
+    edits = list(dead[1])
+    assert dead[0] == "detach" and [e.new for e in edits] == ["G(real_A)",
+                                                               "stop_gradient(fake_B)"]
+    fixed = _load(tmp_path / "p2p_fixed.py",
+                  apply_edits((tmp_path / "p2p_step.py").read_text("utf-8"), edits))
+    step, opts, G, D = fixed.build(seed, False)
+    assert audit_step(step, opts, modules={"G": G, "D": D}).ok
+    ref_step, _, ref_G, ref_D = module.build(seed, True)
+    for name, trained, ref in (("d", D, ref_D), ("g", G, ref_G)):
+        for m in (G, D, ref_G, ref_D):
+            m.zero_grad(set_to_none=True)
+        step()[name].backward()
+        ref_step()[name].backward()
+        for mine, want in zip(trained.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(mine.grad, want.grad)
+        if name == "d":  # the discriminator's loss leaves the generator alone
+            assert G.weight.grad is None and ref_G.weight.grad is None

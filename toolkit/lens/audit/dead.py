@@ -15,6 +15,7 @@ import torch
 from toolkit.lens.audit.calls import COPY
 from toolkit.lens.audit.edits import (
     Edit,
+    cut_operand,
     extend_argument,
     grad_on,
     keyword_value,
@@ -349,8 +350,51 @@ def check(step: RecordedStep) -> Found:
         if missing:
             roots = [t for name in members for t in step.roots(name)]
             found = find_dead(optimizer, tuple(members), roots, missing, rec, step.label)
-            dead += _left_out(step, members, params, _replaced(step, members, found))
+            found = _other_readers(step, members, _replaced(step, members, found))
+            dead += _left_out(step, members, params, found)
     return {"dead": dead, "frozen": frozen}
+
+
+def _other_readers(step: RecordedStep, members: list[str], found: list[DeadParameter]
+                   ) -> list[DeadParameter]:
+    """A ``.detach()`` removed for these losses also hands every other loss that reads the
+    value it cut a gradient into these tensors: each such read gets a cut of its own, where
+    the step's code first read the detached value (pix2pix's ``fake_B = netG(real_A)``, read
+    detached by the discriminator's loss and with its graph by the generator's), or the fix
+    is said without an edit."""
+    rec, out = step.rec, []
+    for d in found:
+        if d.kind != "detach" or not d.edits or not d.lines:
+            out.append(d)
+            continue
+        where = d.lines[0]
+        tensor = next((t for i, t in rec.names.objects.items()
+                       if rec.names.tensors.get(i) == d.parameter), None)
+        cuts: list[Edit | None] = []
+        reads: list[Line] = []
+        readers: list[str] = []
+        for call, edge, node, read in rec.detached_reads:
+            made = rec.lines.get(("detach", call, id(edge.grad_fn)))
+            if call != rec.call or made is None or (made.path, made.number) != (
+                    where.path, where.number):
+                continue
+            others = [loss for loss in step.losses if loss not in members
+                      and id(node) in step.searches[loss].nodes
+                      and (tensor is None or id(tensor) not in step.stepped[loss])]
+            if others:
+                cuts.append(None if read is None else cut_operand(*read))
+                reads += [] if read is None or read[0] in reads else [read[0]]
+                readers += [loss for loss in others if loss not in readers]
+        if not cuts:
+            out.append(d)
+            continue
+        at = ", ".join(f"{x.file}:{x.number}" for x in reads)
+        fix = (f"{d.fix}; and cut it where loss {', '.join(map(repr, readers))} reads it"
+               f"{f' (at {at})' if at else ''}, which the .detach() kept from these tensors")
+        edits = () if any(c is None for c in cuts) else tuple(dict.fromkeys(
+            [*d.edits, *(c for c in cuts if c is not None)]))
+        out.append(dataclasses.replace(d, fix=fix, lines=(*d.lines, *reads), edits=edits))
+    return out
 
 
 def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]

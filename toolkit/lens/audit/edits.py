@@ -100,6 +100,7 @@ class _Source:
     lines: tuple[bytes, ...]
     tree: ast.Module
     parents: dict[int, ast.AST]
+    ends: dict[tuple[int, int], list[ast.expr]]  # where an expression ends -> those that do
 
 
 @functools.lru_cache(maxsize=64)
@@ -113,8 +114,13 @@ def _parsed(path: str, stamp: float) -> _Source | None:
     except SyntaxError:
         return None
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    ends: dict[tuple[int, int], list[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.expr):
+            ends.setdefault((node.end_lineno, node.end_col_offset), []).append(  # type: ignore[arg-type]
+                node)
     return _Source(tuple(x.encode("utf-8") for x in text.splitlines(keepends=True)), tree,
-                   parents)
+                   parents, ends)
 
 
 def _source(path: str) -> _Source | None:
@@ -166,9 +172,7 @@ def _at(line: Line) -> tuple[_Source, ast.expr] | None:
         return None
     l0, l1, c0, c1 = line.span
     best = None
-    for node in ast.walk(src.tree):
-        if not isinstance(node, ast.expr) or node.end_lineno != l1 or node.end_col_offset != c1:
-            continue
+    for node in src.ends.get((l1, c1), ()):
         if (node.lineno, node.col_offset) <= (l0, c0) and (
                 best is None or (node.lineno, node.col_offset) > (best.lineno, best.col_offset)):
             best = node
@@ -210,8 +214,8 @@ def _operands(node: ast.expr) -> list[ast.expr]:
         return [node.value]
     if isinstance(node, ast.Call):
         args = list(node.args)
-        if len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
-            args = list(args[0].elts)
+        if args and isinstance(args[0], (ast.List, ast.Tuple)):  # torch.cat((a, b), 1)
+            args = [*args[0].elts, *args[1:]]
         func = node.func
         if isinstance(func, ast.Attribute) and not (
                 isinstance(func.value, ast.Name) and func.value.id in _NAMESPACES):

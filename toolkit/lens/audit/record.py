@@ -46,7 +46,15 @@ from toolkit.core.stop_gradient import observe_cuts
 from toolkit.lens.audit.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
 from toolkit.lens.audit.edits import operand_holding
 from toolkit.lens.audit.names import Names
-from toolkit.lens.audit.sites import Line, line_of, step_line, user_frame, user_line, user_stack
+from toolkit.lens.audit.sites import (
+    Line,
+    line_of,
+    step_frame,
+    step_line,
+    user_frame,
+    user_line,
+    user_stack,
+)
 from toolkit.lens.audit.state import STATEFUL, StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
@@ -203,6 +211,13 @@ class Recording:
         self.detached_into: dict[tuple[int, str], list[tuple[Edge, Line | None]]] = {}
         # id(node) -> (node, line): tensors with a graph assigned to a module's attribute
         self.assigned: dict[int, tuple[Any, Line]] = {}
+        # id(tensor) -> (weak reference, what was cut, where the step's code first read the
+        # detached value): a tensor computed, without graph, from a detached one
+        self.from_detached: dict[int, tuple[Any, Edge, tuple[Line, int] | None]] = {}
+        # (call, what was cut, the node that read it with a graph, (the step's line that first
+        # read the detached value, which operand there)): where a detached value re-enters a
+        # graph (D(torch.cat((A, G(A).detach()), 1))): the losses a removed cut would reach
+        self.detached_reads: list[tuple[int, Edge, Any, tuple[Line, int] | None]] = []
         # id(node) -> (node, the user's frames there, kind): where a tensor with a graph was
         # made, innermost line first: "op" (an operation of the step's own code), "module"
         # (the outermost module call), "inner" (inside a module's forward: a line every
@@ -293,6 +308,34 @@ class Recording:
                 copy_of = same if exact and len(inputs) == 1 else None
         if sources:
             self._made_from[id(out)] = (weakref.ref(out), sources, copy_of)
+
+    def note_detached_reads(self, out: Any, inputs: list[torch.Tensor]) -> None:
+        """Follow values computed from a detached tensor of this call: to each result without
+        graph, and into each result with one (the node that reads it, filed with where the
+        step's own code first read the detached value)."""
+        found = None
+        for t in inputs:
+            cut = self.detached_out.get(id(t))
+            if cut is not None and cut[0]() is t and t.grad_fn is None:
+                frame = step_frame(3)
+                read = None
+                if frame is not None:
+                    line = line_of(frame)
+                    position = operand_holding(line, frame, t)
+                    read = None if position is None else (line, position)
+                found = (cut[1], read)
+                break
+            entry = self.from_detached.get(id(t))
+            if entry is not None and entry[0]() is t:
+                found = entry[1:]
+                break
+        if found is None:
+            return
+        for o in tensors_in([out]):
+            if o.grad_fn is None:
+                self.from_detached[id(o)] = (weakref.ref(o), *found)
+            else:
+                self.detached_reads.append((self.call, found[0], o.grad_fn, found[1]))
 
     def note_old_reads(self, inputs: list[torch.Tensor]) -> None:
         """Remember the step's own line that reads a tensor made before this call (a state

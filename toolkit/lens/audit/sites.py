@@ -141,6 +141,21 @@ def step_line() -> Line | None:
     return next((line for line in user_stack(3) if not line.inside), None)
 
 
+def step_frame(depth: int = 2) -> FrameType | None:
+    """The innermost frame of the user's code that runs outside every module's ``forward``
+    (the step's own code that handed a tensor to the forward now running), or ``None``."""
+    frames: list[FrameType] = []
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and frame.f_code not in STOP_CODES:
+        frames.append(frame)
+        frame = frame.f_back
+    # frames inside the outermost running forward are inside one; the user's first frame
+    # outside it is the step's own code
+    outer = max((i for i, f in enumerate(frames) if _forward_of(f) is not None), default=-1)
+    return next((f for f in frames[outer + 1:] if not _library(f.f_code.co_filename)
+                 and not _installed(f.f_code.co_filename)), None)
+
+
 def user_frame(depth: int = 2) -> FrameType | None:
     """The innermost frame of the user's code above the caller (``depth`` frames up), outside
     installed packages when there is one, or ``None``."""
