@@ -3,25 +3,15 @@ recording, written into the source by :func:`apply_edits`, and the edited code r
 
 from __future__ import annotations
 
-import importlib.util
-import textwrap
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
+from steps_on_disk import load
 
 from toolkit import audit_step, stop_gradient
 from toolkit.lens.audit.edits import Edit, apply_edits
-
-
-def _load(path: Path, text: str) -> ModuleType:
-    path.write_text(textwrap.dedent(text), "utf-8")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _edits(audit) -> list[Edit]:
@@ -53,7 +43,7 @@ _GAN = """
 
 def test_a_leaks_edit_wraps_the_argument_handed_to_the_module(tmp_path: Path,
                                                                seed: int) -> None:
-    module = _load(tmp_path / "gan_step.py", _GAN)
+    module = load(tmp_path / "gan_step.py", _GAN)
     step, opts, modules = module.build(seed)
     audit = audit_step(step, opts, modules=modules)
     (edit,) = _edits(audit)
@@ -61,7 +51,7 @@ def test_a_leaks_edit_wraps_the_argument_handed_to_the_module(tmp_path: Path,
                                                "stop_gradient(fake)")
     assert f"edit: {edit}" in str(audit)
     assert str(edit) == f"gan_step.py:{edit.line}: fake -> stop_gradient(fake)"
-    fixed = _load(tmp_path / "gan_fixed.py",
+    fixed = load(tmp_path / "gan_fixed.py",
                   apply_edits((tmp_path / "gan_step.py").read_text("utf-8"), [edit]))
     step, opts, modules = fixed.build(seed)
     assert audit_step(step, opts, modules=modules).ok
@@ -128,13 +118,13 @@ _MEAN = """
 
 def test_a_buffer_written_from_a_graph_is_cut_where_the_write_reads_it(tmp_path: Path,
                                                                        seed: int) -> None:
-    module = _load(tmp_path / "mean_step.py", _MEAN)
+    module = load(tmp_path / "mean_step.py", _MEAN)
     step, opt, model = module.build(seed)
     audit = audit_step(step, opt)
     (held,) = audit.held
     (edit,) = held.edits
     assert (edit.old, edit.new) == ("0.1 * out.mean(0)", "stop_gradient(0.1 * out.mean(0))")
-    fixed = _load(tmp_path / "mean_fixed.py",
+    fixed = load(tmp_path / "mean_fixed.py",
                   apply_edits((tmp_path / "mean_step.py").read_text("utf-8"), [edit]))
     step, opt, model = fixed.build(seed)
     assert audit_step(step, opt).ok
@@ -180,13 +170,13 @@ def test_a_state_this_steps_loss_trains_through_is_cut_where_it_is_read(tmp_path
     # issue 53: detaching where the running mean is stored would also cut this step's own
     # gradient through it; the fix cuts the previous step's value where it is read, and
     # works on the first call, when it is still the number 0
-    module = _load(tmp_path / "running_step.py", _RUNNING)
+    module = load(tmp_path / "running_step.py", _RUNNING)
     step, opt, model, x = module.build(seed)
     audit = audit_step(step, opt)
     assert audit.carried and audit.held
     edits = _edits(audit)
     assert [(e.old, e.new) for e in edits] == [("self.avg", "stop_gradient(self.avg)")]
-    fixed = _load(tmp_path / "running_fixed.py",
+    fixed = load(tmp_path / "running_fixed.py",
                   apply_edits((tmp_path / "running_step.py").read_text("utf-8"), edits))
     step, opt, model, x = fixed.build(seed)
     lin = torch.nn.Linear(2, 2)
@@ -206,26 +196,15 @@ def test_a_state_this_steps_loss_trains_through_is_cut_where_it_is_read(tmp_path
 
 def _sibling(name: str) -> ModuleType:
     """The test module ``name`` of this folder, whose constructed steps the edits fix."""
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_steps_of_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load(Path(__file__).with_name(f"{name}.py"), name=f"_steps_of_{name}")
 
 
 def _edited(module: ModuleType, edits: list[Edit], folder: Path) -> ModuleType:
     """``module`` loaded again from a copy of its file with ``edits`` written in."""
     source = Path(module.__file__).read_text("utf-8")
-    path = folder / f"edited_{Path(module.__file__).name}"
     edited = apply_edits(source, edits)
     assert len(edited.splitlines()) == len(source.splitlines())  # every line keeps its number
-    path.write_text(edited, "utf-8")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    edited = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(edited)
-    return edited
+    return load(folder / f"edited_{Path(module.__file__).name}", edited)
 
 
 def _stepped_grads(step, optimizer) -> list[torch.Tensor | None]:
@@ -349,14 +328,14 @@ def test_a_teacher_parameter_written_with_its_graph_is_held_and_cut_where_writte
     # facebookresearch/dino's EMA (param_k.data.mul_(m).add_((1 - m) * param_q.detach().data)
     # under torch.no_grad()), written without either: the frozen teacher's parameters become
     # non-leaves holding each step's graph
-    module = _load(tmp_path / "ema_step.py", _EMA_TEACHER)
+    module = load(tmp_path / "ema_step.py", _EMA_TEACHER)
     step, opt, student, teacher = module.build(seed)
     audit = audit_step(step, opt, modules={"student": student, "teacher": teacher})
     assert sorted((h.module, h.name, h.kind) for h in audit.held) == [
         ("teacher", "bias", "parameter"), ("teacher", "weight", "parameter")]
     (edit,) = _edits(audit)
     assert (edit.old, edit.new) == ("ps", "stop_gradient(ps)")
-    fixed = _load(tmp_path / "ema_fixed.py",
+    fixed = load(tmp_path / "ema_fixed.py",
                   apply_edits((tmp_path / "ema_step.py").read_text("utf-8"), [edit]))
     step, opt, student, teacher = fixed.build(seed)
     assert audit_step(step, opt, modules={"student": student, "teacher": teacher}).ok
@@ -398,14 +377,14 @@ def test_a_clipped_surrogate_reads_its_advantage_through_torch_min(tmp_path: Pat
                                                                      seed: int) -> None:
     # seungeunrho/minimalRL ppo.py's loss (-torch.min(surr1, surr2) + smooth_l1_loss), its
     # advantage left on the critic's graph: the critic is trained through the policy term
-    module = _load(tmp_path / "ppo_step.py", _PPO)
+    module = load(tmp_path / "ppo_step.py", _PPO)
     step, opt, pi, v = module.build(seed, False)
     audit = audit_step(step, opt, modules={"pi": pi, "v": v})
     (target,) = audit.targets
     assert sorted(target.parameters) == ["v.bias", "v.weight"] and "Minimum" in target.path
     (edit,) = _edits(audit)
     assert (edit.old, edit.new) == ("td_target - v(s)", "stop_gradient(td_target - v(s))")
-    fixed = _load(tmp_path / "ppo_fixed.py",
+    fixed = load(tmp_path / "ppo_fixed.py",
                   apply_edits((tmp_path / "ppo_step.py").read_text("utf-8"), [edit]))
     step, opt, pi, v = fixed.build(seed, False)
     assert audit_step(step, opt, modules={"pi": pi, "v": v}).ok
@@ -446,14 +425,14 @@ def test_a_gradient_penalty_is_a_second_path_one_cut_where_made_removes_both(
     # caogang/wgan-gp gan_toy.py's critic step (the fake batch detached through .data), with
     # the detach left out: the fake batch reaches the critic's loss by D(fake) and by the
     # gradient penalty's interpolates; a cut where D reads it leaves the penalty's path open
-    module = _load(tmp_path / "gp_step.py", _WGAN_GP)
+    module = load(tmp_path / "gp_step.py", _WGAN_GP)
     step, opt, G, D = module.build(seed, False)
     audit = audit_step(step, opt, modules={"G": G, "D": D})
     assert sorted(x.parameter for x in audit.leaks) == sorted(
         f"G.{n}" for n, _ in G.named_parameters())
     (edit,) = _edits(audit)
     assert (edit.old, edit.new) == ("G(noise)", "stop_gradient(G(noise))")
-    fixed = _load(tmp_path / "gp_fixed.py",
+    fixed = load(tmp_path / "gp_fixed.py",
                   apply_edits((tmp_path / "gp_step.py").read_text("utf-8"), [edit]))
     step, opt, G, D = fixed.build(seed, False)
     assert audit_step(step, opt, modules={"G": G, "D": D}).ok
@@ -495,13 +474,13 @@ def test_a_temperature_loss_trains_its_weight_and_leaks_into_the_policy(
     # target_entropy).detach()).mean(), without its detach: the log-probability side trains
     # nothing the temperature's optimizer steps, so it is no score-function term (no TARGET
     # naming log_alpha); it leaks into the policy, cut where it is read
-    module = _load(tmp_path / "sac_step.py", _SAC_ALPHA)
+    module = load(tmp_path / "sac_step.py", _SAC_ALPHA)
     step, opts, policy, log_alpha = module.build(seed, False)
     audit = audit_step(step, opts, modules={"policy": policy})
     assert not audit.targets and {(x.loss, x.parameter) for x in audit.leaks} == {
         ("alpha", "policy.weight"), ("alpha", "policy.bias")}, str(audit)
     edits = _edits(audit)
-    fixed = _load(tmp_path / "sac_fixed.py",
+    fixed = load(tmp_path / "sac_fixed.py",
                   apply_edits((tmp_path / "sac_step.py").read_text("utf-8"), edits))
     step, opts, policy, log_alpha = fixed.build(seed, False)
     assert audit_step(step, opts, modules={"policy": policy}).ok
@@ -541,14 +520,14 @@ def test_a_detach_two_losses_read_is_moved_where_only_one_must_not_train_through
     # discriminator's loss reads it (backward_D) and not for the generator's (backward_G);
     # the bug, constructed, detaches fake_B where it is made: the generator never trains, and
     # removing that detach alone would train it on the discriminator's loss
-    module = _load(tmp_path / "p2p_step.py", _PIX2PIX)
+    module = load(tmp_path / "p2p_step.py", _PIX2PIX)
     step, opts, G, D = module.build(seed, False)
     audit = audit_step(step, opts, modules={"G": G, "D": D})
     (dead,) = {(d.kind, d.edits) for d in audit.dead}
     edits = list(dead[1])
     assert dead[0] == "detach" and [e.new for e in edits] == ["G(real_A)",
                                                                "stop_gradient(fake_B)"]
-    fixed = _load(tmp_path / "p2p_fixed.py",
+    fixed = load(tmp_path / "p2p_fixed.py",
                   apply_edits((tmp_path / "p2p_step.py").read_text("utf-8"), edits))
     step, opts, G, D = fixed.build(seed, False)
     assert audit_step(step, opts, modules={"G": G, "D": D}).ok

@@ -7,15 +7,14 @@ after the optimizer was built (a new head) moves the line that builds the optimi
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import math
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 import torch.nn.functional as F
+from steps_on_disk import load
 from torch import nn
 
 from toolkit import audit_step
@@ -209,22 +208,13 @@ def build(seed):
 '''
 
 
-def _load(path: Path, text: str) -> ModuleType:
-    path.write_text(text, "utf-8")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_head_replaced_after_the_optimizer_is_built_moves_the_optimizer_below_it(
         tmp_path: Path, seed: int) -> None:
     # the fine-tuning bug of microsoft/nni#4521 (layers replaced by ModelSpeedup after the
     # optimizer was built; "an easy way is reinitializing a new optimizer"), as a new head:
     # the optimizer steps the old head, which no module holds, and not the new one
     source = _NEW_HEAD.format(between="")
-    model, optimizer, step = _load(tmp_path / "new_head.py", source).build(seed)
+    model, optimizer, step = load(tmp_path / "new_head.py", source).build(seed)
     audit = audit_step(step, optimizer)
     assert sorted(x.parameter for x in audit.leaks) == ["model.fc.bias", "model.fc.weight"]
     assert {d.kind for d in audit.dead} == {"replaced"} and len(audit.dead[0].shape) == 2
@@ -240,7 +230,7 @@ def test_a_head_replaced_after_the_optimizer_is_built_moves_the_optimizer_below_
     edited = apply_edits(source, edits)
     assert len(edited.splitlines()) == len(source.splitlines())  # every line keeps its number
     assert edited.splitlines()[edits[0].line - 1] == ""  # no whitespace left behind
-    model, optimizer, step = _load(tmp_path / "new_head_fixed.py", edited).build(seed)
+    model, optimizer, step = load(tmp_path / "new_head_fixed.py", edited).build(seed)
     assert audit_step(step, optimizer).ok
     assert [id(p) for g in optimizer.param_groups for p in g["params"]] == [
         id(p) for p in model.parameters()]
@@ -248,7 +238,7 @@ def test_a_head_replaced_after_the_optimizer_is_built_moves_the_optimizer_below_
     ref = source.replace("    optimizer = torch.optim.SGD(model.parameters(), lr=0.01,\n"
                          "                                momentum=0.9)\n", "")
     ref = ref.replace("    x, y = torch.randn", fixed + "    x, y = torch.randn")
-    _, ref_optimizer, ref_step = _load(tmp_path / "new_head_ref.py", ref).build(seed)
+    _, ref_optimizer, ref_step = load(tmp_path / "new_head_ref.py", ref).build(seed)
     stepped = [p for g in optimizer.param_groups for p in g["params"]]
     ref_stepped = [p for g in ref_optimizer.param_groups for p in g["params"]]
     for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped), strict=True):
@@ -261,7 +251,7 @@ def test_a_replaced_head_whose_optimizer_is_read_before_it_gets_no_edit(tmp_path
     # the head would leave the scheduler without it, so the fix is said, never written
     source = _NEW_HEAD.format(
         between="scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)\n    ")
-    _, optimizer, step = _load(tmp_path / "new_head_sched.py", source).build(seed)
+    _, optimizer, step = load(tmp_path / "new_head_sched.py", source).build(seed)
     audit = audit_step(step, optimizer)
     assert {d.kind for d in audit.dead} == {"replaced"}
     assert all(f.lines and not f.edits for f in [*audit.leaks, *audit.dead]), str(audit)
@@ -366,15 +356,15 @@ def test_an_ema_teacher_in_the_optimizer_is_left_out_of_it_not_given_gradients(
     # optimizer over both. Switching gradients on where the EMA is written (the no_grad
     # finding's edit) would crash on an in-place write of a leaf: the teacher is left out
     source = _MEAN_TEACHER.replace("{params}", "mt.parameters()")
-    _, opt, step = _load(tmp_path / "mean_teacher.py", source).build(seed)
+    _, opt, step = load(tmp_path / "mean_teacher.py", source).build(seed)
     audit = audit_step(step, opt)
     assert {d.kind for d in audit.dead} == {"written"} and len(audit.dead) == 4, str(audit)
     assert all(d.parameter.startswith("mt.teacher.") for d in audit.dead)
     (edit,) = {e for d in audit.dead for e in d.edits}
     edited = apply_edits(source, [edit])
-    mt, opt, step = _load(tmp_path / "mean_teacher_fixed.py", edited).build(seed)
+    mt, opt, step = load(tmp_path / "mean_teacher_fixed.py", edited).build(seed)
     assert audit_step(step, opt).ok
-    _, ref_opt, ref_step = _load(tmp_path / "mean_teacher_ref.py", _MEAN_TEACHER.replace(
+    _, ref_opt, ref_step = load(tmp_path / "mean_teacher_ref.py", _MEAN_TEACHER.replace(
         "{params}", "mt.student.parameters()")).build(seed)
     stepped = [p for g in opt.param_groups for p in g["params"]]
     ref_stepped = [p for g in ref_opt.param_groups for p in g["params"]]
@@ -412,21 +402,21 @@ def test_weights_tied_after_the_optimizer_is_built_move_the_optimizer_below_the_
     # __init__, before any optimizer; tied after it, the optimizer steps the decoder's old
     # weight, which nothing holds
     source = _TIED_LATE
-    model, opt, step = _load(tmp_path / "tied.py", source).build(seed)
+    model, opt, step = load(tmp_path / "tied.py", source).build(seed)
     audit = audit_step(step, opt, modules={"model": model})
     (dead,) = audit.dead
     assert dead.kind == "replaced" and dead.shape == (10, 4) and not audit.leaks, str(audit)
     assert len(dead.edits) == 2 and "weights tied" in dead.fix
     edited = apply_edits(source, dead.edits)
     assert len(edited.splitlines()) == len(source.splitlines())
-    model, opt, step = _load(tmp_path / "tied_fixed.py", edited).build(seed)
+    model, opt, step = load(tmp_path / "tied_fixed.py", edited).build(seed)
     assert audit_step(step, opt, modules={"model": model}).ok
     stepped = [p for g in opt.param_groups for p in g["params"]]
     assert [id(p) for p in stepped] == [id(p) for p in model.parameters()]
     ref = source.replace("    opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n", "").replace(
         "    x = torch.randint", "    opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
                                 "    x = torch.randint")
-    _, ref_opt, ref_step = _load(tmp_path / "tied_ref.py", ref).build(seed)
+    _, ref_opt, ref_step = load(tmp_path / "tied_ref.py", ref).build(seed)
     ref_stepped = [p for g in ref_opt.param_groups for p in g["params"]]
     for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped), strict=True):
         torch.testing.assert_close(mine, want)
