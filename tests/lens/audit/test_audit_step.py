@@ -233,6 +233,22 @@ def test_graph_built_before_the_audit_is_carried() -> None:
     assert carried.source == "the output of Addmm (lin)"  # made before the hooks were on
 
 
+def test_a_carried_state_enters_where_this_call_hands_it_on() -> None:
+    # a seq2seq step: the encoder's last state is kept for the next batch and starts the
+    # decoder; the previous call handed it to the decoder, this call to the encoder
+    encoder, decoder = nn.GRU(4, 6, batch_first=True), nn.GRU(4, 6, batch_first=True)
+    opt = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()])
+    x, y, state = torch.randn(2, 5, 4), torch.randn(2, 3, 4), {"h": torch.zeros(1, 2, 6)}
+
+    def step() -> torch.Tensor:
+        _, h = encoder(x, state["h"])
+        state["h"] = h
+        return decoder(y, h)[0].pow(2).mean()
+
+    (carried,) = audit_step(step, opt, modules={"encoder": encoder, "decoder": decoder}).carried
+    assert carried.entered == "the input of encoder" and "(the input of encoder)" in carried.fix
+
+
 def test_names_come_from_modules_then_self_then_the_closure() -> None:
     class Agent(nn.Module):
         def __init__(self) -> None:

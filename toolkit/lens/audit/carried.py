@@ -61,7 +61,7 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
         source = f"the output of {module}{where}" if module else f"the output of {label(node)}"
         if len(outputs_of(node)) > 1:
             source += f" (output {nr} of its node)"
-        passed = label.rec.inputs.get(id(node))
+        passed = label.rec.inputs_now.get((label.rec.call, id(node)))  # where it enters now
         if passed is not None and passed[0] is node:
             entered = f"the input of {passed[1]}"
         else:

@@ -211,6 +211,8 @@ class Recording:
         self.detached_into: dict[tuple[int, str], list[tuple[Edge, Line | None]]] = {}
         # id(node) -> (node, line): tensors with a graph assigned to a module's attribute
         self.assigned: dict[int, tuple[Any, Line]] = {}
+        # (call, id(node)) -> (node, module): the first module that call handed it to
+        self.inputs_now: dict[tuple[int, int], tuple[Any, str]] = {}
         # id(tensor) -> (weak reference, what was cut, where the step's code first read the
         # detached value): a tensor computed, without graph, from a detached one
         self.from_detached: dict[int, tuple[Any, Edge, tuple[Line, int] | None]] = {}
@@ -505,6 +507,9 @@ class Recording:
                 start = self.sequence() if stack and handed else 0
                 for t in handed:
                     self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+                    # the module each call hands it to (a state carried from the previous
+                    # call enters this call's graph there)
+                    self.inputs_now.setdefault((self.call, id(t.grad_fn)), (t.grad_fn, label))
                     if stack:
                         self.handed.setdefault(id(t.grad_fn), []).append(
                             (t.grad_fn, label, stack, start, outermost and not stack[0].inside))
