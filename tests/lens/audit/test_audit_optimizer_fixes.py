@@ -420,3 +420,48 @@ def test_weights_tied_after_the_optimizer_is_built_move_the_optimizer_below_the_
     ref_stepped = [p for g in ref_opt.param_groups for p in g["params"]]
     for mine, want in zip(_grads(step, stepped), _grads(ref_step, ref_stepped), strict=True):
         torch.testing.assert_close(mine, want)
+
+
+class _LoRALinear(nn.Module):
+    """microsoft/LoRA, loralib/layers.py@main (``Linear``): a base layer and a low-rank update
+    ``x @ A.T @ B.T * scaling``; loralib.mark_only_lora_as_trainable freezes the base."""
+
+    def __init__(self, n_in: int, n_out: int, r: int = 2) -> None:
+        super().__init__()
+        self.base = nn.Linear(n_in, n_out)
+        self.lora_A = nn.Parameter(torch.randn(r, n_in) * 0.1)
+        self.lora_B = nn.Parameter(torch.randn(n_out, r) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + x @ self.lora_A.t() @ self.lora_B.t()
+
+
+def _lora_case(seed: int, frozen: bool):
+    torch.manual_seed(seed)
+    model = nn.Sequential(_LoRALinear(6, 6), nn.Tanh(), _LoRALinear(6, 2))
+    if frozen:  # loralib.mark_only_lora_as_trainable(model)
+        for name, p in model.named_parameters():
+            p.requires_grad_("lora_" in name)
+    optimizer = torch.optim.AdamW([p for n, p in model.named_parameters() if "lora_" in n])
+    x, y = torch.randn(5, 6), torch.randint(0, 2, (5,))
+    return model, optimizer, lambda: F.cross_entropy(model(x), y)
+
+
+def test_a_base_layer_no_optimizer_steps_is_offered_both_fixes_and_no_edit(seed: int) -> None:
+    # the base layers left trainable (mark_only_lora_as_trainable not called): meant to stay
+    # fixed here, meant to train elsewhere, so both fixes are said and no edit picks one
+    model, optimizer, step = _lora_case(seed, frozen=False)
+    audit = audit_step(step, optimizer, modules={"model": model})
+    assert {x.parameter for x in audit.leaks} == {"model.0.base.weight", "model.0.base.bias"}
+    assert all(not x.edits and "requires_grad_(False) on it" in x.fix
+               and x.fix.startswith("add it to the optimizer built at") for x in audit.leaks)
+    before = dict(zip(_keys(model, stepped := [p for g in optimizer.param_groups
+                                               for p in g["params"]]), _grads(step, stepped)))
+    # the fix that applies here, followed: the base frozen, the adapters' gradients as before
+    model, optimizer, step = _lora_case(seed, frozen=True)
+    assert audit_step(step, optimizer, modules={"model": model}).ok
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    after = dict(zip(_keys(model, stepped), _grads(step, stepped)))
+    assert after.keys() == before.keys()
+    for key, grad in before.items():
+        torch.testing.assert_close(after[key], grad)

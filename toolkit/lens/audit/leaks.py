@@ -157,7 +157,10 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                                              search.leaf_node[id(variable)], known)
             if cut_at is None and targets and _left_out(step, variable) \
                     and fix.startswith(_NO_CUT):
-                fix, lines, edits = _add_to_optimizer(step, loss, [variable])
+                # meant to train, or meant to stay fixed (a base layer under an adapter):
+                # either fix is one line, neither is known, so none is written
+                fix, lines, _ = _add_to_optimizer(step, loss, [variable], either=True)
+                edits = ()
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
@@ -386,7 +389,8 @@ def _called_by_trained(step: RecordedStep, variable: Any) -> bool:
 
 
 def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
-                      called: bool = False) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+                      called: bool = False, either: bool = False
+                      ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
     """The fix of learned tensors ``joining`` left out of the loss's optimizer, at the line
     that builds that optimizer when it is found, with its edit when each tensor's name reads
     as that tensor there."""
@@ -404,6 +408,8 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
     why = ("; its module runs inside the forward of a module the optimizer trains without "
            "being its submodule: register it there (self.<name> = module), or "
            "requires_grad_(False) if it is meant to stay fixed") if called else (
+        "; or, if it is meant to stay fixed (a base layer under an adapter), "
+        "requires_grad_(False) on it") if either else (
         " (or requires_grad_(False) if it is meant to stay fixed)")
     return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
             f"no optimizer steps{why}"), (
