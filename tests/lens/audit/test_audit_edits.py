@@ -541,3 +541,96 @@ def test_a_detach_two_losses_read_is_moved_where_only_one_must_not_train_through
             torch.testing.assert_close(mine.grad, want.grad)
         if name == "d":  # the discriminator's loss leaves the generator alone
             assert G.weight.grad is None and ref_G.weight.grad is None
+
+
+_GROUPS = """
+    import torch
+    from torch import nn
+
+    def build(kind):
+        torch.manual_seed(0)
+        model = nn.ModuleDict({"trunk": nn.Linear(3, 4), "actor": nn.Linear(4, 2),
+                               "critic": nn.Linear(4, 1)})
+        model.scale = nn.Parameter(torch.ones(()))
+        opt_a = torch.optim.Adam([
+            {"name": "tête", "params": model.trunk.parameters()},  # the shared trunk
+            {"params": model.actor.parameters(), "lr": 1e-3},  # the actor
+        ])
+        group = {"params": model.critic.parameters(), "lr": 1e-2}
+        opt_c = torch.optim.SGD([group], lr=0.1)
+        x = torch.randn(5, 3)
+
+        def step():
+            h = model.trunk(x).detach() if kind == "shared" else model.trunk(x)
+            return {"a": model.actor(h).mean() * model.scale, "c": model.critic(h).pow(2).mean()}
+
+        return step, {"a": opt_a, "c": opt_c}, model
+"""
+
+
+def test_edits_of_optimizers_built_from_groups_keep_lines_text_and_comments(
+        tmp_path: Path) -> None:
+    # a group list over four lines with comments and a non-ASCII group name; a one-group
+    # optimizer built from a dict variable: the edits keep every line, run, and end the finding
+    module = load(tmp_path / "groups_step.py", _GROUPS)
+    step, opts, model = module.build("plain")
+    audit = audit_step(step, opts, modules={"model": model})
+    (scale,) = [x for x in audit.leaks if x.parameter == "model.scale"]
+    (join,) = scale.edits
+    assert '# the actor' not in join.new.split('{"params": [model.scale]}')[0].splitlines()[-1]
+    source = (tmp_path / "groups_step.py").read_text("utf-8")
+    edited = apply_edits(source, [join])
+    assert len(edited.splitlines()) == len(source.splitlines()) and "tête" in edited
+    step, opts, model = load(tmp_path / "groups_joined.py", edited).build("plain")
+    assert not any(x.parameter == "model.scale"
+                   for x in audit_step(step, opts, modules={"model": model}).leaks)
+
+
+def test_an_optimizer_is_moved_only_when_nothing_it_reads_changes_on_the_way(
+        tmp_path: Path) -> None:
+    # the head replaced after the optimizer, with the learning rate assigned again in
+    # between: moving the optimizer would build it with lr=100, so no edit is written
+    source = """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+        def build():
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+            model.fc = nn.Linear(4, 2)
+            model.forward = lambda x: model.fc(model[1](model[0](x)))
+            lr = 0.1
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            lr = 100.0
+            model.fc = nn.Linear(4, 3)
+            x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+
+            def step():
+                return F.cross_entropy(model(x), y)
+
+            return audit_step(step, optimizer, modules={"model": model})
+    """.replace("import torch\n", "import torch\n        from toolkit import audit_step\n", 1)
+    audit = load(tmp_path / "moved_lr.py", source).build()
+    assert {d.kind for d in audit.dead} == {"replaced"}, str(audit)
+    assert all(f.lines and not f.edits for f in [*audit.leaks, *audit.dead]), str(audit)
+    audit = load(tmp_path / "moved_ok.py", source.replace("            lr = 100.0\n", "")).build()
+    assert all(len(f.edits) == 2 for f in [*audit.leaks, *audit.dead]), str(audit)
+
+
+def test_a_detached_value_both_losses_read_through_one_value_gets_no_edit(seed: int) -> None:
+    # fake_AB, made once from the detached fake_B, is read by both losses: a cut where it is
+    # made would keep the generator dead, so the fix is said and no edit is written
+    torch.manual_seed(seed)
+    G, D = torch.nn.Linear(4, 4), torch.nn.Linear(8, 1)
+    opts = {"d": torch.optim.Adam(D.parameters()), "g": torch.optim.Adam(G.parameters())}
+    real_A, z = torch.randn(5, 4), torch.randn(5, 4)
+
+    def step() -> dict[str, torch.Tensor]:
+        fake_B = G(z).detach()
+        fake_AB = torch.cat((real_A, fake_B), 1)
+        return {"d": D(fake_AB).mean(), "g": -D(fake_AB).mean()}
+
+    audit = audit_step(step, opts, modules={"G": G, "D": D})
+    (dead,) = {(d.kind, d.edits, d.fix) for d in audit.dead}
+    assert dead[0] == "detach" and not dead[1] and "on loss 'd''s side only" in dead[2]

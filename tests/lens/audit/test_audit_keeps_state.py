@@ -341,3 +341,28 @@ def test_a_forward_in_another_thread_is_named_and_never_a_false_carried_graph(
         step().backward()
         assert str(followed).startswith("audit_step: clean") and "no carried graph" in str(
             followed)
+
+
+def test_a_scheduler_the_step_builds_is_neither_saved_nor_said_restored(seed: int) -> None:
+    # a scheduler made in each call (its __init__ steps it once) belongs to that call; one
+    # whose state_dict() fails there is no error of the audit's
+    torch.manual_seed(seed)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 3)
+
+    class Warm(torch.optim.lr_scheduler.LambdaLR):
+        def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+            super().__init__(optimizer, lambda epoch: 1.0)
+            self.n = 0
+
+        def state_dict(self) -> dict:
+            return {**super().state_dict(), "n": self.n}
+
+    def step() -> torch.Tensor:
+        Warm(opt).step()
+        torch.optim.lr_scheduler.StepLR(opt, 10).step()
+        return model(x).pow(2).mean()
+
+    audit = audit_step(step, opt)
+    assert audit.ok and not any("StepLR" in n or "Warm" in n for n in audit.notes), audit.notes

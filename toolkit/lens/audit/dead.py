@@ -381,16 +381,25 @@ def _other_readers(step: RecordedStep, members: list[str], found: list[DeadParam
             others = [loss for loss in step.losses if loss not in members
                       and id(node) in step.searches[loss].nodes
                       and (tensor is None or id(tensor) not in step.stepped[loss])]
+            # a read these losses also train through (fake_AB = cat(..., fake_B), read by
+            # both): a cut there would keep these tensors dead too
+            shared = read is None or any(
+                r == read and c == call and any(id(n) in step.searches[m].nodes for m in members)
+                for c, e, n, r in rec.detached_reads if e.grad_fn is edge.grad_fn)
             if others:
-                cuts.append(None if read is None else cut_operand(*read))
+                cuts.append(None if shared else cut_operand(*read))  # type: ignore[misc]
                 reads += [] if read is None or read[0] in reads else [read[0]]
                 readers += [loss for loss in others if loss not in readers]
         if not cuts:
             out.append(d)
             continue
         at = ", ".join(f"{x.file}:{x.number}" for x in reads)
-        fix = (f"{d.fix}; and cut it where loss {', '.join(map(repr, readers))} reads it"
-               f"{f' (at {at})' if at else ''}, which the .detach() kept from these tensors")
+        who = ", ".join(map(repr, readers))
+        fix = (f"{d.fix}; and cut it where loss {who} reads it"
+               f"{f' (at {at})' if at else ''}, which the .detach() kept from these tensors"
+               if all(c is not None for c in cuts) else
+               f"{d.fix}; and cut it on loss {who}'s side only, after the value the losses "
+               f"share{f' (at {at})' if at else ''}: the .detach() kept it from these tensors")
         edits = () if any(c is None for c in cuts) else tuple(dict.fromkeys(
             [*d.edits, *(c for c in cuts if c is not None)]))
         out.append(dataclasses.replace(d, fix=fix, lines=(*d.lines, *reads), edits=edits))

@@ -495,8 +495,10 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
     wanted = {id(t) for t in left}
     if isinstance(params, ast.List) and params.elts and all(
             isinstance(e, ast.Dict) for e in params.elts):
-        kept, covered, held = [], set(), set()
-        for element in params.elts:
+        changes: list[tuple[int, int, str]] = []  # (start, end, text) in the file's bytes
+        covered, held, kept = set(), set(), 0
+        elements = params.elts
+        for i, element in enumerate(elements):
             keys = [k.value if isinstance(k, ast.Constant) else None
                     for k in element.keys]  # type: ignore[union-attr]
             if "params" not in keys:
@@ -508,21 +510,44 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
             text, ids = filtered
             held |= ids
             covered |= ids & wanted
-            if text is not None:
-                at = value.col_offset - element.col_offset  # type: ignore[attr-defined]
-                whole = _segment(src, element)
-                kept.append(whole[:at] + text + whole[at + len(_segment(src, value)):]
-                            if value.lineno == element.lineno else None)
-                if kept[-1] is None:  # a group written over lines: left to the user
-                    return None
+            if text is None:  # the whole group left out: its text and a comma go
+                start = _offset(src, element) if i + 1 < len(elements) or i == 0 else \
+                    _offset(src, elements[i - 1], end=True)
+                end = _offset(src, elements[i + 1]) if i + 1 < len(elements) else \
+                    _offset(src, element, end=True)
+                changes.append((start, end, ""))
+            else:
+                kept += 1
+                if text != _segment(src, value):
+                    changes.append((_offset(src, value), _offset(src, value, end=True), text))
         if held != stepped or covered != wanted or not kept:
             return None
-        return _edit(line, src, params, f"[{', '.join(kept)}]", ())
+        return _edit(line, src, params, _rewritten(src, params, changes), ())
     filtered = _without(line, src, params, namespace, wanted)
     if filtered is None or filtered[1] != stepped or not wanted <= filtered[1] \
             or filtered[0] is None:
         return None
     return _edit(line, src, params, filtered[0], ())
+
+
+def _offset(src: _Source, node: ast.AST, end: bool = False) -> int:
+    """Where ``node`` starts (or ends) in the file's bytes."""
+    number, col = ((node.end_lineno, node.end_col_offset) if end  # type: ignore[attr-defined]
+                   else (node.lineno, node.col_offset))  # type: ignore[attr-defined]
+    return sum(len(x) for x in src.lines[:number - 1]) + col
+
+
+def _rewritten(src: _Source, node: ast.AST, changes: list[tuple[int, int, str]]) -> str:
+    """The text of ``node`` with ``changes`` (``(start, end, text)`` in the file's bytes,
+    inside it) made; every line break a change removes is kept, so that every line keeps its
+    number."""
+    data = b"".join(src.lines)
+    start, end = _offset(src, node), _offset(src, node, end=True)
+    out = data[start:end]
+    for a, b, text in sorted(changes, reverse=True):
+        gone = data[a:b].count(b"\n")
+        out = out[:a - start] + text.encode("utf-8") + b"\n" * gone + out[b - start:]
+    return out.decode("utf-8")
 
 
 def _without(line: Line, src: _Source, params: ast.expr, namespace: dict[str, object],
@@ -638,27 +663,52 @@ def join(line: Line, optimizer: object, namespace: dict[str, object],
     if _groups(params, line.path, namespace, optimizer):
         added = f'{{"params": [{added}]}}'
     if isinstance(params, ast.List) and params.elts:  # written out: one more item
-        body = _segment(src, params)[:-1]
-        items = body.rstrip()
-        space = body[len(items):]  # a closing bracket on its own line stays there
-        return _edit(line, src, params, f"{items.removesuffix(',')}, {added}{space}]", ())
+        last = _offset(src, params.elts[-1], end=True)  # before a comma or a comment
+        return _edit(line, src, params, _rewritten(src, params, [(last, last, f", {added}")]),
+                     ())
     return _edit(line, src, params, f"[*{held}, {added}]", ())
 
 
 def _groups(params: ast.expr, path: str, namespace: dict[str, object],
             optimizer: object) -> bool:
-    """Whether the parameters argument ``params`` gives dicts (param groups): a list or tuple
-    written with a dict in it, a value that reads as one, or an optimizer of several groups
-    (a flat list of tensors makes one)."""
-    if isinstance(params, (ast.List, ast.Tuple)) and params.elts:
-        return any(isinstance(e, (ast.Dict, ast.DictComp)) for e in params.elts) or (
-            len(getattr(optimizer, "param_groups", ())) > 1)
+    """Whether the parameters argument ``params`` gives dicts (param groups): what its items
+    (or itself) read as in ``namespace``; else a dict written in it, an optimizer of several
+    groups (a flat list of tensors makes one) or one group with settings of its own."""
+    several = len(getattr(optimizer, "param_groups", ())) > 1
+    items = params.elts if isinstance(params, (ast.List, ast.Tuple)) else None
+    if items is not None and any(isinstance(e, (ast.Dict, ast.DictComp)) for e in items):
+        return True
+    if items is not None and items and not any(isinstance(e, ast.Starred) for e in items):
+        values = [_value_of(e, path, namespace) for e in items]
+    else:
+        value = _value_of(params, path, namespace)
+        values = list(value) if isinstance(value, (list, tuple)) else [None]
+    if all(v is not None for v in values) and values:
+        return any(isinstance(v, dict) for v in values)
+    # not read: a dict written anywhere in it, several groups, or one group whose settings
+    # differ from the optimizer's defaults, were given as groups
+    groups = getattr(optimizer, "param_groups", [])
+    defaults = getattr(optimizer, "defaults", {})
+    overrides = len(groups) == 1 and any(
+        k != "params" and k in defaults and not _same_setting(v, defaults[k])
+        for k, v in groups[0].items())
+    return several or overrides or any(isinstance(n, (ast.Dict, ast.DictComp))
+                                       for n in ast.walk(params))
+
+
+def _same_setting(a: object, b: object) -> bool:
     try:
-        value = _read(params, path, namespace)
+        return bool(a == b)
+    except Exception:  # a tensor setting: compared by identity
+        return a is b
+
+
+def _value_of(node: ast.expr, path: str, namespace: dict[str, object]) -> object:
+    """What the readable expression ``node`` reads as in ``namespace``, or ``None``."""
+    try:
+        return _read(node, path, namespace)
     except LookupError:
-        return len(getattr(optimizer, "param_groups", ())) > 1
-    first = next(iter(value), None) if isinstance(value, (list, tuple)) else None
-    return isinstance(first, dict)
+        return None
 
 
 def build_after(line: Line, namespace: dict[str, object],
@@ -679,20 +729,31 @@ def build_after(line: Line, namespace: dict[str, object],
     if built is None or not isinstance(body, list) or built not in body:
         return ()
     indent = src.lines[built.lineno - 1][:built.col_offset].decode("utf-8")
-    if indent.strip():  # a statement after another on its line (if x: opt = ...)
-        return ()
+    rest = src.lines[built.end_lineno - 1][built.end_col_offset:].decode(  # type: ignore[index]
+        "utf-8").strip()
+    if indent.strip() or (rest and not rest.startswith("#")) or any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and "\n" in n.value
+            for n in ast.walk(built)):
+        return ()  # not alone on its lines, or a text that one line would change
     assigned = {_segment(src, t) for t in built.targets}
-    last = None
+    needs = {n.id for n in ast.walk(built.value) if isinstance(n, ast.Name)}
+    last, between = None, []
     for after in body[body.index(built) + 1:]:
         reads = {_segment(src, n) for n in ast.walk(after)
-                 if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)}
+                 if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))
+                 and isinstance(n.ctx, ast.Load)}
         if reads & assigned:  # read from here on: it must be built before
             break
         if isinstance(after, ast.Assign) and any(
                 _readable(t) and replaced(_value(_segment(src, t), line.path, namespace))
                 for t in after.targets):
             last = after
+        between.append(after)
     if last is None:
+        return ()
+    stored = {n.id for s in between[:between.index(last)] for n in ast.walk(s)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if stored & needs:  # what it reads is assigned again before the move (lr = ...)
         return ()
     statement = _segment(src, built)
     removed = Edit(line.file, built.lineno, 0, built.end_lineno,  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ holds only parameters, and the next forward replaces it.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -88,7 +89,7 @@ def find_held(rec: Recording, label: Labeller, region: set[int],
             if id(module) in seen_modules:
                 continue
             seen_modules.add(id(module))
-            for name, t, kind in _state(module):
+            for name, t, kind in _state(module, rec.writes):
                 if t.grad_fn is None or not _live(t.grad_fn) or (
                         kind != "parameter" and id(t.grad_fn) in region):
                     continue
@@ -120,12 +121,14 @@ def _live(node: Any) -> bool:
     return False
 
 
-def _state(module: nn.Module) -> list[tuple[str, torch.Tensor, str]]:
+def _state(module: nn.Module, written: Container[int] = ()) -> list[tuple[str, torch.Tensor,
+                                                                           str]]:
     found = [(n, t, "buffer") for n, t in module._buffers.items() if t is not None]
     # a parameter that does not require grad, written in place from one that does (an EMA
     # teacher updated outside torch.no_grad()), is no leaf any more: it holds the step's graph
+    # (one a functional update put in its place, learn2learn's update_module, is not written)
     found += [(n, t, "parameter") for n, t in module._parameters.items()
-              if t is not None and t.grad_fn is not None]
+              if t is not None and t.grad_fn is not None and id(t) in written]
     found += [(n, t, "attribute") for n, t in vars(module).items()
               if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter)]
     return found

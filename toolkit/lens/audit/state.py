@@ -88,6 +88,7 @@ class StateSnapshot:
         self.optimizers: dict[int, tuple[Any, dict[Any, dict[str, Any]], list[dict[str, Any]]]] = {}
         # id(object) -> (object, a copy of its state_dict(), or None where it cannot be copied)
         self.stateful: dict[int, tuple[Any, dict[str, Any] | None]] = {}
+        self.born: set[int] = set()  # id of the schedulers the step itself made
         self.training: list[tuple[nn.Module, bool]] = []
         # (module, attribute, value): plain numbers and flags a module keeps (a step counter)
         self.scalars: list[tuple[nn.Module, str, Any]] = []
@@ -142,11 +143,13 @@ class StateSnapshot:
         """Save ``obj`` (a :data:`STATEFUL` object: a ``GradScaler``, a scheduler) before its
         first move in the audit: a copy of its ``state_dict()``, and a scheduler's optimizer
         (whose learning rates it writes)."""
-        if id(obj) in self.stateful:
+        if getattr(obj, "_step_count", None) == 0:  # a scheduler's first step, in its
+            self.born.add(id(obj))  # __init__: made by the step, gone with the call
+        if id(obj) in self.stateful or id(obj) in self.born:
             return
         try:
             saved: dict[str, Any] | None = copy.deepcopy(obj.state_dict())
-        except (TypeError, RuntimeError, copy.Error):  # a state that cannot be copied
+        except Exception:  # the user's state_dict(): never fail their step
             saved = None
         self.stateful[id(obj)] = (obj, saved)
         optimizer = getattr(obj, "optimizer", None)
