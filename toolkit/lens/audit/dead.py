@@ -444,9 +444,8 @@ def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Te
     idle = [d for d in found if d.kind in ("no_graph", "not_used", "written")]
     if not idle:
         return found
-    pairing = step.pairings.get(None if None in step.pairings else members[0])
     wanted = {d.parameter for d in idle}
-    found_edit = optimizer_edit(step, pairing, [t for t in params.values()
+    found_edit = optimizer_edit(step, step.optimizer(members[0]), [t for t in params.values()
                                                 if step.rec.names.name(t) in wanted])
     if found_edit is None:
         return found
@@ -460,9 +459,7 @@ def optimizer_edit(step: RecordedStep, pairing: Any, left: list[torch.Tensor]
                    ) -> tuple[Edit, Line] | None:
     """The edit of the line that builds optimizer ``pairing`` that leaves ``left`` out of it,
     and that line, when both are found."""
-    if not hasattr(pairing, "param_groups") or step.built is None or not left:
-        return None
-    line = step.built(pairing)
+    line = step.built_at(pairing) if left else None
     if line is None:
         return None
     edit = leave_out(line, pairing, step.namespace, left)

@@ -679,9 +679,9 @@ def _groups(params: ast.expr, path: str, namespace: dict[str, object],
     if items is not None and any(isinstance(e, (ast.Dict, ast.DictComp)) for e in items):
         return True
     if items is not None and items and not any(isinstance(e, ast.Starred) for e in items):
-        values = [_value_of(e, path, namespace) for e in items]
+        values = [_value(e, path, namespace) for e in items]
     else:
-        value = _value_of(params, path, namespace)
+        value = _value(params, path, namespace)
         values = list(value) if isinstance(value, (list, tuple)) else [None]
     if all(v is not None for v in values) and values:
         return any(isinstance(v, dict) for v in values)
@@ -701,14 +701,6 @@ def _same_setting(a: object, b: object) -> bool:
         return bool(a == b)
     except Exception:  # a tensor setting: compared by identity
         return a is b
-
-
-def _value_of(node: ast.expr, path: str, namespace: dict[str, object]) -> object:
-    """What the readable expression ``node`` reads as in ``namespace``, or ``None``."""
-    try:
-        return _read(node, path, namespace)
-    except LookupError:
-        return None
 
 
 def build_after(line: Line, namespace: dict[str, object],
@@ -762,8 +754,9 @@ def build_after(line: Line, namespace: dict[str, object],
     return removed, _edit(line, src, last, f"{_segment(src, last)}; {_flat(statement)}", ())
 
 
-def _value(expression: str, path: str, namespace: dict[str, object]) -> object:
-    """What ``expression`` (an assignment's target, written out) reads as, or ``None``."""
+def _value(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
+    """What the readable ``expression`` (a node, or an assignment's target written out) reads
+    as in ``namespace``, or ``None``."""
     try:
         return _read(expression, path, namespace)
     except (LookupError, SyntaxError):

@@ -127,7 +127,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 "no cut can remove it: every cut that does also cuts a path by which "
                 f"optimizer {optimizer!r}'s tensors are trained; {skip}")
             if _inside_trained(step, loss, variable):  # meant to train, or not
-                built = _built(step, loss)
+                built = step.built_at(step.optimizer(loss))
                 lines = () if built is None else (built,)
                 fix = (f"{_UNSTEPPED}: if it should train, add it to optimizer {optimizer!r}"
                        f"{'' if built is None else f' (built at {built.file}:{built.number})'}"
@@ -155,12 +155,11 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         else:
             cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
                                              search.leaf_node[id(variable)], known)
-            if cut_at is None and targets and _left_out(step, variable) \
+            if cut_at is None and targets and step.unstepped(variable) \
                     and fix.startswith(_NO_CUT):
                 # meant to train, or meant to stay fixed (a base layer under an adapter):
                 # either fix is one line, neither is known, so none is written
-                fix, lines, _ = _add_to_optimizer(step, loss, [variable], either=True)
-                edits = ()
+                fix, lines, edits = _add_to_optimizer(step, loss, [variable], either=True)
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
@@ -298,8 +297,7 @@ def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set
     and, since the loss reaches them, the cut that keeps its gradient from them once they
     are not stepped; ``None`` unless every edit is found."""
     twice = [v for v in candidates if id(v) in stepped]
-    pairing = step.pairings.get(None if None in step.pairings else loss)
-    found = optimizer_edit(step, pairing, twice)
+    found = optimizer_edit(step, step.optimizer(loss), twice)
     if found is None or not targets:
         return None
     edit, line = found
@@ -329,36 +327,23 @@ def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set
 _UNSTEPPED = "no optimizer given steps it"
 
 
-def _built(step: RecordedStep, loss: str) -> Line | None:
-    """The user's line that builds the loss's optimizer, when found."""
-    pairing = step.pairings.get(None if None in step.pairings else loss)
-    return (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
-            else None)
-
-
 def _inside_trained(step: RecordedStep, loss: str, variable: Any) -> bool:
     """Stepped by no optimizer given, inside a module whose other tensors the loss's
     optimizer steps (an encoder layer unfrozen after the optimizer was built from the tensors
     that required grad then): maybe meant to train. A network of its own (a discriminator in
     the generator's step) is not inside one."""
-    if not _left_out(step, variable):
+    if not step.unstepped(variable):
         return False
     names, stepped = step.rec.names, set(step.stepped[loss])
     parts = names.tensors.get(id(variable), "").split(".")
     return any(names.members(".".join(parts[:end])) & stepped for end in range(1, len(parts)))
 
 
-def _left_out(step: RecordedStep, variable: Any) -> bool:
-    """A learned tensor no optimizer given steps: an ``nn.Parameter`` that requires grad."""
-    return (isinstance(variable, nn.Parameter) and variable.requires_grad
-            and id(variable) not in step.all_stepped)
-
-
 def _sibling_left_out(step: RecordedStep, variable: Any) -> bool:
     """Left out of the optimizer while the module that holds it directly is trained by it (a
     learned temperature or pooling weight next to an encoder the optimizer steps): meant to
     be trained, so the fix is the optimizer, not a cut."""
-    if not _left_out(step, variable):
+    if not step.unstepped(variable):
         return False
     name = step.rec.names.tensors.get(id(variable), "")
     owner = name.rpartition(".")[0]
@@ -372,7 +357,7 @@ def _called_by_trained(step: RecordedStep, variable: Any) -> bool:
     model, so the fix is the optimizer (or registering it), not a cut. A submodule the outer
     module holds (a GAN wrapper's generator) is no such layer. A target network is
     called by the step's own code, never from inside the trained model's forward."""
-    if not _left_out(step, variable):
+    if not step.unstepped(variable):
         return False
     names = step.rec.names
     name = names.tensors.get(id(variable), "")
@@ -393,17 +378,18 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
                       ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
     """The fix of learned tensors ``joining`` left out of the loss's optimizer, at the line
     that builds that optimizer when it is found, with its edit when each tensor's name reads
-    as that tensor there."""
+    as that tensor there; ``either``: adding them and freezing them are both offered, and no
+    edit picks one."""
     optimizer = step.optimizer_of[loss]
-    pairing = step.pairings.get(None if None in step.pairings else loss)
-    line = _built(step, loss)
+    pairing = step.optimizer(loss)
+    line = step.built_at(pairing)
     where = (f"the optimizer built at {line.file}:{line.number} ({optimizer!r})"
              if line is not None else f"optimizer {optimizer!r} where it is built")
     namespace = step.namespace
     if called and line is not None:  # a module reached through a lambda: its closure's names
         holders = [m for root in step.rec.names.roots for m in root.modules()]
         namespace = {**closure_names(line, holders), **namespace}
-    edit = None if line is None else join(line, pairing, namespace, {
+    edit = None if line is None or either else join(line, pairing, namespace, {
         step.rec.names.name(v): v for v in joining})
     why = ("; its module runs inside the forward of a module the optimizer trains without "
            "being its submodule: register it there (self.<name> = module), or "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 from toolkit.lens.audit.graph import Graph, parameter_regions
 from toolkit.lens.audit.labels import Labeller
@@ -68,6 +69,23 @@ class RecordedStep:
     # where an optimizer's parameters, written at the line that builds it, are read again
     namespace: dict[str, Any] = field(default_factory=dict)
     function: Any = None  # the step's plain function (its code: where a reset goes)
+
+    def optimizer(self, loss: str) -> Any:
+        """What ``loss`` is paired with, as given: an optimizer (or its param groups, a module,
+        tensors)."""
+        return self.pairings.get(None if None in self.pairings else loss)
+
+    def built_at(self, pairing: Any) -> Line | None:
+        """The user's line that builds the optimizer ``pairing``, when it is one and found."""
+        if self.built is None or not hasattr(pairing, "param_groups"):
+            return None
+        return self.built(pairing)
+
+    def unstepped(self, tensor: Any) -> bool:
+        """A learned tensor no optimizer given steps: an ``nn.Parameter`` that requires
+        grad."""
+        return (isinstance(tensor, nn.Parameter) and tensor.requires_grad
+                and id(tensor) not in self.all_stepped)
 
     def roots(self, loss: str) -> list[torch.Tensor]:
         """The tensors backward starts from for ``loss``."""

@@ -40,8 +40,7 @@ def replaced_owner(step: RecordedStep, loss: str, variable: Any) -> str | None:
     nothing stepped, inside a module whose other tensors the loss's optimizer steps, while
     that optimizer steps :func:`orphans` of the same make (as many tensors of each number of
     dimensions as the module holds, at least)."""
-    if not (isinstance(variable, nn.Parameter) and variable.requires_grad
-            and id(variable) not in step.all_stepped):
+    if not step.unstepped(variable):
         return None
     names = step.rec.names
     owner = names.tensors.get(id(variable), "").rpartition(".")[0]
@@ -64,9 +63,7 @@ def rebuild_fix(step: RecordedStep, loss: str, owner: str | None
     tensor the named modules hold. The edits are none where the assignment is not found in
     the same block."""
     optimizer = step.optimizer_of[loss]
-    pairing = step.pairings.get(None if None in step.pairings else loss)
-    line = (step.built(pairing) if step.built is not None and hasattr(pairing, "param_groups")
-            else None)
+    line = step.built_at(step.optimizer(loss))
     names = step.rec.names
     module = names.by_label.get(owner) if owner is not None else None
     held = {*names.modules, *names.tensors}

@@ -26,7 +26,7 @@ def check(step: RecordedStep) -> Found:
     owners: dict[int, tuple[str, Any]] = {}  # id(optimizer) -> (its name, the optimizer)
     losses: dict[int, list[str]] = {}  # id(optimizer) -> the losses paired with it
     for optimizer, members in step.groups:
-        pairing = step.pairings.get(None if None in step.pairings else members[0])
+        pairing = step.optimizer(members[0])
         if hasattr(pairing, "param_groups"):
             owners.setdefault(id(pairing), (optimizer, pairing))
             losses.setdefault(id(pairing), []).extend(members)
@@ -39,7 +39,7 @@ def check(step: RecordedStep) -> Found:
         if not both:
             continue
         names = (owners[a][0], owners[b][0])
-        lines = [step.built(owners[k][1]) if step.built is not None else None for k in (a, b)]
+        lines = [step.built_at(owners[k][1]) for k in (a, b)]
         built = [f"{line.file}:{line.number}" for line in lines if line is not None]
         where = f" (built at {' and '.join(built)})" if len(built) == 2 else ""
         # the edit leaves them out of the optimizer that holds more (a model-wide optimizer
