@@ -19,7 +19,6 @@ from toolkit.lens.audit.edits import (
     extend_argument,
     grad_on,
     keyword_value,
-    leave_out,
     remove_detach,
     stack_values,
     straight_through,
@@ -27,6 +26,7 @@ from toolkit.lens.audit.edits import (
 from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.labels import Labeller, shape_text
 from toolkit.lens.audit.notes import write_kind
+from toolkit.lens.audit.optimizer_edits import leave_out
 from toolkit.lens.audit.proof import Cut
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.replaced import orphans, rebuild_fix, replaced_owner

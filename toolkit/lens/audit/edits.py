@@ -18,13 +18,16 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
 - :func:`remove_detach`: ``x.detach()`` back to ``x``, with :func:`recompute` for another
   loss that read the detached value; :func:`grad_on`: a ``torch.no_grad()`` block computing
   with gradients;
-- :func:`leave_out`: an optimizer built without the tensors it steps in vain; :func:`join`:
-  with a learned tensor left out of it;
+- :func:`keyword_value`, :func:`extend_argument`: a library call's argument
+  (``use_reentrant=False``, ``adjoint_params=``); :func:`stack_values`: ``torch.tensor([...])``
+  of trained values as ``torch.stack``; :func:`reset_at_start`: a stale state reset as the
+  step's first line;
 - :func:`straight_through`: a zero-derivative operation with the identity's gradient.
 
 A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
 lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
-would fail. :func:`apply_edits` writes edits into a source text (the tests apply every edit
+would fail. Edits of the line that builds an optimizer are in
+:mod:`toolkit.lens.audit.optimizer_edits`. :func:`apply_edits` writes edits into a source text (the tests apply every edit
 the audit prints over the real-code corpus and train the edited step).
 """
 
@@ -37,15 +40,16 @@ import linecache
 import os
 import re
 import tokenize
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 
 from toolkit.lens.audit.sites import Line
 
-__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "build_after", "cut_argument", "cut_assigned",
-           "cut_made", "cut_operand", "cut_written", "grad_on", "join", "leave_out",
-           "operand_holding", "recompute", "remove_detach", "straight_through"]
+__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
+           "cut_operand", "cut_written", "extend_argument", "grad_on", "keyword_value",
+           "operand_holding", "recompute", "remove_detach", "reset_at_start", "stack_values",
+           "straight_through"]
 
 #: the import the edits' ``stop_gradient(...)`` needs
 CUT_IMPORT = "from toolkit import stop_gradient"
@@ -76,13 +80,13 @@ class Edit:
 
     def __str__(self) -> str:
         if not self.old:  # a line inserted before line ``line``
-            return f"{self.file}:{self.line}: insert before it: {_flat(self.new)}"
+            return f"{self.file}:{self.line}: insert before it: {flat(self.new)}"
         if not self.new.strip():  # a statement taken out, its lines left blank
-            return f"{self.file}:{self.line}: remove: {_flat(self.old)}"
-        return f"{self.file}:{self.line}: {_flat(self.old)} -> {_flat(self.new)}"
+            return f"{self.file}:{self.line}: remove: {flat(self.old)}"
+        return f"{self.file}:{self.line}: {flat(self.old)} -> {flat(self.new)}"
 
 
-def _flat(text: str) -> str:
+def flat(text: str) -> str:
     """``text`` on one line, without its comments."""
     if "#" in text:
         try:
@@ -96,7 +100,7 @@ def _flat(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     lines: tuple[bytes, ...]
     tree: ast.Module
     parents: dict[int, ast.AST]
@@ -104,7 +108,7 @@ class _Source:
 
 
 @functools.lru_cache(maxsize=64)
-def _parsed(path: str, stamp: float) -> _Source | None:
+def _parsed(path: str, stamp: float) -> Source | None:
     del stamp  # part of the cache key only: an edited file is read again
     text = "".join(linecache.getlines(path))
     if not text:
@@ -119,11 +123,11 @@ def _parsed(path: str, stamp: float) -> _Source | None:
         if isinstance(node, ast.expr):
             ends.setdefault((node.end_lineno, node.end_col_offset), []).append(  # type: ignore[arg-type]
                 node)
-    return _Source(tuple(x.encode("utf-8") for x in text.splitlines(keepends=True)), tree,
+    return Source(tuple(x.encode("utf-8") for x in text.splitlines(keepends=True)), tree,
                    parents, ends)
 
 
-def _source(path: str) -> _Source | None:
+def source_of(path: str) -> Source | None:
     try:
         stamp = os.stat(path).st_mtime
     except OSError:
@@ -131,7 +135,7 @@ def _source(path: str) -> _Source | None:
     return _parsed(path, stamp)
 
 
-def _segment(src: _Source, node: ast.AST) -> str:
+def segment(src: Source, node: ast.AST) -> str:
     l0, c0 = node.lineno, node.col_offset  # type: ignore[attr-defined]
     l1, c1 = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
     if l0 == l1:
@@ -140,14 +144,14 @@ def _segment(src: _Source, node: ast.AST) -> str:
     return b"".join(parts).decode("utf-8")
 
 
-def _edit(line: Line, src: _Source, node: ast.AST, new: str,
+def edit_node(line: Line, src: Source, node: ast.AST, new: str,
           imports: tuple[str, ...] = (CUT_IMPORT,)) -> Edit:
     return Edit(line.file, node.lineno, node.col_offset,  # type: ignore[attr-defined]
                 node.end_lineno, node.end_col_offset,  # type: ignore[attr-defined]
-                _segment(src, node), new, line.path, imports)
+                segment(src, node), new, line.path, imports)
 
 
-def _wrap(line: Line, src: _Source, node: ast.AST) -> Edit | None:
+def _wrap(line: Line, src: Source, node: ast.AST) -> Edit | None:
     """``stop_gradient(<node>)``; a starred argument's value, a keyword's value; never an
     assignment target or a literal."""
     if isinstance(node, ast.Starred):
@@ -157,17 +161,17 @@ def _wrap(line: Line, src: _Source, node: ast.AST) -> Edit | None:
     if not isinstance(node, ast.expr) or isinstance(node, ast.Constant) \
             or isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
         return None
-    old = _segment(src, node)
-    return _edit(line, src, node, f"stop_gradient({old})")
+    old = segment(src, node)
+    return edit_node(line, src, node, f"stop_gradient({old})")
 
 
-def _at(line: Line) -> tuple[_Source, ast.expr] | None:
+def _at(line: Line) -> tuple[Source, ast.expr] | None:
     """The file and the expression running at ``line``'s span: the innermost expression that
     ends where the span ends and starts where it starts, or before (a method call's span
     starts at the method's name when the call spans lines)."""
     if line.span is None or not line.path:
         return None
-    src = _source(line.path)
+    src = source_of(line.path)
     if src is None:
         return None
     l0, l1, c0, c1 = line.span
@@ -263,7 +267,7 @@ def cut_operand(line: Line, position: int) -> Edit | None:
     return _wrap(line, found[0], operands[position]) if position < len(operands) else None
 
 
-def _statement(src: _Source, node: ast.AST) -> ast.stmt | None:
+def _statement(src: Source, node: ast.AST) -> ast.stmt | None:
     while node is not None and not isinstance(node, ast.stmt):
         node = src.parents.get(id(node))  # type: ignore[assignment]
     return node
@@ -274,7 +278,7 @@ def cut_assigned(line: Line) -> Edit | None:
     f(...)`` -> ``stop_gradient(f(...))``)."""
     if line.span is None or not line.path:
         return None
-    src = _source(line.path)
+    src = source_of(line.path)
     if src is None:
         return None
     l0, l1, c0, c1 = line.span
@@ -331,10 +335,10 @@ def recompute(reader: Line, position: int, made: Line) -> Edit | None:
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in read \
                 and first < n.lineno < last:
             return None
-    text = _segment(src, expression)
+    text = segment(src, expression)
     if not isinstance(expression, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
         text = f"({text})"
-    return _edit(reader, src, operands[position], text, ())
+    return edit_node(reader, src, operands[position], text, ())
 
 
 def remove_detach(line: Line) -> Edit | None:
@@ -345,7 +349,7 @@ def remove_detach(line: Line) -> Edit | None:
     src, node = found
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
             and node.func.attr == "detach" and not node.args:
-        return _edit(line, src, node, _segment(src, node.func.value), ())
+        return edit_node(line, src, node, segment(src, node.func.value), ())
     return None
 
 
@@ -353,7 +357,7 @@ def grad_on(line: Line) -> Edit | None:
     """The ``with torch.no_grad():`` statement at ``line`` computing with gradients:
     ``torch.no_grad()`` (``inference_mode()``) -> ``torch.enable_grad()``,
     ``set_grad_enabled(False)`` -> ``set_grad_enabled(True)``."""
-    src = _source(line.path) if line.path else None
+    src = source_of(line.path) if line.path else None
     if src is None:
         return None
     for node in ast.walk(src.tree):
@@ -366,16 +370,16 @@ def grad_on(line: Line) -> Edit | None:
             name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(
                 call.func, "id", "")
             if name in ("no_grad", "inference_mode"):
-                return _edit(line, src, call, "torch.enable_grad()", ("import torch",))
+                return edit_node(line, src, call, "torch.enable_grad()", ("import torch",))
             if name == "set_grad_enabled":
-                return _edit(line, src, call, "torch.set_grad_enabled(True)", ("import torch",))
+                return edit_node(line, src, call, "torch.set_grad_enabled(True)", ("import torch",))
     return None
 
 
-def _call_at(line: Line, function: str) -> tuple[_Source, ast.Call] | None:
+def _call_at(line: Line, function: str) -> tuple[Source, ast.Call] | None:
     """The file and the innermost call of ``function`` (by its name, ``f(...)`` or
     ``x.f(...)``) whose span holds ``line``."""
-    src = _source(line.path) if line.path else None
+    src = source_of(line.path) if line.path else None
     if src is None:
         return None
     calls = [node for node in ast.walk(src.tree) if isinstance(node, ast.Call)
@@ -396,10 +400,10 @@ def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit 
     src, call = found
     given = next((k for k in call.keywords if k.arg == argument), None)
     if given is not None:
-        return _edit(line, src, given.value, value, ())
-    head = _segment(src, call)[:-1].rstrip()
+        return edit_node(line, src, given.value, value, ())
+    head = segment(src, call)[:-1].rstrip()
     sep = "" if head.endswith("(") else " " if head.endswith(",") else ", "
-    return _edit(line, src, call, f"{head}{sep}{argument}={value})", ())
+    return edit_node(line, src, call, f"{head}{sep}{argument}={value})", ())
 
 
 def extend_argument(line: Line, function: str, argument: str, extra: list[str]) -> Edit | None:
@@ -413,11 +417,11 @@ def extend_argument(line: Line, function: str, argument: str, extra: list[str]) 
     added = ", ".join(extra)
     given = next((k for k in call.keywords if k.arg == argument), None)
     if given is not None:
-        return _edit(line, src, given.value, f"(*{_segment(src, given.value)}, {added})", ())
+        return edit_node(line, src, given.value, f"(*{segment(src, given.value)}, {added})", ())
     if not call.args or isinstance(call.args[0], ast.Starred):
         return None
     return keyword_value(line, function, argument,
-                         f"(*{_segment(src, call.args[0])}.parameters(), {added})")
+                         f"(*{segment(src, call.args[0])}.parameters(), {added})")
 
 
 def stack_values(line: Line) -> Edit | None:
@@ -434,10 +438,10 @@ def stack_values(line: Line) -> Edit | None:
                                         for e in values.elts)):
         return None
     kept = [k for k in node.keywords if k.arg in ("dtype", "device")]
-    options = "".join(f", {k.arg}={_segment(src, k.value)}" for k in kept)
-    module = _segment(src, node.func.value)
-    items = ", ".join(f"{module}.as_tensor({_segment(src, e)}{options})" for e in values.elts)
-    return _edit(line, src, node, f"{module}.stack([{items}])", ())
+    options = "".join(f", {k.arg}={segment(src, k.value)}" for k in kept)
+    module = segment(src, node.func.value)
+    items = ", ".join(f"{module}.as_tensor({segment(src, e)}{options})" for e in values.elts)
+    return edit_node(line, src, node, f"{module}.stack([{items}])", ())
 
 
 def reset_at_start(function: object, namespace: dict[str, object], owner: str,
@@ -447,11 +451,11 @@ def reset_at_start(function: object, namespace: dict[str, object], owner: str,
     is a ``def`` (the line is its first statement, before which the edit inserts)."""
     code = getattr(function, "__code__", None)
     try:
-        if code is None or _read(owner, code.co_filename, namespace) is not module:
+        if code is None or read_value(owner, code.co_filename, namespace) is not module:
             return None
     except (LookupError, SyntaxError):
         return None
-    src = _source(code.co_filename)
+    src = source_of(code.co_filename)
     if src is None:
         return None
     body = next((node.body for node in ast.walk(src.tree)
@@ -469,298 +473,26 @@ def reset_at_start(function: object, namespace: dict[str, object], owner: str,
                       path, ())
 
 
-def _readable(node: ast.expr) -> bool:
+def readable(node: ast.expr) -> bool:
     """An expression read without calling anything: names, attributes, constant items, and
     ``a if flag else b`` of them."""
     if isinstance(node, ast.IfExp):
-        return all(_readable(n) for n in (node.test, node.body, node.orelse))
+        return all(readable(n) for n in (node.test, node.body, node.orelse))
     return isinstance(node, ast.Constant) or _simple(node)
 
 
-def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
-              left: list[object]) -> Edit | None:
-    """At the line that builds ``optimizer`` (``opt = torch.optim.Adam(model.parameters(),
-    lr=...)``): its parameters without the tensors ``left``, when they are written
-    ``holder.parameters()`` with a ``holder`` that, read in ``namespace``, is the module whose
-    parameters the optimizer steps (``[p for n, p in model.named_parameters() if n not in
-    ('fc.weight', 'fc.bias')]``), or as a list of groups each written so (``[{"params":
-    trunk.parameters()}, {"params": actor.parameters(), "lr": 1e-3}]``: a group whose
-    tensors are all left out is dropped, another filtered as above)."""
-    groups = getattr(optimizer, "param_groups", None)
-    found = _params_at(line, optimizer)
-    if found is None or not groups:
-        return None
-    src, params = found
-    stepped = {id(p) for group in groups for p in group["params"]}
-    wanted = {id(t) for t in left}
-    if isinstance(params, ast.List) and params.elts and all(
-            isinstance(e, ast.Dict) for e in params.elts):
-        changes: list[tuple[int, int, str]] = []  # (start, end, text) in the file's bytes
-        covered, held, kept = set(), set(), 0
-        elements = params.elts
-        for i, element in enumerate(elements):
-            keys = [k.value if isinstance(k, ast.Constant) else None
-                    for k in element.keys]  # type: ignore[union-attr]
-            if "params" not in keys:
-                return None
-            value = element.values[keys.index("params")]  # type: ignore[union-attr]
-            filtered = _without(line, src, value, namespace, wanted)
-            if filtered is None:
-                return None
-            text, ids = filtered
-            held |= ids
-            covered |= ids & wanted
-            if text is None:  # the whole group left out: its text and a comma go
-                start = _offset(src, element) if i + 1 < len(elements) or i == 0 else \
-                    _offset(src, elements[i - 1], end=True)
-                end = _offset(src, elements[i + 1]) if i + 1 < len(elements) else \
-                    _offset(src, element, end=True)
-                changes.append((start, end, ""))
-            else:
-                kept += 1
-                if text != _segment(src, value):
-                    changes.append((_offset(src, value), _offset(src, value, end=True), text))
-        if held != stepped or covered != wanted or not kept:
-            return None
-        return _edit(line, src, params, _rewritten(src, params, changes), ())
-    filtered = _without(line, src, params, namespace, wanted)
-    if filtered is None or filtered[1] != stepped or not wanted <= filtered[1] \
-            or filtered[0] is None:
-        return None
-    return _edit(line, src, params, filtered[0], ())
-
-
-def _offset(src: _Source, node: ast.AST, end: bool = False) -> int:
-    """Where ``node`` starts (or ends) in the file's bytes."""
-    number, col = ((node.end_lineno, node.end_col_offset) if end  # type: ignore[attr-defined]
-                   else (node.lineno, node.col_offset))  # type: ignore[attr-defined]
-    return sum(len(x) for x in src.lines[:number - 1]) + col
-
-
-def _rewritten(src: _Source, node: ast.AST, changes: list[tuple[int, int, str]]) -> str:
-    """The text of ``node`` with ``changes`` (``(start, end, text)`` in the file's bytes,
-    inside it) made; every line break a change removes is kept, so that every line keeps its
-    number."""
-    data = b"".join(src.lines)
-    start, end = _offset(src, node), _offset(src, node, end=True)
-    out = data[start:end]
-    for a, b, text in sorted(changes, reverse=True):
-        gone = data[a:b].count(b"\n")
-        out = out[:a - start] + text.encode("utf-8") + b"\n" * gone + out[b - start:]
-    return out.decode("utf-8")
-
-
-def _without(line: Line, src: _Source, params: ast.expr, namespace: dict[str, object],
-             left: set[int]) -> tuple[str | None, set[int]] | None:
-    """``(the expression, the ids of the tensors it held)`` for ``holder.parameters()`` at
-    ``params`` without the tensors ``left`` (``None`` for the expression when it keeps
-    none of them); ``None`` when ``params`` is not written so."""
-    if not (isinstance(params, ast.Call) and not params.args and not params.keywords
-            and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"):
-        return None
-    try:
-        holder = _read(params.func.value, line.path, namespace)
-    except LookupError:
-        return None
-    named = getattr(holder, "named_parameters", None)
-    if named is None:
-        return None
-    relative = {id(p): n for n, p in named()}
-    names = [n for i, n in relative.items() if i in left]
-    if not names:
-        return _segment(src, params), set(relative)
-    if len(names) == len(relative):
-        return None, set(relative)
-    held = _segment(src, params.func.value)
-    if not isinstance(params.func.value, (ast.Name, ast.Attribute, ast.Subscript)):
-        held = f"({held})"
-    kept = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
-    return (f"[p for n, p in {held}.named_parameters() if n not in ({kept})]",
-            set(relative))
-
-
-def _params_at(line: Line, optimizer: object) -> tuple[_Source, ast.expr] | None:
-    """The file and the parameters argument of the call of ``optimizer``'s class at
-    ``line`` (the line that builds it)."""
-    src = _source(line.path) if line.path else None
-    if src is None:
-        return None
-    cls = type(optimizer).__name__
-    for node in ast.walk(src.tree):
-        if isinstance(node, ast.Call) and node.lineno == line.number and (
-                node.func.attr if isinstance(node.func, ast.Attribute)
-                else getattr(node.func, "id", "")) == cls:
-            params = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg == "params"), None)
-            return None if params is None else (src, params)
-    return None
-
-
-def _read(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
-    """The value of a :func:`_readable` expression in ``namespace``; ``LookupError`` when it
+def read_value(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
+    """The value of a :func:`readable` expression in ``namespace``; ``LookupError`` when it
     cannot be read there."""
     node = ast.parse(expression, mode="eval").body if isinstance(expression, str) \
         else expression
-    if not _readable(node):
+    if not readable(node):
         raise LookupError(expression)
     try:
         return eval(compile(ast.Expression(node), path, "eval"), {"__builtins__": {}},
                     dict(namespace))
     except Exception as err:  # a name the namespace does not hold
         raise LookupError(expression) from err
-
-
-def closure_names(line: Line, holders: Iterable[object]) -> dict[str, object]:
-    """Names the code at ``line`` sees through the closures of functions kept by ``holders``
-    (modules): a function defined in the same function as ``line`` reads each of its free
-    variables from that scope, so there the name is that object (``enc1`` of ``lambda nodes:
-    enc1(nodes).t()``, defined where the optimizer is built)."""
-    src = _source(line.path) if line.path else None
-    if src is None:
-        return {}
-    scopes = [node for node in ast.walk(src.tree)
-              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-              and node.lineno <= line.number <= node.end_lineno]  # type: ignore[operator]
-    if not scopes:
-        return {}
-    scope = max(scopes, key=lambda node: node.lineno)
-    found: dict[str, object] = {}
-    for holder in holders:
-        for value in vars(holder).values():
-            code = getattr(value, "__code__", None)
-            if code is None or os.path.realpath(code.co_filename) != os.path.realpath(
-                    line.path) or not scope.lineno < code.co_firstlineno <= scope.end_lineno:  # type: ignore[operator]
-                continue
-            for name, cell in zip(code.co_freevars, value.__closure__ or ()):
-                try:
-                    found.setdefault(name, cell.cell_contents)
-                except ValueError:  # an empty cell
-                    continue
-    return found
-
-
-def join(line: Line, optimizer: object, namespace: dict[str, object],
-         joining: dict[str, object]) -> Edit | None:
-    """At the line that builds ``optimizer``: its parameters and the tensors ``joining``
-    (``[*params, model.logit_scale]``), each written by its name, when that name, read in
-    ``namespace``, is the tensor. Parameters given as groups (dicts: per-group weight decay)
-    get one more group, with the optimizer's defaults (``[*groups, {"params":
-    [model.logit_scale]}]``): an optimizer takes tensors or groups, never both."""
-    found = _params_at(line, optimizer)
-    if found is None or not joining:
-        return None
-    src, params = found
-    for name, tensor in joining.items():
-        try:
-            if _read(name, line.path, namespace) is not tensor:
-                return None
-        except (LookupError, SyntaxError):
-            return None
-    held = _segment(src, params)
-    if not isinstance(params, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
-        held = f"({held})"
-    added = ", ".join(joining)
-    if _groups(params, line.path, namespace, optimizer):
-        added = f'{{"params": [{added}]}}'
-    if isinstance(params, ast.List) and params.elts:  # written out: one more item
-        last = _offset(src, params.elts[-1], end=True)  # before a comma or a comment
-        return _edit(line, src, params, _rewritten(src, params, [(last, last, f", {added}")]),
-                     ())
-    return _edit(line, src, params, f"[*{held}, {added}]", ())
-
-
-def _groups(params: ast.expr, path: str, namespace: dict[str, object],
-            optimizer: object) -> bool:
-    """Whether the parameters argument ``params`` gives dicts (param groups): what its items
-    (or itself) read as in ``namespace``; else a dict written in it, an optimizer of several
-    groups (a flat list of tensors makes one) or one group with settings of its own."""
-    several = len(getattr(optimizer, "param_groups", ())) > 1
-    items = params.elts if isinstance(params, (ast.List, ast.Tuple)) else None
-    if items is not None and any(isinstance(e, (ast.Dict, ast.DictComp)) for e in items):
-        return True
-    if items is not None and items and not any(isinstance(e, ast.Starred) for e in items):
-        values = [_value(e, path, namespace) for e in items]
-    else:
-        value = _value(params, path, namespace)
-        values = list(value) if isinstance(value, (list, tuple)) else [None]
-    if all(v is not None for v in values) and values:
-        return any(isinstance(v, dict) for v in values)
-    # not read: a dict written anywhere in it, several groups, or one group whose settings
-    # differ from the optimizer's defaults, were given as groups
-    groups = getattr(optimizer, "param_groups", [])
-    defaults = getattr(optimizer, "defaults", {})
-    overrides = len(groups) == 1 and any(
-        k != "params" and k in defaults and not _same_setting(v, defaults[k])
-        for k, v in groups[0].items())
-    return several or overrides or any(isinstance(n, (ast.Dict, ast.DictComp))
-                                       for n in ast.walk(params))
-
-
-def _same_setting(a: object, b: object) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # a tensor setting: compared by identity
-        return a is b
-
-
-def build_after(line: Line, namespace: dict[str, object],
-                replaced: Callable[[object], bool]) -> tuple[Edit, ...]:
-    """The statement at ``line`` (the one that builds an optimizer) moved to just after the
-    last statement below it, in the same block, that assigns a value ``replaced`` accepts (a
-    module or parameter put in place of the one the optimizer was built with: ``model.fc =
-    nn.Linear(512, 3)``, ``model.dec.weight = model.emb.weight``), when nothing in between
-    reads what it assigns. Two edits that keep every line number: the statement's lines left
-    blank, and the statement joined to the assignment's line (``model.fc = nn.Linear(512, 3);
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)``)."""
-    src = _source(line.path) if line.path else None
-    if src is None:
-        return ()
-    built = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign)
-                  and n.lineno <= line.number <= n.end_lineno), None)  # type: ignore[operator]
-    body = getattr(src.parents.get(id(built)), "body", None) if built is not None else None
-    if built is None or not isinstance(body, list) or built not in body:
-        return ()
-    indent = src.lines[built.lineno - 1][:built.col_offset].decode("utf-8")
-    rest = src.lines[built.end_lineno - 1][built.end_col_offset:].decode(  # type: ignore[index]
-        "utf-8").strip()
-    if indent.strip() or (rest and not rest.startswith("#")) or any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and "\n" in n.value
-            for n in ast.walk(built)):
-        return ()  # not alone on its lines, or a text that one line would change
-    assigned = {_segment(src, t) for t in built.targets}
-    needs = {n.id for n in ast.walk(built.value) if isinstance(n, ast.Name)}
-    last, between = None, []
-    for after in body[body.index(built) + 1:]:
-        reads = {_segment(src, n) for n in ast.walk(after)
-                 if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))
-                 and isinstance(n.ctx, ast.Load)}
-        if reads & assigned:  # read from here on: it must be built before
-            break
-        if isinstance(after, ast.Assign) and any(
-                _readable(t) and replaced(_value(_segment(src, t), line.path, namespace))
-                for t in after.targets):
-            last = after
-        between.append(after)
-    if last is None:
-        return ()
-    stored = {n.id for s in between[:between.index(last)] for n in ast.walk(s)
-              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    if stored & needs:  # what it reads is assigned again before the move (lr = ...)
-        return ()
-    statement = _segment(src, built)
-    removed = Edit(line.file, built.lineno, 0, built.end_lineno,  # type: ignore[arg-type]
-                   built.end_col_offset, indent + statement,  # type: ignore[arg-type]
-                   "\n" * statement.count("\n"), line.path, ())
-    return removed, _edit(line, src, last, f"{_segment(src, last)}; {_flat(statement)}", ())
-
-
-def _value(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
-    """What the readable ``expression`` (a node, or an assignment's target written out) reads
-    as in ``namespace``, or ``None``."""
-    try:
-        return _read(expression, path, namespace)
-    except (LookupError, SyntaxError):
-        return None
 
 
 def straight_through(line: Line) -> Edit | None:
@@ -774,8 +506,8 @@ def straight_through(line: Line) -> Edit | None:
     operands = _operands(call)
     if len(operands) != 1 or not _simple(operands[0]):
         return None
-    x, op = _segment(src, operands[0]), _segment(src, call)
-    return _edit(line, src, call, f"{x} + stop_gradient({op} - {x})")
+    x, op = segment(src, operands[0]), segment(src, call)
+    return edit_node(line, src, call, f"{x} + stop_gradient({op} - {x})")
 
 
 def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:

@@ -43,8 +43,6 @@ from torch import nn
 from toolkit.lens.audit.dead import optimizer_edit
 from toolkit.lens.audit.edits import (
     Edit,
-    closure_names,
-    join,
     recompute,
     remove_detach,
 )
@@ -52,6 +50,7 @@ from toolkit.lens.audit.findings import Leak
 from toolkit.lens.audit.graph import Graph
 from toolkit.lens.audit.labels import VIEWS, owners
 from toolkit.lens.audit.location import first_outside, leak_cut
+from toolkit.lens.audit.optimizer_edits import closure_names, join
 from toolkit.lens.audit.proof import Cut, Prover
 from toolkit.lens.audit.record import Recording
 from toolkit.lens.audit.replaced import rebuild_fix, replaced_owner

@@ -6,7 +6,7 @@ The optimizer steps the tensors of the module that was replaced: no module holds
 loss reaches them (DEAD). The new module's tensors get gradient and no optimizer steps them
 (LEAK). Both findings get one fix: build the optimizer after the replacement, the statement
 that builds it moved below the assignment when that is found in the same block
-(:func:`~toolkit.lens.audit.edits.build_after`).
+(:func:`~toolkit.lens.audit.optimizer_edits.build_after`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.lens.audit.edits import Edit, build_after
+from toolkit.lens.audit.edits import Edit
+from toolkit.lens.audit.optimizer_edits import build_after
 from toolkit.lens.audit.sites import Line
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from toolkit.lens.audit.edits import leave_out
 from toolkit.lens.audit.findings import SharedTensor
 from toolkit.lens.audit.leaks import passes_through
+from toolkit.lens.audit.optimizer_edits import leave_out
 
 if TYPE_CHECKING:
     from toolkit.lens.audit.recorded import Found, RecordedStep
