@@ -1,16 +1,20 @@
 """The step audit: :func:`audit_step` and :func:`assert_clean_step`, and what they find.
 
-One file per idea: :mod:`~toolkit.lens.audit.step` runs the step and the rules;
-:mod:`~toolkit.lens.audit.arguments` checks what it is given; :mod:`~toolkit.lens.audit.record`
-records the two calls (names, cuts, writes, call sites) and :mod:`~toolkit.lens.audit.recorded`
-reads the second once for every rule; one rule per kind of finding (:mod:`.leaks`,
-:mod:`.targets`, :mod:`.dead`, :mod:`.carried`, :mod:`.held`, :mod:`.shared`), listed in
-:data:`~toolkit.lens.audit.step.RULES`; the findings' types in :mod:`.findings`, the report in
-:mod:`.result`; each fix as edits of the user's code (:class:`Edit`, :func:`apply_edits`) in
-:mod:`.edits`.
+By stage: :mod:`~toolkit.lens.audit.step` checks what it is given
+(:mod:`~toolkit.lens.audit.arguments`), runs the step and the rules;
+
+- :mod:`toolkit.lens.audit.record`: the step run twice and recorded (names, cuts, writes, call
+  sites), and, apart, the module and optimizer state saved before and put back after;
+- :mod:`toolkit.lens.audit.rules`: the recorded step read once, then one rule per kind of
+  finding (leaks, targets, dead, carried, held, shared), listed in
+  :data:`~toolkit.lens.audit.step.RULES`, each returning typed findings
+  (:mod:`~toolkit.lens.audit.findings`);
+- :mod:`toolkit.lens.audit.fixes`: where a fix goes in the user's code, the fix as edits
+  (:class:`Edit`, :func:`apply_edits`), and its proof.
+
+The report is :class:`StepAudit` (:mod:`~toolkit.lens.audit.result`).
 """
 
-from toolkit.lens.audit.edits import Edit, apply_edits
 from toolkit.lens.audit.findings import (
     CarriedGraph,
     DeadParameter,
@@ -20,6 +24,7 @@ from toolkit.lens.audit.findings import (
     SharedTensor,
     TrainedTarget,
 )
+from toolkit.lens.audit.fixes.edits import Edit, apply_edits
 from toolkit.lens.audit.result import StepAudit
 from toolkit.lens.audit.step import RULES, assert_clean_step, audit_step
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from toolkit.lens.audit.names import Names
+from toolkit.lens.audit.record.names import Names
 
 __all__ = ["losses_of", "pair_losses", "pairings_of", "params_of", "stepped_of"]
 

@@ -5,9 +5,9 @@ Failures (they make :attr:`~toolkit.lens.audit.StepAudit.ok` false): :class:`Lea
 :class:`SharedTensor`. Information: :class:`FrozenTensor`, and :class:`Leak` as pass-through.
 
 Every failure with a fix carries ``line``: where in the user's code the fix goes
-(``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.lens.audit.location` and
-checked by :mod:`toolkit.lens.audit.proof`, or ``None`` when no proved fix is known; and
-``edits``: the fix as edits of those lines (:class:`~toolkit.lens.audit.edits.Edit`: the
+(``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.lens.audit.fixes.location` and
+checked by :mod:`toolkit.lens.audit.fixes.proof`, or ``None`` when no proved fix is known; and
+``edits``: the fix as edits of those lines (:class:`~toolkit.lens.audit.fixes.edits.Edit`: the
 expression, and what to write instead), one per cut, or ``()`` when the audit cannot say
 every expression exactly.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit.lens.audit.edits import Edit
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.fixes.edits import Edit
+from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
            "TrainedTarget"]

@@ -13,7 +13,7 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   (updated twice; a clamp or a mask only constrains them: a note); each with its
   shortest path, the gradient's bytes and the cut that removes it;
 - **trained targets**: a regression, TD, soft-target or score-function loss whose target
-  reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit.targets`);
+  reaches the parameters the same optimizer trains (see :mod:`toolkit.lens.audit.rules.targets`);
 - **dead parameters**: what an optimizer steps, requiring grad, that none of its losses
   reaches, with the cut that stops it (a named block, ``detach``, ``no_grad``, never read);
 - **carried graphs**: the step's graph reaching graph made by its previous call (a recurrent
@@ -24,12 +24,12 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   per iteration (one finding per pair, with the lines that build both; losses paired with
   param groups of one optimizer step nothing twice).
 
-Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.lens.audit.proof`)
-and names the line of the user's code where it goes (:mod:`toolkit.lens.audit.location`).
+Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.lens.audit.fixes.proof`)
+and names the line of the user's code where it goes (:mod:`toolkit.lens.audit.fixes.location`).
 Each kind of finding is one rule, a function of the recorded step, listed in :data:`RULES`.
 
 Information: **pass-through** (tensors the gradient must pass to reach the stepped ones: the
-discriminator in a generator step; *proved*, see :mod:`toolkit.lens.audit.leaks`), **frozen**
+discriminator in a generator step; *proved*, see :mod:`toolkit.lens.audit.rules.leaks`), **frozen**
 tensors in an optimizer (``requires_grad=False``, skipped by every torch optimizer), in-place
 writes (an average, a copy). :mod:`toolkit.lens.audit.result` documents every field.
 
@@ -65,17 +65,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from toolkit.lens.audit import carried, dead, held, leaks, shared, targets
 from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
-from toolkit.lens.audit.built import built_line, function_of
-from toolkit.lens.audit.names import Names, find_modules
-from toolkit.lens.audit.notes import notes_of
-from toolkit.lens.audit.proof import Prover
-from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.recorded import Found, RecordedStep, record_step
+from toolkit.lens.audit.fixes.built import built_line, function_of
+from toolkit.lens.audit.fixes.proof import Prover
+from toolkit.lens.audit.record.names import Names, find_modules
+from toolkit.lens.audit.record.recording import Recording
+from toolkit.lens.audit.record.sites import STOP_CODES, caller_frame
+from toolkit.lens.audit.record.state import StateSnapshot
 from toolkit.lens.audit.result import StepAudit, listing
-from toolkit.lens.audit.sites import STOP_CODES, caller_frame
-from toolkit.lens.audit.state import StateSnapshot
+from toolkit.lens.audit.rules import carried, dead, held, leaks, shared, targets
+from toolkit.lens.audit.rules.notes import notes_of
+from toolkit.lens.audit.rules.recorded import Found, RecordedStep, record_step
 from toolkit.lens.flow import GradientLeakError
 
 __all__ = ["RULES", "assert_clean_step", "audit_step"]
@@ -97,7 +97,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     best without ``backward`` or ``optimizer.step()``; a step that calls them itself is
     audited the same (its graph is read after its backward) and its updates are put back. The
     audit calls it **twice**, inside a recording that names modules, marks cuts and notes
-    in-place writes (see :mod:`toolkit.lens.audit.record`), and walks the backward graph of
+    in-place writes (see :mod:`toolkit.lens.audit.record.recording`), and walks the backward graph of
     the second call (what each finding means: :class:`StepAudit` and
     :mod:`toolkit.lens.audit.result`). Called with gradients off (``torch.no_grad()``,
     ``torch.inference_mode()``), it runs the step with them on, as training does, and says so;

@@ -1,6 +1,6 @@
 """Every torch call of the step, seen through a :class:`~torch.overrides.TorchFunctionMode`.
 
-:class:`CallWatch` records, for the :class:`~toolkit.lens.audit.record.Recording` it serves,
+:class:`CallWatch` records, for the :class:`~toolkit.lens.audit.record.recording.Recording` it serves,
 what leaves no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a
 tensor with a graph, a watched tensor read under ``torch.no_grad()`` (and the ``with`` line
 that switched gradients off), ``requires_grad_(False)``, in-place writes to a watched tensor
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from toolkit.lens.audit.sites import grad_off_line, library_call, package_of, user_line
+from toolkit.lens.audit.record.sites import grad_off_line, library_call, package_of, user_line
 
 __all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 

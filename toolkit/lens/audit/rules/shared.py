@@ -9,11 +9,11 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from toolkit.lens.audit.findings import SharedTensor
-from toolkit.lens.audit.leaks import passes_through
-from toolkit.lens.audit.optimizer_edits import leave_out
+from toolkit.lens.audit.fixes.optimizer_edits import leave_out
+from toolkit.lens.audit.rules.leaks import passes_through
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import Found, RecordedStep
+    from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check"]
 

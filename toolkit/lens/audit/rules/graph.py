@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.lens.audit.record import Recording
+from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import closure, walk
 

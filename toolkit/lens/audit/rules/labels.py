@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.lens.audit.record import Recording, is_open_marker
+from toolkit.lens.audit.record.recording import Recording, is_open_marker
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 __all__ = ["VIEWS", "Labeller", "node_shape", "outputs_of", "owners", "shape_text"]

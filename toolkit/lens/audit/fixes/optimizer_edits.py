@@ -1,5 +1,5 @@
 """Fixes at the line that builds an optimizer, as edits of the user's code
-(:class:`~toolkit.lens.audit.edits.Edit`).
+(:class:`~toolkit.lens.audit.fixes.edits.Edit`).
 
 - :func:`leave_out`: the optimizer built without the tensors it steps in vain (an EMA teacher,
   a tensor another optimizer steps): ``holder.parameters()`` filtered by name, a param group
@@ -18,7 +18,7 @@ import ast
 import os
 from collections.abc import Callable, Iterable
 
-from toolkit.lens.audit.edits import (
+from toolkit.lens.audit.fixes.edits import (
     Edit,
     Source,
     edit_node,
@@ -28,7 +28,7 @@ from toolkit.lens.audit.edits import (
     segment,
     source_of,
 )
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["build_after", "closure_names", "join", "leave_out"]
 

@@ -6,7 +6,7 @@ The optimizer steps the tensors of the module that was replaced: no module holds
 loss reaches them (DEAD). The new module's tensors get gradient and no optimizer steps them
 (LEAK). Both findings get one fix: build the optimizer after the replacement, the statement
 that builds it moved below the assignment when that is found in the same block
-(:func:`~toolkit.lens.audit.optimizer_edits.build_after`).
+(:func:`~toolkit.lens.audit.fixes.optimizer_edits.build_after`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.lens.audit.edits import Edit
-from toolkit.lens.audit.optimizer_edits import build_after
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.fixes.edits import Edit
+from toolkit.lens.audit.fixes.optimizer_edits import build_after
+from toolkit.lens.audit.record.sites import Line
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import RecordedStep
+    from toolkit.lens.audit.rules.recorded import RecordedStep
 
 __all__ = ["orphans", "rebuild_fix", "replaced_owner"]
 

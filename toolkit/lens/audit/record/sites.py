@@ -53,7 +53,7 @@ class Line:
     ``span``: where in the source the expression running there is, as Python counts it for
     tracebacks (``(line, end line, column, end column)``, columns in UTF-8 bytes), or ``None``;
     two lines are equal whatever their spans (a line is where a fix goes, the span what
-    it edits: :mod:`toolkit.lens.audit.edits`).
+    it edits: :mod:`toolkit.lens.audit.fixes.edits`).
     """
 
     file: str

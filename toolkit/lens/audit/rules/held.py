@@ -26,23 +26,23 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from toolkit.lens.audit.carried import (
+from toolkit.lens.audit.findings import HeldGraph
+from toolkit.lens.audit.fixes.edits import Edit, cut_assigned, cut_written, reset_at_start
+from toolkit.lens.audit.record.recording import Recording
+from toolkit.lens.audit.record.sites import Line
+from toolkit.lens.audit.rules.carried import (
     assigned_now,
     reads_own,
     reset_text,
     state_assignable,
     state_readers,
 )
-from toolkit.lens.audit.edits import Edit, cut_assigned, cut_written, reset_at_start
-from toolkit.lens.audit.findings import HeldGraph
-from toolkit.lens.audit.labels import Labeller
-from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.rules.labels import Labeller
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import walk
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import Found, RecordedStep
+    from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_held"]
 
@@ -217,7 +217,7 @@ def _reset(step: RecordedStep, module: nn.Module, name: str, owner: str, assign:
 def _previous_readers(step: RecordedStep, assign: Line
                       ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
     """Where this call reads the value the previous call last assigned at ``assign``, and
-    the edits that cut it there (:func:`~toolkit.lens.audit.carried.state_readers`)."""
+    the edits that cut it there (:func:`~toolkit.lens.audit.rules.carried.state_readers`)."""
     before = [node for node, at in step.rec.assigned.values()
               if at == assign and at.span == assign.span
               and node._sequence_nr() < step.rec.marks[-1]]

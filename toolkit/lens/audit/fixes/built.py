@@ -20,7 +20,7 @@ import types
 from collections import deque
 from typing import Any
 
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["built_line"]
 

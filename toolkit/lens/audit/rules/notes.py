@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from toolkit.lens.audit.record import Recording, Write
+from toolkit.lens.audit.record.recording import Recording, Write
 from toolkit.lens.audit.result import listing
 from toolkit.lens.backward_graph import ShortestPaths
 

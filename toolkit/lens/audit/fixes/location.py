@@ -13,7 +13,7 @@ q_target(s2)``), or one the step handed to a module (``netD(fake)``). Each gives
 :func:`leak_cut` tries them from the leaking tensor outwards (a tensor closer to the leaking
 network first; at each, where it is handed to a module before where it is made, and that
 before where an operation reads it) and keeps the first that
-:class:`~toolkit.lens.audit.proof.Prover` proves: the leak gone, every stepped tensor still
+:class:`~toolkit.lens.audit.fixes.proof.Prover` proves: the leak gone, every stepped tensor still
 reached, their gradients unchanged. When one cut leaves another path, it adds the next proved
 cut on that path (at most :data:`MAX_CUTS`). Nodes inside a module's forward are never
 proposed: that code runs for every caller (the generator step too).
@@ -27,14 +27,14 @@ import operator
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from toolkit.lens.audit.edits import cut_argument, cut_made, cut_operand
-from toolkit.lens.audit.labels import shape_text
-from toolkit.lens.audit.proof import Cut, Prover
-from toolkit.lens.audit.record import is_open_marker
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.fixes.edits import cut_argument, cut_made, cut_operand
+from toolkit.lens.audit.fixes.proof import Cut, Prover
+from toolkit.lens.audit.record.recording import is_open_marker
+from toolkit.lens.audit.record.sites import Line
+from toolkit.lens.audit.rules.labels import shape_text
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import RecordedStep
+    from toolkit.lens.audit.rules.recorded import RecordedStep
 
 __all__ = ["MAX_CUTS", "first_outside", "leak_cut", "reader_line", "target_cut"]
 

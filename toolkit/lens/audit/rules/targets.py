@@ -59,13 +59,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from toolkit.lens.audit.findings import TrainedTarget
-from toolkit.lens.audit.graph import Graph
-from toolkit.lens.audit.labels import VIEWS, owners, shape_text
-from toolkit.lens.audit.location import target_cut
+from toolkit.lens.audit.fixes.location import target_cut
+from toolkit.lens.audit.rules.graph import Graph
+from toolkit.lens.audit.rules.labels import VIEWS, owners, shape_text
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import Found, RecordedStep
+    from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_trained_targets", "target_edges"]
 
@@ -333,7 +333,7 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
 
 def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
     """The trained targets of one loss (see the module's docstring), each with the proved cut
-    that removes it (:func:`toolkit.lens.audit.location.target_cut`) when one is found."""
+    that removes it (:func:`toolkit.lens.audit.fixes.location.target_cut`) when one is found."""
     graph, label, stepped = step.graphs[loss], step.label, set(step.stepped[loss])
     names = label.rec.names
     merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}

@@ -11,7 +11,7 @@ graph:
   views of them) form the parameter's *region*: no cut goes there. ``P(L)`` are the nodes that
   read the region of ``L`` (the layers that use it).
 - The *legitimate* graph is the loss's graph without the edges into the target side of a
-  recognised comparison or the weight of a log-probability (:mod:`toolkit.lens.audit.targets`):
+  recognised comparison or the weight of a log-probability (:mod:`toolkit.lens.audit.rules.targets`):
   gradient through those is never what trains the stepped tensors (``(R − V).detach()``).
 - ``L`` is pass-through when a node of ``P(L)`` lies on a legitimate path from the loss to a
   stepped tensor: every cut that removes ``L``'s gradient also cuts that path, i.e. changes
@@ -26,7 +26,7 @@ graph:
 - ``L`` is a learned tensor left out of the optimizer when it is an ``nn.Parameter`` that no
   optimizer given steps, held by a module whose other tensors the loss's optimizer steps (a
   learned temperature, ELMo's layer weights): a leak whose fix is no cut but "add it to the
-  optimizer built at" the user's line (:mod:`toolkit.lens.audit.built`). So is a parameter
+  optimizer built at" the user's line (:mod:`toolkit.lens.audit.fixes.built`). So is a parameter
   no optimizer steps that no cut in the step's code can spare.
 - Otherwise ``L`` is a leak, and the suggested cut is on its shortest path, at the first node
   that is on no legitimate path to a stepped tensor.
@@ -40,26 +40,26 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.lens.audit.dead import optimizer_edit
-from toolkit.lens.audit.edits import (
+from toolkit.lens.audit.findings import Leak
+from toolkit.lens.audit.fixes.edits import (
     Edit,
     recompute,
     remove_detach,
 )
-from toolkit.lens.audit.findings import Leak
-from toolkit.lens.audit.graph import Graph
-from toolkit.lens.audit.labels import VIEWS, owners
-from toolkit.lens.audit.location import first_outside, leak_cut
-from toolkit.lens.audit.optimizer_edits import closure_names, join
-from toolkit.lens.audit.proof import Cut, Prover
-from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.replaced import rebuild_fix, replaced_owner
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.fixes.location import first_outside, leak_cut
+from toolkit.lens.audit.fixes.optimizer_edits import closure_names, join
+from toolkit.lens.audit.fixes.proof import Cut, Prover
+from toolkit.lens.audit.record.recording import Recording
+from toolkit.lens.audit.record.sites import Line
+from toolkit.lens.audit.rules.dead import optimizer_edit
+from toolkit.lens.audit.rules.graph import Graph
+from toolkit.lens.audit.rules.labels import VIEWS, owners
+from toolkit.lens.audit.rules.replaced import rebuild_fix, replaced_owner
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import Found, RecordedStep
+    from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_leaks", "passes_through"]
 
@@ -414,7 +414,7 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
          leaf: int, known: list[Cut]
          ) -> tuple[str | None, str, tuple[Line, ...], tuple[Edit, ...]]:
     """``(where to cut, the fix in words, the user's lines, their edits)`` of one leak: a cut
-    proved on the recorded graph (:mod:`toolkit.lens.audit.location`), or what could not be
+    proved on the recorded graph (:mod:`toolkit.lens.audit.fixes.location`), or what could not be
     found and why."""
     optimizer = step.optimizer_of[loss]
     if not targets:

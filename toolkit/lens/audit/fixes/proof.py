@@ -23,11 +23,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.record.sites import Line
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.edits import Edit
-    from toolkit.lens.audit.recorded import RecordedStep
+    from toolkit.lens.audit.fixes.edits import Edit
+    from toolkit.lens.audit.rules.recorded import RecordedStep
 
 __all__ = ["Cut", "Prover"]
 
@@ -39,7 +39,7 @@ class Cut:
     ``dead``: node ids made constants; ``edges``: ``(reader, node)`` ids removed; ``lines``: the
     user's lines, one per cut; ``texts``: each cut in words (``"detach the output of q_next
     (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``edits``:
-    each cut as an edit of its line (:mod:`toolkit.lens.audit.edits`), ``None`` where the
+    each cut as an edit of its line (:mod:`toolkit.lens.audit.fixes.edits`), ``None`` where the
     expression is not known.
     """
 

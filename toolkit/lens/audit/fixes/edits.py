@@ -7,7 +7,7 @@ expression of that line the fix changes, as the source spells it, and what to wr
     edit: train.py:42: fake -> stop_gradient(fake)
 
 The expression is found from the span Python records for the call or operation that was
-running when the audit saw the tensor (:attr:`~toolkit.lens.audit.sites.Line.span`, the span a
+running when the audit saw the tensor (:attr:`~toolkit.lens.audit.record.sites.Line.span`, the span a
 traceback underlines) in the file's syntax tree (:mod:`ast`):
 
 - :func:`cut_made`: the expression that made the tensor (``q_target(s2)``, ``r + g * v``);
@@ -27,7 +27,7 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
 A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
 lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
 would fail. Edits of the line that builds an optimizer are in
-:mod:`toolkit.lens.audit.optimizer_edits`. :func:`apply_edits` writes edits into a source text (the tests apply every edit
+:mod:`toolkit.lens.audit.fixes.optimizer_edits`. :func:`apply_edits` writes edits into a source text (the tests apply every edit
 the audit prints over the real-code corpus and train the edited step).
 """
 
@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
            "cut_operand", "cut_written", "extend_argument", "grad_on", "keyword_value",
@@ -447,7 +447,7 @@ def stack_values(line: Line) -> Edit | None:
 def reset_at_start(function: object, namespace: dict[str, object], owner: str,
                    module: object, name: str) -> tuple[Line, Edit] | None:
     """``(line, edit)``: ``<owner>.<name> = None`` written as the first statement of the step's
-    plain ``function`` (:func:`~toolkit.lens.audit.built.function_of`), when ``owner`` read in ``namespace`` is ``module`` and the function's source
+    plain ``function`` (:func:`~toolkit.lens.audit.fixes.built.function_of`), when ``owner`` read in ``namespace`` is ``module`` and the function's source
     is a ``def`` (the line is its first statement, before which the edit inserts)."""
     code = getattr(function, "__code__", None)
     try:

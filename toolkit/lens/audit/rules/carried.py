@@ -6,24 +6,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolkit.lens.audit.edits import (
+from toolkit.lens.audit.findings import CarriedGraph
+from toolkit.lens.audit.fixes.edits import (
     Edit,
     cut_argument,
     cut_assigned,
     cut_operand,
     reset_at_start,
 )
-from toolkit.lens.audit.findings import CarriedGraph
-from toolkit.lens.audit.labels import node_shape, outputs_of
-from toolkit.lens.audit.location import reader_line
-from toolkit.lens.audit.proof import Cut
-from toolkit.lens.audit.record import is_open_marker
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.fixes.location import reader_line
+from toolkit.lens.audit.fixes.proof import Cut
+from toolkit.lens.audit.record.recording import is_open_marker
+from toolkit.lens.audit.record.sites import Line
+from toolkit.lens.audit.rules.labels import node_shape, outputs_of
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import Found, RecordedStep
+    from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_carried"]
 

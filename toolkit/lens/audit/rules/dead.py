@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from toolkit.lens.audit.calls import COPY
-from toolkit.lens.audit.edits import (
+from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
+from toolkit.lens.audit.fixes.edits import (
     Edit,
     cut_operand,
     extend_argument,
@@ -23,19 +23,19 @@ from toolkit.lens.audit.edits import (
     stack_values,
     straight_through,
 )
-from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
-from toolkit.lens.audit.labels import Labeller, shape_text
-from toolkit.lens.audit.notes import write_kind
-from toolkit.lens.audit.optimizer_edits import leave_out
-from toolkit.lens.audit.proof import Cut
-from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.replaced import orphans, rebuild_fix, replaced_owner
-from toolkit.lens.audit.sites import LibraryCall, Line
+from toolkit.lens.audit.fixes.optimizer_edits import leave_out
+from toolkit.lens.audit.fixes.proof import Cut
+from toolkit.lens.audit.record.calls import COPY
+from toolkit.lens.audit.record.recording import Recording
+from toolkit.lens.audit.record.sites import LibraryCall, Line
+from toolkit.lens.audit.rules.labels import Labeller, shape_text
+from toolkit.lens.audit.rules.notes import write_kind
+from toolkit.lens.audit.rules.replaced import orphans, rebuild_fix, replaced_owner
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
-    from toolkit.lens.audit.recorded import Found, RecordedStep
+    from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_dead"]
 
@@ -409,7 +409,7 @@ def _other_readers(step: RecordedStep, members: list[str], found: list[DeadParam
 def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]
               ) -> list[DeadParameter]:
     """The tensors of a module replaced after the optimizer was built (never read, held by no
-    module: :mod:`toolkit.lens.audit.replaced`), with that fix: build the optimizer after the
+    module: :mod:`toolkit.lens.audit.rules.replaced`), with that fix: build the optimizer after the
     replacement."""
     for loss in members:
         old = orphans(step, loss)

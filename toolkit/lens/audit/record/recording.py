@@ -2,10 +2,10 @@
 
 :func:`toolkit.lens.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
 
-- names tensors (:mod:`toolkit.lens.audit.names`): every parameter (and buffer) of the modules
+- names tensors (:mod:`toolkit.lens.audit.record.names`): every parameter (and buffer) of the modules
   it is given or finds in the step, by module path, then the optimizers' remaining parameters by
   position;
-- records, through :class:`~toolkit.lens.audit.calls.CallWatch` (a torch-function mode), the
+- records, through :class:`~toolkit.lens.audit.record.calls.CallWatch` (a torch-function mode), the
   cuts that leave no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
   parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
   watched parameter (an EMA update, a hard copy);
@@ -18,7 +18,7 @@
 - takes the sequence number autograd gives each new node before each call, so that nodes made
   before the second call are recognisable in its graph.
 
-With a :class:`~toolkit.lens.audit.state.StateSnapshot` it copies each parameter the step is
+With a :class:`~toolkit.lens.audit.record.state.StateSnapshot` it copies each parameter the step is
 about to write in place, so that the audit can put it back.
 """
 
@@ -43,10 +43,10 @@ from torch.optim.optimizer import (
 
 from toolkit._utils.trees import tree_map
 from toolkit.core.stop_gradient import observe_cuts
-from toolkit.lens.audit.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
-from toolkit.lens.audit.edits import operand_holding
-from toolkit.lens.audit.names import Names
-from toolkit.lens.audit.sites import (
+from toolkit.lens.audit.fixes.edits import operand_holding
+from toolkit.lens.audit.record.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
+from toolkit.lens.audit.record.names import Names
+from toolkit.lens.audit.record.sites import (
     Line,
     line_of,
     step_frame,
@@ -55,7 +55,7 @@ from toolkit.lens.audit.sites import (
     user_line,
     user_stack,
 )
-from toolkit.lens.audit.state import STATEFUL, StateSnapshot
+from toolkit.lens.audit.record.state import STATEFUL, StateSnapshot
 from toolkit.lens.backward_graph import trace_cuts
 
 __all__ = ["Edge", "Recording", "Write", "is_open_marker"]
@@ -197,7 +197,7 @@ class Recording:
         # where in the step's code ("at model.py:42 (forward)"): ("detach", call, id(node)),
         # ("detach", id(leaf)), ("no_grad", id(watched)), ("call", call, module name)
         self.sites: dict[tuple[Any, ...], str] = {}
-        # the same places as lines of the user's code (:class:`~toolkit.lens.audit.sites.Line`)
+        # the same places as lines of the user's code (:class:`~toolkit.lens.audit.record.sites.Line`)
         self.lines: dict[tuple[Any, ...], Line | None] = {}
         # id(node) -> (node, the step's lines that read it): tensors made before this call
         self.old_reads: dict[int, tuple[Any, list[Line]]] = {}
@@ -570,7 +570,7 @@ class Recording:
 
     def _watch_stateful(self, stack: contextlib.ExitStack) -> None:
         """Save a ``GradScaler`` or a scheduler before the step first moves it (``update()``,
-        ``step()``: :data:`~toolkit.lens.audit.state.STATEFUL`), so that the audit can put
+        ``step()``: :data:`~toolkit.lens.audit.record.state.STATEFUL`), so that the audit can put
         its state back."""
         def saving(original: Any) -> Any:
             @functools.wraps(original)

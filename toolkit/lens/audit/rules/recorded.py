@@ -1,7 +1,7 @@
 """The recorded step: everything the audit's rules read, built once per audit.
 
 :func:`~toolkit.lens.audit.audit_step` runs the step twice inside a
-:class:`~toolkit.lens.audit.record.Recording`, then builds one :class:`RecordedStep` from the
+:class:`~toolkit.lens.audit.record.recording.Recording`, then builds one :class:`RecordedStep` from the
 second call's losses: each loss's backward graph (searched once), which tensors each loss's
 optimizer steps, the regions of computed weights, the tensors written in place from other
 trained tensors. Each rule of :data:`~toolkit.lens.audit.step.RULES` is a function of it.
@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from toolkit.lens.audit.graph import Graph, parameter_regions
-from toolkit.lens.audit.labels import Labeller
-from toolkit.lens.audit.record import Recording
-from toolkit.lens.audit.sites import Line
+from toolkit.lens.audit.record.recording import Recording
+from toolkit.lens.audit.record.sites import Line
+from toolkit.lens.audit.rules.graph import Graph, parameter_regions
+from toolkit.lens.audit.rules.labels import Labeller
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import output_roots
 
@@ -40,7 +40,7 @@ class RecordedStep:
     ``searches`` / ``graphs``: each loss's backward graph; ``region``: node ids inside computed
     weights; ``twice``: ids of tensors the step writes in place from other trained tensors;
     ``removed``: each loss's edges into a target side or a log-probability's weight
-    (:func:`~toolkit.lens.audit.targets.target_edges`: gradient no stepped tensor should get);
+    (:func:`~toolkit.lens.audit.rules.targets.target_edges`: gradient no stepped tensor should get);
     ``prover``: the proof of fixes on these graphs.
     """
 
@@ -62,7 +62,7 @@ class RecordedStep:
     # rules and the proof read the recorded step, so it imports neither
     removed: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
     prover: Any = None
-    # optimizer -> the user's line that builds it (toolkit.lens.audit.built), for fixes that
+    # optimizer -> the user's line that builds it (toolkit.lens.audit.fixes.built), for fixes that
     # are not cuts; set by audit_step
     built: Callable[[Any], Line | None] | None = None
     # the names the step's code sees (its globals and closure) and the audit's caller's:
