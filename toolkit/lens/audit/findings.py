@@ -38,6 +38,15 @@ class Leak:
     no cut can remove it). A reparametrised weight (``parametrize``, the ``spectral_norm`` /
     ``weight_norm`` hooks) is named by its stored tensor (``weight_orig``,
     ``parametrizations.weight.original``); no cut is ever proposed inside its computation.
+
+    ``kind``: what the fix is, as one word: ``"cut"`` (a cut at ``cut_at``), ``"written"``
+    (stepped and written in place by the step: one of the two goes), ``"optimizer"`` (at the
+    line that builds the optimizer: a tensor left out of it, a module replaced after it was
+    built), ``"detached"`` (a ``.detach()`` of the step keeps the loss from what it trains: remove
+    it), ``"no_target"`` (the loss reaches none of the tensors its optimizer steps: fixed
+    where the DEAD finding says), ``"no_cut"`` (no cut in the step's code removes it),
+    ``"pass_through"`` (every cut that removes it also cuts a stepped tensor off the loss) or
+    ``"unstepped"`` (pass-through, and stepped by no optimizer given: perhaps meant to train).
     """
 
     loss: str
@@ -51,6 +60,7 @@ class Leak:
     cut_at: str | None
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
+    kind: str = "cut"
 
 
 @dataclass(frozen=True)

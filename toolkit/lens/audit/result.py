@@ -215,7 +215,7 @@ class StepAudit:
             size = fmt(sum(x.grad_bytes for x in leaks), 'B')
             # tensors no optimizer steps: they may be meant to train (unfrozen after the
             # optimizer was built from the tensors that required grad then)
-            idle = [x.parameter for x in leaks if x.fix.startswith("no optimizer given")]
+            idle = [x.parameter for x in leaks if x.kind == "unstepped"]
             built = next((x.lines[0] for x in leaks if x.lines), None)
             who = "them" if len(idle) == len(leaks) else listing(idle, 4)
             train = "" if not idle else (

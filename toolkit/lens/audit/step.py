@@ -295,7 +295,7 @@ def run_rules(recorded: RecordedStep) -> StepAudit:
     # a loss that reaches none of its optimizer's tensors: its leaks are fixed where the dead
     # finding says (the no_grad block, the detach), not by a cut or another pairing
     for i, leak in enumerate(found.get("leaks", ())):
-        if leak.cut_at is None and not leak.lines and "reaches none of the tensors" in leak.fix:
+        if leak.kind == "no_target" and not leak.lines:
             lines = tuple(dict.fromkeys(x for d in found.get("dead", ())
                                         if leak.loss in d.losses for x in d.lines))
             found["leaks"][i] = dataclasses.replace(leak, lines=lines)

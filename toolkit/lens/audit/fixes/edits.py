@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 
+from toolkit.lens.audit.fixes.values import plain, read_value
 from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
@@ -228,32 +229,19 @@ def _operands(node: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _simple(node: ast.expr) -> bool:
-    """A name, an attribute of one, or an item with a constant key: read without running the
-    user's code (``self.avg``, ``state["hidden"]``)."""
-    if isinstance(node, ast.Name):
-        return True
-    if isinstance(node, ast.Attribute):
-        return _simple(node.value)
-    if isinstance(node, ast.Subscript):
-        return isinstance(node.slice, ast.Constant) and _simple(node.value)
-    return False
-
-
 def operand_holding(line: Line, frame: FrameType, value: object) -> int | None:
     """Which operand of the operation at ``line`` (running in ``frame``) is ``value``: the
-    first plain operand (a name, an attribute, an item) that evaluates to it there."""
+    first plain operand (a name, an attribute, an item) that reads as it there."""
     found = _at(line)
     if found is None:
         return None
     for i, operand in enumerate(_operands(found[1])):
-        if not _simple(operand):
+        if not plain(operand):
             continue
         try:
-            code = compile(ast.Expression(operand), line.path, "eval")
-            if eval(code, frame.f_globals, frame.f_locals) is value:
+            if read_value(operand, line.path, frame.f_locals, frame.f_globals) is value:
                 return i
-        except Exception:  # a name not bound there, an item missing: not this operand
+        except LookupError:  # a name not bound there, an item missing: not this operand
             continue
     return None
 
@@ -473,28 +461,6 @@ def reset_at_start(function: object, namespace: dict[str, object], owner: str,
                       path, ())
 
 
-def readable(node: ast.expr) -> bool:
-    """An expression read without calling anything: names, attributes, constant items, and
-    ``a if flag else b`` of them."""
-    if isinstance(node, ast.IfExp):
-        return all(readable(n) for n in (node.test, node.body, node.orelse))
-    return isinstance(node, ast.Constant) or _simple(node)
-
-
-def read_value(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:
-    """The value of a :func:`readable` expression in ``namespace``; ``LookupError`` when it
-    cannot be read there."""
-    node = ast.parse(expression, mode="eval").body if isinstance(expression, str) \
-        else expression
-    if not readable(node):
-        raise LookupError(expression)
-    try:
-        return eval(compile(ast.Expression(node), path, "eval"), {"__builtins__": {}},
-                    dict(namespace))
-    except Exception as err:  # a name the namespace does not hold
-        raise LookupError(expression) from err
-
-
 def straight_through(line: Line) -> Edit | None:
     """The zero-derivative operation at ``line`` (``torch.sign(w)``, ``x.round()``) with the
     identity's gradient: ``w + stop_gradient(torch.sign(w) - w)``, when its operand is a
@@ -504,7 +470,7 @@ def straight_through(line: Line) -> Edit | None:
         return None
     src, call = found
     operands = _operands(call)
-    if len(operands) != 1 or not _simple(operands[0]):
+    if len(operands) != 1 or not plain(operands[0]):
         return None
     x, op = segment(src, operands[0]), segment(src, call)
     return edit_node(line, src, call, f"{x} + stop_gradient({op} - {x})")

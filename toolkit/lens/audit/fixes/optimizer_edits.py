@@ -23,11 +23,10 @@ from toolkit.lens.audit.fixes.edits import (
     Source,
     edit_node,
     flat,
-    read_value,
-    readable,
     segment,
     source_of,
 )
+from toolkit.lens.audit.fixes.values import read_value, readable
 from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["build_after", "closure_names", "join", "leave_out"]

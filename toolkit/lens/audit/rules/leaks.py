@@ -101,6 +101,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         lines: tuple[Line, ...] = ()
         edits: tuple[Edit, ...] = ()
         inside = None
+        kind = "optimizer"  # the fix is at the optimizer's line, unless set otherwise below
         replaced = replaced_owner(step, loss, variable) if targets else None
         if id(variable) in stepped:
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
@@ -117,21 +118,25 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 inside = _only_inside(graph, leaf, id(variable), calls)
                 through = inside is not None
         if inside is not None:
+            kind = "pass_through"
             cut_at, fix = None, (
                 f"reached only through the output of {inside}, which trains optimizer "
                 f"{optimizer!r}'s tensors: only a cut inside {inside}'s own forward could "
                 f"remove it; {skip}")
         elif through:
+            kind = "pass_through"
             cut_at, fix = None, (
                 "no cut can remove it: every cut that does also cuts a path by which "
                 f"optimizer {optimizer!r}'s tensors are trained; {skip}")
             if _inside_trained(step, loss, variable):  # meant to train, or not
+                kind = "unstepped"
                 built = step.built_at(step.optimizer(loss))
                 lines = () if built is None else (built,)
-                fix = (f"{_UNSTEPPED}: if it should train, add it to optimizer {optimizer!r}"
+                fix = (f"no optimizer given steps it: if it should train, add it to optimizer {optimizer!r}"
                        f"{'' if built is None else f' (built at {built.file}:{built.number})'}"
                        f"; {fix}")
         elif id(variable) in stepped:
+            kind = "written"
             line = rec.lines.get(("write", id(variable)))
             cut_at, fix, lines = None, (
                 f"write it in one way only: remove the in-place write "
@@ -144,6 +149,7 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         elif replaced is not None:
             cut_at, (fix, lines, edits) = None, rebuild_fix(step, loss, replaced)
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
+            kind = "detached"
             cut_at, (fix, lines, edits) = None, fed
         elif targets and _sibling_left_out(step, variable):
             cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
@@ -152,18 +158,18 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
                 v for v in candidates if _called_by_trained(step, v)], called=True)
         else:
-            cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
-                                             search.leaf_node[id(variable)], known)
-            if cut_at is None and targets and step.unstepped(variable) \
-                    and fix.startswith(_NO_CUT):
+            kind, cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
+                                                   search.leaf_node[id(variable)], known)
+            if kind == "no_cut" and targets and step.unstepped(variable):
                 # meant to train, or meant to stay fixed (a base layer under an adapter):
                 # either fix is one line, neither is known, so none is written
+                kind = "optimizer"
                 fix, lines, edits = _add_to_optimizer(step, loss, [variable], either=True)
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
                     path=tuple(label(n) for n in chain), reason=reason, fix=fix, cut_at=cut_at,
-                    lines=lines, edits=() if through else edits)
+                    lines=lines, edits=() if through else edits, kind=kind)
         (passing if through else leaks).append(leak)
     return _owned(leaks), passing
 
@@ -322,10 +328,6 @@ def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set
     return fix, lines, (edit, *dict.fromkeys(e for c in cuts for e in c.edits))  # type: ignore[misc]
 
 
-#: how a pass-through tensor that no optimizer given steps starts its fix
-_UNSTEPPED = "no optimizer given steps it"
-
-
 def _inside_trained(step: RecordedStep, loss: str, variable: Any) -> bool:
     """Stepped by no optimizer given, inside a module whose other tensors the loss's
     optimizer steps (an encoder layer unfrozen after the optimizer was built from the tensors
@@ -401,9 +403,6 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
         () if line is None else (line,)), () if edit is None else (edit,)
 
 
-_NO_CUT = "no cut in the step's code"
-
-
 def _all(edits: Iterable[Edit | None]) -> tuple[Edit, ...]:
     """The edits, when every one is known; else none (a fix half written is no fix)."""
     found = tuple(edits)
@@ -412,23 +411,24 @@ def _all(edits: Iterable[Edit | None]) -> tuple[Edit, ...]:
 
 def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targets: set[int],
          leaf: int, known: list[Cut]
-         ) -> tuple[str | None, str, tuple[Line, ...], tuple[Edit, ...]]:
-    """``(where to cut, the fix in words, the user's lines, their edits)`` of one leak: a cut
-    proved on the recorded graph (:mod:`toolkit.lens.audit.fixes.location`), or what could not be
-    found and why."""
+         ) -> tuple[str, str | None, str, tuple[Line, ...], tuple[Edit, ...]]:
+    """``(kind, where to cut, the fix in words, the user's lines, their edits)`` of one leak:
+    a cut proved on the recorded graph (:mod:`toolkit.lens.audit.fixes.location`; kind
+    ``"cut"``), or what could not be found and why (kind ``"no_target"``, ``"no_cut"``): see
+    :class:`~toolkit.lens.audit.findings.Leak`."""
     optimizer = step.optimizer_of[loss]
     if not targets:
-        return None, (f"loss {loss!r} reaches none of the tensors optimizer {optimizer!r} "
+        return "no_target", None, (f"loss {loss!r} reaches none of the tensors optimizer {optimizer!r} "
                       f"steps, so its whole gradient goes to tensors outside it; pairing it "
                       f"with their optimizer would train them on this objective: first make it "
                       f"reach what it trains (see the DEAD finding of {optimizer!r})"), (), ()
     first = first_outside(chain, legit)
     if first == 0:
-        return None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
+        return "no_cut", None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
                       f"its target side: no cut in the step's code spares them"), (), ()
     cut = leak_cut(step, step.prover, loss, leaf, legit, known)
     if cut is None:
-        return None, (f"{_NO_CUT} (where it makes a tensor, or hands one to a "
+        return "no_cut", None, ("no cut in the step's code (where it makes a tensor, or hands one to a "
                       "module) removes this gradient without also cutting a tensor optimizer "
                       f"{optimizer!r} trains, or changing its gradient; "
                       "a cut inside a module's forward would change it for every caller"), (), ()
@@ -443,7 +443,7 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
                f"{cut.options}")
     if cut_at.startswith("block "):  # a disabled toolkit block: the cut is already there
         fix = cut.texts[0]
-    return cut_at, fix, cut.lines, _all(cut.edits)
+    return "cut", cut_at, fix, cut.lines, _all(cut.edits)
 
 
 def _owned(leaks: list[Leak]) -> list[Leak]:
