@@ -207,3 +207,22 @@ def test_compare_gradients_names_a_loss_fn_that_is_not_callable() -> None:
     with pytest.raises(TypeError, match=r"^compare_gradients: loss_fn must be a callable, got 5$"):
         compare_gradients(5, [w])  # type: ignore[arg-type]
     assert compare_gradients(lambda: (w * w).sum(), [w]).overall.cosine == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("fn", [stable_softmax, log_softmax])
+def test_none_as_x_is_a_type_error_not_a_nan(fn) -> None:
+    """numpy makes None an object array whose float64 is NaN: the softmax of nothing was
+    ``tensor(nan)``; torch.softmax(None) is a TypeError, and so is ours, naming x."""
+    with pytest.raises(TypeError, match=rf"^{fn.__name__}: x must be an array-like of numbers "
+                                        r"or a tensor, got None$"):
+        fn(None)
+
+
+def test_a_model_that_is_not_callable_is_named_as_pgds_model(seed: int) -> None:
+    """pgd(5, x, y) said "'int' object is not callable"; now it names pgd and model."""
+    x, y = torch.rand(4, 3), torch.tensor([0, 1, 0, 1])
+    with pytest.raises(TypeError, match=r"^pgd: model must be a callable returning logits \(an "
+                                        r"nn\.Module or a function of x\), got 5$"):
+        pgd(5, x, y)
+    torch.manual_seed(seed)
+    pgd(nn.Linear(3, 2), x, y, steps=1)  # the advice: a module

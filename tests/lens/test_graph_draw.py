@@ -254,11 +254,14 @@ def test_draw_gradient_graph_errors():
     with pytest.raises(ValueError, match=r"draw_gradient_graph: collapse must be an int >= 0, "
                        r"got -1"):
         draw_gradient_graph(w.sum(), collapse=-1)
-    with pytest.raises(ValueError, match=r"draw_gradient_graph: max_nodes must be an int >= 0, "
+    with pytest.raises(TypeError, match=r"draw_gradient_graph: max_nodes must be an int >= 0, "
                        r"got 2.5"):
         draw_gradient_graph(w.sum(), max_nodes=2.5)
     with pytest.raises(ValueError, match=r"draw_gradient_graph: fontsize must be a number > 0"):
         draw_gradient_graph(w.sum(), fontsize=0)
+    with pytest.raises(TypeError, match=r"draw_gradient_graph: title must be None or a str, "
+                       r"got object <object object"):
+        draw_gradient_graph(w.sum(), title=object())
     with pytest.raises(TypeError, match=r"draw_gradient_graph: loss must be a tensor, a callable "
                        r"returning the loss, a GradientGraph or its to_dict\(\), got int"):
         draw_gradient_graph(3)

@@ -207,6 +207,8 @@ def as_numeric_array(where: str, arg: str, x: Any) -> np.ndarray:
     """A real numeric numpy array from an array-like: object and string arrays are converted
     to float64 as scikit-learn converts them (text that is no number is a ``ValueError``, as
     ``float("a")``; an object that is none a ``TypeError``)."""
+    if x is None:  # numpy makes None an object array, and float64 of it a NaN
+        raise TypeError(f"{where}: {arg} must be an array-like of numbers or a tensor, got None")
     sparse = sys.modules.get("scipy.sparse")  # not imported: x cannot be a sparse matrix
     if sparse is not None and sparse.issparse(x):
         raise TypeError(f"{where}: {arg} must be dense; sparse input is not supported (got "

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from toolkit._utils.array_validation import as_tensor, check_dtype, check_tensor
 from toolkit._utils.memory import sized_by
-from toolkit._utils.param_validation import Generator, Integer, check
+from toolkit._utils.param_validation import Callable_, Generator, Integer, check
 from toolkit.core import stop_gradient
 
 __all__ = ["BLOCK", "TwoStepProblem", "derivatives", "dice_objective", "magic_box",
@@ -116,6 +116,7 @@ def derivatives(objective: Callable[[torch.Tensor], torch.Tensor], theta: torch.
     >>> g.tolist(), H.tolist()
     ([3.0, 12.0], [[6.0, 0.0], [0.0, 12.0]])
     """
+    check("derivatives", "objective", objective, [Callable_])
     theta = as_tensor(theta, where="derivatives", arg="theta", ndim=1, min_rows=1)
     theta = theta.clone().requires_grad_(True)
     value = objective(theta)

@@ -75,6 +75,9 @@ def check_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch
     the maximum on every device), and only then are names looked at. Integer, boolean and
     empty tensors are finite.
     """
+    if not isinstance(tensors, (Mapping, Iterable)) or isinstance(tensors, (str, bytes)):
+        raise TypeError(f"check_finite: tensors must be a dict name -> tensor or (name, "
+                        f"tensor) pairs, got {show_value(tensors)}")
     items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
     for item in items:
         if not (isinstance(item, tuple) and len(item) == 2):

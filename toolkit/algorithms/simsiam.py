@@ -38,7 +38,15 @@ from torch import nn
 
 from toolkit._utils.array_validation import as_tensor, check_dtype, check_tensor, resolve_device
 from toolkit._utils.memory import sized_by
-from toolkit._utils.param_validation import Callable_, Generator, Integer, Real, check, check_params
+from toolkit._utils.param_validation import (
+    Callable_,
+    Generator,
+    Integer,
+    Real,
+    check,
+    check_params,
+    show_value,
+)
 from toolkit.algorithms.divergence import History, UpdateCheck, check_step_fits
 from toolkit.core import stop_gradient
 
@@ -99,17 +107,30 @@ def knn_accuracy(train_X: torch.Tensor, train_y: torch.Tensor, test_X: torch.Ten
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"knn_accuracy: test_X must have {train_X.shape[1]} columns like "
                          f"train_X, got {test_X.shape[1]}")
+    train_y, test_y = (as_tensor(y, where="knn_accuracy", arg=arg, ndim=1, finite=True)
+                       for arg, y in (("train_y", train_y), ("test_y", test_y)))
     for arg, y, X in (("train_y", train_y, train_X), ("test_y", test_y, test_X)):
         if len(y) != len(X):
             rows = "train_X" if arg == "train_y" else "test_X"
             raise ValueError(f"knn_accuracy: {arg} must hold one label per row of {rows} "
                              f"({len(X)}), got {len(y)}")
-    train_y, test_y = torch.as_tensor(train_y).long(), torch.as_tensor(test_y).long()
+    train_y, test_y = train_y.long(), test_y.long()
     similarity = F.normalize(test_X, dim=1) @ F.normalize(train_X, dim=1).T
     neighbours = train_y.to(similarity.device)[similarity.topk(k, dim=1).indices]
     n_classes = int(max(train_y.max(), test_y.max())) + 1
     votes = F.one_hot(neighbours, n_classes).sum(1)
     return float((votes.argmax(1).cpu() == test_y.cpu()).double().mean())
+
+
+def _view(where: str, augment: Callable[..., torch.Tensor], x: torch.Tensor,
+          generator: torch.Generator | None) -> torch.Tensor:
+    """``augment(x, generator=generator)``, checked: a tensor of ``x``'s shape."""
+    view = augment(x, generator=generator)
+    if not isinstance(view, torch.Tensor) or view.shape != x.shape:
+        error = ValueError if isinstance(view, torch.Tensor) else TypeError
+        raise error(f"{where}: augment must return a view of x, a tensor of shape "
+                    f"{tuple(x.shape)}, got {show_value(view)}")
+    return view
 
 
 @dataclass(frozen=True)
@@ -240,7 +261,14 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
     finite = UpdateCheck.for_module(where, model)
     finite.check_start()
     X = X.to(param.device, param.dtype)
-    augment = augment if augment is not None else Augment()
+    if augment is None:
+        augment = Augment()
+        h, w = augment.image_shape
+        if n_features != h * w:
+            raise ValueError(f"{where}: augment=None augments {h}x{w} images ({h * w} features), "
+                             f"but X has {n_features}; pass augment=Augment(image_shape=(h, w)) "
+                             f"with h * w = {n_features}, or an augment(x, generator=...) of "
+                             f"your own")
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
                           weight_decay=weight_decay)
     history = History()
@@ -253,7 +281,7 @@ def train_simsiam(model: SimSiam, X: torch.Tensor, *, epochs: int, batch_size: i
             total = 0.0
             for idx in batches:
                 x = X[idx.to(X.device)]
-                loss = model(augment(x, generator=generator), augment(x, generator=generator))
+                loss = model(*(_view(where, augment, x, generator) for _ in range(2)))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 # the loss and the gradients before the step, the parameters after

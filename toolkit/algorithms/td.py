@@ -45,7 +45,7 @@ import torch
 
 from toolkit._utils.array_validation import check_dtype, check_tensor
 from toolkit._utils.memory import sized_by
-from toolkit._utils.param_validation import Generator, Integer, Real, check
+from toolkit._utils.param_validation import Callable_, Generator, Integer, Real, check, show_value
 from toolkit.algorithms.divergence import Divergence, check_finite, check_step_fits, warn_divergence
 from toolkit.core import stop_gradient
 
@@ -148,6 +148,7 @@ def gradient_descent(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0: torch.
     ([[1.0, -2.0], [0.5, -1.0], [0.25, -0.5]], None)
     """
     where = "gradient_descent"
+    check(where, "loss_fn", loss_fn, [Callable_])
     check(where, "lr", lr, [Real(0, closed="neither")])
     check(where, "n_steps", n_steps, [Integer(0)])
     check_tensor(where, "w0", w0)
@@ -158,6 +159,9 @@ def gradient_descent(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0: torch.
     out = [w0.clone()]
     for step in range(n_steps):
         loss = loss_fn(w)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise TypeError(f"{where}: loss_fn must return a scalar tensor, got "
+                            f"{show_value(loss)}")
         (grad,) = torch.autograd.grad(loss, w)
         with torch.no_grad():  # values: the check and the update record no graph
             # one check per update: the iterate the previous update made, this one's loss and

@@ -271,6 +271,10 @@ def require_block(name: str, *, where: str, why: str) -> None:
     toolkit.core.stop_gradient.BlockNotSwitchableError: demo: the block 'demo.max' cannot be switched off here (the backward is analytic)
     """
     _check_name(name, where="require_block")
+    for arg, text in (("where", where), ("why", why)):
+        if not isinstance(text, str):
+            raise TypeError(f"require_block: {arg} must be a str (it is shown in the error "
+                            f"that names the block), got {show_value(text)}")
     if _decide(name):
         raise BlockNotSwitchableError(f"{where}: the block {name!r} cannot be switched off here "
                                       f"({why})")

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from toolkit._utils.formatting import fmt
-from toolkit._utils.param_validation import Callable_, check
+from toolkit._utils.param_validation import Callable_, Instance, check
 from toolkit.core.stop_gradient import disable_blocks
 from toolkit.lens.graph_walk import nodes, output_roots
 
@@ -276,6 +276,7 @@ def count_graph_nodes(output: Any) -> int:
 
 def assert_blocked(output: Any, tensor: torch.Tensor, name: str | None = None) -> None:
     """Raise ``AssertionError`` naming ``tensor`` if a gradient path leads from ``output`` to it."""
+    check("assert_blocked", "name", name, [None, Instance(str, name="a str")])
     if has_gradient_path(output, tensor):
         label = name or f"tensor of shape {tuple(tensor.shape)} and dtype {tensor.dtype}"
         raise AssertionError(f"gradient path found from the output to {label!r}: it is not "

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from toolkit._utils.param_validation import Instance, Integer, Options, Real, check_params
 from toolkit.lens.backward_graph import GradientGraph, gradient_graph
 from toolkit.lens.graph_layout import EdgePath, Point, View, collapse_view, layout_grandalf
 from toolkit.lens.graph_layout import layout_dot as _layout_dot
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 #: The figure attribute naming a fallback layout ("" when graphviz's dot drew it).
 LAYOUT_NOTE = "gradient_graph_layout_note"
 _WARNED: set[str] = set()  # fallback reasons already logged in this process
+_ARGS = {"layout": [Options("auto", "dot", "grandalf")], "collapse": [Integer(0)],
+         "max_nodes": [Integer(0)], "title": [None, Instance(str, name="a str")],
+         "fontsize": [Real(0, closed="neither")]}
 
 # colours: parameter groups avoid C0/C1 (blocked/unblocked everywhere else) and C3 (the cut)
 GROUP_COLORS = ["C2", "C4", "C9", "C6", "C8", "C5", "C7"]
@@ -121,14 +125,8 @@ def draw_gradient_graph(loss: Any, groups: Mapping[str, Any] | None = None, *,
     from matplotlib.figure import Figure
 
     where = "draw_gradient_graph"
-    if layout not in ("auto", "dot", "grandalf"):
-        raise ValueError(f"{where}: layout must be one of 'auto', 'dot', 'grandalf', "
-                         f"got {layout!r}")
-    for name, value in (("collapse", collapse), ("max_nodes", max_nodes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{where}: {name} must be an int >= 0, got {value!r}")
-    if isinstance(fontsize, bool) or not isinstance(fontsize, (int, float)) or fontsize <= 0:
-        raise ValueError(f"{where}: fontsize must be a number > 0, got {fontsize!r}")
+    check_params(where, {"layout": layout, "collapse": collapse, "max_nodes": max_nodes,
+                         "title": title, "fontsize": fontsize}, _ARGS)
     graph = _as_graph(loss, groups)
     view = collapse_view(graph, collapse, max_nodes)
     colors = {g: GROUP_COLORS[i % len(GROUP_COLORS)] for i, g in enumerate(graph.groups)}

@@ -58,6 +58,7 @@ from toolkit.algorithms.adversarial.batches import (
     check_inputs,
     check_labels,
     check_logits,
+    check_model,
     check_model_input,
     model_device,
 )
@@ -106,6 +107,8 @@ def eval_mode(model: Model, enabled: bool = True) -> Iterator[Model]:
     >>> [m.training for m in net.modules()]
     [True, True, False]
     """
+    check_model("eval_mode", model)
+    check_params("eval_mode", {"enabled": enabled}, {"enabled": [Bool]})
     if not isinstance(model, nn.Module):
         yield model
         return
@@ -137,6 +140,7 @@ def predict(model: Model, x: torch.Tensor) -> torch.Tensor:
     >>> predict(net, torch.rand(4, 2)).shape
     torch.Size([4])
     """
+    check_model("predict", model)
     check_tensor("predict", "x", x)
     if x.ndim == 0:
         raise ValueError("predict: x must be a tensor of inputs (n, ...), got a 0-d tensor")
@@ -287,6 +291,7 @@ def run_attack(where: str, model: Model, x: torch.Tensor, y: torch.Tensor, *, bo
                use_eval_mode: bool, **args: Any) -> torch.Tensor:
     """The attack of :func:`pgd`, :func:`fgsm` and the training loop: arguments checked (errors
     name ``where``), the worst case over restarts computed as a constant behind :data:`BLOCK`."""
+    check_model(where, model)
     check_params(where, {**args, "use_eval_mode": use_eval_mode}, _ATTACK_ARGS)
     checked = check_bounds(where, bounds)
     loss_fn = args.pop("loss_fn")

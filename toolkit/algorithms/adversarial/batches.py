@@ -34,9 +34,10 @@ from torch.utils.data import Dataset, IterableDataset, TensorDataset, default_co
 
 from toolkit._utils.array_validation import as_tensor, check_storage
 from toolkit._utils.memory import is_allocation_failure
+from toolkit._utils.param_validation import show_value
 
 __all__ = ["Batches", "call_model", "check_bounds", "check_inputs", "check_labels",
-           "check_logits", "check_model_input", "model_device"]
+           "check_logits", "check_model", "check_model_input", "model_device"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 Bounds = tuple[float, float] | None
@@ -126,9 +127,17 @@ def check_logits(where: str, logits: object, n: int, custom_loss: bool) -> torch
     return logits
 
 
+def check_model(where: str, model: object) -> None:
+    """``model`` is a callable (an ``nn.Module`` or a function of ``x`` returning logits)."""
+    if not callable(model):
+        raise TypeError(f"{where}: model must be a callable returning logits (an nn.Module or "
+                        f"a function of x), got {show_value(model)}")
+
+
 def check_model_input(where: str, model: Model, x: torch.Tensor) -> None:
-    """``x`` in the dtype and on the device of ``model``'s parameters (a plain callable, or a
-    module without parameters, takes what it takes)."""
+    """``model`` a callable, and ``x`` in the dtype and on the device of its parameters (a
+    plain callable, or a module without parameters, takes what it takes)."""
+    check_model(where, model)
     dtype, device = model_dtype(model), model_device(model)
     if dtype is not None and x.dtype != dtype:
         raise TypeError(f"{where}: x must have the dtype of the model's parameters, {dtype}, "

@@ -56,6 +56,8 @@ from toolkit.algorithms.adversarial.batches import (
     check_bounds,
     check_inputs,
     check_labels,
+    check_logits,
+    check_model,
 )
 from toolkit.algorithms.divergence import Divergence, UpdateCheck
 
@@ -76,6 +78,10 @@ Attack = Callable[[Model, torch.Tensor, torch.Tensor], torch.Tensor]
 Data = Iterable[Any] | Dataset | Sequence[Any]
 
 _TRAINING_ARGS = {
+    "model": [Instance(nn.Module, name="an nn.Module (training sets its modes and steps its "
+                                       "parameters)")],
+    "optimizer": [Instance(torch.optim.Optimizer, name="a torch.optim.Optimizer over the "
+                                                      "model's parameters")],
     "method": [Options(*METHODS)],
     "epochs": [Integer(1)],
     "eps": [Real(0, closed="neither")],
@@ -137,6 +143,7 @@ def evaluate_robustness(model: Model, data: Data, attacks: Mapping[str, Attack],
     (['clean', 'fgsm', 'worst_case'], True)
     """
     where = "evaluate_robustness"
+    check_model(where, model)
     check(where, "batch_size", batch_size, [Integer(1)])
     check(where, "attacks", attacks, [Instance(Mapping, name="a dict name -> attack(model, x, y)")])
     for name in ("clean", "worst_case"):
@@ -147,7 +154,7 @@ def evaluate_robustness(model: Model, data: Data, attacks: Mapping[str, Attack],
     worst = n = 0
     for xb, yb in batches:
         check_inputs(where, xb, yb, None, False)
-        logits = eval_logits(model, xb)
+        logits = check_logits(where, eval_logits(model, xb), len(xb), False)
         check_labels(where, yb, logits)
         right = logits.argmax(-1) == yb
         correct["clean"] += int(right.sum())
@@ -334,7 +341,7 @@ def adversarial_training(
     """
     where = "adversarial_training"
     check_params(where, {
-        "method": method, "epochs": epochs, "eps": eps, "alpha": alpha, "steps": steps,
+        "model": model, "optimizer": optimizer, "method": method, "epochs": epochs, "eps": eps, "alpha": alpha, "steps": steps,
         "norm": norm, "batch_size": batch_size, "loss_fn": loss_fn, "check_size": check_size,
         "check_steps": check_steps, "co_drop": co_drop, "stop_on_overfitting": stop_on_overfitting,
         "generator": generator, "callback": callback}, _TRAINING_ARGS)

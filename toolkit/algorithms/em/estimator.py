@@ -260,8 +260,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Args:
             X: (n_samples, n_features) array-like, pandas frame or tensor; finite values.
             y: ignored (scikit-learn's convention).
-            sample_weight: optional (n_samples,) non-negative weights; an integer weight acts
-                exactly like repeating the row that many times (a toolkit extension).
+            sample_weight: optional (n_samples,) non-negative weights (a toolkit extension).
+                Every EM step (E-step, M-step, lower bound, convergence test) treats an
+                integer weight as that many copies of the row. The random start does not:
+                with ``n_components > 1`` and no ``weights_init``, ``means_init`` and
+                ``precisions_init``, the start (``init_params``) draws rows in their order,
+                as scikit-learn's does, so weighted rows and repeated rows may start, and
+                then converge, differently; scikit-learn's
+                ``check_sample_weight_equivalence_on_dense_data`` holds when the start is
+                given or ``n_components=1``.
         """
         where = "GaussianMixture.fit"
         check_params("GaussianMixture", self.get_params(deep=False), _CONSTRAINTS)

@@ -35,7 +35,15 @@ from toolkit._utils.array_validation import (
     resolve_device,
 )
 from toolkit._utils.memory import allocation_errors
-from toolkit._utils.param_validation import Bool, Integer, Options, Real, check, check_params
+from toolkit._utils.param_validation import (
+    Bool,
+    Generator,
+    Integer,
+    Options,
+    Real,
+    check,
+    check_params,
+)
 from toolkit.core.stop_gradient import as_constant, require_block
 
 #: The one cut of the RBM. The negative samples come from a Markov chain run with the current
@@ -340,9 +348,10 @@ def init_params(
     """
     where = "init_params"
     check_params(where, {"n_visible": n_visible, "n_hidden": n_hidden, "init": init,
-                         "scale": scale},
+                         "scale": scale, "generator": generator},
                  {"n_visible": [Integer(1)], "n_hidden": [Integer(1)],
-                  "init": [Options("normal", "uniform")], "scale": [None, Real(0)]})
+                  "init": [Options("normal", "uniform")], "scale": [None, Real(0)],
+                  "generator": [None, Generator]})
     dtype = check_dtype(where, dtype)
     device = resolve_device(device, where=where)
     with allocation_errors(where, f"n_hidden={n_hidden} × n_visible={n_visible} weights"):
@@ -385,6 +394,7 @@ def sample_hidden(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``P(h=1|v) = σ(c + v Wᵀ)`` and a binary sample from it, both (n_samples, n_hidden)."""
     W, _, c = check_rbm_params(params, "sample_hidden")
+    check("sample_hidden", "generator", generator, [None, Generator])
     check_layer(v, W.shape[1], "sample_hidden", "v", like=W)
     p = torch.sigmoid(torch.addmm(c, v, W.T))
     return p, bernoulli(p, generator)
@@ -395,6 +405,7 @@ def sample_visible(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``P(v=1|h) = σ(b + h W)`` and a binary sample from it, both (n_samples, n_visible)."""
     W, b, _ = check_rbm_params(params, "sample_visible")
+    check("sample_visible", "generator", generator, [None, Generator])
     check_layer(h, W.shape[0], "sample_visible", "h", like=W)
     p = torch.sigmoid(torch.addmm(b, h, W))
     return p, bernoulli(p, generator)
@@ -422,6 +433,7 @@ def gibbs_chain(
     params = check_rbm_params(params, "gibbs_chain")
     _check_k(k, "gibbs_chain")
     check("gibbs_chain", "mean_field", mean_field, [Bool])
+    check("gibbs_chain", "generator", generator, [None, Generator])
     check_layer(v, params.weights.shape[1], "gibbs_chain", "v",
                 like=params.weights)
     return gibbs_steps(params, v, k, mean_field, generator)
@@ -461,6 +473,7 @@ def negative_samples(
     _check_k(k, where)
     check(where, "chain", chain, [Options(*CHAINS)])
     check(where, "from_hidden", from_hidden, [Bool])
+    check(where, "generator", generator, [None, Generator])
     check_layer(start, params.weights.shape[0 if from_hidden else 1], where, "start",
                 like=params.weights)
     return negative_chain(params, start, k, chain == "mean_field", generator, where, from_hidden)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from toolkit._utils.array_validation import as_tensor
-from toolkit._utils.param_validation import Integer, check, is_int
+from toolkit._utils.param_validation import Generator, Integer, check, is_int
 from toolkit.algorithms.rbm.core import (
     RBMParams,
     bernoulli,
@@ -261,6 +261,7 @@ def ais_log_partition(
     """
     params = check_rbm_params(params, "ais_log_partition")
     check("ais_log_partition", "n_runs", n_runs, [Integer(2)])
+    check("ais_log_partition", "generator", generator, [None, Generator])
     W, b, c = (t.to(torch.float64) for t in params)
     device = W.device
     n_hidden, n_visible = W.shape
@@ -273,7 +274,8 @@ def ais_log_partition(
                                torch.linspace(0.5, 0.9, n2 + 1, dtype=torch.float64)[:-1],
                                torch.linspace(0.9, 1.0, n3, dtype=torch.float64)])
     else:
-        beta_list = torch.as_tensor(betas, dtype=torch.float64).cpu()
+        beta_list = as_tensor(betas, where="ais_log_partition", arg="betas",
+                              dtype=torch.float64, device="cpu")
         if (beta_list.dim() != 1 or beta_list.numel() < 2 or beta_list[0] != 0
                 or beta_list[-1] != 1 or (beta_list.diff() <= 0).any()):
             raise ValueError("ais_log_partition: betas must be an int or an increasing 1-D "
