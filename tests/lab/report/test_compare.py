@@ -1,6 +1,7 @@
 """``toolkit compare`` on every built-in experiment: two seeds of tiny runs, blocked and unblocked
 side by side with ranges over the seeds, a terminal table of at most 120 characters, a figure
-per headline metric that shows each seed and does not hang values from zero."""
+per headline metric that shows each seed and does not hang values from zero; the statistics
+checked against numpy's over the same summaries."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import importlib.metadata
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from matplotlib.patches import Rectangle
 
@@ -16,15 +18,15 @@ from toolkit.lab import run_experiment
 from toolkit.lab.report.compare import (
     DIFF,
     WIDTH,
-    CompareRow,
-    CompareTable,
+    Comparison,
+    Sweep,
     cell,
     compare_runs,
     format_table,
     headline_metrics,
-    metric_figure,
     write_compare,
 )
+from toolkit.lab.report.compare_plots import metric_figure
 
 #: Each built-in experiment shrunk to a fraction of a second or so (on top of its QUICK).
 TINY: dict[str, dict] = {
@@ -76,20 +78,25 @@ def two_seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _stats(table: Comparison, quantity: str, variant: str) -> pd.Series:
+    (row,) = table.stats().xs((quantity, variant), level=("quantity", "variant")).itertuples()
+    return row
+
+
 def test_compare_every_experiment_on_two_seeds(two_seeds: Path) -> None:
     for name in TINY:
         folder = two_seeds / name
         table = compare_runs(folder)
-        ((exp, label),) = table.groups
-        assert exp == name and table.groups[(exp, label)]["seeds"] == list(SEEDS), name
-        paired = [r for r in table.rows if r.paired]
+        assert table.labels(name) == ["default"]
+        assert table.seeds(name, "default") == list(SEEDS), name
+        paired = table.paired(name, "default")
         if name != "audit_corpus":  # its summary has no blocked/unblocked pairs
             assert paired, name
-            assert all(len(r.values["blocked"]) == len(SEEDS) == len(r.differences())
-                       for r in paired), name
+            n = table.stats().xs(DIFF, level="variant")["n"]
+            assert set(n) == {len(SEEDS)}, name
         text = format_table(table)
         assert max(len(line) for line in text.splitlines()) <= WIDTH, name
-        assert f"{name} · 2 seeds (0, 1)" in text, name
+        assert f"{name} · 1 config, 2 runs pooled" in text, name
         csv_path, html_path = write_compare(table, folder)
         with csv_path.open() as fh:
             rows = list(csv.DictReader(fh))
@@ -100,53 +107,55 @@ def test_compare_every_experiment_on_two_seeds(two_seeds: Path) -> None:
         assert len(figures) == len(headline) == page.count("<figure"), name
         if paired:
             assert 1 <= len(headline) <= 3, name
-    # the defects this replaces: td_learning's variants one level down, and em_gmm's
+    # the defects this replaced: td_learning's variants one level down, and em_gmm's
     # log-likelihoods drawn as bars from zero
     td = compare_runs(two_seeds / "td_learning")
-    (row,) = [r for r in td.rows if r.quantity == "a_split.values.B"]
-    assert row.paired and "value" not in row.values
-    assert cell(row, "blocked") == "1" and cell(row, "unblocked") == "0.75"
-    assert cell(row, DIFF) == "-0.25"
+    values = td.values[td.values.quantity == "a_split.values.B"]
+    assert set(values.variant) == {"blocked", "unblocked", DIFF}
+    text = {v: cell(values.value[values.variant == v], "x") for v in values.variant}
+    assert text == {"blocked": "1", "unblocked": "0.75", DIFF: "-0.25"}
     em = compare_runs(two_seeds / "em_gmm")
-    (loglik,) = [r for r in em.rows if r.quantity == "final_loglik"]
-    fig = metric_figure([loglik], "em_gmm", "final_loglik")
+    fig = metric_figure(em, "em_gmm", "final_loglik")
     (ax,) = fig.axes
     _, high = ax.get_ylim()
     assert high < 0 and not [p for p in ax.patches if isinstance(p, Rectangle)
                              and p.get_height() != 0 and p is not ax.patch]
-    assert ax.get_legend() is None
-    # the whole folder: one group per experiment, still at most WIDTH characters a line
+    (legend,) = fig.legends  # the config's colour and marker, with its difference
+    assert legend.get_texts()[0].get_text().startswith("default\nΔ ")
+    # the whole folder: one config per experiment, still at most WIDTH characters a line
     everything = compare_runs(two_seeds)
-    assert len(everything.groups) == len(TINY)
+    assert sorted(everything.sweeps) == sorted(TINY)
     assert max(len(line) for line in format_table(everything).splitlines()) <= WIDTH
 
 
-def _row(quantity: str, blocked: list[float], unblocked: list[float]) -> CompareRow:
-    row = CompareRow("exp", "default", quantity)
-    for seed, (b, u) in enumerate(zip(blocked, unblocked)):
-        row.add("blocked", seed, b)
-        row.add("unblocked", seed, u)
-    return row
+def _table(rows: dict[str, tuple[list[float], list[float]]]) -> Comparison:
+    """A comparison of one config from ``quantity → (blocked, unblocked)`` over seeds 0, 1…"""
+    records = [{"experiment": "exp", "config": "default", "seed": seed, "quantity": q,
+                "variant": variant, "value": value}
+               for q, pair in rows.items() for variant, values in zip(
+                   ("blocked", "unblocked", DIFF),
+                   (*pair, [u - b for b, u in zip(*pair)])) for seed, value in enumerate(values)]
+    return Comparison(pd.DataFrame(records), {"exp": Sweep(points={"default": {}})},
+                      {("exp", "default"): []})
 
 
 def test_cells_give_the_mean_and_the_range_and_pair_the_difference_by_seed() -> None:
-    row = _row("loss", [1.0, 3.0], [2.0, 7.0])
-    assert cell(row, "blocked") == "2 [1, 3]"
-    assert cell(row, "unblocked") == "4.5 [2, 7]"
-    assert row.differences() == [1.0, 4.0]
-    assert cell(row, DIFF) == "2.5 [1, 4]"
-    assert row.stats("blocked") == (2.0, pytest.approx(2 ** 0.5), 2)
-    timed = _row("seconds", [0.25, 0.5], [0.25, 0.25])
-    assert cell(timed, "blocked") == "375 [250, 500] ms"
-    assert cell(timed, "unblocked") == "250 ms"
+    table = _table({"loss": ([1.0, 3.0], [2.0, 7.0]), "seconds": ([0.25, 0.5], [0.25, 0.25])})
+    assert cell([1.0, 3.0], "loss") == "2 [1, 3]"
+    assert cell([2.0, 7.0], "loss") == "4.5 [2, 7]"
+    assert cell([1.0, 4.0], "loss") == "2.5 [1, 4]"
+    assert cell([0.25, 0.5], "seconds") == "375 [250, 500] ms"
+    assert cell([0.25, 0.25], "seconds") == "250 ms"
+    loss = _stats(table, "loss", "blocked")
+    assert (loss.mean, loss.n) == (2.0, 2) and loss.std == pytest.approx(2 ** 0.5)
+    assert _stats(table, "loss", DIFF).mean == 2.5  # paired: (2 - 1 + 7 - 3) / 2
+    assert headline_metrics(table, "exp") == ["loss", "seconds"]
 
 
 def test_a_wide_table_stays_within_the_width() -> None:
     long = "grad_max_abs_err_vs_float64.bfloat16.random.with.a.very.long.name.indeed"
-    rows = [_row(long, [1.234567e-7, 9.87654e-7], [-3.2101e-5, 7.7777e-3]),
-            _row("loss", [1.0, 3.0], [2.0, 7.0])]
-    table = CompareTable(rows, ["blocked", "unblocked"],
-                         {("exp", "default"): {"seeds": [0, 1], "duplicates": [], "runs": []}})
+    table = _table({long: ([1.234567e-7, 9.87654e-7], [-3.2101e-5, 7.7777e-3]),
+                    "loss": ([1.0, 3.0], [2.0, 7.0])})
     for width in (120, 80, 60):
         text = format_table(table, width)
         assert max(len(line) for line in text.splitlines()) <= width, (width, text)

@@ -4,6 +4,7 @@ its columns (the constant ones said once above it), and every config on the same
 from __future__ import annotations
 
 import csv
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -11,31 +12,32 @@ import pytest
 
 from tests.lab.report.layout import layout_problems
 from toolkit.lab.cli import main
-from toolkit.lab.report.compare import (
-    WIDTH,
-    compare_runs,
-    format_table,
-    headline_metrics,
-    metric_figure,
-)
-from toolkit.lab.report.compare_plots import curve_figure, curve_names
-from toolkit.lab.report.figures import plt
+from toolkit.lab.report.compare import WIDTH, compare_runs, format_table, headline_metrics
+from toolkit.lab.report.compare_plots import curve_figure, curve_names, metric_figure
+from toolkit.lab.report.figures import plt, text_problems
 from toolkit.lab.style import COLORS
 
 REPO = Path(__file__).resolve().parents[3]
 POINTS = [10, 2]  # in text order: the table orders them by value
 SEEDS = (0, 1)
+TINY = ["--set", "params.n_iter=3", "--set", "params.n_samples=60"]
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """configs/em_gmm_sweep.toml at a tiny size: 2 sweep points × 2 seeds, compared."""
+    """configs/em_gmm_sweep.toml at a tiny size: 2 sweep points × 2 seeds, after an earlier
+    run of configs/em_gmm.toml (other parameters) in the same folder, compared."""
     out = tmp_path_factory.mktemp("sweep")
-    assert main(["sweep", str(REPO / "configs" / "em_gmm_sweep.toml"), "--set",
-                 "params.n_iter=3", "--set", "params.n_samples=60", "--set",
-                 f"sweep.params.inner_steps={POINTS}", "--seeds", "0,1", "--out", str(out),
-                 "--quiet", "--no-report"]) == 0
-    assert main(["compare", str(out / "em_gmm")]) == 0
+    earlier = ["run", str(REPO / "configs" / "em_gmm.toml"), *TINY, "--seeds", "0", "--out",
+               str(out), "--quiet", "--no-report"]
+    later = ["sweep", str(REPO / "configs" / "em_gmm_sweep.toml"), *TINY, "--set",
+             f"sweep.params.inner_steps={POINTS}", "--seeds", "0,1", "--out", str(out),
+             "--quiet", "--no-report"]
+    for args in (earlier, later):  # two commands, as a run records them (sys.argv)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sys, "argv", ["toolkit", *args])
+            assert main(args) == 0
+    assert main(["compare", str(out / "em_gmm"), "--latest"]) == 0
     return out / "em_gmm"
 
 
@@ -73,65 +75,77 @@ def test_one_table_with_the_varied_keys_as_columns(sweep: Path) -> None:
     parser = _Tables()
     parser.feed(page)
     (table,) = parser.tables  # one table for the whole sweep, not one per config
-    first, second = table["head"]
-    assert first[:2] == ["inner_steps", "seeds"]  # the varied key, then the seeds
-    assert "n_iter" not in first and "lr" not in first  # constant keys are no columns
-    assert [row[0] for row in table["body"]] == ["2", "10"]  # a row per config, in order
+    (head,) = table["head"]
+    assert head[:3] == ["inner_steps", "seeds", "quantity"]  # the varied key first
+    assert "n_iter" not in head and "lr" not in head  # constant keys are no columns
+    assert head[3:6] == ["blocked", "unblocked", "Δ"]
+    points = list(dict.fromkeys(row[0] for row in table["body"]))
+    assert points == ["2", "10"]  # the configs in the order of their values
     assert all(row[1] == "0, 1" for row in table["body"])
-    quantities = first[2:2 + len(second) // 3]
-    assert quantities[0] == "final_loglik" and second[:3] == ["blocked", "unblocked", "Δ"]
-    for row in table["body"]:
-        assert len(row) == len(first) - len(quantities) + len(second)
-        loglik = row[2]  # two seeds: "mean [smallest, largest]"
-        assert loglik.count("[") == 1 and loglik.endswith("]"), loglik
-    # the constant keys are said once, above the table
+    (loglik,) = [row for row in table["body"] if row[:3] == ["2", "0, 1", "final_loglik"]]
+    assert loglik[3].count("[") == 1 and loglik[3].endswith("]"), loglik  # mean [lo, hi]
+    # the constant keys are said once, above the table; the runs pooled are named
     assert page.count("n_iter = 3") == 1 and page.count("n_samples = 60") == 1
     assert page.index("n_iter = 3") < page.index("<table")
-
-    compared = compare_runs(sweep)
+    compared = compare_runs(sweep, latest=True)
+    for runs in compared.runs.values():
+        assert all(unit.run_dir.name in page for unit in runs)
     plan = compared.sweep("em_gmm")
     assert plan.varying == ["inner_steps"]
     assert plan.constant["n_iter"] == 3 and plan.constant["dtype"] == "float64"
     assert compared.labels("em_gmm") == [f"inner_steps={k}" for k in sorted(POINTS)]
-
     with (sweep / "compare.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert {r["config"] for r in rows} == set(compared.labels("em_gmm"))
     assert {r["n"] for r in rows} == {"2"}
 
 
-def test_the_terminal_shows_the_same_one_table(sweep: Path) -> None:
-    text = format_table(compare_runs(sweep))
-    lines = text.splitlines()
-    assert max(len(line) for line in lines) <= WIDTH
-    assert sum(line.startswith("em_gmm ·") for line in lines) == 1  # one heading, one table
-    header = [line for line in lines if line.split()[:2] == ["inner_steps", "seeds"]]
-    assert header  # the varied key and the seeds head every part of the table
-    rows = [line.split()[0] for line in lines[lines.index(header[0]) + 1:][:2]]
-    assert rows == ["2", "10"]
+def test_the_earlier_run_is_a_config_of_its_own_unless_latest(sweep: Path) -> None:
+    everything = compare_runs(sweep)
+    assert len(everything.labels("em_gmm")) == 3  # the earlier run differs in several keys
+    assert "inner_steps" in everything.sweep("em_gmm").varying
+    text = format_table(everything)
+    assert "em_gmm · 3 configs, 5 runs pooled; configs differ in" in text
+    latest = format_table(compare_runs(sweep, latest=True))
+    assert "em_gmm · 2 configs, 4 runs pooled; configs differ in inner_steps" in latest
 
 
-def test_every_config_shares_the_axes_of_each_metric(sweep: Path) -> None:
-    table = compare_runs(sweep)
+def test_the_terminal_shows_each_configs_headline(sweep: Path) -> None:
+    table = compare_runs(sweep, latest=True)
+    for width in (WIDTH, 80):
+        lines = format_table(table, width).splitlines()
+        assert max(len(line) for line in lines) <= width
+        heads = [line.strip() for line in lines if "· seeds" in line]
+        assert heads == ["inner_steps=2 · seeds 0, 1", "inner_steps=10 · seeds 0, 1"]
+    assert len(format_table(table).splitlines()) < 30  # headlines, not every value
+
+
+def test_every_config_shares_the_axes_and_every_text_is_inside(sweep: Path) -> None:
+    table = compare_runs(sweep, latest=True)
     labels = table.labels("em_gmm")
     for quantity in headline_metrics(table, "em_gmm"):
-        rows = [r for r in table.rows if r.quantity == quantity and r.paired]
-        fig = metric_figure(rows, "em_gmm", quantity, configs=labels)
+        fig = metric_figure(table, "em_gmm", quantity)
         try:
-            (ax,) = [a for a in fig.axes if a.get_visible()]  # one panel per metric
-            drawn = [line.get_label().split(":")[0] for line in ax.get_lines()
-                     if not line.get_label().startswith("_")]
-            assert drawn == labels, quantity  # every config a line on the one y axis
+            (ax,) = fig.axes  # one panel per metric, every config on its one y axis
+            styles = {(line.get_color(), line.get_marker()) for line in ax.get_lines()
+                      if line.get_marker() not in ("None", "", None)}
+            assert len(styles) == len(labels), quantity
+            (legend,) = fig.legends  # a legend entry per config: its colour and marker
+            entries = [t.get_text().split("\n")[0] for t in legend.get_texts()]
+            assert entries == labels, quantity
+            assert {(h.get_color(), h.get_marker()) for h in legend.legend_handles} == styles
+            assert text_problems(fig) == [], quantity  # no text clipped or overlapping
             assert layout_problems(fig) == [], quantity
         finally:
             plt.close(fig)
-    groups = {label: table.groups[("em_gmm", label)]["units"] for label in labels}
+    groups = {label: table.runs[("em_gmm", label)] for label in labels}
     names = curve_names(groups)
     assert names and names[0] == "train/loglik"
     fig = curve_figure(groups, "em_gmm", names)
     try:
         panels = [a for a in fig.axes if a.get_visible()]
         assert [a.get_title() for a in panels] == names  # one panel per metric
+        assert all(a.bbox.width >= 300 for a in panels)  # at 100 dpi: no thumbnails
         for ax in panels:
             drawn = {line.get_label() for line in ax.get_lines()}
             assert drawn == {f"{label} ({variant})" for label in labels
@@ -144,7 +158,9 @@ def test_every_config_shares_the_axes_of_each_metric(sweep: Path) -> None:
                 assert styles[f"{label} (unblocked)"][:2] == (COLORS["unblocked"], "--")
                 assert styles[f"{label} (blocked)"][2] == styles[f"{label} (unblocked)"][2]
             assert len({styles[f"{label} (blocked)"][2] for label in labels}) == len(labels)
-        assert layout_problems(fig) == []
+        (legend,) = fig.legends
+        assert [t.get_text() for t in legend.get_texts()][:len(labels)] == labels
+        assert text_problems(fig) == [] and layout_problems(fig) == []
     finally:
         plt.close(fig)
     figures = sorted(p.name for p in (sweep / "compare_figures").iterdir())

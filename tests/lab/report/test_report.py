@@ -159,16 +159,14 @@ def test_flatten_and_variant_table() -> None:
 
 def test_compare_two_seeds(runs: list[RunResults], tmp_path: Path) -> None:
     table = compare_runs(runs[0].run_dir.parent)
-    (row,) = [r for r in table.rows if r.quantity == "loss"]
+    stats = table.stats().droplevel(["experiment", "config"])
     losses = np.array([r.summary["blocked"]["loss"] for r in runs])
-    mean, std, n = row.stats("blocked")
-    assert n == 2 and mean == pytest.approx(losses.mean()) and std == pytest.approx(
-        losses.std(ddof=1))
-    assert table.variants[:2] == ["blocked", "unblocked"]
-    (n_steps,) = [r for r in table.rows if r.quantity == "n_steps"]
-    assert n_steps.stats("value") == (4.0, 0.0, 2)
+    loss = stats.loc[("loss", "blocked")]
+    assert loss.n == 2 and loss["mean"] == pytest.approx(losses.mean())
+    assert loss["std"] == pytest.approx(losses.std(ddof=1))
+    assert tuple(stats.loc[("n_steps", "value"), ["mean", "std", "n"]]) == (4.0, 0.0, 2)
     text = format_table(table)
-    assert "tiny_counter · 2 seeds (0, 1)" in text
+    assert "tiny_counter · 1 config, 2 runs pooled" in text and "seeds 0, 1" in text
     lo, hi = sorted(losses)
     assert f"{losses.mean():.4g} [{lo:.3g}, {hi:.3g}]" in text
     csv_path, html_path = write_compare(table, tmp_path)
@@ -182,11 +180,9 @@ def test_compare_counts_each_seed_once(tmp_path: Path) -> None:
     for _ in range(3):
         run_experiment("tiny_counter", {"n_steps": 2}, seed=0, output_dir=out)
     table = compare_runs(out)
-    (group,) = table.groups.values()
-    assert group["seeds"] == [0] and len(group["duplicates"]) == 2
-    (row,) = [r for r in table.rows if r.quantity == "loss"]
-    assert row.stats("blocked")[2] == 1
-    assert "2 more run(s) with a seed already counted were left out" in format_table(table)
+    assert table.seeds("tiny_counter", "default") == [0] and len(table.duplicates) == 2
+    assert table.stats().xs(("loss", "blocked"), level=("quantity", "variant"))["n"].item() == 1
+    assert "2 run(s) with a seed already counted were left out" in format_table(table)
 
 
 def test_compare_groups_by_config_and_skips_incomplete(runs: list[RunResults],
@@ -199,7 +195,7 @@ def test_compare_groups_by_config_and_skips_incomplete(runs: list[RunResults],
         run_experiment("tiny_counter", {"n_steps": 2, "fail_at": 0}, output_dir=out,
                        finish=write_report)
     table = compare_runs(out)
-    assert sorted(table.groups) == [("tiny_counter", "lr=0.1"), ("tiny_counter", "lr=0.2")]
+    assert sorted(table.runs) == [("tiny_counter", "lr=0.1"), ("tiny_counter", "lr=0.2")]
     meta = [json.loads(p.read_text()) for p in out.rglob("meta.json")]
     assert sorted(m["status"] for m in meta) == ["complete", "complete", "failed"]
 

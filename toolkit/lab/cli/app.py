@@ -114,16 +114,18 @@ examples:
 """
 
 COMPARE_EPILOG = """\
-Aggregates every complete run below DIR: runs of the same experiment and config (seed aside)
-form a group; each numeric summary value gets its mean and range over seeds, blocked and
-unblocked side by side with their difference paired by seed. Several configs of an experiment
-(a sweep) make one table: a row per config, the keys that differ as columns, the others said
-once above it; the figures draw every config on the same axes. Prints the table (at most 120
-characters wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every
-table and figure) and DIR/compare_figures/.
+Pools every complete run below DIR (with --latest, only those of the command that ran last):
+runs of the same experiment and config (seed aside) form a config; each numeric summary value
+gets its mean and range over seeds, blocked and unblocked side by side with their difference
+paired by seed. Configs are labelled by the keys that differ between them (an earlier run with
+other parameters is a config of its own); the figures draw every config on the same axes.
+Prints which runs were pooled and each config's headline values (at most 120 characters
+wide); writes DIR/compare.csv (every value, with std), DIR/compare.html (every value, the runs
+pooled, the figures) and DIR/compare_figures/.
 
 examples:
   toolkit compare results/td_learning
+  toolkit compare results/em_gmm --latest
   toolkit compare results --out comparison
 """
 
@@ -254,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a folder holding run directories, e.g. results/<experiment>")
     p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go "
                    "(default: DIR)")
+    p.add_argument("--latest", action="store_true", help="only the runs of the command that "
+                   "ran last (the same command line: one sweep, or one run's seeds)")
     _add_debug(p)
     p = sub.add_parser("check", help="list damaged and abandoned runs below a folder",
                        formatter_class=fmt, epilog=CHECK_EPILOG,

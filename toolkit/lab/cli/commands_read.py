@@ -116,7 +116,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root
     for name in ("compare.csv", "compare.html", "compare_figures"):
         inside(out, out / name)  # before anything is read: a link there is refused
-    table = compare_runs(root, on_damaged=damaged)
+    table = compare_runs(root, on_damaged=damaged, latest=getattr(args, "latest", False))
     left_out = []
     for run_dir in find_runs(root):
         if run_dir in skipped:

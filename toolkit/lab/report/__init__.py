@@ -4,10 +4,10 @@ Everything here reads only what a run wrote (``toolkit.lab.RunResults``), so rep
 regenerated at any time (``toolkit report RUN_DIR``) and runs aggregated later
 (``toolkit compare DIR``). An experiment's ``figures(run)`` declares its figures with the
 pieces of :mod:`toolkit.lab.report.plots` (curves over seeds per variant, grouped bars, image
-grids, one legend under the panels) and :mod:`toolkit.lab.report.figures`.
+grids, one legend under the panels) and :mod:`toolkit.lab.report.figures`;
+:mod:`toolkit.lab.report.compare` (pandas, imported on use) pools runs over seeds.
 """
 
-from toolkit.lab.report.compare import compare_runs, format_table, write_compare
 from toolkit.lab.report.figures import (
     default_figures,
     metric_figure,
@@ -18,14 +18,11 @@ from toolkit.lab.report.figures import (
 from toolkit.lab.report.render import draw_report, write_report
 
 __all__ = [
-    "compare_runs",
     "default_figures",
     "draw_report",
-    "format_table",
     "metric_figure",
     "metric_groups",
     "summary_figure",
     "text_problems",
-    "write_compare",
     "write_report",
 ]
