@@ -380,7 +380,9 @@ def _danskin_findings(run: RunResults, b: dict[str, Any], u: dict[str, Any], pgd
             + "".join(f"; {LABELS[m]} diverged" for m in attacked if m not in trained) + ".",
             same, basis=DANSKIN, values=values,
             headline=Headline(f"{LABELS[head]} accuracy under PGD-{pgd_key[3:]}",
-                              blocked=f"{head}_bp", unblocked=f"{head}_up")
+                              blocked=f"{head}_bp", unblocked=f"{head}_up",
+                              reading="identical: PGD's sign() passes no gradient through "
+                                      "the attack")
             if head is not None else None))
     grads = run.summary.get("gradients", {})
     model = "trained" if "trained/linf" in grads else "init"
@@ -423,6 +425,8 @@ def _cost_findings(memory: dict[str, Any] | None, c: dict[str, Any], *, headline
                    outside="" if steps[hi] > steps[lo] else
                    f"memory_steps has one step count ({steps[hi]}): growth needs two",
                    headline=Headline("autograd nodes behind the training loss",
+                                     reading="without the cut the graph grows with every "
+                                             "attack step",
                                      blocked="gb", unblocked="gu1", log=True)
                    if headline else None)]
     rounds = c.get("step_time_ratio_rounds")

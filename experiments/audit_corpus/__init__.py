@@ -242,7 +242,8 @@ def findings(run: RunResults) -> list[Finding]:
                 "nodes_buggy": bptt["buggy"]["graph_nodes"][-1]},
         # the fix is the named cut corpus.bptt.state; the bug is the step without it
         headline=Headline("autograd nodes behind the last BPTT window's loss",
-                          blocked="nodes_fixed", unblocked="nodes_buggy")))
+                          blocked="nodes_fixed", unblocked="nodes_buggy",
+                          reading="without the cut the graph grows with every window")))
     dead = cases["eager_detach"]
     out.append(Finding(
         "Over-eager detach: {said}.", dead["caught"],

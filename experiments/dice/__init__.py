@@ -328,7 +328,9 @@ def findings(run: RunResults) -> list[Finding]:
                         "egn": s["exact"]["grad_norm"], "ehn": s["exact"]["hessian_norm"],
                         "bgn": s[BLOCKED]["grad_norm"], "bhn": s[BLOCKED]["hessian_norm"]},
                 headline=Headline("norm of the objective's gradient", blocked="bgn",
-                                  unblocked="gn", thresholds=(0.0,))),
+                                  unblocked="gn", thresholds=(0.0,),
+                                  reading="without the block every derivative vanishes: "
+                                          "0")),
     ]
     return out + _cost_findings(run.costs)
 

@@ -332,7 +332,9 @@ def findings(run: RunResults) -> list[Finding]:
                 basis=FISHER, values={"b_err": b["fisher_rel_err_max"],
                                       "u_err": u["fisher_rel_err_median"]},
                 headline=Headline("‖∇Q − ∇LL‖ / ‖∇LL‖", blocked="b_err", unblocked="u_err",
-                                  thresholds=(1e-6, 1e-3), log=True)),
+                                  thresholds=(1e-6, 1e-3), log=True,
+                                  reading="0 with the block: ∇Q = ∇LL exactly (Fisher's "
+                                          "identity)")),
         Finding("Without the block the M-step drives the responsibilities toward hard "
                 "assignments on the 2-D mixture: mean entropy {b_h} → {u_h} nats.",
                 u["final_resp_entropy"] < b["final_resp_entropy"], basis=NEAL_HINTON,

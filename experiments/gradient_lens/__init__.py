@@ -348,7 +348,9 @@ def findings(run: RunResults) -> list[Finding]:
                         "norm_u": tu["target_grad_norm"], "drift_u": tu["final_target_drift"]},
                 headline=Headline("target network's drift after the SGD steps (parameter "
                                   "distance)", blocked="drift_b", unblocked="drift_u",
-                                  thresholds=(0.0,))),
+                                  thresholds=(0.0,),
+                                  reading="with the cut the target network never moves: "
+                                          "drift 0")),
         Finding("assert_no_gradient(loss, target network) {b} with the cut and {u} without it, "
                 "naming {n_leak} of {n} parameters (shortest path: {path}).",
                 tb["assert_no_gradient"] == "passed" and tu["assert_no_gradient"] == "failed"

@@ -333,7 +333,8 @@ def findings(run: RunResults) -> list[Finding]:
         values={"cos_b": cos_b, **cos_u},
         headline=Headline(f"cosine of the update to CD's ({NAMES[methods[0]]})",
                           blocked="cos_b", unblocked=f"cos_{methods[0]}",
-                          thresholds=(0.999,)),
+                          thresholds=(0.999,),
+                          reading="cosine 1: only the blocked update is the CD update"),
         outside=start_only_outside(run.params))]
     out.append(_loglik_finding(s, methods))
     if "toolkit" in s and "pcd" in s["toolkit"]:

@@ -221,7 +221,8 @@ def findings(run: RunResults) -> list[Finding]:
                 basis=PAPER, outside=outside,
                 values={"u_std": u["output_std_sqrt_d"], "b_std": b["output_std_sqrt_d"]},
                 headline=Headline("std of z/‖z‖ × √d", blocked="b_std", unblocked="u_std",
-                                  thresholds=(COLLAPSED, SPREAD), log=True)),
+                                  thresholds=(COLLAPSED, SPREAD), log=True,
+                                  reading="without the block the output collapses")),
         Finding("5-NN accuracy on held-out digits with the learned output: {b_knn} with the "
                 "block (raw pixels: {px}).",
                 _judged(lambda b_knn: b_knn >= 0.8, b["knn_accuracy"]),

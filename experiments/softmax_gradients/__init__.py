@@ -469,7 +469,9 @@ def _cost_findings(s: dict[str, Any], c: dict[str, Any]) -> list[Finding]:
         values={"nb": b["graph_nodes"], "nu": u["graph_nodes"],
                 "sb": b["saved_tensor_bytes"], "su": u["saved_tensor_bytes"]},
         seed_independent=True,
-        headline=Headline("autograd nodes of softmax's graph", blocked="nb", unblocked="nu"))]
+        headline=Headline("autograd nodes of softmax's graph", blocked="nb", unblocked="nu",
+                          reading="2 more nodes (the max) for a gradient that cancels: "
+                                  "pure cost"))]
     rounds = c.get("ratio_rounds", {}).get(label, {}).get("blocked_over_unblocked")
     if rounds:
         out.append(Finding(

@@ -405,7 +405,9 @@ def _baird_findings(b: dict[str, Any], params: dict[str, Any]) -> list[Finding]:
                                      "msbe": au["final_msbe"]},
                 seed_independent=True, outside=outside,
                 headline=Headline("weight norm after the sweeps", "w1", "u1",
-                                  thresholds=(10 * ab["initial_weight_norm"],), log=True)),
+                                  thresholds=(10 * ab["initial_weight_norm"],), log=True,
+                                  reading="semi-gradient TD (blocked) diverges on Baird's "
+                                          "example")),
         Finding(f"The block is not free: the cut that gives TD the true A-split values makes it "
                 f"diverge on Baird's counterexample, while the residual gradient is stable but "
                 f"slow: its value estimates are still {{rms}} (RMS) from the true values 0 "

@@ -267,7 +267,9 @@ def _straight_through(run: RunResults, b: dict[str, Any], u: dict[str, Any],
                    outside="a variant diverged, so no trained encoder was measured (a smaller "
                            "lr keeps training finite)" if diverged else "",
                    headline=Headline("encoder's reconstruction-gradient norm", blocked="b_g",
-                                     unblocked="st_g", thresholds=(0.0,)))
+                                     unblocked="st_g", thresholds=(0.0,),
+                                     reading="without the straight-through cut the encoder "
+                                             "gets exactly 0"))
 
 
 def _commitment(run: RunResults, g: dict[str, float], b: dict[str, Any],

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.report.figures import default_figures, plt, summary_pairs
-from toolkit.lab.report.summary import CAPTION, summary_figure
+from toolkit.lab.report.summary import summary_caption, summary_figure
 from toolkit.lab.report.tables import tables
 from toolkit.lab.results.files import read_record
-from toolkit.lab.results.findings import Verdict, aggregate
+from toolkit.lab.results.findings import Verdict, aggregate, found_sentence
 from toolkit.lab.results.records import compute_findings
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, FindingsFile
 from toolkit.lab.results.view import RunResults, SeedGroup
@@ -117,6 +117,8 @@ class ReportContent:
     group: SeedGroup | None = None
     #: Figure 1: every section's headline finding (:mod:`toolkit.lab.report.summary`)
     summary: FigureItem | None = None
+    #: what was found, in one sentence: the report opens with it, as findings.md does
+    found: str = ""
 
     @property
     def footer_notes(self) -> list[str]:
@@ -379,7 +381,10 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
              else f"{run.experiment or 'run'}")
     seeds = [r.seed for r in run.replicates]
     with _drawing():
-        fig = summary_figure([(s.name, s.findings) for s in sections])
-        summary = _item("figure_1", CAPTION, fig) if fig is not None else None
+        headlines = [(s.name, s.findings) for s in sections]
+        fig = summary_figure(headlines)
+        summary = (_item("figure_1", summary_caption(headlines), fig) if fig is not None
+                   else None)
+    found = found_sentence({s.name: s.findings for s in sections})
     return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
-                         top, problems, group=group, summary=summary)
+                         top, problems, group=group, summary=summary, found=found)

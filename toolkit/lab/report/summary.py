@@ -2,16 +2,19 @@
 
 Each experiment marks one finding as its headline (:class:`~toolkit.lab.results.findings.Headline`:
 the metric, the names of its blocked and unblocked numbers, the thresholds its verdict compares
-with). The summary figure gives each such finding a lettered panel, like a paper's first figure:
+with, what to see). The summary figure gives each such finding a lettered panel, like a paper's
+first figure:
 
 - the metric with the block (blue, left) and without it (vermillion, right), one dot per seed
   and a bar from the smallest to the largest seed, a line at the mean;
 - every threshold the verdict compares with, dashed grey, with its value;
-- above the panel the verdict over the seeds ("as predicted, 3/3 seeds").
+- above the panel the verdict over the seeds ("as predicted · 3/3 seeds") and what to see.
 
-A value that is not finite (a run that diverged) is drawn at the top edge of its axis as an
-upward triangle, and the panel says in how many seeds; on a log axis a value ≤ 0 is drawn the
-same way at the bottom edge.
+Every value is drawn where it is. On a log axis an exact 0 (the blocked result of EM's Fisher
+check, say) sits on a row of its own marked "0", below a break in the axis. Only a value that
+is not finite (a run that diverged) is drawn off the axis, as an upward triangle at the top
+edge; on a log axis a negative value, as a downward triangle at the bottom edge. The caption
+(:func:`summary_caption`) explains the marks the figure uses, and only those.
 """
 
 from __future__ import annotations
@@ -22,23 +25,29 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from matplotlib.ticker import FixedLocator, NullLocator
+
 from toolkit.lab.report.figures import plt
 from toolkit.lab.results.findings import BADGES, Verdict
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
-from toolkit.lab.style import COLORS, MAX_WIDTH_IN, variant_style
+from toolkit.lab.style import COLORS, MAX_WIDTH_IN
 
-__all__ = ["CAPTION", "headline_of", "summary_figure"]
+__all__ = ["headline_of", "summary_caption", "summary_figure"]
 
-#: Panels in a row of the summary figure (eight experiments: two rows of four).
-COLUMNS = 4
-PANEL_IN = (MAX_WIDTH_IN / COLUMNS, 2.3)  # width, height of one panel in inches
-TITLE_CHARS = 26  # the widest a panel's title line may be, at 9 pt
-CAPTION = ("Each panel is one experiment's headline finding: its metric with the block "
-           "(blue, left) and without it (vermillion, right), one dot per seed, a bar over the "
-           "seeds' range and a line at their mean. Dashed grey lines are the thresholds the "
-           "verdict compares with; above each panel, whether the prediction held and in how "
-           "many seeds. A triangle at an edge is a value off the axis (a diverged run: not "
-           "finite).")
+#: The most panels in a row of the summary figure: ten experiments are two rows of five, so
+#: that Figure 1 fits the first screen of a laptop under the report's title.
+COLUMNS = 5
+PANEL_H_IN = 2.6  # height of one row of panels, in inches
+CHAR_IN = 0.075  # the width of an average character of the titles (9 pt), in inches
+#: What each mark of the figure means, said in the caption only when the figure uses it.
+MARKS = {
+    "thresholds": "Dashed grey lines are the thresholds the verdict compares with.",
+    "zero": "On a log axis, a value of exactly 0 is a dot on the row marked 0, below the break "
+            "(//) in the axis.",
+    "diverged": "A triangle at the top edge is a run that diverged (a value that is not "
+                "finite).",
+    "negative": "A triangle at the bottom edge of a log axis is a value below 0.",
+}
 
 
 def headline_of(findings: Sequence[Verdict]) -> Verdict | None:
@@ -68,45 +77,104 @@ def _status(verdict: Verdict) -> str:
     return f"{BADGES[verdict.verdict]} · {seeds}"
 
 
-def _panel(ax: Any, letter: str, name: str, verdict: Verdict, title_x: float) -> None:
+def _columns(verdict: Verdict) -> dict[str, list[float | None]]:
     head = verdict.headline
     assert head is not None
-    columns = {BLOCKED: _numbers(verdict, head.blocked), UNBLOCKED: _numbers(verdict, head.unblocked)}
-    drawable = [v for vs in columns.values() for v in vs
-                if v is not None and math.isfinite(v) and (v > 0 or not head.log)]
+    return {BLOCKED: _numbers(verdict, head.blocked), UNBLOCKED: _numbers(verdict, head.unblocked)}
+
+
+def _marks(verdict: Verdict) -> set[str]:
+    """The marks of :data:`MARKS` that ``verdict``'s panel draws."""
+    head = verdict.headline
+    assert head is not None
+    values = [v for vs in _columns(verdict).values() for v in vs if v is not None]
+    marks = set()
+    if any(t > 0 or not head.log for t in head.thresholds):
+        marks.add("thresholds")
+    if any(not math.isfinite(v) for v in values):
+        marks.add("diverged")
+    if head.log and any(v == 0 for v in values):
+        marks.add("zero")
+    if head.log and any(math.isfinite(v) and v < 0 for v in values):
+        marks.add("negative")
+    return marks
+
+
+def _on_axis(v: float | None, log: bool) -> bool:
+    """Whether ``v`` is drawn where it is (a 0 on a log axis is: on its own row)."""
+    return v is not None and math.isfinite(v) and (v >= 0 or not log)
+
+
+def _decade(k: int) -> str:
+    return f"$10^{{{k}}}$"
+
+
+def _log_axis(ax: Any, lo: float, hi: float, zero: bool) -> float | None:
+    """Whole decades from ``lo`` to ``hi``; with ``zero`` one more decade below, the row of 0
+    (returned), parted from the decades by a break mark on both spines."""
+    first = math.floor(math.log10(lo) - 0.05)
+    last = math.ceil(math.log10(hi) + 0.05)
+    ax.set_yscale("log")
+    if not zero:
+        ax.set_ylim(10.0 ** first, 10.0 ** last)
+        return None
+    zero_y = 10.0 ** (first - 1)
+    ax.set_ylim(10.0 ** (first - 1.4), 10.0 ** last)
+    step = max(1, math.ceil((last - first) / 4))
+    decades = list(range(last, first - 1, -step))[::-1]
+    ax.yaxis.set_major_locator(FixedLocator([zero_y] + [10.0 ** k for k in decades]))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_yticklabels(["0"] + [_decade(k) for k in decades])
+    brk = 10.0 ** (first - 0.5)
+    for x in (0.0, 1.0):  # "//" across each spine, on a white gap
+        transform = ax.get_yaxis_transform()
+        ax.plot([x, x], [brk / 1.35, brk * 1.35], color="white", linewidth=3,
+                transform=transform, clip_on=False, zorder=6)
+        for shift in (1 / 1.25, 1.25):
+            ax.plot([x - 0.03, x + 0.03], [brk * shift / 1.2, brk * shift * 1.2], color="black",
+                    linewidth=0.8, transform=transform, clip_on=False, zorder=7)
+    return zero_y
+
+
+def _panel(ax: Any, verdict: Verdict) -> None:
+    head = verdict.headline
+    assert head is not None
+    columns = _columns(verdict)
+    values = [v for vs in columns.values() for v in vs]
+    drawable = [v for v in values if _on_axis(v, head.log) and (v or not head.log)]
     drawable += [t for t in head.thresholds if t > 0 or not head.log]
+    zero_y = None
     if head.log:
-        ax.set_yscale("log")
-    if drawable:
+        zero = any(v == 0 for v in values if v is not None)
+        if drawable:
+            zero_y = _log_axis(ax, min(drawable), max(drawable), zero)
+        else:  # nothing but zeros (and values off the axis): the row of 0 under one decade
+            zero_y = _log_axis(ax, 1.0, 1.0, zero)
+    elif drawable:
         lo, hi = min(drawable), max(drawable)
-        if head.log:  # whole decades, so that the end ticks are on the axis
-            ax.set_ylim(10.0 ** math.floor(math.log10(lo) - 0.05),
-                        10.0 ** math.ceil(math.log10(hi) + 0.05))
-        else:
-            pad = 0.12 * (hi - lo) if hi > lo else 0.5 * (abs(hi) or 1.0)
-            ax.set_ylim(lo - pad, hi + pad)
+        pad = 0.12 * (hi - lo) if hi > lo else 0.5 * (abs(hi) or 1.0)
+        ax.set_ylim(lo - pad, hi + pad)
     bottom, top = ax.get_ylim()
-    off = 0
-    for x, (variant, values) in enumerate(columns.items()):
+    for x, (variant, column) in enumerate(columns.items()):
         color = COLORS[variant]
-        finite = [v for v in values if v is not None and math.isfinite(v)
-                  and (v > 0 or not head.log)]
-        if finite:
-            ax.plot([x] * len(finite), finite, "o", color=color, markersize=4.5, alpha=0.8,
-                    zorder=3)
-            ax.plot([x, x], [min(finite), max(finite)], color=color, linewidth=6, alpha=0.25,
+        shown = [v for v in column if _on_axis(v, head.log)]
+        at = [zero_y if head.log and v == 0 else v for v in shown]
+        if shown:
+            ax.plot([x] * len(at), at, "o", color=color, markersize=4.5, alpha=0.8, zorder=3,
+                    label=variant)
+            ax.plot([x, x], [min(at), max(at)], color=color, linewidth=6, alpha=0.25,
                     solid_capstyle="butt", zorder=2)
-            mean = (math.exp(sum(map(math.log, finite)) / len(finite)) if head.log
-                    else sum(finite) / len(finite))
-            ax.plot([x - 0.22, x + 0.22], [mean, mean], color=color, linewidth=2.2, zorder=4)
-        off_axis = [v for v in values if v is not None and not (math.isfinite(v)
-                                                                  and (v > 0 or not head.log))]
-        above = [v for v in off_axis if math.isnan(v) or v > 0]
-        below = [v for v in off_axis if not (math.isnan(v) or v > 0)]
+            mean = sum(shown) / len(shown)
+            if head.log and all(shown):  # the geometric mean of numbers spanning decades
+                mean = math.exp(sum(map(math.log, shown)) / len(shown))
+            ax.plot([x - 0.22, x + 0.22], [zero_y if head.log and mean == 0 else mean] * 2,
+                    color=color, linewidth=2.2, zorder=4)
+        off_axis = [v for v in column if v is not None and not _on_axis(v, head.log)]
+        above = [v for v in off_axis if not math.isfinite(v)]
+        below = [v for v in off_axis if math.isfinite(v)]
         for edge, marker, items in ((top, "^", above), (bottom, "v", below)):
             if items:
                 ax.plot([x], [edge], marker, color=color, markersize=8, clip_on=False, zorder=5)
-                off += len(items)
         ax.set_ylim(bottom, top)
     for t in head.thresholds:
         if t > 0 or not head.log:
@@ -116,36 +184,80 @@ def _panel(ax: Any, letter: str, name: str, verdict: Verdict, title_x: float) ->
                         xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
                         fontsize=9, color=COLORS["reference"])
     ax.set_xlim(-0.6, 1.6)
-    ax.set_xticks([0, 1], ["blocked", "unblocked"], fontsize=9)
-    for tick, variant in zip(ax.get_xticklabels(), (BLOCKED, UNBLOCKED)):
-        tick.set_color(variant_style(variant)["color"])
+    ax.set_xticks([0, 1], ["", ""])  # the columns are named by the figure's legend
     ax.tick_params(axis="y", labelsize=9)
-    ax.set_ylabel("\n".join(textwrap.wrap(head.metric, 24)[:4]), fontsize=9)
+    ax.set_ylabel("\n".join(textwrap.wrap(head.metric, 20)), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    lines = [f"({letter}) {name}", *textwrap.wrap(_status(verdict), TITLE_CHARS)]
+
+
+def _panel_texts(panel: Any, letter: str, name: str, verdict: Verdict, chars: int,
+                 reading_lines: int) -> None:
+    """Above the panel its name and verdict (and seeds off the axis), under it what to see
+    (in ``reading_lines`` lines, as tall as the other panels', so that their axes align), both
+    from the panel's left edge."""
+    head = verdict.headline
+    assert head is not None
+    lines = [f"({letter}) {name}", *textwrap.wrap(_status(verdict), chars)]
+    off = sum(1 for vs in _columns(verdict).values() for v in vs
+              if v is not None and not _on_axis(v, head.log))
     if off:
         lines.append(f"{off} seed{'s' * (off != 1)} off the axis")
-    # from above the y label, where the panel begins: the widest room a title has
-    ax.set_title("\n".join(lines), fontsize=9, loc="left", x=title_x, pad=10)
+    panel.suptitle("\n".join(lines), x=0.02, ha="left", fontsize=9)
+    if reading_lines:
+        lines = textwrap.wrap(head.reading, chars)
+        # a line holding a space keeps its height, where an empty last line would not
+        lines += [" "] * (reading_lines - len(lines))
+        panel.supxlabel("\n".join(lines), x=0.02, ha="left", va="bottom", fontsize=9,
+                        color="#333333")
+
+
+def _heads(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> list[tuple[str, Verdict]]:
+    return [(name, v) for name, findings in sections if (v := headline_of(findings)) is not None]
+
+
+def _grid(n: int) -> tuple[int, int]:
+    """Rows and columns for ``n`` panels: as few rows as :data:`COLUMNS` allows, filled evenly
+    (ten panels: 2 × 5; eight: 2 × 4)."""
+    rows = math.ceil(n / COLUMNS)
+    return rows, math.ceil(n / rows)
+
+
+def summary_caption(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> str:
+    """Figure 1's caption: how to read a panel, and the marks this figure uses (only those)."""
+    used = set().union(*(_marks(v) for _, v in _heads(sections)))
+    return " ".join([
+        "Each panel is one experiment's headline finding: its metric with the block (blue, "
+        "left) and without it (vermillion, right), one dot per seed, a bar over the seeds' "
+        "range and a line at their mean. Above each panel, whether the prediction held, in "
+        "how many seeds, and what to see.",
+        *(text for mark, text in MARKS.items() if mark in used)])
 
 
 def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
     """The summary figure of ``(section name, findings)`` pairs: a lettered panel per section
-    whose findings hold a headline, in order; ``None`` when none does."""
-    heads = [(name, v) for name, findings in sections
-             if (v := headline_of(findings)) is not None]
+    whose findings hold a headline, in order; ``None`` when none does.
+
+    Each panel is a subfigure, so that its texts start at its own left edge; the columns'
+    colours are named once, in the figure's legend at the top.
+    """
+    from matplotlib.lines import Line2D
+
+    heads = _heads(sections)
     if not heads:
         return None
-    ncols = min(COLUMNS, len(heads))
-    nrows = math.ceil(len(heads) / ncols)
-    width = max(PANEL_IN[0] * ncols, 3.4)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(width, PANEL_IN[1] * nrows))
-    for ax in axes.flat[len(heads):]:
-        ax.set_visible(False)
-    # a title starts over the y label: about half an inch left of axes about 0.6 inch
-    # narrower than their panel, in the axes' own units
-    title_x = -0.5 / (width / ncols - 0.6)
-    for i, (ax, (name, verdict)) in enumerate(zip(axes.flat, heads)):
-        _panel(ax, string.ascii_lowercase[i % 26] * (i // 26 + 1), name, verdict, title_x)
+    nrows, ncols = _grid(len(heads))
+    panel_in = MAX_WIDTH_IN / max(ncols, 4)
+    fig = plt.figure(layout="constrained",
+                     figsize=(max(panel_in * ncols, 3.4), PANEL_H_IN * nrows + 0.3))
+    panels = fig.subfigures(nrows, ncols, squeeze=False)
+    chars = int(panel_in / CHAR_IN)
+    reading_lines = max(len(textwrap.wrap(v.headline.reading, chars)) for _, v in heads
+                        if v.headline is not None)
+    for i, (panel, (name, verdict)) in enumerate(zip(panels.flat, heads)):
+        _panel(panel.subplots(), verdict)
+        _panel_texts(panel, string.ascii_lowercase[i % 26] * (i // 26 + 1), name, verdict,
+                     chars, reading_lines)
+    keys = [Line2D([], [], marker="o", linestyle="", color=COLORS[v], label=f"{v} ({side})")
+            for v, side in ((BLOCKED, "left"), (UNBLOCKED, "right"))]
+    fig.legend(handles=keys, loc="outside upper left", ncols=2, fontsize=9, frameon=False)
     return fig

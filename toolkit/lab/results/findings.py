@@ -49,7 +49,7 @@ from pydantic.dataclasses import dataclass
 from toolkit._utils.formatting import fmt
 
 __all__ = ["BADGES", "LABELS", "Finding", "Headline", "Story", "TimeRatio", "Verdict", "aggregate", "fill",
-           "findings_markdown", "unmatched_patterns"]
+           "findings_markdown", "found_sentence", "unmatched_patterns"]
 
 #: a verdict's words: the prediction held, it did not, a measurement without a prediction
 LABELS = {True: "as predicted", False: "not as predicted", None: "measured"}
@@ -177,7 +177,10 @@ class Headline:
         thresholds: the values the verdict compares against, each drawn as a line (``(0.1,
             0.5)``: "≤ 0.1 without the block, ≥ 0.5 with it"); empty when the verdict compares
             the two variants with each other.
-        log: draw the axis on a log scale (numbers spanning decades; all must be > 0).
+        log: draw the axis on a log scale (numbers spanning decades; an exact 0 is drawn on
+            a row of its own marked 0, below a break in the axis).
+        reading: what the reader should see in the panel, in a few words (``"identical:
+            PGD's sign() passes no gradient through the attack"``), shown under its verdict.
     """
 
     metric: str
@@ -185,6 +188,7 @@ class Headline:
     unblocked: str
     thresholds: tuple[float, ...] = ()
     log: bool = False
+    reading: str = ""
 
 
 def _kw(default: Any = None, factory: Any = None) -> Any:
@@ -466,10 +470,50 @@ def unmatched_patterns(patterns: Iterable[str], seen: Sequence[str]) -> list[str
     return [p for p in patterns if not any(fnmatch.fnmatchcase(name, p) for name in seen)]
 
 
+def _named(section: str, verdict: Verdict, words: int = 12) -> str:
+    """A finding named in a few words: its section and the start of its sentence."""
+    text = " ".join(re.sub(r"\s\[[^\[\]]*\]", "", verdict.text).split())
+    head = text.split(": ", 1)[0] if len(text.split(": ", 1)[0].split()) >= 4 else text
+    cut = head.split()
+    return f"{section}: {' '.join(cut[:words]).rstrip('.,;:')}{' …' if len(cut) > words else ''}"
+
+
+def found_sentence(findings: Mapping[str, Sequence[Verdict]]) -> str:
+    """What a run found, in one sentence: the tally in words and each finding that did not
+    hold, named (``""`` without findings). The report and ``findings.md`` open with it.
+
+    >>> v = Verdict("The output collapses.", False, basis="a theorem", seeds=(0,))
+    >>> found_sentence({"simsiam": [v]})
+    'Of 1 finding, none came out as predicted and 1 did not hold (simsiam: The output collapses).'
+    """
+    items = [(s, v) for s, vs in findings.items() for v in vs]
+    if not items:
+        return ""
+    k = len(items)
+    yes = sum(v.verdict is True for _, v in items)
+    missed = [(s, v) for s, v in items if v.verdict is False]
+    measured = k - yes - len(missed)
+    n = len([s for s, vs in findings.items() if vs])
+    where = f"Across {n} experiments, of" if n > 1 else "Of"
+    parts = [f"{yes or 'none'} came out as predicted"]
+    if missed:
+        parts.append(f"{len(missed)} did not hold ("
+                     + "; ".join(_named(s, v) for s, v in missed) + ")")
+    else:
+        parts.append("none failed to hold")
+    if measured:
+        parts.append(f"{measured} {'is a measurement' if measured == 1 else 'are measurements'}"
+                     f" without a prediction")
+    body = ", ".join(parts[:-1]) + (", and " if len(parts) > 2 else " and ") + parts[-1]
+    return f"{where} {k} finding{'s' * (k != 1)}, {body}."
+
+
 def findings_markdown(findings: Mapping[str, Sequence[Verdict]], problems: Sequence[str],
                       seeds: Sequence[int]) -> str:
-    """``findings.md``: every verdict with its basis and seed count, by section."""
-    lines = ["# Findings", "", f"Seeds: {', '.join(map(str, seeds))}. " + (
+    """``findings.md``: what was found in one sentence (:func:`found_sentence`), then every
+    verdict with its basis and seed count, by section."""
+    sentence = found_sentence(findings)
+    lines = ["# Findings", "", *([sentence, ""] if sentence else []), f"Seeds: {', '.join(map(str, seeds))}. " + (
         "Numbers are means over the seeds with their range in brackets, [smallest, largest]."
         if len(seeds) > 1 else "One seed: each number is that run's."), ""]
     for section, items in findings.items():
