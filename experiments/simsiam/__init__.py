@@ -312,7 +312,7 @@ def _collapse_figure(run: RunResults) -> Any:
                         label=f"verdict lines {fmt(SPREAD)}, {fmt(COLLAPSED)}" if i == 0 else None)
     axes[0].set_ylabel("std × √d")
     axes[1].set_ylabel("loss")
-    place_legend(axes[0])
+    place_legend(axes[0], outside="right")  # the curves fill every corner
     return fig
 
 
@@ -332,6 +332,6 @@ def _knn_figure(run: RunResults) -> Any:
                label="raw pixels", **variant_style("reference"))
     ax.set_ylabel("5-NN accuracy (held out)")
     ax.set_ylim(0, 1.05)
-    place_legend(ax)
+    place_legend(ax, outside="right")  # the bars fill every corner
     return fig
 

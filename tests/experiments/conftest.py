@@ -9,8 +9,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
+from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import colour_problems, layout_problems
-from toolkit.lab.report import text_problems
 
 #: Backward-graph drawings come from ``draw_gradient_graph``, whose layout and colours are
 #: checked with the graph drawing itself; every other figure obeys the layout rules.

@@ -10,6 +10,7 @@ import pytest
 import torch
 from stop_gradient_experiments import rbm_cd
 
+from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
 from toolkit import BlockNotSwitchableError, disable_blocks
 from toolkit.algorithms.divergence import DivergenceWarning
@@ -23,7 +24,7 @@ from toolkit.lab import (
     run_experiment,
 )
 from toolkit.lab.plan.config import plan
-from toolkit.lab.report import default_figures, text_problems, write_report
+from toolkit.lab.report import default_figures, write_report
 from toolkit.lab.style import variant_style
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ def test_integer_ticks():
 def test_other_colours_never_look_like_blocked_or_unblocked():
     # orange meant "unblocked" and also Fast-FGSM: no colour of the other categories may share
     # a hue with the blocked or unblocked colour
-    from toolkit.lab.style import same_hue
+    from tests.lab.report.figure_hits import same_hue
 
     for colour in EXTRA_COLORS:
         for role in ("blocked", "unblocked"):
@@ -46,7 +46,7 @@ def test_other_colours_never_look_like_blocked_or_unblocked():
 
 
 def test_role_of_labels():
-    from toolkit.lab.style import role_of
+    from tests.lab.report.figure_hits import role_of
 
     assert role_of("PGD-AT (blocked)") == "blocked"
     assert role_of("unblocked: identical to blocked") == "difference"

@@ -6,19 +6,20 @@ learns the grammar once:
 - **Colour and line style say the variant.** ``blocked`` is solid blue, ``unblocked`` dashed
   vermillion, a ``reference`` (closed form, peer library, baseline) dotted dark grey, in every
   figure. Nothing else is drawn in blue or orange hues: :data:`EXTRA_COLORS`, the palette of
-  other categories, keeps its hues away from both (:func:`same_hue`).
+  other categories, keeps its hues away from both (the tests check it in CIE L*a*b*).
 - **Other categories get other channels.** A method, a dtype or a mixture component is a
   marker (:data:`MARKERS`), a panel, or a colour of :data:`EXTRA_COLORS`, never blue or orange.
 - **Curves that coincide stay visible.** :func:`note_identical` finds lines that lie on each
   other and writes "identical to …" (the same numbers) or "indistinguishable from …: max
   difference x" (within a pixel, x apart in the panel's units) into the upper one's legend
   entry; different marker shapes (or markers at alternating points) also keep both visible.
-- **Legends never cover data.** :func:`place_legend` puts a legend in the first corner of the
-  axes that no data reaches (checked on the drawn figure), else outside, right of the axes.
+- **Legends stay off the data.** :func:`place_legend` leaves the place to matplotlib:
+  ``loc="best"`` (the spot with the least data under it, found as the figure is drawn), or
+  outside the axes, right of them or under the figure, where constrained layout makes room.
 - **Text is at least 9 pt where the report shows it.** The report draws figures at
   :data:`REPORT_DPI` and shows them at most :data:`DISPLAY_WIDTH_PX` wide; a figure up to
   :data:`MAX_WIDTH_IN` inches wide is shown at its own size, so a font size is its size on the
-  page. ``toolkit.lab.report.layout.layout_problems`` checks all of this on a drawn figure.
+  page. The tests check all of this on every drawn figure (``tests/lab/report/layout.py``).
 
 Colours are from the Okabe–Ito palette and Paul Tol's muted scheme, which stay
 distinguishable for the common forms of colour blindness (Okabe & Ito 2008,
@@ -27,7 +28,6 @@ https://jfly.uni-koeln.de/color/; Tol 2021, https://personal.sron.nl/~pault/).
 
 from __future__ import annotations
 
-import math
 import re
 import textwrap
 from typing import Any
@@ -48,9 +48,6 @@ __all__ = [
     "note_identical",
     "nudge_labels",
     "place_legend",
-    "place_legends",
-    "role_of",
-    "same_hue",
     "variant_style",
 ]
 
@@ -75,24 +72,6 @@ MIN_FONT_PT = 9.0         # the smallest text on the page
 
 _REFERENCE_WORDS = ("reference", "closed_form", "closed form", "exact", "sklearn", "torch",
                     "peer", "truth", "torchattacks", "pixels")
-_UNBLOCKED = re.compile(r"\bunblocked\b|\bwithout (the )?blocks?\b|\bno blocks?\b|"
-                        r"\bnot blocked\b")
-_BLOCKED = re.compile(r"\bblocked\b|\bwith the block\b|\ball blocks\b")
-
-
-def role_of(label: str) -> str | None:
-    """The variant a label names: ``"unblocked"``, ``"blocked"``, ``"difference"`` (both, as
-    in ``"|blocked − unblocked|"``) or ``None`` (a method, a peer, anything else).
-
-    >>> role_of("PGD-AT (blocked)"), role_of("DiCE without the block"), role_of("sampled")
-    ('blocked', 'unblocked', None)
-    """
-    text = label.lower().replace("_", " ")
-    unblocked = bool(_UNBLOCKED.search(text))
-    blocked = bool(_BLOCKED.search(_UNBLOCKED.sub(" ", text)))
-    if unblocked and blocked:
-        return "difference"
-    return UNBLOCKED if unblocked else BLOCKED if blocked else None
 
 
 def variant_style(variant: str, others: list[str] | None = None) -> dict[str, Any]:
@@ -118,38 +97,6 @@ def variant_style(variant: str, others: list[str] | None = None) -> dict[str, An
         seen.append(variant)
     return {"color": EXTRA_COLORS[seen.index(variant) % len(EXTRA_COLORS)], "linestyle": "-.",
             "zorder": 2.1}
-
-
-def cielab(color: Any) -> tuple[float, float, float]:
-    """CIE L*a*b* (D65) of a matplotlib colour: sRGB → linear → XYZ → Lab."""
-    from matplotlib.colors import to_rgb
-
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-              for c in to_rgb(color)]
-    matrix = ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))
-    x, y, z = (sum(m * c for m, c in zip(row, linear)) for row in matrix)
-
-    def f(t: float) -> float:
-        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
-
-    fx, fy, fz = f(x / 0.95047), f(y), f(z / 1.08883)
-    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
-
-
-def same_hue(a: Any, b: Any, *, degrees: float = 35.0, chroma: float = 20.0) -> bool:
-    """Whether two colours read as the same colour name: both saturated (CIE chroma above
-    ``chroma``) with hues less than ``degrees`` apart. Orange and vermillion do; blue and sky
-    blue do; any colour and a grey do not.
-
-    >>> same_hue("#D55E00", "#E69F00"), same_hue("#0072B2", "#009E73")
-    (True, False)
-    """
-    _, a1, b1 = cielab(a)
-    _, a2, b2 = cielab(b)
-    if math.hypot(a1, b1) < chroma or math.hypot(a2, b2) < chroma:
-        return False
-    gap = abs(math.degrees(math.atan2(b1, a1)) - math.degrees(math.atan2(b2, a2))) % 360
-    return min(gap, 360 - gap) < degrees
 
 
 def integer_ticks(ax: Any, axis: str = "x") -> None:
@@ -274,61 +221,43 @@ _RELATIONS = ("identical to ", "indistinguishable from ")
 #: characters per line of a note in a shared legend (a panel title can make one long)
 NOTE_WIDTH = 44
 
-_CORNERS = ("upper right", "upper left", "lower right", "lower left", "center right",
-            "center left", "upper center", "lower center")
+def place_legend(ax: Any, *args: Any, outside: str | None = None, **kwargs: Any) -> Any:
+    """The legend of ``ax``, placed by matplotlib: ``loc="best"``, the spot of the axes with the
+    least data under it (found when the figure is drawn); ``outside="right"``, right of the
+    axes; ``outside="below"``, under the figure (constrained layout makes room for both).
+    ``args`` and ``kwargs`` go to the legend. Returns it."""
+    if outside == "below":
+        handles = args or ax.get_legend_handles_labels()
+        return ax.figure.legend(*handles, loc="outside lower center", **kwargs)
+    if outside == "right":
+        return ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                         **kwargs)
+    if outside is not None:
+        raise ValueError(f"place_legend: outside must be None, 'right' or 'below', got "
+                         f"{outside!r}")
+    return ax.legend(*args, loc="best", **kwargs)
 
 
-def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> Any:
-    """A legend of ``ax`` where it covers no data: the first of the corners (upper right,
-    upper left, lower right, lower left, centre right, ...) whose box no line, marker, bar,
-    band or image reaches on the drawn figure; else outside the axes (``outside="right"``:
-    right of it, ``"below"``: under the figure, for a figure of constrained layout). Call it
-    last, when everything else is drawn. ``args`` and ``kwargs`` go to ``ax.legend``. Returns
-    the legend."""
-    return place_legends([ax], *args, outside=outside, **kwargs)[0]
+def _crosses(text: Any, renderer: Any) -> bool:
+    """Whether a line of ``text``'s axes passes through the text's box (as last drawn)."""
+    import numpy as np
+    from matplotlib.path import Path
 
-
-def place_legends(axes: Any, *args: Any, outside: str = "right", **kwargs: Any) -> list[Any]:
-    """:func:`place_legend` for several axes of one figure, drawing it once (again after a
-    legend had to go outside and so changed the layout)."""
-    from toolkit.lab.figure_hits import legend_overlaps
-
-    axes = list(axes)
-    if not axes:
-        return []
-    fig = axes[0].figure
-    legends = {i: ax.legend(*args, loc=_CORNERS[0], **kwargs) for i, ax in enumerate(axes)}
-    inside = list(legends)
-    for _ in range(len(axes) + 1):  # until no legend moves (a moved one changes the layout)
-        fig.draw_without_rendering()
-        renderer = fig.canvas.get_renderer()
-        moved: list[int] = []
-        for i in inside:
-            legend = legends[i]
-            if not any(legend.set_loc(loc) or not legend_overlaps(legend, fig, renderer)
-                       for loc in _CORNERS):
-                legend.remove()
-                ax = axes[i]
-                if outside == "below":  # under the figure, where constrained layout makes room
-                    handles, labels = ax.get_legend_handles_labels()
-                    legends[i] = fig.legend(*(args or (handles, labels)),
-                                            loc="outside lower center", **kwargs)
-                else:
-                    legends[i] = ax.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                                           borderaxespad=0.0, **kwargs)
-                moved.append(i)
-        if not moved:
-            break
-        inside = [i for i in inside if i not in moved]  # recheck them on the new layout
-    return [legends[i] for i in range(len(axes))]
+    box = text.get_window_extent(renderer).expanded(0.95, 0.9)
+    for line in text.axes.get_lines():
+        if not line.get_visible() or line.get_linestyle() in ("None", "none", "", " "):
+            continue
+        xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy) > 1 and Path(xy).intersects_bbox(box, filled=False):
+            return True
+    return False
 
 
 def nudge_labels(*axes: Any, offset: float = 4.0) -> None:
     """Move each annotation of ``axes`` (text offset from a point, ``textcoords="offset
     points"``) to the first corner around its point, upper right, upper left, lower right or
     lower left, where no line of its axes passes through it (the figure drawn once)."""
-    from toolkit.lab.figure_hits import text_on_lines
-
     if not axes:
         return
     fig = axes[0].figure
@@ -336,11 +265,9 @@ def nudge_labels(*axes: Any, offset: float = 4.0) -> None:
     renderer = fig.canvas.get_renderer()
     corners = [(1, 1, "left", "bottom"), (-1, 1, "right", "bottom"), (1, -1, "left", "top"),
                (-1, -1, "right", "top")]
-    for text in (t for ax in axes for t in ax.texts):
-        if not hasattr(text, "xyann"):
-            continue
+    for text in (t for ax in axes for t in ax.texts if hasattr(t, "xyann")):
         for sx, sy, ha, va in corners:
             text.xyann = (sx * offset, sy * offset)
             text.set(ha=ha, va=va)
-            if not text_on_lines(text, renderer):
+            if not _crosses(text, renderer):
                 break

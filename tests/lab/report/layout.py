@@ -1,7 +1,7 @@
 """Checks of a drawn figure against the visual grammar of :mod:`toolkit.lab.style`.
 
 :func:`layout_problems` returns one line per defect a reader would see (an empty list for a
-good figure), next to :func:`toolkit.lab.report.figures.text_problems` (texts that overlap or
+good figure), next to :func:`tests.lab.report.figure_hits.text_problems` (texts that overlap or
 leave the canvas):
 
 - a legend whose box covers plotted data (lines, markers, bars, bands, images);
@@ -32,23 +32,24 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from toolkit.lab.figure_hits import (
+from tests.lab.report.figure_hits import (
     artist_name,
+    cielab,
     has_line,
     has_marker,
     legend_overlaps,
+    role_of,
+    same_hue,
+    shown_texts,
     text_on_lines,
 )
-from toolkit.lab.report.figures import close_negatives, shown_texts
+from toolkit.lab.report.figures import close_negatives
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import (
     COLORS,
     DISPLAY_WIDTH_PX,
     MIN_FONT_PT,
     REPORT_DPI,
-    cielab,
-    role_of,
-    same_hue,
 )
 
 __all__ = ["colour_meanings", "colour_problems", "layout_problems", "legend_overlaps",
@@ -358,7 +359,7 @@ def layout_problems(fig: Figure) -> list[str]:
     """Defects of ``fig`` that the visual grammar rules out, one line each (after drawing it):
     legends over data, lines hidden under each other, text under 9 pt on the page, text drawn
     across a line, and colours that say the wrong variant or two things. See the module's
-    docstring; :func:`toolkit.lab.report.figures.text_problems` checks overlapping text."""
+    docstring; `tests.lab.report.figure_hits.text_problems` checks overlapping text."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     problems = []

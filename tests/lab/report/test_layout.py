@@ -55,13 +55,20 @@ def test_a_legend_over_a_bar_is_caught():
     assert any("covers data" in p and "Rectangle" in p for p in layout_problems(fig))
 
 
-def test_a_legend_covering_everything_goes_outside():
+def test_a_legend_where_data_is_everywhere_goes_outside():
     fig, ax = _figure()
     rng = np.random.default_rng(0)
     ax.scatter(rng.random(400), rng.random(400), s=20, color=EXTRA_COLORS[0], label="points")
-    legend = place_legend(ax)
-    assert legend.get_bbox_to_anchor() is not None
-    assert not any("covers data" in p for p in layout_problems(fig))
+    place_legend(ax)
+    assert any("covers data" in p for p in layout_problems(fig))  # no spot of the axes is free
+    ax.get_legend().remove()
+    place_legend(ax, outside="right")
+    assert layout_problems(fig) == []
+    ax.get_legend().remove()
+    place_legend(ax, outside="below")
+    assert layout_problems(fig) == []
+    with pytest.raises(ValueError, match="place_legend: outside must be"):
+        place_legend(ax, outside="left")
 
 
 def test_identical_solid_lines_are_caught_and_the_note_fixes_them():

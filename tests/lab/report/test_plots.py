@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from matplotlib.ticker import MaxNLocator
 
+from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
 from toolkit.lab import RunResults, SeedGroup, run_experiment, write_group
-from toolkit.lab.report import text_problems
 from toolkit.lab.report.plots import (
     image_grid,
     legend_below,

@@ -13,14 +13,10 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
 from toolkit.lab import RunResults, load_experiment, run_experiment
-from toolkit.lab.report import (
-    default_figures,
-    metric_groups,
-    text_problems,
-    write_report,
-)
+from toolkit.lab.report import default_figures, metric_groups, write_report
 from toolkit.lab.report.compare import compare_runs, format_table, write_compare
 from toolkit.lab.report.tables import format_value, variant_table
 from toolkit.lab.results.schema import flatten

@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import pytest
 from layout import layout_problems
 
+from tests.lab.report.figure_hits import text_problems
 from toolkit.lab import Finding, Headline
-from toolkit.lab.report.figures import text_problems
 from toolkit.lab.report.render import glance
 from toolkit.lab.report.summary import MARKS, headline_of, summary_caption, summary_figure
 from toolkit.lab.results.findings import aggregate

@@ -13,7 +13,6 @@ from toolkit.lab.report.figures import (
     metric_figure,
     metric_groups,
     summary_figure,
-    text_problems,
 )
 from toolkit.lab.report.render import draw_report, write_report
 
@@ -23,6 +22,5 @@ __all__ = [
     "metric_figure",
     "metric_groups",
     "summary_figure",
-    "text_problems",
     "write_report",
 ]

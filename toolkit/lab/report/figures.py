@@ -24,7 +24,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
 from toolkit.lab.results.schema import flatten
@@ -44,7 +43,6 @@ __all__ = [
     "summary_figure",
     "summary_pairs",
     "suptitle",
-    "text_problems",
     "value_bars",
     "wrap",
 ]
@@ -355,63 +353,3 @@ def default_figures(run: RunResults) -> dict[str, Figure]:
         if fig is not None:
             figures["summary" + suffix] = fig
     return figures
-
-
-def _undrawn_tick_labels(fig: Figure) -> set[int]:
-    """Tick labels that exist but are not drawn (their tick lies outside the view interval,
-    compared on the axis's scale: a log axis in decades)."""
-    out: set[int] = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            scale = axis.get_transform().transform
-            lo, hi = sorted(float(v) for v in scale(np.asarray(axis.get_view_interval())))
-            span = (hi - lo) or 1.0
-            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
-                loc = tick.get_loc()
-                at = float(scale(np.asarray([loc]))[0]) if loc is not None else math.nan
-                if not (lo - 1e-9 * span <= at <= hi + 1e-9 * span):
-                    out.update((id(tick.label1), id(tick.label2)))
-    return out
-
-
-def shown_texts(fig: Figure) -> list[Text]:
-    """The texts of ``fig`` a reader sees: visible, not empty, in a visible axes (or none), and
-    not a tick label outside its axis's view."""
-    hidden = _undrawn_tick_labels(fig)
-    out = []
-    for text in fig.findobj(Text):
-        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
-            continue
-        if text.axes is not None and not text.axes.get_visible():
-            continue
-        out.append(text)
-    return out
-
-
-def text_problems(fig: Figure) -> list[str]:
-    """Texts of ``fig`` that overlap another text or leave the canvas (after drawing it).
-
-    Every visible, non-empty :class:`~matplotlib.text.Text` (titles, labels, tick labels,
-    legend entries, annotations) is measured by the renderer; two boxes that intersect by more
-    than a pixel, or a box outside the figure, is a problem.
-    """
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    width, height = fig.canvas.get_width_height()
-    boxes = []
-    for text in shown_texts(fig):
-        box = text.get_window_extent(renderer)
-        if box.width <= 0 or box.height <= 0:
-            continue
-        boxes.append((text.get_text().strip().replace("\n", " "), box))
-    problems = []
-    for label, box in boxes:
-        if box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1:
-            problems.append(f"{label!r} leaves the canvas")
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1:]:
-            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-            if dx > 1 and dy > 1:
-                problems.append(f"{a!r} overlaps {b!r}")
-    return problems

@@ -1,12 +1,15 @@
-"""What a box covers on a drawn matplotlib figure: the data a legend hides, the lines a text sits on.
+"""The figure checker of the tests: what a box covers on a drawn matplotlib figure (the data a
+legend hides, the lines a text sits on), texts that overlap or leave the canvas, the variant a
+label names and whether two colours share a hue.
 
-Shared by :mod:`toolkit.lab.style` (which places legends and labels where they cover nothing) and
-:mod:`toolkit.lab.report.layout` (which reports those that do). Geometry only, in display pixels, on
-the figure as last drawn; it knows nothing of the visual grammar.
+Geometry in display pixels, on the figure as last drawn; :mod:`tests.lab.report.layout` turns it
+into the defects a reader would see.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import numpy as np
@@ -18,7 +21,10 @@ from matplotlib.path import Path
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-__all__ = ["legend_overlaps", "text_on_lines"]
+from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
+
+__all__ = ["cielab", "legend_overlaps", "role_of", "same_hue", "shown_texts", "text_on_lines",
+           "text_problems"]
 
 
 def artist_name(artist: Any) -> str:
@@ -153,3 +159,115 @@ def text_on_lines(text: Text, renderer: Any) -> list[str]:
             and _segments_hit(line, box)] + \
         [artist_name(coll) for coll in ax.collections if isinstance(coll, LineCollection)
          and coll.get_visible() and _collection_hits(coll, box, ax.figure.dpi)]
+
+
+_UNBLOCKED = re.compile(r"\bunblocked\b|\bwithout (the )?blocks?\b|\bno blocks?\b|"
+                        r"\bnot blocked\b")
+_BLOCKED = re.compile(r"\bblocked\b|\bwith the block\b|\ball blocks\b")
+
+
+def role_of(label: str) -> str | None:
+    """The variant a label names: ``"unblocked"``, ``"blocked"``, ``"difference"`` (both, as
+    in ``"|blocked − unblocked|"``) or ``None`` (a method, a peer, anything else).
+
+    >>> role_of("PGD-AT (blocked)"), role_of("DiCE without the block"), role_of("sampled")
+    ('blocked', 'unblocked', None)
+    """
+    text = label.lower().replace("_", " ")
+    unblocked = bool(_UNBLOCKED.search(text))
+    blocked = bool(_BLOCKED.search(_UNBLOCKED.sub(" ", text)))
+    if unblocked and blocked:
+        return "difference"
+    return UNBLOCKED if unblocked else BLOCKED if blocked else None
+
+
+def cielab(color: Any) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a matplotlib colour: sRGB → linear → XYZ → Lab."""
+    from matplotlib.colors import to_rgb
+
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+              for c in to_rgb(color)]
+    matrix = ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))
+    x, y, z = (sum(m * c for m, c in zip(row, linear)) for row in matrix)
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+
+    fx, fy, fz = f(x / 0.95047), f(y), f(z / 1.08883)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def same_hue(a: Any, b: Any, *, degrees: float = 35.0, chroma: float = 20.0) -> bool:
+    """Whether two colours read as the same colour name: both saturated (CIE chroma above
+    ``chroma``) with hues less than ``degrees`` apart. Orange and vermillion do; blue and sky
+    blue do; any colour and a grey do not.
+
+    >>> same_hue("#D55E00", "#E69F00"), same_hue("#0072B2", "#009E73")
+    (True, False)
+    """
+    _, a1, b1 = cielab(a)
+    _, a2, b2 = cielab(b)
+    if math.hypot(a1, b1) < chroma or math.hypot(a2, b2) < chroma:
+        return False
+    gap = abs(math.degrees(math.atan2(b1, a1)) - math.degrees(math.atan2(b2, a2))) % 360
+    return min(gap, 360 - gap) < degrees
+
+
+def _undrawn_tick_labels(fig: Figure) -> set[int]:
+    """Tick labels that exist but are not drawn (their tick lies outside the view interval,
+    compared on the axis's scale: a log axis in decades)."""
+    out: set[int] = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            scale = axis.get_transform().transform
+            lo, hi = sorted(float(v) for v in scale(np.asarray(axis.get_view_interval())))
+            span = (hi - lo) or 1.0
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                loc = tick.get_loc()
+                at = float(scale(np.asarray([loc]))[0]) if loc is not None else math.nan
+                if not (lo - 1e-9 * span <= at <= hi + 1e-9 * span):
+                    out.update((id(tick.label1), id(tick.label2)))
+    return out
+
+
+def shown_texts(fig: Figure) -> list[Text]:
+    """The texts of ``fig`` a reader sees: visible, not empty, in a visible axes (or none), and
+    not a tick label outside its axis's view."""
+    hidden = _undrawn_tick_labels(fig)
+    out = []
+    for text in fig.findobj(Text):
+        if id(text) in hidden or not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.axes is not None and not text.axes.get_visible():
+            continue
+        out.append(text)
+    return out
+
+
+def text_problems(fig: Figure) -> list[str]:
+    """Texts of ``fig`` that overlap another text or leave the canvas (after drawing it).
+
+    Every visible, non-empty :class:`~matplotlib.text.Text` (titles, labels, tick labels,
+    legend entries, annotations) is measured by the renderer; two boxes that intersect by more
+    than a pixel, or a box outside the figure, is a problem.
+    """
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.canvas.get_width_height()
+    boxes = []
+    for text in shown_texts(fig):
+        box = text.get_window_extent(renderer)
+        if box.width <= 0 or box.height <= 0:
+            continue
+        boxes.append((text.get_text().strip().replace("\n", " "), box))
+    problems = []
+    for label, box in boxes:
+        if box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1:
+            problems.append(f"{label!r} leaves the canvas")
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if dx > 1 and dy > 1:
+                problems.append(f"{a!r} overlaps {b!r}")
+    return problems
