@@ -13,9 +13,12 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import multiprocessing
+import os
 import re
 import traceback
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,8 @@ from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, FindingsFile
 from toolkit.lab.results.view import RunResults, SeedGroup
 from toolkit.lab.style import REPORT_DPI
 
-__all__ = ["FigureItem", "ReportContent", "Section", "build", "safe_name", "section_figures"]
+__all__ = ["FigureItem", "ReportContent", "Section", "build", "draw_sections", "safe_name",
+           "section_figures"]
 
 DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
 #: How many of an experiment's own figures lead its section; the others go to the details.
@@ -163,7 +167,7 @@ def _png(fig: Any) -> bytes:
 
     image = Image.frombuffer("RGBA", size, raw, "raw", "RGBA", 0, 1).convert("RGB")
     out = io.BytesIO()
-    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, format="PNG")
+    image.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(out, format="PNG")
     return out.getvalue()
 
 
@@ -280,6 +284,40 @@ def section_figures(run: RunResults, child: str | None, experiment: Any
                         run.status == "complete"), problems
 
 
+#: What the processes of :func:`draw_sections` draw: set before they fork, read by index.
+_SECTIONS: list[tuple[RunResults, str | None, Any]] = []
+#: The fewest sections worth a second process (a showcase has ten).
+PARALLEL_SECTIONS = 4
+
+
+def _draw_section(index: int) -> tuple[list[FigureItem], list[str]]:
+    return section_figures(*_SECTIONS[index])
+
+
+def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
+                  ) -> list[tuple[list[FigureItem], list[str]]]:
+    """:func:`section_figures` of each ``(child, experiment)``, in order. Matplotlib draws on
+    one core; a report of :data:`PARALLEL_SECTIONS` sections or more (the showcase) draws them
+    in two processes forked from this one (``ProcessPoolExecutor`` on a fork context: the
+    experiments and the files read so far come along), one section at a time each."""
+    global _SECTIONS
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if len(sections) < PARALLEL_SECTIONS or (cores or 1) < 2 or \
+            "fork" not in multiprocessing.get_all_start_methods():
+        return [section_figures(run, child, part) for child, part in sections]
+    _SECTIONS = [(run, child, part) for child, part in sections]
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
+    try:
+        drawn = list(pool.map(_draw_section, range(len(sections))))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: nothing new is started
+        raise
+    finally:
+        _SECTIONS = []
+    pool.shutdown()
+    return drawn
+
+
 def _story(run: RunResults, name: str, parts: Mapping[str, Any]
            ) -> tuple[str, dict[str, str] | None]:
     """An experiment's description and story: as the run wrote them into ``meta.json``
@@ -346,10 +384,10 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
         findings, more = aggregate({run.seed: found})
         problems += problems_found + more
     views = [(name, run.child(name)) for name in run.children] or [("", run)]
+    drawn = draw_sections(run, [(name or None, parts.get(view.experiment))
+                                for name, view in views])
     sections = []
-    for name, view in views:
-        figures, drawn_problems = section_figures(run, name or None,
-                                                  parts.get(view.experiment))
+    for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems
         description, story = _story(run, view.experiment, parts)
         pairs = summary_pairs(view.summary)
