@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     """Two worker processes of one thread each, behind mutual TLS with certificates of their
-    own; a task is given up at its first worker death (the executor itself retries once), as
-    in the cluster the executor starts. Yields ``(address, tls)``: ``tls`` the
+    own; a task is given up at its second worker death, as in the cluster the executor
+    starts. Yields ``(address, tls)``: ``tls`` the
     :class:`ExecutorConfig` keys of this client's certificate files."""
     import dask
     from distributed.security import Security
@@ -41,7 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                      ("tls_key", security.tls_client_key)):
         tls[key] = str(folder / f"{key}.pem")
         Path(tls[key]).write_text(pem)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            host="127.0.0.1", protocol="tls://",
                                            security=security, dashboard_address="127.0.0.1:0",
@@ -123,7 +123,7 @@ def test_a_dead_worker_is_retried_once_then_the_run_fails(cluster, tmp_path: Pat
     (outcome,), status = run_all(configs, executor=spec)
     assert status == 1 and outcome.status == "failed"
     meta = RunResults(outcome.run_dir).meta
-    assert meta["status"] == "failed" and "worker died twice" in meta["error"]
+    assert meta["status"] == "failed" and "KilledWorker" in meta["error"]
 
 
 def test_resume_skips_complete_runs(cluster, tmp_path: Path,

@@ -17,7 +17,7 @@ import pytest
 from faults_testutil import one_line
 from runner_testutil import FIXTURES, REPO
 
-from toolkit.lab import RunResults
+from toolkit.lab import RunInterrupted, RunResults
 from toolkit.lab.cli import main
 from toolkit.lab.execute import run as run_module
 from toolkit.lab.plan.config import plan
@@ -324,25 +324,18 @@ def test_ctrl_c_on_a_pool_says_what_each_run_kept(tmp_path: Path) -> None:
     assert one_line(err, "to finish: ").endswith(" --resume")
 
 
-def test_a_signal_between_the_experiment_and_its_final_writes_is_held(
+def test_a_signal_during_the_final_writes_leaves_a_record_that_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A pool stopped by Ctrl-C sends SIGTERM to its workers at once: one that has just left its
-    # experiment must still write its meta.json, not die saying "running" (then "abandoned").
-    handlers = []
-    experiment = run_module._experiment
-
-    def then_sigterm(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        outcome = experiment(*args, **kwargs)
-        handlers.append(signal.getsignal(signal.SIGTERM))
-        if callable(handlers[-1]):  # the default action would end the test process
-            os.kill(os.getpid(), signal.SIGTERM)
-        return outcome
+    # A pool stopped by Ctrl-C passes the signal on to its workers: one that has just left its
+    # experiment and makes its findings must still write its meta.json, not die saying
+    # "running" (then "abandoned")
+    def stopped(*args: object) -> None:
+        raise RunInterrupted(signal.SIGTERM)
 
     monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(FIXTURES / "experiments"))
-    monkeypatch.setattr(run_module, "_experiment", then_sigterm)
+    monkeypatch.setattr(run_module, "compute_findings", stopped)
     spec = plan(CONFIG, output_dir=tmp_path)[0]
     outcome = run_module.execute(spec, quiet=True)
-    assert len(handlers) == 1 and callable(handlers[0])
-    assert (outcome.status, outcome.exit_code) == ("complete", 128 + signal.SIGTERM)
-    assert RunResults(outcome.run_dir).meta["status"] == "complete"
-    assert (outcome.run_dir / "findings.json").is_file()
+    assert (outcome.status, outcome.exit_code) == ("interrupted", 128 + signal.SIGTERM)
+    meta = RunResults(outcome.run_dir).meta
+    assert meta["status"] == "interrupted" and meta["interrupted_by"] == "SIGTERM"

@@ -1,17 +1,15 @@
 """A local pool's workers are forked from a fork server that imported the runs' experiments
-once, yet each pool's workers start with the environment, import path and working directory of
-the process that made that pool, as spawned workers would."""
+once (``set_forkserver_preload``), yet each pool's workers start with the environment, import
+path and working directory of the process that made that pool, as spawned workers would."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from pathlib import Path
 
 import pytest
 
-from toolkit.lab.execute import server
-from toolkit.lab.execute.local import _preload, run_all, start_pool_server
+from toolkit.lab.execute.local import _preload, run_all
 from toolkit.lab.plan.config import Plan, plan
 from toolkit.lab.results.schema import ExecutorConfig
 
@@ -27,19 +25,14 @@ def test_the_fork_server_preloads_the_runner_and_every_part(tmp_path: Path) -> N
     # a composite's parts are preloaded by module name; a loose file (tiny_counter) has none
     assert "stop_gradient_experiments.td_learning" in modules
     assert not any("tiny_counter" in m for m in modules)
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        assert start_pool_server(modules).get_start_method() == "forkserver"
 
 
+@pytest.mark.slow
 def test_each_pool_takes_the_setting_of_its_maker(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     first = plan(FIXTURES / "tiny.toml", [], seeds=[0, 1], output_dir=tmp_path / "first")
     outcomes, status = run_all(first, executor=ExecutorConfig(workers=2), quiet=True)
     assert status == 0, [o.error for o in outcomes]  # the fork server runs from here on
-    # a second pool of this process finds that server alive and ready: nothing to wait for
-    # (it used to wait START_TIMEOUT_S for a word the running server never sends)
-    start_pool_server()
-    assert server._SERVER is None
     # then the experiments move, the working directory changes and a relative output folder
     # is given: the next pool's workers must see all three
     moved = tmp_path / "moved"
@@ -75,20 +68,3 @@ def test_runs_are_counted_as_planned_without_the_experiment(tmp_path: Path) -> N
     assert len(read) == len(plan(FIXTURES / "tiny.toml", overrides, output_dir=tmp_path)) == 6
     assert read.executor == ExecutorConfig()
     assert len(Plan.read(FIXTURES / "tiny.toml", overrides, seeds=[4])) == 2
-
-
-@pytest.mark.parametrize(("seeds", "workers", "started"),
-                         [("0", "2", False), ("0,1", "1", False), ("0,1", "2", True)])
-def test_the_command_starts_the_fork_server_only_ahead_of_a_pool(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seeds: str, workers: str,
-        started: bool) -> None:
-    import toolkit.lab.execute.server as server
-    from toolkit.lab.cli.app import main
-
-    calls: list[object] = []
-    real = server.start_pool_server
-    monkeypatch.setattr(server, "start_pool_server", lambda *a: calls.append(a) or real(*a))
-    assert main(["run", str(FIXTURES / "tiny.toml"), "--seeds", seeds, "--workers", workers,
-                 "--no-report", "--quiet", "--out", str(tmp_path)]) == 0
-    # started by the command before it plans (no modules named: every installed experiment)
-    assert calls[:1] == ([()] if started else [])

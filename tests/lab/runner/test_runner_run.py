@@ -16,7 +16,6 @@ import torch
 from toolkit import stop_gradient
 from toolkit.lab import (
     RunContext,
-    RunInterrupted,
     RunResults,
     load_all,
     load_experiment,
@@ -115,7 +114,8 @@ def test_failed_run_exits_1(tiny_config: Path, tmp_path: Path,
     assert "failed" in capsys.readouterr().err
 
 
-def test_sigterm_marks_the_run_interrupted(tmp_path: Path) -> None:
+def test_sigterm_marks_the_run_interrupted(tmp_path: Path, tiny_config: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     started = tmp_path / "started"
 
     def kill_when_started() -> None:
@@ -126,18 +126,20 @@ def test_sigterm_marks_the_run_interrupted(tmp_path: Path) -> None:
 
     killer = threading.Thread(target=kill_when_started)
     killer.start()
-    with pytest.raises(RunInterrupted) as exc:
-        run_experiment("tiny_counter", {"n_logged": 1000, "sleep_s": 0.01,
-                                        "started_file": str(started)},
-                       output_dir=tmp_path / "out")
+    code = main(["run", str(tiny_config), "--set", "params.n_logged=1000", "--set",
+                 "params.sleep_s=0.01", "--set", f"params.started_file={str(started)!r}",
+                 "--out", str(tmp_path / "out"), "--no-report"])
     killer.join()
-    assert exc.value.exit_code == 143
+    assert code == 143
     (run_dir,) = (tmp_path / "out" / "tiny_counter").iterdir()
     run = RunResults(run_dir)
-    assert run.status == "interrupted"
+    assert run.status == "interrupted" and run.meta["interrupted_by"] == "SIGTERM"
     assert "SIGTERM" in run.meta["error"]
     assert 1 <= len(run.metrics) < 1000
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+    lines = [line for line in capsys.readouterr().err.splitlines()
+             if line.startswith("toolkit: interrupted")]
+    assert lines == ["toolkit: interrupted by SIGTERM (exit status 143); of 1 run:"]
 
 
 def _ctx(tmp_path: Path, **kw: object) -> RunContext:
@@ -293,7 +295,7 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(
 
     monkeypatch.setattr(toolkit.lab.cli.app, "_main", interrupted)
     assert main(["list"]) == 130
-    assert capsys.readouterr().err == "toolkit: interrupted\n"
+    assert capsys.readouterr().err == "toolkit: interrupted by SIGINT (exit status 130)\n"
 
 
 def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:

@@ -1,16 +1,15 @@
-"""What ``toolkit run`` shows: one bar fed by every run's progress, in whichever process it runs,
-then a short tally; nothing else when stderr is not a terminal."""
+"""What ``toolkit run`` shows: one bar over the runs, fitting the terminal, then a short tally;
+nothing else when stderr is not a terminal."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from toolkit.lab.cli.terminal import Watcher, tally
+from toolkit.lab.cli.terminal import tally
 from toolkit.lab.execute.local import run_all
 from toolkit.lab.plan.config import plan
 
@@ -19,87 +18,29 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TWO_CHILDREN = 'params.experiments=["tiny_counter", "td_learning"]'
 
 
-class Recorder:
-    """A watch() that keeps every report it gets, by run."""
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_bar_fits_the_terminal_with_its_count_and_time(
+        monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    import io
 
-    def __init__(self) -> None:
-        self.reports: dict[int, list[tuple[str, int, int, str]]] = {}
-        self.lines: list[str] = []
-        self.children: dict[int, list[tuple[str, str, str]]] = {}
-        self.started: dict[int, int] = {}
-        self.lock = threading.Lock()
+    from toolkit.lab.cli import terminal
 
-    def watch(self, index: int) -> Recorder.One:
-        return Recorder.One(self, index)
-
-    class One:
-        def __init__(self, recorder: Recorder, index: int) -> None:
-            self.recorder, self.index = recorder, index
-
-        def run_started(self) -> None:
-            with self.recorder.lock:
-                self.recorder.started[self.index] = self.recorder.started.get(self.index, 0) + 1
-
-        def advance(self, label: str, done: int, total: int, current: str) -> None:
-            with self.recorder.lock:
-                self.recorder.reports.setdefault(self.index, []).append(
-                    (label, done, total, current))
-
-        def write(self, text: str) -> None:
-            with self.recorder.lock:
-                self.recorder.lines.append(text)
-
-        def child_done(self, run_dir: str, name: str) -> None:
-            from toolkit.lab import RunResults
-
-            # meta.json names the child by now: a report can read it back while the run goes on
-            experiment = RunResults(run_dir).child(name).experiment
-            with self.recorder.lock:
-                self.recorder.children.setdefault(self.index, []).append(
-                    (Path(run_dir).name, name, experiment))
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setattr(terminal, "_on_terminal", lambda: True)
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", screen)
+    bar = terminal.progress_bar(9, "showcase, em_gmm, td_learning, a very long name indeed: "
+                                "9 runs in 3 processes", quiet=False)
+    bar.update(3)
+    bar.refresh()
+    drawn = screen.getvalue().replace("\r", "\n").splitlines()
+    bar.close()
+    lines = [line.strip("\x1b[A") for line in drawn if "runs" in line]
+    assert lines and all(len(line) <= columns for line in lines), lines
+    assert "3/9 runs" in lines[-1] and "[00:0" in lines[-1]  # the count and the clock
 
 
-def test_each_experiment_of_each_seed_is_reported_as_it_starts(tmp_path: Path) -> None:
-    # two seeds in two worker processes: their reports cross the process boundary
-    runs = plan(SHOWCASE, [TWO_CHILDREN], seeds=[0, 1], output_dir=tmp_path)
-    recorder = Recorder()
-    from toolkit.lab.results.schema import ExecutorConfig
-
-    outcomes, status = run_all(runs, executor=ExecutorConfig(workers=2), quiet=True,
-                               watch=recorder.watch)
-    assert status == 0 and len(outcomes) == 2, [o.error for o in outcomes]
-    for index in (0, 1):  # the item under way as it starts, then none once all have ended
-        assert recorder.reports[index] == [
-            ("showcase", 0, 2, "tiny_counter"), ("showcase", 1, 2, "td_learning"),
-            ("showcase", 2, 2, "")]
-        assert recorder.started[index] == 1  # each run said it started, once
-    assert any("tiny_counter" in line for line in recorder.lines)  # ctx.say goes there too
-    for outcome in outcomes:
-        seed = int(outcome.run_dir.name.split("__seed")[1].split("__")[0])
-        assert recorder.children[seed] == [(outcome.run_dir.name, "tiny_counter", "tiny_counter"),
-                                           (outcome.run_dir.name, "td_learning", "td_learning")]
-
-
-def test_a_watched_run_in_this_process_draws_no_bars_of_its_own(
-        tmp_path: Path, capfd: object) -> None:
-    runs = plan(SHOWCASE, [TWO_CHILDREN], output_dir=tmp_path)
-    recorder = Recorder()
-    run_all(runs, quiet=False, watch=recorder.watch)
-    assert [r[1] for r in recorder.reports[0]] == [0, 1, 2]
-    _, err = capfd.readouterr()  # type: ignore[attr-defined]
-    assert "showcase" not in err and "tiny_counter" not in err  # said to the watcher only
-
-
-def test_the_watcher_counts_items_across_runs_without_a_terminal(capsys: object) -> None:
-    watcher = Watcher(2, quiet=False, verbose=False)  # stderr is not a terminal under pytest
-    assert watcher.bar is None
-    watcher.advance(0, "showcase", 1, 10, "dice")
-    watcher.write("said, but not shown without --verbose")
-    watcher.close()
-    out, err = capsys.readouterr()  # type: ignore[attr-defined]
-    assert out == err == ""
-
-
+@pytest.mark.slow
 def test_the_main_job_ends_in_a_short_tally(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "toolkit", "run", str(SHOWCASE), "--set",
                            TWO_CHILDREN, "--seeds", "0,1", "--out", str(tmp_path)],

@@ -19,10 +19,14 @@ traceback (``--debug`` shows it). Exit status:
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
+from toolkit._utils.formatting import shown
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
 from toolkit.lab.plan.config import DEFAULT_MAX_RUNS
 
@@ -236,11 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt, epilog=RUN_EPILOG,
                        description="Run experiment configs and write one run directory per run.")
     _add_run_options(p, many=True)
+    p.set_defaults(handler="toolkit.lab.cli.commands:cmd_run")
     p = sub.add_parser("sweep", help="run the [sweep] grid of a config (× seeds)",
                        formatter_class=fmt, epilog=SWEEP_EPILOG,
                        description="Expand a config's [sweep] grid and seeds and run every "
                                    "member.")
     _add_run_options(p, many=False)
+    p.set_defaults(handler="toolkit.lab.cli.commands:cmd_run")
     p = sub.add_parser("report", help="redraw figures, report.html and report.md of runs",
                        formatter_class=fmt, epilog=REPORT_EPILOG,
                        description="Regenerate figures/, report.html and report.md from the "
@@ -249,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run directory (results/<experiment>/<run_id>) or a seed group's "
                         "folder; several are drawn one after the other")
     _add_debug(p)
+    p.set_defaults(handler="toolkit.lab.cli.commands_read:cmd_report")
     p = sub.add_parser("compare", help="aggregate runs: blocked vs unblocked over seeds",
                        formatter_class=fmt, epilog=COMPARE_EPILOG,
                        description="Aggregate the complete runs below DIR.")
@@ -259,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latest", action="store_true", help="only the runs of the command that "
                    "ran last (the same command line: one sweep, or one run's seeds)")
     _add_debug(p)
+    p.set_defaults(handler="toolkit.lab.cli.commands_read:cmd_compare")
     p = sub.add_parser("check", help="list damaged and abandoned runs below a folder",
                        formatter_class=fmt, epilog=CHECK_EPILOG,
                        description="Check every run folder below DIR against the results "
@@ -266,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", metavar="DIR",
                    help="a results folder, e.g. results or results/<experiment>")
     _add_debug(p)
+    p.set_defaults(handler="toolkit.lab.cli.commands_read:cmd_check")
     p = sub.add_parser("list", help="list experiments and configs",
                        description="List the experiments (with their description) and the "
                                    "configs.")
@@ -273,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import every experiment module and check its contract (slower: "
                         "imports torch)")
     _add_debug(p)
+    p.set_defaults(handler="toolkit.lab.cli.commands:cmd_list")
     sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example",
                    description="Print what stop_gradient does on a one-line example: the same "
                                "value forward, no gradient backward, and the same code with the "
@@ -284,13 +294,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``toolkit``; returns the exit status.
 
-    Ctrl-C at any moment (start-up included) ends with one line and status 130.
+    SIGINT (Ctrl-C) or SIGTERM at any moment ends every command with one line and status 130
+    or 143 (``run`` and ``sweep`` say what is complete and what finishes the rest).
     """
+    from toolkit.lab.errors import RunInterrupted
+
+    def stop(signum: int, frame: object) -> None:
+        raise RunInterrupted(signum)
+
+    if threading.current_thread() is threading.main_thread():
+        old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    else:
+        old = {}
     try:
         return _main(argv)
-    except KeyboardInterrupt:
-        print("toolkit: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # RunInterrupted too
+        code = 128 + getattr(err, "signum", signal.SIGINT)
+        print(f"toolkit: interrupted by {signal.Signals(code - 128).name} (exit status "
+              f"{code})", file=sys.stderr)
+        return code
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -299,14 +324,11 @@ def _main(argv: Sequence[str] | None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again, if stopped
     if args.command == "demo":
         return demo()
-    from toolkit.lab.cli import commands, commands_read
     from toolkit.lab.errors import ConfigError, DamagedFile
 
-    handlers = {"run": commands.cmd_run, "sweep": commands.cmd_run,
-                "report": commands_read.cmd_report, "compare": commands_read.cmd_compare,
-                "check": commands_read.cmd_check, "list": commands.cmd_list}
+    module, _, name = args.handler.partition(":")
     try:
-        return handlers[args.command](args)
+        return getattr(importlib.import_module(module), name)(args)
     except Exception as err:
         if args.debug or os.environ.get("TOOLKIT_DEBUG"):
             raise
@@ -320,7 +342,7 @@ def _main(argv: Sequence[str] | None) -> int:
         else:
             line, code = (f"unexpected {type(err).__name__}: {err} (a bug: run the command "
                           f"again with --debug to see the traceback)"), EXIT_FAILED
-        print(f"toolkit: error: {' '.join(line.split())}", file=sys.stderr)
+        print(f"toolkit: error: {shown(' '.join(line.split()))}", file=sys.stderr)
         return code
 
 

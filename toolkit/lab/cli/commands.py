@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import signal
 import sys
 import time
@@ -16,8 +17,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit._utils.formatting import fmt
-from toolkit.lab.cli.terminal import Watcher, print_findings, run_label, tally
+from toolkit._utils.formatting import fmt, shown
+from toolkit.lab.cli.terminal import (
+    last_step,
+    outcome_line,
+    print_findings,
+    progress_bar,
+    tally,
+    wrapped,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -41,36 +49,28 @@ def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``toolkit run`` / ``sweep``: read each config once (no torch yet), start the pool's
-    fork server while the experiments load, plan, then hand the runs to the executor.
+    """``toolkit run`` / ``sweep``: the plans of the configs (read and validated once, before
+    anything runs), handed to the executor; then the seed groups, their reports and a tally.
 
-    SIGINT or SIGTERM at any moment (planning, the pool starting, the runs, the reports) ends
-    the command with one summary of what is complete and the command that finishes the rest
-    (:mod:`toolkit.lab.cli.interrupt`), exit status 128 + the signal (130 for Ctrl-C).
+    SIGINT or SIGTERM at any moment ends the command with one summary of what is complete and
+    the command that finishes the rest, exit status 128 + the signal (130 for Ctrl-C).
     """
-    from toolkit.lab.cli.interrupt import Ledger
-    from toolkit.lab.errors import RunInterrupted
-    from toolkit.lab.execute.server import stop_pool_server
-    from toolkit.lab.execute.signals import INSIST_S, signals_deferred, signals_raise
-
     argv = getattr(args, "argv", None)
-    ledger = Ledger(sys.argv[1:] if argv is None else argv, report=not args.no_report)
+    ended: list[Any] = []  # the outcomes so far
+    planned: list[int] = [0]
+    undrawn: list[Path] = []  # complete runs and seed groups whose report is due
     try:
-        with signals_raise(insist=INSIST_S):
-            return _cmd_run(args, ledger)
+        return _cmd_run(args, ended, planned, undrawn)
     except KeyboardInterrupt as err:  # RunInterrupted too
-        signum = err.signum if isinstance(err, RunInterrupted) else int(signal.SIGINT)
-        with signals_deferred():  # a second Ctrl-C does not cut the summary short
-            stop_pool_server()  # still importing for a pool that will not be
-            for line in ledger.summary(signum):
-                print(line, file=sys.stderr)
-            sys.stderr.flush()
-        return 128 + signum
+        for line in _summary(getattr(err, "signum", signal.SIGINT), ended, planned[0],
+                             undrawn, sys.argv[1:] if argv is None else argv):
+            print(line, file=sys.stderr)
+        return 128 + getattr(err, "signum", signal.SIGINT)
 
 
-def _cmd_run(args: argparse.Namespace, ledger: Any) -> int:
-    from toolkit.lab.errors import ConfigError
-    from toolkit.lab.execute.server import start_pool_server
+def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
+             undrawn: list[Path]) -> int:
+    from toolkit.lab.errors import ConfigError, RunInterrupted
     from toolkit.lab.plan.config import Plan, executor_for, parse_seeds
     from toolkit.lab.results.records import group_key
 
@@ -86,64 +86,143 @@ def _cmd_run(args: argparse.Namespace, ledger: Any) -> int:
         from toolkit.lab.execute.live_curves import check_tensorboard
 
         check_tensorboard("--tensorboard" if args.tensorboard else boards[0].source)
-    total = sum(len(p) for p in plans)
+    planned[0] = total = sum(len(p) for p in plans)
     if total > args.max_runs:
         raise ConfigError(" ".join(args.configs), "", f"give {total:,} runs together, above "
                           f"the limit of {args.max_runs:,}", "run fewer configs at once, or "
                           "raise the limit with --max-runs N")
-    ledger.planned = total
     executor = executor_for(plans, kind=args.executor, workers=args.workers,
                             address=args.address, tls_ca_file=args.tls_ca_file,
                             tls_cert=args.tls_cert, tls_key=args.tls_key,
                             dashboard=args.dashboard)
     if args.resume and not args.dry_run and _nothing_left(plans, quiet=args.quiet):
-        return EXIT_OK  # known without importing torch or an experiment, nor starting a pool
-    names = list(dict.fromkeys(p.file.experiment for p in plans))
-    # the bar, from here on: torch and the experiments take seconds to import
-    watcher = Watcher(total, quiet=args.quiet or args.dry_run, verbose=args.verbose,
-                      title=names[0] if len(names) == 1 else "")
-    try:
-        from toolkit.lab.execute.dask import check_executor
-        from toolkit.lab.execute.run import check_output_dir
+        return EXIT_OK  # known without importing torch or an experiment
+    from toolkit.lab.execute.dask import check_executor, import_distributed
 
-        check_executor(executor)
-        if executor.kind == "dask":
-            from toolkit.lab.execute.dask import import_distributed
-
-            import_distributed()  # a missing extra is an input error, before anything runs
-        if (executor.kind == "local" and not args.dry_run
-                and min(executor.workers, total) > 1):
-            start_pool_server()  # its imports overlap this process's planning
-        runs = [spec for p in plans for spec in p.specs()]
-        ledger.grouped = len({group_key(r.config) for r in runs}) < len(runs)
-        earlier: list[Path] = []
-        if args.resume:
-            runs, earlier = _resume(runs, quiet=args.quiet)
-            if not runs:
-                print("nothing to do: every run is complete or running")
-                return EXIT_OK
-        ledger.planned = len(runs)
-        watcher.total_runs = len(runs)
-        watcher.name_runs([run_label("" if len(names) == 1 else r.experiment.name,
-                                     r.sweep_point, f"seed {r.seed}") for r in runs],
-                          watcher.title)
-        for root, name in dict.fromkeys((r.config.output_dir, r.experiment.name) for r in runs):
-            check_output_dir(root, name, source=runs[0].source, create=not args.dry_run)
-        if args.dry_run:
-            for r in runs:
-                point = " ".join(f"{k}={v}" for k, v in r.sweep_point.items())
-                print(f"{r.config.experiment} seed={r.seed} {point}".rstrip())
-            print(f"{len(runs)} run(s); executor {executor.kind}")
+    check_executor(executor)
+    if executor.kind == "dask":
+        import_distributed()  # a missing extra is an input error, before anything runs
+    runs = [spec for p in plans for spec in p.specs()]
+    _no_twice(runs, args.configs)
+    grouped = len({group_key(r.config) for r in runs}) < len(runs)
+    earlier: list[Path] = []
+    if args.resume:
+        runs, earlier = _resume(runs, quiet=args.quiet)
+        if not runs:
+            print("nothing to do: every run is complete or running")
             return EXIT_OK
-        if args.resume:
-            from toolkit.lab.execute.resume import claimed
+    planned[0] = len(runs)
+    from toolkit.lab.execute.local import run_all
+    from toolkit.lab.execute.run import check_output_dir
 
-            with claimed(runs) as mine:
-                ledger.planned = len(mine)
-                return _run(args, mine, executor, earlier, watcher, ledger)
-        return _run(args, runs, executor, earlier, watcher, ledger)
+    for root, name in dict.fromkeys((r.config.output_dir, r.experiment.name) for r in runs):
+        check_output_dir(root, name, source=runs[0].source, create=not args.dry_run)
+    if args.dry_run:
+        for r in runs:
+            point = " ".join(f"{k}={v}" for k, v in r.sweep_point.items())
+            print(f"{r.config.experiment} seed={r.seed} {point}".rstrip())
+        print(f"{len(runs)} run(s); executor {executor.kind}")
+        return EXIT_OK
+    names = list(dict.fromkeys(r.experiment.name for r in runs))
+    n = min(executor.workers, len(runs))
+    where = {"local": f" in {n} processes" if n > 1 else "",
+             "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
+    # a seed group gets one report over its seeds once all have ended (none of their own)
+    finish = None if args.no_report or grouped else _report_quietly
+    bar = progress_bar(len(runs), f"{', '.join(names)}: {len(runs)} runs{where[executor.kind]}",
+                       quiet=args.quiet)
+
+    def on_done(i: int, total: int, outcome: Any) -> None:
+        ended.append(outcome)
+        if finish is not None and outcome.status == "complete":
+            undrawn.append(Path(outcome.run_dir))
+        bar.update()
+        if outcome.status == "failed" or args.verbose:
+            bar.write(outcome_line(len(ended) - 1, total, outcome),
+                      file=sys.stdout if outcome.status == "complete" else sys.stderr)
+
+    t0 = time.perf_counter()
+    try:
+        with _notes(args.verbose), contextlib.ExitStack() as stack:
+            if args.resume:
+                from toolkit.lab.execute.resume import claimed
+
+                runs = stack.enter_context(claimed(runs))
+            _, status = run_all(runs, executor=executor, quiet=args.quiet or n > 1,
+                                finish=finish, on_done=on_done)
     finally:
-        watcher.close()
+        bar.close()
+    if status >= 128:
+        raise RunInterrupted(status - 128)  # the summary says what is complete
+    shown_dirs = [o.run_dir for o in ended if o.status == "complete"]
+    if grouped:
+        with _notes(args.verbose):
+            shown_dirs = _finish_groups(ended, runs, report=not args.no_report, t0=t0,
+                                        say=None if args.quiet else print, earlier=earlier,
+                                        undrawn=undrawn)
+    if args.quiet:
+        return status
+    if args.verbose and len(shown_dirs) <= 3:
+        for folder in shown_dirs:
+            if (folder / "findings.json").is_file():
+                print_findings(folder)
+    if len(shown_dirs) <= 3:
+        tally(shown_dirs)
+    else:
+        c = runs[0].config
+        print(f"{len(shown_dirs)} complete run folders; `toolkit compare "
+              f"{shown(Path(c.output_dir) / c.experiment)}` tabulates them")
+    return status
+
+
+def _no_twice(runs: Sequence[Any], configs: Sequence[str]) -> None:
+    """The same run planned twice (a config given twice, two files saying the same): refused
+    as repeated seeds are, before anything runs."""
+    from toolkit.lab.errors import ConfigError
+
+    seen: dict[str, Any] = {}
+    for run in runs:
+        first = seen.setdefault(run.config.identity(), run)
+        if first is not run:
+            same = first.source == run.source
+            what = "is given twice" if same else f"gives the same run as {shown(first.source)}"
+            raise ConfigError(run.source, "", f"{what} (seed {run.seed})",
+                              "give each config once" if same else "give one of them")
+
+
+def _summary(signum: int, ended: Sequence[Any], planned: int, undrawn: Sequence[Path],
+             argv: Sequence[str]) -> list[str]:
+    """What an interrupted ``toolkit run`` says: what is complete, what was interrupted (with
+    the steps it kept), what did not start, and the commands that finish the rest."""
+    name = signal.Signals(signum).name
+    head = f"toolkit: interrupted by {name} (exit status {128 + signum})"
+    if not ended:
+        lines = [head + ("; no run had started" if planned else "")]
+    else:
+        lines = [f"{head}; of {planned} run{'s' * (planned != 1)}:"]
+        for o in ended:
+            note = fmt(o.duration_s, "s")
+            if o.status == "interrupted":
+                step = last_step(Path(o.run_dir))
+                note += "; nothing logged" if step is None else f"; kept steps up to {step}"
+            elif o.status == "failed" and o.error:
+                note += f"; {shown(o.error)}"
+            lines.append(wrapped(f"{shown(o.run_dir)} ({note})", indent=f"  {o.status:<12} ",
+                                 more=" " * 17))
+        if planned > len(ended):
+            left = planned - len(ended)
+            lines.append(f"  {'not started':<12} {left} run{'s' * (left != 1)}")
+    commands = []
+    if planned > len(ended) or any(o.status != "complete" for o in ended):
+        again = list(argv) + (["--resume"] if ended and "--resume" not in argv else [])
+        commands.append(shlex.join(["toolkit", *again]))
+    drawn = [str(f) for f in undrawn if not (Path(f) / "report.html").is_file()]
+    if drawn:
+        commands.append(shlex.join(["toolkit", "report", *drawn]))
+    if not commands:
+        return [*lines, "nothing is left to do: every run is complete"]
+    return [*lines, f"to finish: {shown(commands[0])}", *(f"           {shown(c)}"
+                                                         for c in commands[1:])]
 
 
 def _nothing_left(plans: Sequence[Any], *, quiet: bool) -> bool:
@@ -157,85 +236,16 @@ def _nothing_left(plans: Sequence[Any], *, quiet: bool) -> bool:
         return False
     if not quiet:
         for folder in done:
-            print(f"skipped (complete): {folder}")
+            print(f"skipped (complete): {shown(folder)}")
     print("nothing to do: every run is complete or running")
     return True
 
 
-def _run(args: argparse.Namespace, runs: list[Any], executor: Any, earlier: list[Path],
-         watcher: Watcher, ledger: Any) -> int:
-    from toolkit.lab.errors import RunInterrupted
-    from toolkit.lab.execute.local import run_all
-
-    grouped = ledger.grouped
-    on_terminal = sys.stderr.isatty() and not args.quiet
-    if not args.quiet and len(runs) > 1:
-        n = min(executor.workers, len(runs))
-        where = {"local": f" in {n} processes" if n > 1 else "",
-                 "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
-        watcher.say(f"{len(runs)} runs{where[executor.kind]}")
-    # a seed group gets one report over its seeds once all have ended (none of their own)
-    finish = None if args.no_report or grouped else _report_quietly
-    if finish is not None and args.verbose:
-        from toolkit.lab.report import write_report as finish
-
-    def on_done(index: int, total: int, outcome: Any) -> None:
-        ledger.ended(index, outcome)
-        watcher(index, total, outcome)
-
-    def on_phase(text: str) -> None:
-        if text:
-            ledger.phase = "pool"
-        watcher.phase(text)
-
-    watcher.on_run_started = ledger.started
-
-    pool = executor.kind == "local" and min(executor.workers, len(runs)) > 1
-    ledger.phase = "pool" if pool else "runs"
-    watcher.phase("")
-    t0 = time.perf_counter()
-    with _notes(args.verbose):
-        outcomes, status = run_all(runs, executor=executor, quiet=args.quiet, finish=finish,
-                                   on_done=on_done, watch=watcher.watch, on_phase=on_phase)
-    if status >= 128:
-        raise RunInterrupted(status - 128)  # the summary says what is complete
-    shown = [o.run_dir for o in outcomes if o.status == "complete"]
-    if grouped:
-        ledger.phase = "reports"
-        watcher.phase("drawing the seed group's report" if not args.no_report else "the seed group")
-
-        def say(text: str) -> None:
-            watcher.say(text, sys.stderr)
-
-        with _notes(args.verbose):
-            shown = _finish_groups(outcomes, runs, report=not args.no_report, t0=t0,
-                                   say=say if on_terminal or args.verbose else None,
-                                   earlier=earlier, ledger=ledger)
-    watcher.close()
-    if args.quiet:
-        return status
-    if args.verbose and len(shown) <= 3:
-        for folder in shown:
-            if (folder / "findings.json").is_file():
-                print_findings(folder)
-    if len(shown) <= 3:
-        tally(shown)
-    else:
-        c = runs[0].config
-        print(f"{len(shown)} complete run folders; `toolkit compare "
-              f"{Path(c.output_dir) / c.experiment}` tabulates them")
-    return status
-
-
 def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool, t0: float,
-                   say: Any, earlier: Sequence[Path], ledger: Any) -> list[Path]:
+                   say: Any, earlier: Sequence[Path], undrawn: list[Path]) -> list[Path]:
     """The seed group of the complete runs that differ only in their seed (with ``earlier``
     complete runs of ``--resume``), its report, then each complete run outside a group; the
-    folders, groups first. The groups are written whole before a signal is acted on (their
-    findings take a second or so); their reports may be stopped (the ``ledger`` says which
-    were drawn). A failing report is a warning: the numbers stay valid."""
-    from toolkit.lab.errors import RunInterrupted
-    from toolkit.lab.execute.signals import signals_deferred
+    folders, groups first. A failing report is a warning: the numbers stay valid."""
     from toolkit.lab.report import write_report
     from toolkit.lab.results.records import group_runs, record_group, write_group
     from toolkit.lab.results.view import RunResults
@@ -246,40 +256,24 @@ def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool
     members = {d for g in groups for d in g}
     failed = [f"a run with another seed ended {o.status}: {o.run_dir}"
               + (f" ({o.error})" if o.error else "") for o in outcomes if o.status != "complete"]
-    with signals_deferred() as held:
-        folders = [write_group(members_of, problems=failed) for members_of in groups]
-    ledger.members = members
-    ledger.groups.update(dict.fromkeys(folders, not report))
-    if held:
-        raise RunInterrupted(held[0])
-
-    def draw(folder: Path, name: str) -> None:
-        if not report:
-            return
+    folders = [write_group(members_of, problems=failed) for members_of in groups]
+    singles = [d for d in done if d not in members]
+    if report:
+        undrawn += [*folders, *singles]
+    for folder, run_dir in [*zip(folders, (g[0] for g in groups)), *zip(singles, singles)]:
         t1 = time.perf_counter()
-        try:
-            write_report(folder, experiments.get(name))
-        except Exception as err:
-            print(f"toolkit: warning: {folder}: {type(err).__name__}: {err}", file=sys.stderr)
-        if say is not None and folder not in members:
-            say(f"  report: {fmt(time.perf_counter() - t1, 's')}")
-
-    shown = []
-    for folder, members_of in zip(folders, groups):
-        t1 = time.perf_counter()
-        draw(folder, RunResults(members_of[0]).experiment)
-        ledger.groups[folder] = True
-        if say is not None and report:
-            say(f"  report over {len(members_of)} seeds: {fmt(time.perf_counter() - t1, 's')}")
-        record_group(folder, wall_seconds=round(time.perf_counter() - t0, 3))
-        if say is not None:
-            say(f"seed group: {folder}")
-        shown.append(folder)
-    for run_dir in done:
-        if run_dir not in members:
-            draw(run_dir, RunResults(run_dir).experiment)
-            shown.append(run_dir)
-    return shown
+        if report:
+            try:
+                write_report(folder, experiments.get(RunResults(run_dir).experiment))
+            except Exception as err:
+                print(f"toolkit: warning: {shown(folder)}: {type(err).__name__}: {err}",
+                      file=sys.stderr)
+        if folder in folders:
+            record_group(folder, wall_seconds=round(time.perf_counter() - t0, 3))
+            if say is not None:
+                say(f"report: {fmt(time.perf_counter() - t1, 's')}; seed group: "
+                    f"{shown(folder)}" if report else f"seed group: {shown(folder)}")
+    return [*folders, *singles]
 
 
 @contextlib.contextmanager
@@ -305,9 +299,9 @@ def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
         print(f"toolkit: warning: {err}; not counted as complete", file=sys.stderr)
     if not quiet:
         for done in plan.done:
-            print(f"skipped (complete): {done}")
+            print(f"skipped (complete): {shown(done)}")
     for running in plan.running:
-        print(f"skipped (running now, not started twice): {running}", file=sys.stderr)
+        print(f"skipped (running now, not started twice): {shown(running)}", file=sys.stderr)
     return plan.todo, plan.done
 
 
@@ -395,7 +389,7 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
 
     check_output_dir(spec.config.output_dir, experiment.name, source=spec.source)
     outcome = execute(spec, finish=None if args.no_report else write_report)
-    print(f"{outcome.status}  {outcome.run_dir}  ({fmt(outcome.duration_s, 's')})")
+    print(f"{outcome.status}  {shown(outcome.run_dir)}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":
         tally([outcome.run_dir])
     return outcome.exit_code

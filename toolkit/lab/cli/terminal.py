@@ -1,13 +1,8 @@
 """What ``toolkit run`` shows on the terminal: one progress bar while the runs go, then a tally.
 
-From the moment the runs are counted, :class:`Watcher` draws one bar over every run's
-top-level items (the showcase's experiments × seeds), in whichever process each runs. It says
-what is under way: the phase before the runs start (planning, the pool's processes starting),
-then each running run by its seed and sweep point with the item it is on
-(``showcase · seed 0: em_gmm · seed 1: dice``); its clock moves every half second, so a long
-first item never looks frozen. The lines runs say (``ctx.say``) and each finished run are shown
-above the bar only with ``--verbose``, a failed run always (an interrupted one is in the
-summary the interrupt prints). Nothing is drawn when stderr is not a terminal.
+:func:`progress_bar` is one tqdm bar over the runs of a command (a run in this process also
+draws its own loop's bar beneath); each finished run is shown above it with ``--verbose``, a
+failed run always. Nothing is drawn when stderr is not a terminal.
 
 At the end, :func:`tally` prints one line per experiment (and sweep point) with its verdict
 counts, every finding that did not hold beneath it, the tally over all of them and the paths of
@@ -21,23 +16,20 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit._utils.formatting import fmt, shown
 
-__all__ = ["Watcher", "point_words", "print_findings", "run_label", "tally", "verdict_counts",
-           "wrapped"]
+__all__ = ["outcome_line", "point_words", "print_findings", "progress_bar", "run_label", "tally",
+           "verdict_counts", "wrapped"]
 
 #: a verdict's name in the tally: ``True`` held as predicted, ``False`` did not, ``None`` a
 #: measurement without a prediction
 WORDS = {True: "as predicted", False: "not as predicted", None: "measured"}
 #: columns when the output is not a terminal (a pipe, a file)
 PIPED_WIDTH = 100
-#: seconds between two redraws of the bar's clock
-TICK_S = 0.5
 
 
 def _on_terminal() -> bool:
@@ -70,167 +62,26 @@ def run_label(experiment: str, point: Mapping[str, Any], seeds: str) -> str:
     return " ".join(p for p in (experiment, point_words(point), seeds) if p)
 
 
-class _RunReporter:
-    """The :class:`~toolkit.lab.execute.context.Reporter` of one run: forwards to the watcher."""
-
-    def __init__(self, watcher: Watcher, index: int) -> None:
-        self.watcher, self.index = watcher, index
-
-    def run_started(self) -> None:
-        self.watcher.run_started(self.index)
-
-    def advance(self, label: str, done: int, total: int, current: str) -> None:
-        self.watcher.advance(self.index, label, done, total, current)
-
-    def write(self, text: str) -> None:
-        self.watcher.write(text)
-
-    def child_done(self, run_dir: str, name: str) -> None:
-        self.watcher.child_done(self.index, run_dir, name)
-
-
-class Watcher:
-    """One bar over all the runs of a command (see the module docstring).
-
-    Use ``watch`` as :func:`~toolkit.lab.execute.local.run_all`'s ``watch``, :meth:`phase` as
-    its ``on_phase`` and the watcher itself as its ``on_done``; :meth:`close` when the runs are
-    over. ``names`` (or :meth:`name_runs`, once the runs are planned) says each run's name
-    (``seed 0``, ``inner_steps=5 seed 1``) and ``title`` what they share (``showcase``);
-    ``on_run_started(index)`` hears each run start.
-    Thread-safe: a pool's reports arrive on a thread of their own. ``on_child_done(index,
-    run_dir, name)`` hears when a child of run ``index`` (a showcase's experiment) has written
-    its files.
-    """
-
-    def __init__(self, total_runs: int, *, quiet: bool, verbose: bool,
-                 on_child_done: Callable[[int, str, str], None] | None = None,
-                 names: Sequence[str] = (), title: str = "") -> None:
-        self.total_runs, self.verbose = total_runs, verbose
-        self.on_child_done = on_child_done
-        self.on_run_started: Callable[[int], None] | None = None
-        self.names, self.title = list(names), title
-        self.bar: Any = None
-        self.items: dict[int, tuple[int, int]] = {}  # run index -> (done, total)
-        self.itemized = False  # a run reported items (a showcase's experiments)
-        self.running: dict[int, str] = {}  # run index -> the item under way ("": none named)
-        self.now = "planning"  # the phase, while no run goes
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        if not quiet and _on_terminal():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total_runs, unit="runs", desc=self._text(), file=sys.stderr,
-                            leave=False, dynamic_ncols=True,
-                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-                                       "{unit} [{elapsed}<{remaining}]")
-            self._show()
-            threading.Thread(target=self._tick, daemon=True, name="toolkit-bar").start()
-
-    def _tick(self) -> None:
-        while not self.stopped.wait(TICK_S):
-            with self.lock:
-                if self.bar is not None:
-                    self.bar.refresh()
-
-    def name_runs(self, names: Sequence[str], title: str = "") -> None:
-        with self.lock:
-            self.names, self.title = list(names), title
-            self._show()
-
-    def phase(self, text: str) -> None:
-        """What happens before the runs start (``""``: they go)."""
-        with self.lock:
-            self.now = text
-            self._show()
-
-    def watch(self, index: int) -> _RunReporter:
-        return _RunReporter(self, index)
-
-    def _text(self) -> str:
-        if self.running:
-            now = " · ".join(
-                ": ".join(p for p in (self.names[i] if i < len(self.names) else f"run {i + 1}",
-                                      item) if p)
-                for i, item in sorted(self.running.items()))
-        else:
-            now = self.now or "starting"
-        return f"{self.title} · {now}" if self.title else now
-
-    def _show(self) -> None:
-        if self.bar is None:
-            return
-        known = [t for _, t in self.items.values() if t]
-        per_run = max(known) if known else 1
-        total = sum(t for _, t in self.items.values()) + per_run * (
-            self.total_runs - len(self.items))
-        self.bar.unit = "items" if self.itemized else "runs"
-        self.bar.total = total
-        self.bar.n = sum(d for d, _ in self.items.values())
-        self.bar.set_description_str(self._text(), refresh=False)
-        self.bar.refresh()
-
-    def run_started(self, index: int) -> None:
-        with self.lock:
-            self.now = ""
-            self.running.setdefault(index, "")
-            self._show()
-        if self.on_run_started is not None:
-            self.on_run_started(index)
-
-    def advance(self, index: int, label: str, done: int, total: int, current: str) -> None:
-        with self.lock:
-            self.items[index] = (done, total)
-            self.running[index] = current
-            self.itemized = True
-            self._show()
-
-    def child_done(self, index: int, run_dir: str, name: str) -> None:
-        if self.on_child_done is not None:
-            self.on_child_done(index, run_dir, name)
-
-    def write(self, text: str) -> None:
-        if self.verbose:
-            self._line(f"  {text}", sys.stderr)
-
-    def say(self, text: str, stream: Any = None) -> None:
-        """A line of the command's own, above the bar (on stdout unless ``stream``)."""
-        self._line(text, stream or sys.stdout)
-
-    def _line(self, text: str, stream: Any) -> None:
-        with self.lock:
-            if self.bar is not None:
-                self.bar.write(text, file=stream)
-                stream.flush()
-            else:
-                print(text, file=stream, flush=True)
-
-    def __call__(self, i: int, total: int, outcome: Any) -> None:
-        """``on_done``: a run ended; its items all count as done (unless it was stopped)."""
-        with self.lock:
-            done, n = self.items.get(i, (0, 0))
-            self.items[i] = (done, n) if outcome.status == "interrupted" else (n or 1, n or 1)
-            self.running.pop(i, None)
-            self._show()
-        if outcome.status == "failed" or (self.verbose and outcome.status == "complete"):
-            line, stream = outcome_line(i, total, outcome)
-            self._line(line, stream)
-
-    def close(self) -> None:
-        self.stopped.set()
-        with self.lock:
-            if self.bar is not None:
-                self.bar.close()
-                self.bar = None
-
-
-def outcome_line(i: int, total: int, outcome: Any) -> tuple[str, Any]:
-    """``[2/3] failed  <run_dir>  (1.2 s)`` with the error (on one line: it names a file),
-    and the stream for it."""
+def outcome_line(i: int, total: int, outcome: Any) -> str:
+    """``[2/3] failed  <run_dir>  (1.2 s)`` with the error (on one line: it names a file)."""
     line = (f"[{i + 1}/{total}] {outcome.status:<11} {shown(outcome.run_dir)}  "
             f"({fmt(outcome.duration_s, 's')})")
     if outcome.error and outcome.status == "failed":
-        line += f"\n    error: {outcome.error}"
-    return line, (sys.stdout if outcome.status == "complete" else sys.stderr)
+        line += f"\n    error: {shown(outcome.error)}"
+    return line
+
+
+def progress_bar(total: int, label: str, *, quiet: bool) -> Any:
+    """One tqdm bar over the runs of a command, on stderr, when it is a terminal: ``label``
+    (what runs), the count and the time; at most the terminal's width (80 columns hold it)."""
+    from tqdm.auto import tqdm
+
+    room = max(10, width() - 48)
+    label = label if len(label) <= room else label[:room - 1] + "…"
+    return tqdm(total=total, desc=shown(label), unit="run", file=sys.stderr, leave=False,
+                disable=quiet or not _on_terminal(), ncols=min(width(), 100),
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} runs "
+                           "[{elapsed}<{remaining}]")
 
 
 def last_step(run_dir: Path) -> int | None:

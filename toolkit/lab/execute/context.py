@@ -10,7 +10,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from toolkit.lab.results.files import atomic_write_bytes, atomic_write_json, to_
 from toolkit.lab.results.records import save_meta
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, ChildMeta, RunMeta, summary_problem
 
-__all__ = ["Reporter", "RunContext", "seed_everything"]
+__all__ = ["RunContext", "seed_everything"]
 
 T = TypeVar("T")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -44,66 +44,6 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
             target[key] = value
 
 
-class Reporter(Protocol):
-    """Where a run's progress goes when someone watches it (the command line's bars): the
-    run's top-level ``ctx.progress`` loop reports each item as it starts and ends, ``ctx.say``
-    a line."""
-
-    def advance(self, label: str, done: int, total: int, current: str) -> None:
-        """``done`` of ``total`` items of the loop ``label`` have ended; ``current``: the
-        name of the item now under way (empty when it has none, or once the loop is over).
-        Reported as each item starts, and once more at the end of the loop."""
-
-    def write(self, text: str) -> None:
-        """One line the run says (shown with ``--verbose``)."""
-
-    # A reporter may also define ``child_done(run_dir: str, name: str)``: called when a child
-    # of the run (a showcase's experiment) has written all its files, see
-    # :meth:`RunContext.child_done` (the command line's report draws its section then); and
-    # ``run_started()``: called by the executor as the run starts.
-
-
-class _ReportedBar:
-    """What ``ctx.progress`` returns when a :class:`Reporter` watches the run: iterate it (or
-    call ``update``) as a tqdm bar; each item that ends is reported."""
-
-    def __init__(self, iterable: Iterable[Any] | None, total: int | None, label: str,
-                 reporter: Reporter) -> None:
-        self.iterable = iterable
-        if total is None and iterable is not None and hasattr(iterable, "__len__"):
-            total = len(iterable)  # type: ignore[arg-type]
-        self.total = int(total or 0)
-        self.label, self.reporter, self.n = label, reporter, 0
-
-    def __iter__(self) -> Any:
-        assert self.iterable is not None, "ctx.progress(total=...) is updated, not iterated"
-        for item in self.iterable:
-            self.reporter.advance(self.label, self.n, self.total,
-                                  item if isinstance(item, str) else "")
-            yield item
-            self.n += 1
-        self.reporter.advance(self.label, self.n, self.total, "")
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-        self.reporter.advance(self.label, self.n, self.total, "")
-
-    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def set_description(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> _ReportedBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
 class RunFiles:
     """The files of one run directory, shared by a context and its children."""
 
@@ -118,7 +58,6 @@ class RunFiles:
         self.blocks_seen: dict[str, None] = {}
         self.warnings: list[str] = []
         self.n_logged = 0
-        self.reporter: Reporter | None = None  # set by the root context
         self._lock = threading.Lock()
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
         self._mirror: Any = None  # TensorBoard's writers (``tensorboard``: their folder)
@@ -155,8 +94,8 @@ class RunFiles:
         """Record the children made so far in ``meta.json`` (where the runner made one): a
         report can read a child back while the run goes on, or after its process died."""
         if self.meta is not None:  # else a context made outside the runner: no meta.json
-            self.meta.children = {k: ChildMeta(**v) for k, v in self.children.items()}
-            save_meta(self.run_dir / "meta.json", self.meta)
+            save_meta(self.run_dir / "meta.json", self.meta.model_copy(update={
+                "children": {k: ChildMeta(**v) for k, v in self.children.items()}}))
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -192,8 +131,7 @@ class RunContext:
 
     def __init__(self, *, run_dir: Path, seed: int, device: torch.device, dtype: torch.dtype,
                  disable_patterns: tuple[str, ...], quiet: bool = False,
-                 params: Any = None, reporter: Reporter | None = None,
-                 _files: RunFiles | None = None, _prefix: str = "",
+                 params: Any = None, _files: RunFiles | None = None, _prefix: str = "",
                  _path: tuple[str, ...] = ()) -> None:
         self.run_dir = Path(run_dir)
         self.seed = int(seed)
@@ -203,8 +141,6 @@ class RunContext:
         self.quiet = quiet
         self.params = params
         self._files = _files if _files is not None else RunFiles(self.run_dir, quiet=quiet)
-        if reporter is not None:
-            self._files.reporter = reporter
         self._prefix = _prefix
         self._path = _path
         self.generator = seed_everything(self.seed)
@@ -271,32 +207,19 @@ class RunContext:
         return Timer(name, record)
 
     def say(self, text: str) -> None:
-        """One line of progress, e.g. a finished phase: to the watching
-        :class:`Reporter` (the command line shows it with ``--verbose``), else on stderr
-        (nothing with ``--quiet``)."""
-        reporter = self._files.reporter
-        if reporter is not None:
+        """One line of progress, e.g. a finished phase, on stderr (nothing with --quiet)."""
+        if not self.quiet:
             where = f"{'/'.join(self._path)}: " if self._path else ""
-            reporter.write(f"{where}{text}")
-        elif not self.quiet:
-            print(f"  {text}", file=sys.stderr, flush=True)
+            print(f"  {where}{text}", file=sys.stderr, flush=True)
 
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:
-        """A tqdm progress bar on stderr; silent when stderr is not a terminal or with --quiet.
-
-        When a :class:`Reporter` watches the run (the command line), the run's top-level loop
-        reports each item as it starts and ends, to the one bar the command line draws, and the
-        loops of child contexts draw nothing (no bars inside bars).
-        """
+        """A tqdm progress bar on stderr; silent when stderr is not a terminal or with
+        --quiet (a pool's runs are quiet: the command line draws one bar over them)."""
         from tqdm.auto import tqdm
 
         label = desc if not self._path else f"{'/'.join(self._path)}: {desc or ''}".rstrip(": ")
-        reporter = self._files.reporter
-        if reporter is not None and not self._path:
-            return _ReportedBar(iterable, total, label, reporter)
-        disable = (self.quiet or reporter is not None
-                   or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()))
+        disable = self.quiet or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
         return tqdm(iterable, total=total, desc=label, file=sys.stderr, disable=disable,
                     leave=False, dynamic_ncols=True)
 
@@ -402,14 +325,8 @@ class RunContext:
                           _prefix=f"{self._prefix}{name}/", _path=(*self._path, name))
 
     def child_done(self, name: str) -> None:
-        """Say that child ``name`` (made by :meth:`child`) has written everything it will:
-        its summary, costs, metrics and artifacts are final. A watching :class:`Reporter`
-        that defines ``child_done`` hears of it (the command line draws the child's report
-        section while the run goes on); nothing else changes."""
+        """Say that child ``name`` (made by :meth:`child`) has written everything it will."""
         key = "/".join([*self._path, name])
         if key not in self._files.children:
             raise ValueError(f"ctx.child_done: no child named {name!r}; children: "
                              f"{list(self._files.children)}")
-        hook = getattr(self._files.reporter, "child_done", None)
-        if hook is not None:
-            hook(str(self.run_dir), key)

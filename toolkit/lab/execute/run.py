@@ -1,23 +1,18 @@
-"""One run's life: its folder, its lock, the experiment, its files, in an order a reader trusts.
+"""One run's life, in one function (:func:`execute`), read top to bottom like Hydra's
+``run_job``:
 
-:func:`execute` runs a :class:`~toolkit.lab.plan.config.RunSpec` (validated when it was
-planned). In order:
+1. the run folder is made and its lock (``.lock``) taken: a run is *running* exactly while its
+   process holds the lock (the kernel drops it when the process dies: no clock, no heartbeat);
+2. ``config.toml`` (the validated :class:`~toolkit.lab.results.schema.RunConfig`) and
+   ``meta.json`` saying ``running``;
+3. the experiment's ``run(params, ctx)``; ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM where the
+   command line turns it into :class:`~toolkit.lab.errors.RunInterrupted`) makes the run
+   ``interrupted``, any other exception ``failed``;
+4. the findings, then ``meta.json`` built once from what happened: ``complete`` is the last
+   thing a run writes; then ``finish(run_dir, experiment)`` (the report), its time recorded
+   (not for an interrupted run).
 
-1. the run folder is made and its lock (``.lock``) taken; the process holds it until the run
-   has written everything, so a run is *running* exactly while its lock is held (the kernel
-   drops it when the process dies, however it dies: no clock, no heartbeat);
-2. ``config.toml`` (the :class:`~toolkit.lab.results.schema.RunConfig`, written by its model),
-   ``meta.json`` saying ``running``, and empty ``summary.json``/``costs.json``;
-3. the experiment's ``run(params, ctx)``, SIGINT/SIGTERM turned into
-   :class:`~toolkit.lab.errors.RunInterrupted`;
-4. ``metrics.jsonl`` closed, the findings written, and only then ``meta.json`` with the
-   final status: ``complete`` is the last thing a run writes;
-5. ``finish(run_dir, experiment)`` (the report), its time recorded; a signal stops it, and
-   the run stays complete (``finish_error`` says the report was not drawn).
-
-From before ``meta.json`` says ``running`` to its last write, SIGINT and SIGTERM never take
-their default action (which would leave the run saying ``running``): outside the experiment
-they are remembered and acted on once the files are consistent.
+The lock is released in ``finally``, however the run ends.
 """
 
 from __future__ import annotations
@@ -27,14 +22,13 @@ import errno
 import os
 import platform
 import shutil
-import signal
 import socket
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -44,8 +38,7 @@ from pydantic import BaseModel
 from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
 from toolkit.lab.errors import ConfigError, RunInterrupted, os_error_line
-from toolkit.lab.execute.context import Reporter, RunContext, RunFiles
-from toolkit.lab.execute.signals import INSIST_S, signals_deferred, signals_raise
+from toolkit.lab.execute.context import RunContext, RunFiles
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
 from toolkit.lab.results.files import (
@@ -59,8 +52,7 @@ from toolkit.lab.results.records import compute_findings, save_meta, write_findi
 from toolkit.lab.results.schema import ChildMeta, RunConfig, RunMeta
 from toolkit.lab.results.view import RunResults, lock_of
 
-__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "run_experiment",
-           "signals_deferred", "signals_raise"]
+__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "run_experiment"]
 
 #: ``finish(run_dir, experiment)``: what to do with a run folder once its files are written
 #: (draw the report); its time is recorded in ``meta.json`` as ``finish_s``.
@@ -76,6 +68,8 @@ class RunOutcome:
     exit_code: int
     error: str | None = None
     duration_s: float = 0.0
+    #: what the experiment raised (this process only: a pool's worker sends ``None``)
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 def check_output_dir(root: str | Path, experiment: str, *, source: str = "<python>",
@@ -117,81 +111,6 @@ def versions() -> dict[str, str]:
             "numpy": numpy.__version__, "toolkit": toolkit.__version__}
 
 
-@dataclass
-class _Run:
-    """A run whose folder is locked and whose first files exist."""
-
-    spec: RunSpec
-    run_dir: Path
-    meta: RunMeta
-    files: RunFiles
-    lock: Any
-    t0: float
-
-
-def _start(spec: RunSpec, *, quiet: bool, argv: Sequence[str] | None,
-           executor: Mapping[str, Any] | None, root: Path | None) -> _Run:
-    config = spec.config
-    run_dir = new_run_dir(config.output_dir if root is None else root, config.experiment,
-                          config.seed)
-    lock = lock_of(run_dir, timeout=10)  # a reader holds it for microseconds at most
-    files = None
-    try:
-        lock.acquire()
-        board = None  # the event files' folder; the writers are made here, where the run runs
-        if spec.tensorboard is not None:
-            from toolkit.lab.execute.live_curves import log_dir
-
-            board = log_dir(spec.tensorboard, config.experiment, run_dir.name)
-        meta = RunMeta(
-            status="running", experiment=config.experiment, run_id=run_dir.name,
-            seed=config.seed, device=str(spec.device), dtype=config.dtype,
-            threads=config.threads, disable_blocks=list(config.disable_blocks),
-            sweep_point=spec.sweep_point, argv=list(sys.argv if argv is None else argv),
-            executor=dict(executor or {"kind": "local"}), versions=versions(),
-            host=socket.gethostname(), pid=os.getpid(), started=utc_now().isoformat(),
-            device_requested=config.device, config_source=spec.source,
-            request=spec.request or None, platform=platform.platform(),
-            tensorboard=None if board is None else str(board))
-        t0 = time.perf_counter()
-        atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
-        atomic_write_json(run_dir / "meta.json", meta)
-        files = RunFiles(run_dir, quiet=quiet, meta=meta, tensorboard=board)
-        files.write_summary()  # empty summary/costs from the start: any run can be reported
-        files.write_costs()
-    except BaseException:  # a full disk, a folder made read-only: nothing worth keeping
-        if files is not None:
-            with contextlib.suppress(OSError):
-                files.close()
-        with contextlib.suppress(OSError):
-            lock.release()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    return _Run(spec, run_dir, meta, files, lock, t0)
-
-
-def _experiment(run: _Run, *, quiet: bool, pending: Sequence[int],
-                reporter: Reporter | None) -> tuple[str, int, BaseException | None, list[str]]:
-    """Call the experiment's ``run``: ``(status, exit code, error, blocks seen)``."""
-    spec, config = run.spec, run.spec.config
-    seen: list[str] = []
-    try:
-        with signals_raise(pending, insist=INSIST_S), record_blocks() as seen, \
-                intra_op_threads(config.threads):
-            ctx = RunContext(run_dir=run.run_dir, seed=config.seed, device=spec.device,
-                             dtype=spec.dtype, disable_patterns=config.disable_blocks,
-                             quiet=quiet, params=spec.params, reporter=reporter,
-                             _files=run.files)
-            spec.experiment.run(spec.params, ctx)
-    except RunInterrupted as err:
-        return "interrupted", err.exit_code, err, seen
-    except KeyboardInterrupt as err:
-        return "interrupted", 130, err, seen
-    except Exception as err:
-        return "failed", 1, err, seen
-    return "complete", 0, None, seen
-
-
 def _about(experiment: Experiment, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     """What each experiment of the run says about itself (the report reads it from meta)."""
     parts = experiment.parts
@@ -201,123 +120,129 @@ def _about(experiment: Experiment, names: Sequence[str]) -> dict[str, dict[str, 
             for name in [experiment.name, *names] if name in parts}
 
 
-def _end(run: _Run, outcome: tuple[str, int, BaseException | None, list[str]],
-         finish: Finish | None, received: list[int]) -> tuple[RunOutcome, BaseException | None]:
-    """Close the files, write the findings, then meta.json (``complete`` last), then the
-    report; a final write that fails (a full disk) makes a complete run ``failed``."""
-    status, exit_code, error, seen = outcome
-    files, meta, experiment = run.files, run.meta, run.spec.experiment
-    path = run.run_dir / "meta.json"
-    files.blocks_seen = {**dict.fromkeys(seen), **files.blocks_seen}
-    meta.ended = utc_now().isoformat()
-    meta.duration_s = round(time.perf_counter() - run.t0, 3)
-    meta.n_logged = files.n_logged
-    meta.blocks_seen = list(files.blocks_seen)
-    meta.children = {k: ChildMeta(**v) for k, v in files.children.items()}
-    meta.warnings = files.warnings
-    meta.about = _about(experiment, list(files.children))
-    if error is not None:
-        meta.error = f"{type(error).__name__}: {error}"
-        meta.traceback = "".join(traceback.format_exception(error))
-        if isinstance(error, RunInterrupted):
-            meta.interrupted_by = error.signal_name
-        elif isinstance(error, KeyboardInterrupt):
-            meta.interrupted_by = "SIGINT"
-    try:
-        files.close()
-        if status == "complete":
-            atomic_write_json(path, meta)  # still running: what the findings read
-            per_seed, problems = compute_findings(run.run_dir, experiment)
-            record = write_findings(run.run_dir, {meta.seed: per_seed}, problems)
-            if record.problems:
-                meta.findings_problems = list(record.problems)  # type: ignore[attr-defined]
-        meta.status = status  # type: ignore[assignment]
-        atomic_write_json(path, meta)  # the last file a run writes
-    except OSError as err:
-        status, exit_code = ("failed", 1) if status == "complete" else (status, exit_code)
-        reason = f"the final writes failed: {os_error_line(err)}"
-        meta.status = status  # type: ignore[assignment]
-        if not meta.error:
-            meta.error = reason
-        elif not (isinstance(error, OSError) and error.filename == err.filename):
-            meta.error = f"{meta.error}; {reason}"  # not the run's own error again
-        if not save_meta(path, meta):
-            meta.error += " (meta.json could not be updated either)"
-    else:
-        if finish is not None and status != "interrupted":
-            _finish_unless_interrupted(finish, run.run_dir, meta, experiment, received)
-        meta.wall_seconds = round(time.perf_counter() - run.t0, 3)
-        if not save_meta(path, meta):
-            print(f"toolkit: warning: {path}: wall_seconds not recorded (the disk is full or "
-                  f"read-only); the run's results are complete", file=sys.stderr)
-    if received and error is None:  # a signal while the files were finished: say so
-        exit_code = 128 + received[0]
-    return RunOutcome(run.run_dir, status, exit_code, meta.error, meta.duration_s or 0.0), error
+def _ending(error: BaseException | None) -> tuple[str, int, dict[str, Any]]:
+    """The status, exit code and ``meta.json`` keys of a run that raised ``error``."""
+    if error is None:
+        return "complete", 0, {}
+    keys = {"error": f"{type(error).__name__}: {error}",
+            "traceback": "".join(traceback.format_exception(error))}
+    if isinstance(error, KeyboardInterrupt):  # RunInterrupted too
+        signum = error.signum if isinstance(error, RunInterrupted) else 2
+        return "interrupted", 128 + signum, {**keys, "interrupted_by": RunInterrupted(
+            signum).signal_name}
+    return "failed", 1, keys
 
 
-def _finish_unless_interrupted(finish: Finish, run_dir: Path, meta: RunMeta,
-                               experiment: Experiment, received: list[int]) -> None:
-    """:func:`call_finish`, stopped by SIGINT/SIGTERM (one received while the files were
-    finished skips it): the run is complete and stays so; ``finish_error`` says that the
-    report was not drawn, and the signal goes into ``received``."""
-    try:
-        with signals_raise(received):
-            call_finish(finish, run_dir, meta, experiment)
-    except KeyboardInterrupt as err:  # RunInterrupted too
-        signum = err.signum if isinstance(err, RunInterrupted) else int(signal.SIGINT)
-        meta.finish_error = (f"interrupted by {signal.Signals(signum).name}: the report was "
-                             f"not drawn (`toolkit report` draws it)")
-        if not received:
-            received.append(signum)
-
-
-def call_finish(finish: Finish, run_dir: Path, meta: RunMeta, experiment: Experiment) -> None:
-    """Run ``finish(run_dir, experiment)``; record its time (``finish_s``) and error
-    (``finish_error``) in ``meta``. A failing report leaves the numbers valid: a warning."""
-    t0 = time.perf_counter()
-    try:
-        finish(run_dir, experiment)
-    except Exception as err:
-        meta.finish_error = f"{type(err).__name__}: {err}"
-        print(f"toolkit: warning: {run_dir}: {meta.finish_error}", file=sys.stderr)
-    meta.finish_s = round(time.perf_counter() - t0, 3)
-
-
-def _run_once(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
-              finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
-              root: Path | None = None, reporter: Reporter | None = None
-              ) -> tuple[RunOutcome, BaseException | None]:
-    if spec.experiment.name != spec.config.experiment:
-        raise ValueError(f"execute: the config is for experiment {spec.config.experiment!r}, "
-                         f"but the experiment handed over is {spec.experiment.name!r}")
-    with signals_deferred() as received:
-        try:
-            run = _start(spec, quiet=quiet, argv=argv, executor=executor, root=root)
-        except OSError as err:  # not started: a full disk, a folder made read-only
-            if received:
-                raise RunInterrupted(received[0]) from err
-            where = Path(spec.config.output_dir if root is None else root) / spec.experiment.name
-            return RunOutcome(where, "failed", 1, f"could not start: {os_error_line(err)}"), err
-        try:
-            outcome = _experiment(run, quiet=quiet, pending=received, reporter=reporter)
-            return _end(run, outcome, finish, received)
-        finally:
-            with contextlib.suppress(OSError):
-                run.lock.release()
+def _begun(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
+           executor: Mapping[str, Any] | None, board: Path | None) -> RunMeta:
+    """``meta.json`` as a run starts: ``running``, and what it runs with."""
+    config = spec.config
+    return RunMeta(
+        status="running", experiment=config.experiment, run_id=run_dir.name, seed=config.seed,
+        device=str(spec.device), dtype=config.dtype, threads=config.threads,
+        disable_blocks=list(config.disable_blocks), sweep_point=spec.sweep_point,
+        argv=list(sys.argv if argv is None else argv),
+        executor=dict(executor or {"kind": "local"}), versions=versions(),
+        host=socket.gethostname(), pid=os.getpid(), started=utc_now().isoformat(),
+        config_source=spec.source, request=spec.request or None, platform=platform.platform(),
+        tensorboard=None if board is None else str(board))
 
 
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
-            finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
-            root: Path | None = None, reporter: Reporter | None = None) -> RunOutcome:
-    """Run one planned run; never raises for a failing experiment (see the outcome).
+            finish: Finish | None = None, executor: Mapping[str, Any] | None = None
+            ) -> RunOutcome:
+    """Run one planned run (see the module docstring); a failing or interrupted experiment
+    is not raised: the outcome says how it ended. ``finish(run_dir, experiment)`` runs once
+    the files are written (not for an interrupted run); ``executor`` goes into meta.json."""
+    config, experiment, t0 = spec.config, spec.experiment, time.perf_counter()
+    run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
+    path, lock = run_dir / "meta.json", lock_of(run_dir, timeout=10)
+    files, seen, error, board = None, [], None, None
+    if spec.tensorboard is not None:
+        from toolkit.lab.execute.live_curves import log_dir
 
-    ``finish(run_dir, experiment)`` runs once the files are written (not for interrupted
-    runs); ``executor`` is recorded in ``meta.json``; ``root`` replaces ``output_dir`` as the
-    folder the run folder is made in (a Dask worker's staging folder; ``config.toml`` keeps
-    the output folder the run belongs to); ``reporter`` watches its progress.
-    """
-    return _run_once(spec, quiet=quiet, argv=argv, finish=finish, executor=executor,
-                     root=root, reporter=reporter)[0]
+        board = log_dir(spec.tensorboard, config.experiment, run_dir.name)
+    begun = _begun(spec, run_dir, argv, executor, board)
+    try:
+        lock.acquire()
+        atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
+        atomic_write_json(path, begun)
+        files = RunFiles(run_dir, quiet=quiet, meta=begun, tensorboard=board)
+        files.write_summary()  # empty summary/costs from the start: any run can be reported
+        files.write_costs()
+    except OSError as err:  # a full disk, a folder made read-only: nothing worth keeping
+        with contextlib.suppress(OSError):
+            lock.release()
+        if files is not None:
+            files.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return RunOutcome(run_dir.parent, "failed", 1, f"could not start: {os_error_line(err)}",
+                          exception=err)
+    try:
+        with record_blocks() as seen, intra_op_threads(config.threads):
+            experiment.run(spec.params, RunContext(
+                run_dir=run_dir, seed=config.seed, device=spec.device, dtype=spec.dtype,
+                disable_patterns=config.disable_blocks, quiet=quiet, params=spec.params,
+                _files=files))
+    except BaseException as err:  # Ctrl-C and SIGTERM too: recorded below
+        error = err
+    status, code, ending = _ending(error)
+    duration = round(time.perf_counter() - t0, 3)
+    try:
+        files.close()
+        seen = list({**dict.fromkeys(seen), **files.blocks_seen})
+        meta = begun.model_copy(update={
+            **ending, "ended": utc_now().isoformat(), "duration_s": duration,
+            "n_logged": files.n_logged, "blocks_seen": seen, "warnings": files.warnings,
+            "children": {k: ChildMeta(**v) for k, v in files.children.items()},
+            "about": _about(experiment, list(files.children))})
+        if status == "complete":
+            atomic_write_json(path, meta)  # still running: what the findings read
+            per_seed, problems = compute_findings(run_dir, experiment)
+            record = write_findings(run_dir, {config.seed: per_seed}, problems)
+            meta = meta.model_copy(update={"findings_problems": list(record.problems)}
+                                   if record.problems else {})
+        atomic_write_json(path, meta := meta.model_copy(update={"status": status}))
+    except (OSError, KeyboardInterrupt) as err:  # a full disk, a read-only folder, a signal
+        late = _ending(err) if isinstance(err, KeyboardInterrupt) else (
+            "failed", 1, {"error": f"the final writes failed: {os_error_line(err)}"})
+        status, code = (status, code) if status == "interrupted" else late[:2]
+        ending = {**late[2], "error": "; ".join(dict.fromkeys(
+            e for e in (ending.get("error"), late[2]["error"]) if e))}
+        save_meta(path, meta := begun.model_copy(update={
+            **ending, "status": status, "ended": utc_now().isoformat(), "duration_s": duration}))
+    finally:
+        with contextlib.suppress(OSError):
+            lock.release()
+    if status != "interrupted":  # the report, then the wall time
+        code = _finished(finish, run_dir, meta, experiment, t0) or code
+    return RunOutcome(run_dir, status, code, ending.get("error"), duration, error)
+
+
+def _finished(finish: Finish | None, run_dir: Path, meta: RunMeta, experiment: Experiment,
+              t0: float) -> int:
+    """Call ``finish(run_dir, experiment)`` and record its time (``finish_s``), its error
+    (``finish_error``: a failing or interrupted report leaves the numbers valid) and the run's
+    ``wall_seconds`` in meta.json; 128 + the signal when a signal stopped it, else 0."""
+    t1, update, stopped = time.perf_counter(), {}, 0
+    try:
+        if finish is not None:
+            finish(run_dir, experiment)
+    except Exception as err:
+        update["finish_error"] = f"{type(err).__name__}: {err}"
+        print(f"toolkit: warning: {run_dir}: {update['finish_error']}", file=sys.stderr)
+    except KeyboardInterrupt as err:  # the run stays complete; the command stops
+        stopped = 128 + getattr(err, "signum", 2)
+        update["finish_error"] = (f"interrupted by {RunInterrupted(stopped - 128).signal_name}"
+                                  f": the report was not drawn (`toolkit report` draws it)")
+    if finish is not None:
+        update["finish_s"] = round(time.perf_counter() - t1, 3)
+    path = run_dir / "meta.json"
+    if not save_meta(path, meta.model_copy(update={
+            **update, "wall_seconds": round(time.perf_counter() - t0, 3)})):
+        print(f"toolkit: warning: {path}: wall_seconds not recorded (the disk is full or "
+              f"read-only); the run's results are complete", file=sys.stderr)
+    return stopped
 
 
 def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
@@ -385,7 +310,7 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
 
         check_tensorboard("tensorboard")
     check_output_dir(spec.config.output_dir, spec.config.experiment, source=spec.source)
-    outcome, error = _run_once(spec, quiet=quiet, finish=finish)
-    if error is not None:
-        raise error
+    outcome = execute(spec, quiet=quiet, finish=finish)
+    if outcome.exception is not None:
+        raise outcome.exception
     return RunResults(outcome.run_dir)
