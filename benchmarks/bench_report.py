@@ -18,6 +18,11 @@ machine's load is printed because other work on it slows both sides, and not equ
 
     python benchmarks/bench_report.py               # 3 rounds
     python benchmarks/bench_report.py --rounds 1 --only one-seed
+    python benchmarks/bench_report.py --only one-seed --before OLD  # OLD: an earlier tree
+
+``--before OLD`` also runs the one-seed command with an earlier checkout's ``toolkit`` first on
+``PYTHONPATH`` (``git archive <commit> toolkit | tar -x -C OLD``), alternated with the current
+one in every round, and prints both ratios: the before numbers from the same machine and load.
 """
 
 from __future__ import annotations
@@ -54,14 +59,24 @@ def _load() -> str:
         return "?"
 
 
-def _toolkit(args: list[str], out: Path) -> float:
+def _toolkit(args: list[str], out: Path, tree: str | None = None) -> float:
     """Run ``python -m toolkit run CONFIG ARGS --out OUT`` as a user would (its output
-    dropped); its wall seconds."""
+    dropped; ``tree``: a checkout whose ``toolkit`` goes first on the path); its wall
+    seconds."""
+    env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "toolkit", "run", str(CONFIG), *args, "--out",
                     str(out)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0
+
+
+def report_ratio(out: Path, tree: str | None) -> tuple[float, float]:
+    """``(experiments seconds, report seconds)`` of one showcase seed, report included."""
+    _toolkit(["--seeds", "0"], out, tree)
+    (meta_path,) = out.glob("showcase/*/meta.json")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    return float(meta["duration_s"]), float(meta["finish_s"])
 
 
 def one_seed(out: Path, bare_first: bool) -> tuple[float, float, float, float]:
@@ -87,17 +102,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("one-seed", "three-seeds"), default=None)
+    parser.add_argument("--before", metavar="OLD", default=None,
+                        help="an earlier checkout: its one-seed report ratio in every round too")
     args = parser.parse_args(argv)
     print(f"CPU: {_cpu()}, {os.cpu_count()} logical cores; python {platform.python_version()}")
     ratios: list[float] = []
     added: list[float] = []
     walls: list[float] = []
+    before: list[float] = []
     kinds = [k for k in ("one-seed", "three-seeds") if args.only in (None, k)]
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for kind in (kinds if r % 2 == 0 else kinds[::-1]):
                 out = Path(tmp) / f"{kind}-{r}"
                 load = _load()
+                if kind == "one-seed" and args.before:
+                    experiments, report = report_ratio(out / "before", args.before)
+                    before.append(report / experiments)
+                    print(f"round {r + 1} before:      experiments {experiments:6.2f} s, report "
+                          f"{report:6.2f} s, report/experiments {before[-1]:.3f}x (load "
+                          f"{load} -> {_load()})", flush=True)
+                    load = _load()
                 if kind == "one-seed":
                     experiments, report, wall, bare = one_seed(out, bare_first=r % 2 == 1)
                     ratios.append(report / experiments)
@@ -110,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                     walls.append(three_seeds(out))
                     print(f"round {r + 1} three seeds: {walls[-1]:6.2f} s wall, report "
                           f"included (load {load} -> {_load()})", flush=True)
+    if before:
+        print(f"before: median report/experiments over {len(before)} rounds: "
+              f"{statistics.median(before):.3f}x")
     if ratios:
         print(f"median report/experiments over {len(ratios)} rounds: "
               f"{statistics.median(ratios):.3f}x (target <= 0.35x)")
