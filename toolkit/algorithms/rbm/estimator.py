@@ -83,6 +83,16 @@ _CONSTRAINTS: dict[str, list[Any]] = {
 _INIT_SCALE = {"normal": 0.01, "uniform": 0.1}
 
 
+#: The arguments of :meth:`BernoulliRBM.log_partition` (``betas``: a count of temperatures, or
+#: the temperatures themselves, checked by :func:`~toolkit.algorithms.rbm.ais_log_partition`).
+_LOG_Z_ARGS = {
+    "method": [Options("auto", "exact", "ais")],
+    "n_runs": [Integer(2)],
+    "betas": [Integer(3), Instance(torch.Tensor, np.ndarray, list, tuple,
+                                   name="an increasing 1-D sequence from 0 to 1")],
+}
+
+
 class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Bernoulli restricted Boltzmann machine: scikit-learn's estimator, trained by autograd.
 
@@ -446,7 +456,8 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         temperatures and the base-rate model of the data seen in training).
         """
         where = "BernoulliRBM.log_partition"
-        check(where, "method", method, [Options("auto", "exact", "ais")])
+        # every argument is checked, also those the exact method does not use
+        check_params(where, {"method": method, "n_runs": n_runs, "betas": betas}, _LOG_Z_ARGS)
         params = RBMParams(*(t.to(torch.float64) for t in self._fitted_params("log_partition")))
         if method == "auto":
             method = "exact" if min(params.weights.shape) <= MAX_EXACT_UNITS else "ais"
@@ -468,6 +479,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         ``log Z`` from :meth:`log_partition` (``method``, ``n_runs``, ``betas``) unless given.
         """
         params, Xt = self._prepare("log_likelihood", X, binary=True, dtype=torch.float64)
+        check("BernoulliRBM.log_likelihood", "log_partition", log_partition, [None, Real()])
         if log_partition is None:
             log_partition, _ = self.log_partition(method=method, n_runs=n_runs, betas=betas)
         W, b, c = (t.to(torch.float64) for t in params)
