@@ -6,7 +6,7 @@ By stage: :mod:`~toolkit.lens.audit.step` checks what it is given
 - :mod:`toolkit.lens.audit.record`: the step run twice and recorded (names, cuts, writes, call
   sites), and, apart, the module and optimizer state saved before and put back after;
 - :mod:`toolkit.lens.audit.rules`: the recorded step read once, then one rule per kind of
-  finding (leaks, targets, dead, carried, held, shared), listed in
+  finding (leaks, targets, dead, carried, held, kept, shared), listed in
   :data:`~toolkit.lens.audit.step.RULES`, each returning typed findings
   (:mod:`~toolkit.lens.audit.findings`);
 - :mod:`toolkit.lens.audit.fixes`: where a fix goes in the user's code, the fix as edits

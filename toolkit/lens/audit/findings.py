@@ -171,10 +171,14 @@ class CarriedGraph:
 
 @dataclass(frozen=True)
 class HeldGraph:
-    """After the step, ``module``'s buffer or attribute ``name`` holds a ``grad_fn``.
+    """After the step, ``module``'s buffer or attribute ``name`` holds a ``grad_fn``; or a
+    list, dict, global, closure variable or plain object the step refers to keeps the graph
+    of both calls (``module`` is then the name the step reads, ``name`` the rest of the path:
+    ``history`` and ``[1]``; see :mod:`toolkit.lens.audit.rules.kept`).
 
     ``kind``: ``"buffer"``, ``"attribute"`` or ``"parameter"`` (one that does not require
-    grad, written in place from one that does); ``written``: what wrote it (``"add_ in the
+    grad, written in place from one that does), or where a place outside modules keeps it
+    (``"an item of a list kept in a global"``); ``written``: what wrote it (``"add_ in the
     forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
     step's own nodes behind it save for backward (what each further step adds);
     ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the

@@ -13,7 +13,8 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
 - ``carried`` (:class:`~toolkit.lens.audit.CarriedGraph`): the step's graph reaches graph
   made before the step (one finding per carried tensor);
 - ``held`` (:class:`~toolkit.lens.audit.HeldGraph`): a module's buffer or tensor attribute
-  holds a ``grad_fn`` after the step.
+  holds a ``grad_fn`` after the step, or a list, dict, global or closure variable keeps the
+  graph of both calls.
 
 Information (never a failure):
 
@@ -191,7 +192,9 @@ class StepAudit:
         lines = []
         for h in self.held:
             older = f", and {plural(h.older, 'older node')} of earlier steps" if h.older else ""
-            lines += [f"HELD    {h.module}.{h.name} ({h.kind} of shape {h.shape}) holds a "
+            name = f"{h.module}{h.name}" if h.name[:1] in ("[", ".", "") else \
+                f"{h.module}.{h.name}"
+            lines += [f"HELD    {name} ({h.kind} of shape {h.shape}) holds a "
                       f"grad_fn after the step: {h.written}; it keeps "
                       f"{plural(h.n_nodes, 'node')} of each step's graph alive "
                       f"({fmt(h.graph_bytes, 'B')} saved for backward){older}",

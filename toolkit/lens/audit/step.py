@@ -19,7 +19,9 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
 - **carried graphs**: the step's graph reaching graph made by its previous call (a recurrent
   state kept without a cut: memory grows every step, or backward fails "a second time");
 - **held graphs**: a buffer or tensor attribute of a module that holds a ``grad_fn`` after the
-  step (running statistics written from a batch mean with its graph);
+  step (running statistics written from a batch mean with its graph), or a list, dict, global
+  or closure variable that keeps the graph of both calls (``history.append(loss)``, a replay
+  buffer of samples kept with their graph);
 - **shared tensors**: tensors held by two distinct optimizer objects given, stepped twice
   per iteration (one finding per pair, with the lines that build both; losses paired with
   param groups of one optimizer step nothing twice).
@@ -73,7 +75,7 @@ from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import STOP_CODES, caller_frame
 from toolkit.lens.audit.record.state import StateSnapshot
 from toolkit.lens.audit.result import StepAudit, listing
-from toolkit.lens.audit.rules import carried, dead, held, leaks, shared, targets
+from toolkit.lens.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.lens.audit.rules.notes import notes_of
 from toolkit.lens.audit.rules.recorded import Found, RecordedStep, record_step
 from toolkit.lens.flow import GradientLeakError
@@ -83,7 +85,7 @@ __all__ = ["RULES", "assert_clean_step", "audit_step"]
 #: The audit's rules, run in this order on the recorded step: each returns its findings by
 #: ``StepAudit`` field (see :mod:`toolkit.lens.audit.findings`).
 RULES: tuple[Callable[[RecordedStep], Found], ...] = (
-    leaks.check, targets.check, dead.check, carried.check, held.check, shared.check)
+    leaks.check, targets.check, dead.check, carried.check, held.check, kept.check, shared.check)
 
 
 def audit_step(step: Callable[[], Any], optimizers: Any, *,
@@ -204,6 +206,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
         recorded.namespace = _namespace(step, caller[0])
         recorded.function = function_of(step)
+        recorded.step = step
         audit = run_rules(recorded)
     finally:
         caller.clear()

@@ -1,10 +1,26 @@
 """Carried graphs: nodes of the second call's graph that autograd numbered before the call
 began (``Node._sequence_nr``), i.e. graph kept from the first call or from before the audit,
-one finding per carried tensor (an LSTM's ``h`` and ``c`` apart)."""
+one finding per carried tensor (an LSTM's ``h`` and ``c`` apart).
+
+Provenance decides, not where the tensor was kept: a module's attribute, a list (a replay
+buffer), a dict, a global or a closure cell all carry the same node numbers. A carried node
+is reported only when it matters in a training loop:
+
+- the old graph behind it holds nodes **made by the first call**: each call's graph then
+  reaches the previous one's, and the graph grows from call to call (a recurrent state kept
+  without a cut, samples kept in a list with their graph);
+- or it holds **tensors saved for backward** (``ExpBackward``'s result, a product's operands):
+  the first ``backward()`` frees them, and the next one fails "a second time".
+
+A tensor computed once before the loop from a leaf (``torch.tensor(x, requires_grad=True)
+.float()``: one ``ToCopy`` node that saves nothing) neither grows nor fails: no finding.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from toolkit.lens.audit.findings import CarriedGraph
 from toolkit.lens.audit.fixes.edits import (
@@ -25,7 +41,7 @@ from toolkit.lens.graph_walk import closure
 if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_carried"]
+__all__ = ["check", "find_carried", "holds_saved"]
 
 
 def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
@@ -47,12 +63,16 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
             entries.setdefault((key, nr), parent)
         elif key in old and parent is None:
             entries.setdefault((key, nr), -1)
-    counts = {key: len(closure([key], lambda k: [id(n) for n, _ in search.nodes[k].next_functions
-                                                 if n is not None and id(n) in old]))
+    behind = {key: closure([key], lambda k: [id(n) for n, _ in search.nodes[k].next_functions
+                                             if n is not None and id(n) in old])
               for key in {k for k, _ in entries}}
+    counts = {key: len(found) for key, found in behind.items()}
     out = []
     for (key, nr), parent_key in entries.items():
         node = search.nodes[key]
+        if not any(search.nodes[k]._sequence_nr() >= first_mark or holds_saved(search.nodes[k])
+                   for k in behind[key]):
+            continue  # made once before the calls, saving nothing: it neither grows nor fails
         consumer = None if parent_key == -1 else search.nodes[parent_key]
         module = label.module_of(node, outer=True)
         shape = node_shape(node, nr)
@@ -92,6 +112,22 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
             created=created, n_nodes=counts[key], fix=fix, lines=lines,
             edits=edits)))  # type: ignore[arg-type]
     return out
+
+
+def holds_saved(node: Any) -> bool:
+    """Whether the autograd node ``node`` holds tensors saved for its backward (or held them:
+    a backward already freed them), which the first ``backward()`` through it frees."""
+    for attr in dir(node):
+        if not attr.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, attr)
+        except RuntimeError:  # freed by a backward already
+            return True
+        if any(isinstance(t, torch.Tensor) for t in
+               (value if isinstance(value, (list, tuple)) else [value])):
+            return True
+    return False
 
 
 def _readers(step: RecordedStep, loss: str, key: int, old: set[int]

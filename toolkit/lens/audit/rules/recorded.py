@@ -69,6 +69,7 @@ class RecordedStep:
     # where an optimizer's parameters, written at the line that builds it, are read again
     namespace: dict[str, Any] = field(default_factory=dict)
     function: Any = None  # the step's plain function (its code: where a reset goes)
+    step: Any = None  # the step as given (a bound method's self: where it keeps state)
 
     def optimizer(self, loss: str) -> Any:
         """What ``loss`` is paired with, as given: an optimizer (or its param groups, a module,

@@ -69,14 +69,20 @@ if TYPE_CHECKING:
 
 __all__ = ["check", "find_trained_targets", "target_edges"]
 
-_COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss"})
-_SQUARES = frozenset({"Pow", "Abs", "Square"})
+_COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss",
+                      "BinaryCrossEntropyWithLogits", "BinaryCrossEntropy", "SoftMarginLoss"})
+#: even functions of a difference: a distance
+_EVEN = frozenset({"Pow", "Abs", "Square", "LinalgVectorNorm", "Norm", "Cosh"})
+#: what may lie between an even function and the difference it measures: sums and means of
+#: several distances, constant factors, roots, clamps and views (``((a - b) ** 2).sum(1).sqrt()``)
+_UNDER_EVEN = frozenset({"Sqrt", "Sum", "Mean", "Add", "Neg", "Mul", "Div", "Clamp", "ClampMin",
+                         "ClampMax", "Where", "Log1p"}) | VIEWS
 #: nodes the head of a loss passes on to each input: sums and means, signs and constant
 #: factors, selections, and an elementwise min or max of two terms (PPO's clipped surrogate,
 #: ``torch.min(ratio * adv, ratio.clamp(1 - e, 1 + e) * adv)``: each term is the loss's)
 _HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
                    "Select", "Index", "Clamp", "Where", "Stack", "Cat", "Minimum",
-                   "Maximum"}) | VIEWS
+                   "Maximum", "Sqrt"}) | VIEWS
 _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
@@ -97,40 +103,61 @@ def _inputs(node: Any) -> list[Any]:
 
 def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
     """``(chain to the comparison, comparison node, form, index of the target input)`` for the
-    comparisons in the head of the loss."""
+    comparisons in the head of the loss.
+
+    A comparison is found by structure: a loss function of two inputs (:data:`_COMPARE`); a
+    difference ``a - b`` under an even function, reached through any chain of them, sums and
+    constant factors (``(a - b) ** 2``, ``(a - b).abs().pow(2)``, ``torch.norm(a - b)``, a
+    Huber written by hand); a product of two tensors with a graph (a cosine, a soft
+    cross-entropy or KL, a score-function term, a surrogate ``(x * g).sum()``)."""
     nodes = graph.search.nodes
     found = []
-    queue = deque([[nodes[r]] for r in dict.fromkeys(graph.roots)])
-    seen: set[int] = set()
+    queue = deque([([nodes[r]], False) for r in dict.fromkeys(graph.roots)])
+    seen: set[tuple[int, bool]] = set()
     while queue and len(seen) < _MAX_HEAD:
-        chain = queue.popleft()
+        chain, distance = queue.popleft()
         node = chain[-1]
-        if id(node) in seen:
+        if (id(node), distance) in seen:
             continue
-        seen.add(id(node))
+        seen.add((id(node), distance))
         label, inputs = _label(node), _inputs(node)
         if label in _COMPARE and len(inputs) == 2:
             found.append((chain, node, label, 1))
             continue
-        if label in _SQUARES and len(inputs) == 1 and _label(inputs[0]) == "Sub" \
-                and len(_inputs(inputs[0])) == 2:
-            form = "(a - b) ** 2" if label != "Abs" else "|a - b|"
-            found.append(([*chain, inputs[0]], inputs[0], form, None))
+        if label == "Sub" and distance and len(inputs) == 2:
+            found.append((chain, node, _distance_form(chain), None))
+            continue
+        if label in _EVEN and len(inputs) == 1:
+            queue.append(([*chain, inputs[0]], True))
             continue
         if label == "Mul" and len(inputs) == 2:
+            if inputs[0] is inputs[1]:
+                if _label(inputs[0]) == "Sub":
+                    found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None))
+                else:
+                    queue.append(([*chain, inputs[0]], True))  # a square: an even function
+                continue
             if all(_normalised(n) for n in inputs):
                 found.append((chain, node, _COSINE, 1))
-                continue
-            if inputs[0] is inputs[1] and _label(inputs[0]) == "Sub":
-                found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None))
                 continue
             found.append((chain, node, "product", None))
             continue
         if label == "Div" and len(inputs) == 2:
             continue  # divided by something with a graph: a density's term, not a loss's
-        if label in _HEAD:
-            queue.extend([*chain, n] for n in inputs if not is_cut_marker(n))
+        if label in _HEAD or (distance and label in _UNDER_EVEN):
+            queue.extend(([*chain, n], distance) for n in inputs if not is_cut_marker(n))
     return found
+
+
+def _distance_form(chain: list[Any]) -> str:
+    """The name of a difference's distance: ``(a - b) ** 2`` and ``|a - b|`` as before, else
+    the even functions above it (``|a - b| ** 2``, ``‖a - b‖``)."""
+    above = [_label(n) for n in chain[:-1] if _label(n) in _EVEN]
+    if above == ["Pow"]:
+        return "(a - b) ** 2"
+    if above == ["Abs"]:
+        return "|a - b|"
+    return f"a distance of a - b ({' of '.join(above) or 'a square'})"
 
 
 def _normalised(node: Any) -> bool:
@@ -217,14 +244,18 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
                 return None
             return f"{_BOOTSTRAP} ({form})", inputs[side], node
         reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        own = [len(_inner(graph, left - right)), len(_inner(graph, right - left))]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
+        elif own[0] != own[1]:  # the side computed from more of the forward: r + γ max Q(s')
+            side = 0 if own[0] > own[1] else 1
         else:
             side = target_index if target_index is not None else _target_side(inputs)
         return form, inputs[side], node
     logs = [_log_node(graph, n) for n in inputs]
     if logs[0] is None and logs[1] is None:
-        return None
+        found = _surrogate(graph, inputs)
+        return None if found is None else (*found, node)
     weight = 1 if logs[0] is not None else 0
     log = logs[1 - weight]
     if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
@@ -236,6 +267,28 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
         return None
     return "a log-probability times a weight that carries gradient", inputs[weight], node
+
+
+def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
+    """A product ``x * g`` in the head of the loss whose factor ``g`` is computed from the
+    other, ``x``, through a difference: ``g`` is a surrogate gradient (score distillation's
+    ``w · (ε̂(x) − ε)``, a residual ``2 (x − y)``) that the loss means as a constant.
+    ``(form, g)``, or ``None``.
+
+    A factor computed from the other by arithmetic alone (``x * (A @ x)``, a quadratic form;
+    ``x * x.sigmoid()``) is a function of ``x``, not a comparison: no target.
+    """
+    nodes = graph.search.nodes
+    reach = [graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs]
+    for side in (0, 1):
+        other = inputs[1 - side]
+        if id(other) not in reach[side] or id(inputs[side]) in reach[1 - side]:
+            continue
+        between = reach[side] - graph.reach([id(other)])
+        if any(_label(nodes[k]) in ("Sub", "Rsub") for k in between if k in nodes):
+            return "a product with a surrogate gradient computed from the other factor", \
+                inputs[side]
+    return None
 
 
 def _arithmetic(node: Any) -> bool:
@@ -264,6 +317,12 @@ def _bootstrapped(start: Any, forward: set[int]) -> bool:
         below = selected or _label(node) in _SELECTS
         queue.extend((n, below) for n in _inputs(node) if not is_cut_marker(n))
     return False
+
+
+def _inner(graph: Graph, met: set[int]) -> set[int]:
+    """The node ids of ``met`` that compute something (no leaf's node)."""
+    nodes = graph.search.nodes
+    return {k for k in met if getattr(nodes[k], "variable", None) is None}
 
 
 def _leaves(graph: Graph, met: set[int]) -> set[int]:
@@ -337,6 +396,7 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
     graph, label, stepped = step.graphs[loss], step.label, set(step.stepped[loss])
     names = label.rec.names
     merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
+    by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
     for chain, node, form, target_index in _forms(graph):
         found = _sides(graph, node, form, target_index, stepped)
         if found is None:
@@ -351,7 +411,9 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
             continue
         what, shape = label.tensor(target, node)
         params = tuple(sorted(names.tensors.get(i, f"<tensor {i}>") for i in shared))
-        key = (form, params)
+        # one target read by several terms (a Huber written by hand reads ``a - b`` in two
+        # branches) or several terms of one form: one finding
+        key = by_target.setdefault((id(target), params), (form, params))
         cut = target_cut(step, step.prover, loss, reader, target, shared)
         if key in merged:  # another term of the same form: its cut joins the fix
             before = merged[key]

@@ -1,0 +1,176 @@
+"""Carried and kept graphs judged by provenance (issue 62, item 2), on steps none of the corpus
+holds. The oracle is a real training loop: a graph that grows is one whose node count grows
+from iteration to iteration, a graph that fails is a second ``backward()`` that raises; the
+fix the audit names, made by hand, stops both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from toolkit import audit_step
+
+
+def _nodes(tensors: list[torch.Tensor]) -> int:
+    """The nodes of the graph behind ``tensors`` (what a kept graph keeps alive)."""
+    seen: set[int] = set()
+    stack = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(child for child, _ in node.next_functions)
+    return len(seen)
+
+
+def _replay(detach: bool, seed: int = 0):
+    """An energy model trained on samples a generator makes, with a replay buffer kept in a
+    plain list (Du & Mordatch 2019's buffer, published with the samples detached). The
+    buffer is read from its oldest, detached entries only: the loss never reads what the
+    previous call kept, yet every call's graph stays alive in the list."""
+    torch.manual_seed(seed)
+    gen, energy = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.Adam([*gen.parameters(), *energy.parameters()], lr=1e-3)
+    buffer = [torch.rand(4) for _ in range(64)]
+
+    def step() -> torch.Tensor:
+        fake = gen(torch.randn(8, 4))
+        replayed = torch.stack(buffer[:8])
+        buffer.extend(fake.detach() if detach else fake)
+        return energy(replayed).mean() - energy(fake).mean()
+
+    return step, opt, buffer
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_graph_grown_through_a_plain_list_is_found_where_the_step_stores_it(seed: int) -> None:
+    step, opt, buffer = _replay(False, seed)
+    audit = audit_step(step, opt)
+    (held,) = audit.held
+    assert not audit.ok and not audit.carried
+    assert held.module == "buffer" and held.kind == "an item of a list kept in a closure variable"
+    assert held.lines and held.lines[0].text == "buffer.extend(fake.detach() if detach else fake)"
+    assert held.older > 0 and held.n_nodes > 0
+    # the oracle: in a real loop, the nodes the list keeps alive grow with every iteration
+    counts = []
+    for _ in range(3):
+        opt.zero_grad()
+        step().backward()
+        opt.step()
+        counts.append(_nodes(buffer))
+    assert counts[0] < counts[1] < counts[2]
+    # the published fix: the same loop keeps no graph at all
+    fixed, opt_fixed, kept = _replay(True, seed)
+    assert audit_step(fixed, opt_fixed).ok
+    for _ in range(3):
+        opt_fixed.zero_grad()
+        fixed().backward()
+        opt_fixed.step()
+    assert _nodes(kept) == 0
+
+
+def test_a_history_of_losses_kept_with_their_graph_is_found_and_one_item_is_not() -> None:
+    torch.manual_seed(0)
+    net = nn.Linear(3, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(5, 3)
+    history: list[torch.Tensor] = []
+    last: dict[str, torch.Tensor] = {}
+
+    def step() -> torch.Tensor:
+        loss = net(x).pow(2).mean()
+        history.append(loss)  # loss.item() meant
+        return loss
+
+    (held,) = audit_step(step, opt).held
+    assert (held.module, held.name) == ("history", f"[{len(history) - 1}]")
+    assert held.lines[0].text == "history.append(loss)  # loss.item() meant"
+
+    def step_item() -> torch.Tensor:
+        loss = net(x).pow(2).mean()
+        history.append(loss.item())
+        return loss
+
+    def step_last() -> torch.Tensor:  # one step's graph, replaced by the next: no growth
+        loss = net(x).pow(2).mean()
+        last["loss"] = loss
+        return loss
+
+    history.clear()
+    assert audit_step(step_item, opt).ok
+    assert audit_step(step_last, opt).ok
+
+
+def test_a_copy_made_once_before_the_loop_is_not_carried() -> None:
+    # float64 data made to require grad, then cast: one ToCopy node before the loop, which
+    # saves nothing; every iteration's backward passes it and none fails, nothing grows
+    torch.manual_seed(0)
+    X = torch.tensor(np.random.default_rng(0).random((6, 2)), requires_grad=True).float()
+    net = nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def step() -> torch.Tensor:
+        return net(X).pow(2).mean()
+
+    audit = audit_step(step, opt)
+    assert audit.ok and not audit.carried, str(audit)
+    before = _nodes([X])
+    for _ in range(3):  # the oracle: a real loop runs, and the graph does not grow
+        opt.zero_grad()
+        step().backward()
+        opt.step()
+    assert _nodes([X]) == before
+
+
+def test_a_tensor_made_before_the_loop_that_saved_tensors_is_carried() -> None:
+    # the same data through exp() before the loop: ExpBackward saves its result, which the
+    # first backward frees, so the second fails
+    torch.manual_seed(0)
+    X = torch.tensor(np.random.default_rng(0).random((6, 2)), requires_grad=True).exp().float()
+    net = nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def step() -> torch.Tensor:
+        return net(X).pow(2).mean()
+
+    (carried,) = audit_step(step, opt).carried
+    assert carried.created == "before the audit"
+    step().backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        step().backward()
+
+
+@pytest.mark.parametrize("where", ["dict", "closure", "object"])
+def test_a_state_carried_in_a_dict_a_closure_or_an_object_is_carried(where: str) -> None:
+    torch.manual_seed(0)
+    cell = nn.RNNCell(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    box: dict[str, torch.Tensor] = {"h": torch.zeros(2, 4)}
+    keep = [torch.zeros(2, 4)]
+
+    class State:
+        h = torch.zeros(2, 4)
+
+    state = State()
+
+    def step() -> torch.Tensor:
+        x = torch.randn(2, 4)
+        if where == "dict":
+            box["h"] = h = cell(x, box["h"])
+        elif where == "closure":
+            keep[0] = h = cell(x, keep[0])
+        else:
+            state.h = h = cell(x, state.h)
+        return h.pow(2).mean()
+
+    audit = audit_step(step, opt)
+    (carried,) = audit.carried
+    assert carried.created == "in the first call" and not audit.held
+    # the oracle: the second real backward fails through the previous iteration's graph
+    step().backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        step().backward()

@@ -1,0 +1,131 @@
+"""Targets found by structure, not by name (issue 62, item 3), on steps none of the corpus
+holds: a difference under any even function (``(target - pred).abs().pow(2)``,
+``torch.norm(a - b)``), and a product with a surrogate gradient computed from the other
+factor. Which side is the target is read from the graph: the side computed from more of the
+forward, whatever the argument order. The oracle is a real ``backward()``: the tensors the
+audit names are those whose gradient changes when the target is cut, and the step written
+with the cut is clean; look-alikes that compare nothing (a quadratic form, a square of one
+value) stay clean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from toolkit import audit_step
+
+
+def _grads(loss: Callable[[], torch.Tensor], params: dict[str, torch.Tensor]
+           ) -> dict[str, torch.Tensor]:
+    got = torch.autograd.grad(loss(), list(params.values()), allow_unused=True)
+    return {k: torch.zeros_like(p) if g is None else g for (k, p), g in zip(params.items(), got)}
+
+
+def _changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> set[str]:
+    return {k for k in a if not torch.allclose(a[k], b[k], rtol=1e-5, atol=1e-7)}
+
+
+_DISTANCES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "abs_pow": lambda target, pred: (target - pred).abs().pow(2).mean(),
+    "norm": lambda target, pred: torch.linalg.vector_norm(target - pred),
+    "root_of_squares": lambda target, pred: ((target - pred) ** 2 + 1e-6).sqrt().mean(),
+    "huber_by_hand": lambda target, pred: torch.where(
+        (target - pred).abs() < 1, 0.5 * (target - pred) ** 2,
+        (target - pred).abs() - 0.5).mean(),
+}
+
+
+def _td(distance: str, cut: bool, seed: int = 0):
+    """Fitted Q-iteration with one network (no target network), the target written first:
+    ``r + γ max Q(s')`` is a constant of the regression (Riedmiller 2005)."""
+    torch.manual_seed(seed)
+    q = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(q.parameters(), lr=0.1)
+    s, s2, r = torch.randn(6, 3), torch.randn(6, 3), torch.randn(6)
+
+    def step() -> torch.Tensor:
+        pred = q(s).max(1).values
+        target = r + 0.9 * q(s2).max(1).values
+        if cut:
+            target = target.detach()
+        return _DISTANCES[distance](target, pred)
+
+    return step, opt, {f"q.{k}": v for k, v in q.named_parameters()}
+
+
+@pytest.mark.parametrize("distance", sorted(_DISTANCES))
+def test_a_target_compared_through_any_even_function_of_a_difference(distance: str) -> None:
+    step, opt, params = _td(distance, cut=False)
+    audit = audit_step(step, opt)
+    (target,) = audit.targets
+    # the oracle: the tensors whose gradient the cut changes
+    fixed, opt_fixed, fixed_params = _td(distance, cut=True)
+    assert sorted(target.parameters) == sorted(
+        _changed(_grads(step, params), _grads(fixed, fixed_params)))
+    # the target side is read from the graph (more of the forward), not the argument order
+    assert target.lines and target.lines[0].text == "target = r + 0.9 * q(s2).max(1).values"
+    assert audit_step(fixed, opt_fixed).ok
+
+
+def _sds(cut: bool, seed: int = 0):
+    """Score distillation (Poole et al. 2022, DreamFusion, eq. 3): a generator's output ``x``
+    is trained by the surrogate ``(x * g).sum()``, whose gradient is ``g = w (ε̂(x_t) − ε)``,
+    computed by a frozen denoiser and meant as a constant (``g.detach()`` in the published
+    code)."""
+    torch.manual_seed(seed)
+    generator, denoiser = nn.Linear(4, 6), nn.Linear(6, 6)
+    denoiser.requires_grad_(False)
+    opt = torch.optim.Adam(generator.parameters(), lr=1e-3)
+    z = torch.randn(5, 4)
+
+    def step() -> torch.Tensor:
+        x = generator(z)
+        noise = torch.randn_like(x)
+        g = 0.5 * (denoiser(x + noise) - noise)
+        if cut:
+            g = g.detach()
+        return (x * g).sum()
+
+    return step, opt, {f"generator.{k}": v for k, v in generator.named_parameters()}
+
+
+def test_a_surrogate_whose_gradient_carries_the_trained_model_is_a_target() -> None:
+    step, opt, params = _sds(cut=False)
+    audit = audit_step(step, opt)
+    (target,) = audit.targets
+    assert target.form == "a product with a surrogate gradient computed from the other factor"
+    assert target.lines and target.lines[0].text == "g = 0.5 * (denoiser(x + noise) - noise)"
+    fixed, opt_fixed, fixed_params = _sds(cut=True)
+    torch.manual_seed(1)
+    buggy_grads = _grads(step, params)
+    torch.manual_seed(1)
+    fixed_grads = _grads(fixed, fixed_params)
+    assert sorted(target.parameters) == sorted(_changed(buggy_grads, fixed_grads))
+    assert audit_step(fixed, opt_fixed).ok
+
+
+def test_products_that_compare_nothing_stay_clean() -> None:
+    torch.manual_seed(0)
+    net = nn.Linear(4, 4)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    z, A = torch.randn(3, 4), torch.randn(4, 4)
+    A = A @ A.T
+
+    def quadratic_form() -> torch.Tensor:  # x^T A x: a function of x, no surrogate
+        x = net(z)
+        return (x * (x @ A)).sum()
+
+    def square() -> torch.Tensor:
+        x = net(z)
+        return (x * x).sum() + (x - 1).pow(2).mean()
+
+    def gated() -> torch.Tensor:  # SiLU in the head: x * sigmoid(x)
+        x = net(z)
+        return (x * torch.sigmoid(x)).mean()
+
+    for step in (quadratic_form, square, gated):
+        assert audit_step(step, opt).ok, step.__name__
