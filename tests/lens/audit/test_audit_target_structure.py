@@ -10,13 +10,18 @@ value) stay clean.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from steps_on_disk import load
 from torch import nn
 
 from toolkit import audit_step
+from toolkit.lens.audit.fixes.edits import apply_edits
 
 
 def _grads(loss: Callable[[], torch.Tensor], params: dict[str, torch.Tensor]
@@ -129,3 +134,27 @@ def test_products_that_compare_nothing_stay_clean() -> None:
 
     for step in (quadratic_form, square, gated):
         assert audit_step(step, opt).ok, step.__name__
+
+
+@pytest.mark.parametrize("build", ["abs_pow", "norm", "sds"])
+def test_the_printed_edit_trains_as_the_published_fix(build: str, tmp_path: Path) -> None:
+    # the edits written into a copy of this file by apply_edits, the edited step built from
+    # the copy: on both calls every stepped tensor gets the published fix's gradient
+    def make(module: Any, cut: bool) -> Any:
+        return module._sds(cut) if build == "sds" else module._td(build, cut)
+
+    step, opt, _ = make(sys.modules[__name__], False)
+    audit = audit_step(step, opt)
+    (target,) = audit.targets
+    assert target.edits and {e.file for e in target.edits} == {Path(__file__).name}
+    text = apply_edits(Path(__file__).read_text("utf-8"), list(target.edits))
+    edited = load(tmp_path / Path(__file__).name, text, "edited_target_structure")
+    step_e, opt_e, params_e = make(edited, False)
+    fixed, _, params_f = make(sys.modules[__name__], True)
+    assert audit_step(step_e, opt_e).ok
+    for call in range(2):
+        torch.manual_seed(call)
+        got = _grads(step_e, params_e)
+        torch.manual_seed(call)
+        want = _grads(fixed, params_f)
+        assert not _changed(got, want)
