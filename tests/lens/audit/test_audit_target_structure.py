@@ -158,3 +158,23 @@ def test_the_printed_edit_trains_as_the_published_fix(build: str, tmp_path: Path
         torch.manual_seed(call)
         want = _grads(fixed, params_f)
         assert not _changed(got, want)
+
+
+def test_a_metric_learning_loss_that_also_pushes_pairs_apart_has_no_target() -> None:
+    # a Siamese network trained by the contrastive loss of Hadsell, Chopra & LeCun (2006),
+    # eq. 4: similar pairs pulled together, dissimilar ones pushed apart to a margin; both
+    # sides are the same encoder and both are meant to be trained
+    torch.manual_seed(0)
+    encoder = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
+    x1, x2, same = torch.randn(6, 5), torch.randn(6, 5), torch.randint(0, 2, (6,)).float()
+
+    def contrastive() -> torch.Tensor:
+        d = torch.nn.functional.pairwise_distance(encoder(x1), encoder(x2))
+        return (same * d.pow(2) + (1 - same) * torch.relu(1.0 - d).pow(2)).mean()
+
+    def pulled_only() -> torch.Tensor:  # the same pairs, only pulled: a target question
+        return torch.nn.functional.pairwise_distance(encoder(x1), encoder(x2)).pow(2).mean()
+
+    assert audit_step(contrastive, opt).ok
+    assert not audit_step(pulled_only, opt).ok

@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import sys
 import textwrap
 import types
 from collections.abc import Iterator, Mapping
@@ -54,9 +55,15 @@ _STORES = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "
 
 
 def _library(obj: Any) -> bool:
-    module = getattr(obj, "__module__", None) or ""
-    return module.split(".")[0] in ("torch", "numpy", "builtins", "functools", "toolkit",
-                                    "collections", "typing")
+    """Whether ``obj`` (a function or a class) is an installed library's or Python's own,
+    not the user's: what it keeps is no step's state."""
+    name = getattr(obj, "__module__", None) or ""
+    root = name.split(".")[0]
+    if root in ("torch", "numpy", "toolkit") or root in sys.stdlib_module_names:
+        return True
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None) or ""
+    return "site-packages" in path or "dist-packages" in path
 
 
 def _children(obj: Any) -> Iterator[tuple[str, Any]]:

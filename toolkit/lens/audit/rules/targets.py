@@ -76,13 +76,13 @@ _EVEN = frozenset({"Pow", "Abs", "Square", "LinalgVectorNorm", "Norm", "Cosh"})
 #: what may lie between an even function and the difference it measures: sums and means of
 #: several distances, constant factors, roots, clamps and views (``((a - b) ** 2).sum(1).sqrt()``)
 _UNDER_EVEN = frozenset({"Sqrt", "Sum", "Mean", "Add", "Neg", "Mul", "Div", "Clamp", "ClampMin",
-                         "ClampMax", "Where", "Log1p"}) | VIEWS
+                         "ClampMax", "Where", "Log1p", "Relu", "Rsub"}) | VIEWS
 #: nodes the head of a loss passes on to each input: sums and means, signs and constant
 #: factors, selections, and an elementwise min or max of two terms (PPO's clipped surrogate,
 #: ``torch.min(ratio * adv, ratio.clamp(1 - e, 1 + e) * adv)``: each term is the loss's)
 _HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
                    "Select", "Index", "Clamp", "Where", "Stack", "Cat", "Minimum",
-                   "Maximum", "Sqrt"}) | VIEWS
+                   "Maximum", "Sqrt", "Rsub"}) | VIEWS
 _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
@@ -101,9 +101,10 @@ def _inputs(node: Any) -> list[Any]:
     return [n for n, _ in node.next_functions if n is not None]
 
 
-def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
-    """``(chain to the comparison, comparison node, form, index of the target input)`` for the
-    comparisons in the head of the loss.
+def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None, int]]:
+    """``(chain to the comparison, comparison node, form, index of the target input, sign)``
+    for the comparisons in the head of the loss; ``sign`` is ``-1`` where the loss grows as
+    the comparison's value does not (``-d``, ``relu(m - d)``: a pair pushed apart).
 
     A comparison is found by structure: a loss function of two inputs (:data:`_COMPARE`); a
     difference ``a - b`` under an even function, reached through any chain of them, sums and
@@ -112,41 +113,64 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None]]:
     cross-entropy or KL, a score-function term, a surrogate ``(x * g).sum()``)."""
     nodes = graph.search.nodes
     found = []
-    queue = deque([([nodes[r]], False) for r in dict.fromkeys(graph.roots)])
-    seen: set[tuple[int, bool]] = set()
+    queue = deque([([nodes[r]], False, 1) for r in dict.fromkeys(graph.roots)])
+    seen: set[tuple[int, bool, int]] = set()
     while queue and len(seen) < _MAX_HEAD:
-        chain, distance = queue.popleft()
+        chain, distance, sign = queue.popleft()
         node = chain[-1]
-        if (id(node), distance) in seen:
+        if (id(node), distance, sign) in seen:
             continue
-        seen.add((id(node), distance))
+        seen.add((id(node), distance, sign))
         label, inputs = _label(node), _inputs(node)
         if label in _COMPARE and len(inputs) == 2:
-            found.append((chain, node, label, 1))
+            found.append((chain, node, label, 1, sign))
             continue
         if label == "Sub" and distance and len(inputs) == 2:
-            found.append((chain, node, _distance_form(chain), None))
+            found.append((chain, node, _distance_form(chain), None, sign))
             continue
         if label in _EVEN and len(inputs) == 1:
-            queue.append(([*chain, inputs[0]], True))
+            queue.append(([*chain, inputs[0]], True, sign))
             continue
         if label == "Mul" and len(inputs) == 2:
             if inputs[0] is inputs[1]:
                 if _label(inputs[0]) == "Sub":
-                    found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None))
+                    found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None,
+                                  sign))
                 else:
-                    queue.append(([*chain, inputs[0]], True))  # a square: an even function
+                    queue.append(([*chain, inputs[0]], True, sign))  # a square: even
                 continue
             if all(_normalised(n) for n in inputs):
-                found.append((chain, node, _COSINE, 1))
+                found.append((chain, node, _COSINE, 1, sign))
                 continue
-            found.append((chain, node, "product", None))
+            found.append((chain, node, "product", None, sign))
             continue
         if label == "Div" and len(inputs) == 2:
             continue  # divided by something with a graph: a density's term, not a loss's
         if label in _HEAD or (distance and label in _UNDER_EVEN):
-            queue.extend(([*chain, n], distance) for n in inputs if not is_cut_marker(n))
+            for i, (child, _) in enumerate(node.next_functions):
+                if child is not None and not is_cut_marker(child):
+                    flip = label in ("Neg", "Rsub") or (label == "Sub" and i == 1)
+                    queue.append(([*chain, child], distance, -sign if flip else sign))
     return found
+
+
+def _repelling(graph: Graph, forms: list[tuple[list[Any], Any, str, int | None, int]],
+               stepped: set[int]) -> set[int]:
+    """The comparison nodes of a metric-learning loss: those whose two sides share stepped
+    tensors with a comparison the loss pushes apart (a contrastive loss's ``relu(m - d)``,
+    a triplet's negative): pulling pairs together while pushing others apart trains both
+    sides by design, and no side is a target."""
+    shared: dict[int, set[int]] = {}
+    apart: set[int] = set()
+    for _, node, form, _, sign in forms:
+        if form == "product" or len(_inputs(node)) != 2:
+            continue
+        left, right = (_stepped_below(graph, n, stepped)[0] for n in _inputs(node))
+        shared[id(node)] = left & right
+        pull = -sign if form == _COSINE else sign
+        if pull < 0:
+            apart |= left & right
+    return {key for key, found in shared.items() if found & apart}
 
 
 def _distance_form(chain: list[Any]) -> str:
@@ -383,7 +407,11 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
     """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
     of the loss's head: the paths no stepped tensor should be trained by."""
     removed = set()
-    for _, node, form, target_index in _forms(graph):
+    forms = _forms(graph)
+    metric = _repelling(graph, forms, stepped)
+    for _, node, form, target_index, _ in forms:
+        if id(node) in metric:
+            continue
         found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
             removed.add((id(found[2]), id(found[1])))
@@ -397,7 +425,11 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
     names = label.rec.names
     merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
     by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
-    for chain, node, form, target_index in _forms(graph):
+    forms = _forms(graph)
+    metric = _repelling(graph, forms, stepped)
+    for chain, node, form, target_index, _ in forms:
+        if id(node) in metric:
+            continue
         found = _sides(graph, node, form, target_index, stepped)
         if found is None:
             continue
