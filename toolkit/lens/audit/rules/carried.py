@@ -41,7 +41,7 @@ from toolkit.lens.graph_walk import closure
 if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_carried", "holds_saved"]
+__all__ = ["check", "find_carried", "grows_or_fails", "holds_saved"]
 
 
 def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
@@ -127,6 +127,24 @@ def holds_saved(node: Any) -> bool:
         if any(isinstance(t, torch.Tensor) for t in
                (value if isinstance(value, (list, tuple)) else [value])):
             return True
+    return False
+
+
+def grows_or_fails(node: Any, first_mark: int) -> bool:
+    """Whether the graph behind ``node`` matters in a training loop: it holds a node made by
+    the audit's calls (``Node._sequence_nr() >= first_mark``), or one that saved tensors a
+    backward frees. Graph made once before the calls that saves nothing (a cast of a leaf)
+    neither grows nor fails."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen or getattr(n, "variable", None) is not None:
+            continue
+        seen.add(id(n))
+        if n._sequence_nr() >= first_mark or holds_saved(n):
+            return True
+        stack.extend(child for child, _ in n.next_functions)
     return False
 
 

@@ -32,6 +32,7 @@ from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import Line
 from toolkit.lens.audit.rules.carried import (
     assigned_now,
+    grows_or_fails,
     reads_own,
     reset_text,
     state_assignable,
@@ -91,8 +92,9 @@ def find_held(rec: Recording, label: Labeller, region: set[int],
             seen_modules.add(id(module))
             for name, t, kind in _state(module, rec.writes):
                 if t.grad_fn is None or not _live(t.grad_fn) or (
-                        kind != "parameter" and id(t.grad_fn) in region):
-                    continue
+                        kind != "parameter" and id(t.grad_fn) in region) \
+                        or not grows_or_fails(t.grad_fn, rec.marks[0]):
+                    continue  # (a tensor made once before the loop, saving nothing)
                 held = _held(rec, label, module, name, t, kind, this_mark, step)
                 if kind == "attribute" and held.older == 0 and id(t) not in rec.writes:
                     notes.append(f"{held.module}.{held.name} (an attribute) keeps this step's "
