@@ -1,11 +1,11 @@
 """Targets found by structure, not by name (issue 62, item 3), on steps none of the corpus
 holds: a difference under any even function (``(target - pred).abs().pow(2)``,
 ``torch.norm(a - b)``), and a product with a surrogate gradient computed from the other
-factor. Which side is the target is read from the graph: the side computed from more of the
-forward, whatever the argument order. The oracle is a real ``backward()``: the tensors the
-audit names are those whose gradient changes when the target is cut, and the step written
-with the cut is clean; look-alikes that compare nothing (a quadratic form, a square of one
-value) stay clean.
+factor. Which side is the target is read from the graph, whatever the argument order: the
+side computed by arithmetic on a network's output (``r + γ max Q(s')``). The oracle is a
+real ``backward()``: the tensors the audit names are those whose gradient changes when the
+target is cut, and the step written with the cut is clean; look-alikes that compare nothing
+(a quadratic form, a square of one value, a contrastive loss) stay clean.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def test_a_target_compared_through_any_even_function_of_a_difference(distance: s
     fixed, opt_fixed, fixed_params = _td(distance, cut=True)
     assert sorted(target.parameters) == sorted(
         _changed(_grads(step, params), _grads(fixed, fixed_params)))
-    # the target side is read from the graph (more of the forward), not the argument order
+    # the target side is read from the graph (arithmetic on a network's output: r + γ max
+    # Q(s')), not from the argument order
     assert target.lines and target.lines[0].text == "target = r + 0.9 * q(s2).max(1).values"
     assert audit_step(fixed, opt_fixed).ok
 

@@ -10,11 +10,19 @@ The same holds for a soft target or pseudo-label made by the model being trained
 weight of a log-probability (``log π · (R − V)``) when ``V`` is trained by the same optimizer
 (astariul/encode-attend-navigate-pytorch#2).
 
-The forms recognised, in the *head* of the loss (reached from the loss through sums, means,
-``+``/``−``, products with constants, negation and views only):
+Comparisons are found by structure (issue 62), in the *head* of the loss (reached from the
+loss through sums, means, ``+``/``−``, products with constants, negation, square roots and
+views only):
 
-- ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``, ``l1_loss`` (their two inputs);
-- ``(a - b) ** 2``, ``(a - b).abs()``, ``(a - b) * (a - b)`` (the two sides of the ``-``);
+- a loss function of two inputs: ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``,
+  ``l1_loss``, ``binary_cross_entropy(_with_logits)`` with a soft target;
+- a difference under an even function, through any chain of them and of sums, constant
+  factors, roots, clamps and ``relu``: ``(a - b) ** 2``, ``(a - b).abs()``, ``(a - b) * (a -
+  b)``, ``(target - pred).abs().pow(2)``, ``torch.norm(a - b)``, a Huber written with
+  ``torch.where`` (the two sides of the ``-``);
+- a product ``x * g`` whose factor ``g`` is computed from ``x`` through a difference: a
+  surrogate gradient meant as a constant (score distillation's ``(x * g).sum()`` with ``g =
+  w (ε̂(x_t) − ε)``, Poole et al. 2022): ``g`` is the target;
 - a product of two tensors with a graph, one of which is a log-probability (``log_softmax``,
   ``log``, ``log_sigmoid``, ``Categorical.log_prob``): cross-entropy to a soft target
   (``F.cross_entropy`` with probabilities, ``F.kl_div``) and score-function terms
@@ -26,7 +34,11 @@ The forms recognised, in the *head* of the loss (reached from the loss through s
   part of a batch, another network (a teacher), another head (a critic's value).
 
 Of a comparison's two sides, the target is the one that reaches none of the stepped tensors
-when the other does, whatever the argument order (``nn.MSELoss()(target, prediction)``).
+when the other does, whatever the argument order (``nn.MSELoss()(target, prediction)``); when
+both do, for ``a - b`` the side computed by arithmetic on a network's output (``r + γ max
+Q(s')``, in either order), else the loss's own convention. A loss that also pushes pairs of
+the same tensors apart (a contrastive loss's ``relu(m - d) ** 2``, Hadsell et al. 2006)
+trains both sides by design: none of its comparisons is a target.
 
 Two more forms (issue 53):
 
@@ -268,11 +280,8 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
                 return None
             return f"{_BOOTSTRAP} ({form})", inputs[side], node
         reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
-        own = [len(_inner(graph, left - right)), len(_inner(graph, right - left))]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
-        elif own[0] != own[1]:  # the side computed from more of the forward: r + γ max Q(s')
-            side = 0 if own[0] > own[1] else 1
         else:
             side = target_index if target_index is not None else _target_side(inputs)
         return form, inputs[side], node
@@ -341,12 +350,6 @@ def _bootstrapped(start: Any, forward: set[int]) -> bool:
         below = selected or _label(node) in _SELECTS
         queue.extend((n, below) for n in _inputs(node) if not is_cut_marker(n))
     return False
-
-
-def _inner(graph: Graph, met: set[int]) -> set[int]:
-    """The node ids of ``met`` that compute something (no leaf's node)."""
-    nodes = graph.search.nodes
-    return {k for k in met if getattr(nodes[k], "variable", None) is None}
 
 
 def _leaves(graph: Graph, met: set[int]) -> set[int]:
@@ -488,12 +491,13 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
 
 
 def _target_side(inputs: list[Any]) -> int:
-    """Of the two sides of ``a - b``: the one computed by arithmetic on a network's output
-    (``r + γ · max Q(s')``), else the second."""
+    """Of the two sides of ``a - b``, in either order: the one computed by arithmetic on a
+    network's output (``r + γ · max Q(s')``, not the reduction ``max Q(s)`` itself), else
+    the second."""
     def arithmetic(node: Any) -> bool:
         while _label(node) in VIEWS and _inputs(node):
             node = _inputs(node)[0]
-        return _label(node) in ("Add", "Sub", "Mul", "Max", "Amax", "Maximum", "Minimum")
+        return _label(node) in ("Add", "Sub", "Mul", "Maximum", "Minimum")
 
     first, second = (arithmetic(n) for n in inputs)
     return 0 if first and not second else 1
