@@ -46,7 +46,7 @@ from toolkit.lab.results.findings import Verdict
 __all__ = ["BLOCKED", "DTYPES", "MAX_DEPTH", "MAX_SEED", "STATUSES", "UNBLOCKED", "VARIANTS",
            "ChildMeta", "ConfigFile", "ExecutorConfig", "FindingsFile", "GroupFile",
            "MetricDoc", "MetricsRow", "RunConfig", "RunMeta", "Status", "SummaryFile",
-           "flatten", "metric_doc_for", "metric_key", "split_metric_key", "summary_problem", "toml_text"]
+           "flatten", "metric_doc_for", "metric_key", "summary_problem", "toml_text"]
 
 #: with the blocks: the method as published
 BLOCKED: Final = "blocked"
@@ -94,16 +94,6 @@ def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[st
         out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key),
                            keep_empty=keep_empty))
     return out
-
-
-def split_metric_key(key: str) -> tuple[str | None, str]:
-    """``(variant, rest)`` of a metric key, or ``(None, key)`` for a key of neither variant.
-
-    >>> split_metric_key("unblocked/train/loss"), split_metric_key("reference/loss")
-    (('unblocked', 'train/loss'), (None, 'reference/loss'))
-    """
-    head, _, rest = key.partition("/")
-    return (head, rest) if head in VARIANTS and rest else (None, key)
 
 
 # ----------------------------------------------------------------------------- configs
