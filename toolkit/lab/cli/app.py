@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "imports torch)")
     _add_debug(p)
     p.set_defaults(handler="toolkit.lab.cli.commands:cmd_list")
+    sub.add_parser("audit", help="run a training script unchanged and audit its backward() and "
+                                 "step() calls (toolkit audit --help)", add_help=False)
     sub.add_parser("demo", help="show the stop_gradient primitive on a one-line example",
                    description="Print what stop_gradient does on a one-line example: the same "
                                "value forward, no gradient backward, and the same code with the "
@@ -319,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["audit"]:  # everything after it is the audit's and the script's own
+        from toolkit.lens.audit.watch.cli import main as audit
+
+        return audit(raw[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again, if stopped

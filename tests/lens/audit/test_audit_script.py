@@ -1,0 +1,200 @@
+"""``toolkit audit SCRIPT``: a training script run unchanged, audited as it runs.
+
+The scripts under ``scripts/`` are public training scripts written at tiny sizes, each as
+published (clean) and with a bug (see each one's header). Fast tests run them in this process;
+the tests marked slow run the command as a user does, rerun every edit and compare gradients.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from toolkit.lens.audit.watch.cli import main
+from toolkit.lens.audit.watch.edits import ScriptEdit, apply_to_text, write_edits
+from toolkit.lens.audit.watch.verify import close, load_record
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _audit(tmp_path: Path, script: Path, *args: str, options: tuple[str, ...] = ()) -> tuple:
+    rec = tmp_path / f"record-{script.stem}-{len(list(tmp_path.iterdir()))}"
+    code = main([*options, "--no-verify", "--record", str(rec), str(script), *args])
+    report, grads = load_record(str(rec))
+    return code, report, grads
+
+
+def _kinds(report: dict, failure: bool | None = None) -> list[str]:
+    return [f["kind"] for f in report["findings"]
+            if failure is None or f["failure"] is failure]
+
+
+# --- harmful and harmless leaks, told apart ----------------------------------------------------
+
+def test_a_generator_gradient_carried_into_its_own_step_is_a_failure(tmp_path, capsys):
+    code, report, _ = _audit(tmp_path, SCRIPTS / "dcgan_leak.py", "--niter", "3")
+    assert code == 1
+    leak = [f for f in report["findings"] if f["kind"] == "leak"]
+    assert len(leak) == 1 and leak[0]["failure"]
+    assert sorted(leak[0]["tensors"]) == ["opt1.0.0", "opt1.0.1", "opt1.0.2", "opt1.0.3"]
+    assert any("dcgan_leak.py:42: errD_fake.backward" in a for a in leak[0]["at"])
+    assert "optimizerG.zero_grad()" in leak[0]["edits"][0]["new"]
+    assert "netG.0.weight" in capsys.readouterr().out
+
+
+def test_the_same_leak_cleared_by_zero_grad_before_use_is_information(tmp_path):
+    code, report, _ = _audit(tmp_path, SCRIPTS / "dcgan_wasted.py", "--niter", "3")
+    assert code == 0
+    assert _kinds(report, failure=True) == []
+    wasted = [f for f in report["findings"] if f["kind"] == "wasted"
+              and "errD_fake" in f["message"]]
+    assert len(wasted) == 1 and sorted(wasted[0]["tensors"]) == [
+        "netG.0.bias", "netG.0.weight", "netG.2.bias", "netG.2.weight"]
+
+
+def test_the_published_dcgan_is_clean_and_stopped_after_the_audited_iterations(tmp_path):
+    code, report, grads = _audit(tmp_path, SCRIPTS / "dcgan.py", "--niter", "10",
+                                 options=("--steps", "3"))
+    assert code == 0 and report["stopped"] and _kinds(report, failure=True) == []
+    assert report["steps"] == 6 and len(grads) == 6   # D and G, three iterations
+
+
+# --- exit status ---------------------------------------------------------------------------------
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text("import sys\nimport torch\n" + body, encoding="utf-8")
+    return path
+
+
+def test_a_script_that_never_calls_backward_cannot_be_audited(tmp_path, capsys):
+    script = _script(tmp_path, "print(torch.ones(2).sum())\n")
+    assert main([str(script)]) == 2
+    assert "never called backward()" in capsys.readouterr().err
+
+
+def test_backward_without_an_optimizer_cannot_be_audited(tmp_path, capsys):
+    script = _script(tmp_path, "w = torch.ones(2, requires_grad=True)\n"
+                               "for _ in range(3):\n    (w * 2).sum().backward()\n"
+                               "    with torch.no_grad():\n        w -= 0.1 * w.grad\n")
+    assert main([str(script)]) == 2
+    assert "no torch optimizer stepped" in capsys.readouterr().err
+
+
+def test_the_scripts_own_exit_status_and_exception_pass_through(tmp_path, capsys):
+    script = _script(tmp_path, "sys.exit(int(sys.argv[1]))\n")
+    assert main([str(script), "3"]) == 3
+    script = _script(tmp_path, "def f():\n    raise ValueError('bad input')\nf()\n")
+    assert main([str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "ValueError: bad input" in err and 'train.py", line 5, in <module>' in err
+    assert "watch" not in err   # the audit's own frames are not shown
+
+
+def test_command_mistakes_exit_2(tmp_path, capsys):
+    assert main([str(tmp_path / "missing.py")]) == 2
+    with pytest.raises(SystemExit) as stop:
+        main(["--steps", "0", str(tmp_path / "missing.py")])
+    assert stop.value.code == 2
+
+
+def test_the_script_sees_its_own_arguments_and_name(tmp_path):
+    script = _script(tmp_path, "assert sys.argv[1:] == ['--lr', '1e-3'], sys.argv\n"
+                               "assert __name__ == '__main__'\nsys.exit(5)\n")
+    assert main([str(script), "--lr", "1e-3"]) == 5
+
+
+# --- edits --------------------------------------------------------------------------------------
+
+def test_edits_write_only_inside_the_scripts_folder_and_keep_a_copy(tmp_path):
+    inside = tmp_path / "proj" / "train.py"
+    inside.parent.mkdir()
+    inside.write_text("x = a.detach()\n", encoding="utf-8")
+    edit = ScriptEdit(str(inside), (1, 4), (1, 14), "a", "x")
+    outside = ScriptEdit(str(tmp_path / "other.py"), (1, 0), (1, 0), "y", "y")
+    with pytest.raises(ValueError, match="outside the script's folder"):
+        write_edits([edit, outside], str(inside.parent))
+    assert inside.read_text() == "x = a.detach()\n"
+    write_edits([edit], str(inside.parent))
+    assert inside.read_text() == "x = a\n"
+    assert (tmp_path / "proj" / "train.py.orig").read_text() == "x = a.detach()\n"
+    assert apply_to_text("é = b\n", [ScriptEdit("f", (1, 5), (1, 6), "c", "")]) == "é = c\n"
+
+
+def test_close_compares_relative_to_the_larger_norm():
+    a = torch.ones(3)
+    assert close(a, a + 1e-8) and not close(a, a + 1e-3)
+    assert close(None, torch.zeros(2)) and not close(None, a)
+
+
+# --- the watch over a whole run -------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_watch_finds_an_unfreeze_at_iteration_500_when_it_first_appears(tmp_path, capsys):
+    code, report, _ = _audit(tmp_path, SCRIPTS / "finetune_unfreeze_bug.py",
+                             options=("--watch", "100"))
+    assert code == 1
+    (found,) = [f for f in report["findings"] if f["failure"]]
+    assert found["kind"] == "unstepped" and found["iteration"] == 500
+    code, report, _ = _audit(tmp_path, SCRIPTS / "finetune_unfreeze.py",
+                             options=("--watch", "100"))
+    assert code == 0 and _kinds(report, failure=True) == []
+
+
+# --- the published scripts and their bugs, as a user runs them -----------------------------------
+
+# (clean script, its buggy twin, the bug's kind, tiny arguments)
+PAIRS = [
+    ("dcgan.py", "dcgan_leak.py", "leak", ["--niter", "4"]),
+    ("word_lm.py", "word_lm_carried.py", "carried", []),
+    ("actor_critic.py", "actor_critic_dead.py", "dead", []),
+    ("reinforce.py", "reinforce_cleared.py", "cleared", []),
+    ("dqn.py", "dqn_stale.py", "stale", []),
+    ("sac.py", "sac_leak.py", "stale", []),
+]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def _grads(record: Path) -> list[dict]:
+    return torch.load(record / "grads.pt", weights_only=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("clean", "buggy", "kind", "args"), PAIRS, ids=[p[1] for p in PAIRS])
+def test_each_bug_is_fixed_by_a_verified_edit_that_trains_as_the_published_script(
+        tmp_path, clean, buggy, kind, args):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copy(SCRIPTS / buggy, folder / "train.py")
+    shutil.copy(SCRIPTS / clean, folder / "published.py")
+    # the published script audits clean
+    done = _cli("--record", str(tmp_path / "pub"), "published.py", *args, cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the bug is found at the user's line, with a verified edit, and --apply writes it
+    done = _cli("--apply", "train.py", *args, cwd=folder)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"FAIL    {kind}:" in done.stdout and "at:   train.py:" in done.stdout
+    assert "verified:" in done.stdout and "wrote train.py" in done.stdout
+    assert (folder / "train.py.orig").read_text() == (SCRIPTS / buggy).read_text()
+    # audited again: clean, and it trains as the published script, gradient for gradient
+    done = _cli("--record", str(tmp_path / "fixed"), "train.py", *args, cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
+    assert not [f for f in report["findings"] if f["failure"]]
+    ours, theirs = _grads(tmp_path / "fixed"), _grads(tmp_path / "pub")
+    assert len(ours) == len(theirs) > 0
+    for mine, published in zip(ours, theirs):
+        assert mine["grads"].keys() == published["grads"].keys()
+        for key, g in published["grads"].items():
+            assert close(mine["grads"][key], g), (key, os.path.basename(clean))

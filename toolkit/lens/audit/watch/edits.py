@@ -1,0 +1,262 @@
+"""Edits of the user's script: a span of a file and what to write there, written from the
+script's own syntax tree (nothing is evaluated), shown as a unified diff, and applied with a copy
+of each file kept."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ScriptEdit", "apply_to_text", "diff", "write_edits"]
+
+
+@dataclass(frozen=True)
+class ScriptEdit:
+    """Replace the text of ``path`` from ``start`` to ``end`` (1-based lines, 0-based columns)
+    by ``new``; ``what`` says it in words (``train.py:42: fake -> fake.detach()``)."""
+
+    path: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+    new: str
+    what: str
+
+    def __str__(self) -> str:
+        return self.what
+
+    def to_dict(self) -> dict:
+        return {"path": os.path.basename(self.path), "start": list(self.start),
+                "end": list(self.end), "new": self.new, "what": self.what}
+
+    def moved(self, path: str) -> ScriptEdit:
+        return ScriptEdit(path, self.start, self.end, self.new, self.what)
+
+
+def _offset(lines: Sequence[str], pos: tuple[int, int]) -> int:
+    line, col = pos
+    if line - 1 >= len(lines):
+        return sum(len(x) for x in lines)
+    before = sum(len(x) for x in lines[:line - 1])
+    return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+
+def apply_to_text(text: str, edits: Iterable[ScriptEdit]) -> str:
+    """``text`` with ``edits`` made; edits of one file never overlap (the last one is made
+    first, so earlier positions stay right). Columns count UTF-8 bytes, as ``ast`` does."""
+    lines = text.splitlines(keepends=True)
+    spans = sorted(((_offset(lines, e.start), _offset(lines, e.end), e.new) for e in edits),
+                   reverse=True)
+    for a, b, new in spans:
+        text = text[:a] + new + text[b:]
+    return text
+
+
+def _edited(edits: Iterable[ScriptEdit]) -> dict[str, list[ScriptEdit]]:
+    by_file: dict[str, list[ScriptEdit]] = {}
+    for e in edits:
+        if e not in by_file.setdefault(e.path, []):
+            by_file[e.path].append(e)
+    return by_file
+
+
+def diff(edits: Iterable[ScriptEdit], root: str) -> str:
+    """The edits as one unified diff, paths relative to ``root``."""
+    out = []
+    for path, mine in _edited(edits).items():
+        old = Path(path).read_text(encoding="utf-8")
+        new = apply_to_text(old, mine)
+        rel = os.path.relpath(path, root)
+        out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                    f"a/{rel}", f"b/{rel}")
+    return "".join(out)
+
+
+def write_edits(edits: Iterable[ScriptEdit], root: str) -> list[tuple[str, str]]:
+    """Write the edits into their files, each of which must lie inside ``root``; a copy of each
+    file changed is kept next to it (``train.py.orig``, or ``.orig1``… when that exists).
+    Returns ``(file, copy)`` pairs."""
+    top = os.path.realpath(root)
+    by_file = _edited(edits)
+    for path in by_file:
+        if os.path.commonpath([os.path.realpath(path), top]) != top:
+            raise ValueError(f"write_edits: {path!r} lies outside the script's folder {root!r}; "
+                             f"nothing was written")
+    done = []
+    for path, mine in by_file.items():
+        copy, n = f"{path}.orig", 0
+        while os.path.exists(copy):
+            n += 1
+            copy = f"{path}.orig{n}"
+        shutil.copy2(path, copy)
+        text = Path(path).read_text(encoding="utf-8")
+        Path(path).write_text(apply_to_text(text, mine), encoding="utf-8")
+        done.append((path, copy))
+    return done
+
+
+# --- reading the script's syntax tree --------------------------------------------------------
+
+def _tree(path: str) -> tuple[ast.Module, str] | None:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        return ast.parse(text), text
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+
+
+def call_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[ast.Call, str] | None:
+    """The call expression whose span is exactly ``span`` (what the frame was paused in)."""
+    parsed = _tree(path) if span else None
+    if parsed is None or span is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (node.lineno, node.end_lineno, node.col_offset,
+                                           node.end_col_offset) == span:
+            return node, text
+    return None
+
+
+def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:
+    """The innermost simple statement that starts on ``line``."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    best = None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.stmt) and node.lineno == line
+                and not isinstance(node, ast.If | ast.For | ast.While | ast.With | ast.Try
+                                   | ast.FunctionDef | ast.ClassDef | ast.AsyncFor
+                                   | ast.AsyncWith | ast.AsyncFunctionDef)):
+            best = node
+    return (best, text) if best is not None else None
+
+
+def segment(text: str, node: ast.AST) -> str:
+    return ast.get_source_segment(text, node) or ""
+
+
+def _where(path: str, line: int) -> str:
+    return f"{os.path.basename(path)}:{line}"
+
+
+def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit | None:
+    """``x.detach()`` at ``span`` -> ``x``."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "detach"
+            and not call.args and not call.keywords):
+        return None
+    inner = segment(text, call.func.value)
+    return ScriptEdit(path, (call.lineno, call.col_offset), (call.end_lineno or call.lineno,
+                      call.end_col_offset or 0), inner,
+                      f"{_where(path, call.lineno)}: {segment(text, call)} -> {inner}")
+
+
+def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
+                 tensor: bool) -> list[ScriptEdit]:
+    """The ``index``-th argument of the call at ``span`` cut: ``.detach()`` for a tensor,
+    ``stop_gradient(...)`` (imported at the top) for a tuple of them."""
+    found = call_at(path, span)
+    if found is None:
+        return []
+    call, text = found
+    if index >= len(call.args) or isinstance(call.args[index], ast.Starred):
+        return []
+    arg = call.args[index]
+    old = segment(text, arg)
+    simple = isinstance(arg, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
+    new = (f"{old}.detach()" if simple else f"({old}).detach()") if tensor else \
+        f"stop_gradient({old})"
+    edits = [ScriptEdit(path, (arg.lineno, arg.col_offset), (arg.end_lineno or arg.lineno,
+                        arg.end_col_offset or 0), new,
+                        f"{_where(path, arg.lineno)}: {old} -> {new}")]
+    if not tensor:
+        imp = import_edit(path, "from toolkit import stop_gradient")
+        if imp is not None:
+            edits.append(imp)
+    return edits
+
+
+def import_edit(path: str, line_text: str) -> ScriptEdit | None:
+    """An import added after the module's docstring and ``__future__`` imports."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    if line_text in text:
+        return None
+    at = 1
+    for node in tree.body:
+        doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
+            isinstance(node.value.value, str) and node is tree.body[0]
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if doc or future:
+            at = (node.end_lineno or node.lineno) + 1
+        else:
+            break
+    return ScriptEdit(path, (at, 0), (at, 0), line_text + "\n",
+                      f"{_where(path, at)}: + {line_text}")
+
+
+def _indent(text: str, line: int) -> str:
+    src = text.splitlines()[line - 1]
+    return src[:len(src) - len(src.lstrip())]
+
+
+def insert_before(path: str, line: int, statement: str) -> ScriptEdit | None:
+    """``statement`` on its own line before the statement that starts on ``line``."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    if stmt.col_offset != len(_indent(text, stmt.lineno)):
+        return None  # not the first statement of its line
+    indent = _indent(text, stmt.lineno)
+    return ScriptEdit(path, (stmt.lineno, 0), (stmt.lineno, 0), f"{indent}{statement}\n",
+                      f"{_where(path, stmt.lineno)}: + {statement} (before "
+                      f"{segment(text, stmt)})")
+
+
+def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:
+    """The statement on ``line`` moved before the statement on ``target`` (same file, same
+    block)."""
+    a, b = statement_at(path, line), statement_at(path, target)
+    if a is None or b is None:
+        return []
+    stmt, text = a
+    other, _ = b
+    lines = text.splitlines()
+    end = stmt.end_lineno or stmt.lineno
+    rest = lines[end - 1].encode("utf-8")[stmt.end_col_offset or 0:].decode().strip()
+    if stmt.col_offset != len(_indent(text, stmt.lineno)) or rest[:1] not in ("", "#"):
+        return []
+    moved = segment(text, stmt)
+    indent = _indent(text, other.lineno)
+    return [ScriptEdit(path, (stmt.lineno, 0), (end + 1, 0), "",
+                       f"{_where(path, stmt.lineno)}: - {moved}"),
+            ScriptEdit(path, (other.lineno, 0), (other.lineno, 0), f"{indent}{moved}\n",
+                       f"{_where(path, other.lineno)}: + {moved} (moved before "
+                       f"{segment(text, other)})")]
+
+
+def receiver(path: str, span: tuple[int, int, int, int] | None) -> str | None:
+    """The optimizer's expression in the call at ``span``: ``opt`` of ``opt.step()``, or the
+    one argument of ``scaler.step(opt)``."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
+        return None
+    if len(call.args) == 1 and not call.keywords:
+        return segment(text, call.args[0])
+    return segment(text, call.func.value) if not call.args else None

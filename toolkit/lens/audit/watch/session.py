@@ -1,0 +1,527 @@
+"""The watch over a running script: the calls it makes, as they happen.
+
+Hooks (installed by :mod:`~toolkit.lens.audit.watch.hooks`) call :meth:`Watch.backward` before
+every ``backward()``, :meth:`Watch.step` before every ``optimizer.step()`` and
+:meth:`Watch.stepped` after it. An *iteration* ends where the script comes back to a
+``backward()`` it already made (the same line, reached through the same calls) after an
+optimizer stepped: the loop's body ran once. Gradient accumulation (several ``backward()`` at
+one line before a step) stays one iteration.
+
+In an audited iteration the watch reads each backward's graph before it runs and the ``.grad``
+it writes, keeps a :class:`~toolkit.lens.audit.watch.ledger.Ledger` of which loss's gradient
+each tensor holds, and at each step says, in the order the script made its calls:
+
+- ``leak``/``stale``: a stepped tensor's ``.grad`` holds gradient of a loss paired with another
+  step (another optimizer's loss, or an earlier iteration's: no ``zero_grad`` between);
+- ``wasted`` (information): gradient written and cleared before any step used it;
+- ``cleared``, ``dead``: a stepped tensor with no gradient, because its loss's gradient was
+  cleared before the step, or a cut (``.detach()``) or ``no_grad`` kept every loss from it;
+- ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
+  nodes it makes; a node made then is carried, wherever the script kept it);
+- ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
+  and no optimizer steps them (a layer unfrozen after the optimizer was built);
+- ``shared``: a tensor two optimizers step.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from types import FrameType
+
+import torch
+from torch import nn
+
+from toolkit.lens.audit.watch import edits as E
+from toolkit.lens.audit.watch.findings import ScriptFinding
+from toolkit.lens.audit.watch.frames import Site, site_of, user_frame
+from toolkit.lens.audit.watch.graph import Graph, current_sequence, read_graph, sequence
+from toolkit.lens.audit.watch.ledger import Ledger, Source
+
+__all__ = ["Stop", "Watch"]
+
+
+class Stop(BaseException):
+    """Raised into the script at its next ``backward()`` once its audited iterations are done
+    (a ``BaseException``, as ``KeyboardInterrupt``: the script's ``except Exception`` does not
+    catch it, its ``finally`` blocks run)."""
+
+
+def _stack_key(frame: FrameType | None) -> tuple:
+    key = []
+    while frame is not None:
+        key.append((frame.f_code, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(key)
+
+
+def _label(site: Site | None) -> str:
+    """``errD_fake`` of ``errD_fake.backward()``: the loss as the user wrote it."""
+    if site is None:
+        return "a loss"
+    found = E.call_at(site.path, site.span)
+    if found is not None:
+        call, text = found
+        if isinstance(call.func, E.ast.Attribute):
+            return f"`{E.segment(text, call.func.value)}`"
+        if call.args:
+            return f"`{E.segment(text, call.args[0])}`"
+    return f"the loss at {site}"
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _bytes(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.3g} KiB" if n < 2**20 else f"{n / 2**20:.3g} MiB"
+
+
+class Watch:
+    """The state of one watched run (see the module's docstring)."""
+
+    def __init__(self, steps: int = 2, every: int | None = None, record: bool = False,
+                 on_finding=None) -> None:
+        self.steps, self.every, self.record = steps, every, record
+        self.on_finding = on_finding
+        self.iteration = 0
+        self.events = 0                 # backward calls and steps, in order
+        self.step_events = 0
+        self.backwards = 0
+        self.grad_calls = 0
+        self.site_events: dict[tuple, int] = {}
+        self.last_step_event = -1
+        self.start_seq: dict[int, int] = {}
+        self.last_step_seq = 0
+        self.ledger = Ledger()
+        self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
+        self.stepped_by: dict[int, set[int]] = {}   # tensor id -> optimizers stepping it
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.built_at: dict[int, Site | None] = {}
+        self.findings: dict[tuple, ScriptFinding] = {}
+        self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
+        # recorded in audited iterations only
+        self.roots: dict[int, tuple[nn.Module, str]] = {}
+        self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
+        self.detaches: list[tuple[object, Site]] = []
+        self.no_grad_calls: list[tuple[nn.Module, Site]] = []
+        self.clears: list[tuple[Site, set[int]]] = []
+        self.prev_audited = False
+        self._cleared_sources: set[Source] = set()
+        self.module_hook = None
+
+    # --- which iterations ---------------------------------------------------------------
+    def audited(self, iteration: int | None = None) -> bool:
+        i = self.iteration if iteration is None else iteration
+        return i < self.steps if self.every is None else i % self.every == 0
+
+    def done(self) -> bool:
+        return self.every is None and self.iteration >= self.steps
+
+    def _new_iteration(self) -> None:
+        if self.audited():
+            self._end_of_iteration()
+        self.prev_audited = self.audited()
+        self.iteration += 1
+        self.site_events = {}
+        self.start_seq[self.iteration] = self.last_step_seq
+        # what the new iteration did before its first backward() was recorded after the last step
+        keep = self.last_step_event
+        self.calls = [c for c in self.calls if c[-1] >= keep]
+        self.detaches = [d for d in self.detaches if d[-1] >= keep]
+        self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
+        self.clears = [c for c in self.clears if c[-1] >= keep]
+        if not self.prev_audited and self.audited():
+            self.ledger = Ledger()   # what happened unwatched is one unknown source
+        self._want_module_hook()
+
+    def _want_module_hook(self) -> None:
+        want = not self.done() and (self.audited() or self.audited(self.iteration + 1))
+        if want and self.module_hook is None:
+            self.module_hook = nn.modules.module.register_module_forward_hook(self.module_called)
+        elif not want and self.module_hook is not None:
+            self.module_hook.remove()
+            self.module_hook = None
+
+    def close(self) -> None:
+        """The script ended (or was stopped): the rules of the iteration it was in."""
+        if self.module_hook is not None:
+            self.module_hook.remove()
+            self.module_hook = None
+        if self.audited() and self.step_events:
+            self._end_of_iteration()
+
+    # --- the hooks ----------------------------------------------------------------------
+    def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
+        self.optimizers.append(opt)
+        frame = user_frame(2)
+        self.built_at[id(opt)] = site_of(frame) if frame is not None else None
+
+    def _index(self, opt: torch.optim.Optimizer) -> int:
+        for i, o in enumerate(self.optimizers):
+            if o is opt:
+                return i
+        self.optimizers.append(opt)
+        self.built_at[id(opt)] = None
+        return len(self.optimizers) - 1
+
+    def module_called(self, module: nn.Module, args: tuple, output: object) -> None:
+        if not self.audited() and not self.audited(self.iteration + 1):
+            return
+        frame = sys._getframe(1)
+        # only calls made by the user's code itself: the caller is a user frame
+        while frame is not None and frame.f_code.co_name in ("inner", "_call_impl",
+                                                                  "_wrapped_call_impl"):
+            frame = frame.f_back
+        if frame is None:
+            return
+        caller = user_frame(1)
+        if caller is not frame:
+            return
+        site = site_of(frame)
+        outs = _tensors(output)
+        if not torch.is_grad_enabled() and outs:
+            self.no_grad_calls.append((module, site, self.events))
+        if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
+            self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
+        if id(module) not in self.roots:
+            found = E.call_at(site.path, site.span)
+            name = E.segment(found[1], found[0].func) if found else type(module).__name__
+            self.roots[id(module)] = (module, name)
+        for i, arg in enumerate(args):
+            ts = _tensors(arg)
+            nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
+            if nodes:
+                self.calls.append((site, i, isinstance(arg, torch.Tensor), nodes, self.events))
+
+    def detached(self, tensor: torch.Tensor) -> None:
+        if tensor.grad_fn is None or not self.audited():
+            return
+        frame = user_frame(2)
+        if frame is not None:
+            self.detaches.append((tensor.grad_fn, site_of(frame), self.events))
+
+    def zero_grad(self, tensors: list[torch.Tensor]) -> None:
+        if not self.audited():
+            return
+        frame = user_frame(2)
+        if frame is not None:
+            self.clears.append((site_of(frame), {id(t) for t in tensors}, self.events))
+
+    def grad_called(self) -> None:
+        self.grad_calls += 1
+
+    def backward(self, tensors: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor] | None):
+        """Before a ``backward()``: the iteration's bookkeeping, the stop, the graph read.
+        Returns what :meth:`after_backward` needs, or ``None`` when not audited."""
+        frame = sys._getframe(2)
+        key = _stack_key(frame)
+        last = self.site_events.get(key)
+        if last is not None and last < self.last_step_event:
+            self._new_iteration()
+        if self.done():
+            raise Stop
+        self.events += 1
+        self.site_events[key] = self.events
+        self.backwards += 1
+        if not self.audited():
+            return None
+        caller = user_frame(2)
+        site = site_of(caller) if caller is not None else None
+        graph = read_graph(t.grad_fn for t in tensors)
+        self._carried(graph, site)
+        leaves = graph.leaves
+        if inputs is not None:
+            wanted = {id(t) for t in inputs}
+            leaves = {k: v for k, v in leaves.items() if k in wanted}
+        leaves = {k: v for k, v in leaves.items() if v.requires_grad}
+        for t in leaves.values():
+            self.ledger.observe(t, self.iteration, self.last_step_of)
+        source = Source(self.events, site, _label(site), self.iteration)
+        return source, leaves, self.ledger.snapshot(leaves)
+
+    def after_backward(self, state) -> None:
+        source, leaves, before = state
+        self.ledger.record(source, leaves, before)
+
+    # --- at a step ----------------------------------------------------------------------
+    def step(self, opt: torch.optim.Optimizer) -> None:
+        index = self._index(opt)
+        self.events += 1
+        event = self.events
+        self.step_events += 1
+        self.last_step_event = event
+        if not self.audited():
+            return
+        frame = user_frame(2)
+        site = site_of(frame) if frame is not None else None
+        stepped = [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
+                   for k, p in enumerate(group["params"]) if p.requires_grad]
+        for _, p in stepped:
+            self.ledger.observe(p, self.iteration, self.last_step_of)
+        if self.record:
+            self.grads.append({"iteration": self.iteration, "optimizer": index,
+                               "grads": {k: (p.grad.detach().clone() if p.grad is not None
+                                             else None) for k, p in stepped}})
+        self._shared(index, opt, stepped)
+        self._leaks(index, event, site, stepped)
+        self._dead(index, event, site, stepped)
+        for _, p in stepped:
+            self.last_step_of[id(p)] = event
+            self.ledger.stepped(id(p))
+        self._wasted()
+
+    def stepped(self, opt: torch.optim.Optimizer) -> None:
+        self.last_step_seq = current_sequence()
+        self._want_module_hook()
+
+    # --- the rules ------------------------------------------------------------------------
+    def _roots(self) -> list[tuple[nn.Module, str]]:
+        """The modules the user's code called, largest first."""
+        order = list(self.roots.values())   # an outer call returns after the calls inside it
+        return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
+                                            -order.index(r)))
+
+    def _names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        for module, root in self._roots():
+            for n, p in module.named_parameters():
+                names.setdefault(id(p), f"{root}.{n}")
+        return names
+
+    def _owner(self, key: int) -> nn.Module | None:
+        for module, _ in self._roots():
+            if any(id(p) == key for p in module.parameters()):
+                return module
+        return None
+
+    def _add(self, finding: ScriptFinding) -> None:
+        if finding.key in self.findings:
+            return
+        self.findings[finding.key] = finding
+        if self.on_finding is not None:
+            self.on_finding(finding)
+
+    def _optimizer_text(self, index: int, site: Site | None) -> str | None:
+        text = E.receiver(site.path, site.span) if site is not None else None
+        return f"`{text}`" if text else None
+
+    def _leaks(self, index: int, event: int, site: Site | None, stepped) -> None:
+        names = self._names()
+        foreign: dict[Source, list[tuple[str, torch.Tensor]]] = {}
+        own: list[Source] = []
+        for key, p in stepped:
+            for src in self.ledger.live.get(id(p), []):
+                if src.step is None:
+                    src.step = event
+                if src.step == event:
+                    if src not in own:
+                        own.append(src)
+                else:
+                    foreign.setdefault(src, []).append((key, p))
+        opt_text = self._optimizer_text(index, site)
+        first_own = min(own, key=lambda s: s.index) if own else None
+        for src, hit in foreign.items():
+            kind = "leak" if src.iteration == self.iteration and src.index >= 0 else "stale"
+            what = (f"the gradient of {src.label} (backward at {src.site}) is in .grad of "
+                    f"{len(hit)} tensors when {opt_text or 'the optimizer'} steps"
+                    if kind == "leak" else
+                    f"{len(hit)} tensors still hold gradient of an earlier iteration "
+                    f"({src.label if src.index >= 0 else 'no zero_grad() cleared it'}) when "
+                    f"{opt_text or 'the optimizer'} steps: it is added to this step's")
+            at = tuple(s.shown() for s in (src.site, site) if s is not None)
+            edits: tuple = ()
+            if opt_text and first_own is not None and first_own.site is not None:
+                e = E.insert_before(first_own.site.path, first_own.site.line,
+                                    f"{opt_text.strip('`')}.zero_grad()")
+                edits = (e,) if e is not None else ()
+            self._add(ScriptFinding(
+                kind, self.iteration, what + " (it changes the update)",
+                tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
+                edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() before this "
+                              f"step's own backward()", step=self.step_events - 1,
+                concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
+
+    def _dead(self, index: int, event: int, site: Site | None, stepped) -> None:
+        names = self._names()
+        dead = [(k, p) for k, p in stepped if not self.ledger.live.get(id(p))]
+        if not dead:
+            return
+        groups: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
+        info: dict[tuple, tuple] = {}
+        for key, p in dead:
+            cleared = [s for s in self.ledger.cleared.get(id(p), []) if s.step is None
+                       and s.index > self.last_step_of.get(id(p), -1)]
+            if cleared:
+                src = cleared[-1]
+                clear = next((c for c in reversed(self.clears) if id(p) in c[1]), None)
+                g = ("cleared", src.site, clear[0] if clear else None)
+                info[g] = (src, clear)
+            else:
+                cut = self._cut_of(p)
+                g = ("dead", cut, None)
+            groups.setdefault(g, []).append((key, p))
+        for g, hit in groups.items():
+            keys = tuple(k for k, _ in hit)
+            shown = tuple(names.get(id(p), k) for k, p in hit)
+            if g[0] == "cleared":
+                src, clear = info[g]
+                self._cleared_sources.add(src)
+                clear_site = clear[0] if clear else None
+                at = tuple(s.shown() for s in (src.site, clear_site, site) if s is not None)
+                edits: tuple = ()
+                if clear_site is not None and src.site is not None and \
+                        clear_site.path == src.site.path:
+                    edits = tuple(E.move_before(clear_site.path, clear_site.line,
+                                                src.site.line))
+                self._add(ScriptFinding(
+                    "cleared", self.iteration,
+                    f"{self._optimizer_text(index, site) or 'the optimizer'} steps {len(hit)} "
+                    f"tensors with no gradient: the gradient of {src.label} (backward at "
+                    f"{src.site}) was cleared"
+                    + (f" by {clear_site.text()} at {clear_site}" if clear_site else "")
+                    + " before the step", keys, shown, at, edits,
+                    advice="clear gradients before backward(), not between backward() and "
+                           "step()", step=self.step_events - 1, concerned=keys))
+                continue
+            _kind, cut = g[0], g[1]
+            if cut is not None:
+                cut_site, cut_what, edit = cut
+                self._add(ScriptFinding(
+                    "dead", self.iteration,
+                    f"no loss reaches {len(hit)} tensors "
+                    f"{self._optimizer_text(index, site) or 'the optimizer'} steps: {cut_what} "
+                    f"at {cut_site} cuts them off", keys, shown,
+                    (cut_site.shown(),) + ((site.shown(),) if site else ()), edit,
+                    advice=f"remove the cut at {cut_site} if these tensors are meant to train "
+                           f"from this loss", step=self.step_events - 1,
+                    concerned=tuple(self._reached_keys(cut_site, stepped)) or keys))
+            else:
+                self._add(ScriptFinding(
+                    "dead", self.iteration,
+                    f"no loss reaches {len(hit)} tensors "
+                    f"{self._optimizer_text(index, site) or 'the optimizer'} steps "
+                    f"(none of this iteration's backward() calls gave them a gradient)",
+                    keys, shown, (site.shown(),) if site else (), (),
+                    advice="use them in a loss, or leave them out of the optimizer if they "
+                           "are meant to stay as they are", step=self.step_events - 1,
+                    concerned=keys))
+
+    def _cut_of(self, p: torch.Tensor):
+        """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
+        losses: a detach whose input's graph reaches ``p``."""
+        for node, site, _ in reversed(self.detaches):
+            graph: Graph = read_graph([node])
+            if id(p) in graph.leaves:
+                edit = E.remove_detach(site.path, site.span)
+                self._reach_cache = (site, set(graph.leaves))
+                return site, "`.detach()`", (edit,) if edit is not None else ()
+        for module, site, _ in self.no_grad_calls:
+            if any(q is p for q in module.parameters()):
+                return site, f"a call of {type(module).__name__} under no_grad", ()
+        return None
+
+    def _reached_keys(self, cut_site: Site, stepped) -> list[str]:
+        cache = getattr(self, "_reach_cache", None)
+        if cache is None or cache[0] != cut_site:
+            return []
+        return [k for k, p in stepped if id(p) in cache[1]]
+
+    def _carried(self, graph: Graph, site: Site | None) -> None:
+        i = self.iteration
+        if i < 1 or (i - 1) not in self.start_seq or i not in self.start_seq:
+            return
+        lo, hi = self.start_seq[i - 1], self.start_seq[i]
+        old = [n for n in graph.nodes.values()
+               if getattr(n, "variable", None) is None and lo <= sequence(n) < hi]
+        if not old:
+            return
+        old_ids = {id(n) for n in old}
+        entry = [(s, a, t) for s, a, t, nodes, _ in self.calls if nodes & old_ids]
+        at: tuple[str, ...] = ()
+        edits: tuple = ()
+        if entry:
+            s, a, is_tensor = entry[-1]   # the outermost call: hooks see inner ones first
+            at = (s.shown(),)
+            edits = tuple(E.cut_argument(s.path, s.span, a, is_tensor))
+        self._add(ScriptFinding(
+            "carried", i,
+            f"the graph of {_label(site)} (backward at {site}) reaches {len(old)} nodes made by "
+            f"the previous iteration: it grows every iteration, or the next backward() fails "
+            f"'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
+            advice="cut the state kept between iterations where the next iteration reads it",
+            step=self.step_events, concerned=("*",)))
+
+    def _shared(self, index: int, opt: torch.optim.Optimizer, stepped) -> None:
+        for key, p in stepped:
+            by = self.stepped_by.setdefault(id(p), set())
+            by.add(index)
+            if len(by) > 1:
+                others = sorted(by - {index})
+                at = tuple(s.shown() for s in (self.built_at.get(id(self.optimizers[j]))
+                                               for j in [*others, index]) if s is not None)
+                self._add(ScriptFinding(
+                    "shared", self.iteration,
+                    f"a tensor is stepped by optimizers {others[0]} and {index}: it moves twice "
+                    f"per iteration", (key,), (self._names().get(id(p), key),), at,
+                    advice="give each tensor to one optimizer", step=self.step_events - 1))
+
+    def _wasted(self) -> None:
+        names = self._names()
+        groups: dict[Source, list[int]] = {}
+        for src, key in self.ledger.wasted:
+            groups.setdefault(src, []).append(key)
+        self.ledger.wasted = []
+        for src, keys in groups.items():
+            if src.index < 0 or src in self._cleared_sources:
+                continue
+            ts = [self.ledger.tensors[k] for k in keys]
+            cost = _bytes(ts)
+            shown = tuple(names.get(k, "?") for k in keys)
+            self._add(ScriptFinding(
+                "wasted", src.iteration,
+                f"{src.label} (backward at {src.site}) writes gradient into {len(keys)} tensors "
+                f"that is cleared before any step uses it ({_kib(cost)} of gradient): harmless, "
+                f"work done in vain", tuple(shown), shown,
+                (src.site.shown(),) if src.site else (), cost_bytes=cost,
+                advice="freeze them (requires_grad_(False)) or cut where this loss reads them, "
+                       "if they are not meant to pass gradient on"))
+
+    def _end_of_iteration(self) -> None:
+        """Gradient in tensors no optimizer steps, of a model whose other tensors are."""
+        stepped = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+        names = self._names()
+        by_root: dict[int, list[int]] = {}
+        for key, live in self.ledger.live.items():
+            if key in stepped or not live:
+                continue
+            owner = self._owner(key)
+            if owner is None:
+                continue
+            by_root.setdefault(id(owner), []).append(key)
+        for root, keys in by_root.items():
+            module, name = self.roots[root]
+            trained = any(id(p) in stepped for p in module.parameters())
+            if not trained:
+                continue
+            srcs = {s for k in keys for s in self.ledger.live[k] if s.site is not None}
+            at = tuple(sorted({s.site.shown() for s in srcs}))
+            self._add(ScriptFinding(
+                "unstepped", self.iteration,
+                f"{len(keys)} tensors of {name} get gradient and no optimizer steps them, "
+                f"though an optimizer steps the rest of {name}", tuple(names.get(k, "?")
+                                                                      for k in keys),
+                tuple(names.get(k, "?") for k in keys), at,
+                advice="add them to the optimizer (e.g. "
+                       "optimizer.add_param_group({'params': [...]}) where they are "
+                       "unfrozen)", step=self.step_events - 1))

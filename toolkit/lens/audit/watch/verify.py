@@ -1,0 +1,132 @@
+"""Every edit is run before it is printed: the script's ``.py`` files are copied, the edit is made
+in the copy, and the copy is audited again in a fresh process from the same seed for the same
+iterations (files it reads are found from the same working folder). The edit holds when the
+finding is gone, nothing new is found, every gradient of every step before the finding's is the
+same (within 1e-6 relative), and at that step the tensors it is not about keep their gradient
+while those it is about get one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from toolkit.lens.audit.watch.edits import ScriptEdit, apply_to_text
+from toolkit.lens.audit.watch.findings import KINDS, ScriptFinding
+
+__all__ = ["close", "load_record", "verify"]
+
+_MAX_FILES = 500
+RTOL = 1e-6
+
+
+def close(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float = RTOL) -> bool:
+    """``a`` and ``b`` equal within ``rtol`` of the larger norm (``None`` counts as zero)."""
+    if a is None or b is None:
+        other = a if b is None else b
+        return other is None or not bool(other.any())
+    if a.shape != b.shape:
+        return False
+    a64, b64 = a.double(), b.double()
+    scale = max(float(a64.norm()), float(b64.norm()))
+    return float((a64 - b64).norm()) <= rtol * scale
+
+
+def load_record(folder: str) -> tuple[dict, list[dict]]:
+    """A run's ``report.json`` and ``grads.pt`` as written by ``--record`` (read as hostile:
+    plain JSON and tensors only)."""
+    report = json.loads(Path(folder, "report.json").read_text(encoding="utf-8"))
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
+        raise ValueError(f"load_record: {folder!r} holds no report of findings")
+    grads = torch.load(Path(folder, "grads.pt"), weights_only=True)
+    if not isinstance(grads, list):
+        raise ValueError(f"load_record: {folder!r} holds no list of steps")
+    return report, grads
+
+
+def _copy_sources(root: str, into: str) -> None:
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in (
+            "__pycache__", "node_modules", "venv")]
+        for name in filenames:
+            if name.endswith(".py"):
+                n += 1
+                if n > _MAX_FILES:
+                    return
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                os.makedirs(os.path.dirname(os.path.join(into, rel)), exist_ok=True)
+                shutil.copy2(os.path.join(dirpath, name), os.path.join(into, rel))
+
+
+def rerun(script: str, args: list[str], edits: list[ScriptEdit], steps: int,
+          timeout: float | None = None) -> tuple[int, dict | None, list[dict]]:
+    """The script, with ``edits`` made in a copy, audited for ``steps`` iterations in a fresh
+    process; returns its exit status, report and gradients."""
+    root = os.path.dirname(os.path.abspath(script))
+    with tempfile.TemporaryDirectory(prefix="toolkit-audit-") as tmp:
+        copy = os.path.join(tmp, "src")
+        _copy_sources(root, copy)
+        by_file: dict[str, list[ScriptEdit]] = {}
+        for e in edits:
+            by_file.setdefault(e.path, []).append(e)
+        for path, mine in by_file.items():
+            target = os.path.join(copy, os.path.relpath(path, root))
+            text = Path(path).read_text(encoding="utf-8")
+            Path(target).write_text(apply_to_text(text, mine), encoding="utf-8")
+        rec = os.path.join(tmp, "record")
+        cmd = [sys.executable, "-m", "toolkit.audit", "--steps", str(steps), "--no-verify",
+               "--record", rec, os.path.join(copy, os.path.relpath(os.path.abspath(script),
+                                                                    root)), *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        if not os.path.exists(os.path.join(rec, "report.json")):
+            return done.returncode, None, []
+        report, grads = load_record(rec)
+        return done.returncode, report, grads
+
+
+def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
+           grads: list[dict], steps: int) -> tuple[bool, str]:
+    """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
+    need = max(steps, finding.iteration + 1)
+    try:
+        _, report, theirs = rerun(script, args, list(finding.edits), need)
+    except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError) as err:
+        return False, f"the edited script could not be rerun ({err})"
+    if report is None:
+        return False, "the edited script did not run to its audited iterations"
+    if report.get("error"):
+        return False, f"the edited script fails: {report['error']}"
+    mine = {(f.kind, tuple(f.tensors)) for f in others if f.failure}
+    for f in report["findings"]:
+        if not isinstance(f, dict) or not KINDS.get(str(f.get("kind")), False):
+            continue
+        key = (f["kind"], tuple(f.get("tensors", ())))
+        if key == (finding.kind, finding.tensors):
+            return False, "the finding is still there in the edited script"
+        if key not in mine:
+            return False, f"the edited script shows a new {f['kind']}: {f.get('message')}"
+    s = finding.step
+    if len(theirs) <= s:
+        return False, "the edited script stops before the step the finding is about"
+    concerned = set(finding.concerned)
+    for e in range(min(s + 1, len(grads))):
+        ours, other = grads[e]["grads"], theirs[e]["grads"]
+        for key, g in ours.items():
+            if e == s and (key in concerned or "*" in concerned):
+                continue
+            if not close(g, other.get(key)):
+                return False, f"the edit changes the gradient of {key} at step {e}"
+    if s < len(theirs) and "*" not in concerned:
+        for key in concerned:
+            g = theirs[s]["grads"].get(key)
+            if key in theirs[s]["grads"] and (g is None or not bool(g.any())):
+                return False, f"{key} still gets no gradient in the edited script"
+    return True, ""
