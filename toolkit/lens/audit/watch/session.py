@@ -62,7 +62,7 @@ def _label(site: Site | None) -> str:
     found = E.call_at(site.path, site.span)
     if found is not None:
         call, text = found
-        if isinstance(call.func, E.ast.Attribute):
+        if isinstance(call.func, E.ast.Attribute) and call.func.attr == "backward":
             return f"`{E.segment(text, call.func.value)}`"
         if call.args:
             return f"`{E.segment(text, call.args[0])}`"

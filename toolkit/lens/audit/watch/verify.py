@@ -38,6 +38,23 @@ def close(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float = RTOL) ->
     return float((a64 - b64).norm()) <= rtol * scale
 
 
+def _differs(ours: list, theirs: list) -> int | None:
+    """The index of the first gradient that differs, or ``None``. One common positive factor
+    over all of them is allowed: ``clip_grad_norm_`` rescales every gradient by the total norm,
+    which the tensors a fix is about change."""
+    if all(close(a, b) for a, b in zip(ours, theirs)):
+        return None
+    pairs = [(a.double(), b.double()) for a, b in zip(ours, theirs)
+             if a is not None and b is not None and a.shape == b.shape]
+    num = sum(float((a * b).sum()) for a, b in pairs)
+    den = sum(float((b * b).sum()) for _, b in pairs)
+    factor = num / den if den > 0 else 0.0
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if not (factor > 0 and close(a, None if b is None else b * factor)):
+            return i
+    return None
+
+
 def load_record(folder: str) -> tuple[dict, list[dict]]:
     """A run's ``report.json`` and ``grads.pt`` as written by ``--record`` (read as hostile:
     plain JSON and tensors only)."""
@@ -119,11 +136,10 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     concerned = set(finding.concerned)
     for e in range(min(s + 1, len(grads))):
         ours, other = grads[e]["grads"], theirs[e]["grads"]
-        for key, g in ours.items():
-            if e == s and (key in concerned or "*" in concerned):
-                continue
-            if not close(g, other.get(key)):
-                return False, f"the edit changes the gradient of {key} at step {e}"
+        keys = [k for k in ours if not (e == s and (k in concerned or "*" in concerned))]
+        bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
+        if bad is not None:
+            return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
     if s < len(theirs) and "*" not in concerned:
         for key in concerned:
             g = theirs[s]["grads"].get(key)

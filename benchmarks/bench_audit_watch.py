@@ -1,0 +1,99 @@
+"""Benchmark of ``toolkit audit --watch EVERY``: what watching a whole run costs.
+
+A training script (written into a temporary folder: an MLP of ``--depth`` Linear+ReLU layers of
+width ``--width``, batch ``--batch``, cross-entropy, Adam, ``--iters`` iterations of
+``zero_grad(); backward(); step()``) is run in this process, as ``toolkit audit`` runs it
+(``runpy`` as ``__main__``), plainly and under the watch with ``--watch EVERY``, in interleaved
+rounds (``toolkit.lab.measure.race``). Every iteration pays the hooks' bookkeeping (one look at
+the call stack per ``backward()``, the step hooks); every EVERY-th iteration is audited in full
+(the graph read before the backward, ``.grad`` before and after it, module calls recorded).
+
+It prints the median over rounds of the per-round ratio watched / plain and its range; the
+goal is at most 1.02 at ``--watch 100``. Timings are noisy on a shared machine.
+
+    python benchmarks/bench_audit_watch.py [--quick] [--every 100] [--iters 1000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from toolkit.lab.measure import race
+from toolkit.lens.audit.watch.runner import run_script
+from toolkit.lens.audit.watch.session import Watch
+
+SCRIPT = '''
+import sys
+import torch
+from torch import nn
+
+width, depth, batch, iters = (int(a) for a in sys.argv[1:5])
+torch.manual_seed(0)
+layers = [nn.Linear(32, width), nn.ReLU()]
+for _ in range(depth - 1):
+    layers += [nn.Linear(width, width), nn.ReLU()]
+model = nn.Sequential(*layers, nn.Linear(width, 10))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+x, y = torch.randn(4096, 32), torch.randint(0, 10, (4096,))
+for i in range(iters):
+    idx = torch.randint(0, len(x), (batch,))
+    loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+'''
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--every", type=int, default=100)
+    p.add_argument("--iters", type=int, default=1000)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="200 iterations, 3 rounds")
+    args = p.parse_args()
+    if args.quick:
+        args.iters, args.rounds = 200, 3
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = str(Path(tmp, "train.py"))
+        Path(script).write_text(SCRIPT, encoding="utf-8")
+        argv = [str(v) for v in (args.width, args.depth, args.batch, args.iters)]
+
+        def plain() -> None:
+            saved = sys.argv[:]
+            sys.argv = [script, *argv]
+            try:
+                runpy.run_path(script, run_name="__main__")
+            finally:
+                sys.argv = saved
+
+        def watched() -> None:
+            watch = Watch(every=args.every)
+            run_script(script, argv, watch)
+            assert watch.backwards == args.iters and not any(
+                f.failure for f in watch.findings.values())
+
+        result = race({"plain": plain, f"--watch {args.every}": watched}, rounds=args.rounds)
+    ratio = result.ratio(f"--watch {args.every}", "plain")
+    print(f"toolkit audit --watch {args.every}: {args.iters} iterations of an MLP "
+          f"({args.depth}x{args.width}, batch {args.batch}), {args.rounds} rounds, "
+          f"{args.threads} thread(s), torch {torch.__version__}, {platform.processor() or platform.machine()}")
+    print(result.table(unit="s", scale=1.0))
+    interval = "" if ratio.lo is None else f", 95% interval {ratio.lo:.4f} to {ratio.hi:.4f}"
+    print(f"  watched / plain: median {ratio.median:.4f} (range {ratio.min:.4f} to "
+          f"{ratio.max:.4f}{interval}); goal <= 1.02")
+
+
+if __name__ == "__main__":
+    main()
