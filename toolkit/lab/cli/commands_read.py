@@ -16,13 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.formatting import shown
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK
 
 __all__ = ["cmd_check", "cmd_compare", "cmd_report"]
 
 
 def _warn(text: str) -> None:
-    print(f"toolkit: warning: {text}", file=sys.stderr, flush=True)
+    print(f"toolkit: warning: {shown(text)}", file=sys.stderr, flush=True)
 
 
 def _damage(folder: Path) -> list[Any]:
@@ -64,7 +65,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             continue
         try:
             with confined(run_dir):  # the report's files land in its folder, or nowhere
-                print(draw_report(run_dir, _experiment_of(run_dir)))
+                print(shown(draw_report(run_dir, _experiment_of(run_dir))))
         except DamagedFile as err:  # found while drawing: this run only
             _warn(f"{err}; {run_dir} skipped, its report not drawn (`toolkit check {run_dir}` "
                   f"lists what is damaged)")
@@ -128,15 +129,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except DamagedFile as err:  # compare_runs left it out already
             damaged(err, 1)
     if not table.rows:
-        print("\n".join(left_out))
+        for line in left_out:
+            print(shown(line))
         raise ConfigError(args.directory, "", "no complete runs below this folder",
                           "run some first (`toolkit run CONFIG --seeds 0,1`)")
     with confined(out):  # the table's files land in ``out``, or nowhere
         csv_path, html_path = write_compare(table, out)
-    print(format_table(table))
-    if left_out:
-        print("\n".join(["", *left_out]))
-    print(f"\n{csv_path}\n{html_path}")
+    for line in format_table(table).splitlines():  # names read from the folders, escaped
+        print(shown(line))
+    for line in ["", *left_out] if left_out else []:
+        print(shown(line))
+    print(f"\n{shown(csv_path)}\n{shown(html_path)}")
     return EXIT_OK
 
 
@@ -156,14 +159,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         if problems:
             damaged += 1
             for problem in problems:
-                print(f"damaged: {problem}")
+                print(f"damaged: {shown(problem)}")
             continue
         run = None if kind == "group" else RunResults(folder)
         state = "seed group" if run is None else run.status
         counts[state] = counts.get(state, 0) + 1
         if state == "abandoned":
-            print(f"abandoned: {folder}: {run.status_line()}")
+            print(f"abandoned: {shown(folder)}: {shown(run.status_line())}")
     n = sum(counts.values()) + damaged
     states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    print(f"{n} folder(s) below {root}: {states or 'none readable'}; {damaged} damaged")
+    print(f"{n} folder(s) below {shown(root)}: {states or 'none readable'}; {damaged} damaged")
     return EXIT_FAILED if damaged else EXIT_OK

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, create_model
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.errors import ConfigError, DamagedFile, ExperimentLoadError, echo, suggest
@@ -120,13 +120,14 @@ _FIXES = {
 }
 
 
-def _fields_at(model: Any, loc: Sequence[str]) -> list[str]:
-    for part in loc:
+def _model_at(model: Any, loc: Sequence[str]) -> Any:
+    """The model that holds the key at ``loc`` (``params.lr``: the experiment's Params)."""
+    for part in loc[:-1]:
         info = getattr(model, "model_fields", {}).get(part)
         if info is None:
-            return []
+            return None
         model = info.annotation
-    return list(getattr(model, "model_fields", {}))
+    return model
 
 
 def pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
@@ -136,7 +137,7 @@ def pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
     loc = [str(p) for p in first["loc"]]
     key = ".".join([prefix, *loc] if prefix else loc)
     if first["type"] == "extra_forbidden":
-        fields = _fields_at(model, loc[:-1])
+        fields = list(getattr(_model_at(model, loc), "model_fields", {}))
         hint = suggest(loc[-1], fields)
         valid = f"valid keys: {', '.join(fields) or 'none'}"
         return ConfigError(sources(key), key, "unknown key", f"{hint} ({valid})" if hint else valid)
@@ -144,7 +145,7 @@ def pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
         fix = _FIXES.get(first["type"], "").format(**dict(first.get("ctx") or {}))
     except (KeyError, IndexError):
         fix = ""
-    info = model.model_fields.get(loc[0]) if len(loc) == 1 else None
+    info = getattr(_model_at(model, loc), "model_fields", {}).get(loc[-1]) if loc else None
     if info is not None and info.description:
         fix = f"{fix} ({loc[-1]}: {info.description})" if fix else f"{loc[-1]}: {info.description}"
     problem = first["msg"].removeprefix("Value error, ")
@@ -563,13 +564,22 @@ class Plan:
         code = code_digest(experiment.name) if given is None else ""
         devices: dict[str, torch.device] = {}
         specs: list[RunSpec] = []
+        # one model validates a sweep point whole: the common keys and the experiment's Params
+        typed = create_model(f"RunConfig[{experiment.Params.__name__}]", __base__=RunConfig,
+                             params=(experiment.Params, ...))
         for point, member in self._members():
             requests = {seed: request_key(member, seed, code) if code else ""
                         for seed in self.seeds}
-            params = self._params(experiment, given if given is not None
-                                  else member.pop("params"))
-            member["params"] = params.model_dump(mode="json")
-            config = _validated(RunConfig, member, "", sources)
+            raw = given if given is not None else member.get("params")
+            if isinstance(raw, BaseModel) and not isinstance(raw, experiment.Params):
+                raw = raw.model_dump(mode="json")
+            if not isinstance(raw, (Mapping, experiment.Params)):
+                raise ConfigError(sources("params"), "params", f"must be a table, got "
+                                  f"{echo(raw)}", "write the experiment's keys under [params]")
+            run = _validated(typed, {**member, "params": raw}, "", sources)
+            params = run.params  # a Params object given in Python is taken as it is
+            config = RunConfig.model_construct(**{**dict(run), "params": params.model_dump(
+                mode="json")})
             check_blocks(config, experiment, sources("disable_blocks"))
             if config.device not in devices:
                 devices[config.device] = resolve_device(config.device,
@@ -602,17 +612,6 @@ class Plan:
         return [request_key(member, seed, code) for _, member in self._members()
                 for seed in self.seeds]
 
-    def _params(self, experiment: Experiment, raw: Any) -> BaseModel:
-        """The experiment's ``Params`` from ``raw``: the one validation of a sweep point."""
-        if isinstance(raw, experiment.Params):
-            return raw  # validated when it was made
-        if isinstance(raw, BaseModel):
-            raw = raw.model_dump(mode="json")
-        if not isinstance(raw, Mapping):
-            raise ConfigError(self.sources("params"), "params", f"must be a table, got "
-                              f"{echo(raw)}", "write the experiment's keys under [params]")
-        return _validated(experiment.Params, dict(raw), "params", self.sources)
-
 
 def _read_file(path: Path) -> dict[str, Any]:
     """The TOML file at ``path``: a regular file of at most MAX_CONFIG_BYTES, UTF-8, nested
@@ -623,7 +622,8 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(source, "", "no such file", "check the path; `toolkit list` shows "
                           f"the configs{f' ({close})' if close else ''}")
     try:
-        text = (read_bytes(path, limit=MAX_CONFIG_BYTES) or b"").decode("utf-8")
+        # utf-8-sig: a byte-order mark (an editor's, on Windows) is read as no character at all
+        text = (read_bytes(path, limit=MAX_CONFIG_BYTES) or b"").decode("utf-8-sig")
     except DamagedFile as err:
         raise ConfigError(source, "", err.problem, "give a .toml file such as "
                           "configs/showcase.toml") from None
