@@ -119,6 +119,7 @@ def test_a_pid_no_system_has_is_a_damaged_record(tmp_path: Path) -> None:
         RunResults(run.run_dir).status  # noqa: B018
 
 
+@pytest.mark.slow  # 1,500 folders made and walked
 def test_folders_nested_1500_deep_are_walked_without_recursion(tmp_path: Path) -> None:
     deep = str(tmp_path)
     for _ in range(1500):  # one at a time: pathlib's mkdir(parents=True) recurses itself

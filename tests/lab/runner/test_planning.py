@@ -74,7 +74,7 @@ def _validations(count: Path) -> int:
     return len(count.read_text().split())
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: a pool
 def test_a_run_validates_its_params_once(counted: Path, tmp_path: Path, workers: int) -> None:
     # one grid point, two seeds: one validation for both, in this process or in a pool
     path = _config(tmp_path, "seeds = [0, 1]\n[params]\nn = 3\n")
@@ -231,6 +231,7 @@ def test_paths_are_printed_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow  # a pool of processes
 def test_the_showcase_validates_each_childs_params_once_even_in_a_pool(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # registered children: their validated params travel with the spec to a worker process

@@ -235,6 +235,7 @@ def test_broken_experiment_is_an_input_error(tmp_path: Path,
     assert len(err.splitlines()) == 1 and "experiment 'broken_module' cannot be loaded" in err
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_the_runner_never_imports_the_report() -> None:
     import subprocess
     import sys
@@ -298,6 +299,7 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(
     assert capsys.readouterr().err == "toolkit: interrupted by SIGINT (exit status 130)\n"
 
 
+@pytest.mark.slow  # end to end: a showcase and its report
 def test_showcase_runs_children_into_one_report(tmp_path: Path) -> None:
     specs = plan(Path(__file__).parents[3] / "configs" / "showcase_quick.toml",
                  ["params.experiments=[\"tiny_counter\", \"td_learning\"]"],
