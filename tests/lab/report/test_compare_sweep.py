@@ -86,6 +86,7 @@ def test_one_table_with_the_varied_keys_as_columns(sweep: Path) -> None:
     (loglik,) = [row for row in table["body"] if row[:3] == ["2", "0, 1", "final_loglik"]]
     assert loglik[3].count("[") == 1 and loglik[3].endswith("]"), loglik  # mean [lo, hi]
     # the constant keys are said once, above the table; the runs pooled are named
+    assert "<h1>Comparison of 4 runs in 2 configs</h1>" in page
     assert page.count("n_iter = 3") == 1 and page.count("n_samples = 60") == 1
     assert page.index("n_iter = 3") < page.index("<table")
     compared = compare_runs(sweep, latest=True)

@@ -286,3 +286,24 @@ def test_a_showcase_report_drawn_again_is_the_same(tmp_path: Path) -> None:
     assert names and any(n.startswith("td_learning__") for n in names)
     strip = lambda html: re.sub(r"wall time [^<]*", "", html)  # noqa: E731
     assert strip(again) == strip(first)  # same figures, byte for byte
+
+
+def test_sections_drawn_in_processes_are_the_ones_drawn_here(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """The forked processes of ``draw_sections`` give the same figures, byte for byte, as
+    drawing each section in this process (and a daemonic process draws them itself)."""
+    import multiprocessing
+
+    from toolkit.lab.report import content
+
+    run = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
+    sections = [(None, load_experiment("tiny_counter"))] * 4
+    monkeypatch.setattr(content, "PARALLEL_SECTIONS", 2)
+    monkeypatch.setattr(content.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    here = [[f.png for f in figs] for figs, _ in
+            (content.section_figures(run, None, part) for _, part in sections)]
+    forked = content.draw_sections(run, sections)
+    assert [[f.png for f in figs] for figs, _ in forked] == here
+    assert here[0] and all(problems == [] for _, problems in forked)
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
+    assert [[f.png for f in figs] for figs, _ in content.draw_sections(run, sections)] == here

@@ -385,7 +385,7 @@ def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
         atomic_write_bytes(folder / f"{stem}.png", png, root=out_dir)
         figures.setdefault(exp, []).append(FigureItem(stem, caption, png))
     html_path = out_dir / "compare.html"
-    n_runs = sum(len(r) for r in table.runs.values())
+    n_runs = len({u.run_dir for runs in table.runs.values() for u in runs})  # a showcase: 1
     atomic_write_text(html_path, page(
         "compare.html.j2", sections=_sections(table, figures), diff=DIFF, delta=DELTA,
         blocked=BLOCKED, unblocked=UNBLOCKED, n_runs=n_runs, n_groups=len(table.runs)),
