@@ -179,3 +179,83 @@ def test_a_metric_learning_loss_that_also_pushes_pairs_apart_has_no_target() -> 
 
     assert audit_step(contrastive, opt).ok
     assert not audit_step(pulled_only, opt).ok
+
+
+def _rotate(cut: bool, seed: int = 0):
+    """TransE trained with self-adversarial negative sampling (Sun et al. 2019, RotatE, eq. 5):
+    the weight of each negative is ``softmax(α · score)``, a constant of the loss (``detach()``
+    in the published code), times that negative's ``log σ(−score)``."""
+    torch.manual_seed(seed)
+    ent, rel = nn.Embedding(20, 8), nn.Embedding(5, 8)
+    opt = torch.optim.Adam([*ent.parameters(), *rel.parameters()], lr=1e-3)
+    h, r, t = torch.randint(0, 20, (6,)), torch.randint(0, 5, (6,)), torch.randint(0, 20, (6,))
+    negatives = torch.randint(0, 20, (6, 4))
+
+    def score(hh: torch.Tensor, rr: torch.Tensor, tt: torch.Tensor) -> torch.Tensor:
+        return 6.0 - (ent(hh) + rel(rr) - ent(tt)).norm(p=1, dim=-1)
+
+    def step() -> torch.Tensor:
+        positive = score(h, r, t)
+        negative = score(h[:, None], r[:, None], negatives)
+        weight = torch.softmax(negative * 1.0, dim=1)
+        if cut:
+            weight = weight.detach()
+        negative_loss = -(weight * torch.nn.functional.logsigmoid(-negative)).sum(1).mean()
+        return (-torch.nn.functional.logsigmoid(positive).mean() + negative_loss) / 2
+
+    return step, opt, {**{f"ent.{k}": v for k, v in ent.named_parameters()},
+                       **{f"rel.{k}": v for k, v in rel.named_parameters()}}
+
+
+def _gradcache(cut: bool, seed: int = 0):
+    """GradCache (Gao et al. 2021): the contrastive loss's gradient with respect to the
+    representations is computed once on a first pass and cached, then a second pass trains
+    the encoder by ``torch.dot(encoder(x), cached)``; the cache is a constant (the first pass
+    runs without a graph). Kept with its graph, the cache trains the encoder a second way."""
+    torch.manual_seed(seed)
+    encoder = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4))
+    opt = torch.optim.Adam(encoder.parameters(), lr=1e-3)
+    q, p = torch.randn(5, 6), torch.randn(5, 6)
+
+    def step() -> torch.Tensor:
+        if cut:
+            with torch.no_grad():
+                q_reps, p_reps = encoder(q), encoder(p)
+            q_reps.requires_grad_()
+            p_reps.requires_grad_()
+        else:
+            q_reps, p_reps = encoder(q), encoder(p)
+        logits = q_reps @ p_reps.T / 0.1
+        loss = torch.nn.functional.cross_entropy(logits, torch.arange(5))
+        q_grad, p_grad = torch.autograd.grad(loss, [q_reps, p_reps], create_graph=not cut)
+        return (torch.dot(encoder(q).flatten(), q_grad.flatten())
+                + torch.dot(encoder(p).flatten(), p_grad.flatten()))
+
+    return step, opt, {f"encoder.{k}": v for k, v in encoder.named_parameters()}
+
+
+@pytest.mark.parametrize("build", [_rotate, _gradcache])
+def test_a_weight_or_a_cached_gradient_that_carries_the_trained_model(build: Any) -> None:
+    step, opt, params = build(False)
+    audit = audit_step(step, opt)
+    assert audit.targets and not audit.ok
+    fixed, opt_fixed, fixed_params = build(True)
+    changed = _changed(_grads(step, params), _grads(fixed, fixed_params))
+    assert set().union(*(t.parameters for t in audit.targets)) == changed
+    assert audit_step(fixed, opt_fixed).ok
+
+
+def test_a_focal_loss_weight_is_part_of_the_loss() -> None:
+    # Lin et al. 2017, eq. 5: FL(p) = -(1 - p)^γ log p, differentiated through (1 - p)^γ
+    torch.manual_seed(0)
+    net = nn.Linear(4, 3)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+
+    def focal() -> torch.Tensor:
+        z = net(x)
+        p = torch.softmax(z, 1).gather(1, y[:, None]).squeeze(1)
+        log_p = torch.log_softmax(z, 1).gather(1, y[:, None]).squeeze(1)
+        return (-(1 - p) ** 2 * log_p).mean()
+
+    assert audit_step(focal, opt).ok

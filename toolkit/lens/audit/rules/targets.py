@@ -95,6 +95,8 @@ _UNDER_EVEN = frozenset({"Sqrt", "Sum", "Mean", "Add", "Neg", "Mul", "Div", "Cla
 _HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
                    "Select", "Index", "Clamp", "Where", "Stack", "Cat", "Minimum",
                    "Maximum", "Sqrt", "Rsub"}) | VIEWS
+#: products of two tensors: elementwise, or a dot product (a surrogate's ``torch.dot(y, g)``)
+_PRODUCTS = frozenset({"Mul", "Dot", "Vdot"})
 _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
@@ -143,7 +145,7 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None, int]]:
         if label in _EVEN and len(inputs) == 1:
             queue.append(([*chain, inputs[0]], True, sign))
             continue
-        if label == "Mul" and len(inputs) == 2:
+        if label in _PRODUCTS and len(inputs) == 2:
             if inputs[0] is inputs[1]:
                 if _label(inputs[0]) == "Sub":
                     found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None,
@@ -303,13 +305,18 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
 
 
 def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
-    """A product ``x * g`` in the head of the loss whose factor ``g`` is computed from the
-    other, ``x``, through a difference: ``g`` is a surrogate gradient (score distillation's
-    ``w · (ε̂(x) − ε)``, a residual ``2 (x − y)``) that the loss means as a constant.
-    ``(form, g)``, or ``None``.
+    """A product ``x * g`` (or ``torch.dot(x, g)``) in the head of the loss whose factor
+    ``g`` is a surrogate gradient the loss means as a constant, ``(form, g)``, or ``None``:
+
+    - ``g`` computed from ``x`` through a difference (score distillation's ``w · (ε̂(x) −
+      ε)``, Poole et al. 2022; a residual ``2 (x − y)``);
+    - ``g`` computed by another forward of the same tensors, from at least twice as much of
+      it as ``x`` (the two share no node): a gradient cached from a first pass, kept with its
+      graph (Gao et al. 2021, GradCache, which caches it without one).
 
     A factor computed from the other by arithmetic alone (``x * (A @ x)``, a quadratic form;
-    ``x * x.sigmoid()``) is a function of ``x``, not a comparison: no target.
+    ``x * x.sigmoid()``), two factors of one forward (a gate times an expert's output), or two
+    alike (``z1 · z2``) compare nothing: no target.
     """
     nodes = graph.search.nodes
     reach = [graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs]
@@ -321,6 +328,12 @@ def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
         if any(_label(nodes[k]) in ("Sub", "Rsub") for k in between if k in nodes):
             return "a product with a surrogate gradient computed from the other factor", \
                 inputs[side]
+    inner = [{k for k in r if getattr(nodes[k], "variable", None) is None} for r in reach]
+    if inner[0] & inner[1] or not _leaves(graph, reach[0]) & _leaves(graph, reach[1]):
+        return None  # one forward, or no stepped tensor in common
+    for side in (0, 1):
+        if len(inner[side]) >= 2 * max(1, len(inner[1 - side])):
+            return "a product with a surrogate gradient from another forward", inputs[side]
     return None
 
 
@@ -396,14 +409,64 @@ def _distribution(start: Any) -> set[tuple[int, int]]:
     return edges
 
 
+_FAMILY = {"Softmax": "softmax", "LogSoftmax": "softmax", "Sigmoid": "sigmoid",
+           "LogSigmoid": "sigmoid"}
+#: what leaves a distribution what it is: views, clamps, a sign, a temperature
+_SCALE = frozenset({"Clone", "Clamp", "ClampMin", "ClampMax", "Neg", "Mul", "Div"}) | VIEWS
+
+
+def _strip(node: Any, nr: int = 0) -> tuple[int, int, bool]:
+    """``(id of the node under views, clamps, temperatures and signs, which of its outputs,
+    whether the sign was flipped)``: ``softmax(z / T)`` and ``log_softmax(z)`` read the same
+    ``z``; two chunks of one tensor are two outputs of one node, two inputs."""
+    flipped = False
+    for _ in range(8):
+        inputs = [(n, k) for n, k in node.next_functions if n is not None]
+        if _label(node) not in _SCALE or len(inputs) != 1:
+            break
+        flipped ^= _label(node) == "Neg"
+        node, nr = inputs[0]
+    return id(node), nr, flipped
+
+
+def _families(start: Any) -> set[tuple[str, tuple[int, int, bool]]]:
+    """The distributions ``start`` is a parameter-free function of: ``(family, its input)``
+    for each softmax or sigmoid (or their logs) met going down, and ``("prob", start)``
+    itself; a selection of the same rows (``gather``) is passed, a layer is not."""
+    found = {("prob", _strip(start))}
+    queue, seen = deque([start]), set()
+    while queue and len(seen) < 16:
+        node = queue.popleft()
+        if id(node) in seen or getattr(node, "variable", None) is not None:
+            continue
+        seen.add(id(node))
+        label = _label(node)
+        edges = [(n, k) for n, k in node.next_functions if n is not None]
+        if label in _FAMILY and edges:
+            found.add((_FAMILY[label], _strip(*edges[0])))
+            continue
+        if _reads_a_leaf(node):
+            continue
+        queue.extend(n for n, _ in edges if not is_cut_marker(n))
+    return found
+
+
 def _same_distribution(log: Any, weight: Any) -> bool:
-    """Whether a log-probability and its weight are two functions of one distribution: they
-    read the same tensor before either passes a layer with parameters or selects rows
-    (``-(p * log p).sum()`` with ``p = softmax(z)`` and ``log p = log_softmax(z)``,
-    ``Categorical(probs=p).entropy()``). An entropy bonus, not a target: a target comes from
-    another forward (another input, another part of a batch, another network, another head,
-    an earlier step)."""
-    return bool(_distribution(log) & (_distribution(weight) | {(id(weight), 0)}))
+    """Whether a log-probability and its weight describe one distribution: the weight is
+    what the log is taken of (``-(p * p.log()).sum()``, ``Categorical(probs=p).entropy()``),
+    or both are a softmax (a sigmoid) and its log of the same input, up to a temperature and
+    a sign (``-(F.log_softmax(z) * F.softmax(z)).sum(1)``, a focal loss's ``(1 - p) ** γ ·
+    log p``). An entropy or a focusing weight, not a target.
+
+    Two functions of the same scores through *different* distributions are no entropy: a
+    self-adversarial weight ``softmax(α · s)`` over negatives times each negative's
+    ``log σ(−s)`` (Sun et al. 2019, RotatE, eq. 5, where the weight is a constant). Nor
+    are the distributions of two parts of a batch (a pseudo-label from a weak view): a
+    selection of other rows is another input."""
+    if (id(weight), 0) in _distribution(log):
+        return True
+    start = _inputs(log)[0] if _label(log) == "Log" and _inputs(log) else log
+    return bool(_families(start) & _families(weight))
 
 
 def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
