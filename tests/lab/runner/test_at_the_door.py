@@ -98,3 +98,20 @@ def test_a_signal_in_every_command_is_one_line_and_128_plus_it(
     assert err[-1] == (f"toolkit: interrupted by {signal.Signals(signum).name} (exit status "
                        f"{128 + signum})")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO", "/dev/null"])
+def test_a_tls_file_of_the_wrong_kind_is_named_as_such(
+        kind: str, tiny_config: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    wrong = {"a folder": tmp_path, "/dev/null": Path("/dev/null")}.get(kind, tmp_path / "fifo")
+    if kind == "a FIFO":
+        os.mkfifo(wrong)
+    code = main(["run", str(tiny_config), "--executor", "dask", "--address",
+                 "tls://127.0.0.1:1", "--tls-ca-file", str(pem), "--tls-cert", str(pem),
+                 "--tls-key", str(wrong), "--out", str(tmp_path / "r")])
+    assert code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"--tls-key: {wrong}: is {kind}, not a PEM file" in line and "no such" not in line

@@ -268,12 +268,25 @@ def test_list_reads_the_sources(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_list_check_imports_every_module(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["list", "--check"]) == 0
+    assert main(["list", "--check"]) == 1  # as a linter says it: a problem found
     captured = capsys.readouterr()
+    n = len([li for li in captured.out.splitlines()[1:] if li.startswith("  ")
+             and not li.strip().endswith(".toml")])
+    assert captured.out.splitlines()[-1] == f"check: 2 of {n} experiments cannot be loaded"
     (line,) = [li for li in captured.out.splitlines() if "broken_module" in li]
     assert "BROKEN: import failed: ImportError: broken_module: this fixture fails" in line
     assert "experiment module(s) cannot be loaded" in captured.err
     assert "broken_module" in captured.err and "no_run" in captured.err
+
+
+def test_version_names_what_it_runs_with(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    line = capsys.readouterr().out.strip()
+    for name in ("torch", "numpy", "scipy", "scikit-learn", "matplotlib"):
+        assert f"{name} {version(name)}" in line
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["list"], ["run", "--help"]])

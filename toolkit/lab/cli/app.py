@@ -217,12 +217,20 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
 
 
 def _version() -> str:
-    """``toolkit 0.1.0 (python 3.11.7)``: read without importing torch."""
+    """``toolkit 0.1.0 (python 3.11.7, torch 2.13.0, numpy ..., ...)``: the versions it runs
+    with, read from the installed packages' metadata (nothing is imported)."""
     import platform
+    from importlib.metadata import PackageNotFoundError, version
 
     import toolkit
 
-    return f"toolkit {toolkit.__version__} (python {platform.python_version()})"
+    found = [f"python {platform.python_version()}"]
+    for name in ("torch", "numpy", "scipy", "scikit-learn", "matplotlib"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return f"toolkit {toolkit.__version__} ({', '.join(found)})"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -344,6 +344,11 @@ def cmd_list(args: argparse.Namespace) -> int:
               f"{', '.join(broken_names)}", file=sys.stderr)
     if not args.check:
         print("(read from the sources; `toolkit list --check` also imports each experiment)")
+    elif broken_names:
+        print(f"check: {len(broken_names)} of {len(rows)} experiments cannot be loaded")
+        return EXIT_FAILED
+    else:
+        print(f"check: all {len(rows)} experiments load and follow the contract")
     return EXIT_OK
 
 
