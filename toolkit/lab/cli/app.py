@@ -93,8 +93,8 @@ examples:
 
 --executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
 --address, or a LocalCluster of --workers processes started for the sweep (listening on
-127.0.0.1 only; --dashboard serves its dashboard there and prints the link). Workers return the
-files of each run and this machine writes the run directories: no shared filesystem is needed.
+127.0.0.1 only; --dashboard serves its dashboard there and prints the link). Each worker
+writes its run directory under the output folder: a remote cluster needs it shared.
 Every cluster speaks TLS with mutual certificates: the LocalCluster with certificates made for
 the sweep alone, a scheduler at --address (tls:// only) with the --tls-* files or dask's
 distributed.comm.tls.* settings. Plain tcp:// is refused, on 127.0.0.1 too.
