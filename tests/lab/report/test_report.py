@@ -299,7 +299,8 @@ def test_sections_drawn_in_processes_are_the_ones_drawn_here(tmp_path: Path,
     run = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
     sections = [(None, load_experiment("tiny_counter"))] * 4
     monkeypatch.setattr(content, "PARALLEL_SECTIONS", 2)
-    monkeypatch.setattr(content.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    monkeypatch.setattr(content.os, "sched_getaffinity", lambda _: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(content.os, "getloadavg", lambda: (0.5, 0.5, 0.5), raising=False)
     here = [[f.png for f in figs] for figs, _ in
             (content.section_figures(run, None, part) for _, part in sections)]
     forked = content.draw_sections(run, sections)

@@ -299,11 +299,14 @@ def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
     """:func:`section_figures` of each ``(child, experiment)``, in order. Matplotlib draws on
     one core; a report of :data:`PARALLEL_SECTIONS` sections or more (the showcase) draws them
     in two processes forked from this one (``ProcessPoolExecutor`` on a fork context: the
-    experiments and the files read so far come along), one section at a time each; a daemonic
-    process (a Dask worker's) draws them itself."""
+    experiments and the files read so far come along), one section at a time each, where a
+    second core is idle (the 1-minute load average leaves one and a half free: on a busy
+    machine a second process only adds the cost of forking); a daemonic process (a Dask
+    worker's) draws them itself."""
     global _SECTIONS
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if len(sections) < PARALLEL_SECTIONS or (cores or 1) < 2 or \
+    idle = (cores or 1) - (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
+    if len(sections) < PARALLEL_SECTIONS or idle < 1.5 or \
             "fork" not in multiprocessing.get_all_start_methods() or \
             multiprocessing.current_process().daemon:  # a Dask worker may have no children
         return [section_figures(run, child, part) for child, part in sections]
