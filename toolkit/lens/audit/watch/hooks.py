@@ -60,7 +60,8 @@ def installed(watch: Watch) -> Iterator[Watch]:
     def zero_grad(old, params):
         @functools.wraps(old)
         def wrapper(self, *args, **kwargs):
-            watch.zero_grad(list(params(self)))
+            if watch.recording():
+                watch.zero_grad(list(params(self)))
             return old(self, *args, **kwargs)
         return wrapper
 

@@ -125,6 +125,11 @@ class Watch:
         i = self.iteration if iteration is None else iteration
         return i < self.steps if self.every is None else i % self.every == 0
 
+    def recording(self) -> bool:
+        """Whether calls are recorded now: in an audited iteration, or in the one before it
+        (what an iteration does before its first ``backward()`` counts as its own)."""
+        return self.audited() or self.audited(self.iteration + 1)
+
     def done(self) -> bool:
         return self.every is None and self.iteration >= self.steps
 
@@ -146,7 +151,7 @@ class Watch:
         self._want_module_hook()
 
     def _want_module_hook(self) -> None:
-        want = not self.done() and (self.audited() or self.audited(self.iteration + 1))
+        want = not self.done() and self.recording()
         if want and self.module_hook is None:
             self.module_hook = nn.modules.module.register_module_forward_hook(self.module_called)
         elif not want and self.module_hook is not None:
@@ -176,7 +181,7 @@ class Watch:
         return len(self.optimizers) - 1
 
     def module_called(self, module: nn.Module, args: tuple, output: object) -> None:
-        if not self.audited() and not self.audited(self.iteration + 1):
+        if not self.recording():
             return
         frame = sys._getframe(1)
         # only calls made by the user's code itself: the caller is a user frame
@@ -205,14 +210,14 @@ class Watch:
                 self.calls.append((site, i, isinstance(arg, torch.Tensor), nodes, self.events))
 
     def detached(self, tensor: torch.Tensor) -> None:
-        if tensor.grad_fn is None or not self.audited():
+        if tensor.grad_fn is None or not self.recording():
             return
         frame = user_frame(2)
         if frame is not None:
             self.detaches.append((tensor.grad_fn, site_of(frame), self.events))
 
     def zero_grad(self, tensors: list[torch.Tensor]) -> None:
-        if not self.audited():
+        if not self.recording():
             return
         frame = user_frame(2)
         if frame is not None:
@@ -282,7 +287,10 @@ class Watch:
         self._wasted()
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
-        self.last_step_seq = current_sequence()
+        # where iterations begin, in autograd's numbering: needed by the carried rule of the
+        # next two iterations only
+        if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
+            self.last_step_seq = current_sequence()
         self._want_module_hook()
 
     # --- the rules ------------------------------------------------------------------------
