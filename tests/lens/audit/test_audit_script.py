@@ -205,3 +205,45 @@ def test_each_bug_is_fixed_by_a_verified_edit_that_trains_as_the_published_scrip
         assert mine["grads"].keys() == published["grads"].keys()
         for key, g in published["grads"].items():
             assert close(mine["grads"][key], g), (key, os.path.basename(clean))
+
+
+# --- carried graphs, by where autograd made them ----------------------------------------------
+
+def test_a_state_kept_with_its_graph_is_carried_and_cut_where_it_is_read(tmp_path):
+    script = _script(tmp_path, "from torch import nn\ntorch.manual_seed(0)\n"
+                               "cell = nn.GRUCell(4, 4)\n"
+                               "opt = torch.optim.SGD(cell.parameters(), lr=0.1)\n"
+                               "h = torch.zeros(1, 4)\n"
+                               "for i in range(4):\n"
+                               "    h = cell(torch.randn(1, 4), h)\n"
+                               "    loss = h.pow(2).sum()\n"
+                               "    opt.zero_grad()\n"
+                               "    loss.backward(retain_graph=True)\n"
+                               "    opt.step()\n")
+    code, report, _ = _audit(tmp_path, script, options=("--steps", "3"))
+    assert code == 1
+    (carried,) = [f for f in report["findings"] if f["failure"]]
+    assert carried["kind"] == "carried" and carried["iteration"] == 1
+    assert any("train.py:9: h = cell(torch.randn(1, 4), h)" in a for a in carried["at"])
+    assert [e["new"] for e in carried["edits"]] == ["h.detach()"]
+
+
+def test_a_copy_made_once_before_the_loop_is_not_carried(tmp_path):
+    script = _script(tmp_path, "import numpy as np\nfrom torch import nn\n"
+                               "X = torch.tensor(np.ones((8, 3)), requires_grad=True).float()\n"
+                               "model = nn.Linear(3, 1)\n"
+                               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                               "for i in range(3):\n"
+                               "    loss = model(X).pow(2).mean()\n"
+                               "    opt.zero_grad()\n"
+                               "    loss.backward()\n"
+                               "    opt.step()\n")
+    code, report, _ = _audit(tmp_path, script, options=("--steps", "3"))
+    assert code == 0 and _kinds(report, failure=True) == []
+
+
+def test_toolkit_audit_hands_its_arguments_over(tmp_path):
+    from toolkit.lab.cli.app import main as toolkit
+
+    script = _script(tmp_path, "assert sys.argv[1:] == ['--steps', '9']\nsys.exit(4)\n")
+    assert toolkit(["audit", "--steps", "1", str(script), "--steps", "9"]) == 4

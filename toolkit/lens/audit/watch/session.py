@@ -105,6 +105,7 @@ class Watch:
         self.last_step_seq = 0
         self.ledger = Ledger()
         self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
+        self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         self.stepped_by: dict[int, set[int]] = {}   # tensor id -> optimizers stepping it
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
@@ -250,6 +251,8 @@ class Watch:
             wanted = {id(t) for t in inputs}
             leaves = {k: v for k, v in leaves.items() if k in wanted}
         leaves = {k: v for k, v in leaves.items() if v.requires_grad}
+        for k in leaves:
+            self.reached_at[k] = self.events
         for t in leaves.values():
             self.ledger.observe(t, self.iteration, self.last_step_of)
         source = Source(self.events, site, _label(site), self.iteration)
@@ -362,7 +365,11 @@ class Watch:
 
     def _dead(self, index: int, event: int, site: Site | None, stepped) -> None:
         names = self._names()
-        dead = [(k, p) for k, p in stepped if not self.ledger.live.get(id(p))]
+        # a tensor a backward's graph reached, with a gradient of exactly zero (a recurrent
+        # weight read against a zero first state), is not dead: only one no graph reached
+        dead = [(k, p) for k, p in stepped if not self.ledger.live.get(id(p))
+                and (self.reached_at.get(id(p), -1) <= self.last_step_of.get(id(p), -1)
+                     or self.ledger.cleared.get(id(p)))]
         if not dead:
             return
         groups: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
