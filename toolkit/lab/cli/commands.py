@@ -148,7 +148,8 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
                 from toolkit.lab.execute.resume import claimed
 
                 runs = stack.enter_context(claimed(runs))
-            _, status = run_all(runs, executor=executor, quiet=args.quiet or n > 1,
+            # what a run says (ctx.say, its own bars) is shown with --verbose only
+            _, status = run_all(runs, executor=executor, quiet=not args.verbose or n > 1,
                                 finish=finish, on_done=on_done)
     finally:
         bar.close()
@@ -158,7 +159,9 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
     if grouped:
         with _notes(args.verbose):
             shown_dirs = _finish_groups(ended, runs, report=not args.no_report, t0=t0,
-                                        say=None if args.quiet else print, earlier=earlier,
+                                        say=_say if args.verbose or (
+                                            sys.stderr.isatty() and not args.quiet) else None,
+                                        earlier=earlier,
                                         undrawn=undrawn)
     if args.quiet:
         return status
@@ -173,6 +176,10 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
         print(f"{len(shown_dirs)} complete run folders; `toolkit compare "
               f"{shown(Path(c.output_dir) / c.experiment)}` tabulates them")
     return status
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def _no_twice(runs: Sequence[Any], configs: Sequence[str]) -> None:

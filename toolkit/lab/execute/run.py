@@ -158,24 +158,26 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
     run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
     path, lock = run_dir / "meta.json", lock_of(run_dir, timeout=10)
     files, seen, error, board = None, [], None, None
-    if spec.tensorboard is not None:
-        from toolkit.lab.execute.live_curves import log_dir
-
-        board = log_dir(spec.tensorboard, config.experiment, run_dir.name)
-    begun = _begun(spec, run_dir, argv, executor, board)
     try:
+        if spec.tensorboard is not None:
+            from toolkit.lab.execute.live_curves import log_dir
+
+            board = log_dir(spec.tensorboard, config.experiment, run_dir.name)
+        begun = _begun(spec, run_dir, argv, executor, board)
         lock.acquire()
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
         atomic_write_json(path, begun)
         files = RunFiles(run_dir, quiet=quiet, meta=begun, tensorboard=board)
         files.write_summary()  # empty summary/costs from the start: any run can be reported
         files.write_costs()
-    except OSError as err:  # a full disk, a folder made read-only: nothing worth keeping
+    except (OSError, KeyboardInterrupt) as err:  # a full disk, a signal: nothing worth keeping
         with contextlib.suppress(OSError):
             lock.release()
         if files is not None:
             files.close()
         shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(err, KeyboardInterrupt):
+            raise  # not started
         return RunOutcome(run_dir.parent, "failed", 1, f"could not start: {os_error_line(err)}",
                           exception=err)
     try:
@@ -207,10 +209,12 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
         late = _ending(err) if isinstance(err, KeyboardInterrupt) else (
             "failed", 1, {"error": f"the final writes failed: {os_error_line(err)}"})
         status, code = (status, code) if status == "interrupted" else late[:2]
+        same = isinstance(error, OSError) and getattr(err, "filename", 0) == error.filename
         ending = {**late[2], "error": "; ".join(dict.fromkeys(
-            e for e in (ending.get("error"), late[2]["error"]) if e))}
+            e for e in (ending.get("error"), None if same else late[2]["error"]) if e))}
         save_meta(path, meta := begun.model_copy(update={
             **ending, "status": status, "ended": utc_now().isoformat(), "duration_s": duration}))
+        finish = None  # no report of a run whose files are not whole
     finally:
         with contextlib.suppress(OSError):
             lock.release()
