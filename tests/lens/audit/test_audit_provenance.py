@@ -177,3 +177,61 @@ def test_a_state_carried_in_a_dict_a_closure_or_an_object_is_carried(where: str)
     step().backward()
     with pytest.raises(RuntimeError, match="second time"):
         step().backward()
+
+
+_STATEFUL = '''
+import torch
+from torch import nn
+
+
+class Forecaster(nn.Module):
+    """A stateful LSTM forecaster: the state is kept between batches (truncated BPTT)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.head = nn.LSTM(3, 8, batch_first=True), nn.Linear(8, 1)
+        self.hidden = None
+
+    def forward(self, x):
+        out, self.hidden = self.lstm(x, self.hidden)
+        return self.head(out[:, -1])
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    model = Forecaster()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 5, 3), torch.randn(4, 1)
+    return (lambda: nn.functional.mse_loss(model(x), y)), opt, model
+'''
+
+
+def test_a_state_kept_as_a_tuple_is_cut_where_it_is_read_and_then_trains(tmp_path) -> None:
+    # the (h, c) tuple the forward keeps: the printed edit cuts the tuple where the forward
+    # reads it; applied, the step trains call after call and gives the gradients of the
+    # published fix (the state detached before it is read: PyTorch's word_language_model,
+    # repackage_hidden)
+    from steps_on_disk import load
+
+    from toolkit.lens.audit.fixes.edits import apply_edits
+
+    module = load(tmp_path / "stateful.py", _STATEFUL)
+    step, opt, _ = module.build(0)
+    audit = audit_step(step, opt)
+    edits = list(dict.fromkeys(e for c in audit.carried for e in c.edits))
+    assert len(audit.carried) == 2 and [e.new for e in edits] == ["stop_gradient(self.hidden)"]
+    edited = load(tmp_path / "stateful_edited.py",
+                  apply_edits((tmp_path / "stateful.py").read_text("utf-8"), edits))
+    fixed = load(tmp_path / "stateful_fixed.py", _STATEFUL.replace(
+        "self.lstm(x, self.hidden)",
+        "self.lstm(x, None if self.hidden is None else tuple(h.detach() for h in self.hidden))"))
+    (step_e, opt_e, model_e), (step_f, opt_f, model_f) = edited.build(0), fixed.build(0)
+    for _ in range(3):
+        for s, o in ((step_e, opt_e), (step_f, opt_f)):
+            o.zero_grad()
+            s().backward()
+        for p_e, p_f in zip(model_e.parameters(), model_f.parameters()):
+            torch.testing.assert_close(p_e.grad, p_f.grad)
+        opt_e.step()
+        opt_f.step()
+    assert audit_step(step_e, opt_e).ok

@@ -231,19 +231,27 @@ def _operands(node: ast.expr) -> list[ast.expr]:
 
 def operand_holding(line: Line, frame: FrameType, value: object) -> int | None:
     """Which operand of the operation at ``line`` (running in ``frame``) is ``value``: the
-    first plain operand (a name, an attribute, an item) that reads as it there."""
+    first plain operand (a name, an attribute, an item) that reads as it there, else the
+    first that reads as a tuple or list holding it (an LSTM's state ``(h, c)``:
+    ``stop_gradient`` cuts every tensor of a nested structure)."""
     found = _at(line)
     if found is None:
         return None
+    holding = None
     for i, operand in enumerate(_operands(found[1])):
         if not plain(operand):
             continue
         try:
-            if read_value(operand, line.path, frame.f_locals, frame.f_globals) is value:
-                return i
+            read = read_value(operand, line.path, frame.f_locals, frame.f_globals)
         except LookupError:  # a name not bound there, an item missing: not this operand
             continue
-    return None
+        if read is value:
+            return i
+        if holding is None and isinstance(read, (tuple, list)) and any(
+                x is value or (isinstance(x, (tuple, list)) and any(y is value for y in x))
+                for x in read):
+            holding = i
+    return holding
 
 
 def cut_operand(line: Line, position: int) -> Edit | None:
