@@ -32,4 +32,4 @@ def test_a_missing_extra_is_named(module: str, extra: str, blocked: tuple[str, .
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: toolkit.integrations.") and (
-        f'pip install "stop-gradient-toolkit[{extra}]"' in last), done.stderr
+        f'pip install -e ".[{extra}]"' in last), done.stderr

@@ -12,6 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 
+def install_line(extra: str) -> str:
+    """How the optional ``extra`` is installed, in the words the documentation uses (from the
+    repository's root): ``pip install -e ".[tensorboard]"``."""
+    return f'pip install -e ".[{extra}]"'
+
+
 def lazy_exports(package: str, namespace: dict[str, Any], exports: dict[str, str]
                  ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package`` whose public names come from ``exports``.

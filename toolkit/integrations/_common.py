@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from toolkit._utils.lazy import install_line
 from toolkit.lens import GradientLeakError, StepAudit
 
 __all__ = ["AuditOptions", "AuditWarning", "patched", "report", "require"]
@@ -34,7 +35,7 @@ def require(modules: tuple[str, ...], extra: str, where: str) -> ModuleType:
         except ImportError as err:
             errors.append(f"{module}: {err}")
     raise ImportError(f"{where} needs the {extra!r} extra, which is not installed: "
-                      f"pip install \"stop-gradient-toolkit[{extra}]\" "
+                      f"{install_line(extra)} "
                       f"(import failed: {'; '.join(errors)})")
 
 

@@ -144,7 +144,7 @@ def test_missing_extra_is_a_one_line_input_error(tmp_path: Path, monkeypatch,
     path = _sweep_config(tmp_path)
     assert main(["run", str(path), "--executor", "dask", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'pip install ".[distributed]"' in err[0]
+    assert len(err) == 1 and 'pip install -e ".[distributed]"' in err[0]
     assert not (tmp_path / "r").exists()
 
 

@@ -388,3 +388,20 @@ def test_compare_hands_each_variant_over_as_soon_as_it_finishes(tmp_path: Path) 
     out = ctx.compare(fn, on_result=lambda variant, result: events.append((variant, result)))
     assert events == ["run", ("blocked", "result 1"), "run", ("unblocked", "result 3")]
     assert out == {"blocked": "result 1", "unblocked": "result 3"}
+
+
+def test_every_install_hint_is_the_docs_own_line() -> None:
+    """An extra's hint (the CLI's errors and help, the integrations') says what the docs say."""
+    import re
+
+    from runner_testutil import REPO
+
+    from toolkit._utils.lazy import install_line
+
+    docs = " ".join(" ".join(p.read_text(encoding="utf-8").split())
+                    for p in [REPO / "README.md", *(REPO / "docs").rglob("*.md")])
+    code = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "toolkit").rglob("*.py"))
+    for extra in ("tensorboard", "distributed", "lightning", "transformers"):
+        assert f"`{install_line(extra)}`" in docs
+        assert not re.search(rf"pip install [^\n]*\[{extra}\]", code.replace(
+            install_line(extra), "").replace(install_line(extra).replace('"', '\\"'), ""))

@@ -106,7 +106,7 @@ def test_without_the_extra_the_cli_refuses_before_any_run(tiny_config: Path, tmp
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith("toolkit: error: --tensorboard") and \
-        'pip install "stop-gradient-toolkit[tensorboard]"' in err
+        'pip install -e ".[tensorboard]"' in err
     assert not out.exists() and not (tmp_path / "tb").exists()  # nothing started
 
 

@@ -67,10 +67,9 @@ examples:
 TOML literal (10, 1e-3, true, [1, 2], "text"); a bare word that is not a literal (cpu,
 em.*) is taken as a string. Every run of every CONFIG is validated before the first starts.
 
---tensorboard DIR (or tensorboard = "DIR" in a config; pip install
-"stop-gradient-toolkit[tensorboard]"): each run also writes what it logs as TensorBoard event
-files, DIR/<experiment>/<run_id>/<variant>/, flushed every few seconds and closed when the run
-ends, however it ends. TensorBoard shows blocked and unblocked as two runs on one chart.
+--tensorboard DIR (or tensorboard = "DIR" in a config; pip install -e ".[tensorboard]"):
+each run also writes what it logs as TensorBoard event files, DIR/<experiment>/<run_id>/
+<variant>/, flushed every few seconds and closed when the run ends, however it ends. TensorBoard shows blocked and unblocked as two runs on one chart.
 metrics.jsonl stays the record; summary.json is the same with or without it. With a remote
 Dask cluster the event files are written on the worker, under the same path.
 """
@@ -91,10 +90,10 @@ examples:
   toolkit sweep configs/td_learning.toml --executor dask --address tls://10.0.0.5:8786 \\
       --tls-ca-file ca.pem --tls-cert cert.pem --tls-key key.pem
 
---executor dask sends each run to a Dask cluster (pip install ".[distributed]"): the scheduler at
---address, or a LocalCluster of --workers processes started for the sweep (listening on
-127.0.0.1 only; --dashboard serves its dashboard there and prints the link). Each worker
-writes its run directory under the output folder: a remote cluster needs it shared.
+--executor dask sends each run to a Dask cluster (pip install -e ".[distributed]"): the
+scheduler at --address, or a LocalCluster of --workers processes started for the sweep
+(listening on 127.0.0.1 only; --dashboard serves its dashboard there and prints the link).
+Each worker writes its run directory under the output folder: a remote cluster needs it shared.
 Every cluster speaks TLS with mutual certificates: the LocalCluster with certificates made for
 the sweep alone, a scheduler at --address (tls:// only) with the --tls-* files or dask's
 distributed.comm.tls.* settings. Plain tcp:// is refused, on 127.0.0.1 too.
@@ -208,7 +207,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
                    help="live curves: every logged metric also goes to TensorBoard event "
                         "files in DIR/<experiment>/<run_id>/<variant>/, one run per variant "
                         "(blocked and unblocked overlaid); `tensorboard --logdir DIR` shows "
-                        "them. Needs pip install \"stop-gradient-toolkit[tensorboard]\"")
+                        "them. Needs pip install -e \".[tensorboard]\"")
     p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
     p.add_argument("--resume", action="store_true",
                    help="skip runs whose exact config (seed included) already has a complete "

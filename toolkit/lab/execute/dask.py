@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.lazy import install_line
 from toolkit.lab.errors import ConfigError, RunInterrupted
 from toolkit.lab.execute.run import Finish, RunOutcome, execute
 from toolkit.lab.plan.config import RunSpec
@@ -45,7 +46,7 @@ def import_distributed() -> Any:
     except ImportError:
         raise ConfigError("--executor", "dask", "the dask executor needs the packages dask "
                           "and distributed, which are not installed",
-                          'install the optional packages: pip install ".[distributed]"') from None
+                          f"install the optional packages: {install_line('distributed')}") from None
     return distributed
 
 

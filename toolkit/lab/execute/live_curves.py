@@ -11,7 +11,7 @@ of it, and nothing a run computes depends on them.
 
 The writers are made in the process that runs the run (a pool's or a Dask cluster's worker:
 they are never pickled), and flushed and closed when the run ends, whatever its end.
-Needs the optional ``tensorboard`` package (``pip install "stop-gradient-toolkit[tensorboard]"``).
+Needs the optional ``tensorboard`` package (``pip install -e ".[tensorboard]"``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.lazy import install_line
 from toolkit.lab.errors import ConfigError
 
 __all__ = ["EXTRA", "TensorBoardMirror", "check_tensorboard", "log_dir"]
 
 #: How to install what ``--tensorboard`` needs.
-EXTRA = 'pip install "stop-gradient-toolkit[tensorboard]"'
+EXTRA = install_line("tensorboard")
 # a variant's folder: one plain name (never "." or ".."), else the key goes to the run's folder
 _FOLDER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}$")
 
