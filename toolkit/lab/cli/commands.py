@@ -12,6 +12,7 @@ import contextlib
 import shlex
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -141,7 +142,15 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
             bar.write(outcome_line(len(ended) - 1, total, outcome),
                       file=sys.stdout if outcome.status == "complete" else sys.stderr)
 
-    t0 = time.perf_counter()
+    t0, ticking = time.perf_counter(), threading.Event()
+
+    def tick() -> None:  # the bar's elapsed time moves while no run ends
+        while not ticking.wait(1):
+            bar.refresh()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    if not bar.disable:
+        ticker.start()
     try:
         with _notes(args.verbose), contextlib.ExitStack() as stack:
             if args.resume:
@@ -152,6 +161,9 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
             _, status = run_all(runs, executor=executor, quiet=not args.verbose or n > 1,
                                 finish=finish, on_done=on_done)
     finally:
+        ticking.set()
+        if ticker.is_alive():
+            ticker.join()
         bar.close()
     if status >= 128:
         raise RunInterrupted(status - 128)  # the summary says what is complete
@@ -159,10 +171,7 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
     if grouped:
         with _notes(args.verbose):
             shown_dirs = _finish_groups(ended, runs, report=not args.no_report, t0=t0,
-                                        say=_say if args.verbose or (
-                                            sys.stderr.isatty() and not args.quiet) else None,
-                                        earlier=earlier,
-                                        undrawn=undrawn)
+                                        earlier=earlier, undrawn=undrawn)
     if args.quiet:
         return status
     if args.verbose and len(shown_dirs) <= 3:
@@ -176,10 +185,6 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
         print(f"{len(shown_dirs)} complete run folders; `toolkit compare "
               f"{shown(Path(c.output_dir) / c.experiment)}` tabulates them")
     return status
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _no_twice(runs: Sequence[Any], configs: Sequence[str]) -> None:
@@ -249,7 +254,7 @@ def _nothing_left(plans: Sequence[Any], *, quiet: bool) -> bool:
 
 
 def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool, t0: float,
-                   say: Any, earlier: Sequence[Path], undrawn: list[Path]) -> list[Path]:
+                   earlier: Sequence[Path], undrawn: list[Path]) -> list[Path]:
     """The seed group of the complete runs that differ only in their seed (with ``earlier``
     complete runs of ``--resume``), its report, then each complete run outside a group; the
     folders, groups first. A failing report is a warning: the numbers stay valid."""
@@ -268,7 +273,6 @@ def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool
     if report:
         undrawn += [*folders, *singles]
     for folder, run_dir in [*zip(folders, (g[0] for g in groups)), *zip(singles, singles)]:
-        t1 = time.perf_counter()
         if report:
             try:
                 write_report(folder, experiments.get(RunResults(run_dir).experiment))
@@ -277,9 +281,6 @@ def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool
                       file=sys.stderr)
         if folder in folders:
             record_group(folder, wall_seconds=round(time.perf_counter() - t0, 3))
-            if say is not None:
-                say(f"report: {fmt(time.perf_counter() - t1, 's')}; seed group: "
-                    f"{shown(folder)}" if report else f"seed group: {shown(folder)}")
     return [*folders, *singles]
 
 

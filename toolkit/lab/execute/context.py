@@ -209,8 +209,15 @@ class RunContext:
     def say(self, text: str) -> None:
         """One line of progress, e.g. a finished phase, on stderr (nothing with --quiet)."""
         if not self.quiet:
+            import shutil
+            import textwrap
+
+            from tqdm.auto import tqdm
+
             where = f"{'/'.join(self._path)}: " if self._path else ""
-            print(f"  {where}{text}", file=sys.stderr, flush=True)
+            tqdm.write(textwrap.fill(f"{where}{text}", shutil.get_terminal_size().columns,
+                                     initial_indent="  ", subsequent_indent="    "),
+                       file=sys.stderr)
 
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:

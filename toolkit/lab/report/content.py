@@ -304,16 +304,22 @@ def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
     machine a second process only adds the cost of forking); a daemonic process (a Dask
     worker's) draws them itself."""
     global _SECTIONS
+    from tqdm.auto import tqdm
+
+    # a bar on a terminal (tqdm's disable=None), drawn by the command's process only
+    bar = {"total": len(sections), "desc": "report", "unit": "section", "leave": False,
+           "dynamic_ncols": True, "disable": None if multiprocessing.parent_process() is None
+           else True}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     idle = (cores or 1) - (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
     if len(sections) < PARALLEL_SECTIONS or idle < 1.5 or \
             "fork" not in multiprocessing.get_all_start_methods() or \
             multiprocessing.current_process().daemon:  # a Dask worker may have no children
-        return [section_figures(run, child, part) for child, part in sections]
+        return [section_figures(run, child, part) for child, part in tqdm(sections, **bar)]
     _SECTIONS = [(run, child, part) for child, part in sections]
     pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
     try:
-        drawn = list(pool.map(_draw_section, range(len(sections))))
+        drawn = list(tqdm(pool.map(_draw_section, range(len(sections))), **bar))
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: nothing new is started
         raise

@@ -31,6 +31,7 @@ from toolkit.lab.report.content import ReportContent, Section, build
 from toolkit.lab.report.tables import format_value, quantity_words, variant_table
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.findings import BADGES
+from toolkit.lab.results.records import record_group
 from toolkit.lab.results.view import RunResults, SeedGroup, is_group
 from toolkit.lab.style import COLORS
 
@@ -295,7 +296,9 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
         atomic_write_bytes(folder / f"{fig.name}.png", fig.png, root=out)
     for note in content.footer_notes:  # said once, not once per figure
         log.warning("%s", note)
-    content.report_seconds = time.perf_counter() - t0
+    content.report_seconds = round(time.perf_counter() - t0, 3)
+    if group is not None:  # the tally says the same seconds
+        record_group(out, finish_s=content.report_seconds)
     values = _values(content)
     atomic_write_text(out / "report.md", _render("report.md.j2", values, markdown=True),
                       root=out)
