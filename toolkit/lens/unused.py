@@ -12,7 +12,7 @@ receive a gradient in each backward. When one does not, the *next* iteration fai
 indices). The usual advice, ``find_unused_parameters=True``, hides the error, walks the graph
 every iteration, and never says *why* a parameter got no gradient.
 :func:`explain_unused_parameters` runs the step once through :func:`~toolkit.audit_step`
-(twice, in fact, restoring the model's state), without DDP and without a backward, and lists
+(twice, in fact, restoring the model's state), without DDP and without ``backward()``, and lists
 exactly the parameters DDP will name, each with the reason and the line to change:
 
 - **never used in forward** (a branch no code path calls): the line that defines it;
@@ -183,7 +183,7 @@ def explain_unused_parameters(model: nn.Module, step: Callable[[], Any], *,
 
     Call it on the model *before* wrapping it in ``DistributedDataParallel`` (or on
     ``ddp.module``), with a step that runs the forward and returns the loss, as DDP's backward
-    would see it. It runs no backward and no collective; with ``restore_state`` (the default)
+    would see it. It runs no ``backward()`` (no ``.grad`` is written) and no collective; with ``restore_state`` (the default)
     the model's state and the random generators are put back, as :func:`~toolkit.audit_step`
     does (it runs the step twice).
 

@@ -25,18 +25,26 @@ def _mlp() -> nn.Sequential:
     return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
 
 
-def test_runs_the_step_twice_and_never_differentiates_or_steps(monkeypatch) -> None:
+def test_runs_the_step_twice_and_never_writes_grad_or_steps(monkeypatch) -> None:
+    """The audit's truth is one ``autograd.grad`` per loss: no ``backward()`` (which writes
+    ``.grad``), no step."""
     q, q_target = _mlp(), _mlp()
     opt = torch.optim.SGD(q.parameters(), lr=0.1)
     x = torch.randn(5, 3)
     calls = []
+    grads = []
+    real_grad = torch.autograd.grad
 
     def forbidden(*args, **kwargs):
-        raise AssertionError("the audit must not differentiate or step")
+        raise AssertionError("the audit must not write .grad or step")
+
+    def counted(*args, **kwargs):
+        grads.append(1)
+        return real_grad(*args, **kwargs)
 
     monkeypatch.setattr(torch.Tensor, "backward", forbidden)
     monkeypatch.setattr(torch.autograd, "backward", forbidden)
-    monkeypatch.setattr(torch.autograd, "grad", forbidden)
+    monkeypatch.setattr(torch.autograd, "grad", counted)
     monkeypatch.setattr(opt, "step", forbidden)
 
     def step() -> torch.Tensor:
@@ -44,7 +52,7 @@ def test_runs_the_step_twice_and_never_differentiates_or_steps(monkeypatch) -> N
         return (q(x) - q_target(x)).pow(2).mean()
 
     audit = audit_step(step, opt)
-    assert len(calls) == 2 and len(audit.leaks) == 4
+    assert len(calls) == 2 and len(audit.leaks) == 4 and len(grads) == 1  # one loss, one grad
     assert all(p.grad is None for p in [*q.parameters(), *q_target.parameters()])
 
 

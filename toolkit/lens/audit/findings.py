@@ -101,7 +101,10 @@ class DeadParameter:
     ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
     (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
     leaves), ``"zero_derivative"`` (reached only through ``torch.sign``, ``round`` and the
-    like, whose gradient is exactly zero), ``"no_grad"``, ``"library_argument"`` (read
+    like, whose gradient is exactly zero), ``"cancelled"`` (reached, and the gradients that
+    arrive by two paths cancel exactly on both calls, as a real backward shows: ``soft +
+    (hard - soft)``, a straight-through line without its cut; ``lines`` is where they meet),
+    ``"no_grad"``, ``"library_argument"`` (read
     inside a library call that runs with gradients off and trains only what one of its
     arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
     the user's call), ``"value_copy"`` (``torch.tensor(...)`` of a tensor computed from it:

@@ -9,7 +9,8 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
 - ``targets`` (:class:`~toolkit.lens.audit.TrainedTarget`): a regression, TD,
   soft-target or score-function loss whose target side reaches the parameters being trained;
 - ``dead`` (:class:`~toolkit.lens.audit.DeadParameter`): a stepped tensor that requires
-  grad and that none of its losses reaches;
+  grad and that none of its losses gives a gradient, or only one of exact zeros on both
+  calls by the step's structure (a real ``autograd.grad`` per loss decides);
 - ``carried`` (:class:`~toolkit.lens.audit.CarriedGraph`): the step's graph reaches graph
   made before the step (one finding per carried tensor);
 - ``held`` (:class:`~toolkit.lens.audit.HeldGraph`): a module's buffer or tensor attribute
@@ -250,7 +251,7 @@ class StepAudit:
 
     def __str__(self) -> str:
         losses = ", ".join(repr(n) for n in self.losses)
-        ran = "the step ran twice, nothing was differentiated"
+        ran = "the step ran twice, nothing was stepped"
         if self.ok:
             reached = self.n_stepped - len(self.frozen)
             frozen = f" ({len(self.frozen)} frozen)" if self.frozen else ""

@@ -78,6 +78,7 @@ from toolkit.lens.audit.result import StepAudit, listing
 from toolkit.lens.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.lens.audit.rules.notes import notes_of
 from toolkit.lens.audit.rules.recorded import Found, RecordedStep, record_step
+from toolkit.lens.audit.rules.truth import real_gradients
 from toolkit.lens.flow import GradientLeakError
 
 __all__ = ["RULES", "assert_clean_step", "audit_step"]
@@ -93,14 +94,17 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
                restore_state: bool = True, allow_pass_through: bool = True,
                allow_trained_target: bool = False) -> StepAudit:
     """Audit one training step: leaks, trained targets, dead parameters, carried and held
-    graphs, without a backward.
+    graphs, with nothing stepped and no ``.grad`` written.
 
     ``step()`` computes the loss of one training step (or a dict name → loss) and returns it,
     best without ``backward`` or ``optimizer.step()``; a step that calls them itself is
     audited the same (its graph is read after its backward) and its updates are put back. The
     audit calls it **twice**, inside a recording that names modules, marks cuts and notes
-    in-place writes (see :mod:`toolkit.lens.audit.record.recording`), and walks the backward graph of
-    the second call (what each finding means: :class:`StepAudit` and
+    in-place writes (see :mod:`toolkit.lens.audit.record.recording`). What each loss's gradient
+    reaches, and what it leaves at exactly zero, comes from one real ``torch.autograd.grad``
+    per loss of the second call (and of the first, for what the second leaves at zero):
+    :mod:`toolkit.lens.audit.rules.truth`; the walk of the backward graph says along which path,
+    where the cut goes and at which line (what each finding means: :class:`StepAudit` and
     :mod:`toolkit.lens.audit.result`). Called with gradients off (``torch.no_grad()``,
     ``torch.inference_mode()``), it runs the step with them on, as training does, and says so;
     a complex loss is an error, as it is for ``backward()``.
@@ -194,7 +198,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
                 pairings = pairings_of(optimizers(), where)
                 stepped = stepped_of(pairings, names, where)
                 recording.watch([p for group in stepped.values() for p in group.values()])
-            pair_losses(first, pairings, where)
+            first = pair_losses(first, pairings, where)
             recording.next_call()
             losses = pair_losses(losses_of(_call(step, where), where), pairings, where)
         recorded = record_step(losses, pairings, stepped, recording,
@@ -203,6 +207,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
+        recorded.truth = real_gradients(losses, first, recorded.searches, recorded.stepped)
         recorded.built = functools.cache(lambda opt: built_line(opt, step, caller[0]))
         recorded.namespace = _namespace(step, caller[0])
         recorded.function = function_of(step)

@@ -31,6 +31,7 @@ from toolkit.lens.audit.record.sites import LibraryCall, Line
 from toolkit.lens.audit.rules.labels import Labeller, shape_text
 from toolkit.lens.audit.rules.notes import write_kind
 from toolkit.lens.audit.rules.replaced import orphans, rebuild_fix, replaced_owner
+from toolkit.lens.audit.rules.truth import ZERO, ZeroPoint, zero_points
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 from toolkit.lens.graph_walk import closure
 
@@ -178,6 +179,9 @@ FIXES = {
             "autograd.grad(..., create_graph=True) for second order; learn2learn's "
             "clone_module; higher.innerloop_ctx(..., copy_initial_weights=False)), or copy "
             "the copy's gradients back onto them before the step (first order)",
+    "cancelled": "cut the term that subtracts what it adds back (a straight-through "
+                 "estimator: soft + stop_gradient(hard - soft), or (hard - soft).detach()): "
+                 "the same values forward, the gradient of soft backward",
     "zero_derivative": "pass the gradient straight through where it is made (a "
                        "straight-through estimator): x + (torch.sign(x) - x).detach(), or "
                        "x + stop_gradient(torch.round(x) - x): the same values forward, the "
@@ -321,11 +325,85 @@ def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.T
     return out
 
 
+def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
+            ) -> list[DeadParameter]:
+    """Dead in effect, as a real backward shows: each of ``tensors`` is reached and gets a
+    gradient of exact zeros on both calls, because gradients cancel on the way (``soft +
+    (hard - soft)``: a straight-through line without its cut), found by one hooked backward
+    per loss (:func:`~toolkit.lens.audit.rules.truth.zero_points`). Zero for every value, by
+    the structure of the step; a zero that holds only for these values (a clamp on its flat
+    side, a multiplication by a weight that is zero at initialisation) is no finding, nor
+    are reads of the tensor itself that cancel (the loss does not depend on it)."""
+    rec, label, out = step.rec, step.label, []
+    left = {id(t): t for t in tensors}
+    for name in members:
+        search, graph = step.searches[name], step.graphs[name]
+        mine = {i: t for i, t in left.items() if i in search.leaf_node
+                and step.truth.second[name].get(i) == ZERO}
+        if not mine:
+            continue
+        useful = {i: graph.useful({search.leaf_node[i]}, set(search.nodes)) for i in mine}
+        points = zero_points(step.losses[name], search, graph.callers, useful, mine)
+        for i, tensor in mine.items():
+            point = points.get(i)
+            # zero only for these values (a clamp on its flat side, a weight at zero such as
+            # SAGAN's gamma at init: a node that passes zero), or the tensor's own reads
+            # cancel (the loss is invariant to it: a bias under a difference of means): it
+            # trains once the values move, or never needs to; no finding
+            if point is None or point.kind != "cancelled":
+                continue
+            cut, lines, edits = _cancellation(step, point)
+            out.append(DeadParameter(
+                optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
+                shape=tuple(tensor.shape), losses=tuple(members), cut=cut,
+                path=tuple(label(n) for n in search.path_to(tensor) or ()), kind="cancelled",
+                lines=lines, edits=edits, fix=FIXES["cancelled"]))
+            del left[i]
+    return out
+
+
+def _cancellation(step: RecordedStep, point: ZeroPoint
+                  ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+    """``(the cut in words, the user's line, its edit)`` of gradients that cancel at
+    ``point.node``: the line of the highest node that passes it gradient (the ``+`` of ``a +
+    (b - a)``), and the cut of that node's operand through which the other givers pass it
+    theirs (``a + stop_gradient(b - a)``): the same values forward, ``a``'s gradient back."""
+    rec, label = step.rec, step.label
+
+    def below(node: Any) -> list[Any]:
+        return closure([node], lambda n: [c for c, _ in n.next_functions if c is not None])
+
+    reach = {id(n): below(n) for n in point.givers}
+    # the highest giver: the others are below it (the + of a + (b - a) above the -)
+    top = next((n for n in point.givers
+                if all(any(o is x for x in reach[id(n)]) for o in point.givers)),
+               point.givers[0])
+    others = [n for n in point.givers if n is not top]
+    position = None
+    for i, (child, _) in enumerate(top.next_functions):
+        if child is None or child is point.node:
+            continue
+        under = below(child)
+        if any(any(o is x for x in under) for o in others) or (
+                not others and any(point.node is x for x in under)):
+            position = i
+            break
+    cut = (f"the gradients {' and '.join(label(n) for n in point.givers)} pass to "
+           f"{label(point.node)} cancel exactly (a + (b - a) without a cut): reached, with a "
+           f"gradient of exact zeros on both calls")
+    entry = rec.made.get(id(top))
+    where = entry[1][0] if entry is not None and entry[0] is top else None
+    if where is None:
+        return cut, (), ()
+    edit = None if position is None else cut_operand(where, position)
+    return cut, (where,), () if edit is None else (edit,)
+
+
 def check(step: RecordedStep) -> Found:
     """The rule, per optimizer: what it steps that none of its losses reaches (dead when it
     requires grad, frozen information when it does not), or reaches only through
     zero-derivative operations (dead in effect)."""
-    rec = step.rec
+    rec, truth = step.rec, step.truth
     dead: list[DeadParameter] = []
     frozen: list[FrozenTensor] = []
     for optimizer, members in step.groups:
@@ -333,20 +411,32 @@ def check(step: RecordedStep) -> Found:
         reached = {i for name in members for i in step.searches[name].leaf_node}
         reached |= {i for name in members for node, reads in rec.checkpoints.values()
                     if id(node) in step.searches[name].nodes for i in reads}
+        # what a real backward trains (None: not known, the graph walk decides)
+        trains = {i: truth.trains(members, i) for i in params}
         zeros = {name: _zero_nodes(step, name) for name in members}
+        explained: list[DeadParameter] = []
         if any(zeros.values()):  # reached with a gradient that is not exactly zero
             alive = {i for name in members for i in step.searches[name].leaf_node
                      if step.searches[name].leaf_node[i] in step.prover.reach(
                          name, step.graphs[name].roots, Cut(dead=zeros[name]))}
-            effect = [p for i, p in params.items()
-                      if i in reached and i not in alive and p.requires_grad]
-            dead += _through_zeros(step, members, effect)
+            effect = [p for i, p in params.items() if i in reached and i not in alive
+                      and p.requires_grad and trains[i] is not True]
+            explained = _through_zeros(step, members, effect)
+        # reached, and a real backward gives them exact zeros on both calls: where they cancel
+        named = {d.parameter for d in explained}
+        zeroed = [p for i, p in params.items() if trains[i] is False and i in reached
+                  and p.requires_grad and rec.names.name(p) not in named
+                  and truth.zero_only(members, i)]
+        dead += explained + _zeroed(step, members, zeroed)
         for i, p in params.items():
             if not p.requires_grad and i not in reached:
                 how, read = _written(rec, p)
                 frozen.append(FrozenTensor(optimizer, rec.names.name(p), tuple(p.shape), how,
                                            i in rec.frozen, read))
-        missing = [p for i, p in params.items() if i not in reached and p.requires_grad]
+        # not reached by the walk, or reached and given no gradient at all by autograd
+        missing = [p for i, p in params.items() if p.requires_grad and trains[i] is not True
+                   and (i not in reached or (trains[i] is False
+                                             and not truth.zero_only(members, i)))]
         if missing:
             roots = [t for name in members for t in step.roots(name)]
             found = find_dead(optimizer, tuple(members), roots, missing, rec, step.label)

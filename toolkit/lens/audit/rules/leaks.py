@@ -78,7 +78,9 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
     for var_id, key in search.leaf_node.items():
         variable = search.nodes[key].variable
         known = var_id in names.tensors or isinstance(variable, nn.Parameter)
-        if known and (var_id not in stepped or var_id in twice):
+        # a real backward gives it no gradient (a node that returns none for it): no leak
+        real = not step.truth.known(loss) or step.truth.reaches(loss, var_id)
+        if known and real and (var_id not in stepped or var_id in twice):
             candidates.append(variable)
     if not candidates:
         return [], []

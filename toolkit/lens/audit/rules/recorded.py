@@ -20,6 +20,7 @@ from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import Line
 from toolkit.lens.audit.rules.graph import Graph, parameter_regions
 from toolkit.lens.audit.rules.labels import Labeller
+from toolkit.lens.audit.rules.truth import Truth
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import output_roots
 
@@ -41,7 +42,8 @@ class RecordedStep:
     weights; ``twice``: ids of tensors the step writes in place from other trained tensors;
     ``removed``: each loss's edges into a target side or a log-probability's weight
     (:func:`~toolkit.lens.audit.rules.targets.target_edges`: gradient no stepped tensor should get);
-    ``prover``: the proof of fixes on these graphs.
+    ``prover``: the proof of fixes on these graphs; ``truth``: each loss's real gradients
+    (:mod:`~toolkit.lens.audit.rules.truth`), what the rules count.
     """
 
     losses: dict[str, torch.Tensor]
@@ -70,6 +72,8 @@ class RecordedStep:
     namespace: dict[str, Any] = field(default_factory=dict)
     function: Any = None  # the step's plain function (its code: where a reset goes)
     step: Any = None  # the step as given (a bound method's self: where it keeps state)
+    # each loss's real gradients (one autograd.grad per loss): what the rules count
+    truth: Truth = field(default_factory=Truth)
 
     def optimizer(self, loss: str) -> Any:
         """What ``loss`` is paired with, as given: an optimizer (or its param groups, a module,

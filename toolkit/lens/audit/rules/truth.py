@@ -1,0 +1,199 @@
+"""What a real backward gives: for each loss, one ``torch.autograd.grad`` of the recorded call.
+
+The graph walk says along which path a gradient would go; what it does reach, and what it leaves
+at exactly zero, is read from autograd itself: ``torch.autograd.grad(loss, every leaf reached
+and every tensor stepped, allow_unused=True, retain_graph=True)``. Nothing is stepped and no
+``.grad`` is written. Each tensor's gradient is kept as one of three words: ``None`` (autograd
+gave none), zero (every element exactly ``0``) or nonzero; the gradients themselves are let go.
+
+A stepped tensor whose gradient is ``None`` or zero on the second call is looked at on the first
+call too (its graph is still alive): dead means dead on both calls, not a ReLU that happened to
+be off for one batch. Where autograd cannot run again (a step that ran ``backward()`` itself and
+freed its graph, a tensor modified in place after the loss was computed), the loss has no truth
+and the rules fall back to the graph walk.
+
+:func:`zero_points` then says where a reached tensor's gradient becomes exactly zero: one more
+backward with hooks on the nodes between the loss and that tensor finds the first node whose
+gradient is zero although a gradient arrived at it from a node above it: either two or more
+nonzero gradients that cancel there (``a + (b - a)``: a straight-through line that lost its
+``detach()``), or one node that receives a gradient and passes zero (a derivative that is zero
+wherever it exists).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from toolkit.lens.backward_graph import ShortestPaths
+
+__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "real_gradients", "zero_points"]
+
+ZERO, NONZERO = "zero", "nonzero"
+
+
+@dataclass
+class Truth:
+    """Each loss's real gradients on the recorded call, as words.
+
+    ``second``: loss -> ``{id: None | "zero" | "nonzero"}`` for every leaf reached and every
+    tensor stepped; ``first``: the same on the first call, for the stepped tensors that got
+    ``None`` or zero on the second; ``failed``: loss -> why autograd could not run (no truth for
+    that loss: the rules read the graph walk).
+    """
+
+    second: dict[str, dict[int, str | None]] = field(default_factory=dict)
+    first: dict[str, dict[int, str | None]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def known(self, loss: str) -> bool:
+        """Whether a real backward of ``loss`` ran."""
+        return loss in self.second
+
+    def reaches(self, loss: str, key: int) -> bool:
+        """Whether autograd gives tensor ``key`` a gradient from ``loss`` (``None`` is none; an
+        exact zero is a gradient backward computes)."""
+        return self.second.get(loss, {}).get(key) is not None
+
+    def trains(self, losses: list[str], key: int) -> bool | None:
+        """Whether any of ``losses`` gives tensor ``key`` a nonzero gradient on either call;
+        ``None`` when that is not known (a loss without truth, a first call not read)."""
+        if not all(self.known(loss) for loss in losses):
+            return None
+        if any(self.second[loss].get(key) == NONZERO for loss in losses):
+            return True
+        for loss in losses:
+            first = self.first.get(loss)
+            if first is None or key not in first:
+                return None
+            if first[key] == NONZERO:
+                return True
+        return False
+
+    def zero_only(self, losses: list[str], key: int) -> bool:
+        """Reached by one of ``losses`` with a gradient that is exactly zero on both calls (not
+        ``None``: autograd computed it)."""
+        return self.trains(losses, key) is False and any(
+            self.second[loss].get(key) == ZERO for loss in losses)
+
+
+def _word(grad: torch.Tensor | None) -> str | None:
+    if grad is None:
+        return None
+    return NONZERO if bool(grad.ne(0).any()) else ZERO
+
+
+def _gradients(loss: torch.Tensor, tensors: dict[int, torch.Tensor]) -> dict[int, str | None]:
+    inputs = {i: t for i, t in tensors.items() if t.requires_grad}
+    words: dict[int, str | None] = dict.fromkeys(tensors)
+    if not inputs or not loss.requires_grad:
+        return words
+    grads = torch.autograd.grad(loss, list(inputs.values()), allow_unused=True,
+                                retain_graph=True)
+    for key, grad in zip(inputs, grads):
+        words[key] = _word(grad)
+    return words
+
+
+def real_gradients(losses: dict[str, torch.Tensor], first: dict[str, torch.Tensor] | None,
+                   searches: dict[str, ShortestPaths],
+                   stepped: dict[str, dict[int, torch.Tensor]]) -> Truth:
+    """One ``autograd.grad`` per loss of the second call over every leaf its search reached
+    and every tensor its optimizer steps; the first call's for the stepped tensors that got
+    ``None`` or zero (``first``: the first call's losses by the same names)."""
+    truth = Truth()
+    with torch.enable_grad():
+        for name, loss in losses.items():
+            search = searches[name]
+            tensors = {i: search.nodes[key].variable for i, key in search.leaf_node.items()}
+            tensors.update(stepped[name])
+            try:
+                truth.second[name] = _gradients(loss, tensors)
+            except RuntimeError as err:  # a graph freed by the step's own backward, ...
+                truth.failed[name] = str(err).splitlines()[0]
+                continue
+            idle = {i: t for i, t in stepped[name].items()
+                    if truth.second[name].get(i) != NONZERO}
+            if idle and first is not None and name in first:
+                try:
+                    truth.first[name] = _gradients(first[name], idle)
+                except RuntimeError:  # the first call's graph cannot run again: unknown
+                    pass
+    return truth
+
+
+@dataclass(frozen=True)
+class ZeroPoint:
+    """Where a tensor's gradient from one loss becomes exactly zero.
+
+    ``node``: the first node (from the loss) whose incoming gradient is zero; ``kind``:
+    ``"cancelled"`` (``givers``: the nodes above it that pass it a nonzero gradient, which sum
+    to zero) or ``"zero_derivative"`` (``givers``: the one node above it that
+    receives a nonzero gradient and passes it zero).
+    """
+
+    kind: str
+    node: Any
+    givers: tuple[Any, ...]
+
+
+def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, list[int]],
+                useful: dict[int, set[int]], tensors: dict[int, torch.Tensor]
+                ) -> dict[int, ZeroPoint]:
+    """The :class:`ZeroPoint` of each tensor's gradient from ``loss`` (``tensors``: by ``id``),
+    found by one more backward with hooks on the nodes from which they are reached
+    (``useful``: by tensor ``id``, those nodes' ids; the hooks are removed after);
+    ``callers``: each node's callers by ``id`` (the nodes above it)."""
+    arrived: dict[int, bool] = {}
+    passed: dict[tuple[int, int], bool] = {}
+    handles = []
+    every = set().union(*useful.values()) if useful else set()
+
+    def nonzero(grads: Any) -> bool:
+        return any(g is not None and bool(g.ne(0).any()) for g in grads)
+
+    for key in every:
+        node = search.nodes[key]
+
+        def before(grad_outputs: Any, key: int = key) -> None:
+            arrived[key] = arrived.get(key, False) or nonzero(grad_outputs)
+
+        def after(grad_inputs: Any, grad_outputs: Any, key: int = key, node: Any = node) -> None:
+            for (child, _), grad in zip(node.next_functions, grad_inputs):
+                if child is not None and id(child) in every:
+                    edge = (key, id(child))
+                    passed[edge] = passed.get(edge, False) or nonzero([grad])
+
+        try:
+            handles.append(node.register_prehook(before))
+            handles.append(node.register_hook(after))
+        except (AttributeError, RuntimeError):  # a node that takes no hooks
+            continue
+    try:
+        with torch.enable_grad():
+            torch.autograd.grad(loss, list(tensors.values()), allow_unused=True,
+                                retain_graph=True)
+    except RuntimeError:
+        return {}
+    finally:
+        for handle in handles:
+            handle.remove()
+    order = {key: i for i, key in enumerate(search.nodes)}  # breadth first from the loss
+    found = {}
+    for i, nodes in useful.items():
+        for key in sorted(nodes, key=lambda k: order.get(k, len(order))):
+            if arrived.get(key, True):
+                continue
+            above = [c for c in callers.get(key, ()) if c in nodes and arrived.get(c, False)]
+            if not above:
+                continue
+            givers = [c for c in above if passed.get((c, key), False)]
+            # nonzero gradients in and zero arrived: they cancel (a + (b - a), a - a)
+            found[i] = (ZeroPoint("cancelled", search.nodes[key],
+                                  tuple(search.nodes[c] for c in givers)) if givers else
+                        ZeroPoint("zero_derivative", search.nodes[key],
+                                  tuple(search.nodes[c] for c in above)))
+            break
+    return found
