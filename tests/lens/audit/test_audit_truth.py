@@ -88,3 +88,62 @@ def test_a_gradient_of_zeros_on_one_call_only_is_not_dead():
         return head(torch.relu(layer(next(batches)))).mean()
 
     assert audit_step(step, opt).ok
+
+
+class _Sender(nn.Module):
+    """An emergent-communication sender (facebookresearch/EGG, egg/core/gs_wrappers.py
+    ``GumbelSoftmaxWrapper``): in training a hard Gumbel-softmax sample, whose straight-through
+    gradient trains it; in eval mode the argmax, which passes none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.fc(x)
+        if self.training:
+            return F.gumbel_softmax(logits, tau=1.0, hard=True)
+        return F.one_hot(logits.argmax(-1), 5).to(logits.dtype)
+
+
+def _game(seed: int, train: bool):
+    torch.manual_seed(seed)
+    sender, receiver = _Sender(), nn.Linear(5, 3)
+    sender.train(train)
+    opt = torch.optim.Adam([*sender.parameters(), *receiver.parameters()], lr=1e-3)
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    return sender, receiver, opt, lambda: F.cross_entropy(receiver(sender(x)), y)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tensors_dead_after_an_argmax_in_eval_mode_are_not_edited_out_of_the_optimizer(seed):
+    sender, _, opt, step = _game(seed, train=False)
+    audit = audit_step(step, opt)
+    assert sorted(d.parameter for d in audit.dead) == ["sender.fc.bias", "sender.fc.weight"]
+    assert all(d.kind == "integer_result" for d in audit.dead), str(audit)
+    # no edit leaves them out of the optimizer: the user decides, at the line of the argmax
+    assert all(not d.edits for d in audit.dead) and not audit.leaks, str(audit)
+    (line,) = {x for d in audit.dead for x in d.lines}
+    assert "argmax" in line.text and line.function == "forward"
+    assert all("in the forward of sender, which is in eval mode" in d.cut for d in audit.dead)
+    assert all("sender.train()" in d.fix for d in audit.dead), str(audit)
+    # what the fix says, followed: in train mode the sender trains, as a real backward shows
+    sender.train()
+    grads = torch.autograd.grad(step(), [*sender.parameters()], allow_unused=True)
+    assert all(g is not None and g.any() for g in grads)
+    assert audit_step(step, opt).ok
+
+
+def test_an_argmax_in_the_step_itself_is_not_edited_out_of_the_optimizer_either():
+    torch.manual_seed(0)
+    enc, emb = nn.Linear(4, 3), nn.Embedding(3, 2)
+    opt = torch.optim.SGD([*enc.parameters(), *emb.parameters()], lr=0.1)
+    x = torch.randn(8, 4)
+
+    def step():
+        code = enc(x).argmax(-1)
+        return emb(code).pow(2).mean()
+
+    audit = audit_step(step, opt)
+    assert sorted(d.parameter for d in audit.dead) == ["enc.bias", "enc.weight"], str(audit)
+    assert all(d.kind == "integer_result" and not d.edits for d in audit.dead), str(audit)

@@ -194,7 +194,7 @@ class CallWatch(TorchFunctionMode):
                     rec.first_order_used.setdefault(entry[1], user_line())
                 elif out.grad_fn is None:
                     rec.first_order[id(out)] = (weakref.ref(out), *entry[1:])
-        if grad and not rec.calling and any(t.requires_grad for t in inputs) and any(
+        if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
                                                    if t.grad_fn is not None], name,

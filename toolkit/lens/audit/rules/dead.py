@@ -145,11 +145,16 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
             else None)
         if kind == "library_argument" and call is not None and call.value is None:
             joining.setdefault(id(call.line.path), []).append((len(out), call))
+        if kind == "integer_result" and (idle := _in_eval_mode(rec, tensor)) is not None:
+            cut, fix = (f"{cut} (in the forward of {idle}, which is in eval mode)",
+                        f"{FIXES[kind]}; or, if {idle}'s forward in train mode passes a "
+                        f"gradient (a Gumbel-softmax, a sampled relaxation), call {idle}.train() "
+                        f"before the step")
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
                                  edits=() if edit is None else (edit,),
-                                 fix=fix if kind == "library_argument" else FIXES[kind]))
+                                 fix=fix or FIXES[kind]))
     for found in joining.values():  # every tensor a call's argument misses, in one edit
         exprs = [c.expression for _, c in found]
         edit = None if "" in exprs else extend_argument(
@@ -158,6 +163,19 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         for i, _ in found:
             out[i] = dataclasses.replace(out[i], edits=() if edit is None else (edit,))
     return out
+
+
+def _in_eval_mode(rec: Recording, tensor: torch.Tensor) -> str | None:
+    """The outermost named module holding ``tensor`` that is in eval mode (``training`` is
+    ``False``), if one is: its forward may take another branch in training (an argmax where
+    training samples a relaxation)."""
+    parts = rec.names.name(tensor).split(".")
+    for end in range(1, len(parts)):
+        label = ".".join(parts[:end])
+        module = rec.names.by_label.get(label)
+        if module is not None and not module.training:
+            return label
+    return None
 
 
 def _called_with(call: LibraryCall) -> str:
