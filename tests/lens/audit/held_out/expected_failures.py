@@ -17,7 +17,6 @@ FAILING_TODAY: frozenset[str] = frozenset({
     "fedprox_global_params",
     "force_field_no_create_graph",
     "ocr_rectifier_nearest",
-    "pointcloud_ste_no_detach",
     "stateful_lstm_no_detach",
     "switch_router_unscaled",
     "tabular_embeddings_list",

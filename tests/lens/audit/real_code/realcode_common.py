@@ -135,6 +135,10 @@ def _train(case: RealCase, *, retain_first: bool) -> Oracle | None:
     return Oracle(outside, missing, False, held, zeros)
 
 
+#: the dead kinds whose tensors backward gives a gradient of exact zeros (not none)
+_ZEROS = ("zero_derivative", "cancelled")
+
+
 def audit_sets(audit: Any, case: RealCase) -> Oracle:
     """The same sets, read from a :class:`~toolkit.StepAudit` of ``case``."""
     names = named(case)
@@ -146,7 +150,7 @@ def audit_sets(audit: Any, case: RealCase) -> Oracle:
     zeros: dict[str, set[str]] = {name: set() for name in audit.losses}
     for d in audit.dead:  # dead in effect: a gradient of zeros, which real backward computes
         for loss in d.losses:
-            (zeros if d.kind == "zero_derivative" else no_grad)[loss].add(d.parameter)
+            (zeros if d.kind in _ZEROS else no_grad)[loss].add(d.parameter)
     frozen = {f.parameter for f in audit.frozen}
     optimizers = case.optimizers if isinstance(case.optimizers, dict) else {
         name: case.optimizers for name in audit.losses}
