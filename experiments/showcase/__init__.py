@@ -156,6 +156,8 @@ def run(params: Params, ctx: RunContext) -> None:
     names, loaded = select(params, found), found[0]
     children = params.children()
     for name in ctx.progress(names, desc="showcase"):
+        if ctx.carried(name):  # finished before an interrupt (--resume)
+            continue
         exp = loaded[name]
         dtype = exp.dtype
         child = ctx.child(name, experiment=name, params=children[name],

@@ -20,7 +20,7 @@ from typing import Any
 
 from toolkit._utils.formatting import fmt, shown
 from toolkit.lab.cli.terminal import (
-    last_step,
+    kept,
     outcome_line,
     print_findings,
     progress_bar,
@@ -215,8 +215,7 @@ def _summary(signum: int, ended: Sequence[Any], planned: int, undrawn: Sequence[
         for o in ended:
             note = fmt(o.duration_s, "s")
             if o.status == "interrupted":
-                step = last_step(Path(o.run_dir))
-                note += "; nothing logged" if step is None else f"; kept steps up to {step}"
+                note += f"; {kept(Path(o.run_dir))}"
             elif o.status == "failed" and o.error:
                 note += f"; {shown(o.error)}"
             lines.append(wrapped(f"{shown(o.run_dir)} ({note})", indent=f"  {o.status:<12} ",

@@ -86,15 +86,22 @@ def progress_bar(total: int, label: str, *, quiet: bool) -> Any:
                            "[{elapsed}<{remaining}]")
 
 
-def last_step(run_dir: Path) -> int | None:
-    """The last logged step of a run (``None``: nothing logged or unreadable)."""
+def kept(run_dir: Path) -> str:
+    """What an interrupted run keeps: its finished parts (a showcase's experiments, which
+    ``--resume`` carries over), else its last logged step."""
     from toolkit.lab import RunResults
     from toolkit.lab.errors import DamagedFile
 
     try:
-        return RunResults(run_dir).last_step
+        run = RunResults(run_dir)
+        done = [k for k, v in run.meta.get("children", {}).items()
+                if isinstance(v, dict) and v.get("done") is True]
+        step = run.last_step
     except (DamagedFile, OSError):
-        return None
+        return "nothing logged"
+    if done:
+        return f"kept {', '.join(shown(k) for k in done)}"
+    return "nothing logged" if step is None else f"kept steps up to {step}"
 
 
 # ----------------------------------------------------------------------------- the tally

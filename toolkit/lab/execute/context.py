@@ -58,6 +58,7 @@ class RunFiles:
         self.blocks_seen: dict[str, None] = {}
         self.warnings: list[str] = []
         self.n_logged = 0
+        self.carried: list[str] = []  # children finished by the run this one resumes
         self._lock = threading.Lock()
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
         self._mirror: Any = None  # TensorBoard's writers (``tensorboard``: their folder)
@@ -337,3 +338,11 @@ class RunContext:
         if key not in self._files.children:
             raise ValueError(f"ctx.child_done: no child named {name!r}; children: "
                              f"{list(self._files.children)}")
+        self._files.children[key]["done"] = True  # what --resume carries over
+        self._files.write_children()
+
+    def carried(self, name: str) -> bool:
+        """Whether child ``name`` finished in the interrupted run this one resumes
+        (``--resume``): its metrics, summary, costs and artifacts are here already, and a
+        composite skips it."""
+        return "/".join([*self._path, name]) in self._files.carried

@@ -12,32 +12,39 @@ done?" from what each run recorded of its request, without importing an experime
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
 
 from toolkit.lab.errors import DamagedFile
 from toolkit.lab.plan.config import Plan, RunSpec
 from toolkit.lab.results.check import check_run
-from toolkit.lab.results.files import inside, read_toml
+from toolkit.lab.results.files import atomic_write_bytes, inside, read_toml
 from toolkit.lab.results.schema import RunConfig
 from toolkit.lab.results.view import RunResults
 
-__all__ = ["LOCKS", "ResumePlan", "claimed", "done_as_requested", "plan_resume"]
+__all__ = ["LOCKS", "ResumePlan", "carry_over", "claimed", "done_as_requested", "plan_resume"]
 
 #: ``<output_dir>/<experiment>/.locks/<identity>.lock``: held while a resumed run is started
 LOCKS = ".locks"
+
+if TYPE_CHECKING:  # the context imports torch; "is everything done?" answers without it
+    from toolkit.lab.execute.context import RunFiles
 
 
 @dataclass
 class ResumePlan:
     """``done``: complete runs (not run again); ``running``: runs whose process holds their
     lock (not run twice); ``damaged``: what could not be read (those configs run again);
-    ``todo``: the runs to start."""
+    ``todo``: the runs to start, each resuming its latest interrupted run when there is one
+    (:func:`carry_over`)."""
 
     todo: list[RunSpec] = field(default_factory=list)
     done: list[Path] = field(default_factory=list)
@@ -87,7 +94,9 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
             plan.running.append(running[-1])
         else:
             plan.damaged += [problems[0] for problems in checked.values()]
-            plan.todo.append(spec)
+            stopped = [d for d in found if status.get(d) == "interrupted"]
+            plan.todo.append(spec if not stopped or spec.resumes else
+                             dataclasses.replace(spec, resumes=str(stopped[-1])))
     return plan
 
 
@@ -152,6 +161,46 @@ def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
     finally:
         for lock in locks:
             lock.release()
+
+
+def carry_over(old: Path, files: RunFiles) -> None:
+    """Copy into a new run (``files``) the children that finished (``ctx.child_done``) in the
+    interrupted run ``old``, in their order: their metrics rows, summary and costs, artifacts
+    and ``meta.json`` entries; the experiment then runs only the rest (:meth:`RunContext.
+    carried`). Read as every results file is: a damaged one carries nothing over."""
+    try:
+        run = RunResults(old)
+        children = {k: v for k, v in run.meta.get("children", {}).items()
+                    if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_\-]*", k)}  # one plain name
+        done = [k for k, v in children.items() if isinstance(v, dict) and v.get("done") is True]
+        summary, costs, rows = run.summary, run.costs, run.all_metrics
+    except DamagedFile as err:
+        print(f"toolkit: warning: {err}; {old.name} is not resumed", file=sys.stderr)
+        return
+    if not done:
+        return
+    left = [k for k in children if k not in done]
+    files.blocks_seen.update(dict.fromkeys(run.meta.get("blocks_seen", [])))
+    for row in rows:
+        if len(row) > 1 and all(k == "step" or k.split("/", 1)[0] in done for k in row):
+            files.log(row, next(k for k in row if k != "step").split("/", 1)[0] + "/")
+    files.summary.update({k: summary[k] for k in done if k in summary})
+    files.costs.update({k: ({n: t for n, t in v.items() if n not in left}
+                            if isinstance(v, dict) and k not in done else v)
+                        for k, v in costs.items() if k not in left})
+    for name in done:
+        files.children[name] = children[name]
+        top = old / "artifacts" / name
+        for folder, _, names in [] if top.parent.is_symlink() or top.is_symlink() else                 os.walk(top):  # links not followed
+            for file in names:
+                path = Path(folder, file)
+                if path.is_file() and not path.is_symlink():
+                    atomic_write_bytes(files.run_dir / path.relative_to(old),
+                                       path.read_bytes())
+    files.carried = done
+    files.write_summary()
+    files.write_costs()
+    files.write_children()
 
 
 def _skipped(spec: RunSpec, why: str) -> None:

@@ -170,6 +170,10 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
         files = RunFiles(run_dir, quiet=quiet, meta=begun, tensorboard=board)
         files.write_summary()  # empty summary/costs from the start: any run can be reported
         files.write_costs()
+        if spec.resumes is not None:
+            from toolkit.lab.execute.resume import carry_over
+
+            carry_over(Path(spec.resumes), files)
     except (OSError, KeyboardInterrupt) as err:  # a full disk, a signal: nothing worth keeping
         with contextlib.suppress(OSError):
             lock.release()

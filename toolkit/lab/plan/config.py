@@ -308,7 +308,8 @@ class RunSpec:
     ``sweep_point``: the ``[sweep]`` values of this run; ``tensorboard``: the folder that
     receives its live curves (``--tensorboard``; ``None``: none), not part of the config;
     ``request``: the hash of what was asked for (:func:`request_key`; ``""`` for params
-    given in Python), which ``meta.json`` records.
+    given in Python), which ``meta.json`` records; ``resumes``: the folder of an interrupted
+    run of the same config (``--resume``) whose finished parts this run carries over.
 
     A spec sent to another process travels by reference: the experiment is loaded there
     again, the params rebuilt without a second validation (a private cache a ``Params`` keeps,
@@ -325,6 +326,7 @@ class RunSpec:
     sweep_point: dict[str, Any] = field(default_factory=dict)
     tensorboard: str | None = None
     request: str = ""
+    resumes: str | None = None
 
     @property
     def seed(self) -> int:
@@ -347,18 +349,18 @@ class RunSpec:
                          for name, attr in type(self.params).__private_attributes__.items()}
                 state = {**state, "__pydantic_private__": fresh}
         return _restore, (self.config, self.experiment, state, self.source, self.sweep_point,
-                          self.tensorboard, self.request)
+                          self.tensorboard, self.request, self.resumes)
 
 
 def _restore(config: RunConfig, experiment: Experiment, state: dict[str, Any], source: str,
-             sweep_point: dict[str, Any], tensorboard: str | None = None, request: str = ""
-             ) -> RunSpec:
+             sweep_point: dict[str, Any], tensorboard: str | None = None, request: str = "",
+             resumes: str | None = None) -> RunSpec:
     cls = experiment.Params
     params = cls.__new__(cls)
     params.__setstate__(state)
     return RunSpec(config, experiment, params,
                    resolve_device(config.device, source=source), source, sweep_point,
-                   tensorboard, request)
+                   tensorboard, request, resumes)
 
 
 def experiment_named(name: str, source: str) -> Experiment:
