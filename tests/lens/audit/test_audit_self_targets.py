@@ -132,7 +132,9 @@ def test_a_target_trained_through_itself_is_found_and_the_tensors_are_the_oracle
     assert not audit.ok and len(audit.targets) == 1, str(audit)
     found = audit.targets[0]
     assert found.form.startswith(form)
-    assert found.lines and found.edits, str(audit)
+    # an edit is printed only when the edited step ran and trained what the target reaches
+    # (cutting normalised views where they are made leaves the encoder no gradient at all)
+    assert found.lines and (found.edits or "not verified" in found.fix), str(audit)
     # the oracle: the tensors whose gradient changes when the target is cut
     params = _params(modules)
     fixed_step, _, _ = build(seed, True)

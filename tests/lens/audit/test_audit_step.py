@@ -52,7 +52,10 @@ def test_runs_the_step_twice_and_never_writes_grad_or_steps(monkeypatch) -> None
         return (q(x) - q_target(x)).pow(2).mean()
 
     audit = audit_step(step, opt)
-    assert len(calls) == 2 and len(audit.leaks) == 4 and len(grads) == 1  # one loss, one grad
+    # twice, and twice more for the edited copy that checks the one fix before it is printed;
+    # one autograd.grad per audited step
+    assert len(calls) == 4 and len(audit.leaks) == 4 and len(grads) == 2
+    assert all(leak.edits for leak in audit.leaks)
     assert all(p.grad is None for p in [*q.parameters(), *q_target.parameters()])
 
 

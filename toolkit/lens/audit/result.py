@@ -117,6 +117,15 @@ class StepAudit:
     threads: tuple[str, ...] = ()
 
     @property
+    def edits(self) -> tuple[Any, ...]:
+        """Every edit the failures print, once, in the order they are printed: each was run
+        before it was printed (:mod:`toolkit.lens.audit.fixes.verify`) where the step's own
+        function holds it; ``apply_edits(source, audit.edits)`` writes them."""
+        return tuple(dict.fromkeys(e for kind in ("leaks", "targets", "dead", "carried", "held",
+                                                  "shared")
+                                   for f in getattr(self, kind) for e in f.edits))
+
+    @property
     def ok(self) -> bool:
         """No failure: no leak, trained target, dead parameter, carried or held graph."""
         return not (self.leaks or self.targets or self.dead or self.carried or self.held

@@ -70,6 +70,7 @@ from torch import nn
 from toolkit.lens.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.lens.audit.fixes.built import built_line, function_of
 from toolkit.lens.audit.fixes.proof import Prover
+from toolkit.lens.audit.fixes.verify import VERIFYING, verified
 from toolkit.lens.audit.record.names import Names, find_modules
 from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import STOP_CODES, caller_frame
@@ -216,6 +217,17 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     finally:
         caller.clear()
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
+    checking = VERIFYING.get()
+    if checking is not None:  # an edited step, audited to check an edit: its truth is read
+        checking.append(recorded.truth)
+    elif restore_state:  # each edit run from the state put back, before it is printed
+        audit = verified(audit, step, recorded.rec.names.name, recorded.truth.values,
+                         recorded.truth.losses, recorded.stepped, lambda edited: audit_step(
+                             edited, optimizers, modules=modules,
+                             allow_pass_through=allow_pass_through,
+                             allow_trained_target=allow_trained_target))
+    if checking is None:
+        recorded.truth.values.clear()  # the gradients are let go with the audit
     notes = [*audit.notes]
     if grad_off is not None:
         notes.append(f"audit_step was called inside {grad_off}: the step ran with gradients "

@@ -41,12 +41,16 @@ class Truth:
     ``second``: loss -> ``{id: None | "zero" | "nonzero"}`` for every leaf reached and every
     tensor stepped; ``first``: the same on the first call, for the stepped tensors that got
     ``None`` or zero on the second; ``failed``: loss -> why autograd could not run (no truth for
-    that loss: the rules read the graph walk).
+    that loss: the rules read the graph walk); ``values``: the second call's gradients of the
+    stepped tensors themselves (what an edit run later must leave as they are), let go when
+    the audit returns; ``losses``: each loss's value on the second call.
     """
 
     second: dict[str, dict[int, str | None]] = field(default_factory=dict)
     first: dict[str, dict[int, str | None]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    values: dict[str, dict[int, torch.Tensor | None]] = field(default_factory=dict)
+    losses: dict[str, float] = field(default_factory=dict)
 
     def known(self, loss: str) -> bool:
         """Whether a real backward of ``loss`` ran."""
@@ -85,15 +89,22 @@ def _word(grad: torch.Tensor | None) -> str | None:
     return NONZERO if bool(grad.ne(0).any()) else ZERO
 
 
-def _gradients(loss: torch.Tensor, tensors: dict[int, torch.Tensor]) -> dict[int, str | None]:
+def _gradients(loss: torch.Tensor, tensors: dict[int, torch.Tensor],
+               keep: set[int] | frozenset[int] = frozenset(),
+               kept: dict[int, torch.Tensor | None] | None = None) -> dict[int, str | None]:
+    """Each tensor's gradient as a word; those of ``keep`` also into ``kept``."""
     inputs = {i: t for i, t in tensors.items() if t.requires_grad}
     words: dict[int, str | None] = dict.fromkeys(tensors)
+    if kept is not None:
+        kept.update(dict.fromkeys(keep))
     if not inputs or not loss.requires_grad:
         return words
     grads = torch.autograd.grad(loss, list(inputs.values()), allow_unused=True,
                                 retain_graph=True)
     for key, grad in zip(inputs, grads):
         words[key] = _word(grad)
+        if kept is not None and key in keep:
+            kept[key] = grad
     return words
 
 
@@ -106,13 +117,16 @@ def real_gradients(losses: dict[str, torch.Tensor], first: dict[str, torch.Tenso
     truth = Truth()
     with torch.enable_grad():
         for name, loss in losses.items():
+            truth.losses[name] = float(loss.detach())
             search = searches[name]
             tensors = {i: search.nodes[key].variable for i, key in search.leaf_node.items()}
             tensors.update(stepped[name])
             try:
-                truth.second[name] = _gradients(loss, tensors)
+                truth.second[name] = _gradients(loss, tensors, set(stepped[name]),
+                                                truth.values.setdefault(name, {}))
             except RuntimeError as err:  # a graph freed by the step's own backward, ...
                 truth.failed[name] = str(err).splitlines()[0]
+                truth.values.pop(name, None)
                 continue
             idle = {i: t for i, t in stepped[name].items()
                     if truth.second[name].get(i) != NONZERO}
