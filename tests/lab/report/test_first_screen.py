@@ -40,7 +40,7 @@ def _verdicts(*holds: bool | None) -> list:
 def test_the_sentence_tallies_in_words_and_names_what_did_not_hold() -> None:
     assert found_sentence({}) == ""
     assert found_sentence({"a": _verdicts(True, True, None), "b": _verdicts(True)}) == (
-        "Across 2 experiments, of 4 findings, 3 came out as predicted, none failed to hold, "
+        "Across 2 experiments, of 4 findings, 3 came out as predicted, 0 did not hold, "
         "and 1 is a measurement without a prediction.")
     assert found_sentence({"simsiam": _verdicts(True, False), "em": _verdicts(False)}) == (
         "Across 2 experiments, of 3 findings, 1 came out as predicted and 2 did not hold "

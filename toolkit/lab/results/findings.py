@@ -500,7 +500,7 @@ def found_sentence(findings: Mapping[str, Sequence[Verdict]]) -> str:
         parts.append(f"{len(missed)} did not hold ("
                      + "; ".join(_named(s, v) for s, v in missed) + ")")
     else:
-        parts.append("none failed to hold")
+        parts.append("0 did not hold")
     if measured:
         parts.append(f"{measured} {'is a measurement' if measured == 1 else 'are measurements'}"
                      f" without a prediction")
