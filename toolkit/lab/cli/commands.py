@@ -172,6 +172,10 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
         with _notes(args.verbose):
             shown_dirs = _finish_groups(ended, runs, report=not args.no_report, t0=t0,
                                         earlier=earlier, undrawn=undrawn)
+        if args.verbose:  # where each seed group's report went (its time is in the tally)
+            for folder in shown_dirs:
+                if (folder / "group.json").is_file():
+                    print(f"seed group: {shown(folder)}", file=sys.stderr)
     if args.quiet:
         return status
     if args.verbose and len(shown_dirs) <= 3:
