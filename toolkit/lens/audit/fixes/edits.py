@@ -166,16 +166,22 @@ def _wrap(line: Line, src: Source, node: ast.AST) -> Edit | None:
     return edit_node(line, src, node, f"stop_gradient({old})")
 
 
+def _spanned(line: Line) -> tuple[Source, tuple[int, int, int, int]] | None:
+    """The parsed file of ``line`` and its span, where both are known."""
+    if line.span is None or not line.path:
+        return None
+    src = source_of(line.path)
+    return None if src is None else (src, line.span)
+
+
 def _at(line: Line) -> tuple[Source, ast.expr] | None:
     """The file and the expression running at ``line``'s span: the innermost expression that
     ends where the span ends and starts where it starts, or before (a method call's span
     starts at the method's name when the call spans lines)."""
-    if line.span is None or not line.path:
+    found = _spanned(line)
+    if found is None:
         return None
-    src = source_of(line.path)
-    if src is None:
-        return None
-    l0, l1, c0, c1 = line.span
+    src, (l0, l1, c0, c1) = found
     best = None
     for node in src.ends.get((l1, c1), ()):
         if (node.lineno, node.col_offset) <= (l0, c0) and (
@@ -272,12 +278,10 @@ def _statement(src: Source, node: ast.AST) -> ast.stmt | None:
 def cut_assigned(line: Line) -> Edit | None:
     """Cut the value of the assignment whose target runs at ``line`` (``self.M, self.z =
     f(...)`` -> ``stop_gradient(f(...))``)."""
-    if line.span is None or not line.path:
+    found = _spanned(line)
+    if found is None:
         return None
-    src = source_of(line.path)
-    if src is None:
-        return None
-    l0, l1, c0, c1 = line.span
+    src, (l0, l1, c0, c1) = found
     for node in ast.walk(src.tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
