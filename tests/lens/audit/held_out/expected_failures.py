@@ -14,7 +14,6 @@ from __future__ import annotations
 FAILING_TODAY: frozenset[str] = frozenset({
     "burgers_lambda_unregistered",
     "edge_popup_threshold",
-    "fedprox_global_params",
     "force_field_no_create_graph",
     "ocr_rectifier_nearest",
     "stateful_lstm_no_detach",

@@ -159,15 +159,19 @@ def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool
     ``inner``: also lines inside a module's forward (every caller of it runs them). Each cut
     is a line of the user's code and covers everything that line does (every pass of a loop,
     every call of a helper that runs it), so that its proof holds for the line as written."""
-    found = []
+    found, leaves = [], []
     positions = range(len(chain) - 1, first - 1, -1) if outwards else range(first, len(chain))
     for k in positions:
         node = chain[k]
-        if getattr(node, "variable", None) is not None or k == 0 or is_open_marker(node):
+        if k == 0 or is_open_marker(node):
             continue  # a disabled block: leak_cut proposes enabling it
         reader = chain[k - 1]
         what, shape = step.label.tensor(node, reader)
         what = f"{what}{shape_text(shape)}"
+        if (variable := getattr(node, "variable", None)) is not None:  # read by the step
+            what = f"{step.rec.names.name(variable)}{shape_text(tuple(variable.shape))}"
+            leaves += [c for c in [_read_cut(step, reader, node, what)] if c is not None]
+            continue
         handed = []  # handed to a module (netD(fake)): each line that led to that call
         event = _event_of(step, reader, node, inner)
         if event is not None:
@@ -192,17 +196,23 @@ def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool
             made = Cut(dead=_returned_group(step, node, returned), lines=(returned,),
                        what=(what,), texts=(f"detach {what} where it is made",),
                        edits=(cut_made(returned),))
-        read = None
-        entry = step.rec.made.get(id(reader))
-        if entry is not None and entry[0] is reader and entry[2] == "op":
-            position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
-            read = Cut(edges=_read_group(step, reader, node), lines=(entry[1][0],),
-                       what=(what,), texts=(f"detach {what} where it is read",),
-                       edits=(cut_operand(entry[1][0], position),))
+        read = _read_cut(step, reader, node, what)
         # handed to a module: cut there, for the reader this loss alone runs; else where it
         # is made, then where an operation reads it
         found += [*handed, *(c for c in (made, read) if c is not None)]
-    return found
+    return [*found, *leaves]  # a tensor itself cut where it is read: when nothing else is
+
+
+def _read_cut(step: RecordedStep, reader: Any, node: Any, what: str) -> Cut | None:
+    """``reader(node.detach())`` on the line of the step's own code that made ``reader``, or
+    ``None`` when no such line made it."""
+    entry = step.rec.made.get(id(reader))
+    if entry is None or entry[0] is not reader or entry[2] != "op":
+        return None
+    position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
+    return Cut(edges=_read_group(step, reader, node), lines=(entry[1][0],), what=(what,),
+               texts=(f"detach {what} where it is read",),
+               edits=(cut_operand(entry[1][0], position),))
 
 
 def _shortest(graph: Any, starts: list[int], goals: set[int], cut: Cut | None = None

@@ -115,7 +115,8 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         else:
             reason = f"not stepped by optimizer {optimizer!r}"
             leaf = search.leaf_node[id(variable)]
-            through = bool(_users(graph, leaf, region) & legit)
+            through = bool((_users(graph, leaf, region) - _read_apart(step, graph, leaf, removed))
+                           & legit)
             if not through:
                 inside = _only_inside(graph, leaf, id(variable), calls)
                 through = inside is not None
@@ -232,6 +233,24 @@ def _users(graph: Graph, leaf: int, region: set[int]) -> frozenset[int]:
     inside = closure([leaf], lambda k: [c for c in graph.callers.get(k, ())
                                         if c in region or node_label(nodes[c]) in VIEWS])
     return frozenset(c for k in inside for c in graph.callers.get(k, ()) if c not in inside)
+
+
+#: operations whose gradient to their other inputs does not depend on one input's value
+_ADDED = frozenset({"Add", "Sub", "Rsub"})
+
+
+def _read_apart(step: RecordedStep, graph: Graph, leaf: int, removed: set[tuple[int, int]]
+                ) -> frozenset[int]:
+    """The readers of the leaf node ``leaf`` that the step's own code made (outside every
+    module's forward), reading it added or subtracted (``w - w_global``) or as the target side
+    of a comparison: the gradient of what else they read does not pass through the tensor, and
+    ``tensor.detach()`` where they read it spares every other path (the proximal anchor of
+    FedProx, kept as the global model's own parameters)."""
+    nodes, made = graph.search.nodes, step.rec.made
+    return frozenset(c for c in graph.callers.get(leaf, ())
+                     if (entry := made.get(c)) is not None and entry[0] is nodes[c]
+                     and entry[2] == "op"
+                     and (node_label(nodes[c]) in _ADDED or (c, leaf) in removed))
 
 
 def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
