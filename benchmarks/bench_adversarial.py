@@ -86,7 +86,7 @@ def bench_attack(args: argparse.Namespace, device: torch.device) -> dict[str, fl
     print(result.table())
     for name in contenders:
         if name != "ours":
-            print(f"  ratio {result.ratio('ours', name)}")
+            print(f"  ratio ours / {name} {result.ratio('ours', name)}")
     return {name: result.median(name) for name in contenders}
 
 

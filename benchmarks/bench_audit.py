@@ -157,7 +157,7 @@ def _race(kind: str, loss_fn: Callable[[], Any], opt: Any, wrt: dict[str, list[t
             "graph_nodes": count_graph_nodes(list(out.values()) if isinstance(out, dict) else out),
             "step_ms": result.median("step") * 1e3,
             "ratios": {k: r.median for k, r in ratios.items()},
-            "ranges": {k: [r.min, r.max] for k, r in ratios.items()},
+            "ranges": {k: [min(r.kept), max(r.kept)] for k, r in ratios.items()},
             "cpu_ratios": {k: result.ratio(k, "step", clock="cpu").median for k in ratios},
             "table": result.table()}
 

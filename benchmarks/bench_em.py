@@ -186,10 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             ratios[name] = result.ratio(name, "sklearn")
             cpu = result.ratio(name, "sklearn", clock="cpu")
             ratios[name + " cpu"] = cpu
-            print(f"  ratio {ratios[name]}   (target <= {target} on data=well)\n"
-                  f"        CPU time: {cpu.median:.3f}x  (rounds {cpu.min:.3f}..{cpu.max:.3f})")
+            print(f"  {name} / sklearn = {ratios[name]}   (target <= {target} on data=well)\n"
+                  f"        CPU time: {cpu}")
         ratios["f32/f64"] = result.ratio("toolkit f32", "toolkit f64")
-        print(f"  ratio {ratios['f32/f64']}   (target <= 0.67 on data=well)")
+        print(f"  f32 / f64 = {ratios['f32/f64']}   (target <= 0.67 on data=well)")
         for name in ("toolkit f64", "toolkit f32"):
             counts = paths_taken(*models[name])
             print(f"  {name} iterations by path: float32 moments {counts[0]}, float64 moments "
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 ratios[name + " gemms"] = result.ratio(name, gemms)
                 print(f"  {name}: {fit_rate:.1f} GFLOP/s per iteration (GEMMs only; the whole "
                       f"fit's time / iterations) vs {alone_rate:.1f} GFLOP/s for the same GEMMs "
-                      f"alone\n    ratio {ratios[name + ' gemms']}   (target <= 1.5)")
+                      f"alone\n    ratio fit / GEMMs {ratios[name + ' gemms']}   (target <= 1.5)")
     print("\nsummary (median per-round ratio to sklearn's whole fit, wall and CPU time; rel. "
           "diff of the final lower bound):\n"
           f"  {'data':<6} {'f64 wall':>9} {'f64 cpu':>8} {'f32 wall':>9} {'f32 cpu':>8} "

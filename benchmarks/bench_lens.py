@@ -41,7 +41,7 @@ from torch import nn
 
 from toolkit import as_constant, disable_blocks
 from toolkit._utils.array_validation import resolve_device
-from toolkit.lab.measure import count_graph_nodes, race, time_fn
+from toolkit.lab.measure import count_graph_nodes, race
 from toolkit.lens import (
     assert_no_gradient,
     draw_gradient_graph,
@@ -117,14 +117,11 @@ def bench_chain(n_ops: int, repeat: int, device: torch.device) -> dict[str, floa
     for _ in range(n_ops):
         h = h * 1.0001 + 1e-4
     loss = (h * frozen.detach()).sum()
-    timings = {
-        "backward": time_fn(lambda: torch.autograd.grad(loss, w, retain_graph=True),
-                            repeat=repeat, device=device).median,
-        "gradient_path": time_fn(lambda: gradient_path(loss, w), repeat=repeat,
-                                 device=device).median,
-        "assert_no_gradient": time_fn(lambda: assert_no_gradient(loss, frozen), repeat=repeat,
-                                      device=device).median,
-    }
+    timed = race({"backward": lambda: torch.autograd.grad(loss, w, retain_graph=True),
+                  "gradient_path": lambda: gradient_path(loss, w),
+                  "assert_no_gradient": lambda: assert_no_gradient(loss, frozen)},
+                 rounds=repeat, device=device)
+    timings = {name: timed.median(name) for name in timed.names}
     assert gradient_path(loss, w) is not None and gradient_path(loss, frozen) is None
     return {"nodes": count_graph_nodes(loss), **{f"{k}_ms": v * 1e3 for k, v in timings.items()}}
 

@@ -92,10 +92,10 @@ def bench_shape(rows: int, cols: int, *, rounds: int, repeat: int, device: str,
               f"{100 * bound / med:>9.0f}% {nodes:>6} {saved:>10.1f}")
     print("  ratios of the medians of per-round ratios:")
     if "compiled" in fns:
-        print(f"    {result.ratio('compiled', 'torch')}   (target <= 1.0)")
-    print(f"    {result.ratio('blocked', 'unblocked')}   (target <= 1.0)")
-    print(f"    {result.ratio('blocked', 'torch')}")
-    print(f"    {result.ratio('fused', 'torch')}")
+        print(f"    compiled / torch {result.ratio('compiled', 'torch')}   (target <= 1.0)")
+    print(f"    blocked / unblocked {result.ratio('blocked', 'unblocked')}   (target <= 1.0)")
+    print(f"    blocked / torch {result.ratio('blocked', 'torch')}")
+    print(f"    fused / torch {result.ratio('fused', 'torch')}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from toolkit import compare_gradients, disable_blocks, gradient_graph
 from toolkit.algorithms.adversarial import pgd
 from toolkit.lab import RunContext
 from toolkit.lab.data import Dataset
-from toolkit.lab.measure import count_graph_nodes, measure_memory, race, time_fn
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 if TYPE_CHECKING:
@@ -109,9 +109,11 @@ def gradient_comparison(params: Params, ctx: RunContext, models: dict[str, nn.Mo
                 "cosine", "rel_diff", "norm_blocked", "norm_unblocked")}
             grad = lambda loss=loss, p=parameters: torch.autograd.grad(  # noqa: E731
                 loss(), list(p.values()))
-            blocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
+            blocked = race({"grad": grad}, rounds=params.timing_repeat,
+                           device=ctx.device).median("grad")
             with disable_blocks(*ctx.disable_patterns):
-                unblocked = time_fn(grad, repeat=params.timing_repeat, device=ctx.device).median
+                unblocked = race({"grad": grad}, rounds=params.timing_repeat,
+                                 device=ctx.device).median("grad")
             costs[f"{name}/{norm}"] = {"blocked_seconds": blocked, "unblocked_seconds": unblocked,
                                        "ratio": unblocked / blocked}
             ctx.log(0, **{f"unblocked/grad/cosine_{name}_{norm}": cmp.overall.cosine})

@@ -11,7 +11,7 @@ import torch
 
 from toolkit import disable_blocks
 from toolkit.algorithms.softmax import stable_softmax
-from toolkit.lab.measure import count_graph_nodes, measure_memory, time_fn
+from toolkit.lab.measure import count_graph_nodes, measure_memory, race
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 
 if TYPE_CHECKING:
@@ -50,13 +50,9 @@ def run_costs(params: Params, ctx: RunContext) -> tuple[dict[str, Any], dict[str
         g = torch.randn(rows, cols, generator=ctx.generator).to(ctx.device)
         fns = {v: _variant_fn(v, ctx.disable_patterns) for v in COST_VARIANTS}
         steps = {v: _fwd_bwd(fn, x, g) for v, fn in fns.items()}
-        for step in steps.values():
-            time_fn(step, repeat=1, warmup=params.cost_warmup, device=ctx.device)
         # interleaved rounds, so that drifting machine load hits every variant alike
-        times: dict[str, list[float]] = {v: [] for v in COST_VARIANTS}
-        for _ in ctx.progress(range(params.cost_repeat), desc=f"cost {label}"):
-            for v, step in steps.items():
-                times[v].append(time_fn(step, repeat=1, warmup=0, device=ctx.device).median)
+        times = race(steps, rounds=params.cost_repeat, warmup=params.cost_warmup,
+                     device=ctx.device, rotate=False).wall
         for v, fn in fns.items():
             mem = measure_memory(steps[v], device=ctx.device)
             summary[v][label] = {"graph_nodes": count_graph_nodes(fn(x)),

@@ -10,9 +10,8 @@ import pytest
 from runner_testutil import cli
 
 from toolkit.lab import Finding, Headline, SeedGroup, TimeRatio, read_findings
-from toolkit.lab.measure import Ratio, median_interval
 from toolkit.lab.plan.config import Plan
-from toolkit.lab.results.findings import aggregate
+from toolkit.lab.results.findings import aggregate, median_interval
 
 BASIS = "a named theorem"
 
@@ -150,8 +149,9 @@ def test_median_interval_is_distribution_free_order_statistics() -> None:
     assert median_interval(range(9)) == (1, 7)  # coverage 1 − 2·10/512 = 0.961
     with pytest.raises(ValueError, match=r"median_interval: confidence must be in \(0, 1\)"):
         median_interval([1.0], confidence=1.0)
-    r = Ratio.of("a", "b", [1.1, 1.2, 1.3, 1.15, 1.25, 1.22, 1.18, 1.21, 1.3])
-    assert r.excludes_one and (r.lo, r.hi) == (1.15, 1.3) and len(r.rounds) == 9
+    r = TimeRatio((1.1, 1.2, 1.3, 1.15, 1.25, 1.22, 1.18, 1.21, 1.3))
+    assert r.side == "above" and r.interval == (1.15, 1.3) and len(r.rounds) == 9
+    assert str(r) == "1.21x (95 % interval 1.15x to 1.3x, 9 rounds)"
 
 
 def test_a_time_verdict_needs_an_interval_that_excludes_one() -> None:

@@ -48,8 +48,8 @@ from pydantic.dataclasses import dataclass
 
 from toolkit._utils.formatting import fmt
 
-__all__ = ["BADGES", "LABELS", "Finding", "Headline", "Story", "TimeRatio", "Verdict", "aggregate", "fill",
-           "findings_markdown", "found_sentence", "unmatched_patterns"]
+__all__ = ["BADGES", "LABELS", "Finding", "Headline", "Story", "TimeRatio", "Verdict", "aggregate",
+           "fill", "findings_markdown", "found_sentence", "median_interval", "unmatched_patterns"]
 
 #: a verdict's words: the prediction held, it did not, a measurement without a prediction
 LABELS = {True: "as predicted", False: "not as predicted", None: "measured"}
@@ -108,14 +108,38 @@ def fill(text: str, values: Mapping[str, Any]) -> str:
     return _Filler().vformat(text, (), dict(values))
 
 
+def median_interval(values: Sequence[float], confidence: float = 0.95
+                    ) -> tuple[float, float] | None:
+    """A distribution-free confidence interval for the median of ``values``: with ``n``
+    samples sorted, ``[x₍ₖ₎, x₍ₙ₊₁₋ₖ₎]`` holds the median with probability
+    ``1 − 2·P(Bin(n, ½) ≤ k − 1)`` whatever the distribution (Conover 1999, Practical
+    Nonparametric Statistics, §3.2); ``k`` is the largest whose coverage is ``confidence`` or
+    more. ``None`` when even ``[min, max]`` covers less (``n < 6`` for 95 %).
+
+    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), median_interval([5, 1, 4, 2, 3])
+    ((1.0, 6.0), None)
+    >>> median_interval(range(1, 21))
+    (6, 15)
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"median_interval: confidence must be in (0, 1), got {confidence}")
+    xs, best, below = sorted(values), None, 0.0  # below: P(Bin(n, ½) ≤ k − 1)
+    for k in range(1, len(xs) // 2 + 1):
+        below += math.comb(len(xs), k - 1) / 2.0 ** len(xs)
+        if 1 - 2 * below < confidence:
+            break
+        best = k
+    return None if best is None else (xs[best - 1], xs[len(xs) - best])
+
+
 @dataclass(frozen=True)
 class TimeRatio:
     """Per-round ratios ``t_a / t_b`` of two contenders timed in interleaved rounds
-    (:func:`toolkit.lab.measure.race`).
+    (:func:`toolkit.lab.measure.race`; ``str()`` describes it).
 
     ``expect``: the side of 1 a named theory predicts (``"above"``: ``a`` is slower), or
     ``None`` for a measurement. The statistic is the median ratio with its distribution-free
-    95 % interval (:func:`toolkit.lab.measure.median_interval`).
+    95 % interval (:func:`median_interval`).
     """
 
     rounds: tuple[float, ...]
@@ -136,8 +160,6 @@ class TimeRatio:
     @property
     def interval(self) -> tuple[float, float] | None:
         """The 95 % interval of the median ratio (``None`` with fewer than 6 rounds)."""
-        from toolkit.lab.measure import median_interval
-
         return median_interval(self.kept)
 
     def verdict(self) -> bool | None:
@@ -164,6 +186,8 @@ class TimeRatio:
             return f"{fmt(self.median)}x ({n} round{'s' * (n != 1)}, too few for an interval)"
         return (f"{fmt(self.median)}x (95 % interval {fmt(interval[0])}x to "
                 f"{fmt(interval[1])}x, {n} rounds)")
+
+    __str__ = describe
 
 
 @dataclass(frozen=True)
