@@ -24,9 +24,9 @@ from toolkit.lab.report.compare import (
     compare_runs,
     format_table,
     headline_metrics,
+    metric_figure,
     write_compare,
 )
-from toolkit.lab.report.compare_plots import metric_figure
 
 #: Each built-in experiment shrunk to a fraction of a second or so (on top of its QUICK).
 TINY: dict[str, dict] = {

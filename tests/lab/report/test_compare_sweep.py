@@ -13,8 +13,15 @@ import pytest
 from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
 from toolkit.lab.cli import main
-from toolkit.lab.report.compare import WIDTH, compare_runs, format_table, headline_metrics
-from toolkit.lab.report.compare_plots import curve_figure, curve_names, metric_figure
+from toolkit.lab.report.compare import (
+    WIDTH,
+    compare_runs,
+    curve_figure,
+    curve_names,
+    format_table,
+    headline_metrics,
+    metric_figure,
+)
 from toolkit.lab.report.figures import plt
 from toolkit.lab.style import COLORS
 

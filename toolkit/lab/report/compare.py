@@ -5,25 +5,21 @@ Every numeric summary value of every complete run below a folder is one row of a
 :class:`pandas.DataFrame` (experiment, config, seed, quantity, variant, value). Runs of the same
 experiment whose configs agree apart from ``seed`` (and ``output_dir``) are one config, labelled
 by the keys whose values differ between the experiment's configs (``inner_steps=5``); only
-distinct seeds are replicates (the latest run of a seed counts, the others are listed as
-duplicates). A showcase run contributes one config per child experiment. A summary path that
-names a variant (``blocked.q``, ``q_unblocked``: :func:`~toolkit.lab.report.tables.split_variant`)
-is the ``blocked`` or ``unblocked`` value of quantity ``q``; ``unblocked − blocked`` (Δ) is paired
-by seed (both variants of a seed start from the same random state).
-
-The statistics are one ``groupby`` over experiment, config, quantity and variant
-(:meth:`Comparison.stats`: mean, standard deviation with ddof = 1, count, smallest, largest),
-written as ``compare.csv``; a value over seeds reads ``mean [smallest, largest]``. The terminal
-shows each config's headline quantities (:func:`headline_metrics`); ``compare.html`` every value
-and the figures (:mod:`toolkit.lab.report.compare_plots`).
+distinct seeds are replicates (the latest run of a seed counts). A showcase run contributes one
+config per child. A summary path that names a variant
+(:func:`~toolkit.lab.report.tables.split_variant`) is that variant's value of its quantity;
+``unblocked − blocked`` (Δ) is paired by seed. The statistics are one ``groupby``
+(:meth:`Comparison.stats`), written as ``compare.csv``; the terminal shows each config's
+headline quantities, ``compare.html`` every value and the figures: per headline quantity every
+config in one panel (a colour and a marker each), and for several configs their logged curves.
 """
 
 from __future__ import annotations
 
-import io
 import json
+import math
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,34 +28,24 @@ import numpy as np
 import pandas as pd
 
 from toolkit._utils.formatting import shown
-from toolkit.lab.report.content import FigureItem, safe_name
-from toolkit.lab.report.figures import numeric_leaves
+from toolkit.lab.report.figures import draw_spread, log_if_wide, numeric_leaves, panels, plt, wrap
 from toolkit.lab.report.tables import format_value, split_variant
 from toolkit.lab.results.check import readable_runs
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.results.view import RunResults
 
-__all__ = ["DELTA", "DIFF", "HEADLINE", "WIDTH", "Comparison", "Sweep", "cell", "compare_runs",
-           "format_table", "headline_metrics", "write_compare"]
-
-#: Widest line of the terminal table.
-WIDTH = 120
-#: Headline metrics (one figure each, the terminal's rows) per config.
-HEADLINE = 3
-#: Values this small in both variants are rounding, not a difference.
-NOISE = 1e-9
+WIDTH = 120  # widest line of the terminal table
+HEADLINE = 3  # headline quantities (one figure each, the terminal's rows) per config
+NOISE = 1e-9  # values this small in both variants are rounding, not a difference
 DIFF = "unblocked − blocked"
 DELTA = "Δ"
-_KEYS = ["experiment", "config", "quantity", "variant"]
 
 
 @dataclass
 class Sweep:
-    """How the configs of one experiment differ: ``varying``, the keys whose values differ
-    (in order of first appearance); ``constant``, every other key with its one value;
-    ``points``, each config's label → its values of the varying keys (as the tables show
-    them)."""
+    """How one experiment's configs differ: the ``varying`` keys, the ``constant`` ones with
+    their value, and each config's label → its values of the varying keys (``points``)."""
 
     varying: list[str] = field(default_factory=list)
     constant: dict[str, Any] = field(default_factory=dict)
@@ -68,11 +54,9 @@ class Sweep:
 
 @dataclass
 class Comparison:
-    """What ``toolkit compare`` pooled: ``values``, one row per number (columns ``experiment,
-    config, seed, quantity, variant, value``, Δ rows included as variant :data:`DIFF`);
-    ``sweeps``, per experiment, how its configs differ; ``runs``, ``(experiment, config)`` →
-    the runs pooled (a showcase's child view for its part), one per seed; ``duplicates``, the runs left out because a later
-    run has their seed."""
+    """What ``toolkit compare`` pooled: ``values`` (a row per number, Δ rows as variant
+    :data:`DIFF`), ``sweeps`` per experiment, ``runs`` per ``(experiment, config)`` (one per
+    seed) and the ``duplicates`` left out because a later run has their seed."""
 
     values: pd.DataFrame
     sweeps: dict[str, Sweep]
@@ -81,34 +65,31 @@ class Comparison:
 
     @property
     def rows(self) -> list[tuple[str, str, str]]:
-        """Every ``(experiment, config, quantity)``, in summary order."""
         return list(dict.fromkeys(self.values[["experiment", "config", "quantity"]]
                                   .itertuples(index=False, name=None)))
 
     def labels(self, experiment: str) -> list[str]:
-        """The configs of ``experiment``, in table order."""
-        return list(self.sweeps[experiment].points) if experiment in self.sweeps else []
+        return list(self.sweep(experiment).points)
 
     def sweep(self, experiment: str) -> Sweep:
         return self.sweeps.get(experiment) or Sweep()
 
+    def of(self, experiment: str, config: str | None = None) -> pd.DataFrame:
+        v = self.values
+        return v[(v.experiment == experiment) & ((v.config == config) if config else True)]
+
     def seeds(self, experiment: str, config: str) -> list[int]:
-        return sorted(int(s) for s in self.values.loc[
-            (self.values.experiment == experiment) & (self.values.config == config), "seed"]
-            .unique())
+        return sorted(int(s) for s in self.of(experiment, config).seed.unique())
 
     def stats(self) -> pd.DataFrame:
         """Mean, standard deviation (ddof = 1), count, smallest and largest of each
         experiment, config, quantity and variant over the seeds (finite values only)."""
         finite = self.values[np.isfinite(self.values.value)]
-        out = finite.groupby(_KEYS, sort=False).value.agg(
-            ["mean", "std", "count", "min", "max"])
-        return out.rename(columns={"count": "n"})
+        return finite.groupby(["experiment", "config", "quantity", "variant"], sort=False) \
+            .value.agg(["mean", "std", "count", "min", "max"]).rename(columns={"count": "n"})
 
     def paired(self, experiment: str, config: str) -> list[str]:
-        """The quantities of a config with both a blocked and an unblocked value."""
-        rows = self.values[(self.values.experiment == experiment)
-                           & (self.values.config == config)]
+        rows = self.of(experiment, config)
         return list(rows.loc[rows.variant == DIFF, "quantity"].unique())
 
 
@@ -122,14 +103,6 @@ def _knobs(config: dict[str, Any]) -> dict[str, str]:
     return {k: json.dumps(v, sort_keys=True) for k, v in flat.items()}
 
 
-def _shown(text: Any) -> str:
-    """A config value (JSON text) as the tables write it: text as it is, else its JSON."""
-    if not isinstance(text, str):
-        return "—"  # a key this config does not have
-    value = json.loads(text)
-    return value if isinstance(value, str) else text
-
-
 def _order(text: Any) -> tuple[int, Any]:
     """Sort key of a config value: numbers by size, before text, before anything else."""
     value = json.loads(text) if isinstance(text, str) else None
@@ -138,20 +111,16 @@ def _order(text: Any) -> tuple[int, Any]:
     return (1, value) if isinstance(value, str) else (2, str(text))
 
 
-def _units(run: RunResults) -> list[RunResults]:
-    return [run.child(name) for name in run.children] if run.children else [run]
-
-
 def _sweep(knobs: pd.DataFrame) -> tuple[Sweep, dict[str, str]]:
     """The :class:`Sweep` of one experiment's configs (a row of ``knobs`` each) and the label
     of each row."""
     varying = [k for k in knobs.columns if knobs[k].nunique(dropna=False) > 1]
     constant = {k: json.loads(knobs[k].iloc[0]) for k in knobs.columns
                 if k not in varying and isinstance(knobs[k].iloc[0], str)}
-    order = sorted(knobs.index, key=lambda i: [_order(knobs.at[i, k]) for k in varying])
     sweep, labels = Sweep(varying, constant), {}
-    for i in order:
-        point = {k: _shown(knobs.at[i, k]) for k in varying}
+    for i in sorted(knobs.index, key=lambda i: [_order(knobs.at[i, k]) for k in varying]):
+        point = {k: "—" if not isinstance(t := knobs.at[i, k], str) else
+                 v if isinstance(v := json.loads(t), str) else t for k in varying}
         label = ", ".join(f"{k}={v}" for k, v in point.items()) or "default"
         while label in sweep.points:  # two values that read the same ("1" and 1)
             label += "'"
@@ -165,11 +134,9 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None, latest: bool = Fal
     """Pool every complete run below ``root`` (see the module docstring); a damaged run is
     handed to ``on_damaged`` and left out. ``latest``: only the runs of the command that
     started last (the same command line: a sweep's runs, or one ``toolkit run``'s seeds)."""
-    units = []
-    for run_dir in readable_runs(root, on_damaged):
-        run = RunResults(run_dir)
-        if run.status == "complete":
-            units += [(run, unit) for unit in _units(run)]
+    units = [(run, unit) for run in map(RunResults, readable_runs(root, on_damaged))
+             if run.status == "complete"
+             for unit in ([run.child(n) for n in run.children] or [run])]
     if latest and units:
         argv = max(units, key=lambda u: str(u[0].meta.get("started") or ""))[0].meta.get("argv")
         units = [u for u in units if u[0].meta.get("argv") == argv]
@@ -179,9 +146,9 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None, latest: bool = Fal
                          for run, unit in units],
                         columns=["experiment", "seed", "started", "unit", "key"])
     runs = runs.sort_values("started", kind="stable")
-    latest_seed = runs.duplicated(["experiment", "key", "seed"], keep="last")
-    duplicates = [u.run_dir for u in runs.loc[latest_seed, "unit"]]
-    runs = runs[~latest_seed].copy()
+    again = runs.duplicated(["experiment", "key", "seed"], keep="last")
+    duplicates = [u.run_dir for u in runs.loc[again, "unit"]]
+    runs = runs[~again].copy()
     sweeps = {}
     for exp, group in runs.groupby("experiment", sort=True):
         configs = group.drop_duplicates("key")
@@ -204,18 +171,10 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None, latest: bool = Fal
     rank = {(exp, label): i for exp, s in sweeps.items() for i, label in enumerate(s.points)}
     values["rank"] = [rank[key] for key in zip(values.experiment, values.config)]
     values = values.sort_values(["experiment", "rank"], kind="stable", ignore_index=True)
-    values = values.drop(columns="rank")
     pooled = {(exp, label): list(runs.loc[(runs.experiment == exp) & (runs.config == label),
                                           "unit"])
               for exp, s in sweeps.items() for label in s.points}
-    return Comparison(values, sweeps, pooled, duplicates)
-
-
-# --- text -------------------------------------------------------------------------------------
-
-
-def _number(value: float, quantity: str, digits: int) -> str:
-    return format_value(float(f"{value:.{digits}g}") if digits < 4 else float(value), quantity)
+    return Comparison(values.drop(columns="rank"), sweeps, pooled, duplicates)
 
 
 def cell(values: Iterable[float], quantity: str) -> str:
@@ -228,15 +187,15 @@ def cell(values: Iterable[float], quantity: str) -> str:
     xs = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
     if not xs.size:
         return ""
-    mean = _number(xs.mean(), quantity, 4)
+    mean = format_value(float(xs.mean()), quantity)
     for digits in (3, 4, 6):
-        lo, hi = _number(xs.min(), quantity, digits), _number(xs.max(), quantity, digits)
+        lo, hi = (format_value(float(f"{x:.{digits}g}") if digits < 4 else float(x), quantity)
+                  for x in (xs.min(), xs.max()))
         if lo != hi:
             break
     if lo == hi:
         return mean
-    number, _, unit = mean.partition(" ")
-    (a, _, ua), (b, _, ub) = lo.partition(" "), hi.partition(" ")
+    (number, _, unit), (a, _, ua), (b, _, ub) = (s.partition(" ") for s in (mean, lo, hi))
     if ua == ub == unit:
         return f"{number} [{a}, {b}]" + (f" {unit}" if unit else "")
     return f"{mean} [{lo}, {hi}]"
@@ -244,10 +203,9 @@ def cell(values: Iterable[float], quantity: str) -> str:
 
 def cells(table: Comparison, experiment: str, config: str) -> pd.DataFrame:
     """One config's values as text: a row per quantity, a column per variant."""
-    rows = table.values[(table.values.experiment == experiment)
-                        & (table.values.config == config)]
-    grouped = rows.groupby(["quantity", "variant"], sort=False).value
-    text = grouped.agg(lambda v: cell(v, v.name[0] if isinstance(v.name, tuple) else ""))
+    rows = table.of(experiment, config)
+    text = rows.groupby(["quantity", "variant"], sort=False).value.agg(
+        lambda v: cell(v, v.name[0] if isinstance(v.name, tuple) else ""))
     return text.unstack("variant").reindex(rows.quantity.unique()).fillna("")
 
 
@@ -256,28 +214,24 @@ def headline_metrics(table: Comparison, experiment: str, config: str | None = No
     """The first ``k`` quantities of ``experiment`` (summary order; of one ``config``, or of
     any) whose blocked and unblocked values differ in some seed by more than rounding; the
     first paired quantity when none do."""
-    v = table.values
-    rows = v[(v.experiment == experiment) & ((v.config == config) if config else True)]
-    pairs = rows[rows.variant.isin([BLOCKED, UNBLOCKED, DIFF])]
-    scale = pairs[pairs.variant != DIFF].groupby("quantity", sort=False).value.agg(
-        lambda x: np.nanmax(np.abs(x)) if len(x) else 0.0)
-    gap = pairs[pairs.variant == DIFF].groupby("quantity", sort=False).value.agg(
+    rows = table.of(experiment, config)
+    by = rows[rows.variant.isin([BLOCKED, UNBLOCKED])].groupby("quantity", sort=False).value
+    scale = by.agg(lambda x: np.nanmax(np.abs(x)) if len(x) else 0.0)
+    gap = rows[rows.variant == DIFF].groupby("quantity", sort=False).value.agg(
         lambda x: np.nanmax(np.abs(x)))
     paired = [q for q in gap.index if q in scale.index]
     chosen = [q for q in paired if scale[q] > NOISE and gap[q] > NOISE * max(1.0, scale[q])]
     return (chosen or paired[:1])[:k]
 
 
-def _fits(frame: pd.DataFrame, width: int, indent: str = "  ") -> list[str] | None:
+def _lines(frame: pd.DataFrame, width: int) -> list[str]:
+    """A table in the terminal: columns padded, or each row on lines of its own if too wide."""
     widths = {c: max(len(str(c)), *map(len, frame[c])) for c in frame.columns}
-    text = frame.to_string(index=False, justify="left", formatters={
-        c: (lambda x, w=w: x.ljust(w)) for c, w in widths.items()}).splitlines()
-    lines = [indent + line.rstrip() for line in text]
-    return lines if max(map(len, lines)) <= width else None
-
-
-def _stacked(frame: pd.DataFrame, width: int) -> list[str]:
-    """A table too wide for the terminal: each row on lines of its own."""
+    lines = ["    " + line.rstrip() for line in frame.to_string(
+        index=False, justify="left", formatters={c: (lambda x, w=w: x.ljust(w))
+                                                 for c, w in widths.items()}).splitlines()]
+    if max(map(len, lines)) <= width:
+        return lines
     out = []
     for _, row in frame.iterrows():
         first, *rest = [f"{k}: {v}" for k, v in row.items() if v != ""]
@@ -305,17 +259,14 @@ def format_table(table: Comparison, width: int = WIDTH) -> str:
         for label in labels:
             text = cells(table, exp, label)
             seeds = ", ".join(map(str, table.seeds(exp, label)))
-            if sweep.varying:
-                out += textwrap.wrap(f"{label} · seeds {seeds}", width, initial_indent="  ",
-                                     subsequent_indent="    ")
-            else:
-                out += [f"  seeds {seeds}"]
+            out += textwrap.wrap(f"{label} · seeds {seeds}", width, initial_indent="  ",
+                                 subsequent_indent="    ") if sweep.varying else [
+                f"  seeds {seeds}"]
             chosen = headline_metrics(table, exp, label) or list(text.index[:HEADLINE])
             frame = text.reindex(index=chosen, columns=[BLOCKED, UNBLOCKED, DIFF, "value"])
             frame = frame.astype(object).fillna("").rename(columns={DIFF: DELTA}).rename_axis(
                 "quantity").reset_index()
-            frame = frame.loc[:, (frame != "").any()]
-            out += _fits(frame, width, "    ") or _stacked(frame, width)
+            out += _lines(frame.loc[:, (frame != "").any()], width)
             if len(text) > len(chosen):
                 out.append(f"    + {len(text) - len(chosen)} more in compare.csv and "
                            f"compare.html")
@@ -328,9 +279,6 @@ def format_table(table: Comparison, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-# --- files ------------------------------------------------------------------------------------
-
-
 def _csv(table: Comparison) -> str:
     """``compare.csv``: the statistics, long format; a text cell that a spreadsheet would read
     as a formula (``= + - @``, tab, CR first) gets a leading ``'`` (OWASP's advice)."""
@@ -341,15 +289,183 @@ def _csv(table: Comparison) -> str:
     for column in ("experiment", "config", "quantity"):
         stats[column] = stats[column].map(
             lambda s: "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s)
-    stats["std"] = stats["std"].fillna(0.0)
-    buffer = io.StringIO()
-    stats.to_csv(buffer, index=False, lineterminator="\n")
-    return buffer.getvalue()
+    return stats.assign(std=stats["std"].fillna(0.0)).to_csv(index=False, lineterminator="\n")
 
 
-def _sections(table: Comparison, figures: dict[str, list[FigureItem]]) -> list[dict[str, Any]]:
-    """What ``compare.html.j2`` shows of each experiment: the runs pooled, the figures, and
-    one table with a row per config and quantity (the varying keys as its first columns)."""
+# --- figures ----------------------------------------------------------------------------------
+
+
+def point_style(index: int) -> dict[str, Any]:
+    """Colour and marker of the ``index``-th config: the extra colours in turn, the markers
+    shifted by one each round, so that no two of the first 36 configs look alike."""
+    from toolkit.lab.style import EXTRA_COLORS, MARKERS
+
+    n = len(EXTRA_COLORS)
+    return {"color": EXTRA_COLORS[index % n],
+            "marker": MARKERS[(index + index // n) % len(MARKERS)]}
+
+
+def _legend(fig: Any, handles: list[Any], chars: int) -> None:
+    """One legend under the axes, labels wrapped at ``chars`` characters, as many columns as
+    fit the figure's width (9 pt: about 0.075 inch a character)."""
+    for h in handles:
+        h.set_label("\n".join(textwrap.fill(part, chars, break_long_words=True)
+                              for part in h.get_label().split("\n")))
+    longest = max(len(line) for h in handles for line in h.get_label().split("\n"))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=9, frameon=False,
+               ncols=max(1, min(len(handles), int(fig.get_figwidth() / (0.075 * longest + 0.6)))))
+
+
+def metric_figure(table: Comparison, experiment: str, quantity: str) -> Any:
+    """Every config of ``experiment`` in one panel of ``quantity``: blocked left, unblocked
+    right, a thick line joining a config's means (its colour and marker), a thin line per
+    seed; the legend names each config with its paired difference."""
+    from matplotlib.lines import Line2D
+
+    from toolkit.lab.style import COLORS
+
+    rows = table.of(experiment)
+    rows = rows[rows.quantity == quantity]
+    labels = [c for c in table.labels(experiment) if (rows.config == c).any()]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), layout="constrained")
+    step = min(0.08, 0.5 / max(1, len(labels)))  # side by side: no config hides another
+    handles = []
+    for k, label in enumerate(labels):
+        style = point_style(table.labels(experiment).index(label))
+        mine = rows[rows.config == label]
+        pairs = mine[mine.variant.isin([BLOCKED, UNBLOCKED])].pivot_table(
+            index="seed", columns="variant", values="value").reindex(
+            columns=[BLOCKED, UNBLOCKED])
+        dx = (k - (len(labels) - 1) / 2) * step
+        for _, (b, u) in pairs.iterrows():
+            ax.plot([dx, 1 + dx], [b, u], color=style["color"], lw=0.7, alpha=0.35, zorder=1)
+        ax.plot([dx, 1 + dx], pairs.mean().to_numpy(), lw=2.0, markersize=6, zorder=3, **style)
+        diff = cell(mine.loc[mine.variant == DIFF, "value"], quantity)
+        handles.append(Line2D([], [], lw=2.0, markersize=6, **style,
+                              label=f"{label}\n{DELTA} {diff}"))
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_xticks([0, 1], [BLOCKED, UNBLOCKED], fontsize=9)
+    for tick, variant in zip(ax.get_xticklabels(), (BLOCKED, UNBLOCKED)):
+        tick.set_color(COLORS[variant])
+    ax.margins(y=0.15)
+    ax.tick_params(axis="y", labelsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(wrap(f"{experiment}: {quantity}", 60), fontsize=10)
+    _legend(fig, handles, 34)
+    return fig
+
+
+def _series(units: Sequence[RunResults], key: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(steps, [values of each seed])`` of ``key`` on the steps every seed that logged it
+    logged (no steps when none did)."""
+    found = []
+    for unit in units:
+        try:
+            found.append(unit.metric(key))
+        except KeyError:
+            continue
+    common = found[0][0] if found else np.array([])
+    for steps, _ in found[1:]:
+        common = np.intersect1d(common, steps)
+    return common, [values[np.isin(steps, common)] for steps, values in found]
+
+
+def curve_names(groups: dict[str, Sequence[RunResults]], k: int = 3) -> list[str]:
+    """Up to ``k`` metrics (``"<group>/<name>"``), in the order logged, that both variants
+    logged over more than one step and that tell blocked from unblocked at some step."""
+    chosen: list[str] = []
+    for unit in (u for units in groups.values() for u in units):
+        keys = unit.metric_keys()
+        for key in keys:
+            variant, _, name = key.partition("/")
+            if variant != BLOCKED or name in chosen or f"{UNBLOCKED}/{name}" not in keys:
+                continue
+            (sb, b), (su, u) = unit.metric(key), unit.metric(f"{UNBLOCKED}/{name}")
+            both = np.intersect1d(sb, su)
+            b, u = b[np.isin(sb, both)], u[np.isin(su, both)]
+            ok = np.isfinite(b) & np.isfinite(u)
+            scale = float(np.max(np.abs(np.r_[b[ok], u[ok]]), initial=0.0))
+            if len(both) > 1 and scale > NOISE and bool(
+                    np.any(np.abs(b - u)[ok] > NOISE * max(1.0, scale))):
+                chosen.append(name)
+            if len(chosen) == k:
+                return chosen
+    return chosen
+
+
+def curve_figure(groups: dict[str, Sequence[RunResults]], experiment: str,
+                 names: Sequence[str]) -> Any:
+    """A panel per metric of ``names`` (two a row, 4.4 inches wide each); in each, every config
+    of ``groups`` (label → its runs) as its blocked and unblocked curve."""
+    from matplotlib.lines import Line2D
+
+    from toolkit.lab.style import integer_ticks, variant_style
+
+    fig, axes = panels(len(names), 2, 4.4, 3.4, title=1.2)
+    for ax, name in zip(axes, names):
+        ys_all = []
+        for i, (label, units) in enumerate(groups.items()):
+            for variant in (BLOCKED, UNBLOCKED):
+                steps, ys = _series(units, f"{variant}/{name}")
+                if not len(steps):
+                    continue
+                every = max(1, math.ceil(len(steps) / 8))
+                draw_spread(ax, steps, ys, marker=point_style(i)["marker"], markersize=5,
+                            linewidth=1.4, markevery=(i % every, every), band_alpha=0.07,
+                            label=f"{label} ({variant})", **variant_style(variant))
+                ys_all += ys
+        log_if_wide(ax, ys_all)
+        ax.set_title(wrap(name, 40), fontsize=10)
+        ax.set_xlabel("step", fontsize=9)
+        ax.tick_params(labelsize=9)
+        integer_ticks(ax)
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], label=label, linestyle="none", color="#404040",
+                      marker=point_style(i)["marker"], markersize=6)
+               for i, label in enumerate(groups)]
+    handles += [Line2D([], [], label=v, **variant_style(v)) for v in (BLOCKED, UNBLOCKED)]
+    _legend(fig, handles, 40)
+    fig.suptitle(textwrap.fill(f"{experiment}: every config on the same axes (marker: the "
+                               f"config; the mean over seeds, band: their range)",
+                               int(fig.get_figwidth() * 11)), fontsize=10)
+    return fig
+
+
+def compare_figures(table: Comparison) -> Iterator[tuple[str, str, str, Any]]:
+    """``(experiment, name, caption, figure)`` of every figure: one per headline metric of
+    each experiment, and for several configs their logged curves."""
+    for exp in table.sweeps:
+        for quantity in headline_metrics(table, exp):
+            yield exp, quantity, (
+                f"{exp}: {quantity} of every config; a thick line joins a config's blocked "
+                f"and unblocked means (its colour and marker in the legend, with {DIFF}), thin "
+                f"lines the two values of each seed."), metric_figure(table, exp, quantity)
+        groups = {label: table.runs[(exp, label)] for label in table.labels(exp)}
+        if len(groups) > 1 and (names := curve_names(groups)):
+            yield exp, "curves", (
+                f"{exp}: the logged curves of every config, a panel per metric: the marker "
+                f"says the config, a solid blue line blocked, a dashed vermillion line "
+                f"unblocked (the mean over the seeds; the band, their range)."), \
+                curve_figure(groups, exp, names)
+
+
+def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``compare.csv``, ``compare.html`` (every value, the runs pooled, the figures) and
+    the figures as ``compare_figures/<experiment>__<name>.png``; returns the CSV's and the
+    page's paths."""
+    from toolkit.lab.report.content import FigureItem, safe_name
+    from toolkit.lab.report.content import _png as png
+    from toolkit.lab.report.render import page
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(csv_path := out_dir / "compare.csv", _csv(table), root=out_dir)
+    figures: dict[str, list[FigureItem]] = {}
+    folder = inside(out_dir, out_dir / "compare_figures")  # never through a link out
+    for exp, name, caption, fig in compare_figures(table):
+        item = FigureItem(safe_name(f"{exp}__{name}"), caption, png(fig))
+        atomic_write_bytes(folder / f"{item.name}.png", item.png, root=out_dir)
+        figures.setdefault(exp, []).append(item)
     sections = []
     for exp, sweep in table.sweeps.items():
         rows, pooled = [], []
@@ -357,37 +473,14 @@ def _sections(table: Comparison, figures: dict[str, list[FigureItem]]) -> list[d
             text = cells(table, exp, label)
             seeds = ", ".join(map(str, table.seeds(exp, label)))
             pooled.append((label, seeds, [shown(u.run_dir.name) for u in table.runs[(exp, label)]]))
-            for q in text.index:
-                rows.append([*sweep.points[label].values(), seeds, q,
-                             *(text.at[q, v] if v in text.columns else ""
-                               for v in (BLOCKED, UNBLOCKED, DIFF, "value"))])
-        columns = [*sweep.varying, "seeds", "quantity", BLOCKED, UNBLOCKED, DELTA, "value"]
+            rows += [[*sweep.points[label].values(), seeds, q,
+                      *(text.at[q, v] if v in text.columns else ""
+                        for v in (BLOCKED, UNBLOCKED, DIFF, "value"))] for q in text.index]
         sections.append({"experiment": exp, "sweep": sweep, "rows": rows, "pooled": pooled,
-                         "columns": columns, "figures": figures.get(exp, [])})
-    return sections
-
-
-def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``compare.csv``, ``compare.html`` (every value, the runs pooled, the figures) and
-    the figures as ``compare_figures/<experiment>__<name>.png``; returns the CSV's and the
-    page's paths."""
-    from toolkit.lab.report.compare_plots import compare_figures
-    from toolkit.lab.report.render import page
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = out_dir / "compare.csv"
-    atomic_write_text(csv_path, _csv(table), root=out_dir)
-    figures: dict[str, list[FigureItem]] = {}
-    folder = inside(out_dir, out_dir / "compare_figures")  # never through a link out
-    for exp, name, caption, png in compare_figures(table):
-        stem = safe_name(f"{exp}__{name}")
-        atomic_write_bytes(folder / f"{stem}.png", png, root=out_dir)
-        figures.setdefault(exp, []).append(FigureItem(stem, caption, png))
-    html_path = out_dir / "compare.html"
+                         "columns": [*sweep.varying, "seeds", "quantity", BLOCKED, UNBLOCKED,
+                                     DELTA, "value"], "figures": figures.get(exp, [])})
     n_runs = len({u.run_dir for runs in table.runs.values() for u in runs})  # a showcase: 1
-    atomic_write_text(html_path, page(
-        "compare.html.j2", sections=_sections(table, figures), diff=DIFF, delta=DELTA,
-        blocked=BLOCKED, unblocked=UNBLOCKED, n_runs=n_runs, n_groups=len(table.runs)),
-        root=out_dir)
+    atomic_write_text(html_path := out_dir / "compare.html", page(
+        "compare.html.j2", sections=sections, diff=DIFF, delta=DELTA, n_runs=n_runs,
+        n_groups=len(table.runs)), root=out_dir)
     return csv_path, html_path

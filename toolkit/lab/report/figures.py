@@ -247,27 +247,28 @@ def _bars(ax: Any, series: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
 def _lines(ax: Any, run: RunResults, keys: Mapping[str, str], name: str,
            others: list[str]) -> bool:
     """Every variant of one metric against the step; returns whether a legend is needed."""
-    positive = True
-    spans = []
+    drawn = []
     for variant, key in keys.items():
         steps, ys = metric_over_seeds(run, key)
         marker = "o" if len(steps) <= 20 else None
         draw_spread(ax, steps, ys, label=variant or name, marker=marker, markersize=3,
                     **variant_style(variant, others))
-        values = np.concatenate(ys)
-        finite = values[np.isfinite(values)]
-        if finite.size:
-            positive &= bool((finite > 0).all())
-            spans.append((finite.min(), finite.max()))
-    if spans and positive and min(s[0] for s in spans) > 0 and \
-            max(s[1] for s in spans) / min(s[0] for s in spans) > 1e3:
-        ax.set_yscale("log")
+        drawn += ys
+    log_if_wide(ax, drawn)
     ax.set_title(wrap(name, 30), fontsize=10)
     ax.set_xlabel("step")
     integer_ticks(ax)
     ax.grid(alpha=0.3)
     note_identical(ax)
     return len(keys) > 1 or bool(next(iter(keys)))
+
+
+def log_if_wide(ax: Any, ys: list[Any]) -> None:
+    """A log y axis for values that are all positive and span more than three decades."""
+    values = np.concatenate([np.ravel(y) for y in ys]) if ys else np.array([])
+    finite = values[np.isfinite(values)]
+    if finite.size and (finite > 0).all() and finite.max() / finite.min() > 1e3:
+        ax.set_yscale("log")
 
 
 def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, str]],
