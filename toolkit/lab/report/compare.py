@@ -28,7 +28,15 @@ import numpy as np
 import pandas as pd
 
 from toolkit._utils.formatting import shown
-from toolkit.lab.report.figures import draw_spread, log_if_wide, numeric_leaves, panels, plt, wrap
+from toolkit.lab.report.figures import (
+    draw_spread,
+    log_if_wide,
+    numeric_leaves,
+    panels,
+    plt,
+    series,
+    wrap,
+)
 from toolkit.lab.report.tables import format_value, split_variant
 from toolkit.lab.results.check import readable_runs
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
@@ -355,21 +363,6 @@ def metric_figure(table: Comparison, experiment: str, quantity: str) -> Any:
     return fig
 
 
-def _series(units: Sequence[RunResults], key: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    """``(steps, [values of each seed])`` of ``key`` on the steps every seed that logged it
-    logged (no steps when none did)."""
-    found = []
-    for unit in units:
-        try:
-            found.append(unit.metric(key))
-        except KeyError:
-            continue
-    common = found[0][0] if found else np.array([])
-    for steps, _ in found[1:]:
-        common = np.intersect1d(common, steps)
-    return common, [values[np.isin(steps, common)] for steps, values in found]
-
-
 def curve_names(groups: dict[str, Sequence[RunResults]], k: int = 3) -> list[str]:
     """Up to ``k`` metrics (``"<group>/<name>"``), in the order logged, that both variants
     logged over more than one step and that tell blocked from unblocked at some step."""
@@ -406,7 +399,7 @@ def curve_figure(groups: dict[str, Sequence[RunResults]], experiment: str,
         ys_all = []
         for i, (label, units) in enumerate(groups.items()):
             for variant in (BLOCKED, UNBLOCKED):
-                steps, ys = _series(units, f"{variant}/{name}")
+                steps, ys = series(units, f"{variant}/{name}")
                 if not len(steps):
                     continue
                 every = max(1, math.ceil(len(steps) / 8))
