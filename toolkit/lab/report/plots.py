@@ -1,24 +1,10 @@
-"""Figure pieces that several experiments draw, so that each figure is declared in a few lines.
-
-An experiment's ``figures(run)`` names its figures and captions; each figure is a small
-function built from these pieces, and only what is specific to one experiment stays in it:
-
-- :func:`subplots`: a report figure's panels, laid out so that titles and legends get room;
-- :func:`step_axes`: the finish of a panel whose x axis counts steps (epochs, iterations,
-  sweeps): whole-number ticks, a light grid, title and labels;
-- :func:`variant_curves`: one metric of every seed of a run, one curve (or band) per variant,
-  each in its variant's style (:func:`toolkit.lab.style.variant_style`);
-- :func:`legend_below`: one legend for all the panels of a figure, under them;
-- :func:`variant_bars`: grouped bars of blocked vs unblocked (and other variants) per category,
-  the mean over seeds with their range as whiskers;
-- :func:`image_grid` and :func:`tile_images`: rows of small images (digits, filters, samples)
-  with row labels, and many images tiled into one;
-- :class:`WordTable`: a table of words, returned among the figures, that the report shows as
-  an HTML table (text a reader can select and search), never as an image.
-
-Every function draws on matplotlib axes or returns a ``Figure`` (Agg backend); nothing is
-shown. Colours and line styles come from :mod:`toolkit.lab.style`, so the figures keep the
-report's visual grammar (``toolkit.lab.report.layout_problems`` checks it).
+"""Figure pieces that several experiments draw, so that each figure is declared in a few lines:
+:func:`subplots` (constrained layout), :func:`step_axes` (a panel over steps), :func:`variant_curves`
+(a metric of every seed, a curve or band per variant in its style), :func:`legend_below` (one
+legend for all panels), :func:`variant_bars` (grouped bars over seeds), :func:`image_grid` and
+:func:`tile_images` (rows of small images), and :class:`WordTable` (a table of words the report
+shows as an HTML table, never as an image). Colours and line styles come from
+:mod:`toolkit.lab.style`.
 """
 
 from __future__ import annotations
@@ -46,49 +32,21 @@ from toolkit.lab.style import (
     variant_style,
 )
 
-__all__ = [
-    "WordTable",
-    "image_grid",
-    "legend_below",
-    "step_axes",
-    "subplots",
-    "tile_images",
-    "variant_bars",
-    "variant_curves",
-]
-
 
 def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any
              ) -> tuple[Figure, Any]:
-    """``plt.subplots(nrows, ncols, figsize=figsize, **kwargs)`` in constrained layout, as
-    every report figure is drawn: titles, labels and a legend ``"outside"`` the panels get
-    room instead of overlapping them. Keep the width at most
-    :data:`toolkit.lab.style.MAX_WIDTH_IN` so that the report shows the figure at its size.
-
-    >>> fig, axes = subplots(1, 2, figsize=(9.0, 3.0), sharey=True)
-    >>> fig.get_layout_engine().__class__.__name__, len(axes)
-    ('ConstrainedLayoutEngine', 2)
-    >>> plt.close(fig)
-    """
+    """``plt.subplots`` in constrained layout, as every report figure is drawn (keep the width
+    at most :data:`toolkit.lab.style.MAX_WIDTH_IN`)."""
     return plt.subplots(nrows, ncols, figsize=figsize, layout="constrained", **kwargs)
 
 
 def step_axes(ax: Any, title: str | None = None, xlabel: str | None = "epoch", *,
               ylabel: str | None = None, title_size: float | None = 10, grid: bool = True,
               identical: bool = False) -> Any:
-    """Finish a panel whose x axis counts steps: ``xlabel`` (``None``: none, as above a shared
-    axis), ticks at whole numbers only, ``title`` (at ``title_size`` points; ``None``:
-    matplotlib's default size), ``ylabel``, a light grid, and with ``identical`` the note on
-    curves that lie on each other (:func:`toolkit.lab.style.note_identical`: call it last,
-    once every line is drawn). Returns ``ax``.
-
-    >>> import matplotlib.pyplot as plt
-    >>> fig, ax = plt.subplots()
-    >>> _ = ax.plot([1, 2, 3], [0.5, 0.7, 0.8])
-    >>> step_axes(ax, "accuracy", ylabel="held out").get_xlabel()
-    'epoch'
-    >>> plt.close(fig)
-    """
+    """Finish a panel whose x axis counts steps: ``xlabel`` (``None``: none), whole-number
+    ticks, ``title`` (at ``title_size`` points; ``None``: the default size), ``ylabel``, a light
+    grid, and with ``identical`` :func:`toolkit.lab.style.note_identical` (call it last).
+    Returns ``ax``."""
     if title is not None:
         ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
     if xlabel is not None:
@@ -108,14 +66,10 @@ def variant_curves(ax: Any, run: RunResults, key: str, variants: Iterable[str] =
         styles: Mapping[str, Mapping[str, Any]] | None = None, others: list[str] | None = None,
         **style: Any) -> list[Any]:
     """Draw the metric ``"<variant>/<key>"`` of every seed of ``run`` for each variant that
-    logged it (:func:`toolkit.lab.report.figures.plot_seeds`: one seed's line, or the mean
-    and range of several), in the variant's colour and line style.
-
-    ``labels`` names a variant in the legend (default: its name, underscores as spaces);
-    ``style`` goes to every curve and ``styles[variant]`` to that variant's, over its own
-    style; ``others`` is the list :func:`toolkit.lab.style.variant_style` keeps so that a
-    figure gives each further variant one colour. Returns the lines drawn, in order.
-    """
+    logged it (:func:`~toolkit.lab.report.figures.plot_seeds`), in the variant's style.
+    ``labels`` names variants in the legend (default: the name, underscores as spaces);
+    ``style`` goes to every curve, ``styles[variant]`` to one; ``others`` is
+    :func:`~toolkit.lab.style.variant_style`'s list. Returns the lines drawn."""
     if isinstance(variants, str):
         raise ValueError(f"variant_curves: variants must be a list of variant names, got the "
                          f"string {variants!r}")
@@ -133,11 +87,9 @@ def variant_curves(ax: Any, run: RunResults, key: str, variants: Iterable[str] =
 
 def legend_below(fig: Figure, axes: Iterable[Any], *, ncols: int = 3, fontsize: float = 9
                  ) -> Any:
-    """One legend for the panels ``axes`` of ``fig``, under them (constrained layout makes
-    room), each entry once with the notes on identical curves of any panel
-    (:func:`toolkit.lab.style.legend_entries`). It hides no panel's data and stays inside
-    the figure: with fewer than ``ncols`` columns where they would not fit its width.
-    Returns it."""
+    """One legend for the panels ``axes`` of ``fig``, under them, each entry once with the
+    notes on identical curves (:func:`~toolkit.lab.style.legend_entries`), in fewer than
+    ``ncols`` columns where they would not fit the figure's width. Returns it."""
     handles, labels = legend_entries(axes)
     n = max(1, min(ncols, len(labels)))
     renderer = fig.canvas.get_renderer()
@@ -155,14 +107,10 @@ def legend_below(fig: Figure, axes: Iterable[Any], *, ncols: int = 3, fontsize: 
 def variant_bars(ax: Any, categories: Sequence[str], values: Mapping[str, Any], *,
                  labels: Mapping[str, str] | None = None, width: float = 0.35,
                  step: float | None = None, capsize: float = 3) -> dict[str, Any]:
-    """Grouped bars: one group per category, one bar per variant in its colour.
-
-    ``values[variant]`` holds one number per category, or one row of them per seed: the bar
-    is the mean over the seeds and a whisker spans their range (smallest to largest). Bars of
-    a group are ``step`` apart (default ``width``), centred on the category's tick.
-    ``labels`` names the variants in the legend (default: their names). Returns the bar
-    containers by variant (for labels on the bars: ``ax.bar_label``).
-    """
+    """Grouped bars: one group per category, one bar per variant in its colour, ``step``
+    apart (default ``width``). ``values[variant]`` holds a number per category, or a row of them
+    per seed: then the bar is the mean and a whisker spans the range. Returns the bars by
+    variant."""
     n = len(categories)
     out = {}
     for i, (variant, given) in enumerate(values.items()):
@@ -184,9 +132,8 @@ def variant_bars(ax: Any, categories: Sequence[str], values: Mapping[str, Any], 
 
 
 def tile_images(images: Any, shape: Sequence[int]) -> np.ndarray:
-    """Many images as one: ``images`` ``(n, height·width)`` (or ``(n, height, width)``) tiled
-    in a near-square grid, row by row, each framed by a 1-pixel NaN border (drawn as the
-    background). No images give an empty strip, NaN throughout.
+    """``images`` ``(n, height·width)`` (or ``(n, height, width)``) tiled in a near-square grid,
+    row by row, each framed by a 1-pixel NaN border (drawn as the background).
 
     >>> tile_images(np.ones((2, 4)), (2, 2)).shape  # two 2×2 images side by side
     (4, 7)
@@ -211,17 +158,12 @@ def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int
                fontsize: float = 9, cmap: str = "gray_r", vmin: float = 0, vmax: float = 1,
                symmetric: bool = False, label_kw: Mapping[str, Any] | None = None
                ) -> tuple[Figure, np.ndarray]:
-    """A figure of images, one row per ``(label, images)`` of ``rows``, without ticks.
-
-    Each image is drawn at ``shape`` (``(height, width)``; ``None``: as given, 2-D) with
-    ``cmap`` from ``vmin`` to ``vmax``, or with ``symmetric`` from ``−m`` to ``m``, ``m`` the
-    largest absolute value of that image (for weights of either sign). The figure is
-    ``cell[0]`` inches a column plus ``pad[0]`` wide (at most
-    :data:`toolkit.lab.style.MAX_WIDTH_IN`) and ``cell[1]`` a row plus ``pad[1]`` high.
-    Each row's label is the y label of its first image (``label_kw`` to ``set_ylabel``),
-    ``col_titles`` head the first row, both at ``fontsize``; ``title`` the figure. Returns
-    the figure and its ``(rows, columns)`` array of axes, for titles on single images.
-    """
+    """A figure of images without ticks, a row per ``(label, images)``, each image at
+    ``shape`` (``None``: as given) with ``cmap`` from ``vmin`` to ``vmax`` (``symmetric``: ±
+    its largest absolute value). ``cell`` inches a column and a row plus ``pad`` (at most
+    :data:`~toolkit.lab.style.MAX_WIDTH_IN` wide); row labels as y labels (``label_kw``),
+    ``col_titles`` over the first row, ``title`` the figure's. Returns the figure and its
+    ``(rows, columns)`` axes."""
     if not rows:
         raise ValueError("image_grid: rows must name at least one (label, images) row, got none")
     n = max(len(images) for _, images in rows)
@@ -252,14 +194,11 @@ def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int
 
 class WordTable(Figure):
     """A table of words that ``figures(run)`` returns among its figures: the report writes it
-    as an HTML table (and a Markdown table in ``report.md``) under its caption, where a reader
-    can select, search and copy its text; it is never drawn as an image.
+    as an HTML (and Markdown) table, never as an image. An empty ``Figure`` only so that it
+    travels where figures travel.
 
-    It is a ``Figure`` (an empty one) only so that it travels where figures travel.
-
-    >>> table = WordTable(["bug", "cost"], [["gan fake", "1.6x"]], title="the corpus")
-    >>> table.columns, table.rows
-    (['bug', 'cost'], [['gan fake', '1.6x']])
+    >>> WordTable(["bug", "cost"], [["gan fake", "1.6x"]], title="the corpus").rows
+    [['gan fake', '1.6x']]
     """
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
