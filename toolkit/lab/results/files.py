@@ -1,16 +1,12 @@
-"""Results files on disk: written all at once, read as hostile input, never outside their folder.
+"""Results files on disk: written whole, read as hostile input, never outside their folder.
 
-Writing: :func:`atomic_write_bytes` (and ``_text``, ``_json``) writes through a temporary file
-and ``os.replace``: a file is whole or as it was. :func:`new_run_dir` makes a run directory no
-other run can get.
-
-Reading: a results folder may come from anyone. :func:`read_bytes` never opens a FIFO, a device
-or a folder in a file's place, reads at most :data:`MAX_FILE_BYTES`, and with ``root`` refuses a
-path that resolves outside it (:func:`inside`); :func:`read_json`, :func:`read_toml` and
-:func:`read_metrics` bound the nesting and the integers, and check the shape against a model of
-:mod:`toolkit.lab.results.schema`; :func:`read_npz` loads no pickle and believes no header.
-Whatever is wrong is one :class:`~toolkit.lab.errors.DamagedFile` naming the file.
-:func:`walk` lists a folder's tree to a bounded depth, without following links.
+Writing goes through a temporary file and ``os.replace`` (a file is whole or as it was), inside
+the folder of :func:`confined` when one is set. Reading takes a regular file of at most
+:data:`MAX_FILE_BYTES` (a FIFO or a device is never opened), refuses a path that resolves
+outside ``root`` (:func:`inside`), bounds the nesting and the integers of what it parses, and
+checks the shape against a model of :mod:`toolkit.lab.results.schema`; an ``.npz`` is loaded
+without pickles and its headers are checked before anything is allocated. Whatever is wrong is
+one :class:`~toolkit.lab.errors.DamagedFile` naming the file.
 """
 
 from __future__ import annotations
@@ -26,12 +22,14 @@ import secrets
 import stat
 import tempfile
 import tomllib
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.errors import DamagedFile, OutsideFolder
@@ -43,45 +41,29 @@ __all__ = ["MAX_FILE_BYTES", "atomic_write_bytes", "atomic_write_json", "atomic_
            "read_json_value", "read_metrics", "read_npz", "read_record", "read_toml", "to_jsonable",
            "utc_now", "walk"]
 
-#: The largest results file a reader takes (a long run's metrics are a few MiB).
-MAX_FILE_BYTES = 256 * 2**20
-#: The largest ``.npz`` artifact, and the most its arrays may hold once unpacked.
-MAX_NPZ_BYTES = 2 * 2**30
-#: The deepest a walk goes below the folder it starts in (a run's files are 3 levels down
-#: from an experiment's folder: <run>/artifacts/<child>/<file>).
+#: The largest results file a reader takes (a long run's metrics are a few MiB); an ``.npz``
+#: may hold more, and unpack to no more than its own limit.
+MAX_FILE_BYTES, MAX_NPZ_BYTES = 256 * 2**20, 2 * 2**30
+#: How deep a walk goes below its folder (a run's files: <run>/artifacts/<child>/<file>).
 MAX_WALK_DEPTH = 8
-
-# ----------------------------------------------------------------------------- the folder's bounds
+_ONLY_INSIDE = "the lab writes, deletes and reads only inside its folder"
 
 
 def inside(root: str | Path, path: str | Path) -> Path:
     """``path`` resolved, when it lies inside the folder ``root`` (itself resolved: it may be a
-    link); else :class:`~toolkit.lab.errors.OutsideFolder` naming the link that leads out.
-
-    >>> import tempfile; from pathlib import Path
-    >>> run = Path(tempfile.mkdtemp()); (run / "figures").symlink_to(tempfile.gettempdir())
-    >>> inside(run, run / "summary.json") == (run / "summary.json").resolve()
-    True
-    >>> inside(run, run / "figures" / "a.png")
-    Traceback (most recent call last):
-    ...
-    toolkit.lab.errors.OutsideFolder: .../figures: a symbolic link to ... outside ...
-    """
+    link); else :class:`~toolkit.lab.errors.OutsideFolder` naming the link that leads out."""
     base, resolved = Path(root).resolve(), Path(path).resolve()
     if resolved.is_relative_to(base):
         return resolved
-    start, full = Path(os.path.abspath(root)), Path(os.path.abspath(path))
-    if full.is_relative_to(start):
-        at = start
-        for part in full.relative_to(start).parts:
-            at = at / part
-            if at.is_symlink() and not at.resolve().is_relative_to(base):
-                raise OutsideFolder(at, f"a symbolic link to {shown(os.readlink(at))}, outside "
-                                        f"{shown(root)}; the lab writes, deletes and reads only "
-                                        f"inside its folder: remove the link (or copy what it "
-                                        f"points to into the folder)")
-    raise OutsideFolder(path, f"lies outside {shown(root)}; the lab writes, deletes and reads "
-                              f"only inside its folder")
+    start, at = Path(os.path.abspath(root)), Path(os.path.abspath(path))
+    if at.is_relative_to(start):
+        for part in at.relative_to(start).parts:
+            start = start / part
+            if start.is_symlink() and not start.resolve().is_relative_to(base):
+                raise OutsideFolder(start, f"a symbolic link to {shown(os.readlink(start))}, "
+                                           f"outside {shown(root)}; {_ONLY_INSIDE}: remove the "
+                                           f"link (or copy what it points to into the folder)")
+    raise OutsideFolder(path, f"lies outside {shown(root)}; {_ONLY_INSIDE}")
 
 
 _BOUNDS: contextvars.ContextVar[Path | None] = contextvars.ContextVar("bounds", default=None)
@@ -89,8 +71,8 @@ _BOUNDS: contextvars.ContextVar[Path | None] = contextvars.ContextVar("bounds", 
 
 @contextlib.contextmanager
 def confined(root: str | Path) -> Iterator[Path]:
-    """Inside the ``with``, every atomic write and :func:`new_run_dir` must land inside
-    ``root``, or is refused with :class:`~toolkit.lab.errors.OutsideFolder` (context-local)."""
+    """Inside the ``with`` (context-local), every atomic write and :func:`new_run_dir` must
+    land inside ``root``, or is refused with :class:`~toolkit.lab.errors.OutsideFolder`."""
     token = _BOUNDS.set(Path(root))
     try:
         yield Path(root)
@@ -104,20 +86,14 @@ def _bound(path: Path, root: str | Path | None) -> None:
             inside(bound, path)
 
 
-# ----------------------------------------------------------------------------- writing
-
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path | None = None
                        ) -> None:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (all or nothing).
-
-    An ``OSError`` (a full disk, a read-only folder) leaves ``path`` as it was, removes the
-    temporary file and names ``path``. ``root`` (default: the folder of :func:`confined`): the
-    folder the file must land in.
-    """
+    """Write ``data`` to ``path`` (inside ``root`` and :func:`confined`'s folder) all or
+    nothing: an ``OSError`` (a full disk) leaves ``path`` as it was and names it."""
     path = Path(path)
     _bound(path, root)
     tmp = None
@@ -143,37 +119,27 @@ def atomic_write_text(path: str | Path, text: str, *, root: str | Path | None = 
     atomic_write_bytes(path, text.encode("utf-8"), root=root)
 
 
-def to_jsonable(value: Any, where: str = "value") -> Any:
-    """Tensors, numpy values, tuples, paths, dataclasses and models as plain JSON types."""
-    import dataclasses
-
+def _plain(value: Any) -> Any:
     import torch
 
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
         value = value.float() if value.dtype in (torch.bfloat16, torch.float16) else value
         return value.item() if value.dim() == 0 else value.tolist()
     if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(items)]
-    if isinstance(value, (Path, torch.dtype, torch.device)):
+    if isinstance(value, (torch.dtype, torch.device)):
         return str(value)
-    if isinstance(value, BaseModel):
-        return to_jsonable(value.model_dump(mode="json"), where)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_jsonable(dataclasses.asdict(value), where)
-    raise TypeError(f"{where}: cannot store {type(value).__name__} as JSON; convert it to a "
-                    f"number, string, list or dict first")
+    raise TypeError(f"cannot store {type(value).__name__} as JSON; convert it to a number, "
+                    f"string, list or dict first")
+
+
+def to_jsonable(value: Any, where: str = "value") -> Any:
+    """Tensors, numpy values, tuples, paths, dataclasses and models as plain JSON types."""
+    try:
+        return to_jsonable_python(value, fallback=_plain)
+    except TypeError as err:
+        raise TypeError(f"{where}: {err}") from None
 
 
 def json_text(obj: Any) -> str:
@@ -191,106 +157,85 @@ def utc_now() -> _dt.datetime:
 
 
 def new_run_dir(root: str | Path, experiment: str, seed: int | str) -> Path:
-    """Make ``<root>/<experiment>/<UTC time>__seed<k>__<random>`` and return it: ``mkdir``
-    without ``exist_ok`` never gives two runs one folder (a clash draws a new suffix)."""
+    """Make ``<root>/<experiment>/<UTC time>__seed<k>__<random>``: ``mkdir`` without
+    ``exist_ok`` never gives two runs one folder (a clash draws a new suffix)."""
     parent = Path(root) / experiment
     inside(root, parent)
     _bound(parent, None)
     parent.mkdir(parents=True, exist_ok=True)
-    stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
-    for _ in range(20):
-        run_dir = parent / f"{stamp}__seed{seed}__{secrets.token_hex(3)}"
-        try:
+    while True:
+        run_dir = parent / f"{utc_now():%Y%m%dT%H%M%SZ}__seed{seed}__{secrets.token_hex(3)}"
+        with contextlib.suppress(FileExistsError):
             run_dir.mkdir()
-        except FileExistsError:
-            continue
-        return run_dir
-    raise FileExistsError(f"new_run_dir: no fresh folder in {parent} after 20 attempts")
+            return run_dir
 
-
-# ----------------------------------------------------------------------------- reading
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
-
-
-def _not_a_file(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    return f"is {next((name for test, name in _KINDS if test(mode)), 'not a regular file')}, " \
-           f"not a file"
+          (stat.S_ISSOCK, "a socket"))
 
 
 def read_bytes(path: str | Path, *, root: str | Path | None = None,
                limit: int = MAX_FILE_BYTES) -> bytes | None:
-    """The bytes of a results file, ``None`` when there is nothing at ``path``; a
-    :class:`~toolkit.lab.errors.DamagedFile` when it is a folder, a FIFO, a socket or a device
-    (never opened), larger than ``limit`` or unreadable, or (with ``root``) leads outside it."""
+    """The bytes of a results file, ``None`` when there is nothing at ``path``; damaged when
+    it is not a regular file (never opened), larger than ``limit``, unreadable, or (with
+    ``root``) leads outside it."""
     path = Path(path)
     try:
         os.lstat(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
-        raise DamagedFile(path, f"cannot be read ({getattr(err, 'strerror', None) or err})") \
-            from None
+        raise DamagedFile(path, f"cannot be read ({getattr(err, 'strerror', None) or err})"
+                          ) from None
     if root is not None:
         inside(root, path)
-    try:  # the kind first: a FIFO or a device is never opened
-        problem = _not_a_file(os.stat(path).st_mode)
-        if problem is not None:
-            raise DamagedFile(path, problem)
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:
-            info = os.fstat(fh.fileno())  # swapped since the stat: checked again
-            problem = _not_a_file(info.st_mode) or (
-                f"holds {info.st_size:,} bytes, more than the {limit:,} a results file may"
-                if info.st_size > limit else None)
-            data = b"" if problem else fh.read(limit + 1)
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "a device")
+            raise DamagedFile(path, f"is {kind}, not a file")
+        if info.st_size > limit:
+            raise DamagedFile(path, f"holds {info.st_size:,} bytes, more than the {limit:,} a "
+                                    f"results file may")
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)
     except FileNotFoundError:
         raise DamagedFile(path, "a symbolic link that leads nowhere") from None
     except OSError as err:
         raise DamagedFile(path, f"cannot be read ({err.strerror or err})") from None
-    if problem is None and len(data) > limit:
-        problem = "holds more bytes than a results file may"
-    if problem is not None:
-        raise DamagedFile(path, problem)
+    if len(data) > limit:  # grown since the stat
+        raise DamagedFile(path, f"holds more than the {limit:,} bytes a results file may")
     return data
 
 
-def _bounded(path: Path, value: Any) -> Any:
-    """``value`` when it nests at most :data:`MAX_DEPTH` deep and its integers fit in 64 bits
-    (walked without recursion); else :class:`~toolkit.lab.errors.DamagedFile`."""
+def _parsed(path: Path, data: bytes, loads: Callable[[str], Any], kind: str) -> Any:
+    """``data`` parsed, when it nests at most :data:`MAX_DEPTH` deep and its integers fit in
+    64 bits (walked without recursion); else :class:`~toolkit.lab.errors.DamagedFile`."""
+    try:
+        value = loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
+    except RecursionError:
+        raise DamagedFile(path, "nests lists or tables too deep to read") from None
+    except ValueError as err:  # the decoder's error, or an integer of thousands of digits
+        raise DamagedFile(path, f"not valid {kind} ({str(err)[:200]}); the file is cut short "
+                                f"or corrupt") from None
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, (dict, list)):
             if depth >= MAX_DEPTH:
                 raise DamagedFile(path, f"nests lists or objects more than {MAX_DEPTH} deep")
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict)
-                                                  else item))
+            stack += [(v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)]
         elif isinstance(item, int) and not -2**63 <= item < 2**64:
             raise DamagedFile(path, f"holds an integer of {len(str(abs(item)))} digits, beyond "
                                     f"64 bits")
     return value
 
 
-def _decoded(path: Path, data: bytes, loads: Callable[[str], Any], kind: str) -> Any:
-    try:
-        return _bounded(path, loads(data.decode("utf-8")))
-    except UnicodeDecodeError as err:
-        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
-    except RecursionError:
-        raise DamagedFile(path, "nests lists or tables too deep to read") from None
-    except ValueError as err:  # the decoder's error, or an integer of thousands of digits
-        if isinstance(err, DamagedFile):
-            raise
-        raise DamagedFile(path, f"not valid {kind} ({str(err)[:200]}); the file is cut short "
-                                f"or corrupt") from None
-
-
-def _shape(path: Path, data: Any, model: type[BaseModel]) -> BaseModel:
-    """``data`` validated as ``model``; :class:`~toolkit.lab.errors.DamagedFile` naming the
-    first field that does not fit."""
+def _shape(path: Path, data: Any, model: type[M]) -> M:
+    """``data`` as ``model``, or :class:`~toolkit.lab.errors.DamagedFile` naming the first field
+    that does not fit."""
     try:
         return model.model_validate(data)
     except ValidationError as err:
@@ -299,53 +244,46 @@ def _shape(path: Path, data: Any, model: type[BaseModel]) -> BaseModel:
         what = f"{where!r}: {first['msg']}" if where else first["msg"]
         raise DamagedFile(path, f"{what[:300]} (the {model.__name__} shape of the results "
                                 f"format)") from None
-    except RecursionError:
-        raise DamagedFile(path, "nests lists or objects too deep to read") from None
 
 
 def read_json_value(path: str | Path, *, root: str | Path | None = None) -> Any:
     """Any JSON value (an artifact may be a list or a number); ``None`` when absent."""
     data = read_bytes(path, root=root)
-    return None if data is None else _decoded(Path(path), data, json.loads, "JSON")
+    return None if data is None else _parsed(Path(path), data, json.loads, "JSON")
+
+
+def _document(path: Path, root: str | Path | None, model: type[BaseModel] | None
+              ) -> dict[str, Any]:
+    if path.suffix == ".toml":
+        data = read_bytes(path, root=root)
+        value = {} if data is None else _parsed(path, data, tomllib.loads, "TOML")
+    else:
+        value = read_json_value(path, root=root)
+        value = {} if value is None else value
+        if not isinstance(value, dict):
+            raise DamagedFile(path, f"holds a JSON {type(value).__name__}, not an object")
+    if model is not None:
+        _shape(path, value, model)
+    return value
 
 
 def read_json(path: str | Path, *, root: str | Path | None = None,
               model: type[BaseModel] | None = None) -> dict[str, Any]:
     """A results JSON object (``{}`` when absent), checked against ``model`` when given."""
-    path = Path(path)
-    value = read_json_value(path, root=root)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise DamagedFile(path, f"holds a JSON {type(value).__name__}, not an object")
-    if model is not None:
-        _shape(path, value, model)
-    return value
-
-
-def read_record(path: str | Path, model: type[M], *, root: str | Path | None = None
-                ) -> M | None:
-    """A results file as its model of :mod:`toolkit.lab.results.schema` (``None`` when
-    absent): TOML for ``.toml``, else JSON."""
-    path = Path(path)
-    reader = read_toml if path.suffix == ".toml" else read_json
-    if not os.path.lexists(path):
-        return None
-    return _shape(path, reader(path, root=root), model)  # type: ignore[return-value]
+    return _document(Path(path), root, model)
 
 
 def read_toml(path: str | Path, *, root: str | Path | None = None,
               model: type[BaseModel] | None = None) -> dict[str, Any]:
-    """A results TOML file (``config.toml``) as a dict (``{}`` when absent), checked against
-    ``model`` when given."""
+    """A results TOML file (``{}`` when absent), checked against ``model`` when given."""
+    return _document(Path(path), root, model)
+
+
+def read_record(path: str | Path, model: type[M], *, root: str | Path | None = None
+                ) -> M | None:
+    """A results file (TOML for ``.toml``, else JSON) as ``model``; ``None`` when absent."""
     path = Path(path)
-    data = read_bytes(path, root=root)
-    if data is None:
-        return {}
-    value = _decoded(path, data, tomllib.loads, "TOML")
-    if model is not None:
-        _shape(path, value, model)
-    return value
+    return _shape(path, _document(path, root, None), model) if os.path.lexists(path) else None
 
 
 def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: bool = False
@@ -354,29 +292,18 @@ def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: 
     :class:`~toolkit.lab.results.schema.MetricsRow`. A last line cut short (a run killed mid
     write) is left out, unless the run says it completed (``complete``)."""
     path = Path(path)
-    data = read_bytes(path, root=root)
-    if data is None:
-        return []
-    try:
-        lines = data.decode("utf-8").split("\n")
-    except UnicodeDecodeError as err:
-        raise DamagedFile(path, f"not UTF-8 text (byte {err.start} cannot be decoded)") from None
-    if lines[-1] != "" and complete:
+    lines = (read_bytes(path, root=root) or b"").split(b"\n")
+    if lines[-1] and complete:
         raise DamagedFile(path, "its last line is cut short (no newline), yet the run says it "
                                 "completed")
     rows = []
     for number, line in enumerate(lines[:-1], 1):
-        if not line.strip():
-            continue
-        try:
-            row = _decoded(path, line.encode("utf-8"), json.loads, "JSON")
-            if not isinstance(row, dict):
-                raise DamagedFile(path, f"holds a JSON {type(row).__name__}, not a row with an "
-                                        f"integer 'step'")
-            _shape(path, row, MetricsRow)
-        except DamagedFile as err:
-            raise DamagedFile(path, f"line {number}: {err.problem}") from None
-        rows.append(row)
+        if line.strip():
+            try:
+                rows.append(_parsed(path, line, json.loads, "JSON"))
+                _shape(path, rows[-1], MetricsRow)
+            except DamagedFile as err:
+                raise DamagedFile(path, f"line {number}: {err.problem}") from None
     return rows
 
 
@@ -385,8 +312,6 @@ def read_npz(path: str | Path, *, root: str | Path | None = None,
     """The arrays of an ``.npz`` artifact (``None`` when absent), loaded without pickles; an
     array whose header claims more bytes than its member holds is damage before anything is
     allocated."""
-    import zipfile
-
     path = Path(path)
     data = read_bytes(path, root=root, limit=limit)
     if data is None:
@@ -394,22 +319,20 @@ def read_npz(path: str | Path, *, root: str | Path | None = None,
     fmt = np.lib.format
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            members = archive.infolist()
-            if sum(m.file_size for m in members) > limit:
+            if sum(m.file_size for m in archive.infolist()) > limit:
                 raise DamagedFile(path, f"unpacks to more than {limit:,} bytes")
-            for member in members:
+            for member in archive.infolist():
                 with archive.open(member) as fh:
-                    version = fmt.read_magic(fh)
-                    read_header = (fmt.read_array_header_1_0 if version == (1, 0)
-                                   else fmt.read_array_header_2_0)
-                    shape, _, dtype = read_header(fh)
-                    if dtype.hasobject:
-                        raise DamagedFile(path, f"{member.filename} holds Python objects "
-                                                f"(a pickle), which are never loaded")
-                    size = math.prod(shape) * dtype.itemsize
-                    if size > member.file_size:
-                        raise DamagedFile(path, f"{member.filename} claims {size:,} bytes of "
-                                                f"data but holds {member.file_size:,}")
+                    header = {(1, 0): fmt.read_array_header_1_0}.get(
+                        fmt.read_magic(fh), fmt.read_array_header_2_0)
+                    shape, _, dtype = header(fh)
+                if dtype.hasobject:
+                    raise DamagedFile(path, f"{member.filename} holds Python objects (a "
+                                            f"pickle), which are never loaded")
+                if math.prod(shape) * dtype.itemsize > member.file_size:
+                    raise DamagedFile(path, f"{member.filename} claims "
+                                            f"{math.prod(shape) * dtype.itemsize:,} bytes of "
+                                            f"data but holds {member.file_size:,}")
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             return {key: arrays[key] for key in arrays.files}
     except DamagedFile:
@@ -419,20 +342,14 @@ def read_npz(path: str | Path, *, root: str | Path | None = None,
                                 f"{str(err)[:200]})") from None
 
 
-def walk(root: str | Path, depth: int = MAX_WALK_DEPTH) -> Iterator[tuple[Path, list[str],
-                                                                           list[str]]]:
+def walk(root: str | Path, depth: int = MAX_WALK_DEPTH
+         ) -> Iterator[tuple[Path, list[str], list[str]]]:
     """``(folder, subfolders, files)`` below ``root``, sorted, at most ``depth`` levels down,
-    without following links (a link is listed with the files): iterative, so a chain of
-    thousands of folders costs no stack, and bounded, so it costs no time either."""
-    stack = [(Path(root), 0)]
-    while stack:
-        folder, level = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        dirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-        files = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
-        yield folder, dirs, files
-        if level < depth:
-            stack.extend((folder / d, level + 1) for d in reversed(dirs))
+    links not followed (a link to a folder is listed, never entered); a caller may prune
+    ``subfolders`` in place."""
+    for top, dirs, files in os.walk(root):
+        dirs.sort()
+        files.sort()
+        yield Path(top), dirs, files
+        if len(Path(top).relative_to(root).parts) >= depth:
+            dirs[:] = []
