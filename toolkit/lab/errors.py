@@ -1,15 +1,5 @@
-"""The lab's errors, each printed by the command line as one line.
-
-- :class:`ConfigError`: a mistake in what the user gave (a config file, ``--set``, an option):
-  exit status 2, the line names the source, the key, the problem and the fix;
-- :class:`DamagedFile`: a results file that exists but cannot be read as the results format says
-  (cut short, corrupt, of the wrong shape, a FIFO or a folder in its place), and
-  :class:`OutsideFolder`, a path that would lead out of the folder the lab works in;
-- :class:`ExperimentLoadError`: an experiment module that cannot be imported or breaks the
-  contract; :class:`RunInterrupted`: SIGINT or SIGTERM during a run.
-
-Everything a user gave or a folder holds is echoed through :func:`echo`: on one line, cut short.
-"""
+"""The lab's errors, each printed by the command line as one line; everything a user gave or a
+folder holds is echoed through :func:`echo`: on one line, escaped, cut short."""
 
 from __future__ import annotations
 
@@ -22,21 +12,22 @@ from typing import Any
 from toolkit._utils.formatting import shown
 
 __all__ = ["ConfigError", "DamagedFile", "ExperimentLoadError", "OutsideFolder",
-           "RunInterrupted", "echo", "os_error_line", "suggest"]
+           "RunInterrupted", "cut", "echo", "os_error_line", "suggest"]
 
 #: The most characters of a value an error line echoes.
 ECHO = 80
 
 
-def echo(value: Any, limit: int = ECHO) -> str:
-    """``repr(value)`` for an error line: control characters escaped, cut to ``limit``
-    characters (a 10 MB value is not printed whole).
-
-    >>> echo("a\\nb"), echo("x" * 100)[-12:]
-    ("'a\\\\nb'", 'xxx…(102 ch)')
-    """
-    text = shown(repr(value))
+def cut(text: str, limit: int = ECHO) -> str:
+    """``text`` on one line, control characters escaped, cut to ``limit`` characters (a 10 MB
+    value is not printed whole): ``cut("x" * 100)[-12:] == "xxx…(100 ch)"``."""
+    text = shown(text)
     return text if len(text) <= limit else f"{text[:limit - 12]}…({len(text)} ch)"
+
+
+def echo(value: Any, limit: int = ECHO) -> str:
+    """``repr(value)`` for an error line, through :func:`cut`."""
+    return cut(repr(value), limit)
 
 
 class ConfigError(ValueError):
@@ -84,7 +75,7 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int = signal.SIGINT) -> None:
         self.signum = int(signum)
-        super().__init__(f"interrupted by {self.signal_name}")
+        super().__init__(f"interrupted by {signal.Signals(self.signum).name}")
 
     def __reduce__(self) -> tuple[type[RunInterrupted], tuple[int]]:
         return type(self), (self.signum,)  # it crosses processes (a pool, Dask) by its number
@@ -92,11 +83,6 @@ class RunInterrupted(KeyboardInterrupt):
     @property
     def signal_name(self) -> str:
         return signal.Signals(self.signum).name
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal's number: 130 for SIGINT, 143 for SIGTERM."""
-        return 128 + self.signum
 
 
 def suggest(word: str, candidates: Iterable[str]) -> str:

@@ -78,7 +78,7 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
     if args.max_runs < 1:
         raise ConfigError("--max-runs", "", f"must be >= 1, got {args.max_runs}",
                           "give the most runs this command may make, e.g. --max-runs 20000")
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    seeds = parse_seeds(args.seeds, limit=args.max_runs) if args.seeds is not None else None
     plans = [Plan.read(path, args.overrides, seeds=seeds, output_dir=args.out,
                        tensorboard=args.tensorboard, max_runs=args.max_runs)
              for path in args.configs]

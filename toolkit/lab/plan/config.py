@@ -1,27 +1,12 @@
 """From a config file (or values given in Python) to validated runs, in one pass.
 
-A config file holds a run's keys, its replicates' seeds, a ``[sweep]`` grid and the
-``[executor]`` (:class:`~toolkit.lab.results.schema.ConfigFile`)::
-
-    experiment = "em_gmm"
-    seeds = [0, 1, 2]           # or: seed = 0
-    dtype = "float64"
-    disable_blocks = ["em.*"]   # what the "unblocked" variant switches off
-    output_dir = "results"      # `~` and $VARS are expanded
-    tensorboard = "runs"        # optional: live curves (--tensorboard), not in config.toml
-
-    [params]
-    n_iter = 100
-
-    [sweep]                     # every combination is one run (per seed)
-    params.n_components = [2, 3, 4]
-
-:meth:`Plan.read` reads the file once, applies the ``--set`` overrides once, validates the
-common keys once and counts the runs before any is made, without importing torch or the
-experiment. :meth:`Plan.specs` then validates the experiment's ``Params`` once per sweep point
-and hands back one :class:`RunSpec` per run: what every executor runs as it is. Every mistake
-is a :class:`~toolkit.lab.errors.ConfigError`: one line naming the file (or ``--set``), the
-key, the problem and the fix.
+A config file (:class:`~toolkit.lab.results.schema.ConfigFile`; see ``configs/*.toml``) holds a
+run's keys, its seeds, a ``[sweep]`` grid and its ``[executor]``. :meth:`Plan.read` reads it
+once, applies the ``--set`` overrides once, validates the file's keys and counts the runs
+before any is made, without importing torch or the experiment; :meth:`Plan.specs` validates one
+``RunConfig[Params]`` per sweep point and hands back one :class:`RunSpec` per run, what every
+executor runs as it is. Every mistake is a :class:`~toolkit.lab.errors.ConfigError`: one line
+naming the file (or ``--set``), the key, the problem and the fix.
 """
 
 from __future__ import annotations
@@ -43,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from toolkit._utils.formatting import shown
-from toolkit.lab.errors import ConfigError, DamagedFile, ExperimentLoadError, echo, suggest
+from toolkit.lab.errors import ConfigError, DamagedFile, ExperimentLoadError, cut, echo, suggest
 from toolkit.lab.plan.registry import (
     Experiment,
     code_files,
@@ -65,7 +49,7 @@ from toolkit.lab.results.schema import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DEFAULT_MAX_RUNS", "MAX_CONFIG_BYTES", "Plan", "RunSpec", "Seeds", "code_digest",
+__all__ = ["DEFAULT_MAX_RUNS", "MAX_CONFIG_BYTES", "Plan", "RunSpec", "code_digest",
            "executor_for", "parse_override", "parse_seeds", "plan", "plan_one", "request_key",
            "resolve_device"]
 
@@ -186,41 +170,10 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-class Seeds(Sequence[int]):
-    """Seeds given as ranges (``--seeds 0-4,7``): counted without being listed, so that a
-    typo such as ``0-100000000`` is refused by its count before a list is made."""
-
-    def __init__(self, parts: Sequence[range]) -> None:
-        self.parts = tuple(parts)
-
-    def __len__(self) -> int:
-        return sum(len(r) for r in self.parts)
-
-    def __getitem__(self, index: int) -> int:  # type: ignore[override]
-        if index < 0:
-            index += len(self)
-        for part in self.parts:
-            if 0 <= index < len(part):
-                return part[index]
-            index -= len(part)
-        raise IndexError("seed index out of range")
-
-    def __iter__(self) -> Iterator[int]:
-        for r in self.parts:
-            yield from r
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return ",".join(f"{r.start}-{r.stop - 1}" if len(r) > 1 else str(r.start)
-                        for r in self.parts)
-
-
-def parse_seeds(text: str, *, source: str = "--seeds") -> Seeds:
-    """``"0,1,2"`` or ``"0-4"`` → the seeds, each in ``0..MAX_SEED`` (counted, not listed)."""
+def parse_seeds(text: str, *, source: str = "--seeds", limit: int = DEFAULT_MAX_RUNS
+                ) -> list[int]:
+    """``"0,1,2"`` or ``"0-4"`` → the seeds, each in ``0..MAX_SEED``, counted before they are
+    listed (a typo such as ``0-100000000`` is refused above ``limit``)."""
     parts: list[range] = []
     for part in text.split(","):
         m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
@@ -228,19 +181,21 @@ def parse_seeds(text: str, *, source: str = "--seeds") -> Seeds:
             raise ConfigError(source, "", f"{echo(text)} is not a list of seeds",
                               "use non-negative integers separated by commas (0,1,2) or a "
                               "range (0-4)")
-        lo = int(m[1])
-        parts.append(range(lo, int(m[2] or lo) + 1))
+        parts.append(range(int(m[1]), int(m[2] or m[1]) + 1))
     top = max(r[-1] for r in parts)
     if top > MAX_SEED:
         raise ConfigError(source, "", f"seed {top} is above {MAX_SEED} (2^63 - 1), the largest "
                           "numpy and torch accept", "use smaller seeds")
-    return Seeds(parts)
+    n = sum(map(len, parts))
+    if n > limit:
+        raise _too_many(source, "seeds", n, f"{n:,} seeds", limit)
+    return [seed for r in parts for seed in r]
 
 
-def _cut(text: str, limit: int = 80) -> str:
-    """``text`` on one line, cut to ``limit`` characters (an override echoed in an error)."""
-    text = shown(text)
-    return text if len(text) <= limit else f"{text[:limit - 12]}…({len(text)} ch)"
+def _too_many(source: str, key: str, n: int, shape: str, limit: int) -> ConfigError:
+    return ConfigError(source, key, f"gives {n:,} runs ({shape}), above the limit of {limit:,}",
+                       "check the seeds and the [sweep] lists; to run that many, raise the "
+                       "limit with --max-runs N (Python: max_runs=N)")
 
 
 def _check_depth(value: Any, source: str, key: str) -> None:
@@ -301,21 +256,17 @@ def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
 class RunSpec:
     """One run, validated once: what every executor runs as it is.
 
-    ``config``: what ``config.toml`` will hold (params as plain values, every field);
-    ``experiment``: the experiment that runs it; ``params``: its validated ``Params`` object,
-    handed to ``run(params, ctx)``; ``device``: ``config.device`` resolved on this machine;
-    ``source``: where the config came from (for errors and the header of ``config.toml``);
-    ``sweep_point``: the ``[sweep]`` values of this run; ``tensorboard``: the folder that
-    receives its live curves (``--tensorboard``; ``None``: none), not part of the config;
-    ``request``: the hash of what was asked for (:func:`request_key`; ``""`` for params
-    given in Python), which ``meta.json`` records; ``resumes``: the folder of an interrupted
-    run of the same config (``--resume``) whose finished parts this run carries over.
+    ``config``: what ``config.toml`` will hold; ``params``: the experiment's validated
+    ``Params``, handed to ``run(params, ctx)``; ``device``: ``config.device`` resolved on the
+    machine that runs it; ``source``: where the config came from; ``sweep_point``: its
+    ``[sweep]`` values; ``tensorboard``: the folder of its live curves (not in the config);
+    ``request``: :func:`request_key` (``""`` for params given in Python); ``resumes``: the
+    folder of an interrupted run whose finished parts it carries over (``--resume``).
 
-    A spec sent to another process travels by reference: the experiment is loaded there
-    again, the params rebuilt without a second validation (a private cache a ``Params`` keeps,
-    such as the showcase's validated children, travels too when that process can import its
-    classes) and the device resolved there, since the machine that runs a spec decides what
-    ``auto`` means.
+    A spec sent to another process travels by reference: the experiment is loaded there again,
+    the params rebuilt without a second validation (with a private cache, such as the
+    showcase's validated children, when that process can import its classes) and the device
+    resolved there.
     """
 
     config: RunConfig
@@ -430,27 +381,19 @@ def request_key(member: Mapping[str, Any], seed: int, code: str) -> str:
 
 @dataclass
 class Plan:
-    """A config read once: its validated keys, seeds, ``[sweep]`` grid and executor.
-
-    Made by :meth:`read` (a file) or :meth:`given` (values given in Python); :meth:`specs`
-    gives the runs.
-    """
+    """A config read once: its validated keys, seeds and ``[sweep]`` grid (:meth:`read`, or
+    :func:`plan_one`); :meth:`specs` gives the runs."""
 
     file: ConfigFile
-    seeds: Sequence[int]
+    seeds: list[int]
     grid: dict[str, list[Any]]
     sources: Sources
-    seeds_from: str
     experiment: Experiment | None = None
-    given_params: Any = None  # a Params object or dict given in Python (Plan.given)
+    given_params: Any = None  # a Params object or dict given in Python (plan_one)
 
     @property
     def source(self) -> str:
         return self.sources.path
-
-    @property
-    def executor(self) -> ExecutorConfig:
-        return self.file.executor
 
     def __len__(self) -> int:
         return math.prod(len(v) for v in self.grid.values()) * len(self.seeds)
@@ -461,16 +404,13 @@ class Plan:
              output_dir: str | Path | None = None, tensorboard: str | Path | None = None,
              max_runs: int = DEFAULT_MAX_RUNS) -> Plan:
         """Read, override and validate the file at ``path`` and count its runs (refused above
-        ``max_runs``); torch and the experiment are not imported yet.
-
-        ``overrides``: ``"dotted.key=VALUE"`` (``--set``), in order; ``params``: parameters
-        given in Python, on top; ``seeds`` replace the file's (``--seeds``); ``output_dir``
-        replaces its ``output_dir`` (``--out``), ``tensorboard`` its ``tensorboard``
-        (``--tensorboard``)."""
+        ``max_runs``); torch and the experiment are not imported yet. ``overrides``:
+        ``"dotted.key=VALUE"`` (``--set``), in order; ``params`` given in Python go on top;
+        ``seeds``, ``output_dir`` and ``tensorboard`` replace the file's."""
         path = Path(path)
         raw = _read_file(path)
         parsed = [(*parse_override(text), text) for text in overrides]
-        sources = Sources(str(path), [(key, _cut(text)) for key, _, text in parsed])
+        sources = Sources(str(path), [(key, cut(text)) for key, _, text in parsed])
         for key, value, text in parsed:
             if key in ("seed", "seeds"):  # an overridden seed replaces the file's seeds
                 raw.pop("seeds" if key == "seed" else "seed", None)
@@ -478,29 +418,10 @@ class Plan:
         for key, value in (params or {}).items():
             _set(raw, f"params.{key}", copy.deepcopy(value), sources.path)
             sources.overrides.append((f"params.{key}", f"params.{key}=... (given in Python)"))
-        if output_dir is not None:
-            raw["output_dir"] = str(output_dir)
-        if tensorboard is not None:
-            raw["tensorboard"] = str(tensorboard)
+        for key, value in (("output_dir", output_dir), ("tensorboard", tensorboard)):
+            if value is not None:
+                raw[key] = str(value)
         return cls._from_raw(raw, sources, seeds=seeds, max_runs=max_runs)
-
-    @classmethod
-    def given(cls, experiment: str | Experiment, params: Mapping[str, Any] | BaseModel | None
-              = None, *, source: str = "<python>", **keys: Any) -> Plan:
-        """One run given in Python: the same checks as a file's (``keys``: ``seed``,
-        ``device``, ``dtype``, ``disable_blocks``, ``threads``, ``output_dir``,
-        ``tensorboard``)."""
-        loaded = experiment if isinstance(experiment, Experiment) else None
-        name = loaded.name if loaded is not None else experiment
-        for key in ("output_dir", "tensorboard"):
-            if keys.get(key) is not None:
-                keys[key] = str(keys[key])
-        if "disable_blocks" in keys and not isinstance(keys["disable_blocks"], str):
-            keys["disable_blocks"] = list(keys["disable_blocks"])
-        raw = {"experiment": name, **keys}
-        plan = cls._from_raw(raw, Sources(source), seeds=None, max_runs=1)
-        plan.experiment, plan.given_params = loaded, params
-        return plan
 
     @classmethod
     def _from_raw(cls, raw: dict[str, Any], sources: Sources, *, seeds: Sequence[int] | None,
@@ -523,28 +444,23 @@ class Plan:
         sources.sweep = set(grid)
         if seeds is not None:
             seeds_from = "--seeds"
-            if not isinstance(seeds, Seeds) and (not seeds or any(
-                    isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED
-                    for s in seeds)):
+            if not seeds or any(isinstance(s, bool) or not isinstance(s, int)
+                                or not 0 <= s <= MAX_SEED for s in seeds):
                 raise ConfigError("--seeds", "", f"{echo(list(seeds))} is not a list of seeds",
                                   "give non-negative integers such as 0,1,2")
         elif file.seeds is not None:
             seeds, seeds_from = file.seeds, sources("seeds")
         else:
             seeds, seeds_from = [file.seed or 0], sources("seed")
-        plan = cls(file, seeds, grid, sources, seeds_from)
+        plan = cls(file, list(seeds), grid, sources)
         if len(plan) > max_runs:
             points = len(plan) // len(seeds)
             shape = f"{points:,} sweep points x {len(seeds):,} seeds" if grid \
                 else f"{len(seeds):,} seeds"
             where = (f"{sources.path} [sweep]", "sweep") if points > 1 else (seeds_from, "seeds")
-            raise ConfigError(*where, f"gives {len(plan):,} runs ({shape}), above the limit of "
-                              f"{max_runs:,}", "check the seeds and the [sweep] lists; to run "
-                              "that many, raise the limit with --max-runs N (Python: "
-                              "max_runs=N)")
-        listed = list(seeds)  # counted: small enough to list
-        if len(set(listed)) != len(listed):
-            raise ConfigError(seeds_from, "seeds", f"repeated seeds in {echo(listed)}",
+            raise _too_many(*where, len(plan), shape, max_runs)
+        if len(set(plan.seeds)) != len(plan.seeds):
+            raise ConfigError(seeds_from, "seeds", f"repeated seeds in {echo(plan.seeds)}",
                               "list each seed once")
         return plan
 
@@ -570,8 +486,6 @@ class Plan:
         typed = create_model(f"RunConfig[{experiment.Params.__name__}]", __base__=RunConfig,
                              params=(experiment.Params, ...))
         for point, member in self._members():
-            requests = {seed: request_key(member, seed, code) if code else ""
-                        for seed in self.seeds}
             raw = given if given is not None else member.get("params")
             if isinstance(raw, BaseModel) and not isinstance(raw, experiment.Params):
                 raw = raw.model_dump(mode="json")
@@ -588,7 +502,7 @@ class Plan:
                                                         source=sources("device"))
             specs += [RunSpec(config.model_copy(update={"seed": int(seed)}), experiment,
                               params, devices[config.device], self.source, point,
-                              file.tensorboard, requests[seed])
+                              file.tensorboard, request_key(member, seed, code) if code else "")
                       for seed in self.seeds]
         return specs
 
@@ -609,10 +523,8 @@ class Plan:
         importing the experiment; ``[]`` when there are none (params given in Python, an
         experiment not found)."""
         code = code_digest(self.file.experiment) if self.given_params is None else ""
-        if not code:
-            return []
         return [request_key(member, seed, code) for _, member in self._members()
-                for seed in self.seeds]
+                for seed in self.seeds] if code else []
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -683,17 +595,25 @@ def plan(path: str | Path, overrides: Sequence[str] = (), **options: Any) -> lis
 
 def plan_one(experiment: str | Experiment, params: Mapping[str, Any] | BaseModel | None = None,
              *, source: str = "<python>", **keys: Any) -> RunSpec:
-    """One run given in Python (``experiment``: a registered name, or an
-    :class:`~toolkit.lab.plan.registry.Experiment`; ``params``: a dict or the experiment's
-    ``Params``, taken as it is), with the checks of a config file."""
-    return Plan.given(experiment, params if params is not None else {}, source=source,
-                      **keys).specs()[0]
+    """One run given in Python, with the checks of a config file (``experiment``: a name or an
+    :class:`~toolkit.lab.plan.registry.Experiment`; ``params``: a dict, or the experiment's
+    ``Params`` taken as it is; ``keys``: ``seed``, ``device``, ``dtype``, ``disable_blocks``,
+    ``threads``, ``output_dir``, ``tensorboard``)."""
+    loaded = experiment if isinstance(experiment, Experiment) else None
+    raw = {key: str(value) if key in ("output_dir", "tensorboard") and value is not None
+           else value for key, value in keys.items()}
+    if not isinstance(raw.get("disable_blocks", ""), str):
+        raw["disable_blocks"] = list(raw["disable_blocks"])
+    plan = Plan._from_raw({"experiment": loaded.name if loaded else experiment, **raw},
+                          Sources(source), seeds=None, max_runs=1)
+    plan.experiment, plan.given_params = loaded, params if params is not None else {}
+    return plan.specs()[0]
 
 
 def executor_for(plans: Sequence[Plan], **options: Any) -> ExecutorConfig:
     """The executor of the configs' ``[executor]`` tables, the command line's ``options``
     (those not ``None``) on top."""
-    tables = {p.executor for p in plans}
+    tables = {p.file.executor for p in plans}
     if len(tables) > 1 and options.get("kind") is None:
         raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
                           "run them separately or choose one with --executor")

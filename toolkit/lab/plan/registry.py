@@ -1,39 +1,16 @@
-"""Experiment registry: finds experiments as plugins and loads them into :class:`Experiment` objects.
+"""Experiments found as plugins and loaded into checked :class:`Experiment` objects.
 
-An experiment is a module that keeps to the contract of :class:`ExperimentModule`, checked
-when it is loaded (:func:`contract_problems`). Required:
+An experiment is a module with ``Params`` (a subclass of :class:`ExperimentParams`; a parameter
+that may be ``None`` defaults to ``None``: TOML has no null) and ``run(params, ctx)``;
+optionally ``QUICK``, ``DTYPE``, ``DESCRIPTION``, ``STORY``, ``BLOCKS``, ``METRICS``,
+``findings(run)``, ``figures(run)`` and ``parts()`` (a composite: the showcase). The contract
+is checked on loading (:func:`contract_problems`), each broken hook named.
 
-- ``Params``: a subclass of :class:`ExperimentParams` (pydantic, frozen, unknown keys
-  rejected): every parameter with its default; a parameter that may be ``None`` defaults to
-  ``None`` (TOML has no null: ``config.toml`` leaves it out, and reading it back must give
-  the same run);
-- ``run(params, ctx)``: runs the comparison; ``ctx`` is a
-  :class:`~toolkit.lab.execute.context.RunContext`.
-
-Optional: ``QUICK`` (parameter overrides for a fast run, which the showcase runs), ``DTYPE``
-(``"float32"`` or ``"float64"``), ``DESCRIPTION`` (one line for ``toolkit list``), ``STORY``
-(a :class:`~toolkit.lab.results.findings.Story`), ``BLOCKS`` (the block names a run can meet),
-``METRICS`` (a tuple of :class:`~toolkit.lab.results.schema.MetricDoc`), ``findings(run)``,
-``figures(run)`` and ``parts()`` (the experiments a composite, the showcase, may run).
-
-Experiments are found, like pytest plugins, through the entry-point group ``toolkit.experiments``
-(:mod:`importlib.metadata`): a package declares one entry point per experiment, its name the
-experiment's and its value the module, e.g. in ``pyproject.toml``::
-
-    [project.entry-points."toolkit.experiments"]
-    my_probe = "my_package.my_probe"
-
-The built-in experiments are declared so by this distribution (package
-``stop_gradient_experiments``, from the repository's ``experiments/`` folder). Loose files are
-found in the folders listed in the environment variable ``TOOLKIT_EXPERIMENTS_PATH`` (separated
-by ``os.pathsep``), one experiment per ``*.py`` not starting with ``_``. On a name clash the
-entry point wins. An experiment that composes others (the showcase) defines ``parts()``; the
-registry treats it as any other.
-
-Nothing here imports an experiment by a name written in the code: the caller (the command line,
-:func:`~toolkit.lab.execute.run.run_experiment`) resolves a name to an :class:`Experiment` and hands the
-object to the runner. An :class:`Experiment` pickles by reference (module or file), so that a
-worker process loads the same code.
+Experiments are found through the entry-point group ``toolkit.experiments`` (one entry point
+per experiment: ``my_probe = "my_package.my_probe"``; the built-in ones are declared so) and as
+loose ``*.py`` files in the folders of ``TOOLKIT_EXPERIMENTS_PATH`` (``os.pathsep``-separated);
+the entry point wins a clash. An :class:`Experiment` pickles by reference (module or file), so
+that a worker process loads the same code.
 """
 
 from __future__ import annotations
@@ -46,38 +23,20 @@ import os
 import sys
 import traceback
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Union, get_args, get_origin
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from toolkit.lab.errors import ExperimentLoadError
 from toolkit.lab.results.schema import MetricDoc
 
-if TYPE_CHECKING:
-    from toolkit.lab.results.view import RunResults
-
-__all__ = [
-    "ENV_PATH",
-    "GROUP",
-    "Experiment",
-    "ExperimentInfo",
-    "ExperimentModule",
-    "ExperimentParams",
-    "code_files",
-    "config_files",
-    "contract_problems",
-    "describe",
-    "discover",
-    "experiments_for",
-    "installed_modules",
-    "load_all",
-    "load_experiment",
-]
+__all__ = ["Experiment", "ExperimentInfo", "ExperimentParams", "code_files", "config_files",
+           "contract_problems", "describe", "discover", "load_all", "load_experiment"]
 
 GROUP = "toolkit.experiments"
 ENV_PATH = "TOOLKIT_EXPERIMENTS_PATH"
@@ -108,12 +67,6 @@ def _plugin_sources() -> dict[str, _Source]:
     for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
         found.setdefault(ep.name, _Source(ep.name, ep.module, None))
     return found
-
-
-def installed_modules() -> list[str]:
-    """The module of every experiment installed through an entry point, by name, found
-    without importing any (a pool's fork server imports them ahead)."""
-    return sorted({src.module for src in _plugin_sources().values() if src.module})
 
 
 def _path_sources() -> dict[str, _Source]:
@@ -264,46 +217,28 @@ class Experiment:
                 found.update(_block_constants(vars(sys.modules[origin])))
         return tuple(found)
 
-    @property
-    def Params(self) -> type[BaseModel]:
-        return self.module.Params
-
-    @property
-    def run(self) -> Callable[..., Any]:
-        return self.module.run
-
-    def _optional(self, attr: str) -> Any:
-        value = getattr(self.module, attr, None)
-        return value if callable(value) else None
-
-    @property
-    def findings(self) -> Callable[..., Any] | None:
-        """``findings(run)``, or ``None`` when the experiment states none."""
-        return self._optional("findings")
-
-    @property
-    def figures(self) -> Callable[..., Any] | None:
-        """``figures(run)``, or ``None`` when the experiment draws none."""
-        return self._optional("figures")
-
-    @property
-    def story(self) -> Any:
-        return getattr(self.module, "STORY", None)
-
-    @property
-    def dtype(self) -> str | None:
-        """The precision the experiment's comparison is defined in (``DTYPE``), if declared."""
-        return getattr(self.module, "DTYPE", None)
+    Params = property(lambda self: self.module.Params)
+    run = property(lambda self: self.module.run)
+    #: ``findings(run)`` / ``figures(run)``, or ``None`` when the experiment has none
+    findings = property(lambda self: _callable(getattr(self.module, "findings", None)))
+    figures = property(lambda self: _callable(getattr(self.module, "figures", None)))
+    story = property(lambda self: getattr(self.module, "STORY", None))
+    #: the precision the comparison is defined in (``DTYPE``), if declared
+    dtype = property(lambda self: getattr(self.module, "DTYPE", None))
 
     @property
     def description(self) -> str:
-        text = getattr(self.module, "DESCRIPTION", None) or (self.module.__doc__ or "")
-        return _first_line(str(text))
+        return _first_line(str(getattr(self.module, "DESCRIPTION", None)
+                               or self.module.__doc__ or ""))
 
     @property
     def quick(self) -> dict[str, Any] | None:
         quick = getattr(self.module, "QUICK", None)
         return None if quick is None else dict(quick)
+
+
+def _callable(value: Any) -> Any:
+    return value if callable(value) else None
 
 
 def _block_constants(namespace: dict[str, Any]) -> dict[str, None]:
@@ -335,31 +270,17 @@ def _check(name: str, module: ModuleType) -> None:
 
 
 def load_experiment(name: str) -> Experiment:
-    """Load and check experiment ``name``.
-
-    Raises ``KeyError`` when no entry point or loose file has that name and
-    :class:`ExperimentLoadError` when the module fails to import or does not follow the contract.
-    """
+    """Load and check experiment ``name``: ``KeyError`` when none has that name,
+    :class:`ExperimentLoadError` when it fails to import or breaks the contract."""
     sources = _sources()
     if name not in sources:
         raise KeyError(name)
     return _load(sources[name])
 
 
-def experiments_for(configs: Iterable[Any]) -> dict[str, Experiment]:
-    """The experiment of each config (``config.experiment``), loaded once per name."""
-    out: dict[str, Experiment] = {}
-    for config in configs:
-        if config.experiment not in out:
-            out[config.experiment] = load_experiment(config.experiment)
-    return out
-
-
 def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
-    """Every discovered experiment: ``(loaded, broken)`` where ``broken`` maps name → problem.
-
-    One broken module never hides the others.
-    """
+    """Every discovered experiment: ``(loaded, broken)``, ``broken`` maps name → problem (one
+    broken module never hides the others)."""
     loaded: dict[str, Experiment] = {}
     broken: dict[str, str] = {}
     for name, source in sorted(_sources().items()):
@@ -372,11 +293,8 @@ def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
 
 @dataclass(frozen=True)
 class ExperimentInfo:
-    """What the source of an experiment module says, read without importing it.
-
-    ``problem`` is ``None`` when the module parses and defines ``Params`` and ``run``;
-    failures at import time show only when the module is imported (:func:`load_all`).
-    """
+    """What an experiment module's source says, read without importing it (``problem``: a
+    missing ``Params`` or ``run``; import errors show only on importing, :func:`load_all`)."""
 
     name: str
     path: Path
@@ -392,42 +310,29 @@ def _first_line(text: str) -> str:
 
 
 def describe(name: str, path: Path) -> ExperimentInfo:
-    """Read ``DESCRIPTION``, ``QUICK``, ``Params`` and ``run`` from the module's source (``ast``).
-
-    ``toolkit list`` uses this so that it answers at once, without importing torch or the
-    experiments.
-    """
+    """``DESCRIPTION``, ``QUICK``, ``Params``, ``run`` and ``parts`` read from the module's
+    source (``ast``): ``toolkit list`` answers at once, without importing torch."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError, ValueError) as err:
         return ExperimentInfo(name, path, "", False, f"cannot be read: {type(err).__name__}: {err}")
-    assigned: dict[str, ast.expr | None] = {}
+    names: dict[str, Any] = {}
     for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            assigned[node.name] = None
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    assigned[target.id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            assigned[node.target.id] = node.value
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                assigned[(alias.asname or alias.name).split(".")[0]] = None
-    description = ""
-    value = assigned.get("DESCRIPTION")
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        description = _first_line(value.value)
-    elif ast.get_docstring(tree):
-        description = _first_line(ast.get_docstring(tree) or "")
-    problems = []
-    if "Params" not in assigned:
-        problems.append("it must define `class Params(ExperimentParams)` "
-                        "(from toolkit.lab import ExperimentParams)")
-    if "run" not in assigned:
-        problems.append("it must define `run(params, ctx)`")
-    return ExperimentInfo(name, path, description, "QUICK" in assigned,
-                          "; ".join(problems) or None, "parts" in assigned)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(dict.fromkeys((a.asname or a.name).split(".")[0] for a in node.names))
+        elif hasattr(node, "name"):  # a class or a function
+            names[node.name] = None
+        for target in getattr(node, "targets", [getattr(node, "target", None)]):
+            if isinstance(target, ast.Name):
+                names[target.id] = getattr(node.value, "value", None)
+    text = names.get("DESCRIPTION")
+    description = _first_line(text if isinstance(text, str) else ast.get_docstring(tree) or "")
+    problems = [problem for key, problem in (
+        ("Params", "it must define `class Params(ExperimentParams)` (from toolkit.lab import "
+                   "ExperimentParams)"), ("run", "it must define `run(params, ctx)`"))
+        if key not in names]
+    return ExperimentInfo(name, path, description, "QUICK" in names, "; ".join(problems) or None,
+                          "parts" in names)
 
 
 class ExperimentParams(BaseModel):
@@ -449,26 +354,6 @@ class ExperimentParams(BaseModel):
                               ser_json_inf_nan="constants")
 
 _DTYPES = ("float32", "float64")
-
-
-class ExperimentModule(Protocol):
-    """The hooks of an experiment module (see the module's docstring); only ``Params`` and
-    ``run`` are required."""
-
-    Params: ClassVar[type[ExperimentParams]]
-    QUICK: ClassVar[Mapping[str, Any]]
-    DTYPE: ClassVar[str]
-    DESCRIPTION: ClassVar[str]
-    BLOCKS: ClassVar[tuple[str, ...]]
-    METRICS: ClassVar[tuple[MetricDoc, ...]]
-
-    def run(self, params: ExperimentParams, ctx: Any) -> None: ...
-
-    def findings(self, run: RunResults) -> list[Any]: ...
-
-    def figures(self, run: RunResults) -> dict[str, Any]: ...
-
-    def parts(self) -> dict[str, Any]: ...
 
 
 def _takes(fn: Callable[..., Any], n: int) -> bool:
