@@ -391,9 +391,8 @@ class Plan:
     experiment: Experiment | None = None
     given_params: Any = None  # a Params object or dict given in Python (plan_one)
 
-    @property
-    def source(self) -> str:
-        return self.sources.path
+    source = property(lambda self: self.sources.path)
+    executor = property(lambda self: self.file.executor)
 
     def __len__(self) -> int:
         return math.prod(len(v) for v in self.grid.values()) * len(self.seeds)
@@ -613,7 +612,7 @@ def plan_one(experiment: str | Experiment, params: Mapping[str, Any] | BaseModel
 def executor_for(plans: Sequence[Plan], **options: Any) -> ExecutorConfig:
     """The executor of the configs' ``[executor]`` tables, the command line's ``options``
     (those not ``None``) on top."""
-    tables = {p.file.executor for p in plans}
+    tables = {p.executor for p in plans}
     if len(tables) > 1 and options.get("kind") is None:
         raise ConfigError("CONFIG", "executor", "the configs name different [executor] tables",
                           "run them separately or choose one with --executor")
