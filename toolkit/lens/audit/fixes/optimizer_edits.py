@@ -29,7 +29,7 @@ from toolkit.lens.audit.fixes.edits import (
 from toolkit.lens.audit.fixes.values import read_value, readable
 from toolkit.lens.audit.record.sites import Line
 
-__all__ = ["build_after", "closure_names", "join", "leave_out"]
+__all__ = ["build_after", "closure_names", "join", "leave_out", "parameters_at"]
 
 
 def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
@@ -42,7 +42,7 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
     trunk.parameters()}, {"params": actor.parameters(), "lr": 1e-3}]``: a group whose
     tensors are all left out is dropped, another filtered as above)."""
     groups = getattr(optimizer, "param_groups", None)
-    found = _params_at(line, optimizer)
+    found = parameters_at(line, optimizer)
     if found is None or not groups:
         return None
     src, params = found
@@ -134,7 +134,7 @@ def _without(line: Line, src: Source, params: ast.expr, namespace: dict[str, obj
             set(relative))
 
 
-def _params_at(line: Line, optimizer: object) -> tuple[Source, ast.expr] | None:
+def parameters_at(line: Line, optimizer: object) -> tuple[Source, ast.expr] | None:
     """The file and the parameters argument of the call of ``optimizer``'s class at
     ``line`` (the line that builds it)."""
     src = source_of(line.path) if line.path else None
@@ -187,7 +187,7 @@ def join(line: Line, optimizer: object, namespace: dict[str, object],
     ``namespace``, is the tensor. Parameters given as groups (dicts: per-group weight decay)
     get one more group, with the optimizer's defaults (``[*groups, {"params":
     [model.logit_scale]}]``): an optimizer takes tensors or groups, never both."""
-    found = _params_at(line, optimizer)
+    found = parameters_at(line, optimizer)
     if found is None or not joining:
         return None
     src, params = found

@@ -27,7 +27,13 @@ graph:
   optimizer given steps, held by a module whose other tensors the loss's optimizer steps (a
   learned temperature, ELMo's layer weights): a leak whose fix is no cut but "add it to the
   optimizer built at" the user's line (:mod:`toolkit.lens.audit.fixes.built`). So is a parameter
-  no optimizer steps that no cut in the step's code can spare.
+  no optimizer steps that no cut in the step's code can spare, a tensor kept in a plain list,
+  dict or attribute of the model the optimizer is built from, and a plain leaf that requires
+  grad which the step combines only in its own arithmetic (a PDE's coefficients): those are
+  registered where they are made (:mod:`toolkit.lens.audit.fixes.registration`).
+- An addition or subtraction the step's own code makes (``w - w_anchor``) does not pass the
+  gradient of what else it reads through ``L``: a reader of that kind makes no pass-through,
+  and ``L`` detached where it is read is the cut.
 - Otherwise ``L`` is a leak, and the suggested cut is on its shortest path, at the first node
   that is on no legitimate path to a stepped tensor.
 """
@@ -49,6 +55,7 @@ from toolkit.lens.audit.fixes.edits import (
 from toolkit.lens.audit.fixes.location import first_outside, leak_cut
 from toolkit.lens.audit.fixes.optimizer_edits import closure_names, join
 from toolkit.lens.audit.fixes.proof import Cut, Prover
+from toolkit.lens.audit.fixes.registration import kept, model_of, registered
 from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import Line
 from toolkit.lens.audit.rules.dead import optimizer_edit
@@ -92,6 +99,9 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
     order = {key: i for i, key in enumerate(names.tensors)}
     candidates.sort(key=lambda v: order.get(id(v), len(order)))
     calls = _passed_calls(graph, legit, rec, stepped)
+    model = model_of(step.optimizer(loss), step.built_at(step.optimizer(loss)), step.namespace)
+    learned = {id(v) for v in candidates if id(v) not in step.all_stepped and (
+        (model is not None and kept(model[0], v) is not None) or _loose(step, graph, v))}
     skip = (f"to skip computing it, freeze it while computing loss {loss!r} "
             "(requires_grad_(False), as Lightning's toggle_optimizer does) or differentiate "
             "only the stepped tensors (backward(inputs=...))")
@@ -109,7 +119,8 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
             reason = (f"stepped by optimizer {optimizer!r} and also written in place by the "
                       f"step ({rec.written[id(variable)]}): updated twice")
             through = False
-        elif replaced is not None or (targets and _sibling_left_out(step, variable)):
+        elif replaced is not None or (targets and (_sibling_left_out(step, variable)
+                                                   or id(variable) in learned)):
             reason = f"not stepped by optimizer {optimizer!r}"  # the optimizer's fix, no cut
             through = False
         else:
@@ -154,9 +165,9 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
             kind = "detached"
             cut_at, (fix, lines, edits) = None, fed
-        elif targets and _sibling_left_out(step, variable):
+        elif targets and (_sibling_left_out(step, variable) or id(variable) in learned):
             cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
-                v for v in candidates if _sibling_left_out(step, v)])
+                v for v in candidates if _sibling_left_out(step, v) or id(v) in learned])
         elif targets and _called_by_trained(step, variable):
             cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
                 v for v in candidates if _called_by_trained(step, v)], called=True)
@@ -372,6 +383,25 @@ def _sibling_left_out(step: RecordedStep, variable: Any) -> bool:
     return bool(owner) and bool(step.rec.names.members(owner) & step.all_stepped)
 
 
+def _loose(step: RecordedStep, graph: Graph, variable: Any) -> bool:
+    """A plain leaf tensor that requires grad, stepped by no optimizer given, whose value the
+    step combines only in its own arithmetic, never handing it into a module's forward (a
+    PDE's coefficients next to the network that fits the solution): a learned tensor never
+    registered, so the fix is the optimizer or registering it, not a cut. A tensor fed to a
+    module (an input whose gradient the step takes) is no such tensor."""
+    if isinstance(variable, nn.Parameter) or not variable.is_leaf \
+            or not variable.requires_grad or id(variable) in step.all_stepped:
+        return False
+    leaf = graph.search.leaf_node.get(id(variable))
+    if leaf is None:
+        return False
+    rec, nodes = step.rec, graph.search.nodes
+    above = closure([leaf], lambda k: graph.callers.get(k, ()))
+    return not any(k in rec.returned_by or (
+        (entry := rec.made.get(k)) is not None and entry[0] is nodes[k] and entry[2] != "op")
+        for k in above if k != leaf)
+
+
 def _called_by_trained(step: RecordedStep, variable: Any) -> bool:
     """Left out of every optimizer while the module that holds it is called from the forward
     of a module the optimizers train (a layer the model reaches through a lambda or a plain
@@ -411,6 +441,15 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
     if called and line is not None:  # a module reached through a lambda: its closure's names
         holders = [m for root in step.rec.names.roots for m in root.modules()]
         namespace = {**closure_names(line, holders), **namespace}
+    registration = None if either else registered(pairing, line, step.namespace,
+                                                   step.function, joining)
+    if registration is not None:  # never registered on the model the optimizer is built from
+        what, model = ", ".join(registration.kept), registration.model
+        return (f"register {what} on {model} where it is made ({model}.parameters() never "
+                f"holds it, and {where} steps {model}.parameters()): a learned tensor no "
+                f"optimizer steps, which the loss trains (or requires_grad_(False) if it is "
+                f"meant to stay fixed)"), (
+            *registration.lines, *(() if line is None else (line,))), registration.edits
     edit = None if line is None or either else join(line, pairing, namespace, {
         step.rec.names.name(v): v for v in joining})
     why = ("; its module runs inside the forward of a module the optimizer trains without "
