@@ -446,8 +446,7 @@ def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``compare.csv``, ``compare.html`` (every value, the runs pooled, the figures) and
     the figures as ``compare_figures/<experiment>__<name>.png``; returns the CSV's and the
     page's paths."""
-    from toolkit.lab.report.content import FigureItem, safe_name
-    from toolkit.lab.report.content import _png as png
+    from toolkit.lab.report.content import FigureItem, png, safe_name
     from toolkit.lab.report.render import page
 
     out_dir = Path(out_dir)

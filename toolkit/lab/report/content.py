@@ -1,16 +1,14 @@
-"""What a report says, gathered from a run's files: sections, stories, findings, figures, tables.
+"""What a report says, gathered from a run's files: sections, findings, figures, tables.
 
-The HTML and Markdown renderers (:mod:`toolkit.lab.report.render`) lay this out top-down:
-
-1. title, one-paragraph overview, table of contents (and for a showcase a table over all
-   experiments: block, effect on the result, effect on cost);
-2. per experiment: its story, its findings, one or two headline figures with captions;
-3. the details, collapsed: tables, every other figure, parameters, config, meta.
+The renderers (:mod:`toolkit.lab.report.render`) lay it out top-down: title, what was found,
+Figure 1, overview (and for a showcase a table over all experiments); per experiment its story,
+findings and one or two headline figures; the details, collapsed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import multiprocessing
@@ -33,42 +31,34 @@ from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, FindingsFile
 from toolkit.lab.results.view import RunResults, SeedGroup
 from toolkit.lab.style import REPORT_DPI
 
-__all__ = ["FigureItem", "ReportContent", "Section", "build", "draw_sections", "safe_name",
-           "section_figures"]
-
-DPI = REPORT_DPI  # the grammar's font sizes are checked at this resolution
-#: How many of an experiment's own figures lead its section; the others go to the details.
-HEADLINE = 2
-#: Runs of characters a figure's file name may not hold (see :func:`safe_name`).
-SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
-#: the longest file stem a figure gets: names come from results (metric keys, summary keys)
-#: and may be of any length, file names may not
-MAX_STEM = 80
+HEADLINE = 2  # how many of an experiment's own figures lead its section; the rest: details
+MAX_STEM = 80  # the longest file stem of a figure (names come from results: any length)
+PARALLEL_SECTIONS = 4  # the fewest sections worth a second drawing process (a showcase: ten)
+#: How a figure says how it was drawn (``toolkit.lens.graph_draw``'s, named here: no torch).
+_NOTE_ATTR = "gradient_graph_layout_note"
+_METRICS_CAPTION = ("Logged metrics of the group {!r} against the step, every variant on the "
+                    "same axes (blocked solid blue, unblocked dashed vermillion).")
+_SUMMARY_CAPTION = "Summary numbers that differ between the blocked and the unblocked variant."
 
 
 def safe_name(name: str) -> str:
-    """A file stem for ``name`` (a figure's, which may come from a metric key): unsafe
-    characters become ``_``; a name longer than :data:`MAX_STEM` is cut and given a hash of
-    the whole name, so two long names never share a file. The full name stays in the page.
+    """A file stem for a figure's ``name``: unsafe characters become ``_``; a name longer than
+    :data:`MAX_STEM` is cut and given a hash of the whole, so two long names never share a file.
 
     >>> safe_name("em_gmm__blocked/loss"), len(safe_name("k" * 300))
     ('em_gmm__blocked_loss', 80)
     """
-    import hashlib
-
-    stem = SAFE.sub("_", name)
+    stem = re.sub(r"[^A-Za-z0-9_.\-]+", "_", name)
     if len(stem) <= MAX_STEM:
         return stem
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
-    return f"{stem[:MAX_STEM - 13]}-{digest}"
+    return f"{stem[:MAX_STEM - 13]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
 
 
 @dataclass
 class FigureItem:
-    """A rendered figure: file stem under ``figures/``, caption in words, PNG bytes; ``note``:
-    how it was drawn, said once in the report's footer (a backward graph laid out without
-    graphviz); ``table``: ``(columns, rows)`` of a :class:`~toolkit.lab.report.plots.WordTable`,
-    shown as a table of words instead of an image (its ``png`` is empty)."""
+    """A drawn figure: file stem under ``figures/``, caption, PNG bytes; ``note``: how it was
+    drawn, said once in the footer; ``table``: ``(columns, rows)`` of a
+    :class:`~toolkit.lab.report.plots.WordTable`, shown as words (``png`` empty)."""
 
     name: str
     caption: str
@@ -103,13 +93,11 @@ class Section:
     def details(self) -> list[FigureItem]:
         return [f for f in self.figures if not f.headline]
 
-    def first(self, topic: str) -> Verdict | None:
-        return next((f for f in self.findings if f.topic == topic), None)
-
 
 @dataclass
 class ReportContent:
-    """Everything a report shows, in order."""
+    """Everything a report shows, in order; ``summary`` is Figure 1, ``found`` what was found
+    in one sentence (the report opens with it, as findings.md does)."""
 
     run: RunResults
     title: str
@@ -119,21 +107,18 @@ class ReportContent:
     problems: list[str]
     report_seconds: float = 0.0
     group: SeedGroup | None = None
-    #: Figure 1: every section's headline finding (:mod:`toolkit.lab.report.summary`)
     summary: FigureItem | None = None
-    #: what was found, in one sentence: the report opens with it, as findings.md does
     found: str = ""
+
+    @property
+    def figures(self) -> list[FigureItem]:
+        return [f for s in self.sections for f in s.figures] + self.top_figures + \
+            ([self.summary] if self.summary is not None else [])
 
     @property
     def footer_notes(self) -> list[str]:
         """How figures were drawn, each said once (e.g. graphs laid out without graphviz)."""
-        figures = [f for s in self.sections for f in s.figures] + self.top_figures + \
-            ([self.summary] if self.summary is not None else [])
-        return list(dict.fromkeys(f.note for f in figures if f.note))
-
-    @property
-    def showcase(self) -> bool:
-        return bool(self.run.children)
+        return list(dict.fromkeys(f.note for f in self.figures if f.note))
 
     @property
     def seeds(self) -> list[int]:
@@ -145,51 +130,48 @@ class ReportContent:
         return self.group.path if self.group is not None else self.run.run_dir
 
 
-def _png(fig: Any) -> bytes:
-    """PNG of a figure at ``DPI``, quantised to a 256-colour palette (plots have few colours:
-    3–5x smaller); the figure is closed. The pixels are taken from the canvas (no PNG is
-    encoded twice)."""
+def png(fig: Any) -> bytes:
+    """PNG of a figure at :data:`~toolkit.lab.style.REPORT_DPI`, quantised to 256 colours
+    (plots have few: 3–5x smaller), from the canvas's pixels; the figure is closed."""
+    from PIL import Image  # a dependency of matplotlib
+
     try:
         if not hasattr(fig.canvas, "print_to_buffer"):  # a Figure() without a canvas
             from matplotlib.backends.backend_agg import FigureCanvasAgg
 
             FigureCanvasAgg(fig)
-        if fig.get_dpi() != DPI:
-            fig.set_dpi(DPI)
+        if fig.get_dpi() != REPORT_DPI:
+            fig.set_dpi(REPORT_DPI)
         if not fig.stale and fig.get_layout_engine() is not None:
-            # drawn already (a legend measured, labels nudged) and unchanged since: its layout
-            # is current, and a second constrained-layout search would only repeat it
-            fig.set_layout_engine("none")
+            fig.set_layout_engine("none")  # drawn already and unchanged: laid out already
         raw, size = fig.canvas.print_to_buffer()
     finally:
         plt.close(fig)
-    from PIL import Image  # a dependency of matplotlib
-
-    image = Image.frombuffer("RGBA", size, raw, "raw", "RGBA", 0, 1).convert("RGB")
     out = io.BytesIO()
-    image.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(out, format="PNG")
+    Image.frombuffer("RGBA", size, raw, "raw", "RGBA", 0, 1).convert("RGB").quantize(
+        colors=256, method=Image.Quantize.FASTOCTREE).save(out, format="PNG")
     return out.getvalue()
 
 
-def _caption_of(fig: Any, name: str) -> str:
-    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
-    if not title and fig.axes:
-        title = fig.axes[0].get_title()
-    text = " ".join((title or name.replace("_", " ")).split())
-    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
+    from toolkit.lab.report.plots import WordTable
+
+    if isinstance(fig, WordTable):  # words stay words: no image is drawn
+        plt.close(fig)
+        return FigureItem(safe_name(name), caption, b"", headline, table=(fig.columns, fig.rows))
+    return FigureItem(safe_name(name), caption, png(fig), headline,
+                      str(getattr(fig, _NOTE_ATTR, "") or ""))
 
 
-def _experiment_figures(view: RunResults, experiment: Any, problems: list[str], quiet: bool
-                        ) -> list[tuple[str, Any, str]]:
-    """The figures ``experiment.figures(view)`` draws (none without an experiment)."""
+def _experiment_figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
+                        quiet: bool) -> list[FigureItem]:
+    """The figures ``experiment.figures(view)`` draws, the first :data:`HEADLINE` leading."""
     if experiment is None:
         problems.append(f"{view.experiment}: experiment figures not drawn (the report was not "
                         f"given the experiment; `toolkit report` finds it when it is installed)")
         return []
-    if experiment.figures is None:
-        return []
     try:
-        figures = experiment.figures(view) or {}
+        figures = experiment.figures(view) or {} if experiment.figures is not None else {}
         if not isinstance(figures, Mapping):
             raise TypeError(f"figures() must return a dict name → Figure, got "
                             f"{type(figures).__name__}")
@@ -201,40 +183,21 @@ def _experiment_figures(view: RunResults, experiment: Any, problems: list[str], 
                             f"{err} ({Path(last.filename).name}:{last.lineno})")
         return []
     out = []
-    for name, value in figures.items():
+    for i, (name, value) in enumerate(figures.items()):
         fig, caption = value if isinstance(value, tuple) else (value, "")
-        out.append((name, fig, caption or _caption_of(fig, name)))
+        if not caption:
+            title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+            text = " ".join((title or (fig.axes[0].get_title() if fig.axes else "")
+                             or name.replace("_", " ")).split())
+            caption = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+        out.append(_item(f"{prefix}{name}", caption, fig, i < HEADLINE))
     return out
-
-
-_DEFAULT_CAPTIONS = {
-    "metrics": "Logged metrics of the group {group!r} against the step, every variant on the "
-               "same axes (blocked solid blue, unblocked dashed vermillion).",
-    "summary": "Summary numbers that differ between the blocked and the unblocked variant.",
-}
-
-
-#: The attribute with which a figure says how it was drawn (``toolkit.lens.graph_draw``'s
-#: ``LAYOUT_NOTE``, named here so that the report does not import torch).
-_NOTE_ATTR = "gradient_graph_layout_note"
-
-
-def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
-    from toolkit.lab.report.plots import WordTable
-
-    if isinstance(fig, WordTable):  # words stay words: no image is drawn
-        plt.close(fig)
-        return FigureItem(safe_name(name), caption, b"", headline=headline,
-                          table=(fig.columns, fig.rows))
-    note = str(getattr(fig, _NOTE_ATTR, "") or "")
-    return FigureItem(safe_name(name), caption, _png(fig), headline=headline, note=note)
 
 
 @contextlib.contextmanager
 def _drawing() -> Iterator[None]:
-    """Draw inside: every pyplot figure opened here is closed at the end, whatever happened,
-    and ``draw_gradient_graph``'s fallback warning is held back (the report says it once, in
-    its footer and its log, from the figures' notes)."""
+    """Every pyplot figure opened inside is closed at the end, whatever happened, and
+    ``draw_gradient_graph``'s fallback warning is held back (the footer says it once)."""
     opened = set(plt.get_fignums())
     logger = logging.getLogger("toolkit.lens.graph_draw")
     disabled, logger.disabled = logger.disabled, True
@@ -246,48 +209,34 @@ def _drawing() -> Iterator[None]:
             plt.close(number)
 
 
-def _figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
-             complete: bool) -> list[FigureItem]:
-    drawn = _experiment_figures(view, experiment, problems, not complete)
-    items = [_item(f"{prefix}{name}", caption, fig, i < HEADLINE)
-             for i, (name, fig, caption) in enumerate(drawn)]
-    if items:
-        # the experiment draws its own results; the generic views of the same numbers would
-        # only repeat them (every number stays in the tables and metrics.jsonl)
-        return items
-    try:
-        defaults = default_figures(view)
-    except Exception as err:
-        plt.close("all")
-        problems.append(f"{view.experiment}: default figures failed: {type(err).__name__}: {err}")
-        defaults = {}
-    for name, fig in defaults.items():
-        if name.startswith("metrics"):
-            group = name.removeprefix("metrics_").rstrip("_0123456789") or "misc"
-            caption = _DEFAULT_CAPTIONS["metrics"].format(group=group)
-        else:
-            caption = _DEFAULT_CAPTIONS["summary"]
-        items.append(_item(f"{prefix}{name}", caption, fig))
-    if items and not any(f.headline for f in items):
-        items[0].headline = True
-    return items
-
-
 def section_figures(run: RunResults, child: str | None, experiment: Any
                     ) -> tuple[list[FigureItem], list[str]]:
-    """One section's figures (the run's, or a showcase child's, whose names start with
-    ``"<child>__"``), drawn from the files; ``(figures, problems)``."""
+    """One section's figures (the run's, or a showcase child's, named ``"<child>__…"``), drawn
+    from the files: the experiment's own, else the generic views of its numbers; ``(figures,
+    problems)``."""
     view = run.child(child) if child is not None else run
-    problems: list[str] = []
+    prefix, problems = f"{child}__" if child else "", []
     with _drawing():
-        return _figures(view, experiment, f"{child}__" if child else "", problems,
-                        run.status == "complete"), problems
+        items = _experiment_figures(view, experiment, prefix, problems,
+                                    run.status != "complete")
+        if items:  # the generic views of the same numbers would only repeat them
+            return items, problems
+        try:
+            defaults = default_figures(view)
+        except Exception as err:
+            plt.close("all")
+            problems.append(f"{view.experiment}: default figures failed: "
+                            f"{type(err).__name__}: {err}")
+            defaults = {}
+        for i, (name, fig) in enumerate(defaults.items()):
+            group = name.removeprefix("metrics_").rstrip("_0123456789") or "misc"
+            items.append(_item(f"{prefix}{name}", _METRICS_CAPTION.format(group)
+                               if name.startswith("metrics") else _SUMMARY_CAPTION, fig, i == 0))
+    return items, problems
 
 
 #: What the processes of :func:`draw_sections` draw: set before they fork, read by index.
 _SECTIONS: list[tuple[RunResults, str | None, Any]] = []
-#: The fewest sections worth a second process (a showcase has ten).
-PARALLEL_SECTIONS = 4
 
 
 def _draw_section(index: int) -> tuple[list[FigureItem], list[str]]:
@@ -296,25 +245,21 @@ def _draw_section(index: int) -> tuple[list[FigureItem], list[str]]:
 
 def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
                   ) -> list[tuple[list[FigureItem], list[str]]]:
-    """:func:`section_figures` of each ``(child, experiment)``, in order. Matplotlib draws on
-    one core; a report of :data:`PARALLEL_SECTIONS` sections or more (the showcase) draws them
-    in two processes forked from this one (``ProcessPoolExecutor`` on a fork context: the
-    experiments and the files read so far come along), one section at a time each, where a
-    second core is idle (the 1-minute load average leaves one and a half free: on a busy
-    machine a second process only adds the cost of forking); a daemonic process (a Dask
-    worker's) draws them itself."""
+    """:func:`section_figures` of each ``(child, experiment)``, in order, under a tqdm bar.
+    Matplotlib draws on one core; :data:`PARALLEL_SECTIONS` sections or more are drawn in two
+    processes forked from this one where a second core is idle (the 1-minute load leaves one
+    and a half free), except in a daemonic process (a Dask worker's)."""
     global _SECTIONS
     from tqdm.auto import tqdm
 
-    # a bar on a terminal (tqdm's disable=None), drawn by the command's process only
     bar = {"total": len(sections), "desc": "report", "unit": "section", "leave": False,
            "dynamic_ncols": True, "disable": None if multiprocessing.parent_process() is None
-           else True}
+           else True}  # on a terminal only, and only the command's process
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     idle = (cores or 1) - (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
     if len(sections) < PARALLEL_SECTIONS or idle < 1.5 or \
             "fork" not in multiprocessing.get_all_start_methods() or \
-            multiprocessing.current_process().daemon:  # a Dask worker may have no children
+            multiprocessing.current_process().daemon:
         return [section_figures(run, child, part) for child, part in tqdm(sections, **bar)]
     _SECTIONS = [(run, child, part) for child, part in sections]
     pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
@@ -329,31 +274,17 @@ def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
     return drawn
 
 
-def _story(run: RunResults, name: str, parts: Mapping[str, Any]
-           ) -> tuple[str, dict[str, str] | None]:
-    """An experiment's description and story: as the run wrote them into ``meta.json``
-    (``about``), else from the experiment handed to the report (runs written before)."""
-    about = run.meta.get("about", {}).get(name)
-    if about is not None:
-        return about.get("description", ""), about.get("story")
-    if name not in parts:
-        return "", None
-    story = parts[name].story
-    return parts[name].description, (story.to_dict() if hasattr(story, "to_dict") else None)
-
-
 def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
     findings = [f for s in sections for f in s.findings]
     n = len(sections)
     what = (f"{n} experiment{'s' * (n != 1)}, each run" if showcase else "The experiment ran")
-    n_seeds = len(seeds)
     text = (f"{what} twice from the same seed: once with its stop_gradient block active "
             f"(“blocked”, the method as published) and once with the same code inside "
             f"disable_blocks (“unblocked”), where gradient flows through the blocked quantity. "
             f"Each section states what theory predicts and what the run found.")
-    if n_seeds > 1:
-        text += (f" Every comparison ran with {n_seeds} seeds ({', '.join(map(str, seeds))}): a "
-                 f"number in a finding is the mean over the seeds with its range in brackets, "
+    if len(seeds) > 1:
+        text += (f" Every comparison ran with {len(seeds)} seeds ({', '.join(map(str, seeds))}):"
+                 f" a number in a finding is the mean over the seeds with its range in brackets, "
                  f"[smallest, largest], and a prediction counts as held only where it held in "
                  f"every seed (or in the share its finding states). Curves in the figures "
                  f"show every seed, as a band (the range) around the mean or, where the seeds "
@@ -362,13 +293,12 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
     if findings:
         yes = sum(f.verdict is True for f in findings)
         no = sum(f.verdict is False for f in findings)
-        fixed = sum(f.seed_independent for f in findings)
         k = len(findings)
         text += (f" Of {k} finding{'s' * (k != 1)}, {yes} came out as predicted by a named "
-                 f"theorem, closed form or paper"
-                 + (f", {no} did not" if no else "")
-                 + f", and {k - yes - no} are measurements without a prediction; {fixed} "
-                   f"cannot depend on the seed (exact values, closed forms, graph sizes).")
+                 f"theorem, closed form or paper" + (f", {no} did not" if no else "")
+                 + f", and {k - yes - no} are measurements without a prediction; "
+                   f"{sum(f.seed_independent for f in findings)} cannot depend on the seed "
+                   f"(exact values, closed forms, graph sizes).")
     return text
 
 
@@ -382,13 +312,11 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
     as replicates: the findings are the group's, over every seed, and the figures see every
     seed.
     """
-    problems: list[str] = []
     complete = run.status == "complete"
-    record = read_record((group.path if group is not None else run.run_dir) / "findings.json",
-                         FindingsFile, root=group.path if group is not None else run.run_dir)
+    root = group.path if group is not None else run.run_dir
+    record = read_record(root / "findings.json", FindingsFile, root=root)
     findings = record.findings if record is not None else {}
-    if group is not None and record is not None:
-        problems += record.problems
+    problems = list(record.problems) if group is not None and record is not None else []
     parts = experiment.parts if experiment is not None else {}
     if not findings and complete and group is None and experiment is not None:
         found, problems_found = compute_findings(run.run_dir, experiment)
@@ -400,40 +328,40 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
     sections = []
     for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems
-        description, story = _story(run, view.experiment, parts)
-        pairs = summary_pairs(view.summary)
-        equal = [k for k, v in pairs.items() if v[BLOCKED] == v[UNBLOCKED]]
-        notes = []
-        if run.children:
-            dtype = view.config.get("dtype")
-            description = (f"{description} (run in {dtype})" if description and dtype
-                           else description)
-        if not complete:
-            notes.append(f"This run is {run.status_line()}: the numbers below are what it "
-                         f"wrote before it stopped; figures that need the rest are left out.")
-        tables_note = (f" (seed {run.seed}; every seed's are in its own run folder)"
-                       if group is not None and len(run.replicates) > 1 else "")
+        about = run.meta.get("about", {}).get(view.experiment)
+        part = parts.get(view.experiment)
+        if about is not None:  # as the run wrote it, else from the experiment (older runs)
+            description, story = about.get("description", ""), about.get("story")
+        else:
+            description = part.description if part is not None else ""
+            story = part.story.to_dict() if hasattr(getattr(part, "story", None),
+                                                    "to_dict") else None
+        if run.children and description and view.config.get("dtype"):
+            description = f"{description} (run in {view.config['dtype']})"
+        notes = [] if complete else [
+            f"This run is {run.status_line()}: the numbers below are what it wrote before it "
+            f"stopped; figures that need the rest are left out."]
         sections.append(Section(
             name=name or view.experiment, experiment=view.experiment, description=description,
             story=story, findings=findings.get(name or view.experiment, []), figures=figures,
-            summary_tables=tables(view.summary), cost_tables=tables(view.costs), equal=equal,
-            params=view.params, notes=notes, tables_note=tables_note))
+            summary_tables=tables(view.summary), cost_tables=tables(view.costs),
+            equal=[k for k, v in summary_pairs(view.summary).items() if v[BLOCKED] == v[UNBLOCKED]],
+            params=view.params, notes=notes,
+            tables_note=(f" (seed {run.seed}; every seed's are in its own run folder)"
+                         if group is not None and len(run.replicates) > 1 else "")))
     top: list[FigureItem] = []
     if run.children:
         with _drawing():
-            top = [_item(name, caption, fig) for name, fig, caption in
-                   _experiment_figures(run, experiment, problems, not complete)]
-        extra = findings.get(run.experiment)  # the parent's own (a pattern that matched nothing)
-        if extra:
-            sections[0].findings = sections[0].findings + extra
-    title = ("Showcase: where the gradient must be cut" if run.children
-             else f"{run.experiment or 'run'}")
-    seeds = [r.seed for r in run.replicates]
+            top = _experiment_figures(run, experiment, "", problems, not complete)
+        if findings.get(run.experiment):  # the parent's own (a pattern that matched nothing)
+            sections[0].findings = sections[0].findings + findings[run.experiment]
+    headlines = [(s.name, s.findings) for s in sections]
     with _drawing():
-        headlines = [(s.name, s.findings) for s in sections]
         fig = summary_figure(headlines)
-        summary = (_item("figure_1", summary_caption(headlines), fig) if fig is not None
-                   else None)
-    found = found_sentence({s.name: s.findings for s in sections})
-    return ReportContent(run, title, sections, _overview(sections, bool(run.children), seeds),
-                         top, problems, group=group, summary=summary, found=found)
+        summary = _item("figure_1", summary_caption(headlines), fig) if fig is not None else None
+    seeds = [r.seed for r in run.replicates]
+    return ReportContent(
+        run, "Showcase: where the gradient must be cut" if run.children else
+        f"{run.experiment or 'run'}", sections, _overview(sections, bool(run.children), seeds),
+        top, problems, group=group, summary=summary,
+        found=found_sentence({s.name: s.findings for s in sections}))

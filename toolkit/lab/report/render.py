@@ -291,8 +291,7 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
     out = content.out_dir
     folder = inside(out, out / "figures")  # written only inside its own folder
     folder.mkdir(exist_ok=True)
-    for fig in [f for s in content.sections for f in s.figures if f.table is None] + \
-            content.top_figures + ([content.summary] if content.summary is not None else []):
+    for fig in (f for f in content.figures if f.table is None):
         atomic_write_bytes(folder / f"{fig.name}.png", fig.png, root=out)
     for note in content.footer_notes:  # said once, not once per figure
         log.warning("%s", note)
