@@ -114,15 +114,18 @@ def value_bars(ax: Any, labels: list[str], values: list[float | None], colors: l
     return bars
 
 
-def series(runs: Sequence[RunResults], key: str) -> tuple[np.ndarray, list[np.ndarray]]:
+def series(runs: Sequence[RunResults], key: str, *, first: bool = False
+           ) -> tuple[np.ndarray, list[np.ndarray]]:
     """``(steps, [values of each run])`` of one metric, over the runs that logged it, on the
-    steps every one of them logged (no steps when none did)."""
+    steps every one of them logged (no steps when none did); ``first``: KeyError when the
+    first run has no such metric."""
     found = []
-    for run in runs:
+    for i, run in enumerate(runs):
         try:
             found.append(run.metric(key))
         except KeyError:
-            continue
+            if first and i == 0:
+                raise
     common = found[0][0] if found else np.array([])
     for steps, _ in found[1:]:
         common = np.intersect1d(common, steps)
@@ -130,10 +133,9 @@ def series(runs: Sequence[RunResults], key: str) -> tuple[np.ndarray, list[np.nd
 
 
 def metric_over_seeds(run: RunResults, key: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    """:func:`series` of one metric over ``run.replicates`` (KeyError when the first seed has
-    no such metric)."""
-    run.metric(key)
-    return series(run.replicates, key)
+    """:func:`series` of one metric over ``run`` and its other seeds (KeyError when ``run``
+    has no such metric)."""
+    return series([run, *run.replicates[1:]], key, first=True)
 
 
 def plot_seeds(ax: Any, run: RunResults, key: str, *, transform: Any = None,

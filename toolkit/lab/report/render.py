@@ -4,15 +4,14 @@ HTML hooks that tools can rely on: each experiment is a ``<section class="experi
 id="<name>">``, its findings a ``<ul class="findings">`` whose items carry
 ``data-verdict="as predicted|not as predicted|measured"`` and ``data-seeds`` (``"3/3"``: held in
 3 of 3 seeds, ``"seed-independent"``, or the seed count of a measurement), and each figure a
-``<figure>`` with a ``<figcaption>`` of words.
-
-A seed group (``toolkit.lab.results.records``) gets one report over its seeds, in its own directory.
+``<figure>`` with a ``<figcaption>`` of words. A seed group gets one report over its seeds.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import datetime as dt
 import functools
 import html
 import json
@@ -28,74 +27,24 @@ from markupsafe import Markup
 
 from toolkit._utils.formatting import fmt, round_floats
 from toolkit.lab.report.content import ReportContent, Section, build
-from toolkit.lab.report.tables import format_value, quantity_words, variant_table
+from toolkit.lab.report.tables import format_value, quantity_words
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.findings import BADGES
 from toolkit.lab.results.records import record_group
 from toolkit.lab.results.view import RunResults, SeedGroup, is_group
 from toolkit.lab.style import COLORS
 
-__all__ = ["draw_report", "format_value", "held_notes", "render_html", "render_markdown",
-           "variant_table", "write_report"]
-
 log = logging.getLogger(__name__)
 
-#: The verdict's CSS class (its badge's words are :data:`~toolkit.lab.results.findings.BADGES`;
-#: ``data-verdict`` keeps the verdict's label for tools).
+#: The verdict's CSS class (``data-verdict`` keeps the verdict's label for tools).
 _CLASS = {True: "yes", False: "no", None: "measured"}
-#: The longest an "at a glance" cell may be, in words, and how many of them its finding's own
-#: words take at most (the rest: badge, seeds, what was predicted).
+#: The longest an "at a glance" cell may be, in words, and the most of them its finding takes.
 GLANCE_WORDS = 45
 GLANCE_TEXT = 24
 _META_KEYS = ("status", "experiment", "run_id", "seed", "device", "dtype", "threads",
               "disable_blocks", "executor", "started", "ended", "duration_s", "wall_seconds",
               "blocks_seen", "versions", "error", "warnings")
-
-
-def _to_the_second(stamp: Any) -> Any:
-    """An ISO time to the second, as a reader wants it ("2026-11-23T14:10:12+00:00"); anything
-    else unchanged."""
-    import datetime as dt
-
-    try:
-        return dt.datetime.fromisoformat(stamp).isoformat(timespec="seconds")
-    except (TypeError, ValueError):
-        return stamp
-
-
-def _group_span(content: ReportContent) -> float | None:
-    """Seconds from the first seed's start to the last seed's end (a seed group)."""
-    import datetime as dt
-
-    info = content.group.info if content.group is not None else {}
-    if not info.get("started") or not info.get("ended"):
-        return None
-    return (dt.datetime.fromisoformat(info["ended"])
-            - dt.datetime.fromisoformat(info["started"])).total_seconds()
-
-
-def _wall(content: ReportContent) -> str:
-    meta = content.run.meta
-    run_s = _group_span(content) if content.group is not None else None
-    if run_s is None:
-        run_s = meta.get("duration_s") or 0.0
-    total = run_s + content.report_seconds
-    what = "experiments" if content.group is None else \
-        f"{len(content.seeds)} seeds side by side"
-    return (f"wall time {fmt(total, 's')} ({what} {fmt(run_s, 's')}, "
-            f"report {fmt(content.report_seconds, 's')})")
-
-
-def _seeds(content: ReportContent) -> str:
-    seeds = content.seeds
-    if len(seeds) == 1:
-        return f"seed {seeds[0]}"
-    return f"seeds {', '.join(map(str, seeds))}"
-
-
-def _threads(meta: dict[str, Any]) -> str:
-    n = int(meta.get("threads") or 1)
-    return f"{n} thread{'s' * (n != 1)}"
+_RANGE = re.compile(r"\s\[[^\[\]]*\]")
 
 
 def prediction(f: Any) -> str:
@@ -107,16 +56,10 @@ def prediction(f: Any) -> str:
 
 
 def seeds_words(f: Any) -> str:
-    """How many seeds a finding rests on, in words: "held in 2 of 3 seeds; predicted: …" for
-    a prediction that did not hold, "held in 3 of 3 seeds", "seed-independent", "27 rounds in
-    3 seeds" (a timing) or "3 seeds" (a measurement)."""
-    note = f.seeds_note
-    if f.verdict is False and prediction(f):
-        note += f"; predicted: {prediction(f)}"
-    return note
-
-
-_RANGE = re.compile(r"\s\[[^\[\]]*\]")
+    """How many seeds a finding rests on: "held in 3 of 3 seeds", "seed-independent", "3
+    seeds", …; for a prediction that did not hold, "; predicted: …" after it."""
+    return f.seeds_note + (f"; predicted: {prediction(f)}" if f.verdict is False and
+                           prediction(f) else "")
 
 
 def short_text(text: str, words: int) -> str:
@@ -132,38 +75,16 @@ def short_text(text: str, words: int) -> str:
     return " ".join(text.split()[:max(1, words - 1)]).rstrip(".,;:") + " …"
 
 
-def glance_words(html_text: str) -> int:
-    """Words a reader sees in a piece of HTML (tags left out): the measure of a glance cell."""
-    return len(html.unescape(re.sub(r"<[^>]+>", " ", html_text)).split())
-
-
-def missed(content: ReportContent) -> list[tuple[Section, Any]]:
-    """Every finding that did not hold, with its section, in the report's order."""
-    return [(s, f) for s in content.sections for f in s.findings if f.verdict is False]
-
-
-def _lead(section: Section, topic: str) -> Any:
-    """The finding that stands for a section's ``topic`` at a glance: the experiment's
-    headline (the result), else one that did not hold first, else the first."""
-    of_topic = [f for f in section.findings if f.topic == topic]
-    head = next((f for f in of_topic if f.headline is not None), None)
-    if head is not None:
-        return head
-    return next((f for f in of_topic if f.verdict is False), of_topic[0] if of_topic else None)
-
-
 def glance(f: Any, words: int = GLANCE_WORDS, whole: bool = False) -> dict[str, Any]:
     """One finding for an "at a glance" cell in at most ``words`` words: badge, seed note
     (and what was predicted, for one that did not hold), and the finding shortened to at most
-    :data:`GLANCE_TEXT` words (the section holds the whole sentence); ``words=0``: the badge
-    and notes alone, the prediction in full; ``whole``: the finding's every word (the
-    seeds' ranges left out: the section has them)."""
+    :data:`GLANCE_TEXT` words; ``words=0``: the badge and notes alone, the prediction in
+    full; ``whole``: the finding's every word (the seeds' ranges left out)."""
     note, _, predicted = seeds_words(f).partition("; predicted: ")
     cell = {"cls": _CLASS[f.verdict], "label": BADGES[f.verdict], "note": note,
             "predicted": predicted, "cut": False, "found": f.verdict is False, "text": ""}
     if whole:
-        cell["text"] = " ".join(_RANGE.sub("", f.text).split())
-        return cell
+        return {**cell, "text": " ".join(_RANGE.sub("", f.text).split())}
     if not words:
         return cell
     head = len(f"{cell['label']} {note}".split()) + \
@@ -181,15 +102,23 @@ def _tally(section: Section) -> str:
     """A section's findings counted: "3 as predicted, 1 did not hold, 1 measured"."""
     found = section.findings
     held = sum(f.verdict is True for f in found)
-    missed_ = sum(f.verdict is False for f in found)
-    rest = len(found) - held - missed_
-    return ", ".join([f"{held} as predicted"] * bool(found) + [f"{missed_} did not hold"]
-                     * bool(missed_) + [f"{rest} measured"] * bool(rest))
+    missed = sum(f.verdict is False for f in found)
+    rest = len(found) - held - missed
+    return ", ".join([f"{held} as predicted"] * bool(found) + [f"{missed} did not hold"]
+                     * bool(missed) + [f"{rest} measured"] * bool(rest))
+
+
+def _lead(section: Section, topic: str) -> Any:
+    """The finding that stands for a section's ``topic`` at a glance: the experiment's
+    headline, else one that did not hold, else the first."""
+    of_topic = [f for f in section.findings if f.topic == topic]
+    return next((f for f in of_topic if f.headline is not None), None) or next(
+        (f for f in of_topic if f.verdict is False), of_topic[0] if of_topic else None)
 
 
 def _md_escape(value: Any) -> Any:
-    """What a Markdown page shows of a value: no HTML of its own (``<script>`` is text), no
-    table cell broken by ``|``; a :class:`~markupsafe.Markup` value (a fenced config) as it is."""
+    """What a Markdown page shows of a value: no HTML of its own, no table cell broken by
+    ``|``; a :class:`~markupsafe.Markup` value (a fenced config) as it is."""
     if isinstance(value, Markup) or value is None:
         return "" if value is None else value
     return html.escape(str(value), quote=False).replace("|", "\\|")
@@ -212,60 +141,61 @@ def _environment(markdown: bool) -> jinja2.Environment:
         seeds_attr=lambda f: ("seed-independent" if f.seed_independent else
                               f"{f.held}/{f.n_seeds - f.outside_seeds}"
                               if f.predicts and f.timing is None else str(f.n_seeds)))
+    env.globals["css"] = Markup(env.from_string(env.loader.get_source(env, "report.css")[0])
+                                .render(colors=COLORS))
     return env
-
-
-@functools.cache
-def _css() -> Markup:
-    """The report's stylesheet, its colours filled in from :data:`~toolkit.lab.style.COLORS`."""
-    env = _environment(False)
-    return Markup(env.from_string(env.loader.get_source(env, "report.css")[0])
-                  .render(colors=COLORS))
-
-
-def _values(content: ReportContent) -> dict[str, Any]:
-    """What both pages of a report show, read and gathered once."""
-    meta = content.run.meta
-    config_path = content.out_dir / "config.toml"
-    config_text = config_path.read_text(encoding="utf-8").rstrip() \
-        if config_path.is_file() and not config_path.is_symlink() else ""
-    shown = {k: _to_the_second(meta[k]) if k in ("started", "ended") else meta.get(k)
-             for k in _META_KEYS if k in meta}
-    head = {"what": _what(content), "status": content.run.status, "seeds": _seeds(content),
-            "device": meta.get("device", ""), "dtype": meta.get("dtype", ""),
-            "threads": _threads(meta), "wall": _wall(content), "error": meta.get("error"),
-            "warnings": meta.get("warnings") or [], "traceback": meta.get("traceback")}
-    return {"content": content, "head": head, "missed": missed(content),
-            "config_text": config_text, "meta_text": json.dumps(round_floats(shown), indent=2)}
-
-
-def _render(name: str, values: dict[str, Any], markdown: bool) -> str:
-    config_text = values["config_text"]
-    if markdown and config_text:  # a fence longer than any run of backticks in the config
-        fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", config_text)), default=0))
-        values = {**values, "config_text": Markup(f"{fence}toml\n{config_text}\n{fence}")}
-    return _environment(markdown).get_template(name).render(css=_css(), **values)
 
 
 def page(name: str, **values: Any) -> str:
     """An HTML page of the report's templates (``compare.html.j2``), with the report's CSS."""
-    return _environment(False).get_template(name).render(css=_css(), **values)
+    return _environment(False).get_template(name).render(**values)
+
+
+def _values(content: ReportContent, markdown: bool) -> dict[str, Any]:
+    """What a page of the report shows."""
+    meta, group, seeds = content.run.meta, content.group, content.seeds
+    run_s = meta.get("duration_s") or 0.0
+    if group is not None and group.info.get("started") and group.info.get("ended"):
+        run_s = (dt.datetime.fromisoformat(group.info["ended"])
+                 - dt.datetime.fromisoformat(group.info["started"])).total_seconds()
+    what = "experiments" if group is None else f"{len(seeds)} seeds side by side"
+    threads = int(meta.get("threads") or 1)
+    path = content.out_dir / "config.toml"
+    config = path.read_text(encoding="utf-8").rstrip() \
+        if path.is_file() and not path.is_symlink() else ""
+    if markdown and config:  # a fence longer than any run of backticks in the config
+        fence = "`" * max(3, 1 + max(map(len, re.findall("`+", config)), default=0))
+        config = Markup(f"{fence}toml\n{config}\n{fence}")
+    shown = {}
+    for k in (k for k in _META_KEYS if k in meta):
+        with contextlib.suppress(TypeError, ValueError):  # a time to the second
+            shown[k] = dt.datetime.fromisoformat(meta[k]).isoformat(timespec="seconds") \
+                if k in ("started", "ended") else meta[k]
+        shown.setdefault(k, meta[k])
+    head = {"what": f"seed group {group.path.name} ({len(seeds)} runs)" if group is not None
+            else f"run {content.run.run_dir.name}", "status": content.run.status,
+            "seeds": f"seed {seeds[0]}" if len(seeds) == 1 else
+            f"seeds {', '.join(map(str, seeds))}",
+            "device": meta.get("device", ""), "dtype": meta.get("dtype", ""),
+            "threads": f"{threads} thread{'s' * (threads != 1)}",
+            "wall": f"wall time {fmt(run_s + content.report_seconds, 's')} ({what} "
+                    f"{fmt(run_s, 's')}, report {fmt(content.report_seconds, 's')})",
+            "error": meta.get("error"), "warnings": meta.get("warnings") or [],
+            "traceback": meta.get("traceback")}
+    return {"content": content, "head": head, "config_text": config,
+            "missed": [(s, f) for s in content.sections for f in s.findings
+                       if f.verdict is False],
+            "meta_text": json.dumps(round_floats(shown), indent=2)}
 
 
 def render_html(content: ReportContent) -> str:
     """``report.html``: one self-contained page (images embedded), escaped throughout."""
-    return _render("report.html.j2", _values(content), markdown=False)
+    return page("report.html.j2", **_values(content, False))
 
 
 def render_markdown(content: ReportContent) -> str:
     """``report.md``: the same content; every value escaped for Markdown."""
-    return _render("report.md.j2", _values(content), markdown=True)
-
-
-def _what(content: ReportContent) -> str:
-    if content.group is not None:
-        return f"seed group {content.group.path.name} ({len(content.seeds)} runs)"
-    return f"run {content.run.run_dir.name}"
+    return _environment(True).get_template("report.md.j2").render(**_values(content, True))
 
 
 def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
@@ -298,11 +228,8 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
     content.report_seconds = round(time.perf_counter() - t0, 3)
     if group is not None:  # the tally says the same seconds
         record_group(out, finish_s=content.report_seconds)
-    values = _values(content)
-    atomic_write_text(out / "report.md", _render("report.md.j2", values, markdown=True),
-                      root=out)
-    path = out / "report.html"
-    atomic_write_text(path, _render("report.html.j2", values, markdown=False), root=out)
+    atomic_write_text(out / "report.md", render_markdown(content), root=out)
+    atomic_write_text(path := out / "report.html", render_html(content), root=out)
     return path
 
 
@@ -312,12 +239,8 @@ def held_notes() -> Iterator[list[str]]:
     collected into the list instead of printed, so that a caller can print them where they do
     not break its own lines."""
     notes: list[str] = []
-
-    class Hold(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            notes.append(record.getMessage())
-
-    handler, propagate = Hold(logging.WARNING), log.propagate
+    handler, propagate = logging.Handler(logging.WARNING), log.propagate
+    handler.emit = lambda record: notes.append(record.getMessage())  # type: ignore[method-assign]
     log.addHandler(handler)
     log.propagate = False
     try:

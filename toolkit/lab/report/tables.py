@@ -1,21 +1,25 @@
-"""Tables of a report: summary and costs side by side, numbers with 3–4 digits and units.
-
-A value's unit is read from its key: times (``seconds``, ``*_s``, ``timers.*``, ``time``) are
-shown in s or ms, byte counts (``*bytes*``) in KiB/MiB/GiB, everything else with four significant
-digits; booleans read ``yes``/``no`` (:func:`toolkit._utils.formatting.format_value`, the one
-number formatter of the report, the command line and the docs).
-"""
+"""Tables of a report: summary and costs side by side, in words and numbers with units
+(:func:`toolkit._utils.formatting.format_value`, the one number formatter of the report, the
+command line and the docs: times in s or ms, bytes in KiB/MiB/GiB, four significant digits)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from toolkit._utils.formatting import format_value, unit_of
+from toolkit._utils.formatting import format_value
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, VARIANTS, flatten
 
-__all__ = ["VARIANTS", "format_value", "quantity_words", "split_variant", "tables", "unit_of",
-           "variant_table"]
+#: Names of a summary's or costs' parts, as a reader says them.
+_WORDS = {
+    "timers": "wall time", "cpu_seconds": "CPU time", "seconds": "time",
+    "seconds_per_epoch": "time per epoch", "step_seconds": "time per step",
+    "time_median_s": "median time", "peak_bytes": "peak memory",
+    "saved_tensor_bytes": "bytes saved for backward",
+    "saved_tensor_peak_bytes": "peak of the bytes saved for backward",
+    "graph_nodes": "autograd nodes", "n_iter": "iterations", "rounds": "interleaved rounds",
+}
+_SUFFIXES = (("_seconds", " time"), ("_s", " time"), ("_bytes", " bytes"))
 
 
 def split_variant(path: str) -> tuple[str | None, str]:
@@ -40,31 +44,8 @@ def split_variant(path: str) -> tuple[str | None, str]:
     return None, path
 
 
-#: Names of a summary's or costs' parts, as a reader says them.
-_WORDS = {
-    "timers": "wall time", "cpu_seconds": "CPU time", "seconds": "time",
-    "seconds_per_epoch": "time per epoch", "step_seconds": "time per step",
-    "time_median_s": "median time", "peak_bytes": "peak memory",
-    "saved_tensor_bytes": "bytes saved for backward",
-    "saved_tensor_peak_bytes": "peak of the bytes saved for backward",
-    "graph_nodes": "autograd nodes", "n_iter": "iterations", "rounds": "interleaved rounds",
-}
-_SUFFIXES = (("_seconds", " time"), ("_s", " time"), ("_bytes", " bytes"))
-
-
-def _part_words(part: str) -> str:
-    if part in _WORDS:
-        return _WORDS[part]
-    for suffix, words in _SUFFIXES:
-        if part.endswith(suffix) and len(part) > len(suffix):
-            part = part[: -len(suffix)] + words
-            break
-    return part.replace("_over_", " ÷ ").replace("_", " ")
-
-
 def quantity_words(path: str) -> str:
-    """A dotted summary or costs path as words: its parts' names spelled out, separated by
-    commas (the table keeps the path itself where a reader can find it in the files).
+    """A dotted summary or costs path as words, its parts separated by commas.
 
     >>> quantity_words("timers.train_gradient_blocked_and_unblocked")
     'wall time, train gradient blocked and unblocked'
@@ -72,10 +53,12 @@ def quantity_words(path: str) -> str:
     ('peak memory', 'time ratio buggy ÷ fixed')
     """
     words: list[str] = []
-    for part in path.split("."):
-        if not part:
-            continue
-        said = _part_words(part)
+    for part in filter(None, path.split(".")):
+        said = _WORDS.get(part)
+        if said is None:
+            said = next((part[:-len(s)] + w for s, w in _SUFFIXES
+                         if part.endswith(s) and len(part) > len(s)), part)
+            said = said.replace("_over_", " ÷ ").replace("_", " ")
         if words and words[-1] in said.split():  # "memory, peak memory": said once
             words.pop()
         words.append(said)
@@ -83,13 +66,8 @@ def quantity_words(path: str) -> str:
 
 
 def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
-    """Split a summary/costs dict into a side-by-side table and the rest.
-
-    Returns ``(columns, rows, rest)``: columns are ``["quantity", "blocked", "unblocked",
-    "unblocked − blocked"]`` for the values whose path names a variant (:func:`split_variant`:
-    ``blocked.x``, ``part.unblocked.x``, ``x_blocked``); ``rest`` holds the other values,
-    flattened.
-    """
+    """``(columns, rows, rest)`` of a summary/costs dict: the values whose path names a variant
+    (:func:`split_variant`) side by side with their difference, and the other values, flat."""
     pairs: dict[str, dict[str, Any]] = {}
     rest: dict[str, Any] = {}
     for path, value in flatten(tree, keep_empty=True).items():
@@ -101,10 +79,8 @@ def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], 
     rows = []
     for name, values in pairs.items():
         b, u = values.get(BLOCKED), values.get(UNBLOCKED)
-        diff = ""
-        if (isinstance(b, (int, float)) and isinstance(u, (int, float))
-                and not isinstance(b, bool) and not isinstance(u, bool)):
-            diff = "0 (equal)" if b == u else format_value(u - b, name)
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (b, u))
+        diff = ("0 (equal)" if b == u else format_value(u - b, name)) if numbers else ""
         rows.append([name, format_value(b, name), format_value(u, name), diff])
     return ["quantity", BLOCKED, UNBLOCKED, "unblocked − blocked"], rows, rest
 
@@ -112,9 +88,5 @@ def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], 
 def tables(tree: Mapping[str, Any]) -> list[tuple[list[str], list[list[str]]]]:
     """The side-by-side table and a table of the other values, each ``(columns, rows)``."""
     columns, rows, rest = variant_table(tree)
-    out = []
-    if rows:
-        out.append((columns, rows))
-    if rest:
-        out.append((["quantity", "value"], [[k, format_value(v, k)] for k, v in rest.items()]))
-    return out
+    return [(columns, rows)] * bool(rows) + [
+        (["quantity", "value"], [[k, format_value(v, k)] for k, v in rest.items()])] * bool(rest)
