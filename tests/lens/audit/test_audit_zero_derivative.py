@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step, stop_gradient
+from toolkit.lens.audit.fixes.verify import edited_step
 
 
 class _BinarizeLinear(nn.Linear):
@@ -133,13 +134,17 @@ def _gumbel_case(seed: int, ste: bool):
     return model, opt, step
 
 
-def test_an_integer_result_is_named_with_the_straight_through_fix_never_a_leave_out(
+def test_an_integer_result_is_named_with_a_straight_through_edit_never_a_leave_out(
         seed: int) -> None:
     model, opt, step = _gumbel_case(seed, ste=False)
     audit = audit_step(step, opt, modules={"model": model})
     assert sorted(d.parameter for d in audit.dead) == ["model.enc.bias", "model.enc.weight"]
     (kind,) = {d.kind for d in audit.dead}
-    assert kind == "integer_result" and all(not d.edits for d in audit.dead), str(audit)
+    assert kind == "integer_result", str(audit)
+    # the one edit: the float value made from the argmax, with y_soft's gradient back
+    (edit,) = {e for d in audit.dead for e in d.edits}
+    assert edit.new == f"y_soft + stop_gradient({edit.old} - y_soft)", str(audit)
+    assert edit.old.startswith("torch.zeros_like(y_soft).scatter_(")
     (line,) = {x for d in audit.dead for x in d.lines}
     source, first = inspect.getsourcelines(_gumbel_case)
     assert "argmax" in line.text and line.number == first + next(
@@ -158,3 +163,10 @@ def test_an_integer_result_is_named_with_the_straight_through_fix_never_a_leave_
     torch.testing.assert_close(loss_ste, loss)
     torch.testing.assert_close(model_ste["dec"].weight.grad, dec_grad)
     assert model_ste["enc"].weight.grad.abs().sum() > 0
+    # the edited step trains as the estimator written by hand
+    model_ed, _, step_ed = _gumbel_case(seed, ste=False)
+    edited = edited_step(step_ed, [edit])
+    assert edited is not None
+    edited().backward()
+    for key, p in model_ste.named_parameters():
+        torch.testing.assert_close(dict(model_ed.named_parameters())[key].grad, p.grad)

@@ -111,6 +111,9 @@ class DeadParameter:
     values copied without their graph), ``"frozen"`` (``requires_grad=False``),
     ``"integer_result"`` (its values reach the step only as an integer or boolean result,
     ``argmax`` or a comparison, which passes no gradient: ``lines`` is where it is made),
+    ``"first_order"`` (what it computes was differentiated by ``torch.autograd.grad``
+    without ``create_graph=True``, and reaches the loss only as that gradient, a constant:
+    forces as ``-dE/dx``; ``lines`` is that call),
     ``"not_used"`` (never read), ``"written"`` (written in place by the step from other
     tensors, an EMA teacher kept in the optimizer: left out of it), ``"replaced"`` (held by a module replaced after the optimizer
     was built: ``lines`` is the line that builds it) or ``"no_graph"`` (read, but what it

@@ -22,7 +22,9 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
   (``use_reentrant=False``, ``adjoint_params=``); :func:`stack_values`: ``torch.tensor([...])``
   of trained values as ``torch.stack``; :func:`reset_at_start`: a stale state reset as the
   step's first line;
-- :func:`straight_through`: a zero-derivative operation with the identity's gradient.
+- :func:`straight_through`: a zero-derivative operation with the identity's gradient;
+  :func:`straight_through_integer`: the float value made from an integer result
+  (``one_hot(soft.argmax(-1))``) with the gradient of what the integer was computed from.
 
 A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
 lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
@@ -50,7 +52,7 @@ from toolkit.lens.audit.record.sites import Line
 __all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
            "cut_operand", "cut_written", "extend_argument", "grad_on", "keyword_value",
            "operand_holding", "recompute", "remove_detach", "reset_at_start", "stack_values",
-           "straight_through"]
+           "straight_through", "straight_through_integer"]
 
 #: the import the edits' ``stop_gradient(...)`` needs
 CUT_IMPORT = "from toolkit import stop_gradient"
@@ -486,6 +488,31 @@ def straight_through(line: Line) -> Edit | None:
         return None
     x, op = segment(src, operands[0]), segment(src, call)
     return edit_node(line, src, call, f"{x} + stop_gradient({op} - {x})")
+
+
+def straight_through_integer(line: Line) -> Edit | None:
+    """The value assigned to a name at ``line`` that converts the integer result made there
+    (``hard = F.one_hot(soft.argmax(-1), n).float()``, ``mask = (s >= t).float()``) with the
+    gradient of the integer operation's first operand: ``soft + stop_gradient(<value> -
+    soft)``, the same values forward and ``soft``'s gradient back (a straight-through
+    estimator). Only when that operand is a name, an attribute or an item (written three
+    times, so read without running anything), and the integer result reaches the value
+    through calls and attributes alone; ``soft`` and the value have the same shape when the
+    estimator is meant, which running the edited step proves."""
+    found = _at(line)
+    if found is None:
+        return None
+    src, node = found
+    soft = next((o for o in _operands(node) if plain(o)), None)
+    value, parent = node, src.parents.get(id(node))
+    while isinstance(parent, (ast.Call, ast.Attribute)):
+        value, parent = parent, src.parents.get(id(parent))
+    if soft is None or value is node or not (
+            isinstance(parent, ast.Assign) and parent.value is value
+            and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return None
+    x = segment(src, soft)
+    return edit_node(line, src, value, f"{x} + stop_gradient({segment(src, value)} - {x})")
 
 
 def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:

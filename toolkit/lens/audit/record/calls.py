@@ -180,6 +180,11 @@ class CallWatch(TorchFunctionMode):
             wrt = [wrt] if isinstance(wrt, torch.Tensor) else list(
                 wrt.values() if isinstance(wrt, dict) else wrt)
             line = user_line()
+            of = kwargs.get("outputs", args[0] if args else ())
+            rec.first_order_calls.append((rec.call, [
+                Edge(t.grad_fn, t.output_nr) for t in tensors_in(
+                    [of] if isinstance(of, torch.Tensor) else of) if t.grad_fn is not None],
+                line))
             for g, x in zip(out.values() if isinstance(out, dict) else out, wrt):
                 if isinstance(g, torch.Tensor) and isinstance(x, torch.Tensor):
                     rec.first_order[id(g)] = (weakref.ref(g), line, id(x))

@@ -253,6 +253,9 @@ class Recording:
         # the line of such an autograd.grad call -> the line that combined, with gradients on,
         # its result with the tensor it is the gradient of (an inner loop's p - lr * g)
         self.first_order_used: dict[Line | None, Line | None] = {}
+        # (call, the nodes of the values such a call differentiated, its line): what the
+        # tensors behind those values compute reaches the loss only as a gradient without graph
+        self.first_order_calls: list[tuple[int, list[Edge], Line | None]] = []
         self.busy = False
         # optimizer.step() calls running now (the step updates the weights itself): what they
         # read and write is the update, not the step's graph

@@ -22,6 +22,7 @@ from toolkit.lens.audit.fixes.edits import (
     remove_detach,
     stack_values,
     straight_through,
+    straight_through_integer,
 )
 from toolkit.lens.audit.fixes.optimizer_edits import leave_out
 from toolkit.lens.audit.fixes.proof import Cut
@@ -130,14 +131,24 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     line = None if where is None else f"at {where.file}:{where.number}"
                     cut = (f"{function}: an integer result made from it, whose values go on "
                            f"and whose gradient does not")
+                elif (taken := _first_order(rec, tensor)) is not None:
+                    kind, where = "first_order", taken
+                    line = None if where is None else f"at {where.file}:{where.number}"
+                    cut = ("torch.autograd.grad without create_graph=True: the gradient it "
+                           "takes of what these tensors compute has no graph, so the loss "
+                           "made from it passes them none")
                 else:
                     cut = ("no graph: the step reads it, but nothing it computes with it reaches "
                            "the loss (an output not used, .item(), an integer op)")
                     kind, line, where = ("no_graph",
                                          *_call_site(rec, rec.names.name(tensor), behind))
+        # in eval mode the user decides (an estimator, or the forward's training branch)
+        idle = _in_eval_mode(rec, tensor) if kind == "integer_result" else None
         edit = None if where is None else (
             remove_detach(where) if kind == "detach" else grad_on(where) if kind == "no_grad"
             else stack_values(where) if kind == "value_copy"
+            else straight_through_integer(where) if kind == "integer_result" and idle is None
+            else keyword_value(where, "grad", "create_graph", "True") if kind == "first_order"
             else keyword_value(where, "checkpoint", "use_reentrant", "False")
             if kind == "checkpoint"
             else keyword_value(where, call.function, call.argument, repr(call.value))
@@ -145,7 +156,7 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
             else None)
         if kind == "library_argument" and call is not None and call.value is None:
             joining.setdefault(id(call.line.path), []).append((len(out), call))
-        if kind == "integer_result" and (idle := _in_eval_mode(rec, tensor)) is not None:
+        if idle is not None:
             cut, fix = (f"{cut} (in the forward of {idle}, which is in eval mode)",
                         f"{FIXES[kind]}; or, if {idle}'s forward in train mode passes a "
                         f"gradient (a Gumbel-softmax, a sampled relaxation), call {idle}.train() "
@@ -222,6 +233,9 @@ FIXES = {
                       "straight-through estimator: y_soft + (y_hard - y_soft).detach(), as "
                       "F.gumbel_softmax(..., hard=True) does); if only the values are meant, "
                       "leave them out of the optimizer",
+    "first_order": "take that gradient with create_graph=True where the loss is computed "
+                   "from it (forces as -dE/dx, a gradient penalty, an inner step): the "
+                   "gradient then has a graph back to these tensors",
     "written": "leave them out of the optimizer: the step updates them itself (an EMA "
                "teacher, a target network's copy), and no loss should train them",
 }
@@ -254,6 +268,15 @@ def _integer_result(rec: Recording, tensor: torch.Tensor) -> tuple[str, Line | N
     for call, edges, function, line in rec.integer_results:
         if call == rec.call and edges and ShortestPaths(edges).path_to(tensor):
             return function, line
+    return None
+
+
+def _first_order(rec: Recording, tensor: torch.Tensor) -> Line | None:
+    """The user's line of this call's first ``torch.autograd.grad`` without
+    ``create_graph=True`` that differentiated a value computed from ``tensor``."""
+    for call, edges, line in rec.first_order_calls:
+        if call == rec.call and edges and ShortestPaths(edges).path_to(tensor):
+            return line
     return None
 
 
