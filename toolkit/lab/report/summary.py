@@ -1,20 +1,13 @@
 """The report's Figure 1: every experiment's headline finding at a glance.
 
-Each experiment marks one finding as its headline (:class:`~toolkit.lab.results.findings.Headline`:
-the metric, the names of its blocked and unblocked numbers, the thresholds its verdict compares
-with, what to see). The summary figure gives each such finding a lettered panel, like a paper's
-first figure:
-
-- the metric with the block (blue, left) and without it (vermillion, right), one dot per seed
-  and a bar from the smallest to the largest seed, a line at the mean;
-- every threshold the verdict compares with, dashed grey, with its value;
-- above the panel the verdict over the seeds ("as predicted · 3/3 seeds") and what to see.
-
-Every value is drawn where it is. On a log axis an exact 0 (the blocked result of EM's Fisher
-check, say) sits on a row of its own marked "0", below a break in the axis. Only a value that
-is not finite (a run that diverged) is drawn off the axis, as an upward triangle at the top
-edge; on a log axis a negative value, as a downward triangle at the bottom edge. The caption
-(:func:`summary_caption`) explains the marks the figure uses, and only those.
+Each experiment marks one finding as its headline (:class:`~toolkit.lab.results.findings.Headline`).
+Figure 1 gives each a lettered panel, like a paper's first figure: the metric with the block
+(blue, left) and without it (vermillion, right), a dot per seed, a bar over their range and a
+line at their mean; every threshold the verdict compares with, dashed grey; above the panel the
+verdict over the seeds and under it what to see. On a log axis an exact 0 sits on a row of its
+own, below a break in the axis; a value that is not finite is an upward triangle at the top
+edge, a negative one on a log axis a downward triangle at the bottom. The caption explains the
+marks the figure uses, and only those.
 """
 
 from __future__ import annotations
@@ -32,11 +25,7 @@ from toolkit.lab.results.findings import BADGES, Verdict
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import COLORS, MAX_WIDTH_IN
 
-__all__ = ["headline_of", "summary_caption", "summary_figure"]
-
-#: The most panels in a row of the summary figure: ten experiments are two rows of five, so
-#: that Figure 1 fits the first screen of a laptop under the report's title.
-COLUMNS = 5
+COLUMNS = 5  # panels in a row at most: ten are two rows of five, on a laptop's first screen
 PANEL_H_IN = 2.6  # height of one row of panels, in inches
 CHAR_IN = 0.075  # the width of an average character of the titles (9 pt), in inches
 #: What each mark of the figure means, said in the caption only when the figure uses it.
@@ -55,32 +44,22 @@ def headline_of(findings: Sequence[Verdict]) -> Verdict | None:
     return next((f for f in findings if f.headline is not None), None)
 
 
-def _numbers(verdict: Verdict, name: str) -> list[float | None]:
-    """One number per seed (``None`` where the seed has none, or a non-number)."""
-    out: list[float | None] = []
-    for finding in verdict.per_seed:
-        value = finding.values.get(name)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        out.append(float(value) if ok else None)
-    return out
-
-
 def _status(verdict: Verdict) -> str:
-    """``"as predicted · 3/3 seeds"``, ``"did not hold · 1/3 seeds"``, ``"measured · 3 seeds"``,
-    ``"as predicted · any seed"`` (seed-independent)."""
-    if verdict.seed_independent:
-        seeds = "any seed"
-    elif verdict.predicts and verdict.timing is None:
-        seeds = f"{verdict.held}/{verdict.n_seeds - verdict.outside_seeds} seeds"
-    else:
-        seeds = f"{verdict.n_seeds} seed{'s' * (verdict.n_seeds != 1)}"
-    return f"{BADGES[verdict.verdict]} · {seeds}"
+    """``"as predicted · 3/3 seeds"``, ``"measured · 3 seeds"``, ``"as predicted · any seed"``."""
+    v = verdict
+    seeds = "any seed" if v.seed_independent else \
+        f"{v.held}/{v.n_seeds - v.outside_seeds} seeds" if v.predicts and v.timing is None \
+        else f"{v.n_seeds} seed{'s' * (v.n_seeds != 1)}"
+    return f"{BADGES[v.verdict]} · {seeds}"
 
 
 def _columns(verdict: Verdict) -> dict[str, list[float | None]]:
+    """Per variant one number per seed (``None`` where the seed has none, or a non-number)."""
     head = verdict.headline
     assert head is not None
-    return {BLOCKED: _numbers(verdict, head.blocked), UNBLOCKED: _numbers(verdict, head.unblocked)}
+    return {variant: [float(x) if isinstance(x := f.values.get(name), (int, float))
+                      and not isinstance(x, bool) else None for f in verdict.per_seed]
+            for variant, name in ((BLOCKED, head.blocked), (UNBLOCKED, head.unblocked))}
 
 
 def _marks(verdict: Verdict) -> set[str]:
@@ -88,25 +67,16 @@ def _marks(verdict: Verdict) -> set[str]:
     head = verdict.headline
     assert head is not None
     values = [v for vs in _columns(verdict).values() for v in vs if v is not None]
-    marks = set()
-    if any(t > 0 or not head.log for t in head.thresholds):
-        marks.add("thresholds")
-    if any(not math.isfinite(v) for v in values):
-        marks.add("diverged")
-    if head.log and any(v == 0 for v in values):
-        marks.add("zero")
-    if head.log and any(math.isfinite(v) and v < 0 for v in values):
-        marks.add("negative")
-    return marks
+    return {mark for mark, used in (
+        ("thresholds", any(t > 0 or not head.log for t in head.thresholds)),
+        ("diverged", any(not math.isfinite(v) for v in values)),
+        ("zero", head.log and any(v == 0 for v in values)),
+        ("negative", head.log and any(math.isfinite(v) and v < 0 for v in values))) if used}
 
 
 def _on_axis(v: float | None, log: bool) -> bool:
     """Whether ``v`` is drawn where it is (a 0 on a log axis is: on its own row)."""
     return v is not None and math.isfinite(v) and (v >= 0 or not log)
-
-
-def _decade(k: int) -> str:
-    return f"$10^{{{k}}}$"
 
 
 def _log_axis(ax: Any, lo: float, hi: float, zero: bool) -> float | None:
@@ -124,7 +94,7 @@ def _log_axis(ax: Any, lo: float, hi: float, zero: bool) -> float | None:
     decades = list(range(last, first - 1, -step))[::-1]
     ax.yaxis.set_major_locator(FixedLocator([zero_y] + [10.0 ** k for k in decades]))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_yticklabels(["0"] + [_decade(k) for k in decades])
+    ax.set_yticklabels(["0"] + [f"$10^{{{k}}}$" for k in decades])
     brk = 10.0 ** (first - 0.5)
     for x in (0.0, 1.0):  # "//" across each spine, on a white gap
         transform = ax.get_yaxis_transform()
@@ -144,12 +114,9 @@ def _panel(ax: Any, verdict: Verdict) -> None:
     drawable = [v for v in values if _on_axis(v, head.log) and (v or not head.log)]
     drawable += [t for t in head.thresholds if t > 0 or not head.log]
     zero_y = None
-    if head.log:
-        zero = any(v == 0 for v in values if v is not None)
-        if drawable:
-            zero_y = _log_axis(ax, min(drawable), max(drawable), zero)
-        else:  # nothing but zeros (and values off the axis): the row of 0 under one decade
-            zero_y = _log_axis(ax, 1.0, 1.0, zero)
+    if head.log:  # nothing but zeros (and values off the axis): the row of 0 under one decade
+        zero_y = _log_axis(ax, min(drawable, default=1.0), max(drawable, default=1.0),
+                           any(v == 0 for v in values if v is not None))
     elif drawable:
         lo, hi = min(drawable), max(drawable)
         pad = 0.12 * (hi - lo) if hi > lo else 0.5 * (abs(hi) or 1.0)
@@ -170,10 +137,8 @@ def _panel(ax: Any, verdict: Verdict) -> None:
             ax.plot([x - 0.22, x + 0.22], [zero_y if head.log and mean == 0 else mean] * 2,
                     color=color, linewidth=2.2, zorder=4)
         off_axis = [v for v in column if v is not None and not _on_axis(v, head.log)]
-        above = [v for v in off_axis if not math.isfinite(v)]
-        below = [v for v in off_axis if math.isfinite(v)]
-        for edge, marker, items in ((top, "^", above), (bottom, "v", below)):
-            if items:
+        for edge, marker, finite in ((top, "^", False), (bottom, "v", True)):
+            if any(math.isfinite(v) == finite for v in off_axis):
                 ax.plot([x], [edge], marker, color=color, markersize=8, clip_on=False, zorder=5)
         ax.set_ylim(bottom, top)
     for t in head.thresholds:
@@ -215,13 +180,6 @@ def _heads(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> list[tuple[str,
     return [(name, v) for name, findings in sections if (v := headline_of(findings)) is not None]
 
 
-def _grid(n: int) -> tuple[int, int]:
-    """Rows and columns for ``n`` panels: as few rows as :data:`COLUMNS` allows, filled evenly
-    (ten panels: 2 × 5; eight: 2 × 4)."""
-    rows = math.ceil(n / COLUMNS)
-    return rows, math.ceil(n / rows)
-
-
 def summary_caption(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> str:
     """Figure 1's caption: how to read a panel, and the marks this figure uses (only those)."""
     used = set().union(*(_marks(v) for _, v in _heads(sections)))
@@ -245,7 +203,8 @@ def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
     heads = _heads(sections)
     if not heads:
         return None
-    nrows, ncols = _grid(len(heads))
+    nrows = math.ceil(len(heads) / COLUMNS)  # as few rows as can be, filled evenly
+    ncols = math.ceil(len(heads) / nrows)
     panel_in = MAX_WIDTH_IN / max(ncols, 4)
     fig = plt.figure(layout="constrained",
                      figsize=(max(panel_in * ncols, 3.4), PANEL_H_IN * nrows + 0.3))
