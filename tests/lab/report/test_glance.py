@@ -10,10 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from toolkit.lab.report.content import FigureItem, ReportContent, Section
+from toolkit.lab.report.content import (
+    FigureItem,
+    ReportContent,
+    Section,
+    quantity_words,
+    split_variant,
+)
 from toolkit.lab.report.plots import WordTable
 from toolkit.lab.report.render import GLANCE_WORDS, render_html, render_markdown, short_text
-from toolkit.lab.report.tables import quantity_words, split_variant
 from toolkit.lab.results.findings import Verdict
 
 LONG = ("Without the block the output collapses toward one direction: the std of the "

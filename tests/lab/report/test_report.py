@@ -18,7 +18,7 @@ from tests.lab.report.layout import layout_problems
 from toolkit.lab import RunResults, load_experiment, run_experiment
 from toolkit.lab.report import default_figures, metric_groups, write_report
 from toolkit.lab.report.compare import compare_runs, format_table, write_compare
-from toolkit.lab.report.tables import format_value, variant_table
+from toolkit.lab.report.content import format_value, variant_table
 from toolkit.lab.results.schema import flatten
 
 

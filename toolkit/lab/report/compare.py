@@ -7,7 +7,7 @@ experiment whose configs agree apart from ``seed`` (and ``output_dir``) are one 
 by the keys whose values differ between the experiment's configs (``inner_steps=5``); only
 distinct seeds are replicates (the latest run of a seed counts). A showcase run contributes one
 config per child. A summary path that names a variant
-(:func:`~toolkit.lab.report.tables.split_variant`) is that variant's value of its quantity;
+(:func:`~toolkit.lab.report.content.split_variant`) is that variant's value of its quantity;
 ``unblocked − blocked`` (Δ) is paired by seed. The statistics are one ``groupby``
 (:meth:`Comparison.stats`), written as ``compare.csv``; the terminal shows each config's
 headline quantities, ``compare.html`` every value and the figures: per headline quantity every
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit._utils.formatting import shown
+from toolkit.lab.report.content import format_value, split_variant
 from toolkit.lab.report.figures import (
     draw_spread,
     log_if_wide,
@@ -37,7 +38,6 @@ from toolkit.lab.report.figures import (
     series,
     wrap,
 )
-from toolkit.lab.report.tables import format_value, split_variant
 from toolkit.lab.results.check import readable_runs
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED

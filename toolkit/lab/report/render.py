@@ -26,8 +26,7 @@ import jinja2
 from markupsafe import Markup
 
 from toolkit._utils.formatting import fmt, round_floats
-from toolkit.lab.report.content import ReportContent, Section, build
-from toolkit.lab.report.tables import format_value, quantity_words
+from toolkit.lab.report.content import ReportContent, Section, build, format_value, quantity_words
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.findings import BADGES
 from toolkit.lab.results.records import record_group
