@@ -1,12 +1,9 @@
-"""Run folders checked against the results format (``toolkit check``), and against their own
-record: a complete run holds as many metrics rows as its ``meta.json`` says it logged, its
-summary and its findings.
-
-A file is *damaged* when it is there but cannot be read as its model in
-:mod:`toolkit.lab.results.schema` says (cut short, corrupt, nested too deep, a folder or a FIFO
-in its place, too large, a link leading out of the folder), or when it disagrees with the
-record. A run killed mid-write may leave ``metrics.jsonl``'s last line cut short: allowed
-(the reader stops before it) unless the run says it completed.
+"""``toolkit check``: run folders and seed groups read against the results format and against
+their own record (a complete run holds as many metrics rows as ``meta.json`` says it logged,
+its summary and its findings). A file is *damaged* when it is there but cannot be read as its
+model says (cut short, corrupt, too deep or large, not a file, a link leading out), or when it
+disagrees with the record; a ``metrics.jsonl`` line cut short by a kill is allowed unless the
+run says it completed.
 """
 
 from __future__ import annotations
@@ -43,10 +40,9 @@ __all__ = ["check_group", "check_run", "check_tree", "links_out", "readable_runs
 def _read(problems: list[DamagedFile], read: Callable[..., Any], path: Path, *,
           required: bool = False, **kwargs: Any) -> Any:
     """``read(path, **kwargs)``, or ``None`` with the damage appended to ``problems``."""
-    if required and not os.path.lexists(path):
-        problems.append(DamagedFile(path, "missing"))
-        return None
     try:
+        if required and not os.path.lexists(path):
+            raise DamagedFile(path, "missing")
         return read(path, **kwargs)
     except DamagedFile as err:
         problems.append(err)
@@ -59,59 +55,56 @@ def links_out(folder: str | Path) -> list[OutsideFolder]:
     """Every symbolic link below ``folder`` (not entered) that leads outside it."""
     found = []
     for top, dirs, files in walk(folder):
-        for name in [*dirs, *files]:
-            if (top / name).is_symlink():
-                try:
-                    inside(folder, top / name)
-                except OutsideFolder as err:
-                    found.append(err)
+        for link in (top / name for name in [*dirs, *files] if (top / name).is_symlink()):
+            try:
+                inside(folder, link)
+            except OutsideFolder as err:
+                found.append(err)
     return found
 
 
 def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
-    """What is damaged in one run directory (empty: it reads as the format and its record say);
-    ``deep`` also reads every artifact."""
+    """What is damaged in one run directory, each file once (empty: it reads as the format and
+    its record say); ``deep`` also reads every artifact."""
     run_dir = Path(run_dir)
     problems: list[DamagedFile] = list(links_out(run_dir))
-    meta = _read(problems, read_record, run_dir / "meta.json", model=RunMeta, required=True,
-                 root=run_dir)
+
+    def read(name: str, reader: Callable[..., Any] = read_record, **kwargs: Any) -> Any:
+        return _read(problems, reader, run_dir / name, root=run_dir, **kwargs)
+
+    meta = read("meta.json", model=RunMeta, required=True)
     complete = meta is not None and meta.status == "complete"
-    config = _read(problems, read_record, run_dir / "config.toml", model=RunConfig,
-                   required=True, root=run_dir)
+    config = read("config.toml", model=RunConfig, required=True)
     if meta and config and config.experiment != meta.experiment:
         problems.append(DamagedFile(run_dir / "config.toml", f"experiment {config.experiment!r} "
                                     f"differs from meta.json's {meta.experiment!r}"))
-    _read(problems, read_json, run_dir / "summary.json", model=SummaryFile, required=complete,
-          root=run_dir)
-    _read(problems, read_json, run_dir / "costs.json", required=complete, root=run_dir)
-    found = _read(problems, read_record, run_dir / "findings.json", model=FindingsFile,
-                  required=complete, root=run_dir)
+    read("summary.json", read_json, model=SummaryFile, required=complete)
+    read("costs.json", read_json, required=complete)
+    found = read("findings.json", model=FindingsFile, required=complete)
     if meta and found and found.seeds != [meta.seed]:
         problems.append(DamagedFile(run_dir / "findings.json", f"its seeds {found.seeds} are not "
                                     f"the run's seed {meta.seed}"))
-    rows = _read(problems, read_metrics, run_dir / "metrics.jsonl", complete=complete,
-                 root=run_dir)
+    rows = read("metrics.jsonl", read_metrics, complete=complete)
     if complete and rows is not None and len(rows) != meta.n_logged:
         problems.append(DamagedFile(run_dir / "metrics.jsonl", f"holds {len(rows)} rows where "
                                     f"meta.json records {meta.n_logged} logged"))
     lock = run_dir / LOCK
     if os.path.lexists(lock) and not lock.is_file() and not lock.is_symlink():
         problems.append(DamagedFile(lock, "is not a file: a run's lock is an empty file"))
-    if deep:
-        for top, dirs, files in walk(run_dir / "artifacts"):
-            for name in [*files, *dirs]:  # any JSON value; a folder in its place is damage
-                read = {".json": read_json_value, ".npz": read_npz}.get(Path(name).suffix)
-                if read is not None:
-                    _read(problems, read, top / name, root=run_dir)
+    for top, dirs, files in walk(run_dir / "artifacts") if deep else ():
+        for name in [*files, *dirs]:  # any JSON value; a folder in its place is damage
+            reader = {".json": read_json_value, ".npz": read_npz}.get(Path(name).suffix)
+            if reader is not None:
+                _read(problems, reader, top / name, root=run_dir)
     return _unique(problems)
 
 
 def _unique(problems: list[DamagedFile]) -> list[DamagedFile]:
     """Each damaged file once, with its first problem."""
-    seen: dict[Path, DamagedFile] = {}
+    first: dict[Path, DamagedFile] = {}
     for problem in problems:
-        seen.setdefault(problem.path, problem)
-    return list(seen.values())
+        first.setdefault(problem.path, problem)
+    return list(first.values())
 
 
 def check_group(folder: str | Path) -> list[DamagedFile]:
@@ -127,10 +120,8 @@ def check_group(folder: str | Path) -> list[DamagedFile]:
                          if not path.is_dir()]
         except DamagedFile as err:
             problems.append(err)
-    _read(problems, read_record, folder / "config.toml", model=ConfigFile, required=True,
-          root=folder)
-    _read(problems, read_record, folder / "findings.json", model=FindingsFile, required=True,
-          root=folder)
+    for name, model in (("config.toml", ConfigFile), ("findings.json", FindingsFile)):
+        _read(problems, read_record, folder / name, model=model, required=True, root=folder)
     return _unique(problems)
 
 
@@ -149,14 +140,14 @@ def readable_runs(root: str | Path, on_damaged: Callable[[DamagedFile, int], Any
 
 
 def check_tree(root: str | Path) -> Iterator[tuple[Path, str, list[DamagedFile]]]:
-    """Every run directory and seed group below ``root`` (a folder holding ``meta.json``,
-    ``group.json`` or ``config.toml``; hidden folders skipped), with what is damaged in it:
-    ``(folder, "run" | "group", problems)``, sorted by path."""
+    """Every run directory and seed group below ``root`` (hidden folders skipped), sorted by
+    path, with what is damaged in it: ``(folder, "run" | "group", problems)``."""
     for folder, dirs, files in walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        if GROUP_FILE in files or GROUP_FILE in dirs:  # a folder in its place: damaged
+        names = {*dirs, *files}  # a folder in a file's place: damaged
+        if GROUP_FILE in names:
             yield folder, "group", check_group(folder)
-        elif "meta.json" in files or "config.toml" in files:
+        elif "meta.json" in names or "config.toml" in names:
             yield folder, "run", check_run(folder, deep=True)
         else:
             continue

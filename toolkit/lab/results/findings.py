@@ -1,36 +1,13 @@
 """What an experiment says about itself and what a run found: story, findings, verdicts.
 
-An experiment module declares a :class:`Story` and ``findings(run) -> list[Finding]``::
-
-    STORY = Story(
-        compares="closed-form EM vs EM with a gradient M-step, with and without the block",
-        block="em.responsibilities: Q = Σ stop_gradient(r) · log p(x, z; θ)",
-        prediction="with the block ∇Q = ∇LL (Fisher's identity); without it the M-step climbs "
-                   "LL − H(r)")
-
-    def findings(run: RunResults) -> list[Finding]:
-        b, u = run.summary["blocked"], run.summary["unblocked"]
-        return [Finding("‖∇Q − ∇LL‖/‖∇LL‖ is {blocked} with the block and {unblocked} without.",
-                        b["err"] < 1e-6 < u["err"], basis="Fisher's identity",
-                        values={"blocked": b["err"], "unblocked": u["err"]})]
-
-A :class:`Finding` is one sentence of one run (one seed); its numbers are named placeholders of
-``text`` (``{name}``, ``{name:4}`` for 4 significant digits, ``{name:s}``/``{name:B}`` for
-seconds/bytes), so that :func:`aggregate` can put the findings of several seeds together into
-one :class:`Verdict` each:
-
-- each number becomes its mean over the seeds with its range, ``0.0535 [0.041, 0.066]``;
-- a prediction is "as predicted" only when it held in every seed, or in the fraction ``need``
-  the finding states ("held in 2 of 3 seeds, needs 2"); otherwise "not as predicted";
-- a seed-independent finding says so, once every seed gave the same sentence and verdict;
-- a timing (:class:`TimeRatio`) pools the per-round ratios of every seed; its verdict is "as
-  predicted" only when the 95 % interval of the median ratio lies on the predicted side of 1,
-  and so does the interval of every seed that has the rounds for one of its own ("27 rounds
-  in 3 seeds; each seed's own interval lies above 1 in 3 of 3 seeds"); where a seed's own
-  interval lies elsewhere the seeds disagree, and the timing is a measurement.
-
-The words of a verdict live here and nowhere else: :data:`LABELS` (files, terminal) and
-:data:`BADGES` (the report's badges, where "not as predicted" could be misread at a glance).
+An experiment declares a :class:`Story` and ``findings(run) -> list[Finding]``
+(docs/guides/experiments.md). A :class:`Finding` is one sentence of one run; its numbers are
+placeholders of ``text`` (``{name}``, ``{name:4}`` for 4 significant digits, ``{name:s}`` or
+``{name:B}`` for seconds or bytes), so that :func:`aggregate` can make the findings of several
+seeds one :class:`Verdict`: each number its mean over the seeds with its range, a prediction
+"as predicted" only when it held in every seed (or the fraction ``need``), a timing
+(:class:`TimeRatio`) by the pooled rounds' 95 % interval, unless a seed's own interval lies
+elsewhere. A verdict's words live here only: :data:`LABELS` and :data:`BADGES` (the report's).
 """
 
 from __future__ import annotations
@@ -68,8 +45,7 @@ class Story:
     prediction: str
 
     def to_dict(self) -> dict[str, str]:
-        """The three sentences by name (``meta.json``'s ``about``; the report reads them)."""
-        return {"compares": self.compares, "block": self.block, "prediction": self.prediction}
+        return dataclasses.asdict(self)
 
 
 def _spec(spec: str) -> tuple[int, str]:
@@ -134,13 +110,9 @@ def median_interval(values: Sequence[float], confidence: float = 0.95
 
 @dataclass(frozen=True)
 class TimeRatio:
-    """Per-round ratios ``t_a / t_b`` of two contenders timed in interleaved rounds
-    (:func:`toolkit.lab.measure.race`; ``str()`` describes it).
-
-    ``expect``: the side of 1 a named theory predicts (``"above"``: ``a`` is slower), or
-    ``None`` for a measurement. The statistic is the median ratio with its distribution-free
-    95 % interval (:func:`median_interval`).
-    """
+    """Per-round ratios ``t_a / t_b`` of interleaved rounds (:func:`toolkit.lab.measure.race`):
+    the median with its 95 % interval (:func:`median_interval`), and ``expect``, the side of 1
+    a named theory predicts (``"above"``: ``a`` is slower; ``None``: a measurement)."""
 
     rounds: tuple[float, ...]
     expect: Literal["above", "below"] | None = None
@@ -163,8 +135,8 @@ class TimeRatio:
         return median_interval(self.kept)
 
     def verdict(self) -> bool | None:
-        """True: the interval lies on the predicted side of 1; False: on the other side;
-        None: no prediction, or the interval holds 1 (or there is none)."""
+        """Whether the interval lies on the predicted side of 1 (``None``: no prediction, no
+        interval, or it holds 1)."""
         side = self.side
         if self.expect is None or side in (None, "holds"):
             return None
@@ -172,8 +144,7 @@ class TimeRatio:
 
     @property
     def side(self) -> Literal["above", "below", "holds"] | None:
-        """Where the interval lies: ``"above"`` or ``"below"`` 1, ``"holds"`` 1, or ``None``
-        (too few rounds for an interval)."""
+        """Where the interval lies (``"holds"``: it holds 1; ``None``: there is none)."""
         interval = self.interval
         if interval is None:
             return None
@@ -192,20 +163,10 @@ class TimeRatio:
 
 @dataclass(frozen=True)
 class Headline:
-    """How the report's summary figure draws a finding: the experiment's headline metric with
-    and without its block, and the threshold that decides the verdict.
-
-    Args:
-        metric: the axis label, with its unit (``"std of z/‖z‖ × √d"``).
-        blocked, unblocked: the names in the finding's ``values`` of the two numbers drawn.
-        thresholds: the values the verdict compares against, each drawn as a line (``(0.1,
-            0.5)``: "≤ 0.1 without the block, ≥ 0.5 with it"); empty when the verdict compares
-            the two variants with each other.
-        log: draw the axis on a log scale (numbers spanning decades; an exact 0 is drawn on
-            a row of its own marked 0, below a break in the axis).
-        reading: what the reader should see in the panel, in a few words (``"identical:
-            PGD's sign() passes no gradient through the attack"``), shown under its verdict.
-    """
+    """How the report's summary figure draws a finding: ``metric``, the axis label with its
+    unit; ``blocked`` and ``unblocked``, the names in the finding's ``values`` drawn;
+    ``thresholds``, the values the verdict compares against, each a line; ``log``, a log axis
+    (an exact 0 on a row of its own); ``reading``, what to see in the panel, in a few words."""
 
     metric: str
     blocked: str
@@ -215,50 +176,32 @@ class Headline:
     reading: str = ""
 
 
-def _kw(default: Any = None, factory: Any = None) -> Any:
-    if factory is not None:
-        return dataclasses.field(default_factory=factory, kw_only=True)
-    return dataclasses.field(default=default, kw_only=True)
-
-
 @dataclass(frozen=True)
 class Finding:
-    """One headline sentence of one run: its numbers, and whether a prediction held.
+    """One sentence of one run: its numbers, and whether a prediction held.
 
-    Args:
-        text: the sentence; ``{name}`` placeholders are filled from ``values`` (``{timing}``
-            from ``timing``).
-        verdict: ``True`` the prediction held in this run, ``False`` it did not, ``None`` a
-            measurement.
-        topic: ``"result"`` (what the block changes in what the method computes) or ``"cost"``
-            (time, memory, graph size).
-        basis: the theorem, closed form or paper the prediction follows from; required with a
-            verdict, and with a timing that expects a side of 1.
-        values: the sentence's numbers by placeholder (numbers, strings, booleans, ``None``).
-        seed_independent: the finding cannot depend on the seed (exact zeros, closed forms,
-            node counts); over seeds it says so once every seed agrees.
-        need: the fraction of seeds in which the prediction must hold (default 1: every one).
-        timing: per-round ratios (:class:`TimeRatio`); its verdict follows from its interval,
-            so ``verdict`` stays ``None``.
-        key: the finding's identity across seeds (default: its text).
-        outside: why this run's parameters lie outside the range the prediction's theory
-            covers (one line; empty: inside). A finding outside its range is a measurement:
-            its verdict is dropped and the reason is written after the sentence.
-        headline: the experiment's headline finding (one per experiment): how the report's
-            summary figure draws it.
+    ``text`` names its numbers as placeholders of ``values`` (``{timing}``: ``timing``);
+    ``verdict``: the prediction held in this run (``None``: a measurement; a timing's follows
+    from its interval); ``topic``: what the block changes in the result, or its ``"cost"``;
+    ``basis``: the theorem, closed form or paper a prediction follows from (required with
+    one); ``seed_independent``: exact zeros, closed forms, node counts; ``need``: the fraction
+    of seeds in which it must hold; ``key``: its identity across seeds (default: the text);
+    ``outside``: why this run lies outside the theory's range (then a measurement, and the
+    reason follows the sentence); ``headline``: how the report's summary figure draws it.
     """
 
     text: str
     verdict: StrictBool | None = None
     topic: Literal["result", "cost"] = "result"
-    basis: str = _kw("")
-    values: dict[str, Value] = _kw(factory=dict)
-    seed_independent: bool = _kw(False)
-    need: float = _kw(1.0)
-    timing: TimeRatio | None = _kw(None)
-    key: str = _kw("")
-    outside: str = _kw("")
-    headline: Headline | None = _kw(None)
+    _: dataclasses.KW_ONLY
+    basis: str = ""
+    values: dict[str, Value] = dataclasses.field(default_factory=dict)
+    seed_independent: bool = False
+    need: float = 1.0
+    timing: TimeRatio | None = None
+    key: str = ""
+    outside: str = ""
+    headline: Headline | None = None
 
     def __post_init__(self) -> None:
         if self.outside.strip():  # out of the theory's range: a measurement, and why
@@ -299,8 +242,7 @@ class Finding:
 
     @property
     def sentence(self) -> str:
-        """The text with this run's numbers filled in (and, outside the prediction's range,
-        why it is a measurement)."""
+        """The text with this run's numbers (and, outside the theory's range, why measured)."""
         text = fill(self.text, {**self.values, "timing": self.timing})
         return f"{text} Measured only: {self.outside.strip()}" if self.outside.strip() else text
 
@@ -354,8 +296,8 @@ def _spread(values: Sequence[Any]) -> Any:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A finding over the seeds of a run: the sentence with mean [range] numbers, the verdict,
-    and how many seeds support it (``held`` of ``seeds``; ``per_seed``: each seed's finding)."""
+    """A finding over seeds: the sentence with mean [range] numbers, the verdict, and how many
+    seeds support it (``held`` of ``seeds``; ``per_seed``: each seed's finding)."""
 
     text: str
     verdict: StrictBool | None
@@ -384,9 +326,8 @@ class Verdict:
     @computed_field  # type: ignore[prop-decorator]
     @property
     def seeds_note(self) -> str:
-        """``seed-independent``, ``held in 3 of 3 seeds`` (``, needs 2`` when fewer are
-        needed), ``27 rounds in 3 seeds; each seed's own interval lies above 1 in 3 of 3
-        seeds`` (a timing) or ``3 seeds`` (a measurement)."""
+        """``seed-independent``, ``held in 3 of 3 seeds`` (``, needs 2``), ``27 rounds in 3
+        seeds; each seed's own interval lies above 1 in 3 of 3 seeds`` or ``3 seeds``."""
         n = self.n_seeds
         seeds = f"{n} seed{'s' * (n != 1)}"
         if self.seed_independent:
@@ -412,9 +353,8 @@ _SIDES = {"above": "lies above 1", "below": "lies below 1", "holds": "holds 1"}
 
 
 def _seed_sides(pooled: TimeRatio, per_seed: Sequence[Finding]) -> str:
-    """Over several seeds, where each seed's own interval lies, counted against the pooled
-    one's side: ``"; each seed's own interval lies above 1 in 3 of 3 seeds"`` (seeds with
-    too few rounds for an interval of their own are counted apart); ``""`` for one seed."""
+    """Where each seed's own interval lies, counted against the pooled one's side (``""`` for
+    one seed; seeds with too few rounds for an interval counted apart)."""
     sides = [f.timing.side for f in per_seed if f.timing is not None]
     if len(sides) < 2:
         return ""
@@ -428,8 +368,8 @@ def _seed_sides(pooled: TimeRatio, per_seed: Sequence[Finding]) -> str:
 
 
 def _align(per_seed: Sequence[Sequence[Finding]]) -> list[list[tuple[int, Finding]]]:
-    """Rows of ``(seed index, finding)`` that are the same finding in different seeds: by
-    position when every seed gave as many, else by ``key`` (default: the text)."""
+    """Rows of ``(seed index, finding)``, one finding over the seeds: by position when every
+    seed gave as many, else by ``key``."""
     if len({len(items) for items in per_seed}) == 1:
         return [[(i, items[j]) for i, items in enumerate(per_seed)]
                 for j in range(len(per_seed[0]) if per_seed else 0)]
@@ -476,9 +416,8 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
 
 def aggregate(per_seed: Mapping[int, Mapping[str, Sequence[Finding]]]
               ) -> tuple[dict[str, list[Verdict]], list[str]]:
-    """``{seed: {section: [Finding, ...]}}`` → verdicts by section, and problems on the way.
-    A section missing in a seed (its ``findings()`` failed there) is aggregated over the seeds
-    that have it, and its seed count says so."""
+    """``{seed: {section: [Finding, ...]}}`` → verdicts by section, and problems on the way;
+    a section missing in a seed is aggregated over the seeds that have it."""
     sections = list(dict.fromkeys(s for by_section in per_seed.values() for s in by_section))
     out: dict[str, list[Verdict]] = {}
     problems: list[str] = []
@@ -503,8 +442,8 @@ def _named(section: str, verdict: Verdict, words: int = 12) -> str:
 
 
 def found_sentence(findings: Mapping[str, Sequence[Verdict]]) -> str:
-    """What a run found, in one sentence: the tally in words and each finding that did not
-    hold, named (``""`` without findings). The report and ``findings.md`` open with it.
+    """What a run found in one sentence, each finding that did not hold named (``""``
+    without findings): the first line of the report and of ``findings.md``.
 
     >>> v = Verdict("The output collapses.", False, basis="a theorem", seeds=(0,))
     >>> found_sentence({"simsiam": [v]})
@@ -534,8 +473,7 @@ def found_sentence(findings: Mapping[str, Sequence[Verdict]]) -> str:
 
 def findings_markdown(findings: Mapping[str, Sequence[Verdict]], problems: Sequence[str],
                       seeds: Sequence[int]) -> str:
-    """``findings.md``: what was found in one sentence (:func:`found_sentence`), then every
-    verdict with its basis and seed count, by section."""
+    """``findings.md``: :func:`found_sentence`, then every verdict by section."""
     sentence = found_sentence(findings)
     lines = ["# Findings", "", *([sentence, ""] if sentence else []), f"Seeds: {', '.join(map(str, seeds))}. " + (
         "Numbers are means over the seeds with their range in brackets, [smallest, largest]."

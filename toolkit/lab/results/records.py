@@ -1,22 +1,14 @@
 """The records a run and a seed group write, each the dump of its model: ``meta.json`` (saved
-however a full disk allows), the findings, and the seed group of runs that differ only in
-their seed.
-
-A seed group is written next to its runs::
-
-    results/<experiment>/<UTC time>__seeds0-4__<random>/
-        group.json      GroupFile: the member runs (../<run_id>), their seeds and times
-        config.toml     ConfigFile: the config with its seeds (`toolkit run` runs it again)
-        findings.json   FindingsFile: every finding over the seeds, each seed's own kept
-        findings.md     the same, for a reader
-        report.html, report.md, figures/   drawn by toolkit.lab.report
-
-Runs belong to one group when their configs are the same run but for the seed
-(:func:`group_key`, the one grouping of the lab).
+however a full disk allows), the findings, and a seed group: next to its runs, the runs of one
+config with several seeds (:func:`group_key`, the lab's one grouping), ``<UTC time>__seeds0-4__
+<random>/`` with ``group.json`` (:class:`~toolkit.lab.results.schema.GroupFile`),
+``config.toml`` (runnable again), ``findings.json`` and ``findings.md`` over the seeds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -25,13 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.lab.errors import DamagedFile
-from toolkit.lab.results.files import (
-    atomic_write_json,
-    atomic_write_text,
-    read_record,
-    to_jsonable,
-    utc_now,
-)
+from toolkit.lab.results.files import atomic_write_json, atomic_write_text, read_record, utc_now
 from toolkit.lab.results.findings import (
     Finding,
     Verdict,
@@ -61,11 +47,8 @@ def save_meta(path: Path, meta: RunMeta) -> bool:
     """Write ``meta`` to ``path`` however the disk allows: atomically, else (no room for a
     temporary file) over the blocks the file already has, compact and without the traceback,
     then only its essential keys with the error cut to fit. Returns whether it was written."""
-    try:
-        atomic_write_json(path, meta)
-        return True
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        return atomic_write_json(path, meta) is None
     try:
         size = path.stat().st_size
         data = meta.model_dump(mode="json", exclude={"traceback", "about", "children", "argv",
@@ -85,9 +68,6 @@ def save_meta(path: Path, meta: RunMeta) -> bool:
         return True
     except OSError:
         return False
-
-
-# ----------------------------------------------------------------------------- findings
 
 
 def compute_findings(run_dir: Path, experiment: Any) -> tuple[dict[str, list[Finding]],
@@ -153,24 +133,16 @@ def seed_findings(run_dir: Path) -> tuple[dict[str, list[Finding]], list[str]]:
              for section, items in found.findings.items()}, list(found.problems))
 
 
-# ----------------------------------------------------------------------------- seed groups
-
-
 def format_seeds(seeds: Sequence[int]) -> str:
     """``[0, 1, 2, 5]`` → ``"0-2,5"``.
 
     >>> format_seeds([0, 1, 2, 5]), format_seeds([3])
     ('0-2,5', '3')
     """
-    parts, ordered = [], sorted(seeds)
-    start = prev = ordered[0]
-    for s in [*ordered[1:], None]:
-        if s is not None and s == prev + 1:
-            prev = s
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = s  # type: ignore[assignment]
-    return ",".join(parts)
+    ordered = sorted(seeds)  # a span: seeds whose difference to their position is the same
+    spans = [[s for _, s in g] for _, g in itertools.groupby(enumerate(ordered),
+                                                             lambda p: p[1] - p[0])]
+    return ",".join(str(s[0]) if len(s) == 1 else f"{s[0]}-{s[-1]}" for s in spans)
 
 
 def group_key(config: RunConfig) -> str:
@@ -203,8 +175,8 @@ def write_group(run_dirs: Sequence[Path], *, problems: Sequence[str] = ()) -> Pa
     if outside:
         raise ValueError(f"write_group: a group's runs lie in one folder; {outside[0]} is not "
                          f"in {parent}")
-    stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
-    folder = parent / f"{stamp}__seeds{format_seeds(seeds)}__{secrets.token_hex(3)}"
+    folder = parent / f"{utc_now():%Y%m%dT%H%M%SZ}__seeds{format_seeds(seeds)}__" \
+                      f"{secrets.token_hex(3)}"
     folder.mkdir()
     config = RunConfig.model_validate(runs[0].root_config)
     atomic_write_text(folder / "config.toml", toml_text(
@@ -234,5 +206,5 @@ def record_group(folder: Path, **values: Any) -> None:
     info = read_record(path, GroupFile, root=folder)
     if info is None:
         raise DamagedFile(path, "missing")
-    atomic_write_json(path, GroupFile.model_validate({**info.model_dump(),
-                                                      **to_jsonable(values)}), root=folder)
+    atomic_write_json(path, GroupFile.model_validate({**info.model_dump(), **values}),
+                      root=folder)

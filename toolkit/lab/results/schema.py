@@ -1,6 +1,5 @@
-"""The results format in one module: a pydantic model per file a run writes, used by the
-writers (a file is the dump of its model) and by the readers (a file that does not fit is one
-damaged file naming the field), and the grammar of what they hold.
+"""The results format: a pydantic model per file a run writes, which the writers dump and
+the readers check (a file that does not fit is one damaged file naming the field).
 
 A run writes ``<output_dir>/<experiment>/<run_id>/``::
 
@@ -14,13 +13,10 @@ A run writes ``<output_dir>/<experiment>/<run_id>/``::
     figures/, report.html, report.md    drawn by toolkit.lab.report from the files above
     .lock           held by the run's process while it runs (toolkit.lab.results.view)
 
-A seed group (several seeds of one config) writes ``group.json`` (:class:`GroupFile`), its
-``config.toml`` (a :class:`ConfigFile` with its ``seeds``) and the findings over its seeds.
-
-Every run compares two variants, :data:`BLOCKED` (the method as published) and
-:data:`UNBLOCKED` (the same code inside ``disable_blocks``); a metric key is
-``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``), or ``"<group>/<name>"`` for a quantity
-of neither variant. :class:`MetricDoc` says what a key means (an experiment's ``METRICS``).
+A seed group writes ``group.json`` (:class:`GroupFile`), ``config.toml`` (a
+:class:`ConfigFile` with its ``seeds``) and the findings over its seeds. A metric key is
+``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``), or ``"<group>/<name>"`` for neither
+variant; :class:`MetricDoc` says what keys mean (an experiment's ``METRICS``).
 """
 
 from __future__ import annotations
@@ -29,10 +25,11 @@ import hashlib
 import json
 import re
 import tomllib
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal
 
 import tomli_w
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -43,7 +40,7 @@ from pydantic import (
 
 from toolkit.lab.results.findings import Verdict
 
-__all__ = ["BLOCKED", "DTYPES", "MAX_DEPTH", "MAX_SEED", "STATUSES", "UNBLOCKED", "VARIANTS",
+__all__ = ["BLOCKED", "MAX_DEPTH", "MAX_SEED", "UNBLOCKED", "VARIANTS",
            "ChildMeta", "ConfigFile", "ExecutorConfig", "FindingsFile", "GroupFile",
            "MetricDoc", "MetricsRow", "RunConfig", "RunMeta", "Status", "SummaryFile",
            "flatten", "metric_doc_for", "metric_key", "summary_problem", "toml_text"]
@@ -56,17 +53,23 @@ UNBLOCKED: Final = "unblocked"
 VARIANTS: Final = (BLOCKED, UNBLOCKED)
 #: The largest seed: what numpy's and torch's generators take (a signed 64-bit integer).
 MAX_SEED: Final = 2**63 - 1
-#: The deepest nesting of tables and lists a config or results file may hold: far beyond what
-#: any writer makes, far below what would exhaust a reader's stack.
+#: The deepest nesting a config or results file may hold: beyond any writer, within any stack.
 MAX_DEPTH: Final = 100
-DTYPES: Final = ("float16", "bfloat16", "float32", "float64")
-#: What ``meta.json`` says (``abandoned`` is decided when a run is read, never written: a run
-#: that says ``running`` whose lock nobody holds).
+#: What ``meta.json`` says (``abandoned``, a run saying ``running`` whose lock nobody holds, is
+#: decided when it is read)
 Status = Literal["running", "complete", "failed", "interrupted"]
-STATUSES: Final = get_args(Status)
 
 Seed = Annotated[StrictInt, Field(ge=0, le=MAX_SEED)]
 _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$"  # one folder name: no '/', no '..' at the start
+
+
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("a path cannot hold a NUL byte (\\x00)")
+    return value
+
+
+PathText = Annotated[str, AfterValidator(_no_nul)]
 
 
 def metric_key(*parts: str) -> str:
@@ -95,8 +98,6 @@ def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[st
                            keep_empty=keep_empty))
     return out
 
-
-# ----------------------------------------------------------------------------- configs
 
 
 def _without_none(value: Any, at: str = "") -> Any:
@@ -149,12 +150,8 @@ class ExecutorConfig(BaseModel):
 
 
 class RunConfig(BaseModel):
-    """One run, resolved and validated: what ``config.toml`` of a run directory holds.
-
-    ``params`` are the experiment's ``Params``, every field written out (defaults included).
-    :meth:`identity` is the hash of the config as written (``output_dir``, where a run lives,
-    left out), so that a run read back is the same run as the one planned.
-    """
+    """One run, resolved: a run's ``config.toml``, its ``params`` every field of the
+    experiment's ``Params``; :meth:`identity` tells a run read back from the one planned."""
 
     # inf and nan kept as numbers (TOML holds them); pydantic's default writes them as null
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
@@ -169,20 +166,14 @@ class RunConfig(BaseModel):
         ("*",), description="fnmatch patterns of the blocks the unblocked variant switches off")
     threads: StrictInt = Field(1, ge=1, le=1024, description="torch's intra-op threads of the "
                                "run (part of the result: reductions may round differently)")
-    output_dir: str = Field("results", min_length=1, description="root of the run directories")
+    output_dir: PathText = Field("results", min_length=1, description="root of the run "
+                                                                       "directories")
     params: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("disable_blocks", mode="before")
     @classmethod
     def _one_pattern(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value  # `--set disable_blocks=em.*`
-
-    @field_validator("output_dir")
-    @classmethod
-    def _a_path(cls, value: str) -> str:
-        if "\0" in value:
-            raise ValueError("a path cannot hold a NUL byte (\\x00)")
-        return value
 
     def identity(self) -> str:
         """SHA-256 of the config as ``config.toml`` holds it, without ``output_dir``: a moved
@@ -200,23 +191,16 @@ class RunConfig(BaseModel):
 
 
 class ConfigFile(RunConfig):
-    """A config file: a run's keys, and the seeds of its replicates, a ``[sweep]`` grid of
-    values per key and the ``[executor]`` its runs go to. A seed group's ``config.toml``."""
+    """A config file (and a seed group's ``config.toml``): a run's keys, the seeds of its
+    replicates, a ``[sweep]`` grid of values per key and the ``[executor]`` its runs go to."""
 
     seed: Seed | None = None  # type: ignore[assignment]
     seeds: list[Seed] | None = Field(None, min_length=1, description="seeds of replicate runs")
     sweep: dict[str, Any] = Field(default_factory=dict, description="lists of values by key")
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
-    tensorboard: str | None = Field(
+    tensorboard: PathText | None = Field(
         None, min_length=1, description="folder of TensorBoard event files (live curves; needs "
         "the tensorboard extra); not part of a run's config")
-
-    @field_validator("tensorboard")
-    @classmethod
-    def _a_folder(cls, value: str | None) -> str | None:
-        if value is not None and "\0" in value:
-            raise ValueError("a path cannot hold a NUL byte (\\x00)")
-        return value
 
     @model_validator(mode="after")
     def _one_of_seed_and_seeds(self) -> ConfigFile:
@@ -225,8 +209,6 @@ class ConfigFile(RunConfig):
                              "seeds = [0, 1, 2] for replicates")
         return self
 
-
-# ----------------------------------------------------------------------------- results files
 
 _OPEN = ConfigDict(strict=True, extra="allow")  # what a reader relies on; newer keys are kept
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -243,9 +225,8 @@ class ChildMeta(BaseModel):
 
 
 class RunMeta(BaseModel):
-    """``meta.json``: how a run went. Written as the run starts (``running``) and as it ends;
-    ``complete`` only after every other file. Numbers are range-checked: a reader never
-    acts on a pid or a count no run could have written."""
+    """``meta.json``: how a run went, written as it starts (``running``) and ends (``complete``
+    after every other file); a reader never acts on a pid or count no run could write."""
 
     model_config = _OPEN
     status: Status
@@ -286,15 +267,8 @@ class MetricsRow(BaseModel):
     """One line of ``metrics.jsonl``: the step and one number (or ``null``) per metric key."""
 
     model_config = ConfigDict(strict=True, extra="allow")
+    __pydantic_extra__: dict[str, float | bool | None]
     step: int = Field(ge=-(2**63), le=2**63 - 1)
-
-    @model_validator(mode="after")
-    def _numbers(self) -> MetricsRow:
-        for key, value in (self.model_extra or {}).items():
-            if value is not None and not isinstance(value, (int, float)):  # bools are ints
-                raise ValueError(f"metric {key[:80]!r} must be a number or null, got "
-                                 f"{type(value).__name__}")
-        return self
 
 
 def summary_problem(data: Any) -> str | None:
@@ -350,8 +324,6 @@ class GroupFile(BaseModel):
                              f"the seeds {self.seeds}")
         return self
 
-
-# ----------------------------------------------------------------------------- metric glossary
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]+))?\}")
 

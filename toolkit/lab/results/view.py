@@ -1,12 +1,10 @@
 """Runs read back: :class:`RunResults` (what an experiment's ``figures(run)`` receives), seed
 groups, and whether a run that says ``running`` still runs.
 
-A run is running exactly while its process holds the run's lock, ``<run_dir>/.lock`` (an
-``flock`` through :mod:`filelock`, taken before ``meta.json`` first says ``running`` and held
-until its last write). The kernel drops the lock when the process ends, however it ends
-(SIGKILL and the out-of-memory killer included): a run that says ``running`` and whose lock can
-be taken is *abandoned*. No clock, pid or host is compared, so a reader on another machine or
-with another clock tells the same. Nothing is written when a run is read.
+A run runs exactly while its process holds the run's lock, ``<run_dir>/.lock`` (an ``flock``
+through :mod:`filelock`, taken before ``meta.json`` first says ``running``, held until its last
+write). The kernel drops it when the process ends however it ends (SIGKILL included): a run
+that says ``running`` whose lock can be taken is *abandoned*, on any machine and clock.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import difflib
 import math
 import os
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,7 @@ from toolkit.lab.results.files import (
     read_toml,
     walk,
 )
-from toolkit.lab.results.schema import (
-    GroupFile,
-    RunConfig,
-    RunMeta,
-    SummaryFile,
-    summary_problem,
-)
+from toolkit.lab.results.schema import GroupFile, RunConfig, RunMeta, SummaryFile, summary_problem
 
 __all__ = ["GROUP_FILE", "LOCK", "RunResults", "SeedGroup", "find_runs", "is_group",
            "lock_of"]
@@ -48,15 +41,14 @@ GROUP_FILE = "group.json"
 
 
 def lock_of(run_dir: str | Path, timeout: float = 0) -> filelock.FileLock:
-    """The lock a run's process holds while the run runs (a reader never waits for it). The
-    file stays when the lock is released: it is what tells a run from a copied folder."""
+    """The lock a run's process holds while the run runs (a reader never waits for it); the
+    file stays when it is released: it tells a run from a copied folder."""
     return filelock.FileLock(Path(run_dir) / LOCK, timeout=timeout, thread_local=False,
                              preserve_lock_file=True)
 
 
 def _nobody_holds(run_dir: Path) -> str | None:
-    """Why nothing runs in ``run_dir`` (its lock is missing, or free), or ``None`` when its
-    process holds the lock."""
+    """Why nothing runs in ``run_dir``, or ``None`` when its process holds the lock."""
     if not os.path.lexists(run_dir / LOCK):
         return "it holds no lock: its process is gone, or the folder was copied"
     lock = lock_of(run_dir)
@@ -71,52 +63,35 @@ def _nobody_holds(run_dir: Path) -> str | None:
 
 
 class RunResults:
-    """Read-only view of a run directory (or of one child of a showcase run).
+    """Read-only view of a run directory (or of one child of a showcase run), each file read
+    and checked against the results format on first use.
 
-    ``summary``/``costs`` are the JSON files, ``config`` the resolved config, ``params`` its
-    ``[params]``, ``meta`` the status file, ``metrics`` the logged rows, ``metric(key)`` one
-    series, ``artifact(name)`` an artifact; each is read (and checked against the results
-    format) on first use. A child view (``run.child(name)``) sees metric keys without the
-    ``"<name>/"`` prefix, the summary and costs nested under ``name``, the artifacts in
-    ``artifacts/<name>/``. ``replicates``: the runs of the same config with other seeds, this
-    one first (a single run: ``[run]``); a report over seeds hands ``figures(run)`` the first
-    seed's view with the others attached (:meth:`over_seeds`).
+    A child view (``run.child(name)``) sees metric keys without the ``"<name>/"`` prefix, the
+    summary and costs nested under ``name``, the artifacts in ``artifacts/<name>/``.
+    ``replicates``: this run and the runs of its config with other seeds (a seed group's
+    report hands ``figures(run)`` the first seed's view with the others attached).
     """
 
     def __init__(self, run_dir: str | Path, *, _child: str | None = None,
-                 _replicates: tuple[Path, ...] = ()) -> None:
+                 _replicates: Sequence[str | Path] = ()) -> None:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"RunResults: {shown(self.run_dir)} is not a run directory")
         self._child = _child
         self._replicates = tuple(Path(p) for p in _replicates)
-        self._cache: dict[str, Any] = {}
-
-    @classmethod
-    def over_seeds(cls, run_dirs: Sequence[str | Path]) -> RunResults:
-        """The first run's view with the other runs (other seeds, same config) as replicates."""
-        if not run_dirs:
-            raise ValueError("RunResults.over_seeds: run_dirs is empty; give at least one run")
-        return cls(run_dirs[0], _replicates=tuple(Path(p) for p in run_dirs[1:]))
+        self._json: dict[str, dict[str, Any]] = {}  # summary.json and costs.json, once read
 
     def __repr__(self) -> str:
         child = f", child={self._child!r}" if self._child else ""
         return f"RunResults({str(self.run_dir)!r}{child})"
 
-    def _cached(self, key: str, read: Any) -> Any:
-        if key not in self._cache:
-            self._cache[key] = read()
-        return self._cache[key]
-
     @property
     def replicates(self) -> list[RunResults]:
         return [self, *(RunResults(p, _child=self._child) for p in self._replicates)]
 
-    # -- the run as a whole
-    @property
+    @cached_property
     def meta(self) -> dict[str, Any]:
-        return self._cached("meta", lambda: read_json(self.run_dir / "meta.json",
-                                                      root=self.run_dir, model=RunMeta))
+        return read_json(self.run_dir / "meta.json", root=self.run_dir, model=RunMeta)
 
     @property
     def seed(self) -> int:
@@ -124,32 +99,25 @@ class RunResults:
 
     @property
     def status(self) -> str:
-        """``complete``, ``failed``, ``interrupted``, ``running``, or ``abandoned``: a run that
-        says ``running`` whose lock nobody holds."""
+        """``complete``, ``failed``, ``interrupted``, ``running``, or ``abandoned``."""
         status = str(self.meta.get("status", "unknown"))
         return "abandoned" if status == "running" and self.abandoned_reason else status
 
-    @property
+    @cached_property
     def abandoned_reason(self) -> str | None:
         """Why a run that says ``running`` is abandoned (``None`` when it is not)."""
-        def reason() -> str | None:
-            if self.meta.get("status") != "running":
-                return None
-            why = _nobody_holds(self.run_dir)
-            if why is not None:  # it may have ended meanwhile: its last write came first
-                self._cache.pop("meta")
-                if self.meta.get("status") != "running":
-                    return None
-                pid, host = self.meta.get("pid"), self.meta.get("host")
-                who = f"its process {pid} on {host}" if pid and host else "its process"
-                why = why.replace("its process", who, 1)
-            return why
-        return self._cached("abandoned", reason)
+        if self.meta.get("status") != "running" or (why := _nobody_holds(self.run_dir)) is None:
+            return None
+        del self.meta  # it may have ended meanwhile: its last write came first
+        if self.meta.get("status") != "running":
+            return None
+        pid, host = self.meta.get("pid"), self.meta.get("host")
+        return why.replace("its process", f"its process {pid} on {host}" if pid and host
+                           else "its process", 1)
 
     @property
     def last_step(self) -> int | None:
-        rows = self.all_metrics
-        return rows[-1].get("step") if rows else None
+        return self.all_metrics[-1].get("step") if self.all_metrics else None
 
     def status_line(self) -> str:
         """``abandoned (its process 12 on h is gone: ...; last logged step 4)``, ``failed
@@ -174,22 +142,18 @@ class RunResults:
                            f"children: {self.children}")
         return RunResults(self.run_dir, _child=name, _replicates=self._replicates)
 
-    @property
+    @cached_property
     def root_config(self) -> dict[str, Any]:
-        return self._cached("root_config", lambda: read_toml(
-            self.run_dir / "config.toml", root=self.run_dir, model=RunConfig))
+        return read_toml(self.run_dir / "config.toml", root=self.run_dir, model=RunConfig)
 
-    # -- this view
     @property
     def config(self) -> dict[str, Any]:
         if self._child is None:
             return self.root_config
         info = self.meta.get("children", {}).get(self._child, {})
-        config = {k: v for k, v in self.root_config.items() if k != "params"}
-        config.update({k: info[k] for k in ("experiment", "dtype", "disable_blocks")
-                       if info.get(k) is not None})
-        config["params"] = info.get("params", {})
-        return config
+        return {**{k: v for k, v in self.root_config.items() if k != "params"},
+                **{k: info[k] for k in ("experiment", "dtype", "disable_blocks")
+                   if info.get(k) is not None}, "params": info.get("params", {})}
 
     @property
     def experiment(self) -> str:
@@ -199,23 +163,19 @@ class RunResults:
     def params(self) -> dict[str, Any]:
         return dict(self.config.get("params", {}))
 
-    @property
+    @cached_property
     def all_metrics(self) -> list[dict[str, Any]]:
-        return self._cached("all_metrics", lambda: read_metrics(self.run_dir / "metrics.jsonl",
-                                                                root=self.run_dir))
+        return read_metrics(self.run_dir / "metrics.jsonl", root=self.run_dir)
 
-    @property
+    @cached_property
     def metrics(self) -> list[dict[str, Any]]:
         """Logged rows, ``{"step": k, key: value, ...}``; a child view strips its prefix."""
         if self._child is None:
             return self.all_metrics
         prefix = f"{self._child}/"
-
-        def strip() -> list[dict[str, Any]]:
-            rows = ({k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
-                    | {"step": row.get("step")} for row in self.all_metrics)
-            return [row for row in rows if len(row) > 1]
-        return self._cached("metrics", strip)
+        rows = ({k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
+                | {"step": row.get("step")} for row in self.all_metrics)
+        return [row for row in rows if len(row) > 1]
 
     def metric_keys(self) -> list[str]:
         """Every metric key, in order of first appearance (``step`` left out)."""
@@ -235,10 +195,11 @@ class RunResults:
     def _nested(self, name: str) -> dict[str, Any]:
         path = self.run_dir / f"{name}.json"
         model = SummaryFile if name == "summary" else None
-        data = self._cached(name, lambda: read_json(path, root=self.run_dir, model=model))
+        if name not in self._json:
+            self._json[name] = read_json(path, root=self.run_dir, model=model)
         if self._child is None:
-            return data
-        value = data.get(self._child)
+            return self._json[name]
+        value = self._json[name].get(self._child)
         value = value if isinstance(value, dict) else {}
         problem = summary_problem(value) if model is not None else None
         if problem is not None:  # a child's part has the shape of a whole run's
@@ -310,7 +271,7 @@ class SeedGroup:
         if missing:
             raise DamagedFile(self.path / GROUP_FILE, f"member runs are missing: "
                                                       f"{', '.join(missing)}")
-        return RunResults.over_seeds(self.run_dirs)
+        return RunResults(self.run_dirs[0], _replicates=self.run_dirs[1:])
 
 
 def find_runs(root: str | Path) -> Iterator[Path]:
