@@ -1,11 +1,9 @@
 """The subcommands that read results: ``report``, ``compare`` and ``check``.
 
-A damaged run (a results file cut short, corrupt, of the wrong shape, a FIFO or a folder in its
-place, or a link leading out of the folder: :mod:`toolkit.lab.results.check`) is never fatal to a
-command over several runs: it gets one warning naming its file and the others go on. A run
-whose process is gone reads as ``abandoned`` and is shown as such, never dropped silently.
+A damaged run (:mod:`toolkit.lab.results.check`) is never fatal to a command over several runs:
+it gets one warning naming its file and the others go on; an abandoned run is shown as such.
 What the commands write lands inside the folder they were given (or ``--out``), never through
-a link out of it (:func:`toolkit.lab.results.view.inside`).
+a link out of it. Every name read from a folder is printed escaped.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from typing import Any
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK
+from toolkit.lab.errors import ConfigError, DamagedFile
 
 __all__ = ["cmd_check", "cmd_compare", "cmd_report"]
 
@@ -27,68 +26,57 @@ def _warn(text: str) -> None:
 
 
 def _damage(folder: Path) -> list[Any]:
-    """What is damaged in a run directory, or in a seed group and its member runs (artifacts
-    included: the figures read them)."""
+    """What is damaged in a run directory, or in a seed group and its member runs."""
     from toolkit.lab.results.check import check_group, check_run
     from toolkit.lab.results.view import SeedGroup, is_group
 
     if not is_group(folder):
         return check_run(folder, deep=True)
-    problems = check_group(folder)
-    if not problems:
-        for member in SeedGroup(folder).run_dirs:
-            problems += check_run(member, deep=True)
-    return problems
+    return check_group(folder) or [p for member in SeedGroup(folder).run_dirs
+                                   for p in check_run(member, deep=True)]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Draw each run's report; a damaged run is skipped with a warning (exit status 1)."""
-    from toolkit.lab import ConfigError
-    from toolkit.lab.errors import DamagedFile
     from toolkit.lab.report import draw_report
     from toolkit.lab.results.files import confined
 
     for run_dir in args.run_dirs:
-        if not (os.path.lexists(Path(run_dir) / "meta.json")
-                or os.path.lexists(Path(run_dir) / "group.json")):
+        if not any(os.path.lexists(Path(run_dir) / n) for n in ("meta.json", "group.json")):
             raise ConfigError(run_dir, "", "not a run directory (no meta.json) nor a seed "
                               "group (no group.json)", "give a folder such as "
                               "results/<experiment>/<run_id>")
     skipped = 0
     for run_dir in args.run_dirs:
-        problems = _damage(Path(run_dir))
+        problems: list[Any] = _damage(Path(run_dir))
+        try:
+            if not problems:
+                with confined(run_dir):  # the report's files land in its folder, or nowhere
+                    print(shown(draw_report(run_dir, _experiment_of(run_dir))))
+        except DamagedFile as err:  # found while drawing: this run only
+            problems = [err]
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             _warn(f"{problems[0]}{more}; {run_dir} skipped, its report not drawn "
                   f"(`toolkit check {run_dir}` lists what is damaged)")
             skipped += 1
-            continue
-        try:
-            with confined(run_dir):  # the report's files land in its folder, or nowhere
-                print(shown(draw_report(run_dir, _experiment_of(run_dir))))
-        except DamagedFile as err:  # found while drawing: this run only
-            _warn(f"{err}; {run_dir} skipped, its report not drawn (`toolkit check {run_dir}` "
-                  f"lists what is damaged)")
-            skipped += 1
     return EXIT_FAILED if skipped else EXIT_OK
 
 
 def _experiment_of(folder: str) -> Any:
-    """The experiment that made a run (or seed group), found through the registry, so that its
-    report has the experiment's own figures; ``None`` (with a warning) when it cannot be
-    loaded here: the report then shows the generic figures."""
+    """The experiment that made a run (or seed group), for its own figures; ``None`` (with a
+    warning) when it cannot be loaded here: the report then shows the generic figures."""
     from toolkit.lab.plan.registry import load_experiment
     from toolkit.lab.results.files import read_json
 
-    experiment = None
-    for name in ("meta.json", "group.json"):
-        path = Path(folder) / name
+    name = None
+    for path in (Path(folder) / "meta.json", Path(folder) / "group.json"):
         if os.path.lexists(path):
             try:
-                experiment = read_json(path, root=folder).get("experiment")
-                return load_experiment(experiment)
+                name = read_json(path, root=folder).get("experiment")
+                return load_experiment(name)
             except Exception as err:  # the report still shows the run's own numbers
-                _warn(f"{folder}: experiment {experiment!r} cannot be loaded "
+                _warn(f"{folder}: experiment {name!r} cannot be loaded "
                       f"({type(err).__name__}: {err}); the report shows the generic figures")
                 return None
     return None
@@ -97,8 +85,7 @@ def _experiment_of(folder: str) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Aggregate the complete runs below DIR; damaged runs are skipped with one warning each,
     runs that did not complete (abandoned ones included) are listed under the table."""
-    from toolkit.lab import ConfigError, RunResults, find_runs
-    from toolkit.lab.errors import DamagedFile
+    from toolkit.lab import RunResults, find_runs
     from toolkit.lab.report.compare import compare_runs, format_table, write_compare
     from toolkit.lab.results.files import confined, inside
 
@@ -106,7 +93,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise ConfigError(args.directory, "", "no such directory",
                           "give a folder that holds run directories, e.g. results/<experiment>")
-
     skipped: set[Path] = set()
 
     def damaged(err: Any, n: int) -> None:
@@ -117,17 +103,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root
     for name in ("compare.csv", "compare.html", "compare_figures"):
         inside(out, out / name)  # before anything is read: a link there is refused
-    table = compare_runs(root, on_damaged=damaged, latest=getattr(args, "latest", False))
+    table = compare_runs(root, on_damaged=damaged, latest=args.latest)
     left_out = []
     for run_dir in find_runs(root):
-        if run_dir in skipped:
-            continue
         try:
             run = RunResults(run_dir)
-            if run.status != "complete":
+            if run_dir not in skipped and run.status != "complete":
                 left_out.append(f"not in the table, {run.status_line()}: {run_dir}")
         except DamagedFile as err:  # compare_runs left it out already
-            damaged(err, 1)
+            if run_dir not in skipped:
+                damaged(err, 1)
     if not table.rows:
         for line in left_out:
             print(shown(line))
@@ -135,18 +120,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
                           "run some first (`toolkit run CONFIG --seeds 0,1`)")
     with confined(out):  # the table's files land in ``out``, or nowhere
         csv_path, html_path = write_compare(table, out)
-    for line in format_table(table).splitlines():  # names read from the folders, escaped
+    for line in [*format_table(table).splitlines(), *(["", *left_out] if left_out else []),
+                 "", str(csv_path), str(html_path)]:
         print(shown(line))
-    for line in ["", *left_out] if left_out else []:
-        print(shown(line))
-    print(f"\n{shown(csv_path)}\n{shown(html_path)}")
     return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate every run folder and seed group below DIR against the results format; list what
     is damaged (exit status 1 when something is) and the abandoned runs."""
-    from toolkit.lab import ConfigError, RunResults
+    from toolkit.lab import RunResults
     from toolkit.lab.results.check import check_tree
 
     root = Path(args.directory)
@@ -156,17 +139,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     damaged = 0
     for folder, kind, problems in check_tree(root):
-        if problems:
-            damaged += 1
-            for problem in problems:
-                print(f"damaged: {shown(problem)}")
-            continue
-        run = None if kind == "group" else RunResults(folder)
-        state = "seed group" if run is None else run.status
-        counts[state] = counts.get(state, 0) + 1
+        for problem in problems:
+            print(f"damaged: {shown(problem)}")
+        damaged += bool(problems)
+        run = None if problems or kind == "group" else RunResults(folder)
+        state = "damaged" if problems else "seed group" if run is None else run.status
+        if state != "damaged":
+            counts[state] = counts.get(state, 0) + 1
         if state == "abandoned":
             print(f"abandoned: {shown(folder)}: {shown(run.status_line())}")
-    n = sum(counts.values()) + damaged
     states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    print(f"{n} folder(s) below {shown(root)}: {states or 'none readable'}; {damaged} damaged")
+    print(f"{sum(counts.values()) + damaged} folder(s) below {shown(root)}: "
+          f"{states or 'none readable'}; {damaged} damaged")
     return EXIT_FAILED if damaged else EXIT_OK

@@ -1,14 +1,8 @@
-"""What ``toolkit run`` shows on the terminal: one progress bar while the runs go, then a tally.
-
-:func:`progress_bar` is one tqdm bar over the runs of a command (a run in this process also
-draws its own loop's bar beneath); each finished run is shown above it with ``--verbose``, a
-failed run always. Nothing is drawn when stderr is not a terminal.
-
-At the end, :func:`tally` prints one line per experiment (and sweep point) with its verdict
-counts, every finding that did not hold beneath it, the tally over all of them and the paths of
-``findings.md`` and ``report.html``. Lines are wrapped to the terminal's width (100 columns
-when the output is not a terminal), never cut: the full findings are in ``findings.md`` and,
-with ``--verbose``, on the terminal.
+"""What ``toolkit run`` shows on the terminal: one tqdm bar over the runs while they go (on
+stderr, when it is a terminal; each finished run above it with ``--verbose``, a failed run
+always), then :func:`tally`: one line per experiment (and sweep point) with its verdict counts,
+every finding that did not hold beneath it, the tally and the paths of ``findings.md`` and
+``report.html``. Lines are wrapped to the terminal's width (100 columns when piped), never cut.
 """
 
 from __future__ import annotations
@@ -24,14 +18,11 @@ from typing import Any
 
 from toolkit._utils.formatting import fmt, shown
 
-__all__ = ["outcome_line", "point_words", "print_findings", "progress_bar", "run_label", "tally",
-           "verdict_counts", "wrapped"]
+__all__ = ["kept", "outcome_line", "print_findings", "progress_bar", "tally", "wrapped"]
 
 #: a verdict's name in the tally: ``True`` held as predicted, ``False`` did not, ``None`` a
 #: measurement without a prediction
 WORDS = {True: "as predicted", False: "not as predicted", None: "measured"}
-#: columns when the output is not a terminal (a pipe, a file)
-PIPED_WIDTH = 100
 
 
 def _on_terminal() -> bool:
@@ -39,29 +30,16 @@ def _on_terminal() -> bool:
 
 
 def width() -> int:
-    """Columns to fill: the terminal's (``COLUMNS`` when set), else :data:`PIPED_WIDTH`."""
-    return max(40, shutil.get_terminal_size((PIPED_WIDTH, 24)).columns)
+    """Columns to fill: the terminal's (``COLUMNS`` when set), else 100."""
+    return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
-def wrapped(text: str, *, indent: str = "", more: str | None = None,
-            columns: int | None = None) -> str:
-    """``text`` on lines of at most ``columns`` (default :func:`width`), words never broken
-    (a path longer than a line stays whole), the first line after ``indent``, the next ones
-    after ``more`` (default: ``indent`` and two spaces)."""
-    more = indent + "  " if more is None else more
-    return textwrap.fill(" ".join(text.split()), columns or width(), initial_indent=indent,
-                         subsequent_indent=more, break_long_words=False,
-                         break_on_hyphens=False)
-
-
-def point_words(point: Mapping[str, Any]) -> str:
-    """A sweep point in words: ``{"params.inner_steps": 5}`` → ``"inner_steps=5"``."""
-    return " ".join(f"{k.removeprefix('params.')}={v}" for k, v in point.items())
-
-
-def run_label(experiment: str, point: Mapping[str, Any], seeds: str) -> str:
-    """``"em_gmm inner_steps=5 seed 1"``: a run (or a seed group: ``seeds 0-2``) by name."""
-    return " ".join(p for p in (experiment, point_words(point), seeds) if p)
+def wrapped(text: str, *, indent: str = "", more: str | None = None) -> str:
+    """``text`` on lines of at most :func:`width`, words never broken, the first line after
+    ``indent``, the next ones after ``more`` (default: ``indent`` and two spaces)."""
+    return textwrap.fill(" ".join(text.split()), width(), initial_indent=indent,
+                         subsequent_indent=indent + "  " if more is None else more,
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def outcome_line(i: int, total: int, outcome: Any) -> str:
@@ -74,8 +52,8 @@ def outcome_line(i: int, total: int, outcome: Any) -> str:
 
 
 def progress_bar(total: int, label: str, *, quiet: bool) -> Any:
-    """One tqdm bar over the runs of a command, on stderr, when it is a terminal: ``label``
-    (what runs), the count and the time; at most the terminal's width (80 columns hold it)."""
+    """One tqdm bar over the runs of a command, on stderr when it is a terminal: ``label``
+    (what runs), the count and the time, within the terminal's width (80 columns hold it)."""
     from tqdm.auto import tqdm
 
     room = max(10, width() - 48)
@@ -104,30 +82,19 @@ def kept(run_dir: Path) -> str:
     return "nothing logged" if step is None else f"kept steps up to {step}"
 
 
-# ----------------------------------------------------------------------------- the tally
-
-
-def verdict_counts(verdicts: Sequence[Any]) -> str:
-    """``"4 as predicted, 1 measured"``: the verdicts of one experiment in words."""
-    counts = {v: sum(1 for f in verdicts if f.verdict is v) for v in WORDS}
-    return ", ".join(f"{n} {WORDS[v]}" for v, n in counts.items() if n) or "no findings"
-
-
 def _times(folder: Path) -> dict[str, Any] | None:
-    """The run's (or seed group's) recorded seconds (``wall_seconds``, ``duration_s``,
-    ``finish_s``) and ``seeds`` (a group's), read as every results file is read: a damaged
-    one, or one without ``wall_seconds``, gives ``None``."""
+    """The run's (or seed group's) recorded seconds and a group's ``seeds``, read as every
+    results file is read (``None``: damaged, or no ``wall_seconds``)."""
     from toolkit.lab.errors import DamagedFile
     from toolkit.lab.results.files import read_json
     from toolkit.lab.results.schema import GroupFile, RunMeta
     from toolkit.lab.results.view import GROUP_FILE
 
     for name, model in ((GROUP_FILE, GroupFile), ("meta.json", RunMeta)):
-        path = folder / name
-        if not path.is_file():
+        if not (folder / name).is_file():
             continue
         try:
-            info = read_json(path, root=folder, model=model)
+            info = read_json(folder / name, root=folder, model=model)
         except DamagedFile:
             return None
         times: dict[str, Any] = {k: v for k, v in info.items()
@@ -144,8 +111,7 @@ def _times(folder: Path) -> dict[str, Any] | None:
 
 def _wall(times: Mapping[str, Any]) -> str:
     """``wall time 38.4 s (3 seeds side by side 20.9 s, report 17.5 s)``: the sum the report
-    shows, of the experiments' time (a seed group's: first start to last end) and the
-    report's."""
+    shows, of the experiments' time and the report's."""
     if "duration_s" not in times:
         return f"wall time {fmt(times['wall_seconds'], 's')}"
     what = f"{len(times['seeds'])} seeds side by side" if "seeds" in times else "experiments"
@@ -155,86 +121,82 @@ def _wall(times: Mapping[str, Any]) -> str:
                                                    else ")"))
 
 
-def _identity(folder: Path) -> tuple[str, dict[str, Any]]:
-    """Experiment and sweep point of a run or seed group, read as results are (a damaged file
-    gives nothing)."""
+def _label(folder: Path) -> str:
+    """``"em_gmm inner_steps=5"``: the experiment and sweep point of a run or seed group
+    (nothing, when its files cannot be read)."""
     from toolkit.lab.results.view import RunResults, SeedGroup, is_group
 
     try:
         meta = RunResults(SeedGroup(folder).run_dirs[0] if is_group(folder) else folder).meta
     except Exception:  # a label is not worth a failure: the tally goes on
-        return "", {}
+        return ""
     point = meta.get("sweep_point")
-    return str(meta.get("experiment", "")), dict(point) if isinstance(point, dict) else {}
+    return _named(str(meta.get("experiment", "")), point if isinstance(point, dict) else {})
+
+
+def _named(name: str, point: Mapping[str, Any]) -> str:
+    return " ".join([name, *(f"{k.removeprefix('params.')}={v}" for k, v in point.items())]
+                    ).strip()
 
 
 def tally(folders: Sequence[Path], *, out: Any = None) -> None:
     """Print each folder's verdicts per experiment (named with its sweep point), what did not
     hold beneath, the tally and the paths (see the module docstring)."""
     from toolkit.lab import read_findings
+    from toolkit.lab.results.files import read_json
 
     out = out or sys.stdout
-    grand: dict[bool | None, int] = {v: 0 for v in WORDS}
-    read: list[tuple[Path, Mapping[str, Sequence[Any]], tuple[str, dict[str, Any]]]] = []
+    read = []
     for folder in folders:
         try:
-            findings: Mapping[str, Sequence[Any]] = read_findings(folder)
-            problems = _problems(folder)
+            findings = read_findings(folder)
+            problems = read_json(folder / "findings.json", root=folder).get("problems", [])
         except Exception as err:  # a damaged findings.json: said, the others go on
             print(f"toolkit: warning: {shown(folder)}: findings not readable ({err})",
                   file=sys.stderr)
             continue
-        for problem in problems:
+        for problem in problems if isinstance(problems, list) else ():
             print(f"toolkit: warning: {problem}", file=sys.stderr)
-        read.append((folder, findings, _identity(folder)))
-    rows = [(" ".join(p for p in (section, point_words(who[1])) if p), verdicts)
-            for _, findings, who in read for section, verdicts in findings.items()]
+        read.append((folder, findings, _label(folder)))
+    rows = [(" ".join(p for p in (section, label.partition(" ")[2]) if p), verdicts)
+            for _, findings, label in read for section, verdicts in findings.items()]
     name_width = max((len(name) for name, _ in rows), default=0) + 2
+    grand: dict[bool | None, int] = dict.fromkeys(WORDS, 0)
     for name, verdicts in rows:
+        counts = {v: sum(1 for f in verdicts if f.verdict is v) for v in WORDS}
         head = f"  {name:<{name_width}}"
-        print(wrapped(verdict_counts(verdicts), indent=head, more=" " * len(head)), file=out)
+        print(wrapped(", ".join(f"{n} {WORDS[v]}" for v, n in counts.items() if n)
+                      or "no findings", indent=head, more=" " * len(head)), file=out)
         for f in verdicts:
             grand[f.verdict] += 1
             if f.verdict is False:
                 print(wrapped(f"! {f.seeds_note}: {f.text}", indent="    ", more="      "),
                       file=out)
-    total = sum(grand.values())
-    if total:
+    if sum(grand.values()):
         words = {True: "as predicted", False: "not", None: "measured"}
         print(wrapped(f"tally: {', '.join(f'{n} {words[v]}' for v, n in grand.items())} "
-                      f"({total} findings)"), file=out)
-    for folder, _, (experiment, point) in read:
+                      f"({sum(grand.values())} findings)"), file=out)
+    for folder, _, label in read:
         times = _times(folder)
         if len(read) == 1:
-            for label, name in (("findings", "findings.md"), ("report", "report.html")):
+            for what, name in (("findings", "findings.md"), ("report", "report.html")):
                 if (folder / name).is_file():
-                    print(f"{label + ':':<10}{shown(folder / name)}", file=out)
+                    print(f"{what + ':':<10}{shown(folder / name)}", file=out)
             if times:
                 print(_wall(times), file=out)
             continue
         # one line a folder: its report (findings.md beside it) and its wall time
         main = folder / ("report.html" if (folder / "report.html").is_file() else "findings.md")
         wall = f" ({fmt(times['wall_seconds'], 's')})" if times else ""
-        print(wrapped(f"{run_label(experiment, point, '') or folder.name}: {shown(main)}{wall}"),
-              file=out)
+        print(wrapped(f"{label or folder.name}: {shown(main)}{wall}"), file=out)
     out.flush()
 
 
-def _problems(folder: Path) -> list[str]:
-    """What findings.json says went wrong while the findings were made."""
-    from toolkit.lab.results.files import read_json
-
-    problems = read_json(folder / "findings.json", root=folder).get("problems", [])
-    return [str(p) for p in problems] if isinstance(problems, list) else []
-
-
 def print_findings(run_dir: Path) -> None:
-    """Every finding of a run (each child of a showcase) in full, with its verdict
-    (``--verbose``)."""
+    """Every finding of a run (each child of a showcase) in full, with its verdict."""
     from toolkit.lab import read_findings
 
     for section, items in read_findings(run_dir).items():
         print(f"{section}:")
         for f in items:
-            mark = {True: "+", False: "!", None: "·"}[f.verdict]
-            print(f"  {mark} {f}")
+            print(f"  {({True: '+', False: '!', None: '·'}[f.verdict])} {f}")

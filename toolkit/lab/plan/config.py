@@ -66,9 +66,6 @@ _KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _BARE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-*/:+]*$")
 
 
-# ----------------------------------------------------------------------------- error lines
-
-
 class Sources:
     """Which input (the file, a ``--set``, the ``[sweep]``) a key came from, for errors."""
 
@@ -87,15 +84,15 @@ class Sources:
 
 
 _FIXES = {
+    **dict.fromkeys(("int_parsing", "int_type"), "use an integer such as 10"),
+    **dict.fromkeys(("float_parsing", "float_type"), "use a number such as 0.5"),
+    **dict.fromkeys(("bool_parsing", "bool_type"), "use true or false"),
+    **dict.fromkeys(("list_type", "tuple_type"), "use a list such as [1, 2]"),
+    **dict.fromkeys(("literal_error", "enum"), "use one of {expected}"),
     "greater_than": "use a value > {gt}", "greater_than_equal": "use a value >= {ge}",
     "less_than": "use a value < {lt}", "less_than_equal": "use a value <= {le}",
-    "int_parsing": "use an integer such as 10", "int_type": "use an integer such as 10",
     "int_from_float": "use an integer such as 10 (no fractional part)",
-    "float_parsing": "use a number such as 0.5", "float_type": "use a number such as 0.5",
-    "bool_parsing": "use true or false", "bool_type": "use true or false",
-    "string_type": 'use a quoted string such as "text"', "list_type": "use a list such as [1, 2]",
-    "tuple_type": "use a list such as [1, 2]", "dict_type": "use a table",
-    "literal_error": "use one of {expected}", "enum": "use one of {expected}",
+    "string_type": 'use a quoted string such as "text"', "dict_type": "use a table",
     "missing": "add this key", "too_short": "give at least {min_length} item(s)",
     "too_long": "give at most {max_length} item(s)",
     "string_too_short": "give at least {min_length} character(s)",
@@ -136,9 +133,6 @@ def pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
     if first["type"] not in ("missing", "value_error", "assertion_error"):
         problem += f", got {echo(first.get('input'))}"
     return ConfigError(sources(key), key, problem, fix)
-
-
-# ----------------------------------------------------------------------------- small parsers
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -247,9 +241,6 @@ def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
     except ValueError as err:
         problem = str(err).removeprefix(f"{key}: ").split("; use")[0]
         raise ConfigError(source, key, problem, 'use device = "cpu" or "auto"') from None
-
-
-# ----------------------------------------------------------------------------- runs
 
 
 @dataclass(frozen=True)

@@ -337,17 +337,9 @@ def describe(name: str, path: Path) -> ExperimentInfo:
 
 class ExperimentParams(BaseModel):
     """Base class of an experiment's ``Params``: a pydantic model, unknown keys rejected, frozen.
-
     Declare each field with ``Field(default, description="...")`` and constraints (``ge``,
-    ``gt``, ``le``...); a config's ``[params]`` is validated against it and a mistake reported
-    as one line naming the file, the key path and the fix.
-
-    >>> from pydantic import Field
-    >>> class Params(ExperimentParams):
-    ...     n_steps: int = Field(100, ge=1, description="number of steps")
-    >>> Params(n_steps=5).n_steps
-    5
-    """
+    ``gt``...): a config's ``[params]`` is validated against it, a mistake reported as one line
+    naming the file, the key path and the fix."""
 
     # inf and nan stay numbers in config.toml (pydantic writes an untyped one as null)
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
@@ -357,13 +349,14 @@ _DTYPES = ("float32", "float64")
 
 
 def _takes(fn: Callable[..., Any], n: int) -> bool:
-    """Whether ``fn`` can be called with ``n`` positional arguments."""
+    """Whether ``fn`` can be called with ``n`` positional arguments (a builtin without a
+    signature is trusted)."""
     try:
         inspect.signature(fn).bind(*range(n))
     except TypeError:
         return False
-    except ValueError:  # no signature (a builtin): trust it
-        return True
+    except ValueError:
+        pass
     return True
 
 
@@ -389,25 +382,20 @@ def contract_problems(module: ModuleType) -> list[str]:
         elif not _takes(value, n):
             problems.append(f"`{name}` must accept {n} argument{'s' * (n != 1)} "
                             f"(`{call}`), its signature is {name}{inspect.signature(value)}")
-    dtype = getattr(module, "DTYPE", None)
-    if dtype is not None and dtype not in _DTYPES:
-        problems.append(f"DTYPE must be one of {', '.join(map(repr, _DTYPES))}, got {dtype!r}")
-    description = getattr(module, "DESCRIPTION", None)
-    if description is not None and not isinstance(description, str):
-        problems.append(f"DESCRIPTION must be a string, got {type(description).__name__}")
-    blocks = getattr(module, "BLOCKS", None)
-    if blocks is not None and not (isinstance(blocks, (tuple, list))
-                                   and all(isinstance(b, str) for b in blocks)):
-        problems.append("BLOCKS must be a tuple of block names (strings)")
+    dtype, text, blocks = (getattr(module, k, None) for k in ("DTYPE", "DESCRIPTION", "BLOCKS"))
+    problems += [problem for ok, problem in (
+        (dtype in (None, *_DTYPES), f"DTYPE must be one of {', '.join(map(repr, _DTYPES))}, "
+                                    f"got {dtype!r}"),
+        (text is None or isinstance(text, str), f"DESCRIPTION must be a string, got "
+                                                f"{type(text).__name__}"),
+        (blocks is None or (isinstance(blocks, (tuple, list))
+                            and all(isinstance(b, str) for b in blocks)),
+         "BLOCKS must be a tuple of block names (strings)")) if not ok]
     problems += _metrics_problems(getattr(module, "METRICS", None))
     params = getattr(module, "Params", None)
     if isinstance(params, type) and issubclass(params, BaseModel):
         problems += _none_defaults(params)
     return problems
-
-
-def _may_be_none(annotation: Any) -> bool:
-    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
 
 
 def _none_defaults(params: type[BaseModel]) -> list[str]:
@@ -416,7 +404,8 @@ def _none_defaults(params: type[BaseModel]) -> list[str]:
     return [f"Params.{name} may be None, so it must default to None (TOML has no null: a None "
             f"left out of config.toml reads back as the default {info.default!r})"
             for name, info in params.model_fields.items()
-            if _may_be_none(info.annotation) and not info.is_required()
+            if get_origin(info.annotation) in (Union, types.UnionType)
+            and type(None) in get_args(info.annotation) and not info.is_required()
             and info.default is not None]
 
 
