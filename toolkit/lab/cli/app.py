@@ -60,6 +60,7 @@ A config's [sweep] table lists values per key (params.lr = [0.1, 0.5]); every co
 is one run, times the seeds.
 
 examples:
+  toolkit sweep configs/td_learning.toml --set sweep.params.lr=[0.1,0.5] --workers 2
   toolkit sweep configs/td_learning.toml --seeds 0-4 --dry-run
   toolkit sweep configs/td_learning.toml --seeds 0-4 --resume   (finish an interrupted sweep)
   toolkit sweep configs/td_learning.toml --executor dask --address tls://10.0.0.5:8786 \\
