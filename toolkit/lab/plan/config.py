@@ -192,17 +192,15 @@ def _too_many(source: str, key: str, n: int, shape: str, limit: int) -> ConfigEr
                        "limit with --max-runs N (Python: max_runs=N)")
 
 
-def _check_depth(value: Any, source: str, key: str) -> None:
-    """Refuse tables or lists nested deeper than MAX_DEPTH (iteratively: no recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ConfigError(source, key, f"nests tables or lists more than {MAX_DEPTH} deep",
-                              "flatten the value; no parameter needs that depth")
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) \
-            else ()
-        stack.extend((child, depth + 1) for child in children)
+def _check_depth(value: Any, source: str, key: str, depth: int = 0) -> None:
+    """Refuse tables or lists nested deeper than MAX_DEPTH (a value tomllib read: its own
+    recursion bounds the depth)."""
+    if depth > MAX_DEPTH:
+        raise ConfigError(source, key, f"nests tables or lists more than {MAX_DEPTH} deep",
+                          "flatten the value; no parameter needs that depth")
+    for child in value.values() if isinstance(value, dict) else value \
+            if isinstance(value, list) else ():
+        _check_depth(child, source, key, depth + 1)
 
 
 def _set(data: dict[str, Any], key: str, value: Any, source: str) -> None:
