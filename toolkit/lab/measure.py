@@ -1,16 +1,11 @@
-"""Measurement for experiments and benchmarks: memory, graph size and interleaved timing.
+"""Measurement for experiments and benchmarks.
 
-- :func:`measure_memory`: ``peak_bytes``, the peak of live tensor memory above what was live
-  when ``fn`` started (CUDA: ``torch.cuda.max_memory_allocated``; CPU: the allocation and free
-  events of the PyTorch profiler), and the bytes autograd saved for backward
-  (``saved_tensors_hooks``, each storage once while alive): ``saved_tensor_bytes`` summed over
-  the call, ``saved_tensor_peak_bytes`` the most alive at one time. The saved bytes are exact
-  and deterministic: the part of memory a ``stop_gradient`` boundary changes.
-- :func:`race`: contenders timed in interleaved rounds, compared by the median of per-round
-  ratios with its distribution-free 95 % interval (:class:`~toolkit.lab.results.findings.
-  TimeRatio`): on a shared machine one call's speed drifts by tens of percent, so contenders
-  are compared round by round.
-- :class:`Timer`: one stretch of work; :func:`count_graph_nodes`: the backward graph's size.
+- :func:`measure_memory`: the peak of live tensor memory (CUDA's allocator statistics; on CPU
+  the profiler's allocation events) and the bytes autograd saves for backward, each storage
+  once while alive: exact and deterministic, the part of memory a block changes;
+- :func:`race`: contenders timed in interleaved rounds, compared round by round (a shared
+  machine's speed drifts by tens of percent) by :class:`~toolkit.lab.results.findings.TimeRatio`;
+- :class:`Timer`, one stretch of work; :func:`count_graph_nodes`, the backward graph's size.
 """
 
 from __future__ import annotations
@@ -57,8 +52,7 @@ def _sync(device: torch.device) -> None:
 
 
 class _Saved:
-    """What autograd keeps instead of a saved tensor while we count: autograd holds it exactly
-    as long as the tensor, so its deletion says when the storage is released."""
+    """Kept by autograd as long as the saved tensor: its deletion releases the storage."""
 
     __slots__ = ("counter", "key", "tensor")
 
@@ -75,8 +69,8 @@ class _Saved:
 
 
 class _SavedBytes:
-    """The bytes of the storages autograd saves, each once while alive (``exp`` saving its
-    output and ``log`` its input count once; a storage freed and reallocated counts again)."""
+    """Bytes of the storages autograd saves, each once while alive (a storage freed and
+    reallocated counts again): ``total`` over the call, ``peak`` at one time."""
 
     def __init__(self) -> None:
         self.live: dict[Any, list[int]] = {}  # (device, address) -> [references, bytes]
@@ -128,8 +122,8 @@ def _without_profiler_notes() -> Iterator[None]:
 
 def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None = None
                    ) -> MemoryStats:
-    """Run ``fn()`` once (forward and backward, typically) on ``device`` (``None``/``"auto"``:
-    CUDA when available) and measure its memory; ``.result`` holds what it returned."""
+    """Run ``fn()`` once on ``device`` (``None``: CUDA when available) and measure its memory
+    (``.result``: what it returned)."""
     dev = resolve_device(device, where="measure_memory")
     saved = _SavedBytes()
     hooks = torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda s: s.tensor)
@@ -182,9 +176,8 @@ class Timer:
 
 @dataclass(frozen=True)
 class Race:
-    """What :func:`race` measured: ``wall[name][r]``, the wall seconds of ``name`` in round
-    ``r``, and ``cpu[name][r]``, its process CPU time (all threads; steadier than wall time
-    when other programs compete for the cores)."""
+    """``wall[name][r]``: wall seconds of ``name`` in round ``r``; ``cpu``: process CPU time
+    (all threads; steadier when other programs compete for the cores)."""
 
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]
@@ -198,7 +191,6 @@ class Race:
         return len(next(iter(self.wall.values()), []))
 
     def median(self, name: str) -> float:
-        """Median wall seconds of ``name`` over the rounds."""
         return statistics.median(self.wall[name])
 
     def min(self, name: str) -> float:
@@ -210,7 +202,6 @@ class Race:
         return TimeRatio(tuple(x / y for x, y in zip(times[a], times[b]) if y > 0))
 
     def table(self, *, unit: str = "ms", scale: float = 1e3) -> str:
-        """One line per contender: median and min over the rounds."""
         width = max(len(n) for n in self.wall)
         return "\n".join([f"  {'contender':<{width}}  {'median ' + unit:>12}  "
                           f"{'min ' + unit:>10}"] +

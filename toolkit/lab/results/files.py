@@ -252,8 +252,11 @@ def read_json_value(path: str | Path, *, root: str | Path | None = None) -> Any:
     return None if data is None else _parsed(Path(path), data, json.loads, "JSON")
 
 
-def _document(path: Path, root: str | Path | None, model: type[BaseModel] | None
-              ) -> dict[str, Any]:
+def read_json(path: str | Path, *, root: str | Path | None = None,
+              model: type[BaseModel] | None = None) -> dict[str, Any]:
+    """A results object, TOML for ``.toml`` or JSON (``{}`` when absent), checked against
+    ``model`` when given."""
+    path = Path(path)
     if path.suffix == ".toml":
         data = read_bytes(path, root=root)
         value = {} if data is None else _parsed(path, data, tomllib.loads, "TOML")
@@ -267,23 +270,14 @@ def _document(path: Path, root: str | Path | None, model: type[BaseModel] | None
     return value
 
 
-def read_json(path: str | Path, *, root: str | Path | None = None,
-              model: type[BaseModel] | None = None) -> dict[str, Any]:
-    """A results JSON object (``{}`` when absent), checked against ``model`` when given."""
-    return _document(Path(path), root, model)
-
-
-def read_toml(path: str | Path, *, root: str | Path | None = None,
-              model: type[BaseModel] | None = None) -> dict[str, Any]:
-    """A results TOML file (``{}`` when absent), checked against ``model`` when given."""
-    return _document(Path(path), root, model)
+read_toml = read_json
 
 
 def read_record(path: str | Path, model: type[M], *, root: str | Path | None = None
                 ) -> M | None:
     """A results file (TOML for ``.toml``, else JSON) as ``model``; ``None`` when absent."""
     path = Path(path)
-    return _shape(path, _document(path, root, None), model) if os.path.lexists(path) else None
+    return _shape(path, read_json(path, root=root), model) if os.path.lexists(path) else None
 
 
 def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: bool = False
