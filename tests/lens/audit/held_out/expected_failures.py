@@ -13,10 +13,7 @@ from __future__ import annotations
 #: measured with ``score.py`` when the folder was committed (see README.md)
 FAILING_TODAY: frozenset[str] = frozenset({
     "edge_popup_threshold",
-    "force_field_no_create_graph",
-    "ocr_rectifier_nearest",
     "stateful_lstm_no_detach",
     "switch_router_unscaled",
-    "wav2vec_quantizer_no_ste",
     "xbm_memory_graph",
 })

@@ -24,7 +24,9 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
   step's first line;
 - :func:`straight_through`: a zero-derivative operation with the identity's gradient;
   :func:`straight_through_integer`: the float value made from an integer result
-  (``one_hot(soft.argmax(-1))``) with the gradient of what the integer was computed from.
+  (``one_hot(soft.argmax(-1))``) with the gradient of what the integer was computed from;
+  :func:`default_mode`: a call's mode keyword (``grid_sample(..., mode="nearest")``) back to
+  the function's default.
 
 A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
 lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
@@ -37,12 +39,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import io
 import linecache
 import os
 import re
+import sys
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -50,7 +54,7 @@ from toolkit.lens.audit.fixes.values import plain, read_value
 from toolkit.lens.audit.record.sites import Line
 
 __all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
-           "cut_operand", "cut_written", "extend_argument", "grad_on", "keyword_value",
+           "cut_operand", "cut_written", "default_mode", "extend_argument", "grad_on", "keyword_value",
            "operand_holding", "recompute", "remove_detach", "reset_at_start", "stack_values",
            "straight_through", "straight_through_integer"]
 
@@ -513,6 +517,34 @@ def straight_through_integer(line: Line) -> Edit | None:
         return None
     x = segment(src, soft)
     return edit_node(line, src, value, f"{x} + stop_gradient({segment(src, value)} - {x})")
+
+
+def default_mode(line: Line, namespace: Mapping[str, object]) -> Edit | None:
+    """The call at ``line`` with its one keyword whose parameter defaults to a string (a mode:
+    ``grid_sample(..., mode="nearest")``) given that default (``mode="bilinear"``), where the
+    mode the step chose has a derivative that is zero for any values. The function is read
+    from the line's module or ``namespace`` (nothing is run); ``None`` when it cannot be read,
+    or when not exactly one such keyword is given (which mode to change is then the user's
+    choice)."""
+    found = _at(line)
+    if found is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    module = next((m for m in list(sys.modules.values())
+                   if getattr(m, "__file__", None) == line.path), None)
+    try:
+        function = read_value(call.func, line.path, *(
+            [vars(module)] if module is not None else []), namespace)
+        parameters = inspect.signature(function).parameters  # type: ignore[arg-type]
+    except (LookupError, SyntaxError, TypeError, ValueError):
+        return None
+    modes = [(k, default) for k in call.keywords if k.arg in parameters
+             and isinstance(default := parameters[k.arg].default, str)
+             and not (isinstance(k.value, ast.Constant) and k.value.value == default)]
+    if len(modes) != 1:
+        return None
+    keyword, default = modes[0]
+    return edit_node(line, src, keyword.value, repr(default), ())
 
 
 def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:

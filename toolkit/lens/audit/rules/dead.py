@@ -16,6 +16,7 @@ from toolkit.lens.audit.findings import DeadParameter, FrozenTensor
 from toolkit.lens.audit.fixes.edits import (
     Edit,
     cut_operand,
+    default_mode,
     extend_argument,
     grad_on,
     keyword_value,
@@ -32,7 +33,7 @@ from toolkit.lens.audit.record.sites import LibraryCall, Line
 from toolkit.lens.audit.rules.labels import Labeller, shape_text
 from toolkit.lens.audit.rules.notes import write_kind
 from toolkit.lens.audit.rules.replaced import orphans, rebuild_fix, replaced_owner
-from toolkit.lens.audit.rules.truth import ZERO, ZeroPoint, zero_points
+from toolkit.lens.audit.rules.truth import ZERO, ZeroPoint, vanishes, zero_points
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 from toolkit.lens.graph_walk import closure
 
@@ -371,9 +372,11 @@ def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
     """Dead in effect, as a real backward shows: each of ``tensors`` is reached and gets a
     gradient of exact zeros on both calls, because gradients cancel on the way (``soft +
     (hard - soft)``: a straight-through line without its cut), found by one hooked backward
-    per loss (:func:`~toolkit.lens.audit.rules.truth.zero_points`). Zero for every value, by
-    the structure of the step; a zero that holds only for these values (a clamp on its flat
-    side, a multiplication by a weight that is zero at initialisation) is no finding, nor
+    per loss (:func:`~toolkit.lens.audit.rules.truth.zero_points`), or because an operation
+    on the way passes zero for any values (``grid_sample(mode="nearest")`` to its grid,
+    :func:`~toolkit.lens.audit.rules.truth.vanishes`). Zero for every value, by the
+    structure of the step; a zero that holds only for these values (a ReLU or a clamp on its
+    flat side, a multiplication by a weight that is zero at initialisation) is no finding, nor
     are reads of the tensor itself that cancel (the loss does not depend on it)."""
     rec, label, out = step.rec, step.label, []
     left = {id(t): t for t in tensors}
@@ -391,16 +394,37 @@ def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
             # SAGAN's gamma at init: a node that passes zero), or the tensor's own reads
             # cancel (the loss is invariant to it: a bias under a difference of means): it
             # trains once the values move, or never needs to; no finding
-            if point is None or point.kind != "cancelled":
+            if point is None or (point.kind != "cancelled" and not all(
+                    vanishes(n, point.node) for n in point.givers)):
                 continue
-            cut, lines, edits = _cancellation(step, point)
+            kind = point.kind
+            cut, lines, edits = (_cancellation(step, point) if kind == "cancelled"
+                                 else _vanishing(step, point))
             out.append(DeadParameter(
                 optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
                 shape=tuple(tensor.shape), losses=tuple(members), cut=cut,
-                path=tuple(label(n) for n in search.path_to(tensor) or ()), kind="cancelled",
-                lines=lines, edits=edits, fix=FIXES["cancelled"]))
+                path=tuple(label(n) for n in search.path_to(tensor) or ()), kind=kind,
+                lines=lines, edits=edits,
+                fix=FIXES["cancelled"] if kind == "cancelled" else (
+                    "use a mode of it whose derivative is not zero (the function's default)"
+                    if edits else FIXES[kind])))
             del left[i]
     return out
+
+
+def _vanishing(step: RecordedStep, point: ZeroPoint
+               ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+    """``(the cut in words, the user's line, its edit)`` of an operation whose derivative to
+    ``point.node`` is zero for any values: the line that made it, and the call's mode keyword
+    back to the function's default where one names it."""
+    rec, label = step.rec, step.label
+    ops = " and ".join(label(n) for n in point.givers)
+    cut = (f"{ops}: its derivative to {label(point.node)} is zero for any values (run again "
+           f"at random inputs), so the gradient that reaches it is exactly zero on both calls")
+    lines = tuple(entry[1][0] for n in point.givers
+                  if (entry := rec.made.get(id(n))) is not None and entry[0] is n)
+    edit = default_mode(lines[0], step.namespace) if len(lines) == 1 else None
+    return cut, lines, () if edit is None else (edit,)
 
 
 def _cancellation(step: RecordedStep, point: ZeroPoint

@@ -16,12 +16,15 @@ and the rules fall back to the graph walk.
 backward with hooks on the nodes between the loss and that tensor finds the first node whose
 gradient is zero although a gradient arrived at it from a node above it: either two or more
 nonzero gradients that cancel there (``a + (b - a)``: a straight-through line that lost its
-``detach()``), or one node that receives a gradient and passes zero (a derivative that is zero
-wherever it exists).
+``detach()``), or one node that receives a gradient and passes zero. :func:`vanishes` says whether that zero
+is the operation's own (``grid_sample(mode="nearest")`` to its grid: zero for any values) or
+only these values' (a ReLU off for this batch, a weight still at zero).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +32,8 @@ import torch
 
 from toolkit.lens.backward_graph import ShortestPaths
 
-__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "real_gradients", "zero_points"]
+__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "real_gradients", "vanishes",
+           "zero_points"]
 
 ZERO, NONZERO = "zero", "nonzero"
 
@@ -211,3 +215,75 @@ def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, li
                                   tuple(search.nodes[c] for c in above)))
             break
     return found
+
+
+@functools.cache
+def _aten_names() -> dict[str, str]:
+    """Each aten operation's name as its backward node spells it (``grid_sampler_2d`` ->
+    ``GridSampler2D``, the node ``GridSampler2DBackward0``)."""
+    out: dict[str, str] = {}
+    for full in torch._C._dispatch_get_all_op_names():
+        space, _, name = full.partition("::")
+        base = name.partition(".")[0]
+        if space == "aten":
+            out.setdefault("".join(p.title() for p in base.split("_")), base)
+    return out
+
+
+#: the scales of the random values an operation is probed at
+_SCALES = (1.0, 1e-2, 1e2, 1e4)
+
+
+def vanishes(node: Any, child: Any) -> bool:
+    """Whether the derivative that backward node ``node`` passes to its input ``child`` is zero
+    for any values, not only for the recorded ones: the aten operation that made ``node`` is
+    run again on random inputs of the recorded shapes, at several scales, with its recorded
+    non-tensor arguments (a mode, a dimension), and its gradient to that input is exactly zero
+    every time. ``False`` whenever the operation cannot be run again from what its node saved
+    (ReLU saves its result, not its input: never judged)."""
+    match = re.fullmatch(r"(\w+?)Backward\d+", node.name())
+    base = _aten_names().get(match.group(1)) if match else None
+    packet = getattr(torch.ops.aten, base, None) if base else None
+    positions = [i for i, (c, _) in enumerate(node.next_functions) if c is child]
+    if packet is None or not positions:
+        return False
+    gen = torch.Generator().manual_seed(0)
+    for overload in packet.overloads():
+        schema = getattr(packet, overload)._schema
+        names = [a.name for a in schema.arguments]
+        tensors = [i for i, a in enumerate(schema.arguments)
+                   if str(a.type) in ("Tensor", "Optional[Tensor]")]
+        if len(tensors) != len(node.next_functions) or not all(
+                hasattr(node, f"_saved_{n}") for n in names):
+            continue
+        try:
+            saved = [getattr(node, f"_saved_{n}") for n in names]
+        except RuntimeError:  # freed
+            return False
+        wrt = [tensors[i] for i in positions]
+        if not all(isinstance(saved[i], torch.Tensor) and saved[i].is_floating_point()
+                   for i in wrt):
+            return False
+        try:
+            for scale in _SCALES:
+                args = list(saved)
+                for i in tensors:
+                    if isinstance(saved[i], torch.Tensor) and saved[i].is_floating_point():
+                        args[i] = (torch.randn(saved[i].shape, generator=gen) * scale).to(
+                            saved[i].dtype).requires_grad_(i in wrt)
+                with torch.enable_grad():
+                    out = getattr(packet, overload)(*args)
+                    outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
+                            if isinstance(o, torch.Tensor) and o.requires_grad]
+                    if not outs:
+                        return False
+                    total = sum((o * torch.randn(o.shape, generator=gen).to(o.dtype)).sum()
+                                for o in outs)
+                    grads = torch.autograd.grad(total, [args[i] for i in wrt],
+                                                allow_unused=True)
+                if any(g is not None and not bool(g.eq(0).all()) for g in grads):
+                    return False
+        except (RuntimeError, TypeError, ValueError):  # not runnable so: not judged
+            return False
+        return True
+    return False
