@@ -16,6 +16,7 @@ import dataclasses
 import fnmatch
 import math
 import re
+import statistics
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -124,9 +125,7 @@ class TimeRatio:
     @computed_field  # type: ignore[prop-decorator]
     @property
     def median(self) -> float:
-        kept = sorted(self.kept)
-        n = len(kept)
-        return (kept[n // 2] + kept[(n - 1) // 2]) / 2 if kept else math.nan
+        return statistics.median(self.kept) if self.kept else math.nan
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -138,17 +137,14 @@ class TimeRatio:
         """Whether the interval lies on the predicted side of 1 (``None``: no prediction, no
         interval, or it holds 1)."""
         side = self.side
-        if self.expect is None or side in (None, "holds"):
-            return None
-        return side == self.expect
+        return None if self.expect is None or side in (None, "holds") else side == self.expect
 
     @property
     def side(self) -> Literal["above", "below", "holds"] | None:
         """Where the interval lies (``"holds"``: it holds 1; ``None``: there is none)."""
-        interval = self.interval
-        if interval is None:
-            return None
-        return "above" if interval[0] > 1 else "below" if interval[1] < 1 else "holds"
+        lo_hi = self.interval
+        return None if lo_hi is None else "above" if lo_hi[0] > 1 else \
+            "below" if lo_hi[1] < 1 else "holds"
 
     def describe(self, unit: str = "", digits: int = 3) -> str:
         """``1.25x (95 % interval 1.1x to 1.4x, 9 rounds)``."""

@@ -72,10 +72,9 @@ def save_meta(path: Path, meta: RunMeta) -> bool:
 
 def compute_findings(run_dir: Path, experiment: Any) -> tuple[dict[str, list[Finding]],
                                                               list[str]]:
-    """One run's findings by section (the run, or each child of a showcase) from the
-    ``findings`` of ``experiment`` (for a showcase, of its parts); an experiment whose
-    ``findings(run)`` raises is listed in the problems (the run's numbers stay valid). A
-    ``disable_blocks`` pattern that matched no block that ran is a finding of the run."""
+    """One run's findings by section (the run, or each child of a showcase), and the problems
+    of ``findings(run)`` calls that raised; a disable pattern that matched no block that ran
+    is a finding of the run."""
     run = RunResults(run_dir)
     parts = experiment.parts
     views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]

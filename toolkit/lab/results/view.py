@@ -1,10 +1,7 @@
-"""Runs read back: :class:`RunResults` (what an experiment's ``figures(run)`` receives), seed
-groups, and whether a run that says ``running`` still runs.
-
-A run runs exactly while its process holds the run's lock, ``<run_dir>/.lock`` (an ``flock``
-through :mod:`filelock`, taken before ``meta.json`` first says ``running``, held until its last
-write). The kernel drops it when the process ends however it ends (SIGKILL included): a run
-that says ``running`` whose lock can be taken is *abandoned*, on any machine and clock.
+"""Runs read back: :class:`RunResults` (what ``figures(run)`` receives) and seed groups. A
+run runs exactly while its process holds ``<run_dir>/.lock`` (an ``flock``, from before
+``meta.json`` first says ``running`` to its last write), which the kernel drops however the
+process ends: a run saying ``running`` whose lock can be taken is *abandoned*.
 """
 
 from __future__ import annotations
