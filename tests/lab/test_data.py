@@ -60,18 +60,14 @@ def test_bundled_datasets_shapes_and_ranges():
         data.binarized_digits(1.5)
 
 
-def test_moons_and_blobs(seed: int):
+def test_moons(seed: int):
     X, y = data.two_moons(200, noise=0.0, seed=seed)
     assert X.shape == (200, 2) and set(y.tolist()) == {0, 1}
     # noiseless moons lie on unit circles centred at (0, 0) and (1, 0.5)
     r0 = X[y == 0].norm(dim=1)
     assert torch.allclose(r0, torch.ones_like(r0), atol=1e-5)
-    Xb, yb = data.gaussian_blobs(300, centers=4, std=0.5, seed=seed)
-    assert Xb.shape == (300, 2) and len(yb.unique()) == 4
     with pytest.raises(ValueError, match="two_moons: noise must be >= 0"):
         data.two_moons(10, noise=-1)
-    with pytest.raises(ValueError, match="gaussian_blobs: std must be > 0"):
-        data.gaussian_blobs(10, std=0)
 
 
 def test_train_test_split_is_stratified_disjoint_and_complete(seed: int):

@@ -6,26 +6,13 @@ explicit ``seed`` where it draws random numbers, so the same call gives the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-__all__ = [
-    "MIXTURE_2D",
-    "Dataset",
-    "MixtureTruth",
-    "bars_and_stripes",
-    "binarized_digits",
-    "digits",
-    "empirical_nll",
-    "gaussian_blobs",
-    "gaussian_mixture",
-    "iris",
-    "train_test_split",
-    "two_moons",
-]
+__all__ = ["MIXTURE_2D", "Dataset", "MixtureTruth", "bars_and_stripes", "binarized_digits",
+           "digits", "empirical_nll", "gaussian_mixture", "iris", "train_test_split", "two_moons"]
 
 
 class Dataset(NamedTuple):
@@ -47,47 +34,24 @@ class MixtureTruth(NamedTuple):
 MIXTURE_2D = MixtureTruth(
     weights=torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64),
     means=torch.tensor([[0.0, 0.0], [3.0, 3.0], [-3.0, 2.5]], dtype=torch.float64),
-    covariances=torch.tensor(
-        [
-            [[1.0, 0.6], [0.6, 1.0]],
-            [[0.8, -0.3], [-0.3, 0.5]],
-            [[0.4, 0.0], [0.0, 1.5]],
-        ],
-        dtype=torch.float64,
-    ),
-)
+    covariances=torch.tensor([[[1.0, 0.6], [0.6, 1.0]], [[0.8, -0.3], [-0.3, 0.5]],
+                              [[0.4, 0.0], [0.0, 1.5]]], dtype=torch.float64))
 
 
 def _generator(seed: int | None) -> torch.Generator:
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
     g = torch.Generator()
-    if seed is not None:
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
-        g.manual_seed(seed)
-    else:
-        g.seed()
+    g.seed() if seed is None else g.manual_seed(seed)
     return g
 
 
-def _check_positive_int(where: str, arg: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{where}: {arg} must be a positive int, got {value!r}")
-    return value
-
-
-def gaussian_mixture(
-    n_samples: int,
-    truth: MixtureTruth = MIXTURE_2D,
-    *,
-    seed: int | None = 0,
-    dtype: torch.dtype = torch.float64,
-) -> Dataset:
-    """Draw ``n_samples`` points from a Gaussian mixture; ``y`` is the component of each point.
-
-    Components are drawn from ``Categorical(weights)``, then ``x = mean + L z`` with
-    ``L = cholesky(covariance)`` and ``z ~ N(0, I)``.
-    """
-    _check_positive_int("gaussian_mixture", "n_samples", n_samples)
+def gaussian_mixture(n_samples: int, truth: MixtureTruth = MIXTURE_2D, *, seed: int | None = 0,
+                     dtype: torch.dtype = torch.float64) -> Dataset:
+    """``n_samples`` points of a Gaussian mixture, ``y`` the component of each: components from
+    ``Categorical(weights)``, then ``x = mean + cholesky(covariance) z``, ``z ~ N(0, I)``."""
+    if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
+        raise ValueError(f"gaussian_mixture: n_samples must be a positive int, got {n_samples!r}")
     weights, means, covs = (torch.as_tensor(t, dtype=torch.float64) for t in truth)
     k, d = means.shape
     if weights.shape != (k,) or covs.shape != (k, d, d):
@@ -128,9 +92,8 @@ def binarized_digits(threshold: float = 0.5, dtype: torch.dtype = torch.float32)
     return Dataset((X > threshold).to(dtype), y)
 
 
-def bars_and_stripes(
-    n: int = 4, *, duplicate_constant: bool = False, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def bars_and_stripes(n: int = 4, *, duplicate_constant: bool = False,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """All bars-and-stripes patterns of an ``n × n`` grid, flattened row-major to ``n*n`` units.
 
     A *bar* pattern has every row constant (2**n patterns), a *stripe* pattern every column
@@ -138,9 +101,8 @@ def bars_and_stripes(
     (``2**(n+1) - 2`` patterns, 30 for n = 4). ``duplicate_constant=True`` keeps them twice, as in
     the Shark library's RBM benchmarks (``2**(n+1)`` patterns, 32 for n = 4).
     """
-    _check_positive_int("bars_and_stripes", "n", n)
-    if n > 12:
-        raise ValueError(f"bars_and_stripes: n must be <= 12 (2**(n+1) patterns), got {n}")
+    if not isinstance(n, int) or not 1 <= n <= 12:
+        raise ValueError(f"bars_and_stripes: n must be an int in 1..12, got {n!r}")
     codes = torch.arange(2**n)
     bits = ((codes[:, None] >> torch.arange(n - 1, -1, -1)) & 1).to(dtype)  # (2**n, n)
     bars = bits[:, :, None].expand(-1, n, n).reshape(2**n, n * n)  # row i constant = bit i
@@ -173,38 +135,19 @@ def empirical_nll(X: Any) -> float:
     return float(-(counts * torch.log(counts / t.shape[0])).sum())
 
 
-def two_moons(
-    n_samples: int = 1000, *, noise: float = 0.1, seed: int | None = 0,
-    dtype: torch.dtype = torch.float32,
-) -> Dataset:
+def two_moons(n_samples: int = 1000, *, noise: float = 0.1, seed: int | None = 0,
+              dtype: torch.dtype = torch.float32) -> Dataset:
     """Two interleaving half circles (scikit-learn's ``make_moons``), labels 0/1."""
     from sklearn.datasets import make_moons
 
-    _check_positive_int("two_moons", "n_samples", n_samples)
     if noise < 0:
         raise ValueError(f"two_moons: noise must be >= 0, got {noise!r}")
     X, y = make_moons(n_samples=n_samples, noise=noise, random_state=seed)
     return Dataset(torch.as_tensor(X, dtype=dtype), torch.as_tensor(y))
 
 
-def gaussian_blobs(
-    n_samples: int = 1000, *, centers: int | Sequence[Sequence[float]] = 3, std: float = 1.0,
-    n_features: int = 2, seed: int | None = 0, dtype: torch.dtype = torch.float32,
-) -> Dataset:
-    """Isotropic Gaussian blobs (scikit-learn's ``make_blobs``), one label per blob."""
-    from sklearn.datasets import make_blobs
-
-    _check_positive_int("gaussian_blobs", "n_samples", n_samples)
-    if std <= 0:
-        raise ValueError(f"gaussian_blobs: std must be > 0, got {std!r}")
-    X, y = make_blobs(n_samples=n_samples, centers=centers, cluster_std=std,
-                      n_features=n_features, random_state=seed)
-    return Dataset(torch.as_tensor(X, dtype=dtype), torch.as_tensor(y))
-
-
-def train_test_split(
-    data: Dataset, test_fraction: float = 0.25, *, seed: int | None = 0, stratify: bool = True
-) -> tuple[Dataset, Dataset]:
+def train_test_split(data: Dataset, test_fraction: float = 0.25, *, seed: int | None = 0,
+                     stratify: bool = True) -> tuple[Dataset, Dataset]:
     """Split a :class:`Dataset` into train and test parts (stratified by label by default)."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"train_test_split: test_fraction must be in (0, 1), got {test_fraction!r}")
@@ -218,6 +161,5 @@ def train_test_split(
         n_test = round(len(idx) * test_fraction)
         test_idx.append(perm[:n_test])
         train_idx.append(perm[n_test:])
-    tr = torch.cat(train_idx).sort().values
-    te = torch.cat(test_idx).sort().values
+    tr, te = torch.cat(train_idx).sort().values, torch.cat(test_idx).sort().values
     return Dataset(X[tr], y[tr]), Dataset(X[te], y[te])

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-from toolkit.lab.data import digits, gaussian_blobs, train_test_split
+from toolkit.lab.data import digits, train_test_split
 
 #: what the tests switch off: the package's one block
 DISABLE = ("adversarial.examples",)
@@ -49,8 +49,11 @@ def trained_digits_mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
 
 def blobs() -> tuple[torch.Tensor, torch.Tensor]:
     """240 points in [0, 1]^2 from three well separated blobs."""
-    X, y = gaussian_blobs(240, centers=[[0.3, 0.3], [0.7, 0.7], [0.3, 0.7]], std=0.08, seed=1)
-    return X.clamp(0, 1), y
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(240, centers=[[0.3, 0.3], [0.7, 0.7], [0.3, 0.7]], cluster_std=0.08,
+                      random_state=1)
+    return torch.as_tensor(X, dtype=torch.float32).clamp(0, 1), torch.as_tensor(y)
 
 
 class PairItems(Dataset):

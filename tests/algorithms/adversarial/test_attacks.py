@@ -27,7 +27,6 @@ from toolkit import (
     record_blocks,
 )
 from toolkit.algorithms.adversarial import BLOCK, eval_mode, fgsm, pgd, predict
-from toolkit.lab.data import gaussian_blobs
 from toolkit.lens.gradients import count_graph_nodes
 
 # --- the attacks ---------------------------------------------------------------------------
@@ -98,7 +97,11 @@ def test_l2_random_start_is_inside_the_ball_and_fills_it():
 
 def test_targeted_attack_reaches_its_target_on_an_easy_model(seed: int):
     # Two well separated blobs and a linear classifier: a large-enough step crosses the boundary.
-    X, y = gaussian_blobs(200, centers=[[-2.0, 0.0], [2.0, 0.0]], std=0.3, seed=seed)
+    from sklearn.datasets import make_blobs
+
+    X, y = map(torch.as_tensor, make_blobs(200, centers=[[-2.0, 0.0], [2.0, 0.0]],
+                                           cluster_std=0.3, random_state=seed))
+    X = X.float()
     torch.manual_seed(seed)
     net = nn.Linear(2, 2)
     opt = torch.optim.Adam(net.parameters(), lr=0.1)
