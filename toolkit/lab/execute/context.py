@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import io
 import json
 import random
 import re
+import shutil
 import sys
+import textwrap
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -36,6 +41,13 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _numpy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    return value
+
+
 def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
     for key, value in values.items():
         if isinstance(value, dict) and isinstance(target.get(key), dict):
@@ -45,23 +57,19 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
 
 
 class RunFiles:
-    """The files of one run directory, shared by a context and its children."""
+    """The files of one run folder, shared by a context and its children."""
 
-    def __init__(self, run_dir: Path, *, quiet: bool, meta: RunMeta | None = None,
+    def __init__(self, run_dir: Path, *, meta: RunMeta | None = None,
                  tensorboard: Path | None = None) -> None:
-        self.run_dir = run_dir
-        self.quiet = quiet
-        self.meta = meta  # the run's meta.json as the runner wrote it (None: no runner)
+        self.run_dir, self.meta = run_dir, meta
         self.summary: dict[str, Any] = {}
         self.costs: dict[str, Any] = {}
         self.children: dict[str, dict[str, Any]] = {}
         self.blocks_seen: dict[str, None] = {}
         self.warnings: list[str] = []
-        self.n_logged = 0
         self.carried: list[str] = []  # children finished by the run this one resumes
-        self._lock = threading.Lock()
+        self.n_logged, self._lock, self._mirror = 0, threading.Lock(), None
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
-        self._mirror: Any = None  # TensorBoard's writers (``tensorboard``: their folder)
         if tensorboard is not None:
             from toolkit.lab.execute.live_curves import TensorBoardMirror
 
@@ -72,8 +80,6 @@ class RunFiles:
                 raise
 
     def log(self, row: dict[str, Any], prefix: str = "") -> None:
-        """Append ``row`` to ``metrics.jsonl`` (and mirror it to TensorBoard when asked;
-        ``prefix``: a child context's, in front of each key)."""
         line = json.dumps(row, ensure_ascii=False, allow_nan=True) + "\n"
         with self._lock:
             try:
@@ -92,8 +98,7 @@ class RunFiles:
         atomic_write_json(self.run_dir / "costs.json", self.costs)
 
     def write_children(self) -> None:
-        """Record the children made so far in ``meta.json`` (where the runner made one): a
-        report can read a child back while the run goes on, or after its process died."""
+        """The children so far into ``meta.json``: a report reads them while the run goes on."""
         if self.meta is not None:  # else a context made outside the runner: no meta.json
             save_meta(self.run_dir / "meta.json", self.meta.model_copy(update={
                 "children": {k: ChildMeta(**v) for k, v in self.children.items()}}))
@@ -104,68 +109,49 @@ class RunFiles:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def close(self) -> None:
-        """Close ``metrics.jsonl`` and TensorBoard's writers (both, whatever the first does)."""
+        """Close TensorBoard's writers and ``metrics.jsonl`` (both, whatever the first does)."""
         try:
             if self._mirror is not None:
                 self._mirror.close()
         finally:
-            if not self._metrics.closed:
-                try:
-                    self._metrics.close()
-                except OSError as err:
-                    raise OSError(err.errno, err.strerror, self._metrics.name) from err
+            try:
+                self._metrics.close()
+            except OSError as err:
+                raise OSError(err.errno, err.strerror, self._metrics.name) from err
 
 
 class RunContext:
-    """What an experiment gets from the runner: seed, device, dtype, logging and comparison.
-
-    Attributes:
-        seed: the run's seed; ``random``, ``numpy`` and ``torch`` were seeded with it.
-        generator: a CPU ``torch.Generator`` seeded with ``seed``; pass it to sampling calls.
-        device: the resolved ``torch.device`` (``auto`` became ``cuda`` or ``cpu``).
-        dtype: the config's ``dtype`` (default ``torch.float32``).
-        run_dir: the run directory (files go through the methods below).
-        disable_patterns: the config's ``disable_blocks`` (default ``("*",)``): what the
-            "unblocked" variant of :meth:`compare` switches off.
-        params: the validated parameters (the same object ``run`` receives).
-    """
+    """What an experiment gets from the runner: ``seed`` (``random``, ``numpy`` and ``torch``
+    seeded with it), ``generator`` (a CPU generator seeded with it), ``device`` (``auto``
+    resolved), ``dtype``, ``run_dir`` (written through the methods), ``disable_patterns``
+    (what the "unblocked" variant of :meth:`compare` switches off) and ``params``."""
 
     def __init__(self, *, run_dir: Path, seed: int, device: torch.device, dtype: torch.dtype,
                  disable_patterns: tuple[str, ...], quiet: bool = False,
                  params: Any = None, _files: RunFiles | None = None, _prefix: str = "",
                  _path: tuple[str, ...] = ()) -> None:
-        self.run_dir = Path(run_dir)
-        self.seed = int(seed)
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.disable_patterns = tuple(disable_patterns)
-        self.quiet = quiet
-        self.params = params
-        self._files = _files if _files is not None else RunFiles(self.run_dir, quiet=quiet)
-        self._prefix = _prefix
-        self._path = _path
+        self.run_dir, self.seed, self.device = Path(run_dir), int(seed), torch.device(device)
+        self.dtype, self.disable_patterns = dtype, tuple(disable_patterns)
+        self.quiet, self.params = quiet, params
+        self._files = _files if _files is not None else RunFiles(self.run_dir)
+        self._prefix, self._path = _prefix, _path
         self.generator = seed_everything(self.seed)
 
     def __repr__(self) -> str:
-        where = "/".join(self._path) or str(self.run_dir)
-        return (f"RunContext({where!r}, seed={self.seed}, device={self.device}, "
-                f"dtype={self.dtype}, disable_patterns={self.disable_patterns})")
+        return (f"RunContext({'/'.join(self._path) or str(self.run_dir)!r}, seed={self.seed}, "
+                f"device={self.device}, dtype={self.dtype}, "
+                f"disable_patterns={self.disable_patterns})")
 
-    # -- logging
     def log(self, step: int, **metrics: Any) -> None:
-        """Append ``{"step": step, **metrics}`` to ``metrics.jsonl``.
-
-        Keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``); values are numbers
-        (one-element tensors and numpy scalars are converted) or ``None``. With
-        ``--tensorboard DIR`` the row also goes to TensorBoard, one writer per variant
-        (:mod:`toolkit.lab.execute.live_curves`).
-        """
+        """Append ``{"step": step, **metrics}`` to ``metrics.jsonl`` (and TensorBoard with
+        ``--tensorboard``). Keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``),
+        values numbers (one-element tensors and numpy scalars are converted) or ``None``."""
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise TypeError(f"ctx.log: step must be an int, got {type(step).__name__} {step!r}")
         row: dict[str, Any] = {"step": int(step)}
         for key, value in metrics.items():
             value = to_jsonable(value, f"ctx.log: metric {key!r}")
-            if value is not None and (isinstance(value, (list, dict, str))):
+            if isinstance(value, (list, dict, str)):
                 raise TypeError(f"ctx.log: metric {key!r} must be a number, got {value!r}; "
                                 f"log one number per key")
             row[self._prefix + key] = value
@@ -177,12 +163,9 @@ class RunContext:
         return table
 
     def summary(self, **values: Any) -> None:
-        """Merge ``values`` into ``summary.json`` (nested dicts are merged key by key).
-
-        The summary must be a function of config and seed only (no timings): it is what
-        ``toolkit compare`` aggregates and what determinism is checked on. Convention:
-        ``{"blocked": {...}, "unblocked": {...}, <reference peers>: {...}}``.
-        """
+        """Merge ``values`` into ``summary.json`` (nested dicts key by key): a function of
+        config and seed only (no timings), what ``compare`` aggregates and determinism is
+        checked on. Convention: ``{"blocked": {...}, "unblocked": {...}, <peers>: {...}}``."""
         values = to_jsonable(values, "ctx.summary")
         problem = summary_problem(values)
         if problem is not None:  # what every reader will refuse is refused here first
@@ -196,11 +179,8 @@ class RunContext:
         self._files.write_costs()
 
     def timer(self, name: str) -> Timer:
-        """``with ctx.timer("fit") as t: ...``; ``t.seconds`` afterwards.
-
-        The time is also added to ``costs.json`` under ``timers.<name>`` (seconds, summed over
-        uses of the same name).
-        """
+        """``with ctx.timer("fit") as t: ...``; ``t.seconds`` afterwards, also added to
+        ``costs.json`` under ``timers.<name>`` (summed over uses of the name)."""
         def record(timer_name: str, seconds: float) -> None:
             timers = self._at_path(self._files.costs).setdefault("timers", {})
             timers[timer_name] = timers.get(timer_name, 0.0) + seconds
@@ -208,11 +188,8 @@ class RunContext:
         return Timer(name, record)
 
     def say(self, text: str) -> None:
-        """One line of progress, e.g. a finished phase, on stderr (nothing with --quiet)."""
+        """One line of progress on stderr (nothing with --quiet)."""
         if not self.quiet:
-            import shutil
-            import textwrap
-
             from tqdm.auto import tqdm
 
             where = f"{'/'.join(self._path)}: " if self._path else ""
@@ -222,8 +199,7 @@ class RunContext:
 
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:
-        """A tqdm progress bar on stderr; silent when stderr is not a terminal or with
-        --quiet (a pool's runs are quiet: the command line draws one bar over them)."""
+        """A tqdm bar on stderr; silent when stderr is not a terminal or with --quiet."""
         from tqdm.auto import tqdm
 
         label = desc if not self._path else f"{'/'.join(self._path)}: {desc or ''}".rstrip(": ")
@@ -231,118 +207,90 @@ class RunContext:
         return tqdm(iterable, total=total, desc=label, file=sys.stderr, disable=disable,
                     leave=False, dynamic_ncols=True)
 
-    # -- with / without the blocks
     def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None,
                 on_result: Callable[[str, T], Any] | None = None) -> dict[str, T]:
-        """Run ``fn()`` normally and inside ``disable_blocks(...)`` from the same random state.
-
-        ``disable`` (default: ``ctx.disable_patterns``) are fnmatch patterns; an empty sequence
-        disables every block, unnamed ones too. Before each call the global generators
-        (``random``, ``numpy``, ``torch``) and ``ctx.generator`` are put back in the state they
-        had when ``compare`` was called, so both calls see the same random numbers.
-
-        Returns ``{"blocked": fn(), "unblocked": fn() with the blocks disabled}``.
-        ``on_result(variant, result)`` is called as soon as each variant has finished (log its
-        metrics there: an interrupt during the second variant then keeps the first one's). A
-        warning is recorded (meta.json, console) when no block matching the patterns ran: then
-        both calls compute the same thing.
-        """
+        """``{"blocked": fn(), "unblocked": fn() inside disable_blocks(*disable)}``, both calls
+        from the random state (global generators and ``ctx.generator``) ``compare`` was called
+        in. ``disable``: fnmatch patterns, default ``ctx.disable_patterns``; empty disables
+        every block. ``on_result(variant, result)`` hears each variant as it ends (an
+        interrupt during the second keeps the first's metrics). When no matching block ran,
+        both compute the same thing: a warning says so."""
         patterns = self.disable_patterns if disable is None else tuple(disable)
         if isinstance(disable, str):
             raise TypeError(f"ctx.compare: disable must be a sequence of patterns such as "
                             f"('em.*',), got the string {disable!r}")
-        state, generator = get_rng_state(), self.generator.get_state()
-        with record_blocks() as seen_blocked:
-            blocked = fn()
-        if on_result is not None:
-            on_result(BLOCKED, blocked)
-        set_rng_state(state)
-        self.generator.set_state(generator)
-        with record_blocks() as seen_unblocked, disable_blocks(*patterns):
-            unblocked = fn()
-        if on_result is not None:
-            on_result(UNBLOCKED, unblocked)
-        seen = list(dict.fromkeys([*seen_blocked, *seen_unblocked]))
-        for name in seen:
-            self._files.blocks_seen[name] = None
-        import fnmatch
-
+        state, generator, results, seen = get_rng_state(), self.generator.get_state(), {}, {}
+        for variant, off in ((BLOCKED, None), (UNBLOCKED, patterns)):
+            set_rng_state(state)
+            self.generator.set_state(generator)
+            with record_blocks() as blocks, (
+                    contextlib.nullcontext() if off is None else disable_blocks(*off)):
+                results[variant] = fn()
+            seen.update(dict.fromkeys(blocks))
+            if on_result is not None:
+                on_result(variant, results[variant])
+        self._files.blocks_seen.update(seen)
         if patterns and not any(fnmatch.fnmatchcase(n, p) for n in seen for p in patterns):
             self._files.warn(f"ctx.compare: no named block matching {list(patterns)} ran "
-                             f"(blocks seen: {seen or 'none'}); blocked and unblocked compute "
-                             f"the same thing")
-        return {BLOCKED: blocked, UNBLOCKED: unblocked}
+                             f"(blocks seen: {list(seen) or 'none'}); blocked and unblocked "
+                             f"compute the same thing")
+        return results
 
-    # -- files
     def save_artifact(self, name: str, obj: Any) -> Path:
         """Save data for figures: a dict of arrays/tensors → ``artifacts/<name>.npz``, anything
         JSON-able → ``artifacts/<name>.json``. Returns the path written."""
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"ctx.save_artifact: name must be letters, digits, '_', '-' or '.', "
                              f"got {name!r}")
-        folder = self.run_dir / "artifacts"
-        for part in self._path:
-            folder = folder / part
-        arrays = isinstance(obj, Mapping) and obj and all(
-            isinstance(v, (torch.Tensor, np.ndarray, np.generic, int, float, bool))
-            for v in obj.values()) and any(
-            isinstance(v, (torch.Tensor, np.ndarray)) for v in obj.values())
-        if arrays:
-            import io
-
-            data = {}
-            for key, value in obj.items():
-                if isinstance(value, torch.Tensor):
-                    value = value.detach().cpu()
-                    if value.dtype == torch.bfloat16:
-                        value = value.float()
-                    value = value.numpy()
-                data[str(key)] = np.asarray(value)
+        folder = self.run_dir.joinpath("artifacts", *self._path)
+        values = list(obj.values()) if isinstance(obj, Mapping) else []
+        if any(isinstance(v, (torch.Tensor, np.ndarray)) for v in values) and all(
+                isinstance(v, (torch.Tensor, np.ndarray, np.generic, int, float, bool))
+                for v in values):
             buffer = io.BytesIO()
-            np.savez(buffer, **data)
-            path = folder / f"{name}.npz"
-            atomic_write_bytes(path, buffer.getvalue())
+            np.savez(buffer, **{str(k): np.asarray(_numpy(v)) for k, v in obj.items()})
+            atomic_write_bytes(path := folder / f"{name}.npz", buffer.getvalue())
         else:
-            path = folder / f"{name}.json"
-            atomic_write_json(path, to_jsonable(obj, f"ctx.save_artifact({name!r})"))
+            atomic_write_json(path := folder / f"{name}.json",
+                              to_jsonable(obj, f"ctx.save_artifact({name!r})"))
         return path
 
     def child(self, name: str, *, experiment: str | None = None, params: Any = None,
               dtype: torch.dtype | None = None,
               disable_patterns: Iterable[str] | None = None) -> RunContext:
-        """A context writing into this run under ``name``: metric keys get the prefix
-        ``"<name>/"``, summary and costs are nested under ``name``, artifacts go to
-        ``artifacts/<name>/``. The child re-seeds everything with the run's seed, so it computes
-        what a run of its own would. ``experiment``/``params`` are recorded in meta.json so
-        reports can read the child back; ``dtype``/``disable_patterns`` replace the parent's."""
+        """A context writing into this run under ``name`` (metric keys prefixed ``"<name>/"``,
+        summary and costs nested under ``name``, artifacts in ``artifacts/<name>/``), re-seeded
+        with the run's seed: it computes what a run of its own would. ``experiment`` and
+        ``params`` go to meta.json for the report; ``dtype``/``disable_patterns`` replace the
+        parent's."""
         if not isinstance(name, str) or not _NAME_RE.match(name) or "." in name:
             raise ValueError(f"ctx.child: name must be letters, digits, '_' or '-', got {name!r}")
         key = "/".join([*self._path, name])
         if key in self._files.children:
             raise ValueError(f"ctx.child: a child named {name!r} exists already")
-        params_dict = to_jsonable(params, "ctx.child params") if params is not None else {}
         dtype = self.dtype if dtype is None else dtype
         patterns = self.disable_patterns if disable_patterns is None else tuple(disable_patterns)
-        self._files.children[key] = {"experiment": experiment or name, "params": params_dict,
-                                     "dtype": str(dtype).removeprefix("torch."),
-                                     "disable_blocks": list(patterns)}
+        self._files.children[key] = {
+            "experiment": experiment or name, "disable_blocks": list(patterns),
+            "params": to_jsonable(params, "ctx.child params") if params is not None else {},
+            "dtype": str(dtype).removeprefix("torch.")}
         self._files.write_children()
-        return RunContext(run_dir=self.run_dir, seed=self.seed, device=self.device,
-                          dtype=dtype, disable_patterns=patterns,
-                          quiet=self.quiet, params=params, _files=self._files,
-                          _prefix=f"{self._prefix}{name}/", _path=(*self._path, name))
+        return RunContext(run_dir=self.run_dir, seed=self.seed, device=self.device, dtype=dtype,
+                          disable_patterns=patterns, quiet=self.quiet, params=params,
+                          _files=self._files, _prefix=f"{self._prefix}{name}/",
+                          _path=(*self._path, name))
 
     def child_done(self, name: str) -> None:
-        """Say that child ``name`` (made by :meth:`child`) has written everything it will."""
+        """Say that child ``name`` has written everything it will (what --resume carries over)."""
         key = "/".join([*self._path, name])
         if key not in self._files.children:
             raise ValueError(f"ctx.child_done: no child named {name!r}; children: "
                              f"{list(self._files.children)}")
-        self._files.children[key]["done"] = True  # what --resume carries over
+        self._files.children[key]["done"] = True
         self._files.write_children()
 
     def carried(self, name: str) -> bool:
-        """Whether child ``name`` finished in the interrupted run this one resumes
-        (``--resume``): its metrics, summary, costs and artifacts are here already, and a
-        composite skips it."""
+        """Whether child ``name`` finished in the interrupted run this one resumes: its files
+        are here already, and a composite skips it."""
         return "/".join([*self._path, name]) in self._files.carried
+

@@ -1,18 +1,9 @@
-"""One run's life, in one function (:func:`execute`), read top to bottom like Hydra's
-``run_job``:
-
-1. the run folder is made and its lock (``.lock``) taken: a run is *running* exactly while its
-   process holds the lock (the kernel drops it when the process dies: no clock, no heartbeat);
-2. ``config.toml`` (the validated :class:`~toolkit.lab.results.schema.RunConfig`) and
-   ``meta.json`` saying ``running``;
-3. the experiment's ``run(params, ctx)``; ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM where the
-   command line turns it into :class:`~toolkit.lab.errors.RunInterrupted`) makes the run
-   ``interrupted``, any other exception ``failed``;
-4. the findings, then ``meta.json`` built once from what happened: ``complete`` is the last
-   thing a run writes; then ``finish(run_dir, experiment)`` (the report), its time recorded
-   (not for an interrupted run).
-
-The lock is released in ``finally``, however the run ends.
+"""One run's life in one function, :func:`execute`, read top to bottom like Hydra's
+``run_job``: the folder and its lock (a run is *running* exactly while its process holds it),
+``config.toml``, ``meta.json`` saying ``running``, the experiment (``KeyboardInterrupt``, which
+SIGTERM becomes, makes it ``interrupted``; another exception ``failed``), the findings, then
+``meta.json`` built from what happened (``complete`` is written last), the lock released in
+``finally``; then the report. :func:`run_experiment` does it from Python.
 """
 
 from __future__ import annotations
@@ -22,6 +13,7 @@ import errno
 import os
 import platform
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -37,7 +29,7 @@ from pydantic import BaseModel
 
 from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
-from toolkit.lab.errors import ConfigError, RunInterrupted, os_error_line
+from toolkit.lab.errors import ConfigError, os_error_line
 from toolkit.lab.execute.context import RunContext, RunFiles
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
@@ -100,22 +92,10 @@ def check_output_dir(root: str | Path, experiment: str, *, source: str = "<pytho
     return parent
 
 
-def versions() -> dict[str, str]:
-    """The versions that made a run's numbers."""
-    import numpy
-    import torch
-
-    import toolkit
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "numpy": numpy.__version__, "toolkit": toolkit.__version__}
-
-
 def _about(experiment: Experiment, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     """What each experiment of the run says about itself (the report reads it from meta)."""
     parts = experiment.parts
-    return {name: {"description": parts[name].description,
-                   "story": parts[name].story.to_dict()
+    return {name: {"description": parts[name].description, "story": parts[name].story.to_dict()
                    if hasattr(parts[name].story, "to_dict") else None}
             for name in [experiment.name, *names] if name in parts}
 
@@ -127,25 +107,30 @@ def _ending(error: BaseException | None) -> tuple[str, int, dict[str, Any]]:
     keys = {"error": f"{type(error).__name__}: {error}",
             "traceback": "".join(traceback.format_exception(error))}
     if isinstance(error, KeyboardInterrupt):  # RunInterrupted too
-        signum = error.signum if isinstance(error, RunInterrupted) else 2
-        return "interrupted", 128 + signum, {**keys, "interrupted_by": RunInterrupted(
-            signum).signal_name}
+        signum = getattr(error, "signum", signal.SIGINT)
+        return "interrupted", 128 + signum, {**keys, "interrupted_by": signal.Signals(
+            signum).name}
     return "failed", 1, keys
 
 
-def _begun(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
-           executor: Mapping[str, Any] | None, board: Path | None) -> RunMeta:
-    """``meta.json`` as a run starts: ``running``, and what it runs with."""
+def _began(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
+           executor: Mapping[str, Any] | None, board: Path | None) -> dict[str, Any]:
+    """What a run runs with: ``meta.json`` says so from its start."""
+    import numpy
+    import torch
+
+    import toolkit
+
     config = spec.config
-    return RunMeta(
-        status="running", experiment=config.experiment, run_id=run_dir.name, seed=config.seed,
-        device=str(spec.device), dtype=config.dtype, threads=config.threads,
-        disable_blocks=list(config.disable_blocks), sweep_point=spec.sweep_point,
-        argv=list(sys.argv if argv is None else argv),
-        executor=dict(executor or {"kind": "local"}), versions=versions(),
-        host=socket.gethostname(), pid=os.getpid(), started=utc_now().isoformat(),
-        config_source=spec.source, request=spec.request or None, platform=platform.platform(),
-        tensorboard=None if board is None else str(board))
+    return dict(experiment=config.experiment, run_id=run_dir.name, seed=config.seed,
+                device=str(spec.device), dtype=config.dtype, threads=config.threads,
+                disable_blocks=list(config.disable_blocks), sweep_point=spec.sweep_point,
+                argv=list(sys.argv if argv is None else argv), request=spec.request or None,
+                executor=dict(executor or {"kind": "local"}), host=socket.gethostname(),
+                pid=os.getpid(), started=utc_now().isoformat(), config_source=spec.source,
+                platform=platform.platform(), tensorboard=None if board is None else str(board),
+                versions={"python": platform.python_version(), "torch": torch.__version__,
+                          "numpy": numpy.__version__, "toolkit": toolkit.__version__})
 
 
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
@@ -156,35 +141,22 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
     the files are written (not for an interrupted run); ``executor`` goes into meta.json."""
     config, experiment, t0 = spec.config, spec.experiment, time.perf_counter()
     run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
-    path, lock = run_dir / "meta.json", lock_of(run_dir, timeout=10)
-    files, seen, error, board = None, [], None, None
+    path, lock, files, late = run_dir / "meta.json", lock_of(run_dir, timeout=10), None, None
+    board = None if spec.tensorboard is None else \
+        Path(spec.tensorboard) / config.experiment / run_dir.name
+    began, started, error = _began(spec, run_dir, argv, executor, board), False, None
     try:
-        if spec.tensorboard is not None:
-            from toolkit.lab.execute.live_curves import log_dir
-
-            board = log_dir(spec.tensorboard, config.experiment, run_dir.name)
-        begun = _begun(spec, run_dir, argv, executor, board)
-        lock.acquire()
+        lock.acquire()  # the run is running exactly while its process holds the lock
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
-        atomic_write_json(path, begun)
-        files = RunFiles(run_dir, quiet=quiet, meta=begun, tensorboard=board)
+        atomic_write_json(path, running := RunMeta(status="running", **began))
+        files = RunFiles(run_dir, meta=running, tensorboard=board)
         files.write_summary()  # empty summary/costs from the start: any run can be reported
         files.write_costs()
         if spec.resumes is not None:
             from toolkit.lab.execute.resume import carry_over
 
             carry_over(Path(spec.resumes), files)
-    except (OSError, KeyboardInterrupt) as err:  # a full disk, a signal: nothing worth keeping
-        with contextlib.suppress(OSError):
-            lock.release()
-        if files is not None:
-            files.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if isinstance(err, KeyboardInterrupt):
-            raise  # not started
-        return RunOutcome(run_dir.parent, "failed", 1, f"could not start: {os_error_line(err)}",
-                          exception=err)
-    try:
+        started = True
         with record_blocks() as seen, intra_op_threads(config.threads):
             experiment.run(spec.params, RunContext(
                 run_dir=run_dir, seed=config.seed, device=spec.device, dtype=spec.dtype,
@@ -192,46 +164,51 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
                 _files=files))
     except BaseException as err:  # Ctrl-C and SIGTERM too: recorded below
         error = err
-    status, code, ending = _ending(error)
-    duration = round(time.perf_counter() - t0, 3)
     try:
-        files.close()
-        seen = list({**dict.fromkeys(seen), **files.blocks_seen})
-        meta = begun.model_copy(update={
-            **ending, "ended": utc_now().isoformat(), "duration_s": duration,
-            "n_logged": files.n_logged, "blocks_seen": seen, "warnings": files.warnings,
-            "children": {k: ChildMeta(**v) for k, v in files.children.items()},
-            "about": _about(experiment, list(files.children))})
-        if status == "complete":
-            atomic_write_json(path, meta)  # still running: what the findings read
-            per_seed, problems = compute_findings(run_dir, experiment)
-            record = write_findings(run_dir, {config.seed: per_seed}, problems)
-            meta = meta.model_copy(update={"findings_problems": list(record.problems)}
-                                   if record.problems else {})
-        atomic_write_json(path, meta := meta.model_copy(update={"status": status}))
-    except (OSError, KeyboardInterrupt) as err:  # a full disk, a read-only folder, a signal
-        late = _ending(err) if isinstance(err, KeyboardInterrupt) else (
-            "failed", 1, {"error": f"the final writes failed: {os_error_line(err)}"})
-        status, code = (status, code) if status == "interrupted" else late[:2]
-        same = isinstance(error, OSError) and getattr(err, "filename", 0) == error.filename
-        ending = {**late[2], "error": "; ".join(dict.fromkeys(
-            e for e in (ending.get("error"), None if same else late[2]["error"]) if e))}
-        save_meta(path, meta := begun.model_copy(update={
-            **ending, "status": status, "ended": utc_now().isoformat(), "duration_s": duration}))
-        finish = None  # no report of a run whose files are not whole
+        if not started:  # a full disk, a signal: nothing worth keeping
+            if files is not None:
+                files.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if not isinstance(error, OSError):
+                raise error  # type: ignore[misc]
+            return RunOutcome(run_dir.parent, "failed", 1,
+                              f"could not start: {os_error_line(error)}", exception=error)
+        status, code, ending = _ending(error)
+        ending |= {"ended": utc_now().isoformat(),
+                   "duration_s": (duration := round(time.perf_counter() - t0, 3))}
+        try:
+            files.close()
+            final = {**ending, "n_logged": files.n_logged, "warnings": files.warnings,
+                     "blocks_seen": list({**dict.fromkeys(seen), **files.blocks_seen}),
+                     "children": {k: ChildMeta(**v) for k, v in files.children.items()},
+                     "about": _about(experiment, list(files.children))}
+            if status == "complete":  # findings read the files: meta.json still running
+                atomic_write_json(path, RunMeta(status="running", **began, **final))
+                per_seed, problems = compute_findings(run_dir, experiment)
+                record = write_findings(run_dir, {config.seed: per_seed}, problems)
+                final |= {"findings_problems": list(record.problems)} if record.problems else {}
+            atomic_write_json(path, meta := RunMeta(status=status, **began, **final))
+        except (OSError, KeyboardInterrupt) as err:  # a full disk, a read-only folder, a signal
+            late_status, late_code, late = _ending(err) if isinstance(
+                err, KeyboardInterrupt) else ("failed", 1, {
+                    "error": f"the final writes failed: {os_error_line(err)}"})
+            status, code = (status, code) if status == "interrupted" else (late_status, late_code)
+            same = isinstance(error, OSError) and getattr(err, "filename", 0) == error.filename
+            late["error"] = "; ".join(dict.fromkeys(e for e in (ending.get("error"), None if same
+                                                                else late["error"]) if e))
+            save_meta(path, meta := RunMeta(status=status, **began, **{**ending, **late}))
     finally:
         with contextlib.suppress(OSError):
             lock.release()
-    if status != "interrupted":  # the report, then the wall time
-        code = _finished(finish, run_dir, meta, experiment, t0) or code
-    return RunOutcome(run_dir, status, code, ending.get("error"), duration, error)
+    if status != "interrupted":  # the report (not of a run whose files are not whole)
+        code = _finished(None if late else finish, run_dir, meta, experiment, t0) or code
+    return RunOutcome(run_dir, status, code, meta.error, duration, error)
 
 
 def _finished(finish: Finish | None, run_dir: Path, meta: RunMeta, experiment: Experiment,
               t0: float) -> int:
-    """Call ``finish(run_dir, experiment)`` and record its time (``finish_s``), its error
-    (``finish_error``: a failing or interrupted report leaves the numbers valid) and the run's
-    ``wall_seconds`` in meta.json; 128 + the signal when a signal stopped it, else 0."""
+    """Call ``finish`` and record its time (``finish_s``), its error (``finish_error``: the
+    numbers stay valid) and the run's ``wall_seconds``; 128 + the signal that stopped it."""
     t1, update, stopped = time.perf_counter(), {}, 0
     try:
         if finish is not None:
@@ -240,16 +217,15 @@ def _finished(finish: Finish | None, run_dir: Path, meta: RunMeta, experiment: E
         update["finish_error"] = f"{type(err).__name__}: {err}"
         print(f"toolkit: warning: {run_dir}: {update['finish_error']}", file=sys.stderr)
     except KeyboardInterrupt as err:  # the run stays complete; the command stops
-        stopped = 128 + getattr(err, "signum", 2)
-        update["finish_error"] = (f"interrupted by {RunInterrupted(stopped - 128).signal_name}"
-                                  f": the report was not drawn (`toolkit report` draws it)")
+        stopped = 128 + getattr(err, "signum", signal.SIGINT)
+        update["finish_error"] = (f"interrupted by {signal.Signals(stopped - 128).name}: the "
+                                  f"report was not drawn (`toolkit report` draws it)")
     if finish is not None:
         update["finish_s"] = round(time.perf_counter() - t1, 3)
-    path = run_dir / "meta.json"
-    if not save_meta(path, meta.model_copy(update={
+    if not save_meta(run_dir / "meta.json", meta.model_copy(update={
             **update, "wall_seconds": round(time.perf_counter() - t0, 3)})):
-        print(f"toolkit: warning: {path}: wall_seconds not recorded (the disk is full or "
-              f"read-only); the run's results are complete", file=sys.stderr)
+        print(f"toolkit: warning: {run_dir / 'meta.json'}: wall_seconds not recorded (the disk "
+              f"is full or read-only); the run's results are complete", file=sys.stderr)
     return stopped
 
 
@@ -262,31 +238,16 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
                    tensorboard: str | Path | None = None) -> RunResults:
     """Run one experiment from Python and return its results.
 
-    Args:
-        experiment: an experiment name (``"em_gmm"``), an
-            :class:`~toolkit.lab.plan.registry.Experiment` or an experiment module (registered
-            or not), a path to a TOML config giving one run, or a
-            :class:`~toolkit.lab.results.schema.RunConfig` (a run's ``config.toml`` read back).
-        params: the experiment's parameters (dict or ``Params``); with a config file they go
-            on top of its ``[params]`` and the ``overrides``.
-        seed, device, dtype, disable_blocks, threads: the common keys (for an experiment; a
-            config file sets them itself: change them with ``overrides``).
-        output_dir: root of the run folders (for a config file: replaces its ``output_dir``
-            unless left at ``"results"``).
-        overrides: ``"dotted.key=VALUE"`` strings for a config file.
-        quiet: no progress bars.
-        finish: called as ``finish(run_dir, experiment)`` once the files are written, e.g.
-            ``toolkit.lab.report.write_report``.
-        tensorboard: a folder for live curves: every logged metric also goes to TensorBoard
-            event files in ``<tensorboard>/<experiment>/<run_id>/<variant>/`` (needs the
-            ``tensorboard`` extra; see :mod:`toolkit.lab.execute.live_curves`).
+    ``experiment``: a name (``"em_gmm"``), an :class:`~toolkit.lab.plan.registry.Experiment` or
+    module, a TOML config giving one run (``params`` and ``overrides``, ``"key=VALUE"``
+    strings, go on top of it; ``output_dir`` replaces its own unless left at ``"results"``), or
+    a :class:`~toolkit.lab.results.schema.RunConfig` read back from a run. ``finish(run_dir,
+    experiment)`` runs once the files are written (e.g. ``toolkit.lab.report.write_report``);
+    ``tensorboard``: a folder of live curves (:mod:`toolkit.lab.execute.live_curves`).
 
-    Raises:
-        ConfigError: invalid input (nothing is written).
-        RunInterrupted: SIGINT/SIGTERM during the run (marked ``interrupted``).
-        Exception: whatever the experiment raised (the run is marked ``failed``).
-
-    Example::
+    Raises :class:`~toolkit.lab.errors.ConfigError` for invalid input (nothing written),
+    :class:`~toolkit.lab.errors.RunInterrupted` on SIGINT/SIGTERM (the run ``interrupted``),
+    and whatever the experiment raised (the run ``failed``). Example::
 
         run = run_experiment("quadratic_target", {"n_steps": 50}, seed=0, dtype="float64")
         run.summary["blocked"]["value_error"], run.metric("unblocked/value/error")
