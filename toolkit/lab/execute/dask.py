@@ -1,25 +1,20 @@
 """Runs on a Dask cluster, every connection over TLS with mutual certificates.
 
-- Without an address: ``Client(LocalCluster(protocol="tls://", host="127.0.0.1",
-  security=Security.temporary()))``, certificates made for this command alone;
-- with one: ``Client(address, security=Security(require_encryption=True, ...))``, the CA,
-  certificate and key given (``--tls-ca-file``, ``--tls-cert``, ``--tls-key``) or in dask's
-  configuration. Plain ``tcp://`` is refused everywhere
-  (:class:`~toolkit.lab.results.schema.ExecutorConfig`).
-
-Each run is one task of ``client.map``: the worker runs it as a local run would and writes its
-folder under ``output_dir`` (a remote cluster's workers need that folder shared with this
-machine); the task returns a plain map, decoded as msgpack only (never a pickle).
-``meta.json`` records ``executor = {"kind": "dask", "worker": <address>}``.
-
-Ctrl-C cancels the runs not started. The local cluster is closed, which ends the runs under
-way; they are then written ``interrupted``. A remote cluster finishes the runs it had started.
+Without an address, ``Client(LocalCluster(protocol="tls://", host="127.0.0.1",
+security=Security.temporary()))``: certificates made for this command alone; with one,
+``Client(address, security=Security(require_encryption=True, ...))`` from the given files or
+dask's configuration. Plain ``tcp://`` is refused everywhere. Each run is one task of
+``client.map``: the worker runs it as a local run would, into ``output_dir`` (a remote cluster
+shares that folder), and returns plain data, read as msgpack only (never a pickle). Ctrl-C
+cancels the runs not started and closes a local cluster; the runs it ended are then written
+``interrupted`` (a remote cluster finishes what it had started).
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -27,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._utils.lazy import install_line
-from toolkit.lab.errors import ConfigError, RunInterrupted
+from toolkit.lab.errors import ConfigError
 from toolkit.lab.execute.run import Finish, RunOutcome, execute
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import read_record, utc_now
@@ -35,9 +30,9 @@ from toolkit.lab.results.records import save_meta
 from toolkit.lab.results.schema import ExecutorConfig, RunMeta
 from toolkit.lab.results.view import RunResults
 
-__all__ = ["check_executor", "import_distributed", "run_on_dask", "security_for"]
+__all__ = ["check_executor", "import_distributed", "run_on_dask"]
 
-_TLS_OPTIONS = "--tls-ca-file, --tls-cert and --tls-key"
+_TLS = "--tls-ca-file, --tls-cert and --tls-key"
 
 
 def import_distributed() -> Any:
@@ -50,70 +45,48 @@ def import_distributed() -> Any:
     return distributed
 
 
-def _pem(flag: str, value: str) -> None:
-    """A TLS file given on the command line: a regular file (or a FIFO's content would be
-    waited for), named as the wrong kind when it is not one."""
-    path = Path(value)
-    if not path.exists():
-        raise ConfigError(flag, value, "no such file", "give the path of a PEM file")
-    if not path.is_file() or path.resolve() == Path("/dev/null"):
-        kind = ("a folder" if path.is_dir() else "a FIFO" if path.is_fifo()
-                else "/dev/null" if path.resolve() == Path("/dev/null") else "not a regular file")
-        raise ConfigError(flag, value, f"is {kind}, not a PEM file",
-                          "give the path of a PEM file")
-
-
 def check_executor(config: ExecutorConfig) -> None:
-    """Refuse options that do not apply: dask options for a local executor, TLS files without
-    an address (the local cluster makes its own), files that are not PEM files, an address
-    without certificates. Touches no network."""
-    given = [(flag, value) for flag, value in (("--address", config.address),
-                                               ("--tls-ca-file", config.tls_ca_file),
-                                               ("--tls-cert", config.tls_cert),
-                                               ("--tls-key", config.tls_key),
-                                               ("--dashboard", config.dashboard)) if value]
-    if config.kind != "dask":
-        if given:
-            raise ConfigError(given[0][0], "", "is only used by the dask executor",
-                              "add --executor dask")
+    """Refuse options that do not apply (dask options without the dask executor, TLS files
+    without an address, an address without certificates) and TLS files that are not regular
+    files (a FIFO would be waited for). Touches no network."""
+    given = [(flag, value) for flag, value in (
+        ("--address", config.address), ("--tls-ca-file", config.tls_ca_file),
+        ("--tls-cert", config.tls_cert), ("--tls-key", config.tls_key),
+        ("--dashboard", config.dashboard)) if value]
+    if config.kind != "dask" and given:
+        raise ConfigError(given[0][0], "", "is only used by the dask executor",
+                          "add --executor dask")
+    if config.kind != "dask" or (config.address is None and len(given) <= int(config.dashboard)):
         return
     if config.address is None:
-        if len(given) > int(config.dashboard):
-            raise ConfigError(given[0][0], "", "is for a remote scheduler at a tls:// address; "
-                              "the local cluster makes certificates of its own",
-                              "add --address tls://HOST:PORT, or leave the TLS options out")
-        return
+        raise ConfigError(given[0][0], "", "is for a remote scheduler at a tls:// address; the "
+                          "local cluster makes certificates of its own",
+                          "add --address tls://HOST:PORT, or leave the TLS options out")
     if config.dashboard:
         raise ConfigError("--dashboard", "", "shows the local cluster's dashboard; a remote "
                           "scheduler serves its own", "leave --dashboard out with --address")
     for flag, value in given[1:]:
-        _pem(flag, str(value))
-    if config.tls_ca_file or config.tls_cert:
-        if not (config.tls_ca_file and config.tls_cert):
-            raise ConfigError("--tls-ca-file" if not config.tls_ca_file else "--tls-cert", "",
-                              "is needed: mutual TLS takes the cluster's CA and this client's "
-                              "certificate", f"give {_TLS_OPTIONS} (the key may sit in the "
-                              "certificate file)")
-        return
+        path = Path(str(value))
+        if not path.exists():
+            raise ConfigError(flag, str(value), "no such file", "give the path of a PEM file")
+        if not path.is_file() or path.resolve() == Path("/dev/null"):
+            kind = ("a folder" if path.is_dir() else "a FIFO" if path.is_fifo() else
+                    "/dev/null" if path.resolve() == Path("/dev/null") else "not a regular file")
+            raise ConfigError(flag, str(value), f"is {kind}, not a PEM file",
+                              "give the path of a PEM file")
+    if bool(config.tls_ca_file) != bool(config.tls_cert):
+        raise ConfigError("--tls-ca-file" if not config.tls_ca_file else "--tls-cert", "",
+                          "is needed: mutual TLS takes the cluster's CA and this client's "
+                          "certificate", f"give {_TLS} (the key may sit in the certificate file)")
     import dask.config
 
-    if not (dask.config.get("distributed.comm.tls.ca-file", None)
-            and dask.config.get("distributed.comm.tls.client.cert", None)):
+    if not config.tls_ca_file and not (dask.config.get("distributed.comm.tls.ca-file", None)
+                                       and dask.config.get("distributed.comm.tls.client.cert",
+                                                           None)):
         raise ConfigError("--address", config.address, "a tls:// scheduler needs the cluster's "
                           "CA certificate and this client's certificate and key",
-                          f"give {_TLS_OPTIONS}, or set distributed.comm.tls.ca-file and "
+                          f"give {_TLS}, or set distributed.comm.tls.ca-file and "
                           "distributed.comm.tls.client.cert in dask's configuration")
-
-
-def security_for(config: ExecutorConfig) -> Any:
-    """The client's :class:`distributed.security.Security` for a remote scheduler: encryption
-    required, from the given files or else from dask's configuration."""
-    from distributed.security import Security
-
-    if config.tls_ca_file or config.tls_cert:
-        return Security(require_encryption=True, tls_ca_file=config.tls_ca_file,
-                        tls_client_cert=config.tls_cert, tls_client_key=config.tls_key)
-    return Security(require_encryption=True)
 
 
 def _task(spec: RunSpec, argv: list[str], command: str, finish: Finish | None
@@ -121,12 +94,8 @@ def _task(spec: RunSpec, argv: list[str], command: str, finish: Finish | None
     """Run one planned run on a worker; its outcome as plain data."""
     from distributed import get_worker
 
-    try:
-        worker = get_worker().address
-    except ValueError:  # not inside a worker (called directly, e.g. in a test)
-        worker = "<client>"
-    outcome = execute(spec, quiet=True, argv=argv, finish=finish,
-                      executor={"kind": "dask", "worker": worker, "command": command})
+    outcome = execute(spec, quiet=True, argv=argv, finish=finish, executor={
+        "kind": "dask", "worker": get_worker().address, "command": command})
     return {"run_dir": str(outcome.run_dir), "status": outcome.status,
             "exit_code": outcome.exit_code, "error": outcome.error,
             "duration_s": outcome.duration_s}
@@ -135,27 +104,28 @@ def _task(spec: RunSpec, argv: list[str], command: str, finish: Finish | None
 def _client(config: ExecutorConfig, distributed: Any) -> Any:
     """A client of the scheduler at ``config.address`` or of a LocalCluster made for this
     command; TLS with mutual certificates either way, results as msgpack only."""
+    from distributed.security import Security
+
     check_executor(config)
     if config.address:
         try:
-            return distributed.Client(config.address, security=security_for(config),
-                                      timeout=f"{config.connect_timeout}s",
+            files = {"tls_ca_file": config.tls_ca_file, "tls_client_cert": config.tls_cert,
+                     "tls_client_key": config.tls_key} if config.tls_ca_file else {}
+            return distributed.Client(config.address, timeout=f"{config.connect_timeout}s",
+                                      security=Security(require_encryption=True, **files),
                                       deserializers=["msgpack"])
-        except (OSError, TimeoutError, ValueError) as err:
-            # ValueError: the peer spoke before the TLS handshake (tornado: "IOStream is not
-            # idle; cannot convert to SSL"), i.e. it is not a TLS scheduler
+        except (OSError, TimeoutError, ValueError) as err:  # ValueError: not a TLS peer
             raise ConfigError("--address", config.address, f"cannot reach a Dask scheduler "
                               f"there over TLS ({type(err).__name__}: {err})",
                               "start one with `dask scheduler --tls-...` and give its address"
                               ) from None
     import dask.config
-    from distributed.security import Security
 
     security = Security.temporary()
     settings: dict[str, Any] = {"distributed.scheduler.allowed-failures": 1}  # one retry
     if not config.dashboard:  # Dask's HTTP servers then serve no route at all
-        settings.update({"distributed.scheduler.http.routes": [],
-                         "distributed.worker.http.routes": []})
+        settings |= {"distributed.scheduler.http.routes": [],
+                     "distributed.worker.http.routes": []}
     with dask.config.set(settings):
         cluster = distributed.LocalCluster(
             n_workers=config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -171,32 +141,29 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
                 ) -> tuple[list[RunOutcome], int]:
     """Run the planned runs as tasks on a Dask cluster (see the module docstring)."""
     distributed = import_distributed()
-    command = secrets.token_hex(8)  # the runs of this command, for an interrupt
-    outcomes: list[RunOutcome] = []
+    command, outcomes = secrets.token_hex(8), []  # the runs of this command, for an interrupt
     client = _client(config, distributed)
     futures = client.map(_task, specs, argv=argv, command=command, finish=finish, pure=False)
     try:
         for future in distributed.as_completed(futures):
             i = futures.index(future)
             try:
-                info = future.result()
-                outcome = RunOutcome(Path(info["run_dir"]), info["status"], info["exit_code"],
-                                     info["error"], info["duration_s"])
+                outcome = RunOutcome(**{k: Path(v) if k == "run_dir" else v
+                                        for k, v in future.result().items()})
             except Exception as err:  # the task raised, or its worker died twice
                 error = f"{type(err).__name__}: {err}"
-                left = _abandoned(specs[i:i + 1], command, "failed", error)  # a worker died
-                outcome = left[-1] if left else RunOutcome(
-                    Path(specs[i].config.output_dir) / specs[i].experiment.name, "failed", 1,
-                    error)
+                outcome = ([*_abandoned(specs[i:i + 1], command, "failed", error)] or [
+                    RunOutcome(Path(specs[i].config.output_dir) / specs[i].experiment.name,
+                               "failed", 1, error)])[-1]
             outcomes.append(outcome)
             if on_done is not None:
                 on_done(i, len(specs), outcome)
     except KeyboardInterrupt as err:  # RunInterrupted too
         client.cancel(futures)
-        signum = err.signum if isinstance(err, RunInterrupted) else 2
         _close(client)
+        signum = getattr(err, "signum", signal.SIGINT)
         for outcome in _abandoned(specs, command, "interrupted", f"interrupted by "
-                                  f"{RunInterrupted(signum).signal_name}", signum):
+                                  f"{signal.Signals(signum).name}", signum):
             outcomes.append(outcome)
             if on_done is not None:
                 on_done(len(outcomes) - 1, len(specs), outcome)
@@ -214,10 +181,9 @@ def _close(client: Any) -> None:
 
 def _abandoned(specs: Sequence[RunSpec], command: str, status: str, error: str,
                signum: int = 0) -> list[RunOutcome]:
-    """The runs of ``specs`` made by ``command`` and left abandoned (their worker died, or the
-    cluster was closed under them), written ``status`` with ``error``."""
-    points = {(s.seed, repr(s.sweep_point)) for s in specs}
-    found = []
+    """The runs of ``specs`` that ``command`` started and nothing holds now (their worker
+    died, or the cluster was closed under them), written ``status`` with ``error``."""
+    points, found = {(s.seed, repr(s.sweep_point)) for s in specs}, []
     for parent in dict.fromkeys(Path(s.config.output_dir) / s.experiment.name for s in specs):
         for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
             try:
@@ -228,14 +194,13 @@ def _abandoned(specs: Sequence[RunSpec], command: str, status: str, error: str,
                     continue
             except (OSError, ValueError):
                 continue
-            text = f"{error} (on {meta.executor.get('worker')})"
-            ended = utc_now()
+            ended, text = utc_now(), f"{error} (on {meta.executor.get('worker')})"
             seconds = round((ended - datetime.fromisoformat(meta.started)).total_seconds(), 3) \
                 if meta.started else None
             save_meta(run_dir / "meta.json", meta.model_copy(update={
                 "status": status, "error": text, "ended": ended.isoformat(),
-                "duration_s": seconds, **({"interrupted_by": RunInterrupted(
-                    signum).signal_name} if signum else {})}))
+                "duration_s": seconds, **({"interrupted_by": signal.Signals(signum).name}
+                                          if signum else {})}))
             found.append(RunOutcome(run_dir, status, 128 + signum if signum else 1, text,
                                     seconds or 0.0))
     return found

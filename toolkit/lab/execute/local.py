@@ -1,19 +1,11 @@
-"""Many planned runs: one after the other here, in a process pool, or on Dask.
+"""Many planned runs: one after the other here, in a process pool, or on Dask (:mod:`.dask`).
 
-:func:`run_all` takes the runs (:class:`~toolkit.lab.plan.config.RunSpec`) and an
-:class:`~toolkit.lab.results.schema.ExecutorConfig`:
-
-- ``local`` with one worker: one run after the other in this process;
-- ``local`` with ``workers > 1``: :class:`concurrent.futures.ProcessPoolExecutor` on a
-  ``forkserver`` context whose server imported the runner and the experiments once
-  (:func:`multiprocessing.set_forkserver_preload`), the runs taken with ``as_completed``;
-- ``dask``: :mod:`toolkit.lab.execute.dask`.
-
-Ctrl-C (or SIGTERM, which the command line turns into
-:class:`~toolkit.lab.errors.RunInterrupted`) cancels the runs not started; the signal is passed
-on to the workers, whose run in progress ends ``interrupted`` and which start nothing more;
-once those runs have written so, the idle workers are ended. Whatever the executor, a run sets its own seed and
-thread count, so the same config and seed give the same ``summary.json`` bytes.
+The pool is :class:`concurrent.futures.ProcessPoolExecutor` on a ``forkserver`` context whose
+server imported the runner and the experiments once (``set_forkserver_preload``), the runs
+taken with ``as_completed``. Ctrl-C (or SIGTERM, which the command line turns into
+:class:`~toolkit.lab.errors.RunInterrupted`) cancels the runs not started and is passed on to
+the workers, whose run under way ends ``interrupted``; then the idle workers are ended.
+A run sets its own seed and threads: every executor gives the same ``summary.json`` bytes.
 """
 
 from __future__ import annotations
@@ -38,11 +30,8 @@ __all__ = ["Progress", "run_all"]
 
 #: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
 Progress = Callable[[int, int, RunOutcome], None]
-
-#: seconds the runs under way have to write that they were interrupted, once a pool is stopped
-STOP_S = 60.0
-#: a pool worker: whether a run is under way, and the signal that stopped it (0: none)
-_RUNNING, _STOPPED_BY = False, 0
+STOP_S = 60.0  # seconds the runs under way have to write that they were interrupted
+_RUNNING, _STOPPED_BY = False, 0  # a pool worker: a run under way; the signal that stopped it
 
 
 def _on_signal(signum: int, frame: object) -> None:
@@ -80,14 +69,11 @@ def _in_worker(spec: RunSpec, argv: list[str], finish: Finish | None) -> RunOutc
 
 
 def _preload(specs: Sequence[RunSpec]) -> list[str]:
-    """What the fork server imports once: this module (torch with it) and each experiment's
-    module (a loose file's experiment is loaded by the worker)."""
-    names = dict.fromkeys([__name__])
-    for spec in specs:
-        for part in spec.experiment.parts.values():
-            if part.source is not None and part.source.module is not None:
-                names[part.source.module] = None
-    return list(names)
+    """What the fork server imports once: this module (torch with it) and each part's module
+    (a loose file's experiment is loaded by the worker)."""
+    return list(dict.fromkeys([__name__, *(
+        part.source.module for spec in specs for part in spec.experiment.parts.values()
+        if part.source is not None and part.source.module is not None)]))
 
 
 def _in_pool(specs: Sequence[RunSpec], workers: int, argv: list[str], finish: Finish | None,

@@ -1,12 +1,9 @@
 """``--resume``: which planned runs exist already, and a claim so two resumes never run one twice.
 
-A run is matched by identity (:meth:`~toolkit.lab.results.schema.RunConfig.identity`: the
-hash of the config as ``config.toml`` holds it), wherever its folder lives. A complete run
-that ``check`` passes is done; a run whose process holds its lock is running; the rest
-(abandoned, failed, interrupted, damaged) run again.
-
-Before any of that, :func:`done_as_requested` answers the common question "is everything
-done?" from what each run recorded of its request, without importing an experiment.
+A run is matched by identity (the hash of its ``config.toml``), wherever its folder lives: a
+complete run that ``check`` passes is done, a run whose process holds its lock is running, the
+rest run again. :func:`done_as_requested` first answers "is everything done?" from what each
+run recorded of its request, without importing an experiment.
 """
 
 from __future__ import annotations
@@ -52,31 +49,28 @@ class ResumePlan:
     damaged: list[DamagedFile] = field(default_factory=list)
 
 
-def _index(specs: Sequence[RunSpec], damaged: list[DamagedFile]) -> dict[str, list[Path]]:
-    """Identity → the run folders holding it, for every experiment folder of ``specs``."""
-    index: dict[str, list[Path]] = {}
-    for root, parent in dict.fromkeys((s.config.output_dir, Path(s.config.output_dir)
-                                       / s.config.experiment) for s in specs):
-        inside(root, parent)  # a link to someone else's runs is refused, not resumed
-        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
-            if run_dir.name.startswith(".") or not os.path.lexists(run_dir / "meta.json"):
-                continue
-            try:
-                raw = read_toml(run_dir / "config.toml", root=run_dir)
-                identity = RunConfig.model_validate(raw).identity()
-            except DamagedFile as err:
-                damaged.append(err)
-            except ValueError as err:  # a config.toml of the wrong shape
-                damaged.append(DamagedFile(run_dir / "config.toml", str(err).splitlines()[0]))
-            else:
-                index.setdefault(identity, []).append(run_dir)
-    return index
+def _run_dirs(root: str | Path, experiment: str) -> Iterator[Path]:
+    """The run folders of ``<root>/<experiment>`` (a link out of ``root`` is refused)."""
+    parent = Path(root) / experiment
+    inside(root, parent)  # a link to someone else's runs is refused, not resumed
+    for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+        if not run_dir.name.startswith(".") and os.path.lexists(run_dir / "meta.json"):
+            yield run_dir
 
 
 def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
     """Match each planned run with the runs under its output folder."""
-    plan = ResumePlan()
-    index = _index(specs, plan.damaged)
+    plan, index = ResumePlan(), dict[str, list[Path]]()
+    for root, name in dict.fromkeys((s.config.output_dir, s.config.experiment) for s in specs):
+        for run_dir in _run_dirs(root, name):
+            try:
+                raw = read_toml(run_dir / "config.toml", root=run_dir)
+                index.setdefault(RunConfig.model_validate(raw).identity(), []).append(run_dir)
+            except DamagedFile as err:
+                plan.damaged.append(err)
+            except ValueError as err:  # a config.toml of the wrong shape
+                plan.damaged.append(DamagedFile(run_dir / "config.toml",
+                                                str(err).splitlines()[0]))
     for spec in specs:
         found = index.get(spec.config.identity(), [])
         status: dict[Path, str] = {}
@@ -113,19 +107,13 @@ def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
             return None
         wanted.update(dict.fromkeys(keys))
     found: dict[str, Path] = {}
-    for root, parent in dict.fromkeys((p.file.output_dir, Path(p.file.output_dir)
-                                       / p.file.experiment) for p in plans):
-        inside(root, parent)  # a link to someone else's runs is refused, not resumed
-        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
-            if run_dir.name.startswith(".") or not os.path.lexists(run_dir / "meta.json"):
-                continue
-            try:
+    for root, name in dict.fromkeys((p.file.output_dir, p.file.experiment) for p in plans):
+        for run_dir in _run_dirs(root, name):
+            with contextlib.suppress(DamagedFile):
                 meta = RunResults(run_dir).meta
-            except DamagedFile:
-                continue
-            key = meta.get("request")
-            if key in wanted and meta.get("status") == "complete" and not check_run(run_dir):
-                found[key] = run_dir
+                key = meta.get("request")
+                if key in wanted and meta.get("status") == "complete" and not check_run(run_dir):
+                    found[key] = run_dir
     if len(found) < len(wanted):
         return None
     return [found[key] for key in wanted]
