@@ -91,11 +91,10 @@ class RunFiles:
             if self._mirror is not None:
                 self._mirror.log(row["step"], row, prefix)
 
-    def write_summary(self) -> None:
-        atomic_write_json(self.run_dir / "summary.json", self.summary)
-
-    def write_costs(self) -> None:
-        atomic_write_json(self.run_dir / "costs.json", self.costs)
+    def write(self, *names: str) -> None:
+        """Write ``summary.json`` and/or ``costs.json`` as they stand."""
+        for name in names:
+            atomic_write_json(self.run_dir / f"{name}.json", getattr(self, name))
 
     def write_children(self) -> None:
         """The children so far into ``meta.json``: a report reads them while the run goes on."""
@@ -157,7 +156,8 @@ class RunContext:
             row[self._prefix + key] = value
         self._files.log(row, self._prefix)
 
-    def _at_path(self, table: dict[str, Any]) -> dict[str, Any]:
+    def _at_path(self, name: str) -> dict[str, Any]:
+        table = getattr(self._files, name)
         for part in self._path:
             table = table.setdefault(part, {})
         return table
@@ -170,21 +170,21 @@ class RunContext:
         problem = summary_problem(values)
         if problem is not None:  # what every reader will refuse is refused here first
             raise TypeError(f"ctx.summary: {problem}")
-        _deep_merge(self._at_path(self._files.summary), values)
-        self._files.write_summary()
+        _deep_merge(self._at_path("summary"), values)
+        self._files.write("summary")
 
     def costs(self, **values: Any) -> None:
         """Merge measured, machine-dependent numbers (seconds, bytes, ratios) into ``costs.json``."""
-        _deep_merge(self._at_path(self._files.costs), to_jsonable(values, "ctx.costs"))
-        self._files.write_costs()
+        _deep_merge(self._at_path("costs"), to_jsonable(values, "ctx.costs"))
+        self._files.write("costs")
 
     def timer(self, name: str) -> Timer:
         """``with ctx.timer("fit") as t: ...``; ``t.seconds`` afterwards, also added to
         ``costs.json`` under ``timers.<name>`` (summed over uses of the name)."""
         def record(timer_name: str, seconds: float) -> None:
-            timers = self._at_path(self._files.costs).setdefault("timers", {})
+            timers = self._at_path("costs").setdefault("timers", {})
             timers[timer_name] = timers.get(timer_name, 0.0) + seconds
-            self._files.write_costs()
+            self._files.write("costs")
         return Timer(name, record)
 
     def say(self, text: str) -> None:

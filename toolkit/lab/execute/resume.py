@@ -38,10 +38,8 @@ if TYPE_CHECKING:  # the context imports torch; "is everything done?" answers wi
 
 @dataclass
 class ResumePlan:
-    """``done``: complete runs (not run again); ``running``: runs whose process holds their
-    lock (not run twice); ``damaged``: what could not be read (those configs run again);
-    ``todo``: the runs to start, each resuming its latest interrupted run when there is one
-    (:func:`carry_over`)."""
+    """``todo``: the runs to start (each resuming its latest interrupted run); ``done``: complete
+    runs; ``running``: runs whose process holds their lock; ``damaged``: what was unreadable."""
 
     todo: list[RunSpec] = field(default_factory=list)
     done: list[Path] = field(default_factory=list)
@@ -95,11 +93,9 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
 
 
 def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
-    """The complete run of every run the ``plans`` give, matched by the request each run
-    recorded in ``meta.json`` (:meth:`~toolkit.lab.plan.config.Plan.requests`) and passed by
-    ``check``: found without importing an experiment (``--resume`` with nothing to do answers
-    at once). ``None`` as soon as one is missing: then :func:`plan_resume` decides, with the
-    experiments loaded."""
+    """The complete run of every run the ``plans`` give, matched by the request each recorded
+    (:meth:`~toolkit.lab.plan.config.Plan.requests`) and passed by ``check``, without importing
+    an experiment; ``None`` when one is missing (then :func:`plan_resume` decides)."""
     wanted: dict[str, None] = {}
     for plan in plans:
         keys = plan.requests()
@@ -121,41 +117,33 @@ def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
 
 @contextlib.contextmanager
 def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
-    """The runs of ``todo`` (left to run by :func:`plan_resume`) this process may start, each
-    one's claim (``.locks/<identity>.lock``, never waited for) held until the ``with`` ends:
-    a run another process claims, or that became complete or running since it was planned,
-    is named on stderr and not started."""
-    locks: list[filelock.BaseFileLock] = []
-    try:
+    """The runs of ``todo`` this process may start, each one's claim (``.locks/<identity>.lock``,
+    never waited for) held until the ``with`` ends: a run another process claims, or that
+    became complete or running since it was planned, is named on stderr and not started."""
+    with contextlib.ExitStack() as stack:
         mine = []
         for spec in todo:
             folder = Path(spec.config.output_dir) / spec.config.experiment / LOCKS
             inside(spec.config.output_dir, folder)
             folder.mkdir(parents=True, exist_ok=True)
-            lock = filelock.FileLock(folder / f"{spec.config.identity()}.lock", timeout=0,
-                                     thread_local=False, preserve_lock_file=True)
             try:
-                lock.acquire()
+                stack.enter_context(filelock.FileLock(
+                    folder / f"{spec.config.identity()}.lock", timeout=0, thread_local=False,
+                    preserve_lock_file=True))
+                mine.append(spec)
             except filelock.Timeout:
                 _skipped(spec, "running now in another process")
-                continue
-            locks.append(lock)
-            mine.append(spec)
         again = {id(s) for s in plan_resume(mine).todo} if mine else set()
         for spec in mine:
             if id(spec) not in again:
                 _skipped(spec, "complete or running since it was planned")
         yield [s for s in mine if id(s) in again]
-    finally:
-        for lock in locks:
-            lock.release()
 
 
 def carry_over(old: Path, files: RunFiles) -> None:
-    """Copy into a new run (``files``) the children that finished (``ctx.child_done``) in the
-    interrupted run ``old``, in their order: their metrics rows, summary and costs, artifacts
-    and ``meta.json`` entries; the experiment then runs only the rest (:meth:`RunContext.
-    carried`). Read as every results file is: a damaged one carries nothing over."""
+    """Copy into a new run the children that finished (``ctx.child_done``) in the interrupted
+    run ``old``: metrics rows, summary, costs, artifacts and ``meta.json`` entries; the
+    experiment then runs the rest (``ctx.carried``). A damaged file carries nothing over."""
     try:
         run = RunResults(old)
         children = {k: v for k, v in run.meta.get("children", {}).items()
@@ -179,15 +167,15 @@ def carry_over(old: Path, files: RunFiles) -> None:
     for name in done:
         files.children[name] = children[name]
         top = old / "artifacts" / name
-        for folder, _, names in [] if top.parent.is_symlink() or top.is_symlink() else                 os.walk(top):  # links not followed
+        links = top.parent.is_symlink() or top.is_symlink()
+        for folder, _, names in [] if links else os.walk(top):  # links not followed
             for file in names:
                 path = Path(folder, file)
                 if path.is_file() and not path.is_symlink():
                     atomic_write_bytes(files.run_dir / path.relative_to(old),
                                        path.read_bytes())
     files.carried = done
-    files.write_summary()
-    files.write_costs()
+    files.write("summary", "costs")
     files.write_children()
 
 

@@ -150,8 +150,7 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
         atomic_write_json(path, running := RunMeta(status="running", **began))
         files = RunFiles(run_dir, meta=running, tensorboard=board)
-        files.write_summary()  # empty summary/costs from the start: any run can be reported
-        files.write_costs()
+        files.write("summary", "costs")  # from the start: any run can be reported
         if spec.resumes is not None:
             from toolkit.lab.execute.resume import carry_over
 
