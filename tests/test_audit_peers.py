@@ -24,6 +24,7 @@ import peers_ddp  # noqa: E402
 CORRECT, CARRIED, DEAD = "morvan_rnn", "morvan_rnn_no_repack", "byol_readme"
 
 
+@pytest.mark.slow  # a process group of DDP workers
 def test_ddp_is_silent_on_the_correct_step_fails_the_carried_one_and_names_the_dead(
         seed: int) -> None:
     # one test, one pair of processes: under xdist every worker would start its own pair

@@ -59,6 +59,7 @@ def test_benchmark_quick_run(script: str, capsys: pytest.CaptureFixture[str],
     assert "ratio" in out, f"{script} printed no ratio:\n{out}"
 
 
+@pytest.mark.slow  # a subprocess
 def test_a_benchmark_runs_as_a_script() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_softmax.py"), "--quick"],

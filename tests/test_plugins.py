@@ -115,6 +115,7 @@ def test_the_toolkit_never_imports_an_experiment_by_name() -> None:
                         ("experiments", "stop_gradient_experiments")], path
 
 
+@pytest.mark.slow  # a subprocess per experiment
 def test_every_experiment_runs_as_a_script(tmp_path: Path) -> None:
     for name in BUILTIN:
         module = REPO / "experiments" / f"{name}.py"

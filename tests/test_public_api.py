@@ -87,6 +87,7 @@ print(json.dumps(still))
 """
 
 
+@pytest.mark.slow  # a subprocess
 def test_old_module_paths_are_gone() -> None:
     out = subprocess.run([sys.executable, "-c", _GONE_PROBE, json.dumps(GONE)],
                          capture_output=True, text=True)

@@ -13,6 +13,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 
+@pytest.mark.slow  # a subprocess
 def test_import_toolkit_never_imports_a_framework() -> None:
     done = _run("import sys, toolkit, toolkit.integrations\n"
                 "toolkit.explain_unused_parameters, toolkit.audit_step\n"
@@ -22,6 +23,7 @@ def test_import_toolkit_never_imports_a_framework() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow  # a subprocess per extra
 @pytest.mark.parametrize(("module", "extra", "blocked"), [
     ("lightning", "lightning", ("lightning", "lightning.pytorch", "pytorch_lightning")),
     ("transformers", "transformers", ("transformers",)),

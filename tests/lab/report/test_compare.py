@@ -83,6 +83,7 @@ def _stats(table: Comparison, quantity: str, variant: str) -> pd.Series:
     return row
 
 
+@pytest.mark.slow  # every experiment, twice
 def test_compare_every_experiment_on_two_seeds(two_seeds: Path) -> None:
     for name in TINY:
         folder = two_seeds / name

@@ -289,6 +289,7 @@ def test_version_names_what_it_runs_with(capsys: pytest.CaptureFixture[str]) -> 
         assert f"{name} {version(name)}" in line
 
 
+@pytest.mark.slow  # a subprocess per command
 @pytest.mark.parametrize("argv", [["--help"], ["list"], ["run", "--help"]])
 def test_help_and_list_do_not_import_torch(argv: list[str]) -> None:
     import subprocess
