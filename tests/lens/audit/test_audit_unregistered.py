@@ -10,6 +10,7 @@ leaves the optimizer.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ import torch
 from steps_on_disk import load
 
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.edits import apply_edits
+from toolkit.lens.audit.fixes.edits import apply_edits, edit_node
+from toolkit.lens.audit.fixes.optimizer_edits import parameters_at
 
 # L2-SP style fine-tuning (Li et al. 2018, "Explicit inductive bias for transfer learning"):
 # the penalty pulls each weight towards the pretrained one. Written with the pretrained model's
@@ -227,3 +229,92 @@ def test_an_input_the_step_differentiates_is_not_registered(seed: int) -> None:
 
     audit = audit_step(step, optimizer)
     assert not audit.leaks, str(audit)
+
+
+def test_a_registration_is_run_before_it_is_printed_and_undone(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edit is done on the live objects (the tensor made a parameter of the model, the
+    optimizer built again by its line) and audited; then everything is put back."""
+    from toolkit.lens.audit.fixes import verify
+
+    ran: list[bool] = []
+    original = verify.running
+
+    @contextlib.contextmanager
+    def counted(edits):
+        with original(edits) as done:
+            ran.append(done)
+            yield done
+
+    monkeypatch.setattr(verify, "running", counted)
+    source = load(tmp_path / "temperature_step.py", TEMPERATURE)
+    model, optimizer, step = source.build(seed, registered=False)
+    cell = dict(zip(step.__code__.co_freevars, step.__closure__))["log_tau"]
+    tensor, params = cell.cell_contents, [id(p) for p in model.parameters()]
+    groups = [[id(p) for p in g["params"]] for g in optimizer.param_groups]
+    audit = audit_step(step, optimizer)
+    assert any(leak.edits for leak in audit.leaks) and True in ran, str(audit)
+    assert cell.cell_contents is tensor and not isinstance(tensor, torch.nn.Parameter)
+    assert [id(p) for p in model.parameters()] == params and not hasattr(model, "log_tau")
+    assert [[id(p) for p in g["params"]] for g in optimizer.param_groups] == groups
+
+
+# A learned scale registered on the model, left out of an optimizer built from the body's
+# parameters alone: the fix joins it at the optimizer's line.
+SCALE = """
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 3)
+            self.scale = nn.Parameter(torch.ones(()))
+
+        def forward(self, x):
+            return self.scale * self.body(x)
+
+
+    def build(seed):
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+        model = Scaled()
+        optimizer = torch.optim.SGD(model.body.parameters(), lr=0.1)
+
+        def step():
+            x = torch.randn(6, 4, generator=gen)
+            return F.cross_entropy(model(x), torch.randint(0, 3, (6,), generator=gen))
+
+        return model, optimizer, step
+"""
+
+
+@pytest.mark.parametrize("drops", [False, True], ids=["joins", "drops_the_body"])
+def test_an_optimizer_edit_that_takes_tensors_out_is_never_printed(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch, drops: bool) -> None:
+    """Whatever edit of the optimizer's line a fix writes, it is run before it is printed
+    (the line built again with it): one that leaves out a tensor the optimizer stepped is not
+    printed, and the finding says it is not verified. A writer made to drop the body shows
+    the gate; the real writer's edit (joins) passes it."""
+    from toolkit.lens.audit.rules import leaks
+
+    if drops:
+        def join(line, optimizer, namespace, joining):  # keeps only the joining tensors
+            found = parameters_at(line, optimizer)
+            assert found is not None
+            return edit_node(line, found[0], found[1], f"[{', '.join(joining)}]", ())
+        monkeypatch.setattr(leaks, "join", join)
+    source = load(tmp_path / "scale_step.py", SCALE)
+    model, optimizer, step = source.build(seed)
+    audit = audit_step(step, optimizer)
+    (leak,) = audit.leaks
+    assert leak.parameter == "model.scale", str(audit)
+    if drops:
+        assert not leak.edits and "not verified" in leak.fix, str(audit)
+    else:
+        (edit,) = leak.edits
+        assert edit.new == "[*model.body.parameters(), model.scale]", str(audit)
+    assert [p for g in optimizer.param_groups for p in g["params"]] == list(
+        model.body.parameters())

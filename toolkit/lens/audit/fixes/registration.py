@@ -13,29 +13,39 @@ optimizer's line.
 
 Either way ``model.parameters()``, read again where the optimizer is built, holds it, and every
 tensor the optimizer steps stays in it. :func:`registered` also gives what the edit does to the
-live objects, undone afterwards, so that it can be run before it is printed
-(:func:`live`).
+live objects; :func:`running` does it, builds the optimizer again by its line and undoes both
+afterwards, so that the edit is run before it is printed.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import linecache
 import os
 import types
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from toolkit.lens.audit.fixes.edits import Edit, Source, edit_node, segment, source_of
+from toolkit.lens.audit.fixes.edits import (
+    Edit,
+    Source,
+    apply_edits,
+    edit_node,
+    segment,
+    source_of,
+)
 from toolkit.lens.audit.fixes.optimizer_edits import parameters_at
 from toolkit.lens.audit.fixes.values import read_value
 from toolkit.lens.audit.record.sites import Line
 
-__all__ = ["Registration", "kept", "live", "model_of", "registered"]
+__all__ = ["NotRun", "Registration", "kept", "model_of", "registered", "remember", "running",
+           "runs_live"]
 
 _IMPORT = ("import torch",)
 
@@ -283,41 +293,94 @@ def _content(cell: types.CellType) -> Any:
         return None
 
 
+#: each registration or optimizer edit the rules made -> what it does to the live objects
+#: (``apply()`` returning its undo) and the optimizer whose line is read again, with where and
+#: in which names; kept as long as the edit is (an audit's findings hold it)
+_LIVE: weakref.WeakKeyDictionary[Edit, tuple[Callable[[], Callable[[], None]], Line, Any,
+                                             dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def remember(edits: Iterable[Edit], optimizer: Any, line: Line, namespace: dict[str, Any],
+             apply: Callable[[], Callable[[], None]] | None = None) -> None:
+    """Keep how ``edits`` (registrations, or the optimizer's line itself) run on the live
+    objects, for :func:`running`."""
+    entry = (apply or _nothing, line, optimizer, namespace)
+    for edit in edits:
+        _LIVE[edit] = entry
+
+
+def _nothing() -> Callable[[], None]:
+    return lambda: None
+
+
+class NotRun(RuntimeError):
+    """Edits that cannot be run on the live objects: not verified."""
+
+
+def runs_live(edits: Iterable[Edit]) -> bool:
+    """Whether :func:`running` does any of ``edits``, and can: each optimizer's line, with
+    the edits applied, runs in the names the step sees (a line that reads a name its builder
+    function held, gone since, cannot be run: proved on the recorded graph only)."""
+    edits = list(edits)
+    entries = {id(entry[2]): entry for e in edits if (entry := _LIVE.get(e)) is not None}
+    return bool(entries) and all(_rebuild(line, optimizer, namespace, edits) is not None
+                                 for _, line, optimizer, namespace in entries.values())
+
+
 @contextlib.contextmanager
-def live(registration: Registration, optimizer: Any, namespace: dict[str, Any]
-         ) -> Iterator[bool]:
-    """The registration done on the live objects and ``optimizer`` built again by its line,
-    read in ``namespace``, for the time of the ``with``; everything put back after. Yields
-    whether it could be done: the line built again holds every tensor it held and more."""
-    undo = registration.apply()
-    state = dict(vars(optimizer))
+def running(edits: Iterable[Edit]) -> Iterator[bool]:
+    """The edits of ``edits`` that :func:`remember` kept, done on the live objects for the time
+    of the ``with``: each registration made, and each optimizer built again by its line with
+    every edit applied, read in the names the step sees; everything put back after. Yields
+    whether any was done (none when a line cannot run here: see :func:`runs_live`); raises :class:`NotRun` when the line cannot be run there or the
+    optimizer it builds leaves out a tensor it held (an edit never takes one out)."""
+    edits = list(edits)
+    entries = list({id(entry): entry for e in edits if (entry := _LIVE.get(e)) is not None}
+                   .values())
+    if not entries or not runs_live(edits):  # none kept, or a line that cannot run here
+        yield False
+        return
+    undo: list[Callable[[], None]] = []
+    saved: list[tuple[Any, dict[str, Any]]] = []
     try:
-        rebuilt = _rebuild(registration.optimizer_line, optimizer, namespace)
-        before = {id(p) for group in optimizer.param_groups for p in group["params"]}
-        after = None if rebuilt is None else {id(p) for group in rebuilt.param_groups
-                                              for p in group["params"]}
-        ok = after is not None and before < after
-        if ok:
+        for apply in dict.fromkeys(entry[0] for entry in entries):
+            undo.append(apply())
+        for _, line, optimizer, namespace in {id(e[2]): e for e in entries}.values():
+            rebuilt = _rebuild(line, optimizer, namespace, edits)
+            before = {id(p) for group in optimizer.param_groups for p in group["params"]}
+            if rebuilt is None or not before < {id(p) for group in rebuilt.param_groups
+                                                for p in group["params"]}:
+                raise NotRun(f"the optimizer's line at {line.file}:{line.number}")
+            saved.append((optimizer, dict(vars(optimizer))))
             vars(optimizer).update(vars(rebuilt))
-        yield ok
+        yield True
     finally:
-        vars(optimizer).clear()
-        vars(optimizer).update(state)
-        undo()
+        for optimizer, state in reversed(saved):
+            vars(optimizer).clear()
+            vars(optimizer).update(state)
+        for one in reversed(undo):
+            one()
 
 
-def _rebuild(line: Line, optimizer: Any, namespace: dict[str, Any]) -> Any:
-    """The optimizer the call at ``line`` builds, evaluated in ``namespace``, or ``None``."""
-    src = source_of(line.path)
-    call = None if src is None else next(
-        (n for n in ast.walk(src.tree) if isinstance(n, ast.Call) and n.lineno == line.number
-         and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
-         == type(optimizer).__name__), None)
+def _rebuild(line: Line, optimizer: Any, namespace: dict[str, Any], edits: list[Edit]) -> Any:
+    """The optimizer the call at ``line`` builds once ``edits`` are applied to its file,
+    evaluated in ``namespace``, or ``None``."""
+    text = "".join(linecache.getlines(line.path))
+    try:
+        tree = ast.parse(apply_edits(text, [e for e in edits if e.path == line.path]))
+    except (SyntaxError, ValueError):
+        return None
+    call = next((n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and n.lineno == line.number and (
+                     n.func.attr if isinstance(n.func, ast.Attribute)
+                     else getattr(n.func, "id", "")) == type(optimizer).__name__), None)
     if call is None:
         return None
+    names = dict(namespace)
     try:
-        built = eval(compile(ast.Expression(call), line.path, "eval"),
-                     dict(namespace))
+        for statement in dict.fromkeys(i for e in edits for i in e.imports):
+            exec(compile(statement, line.path, "exec"), names)  # an import the edit names
+        built = eval(compile(ast.Expression(call), line.path, "eval"), names)
     except Exception:  # the line does not run here: not verified
         return None
     return built if type(built) is type(optimizer) else None

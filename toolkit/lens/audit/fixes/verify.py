@@ -23,7 +23,9 @@ a carried and a held graph together); when that fails, each set alone. Edits tha
 printed; the finding's fix then says so. Edits that cannot be run by calling the step (a line
 outside any function, the line of the running code that built an optimizer, a function the
 step does not call, such as an ``__init__``) are printed as before, proved on the recorded
-graph only.
+graph only; but a registration where a tensor is made and an edit of the line that builds an
+optimizer are done on the live objects, the optimizer built again by its line in the names
+the step sees (:mod:`toolkit.lens.audit.fixes.registration`), and run so.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 import torch
 
 from toolkit.lens.audit.fixes.edits import Edit, apply_edits
+from toolkit.lens.audit.fixes.registration import running, runs_live
 
 __all__ = ["VERIFYING", "edited_step", "installed", "verified"]
 
@@ -295,8 +298,8 @@ def verified(audit: Any, step: Any, names: Callable[[torch.Tensor], str],
             if f.edits:
                 groups.setdefault(tuple(f.edits), []).append((kind, f))
     failed: set[tuple[Edit, ...]] = set()
-    runnable = {edits: swaps for edits in groups
-                if (swaps := _swaps(list(edits))) is not None}  # else: proved on the graph
+    runnable = {edits: swaps for edits in groups  # registrations run on the live objects
+                if (swaps := [] if runs_live(edits) else _swaps(list(edits))) is not None}
     every = [e for edits in runnable for e in edits]
     together = _swaps(list(dict.fromkeys(every))) if len(runnable) > 1 else None
     if together is not None and _passes(  # all of them, as the user applies them
@@ -331,7 +334,7 @@ def _passes(audit: Any, findings: list[tuple[str, Any]], step: Any, swaps: list[
     for swap in swaps:
         swap.ran.clear()
     try:
-        with installed(swaps):
+        with installed(swaps), running(e for _, f in findings for e in f.edits):
             again = rerun(step)
     except Exception:  # the edited step fails to run: the edit is no fix
         return False

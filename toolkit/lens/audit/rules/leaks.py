@@ -55,7 +55,7 @@ from toolkit.lens.audit.fixes.edits import (
 from toolkit.lens.audit.fixes.location import first_outside, leak_cut
 from toolkit.lens.audit.fixes.optimizer_edits import closure_names, join
 from toolkit.lens.audit.fixes.proof import Cut, Prover
-from toolkit.lens.audit.fixes.registration import kept, model_of, registered
+from toolkit.lens.audit.fixes.registration import kept, model_of, registered, remember
 from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import Line
 from toolkit.lens.audit.rules.dead import optimizer_edit
@@ -444,6 +444,8 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
     registration = None if either else registered(pairing, line, step.namespace,
                                                    step.function, joining)
     if registration is not None:  # never registered on the model the optimizer is built from
+        remember(registration.edits, pairing, registration.optimizer_line, step.namespace,
+                 registration.apply)
         what, model = ", ".join(registration.kept), registration.model
         return (f"register {what} on {model} where it is made ({model}.parameters() never "
                 f"holds it, and {where} steps {model}.parameters()): a learned tensor no "
@@ -452,6 +454,8 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
             *registration.lines, *(() if line is None else (line,))), registration.edits
     edit = None if line is None or either else join(line, pairing, namespace, {
         step.rec.names.name(v): v for v in joining})
+    if edit is not None and line is not None:
+        remember([edit], pairing, line, namespace)
     why = ("; its module runs inside the forward of a module the optimizer trains without "
            "being its submodule: register it there (self.<name> = module), or "
            "requires_grad_(False) if it is meant to stay fixed") if called else (
