@@ -1,9 +1,7 @@
-"""``toolkit check``: run folders and seed groups read against the results format and against
-their own record (a complete run holds as many metrics rows as ``meta.json`` says it logged,
-its summary and its findings). A file is *damaged* when it is there but cannot be read as its
-model says (cut short, corrupt, too deep or large, not a file, a link leading out), or when it
-disagrees with the record; a ``metrics.jsonl`` line cut short by a kill is allowed unless the
-run says it completed.
+"""``toolkit check``: a file is *damaged* when it cannot be read as its model of the results
+format says (cut short, corrupt, too deep or large, not a file, a link leading out), or when
+it disagrees with the run's record (a complete run holds its summary, its findings and as many
+metrics rows as it logged; only a run that did not complete may end with a line cut short).
 """
 
 from __future__ import annotations

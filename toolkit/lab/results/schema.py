@@ -258,8 +258,7 @@ class RunMeta(BaseModel):
     traceback: str | None = None
     interrupted_by: str | None = None
     finish_error: str | None = None
-    #: the hash of what was asked for (the config as given, sweep point and seed, and the
-    #: experiment's code): ``--resume`` finds a run by it without importing the experiment
+    #: the hash of what was asked for (config, sweep point, seed, code): what --resume finds
     request: str | None = None
 
 
@@ -283,9 +282,8 @@ def summary_problem(data: Any) -> str | None:
 
 
 class SummaryFile(BaseModel):
-    """``summary.json`` (or a showcase child's part of it): a function of config and seed only.
-    Each variant's numbers are a table (``{"blocked": {"loglik": -3.4}, ...}``); anything
-    else is the experiment's own JSON (peers' numbers, counts, names)."""
+    """``summary.json`` (or a showcase child's part): a function of config and seed only, each
+    variant's numbers a table (``{"blocked": {"loglik": -3.4}}``), other keys the experiment's."""
 
     model_config = ConfigDict(extra="allow")
     blocked: dict[str, Any] | None = None
@@ -293,8 +291,7 @@ class SummaryFile(BaseModel):
 
 
 class FindingsFile(BaseModel):
-    """``findings.json`` of a run or a seed group: the verdicts by section, over ``seeds``, and
-    what went wrong while they were made."""
+    """``findings.json``: the verdicts by section over ``seeds``, and what went wrong."""
 
     model_config = ConfigDict(extra="forbid")
     seeds: list[Seed] = Field(min_length=1)
@@ -303,8 +300,7 @@ class FindingsFile(BaseModel):
 
 
 class GroupFile(BaseModel):
-    """``group.json`` of a seed group: its member runs (beside it, ``../<run_id>``), in seed
-    order, and their seeds."""
+    """``group.json``: a seed group's member runs (beside it, ``../<run_id>``) and seeds."""
 
     model_config = _OPEN
     kind: Literal["seed group"] = "seed group"
