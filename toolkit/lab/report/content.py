@@ -66,7 +66,6 @@ def safe_name(name: str) -> str:
     return f"{stem[:MAX_STEM - 13]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
 
 
-
 def split_variant(path: str) -> tuple[str | None, str]:
     """``(variant, quantity)`` of a dotted summary path, the variant being ``blocked`` or
     ``unblocked`` at any depth, or a last part ending in ``_blocked``/``_unblocked``;
