@@ -25,8 +25,8 @@ machine's load is printed because other work on it slows every side, and not equ
     python benchmarks/bench_report.py --only suite --before OLD  # OLD: an earlier tree
 
 ``--before OLD`` runs each measurement with an earlier checkout too (``git archive <commit> |
-tar -x -C OLD``): its ``toolkit`` first on ``PYTHONPATH``, and for the suite its own tests in
-its own root. The two alternate in every round (which goes first flips from round to round),
+tar -x -C OLD``), run in its own root: its own ``toolkit``, ``experiments``, configuration and
+tests. The two alternate in every round (which goes first flips from round to round),
 and both medians are printed: the before numbers from the same machine and load.
 """
 
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "configs" / "showcase.toml"
+CONFIG = Path("configs") / "showcase.toml"
 KINDS = ("one-seed", "three-seeds", "suite")
 #: issue 63's goals, on two quiet cores
 TARGETS = {"one-seed": "<= 0.35x", "three-seeds": "<= 20 s", "suite": "<= 60 s"}
@@ -68,21 +68,22 @@ def _load() -> str:
 
 
 def _toolkit(args: list[str], out: Path, tree: str | None = None) -> float:
-    """Run ``python -m toolkit run CONFIG ARGS --out OUT`` as a user would (its output
-    dropped; ``tree``: a checkout whose ``toolkit`` goes first on the path); its wall
-    seconds."""
-    env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
+    """Run ``python -m toolkit run configs/showcase.toml ARGS --out OUT`` as a user would, in
+    the repository root (its output dropped; ``tree``: an earlier checkout, run in its own root
+    so that its ``toolkit`` and ``experiments`` are the ones imported); its wall seconds."""
+    root = Path(tree).resolve() if tree else ROOT
+    env = {**os.environ, "PYTHONPATH": str(root)}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "toolkit", "run", str(CONFIG), *args, "--out",
-                    str(out)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+    subprocess.run([sys.executable, "-m", "toolkit", "run", str(root / CONFIG), *args, "--out",
+                    str(out)], cwd=root, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0
 
 
 def suite(tree: str | None) -> float:
     """Wall seconds of the default test suite, in ``tree``'s root (this checkout's by default)."""
-    root = Path(tree) if tree else ROOT
-    env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
+    root = Path(tree).resolve() if tree else ROOT
+    env = {**os.environ, "PYTHONPATH": str(root)}
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
