@@ -61,9 +61,10 @@ def test_a_pattern_matches_whole_keys_of_its_variants_and_choices() -> None:
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"key": "loss", "meaning": "m"}, r"non-empty parts joined by '/'"),
-    ({"key": "a//b", "meaning": "m"}, r"non-empty parts joined by '/'"),
-    ({"key": "{variant/a", "meaning": "m"}, r"braces .* must read \{name\}"),
+    ({"key": "loss", "meaning": "m"}, r"key\n  String should match pattern .* input_value='loss'"),
+    ({"key": "a//b", "meaning": "m"}, r"key\n  String should match pattern .* input_value='a//b'"),
+    ({"key": "{variant/a", "meaning": "m"},
+     r"key\n  String should match pattern .* input_value='\{variant/a'"),
     ({"key": "a/b", "meaning": ""}, r"meaning"),
     ({"key": "a/b", "meaning": "m", "units": "s"}, r"units"),
 ])

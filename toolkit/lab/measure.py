@@ -1,11 +1,7 @@
-"""Measurement for experiments and benchmarks.
-
-- :func:`measure_memory`: the peak of live tensor memory (CUDA's allocator statistics; on CPU
-  the profiler's allocation events) and the bytes autograd saves for backward, each storage
-  once while alive: exact and deterministic, the part of memory a block changes;
-- :func:`race`: contenders timed in interleaved rounds, compared round by round (a shared
-  machine's speed drifts by tens of percent) by :class:`~toolkit.lab.results.findings.TimeRatio`;
-- :class:`Timer`, one stretch of work; :func:`count_graph_nodes`, the backward graph's size.
+"""Measurement for experiments and benchmarks: :func:`measure_memory` (peak live tensor bytes,
+and the bytes autograd saves, each storage once while alive), :func:`race` (contenders timed in
+interleaved rounds, compared round by round by
+:class:`~toolkit.lab.results.findings.TimeRatio`), :class:`Timer` and :func:`count_graph_nodes`.
 """
 
 from __future__ import annotations
@@ -37,13 +33,12 @@ class MemoryStats:
 
     peak_bytes: int
     saved_tensor_bytes: int
+    saved_tensor_peak_bytes: int
     device: str
     result: Any = field(default=None, repr=False, compare=False)
-    saved_tensor_peak_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"peak_bytes": self.peak_bytes, "saved_tensor_bytes": self.saved_tensor_bytes,
-                "saved_tensor_peak_bytes": self.saved_tensor_peak_bytes, "device": self.device}
+        return {k: v for k, v in vars(self).items() if k != "result"}
 
 
 def _sync(device: torch.device) -> None:
@@ -123,7 +118,7 @@ def _without_profiler_notes() -> Iterator[None]:
 def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None = None
                    ) -> MemoryStats:
     """Run ``fn()`` once on ``device`` (``None``: CUDA when available) and measure its memory
-    (``.result``: what it returned)."""
+    (CUDA's allocator statistics, on CPU the profiler's allocation events)."""
     dev = resolve_device(device, where="measure_memory")
     saved = _SavedBytes()
     hooks = torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda s: s.tensor)
@@ -147,18 +142,12 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
         for _, nbytes in events:
             live += nbytes
             peak = max(peak, live)
-    return MemoryStats(int(peak), saved.total, str(dev), result, saved.peak)
+    return MemoryStats(int(peak), saved.total, saved.peak, str(dev), result)
 
 
 class Timer:
     """Wall time of a ``with`` block: ``seconds`` is set on exit, and ``on_exit(name,
-    seconds)`` called (the run context adds it to ``costs.json``).
-
-    >>> with Timer("sleep") as t:
-    ...     pass
-    >>> t.seconds >= 0
-    True
-    """
+    seconds)`` called (the run context adds it to ``costs.json``)."""
 
     def __init__(self, name: str = "", on_exit: Callable[[str, float], None] | None = None
                  ) -> None:
@@ -176,8 +165,7 @@ class Timer:
 
 @dataclass(frozen=True)
 class Race:
-    """``wall[name][r]``: wall seconds of ``name`` in round ``r``; ``cpu``: process CPU time
-    (all threads; steadier when other programs compete for the cores)."""
+    """``wall[name][r]``: wall seconds of ``name`` in round ``r``; ``cpu``: process CPU time."""
 
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]
@@ -203,24 +191,17 @@ class Race:
 
     def table(self, *, unit: str = "ms", scale: float = 1e3) -> str:
         width = max(len(n) for n in self.wall)
-        return "\n".join([f"  {'contender':<{width}}  {'median ' + unit:>12}  "
-                          f"{'min ' + unit:>10}"] +
-                         [f"  {n:<{width}}  {self.median(n) * scale:>12.3f}  "
-                          f"{self.min(n) * scale:>10.3f}" for n in self.wall])
+        return "\n".join([f"  {'contender':<{width}}  {'median ' + unit:>12}  {'min ' + unit:>10}"]
+                         + [f"  {n:<{width}}  {self.median(n) * scale:>12.3f}  "
+                            f"{self.min(n) * scale:>10.3f}" for n in self.wall])
 
 
 def race(contenders: Mapping[str, Callable[[], Any]], *, rounds: int = 15, warmup: int = 1,
          device: torch.device | str | None = "cpu", rotate: bool = True,
          between: Callable[[], Any] | None = None) -> Race:
-    """Call each contender ``warmup`` times, then once per round for ``rounds`` rounds, the
-    order rotating from round to round (``rotate``) so that none always runs first (warm
-    caches) or last. CUDA work is synchronized around every call; ``between()`` runs untimed
-    before each (to reset state). A single contender makes a plain repeated timing.
-
-    >>> r = race({"a": lambda: sum(range(1000)), "b": lambda: sum(range(2000))}, rounds=3)
-    >>> r.rounds, sorted(r.names)
-    (3, ['a', 'b'])
-    """
+    """Call each contender ``warmup`` times, then once per round, the order rotating from round
+    to round (``rotate``); CUDA is synchronized around each call; ``between()`` runs untimed
+    before each (to reset state)."""
     check("race", "rounds", rounds, [Integer(1)])
     check("race", "warmup", warmup, [Integer(0)])
     if not contenders:

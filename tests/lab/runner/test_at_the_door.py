@@ -78,7 +78,7 @@ def test_the_same_config_twice_is_answered_as_repeated_seeds_are(
 @pytest.mark.parametrize(("command", "where"), [
     ("report", "toolkit.lab.report.draw_report"),
     ("compare", "toolkit.lab.report.compare.compare_runs"),
-    ("check", "toolkit.lab.results.check.check_tree"),
+    ("check", "toolkit.lab.results.view.check_tree"),
 ])
 def test_a_signal_in_every_command_is_one_line_and_128_plus_it(
         command: str, where: str, signum: int, hostile: Path, monkeypatch: pytest.MonkeyPatch,

@@ -20,9 +20,8 @@ from runner_testutil import FIXTURES, REPO
 from toolkit.lab.cli import main
 from toolkit.lab.errors import DamagedFile, OutsideFolder
 from toolkit.lab.execute.resume import LOCKS
-from toolkit.lab.results.check import check_run
 from toolkit.lab.results.files import atomic_write_text, confined, inside, new_run_dir
-from toolkit.lab.results.view import RunResults
+from toolkit.lab.results.view import RunResults, check_run
 
 CONFIG = FIXTURES / "tiny.toml"
 

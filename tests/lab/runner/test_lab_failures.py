@@ -18,9 +18,8 @@ from toolkit.lab import ConfigError, RunResults, run_experiment
 from toolkit.lab.errors import DamagedFile
 from toolkit.lab.execute.resume import plan_resume
 from toolkit.lab.plan.config import Plan, executor_for, parse_override, plan, plan_one
-from toolkit.lab.results.check import check_group, check_run, check_tree
 from toolkit.lab.results.schema import ExecutorConfig, RunConfig
-from toolkit.lab.results.view import find_runs
+from toolkit.lab.results.view import check_group, check_run, check_tree, find_runs
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -11,7 +11,7 @@ import pytest
 from toolkit.lab import RunContext, RunResults, run_experiment
 from toolkit.lab.cli import main
 from toolkit.lab.errors import DamagedFile
-from toolkit.lab.results.check import check_run
+from toolkit.lab.results.view import check_run
 
 
 def test_a_variant_that_is_not_a_table_is_refused_as_it_is_written(tmp_path: Path) -> None:
@@ -20,7 +20,8 @@ def test_a_variant_that_is_not_a_table_is_refused_as_it_is_written(tmp_path: Pat
     ctx = RunContext(run_dir=tmp_path, seed=0, device=torch.device("cpu"),
                      dtype=torch.float64, disable_patterns=("*",), quiet=True)
     ctx.summary(blocked={"loss": 1.0}, note="free JSON of the experiment's")
-    with pytest.raises(TypeError, match=r"ctx\.summary: 'unblocked' must be a table"):
+    with pytest.raises(TypeError, match=r"ctx\.summary: 'unblocked': Input should be a valid "
+                       r"dictionary, got list"):
         ctx.summary(unblocked=[1.0, 2.0])
     assert json.loads((tmp_path / "summary.json").read_text()) == {
         "blocked": {"loss": 1.0}, "note": "free JSON of the experiment's"}

@@ -1,6 +1,6 @@
 """The subcommands that read results: ``report``, ``compare`` and ``check``.
 
-A damaged run (:mod:`toolkit.lab.results.check`) is never fatal to a command over several runs:
+A damaged run (:func:`toolkit.lab.results.view.check_run`) is never fatal to a command over several runs:
 it gets one warning naming its file and the others go on; an abandoned run is shown as such.
 What the commands write lands inside the folder they were given (or ``--out``), never through
 a link out of it. Every name read from a folder is printed escaped.
@@ -27,8 +27,7 @@ def _warn(text: str) -> None:
 
 def _damage(folder: Path) -> list[Any]:
     """What is damaged in a run directory, or in a seed group and its member runs."""
-    from toolkit.lab.results.check import check_group, check_run
-    from toolkit.lab.results.view import SeedGroup, is_group
+    from toolkit.lab.results.view import SeedGroup, check_group, check_run, is_group
 
     if not is_group(folder):
         return check_run(folder, deep=True)
@@ -130,7 +129,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Validate every run folder and seed group below DIR against the results format; list what
     is damaged (exit status 1 when something is) and the abandoned runs."""
     from toolkit.lab import RunResults
-    from toolkit.lab.results.check import check_tree
+    from toolkit.lab.results.view import check_tree
 
     root = Path(args.directory)
     if not root.is_dir():

@@ -22,10 +22,9 @@ import filelock
 
 from toolkit.lab.errors import DamagedFile
 from toolkit.lab.plan.config import Plan, RunSpec
-from toolkit.lab.results.check import check_run
 from toolkit.lab.results.files import atomic_write_bytes, inside, read_toml
 from toolkit.lab.results.schema import RunConfig
-from toolkit.lab.results.view import RunResults
+from toolkit.lab.results.view import RunResults, check_run
 
 __all__ = ["LOCKS", "ResumePlan", "carry_over", "claimed", "done_as_requested", "plan_resume"]
 

@@ -38,10 +38,9 @@ from toolkit.lab.report.figures import (
     series,
     wrap,
 )
-from toolkit.lab.results.check import readable_runs
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
-from toolkit.lab.results.view import RunResults
+from toolkit.lab.results.view import RunResults, readable_runs
 
 WIDTH = 120  # widest line of the terminal table
 HEADLINE = 3  # headline quantities (one figure each, the terminal's rows) per config

@@ -1,7 +1,6 @@
-"""What runs leave behind: one schema for every results file (:mod:`.schema`), the findings and
-their verdicts over seeds (:mod:`.findings`), reading and writing files as hostile input
-(:mod:`.files`), runs and seed groups read back (:mod:`.view`), the records runs write
-(:mod:`.records`) and ``toolkit check`` (:mod:`.check`). Nothing here imports torch."""
+"""What runs leave behind: the schema of every results file (:mod:`.schema`), findings and
+verdicts (:mod:`.findings`), files read as hostile input (:mod:`.files`), runs read back and
+checked (:mod:`.view`), the records runs write (:mod:`.records`). Nothing here imports torch."""
 
 from toolkit.lab.results.findings import Finding, Story, TimeRatio, Verdict
 from toolkit.lab.results.records import read_findings

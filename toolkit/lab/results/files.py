@@ -1,13 +1,7 @@
-"""Results files on disk: written whole, read as hostile input, never outside their folder.
-
-Writing goes through a temporary file and ``os.replace`` (a file is whole or as it was), inside
-the folder of :func:`confined` when one is set. Reading takes a regular file of at most
-:data:`MAX_FILE_BYTES` (a FIFO or a device is never opened), refuses a path that resolves
-outside ``root`` (:func:`inside`), bounds the nesting and the integers of what it parses, and
-checks the shape against a model of :mod:`toolkit.lab.results.schema`; an ``.npz`` is loaded
-without pickles and its headers are checked before anything is allocated. Whatever is wrong is
-one :class:`~toolkit.lab.errors.DamagedFile` naming the file.
-"""
+"""Results files on disk: written whole (a temporary file and ``os.replace``), read as hostile
+input (a regular file of bounded size, nesting and integers, inside its folder, the shape its
+model says; an ``.npz`` without pickles): whatever is wrong is one
+:class:`~toolkit.lab.errors.DamagedFile` naming the file."""
 
 from __future__ import annotations
 
@@ -33,7 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.errors import DamagedFile, OutsideFolder
-from toolkit.lab.results.schema import MAX_DEPTH, MetricsRow
+from toolkit.lab.results.schema import MAX_DEPTH, MetricsRow, shape_problem
 
 M = TypeVar("M", bound=BaseModel)
 __all__ = ["MAX_FILE_BYTES", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
@@ -41,8 +35,7 @@ __all__ = ["MAX_FILE_BYTES", "atomic_write_bytes", "atomic_write_json", "atomic_
            "read_json_value", "read_metrics", "read_npz", "read_record", "read_toml", "to_jsonable",
            "utc_now", "walk"]
 
-#: The largest results file a reader takes (a long run's metrics are a few MiB); an ``.npz``
-#: may hold more, and unpack to no more than its own limit.
+#: The largest results file a reader takes, and an ``.npz`` (unpacked too)
 MAX_FILE_BYTES, MAX_NPZ_BYTES = 256 * 2**20, 2 * 2**30
 #: How deep a walk goes below its folder (a run's files: <run>/artifacts/<child>/<file>).
 MAX_WALK_DEPTH = 8
@@ -72,7 +65,7 @@ _BOUNDS: contextvars.ContextVar[Path | None] = contextvars.ContextVar("bounds", 
 @contextlib.contextmanager
 def confined(root: str | Path) -> Iterator[Path]:
     """Inside the ``with`` (context-local), every atomic write and :func:`new_run_dir` must
-    land inside ``root``, or is refused with :class:`~toolkit.lab.errors.OutsideFolder`."""
+    land inside ``root``, or is :class:`~toolkit.lab.errors.OutsideFolder`."""
     token = _BOUNDS.set(Path(root))
     try:
         yield Path(root)
@@ -92,8 +85,8 @@ os.umask(_UMASK)
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path | None = None
                        ) -> None:
-    """Write ``data`` to ``path`` (inside ``root`` and :func:`confined`'s folder) all or
-    nothing: an ``OSError`` (a full disk) leaves ``path`` as it was and names it."""
+    """Write ``data`` to ``path`` all or nothing: an ``OSError`` (a full disk) leaves ``path``
+    as it was and names it."""
     path = Path(path)
     _bound(path, root)
     tmp = None
@@ -176,9 +169,8 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
 
 def read_bytes(path: str | Path, *, root: str | Path | None = None,
                limit: int = MAX_FILE_BYTES) -> bytes | None:
-    """The bytes of a results file, ``None`` when there is nothing at ``path``; damaged when
-    it is not a regular file (never opened), larger than ``limit``, unreadable, or (with
-    ``root``) leads outside it."""
+    """The bytes of a results file (``None``: nothing at ``path``); damaged when not a regular
+    file (never opened), larger than ``limit``, unreadable, or outside ``root``."""
     path = Path(path)
     try:
         os.lstat(path)
@@ -210,7 +202,7 @@ def read_bytes(path: str | Path, *, root: str | Path | None = None,
 
 def _parsed(path: Path, data: bytes, loads: Callable[[str], Any], kind: str) -> Any:
     """``data`` parsed, when it nests at most :data:`MAX_DEPTH` deep and its integers fit in
-    64 bits (walked without recursion); else :class:`~toolkit.lab.errors.DamagedFile`."""
+    64 bits; else :class:`~toolkit.lab.errors.DamagedFile`."""
     try:
         value = loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
@@ -234,16 +226,11 @@ def _parsed(path: Path, data: bytes, loads: Callable[[str], Any], kind: str) -> 
 
 
 def _shape(path: Path, data: Any, model: type[M]) -> M:
-    """``data`` as ``model``, or :class:`~toolkit.lab.errors.DamagedFile` naming the first field
-    that does not fit."""
+    """``data`` as ``model``, or :class:`~toolkit.lab.errors.DamagedFile` naming the field."""
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        what = f"{where!r}: {first['msg']}" if where else first["msg"]
-        raise DamagedFile(path, f"{what[:300]} (the {model.__name__} shape of the results "
-                                f"format)") from None
+        raise DamagedFile(path, shape_problem(model, err)) from None
 
 
 def read_json_value(path: str | Path, *, root: str | Path | None = None) -> Any:
@@ -254,8 +241,7 @@ def read_json_value(path: str | Path, *, root: str | Path | None = None) -> Any:
 
 def read_json(path: str | Path, *, root: str | Path | None = None,
               model: type[BaseModel] | None = None) -> dict[str, Any]:
-    """A results object, TOML for ``.toml`` or JSON (``{}`` when absent), checked against
-    ``model`` when given."""
+    """A results object, TOML for ``.toml`` or JSON (``{}`` when absent), of ``model``'s shape."""
     path = Path(path)
     if path.suffix == ".toml":
         data = read_bytes(path, root=root)
@@ -282,9 +268,8 @@ def read_record(path: str | Path, model: type[M], *, root: str | Path | None = N
 
 def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: bool = False
                  ) -> list[dict[str, Any]]:
-    """The rows of ``metrics.jsonl`` (``[]`` when absent), each a
-    :class:`~toolkit.lab.results.schema.MetricsRow`. A last line cut short (a run killed mid
-    write) is left out, unless the run says it completed (``complete``)."""
+    """The rows of ``metrics.jsonl`` (``[]`` when absent); a last line cut short (a run killed
+    mid write) is left out, unless the run says it completed (``complete``)."""
     path = Path(path)
     lines = (read_bytes(path, root=root) or b"").split(b"\n")
     if lines[-1] and complete:
@@ -303,9 +288,8 @@ def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: 
 
 def read_npz(path: str | Path, *, root: str | Path | None = None,
              limit: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray] | None:
-    """The arrays of an ``.npz`` artifact (``None`` when absent), loaded without pickles; an
-    array whose header claims more bytes than its member holds is damage before anything is
-    allocated."""
+    """The arrays of an ``.npz`` artifact (``None`` when absent), without pickles, each header
+    checked before anything is allocated."""
     path = Path(path)
     data = read_bytes(path, root=root, limit=limit)
     if data is None:
@@ -338,9 +322,7 @@ def read_npz(path: str | Path, *, root: str | Path | None = None,
 
 def walk(root: str | Path, depth: int = MAX_WALK_DEPTH
          ) -> Iterator[tuple[Path, list[str], list[str]]]:
-    """``(folder, subfolders, files)`` below ``root``, sorted, at most ``depth`` levels down,
-    links not followed (a link to a folder is listed, never entered); a caller may prune
-    ``subfolders`` in place."""
+    """``os.walk`` sorted, at most ``depth`` levels down, links never entered."""
     for top, dirs, files in os.walk(root):
         dirs.sort()
         files.sort()

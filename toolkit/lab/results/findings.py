@@ -1,14 +1,5 @@
-"""What an experiment says about itself and what a run found: story, findings, verdicts.
-
-An experiment declares a :class:`Story` and ``findings(run) -> list[Finding]``
-(docs/guides/experiments.md). A :class:`Finding` is one sentence of one run; its numbers are
-placeholders of ``text`` (``{name}``, ``{name:4}`` for 4 significant digits, ``{name:s}`` or
-``{name:B}`` for seconds or bytes), so that :func:`aggregate` can make the findings of several
-seeds one :class:`Verdict`: each number its mean over the seeds with its range, a prediction
-"as predicted" only when it held in every seed (or the fraction ``need``), a timing
-(:class:`TimeRatio`) by the pooled rounds' 95 % interval, unless a seed's own interval lies
-elsewhere. A verdict's words live here only: :data:`LABELS` and :data:`BADGES` (the report's).
-"""
+"""An experiment's :class:`Story` and ``findings(run) -> list[Finding]``, and the
+:class:`Verdict` of a finding over seeds (:func:`aggregate`; docs/guides/experiments.md)."""
 
 from __future__ import annotations
 
@@ -50,7 +41,7 @@ class Story:
 
 
 def _spec(spec: str) -> tuple[int, str]:
-    """``"4s"`` → ``(4, "s")``: significant digits (default 3) and unit of a placeholder."""
+    """``"4s"`` → ``(4, "s")``: significant digits (default 3) and unit."""
     match = _SPEC.match(spec)
     if match is None:
         raise ValueError(f"Finding: placeholder format must be digits and/or a unit such as "
@@ -58,22 +49,16 @@ def _spec(spec: str) -> tuple[int, str]:
     return int(match.group(1) or 3), match.group(2)
 
 
-def _render(value: Any, unit: str, digits: int) -> str:
-    if isinstance(value, (Spread, TimeRatio)):
-        return value.describe(unit, digits)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return str(value).lower()
-    return fmt(value, unit, digits=digits)
-
-
 class _Filler(string.Formatter):
     def get_field(self, field_name: str, args: Any, kwargs: Any) -> tuple[Any, str]:
         return kwargs[field_name], field_name
 
     def format_field(self, value: Any, format_spec: str) -> str:
-        return _render(value, *reversed(_spec(format_spec)))
+        digits, unit = _spec(format_spec)
+        if isinstance(value, (Spread, TimeRatio)):
+            return value.describe(unit, digits)
+        return value if isinstance(value, str) else str(value).lower() \
+            if isinstance(value, bool) else fmt(value, unit, digits=digits)
 
 
 def fill(text: str, values: Mapping[str, Any]) -> str:
@@ -87,17 +72,9 @@ def fill(text: str, values: Mapping[str, Any]) -> str:
 
 def median_interval(values: Sequence[float], confidence: float = 0.95
                     ) -> tuple[float, float] | None:
-    """A distribution-free confidence interval for the median of ``values``: with ``n``
-    samples sorted, ``[x₍ₖ₎, x₍ₙ₊₁₋ₖ₎]`` holds the median with probability
-    ``1 − 2·P(Bin(n, ½) ≤ k − 1)`` whatever the distribution (Conover 1999, Practical
-    Nonparametric Statistics, §3.2); ``k`` is the largest whose coverage is ``confidence`` or
-    more. ``None`` when even ``[min, max]`` covers less (``n < 6`` for 95 %).
-
-    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), median_interval([5, 1, 4, 2, 3])
-    ((1.0, 6.0), None)
-    >>> median_interval(range(1, 21))
-    (6, 15)
-    """
+    """The distribution-free interval ``[x₍ₖ₎, x₍ₙ₊₁₋ₖ₎]`` of the median, covering it with
+    probability ``1 − 2·P(Bin(n, ½) ≤ k − 1)`` (Conover 1999, Practical Nonparametric
+    Statistics, §3.2), ``k`` the largest that covers ``confidence``; ``None`` if none does."""
     if not 0 < confidence < 1:
         raise ValueError(f"median_interval: confidence must be in (0, 1), got {confidence}")
     xs, best, below = sorted(values), None, 0.0  # below: P(Bin(n, ½) ≤ k − 1)
@@ -111,9 +88,8 @@ def median_interval(values: Sequence[float], confidence: float = 0.95
 
 @dataclass(frozen=True)
 class TimeRatio:
-    """Per-round ratios ``t_a / t_b`` of interleaved rounds (:func:`toolkit.lab.measure.race`):
-    the median with its 95 % interval (:func:`median_interval`), and ``expect``, the side of 1
-    a named theory predicts (``"above"``: ``a`` is slower; ``None``: a measurement)."""
+    """Per-round ratios ``t_a / t_b`` of :func:`toolkit.lab.measure.race`, and ``expect``, the
+    side of 1 a theory predicts (``"above"``: ``a`` is slower; ``None``: a measurement)."""
 
     rounds: tuple[float, ...]
     expect: Literal["above", "below"] | None = None
@@ -134,17 +110,15 @@ class TimeRatio:
         return median_interval(self.kept)
 
     def verdict(self) -> bool | None:
-        """Whether the interval lies on the predicted side of 1 (``None``: no prediction, no
-        interval, or it holds 1)."""
+        """Whether the interval lies on the predicted side of 1 (``None``: undecided)."""
         side = self.side
         return None if self.expect is None or side in (None, "holds") else side == self.expect
 
     @property
     def side(self) -> Literal["above", "below", "holds"] | None:
         """Where the interval lies (``"holds"``: it holds 1; ``None``: there is none)."""
-        lo_hi = self.interval
-        return None if lo_hi is None else "above" if lo_hi[0] > 1 else \
-            "below" if lo_hi[1] < 1 else "holds"
+        lo, hi = self.interval or (None, None)
+        return None if lo is None else "above" if lo > 1 else "below" if hi < 1 else "holds"
 
     def describe(self, unit: str = "", digits: int = 3) -> str:
         """``1.25x (95 % interval 1.1x to 1.4x, 9 rounds)``."""
@@ -159,10 +133,8 @@ class TimeRatio:
 
 @dataclass(frozen=True)
 class Headline:
-    """How the report's summary figure draws a finding: ``metric``, the axis label with its
-    unit; ``blocked`` and ``unblocked``, the names in the finding's ``values`` drawn;
-    ``thresholds``, the values the verdict compares against, each a line; ``log``, a log axis
-    (an exact 0 on a row of its own); ``reading``, what to see in the panel, in a few words."""
+    """How the report's summary figure draws a finding: ``metric``, the axis label; ``blocked``
+    and ``unblocked``, names in its ``values``; ``thresholds``, lines; ``log``, a log axis."""
 
     metric: str
     blocked: str
@@ -174,17 +146,8 @@ class Headline:
 
 @dataclass(frozen=True)
 class Finding:
-    """One sentence of one run: its numbers, and whether a prediction held.
-
-    ``text`` names its numbers as placeholders of ``values`` (``{timing}``: ``timing``);
-    ``verdict``: the prediction held in this run (``None``: a measurement; a timing's follows
-    from its interval); ``topic``: what the block changes in the result, or its ``"cost"``;
-    ``basis``: the theorem, closed form or paper a prediction follows from (required with
-    one); ``seed_independent``: exact zeros, closed forms, node counts; ``need``: the fraction
-    of seeds in which it must hold; ``key``: its identity across seeds (default: the text);
-    ``outside``: why this run lies outside the theory's range (then a measurement, and the
-    reason follows the sentence); ``headline``: how the report's summary figure draws it.
-    """
+    """One sentence of one run, its numbers placeholders of ``values`` (``{name:4s}``: 4
+    digits, seconds), and whether a prediction held (docs/guides/experiments.md)."""
 
     text: str
     verdict: StrictBool | None = None
@@ -214,17 +177,15 @@ class Finding:
             raise ValueError(f"Finding: need must be a fraction of seeds in (0, 1], got "
                              f"{self.need!r}")
         names = set(self.values) | ({"timing"} if self.timing is not None else set())
-        for _, name, spec, _ in string.Formatter().parse(self.text):
-            if name is not None:
-                if name not in names:
-                    raise ValueError(f"Finding: the text names {{{name}}} but values has "
-                                     f"{sorted(names) or 'nothing'}")
-                _spec(spec or "")
-        if self.headline is not None:
-            for name in (self.headline.blocked, self.headline.unblocked):
-                if name not in self.values:
-                    raise ValueError(f"Finding: the headline draws {name!r} but values has "
-                                     f"{sorted(self.values) or 'nothing'}")
+        for what, name, have in [*(("the text names {%s}", n, names) for _, n, spec, _ in
+                                   string.Formatter().parse(self.text) if n is not None
+                                   and _spec(spec or "")),
+                                 *(("the headline draws %r", n, set(self.values)) for n in
+                                   ((self.headline.blocked, self.headline.unblocked)
+                                    if self.headline else ()))]:
+            if name not in have:
+                raise ValueError(f"Finding: {what % name} but values has "
+                                 f"{sorted(have) or 'nothing'}")
 
     @property
     def predicts(self) -> bool:
@@ -261,39 +222,30 @@ class Spread:
 
     def describe(self, unit: str = "", digits: int = 3) -> str:
         """``0.0535 [0.041, 0.066]`` (mean [min, max]); one number when every seed agrees."""
-        text = fmt(self.mean, unit, digits=digits)
-        lo, hi = fmt(self.lo, unit, digits=digits), fmt(self.hi, unit, digits=digits)
-        if lo != hi:
-            text += f" [{lo}, {hi}]"
-        if self.missing:
-            text += f" (n/a in {self.missing} seed{'s' * (self.missing != 1)})"
-        return text
+        mean, lo, hi = (fmt(x, unit, digits=digits) for x in (self.mean, self.lo, self.hi))
+        return mean + (f" [{lo}, {hi}]" if lo != hi else "") + (
+            f" (n/a in {self.missing} seed{'s' * (self.missing != 1)})" if self.missing else "")
 
 
 def _spread(values: Sequence[Any]) -> Any:
     """Numbers → :class:`Spread` (the common value when all agree); anything else: the common
     value, or the distinct values with their counts."""
-    def number(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and not (
-            isinstance(v, float) and math.isnan(v))
     missing = sum(v is None or (isinstance(v, float) and math.isnan(v)) for v in values)
-    numbers = [v for v in values if number(v)]
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and not (isinstance(v, float) and math.isnan(v))]
     if numbers and len(numbers) + missing == len(values):
-        if len(set(numbers)) == 1 and not missing:
-            return numbers[0]
-        return Spread(math.fsum(numbers) / len(numbers), min(numbers), max(numbers), missing)
+        return numbers[0] if len(set(numbers)) == 1 and not missing else \
+            Spread(math.fsum(numbers) / len(numbers), min(numbers), max(numbers), missing)
     words = [str(v).lower() if isinstance(v, bool) else v for v in values]
     distinct = list(dict.fromkeys(words))
-    if len(distinct) == 1:
-        return distinct[0]
-    return " / ".join(f"{'n/a' if v is None else v} ({words.count(v)}/{len(values)})"
-                      for v in distinct)
+    return distinct[0] if len(distinct) == 1 else " / ".join(
+        f"{'n/a' if v is None else v} ({words.count(v)}/{len(values)})" for v in distinct)
 
 
 @dataclass(frozen=True)
 class Verdict:
     """A finding over seeds: the sentence with mean [range] numbers, the verdict, and how many
-    seeds support it (``held`` of ``seeds``; ``per_seed``: each seed's finding)."""
+    seeds support it (``held`` of ``seeds``)."""
 
     text: str
     verdict: StrictBool | None
@@ -324,18 +276,16 @@ class Verdict:
     def seeds_note(self) -> str:
         """``seed-independent``, ``held in 3 of 3 seeds`` (``, needs 2``), ``27 rounds in 3
         seeds; each seed's own interval lies above 1 in 3 of 3 seeds`` or ``3 seeds``."""
-        n = self.n_seeds
+        n = self.n_seeds - (self.outside_seeds if self.predicts and self.timing is None
+                               else 0)  # seeds outside the range test nothing: apart
         seeds = f"{n} seed{'s' * (n != 1)}"
         if self.seed_independent:
             return "seed-independent"
         if self.timing is not None:
-            rounds = f"{len(self.timing.kept)} rounds in {seeds}"
-            return rounds + _seed_sides(self.timing, self.per_seed)
+            return f"{len(self.timing.kept)} rounds in {seeds}" + _seed_sides(self.timing,
+                                                                               self.per_seed)
         if not self.predicts:
             return seeds
-        if self.outside_seeds:  # those seeds test nothing: counted apart
-            n -= self.outside_seeds
-            seeds = f"{n} seed{'s' * (n != 1)}"
         needs = f", needs {math.ceil(self.need * n - 1e-9)}" if self.need < 1 else ""
         apart = f"; {self.outside_seeds} outside its range" if self.outside_seeds else ""
         return f"held in {self.held} of {seeds}{needs}{apart}"
@@ -439,31 +389,20 @@ def _named(section: str, verdict: Verdict, words: int = 12) -> str:
 
 def found_sentence(findings: Mapping[str, Sequence[Verdict]]) -> str:
     """What a run found in one sentence, each finding that did not hold named (``""``
-    without findings): the first line of the report and of ``findings.md``.
-
-    >>> v = Verdict("The output collapses.", False, basis="a theorem", seeds=(0,))
-    >>> found_sentence({"simsiam": [v]})
-    'Of 1 finding, none came out as predicted and 1 did not hold (simsiam: The output collapses).'
-    """
+    without findings): the first line of the report and of ``findings.md``."""
     items = [(s, v) for s, vs in findings.items() for v in vs]
     if not items:
         return ""
-    k = len(items)
+    k, n = len(items), sum(bool(vs) for vs in findings.values())
+    missed = [_named(s, v) for s, v in items if v.verdict is False]
     yes = sum(v.verdict is True for _, v in items)
-    missed = [(s, v) for s, v in items if v.verdict is False]
     measured = k - yes - len(missed)
-    n = len([s for s, vs in findings.items() if vs])
-    where = f"Across {n} experiments, of" if n > 1 else "Of"
-    parts = [f"{yes or 'none'} came out as predicted"]
-    if missed:
-        parts.append(f"{len(missed)} did not hold ("
-                     + "; ".join(_named(s, v) for s, v in missed) + ")")
-    else:
-        parts.append("0 did not hold")
-    if measured:
-        parts.append(f"{measured} {'is a measurement' if measured == 1 else 'are measurements'}"
-                     f" without a prediction")
+    parts = [f"{yes or 'none'} came out as predicted",
+             f"{len(missed)} did not hold ({'; '.join(missed)})" if missed else "0 did not hold",
+             *([f"{measured} {'is a measurement' if measured == 1 else 'are measurements'} "
+                "without a prediction"] if measured else [])]
     body = ", ".join(parts[:-1]) + (", and " if len(parts) > 2 else " and ") + parts[-1]
+    where = f"Across {n} experiments, of" if n > 1 else "Of"
     return f"{where} {k} finding{'s' * (k != 1)}, {body}."
 
 

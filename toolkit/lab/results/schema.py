@@ -1,22 +1,10 @@
-"""The results format: a pydantic model per file a run writes, which the writers dump and
-the readers check (a file that does not fit is one damaged file naming the field).
-
-A run writes ``<output_dir>/<experiment>/<run_id>/``::
-
-    config.toml     RunConfig: the resolved config (runnable again with `toolkit run`)
-    meta.json       RunMeta: status, versions, seed, timings; `complete` is written last
-    metrics.jsonl   MetricsRow per logged step: {"step": 3, "blocked/train/loss": 0.1, ...}
-    summary.json    SummaryFile: the numbers it ends with (same config + seed, same bytes)
-    costs.json      measured, machine-dependent numbers (seconds, bytes, speed ratios)
-    findings.json   FindingsFile: the verdicts (and findings.md, the same for a reader)
-    artifacts/      arrays and JSON for figures (<name>.npz or <name>.json)
-    figures/, report.html, report.md    drawn by toolkit.lab.report from the files above
-    .lock           held by the run's process while it runs (toolkit.lab.results.view)
-
-A seed group writes ``group.json`` (:class:`GroupFile`), ``config.toml`` (a
-:class:`ConfigFile` with its ``seeds``) and the findings over its seeds. A metric key is
-``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``), or ``"<group>/<name>"`` for neither
-variant; :class:`MetricDoc` says what keys mean (an experiment's ``METRICS``).
+"""The results format: a pydantic model per file a run writes in
+``<output_dir>/<experiment>/<run_id>/``, which the writers dump and the readers check:
+``config.toml`` (:class:`RunConfig`), ``meta.json`` (:class:`RunMeta`, ``complete`` written
+last), ``metrics.jsonl`` (a :class:`MetricsRow` per logged step), ``summary.json``
+(:class:`SummaryFile`), ``costs.json``, ``findings.json`` (:class:`FindingsFile`),
+``artifacts/`` and the report; a seed group writes ``group.json`` (:class:`GroupFile`). A
+metric key is ``"<variant>/<group>/<name>"``; :class:`MetricDoc` says what keys mean.
 """
 
 from __future__ import annotations
@@ -34,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -43,7 +32,8 @@ from toolkit.lab.results.findings import Verdict
 __all__ = ["BLOCKED", "MAX_DEPTH", "MAX_SEED", "UNBLOCKED", "VARIANTS",
            "ChildMeta", "ConfigFile", "ExecutorConfig", "FindingsFile", "GroupFile",
            "MetricDoc", "MetricsRow", "RunConfig", "RunMeta", "Status", "SummaryFile",
-           "flatten", "metric_doc_for", "metric_key", "summary_problem", "toml_text"]
+           "flatten", "metric_doc_for", "metric_key", "shape_problem", "summary_problem",
+           "toml_text"]
 
 #: with the blocks: the method as published
 BLOCKED: Final = "blocked"
@@ -73,23 +63,15 @@ PathText = Annotated[str, AfterValidator(_no_nul)]
 
 
 def metric_key(*parts: str) -> str:
-    """``"blocked/train/loss"`` from ``(BLOCKED, "train", "loss")``; parts non-empty, no ``/``.
-
-    >>> metric_key(BLOCKED, "chain_grad", "norm")
-    'blocked/chain_grad/norm'
-    """
+    """``"blocked/train/loss"`` from ``(BLOCKED, "train", "loss")``; parts non-empty, no ``/``."""
     if not parts or any(not p or "/" in p for p in parts):
         raise ValueError(f"metric_key: parts must be non-empty and without '/', got {parts!r}")
     return "/".join(parts)
 
 
 def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[str, Any]:
-    """Nested tables as TOML's dotted keys, one level: ``{"a": {"b": 1}}`` → ``{"a.b": 1}``.
-    Empty tables are left out, or kept as leaves with ``keep_empty`` (a report shows them).
-
-    >>> flatten({"a": {"b": 1, "c": {}}}), flatten({"a": {"c": {}}}, keep_empty=True)
-    ({'a.b': 1}, {'a.c': {}})
-    """
+    """Nested tables as TOML's dotted keys: ``{"a": {"b": 1}}`` → ``{"a.b": 1}``; empty tables
+    left out, or kept as leaves with ``keep_empty`` (a report shows them)."""
     if not isinstance(tree, dict) or (keep_empty and prefix and not tree):
         return {prefix: tree}
     out: dict[str, Any] = {}
@@ -99,11 +81,9 @@ def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[st
     return out
 
 
-
 def _without_none(value: Any, at: str = "") -> Any:
-    """``value`` with every ``None`` of a table left out (TOML has no null; a parameter that
-    may be ``None`` defaults to it, which the experiment contract checks); a ``None`` in a
-    list cannot be written: ``ValueError`` naming the key."""
+    """``value`` with every ``None`` of a table left out (TOML has no null; a ``None`` in a
+    list is a ``ValueError`` naming the key)."""
     if isinstance(value, dict):
         return {k: _without_none(v, f"{at}.{k}" if at else str(k)) for k, v in value.items()
                 if v is not None}
@@ -270,15 +250,13 @@ class MetricsRow(BaseModel):
     step: int = Field(ge=-(2**63), le=2**63 - 1)
 
 
-def summary_problem(data: Any) -> str | None:
-    """What makes ``data`` not a summary (see :class:`SummaryFile`), or ``None``."""
-    if not isinstance(data, dict):
-        return f"a summary is a JSON object, got {type(data).__name__}"
-    for variant in VARIANTS:
-        if variant in data and not isinstance(data[variant], dict):
-            return (f"{variant!r} must be a table of numbers by name, got "
-                    f"{type(data[variant]).__name__}")
-    return None
+def shape_problem(model: type[BaseModel], err: ValidationError) -> str:
+    """Why data is not a ``model``: the first field that does not fit, what came."""
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    got = "" if first["type"] == "missing" else f", got {type(first['input']).__name__}"
+    what = f"{where!r}: {first['msg']}{got}" if where else first["msg"] + got
+    return f"{what[:300]} (the {model.__name__} shape of the results format)"
 
 
 class SummaryFile(BaseModel):
@@ -286,8 +264,17 @@ class SummaryFile(BaseModel):
     variant's numbers a table (``{"blocked": {"loglik": -3.4}}``), other keys the experiment's."""
 
     model_config = ConfigDict(extra="allow")
-    blocked: dict[str, Any] | None = None
-    unblocked: dict[str, Any] | None = None
+    blocked: dict[str, Any] = {}
+    unblocked: dict[str, Any] = {}
+
+
+def summary_problem(data: Any) -> str | None:
+    """What makes ``data`` not a :class:`SummaryFile`, or ``None``."""
+    try:
+        SummaryFile.model_validate(data)
+    except ValidationError as err:
+        return shape_problem(SummaryFile, err)
+    return None
 
 
 class FindingsFile(BaseModel):
@@ -321,63 +308,37 @@ class GroupFile(BaseModel):
         return self
 
 
-_PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]+))?\}")
+_PLACEHOLDER = r"\{(\w+)(?::([^{}/]+))?\}"
+_PART = rf"(?:[^/{{}}]|{_PLACEHOLDER})+"
 
 
 class MetricDoc(BaseModel):
-    """What the metric keys matching one pattern mean (an experiment's ``METRICS``; the docs'
-    glossary is rendered from them and a test checks them against the keys a run logs).
-
-    In ``key``, ``{name}`` stands for any text within one part of the key, ``{name:a|b}`` for
-    one of the listed words, and ``{variant}`` for either variant.
-
-    >>> doc = MetricDoc(key="{variant}/train/loss", meaning="training loss", unit="nats")
-    >>> doc.matches("unblocked/train/loss"), doc.matches("reference/train/loss")
-    (True, False)
-    >>> MetricDoc(key="{variant}/grad_{case:random|tied}/err", meaning="e").matches(
-    ...     "blocked/grad_tied/err")
-    True
-    """
+    """What the metric keys matching one pattern mean (an experiment's ``METRICS``): in
+    ``key``, ``{name}`` stands for any text within one part, ``{name:a|b}`` for one of the
+    words, ``{variant}`` for either variant."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    key: str = Field(description="the key pattern: `{variant}/train/loss`")
+    key: str = Field(pattern=rf"^{_PART}(?:/{_PART})+$", description="the key pattern: "
+                     "non-empty parts joined by '/', braces as {name} or {name:a|b}")
     meaning: str = Field(min_length=1, description="what the number is, in one sentence")
     unit: str = Field("", description="its unit in words; empty for a pure number")
-
-    @field_validator("key")
-    @classmethod
-    def _key_is_a_pattern(cls, key: str) -> str:
-        parts = key.split("/")
-        if len(parts) < 2 or any(not p for p in parts):
-            raise ValueError(f"a metric key pattern has non-empty parts joined by '/' "
-                             f"('{{variant}}/train/loss'), got {key!r}")
-        rest = _PLACEHOLDER.sub("", key)
-        if "{" in rest or "}" in rest:
-            raise ValueError(f"braces in {key!r} must read {{name}} or {{name:a|b}}")
-        return key
 
     @property
     def pattern(self) -> re.Pattern[str]:
         """The regular expression of :attr:`key` (a whole key must match)."""
-        out, at = [], 0
-        for m in _PLACEHOLDER.finditer(self.key):
-            out.append(re.escape(self.key[at:m.start()]))
-            choices = m.group(2) or ("|".join(VARIANTS) if m.group(1) == "variant" else None)
-            out.append("(?:" + "|".join(map(re.escape, choices.split("|"))) + ")" if choices
-                       else "[^/]+?")
-            at = m.end()
-        return re.compile("".join(out) + re.escape(self.key[at:]))
+        parts = re.split(_PLACEHOLDER, self.key)  # text, name, choices, text, ...
+        out = re.escape(parts[0])
+        for name, choices, text in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+            choices = choices or ("|".join(VARIANTS) if name == "variant" else None)
+            out += (f"(?:{'|'.join(map(re.escape, choices.split('|')))})" if choices
+                    else "[^/]+?") + re.escape(text)
+        return re.compile(out)
 
     def matches(self, key: str) -> bool:
         return self.pattern.fullmatch(key) is not None
 
 
 def metric_doc_for(key: str, docs: tuple[MetricDoc, ...] | list[MetricDoc]) -> MetricDoc | None:
-    """The first declaration among ``docs`` that describes ``key``, or ``None``.
-
-    >>> docs = (MetricDoc(key="{variant}/train/loss", meaning="training loss"),)
-    >>> metric_doc_for("blocked/train/loss", docs).meaning, metric_doc_for("x/y", docs)
-    ('training loss', None)
-    """
+    """The first declaration among ``docs`` that describes ``key``, or ``None``."""
     return next((doc for doc in docs if doc.matches(key)), None)
