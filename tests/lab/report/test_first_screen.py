@@ -63,6 +63,7 @@ def showcase(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run.run_dir
 
 
+@pytest.mark.slow  # a showcase run and its report, end to end
 def test_report_and_findings_md_open_with_the_sentence(showcase: Path) -> None:
     findings = json.loads((showcase / "findings.json").read_text())["findings"]
     n = sum(len(v) for v in findings.values())
@@ -115,6 +116,7 @@ def _measure(html: Path, width: int, height: int) -> dict:
     return json.loads(unescape(found.group(1)))
 
 
+@pytest.mark.slow  # a showcase run and its report, end to end
 @chromium
 def test_the_first_screen_holds_the_sentence_and_figure_1_whole(showcase: Path) -> None:
     seen = _measure(showcase / "report.html", 1400, 900)
@@ -123,6 +125,7 @@ def test_the_first_screen_holds_the_sentence_and_figure_1_whole(showcase: Path) 
     assert figure["bottom"] <= caption["top"] <= caption["bottom"] <= 900  # whole, captioned
 
 
+@pytest.mark.slow  # a showcase run and its report, end to end
 @chromium
 @pytest.mark.parametrize("width", [1400, 1000, 760, 480])
 def test_nothing_runs_out_of_its_box(showcase: Path, width: int) -> None:

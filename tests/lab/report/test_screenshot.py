@@ -18,6 +18,7 @@ def _load():
     return module
 
 
+@pytest.mark.slow  # a Chromium process
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
 def test_screenshot_of_a_page(tmp_path: Path) -> None:
     html = tmp_path / "r.html"
@@ -37,6 +38,7 @@ def test_missing_file_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert "no such file" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a Chromium process
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
 def test_a_report_opens_with_its_figure_within_the_first_screen(tmp_path: Path) -> None:
     from toolkit.lab import run_experiment
