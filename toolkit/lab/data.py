@@ -94,13 +94,9 @@ def binarized_digits(threshold: float = 0.5, dtype: torch.dtype = torch.float32)
 
 def bars_and_stripes(n: int = 4, *, duplicate_constant: bool = False,
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """All bars-and-stripes patterns of an ``n × n`` grid, flattened row-major to ``n*n`` units.
-
-    A *bar* pattern has every row constant (2**n patterns), a *stripe* pattern every column
-    constant (2**n more). The all-0 and all-1 images are both; by default they appear once
-    (``2**(n+1) - 2`` patterns, 30 for n = 4). ``duplicate_constant=True`` keeps them twice, as in
-    the Shark library's RBM benchmarks (``2**(n+1)`` patterns, 32 for n = 4).
-    """
+    """All bars-and-stripes patterns of an ``n × n`` grid, flattened row-major: every row
+    constant (bars) or every column constant (stripes), the all-0 and all-1 images once (30 for
+    n = 4), or twice with ``duplicate_constant`` as in the Shark library's RBM benchmarks (32)."""
     if not isinstance(n, int) or not 1 <= n <= 12:
         raise ValueError(f"bars_and_stripes: n must be an int in 1..12, got {n!r}")
     codes = torch.arange(2**n)
@@ -113,17 +109,10 @@ def bars_and_stripes(n: int = 4, *, duplicate_constant: bool = False,
 
 
 def empirical_nll(X: Any) -> float:
-    """Summed negative log-likelihood of the rows of ``X`` under their empirical distribution.
-
-    With ``n_x`` copies of each distinct row ``x`` among ``n`` rows, the empirical distribution
-    is ``p̂(x) = n_x / n`` and
-
-        NLL = −Σ_i log p̂(x_i) = −Σ_x n_x log(n_x / n) = n · H(p̂).
-
-    By Gibbs' inequality no distribution on the rows gives a smaller summed NLL, so this is the
-    optimum any density model can reach on ``X`` (its training-set NLL is at least this). For
-    the 32 bars-and-stripes patterns with duplicates (28 once, 2 twice) it is
-    ``28·ln 32 + 4·ln 16 ≈ 108.1`` nats. ``X``: (n_samples, n_features), any array-like.
+    """Summed NLL of the rows of ``X`` (n_samples, n_features) under their empirical
+    distribution ``p̂(x) = n_x / n``: ``−Σ_x n_x log(n_x / n) = n · H(p̂)``, by Gibbs' inequality
+    the least any density model can reach on ``X`` (28·ln 32 + 4·ln 16 nats for the 32
+    bars-and-stripes patterns with duplicates).
 
     >>> round(empirical_nll(bars_and_stripes(4, duplicate_constant=True)), 1)
     108.1
