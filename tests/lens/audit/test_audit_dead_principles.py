@@ -5,6 +5,9 @@ zero on both calls is dead, named where it becomes so, and the edit printed for 
   ``mode="nearest"`` to its grid), judged by running the operation again at random inputs, not
   by its name; a zero that holds only for the recorded values (a ReLU off for a whole small
   batch, a factor still at zero) is no finding;
+- an index picked by ``max(dim=)`` whose values, the gate, the step leaves unused (a top-1
+  router that does not scale its experts' outputs): the fix says to weight by those values and
+  prints no edit (which output to weight is the user's code to decide);
 - a gradient taken by ``torch.autograd.grad`` without ``create_graph=True`` and used in the
   loss (forces as ``-dE/dx``, as schnetpack's ``task.py`` computes them): what the
   differentiated value was computed from gets none; the edit asks for the graph.
@@ -155,3 +158,40 @@ def test_a_gradient_taken_without_create_graph_and_used_in_the_loss_is_edited_to
         if want[k] is not None:
             torch.testing.assert_close(after[k], want[k])
     assert audit_step(step_ok, opt_ok, modules={"model": model_ok}).ok
+
+
+def _router(seed: int, scaled: bool):
+    """A top-1 mixture of experts (Shazeer et al. 2017, arXiv:1701.06538; Fedus et al. 2021,
+    arXiv:2101.03961): tokens dispatched by the router's argmax, each expert's output weighted
+    by its gate value when ``scaled``."""
+    torch.manual_seed(seed)
+    router = nn.Linear(4, 2)
+    experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+    opt = torch.optim.Adam([*router.parameters(), *experts.parameters()], lr=1e-3)
+    tokens, target = torch.randn(8, 4), torch.randn(8, 4)
+
+    def step() -> torch.Tensor:
+        gate, choice = router(tokens).softmax(-1).max(dim=-1)
+        out = torch.zeros_like(tokens)
+        for i, expert in enumerate(experts):
+            picked = choice == i
+            y = expert(tokens[picked])
+            out[picked] = y * gate[picked, None] if scaled else y
+        return F.mse_loss(tokens + out, target)
+
+    return router, experts, opt, step
+
+
+def test_an_index_whose_picked_values_go_unused_says_to_weight_by_them():
+    router, experts, opt, step = _router(0, scaled=False)
+    assert all(g is None for g in torch.autograd.grad(step(), [*router.parameters()],
+                                                      allow_unused=True))
+    audit = audit_step(step, opt, modules={"router": router, "experts": experts})
+    assert sorted(d.parameter for d in audit.dead) == ["router.bias", "router.weight"]
+    assert {d.kind for d in audit.dead} == {"integer_result"}, str(audit)
+    assert all("also returned the values it picked" in d.cut and "gate" in d.fix
+               and not d.edits for d in audit.dead), str(audit)
+    # the advice followed: weighted by the gate, the router trains
+    router_ok, experts_ok, opt_ok, step_ok = _router(0, scaled=True)
+    assert audit_step(step_ok, opt_ok, modules={"router": router_ok, "experts": experts_ok}).ok
+    assert all(g.any() for g in torch.autograd.grad(step_ok(), [*router_ok.parameters()]))

@@ -203,7 +203,8 @@ class CallWatch(TorchFunctionMode):
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
                                                    if t.grad_fn is not None], name,
-                                        user_line()))
+                                        user_line(), any(t.grad_fn is not None
+                                                         for t in tensors_in([out]))))
         if not rec.calling or name in _ZERO_DERIVATIVE:  # the step's own code (no named
             # module's forward is running), or where a zero-derivative op is (the fix's line)
             rec.note_made(args[0] if out is None and args and writes(name, func) else out)

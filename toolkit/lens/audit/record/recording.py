@@ -174,10 +174,11 @@ class Recording:
         # (call, tensors that require grad, the user's line): torch.tensor(...) of them, which
         # copies their values and none of their graph
         self.value_copies: list[tuple[int, list[torch.Tensor], Line | None]] = []
-        # (call, the edges read, the function, the user's line): an operation of the step's
-        # own code whose result is an integer or boolean tensor made from values with a graph
-        # (argmax, a comparison): their values go on, their gradient does not
-        self.integer_results: list[tuple[int, list[Edge], str, Line | None]] = []
+        # (call, the edges read, the function, the user's line, whether it also returned
+        # values with a graph): an operation of the step's own code whose result is an integer
+        # or boolean tensor made from values with a graph (argmax, a comparison; max(dim=)
+        # with its values): their values go on, their gradient does not
+        self.integer_results: list[tuple[int, list[Edge], str, Line | None, bool]] = []
         self.grad_read: set[int] = set()  # watched tensors read by a torch call with grad on
         self.written: dict[int, str] = {}
         self.frozen: set[int] = set()

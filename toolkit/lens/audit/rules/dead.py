@@ -128,10 +128,19 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                     cut = ("torch.tensor(...) of a tensor computed from it: torch.tensor copies "
                            "values, never their graph")
                 elif (integer := _integer_result(rec, tensor)) is not None:
-                    kind, (function, where) = "integer_result", integer
+                    kind, (function, where, values) = "integer_result", integer
                     line = None if where is None else f"at {where.file}:{where.number}"
                     cut = (f"{function}: an integer result made from it, whose values go on "
                            f"and whose gradient does not")
+                    if values:  # max(dim=), topk: the values it picked, which no loss reads
+                        cut += (f"; {function} also returned the values it picked, with their "
+                                f"graph, and no loss reads them")
+                        fix = (f"weight what each index selects by the value {function} "
+                               f"picked for it (a router's gate: the expert's output times "
+                               f"its gate value), so the gradient reaches them through those "
+                               f"values; or pass the gradient straight through where the "
+                               f"indices are used (a straight-through estimator); if only the "
+                               f"indices are meant, leave them out of the optimizer")
                 elif (taken := _first_order(rec, tensor)) is not None:
                     kind, where = "first_order", taken
                     line = None if where is None else f"at {where.file}:{where.number}"
@@ -262,13 +271,14 @@ def _read_for_a_write(rec: Recording, key: int) -> bool:
     return key in rec.grad_read and any(key in w.sources for w in rec.writes.values())
 
 
-def _integer_result(rec: Recording, tensor: torch.Tensor) -> tuple[str, Line | None] | None:
-    """``(the function, the user's line)`` of this call's first integer or boolean result
-    (``argmax``, a comparison) computed from ``tensor``: what the step does with its values,
-    with no gradient back."""
-    for call, edges, function, line in rec.integer_results:
+def _integer_result(rec: Recording, tensor: torch.Tensor
+                    ) -> tuple[str, Line | None, bool] | None:
+    """``(the function, the user's line, whether it also returned values with a graph)`` of
+    this call's first integer or boolean result (``argmax``, a comparison) computed from
+    ``tensor``: what the step does with its values, with no gradient back."""
+    for call, edges, function, line, values in rec.integer_results:
         if call == rec.call and edges and ShortestPaths(edges).path_to(tensor):
-            return function, line
+            return function, line, values
     return None
 
 
