@@ -102,7 +102,7 @@ def _figures(group: Path) -> dict[str, list[dict]]:
     the report's summary figure under ``"summary"`` (gathered as the report gathers them; the
     PNGs are the group's own, drawn by the run)."""
     from toolkit.lab import SeedGroup, load_experiment
-    from toolkit.lab.report.content import build
+    from toolkit.lab.report.render import build
 
     seeds = SeedGroup(group)
     content = build(seeds.results(), load_experiment("showcase"), group=seeds)

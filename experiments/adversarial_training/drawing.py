@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 
 from toolkit.lab import RunResults
-from toolkit.lab.report.plots import (
+from toolkit.lab.report.figures import (
     image_grid,
     legend_below,
     step_axes,

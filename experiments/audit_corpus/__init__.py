@@ -293,7 +293,7 @@ def figures(run: RunResults) -> dict[str, Any]:
     """The GAN step's graph with the leak coloured, and the table bug → audit → cost (words:
     the report shows it as a table, not an image)."""
     from toolkit import draw_gradient_graph
-    from toolkit.lab.report.plots import WordTable
+    from toolkit.lab.report.figures import WordTable
 
     graph = draw_gradient_graph(run.artifact("gan_graph"),
                                 title="GAN discriminator step without fake.detach(): the leak")

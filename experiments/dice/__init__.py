@@ -373,8 +373,7 @@ _CURVES = {BLOCKED: ("DiCE (blocked)", {"marker": "o", "markersize": 4}),
 
 
 def _error_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.figures import draw_spread
-    from toolkit.lab.report.plots import legend_below, subplots
+    from toolkit.lab.report.figures import draw_spread, legend_below, subplots
 
     seeds = [r.artifact("monte_carlo") for r in run.replicates]  # every seed: a band
     ns = seeds[0]["n_samples"].astype(float)

@@ -405,7 +405,7 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 def _curves_figure(run: RunResults, groups: dict[str, str]) -> Any:
     """One row per dataset: LL minus closed-form EM's, Fisher's identity, entropy."""
-    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
+    from toolkit.lab.report.figures import legend_below, step_axes, subplots, variant_curves
 
     fig, axes = subplots(len(groups), 3, figsize=(9.0, 2.9 * len(groups) + 0.9),
                          squeeze=False)
@@ -453,7 +453,7 @@ def _ellipse_xy(mean: np.ndarray, cov: np.ndarray, n_std: float = 2.0) -> np.nda
 
 
 def _ellipse_figure(art: dict[str, np.ndarray], title: str) -> Any:
-    from toolkit.lab.report.plots import subplots
+    from toolkit.lab.report.figures import subplots
     from toolkit.lab.style import EXTRA_COLORS, nudge_labels
 
     panels = ["truth", *VARIANTS]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.lab import RunResults
-from toolkit.lab.report.plots import (
+from toolkit.lab.report.figures import (
     image_grid,
     legend_below,
     step_axes,

@@ -297,7 +297,7 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 def _collapse_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import step_axes, subplots, variant_curves
+    from toolkit.lab.report.figures import step_axes, subplots, variant_curves
 
     fig, axes = subplots(1, 2, figsize=(9.0, 3.5))
     for ax, key, title in zip(axes, ("test/output_std_sqrt_d", "train/loss"),
@@ -317,7 +317,7 @@ def _collapse_figure(run: RunResults) -> Any:
 
 
 def _knn_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import subplots, variant_bars
+    from toolkit.lab.report.figures import subplots, variant_bars
 
     summaries = [r.summary for r in run.replicates]  # bars: mean over seeds, whiskers: range
     groups = {"learned output z": "knn_accuracy", "encoder features": "knn_accuracy_encoder"}

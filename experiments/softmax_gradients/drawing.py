@@ -13,8 +13,7 @@ from typing import Any
 import torch
 
 from toolkit.lab import RunResults
-from toolkit.lab.report.figures import draw_spread, value_bars
-from toolkit.lab.report.plots import subplots
+from toolkit.lab.report.figures import draw_spread, subplots, value_bars
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.style import EXTRA_COLORS, MARKERS, note_identical, place_legend, variant_style
 

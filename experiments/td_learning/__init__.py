@@ -475,7 +475,7 @@ def figures(run: RunResults) -> dict[str, Any]:
 
 
 def _a_split_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import subplots, variant_bars
+    from toolkit.lab.report.figures import subplots, variant_bars
 
     values = run.summary["a_split"]
     fig, ax = subplots(figsize=(6.4, 3.6))
@@ -501,7 +501,7 @@ def _a_split_figure(run: RunResults) -> Any:
 
 
 def _baird_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import step_axes, subplots
+    from toolkit.lab.report.figures import step_axes, subplots
 
     baird = run.artifact("baird")
     fig, ax = subplots(figsize=(6.4, 3.6))
@@ -518,7 +518,7 @@ def _baird_figure(run: RunResults) -> Any:
 
 
 def _chain_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import step_axes, subplots
+    from toolkit.lab.report.figures import step_axes, subplots
 
     values = run.artifact("chain")
     fig, ax = subplots(figsize=(8.4, 3.6))

@@ -327,7 +327,7 @@ _ROWS = {"original": "test digit", BLOCKED: "all blocks", UNBLOCKED: "no blocks"
 
 
 def _reconstructions_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import image_grid
+    from toolkit.lab.report.figures import image_grid
 
     examples = run.artifact("examples")
     fig, _ = image_grid([(label, examples[key]) for key, label in _ROWS.items()], shape=(8, 8),
@@ -338,7 +338,7 @@ def _reconstructions_figure(run: RunResults) -> Any:
 
 
 def _curves_figure(run: RunResults) -> Any:
-    from toolkit.lab.report.plots import legend_below, step_axes, subplots, variant_curves
+    from toolkit.lab.report.figures import legend_below, step_axes, subplots, variant_curves
 
     fig, axes = subplots(1, 2, figsize=(9.0, 4.2))
     others: list[str] = []

@@ -10,15 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from toolkit.lab.report.content import (
+from toolkit.lab.report.figures import WordTable
+from toolkit.lab.report.render import (
+    GLANCE_WORDS,
     FigureItem,
     ReportContent,
     Section,
     quantity_words,
+    render_html,
+    render_markdown,
+    short_text,
     split_variant,
 )
-from toolkit.lab.report.plots import WordTable
-from toolkit.lab.report.render import GLANCE_WORDS, render_html, render_markdown, short_text
 from toolkit.lab.results.findings import Verdict
 
 LONG = ("Without the block the output collapses toward one direction: the std of the "

@@ -1,4 +1,4 @@
-"""The figure pieces experiments share (``toolkit.lab.report.plots``), on a real run."""
+"""The figure pieces experiments share (``toolkit.lab.report.figures``), on a real run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
 from toolkit.lab import RunResults, SeedGroup, run_experiment, write_group
-from toolkit.lab.report.plots import (
+from toolkit.lab.report.figures import (
     image_grid,
     legend_below,
     step_axes,

@@ -18,7 +18,7 @@ from tests.lab.report.layout import layout_problems
 from toolkit.lab import RunResults, load_experiment, run_experiment
 from toolkit.lab.report import default_figures, metric_groups, write_report
 from toolkit.lab.report.compare import compare_runs, format_table, write_compare
-from toolkit.lab.report.content import format_value, variant_table
+from toolkit.lab.report.render import format_value, variant_table
 from toolkit.lab.results.schema import flatten
 
 
@@ -294,17 +294,17 @@ def test_sections_drawn_in_processes_are_the_ones_drawn_here(tmp_path: Path,
     drawing each section in this process (and a daemonic process draws them itself)."""
     import multiprocessing
 
-    from toolkit.lab.report import content
+    from toolkit.lab.report import render
 
     run = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
     sections = [(None, load_experiment("tiny_counter"))] * 4
-    monkeypatch.setattr(content, "PARALLEL_SECTIONS", 2)
-    monkeypatch.setattr(content.os, "sched_getaffinity", lambda _: {0, 1, 2}, raising=False)
-    monkeypatch.setattr(content.os, "getloadavg", lambda: (0.5, 0.5, 0.5), raising=False)
+    monkeypatch.setattr(render, "PARALLEL_SECTIONS", 2)
+    monkeypatch.setattr(render.os, "sched_getaffinity", lambda _: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(render.os, "getloadavg", lambda: (0.5, 0.5, 0.5), raising=False)
     here = [[f.png for f in figs] for figs, _ in
-            (content.section_figures(run, None, part) for _, part in sections)]
-    forked = content.draw_sections(run, sections)
+            (render.section_figures(run, None, part) for _, part in sections)]
+    forked = render.draw_sections(run, sections)
     assert [[f.png for f in figs] for figs, _ in forked] == here
     assert here[0] and all(problems == [] for _, problems in forked)
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
-    assert [[f.png for f in figs] for figs, _ in content.draw_sections(run, sections)] == here
+    assert [[f.png for f in figs] for figs, _ in render.draw_sections(run, sections)] == here

@@ -7,7 +7,7 @@ experiment whose configs agree apart from ``seed`` (and ``output_dir``) are one 
 by the keys whose values differ between the experiment's configs (``inner_steps=5``); only
 distinct seeds are replicates (the latest run of a seed counts). A showcase run contributes one
 config per child. A summary path that names a variant
-(:func:`~toolkit.lab.report.content.split_variant`) is that variant's value of its quantity;
+(:func:`~toolkit.lab.report.render.split_variant`) is that variant's value of its quantity;
 ``unblocked − blocked`` (Δ) is paired by seed. The statistics are one ``groupby``
 (:meth:`Comparison.stats`), written as ``compare.csv``; the terminal shows each config's
 headline quantities, ``compare.html`` every value and the figures: per headline quantity every
@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from toolkit._utils.formatting import shown
-from toolkit.lab.report.content import format_value, split_variant
 from toolkit.lab.report.figures import (
     draw_spread,
     log_if_wide,
@@ -38,6 +37,7 @@ from toolkit.lab.report.figures import (
     series,
     wrap,
 )
+from toolkit.lab.report.render import format_value, split_variant
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.results.view import RunResults, readable_runs
@@ -445,8 +445,7 @@ def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``compare.csv``, ``compare.html`` (every value, the runs pooled, the figures) and
     the figures as ``compare_figures/<experiment>__<name>.png``; returns the CSV's and the
     page's paths."""
-    from toolkit.lab.report.content import FigureItem, png, safe_name
-    from toolkit.lab.report.render import page
+    from toolkit.lab.report.render import FigureItem, page, png, safe_name
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
