@@ -1,17 +1,9 @@
-"""``toolkit compare``: complete runs pooled over seeds, blocked vs unblocked side by side, the
-configs of a sweep in one table and on shared axes.
+"""``toolkit compare``: complete runs pooled over seeds, blocked vs unblocked side by side.
 
-Every numeric summary value of every complete run below a folder is one row of a long
-:class:`pandas.DataFrame` (experiment, config, seed, quantity, variant, value). Runs of the same
-experiment whose configs agree apart from ``seed`` (and ``output_dir``) are one config, labelled
-by the keys whose values differ between the experiment's configs (``inner_steps=5``); only
-distinct seeds are replicates (the latest run of a seed counts). A showcase run contributes one
-config per child. A summary path that names a variant
-(:func:`~toolkit.lab.report.render.split_variant`) is that variant's value of its quantity;
-``unblocked − blocked`` (Δ) is paired by seed. The statistics are one ``groupby``
-(:meth:`Comparison.stats`), written as ``compare.csv``; the terminal shows each config's
-headline quantities, ``compare.html`` every value and the figures: per headline quantity every
-config in one panel (a colour and a marker each), and for several configs their logged curves.
+Every numeric summary value below a folder is a row of one long :class:`pandas.DataFrame`.
+Runs whose configs agree apart from ``seed`` are one config, labelled by the keys that differ
+between the experiment's configs (``inner_steps=5``); the latest run of a seed counts; a
+showcase gives a config per child. ``unblocked − blocked`` (Δ) is paired by seed.
 """
 
 from __future__ import annotations
@@ -72,8 +64,8 @@ class Comparison:
 
     @property
     def rows(self) -> list[tuple[str, str, str]]:
-        return list(dict.fromkeys(self.values[["experiment", "config", "quantity"]]
-                                  .itertuples(index=False, name=None)))
+        return list(self.values[["experiment", "config", "quantity"]].drop_duplicates()
+                    .itertuples(index=False, name=None))
 
     def labels(self, experiment: str) -> list[str]:
         return list(self.sweep(experiment).points)
@@ -155,7 +147,7 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None, latest: bool = Fal
     runs = runs.sort_values("started", kind="stable")
     again = runs.duplicated(["experiment", "key", "seed"], keep="last")
     duplicates = [u.run_dir for u in runs.loc[again, "unit"]]
-    runs = runs[~again].copy()
+    runs = runs[~again].assign(config="")
     sweeps = {}
     for exp, group in runs.groupby("experiment", sort=True):
         configs = group.drop_duplicates("key")
@@ -178,9 +170,7 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None, latest: bool = Fal
     rank = {(exp, label): i for exp, s in sweeps.items() for i, label in enumerate(s.points)}
     values["rank"] = [rank[key] for key in zip(values.experiment, values.config)]
     values = values.sort_values(["experiment", "rank"], kind="stable", ignore_index=True)
-    pooled = {(exp, label): list(runs.loc[(runs.experiment == exp) & (runs.config == label),
-                                          "unit"])
-              for exp, s in sweeps.items() for label in s.points}
+    pooled = {key: list(g.unit) for key, g in runs.groupby(["experiment", "config"], sort=False)}
     return Comparison(values.drop(columns="rank"), sweeps, pooled, duplicates)
 
 
@@ -287,24 +277,19 @@ def format_table(table: Comparison, width: int = WIDTH) -> str:
 
 
 def _csv(table: Comparison) -> str:
-    """``compare.csv``: the statistics, long format; a text cell that a spreadsheet would read
-    as a formula (``= + - @``, tab, CR first) gets a leading ``'`` (OWASP's advice)."""
+    """``compare.csv``: the statistics; a cell a spreadsheet would read as a formula gets a
+    leading ``'`` (OWASP's advice)."""
     stats = table.stats().reset_index()
     stats["variant"] = stats.variant.replace(DIFF, "unblocked_minus_blocked")
     stats.insert(2, "seeds", [" ".join(map(str, table.seeds(e, c)))
                               for e, c in zip(stats.experiment, stats.config)])
     for column in ("experiment", "config", "quantity"):
-        stats[column] = stats[column].map(
-            lambda s: "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s)
+        stats[column] = stats[column].str.replace(r"^(?=[=+\-@\t\r])", "'", regex=True)
     return stats.assign(std=stats["std"].fillna(0.0)).to_csv(index=False, lineterminator="\n")
 
 
-# --- figures ----------------------------------------------------------------------------------
-
-
 def point_style(index: int) -> dict[str, Any]:
-    """Colour and marker of the ``index``-th config: the extra colours in turn, the markers
-    shifted by one each round, so that no two of the first 36 configs look alike."""
+    """Colour and marker of the ``index``-th config: no two of the first 36 look alike."""
     from toolkit.lab.style import EXTRA_COLORS, MARKERS
 
     n = len(EXTRA_COLORS)
@@ -313,8 +298,8 @@ def point_style(index: int) -> dict[str, Any]:
 
 
 def _legend(fig: Any, handles: list[Any], chars: int) -> None:
-    """One legend under the axes, labels wrapped at ``chars`` characters, as many columns as
-    fit the figure's width (9 pt: about 0.075 inch a character)."""
+    """One legend under the axes, labels wrapped at ``chars`` characters, in as many columns
+    as fit (9 pt: about 0.075 inch a character)."""
     for h in handles:
         h.set_label("\n".join(textwrap.fill(part, chars, break_long_words=True)
                               for part in h.get_label().split("\n")))
