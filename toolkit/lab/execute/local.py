@@ -35,8 +35,7 @@ _RUNNING, _STOPPED_BY = False, 0  # a pool worker: a run under way; the signal t
 
 
 def _on_signal(signum: int, frame: object) -> None:
-    """A pool worker's SIGINT/SIGTERM: the run under way is interrupted (once), and no other
-    run starts."""
+    """A worker's SIGINT/SIGTERM interrupts its run under way (once); no other run starts."""
     global _STOPPED_BY
     first, _STOPPED_BY = not _STOPPED_BY, _STOPPED_BY or signum
     if first and _RUNNING:
@@ -44,8 +43,8 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
-    """A worker takes its maker's environment, import path and folder (the fork server was
-    started with the first pool's), and its signals as :func:`_on_signal` says."""
+    """A worker takes its pool maker's environment, import path and folder (the fork server
+    was started with the first pool's)."""
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = path
@@ -54,18 +53,22 @@ def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
         signal.signal(signum, _on_signal)
 
 
-def _in_worker(spec: RunSpec, argv: list[str], finish: Finish | None) -> RunOutcome:
+def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = True,
+         pool: bool = True) -> RunOutcome:
     global _RUNNING
     if _STOPPED_BY:  # the pool is being stopped: this run is not started
         raise RunInterrupted(_STOPPED_BY)
-    _RUNNING = True
+    _RUNNING = pool
     try:
         with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
-            outcome = execute(spec, quiet=True, argv=argv, finish=finish,
-                              executor={"kind": "local", "pid": os.getpid()})
+            return execute(spec, quiet=quiet, argv=argv, finish=finish,
+                           executor={"kind": "local", "pid": os.getpid()} if pool else None)
     finally:
         _RUNNING = False
-    return dataclasses.replace(outcome, exception=None)  # an exception may not pickle
+
+
+def _in_worker(spec: RunSpec, argv: list[str], finish: Finish | None) -> RunOutcome:
+    return dataclasses.replace(_run(spec, argv, finish), exception=None)  # may not pickle
 
 
 def _preload(specs: Sequence[RunSpec]) -> list[str]:
@@ -76,22 +79,48 @@ def _preload(specs: Sequence[RunSpec]) -> list[str]:
         if part.source is not None and part.source.module is not None)]))
 
 
-def _in_pool(specs: Sequence[RunSpec], workers: int, argv: list[str], finish: Finish | None,
-             on_done: Progress | None) -> tuple[list[RunOutcome], int]:
+def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
+            quiet: bool = False, argv: Sequence[str] | None = None,
+            finish: Finish | None = None, on_done: Progress | None = None
+            ) -> tuple[list[RunOutcome], int]:
+    """Run every planned run; the outcomes (in the order they ended) and the exit status: 0
+    when all completed, 1 when any failed (the others still run), 128 + the signal when
+    interrupted (nothing more starts; runs under way are marked ``interrupted``).
+
+    ``finish(run_dir, experiment)`` runs after each complete run (in a pool, in the worker: a
+    module-level function); ``on_done(index, total, outcome)`` hears each run end."""
+    executor, argv = executor or ExecutorConfig(), list(sys.argv if argv is None else argv)
+    outcomes: list[RunOutcome] = []
+
+    def ended(i: int, outcome: RunOutcome) -> None:
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(i, len(specs), outcome)
+
+    if executor.kind == "dask":
+        from toolkit.lab.execute.dask import run_on_dask
+
+        return run_on_dask(specs, executor, argv=argv, finish=finish, on_done=on_done)
+    if executor.workers <= 1 or len(specs) <= 1:
+        for i, spec in enumerate(specs):
+            try:
+                ended(i, _run(spec, argv, finish, quiet, pool=False))
+            except KeyboardInterrupt as err:  # its report was stopped: the run stays complete
+                return outcomes, 128 + getattr(err, "signum", signal.SIGINT)
+            if outcomes[-1].exit_code > 128:  # interrupted: nothing more starts
+                return outcomes, outcomes[-1].exit_code
+        return outcomes, max((o.exit_code for o in outcomes), default=0)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(_preload(specs))
-    outcomes: list[RunOutcome] = []
-    with cf.ProcessPoolExecutor(min(workers, len(specs)), mp_context=ctx,
+    with cf.ProcessPoolExecutor(min(executor.workers, len(specs)), mp_context=ctx,
                                 initializer=_worker_init,
                                 initargs=(dict(os.environ), list(sys.path), os.getcwd())) as pool:
         futures = {pool.submit(_in_worker, spec, argv, finish): i for i, spec in enumerate(specs)}
         try:
             for future in cf.as_completed(futures):
-                outcomes.append(outcome := future.result())
-                if on_done is not None:
-                    on_done(futures[future], len(specs), outcome)
-                if outcome.exit_code > 128:  # a worker's run was stopped: all stop
-                    raise RunInterrupted(outcome.exit_code - 128)
+                ended(futures[future], future.result())
+                if outcomes[-1].exit_code > 128:  # a worker's run was stopped: all stop
+                    raise RunInterrupted(outcomes[-1].exit_code - 128)
         except (KeyboardInterrupt, BrokenProcessPool) as err:  # RunInterrupted too
             signum = getattr(err, "signum", signal.SIGINT if isinstance(
                 err, KeyboardInterrupt) else signal.SIGTERM)
@@ -105,47 +134,6 @@ def _in_pool(specs: Sequence[RunSpec], workers: int, argv: list[str], finish: Fi
             for future, i in futures.items():
                 if future.done() and not future.cancelled() and future.exception() is None \
                         and future.result() not in outcomes:
-                    outcomes.append(future.result())
-                    if on_done is not None:
-                        on_done(i, len(specs), future.result())
+                    ended(i, future.result())
             return outcomes, 128 + signum if isinstance(err, KeyboardInterrupt) else 1
     return outcomes, max((o.exit_code for o in outcomes), default=0)
-
-
-def _here(specs: Sequence[RunSpec], argv: list[str], finish: Finish | None,
-          on_done: Progress | None, quiet: bool) -> tuple[list[RunOutcome], int]:
-    outcomes: list[RunOutcome] = []
-    for i, spec in enumerate(specs):
-        try:
-            with confined(spec.config.output_dir):  # nothing of the run lands outside it
-                outcomes.append(outcome := execute(spec, quiet=quiet, argv=argv, finish=finish))
-        except KeyboardInterrupt as err:  # its report was stopped: the run stays complete
-            return outcomes, 128 + getattr(err, "signum", signal.SIGINT)
-        if on_done is not None:
-            on_done(i, len(specs), outcome)
-        if outcome.exit_code > 128:  # interrupted: nothing more starts
-            return outcomes, outcome.exit_code
-    return outcomes, max((o.exit_code for o in outcomes), default=0)
-
-
-def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
-            quiet: bool = False, argv: Sequence[str] | None = None,
-            finish: Finish | None = None, on_done: Progress | None = None
-            ) -> tuple[list[RunOutcome], int]:
-    """Run every planned run; the outcomes (in the order they ended) and the exit status:
-    0 when all completed, 1 when any failed (the others still run), 128 + the signal when
-    interrupted (nothing more is started; runs in progress are marked ``interrupted``).
-
-    ``finish(run_dir, experiment)`` runs after each complete run's files are written (in a
-    pool, in the worker: a module-level function); ``on_done(index, total, outcome)`` hears
-    each run end.
-    """
-    executor = executor or ExecutorConfig()
-    argv = list(sys.argv if argv is None else argv)
-    if executor.kind == "dask":
-        from toolkit.lab.execute.dask import run_on_dask
-
-        return run_on_dask(specs, executor, argv=argv, finish=finish, on_done=on_done)
-    if executor.workers <= 1 or len(specs) <= 1:
-        return _here(specs, argv, finish, on_done, quiet)
-    return _in_pool(specs, executor.workers, argv, finish, on_done)
