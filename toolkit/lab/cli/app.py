@@ -176,17 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "seed and sweep point is one run directory", RUN_EPILOG), many=True)
     _add_run_options(command("sweep", "toolkit.lab.cli.commands:cmd_run", "run the [sweep] grid "
                              "of a config (x seeds)", SWEEP_EPILOG), many=False)
-    command("report", "toolkit.lab.cli.commands_read:cmd_report", "redraw figures, report.html "
+    command("report", "toolkit.lab.cli.commands:cmd_report", "redraw figures, report.html "
             "and report.md from the files of runs", REPORT_EPILOG).add_argument(
         "run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory "
         "(results/<experiment>/<run_id>) or a seed group's folder")
-    p = command("compare", "toolkit.lab.cli.commands_read:cmd_compare", "aggregate runs: "
+    p = command("compare", "toolkit.lab.cli.commands:cmd_compare", "aggregate runs: "
                 "blocked vs unblocked over seeds", COMPARE_EPILOG)
     p.add_argument("directory", metavar="DIR", help="a folder holding run directories")
     p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go (default: DIR)")
     p.add_argument("--latest", action="store_true", help="only the runs of the command that "
                    "ran last (one sweep, or one run's seeds)")
-    command("check", "toolkit.lab.cli.commands_read:cmd_check", "list damaged and abandoned "
+    command("check", "toolkit.lab.cli.commands:cmd_check", "list damaged and abandoned "
             "runs below a folder", CHECK_EPILOG).add_argument("directory", metavar="DIR",
                                                               help="a results folder")
     command("list", "toolkit.lab.cli.commands:cmd_list", "list experiments and configs"

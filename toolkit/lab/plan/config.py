@@ -288,19 +288,17 @@ class RunSpec:
                          else copy.deepcopy(attr.default)
                          for name, attr in type(self.params).__private_attributes__.items()}
                 state = {**state, "__pydantic_private__": fresh}
-        return _restore, (self.config, self.experiment, state, self.source, self.sweep_point,
-                          self.tensorboard, self.request, self.resumes)
+        return _restore, (state, {k: v for k, v in vars(self).items()
+                                  if k not in ("params", "device")})
 
 
-def _restore(config: RunConfig, experiment: Experiment, state: dict[str, Any], source: str,
-             sweep_point: dict[str, Any], tensorboard: str | None = None, request: str = "",
-             resumes: str | None = None) -> RunSpec:
-    cls = experiment.Params
-    params = cls.__new__(cls)
+def _restore(state: dict[str, Any], spec: dict[str, Any]) -> RunSpec:
+    """A spec in the process that runs it: the params rebuilt as they were validated, the
+    device resolved here."""
+    params = spec["experiment"].Params.__new__(spec["experiment"].Params)
     params.__setstate__(state)
-    return RunSpec(config, experiment, params,
-                   resolve_device(config.device, source=source), source, sweep_point,
-                   tensorboard, request, resumes)
+    return RunSpec(**spec, params=params, device=resolve_device(spec["config"].device,
+                                                                 source=spec["source"]))
 
 
 def experiment_named(name: str, source: str) -> Experiment:
