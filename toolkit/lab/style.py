@@ -1,12 +1,7 @@
-"""One visual grammar for every figure: what colour, line, marker and size mean.
-
-``blocked`` is solid blue, ``unblocked`` dashed vermillion, a ``reference`` (closed form, peer
-library) dotted dark grey, in every figure; other categories get a marker (:data:`MARKERS`) or
-a colour of :data:`EXTRA_COLORS`, whose hues keep away from blue and orange. Curves that lie on
-each other say so in their legend entry (:func:`note_identical`); legends are placed by
-matplotlib (:func:`place_legend`). The report draws at :data:`REPORT_DPI` and shows a figure up
-to :data:`MAX_WIDTH_IN` inches wide at its own size, so a font size is its size on the page
-(at least :data:`MIN_FONT_PT`; ``tests/lab/report/layout.py`` checks every drawn figure).
+"""One visual grammar for every figure: ``blocked`` solid blue, ``unblocked`` dashed vermillion,
+a ``reference`` dotted dark grey; other categories a marker or one of :data:`EXTRA_COLORS`. A
+figure is shown at its own size up to :data:`MAX_WIDTH_IN` inches: a font size is its size on
+the page (at least :data:`MIN_FONT_PT`).
 
 Colours: Okabe & Ito 2008 (https://jfly.uni-koeln.de/color/) and Paul Tol's muted scheme
 (https://personal.sron.nl/~pault/), distinguishable in the common forms of colour blindness.

@@ -1,19 +1,13 @@
-"""Default figures of a run, drawn only from its results files, and the pieces they share.
-
-Metric keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``). The default set has
-one figure per group, a panel per name overlaying every variant against the step (a group of
-more than :data:`MAX_PANELS` names is split over several figures, "1 of 3", ...), and bars of
-the summary numbers that differ between blocked and unblocked. Every function returns or draws
-on matplotlib ``Figure`` objects (Agg backend); nothing is shown.
-
-The pieces experiments draw with, so that each figure is declared in a few lines:
-:func:`subplots`, :func:`step_axes` (a panel over steps), :func:`variant_curves` (a curve or
-band per variant), :func:`legend_below`, :func:`variant_bars`, :func:`image_grid`,
-:func:`tile_images` and :class:`WordTable` (words the report shows as a table, not an image).
+"""Figures drawn from a run's files (Agg backend; nothing is shown): the default ones, a figure
+per metric group (``"<variant>/<group>/<name>"`` keys) and bars of the summary numbers that
+differ, and the pieces experiments declare theirs with (:func:`subplots`, :func:`step_axes`,
+:func:`variant_curves`, :func:`legend_below`, :func:`variant_bars`, :func:`image_grid`,
+:class:`WordTable`: words the report shows as a table, not an image).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 import warnings
@@ -59,9 +53,8 @@ def panels(n: int, max_cols: int, width: float, height: float, *, title: float =
     least 4.5 inches wide, ``title`` inches above them), and its ``n`` axes."""
     ncols = min(max_cols, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(width * ncols, 4.5),
-                                                     height * nrows + title),
-                             squeeze=False, layout="constrained")
+    fig, axes = subplots(nrows, ncols, figsize=(max(width * ncols, 4.5), height * nrows + title),
+                         squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -87,8 +80,8 @@ def draw_spread(ax: Any, x: Any, ys: Any, *, mode: str = "band", band_alpha: flo
         thin.pop("lw", None)
         if "markersize" in thin or "ms" in thin:
             thin["markersize"] = 0.7 * thin.pop("markersize", thin.pop("ms", 4))
-        lines = [ax.plot(x, y, **thin)[0] for y in ys[:1]]
-        lines += [ax.plot(x, y, **{**thin, "label": "_nolegend_"})[0] for y in ys[1:]]
+        lines = [ax.plot(x, y, **(thin if i == 0 else {**thin, "label": "_nolegend_"}))[0]
+                 for i, y in enumerate(ys)]
         return lines[0]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
@@ -137,9 +130,7 @@ def series(runs: Sequence[RunResults], key: str, *, first: bool = False
         except KeyError:
             if first and i == 0:
                 raise
-    common = found[0][0] if found else np.array([])
-    for steps, _ in found[1:]:
-        common = np.intersect1d(common, steps)
+    common = functools.reduce(np.intersect1d, [s for s, _ in found]) if found else np.array([])
     return common, [values[np.isin(steps, common)] for steps, values in found]
 
 
@@ -317,10 +308,7 @@ def step_axes(ax: Any, title: str | None = None, xlabel: str | None = "epoch", *
     Returns ``ax``."""
     if title is not None:
         ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
-    if xlabel is not None:
-        ax.set_xlabel(xlabel)
-    if ylabel is not None:
-        ax.set_ylabel(ylabel)
+    ax.set(**{k: v for k, v in (("xlabel", xlabel), ("ylabel", ylabel)) if v is not None})
     integer_ticks(ax)
     if grid:
         ax.grid(alpha=0.3)

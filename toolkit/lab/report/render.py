@@ -342,10 +342,9 @@ def _draw_section(index: int) -> tuple[list[FigureItem], list[str]]:
 
 def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
                   ) -> list[tuple[list[FigureItem], list[str]]]:
-    """:func:`section_figures` of each ``(child, experiment)``, in order, under a tqdm bar.
-    Matplotlib draws on one core; :data:`PARALLEL_SECTIONS` sections or more are drawn in two
-    processes forked from this one where a second core is idle (the 1-minute load leaves one
-    and a half free), except in a daemonic process (a Dask worker's)."""
+    """:func:`section_figures` of each ``(child, experiment)``, in order, under a tqdm bar; in
+    two forked processes for :data:`PARALLEL_SECTIONS` or more where a second core is idle
+    (not in a daemonic process: a Dask worker's)."""
     global _SECTIONS
     from tqdm.auto import tqdm
 
@@ -401,14 +400,9 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
 
 def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None
           ) -> ReportContent:
-    """Gather a report's content from the run's files (figures are drawn here).
-
-    ``experiment`` (a :class:`~toolkit.lab.Experiment`) draws its own figures, and for a
-    showcase its parts draw theirs; without it the report shows the generic figures of the
-    logged numbers. With ``group`` (a seed group) ``run`` is its first seed with the others
-    as replicates: the findings are the group's, over every seed, and the figures see every
-    seed.
-    """
+    """A report's content from the run's files, figures drawn (``experiment``: see
+    :func:`write_report`); with a seed ``group``, ``run`` is its first seed, the findings the
+    group's and the figures see every seed."""
     complete = run.status == "complete"
     root = group.path if group is not None else run.run_dir
     record = read_record(root / "findings.json", FindingsFile, root=root)

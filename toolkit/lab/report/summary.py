@@ -1,13 +1,6 @@
-"""The report's Figure 1: every experiment's headline finding at a glance.
-
-Each experiment marks one finding as its headline (:class:`~toolkit.lab.results.findings.Headline`).
-Figure 1 gives each a lettered panel, like a paper's first figure: the metric with the block
-(blue, left) and without it (vermillion, right), a dot per seed, a bar over their range and a
-line at their mean; every threshold the verdict compares with, dashed grey; above the panel the
-verdict over the seeds and under it what to see. On a log axis an exact 0 sits on a row of its
-own, below a break in the axis; a value that is not finite is an upward triangle at the top
-edge, a negative one on a log axis a downward triangle at the bottom. The caption explains the
-marks the figure uses, and only those.
+"""The report's Figure 1: a lettered panel per experiment's headline finding
+(:class:`~toolkit.lab.results.findings.Headline`), blocked left, unblocked right, a dot per
+seed; its caption (:func:`summary_caption`) explains the marks it uses, and only those.
 """
 
 from __future__ import annotations
