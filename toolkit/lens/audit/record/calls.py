@@ -21,7 +21,14 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from toolkit.lens.audit.record.sites import grad_off_line, library_call, package_of, user_line
+from toolkit.lens.audit.record.sites import (
+    Line,
+    grad_off_line,
+    library_call,
+    package_of,
+    user_line,
+    user_lines,
+)
 
 __all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
@@ -217,12 +224,13 @@ class CallWatch(TorchFunctionMode):
         return out
 
 
-def caller_text() -> str:
+def caller_text(lines: tuple[Line | None, Line | None] | None = None) -> str:
     """``at file.py:LINE (function)`` of the innermost frame of the user's code (outside
     torch, the toolkit, the standard library and installed packages), with the installed
     package's function that runs there when there is one: ``…, inside higher's
-    _copy_tensor``."""
-    line, inner = user_line(), user_line(installed=True)
+    _copy_tensor``. ``lines``: :func:`~toolkit.lens.audit.record.sites.user_lines` at the
+    caller, when it has them."""
+    line, inner = user_lines() if lines is None else lines
     if line is None:
         return "in the step"
     text = f"at {line.file}:{line.number} ({line.function})"

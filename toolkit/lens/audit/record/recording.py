@@ -29,8 +29,9 @@ import functools
 import sys
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import torch
@@ -48,11 +49,13 @@ from toolkit.lens.audit.record.calls import CallWatch, Edge, caller_text, storag
 from toolkit.lens.audit.record.names import Names
 from toolkit.lens.audit.record.sites import (
     Line,
+    forget_lines,
     line_of,
     step_frame,
     step_line,
     user_frame,
     user_line,
+    user_lines,
     user_stack,
 )
 from toolkit.lens.audit.record.state import STATEFUL, StateSnapshot
@@ -257,6 +260,9 @@ class Recording:
         # (call, the nodes of the values such a call differentiated, its line): what the
         # tensors behind those values compute reaches the loss only as a gradient without graph
         self.first_order_calls: list[tuple[int, list[Edge], Line | None]] = []
+        # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
+        # the user's stack there): read by the pre-hook, kept for the forward hook
+        self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
         self.busy = False
         # optimizer.step() calls running now (the step updates the weights itself): what they
         # read and write is the update, not the step's graph
@@ -449,19 +455,32 @@ class Recording:
             self._outputs(label, output)
             # the outermost named call returns to the step's own code; an inner one to a
             # module's forward (a line every caller of that module runs)
-            self._made_outputs(output, "module" if not self.calling else "inner")
+            caller = sys._getframe(1)
+            self._made_outputs(output, "module" if not self.calling else "inner",
+                               lambda: self._call_stack(caller))
         finally:
+            self._stacks.pop(id(sys._getframe(1)), None)
             self.busy = False
 
-    def _made_outputs(self, output: Any, kind: str, depth: int = 0) -> None:
+    def _call_stack(self, caller: FrameType) -> tuple[Line, ...]:
+        """:func:`user_stack` at the module call whose hooks ``caller`` (a frame of torch's
+        ``Module._call_impl``) runs: read once for both hooks, since the frames outside a
+        call stay where they are until it returns (let go by the forward hook)."""
+        entry = self._stacks.get(id(caller))
+        if entry is None or entry[0] is not caller:
+            entry = self._stacks[id(caller)] = (caller, user_stack(start=caller))
+        return entry[1]
+
+    def _made_outputs(self, output: Any, kind: str, stack: Callable[[], tuple[Line, ...]],
+                      depth: int = 0) -> None:
         if isinstance(output, (list, tuple)) and depth < 2:
             for item in output:
-                self._made_outputs(item, kind, depth + 1)
+                self._made_outputs(item, kind, stack, depth + 1)
         elif isinstance(output, torch.Tensor) and output.grad_fn is not None:
-            stack = user_stack()
-            if stack:  # an enclosing call returns later: its line wins
-                self._made(output.grad_fn, stack,
-                           "inner" if stack[0].inside or kind == "inner" else kind)
+            lines = stack()
+            if lines:  # an enclosing call returns later: its line wins
+                self._made(output.grad_fn, lines,
+                           "inner" if lines[0].inside or kind == "inner" else kind)
 
     def _outputs(self, label: str, output: Any, where: str = "") -> None:
         """Map the node of each tensor ``output`` holds (tuples nested twice) to ``label``."""
@@ -497,9 +516,11 @@ class Recording:
             self.calling.append(label)
             self.busy = True
             try:
+                caller = sys._getframe(1)
                 if ("call", self.call, label) not in self.sites:
-                    self.sites["call", self.call, label] = caller_text()
-                    self.lines["call", self.call, label] = user_line()
+                    lines = user_lines()
+                    self.sites["call", self.call, label] = caller_text(lines)
+                    self.lines["call", self.call, label] = lines[0]
                 for t in tensors_in(args):
                     cut = self.detached_out.get(id(t))
                     if t.grad_fn is None and cut is not None and cut[0]() is t:
@@ -507,7 +528,7 @@ class Recording:
                 handed = [t for t in tensors_in(args) if t.grad_fn is not None]
                 nested = [(i, t) for i, a in [*enumerate(args), *_keywords(module).items()]
                           for t in _nested(a) if t.grad_fn is not None]
-                stack = user_stack() if nested else ()
+                stack = self._call_stack(caller) if nested else ()
                 start = self.sequence() if stack and handed else 0
                 for t in handed:
                     self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
@@ -529,6 +550,7 @@ class Recording:
         """Start the next call of the step: remember where autograd's node numbering is."""
         self.call += 1
         self.calling.clear()
+        self._stacks.clear()
         self.marks.append(self.sequence())
 
     def sequence(self) -> int:
@@ -550,6 +572,8 @@ class Recording:
 
     def __enter__(self) -> Recording:
         stack = self._stack
+        forget_lines()
+        stack.callback(forget_lines)
         stack.enter_context(trace_cuts())
         stack.enter_context(observe_cuts(on_open=self._open))
         for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
@@ -626,4 +650,5 @@ class Recording:
         stack.callback(setattr, function, "forward", original)
 
     def __exit__(self, *exc: object) -> None:
+        self._stacks.clear()
         self._stack.close()

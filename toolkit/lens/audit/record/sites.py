@@ -15,6 +15,7 @@ there).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
 import os
@@ -22,14 +23,13 @@ import re
 import sys
 import sysconfig
 from dataclasses import dataclass, field
-from types import FrameType
-from typing import Any
+from types import CodeType, FrameType
 
 import torch
 from torch import nn
 
-__all__ = ["STOP_CODES", "Line", "caller_frame", "grad_off_line", "line_of", "step_line",
-           "user_frame", "user_line", "user_stack"]
+__all__ = ["STOP_CODES", "Line", "caller_frame", "forget_lines", "grad_off_line", "line_of",
+           "step_line", "user_frame", "user_line", "user_lines", "user_stack"]
 
 # frames of these folders are never user code: torch, and the toolkit's own packages
 _LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
@@ -69,11 +69,31 @@ class Line:
             f"{self.file}:{self.number} (in {self.function})"
 
 
-def _line(frame: FrameType) -> Line:
-    path = frame.f_code.co_filename
-    number = frame.f_lineno
-    return Line(os.path.basename(path), number, frame.f_code.co_name,
-                linecache.getline(path, number).strip(), path, _inside(frame), _span(frame))
+# (id of a code object, instruction offset, line number, enclosing module class) -> (the code
+# object, the Line a frame running there shows): a module's hooks ask for the same lines at
+# every call, and reading a line's text and span each time costs more than the step's own
+# operations on a small model; emptied by :func:`forget_lines` (the recording, on entry and exit)
+_LINES: dict[tuple[int, int, int, str], tuple[CodeType, Line]] = {}
+
+
+def forget_lines() -> None:
+    """Forget the lines read so far (each audit reads its files' lines afresh)."""
+    _LINES.clear()
+
+
+def _line(frame: FrameType, inside: str | None = None) -> Line:
+    """The :class:`Line` ``frame`` runs; ``inside``: the module class whose ``forward`` runs
+    it, when the caller knows it (found from ``frame`` outward otherwise)."""
+    code, number = frame.f_code, frame.f_lineno
+    inside = _inside(frame) if inside is None else inside
+    key = (id(code), frame.f_lasti, number, inside)
+    found = _LINES.get(key)
+    if found is None or found[0] is not code:
+        path = code.co_filename
+        found = _LINES[key] = (code, Line(os.path.basename(path), number, code.co_name,
+                                          linecache.getline(path, number).strip(), path,
+                                          inside, _span(frame)))
+    return found[1]
 
 
 def _span(frame: FrameType) -> tuple[int, int, int, int] | None:
@@ -86,6 +106,7 @@ def _span(frame: FrameType) -> tuple[int, int, int, int] | None:
     return None if None in found else found  # type: ignore[return-value]
 
 
+@functools.cache
 def _library(path: str) -> bool:
     """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own (the standard
     library, frozen modules)."""
@@ -93,6 +114,7 @@ def _library(path: str) -> bool:
             or (path.startswith(_STDLIB) and not _installed(path)))
 
 
+@functools.cache
 def _installed(path: str) -> bool:
     """Whether file ``path`` belongs to an installed package (peft, transformers, nflows)."""
     return any(part in path for part in _INSTALLED)
@@ -146,7 +168,7 @@ def step_frame(depth: int = 2) -> FrameType | None:
     (the step's own code that handed a tensor to the forward now running), or ``None``."""
     frames: list[FrameType] = []
     frame: FrameType | None = sys._getframe(depth)
-    while frame is not None and frame.f_code not in STOP_CODES:
+    while frame is not None and id(frame.f_code) not in STOP_CODES:
         frames.append(frame)
         frame = frame.f_back
     # frames inside the outermost running forward are inside one; the user's first frame
@@ -174,6 +196,21 @@ def user_frame(depth: int = 2) -> FrameType | None:
 def line_of(frame: FrameType) -> Line:
     """The line ``frame`` runs, as a :class:`Line` (with its span)."""
     return _line(frame)
+
+
+def user_lines(depth: int = 2) -> tuple[Line | None, Line | None]:
+    """``(user_line(depth), user_line(depth, installed=True))``, from one walk up the stack."""
+    frame: FrameType | None = sys._getframe(depth)
+    inner = None
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not _library(path):
+            inner = inner or frame
+            if not _installed(path):
+                return _line(frame), _line(inner)
+        frame = frame.f_back
+    line = None if inner is None else _line(inner)
+    return line, line
 
 
 def user_line(depth: int = 2, *, installed: bool = False) -> Line | None:
@@ -322,35 +359,34 @@ def _enclosing_with(path: str, number: int, first: int) -> tuple[int, str] | Non
     return None
 
 
-#: code objects where a walk up the stack stops (the audit's own entry point: frames above it
-#: are the caller of the audit, not the step)
-STOP_CODES: set[Any] = set()
+#: ``id`` of the code objects where a walk up the stack stops (the audit's own entry point:
+#: frames above it are the caller of the audit, not the step); ids, since hashing a code
+#: object reads all of it, at every frame of every walk
+STOP_CODES: set[int] = set()
 
 
-def user_stack(depth: int = 2) -> tuple[Line, ...]:
+def user_stack(depth: int = 2, *, start: FrameType | None = None) -> tuple[Line, ...]:
     """The frames of the user's code from the innermost out to the step function, as lines
     (innermost first): where something happens, then each call that led there. Each line's
     ``inside`` names the module whose ``forward`` runs it. Frames of installed packages are
-    left out (kept only when there is no other)."""
+    left out (kept only when there is no other). The walk starts ``depth`` frames up, or at
+    frame ``start``."""
     frames: list[FrameType] = []
-    frame: FrameType | None = sys._getframe(depth)
-    while frame is not None and frame.f_code not in STOP_CODES:
+    frame: FrameType | None = sys._getframe(depth) if start is None else start
+    while frame is not None and id(frame.f_code) not in STOP_CODES:
         frames.append(frame)
         frame = frame.f_back
     inside = ""
-    marks: list[str] = []
+    lines, installed = [], []
     for frame in reversed(frames):  # outermost first: a forward encloses what it calls
         owner = _forward_of(frame)
         if owner is not None:
             inside = type(owner).__name__
-        marks.append(inside)
-    lines, installed = [], []
-    for frame, inside in zip(frames, reversed(marks)):
         path = frame.f_code.co_filename
         if _library(path):
             continue
-        number = frame.f_lineno
-        line = Line(os.path.basename(path), number, frame.f_code.co_name,
-                    linecache.getline(path, number).strip(), path, inside, _span(frame))
-        (installed if _installed(path) else lines).append(line)
-    return tuple(lines or installed)
+        if _installed(path):  # read only when the stack holds no other
+            installed.append((frame, inside))
+        else:
+            lines.append(_line(frame, inside))
+    return tuple(reversed(lines or [_line(frame, inside) for frame, inside in installed]))
