@@ -52,7 +52,8 @@ def _event_of(step: RecordedStep, reader: Any, node: Any, inner: bool
     before = [e for e in entries if e[3] <= seq]
     if not before:
         return None
-    _, module, stack, start, _ = max(before, key=lambda e: (e[3], e[4]))
+    # the calls in the order they began: two with no node made between them share a start
+    _, module, stack, start, _ = before[-1]
     return module, stack, start
 
 

@@ -553,16 +553,11 @@ class Recording:
         self._stacks.clear()
         self.marks.append(self.sequence())
 
-    def sequence(self) -> int:
-        """The sequence number autograd gives the next node it makes (nodes made later in
-        this thread have larger ones)."""
-        busy, self.busy = self.busy, True
-        try:
-            with torch.enable_grad():
-                probe = torch.zeros((), requires_grad=True) * 1.0
-            return probe.grad_fn._sequence_nr() + 1
-        finally:
-            self.busy = busy
+    @staticmethod
+    def sequence() -> int:
+        """The sequence number autograd gives the next node it makes in this thread (nodes
+        made later have larger ones; calls with no node made between them share one)."""
+        return torch.autograd._get_sequence_nr()
 
     def _open(self, x: Any, name: str | None) -> Any:
         """Mark a disabled block with a node that names it, and note the user's line."""
