@@ -90,7 +90,7 @@ class Truth:
 def _word(grad: torch.Tensor | None) -> str | None:
     if grad is None:
         return None
-    return NONZERO if bool(grad.ne(0).any()) else ZERO
+    return NONZERO if bool(grad.count_nonzero()) else ZERO  # one pass, no mask tensor
 
 
 def _gradients(loss: torch.Tensor, tensors: dict[int, torch.Tensor],
