@@ -10,7 +10,8 @@ vocabulary) on next-token prediction, and a ResNet-50 (``ResNetConfig()``, the
   real ``autograd.grad`` per loss, the graph walks, state saved and put back).
 
 Time: interleaved rounds (``toolkit.lab.measure.race``), the median of per-round ratios audit /
-step. Memory: each contender runs once in a fresh process (``spawn``), so that no allocator
+step, in wall time (the acceptance's number) and in process CPU time (steadier when other
+programs share the cores; the load average is printed with each model). Memory: each contender runs once in a fresh process (``spawn``), so that no allocator
 cache of an earlier run hides its peak; on CUDA the peak is ``torch.cuda.max_memory_allocated``
 above what was allocated before the call, on the CPU the resident set sampled every
 millisecond above the resident set before the call. The AdamW moments are made by the first
@@ -126,18 +127,19 @@ def peak_memory(model: str, name: str, sizes: dict[str, int], device: torch.devi
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small inputs, 2 rounds")
+    parser.add_argument("--quick", action="store_true", help="small inputs, 3 rounds")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--models", default="gpt2,resnet50", help="comma-separated: gpt2, resnet50")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="interleaved timing rounds (default 5, 3 with --quick)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device, where="bench_audit_models")
     sizes = ({"batch": 2, "seq": 64, "image": 64} if args.quick
              else {"batch": 4, "seq": 128, "image": 128})
-    rounds = 2 if args.quick else args.rounds
+    rounds = args.rounds if args.rounds is not None else 3 if args.quick else 5
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"{platform.processor() or platform.machine()}, device={device}, sizes {sizes}")
     results = {}
@@ -146,17 +148,25 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         audit = audit_step(loss_fn, opt)
         print(f"\n{model}: {sum(p.numel() for p in net.parameters()) / 1e6:.1f}M parameters; "
               f"audit {'clean' if audit.ok else 'NOT clean'}")
+        load = os.getloadavg()[0]
         timed = race(contenders(loss_fn, opt), rounds=rounds, device=device)
         time_ratio = timed.ratio("audit_step", "train step").median
+        cpu_ratio = timed.ratio("audit_step", "train step", clock="cpu").median
         memory = {name: peak_memory(model, name, sizes, device, args.threads)
                   for name in ("train step", "audit_step")}
         memory_ratio = memory["audit_step"] / max(memory["train step"], 1)
         print(timed.table())
-        print(f"  time   audit_step / train step: {time_ratio:.2f}x (median of {rounds} rounds)")
+        print(f"  time   audit_step / train step: {time_ratio:.2f}x (median of {rounds} rounds; "
+              f"CPU time {cpu_ratio:.2f}x; load average {load:.1f} -> "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
         print(f"  memory audit_step / train step: {memory_ratio:.2f}x "
               f"({memory['audit_step'] / 2**20:.0f} MiB / {memory['train step'] / 2**20:.0f} MiB)")
-        results[model] = {"time_ratio": time_ratio, "memory_ratio": memory_ratio}
+        results[model] = {"time_ratio": time_ratio, "cpu_ratio": cpu_ratio,
+                          "memory_ratio": memory_ratio}
         del loss_fn, opt, net
+    print("\n" + "\n".join(f"{model}: time {r['time_ratio']:.2f}x, memory {r['memory_ratio']:.2f}x "
+                           f"of one training step (goal: both <= 2x)"
+                           for model, r in results.items()))
     return results
 
 
