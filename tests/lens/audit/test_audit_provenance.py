@@ -87,7 +87,8 @@ def test_a_history_of_losses_kept_with_their_graph_is_found_and_one_item_is_not(
         return loss
 
     (held,) = audit_step(step, opt).held
-    assert (held.module, held.name) == ("history", f"[{len(history) - 1}]")
+    assert (held.module, held.name) == ("history", "[1]")  # the second call's loss
+    assert history == []  # the audit put the list back as it found it
     assert held.lines[0].text == "history.append(loss)  # loss.item() meant"
 
     def step_item() -> torch.Tensor:
@@ -235,3 +236,71 @@ def test_a_state_kept_as_a_tuple_is_cut_where_it_is_read_and_then_trains(tmp_pat
         opt_e.step()
         opt_f.step()
     assert audit_step(step_e, opt_e).ok
+
+
+@pytest.mark.parametrize("kept", ["dict", "list"])
+def test_a_state_kept_in_a_plain_container_is_cut_where_the_step_stores_it(kept: str) -> None:
+    """A recurrent state handed to the next call in a dict (``memory.update(h=h)``), and a
+    memory bank in a list that this call's loss reads too (``bank.append(f)``, as a
+    cross-batch memory keeps features): each printed edit cuts the value where the step stores
+    it, is run before it is printed, and trains as the state detached there; the audit puts
+    the container back as it found it."""
+    from toolkit.lens.audit.fixes.verify import edited_step
+
+    def build(fixed: bool):
+        torch.manual_seed(0)
+        cell = nn.GRUCell(3, 4)
+        opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+        xs, at = torch.randn(5, 2, 3), {"call": 0}  # the position: put back too
+        memory = {"h": torch.zeros(2, 4)}
+        bank: list[torch.Tensor] = []
+
+        def step() -> torch.Tensor:
+            x = xs[at["call"]]
+            at["call"] += 1
+            if kept == "dict":
+                h = cell(x, memory["h"])
+                memory.update(h=h.detach() if fixed else h)
+                return h.pow(2).mean()
+            f = cell(x)
+            bank.append(f.detach() if fixed else f)
+            del bank[:-2]
+            return (f @ torch.cat(bank).T).pow(2).mean()
+
+        return step, opt, cell, memory, bank
+
+    step, opt, cell, memory, bank = build(False)
+    audit = audit_step(step, opt)
+    assert audit.carried and memory["h"].eq(0).all() and bank == []
+    edits = list(dict.fromkeys(e for c in audit.carried for e in c.edits))
+    stored = "memory.update(h=" if kept == "dict" else "bank.append("
+    assert edits and all(e.new == f"stop_gradient({e.old})" for e in edits), str(audit)
+    assert all(stored in line.text for c in audit.carried for line in c.lines)
+    edited = edited_step(step, edits)
+    assert edited is not None
+    fixed, _, cell_f, _, _ = build(True)
+    for _ in range(3):  # the bug's second backward fails; the edited step trains as the fix
+        grads = torch.autograd.grad(edited(), list(cell.parameters()))
+        want = torch.autograd.grad(fixed(), list(cell_f.parameters()))
+        for g, w in zip(grads, want):
+            torch.testing.assert_close(g, w)
+
+
+def test_a_value_cut_and_written_into_a_kept_tensor_is_not_carried() -> None:
+    """A replay buffer kept as one tensor, written in place with samples cut by
+    ``stop_gradient`` (JEM's buffer, Grathwohl et al. 2020): in a plain run no graph is
+    made there, and the audit, which records each cut as a node, finds none either."""
+    from toolkit import stop_gradient
+
+    torch.manual_seed(0)
+    net = nn.Linear(4, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    buffer = torch.rand(6, 4)
+
+    def step() -> torch.Tensor:
+        index = torch.randint(0, 6, (3,))
+        x = buffer[index] + 0.1 * net.weight
+        buffer[index] = stop_gradient(x)
+        return net(x).pow(2).mean()
+
+    assert audit_step(step, opt).ok

@@ -119,8 +119,10 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     of every optimizer the step steps itself (Adam's step count and moments), the
     ``state_dict()`` of a ``GradScaler`` it updates and of a learning-rate scheduler it steps,
     and the ``random``, numpy and torch (CPU and CUDA) generators, and puts back whatever the
-    two calls changed (a buffer that took a ``grad_fn`` is detached again). What lives
-    elsewhere (iterators, a recurrent state kept outside the named modules) is not restored.
+    two calls changed (a buffer that took a ``grad_fn`` is detached again), and the items of
+    the lists, dicts and deques the step reaches and its closure cells (a recurrent state or a
+    memory kept outside modules). What lives elsewhere (an iterator's position) is not
+    restored.
 
     Modules are named from ``modules`` (an ``nn.Module`` or a dict name → module), then from
     what the step refers to: its closure, its bound ``self``, ``functools.partial``
@@ -187,6 +189,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
                 if restore_state else None)
     recording = Recording(names, watched, snapshot)
+    containers = kept.KeptState(step) if restore_state else None  # lists, dicts, cells
     # called with gradients off (an evaluation loop, torch.inference_mode()): the step runs with
     # them on, as training runs it; the step's own no_grad blocks still switch them off
     grad_off = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
@@ -217,6 +220,8 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     finally:
         caller.clear()
         restored, lost = snapshot.restore() if snapshot is not None else ([], [])
+        if containers is not None:
+            containers.restore()
     checking = VERIFYING.get()
     if checking is not None:  # an edited step, audited to check an edit: its truth is read
         checking.append(recorded.truth)
@@ -235,10 +240,10 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     # one note per line: an inner optimizer built anew in each call steps from the same line
     for name, line in dict.fromkeys(recording.optimizer_steps.values()):
         where = "" if line is None else f" (at {line.file}:{line.number})"
-        kept = ("the audit put back the tensors it stepped, its state and .grad" if restore_state
+        done = ("the audit put back the tensors it stepped, its state and .grad" if restore_state
                 else "restore_state=False: the two calls stepped it twice")
         notes.append(f"the step calls {name}.step() itself{where}: the audit reads the graph, "
-                     f"not the update; {kept}")
+                     f"not the update; {done}")
     if restored:
         notes.append(f"restored what the two calls changed: {listing(restored, 4)}")
     if lost:

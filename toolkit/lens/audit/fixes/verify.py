@@ -65,7 +65,9 @@ class _Swap:
     code: types.CodeType
     imports: dict[str, Any]
     name: str  # the global the edited code appends to when it runs
-    ran: list[int] = dataclasses.field(default_factory=list)
+    # set by the edited code as it runs (an object no audit puts back, as it puts lists back)
+    ran: types.SimpleNamespace = dataclasses.field(
+        default_factory=lambda: types.SimpleNamespace(ran=False))
 
 
 def edited_step(step: Any, edits: Iterable[Edit]) -> Callable[[], Any] | None:
@@ -211,14 +213,14 @@ def _compiled(edited: ast.Module, place: tuple[int, ...], original: types.CodeTy
     """The code of the function at ``place`` of the edited file, compiled as it runs: inside a
     class of its class's name (name mangling, ``__class__``), with the free variables of
     ``original`` as free variables (``None`` when they differ: the edit reads a new one); its
-    first statement appends to the global ``ran``."""
+    first statement sets ``ran.ran`` (``ran``: a global's name)."""
     chain = _chain(edited, place)
     node = chain[-1]
     if not isinstance(node, _DEFS):
         return None
     first = node.body[0]
-    mark = ast.Expr(ast.Call(ast.Attribute(ast.Name(ran, ast.Load()), "append", ast.Load()),
-                             [ast.Constant(1)], []))
+    mark = ast.Assign([ast.Attribute(ast.Name(ran, ast.Load()), "ran", ast.Store())],
+                      ast.Constant(True))
     keep = ast.If(ast.Constant(False), [ast.Expr(ast.Tuple(  # the same cells, used or not
         [ast.Name(n, ast.Load()) for n in original.co_freevars], ast.Load()))], [])
     node.body = [ast.copy_location(mark, first), *node.body, ast.copy_location(keep, first)]
@@ -332,7 +334,7 @@ def _passes(audit: Any, findings: list[tuple[str, Any]], step: Any, swaps: list[
     kept: list[Any] = []
     token = VERIFYING.set(kept)
     for swap in swaps:
-        swap.ran.clear()
+        swap.ran.ran = False
     try:
         with installed(swaps), running(e for _, f in findings for e in f.edits):
             again = rerun(step)
@@ -340,7 +342,7 @@ def _passes(audit: Any, findings: list[tuple[str, Any]], step: Any, swaps: list[
         return False
     finally:
         VERIFYING.reset(token)
-    if not all(swap.ran for swap in swaps):
+    if not all(swap.ran.ran for swap in swaps):
         return None
     mine = {_key(kind, f) for kind, f in findings}
     after = _keys(again)

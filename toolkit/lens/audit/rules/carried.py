@@ -41,7 +41,7 @@ from toolkit.lens.graph_walk import closure
 if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_carried", "grows_or_fails", "holds_saved"]
+__all__ = ["check", "find_carried", "grows_or_fails", "holds_saved", "made_of_cuts"]
 
 
 def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
@@ -52,9 +52,10 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
     cut, the loss no longer reaches the old node."""
     search, rec, label = step.searches[loss], step.rec, step.label
     first_mark, this_mark = rec.marks[0], rec.marks[-1]
+    cuts: dict[int, bool] = {}
     old = {key for key, node in search.nodes.items()  # a cut is no graph in a plain run
            if getattr(node, "variable", None) is None and not is_cut_marker(node)
-           and node._sequence_nr() < this_mark}
+           and node._sequence_nr() < this_mark and not made_of_cuts(node, cuts)}
     if not old:
         return []
     entries: dict[tuple[int, int], int] = {}  # (old node, output) -> the new node reading it
@@ -96,6 +97,9 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
         elif how == "stored":
             fix = ("cut it where it is stored (this call's loss trains nothing through the "
                    "value stored): stop_gradient(value) or value.detach() in the assignment")
+        elif how == "kept":
+            fix = (f"cut it where the step stores it for the next call, not where it enters "
+                   f"({entered}): stop_gradient(value) or value.detach() in what it stores")
         elif how == "reset" and (stored := _stored(step, node)) is not None:
             fix = (f"no cut where it is read keeps each call's own gradient: "
                    f"{reset_text(*stored, first_none=bool(edits))}")
@@ -112,6 +116,32 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
             created=created, n_nodes=counts[key], fix=fix, lines=lines,
             edits=edits)))  # type: ignore[arg-type]
     return out
+
+
+def made_of_cuts(node: Any, memo: dict[int, bool]) -> bool:
+    """Whether every path from ``node`` down to a leaf passes a cut: in a plain run, where a
+    cut is a ``detach``, no graph is made there (``buffer[i] = stop_gradient(x)`` into a
+    tensor kept between calls). ``memo``: what is known, by ``id`` of node."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in memo:
+            stack.pop()
+            continue
+        kids = [c for c, _ in n.next_functions if c is not None and not is_cut_marker(c)]
+        if any(getattr(c, "variable", None) is not None or memo.get(id(c)) is False
+               for c in kids):
+            memo[id(n)] = False
+            stack.pop()
+            continue
+        pending = [c for c in kids if id(c) not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        # every input is a cut or made of cuts (a node of no input at all is no cut's)
+        memo[id(n)] = bool(kids) or any(is_cut_marker(c) for c, _ in n.next_functions)
+        stack.pop()
+    return memo[id(node)]
 
 
 def holds_saved(node: Any) -> bool:
@@ -151,10 +181,13 @@ def grows_or_fails(node: Any, first_mark: int) -> bool:
 def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
              ) -> tuple[tuple[Line, ...], Cut, str]:
     """The lines where the state (old node ``key``) is cut, the cut of every edge by which
-    this call's graph reads it, with its edits, and how (``"stored"``, ``"read"`` or
-    ``"reset"``). Each keeps this call's own gradients: where the previous call assigned it
+    this call's graph reads it, with its edits, and how (``"stored"``, ``"kept"``, ``"read"``
+    or ``"reset"``). Each keeps this call's own gradients: where the previous call assigned it
     to a module's attribute (``self.memory = …``) when this call's loss does not need the
-    gradient of what it assigns there; else each line of the step's own code that hands it
+    gradient of what it assigns there; where the step stores it outside modules (a list, a
+    dict, a closure: ``memory.append(feats)``, ``state.update(h=h)``), whatever this call's
+    loss reads of it, as a graph carried to the next call is cut where it is stored; else each
+    line of the step's own code that hands it
     to a module (``model(x, hidden)``), or each operation that reads it (``0.9 * self.avg``);
     else no edit: the state is to be reset or recomputed each step."""
     rec, graph = step.rec, step.graphs[loss]
@@ -170,6 +203,12 @@ def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
     if stored and now and state_assignable(step, assigned[1]):
         return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
                                    edits=(cut_assigned(assigned[1]),)), "stored"
+    if not stored:  # kept by the step outside modules: cut where it stores it for next call
+        from toolkit.lens.audit.rules.kept import stored_at  # kept reads holds_saved here
+        kept = stored_at(step.step, node, rec.marks[-1]) if step.step is not None else None
+        if kept is not None:
+            # proved by running it: the stores cut every path into the old graph at once
+            return kept[0], Cut(lines=kept[0], edits=kept[1]), "kept"
     found = state_readers(step, node)
     if found is not None and not (reset is not None and reads_own(step, now, found[0])):
         return found[0], Cut(edges=edges, lines=found[0], edits=found[1]), "read"

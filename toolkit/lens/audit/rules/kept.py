@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from toolkit.lens.audit.findings import HeldGraph
+from toolkit.lens.audit.fixes.edits import Edit, edit_node, segment, source_of
 from toolkit.lens.audit.record.sites import Line
 from toolkit.lens.audit.rules.carried import holds_saved
 from toolkit.lens.audit.rules.held import saved_bytes
@@ -46,7 +47,7 @@ from toolkit.lens.backward_graph import is_cut_marker
 if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_kept"]
+__all__ = ["KeptState", "check", "cut_stored", "find_kept", "stored_at"]
 
 _MAX_OBJECTS = 2000  # containers and objects looked at
 _MAX_ITEMS = 100_000  # items of one container looked at (a replay buffer)
@@ -153,6 +154,61 @@ def _kept(step: Any) -> list[tuple[_Place, torch.Tensor]]:
     return found
 
 
+class KeptState:
+    """The state a step keeps outside modules, saved before the audit's calls and put back
+    after: the items of every list, dict and deque it reaches (see :func:`_kept`), its
+    closure cells, and the graph of the tensors it keeps. The step then runs again as it first ran (an edited step is audited from
+    the same memory, not from the graphs the two calls left there)."""
+
+    def __init__(self, step: Any) -> None:
+        self.items: list[tuple[Any, Any]] = []
+        self.cells: list[tuple[Any, Any]] = []
+        self.plain: list[torch.Tensor] = []  # tensors with no graph, which a write may give one
+        queue: collections.deque[tuple[Any, int]] = collections.deque([(step, 0)])
+        seen: set[int] = set()
+        while queue and len(seen) < _MAX_OBJECTS:
+            obj, depth = queue.popleft()
+            if isinstance(obj, torch.Tensor) and id(obj) not in seen:
+                seen.add(id(obj))
+                if obj.grad_fn is None and not obj.requires_grad:
+                    self.plain.append(obj)
+                continue
+            if id(obj) in seen or depth > 5 or isinstance(
+                    obj, (torch.Tensor, types.ModuleType, type, str, bytes, int, float, bool,
+                          type(None))):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, types.FunctionType):
+                if _library(obj):
+                    continue
+                for cell in obj.__closure__ or ():
+                    with contextlib.suppress(ValueError):  # an empty cell
+                        self.cells.append((cell, cell.cell_contents))
+            if type(obj) in (list, dict, collections.deque):
+                self.items.append((obj, dict(obj) if isinstance(obj, dict) else list(obj)))
+            queue.extend((value, depth + 1) for _, value in _children(obj))
+
+    def restore(self) -> None:
+        """Put every item and cell back (the same objects); a kept tensor that took a graph
+        from an in-place write (``buffer[i] = x``) is detached again (its values stay as the
+        calls wrote them)."""
+        for t in self.plain:
+            if t.grad_fn is not None:
+                with contextlib.suppress(RuntimeError):  # a view: cannot be detached in place
+                    t.detach_()
+        for cell, value in self.cells:
+            if cell.cell_contents is not value:
+                cell.cell_contents = value
+        for obj, saved in self.items:
+            if isinstance(obj, dict):
+                if obj.keys() != saved.keys() or any(obj[k] is not v for k, v in saved.items()):
+                    obj.clear()
+                    obj.update(saved)
+            elif len(obj) != len(saved) or any(a is not b for a, b in zip(obj, saved)):
+                obj.clear()
+                obj.extend(saved)
+
+
 def find_kept(step: RecordedStep) -> list[HeldGraph]:
     """The places outside modules that keep the graph of both calls (see the module's
     docstring), one finding per place."""
@@ -257,24 +313,14 @@ def _stores_in(obj: Any, name: str) -> list[Line]:
     except (OSError, TypeError, SyntaxError):
         return []
     lines = source.splitlines()
-
-    def names(node: ast.AST) -> str:
-        if isinstance(node, ast.Name):
-            return node.id
-        if isinstance(node, ast.Attribute):
-            return f"{names(node.value)}.{node.attr}"
-        if isinstance(node, ast.Subscript):
-            return names(node.value)
-        return ""
-
     found: dict[int, Line] = {}
     for node in ast.walk(tree):
         hit = False
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            hit = node.func.attr in _STORES and names(node.func.value) == name
+            hit = node.func.attr in _STORES and _name(node.func.value) == name
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            hit = any(names(t) == name for t in targets)
+            hit = any(_name(t) == name for t in targets)
         if hit and isinstance(node, ast.Assign) and _empty(node.value):
             hit = False  # the container made empty (``self.memory = []``): no store
         if hit:
@@ -285,6 +331,109 @@ def _stores_in(obj: Any, name: str) -> list[Line]:
             found.setdefault(number, Line(os.path.basename(path), number + first - 1, owner,
                                           lines[number - 1].strip(), path))
     return [found[k] for k in sorted(found)]
+
+
+def stored_at(step: Any, node: Any, mark: int
+              ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
+    """Where the step stores, outside modules (a list, a dict, a global, a closure cell), the
+    state through which this call reads the old graph ``node``: the places whose tensor is
+    ``node``'s or reaches it through this call's graph (nodes numbered from ``mark``), the
+    lines that store into them, and the edits that cut every value stored there (a line that
+    stores it cut already is left out); ``None`` when none is found."""
+    edits: dict[Line, dict[Edit, None]] = {}
+    for place, tensor in _kept(step):
+        if _reaches(tensor.grad_fn, node, mark):
+            container = place.path.split("[", 1)[0]
+            key = _key(place.path[len(container):])
+            for line in _store_lines(step, place):
+                found = cut_stored(line, container, key)
+                if found:  # else: stored cut already
+                    edits.setdefault(line, {}).update(dict.fromkeys(found))
+    if not edits:
+        return None
+    return tuple(edits), tuple(dict.fromkeys(e for found in edits.values() for e in found))
+
+
+def _reaches(start: Any, node: Any, mark: int) -> bool:
+    """Whether the graph from ``start`` reaches ``node`` through nodes numbered from
+    ``mark`` (this call's), cuts respected."""
+    seen: set[int] = set()
+    stack = [start]
+    while stack:
+        n = stack.pop()
+        if n is node:
+            return True
+        if n is None or id(n) in seen or is_cut_marker(n) or n._sequence_nr() < mark:
+            continue
+        seen.add(id(n))
+        stack.extend(child for child, _ in n.next_functions)
+    return False
+
+
+def cut_stored(line: Line, name: str, key: Any = None) -> tuple[Edit, ...]:
+    """Edits that cut every value the statements at ``line`` store into the container
+    ``name`` (as the source writes it: ``memory``, ``self.bank``), at its item ``key`` when
+    it is known (``state["h"]``; ``None``: any): each argument of ``name.append(...)`` and the
+    other storing methods (an index or a key left as it is), the keyword ``key`` of
+    ``name.update(...)``, the value of ``name[key] = ...``, ``name.attr = ...`` or ``name +=
+    ...``: ``stop_gradient(value)``, which cuts every tensor of a tuple, list or dict (none
+    for a value written already cut, nor for a value assigned to other names as well: ``a[k]
+    = h = v`` or ``out, a[k] = v``, where a cut of ``v`` would cut them too)."""
+    src = source_of(line.path) if line.path else None
+    if src is None:
+        return ()
+    values: list[ast.expr] = []
+    for node in ast.walk(src.tree):
+        if getattr(node, "lineno", None) != line.number:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _STORES and _name(node.func.value) == name:
+            if node.func.attr == "update" and key is not None:
+                values += [k.value for k in node.keywords if k.arg == key]
+                continue
+            keyed = node.func.attr in ("insert", "setdefault")
+            values += [*node.args[keyed:], *(k.value for k in node.keywords)]
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if len(targets) == 1 and _name(targets[0]) == name and (
+                    key is None or not isinstance(targets[0], ast.Subscript)
+                    or not isinstance(targets[0].slice, ast.Constant)
+                    or targets[0].slice.value == key):
+                values.append(node.value)
+    return tuple(edit_node(line, src, v, f"stop_gradient({segment(src, v)})") for v in values
+                 if not isinstance(v, (ast.Constant, ast.Starred)) and not _cut(v))
+
+
+def _key(path: str) -> Any:
+    """The key of the first item a place's path names after its container (``['h'][0]``
+    -> ``'h'``); ``None`` when it names none or cannot be read."""
+    if not path.startswith("["):
+        return None
+    try:
+        return ast.literal_eval(path[1:path.index("]")])
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _cut(value: ast.expr) -> bool:
+    """Whether ``value`` is written already cut: ``x.detach()``, ``stop_gradient(x)``,
+    ``x.item()``, ``x.tolist()``, ``x.data``."""
+    if isinstance(value, ast.Attribute) and value.attr == "data":
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    name = getattr(func, "attr", None) or getattr(func, "id", None)
+    return name in ("detach", "stop_gradient", "item", "tolist")
+
+
+def _name(node: ast.AST) -> str:
+    """The container a target or a receiver names (``self.memory[i]`` -> ``self.memory``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_name(node.value)}.{node.attr}"
+    if isinstance(node, ast.Subscript):
+        return _name(node.value)
+    return ""
 
 
 def _empty(value: ast.expr) -> bool:
