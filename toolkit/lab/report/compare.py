@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.report.figures import (
@@ -29,10 +30,11 @@ from toolkit.lab.report.figures import (
     series,
     wrap,
 )
-from toolkit.lab.report.render import format_value, split_variant
+from toolkit.lab.report.render import FigureItem, format_value, page, png, safe_name, split_variant
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.results.view import RunResults, readable_runs
+from toolkit.lab.style import COLORS, EXTRA_COLORS, MARKERS, integer_ticks, variant_style
 
 WIDTH = 120  # widest line of the terminal table
 HEADLINE = 3  # headline quantities (one figure each, the terminal's rows) per config
@@ -290,8 +292,6 @@ def _csv(table: Comparison) -> str:
 
 def point_style(index: int) -> dict[str, Any]:
     """Colour and marker of the ``index``-th config: no two of the first 36 look alike."""
-    from toolkit.lab.style import EXTRA_COLORS, MARKERS
-
     n = len(EXTRA_COLORS)
     return {"color": EXTRA_COLORS[index % n],
             "marker": MARKERS[(index + index // n) % len(MARKERS)]}
@@ -312,10 +312,6 @@ def metric_figure(table: Comparison, experiment: str, quantity: str) -> Any:
     """Every config of ``experiment`` in one panel of ``quantity``: blocked left, unblocked
     right, a thick line joining a config's means (its colour and marker), a thin line per
     seed; the legend names each config with its paired difference."""
-    from matplotlib.lines import Line2D
-
-    from toolkit.lab.style import COLORS
-
     rows = table.of(experiment)
     rows = rows[rows.quantity == quantity]
     labels = [c for c in table.labels(experiment) if (rows.config == c).any()]
@@ -374,10 +370,6 @@ def curve_figure(groups: dict[str, Sequence[RunResults]], experiment: str,
                  names: Sequence[str]) -> Any:
     """A panel per metric of ``names`` (two a row, 4.4 inches wide each); in each, every config
     of ``groups`` (label → its runs) as its blocked and unblocked curve."""
-    from matplotlib.lines import Line2D
-
-    from toolkit.lab.style import integer_ticks, variant_style
-
     fig, axes = panels(len(names), 2, 4.4, 3.4, title=1.2)
     for ax, name in zip(axes, names):
         ys_all = []
@@ -430,8 +422,6 @@ def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``compare.csv``, ``compare.html`` (every value, the runs pooled, the figures) and
     the figures as ``compare_figures/<experiment>__<name>.png``; returns the CSV's and the
     page's paths."""
-    from toolkit.lab.report.render import FigureItem, page, png, safe_name
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(csv_path := out_dir / "compare.csv", _csv(table), root=out_dir)

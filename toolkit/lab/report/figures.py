@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -459,8 +460,6 @@ class WordTable(Figure):
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
                  title: str = "") -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
         super().__init__(figsize=(1.0, 1.0))
         FigureCanvasAgg(self)
         self.columns = [str(c) for c in columns]

@@ -35,9 +35,12 @@ from typing import Any
 
 import jinja2
 from markupsafe import Markup
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
+from tqdm.auto import tqdm
 
 from toolkit._utils.formatting import fmt, format_value, round_floats
-from toolkit.lab.report.figures import default_figures, plt, summary_pairs
+from toolkit.lab.report.figures import WordTable, default_figures, plt, summary_pairs
 from toolkit.lab.report.summary import summary_caption, summary_figure
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_text, inside, read_record
 from toolkit.lab.results.findings import BADGES, Verdict, aggregate, found_sentence
@@ -230,12 +233,8 @@ class ReportContent:
 def png(fig: Any) -> bytes:
     """PNG of a figure at :data:`~toolkit.lab.style.REPORT_DPI`, quantised to 256 colours
     (plots have few: 3–5x smaller), from the canvas's pixels; the figure is closed."""
-    from PIL import Image  # a dependency of matplotlib
-
     try:
         if not hasattr(fig.canvas, "print_to_buffer"):  # a Figure() without a canvas
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-
             FigureCanvasAgg(fig)
         if fig.get_dpi() != REPORT_DPI:
             fig.set_dpi(REPORT_DPI)
@@ -251,8 +250,6 @@ def png(fig: Any) -> bytes:
 
 
 def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureItem:
-    from toolkit.lab.report.figures import WordTable
-
     if isinstance(fig, WordTable):  # words stay words: no image is drawn
         plt.close(fig)
         return FigureItem(safe_name(name), caption, b"", headline, table=(fig.columns, fig.rows))
@@ -346,8 +343,6 @@ def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
     two forked processes for :data:`PARALLEL_SECTIONS` or more where a second core is idle
     (not in a daemonic process: a Dask worker's)."""
     global _SECTIONS
-    from tqdm.auto import tqdm
-
     bar = {"total": len(sections), "desc": "report", "unit": "section", "leave": False,
            "dynamic_ncols": True, "disable": None if multiprocessing.parent_process() is None
            else True}  # on a terminal only, and only the command's process

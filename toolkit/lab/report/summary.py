@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from toolkit.lab.report.figures import plt
@@ -191,8 +192,6 @@ def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
     Each panel is a subfigure, so that its texts start at its own left edge; the columns'
     colours are named once, in the figure's legend at the top.
     """
-    from matplotlib.lines import Line2D
-
     heads = _heads(sections)
     if not heads:
         return None
