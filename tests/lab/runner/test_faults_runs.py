@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,20 @@ FILES = ["meta.json", "config.toml", "summary.json", "costs.json", "findings.jso
          "metrics.jsonl"]
 
 
+def _parses(name: str, text: bytes) -> bool:
+    """Whether ``text`` still reads as the format of ``name``: a file cut after a whole line of
+    TOML (or JSON lines) is a shorter valid file, not a damaged one."""
+    try:
+        if name.endswith(".toml"):
+            tomllib.loads(text.decode())
+        else:
+            for line in text.decode().splitlines() if name.endswith(".jsonl") else [text]:
+                json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def two_complete_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("two") / "results"
@@ -103,8 +118,11 @@ def test_each_results_file_truncated_in_turn(name: str, two_complete_runs: Path,
     damaged = bad.run_dir / name
     text = damaged.read_bytes()
     cut = len(text) // 2
-    while text[cut - 1:cut] in (b"\n", b" "):  # cut inside a value, as a killed write does
+    # cut inside a value, as a killed write does: where the file no longer parses (half of a
+    # config.toml can end after a whole line, whose length depends on the folder's path)
+    while cut > 1 and (text[cut - 1:cut] in (b"\n", b" ") or _parses(name, text[:cut])):
         cut -= 1
+    assert not _parses(name, text[:cut]), text
     damaged.write_bytes(text[:cut])
     before = _bytes([good])
     capsys.readouterr()
