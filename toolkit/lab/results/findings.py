@@ -42,11 +42,10 @@ class Story:
 
 def _spec(spec: str) -> tuple[int, str]:
     """``"4s"`` → ``(4, "s")``: significant digits (default 3) and unit."""
-    match = _SPEC.match(spec)
-    if match is None:
+    if (match := _SPEC.match(spec)) is None:
         raise ValueError(f"Finding: placeholder format must be digits and/or a unit such as "
                          f"'4', 's', 'B' or '4s', got {spec!r}")
-    return int(match.group(1) or 3), match.group(2)
+    return int(match[1] or 3), match[2]
 
 
 class _Filler(string.Formatter):
@@ -62,11 +61,7 @@ class _Filler(string.Formatter):
 
 
 def fill(text: str, values: Mapping[str, Any]) -> str:
-    """``text`` with each ``{name:spec}`` written as a number for a reader.
-
-    >>> fill("took {t:s} and {n} nodes ({r:4})", {"t": 0.0123, "n": 7, "r": 1.23456})
-    'took 12.3 ms and 7 nodes (1.235)'
-    """
+    """``text`` with each ``{name:spec}`` written for a reader: ``{t:s}`` → ``12.3 ms``."""
     return _Filler().vformat(text, (), dict(values))
 
 

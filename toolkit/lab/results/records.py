@@ -1,9 +1,7 @@
 """The records a run and a seed group write, each the dump of its model: ``meta.json`` (saved
-however a full disk allows), the findings, and a seed group: next to its runs, the runs of one
-config with several seeds (:func:`group_key`, the lab's one grouping), ``<UTC time>__seeds0-4__
-<random>/`` with ``group.json`` (:class:`~toolkit.lab.results.schema.GroupFile`),
-``config.toml`` (runnable again), ``findings.json`` and ``findings.md`` over the seeds.
-"""
+however a full disk allows), the findings, and a seed group (the runs of one config with several
+seeds, :func:`group_key`): a folder beside its runs with ``group.json``, ``config.toml`` and the
+findings over the seeds."""
 
 from __future__ import annotations
 
@@ -44,9 +42,8 @@ ESSENTIAL = ("status", "experiment", "run_id", "seed", "started", "ended", "dura
 
 
 def save_meta(path: Path, meta: RunMeta) -> bool:
-    """Write ``meta`` to ``path`` however the disk allows: atomically, else (no room for a
-    temporary file) over the blocks the file already has, compact and without the traceback,
-    then only its essential keys with the error cut to fit. Returns whether it was written."""
+    """Write ``meta`` atomically, else (a full disk) over the blocks the file has, compact, then
+    only its essential keys with the error cut to fit; whether it was written."""
     with contextlib.suppress(OSError):
         return atomic_write_json(path, meta) is None
     try:
@@ -73,8 +70,7 @@ def save_meta(path: Path, meta: RunMeta) -> bool:
 def compute_findings(run_dir: Path, experiment: Any) -> tuple[dict[str, list[Finding]],
                                                               list[str]]:
     """One run's findings by section (the run, or each child of a showcase), and the problems
-    of ``findings(run)`` calls that raised; a disable pattern that matched no block that ran
-    is a finding of the run."""
+    of ``findings(run)`` calls that raised."""
     run = RunResults(run_dir)
     parts = experiment.parts
     views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]
@@ -105,8 +101,7 @@ def compute_findings(run_dir: Path, experiment: Any) -> tuple[dict[str, list[Fin
 
 def write_findings(folder: Path, per_seed: Mapping[int, Mapping[str, Sequence[Finding]]],
                    problems: Sequence[str] = ()) -> FindingsFile:
-    """Aggregate findings by seed (:func:`~toolkit.lab.results.findings.aggregate`) and write
-    ``findings.json`` and ``findings.md`` into ``folder``."""
+    """Aggregate findings by seed and write ``findings.json`` and ``findings.md``."""
     verdicts, more = aggregate(per_seed)
     record = FindingsFile(seeds=list(per_seed), findings=verdicts,
                           problems=[*problems, *more])
@@ -133,11 +128,7 @@ def seed_findings(run_dir: Path) -> tuple[dict[str, list[Finding]], list[str]]:
 
 
 def format_seeds(seeds: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` → ``"0-2,5"``.
-
-    >>> format_seeds([0, 1, 2, 5]), format_seeds([3])
-    ('0-2,5', '3')
-    """
+    """``[0, 1, 2, 5]`` → ``"0-2,5"``."""
     ordered = sorted(seeds)  # a span: seeds whose difference to their position is the same
     spans = [[s for _, s in g] for _, g in itertools.groupby(enumerate(ordered),
                                                              lambda p: p[1] - p[0])]
@@ -150,22 +141,19 @@ def group_key(config: RunConfig) -> str:
 
 
 def group_runs(run_dirs: Sequence[Path]) -> list[list[Path]]:
-    """The complete runs among ``run_dirs`` that differ only in their seed, grouped in seed
-    order; only groups of two or more."""
+    """The complete runs among ``run_dirs`` that differ only in their seed, in seed order;
+    only groups of two or more."""
     groups: dict[str, list[RunResults]] = {}
-    for run_dir in run_dirs:
-        run = RunResults(run_dir)
+    for run in (RunResults(d) for d in run_dirs):
         if run.status == "complete":
-            config = RunConfig.model_validate(run.root_config)
-            groups.setdefault(group_key(config), []).append(run)
+            groups.setdefault(group_key(RunConfig.model_validate(run.root_config)), []).append(run)
     return [[r.run_dir for r in sorted(runs, key=lambda r: r.seed)]
             for runs in groups.values() if len(runs) > 1]
 
 
 def write_group(run_dirs: Sequence[Path], *, problems: Sequence[str] = ()) -> Path:
-    """Make the seed group of ``run_dirs`` (one config, several seeds, complete) next to the
-    first: ``group.json``, ``config.toml`` and the findings over the seeds. ``problems``: what
-    to report with the findings (e.g. seeds whose run failed)."""
+    """Make the seed group of ``run_dirs`` (one config, several seeds, complete) beside them;
+    ``problems``: what to report with the findings (e.g. seeds whose run failed)."""
     runs = [RunResults(d) for d in run_dirs]
     if not runs:
         raise ValueError("write_group: run_dirs is empty; give the runs of at least one seed")
@@ -190,12 +178,9 @@ def write_group(run_dirs: Sequence[Path], *, problems: Sequence[str] = ()) -> Pa
                      started=min(starts) if starts else None, ended=max(ends) if ends else None,
                      run_seconds=[m.duration_s for m in metas])
     atomic_write_json(folder / GROUP_FILE, info, root=folder)
-    per_seed, all_problems = {}, list(problems)
-    for run in runs:
-        found, found_problems = seed_findings(run.run_dir)
-        per_seed[run.seed] = found
-        all_problems += [f"seed {run.seed}: {p}" for p in found_problems]
-    write_findings(folder, per_seed, all_problems)
+    found = {run.seed: seed_findings(run.run_dir) for run in runs}
+    write_findings(folder, {seed: f for seed, (f, _) in found.items()},
+                   [*problems, *(f"seed {s}: {p}" for s, (_, ps) in found.items() for p in ps)])
     return folder
 
 

@@ -49,8 +49,7 @@ GROUP_FILE = "group.json"
 
 
 def lock_of(run_dir: str | Path, timeout: float = 0) -> filelock.FileLock:
-    """The lock a run's process holds while the run runs (a reader never waits for it); the
-    file stays when it is released: it tells a run from a copied folder."""
+    """The lock a run's process holds while it runs; the file stays when it is released."""
     return filelock.FileLock(Path(run_dir) / LOCK, timeout=timeout, thread_local=False,
                              preserve_lock_file=True)
 
@@ -71,14 +70,9 @@ def _nobody_holds(run_dir: Path) -> str | None:
 
 
 class RunResults:
-    """Read-only view of a run directory (or of one child of a showcase run), each file read
-    and checked against the results format on first use.
-
-    A child view (``run.child(name)``) sees metric keys without the ``"<name>/"`` prefix, the
-    summary and costs nested under ``name``, the artifacts in ``artifacts/<name>/``.
-    ``replicates``: this run and the runs of its config with other seeds (a seed group's
-    report hands ``figures(run)`` the first seed's view with the others attached).
-    """
+    """Read-only view of a run directory, each file checked on first use; a child view
+    (``run.child(name)``, a part of a showcase run) sees its own keys, summary and artifacts.
+    ``replicates``: this run and the runs of its config with other seeds."""
 
     def __init__(self, run_dir: str | Path, *, _child: str | None = None,
                  _replicates: Sequence[str | Path] = ()) -> None:
@@ -128,8 +122,7 @@ class RunResults:
         return self.all_metrics[-1].get("step") if self.all_metrics else None
 
     def status_line(self) -> str:
-        """``abandoned (its process 12 on h is gone: ...; last logged step 4)``, ``failed
-        (ValueError: ...; nothing logged)``, ``complete``."""
+        """``complete``, ``failed (ValueError: ...; nothing logged)``, ``abandoned (...)``."""
         status = self.status
         if status == "complete":
             return status
@@ -248,8 +241,7 @@ def is_group(path: str | Path) -> bool:
 
 
 class SeedGroup:
-    """A seed group read back (:class:`~toolkit.lab.results.schema.GroupFile`): its member runs
-    beside it, in seed order."""
+    """A seed group read back: its member runs beside it, in seed order."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -264,8 +256,7 @@ class SeedGroup:
 
     @property
     def run_dirs(self) -> list[Path]:
-        """The member runs, resolved; one outside the folder holding the group is
-        :class:`~toolkit.lab.errors.OutsideFolder` naming ``group.json``."""
+        """The member runs, resolved (one outside the group's parent: ``OutsideFolder``)."""
         try:
             return [inside(self.path.parent, self.path / rel) for rel in self.info["runs"]]
         except OutsideFolder:
@@ -283,8 +274,7 @@ class SeedGroup:
 
 
 def find_runs(root: str | Path) -> Iterator[Path]:
-    """Every run directory (a folder with ``meta.json``) below ``root``, sorted (hidden folders,
-    such as a run being written, left out)."""
+    """Every run directory (a folder with ``meta.json``) below ``root``, hidden ones left out."""
     for folder, dirs, files in walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         if "meta.json" in files or "meta.json" in dirs:  # a folder in its place: damaged
@@ -319,8 +309,7 @@ def links_out(folder: str | Path) -> list[OutsideFolder]:
 
 
 def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
-    """What is damaged in one run directory, each file once (empty: it reads as the format and
-    its record say); ``deep`` also reads every artifact."""
+    """What is damaged in one run directory, each file once; ``deep`` reads the artifacts too."""
     run_dir = Path(run_dir)
     problems: list[DamagedFile] = list(links_out(run_dir))
 
@@ -357,14 +346,11 @@ def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
 def _unique(problems: list[DamagedFile]) -> list[DamagedFile]:
     """Each damaged file once, with its first problem."""
     first: dict[Path, DamagedFile] = {}
-    for problem in problems:
-        first.setdefault(problem.path, problem)
-    return list(first.values())
+    return [first.setdefault(p.path, p) for p in problems if p.path not in first]
 
 
 def check_group(folder: str | Path) -> list[DamagedFile]:
-    """What is damaged in a seed group's folder: ``group.json``, its config and findings, links
-    leading out of it, and whether its member runs are there, beside it."""
+    """What is damaged in a seed group's folder, and whether its member runs are beside it."""
     folder = Path(folder)
     problems: list[DamagedFile] = list(links_out(folder))
     _read(problems, read_json, folder / GROUP_FILE, model=GroupFile, root=folder)
@@ -385,8 +371,7 @@ def readable_runs(root: str | Path, on_damaged: Callable[[DamagedFile, int], Any
     """The run directories below ``root`` that are not damaged; for each damaged one,
     ``on_damaged(first problem, number of problems)`` (without it, the first is raised)."""
     for run_dir in find_runs(root):
-        problems = check_run(run_dir)
-        if not problems:
+        if not (problems := check_run(run_dir)):
             yield run_dir
         elif on_damaged is None:
             raise problems[0]
@@ -395,8 +380,7 @@ def readable_runs(root: str | Path, on_damaged: Callable[[DamagedFile, int], Any
 
 
 def check_tree(root: str | Path) -> Iterator[tuple[Path, str, list[DamagedFile]]]:
-    """Every run directory and seed group below ``root`` (hidden folders skipped), sorted by
-    path, with what is damaged in it: ``(folder, "run" | "group", problems)``."""
+    """``(folder, "run" | "group", problems)`` for every run and seed group below ``root``."""
     for folder, dirs, files in walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         names = {*dirs, *files}  # a folder in a file's place: damaged
