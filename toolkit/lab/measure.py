@@ -64,8 +64,7 @@ class _Saved:
 
 
 class _SavedBytes:
-    """Bytes of the storages autograd saves, each once while alive (a storage freed and
-    reallocated counts again): ``total`` over the call, ``peak`` at one time."""
+    """Bytes of the storages autograd saves, each once while alive: total, peak."""
 
     def __init__(self) -> None:
         self.live: dict[Any, list[int]] = {}  # (device, address) -> [references, bytes]
@@ -146,8 +145,7 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
 
 
 class Timer:
-    """Wall time of a ``with`` block: ``seconds`` is set on exit, and ``on_exit(name,
-    seconds)`` called (the run context adds it to ``costs.json``)."""
+    """Wall time of a ``with`` block: ``seconds``, and ``on_exit(name, seconds)`` called."""
 
     def __init__(self, name: str = "", on_exit: Callable[[str, float], None] | None = None
                  ) -> None:

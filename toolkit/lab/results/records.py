@@ -69,8 +69,7 @@ def save_meta(path: Path, meta: RunMeta) -> bool:
 
 def compute_findings(run_dir: Path, experiment: Any) -> tuple[dict[str, list[Finding]],
                                                               list[str]]:
-    """One run's findings by section (the run, or each child of a showcase), and the problems
-    of ``findings(run)`` calls that raised."""
+    """One run's findings by section, and the problems of ``findings(run)``."""
     run = RunResults(run_dir)
     parts = experiment.parts
     views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]
@@ -141,8 +140,7 @@ def group_key(config: RunConfig) -> str:
 
 
 def group_runs(run_dirs: Sequence[Path]) -> list[list[Path]]:
-    """The complete runs among ``run_dirs`` that differ only in their seed, in seed order;
-    only groups of two or more."""
+    """The complete runs among ``run_dirs`` that differ only in their seed (2 or more)."""
     groups: dict[str, list[RunResults]] = {}
     for run in (RunResults(d) for d in run_dirs):
         if run.status == "complete":

@@ -82,8 +82,7 @@ def flatten(tree: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[st
 
 
 def _without_none(value: Any, at: str = "") -> Any:
-    """``value`` with every ``None`` of a table left out (TOML has no null; a ``None`` in a
-    list is a ``ValueError`` naming the key)."""
+    """``value`` without the ``None`` of its tables (in a list: ``ValueError``)."""
     if isinstance(value, dict):
         return {k: _without_none(v, f"{at}.{k}" if at else str(k)) for k, v in value.items()
                 if v is not None}
@@ -130,8 +129,7 @@ class ExecutorConfig(BaseModel):
 
 
 class RunConfig(BaseModel):
-    """One run, resolved: a run's ``config.toml``, its ``params`` every field of the
-    experiment's ``Params``; :meth:`identity` tells a run read back from the one planned."""
+    """One run, resolved (``config.toml``); :meth:`identity` recognises it read back."""
 
     # inf and nan kept as numbers (TOML holds them); pydantic's default writes them as null
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
@@ -156,8 +154,7 @@ class RunConfig(BaseModel):
         return [value] if isinstance(value, str) else value  # `--set disable_blocks=em.*`
 
     def identity(self) -> str:
-        """SHA-256 of the config as ``config.toml`` holds it, without ``output_dir``: a moved
-        or copied results folder keeps its runs' identity."""
+        """SHA-256 of the config without ``output_dir`` (a moved folder keeps it)."""
         data = _without_none(self.model_dump(mode="json", exclude={"output_dir"}))
         text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=True)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -171,8 +168,7 @@ class RunConfig(BaseModel):
 
 
 class ConfigFile(RunConfig):
-    """A config file (and a seed group's ``config.toml``): a run's keys, the seeds of its
-    replicates, a ``[sweep]`` grid of values per key and the ``[executor]`` its runs go to."""
+    """A config file: a run's keys, ``seeds``, a ``[sweep]`` grid, its ``[executor]``."""
 
     seed: Seed | None = None  # type: ignore[assignment]
     seeds: list[Seed] | None = Field(None, min_length=1, description="seeds of replicate runs")
@@ -205,8 +201,7 @@ class ChildMeta(BaseModel):
 
 
 class RunMeta(BaseModel):
-    """``meta.json``: how a run went, written as it starts (``running``) and ends (``complete``
-    after every other file); a reader never acts on a pid or count no run could write."""
+    """``meta.json``: how a run went; ``complete`` is written after every other file."""
 
     model_config = _OPEN
     status: Status
@@ -260,8 +255,7 @@ def shape_problem(model: type[BaseModel], err: ValidationError) -> str:
 
 
 class SummaryFile(BaseModel):
-    """``summary.json`` (or a showcase child's part): a function of config and seed only, each
-    variant's numbers a table (``{"blocked": {"loglik": -3.4}}``), other keys the experiment's."""
+    """``summary.json`` (or a child's part): each variant's numbers a table."""
 
     model_config = ConfigDict(extra="allow")
     blocked: dict[str, Any] = {}

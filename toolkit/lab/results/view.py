@@ -368,8 +368,7 @@ def check_group(folder: str | Path) -> list[DamagedFile]:
 
 def readable_runs(root: str | Path, on_damaged: Callable[[DamagedFile, int], Any] | None = None
                   ) -> Iterator[Path]:
-    """The run directories below ``root`` that are not damaged; for each damaged one,
-    ``on_damaged(first problem, number of problems)`` (without it, the first is raised)."""
+    """The undamaged runs below ``root``; ``on_damaged(first, count)`` or raise."""
     for run_dir in find_runs(root):
         if not (problems := check_run(run_dir)):
             yield run_dir
