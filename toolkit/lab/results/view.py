@@ -123,14 +123,13 @@ class RunResults:
 
     def status_line(self) -> str:
         """``complete``, ``failed (ValueError: ...; nothing logged)``, ``abandoned (...)``."""
-        status = self.status
-        if status == "complete":
+        if (status := self.status) == "complete":
             return status
         why = self.abandoned_reason if status == "abandoned" else self.meta.get("error")
+        why = " ".join(str(why or "").split())
         step = self.last_step
         logged = "nothing logged" if step is None else f"last logged step {step}"
-        why = " ".join(str(why or "").split())
-        return f"{status} ({why}; {logged})" if why else f"{status} ({logged})"
+        return f"{status} ({why + '; ' if why else ''}{logged})"
 
     @property
     def children(self) -> list[str]:
@@ -194,16 +193,14 @@ class RunResults:
                            dtype=float))
 
     def _nested(self, name: str) -> dict[str, Any]:
-        path = self.run_dir / f"{name}.json"
-        model = SummaryFile if name == "summary" else None
+        path, model = self.run_dir / f"{name}.json", SummaryFile if name == "summary" else None
         if name not in self._json:
             self._json[name] = read_json(path, root=self.run_dir, model=model)
         if self._child is None:
             return self._json[name]
         value = self._json[name].get(self._child)
         value = value if isinstance(value, dict) else {}
-        problem = summary_problem(value) if model is not None else None
-        if problem is not None:  # a child's part has the shape of a whole run's
+        if model and (problem := summary_problem(value)):  # a child's part: a run's shape
             raise DamagedFile(path, f"{self._child}: {problem}")
         return value
 
@@ -222,8 +219,7 @@ class RunResults:
 
     def artifact_names(self) -> list[str]:
         folder = inside(self.run_dir, self.artifacts_dir)
-        return sorted(p.stem for p in folder.iterdir() if p.suffix in (".json", ".npz")) \
-            if folder.is_dir() else []
+        return sorted(p.stem for p in folder.glob("*") if p.suffix in (".json", ".npz"))
 
     def artifact(self, name: str) -> Any:
         """A saved artifact: the JSON value, or a dict of numpy arrays for ``.npz``."""
