@@ -45,8 +45,8 @@ def test_a_stated_fraction_allows_a_seed_to_miss() -> None:
     assert v.verdict is True and v.seeds_note == "held in 2 of 3 seeds, needs 2"
     v, _ = over_seeds(*(loss_finding(1.0, h, need=0.8) for h in (True, False, True)))
     assert v.verdict is False  # 0.8 of 3 seeds is 3 (rounded up)
-    with pytest.raises(ValueError, match=r"Finding: need must be a fraction of seeds in "
-                                         r"\(0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"need\n  Input should be less than or equal to 1 "
+                                         r".*input_value=1.5"):
         loss_finding(1.0, True, need=1.5)
 
 

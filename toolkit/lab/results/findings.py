@@ -12,7 +12,7 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import StrictBool, computed_field
+from pydantic import Field, StrictBool, computed_field
 from pydantic.dataclasses import dataclass
 
 from toolkit._utils.formatting import fmt
@@ -151,7 +151,7 @@ class Finding:
     basis: str = ""
     values: dict[str, Value] = dataclasses.field(default_factory=dict)
     seed_independent: bool = False
-    need: float = 1.0
+    need: float = Field(1.0, gt=0, le=1, description="the fraction of seeds it must hold in")
     timing: TimeRatio | None = None
     key: str = ""
     outside: str = ""
@@ -168,9 +168,6 @@ class Finding:
         if self.predicts and not self.basis.strip():
             raise ValueError("Finding: a prediction must name its basis (the theorem, closed "
                              f"form or paper it follows from), got basis='' for {self.text!r}")
-        if not 0 < self.need <= 1:
-            raise ValueError(f"Finding: need must be a fraction of seeds in (0, 1], got "
-                             f"{self.need!r}")
         names = set(self.values) | ({"timing"} if self.timing is not None else set())
         for what, name, have in [*(("the text names {%s}", n, names) for _, n, spec, _ in
                                    string.Formatter().parse(self.text) if n is not None

@@ -262,8 +262,7 @@ class SeedGroup:
 
     def results(self) -> RunResults:
         """The first seed's run with the other seeds as its replicates."""
-        missing = [shown(p) for p in self.run_dirs if not p.is_dir()]
-        if missing:
+        if missing := [shown(p) for p in self.run_dirs if not p.is_dir()]:
             raise DamagedFile(self.path / GROUP_FILE, f"member runs are missing: "
                                                       f"{', '.join(missing)}")
         return RunResults(self.run_dirs[0], _replicates=self.run_dirs[1:])
