@@ -435,12 +435,11 @@ def write_compare(table: Comparison, out_dir: str | Path) -> tuple[Path, Path]:
     for exp, sweep in table.sweeps.items():
         rows, pooled = [], []
         for label in table.labels(exp):
-            text = cells(table, exp, label)
+            text = cells(table, exp, label).reindex(columns=[BLOCKED, UNBLOCKED, DIFF, "value"])
             seeds = ", ".join(map(str, table.seeds(exp, label)))
             pooled.append((label, seeds, [shown(u.run_dir.name) for u in table.runs[(exp, label)]]))
-            rows += [[*sweep.points[label].values(), seeds, q,
-                      *(text.at[q, v] if v in text.columns else ""
-                        for v in (BLOCKED, UNBLOCKED, DIFF, "value"))] for q in text.index]
+            rows += [[*sweep.points[label].values(), seeds, q, *row]
+                     for q, row in text.astype(object).fillna("").iterrows()]
         sections.append({"experiment": exp, "sweep": sweep, "rows": rows, "pooled": pooled,
                          "columns": [*sweep.varying, "seeds", "quantity", BLOCKED, UNBLOCKED,
                                      DELTA, "value"], "figures": figures.get(exp, [])})
