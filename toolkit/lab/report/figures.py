@@ -200,8 +200,7 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
     others: list[str] = []
     legends = []
     for ax, (name, variants) in zip(axes, names.items()):
-        order = [v for v in (BLOCKED, UNBLOCKED) if v in variants]
-        keys = {v: variants[v] for v in order + [v for v in variants if v not in order]}
+        keys = {v: variants[v] for v in sorted(variants, key=[BLOCKED, UNBLOCKED, *variants].index)}
         ax.tick_params(labelsize=9)
         firsts = {v: run.metric(k) for v, k in keys.items()}
         if all(len(steps) == 1 for steps, _ in firsts.values()):

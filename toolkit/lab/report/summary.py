@@ -9,6 +9,7 @@ import math
 import string
 import textwrap
 from collections.abc import Sequence
+from statistics import geometric_mean
 from typing import Any
 
 from matplotlib.lines import Line2D
@@ -125,9 +126,8 @@ def _panel(ax: Any, verdict: Verdict) -> None:
                     label=variant)
             ax.plot([x, x], [min(at), max(at)], color=color, linewidth=6, alpha=0.25,
                     solid_capstyle="butt", zorder=2)
-            mean = sum(shown) / len(shown)
-            if head.log and all(shown):  # the geometric mean of numbers spanning decades
-                mean = math.exp(sum(map(math.log, shown)) / len(shown))
+            # on a log axis, the geometric mean of numbers spanning decades
+            mean = geometric_mean(shown) if head.log and all(shown) else sum(shown) / len(shown)
             ax.plot([x - 0.22, x + 0.22], [zero_y if head.log and mean == 0 else mean] * 2,
                     color=color, linewidth=2.2, zorder=4)
         off_axis = [v for v in column if v is not None and not _on_axis(v, head.log)]
