@@ -27,6 +27,7 @@ import os
 import re
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -382,9 +383,7 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
                  f"sit at different levels, as one line per seed; images, graphs and the "
                  f"tables in the details are the first seed's.")
     if findings:
-        yes = sum(f.verdict is True for f in findings)
-        no = sum(f.verdict is False for f in findings)
-        k = len(findings)
+        yes, no, k = *(sum(f.verdict is v for f in findings) for v in (True, False)), len(findings)
         text += (f" Of {k} finding{'s' * (k != 1)}, {yes} came out as predicted by a named "
                  f"theorem, closed form or paper" + (f", {no} did not" if no else "")
                  + f", and {k - yes - no} are measurements without a prediction; "
@@ -517,12 +516,9 @@ def glance(f: Any, words: int = GLANCE_WORDS, whole: bool = False) -> dict[str, 
 
 def _tally(section: Section) -> str:
     """A section's findings counted: "3 as predicted, 1 did not hold, 1 measured"."""
-    found = section.findings
-    held = sum(f.verdict is True for f in found)
-    missed = sum(f.verdict is False for f in found)
-    rest = len(found) - held - missed
-    return ", ".join([f"{held} as predicted"] * bool(found) + [f"{missed} did not hold"]
-                     * bool(missed) + [f"{rest} measured"] * bool(rest))
+    n = Counter(f.verdict for f in section.findings)
+    return ", ".join([f"{n[True]} as predicted"] * bool(section.findings) + [
+        f"{n[False]} did not hold"] * bool(n[False]) + [f"{n[None]} measured"] * bool(n[None]))
 
 
 def _lead(section: Section, topic: str) -> Any:
