@@ -171,10 +171,8 @@ def metric_groups(run: RunResults) -> dict[str, dict[str, dict[str, str]]]:
 def close_negatives(values: list[float]) -> bool:
     """Negative values (log-likelihoods) whose differences are a sliver of their size: bars
     from 0 would hide the differences."""
-    finite = [v for v in values if math.isfinite(v)]
-    if len(finite) < 2 or not all(v < 0 for v in finite):
-        return False
-    return 0 < max(finite) - min(finite) < 0.1 * min(abs(v) for v in finite)
+    xs = [v for v in values if math.isfinite(v)]
+    return len(xs) > 1 and max(xs) < 0 and 0 < max(xs) - min(xs) < -0.1 * max(xs)
 
 
 def compare_bars(ax: Any, labels: list[str], values: list[float], colors: list[Any],
