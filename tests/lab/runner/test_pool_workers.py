@@ -5,6 +5,9 @@ path and working directory of the process that made that pool, as spawned worker
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,48 @@ def test_runs_are_counted_as_planned_without_the_experiment(tmp_path: Path) -> N
     assert len(read) == len(plan(FIXTURES / "tiny.toml", overrides, output_dir=tmp_path)) == 6
     assert read.executor == ExecutorConfig()
     assert len(Plan.read(FIXTURES / "tiny.toml", overrides, seeds=[4])) == 2
+
+
+_MAKER = """
+import concurrent.futures as cf, multiprocessing, os, sys
+from toolkit.lab.execute.local import _worker_init
+
+def pid(_):
+    return os.getpid()
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("forkserver")
+    pool = cf.ProcessPoolExecutor(2, mp_context=ctx, initializer=_worker_init,
+                                  initargs=(dict(os.environ), list(sys.path), os.getcwd()))
+    with open(sys.argv[1], "w") as fh:
+        fh.write(" ".join(map(str, set(pool.map(pid, range(8))))))
+    os._exit(0)  # ends as a Ctrl-C in submit can: no shutdown, no sentinel on the task queue
+"""
+
+
+@pytest.mark.slow
+def test_a_pool_worker_ends_with_the_process_that_made_the_pool(tmp_path: Path) -> None:
+    # a worker waits on its task queue, whose writing end every worker holds too: without its
+    # maker it would wait forever (and hold the command's output open)
+    script = tmp_path / "maker.py"
+    script.write_text(_MAKER)
+    pids_file = tmp_path / "pids"
+    subprocess.run([sys.executable, str(script), str(pids_file)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=300, check=True)
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert pids
+    deadline = time.monotonic() + 30
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if _alive(p)]
+    assert not alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")  # a zombie is gone, waiting to be reaped
+    return not (stat.is_file() and stat.read_text().split(") ")[-1].startswith("Z"))

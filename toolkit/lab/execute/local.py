@@ -4,7 +4,8 @@ The pool is :class:`concurrent.futures.ProcessPoolExecutor` on a ``forkserver`` 
 server imported the runner and the experiments once (``set_forkserver_preload``), the runs
 taken with ``as_completed``. Ctrl-C (or SIGTERM, which the command line turns into
 :class:`~toolkit.lab.errors.RunInterrupted`) cancels the runs not started and is passed on to
-the workers, whose run under way ends ``interrupted``; then the idle workers are ended.
+the workers, whose run under way ends ``interrupted``; then the idle workers are ended. A
+worker also ends with the process that made its pool, however that one ended.
 A run sets its own seed and threads: every executor gives the same ``summary.json`` bytes.
 """
 
@@ -17,6 +18,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 
@@ -42,15 +45,26 @@ def _on_signal(signum: int, frame: object) -> None:
         raise RunInterrupted(signum)
 
 
+def _outlive_no_pool_maker() -> None:
+    """Wait for the process that made the pool to end, let a run under way finish writing,
+    and end this worker: one that Ctrl-C reached while the pool started, before its maker knew
+    its pid, would otherwise wait on the task queue forever."""
+    multiprocessing.parent_process().join()  # type: ignore[union-attr]
+    while _RUNNING:
+        time.sleep(0.1)
+    os._exit(128 + (_STOPPED_BY or signal.SIGTERM))
+
+
 def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
     """A worker takes its pool maker's environment, import path and folder (the fork server
-    was started with the first pool's)."""
+    was started with the first pool's), and ends with its maker."""
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = path
     os.chdir(cwd)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
+    threading.Thread(target=_outlive_no_pool_maker, name="pool maker watch", daemon=True).start()
 
 
 def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = True,
@@ -115,8 +129,10 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
     with cf.ProcessPoolExecutor(min(executor.workers, len(specs)), mp_context=ctx,
                                 initializer=_worker_init,
                                 initargs=(dict(os.environ), list(sys.path), os.getcwd())) as pool:
-        futures = {pool.submit(_in_worker, spec, argv, finish): i for i, spec in enumerate(specs)}
-        try:
+        futures: dict[cf.Future[RunOutcome], int] = {}
+        try:  # Ctrl-C can come while the workers start, in submit
+            futures.update((pool.submit(_in_worker, spec, argv, finish), i)
+                           for i, spec in enumerate(specs))
             for future in cf.as_completed(futures):
                 ended(futures[future], future.result())
                 if outcomes[-1].exit_code > 128:  # a worker's run was stopped: all stop
