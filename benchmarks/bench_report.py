@@ -81,13 +81,19 @@ def _toolkit(args: list[str], out: Path, tree: str | None = None) -> float:
 
 
 def suite(tree: str | None) -> float:
-    """Wall seconds of the default test suite, in ``tree``'s root (this checkout's by default)."""
+    """Wall seconds of the default test suite, in ``tree``'s root (this checkout's by default);
+    a failing suite is timed too, and says so."""
     root = Path(tree).resolve() if tree else ROOT
     env = {**os.environ, "PYTHONPATH": str(root)}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - t0
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                          text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        print(f"  the suite in {root} exited {done.returncode}: "
+              f"{done.stdout.strip().splitlines()[-1]}", flush=True)
+    return wall
 
 
 def report_ratio(out: Path, tree: str | None) -> tuple[float, float]:
