@@ -33,6 +33,7 @@ and both medians are printed: the before numbers from the same machine and load.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -67,12 +68,24 @@ def _load() -> str:
         return "?"
 
 
+def _env(root: Path) -> dict[str, str]:
+    """The environment that imports ``root``'s ``toolkit`` and its experiments (installed as
+    ``stop_gradient_experiments``: a link to its ``experiments`` folder, first on the path)."""
+    digest = hashlib.sha1(str(root).encode()).hexdigest()[:12]
+    shim = Path(tempfile.gettempdir()) / f"bench_report_path_{digest}"
+    link = shim / "stop_gradient_experiments"
+    if not link.exists():
+        shim.mkdir(exist_ok=True)
+        link.symlink_to(root / "experiments", target_is_directory=True)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(shim)])}
+
+
 def _toolkit(args: list[str], out: Path, tree: str | None = None) -> float:
     """Run ``python -m toolkit run configs/showcase.toml ARGS --out OUT`` as a user would, in
     the repository root (its output dropped; ``tree``: an earlier checkout, run in its own root
     so that its ``toolkit`` and ``experiments`` are the ones imported); its wall seconds."""
     root = Path(tree).resolve() if tree else ROOT
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = _env(root)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "toolkit", "run", str(root / CONFIG), *args, "--out",
                     str(out)], cwd=root, check=True, stdout=subprocess.DEVNULL,
@@ -84,7 +97,7 @@ def suite(tree: str | None) -> float:
     """Wall seconds of the default test suite, in ``tree``'s root (this checkout's by default);
     a failing suite is timed too, and says so."""
     root = Path(tree).resolve() if tree else ROOT
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = _env(root)
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                           cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
