@@ -33,6 +33,10 @@ from experiments.audit_corpus.cases import BUGS as EXPERIMENT_BUGS
 from toolkit import audit_step
 from toolkit.lens.audit.fixes.edits import apply_edits
 
+#: end to end: each case's file is written with the printed edits, imported and trained (about
+#: 20 s of the default suite's 90 on two cores); CI's ``-m slow`` step runs every case
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 #: bugs whose twin is not this step fixed (BYOL's README usage against the library's default
 #: layer): the reference is the bug's own step, whose tensors stepped in vain the fix leaves
