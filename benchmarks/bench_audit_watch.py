@@ -54,6 +54,16 @@ for i in range(iters):
 '''
 
 
+def _run_plain(script: str, argv: list[str]) -> None:
+    """Run ``script`` as ``python script ARGV`` would, unaudited, in this process."""
+    saved = sys.argv[:]
+    sys.argv = [script, *argv]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        sys.argv = saved
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=int, default=100)
@@ -74,12 +84,7 @@ def main() -> None:
         argv = [str(v) for v in (args.width, args.depth, args.batch, args.iters)]
 
         def plain() -> None:
-            saved = sys.argv[:]
-            sys.argv = [script, *argv]
-            try:
-                runpy.run_path(script, run_name="__main__")
-            finally:
-                sys.argv = saved
+            _run_plain(script, argv)
 
         def watched() -> None:
             watch = Watch(every=args.every)
@@ -94,15 +99,7 @@ def main() -> None:
         Path(script).write_text(SCRIPT, encoding="utf-8")
         tiny = ["32", "0", "1", str(args.iters)]   # Linear(32, 32), ReLU, Linear(32, 10)
 
-        def tiny_plain() -> None:
-            saved = sys.argv[:]
-            sys.argv = [script, *tiny]
-            try:
-                runpy.run_path(script, run_name="__main__")
-            finally:
-                sys.argv = saved
-
-        hooks = race({"plain": tiny_plain,
+        hooks = race({"plain": lambda: _run_plain(script, tiny),
                       "hooks": lambda: run_script(script, tiny, Watch(every=10**9))},
                      rounds=args.rounds)
     per_iter = [(h - p) / args.iters for h, p in zip(hooks.wall["hooks"], hooks.wall["plain"])]
