@@ -342,18 +342,30 @@ def test_ctrl_c_on_a_pool_says_what_each_run_kept(tmp_path: Path) -> None:
     assert one_line(err, "to finish: ").endswith(" --resume")
 
 
-def test_a_signal_during_the_final_writes_leaves_a_record_that_says_so(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_final_writes_waits_until_the_record_is_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int) -> None:
     # A pool stopped by Ctrl-C passes the signal on to its workers: one that has just left its
-    # experiment and makes its findings must still write its meta.json, not die saying
-    # "running" (then "abandoned")
-    def stopped(*args: object) -> None:
-        raise RunInterrupted(signal.SIGTERM)
+    # experiment and makes its findings still writes its whole record, and only then stops
+    # (the outcome's exit code), so the run is listed, complete, not lost or left "running"
+    findings = run_module.compute_findings
+
+    def signalled(*args: object) -> object:
+        os.kill(os.getpid(), signum)  # its handler would raise here
+        return findings(*args)
+
+    def stop(got: int, frame: object) -> None:
+        raise RunInterrupted(got)
 
     monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(FIXTURES / "experiments"))
-    monkeypatch.setattr(run_module, "compute_findings", stopped)
-    spec = plan(CONFIG, output_dir=tmp_path)[0]
-    outcome = run_module.execute(spec, quiet=True)
-    assert (outcome.status, outcome.exit_code) == ("interrupted", 128 + signal.SIGTERM)
-    meta = RunResults(outcome.run_dir).meta
-    assert meta["status"] == "interrupted" and meta["interrupted_by"] == "SIGTERM"
+    monkeypatch.setattr(run_module, "compute_findings", signalled)
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcome = run_module.execute(plan(CONFIG, output_dir=tmp_path)[0], quiet=True)
+        assert signal.getsignal(signum) == stop  # the handler is put back
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    assert (outcome.status, outcome.exit_code) == ("complete", 128 + signum)
+    run = RunResults(outcome.run_dir)
+    assert run.status == "complete" and (run.run_dir / "findings.json").is_file()

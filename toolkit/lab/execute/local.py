@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 
 from toolkit.lab.errors import RunInterrupted
-from toolkit.lab.execute.run import Finish, RunOutcome, execute
+from toolkit.lab.execute.run import Finish, RunOutcome, execute, held_signals
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
 from toolkit.lab.results.schema import ExecutorConfig
@@ -69,16 +69,19 @@ def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
 
 def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = True,
          pool: bool = True) -> RunOutcome:
+    """One run here or in a worker (``pool``), where a signal that comes once the run's record
+    is whole waits for the run's end, when it no longer interrupts: it stops the next run."""
     global _RUNNING
-    if _STOPPED_BY:  # the pool is being stopped: this run is not started
-        raise RunInterrupted(_STOPPED_BY)
-    _RUNNING = pool
-    try:
-        with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
-            return execute(spec, quiet=quiet, argv=argv, finish=finish,
-                           executor={"kind": "local", "pid": os.getpid()} if pool else None)
-    finally:
-        _RUNNING = False
+    with held_signals if pool else contextlib.nullcontext():
+        if _STOPPED_BY:  # the pool is being stopped: this run is not started
+            raise RunInterrupted(_STOPPED_BY)
+        _RUNNING = pool
+        try:
+            with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
+                return execute(spec, quiet=quiet, argv=argv, finish=finish,
+                               executor={"kind": "local", "pid": os.getpid()} if pool else None)
+        finally:
+            _RUNNING = False
 
 
 def _in_worker(spec: RunSpec, argv: list[str], finish: Finish | None) -> RunOutcome:

@@ -3,12 +3,15 @@
 ``config.toml``, ``meta.json`` saying ``running``, the experiment (``KeyboardInterrupt``, which
 SIGTERM becomes, makes it ``interrupted``; another exception ``failed``), the findings, then
 ``meta.json`` built from what happened (``complete`` is written last), the lock released in
-``finally``; then the report. :func:`run_experiment` does it from Python.
+``finally``; then the report. Only the experiment and the report can be stopped by a signal:
+one that comes while the record is written waits until it is whole (:data:`held_signals`).
+:func:`run_experiment` does it from Python.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import platform
@@ -19,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -44,7 +47,7 @@ from toolkit.lab.results.records import compute_findings, save_meta, write_findi
 from toolkit.lab.results.schema import ChildMeta, RunConfig, RunMeta
 from toolkit.lab.results.view import RunResults, lock_of
 
-__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "run_experiment"]
+__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "held_signals", "run_experiment"]
 
 #: ``finish(run_dir, experiment)``: what to do with a run folder once its files are written
 #: (draw the report); its time is recorded in ``meta.json`` as ``finish_s``.
@@ -133,18 +136,90 @@ def _began(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
                           "numpy": numpy.__version__, "toolkit": toolkit.__version__})
 
 
+class _HeldSignals:
+    """SIGINT and SIGTERM wait while a run's record is written, so that a signal never leaves
+    a run whose files are whole unlisted or half-written. Inside :meth:`lifted` (the experiment,
+    the report) the handlers in place before act at once, a signal kept meanwhile first;
+    elsewhere a signal is kept and given to those handlers once the outermost hold ends.
+    Holds nest; only the main thread sets handlers, so in other threads nothing is held."""
+
+    def __init__(self) -> None:
+        self.depth, self.kept = 0, list[int]()
+        self.handlers: dict[int, Any] = {}
+
+    def _keep(self, signum: int, frame: object) -> None:
+        self.kept.append(signum)
+
+    def _hold(self) -> None:
+        self.handlers = {s: signal.signal(s, self._keep) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _release(self) -> None:
+        """Put the handlers back and give them the signal kept meanwhile (which may raise)."""
+        for s, handler in self.handlers.items():
+            signal.signal(s, handler)
+        if self.kept:
+            signum, self.kept[:] = self.kept[0], []
+            signal.raise_signal(signum)
+
+    def __enter__(self) -> _HeldSignals:
+        if threading.current_thread() is threading.main_thread():
+            self.depth += 1
+            if self.depth == 1:
+                self._hold()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.depth -= 1
+            if self.depth == 0:
+                self._release()
+
+    @contextlib.contextmanager
+    def lifted(self) -> Iterator[None]:
+        """Where a signal may stop the run: the handlers put back meanwhile."""
+        if not self.depth or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        try:
+            self._release()
+            yield
+        finally:
+            self._hold()
+
+
+#: the one hold of this process (nested by a pool worker around its run)
+held_signals = _HeldSignals()
+
+
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
             finish: Finish | None = None, executor: Mapping[str, Any] | None = None
             ) -> RunOutcome:
     """Run one planned run (see the module docstring); a failing or interrupted experiment
     is not raised: the outcome says how it ended. ``finish(run_dir, experiment)`` runs once
-    the files are written (not for an interrupted run); ``executor`` goes into meta.json."""
+    the files are written (not for an interrupted run); ``executor`` goes into meta.json.
+    A signal that arrives while the record is written waits until it is whole; the run keeps
+    its status and the outcome's exit code says the command was stopped."""
+    outcome = None
+    try:
+        with held_signals:
+            outcome = _execute(spec, quiet, argv, finish, executor)
+            if held_signals.kept:  # the record is whole; what runs it stops
+                outcome = dataclasses.replace(outcome, exit_code=128 + held_signals.kept[0])
+    except KeyboardInterrupt:  # the kept signal, given back to its handler once held no more
+        if outcome is None:
+            raise
+    assert outcome is not None
+    return outcome
+
+
+def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Finish | None,
+             executor: Mapping[str, Any] | None) -> RunOutcome:
     config, experiment, t0 = spec.config, spec.experiment, time.perf_counter()
     run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
-    path, lock, files, late = run_dir / "meta.json", lock_of(run_dir, timeout=10), None, None
+    path, lock, files = run_dir / "meta.json", lock_of(run_dir, timeout=10), None
     board = None if spec.tensorboard is None else \
         Path(spec.tensorboard) / config.experiment / run_dir.name
-    began, started, error = _began(spec, run_dir, argv, executor, board), False, None
+    began, started, error, late = _began(spec, run_dir, argv, executor, board), False, None, False
     try:
         lock.acquire()  # the run is running exactly while its process holds the lock
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
@@ -156,7 +231,7 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
 
             carry_over(Path(spec.resumes), files)
         started = True
-        with record_blocks() as seen, intra_op_threads(config.threads):
+        with record_blocks() as seen, intra_op_threads(config.threads), held_signals.lifted():
             experiment.run(spec.params, RunContext(
                 run_dir=run_dir, seed=config.seed, device=spec.device, dtype=spec.dtype,
                 disable_patterns=config.disable_blocks, quiet=quiet, params=spec.params,
@@ -164,7 +239,7 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
     except BaseException as err:  # Ctrl-C and SIGTERM too: recorded below
         error = err
     try:
-        if not started:  # a full disk, a signal: nothing worth keeping
+        if not started:  # a full disk: nothing worth keeping
             if files is not None:
                 files.close()
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -187,15 +262,14 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
                 record = write_findings(run_dir, {config.seed: per_seed}, problems)
                 final |= {"findings_problems": list(record.problems)} if record.problems else {}
             atomic_write_json(path, meta := RunMeta(status=status, **began, **final))
-        except (OSError, KeyboardInterrupt) as err:  # a full disk, a read-only folder, a signal
-            late_status, late_code, late = _ending(err) if isinstance(
-                err, KeyboardInterrupt) else ("failed", 1, {
-                    "error": f"the final writes failed: {os_error_line(err)}"})
-            status, code = (status, code) if status == "interrupted" else (late_status, late_code)
+        except OSError as err:  # a full disk, a read-only folder
+            status, code, late = ("interrupted", code) if status == "interrupted" else (
+                "failed", 1), True
             same = isinstance(error, OSError) and getattr(err, "filename", 0) == error.filename
-            late["error"] = "; ".join(dict.fromkeys(e for e in (ending.get("error"), None if same
-                                                                else late["error"]) if e))
-            save_meta(path, meta := RunMeta(status=status, **began, **{**ending, **late}))
+            ending["error"] = "; ".join(dict.fromkeys(e for e in (ending.get("error"), None if same
+                                        else f"the final writes failed: {os_error_line(err)}")
+                                        if e))
+            save_meta(path, meta := RunMeta(status=status, **began, **ending))
     finally:
         with contextlib.suppress(OSError):
             lock.release()
@@ -211,7 +285,8 @@ def _finished(finish: Finish | None, run_dir: Path, meta: RunMeta, experiment: E
     t1, update, stopped = time.perf_counter(), {}, 0
     try:
         if finish is not None:
-            finish(run_dir, experiment)
+            with held_signals.lifted():
+                finish(run_dir, experiment)
     except Exception as err:
         update["finish_error"] = f"{type(err).__name__}: {err}"
         print(f"toolkit: warning: {run_dir}: {update['finish_error']}", file=sys.stderr)
