@@ -263,7 +263,7 @@ def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Fin
                 final |= {"findings_problems": list(record.problems)} if record.problems else {}
             atomic_write_json(path, meta := RunMeta(status=status, **began, **final))
         except OSError as err:  # a full disk, a read-only folder
-            status, code, late = ("interrupted", code) if status == "interrupted" else (
+            (status, code), late = (status, code) if status == "interrupted" else (
                 "failed", 1), True
             same = isinstance(error, OSError) and getattr(err, "filename", 0) == error.filename
             ending["error"] = "; ".join(dict.fromkeys(e for e in (ending.get("error"), None if same
