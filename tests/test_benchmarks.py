@@ -37,13 +37,10 @@ def _load(script: str) -> ModuleType:
     return module
 
 
-#: quick runs that still take several seconds (EM's two data sets and scaling table, two Dask
-#: clusters): in the slow set, which .ci/run runs as its own step
-SLOW = {"bench_em.py", "bench_sweep.py"}
-
-
-@pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s
-                                    for s in sorted(CASES)])
+# Each quick run still takes seconds (data sets, fits, Dask clusters): the scripts are
+# smoke-tested with the slow tests, which .ci/run runs as a step of its own
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(CASES))
 def test_benchmark_quick_run(script: str, capsys: pytest.CaptureFixture[str],
                              monkeypatch: pytest.MonkeyPatch) -> None:
     # In this process: the imports (torch, the toolkit, torchattacks) are already paid for, which

@@ -81,7 +81,9 @@ def test_no_headline_no_figure_and_a_verdict_that_did_not_hold_says_so() -> None
         plt.close(fig)
 
 
-@pytest.mark.parametrize(("n", "rows"), [(1, 1), (4, 1), (5, 1), (8, 2), (10, 2)])
+@pytest.mark.parametrize(("n", "rows"), [
+    (5, 1), (10, 2),  # the most panels in one row; the showcase's ten
+    *(pytest.param(n, rows, marks=pytest.mark.slow) for n, rows in [(1, 1), (4, 1), (8, 2)])])
 def test_panels_fit_the_report_width_in_rows_of_at_most_five(n: int, rows: int) -> None:
     # what to see in a few words, or in none; long axis labels, as the showcase's are
     readings = ["identical: PGD's sign() passes no gradient through the attack", "",

@@ -213,8 +213,10 @@ def _damage(run: Path, name: str, how: str, outside: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["meta.json", "config.toml", "summary.json", "costs.json",
-                                  "findings.json", "metrics.jsonl"])
+# every way on meta.json, the file every reader opens first; the other files with the slow tests
+@pytest.mark.parametrize("name", ["meta.json", *(pytest.param(name, marks=pytest.mark.slow) for name
+                                                 in ["config.toml", "summary.json", "costs.json",
+                                                     "findings.json", "metrics.jsonl"])])
 @pytest.mark.parametrize("how", ["deep", "huge_int", "fifo", "folder", "link_out", "enormous"])
 def test_each_file_damaged_each_way_is_one_damaged_run(
         name: str, how: str, results: Path, outside: Path,

@@ -26,6 +26,11 @@ from realcode_common import RealCase, audit_sets, named, oracle, stepped_by
 
 from toolkit import audit_step
 
+# The corpus end to end: about 180 steps audited, each against an oracle that trains fresh
+# copies. It runs with the slow tests (.ci/run, with the corpus's libraries installed); the
+# audit's principles each have a fast test of their own in tests/lens/audit
+pytestmark = pytest.mark.slow
+
 #: every corpus module beside this file: ``realcode_<field>.py`` defines ``CASES`` (name ->
 #: builder) and, for its bugs, ``TWINS`` (bug -> its fixed twin); a new file needs no change here
 _MODULES = [importlib.import_module(path.stem)
