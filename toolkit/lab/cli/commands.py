@@ -289,7 +289,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     # a composite (the showcase) runs the others: it needs no QUICK of its own
     rows = {name: (info.description, info.has_quick or info.composite, info.problem)
-            for name, info in ((n, describe(n, p)) for n, p in discover().items())}
+            for name, info in ((n, describe(p)) for n, p in discover().items())}
     if args.check:
         loaded, broken = load_all()
         rows.update({name: (exp.description, exp.quick is not None or callable(getattr(

@@ -1,16 +1,10 @@
 """Experiments found as plugins and loaded into checked :class:`Experiment` objects.
 
-An experiment is a module with ``Params`` (a subclass of :class:`ExperimentParams`; a parameter
-that may be ``None`` defaults to ``None``: TOML has no null) and ``run(params, ctx)``;
-optionally ``QUICK``, ``DTYPE``, ``DESCRIPTION``, ``STORY``, ``BLOCKS``, ``METRICS``,
-``findings(run)``, ``figures(run)`` and ``parts()`` (a composite: the showcase). The contract
-is checked on loading (:func:`contract_problems`), each broken hook named.
-
-Experiments are found through the entry-point group ``toolkit.experiments`` (one entry point
-per experiment: ``my_probe = "my_package.my_probe"``; the built-in ones are declared so) and as
-loose ``*.py`` files in the folders of ``TOOLKIT_EXPERIMENTS_PATH`` (``os.pathsep``-separated);
-the entry point wins a clash. An :class:`Experiment` pickles by reference (module or file), so
-that a worker process loads the same code.
+An experiment is a module with ``Params`` (an :class:`ExperimentParams`) and ``run(params,
+ctx)``; optionally ``QUICK``, ``DTYPE``, ``DESCRIPTION``, ``STORY``, ``BLOCKS``, ``METRICS``,
+``findings(run)``, ``figures(run)`` and ``parts()`` (a composite: the showcase), each checked
+on loading. Found through the entry-point group ``toolkit.experiments`` and as loose ``*.py``
+files in the folders of ``TOOLKIT_EXPERIMENTS_PATH`` (the entry point wins a clash).
 """
 
 from __future__ import annotations
@@ -36,12 +30,14 @@ from toolkit.lab.errors import ExperimentLoadError
 from toolkit.lab.results.schema import MetricDoc
 
 __all__ = ["Experiment", "ExperimentInfo", "ExperimentParams", "code_files", "config_files",
-           "contract_problems", "describe", "discover", "load_all", "load_experiment"]
+           "describe", "discover", "load_all", "load_experiment"]
 
 GROUP = "toolkit.experiments"
 ENV_PATH = "TOOLKIT_EXPERIMENTS_PATH"
 _EXTERNAL_PACKAGE = "_toolkit_external_experiments"
-_DISTRIBUTION = "stop-gradient-toolkit"
+#: what a module without ``Params`` or ``run`` is told
+_NEEDS = {"Params": "it must define `class Params(ExperimentParams)` (from toolkit.lab import "
+                    "ExperimentParams)", "run": "it must define `run(params, ctx)`"}
 
 
 @dataclass(frozen=True)
@@ -62,27 +58,16 @@ class _Source:
         return Path(spec.origin) if spec is not None and spec.origin else None
 
 
-def _plugin_sources() -> dict[str, _Source]:
+def _sources() -> dict[str, _Source]:
+    """Every experiment by name: the loose files of ``TOOLKIT_EXPERIMENTS_PATH`` (the first
+    folder wins), then the entry points over them (the first by name wins)."""
     found: dict[str, _Source] = {}
-    for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
-        found.setdefault(ep.name, _Source(ep.name, ep.module, None))
-    return found
-
-
-def _path_sources() -> dict[str, _Source]:
-    found: dict[str, _Source] = {}
-    for entry in os.environ.get(ENV_PATH, "").split(os.pathsep):
-        folder = Path(entry.strip())
-        if not entry.strip() or not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.py")):
+    for entry in filter(None, map(str.strip, os.environ.get(ENV_PATH, "").split(os.pathsep))):
+        for path in sorted(Path(entry).glob("*.py")):
             if not path.stem.startswith("_") and path.stem.isidentifier():
                 found.setdefault(path.stem, _Source(path.stem, None, path))
-    return found
-
-
-def _sources() -> dict[str, _Source]:
-    return {**_path_sources(), **_plugin_sources()}
+    eps = reversed(sorted(entry_points(group=GROUP), key=lambda ep: ep.name))
+    return {**found, **{ep.name: _Source(ep.name, ep.module, None) for ep in eps}}
 
 
 def discover() -> dict[str, Path]:
@@ -92,13 +77,12 @@ def discover() -> dict[str, Path]:
 
 
 def code_files(name: str) -> list[Path]:
-    """The files experiment ``name``'s code is read from, found without importing it: its
-    module, or every ``.py`` file of its package; for a composite (the showcase), those of
-    every experiment (``[]`` for an unknown name)."""
+    """The files of experiment ``name``'s code (its module, or its package's ``.py`` files; for
+    a composite, those of every experiment), found without importing it."""
     found = discover()
     if name not in found:
         return []
-    names = list(found) if describe(name, found[name]).composite else [name]
+    names = list(found) if describe(found[name]).composite else [name]
     files: list[Path] = []
     for each in names:
         path = found[each]
@@ -107,35 +91,24 @@ def code_files(name: str) -> list[Path]:
 
 
 def config_files() -> list[Path]:
-    """The ``*.toml`` configs next to the built-in experiments (the repository's ``configs/``)
-    and in ``./configs`` of the working directory: sorted, without duplicates."""
-    dirs: list[Path] = []
-    own = [ep for ep in entry_points(group=GROUP)
-           if ep.dist is not None and ep.dist.name == _DISTRIBUTION]
-    where = _Source(own[0].name, own[0].module, None).file() if own else None
-    if where is not None:  # <repository>/experiments/<name>.py → <repository>/configs
-        dirs.append(where.parent.parent / "configs")
-    dirs.append(Path.cwd() / "configs")
-    seen: set[Path] = set()
-    files: list[Path] = []
-    for folder in dirs:
-        for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-            if path.resolve() not in seen:
-                seen.add(path.resolve())
-                files.append(path)
-    return files
+    """The ``*.toml`` configs of the repository's ``configs/`` (when the toolkit runs from its
+    repository) and of ``./configs``: sorted, each once."""
+    repository = Path(__file__).resolve().parents[3]  # <repository>/toolkit/lab/plan/
+    dirs = [repository / "configs"] if (repository / "pyproject.toml").is_file() else []
+    found: dict[Path, Path] = {}
+    for folder in [*dirs, Path.cwd() / "configs"]:
+        for path in sorted(folder.glob("*.toml")):
+            found.setdefault(path.resolve(), path)
+    return list(found.values())
 
 
 def _import(source: _Source) -> ModuleType:
     if source.module is not None:
         return importlib.import_module(source.module)
-    assert source.path is not None
     qualified = f"{_EXTERNAL_PACKAGE}.{source.name}"
     if qualified in sys.modules:
         return sys.modules[qualified]
-    spec = importlib.util.spec_from_file_location(qualified, source.path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has a spec
-        raise ImportError(f"cannot import {source.path}")
+    spec = importlib.util.spec_from_file_location(qualified, source.path)  # a .py file: a spec
     module = importlib.util.module_from_spec(spec)
     sys.modules[qualified] = module
     try:
@@ -160,11 +133,8 @@ def _load(source: _Source) -> Experiment:
 
 @dataclass(frozen=True)
 class Experiment:
-    """A loaded experiment module and the parts of the contract it provides.
-
-    ``Experiment.from_module(module)`` wraps a module that is not registered (a script run as
-    ``python -m``, a module in a test).
-    """
+    """A loaded experiment module and the parts of the contract it provides;
+    ``Experiment.from_module`` wraps one that is not registered. It pickles by reference."""
 
     name: str
     module: ModuleType
@@ -172,9 +142,9 @@ class Experiment:
     source: _Source | None = None
 
     @classmethod
-    def from_module(cls, module: ModuleType, name: str | None = None) -> Experiment:
+    def from_module(cls, module: ModuleType) -> Experiment:
         spec_name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__
-        name = name or spec_name.rsplit(".", 1)[-1]
+        name = spec_name.rsplit(".", 1)[-1]
         _check(name, module)
         return cls(name, module, Path(module.__file__ or ""), _Source(name, spec_name, None))
 
@@ -193,29 +163,25 @@ class Experiment:
 
     @property
     def blocks(self) -> tuple[str, ...]:
-        """The names of the blocks a run of this experiment can meet, as it declares them: its
-        module's ``BLOCKS`` (a tuple of names), else the block names it imports (an algorithm's
-        ``BLOCK`` and ``*_BLOCK`` constants, its own or those of the modules its imported
-        functions and classes come from); for a composite (the showcase) the union of its
-        parts'. Empty when undeclared: then no ``disable_blocks`` pattern can be checked."""
+        """The blocks a run can meet: ``BLOCKS``, else the ``BLOCK``/``*_BLOCK`` constants of
+        its module and of those its functions and classes come from; for a composite, its
+        parts' union. Empty when unknown: then no ``disable_blocks`` pattern is checked."""
         declared = getattr(self.module, "BLOCKS", None)
         if declared is not None:
             return tuple(declared)
         if callable(getattr(self.module, "parts", None)):
-            union: dict[str, None] = {}
-            for name, part in self.parts.items():
-                if name != self.name:
-                    if not part.blocks:
-                        return ()  # one part without declared blocks: the union is unknown
-                    union.update(dict.fromkeys(part.blocks))
-            return tuple(union)
-        found = _block_constants(vars(self.module))
+            parts = [part.blocks for name, part in self.parts.items() if name != self.name]
+            # one part without declared blocks: the union is unknown
+            return tuple(dict.fromkeys(b for blocks in parts for b in blocks)) if all(parts) else ()
+        modules = {self.module.__name__: self.module}  # its own, then where its code comes from
         for value in list(vars(self.module).values()):
             origin = getattr(value, "__module__", None)
-            if (inspect.isfunction(value) or inspect.isclass(value)) and origin in sys.modules \
-                    and origin != self.module.__name__:
-                found.update(_block_constants(vars(sys.modules[origin])))
-        return tuple(found)
+            if (inspect.isfunction(value) or inspect.isclass(value)) and origin in sys.modules:
+                modules.setdefault(origin, sys.modules[origin])
+        return tuple(dict.fromkeys(value for module in modules.values()
+                                   for key, value in vars(module).items()
+                                   if (key == "BLOCK" or key.endswith("_BLOCK"))
+                                   and isinstance(value, str)))
 
     Params = property(lambda self: self.module.Params)
     run = property(lambda self: self.module.run)
@@ -239,34 +205,6 @@ class Experiment:
 
 def _callable(value: Any) -> Any:
     return value if callable(value) else None
-
-
-def _block_constants(namespace: dict[str, Any]) -> dict[str, None]:
-    """The values of ``BLOCK`` and ``*_BLOCK`` string constants of a module namespace."""
-    return {value: None for key, value in namespace.items()
-            if (key == "BLOCK" or key.endswith("_BLOCK")) and isinstance(value, str)}
-
-
-def _check(name: str, module: ModuleType) -> None:
-    params = getattr(module, "Params", None)
-    if not (isinstance(params, type) and issubclass(params, ExperimentParams)):
-        raise ExperimentLoadError(name, "it must define `class Params(ExperimentParams)` "
-                                        "(from toolkit.lab import ExperimentParams)")
-    problems = contract_problems(module)
-    if problems:
-        raise ExperimentLoadError(name, "; ".join(problems))
-    quick = getattr(module, "QUICK", None)
-    if quick is not None:
-        if not isinstance(quick, dict):
-            raise ExperimentLoadError(name, f"QUICK must be a dict of parameter overrides, got "
-                                            f"{type(quick).__name__}")
-        try:
-            params.model_validate(quick)
-        except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise ExperimentLoadError(name, f"QUICK is not valid for Params: {loc}: "
-                                            f"{first['msg']}") from None
 
 
 def load_experiment(name: str) -> Experiment:
@@ -296,8 +234,6 @@ class ExperimentInfo:
     """What an experiment module's source says, read without importing it (``problem``: a
     missing ``Params`` or ``run``; import errors show only on importing, :func:`load_all`)."""
 
-    name: str
-    path: Path
     description: str
     has_quick: bool
     problem: str | None
@@ -305,17 +241,16 @@ class ExperimentInfo:
 
 
 def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines()]
-    return lines[0] if lines else ""
+    return (text.strip().splitlines() or [""])[0].strip()
 
 
-def describe(name: str, path: Path) -> ExperimentInfo:
+def describe(path: Path) -> ExperimentInfo:
     """``DESCRIPTION``, ``QUICK``, ``Params``, ``run`` and ``parts`` read from the module's
     source (``ast``): ``toolkit list`` answers at once, without importing torch."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError, ValueError) as err:
-        return ExperimentInfo(name, path, "", False, f"cannot be read: {type(err).__name__}: {err}")
+        return ExperimentInfo("", False, f"cannot be read: {type(err).__name__}: {err}")
     names: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -327,12 +262,8 @@ def describe(name: str, path: Path) -> ExperimentInfo:
                 names[target.id] = getattr(node.value, "value", None)
     text = names.get("DESCRIPTION")
     description = _first_line(text if isinstance(text, str) else ast.get_docstring(tree) or "")
-    problems = [problem for key, problem in (
-        ("Params", "it must define `class Params(ExperimentParams)` (from toolkit.lab import "
-                   "ExperimentParams)"), ("run", "it must define `run(params, ctx)`"))
-        if key not in names]
-    return ExperimentInfo(name, path, description, "QUICK" in names, "; ".join(problems) or None,
-                          "parts" in names)
+    problems = "; ".join(problem for key, problem in _NEEDS.items() if key not in names)
+    return ExperimentInfo(description, "QUICK" in names, problems or None, "parts" in names)
 
 
 class ExperimentParams(BaseModel):
@@ -345,7 +276,11 @@ class ExperimentParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
                               ser_json_inf_nan="constants")
 
+
 _DTYPES = ("float32", "float64")
+#: the contract's callables: name -> (arguments, how it is called)
+_HOOKS = {"run": (2, "run(params, ctx)"), "findings": (1, "findings(run)"),
+          "figures": (1, "figures(run)"), "parts": (0, "parts()")}
 
 
 def _takes(fn: Callable[..., Any], n: int) -> bool:
@@ -360,29 +295,27 @@ def _takes(fn: Callable[..., Any], n: int) -> bool:
     return True
 
 
-#: optional callables: name -> (arguments, how it is called)
-_HOOKS = {"run": (2, "run(params, ctx)"), "findings": (1, "findings(run)"),
-          "figures": (1, "figures(run)"), "parts": (0, "parts()")}
-
-
-def contract_problems(module: ModuleType) -> list[str]:
-    """What ``module`` gets wrong of the contract beyond ``Params`` and ``QUICK`` (checked by
-    the registry): each a sentence naming the hook and what it must be; empty when it keeps
-    to it."""
+def _check(name: str, module: ModuleType) -> None:
+    """Raise :class:`ExperimentLoadError` naming each part of the contract ``module`` breaks."""
+    params = getattr(module, "Params", None)
+    if not (isinstance(params, type) and issubclass(params, ExperimentParams)):
+        raise ExperimentLoadError(name, _NEEDS["Params"])
     problems = []
-    for name, (n, call) in _HOOKS.items():
-        value = getattr(module, name, None)
-        if value is None:
-            if name == "run":
-                problems.append("it must define `run(params, ctx)`")
-            continue
-        if not callable(value):
-            problems.append(f"`{name}` must be a function called as `{call}`, got "
+    for hook, (n, call) in _HOOKS.items():
+        value = getattr(module, hook, None)
+        if value is None and hook == "run":
+            problems.append(_NEEDS["run"])
+        elif value is not None and not callable(value):
+            problems.append(f"`{hook}` must be a function called as `{call}`, got "
                             f"{type(value).__name__}")
-        elif not _takes(value, n):
-            problems.append(f"`{name}` must accept {n} argument{'s' * (n != 1)} "
-                            f"(`{call}`), its signature is {name}{inspect.signature(value)}")
-    dtype, text, blocks = (getattr(module, k, None) for k in ("DTYPE", "DESCRIPTION", "BLOCKS"))
+        elif value is not None and not _takes(value, n):
+            problems.append(f"`{hook}` must accept {n} argument{'s' * (n != 1)} "
+                            f"(`{call}`), its signature is {hook}{inspect.signature(value)}")
+    dtype, text, blocks, metrics, quick = (getattr(module, k, None) for k in (
+        "DTYPE", "DESCRIPTION", "BLOCKS", "METRICS", "QUICK"))
+    docs = isinstance(metrics, (tuple, list)) and all(isinstance(m, MetricDoc) for m in metrics)
+    keys = [m.key for m in metrics] if docs else []
+    twice = sorted({k for k in keys if keys.count(k) > 1})
     problems += [problem for ok, problem in (
         (dtype in (None, *_DTYPES), f"DTYPE must be one of {', '.join(map(repr, _DTYPES))}, "
                                     f"got {dtype!r}"),
@@ -390,32 +323,25 @@ def contract_problems(module: ModuleType) -> list[str]:
                                                 f"{type(text).__name__}"),
         (blocks is None or (isinstance(blocks, (tuple, list))
                             and all(isinstance(b, str) for b in blocks)),
-         "BLOCKS must be a tuple of block names (strings)")) if not ok]
-    problems += _metrics_problems(getattr(module, "METRICS", None))
-    params = getattr(module, "Params", None)
-    if isinstance(params, type) and issubclass(params, BaseModel):
-        problems += _none_defaults(params)
-    return problems
-
-
-def _none_defaults(params: type[BaseModel]) -> list[str]:
-    """A parameter that may be ``None`` must default to ``None``: TOML has no null, so
-    ``config.toml`` leaves a ``None`` out, and the default is what reading it back gives."""
-    return [f"Params.{name} may be None, so it must default to None (TOML has no null: a None "
-            f"left out of config.toml reads back as the default {info.default!r})"
-            for name, info in params.model_fields.items()
-            if get_origin(info.annotation) in (Union, types.UnionType)
-            and type(None) in get_args(info.annotation) and not info.is_required()
-            and info.default is not None]
-
-
-def _metrics_problems(metrics: Any) -> list[str]:
-    """What is wrong with a ``METRICS`` hook (``None``: not defined, nothing wrong)."""
-    if metrics is None:
-        return []
-    if not (isinstance(metrics, (tuple, list)) and all(isinstance(m, MetricDoc) for m in metrics)):
-        return ["METRICS must be a tuple of toolkit.lab.MetricDoc (key pattern, "
-                "meaning, unit)"]
-    keys = [m.key for m in metrics]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    return [f"METRICS declares {', '.join(twice)} more than once"] if twice else []
+         "BLOCKS must be a tuple of block names (strings)"),
+        (metrics is None or docs, "METRICS must be a tuple of toolkit.lab.MetricDoc (key "
+                                  "pattern, meaning, unit)"),
+        (not twice, f"METRICS declares {', '.join(twice)} more than once"),
+        (quick is None or isinstance(quick, dict), f"QUICK must be a dict of parameter "
+                                                   f"overrides, got {type(quick).__name__}"),
+    ) if not ok]
+    problems += [f"Params.{key} may be None, so it must default to None (TOML has no null: a "
+                 f"None left out of config.toml reads back as the default {info.default!r})"
+                 for key, info in params.model_fields.items()
+                 if get_origin(info.annotation) in (Union, types.UnionType)
+                 and type(None) in get_args(info.annotation) and not info.is_required()
+                 and info.default is not None]
+    try:
+        if isinstance(quick, dict):
+            params.model_validate(quick)
+    except ValidationError as err:
+        first = err.errors()[0]
+        problems.append(f"QUICK is not valid for Params: "
+                        f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+    if problems:
+        raise ExperimentLoadError(name, "; ".join(problems))
