@@ -1,12 +1,10 @@
 """From a config file (or values given in Python) to validated runs, in one pass.
 
-A config file (:class:`~toolkit.lab.results.schema.ConfigFile`; see ``configs/*.toml``) holds a
-run's keys, its seeds, a ``[sweep]`` grid and its ``[executor]``. :meth:`Plan.read` reads it
-once, applies the ``--set`` overrides once, validates the file's keys and counts the runs
-before any is made, without importing torch or the experiment; :meth:`Plan.specs` validates one
-``RunConfig[Params]`` per sweep point and hands back one :class:`RunSpec` per run, what every
-executor runs as it is. Every mistake is a :class:`~toolkit.lab.errors.ConfigError`: one line
-naming the file (or ``--set``), the key, the problem and the fix.
+:meth:`Plan.read` reads a config (``configs/*.toml``: a run's keys, seeds, ``[sweep]``,
+``[executor]``) once, applies the ``--set`` overrides once, validates it and counts its runs
+without importing torch or the experiment; :meth:`Plan.specs` validates one
+``RunConfig[Params]`` per sweep point into a :class:`RunSpec` per run. Every mistake is a
+:class:`~toolkit.lab.errors.ConfigError`: one line naming the file, the key and the fix.
 """
 
 from __future__ import annotations
@@ -53,31 +51,31 @@ __all__ = ["DEFAULT_MAX_RUNS", "MAX_CONFIG_BYTES", "Plan", "RunSpec", "code_dige
            "executor_for", "parse_override", "parse_seeds", "plan", "plan_one", "request_key",
            "resolve_device"]
 
-#: The most runs one command makes unless told otherwise (``--max-runs``, ``max_runs=``):
-#: a typo in a seed range or a sweep list is refused by its count, before anything is made.
+#: The most runs one command makes unless told otherwise (``--max-runs``, ``max_runs=``).
 DEFAULT_MAX_RUNS = 10_000
 #: The largest config file read: a config is a few hundred bytes.
 MAX_CONFIG_BYTES = 2**20
 #: the common keys a ``[sweep]`` may vary (besides ``params.<name>``)
 SWEEPABLE = ("device", "dtype", "disable_blocks", "threads")
 _KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-# A value given on the command line that is not a TOML literal but reads as a plain word
-# (``cpu``, ``em.*``, ``results/tmp``) is taken as a string, so quoting is rarely needed.
+# a --set value that is no TOML literal but a plain word (``cpu``, ``em.*``) is a string
 _BARE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-*/:+]*$")
+_TOO_DEEP = (f"nests tables or lists more than {MAX_DEPTH} deep",
+             "flatten the value; no parameter needs that depth")
 
 
+@dataclass
 class Sources:
     """Which input (the file, a ``--set``, the ``[sweep]``) a key came from, for errors."""
 
-    def __init__(self, path: str, overrides: Sequence[tuple[str, str]] = ()) -> None:
-        self.path = path
-        self.overrides = list(overrides)  # (dotted key, original text)
-        self.sweep: set[str] = set()
+    path: str
+    overrides: list[tuple[str, str]] = field(default_factory=list)  # (dotted key, the input)
+    sweep: set[str] = field(default_factory=set)
 
     def __call__(self, key: str) -> str:
-        for okey, text in reversed(self.overrides):
+        for okey, source in reversed(self.overrides):
             if key == okey or key.startswith(okey + ".") or okey.startswith(key + "."):
-                return f"--set {text}"
+                return source
         if any(key == s or key.startswith(s + ".") for s in self.sweep):
             return f"{self.path} [sweep]"
         return self.path
@@ -101,32 +99,24 @@ _FIXES = {
 }
 
 
-def _model_at(model: Any, loc: Sequence[str]) -> Any:
-    """The model that holds the key at ``loc`` (``params.lr``: the experiment's Params)."""
-    for part in loc[:-1]:
-        info = getattr(model, "model_fields", {}).get(part)
-        if info is None:
-            return None
-        model = info.annotation
-    return model
-
-
 def pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
                    sources: Callable[[str], str]) -> ConfigError:
     """The first error of ``err`` as a one-line ConfigError (the value echoed, cut short)."""
     first = err.errors()[0]
     loc = [str(p) for p in first["loc"]]
     key = ".".join([prefix, *loc] if prefix else loc)
+    holder: Any = model  # the model that holds the key (``params.lr``: the experiment's Params)
+    for part in loc[:-1]:
+        holder = getattr(getattr(holder, "model_fields", {}).get(part), "annotation", None)
+    fields = getattr(holder, "model_fields", {})
     if first["type"] == "extra_forbidden":
-        fields = list(getattr(_model_at(model, loc), "model_fields", {}))
-        hint = suggest(loc[-1], fields)
-        valid = f"valid keys: {', '.join(fields) or 'none'}"
+        hint, valid = suggest(loc[-1], fields), f"valid keys: {', '.join(fields) or 'none'}"
         return ConfigError(sources(key), key, "unknown key", f"{hint} ({valid})" if hint else valid)
     try:
         fix = _FIXES.get(first["type"], "").format(**dict(first.get("ctx") or {}))
     except (KeyError, IndexError):
         fix = ""
-    info = getattr(_model_at(model, loc), "model_fields", {}).get(loc[-1]) if loc else None
+    info = fields.get(loc[-1]) if loc else None
     if info is not None and info.description:
         fix = f"{fix} ({loc[-1]}: {info.description})" if fix else f"{loc[-1]}: {info.description}"
     problem = first["msg"].removeprefix("Value error, ")
@@ -136,9 +126,8 @@ def pydantic_error(err: ValidationError, model: type[BaseModel], *, prefix: str,
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``"params.n_steps=10"`` → ``("params.n_steps", 10)``: a dotted key and a TOML literal
-    (``10``, ``1e-3``, ``true``, ``[1, 2]``, ``"a b"``) on one line; a plain word that is not
-    a literal (``cpu``, ``em.*``) is a string."""
+    """``"params.n_steps=10"`` → ``("params.n_steps", 10)``: a dotted key and a TOML literal on
+    one line; a plain word that is no literal (``cpu``, ``em.*``) is a string."""
     source = f"--set {echo(text)}"
     if "\n" in text or "\r" in text:
         raise ConfigError(source, "", "holds a line break", "give each --set on one line; "
@@ -164,25 +153,24 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def parse_seeds(text: str, *, source: str = "--seeds", limit: int = DEFAULT_MAX_RUNS
-                ) -> list[int]:
+def parse_seeds(text: str, *, limit: int = DEFAULT_MAX_RUNS) -> list[int]:
     """``"0,1,2"`` or ``"0-4"`` → the seeds, each in ``0..MAX_SEED``, counted before they are
     listed (a typo such as ``0-100000000`` is refused above ``limit``)."""
     parts: list[range] = []
     for part in text.split(","):
         m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
         if m is None or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise ConfigError(source, "", f"{echo(text)} is not a list of seeds",
+            raise ConfigError("--seeds", "", f"{echo(text)} is not a list of seeds",
                               "use non-negative integers separated by commas (0,1,2) or a "
                               "range (0-4)")
         parts.append(range(int(m[1]), int(m[2] or m[1]) + 1))
     top = max(r[-1] for r in parts)
     if top > MAX_SEED:
-        raise ConfigError(source, "", f"seed {top} is above {MAX_SEED} (2^63 - 1), the largest "
+        raise ConfigError("--seeds", "", f"seed {top} is above {MAX_SEED} (2^63 - 1), the largest "
                           "numpy and torch accept", "use smaller seeds")
     n = sum(map(len, parts))
     if n > limit:
-        raise _too_many(source, "seeds", n, f"{n:,} seeds", limit)
+        raise _too_many("--seeds", "seeds", n, f"{n:,} seeds", limit)
     return [seed for r in parts for seed in r]
 
 
@@ -193,11 +181,9 @@ def _too_many(source: str, key: str, n: int, shape: str, limit: int) -> ConfigEr
 
 
 def _check_depth(value: Any, source: str, key: str, depth: int = 0) -> None:
-    """Refuse tables or lists nested deeper than MAX_DEPTH (a value tomllib read: its own
-    recursion bounds the depth)."""
+    """Refuse tables or lists nested deeper than MAX_DEPTH (tomllib's recursion bounds it)."""
     if depth > MAX_DEPTH:
-        raise ConfigError(source, key, f"nests tables or lists more than {MAX_DEPTH} deep",
-                          "flatten the value; no parameter needs that depth")
+        raise ConfigError(source, key, *_TOO_DEEP)
     for child in value.values() if isinstance(value, dict) else value \
             if isinstance(value, list) else ():
         _check_depth(child, source, key, depth + 1)
@@ -228,34 +214,27 @@ def expand_path(value: str, source: str, key: str = "output_dir") -> str:
     return expanded
 
 
-def resolve_device(device: str, *, source: str = "<python>", key: str = "device"
-                   ) -> torch.device:
+def resolve_device(device: str, *, source: str = "<python>") -> torch.device:
     """The config's ``device`` on this machine (``auto``: CUDA when there is one); a device
     that does not exist here is a ConfigError naming the file and key."""
     from toolkit._utils.array_validation import resolve_device as resolve
 
     try:
-        return resolve(device, where=key)
+        return resolve(device, where="device")
     except ValueError as err:
-        problem = str(err).removeprefix(f"{key}: ").split("; use")[0]
-        raise ConfigError(source, key, problem, 'use device = "cpu" or "auto"') from None
+        problem = str(err).removeprefix("device: ").split("; use")[0]
+        raise ConfigError(source, "device", problem, 'use device = "cpu" or "auto"') from None
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """One run, validated once: what every executor runs as it is.
 
-    ``config``: what ``config.toml`` will hold; ``params``: the experiment's validated
-    ``Params``, handed to ``run(params, ctx)``; ``device``: ``config.device`` resolved on the
-    machine that runs it; ``source``: where the config came from; ``sweep_point``: its
-    ``[sweep]`` values; ``tensorboard``: the folder of its live curves (not in the config);
-    ``request``: :func:`request_key` (``""`` for params given in Python); ``resumes``: the
-    folder of an interrupted run whose finished parts it carries over (``--resume``).
-
-    A spec sent to another process travels by reference: the experiment is loaded there again,
-    the params rebuilt without a second validation (with a private cache, such as the
-    showcase's validated children, when that process can import its classes) and the device
-    resolved there.
+    ``config``: what ``config.toml`` will hold; ``params``: the validated ``Params`` handed to
+    ``run(params, ctx)``; ``device``: ``config.device`` resolved where it runs; ``request``:
+    :func:`request_key` (``""`` for params given in Python); ``resumes``: an interrupted run
+    whose finished parts it carries over. In another process the experiment is loaded again
+    and the params rebuilt without a second validation (their private cache kept if it pickles).
     """
 
     config: RunConfig
@@ -293,8 +272,7 @@ class RunSpec:
 
 
 def _restore(state: dict[str, Any], spec: dict[str, Any]) -> RunSpec:
-    """A spec in the process that runs it: the params rebuilt as they were validated, the
-    device resolved here."""
+    """A spec where it runs: its params rebuilt as they were validated, its device resolved."""
     params = spec["experiment"].Params.__new__(spec["experiment"].Params)
     params.__setstate__(state)
     return RunSpec(**spec, params=params, device=resolve_device(spec["config"].device,
@@ -330,17 +308,9 @@ def check_blocks(config: RunConfig, experiment: Experiment, source: str) -> None
                               f"such as {prefix!r}")
 
 
-def _validated(model: type[BaseModel], raw: Any, prefix: str, sources: Sources) -> Any:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        raise pydantic_error(err, model, prefix=prefix, sources=sources) from None
-
-
 def code_digest(experiment: str) -> str:
-    """SHA-256 of the code that validates and runs ``experiment`` (its files, those of every
-    experiment for a composite: :func:`~toolkit.lab.plan.registry.code_files`) and of the
-    toolkit's version, read without importing it; ``""`` when no file is found."""
+    """SHA-256 of the toolkit's version and of ``experiment``'s code files
+    (:func:`~toolkit.lab.plan.registry.code_files`); ``""`` when none is found."""
     import toolkit
 
     digest = hashlib.sha256(f"toolkit {toolkit.__version__}".encode())
@@ -355,11 +325,9 @@ def code_digest(experiment: str) -> str:
 
 
 def request_key(member: Mapping[str, Any], seed: int, code: str) -> str:
-    """SHA-256 of what a run was asked for: its keys as the config gives them (params not yet
-    validated; ``output_dir`` aside, as in :meth:`RunConfig.identity`), its seed and the
-    ``code`` it runs (:func:`code_digest`). The same request with the same code makes the
-    same validated config, so ``--resume`` matches runs by it without loading the experiment;
-    a change to the experiment's code changes the key, and the experiment decides again."""
+    """SHA-256 of what a run was asked for: its keys as given (``output_dir`` aside), its seed
+    and its ``code`` (:func:`code_digest`). The same request and code make the same config, so
+    ``--resume`` matches runs by it without loading the experiment."""
     data = {key: value for key, value in member.items() if key != "output_dir"}
     text = json.dumps({**data, "seed": int(seed), "code": code}, sort_keys=True,
                       ensure_ascii=False, allow_nan=True, default=str)
@@ -368,8 +336,8 @@ def request_key(member: Mapping[str, Any], seed: int, code: str) -> str:
 
 @dataclass
 class Plan:
-    """A config read once: its validated keys, seeds and ``[sweep]`` grid (:meth:`read`, or
-    :func:`plan_one`); :meth:`specs` gives the runs."""
+    """A config read once: its validated keys, seeds and ``[sweep]`` grid; :meth:`specs` gives
+    the runs."""
 
     file: ConfigFile
     seeds: list[int]
@@ -389,34 +357,32 @@ class Plan:
              params: Mapping[str, Any] | None = None, seeds: Sequence[int] | None = None,
              output_dir: str | Path | None = None, tensorboard: str | Path | None = None,
              max_runs: int = DEFAULT_MAX_RUNS) -> Plan:
-        """Read, override and validate the file at ``path`` and count its runs (refused above
-        ``max_runs``); torch and the experiment are not imported yet. ``overrides``:
-        ``"dotted.key=VALUE"`` (``--set``), in order; ``params`` given in Python go on top;
-        ``seeds``, ``output_dir`` and ``tensorboard`` replace the file's."""
-        path = Path(path)
-        raw = _read_file(path)
-        parsed = [(*parse_override(text), text) for text in overrides]
-        sources = Sources(str(path), [(key, cut(text)) for key, _, text in parsed])
-        for key, value, text in parsed:
+        """Read, override (``--set`` texts in order, then ``params`` given in Python) and
+        validate the file at ``path`` and count its runs (refused above ``max_runs``), without
+        importing torch or the experiment; ``seeds``, ``output_dir`` and ``tensorboard``
+        replace the file's."""
+        raw, sources = _read_file(Path(path)), Sources(str(path))
+        for text in overrides:
+            key, value = parse_override(text)
+            sources.overrides.append((key, f"--set {cut(text)}"))
             if key in ("seed", "seeds"):  # an overridden seed replaces the file's seeds
                 raw.pop("seeds" if key == "seed" else "seed", None)
             _set(raw, key, value, f"--set {echo(text)}")
         for key, value in (params or {}).items():
             _set(raw, f"params.{key}", copy.deepcopy(value), sources.path)
-            sources.overrides.append((f"params.{key}", f"params.{key}=... (given in Python)"))
+            sources.overrides.append((f"params.{key}", f"--set params.{key}=... (given in "
+                                                       "Python)"))
+        if seeds is not None:
+            raw.pop("seed", None)
+            raw["seeds"] = list(seeds)
+            sources.overrides.append(("seeds", "--seeds"))
         for key, value in (("output_dir", output_dir), ("tensorboard", tensorboard)):
             if value is not None:
                 raw[key] = str(value)
-        return cls._from_raw(raw, sources, seeds=seeds, max_runs=max_runs)
+        return cls._from_raw(raw, sources, max_runs=max_runs)
 
     @classmethod
-    def _from_raw(cls, raw: dict[str, Any], sources: Sources, *, seeds: Sequence[int] | None,
-                  max_runs: int) -> Plan:
-        given_params = raw.pop("params", {})
-        if not isinstance(given_params, dict):
-            raise ConfigError(sources("params"), "params", f"must be a table, got "
-                              f"{echo(given_params)}", "write the experiment's keys under "
-                              "[params]")
+    def _from_raw(cls, raw: dict[str, Any], sources: Sources, *, max_runs: int) -> Plan:
         for key in ("output_dir", "tensorboard"):
             if isinstance(raw.get(key), str):
                 raw[key] = expand_path(raw[key], sources(key), key)
@@ -425,20 +391,11 @@ class Plan:
         except ValidationError as err:
             _misplaced_param(err, raw, sources)
             raise pydantic_error(err, ConfigFile, prefix="", sources=sources) from None
-        file = file.model_copy(update={"params": given_params})
         grid = _grid(file.sweep, sources.path)
         sources.sweep = set(grid)
-        if seeds is not None:
-            seeds_from = "--seeds"
-            if not seeds or any(isinstance(s, bool) or not isinstance(s, int)
-                                or not 0 <= s <= MAX_SEED for s in seeds):
-                raise ConfigError("--seeds", "", f"{echo(list(seeds))} is not a list of seeds",
-                                  "give non-negative integers such as 0,1,2")
-        elif file.seeds is not None:
-            seeds, seeds_from = file.seeds, sources("seeds")
-        else:
-            seeds, seeds_from = [file.seed or 0], sources("seed")
-        plan = cls(file, list(seeds), grid, sources)
+        seeds = file.seeds or [file.seed or 0]
+        seeds_from = sources("seeds" if file.seeds else "seed")
+        plan = cls(file, seeds, grid, sources)
         if len(plan) > max_runs:
             points = len(plan) // len(seeds)
             shape = f"{points:,} sweep points x {len(seeds):,} seeds" if grid \
@@ -475,10 +432,10 @@ class Plan:
             raw = given if given is not None else member.get("params")
             if isinstance(raw, BaseModel) and not isinstance(raw, experiment.Params):
                 raw = raw.model_dump(mode="json")
-            if not isinstance(raw, (Mapping, experiment.Params)):
-                raise ConfigError(sources("params"), "params", f"must be a table, got "
-                                  f"{echo(raw)}", "write the experiment's keys under [params]")
-            run = _validated(typed, {**member, "params": raw}, "", sources)
+            try:
+                run = typed.model_validate({**member, "params": raw})
+            except ValidationError as err:
+                raise pydantic_error(err, typed, prefix="", sources=sources) from None
             params = run.params  # a Params object given in Python is taken as it is
             config = RunConfig.model_construct(**{**dict(run), "params": params.model_dump(
                 mode="json")})
@@ -514,30 +471,26 @@ class Plan:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    """The TOML file at ``path``: a regular file of at most MAX_CONFIG_BYTES, UTF-8, nested
-    at most MAX_DEPTH deep; a ConfigError saying why not."""
+    """The TOML file at ``path`` (a regular UTF-8 file of at most MAX_CONFIG_BYTES, nested at
+    most MAX_DEPTH deep), or a ConfigError saying why not."""
     source = str(path)
     if not os.path.lexists(path):
         close = suggest(path.name, [p.name for p in config_files()])
         raise ConfigError(source, "", "no such file", "check the path; `toolkit list` shows "
                           f"the configs{f' ({close})' if close else ''}")
-    try:
-        # utf-8-sig: a byte-order mark (an editor's, on Windows) is read as no character at all
-        text = (read_bytes(path, limit=MAX_CONFIG_BYTES) or b"").decode("utf-8-sig")
+    try:  # utf-8-sig: a byte-order mark (an editor's, on Windows) is read as no character
+        raw = tomllib.loads((read_bytes(path, limit=MAX_CONFIG_BYTES) or b"").decode("utf-8-sig"))
     except DamagedFile as err:
         raise ConfigError(source, "", err.problem, "give a .toml file such as "
                           "configs/showcase.toml") from None
     except UnicodeDecodeError as err:
         raise ConfigError(source, "", f"is not UTF-8 text ({err.reason} at byte {err.start})",
                           "save the file as UTF-8") from None
-    try:
-        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(source, "", f"invalid TOML: {err}",
                           "fix the syntax at that line and column") from None
     except RecursionError:
-        raise ConfigError(source, "", f"nests tables or lists more than {MAX_DEPTH} deep",
-                          "flatten the value; no parameter needs that depth") from None
+        raise ConfigError(source, "", *_TOO_DEEP) from None
     _check_depth(raw, source, "")
     return raw
 
@@ -588,10 +541,8 @@ def plan_one(experiment: str | Experiment, params: Mapping[str, Any] | BaseModel
     loaded = experiment if isinstance(experiment, Experiment) else None
     raw = {key: str(value) if key in ("output_dir", "tensorboard") and value is not None
            else value for key, value in keys.items()}
-    if not isinstance(raw.get("disable_blocks", ""), str):
-        raw["disable_blocks"] = list(raw["disable_blocks"])
     plan = Plan._from_raw({"experiment": loaded.name if loaded else experiment, **raw},
-                          Sources(source), seeds=None, max_runs=1)
+                          Sources(source), max_runs=1)
     plan.experiment, plan.given_params = loaded, params if params is not None else {}
     return plan.specs()[0]
 
@@ -608,9 +559,7 @@ def executor_for(plans: Sequence[Plan], **options: Any) -> ExecutorConfig:
     try:
         return ExecutorConfig.model_validate({**base.model_dump(), **given})
     except ValidationError as err:
-        def source(key: str) -> str:
-            key = key.removeprefix("executor.")
-            if key in given:
-                return "--executor" if key == "kind" else f"--{key.replace('_', '-')}"
-            return " ".join(p.source for p in plans) or "<python>"
-        raise pydantic_error(err, ExecutorConfig, prefix="executor", sources=source) from None
+        flags = [(f"executor.{key}", "--executor" if key == "kind" else
+                  f"--{key.replace('_', '-')}") for key in given]
+        sources = Sources(" ".join(p.source for p in plans) or "<python>", flags)
+        raise pydantic_error(err, ExecutorConfig, prefix="executor", sources=sources) from None
