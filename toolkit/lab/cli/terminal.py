@@ -1,9 +1,6 @@
-"""What ``toolkit run`` shows on the terminal: one tqdm bar over the runs while they go (on
-stderr, when it is a terminal; each finished run above it with ``--verbose``, a failed run
-always), then :func:`tally`: one line per experiment (and sweep point) with its verdict counts,
-every finding that did not hold beneath it, the tally and the paths of ``findings.md`` and
-``report.html``. Lines are wrapped to the terminal's width (100 columns when piped), never cut.
-"""
+"""What ``toolkit run`` shows on the terminal: one tqdm bar over the runs (on stderr, when it is
+a terminal), then :func:`tally`. Lines are wrapped to the terminal's width (100 columns when
+piped), never cut."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import contextlib
 import shutil
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,7 @@ from toolkit._utils.formatting import fmt, shown
 
 __all__ = ["kept", "outcome_line", "print_findings", "progress_bar", "tally", "wrapped"]
 
-#: a verdict's name in the tally: ``True`` held as predicted, ``False`` did not, ``None`` a
-#: measurement without a prediction
+#: a verdict's name in the tally (``None``: a measurement without a prediction)
 WORDS = {True: "as predicted", False: "not as predicted", None: "measured"}
 
 
@@ -56,8 +52,7 @@ def progress_bar(total: int, label: str, *, quiet: bool) -> Any:
     (what runs), the count and the time, within the terminal's width (80 columns hold it)."""
     from tqdm.auto import tqdm
 
-    room = max(10, width() - 48)
-    label = label if len(label) <= room else label[:room - 1] + "…"
+    label = textwrap.shorten(label, max(10, width() - 48), placeholder="…")
     return tqdm(total=total, desc=shown(label), unit="run", file=sys.stderr, leave=False,
                 disable=quiet or not _on_terminal(), ncols=min(width(), 100),
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} runs "
@@ -82,43 +77,31 @@ def kept(run_dir: Path) -> str:
     return "nothing logged" if step is None else f"kept steps up to {step}"
 
 
-def _times(folder: Path) -> dict[str, Any] | None:
-    """The run's (or seed group's) recorded seconds and a group's ``seeds``, read as every
-    results file is read (``None``: damaged, or no ``wall_seconds``)."""
+def _wall(folder: Path) -> tuple[float, str] | None:
+    """A run's (or seed group's) recorded ``wall_seconds`` and the wall time its report shows:
+    ``wall time 38.4 s (3 seeds side by side 20.9 s, report 17.5 s)``; ``None`` when damaged or
+    not recorded."""
     from toolkit.lab.errors import DamagedFile
-    from toolkit.lab.results.files import read_json
-    from toolkit.lab.results.schema import GroupFile, RunMeta
-    from toolkit.lab.results.view import GROUP_FILE
+    from toolkit.lab.results.view import RunResults, SeedGroup, is_group
 
-    for name, model in ((GROUP_FILE, GroupFile), ("meta.json", RunMeta)):
-        if not (folder / name).is_file():
-            continue
-        try:
-            info = read_json(folder / name, root=folder, model=model)
-        except DamagedFile:
-            return None
-        times: dict[str, Any] = {k: v for k, v in info.items()
-                                 if k in ("wall_seconds", "duration_s", "finish_s")
-                                 and isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if isinstance(info.get("seeds"), list):
-            times["seeds"] = info["seeds"]
-            with contextlib.suppress(TypeError, ValueError):  # the seeds' span, as the report
-                times["duration_s"] = (datetime.fromisoformat(info.get("ended"))
-                                       - datetime.fromisoformat(info.get("started"))).total_seconds()
-        return times if "wall_seconds" in times else None
-    return None
-
-
-def _wall(times: Mapping[str, Any]) -> str:
-    """``wall time 38.4 s (3 seeds side by side 20.9 s, report 17.5 s)``: the sum the report
-    shows, of the experiments' time and the report's."""
-    if "duration_s" not in times:
-        return f"wall time {fmt(times['wall_seconds'], 's')}"
-    what = f"{len(times['seeds'])} seeds side by side" if "seeds" in times else "experiments"
-    report = times.get("finish_s") or 0.0
-    return (f"wall time {fmt(times['duration_s'] + report, 's')} ({what} "
-            f"{fmt(times['duration_s'], 's')}" + (f", report {fmt(report, 's')})" if report
-                                                   else ")"))
+    try:
+        info = SeedGroup(folder).info if is_group(folder) else RunResults(folder).meta
+    except (DamagedFile, OSError):
+        return None
+    times = {k: v for k, v in info.items() if k in ("wall_seconds", "duration_s", "finish_s")
+             and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    seeds = info.get("seeds")
+    if isinstance(seeds, list):  # a seed group: its seeds' span, as its report shows it
+        with contextlib.suppress(TypeError, ValueError):
+            times["duration_s"] = (datetime.fromisoformat(info.get("ended"))
+                                   - datetime.fromisoformat(info.get("started"))).total_seconds()
+    if "wall_seconds" not in times:
+        return None
+    wall, run_s, report = times["wall_seconds"], times.get("duration_s"), times.get("finish_s")
+    what = f"{len(seeds)} seeds side by side" if isinstance(seeds, list) else "experiments"
+    return wall, (f"wall time {fmt(wall, 's')}" if run_s is None else
+                  f"wall time {fmt(run_s + (report or 0.0), 's')} ({what} {fmt(run_s, 's')}"
+                  + (f", report {fmt(report, 's')})" if report else ")"))
 
 
 def _label(folder: Path) -> str:
@@ -130,34 +113,28 @@ def _label(folder: Path) -> str:
         meta = RunResults(SeedGroup(folder).run_dirs[0] if is_group(folder) else folder).meta
     except Exception:  # a label is not worth a failure: the tally goes on
         return ""
-    point = meta.get("sweep_point")
-    return _named(str(meta.get("experiment", "")), point if isinstance(point, dict) else {})
-
-
-def _named(name: str, point: Mapping[str, Any]) -> str:
-    return " ".join([name, *(f"{k.removeprefix('params.')}={v}" for k, v in point.items())]
-                    ).strip()
+    point = [f"{k.removeprefix('params.')}={v}" for k, v in meta.get("sweep_point", {}).items()]
+    return " ".join([meta["experiment"], *point]).strip()
 
 
 def tally(folders: Sequence[Path], *, out: Any = None) -> None:
-    """Print each folder's verdicts per experiment (named with its sweep point), what did not
-    hold beneath, the tally and the paths (see the module docstring)."""
-    from toolkit.lab import read_findings
-    from toolkit.lab.results.files import read_json
+    """Print each folder's verdict counts per experiment (named with its sweep point), the
+    findings that did not hold beneath, the tally, and the paths of its files."""
+    from toolkit.lab.results.files import read_record
+    from toolkit.lab.results.schema import FindingsFile
 
     out = out or sys.stdout
     read = []
     for folder in folders:
         try:
-            findings = read_findings(folder)
-            problems = read_json(folder / "findings.json", root=folder).get("problems", [])
+            found = read_record(folder / "findings.json", FindingsFile, root=folder)
         except Exception as err:  # a damaged findings.json: said, the others go on
             print(f"toolkit: warning: {shown(folder)}: findings not readable ({err})",
                   file=sys.stderr)
             continue
-        for problem in problems if isinstance(problems, list) else ():
+        for problem in found.problems if found else ():
             print(f"toolkit: warning: {problem}", file=sys.stderr)
-        read.append((folder, findings, _label(folder)))
+        read.append((folder, found.findings if found else {}, _label(folder)))
     rows = [(" ".join(p for p in (section, label.partition(" ")[2]) if p), verdicts)
             for _, findings, label in read for section, verdicts in findings.items()]
     name_width = max((len(name) for name, _ in rows), default=0) + 2
@@ -177,18 +154,18 @@ def tally(folders: Sequence[Path], *, out: Any = None) -> None:
         print(wrapped(f"tally: {', '.join(f'{n} {words[v]}' for v, n in grand.items())} "
                       f"({sum(grand.values())} findings)"), file=out)
     for folder, _, label in read:
-        times = _times(folder)
+        wall = _wall(folder)
         if len(read) == 1:
             for what, name in (("findings", "findings.md"), ("report", "report.html")):
                 if (folder / name).is_file():
                     print(f"{what + ':':<10}{shown(folder / name)}", file=out)
-            if times:
-                print(_wall(times), file=out)
+            if wall:
+                print(wall[1], file=out)
             continue
         # one line a folder: its report (findings.md beside it) and its wall time
         main = folder / ("report.html" if (folder / "report.html").is_file() else "findings.md")
-        wall = f" ({fmt(times['wall_seconds'], 's')})" if times else ""
-        print(wrapped(f"{label or folder.name}: {shown(main)}{wall}"), file=out)
+        time = f" ({fmt(wall[0], 's')})" if wall else ""
+        print(wrapped(f"{label or folder.name}: {shown(main)}{time}"), file=out)
     out.flush()
 
 
