@@ -1,17 +1,10 @@
-"""The ``toolkit`` command line (``python -m toolkit``): ``run``, ``sweep``, ``report``,
-``compare``, ``check``, ``list`` and ``audit``. It parses and hands over.
-
-Every command has one error path: bad input, a damaged results file, or a file or folder that
-cannot be read or written prints one line, ``toolkit: error: <file>: <what failed>; <what to
-do>``, never a traceback (``--debug`` shows it). Exit status: 0 done; 1 a run failed, a command
-could not do all it was asked, or a bug; 2 bad input or a file that cannot be read or written;
-130 / 143 interrupted (SIGINT / SIGTERM).
-"""
+"""The ``toolkit`` command line (``python -m toolkit``): it parses and hands over. Every error
+is one line, ``toolkit: error: <file>: <what failed>; <what to do>`` (``--debug``: the
+traceback), with the exit status of ``MAIN_EPILOG``."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
@@ -19,6 +12,7 @@ import threading
 from collections.abc import Sequence
 
 from toolkit._utils.formatting import shown
+from toolkit.lab.cli import commands
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
 from toolkit.lab.plan.config import DEFAULT_MAX_RUNS
 
@@ -39,7 +33,6 @@ exit status:
   0        done
   1        a run failed; report skipped a damaged run; check found damage; an unexpected error
   2        bad input; a damaged input file; a file or folder that cannot be read or written
-           (full disk, read-only, a file in the way): one line names it and what to do
   130/143  interrupted (SIGINT/SIGTERM): one summary of what is complete and the command
            that finishes the rest (`toolkit run ... --resume`, `toolkit report DIR`)
 """
@@ -95,11 +88,6 @@ examples:
 _FORMAT = argparse.RawDescriptionHelpFormatter
 
 
-def _add_debug(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help="show the full traceback of an error")
-
-
 def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("configs", nargs="+" if many else 1, metavar="CONFIG",
                    help="TOML config file" + "(s)" * many)
@@ -111,18 +99,18 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
                    help=f"refuse, before making any, more runs than N (default "
                         f"{DEFAULT_MAX_RUNS:,})")
-    p.add_argument("--executor", choices=("local", "dask"), default=None,
+    p.add_argument("--executor", choices=("local", "dask"),
                    help="local (default: here, or a pool of --workers processes) or dask")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=int, metavar="N",
                    help="processes of the local pool or of the Dask LocalCluster (default 1)")
     dask = p.add_argument_group("Dask cluster (with --executor dask; TLS only)")
-    dask.add_argument("--address", metavar="tls://HOST:PORT", default=None,
+    dask.add_argument("--address", metavar="tls://HOST:PORT",
                       help="scheduler to send the runs to (default: a LocalCluster on loopback)")
     for flag, what in (("--tls-ca-file", "CA certificate of the cluster"),
                        ("--tls-cert", "this client's certificate"),
                        ("--tls-key", "this client's private key")):
-        dask.add_argument(flag, metavar="FILE", default=None, help=f"{what} (PEM; default: "
-                          "dask's distributed.comm.tls.* settings)")
+        dask.add_argument(flag, metavar="FILE", help=f"{what} (PEM; default: dask's "
+                          "distributed.comm.tls.* settings)")
     dask.add_argument("--dashboard", action="store_true", default=None,
                       help="serve the LocalCluster's dashboard on 127.0.0.1, print its link")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no tally")
@@ -130,17 +118,16 @@ def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
                    "finding in full, what the runs say and the report's notes")
     p.add_argument("--no-report", action="store_true",
                    help="skip figures and report.html (draw later with `toolkit report`)")
-    p.add_argument("--tensorboard", metavar="DIR", default=None,
-                   help="live curves: every logged metric also goes to TensorBoard event files "
-                        "in DIR (needs pip install -e \".[tensorboard]\")")
+    p.add_argument("--tensorboard", metavar="DIR", help="live curves: every logged metric also "
+                   "goes to TensorBoard event files in DIR (needs pip install -e "
+                   "\".[tensorboard]\")")
     p.add_argument("--dry-run", action="store_true", help="validate and list the runs only")
     p.add_argument("--resume", action="store_true", help="skip runs whose exact config "
                    "already has a complete run under the output folder")
 
 
 def _version() -> str:
-    """``toolkit 0.1.0 (python 3.11.7, torch 2.13.0, numpy ..., ...)``: the versions it runs
-    with, read from the installed packages' metadata (nothing is imported)."""
+    """``toolkit 0.1.0 (python 3.11.7, torch 2.13.0, ...)``, read from the packages' metadata."""
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
@@ -165,33 +152,33 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=Parser)
 
-    def command(name: str, handler: str, help: str, epilog: str | None = None) -> Parser:
+    def command(name: str, handler: object, help: str, epilog: str | None = None) -> Parser:
         p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
                            formatter_class=_FORMAT, epilog=epilog)
         p.set_defaults(handler=handler)
-        _add_debug(p)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the full traceback of an error")
         return p
 
-    _add_run_options(command("run", "toolkit.lab.cli.commands:cmd_run", "run config(s): each "
-                             "seed and sweep point is one run directory", RUN_EPILOG), many=True)
-    _add_run_options(command("sweep", "toolkit.lab.cli.commands:cmd_run", "run the [sweep] grid "
-                             "of a config (x seeds)", SWEEP_EPILOG), many=False)
-    command("report", "toolkit.lab.cli.commands:cmd_report", "redraw figures, report.html "
-            "and report.md from the files of runs", REPORT_EPILOG).add_argument(
+    _add_run_options(command("run", commands.cmd_run, "run config(s): each seed and sweep "
+                             "point is one run directory", RUN_EPILOG), many=True)
+    _add_run_options(command("sweep", commands.cmd_run, "run the [sweep] grid of a config "
+                             "(x seeds)", SWEEP_EPILOG), many=False)
+    command("report", commands.cmd_report, "redraw figures, report.html and report.md from "
+            "the files of runs", REPORT_EPILOG).add_argument(
         "run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory "
         "(results/<experiment>/<run_id>) or a seed group's folder")
-    p = command("compare", "toolkit.lab.cli.commands:cmd_compare", "aggregate runs: "
-                "blocked vs unblocked over seeds", COMPARE_EPILOG)
+    p = command("compare", commands.cmd_compare, "aggregate runs: blocked vs unblocked over "
+                "seeds", COMPARE_EPILOG)
     p.add_argument("directory", metavar="DIR", help="a folder holding run directories")
     p.add_argument("--out", metavar="DIR", help="where compare.csv/compare.html go (default: DIR)")
     p.add_argument("--latest", action="store_true", help="only the runs of the command that "
                    "ran last (one sweep, or one run's seeds)")
-    command("check", "toolkit.lab.cli.commands:cmd_check", "list damaged and abandoned "
-            "runs below a folder", CHECK_EPILOG).add_argument("directory", metavar="DIR",
-                                                              help="a results folder")
-    command("list", "toolkit.lab.cli.commands:cmd_list", "list experiments and configs"
-            ).add_argument("--check", action="store_true", help="also import every experiment "
-                           "module and check its contract (imports torch)")
+    command("check", commands.cmd_check, "list damaged and abandoned runs below a folder",
+            CHECK_EPILOG).add_argument("directory", metavar="DIR", help="a results folder")
+    command("list", commands.cmd_list, "list experiments and configs").add_argument(
+        "--check", action="store_true", help="also import every experiment module and check "
+        "its contract (imports torch)")
     sub.add_parser("audit", help="run a training script unchanged and audit its backward() and "
                                  "step() calls (toolkit audit --help)", add_help=False)
     return parser
@@ -225,14 +212,12 @@ def _main(argv: Sequence[str] | None) -> int:
         from toolkit.lens.audit.watch.cli import main as audit
 
         return audit(raw[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again, if stopped
+    args = build_parser().parse_args(raw)
+    args.argv = raw  # what to run again, if stopped
     from toolkit.lab.errors import ConfigError, DamagedFile
 
-    module, _, name = args.handler.partition(":")
     try:
-        return getattr(importlib.import_module(module), name)(args)
+        return args.handler(args)
     except Exception as err:
         if args.debug or os.environ.get("TOOLKIT_DEBUG"):
             raise
@@ -251,8 +236,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _os_error(err: OSError, command: str) -> str:
-    """One line for a file or folder that cannot be read or written: the file, the reason, and
-    what to do about it."""
+    """One line for a file or folder that cannot be read or written: the file, why, the fix."""
     import errno
 
     from toolkit.lab.errors import os_error_line

@@ -1,10 +1,7 @@
-"""What the subcommands do (:mod:`toolkit.lab.cli.app` parses). ``run``/``sweep``: plans read
-and validated once, handed to the executor (:func:`~toolkit.lab.execute.local.run_all`), then
-the seed groups and a tally. ``report``, ``compare`` and ``check`` read results: a damaged run
-(:func:`toolkit.lab.results.view.check_run`) gets one warning naming its file and the others go on; what
-they write lands inside the folder given (or ``--out``), never through a link out of it; every
-name read from a folder is printed escaped. :func:`run_module` runs an experiment module as a
-script."""
+"""What the subcommands do (:mod:`toolkit.lab.cli.app` parses): ``run``/``sweep`` hand the
+validated plans to :func:`~toolkit.lab.execute.local.run_all`; ``report``, ``compare`` and
+``check`` read results, a damaged run named in one warning while the others go on, every name
+printed escaped. :func:`run_module` runs an experiment module as a script."""
 
 from __future__ import annotations
 
@@ -15,19 +12,13 @@ import shlex
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolkit._utils.formatting import fmt, shown
-from toolkit.lab.cli.terminal import (
-    kept,
-    outcome_line,
-    print_findings,
-    progress_bar,
-    tally,
-    wrapped,
-)
+from toolkit.lab.cli import terminal
 from toolkit.lab.errors import ConfigError, DamagedFile
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -40,9 +31,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"toolkit: error: {message} (see `{self.prog} --help`)\n")
 
 
+def _warn(text: str) -> None:
+    print(f"toolkit: warning: {shown(text)}", file=sys.stderr, flush=True)
+
+
 def _report_quietly(run_dir: Path, experiment: Any = None) -> Path:
-    """The report with its notes kept in it, off the terminal (module-level: a pool's workers
-    call it too)."""
+    """The report, its notes kept off the terminal (module-level: a pool's workers call it)."""
     from toolkit.lab.report import write_report
     from toolkit.lab.report.render import held_notes
 
@@ -59,14 +53,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _cmd_run(args, ended, planned, undrawn)
     except KeyboardInterrupt as err:  # RunInterrupted too
         signum = getattr(err, "signum", signal.SIGINT)
-        for line in _summary(signum, ended, planned[0], undrawn, args.argv):
-            print(line, file=sys.stderr)
+        print("\n".join(_summary(signum, ended, planned[0], undrawn, args.argv)), file=sys.stderr)
         return 128 + signum
 
 
 def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
              undrawn: list[Path]) -> int:
     from toolkit.lab.errors import RunInterrupted
+    from toolkit.lab.execute.resume import claimed, done_as_requested, plan_resume
     from toolkit.lab.plan.config import Plan, executor_for, parse_seeds
     from toolkit.lab.results.records import group_key
 
@@ -87,12 +81,12 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
         raise ConfigError(" ".join(args.configs), "", f"give {total:,} runs together, above "
                           f"the limit of {args.max_runs:,}", "run fewer configs at once, or "
                           "raise the limit with --max-runs N")
-    executor = executor_for(plans, kind=args.executor, workers=args.workers,
-                            address=args.address, tls_ca_file=args.tls_ca_file,
-                            tls_cert=args.tls_cert, tls_key=args.tls_key,
-                            dashboard=args.dashboard)
-    if args.resume and not args.dry_run and _nothing_left(plans, quiet=args.quiet):
-        return EXIT_OK  # known without importing torch or an experiment
+    executor = executor_for(plans, kind=args.executor, **{key: getattr(args, key) for key in (
+        "workers", "address", "tls_ca_file", "tls_cert", "tls_key", "dashboard")})
+    done = done_as_requested(plans) if args.resume and not args.dry_run else None
+    if done is not None:  # known without importing torch or an experiment
+        _skipped(done, quiet=args.quiet, nothing_left=True)
+        return EXIT_OK
     from toolkit.lab.execute.dask import check_executor, import_distributed
 
     check_executor(executor)
@@ -103,9 +97,14 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
     grouped = len({group_key(r.config) for r in runs}) < len(runs)
     earlier: list[Path] = []
     if args.resume:
-        runs, earlier = _resume(runs, quiet=args.quiet)
+        resume = plan_resume(runs)
+        for err in resume.damaged:
+            _warn(f"{err}; not counted as complete")
+        for running in resume.running:
+            print(f"skipped (running now, not started twice): {shown(running)}", file=sys.stderr)
+        runs, earlier = resume.todo, resume.done
+        _skipped(earlier, quiet=args.quiet, nothing_left=not runs)
         if not runs:
-            print("nothing to do: every run is complete or running")
             return EXIT_OK
     planned[0] = len(runs)
     from toolkit.lab.execute.local import run_all
@@ -126,8 +125,8 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
     # a seed group gets one report over its seeds once all have ended (none of their own)
     finish = None if args.no_report or grouped else _report_quietly
     t0 = time.perf_counter()
-    with progress_bar(len(runs), f"{names}: {len(runs)} runs{where[executor.kind]}",
-                      quiet=args.quiet) as bar:
+    label = f"{names}: {len(runs)} runs{where[executor.kind]}"
+    with terminal.progress_bar(len(runs), label, quiet=args.quiet) as bar:
 
         def on_done(i: int, total: int, outcome: Any) -> None:
             ended.append(outcome)
@@ -135,14 +134,11 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
                 undrawn.append(Path(outcome.run_dir))
             bar.update()
             if outcome.status == "failed" or args.verbose:
-                bar.write(outcome_line(len(ended) - 1, total, outcome),
+                bar.write(terminal.outcome_line(len(ended) - 1, total, outcome),
                           file=sys.stdout if outcome.status == "complete" else sys.stderr)
 
-        with _notes(args.verbose), contextlib.ExitStack() as stack:
-            if args.resume:
-                from toolkit.lab.execute.resume import claimed
-
-                runs = stack.enter_context(claimed(runs))
+        claim = claimed(runs) if args.resume else contextlib.nullcontext(runs)
+        with _notes(args.verbose), claim as runs:
             # what a run says (ctx.say, its own bars) is shown with --verbose only
             _, status = run_all(runs, executor=executor, quiet=not args.verbose or n > 1,
                                 finish=finish, on_done=on_done)
@@ -156,17 +152,15 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
         for folder in folders if args.verbose else ():  # where each seed group's report went
             if (folder / "group.json").is_file():
                 print(f"seed group: {shown(folder)}", file=sys.stderr)
-    if args.quiet:
-        return status
-    if len(folders) > 3:
+    if not args.quiet and len(folders) > 3:
         c = runs[0].config
         print(f"{len(folders)} complete run folders; `toolkit compare "
               f"{shown(Path(c.output_dir) / c.experiment)}` tabulates them")
-        return status
-    for folder in folders if args.verbose else ():
-        if (folder / "findings.json").is_file():
-            print_findings(folder)
-    tally(folders)
+    elif not args.quiet:
+        for folder in folders if args.verbose else ():
+            if (folder / "findings.json").is_file():
+                terminal.print_findings(folder)
+        terminal.tally(folders)
     return status
 
 
@@ -191,11 +185,10 @@ def _summary(signum: int, ended: Sequence[Any], planned: int, undrawn: Sequence[
     lines = [f"{head}; of {planned} run{'s' * (planned != 1)}:" if ended
              else head + ("; no run had started" if planned else "")]
     for o in ended:
-        note = fmt(o.duration_s, "s") + (f"; {kept(Path(o.run_dir))}" if o.status == "interrupted"
-                                         else f"; {shown(o.error)}" if o.status == "failed"
-                                         and o.error else "")
-        lines.append(wrapped(f"{shown(o.run_dir)} ({note})", indent=f"  {o.status:<12} ",
-                             more=" " * 17))
+        note = (f"; {terminal.kept(Path(o.run_dir))}" if o.status == "interrupted"
+                else f"; {shown(o.error)}" if o.status == "failed" and o.error else "")
+        lines.append(terminal.wrapped(f"{shown(o.run_dir)} ({fmt(o.duration_s, 's')}{note})",
+                                      indent=f"  {o.status:<12} ", more=" " * 17))
     if ended and planned > len(ended):
         left = planned - len(ended)
         lines.append(f"  {'not started':<12} {left} run{'s' * (left != 1)}")
@@ -212,38 +205,19 @@ def _summary(signum: int, ended: Sequence[Any], planned: int, undrawn: Sequence[
             *(f"           {shown(c)}" for c in commands[1:])]
 
 
-def _nothing_left(plans: Sequence[Any], *, quiet: bool) -> bool:
-    """``--resume`` when every planned run is complete already, found by the request each run
-    recorded (no experiment imported, no pool started): says so and returns ``True``."""
-    from toolkit.lab.execute.resume import done_as_requested
-
-    done = done_as_requested(plans)
-    for folder in done if done and not quiet else ():
+def _skipped(done: Sequence[Path], *, quiet: bool, nothing_left: bool) -> None:
+    """``--resume``: each complete run skipped, and whether anything is left to do."""
+    for folder in done if not quiet else ():
         print(f"skipped (complete): {shown(folder)}")
-    if done is not None:
+    if nothing_left:
         print("nothing to do: every run is complete or running")
-    return done is not None
-
-
-def _resume(runs: list[Any], *, quiet: bool) -> tuple[list[Any], list[Path]]:
-    """``--resume``: the planned runs still to run, and the complete runs of the others."""
-    from toolkit.lab.execute.resume import plan_resume
-
-    plan = plan_resume(runs)
-    for err in plan.damaged:
-        print(f"toolkit: warning: {err}; not counted as complete", file=sys.stderr)
-    for done in plan.done if not quiet else ():
-        print(f"skipped (complete): {shown(done)}")
-    for running in plan.running:
-        print(f"skipped (running now, not started twice): {shown(running)}", file=sys.stderr)
-    return plan.todo, plan.done
 
 
 def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool, t0: float,
                    earlier: Sequence[Path], undrawn: list[Path]) -> list[Path]:
-    """The seed group of the complete runs that differ only in their seed (with ``earlier``
-    complete runs of ``--resume``), its report, then each complete run outside a group; the
-    folders, groups first. A failing report is a warning: the numbers stay valid."""
+    """The seed groups of the complete runs (and ``earlier`` ones of ``--resume``) with their
+    reports, then the report of each complete run outside a group; the folders, groups first.
+    A failing report is a warning: the numbers stay valid."""
     from toolkit.lab.report import write_report
     from toolkit.lab.results.records import group_runs, record_group, write_group
     from toolkit.lab.results.view import RunResults
@@ -251,23 +225,21 @@ def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool
     experiments = {r.experiment.name: r.experiment for r in runs}
     done = [o.run_dir for o in outcomes if o.status == "complete"]
     groups = group_runs([*done, *earlier])
-    members = {d for g in groups for d in g}
     failed = [f"a run with another seed ended {o.status}: {o.run_dir}"
               + (f" ({o.error})" if o.error else "") for o in outcomes if o.status != "complete"]
-    folders = [write_group(members_of, problems=failed) for members_of in groups]
-    singles = [d for d in done if d not in members]
-    if report:
-        undrawn += [*folders, *singles]
-    for folder, run_dir in [*zip(folders, (g[0] for g in groups)), *zip(singles, singles)]:
-        if report:
-            try:
+    # (folder, the run it reads): each group, then each complete run outside a group
+    pairs = [(write_group(g, problems=failed), g[0]) for g in groups]
+    pairs += [(d, d) for d in done if all(d not in g for g in groups)]
+    undrawn += [folder for folder, _ in pairs] if report else []
+    for i, (folder, run_dir) in enumerate(pairs):
+        try:
+            if report:
                 write_report(folder, experiments.get(RunResults(run_dir).experiment))
-            except Exception as err:
-                print(f"toolkit: warning: {shown(folder)}: {type(err).__name__}: {err}",
-                      file=sys.stderr)
-        if folder in folders:
+        except Exception as err:
+            _warn(f"{folder}: {type(err).__name__}: {err}")
+        if i < len(groups):
             record_group(folder, wall_seconds=round(time.perf_counter() - t0, 3))
-    return [*folders, *singles]
+    return [folder for folder, _ in pairs]
 
 
 @contextlib.contextmanager
@@ -319,12 +291,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     """Run an experiment module as a script with its ``QUICK`` params (seed 0, its ``DTYPE``
-    or float32, results under ``results/``) and draw its report; an experiment ends with::
-
-        if __name__ == "__main__":
-            from toolkit.lab.cli import run_module
-            raise SystemExit(run_module(__name__))
-    """
+    or float32, under ``results/``) and draw its report: ``raise SystemExit(run_module(__name__))``
+    under ``if __name__ == "__main__":``."""
     from toolkit.lab.execute.run import check_output_dir, execute
     from toolkit.lab.plan.config import plan_one
     from toolkit.lab.plan.registry import Experiment
@@ -353,12 +321,8 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
     outcome = execute(spec, finish=None if args.no_report else write_report)
     print(f"{outcome.status}  {shown(outcome.run_dir)}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":
-        tally([outcome.run_dir])
+        terminal.tally([outcome.run_dir])
     return outcome.exit_code
-
-
-def _warn(text: str) -> None:
-    print(f"toolkit: warning: {shown(text)}", file=sys.stderr, flush=True)
 
 
 def _damage(folder: Path) -> list[Any]:
@@ -399,22 +363,21 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _experiment_of(folder: str) -> Any:
-    """The experiment that made a run (or seed group), for its own figures; ``None`` (with a
-    warning) when it cannot be loaded here: the report then shows the generic figures."""
+    """The experiment that made a sound run (or seed group), for its own figures; ``None``
+    (with a warning) when it cannot be loaded here: the report shows the generic figures."""
     from toolkit.lab.plan.registry import load_experiment
     from toolkit.lab.results.files import read_json
 
     name = None
-    for path in (Path(folder) / "meta.json", Path(folder) / "group.json"):
-        if os.path.lexists(path):
-            try:
-                name = read_json(path, root=folder).get("experiment")
-                return load_experiment(name)
-            except Exception as err:  # the report still shows the run's own numbers
-                _warn(f"{folder}: experiment {name!r} cannot be loaded "
-                      f"({type(err).__name__}: {err}); the report shows the generic figures")
-                return None
-    return None
+    path = Path(folder) / "meta.json"
+    try:
+        name = read_json(path if os.path.lexists(path) else path.with_name("group.json"),
+                         root=folder).get("experiment")
+        return load_experiment(name)
+    except Exception as err:  # the report still shows the run's own numbers
+        _warn(f"{folder}: experiment {name!r} cannot be loaded ({type(err).__name__}: {err}); "
+              "the report shows the generic figures")
+        return None
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -471,18 +434,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise ConfigError(args.directory, "", "no such directory",
                           "give a results folder, e.g. results or results/<experiment>")
-    counts: dict[str, int] = {}
-    damaged = 0
+    counts: Counter[str] = Counter()
     for folder, kind, problems in check_tree(root):
         for problem in problems:
             print(f"damaged: {shown(problem)}")
-        damaged += bool(problems)
         run = None if problems or kind == "group" else RunResults(folder)
-        state = "damaged" if problems else "seed group" if run is None else run.status
-        if state != "damaged":
-            counts[state] = counts.get(state, 0) + 1
-        if state == "abandoned":
+        counts["damaged" if problems else "seed group" if run is None else run.status] += 1
+        if run is not None and run.status == "abandoned":
             print(f"abandoned: {shown(folder)}: {shown(run.status_line())}")
+    damaged = counts.pop("damaged", 0)
     states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"{sum(counts.values()) + damaged} folder(s) below {shown(root)}: "
           f"{states or 'none readable'}; {damaged} damaged")
