@@ -215,9 +215,8 @@ def _skipped(done: Sequence[Path], *, quiet: bool, nothing_left: bool) -> None:
 
 def _finish_groups(outcomes: Sequence[Any], runs: Sequence[Any], *, report: bool, t0: float,
                    earlier: Sequence[Path], undrawn: list[Path]) -> list[Path]:
-    """The seed groups of the complete runs (and ``earlier`` ones of ``--resume``) with their
-    reports, then the report of each complete run outside a group; the folders, groups first.
-    A failing report is a warning: the numbers stay valid."""
+    """The seed groups of the complete runs (and ``earlier`` ones) and the reports of the groups
+    and of the runs outside one (a failing report is a warning); the folders, groups first."""
     from toolkit.lab.report import write_report
     from toolkit.lab.results.records import group_runs, record_group, write_group
     from toolkit.lab.results.view import RunResults
@@ -290,9 +289,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
-    """Run an experiment module as a script with its ``QUICK`` params (seed 0, its ``DTYPE``
-    or float32, under ``results/``) and draw its report: ``raise SystemExit(run_module(__name__))``
-    under ``if __name__ == "__main__":``."""
+    """Run an experiment module with its ``QUICK`` params and draw its report; a module ends
+    with ``if __name__ == "__main__": raise SystemExit(run_module(__name__))``."""
     from toolkit.lab.execute.run import check_output_dir, execute
     from toolkit.lab.plan.config import plan_one
     from toolkit.lab.plan.registry import Experiment
@@ -312,12 +310,12 @@ def run_module(module: Any, argv: Sequence[str] | None = None) -> int:
         spec = plan_one(experiment, experiment.quick or {}, seed=args.seed,
                         device=args.device, dtype=experiment.dtype or "float32",
                         output_dir=args.out, source=f"{experiment.name}.QUICK")
+        check_output_dir(spec.config.output_dir, experiment.name, source=spec.source)
     except ConfigError as err:
         print(f"toolkit: error: {err.line()}", file=sys.stderr)
         return EXIT_USAGE
     print(f"running {experiment.name} (seed {spec.seed}, {spec.config.dtype}, QUICK params)",
           file=sys.stderr, flush=True)
-    check_output_dir(spec.config.output_dir, experiment.name, source=spec.source)
     outcome = execute(spec, finish=None if args.no_report else write_report)
     print(f"{outcome.status}  {shown(outcome.run_dir)}  ({fmt(outcome.duration_s, 's')})")
     if outcome.status == "complete":

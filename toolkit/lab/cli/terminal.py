@@ -8,6 +8,7 @@ import contextlib
 import shutil
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -78,9 +79,8 @@ def kept(run_dir: Path) -> str:
 
 
 def _wall(folder: Path) -> tuple[float, str] | None:
-    """A run's (or seed group's) recorded ``wall_seconds`` and the wall time its report shows:
-    ``wall time 38.4 s (3 seeds side by side 20.9 s, report 17.5 s)``; ``None`` when damaged or
-    not recorded."""
+    """A run's (or seed group's) ``wall_seconds`` and the wall time its report shows (``wall
+    time 38.4 s (3 seeds side by side 20.9 s, report 17.5 s)``); ``None``: not readable."""
     from toolkit.lab.errors import DamagedFile
     from toolkit.lab.results.view import RunResults, SeedGroup, is_group
 
@@ -138,21 +138,19 @@ def tally(folders: Sequence[Path], *, out: Any = None) -> None:
     rows = [(" ".join(p for p in (section, label.partition(" ")[2]) if p), verdicts)
             for _, findings, label in read for section, verdicts in findings.items()]
     name_width = max((len(name) for name, _ in rows), default=0) + 2
-    grand: dict[bool | None, int] = dict.fromkeys(WORDS, 0)
+    grand: Counter[bool | None] = Counter()
     for name, verdicts in rows:
-        counts = {v: sum(1 for f in verdicts if f.verdict is v) for v in WORDS}
+        counts = Counter(f.verdict for f in verdicts)
+        grand.update(counts)
         head = f"  {name:<{name_width}}"
-        print(wrapped(", ".join(f"{n} {WORDS[v]}" for v, n in counts.items() if n)
+        print(wrapped(", ".join(f"{counts[v]} {WORDS[v]}" for v in WORDS if counts[v])
                       or "no findings", indent=head, more=" " * len(head)), file=out)
-        for f in verdicts:
-            grand[f.verdict] += 1
-            if f.verdict is False:
-                print(wrapped(f"! {f.seeds_note}: {f.text}", indent="    ", more="      "),
-                      file=out)
-    if sum(grand.values()):
-        words = {True: "as predicted", False: "not", None: "measured"}
-        print(wrapped(f"tally: {', '.join(f'{n} {words[v]}' for v, n in grand.items())} "
-                      f"({sum(grand.values())} findings)"), file=out)
+        for f in (f for f in verdicts if f.verdict is False):
+            print(wrapped(f"! {f.seeds_note}: {f.text}", indent="    ", more="      "), file=out)
+    if grand.total():
+        words = {**WORDS, False: "not"}
+        print(wrapped(f"tally: {', '.join(f'{grand[v]} {words[v]}' for v in WORDS)} "
+                      f"({grand.total()} findings)"), file=out)
     for folder, _, label in read:
         wall = _wall(folder)
         if len(read) == 1:

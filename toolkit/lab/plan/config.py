@@ -27,22 +27,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError, create_model
 
 from toolkit.lab.errors import ConfigError, DamagedFile, ExperimentLoadError, cut, echo, suggest
-from toolkit.lab.plan.registry import (
-    Experiment,
-    code_files,
-    config_files,
-    discover,
-    load_experiment,
-)
+from toolkit.lab.plan import registry
+from toolkit.lab.plan.registry import Experiment, code_files, config_files, discover
+from toolkit.lab.results import schema
 from toolkit.lab.results.files import read_bytes
-from toolkit.lab.results.schema import (
-    MAX_DEPTH,
-    MAX_SEED,
-    ConfigFile,
-    ExecutorConfig,
-    RunConfig,
-    flatten,
-)
+from toolkit.lab.results.schema import MAX_DEPTH, MAX_SEED, ConfigFile, ExecutorConfig, RunConfig
 
 if TYPE_CHECKING:
     import torch
@@ -228,14 +217,10 @@ def resolve_device(device: str, *, source: str = "<python>") -> torch.device:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run, validated once: what every executor runs as it is.
-
-    ``config``: what ``config.toml`` will hold; ``params``: the validated ``Params`` handed to
-    ``run(params, ctx)``; ``device``: ``config.device`` resolved where it runs; ``request``:
-    :func:`request_key` (``""`` for params given in Python); ``resumes``: an interrupted run
-    whose finished parts it carries over. In another process the experiment is loaded again
-    and the params rebuilt without a second validation (their private cache kept if it pickles).
-    """
+    """One run, validated once, that every executor runs as it is: ``config`` is what
+    ``config.toml`` will hold, ``params`` what ``run(params, ctx)`` gets, ``device`` is resolved
+    where it runs (in another process: the params rebuilt without a second validation);
+    ``request``: its :func:`request_key`; ``resumes``: an interrupted run it carries over."""
 
     config: RunConfig
     experiment: Experiment
@@ -282,7 +267,7 @@ def _restore(state: dict[str, Any], spec: dict[str, Any]) -> RunSpec:
 def experiment_named(name: str, source: str) -> Experiment:
     """The registered (or loose-file) experiment ``name``; ConfigError naming ``source``."""
     try:
-        return load_experiment(name)
+        return registry.load_experiment(name)
     except KeyError:
         hint = suggest(name, discover())
         raise ConfigError(source, "experiment", f"unknown experiment {echo(name)}",
@@ -325,8 +310,7 @@ def code_digest(experiment: str) -> str:
 
 
 def request_key(member: Mapping[str, Any], seed: int, code: str) -> str:
-    """SHA-256 of what a run was asked for: its keys as given (``output_dir`` aside), its seed
-    and its ``code`` (:func:`code_digest`). The same request and code make the same config, so
+    """SHA-256 of a run's keys as given (``output_dir`` aside), seed and :func:`code_digest`:
     ``--resume`` matches runs by it without loading the experiment."""
     data = {key: value for key, value in member.items() if key != "output_dir"}
     text = json.dumps({**data, "seed": int(seed), "code": code}, sort_keys=True,
@@ -357,10 +341,9 @@ class Plan:
              params: Mapping[str, Any] | None = None, seeds: Sequence[int] | None = None,
              output_dir: str | Path | None = None, tensorboard: str | Path | None = None,
              max_runs: int = DEFAULT_MAX_RUNS) -> Plan:
-        """Read, override (``--set`` texts in order, then ``params`` given in Python) and
-        validate the file at ``path`` and count its runs (refused above ``max_runs``), without
-        importing torch or the experiment; ``seeds``, ``output_dir`` and ``tensorboard``
-        replace the file's."""
+        """Read, override (``--set`` texts, then ``params``), validate and count (up to
+        ``max_runs``) the file's runs without importing the experiment; ``seeds``,
+        ``output_dir`` and ``tensorboard`` replace the file's."""
         raw, sources = _read_file(Path(path)), Sources(str(path))
         for text in overrides:
             key, value = parse_override(text)
@@ -450,8 +433,7 @@ class Plan:
         return specs
 
     def _members(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-        """Each sweep point and its run's keys as given, before the experiment validates
-        its params (the grid in the order its keys appear, last key fastest)."""
+        """Each sweep point and its run's keys as given (last key fastest), not yet validated."""
         base = self.file.model_dump(include=set(RunConfig.model_fields) - {"seed"},
                                     exclude_none=True)
         for combo in itertools.product(*self.grid.values()):
@@ -462,9 +444,8 @@ class Plan:
             yield point, member
 
     def requests(self) -> list[str]:
-        """The :func:`request_key` of each run, in the order of :meth:`specs`, found without
-        importing the experiment; ``[]`` when there are none (params given in Python, an
-        experiment not found)."""
+        """The :func:`request_key` of each run in the order of :meth:`specs`, without importing
+        the experiment; ``[]`` for params given in Python or an experiment not found."""
         code = code_digest(self.file.experiment) if self.given_params is None else ""
         return [request_key(member, seed, code) for _, member in self._members()
                 for seed in self.seeds] if code else []
@@ -513,7 +494,7 @@ def _misplaced_param(err: ValidationError, raw: Mapping[str, Any], sources: Sour
 
 def _grid(sweep: dict[str, Any], source: str) -> dict[str, list[Any]]:
     """The ``[sweep]`` table as dotted key → values, every key sweepable."""
-    grid = flatten(sweep)
+    grid = schema.flatten(sweep)
     for key, values in grid.items():
         if not (key.startswith("params.") or key in SWEEPABLE):
             hint = suggest(key, SWEEPABLE)
@@ -534,10 +515,8 @@ def plan(path: str | Path, overrides: Sequence[str] = (), **options: Any) -> lis
 
 def plan_one(experiment: str | Experiment, params: Mapping[str, Any] | BaseModel | None = None,
              *, source: str = "<python>", **keys: Any) -> RunSpec:
-    """One run given in Python, with the checks of a config file (``experiment``: a name or an
-    :class:`~toolkit.lab.plan.registry.Experiment`; ``params``: a dict, or the experiment's
-    ``Params`` taken as it is; ``keys``: ``seed``, ``device``, ``dtype``, ``disable_blocks``,
-    ``threads``, ``output_dir``, ``tensorboard``)."""
+    """One run given in Python, checked as a config file is: ``experiment`` by name or loaded,
+    ``params`` a dict or a ``Params`` taken as it is, ``keys`` the config's other keys."""
     loaded = experiment if isinstance(experiment, Experiment) else None
     raw = {key: str(value) if key in ("output_dir", "tensorboard") and value is not None
            else value for key, value in keys.items()}

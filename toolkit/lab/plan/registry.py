@@ -163,9 +163,8 @@ class Experiment:
 
     @property
     def blocks(self) -> tuple[str, ...]:
-        """The blocks a run can meet: ``BLOCKS``, else the ``BLOCK``/``*_BLOCK`` constants of
-        its module and of those its functions and classes come from; for a composite, its
-        parts' union. Empty when unknown: then no ``disable_blocks`` pattern is checked."""
+        """The blocks a run can meet: ``BLOCKS``, else the ``BLOCK``/``*_BLOCK`` constants of its
+        module and of those its code comes from (a composite: its parts'); empty: unknown."""
         declared = getattr(self.module, "BLOCKS", None)
         if declared is not None:
             return tuple(declared)
@@ -267,10 +266,9 @@ def describe(path: Path) -> ExperimentInfo:
 
 
 class ExperimentParams(BaseModel):
-    """Base class of an experiment's ``Params``: a pydantic model, unknown keys rejected, frozen.
-    Declare each field with ``Field(default, description="...")`` and constraints (``ge``,
-    ``gt``...): a config's ``[params]`` is validated against it, a mistake reported as one line
-    naming the file, the key path and the fix."""
+    """Base class of an experiment's ``Params``: a frozen pydantic model, unknown keys rejected.
+    Each field's ``Field(default, description=..., ge=...)`` validates a config's ``[params]``;
+    a mistake is one line naming the file, the key and the fix."""
 
     # inf and nan stay numbers in config.toml (pydantic writes an untyped one as null)
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
