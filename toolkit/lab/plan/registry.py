@@ -190,16 +190,11 @@ class Experiment:
     story = property(lambda self: getattr(self.module, "STORY", None))
     #: the precision the comparison is defined in (``DTYPE``), if declared
     dtype = property(lambda self: getattr(self.module, "DTYPE", None))
-
-    @property
-    def description(self) -> str:
-        return _first_line(str(getattr(self.module, "DESCRIPTION", None)
-                               or self.module.__doc__ or ""))
-
-    @property
-    def quick(self) -> dict[str, Any] | None:
-        quick = getattr(self.module, "QUICK", None)
-        return None if quick is None else dict(quick)
+    description = property(lambda self: _first_line(str(
+        getattr(self.module, "DESCRIPTION", None) or self.module.__doc__ or "")))
+    #: a copy of ``QUICK``, or ``None``
+    quick = property(lambda self: None if getattr(self.module, "QUICK", None) is None
+                     else dict(self.module.QUICK))
 
 
 def _callable(value: Any) -> Any:
@@ -209,10 +204,7 @@ def _callable(value: Any) -> Any:
 def load_experiment(name: str) -> Experiment:
     """Load and check experiment ``name``: ``KeyError`` when none has that name,
     :class:`ExperimentLoadError` when it fails to import or breaks the contract."""
-    sources = _sources()
-    if name not in sources:
-        raise KeyError(name)
-    return _load(sources[name])
+    return _load(_sources()[name])
 
 
 def load_all() -> tuple[dict[str, Experiment], dict[str, str]]:
