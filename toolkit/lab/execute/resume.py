@@ -22,7 +22,7 @@ import filelock
 
 from toolkit.lab.errors import DamagedFile
 from toolkit.lab.plan.config import Plan, RunSpec
-from toolkit.lab.results.files import atomic_write_bytes, inside, read_toml
+from toolkit.lab.results.files import atomic_write_bytes, inside, read_json
 from toolkit.lab.results.schema import RunConfig
 from toolkit.lab.results.view import RunResults, check_run
 
@@ -61,7 +61,7 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
     for root, name in dict.fromkeys((s.config.output_dir, s.config.experiment) for s in specs):
         for run_dir in _run_dirs(root, name):
             try:
-                raw = read_toml(run_dir / "config.toml", root=run_dir)
+                raw = read_json(run_dir / "config.toml", root=run_dir)
                 index.setdefault(RunConfig.model_validate(raw).identity(), []).append(run_dir)
             except DamagedFile as err:
                 plan.damaged.append(err)

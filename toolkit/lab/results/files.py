@@ -17,7 +17,7 @@ import stat
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,9 +31,8 @@ from toolkit.lab.results.schema import MAX_DEPTH, MetricsRow, shape_problem
 
 M = TypeVar("M", bound=BaseModel)
 __all__ = ["MAX_FILE_BYTES", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
-           "confined", "inside", "json_text", "new_run_dir", "read_bytes", "read_json",
-           "read_json_value", "read_metrics", "read_npz", "read_record", "read_toml", "to_jsonable",
-           "utc_now", "walk"]
+           "confined", "inside", "new_run_dir", "read_bytes", "read_json", "read_json_value",
+           "read_metrics", "read_npz", "read_record", "to_jsonable", "utc_now", "walk"]
 
 #: The largest results file a reader takes, and an ``.npz`` (unpacked too)
 MAX_FILE_BYTES, MAX_NPZ_BYTES = 256 * 2**20, 2 * 2**30
@@ -132,14 +131,11 @@ def to_jsonable(value: Any, where: str = "value") -> Any:
         raise TypeError(f"{where}: {err}") from None
 
 
-def json_text(obj: Any) -> str:
-    """The results files' JSON: 2-space indent, keys in insertion order, a final newline."""
-    obj = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else to_jsonable(obj)
-    return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=True) + "\n"
-
-
 def atomic_write_json(path: str | Path, obj: Any, *, root: str | Path | None = None) -> None:
-    atomic_write_text(path, json_text(obj), root=root)
+    """``obj`` as the results files' JSON: 2-space indent, keys in insertion order, a newline."""
+    obj = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else to_jsonable(obj)
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=True) + "\n",
+                      root=root)
 
 
 def utc_now() -> _dt.datetime:
@@ -149,8 +145,7 @@ def utc_now() -> _dt.datetime:
 def new_run_dir(root: str | Path, experiment: str, seed: int | str) -> Path:
     """Make ``<root>/<experiment>/<UTC time>__seed<k>__<random>``, a new folder."""
     parent = Path(root) / experiment
-    inside(root, parent)
-    _bound(parent, None)
+    _bound(parent, root)
     parent.mkdir(parents=True, exist_ok=True)
     while True:
         run_dir = parent / f"{utc_now():%Y%m%dT%H%M%SZ}__seed{seed}__{secrets.token_hex(3)}"
@@ -196,8 +191,10 @@ def read_bytes(path: str | Path, *, root: str | Path | None = None,
     return data
 
 
-def _parsed(path: Path, data: bytes, loads: Callable[[str], Any], kind: str) -> Any:
-    """``data`` parsed, at most :data:`MAX_DEPTH` deep, its integers within 64 bits."""
+def _parsed(path: Path, data: bytes) -> Any:
+    """``data`` parsed (TOML for ``.toml``, else JSON), at most :data:`MAX_DEPTH` deep, its
+    integers within 64 bits."""
+    kind, loads = ("TOML", tomllib.loads) if path.suffix == ".toml" else ("JSON", json.loads)
     try:
         value = loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
@@ -231,27 +228,19 @@ def _shape(path: Path, data: Any, model: type[M]) -> M:
 def read_json_value(path: str | Path, *, root: str | Path | None = None) -> Any:
     """Any JSON value (an artifact may be a list or a number); ``None`` when absent."""
     data = read_bytes(path, root=root)
-    return None if data is None else _parsed(Path(path), data, json.loads, "JSON")
+    return None if data is None else _parsed(Path(path), data)
 
 
 def read_json(path: str | Path, *, root: str | Path | None = None,
               model: type[BaseModel] | None = None) -> dict[str, Any]:
     """A results object, TOML for ``.toml`` or JSON (``{}`` when absent), of ``model``'s shape."""
-    path = Path(path)
-    if path.suffix == ".toml":
-        data = read_bytes(path, root=root)
-        value = {} if data is None else _parsed(path, data, tomllib.loads, "TOML")
-    else:
-        value = read_json_value(path, root=root)
-        value = {} if value is None else value
-        if not isinstance(value, dict):
-            raise DamagedFile(path, f"holds a JSON {type(value).__name__}, not an object")
+    value = read_json_value(path, root=root)
+    value = {} if value is None else value
+    if not isinstance(value, dict):  # a TOML document is always a table
+        raise DamagedFile(path, f"holds a JSON {type(value).__name__}, not an object")
     if model is not None:
-        _shape(path, value, model)
+        _shape(Path(path), value, model)
     return value
-
-
-read_toml = read_json
 
 
 def read_record(path: str | Path, model: type[M], *, root: str | Path | None = None
@@ -274,7 +263,7 @@ def read_metrics(path: str | Path, *, root: str | Path | None = None, complete: 
     for number, line in enumerate(lines[:-1], 1):
         if line.strip():
             try:
-                rows.append(_parsed(path, line, json.loads, "JSON"))
+                rows.append(_parsed(path, line))
                 _shape(path, rows[-1], MetricsRow)
             except DamagedFile as err:
                 raise DamagedFile(path, f"line {number}: {err.problem}") from None
@@ -298,10 +287,9 @@ def read_npz(path: str | Path, *, root: str | Path | None = None,
                     header = {(1, 0): fmt.read_array_header_1_0}.get(
                         fmt.read_magic(fh), fmt.read_array_header_2_0)
                     shape, _, dtype = header(fh)
-                if math.prod(shape) * dtype.itemsize > member.file_size:
-                    raise DamagedFile(path, f"{member.filename} claims "
-                                            f"{math.prod(shape) * dtype.itemsize:,} bytes of "
-                                            f"data but holds {member.file_size:,}")
+                if (size := math.prod(shape) * dtype.itemsize) > member.file_size:
+                    raise DamagedFile(path, f"{member.filename} claims {size:,} bytes of data "
+                                            f"but holds {member.file_size:,}")
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             return {key: arrays[key] for key in arrays.files}
     except DamagedFile:

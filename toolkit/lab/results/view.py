@@ -28,7 +28,6 @@ from toolkit.lab.results.files import (
     read_metrics,
     read_npz,
     read_record,
-    read_toml,
     walk,
 )
 from toolkit.lab.results.schema import (
@@ -144,7 +143,7 @@ class RunResults:
 
     @cached_property
     def root_config(self) -> dict[str, Any]:
-        return read_toml(self.run_dir / "config.toml", root=self.run_dir, model=RunConfig)
+        return read_json(self.run_dir / "config.toml", root=self.run_dir, model=RunConfig)
 
     @property
     def config(self) -> dict[str, Any]:
