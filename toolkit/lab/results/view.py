@@ -1,10 +1,8 @@
 """Runs read back (:class:`RunResults`, what ``figures(run)`` receives), seed groups, and
-``toolkit check``. A run runs exactly while its process holds ``<run_dir>/.lock`` (an
-``flock``), which the kernel drops however the process ends: a run saying ``running`` whose lock
-can be taken is *abandoned*. A file is *damaged* when it does not read as its model says or
-disagrees with the run's record (a complete run holds its summary, findings and as many metrics
-rows as it logged; only a run that did not complete may end with a line cut short).
-"""
+``toolkit check``. A run runs exactly while its process holds ``<run_dir>/.lock`` (an ``flock``
+the kernel drops however the process ends): a run saying ``running`` whose lock can be taken is
+*abandoned*. A file is *damaged* when it does not read as its model says or disagrees with the
+run's record."""
 
 from __future__ import annotations
 
@@ -30,6 +28,10 @@ from toolkit.lab.results.files import (
     read_record,
     walk,
 )
+
+__all__ = ["GROUP_FILE", "LOCK", "RunResults", "SeedGroup", "check_group", "check_run",
+           "check_tree", "find_runs", "is_group", "links_out", "lock_of", "readable_runs"]
+
 from toolkit.lab.results.schema import (
     ConfigFile,
     FindingsFile,
@@ -39,9 +41,6 @@ from toolkit.lab.results.schema import (
     SummaryFile,
     summary_problem,
 )
-
-__all__ = ["GROUP_FILE", "LOCK", "RunResults", "SeedGroup", "check_group", "check_run",
-           "check_tree", "find_runs", "is_group", "links_out", "lock_of", "readable_runs"]
 
 LOCK = ".lock"
 GROUP_FILE = "group.json"
@@ -80,11 +79,6 @@ class RunResults:
             raise FileNotFoundError(f"RunResults: {shown(self.run_dir)} is not a run directory")
         self._child = _child
         self._replicates = tuple(Path(p) for p in _replicates)
-        self._json: dict[str, dict[str, Any]] = {}  # summary.json and costs.json, once read
-
-    def __repr__(self) -> str:
-        child = f", child={self._child!r}" if self._child else ""
-        return f"RunResults({str(self.run_dir)!r}{child})"
 
     @property
     def replicates(self) -> list[RunResults]:
@@ -191,25 +185,20 @@ class RunResults:
                 np.asarray([math.nan if row[key] is None else row[key] for row in rows],
                            dtype=float))
 
-    def _nested(self, name: str) -> dict[str, Any]:
+    def _table(self, name: str) -> dict[str, Any]:
+        """``<name>.json``, or a child view's own table in it (a summary: of a run's shape)."""
         path, model = self.run_dir / f"{name}.json", SummaryFile if name == "summary" else None
-        if name not in self._json:
-            self._json[name] = read_json(path, root=self.run_dir, model=model)
+        value = read_json(path, root=self.run_dir, model=model)
         if self._child is None:
-            return self._json[name]
-        value = self._json[name].get(self._child)
+            return value
+        value = value.get(self._child)
         value = value if isinstance(value, dict) else {}
-        if model and (problem := summary_problem(value)):  # a child's part: a run's shape
+        if model and (problem := summary_problem(value)):
             raise DamagedFile(path, f"{self._child}: {problem}")
         return value
 
-    @property
-    def summary(self) -> dict[str, Any]:
-        return self._nested("summary")
-
-    @property
-    def costs(self) -> dict[str, Any]:
-        return self._nested("costs")
+    summary = cached_property(lambda self: self._table("summary"))
+    costs = cached_property(lambda self: self._table("costs"))
 
     @property
     def artifacts_dir(self) -> Path:
@@ -303,7 +292,8 @@ def links_out(folder: str | Path) -> list[OutsideFolder]:
 
 
 def check_run(run_dir: str | Path, *, deep: bool = False) -> list[DamagedFile]:
-    """What is damaged in one run directory, each file once; ``deep`` reads the artifacts too."""
+    """What is damaged in one run directory, each file once; ``deep`` reads the artifacts too.
+    A complete run holds its summary, findings and as many metrics rows as it logged."""
     run_dir = Path(run_dir)
     problems: list[DamagedFile] = list(links_out(run_dir))
 
@@ -348,13 +338,8 @@ def check_group(folder: str | Path) -> list[DamagedFile]:
     folder = Path(folder)
     problems: list[DamagedFile] = list(links_out(folder))
     _read(problems, read_json, folder / GROUP_FILE, model=GroupFile, root=folder)
-    if not problems:
-        try:
-            problems += [DamagedFile(folder / GROUP_FILE, f"member run {shown(path)} is "
-                                     f"missing") for path in SeedGroup(folder).run_dirs
-                         if not path.is_dir()]
-        except DamagedFile as err:
-            problems.append(err)
+    if not problems:  # and its member runs, beside it
+        _read(problems, lambda _: SeedGroup(folder).results(), folder / GROUP_FILE)
     for name, model in (("config.toml", ConfigFile), ("findings.json", FindingsFile)):
         _read(problems, read_record, folder / name, model=model, required=True, root=folder)
     return _unique(problems)
