@@ -106,8 +106,8 @@ class TimeRatio:
 
     def verdict(self) -> bool | None:
         """Whether the interval lies on the predicted side of 1 (``None``: undecided)."""
-        side = self.side
-        return None if self.expect is None or side in (None, "holds") else side == self.expect
+        return None if self.expect is None or self.side in (None, "holds") else \
+            self.side == self.expect
 
     @property
     def side(self) -> Literal["above", "below", "holds"] | None:

@@ -81,8 +81,7 @@ def compute_findings(run_dir: Path, experiment: Any) -> tuple[dict[str, list[Fin
             continue
         try:
             items = list(part.findings(view))
-            bad = [f for f in items if not isinstance(f, Finding)]
-            if bad:
+            if bad := [f for f in items if not isinstance(f, Finding)]:
                 raise TypeError(f"findings() must return Finding objects, got "
                                 f"{type(bad[0]).__name__}")
             out[section] = items
@@ -169,11 +168,10 @@ def write_group(run_dirs: Sequence[Path], *, problems: Sequence[str] = ()) -> Pa
         f"resolved config of a {config.experiment} seed group ({len(seeds)} seeds)"),
         root=folder)
     metas = [RunMeta.model_validate(r.meta) for r in runs]
-    starts = [m.started for m in metas if m.started]
-    ends = [m.ended for m in metas if m.ended]
     info = GroupFile(experiment=config.experiment, seeds=seeds,
                      runs=[f"../{r.run_dir.name}" for r in runs], created=utc_now().isoformat(),
-                     started=min(starts) if starts else None, ended=max(ends) if ends else None,
+                     started=min((m.started for m in metas if m.started), default=None),
+                     ended=max((m.ended for m in metas if m.ended), default=None),
                      run_seconds=[m.duration_s for m in metas])
     atomic_write_json(folder / GROUP_FILE, info, root=folder)
     found = {run.seed: seed_findings(run.run_dir) for run in runs}
