@@ -30,9 +30,6 @@ from toolkit.lab.errors import DamagedFile, OutsideFolder
 from toolkit.lab.results.schema import MAX_DEPTH, MetricsRow, shape_problem
 
 M = TypeVar("M", bound=BaseModel)
-__all__ = ["MAX_FILE_BYTES", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
-           "confined", "inside", "new_run_dir", "read_bytes", "read_json", "read_json_value",
-           "read_metrics", "read_npz", "read_record", "to_jsonable", "utc_now", "walk"]
 
 #: The largest results file a reader takes, and an ``.npz`` (unpacked too)
 MAX_FILE_BYTES, MAX_NPZ_BYTES = 256 * 2**20, 2 * 2**30

@@ -17,9 +17,6 @@ from pydantic.dataclasses import dataclass
 
 from toolkit._utils.formatting import fmt
 
-__all__ = ["BADGES", "LABELS", "Finding", "Headline", "Story", "TimeRatio", "Verdict", "aggregate",
-           "fill", "findings_markdown", "found_sentence", "median_interval", "unmatched_patterns"]
-
 #: a verdict's words: the prediction held, it did not, a measurement without a prediction
 LABELS = {True: "as predicted", False: "not as predicted", None: "measured"}
 #: the same verdicts on the report's badges

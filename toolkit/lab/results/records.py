@@ -33,9 +33,6 @@ from toolkit.lab.results.schema import (
 )
 from toolkit.lab.results.view import GROUP_FILE, RunResults
 
-__all__ = ["compute_findings", "format_seeds", "group_key", "group_runs", "read_findings",
-           "save_meta", "seed_findings", "write_findings", "write_group"]
-
 #: What meta.json keeps when a full disk leaves room for nothing more than its own blocks.
 ESSENTIAL = ("status", "experiment", "run_id", "seed", "started", "ended", "duration_s",
              "error")

@@ -29,12 +29,6 @@ from pydantic import (
 
 from toolkit.lab.results.findings import Verdict
 
-__all__ = ["BLOCKED", "MAX_DEPTH", "MAX_SEED", "UNBLOCKED", "VARIANTS",
-           "ChildMeta", "ConfigFile", "ExecutorConfig", "FindingsFile", "GroupFile",
-           "MetricDoc", "MetricsRow", "RunConfig", "RunMeta", "Status", "SummaryFile",
-           "flatten", "metric_doc_for", "metric_key", "shape_problem", "summary_problem",
-           "toml_text"]
-
 #: with the blocks: the method as published
 BLOCKED: Final = "blocked"
 #: the same code inside ``disable_blocks``: the gradient flows where the blocks cut it

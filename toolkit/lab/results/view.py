@@ -28,10 +28,6 @@ from toolkit.lab.results.files import (
     read_record,
     walk,
 )
-
-__all__ = ["GROUP_FILE", "LOCK", "RunResults", "SeedGroup", "check_group", "check_run",
-           "check_tree", "find_runs", "is_group", "links_out", "lock_of", "readable_runs"]
-
 from toolkit.lab.results.schema import (
     ConfigFile,
     FindingsFile,
