@@ -1,11 +1,7 @@
-"""One run's life in one function, :func:`execute`, read top to bottom like Hydra's
-``run_job``: the folder and its lock (a run is *running* exactly while its process holds it),
-``config.toml``, ``meta.json`` saying ``running``, the experiment (``KeyboardInterrupt``, which
-SIGTERM becomes, makes it ``interrupted``; another exception ``failed``), the findings, then
-``meta.json`` built from what happened (``complete`` is written last), the lock released in
-``finally``; then the report. Only the experiment and the report can be stopped by a signal:
-one that comes while the record is written waits until it is whole (:data:`held_signals`).
-:func:`run_experiment` does it from Python.
+"""One run's life in one function, :func:`execute`: lock, ``config.toml``, ``meta.json``
+running, the experiment, findings, ``meta.json`` complete (last), the lock released in
+``finally``, then the report. A signal stops only the experiment or the report; one that comes
+while the record is written waits until it is whole (:data:`held_signals`).
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -34,6 +31,7 @@ from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
 from toolkit.lab.errors import ConfigError, os_error_line
 from toolkit.lab.execute.context import RunContext, RunFiles
+from toolkit.lab.execute.live_curves import check_tensorboard
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
 from toolkit.lab.results.files import (
@@ -44,7 +42,7 @@ from toolkit.lab.results.files import (
     utc_now,
 )
 from toolkit.lab.results.records import compute_findings, save_meta, write_findings
-from toolkit.lab.results.schema import ChildMeta, RunConfig, RunMeta
+from toolkit.lab.results.schema import RunConfig, RunMeta
 from toolkit.lab.results.view import RunResults, lock_of
 
 __all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "held_signals", "run_experiment"]
@@ -69,25 +67,21 @@ class RunOutcome:
 
 def check_output_dir(root: str | Path, experiment: str, *, source: str = "<python>",
                      create: bool = True) -> Path:
-    """Make sure ``<root>/<experiment>/`` can hold new runs: a folder (made unless
-    ``create=False``, then the nearest existing folder is probed), writable, with room for a
-    few kilobytes; ConfigError otherwise."""
+    """Make sure ``<root>/<experiment>/`` (made unless ``create=False``) can hold new runs:
+    writable, with room for a few kilobytes; ConfigError otherwise."""
     parent = Path(root) / experiment
     inside(root, parent)  # an experiment folder that links out: refused before any probe
     where = parent
     while not create and not where.exists() and where.parent != where:
         where = where.parent
-    probe = where / f".write-test-{os.getpid()}-{threading.get_ident()}"
     try:
         if create:
             parent.mkdir(parents=True, exist_ok=True)
         elif not where.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(where))
-        try:
-            probe.write_bytes(b"\0" * 4096)  # a full disk refuses the bytes, not the name
-        finally:
-            with contextlib.suppress(OSError):
-                probe.unlink()
+        with tempfile.TemporaryFile(dir=where) as probe:  # a full disk refuses the bytes
+            probe.write(b"\0" * 4096)
+            probe.flush()
     except OSError as err:
         raise ConfigError(source, "output_dir", f"cannot write run folders to {str(root)!r} "
                           f"({err.strerror or type(err).__name__})", "choose a writable folder "
@@ -111,8 +105,7 @@ def _ending(error: BaseException | None) -> tuple[str, int, dict[str, Any]]:
             "traceback": "".join(traceback.format_exception(error))}
     if isinstance(error, KeyboardInterrupt):  # RunInterrupted too
         signum = getattr(error, "signum", signal.SIGINT)
-        return "interrupted", 128 + signum, {**keys, "interrupted_by": signal.Signals(
-            signum).name}
+        return "interrupted", 128 + signum, {**keys, "interrupted_by": signal.Signals(signum).name}
     return "failed", 1, keys
 
 
@@ -136,25 +129,23 @@ def _began(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
                           "numpy": numpy.__version__, "toolkit": toolkit.__version__})
 
 
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 class _HeldSignals:
-    """SIGINT and SIGTERM wait while a run's record is written, so that a signal never leaves
-    a run whose files are whole unlisted or half-written. Inside :meth:`lifted` (the experiment,
-    the report) the handlers in place before act at once, a signal kept meanwhile first;
-    elsewhere a signal is kept and given to those handlers once the outermost hold ends.
-    Holds nest; only the main thread sets handlers, so in other threads nothing is held."""
+    """Holds (which nest) keep SIGINT and SIGTERM and give the first to the handlers in place
+    before once the outermost hold ends; inside :meth:`lifted` those handlers act at once. Only
+    the main thread holds signals."""
 
     def __init__(self) -> None:
-        self.depth, self.kept = 0, list[int]()
-        self.handlers: dict[int, Any] = {}
-
-    def _keep(self, signum: int, frame: object) -> None:
-        self.kept.append(signum)
+        self.depth, self.kept, self.handlers = 0, list[int](), dict[int, Any]()
 
     def _hold(self) -> None:
-        self.handlers = {s: signal.signal(s, self._keep) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.handlers = {s: signal.signal(s, lambda signum, _: self.kept.append(signum))
+                         for s in (signal.SIGINT, signal.SIGTERM)}
 
     def _release(self) -> None:
-        """Put the handlers back and give them the signal kept meanwhile (which may raise)."""
         for s, handler in self.handlers.items():
             signal.signal(s, handler)
         if self.kept:
@@ -162,22 +153,22 @@ class _HeldSignals:
             signal.raise_signal(signum)
 
     def __enter__(self) -> _HeldSignals:
-        if threading.current_thread() is threading.main_thread():
+        if _main_thread():
             self.depth += 1
             if self.depth == 1:
                 self._hold()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if _main_thread():
             self.depth -= 1
             if self.depth == 0:
                 self._release()
 
     @contextlib.contextmanager
     def lifted(self) -> Iterator[None]:
-        """Where a signal may stop the run: the handlers put back meanwhile."""
-        if not self.depth or threading.current_thread() is not threading.main_thread():
+        """Where a signal may stop the run (the experiment, the report)."""
+        if not self.depth or not _main_thread():
             yield
             return
         try:
@@ -194,11 +185,9 @@ held_signals = _HeldSignals()
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
             finish: Finish | None = None, executor: Mapping[str, Any] | None = None
             ) -> RunOutcome:
-    """Run one planned run (see the module docstring); a failing or interrupted experiment
-    is not raised: the outcome says how it ended. ``finish(run_dir, experiment)`` runs once
-    the files are written (not for an interrupted run); ``executor`` goes into meta.json.
-    A signal that arrives while the record is written waits until it is whole; the run keeps
-    its status and the outcome's exit code says the command was stopped."""
+    """Run one planned run; the outcome, not an exception, says how it ended (a signal kept
+    while the record was written: in its exit code). ``finish(run_dir, experiment)`` runs once
+    the files are written (not for an interrupted run); ``executor`` goes into meta.json."""
     outcome = None
     try:
         with held_signals:
@@ -254,7 +243,7 @@ def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Fin
             files.close()
             final = {**ending, "n_logged": files.n_logged, "warnings": files.warnings,
                      "blocks_seen": list({**dict.fromkeys(seen), **files.blocks_seen}),
-                     "children": {k: ChildMeta(**v) for k, v in files.children.items()},
+                     "children": files.children,
                      "about": _about(experiment, list(files.children))}
             if status == "complete":  # findings read the files: meta.json still running
                 atomic_write_json(path, RunMeta(status="running", **began, **final))
@@ -265,10 +254,9 @@ def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Fin
         except OSError as err:  # a full disk, a read-only folder
             (status, code), late = (status, code) if status == "interrupted" else (
                 "failed", 1), True
-            same = isinstance(error, OSError) and getattr(err, "filename", 0) == error.filename
-            ending["error"] = "; ".join(dict.fromkeys(e for e in (ending.get("error"), None if same
-                                        else f"the final writes failed: {os_error_line(err)}")
-                                        if e))
+            if not (isinstance(error, OSError) and err.filename == error.filename):
+                ending["error"] = "; ".join(filter(None, [
+                    ending.get("error"), f"the final writes failed: {os_error_line(err)}"]))
             save_meta(path, meta := RunMeta(status=status, **began, **ending))
     finally:
         with contextlib.suppress(OSError):
@@ -312,29 +300,25 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
                    tensorboard: str | Path | None = None) -> RunResults:
     """Run one experiment from Python and return its results.
 
-    ``experiment``: a name (``"em_gmm"``), an :class:`~toolkit.lab.plan.registry.Experiment` or
-    module, a TOML config giving one run (``params`` and ``overrides``, ``"key=VALUE"``
-    strings, go on top of it; ``output_dir`` replaces its own unless left at ``"results"``), or
-    a :class:`~toolkit.lab.results.schema.RunConfig` read back from a run. ``finish(run_dir,
-    experiment)`` runs once the files are written (e.g. ``toolkit.lab.report.write_report``);
-    ``tensorboard``: a folder of live curves (:mod:`toolkit.lab.execute.live_curves`).
-
-    Raises :class:`~toolkit.lab.errors.ConfigError` for invalid input (nothing written),
-    :class:`~toolkit.lab.errors.RunInterrupted` on SIGINT/SIGTERM (the run ``interrupted``),
-    and whatever the experiment raised (the run ``failed``). Example::
+    ``experiment``: a name, an :class:`~toolkit.lab.plan.registry.Experiment` or module, a TOML
+    config of one run (``params`` and ``"key=VALUE"`` ``overrides`` on top; ``output_dir``
+    replaces its own unless ``"results"``), or a :class:`~toolkit.lab.results.schema.RunConfig`
+    read back. ``finish(run_dir, experiment)`` runs once the files are written; ``tensorboard``:
+    a folder of live curves. Raises ConfigError for invalid input (nothing written),
+    RunInterrupted on SIGINT/SIGTERM and whatever the experiment raised. Example::
 
         run = run_experiment("quadratic_target", {"n_steps": 50}, seed=0, dtype="float64")
         run.summary["blocked"]["value_error"], run.metric("unblocked/value/error")
     """
     if isinstance(experiment, ModuleType):
         experiment = Experiment.from_module(experiment)
-    if isinstance(experiment, RunConfig):
-        c = experiment
-        spec = plan_one(c.experiment, c.params if params is None else params, seed=c.seed,
-                        device=c.device, dtype=c.dtype, disable_blocks=c.disable_blocks,
-                        output_dir=c.output_dir, threads=c.threads, tensorboard=tensorboard)
-    elif isinstance(experiment, Path) or (isinstance(experiment, str)
-                                          and experiment.endswith(".toml")):
+    keys = dict(seed=seed, device=device, dtype=dtype, disable_blocks=disable_blocks,
+                threads=threads, output_dir=output_dir)
+    if isinstance(experiment, RunConfig):  # read back from a run: its keys and params
+        keys = experiment.model_dump(exclude={"experiment", "params"})
+        experiment, params = experiment.experiment, experiment.params if params is None else params
+    if isinstance(experiment, Path) or (isinstance(experiment, str)
+                                        and experiment.endswith(".toml")):
         if isinstance(params, BaseModel):
             params = params.model_dump(mode="json")
         specs = plan(experiment, overrides, params=params,
@@ -345,12 +329,8 @@ def run_experiment(experiment: str | Path | RunConfig | Experiment | ModuleType,
                               "run_experiment runs one; use `toolkit run` or run_all()")
         spec = specs[0]
     else:
-        spec = plan_one(experiment, params, seed=seed, device=device, dtype=dtype,
-                        disable_blocks=disable_blocks, threads=threads, output_dir=output_dir,
-                        tensorboard=tensorboard)
+        spec = plan_one(experiment, params, tensorboard=tensorboard, **keys)
     if spec.tensorboard is not None:
-        from toolkit.lab.execute.live_curves import check_tensorboard
-
         check_tensorboard("tensorboard")
     check_output_dir(spec.config.output_dir, spec.config.experiment, source=spec.source)
     outcome = execute(spec, quiet=quiet, finish=finish)
