@@ -22,23 +22,16 @@ import torch
 
 from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
+from toolkit.lab.execute.live_curves import TensorBoardMirror
 from toolkit.lab.measure import Timer
 from toolkit.lab.results.files import atomic_write_bytes, atomic_write_json, to_jsonable
 from toolkit.lab.results.records import save_meta
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, ChildMeta, RunMeta, summary_problem
 
-__all__ = ["RunContext", "seed_everything"]
+__all__ = ["RunContext", "RunFiles"]
 
 T = TypeVar("T")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-
-
-def seed_everything(seed: int) -> torch.Generator:
-    """Seed ``random``, ``numpy`` and ``torch`` (CPU and CUDA) and return a fresh CPU generator."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _numpy(value: Any) -> Any:
@@ -68,16 +61,9 @@ class RunFiles:
         self.blocks_seen: dict[str, None] = {}
         self.warnings: list[str] = []
         self.carried: list[str] = []  # children finished by the run this one resumes
-        self.n_logged, self._lock, self._mirror = 0, threading.Lock(), None
+        self.n_logged, self._lock = 0, threading.Lock()
+        self._mirror = None if tensorboard is None else TensorBoardMirror(tensorboard)
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
-        if tensorboard is not None:
-            from toolkit.lab.execute.live_curves import TensorBoardMirror
-
-            try:
-                self._mirror = TensorBoardMirror(tensorboard)
-            except BaseException:
-                self._metrics.close()
-                raise
 
     def log(self, row: dict[str, Any], prefix: str = "") -> None:
         line = json.dumps(row, ensure_ascii=False, allow_nan=True) + "\n"
@@ -121,9 +107,8 @@ class RunFiles:
 
 class RunContext:
     """What an experiment gets from the runner: ``seed`` (``random``, ``numpy`` and ``torch``
-    seeded with it), ``generator`` (a CPU generator seeded with it), ``device`` (``auto``
-    resolved), ``dtype``, ``run_dir`` (written through the methods), ``disable_patterns``
-    (what the "unblocked" variant of :meth:`compare` switches off) and ``params``."""
+    seeded with it), ``generator`` (a CPU generator seeded with it), ``device``, ``dtype``,
+    ``run_dir``, ``disable_patterns`` (what :meth:`compare` switches off) and ``params``."""
 
     def __init__(self, *, run_dir: Path, seed: int, device: torch.device, dtype: torch.dtype,
                  disable_patterns: tuple[str, ...], quiet: bool = False,
@@ -134,7 +119,10 @@ class RunContext:
         self.quiet, self.params = quiet, params
         self._files = _files if _files is not None else RunFiles(self.run_dir)
         self._prefix, self._path = _prefix, _path
-        self.generator = seed_everything(self.seed)
+        random.seed(self.seed)  # random, numpy and torch (CPU and CUDA) seeded with it
+        np.random.seed(self.seed % 2**32)
+        torch.manual_seed(self.seed)
+        self.generator = torch.Generator().manual_seed(self.seed)
 
     def __repr__(self) -> str:
         return (f"RunContext({'/'.join(self._path) or str(self.run_dir)!r}, seed={self.seed}, "
@@ -142,9 +130,8 @@ class RunContext:
                 f"disable_patterns={self.disable_patterns})")
 
     def log(self, step: int, **metrics: Any) -> None:
-        """Append ``{"step": step, **metrics}`` to ``metrics.jsonl`` (and TensorBoard with
-        ``--tensorboard``). Keys are ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``),
-        values numbers (one-element tensors and numpy scalars are converted) or ``None``."""
+        """Append ``{"step": step, **metrics}`` to ``metrics.jsonl`` (and TensorBoard): keys
+        ``"<variant>/<group>/<name>"`` (``"blocked/train/loss"``), values numbers or ``None``."""
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise TypeError(f"ctx.log: step must be an int, got {type(step).__name__} {step!r}")
         row: dict[str, Any] = {"step": int(step)}
@@ -164,8 +151,7 @@ class RunContext:
 
     def summary(self, **values: Any) -> None:
         """Merge ``values`` into ``summary.json`` (nested dicts key by key): a function of
-        config and seed only (no timings), what ``compare`` aggregates and determinism is
-        checked on. Convention: ``{"blocked": {...}, "unblocked": {...}, <peers>: {...}}``."""
+        config and seed only (no timings), ``{"blocked": {...}, "unblocked": {...}, ...}``."""
         values = to_jsonable(values, "ctx.summary")
         problem = summary_problem(values)
         if problem is not None:  # what every reader will refuse is refused here first
@@ -179,8 +165,8 @@ class RunContext:
         self._files.write("costs")
 
     def timer(self, name: str) -> Timer:
-        """``with ctx.timer("fit") as t: ...``; ``t.seconds`` afterwards, also added to
-        ``costs.json`` under ``timers.<name>`` (summed over uses of the name)."""
+        """``with ctx.timer("fit") as t: ...``; ``t.seconds``, also summed into ``costs.json``
+        under ``timers.<name>``."""
         def record(timer_name: str, seconds: float) -> None:
             timers = self._at_path("costs").setdefault("timers", {})
             timers[timer_name] = timers.get(timer_name, 0.0) + seconds
@@ -209,12 +195,11 @@ class RunContext:
 
     def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None,
                 on_result: Callable[[str, T], Any] | None = None) -> dict[str, T]:
-        """``{"blocked": fn(), "unblocked": fn() inside disable_blocks(*disable)}``, both calls
-        from the random state (global generators and ``ctx.generator``) ``compare`` was called
-        in. ``disable``: fnmatch patterns, default ``ctx.disable_patterns``; empty disables
-        every block. ``on_result(variant, result)`` hears each variant as it ends (an
-        interrupt during the second keeps the first's metrics). When no matching block ran,
-        both compute the same thing: a warning says so."""
+        """``{"blocked": fn(), "unblocked": fn() inside disable_blocks(*disable)}``, both from
+        the random state ``compare`` was called in (global and ``ctx.generator``). ``disable``:
+        fnmatch patterns, default ``ctx.disable_patterns``, empty: every block.
+        ``on_result(variant, result)`` hears each variant as it ends. Warns when no matching
+        block ran."""
         patterns = self.disable_patterns if disable is None else tuple(disable)
         if isinstance(disable, str):
             raise TypeError(f"ctx.compare: disable must be a sequence of patterns such as "
@@ -258,11 +243,10 @@ class RunContext:
     def child(self, name: str, *, experiment: str | None = None, params: Any = None,
               dtype: torch.dtype | None = None,
               disable_patterns: Iterable[str] | None = None) -> RunContext:
-        """A context writing into this run under ``name`` (metric keys prefixed ``"<name>/"``,
-        summary and costs nested under ``name``, artifacts in ``artifacts/<name>/``), re-seeded
-        with the run's seed: it computes what a run of its own would. ``experiment`` and
-        ``params`` go to meta.json for the report; ``dtype``/``disable_patterns`` replace the
-        parent's."""
+        """A context writing into this run under ``name`` (metric keys ``"<name>/..."``,
+        summary, costs and artifacts nested under ``name``), re-seeded with the run's seed.
+        ``experiment`` and ``params`` go to meta.json; ``dtype``/``disable_patterns`` replace
+        the parent's."""
         if not isinstance(name, str) or not _NAME_RE.match(name) or "." in name:
             raise ValueError(f"ctx.child: name must be letters, digits, '_' or '-', got {name!r}")
         key = "/".join([*self._path, name])
@@ -290,7 +274,6 @@ class RunContext:
         self._files.write_children()
 
     def carried(self, name: str) -> bool:
-        """Whether child ``name`` finished in the interrupted run this one resumes: its files
-        are here already, and a composite skips it."""
+        """Whether child ``name`` finished in the interrupted run this one resumes (skip it)."""
         return "/".join([*self._path, name]) in self._files.carried
 

@@ -1,9 +1,7 @@
-"""Live curves: with ``--tensorboard DIR`` every ``ctx.log`` row also goes to TensorBoard event
-files in ``DIR/<experiment>/<run_id>/<variant>/``, one ``SummaryWriter`` per variant, so that
-``tensorboard --logdir DIR`` draws a run's blocked and unblocked curves on one chart. A key
-``"<variant>/<group>/<name>"`` becomes the tag ``"<group>/<name>"`` (a child keeps its name in
-front); a key without a variant goes to the run's own folder. ``metrics.jsonl`` stays the
-record. Needs the optional ``tensorboard`` package.
+"""Live curves: with ``--tensorboard DIR`` every ``ctx.log`` row also goes to a
+``SummaryWriter`` per variant in ``DIR/<experiment>/<run_id>/<variant>/``, the key
+``"<variant>/<group>/<name>"`` as the tag ``"<group>/<name>"``, so that TensorBoard draws a
+run's blocked and unblocked curves on one chart.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ def check_tensorboard(source: str = "--tensorboard") -> None:
 
 
 class TensorBoardMirror:
-    """The writers of one run, each made on its variant's first value and closed by ``close``
-    (all of them, the first error raised after)."""
+    """The writers of one run, each made on its variant's first value."""
 
     def __init__(self, folder: str | Path) -> None:
         from torch.utils.tensorboard import SummaryWriter
