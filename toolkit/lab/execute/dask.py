@@ -1,13 +1,8 @@
-"""Runs on a Dask cluster, every connection over TLS with mutual certificates.
-
-Without an address, ``Client(LocalCluster(protocol="tls://", host="127.0.0.1",
-security=Security.temporary()))``: certificates made for this command alone; with one,
-``Client(address, security=Security(require_encryption=True, ...))`` from the given files or
-dask's configuration. Plain ``tcp://`` is refused everywhere. Each run is one task of
-``client.map``: the worker runs it as a local run would, into ``output_dir`` (a remote cluster
-shares that folder), and returns plain data, read as msgpack only (never a pickle). Ctrl-C
-cancels the runs not started and closes a local cluster; the runs it ended are then written
-``interrupted`` (a remote cluster finishes what it had started).
+"""Runs on a Dask cluster, every connection over TLS with mutual certificates: a
+``LocalCluster`` with ``Security.temporary()``, or a scheduler's ``tls://`` address. Each run
+is one task of ``client.map``, written into ``output_dir`` (a remote cluster shares it); its
+outcome comes back as msgpack, never a pickle. Ctrl-C cancels the runs not started and closes
+a local cluster; the runs it ended are written ``interrupted``.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._utils.lazy import install_line
-from toolkit.lab.errors import ConfigError
+from toolkit.lab.errors import ConfigError, RunInterrupted
 from toolkit.lab.execute.run import Finish, RunOutcome, execute
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import read_record, utc_now
@@ -46,9 +41,8 @@ def import_distributed() -> Any:
 
 
 def check_executor(config: ExecutorConfig) -> None:
-    """Refuse options that do not apply (dask options without the dask executor, TLS files
-    without an address, an address without certificates) and TLS files that are not regular
-    files (a FIFO would be waited for). Touches no network."""
+    """Refuse options that do not apply and TLS files that are not regular files (a FIFO
+    would be waited for); touches no network."""
     given = [(flag, value) for flag, value in (
         ("--address", config.address), ("--tls-ca-file", config.tls_ca_file),
         ("--tls-cert", config.tls_cert), ("--tls-key", config.tls_key),
@@ -67,13 +61,11 @@ def check_executor(config: ExecutorConfig) -> None:
                           "scheduler serves its own", "leave --dashboard out with --address")
     for flag, value in given[1:]:
         path = Path(str(value))
-        if not path.exists():
-            raise ConfigError(flag, str(value), "no such file", "give the path of a PEM file")
-        if not path.is_file() or path.resolve() == Path("/dev/null"):
+        if not path.is_file():
             kind = ("a folder" if path.is_dir() else "a FIFO" if path.is_fifo() else
                     "/dev/null" if path.resolve() == Path("/dev/null") else "not a regular file")
-            raise ConfigError(flag, str(value), f"is {kind}, not a PEM file",
-                              "give the path of a PEM file")
+            problem = f"is {kind}, not a PEM file" if path.exists() else "no such file"
+            raise ConfigError(flag, str(value), problem, "give the path of a PEM file")
     if bool(config.tls_ca_file) != bool(config.tls_cert):
         raise ConfigError("--tls-ca-file" if not config.tls_ca_file else "--tls-cert", "",
                           "is needed: mutual TLS takes the cluster's CA and this client's "
@@ -96,14 +88,11 @@ def _task(spec: RunSpec, argv: list[str], command: str, finish: Finish | None
 
     outcome = execute(spec, quiet=True, argv=argv, finish=finish, executor={
         "kind": "dask", "worker": get_worker().address, "command": command})
-    return {"run_dir": str(outcome.run_dir), "status": outcome.status,
-            "exit_code": outcome.exit_code, "error": outcome.error,
-            "duration_s": outcome.duration_s}
+    return {**vars(outcome), "run_dir": str(outcome.run_dir), "exception": None}
 
 
 def _client(config: ExecutorConfig, distributed: Any) -> Any:
-    """A client of the scheduler at ``config.address`` or of a LocalCluster made for this
-    command; TLS with mutual certificates either way, results as msgpack only."""
+    """A client of the scheduler at ``config.address`` or of a LocalCluster of its own."""
     from distributed.security import Security
 
     check_executor(config)
@@ -124,8 +113,7 @@ def _client(config: ExecutorConfig, distributed: Any) -> Any:
     security = Security.temporary()
     settings: dict[str, Any] = {"distributed.scheduler.allowed-failures": 1}  # one retry
     if not config.dashboard:  # Dask's HTTP servers then serve no route at all
-        settings |= {"distributed.scheduler.http.routes": [],
-                     "distributed.worker.http.routes": []}
+        settings |= {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     with dask.config.set(settings):
         cluster = distributed.LocalCluster(
             n_workers=config.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -141,8 +129,15 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
                 ) -> tuple[list[RunOutcome], int]:
     """Run the planned runs as tasks on a Dask cluster (see the module docstring)."""
     distributed = import_distributed()
-    command, outcomes = secrets.token_hex(8), []  # the runs of this command, for an interrupt
+    command, outcomes, signum = secrets.token_hex(8), list[RunOutcome](), 0  # names its runs
+
+    def ended(i: int, outcome: RunOutcome) -> None:
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(i, len(specs), outcome)
+
     client = _client(config, distributed)
+    cluster = client.cluster
     futures = client.map(_task, specs, argv=argv, command=command, finish=finish, pure=False)
     try:
         for future in distributed.as_completed(futures):
@@ -155,34 +150,25 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
                 outcome = ([*_abandoned(specs[i:i + 1], command, "failed", error)] or [
                     RunOutcome(Path(specs[i].config.output_dir) / specs[i].experiment.name,
                                "failed", 1, error)])[-1]
-            outcomes.append(outcome)
-            if on_done is not None:
-                on_done(i, len(specs), outcome)
+            ended(i, outcome)
     except KeyboardInterrupt as err:  # RunInterrupted too
         client.cancel(futures)
-        _close(client)
         signum = getattr(err, "signum", signal.SIGINT)
-        for outcome in _abandoned(specs, command, "interrupted", f"interrupted by "
-                                  f"{signal.Signals(signum).name}", signum):
-            outcomes.append(outcome)
-            if on_done is not None:
-                on_done(len(outcomes) - 1, len(specs), outcome)
-        return outcomes, 128 + signum
-    _close(client)
-    return outcomes, max((o.exit_code for o in outcomes), default=0)
-
-
-def _close(client: Any) -> None:
-    cluster = client.cluster
-    client.close()
-    if cluster is not None:
-        cluster.close()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    if not signum:
+        return outcomes, max((o.exit_code for o in outcomes), default=0)
+    for outcome in _abandoned(specs, command, "interrupted", str(RunInterrupted(signum)), signum):
+        ended(len(outcomes), outcome)
+    return outcomes, 128 + signum
 
 
 def _abandoned(specs: Sequence[RunSpec], command: str, status: str, error: str,
                signum: int = 0) -> list[RunOutcome]:
     """The runs of ``specs`` that ``command`` started and nothing holds now (their worker
-    died, or the cluster was closed under them), written ``status`` with ``error``."""
+    died, the cluster was closed), written ``status`` with ``error``."""
     points, found = {(s.seed, repr(s.sweep_point)) for s in specs}, []
     for parent in dict.fromkeys(Path(s.config.output_dir) / s.experiment.name for s in specs):
         for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:

@@ -1,12 +1,8 @@
 """Many planned runs: one after the other here, in a process pool, or on Dask (:mod:`.dask`).
 
-The pool is :class:`concurrent.futures.ProcessPoolExecutor` on a ``forkserver`` context whose
-server imported the runner and the experiments once (``set_forkserver_preload``), the runs
-taken with ``as_completed``. Ctrl-C (or SIGTERM, which the command line turns into
-:class:`~toolkit.lab.errors.RunInterrupted`) cancels the runs not started and is passed on to
-the workers, whose run under way ends ``interrupted``; then the idle workers are ended. A
-worker also ends with the process that made its pool, however that one ended.
-A run sets its own seed and threads: every executor gives the same ``summary.json`` bytes.
+The pool is a ``ProcessPoolExecutor`` on a ``forkserver`` context that preloads the runner and
+the experiments. Ctrl-C (or SIGTERM) cancels the runs not started and is passed on to the
+workers, whose runs under way end ``interrupted``; a worker also ends with its pool's maker.
 """
 
 from __future__ import annotations
@@ -29,10 +25,8 @@ from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
 from toolkit.lab.results.schema import ExecutorConfig
 
-__all__ = ["Progress", "run_all"]
+__all__ = ["run_all"]
 
-#: ``on_done(index, total, outcome)``: called as each run ends, in the order they end.
-Progress = Callable[[int, int, RunOutcome], None]
 STOP_S = 60.0  # seconds the runs under way have to write that they were interrupted
 _RUNNING, _STOPPED_BY = False, 0  # a pool worker: a run under way; the signal that stopped it
 
@@ -46,9 +40,8 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def _outlive_no_pool_maker() -> None:
-    """Wait for the process that made the pool to end, let a run under way finish writing,
-    and end this worker: one that Ctrl-C reached while the pool started, before its maker knew
-    its pid, would otherwise wait on the task queue forever."""
+    """End this worker once its pool's maker ended (and a run under way is written): one that
+    Ctrl-C reached before its maker knew its pid would otherwise wait forever."""
     multiprocessing.parent_process().join()  # type: ignore[union-attr]
     while _RUNNING:
         time.sleep(0.1)
@@ -57,7 +50,7 @@ def _outlive_no_pool_maker() -> None:
 
 def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
     """A worker takes its pool maker's environment, import path and folder (the fork server
-    was started with the first pool's), and ends with its maker."""
+    has the first pool's), and ends with its maker."""
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = path
@@ -69,8 +62,8 @@ def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
 
 def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = True,
          pool: bool = True) -> RunOutcome:
-    """One run here or in a worker (``pool``), where a signal that comes once the run's record
-    is whole waits for the run's end, when it no longer interrupts: it stops the next run."""
+    """One run here or in a worker (``pool``: a signal that comes once the record is written
+    stops the next run)."""
     global _RUNNING
     with held_signals if pool else contextlib.nullcontext():
         if _STOPPED_BY:  # the pool is being stopped: this run is not started
@@ -89,8 +82,7 @@ def _in_worker(spec: RunSpec, argv: list[str], finish: Finish | None) -> RunOutc
 
 
 def _preload(specs: Sequence[RunSpec]) -> list[str]:
-    """What the fork server imports once: this module (torch with it) and each part's module
-    (a loose file's experiment is loaded by the worker)."""
+    """What the fork server imports once: this module and each part's module."""
     return list(dict.fromkeys([__name__, *(
         part.source.module for spec in specs for part in spec.experiment.parts.values()
         if part.source is not None and part.source.module is not None)]))
@@ -98,14 +90,13 @@ def _preload(specs: Sequence[RunSpec]) -> list[str]:
 
 def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
             quiet: bool = False, argv: Sequence[str] | None = None,
-            finish: Finish | None = None, on_done: Progress | None = None
+            finish: Finish | None = None,
+            on_done: Callable[[int, int, RunOutcome], None] | None = None
             ) -> tuple[list[RunOutcome], int]:
     """Run every planned run; the outcomes (in the order they ended) and the exit status: 0
-    when all completed, 1 when any failed (the others still run), 128 + the signal when
-    interrupted (nothing more starts; runs under way are marked ``interrupted``).
-
-    ``finish(run_dir, experiment)`` runs after each complete run (in a pool, in the worker: a
-    module-level function); ``on_done(index, total, outcome)`` hears each run end."""
+    all complete, 1 any failed, 128 + the signal when interrupted (nothing more starts).
+    ``finish(run_dir, experiment)`` runs after each complete run (in a pool, in the worker);
+    ``on_done(index, total, outcome)`` hears each run end."""
     executor, argv = executor or ExecutorConfig(), list(sys.argv if argv is None else argv)
     outcomes: list[RunOutcome] = []
 
