@@ -1,9 +1,5 @@
-"""``--resume``: which planned runs exist already, and a claim so two resumes never run one twice.
-
-A run is matched by identity (the hash of its ``config.toml``), wherever its folder lives: a
-complete run that ``check`` passes is done, a run whose process holds its lock is running, the
-rest run again. :func:`done_as_requested` first answers "is everything done?" from what each
-run recorded of its request, without importing an experiment.
+"""``--resume``: which planned runs exist already (matched by the hash of ``config.toml``),
+and a claim so two resumes never run one twice.
 """
 
 from __future__ import annotations
@@ -37,8 +33,8 @@ if TYPE_CHECKING:  # the context imports torch; "is everything done?" answers wi
 
 @dataclass
 class ResumePlan:
-    """``todo``: the runs to start (each resuming its latest interrupted run); ``done``: complete
-    runs; ``running``: runs whose process holds their lock; ``damaged``: what was unreadable."""
+    """``todo``: the runs to start (each resuming its latest interrupted run), and the folders
+    ``done`` (complete, checked), ``running`` (locked) and ``damaged`` (unreadable)."""
 
     todo: list[RunSpec] = field(default_factory=list)
     done: list[Path] = field(default_factory=list)
@@ -92,9 +88,8 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
 
 
 def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
-    """The complete run of every run the ``plans`` give, matched by the request each recorded
-    (:meth:`~toolkit.lab.plan.config.Plan.requests`) and passed by ``check``, without importing
-    an experiment; ``None`` when one is missing (then :func:`plan_resume` decides)."""
+    """The complete, checked run of every run the ``plans`` give, matched by its recorded
+    request without importing an experiment; ``None`` when one is missing."""
     wanted: dict[str, None] = {}
     for plan in plans:
         keys = plan.requests()
@@ -117,8 +112,7 @@ def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
 @contextlib.contextmanager
 def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
     """The runs of ``todo`` this process may start, each one's claim (``.locks/<identity>.lock``,
-    never waited for) held until the ``with`` ends: a run another process claims, or that
-    became complete or running since it was planned, is named on stderr and not started."""
+    never waited for) held until the ``with`` ends; the others are named on stderr."""
     with contextlib.ExitStack() as stack:
         mine = []
         for spec in todo:
@@ -140,9 +134,8 @@ def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
 
 
 def carry_over(old: Path, files: RunFiles) -> None:
-    """Copy into a new run the children that finished (``ctx.child_done``) in the interrupted
-    run ``old``: metrics rows, summary, costs, artifacts and ``meta.json`` entries; the
-    experiment then runs the rest (``ctx.carried``). A damaged file carries nothing over."""
+    """Copy into a new run the files of the children that finished (``ctx.child_done``) in
+    the interrupted run ``old``; a damaged file carries nothing over."""
     try:
         run = RunResults(old)
         children = {k: v for k, v in run.meta.get("children", {}).items()
