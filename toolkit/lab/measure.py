@@ -1,12 +1,11 @@
-"""Measurement for experiments and benchmarks: :func:`measure_memory` (peak live tensor bytes,
-and the bytes autograd saves, each storage once while alive), :func:`race` (contenders timed in
-interleaved rounds, compared round by round by
-:class:`~toolkit.lab.results.findings.TimeRatio`), :class:`Timer` and :func:`count_graph_nodes`.
+"""Measurement for experiments and benchmarks: memory (:func:`measure_memory`), time
+(:class:`Timer`, :func:`race`: interleaved rounds) and graph size (:func:`count_graph_nodes`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import statistics
@@ -47,7 +46,7 @@ def _sync(device: torch.device) -> None:
 
 
 class _Saved:
-    """Kept by autograd as long as the saved tensor: its deletion releases the storage."""
+    """What autograd keeps for a saved tensor: its deletion releases the storage's bytes."""
 
     __slots__ = ("counter", "key", "tensor")
 
@@ -55,12 +54,11 @@ class _Saved:
         self.tensor, self.counter, self.key = tensor, counter, key
 
     def __del__(self) -> None:
-        entry = self.counter.live.get(self.key)
-        if entry is not None:
-            entry[0] -= 1
-            if entry[0] == 0:
-                self.counter.now -= entry[1]
-                del self.counter.live[self.key]
+        live = self.counter.live
+        if self.key in live:
+            live[self.key][0] -= 1
+            if live[self.key][0] == 0:
+                self.counter.now -= live.pop(self.key)[1]
 
 
 class _SavedBytes:
@@ -73,8 +71,7 @@ class _SavedBytes:
     def pack(self, tensor: torch.Tensor) -> _Saved:
         try:
             storage = tensor.untyped_storage()
-            key: Any = (str(tensor.device), storage.data_ptr())
-            nbytes = storage.nbytes()
+            key, nbytes = (str(tensor.device), storage.data_ptr()), storage.nbytes()
         except (RuntimeError, NotImplementedError):  # tensors without storage (functorch)
             return _Saved(tensor, self, None)
         entry = self.live.setdefault(key, [0, 0])
@@ -116,8 +113,9 @@ def _without_profiler_notes() -> Iterator[None]:
 
 def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None = None
                    ) -> MemoryStats:
-    """Run ``fn()`` once on ``device`` (``None``: CUDA when available) and measure its memory
-    (CUDA's allocator statistics, on CPU the profiler's allocation events)."""
+    """Run ``fn()`` once on ``device`` (``None``: CUDA when available) and measure its memory:
+    peak live tensor bytes (CUDA's allocator statistics, on CPU the profiler's events) and the
+    bytes autograd saves (each storage once while alive)."""
     dev = resolve_device(device, where="measure_memory")
     saved = _SavedBytes()
     hooks = torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda s: s.tensor)
@@ -137,10 +135,7 @@ def measure_memory(fn: Callable[[], Any], *, device: torch.device | str | None =
         events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
                         if e.name() == "[memory]"
                         and e.device_type() == torch.autograd.DeviceType.CPU)
-        live = peak = 0
-        for _, nbytes in events:
-            live += nbytes
-            peak = max(peak, live)
+        peak = max([0, *itertools.accumulate(nbytes for _, nbytes in events)])  # live bytes
     return MemoryStats(int(peak), saved.total, saved.peak, str(dev), result)
 
 
@@ -195,11 +190,9 @@ class Race:
 
 
 def race(contenders: Mapping[str, Callable[[], Any]], *, rounds: int = 15, warmup: int = 1,
-         device: torch.device | str | None = "cpu", rotate: bool = True,
-         between: Callable[[], Any] | None = None) -> Race:
+         device: torch.device | str | None = "cpu", rotate: bool = True) -> Race:
     """Call each contender ``warmup`` times, then once per round, the order rotating from round
-    to round (``rotate``); CUDA is synchronized around each call; ``between()`` runs untimed
-    before each (to reset state)."""
+    to round (``rotate``); CUDA is synchronized around each call."""
     check("race", "rounds", rounds, [Integer(1)])
     check("race", "warmup", warmup, [Integer(0)])
     if not contenders:
@@ -213,8 +206,6 @@ def race(contenders: Mapping[str, Callable[[], Any]], *, rounds: int = 15, warmu
     cpu: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in (names[r % len(names):] + names[:r % len(names)]) if rotate else names:
-            if between is not None:
-                between()
             _sync(dev)
             c0, t0 = time.process_time(), time.perf_counter()
             contenders[name]()
