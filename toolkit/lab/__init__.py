@@ -1,15 +1,8 @@
 """The lab: experiments run with and without their blocks, and what they leave behind.
 
-Data flow one way: :mod:`toolkit.lab.plan` (experiments found, a config read and validated once
-into runs), :mod:`toolkit.lab.execute` (a run's life, here, in a process pool or on Dask;
-``--resume``), :mod:`toolkit.lab.results` (one schema for every file a run writes, read back as
-hostile input; findings; ``check``). Around them: :mod:`toolkit.lab.report` (figures, reports,
-``compare``), :mod:`toolkit.lab.cli` (the ``toolkit`` command line: it parses and hands over),
-:mod:`toolkit.lab.measure`, :mod:`toolkit.lab.data` and :mod:`toolkit.lab.style`.
-
-The names an experiment is written with are here, loaded on first use (the command line reads
-configs and lists experiments without importing torch). The lab builds on
-:mod:`toolkit.algorithms`, :mod:`toolkit.lens` and :mod:`toolkit.core`; none of them imports it.
+Data flows one way: :mod:`~toolkit.lab.plan` (configs into runs), :mod:`~toolkit.lab.execute`
+(the runs), :mod:`~toolkit.lab.results` (their files); :mod:`~toolkit.lab.report` and
+:mod:`~toolkit.lab.cli` around them. The names an experiment uses are here, loaded on first use.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Datasets: generated on the fly or bundled with scikit-learn; nothing is downloaded.
-
-Every function returns torch tensors (features in ``dtype``, labels as ``int64``) and takes an
-explicit ``seed`` where it draws random numbers, so the same call gives the same data.
+"""Datasets, generated or bundled with scikit-learn (nothing is downloaded), as torch tensors
+(features in ``dtype``, labels ``int64``); the same ``seed`` gives the same data.
 """
 
 from __future__ import annotations
@@ -48,8 +46,8 @@ def _generator(seed: int | None) -> torch.Generator:
 
 def gaussian_mixture(n_samples: int, truth: MixtureTruth = MIXTURE_2D, *, seed: int | None = 0,
                      dtype: torch.dtype = torch.float64) -> Dataset:
-    """``n_samples`` points of a Gaussian mixture, ``y`` the component of each: components from
-    ``Categorical(weights)``, then ``x = mean + cholesky(covariance) z``, ``z ~ N(0, I)``."""
+    """``n_samples`` points of a Gaussian mixture, ``y`` the component of each:
+    ``x = mean + cholesky(covariance) z``, ``z ~ N(0, I)``."""
     if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
         raise ValueError(f"gaussian_mixture: n_samples must be a positive int, got {n_samples!r}")
     weights, means, covs = (torch.as_tensor(t, dtype=torch.float64) for t in truth)
@@ -94,9 +92,8 @@ def binarized_digits(threshold: float = 0.5, dtype: torch.dtype = torch.float32)
 
 def bars_and_stripes(n: int = 4, *, duplicate_constant: bool = False,
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """All bars-and-stripes patterns of an ``n × n`` grid, flattened row-major: every row
-    constant (bars) or every column constant (stripes), the all-0 and all-1 images once (30 for
-    n = 4), or twice with ``duplicate_constant`` as in the Shark library's RBM benchmarks (32)."""
+    """All bars-and-stripes patterns of an ``n × n`` grid, flattened row-major: the all-0 and
+    all-1 images once (30 for n = 4), or twice with ``duplicate_constant`` (32, as Shark's)."""
     if not isinstance(n, int) or not 1 <= n <= 12:
         raise ValueError(f"bars_and_stripes: n must be an int in 1..12, got {n!r}")
     codes = torch.arange(2**n)
@@ -109,10 +106,8 @@ def bars_and_stripes(n: int = 4, *, duplicate_constant: bool = False,
 
 
 def empirical_nll(X: Any) -> float:
-    """Summed NLL of the rows of ``X`` (n_samples, n_features) under their empirical
-    distribution ``p̂(x) = n_x / n``: ``−Σ_x n_x log(n_x / n) = n · H(p̂)``, by Gibbs' inequality
-    the least any density model can reach on ``X`` (28·ln 32 + 4·ln 16 nats for the 32
-    bars-and-stripes patterns with duplicates).
+    """Summed NLL of the rows of ``X`` under their empirical distribution ``p̂(x) = n_x / n``,
+    ``n · H(p̂)``: the least any density model can reach on ``X`` (Gibbs' inequality).
 
     >>> round(empirical_nll(bars_and_stripes(4, duplicate_constant=True)), 1)
     108.1

@@ -14,28 +14,21 @@ from toolkit._utils.formatting import shown
 __all__ = ["ConfigError", "DamagedFile", "ExperimentLoadError", "OutsideFolder",
            "RunInterrupted", "cut", "echo", "os_error_line", "suggest"]
 
-#: The most characters of a value an error line echoes.
-ECHO = 80
-
-
-def cut(text: str, limit: int = ECHO) -> str:
-    """``text`` on one line, control characters escaped, cut to ``limit`` characters (a 10 MB
-    value is not printed whole): ``cut("x" * 100)[-12:] == "xxx…(100 ch)"``."""
+def cut(text: str, limit: int = 80) -> str:
+    """``text`` on one line, control characters escaped, cut to ``limit`` characters:
+    ``cut("x" * 100)[-12:] == "xxx…(100 ch)"``."""
     text = shown(text)
     return text if len(text) <= limit else f"{text[:limit - 12]}…({len(text)} ch)"
 
 
-def echo(value: Any, limit: int = ECHO) -> str:
+def echo(value: Any, limit: int = 80) -> str:
     """``repr(value)`` for an error line, through :func:`cut`."""
     return cut(repr(value), limit)
 
 
 class ConfigError(ValueError):
-    """A mistake in user input, printed as ``<source>: <key>: <problem>; <fix>`` (exit status 2).
-
-    ``source`` is the file (or ``--set``, an option) the mistake is in, ``key`` the dotted key
-    path (empty when the whole input is at fault).
-    """
+    """A mistake in user input, printed as ``<source>: <key>: <problem>; <fix>`` (exit status 2):
+    ``source`` the file or option, ``key`` the dotted key path (empty: the whole input)."""
 
     def __init__(self, source: str, key: str, problem: str, fix: str = "") -> None:
         self.source, self.key, self.problem, self.fix = str(source), key, problem, fix
@@ -48,8 +41,7 @@ class ConfigError(ValueError):
 
 
 class DamagedFile(ValueError):
-    """A results file that cannot be read as the results format says; ``path`` is the file,
-    ``problem`` what is wrong with it."""
+    """A results file that cannot be read as the results format says (``path``, ``problem``)."""
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
@@ -59,7 +51,7 @@ class DamagedFile(ValueError):
 
 class OutsideFolder(DamagedFile):
     """A path the lab would write, delete or read that resolves outside its folder (through a
-    symbolic link, or ``..``); ``path`` is the link (or the path when no link is to blame)."""
+    symbolic link, or ``..``); ``path`` is the link, else the path."""
 
 
 class ExperimentLoadError(RuntimeError):
@@ -79,10 +71,6 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __reduce__(self) -> tuple[type[RunInterrupted], tuple[int]]:
         return type(self), (self.signum,)  # it crosses processes (a pool, Dask) by its number
-
-    @property
-    def signal_name(self) -> str:
-        return signal.Signals(self.signum).name
 
 
 def suggest(word: str, candidates: Iterable[str]) -> str:
