@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from toolkit._utils.array_validation import as_tensor
+
 __all__ = ["MIXTURE_2D", "Dataset", "MixtureTruth", "bars_and_stripes", "binarized_digits",
            "digits", "empirical_nll", "gaussian_mixture", "iris", "train_test_split", "two_moons"]
 
@@ -112,8 +114,6 @@ def empirical_nll(X: Any) -> float:
     >>> round(empirical_nll(bars_and_stripes(4, duplicate_constant=True)), 1)
     108.1
     """
-    from toolkit._utils.array_validation import as_tensor
-
     t = as_tensor(X, where="empirical_nll", ndim=2, min_rows=1, finite=True)
     counts = torch.unique(t, dim=0, return_counts=True)[1].to(torch.float64)
     return float(-(counts * torch.log(counts / t.shape[0])).sum())

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from toolkit._utils.rng import get_rng_state, set_rng_state
 from toolkit.core import disable_blocks, record_blocks
@@ -176,8 +177,6 @@ class RunContext:
     def say(self, text: str) -> None:
         """One line of progress on stderr (nothing with --quiet)."""
         if not self.quiet:
-            from tqdm.auto import tqdm
-
             where = f"{'/'.join(self._path)}: " if self._path else ""
             tqdm.write(textwrap.fill(f"{where}{text}", shutil.get_terminal_size().columns,
                                      initial_indent="  ", subsequent_indent="    "),
@@ -186,8 +185,6 @@ class RunContext:
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:
         """A tqdm bar on stderr; silent when stderr is not a terminal or with --quiet."""
-        from tqdm.auto import tqdm
-
         label = desc if not self._path else f"{'/'.join(self._path)}: {desc or ''}".rstrip(": ")
         disable = self.quiet or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
         return tqdm(iterable, total=total, desc=label, file=sys.stderr, disable=disable,

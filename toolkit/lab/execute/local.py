@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 
 from toolkit.lab.errors import RunInterrupted
+from toolkit.lab.execute.dask import run_on_dask
 from toolkit.lab.execute.run import Finish, RunOutcome, execute, held_signals
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
@@ -63,7 +64,7 @@ def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
 def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = True,
          pool: bool = True) -> RunOutcome:
     """One run here or in a worker (``pool``: a signal that comes once the record is written
-    stops the next run)."""
+    stops the next run; the exception, which may not pickle, stays in the worker)."""
     global _RUNNING
     with held_signals if pool else contextlib.nullcontext():
         if _STOPPED_BY:  # the pool is being stopped: this run is not started
@@ -71,14 +72,11 @@ def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = Tr
         _RUNNING = pool
         try:
             with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
-                return execute(spec, quiet=quiet, argv=argv, finish=finish,
-                               executor={"kind": "local", "pid": os.getpid()} if pool else None)
+                outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
+                                  executor={"kind": "local", "pid": os.getpid()} if pool else None)
         finally:
             _RUNNING = False
-
-
-def _in_worker(spec: RunSpec, argv: list[str], finish: Finish | None) -> RunOutcome:
-    return dataclasses.replace(_run(spec, argv, finish), exception=None)  # may not pickle
+    return dataclasses.replace(outcome, exception=None) if pool else outcome
 
 
 def _preload(specs: Sequence[RunSpec]) -> list[str]:
@@ -106,8 +104,6 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
             on_done(i, len(specs), outcome)
 
     if executor.kind == "dask":
-        from toolkit.lab.execute.dask import run_on_dask
-
         return run_on_dask(specs, executor, argv=argv, finish=finish, on_done=on_done)
     if executor.workers <= 1 or len(specs) <= 1:
         for i, spec in enumerate(specs):
@@ -125,7 +121,7 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
                                 initargs=(dict(os.environ), list(sys.path), os.getcwd())) as pool:
         futures: dict[cf.Future[RunOutcome], int] = {}
         try:  # Ctrl-C can come while the workers start, in submit
-            futures.update((pool.submit(_in_worker, spec, argv, finish), i)
+            futures.update((pool.submit(_run, spec, argv, finish), i)
                            for i, spec in enumerate(specs))
             for future in cf.as_completed(futures):
                 ended(futures[future], future.result())

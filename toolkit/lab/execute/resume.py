@@ -9,7 +9,7 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,28 +42,27 @@ class ResumePlan:
     damaged: list[DamagedFile] = field(default_factory=list)
 
 
-def _run_dirs(root: str | Path, experiment: str) -> Iterator[Path]:
-    """The run folders of ``<root>/<experiment>`` (a link out of ``root`` is refused)."""
-    parent = Path(root) / experiment
-    inside(root, parent)  # a link to someone else's runs is refused, not resumed
-    for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
-        if not run_dir.name.startswith(".") and os.path.lexists(run_dir / "meta.json"):
-            yield run_dir
+def _run_dirs(places: Iterable[tuple[str | Path, str]]) -> Iterator[Path]:
+    """The run folders of each ``<root>/<experiment>`` (a link out of ``root`` is refused)."""
+    for root, experiment in dict.fromkeys(places):
+        parent = Path(root) / experiment
+        inside(root, parent)  # a link to someone else's runs is refused, not resumed
+        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+            if not run_dir.name.startswith(".") and os.path.lexists(run_dir / "meta.json"):
+                yield run_dir
 
 
 def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
     """Match each planned run with the runs under its output folder."""
     plan, index = ResumePlan(), dict[str, list[Path]]()
-    for root, name in dict.fromkeys((s.config.output_dir, s.config.experiment) for s in specs):
-        for run_dir in _run_dirs(root, name):
-            try:
-                raw = read_json(run_dir / "config.toml", root=run_dir)
-                index.setdefault(RunConfig.model_validate(raw).identity(), []).append(run_dir)
-            except DamagedFile as err:
-                plan.damaged.append(err)
-            except ValueError as err:  # a config.toml of the wrong shape
-                plan.damaged.append(DamagedFile(run_dir / "config.toml",
-                                                str(err).splitlines()[0]))
+    for run_dir in _run_dirs((s.config.output_dir, s.config.experiment) for s in specs):
+        try:
+            raw = read_json(run_dir / "config.toml", root=run_dir)
+            index.setdefault(RunConfig.model_validate(raw).identity(), []).append(run_dir)
+        except DamagedFile as err:
+            plan.damaged.append(err)
+        except ValueError as err:  # a config.toml of the wrong shape
+            plan.damaged.append(DamagedFile(run_dir / "config.toml", str(err).splitlines()[0]))
     for spec in specs:
         found = index.get(spec.config.identity(), [])
         status: dict[Path, str] = {}
@@ -97,13 +96,12 @@ def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
             return None
         wanted.update(dict.fromkeys(keys))
     found: dict[str, Path] = {}
-    for root, name in dict.fromkeys((p.file.output_dir, p.file.experiment) for p in plans):
-        for run_dir in _run_dirs(root, name):
-            with contextlib.suppress(DamagedFile):
-                meta = RunResults(run_dir).meta
-                key = meta.get("request")
-                if key in wanted and meta.get("status") == "complete" and not check_run(run_dir):
-                    found[key] = run_dir
+    for run_dir in _run_dirs((p.file.output_dir, p.file.experiment) for p in plans):
+        with contextlib.suppress(DamagedFile):
+            meta = RunResults(run_dir).meta
+            key = meta.get("request")
+            if key in wanted and meta.get("status") == "complete" and not check_run(run_dir):
+                found[key] = run_dir
     if len(found) < len(wanted):
         return None
     return [found[key] for key in wanted]
@@ -164,8 +162,7 @@ def carry_over(old: Path, files: RunFiles) -> None:
             for file in names:
                 path = Path(folder, file)
                 if path.is_file() and not path.is_symlink():
-                    atomic_write_bytes(files.run_dir / path.relative_to(old),
-                                       path.read_bytes())
+                    atomic_write_bytes(files.run_dir / path.relative_to(old), path.read_bytes())
     files.carried = done
     files.write("summary", "costs")
     files.write_children()

@@ -25,13 +25,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy
+import torch
 from pydantic import BaseModel
 
+import toolkit
 from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
 from toolkit.lab.errors import ConfigError, os_error_line
 from toolkit.lab.execute.context import RunContext, RunFiles
 from toolkit.lab.execute.live_curves import check_tensorboard
+from toolkit.lab.execute.resume import carry_over
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
 from toolkit.lab.results.files import (
@@ -112,11 +116,6 @@ def _ending(error: BaseException | None) -> tuple[str, int, dict[str, Any]]:
 def _began(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
            executor: Mapping[str, Any] | None, board: Path | None) -> dict[str, Any]:
     """What a run runs with: ``meta.json`` says so from its start."""
-    import numpy
-    import torch
-
-    import toolkit
-
     config = spec.config
     return dict(experiment=config.experiment, run_id=run_dir.name, seed=config.seed,
                 device=str(spec.device), dtype=config.dtype, threads=config.threads,
@@ -216,8 +215,6 @@ def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Fin
         files = RunFiles(run_dir, meta=running, tensorboard=board)
         files.write("summary", "costs")  # from the start: any run can be reported
         if spec.resumes is not None:
-            from toolkit.lab.execute.resume import carry_over
-
             carry_over(Path(spec.resumes), files)
         started = True
         with record_blocks() as seen, intra_op_threads(config.threads), held_signals.lifted():
@@ -271,18 +268,17 @@ def _finished(finish: Finish | None, run_dir: Path, meta: RunMeta, experiment: E
     """Call ``finish`` and record its time (``finish_s``), its error (``finish_error``: the
     numbers stay valid) and the run's ``wall_seconds``; 128 + the signal that stopped it."""
     t1, update, stopped = time.perf_counter(), {}, 0
-    try:
-        if finish is not None:
+    if finish is not None:
+        try:
             with held_signals.lifted():
                 finish(run_dir, experiment)
-    except Exception as err:
-        update["finish_error"] = f"{type(err).__name__}: {err}"
-        print(f"toolkit: warning: {run_dir}: {update['finish_error']}", file=sys.stderr)
-    except KeyboardInterrupt as err:  # the run stays complete; the command stops
-        stopped = 128 + getattr(err, "signum", signal.SIGINT)
-        update["finish_error"] = (f"interrupted by {signal.Signals(stopped - 128).name}: the "
-                                  f"report was not drawn (`toolkit report` draws it)")
-    if finish is not None:
+        except Exception as err:
+            update["finish_error"] = f"{type(err).__name__}: {err}"
+            print(f"toolkit: warning: {run_dir}: {update['finish_error']}", file=sys.stderr)
+        except KeyboardInterrupt as err:  # the run stays complete; the command stops
+            stopped = 128 + getattr(err, "signum", signal.SIGINT)
+            update["finish_error"] = (f"interrupted by {signal.Signals(stopped - 128).name}: "
+                                      f"the report was not drawn (`toolkit report` draws it)")
         update["finish_s"] = round(time.perf_counter() - t1, 3)
     if not save_meta(run_dir / "meta.json", meta.model_copy(update={
             **update, "wall_seconds": round(time.perf_counter() - t0, 3)})):
