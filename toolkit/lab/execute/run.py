@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import os
 import platform
 import shutil
@@ -81,8 +80,6 @@ def check_output_dir(root: str | Path, experiment: str, *, source: str = "<pytho
     try:
         if create:
             parent.mkdir(parents=True, exist_ok=True)
-        elif not where.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(where))
         with tempfile.TemporaryFile(dir=where) as probe:  # a full disk refuses the bytes
             probe.write(b"\0" * 4096)
             probe.flush()
