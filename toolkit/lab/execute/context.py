@@ -36,9 +36,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
 def _numpy(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    if isinstance(value, torch.Tensor):  # numpy has no bfloat16
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy(force=True)
     return value
 
 

@@ -28,7 +28,6 @@ from toolkit.lab.results.schema import ExecutorConfig
 
 __all__ = ["run_all"]
 
-STOP_S = 60.0  # seconds the runs under way have to write that they were interrupted
 _RUNNING, _STOPPED_BY = False, 0  # a pool worker: a run under way; the signal that stopped it
 
 
@@ -134,7 +133,7 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
                 with contextlib.suppress(OSError):
                     os.kill(child.pid, signum)
             pool.shutdown(wait=False, cancel_futures=True)
-            cf.wait(futures, timeout=STOP_S)  # while they write that they were interrupted
+            cf.wait(futures, timeout=60)  # while they write that they were interrupted
             for child in multiprocessing.active_children():  # idle workers (or stuck ones)
                 child.kill()
             for future, i in futures.items():

@@ -116,8 +116,7 @@ def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
         for spec in todo:
             folder = Path(spec.config.output_dir) / spec.config.experiment / LOCKS
             inside(spec.config.output_dir, folder)
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
+            try:  # the lock makes its folder
                 stack.enter_context(filelock.FileLock(
                     folder / f"{spec.config.identity()}.lock", timeout=0, thread_local=False,
                     preserve_lock_file=True))
