@@ -149,13 +149,17 @@ def place_legend(ax: Any, *args: Any, outside: str | None = None, **kwargs: Any)
 def nudge_labels(*axes: Any, offset: float = 4.0) -> None:
     """Move each annotation of ``axes`` (``textcoords="offset points"``) to the first corner
     around its point (upper right, upper left, lower right, lower left) that no line of its
-    axes passes through (the figure drawn once)."""
+    axes passes through (the figure laid out once)."""
     from matplotlib.path import Path
 
     if not axes:
         return
-    axes[0].figure.draw_without_rendering()
-    renderer = axes[0].figure.canvas.get_renderer()
+    fig = axes[0].figure
+    if fig.get_layout_engine() is not None:  # the axes where they will be drawn, not drawn
+        fig.get_layout_engine().execute(fig)
+    else:
+        fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
     for text in (t for ax in axes for t in ax.texts if hasattr(t, "xyann")):
         for sx, sy, ha, va in ((1, 1, "left", "bottom"), (-1, 1, "right", "bottom"),
                                (1, -1, "left", "top"), (-1, -1, "right", "top")):
