@@ -290,21 +290,22 @@ def test_a_showcase_report_drawn_again_is_the_same(tmp_path: Path) -> None:
 
 def test_sections_drawn_in_processes_are_the_ones_drawn_here(tmp_path: Path,
                                                              monkeypatch) -> None:
-    """The forked processes of ``draw_sections`` give the same figures, byte for byte, as
+    """The forked processes of ``draw_all`` give the same figures, byte for byte, as
     drawing each section in this process (and a daemonic process draws them itself)."""
+    import functools
     import multiprocessing
 
     from toolkit.lab.report import render
 
     run = run_experiment("tiny_counter", {"n_steps": 3}, seed=0, output_dir=tmp_path)
-    sections = [(None, load_experiment("tiny_counter"))] * 4
+    jobs = [functools.partial(render.section_figures, run, None,
+                              load_experiment("tiny_counter"))] * 4
     monkeypatch.setattr(render, "PARALLEL_SECTIONS", 2)
     monkeypatch.setattr(render.os, "sched_getaffinity", lambda _: {0, 1, 2}, raising=False)
     monkeypatch.setattr(render.os, "getloadavg", lambda: (0.5, 0.5, 0.5), raising=False)
-    here = [[f.png for f in figs] for figs, _ in
-            (render.section_figures(run, None, part) for _, part in sections)]
-    forked = render.draw_sections(run, sections)
+    here = [[f.png for f in figs] for figs, _ in (job() for job in jobs)]
+    forked = render.draw_all(jobs)
     assert [[f.png for f in figs] for figs, _ in forked] == here
     assert here[0] and all(problems == [] for _, problems in forked)
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
-    assert [[f.png for f in figs] for figs, _ in render.draw_sections(run, sections)] == here
+    assert [[f.png for f in figs] for figs, _ in render.draw_all(jobs)] == here

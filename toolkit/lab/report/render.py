@@ -17,6 +17,7 @@ import base64
 import contextlib
 import datetime as dt
 import functools
+import gc
 import hashlib
 import html
 import io
@@ -28,7 +29,7 @@ import re
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,10 +238,7 @@ def png(fig: Any) -> bytes:
     try:
         if not hasattr(fig.canvas, "print_to_buffer"):  # a Figure() without a canvas
             FigureCanvasAgg(fig)
-        if fig.get_dpi() != REPORT_DPI:
-            fig.set_dpi(REPORT_DPI)
-        if not fig.stale and fig.get_layout_engine() is not None:
-            fig.set_layout_engine("none")  # drawn already and unchanged: laid out already
+        fig.set_dpi(REPORT_DPI)
         raw, size = fig.canvas.print_to_buffer()
     finally:
         plt.close(fig)
@@ -258,13 +256,14 @@ def _item(name: str, caption: str, fig: Any, headline: bool = False) -> FigureIt
                       str(getattr(fig, _NOTE_ATTR, "") or ""))
 
 
-def _experiment_figures(view: RunResults, experiment: Any, prefix: str, problems: list[str],
-                        quiet: bool) -> list[FigureItem]:
-    """The figures ``experiment.figures(view)`` draws, the first :data:`HEADLINE` leading."""
+def _experiment_figures(view: RunResults, experiment: Any, prefix: str, quiet: bool
+                        ) -> tuple[list[FigureItem], list[str]]:
+    """The figures ``experiment.figures(view)`` draws, the first :data:`HEADLINE` leading, and
+    the problems met (``quiet``: an unfinished run's failure is none, its figures may need
+    what is missing)."""
     if experiment is None:
-        problems.append(f"{view.experiment}: experiment figures not drawn (the report was not "
-                        f"given the experiment; `toolkit report` finds it when it is installed)")
-        return []
+        return [], [f"{view.experiment}: experiment figures not drawn (the report was not given "
+                    f"the experiment; `toolkit report` finds it when it is installed)"]
     try:
         figures = experiment.figures(view) or {} if experiment.figures is not None else {}
         if not isinstance(figures, Mapping):
@@ -272,11 +271,11 @@ def _experiment_figures(view: RunResults, experiment: Any, prefix: str, problems
                             f"{type(figures).__name__}")
     except Exception as err:
         plt.close("all")
-        if not quiet:  # an unfinished run: figures that need missing results are left out
-            last = traceback.extract_tb(err.__traceback__)[-1]
-            problems.append(f"{view.experiment}: figures() failed: {type(err).__name__}: "
-                            f"{err} ({Path(last.filename).name}:{last.lineno})")
-        return []
+        if quiet:
+            return [], []
+        last = traceback.extract_tb(err.__traceback__)[-1]
+        return [], [f"{view.experiment}: figures() failed: {type(err).__name__}: {err} "
+                    f"({Path(last.filename).name}:{last.lineno})"]
     out = []
     for i, (name, value) in enumerate(figures.items()):
         fig, caption = value if isinstance(value, tuple) else (value, "")
@@ -286,22 +285,7 @@ def _experiment_figures(view: RunResults, experiment: Any, prefix: str, problems
                              or name.replace("_", " ")).split())
             caption = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
         out.append(_item(f"{prefix}{name}", caption, fig, i < HEADLINE))
-    return out
-
-
-@contextlib.contextmanager
-def _drawing() -> Iterator[None]:
-    """Every pyplot figure opened inside is closed at the end, whatever happened, and
-    ``draw_gradient_graph``'s fallback warning is held back (the footer says it once)."""
-    opened = set(plt.get_fignums())
-    logger = logging.getLogger("toolkit.lens.graph_draw")
-    disabled, logger.disabled = logger.disabled, True
-    try:
-        yield
-    finally:
-        logger.disabled = disabled
-        for number in set(plt.get_fignums()) - opened:
-            plt.close(number)
+    return out, []
 
 
 def section_figures(run: RunResults, child: str | None, experiment: Any
@@ -310,60 +294,80 @@ def section_figures(run: RunResults, child: str | None, experiment: Any
     from the files: the experiment's own, else the generic views of its numbers; ``(figures,
     problems)``."""
     view = run.child(child) if child is not None else run
-    prefix, problems = f"{child}__" if child else "", []
-    with _drawing():
-        items = _experiment_figures(view, experiment, prefix, problems,
-                                    run.status != "complete")
-        if items:  # the generic views of the same numbers would only repeat them
-            return items, problems
-        try:
-            defaults = default_figures(view)
-        except Exception as err:
-            plt.close("all")
-            problems.append(f"{view.experiment}: default figures failed: "
-                            f"{type(err).__name__}: {err}")
-            defaults = {}
-        for i, (name, fig) in enumerate(defaults.items()):
-            group = name.removeprefix("metrics_").rstrip("_0123456789") or "misc"
-            items.append(_item(f"{prefix}{name}", _METRICS_CAPTION.format(group)
-                               if name.startswith("metrics") else _SUMMARY_CAPTION, fig, i == 0))
+    prefix = f"{child}__" if child else ""
+    items, problems = _experiment_figures(view, experiment, prefix, run.status != "complete")
+    if items:  # the generic views of the same numbers would only repeat them
+        return items, problems
+    try:
+        defaults = default_figures(view)
+    except Exception as err:
+        plt.close("all")
+        return items, [*problems, f"{view.experiment}: default figures failed: "
+                                  f"{type(err).__name__}: {err}"]
+    for i, (name, fig) in enumerate(defaults.items()):
+        group = name.removeprefix("metrics_").rstrip("_0123456789") or "misc"
+        items.append(_item(f"{prefix}{name}", _METRICS_CAPTION.format(group)
+                           if name.startswith("metrics") else _SUMMARY_CAPTION, fig, i == 0))
     return items, problems
 
 
-#: What the processes of :func:`draw_sections` draw: set before they fork, read by index.
-_SECTIONS: list[tuple[RunResults, str | None, Any]] = []
+def _summary(headlines: list[tuple[str, list[Verdict]]]) -> tuple[list[FigureItem], list[str]]:
+    """Figure 1 (none when no experiment has a headline finding)."""
+    fig = summary_figure(headlines)
+    if fig is None:
+        return [], []
+    return [_item("figure_1", summary_caption(headlines), fig)], []
 
 
-def _draw_section(index: int) -> tuple[list[FigureItem], list[str]]:
-    return section_figures(*_SECTIONS[index])
+#: What :func:`draw_all` draws, each job ``() -> (figures, problems)``: set before the
+#: drawing processes fork, read by index.
+_JOBS: list[Callable[[], tuple[list[FigureItem], list[str]]]] = []
 
 
-def draw_sections(run: RunResults, sections: list[tuple[str | None, Any]]
-                  ) -> list[tuple[list[FigureItem], list[str]]]:
-    """:func:`section_figures` of each ``(child, experiment)``, in order, under a tqdm bar; in
-    two forked processes for :data:`PARALLEL_SECTIONS` or more where a second core is idle
-    (not in a daemonic process: a Dask worker's)."""
-    global _SECTIONS
-    bar = {"total": len(sections), "desc": "report", "unit": "section", "leave": False,
+def _draw(index: int) -> tuple[list[FigureItem], list[str]]:
+    """Job ``index`` of :data:`_JOBS`; every pyplot figure it opened is closed, whatever
+    happened, and ``draw_gradient_graph``'s fallback warning is held back (the footer says it
+    once)."""
+    opened = set(plt.get_fignums())
+    logger = logging.getLogger("toolkit.lens.graph_draw")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        return _JOBS[index]()
+    finally:
+        logger.disabled = disabled
+        for number in set(plt.get_fignums()) - opened:
+            plt.close(number)
+
+
+def draw_all(jobs: list[Callable[[], tuple[list[FigureItem], list[str]]]]
+             ) -> list[tuple[list[FigureItem], list[str]]]:
+    """Each job's ``(figures, problems)``, in order, under a tqdm bar; in two forked processes
+    for :data:`PARALLEL_SECTIONS` jobs or more where a second core is free (not in a daemonic
+    process: a Dask worker's)."""
+    global _JOBS
+    bar = {"total": len(jobs), "desc": "report", "unit": "figure set", "leave": False,
            "dynamic_ncols": True, "disable": None if multiprocessing.parent_process() is None
            else True}  # on a terminal only, and only the command's process
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    idle = (cores or 1) - (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
-    if len(sections) < PARALLEL_SECTIONS or idle < 1.5 or \
-            "fork" not in multiprocessing.get_all_start_methods() or \
-            multiprocessing.current_process().daemon:
-        return [section_figures(run, child, part) for child, part in tqdm(sections, **bar)]
-    _SECTIONS = [(run, child, part) for child, part in sections]
-    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
+    # the 1-minute load average counts this process too: about 1 after a minute of running
+    busy = os.getloadavg()[0] - min(1.0, time.process_time() / 60) \
+        if hasattr(os, "getloadavg") else 0.0
+    _JOBS = jobs
     try:
-        drawn = list(tqdm(pool.map(_draw_section, range(len(sections))), **bar))
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: nothing new is started
-        raise
+        if len(jobs) < PARALLEL_SECTIONS or (cores or 1) - busy < 1.5 or \
+                "fork" not in multiprocessing.get_all_start_methods() or \
+                multiprocessing.current_process().daemon:
+            return [_draw(i) for i in tqdm(range(len(jobs)), **bar)]
+        pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
+        try:
+            drawn = list(tqdm(pool.map(_draw, range(len(jobs))), **bar))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: nothing new is started
+            raise
+        pool.shutdown()
+        return drawn
     finally:
-        _SECTIONS = []
-    pool.shutdown()
-    return drawn
+        _JOBS = []
 
 
 def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
@@ -404,12 +408,20 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
     problems = list(record.problems) if group is not None and record is not None else []
     parts = experiment.parts if experiment is not None else {}
     if not findings and complete and group is None and experiment is not None:
-        found, problems_found = compute_findings(run.run_dir, experiment)
-        findings, more = aggregate({run.seed: found})
+        computed, problems_found = compute_findings(run.run_dir, experiment)
+        findings, more = aggregate({run.seed: computed})
         problems += problems_found + more
-    views = [(name, run.child(name)) for name in run.children] or [("", run)]
-    drawn = draw_sections(run, [(name or None, parts.get(view.experiment))
-                                for name, view in views])
+    views = [(name, run.child(name)) for name in run.children] or [(run.experiment, run)]
+    found = {name: findings.get(name, []) for name, _ in views}
+    if run.children and findings.get(run.experiment):  # the parent's own (a pattern that
+        found[views[0][0]] = found[views[0][0]] + findings[run.experiment]  # matched nothing)
+    headlines = list(found.items())
+    (summary, _), (top, top_problems), *drawn = draw_all([
+        functools.partial(_summary, headlines),
+        functools.partial(_experiment_figures, run, experiment, "", not complete)
+        if run.children else lambda: ([], []),
+        *(functools.partial(section_figures, run, name if run.children else None,
+                            parts.get(view.experiment)) for name, view in views)])
     sections = []
     for (name, view), (figures, drawn_problems) in zip(views, drawn):
         problems += drawn_problems
@@ -427,29 +439,19 @@ def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = 
             f"This run is {run.status_line()}: the numbers below are what it wrote before it "
             f"stopped; figures that need the rest are left out."]
         sections.append(Section(
-            name=name or view.experiment, experiment=view.experiment, description=description,
-            story=story, findings=findings.get(name or view.experiment, []), figures=figures,
+            name=name, experiment=view.experiment, description=description,
+            story=story, findings=found[name], figures=figures,
             summary_tables=tables(view.summary), cost_tables=tables(view.costs),
             equal=[k for k, v in summary_pairs(view.summary).items() if v[BLOCKED] == v[UNBLOCKED]],
             params=view.params, notes=notes,
             tables_note=(f" (seed {run.seed}; every seed's are in its own run folder)"
                          if group is not None and len(run.replicates) > 1 else "")))
-    top: list[FigureItem] = []
-    if run.children:
-        with _drawing():
-            top = _experiment_figures(run, experiment, "", problems, not complete)
-        if findings.get(run.experiment):  # the parent's own (a pattern that matched nothing)
-            sections[0].findings = sections[0].findings + findings[run.experiment]
-    headlines = [(s.name, s.findings) for s in sections]
-    with _drawing():
-        fig = summary_figure(headlines)
-        summary = _item("figure_1", summary_caption(headlines), fig) if fig is not None else None
     seeds = [r.seed for r in run.replicates]
     return ReportContent(
         run, "Showcase: where the gradient must be cut" if run.children else
         f"{run.experiment or 'run'}", sections, _overview(sections, bool(run.children), seeds),
-        top, problems, group=group, summary=summary,
-        found=found_sentence({s.name: s.findings for s in sections}))
+        top, problems + top_problems, group=group, summary=summary[0] if summary else None,
+        found=found_sentence(found))
 
 
 #: The verdict's CSS class (``data-verdict`` keeps the verdict's label for tools).
@@ -630,7 +632,11 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
     if group is None and not (run.run_dir / "meta.json").exists():
         raise FileNotFoundError(f"write_report: {run.run_dir} has no meta.json; is it a run "
                                 f"folder?")
-    content = build(run, experiment, group=group)
+    gc.freeze()  # what is alive now outlives the report: no collection scans it while drawing
+    try:
+        content = build(run, experiment, group=group)
+    finally:
+        gc.unfreeze()
     out = content.out_dir
     folder = inside(out, out / "figures")  # written only inside its own folder
     folder.mkdir(exist_ok=True)
