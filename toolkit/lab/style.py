@@ -1,10 +1,8 @@
 """One visual grammar for every figure: ``blocked`` solid blue, ``unblocked`` dashed vermillion,
-a ``reference`` dotted dark grey; other categories a marker or one of :data:`EXTRA_COLORS`. A
-figure is shown at its own size up to :data:`MAX_WIDTH_IN` inches: a font size is its size on
-the page (at least :data:`MIN_FONT_PT`).
-
-Colours: Okabe & Ito 2008 (https://jfly.uni-koeln.de/color/) and Paul Tol's muted scheme
-(https://personal.sron.nl/~pault/), distinguishable in the common forms of colour blindness.
+a ``reference`` dotted dark grey, other categories one of :data:`EXTRA_COLORS` (Okabe & Ito 2008,
+https://jfly.uni-koeln.de/color/, and Paul Tol's muted scheme, https://personal.sron.nl/~pault/:
+told apart in the common forms of colour blindness). A figure is shown at its own size up to
+:data:`MAX_WIDTH_IN` inches: a font size is its size on the page (at least :data:`MIN_FONT_PT`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""``toolkit compare``: complete runs pooled over seeds, blocked vs unblocked side by side.
-
-Every numeric summary value below a folder is a row of one long :class:`pandas.DataFrame`.
-Runs whose configs agree apart from ``seed`` are one config, labelled by the keys that differ
-between the experiment's configs (``inner_steps=5``); the latest run of a seed counts; a
-showcase gives a config per child. ``unblocked − blocked`` (Δ) is paired by seed.
+"""``toolkit compare``: complete runs pooled over seeds, blocked vs unblocked side by side, each
+numeric summary value a row of one long :class:`pandas.DataFrame`. Runs whose configs agree but
+for ``seed`` are one config, labelled by the keys its experiment's configs differ in
+(``inner_steps=5``; a showcase: one per child); a seed's latest run counts; ``unblocked −
+blocked`` (Δ) is paired by seed.
 """
 
 from __future__ import annotations

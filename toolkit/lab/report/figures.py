@@ -1,9 +1,6 @@
-"""Figures drawn from a run's files (Agg backend; nothing is shown): the default ones, a figure
-per metric group (``"<variant>/<group>/<name>"`` keys) and bars of the summary numbers that
-differ, and the pieces experiments declare theirs with (:func:`subplots`, :func:`step_axes`,
-:func:`variant_curves`, :func:`legend_below`, :func:`variant_bars`, :func:`image_grid`,
-:class:`WordTable`: words the report shows as a table, not an image).
-"""
+"""Figures drawn from a run's files (Agg; nothing is shown): the default ones (a figure per
+metric group, bars of the summary numbers that differ) and the pieces experiments draw theirs
+with (:func:`subplots`, :func:`variant_curves`, :func:`image_grid`, :class:`WordTable`...)."""
 
 from __future__ import annotations
 
@@ -227,11 +224,7 @@ def metric_figure(run: RunResults, group: str, names: Mapping[str, Mapping[str, 
     width = max(12, int(fig.get_figwidth() * 11))  # about 11 characters per inch at 10 pt
     fig.suptitle(wrap(title, width), fontsize=10)
     if legends:  # one legend under the panels: the variants are the same in each
-        handles, labels = legend_entries(legends)
-        longest = max(len(line) for label in labels for line in label.split("\n"))
-        fits = int(fig.get_figwidth() / (0.075 * longest + 0.7))  # 9 pt: ~0.075 in a letter
-        fig.legend(handles, labels, loc="outside lower center", fontsize=9, frameon=False,
-                   ncols=max(1, min(len(labels), 4, fits)))
+        legend_below(fig, legends, ncols=4)
     return fig
 
 
@@ -386,8 +379,8 @@ def variant_bars(ax: Any, categories: Sequence[str], values: Mapping[str, Any], 
 
 
 def tile_images(images: Any, shape: Sequence[int]) -> np.ndarray:
-    """``images`` ``(n, height·width)`` (or ``(n, height, width)``) tiled in a near-square grid,
-    row by row, each framed by a 1-pixel NaN border (drawn as the background).
+    """``images`` ``(n, height·width)`` or ``(n, height, width)`` tiled in a near-square grid, each
+    framed by a 1-pixel NaN border (drawn as the background).
 
     >>> tile_images(np.ones((2, 4)), (2, 2)).shape  # two 2×2 images side by side
     (4, 7)
@@ -447,9 +440,8 @@ def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int
 
 
 class WordTable(Figure):
-    """A table of words that ``figures(run)`` returns among its figures: the report writes it
-    as an HTML (and Markdown) table, never as an image. An empty ``Figure`` only so that it
-    travels where figures travel.
+    """A table of words among the figures of ``figures(run)``: the report shows it as a table,
+    never as an image (an empty ``Figure``, to travel where figures travel).
 
     >>> WordTable(["bug", "cost"], [["gan fake", "1.6x"]], title="the corpus").rows
     [['gan fake', '1.6x']]

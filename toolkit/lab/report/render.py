@@ -1,16 +1,11 @@
-"""``report.html`` (one self-contained file, images embedded) and ``report.md`` of a run: what
-they say is gathered from the run's files (:func:`build`: sections, findings, figures, tables of
-values in words and numbers with units, :func:`toolkit._utils.formatting.format_value`) and laid
-out top-down: title, what was found, Figure 1, overview; per experiment its story, findings and
-one or two headline figures; the details, collapsed.
-
-HTML hooks that tools can rely on: each experiment is a ``<section class="experiment"
-id="<name>">``, its findings a ``<ul class="findings">`` whose items carry
-``data-verdict="as predicted|not as predicted|measured"`` and ``data-seeds`` (``"3/3"``: held in
-3 of 3 seeds, ``"seed-independent"``, or the seed count of a measurement), and each figure a
-``<figure>`` with a ``<figcaption>`` of words. A seed group gets one report over its seeds.
+"""``report.html`` (self-contained, images embedded) and ``report.md`` of a run or a seed
+group, built from its files (:func:`build`) and laid out top-down by the templates: title, what
+was found, Figure 1, overview; per experiment its story, findings and headline figures; the
+details, collapsed. Hooks for tools: each experiment is a ``<section class="experiment"
+id="<name>">``, its findings a ``<ul class="findings">`` of items with ``data-verdict`` and
+``data-seeds`` (``"3/3"``, ``"seed-independent"`` or a seed count), each figure a ``<figure>``
+with a ``<figcaption>``.
 """
-
 from __future__ import annotations
 
 import base64
@@ -74,8 +69,8 @@ _SUFFIXES = (("_seconds", " time"), ("_s", " time"), ("_bytes", " bytes"))
 
 
 def safe_name(name: str) -> str:
-    """A file stem for a figure's ``name``: unsafe characters become ``_``; a name longer than
-    :data:`MAX_STEM` is cut and given a hash of the whole, so two long names never share a file.
+    """A figure's file stem: unsafe characters become ``_``; past :data:`MAX_STEM` characters it
+    is cut and given a hash of the whole, so two long names never share a file.
 
     >>> safe_name("em_gmm__blocked/loss"), len(safe_name("k" * 300))
     ('em_gmm__blocked_loss', 80)
@@ -133,7 +128,7 @@ def variant_table(tree: Mapping[str, Any]) -> tuple[list[str], list[list[str]], 
     """``(columns, rows, rest)`` of a summary/costs dict: the values whose path names a variant
     (:func:`split_variant`) side by side with their difference, and the other values, flat."""
     pairs: dict[str, dict[str, Any]] = {}
-    rest: dict[str, Any] = {}
+    rest = {}
     for path, value in flatten(tree, keep_empty=True).items():
         variant, quantity = split_variant(path)
         if variant is None:
@@ -187,14 +182,6 @@ class Section:
     notes: list[str]
     tables_note: str = ""
 
-    @property
-    def headline(self) -> list[FigureItem]:
-        return [f for f in self.figures if f.headline]
-
-    @property
-    def details(self) -> list[FigureItem]:
-        return [f for f in self.figures if not f.headline]
-
 
 @dataclass
 class ReportContent:
@@ -221,10 +208,6 @@ class ReportContent:
     def footer_notes(self) -> list[str]:
         """How figures were drawn, each said once (e.g. graphs laid out without graphviz)."""
         return list(dict.fromkeys(f.note for f in self.figures if f.note))
-
-    @property
-    def seeds(self) -> list[int]:
-        return [r.seed for r in self.run.replicates]
 
     @property
     def out_dir(self) -> Path:
@@ -319,15 +302,13 @@ def _summary(headlines: list[tuple[str, list[Verdict]]]) -> tuple[list[FigureIte
     return [_item("figure_1", summary_caption(headlines), fig)], []
 
 
-#: What :func:`draw_all` draws, each job ``() -> (figures, problems)``: set before the
-#: drawing processes fork, read by index.
+#: The jobs of :func:`draw_all`: set before its processes fork, read by index.
 _JOBS: list[Callable[[], tuple[list[FigureItem], list[str]]]] = []
 
 
 def _draw(index: int) -> tuple[list[FigureItem], list[str]]:
-    """Job ``index`` of :data:`_JOBS`; every pyplot figure it opened is closed, whatever
-    happened, and ``draw_gradient_graph``'s fallback warning is held back (the footer says it
-    once)."""
+    """Job ``index``; the pyplot figures it opened are closed, whatever happened, and
+    ``draw_gradient_graph``'s fallback warning is held back (the footer says it once)."""
     opened = set(plt.get_fignums())
     logger = logging.getLogger("toolkit.lens.graph_draw")
     disabled, logger.disabled = logger.disabled, True
@@ -398,9 +379,8 @@ def _overview(sections: list[Section], showcase: bool, seeds: list[int]) -> str:
 
 def build(run: RunResults, experiment: Any = None, *, group: SeedGroup | None = None
           ) -> ReportContent:
-    """A report's content from the run's files, figures drawn (``experiment``: see
-    :func:`write_report`); with a seed ``group``, ``run`` is its first seed, the findings the
-    group's and the figures see every seed."""
+    """A report's content from the run's files, figures drawn; with a seed ``group``, ``run``
+    is its first seed, the findings the group's and the figures see every seed."""
     complete = run.status == "complete"
     root = group.path if group is not None else run.run_dir
     record = read_record(root / "findings.json", FindingsFile, root=root)
@@ -467,8 +447,7 @@ _RANGE = re.compile(r"\s\[[^\[\]]*\]")
 
 def prediction(f: Any) -> str:
     """What the finding's basis predicted: the words after its source's colon ("Chen & He
-    (2021), Figure 2: without stop-gradient the output collapses" → "without stop-gradient
-    the output collapses"), else the whole basis."""
+    (2021): the output collapses" → "the output collapses"), else the whole basis."""
     basis = str(getattr(f, "basis", "") or "").strip().rstrip(".")
     return basis.split(": ", 1)[1] if ": " in basis else basis
 
@@ -494,10 +473,9 @@ def short_text(text: str, words: int) -> str:
 
 
 def glance(f: Any, words: int = GLANCE_WORDS, whole: bool = False) -> dict[str, Any]:
-    """One finding for an "at a glance" cell in at most ``words`` words: badge, seed note
-    (and what was predicted, for one that did not hold), and the finding shortened to at most
-    :data:`GLANCE_TEXT` words; ``words=0``: the badge and notes alone, the prediction in
-    full; ``whole``: the finding's every word (the seeds' ranges left out)."""
+    """One finding for an "at a glance" cell in at most ``words`` words: badge, seed note (and
+    the prediction, for one that did not hold), the finding in at most :data:`GLANCE_TEXT`
+    words; ``words=0``: no finding; ``whole``: every word of it (the seeds' ranges left out)."""
     note, _, predicted = seeds_words(f).partition("; predicted: ")
     cell = {"cls": _CLASS[f.verdict], "label": BADGES[f.verdict], "note": note,
             "predicted": predicted, "cut": False, "found": f.verdict is False, "text": ""}
@@ -532,8 +510,7 @@ def _lead(section: Section, topic: str) -> Any:
 
 
 def _md_escape(value: Any) -> Any:
-    """What a Markdown page shows of a value: no HTML of its own, no table cell broken by
-    ``|``; a :class:`~markupsafe.Markup` value (a fenced config) as it is."""
+    """A value as Markdown shows it: escaped, no ``|`` to break a table; Markup as it is."""
     if isinstance(value, Markup) or value is None:
         return "" if value is None else value
     return html.escape(str(value), quote=False).replace("|", "\\|")
@@ -568,7 +545,7 @@ def page(name: str, **values: Any) -> str:
 
 def _values(content: ReportContent, markdown: bool) -> dict[str, Any]:
     """What a page of the report shows."""
-    meta, group, seeds = content.run.meta, content.group, content.seeds
+    meta, group, seeds = content.run.meta, content.group, [r.seed for r in content.run.replicates]
     run_s = meta.get("duration_s") or 0.0
     if group is not None and group.info.get("started") and group.info.get("ended"):
         run_s = (dt.datetime.fromisoformat(group.info["ended"])
@@ -614,17 +591,11 @@ def render_markdown(content: ReportContent) -> str:
 
 
 def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
-    """Draw the figures of a run into ``figures/`` and write ``report.html`` and ``report.md``.
-
-    ``experiment``: the :class:`~toolkit.lab.Experiment` that made the run; its ``figures``
-    (and for a showcase its parts') draw the experiment's own figures; without it the report
-    shows the generic figures of the logged numbers. ``finish=write_report`` works as it is.
-
-    ``run_dir`` is a run folder or a seed group's: then the report covers every seed. Reads
-    only the files, so it can be drawn again at any time (``toolkit report DIR``), also for an
-    interrupted or failed run. A figure's file name comes from the figure's own name; only
-    files this report names are written, and nothing is ever deleted. Returns the path of
-    ``report.html``.
+    """Draw a run's (or a seed group's) figures into ``figures/`` and write ``report.html``
+    and ``report.md``; returns the path of ``report.html``. ``experiment`` (the
+    :class:`~toolkit.lab.Experiment` that made the run) draws its own figures, else the report
+    shows the generic ones. Reads only the files, so it can be drawn again at any time, also
+    for an interrupted or failed run; it writes only the files it names, and deletes nothing.
     """
     t0 = time.perf_counter()
     group = SeedGroup(run_dir) if is_group(run_dir) else None
@@ -654,9 +625,8 @@ def write_report(run_dir: str | Path, experiment: Any = None) -> Path:
 
 @contextlib.contextmanager
 def held_notes() -> Iterator[list[str]]:
-    """Inside the ``with``, the notes reports log (e.g. graphs laid out without graphviz) are
-    collected into the list instead of printed, so that a caller can print them where they do
-    not break its own lines."""
+    """The notes reports log inside the ``with`` (graphs laid out without graphviz), collected
+    into the list instead of printed: the caller prints them where they break no lines."""
     notes: list[str] = []
     handler, propagate = logging.Handler(logging.WARNING), log.propagate
     handler.emit = lambda record: notes.append(record.getMessage())  # type: ignore[method-assign]

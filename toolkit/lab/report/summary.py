@@ -1,7 +1,5 @@
-"""The report's Figure 1: a lettered panel per experiment's headline finding
-(:class:`~toolkit.lab.results.findings.Headline`), blocked left, unblocked right, a dot per
-seed; its caption (:func:`summary_caption`) explains the marks it uses, and only those.
-"""
+"""The report's Figure 1: a lettered panel per experiment's headline finding, blocked left,
+unblocked right, a dot per seed; its caption explains the marks it uses, and only those."""
 
 from __future__ import annotations
 
@@ -51,7 +49,6 @@ def _status(verdict: Verdict) -> str:
 def _columns(verdict: Verdict) -> dict[str, list[float | None]]:
     """Per variant one number per seed (``None`` where the seed has none, or a non-number)."""
     head = verdict.headline
-    assert head is not None
     return {variant: [float(x) if isinstance(x := f.values.get(name), (int, float))
                       and not isinstance(x, bool) else None for f in verdict.per_seed]
             for variant, name in ((BLOCKED, head.blocked), (UNBLOCKED, head.unblocked))}
@@ -60,7 +57,6 @@ def _columns(verdict: Verdict) -> dict[str, list[float | None]]:
 def _marks(verdict: Verdict) -> set[str]:
     """The marks of :data:`MARKS` that ``verdict``'s panel draws."""
     head = verdict.headline
-    assert head is not None
     values = [v for vs in _columns(verdict).values() for v in vs if v is not None]
     return {mark for mark, used in (
         ("thresholds", any(t > 0 or not head.log for t in head.thresholds)),
@@ -103,7 +99,6 @@ def _log_axis(ax: Any, lo: float, hi: float, zero: bool) -> float | None:
 
 def _panel(ax: Any, verdict: Verdict) -> None:
     head = verdict.headline
-    assert head is not None
     columns = _columns(verdict)
     values = [v for vs in columns.values() for v in vs]
     drawable = [v for v in values if _on_axis(v, head.log) and (v or not head.log)]
@@ -151,11 +146,9 @@ def _panel(ax: Any, verdict: Verdict) -> None:
 
 def _panel_texts(panel: Any, letter: str, name: str, verdict: Verdict, chars: int,
                  reading_lines: int) -> None:
-    """Above the panel its name and verdict (and seeds off the axis), under it what to see
-    (in ``reading_lines`` lines, as tall as the other panels', so that their axes align), both
-    from the panel's left edge."""
+    """Above the panel its name and verdict (and seeds off the axis), under it what to see in
+    ``reading_lines`` lines (as many as every panel's: their axes align)."""
     head = verdict.headline
-    assert head is not None
     lines = [f"({letter}) {name}", *textwrap.wrap(_status(verdict), chars)]
     off = sum(1 for vs in _columns(verdict).values() for v in vs
               if v is not None and not _on_axis(v, head.log))
@@ -186,12 +179,8 @@ def summary_caption(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> str:
 
 
 def summary_figure(sections: Sequence[tuple[str, Sequence[Verdict]]]) -> Any:
-    """The summary figure of ``(section name, findings)`` pairs: a lettered panel per section
-    whose findings hold a headline, in order; ``None`` when none does.
-
-    Each panel is a subfigure, so that its texts start at its own left edge; the columns'
-    colours are named once, in the figure's legend at the top.
-    """
+    """Figure 1 of ``(section name, findings)`` pairs: a lettered panel (a subfigure: its texts
+    start at its left edge) per section with a headline, in order; ``None`` when none has one."""
     heads = _heads(sections)
     if not heads:
         return None
