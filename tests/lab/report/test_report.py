@@ -234,7 +234,7 @@ def test_report_of_an_interrupted_run_has_no_warnings(tmp_path: Path, recwarn) -
 
 def test_report_over_seeds_shows_counts_and_bands(runs: list[RunResults]) -> None:
     from toolkit.lab import SeedGroup, write_group
-    from toolkit.lab.report.figures import plot_seeds
+    from toolkit.lab.report.figures import variant_curves
 
     folder = write_group([r.run_dir for r in runs])
     html = write_report(folder).read_text()
@@ -249,13 +249,13 @@ def test_report_over_seeds_shows_counts_and_bands(runs: list[RunResults]) -> Non
     view = SeedGroup(folder).results()
     assert [r.seed for r in view.replicates] == [0, 1]
     fig, ax = plt.subplots()
-    line = plot_seeds(ax, view, "blocked/train/loss")
+    (line,) = variant_curves(ax, view, "train/loss", ["blocked"])
     per_seed = [r.metric("blocked/train/loss")[1] for r in runs]
     assert np.allclose(line.get_ydata(), np.mean(per_seed, axis=0))
     assert len(ax.collections) == 1  # the band
     plt.close(fig)
     fig, ax = plt.subplots()
-    plot_seeds(ax, runs[0], "blocked/train/loss")  # one seed: the line alone
+    variant_curves(ax, runs[0], "train/loss", ["blocked"])  # one seed: the line alone
     assert len(ax.collections) == 0
     plt.close(fig)
 

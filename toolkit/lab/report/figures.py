@@ -138,14 +138,6 @@ def metric_over_seeds(run: RunResults, key: str) -> tuple[np.ndarray, list[np.nd
     return series([run, *run.replicates[1:]], key, first=True)
 
 
-def plot_seeds(ax: Any, run: RunResults, key: str, *, transform: Any = None,
-               **style: Any) -> Any:
-    """:func:`draw_spread` of :func:`metric_over_seeds`; ``transform`` maps each seed's values
-    first (e.g. a floor for a log axis)."""
-    steps, ys = metric_over_seeds(run, key)
-    return draw_spread(ax, steps, [transform(y) for y in ys] if transform else ys, **style)
-
-
 def log_if_wide(ax: Any, ys: list[Any]) -> None:
     """A log y axis for values that are all positive and span more than three decades."""
     values = np.concatenate([np.ravel(y) for y in ys]) if ys else np.array([])
@@ -293,10 +285,9 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **
 def step_axes(ax: Any, title: str | None = None, xlabel: str | None = "epoch", *,
               ylabel: str | None = None, title_size: float | None = 10, grid: bool = True,
               identical: bool = False) -> Any:
-    """Finish a panel whose x axis counts steps: ``xlabel`` (``None``: none), whole-number
-    ticks, ``title`` (at ``title_size`` points; ``None``: the default size), ``ylabel``, a light
-    grid, and with ``identical`` :func:`toolkit.lab.style.note_identical` (call it last).
-    Returns ``ax``."""
+    """Finish a panel whose x axis counts steps (whole-number ticks): ``xlabel``, ``ylabel``,
+    ``title`` at ``title_size`` points, a light grid, with ``identical``
+    :func:`toolkit.lab.style.note_identical` (call it last); ``None``: left out. Returns ``ax``."""
     if title is not None:
         ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
     ax.set(**{k: v for k, v in (("xlabel", xlabel), ("ylabel", ylabel)) if v is not None})
@@ -312,10 +303,10 @@ def variant_curves(ax: Any, run: RunResults, key: str, variants: Iterable[str] =
         BLOCKED, UNBLOCKED), *, labels: Mapping[str, str] | None = None,
         styles: Mapping[str, Mapping[str, Any]] | None = None, others: list[str] | None = None,
         **style: Any) -> list[Any]:
-    """Draw the metric ``"<variant>/<key>"`` of every seed of ``run`` for each variant that
-    logged it (:func:`plot_seeds`), in the variant's style.
-    ``labels`` names variants in the legend (default: the name, underscores as spaces);
-    ``style`` goes to every curve, ``styles[variant]`` to one; ``others`` is
+    """Draw the metric ``"<variant>/<key>"`` of every seed of ``run`` (:func:`draw_spread`) for
+    each variant that logged it, in the variant's style. ``labels`` names variants in the legend
+    (default: the name, underscores as spaces); ``style`` goes to every curve (``transform``:
+    applied to each seed's values first), ``styles[variant]`` to one; ``others`` is
     :func:`~toolkit.lab.style.variant_style`'s list. Returns the lines drawn."""
     if isinstance(variants, str):
         raise ValueError(f"variant_curves: variants must be a list of variant names, got the "
@@ -328,7 +319,9 @@ def variant_curves(ax: Any, run: RunResults, key: str, variants: Iterable[str] =
             continue
         label = (labels or {}).get(variant, variant.replace("_", " "))
         merged = {**variant_style(variant, others), **style, **(styles or {}).get(variant, {})}
-        lines.append(plot_seeds(ax, run, name, label=label, **merged))
+        transform = merged.pop("transform", None) or (lambda y: y)
+        steps, ys = metric_over_seeds(run, name)
+        lines.append(draw_spread(ax, steps, [transform(y) for y in ys], label=label, **merged))
     return lines
 
 
@@ -354,10 +347,9 @@ def legend_below(fig: Figure, axes: Iterable[Any], *, ncols: int = 3, fontsize: 
 def variant_bars(ax: Any, categories: Sequence[str], values: Mapping[str, Any], *,
                  labels: Mapping[str, str] | None = None, width: float = 0.35,
                  step: float | None = None, capsize: float = 3) -> dict[str, Any]:
-    """Grouped bars: one group per category, one bar per variant in its colour, ``step``
-    apart (default ``width``). ``values[variant]`` holds a number per category, or a row of them
-    per seed: then the bar is the mean and a whisker spans the range. Returns the bars by
-    variant."""
+    """Grouped bars, one per variant in its colour, ``step`` apart (default ``width``), per
+    category; ``values[variant]``: a number per category, or a row of them per seed (a bar at
+    the mean, a whisker over the range). Returns the bars by variant."""
     n = len(categories)
     out = {}
     for i, (variant, given) in enumerate(values.items()):
@@ -405,12 +397,11 @@ def image_grid(rows: Sequence[tuple[str, Sequence[Any]]], *, shape: Sequence[int
                fontsize: float = 9, cmap: str = "gray_r", vmin: float = 0, vmax: float = 1,
                symmetric: bool = False, label_kw: Mapping[str, Any] | None = None
                ) -> tuple[Figure, np.ndarray]:
-    """A figure of images without ticks, a row per ``(label, images)``, each image at
-    ``shape`` (``None``: as given) with ``cmap`` from ``vmin`` to ``vmax`` (``symmetric``: ±
-    its largest absolute value). ``cell`` inches a column and a row plus ``pad`` (at most
-    :data:`~toolkit.lab.style.MAX_WIDTH_IN` wide); row labels as y labels (``label_kw``),
-    ``col_titles`` over the first row, ``title`` the figure's. Returns the figure and its
-    ``(rows, columns)`` axes."""
+    """Images without ticks, a row per ``(label, images)`` (the label as y label, ``label_kw``),
+    each at ``shape`` with ``cmap`` from ``vmin`` to ``vmax`` (``symmetric``: ± its largest
+    absolute value), ``cell`` inches each plus ``pad`` (at most
+    :data:`~toolkit.lab.style.MAX_WIDTH_IN` wide), ``col_titles`` over the first row, ``title``
+    the figure's. Returns the figure and its ``(rows, columns)`` axes."""
     if not rows:
         raise ValueError("image_grid: rows must name at least one (label, images) row, got none")
     n = max(len(images) for _, images in rows)

@@ -445,18 +445,12 @@ _META_KEYS = ("status", "experiment", "run_id", "seed", "device", "dtype", "thre
 _RANGE = re.compile(r"\s\[[^\[\]]*\]")
 
 
-def prediction(f: Any) -> str:
-    """What the finding's basis predicted: the words after its source's colon ("Chen & He
-    (2021): the output collapses" → "the output collapses"), else the whole basis."""
-    basis = str(getattr(f, "basis", "") or "").strip().rstrip(".")
-    return basis.split(": ", 1)[1] if ": " in basis else basis
-
-
 def seeds_words(f: Any) -> str:
-    """How many seeds a finding rests on: "held in 3 of 3 seeds", "seed-independent", "3
-    seeds", …; for a prediction that did not hold, "; predicted: …" after it."""
-    return f.seeds_note + (f"; predicted: {prediction(f)}" if f.verdict is False and
-                           prediction(f) else "")
+    """How many seeds a finding rests on ("held in 3 of 3 seeds", "seed-independent", …); for a
+    prediction that did not hold, "; predicted: " and what its basis says after its source's
+    colon ("Chen & He (2021): the output collapses" → "the output collapses")."""
+    predicted = str(getattr(f, "basis", "") or "").strip().rstrip(".").split(": ", 1)[-1]
+    return f.seeds_note + (f"; predicted: {predicted}" if f.verdict is False and predicted else "")
 
 
 def short_text(text: str, words: int) -> str:
