@@ -320,24 +320,29 @@ def _draw(index: int) -> tuple[list[FigureItem], list[str]]:
             plt.close(number)
 
 
+def _others() -> float:
+    """How many other processes want a core now: Linux's runnable tasks less this one, else the
+    1-minute load average less this process's own share (up to 1 after a minute's work)."""
+    try:
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
+    except (OSError, IndexError, ValueError):
+        return os.getloadavg()[0] - min(1.0, time.process_time() / 60)
+
+
 def draw_all(jobs: list[Callable[[], tuple[list[FigureItem], list[str]]]]
              ) -> list[tuple[list[FigureItem], list[str]]]:
     """Each job's ``(figures, problems)``, in order, under a tqdm bar; in two forked processes
-    for :data:`PARALLEL_SECTIONS` jobs or more where a second core is free (not in a daemonic
-    process: a Dask worker's)."""
+    for :data:`PARALLEL_SECTIONS` jobs or more where a second core is free now (not in a
+    daemonic process: a Dask worker's)."""
     global _JOBS
     bar = {"total": len(jobs), "desc": "report", "unit": "figure set", "leave": False,
            "dynamic_ncols": True, "disable": None if multiprocessing.parent_process() is None
            else True}  # on a terminal only, and only the command's process
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    # the 1-minute load average counts this process too: about 1 after a minute of running
-    busy = os.getloadavg()[0] - min(1.0, time.process_time() / 60) \
-        if hasattr(os, "getloadavg") else 0.0
     _JOBS = jobs
     try:
-        if len(jobs) < PARALLEL_SECTIONS or (cores or 1) - busy < 1.5 or \
-                "fork" not in multiprocessing.get_all_start_methods() or \
-                multiprocessing.current_process().daemon:
+        if len(jobs) < PARALLEL_SECTIONS or "fork" not in multiprocessing.get_all_start_methods() \
+                or multiprocessing.current_process().daemon or (cores or 1) - _others() < 1.5:
             return [_draw(i) for i in tqdm(range(len(jobs)), **bar)]
         pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
         try:
