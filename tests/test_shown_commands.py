@@ -37,6 +37,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,9 @@ _END = re.compile(r"\s#|&&|;|\||\s{2,}")
 _CONFIG = re.compile(r"(?<![\w/.<-])(?:configs/)?([\w-]+\.toml)\b")
 
 
+_parser = cache(build_parser)  # one parser reads every shown command
+
+
 @dataclass(frozen=True)
 class Shown:
     """One command as a reader would type it, where it is shown, and how it is run here."""
@@ -99,13 +103,13 @@ class Shown:
     text: str
     where: str
 
-    @property
+    @cached_property
     def args(self) -> Any:
         """The command parsed by the toolkit's own parser; ``None`` when it does not parse."""
         # a placeholder such as <printed tls:// address> is one word
         text = re.sub(r"<[^<>\n]*>", lambda m: m.group(0).replace(" ", "_"), self.text)
         with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
-            return build_parser().parse_args(shlex.split(text)[1:])
+            return _parser().parse_args(shlex.split(text)[1:])
         return None
 
     @property

@@ -329,12 +329,10 @@ def _accepts(call: Call, arg: str, kind: str) -> bool:
     return False
 
 
-def _cases() -> list[tuple[Call, str]]:
-    return [(call, arg) for call in CALLS for arg in call.valid()]
+CASES = [(call, arg) for call in CALLS for arg in call.valid()]
 
 
-@pytest.mark.parametrize(("call", "arg"), _cases(),
-                         ids=[f"{c.where}[{a}]" for c, a in _cases()])
+@pytest.mark.parametrize(("call", "arg"), CASES, ids=[f"{c.where}[{a}]" for c, a in CASES])
 def test_every_argument_answers_a_value_of_the_wrong_kind(call: Call, arg: str) -> None:
     problems = []
     for kind, value in WRONG.items():
