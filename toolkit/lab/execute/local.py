@@ -133,10 +133,11 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
                 with contextlib.suppress(OSError):
                     os.kill(child.pid, signum)
             pool.shutdown(wait=False, cancel_futures=True)
-            deadline = time.monotonic() + 60  # while they write that they were interrupted;
-            while (cf.wait(futures, timeout=0.1).not_done  # a run with no worker left to
-                   and multiprocessing.active_children()  # end it (the workers never
-                   and time.monotonic() < deadline):  # started) is not waited for
+            # while they write that they were interrupted; a run with no worker left to end it
+            # (the workers never started) is not waited for
+            deadline = time.monotonic() + 60
+            while (cf.wait(futures, timeout=0.1).not_done and multiprocessing.active_children()
+                   and time.monotonic() < deadline):
                 pass
             for child in multiprocessing.active_children():  # idle workers (or stuck ones)
                 child.kill()
