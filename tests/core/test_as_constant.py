@@ -116,7 +116,8 @@ def test_require_block_passes_when_active_and_raises_when_disabled():
             BlockNotSwitchableError,
             match=r"f: the block 'demo.fused' cannot be switched off here \(analytic backward\)"):
         require_block("demo.fused", where="f", why="analytic backward")
-    with disable_blocks("other.*"):
+    with pytest.warns(UserWarning, match="'other.\\*' matches no known block"), \
+            disable_blocks("other.*"):
         require_block("demo.fused", where="f", why="analytic backward")
 
 

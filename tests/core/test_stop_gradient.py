@@ -335,15 +335,17 @@ def test_glob_disables_only_matching_names_and_never_unnamed():
 
 
 def test_patterns_are_case_sensitive_and_exact():
-    with disable_blocks("em"):
+    with pytest.warns(UserWarning, match="'em' matches no known block"), disable_blocks("em"):
         assert _grad_through("em.responsibilities") == 3.0
-    with disable_blocks("EM.*"):
+    with pytest.warns(UserWarning, match="'EM.\\*' matches no known block"), \
+            disable_blocks("EM.*"):
         assert _grad_through("em.responsibilities") == 3.0
     with disable_blocks("em.responsibilities", "rbm.*"):
         assert _grad_through("em.responsibilities") == 6.0
         assert _grad_through("rbm.negative_samples") == 6.0
 
 
+@pytest.mark.filterwarnings("ignore:disable_blocks:UserWarning")  # no block runs inside
 def test_nesting_is_a_union_and_unwinds():
     with disable_blocks("a.*"):
         assert is_block_disabled("a.x") and not is_block_disabled("b.x")
@@ -391,6 +393,7 @@ def test_threads_do_not_interfere():
             errors.append(exc)
 
     t1 = threading.Thread(target=worker, args=("off", ("th.*",)))
+    _grad_through("other.block")  # known, so the thread's "other.*" does not warn
     t2 = threading.Thread(target=worker, args=("on", ("other.*",)))
     t1.start()
     t2.start()
@@ -416,6 +419,78 @@ def test_decorated_function_in_two_threads():
         t.join()
     assert out == [6.0, 6.0]
     assert not is_block_disabled("dt.block")
+
+
+# --- patterns that match no block -------------------------------------------------------------
+
+
+def test_typo_of_an_algorithms_block_warns_with_did_you_mean():
+    # simsiam is not imported: its BLOCK is known from the source of toolkit.algorithms
+    with pytest.warns(UserWarning, match="did you mean 'simsiam.target'"):
+        disable_blocks("simsiam.targt").__enter__().__exit__(None, None, None)
+
+
+def test_typo_warns_on_entry_before_the_code_runs():
+    with pytest.warns(UserWarning, match="'em.responsibilites' matches no known block.*"
+                      "did you mean 'em.responsibilities'"):
+        with disable_blocks("em.responsibilites"):
+            pass
+
+
+def test_pattern_matching_nothing_lists_the_known_blocks():
+    known = "known blocks: adversarial.examples, .*em.responsibilities, .*simsiam.target"
+    with pytest.warns(UserWarning, match=f"'byl.\\*' matches no known block.*{known}"):
+        with disable_blocks("byl.*"):
+            _grad_through("simsiam.target")
+
+
+def test_family_typo_suggests_the_family_glob():
+    with pytest.warns(UserWarning, match="did you mean 'simsiam.\\*'"), disable_blocks("simsam.*"):
+        pass
+
+
+def test_strict_raises_naming_the_known_blocks():
+    with pytest.raises(ValueError, match=r"disable_blocks: 'simsiam\.targt' matches no known "
+                       r"block.*did you mean 'simsiam\.target'.*known blocks: "):
+        with disable_blocks("simsiam.targt", strict=True):
+            pass  # pragma: no cover - never entered
+    with pytest.raises(ValueError, match=r"'nothing\.here' matches no known block"):
+        disable_blocks("nothing.here", strict=True)(lambda: None)()
+    with pytest.raises(TypeError, match="disable_blocks: strict must be a bool"):
+        disable_blocks("em.*", strict="yes")
+
+
+def test_a_block_of_ones_own_that_runs_inside_does_not_warn():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with disable_blocks("mine_never_seen_before.*"):
+            assert _grad_through("mine_never_seen_before.block") == 6.0
+        with disable_blocks("mine_never_seen_before.block", strict=True):  # known once it ran
+            assert _grad_through("mine_never_seen_before.block") == 6.0
+        with disable_blocks("em.*", "*"), disable_blocks():
+            pass
+
+
+def test_no_warning_piles_on_an_exception():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match="boom"), disable_blocks("zz_unknown.*"):
+            raise RuntimeError("boom")
+
+
+def test_known_blocks_hold_every_algorithms_block():
+    import importlib
+
+    from toolkit.core.stop_gradient import known_blocks
+
+    modules = ["adversarial", "dice", "em", "rbm", "simsiam", "softmax", "td", "vq_vae"]
+    blocks = {importlib.import_module(f"toolkit.algorithms.{m}").BLOCK for m in modules}
+    assert blocks <= set(known_blocks())
+    assert known_blocks() == tuple(sorted(known_blocks()))
 
 
 # --- seen_blocks --------------------------------------------------------------------------------

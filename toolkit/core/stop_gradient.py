@@ -14,19 +14,30 @@ themselves.
 The state (which blocks are disabled, which were seen) lives in :mod:`contextvars`, so threads
 and asyncio tasks with different settings do not interfere. So do the hooks of
 :func:`observe_cuts`, through which the lens sees (and marks) every cut that runs.
+
+A pattern of :func:`disable_blocks` that matches no known block (every algorithm's ``BLOCK``
+and every block that ran so far in the process, :func:`known_blocks`) would switch nothing off,
+so the "unblocked" variant would silently equal the blocked one: it warns, naming the known
+blocks and the nearest one (``strict=True``: it raises).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
+import difflib
 import fnmatch
+import functools
+import os
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
 
+from toolkit._utils.caller import user_stacklevel
 from toolkit._utils.param_validation import show_value
 from toolkit._utils.trees import tree_map
 
@@ -36,6 +47,7 @@ __all__ = [
     "disable_blocks",
     "is_block_disabled",
     "is_compiling",
+    "known_blocks",
     "observe_cuts",
     "record_blocks",
     "require_block",
@@ -58,6 +70,9 @@ _DISABLED: contextvars.ContextVar[tuple[tuple[str, ...] | None, ...]] = contextv
 _SEEN: contextvars.ContextVar[dict[str, None] | None] = contextvars.ContextVar(
     "toolkit_seen_blocks", default=None
 )
+# Every name that ran in this process, in any context: what ``disable_blocks`` checks its
+# patterns against, with the algorithms' ``BLOCK`` constants. Only ever grows.
+_EVER_SEEN: set[str] = set()
 # torch.compile (dynamo) cannot read a ContextVar. Under compilation the decision is made at
 # trace time and ``_COMPILE_KEY`` (the disabled-stack of the context that changed it last) is
 # passed along, so that dynamo guards on it and re-traces when the setting changes.
@@ -114,6 +129,7 @@ def _disabled_by(stack: tuple[tuple[str, ...] | None, ...], name: str | None) ->
 
 
 def _record(name: str) -> None:
+    _EVER_SEEN.add(name)
     seen = _SEEN.get()
     if seen is None:
         seen = {}
@@ -289,6 +305,14 @@ class disable_blocks(contextlib.ContextDecorator):
     are local to the current thread / asyncio task (``contextvars``), and the object is usable as
     a decorator.
 
+    A pattern that matches no known block (:func:`known_blocks`: every algorithm's ``BLOCK`` and
+    every block that ran so far) would switch nothing off. One in an algorithm's family warns
+    on entry (``'simsiam.targt'``: "did you mean 'simsiam.target'?"); any other warns on exit
+    if no block that ran inside matched it either (it may name a block of your own that has not
+    run yet). Both
+    warnings list the known blocks. With ``strict=True`` such a pattern raises ``ValueError`` on
+    entry instead.
+
     >>> import torch
     >>> from toolkit import disable_blocks, stop_gradient
     >>> x = torch.tensor(3.0, requires_grad=True)
@@ -298,7 +322,7 @@ class disable_blocks(contextlib.ContextDecorator):
     tensor(6.)
     """
 
-    def __init__(self, *patterns: str) -> None:
+    def __init__(self, *patterns: str, strict: bool = False) -> None:
         for pattern in patterns:
             if not isinstance(pattern, str):
                 raise TypeError(f"disable_blocks: patterns must be str (fnmatch globs such as "
@@ -306,29 +330,124 @@ class disable_blocks(contextlib.ContextDecorator):
             if not pattern:
                 raise ValueError("disable_blocks: a pattern must be a non-empty glob such as "
                                  "'em.*'; call disable_blocks() with no argument to disable all")
+        if not isinstance(strict, bool):
+            raise TypeError(f"disable_blocks: strict must be a bool, got {show_value(strict)}")
         self.patterns: tuple[str, ...] | None = tuple(patterns) if patterns else None
+        self.strict = strict
         self._tokens: list[contextvars.Token] = []
+        # the patterns not yet known to match a block, checked again when the ``with`` ends
+        self._unmatched: list[tuple[str, ...]] = []
 
     def __repr__(self) -> str:
-        args = ", ".join(repr(p) for p in self.patterns or ())
-        return f"disable_blocks({args})"
+        args = [repr(p) for p in self.patterns or ()] + (["strict=True"] if self.strict else [])
+        return f"disable_blocks({', '.join(args)})"
 
     def _recreate_cm(self) -> disable_blocks:
         # As a decorator, each call gets a fresh context manager, so one decorated function can
         # run concurrently in several threads.
-        return disable_blocks(*(self.patterns or ()))
+        return disable_blocks(*(self.patterns or ()), strict=self.strict)
 
     def __enter__(self) -> disable_blocks:
         global _COMPILE_KEY
+        self._unmatched.append(self._check_patterns() if not is_compiling() else ())
         stack = (*_DISABLED.get(), self.patterns)
         self._tokens.append(_DISABLED.set(stack))
         _COMPILE_KEY = stack
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         global _COMPILE_KEY
         _DISABLED.reset(self._tokens.pop())
         _COMPILE_KEY = _DISABLED.get()
+        unmatched = self._unmatched.pop()
+        if exc_type is None and unmatched:  # none of the blocks that ran inside matched either
+            known = known_blocks()
+            for pattern in unmatched:
+                if not _matches_any(pattern, known):
+                    warnings.warn(_unmatched_message(pattern, known), UserWarning,
+                                  stacklevel=user_stacklevel())
+
+    def _check_patterns(self) -> tuple[str, ...]:
+        """The patterns that match no known block yet. One inside an algorithm's family
+        (``'em.'`` followed by a typo; each algorithm's blocks are all known) warns now; the others may name blocks of the caller's own that have
+        not run yet, and are checked again on exit. ``strict``: any of them raises
+        ``ValueError``."""
+        known = known_blocks()
+        unmatched = tuple(p for p in self.patterns or () if not _matches_any(p, known))
+        for pattern in unmatched:
+            if self.strict:
+                raise ValueError(_unmatched_message(pattern, known))
+        families = {name.split(".")[0] for name in _algorithm_blocks()}  # complete lists
+        pending = []
+        for pattern in unmatched:
+            if pattern.split(".")[0] in families:
+                warnings.warn(_unmatched_message(pattern, known), UserWarning,
+                              stacklevel=user_stacklevel())
+            else:
+                pending.append(pattern)
+        return tuple(pending)
+
+
+def _matches_any(pattern: str, names: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for name in names)
+
+
+def _nearest(pattern: str, names: tuple[str, ...]) -> str | None:
+    """The known name, or family glob (``'em.*'``), closest to ``pattern`` (difflib), if any."""
+    families = sorted({f"{name.split('.')[0]}.*" for name in names})
+    close = difflib.get_close_matches(pattern, [*names, *families], n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _unmatched_message(pattern: str, known: tuple[str, ...]) -> str:
+    nearest = _nearest(pattern, known)
+    hint = f"did you mean {nearest!r}? " if nearest else ""
+    return (f"disable_blocks: {pattern!r} matches no known block, so it switches nothing off "
+            f"and the code runs as with its blocks; {hint}known blocks: "
+            f"{', '.join(known) if known else '(none)'}")
+
+
+@functools.cache
+def _algorithm_blocks() -> tuple[str, ...]:
+    """The ``BLOCK`` and ``*_BLOCK`` string constants of :mod:`toolkit.algorithms`' modules.
+
+    Read from the source files (``ast``), not imported: importing every algorithm would load
+    scikit-learn, scipy and pandas, about a second, for a check of names.
+    """
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "algorithms")
+    names: set[str] = set()
+    for folder, _, files in os.walk(root):
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(folder, file), encoding="utf-8") as handle:
+                    tree = ast.parse(handle.read())
+            except (OSError, SyntaxError, ValueError):  # an unreadable file declares nothing
+                continue
+            for node in tree.body:
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                        and isinstance(node.value.value, str)
+                        and any(isinstance(t, ast.Name)
+                                and (t.id == "BLOCK" or t.id.endswith("_BLOCK"))
+                                for t in node.targets)):
+                    names.add(node.value.value)
+    return tuple(sorted(names))
+
+
+def known_blocks() -> tuple[str, ...]:
+    """The block names :func:`disable_blocks` checks its patterns against, sorted.
+
+    Every algorithm's ``BLOCK`` (and ``*_BLOCK``) constant, found without importing the
+    algorithms, and every named block that ran in this process so far (in any thread or
+    context), so a caller's own blocks are known once they have run.
+
+    >>> from toolkit.core.stop_gradient import known_blocks
+    >>> "simsiam.target" in known_blocks()
+    True
+    """
+    return tuple(sorted({*_algorithm_blocks(), *_EVER_SEEN}))
 
 
 def seen_blocks() -> tuple[str, ...]:
