@@ -18,6 +18,7 @@ from toolkit.algorithms.em import (
     GaussianMixture,
     m_step,
 )
+from toolkit.algorithms.em.initialization import INIT_PARAMS
 from toolkit.lab.data import MIXTURE_2D, gaussian_mixture, iris
 
 from ._helpers import F64, _full_covs, _init_params
@@ -416,3 +417,28 @@ def test_private_hooks_match_sklearns(ct: str, seed: int) -> None:
         for name in names:
             np.testing.assert_allclose(getattr(ours, name), getattr(ref, name), rtol=1e-12,
                                        err_msg=name)
+
+
+@pytest.mark.parametrize("init_params", INIT_PARAMS)
+def test_integer_sample_weights_equal_repeated_rows_from_the_drawn_start(
+        init_params: str, seed: int) -> None:
+    """Issue 73: integer weights are repeated rows, the drawn start included.
+
+    The start is drawn for the rows as they would be repeated (``np.repeat`` order), so the
+    weighted fit and the fit of the repeated rows start from the same parameters (up to one
+    rounding of the responsibilities) and then take the same EM steps.
+    """
+    X = gaussian_mixture(90, MIXTURE_2D, seed=seed + 7).X
+    counts = torch.randint(0, 4, (90,), generator=torch.Generator().manual_seed(seed))
+    counts[:3] = 1  # at least n_components rows weigh something, whatever the seed
+    X_rep = torch.repeat_interleave(X, counts, dim=0)
+    kw = {"init_params": init_params, "max_iter": 25, "tol": 0.0,
+          "random_state": seed}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        weighted = GaussianMixture(3, **kw).fit(X, sample_weight=counts)
+        repeated = GaussianMixture(3, **kw).fit(X_rep)
+    np.testing.assert_allclose(weighted.lower_bounds_, repeated.lower_bounds_, rtol=1e-9)
+    for name in ("weights_", "means_", "covariances_"):
+        torch.testing.assert_close(getattr(weighted, name), getattr(repeated, name),
+                                   rtol=1e-7, atol=1e-9, msg=name)

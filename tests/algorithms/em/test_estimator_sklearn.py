@@ -24,24 +24,23 @@ from sklearn.utils.estimator_checks import (
 from toolkit.algorithms.em import COVARIANCE_TYPES, GaussianMixture
 from toolkit.algorithms.em.initialization import INIT_PARAMS, parameters_from_responsibilities
 
-#: Why weighting a row is not the same as repeating it, for each random start (n_components >= 2).
-#: scikit-learn's check fits X_weighted, with integer weights and its rows shuffled, against X
-#: repeated row by row in the original order. Everything after the start honours the weights
-#: (test_weighting_equals_repetition_from_the_same_start; test_integer_sample_weights_equal_
-#: repeated_rows in test_estimator.py); the starts are scikit-learn's draws, which depend on the
-#: number and the order of the rows. With one component, or with all three *_init given, nothing
-#: is drawn and the check passes (test_deterministic_starts_pass_the_weight_equivalence_check).
+#: Why weighting a row is not the same as repeating it in scikit-learn's check, for each random
+#: start (n_components >= 2). The check fits X_weighted, with integer weights and its rows
+#: shuffled, against X repeated row by row in the original order. Integer weights are repeated
+#: rows, the drawn start included, when the order is the same (test_integer_sample_weights_equal_
+#: repeated_rows_from_the_drawn_start in test_estimator.py); the draws depend on the order of the
+#: rows, as scikit-learn's do. With one component, or with all three *_init given, nothing is
+#: drawn and the check passes (test_deterministic_starts_pass_the_weight_equivalence_check).
 RANDOM_START_REASONS = {
-    "kmeans": "KMeans's k-means++ seeding draws rows through the cumulative weights in row order, "
-              "so weighted shuffled rows and repeated rows seed different centres (scikit-learn "
+    "kmeans": "KMeans's k-means++ seeding draws rows in row order, so shuffled rows and the "
+              "repeated rows in their original order seed different centres (scikit-learn "
               "declares the same failure for KMeans)",
-    "k-means++": "the k-means++ seeds are drawn through the cumulative weights in row order, so "
-                 "weighted shuffled rows and repeated rows draw different seeds",
-    "random": "one uniform row of responsibilities is drawn per data row, in row order "
-              "(scikit-learn's draws): a row of weight 2 gets one draw, its two copies two",
-    "random_from_data": "the starting points are drawn by row index with probability "
-                        "proportional to the weights: the same draw picks another row when the "
-                        "rows are shuffled or repeated",
+    "k-means++": "the k-means++ seeds are drawn in row order, so shuffled rows and the repeated "
+                 "rows in their original order draw different seeds",
+    "random": "one uniform row of responsibilities is drawn per repeated row, in row order "
+              "(scikit-learn's draws): shuffled rows get other draws",
+    "random_from_data": "the starting points are drawn by the index of the repeated rows: the "
+                        "same draw picks another row when the rows are shuffled",
 }
 
 

@@ -10,7 +10,11 @@ from sklearn.datasets import load_iris
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 
 from toolkit.algorithms.em import GaussianMixture, m_step
-from toolkit.algorithms.em.initialization import INIT_PARAMS, initial_responsibilities
+from toolkit.algorithms.em.initialization import (
+    INIT_PARAMS,
+    MAX_REPEATED_ROWS,
+    initial_responsibilities,
+)
 
 from ._helpers import F64
 
@@ -85,3 +89,22 @@ def test_sample_weights_reach_the_initialization() -> None:
         X, sample_weight=w)
     expected = m_step(X, torch.log(resp), sample_weight=w)
     torch.testing.assert_close(gm.means_, expected.means, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("init_params", INIT_PARAMS)
+def test_integer_weights_draw_the_start_of_the_repeated_rows(init_params: str) -> None:
+    """Row i gets the mean of its copies' responsibilities in the repeated rows' start; counts
+    beyond MAX_REPEATED_ROWS are drawn once per row (no row allocated per count)."""
+    X = torch.as_tensor(load_iris().data)[::5]
+    counts = torch.as_tensor(np.random.RandomState(3).randint(0, 4, len(X)), dtype=F64)
+    counts[:3] = 1
+    reps = counts.long()
+    resp = initial_responsibilities(X, 3, init_params, counts, np.random.RandomState(8))
+    copies = initial_responsibilities(torch.repeat_interleave(X, reps, dim=0), 3, init_params,
+                                      None, np.random.RandomState(8))
+    owner = torch.repeat_interleave(torch.arange(len(X)), reps)
+    summed = torch.zeros_like(resp).index_add_(0, owner, copies)
+    torch.testing.assert_close(resp * counts[:, None], summed, rtol=1e-12, atol=1e-12)
+    heavy = counts * MAX_REPEATED_ROWS
+    resp = initial_responsibilities(X, 3, init_params, heavy, np.random.RandomState(8))
+    assert resp.shape == (len(X), 3) and resp.isfinite().all()

@@ -261,14 +261,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             X: (n_samples, n_features) array-like, pandas frame or tensor; finite values.
             y: ignored (scikit-learn's convention).
             sample_weight: optional (n_samples,) non-negative weights (a toolkit extension).
-                Every EM step (E-step, M-step, lower bound, convergence test) treats an
-                integer weight as that many copies of the row. The random start does not:
-                with ``n_components > 1`` and no ``weights_init``, ``means_init`` and
-                ``precisions_init``, the start (``init_params``) draws rows in their order,
-                as scikit-learn's does, so weighted rows and repeated rows may start, and
-                then converge, differently; scikit-learn's
-                ``check_sample_weight_equivalence_on_dense_data`` holds when the start is
-                given or ``n_components=1``.
+                Integer weights are that many copies of the row, the drawn start included:
+                the start (``init_params``) is drawn for the rows repeated in place (``np.repeat``
+                order; see ``initialization.initial_responsibilities`` for the bound on the
+                copies), and every EM step (E-step, M-step, lower bound,
+                convergence test) weighs the rows, so the same ``random_state`` fits the
+                weighted rows as it fits the repeated ones. The draws follow the rows' order,
+                as scikit-learn's do: weighted rows in another order may start, and then
+                converge, differently, so scikit-learn's
+                ``check_sample_weight_equivalence_on_dense_data`` (which shuffles them) holds
+                when the start is given or ``n_components=1``.
         """
         where = "GaussianMixture.fit"
         check_params("GaussianMixture", self.get_params(deep=False), _CONSTRAINTS)

@@ -19,10 +19,14 @@ from toolkit.algorithms.em.params import (
     precisions_cholesky_from_precisions,
 )
 
-__all__ = ["INIT_PARAMS", "initial_parameters", "initial_responsibilities",
+__all__ = ["INIT_PARAMS", "MAX_REPEATED_ROWS", "initial_parameters", "initial_responsibilities",
            "parameters_from_responsibilities"]
 
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
+
+#: The most rows the start repeats for integer sample weights (their sum); heavier weights are
+#: drawn once per row, so that a histogram's counts never allocate one row per count.
+MAX_REPEATED_ROWS = 1 << 22
 
 
 def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: str,
@@ -37,9 +41,17 @@ def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: st
     - ``"random"``: uniform random rows normalized to sum to 1;
     - ``"random_from_data"``: one-hot rows at ``k`` distinct random samples.
 
-    Sample weights go to the clustering (``"kmeans"``, ``"k-means++"``) and make
-    ``"random_from_data"`` draw samples with probability proportional to their weight.
-    The M-step of these responsibilities gives the initial parameters.
+    Integer sample weights are repeated rows, the start included: the draw is made for the
+    rows repeated in place (row ``i`` ``w_i`` times, as ``np.repeat`` orders them), and row
+    ``i`` gets the sum of its copies' responsibilities divided by ``w_i``. The weighted
+    M-step of these responsibilities is then the M-step of the repeated rows, and the same
+    ``random_state`` gives a weighted fit and a fit of the repeated rows the same start
+    (up to one rounding). Above :data:`MAX_REPEATED_ROWS` copies, and for weights that are
+    not all integers, the draw is made once per row instead: the weights go to the
+    clustering (``"kmeans"``, ``"k-means++"``) and make ``"random_from_data"`` draw samples
+    with probability proportional to their weight; ``"random"`` draws one row of
+    responsibilities per sample. The M-step of these responsibilities gives the initial
+    parameters.
 
     Args:
         X: (n_samples, n_features) data.
@@ -54,6 +66,32 @@ def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: st
     n, k = X.shape[0], n_components
     X_np = X.cpu().numpy()
     sw = None if sample_weight is None else sample_weight.cpu().numpy()
+    counts = _repeat_counts(sw)
+    if counts is not None:  # the start of the repeated rows, summed back per row
+        copies = _draw(np.repeat(X_np, counts, axis=0), k, init_params, None, random_state)
+        resp = np.zeros((n, k), dtype=X_np.dtype)
+        np.add.at(resp, np.repeat(np.arange(n), counts), copies)
+        weighed = counts > 0
+        resp[weighed] /= counts[weighed, np.newaxis]
+        return torch.as_tensor(resp, device=X.device)
+    return torch.as_tensor(_draw(X_np, k, init_params, sw, random_state), device=X.device)
+
+
+def _repeat_counts(sample_weight: np.ndarray | None) -> np.ndarray | None:
+    """The weights as repeat counts when they are all integers and their sum is at most
+    :data:`MAX_REPEATED_ROWS`; else ``None`` (no weights, or the per-row draw)."""
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if not np.array_equal(w, np.floor(w)) or w.sum() > MAX_REPEATED_ROWS:
+        return None
+    return w.astype(np.int64)
+
+
+def _draw(X_np: np.ndarray, k: int, init_params: str, sw: np.ndarray | None,
+          random_state: np.random.RandomState) -> np.ndarray:
+    """scikit-learn's draw of initial responsibilities for the rows ``X_np`` (numpy)."""
+    n = X_np.shape[0]
     resp = np.zeros((n, k), dtype=X_np.dtype)
     if init_params == "kmeans":
         from sklearn.cluster import KMeans
@@ -73,7 +111,7 @@ def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: st
 
         _, indices = kmeans_plusplus(X_np, k, sample_weight=sw, random_state=random_state)
         resp[indices, np.arange(k)] = 1
-    return torch.as_tensor(resp, device=X.device)
+    return resp
 
 
 def initial_parameters(X: torch.Tensor, n_components: int, init_params: str,
