@@ -1,5 +1,10 @@
 """``--resume``: which planned runs exist already (matched by the hash of ``config.toml``),
 and a claim so two resumes never run one twice.
+
+What a run's last command left decides: a run whose newest folder is interrupted is resumed
+from it, whatever complete runs of the same request an earlier command left beside it; the
+resumed folder is removed once its finished parts are carried into the new run, so that no
+folder stays ``interrupted``.
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +26,10 @@ from toolkit.lab.errors import DamagedFile
 from toolkit.lab.plan.config import Plan, RunSpec
 from toolkit.lab.results.files import atomic_write_bytes, inside, read_json
 from toolkit.lab.results.schema import RunConfig
-from toolkit.lab.results.view import RunResults, check_run
+from toolkit.lab.results.view import RunResults, check_run, lock_of
 
-__all__ = ["LOCKS", "ResumePlan", "carry_over", "claimed", "done_as_requested", "plan_resume"]
+__all__ = ["LOCKS", "ResumePlan", "carry_over", "claimed", "done_as_requested", "plan_resume",
+           "replace_interrupted"]
 
 #: ``<output_dir>/<experiment>/.locks/<identity>.lock``: held while a resumed run is started
 LOCKS = ".locks"
@@ -52,8 +59,15 @@ def _run_dirs(places: Iterable[tuple[str | Path, str]]) -> Iterator[Path]:
                 yield run_dir
 
 
+def _newest(runs: dict[Path, RunResults]) -> Path | None:
+    """The run folder made last (by the start its ``meta.json`` records, then its name)."""
+    return max(runs, key=lambda d: (str(runs[d].meta.get("started") or ""), d.name),
+               default=None)
+
+
 def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
-    """Match each planned run with the runs under its output folder."""
+    """Match each planned run with the runs under its output folder: the newest, when it was
+    interrupted, is resumed; else a complete one is done, a running one left alone."""
     plan, index = ResumePlan(), dict[str, list[Path]]()
     for run_dir in _run_dirs((s.config.output_dir, s.config.experiment) for s in specs):
         try:
@@ -65,12 +79,18 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
             plan.damaged.append(DamagedFile(run_dir / "config.toml", str(err).splitlines()[0]))
     for spec in specs:
         found = index.get(spec.config.identity(), [])
-        status: dict[Path, str] = {}
+        status, read = dict[Path, str](), dict[Path, RunResults]()
         for run_dir in found:
             try:
-                status[run_dir] = RunResults(run_dir).status
+                read[run_dir] = RunResults(run_dir)
+                status[run_dir] = read[run_dir].status
             except DamagedFile as err:
                 plan.damaged.append(err)
+        newest = _newest(read)
+        if newest is not None and status[newest] == "interrupted":  # what the last command left
+            plan.todo.append(spec if spec.resumes else dataclasses.replace(spec,
+                                                                           resumes=str(newest)))
+            continue
         checked = {d: check_run(d) for d in found if status.get(d) == "complete"}
         readable = [d for d, problems in checked.items() if not problems]
         running = [d for d in found if status.get(d) == "running"]
@@ -88,7 +108,8 @@ def plan_resume(specs: Sequence[RunSpec]) -> ResumePlan:
 
 def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
     """The complete, checked run of every run the ``plans`` give, matched by its recorded
-    request without importing an experiment; ``None`` when one is missing."""
+    request without importing an experiment; ``None`` when one is missing or when the newest
+    run of a request was interrupted (the command that made it is resumed)."""
     wanted: dict[str, None] = {}
     for plan in plans:
         keys = plan.requests()
@@ -96,13 +117,18 @@ def done_as_requested(plans: Sequence[Plan]) -> list[Path] | None:
             return None
         wanted.update(dict.fromkeys(keys))
     found: dict[str, Path] = {}
+    runs: dict[str, dict[Path, RunResults]] = {}
     for run_dir in _run_dirs((p.file.output_dir, p.file.experiment) for p in plans):
         with contextlib.suppress(DamagedFile):
-            meta = RunResults(run_dir).meta
-            key = meta.get("request")
-            if key in wanted and meta.get("status") == "complete" and not check_run(run_dir):
-                found[key] = run_dir
-    if len(found) < len(wanted):
+            run = RunResults(run_dir)
+            key = run.meta.get("request")
+            if key in wanted:
+                runs.setdefault(key, {})[run_dir] = run
+                if run.meta.get("status") == "complete" and not check_run(run_dir):
+                    found[key] = run_dir
+    if len(found) < len(wanted) or any(
+            runs[key][newest].meta.get("status") == "interrupted"
+            for key in runs if (newest := _newest(runs[key])) is not None):
         return None
     return [found[key] for key in wanted]
 
@@ -130,9 +156,10 @@ def claimed(todo: Sequence[RunSpec]) -> Iterator[list[RunSpec]]:
         yield [s for s in mine if id(s) in again]
 
 
-def carry_over(old: Path, files: RunFiles) -> None:
+def carry_over(old: Path, files: RunFiles) -> bool:
     """Copy into a new run the files of the children that finished (``ctx.child_done``) in
-    the interrupted run ``old``; a damaged file carries nothing over."""
+    the interrupted run ``old``; whether ``old`` was read (a damaged file carries nothing
+    over)."""
     try:
         run = RunResults(old)
         children = {k: v for k, v in run.meta.get("children", {}).items()
@@ -141,9 +168,9 @@ def carry_over(old: Path, files: RunFiles) -> None:
         summary, costs, rows = run.summary, run.costs, run.all_metrics
     except DamagedFile as err:
         print(f"toolkit: warning: {err}; {old.name} is not resumed", file=sys.stderr)
-        return
+        return False
     if not done:
-        return
+        return True
     left = [k for k in children if k not in done]
     files.blocks_seen.update(dict.fromkeys(run.meta.get("blocks_seen", [])))
     for row in rows:
@@ -165,6 +192,23 @@ def carry_over(old: Path, files: RunFiles) -> None:
     files.carried = done
     files.write("summary", "costs")
     files.write_children()
+    return True
+
+
+def replace_interrupted(old: Path, new: Path) -> None:
+    """Remove the interrupted run ``old`` once ``new`` carries what it kept: a folder beside
+    ``new``, never a link, only while nothing runs in it (its lock taken); a warning when it
+    cannot be removed."""
+    if old.is_symlink() or old.resolve().parent != new.resolve().parent:
+        return
+    try:
+        with lock_of(old):
+            if RunResults(old).meta.get("status") != "interrupted":
+                return
+            shutil.rmtree(old)
+    except (filelock.Timeout, DamagedFile, OSError) as err:
+        print(f"toolkit: warning: {old}: not removed ({err}); {new.name} replaces it",
+              file=sys.stderr)
 
 
 def _skipped(spec: RunSpec, why: str) -> None:

@@ -34,7 +34,7 @@ from toolkit.core import record_blocks
 from toolkit.lab.errors import ConfigError, os_error_line
 from toolkit.lab.execute.context import RunContext, RunFiles
 from toolkit.lab.execute.live_curves import check_tensorboard
-from toolkit.lab.execute.resume import carry_over
+from toolkit.lab.execute.resume import carry_over, replace_interrupted
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
 from toolkit.lab.results.files import (
@@ -211,8 +211,8 @@ def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Fin
         atomic_write_json(path, running := RunMeta(status="running", **began))
         files = RunFiles(run_dir, meta=running, tensorboard=board)
         files.write("summary", "costs")  # from the start: any run can be reported
-        if spec.resumes is not None:
-            carry_over(Path(spec.resumes), files)
+        if spec.resumes is not None and carry_over(Path(spec.resumes), files):
+            replace_interrupted(Path(spec.resumes), run_dir)  # no folder stays interrupted
         started = True
         with record_blocks() as seen, intra_op_threads(config.threads), held_signals.lifted():
             experiment.run(spec.params, RunContext(
