@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
+import re
 import textwrap
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from matplotlib.patches import Rectangle
 from toolkit.lab import run_experiment
 from toolkit.lab.report.compare import (
     DIFF,
+    NARROWEST,
     WIDTH,
     Comparison,
     Sweep,
@@ -25,6 +27,7 @@ from toolkit.lab.report.compare import (
     format_table,
     headline_metrics,
     metric_figure,
+    terminal_width,
     write_compare,
 )
 
@@ -114,7 +117,8 @@ def test_compare_every_experiment_on_two_seeds(two_seeds: Path) -> None:
     values = td.values[td.values.quantity == "a_split.values.B"]
     assert set(values.variant) == {"blocked", "unblocked", DIFF}
     text = {v: cell(values.value[values.variant == v], "x") for v in values.variant}
-    assert text == {"blocked": "1", "unblocked": "0.75", DIFF: "-0.25"}
+    assert text == {"blocked": "1 [seeds agree]", "unblocked": "0.75 [seeds agree]",
+                    DIFF: "-0.25 [seeds agree]"}
     em = compare_runs(two_seeds / "em_gmm")
     fig = metric_figure(em, "em_gmm", "final_loglik")
     (ax,) = fig.axes
@@ -146,7 +150,7 @@ def test_cells_give_the_mean_and_the_range_and_pair_the_difference_by_seed() -> 
     assert cell([2.0, 7.0], "loss") == "4.5 [2, 7]"
     assert cell([1.0, 4.0], "loss") == "2.5 [1, 4]"
     assert cell([0.25, 0.5], "seconds") == "375 [250, 500] ms"
-    assert cell([0.25, 0.25], "seconds") == "250 ms"
+    assert cell([0.25, 0.25], "seconds") == "250 ms [seeds agree]"
     loss = _stats(table, "loss", "blocked")
     assert (loss.mean, loss.n) == (2.0, 2) and loss.std == pytest.approx(2 ** 0.5)
     assert _stats(table, "loss", DIFF).mean == 2.5  # paired: (2 - 1 + 7 - 3) / 2
@@ -161,6 +165,79 @@ def test_a_wide_table_stays_within_the_width() -> None:
         text = format_table(table, width)
         assert max(len(line) for line in text.splitlines()) <= width, (width, text)
         assert "bfloat16" in text and "[1.23e-07, 9.88e-07]" in text
+
+
+#: Numbers as an em_gmm sweep gives them: a table of them is 100 characters wide.
+EM_LIKE = {"agreeing": ([2.0, 2.0], [1.5, 1.5]),
+           "final_loglik": ([-3.56, -3.4612], [-3.5677, -3.4668]),
+           "final_resp_entropy": ([0.0282, 0.0309], [0.0217, 0.0224]),
+           "weights_max_abs_err": ([0.0101, 0.034], [0.0101013, 0.03592])}
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]\d+)?")
+
+
+@pytest.mark.parametrize("columns", [80, 60, 100])
+def test_the_table_takes_the_terminals_width_and_splits_no_number(
+        columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _table(EM_LIKE)
+    wide = format_table(table, 400)
+    assert max(len(line) for line in wide.splitlines()) > 80  # the case of issue 72
+    monkeypatch.setenv("COLUMNS", str(columns))
+    text = format_table(table)
+    assert max(len(line) for line in text.splitlines()) <= columns, text
+    # a number broken across lines would leave pieces that the one-line table does not hold
+    tokens = [t for line in text.splitlines() for t in NUMBER.findall(line)]
+    assert sorted(tokens) == sorted(t for line in wide.splitlines()
+                                    for t in NUMBER.findall(line)), text
+    assert "-0.00665 [-0.0077, -0.0056]" in text  # whole, on one line
+
+
+def test_piped_output_is_as_wide_as_WIDTH(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # pytest's stdout is no terminal
+    assert terminal_width() == WIDTH
+    monkeypatch.setenv("COLUMNS", "10")
+    assert terminal_width() == NARROWEST
+
+
+def test_every_row_has_its_range_or_says_why_not() -> None:
+    assert cell([2.0], "loss") == "2 [1 seed]"
+    assert cell([2.0, 2.0, 2.0], "loss") == "2 [seeds agree]"
+    text = format_table(_table(EM_LIKE), 80)
+    for line in text.splitlines()[3:]:
+        if line.strip().startswith(("blocked", "unblocked", "Δ")):
+            assert "[" in line and "]" in line, line
+    assert "blocked    2 [seeds agree]" in text and "Δ          -0.5 [seeds agree]" in text
+
+
+def test_compare_on_the_command_line_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.lab.cli import main
+
+    (tmp_path / "exps").mkdir()
+    (tmp_path / "exps" / "em_like.py").write_text(EM_LIKE_EXPERIMENT)
+    monkeypatch.setenv("TOOLKIT_EXPERIMENTS_PATH", str(tmp_path / "exps"))
+    for seed in (0, 1):
+        run_experiment("em_like", seed=seed, device="cpu", output_dir=tmp_path / "r")
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["compare", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "-0.006653 [-0.0077, -0.00561]" in out  # whole, on one line
+
+
+EM_LIKE_EXPERIMENT = textwrap.dedent('''
+    """Two seeds of em_gmm-like numbers, Δ = -0.0077 (seed 0) and -0.005606 (seed 1)."""
+    from toolkit.lab import ExperimentParams
+
+    class Params(ExperimentParams):
+        pass
+
+    def run(params, ctx):
+        b = [-3.5612, -3.4631][ctx.seed]
+        u = b + [-0.0077, -0.005606][ctx.seed]
+        ctx.summary(blocked={"final_loglik": b, "final_resp_entropy": 0.0282 + ctx.seed / 300},
+                    unblocked={"final_loglik": u, "final_resp_entropy": 0.02171})
+''')
 
 
 LONG_KEY = textwrap.dedent('''

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,10 @@ from toolkit.lab.results.schema import BLOCKED, UNBLOCKED
 from toolkit.lab.results.view import RunResults, readable_runs
 from toolkit.lab.style import COLORS, EXTRA_COLORS, MARKERS, integer_ticks, variant_style
 
-WIDTH = 120  # widest line of the terminal table
+WIDTH = 120  # widest line of the terminal table when the width is not known (piped output)
+NARROWEST = 40  # a terminal narrower than this is taken as this wide
+ONE_SEED = "[1 seed]"  # what a cell says instead of a range: one seed only,
+AGREE = "[seeds agree]"  # or every seed gave the same value
 HEADLINE = 3  # headline quantities (one figure each, the terminal's rows) per config
 NOISE = 1e-9  # values this small in both variants are rounding, not a difference
 DIFF = "unblocked − blocked"
@@ -177,22 +181,27 @@ def compare_runs(root: str | Path, *, on_damaged: Any = None, latest: bool = Fal
 
 def cell(values: Iterable[float], quantity: str) -> str:
     """Values over seeds as the tables write them: ``mean [smallest, largest] unit``, the range
-    with as few digits as tell its ends apart (none when the seeds agree).
+    with as few digits as tell its ends apart; where there is no range the brackets say why
+    (one seed, or every seed gave the same value).
 
     >>> cell([1.0, 3.0], "loss"), cell([0.25, 0.5], "seconds"), cell([2.0], "x")
-    ('2 [1, 3]', '375 [250, 500] ms', '2')
+    ('2 [1, 3]', '375 [250, 500] ms', '2 [1 seed]')
+    >>> cell([0.25, 0.25], "seconds")
+    '250 ms [seeds agree]'
     """
     xs = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
     if not xs.size:
         return ""
     mean = format_value(float(xs.mean()), quantity)
+    if xs.size == 1:
+        return f"{mean} {ONE_SEED}"
     for digits in (3, 4, 6):
         lo, hi = (format_value(float(f"{x:.{digits}g}") if digits < 4 else float(x), quantity)
                   for x in (xs.min(), xs.max()))
         if lo != hi:
             break
     if lo == hi:
-        return mean
+        return f"{mean} {AGREE}"
     (number, _, unit), (a, _, ua), (b, _, ub) = (s.partition(" ") for s in (mean, lo, hi))
     if ua == ub == unit:
         return f"{number} [{a}, {b}]" + (f" {unit}" if unit else "")
@@ -222,30 +231,59 @@ def headline_metrics(table: Comparison, experiment: str, config: str | None = No
     return (chosen or paired[:1])[:k]
 
 
+def terminal_width() -> int:
+    """The width to write at: ``COLUMNS``, else the terminal's, else (piped) :data:`WIDTH`;
+    never below :data:`NARROWEST`."""
+    return max(NARROWEST, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+def _wrap(text: str, width: int, indent: str = "", more: str | None = None, *,
+          name: bool = False) -> list[str]:
+    """``text`` on lines of at most ``width``, broken at spaces only: a number (``-0.0066``,
+    ``1.32e-06``) is never split, a word longer than the line keeps a line of its own. A
+    ``name`` (a quantity's, which may be any length) is cut where it must be."""
+    return textwrap.wrap(text, width, initial_indent=indent,
+                         subsequent_indent=indent if more is None else more,
+                         break_long_words=name, break_on_hyphens=False)
+
+
 def _lines(frame: pd.DataFrame, width: int) -> list[str]:
-    """A table in the terminal: columns padded, or each row on lines of its own if too wide."""
+    """A table in the terminal, in the first layout that fits ``width``: columns padded; else
+    each quantity on a line of its own and its values on the next; else each value on a line
+    of its own (``blocked    -3.51 [-3.56, -3.46]``). Lines break only at spaces."""
     widths = {c: max(len(str(c)), *map(len, frame[c])) for c in frame.columns}
     lines = ["    " + line.rstrip() for line in frame.to_string(
         index=False, justify="left", formatters={c: (lambda x, w=w: x.ljust(w))
                                                  for c, w in widths.items()}).splitlines()]
     if max(map(len, lines)) <= width:
         return lines
+    name, *columns = frame.columns
+    if 6 + sum(widths[c] + 2 for c in columns) - 2 <= width:
+        out = ["      " + "  ".join(str(c).ljust(widths[c]) for c in columns).rstrip()]
+        for _, row in frame.iterrows():
+            out += _wrap(str(row[name]), width, "    ", "      ", name=True)
+            out.append("      " + "  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
+        return out
+    pad = max(len(str(c)) for c in columns)
     out = []
     for _, row in frame.iterrows():
-        first, *rest = [f"{k}: {v}" for k, v in row.items() if v != ""]
-        out += textwrap.wrap(first, width, initial_indent="    ", subsequent_indent="      ")
-        out += textwrap.wrap("; ".join(rest), width, initial_indent="      ",
-                             subsequent_indent="      ", break_on_hyphens=False)
+        out += _wrap(str(row[name]), width, "    ", "      ", name=True)
+        for c in columns:
+            if row[c]:
+                out += _wrap(f"{str(c).ljust(pad)}  {row[c]}", width, "      ",
+                             " " * (8 + pad))
     return out
 
 
-def format_table(table: Comparison, width: int = WIDTH) -> str:
+def format_table(table: Comparison, width: int | None = None) -> str:
     """The terminal's view: per experiment, which runs were pooled, and for each config its
     headline quantities, blocked and unblocked side by side with Δ (every value is in
-    ``compare.csv`` and ``compare.html``); no line is longer than ``width``."""
-    out = textwrap.wrap(f"mean over seeds [smallest, largest]; {DELTA} = {DIFF}, paired by "
-                        f"seed; headline quantities only (every value in compare.csv and "
-                        f"compare.html)", width)
+    ``compare.csv`` and ``compare.html``). No line is longer than ``width`` (default: the
+    terminal's, :func:`terminal_width`) and no number is split across lines."""
+    width = terminal_width() if width is None else max(NARROWEST, width)
+    out = _wrap(f"mean over seeds [smallest, largest] ({ONE_SEED[1:-1]} or {AGREE[1:-1]}: no "
+                f"range); {DELTA} = {DIFF}, paired by seed; headline quantities only (every "
+                f"value in compare.csv and compare.html)", min(width, WIDTH))
     for exp, sweep in table.sweeps.items():
         labels = table.labels(exp)
         n_runs = sum(len(table.runs[(exp, label)]) for label in labels)
@@ -253,27 +291,26 @@ def format_table(table: Comparison, width: int = WIDTH) -> str:
                 f"run{'s' * (n_runs != 1)} pooled")
         if sweep.varying:
             head += f"; configs differ in {', '.join(sweep.varying)}"
-        out += ["", *textwrap.wrap(head, width)]
+        out += ["", *_wrap(head, width)]
         for label in labels:
             text = cells(table, exp, label)
             seeds = ", ".join(map(str, table.seeds(exp, label)))
-            out += textwrap.wrap(f"{label} · seeds {seeds}", width, initial_indent="  ",
-                                 subsequent_indent="    ") if sweep.varying else [
-                f"  seeds {seeds}"]
+            out += _wrap(f"{label} · seeds {seeds}" if sweep.varying else f"seeds {seeds}",
+                         width, "  ", "    ")
             chosen = headline_metrics(table, exp, label) or list(text.index[:HEADLINE])
             frame = text.reindex(index=chosen, columns=[BLOCKED, UNBLOCKED, DIFF, "value"])
             frame = frame.astype(object).fillna("").rename(columns={DIFF: DELTA}).rename_axis(
                 "quantity").reset_index()
             out += _lines(frame.loc[:, (frame != "").any()], width)
             if len(text) > len(chosen):
-                out.append(f"    + {len(text) - len(chosen)} more in compare.csv and "
-                           f"compare.html")
+                out += _wrap(f"+ {len(text) - len(chosen)} more in compare.csv and "
+                             f"compare.html", width, "    ")
     if table.duplicates:
-        out += ["", *textwrap.wrap(
-            f"note: {len(table.duplicates)} run(s) with a seed already counted were left out "
-            f"(only distinct seeds are replicates): "
-            f"{', '.join(shown(p.name) for p in table.duplicates)}", width,
-            break_on_hyphens=False)]
+        n = len(table.duplicates)
+        out += ["", *_wrap(
+            f"note: {n} run{'s' * (n != 1)} with a seed already counted {'were' if n != 1 else 'was'} "
+            f"left out (only distinct seeds are replicates): "
+            f"{', '.join(shown(p.name) for p in table.duplicates)}", width)]
     return "\n".join(out)
 
 
