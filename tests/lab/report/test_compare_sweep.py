@@ -4,26 +4,34 @@ its columns (the constant ones said once above it), and every config on the same
 from __future__ import annotations
 
 import csv
+import re
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
 from toolkit.lab.cli import main
 from toolkit.lab.report.compare import (
+    DIFF,
     WIDTH,
+    Comparison,
+    Sweep,
     compare_runs,
     curve_figure,
     curve_names,
     format_table,
     headline_metrics,
     metric_figure,
+    sweep_figure,
+    swept_keys,
 )
 from toolkit.lab.report.figures import plt
-from toolkit.lab.style import COLORS
+from toolkit.lab.style import COLORS, variant_style
 
 REPO = Path(__file__).resolve().parents[3]
 POINTS = [10, 2]  # in text order: the table orders them by value
@@ -174,3 +182,80 @@ def test_every_config_shares_the_axes_and_every_text_is_inside(sweep: Path) -> N
         plt.close(fig)
     figures = sorted(p.name for p in (sweep / "compare_figures").iterdir())
     assert "em_gmm__curves.png" in figures
+
+
+def test_the_page_opens_with_the_metrics_against_the_swept_key(sweep: Path) -> None:
+    """Issue 72: the question of a sweep is how the gap moves with what it sweeps."""
+    page = (sweep / "compare.html").read_text(encoding="utf-8")
+    ids = re.findall(r'<figure id="fig-([^"]+)"', page)
+    assert ids[0] == "em_gmm__sweep_inner_steps", ids  # first; the per-config slopes after
+    assert ids.index("em_gmm__final_loglik") > 0
+    table = compare_runs(sweep, latest=True)
+    assert swept_keys(table, "em_gmm") == ["inner_steps"]
+    headline = headline_metrics(table, "em_gmm")
+    fig = sweep_figure(table, "em_gmm", "inner_steps", headline)
+    try:
+        axes = [a for a in fig.axes if a.get_visible()]
+        assert len(axes) == 2 * len(headline)  # value | Δ, a row per headline metric
+        assert [a.get_xlabel() for a in axes[-2:]] == ["inner_steps", "inner_steps"]
+        for ax in axes:
+            assert [t.get_text() for t in ax.get_xticklabels()] == [str(k) for k in
+                                                                    sorted(POINTS)]
+        values = table.of("em_gmm")
+        for row, quantity in enumerate(headline):
+            left, right = axes[2 * row], axes[2 * row + 1]
+            assert left.get_title() == quantity and right.get_title() == f"Δ {quantity}"
+            drawn = {line.get_color(): line for line in left.get_lines()}
+            assert set(drawn) == {COLORS["blocked"], COLORS["unblocked"]}
+            assert drawn[COLORS["unblocked"]].get_linestyle() == \
+                variant_style("unblocked")["linestyle"]
+            (delta,) = [line for line in right.get_lines() if len(line.get_xdata()) > 1
+                        and line.get_marker() not in ("None", "")]
+            mine = values[(values.quantity == quantity) & (values.variant == DIFF)]
+            expected = [mine[mine.config == f"inner_steps={k}"].value.mean()
+                        for k in sorted(POINTS)]
+            assert np.allclose(delta.get_ydata(), expected)  # the mean of the paired Δ
+            assert list(delta.get_xdata()) == sorted(POINTS)
+            assert len(right.collections) == 1 and len(left.collections) == 2  # the bands
+        legend_texts = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert any(t.startswith("Δ = unblocked − blocked") for t in legend_texts)
+        assert text_problems(fig) == [] and layout_problems(fig) == []
+    finally:
+        plt.close(fig)
+    everything = compare_runs(sweep)  # with the earlier run, which differs in several keys
+    assert swept_keys(everything, "em_gmm") == ["inner_steps"]
+
+
+def _grid() -> Comparison:
+    """A 2 × 2 grid (dtype × lr) of two seeds each: Δ grows with lr, more in float32."""
+    records, points = [], {}
+    for dtype in ("float32", "float64"):
+        for lr in ("0.1", "0.2"):
+            label = f"dtype={dtype}, lr={lr}"
+            points[label] = {"dtype": dtype, "lr": lr}
+            for seed in (0, 1):
+                b = 1.0 + seed / 10
+                u = b + float(lr) * (2 if dtype == "float32" else 1)
+                records += [{"experiment": "exp", "config": label, "seed": seed,
+                             "quantity": "loss", "variant": v, "value": x}
+                            for v, x in (("blocked", b), ("unblocked", u), (DIFF, u - b))]
+    return Comparison(pd.DataFrame(records), {"exp": Sweep(["dtype", "lr"], {}, points)},
+                      {("exp", label): [] for label in points})
+
+
+def test_each_key_of_a_grid_gets_its_figure_the_others_their_markers() -> None:
+    table = _grid()
+    assert swept_keys(table, "exp") == ["dtype", "lr"]
+    fig = sweep_figure(table, "exp", "dtype", ["loss"])
+    try:
+        left, right = fig.axes
+        assert [t.get_text() for t in left.get_xticklabels()] == ["float32", "float64"]
+        deltas = [line for line in right.get_lines() if line.get_marker() not in ("None", "")]
+        assert len(deltas) == 2 and len({line.get_marker() for line in deltas}) == 2
+        assert sorted(tuple(np.round(line.get_ydata(), 6)) for line in deltas) == [
+            (0.2, 0.1), (0.4, 0.2)]
+        legend_texts = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert "lr=0.1" in legend_texts and "lr=0.2" in legend_texts
+        assert text_problems(fig) == [] and layout_problems(fig) == []
+    finally:
+        plt.close(fig)

@@ -28,6 +28,7 @@ from toolkit.lab.report.figures import (
     panels,
     plt,
     series,
+    subplots,
     wrap,
 )
 from toolkit.lab.report.render import FigureItem, format_value, page, png, safe_name, split_variant
@@ -379,6 +380,108 @@ def metric_figure(table: Comparison, experiment: str, quantity: str) -> Any:
     return fig
 
 
+def _number(text: str) -> float | None:
+    """A swept value as a number (``"5"`` → 5.0), or ``None`` for text, lists, booleans."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _band(ax: Any, x: Sequence[float], by_x: Sequence[np.ndarray], **style: Any) -> Any:
+    """The mean over seeds at each ``x`` as a line with markers, their range as a band."""
+    mean = np.array([v.mean() if v.size else np.nan for v in by_x])
+    lo = np.array([v.min() if v.size else np.nan for v in by_x])
+    hi = np.array([v.max() if v.size else np.nan for v in by_x])
+    (line,) = ax.plot(x, mean, markersize=5, linewidth=1.6, **style)
+    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0,
+                    zorder=line.get_zorder() - 0.5)
+    return line
+
+
+def swept_keys(table: Comparison, experiment: str) -> list[str]:
+    """The keys ``experiment``'s configs vary that are swept: two or more of their values
+    among configs that agree in every other varying key (a key that only tells apart runs
+    that differ in many keys is no sweep of it)."""
+    sweep = table.sweep(experiment)
+    out = []
+    for key in sweep.varying:
+        seen: dict[tuple[str, ...], set[str]] = {}
+        for point in sweep.points.values():
+            rest = tuple(point[k] for k in sweep.varying if k != key)
+            seen.setdefault(rest, set()).add(point[key])
+        if any(len(v) > 1 for v in seen.values()):
+            out.append(key)
+    return out
+
+
+def sweep_figure(table: Comparison, experiment: str, key: str,
+                 quantities: Sequence[str]) -> Any:
+    """The sweep's question in one figure: a row per quantity of ``quantities``, against the
+    swept ``key`` on the x axis. Left, the value with the block and without it; right, their
+    difference Δ (paired by seed) with zero marked. Lines are the means over the seeds, bands
+    their range. Where other keys vary too, each of their combinations is a line of its own
+    (its marker in the legend)."""
+    sweep = table.sweep(experiment)
+    others = [k for k in sweep.varying if k != key]
+    points = {label: point for label, point in sweep.points.items()
+              if (experiment, label) in table.runs}
+    values = {label: point[key] for label, point in points.items()}
+    numbers = {label: _number(v) for label, v in values.items()}
+    numeric = all(n is not None for n in numbers.values())
+    order = sorted(dict.fromkeys(values.values()),
+                   key=lambda v: (0, n, "") if (n := _number(v)) is not None else (1, 0.0, v))
+    where = {v: (_number(v) if numeric else float(i)) for i, v in enumerate(order)}
+    groups: dict[str, list[str]] = {}
+    for label, point in points.items():
+        groups.setdefault(", ".join(f"{k}={point[k]}" for k in others), []).append(label)
+    fig, axes = subplots(len(quantities), 2, figsize=(8.8, 0.5 + 2.7 * len(quantities)),
+                         squeeze=False)
+    rows = table.of(experiment)
+    xs_all = sorted(where.values())
+    handles: list[Any] = []
+    for (left, right), quantity in zip(axes, quantities):
+        mine = rows[rows.quantity == quantity]
+        for g, labels in enumerate(groups.values()):
+            labels = sorted(labels, key=lambda label: where[values[label]])
+            x = [where[values[label]] for label in labels]
+            marker = MARKERS[g % len(MARKERS)]
+            for ax, variant in ((left, BLOCKED), (left, UNBLOCKED), (right, DIFF)):
+                by_x = [mine.loc[(mine.config == label) & (mine.variant == variant),
+                                 "value"].to_numpy(dtype=float) for label in labels]
+                by_x = [v[np.isfinite(v)] for v in by_x]
+                style = (variant_style(variant) if variant != DIFF else
+                         {"color": COLORS["reference"], "linestyle": "-", "zorder": 2.2})
+                _band(ax, x, by_x, marker=marker, label=f"{DELTA} = {DIFF}"
+                      if variant == DIFF else variant, **style)
+        right.axhline(0.0, color="#999999", linewidth=0.8, zorder=1)
+        for ax, title in ((left, quantity), (right, f"{DELTA} {quantity}")):
+            ax.set_title(wrap(title, 44), fontsize=10)
+            ax.set_xticks(xs_all, [str(v) for v in order], fontsize=9)
+            if numeric and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 10:
+                ax.set_xscale("log")
+                ax.set_xticks(xs_all, [str(v) for v in order], fontsize=9)
+                ax.xaxis.set_minor_locator(plt.NullLocator())
+            ax.tick_params(axis="y", labelsize=9)
+            ax.grid(alpha=0.3)
+            ax.margins(x=0.08)
+        if quantity == quantities[-1]:
+            for ax in (left, right):
+                ax.set_xlabel(key, fontsize=10)
+    handles += [Line2D([], [], label=f"{variant} (mean over seeds; band: their range)",
+                       **variant_style(variant)) for variant in (BLOCKED, UNBLOCKED)]
+    handles.append(Line2D([], [], color=COLORS["reference"], label=f"{DELTA} = {DIFF}, "
+                          f"paired by seed"))
+    if len(groups) > 1:
+        handles += [Line2D([], [], color="#404040", linestyle="none", label=group,
+                           marker=MARKERS[g % len(MARKERS)], markersize=6)
+                    for g, group in enumerate(groups)]
+    _legend(fig, handles, 60)
+    return fig
+
+
 def curve_names(groups: dict[str, Sequence[RunResults]], k: int = 3) -> list[str]:
     """Up to ``k`` metrics (``"<group>/<name>"``), in the order logged, that both variants
     logged over more than one step and that tell blocked from unblocked at some step."""
@@ -437,10 +540,22 @@ def curve_figure(groups: dict[str, Sequence[RunResults]], experiment: str,
 
 
 def compare_figures(table: Comparison) -> Iterator[tuple[str, str, str, Any]]:
-    """``(experiment, name, caption, figure)`` of every figure: one per headline metric of
-    each experiment, and for several configs their logged curves."""
+    """``(experiment, name, caption, figure)`` of every figure: first, for a sweep, its
+    headline metrics against each swept key (:func:`sweep_figure`); then one per headline
+    metric of each experiment (a config's blocked → unblocked slope), and for several configs
+    their logged curves."""
     for exp in table.sweeps:
-        for quantity in headline_metrics(table, exp):
+        headline = headline_metrics(table, exp)
+        for key in swept_keys(table, exp) if headline else ():
+            others = [k for k in table.sweep(exp).varying if k != key]
+            yield exp, f"sweep_{key}", (
+                f"{exp}: {', '.join(headline)} against {key}, the swept key. Left, with the "
+                f"block (solid blue) and without it (dashed vermillion); right, their "
+                f"difference {DELTA} = {DIFF}, paired by seed (grey line: zero). Lines are "
+                f"the means over the seeds, bands their range (smallest to largest)"
+                + (f"; each combination of {', '.join(others)} has its marker." if others
+                   else ".")), sweep_figure(table, exp, key, headline)
+        for quantity in headline:
             yield exp, quantity, (
                 f"{exp}: {quantity} of every config; a thick line joins a config's blocked "
                 f"and unblocked means (its colour and marker in the legend, with {DIFF}), thin "
