@@ -68,6 +68,21 @@ def test_one_lettered_panel_per_headline_with_its_thresholds_and_verdict() -> No
         plt.close(fig)
 
 
+def test_a_seed_independent_verdict_says_so_as_the_findings_do() -> None:
+    per_seed = {seed: {"x": [Finding("Exactly {b} with the block, {u} without.", True,
+                                     basis=BASIS, values={"b": 1.0, "u": 2.0},
+                                     seed_independent=True,
+                                     headline=Headline("count", "b", "u"))]}
+                for seed in range(3)}
+    fig = summary_figure([("exact", aggregate(per_seed)[0]["x"])])
+    try:
+        (title,) = _titles(fig)
+        assert title.splitlines()[-1].endswith("seed-independent"), title  # never "any seed"
+        assert text_problems(fig) == [] and layout_problems(fig) == []
+    finally:
+        plt.close(fig)
+
+
 def test_no_headline_no_figure_and_a_verdict_that_did_not_hold_says_so() -> None:
     assert summary_figure([("x", _verdicts([(1.0, 2.0)], head=None))]) is None
     assert summary_figure([]) is None

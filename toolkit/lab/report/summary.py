@@ -38,9 +38,10 @@ def headline_of(findings: Sequence[Verdict]) -> Verdict | None:
 
 
 def _status(verdict: Verdict) -> str:
-    """``"as predicted · 3/3 seeds"``, ``"measured · 3 seeds"``, ``"as predicted · any seed"``."""
+    """``"as predicted · 3/3 seeds"``, ``"measured · 3 seeds"``, ``"as predicted ·
+    seed-independent"`` (the same in every seed, as the findings say it)."""
     v = verdict
-    seeds = "any seed" if v.seed_independent else \
+    seeds = "seed-independent" if v.seed_independent else \
         f"{v.held}/{v.n_seeds - v.outside_seeds} seeds" if v.predicts and v.timing is None \
         else f"{v.n_seeds} seed{'s' * (v.n_seeds != 1)}"
     return f"{BADGES[v.verdict]} · {seeds}"
@@ -149,7 +150,8 @@ def _panel_texts(panel: Any, letter: str, name: str, verdict: Verdict, chars: in
     """Above the panel its name and verdict (and seeds off the axis), under it what to see in
     ``reading_lines`` lines (as many as every panel's: their axes align)."""
     head = verdict.headline
-    lines = [f"({letter}) {name}", *textwrap.wrap(_status(verdict), chars)]
+    lines = [f"({letter}) {name}", *textwrap.wrap(_status(verdict), chars,
+                                                  break_on_hyphens=False)]
     off = sum(1 for vs in _columns(verdict).values() for v in vs
               if v is not None and not _on_axis(v, head.log))
     if off:
