@@ -437,8 +437,9 @@ def sweep_figure(table: Comparison, experiment: str, key: str,
     groups: dict[str, list[str]] = {}
     for label, point in points.items():
         groups.setdefault(", ".join(f"{k}={point[k]}" for k in others), []).append(label)
-    fig, axes = subplots(len(quantities), 2, figsize=(8.8, 0.5 + 2.7 * len(quantities)),
+    fig, axes = subplots(len(quantities), 2, figsize=(8.8, 0.6 + 2.9 * len(quantities)),
                          squeeze=False)
+    fig.get_layout_engine().set(h_pad=0.12)  # a row's title clear of the ticks above it
     rows = table.of(experiment)
     xs_all = sorted(where.values())
     handles: list[Any] = []
