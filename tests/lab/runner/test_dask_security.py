@@ -175,10 +175,11 @@ class _Planted:
 
 
 @contextlib.contextmanager
-def _fake_scheduler(marker: Path, protocol: str = "tcp://", security: object = None
-                    ) -> Iterator[tuple[str, list[str]]]:
+def _fake_scheduler(marker: Path, protocol: str = "tcp://", security: object = None,
+                    wrap: object = None) -> Iterator[tuple[str, list[str]]]:
     """A Dask comm listener on 127.0.0.1 that sends whoever connects a message carrying a
-    pickle (:class:`_Planted`); yields its address and the list of peers it has seen."""
+    pickle (:class:`_Planted`, serialized with pickle, or wrapped in ``wrap``: distributed's
+    ``ToPickle``); yields its address and the list of peers it has seen."""
     from distributed.comm import listen
     from distributed.protocol import to_serialize
 
@@ -188,8 +189,9 @@ def _fake_scheduler(marker: Path, protocol: str = "tcp://", security: object = N
     async def handler(comm) -> None:
         seen.append(comm.peer_address)
         with contextlib.suppress(Exception):
-            await comm.write({"op": "planted", "x": to_serialize(_Planted(marker))},
-                             serializers=["pickle"])
+            planted = _Planted(marker)
+            await comm.write({"op": "planted", "x": wrap(planted) if wrap is not None
+                              else to_serialize(planted)}, serializers=["pickle"])
             await comm.read()
 
     async def serve() -> None:
@@ -439,3 +441,185 @@ def test_the_local_cluster_is_tls_on_loopback_only(dashboard: bool, certs,
     # the run still ran there: nothing an attaching process did reached it
     assert [RunResults(d).status for d in (tmp_path / "r" / "tiny_counter").iterdir()
             if (d / "meta.json").exists()] == ["interrupted"]
+
+
+# ---- a peer that holds a certificate of the cluster's CA (issue 73) ------------------------
+#
+# Such a peer passes the TLS handshake. What the toolkit promises about it: before the client
+# is started, the peer's first message is read with the connect timeout, its size checked
+# before anything is allocated for it, and it is decoded as plain msgpack (no object hooks):
+# a peer that is silent, that answers as another service, or that puts a pickle in its
+# handshake is refused in one line. Beyond that the scheduler is trusted: distributed's
+# client unpickles what a scheduler sends (the module docstring and the guide say so).
+
+
+@contextlib.contextmanager
+def _tls_peer(certs: dict[str, Path], answer: bytes | None) -> Iterator[str]:
+    """A TLS server on 127.0.0.1 holding the cluster's own certificate (its CA's), wanting
+    the client's; once the handshake is done it reads, then sends ``answer`` and stays open,
+    or (``None``) says nothing at all. Yields its tls:// address."""
+    import socket
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs["cert"], certs["key"])
+    context.load_verify_locations(certs["ca"])
+    context.verify_mode = ssl.CERT_REQUIRED
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop, held = threading.Event(), []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                raw, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                raw.settimeout(5)
+                peer = context.wrap_socket(raw, server_side=True)
+                held.append(peer)
+                if answer is not None:
+                    with contextlib.suppress(OSError):
+                        peer.recv(4096)
+                    peer.sendall(answer)
+            except OSError:
+                raw.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tls://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(10)
+        server.close()
+        for peer in held:
+            peer.close()
+
+
+def _run_within(seconds: float, argv: list[str]) -> tuple[int | None, float]:
+    """``main(argv)`` in a thread: its exit status and duration, or ``None`` when it was still
+    waiting after ``seconds`` (the thread is left behind, a daemon)."""
+    box: list[int] = []
+    thread = threading.Thread(target=lambda: box.append(main(argv)), daemon=True)
+    t0 = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    return (box[0] if box else None), time.monotonic() - t0
+
+
+def test_a_silent_peer_after_the_tls_handshake_ends_within_the_connect_timeout(
+        certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """It holds a certificate of the cluster's CA, finishes the TLS handshake, then never
+    speaks: the 3 s connect timeout ends the wait (well under 60 s), one line, nothing run."""
+    tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 3\n")
+    out = tmp_path / "r"
+    with _tls_peer(certs, None) as address:
+        status, elapsed = _run_within(60, ["run", str(tiny_config), "--out", str(out),
+                                           "--executor", "dask", "--address", address,
+                                           *_tls_options(certs)])
+    assert status == 2, f"still waiting after {elapsed:.0f} s" if status is None else status
+    assert elapsed < 3 + 20
+    line = _one_line(capsys.readouterr().err)
+    assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
+    assert "no Dask handshake within 3 s" in line
+    assert not list(out.rglob("meta.json"))
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",  # an HTTPS server of your CA
+    b"\xff" * 8 + b"garbage",
+])
+def test_a_huge_first_frame_is_refused_before_it_is_allocated(
+        answer: bytes, certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """The first 8 bytes a Dask peer sends are its message's length: an HTTPS server's
+    "HTTP/1.1" reads as 3.07 EiB. The size is checked against a bound before anything is
+    allocated: one line naming it, exit status 2, no MemoryError."""
+    tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 5\n")
+    out = tmp_path / "r"
+    with _tls_peer(certs, answer) as address:
+        status, _ = _run_within(60, ["run", str(tiny_config), "--out", str(out), "--executor",
+                                     "dask", "--address", address, *_tls_options(certs)])
+    assert status == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
+    assert "its first message declares" in line and "EiB" in line and "at most" in line
+    assert "MemoryError" not in line and not list(out.rglob("meta.json"))
+
+
+def _wire(message: dict) -> bytes:
+    """``message`` as a Dask peer sends it: an 8-byte length, then the packed frames."""
+    import struct
+
+    from distributed.protocol import dumps
+    from distributed.protocol.utils import pack_frames
+
+    packed = pack_frames(dumps(message))
+    return struct.pack("Q", len(packed)) + packed
+
+
+def test_a_pickle_in_the_handshake_of_a_peer_of_your_ca_is_not_loaded(
+        certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """A peer with a certificate of the cluster's CA greets with a handshake carrying a
+    pickle (a ``ToPickle`` part, which distributed loads whatever the deserializers): it is
+    read as plain msgpack and refused in one line; the pickle is never loaded."""
+    from distributed.protocol import ToPickle
+
+    marker, out = tmp_path / "unpickled", tmp_path / "r"
+    handshake = {"compression": None, "python": (3, 11, 0), "pickle-protocol": 5,
+                 "x": ToPickle(_Planted(marker))}
+    tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 5\n")
+    with _tls_peer(certs, _wire(handshake)) as address:
+        status, _ = _run_within(60, ["run", str(tiny_config), "--out", str(out), "--executor",
+                                     "dask", "--address", address, *_tls_options(certs)])
+    assert not marker.exists()
+    assert status == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
+    assert "it sent a pickle in its handshake: not loaded" in line
+    assert not list(out.rglob("meta.json"))
+
+
+def test_past_the_handshake_a_scheduler_of_your_ca_is_trusted_with_code(
+        certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """What the docs state, shown: a fake scheduler of the cluster's CA that answers the
+    handshake as Dask does and then sends a ``ToPickle`` gets it loaded by distributed's
+    client (no setting refuses it). The sweep still ends, in one line, with nothing run."""
+    from distributed.protocol import ToPickle
+
+    marker, out = tmp_path / "unpickled", tmp_path / "r"
+    ours = _own_server(certs)
+    tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 5\n")
+    with _fake_scheduler(marker, "tls://", ours, ToPickle) as (address, seen):
+        status, _ = _run_within(60, ["run", str(tiny_config), "--out", str(out), "--executor",
+                                     "dask", "--address", address, *_tls_options(certs)])
+    assert seen and marker.exists()  # the trust the docs ask for is real
+    assert status == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
+    assert not list(out.rglob("meta.json"))
+
+
+def _own_server(certs: dict[str, Path]) -> object:
+    """A scheduler's Security with the cluster's own certificate (one of its CA's)."""
+    from distributed.security import Security
+
+    return Security(require_encryption=True, tls_ca_file=str(certs["ca"]),
+                    tls_scheduler_cert=str(certs["cert"]), tls_scheduler_key=str(certs["key"]))
+
+
+def test_the_trust_in_a_scheduler_is_stated_where_the_executor_is_described() -> None:
+    """Past its handshake, a scheduler holding a certificate of your CA can run code in this
+    process (distributed's client unpickles what it sends): the docstring and the guide say
+    so in the same words."""
+    from toolkit.lab.execute import dask as executor
+
+    sentence = ("a scheduler you connect to can run code in this process: connect only to "
+                "schedulers you trust")
+    guide = " ".join((REPO / "docs" / "guides" / "experiments.md").read_text().split())
+    assert sentence in " ".join(executor.__doc__.split())
+    assert sentence in guide
+    assert "never unpickled" not in guide and "never a pickle" not in executor.__doc__

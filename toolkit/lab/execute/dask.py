@@ -1,8 +1,18 @@
 """Runs on a Dask cluster, every connection over TLS with mutual certificates: a
 ``LocalCluster`` with ``Security.temporary()``, or a scheduler's ``tls://`` address. Each run
 is one task of ``client.map``, written into ``output_dir`` (a remote cluster shares it); its
-outcome comes back as msgpack, never a pickle. Ctrl-C cancels the runs not started and closes
-a local cluster; the runs it ended are written ``interrupted``.
+outcome is read as msgpack. Ctrl-C cancels the runs not started and closes a local cluster;
+the runs it ended are written ``interrupted``.
+
+Trust: a scheduler you connect to can run code in this process: connect only to schedulers
+you trust. Holding a certificate of your CA is what makes a peer a scheduler of yours, and
+distributed's client unpickles what its scheduler sends (``__Pickled__`` parts of every
+message, the handshake included, whatever the client's ``deserializers``); no setting of
+distributed turns that off. Before the client starts, the peer's first message is read here
+with the connect timeout, its size checked before anything is allocated for it
+(:data:`MAX_HANDSHAKE_BYTES`) and decoded as plain msgpack: a peer of your CA that is silent
+after the TLS handshake, answers as another service (an HTTPS server's reply reads as a
+3.07 EiB frame) or sends a pickle in its handshake is refused in one line, exit status 2.
 """
 
 from __future__ import annotations
@@ -10,12 +20,14 @@ from __future__ import annotations
 import logging
 import secrets
 import signal
+import struct
 import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from toolkit._utils.formatting import fmt
 from toolkit._utils.lazy import install_line
 from toolkit.lab.errors import ConfigError, RunInterrupted
 from toolkit.lab.execute.run import Finish, RunOutcome, execute
@@ -25,9 +37,13 @@ from toolkit.lab.results.records import save_meta
 from toolkit.lab.results.schema import ExecutorConfig, RunMeta
 from toolkit.lab.results.view import RunResults
 
-__all__ = ["check_executor", "import_distributed", "run_on_dask"]
+__all__ = ["MAX_HANDSHAKE_BYTES", "check_executor", "import_distributed", "run_on_dask"]
 
 _TLS = "--tls-ca-file, --tls-cert and --tls-key"
+
+#: The largest first message read from a scheduler before the client starts (its handshake:
+#: a few hundred bytes of msgpack).
+MAX_HANDSHAKE_BYTES = 1 << 20
 
 
 def import_distributed() -> Any:
@@ -91,6 +107,105 @@ def _task(spec: RunSpec, argv: list[str], command: str, finish: Finish | None
     return {**vars(outcome), "run_dir": str(outcome.run_dir), "exception": None}
 
 
+class _NotAScheduler(ValueError):
+    """The peer at the address passed TLS but did not greet as a Dask scheduler."""
+
+
+def _greeting(address: str, ssl_context: Any, timeout: float) -> None:
+    """Read the first message of the peer at ``address`` within ``timeout`` seconds, as a
+    Dask scheduler sends it on every connection: an 8-byte length, then frames whose first
+    is msgpack. This end greets first, as a Dask client does (a handshake without
+    compression), so that a service that waits for a request answers at once. Raise
+    :class:`_NotAScheduler`, ``TimeoutError`` or ``OSError`` unless it is a Dask handshake;
+    nothing is allocated beyond :data:`MAX_HANDSHAKE_BYTES` and nothing is unpickled."""
+    import asyncio
+    import pickle
+
+    import msgpack
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.protocol.utils import pack_frames, unpack_frames
+
+    host, port = parse_host_port(parse_address(address)[1])
+    hello = pack_frames([msgpack.packb({"compression": None, "python": sys.version_info[:3],
+                                        "pickle-protocol": pickle.HIGHEST_PROTOCOL})])
+
+    async def read() -> bytes:
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context,
+                                                       server_hostname=host)
+        try:
+            writer.write(struct.pack("Q", len(hello)) + hello)
+            await writer.drain()
+            (size,) = struct.unpack("Q", await reader.readexactly(8))
+            if size > MAX_HANDSHAKE_BYTES:
+                raise _NotAScheduler(f"its first message declares {_size(size)}, a Dask "
+                                     f"handshake takes at most {_size(MAX_HANDSHAKE_BYTES)}: "
+                                     f"not a Dask scheduler")
+            return await reader.readexactly(size)
+        finally:
+            writer.close()
+
+    async def bounded() -> bytes:
+        try:
+            return await asyncio.wait_for(read(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"no Dask handshake within {fmt(timeout)} s after the TLS "
+                               f"handshake") from None
+
+    body = _in_own_loop(bounded)
+    try:
+        message = msgpack.unpackb(unpack_frames(body)[0], strict_map_key=False)
+    except Exception as err:  # any malformed body: struct, msgpack, index errors
+        raise _NotAScheduler(f"its first message is not a Dask handshake ({type(err).__name__})"
+                             ) from None
+    if _holds_pickle(message):
+        raise _NotAScheduler("it sent a pickle in its handshake: not loaded")
+    if not isinstance(message, dict) or "compression" not in message:
+        raise _NotAScheduler("its first message is not a Dask handshake")
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``"3.07 EiB"``)."""
+    value, unit = float(n), "bytes"
+    for name in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, name
+    return f"{value:.3g} {unit}"
+
+
+def _holds_pickle(message: Any) -> bool:
+    """Whether a msgpack-decoded message carries a serialized object (distributed marks them
+    ``__Pickled__`` or ``__Serialized__``)."""
+    if isinstance(message, dict):
+        return bool({"__Pickled__", "__Serialized__"} & set(message)) or any(
+            _holds_pickle(v) for v in message.values())
+    if isinstance(message, (list, tuple)):
+        return any(_holds_pickle(v) for v in message)
+    return False
+
+
+def _in_own_loop(coroutine_fn: Any) -> Any:
+    """``asyncio.run(coroutine_fn())`` in a thread of its own (the caller may be inside a
+    running event loop, as in a notebook); its result, or its exception raised here."""
+    import asyncio
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(coroutine_fn())
+        except BaseException as err:  # handed to the caller
+            box["error"] = err
+
+    thread = threading.Thread(target=target, name="toolkit-dask-greeting", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def _client(config: ExecutorConfig, distributed: Any) -> Any:
     """A client of the scheduler at ``config.address`` or of a LocalCluster of its own."""
     from distributed.security import Security
@@ -100,12 +215,20 @@ def _client(config: ExecutorConfig, distributed: Any) -> Any:
         try:
             files = {"tls_ca_file": config.tls_ca_file, "tls_client_cert": config.tls_cert,
                      "tls_client_key": config.tls_key} if config.tls_ca_file else {}
+            security = Security(require_encryption=True, **files)
+            _greeting(config.address, security.get_connection_args("client")["ssl_context"],
+                      config.connect_timeout)
             return distributed.Client(config.address, timeout=f"{config.connect_timeout}s",
-                                      security=Security(require_encryption=True, **files),
-                                      deserializers=["msgpack"])
-        except (OSError, TimeoutError, ValueError) as err:  # ValueError: not a TLS peer
+                                      security=security, deserializers=["msgpack"])
+        except (OSError, TimeoutError, ValueError, TypeError, MemoryError,
+                AssertionError) as err:
+            # ValueError: not a TLS peer; TypeError: a pickle where msgpack was asked for;
+            # MemoryError: a frame too large for this machine, sent after the greeting;
+            # AssertionError: distributed's client checks the scheduler's answers so
+            why = (str(err) if isinstance(err, _NotAScheduler) else
+                   f"{type(err).__name__}: {err or 'an answer a scheduler does not give'}")
             raise ConfigError("--address", config.address, f"cannot reach a Dask scheduler "
-                              f"there over TLS ({type(err).__name__}: {err})",
+                              f"there over TLS ({why})",
                               "start one with `dask scheduler --tls-...` and give its address"
                               ) from None
     import dask.config
