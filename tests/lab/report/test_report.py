@@ -178,7 +178,9 @@ def test_compare_counts_each_seed_once(tmp_path: Path) -> None:
     table = compare_runs(out)
     assert table.seeds("tiny_counter", "default") == [0] and len(table.duplicates) == 2
     assert table.stats().xs(("loss", "blocked"), level=("quantity", "variant"))["n"].item() == 1
-    assert "2 run(s) with a seed already counted were left out" in format_table(table)
+    text = format_table(table)
+    assert "2 runs with a seed already counted were left out" in text
+    assert "[1 seed]" in text  # no range: one seed, and the cell says so
 
 
 def test_compare_groups_by_config_and_skips_incomplete(runs: list[RunResults],
