@@ -1,5 +1,5 @@
 """What ``toolkit run`` shows: one bar over the runs, fitting the terminal, then a short tally;
-nothing else when stderr is not a terminal."""
+when stderr is not a terminal, one line per experiment as it ends instead of the bar."""
 
 from __future__ import annotations
 
@@ -53,8 +53,10 @@ def test_the_main_job_ends_in_a_short_tally(tmp_path: Path) -> None:
     assert any(line.startswith("findings: ") and line.endswith("findings.md") for line in lines)
     assert [line.split()[0] for line in lines if line.startswith("  ") and
             not line.startswith("   ")] == ["tiny_counter", "td_learning"]
-    # nothing but the summary when stderr is not a terminal: no bars, no foreign warnings
-    assert proc.stderr == ""
+    # when stderr is not a terminal: one line per experiment of each seed as it ends, no bar,
+    # no foreign warnings
+    assert sorted(line.split()[:3] for line in proc.stderr.splitlines()) == [
+        ["seed", seed, name] for seed in "01" for name in sorted(["td_learning", "tiny_counter"])]
     # piped: wrapped to 100 columns (a path stays whole, however long)
     assert max(len(line) for line in lines if not line.startswith(("findings:", "report:")))\
         <= 100

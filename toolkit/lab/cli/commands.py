@@ -126,22 +126,19 @@ def _cmd_run(args: argparse.Namespace, ended: list[Any], planned: list[int],
     finish = None if args.no_report or grouped else _report_quietly
     t0 = time.perf_counter()
     label = f"{names}: {len(runs)} runs{where[executor.kind]}"
-    with terminal.progress_bar(len(runs), label, quiet=args.quiet) as bar:
+    claim = claimed(runs) if args.resume else contextlib.nullcontext(runs)
+    with _notes(args.verbose), claim as runs, terminal.Follow(
+            runs, label, quiet=args.quiet, verbose=args.verbose) as follow:
 
         def on_done(i: int, total: int, outcome: Any) -> None:
             ended.append(outcome)
             if finish is not None and outcome.status == "complete":
                 undrawn.append(Path(outcome.run_dir))
-            bar.update()
-            if outcome.status == "failed" or args.verbose:
-                bar.write(terminal.outcome_line(len(ended) - 1, total, outcome),
-                          file=sys.stdout if outcome.status == "complete" else sys.stderr)
+            follow.ended(i, total, outcome)
 
-        claim = claimed(runs) if args.resume else contextlib.nullcontext(runs)
-        with _notes(args.verbose), claim as runs:
-            # what a run says (ctx.say, its own bars) is shown with --verbose only
-            _, status = run_all(runs, executor=executor, quiet=not args.verbose or n > 1,
-                                finish=finish, on_done=on_done)
+        # what a run says (ctx.say, its own bars) is shown with --verbose only
+        _, status = run_all(runs, executor=executor, quiet=not args.verbose or n > 1,
+                            finish=finish, on_done=on_done, on_progress=follow.heard)
     if status >= 128:
         raise RunInterrupted(status - 128)  # the summary says what is complete
     folders = [o.run_dir for o in ended if o.status == "complete"]

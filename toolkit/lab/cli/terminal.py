@@ -1,5 +1,6 @@
-"""What ``toolkit run`` shows on the terminal: one tqdm bar over the runs (on stderr, when it is
-a terminal), then :func:`tally`. Lines are wrapped to the terminal's width (100 columns when
+"""What ``toolkit run`` shows on the terminal: one tqdm bar over the experiments of its runs, a
+line as each ends (on stderr: above the bar when it is a terminal, alone when piped), then
+:func:`tally`. Lines are wrapped to the terminal's width (100 columns when
 piped), never cut."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import contextlib
 import shutil
 import sys
 import textwrap
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,7 +18,8 @@ from typing import Any
 
 from toolkit._utils.formatting import fmt, shown
 
-__all__ = ["kept", "outcome_line", "print_findings", "progress_bar", "tally", "wrapped"]
+__all__ = ["Follow", "kept", "outcome_line", "print_findings", "progress_bar", "tally",
+           "wrapped"]
 
 #: a verdict's name in the tally (``None``: a measurement without a prediction)
 WORDS = {True: "as predicted", False: "not as predicted", None: "measured"}
@@ -48,16 +51,106 @@ def outcome_line(i: int, total: int, outcome: Any) -> str:
     return line
 
 
-def progress_bar(total: int, label: str, *, quiet: bool) -> Any:
-    """One tqdm bar over the runs of a command, on stderr when it is a terminal: ``label``
-    (what runs), the count and the time, within the terminal's width (80 columns hold it)."""
+def progress_bar(total: int, label: str, *, quiet: bool, unit: str = "runs") -> Any:
+    """One tqdm bar over the runs of a command (or the experiments of its runs: ``unit``), on
+    stderr when it is a terminal: ``label`` (what runs), the count and the time, within the
+    terminal's width (80 columns hold it)."""
     from tqdm.auto import tqdm
 
-    label = textwrap.shorten(label, max(10, width() - 48), placeholder="…")
-    return tqdm(total=total, desc=shown(label), unit="run", file=sys.stderr, leave=False,
-                disable=quiet or not _on_terminal(), ncols=min(width(), 100),
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} runs "
-                           "[{elapsed}<{remaining}]")
+    columns = min(width(), 100)  # the count and the time take 38 columns at most, an hour on
+    label = textwrap.shorten(label, max(10, columns - 38 - len(unit)), placeholder="…")
+    return tqdm(total=total, desc=shown(label), unit=unit, file=sys.stderr, leave=False,
+                disable=quiet or not _on_terminal(), ncols=columns,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} " + unit +
+                           " [{elapsed}<{remaining}]")
+
+
+def _units(spec: Any) -> int:
+    """How many experiments a run runs: a composite's (the showcase's params name its
+    children), else one."""
+    children = getattr(spec.params, "children", None)
+    try:
+        return max(1, len(children())) if callable(children) else 1
+    except Exception:  # a count is not worth a failure: the run says what is wrong
+        return 1
+
+
+class Follow:
+    """What ``toolkit run`` shows while its runs run: one bar over the experiments of every
+    run (on stderr when it is a terminal, its clock redrawn twice a second), and a line as
+    each experiment of each run ends (above the bar; piped, the lines alone). ``heard`` takes
+    what a run tells (``on_progress``), ``ended`` each run's outcome (``on_done``)."""
+
+    def __init__(self, runs: Sequence[Any], label: str, *, quiet: bool,
+                 verbose: bool = False) -> None:
+        self.units = [_units(spec) for spec in runs]
+        self.told = [0] * len(runs)  # experiments of each run that ended
+        self.who = [" ".join([*(f"{k.removeprefix('params.')}={v}"
+                                for k, v in spec.sweep_point.items()), f"seed {spec.seed}"])
+                     for spec in runs]
+        self.names = [spec.experiment.name for spec in runs]
+        self.who_width = max(map(len, self.who), default=0)
+        self.quiet, self.verbose, self.n_ended = quiet, verbose, 0
+        plain = sum(self.units) == len(runs)
+        self.bar = progress_bar(sum(self.units), label, quiet=quiet,
+                                unit="runs" if plain else "experiments")
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="progress clock", daemon=True)
+        if not self.bar.disable:
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        """Redraw the bar (its elapsed time) while nothing else does."""
+        while not self._stop.wait(0.5):
+            self.bar.refresh()
+
+    def say(self, line: str, *, file: Any = None) -> None:
+        """One line above the bar (on stderr unless ``file``), or alone when piped."""
+        if self.bar.disable:
+            print(line, file=file or sys.stderr, flush=True)
+        else:
+            self.bar.write(line, file=file or sys.stderr)
+
+    def _line(self, index: int, name: str, what: str) -> str:
+        """``  seed 1  em_gmm             9.7 s``: columns kept while they fit the width."""
+        line = f"  {self.who[index]:<{self.who_width}}  {name:<22} {what:>8}"
+        return line if len(line) <= width() else wrapped(line, indent="  ", more="      ")
+
+    def heard(self, index: int, progress: Any) -> None:
+        """Run ``index`` told that an experiment started or ended: an ended one is counted
+        and named."""
+        if progress.seconds is None:
+            return
+        self.told[index] += 1
+        self.bar.update(1)
+        if not self.quiet:
+            self.say(self._line(index, shown(progress.name), fmt(progress.seconds, "s")))
+
+    def ended(self, index: int, total: int, outcome: Any) -> None:
+        """Run ``index`` ended: the bar counts all its experiments, a plain run is named, a
+        failed one (every one with ``verbose``) gets its outcome line."""
+        self.bar.update(max(0, self.units[index] - self.told[index]))
+        if (self.units[index] == 1 and not self.told[index] and outcome.status == "complete"
+                and not self.quiet):
+            self.say(self._line(index, shown(self.names[index]),
+                                fmt(outcome.duration_s, "s")))
+        self.told[index] = self.units[index]
+        self.n_ended += 1
+        if outcome.status == "failed" or self.verbose:
+            self.say(outcome_line(self.n_ended - 1, total, outcome),
+                     file=sys.stdout if outcome.status == "complete" else sys.stderr)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._ticker.is_alive():
+            self._ticker.join()
+        self.bar.close()
+
+    def __enter__(self) -> Follow:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def kept(run_dir: Path) -> str:

@@ -12,8 +12,10 @@ import shutil
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +31,7 @@ from toolkit.lab.results.files import atomic_write_bytes, atomic_write_json, to_
 from toolkit.lab.results.records import save_meta
 from toolkit.lab.results.schema import BLOCKED, UNBLOCKED, ChildMeta, RunMeta, summary_problem
 
-__all__ = ["RunContext", "RunFiles"]
+__all__ = ["Progress", "RunContext", "RunFiles"]
 
 T = TypeVar("T")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -49,12 +51,24 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
             target[key] = value
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What a run tells the command that follows it, as it happens: the experiment ``name``
+    (a child of a showcase) started (``seconds`` is ``None``) or ended after ``seconds``."""
+
+    name: str
+    seconds: float | None = None
+
+
 class RunFiles:
-    """The files of one run folder, shared by a context and its children."""
+    """The files of one run folder, shared by a context and its children; ``listener`` hears
+    each :class:`Progress` of the run (the command's progress bar)."""
 
     def __init__(self, run_dir: Path, *, meta: RunMeta | None = None,
-                 tensorboard: Path | None = None) -> None:
-        self.run_dir, self.meta = run_dir, meta
+                 tensorboard: Path | None = None,
+                 listener: Callable[[Progress], Any] | None = None) -> None:
+        self.run_dir, self.meta, self.listener = run_dir, meta, listener
+        self.started: dict[str, float] = {}  # each child's start (perf_counter)
         self.summary: dict[str, Any] = {}
         self.costs: dict[str, Any] = {}
         self.children: dict[str, dict[str, Any]] = {}
@@ -87,6 +101,17 @@ class RunFiles:
         if self.meta is not None:  # else a context made outside the runner: no meta.json
             save_meta(self.run_dir / "meta.json", self.meta.model_copy(update={
                 "children": {k: ChildMeta(**v) for k, v in self.children.items()}}))
+
+    def tell(self, name: str, *, ended: bool = False) -> None:
+        """Tell the listener that ``name`` started, or ended (with its seconds since it
+        started); a listener that is gone (its command ended) is not the run's failure."""
+        now = time.perf_counter()
+        seconds = round(now - self.started.pop(name, now), 3) if ended else None
+        if not ended:
+            self.started[name] = now
+        if self.listener is not None:
+            with contextlib.suppress(OSError, ValueError, EOFError):
+                self.listener(Progress(name, seconds))
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -255,6 +280,7 @@ class RunContext:
             "params": to_jsonable(params, "ctx.child params") if params is not None else {},
             "dtype": str(dtype).removeprefix("torch.")}
         self._files.write_children()
+        self._files.tell(key)
         return RunContext(run_dir=self.run_dir, seed=self.seed, device=self.device, dtype=dtype,
                           disable_patterns=patterns, quiet=self.quiet, params=params,
                           _files=self._files, _prefix=f"{self._prefix}{name}/",
@@ -268,6 +294,7 @@ class RunContext:
                              f"{list(self._files.children)}")
         self._files.children[key]["done"] = True
         self._files.write_children()
+        self._files.tell(key, ended=True)
 
     def carried(self, name: str) -> bool:
         """Whether child ``name`` finished in the interrupted run this one resumes (skip it)."""

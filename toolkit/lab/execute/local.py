@@ -3,6 +3,8 @@
 The pool is a ``ProcessPoolExecutor`` on a ``forkserver`` context that preloads the runner and
 the experiments. Ctrl-C (or SIGTERM) cancels the runs not started and is passed on to the
 workers, whose runs under way end ``interrupted``; a worker also ends with its pool's maker.
+What the runs tell as they go (:class:`~toolkit.lab.execute.context.Progress`) reaches
+``on_progress`` here: from a worker through a queue the pool's workers are made with.
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+from multiprocessing.queues import SimpleQueue
+from typing import Any
 
 from toolkit.lab.errors import RunInterrupted
+from toolkit.lab.execute.context import Progress
 from toolkit.lab.execute.dask import run_on_dask
-from toolkit.lab.execute.run import Finish, RunOutcome, execute, held_signals
+from toolkit.lab.execute.run import Finish, Listener, RunOutcome, execute, held_signals
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
 from toolkit.lab.results.schema import ExecutorConfig
@@ -29,6 +35,10 @@ from toolkit.lab.results.schema import ExecutorConfig
 __all__ = ["run_all"]
 
 _RUNNING, _STOPPED_BY = False, 0  # a pool worker: a run under way; the signal that stopped it
+_TOLD: SimpleQueue[tuple[int, Progress]] | None = None  # a pool worker: where its runs tell
+
+#: ``on_progress(index, progress)``: what run ``index`` tells as it goes
+OnProgress = Callable[[int, Progress], Any]
 
 
 def _on_signal(signum: int, frame: object) -> None:
@@ -48,9 +58,17 @@ def _outlive_no_pool_maker() -> None:
     os._exit(128 + (_STOPPED_BY or signal.SIGTERM))
 
 
-def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
+def _worker_init(env: dict[str, str], path: list[str], cwd: str,
+                 told: SimpleQueue[tuple[int, Progress]] | None = None) -> None:
     """A worker takes its pool maker's environment, import path and folder (the fork server
-    has the first pool's), and ends with its maker."""
+    has the first pool's) and the queue its runs tell through, and ends with its maker."""
+    global _TOLD
+    from tqdm import tqdm
+
+    # a worker draws no bar of its own: a thread lock, not tqdm's default semaphore, which
+    # a worker ended by its maker would leave behind ("leaked semaphore objects")
+    tqdm.set_lock(threading.RLock())
+    _TOLD = told
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = path
@@ -60,10 +78,17 @@ def _worker_init(env: dict[str, str], path: list[str], cwd: str) -> None:
     threading.Thread(target=_outlive_no_pool_maker, name="pool maker watch", daemon=True).start()
 
 
+def _tell(index: int, progress: Progress) -> None:
+    """A worker's run ``index`` tells its pool's maker (the put is done before it returns)."""
+    if _TOLD is not None:
+        _TOLD.put((index, progress))
+
+
 def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = True,
-         pool: bool = True) -> RunOutcome:
+         pool: bool = True, index: int = 0, listener: Listener | None = None) -> RunOutcome:
     """One run here or in a worker (``pool``: a signal that comes once the record is written
-    stops the next run; the exception, which may not pickle, stays in the worker)."""
+    stops the next run; the exception, which may not pickle, stays in the worker; what the
+    run tells goes to ``listener``, in a worker to the pool's queue)."""
     global _RUNNING
     with held_signals if pool else contextlib.nullcontext():
         if _STOPPED_BY:  # the pool is being stopped: this run is not started
@@ -72,7 +97,8 @@ def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = Tr
         try:
             with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
                 outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
-                                  executor={"kind": "local", "pid": os.getpid()} if pool else None)
+                                  executor={"kind": "local", "pid": os.getpid()} if pool else None,
+                                  listener=partial(_tell, index) if pool else listener)
         finally:
             _RUNNING = False
     return dataclasses.replace(outcome, exception=None) if pool else outcome
@@ -88,12 +114,13 @@ def _preload(specs: Sequence[RunSpec]) -> list[str]:
 def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
             quiet: bool = False, argv: Sequence[str] | None = None,
             finish: Finish | None = None,
-            on_done: Callable[[int, int, RunOutcome], None] | None = None
-            ) -> tuple[list[RunOutcome], int]:
+            on_done: Callable[[int, int, RunOutcome], None] | None = None,
+            on_progress: OnProgress | None = None) -> tuple[list[RunOutcome], int]:
     """Run every planned run; the outcomes (in the order they ended) and the exit status: 0
     all complete, 1 any failed, 128 + the signal when interrupted (nothing more starts).
     ``finish(run_dir, experiment)`` runs after each complete run (in a pool, in the worker);
-    ``on_done(index, total, outcome)`` hears each run end."""
+    ``on_done(index, total, outcome)`` hears each run end, ``on_progress(index, progress)``
+    each experiment of a run start and end (before its run's ``on_done``)."""
     executor, argv = executor or ExecutorConfig(), list(sys.argv if argv is None else argv)
     outcomes: list[RunOutcome] = []
 
@@ -107,7 +134,8 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
     if executor.workers <= 1 or len(specs) <= 1:
         for i, spec in enumerate(specs):
             try:
-                ended(i, _run(spec, argv, finish, quiet, pool=False))
+                ended(i, _run(spec, argv, finish, quiet, pool=False, listener=None if on_progress
+                              is None else partial(on_progress, i)))
             except KeyboardInterrupt as err:  # its report was stopped: the run stays complete
                 return outcomes, 128 + getattr(err, "signum", signal.SIGINT)
             if outcomes[-1].exit_code > 128:  # interrupted: nothing more starts
@@ -115,17 +143,30 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
         return outcomes, max((o.exit_code for o in outcomes), default=0)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(_preload(specs))
+    told: SimpleQueue[tuple[int, Progress]] = ctx.SimpleQueue()
+
+    def hear() -> None:  # what the workers told so far, in the order they told it
+        while not told.empty():
+            index, progress = told.get()
+            if on_progress is not None:
+                on_progress(index, progress)
+
     with cf.ProcessPoolExecutor(min(executor.workers, len(specs)), mp_context=ctx,
                                 initializer=_worker_init,
-                                initargs=(dict(os.environ), list(sys.path), os.getcwd())) as pool:
+                                initargs=(dict(os.environ), list(sys.path), os.getcwd(),
+                                          told)) as pool:
         futures: dict[cf.Future[RunOutcome], int] = {}
         try:  # Ctrl-C can come while the workers start, in submit
-            futures.update((pool.submit(_run, spec, argv, finish), i)
+            futures.update((pool.submit(_run, spec, argv, finish, index=i), i)
                            for i, spec in enumerate(specs))
-            for future in cf.as_completed(futures):
-                ended(futures[future], future.result())
-                if outcomes[-1].exit_code > 128:  # a worker's run was stopped: all stop
-                    raise RunInterrupted(outcomes[-1].exit_code - 128)
+            pending = set(futures)
+            while pending:  # a run's last words are in the queue before its result
+                done, pending = cf.wait(pending, timeout=0.2, return_when=cf.FIRST_COMPLETED)
+                hear()
+                for future in done:
+                    ended(futures[future], future.result())
+                    if outcomes[-1].exit_code > 128:  # a worker's run was stopped: all stop
+                        raise RunInterrupted(outcomes[-1].exit_code - 128)
         except (KeyboardInterrupt, BrokenProcessPool) as err:  # RunInterrupted too
             signum = getattr(err, "signum", signal.SIGINT if isinstance(
                 err, KeyboardInterrupt) else signal.SIGTERM)

@@ -32,7 +32,7 @@ import toolkit
 from toolkit._utils.threads import intra_op_threads
 from toolkit.core import record_blocks
 from toolkit.lab.errors import ConfigError, os_error_line
-from toolkit.lab.execute.context import RunContext, RunFiles
+from toolkit.lab.execute.context import Progress, RunContext, RunFiles
 from toolkit.lab.execute.live_curves import check_tensorboard
 from toolkit.lab.execute.resume import carry_over, replace_interrupted
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
@@ -48,11 +48,15 @@ from toolkit.lab.results.records import compute_findings, save_meta, write_findi
 from toolkit.lab.results.schema import RunConfig, RunMeta
 from toolkit.lab.results.view import RunResults, lock_of
 
-__all__ = ["Finish", "RunOutcome", "check_output_dir", "execute", "held_signals", "run_experiment"]
+__all__ = ["Finish", "Listener", "RunOutcome", "check_output_dir", "execute", "held_signals",
+           "run_experiment"]
 
 #: ``finish(run_dir, experiment)``: what to do with a run folder once its files are written
 #: (draw the report); its time is recorded in ``meta.json`` as ``finish_s``.
 Finish = Callable[[Path, Experiment], Any]
+
+#: ``listener(progress)``: hears each experiment of a run start and end, as it happens
+Listener = Callable[[Progress], Any]
 
 
 @dataclass(frozen=True)
@@ -179,15 +183,16 @@ held_signals = _HeldSignals()
 
 
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
-            finish: Finish | None = None, executor: Mapping[str, Any] | None = None
-            ) -> RunOutcome:
+            finish: Finish | None = None, executor: Mapping[str, Any] | None = None,
+            listener: Listener | None = None) -> RunOutcome:
     """Run one planned run; the outcome, not an exception, says how it ended (a signal kept
     while the record was written: in its exit code). ``finish(run_dir, experiment)`` runs once
-    the files are written (not for an interrupted run); ``executor`` goes into meta.json."""
+    the files are written (not for an interrupted run); ``executor`` goes into meta.json;
+    ``listener`` hears each experiment of the run start and end (:class:`Progress`)."""
     outcome = None
     try:
         with held_signals:
-            outcome = _execute(spec, quiet, argv, finish, executor)
+            outcome = _execute(spec, quiet, argv, finish, executor, listener)
             if held_signals.kept:  # the record is whole; what runs it stops
                 outcome = dataclasses.replace(outcome, exit_code=128 + held_signals.kept[0])
     except KeyboardInterrupt:  # the kept signal, given back to its handler once held no more
@@ -198,7 +203,7 @@ def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = 
 
 
 def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Finish | None,
-             executor: Mapping[str, Any] | None) -> RunOutcome:
+             executor: Mapping[str, Any] | None, listener: Listener | None) -> RunOutcome:
     config, experiment, t0 = spec.config, spec.experiment, time.perf_counter()
     run_dir = new_run_dir(config.output_dir, config.experiment, config.seed)
     path, lock, files = run_dir / "meta.json", lock_of(run_dir, timeout=10), None
@@ -209,7 +214,7 @@ def _execute(spec: RunSpec, quiet: bool, argv: Sequence[str] | None, finish: Fin
         lock.acquire()  # the run is running exactly while its process holds the lock
         atomic_write_text(run_dir / "config.toml", config.to_toml(spec.source))
         atomic_write_json(path, running := RunMeta(status="running", **began))
-        files = RunFiles(run_dir, meta=running, tensorboard=board)
+        files = RunFiles(run_dir, meta=running, tensorboard=board, listener=listener)
         files.write("summary", "costs")  # from the start: any run can be reported
         if spec.resumes is not None and carry_over(Path(spec.resumes), files):
             replace_interrupted(Path(spec.resumes), run_dir)  # no folder stays interrupted
