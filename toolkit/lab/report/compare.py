@@ -391,13 +391,18 @@ def _number(text: str) -> float | None:
 
 
 def _band(ax: Any, x: Sequence[float], by_x: Sequence[np.ndarray], **style: Any) -> Any:
-    """The mean over seeds at each ``x`` as a line with markers, their range as a band."""
+    """The mean over seeds at each ``x`` as a line with markers, their range as a band (at a
+    single ``x``, a bar along the y axis: a band there would have no width)."""
     mean = np.array([v.mean() if v.size else np.nan for v in by_x])
     lo = np.array([v.min() if v.size else np.nan for v in by_x])
     hi = np.array([v.max() if v.size else np.nan for v in by_x])
     (line,) = ax.plot(x, mean, markersize=5, linewidth=1.6, **style)
-    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0,
-                    zorder=line.get_zorder() - 0.5)
+    if len(x) > 1:
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0,
+                        zorder=line.get_zorder() - 0.5)
+    else:
+        ax.vlines(x, lo, hi, color=line.get_color(), alpha=0.35, linewidth=4,
+                  zorder=line.get_zorder() - 0.5)
     return line
 
 
