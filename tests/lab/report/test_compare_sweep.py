@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.collections import LineCollection
 
 from tests.lab.report.figure_hits import text_problems
 from tests.lab.report.layout import layout_problems
@@ -256,6 +257,27 @@ def test_each_key_of_a_grid_gets_its_figure_the_others_their_markers() -> None:
             (0.2, 0.1), (0.4, 0.2)]
         legend_texts = [t.get_text() for t in fig.legends[0].get_texts()]
         assert "lr=0.1" in legend_texts and "lr=0.2" in legend_texts
+        assert text_problems(fig) == [] and layout_problems(fig) == []
+    finally:
+        plt.close(fig)
+
+
+def test_a_lone_point_of_another_group_shows_its_range_as_a_bar() -> None:
+    table = _grid()
+    lone = "dtype=float16, lr=0.1"  # float16 only at lr 0.1: one point in the lr figure
+    table.sweeps["exp"].points[lone] = {"dtype": "float16", "lr": "0.1"}
+    table.runs[("exp", lone)] = []
+    table.values = pd.concat([table.values, pd.DataFrame(
+        [{"experiment": "exp", "config": lone, "seed": seed, "quantity": "loss",
+          "variant": v, "value": x} for seed, (b, u) in enumerate([(1.0, 1.5), (1.2, 2.0)])
+         for v, x in (("blocked", b), ("unblocked", u), (DIFF, u - b))])], ignore_index=True)
+    fig = sweep_figure(table, "exp", "lr", ["loss"])
+    try:
+        _, right = fig.axes
+        bars = [c for c in right.collections if isinstance(c, LineCollection)
+                and np.allclose(c.get_segments()[0][:, 0], 0.1)]
+        (bar,) = bars
+        assert sorted(bar.get_segments()[0][:, 1]) == pytest.approx([0.5, 0.8])  # Δ's range
         assert text_problems(fig) == [] and layout_problems(fig) == []
     finally:
         plt.close(fig)
