@@ -427,14 +427,22 @@ def test_decorated_function_in_two_threads():
 def test_typo_of_an_algorithms_block_warns_with_did_you_mean():
     # simsiam is not imported: its BLOCK is known from the source of toolkit.algorithms
     with pytest.warns(UserWarning, match="did you mean 'simsiam.target'"):
-        disable_blocks("simsiam.targt").__enter__().__exit__(None, None, None)
+        disable_blocks("simsiam.targt")
 
 
-def test_typo_warns_on_entry_before_the_code_runs():
+def test_typo_warns_once_before_the_code_runs():
     with pytest.warns(UserWarning, match="'em.responsibilites' matches no known block.*"
-                      "did you mean 'em.responsibilities'"):
+                      "did you mean 'em.responsibilities'") as caught:
         with disable_blocks("em.responsibilites"):
-            pass
+            assert len(caught) == 1
+    assert len(caught) == 1  # not again when the with ends
+    with pytest.warns(UserWarning, match="'td.targt'") as caught:
+        @disable_blocks("td.targt")
+        def step():
+            return _grad_through("td.target")
+
+    assert step() == 3.0 and step() == 3.0  # the typo switched nothing off
+    assert len(caught) == 1  # warned when decorated, not on every call
 
 
 def test_pattern_matching_nothing_lists_the_known_blocks():

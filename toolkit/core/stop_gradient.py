@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import copy
 import difflib
 import fnmatch
 import functools
@@ -335,8 +336,8 @@ class disable_blocks(contextlib.ContextDecorator):
         self.patterns: tuple[str, ...] | None = tuple(patterns) if patterns else None
         self.strict = strict
         self._tokens: list[contextvars.Token] = []
-        # the patterns not yet known to match a block, checked again when the ``with`` ends
-        self._unmatched: list[tuple[str, ...]] = []
+        # the patterns that may name blocks of the caller's own: checked when a ``with`` ends
+        self._pending = self._check_patterns() if not is_compiling() else ()
 
     def __repr__(self) -> str:
         args = [repr(p) for p in self.patterns or ()] + (["strict=True"] if self.strict else [])
@@ -344,12 +345,13 @@ class disable_blocks(contextlib.ContextDecorator):
 
     def _recreate_cm(self) -> disable_blocks:
         # As a decorator, each call gets a fresh context manager, so one decorated function can
-        # run concurrently in several threads.
-        return disable_blocks(*(self.patterns or ()), strict=self.strict)
+        # run concurrently in several threads; the patterns were checked when it was created.
+        fresh = copy.copy(self)
+        fresh._tokens = []
+        return fresh
 
     def __enter__(self) -> disable_blocks:
         global _COMPILE_KEY
-        self._unmatched.append(self._check_patterns() if not is_compiling() else ())
         stack = (*_DISABLED.get(), self.patterns)
         self._tokens.append(_DISABLED.set(stack))
         _COMPILE_KEY = stack
@@ -359,25 +361,23 @@ class disable_blocks(contextlib.ContextDecorator):
         global _COMPILE_KEY
         _DISABLED.reset(self._tokens.pop())
         _COMPILE_KEY = _DISABLED.get()
-        unmatched = self._unmatched.pop()
-        if exc_type is None and unmatched:  # none of the blocks that ran inside matched either
-            known = known_blocks()
-            for pattern in unmatched:
+        if exc_type is None and self._pending and not is_compiling():
+            known = known_blocks()  # now with the blocks that ran inside
+            for pattern in self._pending:
                 if not _matches_any(pattern, known):
                     warnings.warn(_unmatched_message(pattern, known), UserWarning,
                                   stacklevel=user_stacklevel())
 
     def _check_patterns(self) -> tuple[str, ...]:
-        """The patterns that match no known block yet. One inside an algorithm's family
-        (``'em.'`` followed by a typo; each algorithm's blocks are all known) warns now; the others may name blocks of the caller's own that have
-        not run yet, and are checked again on exit. ``strict``: any of them raises
-        ``ValueError``."""
+        """The patterns that match no known block. ``strict``: the first raises
+        ``ValueError``. One in an algorithm's family (``'em.'`` and a typo: an algorithm's
+        blocks are all known) warns now; the others may name blocks of the caller's own that
+        have not run yet: they are returned, to be checked when a ``with`` ends."""
         known = known_blocks()
-        unmatched = tuple(p for p in self.patterns or () if not _matches_any(p, known))
-        for pattern in unmatched:
-            if self.strict:
-                raise ValueError(_unmatched_message(pattern, known))
-        families = {name.split(".")[0] for name in _algorithm_blocks()}  # complete lists
+        unmatched = [p for p in self.patterns or () if not _matches_any(p, known)]
+        if self.strict and unmatched:
+            raise ValueError(_unmatched_message(unmatched[0], known))
+        families = {name.split(".")[0] for name in _algorithm_blocks()}
         pending = []
         for pattern in unmatched:
             if pattern.split(".")[0] in families:
