@@ -8,11 +8,13 @@ through (an exception: its traceback as Python shows it, status 1)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+
+from toolkit.lens.audit.watch.source import escaped
 
 __all__ = ["main"]
 
@@ -25,7 +27,12 @@ examples:
   toolkit audit --apply train.py            write the verified edits (a copy of each file kept)
   toolkit audit --watch 100 train.py        run to the end, audit every 100th iteration
 
-The audit's own options come before SCRIPT; everything after it is the script's."""
+The audit's own options come before SCRIPT; everything after it is the script's, as it is.
+Files are written only with --apply, only inside the script's folder, never through a link."""
+
+
+# the audit's options that take a value: what follows them is not the script
+_VALUED = {"--steps", "--watch", "--record", "--seed", "--edited-elsewhere"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,32 +45,91 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", type=int, default=None, metavar="EVERY",
                    help="let the script run to its end and audit every EVERY-th iteration; a "
                         "finding is printed when it first appears")
-    p.add_argument("--diff", action="store_true", help="print the verified edits as a diff")
+    p.add_argument("--diff", action="store_true",
+                   help="print the edits as a diff (the verified ones; all of them, marked not "
+                        "verified, with --no-verify)")
     p.add_argument("--apply", action="store_true",
-                   help="write the verified edits into the script's folder (a copy of each "
-                        "changed file is kept as FILE.orig)")
+                   help="write the verified edits into files of the script's folder (a copy of "
+                        "each changed file is kept as FILE.orig); an edit of a file elsewhere is "
+                        "printed, not written")
     p.add_argument("--no-verify", action="store_true",
-                   help="print edits without rerunning the script to verify them")
+                   help="print edits without rerunning the script to verify them (--apply then "
+                        "writes nothing)")
     p.add_argument("--record", metavar="DIR", default=None,
                    help="write the findings (report.json) and each stepped tensor's gradient "
-                        "at each audited step (grads.pt) into DIR")
+                        "at each audited step (grads.pt) into the folder DIR")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of torch, numpy and random before the script starts (default 0)")
+    # a verification rerun's edited copies of modules outside the script's folder (JSON)
+    p.add_argument("--edited-elsewhere", default=None, help=argparse.SUPPRESS)
     p.add_argument("script", metavar="SCRIPT", help="the training script (a .py file)")
-    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
-                   help="the script's own arguments")
+    p.add_argument("args", nargs="*", metavar="ARGS",
+                   help="the script's own arguments, passed as they are ('--' included)")
     return p
 
 
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The audit's own arguments (up to SCRIPT, included) and the script's, verbatim: the
+    script sees ``--`` and every option after its name as ``python SCRIPT ...`` would."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[:i] + argv[i + 1:i + 2], argv[i + 2:]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i + 1], argv[i + 1:]
+        i += 2 if arg in _VALUED else 1
+    return argv, []
+
+
 def _fail(line: str) -> int:
-    print(f"toolkit audit: {line}", file=sys.stderr)
+    print(f"toolkit audit: {escaped(line)}", file=sys.stderr)
     return EXIT_CANNOT
+
+
+def _say(*lines: str) -> None:
+    """Each line printed with its control characters escaped: nothing the script's paths or
+    text hold can start a line of its own."""
+    print("\n".join(escaped(line) for line in lines), flush=True)
+
+
+def _say_diff(text: str) -> None:
+    print(escaped(text, keep="\t\n\r"), end="", flush=True)
+
+
+def _record_folder(folder: str) -> str | None:
+    """Why ``--record`` may not write into ``folder``, or ``None``: a link or a file is
+    refused, a missing folder is made."""
+    if os.path.islink(folder):
+        return f"--record {folder}: is a link; give a folder of its own"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        return f"--record {folder}: is a file, not a folder"
+    for name in ("report.json", "grads.pt"):
+        inner = os.path.join(folder, name)
+        if os.path.islink(inner) or (os.path.exists(inner) and not os.path.isfile(inner)):
+            return f"--record {folder}: {name} there is a link or not a file; nothing was written"
+    return None
+
+
+def _write_record(folder: str, report: dict, grads: list) -> None:
+    """``report.json`` and ``grads.pt`` into ``folder``, never through a link."""
+    import torch
+
+    os.makedirs(folder, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(os.path.join(folder, "report.json"), flags, 0o644), "w",
+                   encoding="utf-8") as fh:
+        json.dump(report, fh, indent=1)
+    with os.fdopen(os.open(os.path.join(folder, "grads.pt"), flags, 0o644), "wb") as fh:
+        torch.save(grads, fh)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``toolkit audit`` and ``python -m toolkit.audit``; returns the status."""
+    ours, theirs = _split(list(sys.argv[1:] if argv is None else argv))
     parser = _parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(ours)
+    args.args = theirs
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     if args.watch is not None and args.watch < 1:
@@ -72,24 +138,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{args.script}: no such file; give the path of a training script")
     if not args.script.endswith(".py"):
         return _fail(f"{args.script}: not a Python file (.py); give the training script")
+    if args.record is not None and (why := _record_folder(args.record)) is not None:
+        return _fail(why)
+    return _audit(args)
 
-    import torch
 
-    from toolkit.lens.audit.watch.edits import diff, write_edits
+def _audit(args: argparse.Namespace) -> int:
+    import torch  # noqa: F401 (loaded before the script, as the watch needs it)
+
+    from toolkit.lens.audit.watch.edits import Refused, diff, write_edits
     from toolkit.lens.audit.watch.runner import run_script
     from toolkit.lens.audit.watch.session import Watch
+    from toolkit.lens.audit.watch.source import forget_sources, outside, read_source
     from toolkit.lens.audit.watch.verify import verify
 
-    name = os.path.basename(args.script)
+    # resolved once, before the script can chdir
+    cwd, script = os.getcwd(), os.path.abspath(args.script)
+    record = None if args.record is None else os.path.abspath(args.record)
+    root = os.path.dirname(script)
+    name = os.path.basename(script)
+    forget_sources()
+    with contextlib.suppress(OSError, SyntaxError, UnicodeDecodeError):
+        read_source(script)   # the text that runs is the text every edit is written against
+    elsewhere = None
+    if args.edited_elsewhere:
+        with open(args.edited_elsewhere, encoding="utf-8") as fh:
+            elsewhere = json.load(fh)
 
     def shown(finding) -> None:
         if args.watch is not None:
-            print("\n".join(finding.lines()), flush=True)
+            _say(*finding.lines())
 
     verifying = not args.no_verify
-    watch = Watch(args.steps, args.watch, record=verifying or args.record is not None,
+    watch = Watch(args.steps, args.watch, record=verifying or record is not None,
                   on_finding=shown)
-    outcome = run_script(args.script, list(args.args), watch, seed=args.seed)
+    pid = os.getpid()
+    outcome = run_script(script, list(args.args), watch, seed=args.seed, elsewhere=elsewhere)
+    if os.getpid() != pid:
+        # a process the script forked came back here: the audit belongs to its parent
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(outcome.exit_code or (1 if outcome.error is not None else 0))
     findings = list(watch.findings.values())
     failures = [f for f in findings if f.failure]
 
@@ -97,53 +186,87 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in failures:
             if f.edits:
                 f.verified, f.why_not = verify(f, [g for g in failures if g is not f],
-                                               args.script, list(args.args), watch.grads,
-                                               args.steps if args.watch is None else 1)
-    if args.record is not None:
-        os.makedirs(args.record, exist_ok=True)
+                                               script, list(args.args), watch.grads,
+                                               args.steps if args.watch is None else 1, cwd)
+    if record is not None:
         report = {"script": name, "iterations": watch.iteration + (0 if outcome.stopped else 1),
                   "backwards": watch.backwards, "steps": watch.step_events,
                   "stopped": outcome.stopped, "exit_code": outcome.exit_code,
                   "error": None if outcome.error is None else
                   f"{type(outcome.error).__name__}: {outcome.error}",
                   "findings": [f.to_dict() for f in findings]}
-        Path(args.record, "report.json").write_text(json.dumps(report, indent=1),
-                                                     encoding="utf-8")
-        torch.save(watch.grads, Path(args.record, "grads.pt"))
+        try:
+            _write_record(record, report, watch.grads)
+        except OSError as err:
+            return _fail(f"--record {args.record}: could not be written ({err.strerror or err})")
 
     audited = watch.iteration if outcome.stopped else watch.iteration + 1
-    if outcome.error is None and outcome.exit_code in (None, 0):
-        if watch.backwards == 0:
-            return _fail(f"{name} never called backward() (ran to its end): nothing to audit; "
-                         f"is training behind a flag, or does it use its own engine?")
-        if watch.step_events == 0:
-            return _fail(f"{name} called backward() {watch.backwards} times but no torch "
-                         f"optimizer stepped: a custom engine hides the step, which the audit "
-                         f"cannot see")
+    if outcome.error is None and outcome.exit_code in (None, 0) and watch.backwards == 0:
+        return _fail(f"{name} never called backward() (ran to its end): nothing to audit; "
+                     f"is training behind a flag, or does it use its own engine?")
     how = (f"stopped by its own {type(outcome.error).__name__} in iteration {watch.iteration}"
            if outcome.error is not None else
            f"stopped after {args.steps} iterations (nothing more ran; files the script wrote "
            f"are where it says)" if outcome.stopped else
            f"ran to its end, {audited} iterations" + (f", every {args.watch}th audited"
                                                       if args.watch else ""))
-    print(f"toolkit audit: {name}: {how}; {watch.backwards} backward() calls, "
-          f"{watch.step_events} optimizer steps")
+    _say(f"toolkit audit: {name}: {how}; {watch.backwards} backward() calls, "
+         f"{watch.step_events} optimizer steps")
     if args.watch is None:
         for f in findings:
-            print("\n".join(f.lines()))
-    verified = [e for f in failures if f.verified for e in f.edits]
-    if args.diff and verified:
-        print(diff(verified, os.path.dirname(os.path.abspath(args.script))), end="")
-    if args.apply and verified:
-        for path, copy in write_edits(verified, os.path.dirname(os.path.abspath(args.script))):
-            print(f"toolkit audit: wrote {os.path.basename(path)} (the old one is "
-                  f"{os.path.basename(copy)})")
+            _say(*f.lines())
+    verified = [f for f in failures if f.verified]
+    shown_edits = [e for f in verified for e in f.edits]
+    if args.diff and args.no_verify:
+        unproved = [e for f in failures for e in f.edits]
+        if unproved:
+            _say("toolkit audit: the edits, not verified (--no-verify): check them before "
+                 "using them")
+            _say_diff(diff(unproved, root))
+    elif args.diff and shown_edits:
+        _say_diff(diff(shown_edits, root))
+    status = EXIT_FAILED if failures else EXIT_CLEAN
+    if args.apply:
+        status = _apply(verified, root, args.no_verify, diff, write_edits, outside, Refused,
+                        status)
     infos = len(findings) - len(failures)
-    print(f"toolkit audit: {len(failures)} failures, {infos} notes"
-          + (f"; {len(verified)} verified edits" if failures else ""))
+    _say(f"toolkit audit: {len(failures)} failures, {infos} notes"
+         + (f"; {len(shown_edits)} verified edits" if failures else ""))
+    if watch.step_events == 0:
+        _say("toolkit audit: not checked: no torch optimizer stepped (weights updated by hand?), "
+             "so nothing was judged at a step (leaks, stale or missing gradients, tensors no "
+             "optimizer steps); only graph kept across iterations was checked")
     if outcome.error is not None:
-        sys.stderr.write("".join(outcome.traceback))
+        sys.stderr.write(escaped("".join(outcome.traceback), keep="\n"))
         return EXIT_FAILED
     if outcome.exit_code not in (None, 0):
         return int(outcome.exit_code)  # type: ignore[arg-type]
-    return EXIT_FAILED if failures else EXIT_CLEAN
+    return status
+
+
+def _apply(verified, root, no_verify, diff, write_edits, outside, refused, status) -> int:
+    """``--apply``: the verified edits of files inside the script's folder written; a finding
+    whose edits touch a file elsewhere printed as a diff with why it was not written."""
+    if no_verify:
+        _say("toolkit audit: --apply wrote nothing: with --no-verify no edit is verified")
+        return status
+    writable = []
+    for f in verified:
+        away = sorted({e.path for e in f.edits if outside(e.path, root)})
+        if away:
+            _say_diff(diff(list(f.edits), root))
+            for path in away:
+                _say(f"toolkit audit: not written: {path} lies outside the script's folder "
+                     f"{root}; the edit above is yours to make")
+        else:
+            writable += f.edits
+    if not writable:
+        return status
+    try:
+        written = write_edits(writable, root)
+    except refused as err:
+        return _fail(str(err))
+    for path, copy in written:
+        _say(f"toolkit audit: wrote {os.path.basename(path)} (the old one is "
+             f"{os.path.basename(copy)})")
+    return status

@@ -7,12 +7,20 @@ from __future__ import annotations
 import ast
 import difflib
 import os
-import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-__all__ = ["ScriptEdit", "apply_to_text", "diff", "write_edits"]
+from toolkit.lens.audit.watch.source import (
+    Refused,
+    Source,
+    escaped,
+    inside,
+    read_source,
+    split_lines,
+    write_sources,
+)
+
+__all__ = ["Refused", "ScriptEdit", "apply_to_text", "diff", "edited_texts", "write_edits"]
 
 
 @dataclass(frozen=True)
@@ -45,13 +53,17 @@ def _offset(lines: Sequence[str], pos: tuple[int, int]) -> int:
     return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
 
 
-def apply_to_text(text: str, edits: Iterable[ScriptEdit]) -> str:
+def apply_to_text(text: str, edits: Iterable[ScriptEdit], newline: str = "\n") -> str:
     """``text`` with ``edits`` made; edits of one file never overlap (the last one is made
-    first, so earlier positions stay right). Columns count UTF-8 bytes, as ``ast`` does."""
-    lines = text.splitlines(keepends=True)
+    first, so earlier positions stay right). Columns count UTF-8 bytes, as ``ast`` does; lines
+    are Python's (a form feed is no line break); a line an edit adds ends in ``newline``, the
+    file's own."""
+    lines = split_lines(text)
     spans = sorted(((_offset(lines, e.start), _offset(lines, e.end), e.new) for e in edits),
                    reverse=True)
     for a, b, new in spans:
+        if newline != "\n":
+            new = new.replace("\r\n", "\n").replace("\n", newline)
         text = text[:a] + new + text[b:]
     return text
 
@@ -64,46 +76,52 @@ def _edited(edits: Iterable[ScriptEdit]) -> dict[str, list[ScriptEdit]]:
     return by_file
 
 
-def diff(edits: Iterable[ScriptEdit], root: str) -> str:
-    """The edits as one unified diff, paths relative to ``root``."""
-    out = []
+def edited_texts(edits: Iterable[ScriptEdit]) -> dict[Source, str]:
+    """Each file's source as the audit read it, and its text with the edits made."""
+    out = {}
     for path, mine in _edited(edits).items():
-        old = Path(path).read_text(encoding="utf-8")
-        new = apply_to_text(old, mine)
-        rel = os.path.relpath(path, root)
-        out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                    f"a/{rel}", f"b/{rel}")
-    return "".join(out)
+        source = read_source(path)
+        out[source] = apply_to_text(source.text, mine, source.newline)
+    return out
+
+
+def diff(edits: Iterable[ScriptEdit], root: str) -> str:
+    """The edits as one unified diff, paths relative to ``root`` (``a/``, ``b/``), a file
+    outside it by its absolute path; paths escaped."""
+    out = []
+    for source, new in edited_texts(edits).items():
+        rel = os.path.relpath(source.path, root)
+        old_name, new_name = ((source.path, source.path) if rel.startswith(os.pardir)
+                              else (f"a/{rel}", f"b/{rel}"))
+        out += difflib.unified_diff(source.lines(), split_lines(new), escaped(old_name),
+                                    escaped(new_name))
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n" for line in out)
 
 
 def write_edits(edits: Iterable[ScriptEdit], root: str) -> list[tuple[str, str]]:
-    """Write the edits into their files, each of which must lie inside ``root``; a copy of each
-    file changed is kept next to it (``train.py.orig``, or ``.orig1``… when that exists).
-    Returns ``(file, copy)`` pairs."""
-    top = os.path.realpath(root)
-    by_file = _edited(edits)
-    for path in by_file:
-        if os.path.commonpath([os.path.realpath(path), top]) != top:
-            raise ValueError(f"write_edits: {path!r} lies outside the script's folder {root!r}; "
-                             f"nothing was written")
-    done = []
-    for path, mine in by_file.items():
-        copy, n = f"{path}.orig", 0
-        while os.path.exists(copy):
-            n += 1
-            copy = f"{path}.orig{n}"
-        shutil.copy2(path, copy)
-        text = Path(path).read_text(encoding="utf-8")
-        Path(path).write_text(apply_to_text(text, mine), encoding="utf-8")
-        done.append((path, copy))
-    return done
+    """Write the edits into their files, each of which must lie inside ``root``, be reached
+    through no link, be writable and unchanged since the audit read it; a copy of each file
+    changed is kept next to it (``train.py.orig``, or ``.orig1``… when that name is taken).
+    Returns ``(file, copy)`` pairs; raises :class:`Refused` with nothing written (see
+    :mod:`~toolkit.lens.audit.watch.source`)."""
+    edits = list(edits)
+    for path in _edited(edits):
+        why = inside(path, root)
+        if why is not None:
+            raise Refused(path, f"{why}; nothing was written")
+    try:
+        texts = edited_texts(edits)
+    except (OSError, SyntaxError, UnicodeDecodeError) as err:
+        raise Refused(getattr(err, "filename", None) or root,
+                      f"cannot be read ({err}); nothing was written") from None
+    return write_sources(texts, root)
 
 
 # --- reading the script's syntax tree --------------------------------------------------------
 
 def _tree(path: str) -> tuple[ast.Module, str] | None:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_source(path).text
         return ast.parse(text), text
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
@@ -163,8 +181,8 @@ def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEd
 
 def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
                  tensor: bool) -> list[ScriptEdit]:
-    """The ``index``-th argument of the call at ``span`` cut: ``.detach()`` for a tensor,
-    ``stop_gradient(...)`` (imported at the top) for a tuple of them."""
+    """The ``index``-th argument of the call at ``span`` cut, in plain PyTorch: ``.detach()``
+    for a tensor, ``tuple(t.detach() for t in ...)`` for a tuple of them."""
     found = call_at(path, span)
     if found is None:
         return []
@@ -175,40 +193,14 @@ def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
     old = segment(text, arg)
     simple = isinstance(arg, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
     new = (f"{old}.detach()" if simple else f"({old}).detach()") if tensor else \
-        f"stop_gradient({old})"
-    edits = [ScriptEdit(path, (arg.lineno, arg.col_offset), (arg.end_lineno or arg.lineno,
-                        arg.end_col_offset or 0), new,
-                        f"{_where(path, arg.lineno)}: {old} -> {new}")]
-    if not tensor:
-        imp = import_edit(path, "from toolkit import stop_gradient")
-        if imp is not None:
-            edits.append(imp)
-    return edits
-
-
-def import_edit(path: str, line_text: str) -> ScriptEdit | None:
-    """An import added after the module's docstring and ``__future__`` imports."""
-    parsed = _tree(path)
-    if parsed is None:
-        return None
-    tree, text = parsed
-    if line_text in text:
-        return None
-    at = 1
-    for node in tree.body:
-        doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
-            isinstance(node.value.value, str) and node is tree.body[0]
-        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
-        if doc or future:
-            at = (node.end_lineno or node.lineno) + 1
-        else:
-            break
-    return ScriptEdit(path, (at, 0), (at, 0), line_text + "\n",
-                      f"{_where(path, at)}: + {line_text}")
+        f"tuple(t.detach() for t in {old if simple else f'({old})'})"
+    return [ScriptEdit(path, (arg.lineno, arg.col_offset), (arg.end_lineno or arg.lineno,
+                       arg.end_col_offset or 0), new,
+                       f"{_where(path, arg.lineno)}: {old} -> {new}")]
 
 
 def _indent(text: str, line: int) -> str:
-    src = text.splitlines()[line - 1]
+    src = split_lines(text)[line - 1].rstrip("\r\n")
     return src[:len(src) - len(src.lstrip())]
 
 
@@ -234,7 +226,7 @@ def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:
         return []
     stmt, text = a
     other, _ = b
-    lines = text.splitlines()
+    lines = [x.rstrip("\r\n") for x in split_lines(text)]
     end = stmt.end_lineno or stmt.lineno
     rest = lines[end - 1].encode("utf-8")[stmt.end_col_offset or 0:].decode().strip()
     if stmt.col_offset != len(_indent(text, stmt.lineno)) or rest[:1] not in ("", "#"):

@@ -2,7 +2,8 @@
 (which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
 all call), ``torch.autograd.grad``, the global optimizer step hooks, ``zero_grad`` of optimizers
 and modules, ``Tensor.detach`` and optimizer construction. The module forward hook is the
-watch's own (on only around audited iterations)."""
+watch's own (on only around audited iterations). In a process the script forked, every hook
+stands aside: the watch and its stop belong to the process that started it."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             ins = None if inputs is None else (
                 [inputs] if isinstance(inputs, torch.Tensor) else list(inputs))
-            state = watch.backward(roots, ins)
+            state = watch.backward(roots, ins) if watch.here() else None
             kwargs = {} if grad_variables is None else {"grad_variables": grad_variables}
             out = old(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs,
                       **kwargs)
@@ -53,14 +54,15 @@ def installed(watch: Watch) -> Iterator[Watch]:
     def grad(old):
         @functools.wraps(old)
         def wrapper(*args, **kwargs):
-            watch.grad_called()
+            if watch.here():
+                watch.grad_called()
             return old(*args, **kwargs)
         return wrapper
 
     def zero_grad(old, params):
         @functools.wraps(old)
         def wrapper(self, *args, **kwargs):
-            if watch.recording():
+            if watch.here():
                 watch.zero_grad(list(params(self)))
             return old(self, *args, **kwargs)
         return wrapper
@@ -68,7 +70,8 @@ def installed(watch: Watch) -> Iterator[Watch]:
     def detach(old):
         @functools.wraps(old)
         def wrapper(self):
-            watch.detached(self)
+            if watch.here():
+                watch.detached(self)
             return old(self)
         return wrapper
 
@@ -76,7 +79,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
         @functools.wraps(old)
         def wrapper(self, *args, **kwargs):
             old(self, *args, **kwargs)
-            if not any(o is self for o in watch.optimizers):
+            if watch.here() and not any(o is self for o in watch.optimizers):
                 watch.optimizer_built(self)
         return wrapper
 
@@ -87,8 +90,16 @@ def installed(watch: Watch) -> Iterator[Watch]:
     _patch(nn.Module, "zero_grad", lambda old: zero_grad(old, nn.Module.parameters), undo)
     _patch(torch.Tensor, "detach", detach, undo)
     _patch(torch.optim.Optimizer, "__init__", built, undo)
-    handles = [register_optimizer_step_pre_hook(lambda opt, a, k: watch.step(opt)),
-               register_optimizer_step_post_hook(lambda opt, a, k: watch.stepped(opt))]
+    def before_step(opt, args, kwargs) -> None:
+        if watch.here():
+            watch.step(opt)
+
+    def after_step(opt, args, kwargs) -> None:
+        if watch.here():
+            watch.stepped(opt)
+
+    handles = [register_optimizer_step_pre_hook(before_step),
+               register_optimizer_step_post_hook(after_step)]
     watch._want_module_hook()
     try:
         yield watch

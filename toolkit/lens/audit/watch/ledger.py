@@ -41,9 +41,14 @@ class Ledger:
         self.tensors: dict[int, torch.Tensor] = {}
         self.wasted: list[tuple[Source, int]] = []   # (source, tensor) cleared unused
 
-    def observe(self, tensor: torch.Tensor, iteration: int, stepped_since: dict[int, int]) -> None:
+    def observe(self, tensor: torch.Tensor, iteration: int, stepped_since: dict[int, int],
+                stepped_at: dict[int, int] | None = None,
+                cleared_at: dict[int, int] | None = None) -> None:
         """Bring the tensor's entry up to date with its ``.grad``: cleared when it is ``None`` or
-        zero; an unknown gradient becomes a source of its own."""
+        zero; an unknown gradient becomes a source of its own. ``stepped_at`` and ``cleared_at``
+        (every iteration's last step and ``zero_grad`` of each tensor, watched or not) tell an
+        unknown gradient that a step already used, and no ``zero_grad`` cleared since: it is
+        paired with that step, so the next step finds it stale."""
         key = id(tensor)
         self.tensors[key] = tensor
         live = self.live.get(key)
@@ -55,7 +60,12 @@ class Ledger:
                 self.cleared.setdefault(key, []).extend(live)
                 self.live[key] = []
         elif not live:
-            self.live[key] = [Source(-1, None, "gradient already in .grad", iteration - 1)]
+            used = (stepped_at or {}).get(key, -1)
+            if used >= 0 and used > (cleared_at or {}).get(key, -1):
+                self.live[key] = [Source(-1, None, "no zero_grad() cleared it since a step "
+                                         "used it", iteration - 1, step=used)]
+            else:
+                self.live[key] = [Source(-1, None, "gradient already in .grad", iteration - 1)]
 
     def snapshot(self, tensors: dict[int, torch.Tensor]) -> dict[int, torch.Tensor | None]:
         return {k: (t.grad.detach().clone() if t.grad is not None else None)

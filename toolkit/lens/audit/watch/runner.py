@@ -3,11 +3,16 @@ it cleanly after its audited iterations; hand its own exit status and exceptions
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import random
 import runpy
 import sys
 import traceback
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,11 +47,47 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def run_script(script: str, args: list[str], watch: Watch, seed: int = 0) -> Outcome:
-    """Run ``script`` with ``sys.argv = [script, *args]`` under ``watch``. The random generators
-    of torch, numpy and ``random`` start from ``seed`` (the script may seed them again), so that
-    a rerun of the same script is the same run."""
+class _Elsewhere(importlib.abc.MetaPathFinder):
+    """Imports an edited module that lives outside the script's folder from its edited copy:
+    the module ``sys.path`` finds at ``real`` is loaded from ``copies[real]``."""
+
+    def __init__(self, copies: Mapping[str, str]) -> None:
+        self.copies = {os.path.realpath(k): v for k, v in copies.items()}
+
+    def find_spec(self, name, path, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not spec.origin:
+            return None
+        copy = self.copies.get(os.path.realpath(spec.origin))
+        if copy is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            name, copy, submodule_search_locations=spec.submodule_search_locations)
+
+
+@contextlib.contextmanager
+def _served(copies: Mapping[str, str] | None) -> Iterator[None]:
+    if not copies:
+        yield
+        return
+    finder = _Elsewhere(copies)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def run_script(script: str, args: list[str], watch: Watch, seed: int = 0,
+               elsewhere: Mapping[str, str] | None = None) -> Outcome:
+    """Run ``script`` with ``sys.argv = [script, *args]`` under ``watch``, as ``python script``
+    would: its folder first on ``sys.path``, the working folder as it is now (and put back
+    afterwards, whatever the script ``chdir``-ed to). The random generators of torch, numpy and
+    ``random`` start from ``seed`` (the script may seed them again), so that a rerun of the same
+    script is the same run. ``elsewhere`` maps modules outside the script's folder to edited
+    copies to import instead (a verification rerun)."""
     path = os.path.abspath(script)
+    cwd = os.getcwd()
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(path))
@@ -55,7 +96,7 @@ def run_script(script: str, args: list[str], watch: Watch, seed: int = 0) -> Out
     torch.manual_seed(seed)
     outcome = Outcome(watch)
     try:
-        with installed(watch):
+        with installed(watch), _served(elsewhere):
             runpy.run_path(path, run_name="__main__")
     except Stop:
         outcome.stopped = True
@@ -74,4 +115,6 @@ def run_script(script: str, args: list[str], watch: Watch, seed: int = 0) -> Out
         outcome.traceback = list(shown.format())
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
     return outcome

@@ -25,6 +25,7 @@ each tensor holds, and at each step says, in the order the script made its calls
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -94,6 +95,7 @@ class Watch:
                  on_finding=None) -> None:
         self.steps, self.every, self.record = steps, every, record
         self.on_finding = on_finding
+        self.pid = os.getpid()
         self.iteration = 0
         self.events = 0                 # backward calls and steps, in order
         self.step_events = 0
@@ -105,6 +107,9 @@ class Watch:
         self.last_step_seq = 0
         self.ledger = Ledger()
         self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
+        # every iteration's, audited or not: what happened to .grad while nobody looked
+        self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
+        self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         self.stepped_by: dict[int, set[int]] = {}   # tensor id -> optimizers stepping it
         self.optimizers: list[torch.optim.Optimizer] = []
@@ -120,6 +125,10 @@ class Watch:
         self.prev_audited = False
         self._cleared_sources: set[Source] = set()
         self.module_hook = None
+
+    def here(self) -> bool:
+        """Whether this is the process the watch began in (not a child the script forked)."""
+        return os.getpid() == self.pid
 
     # --- which iterations ---------------------------------------------------------------
     def audited(self, iteration: int | None = None) -> bool:
@@ -182,7 +191,7 @@ class Watch:
         return len(self.optimizers) - 1
 
     def module_called(self, module: nn.Module, args: tuple, output: object) -> None:
-        if not self.recording():
+        if not self.recording() or not self.here():
             return
         frame = sys._getframe(1)
         # only calls made by the user's code itself: the caller is a user frame
@@ -218,6 +227,8 @@ class Watch:
             self.detaches.append((tensor.grad_fn, site_of(frame), self.events))
 
     def zero_grad(self, tensors: list[torch.Tensor]) -> None:
+        for t in tensors:
+            self.cleared_at[id(t)] = self.events
         if not self.recording():
             return
         frame = user_frame(2)
@@ -233,7 +244,9 @@ class Watch:
         frame = sys._getframe(2)
         key = _stack_key(frame)
         last = self.site_events.get(key)
-        if last is not None and last < self.last_step_event:
+        # the loop's body ran once: back at a backward() after a step, or, in a script that
+        # steps no torch optimizer (weights updated by hand), back at the same backward()
+        if last is not None and (last < self.last_step_event or not self.optimizers):
             self._new_iteration()
         if self.done():
             raise Stop
@@ -254,7 +267,8 @@ class Watch:
         for k in leaves:
             self.reached_at[k] = self.events
         for t in leaves.values():
-            self.ledger.observe(t, self.iteration, self.last_step_of)
+            self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
+                                self.cleared_at)
         source = Source(self.events, site, _label(site), self.iteration)
         return source, leaves, self.ledger.snapshot(leaves)
 
@@ -270,13 +284,17 @@ class Watch:
         self.step_events += 1
         self.last_step_event = event
         if not self.audited():
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    self.stepped_at[id(p)] = event
             return
         frame = user_frame(2)
         site = site_of(frame) if frame is not None else None
         stepped = [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
                    for k, p in enumerate(group["params"]) if p.requires_grad]
         for _, p in stepped:
-            self.ledger.observe(p, self.iteration, self.last_step_of)
+            self.ledger.observe(p, self.iteration, self.last_step_of, self.stepped_at,
+                                self.cleared_at)
         if self.record:
             self.grads.append({"iteration": self.iteration, "optimizer": index,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
@@ -285,7 +303,7 @@ class Watch:
         self._leaks(index, event, site, stepped)
         self._dead(index, event, site, stepped)
         for _, p in stepped:
-            self.last_step_of[id(p)] = event
+            self.last_step_of[id(p)] = self.stepped_at[id(p)] = event
             self.ledger.stepped(id(p))
         self._wasted()
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import torch
 
-from toolkit.lens.audit.watch.edits import ScriptEdit, apply_to_text
+from toolkit.lens.audit.watch.edits import ScriptEdit, edited_texts
 from toolkit.lens.audit.watch.findings import KINDS, ScriptFinding
+from toolkit.lens.audit.watch.source import escaped
 
 __all__ = ["close", "load_record", "verify"]
 
@@ -82,45 +83,75 @@ def _copy_sources(root: str, into: str) -> None:
                 shutil.copy2(os.path.join(dirpath, name), os.path.join(into, rel))
 
 
-def rerun(script: str, args: list[str], edits: list[ScriptEdit], steps: int,
-          timeout: float | None = None) -> tuple[int, dict | None, list[dict]]:
-    """The script, with ``edits`` made in a copy, audited for ``steps`` iterations in a fresh
-    process; returns its exit status, report and gradients."""
+def rerun(script: str, args: list[str], edits: list[ScriptEdit], steps: int, cwd: str,
+          timeout: float | None = None) -> tuple[int, dict | None, list[dict], str]:
+    """The script, with ``edits`` made in copies, audited for ``steps`` iterations in a fresh
+    process started in ``cwd`` with no standard input; returns its exit status, report,
+    gradients and what it printed to stderr.
+
+    The user's files are only read: the script's folder is copied (its ``.py`` files), an edit
+    of a file in it is made in the copy, and an edited module that lives elsewhere (found on
+    ``sys.path``) is written to a file of its own that the rerun imports in its place."""
     root = os.path.dirname(os.path.abspath(script))
     with tempfile.TemporaryDirectory(prefix="toolkit-audit-") as tmp:
         copy = os.path.join(tmp, "src")
         _copy_sources(root, copy)
-        by_file: dict[str, list[ScriptEdit]] = {}
-        for e in edits:
-            by_file.setdefault(e.path, []).append(e)
-        for path, mine in by_file.items():
-            target = os.path.join(copy, os.path.relpath(path, root))
-            text = Path(path).read_text(encoding="utf-8")
-            Path(target).write_text(apply_to_text(text, mine), encoding="utf-8")
+        elsewhere: dict[str, str] = {}
+        for n, (source, text) in enumerate(edited_texts(edits).items()):
+            rel = os.path.relpath(source.path, root)
+            if rel.startswith(os.pardir):
+                target = os.path.join(tmp, "elsewhere", str(n), os.path.basename(source.path))
+                elsewhere[source.path] = target
+            else:
+                target = os.path.join(copy, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(source.encode(text))
         rec = os.path.join(tmp, "record")
-        cmd = [sys.executable, "-m", "toolkit.audit", "--steps", str(steps), "--no-verify",
-               "--record", rec, os.path.join(copy, os.path.relpath(os.path.abspath(script),
-                                                                    root)), *args]
+        mapping = os.path.join(tmp, "elsewhere.json")
+        Path(mapping).write_text(json.dumps(elsewhere), encoding="utf-8")
+        cmd = [sys.executable, "-P", "-m", "toolkit.audit", "--steps", str(steps),
+               "--no-verify", "--record", rec, "--edited-elsewhere", mapping,
+               os.path.join(copy, os.path.relpath(os.path.abspath(script), root)), *args]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+                              check=False, cwd=cwd, stdin=subprocess.DEVNULL,
+                              errors="replace")
         if not os.path.exists(os.path.join(rec, "report.json")):
-            return done.returncode, None, []
+            return done.returncode, None, [], done.stderr
         report, grads = load_record(rec)
-        return done.returncode, report, grads
+        return done.returncode, report, grads, done.stderr
+
+
+def _why_it_did_not_run(script: str, stderr: str) -> str:
+    """The reason a rerun stopped short, from what it printed: stdin it could not read, a
+    standard-library module the script's name shadows, else its last line."""
+    stem = os.path.splitext(os.path.basename(script))[0]
+    if stem in sys.stdlib_module_names:
+        return (f"{escaped(os.path.basename(script))} shadows the standard library's {stem} "
+                f"module (its folder comes first on sys.path): rename the script")
+    if "EOFError" in stderr:
+        return "the script reads standard input, which the rerun closes: give its input " \
+               "as an argument or a file"
+    last = [line for line in stderr.splitlines() if line.strip()][-1:]
+    return escaped(last[0].strip()[:200]) if last else "it printed nothing"
 
 
 def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
-           grads: list[dict], steps: int) -> tuple[bool, str]:
+           grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
     """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
     need = max(steps, finding.iteration + 1)
     try:
-        _, report, theirs = rerun(script, args, list(finding.edits), need)
-    except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError) as err:
-        return False, f"the edited script could not be rerun ({err})"
+        _, report, theirs, stderr = rerun(script, args, list(finding.edits), need, cwd)
+    except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, SyntaxError) as err:
+        return False, f"the edited script could not be rerun ({escaped(str(err))})"
     if report is None:
-        return False, "the edited script did not run to its audited iterations"
+        return False, ("the edited script did not run to its audited iterations: "
+                       + _why_it_did_not_run(script, stderr))
     if report.get("error"):
-        return False, f"the edited script fails: {report['error']}"
+        why = escaped(str(report["error"]))
+        if "EOFError" in why:
+            why += " (the rerun has no standard input)"
+        return False, f"the edited script fails: {why}"
     mine = {(f.kind, tuple(f.tensors)) for f in others if f.failure}
     for f in report["findings"]:
         if not isinstance(f, dict) or not KINDS.get(str(f.get("kind")), False):
