@@ -241,3 +241,18 @@ def test_the_documented_command_installs_the_hook(tmp_path: Path) -> None:
     assert long.returncode != 0 and "is 80 characters; the limit is 72" in long.stderr
     short = git("commit", "-q", "--allow-empty", "-m", "Add a short subject", "-m", "Why.")
     assert short.returncode == 0, short.stderr
+
+
+# --- no code run from text ----------------------------------------------------------------------
+
+
+def test_the_toolkit_calls_no_eval_or_exec() -> None:
+    """The audit reads users' code and writes edits of it: what it runs is the user's code as
+    compiled functions, never text handed to ``eval`` or ``exec`` (nor a method named so: the
+    same search a reviewer runs, ``git grep -nE "\\b(eval|exec)\\("``)."""
+    call = re.compile(r"\b(eval|exec)\(")
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted((ROOT / "toolkit").rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if call.search(line)]
+    assert not found, "\n".join(found)

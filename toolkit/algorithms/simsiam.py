@@ -209,7 +209,7 @@ class SimSiam(nn.Module):
         """``(f(x), g(f(x)))`` in eval mode without a graph (the mode is restored)."""
         was_training = self.training
         try:
-            self.eval()
+            self.train(False)  # eval mode
             with torch.no_grad():  # evaluation only
                 features = self.encoder(x)
                 return features, self.projector(features)

@@ -115,7 +115,7 @@ def eval_mode(model: Model, enabled: bool = True) -> Iterator[Model]:
     modes = [(module, module.training) for module in model.modules()]
     try:
         if enabled:
-            model.eval()
+            model.train(False)  # eval mode (Module.eval is train(False))
         yield model
     finally:
         for module, flag in modes:

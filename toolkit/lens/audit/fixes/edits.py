@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import inspect
 import io
 import linecache
@@ -49,14 +50,15 @@ import tokenize
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 from toolkit.lens.audit.fixes.values import plain, read_value
 from toolkit.lens.audit.record.sites import Line
 
-__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "cut_argument", "cut_assigned", "cut_made",
-           "cut_operand", "cut_written", "default_mode", "extend_argument", "grad_on", "keyword_value",
-           "operand_holding", "recompute", "remove_detach", "reset_at_start", "stack_values",
-           "straight_through", "straight_through_integer"]
+__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
+           "cut_made", "cut_operand", "cut_written", "default_mode", "extend_argument", "grad_on",
+           "keyword_value", "operand_holding", "recompute", "remove_detach", "reset_at_start",
+           "stack_values", "straight_through", "straight_through_integer"]
 
 #: the import the edits' ``stop_gradient(...)`` needs
 CUT_IMPORT = "from toolkit import stop_gradient"
@@ -564,6 +566,37 @@ def _imported(source: str) -> set[str]:
             else a.asname or a.name
             for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
             for a in node.names}
+
+
+def bind_imports(statements: Iterable[str]) -> dict[str, Any]:
+    """The names import statements bind (``from toolkit import stop_gradient`` ->
+    ``{"stop_gradient": <function>}``), imported with :mod:`importlib`, nothing executed.
+    Raises ``ImportError`` (an import that fails) or ``SyntaxError`` (a statement that is not
+    an import)."""
+    names: dict[str, Any] = {}
+    for statement in dict.fromkeys(statements):
+        for node in ast.parse(statement).body:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    module = importlib.import_module(a.name)
+                    if a.asname:
+                        names[a.asname] = module
+                    else:
+                        top = a.name.partition(".")[0]
+                        names[top] = importlib.import_module(top)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                module = importlib.import_module(node.module)
+                for a in node.names:
+                    if a.name == "*":
+                        raise SyntaxError(f"bind_imports: a star import ({statement!r})")
+                    try:
+                        names[a.asname or a.name] = getattr(module, a.name)
+                    except AttributeError:
+                        names[a.asname or a.name] = importlib.import_module(
+                            f"{node.module}.{a.name}")
+            else:
+                raise SyntaxError(f"bind_imports: not an absolute import: {statement!r}")
+    return names
 
 
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:

@@ -36,6 +36,7 @@ from toolkit.lens.audit.fixes.edits import (
     Edit,
     Source,
     apply_edits,
+    bind_imports,
     edit_node,
     segment,
     source_of,
@@ -376,11 +377,17 @@ def _rebuild(line: Line, optimizer: Any, namespace: dict[str, Any], edits: list[
                      else getattr(n.func, "id", "")) == type(optimizer).__name__), None)
     if call is None:
         return None
-    names = dict(namespace)
+    # the edited call, compiled as the body of a function of the file (as an edited function
+    # is, see fixes/verify.py) and called in the names the step sees
+    build = ast.FunctionDef("__toolkit_audit_build__",
+                            ast.arguments([], [], None, [], [], None, []),
+                            [ast.Return(call)], [], None)
+    module = ast.fix_missing_locations(ast.Module([ast.copy_location(build, call)], []))
     try:
-        for statement in dict.fromkeys(i for e in edits for i in e.imports):
-            exec(compile(statement, line.path, "exec"), names)  # an import the edit names
-        built = eval(compile(ast.Expression(call), line.path, "eval"), names)
+        names = {**namespace, **bind_imports(i for e in edits for i in e.imports)}
+        code = next(c for c in compile(module, line.path, "exec").co_consts
+                    if isinstance(c, types.CodeType))
+        built = types.FunctionType(code, names)()
     except Exception:  # the line does not run here: not verified
         return None
     return built if type(built) is type(optimizer) else None

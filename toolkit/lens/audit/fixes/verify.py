@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from toolkit.lens.audit.fixes.edits import Edit, apply_edits
+from toolkit.lens.audit.fixes.edits import Edit, apply_edits, bind_imports
 from toolkit.lens.audit.fixes.registration import running, runs_live
 
 __all__ = ["VERIFYING", "edited_step", "installed", "verified"]
@@ -136,13 +136,10 @@ def _swaps(edits: list[Edit]) -> list[_Swap] | None:
             if found is None or any(fn.__code__ in running for fn in found[1]):
                 return None
             places[found[0]] = found[1]
-        imports: dict[str, Any] = {}
         try:
-            for statement in dict.fromkeys(i for e in mine for i in e.imports):
-                exec(compile(statement, path, "exec"), imports)  # an import the edit names
+            imports = bind_imports(i for e in mine for i in e.imports)
         except (SyntaxError, ImportError):
             return None
-        imports.pop("__builtins__", None)
         for place, functions in places.items():
             if any(place[:len(other)] == other != place for other in places):
                 continue  # inside another edited function: rebuilt with it
