@@ -26,6 +26,7 @@ CASES = {
     "bench_sweep.py": ["--quick"],
     "bench_lens.py": ["--quick"],
     "bench_audit.py": ["--quick"],
+    "bench_audit_scaling.py": ["--sizes", "100", "300", "--rounds", "1"],
 }
 
 

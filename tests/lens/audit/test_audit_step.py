@@ -491,3 +491,51 @@ def test_parameters_inside_a_checkpoint_are_reached_as_backward_reaches_them(
     assert audit.ok, audit
     step().backward()  # the oracle: every parameter gets a gradient
     assert all(p.grad is not None for p in net.parameters())
+
+
+def test_a_step_on_the_meta_device_is_refused_in_one_line() -> None:
+    net = nn.Linear(3, 2, device="meta")
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(4, 3, device="meta")
+    with pytest.raises(ValueError, match=r"^audit_step: the optimizers' tensors are on the meta "
+                                         r"device, which holds no values"):
+        audit_step(lambda: net(x).pow(2).sum(), opt)
+    real = nn.Linear(3, 2)
+    opt = torch.optim.SGD(real.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="the step's loss is on the meta device"):
+        audit_step(lambda: net(x).sum(), opt)
+
+
+def test_two_threads_auditing_at_once_each_get_their_own_findings() -> None:
+    """The recording's hooks are global and CPython's ast module is not safe to use from two
+    threads at once: audits in threads run one at a time, each with its own findings."""
+    import threading
+
+    def leaky() -> bool:
+        q, q_target = _mlp(), _mlp()
+        opt = torch.optim.SGD(q.parameters(), lr=0.1)
+        s = torch.randn(6, 3)
+        audit = audit_step(lambda: (q(s) - q_target(s)).pow(2).mean(), opt)
+        return not audit.ok and {f.parameter for f in audit.leaks} == {
+            "q_target.0.weight", "q_target.0.bias", "q_target.2.weight", "q_target.2.bias"}
+
+    def clean() -> bool:
+        q = _mlp()
+        opt = torch.optim.SGD(q.parameters(), lr=0.1)
+        s = torch.randn(6, 3)
+        return audit_step(lambda: q(s).pow(2).mean(), opt).ok
+
+    results: list[object] = []
+
+    def run(check) -> None:
+        try:
+            results.extend(check() for _ in range(3))
+        except BaseException as err:  # a thread's error is the test's failure
+            results.append(err)
+
+    threads = [threading.Thread(target=run, args=(check,)) for check in (leaky, clean) * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert results == [True] * 12, results

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,6 +91,30 @@ RULES: tuple[Callable[[RecordedStep], Found], ...] = (
     leaks.check, targets.check, dead.check, carried.check, held.check, kept.check, shared.check)
 
 
+# One audit at a time in a process: the recording's hooks (the torch-function mode, the global
+# module hooks) see every thread's calls, and CPython's ast module keeps global state that two
+# threads parsing and compiling at once corrupt ("AST constructor recursion depth mismatch").
+# Reentrant: the verification of an audit's fixes audits the edited step in the same thread.
+_ONE_AT_A_TIME = threading.RLock()
+
+
+def _one_at_a_time(audit: Callable[..., StepAudit]) -> Callable[..., StepAudit]:
+    @functools.wraps(audit)
+    def serialised(*args: Any, **kwargs: Any) -> StepAudit:
+        with _ONE_AT_A_TIME:
+            return audit(*args, **kwargs)
+    return serialised
+
+
+def _refuse_meta(tensors: Any, what: str, where: str) -> None:
+    """A meta tensor holds no values, and the audit's truth is a real backward: one line."""
+    if any(isinstance(t, torch.Tensor) and t.is_meta for t in tensors):
+        raise ValueError(f"{where}: {what} on the meta device, which holds no values; the "
+                         f"audit's truth is a real backward: run the step on a real device "
+                         f"(a tiny batch on the CPU is enough)")
+
+
+@_one_at_a_time
 def audit_step(step: Callable[[], Any], optimizers: Any, *,
                modules: nn.Module | Mapping[str, nn.Module] | None = None,
                restore_state: bool = True, allow_pass_through: bool = True,
@@ -149,6 +174,9 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
         allow_trained_target: accept a target that carries gradient into the parameters being
             trained (residual-gradient TD, a consistency loss meant to train both sides).
 
+    Audits in several threads run one at a time. A step on the ``meta`` device (no values) is
+    refused with a ``ValueError``: the truth is a real backward.
+
     Returns:
         :class:`StepAudit` with ``ok``, the findings by kind and a readable ``str``.
 
@@ -185,6 +213,8 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     pairings = {} if late else pairings_of(optimizers, where)
     names = _names(step, modules, where)
     stepped = stepped_of(pairings, names, where)
+    _refuse_meta((p for group in stepped.values() for p in group.values()),
+                 "the optimizers' tensors are", where)
     watched = {**names.objects, **{i: p for group in stepped.values() for i, p in group.items()}}
     snapshot = (StateSnapshot(names.roots, list(watched.values()), names.tensors)
                 if restore_state else None)
@@ -205,6 +235,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
             first = pair_losses(first, pairings, where)
             recording.next_call()
             losses = pair_losses(losses_of(_call(step, where), where), pairings, where)
+        _refuse_meta([*first.values(), *losses.values()], "the step's loss is", where)
         recorded = record_step(losses, pairings, stepped, recording,
                                allow_pass_through=allow_pass_through,
                                allow_trained_target=allow_trained_target)

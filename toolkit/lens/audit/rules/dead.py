@@ -396,8 +396,9 @@ def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
                 and step.truth.second[name].get(i) == ZERO}
         if not mine:
             continue
-        useful = {i: graph.useful({search.leaf_node[i]}, set(search.nodes)) for i in mine}
-        points = zero_points(step.losses[name], search, graph.callers, useful, mine)
+        leaf_of = {i: search.leaf_node[i] for i in mine}
+        every = graph.useful(set(leaf_of.values()), set(search.nodes))
+        points = zero_points(step.losses[name], search, graph.callers, every, mine, leaf_of)
         for i, tensor in mine.items():
             point = points.get(i)
             # zero only for these values (a clamp on its flat side, a weight at zero such as

@@ -158,16 +158,20 @@ class ZeroPoint:
 
 
 def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, list[int]],
-                useful: dict[int, set[int]], tensors: dict[int, torch.Tensor]
+                every: set[int], tensors: dict[int, torch.Tensor], leaf_of: dict[int, int]
                 ) -> dict[int, ZeroPoint]:
     """The :class:`ZeroPoint` of each tensor's gradient from ``loss`` (``tensors``: by ``id``),
-    found by one more backward with hooks on the nodes from which they are reached
-    (``useful``: by tensor ``id``, those nodes' ids; the hooks are removed after);
-    ``callers``: each node's callers by ``id`` (the nodes above it)."""
+    found by one more backward with hooks on the nodes from which they are reached (``every``:
+    those nodes' ids; the hooks are removed after); ``callers``: each node's callers by ``id``
+    (the nodes above it); ``leaf_of``: each tensor's node id.
+
+    A node is a zero point when zero gradient arrived at it though a caller received a nonzero
+    one; a tensor's is the first such node, breadth first from the loss, among the nodes from
+    which it is reached. One pass down the graph in topological order gives every tensor its
+    own (linear in the graph, however many tensors it holds)."""
     arrived: dict[int, bool] = {}
     passed: dict[tuple[int, int], bool] = {}
     handles = []
-    every = set().union(*useful.values()) if useful else set()
 
     def nonzero(grads: Any) -> bool:
         return any(g is not None and bool(g.ne(0).any()) for g in grads)
@@ -199,21 +203,43 @@ def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, li
         for handle in handles:
             handle.remove()
     order = {key: i for i, key in enumerate(search.nodes)}  # breadth first from the loss
+    last = len(order)
+    above = {k: [c for c in callers.get(k, ()) if c in every] for k in every}
+    below: dict[int, list[int]] = {}
+    waiting = {k: len(cs) for k, cs in above.items()}
+    for k, cs in above.items():
+        for c in cs:
+            below.setdefault(c, []).append(k)
+    # each node's first zero point (by ``order``) among itself and the nodes above it
+    best: dict[int, tuple[int, int] | None] = {}
+    ready = [k for k, n in waiting.items() if n == 0]
+    while ready:
+        key = ready.pop()
+        mine = None
+        if not arrived.get(key, True) and any(arrived.get(c, False) for c in above[key]):
+            mine = (order.get(key, last), key)
+        for c in above[key]:
+            theirs = best.get(c)
+            if theirs is not None and (mine is None or theirs < mine):
+                mine = theirs
+        best[key] = mine
+        for child in below.get(key, ()):
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
     found = {}
-    for i, nodes in useful.items():
-        for key in sorted(nodes, key=lambda k: order.get(k, len(order))):
-            if arrived.get(key, True):
-                continue
-            above = [c for c in callers.get(key, ()) if c in nodes and arrived.get(c, False)]
-            if not above:
-                continue
-            givers = [c for c in above if passed.get((c, key), False)]
-            # nonzero gradients in and zero arrived: they cancel (a + (b - a), a - a)
-            found[i] = (ZeroPoint("cancelled", search.nodes[key],
-                                  tuple(search.nodes[c] for c in givers)) if givers else
-                        ZeroPoint("zero_derivative", search.nodes[key],
-                                  tuple(search.nodes[c] for c in above)))
-            break
+    for i in tensors:
+        point = best.get(leaf_of[i])
+        if point is None:
+            continue
+        key = point[1]
+        up = [c for c in above[key] if arrived.get(c, False)]
+        givers = [c for c in up if passed.get((c, key), False)]
+        # nonzero gradients in and zero arrived: they cancel (a + (b - a), a - a)
+        found[i] = (ZeroPoint("cancelled", search.nodes[key],
+                              tuple(search.nodes[c] for c in givers)) if givers else
+                    ZeroPoint("zero_derivative", search.nodes[key],
+                              tuple(search.nodes[c] for c in up)))
     return found
 
 
