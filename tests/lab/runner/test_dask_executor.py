@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     """Two worker processes of one thread each, behind mutual TLS with certificates of their
-    own; a task is given up at its second worker death, as in the cluster the executor
-    starts. Yields ``(address, tls)``: ``tls`` the
+    own; a task is sent to a worker with a free thread only and given up at its second
+    worker death, as in the cluster the executor starts. Yields ``(address, tls)``: ``tls`` the
     :class:`ExecutorConfig` keys of this client's certificate files."""
     import dask
     from distributed.security import Security
@@ -41,7 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                      ("tls_key", security.tls_client_key)):
         tls[key] = str(folder / f"{key}.pem")
         Path(tls[key]).write_text(pem)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1,
+                          "distributed.scheduler.worker-saturation": 1.0}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            host="127.0.0.1", protocol="tls://",
                                            security=security, dashboard_address="127.0.0.1:0",
@@ -203,3 +204,46 @@ def test_ctrl_c_cancels_and_marks_started_runs_interrupted(tmp_path: Path) -> No
     left = 6 - len(statuses)
     assert f"not started {left} run{'s' * (left != 1)}" in text
     assert text.endswith(" --resume")
+
+
+def _folders(root: Path) -> dict[tuple[int, str], list[RunResults]]:
+    """The run folders below ``root`` by (seed, marker param)."""
+    found: dict[tuple[int, str], list[RunResults]] = {}
+    for meta in sorted(root.glob("*/meta.json")):
+        run = RunResults(meta.parent)
+        found.setdefault((run.meta["seed"], run.params["marker"]), []).append(run)
+    return found
+
+
+def test_killed_workers_leave_one_folder_per_run_none_running(cluster,
+                                                              tmp_path: Path) -> None:
+    """Issue 73: worker processes die under a sweep (os._exit, as after an OOM kill). Every
+    planned run leaves exactly one folder and none says running or is abandoned once the
+    sweep has ended: a run retried after a death completes in one folder that names the
+    worker it died on, and a run given up after its second death is failed, naming both."""
+    config = tmp_path / "dies.toml"
+    markers = [str(tmp_path / f"m{i}") for i in range(2)]
+    config.write_text(f'experiment = "dies_once"\nseeds = [0, 1]\n'
+                      f'[sweep]\n"params.marker" = {json.dumps(markers)}\n')
+    once = plan(config, output_dir=tmp_path / "once")
+    always = plan(config, ["params.always=true"], output_dir=tmp_path / "always")
+    outcomes, status = run_all([*once, *always], executor=_dask(cluster))
+    assert status == 1 and len(outcomes) == 8
+    for root, ended in ((tmp_path / "once" / "dies_once", "complete"),
+                        (tmp_path / "always" / "dies_once", "failed")):
+        folders = _folders(root)
+        assert sorted(folders) == [(s, m) for s in (0, 1) for m in sorted(markers)], folders
+        for runs in folders.values():
+            assert [run.status for run in runs] == [ended], [r.run_dir for r in runs]
+            executor = runs[0].meta["executor"]
+            if ended == "failed":  # died on two workers: both named
+                error = runs[0].meta["error"]
+                assert "KilledWorker" in error
+                assert error.count("tls://127.0.0.1:") >= 2, error
+            elif executor.get("died_on"):  # the attempt that died is named, then removed
+                assert all(w.startswith("tls://127.0.0.1:") for w in executor["died_on"])
+    # each marker's first run died at least once before a retry completed it
+    assert sum(bool(runs[0].meta["executor"].get("died_on"))
+               for runs in _folders(tmp_path / "once" / "dies_once").values()) >= 2
+    assert {o.status for o in outcomes} == {"complete", "failed"}
+    assert all(o.run_dir.parent.name == "dies_once" for o in outcomes)

@@ -2,7 +2,10 @@
 ``LocalCluster`` with ``Security.temporary()``, or a scheduler's ``tls://`` address. Each run
 is one task of ``client.map``, written into ``output_dir`` (a remote cluster shares it); its
 outcome is read as msgpack. Ctrl-C cancels the runs not started and closes a local cluster;
-the runs it ended are written ``interrupted``.
+the runs it ended are written ``interrupted``. A run leaves one folder however often its
+worker dies: a retry removes the dead attempt's folder and names its worker (``died_on`` in
+``meta.json``'s executor), a run given up is written ``failed`` naming the workers it died
+on, and a run that ended is not run again when Dask recomputes a result lost with a worker.
 
 Trust: a scheduler you connect to can run code in this process: connect only to schedulers
 you trust. Holding a certificate of your CA is what makes a peer a scheduler of yours, and
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shutil
 import signal
 import struct
 import sys
@@ -97,14 +101,55 @@ def check_executor(config: ExecutorConfig) -> None:
                           "distributed.comm.tls.client.cert in dask's configuration")
 
 
-def _task(spec: RunSpec, argv: list[str], command: str, finish: Finish | None
+def _task(spec: RunSpec, task: int, argv: list[str], command: str, finish: Finish | None
           ) -> dict[str, Any]:
-    """Run one planned run on a worker; its outcome as plain data."""
+    """Run one planned run on a worker; its outcome as plain data. One folder per run,
+    however often Dask runs the task: a run that ended already (its result was lost with its
+    worker, and Dask computes it again) is not run again, its outcome is read back; an
+    earlier attempt whose worker died is removed first and that worker named in
+    ``died_on``."""
     from distributed import get_worker
 
+    ended = [(run_dir, meta) for run_dir, meta in _attempts(spec, command, task, abandoned=False)
+             if meta.status in ("complete", "failed", "interrupted")]
+    if ended:
+        run_dir, meta = ended[-1]
+        code = {"complete": 0, "failed": 1}.get(meta.status, 128 + (
+            signal.Signals[meta.interrupted_by] if meta.interrupted_by else signal.SIGINT))
+        return {"run_dir": str(run_dir), "status": meta.status, "exit_code": int(code),
+                "error": meta.error, "duration_s": meta.duration_s or 0.0, "exception": None}
+    died_on = [worker for attempt in _attempts(spec, command, task, abandoned=True)
+               for worker in _forget(attempt)]
     outcome = execute(spec, quiet=True, argv=argv, finish=finish, executor={
-        "kind": "dask", "worker": get_worker().address, "command": command})
+        "kind": "dask", "worker": get_worker().address, "command": command, "task": task,
+        **({"died_on": died_on} if died_on else {})})
     return {**vars(outcome), "run_dir": str(outcome.run_dir), "exception": None}
+
+
+def _attempts(spec: RunSpec, command: str, task: int, *, abandoned: bool
+              ) -> list[tuple[Path, RunMeta]]:
+    """The folders that ``command`` started for its task number ``task``, oldest first; with
+    ``abandoned``, only those that say running while nothing holds them (a dead worker's)."""
+    parent, found = Path(spec.config.output_dir) / spec.experiment.name, []
+    for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
+        try:
+            meta = read_record(run_dir / "meta.json", RunMeta, root=run_dir)
+            if meta is None or meta.executor.get("command") != command \
+                    or meta.executor.get("task") != task \
+                    or (abandoned and RunResults(run_dir).status != "abandoned"):
+                continue
+        except (OSError, ValueError):
+            continue
+        found.append((run_dir, meta))
+    return sorted(found, key=lambda attempt: attempt[1].started or "")
+
+
+def _forget(attempt: tuple[Path, RunMeta]) -> list[str]:
+    """Remove an abandoned attempt's folder; the workers it died on (its own, and those its
+    earlier attempts died on)."""
+    run_dir, meta = attempt
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return [*meta.executor.get("died_on", []), str(meta.executor.get("worker"))]
 
 
 class _NotAScheduler(ValueError):
@@ -234,7 +279,10 @@ def _client(config: ExecutorConfig, distributed: Any) -> Any:
     import dask.config
 
     security = Security.temporary()
-    settings: dict[str, Any] = {"distributed.scheduler.allowed-failures": 1}  # one retry
+    # one retry; a run is sent to a worker only when it has a free thread, so that a worker's
+    # death counts against the run it ran and no other (1.1, Dask's default, sends two)
+    settings: dict[str, Any] = {"distributed.scheduler.allowed-failures": 1,
+                                "distributed.scheduler.worker-saturation": 1.0}
     if not config.dashboard:  # Dask's HTTP servers then serve no route at all
         settings |= {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     with dask.config.set(settings):
@@ -261,16 +309,18 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
 
     client = _client(config, distributed)
     cluster = client.cluster
-    futures = client.map(_task, specs, argv=argv, command=command, finish=finish, pure=False)
+    futures = client.map(_task, specs, range(len(specs)), argv=argv, command=command,
+                         finish=finish, pure=False)
     try:
         for future in distributed.as_completed(futures):
             i = futures.index(future)
             try:
                 outcome = RunOutcome(**{k: Path(v) if k == "run_dir" else v
                                         for k, v in future.result().items()})
+                future.release()  # read: Dask need not compute it again when a worker dies
             except Exception as err:  # the task raised, or its worker died twice
                 error = f"{type(err).__name__}: {err}"
-                outcome = ([*_abandoned(specs[i:i + 1], command, "failed", error)] or [
+                outcome = ([*_abandoned(specs[i:i + 1], [i], command, "failed", error)] or [
                     RunOutcome(Path(specs[i].config.output_dir) / specs[i].experiment.name,
                                "failed", 1, error)])[-1]
             ended(i, outcome)
@@ -283,33 +333,34 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
             cluster.close()
     if not signum:
         return outcomes, max((o.exit_code for o in outcomes), default=0)
-    for outcome in _abandoned(specs, command, "interrupted", str(RunInterrupted(signum)), signum):
+    for outcome in _abandoned(specs, range(len(specs)), command, "interrupted",
+                              str(RunInterrupted(signum)), signum):
         ended(len(outcomes), outcome)
     return outcomes, 128 + signum
 
 
-def _abandoned(specs: Sequence[RunSpec], command: str, status: str, error: str,
-               signum: int = 0) -> list[RunOutcome]:
-    """The runs of ``specs`` that ``command`` started and nothing holds now (their worker
-    died, the cluster was closed), written ``status`` with ``error``."""
-    points, found = {(s.seed, repr(s.sweep_point)) for s in specs}, []
-    for parent in dict.fromkeys(Path(s.config.output_dir) / s.experiment.name for s in specs):
-        for run_dir in sorted(parent.iterdir()) if parent.is_dir() else []:
-            try:
-                meta = read_record(run_dir / "meta.json", RunMeta, root=run_dir)
-                if meta is None or meta.executor.get("command") != command \
-                        or (meta.seed, repr(meta.sweep_point)) not in points \
-                        or RunResults(run_dir).status != "abandoned":
-                    continue
-            except (OSError, ValueError):
-                continue
-            ended, text = utc_now(), f"{error} (on {meta.executor.get('worker')})"
-            seconds = round((ended - datetime.fromisoformat(meta.started)).total_seconds(), 3) \
-                if meta.started else None
-            save_meta(run_dir / "meta.json", meta.model_copy(update={
-                "status": status, "error": text, "ended": ended.isoformat(),
-                "duration_s": seconds, **({"interrupted_by": signal.Signals(signum).name}
-                                          if signum else {})}))
-            found.append(RunOutcome(run_dir, status, 128 + signum if signum else 1, text,
-                                    seconds or 0.0))
+def _abandoned(specs: Sequence[RunSpec], tasks: Sequence[int], command: str, status: str,
+               error: str, signum: int = 0) -> list[RunOutcome]:
+    """The runs of ``specs`` (task numbers ``tasks``) that ``command`` started and nothing
+    holds now (their worker died, the cluster was closed), written ``status`` with ``error``
+    and the workers they died on; of a task's abandoned attempts the last is kept, the
+    others removed."""
+    found = []
+    for spec, task in zip(specs, tasks):
+        *earlier, last = _attempts(spec, command, task, abandoned=True) or [None]
+        if last is None:
+            continue
+        run_dir, meta = last
+        workers = [w for attempt in earlier for w in _forget(attempt)]
+        workers = [*workers, *meta.executor.get("died_on", []), str(meta.executor.get("worker"))]
+        ended, text = utc_now(), f"{error} (on {', then '.join(dict.fromkeys(workers))})"
+        seconds = round((ended - datetime.fromisoformat(meta.started)).total_seconds(), 3) \
+            if meta.started else None
+        save_meta(run_dir / "meta.json", meta.model_copy(update={
+            "status": status, "error": text, "ended": ended.isoformat(), "duration_s": seconds,
+            "executor": {**meta.executor, "died_on": workers[:-1]} if workers[:-1]
+            else meta.executor,
+            **({"interrupted_by": signal.Signals(signum).name} if signum else {})}))
+        found.append(RunOutcome(run_dir, status, 128 + signum if signum else 1, text,
+                                seconds or 0.0))
     return found
