@@ -26,7 +26,7 @@ INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 
 #: The most rows the start repeats for integer sample weights (their sum); heavier weights are
 #: drawn once per row, so that a histogram's counts never allocate one row per count.
-MAX_REPEATED_ROWS = 1 << 22
+MAX_REPEATED_ROWS = 1 << 20
 
 
 def initial_responsibilities(X: torch.Tensor, n_components: int, init_params: str,
