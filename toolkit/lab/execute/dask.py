@@ -10,8 +10,8 @@ on, and a run that ended is not run again when Dask recomputes a result lost wit
 Trust: a scheduler you connect to can run code in this process: connect only to schedulers
 you trust. Holding a certificate of your CA is what makes a peer a scheduler of yours, and
 distributed's client unpickles what its scheduler sends (``__Pickled__`` parts of every
-message, the handshake included, whatever the client's ``deserializers``); no setting of
-distributed turns that off. Before the client starts, the peer's first message is read here
+message, the handshake included, whatever the client's ``deserializers``, and reads frames
+of any size it declares); no setting of distributed turns that off. Before the client starts, the peer's first message is read here
 with the connect timeout, its size checked before anything is allocated for it
 (:data:`MAX_HANDSHAKE_BYTES`) and decoded as plain msgpack: a peer of your CA that is silent
 after the TLS handshake, answers as another service (an HTTPS server's reply reads as a
@@ -220,12 +220,16 @@ def _size(n: int) -> str:
 
 def _holds_pickle(message: Any) -> bool:
     """Whether a msgpack-decoded message carries a serialized object (distributed marks them
-    ``__Pickled__`` or ``__Serialized__``)."""
-    if isinstance(message, dict):
-        return bool({"__Pickled__", "__Serialized__"} & set(message)) or any(
-            _holds_pickle(v) for v in message.values())
-    if isinstance(message, (list, tuple)):
-        return any(_holds_pickle(v) for v in message)
+    ``__Pickled__`` or ``__Serialized__``); a loop, not recursion, however deep it nests."""
+    pending = [message]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            if {"__Pickled__", "__Serialized__"} & set(value):
+                return True
+            pending.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
     return False
 
 
