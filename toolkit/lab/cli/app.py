@@ -8,13 +8,11 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 
 from toolkit._utils.formatting import shown
 from toolkit.lab.cli import commands
 from toolkit.lab.cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, run_module
-from toolkit.lab.plan.config import DEFAULT_MAX_RUNS
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run_module"]
 
@@ -89,6 +87,8 @@ _FORMAT = argparse.RawDescriptionHelpFormatter
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, many: bool) -> None:
+    from toolkit.lab.plan.config import DEFAULT_MAX_RUNS  # not before main() holds the signals
+
     p.add_argument("configs", nargs="+" if many else 1, metavar="CONFIG",
                    help="TOML config file" + "(s)" * many)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -186,24 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``toolkit``; returns the exit status. SIGINT or SIGTERM at any moment
-    ends every command with one line and status 130 or 143."""
-    from toolkit.lab.errors import RunInterrupted
+    ends every command with one line and status 130 or 143 (:mod:`toolkit.lab.execute.signals`;
+    without ``argv``, this process's own command line, until the process exits)."""
+    from toolkit.lab.execute.signals import ending, interruptible, say_interrupted
 
-    def stop(signum: int, frame: object) -> None:
-        raise RunInterrupted(signum)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)
-           if threading.current_thread() is threading.main_thread()}
+    # this process's own lab command (not an audit: the user's script ends as Python ends it)
+    own = argv is None and sys.argv[1:2] != ["audit"]
     try:
-        return _main(argv)
+        with interruptible(to_the_end=own):
+            status = _main(argv)
     except KeyboardInterrupt as err:  # RunInterrupted too
-        code = 128 + getattr(err, "signum", signal.SIGINT)
-        print(f"toolkit: interrupted by {signal.Signals(code - 128).name} (exit status "
-              f"{code})", file=sys.stderr)
-        return code
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+        status = say_interrupted(getattr(err, "signum", signal.SIGINT))
+    return ending(status) if own else status
 
 
 def _main(argv: Sequence[str] | None) -> int:

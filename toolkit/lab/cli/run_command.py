@@ -93,10 +93,11 @@ class RunCommand:
             self.tell(self.finish(work, t0), work.runs)
             return status
         except KeyboardInterrupt as err:  # RunInterrupted too
+            from toolkit.lab.execute.signals import say_interrupted
+
             signum = getattr(err, "signum", signal.SIGINT)
-            print("\n".join(_summary(signum, self.ended, self.planned, self.undrawn,
-                                     self.argv)), file=sys.stderr)
-            return 128 + signum
+            return say_interrupted(signum, "\n".join(_summary(
+                signum, self.ended, self.planned, self.undrawn, self.argv)))
 
     def plan(self) -> Planned | None:
         """Every run of every config, checked before any starts (a ConfigError otherwise);
@@ -231,7 +232,9 @@ def _summary(signum: int, ended: Sequence[Any], planned: int, undrawn: Sequence[
              argv: Sequence[str]) -> list[str]:
     """What an interrupted ``toolkit run`` says: each run that ended (an interrupted one with
     what it kept), the runs not started, and the commands that finish the rest."""
-    head = f"toolkit: interrupted by {signal.Signals(signum).name} (exit status {128 + signum})"
+    from toolkit.lab.execute.signals import interrupted_line
+
+    head = interrupted_line(signum)
     lines = [f"{head}; of {planned} run{'s' * (planned != 1)}:" if ended
              else head + ("; no run had started" if planned else "")]
     for o in ended:

@@ -27,35 +27,27 @@ from typing import Any
 from toolkit.lab.errors import RunInterrupted
 from toolkit.lab.execute.context import Progress
 from toolkit.lab.execute.dask import run_on_dask
-from toolkit.lab.execute.run import Finish, Listener, RunOutcome, execute, held_signals
+from toolkit.lab.execute.run import Finish, Listener, RunOutcome, execute
+from toolkit.lab.execute.signals import worker_signals
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
 from toolkit.lab.results.schema import ExecutorConfig
 
 __all__ = ["run_all"]
 
-_RUNNING, _STOPPED_BY = False, 0  # a pool worker: a run under way; the signal that stopped it
 _TOLD: SimpleQueue[tuple[int, Progress]] | None = None  # a pool worker: where its runs tell
 
 #: ``on_progress(index, progress)``: what run ``index`` tells as it goes
 OnProgress = Callable[[int, Progress], Any]
 
 
-def _on_signal(signum: int, frame: object) -> None:
-    """A worker's SIGINT/SIGTERM interrupts its run under way (once); no other run starts."""
-    global _STOPPED_BY
-    first, _STOPPED_BY = not _STOPPED_BY, _STOPPED_BY or signum
-    if first and _RUNNING:
-        raise RunInterrupted(signum)
-
-
 def _outlive_no_pool_maker() -> None:
     """End this worker once its pool's maker ended (and a run under way is written): one that
     Ctrl-C reached before its maker knew its pid would otherwise wait forever."""
     multiprocessing.parent_process().join()  # type: ignore[union-attr]
-    while _RUNNING:
+    while worker_signals.running:
         time.sleep(0.1)
-    os._exit(128 + (_STOPPED_BY or signal.SIGTERM))
+    os._exit(128 + (worker_signals.stopped_by or signal.SIGTERM))
 
 
 def _worker_init(env: dict[str, str], path: list[str], cwd: str,
@@ -73,8 +65,7 @@ def _worker_init(env: dict[str, str], path: list[str], cwd: str,
     os.environ.update(env)
     sys.path[:] = path
     os.chdir(cwd)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _on_signal)
+    worker_signals.install()
     threading.Thread(target=_outlive_no_pool_maker, name="pool maker watch", daemon=True).start()
 
 
@@ -89,18 +80,11 @@ def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = Tr
     """One run here or in a worker (``pool``: a signal that comes once the record is written
     stops the next run; the exception, which may not pickle, stays in the worker; what the
     run tells goes to ``listener``, in a worker to the pool's queue)."""
-    global _RUNNING
-    with held_signals if pool else contextlib.nullcontext():
-        if _STOPPED_BY:  # the pool is being stopped: this run is not started
-            raise RunInterrupted(_STOPPED_BY)
-        _RUNNING = pool
-        try:
-            with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
-                outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
-                                  executor={"kind": "local", "pid": os.getpid()} if pool else None,
-                                  listener=partial(_tell, index) if pool else listener)
-        finally:
-            _RUNNING = False
+    with worker_signals.run() if pool else contextlib.nullcontext():
+        with confined(spec.config.output_dir):  # nothing of the run lands outside its folder
+            outcome = execute(spec, quiet=quiet, argv=argv, finish=finish,
+                              executor={"kind": "local", "pid": os.getpid()} if pool else None,
+                              listener=partial(_tell, index) if pool else listener)
     return dataclasses.replace(outcome, exception=None) if pool else outcome
 
 

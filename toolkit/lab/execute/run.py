@@ -1,7 +1,8 @@
 """One run's life in one function, :func:`execute`: lock, ``config.toml``, ``meta.json``
 running, the experiment, findings, ``meta.json`` complete (last), the lock released in
 ``finally``, then the report. A signal stops only the experiment or the report; one that comes
-while the record is written waits until it is whole (:data:`held_signals`).
+while the record is written waits until it is whole
+(:data:`~toolkit.lab.execute.signals.held_signals`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ import signal
 import socket
 import sys
 import tempfile
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +35,7 @@ from toolkit.lab.errors import ConfigError, os_error_line
 from toolkit.lab.execute.context import Progress, RunContext, RunFiles
 from toolkit.lab.execute.live_curves import check_tensorboard
 from toolkit.lab.execute.resume import carry_over, replace_interrupted
+from toolkit.lab.execute.signals import held_signals
 from toolkit.lab.plan.config import RunSpec, plan, plan_one
 from toolkit.lab.plan.registry import Experiment
 from toolkit.lab.results.files import (
@@ -48,8 +49,7 @@ from toolkit.lab.results.records import compute_findings, save_meta, write_findi
 from toolkit.lab.results.schema import RunConfig, RunMeta
 from toolkit.lab.results.view import RunResults, lock_of
 
-__all__ = ["Finish", "Listener", "RunOutcome", "check_output_dir", "execute", "held_signals",
-           "run_experiment"]
+__all__ = ["Finish", "Listener", "RunOutcome", "check_output_dir", "execute", "run_experiment"]
 
 #: ``finish(run_dir, experiment)``: what to do with a run folder once its files are written
 #: (draw the report); its time is recorded in ``meta.json`` as ``finish_s``.
@@ -127,59 +127,6 @@ def _began(spec: RunSpec, run_dir: Path, argv: Sequence[str] | None,
                 platform=platform.platform(), tensorboard=None if board is None else str(board),
                 versions={"python": platform.python_version(), "torch": torch.__version__,
                           "numpy": numpy.__version__, "toolkit": toolkit.__version__})
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-class _HeldSignals:
-    """Holds (which nest) keep SIGINT and SIGTERM and give the first to the handlers in place
-    before once the outermost hold ends; inside :meth:`lifted` those handlers act at once. Only
-    the main thread holds signals."""
-
-    def __init__(self) -> None:
-        self.depth, self.kept, self.handlers = 0, list[int](), dict[int, Any]()
-
-    def _hold(self) -> None:
-        self.handlers = {s: signal.signal(s, lambda signum, _: self.kept.append(signum))
-                         for s in (signal.SIGINT, signal.SIGTERM)}
-
-    def _release(self) -> None:
-        for s, handler in self.handlers.items():
-            signal.signal(s, handler)
-        if self.kept:
-            signum, self.kept[:] = self.kept[0], []
-            signal.raise_signal(signum)
-
-    def __enter__(self) -> _HeldSignals:
-        if _main_thread():
-            self.depth += 1
-            if self.depth == 1:
-                self._hold()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if _main_thread():
-            self.depth -= 1
-            if self.depth == 0:
-                self._release()
-
-    @contextlib.contextmanager
-    def lifted(self) -> Iterator[None]:
-        """Where a signal may stop the run (the experiment, the report)."""
-        if not self.depth or not _main_thread():
-            yield
-            return
-        try:
-            self._release()
-            yield
-        finally:
-            self._hold()
-
-
-#: the one hold of this process (nested by a pool worker around its run)
-held_signals = _HeldSignals()
 
 
 def execute(spec: RunSpec, *, quiet: bool = False, argv: Sequence[str] | None = None,
