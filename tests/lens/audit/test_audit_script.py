@@ -251,3 +251,49 @@ def test_toolkit_audit_hands_its_arguments_over(tmp_path):
 
     script = _script(tmp_path, "assert sys.argv[1:] == ['--steps', '9']\nsys.exit(4)\n")
     assert toolkit(["audit", "--steps", "1", str(script), "--steps", "9"]) == 4
+
+
+# --- roles: one loss for two optimizers, a copy moved by hand ----------------------------------
+
+def test_one_loss_stepped_by_two_optimizers_is_no_leak_but_a_second_loss_mixed_in_is(tmp_path):
+    """An encoder and a decoder, each with its optimizer, trained by one loss: each step uses
+    that loss's gradient once. A second loss's gradient in the decoder's .grad is a leak."""
+    body = ("enc, dec = torch.nn.Linear(3, 4), torch.nn.Linear(4, 1)\n"
+            "oe = torch.optim.SGD(enc.parameters(), lr=0.1)\n"
+            "od = torch.optim.SGD(dec.parameters(), lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    oe.zero_grad()\n    od.zero_grad()\n"
+            "    loss = dec(enc(x)).pow(2).mean()\n"
+            "    loss.backward()\n"
+            "    oe.step()\n"
+            "    EXTRA\n"
+            "    od.step()\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, body.replace("    EXTRA\n", "")))
+    assert code == 0 and _kinds(report, failure=True) == []
+    mixed = body.replace("EXTRA", "dec(x[:, :1].expand(8, 4)).sum().backward()")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, mixed))
+    assert code == 1 and "leak" in _kinds(report, failure=True)
+
+
+def test_a_stepped_tensor_the_script_moves_by_hand_is_a_note_and_a_frozen_one_a_failure(
+        tmp_path):
+    """A momentum copy in the optimizer, read under no_grad and moved by hand each iteration
+    (MoCo's key encoder) gets no gradient on purpose: information. The same copy never moved is
+    a tensor the optimizer was meant to train and no loss reaches: a failure."""
+    body = ("q, k = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)\n"
+            "opt = torch.optim.SGD([*q.parameters(), *k.parameters()], lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(4):\n"
+            "    MOVE\n"
+            "    with torch.no_grad():\n        key = k(x)\n"
+            "    loss = (q(x) - key).pow(2).mean()\n"
+            "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n")
+    moved = body.replace("MOVE", "with torch.no_grad():\n        for pk, pq in zip("
+                         "k.parameters(), q.parameters()):\n"
+                         "            pk.data = 0.9 * pk.data + 0.1 * pq.data")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, moved), options=("--steps", "3"))
+    assert code == 0 and "hand_updated" in _kinds(report, failure=False)
+    code, report, _ = _audit(tmp_path, _script(tmp_path, body.replace("    MOVE\n", "")),
+                             options=("--steps", "3"))
+    assert code == 1 and "dead" in _kinds(report, failure=True)

@@ -82,6 +82,10 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
+
+
 def _fail(line: str) -> int:
     print(f"toolkit audit: {escaped(line)}", file=sys.stderr)
     return EXIT_CANNOT
@@ -230,8 +234,8 @@ def _audit(args: argparse.Namespace) -> int:
         status = _apply(verified, root, args.no_verify, diff, write_edits, outside, Refused,
                         status)
     infos = len(findings) - len(failures)
-    _say(f"toolkit audit: {len(failures)} failures, {infos} notes"
-         + (f"; {len(shown_edits)} verified edits" if failures else ""))
+    _say(f"toolkit audit: {_count(len(failures), 'failure')}, {_count(infos, 'note')}"
+         + (f"; {_count(len(shown_edits), 'verified edit')}" if failures else ""))
     if watch.step_events == 0:
         _say("toolkit audit: not checked: no torch optimizer stepped (weights updated by hand?), "
              "so nothing was judged at a step (leaks, stale or missing gradients, tensors no "

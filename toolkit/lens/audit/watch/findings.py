@@ -19,6 +19,7 @@ KINDS = {
     "unstepped": True,   # gradient reaches tensors of a trained model that no optimizer steps
     "shared": True,      # a tensor two optimizers step
     "wasted": False,     # gradient written and cleared before any step used it
+    "hand_updated": False,  # stepped, no gradient, moved by the script (an EMA copy)
 }
 
 

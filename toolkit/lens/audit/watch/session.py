@@ -115,6 +115,11 @@ class Watch:
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
+        # dead findings wait for the next step: a tensor the script then moved itself (an EMA
+        # or momentum copy) is not trained by its optimizer on purpose (see _settle)
+        self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
+        self.hand_updated: set[int] = set()
+        self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
@@ -175,6 +180,7 @@ class Watch:
             self.module_hook = None
         if self.audited() and self.step_events:
             self._end_of_iteration()
+        self._settle(final=True)
 
     # --- the hooks ----------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
@@ -283,6 +289,8 @@ class Watch:
         event = self.events
         self.step_events += 1
         self.last_step_event = event
+        self.step_optimizer[event] = index
+        self._settle()
         if not self.audited():
             for group in opt.param_groups:
                 for p in group["params"]:
@@ -358,6 +366,13 @@ class Watch:
                         own.append(src)
                 else:
                     foreign.setdefault(src, []).append((key, p))
+        if not own:
+            # one loss of this iteration whose gradient another optimizer stepped first, and
+            # nothing else in .grad: the loss trains both (an encoder and a decoder, each with
+            # its optimizer); a leak mixes another loss's gradient into a step's own
+            foreign = {src: hit for src, hit in foreign.items()
+                       if not (src.index >= 0 and src.iteration == self.iteration
+                               and self.step_optimizer.get(src.step) != index)}
         opt_text = self._optimizer_text(index, site)
         first_own = min(own, key=lambda s: s.index) if own else None
         for src, hit in foreign.items():
@@ -430,7 +445,7 @@ class Watch:
             _kind, cut = g[0], g[1]
             if cut is not None:
                 cut_site, cut_what, edit = cut
-                self._add(ScriptFinding(
+                self._add_dead(hit, ScriptFinding(
                     "dead", self.iteration,
                     f"no loss reaches {len(hit)} tensors "
                     f"{self._optimizer_text(index, site) or 'the optimizer'} steps: {cut_what} "
@@ -440,7 +455,7 @@ class Watch:
                            f"from this loss", step=self.step_events - 1,
                     concerned=tuple(self._reached_keys(cut_site, stepped)) or keys))
             else:
-                self._add(ScriptFinding(
+                self._add_dead(hit, ScriptFinding(
                     "dead", self.iteration,
                     f"no loss reaches {len(hit)} tensors "
                     f"{self._optimizer_text(index, site) or 'the optimizer'} steps "
@@ -449,6 +464,39 @@ class Watch:
                     advice="use them in a loss, or leave them out of the optimizer if they "
                            "are meant to stay as they are", step=self.step_events - 1,
                     concerned=keys))
+
+    def _add_dead(self, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:
+        """A dead finding, judged at the next step (or the end): see :meth:`_settle`."""
+        if finding.key in self.findings:
+            return
+        self.pending_dead.append((finding, [(p, p.detach().clone()) for _, p in hit]))
+
+    def _settle(self, final: bool = False) -> None:
+        """The dead findings waiting since an earlier step: a tensor whose values changed
+        though no gradient reached it was moved by the script itself (an EMA or momentum
+        copy, a target network synced by hand): its optimizer holds it for nothing, which is
+        information; the others are failures. At the end, a tensor seen moved before counts
+        as moved."""
+        if not self.pending_dead:
+            return
+        waiting = []
+        for finding, values in self.pending_dead:
+            moved = [id(p) for p, old in values
+                     if p.shape != old.shape or not torch.equal(p.detach(), old)]
+            self.hand_updated.update(moved)
+            if not moved and not final and finding.iteration == self.iteration:
+                waiting.append((finding, values))   # its own iteration's step: wait
+                continue
+            if moved or all(id(p) in self.hand_updated for p, _ in values):
+                finding = ScriptFinding(
+                    "hand_updated", finding.iteration,
+                    f"{len(values)} tensors an optimizer steps get no gradient and the script "
+                    f"moves them itself (an EMA or momentum copy): the optimizer does nothing "
+                    f"with them", finding.tensors, finding.names, finding.at,
+                    advice="leave them out of the optimizer, or requires_grad_(False) where "
+                           "they are made", step=finding.step)
+            self._add(finding)
+        self.pending_dead = waiting
 
     def _cut_of(self, p: torch.Tensor):
         """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
