@@ -58,7 +58,7 @@ def test_a_byte_order_mark_is_read_as_nothing(tmp_path: Path,
     config = tmp_path / "bom.toml"
     config.write_bytes(b"\xef\xbb\xbf" + b'experiment = "tiny_counter"\nseed = 0\n')
     assert main(["run", str(config), "--dry-run", "--out", str(tmp_path / "r")]) == 0
-    assert "1 run(s)" in capsys.readouterr().out
+    assert "1 run;" in capsys.readouterr().out
 
 
 def test_the_same_config_twice_is_answered_as_repeated_seeds_are(

@@ -155,7 +155,7 @@ def test_check_of_sound_results_and_a_cut_short_metrics_line(
     shutil.copytree(two_complete_runs, out)
     assert main(["check", str(out)]) == 0
     assert capsys.readouterr().out.strip().endswith(
-        f"3 folder(s) below {out}: complete 2, seed group 1; 0 damaged")
+        f"3 folders below {out}: complete 2, seed group 1; 0 damaged")
     # an interrupted run may end with a line cut short: allowed, the reader stops before it
     _, run = _runs(out / "tiny_counter")
     meta = run.meta | {"status": "interrupted"}

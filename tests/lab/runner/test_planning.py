@@ -168,7 +168,7 @@ def test_the_limit_can_be_raised(counted: Path, tmp_path: Path,
     assert main(["run", str(path), "--seeds", "0-11", "--dry-run", "--max-runs", "10"]) == 2
     assert "above the limit of 10" in capsys.readouterr().err
     assert main(["run", str(path), "--seeds", "0-11", "--dry-run", "--max-runs", "12"]) == 0
-    assert "12 run(s)" in capsys.readouterr().out
+    assert "12 runs" in capsys.readouterr().out
     assert main(["run", str(path), "--dry-run", "--max-runs", "0"]) == 2
     assert "--max-runs" in capsys.readouterr().err
 

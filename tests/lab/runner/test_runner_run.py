@@ -264,7 +264,7 @@ def test_list_reads_the_sources(capsys: pytest.CaptureFixture[str]) -> None:
     assert "BROKEN: it must define `class Params(ExperimentParams)`" in line
     assert "configs/showcase.toml" in captured.out
     assert "toolkit list --check" in captured.out
-    assert "2 experiment module(s) cannot be loaded: broken_module, no_run" in captured.err
+    assert "2 experiment modules cannot be loaded: broken_module, no_run" in captured.err
 
 
 def test_list_check_imports_every_module(capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,7 +275,7 @@ def test_list_check_imports_every_module(capsys: pytest.CaptureFixture[str]) -> 
     assert captured.out.splitlines()[-1] == f"check: 2 of {n} experiments cannot be loaded"
     (line,) = [li for li in captured.out.splitlines() if "broken_module" in li]
     assert "BROKEN: import failed: ImportError: broken_module: this fixture fails" in line
-    assert "experiment module(s) cannot be loaded" in captured.err
+    assert "experiment modules cannot be loaded" in captured.err
     assert "broken_module" in captured.err and "no_run" in captured.err
 
 

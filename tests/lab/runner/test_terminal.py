@@ -40,6 +40,22 @@ def test_the_bar_fits_the_terminal_with_its_count_and_time(
     assert "3/9 runs" in lines[-1] and "[00:0" in lines[-1]  # the count and the clock
 
 
+def test_one_is_counted_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from toolkit.lab.cli import terminal
+
+    assert [terminal.count(n, "run") for n in (0, 1, 2, 1200)] == [
+        "0 runs", "1 run", "2 runs", "1,200 runs"]
+    monkeypatch.setattr(terminal, "_on_terminal", lambda: True)
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", screen)
+    bar = terminal.progress_bar(1, "showcase: 1 run", quiet=False)
+    bar.refresh()
+    bar.close()
+    assert "0/1 run [" in screen.getvalue()
+
+
 @pytest.mark.slow
 def test_the_main_job_ends_in_a_short_tally(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "toolkit", "run", str(SHOWCASE), "--set",

@@ -71,8 +71,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {path}")
     bad = sorted(n for n, row in rows.items() if row[2])
     if bad:
-        print(f"toolkit: warning: {len(bad)} experiment module(s) cannot be loaded: "
-              f"{', '.join(bad)}", file=sys.stderr)
+        print(f"toolkit: warning: {terminal.count(len(bad), 'experiment module')} cannot be "
+              f"loaded: {', '.join(bad)}", file=sys.stderr)
     if not args.check:
         print("(read from the sources; `toolkit list --check` also imports each experiment)")
         return EXIT_OK
@@ -235,6 +235,6 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"abandoned: {shown(folder)}: {shown(run.status_line())}")
     damaged = counts.pop("damaged", 0)
     states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    print(f"{sum(counts.values()) + damaged} folder(s) below {shown(root)}: "
+    print(f"{terminal.count(sum(counts.values()) + damaged, 'folder')} below {shown(root)}: "
           f"{states or 'none readable'}; {damaged} damaged")
     return EXIT_FAILED if damaged else EXIT_OK

@@ -84,7 +84,7 @@ class RunCommand:
                 for r in work.runs:
                     print(" ".join([f"{r.config.experiment} seed={r.seed}",
                                     *(f"{k}={v}" for k, v in r.sweep_point.items())]))
-                print(f"{len(work.runs)} run(s); executor {work.executor.kind}")
+                print(f"{terminal.count(len(work.runs), 'run')}; executor {work.executor.kind}")
                 return EXIT_OK
             t0 = time.perf_counter()
             status = self.execute(work)
@@ -169,7 +169,7 @@ class RunCommand:
                  "dask": f" on Dask ({executor.address or f'{executor.workers} local workers'})"}
         # a seed group gets one report over its seeds once all have ended (none of their own)
         finish = _report_quietly if self.report and not work.grouped else None
-        label = f"{names}: {len(work.runs)} runs{where[executor.kind]}"
+        label = f"{names}: {terminal.count(len(work.runs), 'run')}{where[executor.kind]}"
         claim = claimed(work.runs) if self.resume else contextlib.nullcontext(work.runs)
         with _notes(self.verbose), claim as runs, terminal.Follow(
                 runs, label, quiet=self.quiet, verbose=self.verbose) as follow:

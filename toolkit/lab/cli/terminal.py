@@ -18,11 +18,16 @@ from typing import Any
 
 from toolkit._utils.formatting import fmt, shown
 
-__all__ = ["Follow", "kept", "outcome_line", "print_findings", "progress_bar", "tally",
+__all__ = ["Follow", "count", "kept", "outcome_line", "print_findings", "progress_bar", "tally",
            "wrapped"]
 
 #: a verdict's name in the tally (``None``: a measurement without a prediction)
 WORDS = {True: "as predicted", False: "not as predicted", None: "measured"}
+
+
+def count(n: int, noun: str) -> str:
+    """``"1 run"``, ``"3 runs"``: a count and its noun, plural unless it is one."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def _on_terminal() -> bool:
@@ -57,6 +62,7 @@ def progress_bar(total: int, label: str, *, quiet: bool, unit: str = "runs") -> 
     terminal's width (80 columns hold it)."""
     from tqdm.auto import tqdm
 
+    unit = unit.removesuffix("s") if total == 1 else unit  # "0/1 run", "0/3 runs"
     columns = min(width(), 100)  # the count and the time take 38 columns at most, an hour on
     label = textwrap.shorten(label, max(10, columns - 38 - len(unit)), placeholder="…")
     return tqdm(total=total, desc=shown(label), unit=unit, file=sys.stderr, leave=False,
