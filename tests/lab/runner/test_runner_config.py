@@ -217,7 +217,7 @@ def test_dry_run_lists_runs(tiny_config: Path, capsys: pytest.CaptureFixture[str
     assert main(["sweep", str(tiny_config), "--seeds", "0-2", "--dry-run",
                  "--set", "sweep.params.lr=[0.1, 0.2]"]) == 0
     out = capsys.readouterr().out
-    assert "6 run(s)" in out and "tiny_counter seed=2 params.lr=0.2" in out
+    assert "6 runs" in out and "tiny_counter seed=2 params.lr=0.2" in out
 
 
 @pytest.mark.parametrize("command", ["run", "sweep", "report", "compare", "list"])
