@@ -131,3 +131,32 @@ def test_each_sweep_point_is_named(tmp_path: Path) -> None:
     named = [line for line in lines if line.startswith("tiny_counter n_steps=")]
     assert [line.split(":")[0] for line in named] == ["tiny_counter n_steps=2",
                                                        "tiny_counter n_steps=3"]
+
+
+def test_piped_each_experiment_that_ends_is_one_line(capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    from types import SimpleNamespace
+
+    from toolkit.lab.cli.terminal import Follow
+    from toolkit.lab.execute.context import Progress
+
+    class Showcase:  # a composite's params name its children
+        def children(self) -> dict[str, None]:
+            return {"em_gmm": None, "dice": None}
+
+    def spec(seed: int, params: object) -> SimpleNamespace:
+        return SimpleNamespace(seed=seed, params=params, sweep_point={},
+                               experiment=SimpleNamespace(name="showcase"))
+
+    done = SimpleNamespace(status="complete", run_dir=Path("r"), duration_s=2.0, error=None)
+    with Follow([spec(0, Showcase()), spec(1, object())], "showcase", quiet=False) as follow:
+        assert follow.units == [2, 1]
+        follow.heard(0, Progress("em_gmm"))  # started: nothing to say yet
+        follow.heard(0, Progress("em_gmm", 1.25))
+        follow.heard(0, Progress("dice", 0.5))
+        follow.ended(0, 2, done)  # its experiments were named already
+        follow.ended(1, 2, done)  # a plain run is its one experiment
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split() for line in lines] == [
+        ["seed", "0", "em_gmm", "1.25", "s"], ["seed", "0", "dice", "500", "ms"],
+        ["seed", "1", "showcase", "2", "s"]]
