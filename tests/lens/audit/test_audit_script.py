@@ -297,3 +297,54 @@ def test_a_stepped_tensor_the_script_moves_by_hand_is_a_note_and_a_frozen_one_a_
     code, report, _ = _audit(tmp_path, _script(tmp_path, body.replace("    MOVE\n", "")),
                              options=("--steps", "3"))
     assert code == 1 and "dead" in _kinds(report, failure=True)
+
+
+def test_a_module_between_the_loss_and_the_stepped_tensors_left_out_is_a_failure_at_the_optimizer(
+        tmp_path, capsys):
+    """A predictor on top of a trained encoder that no optimizer holds: the loss's gradient to
+    the encoder passes through it, so the loss trains it and no step uses that. The failure is
+    at the optimizer's line, and its edit adds a parameter group there. A backbone below a
+    trained head, left out of the optimizer, is only wasted work."""
+    body = ("enc, pred = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)\n"
+            "opt = torch.optim.SGD(enc.parameters(), lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    opt.zero_grad()\n"
+            "    loss = pred(enc(x)).pow(2).mean()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, body))
+    assert code == 1
+    found = [f for f in report["findings"] if f["kind"] == "unstepped"]
+    assert len(found) == 1 and found[0]["at"][0].startswith("train.py:4: opt = ")
+    assert found[0]["edits"][0]["new"] == 'opt.add_param_group({"params": pred.parameters()})\n'
+    backbone = body.replace("SGD(enc.parameters()", "SGD(pred.parameters()")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, backbone))
+    assert code == 0 and "wasted" in _kinds(report, failure=False)
+
+
+@pytest.mark.slow
+def test_the_parameter_group_edit_is_verified_and_trains_as_the_script_that_held_them(tmp_path):
+    body = ("torch.manual_seed(0)\n"
+            "enc, pred = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)\n"
+            "opt = torch.optim.Adam(enc.parameters(), lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    opt.zero_grad()\n"
+            "    loss = pred(enc(x)).pow(2).mean()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n"
+            "torch.save([*enc.parameters(), *pred.parameters()], sys.argv[1])\n")
+    script = _script(tmp_path, body)
+    done = subprocess.run([sys.executable, "-m", "toolkit.audit", "--apply", "train.py",
+                           str(tmp_path / "audit.pt")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 1 and "wrote train.py" in done.stdout, done.stdout
+    (tmp_path / "twin").mkdir()
+    twin = _script(tmp_path / "twin", body.replace("Adam(enc.parameters()",
+                                                    "Adam([*enc.parameters(), *pred.parameters()]"))
+    for path, out in ((script, "fixed.pt"), (twin, "twin.pt")):
+        subprocess.run([sys.executable, str(path), str(tmp_path / out)], check=True,
+                       timeout=120)
+    fixed, want = torch.load(tmp_path / "fixed.pt"), torch.load(tmp_path / "twin.pt")
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(fixed, want))

@@ -218,6 +218,37 @@ def insert_before(path: str, line: int, statement: str) -> ScriptEdit | None:
                       f"{segment(text, stmt)})")
 
 
+def insert_after(path: str, line: int, statement: str) -> ScriptEdit | None:
+    """``statement`` on its own line after the whole statement that starts on ``line`` (at its
+    indentation); ``None`` when another statement follows it on its last line."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    end = stmt.end_lineno or stmt.lineno
+    rest = split_lines(text)[end - 1].rstrip("\r\n").encode("utf-8")[
+        stmt.end_col_offset or 0:].decode("utf-8", "replace").strip()
+    if rest[:1] not in ("", "#") or stmt.col_offset != len(_indent(text, stmt.lineno)):
+        return None
+    indent = _indent(text, stmt.lineno)
+    return ScriptEdit(path, (end + 1, 0), (end + 1, 0), f"{indent}{statement}\n",
+                      f"{_where(path, end + 1)}: + {statement}")
+
+
+def assigned_name(path: str, line: int) -> str | None:
+    """``opt`` of ``opt = torch.optim.SGD(...)`` starting on ``line``: the one name a statement
+    assigns to, or ``None``."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return segment(text, stmt.targets[0]) or None
+    if isinstance(stmt, ast.AnnAssign):
+        return segment(text, stmt.target) or None
+    return None
+
+
 def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:
     """The statement on ``line`` moved before the statement on ``target`` (same file, same
     block)."""

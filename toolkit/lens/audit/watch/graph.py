@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["Graph", "current_sequence", "read_graph"]
+__all__ = ["Graph", "between", "current_sequence", "read_graph"]
 
 
 class Graph:
@@ -51,3 +51,59 @@ def sequence(node: object) -> int:
         return int(node._sequence_nr())  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):
         return -1
+
+
+def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
+    """The leaves no optimizer steps that lie between the loss and stepped tensors (a
+    predictor on top of a trained encoder, a head left out of its model's optimizer), each with
+    the optimizers (``stepped``: tensor id -> optimizer index) stepping the tensors below them.
+
+    A leaf's operation is the first node above it that reads more than it (a view or a
+    transpose of a weight is the weight itself); the leaf lies between when that operation
+    also reaches a stepped tensor. An unstepped leaf below everything stepped (a backbone under
+    a trained head, a target network read on data) reaches nothing stepped: not between."""
+    below: dict[int, set[int]] = {}   # node id -> optimizers stepping a tensor it reaches
+    for start in graph.nodes:
+        stack = [(start, False)]
+        while stack:
+            key, ready = stack.pop()
+            if key in below:
+                continue
+            node = graph.nodes[key]
+            kids = [id(n) for n, _ in node.next_functions  # type: ignore[attr-defined]
+                    if n is not None and id(n) in graph.nodes]
+            if not ready:
+                stack.append((key, True))
+                stack.extend((k, False) for k in kids if k not in below)
+                continue
+            variable = getattr(node, "variable", None)
+            mine = {stepped[id(variable)]} if isinstance(variable, torch.Tensor) and \
+                id(variable) in stepped else set()
+            for k in kids:
+                mine |= below.get(k, set())
+            below[key] = mine
+    parents: dict[int, list[int]] = {}
+    for key, node in graph.nodes.items():
+        for n, _ in node.next_functions:  # type: ignore[attr-defined]
+            if n is not None and id(n) in graph.nodes:
+                parents.setdefault(id(n), []).append(key)
+    found: dict[int, set[int]] = {}
+    for key, node in graph.nodes.items():
+        variable = getattr(node, "variable", None)
+        if not isinstance(variable, torch.Tensor) or id(variable) in stepped:
+            continue
+        todo, seen, optimizers = list(parents.get(key, ())), set(), set()
+        while todo:
+            up = todo.pop()
+            if up in seen:
+                continue
+            seen.add(up)
+            kids = [n for n, _ in graph.nodes[up].next_functions  # type: ignore[attr-defined]
+                    if n is not None and id(n) in graph.nodes]
+            if len(kids) <= 1:   # a view of the leaf: the operation that reads it is above
+                todo.extend(parents.get(up, ()))
+            else:
+                optimizers |= below.get(up, set())
+        if optimizers:
+            found[id(variable)] = optimizers
+    return found

@@ -36,7 +36,13 @@ from torch import nn
 from toolkit.lens.audit.watch import edits as E
 from toolkit.lens.audit.watch.findings import ScriptFinding
 from toolkit.lens.audit.watch.frames import Site, site_of, user_frame
-from toolkit.lens.audit.watch.graph import Graph, current_sequence, read_graph, sequence
+from toolkit.lens.audit.watch.graph import (
+    Graph,
+    between,
+    current_sequence,
+    read_graph,
+    sequence,
+)
 from toolkit.lens.audit.watch.ledger import Ledger, Source
 
 __all__ = ["Stop", "Watch"]
@@ -120,6 +126,8 @@ class Watch:
         self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
         self.hand_updated: set[int] = set()
         self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
+        # tensors no optimizer steps between a loss and stepped ones -> those optimizers
+        self.between: dict[int, set[int]] = {}
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
@@ -265,6 +273,8 @@ class Watch:
         site = site_of(caller) if caller is not None else None
         graph = read_graph(t.grad_fn for t in tensors)
         self._carried(graph, site)
+        for key, optimizers in between(graph, self._stepped_map()).items():
+            self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
         if inputs is not None:
             wanted = {id(t) for t in inputs}
@@ -578,9 +588,19 @@ class Watch:
                 advice="freeze them (requires_grad_(False)) or cut where this loss reads them, "
                        "if they are not meant to pass gradient on"))
 
+    def _stepped_map(self) -> dict[int, int]:
+        """Each tensor an optimizer holds, by ``id``, with that optimizer's index."""
+        return {id(p): i for i, o in enumerate(self.optimizers) for g in o.param_groups
+                for p in g["params"]}
+
     def _end_of_iteration(self) -> None:
-        """Gradient in tensors no optimizer steps, of a model whose other tensors are."""
-        stepped = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+        """Gradient in tensors no optimizer steps. Between a loss and the tensors an optimizer
+        steps (a predictor on a trained encoder, a head left out of its model's optimizer),
+        or part of a model whose other tensors are stepped: the loss trains them and no step
+        uses it, a failure at the optimizer's line, with the parameter group that adds them.
+        Elsewhere (a backbone below a trained head, a target network read on data): wasted
+        work, a note."""
+        stepped = self._stepped_map()
         names = self._names()
         by_root: dict[int, list[int]] = {}
         for key, live in self.ledger.live.items():
@@ -593,16 +613,65 @@ class Watch:
         for root, keys in by_root.items():
             module, name = self.roots[root]
             trained = any(id(p) in stepped for p in module.parameters())
-            if not trained:
-                continue
+            inside = [k for k in keys if k in self.between]
             srcs = {s for k in keys for s in self.ledger.live[k] if s.site is not None}
             at = tuple(sorted({s.site.shown() for s in srcs}))
+            order = {id(p): i for i, p in enumerate(module.parameters())}
+            keys.sort(key=lambda k: order.get(k, len(order)))
+            shown = tuple(names.get(k, "?") for k in keys)
+            if not trained and not inside:
+                self._add(ScriptFinding(
+                    "wasted", self.iteration,
+                    f"{len(keys)} tensors of {name} get gradient that no optimizer uses (below "
+                    f"every trained tensor, so nothing else needs it): work done in vain",
+                    shown, shown, at, advice=f"{name}.requires_grad_(False) if they are meant "
+                                             f"to stay as they are; else add them to an "
+                                             f"optimizer"))
+                continue
+            opts = sorted({i for k in inside for i in self.between[k]}) or sorted(
+                {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
+            opt = self.optimizers[opts[0]] if opts else None
+            built = self.built_at.get(id(opt)) if opt is not None else None
+            edits: tuple = ()
+            opt_name = E.assigned_name(built.path, built.line) if built is not None else None
+            if built is not None and opt_name:
+                params = _parameters_text(module, name, set(keys))
+                e = E.insert_after(built.path, built.line,
+                                   f'{opt_name}.add_param_group({{"params": {params}}})')
+                edits = (e,) if e is not None else ()
+            what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
+                    "an optimizer steps through them" if inside else
+                    f"no optimizer steps them, though an optimizer steps the rest of {name}")
             self._add(ScriptFinding(
                 "unstepped", self.iteration,
-                f"{len(keys)} tensors of {name} get gradient and no optimizer steps them, "
-                f"though an optimizer steps the rest of {name}", tuple(names.get(k, "?")
-                                                                      for k in keys),
-                tuple(names.get(k, "?") for k in keys), at,
-                advice="add them to the optimizer (e.g. "
-                       "optimizer.add_param_group({'params': [...]}) where they are "
-                       "unfrozen)", step=self.step_events - 1))
+                f"{len(keys)} tensors of {name} get gradient and {what}",
+                shown, shown, ((built.shown(),) if built is not None else ()) + at, edits,
+                advice=f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
+                       f" (optimizer.add_param_group({{'params': [...]}}), or in its "
+                       f"constructor)", step=self.step_events - 1,
+                concerned=tuple(shown)))
+
+
+def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
+    """The parameters of ``module`` (called ``name`` in the user's code) whose ids are
+    ``keys``, as the user would write them: ``name.parameters()`` when they are all of it, the
+    largest submodules they fill whole (``[*model.fc22.parameters()]``), else each one
+    (``model.fc22.weight``); a numbered child is indexed (``net[0]``)."""
+    def attr(path: str) -> str:
+        return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split(".") if p)
+
+    every = {id(p) for p in module.parameters()}
+    if every and every <= keys:
+        return f"{name}.parameters()"
+    parts, covered = [], set()
+    for sub_name, sub in module.named_modules():
+        ids = {id(p) for p in sub.parameters()}
+        if sub_name and ids and ids <= keys and not ids <= covered:
+            parts.append(f"*{name}{attr(sub_name)}.parameters()")
+            covered |= ids
+    for p_name, p in module.named_parameters():
+        if id(p) in keys and id(p) not in covered:
+            parts.append(f"{name}{attr(p_name)}")
+    if len(parts) == 1 and parts[0].startswith("*"):
+        return parts[0][1:]
+    return "[" + ", ".join(parts) + "]"
