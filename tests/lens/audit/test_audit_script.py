@@ -348,3 +348,26 @@ def test_the_parameter_group_edit_is_verified_and_trains_as_the_script_that_held
                        timeout=120)
     fixed, want = torch.load(tmp_path / "fixed.pt"), torch.load(tmp_path / "twin.pt")
     assert all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(fixed, want))
+
+
+def test_watching_audits_each_new_loops_first_iteration_and_steps_says_what_it_left(
+        tmp_path, capsys):
+    """A warm-up loop, then the main loop with a bug (no zero_grad): watching every 100th
+    iteration still audits the main loop's first iteration; stopping after the first two says
+    that what came after was not checked."""
+    body = ("net = torch.nn.Linear(3, 1)\n"
+            "opt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(7):\n"
+            "    opt.zero_grad()\n"
+            "    net(x).pow(2).mean().backward()\n"
+            "    opt.step()\n"
+            "for it in range(5):\n"
+            "    (net(x) - 1).pow(2).mean().backward()\n"
+            "    opt.step()\n")
+    script = _script(tmp_path, body)
+    assert main(["--no-verify", "--watch", "100", str(script)]) == 1
+    assert "FAIL    stale:" in capsys.readouterr().out
+    assert main(["--no-verify", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "not checked: what the script does after its first 2 iterations" in out

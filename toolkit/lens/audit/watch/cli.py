@@ -236,6 +236,10 @@ def _audit(args: argparse.Namespace) -> int:
     infos = len(findings) - len(failures)
     _say(f"toolkit audit: {_count(len(failures), 'failure')}, {_count(infos, 'note')}"
          + (f"; {_count(len(shown_edits), 'verified edit')}" if failures else ""))
+    if outcome.stopped:
+        _say(f"toolkit audit: not checked: what the script does after its first {args.steps} "
+             f"iterations (a later loop, a bug that begins late); --watch EVERY runs it to its "
+             f"end and audits every EVERY-th iteration and each new loop's first")
     if watch.step_events == 0:
         _say("toolkit audit: not checked: no torch optimizer stepped (weights updated by hand?), "
              "so nothing was judged at a step (leaks, stale or missing gradients, tensors no "

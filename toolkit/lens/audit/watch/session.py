@@ -121,6 +121,10 @@ class Watch:
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
+        # every backward() call site seen (by its whole stack), and, watching, the iterations
+        # audited because a new one began there (a main loop after a warm-up)
+        self.sites_seen: set[tuple] = set()
+        self.new_loops: set[int] = set()
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
         self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
@@ -146,7 +150,8 @@ class Watch:
     # --- which iterations ---------------------------------------------------------------
     def audited(self, iteration: int | None = None) -> bool:
         i = self.iteration if iteration is None else iteration
-        return i < self.steps if self.every is None else i % self.every == 0
+        return i < self.steps if self.every is None else (i % self.every == 0
+                                                          or i in self.new_loops)
 
     def recording(self) -> bool:
         """Whether calls are recorded now: in an audited iteration, or in the one before it
@@ -264,6 +269,12 @@ class Watch:
             self._new_iteration()
         if self.done():
             raise Stop
+        if key not in self.sites_seen:
+            self.sites_seen.add(key)
+            if self.every is not None and self.iteration > 0:
+                # a new loop: its first whole iteration is audited, whatever EVERY says
+                self.new_loops.add(self.iteration + 1)
+                self._want_module_hook()
         self.events += 1
         self.site_events[key] = self.events
         self.backwards += 1
