@@ -6,6 +6,7 @@ piped), never cut."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import textwrap
@@ -56,19 +57,30 @@ def outcome_line(i: int, total: int, outcome: Any) -> str:
     return line
 
 
-def progress_bar(total: int, label: str, *, quiet: bool, unit: str = "runs") -> Any:
+def progress_bar(total: int, label: str, *, quiet: bool, unit: str = "runs",
+                 file: Any = None) -> Any:
     """One tqdm bar over the runs of a command (or the experiments of its runs: ``unit``), on
-    stderr when it is a terminal: ``label`` (what runs), the count and the time, within the
-    terminal's width (80 columns hold it)."""
+    stderr (or ``file``) when stderr is a terminal: ``label`` (what runs), the count and the
+    time, within the terminal's width (80 columns hold it)."""
     from tqdm.auto import tqdm
 
     unit = unit.removesuffix("s") if total == 1 else unit  # "0/1 run", "0/3 runs"
     columns = min(width(), 100)  # the count and the time take 38 columns at most, an hour on
     label = textwrap.shorten(label, max(10, columns - 38 - len(unit)), placeholder="…")
-    return tqdm(total=total, desc=shown(label), unit=unit, file=sys.stderr, leave=False,
+    return tqdm(total=total, desc=shown(label), unit=unit, file=file or sys.stderr, leave=False,
                 disable=quiet or not _on_terminal(), ncols=columns,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} " + unit +
                            " [{elapsed}<{remaining}]")
+
+
+def _own_stderr() -> Any:
+    """A stream of its own on the terminal of stderr (a duplicate of its file descriptor): a run
+    that redirects descriptor 2 for a while (to hold back the profiler's notes) then holds
+    none of the bar's redraws. ``None`` where stderr has no descriptor."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is a ValueError
+        return None
 
 
 def _units(spec: Any) -> int:
@@ -98,7 +110,8 @@ class Follow:
         self.who_width = max(map(len, self.who), default=0)
         self.quiet, self.verbose, self.n_ended = quiet, verbose, 0
         plain = sum(self.units) == len(runs)
-        self.bar = progress_bar(sum(self.units), label, quiet=quiet,
+        self._screen = None if quiet or not _on_terminal() else _own_stderr()
+        self.bar = progress_bar(sum(self.units), label, quiet=quiet, file=self._screen,
                                 unit="runs" if plain else "experiments")
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="progress clock", daemon=True)
@@ -114,8 +127,9 @@ class Follow:
         """One line above the bar (on stderr unless ``file``), or alone when piped."""
         if self.bar.disable:
             print(line, file=file or sys.stderr, flush=True)
-        else:
-            self.bar.write(line, file=file or sys.stderr)
+            return
+        with self.bar.external_write_mode(file=self.bar.fp):  # the bar cleared, then redrawn
+            print(line, file=file or self.bar.fp, flush=True)
 
     def _line(self, index: int, name: str, what: str) -> str:
         """``  seed 1  em_gmm             9.7 s``: columns kept while they fit the width."""
@@ -147,10 +161,13 @@ class Follow:
                      file=sys.stdout if outcome.status == "complete" else sys.stderr)
 
     def close(self) -> None:
+        """Stop the clock and take the bar away."""
         self._stop.set()
         if self._ticker.is_alive():
             self._ticker.join()
         self.bar.close()
+        if self._screen is not None:
+            self._screen.close()
 
     def __enter__(self) -> Follow:
         return self
