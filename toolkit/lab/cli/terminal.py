@@ -64,13 +64,19 @@ def progress_bar(total: int, label: str, *, quiet: bool, unit: str = "runs",
     time, within the terminal's width (80 columns hold it)."""
     from tqdm.auto import tqdm
 
+    class Bar(tqdm):  # tqdm's way to add a field: the whole units done, while the bar and
+        @property     # the percentage also move with the parts of those under way
+        def format_dict(self) -> dict[str, Any]:
+            found = super().format_dict
+            return {**found, "done": int(found["n"] + 1e-9)}
+
     unit = unit.removesuffix("s") if total == 1 else unit  # "0/1 run", "0/3 runs"
     columns = min(width(), 100)  # the count and the time take 38 columns at most, an hour on
     label = textwrap.shorten(label, max(10, columns - 38 - len(unit)), placeholder="…")
-    return tqdm(total=total, desc=shown(label), unit=unit, file=file or sys.stderr, leave=False,
-                disable=quiet or not _on_terminal(), ncols=columns,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} " + unit +
-                           " [{elapsed}<{remaining}]")
+    return Bar(total=total, desc=shown(label), unit=unit, file=file or sys.stderr, leave=False,
+               disable=quiet or not _on_terminal(), ncols=columns,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {done}/{total} " + unit +
+                          " [{elapsed}<{remaining}]")
 
 
 def _own_stderr() -> Any:
@@ -103,6 +109,7 @@ class Follow:
                  verbose: bool = False) -> None:
         self.units = [_units(spec) for spec in runs]
         self.told = [0] * len(runs)  # experiments of each run that ended
+        self.part = [0.0] * len(runs)  # how far the experiment under way in each run is
         self.who = [" ".join([*(f"{k.removeprefix('params.')}={v}"
                                 for k, v in spec.sweep_point.items()), f"seed {spec.seed}"])
                      for spec in runs]
@@ -136,20 +143,29 @@ class Follow:
         line = f"  {self.who[index]:<{self.who_width}}  {name:<22} {what:>8}"
         return line if len(line) <= width() else wrapped(line, indent="  ", more="      ")
 
+    def _to(self, index: int, part: float) -> None:
+        """Move the bar by what run ``index``'s experiment under way went since last heard."""
+        self.bar.update(max(0.0, part - self.part[index]))
+        self.part[index] = part
+
     def heard(self, index: int, progress: Any) -> None:
-        """Run ``index`` told that an experiment started or ended: an ended one is counted
-        and named."""
+        """Run ``index`` told that an experiment started, went part of its way (the bar moves
+        with it) or ended: an ended one is counted and named."""
         if progress.seconds is None:
+            if progress.part is not None:
+                self._to(index, progress.part)
             return
+        self._to(index, 1.0)
         self.told[index] += 1
-        self.bar.update(1)
+        self.part[index] = 0.0
         if not self.quiet:
             self.say(self._line(index, shown(progress.name), fmt(progress.seconds, "s")))
 
     def ended(self, index: int, total: int, outcome: Any) -> None:
         """Run ``index`` ended: the bar counts all its experiments, a plain run is named, a
         failed one (every one with ``verbose``) gets its outcome line."""
-        self.bar.update(max(0, self.units[index] - self.told[index]))
+        self.bar.update(max(0.0, self.units[index] - self.told[index] - self.part[index]))
+        self.part[index] = 0.0
         if (self.units[index] == 1 and not self.told[index] and outcome.status == "complete"
                 and not self.quiet):
             self.say(self._line(index, shown(self.names[index]),

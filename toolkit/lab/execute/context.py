@@ -54,10 +54,37 @@ def _deep_merge(target: dict[str, Any], values: Mapping[str, Any]) -> None:
 @dataclass(frozen=True)
 class Progress:
     """What a run tells the command that follows it, as it happens: the experiment ``name``
-    (a child of a showcase) started (``seconds`` is ``None``) or ended after ``seconds``."""
+    (a child of a showcase) started (``seconds`` is ``None``) or ended after ``seconds``, or
+    went ``part`` of its way (0 to 1: the steps of its first progress bar)."""
 
     name: str
     seconds: float | None = None
+    part: float | None = None
+
+
+class _ToldBar(tqdm):
+    """A tqdm bar that also tells ``told(part)`` how far through its steps it is, at most
+    twice a second and at its last step, whether it is drawn or not."""
+
+    def __init__(self, *args: Any, told: Callable[[float], Any], **kwargs: Any) -> None:
+        self._told, self._steps, self._last = told, 0.0, 0.0
+        super().__init__(*args, **kwargs)
+
+    def __iter__(self) -> Any:
+        for item in super().__iter__():
+            yield item
+            self._stepped(1)
+
+    def update(self, n: float | None = 1) -> bool | None:
+        self._stepped(n or 0)
+        return super().update(n)
+
+    def _stepped(self, n: float) -> None:
+        self._steps += n
+        now = time.monotonic()
+        if self.total and (now - self._last >= 0.5 or self._steps >= self.total):
+            self._last = now
+            self._told(min(1.0, self._steps / self.total))
 
 
 class RunFiles:
@@ -69,6 +96,7 @@ class RunFiles:
                  listener: Callable[[Progress], Any] | None = None) -> None:
         self.run_dir, self.meta, self.listener = run_dir, meta, listener
         self.started: dict[str, float] = {}  # each child's start (perf_counter)
+        self.telling: set[str] = set()  # the experiments whose progress bar tells its steps
         self.summary: dict[str, Any] = {}
         self.costs: dict[str, Any] = {}
         self.children: dict[str, dict[str, Any]] = {}
@@ -102,16 +130,19 @@ class RunFiles:
             save_meta(self.run_dir / "meta.json", self.meta.model_copy(update={
                 "children": {k: ChildMeta(**v) for k, v in self.children.items()}}))
 
-    def tell(self, name: str, *, ended: bool = False) -> None:
-        """Tell the listener that ``name`` started, or ended (with its seconds since it
-        started); a listener that is gone (its command ended) is not the run's failure."""
+    def tell(self, name: str, *, ended: bool = False, part: float | None = None) -> None:
+        """Tell the listener that ``name`` started, went ``part`` of its way, or ended (with
+        its seconds since it started); a listener that is gone (its command ended) is not the
+        run's failure."""
         now = time.perf_counter()
         seconds = round(now - self.started.pop(name, now), 3) if ended else None
-        if not ended:
+        if ended:
+            self.telling.discard(name)
+        elif part is None:
             self.started[name] = now
         if self.listener is not None:
             with contextlib.suppress(OSError, ValueError, EOFError):
-                self.listener(Progress(name, seconds))
+                self.listener(Progress(name, seconds, part))
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -208,11 +239,23 @@ class RunContext:
 
     def progress(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
                  desc: str | None = None) -> Any:
-        """A tqdm bar on stderr; silent when stderr is not a terminal or with --quiet."""
+        """A tqdm bar on stderr; silent when stderr is not a terminal or with --quiet. The
+        first bar of an experiment also tells the command that follows the run how far the
+        experiment is (the bar of a showcase over its children does not)."""
         label = desc if not self._path else f"{'/'.join(self._path)}: {desc or ''}".rstrip(": ")
         disable = self.quiet or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
-        return tqdm(iterable, total=total, desc=label, file=sys.stderr, disable=disable,
-                    leave=False, dynamic_ncols=True)
+        options = dict(total=total, desc=label, file=sys.stderr, disable=disable, leave=False,
+                       dynamic_ncols=True)
+        key, files = "/".join(self._path), self._files
+        if files.listener is None or key in files.telling:
+            return tqdm(iterable, **options)
+        files.telling.add(key)
+
+        def told(part: float) -> None:
+            if self._path or not files.children:  # a showcase's own bar counts its children
+                files.tell(key, part=part)
+
+        return _ToldBar(iterable, told=told, **options)
 
     def compare(self, fn: Callable[[], T], *, disable: Iterable[str] | None = None,
                 on_result: Callable[[str, T], Any] | None = None) -> dict[str, T]:
