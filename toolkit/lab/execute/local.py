@@ -104,7 +104,8 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
     all complete, 1 any failed, 128 + the signal when interrupted (nothing more starts).
     ``finish(run_dir, experiment)`` runs after each complete run (in a pool, in the worker);
     ``on_done(index, total, outcome)`` hears each run end, ``on_progress(index, progress)``
-    each experiment of a run start and end (before its run's ``on_done``)."""
+    each experiment of a run start, go part of its way and end (before its run's
+    ``on_done``)."""
     executor, argv = executor or ExecutorConfig(), list(sys.argv if argv is None else argv)
     outcomes: list[RunOutcome] = []
 
