@@ -371,3 +371,28 @@ def test_watching_audits_each_new_loops_first_iteration_and_steps_says_what_it_l
     assert main(["--no-verify", str(script)]) == 0
     out = capsys.readouterr().out
     assert "not checked: what the script does after its first 2 iterations" in out
+
+
+@pytest.mark.parametrize("block,fixed", [
+    ("    with torch.no_grad():\n        h = enc(x)\n", "    h = enc(x)\n"),
+    ("    with torch.no_grad():\n        z = x * 2\n        h = enc(z)\n",
+     "    with torch.no_grad():\n        z = x * 2\n    h = enc(z)\n"),
+])
+def test_a_part_computed_under_no_grad_is_taken_out_of_the_block(tmp_path, block, fixed):
+    """The simplest dead case: a network the optimizer holds, computed under no_grad. The edit
+    takes the statement that computes it out of the block (the block goes when it held only
+    that statement), in plain torch."""
+    body = ("enc, head = torch.nn.Linear(3, 4), torch.nn.Linear(4, 1)\n"
+            "opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    opt.zero_grad()\n" + block +
+            "    head(h).pow(2).mean().backward()\n"
+            "    opt.step()\n")
+    script = _script(tmp_path, body)
+    code, report, _ = _audit(tmp_path, script)
+    dead = [f for f in report["findings"] if f["kind"] == "dead"]
+    assert code == 1 and len(dead) == 1 and dead[0]["edits"]
+    edits = [ScriptEdit(str(script), tuple(e["start"]), tuple(e["end"]), e["new"], e["what"])
+             for e in dead[0]["edits"]]
+    assert apply_to_text(script.read_text(), edits) == script.read_text().replace(block, fixed)

@@ -235,6 +235,63 @@ def insert_after(path: str, line: int, statement: str) -> ScriptEdit | None:
                       f"{_where(path, end + 1)}: + {statement}")
 
 
+def _is_no_grad(item: ast.withitem) -> bool:
+    call = item.context_expr
+    if not isinstance(call, ast.Call) or call.args or call.keywords:
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name == "no_grad"
+
+
+def statement_text(path: str, line: int) -> str:
+    """The text of the statement that starts on ``line`` (its first line)."""
+    found = statement_at(path, line)
+    return segment(found[1], found[0]).splitlines()[0] if found else ""
+
+
+def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
+    """The statement on ``line`` taken out of the innermost ``with torch.no_grad():`` around it:
+    the line of the statement of the block that holds it, and the edits. The block's last
+    statement is moved after the block (dedented); a block of one statement loses its
+    ``with``. ``None`` when ``line`` is in no such block, or the statement is not its last."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and any(_is_no_grad(i) for i in node.items) and \
+                node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    if best is None or len(best.items) != 1:
+        return None
+    holder = next((st for st in best.body
+                   if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+    if holder is None or holder is not best.body[-1]:
+        return None
+    lines = split_lines(text)
+    end = holder.end_lineno or holder.lineno
+    if (best.end_lineno or best.lineno) != end or holder.col_offset != len(
+            _indent(text, holder.lineno)):
+        return None
+    shift = holder.col_offset - best.col_offset
+    body = lines[holder.lineno - 1:end]
+    if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
+        return None
+    dedented = "".join(x[shift:] if x.strip() else x for x in body)
+    where = _where(path, holder.lineno)
+    if len(best.body) == 1:   # the block is this statement: the with goes
+        head = segment(text, best).splitlines()[0]
+        return holder.lineno, [ScriptEdit(path, (best.lineno, 0), (end + 1, 0), dedented,
+                                          f"{where}: {head} removed around "
+                                          f"{statement_text(path, holder.lineno)}")]
+    return holder.lineno, [ScriptEdit(path, (holder.lineno, 0), (end + 1, 0), dedented,
+                                      f"{where}: {statement_text(path, holder.lineno)} moved "
+                                      f"out of the torch.no_grad() block above it")]
+
+
 def assigned_name(path: str, line: int) -> str | None:
     """``opt`` of ``opt = torch.optim.SGD(...)`` starting on ``line``: the one name a statement
     assigns to, or ``None``."""

@@ -13,7 +13,7 @@ from types import FrameType
 
 import torch
 
-__all__ = ["Site", "site_of", "user_frame"]
+__all__ = ["Site", "is_user", "site_of", "user_frame"]
 
 _TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))) + os.sep
@@ -26,7 +26,9 @@ _user_files: dict[str, bool] = {}
 _positions: dict[object, list] = {}
 
 
-def _is_user(filename: str) -> bool:
+def is_user(filename: str) -> bool:
+    """Whether ``filename`` is the user's code (not torch, the toolkit, the standard library or
+    an installed package)."""
     known = _user_files.get(filename)
     if known is None:
         real = os.path.realpath(filename)
@@ -39,7 +41,7 @@ def _is_user(filename: str) -> bool:
 def user_frame(depth: int = 1) -> FrameType | None:
     """The innermost frame of the user's code above the caller's, or ``None``."""
     frame: FrameType | None = sys._getframe(depth + 1)
-    while frame is not None and not _is_user(frame.f_code.co_filename):
+    while frame is not None and not is_user(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
 

@@ -35,7 +35,7 @@ from torch import nn
 
 from toolkit.lens.audit.watch import edits as E
 from toolkit.lens.audit.watch.findings import ScriptFinding
-from toolkit.lens.audit.watch.frames import Site, site_of, user_frame
+from toolkit.lens.audit.watch.frames import Site, is_user, site_of, user_frame
 from toolkit.lens.audit.watch.graph import (
     Graph,
     between,
@@ -137,7 +137,9 @@ class Watch:
         self.roots: dict[int, tuple[nn.Module, str]] = {}
         self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
         self.detaches: list[tuple[object, Site]] = []
-        self.no_grad_calls: list[tuple[nn.Module, Site]] = []
+        # (module, its call's site, the user's (file, line) from there outwards, the graphs of
+        # its inputs, event)
+        self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
         self.clears: list[tuple[Site, set[int]]] = []
         self.prev_audited = False
         self._cleared_sources: set[Source] = set()
@@ -225,7 +227,9 @@ class Watch:
         site = site_of(frame)
         outs = _tensors(output)
         if not torch.is_grad_enabled() and outs:
-            self.no_grad_calls.append((module, site, self.events))
+            inputs = [t.grad_fn for a in args for t in _tensors(a) if t.grad_fn is not None]
+            self.no_grad_calls.append((module, site, _user_lines(frame), inputs,
+                                       self.events))
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         if id(module) not in self.roots:
@@ -440,6 +444,13 @@ class Watch:
                 cut = self._cut_of(p)
                 g = ("dead", cut, None)
             groups.setdefault(g, []).append((key, p))
+        # tensors with no cut of their own, in a step where one edited cut starves others:
+        # that cut is the likeliest (its input read under no_grad, not by a module), and the
+        # edit's rerun proves it, or rejects it for a tensor that still gets nothing
+        cut_groups = [g for g in groups if g[0] == "dead" and g[1] is not None and g[1][2]]
+        if len(cut_groups) == 1:
+            for g in [g for g in groups if g[0] == "dead" and g[1] is None]:
+                groups[cut_groups[0]] = groups.pop(g) + groups[cut_groups[0]]
         for g, hit in groups.items():
             keys = tuple(k for k, _ in hit)
             shown = tuple(names.get(id(p), k) for k, p in hit)
@@ -528,8 +539,18 @@ class Watch:
                 edit = E.remove_detach(site.path, site.span)
                 self._reach_cache = (site, set(graph.leaves))
                 return site, "`.detach()`", (edit,) if edit is not None else ()
-        for module, site, _ in self.no_grad_calls:
-            if any(q is p for q in module.parameters()):
+        # the last call under no_grad that reads p, itself or through its inputs' graph: the
+        # one whose output the loss reads
+        for module, site, lines, inputs, _ in reversed(self.no_grad_calls):
+            if any(q is p for q in module.parameters()) or (
+                    inputs and id(p) in read_graph(inputs).leaves):
+                for path, line in lines:
+                    moved = E.out_of_no_grad(path, line)
+                    if moved is not None:
+                        at, edits = moved
+                        return (Site(path, at, None),
+                                f"`{E.statement_text(path, at)}` under `with torch.no_grad()`",
+                                tuple(edits))
                 return site, f"a call of {type(module).__name__} under no_grad", ()
         return None
 
@@ -686,3 +707,13 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     if len(parts) == 1 and parts[0].startswith("*"):
         return parts[0][1:]
     return "[" + ", ".join(parts) + "]"
+
+
+def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
+    """The user's frames from ``frame`` outwards, as ``(file, line)``."""
+    out = []
+    while frame is not None:
+        if is_user(frame.f_code.co_filename):
+            out.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
+        frame = frame.f_back
+    return out

@@ -165,9 +165,12 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     if len(theirs) <= s:
         return False, "the edited script stops before the step the finding is about"
     concerned = set(finding.concerned)
+    # tensors that another dead finding is about may gain a gradient: one cut starved both
+    revived = {k for f in others if f.kind == "dead" for k in f.tensors}
     for e in range(min(s + 1, len(grads))):
         ours, other = grads[e]["grads"], theirs[e]["grads"]
-        keys = [k for k in ours if not (e == s and (k in concerned or "*" in concerned))]
+        keys = [k for k in ours if not (e == s and (k in concerned or "*" in concerned))
+                and not (k in revived and (ours[k] is None or not bool(ours[k].any())))]
         bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
         if bad is not None:
             return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
