@@ -396,3 +396,32 @@ def test_a_part_computed_under_no_grad_is_taken_out_of_the_block(tmp_path, block
     edits = [ScriptEdit(str(script), tuple(e["start"]), tuple(e["end"]), e["new"], e["what"])
              for e in dead[0]["edits"]]
     assert apply_to_text(script.read_text(), edits) == script.read_text().replace(block, fixed)
+
+
+def test_a_target_that_is_the_trained_network_itself_is_aliased_and_copied(tmp_path):
+    """``ema = net``: the network read under no_grad as the target is the one that trains. The
+    edit copies it where the name is bound (``copy.deepcopy``, ``import copy`` added). One
+    network read both ways by one name (pseudo-labels from the model itself) is no finding."""
+    body = ("net = torch.nn.Linear(3, 2)\n"
+            "ema = net\n"
+            "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    with torch.no_grad():\n        target = ema(x + 0.1)\n"
+            "    loss = (net(x) - target).pow(2).mean()\n"
+            "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+            "    with torch.no_grad():\n"
+            "        for pe, p in zip(ema.parameters(), net.parameters()):\n"
+            "            pe.mul_(0.9).add_(p, alpha=0.1)\n")
+    script = _script(tmp_path, body)
+    code, report, _ = _audit(tmp_path, script)
+    aliased = [f for f in report["findings"] if f["kind"] == "aliased"]
+    assert code == 1 and len(aliased) == 1 and aliased[0]["at"][0] == "train.py:4: ema = net"
+    edits = [ScriptEdit(str(script), tuple(e["start"]), tuple(e["end"]), e["new"], e["what"])
+             for e in aliased[0]["edits"]]
+    fixed = apply_to_text(script.read_text(), edits)
+    assert "ema = copy.deepcopy(net)" in fixed and fixed.startswith("import copy\n")
+    pseudo = body.replace("ema = net\n", "").replace("ema(", "net(").replace(
+        "ema.parameters()", "[]")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, pseudo))
+    assert code == 0 and "aliased" not in _kinds(report)

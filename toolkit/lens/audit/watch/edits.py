@@ -119,12 +119,63 @@ def write_edits(edits: Iterable[ScriptEdit], root: str) -> list[tuple[str, str]]
 
 # --- reading the script's syntax tree --------------------------------------------------------
 
+_trees: dict[tuple[str, str], ast.Module] = {}
+
+
 def _tree(path: str) -> tuple[ast.Module, str] | None:
+    """The file's syntax tree as the audit read it (parsed once per text; read only)."""
     try:
-        text = read_source(path).text
-        return ast.parse(text), text
+        source = read_source(path)
+        key = (source.path, source.digest)
+        tree = _trees.get(key)
+        if tree is None:
+            tree = _trees[key] = ast.parse(source.text)
+        return tree, source.text
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
+
+
+def import_edit(path: str, module: str) -> ScriptEdit | None:
+    """``import module`` added after the file's docstring and ``__future__`` imports, unless
+    the file imports it at its top level already."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, _ = parsed
+    if any(isinstance(node, ast.Import) and any(a.name == module and a.asname is None
+                                                for a in node.names) for node in tree.body):
+        return None
+    at = 1
+    for node in tree.body:
+        doc = node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(
+            node.value, ast.Constant) and isinstance(node.value.value, str)
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not (doc or future):
+            break
+        at = (node.end_lineno or node.lineno) + 1
+    return ScriptEdit(path, (at, 0), (at, 0), f"import {module}\n",
+                      f"{_where(path, at)}: + import {module}")
+
+
+def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[ScriptEdit]] | None:
+    """``target = online`` in ``path`` made a copy: ``target = copy.deepcopy(online)`` (and
+    ``import copy`` where the file lacks it); the assignment's line and the edits, or
+    ``None`` when the file holds no such assignment."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                segment(text, node.targets[0]) == target and segment(text, node.value) == online:
+            value = node.value
+            new = f"copy.deepcopy({online})"
+            edits = [ScriptEdit(path, (value.lineno, value.col_offset),
+                                (value.end_lineno or value.lineno, value.end_col_offset or 0),
+                                new, f"{_where(path, node.lineno)}: {online} -> {new}")]
+            imp = import_edit(path, "copy")
+            return node.lineno, edits + ([imp] if imp is not None else [])
+    return None
 
 
 def call_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[ast.Call, str] | None:
@@ -133,11 +184,16 @@ def call_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[ast.Call
     if parsed is None or span is None:
         return None
     tree, text = parsed
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and (node.lineno, node.end_lineno, node.col_offset,
-                                           node.end_col_offset) == span:
-            return node, text
-    return None
+    calls = _calls.get(id(tree))
+    if calls is None or calls[0] is not tree:
+        calls = _calls[id(tree)] = (tree, {
+            (n.lineno, n.end_lineno, n.col_offset, n.end_col_offset): n
+            for n in ast.walk(tree) if isinstance(n, ast.Call)})
+    node = calls[1].get(span)
+    return (node, text) if node is not None else None
+
+
+_calls: dict[int, tuple[ast.Module, dict[tuple, ast.Call]]] = {}
 
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:

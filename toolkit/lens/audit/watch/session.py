@@ -124,6 +124,7 @@ class Watch:
         # every backward() call site seen (by its whole stack), and, watching, the iterations
         # audited because a new one began there (a main loop after a warm-up)
         self.sites_seen: set[tuple] = set()
+        self.called_as: dict[int, dict[str, set[tuple[bool, Site]]]] = {}
         self.new_loops: set[int] = set()
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
@@ -232,10 +233,13 @@ class Watch:
                                        self.events))
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
+        found = E.call_at(site.path, site.span)
+        called = E.segment(found[1], found[0].func) if found else type(module).__name__
         if id(module) not in self.roots:
-            found = E.call_at(site.path, site.span)
-            name = E.segment(found[1], found[0].func) if found else type(module).__name__
-            self.roots[id(module)] = (module, name)
+            self.roots[id(module)] = (module, called)
+        # each name the user's code calls this network by, with or without gradients
+        self.called_as.setdefault(id(module), {}).setdefault(called, set()).add(
+            (torch.is_grad_enabled(), site))
         for i, arg in enumerate(args):
             ts = _tensors(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
@@ -625,6 +629,39 @@ class Watch:
         return {id(p): i for i, o in enumerate(self.optimizers) for g in o.param_groups
                 for p in g["params"]}
 
+    def _aliased(self) -> None:
+        """One network called by two names, one only under no_grad (a target, an EMA or
+        teacher copy read as a constant) and one with gradients, its tensors stepped: the
+        target is the trained network itself (``ema = model`` for ``copy.deepcopy(model)``).
+        One network read both ways by one name (FixMatch's pseudo-labels) is no finding."""
+        stepped = self._stepped_map()
+        names = self._names()
+        for key, by_name in self.called_as.items():
+            module = self.roots[key][0]
+            params = [p for p in module.parameters() if id(p) in stepped]
+            targets = [n for n, uses in by_name.items() if not any(g for g, _ in uses)]
+            online = [n for n, uses in by_name.items() if any(g for g, _ in uses)]
+            if not params or not targets or not online:
+                continue
+            target, trained = targets[0], online[0]
+            sites = [s for g, s in by_name[target] if not g]
+            fix = None
+            for site in sites:
+                fix = E.copy_at_alias(site.path, target.split("(")[0], trained)
+                if fix is not None:
+                    break
+            line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
+            at = ((line.shown(),) if line is not None else ()) + tuple(
+                sorted({s.shown() for s in sites}))
+            shown = tuple(names.get(id(p), "?") for p in params)
+            self._add(ScriptFinding(
+                "aliased", self.iteration,
+                f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
+                f"as a target while `{trained}` trains, so the target is the trained network "
+                f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
+                advice=f"make `{target}` a copy: {target} = copy.deepcopy({trained})",
+                step=self.step_events - 1, concerned=shown))
+
     def _end_of_iteration(self) -> None:
         """Gradient in tensors no optimizer steps. Between a loss and the tensors an optimizer
         steps (a predictor on a trained encoder, a head left out of its model's optimizer),
@@ -632,6 +669,7 @@ class Watch:
         uses it, a failure at the optimizer's line, with the parameter group that adds them.
         Elsewhere (a backbone below a trained head, a target network read on data): wasted
         work, a note."""
+        self._aliased()
         stepped = self._stepped_map()
         names = self._names()
         by_root: dict[int, list[int]] = {}
