@@ -425,3 +425,35 @@ def test_a_target_that_is_the_trained_network_itself_is_aliased_and_copied(tmp_p
         "ema.parameters()", "[]")
     code, report, _ = _audit(tmp_path, _script(tmp_path, pseudo))
     assert code == 0 and "aliased" not in _kinds(report)
+
+
+def test_a_critic_frozen_for_the_generator_and_never_switched_back_on_is_frozen(tmp_path):
+    """WGAN's critic is frozen for the generator's step; switched back on once before the loop
+    instead of at the top of each pass, it stays frozen while its optimizer steps it. The edit
+    switches it on at the top of the pass, before the critic's inner loop."""
+    body = ("D, G = torch.nn.Linear(2, 1), torch.nn.Linear(2, 2)\n"
+            "scale = torch.nn.Parameter(torch.ones(()))  # keeps the critic's loss a graph\n"
+            "oD = torch.optim.SGD([*D.parameters(), scale], lr=0.01)\n"
+            "oG = torch.optim.SGD(G.parameters(), lr=0.01)\n"
+            "for p in D.parameters():\n    p.requires_grad = True\n"
+            "for it in range(3):\n"
+            "    for _ in range(2):\n"
+            "        oD.zero_grad()\n"
+            "        (scale * (D(G(torch.randn(4, 2)).detach()) - D(torch.randn(4, 2)))).mean()"
+            ".backward()\n"
+            "        oD.step()\n"
+            "    for p in D.parameters():\n        p.requires_grad = False\n"
+            "    oG.zero_grad()\n"
+            "    (-D(G(torch.randn(4, 2)))).mean().backward()\n"
+            "    oG.step()\n")
+    script = _script(tmp_path, body)
+    code, report, _ = _audit(tmp_path, script, options=("--watch", "1"))
+    frozen = [f for f in report["findings"] if f["kind"] == "frozen"]
+    assert code == 1 and len(frozen) == 1
+    assert frozen[0]["at"][0] == "train.py:14: for p in D.parameters():"
+    edit = frozen[0]["edits"][0]
+    assert edit["new"] == "    D.requires_grad_(True)\n" and edit["start"] == [10, 0]
+    clean = body.replace("for it in range(3):\n", "for it in range(3):\n"
+                         "    for p in D.parameters():\n        p.requires_grad = True\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, clean), options=("--watch", "1"))
+    assert code == 0 and "frozen" not in _kinds(report)

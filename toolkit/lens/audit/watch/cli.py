@@ -82,6 +82,12 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``11th``, ``100th``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _count(n: int, thing: str) -> str:
     return f"{n} {thing}" + ("" if n == 1 else "s")
 
@@ -192,6 +198,12 @@ def _audit(args: argparse.Namespace) -> int:
                 f.verified, f.why_not = verify(f, [g for g in failures if g is not f],
                                                script, list(args.args), watch.grads,
                                                args.steps if args.watch is None else 1, cwd)
+    if verifying and args.watch is not None:   # found and printed as the run went: the proofs
+        for f in failures:
+            if f.edits:
+                _say(f"toolkit audit: {f.kind} (iteration {f.iteration}): "
+                     + ("verified: " + "; ".join(str(e) for e in f.edits) if f.verified else
+                        f"not verified: {f.why_not}"))
     if record is not None:
         report = {"script": name, "iterations": watch.iteration + (0 if outcome.stopped else 1),
                   "backwards": watch.backwards, "steps": watch.step_events,
@@ -212,8 +224,9 @@ def _audit(args: argparse.Namespace) -> int:
            if outcome.error is not None else
            f"stopped after {args.steps} iterations (nothing more ran; files the script wrote "
            f"are where it says)" if outcome.stopped else
-           f"ran to its end, {audited} iterations" + (f", every {args.watch}th audited"
-                                                      if args.watch else ""))
+           f"ran to its end, {audited} iterations" + (
+               "" if not args.watch else ", each audited" if args.watch == 1 else
+               f", every {_ordinal(args.watch)} audited"))
     _say(f"toolkit audit: {name}: {how}; {watch.backwards} backward() calls, "
          f"{watch.step_events} optimizer steps")
     if args.watch is None:

@@ -348,6 +348,56 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
                                       f"out of the torch.no_grad() block above it")]
 
 
+def _freezes(node: ast.AST, text: str, name: str) -> bool:
+    """``for p in name.parameters(): p.requires_grad = False`` (or ``requires_grad_(False)``),
+    or ``name.requires_grad_(False)``."""
+    def off(st: ast.AST, var: str) -> bool:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            t = st.targets[0]
+            return (isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                    and segment(text, t.value) == var and isinstance(st.value, ast.Constant)
+                    and st.value.value is False)
+        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+            f = st.value.func
+            return (isinstance(f, ast.Attribute) and f.attr == "requires_grad_"
+                    and segment(text, f.value) == var and len(st.value.args) == 1
+                    and isinstance(st.value.args[0], ast.Constant)
+                    and st.value.args[0].value is False)
+        return False
+
+    if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+            segment(text, node.iter) == f"{name}.parameters()":
+        return any(off(st, node.target.id) for st in node.body)
+    return off(node, name)
+
+
+def unfreeze_before(path: str, name: str, line: int) -> tuple[int, ScriptEdit] | None:
+    """For a network ``name`` that the file freezes (``requires_grad = False`` over its
+    parameters) inside a loop that also runs ``line`` (its optimizer's step): the freezing
+    statement's line, and ``name.requires_grad_(True)`` inserted at the top of that loop's
+    statement holding ``line``, so that every pass switches it back on before it trains."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for loop in ast.walk(tree):
+        if not isinstance(loop, ast.For | ast.While):
+            continue
+        freeze = next((st for st in loop.body if _freezes(st, text, name)), None)
+        holder = next((st for st in loop.body
+                       if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+        if freeze is None or holder is None or holder.lineno > freeze.lineno or \
+                holder.col_offset != len(_indent(text, holder.lineno)):
+            continue
+        indent = _indent(text, holder.lineno)
+        statement = f"{name}.requires_grad_(True)"
+        return freeze.lineno, ScriptEdit(
+            path, (holder.lineno, 0), (holder.lineno, 0), f"{indent}{statement}\n",
+            f"{_where(path, holder.lineno)}: + {statement} (before "
+            f"{segment(text, holder).splitlines()[0]})")
+    return None
+
+
 def assigned_name(path: str, line: int) -> str | None:
     """``opt`` of ``opt = torch.optim.SGD(...)`` starting on ``line``: the one name a statement
     assigns to, or ``None``."""

@@ -18,6 +18,7 @@ KINDS = {
     "carried": True,     # the graph reaches graph made by the previous iteration
     "unstepped": True,   # gradient reaches tensors of a trained model that no optimizer steps
     "shared": True,      # a tensor two optimizers step
+    "frozen": True,      # held by an optimizer, requires_grad switched off mid-run
     "aliased": True,     # a target (read under no_grad) that is the trained network itself
     "wasted": False,     # gradient written and cleared before any step used it
     "hand_updated": False,  # stepped, no gradient, moved by the script (an EMA copy)

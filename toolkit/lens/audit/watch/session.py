@@ -125,6 +125,7 @@ class Watch:
         # audited because a new one began there (a main loop after a warm-up)
         self.sites_seen: set[tuple] = set()
         self.called_as: dict[int, dict[str, set[tuple[bool, Site]]]] = {}
+        self.trainable_seen: set[int] = set()   # held with requires_grad at some step
         self.new_loops: set[int] = set()
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
@@ -324,6 +325,8 @@ class Watch:
             for group in opt.param_groups:
                 for p in group["params"]:
                     self.stepped_at[id(p)] = event
+                    if p.requires_grad:
+                        self.trainable_seen.add(id(p))
             return
         frame = user_frame(2)
         site = site_of(frame) if frame is not None else None
@@ -336,6 +339,8 @@ class Watch:
             self.grads.append({"iteration": self.iteration, "optimizer": index,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
                                              else None) for k, p in stepped}})
+        self._frozen(index, opt, site)
+        self.trainable_seen.update(id(p) for _, p in stepped)
         self._shared(index, opt, stepped)
         self._leaks(index, event, site, stepped)
         self._dead(index, event, site, stepped)
@@ -629,6 +634,34 @@ class Watch:
         return {id(p): i for i, o in enumerate(self.optimizers) for g in o.param_groups
                 for p in g["params"]}
 
+    def _frozen(self, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
+        """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
+        since and still held: frozen mid-run (for another network's step, say) and never
+        switched back on, the optimizer steps them with no gradient."""
+        frozen = [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
+                  for k, p in enumerate(group["params"])
+                  if not p.requires_grad and id(p) in self.trainable_seen]
+        if not frozen:
+            return
+        names = self._names()
+        owner = self._owner(id(frozen[0][1]))
+        name = self.roots[id(owner)][1] if owner is not None else None
+        fix = (E.unfreeze_before(site.path, name, site.line)
+               if site is not None and name else None)
+        at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
+            (site.shown(),) if site is not None else ())
+        opt_text = self._optimizer_text(index, site) or "the optimizer"
+        keys = tuple(k for k, _ in frozen)
+        self._add(ScriptFinding(
+            "frozen", self.iteration,
+            f"{opt_text} steps {_count(len(frozen), 'tensor')} whose requires_grad was switched "
+            f"off after an earlier step and not back on: they get no gradient and stay as "
+            f"they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
+            (fix[1],) if fix is not None else (),
+            advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
+                   f"before the loss that trains them", step=self.step_events - 1,
+            concerned=keys))
+
     def _aliased(self) -> None:
         """One network called by two names, one only under no_grad (a target, an EMA or
         teacher copy read as a constant) and one with gradients, its tensors stepped: the
@@ -755,3 +788,7 @@ def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
             out.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
         frame = frame.f_back
     return out
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")

@@ -175,8 +175,13 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         if bad is not None:
             return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
     if s < len(theirs) and "*" not in concerned:
-        for key in concerned:
-            g = theirs[s]["grads"].get(key)
-            if key in theirs[s]["grads"] and (g is None or not bool(g.any())):
+        # each tensor it is about is reached now (a gradient of exact zeros is one: a bias
+        # under a difference of means), and one of them, at least, moves
+        got = {key: theirs[s]["grads"].get(key) for key in concerned
+               if key in theirs[s]["grads"]}
+        for key, g in got.items():
+            if g is None:
                 return False, f"{key} still gets no gradient in the edited script"
+        if got and not any(bool(g.any()) for g in got.values()):
+            return False, "the tensors it is about get a gradient of zeros in the edited script"
     return True, ""
