@@ -61,7 +61,7 @@ def test_the_same_leak_cleared_by_zero_grad_before_use_is_information(tmp_path):
 
 def test_the_published_dcgan_is_clean_and_stopped_after_the_audited_iterations(tmp_path):
     code, report, grads = _audit(tmp_path, SCRIPTS / "dcgan.py", "--niter", "10",
-                                 options=("--steps", "3"))
+                                 options=("--steps", "3", "--follow", "0"))
     assert code == 0 and report["stopped"] and _kinds(report, failure=True) == []
     assert report["steps"] == 6 and len(grads) == 6   # D and G, three iterations
 
@@ -86,9 +86,9 @@ def test_weights_updated_by_hand_count_iterations_from_backward_and_say_what_was
                                "for i in range(1000):\n    (w * 2).sum().backward()\n"
                                "    with torch.no_grad():\n        w -= 0.1 * w.grad\n"
                                "    assert i < 5, 'the audit did not stop the loop'\n")
-    assert main([str(script)]) == 0
+    assert main(["--follow", "3", str(script)]) == 0
     out = capsys.readouterr().out
-    assert "stopped after 2 iterations" in out and "2 backward() calls" in out
+    assert "stopped after 5 iterations" in out and "5 backward() calls" in out
     assert "not checked: no torch optimizer stepped" in out
 
 
@@ -350,11 +350,12 @@ def test_the_parameter_group_edit_is_verified_and_trains_as_the_script_that_held
     assert all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(fixed, want))
 
 
-def test_watching_audits_each_new_loops_first_iteration_and_steps_says_what_it_left(
+def test_each_new_loops_first_iterations_are_audited_and_a_stop_says_what_it_left(
         tmp_path, capsys):
     """A warm-up loop, then the main loop with a bug (no zero_grad): watching every 100th
-    iteration still audits the main loop's first iteration; stopping after the first two says
-    that what came after was not checked."""
+    iteration still audits the main loop's first iteration, and so does the default, which
+    follows the script past its first loop to the next; stopped at once after the first two
+    iterations, it says that what came after was not checked."""
     body = ("net = torch.nn.Linear(3, 1)\n"
             "opt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
             "x = torch.randn(8, 3)\n"
@@ -368,7 +369,9 @@ def test_watching_audits_each_new_loops_first_iteration_and_steps_says_what_it_l
     script = _script(tmp_path, body)
     assert main(["--no-verify", "--watch", "100", str(script)]) == 1
     assert "FAIL    stale:" in capsys.readouterr().out
-    assert main(["--no-verify", str(script)]) == 0
+    assert main(["--no-verify", str(script)]) == 1   # it follows the script to the main loop
+    assert "FAIL    stale:" in capsys.readouterr().out
+    assert main(["--no-verify", "--follow", "0", str(script)]) == 0
     out = capsys.readouterr().out
     assert "not checked: what the script does after its first 2 iterations" in out
 

@@ -22,7 +22,8 @@ EXIT_CLEAN, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
 
 EPILOG = """\
 examples:
-  toolkit audit train.py --lr 1e-3          audit its first 2 iterations, then stop it
+  toolkit audit train.py --lr 1e-3          audit the first 2 iterations of each loop, then
+                                            stop it (within 100 iterations of the last one)
   toolkit audit --steps 5 --diff train.py   5 iterations; print the verified edits as a diff
   toolkit audit --apply train.py            write the verified edits (a copy of each file kept)
   toolkit audit --watch 100 train.py        run to the end, audit every 100th iteration
@@ -32,7 +33,7 @@ Files are written only with --apply, only inside the script's folder, never thro
 
 
 # the audit's options that take a value: what follows them is not the script
-_VALUED = {"--steps", "--watch", "--record", "--seed", "--edited-elsewhere"}
+_VALUED = {"--steps", "--follow", "--watch", "--record", "--seed", "--edited-elsewhere"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,7 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a training script, unchanged, and audit its backward() and "
                     "optimizer.step() calls as they happen.")
     p.add_argument("--steps", type=int, default=2, metavar="N",
-                   help="audit the first N iterations, then stop the script (default 2)")
+                   help="audit the first N iterations of each loop that trains (a warm-up, "
+                        "then the main loop), then stop the script (default 2)")
+    p.add_argument("--follow", type=int, default=100, metavar="K",
+                   help="after the last audited iteration, let the script run on up to K "
+                        "iterations to reach a later loop before stopping it (default 100; 0 "
+                        "stops it at once)")
     p.add_argument("--watch", type=int, default=None, metavar="EVERY",
                    help="let the script run to its end and audit every EVERY-th iteration; a "
                         "finding is printed when it first appears")
@@ -142,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.args = theirs
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
+    if args.follow < 0:
+        parser.error(f"--follow must be at least 0, got {args.follow}")
     if args.watch is not None and args.watch < 1:
         parser.error(f"--watch must be at least 1, got {args.watch}")
     if not os.path.isfile(args.script):
@@ -180,7 +188,8 @@ def _audit(args: argparse.Namespace) -> int:
             _say(*finding.lines())
 
     verifying = not args.no_verify
-    watch = Watch(args.steps, args.watch, record=verifying or record is not None,
+    watch = Watch(args.steps, args.watch, follow=args.follow,
+                  record=verifying or record is not None,
                   on_finding=shown)
     pid = os.getpid()
     outcome = run_script(script, list(args.args), watch, seed=args.seed, elsewhere=elsewhere)
@@ -222,7 +231,7 @@ def _audit(args: argparse.Namespace) -> int:
                      f"is training behind a flag, or does it use its own engine?")
     how = (f"stopped by its own {type(outcome.error).__name__} in iteration {watch.iteration}"
            if outcome.error is not None else
-           f"stopped after {args.steps} iterations (nothing more ran; files the script wrote "
+           f"stopped after {watch.iteration} iterations (nothing more ran; files the script wrote "
            f"are where it says)" if outcome.stopped else
            f"ran to its end, {audited} iterations" + (
                "" if not args.watch else ", each audited" if args.watch == 1 else
@@ -250,9 +259,13 @@ def _audit(args: argparse.Namespace) -> int:
     _say(f"toolkit audit: {_count(len(failures), 'failure')}, {_count(infos, 'note')}"
          + (f"; {_count(len(shown_edits), 'verified edit')}" if failures else ""))
     if outcome.stopped:
-        _say(f"toolkit audit: not checked: what the script does after its first {args.steps} "
-             f"iterations (a later loop, a bug that begins late); --watch EVERY runs it to its "
-             f"end and audits every EVERY-th iteration and each new loop's first")
+        _say(f"toolkit audit: not checked: what the script does after iteration "
+             f"{watch.iteration} (a later loop, a bug that begins late): it ran {args.follow} "
+             f"iterations past the last audited one with no new loop; --follow K looks "
+             f"further, --watch EVERY runs it to its end" if args.follow else
+             f"toolkit audit: not checked: what the script does after its first {args.steps} "
+             f"iterations (a later loop, a bug that begins late); --follow K looks further, "
+             f"--watch EVERY runs it to its end")
     if watch.step_events == 0:
         _say("toolkit audit: not checked: no torch optimizer stepped (weights updated by hand?), "
              "so nothing was judged at a step (leaks, stale or missing gradients, tensors no "

@@ -98,8 +98,12 @@ class Watch:
     """The state of one watched run (see the module's docstring)."""
 
     def __init__(self, steps: int = 2, every: int | None = None, record: bool = False,
-                 on_finding=None) -> None:
+                 on_finding=None, follow: int = 0) -> None:
         self.steps, self.every, self.record = steps, every, record
+        # auditing the first ``steps`` iterations of each loop: how many iterations past the
+        # last audited one the script may run on, looking for a later loop, before it stops
+        self.follow = follow
+        self.last_audited = steps - 1
         self.on_finding = on_finding
         self.pid = os.getpid()
         self.iteration = 0
@@ -117,7 +121,7 @@ class Watch:
         self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
         self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
-        self.stepped_by: dict[int, set[int]] = {}   # tensor id -> optimizers stepping it
+        self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> iteration
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
@@ -154,8 +158,9 @@ class Watch:
     # --- which iterations ---------------------------------------------------------------
     def audited(self, iteration: int | None = None) -> bool:
         i = self.iteration if iteration is None else iteration
-        return i < self.steps if self.every is None else (i % self.every == 0
-                                                          or i in self.new_loops)
+        if self.every is None:
+            return i < self.steps or i in self.new_loops
+        return i % self.every == 0 or i in self.new_loops
 
     def recording(self) -> bool:
         """Whether calls are recorded now: in an audited iteration, or in the one before it
@@ -163,7 +168,7 @@ class Watch:
         return self.audited() or self.audited(self.iteration + 1)
 
     def done(self) -> bool:
-        return self.every is None and self.iteration >= self.steps
+        return self.every is None and self.iteration > self.last_audited + self.follow
 
     def _new_iteration(self) -> None:
         if self.audited():
@@ -280,9 +285,12 @@ class Watch:
             raise Stop
         if key not in self.sites_seen:
             self.sites_seen.add(key)
-            if self.every is not None and self.iteration > 0:
-                # a new loop: its first whole iteration is audited, whatever EVERY says
-                self.new_loops.add(self.iteration + 1)
+            if self.iteration > 0:
+                # a new loop (a main loop after a warm-up): its first whole iterations are
+                # audited, one when watching, else as many as the first loop's
+                first = self.iteration + 1
+                self.new_loops.update(range(first, first + (1 if self.every else self.steps)))
+                self.last_audited = max(self.last_audited, max(self.new_loops))
                 self._want_module_hook()
         self.events += 1
         self.site_events[key] = self.events
@@ -595,11 +603,14 @@ class Watch:
             step=self.step_events, concerned=("*",)))
 
     def _shared(self, index: int, opt: torch.optim.Optimizer, stepped) -> None:
+        """A tensor two optimizers step in one iteration: it moves twice. Two optimizers over
+        it in two phases of the script (pre-training, then fine-tuning) are no finding."""
         for key, p in stepped:
-            by = self.stepped_by.setdefault(id(p), set())
-            by.add(index)
-            if len(by) > 1:
-                others = sorted(by - {index})
+            by = self.stepped_by.setdefault(id(p), {})
+            by[index] = self.iteration
+            now = {i for i, it in by.items() if it == self.iteration}
+            if len(now) > 1:
+                others = sorted(now - {index})
                 at = tuple(s.shown() for s in (self.built_at.get(id(self.optimizers[j]))
                                                for j in [*others, index]) if s is not None)
                 self._add(ScriptFinding(

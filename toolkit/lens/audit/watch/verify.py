@@ -110,7 +110,7 @@ def rerun(script: str, args: list[str], edits: list[ScriptEdit], steps: int, cwd
         rec = os.path.join(tmp, "record")
         mapping = os.path.join(tmp, "elsewhere.json")
         Path(mapping).write_text(json.dumps(elsewhere), encoding="utf-8")
-        cmd = [sys.executable, "-P", "-m", "toolkit.audit", "--steps", str(steps),
+        cmd = [sys.executable, "-P", "-m", "toolkit.audit", "--steps", str(steps), "--follow", "0",
                "--no-verify", "--record", rec, "--edited-elsewhere", mapping,
                os.path.join(copy, os.path.relpath(os.path.abspath(script), root)), *args]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
