@@ -225,14 +225,18 @@ def test_killed_workers_leave_one_folder_per_run_none_running(cluster,
     markers = [str(tmp_path / f"m{i}") for i in range(2)]
     config.write_text(f'experiment = "dies_once"\nseeds = [0, 1]\n'
                       f'[sweep]\n"params.marker" = {json.dumps(markers)}\n')
-    once = plan(config, output_dir=tmp_path / "once")
-    always = plan(config, ["params.always=true"], output_dir=tmp_path / "always")
+    once = plan(config, output_dir=tmp_path / "once")  # 4 runs, 2 to 4 deaths
+    always = plan(config, ["params.always=true", "seeds=[0]",  # 1 run, 2 deaths
+                           f"sweep={{\"params.marker\" = [{json.dumps(markers[0])}]}}"],
+                  output_dir=tmp_path / "always")
     outcomes, status = run_all([*once, *always], executor=_dask(cluster))
-    assert status == 1 and len(outcomes) == 8
-    for root, ended in ((tmp_path / "once" / "dies_once", "complete"),
-                        (tmp_path / "always" / "dies_once", "failed")):
+    assert status == 1 and len(outcomes) == 5
+    for root, ended, keys in (
+            (tmp_path / "once" / "dies_once", "complete",
+             [(s, m) for s in (0, 1) for m in sorted(markers)]),
+            (tmp_path / "always" / "dies_once", "failed", [(0, markers[0])])):
         folders = _folders(root)
-        assert sorted(folders) == [(s, m) for s in (0, 1) for m in sorted(markers)], folders
+        assert sorted(folders) == keys, folders
         for runs in folders.values():
             assert [run.status for run in runs] == [ended], [r.run_dir for r in runs]
             executor = runs[0].meta["executor"]

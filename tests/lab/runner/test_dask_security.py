@@ -454,10 +454,12 @@ def test_the_local_cluster_is_tls_on_loopback_only(dashboard: bool, certs,
 
 
 @contextlib.contextmanager
-def _tls_peer(certs: dict[str, Path], answer: bytes | None) -> Iterator[str]:
+def _tls_peer(certs: dict[str, Path], answer: bytes | None, then: bytes | None = b""
+              ) -> Iterator[str]:
     """A TLS server on 127.0.0.1 holding the cluster's own certificate (its CA's), wanting
     the client's; once the handshake is done it reads, then sends ``answer`` and stays open,
-    or (``None``) says nothing at all. Yields its tls:// address."""
+    or (``None``) says nothing at all. From the second connection on it answers ``then``
+    instead (``b""``: the same as the first). Yields its tls:// address."""
     import socket
     import ssl
 
@@ -480,11 +482,12 @@ def _tls_peer(certs: dict[str, Path], answer: bytes | None) -> Iterator[str]:
             try:
                 raw.settimeout(5)
                 peer = context.wrap_socket(raw, server_side=True)
+                reply = answer if not held or then == b"" else then
                 held.append(peer)
-                if answer is not None:
+                if reply is not None:
                     with contextlib.suppress(OSError):
                         peer.recv(4096)
-                    peer.sendall(answer)
+                    peer.sendall(reply)
             except OSError:
                 raw.close()
 
@@ -526,6 +529,26 @@ def test_a_silent_peer_after_the_tls_handshake_ends_within_the_connect_timeout(
     line = _one_line(capsys.readouterr().err)
     assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
     assert "no Dask handshake within 3 s" in line
+    assert not list(out.rglob("meta.json"))
+
+
+def test_a_peer_that_greets_then_stalls_the_client_ends_within_the_timeouts(
+        certs, tiny_config: Path, tmp_path: Path, capsys) -> None:
+    """It answers the first connection with a Dask handshake, then falls silent on the
+    client's own connection (distributed reads that handshake without a timeout): the wait
+    ends within three connect timeouts of 3 s (well under 60 s), in one line."""
+    tiny_config.write_text(tiny_config.read_text() + "[executor]\nconnect_timeout = 3\n")
+    out = tmp_path / "r"
+    handshake = _wire({"compression": None, "python": (3, 11, 0), "pickle-protocol": 5})
+    with _tls_peer(certs, handshake, then=None) as address:
+        status, elapsed = _run_within(60, ["run", str(tiny_config), "--out", str(out),
+                                           "--executor", "dask", "--address", address,
+                                           *_tls_options(certs)])
+    assert status == 2, f"still waiting after {elapsed:.0f} s" if status is None else status
+    assert elapsed < 3 * 3 + 20
+    line = _one_line(capsys.readouterr().err)
+    assert f"--address: {address}: cannot reach a Dask scheduler there over TLS" in line
+    assert "did not finish connecting the client within 9 s" in line
     assert not list(out.rglob("meta.json"))
 
 

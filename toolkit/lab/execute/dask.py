@@ -255,6 +255,43 @@ def _in_own_loop(coroutine_fn: Any) -> Any:
     return box["result"]
 
 
+def _within(seconds: float, make_client: Any) -> Any:
+    """``make_client()`` (a distributed ``Client``) if it returns within ``seconds``, else a
+    ``TimeoutError``. distributed bounds the TCP and TLS connect and the scheduler's later
+    answers by the client's timeout, each once, but not the handshake read between them: a
+    peer that greets the probe and then stalls would hold the caller for ever. The client is
+    made in a thread of its own; one that connects after the caller gave up is closed."""
+    import threading
+
+    box: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def target() -> None:
+        try:
+            client = make_client()
+        except BaseException as err:  # handed to the caller
+            box["error"] = err
+            return
+        with lock:
+            late = "gave_up" in box
+            if not late:
+                box["client"] = client
+        if late:
+            client.close()
+
+    thread = threading.Thread(target=target, name="toolkit-dask-client", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    with lock:
+        if "client" not in box and "error" not in box:
+            box["gave_up"] = True
+            raise TimeoutError(f"the scheduler did not finish connecting the client within "
+                               f"{fmt(seconds)} s")
+    if "error" in box:
+        raise box["error"]
+    return box["client"]
+
+
 def _client(config: ExecutorConfig, distributed: Any) -> Any:
     """A client of the scheduler at ``config.address`` or of a LocalCluster of its own."""
     from distributed.security import Security
@@ -267,8 +304,9 @@ def _client(config: ExecutorConfig, distributed: Any) -> Any:
             security = Security(require_encryption=True, **files)
             _greeting(config.address, security.get_connection_args("client")["ssl_context"],
                       config.connect_timeout)
-            return distributed.Client(config.address, timeout=f"{config.connect_timeout}s",
-                                      security=security, deserializers=["msgpack"])
+            return _within(3 * config.connect_timeout, lambda: distributed.Client(
+                config.address, timeout=f"{config.connect_timeout}s", security=security,
+                deserializers=["msgpack"]))
         except (OSError, TimeoutError, ValueError, TypeError, MemoryError,
                 AssertionError) as err:
             # ValueError: not a TLS peer; TypeError: a pickle where msgpack was asked for;
@@ -313,16 +351,23 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
 
     client = _client(config, distributed)
     cluster = client.cluster
-    futures = client.map(_task, specs, range(len(specs)), argv=argv, command=command,
-                         finish=finish, pure=False)
+    kwargs = {"argv": argv, "command": command, "finish": finish, "pure": False}
+    futures = client.map(_task, specs, range(len(specs)), **kwargs)
+    task_of, resent = {f.key: i for i, f in enumerate(futures)}, [0] * len(specs)
     try:
-        for future in distributed.as_completed(futures):
-            i = futures.index(future)
+        for future in (done := distributed.as_completed(futures)):
+            i = task_of[future.key]
             try:
                 outcome = RunOutcome(**{k: Path(v) if k == "run_dir" else v
                                         for k, v in future.result().items()})
                 future.release()  # read: Dask need not compute it again when a worker dies
             except Exception as err:  # the task raised, or its worker died twice
+                if resent[i] < _RESENT and _died_for_others(err, specs[i], i, command):
+                    resent[i] += 1  # given up for deaths its run did not cause: once more
+                    futures.append(again := client.submit(_task, specs[i], i, **kwargs))
+                    task_of[again.key] = i
+                    done.add(again)
+                    continue
                 error = f"{type(err).__name__}: {err}"
                 outcome = ([*_abandoned(specs[i:i + 1], [i], command, "failed", error)] or [
                     RunOutcome(Path(specs[i].config.output_dir) / specs[i].experiment.name,
@@ -341,6 +386,20 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
                               str(RunInterrupted(signum)), signum):
         ended(len(outcomes), outcome)
     return outcomes, 128 + signum
+
+
+#: How often a run given up by Dask for worker deaths it did not cause is sent again.
+_RESENT = 2
+
+
+def _died_for_others(err: Exception, spec: RunSpec, task: int, command: str) -> bool:
+    """Whether Dask gave the task up (``KilledWorker``) while its run died less than twice:
+    the other deaths were of workers that held it queued, or died before it started."""
+    if type(err).__name__ != "KilledWorker":
+        return False
+    workers = [w for _, meta in _attempts(spec, command, task, abandoned=True)
+               for w in [*meta.executor.get("died_on", []), meta.executor.get("worker")]]
+    return len(dict.fromkeys(workers)) < 2
 
 
 def _abandoned(specs: Sequence[RunSpec], tasks: Sequence[int], command: str, status: str,
