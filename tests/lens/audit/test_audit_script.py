@@ -279,8 +279,10 @@ def test_one_loss_stepped_by_two_optimizers_is_no_leak_but_a_second_loss_mixed_i
 def test_a_stepped_tensor_the_script_moves_by_hand_is_a_note_and_a_frozen_one_a_failure(
         tmp_path):
     """A momentum copy in the optimizer, read under no_grad and moved by hand each iteration
-    (MoCo's key encoder) gets no gradient on purpose: information. The same copy never moved is
-    a tensor the optimizer was meant to train and no loss reaches: a failure."""
+    (MoCo's key encoder) gets no gradient on purpose: information; so does a target read under
+    no_grad that only meets the prediction in the loss (a teacher the optimizer holds). A
+    network under no_grad whose output a training network reads (a backbone under its head) is
+    one the optimizer was meant to train and no loss reaches: a failure."""
     body = ("q, k = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)\n"
             "opt = torch.optim.SGD([*q.parameters(), *k.parameters()], lr=0.1)\n"
             "x = torch.randn(8, 3)\n"
@@ -294,8 +296,13 @@ def test_a_stepped_tensor_the_script_moves_by_hand_is_a_note_and_a_frozen_one_a_
                          "            pk.data = 0.9 * pk.data + 0.1 * pq.data")
     code, report, _ = _audit(tmp_path, _script(tmp_path, moved), options=("--steps", "3"))
     assert code == 0 and "hand_updated" in _kinds(report, failure=False)
-    code, report, _ = _audit(tmp_path, _script(tmp_path, body.replace("    MOVE\n", "")),
-                             options=("--steps", "3"))
+    target = body.replace("    MOVE\n", "")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, target), options=("--steps", "3"))
+    assert code == 0 and "hand_updated" in _kinds(report, failure=False)
+    backbone = target.replace("torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)",
+                              "torch.nn.Linear(2, 2), torch.nn.Linear(3, 2)").replace(
+        "(q(x) - key)", "q(key)")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, backbone), options=("--steps", "3"))
     assert code == 1 and "dead" in _kinds(report, failure=True)
 
 
@@ -460,3 +467,52 @@ def test_a_critic_frozen_for_the_generator_and_never_switched_back_on_is_frozen(
                          "    for p in D.parameters():\n        p.requires_grad = True\n")
     code, report, _ = _audit(tmp_path, _script(tmp_path, clean), options=("--watch", "1"))
     assert code == 0 and "frozen" not in _kinds(report)
+
+
+def test_one_gradient_stepped_by_two_optimizers_is_shared_two_phases_are_not(tmp_path):
+    """Two optimizers over one tensor, both stepping after one backward(): the gradient moves
+    it twice. Pre-training with one optimizer, then fine-tuning with another over the same
+    backbone, each after its own backward(): no finding."""
+    body = ("net = torch.nn.Linear(3, 1)\n"
+            "a = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+            "b = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    a.zero_grad()\n"
+            "    net(x).pow(2).mean().backward()\n"
+            "    a.step()\n"
+            "    b.step()\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, body))
+    assert code == 1 and "shared" in _kinds(report, failure=True)
+    phases = ("net = torch.nn.Linear(3, 1)\n"
+              "x = torch.randn(8, 3)\n"
+              "a = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+              "for it in range(3):\n"
+              "    a.zero_grad()\n    net(x).pow(2).mean().backward()\n    a.step()\n"
+              "b = torch.optim.SGD(net.parameters(), lr=0.01)\n"
+              "for it in range(3):\n"
+              "    b.zero_grad()\n    (net(x) - 1).pow(2).mean().backward()\n    b.step()\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, phases))
+    assert code == 0 and "shared" not in _kinds(report)
+
+
+def test_one_network_reached_as_self_teacher_and_model_teacher_is_no_alias(tmp_path):
+    """A teacher trained first (called as ``model.teacher``), then read under no_grad inside the
+    model's forward (``self.teacher``): one binding reached from two places, in two phases."""
+    body = ("class KD(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.teacher, self.student = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)\n"
+            "    def forward(self, x):\n"
+            "        with torch.no_grad():\n            t = self.teacher(x)\n"
+            "        return (self.student(x) - t).pow(2).mean()\n"
+            "model = KD()\n"
+            "x = torch.randn(8, 3)\n"
+            "ot = torch.optim.SGD(model.teacher.parameters(), lr=0.1)\n"
+            "for it in range(3):\n"
+            "    ot.zero_grad()\n    model.teacher(x).pow(2).mean().backward()\n    ot.step()\n"
+            "os_ = torch.optim.SGD(model.student.parameters(), lr=0.1)\n"
+            "for it in range(3):\n"
+            "    os_.zero_grad()\n    model(x).backward()\n    os_.step()\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, body))
+    assert code == 0 and "aliased" not in _kinds(report)

@@ -300,6 +300,34 @@ def _is_no_grad(item: ast.withitem) -> bool:
     return name == "no_grad"
 
 
+def no_grad_block_names(path: str, line: int) -> set[str] | None:
+    """The names the statements of the innermost ``with torch.no_grad():`` around ``line``
+    assign (what the block makes for the code after it), or ``None`` outside such a block."""
+    parsed = _tree(path)
+    if parsed is None:
+        return None
+    tree, _ = parsed
+    blocks = [node for node in ast.walk(tree) if isinstance(node, ast.With)
+              and any(_is_no_grad(i) for i in node.items)
+              and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
+    if not blocks:
+        return None
+    block = max(blocks, key=lambda b: b.lineno)
+    return {t.id for st in ast.walk(block) if isinstance(st, ast.Assign | ast.AugAssign)
+            for target in (st.targets if isinstance(st, ast.Assign) else [st.target])
+            for t in ast.walk(target) if isinstance(t, ast.Name)}
+
+
+def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str]:
+    """The plain names the arguments of the call at ``span`` read (``head(z)`` -> ``{"z"}``)."""
+    found = call_at(path, span)
+    if found is None:
+        return set()
+    call, _ = found
+    return {n.id for a in [*call.args, *(k.value for k in call.keywords)]
+            for n in ast.walk(a) if isinstance(n, ast.Name)}
+
+
 def statement_text(path: str, line: int) -> str:
     """The text of the statement that starts on ``line`` (its first line)."""
     found = statement_at(path, line)

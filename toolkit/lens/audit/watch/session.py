@@ -121,15 +121,19 @@ class Watch:
         self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
         self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
-        self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> iteration
+        self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> event
+        self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
         # audited because a new one began there (a main loop after a warm-up)
         self.sites_seen: set[tuple] = set()
-        self.called_as: dict[int, dict[str, set[tuple[bool, Site]]]] = {}
+        # module id -> the name a call used -> (with gradients?, the call's site, iteration)
+        self.called_as: dict[int, dict[str, set[tuple[bool, Site, int]]]] = {}
         self.trainable_seen: set[int] = set()   # held with requires_grad at some step
+        self.no_grad_out: dict[int, int] = {}   # storage of a no_grad call's output -> module
+        self.feeds_trained: set[int] = set()    # modules whose no_grad output a network reads
         self.new_loops: set[int] = set()
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
@@ -237,6 +241,17 @@ class Watch:
             inputs = [t.grad_fn for a in args for t in _tensors(a) if t.grad_fn is not None]
             self.no_grad_calls.append((module, site, _user_lines(frame), inputs,
                                        self.events))
+            for t in outs:
+                self.no_grad_out[_storage(t)] = id(module)
+        elif not isinstance(module, nn.modules.loss._Loss) and any(
+                p.requires_grad for p in module.parameters(recurse=False)):
+            # a network that trains reads what a no_grad call made: that call is on the path
+            # of the prediction (a backbone under a head), not a target's
+            for a in args:
+                for t in _tensors(a):
+                    made = self.no_grad_out.get(_storage(t))
+                    if made is not None:
+                        self.feeds_trained.add(made)
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         found = E.call_at(site.path, site.span)
@@ -245,7 +260,7 @@ class Watch:
             self.roots[id(module)] = (module, called)
         # each name the user's code calls this network by, with or without gradients
         self.called_as.setdefault(id(module), {}).setdefault(called, set()).add(
-            (torch.is_grad_enabled(), site))
+            (torch.is_grad_enabled(), site, self.iteration))
         for i, arg in enumerate(args):
             ts = _tensors(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
@@ -319,6 +334,8 @@ class Watch:
     def after_backward(self, state) -> None:
         source, leaves, before = state
         self.ledger.record(source, leaves, before)
+        for key in source.wrote:
+            self.written_at[key] = source.index
 
     # --- at a step ----------------------------------------------------------------------
     def step(self, opt: torch.optim.Optimizer) -> None:
@@ -345,6 +362,7 @@ class Watch:
                                 self.cleared_at)
         if self.record:
             self.grads.append({"iteration": self.iteration, "optimizer": index,
+                               "event": self.step_events - 1,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
                                              else None) for k, p in stepped}})
         self._frozen(index, opt, site)
@@ -447,6 +465,20 @@ class Watch:
                      or self.ledger.cleared.get(id(p)))]
         if not dead:
             return
+        targets = [(k, p) for k, p in dead if self._target_only(p)]
+        if targets:
+            dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
+            self._add(ScriptFinding(
+                "hand_updated", self.iteration,
+                f"{_count(len(targets), 'tensor')} an optimizer steps get no gradient: they "
+                f"compute a target under no_grad, whose output meets the prediction only in "
+                f"the loss (a teacher, a key encoder): the optimizer does nothing with them",
+                tuple(k for k, _ in targets), tuple(names.get(id(p), k) for k, p in targets),
+                (site.shown(),) if site is not None else (),
+                advice="leave them out of the optimizer, or requires_grad_(False) where they "
+                       "are made", step=self.step_events - 1))
+        if not dead:
+            return
         groups: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
         info: dict[tuple, tuple] = {}
         for key, p in dead:
@@ -513,6 +545,29 @@ class Watch:
                     advice="use them in a loss, or leave them out of the optimizer if they "
                            "are meant to stay as they are", step=self.step_events - 1,
                     concerned=keys))
+
+    def _target_only(self, p: torch.Tensor) -> bool:
+        """Whether every call under no_grad that reads ``p`` made a value that no network
+        that trains reads (a target: it meets the prediction only in the loss), and there was
+        one. What a ``with torch.no_grad():`` block assigns is matched to the arguments of
+        the calls of training networks at the user's lines; a value a network reads as it is
+        (a view of the output) is matched by its storage."""
+        calls = [(m, lines) for m, _, lines, _, _ in self.no_grad_calls
+                 if any(q is p for q in m.parameters())]
+        if not calls or any(id(m) in self.feeds_trained for m, _ in calls):
+            return False
+        read = set()
+        for key, by_name in self.called_as.items():
+            module = self.roots[key][0]
+            if any(q.requires_grad for q in module.parameters()):
+                read |= {n for uses in by_name.values() for g, site, _ in uses if g
+                         for n in E.argument_names(site.path, site.span)}
+        for _, lines in calls:
+            made = next((names for path, line in lines
+                         if (names := E.no_grad_block_names(path, line)) is not None), None)
+            if made and made & read:
+                return False
+        return True
 
     def _add_dead(self, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:
         """A dead finding, judged at the next step (or the end): see :meth:`_settle`."""
@@ -603,20 +658,24 @@ class Watch:
             step=self.step_events, concerned=("*",)))
 
     def _shared(self, index: int, opt: torch.optim.Optimizer, stepped) -> None:
-        """A tensor two optimizers step in one iteration: it moves twice. Two optimizers over
-        it in two phases of the script (pre-training, then fine-tuning) are no finding."""
+        """A tensor another optimizer stepped with the gradient it holds now (no backward()
+        wrote it since): the one gradient moves it twice. Two optimizers over it in two phases
+        of the script (pre-training, then fine-tuning), each after its own backward(), are no
+        finding."""
         for key, p in stepped:
             by = self.stepped_by.setdefault(id(p), {})
-            by[index] = self.iteration
-            now = {i for i, it in by.items() if it == self.iteration}
-            if len(now) > 1:
-                others = sorted(now - {index})
+            before = [(i, event) for i, event in by.items() if i != index
+                      and event > self.written_at.get(id(p), -1)]
+            by[index] = self.events
+            if before and p.grad is not None and bool(p.grad.ne(0).any()):
+                others = sorted(i for i, _ in before)
                 at = tuple(s.shown() for s in (self.built_at.get(id(self.optimizers[j]))
                                                for j in [*others, index]) if s is not None)
                 self._add(ScriptFinding(
                     "shared", self.iteration,
-                    f"a tensor is stepped by optimizers {others[0]} and {index}: it moves twice "
-                    f"per iteration", (key,), (self._names().get(id(p), key),), at,
+                    f"a tensor is stepped by optimizers {others[0]} and {index} with one "
+                    f"gradient (no backward() wrote it between the steps): it moves twice",
+                    (key,), (self._names().get(id(p), key),), at,
                     advice="give each tensor to one optimizer", step=self.step_events - 1))
 
     def _wasted(self) -> None:
@@ -683,12 +742,16 @@ class Watch:
         for key, by_name in self.called_as.items():
             module = self.roots[key][0]
             params = [p for p in module.parameters() if id(p) in stepped]
-            targets = [n for n, uses in by_name.items() if not any(g for g, _ in uses)]
-            online = [n for n, uses in by_name.items() if any(g for g, _ in uses)]
-            if not params or not targets or not online:
+            # in one iteration: one name only under no_grad, another with gradients; the same
+            # attribute reached from two places (self.teacher, model.teacher) is one binding
+            pairs = [(t, o) for t, t_uses in by_name.items() for o, o_uses in by_name.items()
+                     if t.rpartition(".")[2] != o.rpartition(".")[2]
+                     and not any(g for g, _, _ in t_uses)
+                     and {i for _, _, i in t_uses} & {i for g, _, i in o_uses if g}]
+            if not params or not pairs:
                 continue
-            target, trained = targets[0], online[0]
-            sites = [s for g, s in by_name[target] if not g]
+            target, trained = pairs[0]
+            sites = [s for g, s, _ in by_name[target] if not g]
             fix = None
             for site in sites:
                 fix = E.copy_at_alias(site.path, target.split("(")[0], trained)
@@ -803,3 +866,11 @@ def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
 
 def _count(n: int, thing: str) -> str:
     return f"{n} {thing}" + ("" if n == 1 else "s")
+
+
+def _storage(t: torch.Tensor) -> int:
+    """Where ``t``'s values live (a view shares it with its base)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)

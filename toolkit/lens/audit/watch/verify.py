@@ -136,6 +136,19 @@ def _why_it_did_not_run(script: str, stderr: str) -> str:
     return escaped(last[0].strip()[:200]) if last else "it printed nothing"
 
 
+_baselines: dict[tuple, list[dict] | None] = {}
+
+
+def _baseline(script: str, args: list[str], steps: int, cwd: str) -> list[dict] | None:
+    """The gradients of the unedited script rerun for ``steps`` iterations, every one audited
+    (one rerun per distinct ``steps`` in a process)."""
+    key = (os.path.abspath(script), tuple(args), steps, cwd)
+    if key not in _baselines:
+        _, report, grads, _ = rerun(script, args, [], steps, cwd)
+        _baselines[key] = grads if report is not None and not report.get("error") else None
+    return _baselines[key]
+
+
 def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
            grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
     """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
@@ -152,6 +165,17 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         if "EOFError" in why:
             why += " (the rerun has no standard input)"
         return False, f"the edited script fails: {why}"
+    if any(int(g.get("event", i)) != i for i, g in enumerate(grads)):
+        # the first audit watched some steps only: steps it did not watch may differ in the
+        # edited run (an edit of a later loop changes its first, unwatched, steps), so the
+        # comparison is against the unedited script rerun the same way
+        try:
+            base = _baseline(script, args, need, cwd)
+        except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError) as err:
+            return False, f"the script could not be rerun unedited ({escaped(str(err))})"
+        if base is None:
+            return False, "the script, rerun unedited, did not run to its audited iterations"
+        grads = base
     mine = {(f.kind, tuple(f.tensors)) for f in others if f.failure}
     for f in report["findings"]:
         if not isinstance(f, dict) or not KINDS.get(str(f.get("kind")), False):
@@ -161,24 +185,45 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
             return False, "the finding is still there in the edited script"
         if key not in mine:
             return False, f"the edited script shows a new {f['kind']}: {f.get('message')}"
+    # steps are matched by their place among all the script's steps (the first audit may
+    # have watched only some of them; the rerun watches every one up to the finding's)
     s = finding.step
-    if len(theirs) <= s:
+    theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
+    if s not in theirs_at:
         return False, "the edited script stops before the step the finding is about"
     concerned = set(finding.concerned)
-    # tensors that another dead finding is about may gain a gradient: one cut starved both
-    revived = {k for f in others if f.kind == "dead" for k in f.tensors}
-    for e in range(min(s + 1, len(grads))):
-        ours, other = grads[e]["grads"], theirs[e]["grads"]
-        keys = [k for k in ours if not (e == s and (k in concerned or "*" in concerned))
-                and not (k in revived and (ours[k] is None or not bool(ours[k].any())))]
+    # a tensor with no gradient before the edit may gain one at any step: one the finding is
+    # about (from the first step the bug was there, watched or not), or one another dead
+    # finding is about (one cut starved both)
+    revived = concerned | {k for f in others if f.kind == "dead" for k in f.tensors}
+    def dead(x: torch.Tensor | None) -> bool:
+        return x is None or not bool(x.any())
+
+    # the first step at which the edit gives a tensor with no gradient one (the fix at work,
+    # from the bug's first step, watched or not): after it the runs may part, so the steps
+    # are compared up to it, and at it every tensor the edit is not about keeps its gradient
+    at = s
+    for i, g in enumerate(grads):
+        e = int(g.get("event", i))
+        if e > at:
+            break
+        ours, other = g["grads"], theirs_at.get(e)
+        if other is None:
+            return False, f"the edited script does not reach step {e}"
+        gained = [k for k in ours if k in revived and dead(ours[k]) and not dead(other.get(k))]
+        # or a tensor the edit hands to an optimizer (a parameter group added) steps now
+        gained += [k for k in other if k not in ours and not dead(other[k])]
+        if gained or ("*" in concerned and e == s):
+            at = e
+        keys = [k for k in ours if not (e == at and (k in concerned or "*" in concerned))
+                and not (k in revived and dead(ours[k]))]
         bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
         if bad is not None:
             return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
-    if s < len(theirs) and "*" not in concerned:
+    if "*" not in concerned:
         # each tensor it is about is reached now (a gradient of exact zeros is one: a bias
         # under a difference of means), and one of them, at least, moves
-        got = {key: theirs[s]["grads"].get(key) for key in concerned
-               if key in theirs[s]["grads"]}
+        got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]}
         for key, g in got.items():
             if g is None:
                 return False, f"{key} still gets no gradient in the edited script"
