@@ -516,3 +516,30 @@ def test_one_network_reached_as_self_teacher_and_model_teacher_is_no_alias(tmp_p
             "    os_.zero_grad()\n    model(x).backward()\n    os_.step()\n")
     code, report, _ = _audit(tmp_path, _script(tmp_path, body))
     assert code == 0 and "aliased" not in _kinds(report)
+
+
+def test_a_guessed_label_made_with_gradients_is_a_trained_target_cut_where_it_is_made(
+        tmp_path):
+    """A pseudo-label the model guesses on another view, computed with gradients, compared
+    with the model's prediction: the loss trains the model through its own target (the step
+    audit's targets rule, on the script's backward). The edit detaches the network call that
+    made it; a label guessed under no_grad is clean."""
+    body = ("net = torch.nn.Linear(3, 2)\n"
+            "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+            "x = torch.randn(8, 3)\n"
+            "for it in range(3):\n"
+            "    guess = net(x + 0.1).softmax(1)\n"
+            "    loss = F.mse_loss(net(x).softmax(1), guess)\n"
+            "    opt.zero_grad()\n    loss.backward()\n    opt.step()\n")
+    body = "import torch.nn.functional as F\n" + body
+    script = _script(tmp_path, body)
+    code, report, _ = _audit(tmp_path, script)
+    found = [f for f in report["findings"] if f["kind"] == "target"]
+    assert code == 1 and len(found) == 1
+    assert found[0]["at"][0] == "train.py:8:     guess = net(x + 0.1).softmax(1)".replace(
+        ":     ", ": ")
+    assert [e["new"] for e in found[0]["edits"]] == ["net(x + 0.1).detach()"]
+    clean = body.replace("    guess = net(x + 0.1)", "    with torch.no_grad():\n"
+                         "        guess = net(x + 0.1)")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, clean))
+    assert code == 0 and "target" not in _kinds(report)

@@ -220,6 +220,19 @@ def _where(path: str, line: int) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
+def detach_call(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit | None:
+    """The call at ``span`` (a network's) cut where it is made: ``teacher(x)`` ->
+    ``teacher(x).detach()``."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    old = segment(text, call)
+    return ScriptEdit(path, (call.lineno, call.col_offset),
+                      (call.end_lineno or call.lineno, call.end_col_offset or 0),
+                      f"{old}.detach()", f"{_where(path, call.lineno)}: {old} -> {old}.detach()")
+
+
 def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit | None:
     """``x.detach()`` at ``span`` -> ``x``."""
     found = call_at(path, span)

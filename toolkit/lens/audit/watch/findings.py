@@ -19,7 +19,8 @@ KINDS = {
     "unstepped": True,   # gradient reaches tensors of a trained model that no optimizer steps
     "shared": True,      # a tensor two optimizers step
     "frozen": True,      # held by an optimizer, requires_grad switched off mid-run
-    "aliased": True,     # a target (read under no_grad) that is the trained network itself
+    "aliased": True,
+    "target": True,      # a comparison's target side carries gradient to stepped tensors     # a target (read under no_grad) that is the trained network itself
     "wasted": False,     # gradient written and cleared before any step used it
     "hand_updated": False,  # stepped, no gradient, moved by the script (an EMA copy)
 }

@@ -33,6 +33,8 @@ from types import FrameType
 import torch
 from torch import nn
 
+from toolkit.lens.audit.rules.graph import Graph as StepGraph
+from toolkit.lens.audit.rules.targets import target_edges
 from toolkit.lens.audit.watch import edits as E
 from toolkit.lens.audit.watch.findings import ScriptFinding
 from toolkit.lens.audit.watch.frames import Site, is_user, site_of, user_frame
@@ -44,6 +46,7 @@ from toolkit.lens.audit.watch.graph import (
     sequence,
 )
 from toolkit.lens.audit.watch.ledger import Ledger, Source
+from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
 
@@ -146,6 +149,7 @@ class Watch:
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
         self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
+        self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
         self.detaches: list[tuple[object, Site]] = []
         # (module, its call's site, the user's (file, line) from there outwards, the graphs of
         # its inputs, event)
@@ -184,6 +188,7 @@ class Watch:
         # what the new iteration did before its first backward() was recorded after the last step
         keep = self.last_step_event
         self.calls = [c for c in self.calls if c[-1] >= keep]
+        self.call_outputs = [c for c in self.call_outputs if c[-1] >= keep]
         self.detaches = [d for d in self.detaches if d[-1] >= keep]
         self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
         self.clears = [c for c in self.clears if c[-1] >= keep]
@@ -261,6 +266,9 @@ class Watch:
         # each name the user's code calls this network by, with or without gradients
         self.called_as.setdefault(id(module), {}).setdefault(called, set()).add(
             (torch.is_grad_enabled(), site, self.iteration))
+        for t in outs:
+            if t.grad_fn is not None:
+                self.call_outputs.append((t.grad_fn, site, self.events))
         for i, arg in enumerate(args):
             ts = _tensors(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
@@ -316,6 +324,7 @@ class Watch:
         site = site_of(caller) if caller is not None else None
         graph = read_graph(t.grad_fn for t in tensors)
         self._carried(graph, site)
+        self._targets(tensors, site)
         for key, optimizers in between(graph, self._stepped_map()).items():
             self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
@@ -731,6 +740,51 @@ class Watch:
             advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
                    f"before the loss that trains them", step=self.step_events - 1,
             concerned=keys))
+
+    def _targets(self, roots: Sequence[torch.Tensor], site: Site | None) -> None:
+        """A comparison in the head of the loss whose target side reaches tensors an optimizer
+        steps (the step audit's rule, :func:`~toolkit.lens.audit.rules.targets.target_edges`,
+        on this backward's graph): a teacher's soft targets, a guessed label made by the
+        model, computed with gradients; the loss trains those tensors through its target. The
+        edit cuts the target where the user's code made it: each network call whose output
+        the target side holds (the outermost), ``.detach()``-ed."""
+        stepped = self._stepped_map()
+        outputs = [t for t in roots if t.grad_fn is not None]
+        if not stepped or not outputs:
+            return
+        search = ShortestPaths(outputs)
+        graph = StepGraph(search)
+        for _, target in sorted(target_edges(graph, set(stepped))):
+            met = graph.reach([target])
+            reached = sorted({id(v) for k in met
+                              if isinstance(v := getattr(search.nodes[k], "variable", None),
+                                            torch.Tensor)} & set(stepped))
+            if not reached:
+                continue
+            # the call that made each node (an inner network's call ends first: an outer
+            # call handing the same output on is not where it was made)
+            made: dict[int, Site] = {}
+            for node, s, _ in self.call_outputs:
+                if id(node) in met:
+                    made.setdefault(id(node), s)
+            inner = {k for key in made for k in graph.reach([key]) - {key}}
+            sites = list(dict.fromkeys(s for key, s in made.items() if key not in inner))
+            edits = tuple(e for s in sites if (e := E.detach_call(s.path, s.span)) is not None)
+            names = self._names()
+            held = {id(p): (f"opt{i}.{g}.{k}", p) for i, o in enumerate(self.optimizers)
+                    for g, group in enumerate(o.param_groups)
+                    for k, p in enumerate(group["params"]) if id(p) in set(reached)}
+            keys = tuple(key for key, _ in held.values())
+            tensors = [p for _, p in held.values()]
+            self._add(ScriptFinding(
+                "target", self.iteration,
+                f"the target of {_label(site)} (backward at {site}) carries gradient to "
+                f"{_count(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
+                f"through its own target (a teacher's soft targets, a label the model guessed)",
+                keys, tuple(names.get(id(p), "?") for p in tensors),
+                tuple(s.shown() for s in sites) + ((site.shown(),) if site else ()), edits,
+                advice="compute the target under torch.no_grad(), or .detach() it where it is "
+                       "made", step=self.step_events, concerned=keys, extra={"loses": True}))
 
     def _aliased(self) -> None:
         """One network called by two names, one only under no_grad (a target, an EMA or

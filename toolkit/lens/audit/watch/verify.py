@@ -220,7 +220,10 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
         if bad is not None:
             return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
-    if "*" not in concerned:
+    if finding.extra.get("loses"):
+        pass  # a cut of a path that trained them: the finding gone is the proof (they may
+        # still train from another path: the prediction's, for the model that guessed a label)
+    elif "*" not in concerned:
         # each tensor it is about is reached now (a gradient of exact zeros is one: a bias
         # under a difference of means), and one of them, at least, moves
         got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]}
