@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -219,10 +220,13 @@ def test_compare_on_the_command_line_at_80_columns(tmp_path: Path, capsys: pytes
         run_experiment("em_like", seed=seed, device="cpu", output_dir=tmp_path / "r")
     capsys.readouterr()
     monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(tmp_path)  # the files' paths are printed from the working folder
     assert main(["compare", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80, out
     assert "-0.006653 [-0.0077, -0.00561]" in out  # whole, on one line
+    assert out.splitlines()[-2:] == [os.path.join("r", "compare.csv"),
+                                     os.path.join("r", "compare.html")]
 
 
 EM_LIKE_EXPERIMENT = textwrap.dedent('''

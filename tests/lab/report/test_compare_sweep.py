@@ -122,9 +122,9 @@ def test_the_earlier_run_is_a_config_of_its_own_unless_latest(sweep: Path) -> No
     everything = compare_runs(sweep)
     assert len(everything.labels("em_gmm")) == 3  # the earlier run differs in several keys
     assert "inner_steps" in everything.sweep("em_gmm").varying
-    text = format_table(everything)
+    text = format_table(everything, WIDTH)
     assert "em_gmm · 3 configs, 5 runs pooled; configs differ in" in text
-    latest = format_table(compare_runs(sweep, latest=True))
+    latest = format_table(compare_runs(sweep, latest=True), WIDTH)
     assert "em_gmm · 2 configs, 4 runs pooled; configs differ in inner_steps" in latest
 
 
@@ -135,7 +135,7 @@ def test_the_terminal_shows_each_configs_headline(sweep: Path) -> None:
         assert max(len(line) for line in lines) <= width
         heads = [line.strip() for line in lines if "· seeds" in line]
         assert heads == ["inner_steps=2 · seeds 0, 1", "inner_steps=10 · seeds 0, 1"]
-    assert len(format_table(table).splitlines()) < 30  # headlines, not every value
+    assert len(format_table(table, WIDTH).splitlines()) < 30  # headlines, not every value
 
 
 def test_every_config_shares_the_axes_and_every_text_is_inside(sweep: Path) -> None:

@@ -210,9 +210,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with confined(out):  # the table's files land in ``out``, or nowhere
         csv_path, html_path = write_compare(table, out)
     for line in [*format_table(table).splitlines(), *(["", *left_out] if left_out else []),
-                 "", str(csv_path), str(html_path)]:
+                 "", _near(csv_path), _near(html_path)]:
         print(shown(line))
     return EXIT_OK
+
+
+def _near(path: Path) -> str:
+    """``path`` relative to the working folder when it lies below it (a line that fits a
+    terminal's width), else as it is."""
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith(os.pardir) else rel
 
 
 def cmd_check(args: argparse.Namespace) -> int:
