@@ -14,7 +14,11 @@ prints the hooks' own cost per iteration that is not audited, timed on the same 
 model of two small ``Linear`` layers, batch 1 (where the hooks are most of the work), against one plain
 iteration of the MLP.
 
+Then ``--steps N``: the same script for N iterations, each audited in full, against the same N
+iterations run plainly (the goal: at most 1.5).
+
     python benchmarks/bench_audit_watch.py [--quick] [--every 100] [--iters 1000] [--rounds 7]
+                                           [--steps 2]
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def _run_plain(script: str, argv: list[str]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=int, default=100)
+    p.add_argument("--steps", type=int, default=2,
+                   help="iterations audited in full for the --steps comparison (default 2)")
     p.add_argument("--iters", type=int, default=1000)
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--depth", type=int, default=4)
@@ -113,6 +119,25 @@ def main() -> None:
     print(f"  watched / plain: {ratio}; goal <= 1.02")
     print(f"  the hooks, an iteration not audited: {hook_us:.1f} us (median over rounds), "
           f"{hook_us / plain_us:.2%} of a plain iteration of the MLP ({plain_us:.0f} us)")
+
+    # --steps N: N iterations, every one audited in full, against the same N iterations run
+    # plainly (start-up, the imports, paid before either), the goal at most 1.5
+    with tempfile.TemporaryDirectory() as tmp:
+        script = str(Path(tmp, "train.py"))
+        Path(script).write_text(SCRIPT, encoding="utf-8")
+        few = [str(v) for v in (args.width, args.depth, args.batch, args.steps)]
+
+        def audited() -> None:
+            watch = Watch(args.steps)
+            run_script(script, few, watch)
+            assert watch.backwards == args.steps
+
+        steps = race({"plain": lambda: _run_plain(script, few), f"--steps {args.steps}": audited},
+                     rounds=args.rounds)
+    print(f"toolkit audit --steps {args.steps}: {args.steps} iterations of the same MLP, each "
+          f"audited in full")
+    print(steps.table(unit="ms", scale=1e3))
+    print(f"  audited / plain: {steps.ratio(f'--steps {args.steps}', 'plain')}; goal <= 1.5")
 
 
 if __name__ == "__main__":
