@@ -255,9 +255,13 @@ def test_run_with_seeds_writes_a_seed_group(tiny_config: Path, tmp_path: Path) -
     assert "seeds 0, 1, 2" in html
     (v,) = read_findings(groups[0])["tiny_counter"]
     assert v.seeds == (0, 1, 2) and len(v.per_seed) == 3
-    # not a terminal: only the tally, the verdict counts and the paths
+    # not a terminal: the tally, the verdict counts and the paths; on stderr, one line per
+    # experiment of each seed as it ended, nothing else
     assert "tiny_counter  1 as predicted" in proc.stdout and "tally: 1 as predicted" in proc.stdout
-    assert f"report:   {groups[0] / 'report.html'}" in proc.stdout and proc.stderr == ""
+    assert f"report:   {groups[0] / 'report.html'}" in proc.stdout
+    ended = proc.stderr.splitlines()
+    assert sorted(line.split()[:3] for line in ended) == [
+        ["seed", str(s), "tiny_counter"] for s in range(3)], proc.stderr
     verbose = cli("run", str(tiny_config), "--seeds", "0-2", "--out", str(tmp_path / "v"),
                   "--verbose")
     assert "held in 3 of 3 seeds" in verbose.stdout and "seed group: " in verbose.stderr
