@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fmt", "format_value", "round_floats", "shown", "unit_of"]
+__all__ = ["byte_size", "fmt", "format_value", "round_floats", "shown", "unit_of"]
 
 _TIME = re.compile(r"(^|[._/])(seconds?|time|wall|timers?|[a-z0-9]*_s|ms)($|[._/])")
 _BYTES = re.compile(r"bytes")
@@ -150,3 +150,12 @@ def shown(text: object) -> str:
             out.append(ch)
     return "".join(out)
 
+
+def byte_size(n: int) -> str:
+    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``"14.6 TiB"``)."""
+    value, unit = float(n), "bytes"
+    for name in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, name
+    return f"{value:.3g} {unit}"

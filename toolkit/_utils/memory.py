@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from toolkit._utils.formatting import byte_size
+
 __all__ = ["allocation_errors", "is_allocation_failure", "reports_allocation_failures",
            "sized_by"]
 
@@ -45,20 +47,10 @@ def is_allocation_failure(err: BaseException) -> bool:
                 and any(m in str(err) for m in _NUMPY_TOO_BIG)))
 
 
-def _bytes(n: int) -> str:
-    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``"14.6 TiB"``)."""
-    value, unit = float(n), "bytes"
-    for name in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, name
-    return f"{value:.3g} {unit}"
-
-
 def _amount(err: BaseException) -> str:
     text = str(err)
     if (match := _BYTES.search(text)) is not None:
-        return f" (it asked for {_bytes(int(match.group(1)))})"
+        return f" (it asked for {byte_size(int(match.group(1)))})"
     if (match := _SIZE.search(text)) is not None:
         return f" (it asked for {match.group(1)})"
     return ""

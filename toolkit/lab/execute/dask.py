@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit._utils.formatting import fmt
+from toolkit._utils.formatting import byte_size, fmt
 from toolkit._utils.lazy import install_line
 from toolkit.lab.errors import ConfigError, RunInterrupted
 from toolkit.lab.execute.run import Finish, RunOutcome, execute
@@ -182,8 +182,8 @@ def _greeting(address: str, ssl_context: Any, timeout: float) -> None:
             await writer.drain()
             (size,) = struct.unpack("Q", await reader.readexactly(8))
             if size > MAX_HANDSHAKE_BYTES:
-                raise _NotAScheduler(f"its first message declares {_size(size)}, a Dask "
-                                     f"handshake takes at most {_size(MAX_HANDSHAKE_BYTES)}: "
+                raise _NotAScheduler(f"its first message declares {byte_size(size)}, a Dask "
+                                     f"handshake takes at most {byte_size(MAX_HANDSHAKE_BYTES)}: "
                                      f"not a Dask scheduler")
             return await reader.readexactly(size)
         finally:
@@ -206,16 +206,6 @@ def _greeting(address: str, ssl_context: Any, timeout: float) -> None:
         raise _NotAScheduler("it sent a pickle in its handshake: not loaded")
     if not isinstance(message, dict) or "compression" not in message:
         raise _NotAScheduler("its first message is not a Dask handshake")
-
-
-def _size(n: int) -> str:
-    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``"3.07 EiB"``)."""
-    value, unit = float(n), "bytes"
-    for name in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, name
-    return f"{value:.3g} {unit}"
 
 
 def _holds_pickle(message: Any) -> bool:
