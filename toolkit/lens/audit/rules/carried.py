@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from toolkit.lens.audit.findings import CarriedGraph
 from toolkit.lens.audit.fixes.edits import (
     Edit,
@@ -34,14 +32,16 @@ from toolkit.lens.audit.fixes.location import reader_line
 from toolkit.lens.audit.fixes.proof import Cut
 from toolkit.lens.audit.record.recording import is_open_marker
 from toolkit.lens.audit.record.sites import Line
+from toolkit.lens.audit.rules.kept import stored_at
 from toolkit.lens.audit.rules.labels import node_shape, outputs_of
+from toolkit.lens.audit.rules.saved import holds_saved
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_carried", "grows_or_fails", "holds_saved", "made_of_cuts"]
+__all__ = ["check", "find_carried", "grows_or_fails", "made_of_cuts"]
 
 
 def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
@@ -144,22 +144,6 @@ def made_of_cuts(node: Any, memo: dict[int, bool]) -> bool:
     return memo[id(node)]
 
 
-def holds_saved(node: Any) -> bool:
-    """Whether the autograd node ``node`` holds tensors saved for its backward (or held them:
-    a backward already freed them), which the first ``backward()`` through it frees."""
-    for attr in dir(node):
-        if not attr.startswith("_saved_"):
-            continue
-        try:
-            value = getattr(node, attr)
-        except RuntimeError:  # freed by a backward already
-            return True
-        if any(isinstance(t, torch.Tensor) for t in
-               (value if isinstance(value, (list, tuple)) else [value])):
-            return True
-    return False
-
-
 def grows_or_fails(node: Any, first_mark: int) -> bool:
     """Whether the graph behind ``node`` matters in a training loop: it holds a node made by
     the audit's calls (``Node._sequence_nr() >= first_mark``), or one that saved tensors a
@@ -204,7 +188,6 @@ def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
         return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
                                    edits=(cut_assigned(assigned[1]),)), "stored"
     if not stored:  # kept by the step outside modules: cut where it stores it for next call
-        from toolkit.lens.audit.rules.kept import stored_at  # kept reads holds_saved here
         kept = stored_at(step.step, node, rec.marks[-1]) if step.step is not None else None
         if kept is not None:
             # proved by running it: the stores cut every path into the old graph at once

@@ -39,6 +39,7 @@ from toolkit.lens.audit.rules.carried import (
     state_readers,
 )
 from toolkit.lens.audit.rules.labels import Labeller
+from toolkit.lens.audit.rules.saved import saved_bytes
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import walk
 
@@ -46,29 +47,6 @@ if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_held"]
-
-
-def saved_bytes(node: Any, seen: set[int]) -> int:
-    """Bytes of the tensors ``node`` saved for backward (each storage counted once in ``seen``).
-
-    Reads the ``_saved_*`` attributes autograd gives each node (a tensor, a list of tensors,
-    or something else); a storage already freed by a backward counts 0.
-    """
-    total = 0
-    for attr in dir(node):
-        if not attr.startswith("_saved_"):
-            continue
-        try:
-            value = getattr(node, attr)
-        except RuntimeError:  # freed by a backward
-            continue
-        for t in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                if storage.data_ptr() not in seen:
-                    seen.add(storage.data_ptr())
-                    total += storage.nbytes()
-    return total
 
 
 class _Edge:

@@ -40,8 +40,7 @@ from torch import nn
 from toolkit.lens.audit.findings import HeldGraph
 from toolkit.lens.audit.fixes.edits import Edit, edit_node, segment, source_of
 from toolkit.lens.audit.record.sites import Line
-from toolkit.lens.audit.rules.carried import holds_saved
-from toolkit.lens.audit.rules.held import saved_bytes
+from toolkit.lens.audit.rules.saved import holds_saved, saved_bytes
 from toolkit.lens.backward_graph import is_cut_marker
 
 if TYPE_CHECKING:
