@@ -31,12 +31,17 @@ from toolkit.lens.audit.fixes.edits import cut_argument, cut_made, cut_operand
 from toolkit.lens.audit.fixes.proof import Cut, Prover
 from toolkit.lens.audit.record.recording import is_open_marker
 from toolkit.lens.audit.record.sites import Line
-from toolkit.lens.audit.rules.labels import shape_text
 
 if TYPE_CHECKING:
     from toolkit.lens.audit.rules.recorded import RecordedStep
 
-__all__ = ["MAX_CUTS", "first_outside", "leak_cut", "reader_line", "target_cut"]
+__all__ = ["MAX_CUTS", "first_outside", "leak_cut", "reader_line", "shape_text", "target_cut"]
+
+
+def shape_text(shape: tuple[int, ...] | None) -> str:
+    """`` (shape (4, 2))`` after a tensor's name in a finding, or nothing when unknown."""
+    return "" if shape is None else f" (shape {tuple(shape)})"
+
 
 #: the most cuts one fix may list (a tensor read on that many separate paths)
 MAX_CUTS = 4

@@ -25,12 +25,13 @@ from toolkit.lens.audit.fixes.edits import (
     straight_through,
     straight_through_integer,
 )
+from toolkit.lens.audit.fixes.location import shape_text
 from toolkit.lens.audit.fixes.optimizer_edits import leave_out
 from toolkit.lens.audit.fixes.proof import Cut
 from toolkit.lens.audit.record.calls import COPY
 from toolkit.lens.audit.record.recording import Recording
 from toolkit.lens.audit.record.sites import LibraryCall, Line
-from toolkit.lens.audit.rules.labels import Labeller, shape_text
+from toolkit.lens.audit.rules.labels import Labeller
 from toolkit.lens.audit.rules.notes import write_kind
 from toolkit.lens.audit.rules.replaced import orphans, rebuild_fix, replaced_owner
 from toolkit.lens.audit.rules.truth import ZERO, ZeroPoint, vanishes, zero_points

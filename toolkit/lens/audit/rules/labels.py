@@ -8,7 +8,7 @@ from typing import Any
 from toolkit.lens.audit.record.recording import Recording, is_open_marker
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
-__all__ = ["VIEWS", "Labeller", "node_shape", "outputs_of", "owners", "shape_text"]
+__all__ = ["VIEWS", "Labeller", "node_shape", "outputs_of", "owners"]
 
 VIEWS = frozenset({"T", "Transpose", "View", "Reshape", "Permute", "Expand", "Unsqueeze",
                     "Squeeze", "ToCopy", "Alias"})
@@ -72,8 +72,6 @@ def node_shape(node: Any, nr: int) -> tuple[int, ...] | None:
         return None
 
 
-def shape_text(shape: tuple[int, ...] | None) -> str:
-    return "" if shape is None else f" (shape {tuple(shape)})"
 
 
 

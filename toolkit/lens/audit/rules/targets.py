@@ -71,9 +71,9 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from toolkit.lens.audit.findings import TrainedTarget
-from toolkit.lens.audit.fixes.location import target_cut
+from toolkit.lens.audit.fixes.location import shape_text, target_cut
 from toolkit.lens.audit.rules.graph import Graph
-from toolkit.lens.audit.rules.labels import VIEWS, owners, shape_text
+from toolkit.lens.audit.rules.labels import VIEWS, owners
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 if TYPE_CHECKING:
