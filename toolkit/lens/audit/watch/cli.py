@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from toolkit.lens.audit.result import plural
 from toolkit.lens.audit.watch.source import escaped
 
 __all__ = ["main"]
@@ -92,10 +93,6 @@ def _ordinal(n: int) -> str:
     """``2nd``, ``3rd``, ``11th``, ``100th``."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}" + ("" if n == 1 else "s")
 
 
 def _fail(line: str) -> int:
@@ -256,8 +253,8 @@ def _audit(args: argparse.Namespace) -> int:
         status = _apply(verified, root, args.no_verify, diff, write_edits, outside, Refused,
                         status)
     infos = len(findings) - len(failures)
-    _say(f"toolkit audit: {_count(len(failures), 'failure')}, {_count(infos, 'note')}"
-         + (f"; {_count(len(shown_edits), 'verified edit')}" if failures else ""))
+    _say(f"toolkit audit: {plural(len(failures), 'failure')}, {plural(infos, 'note')}"
+         + (f"; {plural(len(shown_edits), 'verified edit')}" if failures else ""))
     if outcome.stopped:
         _say(f"toolkit audit: not checked: what the script does after iteration "
              f"{watch.iteration} (a later loop, a bug that begins late): it ran {args.follow} "

@@ -313,19 +313,23 @@ def _is_no_grad(item: ast.withitem) -> bool:
     return name == "no_grad"
 
 
+def _no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
+    """The innermost ``with torch.no_grad():`` whose body holds ``line``, or ``None``."""
+    blocks = [node for node in ast.walk(tree) if isinstance(node, ast.With)
+              and any(_is_no_grad(i) for i in node.items)
+              and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
+    return max(blocks, key=lambda b: b.lineno) if blocks else None
+
+
 def no_grad_block_names(path: str, line: int) -> set[str] | None:
     """The names the statements of the innermost ``with torch.no_grad():`` around ``line``
     assign (what the block makes for the code after it), or ``None`` outside such a block."""
     parsed = _tree(path)
     if parsed is None:
         return None
-    tree, _ = parsed
-    blocks = [node for node in ast.walk(tree) if isinstance(node, ast.With)
-              and any(_is_no_grad(i) for i in node.items)
-              and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
-    if not blocks:
+    block = _no_grad_block(parsed[0], line)
+    if block is None:
         return None
-    block = max(blocks, key=lambda b: b.lineno)
     return {t.id for st in ast.walk(block) if isinstance(st, ast.Assign | ast.AugAssign)
             for target in (st.targets if isinstance(st, ast.Assign) else [st.target])
             for t in ast.walk(target) if isinstance(t, ast.Name)}
@@ -356,12 +360,7 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
     if parsed is None:
         return None
     tree, text = parsed
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.With) and any(_is_no_grad(i) for i in node.items) and \
-                node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno > best.lineno:
-                best = node
+    best = _no_grad_block(tree, line)
     if best is None or len(best.items) != 1:
         return None
     holder = next((st for st in best.body

@@ -33,6 +33,7 @@ from types import FrameType
 import torch
 from torch import nn
 
+from toolkit.lens.audit.result import plural
 from toolkit.lens.audit.rules.graph import Graph as StepGraph
 from toolkit.lens.audit.rules.targets import target_edges
 from toolkit.lens.audit.watch import edits as E
@@ -49,6 +50,9 @@ from toolkit.lens.audit.watch.ledger import Ledger, Source
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
+
+#: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
+_HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
 
 
 class Stop(BaseException):
@@ -324,8 +328,9 @@ class Watch:
         site = site_of(caller) if caller is not None else None
         graph = read_graph(t.grad_fn for t in tensors)
         self._carried(graph, site)
-        self._targets(tensors, site)
-        for key, optimizers in between(graph, self._stepped_map()).items():
+        held = self._stepped_map()
+        self._targets(tensors, site, held)
+        for key, optimizers in between(graph, held).items():
             self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
         if inputs is not None:
@@ -364,8 +369,7 @@ class Watch:
             return
         frame = user_frame(2)
         site = site_of(frame) if frame is not None else None
-        stepped = [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
-                   for k, p in enumerate(group["params"]) if p.requires_grad]
+        stepped = [(k, p) for k, p in _keyed(index, opt) if p.requires_grad]
         for _, p in stepped:
             self.ledger.observe(p, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
@@ -474,18 +478,18 @@ class Watch:
                      or self.ledger.cleared.get(id(p)))]
         if not dead:
             return
-        targets = [(k, p) for k, p in dead if self._target_only(p)]
+        read = self._read_by_training()
+        targets = [(k, p) for k, p in dead if self._target_only(p, read)]
         if targets:
             dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
             self._add(ScriptFinding(
                 "hand_updated", self.iteration,
-                f"{_count(len(targets), 'tensor')} an optimizer steps get no gradient: they "
+                f"{plural(len(targets), 'tensor')} an optimizer steps get no gradient: they "
                 f"compute a target under no_grad, whose output meets the prediction only in "
                 f"the loss (a teacher, a key encoder): the optimizer does nothing with them",
                 tuple(k for k, _ in targets), tuple(names.get(id(p), k) for k, p in targets),
                 (site.shown(),) if site is not None else (),
-                advice="leave them out of the optimizer, or requires_grad_(False) where they "
-                       "are made", step=self.step_events - 1))
+                advice=_HELD_FOR_NOTHING, step=self.step_events - 1))
         if not dead:
             return
         groups: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
@@ -555,22 +559,27 @@ class Watch:
                            "are meant to stay as they are", step=self.step_events - 1,
                     concerned=keys))
 
-    def _target_only(self, p: torch.Tensor) -> bool:
-        """Whether every call under no_grad that reads ``p`` made a value that no network
-        that trains reads (a target: it meets the prediction only in the loss), and there was
-        one. What a ``with torch.no_grad():`` block assigns is matched to the arguments of
-        the calls of training networks at the user's lines; a value a network reads as it is
-        (a view of the output) is matched by its storage."""
-        calls = [(m, lines) for m, _, lines, _, _ in self.no_grad_calls
-                 if any(q is p for q in m.parameters())]
-        if not calls or any(id(m) in self.feeds_trained for m, _ in calls):
-            return False
-        read = set()
+    def _read_by_training(self) -> set[str]:
+        """The names the calls of networks that train read as arguments, with gradients on,
+        at the user's lines."""
+        read: set[str] = set()
         for key, by_name in self.called_as.items():
             module = self.roots[key][0]
             if any(q.requires_grad for q in module.parameters()):
                 read |= {n for uses in by_name.values() for g, site, _ in uses if g
                          for n in E.argument_names(site.path, site.span)}
+        return read
+
+    def _target_only(self, p: torch.Tensor, read: set[str]) -> bool:
+        """Whether every call under no_grad that reads ``p`` made a value that no network
+        that trains reads (a target: it meets the prediction only in the loss), and there was
+        one. What a ``with torch.no_grad():`` block assigns is matched to ``read`` (see
+        :meth:`_read_by_training`); a value a network reads as it is (a view of the output)
+        is matched by its storage."""
+        calls = [(m, lines) for m, _, lines, _, _ in self.no_grad_calls
+                 if any(q is p for q in m.parameters())]
+        if not calls or any(id(m) in self.feeds_trained for m, _ in calls):
+            return False
         for _, lines in calls:
             made = next((names for path, line in lines
                          if (names := E.no_grad_block_names(path, line)) is not None), None)
@@ -606,8 +615,7 @@ class Watch:
                     f"{len(values)} tensors an optimizer steps get no gradient and the script "
                     f"moves them itself (an EMA or momentum copy): the optimizer does nothing "
                     f"with them", finding.tensors, finding.names, finding.at,
-                    advice="leave them out of the optimizer, or requires_grad_(False) where "
-                           "they are made", step=finding.step)
+                    advice=_HELD_FOR_NOTHING, step=finding.step)
             self._add(finding)
         self.pending_dead = waiting
 
@@ -717,8 +725,7 @@ class Watch:
         """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
         since and still held: frozen mid-run (for another network's step, say) and never
         switched back on, the optimizer steps them with no gradient."""
-        frozen = [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
-                  for k, p in enumerate(group["params"])
+        frozen = [(k, p) for k, p in _keyed(index, opt)
                   if not p.requires_grad and id(p) in self.trainable_seen]
         if not frozen:
             return
@@ -733,7 +740,7 @@ class Watch:
         keys = tuple(k for k, _ in frozen)
         self._add(ScriptFinding(
             "frozen", self.iteration,
-            f"{opt_text} steps {_count(len(frozen), 'tensor')} whose requires_grad was switched "
+            f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad was switched "
             f"off after an earlier step and not back on: they get no gradient and stay as "
             f"they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
             (fix[1],) if fix is not None else (),
@@ -741,14 +748,15 @@ class Watch:
                    f"before the loss that trains them", step=self.step_events - 1,
             concerned=keys))
 
-    def _targets(self, roots: Sequence[torch.Tensor], site: Site | None) -> None:
+    def _targets(self, roots: Sequence[torch.Tensor], site: Site | None,
+                 stepped: dict[int, int]) -> None:
         """A comparison in the head of the loss whose target side reaches tensors an optimizer
         steps (the step audit's rule, :func:`~toolkit.lens.audit.rules.targets.target_edges`,
         on this backward's graph): a teacher's soft targets, a guessed label made by the
         model, computed with gradients; the loss trains those tensors through its target. The
         edit cuts the target where the user's code made it: each network call whose output
-        the target side holds (the outermost), ``.detach()``-ed."""
-        stepped = self._stepped_map()
+        the target side holds (the outermost), ``.detach()``-ed. ``stepped``: each tensor an
+        optimizer holds, with its index."""
         outputs = [t for t in roots if t.grad_fn is not None]
         if not stepped or not outputs:
             return
@@ -771,15 +779,14 @@ class Watch:
             sites = list(dict.fromkeys(s for key, s in made.items() if key not in inner))
             edits = tuple(e for s in sites if (e := E.detach_call(s.path, s.span)) is not None)
             names = self._names()
-            held = {id(p): (f"opt{i}.{g}.{k}", p) for i, o in enumerate(self.optimizers)
-                    for g, group in enumerate(o.param_groups)
-                    for k, p in enumerate(group["params"]) if id(p) in set(reached)}
+            held = {id(p): (k, p) for i, o in enumerate(self.optimizers)
+                    for k, p in _keyed(i, o) if id(p) in set(reached)}
             keys = tuple(key for key, _ in held.values())
             tensors = [p for _, p in held.values()]
             self._add(ScriptFinding(
                 "target", self.iteration,
                 f"the target of {_label(site)} (backward at {site}) carries gradient to "
-                f"{_count(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
+                f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
                 f"through its own target (a teacher's soft targets, a label the model guessed)",
                 keys, tuple(names.get(id(p), "?") for p in tensors),
                 tuple(s.shown() for s in sites) + ((site.shown(),) if site else ()), edits,
@@ -908,6 +915,13 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
+def _keyed(index: int, opt: torch.optim.Optimizer) -> list[tuple[str, torch.Tensor]]:
+    """Each tensor ``opt`` (the ``index``-th optimizer) holds, with its stable key
+    ``opt<index>.<group>.<position>``."""
+    return [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
+            for k, p in enumerate(group["params"])]
+
+
 def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
     """The user's frames from ``frame`` outwards, as ``(file, line)``."""
     out = []
@@ -916,10 +930,6 @@ def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
             out.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
         frame = frame.f_back
     return out
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}" + ("" if n == 1 else "s")
 
 
 def _storage(t: torch.Tensor) -> int:

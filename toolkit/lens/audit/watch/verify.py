@@ -220,12 +220,11 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
         if bad is not None:
             return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
-    if finding.extra.get("loses"):
-        pass  # a cut of a path that trained them: the finding gone is the proof (they may
-        # still train from another path: the prediction's, for the model that guessed a label)
-    elif "*" not in concerned:
-        # each tensor it is about is reached now (a gradient of exact zeros is one: a bias
-        # under a difference of means), and one of them, at least, moves
+    # an edit that cuts a path that trained them ("loses") is proved by the finding gone:
+    # they may still train from another path (the prediction's, for the model that guessed a
+    # label); any other edit must reach each tensor it is about now (a gradient of exact
+    # zeros is one: a bias under a difference of means), and move one of them, at least
+    if "*" not in concerned and not finding.extra.get("loses"):
         got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]}
         for key, g in got.items():
             if g is None:
