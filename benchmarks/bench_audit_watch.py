@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
+from toolkit.audit.watch.runner import run_script
+from toolkit.audit.watch.session import Watch
 from toolkit.lab.measure import race
-from toolkit.lens.audit.watch.runner import run_script
-from toolkit.lens.audit.watch.session import Watch
 
 SCRIPT = '''
 import sys

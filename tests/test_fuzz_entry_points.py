@@ -485,7 +485,7 @@ NOT_FUZZED = {
     "check_step_fits": "the training loops' own check of their already validated arguments",
     **dict.fromkeys(
         ("CarriedGraph", "CutTrace", "DeadParameter", "FrozenTensor", "GradientComparison",
-         "GradientFlow", "GradientGraph", "HeldGraph", "Leak", "ParameterComparison",
+         "GradientFlow", "GradientGraph", "HeldGraph", "Leak", "ParameterComparison", "SharedTensor",
          "StepAudit", "TrainedTarget", "UnusedParameter", "UnusedParameters", "GMMParams",
          "AISResult", "CDStep", "RBMParams", "TrainState", "TrainingHistory", "Divergence",
          "History", "VQOutput", "TwoStepProblem", "TransitionTable", "MarkovRewardProcess",

@@ -83,7 +83,7 @@ def test_the_layout_names_every_package_folder_and_top_level_folder() -> None:
 
 def test_the_layout_parser_reads_first_words_of_unindented_lines() -> None:
     named = layout()
-    assert {"toolkit/", "toolkit/core/", "toolkit/lens/audit/", "tests/"} <= set(named)
+    assert {"toolkit/", "toolkit/core/", "toolkit/audit/", "tests/"} <= set(named)
     assert all(" " not in path for path in named)
     lines = CONTRIBUTING.read_text(encoding="utf-8").splitlines()
     assert lines[named["toolkit/core/"] - 1].startswith("toolkit/core/ ")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import toolkit
+import toolkit.audit
 import toolkit.core
 import toolkit.lab
 import toolkit.lens
@@ -21,7 +22,8 @@ import toolkit.lens
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.lab],
+@pytest.mark.parametrize("package", [toolkit, toolkit.core, toolkit.lens, toolkit.audit,
+                                     toolkit.lab],
                          ids=lambda m: m.__name__)
 def test_every_public_name_loads(package) -> None:
     for name in package.__all__:
@@ -36,11 +38,13 @@ def test_a_subpackage_exports_exactly_what_it_imports(package) -> None:
     assert sorted(package.__all__) == package.__all__ == sorted(public)
 
 
-def test_toolkit_exports_the_primitive_and_the_lens() -> None:
+def test_toolkit_exports_the_primitive_the_lens_and_the_audit() -> None:
     assert set(toolkit._CORE) == set(toolkit.core.__all__) - {"is_compiling"}
     assert set(toolkit._LENS) == set(toolkit.lens.__all__)
+    assert set(toolkit._AUDIT) == set(toolkit.audit.__all__) - {"RULES", "Edit", "apply_edits"}
     assert len(toolkit.__all__) == len(set(toolkit.__all__))
-    for names, package in ((toolkit._CORE, toolkit.core), (toolkit._LENS, toolkit.lens)):
+    for names, package in ((toolkit._CORE, toolkit.core), (toolkit._LENS, toolkit.lens),
+                           (toolkit._AUDIT, toolkit.audit)):
         for name in names:
             assert getattr(toolkit, name) is getattr(package, name), name
 
@@ -70,9 +74,10 @@ def test_import_toolkit_imports_neither_torch_nor_matplotlib() -> None:
 #: (issue 52: no release ever had those paths), and so are the lab's old runner and schema.
 GONE = ("toolkit._utils.moved", "toolkit.runner", "toolkit.runner.config", "toolkit.cli",
         "toolkit.data", "toolkit.measure", "toolkit.report", "toolkit.style",
-        "toolkit.core.audit", "toolkit.lens.audit_graph", "toolkit.lab.runner",
+        "toolkit.core.audit", "toolkit.audit_graph", "toolkit.lab.runner",
         "toolkit.lab.runner.config", "toolkit.lab.runner.tomlio", "toolkit.lab.schema",
-        "toolkit.lab.planning")
+        "toolkit.lab.planning", "toolkit.lens.audit", "toolkit.lens.unused",
+        "toolkit.audit.watch.cli")
 
 _GONE_PROBE = """
 import importlib, json, sys
@@ -135,8 +140,9 @@ LAYERS = {
     "toolkit/core": ("toolkit.core", "toolkit._utils"),
     "toolkit/lens": ("toolkit.core", "toolkit.lens", "toolkit._utils"),
     "toolkit/algorithms": ("toolkit.core", "toolkit.algorithms", "toolkit._utils"),
-    "toolkit/integrations": ("toolkit.core", "toolkit.lens", "toolkit.integrations",
-                             "toolkit._utils"),
+    "toolkit/audit": ("toolkit.core", "toolkit.lens", "toolkit.audit", "toolkit._utils"),
+    "toolkit/integrations": ("toolkit.core", "toolkit.lens", "toolkit.audit",
+                             "toolkit.integrations", "toolkit._utils"),
     "toolkit/_utils": ("toolkit._utils",),
 }
 
@@ -144,8 +150,8 @@ LAYERS = {
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_imports_run_one_way(layer: str) -> None:
     """The primitive imports nothing of the toolkit; the lens and the algorithms only the
-    primitive (and ``_utils``); the integrations only the lens; nothing below the lab imports
-    the lab."""
+    primitive (and ``_utils``); the audit only the lens; the integrations only the audit and the
+    lens; nothing below the lab imports the lab."""
     allowed = LAYERS[layer]
     wrong = {f"{path.relative_to(ROOT)}: {name}"
              for path in (ROOT / layer).rglob("*.py") for name in _imports(path)

@@ -11,8 +11,10 @@ The public API, by layer:
   (:func:`compare_gradients`, :func:`has_gradient_path`, :func:`assert_blocked`,
   :func:`count_graph_nodes`), paths and flow (:func:`gradient_path`, :func:`assert_no_gradient`,
   :func:`gradient_flow`), graphs (:func:`trace_cuts`, :func:`gradient_graph`,
-  :func:`draw_gradient_graph`), the audit of a training step (:func:`audit_step`,
-  :func:`assert_clean_step`) and DDP's unused parameters explained
+  :func:`draw_gradient_graph`);
+- :mod:`toolkit.audit` — one audit of a training step, by stage (record, truth, rules, fixes,
+  verify), behind :func:`audit_step`, :func:`assert_clean_step`, the callbacks, the pytest
+  fixture and ``toolkit audit SCRIPT``; DDP's unused parameters explained
   (:func:`explain_unused_parameters`);
 - :mod:`toolkit.algorithms` — reference implementations of the places where the block matters;
 - :mod:`toolkit.lab` — experiments, runs, verdicts, reports, the command line, datasets and
@@ -45,43 +47,49 @@ _CORE = (
     "seen_blocks",
     "stop_gradient",
 )
-#: The lens and the audit, from :mod:`toolkit.lens`.
+#: The lens, from :mod:`toolkit.lens`.
 _LENS = (
-    "CarriedGraph",
     "CutTrace",
-    "DeadParameter",
-    "FrozenTensor",
     "GradientComparison",
     "GradientFlow",
     "GradientGraph",
     "GradientLeakError",
-    "HeldGraph",
-    "Leak",
     "ParameterComparison",
-    "StepAudit",
-    "TrainedTarget",
-    "UnusedParameter",
-    "UnusedParameters",
     "assert_blocked",
-    "assert_clean_step",
     "assert_no_gradient",
-    "audit_step",
     "compare_gradients",
     "count_graph_nodes",
     "draw_gradient_graph",
-    "explain_unused_parameters",
     "gradient_flow",
     "gradient_graph",
     "gradient_path",
     "has_gradient_path",
     "trace_cuts",
 )
-__all__ = ["__version__", *_CORE, *_LENS]
+#: The audit of a training step, from :mod:`toolkit.audit`.
+_AUDIT = (
+    "CarriedGraph",
+    "DeadParameter",
+    "FrozenTensor",
+    "HeldGraph",
+    "Leak",
+    "SharedTensor",
+    "StepAudit",
+    "TrainedTarget",
+    "UnusedParameter",
+    "UnusedParameters",
+    "assert_clean_step",
+    "audit_step",
+    "explain_unused_parameters",
+)
+__all__ = ["__version__", *_CORE, *_LENS, *_AUDIT]
 
 if TYPE_CHECKING:  # pragma: no cover - the same names, for type checkers and IDEs
+    from toolkit.audit import *  # noqa: F403
     from toolkit.core import *  # noqa: F403
     from toolkit.lens import *  # noqa: F403
 
 __getattr__, __dir__ = lazy_exports(
     "toolkit", globals(), {**dict.fromkeys(_CORE, "toolkit.core"),
-                           **dict.fromkeys(_LENS, "toolkit.lens")})
+                           **dict.fromkeys(_LENS, "toolkit.lens"),
+                           **dict.fromkeys(_AUDIT, "toolkit.audit")})

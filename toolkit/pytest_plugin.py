@@ -25,6 +25,6 @@ import pytest
 def clean_step() -> Callable[..., Any]:
     """:func:`toolkit.assert_clean_step`: ``clean_step(step, optimizers, **kwargs)`` raises
     ``GradientLeakError`` with the audit's report unless the step is clean."""
-    from toolkit.lens.audit import assert_clean_step
+    from toolkit.audit import assert_clean_step
 
     return assert_clean_step

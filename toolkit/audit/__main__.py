@@ -1,9 +1,9 @@
 """``python -m toolkit.audit SCRIPT [ARGS...]``: the same as ``toolkit audit`` (see
-:mod:`toolkit.lens.audit.watch`)."""
+:mod:`toolkit.audit.cli`)."""
 
 import sys
 
-from toolkit.lens.audit.watch.cli import main
+from toolkit.audit.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

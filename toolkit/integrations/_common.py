@@ -13,7 +13,8 @@ from types import ModuleType
 from typing import Any
 
 from toolkit._utils.lazy import install_line
-from toolkit.lens import GradientLeakError, StepAudit
+from toolkit.audit import StepAudit
+from toolkit.lens import GradientLeakError
 
 __all__ = ["AuditOptions", "AuditWarning", "patched", "report", "require"]
 

@@ -44,8 +44,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from toolkit.audit import StepAudit, audit_step
 from toolkit.integrations._common import AuditOptions, patched, report, require
-from toolkit.lens import StepAudit, audit_step
 
 __all__ = ["AuditCallback"]
 

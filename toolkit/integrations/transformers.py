@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
+from toolkit.audit import StepAudit, audit_step
 from toolkit.integrations._common import AuditOptions, report, require
-from toolkit.lens import StepAudit, audit_step
 
 __all__ = ["AuditCallback"]
 

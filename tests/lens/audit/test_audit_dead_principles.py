@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.verify import edited_step
-from toolkit.lens.audit.rules.truth import vanishes
+from toolkit.audit.fixes.verify import edited_step
+from toolkit.audit.rules.truth import vanishes
 
 
 def _warp_3d(seed: int, mode: str):

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.lens.audit.watch.cli import main
-from toolkit.lens.audit.watch.edits import ScriptEdit, apply_to_text, write_edits
-from toolkit.lens.audit.watch.source import Refused, escaped, forget_sources, read_source
+from toolkit.audit.cli import main
+from toolkit.audit.watch.edits import ScriptEdit, apply_to_text, write_edits
+from toolkit.audit.watch.source import Refused, escaped, forget_sources, read_source
 
 # A linear regression that never clears its gradient: from iteration 1 on, each step adds the
 # earlier iterations' gradient. The audit's fix: `opt.zero_grad()` before `loss.backward()`.
@@ -262,7 +262,7 @@ def test_an_edit_keeps_the_files_line_endings_and_encoding(tmp_path, capsys, enc
     before = script.read_bytes()
     assert main(["--no-verify", str(script)]) == 1
     capsys.readouterr()
-    from toolkit.lens.audit.watch.edits import insert_before
+    from toolkit.audit.watch.edits import insert_before
 
     line = (header + STALE).splitlines().index("    loss.backward()") + 1
     edit = insert_before(str(script), line, "opt.zero_grad()")

@@ -11,7 +11,7 @@ import torch
 from steps_on_disk import load
 
 from toolkit import audit_step, stop_gradient
-from toolkit.lens.audit.fixes.edits import Edit, apply_edits
+from toolkit.audit.fixes.edits import Edit, apply_edits
 
 
 def _edits(audit) -> list[Edit]:

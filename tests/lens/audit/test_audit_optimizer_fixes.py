@@ -18,7 +18,7 @@ from steps_on_disk import load
 from torch import nn
 
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.edits import apply_edits
+from toolkit.audit.fixes.edits import apply_edits
 
 
 def _line_of(fn, text: str) -> int:

@@ -214,7 +214,7 @@ def test_a_state_kept_as_a_tuple_is_cut_where_it_is_read_and_then_trains(tmp_pat
     # repackage_hidden)
     from steps_on_disk import load
 
-    from toolkit.lens.audit.fixes.edits import apply_edits
+    from toolkit.audit.fixes.edits import apply_edits
 
     module = load(tmp_path / "stateful.py", _STATEFUL)
     step, opt, _ = module.build(0)
@@ -245,7 +245,7 @@ def test_a_state_kept_in_a_plain_container_is_cut_where_the_step_stores_it(kept:
     cross-batch memory keeps features): each printed edit cuts the value where the step stores
     it, is run before it is printed, and trains as the state detached there; the audit puts
     the container back as it found it."""
-    from toolkit.lens.audit.fixes.verify import edited_step
+    from toolkit.audit.fixes.verify import edited_step
 
     def build(fixed: bool):
         torch.manual_seed(0)

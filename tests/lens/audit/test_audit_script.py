@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from toolkit.lens.audit.watch.cli import main
-from toolkit.lens.audit.watch.edits import Refused, ScriptEdit, apply_to_text, write_edits
-from toolkit.lens.audit.watch.verify import close, load_record
+from toolkit.audit.cli import main
+from toolkit.audit.watch.edits import Refused, ScriptEdit, apply_to_text, write_edits
+from toolkit.audit.watch.verify import close, load_record
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.edits import apply_edits
+from toolkit.audit.fixes.edits import apply_edits
 
 
 def _bottleneck(seed: int):

@@ -18,8 +18,8 @@ import torch
 from steps_on_disk import load
 
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.edits import apply_edits, edit_node
-from toolkit.lens.audit.fixes.optimizer_edits import parameters_at
+from toolkit.audit.fixes.edits import apply_edits, edit_node
+from toolkit.audit.fixes.optimizer_edits import parameters_at
 
 # L2-SP style fine-tuning (Li et al. 2018, "Explicit inductive bias for transfer learning"):
 # the penalty pulls each weight towards the pretrained one. Written with the pretrained model's
@@ -235,7 +235,7 @@ def test_a_registration_is_run_before_it_is_printed_and_undone(
         tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The edit is done on the live objects (the tensor made a parameter of the model, the
     optimizer built again by its line) and audited; then everything is put back."""
-    from toolkit.lens.audit.fixes import verify
+    from toolkit.audit.fixes import verify
 
     ran: list[bool] = []
     original = verify.running
@@ -298,7 +298,7 @@ def test_an_optimizer_edit_that_takes_tensors_out_is_never_printed(
     (the line built again with it): one that leaves out a tensor the optimizer stepped is not
     printed, and the finding says it is not verified. A writer made to drop the body shows
     the gate; the real writer's edit (joins) passes it."""
-    from toolkit.lens.audit.rules import leaks
+    from toolkit.audit.rules import leaks
 
     if drops:
         def join(line, optimizer, namespace, joining):  # keeps only the joining tensors

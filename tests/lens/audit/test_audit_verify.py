@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.edits import Edit
-from toolkit.lens.audit.fixes.verify import edited_step
+from toolkit.audit.fixes.edits import Edit
+from toolkit.audit.fixes.verify import edited_step
 
 
 def _line_of(fn, text: str) -> int:

@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["audit"]:  # everything after it is the audit's and the script's own
-        from toolkit.lens.audit.watch.cli import main as audit
+        from toolkit.audit.cli import main as audit
 
         return audit(raw[1:])
     args = build_parser().parse_args(raw)

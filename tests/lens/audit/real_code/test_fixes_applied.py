@@ -1,7 +1,7 @@
 """Every fix the audit prints over the corpus, applied by program and trained (issue 53).
 
 For each bug case the audit's findings carry their fix as edits of the user's code
-(:class:`toolkit.lens.audit.fixes.edits.Edit`: the expression at the printed line, and what to write
+(:class:`toolkit.audit.fixes.edits.Edit`: the expression at the printed line, and what to write
 instead). The harness writes every edit of every failure into a copy of the case's source file
 (the real-code corpus here, and the ``audit_corpus`` experiment's reproductions),
 loads the copy, and trains the edited step the way the audit ran it, twice, with real
@@ -31,7 +31,7 @@ from test_real_code import CASES, TWINS, _audited, _build, _failures
 from experiments.audit_corpus import cases as experiment_cases
 from experiments.audit_corpus.cases import BUGS as EXPERIMENT_BUGS
 from toolkit import audit_step
-from toolkit.lens.audit.fixes.edits import apply_edits
+from toolkit.audit.fixes.edits import apply_edits
 
 #: end to end: each case's file is written with the printed edits, imported and trained (about
 #: 20 s of the default suite's 90 on two cores); CI's ``-m slow`` step runs every case

@@ -1,0 +1,303 @@
+"""``toolkit audit SCRIPT [ARGS...]``: run a training script unchanged and audit its first
+iterations (or, ``--watch EVERY``, every EVERY-th iteration of the whole run).
+
+Exit status as linters and pytest give it: 0 clean, 1 a failure found, 2 the script could not be
+audited (or the command was wrong); the script's own ``sys.exit`` status and exceptions pass
+through (an exception: its traceback as Python shows it, status 1)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from toolkit.audit.result import plural
+from toolkit.audit.watch.source import escaped
+
+__all__ = ["main"]
+
+EXIT_CLEAN, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
+
+EPILOG = """\
+examples:
+  toolkit audit train.py --lr 1e-3          audit the first 2 iterations of each loop, then
+                                            stop it (within 100 iterations of the last one)
+  toolkit audit --steps 5 --diff train.py   5 iterations; print the verified edits as a diff
+  toolkit audit --apply train.py            write the verified edits (a copy of each file kept)
+  toolkit audit --watch 100 train.py        run to the end, audit every 100th iteration
+
+The audit's own options come before SCRIPT; everything after it is the script's, as it is.
+Files are written only with --apply, only inside the script's folder, never through a link."""
+
+
+# the audit's options that take a value: what follows them is not the script
+_VALUED = {"--steps", "--follow", "--watch", "--record", "--seed", "--edited-elsewhere"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="toolkit audit", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a training script, unchanged, and audit its backward() and "
+                    "optimizer.step() calls as they happen.")
+    p.add_argument("--steps", type=int, default=2, metavar="N",
+                   help="audit the first N iterations of each loop that trains (a warm-up, "
+                        "then the main loop), then stop the script (default 2)")
+    p.add_argument("--follow", type=int, default=100, metavar="K",
+                   help="after the last audited iteration, let the script run on up to K "
+                        "iterations to reach a later loop before stopping it (default 100; 0 "
+                        "stops it at once)")
+    p.add_argument("--watch", type=int, default=None, metavar="EVERY",
+                   help="let the script run to its end and audit every EVERY-th iteration; a "
+                        "finding is printed when it first appears")
+    p.add_argument("--diff", action="store_true",
+                   help="print the edits as a diff (the verified ones; all of them, marked not "
+                        "verified, with --no-verify)")
+    p.add_argument("--apply", action="store_true",
+                   help="write the verified edits into files of the script's folder (a copy of "
+                        "each changed file is kept as FILE.orig); an edit of a file elsewhere is "
+                        "printed, not written")
+    p.add_argument("--no-verify", action="store_true",
+                   help="print edits without rerunning the script to verify them (--apply then "
+                        "writes nothing)")
+    p.add_argument("--record", metavar="DIR", default=None,
+                   help="write the findings (report.json) and each stepped tensor's gradient "
+                        "at each audited step (grads.pt) into the folder DIR")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of torch, numpy and random before the script starts (default 0)")
+    # a verification rerun's edited copies of modules outside the script's folder (JSON)
+    p.add_argument("--edited-elsewhere", default=None, help=argparse.SUPPRESS)
+    p.add_argument("script", metavar="SCRIPT", help="the training script (a .py file)")
+    p.add_argument("args", nargs="*", metavar="ARGS",
+                   help="the script's own arguments, passed as they are ('--' included)")
+    return p
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The audit's own arguments (up to SCRIPT, included) and the script's, verbatim: the
+    script sees ``--`` and every option after its name as ``python SCRIPT ...`` would."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[:i] + argv[i + 1:i + 2], argv[i + 2:]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i + 1], argv[i + 1:]
+        i += 2 if arg in _VALUED else 1
+    return argv, []
+
+
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``11th``, ``100th``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _fail(line: str) -> int:
+    print(f"toolkit audit: {escaped(line)}", file=sys.stderr)
+    return EXIT_CANNOT
+
+
+def _say(*lines: str) -> None:
+    """Each line printed with its control characters escaped: nothing the script's paths or
+    text hold can start a line of its own."""
+    print("\n".join(escaped(line) for line in lines), flush=True)
+
+
+def _say_diff(text: str) -> None:
+    print(escaped(text, keep="\t\n\r"), end="", flush=True)
+
+
+def _record_folder(folder: str) -> str | None:
+    """Why ``--record`` may not write into ``folder``, or ``None``: a link or a file is
+    refused, a missing folder is made."""
+    if os.path.islink(folder):
+        return f"--record {folder}: is a link; give a folder of its own"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        return f"--record {folder}: is a file, not a folder"
+    for name in ("report.json", "grads.pt"):
+        inner = os.path.join(folder, name)
+        if os.path.islink(inner) or (os.path.exists(inner) and not os.path.isfile(inner)):
+            return f"--record {folder}: {name} there is a link or not a file; nothing was written"
+    return None
+
+
+def _write_record(folder: str, report: dict, grads: list) -> None:
+    """``report.json`` and ``grads.pt`` into ``folder``, never through a link."""
+    import torch
+
+    os.makedirs(folder, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(os.path.join(folder, "report.json"), flags, 0o644), "w",
+                   encoding="utf-8") as fh:
+        json.dump(report, fh, indent=1)
+    with os.fdopen(os.open(os.path.join(folder, "grads.pt"), flags, 0o644), "wb") as fh:
+        torch.save(grads, fh)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``toolkit audit`` and ``python -m toolkit.audit``; returns the status."""
+    ours, theirs = _split(list(sys.argv[1:] if argv is None else argv))
+    parser = _parser()
+    args = parser.parse_args(ours)
+    args.args = theirs
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    if args.follow < 0:
+        parser.error(f"--follow must be at least 0, got {args.follow}")
+    if args.watch is not None and args.watch < 1:
+        parser.error(f"--watch must be at least 1, got {args.watch}")
+    if not os.path.isfile(args.script):
+        return _fail(f"{args.script}: no such file; give the path of a training script")
+    if not args.script.endswith(".py"):
+        return _fail(f"{args.script}: not a Python file (.py); give the training script")
+    if args.record is not None and (why := _record_folder(args.record)) is not None:
+        return _fail(why)
+    return _audit(args)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    import torch  # noqa: F401 (loaded before the script, as the watch needs it)
+
+    from toolkit.audit.watch.edits import Refused, diff, write_edits
+    from toolkit.audit.watch.runner import run_script
+    from toolkit.audit.watch.session import Watch
+    from toolkit.audit.watch.source import forget_sources, outside, read_source
+    from toolkit.audit.watch.verify import verify
+
+    # resolved once, before the script can chdir
+    cwd, script = os.getcwd(), os.path.abspath(args.script)
+    record = None if args.record is None else os.path.abspath(args.record)
+    root = os.path.dirname(script)
+    name = os.path.basename(script)
+    forget_sources()
+    with contextlib.suppress(OSError, SyntaxError, UnicodeDecodeError):
+        read_source(script)   # the text that runs is the text every edit is written against
+    elsewhere = None
+    if args.edited_elsewhere:
+        with open(args.edited_elsewhere, encoding="utf-8") as fh:
+            elsewhere = json.load(fh)
+
+    def shown(finding) -> None:
+        if args.watch is not None:
+            _say(*finding.lines())
+
+    verifying = not args.no_verify
+    watch = Watch(args.steps, args.watch, follow=args.follow,
+                  record=verifying or record is not None,
+                  on_finding=shown)
+    pid = os.getpid()
+    outcome = run_script(script, list(args.args), watch, seed=args.seed, elsewhere=elsewhere)
+    if os.getpid() != pid:
+        # a process the script forked came back here: the audit belongs to its parent
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(outcome.exit_code or (1 if outcome.error is not None else 0))
+    findings = list(watch.findings.values())
+    failures = [f for f in findings if f.failure]
+
+    if verifying:
+        for f in failures:
+            if f.edits:
+                f.verified, f.why_not = verify(f, [g for g in failures if g is not f],
+                                               script, list(args.args), watch.grads,
+                                               args.steps if args.watch is None else 1, cwd)
+    if verifying and args.watch is not None:   # found and printed as the run went: the proofs
+        for f in failures:
+            if f.edits:
+                _say(f"toolkit audit: {f.kind} (iteration {f.iteration}): "
+                     + ("verified: " + "; ".join(str(e) for e in f.edits) if f.verified else
+                        f"not verified: {f.why_not}"))
+    if record is not None:
+        report = {"script": name, "iterations": watch.iteration + (0 if outcome.stopped else 1),
+                  "backwards": watch.backwards, "steps": watch.step_events,
+                  "stopped": outcome.stopped, "exit_code": outcome.exit_code,
+                  "error": None if outcome.error is None else
+                  f"{type(outcome.error).__name__}: {outcome.error}",
+                  "findings": [f.to_dict() for f in findings]}
+        try:
+            _write_record(record, report, watch.grads)
+        except OSError as err:
+            return _fail(f"--record {args.record}: could not be written ({err.strerror or err})")
+
+    audited = watch.iteration if outcome.stopped else watch.iteration + 1
+    if outcome.error is None and outcome.exit_code in (None, 0) and watch.backwards == 0:
+        return _fail(f"{name} never called backward() (ran to its end): nothing to audit; "
+                     f"is training behind a flag, or does it use its own engine?")
+    how = (f"stopped by its own {type(outcome.error).__name__} in iteration {watch.iteration}"
+           if outcome.error is not None else
+           f"stopped after {watch.iteration} iterations (nothing more ran; files the script wrote "
+           f"are where it says)" if outcome.stopped else
+           f"ran to its end, {audited} iterations" + (
+               "" if not args.watch else ", each audited" if args.watch == 1 else
+               f", every {_ordinal(args.watch)} audited"))
+    _say(f"toolkit audit: {name}: {how}; {watch.backwards} backward() calls, "
+         f"{watch.step_events} optimizer steps")
+    if args.watch is None:
+        for f in findings:
+            _say(*f.lines())
+    verified = [f for f in failures if f.verified]
+    shown_edits = [e for f in verified for e in f.edits]
+    if args.diff and args.no_verify:
+        unproved = [e for f in failures for e in f.edits]
+        if unproved:
+            _say("toolkit audit: the edits, not verified (--no-verify): check them before "
+                 "using them")
+            _say_diff(diff(unproved, root))
+    elif args.diff and shown_edits:
+        _say_diff(diff(shown_edits, root))
+    status = EXIT_FAILED if failures else EXIT_CLEAN
+    if args.apply:
+        status = _apply(verified, root, args.no_verify, diff, write_edits, outside, Refused,
+                        status)
+    infos = len(findings) - len(failures)
+    _say(f"toolkit audit: {plural(len(failures), 'failure')}, {plural(infos, 'note')}"
+         + (f"; {plural(len(shown_edits), 'verified edit')}" if failures else ""))
+    if outcome.stopped:
+        _say(f"toolkit audit: not checked: what the script does after iteration "
+             f"{watch.iteration} (a later loop, a bug that begins late): it ran {args.follow} "
+             f"iterations past the last audited one with no new loop; --follow K looks "
+             f"further, --watch EVERY runs it to its end" if args.follow else
+             f"toolkit audit: not checked: what the script does after its first {args.steps} "
+             f"iterations (a later loop, a bug that begins late); --follow K looks further, "
+             f"--watch EVERY runs it to its end")
+    if watch.step_events == 0:
+        _say("toolkit audit: not checked: no torch optimizer stepped (weights updated by hand?), "
+             "so nothing was judged at a step (leaks, stale or missing gradients, tensors no "
+             "optimizer steps); only graph kept across iterations was checked")
+    if outcome.error is not None:
+        sys.stderr.write(escaped("".join(outcome.traceback), keep="\n"))
+        return EXIT_FAILED
+    if outcome.exit_code not in (None, 0):
+        return int(outcome.exit_code)  # type: ignore[arg-type]
+    return status
+
+
+def _apply(verified, root, no_verify, diff, write_edits, outside, refused, status) -> int:
+    """``--apply``: the verified edits of files inside the script's folder written; a finding
+    whose edits touch a file elsewhere printed as a diff with why it was not written."""
+    if no_verify:
+        _say("toolkit audit: --apply wrote nothing: with --no-verify no edit is verified")
+        return status
+    writable = []
+    for f in verified:
+        away = sorted({e.path for e in f.edits if outside(e.path, root)})
+        if away:
+            _say_diff(diff(list(f.edits), root))
+            for path in away:
+                _say(f"toolkit audit: not written: {path} lies outside the script's folder "
+                     f"{root}; the edit above is yours to make")
+        else:
+            writable += f.edits
+    if not writable:
+        return status
+    try:
+        written = write_edits(writable, root)
+    except refused as err:
+        return _fail(str(err))
+    for path, copy in written:
+        _say(f"toolkit audit: wrote {os.path.basename(path)} (the old one is "
+             f"{os.path.basename(copy)})")
+    return status

@@ -1,0 +1,223 @@
+"""What the step audit finds: one frozen dataclass per kind of finding.
+
+Failures (they make :attr:`~toolkit.audit.StepAudit.ok` false): :class:`Leak`,
+:class:`TrainedTarget`, :class:`DeadParameter`, :class:`CarriedGraph`, :class:`HeldGraph`,
+:class:`SharedTensor`. Information: :class:`FrozenTensor`, and :class:`Leak` as pass-through.
+
+Every failure with a fix carries ``line``: where in the user's code the fix goes
+(``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.audit.fixes.location` and
+checked by :mod:`toolkit.audit.fixes.proof`, or ``None`` when no proved fix is known; and
+``edits``: the fix as edits of those lines (:class:`~toolkit.audit.fixes.edits.Edit`: the
+expression, and what to write instead), one per cut, or ``()`` when the audit cannot say
+every expression exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolkit.audit.fixes.edits import Edit
+from toolkit.audit.record.sites import Line
+
+__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
+           "TrainedTarget"]
+
+
+@dataclass(frozen=True)
+class Leak:
+    """Gradient of ``loss`` reaches ``parameter``, which ``optimizer`` does not step.
+
+    The same type serves :attr:`StepAudit.leaks` (failures: a cut can remove the gradient, or
+    the tensor is stepped *and* written in place by the step) and
+    :attr:`StepAudit.pass_through` (information: every cut that removes it also cuts a stepped
+    tensor off the loss, e.g. the discriminator in a generator step).
+
+    ``path``: the shortest chain of node names from the loss to the parameter (modules named,
+    disabled blocks named); ``grad_bytes``: the gradient it gets (``numel × element size``);
+    ``reason``: why it counts; ``fix``: the likely fix; ``cut_at``: where to cut (``None`` when
+    no cut can remove it). A reparametrised weight (``parametrize``, the ``spectral_norm`` /
+    ``weight_norm`` hooks) is named by its stored tensor (``weight_orig``,
+    ``parametrizations.weight.original``); no cut is ever proposed inside its computation.
+
+    ``kind``: what the fix is, as one word: ``"cut"`` (a cut at ``cut_at``), ``"written"``
+    (stepped and written in place by the step: one of the two goes), ``"optimizer"`` (at the
+    line that builds the optimizer: a tensor left out of it, a module replaced after it was
+    built), ``"detached"`` (a ``.detach()`` of the step keeps the loss from what it trains: remove
+    it), ``"no_target"`` (the loss reaches none of the tensors its optimizer steps: fixed
+    where the DEAD finding says), ``"no_cut"`` (no cut in the step's code removes it),
+    ``"pass_through"`` (every cut that removes it also cuts a stepped tensor off the loss) or
+    ``"unstepped"`` (pass-through, and stepped by no optimizer given: perhaps meant to train).
+    """
+
+    loss: str
+    optimizer: str
+    parameter: str
+    shape: tuple[int, ...]
+    grad_bytes: int
+    path: tuple[str, ...]
+    reason: str
+    fix: str
+    cut_at: str | None
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    kind: str = "cut"
+
+
+@dataclass(frozen=True)
+class TrainedTarget:
+    """Loss ``loss`` compares a prediction with a target that also reaches ``parameters``,
+    tensors that ``optimizer`` steps: gradient flows through the target.
+
+    ``form``: what the audit recognised (``"MseLoss"``, ``"(a - b) ** 2"``, ``"a
+    log-probability times a weight that carries gradient"``, ``"a target bootstrapped from
+    other rows of the same forward ((a - b) ** 2)"`` for V-trace or GAE targets, ``"a cosine
+    similarity of two views, neither side cut"`` for SimSiam's ``D(p, z)`` with no
+    stop-gradient); ``target``: the target side
+    (``"the output of Add (shape (8,))"``); ``parameters``: the stepped tensors both sides
+    reach (for a log-probability's weight: that the weight reaches); ``path``: loss -> the
+    comparison -> the target side; ``fix``: cut the target; ``terms``: how many terms of the
+    loss have this form and these parameters (one per time step of an episode).
+    """
+
+    loss: str
+    optimizer: str
+    form: str
+    target: str
+    parameters: tuple[str, ...]
+    path: tuple[str, ...]
+    fix: str
+    terms: int = 1
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeadParameter:
+    """``optimizer`` steps ``parameter`` but none of its ``losses`` reaches it.
+
+    ``cut``: what stops it (``"stop_gradient 'dqn.target'"``, ``".detach() of the output of
+    encoder (shape (8, 16))"``, ``"torch.no_grad()"``, ``"requires_grad=False"``, ``"not used"``
+    ...); ``path``: the loss-to-parameter chain through that cut when one is known.
+    ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
+    (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
+    leaves), ``"zero_derivative"`` (reached only through ``torch.sign``, ``round`` and the
+    like, whose gradient is exactly zero), ``"cancelled"`` (reached, and the gradients that
+    arrive by two paths cancel exactly on both calls, as a real backward shows: ``soft +
+    (hard - soft)``, a straight-through line without its cut; ``lines`` is where they meet),
+    ``"no_grad"``, ``"library_argument"`` (read
+    inside a library call that runs with gradients off and trains only what one of its
+    arguments names, left out: ``odeint_adjoint`` without ``adjoint_params=``; ``lines`` is
+    the user's call), ``"value_copy"`` (``torch.tensor(...)`` of a tensor computed from it:
+    values copied without their graph), ``"frozen"`` (``requires_grad=False``),
+    ``"integer_result"`` (its values reach the step only as an integer or boolean result,
+    ``argmax`` or a comparison, which passes no gradient: ``lines`` is where it is made),
+    ``"first_order"`` (what it computes was differentiated by ``torch.autograd.grad``
+    without ``create_graph=True``, and reaches the loss only as that gradient, a constant:
+    forces as ``-dE/dx``; ``lines`` is that call),
+    ``"not_used"`` (never read), ``"written"`` (written in place by the step from other
+    tensors, an EMA teacher kept in the optimizer: left out of it), ``"replaced"`` (held by a module replaced after the optimizer
+    was built: ``lines`` is the line that builds it) or ``"no_graph"`` (read, but what it
+    computes never reaches the loss: an output left out of the loss); ``line``: where in the step's code the cut was
+    made, or where its module was called for ``"no_graph"`` (``"at model.py:42 (forward)"``),
+    when known.
+    """
+
+    optimizer: str
+    parameter: str
+    shape: tuple[int, ...]
+    losses: tuple[str, ...]
+    cut: str
+    path: tuple[str, ...] | None
+    kind: str = "no_graph"
+    line: str | None = None
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class FrozenTensor:
+    """``optimizer`` holds ``parameter``, which does not require grad: every torch optimizer
+    skips it. Information, never a failure (SimSiam's unused bias, MoCo's key encoder).
+
+    ``written``: how the step writes it in place, if it does (``"an average of itself and
+    (.data =)"`` for an EMA copy, ``"a copy of (copy_)"``); ``written_from``: the tensors those
+    writes read (``("encoder_q.0.weight",)``); ``by_step``: the step itself set
+    ``requires_grad_(False)``.
+    """
+
+    optimizer: str
+    parameter: str
+    shape: tuple[int, ...]
+    written: str | None
+    by_step: bool
+    written_from: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CarriedGraph:
+    """The second call's graph reaches graph made before it: state carried without a cut.
+
+    ``shape``: the carried tensor's shape; ``source``: what made it; ``entered``: the node of
+    the second call that reads it; ``path``: loss → … → the carried node; ``created``: ``"the
+    first call"`` or ``"before the audit"``; ``n_nodes``: old nodes reachable through it.
+    """
+
+    loss: str
+    shape: tuple[int, ...] | None
+    source: str
+    entered: str
+    path: tuple[str, ...]
+    created: str
+    n_nodes: int
+    fix: str
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+
+
+@dataclass(frozen=True)
+class HeldGraph:
+    """After the step, ``module``'s buffer or attribute ``name`` holds a ``grad_fn``; or a
+    list, dict, global, closure variable or plain object the step refers to keeps the graph
+    of both calls (``module`` is then the name the step reads, ``name`` the rest of the path:
+    ``history`` and ``[1]``; see :mod:`toolkit.audit.rules.kept`).
+
+    ``kind``: ``"buffer"``, ``"attribute"`` or ``"parameter"`` (one that does not require
+    grad, written in place from one that does), or where a place outside modules keeps it
+    (``"an item of a list kept in a global"``); ``written``: what wrote it (``"add_ in the
+    forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
+    step's own nodes behind it save for backward (what each further step adds);
+    ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the
+    previous steps' graph, through the previous value); ``fix``: where to cut.
+    """
+
+    module: str
+    name: str
+    kind: str
+    shape: tuple[int, ...]
+    written: str
+    graph_bytes: int
+    n_nodes: int
+    older: int
+    fix: str
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+
+
+
+
+@dataclass(frozen=True)
+class SharedTensor:
+    """Two distinct optimizers, ``optimizers``, both hold ``parameters``: each of their
+    ``step()`` calls updates them, so they move twice per iteration (with two learning rates
+    and two sets of moments). One finding per pair of optimizers; ``shapes``: each tensor's
+    shape; ``lines``: where each of the two is built, when found; ``fix``: keep them in one.
+    Losses paired with param groups, modules or tensors of one optimizer step nothing twice
+    (torch refuses a tensor in two groups of one optimizer): no finding."""
+
+    parameters: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    optimizers: tuple[str, str]
+    fix: str
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()

@@ -1,0 +1,645 @@
+"""A fix as an edit of the user's code: which expression of which line becomes what.
+
+A failure the audit prints with a line of the user's code (``at: train.py:42: output =
+netD(fake)``) also carries, where the audit can say it exactly, :class:`Edit` s: the
+expression of that line the fix changes, as the source spells it, and what to write instead::
+
+    edit: train.py:42: fake -> stop_gradient(fake)
+
+The expression is found from the span Python records for the call or operation that was
+running when the audit saw the tensor (:attr:`~toolkit.audit.record.sites.Line.span`, the span a
+traceback underlines) in the file's syntax tree (:mod:`ast`):
+
+- :func:`cut_made`: the expression that made the tensor (``q_target(s2)``, ``r + g * v``);
+- :func:`cut_argument`: the argument a module call was handed (``netD(fake)``);
+- :func:`cut_operand`: the operand an operation read (``adv`` in ``adv * log_prob``);
+- :func:`cut_assigned`: the value assigned where a state is stored (``self.M = ...``);
+- :func:`cut_written`: what an in-place write adds into a buffer (``add_(m * mean)``);
+- :func:`remove_detach`: ``x.detach()`` back to ``x``, with :func:`recompute` for another
+  loss that read the detached value; :func:`grad_on`: a ``torch.no_grad()`` block computing
+  with gradients;
+- :func:`keyword_value`, :func:`extend_argument`: a library call's argument
+  (``use_reentrant=False``, ``adjoint_params=``); :func:`stack_values`: ``torch.tensor([...])``
+  of trained values as ``torch.stack``; :func:`reset_at_start`: a stale state reset as the
+  step's first line;
+- :func:`straight_through`: a zero-derivative operation with the identity's gradient;
+  :func:`straight_through_integer`: the float value made from an integer result
+  (``one_hot(soft.argmax(-1))``) with the gradient of what the integer was computed from;
+  :func:`default_mode`: a call's mode keyword (``grid_sample(..., mode="nearest")``) back to
+  the function's default.
+
+A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
+lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
+would fail. Edits of the line that builds an optimizer are in
+:mod:`toolkit.audit.fixes.optimizer_edits`. :func:`apply_edits` writes edits into a source text (the tests apply every edit
+the audit prints over the real-code corpus and train the edited step).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import io
+import linecache
+import os
+import re
+import sys
+import tokenize
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from toolkit.audit.fixes.values import plain, read_value
+from toolkit.audit.record.sites import Line
+
+__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
+           "cut_made", "cut_operand", "cut_written", "default_mode", "extend_argument", "grad_on",
+           "keyword_value", "operand_holding", "recompute", "remove_detach", "reset_at_start",
+           "stack_values", "straight_through", "straight_through_integer"]
+
+#: the import the edits' ``stop_gradient(...)`` needs
+CUT_IMPORT = "from toolkit import stop_gradient"
+#: names whose attributes are functions, not methods of their first operand (``torch.cat``)
+_NAMESPACES = frozenset({"torch", "F", "functional", "nn", "np", "numpy", "math", "linalg",
+                         "special", "fft"})
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the expression ``old`` of file ``file`` by ``new``.
+
+    ``line``, ``col``, ``end_line``, ``end_col``: where ``old`` is (lines from 1, columns in
+    UTF-8 bytes from 0, as :mod:`ast` counts them); ``path``: the file's full path;
+    ``imports``: what ``new`` needs imported. ``str()`` is ``"train.py:42: fake ->
+    stop_gradient(fake)"`` (whitespace of a multi-line expression shown as one space).
+    """
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    old: str
+    new: str
+    path: str = field(default="", compare=False, repr=False)
+    imports: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if not self.old:  # a line inserted before line ``line``
+            return f"{self.file}:{self.line}: insert before it: {flat(self.new)}"
+        if not self.new.strip():  # a statement taken out, its lines left blank
+            return f"{self.file}:{self.line}: remove: {flat(self.old)}"
+        return f"{self.file}:{self.line}: {flat(self.old)} -> {flat(self.new)}"
+
+
+def flat(text: str) -> str:
+    """``text`` on one line, without its comments."""
+    if "#" in text:
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(f"({text})").readline))
+        except (tokenize.TokenError, SyntaxError):
+            tokens = []
+        if tokens:
+            kept = [t for t in tokens if t.type != tokenize.COMMENT]
+            text = tokenize.untokenize(kept)[1:].rstrip()[:-1]
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+@dataclass(frozen=True)
+class Source:
+    lines: tuple[bytes, ...]
+    tree: ast.Module
+    parents: dict[int, ast.AST]
+    ends: dict[tuple[int, int], list[ast.expr]]  # where an expression ends -> those that do
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, stamp: float) -> Source | None:
+    del stamp  # part of the cache key only: an edited file is read again
+    text = "".join(linecache.getlines(path))
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    ends: dict[tuple[int, int], list[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.expr):
+            ends.setdefault((node.end_lineno, node.end_col_offset), []).append(  # type: ignore[arg-type]
+                node)
+    return Source(tuple(x.encode("utf-8") for x in text.splitlines(keepends=True)), tree,
+                   parents, ends)
+
+
+def source_of(path: str) -> Source | None:
+    try:
+        stamp = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return _parsed(path, stamp)
+
+
+def segment(src: Source, node: ast.AST) -> str:
+    l0, c0 = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    l1, c1 = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+    if l0 == l1:
+        return src.lines[l0 - 1][c0:c1].decode("utf-8")
+    parts = [src.lines[l0 - 1][c0:], *src.lines[l0:l1 - 1], src.lines[l1 - 1][:c1]]
+    return b"".join(parts).decode("utf-8")
+
+
+def edit_node(line: Line, src: Source, node: ast.AST, new: str,
+          imports: tuple[str, ...] = (CUT_IMPORT,)) -> Edit:
+    return Edit(line.file, node.lineno, node.col_offset,  # type: ignore[attr-defined]
+                node.end_lineno, node.end_col_offset,  # type: ignore[attr-defined]
+                segment(src, node), new, line.path, imports)
+
+
+def _wrap(line: Line, src: Source, node: ast.AST) -> Edit | None:
+    """``stop_gradient(<node>)``; a starred argument's value, a keyword's value; never an
+    assignment target or a literal."""
+    if isinstance(node, ast.Starred):
+        node = node.value
+    if isinstance(node, ast.keyword):
+        node = node.value
+    if not isinstance(node, ast.expr) or isinstance(node, ast.Constant) \
+            or isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
+        return None
+    old = segment(src, node)
+    return edit_node(line, src, node, f"stop_gradient({old})")
+
+
+def _spanned(line: Line) -> tuple[Source, tuple[int, int, int, int]] | None:
+    """The parsed file of ``line`` and its span, where both are known."""
+    if line.span is None or not line.path:
+        return None
+    src = source_of(line.path)
+    return None if src is None else (src, line.span)
+
+
+def _at(line: Line) -> tuple[Source, ast.expr] | None:
+    """The file and the expression running at ``line``'s span: the innermost expression that
+    ends where the span ends and starts where it starts, or before (a method call's span
+    starts at the method's name when the call spans lines)."""
+    found = _spanned(line)
+    if found is None:
+        return None
+    src, (l0, l1, c0, c1) = found
+    best = None
+    for node in src.ends.get((l1, c1), ()):
+        if (node.lineno, node.col_offset) <= (l0, c0) and (
+                best is None or (node.lineno, node.col_offset) > (best.lineno, best.col_offset)):
+            best = node
+    return None if best is None else (src, best)
+
+
+def cut_made(line: Line) -> Edit | None:
+    """Cut the value the expression at ``line`` makes (the call or operation there)."""
+    found = _at(line)
+    return None if found is None else _wrap(line, *found)
+
+
+def cut_argument(line: Line, position: int | str | None) -> Edit | None:
+    """Cut the positional argument ``position`` of the call at ``line`` (a starred argument
+    at or before it: its whole value), or its keyword argument ``position``."""
+    found = _at(line)
+    if found is None or position is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    if isinstance(position, str):
+        return next((_wrap(line, src, k.value) for k in call.keywords if k.arg == position),
+                    None)
+    for k, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) or k == position:
+            return _wrap(line, src, arg)
+    return None
+
+
+def _operands(node: ast.expr) -> list[ast.expr]:
+    """What an operation reads, in the order torch receives it: ``a * b`` -> ``[a, b]``,
+    ``x.mul(y)`` -> ``[x, y]``, ``torch.cat([a, b])`` -> ``[a, b]``."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.Subscript):
+        return [node.value]
+    if isinstance(node, ast.Call):
+        args = list(node.args)
+        if args and isinstance(args[0], (ast.List, ast.Tuple)):  # torch.cat((a, b), 1)
+            args = [*args[0].elts, *args[1:]]
+        func = node.func
+        if isinstance(func, ast.Attribute) and not (
+                isinstance(func.value, ast.Name) and func.value.id in _NAMESPACES):
+            return [func.value, *args]
+        return args
+    return []
+
+
+def operand_holding(line: Line, frame: FrameType, value: object) -> int | None:
+    """Which operand of the operation at ``line`` (running in ``frame``) is ``value``: the
+    first plain operand (a name, an attribute, an item) that reads as it there, else the
+    first that reads as a tuple or list holding it (an LSTM's state ``(h, c)``:
+    ``stop_gradient`` cuts every tensor of a nested structure)."""
+    found = _at(line)
+    if found is None:
+        return None
+    holding = None
+    for i, operand in enumerate(_operands(found[1])):
+        if not plain(operand):
+            continue
+        try:
+            read = read_value(operand, line.path, frame.f_locals, frame.f_globals)
+        except LookupError:  # a name not bound there, an item missing: not this operand
+            continue
+        if read is value:
+            return i
+        if holding is None and isinstance(read, (tuple, list)) and any(
+                x is value or (isinstance(x, (tuple, list)) and any(y is value for y in x))
+                for x in read):
+            holding = i
+    return holding
+
+
+def cut_operand(line: Line, position: int) -> Edit | None:
+    """Cut operand ``position`` of the operation at ``line``."""
+    found = _at(line)
+    if found is None:
+        return None
+    operands = _operands(found[1])
+    return _wrap(line, found[0], operands[position]) if position < len(operands) else None
+
+
+def _statement(src: Source, node: ast.AST) -> ast.stmt | None:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = src.parents.get(id(node))  # type: ignore[assignment]
+    return node
+
+
+def cut_assigned(line: Line) -> Edit | None:
+    """Cut the value of the assignment whose target runs at ``line`` (``self.M, self.z =
+    f(...)`` -> ``stop_gradient(f(...))``)."""
+    found = _spanned(line)
+    if found is None:
+        return None
+    src, (l0, l1, c0, c1) = found
+    for node in ast.walk(src.tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if (getattr(part, "lineno", None), getattr(part, "col_offset", None),
+                            getattr(part, "end_lineno", None),
+                            getattr(part, "end_col_offset", None)) == (l0, c0, l1, c1):
+                        return _wrap(line, src, node.value)
+    return None
+
+
+def cut_written(line: Line) -> tuple[Edit, ...]:
+    """Cut what an in-place write at ``line`` writes: the arguments of the in-place call
+    there (``x.mul_(1 - m).add_(m * mean)``: those of ``add_``, when it is the write that
+    read a graph), or the value of an item or attribute assignment (``self.stored_mean[:] =
+    ...``)."""
+    assigned = cut_assigned(line)
+    if assigned is not None:
+        return (assigned,)
+    found = _at(line)
+    if found is None:
+        return ()
+    src, node = found
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr.endswith("_") and not node.func.attr.endswith("__")):
+        return ()
+    edits = [_wrap(line, src, arg) for arg in [*node.args, *(k.value for k in node.keywords)]]
+    return tuple(e for e in edits if e is not None)
+
+
+def recompute(reader: Line, position: int, made: Line) -> Edit | None:
+    """Operand ``position`` of the operation at ``reader`` written as the expression at
+    ``made`` that computed it (``d_loss = 1 - real_out + fake_out`` -> ``... +
+    netD(fake_img.detach()).mean()``): that reader keeps the value as it was made when the
+    line that made it changes. ``None`` unless both are in one file and no name the
+    expression reads is assigned between the two lines."""
+    found, source = _at(reader), _at(made)
+    if found is None or source is None or reader.path != made.path:
+        return None
+    src, node = found
+    operands = _operands(node)
+    if position >= len(operands):
+        return None
+    expression = source[1]
+    read = {n.id for n in ast.walk(expression) if isinstance(n, ast.Name)}
+    first, last = expression.end_lineno or 0, operands[position].lineno
+    if first >= last:
+        return None
+    for n in ast.walk(src.tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in read \
+                and first < n.lineno < last:
+            return None
+    text = segment(src, expression)
+    if not isinstance(expression, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
+        text = f"({text})"
+    return edit_node(reader, src, operands[position], text, ())
+
+
+def remove_detach(line: Line) -> Edit | None:
+    """``x.detach()`` at ``line`` -> ``x``."""
+    found = _at(line)
+    if found is None:
+        return None
+    src, node = found
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "detach" and not node.args:
+        return edit_node(line, src, node, segment(src, node.func.value), ())
+    return None
+
+
+def grad_on(line: Line) -> Edit | None:
+    """The ``with torch.no_grad():`` statement at ``line`` computing with gradients:
+    ``torch.no_grad()`` (``inference_mode()``) -> ``torch.enable_grad()``,
+    ``set_grad_enabled(False)`` -> ``set_grad_enabled(True)``."""
+    src = source_of(line.path) if line.path else None
+    if src is None:
+        return None
+    for node in ast.walk(src.tree):
+        if not isinstance(node, (ast.With, ast.AsyncWith)) or node.lineno != line.number:
+            continue
+        for item in node.items:
+            call = item.context_expr
+            if not isinstance(call, ast.Call):
+                continue
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(
+                call.func, "id", "")
+            if name in ("no_grad", "inference_mode"):
+                return edit_node(line, src, call, "torch.enable_grad()", ("import torch",))
+            if name == "set_grad_enabled":
+                return edit_node(line, src, call, "torch.set_grad_enabled(True)", ("import torch",))
+    return None
+
+
+def _call_at(line: Line, function: str) -> tuple[Source, ast.Call] | None:
+    """The file and the innermost call of ``function`` (by its name, ``f(...)`` or
+    ``x.f(...)``) whose span holds ``line``."""
+    src = source_of(line.path) if line.path else None
+    if src is None:
+        return None
+    calls = [node for node in ast.walk(src.tree) if isinstance(node, ast.Call)
+             and node.lineno <= line.number <= node.end_lineno  # type: ignore[operator]
+             and (node.func.attr if isinstance(node.func, ast.Attribute)
+                  else getattr(node.func, "id", "")) == function]
+    if not calls:
+        return None
+    return src, max(calls, key=lambda node: (node.lineno, node.col_offset))
+
+
+def keyword_value(line: Line, function: str, argument: str, value: str) -> Edit | None:
+    """The call of ``function`` at ``line`` (the innermost one the line holds) with its keyword
+    ``argument`` set to ``value``: the keyword's value replaced, or the keyword added last."""
+    found = _call_at(line, function)
+    if found is None:
+        return None
+    src, call = found
+    given = next((k for k in call.keywords if k.arg == argument), None)
+    if given is not None:
+        return edit_node(line, src, given.value, value, ())
+    head = segment(src, call)[:-1].rstrip()
+    sep = "" if head.endswith("(") else " " if head.endswith(",") else ", "
+    return edit_node(line, src, call, f"{head}{sep}{argument}={value})", ())
+
+
+def extend_argument(line: Line, function: str, argument: str, extra: list[str]) -> Edit | None:
+    """The call of ``function`` at ``line`` with the tensors ``extra`` (expressions) added to
+    its keyword ``argument``: ``(*<value>, extra…)``, or, when it is not given, the keyword
+    added as ``(*<first argument>.parameters(), extra…)`` (``odeint_adjoint``'s default)."""
+    found = _call_at(line, function) if extra else None
+    if found is None:
+        return None
+    src, call = found
+    added = ", ".join(extra)
+    given = next((k for k in call.keywords if k.arg == argument), None)
+    if given is not None:
+        return edit_node(line, src, given.value, f"(*{segment(src, given.value)}, {added})", ())
+    if not call.args or isinstance(call.args[0], ast.Starred):
+        return None
+    return keyword_value(line, function, argument,
+                         f"(*{segment(src, call.args[0])}.parameters(), {added})")
+
+
+def stack_values(line: Line) -> Edit | None:
+    """``torch.tensor([a, b], dtype=…)`` at ``line`` -> ``torch.stack([torch.as_tensor(a,
+    dtype=…), torch.as_tensor(b, dtype=…)])``: the same values, and the graph of each element
+    that is a tensor (``as_tensor`` returns a tensor of that dtype and device as it is)."""
+    found = _call_at(line, "tensor")
+    if found is None:
+        return None
+    src, node = found
+    values = node.args[0] if len(node.args) == 1 else None
+    if not (isinstance(node.func, ast.Attribute) and isinstance(values, (ast.List, ast.Tuple))
+            and values.elts and not any(isinstance(e, (ast.List, ast.Tuple, ast.Starred))
+                                        for e in values.elts)):
+        return None
+    kept = [k for k in node.keywords if k.arg in ("dtype", "device")]
+    options = "".join(f", {k.arg}={segment(src, k.value)}" for k in kept)
+    module = segment(src, node.func.value)
+    items = ", ".join(f"{module}.as_tensor({segment(src, e)}{options})" for e in values.elts)
+    return edit_node(line, src, node, f"{module}.stack([{items}])", ())
+
+
+def reset_at_start(function: object, namespace: dict[str, object], owner: str,
+                   module: object, name: str) -> tuple[Line, Edit] | None:
+    """``(line, edit)``: ``<owner>.<name> = None`` written as the first statement of the step's
+    plain ``function`` (:func:`~toolkit.audit.fixes.built.function_of`), when ``owner`` read in ``namespace`` is ``module`` and the function's source
+    is a ``def`` (the line is its first statement, before which the edit inserts)."""
+    code = getattr(function, "__code__", None)
+    try:
+        if code is None or read_value(owner, code.co_filename, namespace) is not module:
+            return None
+    except (LookupError, SyntaxError):
+        return None
+    src = source_of(code.co_filename)
+    if src is None:
+        return None
+    body = next((node.body for node in ast.walk(src.tree)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.lineno <= code.co_firstlineno <= node.body[0].lineno
+                 and node.name == code.co_name), None)
+    if not body:
+        return None
+    first = body[0]
+    number, indent = first.lineno, " " * first.col_offset
+    text = src.lines[number - 1].decode("utf-8").strip()
+    path = code.co_filename
+    line = Line(os.path.basename(path), number, code.co_name, text, path)
+    return line, Edit(line.file, number, 0, number, 0, "", f"{indent}{owner}.{name} = None\n",
+                      path, ())
+
+
+def straight_through(line: Line) -> Edit | None:
+    """The zero-derivative operation at ``line`` (``torch.sign(w)``, ``x.round()``) with the
+    identity's gradient: ``w + stop_gradient(torch.sign(w) - w)``, when its operand is a
+    name, an attribute or an item (written twice, so read without running anything)."""
+    found = _at(line)
+    if found is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    operands = _operands(call)
+    if len(operands) != 1 or not plain(operands[0]):
+        return None
+    x, op = segment(src, operands[0]), segment(src, call)
+    return edit_node(line, src, call, f"{x} + stop_gradient({op} - {x})")
+
+
+def straight_through_integer(line: Line) -> Edit | None:
+    """The value assigned to a name at ``line`` that converts the integer result made there
+    (``hard = F.one_hot(soft.argmax(-1), n).float()``, ``mask = (s >= t).float()``) with the
+    gradient of the integer operation's first operand: ``soft + stop_gradient(<value> -
+    soft)``, the same values forward and ``soft``'s gradient back (a straight-through
+    estimator). Only when that operand is a name, an attribute or an item (written three
+    times, so read without running anything), and the integer result reaches the value
+    through calls and attributes alone; ``soft`` and the value have the same shape when the
+    estimator is meant, which running the edited step proves."""
+    found = _at(line)
+    if found is None:
+        return None
+    src, node = found
+    soft = next((o for o in _operands(node) if plain(o)), None)
+    value, parent = node, src.parents.get(id(node))
+    while isinstance(parent, (ast.Call, ast.Attribute)):
+        value, parent = parent, src.parents.get(id(parent))
+    if soft is None or value is node or not (
+            isinstance(parent, ast.Assign) and parent.value is value
+            and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return None
+    x = segment(src, soft)
+    return edit_node(line, src, value, f"{x} + stop_gradient({segment(src, value)} - {x})")
+
+
+def default_mode(line: Line, namespace: Mapping[str, object]) -> Edit | None:
+    """The call at ``line`` with its one keyword whose parameter defaults to a string (a mode:
+    ``grid_sample(..., mode="nearest")``) given that default (``mode="bilinear"``), where the
+    mode the step chose has a derivative that is zero for any values. The function is read
+    from the line's module or ``namespace`` (nothing is run); ``None`` when it cannot be read,
+    or when not exactly one such keyword is given (which mode to change is then the user's
+    choice)."""
+    found = _at(line)
+    if found is None or not isinstance(found[1], ast.Call):
+        return None
+    src, call = found
+    module = next((m for m in list(sys.modules.values())
+                   if getattr(m, "__file__", None) == line.path), None)
+    try:
+        function = read_value(call.func, line.path, *(
+            [vars(module)] if module is not None else []), namespace)
+        parameters = inspect.signature(function).parameters  # type: ignore[arg-type]
+    except (LookupError, SyntaxError, TypeError, ValueError):
+        return None
+    modes = [(k, default) for k in call.keywords if k.arg in parameters
+             and isinstance(default := parameters[k.arg].default, str)
+             and not (isinstance(k.value, ast.Constant) and k.value.value == default)]
+    if len(modes) != 1:
+        return None
+    keyword, default = modes[0]
+    return edit_node(line, src, keyword.value, repr(default), ())
+
+
+def _offsets(lines: list[bytes], edit: Edit) -> tuple[int, int]:
+    start = sum(len(x) for x in lines[:edit.line - 1]) + edit.col
+    end = sum(len(x) for x in lines[:edit.end_line - 1]) + edit.end_col
+    return start, end
+
+
+def _imported(source: str) -> set[str]:
+    """The names the module-level imports of ``source`` bind (``import types, torch`` ->
+    ``{"types", "torch"}``); none when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {(a.asname or a.name).partition(".")[0] if isinstance(node, ast.Import)
+            else a.asname or a.name
+            for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            for a in node.names}
+
+
+def bind_imports(statements: Iterable[str]) -> dict[str, Any]:
+    """The names import statements bind (``from toolkit import stop_gradient`` ->
+    ``{"stop_gradient": <function>}``), imported with :mod:`importlib`, nothing executed.
+    Raises ``ImportError`` (an import that fails) or ``SyntaxError`` (a statement that is not
+    an import)."""
+    names: dict[str, Any] = {}
+    for statement in dict.fromkeys(statements):
+        for node in ast.parse(statement).body:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    module = importlib.import_module(a.name)
+                    if a.asname:
+                        names[a.asname] = module
+                    else:
+                        top = a.name.partition(".")[0]
+                        names[top] = importlib.import_module(top)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                module = importlib.import_module(node.module)
+                for a in node.names:
+                    if a.name == "*":
+                        raise SyntaxError(f"bind_imports: a star import ({statement!r})")
+                    try:
+                        names[a.asname or a.name] = getattr(module, a.name)
+                    except AttributeError:
+                        names[a.asname or a.name] = importlib.import_module(
+                            f"{node.module}.{a.name}")
+            else:
+                raise SyntaxError(f"bind_imports: not an absolute import: {statement!r}")
+    return names
+
+
+def apply_edits(source: str, edits: Iterable[Edit]) -> str:
+    """``source`` with ``edits`` written in; the imports they need appended as the file's last
+    lines (so that every line keeps its number).
+
+    Edits that wrap an expression (``new`` holds ``old``) may nest (``stop_gradient(f(x,
+    stop_gradient(y)))``); an edit that replaces an expression may not overlap another
+    except one wrapping it whole. Raises ``ValueError`` when an edit's ``old`` is not the
+    text at its place, or two replacements overlap.
+    """
+    edits = list(dict.fromkeys(edits))
+    lines = source.encode("utf-8").splitlines(keepends=True)
+    text = b"".join(lines)
+    ops: list[tuple[int, int, int, int, bytes]] = []  # (position, order, key, end, text)
+    spans = []
+    for edit in edits:
+        start, end = _offsets(lines, edit)
+        old, new = edit.old.encode("utf-8"), edit.new.encode("utf-8")
+        if text[start:end] != old:
+            raise ValueError(f"apply_edits: {edit.file}:{edit.line} does not hold "
+                             f"{edit.old!r} at column {edit.col}")
+        if new.count(old) == 1 and old:
+            at = new.index(old)
+            ops.append((start, 1, end, start, new[:at]))  # open: inner (smaller end) first
+            ops.append((end, 2, start, end, new[at + len(old):]))  # close: outer first
+        else:
+            for s, e in spans:
+                if s < end and start < e:
+                    raise ValueError(f"apply_edits: two edits overlap at {edit.file}:"
+                                     f"{edit.line}")
+            spans.append((start, end))
+            ops.append((start, 0, 0, end, new))
+    for position, order, _, end, insert in sorted(ops, key=lambda o: (-o[0], o[1], o[2])):
+        if order == 0:
+            text = text[:position] + insert + text[end:]
+        else:
+            text = text[:position] + insert + text[position:]
+    out = text.decode("utf-8")
+    needed = [i for e in edits for i in e.imports]
+    bound = _imported(out)
+    missing = [i for i in dict.fromkeys(needed)
+               if i not in out.splitlines() and not _imported(i) <= bound]
+    if missing:
+        out = out + ("" if out.endswith("\n") or not out else "\n") + "\n".join(missing) + "\n"
+    return out

@@ -1,0 +1,134 @@
+"""The proof of a fix: the proposed cut applied to the recorded graph before it is printed.
+
+A :class:`Cut` makes some nodes constants (``x.detach()`` where ``x`` is made: nothing behind
+the node is reached through it, by any loss) and removes some edges (``netD(fake.detach())``:
+only that reader stops passing gradient to ``fake``). :class:`Prover` answers, on the graphs the
+audit recorded, without running anything:
+
+- :meth:`Prover.keeps_training`: every tensor each loss's optimizer steps is still reached by
+  that loss (the cut stops nothing from training);
+- :meth:`Prover.spares_gradients`: no stepped tensor of any loss is reached *through* the cut,
+  so the gradients of everything the optimizers step are exactly what they were (a leak's fix
+  only removes the leak);
+- :meth:`Prover.reaches`: whether a tensor (or node) is still reached from a loss.
+
+A fix of a leak is printed only when the leak is gone and both hold; a fix of a trained target
+when its target side no longer reaches the stepped tensors and every stepped tensor is still
+reached.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from toolkit.audit.record.sites import Line
+
+if TYPE_CHECKING:
+    from toolkit.audit.fixes.edits import Edit
+    from toolkit.audit.rules.recorded import RecordedStep
+
+__all__ = ["Cut", "Prover"]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Cuts in the recorded graph, with where each goes in the user's code.
+
+    ``dead``: node ids made constants; ``edges``: ``(reader, node)`` ids removed; ``lines``: the
+    user's lines, one per cut; ``texts``: each cut in words (``"detach the output of q_next
+    (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``edits``:
+    each cut as an edit of its line (:mod:`toolkit.audit.fixes.edits`), ``None`` where the
+    expression is not known.
+    """
+
+    dead: frozenset[int] = frozenset()
+    edges: frozenset[tuple[int, int]] = frozenset()
+    lines: tuple[Line, ...] = ()
+    texts: tuple[str, ...] = ()
+    what: tuple[str, ...] = field(default=())
+    edits: tuple[Edit | None, ...] = ()
+
+    def __or__(self, other: Cut) -> Cut:
+        return Cut(self.dead | other.dead, self.edges | other.edges,
+                   (*self.lines, *other.lines), (*self.texts, *other.texts),
+                   (*self.what, *other.what), (*self.edits, *other.edits))
+
+    def __bool__(self) -> bool:
+        return bool(self.dead or self.edges)
+
+    @property
+    def options(self) -> str:
+        """How each cut can be written: ``torch.no_grad()`` only where every cut is of a
+        value where it is made (around a line that reads or hands on a value it would also
+        stop the gradient of everything else that line computes)."""
+        if self.texts and all(t.endswith("where it is made") for t in self.texts):
+            return ".detach(), torch.no_grad() or stop_gradient(x, name=...)"
+        return ".detach() or stop_gradient(x, name=...) of that value"
+
+
+class Prover:
+    """Reachability in the recorded losses' graphs with a :class:`Cut` applied."""
+
+    def __init__(self, step: RecordedStep) -> None:
+        self.step = step
+        self._before: dict[str, set[int]] = {}
+
+    def reach(self, loss: str, starts: list[int], cut: Cut) -> set[int]:
+        """Node ids of ``loss``'s graph reached from ``starts`` through no cut (a dead start
+        is reached and not expanded)."""
+        graph = self.step.graphs[loss]
+        seen: set[int] = set()
+        queue = deque(k for k in starts if k in graph.search.nodes)
+        while queue:
+            key = queue.popleft()
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in cut.dead:
+                continue
+            queue.extend(c for c in graph.children.get(key, ())
+                         if (key, c) not in cut.edges and c not in seen)
+        return seen
+
+    def stepped_reached(self, loss: str, cut: Cut | None = None) -> set[int]:
+        """``id`` of the tensors ``loss``'s optimizer steps that ``loss`` reaches."""
+        if cut is None and loss in self._before:
+            return self._before[loss]
+        search = self.step.searches[loss]
+        met = self.reach(loss, self.step.graphs[loss].roots, cut or Cut())
+        found = {i for i in self.step.stepped[loss]
+                 if i in search.leaf_node and search.leaf_node[i] in met}
+        for node, reads in self.step.rec.checkpoints.values():  # a reentrant checkpoint
+            if id(node) in met:
+                found |= reads & set(self.step.stepped[loss])
+        if cut is None:
+            self._before[loss] = found
+        return found
+
+    def reaches(self, loss: str, node: int, cut: Cut, starts: list[int] | None = None) -> bool:
+        """Whether ``loss`` (or ``starts`` in its graph) still reaches the node ``node``."""
+        roots = self.step.graphs[loss].roots if starts is None else starts
+        return node in self.reach(loss, roots, cut)
+
+    def keeps_training(self, cut: Cut) -> bool:
+        """Every loss still reaches every tensor its optimizer steps that it reached before."""
+        return all(self.stepped_reached(loss) <= self.stepped_reached(loss, cut)
+                   for loss in self.step.losses)
+
+    def spares_gradients(self, cut: Cut) -> bool:
+        """No stepped tensor of any loss is reached through the cut: the gradients of what the
+        optimizers step do not change (except through the edge into a target or into the
+        weight of a log-probability: gradient no stepped tensor should get)."""
+        for loss, graph in self.step.graphs.items():
+            mine = {self.step.searches[loss].leaf_node[i] for i in self.step.stepped[loss]
+                    if i in self.step.searches[loss].leaf_node}
+            starts = [k for k in cut.dead if k in graph.search.nodes]
+            # a cut of a target's or a log-probability weight's edge only removes gradient
+            # that no stepped tensor should get (the trained target it also fixes)
+            starts += [c for p, c in cut.edges if p in graph.search.nodes
+                       and (p, c) not in self.step.removed[loss]]
+            if starts and graph.reach(starts) & mine:
+                return False
+        return True

@@ -1,0 +1,8 @@
+"""The audit's first stage: the step run twice and recorded.
+
+:mod:`.recording` (the :class:`~toolkit.audit.record.recording.Recording` the step runs
+in: names, cuts, writes, module calls), :mod:`.calls` (every torch call, through a
+torch-function mode), :mod:`.names` (tensors named by module path), :mod:`.sites` (the user's
+lines); and, kept apart from the recording, :mod:`.state` (the module and optimizer state saved
+before the two calls and put back after).
+"""

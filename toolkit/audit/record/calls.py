@@ -1,0 +1,275 @@
+"""Every torch call of the step, seen through a :class:`~torch.overrides.TorchFunctionMode`.
+
+:class:`CallWatch` records, for the :class:`~toolkit.audit.record.recording.Recording` it serves,
+what leaves no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a
+tensor with a graph, a watched tensor read under ``torch.no_grad()`` (and the ``with`` line
+that switched gradients off), ``requires_grad_(False)``, in-place writes to a watched tensor
+(an EMA update, an ``optimizer.step()`` inside the step); and the user's line of every tensor
+the step's own code makes, and of every read of a tensor made before the call.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import sys
+import weakref
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from toolkit.audit.record.sites import (
+    Line,
+    grad_off_line,
+    library_call,
+    package_of,
+    user_line,
+    user_lines,
+)
+
+__all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
+
+_DATA = inspect.getattr_static(torch.Tensor, "data")
+# methods whose name ends in "_" that do not write a tensor's values
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad"})
+# functions whose arguments after the input are weights: a weight with a graph there was computed
+# from stored tensors (parametrize, the spectral_norm / weight_norm hooks, a custom forward)
+_WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                           "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
+                           "group_norm", "batch_norm", "instance_norm", "prelu"})
+_COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
+# functions whose kernels write running statistics in place when they normalise from the batch:
+# (position, keyword) of those arguments (a BatchNorm's buffers, or frozen nn.Parameters)
+_STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
+                 F.instance_norm: ((1, "running_mean"), (2, "running_var"))}
+# functions whose derivative is zero wherever it exists: the line that calls one is where a
+# straight-through estimator goes, even inside a module's forward
+_ZERO_DERIVATIVE = frozenset({"sign", "round", "floor", "ceil", "trunc", "fix"})
+_KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
+                        "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
+                        "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
+
+
+#: how a parameter read by ``copy.deepcopy`` is cut: the copy is a new leaf (a model copied for
+#: an inner loop, ``fast = copy.deepcopy(model)``, passes no gradient back to ``model``)
+COPY = "copy.deepcopy"
+
+
+def _copying() -> bool:
+    """Whether ``copy.deepcopy`` is running (a tensor read now is being copied)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is copy.deepcopy.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class Edge(NamedTuple):
+    """A tensor as the backward graph sees it: the node that made it and which output it is."""
+
+    grad_fn: Any
+    output_nr: int
+
+
+def tensors_in(args: Any) -> Iterator[torch.Tensor]:
+    """The tensors among ``args`` and inside the lists and tuples among them (one level)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+class CallWatch(TorchFunctionMode):
+    """Sees every torch call of the step; records cuts and writes that touch watched tensors."""
+
+    def __init__(self, recording: Any) -> None:  # the Recording it serves (record.py)
+        super().__init__()
+        self.rec = recording
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        rec = self.rec
+        kwargs = kwargs or {}
+        if rec.busy or rec.stepping:  # the recording's own hooks; an optimizer's update
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        data = name == "__get__" and getattr(func, "__self__", None) is _DATA
+        if data or func is torch.Tensor.detach or func is torch.Tensor.detach_:
+            source, how = args[0], ".data" if data else f".{name}()"
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None:
+                rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
+                                     tuple(source.shape), how))
+                rec.sites.setdefault(("detach", rec.call, id(source.grad_fn)), caller_text())
+                call = library_call(source, flags_only=True)
+                if call is not None:  # detached inside a library's call (track_higher_grads)
+                    rec.library_calls.setdefault(("detach", rec.call, id(source.grad_fn)), call)
+                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)),
+                                     call.line if call is not None else user_line())
+            elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
+                rec.leaf_detached.setdefault(id(source), COPY if _copying() else how)
+                rec.sites.setdefault(("detach", id(source)), caller_text())
+                call = library_call(source)
+                if call is not None:  # copied inside a library's call (higher.innerloop_ctx)
+                    rec.library_calls.setdefault(("detach", id(source)), call)
+                rec.lines.setdefault(("detach", id(source)),
+                                     call.line if call is not None else user_line())
+            out = func(*args, **kwargs)
+            rec.trace(out, [source], exact=True)
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None \
+                    and isinstance(out, torch.Tensor):
+                rec.detached_out[id(out)] = (weakref.ref(out), Edge(source.grad_fn,
+                                                                    source.output_nr),
+                                             rec.lines.get(("detach", rec.call,
+                                                            id(source.grad_fn))))
+            return out
+        if not rec.watched:
+            return func(*args, **kwargs)
+        if func is torch.tensor and args:  # copies values, never a graph: note what it drops
+            dropped = [t for t in tensors_in(args[:1]) if t.requires_grad]
+            if dropped:
+                rec.value_copies.append((rec.call, dropped, user_line()))
+        grad = torch.is_grad_enabled()
+        inputs = [*tensors_in(args), *tensors_in(kwargs.values())]
+        if rec.call > 1:
+            rec.note_old_reads(inputs)
+        for t in inputs:
+            key = id(t)
+            if key in rec.watched:
+                rec.used.add(key)
+                if grad:
+                    rec.grad_read.add(key)
+                for reads in rec._checkpointing:
+                    reads.add(key)
+                if not grad and key not in rec.no_grad:
+                    rec.no_grad[key] = name
+                    rec.sites[("no_grad", key)] = caller_text()
+                    call = library_call(t)
+                    if call is not None:  # gradients off inside a library's call
+                        rec.library_calls[("no_grad", key)] = call
+                    rec.lines[("no_grad", key)] = (call.line if call is not None else None) \
+                        or grad_off_line() or user_line()
+        if name in _WEIGHT_FUNCS and grad:  # a weight computed inside the module's forward
+            for t in [*tensors_in(args[1:]), *tensors_in([kwargs.get("weight"), kwargs.get("bias")])]:
+                if t.grad_fn is not None:
+                    rec.computed.setdefault(id(t.grad_fn), t.grad_fn)
+        if func in _STATS_WRITES and rec.snapshot is not None:  # copied before the kernel writes
+            for position, keyword in _STATS_WRITES[func]:
+                t = args[position] if len(args) > position else kwargs.get(keyword)
+                key = (None if not isinstance(t, torch.Tensor) else
+                       id(t) if id(t) in rec.watched else rec.storage.get(storage_key(t)))
+                if key is not None:
+                    rec.snapshot.before_write(key)
+        out_arg = kwargs.get("out")
+        if (args and writes(name, func)) or out_arg is not None or (
+                name in _KW_WRITES and isinstance(kwargs.get("tensor"), torch.Tensor)):
+            targets = ([out_arg] if out_arg is not None
+                       else [kwargs["tensor"]] if not args else list(tensors_in(args[:1])))
+            for t, read in _written_from(name, args, kwargs, targets, inputs):
+                key = id(t) if id(t) in rec.watched else rec.storage.get(storage_key(t))
+                if key is not None:
+                    rec.note_write(key, name, read,
+                                   self_involved=out_arg is None and name not in _COPIES)
+        elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
+            wants = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            if id(args[0]) in rec.watched and not wants:
+                rec.frozen.add(id(args[0]))
+            elif wants and args[0].grad_fn is None:
+                rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
+        out = func(*args, **kwargs)
+        if func is torch.autograd.grad and not kwargs.get(
+                "create_graph", args[4] if len(args) > 4 else False):
+            wrt = kwargs.get("inputs", args[1] if len(args) > 1 else ())
+            wrt = [wrt] if isinstance(wrt, torch.Tensor) else list(
+                wrt.values() if isinstance(wrt, dict) else wrt)
+            line = user_line()
+            of = kwargs.get("outputs", args[0] if args else ())
+            rec.first_order_calls.append((rec.call, [
+                Edge(t.grad_fn, t.output_nr) for t in tensors_in(
+                    [of] if isinstance(of, torch.Tensor) else of) if t.grad_fn is not None],
+                line))
+            for g, x in zip(out.values() if isinstance(out, dict) else out, wrt):
+                if isinstance(g, torch.Tensor) and isinstance(x, torch.Tensor):
+                    rec.first_order[id(g)] = (weakref.ref(g), line, id(x))
+        elif rec.first_order and isinstance(out, torch.Tensor):
+            ids = {id(t) for t in inputs}
+            for t in inputs:  # computed from such a gradient: lr * g, then p - lr * g
+                entry = rec.first_order.get(id(t))
+                if entry is None or entry[0]() is not t:
+                    continue
+                if grad and out.grad_fn is not None and entry[2] in ids:
+                    # the tensor the gradient was taken of, updated with it: an inner step
+                    rec.first_order_used.setdefault(entry[1], user_line())
+                elif out.grad_fn is None:
+                    rec.first_order[id(out)] = (weakref.ref(out), *entry[1:])
+        if grad and any(t.requires_grad for t in inputs) and any(
+                not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
+            rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
+                                                   if t.grad_fn is not None], name,
+                                        user_line(), any(t.grad_fn is not None
+                                                         for t in tensors_in([out]))))
+        if not rec.calling or name in _ZERO_DERIVATIVE:  # the step's own code (no named
+            # module's forward is running), or where a zero-derivative op is (the fix's line)
+            rec.note_made(args[0] if out is None and args and writes(name, func) else out)
+        if (rec.detached_out or rec.from_detached) and inputs:
+            rec.note_detached_reads(out, inputs)
+        if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
+            rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))
+        elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
+            rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
+        return out
+
+
+def caller_text(lines: tuple[Line | None, Line | None] | None = None) -> str:
+    """``at file.py:LINE (function)`` of the innermost frame of the user's code (outside
+    torch, the toolkit, the standard library and installed packages), with the installed
+    package's function that runs there when there is one: ``…, inside higher's
+    _copy_tensor``. ``lines``: :func:`~toolkit.audit.record.sites.user_lines` at the
+    caller, when it has them."""
+    line, inner = user_lines() if lines is None else lines
+    if line is None:
+        return "in the step"
+    text = f"at {line.file}:{line.number} ({line.function})"
+    if inner is not None and inner.path != line.path and package_of(inner.path):
+        text += f", inside {package_of(inner.path)}'s {inner.function}"
+    return text
+
+
+def _written_from(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], targets: list[Any],
+                  inputs: list[torch.Tensor]) -> Iterator[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """Each tensor an in-place call writes, with the tensors its values are computed from: a
+    ``torch._foreach_*`` call (``_foreach_lerp_(ema, model, w)``, an EMA of a whole model)
+    writes its first list's i-th tensor from the i-th tensor of each other list and from the
+    lone tensors; any other call writes each target from all its other inputs."""
+    first = args[0] if args else None
+    if name.startswith("_foreach_") and isinstance(first, (list, tuple)):
+        others = [*args[1:], *kwargs.values()]
+        lone = [a for a in others if isinstance(a, torch.Tensor)]
+        lists = [a for a in others if isinstance(a, (list, tuple)) and len(a) == len(first)]
+        for i, t in enumerate(first):
+            if isinstance(t, torch.Tensor):
+                yield t, [*(a[i] for a in lists if isinstance(a[i], torch.Tensor)), *lone]
+        return
+    for t in tensors_in(targets):
+        yield t, [x for x in inputs if x is not t]
+
+
+def writes(name: str, func: Any) -> bool:
+    if name == "__set__":  # p.data = ...
+        return getattr(func, "__self__", None) is _DATA
+    if name in ("__setitem__",) or (name.startswith("__i") and name.endswith("__")):
+        return True
+    return name.endswith("_") and not name.endswith("__") and name not in _NOT_WRITES
+
+
+def storage_key(t: torch.Tensor) -> Any:
+    try:
+        return (t.device, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+

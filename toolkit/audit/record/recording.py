@@ -1,0 +1,649 @@
+"""What the step audit records while it runs a step: names, cuts, writes, and module state.
+
+:func:`toolkit.audit.audit_step` runs the user's step twice inside :class:`Recording`, which
+
+- names tensors (:mod:`toolkit.audit.record.names`): every parameter (and buffer) of the modules
+  it is given or finds in the step, by module path, then the optimizers' remaining parameters by
+  position;
+- records, through :class:`~toolkit.audit.record.calls.CallWatch` (a torch-function mode), the
+  cuts that leave no node in the backward graph: ``detach()`` / ``detach_()`` / ``.data`` of a tensor with a graph, a watched
+  parameter read under ``torch.no_grad()``, ``requires_grad_(False)``, and in-place writes to a
+  watched parameter (an EMA update, a hard copy);
+- notes every ``optimizer.step()`` the step calls itself (torch's global optimizer hooks):
+  its update is no write of the step's own, and the snapshot saves the optimizer first;
+- maps the output node of every named module call to the module (a global forward hook), so
+  that paths and cuts name modules;
+- marks every toolkit cut (``trace_cuts``) and every *disabled* named block with a node carrying
+  its name;
+- takes the sequence number autograd gives each new node before each call, so that nodes made
+  before the second call are recognisable in its graph.
+
+With a :class:`~toolkit.audit.record.state.StateSnapshot` it copies each parameter the step is
+about to write in place, so that the audit can put it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.utils.checkpoint
+from torch import nn
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+from toolkit._utils.trees import tree_map
+from toolkit.audit.fixes.edits import operand_holding
+from toolkit.audit.record.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
+from toolkit.audit.record.names import Names
+from toolkit.audit.record.sites import (
+    Line,
+    forget_lines,
+    line_of,
+    step_frame,
+    step_line,
+    user_frame,
+    user_line,
+    user_lines,
+    user_stack,
+)
+from toolkit.audit.record.state import STATEFUL, StateSnapshot
+from toolkit.core.stop_gradient import observe_cuts
+from toolkit.lens.backward_graph import trace_cuts
+
+__all__ = ["Edge", "Recording", "Write", "is_open_marker"]
+
+_SETATTR = nn.Module.__setattr__
+_LOSSES = (nn.modules.loss._Loss,)  # every torch loss module (MSELoss, KLDivLoss, …)
+# --- naming ----------------------------------------------------------------------------------------
+
+
+# --- cuts that leave no node -----------------------------------------------------------------------
+
+
+class _OpenMarker(torch.autograd.Function):
+    """Identity forward and backward; its node names a disabled block (``ctx.block``)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, name: str | None) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.block = inputs[1]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def is_open_marker(node: Any) -> bool:
+    """Whether an autograd node marks a disabled named block (made inside :class:`Recording`)."""
+    return getattr(type(node), "_forward_cls", None) is _OpenMarker
+
+
+def _open(x: Any, name: str | None) -> Any:
+    return tree_map(lambda t: _OpenMarker.apply(t, name)
+                    if isinstance(t, torch.Tensor) and t.requires_grad else t, x)
+
+
+@dataclass
+class Write:
+    """In-place writes of one watched tensor by the step (an EMA update, a hard copy, ...).
+
+    ``module``: the named module whose forward was running (``None``: the step itself);
+    ``ops``: the writing functions in order (``"lerp"``, ``"copy"``, ``"__set__"`` for
+    ``.data = ...``); ``sources``: the other watched tensors the written values were computed
+    from; ``self_involved``: the new value depends on the old one (``mul_``, ``lerp_``, or a
+    copy of an expression that reads it); ``copy_of``: the one tensor it was set to an exact
+    copy of (``load_state_dict``), if so.
+    """
+
+    module: str | None
+    ops: list[str] = field(default_factory=list)
+    sources: frozenset[int] = frozenset()
+    self_involved: bool = False
+    copy_of: int | None = None
+
+    @property
+    def is_average(self) -> bool:
+        """The new value mixes the old one with other tensors (an EMA or soft update)."""
+        return self.self_involved and bool(self.sources) and self.copy_of is None
+
+
+def _keywords(module: nn.Module) -> dict[str, Any]:
+    """The keyword arguments of the call of ``module`` under way: a forward pre-hook sees only
+    the positional ones, so they are read from ``Module._call_impl``'s frame."""
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "_call_impl" and frame.f_locals.get("self") is module:
+            found = frame.f_locals.get("kwargs")
+            return dict(found) if isinstance(found, dict) else {}
+        frame = frame.f_back
+    return {}
+
+
+def _nested(value: Any, depth: int = 3) -> list[torch.Tensor]:
+    """The tensors ``value`` is or holds in lists and tuples, ``depth`` levels deep."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)) and depth > 0:
+        return [t for x in value for t in _nested(x, depth - 1)]
+    return []
+
+
+class Recording:
+    """The context in which the audit runs the step: marks, hooks and the record of cuts.
+
+    ``with recording:`` activates :func:`~toolkit.lens.trace_cuts` (toolkit cuts become named
+    marker nodes), the disabled-block markers, the torch-function mode and the forward hook;
+    :meth:`next_call` is called before each call of the step.
+    """
+
+    def __init__(self, names: Names, watched: Mapping[int, torch.Tensor],
+                 snapshot: StateSnapshot | None = None) -> None:
+        self.names = names
+        self.snapshot = snapshot
+        self.watched = dict(watched)
+        self.storage = {storage_key(t): key for key, t in self.watched.items()}
+        self.storage.pop(None, None)
+        self.call = 0
+        self.marks: list[int] = []
+        # call -> thread name -> what the step ran in a thread other than the audit's (the
+        # user's line that started it, the modules whose forward ran there): autograd numbers
+        # each thread's nodes apart and the torch-function mode is this thread's alone
+        self.thread = threading.get_ident()
+        self.threads: dict[int, dict[str, list[str]]] = {}
+        # (call, the tensor cut, its shape, how: ".detach()", ".detach_()" or ".data")
+        self.detached: list[tuple[int, Edge, tuple[int, ...], str]] = []
+        self.leaf_detached: dict[int, str] = {}
+        self.no_grad: dict[int, str] = {}
+        # ("no_grad", id(watched)) -> the user's call of a library that switched gradients
+        # off without the argument that names what its backward trains (odeint_adjoint)
+        self.library_calls: dict[tuple[str, int], Any] = {}
+        self.used: set[int] = set()
+        # (call, tensors that require grad, the user's line): torch.tensor(...) of them, which
+        # copies their values and none of their graph
+        self.value_copies: list[tuple[int, list[torch.Tensor], Line | None]] = []
+        # (call, the edges read, the function, the user's line, whether it also returned
+        # values with a graph): an operation of the step's own code whose result is an integer
+        # or boolean tensor made from values with a graph (argmax, a comparison; max(dim=)
+        # with its values): their values go on, their gradient does not
+        self.integer_results: list[tuple[int, list[Edge], str, Line | None, bool]] = []
+        self.grad_read: set[int] = set()  # watched tensors read by a torch call with grad on
+        self.written: dict[int, str] = {}
+        self.frozen: set[int] = set()
+        # id(node) -> [node, innermost module, outermost module, shape, position in the
+        # outermost module's output ("[1][0]" for h of (output, (h, c)))]
+        self.outputs: dict[int, list[Any]] = {}
+        # id(node) -> every module whose call returned it, innermost first ("critic.l3", "critic")
+        self.returned_by: dict[int, list[str]] = {}
+        # id(node) -> (node, module name) for tensors with a graph passed into a module call
+        self.inputs: dict[int, tuple[Any, str]] = {}
+        # id(node) -> node: weights with a graph that a layer function read (computed weights)
+        self.computed: dict[int, Any] = {}
+        # id(leaf) -> (leaf, how and where it was made to require grad) for tensors of the step
+        self.origin: dict[int, tuple[torch.Tensor, str]] = {}
+        # id(watched) -> Write: how the step wrote it in place, from what, inside which module
+        self.writes: dict[int, Write] = {}
+        # where in the step's code ("at model.py:42 (forward)"): ("detach", call, id(node)),
+        # ("detach", id(leaf)), ("no_grad", id(watched)), ("call", call, module name)
+        self.sites: dict[tuple[Any, ...], str] = {}
+        # the same places as lines of the user's code (:class:`~toolkit.audit.record.sites.Line`)
+        self.lines: dict[tuple[Any, ...], Line | None] = {}
+        # id(node) -> (node, the step's lines that read it): tensors made before this call
+        self.old_reads: dict[int, tuple[Any, list[Line]]] = {}
+        # id(node) -> (node, [(the innermost user line of each operation that read it, which
+        # of that line's operands held it, or None)]): the readers a cut can go before
+        self.old_readers: dict[int, tuple[Any, list[tuple[Line, int | None]]]] = {}
+        # id(detached tensor) -> (weak reference, what it was cut from, the line of the cut)
+        self.detached_out: dict[int, tuple[Any, Edge, Line | None]] = {}
+        # (call, module) -> [(what a detached input was cut from, the line)]: a module fed a
+        # detached tensor (D(G(z).detach()))
+        self.detached_into: dict[tuple[int, str], list[tuple[Edge, Line | None]]] = {}
+        # id(node) -> (node, line): tensors with a graph assigned to a module's attribute
+        self.assigned: dict[int, tuple[Any, Line]] = {}
+        # (call, id(node)) -> (node, module): the first module that call handed it to
+        self.inputs_now: dict[tuple[int, int], tuple[Any, str]] = {}
+        # id(tensor) -> (weak reference, what was cut, where the step's code first read the
+        # detached value): a tensor computed, without graph, from a detached one
+        self.from_detached: dict[int, tuple[Any, Edge, tuple[Line, int] | None]] = {}
+        # (call, what was cut, the node that read it with a graph, (the step's line that first
+        # read the detached value, which operand there)): where a detached value re-enters a
+        # graph (D(torch.cat((A, G(A).detach()), 1))): the losses a removed cut would reach
+        self.detached_reads: list[tuple[int, Edge, Any, tuple[Line, int] | None]] = []
+        # id(node) -> (node, the user's frames there, kind): where a tensor with a graph was
+        # made, innermost line first: "op" (an operation of the step's own code), "module"
+        # (the outermost module call), "inner" (inside a module's forward: a line every
+        # caller of it runs)
+        self.made: dict[int, tuple[Any, tuple[Line, ...], str]] = {}
+        # (path, line number) -> every node made there (a line in a loop makes one per pass)
+        self.made_at: dict[tuple[str, int], list[Any]] = {}
+        # id(node) -> [(node, module, the user's frames, first sequence number of the call,
+        # whether the step's own code made the call)]: tensors with a graph handed to a named
+        # module (netD(fake)), and the lines that led there
+        self.handed: dict[int, list[tuple[Any, str, tuple[Line, ...], int, bool]]] = {}
+        # (id(node), path, line number, span of the call) -> the position of the positional
+        # argument that held it (``netD(fake)``: 0; ``model(x, hidden)`` with hidden = [(h,
+        # c)]: 1) at the user's line that called a named module
+        self.arguments: dict[tuple[Any, ...], int | str] = {}
+        # id(watched) -> the lines that wrote it in place from a tensor with a graph
+        self.graph_writes: dict[int, list[Line]] = {}
+        # id(tensor without graph) -> (weak reference, watched ids it was computed from, exact copy)
+        self._made_from: dict[int, tuple[Any, frozenset[int], int | None]] = {}
+        self.calling: list[str] = []  # the named modules whose forward is running, innermost last
+        self.called_inside: dict[str, set[str]] = {}  # module -> modules whose forward called it
+        self.first_none: dict[tuple[int, str], bool] = {}  # (module, attribute) -> None before
+        # id(node) -> (node, watched ids read): a reentrant checkpoint runs its function with
+        # gradients off and again in backward, so what it reads hangs off its node unseen
+        self.checkpoints: dict[int, tuple[Any, set[int]]] = {}
+        self._checkpointing: list[set[int]] = []  # the reads of the checkpoints running now
+        # id(gradient) -> (weak reference, the user's line of the torch.autograd.grad call,
+        # id of the tensor it is the gradient of): gradients taken without create_graph=True,
+        # constants to any later graph, and what was computed from them without a graph
+        self.first_order: dict[int, tuple[Any, Line | None, int]] = {}
+        # the line of such an autograd.grad call -> the line that combined, with gradients on,
+        # its result with the tensor it is the gradient of (an inner loop's p - lr * g)
+        self.first_order_used: dict[Line | None, Line | None] = {}
+        # (call, the nodes of the values such a call differentiated, its line): what the
+        # tensors behind those values compute reaches the loss only as a gradient without graph
+        self.first_order_calls: list[tuple[int, list[Edge], Line | None]] = []
+        # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
+        # the user's stack there): read by the pre-hook, kept for the forward hook
+        self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
+        self.busy = False
+        # optimizer.step() calls running now (the step updates the weights itself): what they
+        # read and write is the update, not the step's graph
+        self.stepping = 0
+        # id(optimizer) -> (its class name, the user's line that called its step())
+        self.optimizer_steps: dict[int, tuple[str, Line | None]] = {}
+        self._stack = contextlib.ExitStack()
+
+    def updated_twice(self) -> set[int]:
+        """``id`` of the tensors the step writes in place from *other* trained tensors (a
+        parameter, or a tensor that requires grad): an EMA or a copy of another network.
+
+        Such a write on a tensor an optimizer also steps updates it twice, by the gradient and
+        by the write. A write from the tensor itself and constants (weight clipping's
+        ``clamp_``, a projection or a renormalisation, a pruning mask) only constrains what the
+        optimizer stepped: a note, not a finding.
+        """
+        out = set()
+        for key, write in self.writes.items():
+            sources = [self.watched.get(i) for i in write.sources]
+            if any(t is not None and (isinstance(t, nn.Parameter) or t.requires_grad)
+                   for t in sources):
+                out.add(key)
+        return out
+
+    def watch(self, tensors: list[torch.Tensor]) -> None:
+        """Watch more tensors from now on (and put them back with the snapshot)."""
+        for t in tensors:
+            self.watched.setdefault(id(t), t)
+            if self.snapshot is not None:
+                self.snapshot.track(t)
+            if storage_key(t) is not None:
+                self.storage.setdefault(storage_key(t), id(t))
+
+    def _sources(self, t: torch.Tensor) -> tuple[frozenset[int], int | None]:
+        """The watched tensors ``t`` was computed from, and the one it is an exact copy of."""
+        key = id(t)
+        if key in self.watched:
+            return frozenset((key,)), key
+        entry = self._made_from.get(key)
+        if entry is None or entry[0]() is not t:
+            return frozenset(), None
+        return entry[1], entry[2]
+
+    def trace(self, out: Any, inputs: list[Any], *, exact: bool) -> None:
+        """Remember which watched tensors a result without graph was computed from."""
+        if not isinstance(out, torch.Tensor):
+            return
+        sources: frozenset[int] = frozenset()
+        copy_of = None
+        for t in inputs:
+            if isinstance(t, torch.Tensor):
+                found, same = self._sources(t)
+                sources |= found
+                copy_of = same if exact and len(inputs) == 1 else None
+        if sources:
+            self._made_from[id(out)] = (weakref.ref(out), sources, copy_of)
+
+    def note_detached_reads(self, out: Any, inputs: list[torch.Tensor]) -> None:
+        """Follow values computed from a detached tensor of this call: to each result without
+        graph, and into each result with one (the node that reads it, filed with where the
+        step's own code first read the detached value)."""
+        found = None
+        for t in inputs:
+            cut = self.detached_out.get(id(t))
+            if cut is not None and cut[0]() is t and t.grad_fn is None:
+                frame = step_frame(3)
+                read = None
+                if frame is not None:
+                    line = line_of(frame)
+                    position = operand_holding(line, frame, t)
+                    read = None if position is None else (line, position)
+                found = (cut[1], read)
+                break
+            entry = self.from_detached.get(id(t))
+            if entry is not None and entry[0]() is t:
+                found = entry[1:]
+                break
+        if found is None:
+            return
+        for o in tensors_in([out]):
+            if o.grad_fn is None:
+                self.from_detached[id(o)] = (weakref.ref(o), *found)
+            else:
+                self.detached_reads.append((self.call, found[0], o.grad_fn, found[1]))
+
+    def note_old_reads(self, inputs: list[torch.Tensor]) -> None:
+        """Remember the step's own line that reads a tensor made before this call (a state
+        carried from the previous step), once per line."""
+        mark = self.marks[-1]
+        for t in inputs:
+            node = t.grad_fn
+            if node is not None and node._sequence_nr() < mark:
+                line = step_line()
+                reads = self.old_reads.setdefault(id(node), (node, []))
+                if line is not None and reads[0] is node and line not in reads[1]:
+                    reads[1].append(line)
+                frame = user_frame()
+                readers = self.old_readers.setdefault(id(node), (node, []))
+                if frame is not None and readers[0] is node:
+                    inner = line_of(frame)
+                    if not any(x == inner and x.span == inner.span for x, _ in readers[1]):
+                        readers[1].append((inner, operand_holding(inner, frame, t)))
+
+    def _assign(self, module: nn.Module, name: str, value: Any) -> None:
+        """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
+        to a module's attribute or buffer (a state kept in the module)."""
+        if isinstance(value, torch.Tensor) and not self.busy:
+            # whether the attribute was None before the step first stored a tensor there (a
+            # memory made lazily: setting it to None again runs a call as the first ran)
+            self.first_none.setdefault((id(module), name), getattr(module, name, None) is None)
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not self.busy:
+            line = user_line(installed=True)
+            if line is not None:
+                self.lines[("assign", id(module), name)] = line
+                self.assigned[id(value.grad_fn)] = (value.grad_fn, line)
+        _SETATTR(module, name, value)
+
+    def note_made(self, out: Any) -> None:
+        """Remember the user's line that made each tensor with a graph in ``out`` (the step's
+        own operations, and the outputs of the outermost module calls)."""
+        tensors = [out] if isinstance(out, torch.Tensor) else (
+            [t for t in out if isinstance(t, torch.Tensor)] if isinstance(out, (tuple, list))
+            else [])
+        stack: tuple[Line, ...] | None = None
+        for t in tensors:
+            if t.grad_fn is not None:
+                stack = user_stack() if stack is None else stack
+                if stack:
+                    self._made(t.grad_fn, stack, "inner" if stack[0].inside else "op")
+
+    def _made(self, node: Any, stack: tuple[Line, ...], kind: str) -> None:
+        self.made[id(node)] = (node, stack, kind)
+        self.made_at.setdefault((stack[0].path, stack[0].number), []).append(node)
+
+    def note_write(self, key: int, op: str, inputs: list[torch.Tensor], *,
+                   self_involved: bool) -> None:
+        """Record an in-place write of the watched tensor ``key`` (and copy it first)."""
+        if ("write", key) not in self.lines:
+            self.lines[("write", key)] = user_line(installed=True)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):  # a graph
+            line = user_line(installed=True)
+            lines = self.graph_writes.setdefault(key, [])
+            if line is not None and not any(x == line and x.span == line.span for x in lines):
+                lines.append(line)
+        op = op.strip("_") or op
+        self.written.setdefault(key, op)
+        write = self.writes.setdefault(key, Write(self.calling[-1] if self.calling else None))
+        write.ops.append(op)
+        for t in inputs:
+            found, same = self._sources(t)
+            write.sources |= found - {key}
+            if key in found:
+                self_involved = True
+            if not self_involved and same is not None and same != key and len(inputs) == 1:
+                write.copy_of = same
+        write.self_involved |= self_involved
+        if self.snapshot is not None:
+            self.snapshot.before_write(key)
+
+    def _other_thread(self, module: nn.Module) -> bool:
+        """Whether this hook runs outside the audit's thread (noted, nothing else recorded:
+        the recording's state belongs to its own thread)."""
+        if threading.get_ident() == self.thread:
+            return False
+        ran = self.threads.setdefault(self.call, {}).setdefault(
+            threading.current_thread().name, [])
+        label = self._label(module) or type(module).__name__
+        if label not in ran:
+            ran.append(label)
+        return True
+
+    def _start_thread(self, thread: threading.Thread) -> None:
+        """Note a thread the step starts, with the user's line that starts it."""
+        if threading.get_ident() == self.thread and not self.busy:
+            line = user_line(3, installed=True)
+            at = "" if line is None else f"started at {line.file}:{line.number}"
+            self.threads.setdefault(self.call, {}).setdefault(thread.name, []).insert(0, at)
+
+    def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._other_thread(module):
+            return
+        label = self._label(module)
+        if label is None:
+            return
+        if self.calling and self.calling[-1] == label:
+            self.calling.pop()
+        self.busy = True
+        try:
+            self._outputs(label, output)
+            # the outermost named call returns to the step's own code; an inner one to a
+            # module's forward (a line every caller of that module runs)
+            caller = sys._getframe(1)
+            self._made_outputs(output, "module" if not self.calling else "inner",
+                               lambda: self._call_stack(caller))
+        finally:
+            self._stacks.pop(id(sys._getframe(1)), None)
+            self.busy = False
+
+    def _call_stack(self, caller: FrameType) -> tuple[Line, ...]:
+        """:func:`user_stack` at the module call whose hooks ``caller`` (a frame of torch's
+        ``Module._call_impl``) runs: read once for both hooks, since the frames outside a
+        call stay where they are until it returns (let go by the forward hook)."""
+        entry = self._stacks.get(id(caller))
+        if entry is None or entry[0] is not caller:
+            entry = self._stacks[id(caller)] = (caller, user_stack(start=caller))
+        return entry[1]
+
+    def _made_outputs(self, output: Any, kind: str, stack: Callable[[], tuple[Line, ...]],
+                      depth: int = 0) -> None:
+        if isinstance(output, (list, tuple)) and depth < 2:
+            for item in output:
+                self._made_outputs(item, kind, stack, depth + 1)
+        elif isinstance(output, torch.Tensor) and output.grad_fn is not None:
+            lines = stack()
+            if lines:  # an enclosing call returns later: its line wins
+                self._made(output.grad_fn, lines,
+                           "inner" if lines[0].inside or kind == "inner" else kind)
+
+    def _outputs(self, label: str, output: Any, where: str = "") -> None:
+        """Map the node of each tensor ``output`` holds (tuples nested twice) to ``label``."""
+        if isinstance(output, (list, tuple)) and where.count("[") < 2:
+            for i, item in enumerate(output):
+                self._outputs(label, item, f"{where}[{i}]")
+            return
+        if not isinstance(output, torch.Tensor) or output.grad_fn is None:
+            return
+        node = output.grad_fn
+        self.returned_by.setdefault(id(node), []).append(label)
+        entry = self.outputs.get(id(node))
+        if entry is None:
+            self.outputs[id(node)] = [node, label, label, tuple(output.shape), where]
+        else:
+            entry[2], entry[4] = label, where  # an enclosing module's call ends later
+
+    def _label(self, module: nn.Module) -> str | None:
+        """The name of a module whose calls the recording follows; a loss module
+        (``nn.MSELoss``, ``nn.KLDivLoss`` … held by a network or not) is a plain function of
+        its inputs, never a boundary: its call is the step's own code."""
+        if isinstance(module, _LOSSES):
+            return None
+        return self.names.modules.get(id(module))
+
+    def _pre_hook(self, module: nn.Module, args: Any) -> None:
+        label = None if self._other_thread(module) else self._label(module)
+        if label is not None:
+            outermost = not self.calling
+            # a named module called from another's forward: the outer ones (a module the
+            # model calls through a lambda or a plain attribute, not as a submodule)
+            self.called_inside.setdefault(label, set()).update(self.calling)
+            self.calling.append(label)
+            self.busy = True
+            try:
+                caller = sys._getframe(1)
+                if ("call", self.call, label) not in self.sites:
+                    lines = user_lines()
+                    self.sites["call", self.call, label] = caller_text(lines)
+                    self.lines["call", self.call, label] = lines[0]
+                for t in tensors_in(args):
+                    cut = self.detached_out.get(id(t))
+                    if t.grad_fn is None and cut is not None and cut[0]() is t:
+                        self.detached_into.setdefault((self.call, label), []).append(cut[1:])
+                handed = [t for t in tensors_in(args) if t.grad_fn is not None]
+                nested = [(i, t) for i, a in [*enumerate(args), *_keywords(module).items()]
+                          for t in _nested(a) if t.grad_fn is not None]
+                stack = self._call_stack(caller) if nested else ()
+                start = self.sequence() if stack and handed else 0
+                for t in handed:
+                    self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+                    # the module each call hands it to (a state carried from the previous
+                    # call enters this call's graph there)
+                    self.inputs_now.setdefault((self.call, id(t.grad_fn)), (t.grad_fn, label))
+                    if stack:
+                        self.handed.setdefault(id(t.grad_fn), []).append(
+                            (t.grad_fn, label, stack, start, outermost and not stack[0].inside))
+                if stack:
+                    at = stack[0]
+                    for i, t in nested:
+                        self.arguments.setdefault((id(t.grad_fn), at.path, at.number, at.span),
+                                                  i)
+            finally:
+                self.busy = False
+
+    def next_call(self) -> None:
+        """Start the next call of the step: remember where autograd's node numbering is."""
+        self.call += 1
+        self.calling.clear()
+        self._stacks.clear()
+        self.marks.append(self.sequence())
+
+    @staticmethod
+    def sequence() -> int:
+        """The sequence number autograd gives the next node it makes in this thread (nodes
+        made later have larger ones; calls with no node made between them share one)."""
+        return torch.autograd._get_sequence_nr()
+
+    def _open(self, x: Any, name: str | None) -> Any:
+        """Mark a disabled block with a node that names it, and note the user's line."""
+        out = _open(x, name)
+        self.note_made(out)
+        return out
+
+    def __enter__(self) -> Recording:
+        stack = self._stack
+        forget_lines()
+        stack.callback(forget_lines)
+        stack.enter_context(trace_cuts())
+        stack.enter_context(observe_cuts(on_open=self._open))
+        for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+                       nn.modules.module.register_module_forward_hook(self._hook),
+                       register_optimizer_step_pre_hook(self._before_optimizer_step),
+                       register_optimizer_step_post_hook(self._after_optimizer_step)):
+            stack.callback(handle.remove)
+        stack.enter_context(CallWatch(self))
+        start = threading.Thread.start
+
+        def start_noted(thread: threading.Thread) -> None:
+            self._start_thread(thread)
+            start(thread)
+
+        threading.Thread.start = start_noted  # type: ignore[method-assign]
+        stack.callback(setattr, threading.Thread, "start", start)
+        nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
+        stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
+        self._watch_checkpoints(stack)
+        self._watch_stateful(stack)
+        return self
+
+    def _watch_stateful(self, stack: contextlib.ExitStack) -> None:
+        """Save a ``GradScaler`` or a scheduler before the step first moves it (``update()``,
+        ``step()``: :data:`~toolkit.audit.record.state.STATEFUL`), so that the audit can put
+        its state back."""
+        def saving(original: Any) -> Any:
+            @functools.wraps(original)
+            def method(obj: Any, *args: Any, **kwargs: Any) -> Any:
+                if self.snapshot is not None:
+                    self.snapshot.save_stateful(obj)
+                return original(obj, *args, **kwargs)
+            return method
+
+        for owner, name in STATEFUL:
+            original = owner.__dict__[name]
+            setattr(owner, name, saving(original))
+            stack.callback(setattr, owner, name, original)
+
+    def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """An ``optimizer.step()`` inside the step: save the optimizer (state, tensors,
+        ``.grad``) so that the audit can put it back, and note where it was called."""
+        self.optimizer_steps.setdefault(id(optimizer), (type(optimizer).__name__,
+                                                        user_line(installed=True)))
+        if self.snapshot is not None:
+            self.snapshot.save_optimizer(optimizer)
+        self.stepping += 1
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.stepping = max(0, self.stepping - 1)
+
+    def _watch_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        """Record what each reentrant ``torch.utils.checkpoint`` reads, by its backward node.
+
+        With ``use_reentrant=True`` the checkpointed function runs with gradients off and is run
+        again during backward: the parameters it reads are reached through the checkpoint's
+        node, not through any edge of the graph. The node is the ``ctx`` of the checkpoint's
+        ``forward``, so the reads are filed under it.
+        """
+        function = getattr(torch.utils.checkpoint, "CheckpointFunction", None)
+        if function is None:  # pragma: no cover - a torch without the reentrant variant
+            return
+        original = function.__dict__["forward"]
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            self.lines[("checkpoint", id(ctx))] = user_line()
+            self._checkpointing.append(set())
+            try:
+                return original.__func__(ctx, *args)
+            finally:
+                self.checkpoints[id(ctx)] = (ctx, self._checkpointing.pop())
+
+        function.forward = staticmethod(forward)
+        stack.callback(setattr, function, "forward", original)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stacks.clear()
+        self._stack.close()

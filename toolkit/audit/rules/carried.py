@@ -1,0 +1,312 @@
+"""Carried graphs: nodes of the second call's graph that autograd numbered before the call
+began (``Node._sequence_nr``), i.e. graph kept from the first call or from before the audit,
+one finding per carried tensor (an LSTM's ``h`` and ``c`` apart).
+
+Provenance decides, not where the tensor was kept: a module's attribute, a list (a replay
+buffer), a dict, a global or a closure cell all carry the same node numbers. A carried node
+is reported only when it matters in a training loop:
+
+- the old graph behind it holds nodes **made by the first call**: each call's graph then
+  reaches the previous one's, and the graph grows from call to call (a recurrent state kept
+  without a cut, samples kept in a list with their graph);
+- or it holds **tensors saved for backward** (``ExpBackward``'s result, a product's operands):
+  the first ``backward()`` frees them, and the next one fails "a second time".
+
+A tensor computed once before the loop from a leaf (``torch.tensor(x, requires_grad=True)
+.float()``: one ``ToCopy`` node that saves nothing) neither grows nor fails: no finding.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from toolkit.audit.findings import CarriedGraph
+from toolkit.audit.fixes.edits import (
+    Edit,
+    cut_argument,
+    cut_assigned,
+    cut_operand,
+    reset_at_start,
+)
+from toolkit.audit.fixes.location import reader_line
+from toolkit.audit.fixes.proof import Cut
+from toolkit.audit.record.recording import is_open_marker
+from toolkit.audit.record.sites import Line
+from toolkit.audit.rules.kept import stored_at
+from toolkit.audit.rules.labels import node_shape, outputs_of
+from toolkit.audit.rules.saved import holds_saved
+from toolkit.lens.backward_graph import is_cut_marker
+from toolkit.lens.graph_walk import closure
+
+if TYPE_CHECKING:
+    from toolkit.audit.rules.recorded import Found, RecordedStep
+
+__all__ = ["check", "find_carried", "grows_or_fails", "made_of_cuts"]
+
+
+def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
+    """Tensors of this call's graph made before the call began (see :class:`CarriedGraph`):
+    one per ``(node, output)`` through which the new graph enters the old one, with that
+    ``(id(node), output)`` as its key. Its fix names every line where the step's new graph
+    reads the old tensor (two readers of one memory need two cuts), proved: with all of them
+    cut, the loss no longer reaches the old node."""
+    search, rec, label = step.searches[loss], step.rec, step.label
+    first_mark, this_mark = rec.marks[0], rec.marks[-1]
+    cuts: dict[int, bool] = {}
+    old = {key for key, node in search.nodes.items()  # a cut is no graph in a plain run
+           if getattr(node, "variable", None) is None and not is_cut_marker(node)
+           and node._sequence_nr() < this_mark and not made_of_cuts(node, cuts)}
+    if not old:
+        return []
+    entries: dict[tuple[int, int], int] = {}  # (old node, output) -> the new node reading it
+    for (key, nr), parent in search.edge_parent.items():
+        if key in old and parent is not None and parent not in old:
+            entries.setdefault((key, nr), parent)
+        elif key in old and parent is None:
+            entries.setdefault((key, nr), -1)
+    behind = {key: closure([key], lambda k: [id(n) for n, _ in search.nodes[k].next_functions
+                                             if n is not None and id(n) in old])
+              for key in {k for k, _ in entries}}
+    counts = {key: len(found) for key, found in behind.items()}
+    out = []
+    for (key, nr), parent_key in entries.items():
+        node = search.nodes[key]
+        if not any(search.nodes[k]._sequence_nr() >= first_mark or holds_saved(search.nodes[k])
+                   for k in behind[key]):
+            continue  # made once before the calls, saving nothing: it neither grows nor fails
+        consumer = None if parent_key == -1 else search.nodes[parent_key]
+        module = label.module_of(node, outer=True)
+        shape = node_shape(node, nr)
+        entry = label.rec.outputs.get(id(node))
+        where = entry[4] if module and entry is not None and entry[0] is node else ""
+        source = f"the output of {module}{where}" if module else f"the output of {label(node)}"
+        if len(outputs_of(node)) > 1:
+            source += f" (output {nr} of its node)"
+        passed = label.rec.inputs_now.get((label.rec.call, id(node)))  # where it enters now
+        if passed is not None and passed[0] is node:
+            entered = f"the input of {passed[1]}"
+        else:
+            entered = "the loss itself" if consumer is None else label(consumer)
+        created = "in the first call" if node._sequence_nr() >= first_mark else "before the audit"
+        chain = [] if consumer is None else search.chain(parent_key)
+        path = tuple(label(x) for x in [*chain, node])
+        lines, cut, how = _readers(step, loss, key, old)
+        edits = () if None in cut.edits or not cut.edits else tuple(dict.fromkeys(cut.edits))
+        if is_open_marker(node):
+            fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
+        elif how == "stored":
+            fix = ("cut it where it is stored (this call's loss trains nothing through the "
+                   "value stored): stop_gradient(value) or value.detach() in the assignment")
+        elif how == "kept":
+            fix = (f"cut it where the step stores it for the next call, not where it enters "
+                   f"({entered}): stop_gradient(value) or value.detach() in what it stores")
+        elif how == "reset" and (stored := _stored(step, node)) is not None:
+            fix = (f"no cut where it is read keeps each call's own gradient: "
+                   f"{reset_text(*stored, first_none=bool(edits))}")
+        elif len(cut.lines) > 1:
+            fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
+                   f"uses it: stop_gradient(state, name=...) or state.detach()")
+        else:
+            fix = (f"cut the state where it enters ({entered}) before each step uses it: "
+                   f"stop_gradient(state, name=...) or state.detach()")
+        if cut.edges and step.prover.reaches(loss, key, cut):
+            lines, edits = (), ()  # not proved: the old graph is still reached
+        out.append(((key, nr), CarriedGraph(
+            loss=loss, shape=shape, source=source, entered=entered, path=path,
+            created=created, n_nodes=counts[key], fix=fix, lines=lines,
+            edits=edits)))  # type: ignore[arg-type]
+    return out
+
+
+def made_of_cuts(node: Any, memo: dict[int, bool]) -> bool:
+    """Whether every path from ``node`` down to a leaf passes a cut: in a plain run, where a
+    cut is a ``detach``, no graph is made there (``buffer[i] = stop_gradient(x)`` into a
+    tensor kept between calls). ``memo``: what is known, by ``id`` of node."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in memo:
+            stack.pop()
+            continue
+        kids = [c for c, _ in n.next_functions if c is not None and not is_cut_marker(c)]
+        if any(getattr(c, "variable", None) is not None or memo.get(id(c)) is False
+               for c in kids):
+            memo[id(n)] = False
+            stack.pop()
+            continue
+        pending = [c for c in kids if id(c) not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        # every input is a cut or made of cuts (a node of no input at all is no cut's)
+        memo[id(n)] = bool(kids) or any(is_cut_marker(c) for c, _ in n.next_functions)
+        stack.pop()
+    return memo[id(node)]
+
+
+def grows_or_fails(node: Any, first_mark: int) -> bool:
+    """Whether the graph behind ``node`` matters in a training loop: it holds a node made by
+    the audit's calls (``Node._sequence_nr() >= first_mark``), or one that saved tensors a
+    backward frees. Graph made once before the calls that saves nothing (a cast of a leaf)
+    neither grows nor fails."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen or getattr(n, "variable", None) is not None:
+            continue
+        seen.add(id(n))
+        if n._sequence_nr() >= first_mark or holds_saved(n):
+            return True
+        stack.extend(child for child, _ in n.next_functions)
+    return False
+
+
+def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
+             ) -> tuple[tuple[Line, ...], Cut, str]:
+    """The lines where the state (old node ``key``) is cut, the cut of every edge by which
+    this call's graph reads it, with its edits, and how (``"stored"``, ``"kept"``, ``"read"``
+    or ``"reset"``). Each keeps this call's own gradients: where the previous call assigned it
+    to a module's attribute (``self.memory = …``) when this call's loss does not need the
+    gradient of what it assigns there; where the step stores it outside modules (a list, a
+    dict, a closure: ``memory.append(feats)``, ``state.update(h=h)``), whatever this call's
+    loss reads of it, as a graph carried to the next call is cut where it is stored; else each
+    line of the step's own code that hands it
+    to a module (``model(x, hidden)``), or each operation that reads it (``0.9 * self.avg``);
+    else no edit: the state is to be reset or recomputed each step."""
+    rec, graph = step.rec, step.graphs[loss]
+    node = graph.search.nodes[key]
+    edges = frozenset((parent, key) for parent in graph.callers.get(key, ())
+                      if parent not in old)
+    assigned = rec.assigned.get(key)
+    stored = assigned is not None and assigned[0] is node
+    now = assigned_now(step, assigned[1]) if stored else frozenset()
+    reset = _reset_edit(step, node) if stored else None
+    if stored and not now and reset is not None:  # a memory made once, read stale: reset it
+        return (reset[0],), Cut(lines=(reset[0],), edits=(reset[1],)), "reset"
+    if stored and now and state_assignable(step, assigned[1]):
+        return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
+                                   edits=(cut_assigned(assigned[1]),)), "stored"
+    if not stored:  # kept by the step outside modules: cut where it stores it for next call
+        kept = stored_at(step.step, node, rec.marks[-1]) if step.step is not None else None
+        if kept is not None:
+            # proved by running it: the stores cut every path into the old graph at once
+            return kept[0], Cut(lines=kept[0], edits=kept[1]), "kept"
+    found = state_readers(step, node)
+    if found is not None and not (reset is not None and reads_own(step, now, found[0])):
+        return found[0], Cut(edges=edges, lines=found[0], edits=found[1]), "read"
+    if reset is not None:  # each cut at a reader also cuts what this call stores there
+        return (reset[0],), Cut(lines=(reset[0],), edits=(reset[1],)), "reset"
+    if stored:
+        return (assigned[1],), Cut(edges=edges, lines=(assigned[1],)), "reset"
+    lines: list[Line] = []
+    for parent, _ in edges:
+        reader = graph.search.nodes[parent]
+        where = reader_line(step, reader, node, False) or reader_line(step, reader, node)
+        if where is not None and where[0] not in lines:
+            lines.append(where[0])
+    return tuple(lines), Cut(edges=edges, lines=tuple(lines)), "reset"
+
+
+def assigned_now(step: RecordedStep, line: Line) -> frozenset[int]:
+    """The nodes this call assigned at ``line`` (where a state is stored on a module)."""
+    return frozenset(key for key, (node, at) in step.rec.assigned.items()
+                     if at == line and at.span == line.span
+                     and node._sequence_nr() >= step.rec.marks[-1])
+
+
+def reads_own(step: RecordedStep, now: frozenset[int], lines: tuple[Line, ...]) -> bool:
+    """Whether a line of ``lines`` also hands a module what this call stored (``now``): a
+    cut written there cuts the call's own state too (an alignment kept between decoding
+    steps)."""
+    for key in now:
+        for entry in step.rec.handed.get(key, ()):
+            if entry[2] and entry[2][0] in lines:
+                return True
+    return False
+
+
+def _reset_edit(step: RecordedStep, node: Any) -> tuple[Line, Edit] | None:
+    """``(line, edit)`` that sets the attribute where the previous call stored ``node`` back
+    to ``None`` at the start of the step, when it was ``None`` before the step first stored a
+    graph there (a memory made lazily: each call then runs as the first did) and the step's
+    code can name its module."""
+    stored = _stored(step, node)
+    if stored is None or not step.rec.first_none.get((id(stored[0]), stored[1])):
+        return None
+    module, name, owner = stored
+    return reset_at_start(step.function, step.namespace, owner, module, name)
+
+
+def state_assignable(step: RecordedStep, line: Line) -> bool:
+    """Whether cutting the value assigned at ``line`` (a state stored on a module) in this
+    call changes no gradient of what the optimizers step: this call's losses do not train
+    anything through it."""
+    now = assigned_now(step, line)
+    cut = Cut(dead=now)
+    return step.prover.keeps_training(cut) and step.prover.spares_gradients(cut)
+
+
+def state_readers(step: RecordedStep, node: Any
+                  ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
+    """The lines that read the state ``node`` made by an earlier call, and the edits that
+    cut it there (each call's own gradients kept), when every one is known: the step's own
+    lines that hand it to a module, else every operation that reads it."""
+    rec = step.rec
+    reads = rec.old_reads.get(id(node))
+    lines = list(reads[1]) if reads is not None and reads[0] is node else []
+    edits = [_handed_edit(step, node, line) for line in lines]
+    if lines and None not in edits:
+        return tuple(lines), tuple(dict.fromkeys(edits))  # type: ignore[arg-type]
+    readers = rec.old_readers.get(id(node))
+    if readers is None or readers[0] is not node or not readers[1]:
+        return None
+    edits = [None if at is None else cut_operand(line, at) for line, at in readers[1]]
+    if None in edits:
+        return None
+    return (tuple(dict.fromkeys(line for line, _ in readers[1])),
+            tuple(dict.fromkeys(edits)))  # type: ignore[arg-type]
+
+
+def reset_text(module: Any, name: str, owner: str, *, first_none: bool = False) -> str:
+    """``reset or recompute model.attention.key each step (model.attention.reset_mem())``;
+    ``first_none``: with the reset the edit writes (it was ``None`` before the first call)."""
+    methods = sorted(m for m in dir(type(module)) if m.startswith("reset")
+                     and callable(getattr(type(module), m, None)))
+    how = f" ({', '.join(f'{owner}.{m}()' for m in methods)})" if methods else ""
+    text = f"reset or recompute {owner}.{name} at the start of each step{how}"
+    if first_none:
+        text += (f"; it was None before the first call, so {owner}.{name} = None as the "
+                 f"step's first line runs each call as the first ran")
+    return text
+
+
+def _handed_edit(step: RecordedStep, node: Any, line: Line) -> Edit | None:
+    """The cut of the argument by which the call at ``line`` was handed ``node``."""
+    return cut_argument(line, step.rec.arguments.get((id(node), line.path, line.number,
+                                                      line.span)))
+
+
+def _stored(step: RecordedStep, node: Any) -> tuple[Any, str, str] | None:
+    """``(module, attribute, module's name)`` where the previous call stored ``node``."""
+    entry = step.rec.assigned.get(id(node))
+    if entry is None or entry[0] is not node:
+        return None
+    modules = {id(m): m for root in step.rec.names.roots for m in root.modules()}
+    for key, at in step.rec.lines.items():
+        if key[0] == "assign" and at == entry[1] and key[1] in modules:
+            module = modules[key[1]]
+            return module, key[2], step.rec.names.modules.get(key[1], type(module).__name__)
+    return None
+
+
+def check(step: RecordedStep) -> Found:
+    """The rule: graph carried into the second call, one finding per entry into the old graph
+    (shared by every loss that reaches it)."""
+    carried: dict[tuple[int, int], CarriedGraph] = {}
+    if step.rec.threads:
+        return {"carried": []}  # numbered by another thread's counter: not checked (a note)
+    for name in step.searches:
+        for key, found in find_carried(step, name):
+            carried.setdefault(key, found)
+    return {"carried": list(carried.values())}

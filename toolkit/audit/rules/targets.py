@@ -1,0 +1,573 @@
+"""Targets computed from the parameters being trained: the TD target, pseudo-label or baseline
+that the optimizer's own parameters reach without a cut.
+
+A regression or TD loss compares a prediction with a target; semi-gradient methods treat the
+target as a constant (Sutton & Barto 2018, §9.3; Mnih et al. 2015). When both sides of the
+comparison reach a tensor the loss's optimizer steps, and the target side passes no cut,
+gradient also flows through the target: a double DQN whose target network *is* the policy
+network, a target computed from the online network without ``no_grad`` (datawhalechina/easy-rl#117).
+The same holds for a soft target or pseudo-label made by the model being trained, and for the
+weight of a log-probability (``log π · (R − V)``) when ``V`` is trained by the same optimizer
+(astariul/encode-attend-navigate-pytorch#2).
+
+Comparisons are found by structure (issue 62), in the *head* of the loss (reached from the
+loss through sums, means, ``+``/``−``, products with constants, negation, square roots and
+views only):
+
+- a loss function of two inputs: ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``,
+  ``l1_loss``, ``binary_cross_entropy(_with_logits)`` with a soft target;
+- a difference under an even function, through any chain of them and of sums, constant
+  factors, roots, clamps and ``relu``: ``(a - b) ** 2``, ``(a - b).abs()``, ``(a - b) * (a -
+  b)``, ``(target - pred).abs().pow(2)``, ``torch.norm(a - b)``, a Huber written with
+  ``torch.where`` (the two sides of the ``-``);
+- a product ``x * g`` whose factor ``g`` is computed from ``x`` through a difference: a
+  surrogate gradient meant as a constant (score distillation's ``(x * g).sum()`` with ``g =
+  w (ε̂(x_t) − ε)``, Poole et al. 2022): ``g`` is the target;
+- a product of two tensors with a graph, one of which is a log-probability (``log_softmax``,
+  ``log``, ``log_sigmoid``, ``Categorical.log_prob``): cross-entropy to a soft target
+  (``F.cross_entropy`` with probabilities, ``F.kl_div``) and score-function terms
+  ``log π · A``. The other factor is the target or weight. An entropy is no target: ``p ·
+  log p`` where both factors are functions of one distribution, meeting before either passes
+  a layer with parameters or selects rows of a batch (``-(p * p.log()).sum()``,
+  ``-(F.log_softmax(z) * F.softmax(z)).sum(1)``, ``Categorical(probs=p).entropy()``). A
+  target comes from another forward: another input (a pseudo-label from a weak view), another
+  part of a batch, another network (a teacher), another head (a critic's value).
+
+Of a comparison's two sides, the target is the one that reaches none of the stepped tensors
+when the other does, whatever the argument order (``nn.MSELoss()(target, prediction)``); when
+both do, for ``a - b`` the side computed by arithmetic on a network's output (``r + γ max
+Q(s')``, in either order), else the loss's own convention. A loss that also pushes pairs of
+the same tensors apart (a contrastive loss's ``relu(m - d) ** 2``, Hadsell et al. 2006)
+trains both sides by design: none of its comparisons is a target.
+
+Two more forms (issue 53):
+
+- **A target bootstrapped from other rows of the same forward.** When both sides of a
+  comparison come from one forward pass, the side computed by arithmetic on *other rows* of
+  it (a selection on the way: ``values[1:]``, a bootstrap value ``values[-1]``) is a target:
+  V-trace's ``v_s`` built with importance weights from ``values`` (Espeholt et al. 2018, whose
+  reference code computes it under ``no_grad``), GAE's returns ``A + V`` from a critic's
+  values, a TD target from the next states of one batch. The critic is then trained through
+  its own target. A side that is no arithmetic, or reaches the shared forward only without a
+  selection, is a centring or a statistic (``(y - y.mean(0)) ** 2``, a total-variation
+  ``img[1:] - img[:-1]``), never a target.
+- **A symmetric self-distillation loss with no stop-gradient.** A cosine similarity
+  (``F.cosine_similarity``, ``nn.CosineSimilarity``, or a product of two ``F.normalize``) in
+  the head of the loss, both sides reaching the same stepped tensors: SimSiam's and BYOL's
+  ``D(p, z)`` without ``z.detach()`` or a target network, which collapses (Chen & He 2021,
+  §4.1). The target is the side the other is computed from (``p = h(z)``), else the second
+  argument; each term's cut joins the one fix.
+
+Not recognised: a comparison deeper in the graph than the loss's head (a hand-written
+variance), margins and contrastive losses (a similarity matrix through ``matmul``). Residual-
+gradient methods want the gradient through the target: ``audit_step(...,
+allow_trained_target=True)`` accepts it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from toolkit.audit.findings import TrainedTarget
+from toolkit.audit.fixes.location import shape_text, target_cut
+from toolkit.audit.rules.graph import Graph
+from toolkit.audit.rules.labels import VIEWS, owners
+from toolkit.lens.backward_graph import is_cut_marker, node_label
+
+if TYPE_CHECKING:
+    from toolkit.audit.rules.recorded import Found, RecordedStep
+
+__all__ = ["check", "find_trained_targets", "target_edges"]
+
+_COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss",
+                      "BinaryCrossEntropyWithLogits", "BinaryCrossEntropy", "SoftMarginLoss"})
+#: even functions of a difference: a distance
+_EVEN = frozenset({"Pow", "Abs", "Square", "LinalgVectorNorm", "Norm", "Cosh"})
+#: what may lie between an even function and the difference it measures: sums and means of
+#: several distances, constant factors, roots, clamps and views (``((a - b) ** 2).sum(1).sqrt()``)
+_UNDER_EVEN = frozenset({"Sqrt", "Sum", "Mean", "Add", "Neg", "Mul", "Div", "Clamp", "ClampMin",
+                         "ClampMax", "Where", "Log1p", "Relu", "Rsub"}) | VIEWS
+#: nodes the head of a loss passes on to each input: sums and means, signs and constant
+#: factors, selections, and an elementwise min or max of two terms (PPO's clipped surrogate,
+#: ``torch.min(ratio * adv, ratio.clamp(1 - e, 1 + e) * adv)``: each term is the loss's)
+_HEAD = frozenset({"Mean", "Sum", "Add", "Sub", "Neg", "Mul", "Div", "Squeeze", "Unsqueeze",
+                   "Select", "Index", "Clamp", "Where", "Stack", "Cat", "Minimum",
+                   "Maximum", "Sqrt", "Rsub"}) | VIEWS
+#: products of two tensors: elementwise, or a dot product (a surrogate's ``torch.dot(y, g)``)
+_PRODUCTS = frozenset({"Mul", "Dot", "Vdot"})
+_LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
+_TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
+                         "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
+_MAX_HEAD = 64
+_COSINE = "a cosine similarity of two views, neither side cut"
+_BOOTSTRAP = "a target bootstrapped from other rows of the same forward"
+_TO_NORM = frozenset({"Clone", "ClampMin", "Clamp", "Expand", "Unsqueeze"}) | VIEWS
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Max", "Amax", "Maximum", "Minimum"})
+
+
+def _label(node: Any) -> str:
+    return node_label(node)
+
+
+def _inputs(node: Any) -> list[Any]:
+    return [n for n, _ in node.next_functions if n is not None]
+
+
+def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None, int]]:
+    """``(chain to the comparison, comparison node, form, index of the target input, sign)``
+    for the comparisons in the head of the loss; ``sign`` is ``-1`` where the loss grows as
+    the comparison's value does not (``-d``, ``relu(m - d)``: a pair pushed apart).
+
+    A comparison is found by structure: a loss function of two inputs (:data:`_COMPARE`); a
+    difference ``a - b`` under an even function, reached through any chain of them, sums and
+    constant factors (``(a - b) ** 2``, ``(a - b).abs().pow(2)``, ``torch.norm(a - b)``, a
+    Huber written by hand); a product of two tensors with a graph (a cosine, a soft
+    cross-entropy or KL, a score-function term, a surrogate ``(x * g).sum()``)."""
+    nodes = graph.search.nodes
+    found = []
+    queue = deque([([nodes[r]], False, 1) for r in dict.fromkeys(graph.roots)])
+    seen: set[tuple[int, bool, int]] = set()
+    while queue and len(seen) < _MAX_HEAD:
+        chain, distance, sign = queue.popleft()
+        node = chain[-1]
+        if (id(node), distance, sign) in seen:
+            continue
+        seen.add((id(node), distance, sign))
+        label, inputs = _label(node), _inputs(node)
+        if label in _COMPARE and len(inputs) == 2:
+            found.append((chain, node, label, 1, sign))
+            continue
+        if label == "Sub" and distance and len(inputs) == 2:
+            found.append((chain, node, _distance_form(chain), None, sign))
+            continue
+        if label in _EVEN and len(inputs) == 1:
+            queue.append(([*chain, inputs[0]], True, sign))
+            continue
+        if label in _PRODUCTS and len(inputs) == 2:
+            if inputs[0] is inputs[1]:
+                if _label(inputs[0]) == "Sub":
+                    found.append(([*chain, inputs[0]], inputs[0], "(a - b) * (a - b)", None,
+                                  sign))
+                else:
+                    queue.append(([*chain, inputs[0]], True, sign))  # a square: even
+                continue
+            if all(_normalised(n) for n in inputs):
+                found.append((chain, node, _COSINE, 1, sign))
+                continue
+            found.append((chain, node, "product", None, sign))
+            continue
+        if label == "Div" and len(inputs) == 2:
+            continue  # divided by something with a graph: a density's term, not a loss's
+        if label in _HEAD or (distance and label in _UNDER_EVEN):
+            for i, (child, _) in enumerate(node.next_functions):
+                if child is not None and not is_cut_marker(child):
+                    flip = label in ("Neg", "Rsub") or (label == "Sub" and i == 1)
+                    queue.append(([*chain, child], distance, -sign if flip else sign))
+    return found
+
+
+def _repelling(graph: Graph, forms: list[tuple[list[Any], Any, str, int | None, int]],
+               stepped: set[int]) -> set[int]:
+    """The comparison nodes of a metric-learning loss: those whose two sides share stepped
+    tensors with a comparison the loss pushes apart (a contrastive loss's ``relu(m - d)``,
+    a triplet's negative): pulling pairs together while pushing others apart trains both
+    sides by design, and no side is a target."""
+    shared: dict[int, set[int]] = {}
+    apart: set[int] = set()
+    for _, node, form, _, sign in forms:
+        if form == "product" or len(_inputs(node)) != 2:
+            continue
+        left, right = (_stepped_below(graph, n, stepped)[0] for n in _inputs(node))
+        shared[id(node)] = left & right
+        pull = -sign if form == _COSINE else sign
+        if pull < 0:
+            apart |= left & right
+    return {key for key, found in shared.items() if found & apart}
+
+
+def _distance_form(chain: list[Any]) -> str:
+    """The name of a difference's distance: ``(a - b) ** 2`` and ``|a - b|`` as before, else
+    the even functions above it (``|a - b| ** 2``, ``‖a - b‖``)."""
+    above = [_label(n) for n in chain[:-1] if _label(n) in _EVEN]
+    if above == ["Pow"]:
+        return "(a - b) ** 2"
+    if above == ["Abs"]:
+        return "|a - b|"
+    return f"a distance of a - b ({' of '.join(above) or 'a square'})"
+
+
+def _normalised(node: Any) -> bool:
+    """Whether ``node`` divides a tensor by its norm (``F.cosine_similarity``'s two factors,
+    ``F.normalize``): a ``Div`` whose divisor is a vector norm through clamps, clones and
+    views."""
+    inputs = _inputs(node)
+    if _label(node) != "Div" or len(inputs) != 2:
+        return False
+    divisor = inputs[1]
+    for _ in range(4):
+        if _label(divisor) in ("LinalgVectorNorm", "Norm"):
+            return True
+        if _label(divisor) not in _TO_NORM or not _inputs(divisor):
+            return False
+        divisor = _inputs(divisor)[0]
+    return False
+
+
+def _log_node(graph: Graph, start: Any) -> Any | None:
+    """The log-probability node ``start`` is computed from through index, sum and arithmetic
+    ops (at most 8 nodes down, not through any module's output), or ``None``."""
+    queue = deque([(start, 0)])
+    seen: set[int] = set()
+    while queue:
+        node, depth = queue.popleft()
+        if id(node) in seen or depth > 8:
+            continue
+        seen.add(id(node))
+        label = _label(node)
+        if label in _LOGS:
+            return node
+        if label in _TOWARD_LOG:
+            queue.extend((n, depth + 1) for n in _inputs(node) if not is_cut_marker(n))
+    return None
+
+
+def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int], set[int]]:
+    """``(ids of stepped tensors reached from node, ids of the nodes met)``, cuts respected."""
+    nodes = graph.search.nodes
+    met = graph.reach([id(node)]) if id(node) in nodes else set()
+    found = {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
+    return found & stepped, met
+
+
+def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped: set[int]
+           ) -> tuple[str, Any, Any] | None:
+    """``(form, target or weight side, the node that reads it)`` of one form, or ``None``
+    when it is no target.
+
+    Of a comparison's two sides, the target is the one that reaches no stepped tensor when the
+    other does (``MSELoss()(target, prediction)`` in either order); when both or neither do,
+    the loss's own convention decides (``mse_loss(input, target)``; for ``a - b`` the side
+    computed by arithmetic on a network's output, ``r + γ max Q(s')``). When both sides come
+    from one forward pass, only a side computed by arithmetic on *other rows* of that forward
+    (a selection on the way: ``values[1:]``, a bootstrap value ``values[-1]``) is a target:
+    V-trace's ``v_s``, GAE's returns, a TD target from the next states of one batch; anything
+    else is a centring or a batch statistic. Of a cosine similarity's two sides (SimSiam's
+    ``D(p, z)``), the target is the side the other is computed from (``p = h(z)``), else the
+    second argument.
+    """
+    inputs = _inputs(node)
+    if len(inputs) != 2:
+        return None
+    nodes = graph.search.nodes
+    if form == _COSINE:
+        sides = [_inputs(n)[0] for n in inputs]
+        left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in sides)
+        reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        if reaches[0] != reaches[1]:
+            side = 0 if reaches[1] else 1
+        else:
+            side = 0 if id(sides[0]) in right and id(sides[1]) not in left else 1
+        return form, sides[side], inputs[side]
+    if form != "product":
+        left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs)
+        forward = {k for k in left & right if getattr(nodes[k], "variable", None) is None}
+        if forward:  # one forward gives both sides
+            arithmetic = [_arithmetic(n) for n in inputs]
+            if arithmetic[0] == arithmetic[1]:
+                return None  # a centring, a batch statistic, a difference of rows
+            side = arithmetic.index(True)
+            if not _bootstrapped(inputs[side], forward):
+                return None
+            return f"{_BOOTSTRAP} ({form})", inputs[side], node
+        reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        if reaches[0] != reaches[1]:
+            side = 0 if reaches[1] else 1
+        else:
+            side = target_index if target_index is not None else _target_side(inputs)
+        return form, inputs[side], node
+    logs = [_log_node(graph, n) for n in inputs]
+    if logs[0] is None and logs[1] is None:
+        found = _surrogate(graph, inputs)
+        return None if found is None else (*found, node)
+    weight = 1 if logs[0] is not None else 0
+    log = logs[1 - weight]
+    if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
+        return None  # p · log p: an entropy, the weight is the distribution itself
+    if _same_distribution(log, inputs[weight]):
+        return None  # p · log p computed apart (softmax and log_softmax of the same logits)
+    if id(log) in nodes and not _leaves(graph, graph.reach([id(log)])) & stepped:
+        # the log-probability trains nothing this loss steps: no score-function term, the
+        # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
+        return None
+    return "a log-probability times a weight that carries gradient", inputs[weight], node
+
+
+def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
+    """A product ``x * g`` (or ``torch.dot(x, g)``) in the head of the loss whose factor
+    ``g`` is a surrogate gradient the loss means as a constant, ``(form, g)``, or ``None``:
+
+    - ``g`` computed from ``x`` through a difference (score distillation's ``w · (ε̂(x) −
+      ε)``, Poole et al. 2022; a residual ``2 (x − y)``);
+    - ``g`` computed by another forward of the same tensors, from at least twice as much of
+      it as ``x`` (the two share no node): a gradient cached from a first pass, kept with its
+      graph (Gao et al. 2021, GradCache, which caches it without one).
+
+    A factor computed from the other by arithmetic alone (``x * (A @ x)``, a quadratic form;
+    ``x * x.sigmoid()``), two factors of one forward (a gate times an expert's output), or two
+    alike (``z1 · z2``) compare nothing: no target.
+    """
+    nodes = graph.search.nodes
+    reach = [graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs]
+    for side in (0, 1):
+        other = inputs[1 - side]
+        if id(other) not in reach[side] or id(inputs[side]) in reach[1 - side]:
+            continue
+        between = reach[side] - graph.reach([id(other)])
+        if any(_label(nodes[k]) in ("Sub", "Rsub") for k in between if k in nodes):
+            return "a product with a surrogate gradient computed from the other factor", \
+                inputs[side]
+    inner = [{k for k in r if getattr(nodes[k], "variable", None) is None} for r in reach]
+    if inner[0] & inner[1] or not _leaves(graph, reach[0]) & _leaves(graph, reach[1]):
+        return None  # one forward, or no stepped tensor in common
+    for side in (0, 1):
+        if len(inner[side]) >= 2 * max(1, len(inner[1 - side])):
+            return "a product with a surrogate gradient from another forward", inputs[side]
+    return None
+
+
+def _arithmetic(node: Any) -> bool:
+    """Whether ``node`` (past views) is arithmetic: ``r + γ · V(s')``, ``A + V``."""
+    while _label(node) in VIEWS and _inputs(node):
+        node = _inputs(node)[0]
+    return _label(node) in _ARITHMETIC
+
+
+def _bootstrapped(start: Any, forward: set[int]) -> bool:
+    """Whether ``start`` reaches a node of the shared forward ``forward`` (node ids) through a
+    selection of rows (``values[1:]``, ``values[-1]``, a chunk of the batch): a target
+    bootstrapped from other rows, not a statistic of the same ones."""
+    queue = deque([(start, False)])
+    seen: set[tuple[int, bool]] = set()
+    while queue:
+        node, selected = queue.popleft()
+        if (id(node), selected) in seen:
+            continue
+        seen.add((id(node), selected))
+        if id(node) in forward:
+            if selected:
+                return True
+            continue  # reached the shared forward with no selection: a selection inside it
+            # (a generator's own slices) selects no other rows for this side
+        below = selected or _label(node) in _SELECTS
+        queue.extend((n, below) for n in _inputs(node) if not is_cut_marker(n))
+    return False
+
+
+def _leaves(graph: Graph, met: set[int]) -> set[int]:
+    """``id`` of the tensors whose leaf nodes are among the node ids ``met``."""
+    nodes = graph.search.nodes
+    return {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
+
+
+def _reads_a_leaf(node: Any) -> bool:
+    """Whether ``node`` reads a stored tensor (a parameter) directly or through a view: the
+    layer that computes a distribution's parameters."""
+    for child in _inputs(node):
+        if getattr(child, "variable", None) is not None:
+            return True
+        if _label(child) in VIEWS and any(getattr(c, "variable", None) is not None
+                                          for c in _inputs(child)):
+            return True
+    return False
+
+
+_SELECTS = frozenset({"Split", "SplitWithSizes", "Slice", "Select", "Index", "Unbind",
+                      "Narrow", "Gather", "IndexSelect"})
+
+
+def _distribution(start: Any) -> set[tuple[int, int]]:
+    """The edges ``(node, output)`` from ``start`` down through parameter-free ops (softmax,
+    log, clamp, normalisation), ending at the first layer that reads a parameter or the first
+    selection of rows (a slice, a chunk, an index: another part of a batch is another
+    distribution)."""
+    seen: set[int] = set()
+    edges: set[tuple[int, int]] = set()
+    queue = deque([start])
+    while queue and len(seen) < _MAX_HEAD:
+        node = queue.popleft()
+        if id(node) in seen or getattr(node, "variable", None) is not None:
+            continue
+        seen.add(id(node))
+        if _reads_a_leaf(node) or (node is not start and _label(node) in _SELECTS):
+            continue
+        for child, nr in node.next_functions:
+            if child is not None and not is_cut_marker(child):
+                edges.add((id(child), nr))
+                queue.append(child)
+    return edges
+
+
+_FAMILY = {"Softmax": "softmax", "LogSoftmax": "softmax", "Sigmoid": "sigmoid",
+           "LogSigmoid": "sigmoid"}
+#: what leaves a distribution what it is: views, clamps, a sign, a temperature
+_SCALE = frozenset({"Clone", "Clamp", "ClampMin", "ClampMax", "Neg", "Mul", "Div"}) | VIEWS
+
+
+def _strip(node: Any, nr: int = 0) -> tuple[int, int, bool]:
+    """``(id of the node under views, clamps, temperatures and signs, which of its outputs,
+    whether the sign was flipped)``: ``softmax(z / T)`` and ``log_softmax(z)`` read the same
+    ``z``; two chunks of one tensor are two outputs of one node, two inputs."""
+    flipped = False
+    for _ in range(8):
+        inputs = [(n, k) for n, k in node.next_functions if n is not None]
+        if _label(node) not in _SCALE or len(inputs) != 1:
+            break
+        flipped ^= _label(node) == "Neg"
+        node, nr = inputs[0]
+    return id(node), nr, flipped
+
+
+def _families(start: Any) -> set[tuple[str, tuple[int, int, bool]]]:
+    """The distributions ``start`` is a parameter-free function of: ``(family, its input)``
+    for each softmax or sigmoid (or their logs) met going down, and ``("prob", start)``
+    itself; a selection of the same rows (``gather``) is passed, a layer is not."""
+    found = {("prob", _strip(start))}
+    queue, seen = deque([start]), set()
+    while queue and len(seen) < 16:
+        node = queue.popleft()
+        if id(node) in seen or getattr(node, "variable", None) is not None:
+            continue
+        seen.add(id(node))
+        label = _label(node)
+        edges = [(n, k) for n, k in node.next_functions if n is not None]
+        if label in _FAMILY and edges:
+            found.add((_FAMILY[label], _strip(*edges[0])))
+            continue
+        if _reads_a_leaf(node):
+            continue
+        queue.extend(n for n, _ in edges if not is_cut_marker(n))
+    return found
+
+
+def _same_distribution(log: Any, weight: Any) -> bool:
+    """Whether a log-probability and its weight describe one distribution: the weight is
+    what the log is taken of (``-(p * p.log()).sum()``, ``Categorical(probs=p).entropy()``),
+    or both are a softmax (a sigmoid) and its log of the same input, up to a temperature and
+    a sign (``-(F.log_softmax(z) * F.softmax(z)).sum(1)``, a focal loss's ``(1 - p) ** γ ·
+    log p``). An entropy or a focusing weight, not a target.
+
+    Two functions of the same scores through *different* distributions are no entropy: a
+    self-adversarial weight ``softmax(α · s)`` over negatives times each negative's
+    ``log σ(−s)`` (Sun et al. 2019, RotatE, eq. 5, where the weight is a constant). Nor
+    are the distributions of two parts of a batch (a pseudo-label from a weak view): a
+    selection of other rows is another input."""
+    if (id(weight), 0) in _distribution(log):
+        return True
+    start = _inputs(log)[0] if _label(log) == "Log" and _inputs(log) else log
+    return bool(_families(start) & _families(weight))
+
+
+def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
+    """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
+    of the loss's head: the paths no stepped tensor should be trained by."""
+    removed = set()
+    forms = _forms(graph)
+    metric = _repelling(graph, forms, stepped)
+    for _, node, form, target_index, _ in forms:
+        if id(node) in metric:
+            continue
+        found = _sides(graph, node, form, target_index, stepped)
+        if found is not None:
+            removed.add((id(found[2]), id(found[1])))
+    return removed
+
+
+def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
+    """The trained targets of one loss (see the module's docstring), each with the proved cut
+    that removes it (:func:`toolkit.audit.fixes.location.target_cut`) when one is found."""
+    graph, label, stepped = step.graphs[loss], step.label, set(step.stepped[loss])
+    names = label.rec.names
+    merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
+    by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
+    forms = _forms(graph)
+    metric = _repelling(graph, forms, stepped)
+    for chain, node, form, target_index, _ in forms:
+        if id(node) in metric:
+            continue
+        found = _sides(graph, node, form, target_index, stepped)
+        if found is None:
+            continue
+        form, target, reader = found
+        if form.startswith("a log-probability"):
+            shared, _ = _stepped_below(graph, target, stepped)
+        else:
+            left, right = (_stepped_below(graph, n, stepped)[0] for n in _inputs(node))
+            shared = left & right
+        if not shared:
+            continue
+        what, shape = label.tensor(target, node)
+        params = tuple(sorted(names.tensors.get(i, f"<tensor {i}>") for i in shared))
+        # one target read by several terms (a Huber written by hand reads ``a - b`` in two
+        # branches) or several terms of one form: one finding
+        key = by_target.setdefault((id(target), params), (form, params))
+        cut = target_cut(step, step.prover, loss, reader, target, shared)
+        if key in merged:  # another term of the same form: its cut joins the fix
+            before = merged[key]
+            edits = () if cut is None or None in cut.edits or not before.edits else tuple(
+                dict.fromkeys((*before.edits, *cut.edits)))
+            lines = before.lines if cut is None else tuple(
+                dict.fromkeys((*before.lines, *cut.lines)))
+            more = [] if cut is None else [t for t in cut.texts if t not in before.fix]
+            fix = before.fix if not more else before.fix.replace(
+                " (behind it:", f"; and {'; and '.join(more)} (behind it:", 1)
+            merged[key] = dataclasses.replace(before, terms=before.terms + 1, lines=lines,
+                                              edits=edits, fix=fix)  # type: ignore[arg-type]
+            continue
+        behind = owners(list(params))
+        if cut is None:
+            fix = (f"cut the target ({what}{shape_text(shape)}, where {label(node)} reads it; "
+                   f"behind it: {behind}); no single cut at a line of the step's code was "
+                   "proved to keep every stepped tensor trained, so cut it where it is "
+                   "computed, under torch.no_grad() or with .detach()")
+        else:
+            fix = f"cut the target: {cut.texts[0]} (behind it: {behind}): {cut.options}"
+        if form == _COSINE:
+            fix += ("; with no stop-gradient on either side the two views can agree by "
+                    "collapsing to a constant (SimSiam, Chen & He 2021, §4.1)")
+        elif form.startswith(_BOOTSTRAP):
+            fix += ("; a critic trained through its own target also moves the target "
+                    "(V-trace and GAE returns are constants of the value loss: compute them "
+                    "under torch.no_grad())")
+        fix += ("; if the gradient through it is meant (residual gradient), audit with "
+                "allow_trained_target=True")
+        merged[key] = TrainedTarget(
+            loss=loss, optimizer=step.optimizer_of[loss], form=form,
+            target=f"{what}{shape_text(shape)}", parameters=params,
+            path=tuple(label(n) for n in [*chain, *([reader] if reader is not node else []),
+                                          target]), fix=fix,
+            lines=() if cut is None else cut.lines,
+            edits=() if cut is None or None in cut.edits else tuple(
+                dict.fromkeys(cut.edits)))  # type: ignore[arg-type]
+    return list(merged.values())
+
+
+def _target_side(inputs: list[Any]) -> int:
+    """Of the two sides of ``a - b``, in either order: the one computed by arithmetic on a
+    network's output (``r + γ · max Q(s')``, not the reduction ``max Q(s)`` itself), else
+    the second."""
+    def arithmetic(node: Any) -> bool:
+        while _label(node) in VIEWS and _inputs(node):
+            node = _inputs(node)[0]
+        return _label(node) in ("Add", "Sub", "Mul", "Maximum", "Minimum")
+
+    first, second = (arithmetic(n) for n in inputs)
+    return 0 if first and not second else 1
+
+
+def check(step: RecordedStep) -> Found:
+    """The rule: each loss's trained targets (none when ``allow_trained_target=True``)."""
+    if step.allow_trained_target:
+        return {}
+    return {"targets": [t for name in step.graphs for t in find_trained_targets(step, name)]}

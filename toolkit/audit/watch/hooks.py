@@ -1,0 +1,114 @@
+"""The hooks a watch needs, installed for the run and removed after it: ``torch.autograd.backward``
+(which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
+all call), ``torch.autograd.grad``, the global optimizer step hooks, ``zero_grad`` of optimizers
+and modules, ``Tensor.detach`` and optimizer construction. The module forward hook is the
+watch's own (on only around audited iterations). In a process the script forked, every hook
+stands aside: the watch and its stop belong to the process that started it."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+from toolkit.audit.watch.session import Watch
+
+__all__ = ["installed"]
+
+
+def _patch(owner: object, name: str, make, undo: list) -> None:
+    had = name in vars(owner)
+    old = getattr(owner, name)
+    setattr(owner, name, make(old))
+    undo.append((owner, name, old if had else None))
+
+
+@contextlib.contextmanager
+def installed(watch: Watch) -> Iterator[Watch]:
+    """Every hook of ``watch`` installed inside the block, all removed after it."""
+    undo: list = []
+
+    def backward(old):
+        @functools.wraps(old)
+        def wrapper(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+                    grad_variables=None, inputs=None):
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            ins = None if inputs is None else (
+                [inputs] if isinstance(inputs, torch.Tensor) else list(inputs))
+            state = watch.backward(roots, ins) if watch.here() else None
+            kwargs = {} if grad_variables is None else {"grad_variables": grad_variables}
+            out = old(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs,
+                      **kwargs)
+            if state is not None:
+                watch.after_backward(state)
+            return out
+        return wrapper
+
+    def grad(old):
+        @functools.wraps(old)
+        def wrapper(*args, **kwargs):
+            if watch.here():
+                watch.grad_called()
+            return old(*args, **kwargs)
+        return wrapper
+
+    def zero_grad(old, params):
+        @functools.wraps(old)
+        def wrapper(self, *args, **kwargs):
+            if watch.here():
+                watch.zero_grad(list(params(self)))
+            return old(self, *args, **kwargs)
+        return wrapper
+
+    def detach(old):
+        @functools.wraps(old)
+        def wrapper(self):
+            if watch.here():
+                watch.detached(self)
+            return old(self)
+        return wrapper
+
+    def built(old):
+        @functools.wraps(old)
+        def wrapper(self, *args, **kwargs):
+            old(self, *args, **kwargs)
+            if watch.here() and not any(o is self for o in watch.optimizers):
+                watch.optimizer_built(self)
+        return wrapper
+
+    _patch(torch.autograd, "backward", backward, undo)
+    _patch(torch.autograd, "grad", grad, undo)
+    _patch(torch.optim.Optimizer, "zero_grad", lambda old: zero_grad(
+        old, lambda o: (p for g in o.param_groups for p in g["params"])), undo)
+    _patch(nn.Module, "zero_grad", lambda old: zero_grad(old, nn.Module.parameters), undo)
+    _patch(torch.Tensor, "detach", detach, undo)
+    _patch(torch.optim.Optimizer, "__init__", built, undo)
+    def before_step(opt, args, kwargs) -> None:
+        if watch.here():
+            watch.step(opt)
+
+    def after_step(opt, args, kwargs) -> None:
+        if watch.here():
+            watch.stepped(opt)
+
+    handles = [register_optimizer_step_pre_hook(before_step),
+               register_optimizer_step_post_hook(after_step)]
+    watch._want_module_hook()
+    try:
+        yield watch
+    finally:
+        for h in handles:
+            h.remove()
+        watch.close()
+        for owner, name, old in reversed(undo):
+            if old is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, old)

@@ -1,0 +1,88 @@
+"""Which backward call's gradient sits in each tensor's ``.grad``: the ledger the watch keeps
+between ``backward()``, ``zero_grad()`` and ``optimizer.step()``, read from ``.grad`` itself
+(what changed in a backward, what was cleared before a step), never from names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from toolkit.audit.watch.frames import Site
+
+__all__ = ["Ledger", "Source"]
+
+
+@dataclass(eq=False)
+class Source:
+    """One ``backward()`` call (or, ``index == -1``, whatever ``.grad`` held when the watch began
+    to look): where the user called it, its loss's text, its iteration, and the step event it
+    is paired with: the first ``optimizer.step()`` after it that steps a tensor it wrote."""
+
+    index: int
+    site: Site | None
+    label: str
+    iteration: int
+    step: int | None = None
+    wrote: set[int] = field(default_factory=set)
+
+
+def _empty(grad: torch.Tensor | None) -> bool:
+    return grad is None or (grad.layout == torch.strided and not bool(grad.any()))
+
+
+class Ledger:
+    """Per tensor (by ``id``), the sources whose gradient its ``.grad`` holds now, and those
+    cleared from it since it was last stepped."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, list[Source]] = {}
+        self.cleared: dict[int, list[Source]] = {}
+        self.tensors: dict[int, torch.Tensor] = {}
+        self.wasted: list[tuple[Source, int]] = []   # (source, tensor) cleared unused
+
+    def observe(self, tensor: torch.Tensor, iteration: int, stepped_since: dict[int, int],
+                stepped_at: dict[int, int] | None = None,
+                cleared_at: dict[int, int] | None = None) -> None:
+        """Bring the tensor's entry up to date with its ``.grad``: cleared when it is ``None`` or
+        zero; an unknown gradient becomes a source of its own. ``stepped_at`` and ``cleared_at``
+        (every iteration's last step and ``zero_grad`` of each tensor, watched or not) tell an
+        unknown gradient that a step already used, and no ``zero_grad`` cleared since: it is
+        paired with that step, so the next step finds it stale."""
+        key = id(tensor)
+        self.tensors[key] = tensor
+        live = self.live.get(key)
+        if _empty(tensor.grad):
+            if live:
+                for src in live:
+                    if stepped_since.get(key, -1) < src.index:
+                        self.wasted.append((src, key))
+                self.cleared.setdefault(key, []).extend(live)
+                self.live[key] = []
+        elif not live:
+            used = (stepped_at or {}).get(key, -1)
+            if used >= 0 and used > (cleared_at or {}).get(key, -1):
+                self.live[key] = [Source(-1, None, "no zero_grad() cleared it since a step "
+                                         "used it", iteration - 1, step=used)]
+            else:
+                self.live[key] = [Source(-1, None, "gradient already in .grad", iteration - 1)]
+
+    def snapshot(self, tensors: dict[int, torch.Tensor]) -> dict[int, torch.Tensor | None]:
+        return {k: (t.grad.detach().clone() if t.grad is not None else None)
+                for k, t in tensors.items()}
+
+    def record(self, source: Source, tensors: dict[int, torch.Tensor],
+               before: dict[int, torch.Tensor | None]) -> None:
+        """After the backward of ``source``: the tensors whose ``.grad`` it changed."""
+        for key, tensor in tensors.items():
+            old, new = before.get(key), tensor.grad
+            if new is None:
+                continue
+            changed = old is None or old.shape != new.shape or not torch.equal(old, new)
+            if changed and not (old is None and _empty(new)):
+                source.wrote.add(key)
+                self.tensors[key] = tensor
+                self.live.setdefault(key, []).append(source)
+
+    def stepped(self, key: int) -> None:
+        self.cleared.pop(key, None)

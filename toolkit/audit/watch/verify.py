@@ -1,0 +1,234 @@
+"""Every edit is run before it is printed: the script's ``.py`` files are copied, the edit is made
+in the copy, and the copy is audited again in a fresh process from the same seed for the same
+iterations (files it reads are found from the same working folder). The edit holds when the
+finding is gone, nothing new is found, every gradient of every step before the finding's is the
+same (within 1e-6 relative), and at that step the tensors it is not about keep their gradient
+while those it is about get one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from toolkit.audit.watch.edits import ScriptEdit, edited_texts
+from toolkit.audit.watch.findings import KINDS, ScriptFinding
+from toolkit.audit.watch.source import escaped
+
+__all__ = ["close", "load_record", "verify"]
+
+_MAX_FILES = 500
+RTOL = 1e-6
+
+
+def close(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float = RTOL) -> bool:
+    """``a`` and ``b`` equal within ``rtol`` of the larger norm (``None`` counts as zero)."""
+    if a is None or b is None:
+        other = a if b is None else b
+        return other is None or not bool(other.any())
+    if a.shape != b.shape:
+        return False
+    a64, b64 = a.double(), b.double()
+    scale = max(float(a64.norm()), float(b64.norm()))
+    return float((a64 - b64).norm()) <= rtol * scale
+
+
+def _differs(ours: list, theirs: list) -> int | None:
+    """The index of the first gradient that differs, or ``None``. One common positive factor
+    over all of them is allowed: ``clip_grad_norm_`` rescales every gradient by the total norm,
+    which the tensors a fix is about change."""
+    if all(close(a, b) for a, b in zip(ours, theirs)):
+        return None
+    pairs = [(a.double(), b.double()) for a, b in zip(ours, theirs)
+             if a is not None and b is not None and a.shape == b.shape]
+    num = sum(float((a * b).sum()) for a, b in pairs)
+    den = sum(float((b * b).sum()) for _, b in pairs)
+    factor = num / den if den > 0 else 0.0
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if not (factor > 0 and close(a, None if b is None else b * factor)):
+            return i
+    return None
+
+
+def load_record(folder: str) -> tuple[dict, list[dict]]:
+    """A run's ``report.json`` and ``grads.pt`` as written by ``--record`` (read as hostile:
+    plain JSON and tensors only)."""
+    report = json.loads(Path(folder, "report.json").read_text(encoding="utf-8"))
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
+        raise ValueError(f"load_record: {folder!r} holds no report of findings")
+    grads = torch.load(Path(folder, "grads.pt"), weights_only=True)
+    if not isinstance(grads, list):
+        raise ValueError(f"load_record: {folder!r} holds no list of steps")
+    return report, grads
+
+
+def _copy_sources(root: str, into: str) -> None:
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in (
+            "__pycache__", "node_modules", "venv")]
+        for name in filenames:
+            if name.endswith(".py"):
+                n += 1
+                if n > _MAX_FILES:
+                    return
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                os.makedirs(os.path.dirname(os.path.join(into, rel)), exist_ok=True)
+                shutil.copy2(os.path.join(dirpath, name), os.path.join(into, rel))
+
+
+def rerun(script: str, args: list[str], edits: list[ScriptEdit], steps: int, cwd: str,
+          timeout: float | None = None) -> tuple[int, dict | None, list[dict], str]:
+    """The script, with ``edits`` made in copies, audited for ``steps`` iterations in a fresh
+    process started in ``cwd`` with no standard input; returns its exit status, report,
+    gradients and what it printed to stderr.
+
+    The user's files are only read: the script's folder is copied (its ``.py`` files), an edit
+    of a file in it is made in the copy, and an edited module that lives elsewhere (found on
+    ``sys.path``) is written to a file of its own that the rerun imports in its place."""
+    root = os.path.dirname(os.path.abspath(script))
+    with tempfile.TemporaryDirectory(prefix="toolkit-audit-") as tmp:
+        copy = os.path.join(tmp, "src")
+        _copy_sources(root, copy)
+        elsewhere: dict[str, str] = {}
+        for n, (source, text) in enumerate(edited_texts(edits).items()):
+            rel = os.path.relpath(source.path, root)
+            if rel.startswith(os.pardir):
+                target = os.path.join(tmp, "elsewhere", str(n), os.path.basename(source.path))
+                elsewhere[source.path] = target
+            else:
+                target = os.path.join(copy, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(source.encode(text))
+        rec = os.path.join(tmp, "record")
+        mapping = os.path.join(tmp, "elsewhere.json")
+        Path(mapping).write_text(json.dumps(elsewhere), encoding="utf-8")
+        cmd = [sys.executable, "-P", "-m", "toolkit.audit", "--steps", str(steps), "--follow", "0",
+               "--no-verify", "--record", rec, "--edited-elsewhere", mapping,
+               os.path.join(copy, os.path.relpath(os.path.abspath(script), root)), *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              check=False, cwd=cwd, stdin=subprocess.DEVNULL,
+                              errors="replace")
+        if not os.path.exists(os.path.join(rec, "report.json")):
+            return done.returncode, None, [], done.stderr
+        report, grads = load_record(rec)
+        return done.returncode, report, grads, done.stderr
+
+
+def _why_it_did_not_run(script: str, stderr: str) -> str:
+    """The reason a rerun stopped short, from what it printed: stdin it could not read, a
+    standard-library module the script's name shadows, else its last line."""
+    stem = os.path.splitext(os.path.basename(script))[0]
+    if stem in sys.stdlib_module_names:
+        return (f"{escaped(os.path.basename(script))} shadows the standard library's {stem} "
+                f"module (its folder comes first on sys.path): rename the script")
+    if "EOFError" in stderr:
+        return "the script reads standard input, which the rerun closes: give its input " \
+               "as an argument or a file"
+    last = [line for line in stderr.splitlines() if line.strip()][-1:]
+    return escaped(last[0].strip()[:200]) if last else "it printed nothing"
+
+
+_baselines: dict[tuple, list[dict] | None] = {}
+
+
+def _baseline(script: str, args: list[str], steps: int, cwd: str) -> list[dict] | None:
+    """The gradients of the unedited script rerun for ``steps`` iterations, every one audited
+    (one rerun per distinct ``steps`` in a process)."""
+    key = (os.path.abspath(script), tuple(args), steps, cwd)
+    if key not in _baselines:
+        _, report, grads, _ = rerun(script, args, [], steps, cwd)
+        _baselines[key] = grads if report is not None and not report.get("error") else None
+    return _baselines[key]
+
+
+def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
+           grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
+    """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
+    need = max(steps, finding.iteration + 1)
+    try:
+        _, report, theirs, stderr = rerun(script, args, list(finding.edits), need, cwd)
+    except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, SyntaxError) as err:
+        return False, f"the edited script could not be rerun ({escaped(str(err))})"
+    if report is None:
+        return False, ("the edited script did not run to its audited iterations: "
+                       + _why_it_did_not_run(script, stderr))
+    if report.get("error"):
+        why = escaped(str(report["error"]))
+        if "EOFError" in why:
+            why += " (the rerun has no standard input)"
+        return False, f"the edited script fails: {why}"
+    if any(int(g.get("event", i)) != i for i, g in enumerate(grads)):
+        # the first audit watched some steps only: steps it did not watch may differ in the
+        # edited run (an edit of a later loop changes its first, unwatched, steps), so the
+        # comparison is against the unedited script rerun the same way
+        try:
+            base = _baseline(script, args, need, cwd)
+        except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError) as err:
+            return False, f"the script could not be rerun unedited ({escaped(str(err))})"
+        if base is None:
+            return False, "the script, rerun unedited, did not run to its audited iterations"
+        grads = base
+    mine = {(f.kind, tuple(f.tensors)) for f in others if f.failure}
+    for f in report["findings"]:
+        if not isinstance(f, dict) or not KINDS.get(str(f.get("kind")), False):
+            continue
+        key = (f["kind"], tuple(f.get("tensors", ())))
+        if key == (finding.kind, finding.tensors):
+            return False, "the finding is still there in the edited script"
+        if key not in mine:
+            return False, f"the edited script shows a new {f['kind']}: {f.get('message')}"
+    # steps are matched by their place among all the script's steps (the first audit may
+    # have watched only some of them; the rerun watches every one up to the finding's)
+    s = finding.step
+    theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
+    if s not in theirs_at:
+        return False, "the edited script stops before the step the finding is about"
+    concerned = set(finding.concerned)
+    # a tensor with no gradient before the edit may gain one at any step: one the finding is
+    # about (from the first step the bug was there, watched or not), or one another dead
+    # finding is about (one cut starved both)
+    revived = concerned | {k for f in others if f.kind == "dead" for k in f.tensors}
+    def dead(x: torch.Tensor | None) -> bool:
+        return x is None or not bool(x.any())
+
+    # the first step at which the edit gives a tensor with no gradient one (the fix at work,
+    # from the bug's first step, watched or not): after it the runs may part, so the steps
+    # are compared up to it, and at it every tensor the edit is not about keeps its gradient
+    at = s
+    for i, g in enumerate(grads):
+        e = int(g.get("event", i))
+        if e > at:
+            break
+        ours, other = g["grads"], theirs_at.get(e)
+        if other is None:
+            return False, f"the edited script does not reach step {e}"
+        gained = [k for k in ours if k in revived and dead(ours[k]) and not dead(other.get(k))]
+        # or a tensor the edit hands to an optimizer (a parameter group added) steps now
+        gained += [k for k in other if k not in ours and not dead(other[k])]
+        if gained or ("*" in concerned and e == s):
+            at = e
+        keys = [k for k in ours if not (e == at and (k in concerned or "*" in concerned))
+                and not (k in revived and dead(ours[k]))]
+        bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
+        if bad is not None:
+            return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
+    # an edit that cuts a path that trained them ("loses") is proved by the finding gone:
+    # they may still train from another path (the prediction's, for the model that guessed a
+    # label); any other edit must reach each tensor it is about now (a gradient of exact
+    # zeros is one: a bias under a difference of means), and move one of them, at least
+    if "*" not in concerned and not finding.extra.get("loses"):
+        got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]}
+        for key, g in got.items():
+            if g is None:
+                return False, f"{key} still gets no gradient in the edited script"
+        if got and not any(bool(g.any()) for g in got.values()):
+            return False, "the tensors it is about get a gradient of zeros in the edited script"
+    return True, ""
