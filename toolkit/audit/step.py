@@ -79,8 +79,8 @@ from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
 from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.audit.rules.notes import notes_of
-from toolkit.audit.rules.recorded import Found, RecordedStep, record_step
-from toolkit.audit.rules.truth import real_gradients
+from toolkit.audit.truth.recorded import Found, RecordedStep, record_step
+from toolkit.audit.truth.truth import real_gradients
 from toolkit.lens.flow import GradientLeakError
 
 __all__ = ["RULES", "assert_clean_step", "audit_step"]
@@ -129,7 +129,7 @@ def audit_step(step: Callable[[], Any], optimizers: Any, *,
     in-place writes (see :mod:`toolkit.audit.record.recording`). What each loss's gradient
     reaches, and what it leaves at exactly zero, comes from one real ``torch.autograd.grad``
     per loss of the second call (and of the first, for what the second leaves at zero):
-    :mod:`toolkit.audit.rules.truth`; the walk of the backward graph says along which path,
+    :mod:`toolkit.audit.truth.truth`; the walk of the backward graph says along which path,
     where the cut goes and at which line (what each finding means: :class:`StepAudit` and
     :mod:`toolkit.audit.result`). Called with gradients off (``torch.no_grad()``,
     ``torch.inference_mode()``), it runs the step with them on, as training does, and says so;

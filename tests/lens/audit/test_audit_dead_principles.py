@@ -25,7 +25,7 @@ from torch import nn
 
 from toolkit import audit_step
 from toolkit.audit.fixes.verify import edited_step
-from toolkit.audit.rules.truth import vanishes
+from toolkit.audit.truth.truth import vanishes
 
 
 def _warp_3d(seed: int, mode: str):

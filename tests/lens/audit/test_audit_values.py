@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from toolkit.audit.fixes.values import read_value
+from toolkit.audit.record.values import read_value
 
 
 class _Holder:

@@ -38,33 +38,35 @@ the audit prints over the real-code corpus and train the edited step).
 from __future__ import annotations
 
 import ast
-import functools
 import importlib
 import inspect
 import io
-import linecache
 import os
 import re
 import sys
 import tokenize
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
-from toolkit.audit.fixes.values import plain, read_value
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.source import (
+    Source,
+    expression_at,
+    operands,
+    segment,
+    source_of,
+    spanned,
+)
+from toolkit.audit.record.values import plain, read_value
 
 __all__ = ["CUT_IMPORT", "Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
            "cut_made", "cut_operand", "cut_written", "default_mode", "extend_argument", "grad_on",
-           "keyword_value", "operand_holding", "recompute", "remove_detach", "reset_at_start",
+           "keyword_value", "recompute", "remove_detach", "reset_at_start",
            "stack_values", "straight_through", "straight_through_integer"]
 
 #: the import the edits' ``stop_gradient(...)`` needs
 CUT_IMPORT = "from toolkit import stop_gradient"
-#: names whose attributes are functions, not methods of their first operand (``torch.cat``)
-_NAMESPACES = frozenset({"torch", "F", "functional", "nn", "np", "numpy", "math", "linalg",
-                         "special", "fft"})
 
 
 @dataclass(frozen=True)
@@ -108,51 +110,6 @@ def flat(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
-@dataclass(frozen=True)
-class Source:
-    lines: tuple[bytes, ...]
-    tree: ast.Module
-    parents: dict[int, ast.AST]
-    ends: dict[tuple[int, int], list[ast.expr]]  # where an expression ends -> those that do
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(path: str, stamp: float) -> Source | None:
-    del stamp  # part of the cache key only: an edited file is read again
-    text = "".join(linecache.getlines(path))
-    if not text:
-        return None
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    ends: dict[tuple[int, int], list[ast.expr]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.expr):
-            ends.setdefault((node.end_lineno, node.end_col_offset), []).append(  # type: ignore[arg-type]
-                node)
-    return Source(tuple(x.encode("utf-8") for x in text.splitlines(keepends=True)), tree,
-                   parents, ends)
-
-
-def source_of(path: str) -> Source | None:
-    try:
-        stamp = os.stat(path).st_mtime
-    except OSError:
-        return None
-    return _parsed(path, stamp)
-
-
-def segment(src: Source, node: ast.AST) -> str:
-    l0, c0 = node.lineno, node.col_offset  # type: ignore[attr-defined]
-    l1, c1 = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
-    if l0 == l1:
-        return src.lines[l0 - 1][c0:c1].decode("utf-8")
-    parts = [src.lines[l0 - 1][c0:], *src.lines[l0:l1 - 1], src.lines[l1 - 1][:c1]]
-    return b"".join(parts).decode("utf-8")
-
-
 def edit_node(line: Line, src: Source, node: ast.AST, new: str,
           imports: tuple[str, ...] = (CUT_IMPORT,)) -> Edit:
     return Edit(line.file, node.lineno, node.col_offset,  # type: ignore[attr-defined]
@@ -174,40 +131,16 @@ def _wrap(line: Line, src: Source, node: ast.AST) -> Edit | None:
     return edit_node(line, src, node, f"stop_gradient({old})")
 
 
-def _spanned(line: Line) -> tuple[Source, tuple[int, int, int, int]] | None:
-    """The parsed file of ``line`` and its span, where both are known."""
-    if line.span is None or not line.path:
-        return None
-    src = source_of(line.path)
-    return None if src is None else (src, line.span)
-
-
-def _at(line: Line) -> tuple[Source, ast.expr] | None:
-    """The file and the expression running at ``line``'s span: the innermost expression that
-    ends where the span ends and starts where it starts, or before (a method call's span
-    starts at the method's name when the call spans lines)."""
-    found = _spanned(line)
-    if found is None:
-        return None
-    src, (l0, l1, c0, c1) = found
-    best = None
-    for node in src.ends.get((l1, c1), ()):
-        if (node.lineno, node.col_offset) <= (l0, c0) and (
-                best is None or (node.lineno, node.col_offset) > (best.lineno, best.col_offset)):
-            best = node
-    return None if best is None else (src, best)
-
-
 def cut_made(line: Line) -> Edit | None:
     """Cut the value the expression at ``line`` makes (the call or operation there)."""
-    found = _at(line)
+    found = expression_at(line)
     return None if found is None else _wrap(line, *found)
 
 
 def cut_argument(line: Line, position: int | str | None) -> Edit | None:
     """Cut the positional argument ``position`` of the call at ``line`` (a starred argument
     at or before it: its whole value), or its keyword argument ``position``."""
-    found = _at(line)
+    found = expression_at(line)
     if found is None or position is None or not isinstance(found[1], ast.Call):
         return None
     src, call = found
@@ -220,61 +153,13 @@ def cut_argument(line: Line, position: int | str | None) -> Edit | None:
     return None
 
 
-def _operands(node: ast.expr) -> list[ast.expr]:
-    """What an operation reads, in the order torch receives it: ``a * b`` -> ``[a, b]``,
-    ``x.mul(y)`` -> ``[x, y]``, ``torch.cat([a, b])`` -> ``[a, b]``."""
-    if isinstance(node, ast.BinOp):
-        return [node.left, node.right]
-    if isinstance(node, ast.UnaryOp):
-        return [node.operand]
-    if isinstance(node, ast.Compare):
-        return [node.left, *node.comparators]
-    if isinstance(node, ast.Subscript):
-        return [node.value]
-    if isinstance(node, ast.Call):
-        args = list(node.args)
-        if args and isinstance(args[0], (ast.List, ast.Tuple)):  # torch.cat((a, b), 1)
-            args = [*args[0].elts, *args[1:]]
-        func = node.func
-        if isinstance(func, ast.Attribute) and not (
-                isinstance(func.value, ast.Name) and func.value.id in _NAMESPACES):
-            return [func.value, *args]
-        return args
-    return []
-
-
-def operand_holding(line: Line, frame: FrameType, value: object) -> int | None:
-    """Which operand of the operation at ``line`` (running in ``frame``) is ``value``: the
-    first plain operand (a name, an attribute, an item) that reads as it there, else the
-    first that reads as a tuple or list holding it (an LSTM's state ``(h, c)``:
-    ``stop_gradient`` cuts every tensor of a nested structure)."""
-    found = _at(line)
-    if found is None:
-        return None
-    holding = None
-    for i, operand in enumerate(_operands(found[1])):
-        if not plain(operand):
-            continue
-        try:
-            read = read_value(operand, line.path, frame.f_locals, frame.f_globals)
-        except LookupError:  # a name not bound there, an item missing: not this operand
-            continue
-        if read is value:
-            return i
-        if holding is None and isinstance(read, (tuple, list)) and any(
-                x is value or (isinstance(x, (tuple, list)) and any(y is value for y in x))
-                for x in read):
-            holding = i
-    return holding
-
-
 def cut_operand(line: Line, position: int) -> Edit | None:
     """Cut operand ``position`` of the operation at ``line``."""
-    found = _at(line)
+    found = expression_at(line)
     if found is None:
         return None
-    operands = _operands(found[1])
-    return _wrap(line, found[0], operands[position]) if position < len(operands) else None
+    ops = operands(found[1])
+    return _wrap(line, found[0], ops[position]) if position < len(ops) else None
 
 
 def _statement(src: Source, node: ast.AST) -> ast.stmt | None:
@@ -286,7 +171,7 @@ def _statement(src: Source, node: ast.AST) -> ast.stmt | None:
 def cut_assigned(line: Line) -> Edit | None:
     """Cut the value of the assignment whose target runs at ``line`` (``self.M, self.z =
     f(...)`` -> ``stop_gradient(f(...))``)."""
-    found = _spanned(line)
+    found = spanned(line)
     if found is None:
         return None
     src, (l0, l1, c0, c1) = found
@@ -310,7 +195,7 @@ def cut_written(line: Line) -> tuple[Edit, ...]:
     assigned = cut_assigned(line)
     if assigned is not None:
         return (assigned,)
-    found = _at(line)
+    found = expression_at(line)
     if found is None:
         return ()
     src, node = found
@@ -327,16 +212,16 @@ def recompute(reader: Line, position: int, made: Line) -> Edit | None:
     netD(fake_img.detach()).mean()``): that reader keeps the value as it was made when the
     line that made it changes. ``None`` unless both are in one file and no name the
     expression reads is assigned between the two lines."""
-    found, source = _at(reader), _at(made)
+    found, source = expression_at(reader), expression_at(made)
     if found is None or source is None or reader.path != made.path:
         return None
     src, node = found
-    operands = _operands(node)
-    if position >= len(operands):
+    ops = operands(node)
+    if position >= len(ops):
         return None
     expression = source[1]
     read = {n.id for n in ast.walk(expression) if isinstance(n, ast.Name)}
-    first, last = expression.end_lineno or 0, operands[position].lineno
+    first, last = expression.end_lineno or 0, ops[position].lineno
     if first >= last:
         return None
     for n in ast.walk(src.tree):
@@ -346,12 +231,12 @@ def recompute(reader: Line, position: int, made: Line) -> Edit | None:
     text = segment(src, expression)
     if not isinstance(expression, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
         text = f"({text})"
-    return edit_node(reader, src, operands[position], text, ())
+    return edit_node(reader, src, ops[position], text, ())
 
 
 def remove_detach(line: Line) -> Edit | None:
     """``x.detach()`` at ``line`` -> ``x``."""
-    found = _at(line)
+    found = expression_at(line)
     if found is None:
         return None
     src, node = found
@@ -485,14 +370,14 @@ def straight_through(line: Line) -> Edit | None:
     """The zero-derivative operation at ``line`` (``torch.sign(w)``, ``x.round()``) with the
     identity's gradient: ``w + stop_gradient(torch.sign(w) - w)``, when its operand is a
     name, an attribute or an item (written twice, so read without running anything)."""
-    found = _at(line)
+    found = expression_at(line)
     if found is None or not isinstance(found[1], ast.Call):
         return None
     src, call = found
-    operands = _operands(call)
-    if len(operands) != 1 or not plain(operands[0]):
+    ops = operands(call)
+    if len(ops) != 1 or not plain(ops[0]):
         return None
-    x, op = segment(src, operands[0]), segment(src, call)
+    x, op = segment(src, ops[0]), segment(src, call)
     return edit_node(line, src, call, f"{x} + stop_gradient({op} - {x})")
 
 
@@ -505,11 +390,11 @@ def straight_through_integer(line: Line) -> Edit | None:
     times, so read without running anything), and the integer result reaches the value
     through calls and attributes alone; ``soft`` and the value have the same shape when the
     estimator is meant, which running the edited step proves."""
-    found = _at(line)
+    found = expression_at(line)
     if found is None:
         return None
     src, node = found
-    soft = next((o for o in _operands(node) if plain(o)), None)
+    soft = next((o for o in operands(node) if plain(o)), None)
     value, parent = node, src.parents.get(id(node))
     while isinstance(parent, (ast.Call, ast.Attribute)):
         value, parent = parent, src.parents.get(id(parent))
@@ -528,7 +413,7 @@ def default_mode(line: Line, namespace: Mapping[str, object]) -> Edit | None:
     from the line's module or ``namespace`` (nothing is run); ``None`` when it cannot be read,
     or when not exactly one such keyword is given (which mode to change is then the user's
     choice)."""
-    found = _at(line)
+    found = expression_at(line)
     if found is None or not isinstance(found[1], ast.Call):
         return None
     src, call = found

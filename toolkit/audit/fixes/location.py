@@ -33,7 +33,7 @@ from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import RecordedStep
+    from toolkit.audit.truth.recorded import RecordedStep
 
 __all__ = ["MAX_CUTS", "first_outside", "leak_cut", "reader_line", "shape_text", "target_cut"]
 

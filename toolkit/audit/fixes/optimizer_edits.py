@@ -26,8 +26,8 @@ from toolkit.audit.fixes.edits import (
     segment,
     source_of,
 )
-from toolkit.audit.fixes.values import read_value, readable
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.values import read_value, readable
 
 __all__ = ["build_after", "closure_names", "join", "leave_out", "parameters_at"]
 

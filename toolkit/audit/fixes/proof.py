@@ -27,7 +27,7 @@ from toolkit.audit.record.sites import Line
 
 if TYPE_CHECKING:
     from toolkit.audit.fixes.edits import Edit
-    from toolkit.audit.rules.recorded import RecordedStep
+    from toolkit.audit.truth.recorded import RecordedStep
 
 __all__ = ["Cut", "Prover"]
 

@@ -42,8 +42,8 @@ from toolkit.audit.fixes.edits import (
     source_of,
 )
 from toolkit.audit.fixes.optimizer_edits import parameters_at
-from toolkit.audit.fixes.values import read_value
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.values import read_value
 
 __all__ = ["NotRun", "Registration", "kept", "model_of", "registered", "remember", "running",
            "runs_live"]

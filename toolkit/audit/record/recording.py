@@ -43,7 +43,6 @@ from torch.optim.optimizer import (
 )
 
 from toolkit._utils.trees import tree_map
-from toolkit.audit.fixes.edits import operand_holding
 from toolkit.audit.record.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.sites import (
@@ -57,6 +56,7 @@ from toolkit.audit.record.sites import (
     user_lines,
     user_stack,
 )
+from toolkit.audit.record.source import operand_holding
 from toolkit.audit.record.state import STATEFUL, StateSnapshot
 from toolkit.core.stop_gradient import observe_cuts
 from toolkit.lens.backward_graph import trace_cuts

@@ -33,13 +33,13 @@ from toolkit.audit.fixes.proof import Cut
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.kept import stored_at
-from toolkit.audit.rules.labels import node_shape, outputs_of
 from toolkit.audit.rules.saved import holds_saved
+from toolkit.audit.truth.labels import node_shape, outputs_of
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_carried", "grows_or_fails", "made_of_cuts"]
 

@@ -31,15 +31,15 @@ from toolkit.audit.fixes.proof import Cut
 from toolkit.audit.record.calls import COPY
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import LibraryCall, Line
-from toolkit.audit.rules.labels import Labeller
 from toolkit.audit.rules.notes import write_kind
 from toolkit.audit.rules.replaced import orphans, rebuild_fix, replaced_owner
-from toolkit.audit.rules.truth import ZERO, ZeroPoint, vanishes, zero_points
+from toolkit.audit.truth.labels import Labeller
+from toolkit.audit.truth.truth import ZERO, ZeroPoint, vanishes, zero_points
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_dead"]
 
@@ -383,9 +383,9 @@ def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
     """Dead in effect, as a real backward shows: each of ``tensors`` is reached and gets a
     gradient of exact zeros on both calls, because gradients cancel on the way (``soft +
     (hard - soft)``: a straight-through line without its cut), found by one hooked backward
-    per loss (:func:`~toolkit.audit.rules.truth.zero_points`), or because an operation
+    per loss (:func:`~toolkit.audit.truth.truth.zero_points`), or because an operation
     on the way passes zero for any values (``grid_sample(mode="nearest")`` to its grid,
-    :func:`~toolkit.audit.rules.truth.vanishes`). Zero for every value, by the
+    :func:`~toolkit.audit.truth.truth.vanishes`). Zero for every value, by the
     structure of the step; a zero that holds only for these values (a ReLU or a clamp on its
     flat side, a multiplication by a weight that is zero at initialisation) is no finding, nor
     are reads of the tensor itself that cancel (the loss does not depend on it)."""

@@ -38,13 +38,13 @@ from toolkit.audit.rules.carried import (
     state_assignable,
     state_readers,
 )
-from toolkit.audit.rules.labels import Labeller
 from toolkit.audit.rules.saved import saved_bytes
+from toolkit.audit.truth.labels import Labeller
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import walk
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_held"]
 

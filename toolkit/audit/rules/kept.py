@@ -44,7 +44,7 @@ from toolkit.audit.rules.saved import holds_saved, saved_bytes
 from toolkit.lens.backward_graph import is_cut_marker
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["KeptState", "check", "cut_stored", "find_kept", "stored_at"]
 

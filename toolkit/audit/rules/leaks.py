@@ -59,14 +59,14 @@ from toolkit.audit.fixes.registration import kept, model_of, registered, remembe
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.dead import optimizer_edit
-from toolkit.audit.rules.graph import Graph
-from toolkit.audit.rules.labels import VIEWS, owners
 from toolkit.audit.rules.replaced import rebuild_fix, replaced_owner
+from toolkit.audit.truth.graph import Graph
+from toolkit.audit.truth.labels import VIEWS, owners
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_leaks", "passes_through"]
 

@@ -21,7 +21,7 @@ from toolkit.audit.fixes.optimizer_edits import build_after
 from toolkit.audit.record.sites import Line
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import RecordedStep
+    from toolkit.audit.truth.recorded import RecordedStep
 
 __all__ = ["orphans", "rebuild_fix", "replaced_owner"]
 

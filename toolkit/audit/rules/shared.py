@@ -13,7 +13,7 @@ from toolkit.audit.fixes.optimizer_edits import leave_out
 from toolkit.audit.rules.leaks import passes_through
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check"]
 

@@ -72,12 +72,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import TrainedTarget
 from toolkit.audit.fixes.location import shape_text, target_cut
-from toolkit.audit.rules.graph import Graph
-from toolkit.audit.rules.labels import VIEWS, owners
+from toolkit.audit.truth.graph import Graph
+from toolkit.audit.truth.labels import VIEWS, owners
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 if TYPE_CHECKING:
-    from toolkit.audit.rules.recorded import Found, RecordedStep
+    from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_trained_targets", "target_edges"]
 

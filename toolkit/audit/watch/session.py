@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from toolkit.audit.result import plural
-from toolkit.audit.rules.graph import Graph as StepGraph
 from toolkit.audit.rules.targets import target_edges
+from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch import edits as E
 from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame

@@ -18,9 +18,9 @@ from torch import nn
 
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
-from toolkit.audit.rules.graph import Graph, parameter_regions
-from toolkit.audit.rules.labels import Labeller
-from toolkit.audit.rules.truth import Truth
+from toolkit.audit.truth.graph import Graph, parameter_regions
+from toolkit.audit.truth.labels import Labeller
+from toolkit.audit.truth.truth import Truth
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import output_roots
 
@@ -43,7 +43,7 @@ class RecordedStep:
     ``removed``: each loss's edges into a target side or a log-probability's weight
     (:func:`~toolkit.audit.rules.targets.target_edges`: gradient no stepped tensor should get);
     ``prover``: the proof of fixes on these graphs; ``truth``: each loss's real gradients
-    (:mod:`~toolkit.audit.rules.truth`), what the rules count.
+    (:mod:`~toolkit.audit.truth.truth`), what the rules count.
     """
 
     losses: dict[str, torch.Tensor]
