@@ -10,17 +10,43 @@ checked by :mod:`toolkit.audit.fixes.proof`, or ``None`` when no proved fix is k
 ``edits``: the fix as edits of those lines (:class:`~toolkit.audit.fixes.edits.Edit`: the
 expression, and what to write instead), one per cut, or ``()`` when the audit cannot say
 every expression exactly.
+
+Every finding carries ``proof``, how its edits were proved (:class:`~toolkit.audit.kinds.Proof`):
+``Proof.IN_PROCESS`` when the edited step was run again in this process and passed
+(:mod:`toolkit.audit.fixes.verify`), ``Proof.GRAPH`` when the cut was proved on the recorded
+graph only (the default of a finding with edits: every edit a rule makes is), and
+``Proof.ADVICE`` when there is no edit (only ``lines`` and ``fix``, or information). Sub-kinds
+(``Leak.kind``, ``DeadParameter.kind``, ``HeldGraph.kind``) are the string enums of
+:mod:`toolkit.audit.kinds`; a plain string is coerced to its member, and one that names none is
+a ``ValueError``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from toolkit.audit.fixes.edits import Edit
+from toolkit.audit.kinds import DeadKind, HeldKind, LeakKind, Proof, coerce
 from toolkit.audit.record.sites import Line
 
 __all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
            "TrainedTarget"]
+
+#: the proofs a step finding's edits can have (a script is never rerun by the step audit)
+STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})
+
+
+def _settle(finding: Any, kinds: type[Any] | None = None) -> None:
+    """Coerce ``finding.kind`` to ``kinds`` and set its ``proof``: ``ADVICE`` without edits,
+    ``GRAPH`` for edits of no stated proof, else the proof given (as a :class:`Proof`)."""
+    name = type(finding).__name__
+    if kinds is not None:
+        object.__setattr__(finding, "kind", coerce(kinds, finding.kind, f"{name}.kind"))
+    edits = getattr(finding, "edits", ())
+    proof = (Proof.ADVICE if not edits else Proof.GRAPH if finding.proof is None
+             else coerce(Proof, finding.proof, f"{name}.proof", STEP_PROOFS))
+    object.__setattr__(finding, "proof", proof)
 
 
 @dataclass(frozen=True)
@@ -39,7 +65,8 @@ class Leak:
     ``weight_norm`` hooks) is named by its stored tensor (``weight_orig``,
     ``parametrizations.weight.original``); no cut is ever proposed inside its computation.
 
-    ``kind``: what the fix is, as one word: ``"cut"`` (a cut at ``cut_at``), ``"written"``
+    ``kind``: what the fix is, as one word (a :class:`~toolkit.audit.kinds.LeakKind`):
+    ``"cut"`` (a cut at ``cut_at``), ``"written"``
     (stepped and written in place by the step: one of the two goes), ``"optimizer"`` (at the
     line that builds the optimizer: a tensor left out of it, a module replaced after it was
     built), ``"detached"`` (a ``.detach()`` of the step keeps the loss from what it trains: remove
@@ -60,7 +87,11 @@ class Leak:
     cut_at: str | None
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
-    kind: str = "cut"
+    kind: LeakKind = LeakKind.CUT
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self, LeakKind)
 
 
 @dataclass(frozen=True)
@@ -89,6 +120,10 @@ class TrainedTarget:
     terms: int = 1
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)
 
 
 @dataclass(frozen=True)
@@ -98,7 +133,8 @@ class DeadParameter:
     ``cut``: what stops it (``"stop_gradient 'dqn.target'"``, ``".detach() of the output of
     encoder (shape (8, 16))"``, ``"torch.no_grad()"``, ``"requires_grad=False"``, ``"not used"``
     ...); ``path``: the loss-to-parameter chain through that cut when one is known.
-    ``kind``: the cut as one word: ``"block"`` (a toolkit ``stop_gradient``), ``"detach"``
+    ``kind``: the cut as one word (a :class:`~toolkit.audit.kinds.DeadKind`): ``"block"``
+    (a toolkit ``stop_gradient``), ``"detach"``
     (``.detach()``, ``.data``), ``"copy"`` (``copy.deepcopy`` of the model: the copy is new
     leaves), ``"zero_derivative"`` (reached only through ``torch.sign``, ``round`` and the
     like, whose gradient is exactly zero), ``"cancelled"`` (reached, and the gradients that
@@ -128,11 +164,15 @@ class DeadParameter:
     losses: tuple[str, ...]
     cut: str
     path: tuple[str, ...] | None
-    kind: str = "no_graph"
+    kind: DeadKind = DeadKind.NO_GRAPH
     line: str | None = None
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
     fix: str = ""
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self, DeadKind)
 
 
 @dataclass(frozen=True)
@@ -152,6 +192,10 @@ class FrozenTensor:
     written: str | None
     by_step: bool
     written_from: tuple[str, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)
 
 
 @dataclass(frozen=True)
@@ -173,6 +217,10 @@ class CarriedGraph:
     fix: str
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)
 
 
 @dataclass(frozen=True)
@@ -182,9 +230,12 @@ class HeldGraph:
     of both calls (``module`` is then the name the step reads, ``name`` the rest of the path:
     ``history`` and ``[1]``; see :mod:`toolkit.audit.rules.kept`).
 
-    ``kind``: ``"buffer"``, ``"attribute"`` or ``"parameter"`` (one that does not require
-    grad, written in place from one that does), or where a place outside modules keeps it
-    (``"an item of a list kept in a global"``); ``written``: what wrote it (``"add_ in the
+    ``kind``: a :class:`~toolkit.audit.kinds.HeldKind`: ``"buffer"``, ``"attribute"`` or
+    ``"parameter"`` (one that does not require grad, written in place from one that does), or
+    ``"kept"`` for a place outside modules, with ``kept_in`` saying which (``"an item of a list
+    kept in a global"``). A finding made with that phrase as its ``kind`` (the rule of
+    :mod:`toolkit.audit.rules.kept` makes it so) keeps the phrase there and in ``kept_in``;
+    ``place`` is the :class:`HeldKind` either way. ``written``: what wrote it (``"add_ in the
     forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
     step's own nodes behind it save for backward (what each further step adds);
     ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the
@@ -193,7 +244,7 @@ class HeldGraph:
 
     module: str
     name: str
-    kind: str
+    kind: HeldKind | str
     shape: tuple[int, ...]
     written: str
     graph_bytes: int
@@ -202,8 +253,21 @@ class HeldGraph:
     fix: str
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+    kept_in: str = ""
 
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str) and " kept in " in self.kind:
+            object.__setattr__(self, "kept_in", self.kept_in or str(self.kind))
+            _settle(self)
+        else:
+            _settle(self, HeldKind)
 
+    @property
+    def place(self) -> HeldKind:
+        """What holds the graph, as a :class:`HeldKind` (``KEPT`` for a place outside
+        modules, however ``kind`` was given)."""
+        return self.kind if isinstance(self.kind, HeldKind) else HeldKind.KEPT
 
 
 @dataclass(frozen=True)
@@ -221,3 +285,7 @@ class SharedTensor:
     fix: str
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)

@@ -30,6 +30,10 @@ Information (never a failure):
   the state put back, work run in other threads;
 - ``threads``: the threads other than the audit's in which the step ran work (the line that
   started each, the modules run there); carried graphs are then not checked.
+
+Each group has its :class:`~toolkit.audit.kinds.Kind` (:data:`GROUPS`), which says whether it
+is a failure; ``StepAudit.findings`` lists every finding with its kind, and each finding's
+``proof`` says how its edits were proved (printed under them, and in ``to_dict()``).
 """
 
 from __future__ import annotations
@@ -48,9 +52,15 @@ from toolkit.audit.findings import (
     SharedTensor,
     TrainedTarget,
 )
+from toolkit.audit.kinds import Kind, Proof
 
-__all__ = ["StepAudit"]
+__all__ = ["GROUPS", "StepAudit"]
 
+#: each group of :class:`StepAudit`, in the order the report prints it, and its kind
+GROUPS: dict[str, Kind] = {
+    "leaks": Kind.LEAK, "targets": Kind.TARGET, "dead": Kind.DEAD, "carried": Kind.CARRIED,
+    "held": Kind.HELD, "shared": Kind.SHARED, "pass_through": Kind.PASS_THROUGH,
+    "frozen": Kind.SKIPPED}
 
 
 def _short(path: Iterable[str], keep: int = 10) -> str:
@@ -70,11 +80,22 @@ def _portable(finding: dict[str, Any]) -> dict[str, Any]:
     return finding
 
 
-def _at(lines: Iterable[Any], edits: Iterable[Any] = ()) -> list[str]:
+def _at(lines: Iterable[Any], edits: Iterable[Any] = (),
+        proof: Proof = Proof.ADVICE) -> list[str]:
     """``at:   train.py:42: output = netD(fake)``, one per line of the user's code, then
-    ``edit: train.py:42: fake -> stop_gradient(fake)``, one per edit of the fix."""
+    ``edit: train.py:42: fake -> stop_gradient(fake)``, one per edit of the fix, and how
+    they were proved (``proof: verified in process``)."""
+    edits = list(edits)
     return [*(f"        at:   {line}" for line in lines),
-            *(f"        edit: {edit}" for edit in edits)]
+            *(f"        edit: {edit}" for edit in edits),
+            *([f"        proof: {_proved(proof)}"] if edits else [])]
+
+
+def _proved(proof: Proof) -> str:
+    """How edits were proved, in words, and what that leaves to the user."""
+    if proof is Proof.ADVICE:
+        return f"{proof.text}: not verified, check it before applying it"
+    return proof.text
 
 
 def listing(names: list[str], keep: int = 6) -> str:
@@ -117,30 +138,51 @@ class StepAudit:
     threads: tuple[str, ...] = ()
 
     @property
+    def findings(self) -> tuple[tuple[Kind, Any], ...]:
+        """Every finding with its kind, in the order the report prints them (failures
+        first: see :data:`GROUPS`)."""
+        return tuple((kind, f) for group, kind in GROUPS.items() for f in getattr(self, group))
+
+    @property
     def edits(self) -> tuple[Any, ...]:
         """Every edit the failures print, once, in the order they are printed: each was run
         before it was printed (:mod:`toolkit.audit.fixes.verify`) where the step's own
-        function holds it; ``apply_edits(source, audit.edits)`` writes them."""
-        return tuple(dict.fromkeys(e for kind in ("leaks", "targets", "dead", "carried", "held",
-                                                  "shared")
-                                   for f in getattr(self, kind) for e in f.edits))
+        function holds it, else proved on the recorded graph (each finding's ``proof`` says
+        which); ``apply_edits(source, audit.edits)`` writes them."""
+        return tuple(dict.fromkeys(e for kind, f in self.findings if kind.failure
+                                   for e in f.edits))
+
+    @property
+    def safe_edits(self) -> tuple[Any, ...]:
+        """The :attr:`edits` whose proof is safe (:attr:`Proof.safe <toolkit.audit.kinds.Proof>`:
+        the edited step was run and passed), as ``toolkit audit --apply`` writes only those."""
+        return tuple(dict.fromkeys(e for kind, f in self.findings if kind.failure
+                                   and f.proof.safe for e in f.edits))
 
     @property
     def ok(self) -> bool:
-        """No failure: no leak, trained target, dead parameter, carried or held graph."""
-        return not (self.leaks or self.targets or self.dead or self.carried or self.held
-                    or self.shared)
+        """No failure: no leak, trained target, dead parameter, carried, held graph or shared
+        tensor (the kinds whose :attr:`Kind.failure <toolkit.audit.kinds.Kind>` is true)."""
+        return not any(kind.failure for kind, _ in self.findings)
+
+    @property
+    def not_checked(self) -> tuple[str, ...]:
+        """What the audit could not judge, in words: carried graphs when the step ran work in
+        other threads."""
+        if not self.threads:
+            return ()
+        return (f"carried graphs: the step ran work in {plural(len(self.threads), 'other thread')}"
+                f", whose graph nodes autograd numbers apart",)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: losses, ok, n_stepped, every finding kind (as dicts), notes and the
         threads other than the audit's that ran work. A line of the user's code is its file
         name, number, function, text and enclosing module: not the file's full path, which
         depends on the machine (a run's summary does not)."""
-        kinds = ("leaks", "targets", "dead", "carried", "held", "shared", "pass_through",
-                 "frozen")
         return {"losses": list(self.losses), "ok": self.ok, "n_stepped": self.n_stepped,
-                **{k: [_portable(asdict(x)) for x in getattr(self, k)] for k in kinds},
-                "notes": list(self.notes), "threads": list(self.threads)}
+                **{k: [_portable(asdict(x)) for x in getattr(self, k)] for k in GROUPS},
+                "notes": list(self.notes), "threads": list(self.threads),
+                "not_checked": list(self.not_checked)}
 
     def _leak_lines(self) -> list[str]:
         groups: dict[tuple[str, str, str], list[Leak]] = {}
@@ -153,7 +195,7 @@ class StepAudit:
             lines += [f"LEAK    loss {loss!r} reaches {plural(len(leaks), 'tensor')} {reason} "
                       f"({size} of gradient): {listing([x.parameter for x in leaks])}",
                       f"        path: {_short(shortest.path)}",
-                      f"        fix:  {fix}", *_at(leaks[0].lines, leaks[0].edits)]
+                      f"        fix:  {fix}", *_at(leaks[0].lines, leaks[0].edits, leaks[0].proof)]
         return lines
 
     def _target_lines(self) -> list[str]:
@@ -164,7 +206,7 @@ class StepAudit:
                       f"{plural(len(t.parameters), 'tensor')} optimizer {t.optimizer!r} "
                       f"steps: {listing(list(t.parameters))}",
                       f"        path: {_short(t.path)}",
-                      f"        fix:  {t.fix}", *_at(t.lines, t.edits)]
+                      f"        fix:  {t.fix}", *_at(t.lines, t.edits, t.proof)]
         return lines
 
     def _dead_lines(self) -> list[str]:
@@ -181,7 +223,7 @@ class StepAudit:
                       f"{listing([x.parameter for x in items])}",
                       f"        cut:  {cut}{where}",
                       *([f"        fix:  {items[0].fix}"] if items[0].fix else []),
-                      *_at(items[0].lines, items[0].edits)]
+                      *_at(items[0].lines, items[0].edits, items[0].proof)]
             with_path = [x for x in items if x.path]
             if with_path:
                 best = min(with_path, key=lambda x: len(x.path or ()))
@@ -195,7 +237,7 @@ class StepAudit:
             lines += [f"CARRIED loss {c.loss!r} reaches {plural(c.n_nodes, 'node')} made "
                       f"{c.created}: {c.source}{shape}, entering at {c.entered}",
                       f"        path: {_short(c.path)}",
-                      f"        fix:  {c.fix}", *_at(c.lines, c.edits)]
+                      f"        fix:  {c.fix}", *_at(c.lines, c.edits, c.proof)]
         return lines
 
     def _held_lines(self) -> list[str]:
@@ -204,11 +246,11 @@ class StepAudit:
             older = f", and {plural(h.older, 'older node')} of earlier steps" if h.older else ""
             name = f"{h.module}{h.name}" if h.name[:1] in ("[", ".", "") else \
                 f"{h.module}.{h.name}"
-            lines += [f"HELD    {name} ({h.kind} of shape {h.shape}) holds a "
+            lines += [f"HELD    {name} ({h.kept_in or h.kind} of shape {h.shape}) holds a "
                       f"grad_fn after the step: {h.written}; it keeps "
                       f"{plural(h.n_nodes, 'node')} of each step's graph alive "
                       f"({fmt(h.graph_bytes, 'B')} saved for backward){older}",
-                      f"        fix:  {h.fix}", *_at(h.lines, h.edits)]
+                      f"        fix:  {h.fix}", *_at(h.lines, h.edits, h.proof)]
         return lines
 
     def _shared_lines(self) -> list[str]:
@@ -217,7 +259,7 @@ class StepAudit:
             f"{x.optimizers[0]!r} and optimizer {x.optimizers[1]!r}: "
             f"{'it moves' if len(x.parameters) == 1 else 'they move'} 2 times per iteration: "
             f"{listing(list(x.parameters))}",
-            f"        fix:  {x.fix}", *_at(x.lines, x.edits))]
+            f"        fix:  {x.fix}", *_at(x.lines, x.edits, x.proof))]
 
     def _info_lines(self) -> list[str]:
         lines = []
@@ -283,4 +325,5 @@ class StepAudit:
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
                           *self._carried_lines(), *self._held_lines(), *self._shared_lines(),
                           *self._info_lines(),
-                          *[f"note: {n}" for n in self.notes]])
+                          *[f"note: {n}" for n in self.notes],
+                          *[f"not checked: {n}" for n in self.not_checked]])

@@ -1,39 +1,32 @@
 """What a watched script is found to do: one typed finding per kind, each with the user's lines
-and, where one exists, the edit that fixes it."""
+and, where one exists, the edit that fixes it, and how that edit was proved."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from toolkit.audit.kinds import SCRIPT_KINDS, Kind, Proof, coerce
 from toolkit.audit.watch.edits import ScriptEdit
+from toolkit.audit.watch.source import read_source
 
-__all__ = ["KINDS", "ScriptFinding"]
+__all__ = ["KINDS", "ScriptFinding", "old_text"]
 
-# kind -> whether it is a failure (it changes what the script trains) or information
-KINDS = {
-    "leak": True,        # another loss's gradient in .grad when this optimizer steps
-    "stale": True,       # an earlier iteration's gradient (no zero_grad) in .grad at a step
-    "cleared": True,     # the step's own gradient cleared before the step used it
-    "dead": True,        # a stepped tensor no loss reached since the last step
-    "carried": True,     # the graph reaches graph made by the previous iteration
-    "unstepped": True,   # gradient reaches tensors of a trained model that no optimizer steps
-    "shared": True,      # a tensor two optimizers step
-    "frozen": True,      # held by an optimizer, requires_grad switched off mid-run
-    "aliased": True,
-    "target": True,      # a comparison's target side carries gradient to stepped tensors     # a target (read under no_grad) that is the trained network itself
-    "wasted": False,     # gradient written and cleared before any step used it
-    "hand_updated": False,  # stepped, no gradient, moved by the script (an EMA copy)
-}
+#: kind -> whether it is a failure (it changes what the script trains) or information: the
+#: script audit's kinds, as :class:`~toolkit.audit.kinds.Kind` defines them
+KINDS: dict[str, bool] = {str(k): k.failure for k in Kind if k in SCRIPT_KINDS}
 
 
 @dataclass
 class ScriptFinding:
-    """One finding: ``kind`` (see :data:`KINDS`), the iteration it first appeared in (0-based),
-    a one-line message, the tensors it is about (stable keys ``opt<i>.<group>.<index>``, or a
-    module name for tensors no optimizer steps) and their names, the user's lines, the edits
-    that fix it, and whether those edits were verified by running the edited script."""
+    """One finding: ``kind`` (a :class:`~toolkit.audit.kinds.Kind` of
+    :data:`~toolkit.audit.kinds.SCRIPT_KINDS`; a string is coerced to it), the iteration it
+    first appeared in (0-based), a one-line message, the tensors it is about (stable keys
+    ``opt<i>.<group>.<index>``, or a module name for tensors no optimizer steps) and their
+    names, the user's lines, the edits that fix it, and whether those edits were verified by
+    running the edited script (``verified``; ``proof`` says it as a
+    :class:`~toolkit.audit.kinds.Proof`)."""
 
-    kind: str
+    kind: Kind
     iteration: int
     message: str
     tensors: tuple[str, ...] = ()
@@ -48,22 +41,35 @@ class ScriptFinding:
     cost_bytes: int = 0
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.kind = coerce(Kind, self.kind, "ScriptFinding.kind", SCRIPT_KINDS)
+
     @property
     def failure(self) -> bool:
-        return KINDS[self.kind]
+        return Kind(self.kind).failure
+
+    @property
+    def proof(self) -> Proof:
+        """``RERUN`` when the edits were verified by rerunning the script on copies from the
+        same seed; otherwise ``ADVICE`` (no edit, an edit whose rerun did not pass, or one not
+        run: ``--no-verify``, or not yet). ``--apply`` writes only edits whose proof is safe."""
+        return Proof.RERUN if self.verified and self.edits else Proof.ADVICE
 
     @property
     def key(self) -> tuple:
         return (self.kind, self.at, self.tensors)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "iteration": self.iteration, "message": self.message,
-                "tensors": list(self.tensors), "at": list(self.at), "failure": self.failure,
-                "verified": self.verified, "step": self.step,
-                "edits": [e.to_dict() for e in self.edits]}
+        """The finding as ``report.json`` holds it (:class:`toolkit.audit.schema.Finding`)."""
+        return {"kind": str(self.kind), "failure": self.failure, "proof": str(self.proof),
+                "verified": self.verified, "why_not": self.why_not,
+                "iteration": self.iteration, "step": self.step, "message": self.message,
+                "tensors": list(self.tensors), "names": list(self.names), "at": list(self.at),
+                "advice": self.advice,
+                "edits": [{**e.to_dict(), "old": old_text(e)} for e in self.edits]}
 
     def lines(self) -> list[str]:
-        """The finding as the report prints it."""
+        """The finding as the report prints it: each edit with how it was proved."""
         head = "FAIL" if self.failure else "info"
         out = [f"{head:<7} {self.kind}: {self.message} (iteration {self.iteration})"]
         if self.names:
@@ -71,15 +77,37 @@ class ScriptFinding:
                                                   if len(self.names) > 6 else "")
             out.append(f"        tensors: {shown}")
         out += [f"        at:   {a}" for a in self.at]
-        if self.verified:
+        if self.proof.safe:
             out += [f"        edit: {e}" for e in self.edits]
             out.append("        verified: the edited script, rerun from the same seed, no longer "
                        "shows it and keeps every other gradient")
+            out.append(f"        proof: {self.proof.text} (--apply writes it)")
         else:
             if self.advice:
                 out.append(f"        fix:  {self.advice}")
             if self.edits and self.verified is False:
                 out.append(f"        not verified: {self.why_not}")
+                out.append(f"        proof: {self.proof.text} (--apply does not write it)")
             elif self.failure and not self.edits:
                 out.append("        not verified: no edit could be written for it")
         return out
+
+
+def old_text(edit: ScriptEdit) -> str | None:
+    """The text ``edit`` replaces, from the file as the audit read it (columns in UTF-8 bytes,
+    lines as Python's, as :func:`~toolkit.audit.watch.edits.apply_to_text` counts them);
+    ``None`` when the file cannot be read."""
+    try:
+        source = read_source(edit.path)
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    lines = source.lines()
+
+    def offset(pos: tuple[int, int]) -> int:
+        line, col = pos
+        if line - 1 >= len(lines):
+            return sum(len(x) for x in lines)
+        before = sum(len(x) for x in lines[:line - 1])
+        return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    return source.text[offset(edit.start):offset(edit.end)]
