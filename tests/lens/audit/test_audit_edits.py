@@ -3,6 +3,7 @@ recording, written into the source by :func:`apply_edits`, and the edited code r
 
 from __future__ import annotations
 
+import linecache
 from pathlib import Path
 from types import ModuleType
 
@@ -10,8 +11,8 @@ import pytest
 import torch
 from steps_on_disk import load
 
-from toolkit import audit_step, stop_gradient
-from toolkit.audit.fixes.edits import Edit, apply_edits
+from toolkit import audit_step
+from toolkit.audit.fixes.edits import Edit, apply_edits, cut_as_seen, skeleton
 
 
 def _edits(audit) -> list[Edit]:
@@ -48,9 +49,9 @@ def test_a_leaks_edit_wraps_the_argument_handed_to_the_module(tmp_path: Path,
     audit = audit_step(step, opts, modules=modules)
     (edit,) = _edits(audit)
     assert (edit.file, edit.old, edit.new) == ("gan_step.py", "fake",
-                                               "stop_gradient(fake)")
+                                               "fake.detach()")
     assert f"edit: {edit}" in str(audit)
-    assert str(edit) == f"gan_step.py:{edit.line}: fake -> stop_gradient(fake)"
+    assert str(edit) == f"gan_step.py:{edit.line}: fake -> fake.detach()"
     fixed = load(tmp_path / "gan_fixed.py",
                   apply_edits((tmp_path / "gan_step.py").read_text("utf-8"), [edit]))
     step, opts, modules = fixed.build(seed)
@@ -62,13 +63,23 @@ def test_a_leaks_edit_wraps_the_argument_handed_to_the_module(tmp_path: Path,
 
 def test_edits_nest_and_keep_every_line_number() -> None:
     source = "y = f(x, g(x))\nz = 1\n"
-    outer = Edit("a.py", 1, 4, 1, 14, "f(x, g(x))", "stop_gradient(f(x, g(x)))",
-                 imports=("from toolkit import stop_gradient",))
-    inner = Edit("a.py", 1, 9, 1, 13, "g(x)", "stop_gradient(g(x))")
+    outer = Edit("a.py", 1, 4, 1, 14, "f(x, g(x))", "torch.as_tensor(f(x, g(x))).detach()",
+                 imports=("import torch",))
+    inner = Edit("a.py", 1, 9, 1, 13, "g(x)", "g(x).detach()")
     out = apply_edits(source, [outer, inner])
-    assert out.splitlines()[:2] == ["y = stop_gradient(f(x, stop_gradient(g(x))))", "z = 1"]
-    assert out.splitlines()[2] == "from toolkit import stop_gradient"
+    assert out.splitlines()[:2] == ["y = torch.as_tensor(f(x, g(x).detach())).detach()",
+                                    "z = 1"]
+    assert out.splitlines()[2] == "import torch"
     assert apply_edits(source, [inner, outer]) == out  # the order given does not matter
+
+
+def test_a_cut_of_a_one_letter_name_nests_though_detach_spells_it_again() -> None:
+    # "h" is also the last letter of "detach": the edit still wraps h, whole, once
+    source = "y = f(h + c)\n"
+    outer = Edit("a.py", 1, 4, 1, 12, "f(h + c)", "f(h + c).detach()")
+    h = Edit("a.py", 1, 6, 1, 7, "h", "h.detach()")
+    c = Edit("a.py", 1, 10, 1, 11, "c", "c.detach()")
+    assert apply_edits(source, [outer, h, c]) == "y = f(h.detach() + c.detach()).detach()\n"
 
 
 def test_an_import_the_file_already_binds_is_not_added_again() -> None:
@@ -77,13 +88,12 @@ def test_an_import_the_file_already_binds_is_not_added_again() -> None:
     edit = Edit("a.py", 2, 5, 2, 20, "torch.no_grad()", "torch.enable_grad()",
                 imports=("import torch",))
     assert apply_edits(source, [edit]) == source.replace("no_grad", "enable_grad")
-    cut = Edit("a.py", 3, 8, 3, 9, "1", "stop_gradient(1)",
-               imports=("from toolkit import stop_gradient",))
-    assert apply_edits(source, [cut]).endswith("from toolkit import stop_gradient\n")
+    cut = Edit("a.py", 3, 8, 3, 9, "1", "np.float32(1)", imports=("import numpy as np",))
+    assert apply_edits(source, [cut]).endswith("import numpy as np\n")
 
 
 def test_an_edit_that_does_not_match_the_source_is_refused() -> None:
-    stale = Edit("a.py", 1, 4, 1, 8, "h(x)", "stop_gradient(h(x))")
+    stale = Edit("a.py", 1, 4, 1, 8, "h(x)", "h(x).detach()")
     with pytest.raises(ValueError, match=r"apply_edits: a\.py:1 does not hold 'h\(x\)'"):
         apply_edits("y = g(x)\n", [stale])
     one = Edit("a.py", 1, 4, 1, 8, "g(x)", "h")
@@ -123,7 +133,7 @@ def test_a_buffer_written_from_a_graph_is_cut_where_the_write_reads_it(tmp_path:
     audit = audit_step(step, opt)
     (held,) = audit.held
     (edit,) = held.edits
-    assert (edit.old, edit.new) == ("0.1 * out.mean(0)", "stop_gradient(0.1 * out.mean(0))")
+    assert (edit.old, edit.new) == ("0.1 * out.mean(0)", "(0.1 * out.mean(0)).detach()")
     fixed = load(tmp_path / "mean_fixed.py",
                   apply_edits((tmp_path / "mean_step.py").read_text("utf-8"), [edit]))
     step, opt, model = fixed.build(seed)
@@ -133,12 +143,34 @@ def test_a_buffer_written_from_a_graph_is_cut_where_the_write_reads_it(tmp_path:
     assert model.running.grad_fn is None
 
 
-def test_stop_gradient_is_the_identity_on_a_python_number() -> None:
-    # the edits write stop_gradient(...), which a running value that starts as 0 survives
-    assert stop_gradient(0) == 0 and stop_gradient(0.5) == 0.5
-    x = torch.ones(2, requires_grad=True)
-    h, c = stop_gradient((x * 2, x * 3))
-    assert h.grad_fn is None and c.grad_fn is None
+def test_a_cut_is_written_in_plain_torch_for_the_value_the_step_held(tmp_path: Path) -> None:
+    # the cut of a value is written for what the step held there on each call: a tensor, a
+    # number then a tensor (a running mean that starts as 0), a state made on the first call,
+    # a tuple of tensors; an assignment of mixed values goes under torch.no_grad()
+    path = tmp_path / "a.py"
+    path.write_text("def f(x, m):\n    out, (h, c) = m(x)\n    return g(x)\n", "utf-8")
+    linecache.checkcache(str(path))
+    x = Edit("a.py", 3, 13, 3, 14, "x", "x.detach()", str(path), cut=True)
+    call = Edit("a.py", 2, 18, 2, 22, "m(x)", "m(x).detach()", str(path), cut=True)
+    t = torch.zeros(1)
+    forms = [
+        ((t, t), "x.detach()"),
+        ((0, t), "torch.as_tensor(x).detach()"),
+        ((None, t), "None if x is None else x.detach()"),
+        (((), [t, t]), None),  # a tuple, then a list: no one comprehension is both
+        (((t, t), (t, t)), "tuple(t.detach() for t in x)"),
+        (([(t, t)], [(t, t)]), "[tuple(t.detach() for t in s) for s in x]"),
+        (({"a": t}, {"a": t}), "{k: t.detach() for k, t in x.items()}"),
+    ]
+    for values, new in forms:
+        found = cut_as_seen(x, [skeleton(v) for v in values])
+        assert (None if found is None else found.new) == new, values
+        assert found is None or not found.cut
+    mixed = cut_as_seen(call, [skeleton((t, (t, t)))] * 2)
+    assert mixed is not None and (mixed.line, mixed.col, mixed.new) == (
+        2, 4, "with torch.no_grad():\n        out, (h, c) = m(x)")
+    assert cut_as_seen(x, [skeleton((t, (t, t)))]) is None  # a read, not an assignment
+    assert cut_as_seen(x, []) is x  # never ran: the proof decides
 
 
 _RUNNING = """
@@ -175,7 +207,7 @@ def test_a_state_this_steps_loss_trains_through_is_cut_where_it_is_read(tmp_path
     audit = audit_step(step, opt)
     assert audit.carried and audit.held
     edits = _edits(audit)
-    assert [(e.old, e.new) for e in edits] == [("self.avg", "stop_gradient(self.avg)")]
+    assert [(e.old, e.new) for e in edits] == [("self.avg", "torch.as_tensor(self.avg).detach()")]
     fixed = load(tmp_path / "running_fixed.py",
                   apply_edits((tmp_path / "running_step.py").read_text("utf-8"), edits))
     step, opt, model, x = fixed.build(seed)
@@ -249,7 +281,8 @@ def test_a_zero_derivative_op_gets_the_printed_straight_through_estimator(
     _, opt, step = getattr(source, case)(seed, ste=False)
     audit = audit_step(step, opt)
     edits = _edits(audit)
-    assert edits and all("stop_gradient(" in e.new for e in edits), str(audit)
+    assert edits and all(e.new == f"{e.old.split('(')[1].rstrip(')')} + ({e.old} - "
+                                  f"{e.old.split('(')[1].rstrip(')')}).detach()" for e in edits), str(audit)
     edited = _edited(source, edits, tmp_path)
     _, opt, step = getattr(edited, case)(seed, ste=False)
     assert audit_step(step, opt).ok
@@ -334,7 +367,7 @@ def test_a_teacher_parameter_written_with_its_graph_is_held_and_cut_where_writte
     assert sorted((h.module, h.name, h.kind) for h in audit.held) == [
         ("teacher", "bias", "parameter"), ("teacher", "weight", "parameter")]
     (edit,) = _edits(audit)
-    assert (edit.old, edit.new) == ("ps", "stop_gradient(ps)")
+    assert (edit.old, edit.new) == ("ps", "ps.detach()")
     fixed = load(tmp_path / "ema_fixed.py",
                   apply_edits((tmp_path / "ema_step.py").read_text("utf-8"), [edit]))
     step, opt, student, teacher = fixed.build(seed)
@@ -383,7 +416,7 @@ def test_a_clipped_surrogate_reads_its_advantage_through_torch_min(tmp_path: Pat
     (target,) = audit.targets
     assert sorted(target.parameters) == ["v.bias", "v.weight"] and "Minimum" in target.path
     (edit,) = _edits(audit)
-    assert (edit.old, edit.new) == ("td_target - v(s)", "stop_gradient(td_target - v(s))")
+    assert (edit.old, edit.new) == ("td_target - v(s)", "(td_target - v(s)).detach()")
     fixed = load(tmp_path / "ppo_fixed.py",
                   apply_edits((tmp_path / "ppo_step.py").read_text("utf-8"), [edit]))
     step, opt, pi, v = fixed.build(seed, False)
@@ -431,7 +464,7 @@ def test_a_gradient_penalty_is_a_second_path_one_cut_where_made_removes_both(
     assert sorted(x.parameter for x in audit.leaks) == sorted(
         f"G.{n}" for n, _ in G.named_parameters())
     (edit,) = _edits(audit)
-    assert (edit.old, edit.new) == ("G(noise)", "stop_gradient(G(noise))")
+    assert (edit.old, edit.new) == ("G(noise)", "G(noise).detach()")
     fixed = load(tmp_path / "gp_fixed.py",
                   apply_edits((tmp_path / "gp_step.py").read_text("utf-8"), [edit]))
     step, opt, G, D = fixed.build(seed, False)
@@ -526,7 +559,7 @@ def test_a_detach_two_losses_read_is_moved_where_only_one_must_not_train_through
     (dead,) = {(d.kind, d.edits) for d in audit.dead}
     edits = list(dead[1])
     assert dead[0] == "detach" and [e.new for e in edits] == ["G(real_A)",
-                                                               "stop_gradient(fake_B)"]
+                                                               "fake_B.detach()"]
     fixed = load(tmp_path / "p2p_fixed.py",
                   apply_edits((tmp_path / "p2p_step.py").read_text("utf-8"), edits))
     step, opts, G, D = fixed.build(seed, False)

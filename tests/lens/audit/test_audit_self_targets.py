@@ -160,7 +160,7 @@ def test_each_term_of_a_symmetric_loss_gets_its_cut_in_the_one_fix(seed: int) ->
     (found,) = audit.targets
     assert found.terms == 2
     assert sorted(e.old for e in found.edits) == ["z1", "z2"]
-    assert all(e.new == f"stop_gradient({e.old})" for e in found.edits)
+    assert all(e.new == f"{e.old}.detach()" for e in found.edits)
     assert "collapsing" in found.fix
 
 

@@ -143,7 +143,7 @@ def test_an_integer_result_is_named_with_a_straight_through_edit_never_a_leave_o
     assert kind == "integer_result", str(audit)
     # the one edit: the float value made from the argmax, with y_soft's gradient back
     (edit,) = {e for d in audit.dead for e in d.edits}
-    assert edit.new == f"y_soft + stop_gradient({edit.old} - y_soft)", str(audit)
+    assert edit.new == f"y_soft + ({edit.old} - y_soft).detach()", str(audit)
     assert edit.old.startswith("torch.zeros_like(y_soft).scatter_(")
     (line,) = {x for d in audit.dead for x in d.lines}
     source, first = inspect.getsourcelines(_gumbel_case)

@@ -4,7 +4,7 @@ A failure the audit prints with a line of the user's code (``at: train.py:42: ou
 netD(fake)``) also carries, where the audit can say it exactly, :class:`Edit` s: the
 expression of that line the fix changes, as the source spells it, and what to write instead::
 
-    edit: train.py:42: fake -> stop_gradient(fake)
+    edit: train.py:42: fake -> fake.detach()
 
 The expression is found from the span Python records for the call or operation that was
 running when the audit saw the tensor (:attr:`~toolkit.audit.record.sites.Line.span`, the span a
@@ -28,9 +28,9 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
   :func:`default_mode`: a call's mode keyword (``grid_sample(..., mode="nearest")``) back to
   the function's default.
 
-A cut is written ``stop_gradient(...)``: it is the identity on numbers and passes tuples and
-lists through (a running mean that starts as ``0``, an LSTM's ``(h, c)``), where ``.detach()``
-would fail. Edits of the line that builds an optimizer are in
+A cut is written in plain PyTorch, never with an import of this package: ``x.detach()``,
+``(a + b).detach()``, a tuple or list written out cut element by element (``(h.detach(),
+c.detach())``); :func:`detached` writes it. Edits of the line that builds an optimizer are in
 :mod:`toolkit.audit.fixes.optimizer_edits`. :func:`apply_edits` writes edits into a source text (the tests apply every edit
 the audit prints over the real-code corpus and train the edited step).
 """
@@ -38,6 +38,7 @@ the audit prints over the real-code corpus and train the edited step).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import io
@@ -60,14 +61,11 @@ from toolkit.audit.record.source import (
 )
 from toolkit.audit.record.values import plain, read_value
 
-__all__ = ["CUT_IMPORT", "Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
-           "cut_made", "cut_operand", "cut_written", "default_mode", "extend_argument", "grad_on",
+__all__ = ["Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
+           "cut_made", "cut_operand", "cut_written", "default_mode", "detached", "extend_argument",
+           "grad_on", "is_cut",
            "keyword_value", "recompute", "remove_detach", "reset_at_start",
            "stack_values", "straight_through", "straight_through_integer"]
-
-#: the import the edits' ``stop_gradient(...)`` needs
-CUT_IMPORT = "from toolkit import stop_gradient"
-
 
 @dataclass(frozen=True)
 class Edit:
@@ -75,8 +73,8 @@ class Edit:
 
     ``line``, ``col``, ``end_line``, ``end_col``: where ``old`` is (lines from 1, columns in
     UTF-8 bytes from 0, as :mod:`ast` counts them); ``path``: the file's full path;
-    ``imports``: what ``new`` needs imported. ``str()`` is ``"train.py:42: fake ->
-    stop_gradient(fake)"`` (whitespace of a multi-line expression shown as one space).
+    ``imports``: what ``new`` needs imported; ``cut``: see below. ``str()`` is ``"train.py:42: fake ->
+    fake.detach()"`` (whitespace of a multi-line expression shown as one space).
     """
 
     file: str
@@ -88,6 +86,9 @@ class Edit:
     new: str
     path: str = field(default="", compare=False, repr=False)
     imports: tuple[str, ...] = ()
+    #: ``new`` cuts the value of ``old`` written for a tensor (``old.detach()``) before the
+    #: value was seen: :func:`cut_as_seen` writes it for what the step held there
+    cut: bool = field(default=False, compare=False, repr=False)
 
     def __str__(self) -> str:
         if not self.old:  # a line inserted before line ``line``
@@ -111,15 +112,61 @@ def flat(text: str) -> str:
 
 
 def edit_node(line: Line, src: Source, node: ast.AST, new: str,
-          imports: tuple[str, ...] = (CUT_IMPORT,)) -> Edit:
+              imports: tuple[str, ...] = (), *, cut: bool = False) -> Edit:
     return Edit(line.file, node.lineno, node.col_offset,  # type: ignore[attr-defined]
                 node.end_lineno, node.end_col_offset,  # type: ignore[attr-defined]
-                segment(src, node), new, line.path, imports)
+                segment(src, node), new, line.path, imports, cut)
+
+
+def cut_value(line: Line, src: Source, node: ast.expr) -> Edit:
+    """The edit that cuts the value of ``node`` (see :func:`detached`); one not written out
+    as a tuple, list or dict is marked ``cut``: its form waits for the value the step held."""
+    return edit_node(line, src, node, detached(src, node),
+                     cut=not isinstance(node, (ast.Tuple, ast.List, ast.Dict)))
+
+
+_ATOMS = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
+
+
+def detached(src: Source, node: ast.expr) -> str:
+    """The text that cuts the value of ``node`` in plain PyTorch: ``x.detach()`` (a name, an
+    attribute, an item or a call as written, anything else in parentheses: ``(a +
+    b).detach()``); a tuple, list or dict written out, each element or value so
+    (``(h.detach(), c.detach())``), one written already cut, a constant or a starred one
+    left as it is."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [segment(src, e) if isinstance(e, (ast.Constant, ast.Starred)) or is_cut(e)
+                 else detached(src, e) for e in node.elts]
+        inner = ", ".join(parts) + ("," if len(parts) == 1 and isinstance(node, ast.Tuple)
+                                    else "")
+        return f"({inner})" if isinstance(node, ast.Tuple) else f"[{inner}]"
+    if isinstance(node, ast.Dict):
+        items = [f"**{segment(src, v)}" if k is None else f"{segment(src, k)}: " + (
+            segment(src, v) if isinstance(v, ast.Constant) or is_cut(v) else detached(src, v))
+            for k, v in zip(node.keys, node.values)]
+        return "{" + ", ".join(items) + "}"
+    if isinstance(node, ast.IfExp) and any(isinstance(b, (ast.Tuple, ast.List)) or is_cut(b)
+                                           for b in (node.body, node.orelse)):
+        body, orelse = (segment(src, b) if is_cut(b) else detached(src, b)
+                        for b in (node.body, node.orelse))
+        return f"{body} if {segment(src, node.test)} else {orelse}"
+    text = segment(src, node)
+    return f"{text}.detach()" if isinstance(node, _ATOMS) else f"({text}).detach()"
+
+
+def is_cut(value: ast.expr) -> bool:
+    """Whether ``value`` is written already cut: ``x.detach()``, the toolkit's
+    ``stop_gradient(x)``, ``x.item()``, ``x.tolist()``, ``x.data``."""
+    if isinstance(value, ast.Attribute) and value.attr == "data":
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    name = getattr(func, "attr", None) or getattr(func, "id", None)
+    return name in ("detach", "stop_gradient", "item", "tolist")
 
 
 def _wrap(line: Line, src: Source, node: ast.AST) -> Edit | None:
-    """``stop_gradient(<node>)``; a starred argument's value, a keyword's value; never an
-    assignment target or a literal."""
+    """``<node>.detach()`` (see :func:`detached`); a starred argument's value, a keyword's
+    value; never an assignment target or a literal."""
     if isinstance(node, ast.Starred):
         node = node.value
     if isinstance(node, ast.keyword):
@@ -127,8 +174,162 @@ def _wrap(line: Line, src: Source, node: ast.AST) -> Edit | None:
     if not isinstance(node, ast.expr) or isinstance(node, ast.Constant) \
             or isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
         return None
-    old = segment(src, node)
-    return edit_node(line, src, node, f"stop_gradient({old})")
+    return cut_value(line, src, node)
+
+
+#: the loop names of a cut written as comprehensions, innermost first
+_LOOPS = ("t", "s", "r", "q")
+
+
+def skeleton(value: object, depth: int = 0) -> Any:
+    """What ``value`` is, as a cut must write it: ``"tensor"``, ``"number"``, ``"none"``,
+    ``"other"``; ``(kind, inner)`` for a tuple, list or dict (``kind``: ``"tuple"``,
+    ``"list"``, ``"dict"``) whose items are all ``inner`` (``None`` when it is empty), or
+    ``(kind + "*", (inner, ...))`` when they differ (``(out, (h, c))``)."""
+    import torch  # the audit's own; edits.py reads no tensor otherwise
+
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, (bool, int, float)):
+        return "number"
+    if value is None:
+        return "none"
+    kind = ("tuple" if type(value) is tuple else "list" if type(value) is list
+            else "dict" if type(value) is dict else None)
+    if kind is None or depth >= len(_LOOPS):
+        return "other"
+    items = list(value.values() if isinstance(value, dict) else value)  # type: ignore[attr-defined]
+    inner = [skeleton(x, depth + 1) for x in items]
+    if len(set(map(repr, inner))) <= 1:
+        return kind, inner[0] if inner else None
+    return kind + "*", tuple(inner)
+
+
+def _merged(seen: Iterable[Any], starred: bool = False) -> Any:
+    """One skeleton for those seen on each call (an empty container takes the others'
+    items; ``starred``: a value unpacked by ``*``, where a tuple and a list are one); ``None``
+    when they differ."""
+    out: Any = None
+    for x in seen:
+        if out is None or out == x:
+            out = x
+        elif isinstance(out, tuple) and isinstance(x, tuple) and None in (out[1], x[1]) \
+                and not out[0].endswith("*") and not x[0].endswith("*") \
+                and (out[0] == x[0] or (starred and "dict" not in (out[0], x[0]))):
+            out = x if out[1] is None else out
+        else:
+            return None
+    return out
+
+
+def _comprehension(text: str, form: Any) -> str | None:
+    """``text`` (an expression that needs no parentheses) cut in plain PyTorch for a value of
+    skeleton ``form`` whose leaves are tensors: ``x.detach()``, ``tuple(t.detach() for t in
+    x)``, ``[tuple(t.detach() for t in s) for s in x]``, ``{k: t.detach() for k, t in
+    x.items()}``; ``None`` for any other."""
+    if form == "tensor":
+        return f"{text}.detach()"
+    if not (isinstance(form, tuple) and form[0] in ("tuple", "list", "dict")):
+        return None
+    depth, inner = 0, form[1]
+    while isinstance(inner, tuple):
+        depth, inner = depth + 1, inner[1]
+    name = _LOOPS[depth]
+    cut = _comprehension(name, form[1]) if form[1] is not None else f"{name}.detach()"
+    if cut is None:
+        return None
+    if form[0] == "dict":
+        return f"{{k: {cut} for k, {name} in {text}.items()}}"
+    return f"tuple({cut} for {name} in {text})" if form[0] == "tuple" else \
+        f"[{cut} for {name} in {text}]"
+
+
+def _place(edit: Edit) -> tuple[ast.expr, ast.AST | None] | None:
+    """The expression ``edit`` replaces and the node it is part of."""
+    src = source_of(edit.path) if edit.path else None
+    if src is None:
+        return None
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.expr) and (node.lineno, node.col_offset, node.end_lineno,
+                                           node.end_col_offset) == (
+                edit.line, edit.col, edit.end_line, edit.end_col):
+            return node, src.parents.get(id(node))
+    return None
+
+
+def _bare(node: ast.expr, parent: ast.AST | None) -> bool:
+    """Whether a conditional expression may stand where ``node`` is without parentheses: a
+    call's argument or keyword, the value of an assignment or a ``return``."""
+    if isinstance(parent, ast.Call):
+        return node in parent.args
+    return isinstance(parent, (ast.keyword, ast.Assign, ast.AnnAssign, ast.AugAssign,
+                               ast.Return)) and getattr(parent, "value", None) is node
+
+
+def cut_as_seen(edit: Edit, seen: Iterable[Any]) -> Edit | None:
+    """``edit`` (a :attr:`Edit.cut`) written for the values its expression held on each call
+    the step ran (their :func:`skeleton`): ``x.detach()`` for a tensor; a tuple, list or dict
+    of tensors as a comprehension; a number on one call and a tensor on another (a running
+    mean that starts as ``0``) ``torch.as_tensor(x).detach()``; ``None`` on one call (a state
+    not made yet) ``None if x is None else x.detach()``, for a name, an attribute or an item;
+    any other the value of an assignment statement, the statement under ``with
+    torch.no_grad():``. ``edit`` as it is when no value was seen; ``None`` when no plain form
+    cuts what was seen exactly."""
+    forms = [ast.literal_eval(x) for x in dict.fromkeys(map(repr, seen))]
+    if not forms:
+        return edit
+    found = _place(edit)
+    if found is None:
+        return None
+    node, parent = found
+    optional = "none" in forms
+    forms = [f for f in forms if f != "none"]
+    text = edit.old if isinstance(node, _ATOMS) else f"({edit.old})"
+    settled = dataclasses.replace(edit, cut=False)
+    imports: tuple[str, ...] = ()
+    if set(forms) == {"tensor"}:
+        new: str | None = edit.new if not optional else f"{text}.detach()"
+    elif set(forms) == {"tensor", "number"}:
+        new, imports = f"torch.as_tensor({edit.old}).detach()", ("import torch",)
+    else:
+        merged = _merged(forms, isinstance(parent, ast.Starred))
+        new = None if merged is None else _comprehension(text, merged)
+    if new is None:
+        return None if optional else _under_no_grad(edit)
+    if optional:
+        if not plain(node):
+            return None  # read twice: only what reads without running anything
+        new = f"None if {edit.old} is None else {new}"
+        new = new if _bare(node, parent) else f"({new})"
+    return dataclasses.replace(settled, new=new, imports=imports)
+
+
+def _under_no_grad(edit: Edit) -> Edit | None:
+    """The assignment statement whose whole value is ``edit.old`` (``out, (h, c) =
+    lstm(x)``) under ``with torch.no_grad():`` (its continuation lines as they are: inside
+    brackets their indent is free); ``None`` when ``edit.old`` is not such a value."""
+    src = source_of(edit.path) if edit.path else None
+    if src is None:
+        return None
+    for node in ast.walk(src.tree):
+        value = getattr(node, "value", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and value is not None and (
+                value.lineno, value.col_offset, value.end_lineno, value.end_col_offset) == (
+                edit.line, edit.col, edit.end_line, edit.end_col):
+            parent = src.parents.get(id(node))
+            if not any(node in getattr(parent, f, ()) for f in ("body", "orelse", "finalbody")):
+                return None  # a statement of no block (one after ``;``)
+            old = segment(src, node)
+            after = src.lines[(node.end_lineno or node.lineno) - 1][node.end_col_offset:]
+            if src.lines[node.lineno - 1][:node.col_offset].strip() \
+                    or (after.strip() and not after.strip().startswith(b"#")):
+                return None  # another statement on its first or last line
+            indent = " " * node.col_offset
+            return Edit(edit.file, node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                        node.end_col_offset or 0, old,
+                        f"with torch.no_grad():\n{indent}    {old}", edit.path,
+                        ("import torch",))
+    return None
 
 
 def cut_made(line: Line) -> Edit | None:
@@ -170,7 +371,7 @@ def _statement(src: Source, node: ast.AST) -> ast.stmt | None:
 
 def cut_assigned(line: Line) -> Edit | None:
     """Cut the value of the assignment whose target runs at ``line`` (``self.M, self.z =
-    f(...)`` -> ``stop_gradient(f(...))``)."""
+    f(...)`` -> ``f(...).detach()``)."""
     found = spanned(line)
     if found is None:
         return None
@@ -368,7 +569,7 @@ def reset_at_start(function: object, namespace: dict[str, object], owner: str,
 
 def straight_through(line: Line) -> Edit | None:
     """The zero-derivative operation at ``line`` (``torch.sign(w)``, ``x.round()``) with the
-    identity's gradient: ``w + stop_gradient(torch.sign(w) - w)``, when its operand is a
+    identity's gradient: ``w + (torch.sign(w) - w).detach()``, when its operand is a
     name, an attribute or an item (written twice, so read without running anything)."""
     found = expression_at(line)
     if found is None or not isinstance(found[1], ast.Call):
@@ -378,14 +579,14 @@ def straight_through(line: Line) -> Edit | None:
     if len(ops) != 1 or not plain(ops[0]):
         return None
     x, op = segment(src, ops[0]), segment(src, call)
-    return edit_node(line, src, call, f"{x} + stop_gradient({op} - {x})")
+    return edit_node(line, src, call, f"{x} + ({op} - {x}).detach()")
 
 
 def straight_through_integer(line: Line) -> Edit | None:
     """The value assigned to a name at ``line`` that converts the integer result made there
     (``hard = F.one_hot(soft.argmax(-1), n).float()``, ``mask = (s >= t).float()``) with the
-    gradient of the integer operation's first operand: ``soft + stop_gradient(<value> -
-    soft)``, the same values forward and ``soft``'s gradient back (a straight-through
+    gradient of the integer operation's first operand: ``soft + (<value> -
+    soft).detach()``, the same values forward and ``soft``'s gradient back (a straight-through
     estimator). Only when that operand is a name, an attribute or an item (written three
     times, so read without running anything), and the integer result reaches the value
     through calls and attributes alone; ``soft`` and the value have the same shape when the
@@ -403,7 +604,7 @@ def straight_through_integer(line: Line) -> Edit | None:
             and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
         return None
     x = segment(src, soft)
-    return edit_node(line, src, value, f"{x} + stop_gradient({segment(src, value)} - {x})")
+    return edit_node(line, src, value, f"{x} + ({segment(src, value)} - {x}).detach()")
 
 
 def default_mode(line: Line, namespace: Mapping[str, object]) -> Edit | None:
@@ -454,8 +655,8 @@ def _imported(source: str) -> set[str]:
 
 
 def bind_imports(statements: Iterable[str]) -> dict[str, Any]:
-    """The names import statements bind (``from toolkit import stop_gradient`` ->
-    ``{"stop_gradient": <function>}``), imported with :mod:`importlib`, nothing executed.
+    """The names import statements bind (``import torch`` -> ``{"torch": <module>}``, ``from
+    torch import nn`` -> ``{"nn": <module>}``), imported with :mod:`importlib`, nothing executed.
     Raises ``ImportError`` (an import that fails) or ``SyntaxError`` (a statement that is not
     an import)."""
     names: dict[str, Any] = {}
@@ -484,12 +685,25 @@ def bind_imports(statements: Iterable[str]) -> dict[str, Any]:
     return names
 
 
+def _wrapped_at(old: bytes, new: bytes) -> int | None:
+    """Where ``new`` holds ``old`` whole when it holds it once as a token sequence (``h`` in
+    ``h.detach()``, not the ``h`` of ``detach``); ``None`` when it does not, or more than
+    once."""
+    if not old:
+        return None
+    word = re.compile(rb"\w")
+    found = [m.start() for m in re.finditer(re.escape(old), new)
+             if not (word.match(old[:1]) and m.start() and word.match(new[m.start() - 1:m.start()]))
+             and not (word.match(old[-1:]) and word.match(new[m.end():m.end() + 1]))]
+    return found[0] if len(found) == 1 else None
+
+
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     """``source`` with ``edits`` written in; the imports they need appended as the file's last
     lines (so that every line keeps its number).
 
-    Edits that wrap an expression (``new`` holds ``old``) may nest (``stop_gradient(f(x,
-    stop_gradient(y)))``); an edit that replaces an expression may not overlap another
+    Edits that wrap an expression (``new`` holds ``old``) may nest (``f(x,
+    y.detach()).detach()``); an edit that replaces an expression may not overlap another
     except one wrapping it whole. Raises ``ValueError`` when an edit's ``old`` is not the
     text at its place, or two replacements overlap.
     """
@@ -504,8 +718,8 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
         if text[start:end] != old:
             raise ValueError(f"apply_edits: {edit.file}:{edit.line} does not hold "
                              f"{edit.old!r} at column {edit.col}")
-        if new.count(old) == 1 and old:
-            at = new.index(old)
+        at = _wrapped_at(old, new)
+        if at is not None:
             ops.append((start, 1, end, start, new[:at]))  # open: inner (smaller end) first
             ops.append((end, 2, start, end, new[at + len(old):]))  # close: outer first
         else:

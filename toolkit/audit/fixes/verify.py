@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from toolkit.audit.fixes.edits import Edit, apply_edits, bind_imports
+from toolkit.audit.fixes.edits import Edit, apply_edits, bind_imports, cut_as_seen, skeleton
 from toolkit.audit.fixes.registration import running, runs_live
 
 __all__ = ["VERIFYING", "edited_step", "installed", "verified"]
@@ -110,9 +110,10 @@ def installed(swaps: list[_Swap]) -> Iterator[None]:
                 namespace[name] = value
 
 
-def _swaps(edits: list[Edit]) -> list[_Swap] | None:
+def _swaps(edits: list[Edit], names: dict[str, Any] | None = None) -> list[_Swap] | None:
     """For each function of the user's code that ``edits`` lie in, its live function objects
-    and their edited code; ``None`` when an edit lies in no function the step can run again."""
+    and their edited code (``names``: globals it reads besides the edits' imports); ``None``
+    when an edit lies in no function the step can run again."""
     if not edits:
         return None
     running = set()
@@ -137,7 +138,7 @@ def _swaps(edits: list[Edit]) -> list[_Swap] | None:
                 return None
             places[found[0]] = found[1]
         try:
-            imports = bind_imports(i for e in mine for i in e.imports)
+            imports = {**bind_imports(i for e in mine for i in e.imports), **(names or {})}
         except (SyntaxError, ImportError):
             return None
         for place, functions in places.items():
@@ -290,12 +291,42 @@ def verified(audit: Any, step: Any, names: Callable[[torch.Tensor], str],
     the module's docstring). ``gradients``: each loss's real gradients of the tensors its
     optimizer steps, on the audited call, and ``losses`` their values; ``rerun(step)``: the
     audit of ``step`` again with the same optimizers (run under :data:`VERIFYING`, the edits
-    installed)."""
-    groups: dict[tuple[Edit, ...], list[tuple[str, Any]]] = {}
+    installed). A set that fails with a cut written for a tensor (``x.detach()``) is written
+    for the values the step held there (:func:`_as_seen`) and run again."""
+    check = (step, names, gradients, losses, stepped, rerun)
+    failed = _failed(audit, _findings(audit), *check)
+    if not failed:
+        return audit
+    retry = [(kind, f) for kind, f in _findings(audit)
+             if tuple(f.edits) in failed and any(e.cut for e in f.edits)]
+    audit, rewritten = _as_seen(audit, retry, step, rerun)
+    failed |= _failed(audit, [(kind, f) for kind, f in _findings(audit) if id(f) in rewritten],
+                      *check)
+    changed = {}
     for kind in _FAILURES:
-        for f in getattr(audit, kind):
-            if f.edits:
-                groups.setdefault(tuple(f.edits), []).append((kind, f))
+        changed[kind] = tuple(
+            dataclasses.replace(f, edits=(), fix=f"{f.fix}; the edit this fix implies was run "
+                                                 f"and did not pass (not verified): decide at the "
+                                                 f"line")
+            if f.edits and tuple(f.edits) in failed else f for f in getattr(audit, kind))
+    return dataclasses.replace(audit, **changed)
+
+
+def _findings(audit: Any) -> list[tuple[str, Any]]:
+    return [(kind, f) for kind in _FAILURES for f in getattr(audit, kind)]
+
+
+def _failed(audit: Any, findings: list[tuple[str, Any]], step: Any,
+            names: Callable[[torch.Tensor], str],
+            gradients: dict[str, dict[int, torch.Tensor | None]], losses: dict[str, float],
+            stepped: dict[str, dict[int, torch.Tensor]],
+            rerun: Callable[[Callable[[], Any]], Any]) -> set[tuple[Edit, ...]]:
+    """The sets of edits of ``findings`` (of ``audit``) that fail: all run together first, as
+    the user applies them; when that fails, each set alone."""
+    groups: dict[tuple[Edit, ...], list[tuple[str, Any]]] = {}
+    for kind, f in findings:
+        if f.edits:
+            groups.setdefault(tuple(f.edits), []).append((kind, f))
     failed: set[tuple[Edit, ...]] = set()
     runnable = {edits: swaps for edits in groups  # registrations run on the live objects
                 if (swaps := [] if runs_live(edits) else _swaps(list(edits))) is not None}
@@ -304,21 +335,80 @@ def verified(audit: Any, step: Any, names: Callable[[torch.Tensor], str],
     if together is not None and _passes(  # all of them, as the user applies them
             audit, [x for edits in runnable for x in groups[edits]], step, together, names,
             gradients, losses, stepped, rerun):
-        return audit
+        return failed
     for edits, swaps in runnable.items():
         if _passes(audit, groups[edits], step, swaps, names, gradients, losses, stepped,
                    rerun) is False:
             failed.add(edits)
-    if not failed:
-        return audit
+    return failed
+
+
+#: the global the step's code calls, while the values of its cuts are read, with each value
+_SEEN = "__toolkit_audit_seen__"
+
+
+def _as_seen(audit: Any, findings: list[tuple[str, Any]], step: Any,
+             rerun: Callable[[Callable[[], Any]], Any]) -> tuple[Any, set[int]]:
+    """``audit`` with the edits of ``findings`` that cut a value not yet seen
+    (:attr:`Edit.cut`) written in plain PyTorch for what that value was
+    (:func:`~toolkit.audit.fixes.edits.cut_as_seen`): the step is audited once with each such
+    expression read as it runs, and cut as the edit means. A finding one of whose edits has no
+    plain form for what was read loses its edits (its fix says so); an edit whose expression
+    did not run stays as it is. Also the ids of the findings whose edits were written anew."""
+    cuts = list(dict.fromkeys(e for _, f in findings for e in f.edits if e.cut))
+    if not cuts:
+        return audit, set()
+    seen: dict[int, list[Any]] = {k: [] for k in range(len(cuts))}
+
+    def read(k: int, value: Any) -> Any:
+        seen[k].append(skeleton(value))
+        return _detached(value)
+
+    probes = [dataclasses.replace(e, new=f"{_SEEN}({k}, {e.old})", imports=())
+              for k, e in enumerate(cuts)]
+    swaps = _swaps(probes, {_SEEN: read})
+    if swaps is None:  # some lie where the step cannot run them: read the others
+        swaps = _swaps([p for p in probes if _swaps([p]) is not None], {_SEEN: read})
+    if swaps:
+        token = VERIFYING.set([])
+        try:
+            with installed(swaps):
+                rerun(step)
+        except Exception:  # what was read before it failed is kept
+            pass
+        finally:
+            VERIFYING.reset(token)
+    written = {e: cut_as_seen(e, seen[k]) for k, e in enumerate(cuts)}
+    mine = {id(f) for _, f in findings}
+    rewritten: set[int] = set()
     changed = {}
     for kind in _FAILURES:
-        changed[kind] = tuple(
-            dataclasses.replace(f, edits=(), fix=f"{f.fix}; the edit this fix implies was run "
-                                                 f"and did not pass (not verified): decide at the "
-                                                 f"line")
-            if tuple(f.edits) in failed else f for f in getattr(audit, kind))
-    return dataclasses.replace(audit, **changed)
+        out = []
+        for f in getattr(audit, kind):
+            edits = [written.get(e, e) if e.cut else e for e in f.edits]
+            if id(f) not in mine or edits == list(f.edits):
+                pass
+            elif any(e is None for e in edits):
+                f = dataclasses.replace(f, edits=(), fix=(
+                    f"{f.fix}; no plain PyTorch cut fits every value the step held there "
+                    f"(not verified): decide at the line"))
+            else:
+                f = dataclasses.replace(f, edits=tuple(dict.fromkeys(edits)))
+                rewritten.add(id(f))
+            out.append(f)
+        changed[kind] = tuple(out)
+    return dataclasses.replace(audit, **changed), rewritten
+
+
+def _detached(value: Any) -> Any:
+    """``value`` with every tensor it holds in tuples, lists and dicts detached."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if type(value) in (tuple, list):
+        return type(value)(_detached(x) for x in value)
+    if type(value) is dict:
+        return {k: _detached(x) for k, x in value.items()}
+    return value
 
 
 def _passes(audit: Any, findings: list[tuple[str, Any]], step: Any, swaps: list[_Swap],

@@ -96,19 +96,19 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
             fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
         elif how == "stored":
             fix = ("cut it where it is stored (this call's loss trains nothing through the "
-                   "value stored): stop_gradient(value) or value.detach() in the assignment")
+                   "value stored): value.detach() in the assignment")
         elif how == "kept":
             fix = (f"cut it where the step stores it for the next call, not where it enters "
-                   f"({entered}): stop_gradient(value) or value.detach() in what it stores")
+                   f"({entered}): value.detach() in what it stores")
         elif how == "reset" and (stored := _stored(step, node)) is not None:
             fix = (f"no cut where it is read keeps each call's own gradient: "
                    f"{reset_text(*stored, first_none=bool(edits))}")
         elif len(cut.lines) > 1:
             fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
-                   f"uses it: stop_gradient(state, name=...) or state.detach()")
+                   f"uses it: state.detach() (or the toolkit's stop_gradient(state, name=...))")
         else:
             fix = (f"cut the state where it enters ({entered}) before each step uses it: "
-                   f"stop_gradient(state, name=...) or state.detach()")
+                   f"state.detach() (or the toolkit's stop_gradient(state, name=...))")
         if cut.edges and step.prover.reaches(loss, key, cut):
             lines, edits = (), ()  # not proved: the old graph is still reached
         out.append(((key, nr), CarriedGraph(

@@ -159,7 +159,7 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
             found = readers[1]
             line = readers[0][0]
             fix = (f"this step's loss trains through {owner}.{name}: cut the previous step's "
-                   f"value where it is read (stop_gradient(...) there), which keeps each "
+                   f"value where it is read (.detach() there), which keeps each "
                    f"step's own gradient")
         else:
             found = ()

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.findings import HeldGraph
-from toolkit.audit.fixes.edits import Edit, edit_node, segment, source_of
+from toolkit.audit.fixes.edits import Edit, detached, edit_node, is_cut, source_of
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.saved import holds_saved, saved_bytes
 from toolkit.lens.backward_graph import is_cut_marker
@@ -375,7 +375,7 @@ def cut_stored(line: Line, name: str, key: Any = None) -> tuple[Edit, ...]:
     it is known (``state["h"]``; ``None``: any): each argument of ``name.append(...)`` and the
     other storing methods (an index or a key left as it is), the keyword ``key`` of
     ``name.update(...)``, the value of ``name[key] = ...``, ``name.attr = ...`` or ``name +=
-    ...``: ``stop_gradient(value)``, which cuts every tensor of a tuple, list or dict (none
+    ...``: ``value.detach()``, a tuple or list written out cut element by element (none
     for a value written already cut, nor for a value assigned to other names as well: ``a[k]
     = h = v`` or ``out, a[k] = v``, where a cut of ``v`` would cut them too)."""
     src = source_of(line.path) if line.path else None
@@ -399,8 +399,8 @@ def cut_stored(line: Line, name: str, key: Any = None) -> tuple[Edit, ...]:
                     or not isinstance(targets[0].slice, ast.Constant)
                     or targets[0].slice.value == key):
                 values.append(node.value)
-    return tuple(edit_node(line, src, v, f"stop_gradient({segment(src, v)})") for v in values
-                 if not isinstance(v, (ast.Constant, ast.Starred)) and not _cut(v))
+    return tuple(edit_node(line, src, v, detached(src, v)) for v in values
+                 if not isinstance(v, (ast.Constant, ast.Starred)) and not is_cut(v))
 
 
 def _key(path: str) -> Any:
@@ -412,16 +412,6 @@ def _key(path: str) -> Any:
         return ast.literal_eval(path[1:path.index("]")])
     except (ValueError, SyntaxError):
         return None
-
-
-def _cut(value: ast.expr) -> bool:
-    """Whether ``value`` is written already cut: ``x.detach()``, ``stop_gradient(x)``,
-    ``x.item()``, ``x.tolist()``, ``x.data``."""
-    if isinstance(value, ast.Attribute) and value.attr == "data":
-        return True
-    func = value.func if isinstance(value, ast.Call) else None
-    name = getattr(func, "attr", None) or getattr(func, "id", None)
-    return name in ("detach", "stop_gradient", "item", "tolist")
 
 
 def _name(node: ast.AST) -> str:

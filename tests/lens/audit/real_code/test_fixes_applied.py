@@ -193,3 +193,28 @@ def test_every_printed_fix_of_the_experiments_corpus_trains_as_its_fixed_twin(
 def test_the_harness_covers_every_bug_of_the_corpus() -> None:
     bugs = {name for name in CASES if _build(name, 0).truth != "correct"}
     assert bugs == set(TWINS)
+
+
+def _names_this_package(edit: Any) -> bool:
+    """Whether ``edit`` writes this package into the user's file: its ``stop_gradient`` (one
+    the user's line held already, kept as it was, aside) or an import of it."""
+    return (edit.new.count("stop_gradient") > edit.old.count("stop_gradient")
+            or any("toolkit" in i for i in edit.imports)
+            or "import toolkit" in edit.new or "from toolkit" in edit.new)
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_no_printed_edit_writes_this_package_into_the_users_code(name: str, seed: int) -> None:
+    # issue 71: edits in the user's idiom, plain PyTorch (.detach(), torch.no_grad(), ...)
+    _, audit = _audited(name, seed)
+    edits = [e for f in _failures(audit) for e in f.edits]
+    assert not [str(e) for e in edits if _names_this_package(e)], str(audit)
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENT_BUGS))
+def test_no_printed_edit_of_the_experiments_corpus_writes_this_package(name: str,
+                                                                        seed: int) -> None:
+    bug = _experiment_case(EXPERIMENT_BUGS[name], False, seed)
+    audit = audit_step(bug.step, bug.optimizers)
+    edits = [e for f in _failures(audit) for e in f.edits]
+    assert not [str(e) for e in edits if _names_this_package(e)], str(audit)
