@@ -278,7 +278,7 @@ def leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: se
             block = Cut(dead=frozenset({id(node)}), lines=() if line is None else (line,),
                         what=(f"block {node.block!r}",),
                         texts=(f"the block {node.block!r} is disabled here: enable it (it cuts "
-                               f"this path)",))
+                               f"this path)",), block=True)
             if not prover.reaches(loss, leaf, block) and prover.keeps_training(block):
                 return block
     for inner in (False, True):  # the step's own lines first, then lines in a forward

@@ -40,7 +40,8 @@ class Cut:
     user's lines, one per cut; ``texts``: each cut in words (``"detach the output of q_next
     (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``edits``:
     each cut as an edit of its line (:mod:`toolkit.audit.fixes.edits`), ``None`` where the
-    expression is not known.
+    expression is not known; ``block``: the first cut enables a disabled toolkit block (the
+    cut is in the user's code already).
     """
 
     dead: frozenset[int] = frozenset()
@@ -49,11 +50,13 @@ class Cut:
     texts: tuple[str, ...] = ()
     what: tuple[str, ...] = field(default=())
     edits: tuple[Edit | None, ...] = ()
+    block: bool = False
 
     def __or__(self, other: Cut) -> Cut:
         return Cut(self.dead | other.dead, self.edges | other.edges,
                    (*self.lines, *other.lines), (*self.texts, *other.texts),
-                   (*self.what, *other.what), (*self.edits, *other.edits))
+                   (*self.what, *other.what), (*self.edits, *other.edits),
+                   self.block if self.what else other.block)
 
     def __bool__(self) -> bool:
         return bool(self.dead or self.edges)

@@ -220,11 +220,11 @@ FIXES = {
             "clone_module; higher.innerloop_ctx(..., copy_initial_weights=False)), or copy "
             "the copy's gradients back onto them before the step (first order)",
     "cancelled": "cut the term that subtracts what it adds back (a straight-through "
-                 "estimator: soft + stop_gradient(hard - soft), or (hard - soft).detach()): "
+                 "estimator: soft + (hard - soft).detach()): "
                  "the same values forward, the gradient of soft backward",
     "zero_derivative": "pass the gradient straight through where it is made (a "
                        "straight-through estimator): x + (torch.sign(x) - x).detach(), or "
-                       "x + stop_gradient(torch.round(x) - x): the same values forward, the "
+                       "x + (torch.round(x) - x).detach(): the same values forward, the "
                        "identity's gradient backward",
     "no_grad": "compute it outside torch.no_grad() (keep no_grad for what must not train)",
     "library_argument": "pass the library call the argument that names what its backward "
@@ -259,9 +259,10 @@ def _written_from_others(rec: Recording, key: int) -> str | None:
     write = rec.writes.get(key)
     if write is None or not (write.sources or write.copy_of is not None):
         return None
-    kind, ops, _ = write_kind(rec, write)
-    what = "an average of itself and other tensors" if kind.startswith("an average") else \
-        "a copy of another tensor" if kind == "a copy of" else "recomputed from other tensors"
+    _, ops, _ = write_kind(rec, write)
+    what = "an average of itself and other tensors" if write.is_average else \
+        "a copy of another tensor" if write.copy_of is not None else \
+        "recomputed from other tensors"
     return f"written in place by the step ({what}: {ops}), never by a gradient"
 
 
@@ -444,7 +445,7 @@ def _cancellation(step: RecordedStep, point: ZeroPoint
     """``(the cut in words, the user's line, its edit)`` of gradients that cancel at
     ``point.node``: the line of the highest node that passes it gradient (the ``+`` of ``a +
     (b - a)``), and the cut of that node's operand through which the other givers pass it
-    theirs (``a + stop_gradient(b - a)``): the same values forward, ``a``'s gradient back."""
+    theirs (``a + (b - a).detach()``): the same values forward, ``a``'s gradient back."""
     rec, label = step.rec, step.label
 
     def below(node: Any) -> list[Any]:

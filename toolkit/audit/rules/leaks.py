@@ -505,7 +505,7 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
         steps = "; ".join(f"{i}) {text}" for i, text in enumerate(cut.texts, 1))
         fix = (f"{len(cut.texts)} cuts, all needed (behind them: {{owners}}): {steps}: "
                f"{cut.options}")
-    if cut_at.startswith("block "):  # a disabled toolkit block: the cut is already there
+    if cut.block:  # a disabled toolkit block: the cut is already there
         fix = cut.texts[0]
     return "cut", cut_at, fix, cut.lines, _all(cut.edits)
 

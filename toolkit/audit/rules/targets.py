@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolkit.audit.findings import TrainedTarget
 from toolkit.audit.fixes.location import shape_text, target_cut
@@ -241,10 +241,20 @@ def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int]
     return found & stepped, met
 
 
+class _Sides(NamedTuple):
+    """One form's target side: ``weight``: it is the weight of a log-probability (a
+    score-function term), not one side of a comparison."""
+
+    form: str
+    target: Any
+    reader: Any
+    weight: bool = False
+
+
 def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped: set[int]
-           ) -> tuple[str, Any, Any] | None:
-    """``(form, target or weight side, the node that reads it)`` of one form, or ``None``
-    when it is no target.
+           ) -> _Sides | None:
+    """``(form, target or weight side, the node that reads it, whether it is the weight of a
+    log-probability)`` of one form, or ``None`` when it is no target.
 
     Of a comparison's two sides, the target is the one that reaches no stepped tensor when the
     other does (``MSELoss()(target, prediction)`` in either order); when both or neither do,
@@ -269,7 +279,7 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             side = 0 if reaches[1] else 1
         else:
             side = 0 if id(sides[0]) in right and id(sides[1]) not in left else 1
-        return form, sides[side], inputs[side]
+        return _Sides(form, sides[side], inputs[side])
     if form != "product":
         left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in inputs)
         forward = {k for k in left & right if getattr(nodes[k], "variable", None) is None}
@@ -280,17 +290,17 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             side = arithmetic.index(True)
             if not _bootstrapped(inputs[side], forward):
                 return None
-            return f"{_BOOTSTRAP} ({form})", inputs[side], node
+            return _Sides(f"{_BOOTSTRAP} ({form})", inputs[side], node)
         reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
         else:
             side = target_index if target_index is not None else _target_side(inputs)
-        return form, inputs[side], node
+        return _Sides(form, inputs[side], node)
     logs = [_log_node(graph, n) for n in inputs]
     if logs[0] is None and logs[1] is None:
         found = _surrogate(graph, inputs)
-        return None if found is None else (*found, node)
+        return None if found is None else _Sides(*found, node)
     weight = 1 if logs[0] is not None else 0
     log = logs[1 - weight]
     if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
@@ -301,7 +311,8 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         # the log-probability trains nothing this loss steps: no score-function term, the
         # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
         return None
-    return "a log-probability times a weight that carries gradient", inputs[weight], node
+    return _Sides("a log-probability times a weight that carries gradient", inputs[weight], node,
+                  weight=True)
 
 
 def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
@@ -499,8 +510,8 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
         found = _sides(graph, node, form, target_index, stepped)
         if found is None:
             continue
-        form, target, reader = found
-        if form.startswith("a log-probability"):
+        form, target, reader, weight = found
+        if weight:
             shared, _ = _stepped_below(graph, target, stepped)
         else:
             left, right = (_stepped_below(graph, n, stepped)[0] for n in _inputs(node))
