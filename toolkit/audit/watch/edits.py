@@ -304,6 +304,23 @@ def insert_after(path: str, line: int, statement: str) -> ScriptEdit | None:
                       f"{_where(path, end + 1)}: + {statement}")
 
 
+def replace_parameters(path: str, line: int, params: str) -> ScriptEdit | None:
+    """The parameters an optimizer is built over, replaced: the first argument of the call
+    ``opt = torch.optim.Adam(encoder.parameters(), lr=...)`` on ``line`` -> ``params``."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    value = getattr(stmt, "value", None)
+    if not isinstance(value, ast.Call) or not value.args:
+        return None
+    arg = value.args[0]
+    old = segment(text, arg)
+    return ScriptEdit(path, (arg.lineno, arg.col_offset),
+                      (arg.end_lineno or arg.lineno, arg.end_col_offset or 0), params,
+                      f"{_where(path, arg.lineno)}: {old} -> {params}")
+
+
 def _is_no_grad(item: ast.withitem) -> bool:
     call = item.context_expr
     if not isinstance(call, ast.Call) or call.args or call.keywords:
@@ -450,6 +467,19 @@ def assigned_name(path: str, line: int) -> str | None:
     if isinstance(stmt, ast.AnnAssign):
         return segment(text, stmt.target) or None
     return None
+
+
+def assigned_names(path: str, line: int) -> set[str]:
+    """The plain names the statement on ``line`` assigns (``a, b = f(x)`` -> ``{"a", "b"}``;
+    ``self.h = ...`` -> ``{"h"}``): what it makes for the code after it."""
+    found = statement_at(path, line)
+    if found is None:
+        return set()
+    stmt, _ = found
+    targets = (stmt.targets if isinstance(stmt, ast.Assign) else
+               [stmt.target] if isinstance(stmt, ast.AugAssign | ast.AnnAssign) else [])
+    return {n.id if isinstance(n, ast.Name) else n.attr for t in targets for n in ast.walk(t)
+            if isinstance(n, ast.Name | ast.Attribute)}
 
 
 def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:

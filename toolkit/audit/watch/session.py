@@ -154,7 +154,18 @@ class Watch:
         self.roots: dict[int, tuple[nn.Module, str]] = {}
         self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
         self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
-        self.detaches: list[tuple[object, Site]] = []
+        # a detach's input node, its site, where its values live, event
+        self.detaches: list[tuple[object, Site, int, int]] = []
+        # per audited backward: its event and the tensors its graph reaches
+        self.reached_by: list[tuple[int, set[int]]] = []
+        self.previous_step_event = -1
+        # optimizer index -> (the tensors no optimizer holds that the losses of its step
+        # reach, the keys of its own tensors, none of which they reach)
+        self.misplaced: dict[int, tuple[set[int], tuple[str, ...]]] = {}
+        self.trained_reads: dict[int, int] = {}
+        # tensor id -> its values after its last audited step (what the script did to it
+        # before the next step is its own doing)
+        self.after_step: dict[int, torch.Tensor] = {}   # storage a network that trains read -> event
         # (module, its call's site, the user's (file, line) from there outwards, the graphs of
         # its inputs, event)
         self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
@@ -196,6 +207,8 @@ class Watch:
         self.detaches = [d for d in self.detaches if d[-1] >= keep]
         self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
         self.clears = [c for c in self.clears if c[-1] >= keep]
+        self.trained_reads = {k: e for k, e in self.trained_reads.items() if e >= keep}
+        self.reached_by = [r for r in self.reached_by if r[0] >= keep]
         if not self.prev_audited and self.audited():
             self.ledger = Ledger()   # what happened unwatched is one unknown source
         self._want_module_hook()
@@ -261,6 +274,10 @@ class Watch:
                     made = self.no_grad_out.get(_storage(t))
                     if made is not None:
                         self.feeds_trained.add(made)
+        if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
+            # what a network that trains reads (a detached value it reads is no target)
+            for t in (t for a in args for t in _tensors(a)):
+                self.trained_reads[_storage(t)] = self.events
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         found = E.call_at(site.path, site.span)
@@ -284,7 +301,8 @@ class Watch:
             return
         frame = user_frame(2)
         if frame is not None:
-            self.detaches.append((tensor.grad_fn, site_of(frame), self.events))
+            self.detaches.append((tensor.grad_fn, site_of(frame), _storage(tensor),
+                                  self.events))
 
     def zero_grad(self, tensors: list[torch.Tensor]) -> None:
         for t in tensors:
@@ -342,6 +360,7 @@ class Watch:
         for t in leaves.values():
             self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
+        self.reached_by.append((self.events, set(leaves)))
         source = Source(self.events, site, _label(site), self.iteration)
         return source, leaves, self.ledger.snapshot(leaves)
 
@@ -357,6 +376,7 @@ class Watch:
         self.events += 1
         event = self.events
         self.step_events += 1
+        self.previous_step_event = self.last_step_event
         self.last_step_event = event
         self.step_optimizer[event] = index
         self._settle()
@@ -378,6 +398,7 @@ class Watch:
                                "event": self.step_events - 1,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
                                              else None) for k, p in stepped}})
+        self._followers(index, stepped)
         self._frozen(index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
         self._shared(index, opt, stepped)
@@ -389,6 +410,11 @@ class Watch:
         self._wasted()
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
+        if self.audited() or self.audited(self.iteration + 1):
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if p.requires_grad:
+                        self.after_step[id(p)] = p.detach().clone()
         # where iterations begin, in autograd's numbering: needed by the carried rule of the
         # next two iterations only
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
@@ -478,6 +504,7 @@ class Watch:
                      or self.ledger.cleared.get(id(p)))]
         if not dead:
             return
+        misplaced = self._misplaced(index, stepped, dead)
         read = self._read_by_training()
         targets = [(k, p) for k, p in dead if self._target_only(p, read)]
         if targets:
@@ -485,8 +512,9 @@ class Watch:
             self._add(ScriptFinding(
                 "hand_updated", self.iteration,
                 f"{plural(len(targets), 'tensor')} an optimizer steps get no gradient: they "
-                f"compute a target under no_grad, whose output meets the prediction only in "
-                f"the loss (a teacher, a key encoder): the optimizer does nothing with them",
+                f"compute a target cut off from the loss (under no_grad, or .detach()-ed), "
+                f"whose output meets the prediction only in the loss (a teacher, a key "
+                f"encoder): the optimizer does nothing with them",
                 tuple(k for k, _ in targets), tuple(names.get(id(p), k) for k, p in targets),
                 (site.shown(),) if site is not None else (),
                 advice=_HELD_FOR_NOTHING, step=self.step_events - 1))
@@ -547,7 +575,8 @@ class Watch:
                     (cut_site.shown(),) + ((site.shown(),) if site else ()), edit,
                     advice=f"remove the cut at {cut_site} if these tensors are meant to train "
                            f"from this loss", step=self.step_events - 1,
-                    concerned=tuple(self._reached_keys(cut_site, stepped)) or keys))
+                    concerned=tuple(self._reached_keys(cut_site, stepped)) or keys,
+                    extra={"misplaced": index} if misplaced else {}))
             else:
                 self._add_dead(hit, ScriptFinding(
                     "dead", self.iteration,
@@ -557,7 +586,23 @@ class Watch:
                     keys, shown, (site.shown(),) if site else (), (),
                     advice="use them in a loss, or leave them out of the optimizer if they "
                            "are meant to stay as they are", step=self.step_events - 1,
-                    concerned=keys))
+                    concerned=keys, extra={"misplaced": index} if misplaced else {}))
+
+    def _misplaced(self, index: int, stepped, dead) -> bool:
+        """Optimizer membership by role: the losses of this step (the backward() calls since
+        the step before it) reach none of the tensors the optimizer holds, and reach tensors
+        no optimizer holds (``optimizer_D`` built over the encoder, a line copied from the one
+        above, while its loss trains the discriminator). Its argument is the wrong network:
+        kept for the rule of tensors no optimizer steps (:meth:`_end_of_iteration`), whose
+        edit replaces it."""
+        if len(dead) != len(stepped):
+            return False
+        reached = set().union(*(r for e, r in self.reached_by
+                                if e > self.previous_step_event)) - set(self._stepped_map())
+        if not reached:
+            return False
+        self.misplaced[index] = (reached, tuple(k for k, _ in dead))
+        return True
 
     def _read_by_training(self) -> set[str]:
         """The names the calls of networks that train read as arguments, with gradients on,
@@ -578,12 +623,30 @@ class Watch:
         is matched by its storage."""
         calls = [(m, lines) for m, _, lines, _, _ in self.no_grad_calls
                  if any(q is p for q in m.parameters())]
-        if not calls or any(id(m) in self.feeds_trained for m, _ in calls):
+        if not calls:
+            return self._target_cut(p, read)
+        if any(id(m) in self.feeds_trained for m, _ in calls):
             return False
         for _, lines in calls:
             made = next((names for path, line in lines
                          if (names := E.no_grad_block_names(path, line)) is not None), None)
             if made and made & read:
+                return False
+        return True
+
+    def _target_cut(self, p: torch.Tensor, read: set[str]) -> bool:
+        """Whether every ``.detach()`` whose input reaches ``p`` made a value that no network
+        that trains reads, and there was one: the cut of a target, as a call under no_grad
+        (see :meth:`_target_only`). The value is matched by its storage (read as it is, a
+        backbone's features under a head) and by the names the detach's statement assigns."""
+        cuts = [(site, storage) for node, site, storage, _ in self.detaches
+                if id(p) in read_graph([node]).leaves]
+        if not cuts:
+            return False
+        for site, storage in cuts:
+            if storage in self.trained_reads:
+                return False
+            if E.assigned_names(site.path, site.line) & read:
                 return False
         return True
 
@@ -622,7 +685,7 @@ class Watch:
     def _cut_of(self, p: torch.Tensor):
         """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
         losses: a detach whose input's graph reaches ``p``."""
-        for node, site, _ in reversed(self.detaches):
+        for node, site, _, _ in reversed(self.detaches):
             graph: Graph = read_graph([node])
             if id(p) in graph.leaves:
                 edit = E.remove_detach(site.path, site.span)
@@ -793,6 +856,71 @@ class Watch:
                 advice="compute the target under torch.no_grad(), or .detach() it where it is "
                        "made", step=self.step_events, concerned=keys, extra={"loses": True}))
 
+    def _followers(self, index: int, stepped) -> None:
+        """Tensors the script moved itself since their last step, along the line to another
+        tensor an optimizer holds (``k <- m k + (1 - m) q``, a momentum or EMA copy, or a copy
+        outright), that a loss's gradient reached: the copy the prediction is compared with
+        (MoCo's key encoder) is trained by the loss through its own side of the comparison.
+        The edit cuts the output of the call that made the copy's values (the outermost call
+        reaching them and no other stepped tensor)."""
+        held = [p for o in self.optimizers for g in o.param_groups for p in g["params"]]
+        moved: dict[int, tuple[str, torch.Tensor]] = {}
+        for key, p in stepped:
+            old = self.after_step.pop(id(p), None)
+            if old is None or old.shape != p.shape or not self.ledger.live.get(id(p)):
+                continue
+            now = p.detach().flatten().double()
+            before = old.flatten().double()
+            if torch.equal(now, before):
+                continue
+            for q in held:
+                if q is p or q.shape != p.shape:
+                    continue
+                # on the line to q: what is left of the distance is the old distance, shrunk
+                # (``k - q <- m (k - q)``), or nothing (a copy); a clamp, a projection or a
+                # decay moves toward no other tensor
+                target = q.detach().flatten().double()
+                gap, was = now - target, before - target
+                cos = float(gap @ was) / max(float(gap.norm() * was.norm()), 1e-300)
+                if not bool(gap.any()) or (cos > 1 - 1e-6 and gap.norm() < was.norm()):
+                    moved[id(p)] = (key, p)
+                    break
+        if not moved:
+            return
+        stepped_ids = {id(p) for p in held}
+        reach: dict[int, set[int]] = {}
+        sites: dict[int, Site] = {}
+        for node, s, _ in self.call_outputs:
+            leaves = set(read_graph([node]).leaves) & stepped_ids
+            if leaves & set(moved) and leaves <= set(moved):
+                reach[id(node)] = leaves
+                sites[id(node)] = s
+        # the outermost: a call whose output reaches more of them
+        best = sorted(reach, key=lambda k: -len(reach[k]))
+        chosen: list[Site] = []
+        covered: set[int] = set()
+        for k in best:
+            if not reach[k] <= covered:
+                chosen.append(sites[k])
+                covered |= reach[k]
+        edits = tuple(e for s in dict.fromkeys(chosen)
+                      if (e := E.detach_call(s.path, s.span)) is not None)
+        names = self._names()
+        keys = tuple(k for k, _ in moved.values())
+        tensors = [p for _, p in moved.values()]
+        srcs = {s for p in tensors for s in self.ledger.live.get(id(p), []) if s.site}
+        at = tuple(s.shown() for s in dict.fromkeys(chosen)) + tuple(
+            sorted({s.site.shown() for s in srcs}))
+        self._add(ScriptFinding(
+            "target", self.iteration,
+            f"{plural(len(tensors), 'tensor')} the script moves itself toward other tensors an "
+            f"optimizer steps (a momentum or EMA copy) get gradient from the loss: the loss "
+            f"trains the copy it compares with through the copy's own output",
+            keys, tuple(names.get(id(p), "?") for p in tensors), at, edits,
+            advice="compute the copy's output under torch.no_grad(), or .detach() it where it "
+                   "is made", step=self.step_events - 1, concerned=keys,
+            extra={"loses": True}))
+
     def _aliased(self) -> None:
         """One network called by two names, one only under no_grad (a target, an EMA or
         teacher copy read as a constant) and one with gradients, its tensors stepped: the
@@ -868,18 +996,36 @@ class Watch:
                 continue
             opts = sorted({i for k in inside for i in self.between[k]}) or sorted(
                 {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
+            # an optimizer whose own loss reaches these tensors and none it holds: its
+            # argument is replaced by them, and its dead finding is this one
+            wrong = next((i for i, (reached, _) in sorted(self.misplaced.items())
+                          if set(keys) <= reached), None)
+            if wrong is not None:
+                opts = [wrong]
             opt = self.optimizers[opts[0]] if opts else None
             built = self.built_at.get(id(opt)) if opt is not None else None
             edits: tuple = ()
             opt_name = E.assigned_name(built.path, built.line) if built is not None else None
-            if built is not None and opt_name:
+            extra_concerned: tuple[str, ...] = ()
+            what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
+                    "an optimizer steps through them" if inside else
+                    f"no optimizer steps them, though an optimizer steps the rest of {name}")
+            if wrong is not None and built is not None:
+                e = E.replace_parameters(built.path, built.line,
+                                         _parameters_text(module, name, set(keys)))
+                if e is not None:
+                    edits = (e,)
+                    extra_concerned = self.misplaced[wrong][1]
+                    self.pending_dead = [(f, v) for f, v in self.pending_dead
+                                         if f.extra.get("misplaced") != wrong]
+                    opt_text = f"`{opt_name}`" if opt_name else "the optimizer"
+                    what = (f"the loss of {opt_text}'s step trains them and none of the tensors "
+                            f"it holds: it is built over the wrong parameters")
+            elif built is not None and opt_name:
                 params = _parameters_text(module, name, set(keys))
                 e = E.insert_after(built.path, built.line,
                                    f'{opt_name}.add_param_group({{"params": {params}}})')
                 edits = (e,) if e is not None else ()
-            what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
-                    "an optimizer steps through them" if inside else
-                    f"no optimizer steps them, though an optimizer steps the rest of {name}")
             self._add(ScriptFinding(
                 "unstepped", self.iteration,
                 f"{len(keys)} tensors of {name} get gradient and {what}",
@@ -887,7 +1033,7 @@ class Watch:
                 advice=f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
                        f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                        f"constructor)", step=self.step_events - 1,
-                concerned=tuple(shown)))
+                concerned=tuple(shown) + extra_concerned))
 
 
 def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:

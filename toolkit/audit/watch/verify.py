@@ -213,6 +213,11 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         gained = [k for k in ours if k in revived and dead(ours[k]) and not dead(other.get(k))]
         # or a tensor the edit hands to an optimizer (a parameter group added) steps now
         gained += [k for k in other if k not in ours and not dead(other[k])]
+        # or, for an edit that cuts a path that trained them, a tensor it is about loses its
+        # gradient (the cut at work from the bug's first step, watched or not)
+        if finding.extra.get("loses"):
+            gained += [k for k in ours if k in concerned and not dead(ours[k])
+                       and dead(other.get(k))]
         if gained or ("*" in concerned and e == s):
             at = e
         keys = [k for k in ours if not (e == at and (k in concerned or "*" in concerned))

@@ -1,0 +1,174 @@
+"""``toolkit audit SCRIPT``: one principle per test, each on a pair of scripts written for it
+(``scripts/``: the published form and a bug twin, each citing its source), in fields other
+than the held-out ones.
+
+- A cut that makes a target: a network whose output is cut off (``.detach()``, as under
+  ``no_grad``) and meets the prediction only in the loss is held by its optimizer for nothing
+  (information); without the cut the loss trains it through its own target (a failure whose
+  ``.detach()`` edit trains as the published script).
+- Provenance of a copy: a tensor the script moves itself along the line to another stepped
+  tensor (a momentum or EMA copy) that a loss's gradient reaches is the copy the prediction
+  is compared with, trained through its own output; a tensor moved by hand in any other way
+  (a critic's weight clipping) is no copy.
+- Optimizer membership by role: an optimizer whose step's own loss reaches none of the
+  tensors it holds, and reaches tensors no optimizer holds, is built over the wrong
+  parameters: its argument is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from toolkit.audit.cli import main
+from toolkit.audit.watch.verify import close, load_record
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
+    rec = tmp_path / f"record-{script.stem}"
+    code = main(["--no-verify", "--record", str(rec), str(script), *args])
+    report, _ = load_record(str(rec))
+    return code, report
+
+
+def _failures(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["failure"]]
+
+
+# --- a cut that makes a target --------------------------------------------------------------
+
+def test_a_teacher_detached_where_its_targets_are_made_is_held_for_nothing(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "noisy_student.py")
+    assert code == 0 and _failures(report) == []
+    held = [f for f in report["findings"] if f["kind"] == "hand_updated"]
+    assert len(held) == 1 and all(n.startswith("model.teacher.") for n in held[0]["names"])
+
+
+def test_a_teacher_whose_targets_carry_gradient_is_a_trained_target(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "noisy_student_trained_teacher.py")
+    assert code == 1
+    (target,) = _failures(report)
+    assert target["kind"] == "target"
+    assert sorted(target["names"]) == ["model.teacher.0.bias", "model.teacher.0.weight",
+                                       "model.teacher.2.bias", "model.teacher.2.weight"]
+    assert any(a.startswith("noisy_student_trained_teacher.py:43:") for a in target["at"])
+    assert target["edits"][0]["new"] == "model.teacher(xu).detach()"
+
+
+def test_a_detached_value_a_network_that_trains_reads_is_no_target(tmp_path):
+    """A backbone's features detached under a trained head: the backbone is dead, a failure
+    (the cut is on the prediction's path, not a target's)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+        "backbone, head = nn.Linear(4, 8), nn.Linear(8, 1)\n"
+        "opt = torch.optim.SGD([*backbone.parameters(), *head.parameters()], lr=0.1)\n"
+        "for _ in range(3):\n"
+        "    x = torch.randn(8, 4)\n"
+        "    loss = head(backbone(x).detach()).pow(2).mean()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n", encoding="utf-8")
+    code, report = _audit(tmp_path, script)
+    assert code == 1
+    assert [f["kind"] for f in _failures(report)] == ["dead"]
+
+
+# --- provenance of a copy ------------------------------------------------------------------
+
+def test_a_momentum_copy_whose_output_carries_gradient_is_a_trained_target(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "curl_keys_trained.py")
+    assert code == 1
+    (target,) = _failures(report)
+    assert target["kind"] == "target"
+    assert all(n.startswith("curl.encoder_target.") for n in target["names"])
+    assert target["at"][0].startswith("curl_keys_trained.py:50:")
+    assert target["edits"][0]["new"] == "curl.encoder_target(obs_pos).detach()"
+
+
+def test_the_published_momentum_copy_is_held_for_nothing(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "curl.py")
+    assert code == 0 and _failures(report) == []
+    assert [f["kind"] for f in report["findings"]] == ["hand_updated"]
+
+
+def test_weights_clipped_by_hand_after_their_step_are_no_copy(tmp_path):
+    """WGAN's critic (Arjovsky et al. 2017): its weights clamped after each step, by hand,
+    toward no other tensor; two layers of one shape, so a copy could be mistaken for one."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+        "critic = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))\n"
+        "opt = torch.optim.RMSprop(critic.parameters(), lr=0.05)\n"
+        "for _ in range(4):\n"
+        "    loss = critic(torch.randn(8, 4)).mean() - critic(torch.randn(8, 4) + 1).mean()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    for p in critic.parameters():\n"
+        "        p.data.clamp_(-0.01, 0.01)\n", encoding="utf-8")
+    code, report = _audit(tmp_path, script)
+    assert code == 0 and _failures(report) == []
+
+
+# --- optimizer membership by role -----------------------------------------------------------
+
+def test_an_optimizer_built_over_the_wrong_network_has_its_argument_replaced(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "lsgan_wrong_optimizer.py")
+    assert code == 1
+    (found,) = _failures(report)   # one finding: the dead generator in optimizer_D is its part
+    assert found["kind"] == "unstepped"
+    assert all(n.startswith("discriminator.") for n in found["names"])
+    assert found["at"][0].startswith("lsgan_wrong_optimizer.py:26:")
+    (edit,) = found["edits"]
+    assert (edit["old"], edit["new"]) == ("generator.parameters()", "discriminator.parameters()")
+
+
+def test_the_published_lsgan_is_clean(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "lsgan.py")
+    assert code == 0 and _failures(report) == []
+
+
+# --- each edit verified, written, and trains as the published script -----------------------
+
+PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target"),
+         ("curl.py", "curl_keys_trained.py", "target"),
+         ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped")]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("clean", "buggy", "kind"), PAIRS, ids=[p[1] for p in PAIRS])
+def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy, kind):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copy(SCRIPTS / buggy, folder / "train.py")
+    shutil.copy(SCRIPTS / clean, folder / "published.py")
+    done = _cli("--record", str(tmp_path / "pub"), "published.py", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _cli("--apply", "train.py", cwd=folder)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"FAIL    {kind}:" in done.stdout and "wrote train.py" in done.stdout
+    done = _cli("--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
+    assert not _failures(report)
+    ours = torch.load(tmp_path / "fixed" / "grads.pt", weights_only=True)
+    theirs = torch.load(tmp_path / "pub" / "grads.pt", weights_only=True)
+    assert len(ours) == len(theirs) > 0
+    for mine, published in zip(ours, theirs):
+        assert mine["grads"].keys() == published["grads"].keys()
+        for key, g in published["grads"].items():
+            assert close(mine["grads"][key], g), (key, clean)
