@@ -3,7 +3,12 @@ iterations (or, ``--watch EVERY``, every EVERY-th iteration of the whole run).
 
 Exit status as linters and pytest give it: 0 clean, 1 a failure found, 2 the script could not be
 audited (or the command was wrong); the script's own ``sys.exit`` status and exceptions pass
-through (an exception: its traceback as Python shows it, status 1)."""
+through (an exception: its traceback as Python shows it, status 1).
+
+Each edit is printed with how it was proved (:class:`~toolkit.audit.kinds.Proof`); ``--apply``
+writes only those whose proof is safe (:func:`applicable`: verified by rerunning the script).
+``--record DIR`` writes ``report.json`` through :class:`~toolkit.audit.schema.Report`, with the
+exit status and what the audit did not check."""
 
 from __future__ import annotations
 
@@ -14,10 +19,13 @@ import os
 import sys
 from collections.abc import Sequence
 
+from toolkit.audit.kinds import Proof
 from toolkit.audit.result import plural
+from toolkit.audit.schema import VERSION, Options, Report
+from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.source import escaped
 
-__all__ = ["main"]
+__all__ = ["applicable", "main"]
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
 
@@ -124,15 +132,16 @@ def _record_folder(folder: str) -> str | None:
     return None
 
 
-def _write_record(folder: str, report: dict, grads: list) -> None:
-    """``report.json`` and ``grads.pt`` into ``folder``, never through a link."""
+def _write_record(folder: str, report: Report, grads: list) -> None:
+    """``report.json`` (validated by :class:`~toolkit.audit.schema.Report`) and ``grads.pt``
+    into ``folder``, never through a link."""
     import torch
 
     os.makedirs(folder, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     with os.fdopen(os.open(os.path.join(folder, "report.json"), flags, 0o644), "w",
                    encoding="utf-8") as fh:
-        json.dump(report, fh, indent=1)
+        fh.write(report.to_json())
     with os.fdopen(os.open(os.path.join(folder, "grads.pt"), flags, 0o644), "wb") as fh:
         torch.save(grads, fh)
 
@@ -143,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(ours)
     args.args = theirs
+    args.command = [*ours, *theirs]
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     if args.follow < 0:
@@ -208,29 +218,41 @@ def _audit(args: argparse.Namespace) -> int:
         for f in failures:
             if f.edits:
                 _say(f"toolkit audit: {f.kind} (iteration {f.iteration}): "
-                     + ("verified: " + "; ".join(str(e) for e in f.edits) if f.verified else
-                        f"not verified: {f.why_not}"))
-    if record is not None:
-        report = {"script": name, "iterations": watch.iteration + (0 if outcome.stopped else 1),
-                  "backwards": watch.backwards, "steps": watch.step_events,
-                  "stopped": outcome.stopped, "exit_code": outcome.exit_code,
-                  "error": None if outcome.error is None else
-                  f"{type(outcome.error).__name__}: {outcome.error}",
-                  "findings": [f.to_dict() for f in findings]}
+                     + ("verified: " + "; ".join(str(e) for e in f.edits)
+                        + f" (proof: {f.proof.text})" if f.proof.safe else
+                        f"not verified: {f.why_not} (proof: {f.proof.text})"))
+
+    ran = watch.iteration + (0 if outcome.stopped else 1)
+    audited = [i for i in range(ran) if watch.audited(i)] if watch.backwards else []
+
+    def finish(status: int, not_checked: list[str]) -> int:
+        """The record written (when asked) with the exit status; the status returned."""
+        if record is None:
+            return status
+        report = Report(
+            version=VERSION, command=args.command, script=name, args=list(args.args),
+            options=Options(steps=args.steps, follow=args.follow, watch=args.watch,
+                            seed=args.seed, verify=verifying, apply=args.apply, diff=args.diff),
+            iterations=ran, audited=audited, backwards=watch.backwards,
+            steps=watch.step_events, stopped=outcome.stopped, exit_code=outcome.exit_code,
+            error=None if outcome.error is None else
+            f"{type(outcome.error).__name__}: {outcome.error}",
+            not_checked=not_checked, findings=[f.to_dict() for f in findings], status=status)
         try:
             _write_record(record, report, watch.grads)
         except OSError as err:
             return _fail(f"--record {args.record}: could not be written ({err.strerror or err})")
+        return status
 
-    audited = watch.iteration if outcome.stopped else watch.iteration + 1
     if outcome.error is None and outcome.exit_code in (None, 0) and watch.backwards == 0:
-        return _fail(f"{name} never called backward() (ran to its end): nothing to audit; "
-                     f"is training behind a flag, or does it use its own engine?")
+        return finish(_fail(f"{name} never called backward() (ran to its end): nothing to "
+                            f"audit; is training behind a flag, or does it use its own engine?"),
+                      [f"everything: {name} never called backward()"])
     how = (f"stopped by its own {type(outcome.error).__name__} in iteration {watch.iteration}"
            if outcome.error is not None else
            f"stopped after {watch.iteration} iterations (nothing more ran; files the script wrote "
            f"are where it says)" if outcome.stopped else
-           f"ran to its end, {audited} iterations" + (
+           f"ran to its end, {ran} iterations" + (
                "" if not args.watch else ", each audited" if args.watch == 1 else
                f", every {_ordinal(args.watch)} audited"))
     _say(f"toolkit audit: {name}: {how}; {watch.backwards} backward() calls, "
@@ -238,8 +260,8 @@ def _audit(args: argparse.Namespace) -> int:
     if args.watch is None:
         for f in findings:
             _say(*f.lines())
-    verified = [f for f in failures if f.verified]
-    shown_edits = [e for f in verified for e in f.edits]
+    proved = applicable(failures)
+    shown_edits = [e for f in proved for e in f.edits]
     if args.diff and args.no_verify:
         unproved = [e for f in failures for e in f.edits]
         if unproved:
@@ -250,39 +272,55 @@ def _audit(args: argparse.Namespace) -> int:
         _say_diff(diff(shown_edits, root))
     status = EXIT_FAILED if failures else EXIT_CLEAN
     if args.apply:
-        status = _apply(verified, root, args.no_verify, diff, write_edits, outside, Refused,
+        status = _apply(failures, root, args.no_verify, diff, write_edits, outside, Refused,
                         status)
     infos = len(findings) - len(failures)
     _say(f"toolkit audit: {plural(len(failures), 'failure')}, {plural(infos, 'note')}"
          + (f"; {plural(len(shown_edits), 'verified edit')}" if failures else ""))
+    not_checked = []
     if outcome.stopped:
-        _say(f"toolkit audit: not checked: what the script does after iteration "
-             f"{watch.iteration} (a later loop, a bug that begins late): it ran {args.follow} "
-             f"iterations past the last audited one with no new loop; --follow K looks "
-             f"further, --watch EVERY runs it to its end" if args.follow else
-             f"toolkit audit: not checked: what the script does after its first {args.steps} "
-             f"iterations (a later loop, a bug that begins late); --follow K looks further, "
-             f"--watch EVERY runs it to its end")
+        not_checked.append(
+            f"what the script does after iteration {watch.iteration} (a later loop, a bug that "
+            f"begins late): it ran {args.follow} iterations past the last audited one with no "
+            f"new loop; --follow K looks further, --watch EVERY runs it to its end"
+            if args.follow else
+            f"what the script does after its first {args.steps} iterations (a later loop, a bug "
+            f"that begins late); --follow K looks further, --watch EVERY runs it to its end")
     if watch.step_events == 0:
-        _say("toolkit audit: not checked: no torch optimizer stepped (weights updated by hand?), "
-             "so nothing was judged at a step (leaks, stale or missing gradients, tensors no "
-             "optimizer steps); only graph kept across iterations was checked")
+        not_checked.append(
+            "no torch optimizer stepped (weights updated by hand?), so nothing was judged at a "
+            "step (leaks, stale or missing gradients, tensors no optimizer steps); only graph "
+            "kept across iterations was checked")
+    for line in not_checked:
+        _say(f"toolkit audit: not checked: {line}")
     if outcome.error is not None:
         sys.stderr.write(escaped("".join(outcome.traceback), keep="\n"))
-        return EXIT_FAILED
+        return finish(EXIT_FAILED, not_checked)
     if outcome.exit_code not in (None, 0):
-        return int(outcome.exit_code)  # type: ignore[arg-type]
-    return status
+        return finish(int(outcome.exit_code), not_checked)  # type: ignore[arg-type]
+    return finish(status, not_checked)
 
 
-def _apply(verified, root, no_verify, diff, write_edits, outside, refused, status) -> int:
-    """``--apply``: the verified edits of files inside the script's folder written; a finding
-    whose edits touch a file elsewhere printed as a diff with why it was not written."""
+def applicable(findings: Sequence[ScriptFinding]) -> list[ScriptFinding]:
+    """The findings whose edits ``--apply`` writes and ``--diff`` shows: those whose proof is
+    safe (:attr:`Proof.safe <toolkit.audit.kinds.Proof>`: ``RERUN``, verified by rerunning the
+    script, or ``IN_PROCESS``); a graph proof or advice is printed, never written."""
+    return [f for f in findings if f.edits and f.proof in (Proof.RERUN, Proof.IN_PROCESS)]
+
+
+def _apply(findings, root, no_verify, diff, write_edits, outside, refused, status) -> int:
+    """``--apply``: the edits of :func:`applicable` findings in files inside the script's
+    folder written; a finding whose edits touch a file elsewhere printed as a diff with why it
+    was not written; the others' edits never."""
     if no_verify:
         _say("toolkit audit: --apply wrote nothing: with --no-verify no edit is verified")
         return status
+    held = [f for f in findings if f.edits and f not in applicable(findings)]
+    if held:
+        _say(f"toolkit audit: --apply did not write the edits of {plural(len(held), 'finding')} "
+             f"not verified ({', '.join(sorted({f'{f.kind}: {f.proof.text}' for f in held}))})")
     writable = []
-    for f in verified:
+    for f in applicable(findings):
         away = sorted({e.path for e in f.edits if outside(e.path, root)})
         if away:
             _say_diff(diff(list(f.edits), root))

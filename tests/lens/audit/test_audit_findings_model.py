@@ -5,6 +5,8 @@ ruff marks fixes safe or unsafe); ``--apply`` writes only the proved ones."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ from toolkit.audit import (
     StepAudit,
     audit_step,
 )
+from toolkit.audit.cli import applicable, main
 from toolkit.audit.kinds import (
     FAILURES,
     SAFE,
@@ -29,8 +32,11 @@ from toolkit.audit.kinds import (
     LeakKind,
     Proof,
 )
+from toolkit.audit.watch import verify as watch_verify
 from toolkit.audit.watch.edits import ScriptEdit
 from toolkit.audit.watch.findings import KINDS, ScriptFinding
+
+SCRIPTS = Path(__file__).parent / "scripts"
 
 #: the script audit's kinds as the dict ``KINDS`` gave them before issue 71
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
@@ -180,7 +186,7 @@ def test_a_step_audit_that_could_not_judge_carried_graphs_says_so():
     assert audit.to_dict()["not_checked"] == list(audit.not_checked)
 
 
-# --- the script audit: the proof derived ------------------
+# --- the script audit: the proof derived, --apply writes only the safe ones ------------------
 
 def _script_finding(verified: bool | None) -> ScriptFinding:
     edit = ScriptEdit("train.py", (4, 0), (4, 0), "    opt.zero_grad()\n",
@@ -205,3 +211,33 @@ def test_the_printed_script_finding_says_how_each_edit_was_proved():
     held = "\n".join(_script_finding(False).lines())
     assert "edit:" not in held and "not verified: the finding is still there" in held
     assert "proof: advice only (--apply does not write it)" in held
+
+
+def test_apply_takes_only_findings_whose_proof_is_safe():
+    ok, unproved, unrun = _script_finding(True), _script_finding(False), _script_finding(None)
+    assert applicable([ok, unproved, unrun]) == [ok]
+
+
+def _apply_with(tmp_path: Path, monkeypatch, verdict: tuple[bool, str]) -> tuple[int, str, str]:
+    """``toolkit audit --apply`` of the DCGAN with a leak, its verifier's verdict forced."""
+    shutil.copy(SCRIPTS / "dcgan_leak.py", tmp_path / "train.py")
+    before = (tmp_path / "train.py").read_text(encoding="utf-8")
+    monkeypatch.setattr(watch_verify, "verify", lambda *args, **kw: verdict)
+    monkeypatch.chdir(tmp_path)
+    code = main(["--apply", "train.py", "--niter", "3"])
+    return code, before, (tmp_path / "train.py").read_text(encoding="utf-8")
+
+
+def test_apply_never_writes_an_edit_its_rerun_did_not_verify(tmp_path, monkeypatch, capsys):
+    code, before, after = _apply_with(tmp_path, monkeypatch, (False, "forced to fail"))
+    out = capsys.readouterr().out
+    assert code == 1 and after == before and not (tmp_path / "train.py.orig").exists()
+    assert "not verified: forced to fail" in out and "proof: advice only" in out
+    assert "--apply did not write the edits of 1 finding not verified" in out
+
+
+def test_apply_writes_the_edit_its_rerun_verified(tmp_path, monkeypatch, capsys):
+    code, before, after = _apply_with(tmp_path, monkeypatch, (True, ""))
+    out = capsys.readouterr().out
+    assert code == 1 and after != before and "optimizerG.zero_grad()" in after
+    assert "proof: verified by rerunning the script" in out and "wrote train.py" in out
