@@ -43,9 +43,9 @@ from typing import Any
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from toolkit.audit import audit_step
 from toolkit.audit.findings import DeadParameter
 from toolkit.audit.result import listing, plural
+from toolkit.audit.step import audit_step
 
 __all__ = ["UnusedParameter", "UnusedParameters", "explain_unused_parameters"]
 
