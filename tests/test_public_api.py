@@ -41,7 +41,8 @@ def test_a_subpackage_exports_exactly_what_it_imports(package) -> None:
 def test_toolkit_exports_the_primitive_the_lens_and_the_audit() -> None:
     assert set(toolkit._CORE) == set(toolkit.core.__all__) - {"is_compiling"}
     assert set(toolkit._LENS) == set(toolkit.lens.__all__)
-    assert set(toolkit._AUDIT) == set(toolkit.audit.__all__) - {"RULES", "Edit", "apply_edits"}
+    assert set(toolkit._AUDIT) == set(toolkit.audit.__all__) - {"RULES", "Edit", "apply_edits",
+                                                                 "Kind", "Proof"}
     assert len(toolkit.__all__) == len(set(toolkit.__all__))
     for names, package in ((toolkit._CORE, toolkit.core), (toolkit._LENS, toolkit.lens),
                            (toolkit._AUDIT, toolkit.audit)):

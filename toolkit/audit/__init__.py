@@ -12,7 +12,11 @@ By stage: :mod:`~toolkit.audit.step` checks what it is given
 - :mod:`toolkit.audit.fixes`: where a fix goes in the user's code, the fix as edits
   (:class:`Edit`, :func:`apply_edits`), and its proof.
 
-The report is :class:`StepAudit` (:mod:`~toolkit.audit.result`).
+The report is :class:`StepAudit` (:mod:`~toolkit.audit.result`). Both audits, this one and
+``toolkit audit SCRIPT`` (:mod:`~toolkit.audit.cli`), share one vocabulary
+(:mod:`~toolkit.audit.kinds`): each finding's :class:`Kind`, a failure or information, and how
+its edits were proved (:class:`Proof`); ``--record`` writes the schema of
+:mod:`~toolkit.audit.schema`.
 """
 
 from toolkit.audit.findings import (
@@ -25,10 +29,12 @@ from toolkit.audit.findings import (
     TrainedTarget,
 )
 from toolkit.audit.fixes.edits import Edit, apply_edits
+from toolkit.audit.kinds import Kind, Proof
 from toolkit.audit.result import StepAudit
 from toolkit.audit.step import RULES, assert_clean_step, audit_step
 from toolkit.audit.unused import UnusedParameter, UnusedParameters, explain_unused_parameters
 
-__all__ = ["RULES", "CarriedGraph", "DeadParameter", "Edit", "FrozenTensor", "HeldGraph", "Leak",
-           "SharedTensor", "StepAudit", "TrainedTarget", "UnusedParameter", "UnusedParameters",
-           "apply_edits", "assert_clean_step", "audit_step", "explain_unused_parameters"]
+__all__ = ["RULES", "CarriedGraph", "DeadParameter", "Edit", "FrozenTensor", "HeldGraph", "Kind",
+           "Leak", "Proof", "SharedTensor", "StepAudit", "TrainedTarget", "UnusedParameter",
+           "UnusedParameters", "apply_edits", "assert_clean_step", "audit_step",
+           "explain_unused_parameters"]
