@@ -163,6 +163,7 @@ class Watch:
         # reach, the keys of its own tensors, none of which they reach)
         self.misplaced: dict[int, tuple[set[int], tuple[str, ...]]] = {}
         self.trained_reads: dict[int, int] = {}
+        self.passed_on: dict[int, set[int]] = {}   # a parameter-free call's output -> inputs
         # tensor id -> its values after its last audited step (what the script did to it
         # before the next step is its own doing)
         self.after_step: dict[int, torch.Tensor] = {}   # storage a network that trains read -> event
@@ -209,6 +210,7 @@ class Watch:
         self.clears = [c for c in self.clears if c[-1] >= keep]
         self.trained_reads = {k: e for k, e in self.trained_reads.items() if e >= keep}
         self.reached_by = [r for r in self.reached_by if r[0] >= keep]
+        self.passed_on = {}
         if not self.prev_audited and self.audited():
             self.ledger = Ledger()   # what happened unwatched is one unknown source
         self._want_module_hook()
@@ -275,9 +277,18 @@ class Watch:
                     if made is not None:
                         self.feeds_trained.add(made)
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
-            # what a network that trains reads (a detached value it reads is no target)
-            for t in (t for a in args for t in _tensors(a)):
-                self.trained_reads[_storage(t)] = self.events
+            # what a network that trains reads (a detached value it reads is no target),
+            # through the modules with no parameters on the way (a dropout, an activation)
+            todo = [_storage(t) for a in args for t in _tensors(a)]
+            while todo:
+                key = todo.pop()
+                if key not in self.trained_reads:
+                    self.trained_reads[key] = self.events
+                    todo.extend(self.passed_on.get(key, ()))
+        elif torch.is_grad_enabled() and next(module.parameters(), None) is None:
+            for t in outs:
+                self.passed_on.setdefault(_storage(t), set()).update(
+                    _storage(x) for a in args for x in _tensors(a))
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         found = E.call_at(site.path, site.span)
@@ -639,11 +650,16 @@ class Watch:
         that trains reads, and there was one: the cut of a target, as a call under no_grad
         (see :meth:`_target_only`). The value is matched by its storage (read as it is, a
         backbone's features under a head) and by the names the detach's statement assigns."""
-        cuts = [(site, storage) for node, site, storage, _ in self.detaches
-                if id(p) in read_graph([node]).leaves]
+        cuts = [(site, storage, read_graph([node]).leaves) for node, site, storage, _
+                in self.detaches]
+        cuts = [(site, storage, leaves) for site, storage, leaves in cuts if id(p) in leaves]
         if not cuts:
             return False
-        for site, storage in cuts:
+        for site, storage, leaves in cuts:
+            # a cut of a network some of whose tensors a loss trains (a value head on a shared
+            # trunk) is on the prediction's side, not a separate target's
+            if any(self.ledger.live.get(k) for k in leaves):
+                return False
             if storage in self.trained_reads:
                 return False
             if E.assigned_names(site.path, site.line) & read:
