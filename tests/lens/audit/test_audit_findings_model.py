@@ -173,10 +173,26 @@ def test_a_real_step_audit_prints_how_its_edit_was_proved():
     audit = audit_step(step, opt, modules={"g": g, "d": d})
     (leak, *_) = audit.leaks
     assert leak.kind is LeakKind.CUT and leak.edits
-    # every rule's edit is proved on the recorded graph; one the verifier ran is in process
-    assert leak.proof in (Proof.GRAPH, Proof.IN_PROCESS)
+    # the verifier ran the edited step: its edit is proved in process, safe to apply
+    assert leak.proof is Proof.IN_PROCESS and leak.proof.safe
+    assert audit.safe_edits
     assert f"        proof: {leak.proof.text}" in str(audit)
     assert audit.to_dict()["leaks"][0]["proof"] == leak.proof.value
+
+
+def test_a_step_edit_the_verifier_did_not_run_is_proved_on_the_graph_only(monkeypatch):
+    from toolkit.audit.fixes import verify
+
+    monkeypatch.setattr(verify, "_failed", lambda *args: (set(), set()))
+    torch.manual_seed(0)
+    g, d = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(d.parameters(), lr=0.1)
+
+    def step():
+        return d(g(torch.randn(4, 3))).mean()
+
+    (leak, *_) = audit_step(step, opt, modules={"g": g, "d": d}).leaks
+    assert leak.edits and leak.proof is Proof.GRAPH and not leak.proof.safe
 
 
 def test_a_step_audit_that_could_not_judge_carried_graphs_says_so():

@@ -46,6 +46,7 @@ import torch
 
 from toolkit.audit.fixes.edits import Edit, apply_edits, bind_imports, cut_as_seen, skeleton
 from toolkit.audit.fixes.registration import running, runs_live
+from toolkit.audit.kinds import Proof
 
 __all__ = ["VERIFYING", "edited_step", "installed", "verified"]
 
@@ -294,21 +295,24 @@ def verified(audit: Any, step: Any, names: Callable[[torch.Tensor], str],
     installed). A set that fails with a cut written for a tensor (``x.detach()``) is written
     for the values the step held there (:func:`_as_seen`) and run again."""
     check = (step, names, gradients, losses, stepped, rerun)
-    failed = _failed(audit, _findings(audit), *check)
-    if not failed:
-        return audit
-    retry = [(kind, f) for kind, f in _findings(audit)
-             if tuple(f.edits) in failed and any(e.cut for e in f.edits)]
-    audit, rewritten = _as_seen(audit, retry, step, rerun)
-    failed |= _failed(audit, [(kind, f) for kind, f in _findings(audit) if id(f) in rewritten],
-                      *check)
+    failed, passed = _failed(audit, _findings(audit), *check)
+    if failed:
+        retry = [(kind, f) for kind, f in _findings(audit)
+                 if tuple(f.edits) in failed and any(e.cut for e in f.edits)]
+        audit, rewritten = _as_seen(audit, retry, step, rerun)
+        again, passed_again = _failed(
+            audit, [(kind, f) for kind, f in _findings(audit) if id(f) in rewritten], *check)
+        failed |= again
+        passed |= passed_again
     changed = {}
     for kind in _FAILURES:
         changed[kind] = tuple(
             dataclasses.replace(f, edits=(), fix=f"{f.fix}; the edit this fix implies was run "
                                                  f"and did not pass (not verified): decide at the "
                                                  f"line")
-            if f.edits and tuple(f.edits) in failed else f for f in getattr(audit, kind))
+            if f.edits and tuple(f.edits) in failed
+            else dataclasses.replace(f, proof=Proof.IN_PROCESS)
+            if f.edits and tuple(f.edits) in passed else f for f in getattr(audit, kind))
     return dataclasses.replace(audit, **changed)
 
 
@@ -320,14 +324,17 @@ def _failed(audit: Any, findings: list[tuple[str, Any]], step: Any,
             names: Callable[[torch.Tensor], str],
             gradients: dict[str, dict[int, torch.Tensor | None]], losses: dict[str, float],
             stepped: dict[str, dict[int, torch.Tensor]],
-            rerun: Callable[[Callable[[], Any]], Any]) -> set[tuple[Edit, ...]]:
-    """The sets of edits of ``findings`` (of ``audit``) that fail: all run together first, as
-    the user applies them; when that fails, each set alone."""
+            rerun: Callable[[Callable[[], Any]], Any]
+            ) -> tuple[set[tuple[Edit, ...]], set[tuple[Edit, ...]]]:
+    """The sets of edits of ``findings`` (of ``audit``) that fail, and those that were run and
+    passed: all run together first, as the user applies them; when that fails, each set
+    alone. A set the step never ran (an ``__init__``'s edit) is in neither."""
     groups: dict[tuple[Edit, ...], list[tuple[str, Any]]] = {}
     for kind, f in findings:
         if f.edits:
             groups.setdefault(tuple(f.edits), []).append((kind, f))
     failed: set[tuple[Edit, ...]] = set()
+    passed: set[tuple[Edit, ...]] = set()
     runnable = {edits: swaps for edits in groups  # registrations run on the live objects
                 if (swaps := [] if runs_live(edits) else _swaps(list(edits))) is not None}
     every = [e for edits in runnable for e in edits]
@@ -335,12 +342,15 @@ def _failed(audit: Any, findings: list[tuple[str, Any]], step: Any,
     if together is not None and _passes(  # all of them, as the user applies them
             audit, [x for edits in runnable for x in groups[edits]], step, together, names,
             gradients, losses, stepped, rerun):
-        return failed
+        return failed, set(runnable)
     for edits, swaps in runnable.items():
-        if _passes(audit, groups[edits], step, swaps, names, gradients, losses, stepped,
-                   rerun) is False:
+        result = _passes(audit, groups[edits], step, swaps, names, gradients, losses, stepped,
+                         rerun)
+        if result is False:
             failed.add(edits)
-    return failed
+        elif result:
+            passed.add(edits)
+    return failed, passed
 
 
 #: the global the step's code calls, while the values of its cuts are read, with each value
