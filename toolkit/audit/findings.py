@@ -233,9 +233,7 @@ class HeldGraph:
     ``kind``: a :class:`~toolkit.audit.kinds.HeldKind`: ``"buffer"``, ``"attribute"`` or
     ``"parameter"`` (one that does not require grad, written in place from one that does), or
     ``"kept"`` for a place outside modules, with ``kept_in`` saying which (``"an item of a list
-    kept in a global"``). A finding made with that phrase as its ``kind`` (the rule of
-    :mod:`toolkit.audit.rules.kept` makes it so) keeps the phrase there and in ``kept_in``;
-    ``place`` is the :class:`HeldKind` either way. ``written``: what wrote it (``"add_ in the
+    kept in a global"``). ``written``: what wrote it (``"add_ in the
     forward of flow.1"``, ``"assigned a tensor made by Add"``); ``graph_bytes``: bytes the
     step's own nodes behind it save for backward (what each further step adds);
     ``n_nodes``: those nodes; ``older``: nodes from before the step that it also keeps (the
@@ -244,7 +242,7 @@ class HeldGraph:
 
     module: str
     name: str
-    kind: HeldKind | str
+    kind: HeldKind
     shape: tuple[int, ...]
     written: str
     graph_bytes: int
@@ -257,17 +255,7 @@ class HeldGraph:
     kept_in: str = ""
 
     def __post_init__(self) -> None:
-        if isinstance(self.kind, str) and " kept in " in self.kind:
-            object.__setattr__(self, "kept_in", self.kept_in or str(self.kind))
-            _settle(self)
-        else:
-            _settle(self, HeldKind)
-
-    @property
-    def place(self) -> HeldKind:
-        """What holds the graph, as a :class:`HeldKind` (``KEPT`` for a place outside
-        modules, however ``kind`` was given)."""
-        return self.kind if isinstance(self.kind, HeldKind) else HeldKind.KEPT
+        _settle(self, HeldKind)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def test_string_kinds_are_coerced_to_their_enums_and_still_compare_as_strings():
     dead = DeadParameter("SGD", "w", (2,), ("loss",), "torch.no_grad()", None, kind="no_grad")
     assert dead.kind is DeadKind.NO_GRAD and dead.kind in ("no_grad", "detach")
     held = HeldGraph("net", "moving_mean", "buffer", (3,), "add_", 8, 1, 0, "detach it")
-    assert held.kind is HeldKind.BUFFER and held.place is HeldKind.BUFFER
+    assert held.kind is HeldKind.BUFFER
     finding = ScriptFinding("stale", 0, "old gradient")
     assert finding.kind is Kind.STALE and finding.failure and finding.key[0] == "stale"
     assert _leak().kind is LeakKind.CUT and DeadParameter(
@@ -91,13 +91,13 @@ def test_string_kinds_are_coerced_to_their_enums_and_still_compare_as_strings():
 
 def test_a_place_outside_modules_is_kept_with_its_words():
     phrase = "an item of a list kept in a closure variable"
-    held = HeldGraph("buffer", "[0]", phrase, (3,), "append", 8, 1, 1, "detach it")
-    assert held.place is HeldKind.KEPT and held.kept_in == phrase and held.kind == phrase
+    with pytest.raises(ValueError, match=r"HeldGraph\.kind"):  # a phrase is no kind
+        HeldGraph("buffer", "[0]", phrase, (3,), "append", 8, 1, 1, "detach it")
     typed = HeldGraph("buffer", "[0]", HeldKind.KEPT, (3,), "append", 8, 1, 1, "detach it",
                       kept_in=phrase)
-    assert typed.place is HeldKind.KEPT and typed.kind == "kept"
-    text = str(StepAudit(losses=("loss",), held=(held, typed)))
-    assert text.count(f"({phrase} of shape (3,))") == 2
+    assert typed.kind is HeldKind.KEPT and typed.kind == "kept"
+    text = str(StepAudit(losses=("loss",), held=(typed,)))
+    assert text.count(f"({phrase} of shape (3,))") == 1
 
 
 @pytest.mark.parametrize("make, field, value", [

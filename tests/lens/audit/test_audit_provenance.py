@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from toolkit import audit_step
+from toolkit.audit.kinds import HeldKind
 
 
 def _nodes(tensors: list[torch.Tensor]) -> int:
@@ -52,7 +53,8 @@ def test_a_graph_grown_through_a_plain_list_is_found_where_the_step_stores_it(se
     audit = audit_step(step, opt)
     (held,) = audit.held
     assert not audit.ok and not audit.carried
-    assert held.module == "buffer" and held.kind == "an item of a list kept in a closure variable"
+    assert held.module == "buffer" and held.kind is HeldKind.KEPT
+    assert held.kept_in == "an item of a list kept in a closure variable"
     assert held.lines and held.lines[0].text == "buffer.extend(fake.detach() if detach else fake)"
     assert held.older > 0 and held.n_nodes > 0
     # the oracle: in a real loop, the nodes the list keeps alive grow with every iteration

@@ -39,6 +39,7 @@ from torch import nn
 
 from toolkit.audit.findings import HeldGraph
 from toolkit.audit.fixes.edits import Edit, detached, edit_node, is_cut, source_of
+from toolkit.audit.kinds import HeldKind
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.saved import holds_saved, saved_bytes
 from toolkit.lens.backward_graph import is_cut_marker
@@ -244,7 +245,8 @@ def find_kept(step: RecordedStep) -> list[HeldGraph]:
                f"this call's loss reads it back with its graph, cut it where it is read "
                f"instead (not verified by running the edited step)")
         out.append(HeldGraph(
-            module=root, name=place.path[len(root):], kind=_kind(step.step, place),
+            module=root, name=place.path[len(root):], kind=HeldKind.KEPT,
+            kept_in=_kind(step.step, place),
             shape=tuple(tensor.shape),
             written=(f"{len(items)} tensor{'s' if len(items) != 1 else ''} with a graph "
                      f"kept there, made by both calls"),
