@@ -13,7 +13,7 @@ every expression exactly.
 
 Every finding carries ``proof``, how its edits were proved (:class:`~toolkit.audit.kinds.Proof`):
 ``Proof.IN_PROCESS`` when the edited step was run again in this process and passed
-(:mod:`toolkit.audit.fixes.verify`), ``Proof.GRAPH`` when the cut was proved on the recorded
+(:mod:`toolkit.audit.verify.in_process`), ``Proof.GRAPH`` when the cut was proved on the recorded
 graph only (the default of a finding with edits: every edit a rule makes is), and
 ``Proof.ADVICE`` when there is no edit (only ``lines`` and ``fix``, or information). Sub-kinds
 (``Leak.kind``, ``DeadParameter.kind``, ``HeldGraph.kind``) are the string enums of

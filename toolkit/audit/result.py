@@ -146,7 +146,7 @@ class StepAudit:
     @property
     def edits(self) -> tuple[Any, ...]:
         """Every edit the failures print, once, in the order they are printed: each was run
-        before it was printed (:mod:`toolkit.audit.fixes.verify`) where the step's own
+        before it was printed (:mod:`toolkit.audit.verify.in_process`) where the step's own
         function holds it, else proved on the recorded graph (each finding's ``proof`` says
         which); ``apply_edits(source, audit.edits)`` writes them."""
         return tuple(dict.fromkeys(e for kind, f in self.findings if kind.failure

@@ -71,7 +71,6 @@ from torch import nn
 from toolkit.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.audit.fixes.built import built_line, function_of
 from toolkit.audit.fixes.proof import Prover
-from toolkit.audit.fixes.verify import VERIFYING, verified
 from toolkit.audit.record.names import Names, find_modules
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
@@ -81,6 +80,7 @@ from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, target
 from toolkit.audit.rules.notes import notes_of
 from toolkit.audit.truth.recorded import Found, RecordedStep, record_step
 from toolkit.audit.truth.truth import real_gradients
+from toolkit.audit.verify.in_process import VERIFYING, verified
 from toolkit.lens.flow import GradientLeakError
 
 __all__ = ["RULES", "assert_clean_step", "audit_step"]

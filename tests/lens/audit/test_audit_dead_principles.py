@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step
-from toolkit.audit.fixes.verify import edited_step
 from toolkit.audit.truth.truth import vanishes
+from toolkit.audit.verify.in_process import edited_step
 
 
 def _warp_3d(seed: int, mode: str):

@@ -248,7 +248,7 @@ def test_a_state_kept_in_a_plain_container_is_cut_where_the_step_stores_it(kept:
     cross-batch memory keeps features): each printed edit cuts the value where the step stores
     it, is run before it is printed, and trains as the state detached there; the audit puts
     the container back as it found it."""
-    from toolkit.audit.fixes.verify import edited_step
+    from toolkit.audit.verify.in_process import edited_step
 
     def build(fixed: bool):
         torch.manual_seed(0)

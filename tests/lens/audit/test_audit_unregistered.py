@@ -235,7 +235,7 @@ def test_a_registration_is_run_before_it_is_printed_and_undone(
         tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The edit is done on the live objects (the tensor made a parameter of the model, the
     optimizer built again by its line) and audited; then everything is put back."""
-    from toolkit.audit.fixes import verify
+    from toolkit.audit.verify import in_process as verify
 
     ran: list[bool] = []
     original = verify.running

@@ -14,7 +14,7 @@ from torch import nn
 
 from toolkit import audit_step
 from toolkit.audit.fixes.edits import Edit
-from toolkit.audit.fixes.verify import edited_step
+from toolkit.audit.verify.in_process import edited_step
 
 
 def _line_of(fn, text: str) -> int:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step, stop_gradient
-from toolkit.audit.fixes.verify import edited_step
+from toolkit.audit.verify.in_process import edited_step
 
 
 class _BinarizeLinear(nn.Linear):

@@ -378,7 +378,7 @@ def _rebuild(line: Line, optimizer: Any, namespace: dict[str, Any], edits: list[
     if call is None:
         return None
     # the edited call, compiled as the body of a function of the file (as an edited function
-    # is, see fixes/verify.py) and called in the names the step sees
+    # is, see verify/in_process.py) and called in the names the step sees
     build = ast.FunctionDef("__toolkit_audit_build__",
                             ast.arguments([], [], None, [], [], None, []),
                             [ast.Return(call)], [], None)
