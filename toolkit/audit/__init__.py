@@ -19,6 +19,7 @@ its edits were proved (:class:`Proof`); ``--record`` writes the schema of
 :mod:`~toolkit.audit.schema`.
 """
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import (
     CarriedGraph,
     DeadParameter,
@@ -28,7 +29,7 @@ from toolkit.audit.findings import (
     SharedTensor,
     TrainedTarget,
 )
-from toolkit.audit.fixes.edits import Edit, apply_edits
+from toolkit.audit.fixes.edits import apply_edits
 from toolkit.audit.kinds import Kind, Proof
 from toolkit.audit.result import StepAudit
 from toolkit.audit.step import RULES, assert_clean_step, audit_step

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.audit.fixes.edits import Edit
+from toolkit.audit.edit import Edit
 from toolkit.audit.kinds import DeadKind, HeldKind, LeakKind, Proof, coerce
 from toolkit.audit.record.sites import Line
 

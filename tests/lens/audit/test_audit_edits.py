@@ -12,7 +12,8 @@ import torch
 from steps_on_disk import load
 
 from toolkit import audit_step
-from toolkit.audit.fixes.edits import Edit, apply_edits, cut_as_seen, skeleton
+from toolkit.audit.edit import Edit
+from toolkit.audit.fixes.edits import apply_edits, cut_as_seen, skeleton
 
 
 def _edits(audit) -> list[Edit]:

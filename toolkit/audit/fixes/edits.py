@@ -41,15 +41,13 @@ import ast
 import dataclasses
 import importlib
 import inspect
-import io
 import os
 import re
 import sys
-import tokenize
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.source import (
     Source,
@@ -66,50 +64,6 @@ __all__ = ["Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned"
            "grad_on", "is_cut",
            "keyword_value", "recompute", "remove_detach", "reset_at_start",
            "stack_values", "straight_through", "straight_through_integer"]
-
-@dataclass(frozen=True)
-class Edit:
-    """Replace the expression ``old`` of file ``file`` by ``new``.
-
-    ``line``, ``col``, ``end_line``, ``end_col``: where ``old`` is (lines from 1, columns in
-    UTF-8 bytes from 0, as :mod:`ast` counts them); ``path``: the file's full path;
-    ``imports``: what ``new`` needs imported; ``cut``: see below. ``str()`` is ``"train.py:42: fake ->
-    fake.detach()"`` (whitespace of a multi-line expression shown as one space).
-    """
-
-    file: str
-    line: int
-    col: int
-    end_line: int
-    end_col: int
-    old: str
-    new: str
-    path: str = field(default="", compare=False, repr=False)
-    imports: tuple[str, ...] = ()
-    #: ``new`` cuts the value of ``old`` written for a tensor (``old.detach()``) before the
-    #: value was seen: :func:`cut_as_seen` writes it for what the step held there
-    cut: bool = field(default=False, compare=False, repr=False)
-
-    def __str__(self) -> str:
-        if not self.old:  # a line inserted before line ``line``
-            return f"{self.file}:{self.line}: insert before it: {flat(self.new)}"
-        if not self.new.strip():  # a statement taken out, its lines left blank
-            return f"{self.file}:{self.line}: remove: {flat(self.old)}"
-        return f"{self.file}:{self.line}: {flat(self.old)} -> {flat(self.new)}"
-
-
-def flat(text: str) -> str:
-    """``text`` on one line, without its comments."""
-    if "#" in text:
-        try:
-            tokens = list(tokenize.generate_tokens(io.StringIO(f"({text})").readline))
-        except (tokenize.TokenError, SyntaxError):
-            tokens = []
-        if tokens:
-            kept = [t for t in tokens if t.type != tokenize.COMMENT]
-            text = tokenize.untokenize(kept)[1:].rstrip()[:-1]
-    return re.sub(r"\s*\n\s*", " ", text).strip()
-
 
 def edit_node(line: Line, src: Source, node: ast.AST, new: str,
               imports: tuple[str, ...] = (), *, cut: bool = False) -> Edit:

@@ -18,11 +18,10 @@ import ast
 import os
 from collections.abc import Callable, Iterable
 
+from toolkit.audit.edit import Edit, flat
 from toolkit.audit.fixes.edits import (
-    Edit,
     Source,
     edit_node,
-    flat,
     segment,
     source_of,
 )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from toolkit.audit.record.sites import Line
 
 if TYPE_CHECKING:
-    from toolkit.audit.fixes.edits import Edit
+    from toolkit.audit.edit import Edit
     from toolkit.audit.truth.recorded import RecordedStep
 
 __all__ = ["Cut", "Prover"]

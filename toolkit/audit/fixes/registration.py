@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.fixes.edits import (
-    Edit,
     Source,
     apply_edits,
     bind_imports,

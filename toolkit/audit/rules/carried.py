@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import CarriedGraph
 from toolkit.audit.fixes.edits import (
-    Edit,
     cut_argument,
     cut_assigned,
     cut_operand,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import DeadParameter, FrozenTensor
 from toolkit.audit.fixes.edits import (
-    Edit,
     cut_operand,
     default_mode,
     extend_argument,

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import HeldGraph
-from toolkit.audit.fixes.edits import Edit, cut_assigned, cut_written, reset_at_start
+from toolkit.audit.fixes.edits import cut_assigned, cut_written, reset_at_start
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.carried import (

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import HeldGraph
-from toolkit.audit.fixes.edits import Edit, detached, edit_node, is_cut, source_of
+from toolkit.audit.fixes.edits import detached, edit_node, is_cut, source_of
 from toolkit.audit.kinds import HeldKind
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.saved import holds_saved, saved_bytes

@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import Leak
 from toolkit.audit.fixes.edits import (
-    Edit,
     recompute,
     remove_detach,
 )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.audit.fixes.edits import Edit
+from toolkit.audit.edit import Edit
 from toolkit.audit.fixes.optimizer_edits import build_after
 from toolkit.audit.record.sites import Line
 

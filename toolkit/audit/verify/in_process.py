@@ -44,7 +44,8 @@ from typing import Any
 
 import torch
 
-from toolkit.audit.fixes.edits import Edit, apply_edits, bind_imports, cut_as_seen, skeleton
+from toolkit.audit.edit import Edit
+from toolkit.audit.fixes.edits import apply_edits, bind_imports, cut_as_seen, skeleton
 from toolkit.audit.fixes.registration import running, runs_live
 from toolkit.audit.kinds import Proof
 

@@ -1,0 +1,59 @@
+"""One change of a user's file, as both audits print and write it: :class:`Edit`.
+
+The fixes (:mod:`toolkit.audit.fixes.edits`) write edits of the expression a finding names;
+the findings (:mod:`toolkit.audit.findings`) carry them; :func:`~toolkit.audit.apply_edits`
+and ``toolkit audit --apply`` write them into a source text or a file.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+__all__ = ["Edit", "flat"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the expression ``old`` of file ``file`` by ``new``.
+
+    ``line``, ``col``, ``end_line``, ``end_col``: where ``old`` is (lines from 1, columns in
+    UTF-8 bytes from 0, as :mod:`ast` counts them); ``path``: the file's full path;
+    ``imports``: what ``new`` needs imported; ``cut``: see below. ``str()`` is ``"train.py:42: fake ->
+    fake.detach()"`` (whitespace of a multi-line expression shown as one space).
+    """
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    old: str
+    new: str
+    path: str = field(default="", compare=False, repr=False)
+    imports: tuple[str, ...] = ()
+    #: ``new`` cuts the value of ``old`` written for a tensor (``old.detach()``) before the
+    #: value was seen: :func:`~toolkit.audit.fixes.edits.cut_as_seen` writes it for what the step held there
+    cut: bool = field(default=False, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        if not self.old:  # a line inserted before line ``line``
+            return f"{self.file}:{self.line}: insert before it: {flat(self.new)}"
+        if not self.new.strip():  # a statement taken out, its lines left blank
+            return f"{self.file}:{self.line}: remove: {flat(self.old)}"
+        return f"{self.file}:{self.line}: {flat(self.old)} -> {flat(self.new)}"
+
+
+def flat(text: str) -> str:
+    """``text`` on one line, without its comments."""
+    if "#" in text:
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(f"({text})").readline))
+        except (tokenize.TokenError, SyntaxError):
+            tokens = []
+        if tokens:
+            kept = [t for t in tokens if t.type != tokenize.COMMENT]
+            text = tokenize.untokenize(kept)[1:].rstrip()[:-1]
+    return re.sub(r"\s*\n\s*", " ", text).strip()
