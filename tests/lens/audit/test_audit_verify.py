@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from toolkit import audit_step
-from toolkit.audit.fixes.edits import Edit
+from toolkit.audit.edit import Edit
 from toolkit.audit.verify.in_process import edited_step
 
 
