@@ -10,6 +10,10 @@ than the held-out ones.
   tensor (a momentum or EMA copy) that a loss's gradient reaches is the copy the prediction
   is compared with, trained through its own output; a tensor moved by hand in any other way
   (a critic's weight clipping) is no copy.
+- Reached, and given exact zeros: a stepped tensor a loss reaches whose gradient is exactly
+  zero on two iterations, because the gradients reaching it cancel inside one expression
+  (``w + (q(w) - w)``, a straight-through line without its cut) is dead in effect; the edit
+  cuts the operand there. The published straight-through line is no finding.
 - Optimizer membership by role: an optimizer whose step's own loss reaches none of the
   tensors it holds, and reaches tensors no optimizer holds, is built over the wrong
   parameters: its argument is replaced.
@@ -137,11 +141,30 @@ def test_the_published_lsgan_is_clean(tmp_path):
     assert code == 0 and _failures(report) == []
 
 
+# --- reached, and given exact zeros ---------------------------------------------------------
+
+def test_a_straight_through_line_without_its_cut_is_dead_in_effect(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "qat_ste_cancelled.py")
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "dead"
+    assert sorted(found["names"]) == ["model.0.weight", "model.2.weight"]
+    assert found["at"][0].startswith("qat_ste_cancelled.py:31:")
+    (edit,) = found["edits"]
+    assert edit["new"] == "(quantised - self.weight).detach()"
+
+
+def test_the_published_straight_through_estimator_is_clean(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "qat.py")
+    assert code == 0 and _failures(report) == []
+
+
 # --- each edit verified, written, and trains as the published script -----------------------
 
 PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target"),
          ("curl.py", "curl_keys_trained.py", "target"),
-         ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped")]
+         ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped"),
+         ("qat.py", "qat_ste_cancelled.py", "dead")]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -31,12 +31,14 @@ from collections.abc import Sequence
 from types import FrameType
 
 import torch
+import torch.overrides
 from torch import nn
 
 from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch import edits as E
+from toolkit.audit.watch import zeroed
 from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame
 from toolkit.audit.watch.graph import (
@@ -47,6 +49,7 @@ from toolkit.audit.watch.graph import (
     sequence,
 )
 from toolkit.audit.watch.ledger import Ledger, Source
+from toolkit.audit.watch.zeroed import MadeAt, explain, zero_gradients
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
@@ -61,10 +64,19 @@ class Stop(BaseException):
     catch it, its ``finally`` blocks run)."""
 
 
+#: frames a torch function mode adds around a call (:class:`~toolkit.audit.watch.zeroed.MadeAt`
+#: while it is entered): not part of where the script called ``backward()``
+_TRANSPARENT = frozenset(os.path.abspath(f) for f in (torch.overrides.__file__, zeroed.__file__))
+
+
 def _stack_key(frame: FrameType | None) -> tuple:
-    key = []
+    key: list[tuple] = []
     while frame is not None:
-        key.append((frame.f_code, frame.f_lineno))
+        code = frame.f_code
+        # a mode's dispatch calls the same function again: its outer frame is left out
+        if os.path.abspath(code.co_filename) not in _TRANSPARENT and not (
+                key and key[-1][0] is code and not is_user(code.co_filename)):
+            key.append((code, frame.f_lineno))
         frame = frame.f_back
     return tuple(key)
 
@@ -152,6 +164,7 @@ class Watch:
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
+        self.holders: dict[int, tuple[nn.Module, str]] = {}   # networks the roots are part of
         self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
         self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
         # a detach's input node, its site, where its values live, event
@@ -174,6 +187,13 @@ class Watch:
         self.prev_audited = False
         self._cleared_sources: set[Source] = set()
         self.module_hook = None
+        # reached with a gradient of exact zeros (see :mod:`~toolkit.audit.watch.zeroed`):
+        # each audited backward's stack by its event, the suspects by the backward that
+        # reached them, and the lines the next forward's operations run at
+        self.backward_keys: dict[int, tuple] = {}
+        self.zero_suspects: dict[tuple, dict[int, tuple[str, torch.Tensor]]] = {}
+        self.made_at: MadeAt | None = None
+        self.zero_judged: set[int] = set()
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
@@ -228,6 +248,7 @@ class Watch:
         if self.module_hook is not None:
             self.module_hook.remove()
             self.module_hook = None
+        self._stop_lines()
         if self.audited() and self.step_events:
             self._end_of_iteration()
         self._settle(final=True)
@@ -295,6 +316,8 @@ class Watch:
         called = E.segment(found[1], found[0].func) if found else type(module).__name__
         if id(module) not in self.roots:
             self.roots[id(module)] = (module, called)
+            if found is not None:
+                self._holder(found[0].func, found[1], frame, module)
         # each name the user's code calls this network by, with or without gradients
         self.called_as.setdefault(id(module), {}).setdefault(called, set()).add(
             (torch.is_grad_enabled(), site, self.iteration))
@@ -353,8 +376,13 @@ class Watch:
         self.backwards += 1
         if not self.audited():
             return None
+        self.backward_keys[self.events] = key
         caller = user_frame(2)
         site = site_of(caller) if caller is not None else None
+        if key in self.zero_suspects and self.made_at is not None:
+            # explained: the lines stop being kept at the next step (not here: this call
+            # runs inside the mode's own dispatch of backward())
+            self._zeroed(tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
         self._carried(graph, site)
         held = self._stepped_map()
@@ -387,6 +415,8 @@ class Watch:
         self.events += 1
         event = self.events
         self.step_events += 1
+        if not self.zero_suspects:
+            self._stop_lines()
         self.previous_step_event = self.last_step_event
         self.last_step_event = event
         self.step_optimizer[event] = index
@@ -415,6 +445,7 @@ class Watch:
         self._shared(index, opt, stepped)
         self._leaks(index, event, site, stepped)
         self._dead(index, event, site, stepped)
+        self._suspect_zeros(stepped)
         for _, p in stepped:
             self.last_step_of[id(p)] = self.stepped_at[id(p)] = event
             self.ledger.stepped(id(p))
@@ -431,6 +462,15 @@ class Watch:
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
             self.last_step_seq = current_sequence()
         self._want_module_hook()
+        if self.zero_suspects and self.made_at is None and not self.done() and (
+                self.audited() or self.audited(self.iteration + 1)):
+            self.made_at = MadeAt()
+            self.made_at.__enter__()
+
+    def _stop_lines(self) -> None:
+        if self.made_at is not None:
+            made, self.made_at = self.made_at, None
+            made.__exit__(None, None, None)
 
     # --- the rules ------------------------------------------------------------------------
     def _roots(self) -> list[tuple[nn.Module, str]]:
@@ -439,9 +479,31 @@ class Watch:
         return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
                                             -order.index(r)))
 
+    def _holder(self, func: E.ast.expr, text: str, frame: FrameType, module: nn.Module) -> None:
+        """The network a call's module is part of, as the script names it (``model`` of
+        ``model[0](x)``, ``self.net`` of ``self.net.fc(h)``): its tensors are named from it."""
+        base = func
+        while isinstance(base, E.ast.Subscript | E.ast.Attribute):
+            base = base.value
+            if base is func or not isinstance(base, E.ast.Name | E.ast.Attribute):
+                continue
+            name = E.segment(text, base)
+            head, _, rest = name.partition(".")
+            code = frame.f_code
+            if code.co_argcount and code.co_varnames[0] == head:
+                return   # a method's receiver: the name its caller holds it by is elsewhere
+            value = frame.f_locals.get(head, frame.f_globals.get(head))
+            for part in rest.split(".") if rest else ():
+                value = getattr(value, part, None)
+            if isinstance(value, nn.Module) and value is not module and any(
+                    m is module for m in value.modules()):
+                self.holders.setdefault(id(value), (value, name))
+
     def _names(self) -> dict[int, str]:
         names: dict[int, str] = {}
-        for module, root in self._roots():
+        holders = [h for k, h in self.holders.items() if k not in self.roots]
+        order = sorted(holders + self._roots(), key=lambda r: -sum(1 for _ in r[0].parameters()))
+        for module, root in order:
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
         return names
@@ -598,6 +660,51 @@ class Watch:
                     advice="use them in a loss, or leave them out of the optimizer if they "
                            "are meant to stay as they are", step=self.step_events - 1,
                     concerned=keys, extra={"misplaced": index} if misplaced else {}))
+
+    def _suspect_zeros(self, stepped) -> None:
+        """Stepped tensors this iteration's losses reached whose ``.grad`` is exactly zero:
+        suspects, by the backward() that reached them, explained at its next audited call
+        (:meth:`_zeroed`)."""
+        since = {k: [e for e, leaves in self.reached_by
+                     if id(p) in leaves and e > self.last_step_of.get(id(p), -1)]
+                 for k, p in stepped}
+        reached = [(k, p) for k, p in stepped if since[k] and id(p) not in self.zero_judged]
+        for (k, p), zero in zip(reached, zero_gradients([p for _, p in reached])):
+            if not zero:
+                continue
+            for event in since[k]:
+                stack = self.backward_keys.get(event)
+                if stack is not None:
+                    self.zero_suspects.setdefault(stack, {})[id(p)] = (k, p)
+
+    def _zeroed(self, roots: Sequence[torch.Tensor], site: Site | None,
+                suspects: dict[int, tuple[str, torch.Tensor]]) -> None:
+        """Dead in effect: tensors this backward() reached again with a gradient of exact
+        zeros, because the gradients reaching them cancel or an operation on the way passes
+        zero for any values; the edit passes the gradient straight through at the line that
+        made the operation (:func:`~toolkit.audit.watch.zeroed.explain`)."""
+        self.zero_judged.update(suspects)
+        if self.made_at is None or len(roots) != 1 or roots[0].numel() != 1 or \
+                roots[0].grad_fn is None:
+            return
+        try:
+            found = explain(roots[0], {i: p for i, (_, p) in suspects.items()}, self.made_at)
+        except RuntimeError:
+            return
+        names = self._names()
+        for z in found:
+            keys = tuple(suspects[i][0] for i in z.tensors)
+            shown = tuple(names.get(i, suspects[i][0]) for i in z.tensors)
+            at = tuple(s.shown() for s in (z.site, site) if s is not None)
+            self._add(ScriptFinding(
+                "dead", self.iteration,
+                f"{_label(site)} (backward at {site}) reaches {plural(len(keys), 'tensor')} an "
+                f"optimizer steps with a gradient of exact zeros: "
+                + (f"at {z.site}, " if z.site is not None else "") + z.what,
+                keys, shown, at, z.edits,
+                advice="pass the gradient straight through where the value is made (a "
+                       "straight-through estimator: x + (q(x) - x).detach(), the same values "
+                       "forward, x's gradient back)", step=self.step_events, concerned=keys))
 
     def _misplaced(self, index: int, stepped, dead) -> bool:
         """Optimizer membership by role: the losses of this step (the backward() calls since
