@@ -14,6 +14,10 @@ than the held-out ones.
   zero on two iterations, because the gradients reaching it cancel inside one expression
   (``w + (q(w) - w)``, a straight-through line without its cut) is dead in effect; the edit
   cuts the operand there. The published straight-through line is no finding.
+- A prediction fed back: an output the loss compares with its target, read again by a later
+  call of the network that made it without a cut (closed-loop training, scheduled sampling),
+  is a carried graph; the edit cuts it where the script passes it on. A detached feedback, or
+  a state carried between calls that no comparison reads (truncated BPTT), is no finding.
 - Optimizer membership by role: an optimizer whose step's own loss reaches none of the
   tensors it holds, and reaches tensors no optimizer holds, is built over the wrong
   parameters: its argument is replaced.
@@ -38,7 +42,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
     rec = tmp_path / f"record-{script.stem}"
-    code = main(["--no-verify", "--record", str(rec), str(script), *args])
+    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
     report, _ = load_record(str(rec))
     return code, report
 
@@ -159,12 +163,31 @@ def test_the_published_straight_through_estimator_is_clean(tmp_path):
     assert code == 0 and _failures(report) == []
 
 
+# --- a prediction fed back -------------------------------------------------------------------
+
+def test_a_prediction_fed_back_without_a_cut_is_a_carried_graph(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "sine_forecaster_fed_back.py", "--watch", "1")
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "carried" and found["iteration"] == 3
+    assert found["at"][0] == "sine_forecaster_fed_back.py:43: x_t = output"
+    (edit,) = found["edits"]
+    assert edit["new"] == "output.detach()"
+
+
+@pytest.mark.parametrize("script", ["sine_forecaster.py", "word_lm.py"])
+def test_a_detached_feedback_or_a_carried_state_is_no_feedback(tmp_path, script):
+    code, report = _audit(tmp_path, SCRIPTS / script, "--watch", "1")
+    assert code == 0 and _failures(report) == []
+
+
 # --- each edit verified, written, and trains as the published script -----------------------
 
-PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target"),
-         ("curl.py", "curl_keys_trained.py", "target"),
-         ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped"),
-         ("qat.py", "qat_ste_cancelled.py", "dead")]
+PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
+         ("curl.py", "curl_keys_trained.py", "target", ()),
+         ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped", ()),
+         ("qat.py", "qat_ste_cancelled.py", "dead", ()),
+         ("sine_forecaster.py", "sine_forecaster_fed_back.py", "carried", ("--watch", "1"))]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -173,18 +196,19 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("clean", "buggy", "kind"), PAIRS, ids=[p[1] for p in PAIRS])
-def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy, kind):
+@pytest.mark.parametrize(("clean", "buggy", "kind", "options"), PAIRS, ids=[p[1] for p in PAIRS])
+def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy, kind,
+                                                                 options):
     folder = tmp_path / "proj"
     folder.mkdir()
     shutil.copy(SCRIPTS / buggy, folder / "train.py")
     shutil.copy(SCRIPTS / clean, folder / "published.py")
-    done = _cli("--record", str(tmp_path / "pub"), "published.py", cwd=folder)
+    done = _cli(*options, "--record", str(tmp_path / "pub"), "published.py", cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    done = _cli("--apply", "train.py", cwd=folder)
+    done = _cli(*options, "--apply", "train.py", cwd=folder)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL    {kind}:" in done.stdout and "wrote train.py" in done.stdout
-    done = _cli("--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
+    done = _cli(*options, "--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "fixed" / "report.json").read_text())
     assert not _failures(report)

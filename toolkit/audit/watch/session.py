@@ -39,6 +39,7 @@ from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch import edits as E
 from toolkit.audit.watch import zeroed
+from toolkit.audit.watch.feedback import Feed, fed, feedbacks
 from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame
 from toolkit.audit.watch.graph import (
@@ -194,6 +195,11 @@ class Watch:
         self.zero_suspects: dict[tuple, dict[int, tuple[str, torch.Tensor]]] = {}
         self.made_at: MadeAt | None = None
         self.zero_judged: set[int] = set()
+        # a prediction fed back (see :mod:`~toolkit.audit.watch.feedback`): each call output's
+        # node -> (node, its module, the call's order, event), and the outputs calls read
+        self.made_by: dict[int, tuple[object, int, int, int]] = {}
+        self.feeds: list[tuple[Feed, int]] = []
+        self.call_order = 0
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
@@ -225,6 +231,8 @@ class Watch:
         keep = self.last_step_event
         self.calls = [c for c in self.calls if c[-1] >= keep]
         self.call_outputs = [c for c in self.call_outputs if c[-1] >= keep]
+        self.made_by = {k: v for k, v in self.made_by.items() if v[-1] >= keep}
+        self.feeds = [f for f in self.feeds if f[-1] >= keep]
         self.detaches = [d for d in self.detaches if d[-1] >= keep]
         self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
         self.clears = [c for c in self.clears if c[-1] >= keep]
@@ -324,11 +332,55 @@ class Watch:
         for t in outs:
             if t.grad_fn is not None:
                 self.call_outputs.append((t.grad_fn, site, self.events))
+        if torch.is_grad_enabled():
+            self._feeds(module, args, outs, frame)
         for i, arg in enumerate(args):
             ts = _tensors(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
             if nodes:
                 self.calls.append((site, i, isinstance(arg, torch.Tensor), nodes, self.events))
+
+    def _feeds(self, module: nn.Module, args: tuple, outs: list[torch.Tensor],
+               frame: FrameType) -> None:
+        """Each argument that is an earlier call's output (a feed, with the binding that
+        passed it on), then this call's outputs by their node."""
+        self.call_order += 1
+        for t in (t for a in args for t in _tensors(a)):
+            made = self.made_by.get(id(t.grad_fn)) if t.grad_fn is not None else None
+            if made is None or made[0] is not t.grad_fn or made[1] == id(module) or any(
+                    f.node is t.grad_fn for f, _ in self.feeds):
+                continue
+            name, site, edit = fed(t, frame)
+            self.feeds.append((Feed(t.grad_fn, t.output_nr, made[1], made[2], name, site, edit),
+                               self.events))
+        for t in outs:
+            if t.grad_fn is not None and id(t.grad_fn) not in self.made_by:
+                self.made_by[id(t.grad_fn)] = (t.grad_fn, id(module), self.call_order,
+                                               self.events)
+
+    def _fed_back(self, roots: Sequence[torch.Tensor], site: Site | None) -> None:
+        """A prediction fed back: an output the loss compares, read by a later call of the
+        network that made it without a cut (:func:`~toolkit.audit.watch.feedback.feedbacks`).
+        The edit cuts it where the script passes it on."""
+        outputs = {k: v[:3] for k, v in self.made_by.items()}
+        for feed in feedbacks([t.grad_fn for t in roots], [f for f, _ in self.feeds], outputs):
+            if feed.site is None:
+                continue
+            # the network it is part of, as the script calls it (the decoder, not its layer)
+            maker = next((r for r in self._roots() if feed.maker in
+                          {id(m) for m in r[0].modules()}), None)
+            what = f"`{feed.name}`" if feed.name else "a prediction"
+            self._add(ScriptFinding(
+                "carried", self.iteration,
+                f"{what}, an output of {maker[1] if maker else 'a network'} that "
+                f"{_label(site)} (backward at {site}) compares with its target, is fed back as "
+                f"the input of its next call without a cut: the loss of each later "
+                f"prediction is also differentiated through every earlier one",
+                (), (), (feed.site.shown(),) + ((site.shown(),) if site else ()),
+                (feed.edit,) if feed.edit is not None else (),
+                advice="cut the prediction where it is fed back (.detach()): the next step "
+                       "reads its value, not its graph", step=self.step_events,
+                concerned=("*",)))
 
     def detached(self, tensor: torch.Tensor) -> None:
         if tensor.grad_fn is None or not self.recording():
@@ -385,6 +437,7 @@ class Watch:
             self._zeroed(tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
         self._carried(graph, site)
+        self._fed_back(tensors, site)
         held = self._stepped_map()
         self._targets(tensors, site, held)
         for key, optimizers in between(graph, held).items():
