@@ -2,9 +2,9 @@
 model that writes the file and reads it back, so that what is written is validated and a damaged
 file is one :class:`pydantic.ValidationError` naming the field.
 
->>> from toolkit.audit.schema import Report
->>> sorted(Report.model_json_schema()["required"])[:3]
-['audited', 'backwards', 'command']
+>>> from toolkit.audit.schema import VERSION, Report
+>>> VERSION, sorted(Report.model_json_schema()["required"])[:4]
+(1, ['args', 'audited', 'backwards', 'command'])
 
 The page ``docs/reference/audit_record.md`` documents every field; :data:`VERSION` changes when
 a field changes meaning or goes away (a new optional field keeps it).
