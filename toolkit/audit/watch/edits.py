@@ -122,7 +122,7 @@ def write_edits(edits: Iterable[ScriptEdit], root: str) -> list[tuple[str, str]]
 _trees: dict[tuple[str, str], ast.Module] = {}
 
 
-def _tree(path: str) -> tuple[ast.Module, str] | None:
+def syntax_tree(path: str) -> tuple[ast.Module, str] | None:
     """The file's syntax tree as the audit read it (parsed once per text; read only)."""
     try:
         source = read_source(path)
@@ -138,7 +138,7 @@ def _tree(path: str) -> tuple[ast.Module, str] | None:
 def import_edit(path: str, module: str) -> ScriptEdit | None:
     """``import module`` added after the file's docstring and ``__future__`` imports, unless
     the file imports it at its top level already."""
-    parsed = _tree(path)
+    parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, _ = parsed
@@ -154,14 +154,14 @@ def import_edit(path: str, module: str) -> ScriptEdit | None:
             break
         at = (node.end_lineno or node.lineno) + 1
     return ScriptEdit(path, (at, 0), (at, 0), f"import {module}\n",
-                      f"{_where(path, at)}: + import {module}")
+                      f"{line_named(path, at)}: + import {module}")
 
 
 def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[ScriptEdit]] | None:
     """``target = online`` in ``path`` made a copy: ``target = copy.deepcopy(online)`` (and
     ``import copy`` where the file lacks it); the assignment's line and the edits, or
     ``None`` when the file holds no such assignment."""
-    parsed = _tree(path)
+    parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
@@ -172,7 +172,7 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Script
             new = f"copy.deepcopy({online})"
             edits = [ScriptEdit(path, (value.lineno, value.col_offset),
                                 (value.end_lineno or value.lineno, value.end_col_offset or 0),
-                                new, f"{_where(path, node.lineno)}: {online} -> {new}")]
+                                new, f"{line_named(path, node.lineno)}: {online} -> {new}")]
             imp = import_edit(path, "copy")
             return node.lineno, edits + ([imp] if imp is not None else [])
     return None
@@ -180,7 +180,7 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Script
 
 def call_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[ast.Call, str] | None:
     """The call expression whose span is exactly ``span`` (what the frame was paused in)."""
-    parsed = _tree(path) if span else None
+    parsed = syntax_tree(path) if span else None
     if parsed is None or span is None:
         return None
     tree, text = parsed
@@ -198,7 +198,7 @@ _calls: dict[int, tuple[ast.Module, dict[tuple, ast.Call]]] = {}
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:
     """The innermost simple statement that starts on ``line``."""
-    parsed = _tree(path)
+    parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
@@ -216,7 +216,8 @@ def segment(text: str, node: ast.AST) -> str:
     return ast.get_source_segment(text, node) or ""
 
 
-def _where(path: str, line: int) -> str:
+def line_named(path: str, line: int) -> str:
+    """``train.py:42``: a line of the user's file as the report names it."""
     return f"{os.path.basename(path)}:{line}"
 
 
@@ -230,7 +231,7 @@ def detach_call(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit
     old = segment(text, call)
     return ScriptEdit(path, (call.lineno, call.col_offset),
                       (call.end_lineno or call.lineno, call.end_col_offset or 0),
-                      f"{old}.detach()", f"{_where(path, call.lineno)}: {old} -> {old}.detach()")
+                      f"{old}.detach()", f"{line_named(path, call.lineno)}: {old} -> {old}.detach()")
 
 
 def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit | None:
@@ -245,7 +246,7 @@ def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEd
     inner = segment(text, call.func.value)
     return ScriptEdit(path, (call.lineno, call.col_offset), (call.end_lineno or call.lineno,
                       call.end_col_offset or 0), inner,
-                      f"{_where(path, call.lineno)}: {segment(text, call)} -> {inner}")
+                      f"{line_named(path, call.lineno)}: {segment(text, call)} -> {inner}")
 
 
 def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
@@ -265,7 +266,7 @@ def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
         f"tuple(t.detach() for t in {old if simple else f'({old})'})"
     return [ScriptEdit(path, (arg.lineno, arg.col_offset), (arg.end_lineno or arg.lineno,
                        arg.end_col_offset or 0), new,
-                       f"{_where(path, arg.lineno)}: {old} -> {new}")]
+                       f"{line_named(path, arg.lineno)}: {old} -> {new}")]
 
 
 def _indent(text: str, line: int) -> str:
@@ -283,7 +284,7 @@ def insert_before(path: str, line: int, statement: str) -> ScriptEdit | None:
         return None  # not the first statement of its line
     indent = _indent(text, stmt.lineno)
     return ScriptEdit(path, (stmt.lineno, 0), (stmt.lineno, 0), f"{indent}{statement}\n",
-                      f"{_where(path, stmt.lineno)}: + {statement} (before "
+                      f"{line_named(path, stmt.lineno)}: + {statement} (before "
                       f"{segment(text, stmt)})")
 
 
@@ -301,7 +302,7 @@ def insert_after(path: str, line: int, statement: str) -> ScriptEdit | None:
         return None
     indent = _indent(text, stmt.lineno)
     return ScriptEdit(path, (end + 1, 0), (end + 1, 0), f"{indent}{statement}\n",
-                      f"{_where(path, end + 1)}: + {statement}")
+                      f"{line_named(path, end + 1)}: + {statement}")
 
 
 def replace_parameters(path: str, line: int, params: str) -> ScriptEdit | None:
@@ -318,7 +319,7 @@ def replace_parameters(path: str, line: int, params: str) -> ScriptEdit | None:
     old = segment(text, arg)
     return ScriptEdit(path, (arg.lineno, arg.col_offset),
                       (arg.end_lineno or arg.lineno, arg.end_col_offset or 0), params,
-                      f"{_where(path, arg.lineno)}: {old} -> {params}")
+                      f"{line_named(path, arg.lineno)}: {old} -> {params}")
 
 
 def _is_no_grad(item: ast.withitem) -> bool:
@@ -341,7 +342,7 @@ def _no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
 def no_grad_block_names(path: str, line: int) -> set[str] | None:
     """The names the statements of the innermost ``with torch.no_grad():`` around ``line``
     assign (what the block makes for the code after it), or ``None`` outside such a block."""
-    parsed = _tree(path)
+    parsed = syntax_tree(path)
     if parsed is None:
         return None
     block = _no_grad_block(parsed[0], line)
@@ -373,7 +374,7 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
     the line of the statement of the block that holds it, and the edits. The block's last
     statement is moved after the block (dedented); a block of one statement loses its
     ``with``. ``None`` when ``line`` is in no such block, or the statement is not its last."""
-    parsed = _tree(path)
+    parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
@@ -394,7 +395,7 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
     if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
         return None
     dedented = "".join(x[shift:] if x.strip() else x for x in body)
-    where = _where(path, holder.lineno)
+    where = line_named(path, holder.lineno)
     if len(best.body) == 1:   # the block is this statement: the with goes
         head = segment(text, best).splitlines()[0]
         return holder.lineno, [ScriptEdit(path, (best.lineno, 0), (end + 1, 0), dedented,
@@ -433,7 +434,7 @@ def unfreeze_before(path: str, name: str, line: int) -> tuple[int, ScriptEdit] |
     parameters) inside a loop that also runs ``line`` (its optimizer's step): the freezing
     statement's line, and ``name.requires_grad_(True)`` inserted at the top of that loop's
     statement holding ``line``, so that every pass switches it back on before it trains."""
-    parsed = _tree(path)
+    parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
@@ -450,7 +451,7 @@ def unfreeze_before(path: str, name: str, line: int) -> tuple[int, ScriptEdit] |
         statement = f"{name}.requires_grad_(True)"
         return freeze.lineno, ScriptEdit(
             path, (holder.lineno, 0), (holder.lineno, 0), f"{indent}{statement}\n",
-            f"{_where(path, holder.lineno)}: + {statement} (before "
+            f"{line_named(path, holder.lineno)}: + {statement} (before "
             f"{segment(text, holder).splitlines()[0]})")
     return None
 
@@ -498,9 +499,9 @@ def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:
     moved = segment(text, stmt)
     indent = _indent(text, other.lineno)
     return [ScriptEdit(path, (stmt.lineno, 0), (end + 1, 0), "",
-                       f"{_where(path, stmt.lineno)}: - {moved}"),
+                       f"{line_named(path, stmt.lineno)}: - {moved}"),
             ScriptEdit(path, (other.lineno, 0), (other.lineno, 0), f"{indent}{moved}\n",
-                       f"{_where(path, other.lineno)}: + {moved} (moved before "
+                       f"{line_named(path, other.lineno)}: + {moved} (moved before "
                        f"{segment(text, other)})")]
 
 

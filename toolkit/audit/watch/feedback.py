@@ -65,7 +65,7 @@ def fed(tensor: torch.Tensor, frame: FrameType | None) -> tuple[str | None, Site
 
 def _assignment(frame: FrameType, bound: set[str]
                 ) -> tuple[str, Site, E.ScriptEdit] | None:
-    parsed = E._tree(frame.f_code.co_filename)
+    parsed = E.syntax_tree(frame.f_code.co_filename)
     if parsed is None:
         return None
     tree, text = parsed
@@ -87,7 +87,7 @@ def _assignment(frame: FrameType, bound: set[str]
             edit = E.ScriptEdit(E.os.path.abspath(path), (value.lineno, value.col_offset),
                                 (value.end_lineno or value.lineno, value.end_col_offset or 0),
                                 f"{old}.detach()",
-                                f"{E._where(path, st.lineno)}: {old} -> {old}.detach()")
+                                f"{E.line_named(path, st.lineno)}: {old} -> {old}.detach()")
             return old, Site(E.os.path.abspath(path), st.lineno, None), edit
     return None
 

@@ -222,7 +222,7 @@ def _vanishing(point: ZeroPoint, made: MadeAt
 
 def _expression_at(path: str, span: tuple[int, int, int, int] | None
                    ) -> tuple[ast.expr, str] | None:
-    parsed = E._tree(path) if span else None
+    parsed = E.syntax_tree(path) if span else None
     if parsed is None or span is None:
         return None
     tree, text = parsed
@@ -273,7 +273,7 @@ def cut_operand(path: str, span: tuple[int, int, int, int] | None,
     else:
         new = f"{old}.detach()" if _simple(arg) else f"({old}).detach()"
     return E.ScriptEdit(path, (arg.lineno, start), (arg.end_lineno or arg.lineno, end), new,
-                        f"{E._where(path, arg.lineno)}: {old} -> {new}")
+                        f"{E.line_named(path, arg.lineno)}: {old} -> {new}")
 
 
 def straight_through(path: str, span: tuple[int, int, int, int] | None) -> E.ScriptEdit | None:
@@ -291,4 +291,4 @@ def straight_through(path: str, span: tuple[int, int, int, int] | None) -> E.Scr
     new = f"{x} + ({op} - {x}).detach()"
     return E.ScriptEdit(path, (call.lineno, call.col_offset),
                         (call.end_lineno or call.lineno, call.end_col_offset or 0), new,
-                        f"{E._where(path, call.lineno)}: {op} -> {new}")
+                        f"{E.line_named(path, call.lineno)}: {op} -> {new}")
