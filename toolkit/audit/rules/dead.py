@@ -34,7 +34,13 @@ from toolkit.audit.record.sites import LibraryCall, Line
 from toolkit.audit.rules.notes import write_kind
 from toolkit.audit.rules.replaced import orphans, rebuild_fix, replaced_owner
 from toolkit.audit.truth.labels import Labeller
-from toolkit.audit.truth.truth import ZERO, ZeroPoint, vanishes, zero_points
+from toolkit.audit.truth.truth import (
+    ZERO,
+    ZeroPoint,
+    cancelling_operand,
+    vanishes,
+    zero_points,
+)
 from toolkit.lens.backward_graph import ShortestPaths, is_cut_marker
 from toolkit.lens.graph_walk import closure
 
@@ -447,25 +453,7 @@ def _cancellation(step: RecordedStep, point: ZeroPoint
     (b - a)``), and the cut of that node's operand through which the other givers pass it
     theirs (``a + (b - a).detach()``): the same values forward, ``a``'s gradient back."""
     rec, label = step.rec, step.label
-
-    def below(node: Any) -> list[Any]:
-        return closure([node], lambda n: [c for c, _ in n.next_functions if c is not None])
-
-    reach = {id(n): below(n) for n in point.givers}
-    # the highest giver: the others are below it (the + of a + (b - a) above the -)
-    top = next((n for n in point.givers
-                if all(any(o is x for x in reach[id(n)]) for o in point.givers)),
-               point.givers[0])
-    others = [n for n in point.givers if n is not top]
-    position = None
-    for i, (child, _) in enumerate(top.next_functions):
-        if child is None or child is point.node:
-            continue
-        under = below(child)
-        if any(any(o is x for x in under) for o in others) or (
-                not others and any(point.node is x for x in under)):
-            position = i
-            break
+    top, position = cancelling_operand(point)
     cut = (f"the gradients {' and '.join(label(n) for n in point.givers)} pass to "
            f"{label(point.node)} cancel exactly (a + (b - a) without a cut): reached, with a "
            f"gradient of exact zeros on both calls")

@@ -31,9 +31,10 @@ from typing import Any
 import torch
 
 from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.lens.graph_walk import closure
 
-__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "real_gradients", "vanishes",
-           "zero_points"]
+__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "below", "cancelling_operand",
+           "real_gradients", "vanishes", "zero_points"]
 
 ZERO, NONZERO = "zero", "nonzero"
 
@@ -155,6 +156,31 @@ class ZeroPoint:
     kind: str
     node: Any
     givers: tuple[Any, ...]
+
+
+def below(node: Any) -> list[Any]:
+    """Every node of the backward graph below ``node`` (``node`` included)."""
+    return closure([node], lambda n: [c for c, _ in n.next_functions if c is not None])
+
+
+def cancelling_operand(point: ZeroPoint) -> tuple[Any, int | None]:
+    """Of gradients that cancel at ``point.node``: the highest node that passes it one (the
+    ``+`` of ``a + (b - a)``: the other givers are below it), and the position of that node's
+    operand through which the others pass theirs (``b - a``: cut there, ``a + (b -
+    a).detach()`` keeps the values and lets ``a``'s gradient back), or ``None``."""
+    reach = {id(n): below(n) for n in point.givers}
+    top = next((n for n in point.givers
+                if all(any(o is x for x in reach[id(n)]) for o in point.givers)),
+               point.givers[0])
+    others = [n for n in point.givers if n is not top]
+    for i, (child, _) in enumerate(top.next_functions):
+        if child is None or child is point.node:
+            continue
+        under = below(child)
+        if any(any(o is x for x in under) for o in others) or (
+                not others and any(point.node is x for x in under)):
+            return top, i
+    return top, None
 
 
 def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, list[int]],

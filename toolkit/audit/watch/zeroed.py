@@ -24,11 +24,16 @@ from torch.overrides import TorchFunctionMode
 
 from toolkit.audit.rules.dead import ZERO_DERIVATIVE
 from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.truth.truth import ZeroPoint, vanishes, zero_points
+from toolkit.audit.truth.truth import (
+    ZeroPoint,
+    below,
+    cancelling_operand,
+    vanishes,
+    zero_points,
+)
 from toolkit.audit.watch import edits as E
 from toolkit.audit.watch.frames import Site, site_of, user_frame
 from toolkit.lens.backward_graph import ShortestPaths
-from toolkit.lens.graph_walk import closure
 
 __all__ = ["MadeAt", "Zeroed", "explain", "zero_gradients"]
 
@@ -164,10 +169,6 @@ def _cancelled_at_leaves(loss: torch.Tensor, search: ShortestPaths, graph: StepG
     return found
 
 
-def _below(node: Any) -> list[Any]:
-    return closure([node], lambda n: [c for c, _ in n.next_functions if c is not None])
-
-
 def _nested(point: ZeroPoint) -> bool:
     """Whether one of the givers of a cancellation reaches all the others (the ``+`` of ``a +
     (b - a)``: the value taken away inside the expression that adds it back, a
@@ -176,7 +177,7 @@ def _nested(point: ZeroPoint) -> bool:
     to write, and nothing to train."""
     if len(point.givers) < 2:
         return False
-    reach = {id(n): _below(n) for n in point.givers}
+    reach = {id(n): below(n) for n in point.givers}
     return any(all(o is n or any(o is x for x in reach[id(n)]) for o in point.givers)
                for n in point.givers)
 
@@ -185,20 +186,7 @@ def _cancellation(point: ZeroPoint, made: MadeAt
                   ) -> tuple[Site | None, str, tuple[E.ScriptEdit, ...]]:
     """The highest node that passes the zero point a gradient (the ``+`` of ``a + (b - a)``),
     its line, and the cut of its operand through which the others pass theirs."""
-    reach = {id(n): _below(n) for n in point.givers}
-    top = next((n for n in point.givers
-                if all(any(o is x for x in reach[id(n)]) for o in point.givers)),
-               point.givers[0])
-    others = [n for n in point.givers if n is not top]
-    position = None
-    for i, (child, _) in enumerate(top.next_functions):
-        if child is None or child is point.node:
-            continue
-        under = _below(child)
-        if any(any(o is x for x in under) for o in others) or (
-                not others and any(point.node is x for x in under)):
-            position = i
-            break
+    top, position = cancelling_operand(point)
     site = made.site(top)
     edit = cut_operand(site.path, site.span, position) if site is not None and \
         position is not None else None
