@@ -21,6 +21,12 @@ than the held-out ones.
 - Optimizer membership by role: an optimizer whose step's own loss reaches none of the
   tensors it holds, and reaches tensors no optimizer holds, is built over the wrong
   parameters: its argument is replaced.
+- A copy kept in sync and never read: a network the script holds and never calls, moved after
+  the steps along the line to a stepped network (a Polyak or EMA copy), while that stepped
+  network, called under no_grad, makes the constant a loss compares with, is where the
+  target was meant to be read (``aliased``); the edit calls the copy there. A target network
+  that is read, or an average kept for evaluation only (the online network's no_grad output
+  reaches no loss), is no finding.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import pytest
 import torch
 
 from toolkit.audit.cli import main
+from toolkit.audit.watch.kept_in_sync import toward
 from toolkit.audit.watch.verify import close, load_record
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -181,13 +188,48 @@ def test_a_detached_feedback_or_a_carried_state_is_no_feedback(tmp_path, script)
     assert code == 0 and _failures(report) == []
 
 
+# --- a copy kept in sync and never read ---------------------------------------------------
+
+def test_a_copy_kept_in_sync_and_never_read_is_where_the_target_was_meant(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "td3_target_from_online.py")
+    assert code == 1
+    (aliased,) = _failures(report)
+    assert aliased["kind"] == "aliased"
+    assert aliased["names"] and all(n.startswith("qf2.") for n in aliased["names"])
+    assert aliased["at"][0].startswith("td3_target_from_online.py:102:")
+    (edit,) = aliased["edits"]
+    assert edit["new"] == "qf2_target" and edit["start"][0] == 102
+
+
+def test_a_target_network_that_is_read_is_no_finding(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "td3.py")
+    assert code == 0 and _failures(report) == []
+
+
+def test_weights_averaged_for_evaluation_only_are_no_target(tmp_path):
+    # the average is kept in sync and never read while training, and the online network is
+    # called under no_grad every step, but for a logged accuracy that no loss reads: the
+    # average was meant for evaluation, not as a target, so nothing is wrong
+    code, report = _audit(tmp_path, SCRIPTS / "averaged_weights_eval.py")
+    assert code == 0 and report["findings"] == []
+
+
+def test_a_copy_is_moved_along_the_line_to_its_network():
+    online, before = torch.tensor([1.0, 2.0]), torch.tensor([0.0, 0.0])
+    assert toward(before, 0.9 * before + 0.1 * online, online)     # a Polyak step
+    assert toward(before, online.clone(), online)                   # a copy outright
+    assert not toward(before, before.clone(), online)               # not moved
+    assert not toward(before, torch.tensor([0.5, -0.5]), online)    # moved elsewhere
+
+
 # --- each edit verified, written, and trains as the published script -----------------------
 
 PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
          ("curl.py", "curl_keys_trained.py", "target", ()),
          ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped", ()),
          ("qat.py", "qat_ste_cancelled.py", "dead", ()),
-         ("sine_forecaster.py", "sine_forecaster_fed_back.py", "carried", ("--watch", "1"))]
+         ("sine_forecaster.py", "sine_forecaster_fed_back.py", "carried", ("--watch", "1")),
+         ("td3.py", "td3_target_from_online.py", "aliased", ())]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

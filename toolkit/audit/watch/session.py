@@ -49,6 +49,7 @@ from toolkit.audit.watch.graph import (
     read_graph,
     sequence,
 )
+from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync, swap_call
 from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.zeroed import MadeAt, explain, zero_gradients
 from toolkit.lens.backward_graph import ShortestPaths
@@ -200,6 +201,18 @@ class Watch:
         self.made_by: dict[int, tuple[object, int, int, int]] = {}
         self.feeds: list[tuple[Feed, int]] = []
         self.call_order = 0
+        # a copy kept in sync and never read (see :mod:`~toolkit.audit.watch.kept_in_sync`):
+        # the networks the script's namespaces hold, the constants no_grad calls make, and
+        # the no_grad calls (module id, site) whose constants a loss's graph meets
+        self.sync = KeptInSync()
+        self.constants = Constants()
+        self.constants_on = False
+        # (the first iteration and step event at which each was seen)
+        self.fed_constants: dict[tuple, tuple[int, int]] = {}
+        if self.here():
+            # entered before the script runs: the modes it enters nest inside it
+            self.constants.__enter__()
+            self.constants_on = True
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
@@ -257,9 +270,15 @@ class Watch:
             self.module_hook.remove()
             self.module_hook = None
         self._stop_lines()
+        if self.constants_on:
+            self.constants_on = False
+            self.constants.__exit__(None, None, None)
         if self.audited() and self.step_events:
             self._end_of_iteration()
         self._settle(final=True)
+        if self.step_events:
+            self._snapshot()
+            self._kept_in_sync()
 
     # --- the hooks ----------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
@@ -290,7 +309,9 @@ class Watch:
             return
         site = site_of(frame)
         outs = _tensors(output)
+        self.sync.saw(frame)
         if not torch.is_grad_enabled() and outs:
+            self.constants.made(outs, (id(module), site))
             inputs = [t.grad_fn for a in args for t in _tensors(a) if t.grad_fn is not None]
             self.no_grad_calls.append((module, site, _user_lines(frame), inputs,
                                        self.events))
@@ -436,6 +457,8 @@ class Watch:
             # runs inside the mode's own dispatch of backward())
             self._zeroed(tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
+        for key in self.constants.fed(list(tensors)):
+            self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         self._carried(graph, site)
         self._fed_back(tensors, site)
         held = self._stepped_map()
@@ -474,6 +497,9 @@ class Watch:
         self.last_step_event = event
         self.step_optimizer[event] = index
         self._settle()
+        self.constants.clear()
+        if self.recording() and not self.done():
+            self._snapshot()
         if not self.audited():
             for group in opt.param_groups:
                 for p in group["params"]:
@@ -1133,6 +1159,56 @@ class Watch:
                 f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
                 advice=f"make `{target}` a copy: {target} = copy.deepcopy({trained})",
                 step=self.step_events - 1, concerned=shown))
+
+    def _snapshot(self) -> None:
+        """The values of the networks the script holds and never calls (at each step and at
+        the end): a copy kept in sync is one moved toward a stepped network."""
+        online = [m for m, _ in self.roots.values()] + [m for m, _ in self.holders.values()]
+        self.sync.snapshot(set(self.called_as), set(self._stepped_map()), online)
+
+    def _kept_in_sync(self) -> None:
+        """A network the script keeps in sync with a stepped one (a Polyak or EMA copy, a
+        copy outright) and never reads, while that stepped network is called under no_grad
+        where its output is a constant a loss's graph meets (a TD target, a teacher's
+        targets): the constant was meant to come from the copy. The edit calls the copy
+        there, by the name the script holds it by. A copy kept for evaluation only (no loss
+        reads the stepped network's no_grad output) is no finding."""
+        if not self.sync.copies:
+            return
+        stepped = self._stepped_map()
+        names = self._names()
+        for copy in self.sync.copies.values():
+            online = copy.online
+            fed = {s: when for (key, s), when in self.fed_constants.items()
+                   if key == id(online)}
+            if not fed:
+                continue
+            sites = list(fed)
+            iteration, step = min(fed.values())
+            spelled = {n for n, uses in self.called_as.get(id(online), {}).items()
+                       for g, s, _ in uses if not g and s in sites}
+            edits = []
+            for site in dict.fromkeys(sites):
+                for name in spelled:
+                    e = swap_call(site, name.split("(")[0], copy.name)
+                    if e is not None:
+                        edits.append(e)
+                        break
+            held = {id(p): (k, p) for i, o in enumerate(self.optimizers)
+                    for k, p in _keyed(i, o) if id(p) in stepped}
+            params = [p for p in online.parameters() if id(p) in held]
+            keys = tuple(held[id(p)][0] for p in params)
+            shown = tuple(names.get(id(p), "?") for p in params)
+            which = next(iter(spelled), "the trained network")
+            self._add(ScriptFinding(
+                "aliased", iteration,
+                f"`{copy.name}` is kept in sync with `{which}` (moved toward it after its "
+                f"steps) and never read, while `{which}` itself, called under no_grad, makes "
+                f"the constant the loss compares with: the target is read from the trained "
+                f"network instead of its copy",
+                keys, shown, tuple(s.shown() for s in dict.fromkeys(sites)), tuple(edits),
+                advice=f"read the target from `{copy.name}`, the copy kept for it",
+                step=step, concerned=keys))
 
     def _end_of_iteration(self) -> None:
         """Gradient in tensors no optimizer steps. Between a loss and the tensors an optimizer

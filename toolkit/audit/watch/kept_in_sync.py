@@ -1,0 +1,218 @@
+"""A copy kept in sync and never read: a network the script holds, never calls, and moves
+itself toward a network an optimizer steps (``k <- tau q + (1 - tau) k``, a Polyak or EMA
+copy, or a copy outright), while the stepped network itself is called under ``no_grad`` where
+its output becomes a constant the loss compares with. The copy was made to be that constant
+(a target network, a mean teacher): the target is read from the network being trained.
+
+Three pieces, each kept apart from the rest of the watch:
+
+- :class:`Constants`, a :class:`~torch.overrides.TorchFunctionMode` that follows the values a
+  network's ``no_grad`` call made through the operations that read them, and keeps the graph
+  node where such a constant first meets a tensor with a graph (the comparison's constant
+  side, a loss's weight);
+- :func:`toward`: whether a tensor moved along the line to another (what is left of the
+  distance is the old one, shrunk, or nothing);
+- :class:`KeptInSync`: the script's namespaces (the globals of its frames), the values of the
+  networks they hold that no call reads, snapshotted at each step and at the end, and the
+  copies it finds, each with the network it follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from toolkit.audit.watch import edits as E
+from toolkit.audit.watch.frames import Site
+
+__all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)
+
+
+def _flat(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [t for v in value for t in _flat(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flat(v)]
+    return []
+
+
+class Constants(TorchFunctionMode):
+    """While entered: the storages of each ``no_grad`` call's outputs (:meth:`made`), those of
+    every tensor computed from them without a graph, and, by node, where one of them meets a
+    tensor with a graph (``met``: node id -> (node, the calls' keys))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: dict[int, set[tuple]] = {}
+        # the tensors themselves, held until :meth:`clear`: a storage freed meanwhile could
+        # be handed to an unrelated tensor at the same address
+        self.kept: list[torch.Tensor] = []
+        self.met: dict[int, tuple[Any, set[tuple]]] = {}
+
+    def _mark(self, t: torch.Tensor, keys: set[tuple]) -> None:
+        where = _storage(t)
+        if where:
+            self.sources.setdefault(where, set()).update(keys)
+            self.kept.append(t)
+
+    def made(self, outputs: list[torch.Tensor], key: tuple) -> None:
+        for t in outputs:
+            self._mark(t, {key})
+
+    def clear(self) -> None:
+        """Forget the constants and where they met a graph (at each step: a loss reads its
+        target before its step)."""
+        self.sources, self.kept, self.met = {}, [], {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not self.sources:
+            return out
+        ins = _flat(args) + _flat(kwargs or {})
+        keys: set[tuple] = set()
+        for t in ins:
+            keys |= self.sources.get(_storage(t), set())
+        if not keys:
+            return out
+        outs = _flat(out)
+        graphed = [t for t in ins if t.grad_fn is not None or t.requires_grad]
+        node = next((t.grad_fn for t in outs if t.grad_fn is not None), None)
+        if graphed and node is not None:
+            self.met.setdefault(id(node), (node, set()))[1].update(keys)
+        else:
+            for t in outs:
+                if t.grad_fn is None:
+                    self._mark(t, keys)
+        return out
+
+    def fed(self, roots: list[torch.Tensor]) -> set[tuple]:
+        """The keys of the calls whose constants meet the graph of ``roots``."""
+        if not self.met:
+            return set()
+        seen: set[int] = set()
+        todo = [t.grad_fn for t in roots if t.grad_fn is not None]
+        found: set[tuple] = set()
+        while todo:
+            node = todo.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            entry = self.met.get(id(node))
+            if entry is not None and entry[0] is node:
+                found |= entry[1]
+            todo.extend(n for n, _ in getattr(node, "next_functions", ()))
+        return found
+
+
+def toward(before: torch.Tensor, now: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether ``now`` is ``before`` moved along the line to ``other``: the gap left is the old
+    gap, shrunk (``k - q <- m (k - q)``), or nothing (a copy)."""
+    if torch.equal(now, before):
+        return False
+    gap, was = now - other, before - other
+    if not bool(gap.any()):
+        return True
+    cos = float(gap @ was) / max(float(gap.norm() * was.norm()), 1e-300)
+    return cos > 1 - 1e-6 and float(gap.norm()) < float(was.norm())
+
+
+def _shapes(module: nn.Module) -> tuple:
+    return tuple(tuple(p.shape) for p in module.parameters())
+
+
+def _values(module: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().double() for p in module.parameters()])
+
+
+@dataclass
+class Copy:
+    """``copy`` (called ``name`` in the script) moved toward ``online`` (a stepped network;
+    the outermost of those it moved toward: ``critic``, not its ``critic.net`` of the same
+    tensors)."""
+
+    copy: nn.Module
+    name: str
+    online: nn.Module
+
+
+class KeptInSync:
+    """The networks the script's namespaces hold that no call reads, and the copies among
+    them: each snapshot (:meth:`snapshot`) compares their values with the last one."""
+
+    def __init__(self) -> None:
+        self.namespaces: dict[int, dict] = {}
+        self.before: dict[int, torch.Tensor] = {}
+        self.copies: dict[int, Copy] = {}
+
+    def saw(self, frame: FrameType) -> None:
+        self.namespaces.setdefault(id(frame.f_globals), frame.f_globals)
+
+    def held(self) -> list[tuple[str, nn.Module]]:
+        out, seen = [], set()
+        for space in self.namespaces.values():
+            for name, value in list(space.items()):
+                if isinstance(value, nn.Module) and id(value) not in seen:
+                    seen.add(id(value))
+                    out.append((name, value))
+        return out
+
+    def snapshot(self, called: set[int], stepped: set[int], online: list[nn.Module]) -> None:
+        """``called``: the modules a call read; ``stepped``: the tensors an optimizer holds;
+        ``online``: the networks the script called. A held network with tensors, none of them
+        stepped, no part of it called, is compared with its last values: moved toward a
+        network whose tensors are all stepped, of the same shapes, it is that network's copy."""
+        for name, module in self.held():
+            params = list(module.parameters())
+            if not params or any(id(p) in stepped for p in params) or any(
+                    id(m) in called for m in module.modules()):
+                continue
+            now = _values(module)
+            before = self.before.get(id(module))
+            self.before[id(module)] = now
+            if before is None or before.shape != now.shape or id(module) in self.copies:
+                continue
+            shapes = _shapes(module)
+            found = []
+            for other in online:
+                ps = list(other.parameters())
+                if other is module or not ps or not all(id(p) in stepped for p in ps) or \
+                        _shapes(other) != shapes:
+                    continue
+                if toward(before, now, _values(other)):
+                    found.append(other)
+            outer = [m for m in found
+                     if not any(o is not m and any(x is m for x in o.modules()) for o in found)]
+            if outer:
+                self.copies[id(module)] = Copy(module, name, outer[0])
+
+    def name_in(self, module: nn.Module) -> str | None:
+        return next((n for n, m in self.held() if m is module), None)
+
+
+def swap_call(site: Site, online: str, copy: str) -> E.ScriptEdit | None:
+    """The call at ``site`` made on ``copy`` where it is made on ``online`` (``qf(s)`` ->
+    ``qf_target(s)``), or ``None`` when the call is not spelled ``online(...)``."""
+    found = E.call_at(site.path, site.span)
+    if found is None:
+        return None
+    call, text = found
+    func = call.func
+    if E.segment(text, func) != online:
+        return None
+    return E.ScriptEdit(site.path, (func.lineno, func.col_offset),
+                        (func.end_lineno or func.lineno, func.end_col_offset or 0), copy,
+                        f"{E.line_named(site.path, func.lineno)}: {online}(...) -> {copy}(...)")
