@@ -38,7 +38,7 @@ from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch import edits as E
-from toolkit.audit.watch import zeroed
+from toolkit.audit.watch import kept_in_sync, zeroed
 from toolkit.audit.watch.feedback import Feed, fed, feedbacks
 from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame
@@ -66,21 +66,35 @@ class Stop(BaseException):
     catch it, its ``finally`` blocks run)."""
 
 
-#: frames a torch function mode adds around a call (:class:`~toolkit.audit.watch.zeroed.MadeAt`
-#: while it is entered): not part of where the script called ``backward()``
-_TRANSPARENT = frozenset(os.path.abspath(f) for f in (torch.overrides.__file__, zeroed.__file__))
+#: frames a torch function mode adds around a call (:class:`~toolkit.audit.watch.zeroed.MadeAt`,
+#: :class:`~toolkit.audit.watch.kept_in_sync.Constants`, while entered): not part of where the
+#: script called ``backward()``
+_TRANSPARENT = frozenset(os.path.abspath(f) for f in (torch.overrides.__file__, zeroed.__file__,
+                                                      kept_in_sync.__file__))
+
+
+_transparent: dict[str, bool] = {}
 
 
 def _stack_key(frame: FrameType | None) -> tuple:
     key: list[tuple] = []
     while frame is not None:
         code = frame.f_code
+        name = code.co_filename
+        skip = _transparent.get(name)
+        if skip is None:
+            skip = _transparent[name] = os.path.abspath(name) in _TRANSPARENT
         # a mode's dispatch calls the same function again: its outer frame is left out
-        if os.path.abspath(code.co_filename) not in _TRANSPARENT and not (
-                key and key[-1][0] is code and not is_user(code.co_filename)):
+        if not skip and not (key and key[-1][0] is code and not is_user(name)):
             key.append((code, frame.f_lineno))
         frame = frame.f_back
     return tuple(key)
+
+
+def _on_top(mode: object) -> bool:
+    """Whether ``mode`` is the innermost torch function mode entered now."""
+    depth = torch._C._len_torch_function_stack()
+    return depth > 0 and torch._C._get_function_stack_at(depth - 1) is mode
 
 
 def _label(site: Site | None) -> str:
@@ -264,13 +278,26 @@ class Watch:
             self.module_hook.remove()
             self.module_hook = None
 
+    def _follow_constants(self, on: bool) -> None:
+        """Enter the mode that follows the constants of ``no_grad`` calls only while calls are
+        recorded: a torch function mode costs a Python dispatch on every operation, which an
+        iteration not audited must not pay. It leaves only from the top of the mode stack (a
+        mode the script entered inside it stays; it leaves later, or at :meth:`close`)."""
+        if on and not self.constants_on and self.here():
+            self.constants.__enter__()
+            self.constants_on = True
+        elif not on and self.constants_on and _on_top(self.constants):
+            self.constants.__exit__(None, None, None)
+            self.constants.clear()
+            self.constants_on = False
+
     def close(self) -> None:
         """The script ended (or was stopped): the rules of the iteration it was in."""
         if self.module_hook is not None:
             self.module_hook.remove()
             self.module_hook = None
         self._stop_lines()
-        if self.constants_on:
+        if self.constants_on and _on_top(self.constants):
             self.constants_on = False
             self.constants.__exit__(None, None, None)
         if self.audited() and self.step_events:
@@ -541,6 +568,8 @@ class Watch:
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
             self.last_step_seq = current_sequence()
         self._want_module_hook()
+        # between steps, never inside a backward() the mode would then dispatch again
+        self._follow_constants(not self.done() and self.recording())
         if self.zero_suspects and self.made_at is None and not self.done() and (
                 self.audited() or self.audited(self.iteration + 1)):
             self.made_at = MadeAt()
