@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from toolkit.audit.record.source import operands
 from toolkit.audit.rules.dead import ZERO_DERIVATIVE
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.truth import (
@@ -221,18 +222,6 @@ def _expression_at(path: str, span: tuple[int, int, int, int] | None
     return None
 
 
-def _operands(node: ast.expr) -> list[ast.expr]:
-    if isinstance(node, ast.BinOp):
-        return [node.left, node.right]
-    if isinstance(node, ast.UnaryOp):
-        return [node.operand]
-    if isinstance(node, ast.Call):
-        method = isinstance(node.func, ast.Attribute) and not (
-            isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "F"))
-        return ([node.func.value] if method else []) + list(node.args)  # type: ignore[union-attr]
-    return []
-
-
 def _simple(node: ast.expr) -> bool:
     return isinstance(node, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
 
@@ -245,7 +234,7 @@ def cut_operand(path: str, span: tuple[int, int, int, int] | None,
     if found is None:
         return None
     node, text = found
-    ops = _operands(node)
+    ops = operands(node)
     if position >= len(ops):
         return None
     arg = ops[position]
@@ -272,7 +261,7 @@ def straight_through(path: str, span: tuple[int, int, int, int] | None) -> E.Scr
     if found is None or not isinstance(found[0], ast.Call):
         return None
     call, text = found
-    ops = _operands(call)
+    ops = operands(call)
     if len(ops) != 1 or not isinstance(ops[0], ast.Name | ast.Attribute | ast.Subscript):
         return None
     x, op = E.segment(text, ops[0]), E.segment(text, call)
