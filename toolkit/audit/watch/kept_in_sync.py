@@ -29,25 +29,9 @@ from torch.overrides import TorchFunctionMode
 
 from toolkit.audit.watch import edits as E
 from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.tensors import storage_of, tensors_in
 
 __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
-
-
-def _storage(t: torch.Tensor) -> int:
-    try:
-        return t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return id(t)
-
-
-def _flat(value: object) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, tuple | list):
-        return [t for v in value for t in _flat(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _flat(v)]
-    return []
 
 
 class Constants(TorchFunctionMode):
@@ -64,7 +48,7 @@ class Constants(TorchFunctionMode):
         self.met: dict[int, tuple[Any, set[tuple]]] = {}
 
     def _mark(self, t: torch.Tensor, keys: set[tuple]) -> None:
-        where = _storage(t)
+        where = storage_of(t)
         if where:
             self.sources.setdefault(where, set()).update(keys)
             self.kept.append(t)
@@ -82,13 +66,13 @@ class Constants(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if not self.sources:
             return out
-        ins = _flat(args) + _flat(kwargs or {})
+        ins = tensors_in(args) + tensors_in(kwargs or {})
         keys: set[tuple] = set()
         for t in ins:
-            keys |= self.sources.get(_storage(t), set())
+            keys |= self.sources.get(storage_of(t), set())
         if not keys:
             return out
-        outs = _flat(out)
+        outs = tensors_in(out)
         graphed = [t for t in ins if t.grad_fn is not None or t.requires_grad]
         node = next((t.grad_fn for t in outs if t.grad_fn is not None), None)
         if graphed and node is not None:

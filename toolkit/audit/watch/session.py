@@ -49,8 +49,9 @@ from toolkit.audit.watch.graph import (
     read_graph,
     sequence,
 )
-from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync, swap_call
+from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync, swap_call, toward
 from toolkit.audit.watch.ledger import Ledger, Source
+from toolkit.audit.watch.tensors import storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt, explain, zero_gradients
 from toolkit.lens.backward_graph import ShortestPaths
 
@@ -109,16 +110,6 @@ def _label(site: Site | None) -> str:
         if call.args:
             return f"`{E.segment(text, call.args[0])}`"
     return f"the loss at {site}"
-
-
-def _tensors(value: object) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
 
 
 def _bytes(tensors: Sequence[torch.Tensor]) -> int:
@@ -335,28 +326,28 @@ class Watch:
         if caller is not frame:
             return
         site = site_of(frame)
-        outs = _tensors(output)
+        outs = tensors_in(output)
         self.sync.saw(frame)
         if not torch.is_grad_enabled() and outs:
             self.constants.made(outs, (id(module), site))
-            inputs = [t.grad_fn for a in args for t in _tensors(a) if t.grad_fn is not None]
+            inputs = [t.grad_fn for a in args for t in tensors_in(a) if t.grad_fn is not None]
             self.no_grad_calls.append((module, site, _user_lines(frame), inputs,
                                        self.events))
             for t in outs:
-                self.no_grad_out[_storage(t)] = id(module)
+                self.no_grad_out[storage_of(t)] = id(module)
         elif not isinstance(module, nn.modules.loss._Loss) and any(
                 p.requires_grad for p in module.parameters(recurse=False)):
             # a network that trains reads what a no_grad call made: that call is on the path
             # of the prediction (a backbone under a head), not a target's
             for a in args:
-                for t in _tensors(a):
-                    made = self.no_grad_out.get(_storage(t))
+                for t in tensors_in(a):
+                    made = self.no_grad_out.get(storage_of(t))
                     if made is not None:
                         self.feeds_trained.add(made)
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
             # what a network that trains reads (a detached value it reads is no target),
             # through the modules with no parameters on the way (a dropout, an activation)
-            todo = [_storage(t) for a in args for t in _tensors(a)]
+            todo = [storage_of(t) for a in args for t in tensors_in(a)]
             while todo:
                 key = todo.pop()
                 if key not in self.trained_reads:
@@ -364,8 +355,8 @@ class Watch:
                     todo.extend(self.passed_on.get(key, ()))
         elif torch.is_grad_enabled() and next(module.parameters(), None) is None:
             for t in outs:
-                self.passed_on.setdefault(_storage(t), set()).update(
-                    _storage(x) for a in args for x in _tensors(a))
+                self.passed_on.setdefault(storage_of(t), set()).update(
+                    storage_of(x) for a in args for x in tensors_in(a))
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         found = E.call_at(site.path, site.span)
@@ -383,7 +374,7 @@ class Watch:
         if torch.is_grad_enabled():
             self._feeds(module, args, outs, frame)
         for i, arg in enumerate(args):
-            ts = _tensors(arg)
+            ts = tensors_in(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
             if nodes:
                 self.calls.append((site, i, isinstance(arg, torch.Tensor), nodes, self.events))
@@ -393,7 +384,7 @@ class Watch:
         """Each argument that is an earlier call's output (a feed, with the binding that
         passed it on), then this call's outputs by their node."""
         self.call_order += 1
-        for t in (t for a in args for t in _tensors(a)):
+        for t in (t for a in args for t in tensors_in(a)):
             made = self.made_by.get(id(t.grad_fn)) if t.grad_fn is not None else None
             if made is None or made[0] is not t.grad_fn or made[1] == id(module) or any(
                     f.node is t.grad_fn for f, _ in self.feeds):
@@ -435,7 +426,7 @@ class Watch:
             return
         frame = user_frame(2)
         if frame is not None:
-            self.detaches.append((tensor.grad_fn, site_of(frame), _storage(tensor),
+            self.detaches.append((tensor.grad_fn, site_of(frame), storage_of(tensor),
                                   self.events))
 
     def zero_grad(self, tensors: list[torch.Tensor]) -> None:
@@ -1105,15 +1096,10 @@ class Watch:
             if torch.equal(now, before):
                 continue
             for q in held:
-                if q is p or q.shape != p.shape:
-                    continue
-                # on the line to q: what is left of the distance is the old distance, shrunk
-                # (``k - q <- m (k - q)``), or nothing (a copy); a clamp, a projection or a
-                # decay moves toward no other tensor
-                target = q.detach().flatten().double()
-                gap, was = now - target, before - target
-                cos = float(gap @ was) / max(float(gap.norm() * was.norm()), 1e-300)
-                if not bool(gap.any()) or (cos > 1 - 1e-6 and gap.norm() < was.norm()):
+                # on the line to q (a clamp, a projection or a decay moves toward no other
+                # tensor)
+                if q is not p and q.shape == p.shape and toward(
+                        before, now, q.detach().flatten().double()):
                     moved[id(p)] = (key, p)
                     break
         if not moved:
@@ -1357,11 +1343,3 @@ def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
             out.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
         frame = frame.f_back
     return out
-
-
-def _storage(t: torch.Tensor) -> int:
-    """Where ``t``'s values live (a view shares it with its base)."""
-    try:
-        return t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return id(t)

@@ -1,0 +1,28 @@
+"""The tensors a value holds, and where their values live: what the watch's rules key tensors
+by when they follow a value from one call to the next."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["storage_of", "tensors_in"]
+
+
+def tensors_in(value: object) -> list[torch.Tensor]:
+    """The tensors of ``value``: itself, or those nested in its lists, tuples and dicts."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors_in(v)]
+    return []
+
+
+def storage_of(t: torch.Tensor) -> int:
+    """Where ``t``'s values live (a view shares it with its base); a tensor with no storage
+    (a functional or meta tensor) is its own place."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)
