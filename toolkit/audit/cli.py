@@ -19,10 +19,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.kinds import Proof
 from toolkit.audit.result import plural
 from toolkit.audit.schema import VERSION, Options, Report
-from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.source import escaped
 
 __all__ = ["applicable", "main"]

@@ -38,6 +38,21 @@ class Edit:
     #: value was seen: :func:`~toolkit.audit.fixes.edits.cut_as_seen` writes it for what the step held there
     cut: bool = field(default=False, compare=False, repr=False)
 
+    @property
+    def start(self) -> tuple[int, int]:
+        """Where ``old`` starts: ``(line, column)``."""
+        return self.line, self.col
+
+    @property
+    def end(self) -> tuple[int, int]:
+        """Where ``old`` ends: ``(line, column)``; ``end == start`` for an insertion."""
+        return self.end_line, self.end_col
+
+    def to_dict(self) -> dict:
+        """The edit as ``report.json`` holds it (:class:`toolkit.audit.schema.Edit`)."""
+        return {"path": self.file, "start": list(self.start), "end": list(self.end),
+                "old": self.old, "new": self.new, "what": str(self)}
+
     def __str__(self) -> str:
         if not self.old:  # a line inserted before line ``line``
             return f"{self.file}:{self.line}: insert before it: {flat(self.new)}"

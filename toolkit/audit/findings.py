@@ -1,4 +1,7 @@
-"""What the step audit finds: one frozen dataclass per kind of finding.
+"""What the audit finds: the step audit's findings, one frozen dataclass per kind, and the
+script audit's :class:`ScriptFinding`, one typed class for every kind it reports; both typed
+by :class:`~toolkit.audit.kinds.Kind` and :class:`~toolkit.audit.kinds.Proof`, both carrying
+the one :class:`~toolkit.audit.edit.Edit`.
 
 Failures (they make :attr:`~toolkit.audit.StepAudit.ok` false): :class:`Leak`,
 :class:`TrainedTarget`, :class:`DeadParameter`, :class:`CarriedGraph`, :class:`HeldGraph`,
@@ -7,7 +10,7 @@ Failures (they make :attr:`~toolkit.audit.StepAudit.ok` false): :class:`Leak`,
 Every failure with a fix carries ``line``: where in the user's code the fix goes
 (``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.audit.fixes.location` and
 checked by :mod:`toolkit.audit.fixes.proof`, or ``None`` when no proved fix is known; and
-``edits``: the fix as edits of those lines (:class:`~toolkit.audit.fixes.edits.Edit`: the
+``edits``: the fix as edits of those lines (:class:`~toolkit.audit.edit.Edit`: the
 expression, and what to write instead), one per cut, or ``()`` when the audit cannot say
 every expression exactly.
 
@@ -23,15 +26,15 @@ a ``ValueError``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.kinds import DeadKind, HeldKind, LeakKind, Proof, coerce
+from toolkit.audit.kinds import SCRIPT_KINDS, DeadKind, HeldKind, Kind, LeakKind, Proof, coerce
 from toolkit.audit.record.sites import Line
 
-__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "SharedTensor",
-           "TrainedTarget"]
+__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "ScriptFinding",
+           "SharedTensor", "TrainedTarget"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
 STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})
@@ -277,3 +280,80 @@ class SharedTensor:
 
     def __post_init__(self) -> None:
         _settle(self)
+
+
+@dataclass
+class ScriptFinding:
+    """One finding: ``kind`` (a :class:`~toolkit.audit.kinds.Kind` of
+    :data:`~toolkit.audit.kinds.SCRIPT_KINDS`; a string is coerced to it), the iteration it
+    first appeared in (0-based), a one-line message, the tensors it is about (stable keys
+    ``opt<i>.<group>.<index>``, or a module name for tensors no optimizer steps) and their
+    names, the user's lines, the edits that fix it, and whether those edits were verified by
+    running the edited script (``verified``; ``proof`` says it as a
+    :class:`~toolkit.audit.kinds.Proof`)."""
+
+    kind: Kind
+    iteration: int
+    message: str
+    tensors: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    at: tuple[str, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    advice: str = ""
+    step: int = -1                      # the optimizer step event it was found at
+    concerned: tuple[str, ...] = ()     # tensors whose gradient the fix may change
+    verified: bool | None = None
+    why_not: str = ""
+    cost_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.kind = coerce(Kind, self.kind, "ScriptFinding.kind", SCRIPT_KINDS)
+
+    @property
+    def failure(self) -> bool:
+        return Kind(self.kind).failure
+
+    @property
+    def proof(self) -> Proof:
+        """``RERUN`` when the edits were verified by rerunning the script on copies from the
+        same seed; otherwise ``ADVICE`` (no edit, an edit whose rerun did not pass, or one not
+        run: ``--no-verify``, or not yet). ``--apply`` writes only edits whose proof is safe."""
+        return Proof.RERUN if self.verified and self.edits else Proof.ADVICE
+
+    @property
+    def key(self) -> tuple:
+        return (self.kind, self.at, self.tensors)
+
+    def to_dict(self) -> dict:
+        """The finding as ``report.json`` holds it (:class:`toolkit.audit.schema.Finding`)."""
+        return {"kind": str(self.kind), "failure": self.failure, "proof": str(self.proof),
+                "verified": self.verified, "why_not": self.why_not,
+                "iteration": self.iteration, "step": self.step, "message": self.message,
+                "tensors": list(self.tensors), "names": list(self.names), "at": list(self.at),
+                "advice": self.advice,
+                "edits": [e.to_dict() for e in self.edits]}
+
+    def lines(self) -> list[str]:
+        """The finding as the report prints it: each edit with how it was proved."""
+        head = "FAIL" if self.failure else "info"
+        out = [f"{head:<7} {self.kind}: {self.message} (iteration {self.iteration})"]
+        if self.names:
+            shown = ", ".join(self.names[:6]) + (f", … ({len(self.names)} in all)"
+                                                  if len(self.names) > 6 else "")
+            out.append(f"        tensors: {shown}")
+        out += [f"        at:   {a}" for a in self.at]
+        if self.proof.safe:
+            out += [f"        edit: {e}" for e in self.edits]
+            out.append("        verified: the edited script, rerun from the same seed, no longer "
+                       "shows it and keeps every other gradient")
+            out.append(f"        proof: {self.proof.text} (--apply writes it)")
+        else:
+            if self.advice:
+                out.append(f"        fix:  {self.advice}")
+            if self.edits and self.verified is False:
+                out.append(f"        not verified: {self.why_not}")
+                out.append(f"        proof: {self.proof.text} (--apply does not write it)")
+            elif self.failure and not self.edits:
+                out.append("        not verified: no edit could be written for it")
+        return out

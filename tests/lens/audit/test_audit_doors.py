@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.audit.cli import main
-from toolkit.audit.watch.edits import ScriptEdit, apply_to_text, write_edits
+from toolkit.audit.edit import Edit
+from toolkit.audit.watch.edits import apply_to_text, edit_at, write_edits
 from toolkit.audit.watch.source import Refused, escaped, forget_sources, read_source
 
 # A linear regression that never clears its gradient: from iteration 1 on, each step adds the
@@ -131,7 +132,7 @@ def test_apply_never_writes_through_a_dangling_link_named_like_its_copy(tmp_path
 def test_a_file_changed_since_the_audit_read_it_is_not_written(tmp_path):
     script = _write(tmp_path / "train.py", "x = a.detach()\n")
     forget_sources()
-    edit = ScriptEdit(str(script), (1, 4), (1, 14), "a", "x")
+    edit = edit_at(str(script), (1, 4), (1, 14), "a")
     read_source(str(script))
     script.write_text("# a line the user added\nx = a.detach()\n")
     with pytest.raises(Refused, match="changed since the audit read it"):
@@ -197,12 +198,11 @@ def test_write_edits_refuses_every_file_before_writing_any(tmp_path):
     good = _write(tmp_path / "proj" / "a.py", "x = a.detach()\n")
     linked = tmp_path / "proj" / "b.py"
     linked.symlink_to(_write(tmp_path / "b.py", "y = b.detach()\n"))
-    edits = [ScriptEdit(str(good), (1, 4), (1, 14), "a", "x"),
-             ScriptEdit(str(linked), (1, 4), (1, 14), "b", "y")]
+    edits = [edit_at(str(good), (1, 4), (1, 14), "a"), edit_at(str(linked), (1, 4), (1, 14), "b")]
     with pytest.raises(Refused, match=r"b\.py: is a link; nothing was written"):
         write_edits(edits, str(tmp_path / "proj"))
     assert good.read_text() == "x = a.detach()\n" and _files(good.parent) == {"a.py", "b.py"}
-    outside = ScriptEdit(str(tmp_path / "b.py"), (1, 4), (1, 14), "b", "y")
+    outside = edit_at(str(tmp_path / "b.py"), (1, 4), (1, 14), "b")
     with pytest.raises(Refused, match="lies outside the script's folder"):
         write_edits([edits[0], outside], str(tmp_path / "proj"))
     write_edits(edits[:1], str(tmp_path / "proj"))
@@ -214,8 +214,7 @@ def test_a_failed_write_puts_back_what_it_wrote_and_leaves_no_copy(tmp_path, mon
     forget_sources()
     a = _write(tmp_path / "a.py", "x = a.detach()\n")
     b = _write(tmp_path / "b.py", "y = b.detach()\n")
-    edits = [ScriptEdit(str(a), (1, 4), (1, 14), "a", "x"),
-             ScriptEdit(str(b), (1, 4), (1, 14), "b", "y")]
+    edits = [edit_at(str(a), (1, 4), (1, 14), "a"), edit_at(str(b), (1, 4), (1, 14), "b")]
     real_replace = os.replace
 
     def fail_on_b(src, dst):
@@ -277,7 +276,7 @@ def test_an_edit_keeps_the_files_line_endings_and_encoding(tmp_path, capsys, enc
 
 def test_lines_are_pythons_lines_a_form_feed_is_none(tmp_path):
     text = "a = 1\x0c\nb = x.detach()\n"
-    edit = ScriptEdit("f", (2, 4), (2, 14), "x", "")
+    edit = Edit("f", 2, 4, 2, 14, "x.detach()", "x")
     assert apply_to_text(text, [edit]) == "a = 1\x0c\nb = x\n"
 
 

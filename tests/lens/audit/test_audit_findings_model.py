@@ -21,6 +21,7 @@ from toolkit.audit import (
     audit_step,
 )
 from toolkit.audit.cli import applicable, main
+from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.kinds import (
     FAILURES,
     SAFE,
@@ -33,8 +34,6 @@ from toolkit.audit.kinds import (
     Proof,
 )
 from toolkit.audit.watch import verify as watch_verify
-from toolkit.audit.watch.edits import ScriptEdit
-from toolkit.audit.watch.findings import KINDS, ScriptFinding
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -59,7 +58,6 @@ def _edit(old: str = "fake", new: str = "fake.detach()") -> Edit:
 
 def test_the_script_kinds_and_their_failure_are_the_old_dict():
     assert {str(k): k.failure for k in SCRIPT_KINDS} == OLD_KINDS
-    assert KINDS == OLD_KINDS
     assert FAILURES == {k for k in Kind if k.failure}
 
 
@@ -205,8 +203,7 @@ def test_a_step_audit_that_could_not_judge_carried_graphs_says_so():
 # --- the script audit: the proof derived, --apply writes only the safe ones ------------------
 
 def _script_finding(verified: bool | None) -> ScriptFinding:
-    edit = ScriptEdit("train.py", (4, 0), (4, 0), "    opt.zero_grad()\n",
-                      "train.py:4: + opt.zero_grad()")
+    edit = Edit("train.py", 4, 0, 4, 0, "", "    opt.zero_grad()\n")
     return ScriptFinding("leak", 0, "a leak", at=("train.py:4: loss.backward()",),
                          edits=(edit,), advice="call opt.zero_grad()", verified=verified,
                          why_not="" if verified else "the finding is still there")
@@ -222,7 +219,7 @@ def test_a_script_findings_proof_is_rerun_only_when_its_edits_passed_the_rerun()
 
 def test_the_printed_script_finding_says_how_each_edit_was_proved():
     shown = "\n".join(_script_finding(True).lines())
-    assert "edit: train.py:4: + opt.zero_grad()" in shown
+    assert "edit: train.py:4: insert before it: opt.zero_grad()" in shown
     assert "proof: verified by rerunning the script (--apply writes it)" in shown
     held = "\n".join(_script_finding(False).lines())
     assert "edit:" not in held and "not verified: the finding is still there" in held

@@ -13,10 +13,10 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from toolkit.audit.cli import main
+from toolkit.audit.edit import Edit as FileEdit
 from toolkit.audit.kinds import Kind, Proof
 from toolkit.audit.schema import VERSION, Edit, Finding, Options, Report, load_report
-from toolkit.audit.watch.edits import ScriptEdit, apply_to_text
-from toolkit.audit.watch.findings import old_text
+from toolkit.audit.watch.edits import apply_to_text, edit_at
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PAGE = Path(__file__).parents[3] / "docs" / "reference" / "audit_record.md"
@@ -46,7 +46,7 @@ def test_a_real_report_is_valid_and_says_what_the_audit_did(recorded):
     # each edit carries the text it replaces, as the file holds it
     text = script.read_text(encoding="utf-8")
     for e in leak.edits:
-        assert apply_to_text(text, [ScriptEdit(str(script), e.start, e.end, e.old, "")]) == text
+        assert apply_to_text(text, [FileEdit("train.py", *e.start, *e.end, e.old, e.old)]) == text
     # the same model reads what it wrote, and writes it again unchanged
     raw = json.loads((folder / "report.json").read_text(encoding="utf-8"))
     assert json.loads(report.to_json()) == raw
@@ -55,9 +55,9 @@ def test_a_real_report_is_valid_and_says_what_the_audit_did(recorded):
 def test_an_edits_old_text_is_the_span_it_replaces(tmp_path):
     path = tmp_path / "step.py"
     path.write_text("x = 1\r\né = netD(fake)\n", encoding="utf-8")   # columns in UTF-8 bytes
-    edit = ScriptEdit(str(path), (2, 10), (2, 14), "fake.detach()", "step.py:2: fake -> ...")
-    assert old_text(edit) == "fake"
-    assert old_text(ScriptEdit(str(tmp_path / "gone.py"), (1, 0), (1, 1), "", "")) is None
+    edit = edit_at(str(path), (2, 10), (2, 14), "fake.detach()")
+    assert edit.old == "fake" and edit.to_dict()["old"] == "fake"
+    assert str(edit) == "step.py:2: fake -> fake.detach()"
 
 
 def _damaged(folder: Path, tmp_path: Path, change) -> Path:

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from toolkit.audit.cli import main
-from toolkit.audit.watch.edits import Refused, ScriptEdit, apply_to_text, write_edits
+from toolkit.audit.edit import Edit
+from toolkit.audit.watch.edits import Refused, apply_to_text, edit_at, write_edits
 from toolkit.audit.watch.verify import close, load_record
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -121,15 +122,17 @@ def test_edits_write_only_inside_the_scripts_folder_and_keep_a_copy(tmp_path):
     inside = tmp_path / "proj" / "train.py"
     inside.parent.mkdir()
     inside.write_text("x = a.detach()\n", encoding="utf-8")
-    edit = ScriptEdit(str(inside), (1, 4), (1, 14), "a", "x")
-    outside = ScriptEdit(str(tmp_path / "other.py"), (1, 0), (1, 0), "y", "y")
+    edit = edit_at(str(inside), (1, 4), (1, 14), "a")
+    other = tmp_path / "other.py"
+    other.write_text("", encoding="utf-8")
+    outside = edit_at(str(other), (1, 0), (1, 0), "y")
     with pytest.raises(Refused, match="outside the script's folder"):
         write_edits([edit, outside], str(inside.parent))
     assert inside.read_text() == "x = a.detach()\n"
     write_edits([edit], str(inside.parent))
     assert inside.read_text() == "x = a\n"
     assert (tmp_path / "proj" / "train.py.orig").read_text() == "x = a.detach()\n"
-    assert apply_to_text("é = b\n", [ScriptEdit("f", (1, 5), (1, 6), "c", "")]) == "é = c\n"
+    assert apply_to_text("é = b\n", [Edit("f", 1, 5, 1, 6, "b", "c")]) == "é = c\n"
 
 
 def test_close_compares_relative_to_the_larger_norm():
@@ -403,8 +406,7 @@ def test_a_part_computed_under_no_grad_is_taken_out_of_the_block(tmp_path, block
     code, report, _ = _audit(tmp_path, script)
     dead = [f for f in report["findings"] if f["kind"] == "dead"]
     assert code == 1 and len(dead) == 1 and dead[0]["edits"]
-    edits = [ScriptEdit(str(script), tuple(e["start"]), tuple(e["end"]), e["new"], e["what"])
-             for e in dead[0]["edits"]]
+    edits = [edit_at(str(script), tuple(e["start"]), tuple(e["end"]), e["new"]) for e in dead[0]["edits"]]
     assert apply_to_text(script.read_text(), edits) == script.read_text().replace(block, fixed)
 
 
@@ -427,7 +429,7 @@ def test_a_target_that_is_the_trained_network_itself_is_aliased_and_copied(tmp_p
     code, report, _ = _audit(tmp_path, script)
     aliased = [f for f in report["findings"] if f["kind"] == "aliased"]
     assert code == 1 and len(aliased) == 1 and aliased[0]["at"][0] == "train.py:4: ema = net"
-    edits = [ScriptEdit(str(script), tuple(e["start"]), tuple(e["end"]), e["new"], e["what"])
+    edits = [edit_at(str(script), tuple(e["start"]), tuple(e["end"]), e["new"])
              for e in aliased[0]["edits"]]
     fixed = apply_to_text(script.read_text(), edits)
     assert "ema = copy.deepcopy(net)" in fixed and fixed.startswith("import copy\n")

@@ -8,8 +8,10 @@ import ast
 import difflib
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
+from toolkit.audit.edit import Edit
+from toolkit.audit.fixes.edits import apply_edits
 from toolkit.audit.watch.source import (
     Refused,
     Source,
@@ -20,29 +22,30 @@ from toolkit.audit.watch.source import (
     write_sources,
 )
 
-__all__ = ["Refused", "ScriptEdit", "apply_to_text", "diff", "edited_texts", "write_edits"]
+__all__ = ["Refused", "ScriptEdit", "apply_to_text", "diff", "edit_at", "edited_texts", "write_edits"]
 
 
-@dataclass(frozen=True)
-class ScriptEdit:
-    """Replace the text of ``path`` from ``start`` to ``end`` (1-based lines, 0-based columns)
-    by ``new``; ``what`` says it in words (``train.py:42: fake -> fake.detach()``)."""
+def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
+    """The :class:`~toolkit.audit.edit.Edit` that replaces the text of ``path`` from ``start``
+    to ``end`` (1-based lines, 0-based columns in UTF-8 bytes, as :mod:`ast` counts them) by
+    ``new``; ``old`` is that text as the audit read it (``""`` for an insertion)."""
+    text = read_source(path).text
+    lines = split_lines(text)
+    old = text[_offset(lines, start):_offset(lines, end)]
+    return Edit(os.path.basename(path), start[0], start[1], end[0], end[1], old, new,
+                path=os.path.abspath(path))
 
-    path: str
-    start: tuple[int, int]
-    end: tuple[int, int]
-    new: str
-    what: str
 
-    def __str__(self) -> str:
-        return self.what
+def node_edit(path: str, node: ast.expr, new: str) -> Edit:
+    """The edit that replaces the expression ``node`` of ``path`` by ``new``."""
+    return edit_at(path, (node.lineno, node.col_offset),
+                   (node.end_lineno or node.lineno, node.end_col_offset or 0), new)
 
-    def to_dict(self) -> dict:
-        return {"path": os.path.basename(self.path), "start": list(self.start),
-                "end": list(self.end), "new": self.new, "what": self.what}
 
-    def moved(self, path: str) -> ScriptEdit:
-        return ScriptEdit(path, self.start, self.end, self.new, self.what)
+def ScriptEdit(path: str, start: tuple[int, int], end: tuple[int, int], new: str,
+               what: str = "") -> Edit:
+    """Transitional spelling of :func:`edit_at` (``what`` is ignored)."""
+    return edit_at(path, start, end, new)
 
 
 def _offset(lines: Sequence[str], pos: tuple[int, int]) -> int:
@@ -53,30 +56,25 @@ def _offset(lines: Sequence[str], pos: tuple[int, int]) -> int:
     return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
 
 
-def apply_to_text(text: str, edits: Iterable[ScriptEdit], newline: str = "\n") -> str:
-    """``text`` with ``edits`` made; edits of one file never overlap (the last one is made
-    first, so earlier positions stay right). Columns count UTF-8 bytes, as ``ast`` does; lines
-    are Python's (a form feed is no line break); a line an edit adds ends in ``newline``, the
-    file's own."""
-    lines = split_lines(text)
-    spans = sorted(((_offset(lines, e.start), _offset(lines, e.end), e.new) for e in edits),
-                   reverse=True)
-    for a, b, new in spans:
-        if newline != "\n":
-            new = new.replace("\r\n", "\n").replace("\n", newline)
-        text = text[:a] + new + text[b:]
-    return text
+def apply_to_text(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
+    """``text`` with ``edits`` made (:func:`~toolkit.audit.fixes.edits.apply_edits`, which
+    checks that each edit's ``old`` is the text at its place); a line an edit adds ends in
+    ``newline``, the file's own."""
+    if newline != "\n":
+        edits = [replace(e, new=e.new.replace("\r\n", "\n").replace("\n", newline))
+                 for e in edits]
+    return apply_edits(text, edits)
 
 
-def _edited(edits: Iterable[ScriptEdit]) -> dict[str, list[ScriptEdit]]:
-    by_file: dict[str, list[ScriptEdit]] = {}
+def _edited(edits: Iterable[Edit]) -> dict[str, list[Edit]]:
+    by_file: dict[str, list[Edit]] = {}
     for e in edits:
         if e not in by_file.setdefault(e.path, []):
             by_file[e.path].append(e)
     return by_file
 
 
-def edited_texts(edits: Iterable[ScriptEdit]) -> dict[Source, str]:
+def edited_texts(edits: Iterable[Edit]) -> dict[Source, str]:
     """Each file's source as the audit read it, and its text with the edits made."""
     out = {}
     for path, mine in _edited(edits).items():
@@ -85,7 +83,7 @@ def edited_texts(edits: Iterable[ScriptEdit]) -> dict[Source, str]:
     return out
 
 
-def diff(edits: Iterable[ScriptEdit], root: str) -> str:
+def diff(edits: Iterable[Edit], root: str) -> str:
     """The edits as one unified diff, paths relative to ``root`` (``a/``, ``b/``), a file
     outside it by its absolute path; paths escaped."""
     out = []
@@ -98,7 +96,7 @@ def diff(edits: Iterable[ScriptEdit], root: str) -> str:
     return "".join(line if line.endswith(("\n", "\r")) else line + "\n" for line in out)
 
 
-def write_edits(edits: Iterable[ScriptEdit], root: str) -> list[tuple[str, str]]:
+def write_edits(edits: Iterable[Edit], root: str) -> list[tuple[str, str]]:
     """Write the edits into their files, each of which must lie inside ``root``, be reached
     through no link, be writable and unchanged since the audit read it; a copy of each file
     changed is kept next to it (``train.py.orig``, or ``.orig1``… when that name is taken).
@@ -114,6 +112,8 @@ def write_edits(edits: Iterable[ScriptEdit], root: str) -> list[tuple[str, str]]
     except (OSError, SyntaxError, UnicodeDecodeError) as err:
         raise Refused(getattr(err, "filename", None) or root,
                       f"cannot be read ({err}); nothing was written") from None
+    except ValueError as err:  # an edit's text is not at its place, or two edits overlap
+        raise Refused(root, f"{err}; nothing was written") from None
     return write_sources(texts, root)
 
 
@@ -135,7 +135,7 @@ def syntax_tree(path: str) -> tuple[ast.Module, str] | None:
         return None
 
 
-def import_edit(path: str, module: str) -> ScriptEdit | None:
+def import_edit(path: str, module: str) -> Edit | None:
     """``import module`` added after the file's docstring and ``__future__`` imports, unless
     the file imports it at its top level already."""
     parsed = syntax_tree(path)
@@ -153,11 +153,10 @@ def import_edit(path: str, module: str) -> ScriptEdit | None:
         if not (doc or future):
             break
         at = (node.end_lineno or node.lineno) + 1
-    return ScriptEdit(path, (at, 0), (at, 0), f"import {module}\n",
-                      f"{line_named(path, at)}: + import {module}")
+    return edit_at(path, (at, 0), (at, 0), f"import {module}\n")
 
 
-def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[ScriptEdit]] | None:
+def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
     """``target = online`` in ``path`` made a copy: ``target = copy.deepcopy(online)`` (and
     ``import copy`` where the file lacks it); the assignment's line and the edits, or
     ``None`` when the file holds no such assignment."""
@@ -170,9 +169,7 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Script
                 segment(text, node.targets[0]) == target and segment(text, node.value) == online:
             value = node.value
             new = f"copy.deepcopy({online})"
-            edits = [ScriptEdit(path, (value.lineno, value.col_offset),
-                                (value.end_lineno or value.lineno, value.end_col_offset or 0),
-                                new, f"{line_named(path, node.lineno)}: {online} -> {new}")]
+            edits = [node_edit(path, value, new)]
             imp = import_edit(path, "copy")
             return node.lineno, edits + ([imp] if imp is not None else [])
     return None
@@ -221,7 +218,7 @@ def line_named(path: str, line: int) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def detach_call(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit | None:
+def detach_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
     """The call at ``span`` (a network's) cut where it is made: ``teacher(x)`` ->
     ``teacher(x).detach()``."""
     found = call_at(path, span)
@@ -229,12 +226,10 @@ def detach_call(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit
         return None
     call, text = found
     old = segment(text, call)
-    return ScriptEdit(path, (call.lineno, call.col_offset),
-                      (call.end_lineno or call.lineno, call.end_col_offset or 0),
-                      f"{old}.detach()", f"{line_named(path, call.lineno)}: {old} -> {old}.detach()")
+    return node_edit(path, call, f"{old}.detach()")
 
 
-def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEdit | None:
+def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
     """``x.detach()`` at ``span`` -> ``x``."""
     found = call_at(path, span)
     if found is None:
@@ -244,13 +239,11 @@ def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> ScriptEd
             and not call.args and not call.keywords):
         return None
     inner = segment(text, call.func.value)
-    return ScriptEdit(path, (call.lineno, call.col_offset), (call.end_lineno or call.lineno,
-                      call.end_col_offset or 0), inner,
-                      f"{line_named(path, call.lineno)}: {segment(text, call)} -> {inner}")
+    return node_edit(path, call, inner)
 
 
 def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
-                 tensor: bool) -> list[ScriptEdit]:
+                 tensor: bool) -> list[Edit]:
     """The ``index``-th argument of the call at ``span`` cut, in plain PyTorch: ``.detach()``
     for a tensor, ``tuple(t.detach() for t in ...)`` for a tuple of them."""
     found = call_at(path, span)
@@ -264,9 +257,7 @@ def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
     simple = isinstance(arg, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
     new = (f"{old}.detach()" if simple else f"({old}).detach()") if tensor else \
         f"tuple(t.detach() for t in {old if simple else f'({old})'})"
-    return [ScriptEdit(path, (arg.lineno, arg.col_offset), (arg.end_lineno or arg.lineno,
-                       arg.end_col_offset or 0), new,
-                       f"{line_named(path, arg.lineno)}: {old} -> {new}")]
+    return [node_edit(path, arg, new)]
 
 
 def _indent(text: str, line: int) -> str:
@@ -274,7 +265,7 @@ def _indent(text: str, line: int) -> str:
     return src[:len(src) - len(src.lstrip())]
 
 
-def insert_before(path: str, line: int, statement: str) -> ScriptEdit | None:
+def insert_before(path: str, line: int, statement: str) -> Edit | None:
     """``statement`` on its own line before the statement that starts on ``line``."""
     found = statement_at(path, line)
     if found is None:
@@ -283,12 +274,10 @@ def insert_before(path: str, line: int, statement: str) -> ScriptEdit | None:
     if stmt.col_offset != len(_indent(text, stmt.lineno)):
         return None  # not the first statement of its line
     indent = _indent(text, stmt.lineno)
-    return ScriptEdit(path, (stmt.lineno, 0), (stmt.lineno, 0), f"{indent}{statement}\n",
-                      f"{line_named(path, stmt.lineno)}: + {statement} (before "
-                      f"{segment(text, stmt)})")
+    return edit_at(path, (stmt.lineno, 0), (stmt.lineno, 0), f"{indent}{statement}\n")
 
 
-def insert_after(path: str, line: int, statement: str) -> ScriptEdit | None:
+def insert_after(path: str, line: int, statement: str) -> Edit | None:
     """``statement`` on its own line after the whole statement that starts on ``line`` (at its
     indentation); ``None`` when another statement follows it on its last line."""
     found = statement_at(path, line)
@@ -301,25 +290,19 @@ def insert_after(path: str, line: int, statement: str) -> ScriptEdit | None:
     if rest[:1] not in ("", "#") or stmt.col_offset != len(_indent(text, stmt.lineno)):
         return None
     indent = _indent(text, stmt.lineno)
-    return ScriptEdit(path, (end + 1, 0), (end + 1, 0), f"{indent}{statement}\n",
-                      f"{line_named(path, end + 1)}: + {statement}")
+    return edit_at(path, (end + 1, 0), (end + 1, 0), f"{indent}{statement}\n")
 
 
-def replace_parameters(path: str, line: int, params: str) -> ScriptEdit | None:
+def replace_parameters(path: str, line: int, params: str) -> Edit | None:
     """The parameters an optimizer is built over, replaced: the first argument of the call
     ``opt = torch.optim.Adam(encoder.parameters(), lr=...)`` on ``line`` -> ``params``."""
     found = statement_at(path, line)
     if found is None:
         return None
-    stmt, text = found
-    value = getattr(stmt, "value", None)
+    value = getattr(found[0], "value", None)
     if not isinstance(value, ast.Call) or not value.args:
         return None
-    arg = value.args[0]
-    old = segment(text, arg)
-    return ScriptEdit(path, (arg.lineno, arg.col_offset),
-                      (arg.end_lineno or arg.lineno, arg.end_col_offset or 0), params,
-                      f"{line_named(path, arg.lineno)}: {old} -> {params}")
+    return node_edit(path, value.args[0], params)
 
 
 def _is_no_grad(item: ast.withitem) -> bool:
@@ -369,7 +352,7 @@ def statement_text(path: str, line: int) -> str:
     return segment(found[1], found[0]).splitlines()[0] if found else ""
 
 
-def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
+def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
     """The statement on ``line`` taken out of the innermost ``with torch.no_grad():`` around it:
     the line of the statement of the block that holds it, and the edits. The block's last
     statement is moved after the block (dedented); a block of one statement loses its
@@ -395,15 +378,9 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[ScriptEdit]] | None:
     if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
         return None
     dedented = "".join(x[shift:] if x.strip() else x for x in body)
-    where = line_named(path, holder.lineno)
     if len(best.body) == 1:   # the block is this statement: the with goes
-        head = segment(text, best).splitlines()[0]
-        return holder.lineno, [ScriptEdit(path, (best.lineno, 0), (end + 1, 0), dedented,
-                                          f"{where}: {head} removed around "
-                                          f"{statement_text(path, holder.lineno)}")]
-    return holder.lineno, [ScriptEdit(path, (holder.lineno, 0), (end + 1, 0), dedented,
-                                      f"{where}: {statement_text(path, holder.lineno)} moved "
-                                      f"out of the torch.no_grad() block above it")]
+        return holder.lineno, [edit_at(path, (best.lineno, 0), (end + 1, 0), dedented)]
+    return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
 
 
 def _freezes(node: ast.AST, text: str, name: str) -> bool:
@@ -429,7 +406,7 @@ def _freezes(node: ast.AST, text: str, name: str) -> bool:
     return off(node, name)
 
 
-def unfreeze_before(path: str, name: str, line: int) -> tuple[int, ScriptEdit] | None:
+def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
     """For a network ``name`` that the file freezes (``requires_grad = False`` over its
     parameters) inside a loop that also runs ``line`` (its optimizer's step): the freezing
     statement's line, and ``name.requires_grad_(True)`` inserted at the top of that loop's
@@ -449,10 +426,8 @@ def unfreeze_before(path: str, name: str, line: int) -> tuple[int, ScriptEdit] |
             continue
         indent = _indent(text, holder.lineno)
         statement = f"{name}.requires_grad_(True)"
-        return freeze.lineno, ScriptEdit(
-            path, (holder.lineno, 0), (holder.lineno, 0), f"{indent}{statement}\n",
-            f"{line_named(path, holder.lineno)}: + {statement} (before "
-            f"{segment(text, holder).splitlines()[0]})")
+        return freeze.lineno, edit_at(path, (holder.lineno, 0), (holder.lineno, 0),
+                                      f"{indent}{statement}\n")
     return None
 
 
@@ -483,7 +458,7 @@ def assigned_names(path: str, line: int) -> set[str]:
             if isinstance(n, ast.Name | ast.Attribute)}
 
 
-def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:
+def move_before(path: str, line: int, target: int) -> list[Edit]:
     """The statement on ``line`` moved before the statement on ``target`` (same file, same
     block)."""
     a, b = statement_at(path, line), statement_at(path, target)
@@ -498,11 +473,8 @@ def move_before(path: str, line: int, target: int) -> list[ScriptEdit]:
         return []
     moved = segment(text, stmt)
     indent = _indent(text, other.lineno)
-    return [ScriptEdit(path, (stmt.lineno, 0), (end + 1, 0), "",
-                       f"{line_named(path, stmt.lineno)}: - {moved}"),
-            ScriptEdit(path, (other.lineno, 0), (other.lineno, 0), f"{indent}{moved}\n",
-                       f"{line_named(path, other.lineno)}: + {moved} (moved before "
-                       f"{segment(text, other)})")]
+    return [edit_at(path, (stmt.lineno, 0), (end + 1, 0), ""),
+            edit_at(path, (other.lineno, 0), (other.lineno, 0), f"{indent}{moved}\n")]
 
 
 def receiver(path: str, span: tuple[int, int, int, int] | None) -> str | None:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import torch
 
-from toolkit.audit.watch.edits import ScriptEdit, edited_texts
-from toolkit.audit.watch.findings import KINDS, ScriptFinding
+from toolkit.audit.edit import Edit
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.kinds import SCRIPT_KINDS, Kind
+from toolkit.audit.watch.edits import edited_texts
 from toolkit.audit.watch.source import escaped
 
 __all__ = ["close", "load_record", "verify"]
@@ -83,7 +85,7 @@ def _copy_sources(root: str, into: str) -> None:
                 shutil.copy2(os.path.join(dirpath, name), os.path.join(into, rel))
 
 
-def rerun(script: str, args: list[str], edits: list[ScriptEdit], steps: int, cwd: str,
+def rerun(script: str, args: list[str], edits: list[Edit], steps: int, cwd: str,
           timeout: float | None = None) -> tuple[int, dict | None, list[dict], str]:
     """The script, with ``edits`` made in copies, audited for ``steps`` iterations in a fresh
     process started in ``cwd`` with no standard input; returns its exit status, report,
@@ -149,6 +151,14 @@ def _baseline(script: str, args: list[str], steps: int, cwd: str) -> list[dict] 
     return _baselines[key]
 
 
+def _fails(kind: object) -> bool:
+    """Whether ``kind``, as a rerun's report gives it, names a failure of the script audit."""
+    try:
+        return Kind(str(kind)) in SCRIPT_KINDS and Kind(str(kind)).failure
+    except ValueError:
+        return False
+
+
 def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
            grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
     """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
@@ -178,7 +188,7 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         grads = base
     mine = {(f.kind, tuple(f.tensors)) for f in others if f.failure}
     for f in report["findings"]:
-        if not isinstance(f, dict) or not KINDS.get(str(f.get("kind")), False):
+        if not isinstance(f, dict) or not _fails(f.get("kind")):
             continue
         key = (f["kind"], tuple(f.get("tensors", ())))
         if key == (finding.kind, finding.tensors):
