@@ -37,9 +37,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from toolkit.audit.edit import Edit
 from toolkit.audit.findings import HeldGraph
-from toolkit.audit.fixes.edits import detached, edit_node, is_cut, source_of
 from toolkit.audit.kinds import HeldKind
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.saved import holds_saved, saved_bytes
@@ -48,12 +46,12 @@ from toolkit.lens.backward_graph import is_cut_marker
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["KeptState", "check", "cut_stored", "find_kept", "stored_at"]
+__all__ = ["STORES", "KeptState", "check", "container_of", "find_kept", "stores_reaching"]
 
 _MAX_OBJECTS = 2000  # containers and objects looked at
 _MAX_ITEMS = 100_000  # items of one container looked at (a replay buffer)
-_STORES = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "add",
-                     "update", "setdefault", "push", "put"})
+STORES = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "add",
+                    "update", "setdefault", "push", "put"})
 
 
 def _library(obj: Any) -> bool:
@@ -319,10 +317,10 @@ def _stores_in(obj: Any, name: str) -> list[Line]:
     for node in ast.walk(tree):
         hit = False
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            hit = node.func.attr in _STORES and _name(node.func.value) == name
+            hit = node.func.attr in STORES and container_of(node.func.value) == name
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            hit = any(_name(t) == name for t in targets)
+            hit = any(container_of(t) == name for t in targets)
         if hit and isinstance(node, ast.Assign) and _empty(node.value):
             hit = False  # the container made empty (``self.memory = []``): no store
         if hit:
@@ -335,25 +333,20 @@ def _stores_in(obj: Any, name: str) -> list[Line]:
     return [found[k] for k in sorted(found)]
 
 
-def stored_at(step: Any, node: Any, mark: int
-              ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
+def stores_reaching(step: Any, node: Any, mark: int) -> list[tuple[Line, str, Any]]:
     """Where the step stores, outside modules (a list, a dict, a global, a closure cell), the
-    state through which this call reads the old graph ``node``: the places whose tensor is
-    ``node``'s or reaches it through this call's graph (nodes numbered from ``mark``), the
-    lines that store into them, and the edits that cut every value stored there (a line that
-    stores it cut already is left out); ``None`` when none is found."""
-    edits: dict[Line, dict[Edit, None]] = {}
+    state through which this call reads the old graph ``node``: for each place whose tensor is
+    ``node``'s or reaches it through this call's graph (nodes numbered from ``mark``), each
+    line that stores into it, as ``(line, container, key)``: the container as the source
+    writes it (``memory``, ``self.bank``) and the item's key when it is known (``None``:
+    any). :func:`toolkit.audit.fixes.stored.stored_at` cuts what those lines store."""
+    found: list[tuple[Line, str, Any]] = []
     for place, tensor in _kept(step):
         if _reaches(tensor.grad_fn, node, mark):
             container = place.path.split("[", 1)[0]
             key = _key(place.path[len(container):])
-            for line in _store_lines(step, place):
-                found = cut_stored(line, container, key)
-                if found:  # else: stored cut already
-                    edits.setdefault(line, {}).update(dict.fromkeys(found))
-    if not edits:
-        return None
-    return tuple(edits), tuple(dict.fromkeys(e for found in edits.values() for e in found))
+            found += [(line, container, key) for line in _store_lines(step, place)]
+    return found
 
 
 def _reaches(start: Any, node: Any, mark: int) -> bool:
@@ -372,40 +365,6 @@ def _reaches(start: Any, node: Any, mark: int) -> bool:
     return False
 
 
-def cut_stored(line: Line, name: str, key: Any = None) -> tuple[Edit, ...]:
-    """Edits that cut every value the statements at ``line`` store into the container
-    ``name`` (as the source writes it: ``memory``, ``self.bank``), at its item ``key`` when
-    it is known (``state["h"]``; ``None``: any): each argument of ``name.append(...)`` and the
-    other storing methods (an index or a key left as it is), the keyword ``key`` of
-    ``name.update(...)``, the value of ``name[key] = ...``, ``name.attr = ...`` or ``name +=
-    ...``: ``value.detach()``, a tuple or list written out cut element by element (none
-    for a value written already cut, nor for a value assigned to other names as well: ``a[k]
-    = h = v`` or ``out, a[k] = v``, where a cut of ``v`` would cut them too)."""
-    src = source_of(line.path) if line.path else None
-    if src is None:
-        return ()
-    values: list[ast.expr] = []
-    for node in ast.walk(src.tree):
-        if getattr(node, "lineno", None) != line.number:
-            continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in _STORES and _name(node.func.value) == name:
-            if node.func.attr == "update" and key is not None:
-                values += [k.value for k in node.keywords if k.arg == key]
-                continue
-            keyed = node.func.attr in ("insert", "setdefault")
-            values += [*node.args[keyed:], *(k.value for k in node.keywords)]
-        elif isinstance(node, (ast.Assign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if len(targets) == 1 and _name(targets[0]) == name and (
-                    key is None or not isinstance(targets[0], ast.Subscript)
-                    or not isinstance(targets[0].slice, ast.Constant)
-                    or targets[0].slice.value == key):
-                values.append(node.value)
-    return tuple(edit_node(line, src, v, detached(src, v)) for v in values
-                 if not isinstance(v, (ast.Constant, ast.Starred)) and not is_cut(v))
-
-
 def _key(path: str) -> Any:
     """The key of the first item a place's path names after its container (``['h'][0]``
     -> ``'h'``); ``None`` when it names none or cannot be read."""
@@ -417,14 +376,14 @@ def _key(path: str) -> Any:
         return None
 
 
-def _name(node: ast.AST) -> str:
+def container_of(node: ast.AST) -> str:
     """The container a target or a receiver names (``self.memory[i]`` -> ``self.memory``)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        return f"{_name(node.value)}.{node.attr}"
+        return f"{container_of(node.value)}.{node.attr}"
     if isinstance(node, ast.Subscript):
-        return _name(node.value)
+        return container_of(node.value)
     return ""
 
 
