@@ -71,6 +71,7 @@ from torch import nn
 from toolkit.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.audit.fixes.built import built_line, function_of
 from toolkit.audit.fixes.proof import Prover
+from toolkit.audit.fixes.wanted import written
 from toolkit.audit.record.names import Names, find_modules
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
@@ -86,7 +87,8 @@ from toolkit.lens.flow import GradientLeakError
 __all__ = ["RULES", "assert_clean_step", "audit_step"]
 
 #: The audit's rules, run in this order on the recorded step: each returns its findings by
-#: ``StepAudit`` field (see :mod:`toolkit.audit.findings`).
+#: ``StepAudit`` field (see :mod:`toolkit.audit.findings`), a finding whose fix the fixes stage
+#: writes wrapped in :class:`~toolkit.audit.rules.wanted.Wanted` (see :func:`run_rules`).
 RULES: tuple[Callable[[RecordedStep], Found], ...] = (
     leaks.check, targets.check, dead.check, carried.check, held.check, kept.check, shared.check)
 
@@ -342,12 +344,13 @@ def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:
 
 
 def run_rules(recorded: RecordedStep) -> StepAudit:
-    """Run every rule of :data:`RULES` on the recorded step; the notes come last (they name
-    what the rules found frozen)."""
+    """Run every rule of :data:`RULES` on the recorded step, each finding's wanted fix written
+    as edits right after its rule (:func:`~toolkit.audit.fixes.wanted.written`); the notes come
+    last (they name what the rules found frozen)."""
     found: dict[str, list[Any]] = {}
     for rule in RULES:
-        for kind, items in rule(recorded).items():
-            found.setdefault(kind, []).extend(items)
+        for kind, items in rule(recorded).items():  # the fixes a rule wants, written
+            found.setdefault(kind, []).extend(written(recorded, item) for item in items)
     # a loss that reaches none of its optimizer's tensors: its leaks are fixed where the dead
     # finding says (the no_grad block, the detach), not by a cut or another pairing
     for i, leak in enumerate(found.get("leaks", ())):

@@ -9,8 +9,8 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import SharedTensor
-from toolkit.audit.fixes.optimizer_edits import leave_out
 from toolkit.audit.rules.leaks import passes_through
+from toolkit.audit.rules.wanted import LeaveOut, Wanted
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
@@ -50,8 +50,8 @@ def check(step: RecordedStep) -> Found:
         free = [i for i in (0, 1)
                 if all(passes_through(step, loss, ids) for loss in losses[(a, b)[i]])]
         order = sorted(free, key=lambda i: -len(held[(a, b)[i]]))
-        edit = next((e for i in order if lines[i] is not None and (e := leave_out(
-            lines[i], owners[(a, b)[i]][1], step.namespace, both)) is not None), None)
+        leave = LeaveOut(tuple((line, owners[(a, b)[i]][1]) for i in order
+                               if (line := lines[i]) is not None), tuple(both))
         fix = (f"keep them in one optimizer: take them out of {names[0]!r} or {names[1]!r}"
                f"{where}; each step() updates them once more")
         if not free:
@@ -59,9 +59,8 @@ def check(step: RecordedStep) -> Found:
                    f"each step() updates them once more{where}: step them once, from one "
                    f"optimizer over both losses (their sum), or take them out of one optimizer "
                    f"and cut them from its losses")
-        found.append(SharedTensor(
+        found.append(Wanted(SharedTensor(
             parameters=tuple(step.rec.names.name(t) for t in both),
             shapes=tuple(tuple(t.shape) for t in both), optimizers=names, fix=fix,
-            lines=tuple(line for line in lines if line is not None),
-            edits=() if edit is None else (edit,)))
+            lines=tuple(line for line in lines if line is not None)), leave))
     return {"shared": found}

@@ -1,0 +1,38 @@
+"""The fix a rule wants, said plainly: the rule decides, the fixes stage writes it.
+
+A rule that finds a failure whose fix is an edit of the user's code returns the finding
+without its edits, wrapped in :class:`Wanted` with a typed description of the fix (which
+line, which tensors); :func:`toolkit.audit.fixes.wanted.written`, which the orchestrator
+(:func:`toolkit.audit.step.run_rules`) calls right after the rule, turns it into the
+finding with its edits. The description holds no edit and no text: only what the rule
+decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from toolkit.audit.record.sites import Line
+
+__all__ = ["LeaveOut", "Wanted"]
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True, eq=False)
+class LeaveOut:
+    """Take ``tensors`` out of one optimizer: the first of ``optimizers`` (each with the line
+    of the user's code that builds it, in the order the rule prefers them) whose line can
+    be written without them (:func:`~toolkit.audit.fixes.optimizer_edits.leave_out`)."""
+
+    optimizers: tuple[tuple[Line, Any], ...]
+    tensors: tuple[Any, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Wanted(Generic[F]):
+    """``finding``, given without edits, and the fix it wants written as edits."""
+
+    finding: F
+    fix: LeaveOut
