@@ -6,7 +6,8 @@
   dropped or filtered;
 - :func:`join`: with a learned tensor left out of it, as one more item or one more group;
 - :func:`build_after`: the statement moved below the assignment that replaced a module or a
-  parameter after it was built (a new head, weights tied).
+  parameter after it was built (a new head, weights tied); :func:`rebuild_fix` says that fix
+  in words for the module :mod:`toolkit.audit.rules.replaced` found replaced.
 
 Each edit keeps every line number, and is written only where the expression the optimizer was
 built from reads, in the names the code sees there (:func:`closure_names`), as what it holds.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from toolkit.audit.edit import Edit, flat
 from toolkit.audit.fixes.edits import (
@@ -28,7 +30,10 @@ from toolkit.audit.fixes.edits import (
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.values import read_value, readable
 
-__all__ = ["build_after", "closure_names", "join", "leave_out", "parameters_at"]
+if TYPE_CHECKING:
+    from toolkit.audit.truth.recorded import RecordedStep
+
+__all__ = ["build_after", "closure_names", "join", "leave_out", "parameters_at", "rebuild_fix"]
 
 
 def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
@@ -292,6 +297,35 @@ def build_after(line: Line, namespace: dict[str, object],
                    built.end_col_offset, indent + statement,  # type: ignore[arg-type]
                    "\n" * statement.count("\n"), line.path, ())
     return removed, edit_node(line, src, last, f"{segment(src, last)}; {flat(statement)}", ())
+
+
+def rebuild_fix(step: RecordedStep, loss: str, owner: str | None
+                ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+    """``(the fix in words, the line that builds the loss's optimizer, the edits that move it
+    below the assignment of module ``owner``)``; with no ``owner`` (a parameter replaced:
+    weights tied after the optimizer was built), below the last assignment of a module or
+    tensor the named modules hold. The edits are none where the assignment is not found in
+    the same block."""
+    optimizer = step.optimizer_of[loss]
+    line = step.built_at(step.optimizer(loss))
+    names = step.rec.names
+    module = names.by_label.get(owner) if owner is not None else None
+    held = {*names.modules, *names.tensors}
+    edits = () if line is None else build_after(
+        line, step.namespace, (lambda value: value is module) if owner is not None
+        else (lambda value: value is not None and id(value) in held))
+    where = (f"optimizer {optimizer!r} (built at {line.file}:{line.number})"
+             if line is not None else f"optimizer {optimizer!r}")
+    moved = f" (the assignment at {edits[1].file}:{edits[1].line})" if edits else ""
+    if owner is None:
+        return (f"{where} steps tensors that no module holds and no loss reaches: a module or "
+                f"parameter was replaced after it was built (a new layer, weights tied); build "
+                f"the optimizer after the replacement{moved}"), (
+            () if line is None else (line,)), edits
+    return (f"{owner} was replaced after {where} was built: the optimizer steps the tensors "
+            f"of the module it replaced, which no module holds and no loss reaches, and not "
+            f"the new ones; build the optimizer after the replacement{moved}, or add the new "
+            f"tensors to it"), (() if line is None else (line,)), edits
 
 
 def _value(expression: ast.expr | str, path: str, namespace: dict[str, object]) -> object:

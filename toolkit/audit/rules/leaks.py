@@ -53,13 +53,13 @@ from toolkit.audit.fixes.edits import (
     remove_detach,
 )
 from toolkit.audit.fixes.location import first_outside, leak_cut
-from toolkit.audit.fixes.optimizer_edits import closure_names, join
+from toolkit.audit.fixes.optimizer_edits import closure_names, join, rebuild_fix
 from toolkit.audit.fixes.proof import Cut, Prover
 from toolkit.audit.fixes.registration import kept, model_of, registered, remember
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.dead import optimizer_edit
-from toolkit.audit.rules.replaced import rebuild_fix, replaced_owner
+from toolkit.audit.rules.replaced import replaced_owner
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS, owners
 from toolkit.lens.backward_graph import node_label

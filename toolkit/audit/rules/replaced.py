@@ -6,7 +6,7 @@ The optimizer steps the tensors of the module that was replaced: no module holds
 loss reaches them (DEAD). The new module's tensors get gradient and no optimizer steps them
 (LEAK). Both findings get one fix: build the optimizer after the replacement, the statement
 that builds it moved below the assignment when that is found in the same block
-(:func:`~toolkit.audit.fixes.optimizer_edits.build_after`).
+(:func:`~toolkit.audit.fixes.optimizer_edits.rebuild_fix`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.audit.edit import Edit
-from toolkit.audit.fixes.optimizer_edits import build_after
-from toolkit.audit.record.sites import Line
-
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["orphans", "rebuild_fix", "replaced_owner"]
+__all__ = ["orphans", "replaced_owner"]
 
 
 def orphans(step: RecordedStep, loss: str) -> set[int]:
@@ -54,32 +50,3 @@ def replaced_owner(step: RecordedStep, loss: str, variable: Any) -> str | None:
     left = Counter(step.stepped[loss][i].ndim for i in orphans(step, loss))
     new = Counter(t.ndim for t in module.parameters())
     return owner if new and not new - left else None
-
-
-def rebuild_fix(step: RecordedStep, loss: str, owner: str | None
-                ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
-    """``(the fix in words, the line that builds the loss's optimizer, the edits that move it
-    below the assignment of module ``owner``)``; with no ``owner`` (a parameter replaced:
-    weights tied after the optimizer was built), below the last assignment of a module or
-    tensor the named modules hold. The edits are none where the assignment is not found in
-    the same block."""
-    optimizer = step.optimizer_of[loss]
-    line = step.built_at(step.optimizer(loss))
-    names = step.rec.names
-    module = names.by_label.get(owner) if owner is not None else None
-    held = {*names.modules, *names.tensors}
-    edits = () if line is None else build_after(
-        line, step.namespace, (lambda value: value is module) if owner is not None
-        else (lambda value: value is not None and id(value) in held))
-    where = (f"optimizer {optimizer!r} (built at {line.file}:{line.number})"
-             if line is not None else f"optimizer {optimizer!r}")
-    moved = f" (the assignment at {edits[1].file}:{edits[1].line})" if edits else ""
-    if owner is None:
-        return (f"{where} steps tensors that no module holds and no loss reaches: a module or "
-                f"parameter was replaced after it was built (a new layer, weights tied); build "
-                f"the optimizer after the replacement{moved}"), (
-            () if line is None else (line,)), edits
-    return (f"{owner} was replaced after {where} was built: the optimizer steps the tensors "
-            f"of the module it replaced, which no module holds and no loss reaches, and not "
-            f"the new ones; build the optimizer after the replacement{moved}, or add the new "
-            f"tensors to it"), (() if line is None else (line,)), edits
