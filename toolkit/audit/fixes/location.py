@@ -31,51 +31,17 @@ from toolkit.audit.fixes.edits import cut_argument, cut_made, cut_operand
 from toolkit.audit.fixes.proof import Cut, Prover
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
+from toolkit.audit.truth.labels import shape_text
+from toolkit.audit.truth.readers import event_of
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["MAX_CUTS", "first_outside", "leak_cut", "reader_line", "shape_text", "target_cut"]
-
-
-def shape_text(shape: tuple[int, ...] | None) -> str:
-    """`` (shape (4, 2))`` after a tensor's name in a finding, or nothing when unknown."""
-    return "" if shape is None else f" (shape {tuple(shape)})"
+__all__ = ["MAX_CUTS", "first_outside", "leak_cut", "target_cut"]
 
 
 #: the most cuts one fix may list (a tensor read on that many separate paths)
 MAX_CUTS = 4
-
-
-def _event_of(step: RecordedStep, reader: Any, node: Any, inner: bool
-              ) -> tuple[str, tuple[Line, ...], int] | None:
-    """``(module, the user's frames, start)`` of the call ``node`` was handed to and inside
-    which ``reader`` was made (the latest such call that began before ``reader``)."""
-    entries = [e for e in step.rec.handed.get(id(node), ())
-               if e[0] is node and (inner or e[4])]
-    seq = reader._sequence_nr()
-    before = [e for e in entries if e[3] <= seq]
-    if not before:
-        return None
-    # the calls in the order they began: two with no node made between them share a start
-    _, module, stack, start, _ = before[-1]
-    return module, stack, start
-
-
-def reader_line(step: RecordedStep, reader: Any, node: Any, inner: bool = True
-                ) -> tuple[Line, str] | None:
-    """``(line, how)`` where the code has ``reader`` read ``node``: the line that made
-    ``reader`` when the step's own code did, else the line of the module call ``node`` was
-    handed to when ``reader`` runs inside it (``inner=False``: only lines outside every
-    module's forward)."""
-    made = step.rec.made.get(id(reader))
-    if made is not None and made[0] is reader and made[2] == "op":
-        return made[1][0], "where it is read"
-    event = _event_of(step, reader, node, inner)
-    if event is None:
-        return None
-    line = next((x for x in event[1] if inner or not x.inside), None)
-    return None if line is None else (line, f"where it is handed to {event[0]}")
 
 
 def _made_group(step: RecordedStep, node: Any, line: Line) -> frozenset[int]:
@@ -108,7 +74,7 @@ def _handed_group(step: RecordedStep, node: Any, line: Line) -> frozenset[tuple[
             made = step.rec.made.get(parent)
             if made is not None and made[0] is reader and made[2] == "op":
                 continue  # made by the step's own code after the call (WGAN-GP's mix)
-            event = _event_of(step, reader, node, True)
+            event = event_of(step, reader, node, True)
             if event is not None and any(x.path == line.path and x.number == line.number
                                          for x in event[1]):
                 edges.add((parent, id(node)))
@@ -179,7 +145,7 @@ def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool
             leaves += [c for c in [_read_cut(step, reader, node, what)] if c is not None]
             continue
         handed = []  # handed to a module (netD(fake)): each line that led to that call
-        event = _event_of(step, reader, node, inner)
+        event = event_of(step, reader, node, inner)
         if event is not None:
             for level, line in enumerate(event[1]):
                 if line.inside and not inner:

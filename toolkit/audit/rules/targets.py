@@ -71,9 +71,9 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolkit.audit.findings import TrainedTarget
-from toolkit.audit.fixes.location import shape_text, target_cut
+from toolkit.audit.fixes.location import target_cut
 from toolkit.audit.truth.graph import Graph
-from toolkit.audit.truth.labels import VIEWS, owners
+from toolkit.audit.truth.labels import VIEWS, owners, shape_text
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 if TYPE_CHECKING:

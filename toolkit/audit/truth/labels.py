@@ -8,7 +8,7 @@ from typing import Any
 from toolkit.audit.record.recording import Recording, is_open_marker
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
-__all__ = ["VIEWS", "Labeller", "node_shape", "outputs_of", "owners"]
+__all__ = ["VIEWS", "Labeller", "node_shape", "outputs_of", "owners", "shape_text"]
 
 VIEWS = frozenset({"T", "Transpose", "View", "Reshape", "Permute", "Expand", "Unsqueeze",
                     "Squeeze", "ToCopy", "Alias"})
@@ -101,3 +101,8 @@ def owners(names: list[str]) -> str:
 def _unparametrized(parts: list[str]) -> list[str]:
     """``D.0.parametrizations.weight`` -> ``D.0``: the layer, not its parametrization."""
     return parts[:parts.index("parametrizations")] if "parametrizations" in parts else parts
+
+
+def shape_text(shape: tuple[int, ...] | None) -> str:
+    """`` (shape (4, 2))`` after a tensor's name in a finding, or nothing when unknown."""
+    return "" if shape is None else f" (shape {tuple(shape)})"
