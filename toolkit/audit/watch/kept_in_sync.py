@@ -9,7 +9,8 @@ Three pieces, each kept apart from the rest of the watch:
 - :class:`Constants`, a :class:`~torch.overrides.TorchFunctionMode` that follows the values a
   network's ``no_grad`` call made through the operations that read them, and keeps the graph
   node where such a constant first meets a tensor with a graph (the comparison's constant
-  side, a loss's weight);
+  side, a loss's weight). It is on the mode stack only while it holds constants: from the
+  first one a call makes to the next step;
 - :func:`toward`: whether a tensor moved along the line to another (what is left of the
   distance is the old one, shrunk, or nothing);
 - :class:`KeptInSync`: the script's namespaces (the globals of its frames), the values of the
@@ -34,13 +35,48 @@ from toolkit.audit.watch.tensors import storage_of, tensors_in
 __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
 
 
-class Constants(TorchFunctionMode):
-    """While entered: the storages of each ``no_grad`` call's outputs (:meth:`made`), those of
-    every tensor computed from them without a graph, and, by node, where one of them meets a
-    tensor with a graph (``met``: node id -> (node, the calls' keys))."""
+def _insert_mode(mode: TorchFunctionMode, depth: int) -> None:
+    """Put ``mode`` on the torch function mode stack at ``depth``: below the modes entered
+    since (they leave from the top, as they would had it been there before them)."""
+    above = []
+    while torch._C._len_torch_function_stack() > depth:
+        above.append(torch._C._pop_torch_function_stack())
+    torch._C._push_on_torch_function_stack(mode)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
 
-    def __init__(self) -> None:
+
+def _remove_mode(mode: TorchFunctionMode) -> bool:
+    """Take ``mode`` off the torch function mode stack, wherever it is, the modes above it
+    kept in their order; ``False`` when it is not there (it is dispatching a call: torch takes
+    it off for the while)."""
+    depth = torch._C._len_torch_function_stack()
+    at = next((i for i in range(depth) if torch._C._get_function_stack_at(i) is mode), None)
+    if at is None:
+        return False
+    above = [torch._C._pop_torch_function_stack() for _ in range(depth - at - 1)]
+    torch._C._pop_torch_function_stack()
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+    return True
+
+
+class Constants(TorchFunctionMode):
+    """While it holds constants: the storages of each ``no_grad`` call's outputs
+    (:meth:`made`), those of every tensor computed from them without a graph, and, by node,
+    where one of them meets a tensor with a graph (``met``: node id -> (node, the calls'
+    keys)).
+
+    A mode costs a Python dispatch on every operation; one with no constants does nothing
+    with it. So it goes on the mode stack (at ``depth``, the stack's depth when the watch
+    began: below every mode the script entered since) with the first constant a call makes,
+    and leaves it at :meth:`clear`: what it follows is the same as had it been there all
+    along."""
+
+    def __init__(self, depth: int = 0) -> None:
         super().__init__()
+        self.depth = depth
+        self.following = False      # on the mode stack
         self.sources: dict[int, set[tuple]] = {}
         # the tensors themselves, held until :meth:`clear`: a storage freed meanwhile could
         # be handed to an unrelated tensor at the same address
@@ -54,13 +90,20 @@ class Constants(TorchFunctionMode):
             self.kept.append(t)
 
     def made(self, outputs: list[torch.Tensor], key: tuple) -> None:
+        """``outputs`` of a ``no_grad`` call (``key``) are constants: followed from now on."""
         for t in outputs:
             self._mark(t, {key})
+        if self.sources and not self.following:
+            _insert_mode(self, min(self.depth, torch._C._len_torch_function_stack()))
+            self.following = True
 
     def clear(self) -> None:
         """Forget the constants and where they met a graph (at each step: a loss reads its
-        target before its step)."""
+        target before its step), and leave the mode stack (while it dispatches a call, it
+        stays, doing nothing, until the next :meth:`clear`)."""
         self.sources, self.kept, self.met = {}, [], {}
+        if self.following and _remove_mode(self):
+            self.following = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))

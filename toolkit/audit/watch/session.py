@@ -92,12 +92,6 @@ def _stack_key(frame: FrameType | None) -> tuple:
     return tuple(key)
 
 
-def _on_top(mode: object) -> bool:
-    """Whether ``mode`` is the innermost torch function mode entered now."""
-    depth = torch._C._len_torch_function_stack()
-    return depth > 0 and torch._C._get_function_stack_at(depth - 1) is mode
-
-
 def _label(site: Site | None) -> str:
     """``errD_fake`` of ``errD_fake.backward()``: the loss as the user wrote it."""
     if site is None:
@@ -210,14 +204,10 @@ class Watch:
         # the networks the script's namespaces hold, the constants no_grad calls make, and
         # the no_grad calls (module id, site) whose constants a loss's graph meets
         self.sync = KeptInSync()
-        self.constants = Constants()
-        self.constants_on = False
+        # on the mode stack where it is now: the modes the script enters nest inside it
+        self.constants = Constants(torch._C._len_torch_function_stack())
         # (the first iteration and step event at which each was seen)
         self.fed_constants: dict[tuple, tuple[int, int]] = {}
-        if self.here():
-            # entered before the script runs: the modes it enters nest inside it
-            self.constants.__enter__()
-            self.constants_on = True
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
@@ -269,28 +259,13 @@ class Watch:
             self.module_hook.remove()
             self.module_hook = None
 
-    def _follow_constants(self, on: bool) -> None:
-        """Enter the mode that follows the constants of ``no_grad`` calls only while calls are
-        recorded: a torch function mode costs a Python dispatch on every operation, which an
-        iteration not audited must not pay. It leaves only from the top of the mode stack (a
-        mode the script entered inside it stays; it leaves later, or at :meth:`close`)."""
-        if on and not self.constants_on and self.here():
-            self.constants.__enter__()
-            self.constants_on = True
-        elif not on and self.constants_on and _on_top(self.constants):
-            self.constants.__exit__(None, None, None)
-            self.constants.clear()
-            self.constants_on = False
-
     def close(self) -> None:
         """The script ended (or was stopped): the rules of the iteration it was in."""
         if self.module_hook is not None:
             self.module_hook.remove()
             self.module_hook = None
         self._stop_lines()
-        if self.constants_on and _on_top(self.constants):
-            self.constants_on = False
-            self.constants.__exit__(None, None, None)
+        self.constants.clear()
         if self.audited() and self.step_events:
             self._end_of_iteration()
         self._settle(final=True)
@@ -559,8 +534,6 @@ class Watch:
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
             self.last_step_seq = current_sequence()
         self._want_module_hook()
-        # between steps, never inside a backward() the mode would then dispatch again
-        self._follow_constants(not self.done() and self.recording())
         if self.zero_suspects and self.made_at is None and not self.done() and (
                 self.audited() or self.audited(self.iteration + 1)):
             self.made_at = MadeAt()
