@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.tensors import nonzero
 
 __all__ = ["Ledger", "Source"]
 
@@ -28,7 +29,7 @@ class Source:
 
 
 def _empty(grad: torch.Tensor | None) -> bool:
-    return grad is None or (grad.layout == torch.strided and not bool(grad.any()))
+    return grad is None or (grad.layout == torch.strided and not nonzero(grad))
 
 
 class Ledger:

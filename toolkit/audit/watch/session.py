@@ -51,7 +51,7 @@ from toolkit.audit.watch.graph import (
 )
 from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync, swap_call, toward
 from toolkit.audit.watch.ledger import Ledger, Source
-from toolkit.audit.watch.tensors import storage_of, tensors_in
+from toolkit.audit.watch.tensors import nonzero, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt, explain, zero_gradients
 from toolkit.lens.backward_graph import ShortestPaths
 
@@ -942,7 +942,7 @@ class Watch:
             before = [(i, event) for i, event in by.items() if i != index
                       and event > self.written_at.get(id(p), -1)]
             by[index] = self.events
-            if before and p.grad is not None and bool(p.grad.ne(0).any()):
+            if before and p.grad is not None and nonzero(p.grad):
                 others = sorted(i for i, _ in before)
                 at = tuple(s.shown() for s in (self.built_at.get(id(self.optimizers[j]))
                                                for j in [*others, index]) if s is not None)
@@ -1064,10 +1064,10 @@ class Watch:
             old = self.after_step.pop(id(p), None)
             if old is None or old.shape != p.shape or not self.ledger.live.get(id(p)):
                 continue
+            if torch.equal(p.detach(), old):   # as exact as in double, without the copies
+                continue
             now = p.detach().flatten().double()
             before = old.flatten().double()
-            if torch.equal(now, before):
-                continue
             for q in held:
                 # on the line to q (a clamp, a projection or a decay moves toward no other
                 # tensor)

@@ -34,14 +34,18 @@ from toolkit.audit.truth.truth import (
 )
 from toolkit.audit.watch import edits as E
 from toolkit.audit.watch.frames import Site, site_of, user_frame
+from toolkit.audit.watch.tensors import nonzero
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["MadeAt", "Zeroed", "explain", "zero_gradients"]
 
 
 def zero_gradients(tensors: Sequence[torch.Tensor]) -> list[bool]:
-    """For each tensor, whether its ``.grad`` is there and exactly zero (one sync for all)."""
+    """For each tensor, whether its ``.grad`` is there and exactly zero (on the CPU, each read
+    by :func:`~toolkit.audit.watch.tensors.nonzero`; elsewhere one sync for all)."""
     grads = [t.grad for t in tensors]
+    if all(g is None or g.device.type == "cpu" for g in grads):
+        return [g is not None and bool(g.numel()) and not nonzero(g) for g in grads]
     present = [g for g in grads if g is not None and g.numel()]
     if not present:
         return [False] * len(grads)
