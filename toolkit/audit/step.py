@@ -70,8 +70,8 @@ from torch import nn
 
 from toolkit.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.audit.fixes.built import built_line, function_of
+from toolkit.audit.fixes.optimizer_edits import leave_out_of_first
 from toolkit.audit.fixes.proof import Prover
-from toolkit.audit.fixes.wanted import written
 from toolkit.audit.record.names import Names, find_modules
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
@@ -79,6 +79,7 @@ from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
 from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.audit.rules.notes import notes_of
+from toolkit.audit.rules.wanted import Wanted
 from toolkit.audit.truth.recorded import Found, RecordedStep, record_step
 from toolkit.audit.truth.truth import real_gradients
 from toolkit.audit.verify.in_process import VERIFYING, verified
@@ -345,12 +346,12 @@ def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:
 
 def run_rules(recorded: RecordedStep) -> StepAudit:
     """Run every rule of :data:`RULES` on the recorded step, each finding's wanted fix written
-    as edits right after its rule (:func:`~toolkit.audit.fixes.wanted.written`); the notes come
+    as edits right after its rule (:func:`_written`); the notes come
     last (they name what the rules found frozen)."""
     found: dict[str, list[Any]] = {}
     for rule in RULES:
         for kind, items in rule(recorded).items():  # the fixes a rule wants, written
-            found.setdefault(kind, []).extend(written(recorded, item) for item in items)
+            found.setdefault(kind, []).extend(_written(recorded, item) for item in items)
     # a loss that reaches none of its optimizer's tensors: its leaks are fixed where the dead
     # finding says (the no_grad block, the detach), not by a cut or another pairing
     for i, leak in enumerate(found.get("leaks", ())):
@@ -365,6 +366,16 @@ def run_rules(recorded: RecordedStep) -> StepAudit:
                      notes=tuple(notes), **{k: tuple(v) for k, v in found.items()},
                      threads=tuple(dict.fromkeys(t for call in recorded.rec.threads.values()
                                                  for t in call)))
+
+
+def _written(recorded: RecordedStep, found: Any) -> Any:
+    """``found`` as the audit reports it: a :class:`~toolkit.audit.rules.wanted.Wanted`
+    finding with the edits the fixes stage writes for its fix (its proof then settled from
+    them), anything else as it is."""
+    if not isinstance(found, Wanted):
+        return found
+    edits = leave_out_of_first(found.fix.optimizers, recorded.namespace, found.fix.tensors)
+    return dataclasses.replace(found.finding, edits=edits, proof=None)
 
 
 STOP_CODES.add(id(audit_step.__code__))  # the frames of the user's code end at the step

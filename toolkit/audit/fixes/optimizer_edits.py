@@ -4,6 +4,8 @@
 - :func:`leave_out`: the optimizer built without the tensors it steps in vain (an EMA teacher,
   a tensor another optimizer steps): ``holder.parameters()`` filtered by name, a param group
   dropped or filtered;
+- :func:`leave_out_of_first`: the same, at the first of several optimizers whose line can say
+  so (a tensor two optimizers step);
 - :func:`join`: with a learned tensor left out of it, as one more item or one more group;
 - :func:`build_after`: the statement moved below the assignment that replaced a module or a
   parameter after it was built (a new head, weights tied); :func:`rebuild_fix` says that fix
@@ -33,7 +35,8 @@ from toolkit.audit.record.values import read_value, readable
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["build_after", "closure_names", "join", "leave_out", "parameters_at", "rebuild_fix"]
+__all__ = ["build_after", "closure_names", "join", "leave_out", "leave_out_of_first",
+           "parameters_at", "rebuild_fix"]
 
 
 def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
@@ -87,6 +90,18 @@ def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
             or filtered[0] is None:
         return None
     return edit_node(line, src, params, filtered[0], ())
+
+
+def leave_out_of_first(optimizers: Iterable[tuple[Line, object]],
+                       namespace: dict[str, object], left: Iterable[object]
+                       ) -> tuple[Edit, ...]:
+    """:func:`leave_out` of the tensors ``left`` at the first of ``optimizers`` (each with
+    the line that builds it, in the order tried) whose line can be written without them: one
+    edit, or none."""
+    left = list(left)
+    edit = next((e for line, optimizer in optimizers
+                 if (e := leave_out(line, optimizer, namespace, left)) is not None), None)
+    return () if edit is None else (edit,)
 
 
 def _offset(src: Source, node: ast.AST, end: bool = False) -> int:

@@ -1,34 +1,34 @@
 """The cut of graph the step keeps outside modules, written where the step stores it.
 
-:func:`~toolkit.audit.rules.kept.stores_reaching` says where the step stores the state
-through which a call reads an old graph (a list, a dict, a global, a closure cell);
-:func:`stored_at` writes, at each of those lines, the edits that cut what is stored there
-(:func:`cut_stored`).
+:func:`stored_at` writes, at each line where the step stores the state through which a
+call reads an old graph (a list, a dict, a global, a closure cell; the kept rule finds
+them), the edits that cut what is stored there (:func:`cut_stored`).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from typing import Any
 
 from toolkit.audit.edit import Edit
 from toolkit.audit.fixes.edits import detached, edit_node, is_cut
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.source import source_of
-from toolkit.audit.rules.kept import STORES, container_of, stores_reaching
+from toolkit.audit.record.stores import STORES, container_of
 
 __all__ = ["cut_stored", "stored_at"]
 
 
-def stored_at(step: Any, node: Any, mark: int
+def stored_at(stores: Iterable[tuple[Line, str, Any]]
               ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
-    """Where the step stores, outside modules (a list, a dict, a global, a closure cell), the
-    state through which this call reads the old graph ``node``: the lines that store into the
-    places whose tensor is ``node``'s or reaches it through this call's graph (nodes numbered
-    from ``mark``), and the edits that cut every value stored there (a line that stores it
-    cut already is left out); ``None`` when none is found."""
+    """The lines of ``stores`` (``(line, container, key)``, as
+    :func:`~toolkit.audit.rules.kept.stores_reaching` finds them: where the step stores,
+    outside modules, the state through which a call reads an old graph) that store a value
+    not cut yet, and the edits that cut every value stored there (a line that stores it cut
+    already is left out); ``None`` when none is found."""
     edits: dict[Line, dict[Edit, None]] = {}
-    for line, container, key in stores_reaching(step, node, mark):
+    for line, container, key in stores:
         found = cut_stored(line, container, key)
         if found:  # else: stored cut already
             edits.setdefault(line, {}).update(dict.fromkeys(found))

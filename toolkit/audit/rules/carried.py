@@ -32,6 +32,7 @@ from toolkit.audit.fixes.proof import Cut
 from toolkit.audit.fixes.stored import stored_at
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
+from toolkit.audit.rules.kept import stores_reaching
 from toolkit.audit.rules.saved import holds_saved
 from toolkit.audit.truth.labels import node_shape, outputs_of
 from toolkit.audit.truth.readers import reader_line
@@ -188,7 +189,8 @@ def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
         return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
                                    edits=(cut_assigned(assigned[1]),)), "stored"
     if not stored:  # kept by the step outside modules: cut where it stores it for next call
-        kept = stored_at(step.step, node, rec.marks[-1]) if step.step is not None else None
+        kept = (stored_at(stores_reaching(step.step, node, rec.marks[-1]))
+                if step.step is not None else None)
         if kept is not None:
             # proved by running it: the stores cut every path into the old graph at once
             return kept[0], Cut(lines=kept[0], edits=kept[1]), "kept"

@@ -40,18 +40,18 @@ from torch import nn
 from toolkit.audit.findings import HeldGraph
 from toolkit.audit.kinds import HeldKind
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.stores import STORES, container_of
 from toolkit.audit.rules.saved import holds_saved, saved_bytes
 from toolkit.lens.backward_graph import is_cut_marker
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["STORES", "KeptState", "check", "container_of", "find_kept", "stores_reaching"]
+__all__ = ["KeptState", "check", "find_kept", "stores_reaching"]
 
 _MAX_OBJECTS = 2000  # containers and objects looked at
 _MAX_ITEMS = 100_000  # items of one container looked at (a replay buffer)
-STORES = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "add",
-                    "update", "setdefault", "push", "put"})
+
 
 
 def _library(obj: Any) -> bool:
@@ -339,7 +339,7 @@ def stores_reaching(step: Any, node: Any, mark: int) -> list[tuple[Line, str, An
     ``node``'s or reaches it through this call's graph (nodes numbered from ``mark``), each
     line that stores into it, as ``(line, container, key)``: the container as the source
     writes it (``memory``, ``self.bank``) and the item's key when it is known (``None``:
-    any). :func:`toolkit.audit.fixes.stored.stored_at` cuts what those lines store."""
+    any). the fixes stage cuts what those lines store."""
     found: list[tuple[Line, str, Any]] = []
     for place, tensor in _kept(step):
         if _reaches(tensor.grad_fn, node, mark):
@@ -374,17 +374,6 @@ def _key(path: str) -> Any:
         return ast.literal_eval(path[1:path.index("]")])
     except (ValueError, SyntaxError):
         return None
-
-
-def container_of(node: ast.AST) -> str:
-    """The container a target or a receiver names (``self.memory[i]`` -> ``self.memory``)."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{container_of(node.value)}.{node.attr}"
-    if isinstance(node, ast.Subscript):
-        return container_of(node.value)
-    return ""
 
 
 def _empty(value: ast.expr) -> bool:

@@ -2,10 +2,9 @@
 
 A rule that finds a failure whose fix is an edit of the user's code returns the finding
 without its edits, wrapped in :class:`Wanted` with a typed description of the fix (which
-line, which tensors); :func:`toolkit.audit.fixes.wanted.written`, which the orchestrator
-(:func:`toolkit.audit.step.run_rules`) calls right after the rule, turns it into the
-finding with its edits. The description holds no edit and no text: only what the rule
-decided.
+line, which tensors); the orchestrator (:func:`toolkit.audit.step.run_rules`), right after
+the rule, has the fixes stage write those edits into the finding. The description holds no
+edit and no text: only what the rule decided.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ F = TypeVar("F")
 class LeaveOut:
     """Take ``tensors`` out of one optimizer: the first of ``optimizers`` (each with the line
     of the user's code that builds it, in the order the rule prefers them) whose line can
-    be written without them (:func:`~toolkit.audit.fixes.optimizer_edits.leave_out`)."""
+    be written without them (:func:`~toolkit.audit.fixes.optimizer_edits.leave_out_of_first`)."""
 
     optimizers: tuple[tuple[Line, Any], ...]
     tensors: tuple[Any, ...]
