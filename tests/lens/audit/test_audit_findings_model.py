@@ -33,7 +33,7 @@ from toolkit.audit.kinds import (
     LeakKind,
     Proof,
 )
-from toolkit.audit.watch import verify as watch_verify
+from toolkit.audit.verify import rerun as watch_verify
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

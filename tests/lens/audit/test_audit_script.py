@@ -19,8 +19,9 @@ import torch
 
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit
+from toolkit.audit.verify.gradients import same_gradient
+from toolkit.audit.verify.rerun import load_record
 from toolkit.audit.watch.edits import Refused, apply_to_text, edit_at, write_edits
-from toolkit.audit.watch.verify import close, load_record
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -135,10 +136,14 @@ def test_edits_write_only_inside_the_scripts_folder_and_keep_a_copy(tmp_path):
     assert apply_to_text("é = b\n", [Edit("f", 1, 5, 1, 6, "b", "c")]) == "é = c\n"
 
 
-def test_close_compares_relative_to_the_larger_norm():
+def test_same_gradient_compares_relative_to_the_larger_norm():
     a = torch.ones(3)
-    assert close(a, a + 1e-8) and not close(a, a + 1e-3)
-    assert close(None, torch.zeros(2)) and not close(None, a)
+    assert same_gradient(a, a + 1e-7) and not same_gradient(a, a + 1e-3)
+    assert same_gradient(None, torch.zeros(2)) and not same_gradient(None, a)
+    # the step audit tells "not reached" from "reached with zeros"
+    assert not same_gradient(None, torch.zeros(2), none_is_zero=False)
+    assert same_gradient(None, None, none_is_zero=False)
+    assert not same_gradient(a, torch.ones(4))
 
 
 # --- the watch over a whole run -------------------------------------------------------------------
@@ -211,7 +216,7 @@ def test_each_bug_is_fixed_by_a_verified_edit_that_trains_as_the_published_scrip
     for mine, published in zip(ours, theirs):
         assert mine["grads"].keys() == published["grads"].keys()
         for key, g in published["grads"].items():
-            assert close(mine["grads"][key], g), (key, os.path.basename(clean))
+            assert same_gradient(mine["grads"][key], g), (key, os.path.basename(clean))
 
 
 # --- carried graphs, by where autograd made them ----------------------------------------------

@@ -41,8 +41,9 @@ import pytest
 import torch
 
 from toolkit.audit.cli import main
+from toolkit.audit.verify.gradients import same_gradient
+from toolkit.audit.verify.rerun import load_record
 from toolkit.audit.watch.kept_in_sync import toward
-from toolkit.audit.watch.verify import close, load_record
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -260,4 +261,4 @@ def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean
     for mine, published in zip(ours, theirs):
         assert mine["grads"].keys() == published["grads"].keys()
         for key, g in published["grads"].items():
-            assert close(mine["grads"][key], g), (key, clean)
+            assert same_gradient(mine["grads"][key], g), (key, clean)

@@ -12,7 +12,8 @@ method, a closure) runs the edit; the code is put back in a ``finally``. The edi
 
 - the findings they fix are gone, and nothing is found that was not found before;
 - every tensor a loss's optimizer steps that the findings are not about gets the gradient it
-  got before, from the same loss (one real ``autograd.grad``, within ``1e-5`` relative), when
+  got before, from the same loss (one real ``autograd.grad``, the same by
+  :func:`~toolkit.audit.verify.gradients.same_gradient`), when
   the edited step computes the same loss values (it read the same data); when it does not (a
   data iterator moved on), every such tensor that trained still trains;
 - the tensors they are about (a dead tensor, the parameters a trained target reaches) get a
@@ -48,6 +49,7 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.fixes.edits import apply_edits, bind_imports, cut_as_seen, skeleton
 from toolkit.audit.fixes.registration import running, runs_live
 from toolkit.audit.kinds import Proof
+from toolkit.audit.verify.gradients import same_gradient
 
 __all__ = ["VERIFYING", "edited_step", "installed", "verified"]
 
@@ -279,12 +281,6 @@ def _about(kind: str, f: Any) -> set[str] | None:
     return set()
 
 
-def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-5, atol=1e-8))
-
-
 def verified(audit: Any, step: Any, names: Callable[[torch.Tensor], str],
              gradients: dict[str, dict[int, torch.Tensor | None]], losses: dict[str, float],
              stepped: dict[str, dict[int, torch.Tensor]],
@@ -472,7 +468,7 @@ def _passes(audit: Any, findings: list[tuple[str, Any]], step: Any, swaps: list[
                     return False  # what the finding is about must train
             elif moved or name in free:
                 continue
-            elif not (_same(before, after_grad) if same
+            elif not (same_gradient(before, after_grad, none_is_zero=False) if same
                       else _trains(after_grad) or not _trains(before)):
                 return False
     return True

@@ -2,7 +2,7 @@
 in the copy, and the copy is audited again in a fresh process from the same seed for the same
 iterations (files it reads are found from the same working folder). The edit holds when the
 finding is gone, nothing new is found, every gradient of every step before the finding's is the
-same (within 1e-6 relative), and at that step the tensors it is not about keep their gradient
+same (:func:`~toolkit.audit.verify.gradients.same_gradient`), and at that step the tensors it is not about keep their gradient
 while those it is about get one."""
 
 from __future__ import annotations
@@ -20,32 +20,20 @@ import torch
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.kinds import SCRIPT_KINDS, Kind
+from toolkit.audit.verify.gradients import same_gradient
 from toolkit.audit.watch.edits import edited_texts
 from toolkit.audit.watch.source import escaped
 
-__all__ = ["close", "load_record", "verify"]
+__all__ = ["load_record", "verify"]
 
 _MAX_FILES = 500
-RTOL = 1e-6
-
-
-def close(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float = RTOL) -> bool:
-    """``a`` and ``b`` equal within ``rtol`` of the larger norm (``None`` counts as zero)."""
-    if a is None or b is None:
-        other = a if b is None else b
-        return other is None or not bool(other.any())
-    if a.shape != b.shape:
-        return False
-    a64, b64 = a.double(), b.double()
-    scale = max(float(a64.norm()), float(b64.norm()))
-    return float((a64 - b64).norm()) <= rtol * scale
 
 
 def _differs(ours: list, theirs: list) -> int | None:
     """The index of the first gradient that differs, or ``None``. One common positive factor
     over all of them is allowed: ``clip_grad_norm_`` rescales every gradient by the total norm,
     which the tensors a fix is about change."""
-    if all(close(a, b) for a, b in zip(ours, theirs)):
+    if all(same_gradient(a, b) for a, b in zip(ours, theirs)):
         return None
     pairs = [(a.double(), b.double()) for a, b in zip(ours, theirs)
              if a is not None and b is not None and a.shape == b.shape]
@@ -53,7 +41,7 @@ def _differs(ours: list, theirs: list) -> int | None:
     den = sum(float((b * b).sum()) for _, b in pairs)
     factor = num / den if den > 0 else 0.0
     for i, (a, b) in enumerate(zip(ours, theirs)):
-        if not (factor > 0 and close(a, None if b is None else b * factor)):
+        if not (factor > 0 and same_gradient(a, None if b is None else b * factor)):
             return i
     return None
 
