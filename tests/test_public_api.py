@@ -78,7 +78,7 @@ GONE = ("toolkit._utils.moved", "toolkit.runner", "toolkit.runner.config", "tool
         "toolkit.core.audit", "toolkit.audit_graph", "toolkit.lab.runner",
         "toolkit.lab.runner.config", "toolkit.lab.runner.tomlio", "toolkit.lab.schema",
         "toolkit.lab.planning", "toolkit.lens.audit", "toolkit.lens.unused",
-        "toolkit.audit.watch.cli")
+        "toolkit.audit.watch.cli", "toolkit.audit.watch.source", "toolkit.audit.watch.verify")
 
 _GONE_PROBE = """
 import importlib, json, sys

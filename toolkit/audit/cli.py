@@ -19,11 +19,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+from toolkit.audit.files import escaped
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.kinds import Proof
 from toolkit.audit.result import plural
 from toolkit.audit.schema import VERSION, Options, Report
-from toolkit.audit.watch.source import escaped
 
 __all__ = ["applicable", "main"]
 
@@ -171,11 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _audit(args: argparse.Namespace) -> int:
     import torch  # noqa: F401 (loaded before the script, as the watch needs it)
 
+    from toolkit.audit.files import forget_sources, outside, read_source
     from toolkit.audit.verify.rerun import verify
     from toolkit.audit.watch.edits import Refused, diff, write_edits
     from toolkit.audit.watch.runner import run_script
     from toolkit.audit.watch.session import Watch
-    from toolkit.audit.watch.source import forget_sources, outside, read_source
 
     # resolved once, before the script can chdir
     cwd, script = os.getcwd(), os.path.abspath(args.script)

@@ -21,8 +21,8 @@ import pytest
 
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit
+from toolkit.audit.files import Refused, escaped, forget_sources, read_source
 from toolkit.audit.watch.edits import apply_to_text, edit_at, write_edits
-from toolkit.audit.watch.source import Refused, escaped, forget_sources, read_source
 
 # A linear regression that never clears its gradient: from iteration 1 on, each step adds the
 # earlier iterations' gradient. The audit's fix: `opt.zero_grad()` before `loss.backward()`.

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 
 from toolkit.audit.edit import Edit
+from toolkit.audit.files import escaped
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.kinds import SCRIPT_KINDS, Kind
 from toolkit.audit.verify.gradients import same_gradient
 from toolkit.audit.watch.edits import edited_texts
-from toolkit.audit.watch.source import escaped
 
 __all__ = ["load_record", "verify"]
 

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.fixes.edits import apply_edits
-from toolkit.audit.watch.source import (
+from toolkit.audit.files import (
     Refused,
     Source,
     escaped,
@@ -21,6 +20,7 @@ from toolkit.audit.watch.source import (
     split_lines,
     write_sources,
 )
+from toolkit.audit.fixes.edits import apply_edits
 
 __all__ = ["Refused", "ScriptEdit", "apply_to_text", "diff", "edit_at", "edited_texts", "write_edits"]
 
@@ -101,7 +101,7 @@ def write_edits(edits: Iterable[Edit], root: str) -> list[tuple[str, str]]:
     through no link, be writable and unchanged since the audit read it; a copy of each file
     changed is kept next to it (``train.py.orig``, or ``.orig1``… when that name is taken).
     Returns ``(file, copy)`` pairs; raises :class:`Refused` with nothing written (see
-    :mod:`~toolkit.audit.watch.source`)."""
+    :mod:`~toolkit.audit.files`)."""
     edits = list(edits)
     for path in _edited(edits):
         why = inside(path, root)
