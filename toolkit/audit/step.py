@@ -26,8 +26,9 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   per iteration (one finding per pair, with the lines that build both; losses paired with
   param groups of one optimizer step nothing twice).
 
-Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.audit.fixes.proof`)
-and names the line of the user's code where it goes (:mod:`toolkit.audit.fixes.location`).
+Every fix is proved on the recorded graph before it is printed (:mod:`toolkit.audit.truth.proof`)
+and names the line of the user's code where it goes (:mod:`toolkit.audit.truth.cuts`), where the
+fixes stage writes it (:mod:`toolkit.audit.fixes.location`).
 Each kind of finding is one rule, a function of the recorded step, listed in :data:`RULES`.
 
 Information: **pass-through** (tensors the gradient must pass to reach the stepped ones: the
@@ -70,8 +71,8 @@ from torch import nn
 
 from toolkit.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.audit.fixes.built import built_line, function_of
+from toolkit.audit.fixes.location import cut_edits
 from toolkit.audit.fixes.optimizer_edits import leave_out_of_first
-from toolkit.audit.fixes.proof import Prover
 from toolkit.audit.record.names import Names, find_modules
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
@@ -79,7 +80,8 @@ from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
 from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.audit.rules.notes import notes_of
-from toolkit.audit.rules.wanted import Wanted
+from toolkit.audit.rules.wanted import CutAt, Wanted
+from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import Found, RecordedStep, record_step
 from toolkit.audit.truth.truth import real_gradients
 from toolkit.audit.verify.in_process import VERIFYING, verified
@@ -374,7 +376,10 @@ def _written(recorded: RecordedStep, found: Any) -> Any:
     them), anything else as it is."""
     if not isinstance(found, Wanted):
         return found
-    edits = leave_out_of_first(found.fix.optimizers, recorded.namespace, found.fix.tensors)
+    if isinstance(found.fix, CutAt):
+        edits = cut_edits(found.fix.terms)
+    else:
+        edits = leave_out_of_first(found.fix.optimizers, recorded.namespace, found.fix.tensors)
     return dataclasses.replace(found.finding, edits=edits, proof=None)
 
 

@@ -28,13 +28,13 @@ from toolkit.audit.fixes.edits import (
     cut_operand,
     reset_at_start,
 )
-from toolkit.audit.fixes.proof import Cut
 from toolkit.audit.fixes.stored import stored_at
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.kept import stores_reaching
 from toolkit.audit.rules.saved import holds_saved
 from toolkit.audit.truth.labels import node_shape, outputs_of
+from toolkit.audit.truth.proof import Cut
 from toolkit.audit.truth.readers import reader_line
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import closure

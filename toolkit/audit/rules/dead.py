@@ -26,13 +26,13 @@ from toolkit.audit.fixes.edits import (
     straight_through_integer,
 )
 from toolkit.audit.fixes.optimizer_edits import leave_out, rebuild_fix
-from toolkit.audit.fixes.proof import Cut
 from toolkit.audit.record.calls import COPY
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import LibraryCall, Line
 from toolkit.audit.rules.notes import write_kind
 from toolkit.audit.rules.replaced import orphans, replaced_owner
 from toolkit.audit.truth.labels import Labeller, shape_text
+from toolkit.audit.truth.proof import Cut
 from toolkit.audit.truth.truth import (
     ZERO,
     ZeroPoint,

@@ -52,16 +52,17 @@ from toolkit.audit.fixes.edits import (
     recompute,
     remove_detach,
 )
-from toolkit.audit.fixes.location import first_outside, leak_cut
+from toolkit.audit.fixes.location import leak_cut
 from toolkit.audit.fixes.optimizer_edits import closure_names, join, rebuild_fix
-from toolkit.audit.fixes.proof import Cut, Prover
 from toolkit.audit.fixes.registration import kept, model_of, registered, remember
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.dead import optimizer_edit
 from toolkit.audit.rules.replaced import replaced_owner
+from toolkit.audit.truth.cuts import first_outside
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS, owners
+from toolkit.audit.truth.proof import Cut, Prover
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 

@@ -71,7 +71,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolkit.audit.findings import TrainedTarget
-from toolkit.audit.fixes.location import target_cut
+from toolkit.audit.rules.wanted import CutAt, Wanted
+from toolkit.audit.truth.cuts import target_cut
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS, owners, shape_text
 from toolkit.lens.backward_graph import is_cut_marker, node_label
@@ -495,12 +496,15 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
     return removed
 
 
-def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
+def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTarget]]:
     """The trained targets of one loss (see the module's docstring), each with the proved cut
-    that removes it (:func:`toolkit.audit.fixes.location.target_cut`) when one is found."""
+    that removes it (:func:`toolkit.audit.truth.cuts.target_cut`) when one is found: the
+    finding without edits, wanting that cut written (:class:`~toolkit.audit.rules.wanted.CutAt`,
+    one cut per term of the loss)."""
     graph, label, stepped = step.graphs[loss], step.label, set(step.stepped[loss])
     names = label.rec.names
     merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
+    terms: dict[tuple[str, tuple[str, ...]], list[Any]] = {}  # each term's cut, as its sites
     by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
     forms = _forms(graph)
     metric = _repelling(graph, forms, stepped)
@@ -524,17 +528,16 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
         # branches) or several terms of one form: one finding
         key = by_target.setdefault((id(target), params), (form, params))
         cut = target_cut(step, step.prover, loss, reader, target, shared)
+        terms.setdefault(key, []).append(None if cut is None else cut.sites)
         if key in merged:  # another term of the same form: its cut joins the fix
             before = merged[key]
-            edits = () if cut is None or None in cut.edits or not before.edits else tuple(
-                dict.fromkeys((*before.edits, *cut.edits)))
             lines = before.lines if cut is None else tuple(
                 dict.fromkeys((*before.lines, *cut.lines)))
             more = [] if cut is None else [t for t in cut.texts if t not in before.fix]
             fix = before.fix if not more else before.fix.replace(
                 " (behind it:", f"; and {'; and '.join(more)} (behind it:", 1)
             merged[key] = dataclasses.replace(before, terms=before.terms + 1, lines=lines,
-                                              edits=edits, fix=fix)  # type: ignore[arg-type]
+                                              fix=fix)
             continue
         behind = owners(list(params))
         if cut is None:
@@ -558,10 +561,8 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[TrainedTarget]:
             target=f"{what}{shape_text(shape)}", parameters=params,
             path=tuple(label(n) for n in [*chain, *([reader] if reader is not node else []),
                                           target]), fix=fix,
-            lines=() if cut is None else cut.lines,
-            edits=() if cut is None or None in cut.edits else tuple(
-                dict.fromkeys(cut.edits)))  # type: ignore[arg-type]
-    return list(merged.values())
+            lines=() if cut is None else cut.lines)
+    return [Wanted(found, CutAt(tuple(terms[key]))) for key, found in merged.items()]
 
 
 def _target_side(inputs: list[Any]) -> int:

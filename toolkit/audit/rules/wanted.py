@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from toolkit.audit.record.sites import Line
+from toolkit.audit.truth.proof import Site
 
-__all__ = ["LeaveOut", "Wanted"]
+__all__ = ["CutAt", "LeaveOut", "Wanted"]
 
 F = TypeVar("F")
 
@@ -30,8 +31,17 @@ class LeaveOut:
 
 
 @dataclass(frozen=True, eq=False)
+class CutAt:
+    """Write the cuts proved for one finding, one cut per term of its loss (``None``: no cut
+    proved for that term), each as the expressions it cuts; all of them or none
+    (:func:`~toolkit.audit.fixes.location.cut_edits`)."""
+
+    terms: tuple[tuple[Site, ...] | None, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class Wanted(Generic[F]):
     """``finding``, given without edits, and the fix it wants written as edits."""
 
     finding: F
-    fix: LeaveOut
+    fix: LeaveOut | CutAt

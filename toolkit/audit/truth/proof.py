@@ -29,7 +29,35 @@ if TYPE_CHECKING:
     from toolkit.audit.edit import Edit
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["Cut", "Prover"]
+__all__ = ["Cut", "HandedAt", "MadeAt", "Prover", "ReadAt", "Site"]
+
+
+@dataclass(frozen=True)
+class MadeAt:
+    """Cut the value the expression at ``line`` makes (the call or operation there)."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class HandedAt:
+    """Cut the argument the call at ``line`` is handed at ``position`` (an index, a keyword;
+    ``None`` when it is not known)."""
+
+    line: Line
+    position: int | str | None
+
+
+@dataclass(frozen=True)
+class ReadAt:
+    """Cut the operand ``position`` of the operation at ``line``."""
+
+    line: Line
+    position: int
+
+
+#: the expression one cut cuts in the user's code
+Site = MadeAt | HandedAt | ReadAt
 
 
 @dataclass(frozen=True)
@@ -38,10 +66,13 @@ class Cut:
 
     ``dead``: node ids made constants; ``edges``: ``(reader, node)`` ids removed; ``lines``: the
     user's lines, one per cut; ``texts``: each cut in words (``"detach the output of q_next
-    (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``edits``:
-    each cut as an edit of its line (:mod:`toolkit.audit.fixes.edits`), ``None`` where the
-    expression is not known; ``block``: the first cut enables a disabled toolkit block (the
-    cut is in the user's code already).
+    (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``sites``:
+    each cut found by the search of :mod:`toolkit.audit.truth.cuts`, as the expression it cuts
+    (a :data:`Site`), which the fixes stage writes as an edit
+    (:func:`toolkit.audit.fixes.location.edits_of`); ``edits``: each cut already written as an
+    edit of its line (:mod:`toolkit.audit.fixes.edits`), ``None`` where the expression is not
+    known; ``block``: the first cut enables a disabled toolkit block (the cut is in the user's
+    code already).
     """
 
     dead: frozenset[int] = frozenset()
@@ -51,12 +82,13 @@ class Cut:
     what: tuple[str, ...] = field(default=())
     edits: tuple[Edit | None, ...] = ()
     block: bool = False
+    sites: tuple[Site, ...] = ()
 
     def __or__(self, other: Cut) -> Cut:
         return Cut(self.dead | other.dead, self.edges | other.edges,
                    (*self.lines, *other.lines), (*self.texts, *other.texts),
                    (*self.what, *other.what), (*self.edits, *other.edits),
-                   self.block if self.what else other.block)
+                   self.block if self.what else other.block, (*self.sites, *other.sites))
 
     def __bool__(self) -> bool:
         return bool(self.dead or self.edges)
