@@ -62,6 +62,8 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
     transpose of a weight is the weight itself); the leaf lies between when that operation
     also reaches a stepped tensor. An unstepped leaf below everything stepped (a backbone under
     a trained head, a target network read on data) reaches nothing stepped: not between."""
+    if all(k in stepped for k in graph.leaves):
+        return {}   # every leaf stepped (the common case): none lies between
     below: dict[int, set[int]] = {}   # node id -> optimizers stepping a tensor it reaches
     for start in graph.nodes:
         stack = [(start, False)]

@@ -126,22 +126,13 @@ class Constants(TorchFunctionMode):
                     self._mark(t, keys)
         return out
 
-    def fed(self, roots: list[torch.Tensor]) -> set[tuple]:
-        """The keys of the calls whose constants meet the graph of ``roots``."""
-        if not self.met:
-            return set()
-        seen: set[int] = set()
-        todo = [t.grad_fn for t in roots if t.grad_fn is not None]
+    def fed(self, nodes: dict[int, Any]) -> set[tuple]:
+        """The keys of the calls whose constants meet a graph, given by its ``nodes`` (by
+        ``id``: :attr:`~toolkit.audit.watch.graph.Graph.nodes`, read once per backward)."""
         found: set[tuple] = set()
-        while todo:
-            node = todo.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen.add(id(node))
-            entry = self.met.get(id(node))
-            if entry is not None and entry[0] is node:
-                found |= entry[1]
-            todo.extend(n for n, _ in getattr(node, "next_functions", ()))
+        for key, (node, keys) in self.met.items():
+            if nodes.get(key) is node:
+                found |= keys
         return found
 
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import TypeVar
 
 import torch
 import torch.overrides
@@ -56,6 +57,8 @@ from toolkit.audit.watch.zeroed import MadeAt, explain, zero_gradients
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
+
+_T = TypeVar("_T")
 
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
 _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
@@ -208,10 +211,28 @@ class Watch:
         self.constants = Constants(torch._C._len_torch_function_stack())
         # (the first iteration and step event at which each was seen)
         self.fed_constants: dict[tuple, tuple[int, int]] = {}
+        # what the user's source says at a site, read once per run (``ast``'s segment splits
+        # the whole file again at every call), and the tensors' names while no script code
+        # ran (see :meth:`_names`)
+        self._said: dict[tuple, object] = {}
+        self._names_now: dict[int, str] | None = None
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
         return os.getpid() == self.pid
+
+    def _once(self, key: tuple, make: Callable[[], _T]) -> _T:
+        """``make()``, computed once in this run for ``key`` (what the user's source says at a
+        site: the files do not change while the script runs)."""
+        try:
+            return self._said[key]  # type: ignore[return-value]
+        except KeyError:
+            value = self._said[key] = make()
+            return value
+
+    def _loss_label(self, site: Site | None) -> str:
+        """:func:`_label`, once per site."""
+        return self._once(("label", site), lambda: _label(site))
 
     # --- which iterations ---------------------------------------------------------------
     def audited(self, iteration: int | None = None) -> bool:
@@ -261,6 +282,7 @@ class Watch:
 
     def close(self) -> None:
         """The script ended (or was stopped): the rules of the iteration it was in."""
+        self._names_now = None
         if self.module_hook is not None:
             self.module_hook.remove()
             self.module_hook = None
@@ -335,9 +357,12 @@ class Watch:
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         found = E.call_at(site.path, site.span)
-        called = E.segment(found[1], found[0].func) if found else type(module).__name__
+        spelled = self._once(("called", site), lambda: E.segment(found[1], found[0].func)
+                             if found else None)
+        called = spelled if spelled is not None else type(module).__name__
         if id(module) not in self.roots:
             self.roots[id(module)] = (module, called)
+            self._names_now = None
             if found is not None:
                 self._holder(found[0].func, found[1], frame, module)
         # each name the user's code calls this network by, with or without gradients
@@ -387,7 +412,7 @@ class Watch:
             self._add(ScriptFinding(
                 "carried", self.iteration,
                 f"{what}, an output of {maker[1] if maker else 'a network'} that "
-                f"{_label(site)} (backward at {site}) compares with its target, is fed back as "
+                f"{self._loss_label(site)} (backward at {site}) compares with its target, is fed back as "
                 f"the input of its next call without a cut: the loss of each later "
                 f"prediction is also differentiated through every earlier one",
                 (), (), (feed.site.shown(),) + ((site.shown(),) if site else ()),
@@ -419,6 +444,7 @@ class Watch:
     def backward(self, tensors: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor] | None):
         """Before a ``backward()``: the iteration's bookkeeping, the stop, the graph read.
         Returns what :meth:`after_backward` needs, or ``None`` when not audited."""
+        self._names_now = None
         frame = sys._getframe(2)
         key = _stack_key(frame)
         last = self.site_events.get(key)
@@ -450,7 +476,7 @@ class Watch:
             # runs inside the mode's own dispatch of backward())
             self._zeroed(tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
-        for key in self.constants.fed(list(tensors)):
+        for key in self.constants.fed(graph.nodes):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         self._carried(graph, site)
         self._fed_back(tensors, site)
@@ -469,7 +495,7 @@ class Watch:
             self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
         self.reached_by.append((self.events, set(leaves)))
-        source = Source(self.events, site, _label(site), self.iteration)
+        source = Source(self.events, site, self._loss_label(site), self.iteration)
         return source, leaves, self.ledger.snapshot(leaves)
 
     def after_backward(self, state) -> None:
@@ -480,6 +506,7 @@ class Watch:
 
     # --- at a step ----------------------------------------------------------------------
     def step(self, opt: torch.optim.Optimizer) -> None:
+        self._names_now = None
         index = self._index(opt)
         self.events += 1
         event = self.events
@@ -569,15 +596,23 @@ class Watch:
                 value = getattr(value, part, None)
             if isinstance(value, nn.Module) and value is not module and any(
                     m is module for m in value.modules()):
-                self.holders.setdefault(id(value), (value, name))
+                if id(value) not in self.holders:
+                    self.holders[id(value)] = (value, name)
+                    self._names_now = None
 
     def _names(self) -> dict[int, str]:
+        """Each tensor of the networks the script calls, by ``id``, named from the largest
+        (``model.0.weight``). Kept until script code runs again (the hooks forget it when
+        called): the rules of one step or backward() read it once. Read only."""
+        if self._names_now is not None:
+            return self._names_now
         names: dict[int, str] = {}
         holders = [h for k, h in self.holders.items() if k not in self.roots]
         order = sorted(holders + self._roots(), key=lambda r: -sum(1 for _ in r[0].parameters()))
         for module, root in order:
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
+        self._names_now = names
         return names
 
     def _owner(self, key: int) -> nn.Module | None:
@@ -594,7 +629,8 @@ class Watch:
             self.on_finding(finding)
 
     def _optimizer_text(self, index: int, site: Site | None) -> str | None:
-        text = E.receiver(site.path, site.span) if site is not None else None
+        text = self._once(("receiver", site), lambda: E.receiver(site.path, site.span)
+                          if site is not None else None)
         return f"`{text}`" if text else None
 
     def _leaks(self, index: int, event: int, site: Site | None, stepped) -> None:
@@ -770,7 +806,7 @@ class Watch:
             at = tuple(s.shown() for s in (z.site, site) if s is not None)
             self._add(ScriptFinding(
                 "dead", self.iteration,
-                f"{_label(site)} (backward at {site}) reaches {plural(len(keys), 'tensor')} an "
+                f"{self._loss_label(site)} (backward at {site}) reaches {plural(len(keys), 'tensor')} an "
                 f"optimizer steps with a gradient of exact zeros: "
                 + (f"at {z.site}, " if z.site is not None else "") + z.what,
                 keys, shown, at, z.edits,
@@ -926,7 +962,7 @@ class Watch:
             edits = tuple(E.cut_argument(s.path, s.span, a, is_tensor))
         self._add(ScriptFinding(
             "carried", i,
-            f"the graph of {_label(site)} (backward at {site}) reaches {len(old)} nodes made by "
+            f"the graph of {self._loss_label(site)} (backward at {site}) reaches {len(old)} nodes made by "
             f"the previous iteration: it grows every iteration, or the next backward() fails "
             f"'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
             advice="cut the state kept between iterations where the next iteration reads it",
@@ -1043,7 +1079,7 @@ class Watch:
             tensors = [p for _, p in held.values()]
             self._add(ScriptFinding(
                 "target", self.iteration,
-                f"the target of {_label(site)} (backward at {site}) carries gradient to "
+                f"the target of {self._loss_label(site)} (backward at {site}) carries gradient to "
                 f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
                 f"through its own target (a teacher's soft targets, a label the model guessed)",
                 keys, tuple(names.get(id(p), "?") for p in tensors),
