@@ -171,9 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _audit(args: argparse.Namespace) -> int:
     import torch  # noqa: F401 (loaded before the script, as the watch needs it)
 
-    from toolkit.audit.files import forget_sources, outside, read_source
+    from toolkit.audit.files import Refused, forget_sources, outside, read_source
+    from toolkit.audit.fixes.script_edits import diff, write_edits
     from toolkit.audit.verify.rerun import verify
-    from toolkit.audit.watch.edits import Refused, diff, write_edits
     from toolkit.audit.watch.runner import run_script
     from toolkit.audit.watch.session import Watch
 

@@ -22,7 +22,7 @@ import pytest
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit
 from toolkit.audit.files import Refused, escaped, forget_sources, read_source
-from toolkit.audit.watch.edits import apply_to_text, edit_at, write_edits
+from toolkit.audit.fixes.script_edits import apply_to_text, edit_at, write_edits
 
 # A linear regression that never clears its gradient: from iteration 1 on, each step adds the
 # earlier iterations' gradient. The audit's fix: `opt.zero_grad()` before `loss.backward()`.
@@ -261,7 +261,7 @@ def test_an_edit_keeps_the_files_line_endings_and_encoding(tmp_path, capsys, enc
     before = script.read_bytes()
     assert main(["--no-verify", str(script)]) == 1
     capsys.readouterr()
-    from toolkit.audit.watch.edits import insert_before
+    from toolkit.audit.fixes.script_edits import insert_before
 
     line = (header + STALE).splitlines().index("    loss.backward()") + 1
     edit = insert_before(str(script), line, "opt.zero_grad()")

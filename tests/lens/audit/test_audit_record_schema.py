@@ -14,9 +14,9 @@ from pydantic import BaseModel, ValidationError
 
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit as FileEdit
+from toolkit.audit.fixes.script_edits import apply_to_text, edit_at
 from toolkit.audit.kinds import Kind, Proof
 from toolkit.audit.schema import VERSION, Edit, Finding, Options, Report, load_report
-from toolkit.audit.watch.edits import apply_to_text, edit_at
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PAGE = Path(__file__).parents[3] / "docs" / "reference" / "audit_record.md"

@@ -19,9 +19,10 @@ import torch
 
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit
+from toolkit.audit.files import Refused
+from toolkit.audit.fixes.script_edits import apply_to_text, edit_at, write_edits
 from toolkit.audit.verify.gradients import same_gradient
 from toolkit.audit.verify.rerun import load_record
-from toolkit.audit.watch.edits import Refused, apply_to_text, edit_at, write_edits
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

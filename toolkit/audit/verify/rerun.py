@@ -20,9 +20,9 @@ import torch
 from toolkit.audit.edit import Edit
 from toolkit.audit.files import escaped
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes.script_edits import edited_texts
 from toolkit.audit.kinds import SCRIPT_KINDS, Kind
 from toolkit.audit.verify.gradients import same_gradient
-from toolkit.audit.watch.edits import edited_texts
 
 __all__ = ["load_record", "verify"]
 

@@ -1,0 +1,322 @@
+"""Edits of the user's script, in plain PyTorch, written from its own syntax tree
+(:mod:`toolkit.audit.record.syntax`): each one the :class:`~toolkit.audit.edit.Edit` both audits
+print, with the text it replaces as the audit read it; shown as a unified diff and written,
+under ``--apply`` only, through :func:`toolkit.audit.files.write_sources` (a copy of each file
+kept)."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from toolkit.audit.edit import Edit
+from toolkit.audit.files import (
+    Refused,
+    Source,
+    escaped,
+    inside,
+    read_source,
+    split_lines,
+    write_sources,
+)
+from toolkit.audit.fixes.edits import apply_edits
+from toolkit.audit.record.syntax import (
+    call_at,
+    freezes,
+    indent_of,
+    no_grad_block,
+    segment,
+    statement_at,
+    syntax_tree,
+)
+
+__all__ = ["apply_to_text", "copy_at_alias", "cut_argument", "detach_call", "diff", "edit_at",
+           "edited_texts", "import_edit", "insert_after", "insert_before", "move_before",
+           "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
+           "unfreeze_before", "write_edits"]
+
+
+def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
+    """The :class:`~toolkit.audit.edit.Edit` that replaces the text of ``path`` from ``start``
+    to ``end`` (1-based lines, 0-based columns in UTF-8 bytes, as :mod:`ast` counts them) by
+    ``new``; ``old`` is that text as the audit read it (``""`` for an insertion)."""
+    text = read_source(path).text
+    lines = split_lines(text)
+    old = text[_offset(lines, start):_offset(lines, end)]
+    return Edit(os.path.basename(path), start[0], start[1], end[0], end[1], old, new,
+                path=os.path.abspath(path))
+
+
+def node_edit(path: str, node: ast.expr, new: str) -> Edit:
+    """The edit that replaces the expression ``node`` of ``path`` by ``new``."""
+    return edit_at(path, (node.lineno, node.col_offset),
+                   (node.end_lineno or node.lineno, node.end_col_offset or 0), new)
+
+
+def import_edit(path: str, module: str) -> Edit | None:
+    """``import module`` added after the file's docstring and ``__future__`` imports, unless
+    the file imports it at its top level already."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, _ = parsed
+    if any(isinstance(node, ast.Import) and any(a.name == module and a.asname is None
+                                                for a in node.names) for node in tree.body):
+        return None
+    at = 1
+    for node in tree.body:
+        doc = node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(
+            node.value, ast.Constant) and isinstance(node.value.value, str)
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not (doc or future):
+            break
+        at = (node.end_lineno or node.lineno) + 1
+    return edit_at(path, (at, 0), (at, 0), f"import {module}\n")
+
+
+def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
+    """``target = online`` in ``path`` made a copy: ``target = copy.deepcopy(online)`` (and
+    ``import copy`` where the file lacks it); the assignment's line and the edits, or
+    ``None`` when the file holds no such assignment."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                segment(text, node.targets[0]) == target and segment(text, node.value) == online:
+            value = node.value
+            new = f"copy.deepcopy({online})"
+            edits = [node_edit(path, value, new)]
+            imp = import_edit(path, "copy")
+            return node.lineno, edits + ([imp] if imp is not None else [])
+    return None
+
+
+def detach_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+    """The call at ``span`` (a network's) cut where it is made: ``teacher(x)`` ->
+    ``teacher(x).detach()``."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    old = segment(text, call)
+    return node_edit(path, call, f"{old}.detach()")
+
+
+def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+    """``x.detach()`` at ``span`` -> ``x``."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "detach"
+            and not call.args and not call.keywords):
+        return None
+    inner = segment(text, call.func.value)
+    return node_edit(path, call, inner)
+
+
+def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
+                 tensor: bool) -> list[Edit]:
+    """The ``index``-th argument of the call at ``span`` cut, in plain PyTorch: ``.detach()``
+    for a tensor, ``tuple(t.detach() for t in ...)`` for a tuple of them."""
+    found = call_at(path, span)
+    if found is None:
+        return []
+    call, text = found
+    if index >= len(call.args) or isinstance(call.args[index], ast.Starred):
+        return []
+    arg = call.args[index]
+    old = segment(text, arg)
+    simple = isinstance(arg, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
+    new = (f"{old}.detach()" if simple else f"({old}).detach()") if tensor else \
+        f"tuple(t.detach() for t in {old if simple else f'({old})'})"
+    return [node_edit(path, arg, new)]
+
+
+def insert_before(path: str, line: int, statement: str) -> Edit | None:
+    """``statement`` on its own line before the statement that starts on ``line``."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    if stmt.col_offset != len(indent_of(text, stmt.lineno)):
+        return None  # not the first statement of its line
+    indent = indent_of(text, stmt.lineno)
+    return edit_at(path, (stmt.lineno, 0), (stmt.lineno, 0), f"{indent}{statement}\n")
+
+
+def insert_after(path: str, line: int, statement: str) -> Edit | None:
+    """``statement`` on its own line after the whole statement that starts on ``line`` (at its
+    indentation); ``None`` when another statement follows it on its last line."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    end = stmt.end_lineno or stmt.lineno
+    rest = split_lines(text)[end - 1].rstrip("\r\n").encode("utf-8")[
+        stmt.end_col_offset or 0:].decode("utf-8", "replace").strip()
+    if rest[:1] not in ("", "#") or stmt.col_offset != len(indent_of(text, stmt.lineno)):
+        return None
+    indent = indent_of(text, stmt.lineno)
+    return edit_at(path, (end + 1, 0), (end + 1, 0), f"{indent}{statement}\n")
+
+
+def replace_parameters(path: str, line: int, params: str) -> Edit | None:
+    """The parameters an optimizer is built over, replaced: the first argument of the call
+    ``opt = torch.optim.Adam(encoder.parameters(), lr=...)`` on ``line`` -> ``params``."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    value = getattr(found[0], "value", None)
+    if not isinstance(value, ast.Call) or not value.args:
+        return None
+    return node_edit(path, value.args[0], params)
+
+
+def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
+    """The statement on ``line`` taken out of the innermost ``with torch.no_grad():`` around it:
+    the line of the statement of the block that holds it, and the edits. The block's last
+    statement is moved after the block (dedented); a block of one statement loses its
+    ``with``. ``None`` when ``line`` is in no such block, or the statement is not its last."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    best = no_grad_block(tree, line)
+    if best is None or len(best.items) != 1:
+        return None
+    holder = next((st for st in best.body
+                   if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+    if holder is None or holder is not best.body[-1]:
+        return None
+    lines = split_lines(text)
+    end = holder.end_lineno or holder.lineno
+    if (best.end_lineno or best.lineno) != end or holder.col_offset != len(
+            indent_of(text, holder.lineno)):
+        return None
+    shift = holder.col_offset - best.col_offset
+    body = lines[holder.lineno - 1:end]
+    if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
+        return None
+    dedented = "".join(x[shift:] if x.strip() else x for x in body)
+    if len(best.body) == 1:   # the block is this statement: the with goes
+        return holder.lineno, [edit_at(path, (best.lineno, 0), (end + 1, 0), dedented)]
+    return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
+
+
+def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
+    """For a network ``name`` that the file freezes (``requires_grad = False`` over its
+    parameters) inside a loop that also runs ``line`` (its optimizer's step): the freezing
+    statement's line, and ``name.requires_grad_(True)`` inserted at the top of that loop's
+    statement holding ``line``, so that every pass switches it back on before it trains."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for loop in ast.walk(tree):
+        if not isinstance(loop, ast.For | ast.While):
+            continue
+        freeze = next((st for st in loop.body if freezes(st, text, name)), None)
+        holder = next((st for st in loop.body
+                       if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+        if freeze is None or holder is None or holder.lineno > freeze.lineno or \
+                holder.col_offset != len(indent_of(text, holder.lineno)):
+            continue
+        indent = indent_of(text, holder.lineno)
+        statement = f"{name}.requires_grad_(True)"
+        return freeze.lineno, edit_at(path, (holder.lineno, 0), (holder.lineno, 0),
+                                      f"{indent}{statement}\n")
+    return None
+
+
+def move_before(path: str, line: int, target: int) -> list[Edit]:
+    """The statement on ``line`` moved before the statement on ``target`` (same file, same
+    block)."""
+    a, b = statement_at(path, line), statement_at(path, target)
+    if a is None or b is None:
+        return []
+    stmt, text = a
+    other, _ = b
+    lines = [x.rstrip("\r\n") for x in split_lines(text)]
+    end = stmt.end_lineno or stmt.lineno
+    rest = lines[end - 1].encode("utf-8")[stmt.end_col_offset or 0:].decode().strip()
+    if stmt.col_offset != len(indent_of(text, stmt.lineno)) or rest[:1] not in ("", "#"):
+        return []
+    moved = segment(text, stmt)
+    indent = indent_of(text, other.lineno)
+    return [edit_at(path, (stmt.lineno, 0), (end + 1, 0), ""),
+            edit_at(path, (other.lineno, 0), (other.lineno, 0), f"{indent}{moved}\n")]
+
+
+def _offset(lines: Sequence[str], pos: tuple[int, int]) -> int:
+    line, col = pos
+    if line - 1 >= len(lines):
+        return sum(len(x) for x in lines)
+    before = sum(len(x) for x in lines[:line - 1])
+    return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+
+def apply_to_text(text: str, edits: Iterable[Edit], newline: str = "\n") -> str:
+    """``text`` with ``edits`` made (:func:`~toolkit.audit.fixes.edits.apply_edits`, which
+    checks that each edit's ``old`` is the text at its place); a line an edit adds ends in
+    ``newline``, the file's own."""
+    if newline != "\n":
+        edits = [replace(e, new=e.new.replace("\r\n", "\n").replace("\n", newline))
+                 for e in edits]
+    return apply_edits(text, edits)
+
+
+def _edited(edits: Iterable[Edit]) -> dict[str, list[Edit]]:
+    by_file: dict[str, list[Edit]] = {}
+    for e in edits:
+        if e not in by_file.setdefault(e.path, []):
+            by_file[e.path].append(e)
+    return by_file
+
+
+def edited_texts(edits: Iterable[Edit]) -> dict[Source, str]:
+    """Each file's source as the audit read it, and its text with the edits made."""
+    out = {}
+    for path, mine in _edited(edits).items():
+        source = read_source(path)
+        out[source] = apply_to_text(source.text, mine, source.newline)
+    return out
+
+
+def diff(edits: Iterable[Edit], root: str) -> str:
+    """The edits as one unified diff, paths relative to ``root`` (``a/``, ``b/``), a file
+    outside it by its absolute path; paths escaped."""
+    out = []
+    for source, new in edited_texts(edits).items():
+        rel = os.path.relpath(source.path, root)
+        old_name, new_name = ((source.path, source.path) if rel.startswith(os.pardir)
+                              else (f"a/{rel}", f"b/{rel}"))
+        out += difflib.unified_diff(source.lines(), split_lines(new), escaped(old_name),
+                                    escaped(new_name))
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n" for line in out)
+
+
+def write_edits(edits: Iterable[Edit], root: str) -> list[tuple[str, str]]:
+    """Write the edits into their files, each of which must lie inside ``root``, be reached
+    through no link, be writable and unchanged since the audit read it; a copy of each file
+    changed is kept next to it (``train.py.orig``, or ``.orig1``… when that name is taken).
+    Returns ``(file, copy)`` pairs; raises :class:`Refused` with nothing written (see
+    :mod:`~toolkit.audit.files`)."""
+    edits = list(edits)
+    for path in _edited(edits):
+        why = inside(path, root)
+        if why is not None:
+            raise Refused(path, f"{why}; nothing was written")
+    try:
+        texts = edited_texts(edits)
+    except (OSError, SyntaxError, UnicodeDecodeError) as err:
+        raise Refused(getattr(err, "filename", None) or root,
+                      f"cannot be read ({err}); nothing was written") from None
+    except ValueError as err:  # an edit's text is not at its place, or two edits overlap
+        raise Refused(root, f"{err}; nothing was written") from None
+    return write_sources(texts, root)

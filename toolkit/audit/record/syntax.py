@@ -1,0 +1,190 @@
+"""The user's script read as its syntax tree: the call a paused frame is in, the statement on
+a line, the names a statement binds, the ``with torch.no_grad():`` block around a line. Nothing
+is evaluated; each file is parsed once per text, as :mod:`toolkit.audit.files` first read it."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from toolkit.audit.files import read_source, split_lines
+
+__all__ = ["argument_names", "assigned_name", "assigned_names", "call_at", "freezes",
+           "indent_of", "line_named", "no_grad_block", "no_grad_block_names", "receiver", "segment",
+           "statement_at", "statement_text", "syntax_tree"]
+
+
+_trees: dict[tuple[str, str], ast.Module] = {}
+
+
+def syntax_tree(path: str) -> tuple[ast.Module, str] | None:
+    """The file's syntax tree as the audit read it (parsed once per text; read only)."""
+    try:
+        source = read_source(path)
+        key = (source.path, source.digest)
+        tree = _trees.get(key)
+        if tree is None:
+            tree = _trees[key] = ast.parse(source.text)
+        return tree, source.text
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+
+
+def call_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[ast.Call, str] | None:
+    """The call expression whose span is exactly ``span`` (what the frame was paused in)."""
+    parsed = syntax_tree(path) if span else None
+    if parsed is None or span is None:
+        return None
+    tree, text = parsed
+    calls = _calls.get(id(tree))
+    if calls is None or calls[0] is not tree:
+        calls = _calls[id(tree)] = (tree, {
+            (n.lineno, n.end_lineno, n.col_offset, n.end_col_offset): n
+            for n in ast.walk(tree) if isinstance(n, ast.Call)})
+    node = calls[1].get(span)
+    return (node, text) if node is not None else None
+
+
+_calls: dict[int, tuple[ast.Module, dict[tuple, ast.Call]]] = {}
+
+
+def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:
+    """The innermost simple statement that starts on ``line``."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    best = None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.stmt) and node.lineno == line
+                and not isinstance(node, ast.If | ast.For | ast.While | ast.With | ast.Try
+                                   | ast.FunctionDef | ast.ClassDef | ast.AsyncFor
+                                   | ast.AsyncWith | ast.AsyncFunctionDef)):
+            best = node
+    return (best, text) if best is not None else None
+
+
+def segment(text: str, node: ast.AST) -> str:
+    return ast.get_source_segment(text, node) or ""
+
+
+def line_named(path: str, line: int) -> str:
+    """``train.py:42``: a line of the user's file as the report names it."""
+    return f"{os.path.basename(path)}:{line}"
+
+
+def indent_of(text: str, line: int) -> str:
+    """The indentation of ``line`` of ``text``."""
+    src = split_lines(text)[line - 1].rstrip("\r\n")
+    return src[:len(src) - len(src.lstrip())]
+
+
+def _is_no_grad(item: ast.withitem) -> bool:
+    call = item.context_expr
+    if not isinstance(call, ast.Call) or call.args or call.keywords:
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name == "no_grad"
+
+
+def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
+    """The innermost ``with torch.no_grad():`` whose body holds ``line``, or ``None``."""
+    blocks = [node for node in ast.walk(tree) if isinstance(node, ast.With)
+              and any(_is_no_grad(i) for i in node.items)
+              and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
+    return max(blocks, key=lambda b: b.lineno) if blocks else None
+
+
+def no_grad_block_names(path: str, line: int) -> set[str] | None:
+    """The names the statements of the innermost ``with torch.no_grad():`` around ``line``
+    assign (what the block makes for the code after it), or ``None`` outside such a block."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    block = no_grad_block(parsed[0], line)
+    if block is None:
+        return None
+    return {t.id for st in ast.walk(block) if isinstance(st, ast.Assign | ast.AugAssign)
+            for target in (st.targets if isinstance(st, ast.Assign) else [st.target])
+            for t in ast.walk(target) if isinstance(t, ast.Name)}
+
+
+def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str]:
+    """The plain names the arguments of the call at ``span`` read (``head(z)`` -> ``{"z"}``)."""
+    found = call_at(path, span)
+    if found is None:
+        return set()
+    call, _ = found
+    return {n.id for a in [*call.args, *(k.value for k in call.keywords)]
+            for n in ast.walk(a) if isinstance(n, ast.Name)}
+
+
+def statement_text(path: str, line: int) -> str:
+    """The text of the statement that starts on ``line`` (its first line)."""
+    found = statement_at(path, line)
+    return segment(found[1], found[0]).splitlines()[0] if found else ""
+
+
+def assigned_name(path: str, line: int) -> str | None:
+    """``opt`` of ``opt = torch.optim.SGD(...)`` starting on ``line``: the one name a statement
+    assigns to, or ``None``."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return segment(text, stmt.targets[0]) or None
+    if isinstance(stmt, ast.AnnAssign):
+        return segment(text, stmt.target) or None
+    return None
+
+
+def assigned_names(path: str, line: int) -> set[str]:
+    """The plain names the statement on ``line`` assigns (``a, b = f(x)`` -> ``{"a", "b"}``;
+    ``self.h = ...`` -> ``{"h"}``): what it makes for the code after it."""
+    found = statement_at(path, line)
+    if found is None:
+        return set()
+    stmt, _ = found
+    targets = (stmt.targets if isinstance(stmt, ast.Assign) else
+               [stmt.target] if isinstance(stmt, ast.AugAssign | ast.AnnAssign) else [])
+    return {n.id if isinstance(n, ast.Name) else n.attr for t in targets for n in ast.walk(t)
+            if isinstance(n, ast.Name | ast.Attribute)}
+
+
+def receiver(path: str, span: tuple[int, int, int, int] | None) -> str | None:
+    """The optimizer's expression in the call at ``span``: ``opt`` of ``opt.step()``, or the
+    one argument of ``scaler.step(opt)``."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
+        return None
+    if len(call.args) == 1 and not call.keywords:
+        return segment(text, call.args[0])
+    return segment(text, call.func.value) if not call.args else None
+
+
+def freezes(node: ast.AST, text: str, name: str) -> bool:
+    """``for p in name.parameters(): p.requires_grad = False`` (or ``requires_grad_(False)``),
+    or ``name.requires_grad_(False)``."""
+    def off(st: ast.AST, var: str) -> bool:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            t = st.targets[0]
+            return (isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                    and segment(text, t.value) == var and isinstance(st.value, ast.Constant)
+                    and st.value.value is False)
+        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+            f = st.value.func
+            return (isinstance(f, ast.Attribute) and f.attr == "requires_grad_"
+                    and segment(text, f.value) == var and len(st.value.args) == 1
+                    and isinstance(st.value.args[0], ast.Constant)
+                    and st.value.args[0].value is False)
+        return False
+
+    if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+            segment(text, node.iter) == f"{name}.parameters()":
+        return any(off(st, node.target.id) for st in node.body)
+    return off(node, name)
