@@ -101,7 +101,8 @@ class Constants(TorchFunctionMode):
         """Forget the constants and where they met a graph (at each step: a loss reads its
         target before its step), and leave the mode stack (while it dispatches a call, it
         stays, doing nothing, until the next :meth:`clear`)."""
-        self.sources, self.kept, self.met = {}, [], {}
+        if self.sources or self.kept or self.met:
+            self.sources, self.kept, self.met = {}, [], {}
         if self.following and _remove_mode(self):
             self.following = False
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TypeVar
 
 import torch
@@ -77,22 +77,45 @@ _TRANSPARENT = frozenset(os.path.abspath(f) for f in (torch.overrides.__file__, 
                                                       kept_in_sync.__file__))
 
 
-_transparent: dict[str, bool] = {}
+class _StackKeys:
+    """Where a ``backward()`` was called, by the whole stack: each frame's code and line,
+    flat, the code as a number (equal code objects the same number). Two costs of the plain
+    ``(code, line)`` pairs, paid at every ``backward()``, are gone: hashing a code object
+    hashes its constants (a module's hold the code of every function in it), and a frame's
+    ``f_lineno`` scans its code's line table from the start (~50 us in a 3,000-line module);
+    the line is read once per instruction offset (``f_lasti``) of each code."""
 
+    def __init__(self) -> None:
+        # id -> (the code, its number, left out?, the user's?, line by offset); the code is
+        # held, so that its id stays its own
+        self._by_id: dict[int, tuple[CodeType, int, bool, bool, dict[int, int]]] = {}
+        self._by_value: dict[CodeType, int] = {}
 
-def _stack_key(frame: FrameType | None) -> tuple:
-    key: list[tuple] = []
-    while frame is not None:
-        code = frame.f_code
+    def _learn(self, code: CodeType) -> tuple[CodeType, int, bool, bool, dict[int, int]]:
         name = code.co_filename
-        skip = _transparent.get(name)
-        if skip is None:
-            skip = _transparent[name] = os.path.abspath(name) in _TRANSPARENT
-        # a mode's dispatch calls the same function again: its outer frame is left out
-        if not skip and not (key and key[-1][0] is code and not is_user(name)):
-            key.append((code, frame.f_lineno))
-        frame = frame.f_back
-    return tuple(key)
+        entry = self._by_id[id(code)] = (
+            code, self._by_value.setdefault(code, len(self._by_value)),
+            os.path.abspath(name) in _TRANSPARENT, is_user(name), {})
+        return entry
+
+    def __call__(self, frame: FrameType | None) -> tuple[int, ...]:
+        """The key of the stack from ``frame`` outwards."""
+        key: list[int] = []
+        last: CodeType | None = None
+        while frame is not None:
+            code = frame.f_code
+            entry = self._by_id.get(id(code)) or self._learn(code)
+            _, number, skip, user, lines = entry
+            # a mode's dispatch calls the same function again: its outer frame is left out
+            if not skip and not (last is code and not user):
+                line = lines.get(frame.f_lasti)
+                if line is None:
+                    line = lines[frame.f_lasti] = frame.f_lineno
+                key.append(number)
+                key.append(line)
+                last = code
+            frame = frame.f_back
+        return tuple(key)
 
 
 def _label(site: Site | None) -> str:
@@ -134,6 +157,7 @@ class Watch:
         self.step_events = 0
         self.backwards = 0
         self.grad_calls = 0
+        self._stack_key = _StackKeys()
         self.site_events: dict[tuple, int] = {}
         self.last_step_event = -1
         self.start_seq: dict[int, int] = {}
@@ -256,18 +280,30 @@ class Watch:
         self.iteration += 1
         self.site_events = {}
         self.start_seq[self.iteration] = self.last_step_seq
-        # what the new iteration did before its first backward() was recorded after the last step
+        # what the new iteration did before its first backward() was recorded after the last
+        # step (each record filtered only when it holds any: in an iteration not recorded,
+        # none does)
         keep = self.last_step_event
-        self.calls = [c for c in self.calls if c[-1] >= keep]
-        self.call_outputs = [c for c in self.call_outputs if c[-1] >= keep]
-        self.made_by = {k: v for k, v in self.made_by.items() if v[-1] >= keep}
-        self.feeds = [f for f in self.feeds if f[-1] >= keep]
-        self.detaches = [d for d in self.detaches if d[-1] >= keep]
-        self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
-        self.clears = [c for c in self.clears if c[-1] >= keep]
-        self.trained_reads = {k: e for k, e in self.trained_reads.items() if e >= keep}
-        self.reached_by = [r for r in self.reached_by if r[0] >= keep]
-        self.passed_on = {}
+        if self.calls:
+            self.calls = [c for c in self.calls if c[-1] >= keep]
+        if self.call_outputs:
+            self.call_outputs = [c for c in self.call_outputs if c[-1] >= keep]
+        if self.made_by:
+            self.made_by = {k: v for k, v in self.made_by.items() if v[-1] >= keep}
+        if self.feeds:
+            self.feeds = [f for f in self.feeds if f[-1] >= keep]
+        if self.detaches:
+            self.detaches = [d for d in self.detaches if d[-1] >= keep]
+        if self.no_grad_calls:
+            self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
+        if self.clears:
+            self.clears = [c for c in self.clears if c[-1] >= keep]
+        if self.trained_reads:
+            self.trained_reads = {k: e for k, e in self.trained_reads.items() if e >= keep}
+        if self.reached_by:
+            self.reached_by = [r for r in self.reached_by if r[0] >= keep]
+        if self.passed_on:
+            self.passed_on = {}
         if not self.prev_audited and self.audited():
             self.ledger = Ledger()   # what happened unwatched is one unknown source
         self._want_module_hook()
@@ -446,7 +482,7 @@ class Watch:
         Returns what :meth:`after_backward` needs, or ``None`` when not audited."""
         self._names_now = None
         frame = sys._getframe(2)
-        key = _stack_key(frame)
+        key = self._stack_key(frame)
         last = self.site_events.get(key)
         # the loop's body ran once: back at a backward() after a step, or, in a script that
         # steps no torch optimizer (weights updated by hand), back at the same backward()
@@ -511,12 +547,13 @@ class Watch:
         self.events += 1
         event = self.events
         self.step_events += 1
-        if not self.zero_suspects:
+        if not self.zero_suspects and self.made_at is not None:
             self._stop_lines()
         self.previous_step_event = self.last_step_event
         self.last_step_event = event
         self.step_optimizer[event] = index
-        self._settle()
+        if self.pending_dead:
+            self._settle()
         self.constants.clear()
         if self.recording() and not self.done():
             self._snapshot()
