@@ -448,8 +448,8 @@ class Watch:
             self._add(ScriptFinding(
                 "carried", self.iteration,
                 f"{what}, an output of {maker[1] if maker else 'a network'} that "
-                f"{self._loss_label(site)} (backward at {site}) compares with its target, is fed back as "
-                f"the input of its next call without a cut: the loss of each later "
+                f"{self._loss_label(site)} (backward at {site}) compares with its target, is "
+                f"fed back as the input of its next call without a cut: the loss of each later "
                 f"prediction is also differentiated through every earlier one",
                 (), (), (feed.site.shown(),) + ((site.shown(),) if site else ()),
                 (feed.edit,) if feed.edit is not None else (),
@@ -843,8 +843,8 @@ class Watch:
             at = tuple(s.shown() for s in (z.site, site) if s is not None)
             self._add(ScriptFinding(
                 "dead", self.iteration,
-                f"{self._loss_label(site)} (backward at {site}) reaches {plural(len(keys), 'tensor')} an "
-                f"optimizer steps with a gradient of exact zeros: "
+                f"{self._loss_label(site)} (backward at {site}) reaches "
+                f"{plural(len(keys), 'tensor')} an optimizer steps with a gradient of exact zeros: "
                 + (f"at {z.site}, " if z.site is not None else "") + z.what,
                 keys, shown, at, z.edits,
                 advice="pass the gradient straight through where the value is made (a "
@@ -999,9 +999,9 @@ class Watch:
             edits = tuple(E.cut_argument(s.path, s.span, a, is_tensor))
         self._add(ScriptFinding(
             "carried", i,
-            f"the graph of {self._loss_label(site)} (backward at {site}) reaches {len(old)} nodes made by "
-            f"the previous iteration: it grows every iteration, or the next backward() fails "
-            f"'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
+            f"the graph of {self._loss_label(site)} (backward at {site}) reaches {len(old)} nodes "
+            f"made by the previous iteration: it grows every iteration, or the next backward() "
+            f"fails 'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
             advice="cut the state kept between iterations where the next iteration reads it",
             step=self.step_events, concerned=("*",)))
 
