@@ -71,6 +71,7 @@ from torch import nn
 
 from toolkit.audit.arguments import losses_of, pair_losses, pairings_of, stepped_of
 from toolkit.audit.fixes.built import built_line, function_of
+from toolkit.audit.fixes.chosen import first_written
 from toolkit.audit.fixes.location import cut_edits
 from toolkit.audit.fixes.optimizer_edits import leave_out_of_first
 from toolkit.audit.record.names import Names, find_modules
@@ -80,7 +81,7 @@ from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
 from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.audit.rules.notes import notes_of
-from toolkit.audit.rules.wanted import CutAt, Wanted
+from toolkit.audit.rules.wanted import CutAt, FirstOf, Wanted
 from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import Found, RecordedStep, record_step
 from toolkit.audit.truth.truth import real_gradients
@@ -376,6 +377,16 @@ def _written(recorded: RecordedStep, found: Any) -> Any:
     them), anything else as it is."""
     if not isinstance(found, Wanted):
         return found
+    if isinstance(found.fix, FirstOf):
+        options = found.fix.options
+        k, lines, edits = first_written([(o.needs, o.places) for o in options])
+        chosen = options[k]
+        if not chosen.proved:
+            lines, edits = (), ()
+        elif chosen.lines is not None:
+            lines = chosen.lines
+        return dataclasses.replace(found.finding, fix=chosen.fix, lines=lines, edits=edits,
+                                   proof=None)
     if isinstance(found.fix, CutAt):
         edits = cut_edits(found.fix.terms)
     else:

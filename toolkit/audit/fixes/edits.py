@@ -20,7 +20,7 @@ traceback underlines) in the file's syntax tree (:mod:`ast`):
   with gradients;
 - :func:`keyword_value`, :func:`extend_argument`: a library call's argument
   (``use_reentrant=False``, ``adjoint_params=``); :func:`stack_values`: ``torch.tensor([...])``
-  of trained values as ``torch.stack``; :func:`reset_at_start`: a stale state reset as the
+  of trained values as ``torch.stack``; :func:`reset_before`: a stale state reset as the
   step's first line;
 - :func:`straight_through`: a zero-derivative operation with the identity's gradient;
   :func:`straight_through_integer`: the float value made from an integer result
@@ -41,7 +41,6 @@ import ast
 import dataclasses
 import importlib
 import inspect
-import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -62,7 +61,7 @@ from toolkit.audit.record.values import plain, read_value
 __all__ = ["Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
            "cut_made", "cut_operand", "cut_written", "default_mode", "detached", "extend_argument",
            "grad_on", "is_cut",
-           "keyword_value", "recompute", "remove_detach", "reset_at_start",
+           "keyword_value", "recompute", "remove_detach", "reset_before",
            "stack_values", "straight_through", "straight_through_integer"]
 
 def edit_node(line: Line, src: Source, node: ast.AST, new: str,
@@ -492,33 +491,12 @@ def stack_values(line: Line) -> Edit | None:
     return edit_node(line, src, node, f"{module}.stack([{items}])", ())
 
 
-def reset_at_start(function: object, namespace: dict[str, object], owner: str,
-                   module: object, name: str) -> tuple[Line, Edit] | None:
-    """``(line, edit)``: ``<owner>.<name> = None`` written as the first statement of the step's
-    plain ``function`` (:func:`~toolkit.audit.fixes.built.function_of`), when ``owner`` read in ``namespace`` is ``module`` and the function's source
-    is a ``def`` (the line is its first statement, before which the edit inserts)."""
-    code = getattr(function, "__code__", None)
-    try:
-        if code is None or read_value(owner, code.co_filename, namespace) is not module:
-            return None
-    except (LookupError, SyntaxError):
-        return None
-    src = source_of(code.co_filename)
-    if src is None:
-        return None
-    body = next((node.body for node in ast.walk(src.tree)
-                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and node.lineno <= code.co_firstlineno <= node.body[0].lineno
-                 and node.name == code.co_name), None)
-    if not body:
-        return None
-    first = body[0]
-    number, indent = first.lineno, " " * first.col_offset
-    text = src.lines[number - 1].decode("utf-8").strip()
-    path = code.co_filename
-    line = Line(os.path.basename(path), number, code.co_name, text, path)
-    return line, Edit(line.file, number, 0, number, 0, "", f"{indent}{owner}.{name} = None\n",
-                      path, ())
+def reset_before(line: Line, indent: str, owner: str, name: str) -> Edit:
+    """``<owner>.<name> = None`` inserted before ``line``, written after ``indent``: the first
+    statement of the step's function (:func:`~toolkit.audit.record.start.step_start`), so
+    that a state kept between calls is reset as the step's first line."""
+    return Edit(line.file, line.number, 0, line.number, 0, "", f"{indent}{owner}.{name} = None\n",
+                line.path, ())
 
 
 def straight_through(line: Line) -> Edit | None:

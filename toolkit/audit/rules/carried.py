@@ -18,23 +18,26 @@ A tensor computed once before the loop from a leaf (``torch.tensor(x, requires_g
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from toolkit.audit.edit import Edit
 from toolkit.audit.findings import CarriedGraph
-from toolkit.audit.fixes.edits import (
-    cut_argument,
-    cut_assigned,
-    cut_operand,
-    reset_at_start,
-)
-from toolkit.audit.fixes.stored import stored_at
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.start import step_start
 from toolkit.audit.rules.kept import stores_reaching
 from toolkit.audit.rules.saved import holds_saved
+from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import node_shape, outputs_of
-from toolkit.audit.truth.proof import Cut
+from toolkit.audit.truth.proof import (
+    AssignedAt,
+    Cut,
+    HandedAt,
+    Place,
+    ReadAt,
+    ResetAt,
+    Site,
+    StoredAt,
+)
 from toolkit.audit.truth.readers import reader_line
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import closure
@@ -42,10 +45,11 @@ from toolkit.lens.graph_walk import closure
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_carried", "grows_or_fails", "made_of_cuts"]
+__all__ = ["check", "find_carried", "grows_or_fails", "made_of_cuts", "reader_ways", "reset_at"]
 
 
-def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], CarriedGraph]]:
+def find_carried(step: RecordedStep, loss: str
+                 ) -> list[tuple[tuple[int, int], Wanted[CarriedGraph]]]:
     """Tensors of this call's graph made before the call began (see :class:`CarriedGraph`):
     one per ``(node, output)`` through which the new graph enters the old one, with that
     ``(id(node), output)`` as its key. Its fix names every line where the step's new graph
@@ -91,31 +95,36 @@ def find_carried(step: RecordedStep, loss: str) -> list[tuple[tuple[int, int], C
         created = "in the first call" if node._sequence_nr() >= first_mark else "before the audit"
         chain = [] if consumer is None else search.chain(parent_key)
         path = tuple(label(x) for x in [*chain, node])
-        lines, cut, how = _readers(step, loss, key, old)
-        edits = () if None in cut.edits or not cut.edits else tuple(dict.fromkeys(cut.edits))
-        if is_open_marker(node):
-            fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
-        elif how == "stored":
-            fix = ("cut it where it is stored (this call's loss trains nothing through the "
-                   "value stored): value.detach() in the assignment")
-        elif how == "kept":
-            fix = (f"cut it where the step stores it for the next call, not where it enters "
-                   f"({entered}): value.detach() in what it stores")
-        elif how == "reset" and (stored := _stored(step, node)) is not None:
-            fix = (f"no cut where it is read keeps each call's own gradient: "
-                   f"{reset_text(*stored, first_none=bool(edits))}")
-        elif len(cut.lines) > 1:
-            fix = (f"cut the state at each of its {len(cut.lines)} readers before the step "
-                   f"uses it: state.detach() (or the toolkit's stop_gradient(state, name=...))")
-        else:
-            fix = (f"cut the state where it enters ({entered}) before each step uses it: "
-                   f"state.detach() (or the toolkit's stop_gradient(state, name=...))")
-        if cut.edges and step.prover.reaches(loss, key, cut):
-            lines, edits = (), ()  # not proved: the old graph is still reached
-        out.append(((key, nr), CarriedGraph(
+        ways = _readers(step, loss, key, old)
+        stored = _stored(step, node)
+        unproved = None  # whether the loss still reaches the old node with every reader cut
+        options = []
+        for way in ways:
+            if is_open_marker(node):
+                fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
+            elif way.how == "stored":
+                fix = ("cut it where it is stored (this call's loss trains nothing through the "
+                       "value stored): value.detach() in the assignment")
+            elif way.how == "kept":
+                fix = (f"cut it where the step stores it for the next call, not where it enters "
+                       f"({entered}): value.detach() in what it stores")
+            elif way.how == "reset" and stored is not None:
+                fix = (f"no cut where it is read keeps each call's own gradient: "
+                       f"{reset_text(*stored, first_none=bool(way.places))}")
+            elif len(way.lines or ()) > 1:
+                fix = (f"cut the state at each of its {len(way.lines or ())} readers before the "
+                       f"step uses it: state.detach() (or the toolkit's stop_gradient(state, "
+                       f"name=...))")
+            else:
+                fix = (f"cut the state where it enters ({entered}) before each step uses it: "
+                       f"state.detach() (or the toolkit's stop_gradient(state, name=...))")
+            if way.edges and unproved is None:
+                unproved = step.prover.reaches(loss, key, Cut(edges=way.edges))
+            options.append(Option(way.places, fix, way.lines, way.needs,
+                                  proved=not (way.edges and unproved)))
+        out.append(((key, nr), Wanted(CarriedGraph(
             loss=loss, shape=shape, source=source, entered=entered, path=path,
-            created=created, n_nodes=counts[key], fix=fix, lines=lines,
-            edits=edits)))  # type: ignore[arg-type]
+            created=created, n_nodes=counts[key], fix=""), FirstOf(tuple(options)))))
     return out
 
 
@@ -163,18 +172,30 @@ def grows_or_fails(node: Any, first_mark: int) -> bool:
     return False
 
 
-def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
-             ) -> tuple[tuple[Line, ...], Cut, str]:
-    """The lines where the state (old node ``key``) is cut, the cut of every edge by which
-    this call's graph reads it, with its edits, and how (``"stored"``, ``"kept"``, ``"read"``
-    or ``"reset"``). Each keeps this call's own gradients: where the previous call assigned it
-    to a module's attribute (``self.memory = …``) when this call's loss does not need the
-    gradient of what it assigns there; where the step stores it outside modules (a list, a
-    dict, a closure: ``memory.append(feats)``, ``state.update(h=h)``), whatever this call's
-    loss reads of it, as a graph carried to the next call is cut where it is stored; else each
-    line of the step's own code that hands it
-    to a module (``model(x, hidden)``), or each operation that reads it (``0.9 * self.avg``);
-    else no edit: the state is to be reset or recomputed each step."""
+class Way(NamedTuple):
+    """One way to fix a carried state, as :func:`_readers` gives it: ``how`` (``"stored"``,
+    ``"kept"``, ``"read"`` or ``"reset"``), the places it writes, the finding's lines when it
+    is chosen (``None``: those its edits are written at), what must be written for it to be
+    chosen (``None``: nothing) and the edges of the recorded graph it cuts."""
+
+    how: str
+    places: tuple[Place, ...]
+    lines: tuple[Line, ...] | None
+    needs: tuple[Place, ...] | None
+    edges: frozenset[tuple[int, int]]
+
+
+def _readers(step: RecordedStep, loss: str, key: int, old: set[int]) -> list[Way]:
+    """The ways to cut the state (old node ``key``) that keep this call's own gradients, in
+    the order they are tried (the first whose edits can be written is the fix): where the
+    previous call assigned it to a module's attribute (``self.memory = …``) when this call's
+    loss does not need the gradient of what it assigns there; where the step stores it outside
+    modules (a list, a dict, a closure: ``memory.append(feats)``, ``state.update(h=h)``),
+    whatever this call's loss reads of it, as a graph carried to the next call is cut where it
+    is stored; else each line of the step's own code that hands it to a module (``model(x,
+    hidden)``), or each operation that reads it (``0.9 * self.avg``), each cut of every edge
+    by which this call's graph reads it; else no edit: the state is to be reset (a memory made
+    lazily: its reset is written) or recomputed each step."""
     rec, graph = step.rec, step.graphs[loss]
     node = graph.search.nodes[key]
     edges = frozenset((parent, key) for parent in graph.callers.get(key, ())
@@ -182,32 +203,39 @@ def _readers(step: RecordedStep, loss: str, key: int, old: set[int]
     assigned = rec.assigned.get(key)
     stored = assigned is not None and assigned[0] is node
     now = assigned_now(step, assigned[1]) if stored else frozenset()
-    reset = _reset_edit(step, node) if stored else None
-    if stored and not now and reset is not None:  # a memory made once, read stale: reset it
-        return (reset[0],), Cut(lines=(reset[0],), edits=(reset[1],)), "reset"
+    found = _stored(step, node) if stored else None
+    reset = None if found is None else reset_at(step, *found)
+    resetting = None if reset is None else Way("reset", (reset,), (reset.line,), None,
+                                               frozenset())
+    if resetting is not None and not now:  # a memory made once, read stale: reset it
+        return [resetting]
     if stored and now and state_assignable(step, assigned[1]):
-        return (assigned[1],), Cut(edges=edges, lines=(assigned[1],),
-                                   edits=(cut_assigned(assigned[1]),)), "stored"
-    if not stored:  # kept by the step outside modules: cut where it stores it for next call
-        kept = (stored_at(stores_reaching(step.step, node, rec.marks[-1]))
-                if step.step is not None else None)
-        if kept is not None:
-            # proved by running it: the stores cut every path into the old graph at once
-            return kept[0], Cut(lines=kept[0], edits=kept[1]), "kept"
-    found = state_readers(step, node)
-    if found is not None and not (reset is not None and reads_own(step, now, found[0])):
-        return found[0], Cut(edges=edges, lines=found[0], edits=found[1]), "read"
-    if reset is not None:  # each cut at a reader also cuts what this call stores there
-        return (reset[0],), Cut(lines=(reset[0],), edits=(reset[1],)), "reset"
-    if stored:
-        return (assigned[1],), Cut(edges=edges, lines=(assigned[1],)), "reset"
-    lines: list[Line] = []
-    for parent, _ in edges:
-        reader = graph.search.nodes[parent]
-        where = reader_line(step, reader, node, False) or reader_line(step, reader, node)
-        if where is not None and where[0] not in lines:
-            lines.append(where[0])
-    return tuple(lines), Cut(edges=edges, lines=tuple(lines)), "reset"
+        return [Way("stored", (AssignedAt(assigned[1]),), (assigned[1],), None, edges)]
+    ways: list[Way] = []
+    if not stored and step.step is not None:
+        # kept by the step outside modules: cut where it stores it for the next call (proved
+        # by running it: the stores cut every path into the old graph at once)
+        stores = tuple(StoredAt(*at) for at in stores_reaching(step.step, node, rec.marks[-1]))
+        ways.append(Way("kept", stores, None, stores, frozenset()))
+    for lines, sites in reader_ways(step, node):
+        if resetting is not None and reads_own(step, now, lines):
+            # each cut at a reader also cuts what this call stores there: reset it instead
+            ways.append(resetting._replace(needs=sites))
+        else:
+            ways.append(Way("read", sites, lines, sites, edges))
+    if resetting is not None:
+        ways.append(resetting)
+    elif stored:
+        ways.append(Way("reset", (), (assigned[1],), None, edges))
+    else:
+        at: list[Line] = []
+        for parent, _ in edges:
+            reader = graph.search.nodes[parent]
+            where = reader_line(step, reader, node, False) or reader_line(step, reader, node)
+            if where is not None and where[0] not in at:
+                at.append(where[0])
+        ways.append(Way("reset", (), tuple(at), None, edges))
+    return ways
 
 
 def assigned_now(step: RecordedStep, line: Line) -> frozenset[int]:
@@ -228,16 +256,15 @@ def reads_own(step: RecordedStep, now: frozenset[int], lines: tuple[Line, ...]) 
     return False
 
 
-def _reset_edit(step: RecordedStep, node: Any) -> tuple[Line, Edit] | None:
-    """``(line, edit)`` that sets the attribute where the previous call stored ``node`` back
-    to ``None`` at the start of the step, when it was ``None`` before the step first stored a
-    graph there (a memory made lazily: each call then runs as the first did) and the step's
-    code can name its module."""
-    stored = _stored(step, node)
-    if stored is None or not step.rec.first_none.get((id(stored[0]), stored[1])):
+def reset_at(step: RecordedStep, module: Any, name: str, owner: str) -> ResetAt | None:
+    """The reset of the attribute ``name`` of ``module`` (named ``owner`` in the step's code)
+    back to ``None`` at the start of the step, when it was ``None`` before the step first
+    stored a graph there (a memory made lazily: each call then runs as the first did) and the
+    step's code can name its module."""
+    if not step.rec.first_none.get((id(module), name)):
         return None
-    module, name, owner = stored
-    return reset_at_start(step.function, step.namespace, owner, module, name)
+    start = step_start(step.function, step.namespace, owner, module)
+    return None if start is None else ResetAt(start[0], start[1], owner, name)
 
 
 def state_assignable(step: RecordedStep, line: Line) -> bool:
@@ -249,25 +276,27 @@ def state_assignable(step: RecordedStep, line: Line) -> bool:
     return step.prover.keeps_training(cut) and step.prover.spares_gradients(cut)
 
 
-def state_readers(step: RecordedStep, node: Any
-                  ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
-    """The lines that read the state ``node`` made by an earlier call, and the edits that
-    cut it there (each call's own gradients kept), when every one is known: the step's own
-    lines that hand it to a module, else every operation that reads it."""
+def reader_ways(step: RecordedStep, node: Any) -> list[tuple[tuple[Line, ...],
+                                                               tuple[Site, ...]]]:
+    """The lines that read the state ``node`` made by an earlier call, with the expressions
+    to cut there (each call's own gradients kept), in the order they are tried (the first
+    whose every cut can be written): the step's own lines that hand it to a module, then every
+    operation that reads it (when each one's operand is known)."""
     rec = step.rec
+    ways: list[tuple[tuple[Line, ...], tuple[Site, ...]]] = []
     reads = rec.old_reads.get(id(node))
     lines = list(reads[1]) if reads is not None and reads[0] is node else []
-    edits = [_handed_edit(step, node, line) for line in lines]
-    if lines and None not in edits:
-        return tuple(lines), tuple(dict.fromkeys(edits))  # type: ignore[arg-type]
+    if lines:
+        ways.append((tuple(lines), tuple(
+            HandedAt(line, rec.arguments.get((id(node), line.path, line.number, line.span)))
+            for line in lines)))
     readers = rec.old_readers.get(id(node))
-    if readers is None or readers[0] is not node or not readers[1]:
-        return None
-    edits = [None if at is None else cut_operand(line, at) for line, at in readers[1]]
-    if None in edits:
-        return None
-    return (tuple(dict.fromkeys(line for line, _ in readers[1])),
-            tuple(dict.fromkeys(edits)))  # type: ignore[arg-type]
+    if readers is None or readers[0] is not node or not readers[1] \
+            or any(at is None for _, at in readers[1]):
+        return ways
+    ways.append((tuple(dict.fromkeys(line for line, _ in readers[1])),
+                 tuple(ReadAt(line, at) for line, at in readers[1])))  # type: ignore[arg-type]
+    return ways
 
 
 def reset_text(module: Any, name: str, owner: str, *, first_none: bool = False) -> str:
@@ -281,12 +310,6 @@ def reset_text(module: Any, name: str, owner: str, *, first_none: bool = False) 
         text += (f"; it was None before the first call, so {owner}.{name} = None as the "
                  f"step's first line runs each call as the first ran")
     return text
-
-
-def _handed_edit(step: RecordedStep, node: Any, line: Line) -> Edit | None:
-    """The cut of the argument by which the call at ``line`` was handed ``node``."""
-    return cut_argument(line, step.rec.arguments.get((id(node), line.path, line.number,
-                                                      line.span)))
 
 
 def _stored(step: RecordedStep, node: Any) -> tuple[Any, str, str] | None:
@@ -305,7 +328,7 @@ def _stored(step: RecordedStep, node: Any) -> tuple[Any, str, str] | None:
 def check(step: RecordedStep) -> Found:
     """The rule: graph carried into the second call, one finding per entry into the old graph
     (shared by every loss that reaches it)."""
-    carried: dict[tuple[int, int], CarriedGraph] = {}
+    carried: dict[tuple[int, int], Wanted[CarriedGraph]] = {}
     if step.rec.threads:
         return {"carried": []}  # numbered by another thread's counter: not checked (a note)
     for name in step.searches:

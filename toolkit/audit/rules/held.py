@@ -26,21 +26,22 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from toolkit.audit.edit import Edit
 from toolkit.audit.findings import HeldGraph
-from toolkit.audit.fixes.edits import cut_assigned, cut_written, reset_at_start
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
 from toolkit.audit.rules.carried import (
     assigned_now,
     grows_or_fails,
+    reader_ways,
     reads_own,
+    reset_at,
     reset_text,
     state_assignable,
-    state_readers,
 )
 from toolkit.audit.rules.saved import saved_bytes
+from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import Labeller
+from toolkit.audit.truth.proof import AssignedAt, Site, WrittenAt
 from toolkit.lens.backward_graph import is_cut_marker
 from toolkit.lens.graph_walk import walk
 
@@ -56,11 +57,14 @@ class _Edge:
 
 
 def find_held(rec: Recording, label: Labeller, region: set[int],
-              step: RecordedStep | None = None) -> tuple[list[HeldGraph], list[str]]:
+              step: RecordedStep | None = None
+              ) -> tuple[list[Wanted[HeldGraph]], list[str]]:
     """Every buffer and tensor attribute of the named modules that holds a ``grad_fn``:
-    ``(findings, notes)``. An attribute the step *assigns* a fresh tensor each call, whose graph
-    reaches nothing from an earlier call, only keeps this step's graph until the next step (its
-    saved tensors are freed by the step's backward): a note, not a finding."""
+    ``(findings, notes)``, each finding with the ways to fix it (the first chosen is its fix:
+    :class:`~toolkit.audit.rules.wanted.FirstOf`). An attribute the step *assigns* a fresh
+    tensor each call, whose graph reaches nothing from an earlier call, only keeps this step's
+    graph until the next step (its saved tensors are freed by the step's backward): a note, not
+    a finding."""
     this_mark = rec.marks[-1]
     out, notes = [], []
     seen_modules: set[int] = set()
@@ -74,14 +78,15 @@ def find_held(rec: Recording, label: Labeller, region: set[int],
                         kind != "parameter" and id(t.grad_fn) in region) \
                         or not grows_or_fails(t.grad_fn, rec.marks[0]):
                     continue  # (a tensor made once before the loop, saving nothing)
-                held = _held(rec, label, module, name, t, kind, this_mark, step)
+                wanted = _held(rec, label, module, name, t, kind, this_mark, step)
+                held = wanted.finding
                 if kind == "attribute" and held.older == 0 and id(t) not in rec.writes:
                     notes.append(f"{held.module}.{held.name} (an attribute) keeps this step's "
                                  f"graph until the next step replaces it ({held.written}; "
                                  f"{held.n_nodes} nodes); the step's backward frees what they "
                                  f"saved")
                 else:
-                    out.append(held)
+                    out.append(wanted)
     return out, notes
 
 
@@ -116,7 +121,8 @@ def _state(module: nn.Module, written: Container[int] = ()) -> list[tuple[str, t
 
 
 def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torch.Tensor,
-          kind: str, this_mark: int, step: RecordedStep | None = None) -> HeldGraph:
+          kind: str, this_mark: int, step: RecordedStep | None = None
+          ) -> Wanted[HeldGraph]:
     owner = rec.names.modules.get(id(module), type(module).__name__)
     write = rec.writes.get(id(t))
     if write is not None:
@@ -140,69 +146,63 @@ def _held(rec: Recording, label: Labeller, module: nn.Module, name: str, t: torc
     assign = rec.lines.get(("assign", id(module), name))
     line = (rec.lines.get(("write", id(t))) if write is not None
             else assign or rec.lines.get(("call", rec.call, owner)))
+    finding = HeldGraph(module=owner, name=name, kind=kind, shape=tuple(t.shape),
+                        written=written, graph_bytes=size, n_nodes=n_new, older=n_old, fix="")
     if write is not None:  # every write that added a graph, cut where it is written
         lines = rec.graph_writes.get(id(t), [])
-        edits = [e for x in lines for e in cut_written(x)]
-        found = () if not lines or any(not cut_written(x) for x in lines) else tuple(
-            dict.fromkeys(edits))
         if lines:
             line = lines[0]
-    elif assign is not None and step is not None and (reset := _reset(
-            step, module, name, owner, assign)) is not None:
-        line, found = reset[0], (reset[1],)
-        fix = (f"no cut where it is stored or read keeps each call's own gradient: "
-               f"{reset_text(module, name, owner, first_none=True)}")
-    elif assign is not None and step is not None and not state_assignable(step, assign):
-        # this call's loss trains through what is stored: cut the previous call's value
-        # where it is read (each call keeps its own gradient), or reset it each step
-        readers = _previous_readers(step, assign)
-        if readers is not None:
-            found = readers[1]
-            line = readers[0][0]
-            fix = (f"this step's loss trains through {owner}.{name}: cut the previous step's "
-                   f"value where it is read (.detach() there), which keeps each "
-                   f"step's own gradient")
-        else:
-            found = ()
-            fix = (f"this step's loss trains through {owner}.{name}, so no cut where it is "
-                   f"stored keeps its gradient: {reset_text(module, name, owner)}")
+        options = [Option(tuple(WrittenAt(x) for x in lines), fix,
+                          () if line is None else (line,))]
+    elif assign is not None and step is not None:
+        options = _assigned_options(step, module, name, owner, assign, fix)
     else:
-        edit = None if assign is None else cut_assigned(assign)
-        found = () if edit is None else (edit,)
-    return HeldGraph(module=owner, name=name, kind=kind, shape=tuple(t.shape), written=written,
-                     graph_bytes=size, n_nodes=n_new, older=n_old, fix=fix,
-                     lines=() if line is None else (line,), edits=found)
+        options = [Option(() if assign is None else (AssignedAt(assign),), fix,
+                          () if line is None else (line,))]
+    return Wanted(finding, FirstOf(tuple(options)))
 
 
-def _reset(step: RecordedStep, module: nn.Module, name: str, owner: str, assign: Line
-           ) -> tuple[Line, Edit] | None:
-    """The reset of a memory made lazily (``None`` before the step first stored a tensor
-    there) when no cut keeps each call's own gradient: this call stores nothing there (it
-    reads a stale value), or every line that reads the old value also reads what this call
-    stores."""
-    if not step.rec.first_none.get((id(module), name)):
-        return None
-    reset = reset_at_start(step.function, step.namespace, owner, module, name)
-    if reset is None:
-        return None
+def _assigned_options(step: RecordedStep, module: nn.Module, name: str, owner: str,
+                      assign: Line, fix: str) -> list[Option]:
+    """The ways to fix a graph the step assigns to ``owner.name`` at ``assign``, in the order
+    they are tried: the reset of a memory made lazily (``None`` before the step first stored a
+    tensor there) when no cut keeps each call's own gradient (this call stores nothing there:
+    it reads a stale value; or every line that reads the old value also reads what this call
+    stores); where this call's loss trains through what is stored, a cut of the previous
+    call's value where it is read (each call keeps its own gradient), else advice to reset it
+    each step; else the value cut where it is assigned (``fix``)."""
+    reset = reset_at(step, module, name, owner)
+    resetting = None if reset is None else Option(
+        (reset,), f"no cut where it is stored or read keeps each call's own gradient: "
+                  f"{reset_text(module, name, owner, first_none=True)}", (reset.line,))
     now = assigned_now(step, assign)
-    if not now:
-        return reset
-    readers = _previous_readers(step, assign)
-    if readers is not None and not state_assignable(step, assign) \
-            and reads_own(step, now, readers[0]):
-        return reset
-    return None
+    if resetting is not None and not now:
+        return [resetting]
+    if state_assignable(step, assign):
+        return [Option((AssignedAt(assign),), fix, (assign,))]
+    options = []
+    for lines, sites in _previous_readers(step, assign):
+        if resetting is not None and reads_own(step, now, lines):
+            options.append(Option(resetting.places, resetting.fix, resetting.lines, sites))
+        else:
+            options.append(Option(
+                sites, f"this step's loss trains through {owner}.{name}: cut the previous "
+                       f"step's value where it is read (.detach() there), which keeps each "
+                       f"step's own gradient", (lines[0],), sites))
+    options.append(Option((), f"this step's loss trains through {owner}.{name}, so no cut "
+                              f"where it is stored keeps its gradient: "
+                              f"{reset_text(module, name, owner)}", (assign,)))
+    return options
 
 
 def _previous_readers(step: RecordedStep, assign: Line
-                      ) -> tuple[tuple[Line, ...], tuple[Edit, ...]] | None:
+                      ) -> list[tuple[tuple[Line, ...], tuple[Site, ...]]]:
     """Where this call reads the value the previous call last assigned at ``assign``, and
-    the edits that cut it there (:func:`~toolkit.audit.rules.carried.state_readers`)."""
+    the expressions to cut there (:func:`~toolkit.audit.rules.carried.reader_ways`)."""
     before = [node for node, at in step.rec.assigned.values()
               if at == assign and at.span == assign.span
               and node._sequence_nr() < step.rec.marks[-1]]
-    return state_readers(step, max(before, key=lambda n: n._sequence_nr())) if before else None
+    return reader_ways(step, max(before, key=lambda n: n._sequence_nr())) if before else []
 
 
 def check(step: RecordedStep) -> Found:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from toolkit.audit.record.sites import Line
-from toolkit.audit.truth.proof import Site
+from toolkit.audit.truth.proof import Place, Site
 
-__all__ = ["CutAt", "LeaveOut", "Wanted"]
+__all__ = ["CutAt", "FirstOf", "LeaveOut", "Option", "Wanted"]
 
 F = TypeVar("F")
 
@@ -40,8 +40,32 @@ class CutAt:
 
 
 @dataclass(frozen=True, eq=False)
+class Option:
+    """One way to fix a finding: what it writes (``places``, all of one kind; none: advice
+    only), the finding's ``fix`` and ``lines`` when it is the way chosen (``None``: the lines
+    its edits are written at), and when it is chosen: ``needs`` can be written in full
+    (``None``: always). ``proved``: ``False`` where the cut is not proved on the recorded
+    graph: the way is chosen as any other, and then neither lines nor edits are given."""
+
+    places: tuple[Place, ...]
+    fix: str
+    lines: tuple[Line, ...] | None = None
+    needs: tuple[Place, ...] | None = None
+    proved: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class FirstOf:
+    """Write the first of ``options``, in the order the rule prefers them, that is chosen
+    (:func:`~toolkit.audit.fixes.chosen.first_written`); the last needs nothing."""
+
+    options: tuple[Option, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class Wanted(Generic[F]):
-    """``finding``, given without edits, and the fix it wants written as edits."""
+    """``finding``, given without edits, and the fix it wants written as edits (with
+    :class:`FirstOf`, its fix text and lines too: those of the option chosen)."""
 
     finding: F
-    fix: LeaveOut | CutAt
+    fix: LeaveOut | CutAt | FirstOf

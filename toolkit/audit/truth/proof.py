@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from toolkit.audit.edit import Edit
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["Cut", "HandedAt", "MadeAt", "Prover", "ReadAt", "Site"]
+__all__ = ["AssignedAt", "Cut", "HandedAt", "MadeAt", "Place", "Prover", "ReadAt", "ResetAt",
+           "Site", "StoredAt", "WrittenAt"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,47 @@ class ReadAt:
 
 #: the expression one cut cuts in the user's code
 Site = MadeAt | HandedAt | ReadAt
+
+
+@dataclass(frozen=True)
+class AssignedAt:
+    """Cut the value of the assignment whose target runs at ``line`` (where a state is stored
+    on a module: ``self.memory = ...``)."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class WrittenAt:
+    """Cut what the in-place write at ``line`` writes into a buffer or an attribute."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class StoredAt:
+    """Cut what the statements at ``line`` store into the container ``container`` (as the
+    source writes it), at its item ``key`` when it is known (``None``: any)."""
+
+    line: Line
+    container: str
+    key: object = None
+
+
+@dataclass(frozen=True)
+class ResetAt:
+    """Set ``<owner>.<name>`` back to ``None`` before ``line``, the first statement of the
+    step's function, written after ``indent`` (:func:`~toolkit.audit.record.start.step_start`)."""
+
+    line: Line
+    indent: str
+    owner: str
+    name: str
+
+
+#: a place in the user's code where a fix writes: a cut expression (a :data:`Site`), a value
+#: assigned, written or stored, or a reset at the start of the step
+Place = Site | AssignedAt | WrittenAt | StoredAt | ResetAt
 
 
 @dataclass(frozen=True)
