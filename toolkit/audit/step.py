@@ -73,7 +73,7 @@ from toolkit.audit.arguments import losses_of, pair_losses, pairings_of, stepped
 from toolkit.audit.fixes.built import built_line, function_of
 from toolkit.audit.fixes.chosen import first_written
 from toolkit.audit.fixes.location import cut_edits
-from toolkit.audit.fixes.optimizer_edits import leave_out_of_first
+from toolkit.audit.fixes.optimizer_edits import leave_out_of_first, rebuild_fix
 from toolkit.audit.record.names import Names, find_modules
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
@@ -81,7 +81,7 @@ from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
 from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, targets
 from toolkit.audit.rules.notes import notes_of
-from toolkit.audit.rules.wanted import CutAt, FirstOf, Wanted
+from toolkit.audit.rules.wanted import BuildAfter, CutAt, FirstOf, Wanted
 from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import Found, RecordedStep, record_step
 from toolkit.audit.truth.truth import real_gradients
@@ -374,19 +374,27 @@ def run_rules(recorded: RecordedStep) -> StepAudit:
 def _written(recorded: RecordedStep, found: Any) -> Any:
     """``found`` as the audit reports it: a :class:`~toolkit.audit.rules.wanted.Wanted`
     finding with the edits the fixes stage writes for its fix (its proof then settled from
-    them), anything else as it is."""
+    them, unless the rule states one), and for a fix chosen among options
+    (:class:`~toolkit.audit.rules.wanted.FirstOf`) or an optimizer's statement moved
+    (:class:`~toolkit.audit.rules.wanted.BuildAfter`) the fix text and lines that go with it;
+    anything else as it is."""
     if not isinstance(found, Wanted):
         return found
     if isinstance(found.fix, FirstOf):
         options = found.fix.options
-        k, lines, edits = first_written([(o.needs, o.places) for o in options])
+        k, lines, edits = first_written([(o.needs, o.places) for o in options],
+                                        recorded.namespace)
         chosen = options[k]
         if not chosen.proved:
             lines, edits = (), ()
         elif chosen.lines is not None:
             lines = chosen.lines
         return dataclasses.replace(found.finding, fix=chosen.fix, lines=lines, edits=edits,
-                                   proof=None)
+                                   proof=chosen.proof)
+    if isinstance(found.fix, BuildAfter):
+        fix, lines, edits = rebuild_fix(recorded, found.fix.loss, found.fix.owner)
+        return dataclasses.replace(found.finding, fix=fix, lines=lines, edits=edits,
+                                   proof=found.fix.proof)
     if isinstance(found.fix, CutAt):
         edits = cut_edits(found.fix.terms)
     else:

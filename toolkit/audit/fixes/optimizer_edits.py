@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import RecordedStep
 
 __all__ = ["build_after", "closure_names", "join", "leave_out", "leave_out_of_first",
-           "parameters_at", "rebuild_fix"]
+           "optimizer_edit", "parameters_at", "rebuild_fix"]
 
 
 def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
@@ -312,6 +312,17 @@ def build_after(line: Line, namespace: dict[str, object],
                    built.end_col_offset, indent + statement,  # type: ignore[arg-type]
                    "\n" * statement.count("\n"), line.path, ())
     return removed, edit_node(line, src, last, f"{segment(src, last)}; {flat(statement)}", ())
+
+
+def optimizer_edit(step: RecordedStep, pairing: object, left: list[object]
+                   ) -> tuple[Edit, Line] | None:
+    """The edit of the line that builds optimizer ``pairing`` that leaves ``left`` out of it,
+    and that line, when both are found."""
+    line = step.built_at(pairing) if left else None
+    if line is None:
+        return None
+    edit = leave_out(line, pairing, step.namespace, left)
+    return None if edit is None else (edit, line)
 
 
 def rebuild_fix(step: RecordedStep, loss: str, owner: str | None

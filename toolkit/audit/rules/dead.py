@@ -12,27 +12,29 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from toolkit.audit.edit import Edit
 from toolkit.audit.findings import DeadParameter, FrozenTensor
-from toolkit.audit.fixes.edits import (
-    cut_operand,
-    default_mode,
-    extend_argument,
-    grad_on,
-    keyword_value,
-    remove_detach,
-    stack_values,
-    straight_through,
-    straight_through_integer,
-)
-from toolkit.audit.fixes.optimizer_edits import leave_out, rebuild_fix
+from toolkit.audit.kinds import Proof
 from toolkit.audit.record.calls import COPY
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import LibraryCall, Line
 from toolkit.audit.rules.notes import write_kind
 from toolkit.audit.rules.replaced import orphans, replaced_owner
+from toolkit.audit.rules.wanted import BuildAfter, FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import Labeller, shape_text
-from toolkit.audit.truth.proof import Cut
+from toolkit.audit.truth.proof import (
+    ArgumentAt,
+    BuiltAt,
+    CopiedAt,
+    Cut,
+    DetachedAt,
+    IntegerAt,
+    KeywordAt,
+    ModeAt,
+    NoGradAt,
+    Place,
+    ReadAt,
+    ZeroDerivativeAt,
+)
 from toolkit.audit.truth.truth import (
     ZERO,
     ZeroPoint,
@@ -50,13 +52,16 @@ __all__ = ["check", "find_dead"]
 
 
 def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor],
-              missing: list[torch.Tensor], rec: Recording, label: Labeller) -> list[DeadParameter]:
-    """Why each tensor of ``missing`` (stepped, never reached) gets no gradient."""
+              missing: list[torch.Tensor], rec: Recording, label: Labeller
+              ) -> list[Wanted[DeadParameter]]:
+    """Why each tensor of ``missing`` (stepped, never reached) gets no gradient, each finding
+    with the places its fix writes (:func:`_only`)."""
     behind: ShortestPaths | None = None
     detached: ShortestPaths | None = None
     sources = {id(edge.grad_fn): (shape, how) for call, edge, shape, how in rec.detached
                if call == rec.call}
     out: list[DeadParameter] = []
+    places: list[tuple[Place, ...]] = []  # what each finding's fix writes
     joining: dict[int, list[tuple[int, LibraryCall]]] = {}  # a call's line -> its findings
     for tensor in missing:
         key, path, line, where, fix, call = id(tensor), None, None, None, "", None
@@ -160,14 +165,14 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
                                          *_call_site(rec, rec.names.name(tensor), behind))
         # in eval mode the user decides (an estimator, or the forward's training branch)
         idle = _in_eval_mode(rec, tensor) if kind == "integer_result" else None
-        edit = None if where is None else (
-            remove_detach(where) if kind == "detach" else grad_on(where) if kind == "no_grad"
-            else stack_values(where) if kind == "value_copy"
-            else straight_through_integer(where) if kind == "integer_result" and idle is None
-            else keyword_value(where, "grad", "create_graph", "True") if kind == "first_order"
-            else keyword_value(where, "checkpoint", "use_reentrant", "False")
+        place = None if where is None else (
+            DetachedAt(where) if kind == "detach" else NoGradAt(where) if kind == "no_grad"
+            else CopiedAt(where) if kind == "value_copy"
+            else IntegerAt(where) if kind == "integer_result" and idle is None
+            else KeywordAt(where, "grad", "create_graph", "True") if kind == "first_order"
+            else KeywordAt(where, "checkpoint", "use_reentrant", "False")
             if kind == "checkpoint"
-            else keyword_value(where, call.function, call.argument, repr(call.value))
+            else KeywordAt(where, call.function, call.argument, repr(call.value))
             if kind == "library_argument" and call is not None and call.value is not None
             else None)
         if kind == "library_argument" and call is not None and call.value is None:
@@ -180,16 +185,27 @@ def find_dead(optimizer: str, losses: tuple[str, ...], roots: list[torch.Tensor]
         out.append(DeadParameter(optimizer=optimizer, parameter=rec.names.name(tensor),
                                  shape=tuple(tensor.shape), losses=losses, cut=cut, path=path,
                                  kind=kind, line=line, lines=() if where is None else (where,),
-                                 edits=() if edit is None else (edit,),
                                  fix=fix or FIXES[kind]))
-    for found in joining.values():  # every tensor a call's argument misses, in one edit
+        places.append(() if place is None else (place,))
+    # every tensor a call's argument misses, in one edit; the finding said as advice (its
+    # edit is not one of a single finding)
+    for found in joining.values():
         exprs = [c.expression for _, c in found]
-        edit = None if "" in exprs else extend_argument(
+        joined: tuple[Place, ...] = () if "" in exprs else (ArgumentAt(
             found[0][1].line, found[0][1].function, found[0][1].argument,
-            list(dict.fromkeys(exprs)))
+            tuple(dict.fromkeys(exprs))),)
         for i, _ in found:
-            out[i] = dataclasses.replace(out[i], edits=() if edit is None else (edit,))
-    return out
+            places[i] = joined
+    advice = {i for found in joining.values() for i, _ in found}
+    return [_only(d, at, Proof.ADVICE if i in advice else None)
+            for i, (d, at) in enumerate(zip(out, places, strict=True))]
+
+
+def _only(finding: DeadParameter, places: tuple[Place, ...], proof: Proof | None = None
+          ) -> Wanted[DeadParameter]:
+    """``finding``, its fix written at ``places`` (none: its fix is said without an edit),
+    stating ``proof`` (``None``: settled from its edits)."""
+    return Wanted(finding, FirstOf((Option(places, finding.fix, finding.lines, proof=proof),)))
 
 
 def _in_eval_mode(rec: Recording, tensor: torch.Tensor) -> str | None:
@@ -344,7 +360,7 @@ def _zero_nodes(step: RecordedStep, loss: str) -> frozenset[int]:
 
 
 def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.Tensor]
-                   ) -> list[DeadParameter]:
+                   ) -> list[Wanted[DeadParameter]]:
     """Dead in effect: each tensor of ``missing`` that the losses reach only through
     zero-derivative nodes, with the first such node and the user's line that made it."""
     rec, label = step.rec, step.label
@@ -370,22 +386,21 @@ def _through_zeros(step: RecordedStep, members: list[str], missing: list[torch.T
             node = search.nodes[node_id]
             entry = rec.made.get(node_id)
             where = entry[1][0] if entry is not None and entry[0] is node else None
-            edit = None if where is None else straight_through(where)
             op = label(node)
-            out.append(DeadParameter(
+            out.append(_only(DeadParameter(
                 optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
                 shape=tuple(tensor.shape), losses=tuple(members),
                 cut=f"{op}: its derivative is zero wherever it is defined, so the gradient "
                     f"that reaches it is exactly zero",
                 path=tuple(label(n) for n in search.path_to(tensor) or ()),
                 kind="zero_derivative", lines=() if where is None else (where,),
-                edits=() if edit is None else (edit,), fix=FIXES["zero_derivative"]))
+                fix=FIXES["zero_derivative"]), () if where is None else (ZeroDerivativeAt(where),)))
             break
     return out
 
 
 def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
-            ) -> list[DeadParameter]:
+            ) -> list[Wanted[DeadParameter]]:
     """Dead in effect, as a real backward shows: each of ``tensors`` is reached and gets a
     gradient of exact zeros on both calls, because gradients cancel on the way (``soft +
     (hard - soft)``: a straight-through line without its cut), found by one hooked backward
@@ -416,38 +431,39 @@ def _zeroed(step: RecordedStep, members: list[str], tensors: list[torch.Tensor]
                     vanishes(n, point.node) for n in point.givers)):
                 continue
             kind = point.kind
-            cut, lines, edits = (_cancellation(step, point) if kind == "cancelled"
-                                 else _vanishing(step, point))
-            out.append(DeadParameter(
+            cut, lines, places = (_cancellation(step, point) if kind == "cancelled"
+                                  else _vanishing(step, point))
+            fix = FIXES["cancelled"] if kind == "cancelled" else FIXES[kind]
+            options = (Option(places, fix, lines),)
+            if kind != "cancelled" and places:  # with the mode's edit: said so
+                options = (Option(places, "use a mode of it whose derivative is not zero (the "
+                                          "function's default)", lines, places), *options)
+            out.append(Wanted(DeadParameter(
                 optimizer=step.optimizer_of[name], parameter=rec.names.name(tensor),
                 shape=tuple(tensor.shape), losses=tuple(members), cut=cut,
                 path=tuple(label(n) for n in search.path_to(tensor) or ()), kind=kind,
-                lines=lines, edits=edits,
-                fix=FIXES["cancelled"] if kind == "cancelled" else (
-                    "use a mode of it whose derivative is not zero (the function's default)"
-                    if edits else FIXES[kind])))
+                lines=lines, fix=fix), FirstOf(options)))
             del left[i]
     return out
 
 
 def _vanishing(step: RecordedStep, point: ZeroPoint
-               ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
-    """``(the cut in words, the user's line, its edit)`` of an operation whose derivative to
-    ``point.node`` is zero for any values: the line that made it, and the call's mode keyword
-    back to the function's default where one names it."""
+               ) -> tuple[str, tuple[Line, ...], tuple[Place, ...]]:
+    """``(the cut in words, the user's line, where its edit goes)`` of an operation whose
+    derivative to ``point.node`` is zero for any values: the line that made it, and the
+    call's mode keyword back to the function's default where one names it."""
     rec, label = step.rec, step.label
     ops = " and ".join(label(n) for n in point.givers)
     cut = (f"{ops}: its derivative to {label(point.node)} is zero for any values (run again "
            f"at random inputs), so the gradient that reaches it is exactly zero on both calls")
     lines = tuple(entry[1][0] for n in point.givers
                   if (entry := rec.made.get(id(n))) is not None and entry[0] is n)
-    edit = default_mode(lines[0], step.namespace) if len(lines) == 1 else None
-    return cut, lines, () if edit is None else (edit,)
+    return cut, lines, (ModeAt(lines[0]),) if len(lines) == 1 else ()
 
 
 def _cancellation(step: RecordedStep, point: ZeroPoint
-                  ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
-    """``(the cut in words, the user's line, its edit)`` of gradients that cancel at
+                  ) -> tuple[str, tuple[Line, ...], tuple[Place, ...]]:
+    """``(the cut in words, the user's line, where its edit goes)`` of gradients that cancel at
     ``point.node``: the line of the highest node that passes it gradient (the ``+`` of ``a +
     (b - a)``), and the cut of that node's operand through which the other givers pass it
     theirs (``a + (b - a).detach()``): the same values forward, ``a``'s gradient back."""
@@ -460,8 +476,7 @@ def _cancellation(step: RecordedStep, point: ZeroPoint
     where = entry[1][0] if entry is not None and entry[0] is top else None
     if where is None:
         return cut, (), ()
-    edit = None if position is None else cut_operand(where, position)
-    return cut, (where,), () if edit is None else (edit,)
+    return cut, (where,), () if position is None else (ReadAt(where, position),)
 
 
 def check(step: RecordedStep) -> Found:
@@ -469,7 +484,7 @@ def check(step: RecordedStep) -> Found:
     requires grad, frozen information when it does not), or reaches only through
     zero-derivative operations (dead in effect)."""
     rec, truth = step.rec, step.truth
-    dead: list[DeadParameter] = []
+    dead: list[Wanted[DeadParameter]] = []
     frozen: list[FrozenTensor] = []
     for optimizer, members in step.groups:
         params = step.stepped[members[0]]
@@ -479,7 +494,7 @@ def check(step: RecordedStep) -> Found:
         # what a real backward trains (None: not known, the graph walk decides)
         trains = {i: truth.trains(members, i) for i in params}
         zeros = {name: _zero_nodes(step, name) for name in members}
-        explained: list[DeadParameter] = []
+        explained: list[Wanted[DeadParameter]] = []
         if any(zeros.values()):  # reached with a gradient that is not exactly zero
             alive = {i for name in members for i in step.searches[name].leaf_node
                      if step.searches[name].leaf_node[i] in step.prover.reach(
@@ -488,7 +503,7 @@ def check(step: RecordedStep) -> Found:
                       and p.requires_grad and trains[i] is not True]
             explained = _through_zeros(step, members, effect)
         # reached, and a real backward gives them exact zeros on both calls: where they cancel
-        named = {d.parameter for d in explained}
+        named = {d.finding.parameter for d in explained}
         zeroed = [p for i, p in params.items() if trains[i] is False and i in reached
                   and p.requires_grad and rec.names.name(p) not in named
                   and truth.zero_only(members, i)]
@@ -510,22 +525,23 @@ def check(step: RecordedStep) -> Found:
     return {"dead": dead, "frozen": frozen}
 
 
-def _other_readers(step: RecordedStep, members: list[str], found: list[DeadParameter]
-                   ) -> list[DeadParameter]:
+def _other_readers(step: RecordedStep, members: list[str], found: list[Wanted[DeadParameter]]
+                   ) -> list[Wanted[DeadParameter]]:
     """A ``.detach()`` removed for these losses also hands every other loss that reads the
     value it cut a gradient into these tensors: each such read gets a cut of its own, where
     the step's code first read the detached value (pix2pix's ``fake_B = netG(real_A)``, read
     detached by the discriminator's loss and with its graph by the generator's), or the fix
-    is said without an edit."""
+    is said without an edit; all of it only where the ``.detach()`` can be removed."""
     rec, out = step.rec, []
-    for d in found:
-        if d.kind != "detach" or not d.edits or not d.lines:
-            out.append(d)
+    for wanted in found:
+        d = wanted.finding
+        if d.kind != "detach" or not d.lines:
+            out.append(wanted)
             continue
         where = d.lines[0]
         tensor = next((t for i, t in rec.names.objects.items()
                        if rec.names.tensors.get(i) == d.parameter), None)
-        cuts: list[Edit | None] = []
+        cuts: list[ReadAt | None] = []
         reads: list[Line] = []
         readers: list[str] = []
         for call, edge, node, read in rec.detached_reads:
@@ -542,27 +558,33 @@ def _other_readers(step: RecordedStep, members: list[str], found: list[DeadParam
                 r == read and c == call and any(id(n) in step.searches[m].nodes for m in members)
                 for c, e, n, r in rec.detached_reads if e.grad_fn is edge.grad_fn)
             if others:
-                cuts.append(None if shared else cut_operand(*read))  # type: ignore[misc]
+                cuts.append(None if shared else ReadAt(*read))  # type: ignore[misc]
                 reads += [] if read is None or read[0] in reads else [read[0]]
                 readers += [loss for loss in others if loss not in readers]
         if not cuts:
-            out.append(d)
+            out.append(wanted)
             continue
         at = ", ".join(f"{x.file}:{x.number}" for x in reads)
         who = ", ".join(map(repr, readers))
-        fix = (f"{d.fix}; and cut it where loss {who} reads it"
-               f"{f' (at {at})' if at else ''}, which the .detach() kept from these tensors"
-               if all(c is not None for c in cuts) else
-               f"{d.fix}; and cut it on loss {who}'s side only, after the value the losses "
-               f"share{f' (at {at})' if at else ''}: the .detach() kept it from these tensors")
-        edits = () if any(c is None for c in cuts) else tuple(dict.fromkeys(
-            [*d.edits, *(c for c in cuts if c is not None)]))
-        out.append(dataclasses.replace(d, fix=fix, lines=(*d.lines, *reads), edits=edits))
+        removed: tuple[Place, ...] = (DetachedAt(where),)
+        lines = (*d.lines, *reads)
+        # the .detach() removed and every read cut; else, the .detach() removed, the read's
+        # cut said without an edit; else (the .detach() not removed) the finding as it is
+        options = [Option((), f"{d.fix}; and cut it on loss {who}'s side only, after the value "
+                              f"the losses share{f' (at {at})' if at else ''}: the .detach() "
+                              f"kept it from these tensors", lines, removed),
+                   Option((), d.fix, d.lines)]
+        if all(c is not None for c in cuts):
+            both = (*removed, *cuts)
+            options.insert(0, Option(both, f"{d.fix}; and cut it where loss {who} reads it"
+                                           f"{f' (at {at})' if at else ''}, which the "
+                                           f".detach() kept from these tensors", lines, both))
+        out.append(Wanted(d, FirstOf(tuple(options))))
     return out
 
 
-def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]
-              ) -> list[DeadParameter]:
+def _replaced(step: RecordedStep, members: list[str], found: list[Wanted[DeadParameter]]
+              ) -> list[Wanted[DeadParameter]]:
     """The tensors of a module replaced after the optimizer was built (never read, held by no
     module: :mod:`toolkit.audit.rules.replaced`), with that fix: build the optimizer after the
     replacement."""
@@ -570,7 +592,8 @@ def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]
         old = orphans(step, loss)
         names = {step.rec.names.name(step.rec.names.objects[i]) for i in old
                  if i in step.rec.names.objects}
-        if not any(d.kind == "not_used" and d.parameter in names for d in found):
+        if not any(d.finding.kind == "not_used" and d.finding.parameter in names
+                   for d in found):
             continue
         owner = next((o for v in step.graphs[loss].search.leaf_node
                       if (o := replaced_owner(step, loss, step.rec.names.objects.get(v)))),
@@ -582,43 +605,39 @@ def _replaced(step: RecordedStep, members: list[str], found: list[DeadParameter]
         if owner is None and not any((tuple(t.shape), t.dtype) in makes for i in old
                                      if (t := step.stepped[loss].get(i)) is not None):
             continue
-        fix, lines, edits = rebuild_fix(step, loss, owner)
         cut = ("held by no module now: " + (f"the module {owner} replaced them after the "
                "optimizer was built" if owner is not None else
                "what held them was replaced after the optimizer was built"))
-        return [dataclasses.replace(d, kind="replaced", cut=cut, fix=fix, line=None,
-                                    lines=lines, edits=edits)
-                if d.kind == "not_used" and d.parameter in names else d for d in found]
+        # the fix, its line and its edits: where the optimizer's statement moves (said as
+        # advice, as the finding was without them)
+        return [Wanted(dataclasses.replace(d.finding, kind="replaced", cut=cut, line=None),
+                       BuildAfter(loss, owner, Proof.ADVICE))
+                if d.finding.kind == "not_used" and d.finding.parameter in names else d
+                for d in found]
     return found
 
 
 def _left_out(step: RecordedStep, members: list[str], params: dict[int, torch.Tensor],
-              found: list[DeadParameter]) -> list[DeadParameter]:
+              found: list[Wanted[DeadParameter]]) -> list[Wanted[DeadParameter]]:
     """Tensors stepped in vain (not used, or used for nothing that reaches the loss): the
-    fix that leaves them out of the optimizer, as an edit of the line that builds it."""
-    idle = [d for d in found if d.kind in ("no_graph", "not_used", "written")]
+    fix that leaves them out of the optimizer, as an edit of the line that builds it (where
+    it can be written)."""
+    idle = [d for d in found if d.finding.kind in ("no_graph", "not_used", "written")]
     if not idle:
         return found
-    wanted = {d.parameter for d in idle}
-    found_edit = optimizer_edit(step, step.optimizer(members[0]), [t for t in params.values()
-                                                if step.rec.names.name(t) in wanted])
-    if found_edit is None:
-        return found
-    edit, line = found_edit
-    where = f"{line.file}:{line.number}"
-    return [dataclasses.replace(d, edits=(edit,), fix=f"{d.fix} (built at {where})")
-            if d in idle else d for d in found]
-
-
-def optimizer_edit(step: RecordedStep, pairing: Any, left: list[torch.Tensor]
-                   ) -> tuple[Edit, Line] | None:
-    """The edit of the line that builds optimizer ``pairing`` that leaves ``left`` out of it,
-    and that line, when both are found."""
+    wanted = {d.finding.parameter for d in idle}
+    pairing = step.optimizer(members[0])
+    left = tuple(t for t in params.values() if step.rec.names.name(t) in wanted)
     line = step.built_at(pairing) if left else None
     if line is None:
-        return None
-    edit = leave_out(line, pairing, step.namespace, left)
-    return None if edit is None else (edit, line)
+        return found
+    where = f"{line.file}:{line.number}"
+    built: tuple[Place, ...] = (BuiltAt(line, pairing, left),)
+    return [Wanted(d.finding, FirstOf((
+        Option(built, f"{d.finding.fix} (built at {where})", d.finding.lines, built,
+               proof=Proof.ADVICE),  # said as advice, as the finding was without its edit
+        *d.fix.options)))  # type: ignore[union-attr]
+        if d in idle else d for d in found]
 
 
 def _written(rec: Recording, tensor: torch.Tensor) -> tuple[str | None, tuple[str, ...]]:

@@ -53,11 +53,10 @@ from toolkit.audit.fixes.edits import (
     remove_detach,
 )
 from toolkit.audit.fixes.location import leak_cut
-from toolkit.audit.fixes.optimizer_edits import closure_names, join, rebuild_fix
+from toolkit.audit.fixes.optimizer_edits import closure_names, join, optimizer_edit, rebuild_fix
 from toolkit.audit.fixes.registration import kept, model_of, registered, remember
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
-from toolkit.audit.rules.dead import optimizer_edit
 from toolkit.audit.rules.replaced import replaced_owner
 from toolkit.audit.truth.cuts import first_outside
 from toolkit.audit.truth.graph import Graph

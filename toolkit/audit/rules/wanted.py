@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from toolkit.audit.kinds import Proof
 from toolkit.audit.record.sites import Line
 from toolkit.audit.truth.proof import Place, Site
 
-__all__ = ["CutAt", "FirstOf", "LeaveOut", "Option", "Wanted"]
+__all__ = ["BuildAfter", "CutAt", "FirstOf", "LeaveOut", "Option", "Wanted"]
 
 F = TypeVar("F")
 
@@ -45,13 +46,16 @@ class Option:
     only), the finding's ``fix`` and ``lines`` when it is the way chosen (``None``: the lines
     its edits are written at), and when it is chosen: ``needs`` can be written in full
     (``None``: always). ``proved``: ``False`` where the cut is not proved on the recorded
-    graph: the way is chosen as any other, and then neither lines nor edits are given."""
+    graph: the way is chosen as any other, and then neither lines nor edits are given.
+    ``proof``: the proof the finding states when this way is chosen (``None``: settled from
+    its edits, :class:`~toolkit.audit.kinds.Proof`)."""
 
     places: tuple[Place, ...]
     fix: str
     lines: tuple[Line, ...] | None = None
     needs: tuple[Place, ...] | None = None
     proved: bool = True
+    proof: Proof | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,9 +67,23 @@ class FirstOf:
 
 
 @dataclass(frozen=True, eq=False)
+class BuildAfter:
+    """Build the optimizer of ``loss`` after the module ``owner`` (``None``: a module or
+    tensor the named modules hold) was replaced: its statement moved below the replacement
+    (:func:`~toolkit.audit.fixes.optimizer_edits.rebuild_fix`, which words the fix, with the
+    line that builds the optimizer, from where it moves). ``proof``: the proof the finding
+    states (``None``: settled from the edits)."""
+
+    loss: str
+    owner: str | None
+    proof: Proof | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class Wanted(Generic[F]):
     """``finding``, given without edits, and the fix it wants written as edits (with
-    :class:`FirstOf`, its fix text and lines too: those of the option chosen)."""
+    :class:`FirstOf` and :class:`BuildAfter`, its fix text and lines too: those of the option
+    chosen, or of where the optimizer's statement moves)."""
 
     finding: F
-    fix: LeaveOut | CutAt | FirstOf
+    fix: LeaveOut | CutAt | FirstOf | BuildAfter

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from toolkit.audit.edit import Edit
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["AssignedAt", "Cut", "HandedAt", "MadeAt", "Place", "Prover", "ReadAt", "ResetAt",
-           "Site", "StoredAt", "WrittenAt"]
+__all__ = ["ArgumentAt", "AssignedAt", "BuiltAt", "CopiedAt", "Cut", "DetachedAt", "HandedAt",
+           "IntegerAt", "KeywordAt", "MadeAt", "ModeAt", "NoGradAt", "Place", "Prover", "ReadAt",
+           "ResetAt", "Site", "StoredAt", "WrittenAt", "ZeroDerivativeAt"]
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,87 @@ class ResetAt:
     name: str
 
 
+@dataclass(frozen=True)
+class DetachedAt:
+    """Remove the ``.detach()`` at ``line`` (``x.detach()`` back to ``x``)."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class NoGradAt:
+    """Compute the ``torch.no_grad()`` block around ``line`` with gradients."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class CopiedAt:
+    """Write ``torch.tensor([...])`` of trained values at ``line`` as ``torch.stack``."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class IntegerAt:
+    """Give the float value made from the integer result at ``line`` the gradient of what
+    the integer was computed from (straight through)."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class ZeroDerivativeAt:
+    """Give the zero-derivative operation at ``line`` the identity's gradient (straight
+    through)."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class ModeAt:
+    """Set the mode keyword of the call at ``line`` back to the function's default."""
+
+    line: Line
+
+
+@dataclass(frozen=True)
+class KeywordAt:
+    """Pass ``argument=value`` (``value`` as the source writes it) to the call of
+    ``function`` at ``line``."""
+
+    line: Line
+    function: str
+    argument: str
+    value: str
+
+
+@dataclass(frozen=True)
+class ArgumentAt:
+    """Add the expressions ``extra`` to the argument ``argument`` of the call of ``function``
+    at ``line``."""
+
+    line: Line
+    function: str
+    argument: str
+    extra: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class BuiltAt:
+    """Leave ``tensors`` out of ``optimizer`` at ``line``, the line that builds it."""
+
+    line: Line
+    optimizer: object
+    tensors: tuple[object, ...]
+
+
 #: a place in the user's code where a fix writes: a cut expression (a :data:`Site`), a value
-#: assigned, written or stored, or a reset at the start of the step
-Place = Site | AssignedAt | WrittenAt | StoredAt | ResetAt
+#: assigned, written or stored, a reset at the start of the step, a cut removed or a
+#: ``no_grad`` block opened, a value written with a gradient (a stack, straight through), a
+#: call's argument, or an optimizer built without some tensors
+Place = (Site | AssignedAt | WrittenAt | StoredAt | ResetAt | DetachedAt | NoGradAt | CopiedAt
+         | IntegerAt | ZeroDerivativeAt | ModeAt | KeywordAt | ArgumentAt | BuiltAt)
 
 
 @dataclass(frozen=True)
