@@ -16,13 +16,16 @@ from it."""
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 import torch
 
-from toolkit.audit.watch import edits as E
+from toolkit.audit.edit import Edit
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.frames import Site, is_user
 
 __all__ = ["Feed", "fed", "feedbacks"]
@@ -39,11 +42,11 @@ class Feed:
     order: int
     name: str | None
     site: Site | None
-    edit: E.ScriptEdit | None
+    edit: Edit | None
 
 
 def fed(tensor: torch.Tensor, frame: FrameType | None) -> tuple[str | None, Site | None,
-                                                                  E.ScriptEdit | None]:
+                                                                  Edit | None]:
     """Where the user's code bound the value read as ``tensor`` to the name it passed on: from
     ``frame`` outwards, the first function whose call passes a name bound to ``tensor`` and
     assigns that name, somewhere, from another name bound to it now (``decoder_input =
@@ -64,8 +67,8 @@ def fed(tensor: torch.Tensor, frame: FrameType | None) -> tuple[str | None, Site
 
 
 def _assignment(frame: FrameType, bound: set[str]
-                ) -> tuple[str, Site, E.ScriptEdit] | None:
-    parsed = E.syntax_tree(frame.f_code.co_filename)
+                ) -> tuple[str, Site, Edit] | None:
+    parsed = S.syntax_tree(frame.f_code.co_filename)
     if parsed is None:
         return None
     tree, text = parsed
@@ -82,13 +85,10 @@ def _assignment(frame: FrameType, bound: set[str]
                 and isinstance(st.value, ast.Name) and st.value.id in bound
                 and st.value.id != st.targets[0].id):
             value = st.value
-            old = E.segment(text, value)
+            old = S.segment(text, value)
             path = frame.f_code.co_filename
-            edit = E.ScriptEdit(E.os.path.abspath(path), (value.lineno, value.col_offset),
-                                (value.end_lineno or value.lineno, value.end_col_offset or 0),
-                                f"{old}.detach()",
-                                f"{E.line_named(path, st.lineno)}: {old} -> {old}.detach()")
-            return old, Site(E.os.path.abspath(path), st.lineno, None), edit
+            edit = E.edit_at(os.path.abspath(path), (value.lineno, value.col_offset), (value.end_lineno or value.lineno, value.end_col_offset or 0), f"{old}.detach()")
+            return old, Site(os.path.abspath(path), st.lineno, None), edit
     return None
 
 

@@ -28,7 +28,9 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from toolkit.audit.watch import edits as E
+from toolkit.audit.edit import Edit
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.tensors import storage_of, tensors_in
 
@@ -222,16 +224,14 @@ class KeptInSync:
         return next((n for n, m in self.held() if m is module), None)
 
 
-def swap_call(site: Site, online: str, copy: str) -> E.ScriptEdit | None:
+def swap_call(site: Site, online: str, copy: str) -> Edit | None:
     """The call at ``site`` made on ``copy`` where it is made on ``online`` (``qf(s)`` ->
     ``qf_target(s)``), or ``None`` when the call is not spelled ``online(...)``."""
-    found = E.call_at(site.path, site.span)
+    found = S.call_at(site.path, site.span)
     if found is None:
         return None
     call, text = found
     func = call.func
-    if E.segment(text, func) != online:
+    if S.segment(text, func) != online:
         return None
-    return E.ScriptEdit(site.path, (func.lineno, func.col_offset),
-                        (func.end_lineno or func.lineno, func.end_col_offset or 0), copy,
-                        f"{E.line_named(site.path, func.lineno)}: {online}(...) -> {copy}(...)")
+    return E.edit_at(site.path, (func.lineno, func.col_offset), (func.end_lineno or func.lineno, func.end_col_offset or 0), copy)

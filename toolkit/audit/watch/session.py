@@ -25,6 +25,7 @@ each tensor holds, and at each step says, in the order the script made its calls
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -35,13 +36,14 @@ import torch
 import torch.overrides
 from torch import nn
 
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.watch import edits as E
 from toolkit.audit.watch import kept_in_sync, zeroed
 from toolkit.audit.watch.feedback import Feed, fed, feedbacks
-from toolkit.audit.watch.findings import ScriptFinding
 from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame
 from toolkit.audit.watch.graph import (
     Graph,
@@ -122,13 +124,13 @@ def _label(site: Site | None) -> str:
     """``errD_fake`` of ``errD_fake.backward()``: the loss as the user wrote it."""
     if site is None:
         return "a loss"
-    found = E.call_at(site.path, site.span)
+    found = S.call_at(site.path, site.span)
     if found is not None:
         call, text = found
-        if isinstance(call.func, E.ast.Attribute) and call.func.attr == "backward":
-            return f"`{E.segment(text, call.func.value)}`"
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
+            return f"`{S.segment(text, call.func.value)}`"
         if call.args:
-            return f"`{E.segment(text, call.args[0])}`"
+            return f"`{S.segment(text, call.args[0])}`"
     return f"the loss at {site}"
 
 
@@ -392,8 +394,8 @@ class Watch:
                     storage_of(x) for a in args for x in tensors_in(a))
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
-        found = E.call_at(site.path, site.span)
-        spelled = self._once(("called", site), lambda: E.segment(found[1], found[0].func)
+        found = S.call_at(site.path, site.span)
+        spelled = self._once(("called", site), lambda: S.segment(found[1], found[0].func)
                              if found else None)
         called = spelled if spelled is not None else type(module).__name__
         if id(module) not in self.roots:
@@ -615,15 +617,15 @@ class Watch:
         return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
                                             -order.index(r)))
 
-    def _holder(self, func: E.ast.expr, text: str, frame: FrameType, module: nn.Module) -> None:
+    def _holder(self, func: ast.expr, text: str, frame: FrameType, module: nn.Module) -> None:
         """The network a call's module is part of, as the script names it (``model`` of
         ``model[0](x)``, ``self.net`` of ``self.net.fc(h)``): its tensors are named from it."""
         base = func
-        while isinstance(base, E.ast.Subscript | E.ast.Attribute):
+        while isinstance(base, ast.Subscript | ast.Attribute):
             base = base.value
-            if base is func or not isinstance(base, E.ast.Name | E.ast.Attribute):
+            if base is func or not isinstance(base, ast.Name | ast.Attribute):
                 continue
-            name = E.segment(text, base)
+            name = S.segment(text, base)
             head, _, rest = name.partition(".")
             code = frame.f_code
             if code.co_argcount and code.co_varnames[0] == head:
@@ -666,7 +668,7 @@ class Watch:
             self.on_finding(finding)
 
     def _optimizer_text(self, index: int, site: Site | None) -> str | None:
-        text = self._once(("receiver", site), lambda: E.receiver(site.path, site.span)
+        text = self._once(("receiver", site), lambda: S.receiver(site.path, site.span)
                           if site is not None else None)
         return f"`{text}`" if text else None
 
@@ -875,7 +877,7 @@ class Watch:
             module = self.roots[key][0]
             if any(q.requires_grad for q in module.parameters()):
                 read |= {n for uses in by_name.values() for g, site, _ in uses if g
-                         for n in E.argument_names(site.path, site.span)}
+                         for n in S.argument_names(site.path, site.span)}
         return read
 
     def _target_only(self, p: torch.Tensor, read: set[str]) -> bool:
@@ -892,7 +894,7 @@ class Watch:
             return False
         for _, lines in calls:
             made = next((names for path, line in lines
-                         if (names := E.no_grad_block_names(path, line)) is not None), None)
+                         if (names := S.no_grad_block_names(path, line)) is not None), None)
             if made and made & read:
                 return False
         return True
@@ -914,7 +916,7 @@ class Watch:
                 return False
             if storage in self.trained_reads:
                 return False
-            if E.assigned_names(site.path, site.line) & read:
+            if S.assigned_names(site.path, site.line) & read:
                 return False
         return True
 
@@ -969,7 +971,7 @@ class Watch:
                     if moved is not None:
                         at, edits = moved
                         return (Site(path, at, None),
-                                f"`{E.statement_text(path, at)}` under `with torch.no_grad()`",
+                                f"`{S.statement_text(path, at)}` under `with torch.no_grad()`",
                                 tuple(edits))
                 return site, f"a call of {type(module).__name__} under no_grad", ()
         return None
@@ -1318,7 +1320,7 @@ class Watch:
             opt = self.optimizers[opts[0]] if opts else None
             built = self.built_at.get(id(opt)) if opt is not None else None
             edits: tuple = ()
-            opt_name = E.assigned_name(built.path, built.line) if built is not None else None
+            opt_name = S.assigned_name(built.path, built.line) if built is not None else None
             extra_concerned: tuple[str, ...] = ()
             what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
                     "an optimizer steps through them" if inside else

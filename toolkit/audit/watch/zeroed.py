@@ -22,6 +22,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from toolkit.audit.edit import Edit
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.record.source import operands
 from toolkit.audit.rules.dead import ZERO_DERIVATIVE
 from toolkit.audit.truth.graph import Graph as StepGraph
@@ -32,7 +35,6 @@ from toolkit.audit.truth.truth import (
     vanishes,
     zero_points,
 )
-from toolkit.audit.watch import edits as E
 from toolkit.audit.watch.frames import Site, site_of, user_frame
 from toolkit.audit.watch.tensors import nonzero
 from toolkit.lens.backward_graph import ShortestPaths
@@ -89,7 +91,7 @@ class Zeroed:
     tensors: list[int]
     site: Site | None
     what: str
-    edits: tuple[E.ScriptEdit, ...]
+    edits: tuple[Edit, ...]
 
 
 def explain(loss: torch.Tensor, tensors: dict[int, torch.Tensor], made: MadeAt) -> list[Zeroed]:
@@ -188,7 +190,7 @@ def _nested(point: ZeroPoint) -> bool:
 
 
 def _cancellation(point: ZeroPoint, made: MadeAt
-                  ) -> tuple[Site | None, str, tuple[E.ScriptEdit, ...]]:
+                  ) -> tuple[Site | None, str, tuple[Edit, ...]]:
     """The highest node that passes the zero point a gradient (the ``+`` of ``a + (b - a)``),
     its line, and the cut of its operand through which the others pass theirs."""
     top, position = cancelling_operand(point)
@@ -200,7 +202,7 @@ def _cancellation(point: ZeroPoint, made: MadeAt
 
 
 def _vanishing(point: ZeroPoint, made: MadeAt
-               ) -> tuple[Site | None, str, tuple[E.ScriptEdit, ...]]:
+               ) -> tuple[Site | None, str, tuple[Edit, ...]]:
     """The operation that passes zero for any values, its line, and its straight-through
     form."""
     node = point.givers[0]
@@ -215,7 +217,7 @@ def _vanishing(point: ZeroPoint, made: MadeAt
 
 def _expression_at(path: str, span: tuple[int, int, int, int] | None
                    ) -> tuple[ast.expr, str] | None:
-    parsed = E.syntax_tree(path) if span else None
+    parsed = S.syntax_tree(path) if span else None
     if parsed is None or span is None:
         return None
     tree, text = parsed
@@ -231,7 +233,7 @@ def _simple(node: ast.expr) -> bool:
 
 
 def cut_operand(path: str, span: tuple[int, int, int, int] | None,
-                position: int) -> E.ScriptEdit | None:
+                position: int) -> Edit | None:
     """Operand ``position`` of the operation at ``span`` cut: ``w + (q - w)`` -> ``w + (q -
     w).detach()``."""
     found = _expression_at(path, span)
@@ -242,7 +244,7 @@ def cut_operand(path: str, span: tuple[int, int, int, int] | None,
     if position >= len(ops):
         return None
     arg = ops[position]
-    old = E.segment(text, arg)
+    old = S.segment(text, arg)
     # a parenthesised operand: its parentheses are kept outside the span ast gives
     lines = text.splitlines()
     line = lines[arg.lineno - 1] if arg.lineno - 1 < len(lines) else ""
@@ -253,11 +255,10 @@ def cut_operand(path: str, span: tuple[int, int, int, int] | None,
         new = f"{old}.detach()"
     else:
         new = f"{old}.detach()" if _simple(arg) else f"({old}).detach()"
-    return E.ScriptEdit(path, (arg.lineno, start), (arg.end_lineno or arg.lineno, end), new,
-                        f"{E.line_named(path, arg.lineno)}: {old} -> {new}")
+    return E.edit_at(path, (arg.lineno, start), (arg.end_lineno or arg.lineno, end), new)
 
 
-def straight_through(path: str, span: tuple[int, int, int, int] | None) -> E.ScriptEdit | None:
+def straight_through(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
     """The zero-derivative call at ``span`` (``torch.sign(w)``) with the identity's gradient:
     ``w + (torch.sign(w) - w).detach()``, when its one operand is a name, an attribute or an
     item (written twice, so read without running anything)."""
@@ -268,8 +269,6 @@ def straight_through(path: str, span: tuple[int, int, int, int] | None) -> E.Scr
     ops = operands(call)
     if len(ops) != 1 or not isinstance(ops[0], ast.Name | ast.Attribute | ast.Subscript):
         return None
-    x, op = E.segment(text, ops[0]), E.segment(text, call)
+    x, op = S.segment(text, ops[0]), S.segment(text, call)
     new = f"{x} + ({op} - {x}).detach()"
-    return E.ScriptEdit(path, (call.lineno, call.col_offset),
-                        (call.end_lineno or call.lineno, call.end_col_offset or 0), new,
-                        f"{E.line_named(path, call.lineno)}: {op} -> {new}")
+    return E.edit_at(path, (call.lineno, call.col_offset), (call.end_lineno or call.lineno, call.end_col_offset or 0), new)
