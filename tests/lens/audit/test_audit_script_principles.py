@@ -24,7 +24,9 @@ than the held-out ones.
 - A copy kept in sync and never read: a network the script holds and never calls, moved after
   the steps along the line to a stepped network (a Polyak or EMA copy), while that stepped
   network, called under no_grad, makes the constant a loss compares with, is where the
-  target was meant to be read (``aliased``); the edit calls the copy there. A target network
+  target was meant to be read (``aliased``); the edit calls the copy there, by the name the
+  script reads it by (a module's global, or an attribute of the object whose method calls
+  the network: an agent's ``self.critic_target``). A target network
   that is read, or an average kept for evaluation only (the online network's no_grad output
   reaches no loss), is no finding.
 """
@@ -202,8 +204,24 @@ def test_a_copy_kept_in_sync_and_never_read_is_where_the_target_was_meant(tmp_pa
     assert edit["new"] == "qf2_target" and edit["start"][0] == 102
 
 
-def test_a_target_network_that_is_read_is_no_finding(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "td3.py")
+def test_a_copy_held_as_an_agents_attribute_is_found_by_the_name_the_method_reads(tmp_path):
+    # stable-baselines3's layout: the agent names its networks self.critic and
+    # self.critic_target; the copy is found among the attributes of the object whose method
+    # calls the critic, and the edit calls it by that name
+    code, report = _audit(tmp_path, SCRIPTS / "sac_agent_target_from_online.py")
+    assert code == 1
+    (aliased,) = _failures(report)
+    assert aliased["kind"] == "aliased"
+    assert aliased["names"] and all(n.startswith("self.critic.") for n in aliased["names"])
+    assert aliased["at"][0].startswith("sac_agent_target_from_online.py:110:")
+    (edit,) = aliased["edits"]
+    assert (edit["old"], edit["new"], edit["start"][0]) == ("self.critic", "self.critic_target",
+                                                           110)
+
+
+@pytest.mark.parametrize("script", ["td3.py", "sac_agent.py"])
+def test_a_target_network_that_is_read_is_no_finding(tmp_path, script):
+    code, report = _audit(tmp_path, SCRIPTS / script)
     assert code == 0 and _failures(report) == []
 
 
@@ -212,6 +230,12 @@ def test_weights_averaged_for_evaluation_only_are_no_target(tmp_path):
     # called under no_grad every step, but for a logged accuracy that no loss reads: the
     # average was meant for evaluation, not as a target, so nothing is wrong
     code, report = _audit(tmp_path, SCRIPTS / "averaged_weights_eval.py")
+    assert code == 0 and report["findings"] == []
+
+
+def test_an_average_an_object_keeps_for_evaluation_is_no_target(tmp_path):
+    # the same, the average held as a trainer's attribute (timm's ModelEmaV2 beside the model)
+    code, report = _audit(tmp_path, SCRIPTS / "ema_agent_eval.py")
     assert code == 0 and report["findings"] == []
 
 
@@ -230,7 +254,8 @@ PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
          ("lsgan.py", "lsgan_wrong_optimizer.py", "unstepped", ()),
          ("qat.py", "qat_ste_cancelled.py", "dead", ()),
          ("sine_forecaster.py", "sine_forecaster_fed_back.py", "carried", ("--watch", "1")),
-         ("td3.py", "td3_target_from_online.py", "aliased", ())]
+         ("td3.py", "td3_target_from_online.py", "aliased", ()),
+         ("sac_agent.py", "sac_agent_target_from_online.py", "aliased", ())]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

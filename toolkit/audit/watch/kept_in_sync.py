@@ -175,20 +175,34 @@ class KeptInSync:
     them: each snapshot (:meth:`snapshot`) compares their values with the last one."""
 
     def __init__(self) -> None:
-        self.namespaces: dict[int, dict] = {}
+        # id -> (the prefix its names are read with, a module's globals or an object)
+        self.namespaces: dict[int, tuple[str, Any]] = {}
         self.before: dict[int, torch.Tensor] = {}
         self.copies: dict[int, Copy] = {}
 
     def saw(self, frame: FrameType) -> None:
-        self.namespaces.setdefault(id(frame.f_globals), frame.f_globals)
+        """A frame of the script that called a network: its module's globals, and the
+        attributes of the object its method runs on (``self``), hold the networks it names
+        (``qf2_target``; ``self.critic_target`` of an agent)."""
+        self.namespaces.setdefault(id(frame.f_globals), ("", frame.f_globals))
+        code = frame.f_code
+        if code.co_argcount and code.co_varnames[0] == "self":
+            owner = frame.f_locals.get("self")
+            if owner is not None and hasattr(owner, "__dict__"):
+                self.namespaces.setdefault(id(owner), ("self.", owner))
 
     def held(self) -> list[tuple[str, nn.Module]]:
+        """Each network the namespaces seen hold, once, by the name the script reads it by
+        (the first namespace that holds it: a module's globals before an object's)."""
         out, seen = [], set()
-        for space in self.namespaces.values():
-            for name, value in list(space.items()):
+        for prefix, space in list(self.namespaces.values()):
+            items = (space.items() if isinstance(space, dict) else
+                     space._modules.items() if isinstance(space, nn.Module) else
+                     vars(space).items())
+            for name, value in list(items):
                 if isinstance(value, nn.Module) and id(value) not in seen:
                     seen.add(id(value))
-                    out.append((name, value))
+                    out.append((prefix + name, value))
         return out
 
     def snapshot(self, called: set[int], stepped: set[int], online: list[nn.Module]) -> None:
