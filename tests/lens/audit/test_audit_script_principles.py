@@ -21,6 +21,10 @@ than the held-out ones.
 - Optimizer membership by role: an optimizer whose step's own loss reaches none of the
   tensors it holds, and reaches tensors no optimizer holds, is built over the wrong
   parameters: its argument is replaced.
+- ``inference_mode`` is a cut, as ``no_grad`` is: a network read under it whose output a
+  network that trains reads (through a ``.clone()``, or any computation without a graph) is
+  dead where its optimizer holds it; the edit takes its call out of the block. Read that way
+  for a classifier alone (a linear probe), it is no finding.
 - A copy kept in sync and never read: a network the script holds and never calls, moved after
   the steps along the line to a stepped network (a Polyak or EMA copy), while that stepped
   network, called under no_grad, makes the constant a loss compares with, is where the
@@ -191,6 +195,29 @@ def test_a_detached_feedback_or_a_carried_state_is_no_feedback(tmp_path, script)
     assert code == 0 and _failures(report) == []
 
 
+# --- inference_mode is a cut ------------------------------------------------------------
+
+def test_a_network_read_under_inference_mode_and_cloned_is_dead_where_it_should_train(tmp_path):
+    # the clone hides where the features were made; the constants it was computed from do
+    # not: the classifier that trains reads them, so the front end is on the prediction's
+    # side, and the edit takes its call out of the block
+    code, report = _audit(tmp_path, SCRIPTS / "kws_finetune_inference_mode.py")
+    assert code == 1
+    (dead,) = _failures(report)
+    assert dead["kind"] == "dead" and "torch.inference_mode()" in dead["message"]
+    assert dead["names"] and all(n.startswith("frontend.") for n in dead["names"])
+    assert dead["at"][0].startswith("kws_finetune_inference_mode.py:43:")
+    (edit,) = dead["edits"]
+    assert edit["old"].startswith("    with torch.inference_mode():\n")
+    assert edit["new"] == "    features = frontend(wave)\n"
+
+
+@pytest.mark.parametrize("script", ["kws_finetune.py", "kws_probe.py"])
+def test_a_front_end_trained_or_only_used_under_inference_mode_is_no_finding(tmp_path, script):
+    code, report = _audit(tmp_path, SCRIPTS / script)
+    assert code == 0 and report["findings"] == []
+
+
 # --- a copy kept in sync and never read ---------------------------------------------------
 
 def test_a_copy_kept_in_sync_and_never_read_is_where_the_target_was_meant(tmp_path):
@@ -255,7 +282,8 @@ PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
          ("qat.py", "qat_ste_cancelled.py", "dead", ()),
          ("sine_forecaster.py", "sine_forecaster_fed_back.py", "carried", ("--watch", "1")),
          ("td3.py", "td3_target_from_online.py", "aliased", ()),
-         ("sac_agent.py", "sac_agent_target_from_online.py", "aliased", ())]
+         ("sac_agent.py", "sac_agent_target_from_online.py", "aliased", ()),
+         ("kws_finetune.py", "kws_finetune_inference_mode.py", "dead", ())]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,9 +9,23 @@ import os
 
 from toolkit.audit.files import read_source, split_lines
 
-__all__ = ["argument_names", "assigned_name", "assigned_names", "call_at", "freezes",
-           "indent_of", "line_named", "no_grad_block", "no_grad_block_names", "receiver", "segment",
-           "statement_at", "statement_text", "syntax_tree"]
+__all__ = [
+    "argument_names",
+    "assigned_name",
+    "assigned_names",
+    "call_at",
+    "cutting_call",
+    "freezes",
+    "indent_of",
+    "line_named",
+    "no_grad_block",
+    "no_grad_block_names",
+    "receiver",
+    "segment",
+    "statement_at",
+    "statement_text",
+    "syntax_tree",
+]
 
 
 _trees: dict[tuple[str, str], ast.Module] = {}
@@ -79,21 +93,41 @@ def indent_of(text: str, line: int) -> str:
     return src[:len(src) - len(src.lstrip())]
 
 
+#: the context managers that cut what their block computes: ``torch.no_grad()`` and
+#: ``torch.inference_mode()`` (with no argument: ``inference_mode(False)`` cuts nothing)
+_CUTTING = frozenset({"no_grad", "inference_mode"})
+
+
 def _is_no_grad(item: ast.withitem) -> bool:
+    """Whether ``item`` is ``torch.no_grad()`` or ``torch.inference_mode()``."""
     call = item.context_expr
     if not isinstance(call, ast.Call) or call.args or call.keywords:
         return False
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name == "no_grad"
+    return name in _CUTTING
 
 
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
-    """The innermost ``with torch.no_grad():`` whose body holds ``line``, or ``None``."""
+    """The innermost ``with torch.no_grad():`` (or ``torch.inference_mode()``) whose body
+    holds ``line``, or ``None``."""
     blocks = [node for node in ast.walk(tree) if isinstance(node, ast.With)
               and any(_is_no_grad(i) for i in node.items)
               and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
     return max(blocks, key=lambda b: b.lineno) if blocks else None
+
+
+def cutting_call(path: str, line: int) -> str | None:
+    """``torch.no_grad()`` or ``torch.inference_mode()`` as the script spells it, of the
+    innermost such ``with`` block around ``line``; ``None`` outside one."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    block = no_grad_block(parsed[0], line)
+    if block is None:
+        return None
+    item = next(i for i in block.items if _is_no_grad(i))
+    return segment(parsed[1], item.context_expr) or None
 
 
 def no_grad_block_names(path: str, line: int) -> set[str] | None:

@@ -379,6 +379,10 @@ class Watch:
                     made = self.no_grad_out.get(storage_of(t))
                     if made is not None:
                         self.feeds_trained.add(made)
+                    # or a value computed from it without a graph (a clone of an
+                    # inference-mode output, a crop of the features)
+                    for key in self.constants.sources.get(storage_of(t), ()):
+                        self.feeds_trained.add(key[0])
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
             # what a network that trains reads (a detached value it reads is no target),
             # through the modules with no parameters on the way (a dropout, an activation)
@@ -970,8 +974,9 @@ class Watch:
                     moved = E.out_of_no_grad(path, line)
                     if moved is not None:
                         at, edits = moved
+                        cut = S.cutting_call(path, line) or "torch.no_grad()"
                         return (Site(path, at, None),
-                                f"`{S.statement_text(path, at)}` under `with torch.no_grad()`",
+                                f"`{S.statement_text(path, at)}` under `with {cut}`",
                                 tuple(edits))
                 return site, f"a call of {type(module).__name__} under no_grad", ()
         return None
