@@ -27,6 +27,7 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.frames import Site, is_user
+from toolkit.audit.watch.graph import reaches
 
 __all__ = ["Feed", "fed", "feedbacks"]
 
@@ -122,20 +123,6 @@ def feedbacks(roots: list[Any], feeds: list[Feed], outputs: dict[int, tuple[Any,
         if (id(feed.node), feed.nr) not in compared or outputs[id(feed.node)][0] is not feed.node:
             continue
         later = [n for n, m, order in outputs.values() if m == feed.maker and order > feed.order]
-        if _reaches(later, feed.node):
+        if reaches(later, feed.node):
             found.append(feed)
     return found
-
-
-def _reaches(starts: list[Any], target: Any) -> bool:
-    todo = list(starts)
-    seen: set[int] = set()
-    while todo:
-        node = todo.pop()
-        if node is target:
-            return True
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        todo.extend(n for n, _ in node.next_functions if n is not None)
-    return False

@@ -1,13 +1,17 @@
 """The backward graph a ``backward()`` is about to run, read before it runs: its nodes (with
-the order autograd made them in) and the leaves it reaches."""
+the order autograd made them in) and the leaves it reaches, read by the walk every graph tool
+of the toolkit shares (:mod:`toolkit.lens.graph_walk`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import torch
 
-__all__ = ["Graph", "between", "current_sequence", "read_graph"]
+from toolkit.lens.graph_walk import nodes
+
+__all__ = ["Graph", "between", "current_sequence", "reaches", "read_graph"]
 
 
 class Graph:
@@ -19,22 +23,28 @@ class Graph:
         self.leaves: dict[int, torch.Tensor] = {}
 
 
-def read_graph(roots: Iterable[object], stop: set[int] | None = None) -> Graph:
-    """Walk from ``roots`` (``grad_fn`` nodes) to every node and leaf behind them; nodes whose id
-    is in ``stop`` are not entered."""
+class _Place(NamedTuple):
+    """A node as a root of :func:`~toolkit.lens.graph_walk.walk` (its output 0)."""
+
+    grad_fn: object
+    output_nr: int = 0
+
+
+def read_graph(roots: Iterable[object]) -> Graph:
+    """Every node and leaf behind ``roots`` (``grad_fn`` nodes; ``None`` skipped), read by the
+    one walk of the backward graph (:func:`toolkit.lens.graph_walk.nodes`)."""
     graph = Graph()
-    todo = [r for r in roots if r is not None]
-    while todo:
-        node = todo.pop()
-        key = id(node)
-        if key in graph.nodes or (stop and key in stop):
-            continue
-        graph.nodes[key] = node
+    for node in nodes(_Place(r) for r in roots if r is not None):
+        graph.nodes[id(node)] = node
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             graph.leaves[id(variable)] = variable
-        todo.extend(nxt for nxt, _ in node.next_functions if nxt is not None)  # type: ignore[attr-defined]
     return graph
+
+
+def reaches(starts: Iterable[object], target: object) -> bool:
+    """Whether the node ``target`` lies behind the nodes ``starts``."""
+    return any(node is target for node in nodes(_Place(r) for r in starts if r is not None))
 
 
 def current_sequence() -> int:
