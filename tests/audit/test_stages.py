@@ -3,8 +3,7 @@
 A stage may import the stages before it and the findings model (``kinds``, ``edit``,
 ``findings``, ``result``, ``schema``), never a stage after it; the model imports only the
 model and the record (a finding names the user's :class:`~toolkit.audit.record.sites.Line`).
-The rules still locate and write their own fixes: :data:`RULES_THAT_WRITE_FIXES` lists the rule
-modules that import the fixes stage today, and the list may only shrink.
+A rule says where its fixes go; the fixes stage, after it, writes them.
 """
 
 from __future__ import annotations
@@ -15,9 +14,6 @@ from pathlib import Path
 AUDIT = Path(__file__).resolve().parents[2] / "toolkit" / "audit"
 STAGES = ("record", "truth", "rules", "fixes", "verify")
 MODEL = ("kinds", "edit", "findings", "result", "schema")
-#: rule modules that still import the fixes stage (they locate the line and write the edit
-#: while they decide); a rule that stops doing so leaves this list
-RULES_THAT_WRITE_FIXES = {"leaks"}
 
 
 def _audit_imports(path: Path) -> set[str]:
@@ -43,9 +39,7 @@ def _arrows() -> set[tuple[str, str, str]]:
 def test_no_stage_imports_a_later_stage() -> None:
     back = {(src, module, dst) for src, module, dst in _arrows()
             if src in STAGES and dst in STAGES and STAGES.index(dst) > STAGES.index(src)}
-    writing = {module for src, module, dst in back if (src, dst) == ("rules", "fixes")}
-    assert back - {("rules", m, "fixes") for m in RULES_THAT_WRITE_FIXES} == set()
-    assert writing == RULES_THAT_WRITE_FIXES  # a rule that stopped leaves the list
+    assert back == set()
 
 
 def test_the_findings_model_imports_only_the_model_and_the_record() -> None:

@@ -19,7 +19,7 @@ from steps_on_disk import load
 
 from toolkit import audit_step
 from toolkit.audit.fixes.edits import apply_edits, edit_node
-from toolkit.audit.fixes.optimizer_edits import parameters_at
+from toolkit.audit.record.unregistered import parameters_at
 
 # L2-SP style fine-tuning (Li et al. 2018, "Explicit inductive bias for transfer learning"):
 # the penalty pulls each weight towards the pretrained one. Written with the pretrained model's
@@ -298,14 +298,14 @@ def test_an_optimizer_edit_that_takes_tensors_out_is_never_printed(
     (the line built again with it): one that leaves out a tensor the optimizer stepped is not
     printed, and the finding says it is not verified. A writer made to drop the body shows
     the gate; the real writer's edit (joins) passes it."""
-    from toolkit.audit.rules import leaks
+    from toolkit.audit.fixes import chosen
 
     if drops:
         def join(line, optimizer, namespace, joining):  # keeps only the joining tensors
             found = parameters_at(line, optimizer)
             assert found is not None
             return edit_node(line, found[0], found[1], f"[{', '.join(joining)}]", ())
-        monkeypatch.setattr(leaks, "join", join)
+        monkeypatch.setattr(chosen, "join", join)
     source = load(tmp_path / "scale_step.py", SCALE)
     model, optimizer, step = source.build(seed)
     audit = audit_step(step, optimizer)

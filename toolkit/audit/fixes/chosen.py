@@ -5,7 +5,9 @@ A rule that would fix one failure in one of several ways, each only where its ed
 written (a cut where the state is stored, else where it is read, else a reset), gives every
 option in its order as the places each writes (:data:`~toolkit.audit.truth.proof.Place`);
 :func:`first_written` writes them here, with the edits of :mod:`toolkit.audit.fixes.edits`
-and :mod:`toolkit.audit.fixes.optimizer_edits`.
+and :mod:`toolkit.audit.fixes.optimizer_edits`, and the registrations of
+:mod:`toolkit.audit.fixes.registration` (each kept to be run on the live objects before it is
+printed).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from toolkit.audit.fixes.edits import (
     extend_argument,
     grad_on,
     keyword_value,
+    recompute,
     remove_detach,
     reset_before,
     stack_values,
@@ -27,7 +30,8 @@ from toolkit.audit.fixes.edits import (
     straight_through_integer,
 )
 from toolkit.audit.fixes.location import edit_of
-from toolkit.audit.fixes.optimizer_edits import leave_out
+from toolkit.audit.fixes.optimizer_edits import join, leave_out
+from toolkit.audit.fixes.registration import registered, remember
 from toolkit.audit.fixes.stored import stored_at
 from toolkit.audit.record.sites import Line
 from toolkit.audit.truth.proof import (
@@ -38,12 +42,15 @@ from toolkit.audit.truth.proof import (
     DetachedAt,
     HandedAt,
     IntegerAt,
+    JoinedAt,
     KeywordAt,
     MadeAt,
     ModeAt,
     NoGradAt,
     Place,
     ReadAt,
+    RecomputedAt,
+    RegisteredAt,
     ResetAt,
     StoredAt,
     WrittenAt,
@@ -81,6 +88,17 @@ def _edits_at(place: Place, namespace: dict[str, object]) -> tuple[Edit, ...]:
         edit = extend_argument(place.line, place.function, place.argument, list(place.extra))
     elif isinstance(place, BuiltAt):
         edit = leave_out(place.line, place.optimizer, namespace, list(place.tensors))
+    elif isinstance(place, RecomputedAt):
+        edit = recompute(place.line, place.position, place.made)
+    elif isinstance(place, JoinedAt):
+        edit = join(place.line, place.optimizer, place.names, place.joining)
+        if edit is not None:  # run on the live objects before it is printed
+            remember([edit], place.optimizer, place.line, place.names)
+    elif isinstance(place, RegisteredAt):
+        registration = registered(place.found)
+        remember(registration.edits, place.optimizer, place.line, namespace,
+                 registration.apply)
+        return registration.edits
     else:
         raise TypeError(f"not a place a fix writes: {place!r}")
     return () if edit is None else (edit,)

@@ -1,25 +1,23 @@
 """A proved cut written at its place in the user's code.
 
 The search of :mod:`toolkit.audit.truth.cuts` proves a cut on the recorded graph and says which
-expression each of its cuts cuts (a :data:`~toolkit.audit.truth.proof.Site`); :func:`edits_of`
-writes them as edits of the user's lines (:mod:`toolkit.audit.fixes.edits`), and
-:func:`cut_edits` the edits of a trained target's cuts, one per term of its loss.
+expression each of its cuts cuts (a :data:`~toolkit.audit.truth.proof.Site`); :func:`edit_of`
+writes one as an edit of the user's line (:mod:`toolkit.audit.fixes.edits`), and
+:func:`cut_edits` the edits of a fix made of a cut per term of its loss (a trained target's;
+a leak's, of one term).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from toolkit.audit.fixes.edits import cut_argument, cut_made, cut_operand
-from toolkit.audit.truth import cuts
-from toolkit.audit.truth.proof import Cut, HandedAt, MadeAt, Prover, Site
+from toolkit.audit.truth.proof import HandedAt, MadeAt, Site
 
 if TYPE_CHECKING:
     from toolkit.audit.edit import Edit
-    from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["cut_edits", "edit_of", "edits_of", "leak_cut"]
+__all__ = ["cut_edits", "edit_of"]
 
 
 def edit_of(site: Site) -> Edit | None:
@@ -30,10 +28,6 @@ def edit_of(site: Site) -> Edit | None:
         return cut_argument(site.line, site.position)
     return cut_operand(site.line, site.position)
 
-
-def edits_of(cut: Cut) -> tuple[Edit | None, ...]:
-    """Each of ``cut``'s cuts as an edit of its line (``None`` where it is not known)."""
-    return tuple(edit_of(site) for site in cut.sites)
 
 
 def cut_edits(terms: tuple[tuple[Site, ...] | None, ...]) -> tuple[Edit, ...]:
@@ -48,10 +42,3 @@ def cut_edits(terms: tuple[tuple[Site, ...] | None, ...]) -> tuple[Edit, ...]:
         else:
             edits = tuple(dict.fromkeys((*edits, *written)))  # type: ignore[arg-type]
     return edits
-
-
-def leak_cut(step: RecordedStep, prover: Prover, loss: str, leaf: int, legit: set[int],
-             known: list[Cut]) -> Cut | None:
-    """:func:`toolkit.audit.truth.cuts.leak_cut`, its cuts written as ``edits``."""
-    found = cuts.leak_cut(step, prover, loss, leaf, legit, known)
-    return None if found is None else dataclasses.replace(found, edits=edits_of(found))

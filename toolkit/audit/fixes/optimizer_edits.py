@@ -12,13 +12,13 @@
   in words for the module :mod:`toolkit.audit.rules.replaced` found replaced.
 
 Each edit keeps every line number, and is written only where the expression the optimizer was
-built from reads, in the names the code sees there (:func:`closure_names`), as what it holds.
+built from reads, in the names the code sees there
+(:func:`~toolkit.audit.record.unregistered.closure_names`), as what it holds.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -30,13 +30,13 @@ from toolkit.audit.fixes.edits import (
     source_of,
 )
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.unregistered import parameters_at
 from toolkit.audit.record.values import read_value, readable
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import RecordedStep
 
-__all__ = ["build_after", "closure_names", "join", "leave_out", "leave_out_of_first",
-           "optimizer_edit", "parameters_at", "rebuild_fix"]
+__all__ = ["build_after", "join", "leave_out", "leave_out_of_first", "rebuild_fix"]
 
 
 def leave_out(line: Line, optimizer: object, namespace: dict[str, object],
@@ -153,52 +153,6 @@ def _without(line: Line, src: Source, params: ast.expr, namespace: dict[str, obj
             set(relative))
 
 
-def parameters_at(line: Line, optimizer: object) -> tuple[Source, ast.expr] | None:
-    """The file and the parameters argument of the call of ``optimizer``'s class at
-    ``line`` (the line that builds it)."""
-    src = source_of(line.path) if line.path else None
-    if src is None:
-        return None
-    cls = type(optimizer).__name__
-    for node in ast.walk(src.tree):
-        if isinstance(node, ast.Call) and node.lineno == line.number and (
-                node.func.attr if isinstance(node.func, ast.Attribute)
-                else getattr(node.func, "id", "")) == cls:
-            params = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg == "params"), None)
-            return None if params is None else (src, params)
-    return None
-
-
-def closure_names(line: Line, holders: Iterable[object]) -> dict[str, object]:
-    """Names the code at ``line`` sees through the closures of functions kept by ``holders``
-    (modules): a function defined in the same function as ``line`` reads each of its free
-    variables from that scope, so there the name is that object (``enc1`` of ``lambda nodes:
-    enc1(nodes).t()``, defined where the optimizer is built)."""
-    src = source_of(line.path) if line.path else None
-    if src is None:
-        return {}
-    scopes = [node for node in ast.walk(src.tree)
-              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-              and node.lineno <= line.number <= node.end_lineno]  # type: ignore[operator]
-    if not scopes:
-        return {}
-    scope = max(scopes, key=lambda node: node.lineno)
-    found: dict[str, object] = {}
-    for holder in holders:
-        for value in vars(holder).values():
-            code = getattr(value, "__code__", None)
-            if code is None or os.path.realpath(code.co_filename) != os.path.realpath(
-                    line.path) or not scope.lineno < code.co_firstlineno <= scope.end_lineno:  # type: ignore[operator]
-                continue
-            for name, cell in zip(code.co_freevars, value.__closure__ or ()):
-                try:
-                    found.setdefault(name, cell.cell_contents)
-                except ValueError:  # an empty cell
-                    continue
-    return found
-
-
 def join(line: Line, optimizer: object, namespace: dict[str, object],
          joining: dict[str, object]) -> Edit | None:
     """At the line that builds ``optimizer``: its parameters and the tensors ``joining``
@@ -312,17 +266,6 @@ def build_after(line: Line, namespace: dict[str, object],
                    built.end_col_offset, indent + statement,  # type: ignore[arg-type]
                    "\n" * statement.count("\n"), line.path, ())
     return removed, edit_node(line, src, last, f"{segment(src, last)}; {flat(statement)}", ())
-
-
-def optimizer_edit(step: RecordedStep, pairing: object, left: list[object]
-                   ) -> tuple[Edit, Line] | None:
-    """The edit of the line that builds optimizer ``pairing`` that leaves ``left`` out of it,
-    and that line, when both are found."""
-    line = step.built_at(pairing) if left else None
-    if line is None:
-        return None
-    edit = leave_out(line, pairing, step.namespace, left)
-    return None if edit is None else (edit, line)
 
 
 def rebuild_fix(step: RecordedStep, loss: str, owner: str | None

@@ -3,6 +3,7 @@
 :mod:`.recording` (the :class:`~toolkit.audit.record.recording.Recording` the step runs
 in: names, cuts, writes, module calls), :mod:`.calls` (every torch call, through a
 torch-function mode), :mod:`.names` (tensors named by module path), :mod:`.sites` (the user's
-lines); and, kept apart from the recording, :mod:`.state` (the module and optimizer state saved
-before the two calls and put back after).
+lines), :mod:`.unregistered` (what the line that builds an optimizer steps, and where a tensor
+it misses is kept); and, kept apart from the recording, :mod:`.state` (the module and
+optimizer state saved before the two calls and put back after).
 """

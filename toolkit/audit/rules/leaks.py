@@ -41,27 +41,29 @@ graph:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from toolkit.audit.edit import Edit
 from toolkit.audit.findings import Leak
-from toolkit.audit.fixes.edits import (
-    recompute,
-    remove_detach,
-)
-from toolkit.audit.fixes.location import leak_cut
-from toolkit.audit.fixes.optimizer_edits import closure_names, join, optimizer_edit, rebuild_fix
-from toolkit.audit.fixes.registration import kept, model_of, registered, remember
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.unregistered import closure_names, kept, model_of, unregistered
 from toolkit.audit.rules.replaced import replaced_owner
-from toolkit.audit.truth.cuts import first_outside
+from toolkit.audit.rules.wanted import BuildAfter, CutAt, FirstOf, Option, Wanted
+from toolkit.audit.truth.cuts import first_outside, leak_cut
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS, owners
-from toolkit.audit.truth.proof import Cut, Prover
+from toolkit.audit.truth.proof import (
+    BuiltAt,
+    Cut,
+    DetachedAt,
+    JoinedAt,
+    Place,
+    Prover,
+    RecomputedAt,
+    RegisteredAt,
+)
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 
@@ -72,8 +74,10 @@ __all__ = ["check", "find_leaks", "passes_through"]
 
 
 def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
-               ) -> tuple[list[Leak], list[Leak]]:
-    """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`.
+               ) -> tuple[list[Leak | Wanted[Leak]], list[Leak]]:
+    """``(leaks, pass_through)`` of one loss: see the module's docstring and :class:`Leak`. A
+    leak whose fix writes edits comes wrapped in :class:`~toolkit.audit.rules.wanted.Wanted`
+    with where they go (the fixes stage writes them; a pass-through never has edits).
 
     ``removed``: the edges into targets and log-probability weights (not legitimate paths).
     """
@@ -105,13 +109,17 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
     skip = (f"to skip computing it, freeze it while computing loss {loss!r} "
             "(requires_grad_(False), as Lightning's toggle_optimizer does) or differentiate "
             "only the stepped tensors (backward(inputs=...))")
-    leaks, passing = [], []
+    leaks: list[Leak | Wanted[Leak]] = []
+    passing: list[Leak] = []
     known: list[Cut] = []
-    left_out: tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None = None
+    # the ways to take the tensors written twice out of the optimizer, one tried each time
+    # the cuts known changed, in that order (the first written is the fix)
+    left_out: list[Option] = []
+    tried = -1
     for variable in candidates:
         chain = search.path_to(variable) or []
         lines: tuple[Line, ...] = ()
-        edits: tuple[Edit, ...] = ()
+        wanted: CutAt | FirstOf | BuildAfter | None = None
         inside = None
         kind = "optimizer"  # the fix is at the optimizer's line, unless set otherwise below
         replaced = replaced_owner(step, loss, variable) if targets else None
@@ -156,35 +164,41 @@ def find_leaks(step: RecordedStep, loss: str, removed: set[tuple[int, int]]
                 f"write it in one way only: remove the in-place write "
                 f"({rec.written[id(variable)]}) or take it out of optimizer {optimizer!r}"), (
                 () if line is None else (line,))
-            if left_out is None:
-                left_out = _take_out(step, loss, candidates, stepped, legit, targets, known)
-            if left_out is not None:
-                fix, lines, edits = left_out
+            if tried != len(known):  # tried again only with other cuts known
+                tried = len(known)
+                option = _take_out(step, loss, candidates, stepped, legit, targets, known)
+                if option is not None:
+                    left_out.append(option)
+            if left_out:
+                wanted = FirstOf((*left_out, Option((), fix, lines)))
         elif replaced is not None:
-            cut_at, (fix, lines, edits) = None, rebuild_fix(step, loss, replaced)
+            cut_at, fix, wanted = None, "", BuildAfter(loss, replaced)
         elif (fed := _fed_detached(step, loss, names.name(variable), targets)) is not None:
             kind = "detached"
-            cut_at, (fix, lines, edits) = None, fed
+            cut_at, (fix, lines, wanted) = None, fed
         elif targets and (_sibling_left_out(step, variable) or id(variable) in learned):
-            cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
+            cut_at, (fix, lines, wanted) = None, _add_to_optimizer(step, loss, [
                 v for v in candidates if _sibling_left_out(step, v) or id(v) in learned])
         elif targets and _called_by_trained(step, variable):
-            cut_at, (fix, lines, edits) = None, _add_to_optimizer(step, loss, [
+            cut_at, (fix, lines, wanted) = None, _add_to_optimizer(step, loss, [
                 v for v in candidates if _called_by_trained(step, v)], called=True)
         else:
-            kind, cut_at, fix, lines, edits = _fix(step, loss, chain, legit, targets,
-                                                   search.leaf_node[id(variable)], known)
+            kind, cut_at, fix, lines, wanted = _fix(step, loss, chain, legit, targets,
+                                                    search.leaf_node[id(variable)], known)
             if kind == "no_cut" and targets and step.unstepped(variable):
                 # meant to train, or meant to stay fixed (a base layer under an adapter):
                 # either fix is one line, neither is known, so none is written
                 kind = "optimizer"
-                fix, lines, edits = _add_to_optimizer(step, loss, [variable], either=True)
+                fix, lines, wanted = _add_to_optimizer(step, loss, [variable], either=True)
         leak = Leak(loss=loss, optimizer=optimizer, parameter=names.name(variable),
                     shape=tuple(variable.shape),
                     grad_bytes=variable.numel() * variable.element_size(),
                     path=tuple(label(n) for n in chain), reason=reason, fix=fix, cut_at=cut_at,
-                    lines=lines, edits=() if through else edits, kind=kind)
-        (passing if through else leaks).append(leak)
+                    lines=lines, kind=kind)
+        if through:
+            passing.append(leak)
+        else:
+            leaks.append(leak if wanted is None else Wanted(leak, wanted))
     return _owned(leaks), passing
 
 
@@ -265,12 +279,12 @@ def _read_apart(step: RecordedStep, graph: Graph, leaf: int, removed: set[tuple[
 
 
 def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
-                  ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None:
+                  ) -> tuple[str, tuple[Line, ...], FirstOf | None] | None:
     """When ``loss`` reaches the module holding ``name`` through a call fed a detached tensor
     whose graph reaches what the loss trains (a generator step reading ``D(G(z).detach())``):
     the advice to remove that detach (the term gives the stepped tensors no gradient, and
-    the module is then only passed through), with its line and edits. Another loss that
-    reads a value that line made (a discriminator loss reusing the generator step's
+    the module is then only passed through), with its line and where its edits go. Another
+    loss that reads a value that line made (a discriminator loss reusing the generator step's
     ``fake_out``) keeps it detached: it reads the expression again, as the line wrote it."""
     rec, graph = step.rec, step.graphs[loss]
     for (call, module), cuts in rec.detached_into.items():
@@ -287,25 +301,28 @@ def _fed_detached(step: RecordedStep, loss: str, name: str, targets: set[int]
                        "remove the .detach() (then its gradient passes through "
                        f"{module}, which is information)")
                 if line is None:
-                    return fix, (), ()
-                edits, others, readers = _others_keep_detached(step, loss, line)
+                    return fix, (), None
+                kept_at, others, readers = _others_keep_detached(step, loss, line)
                 if others:
                     fix += (f"; loss {', '.join(repr(o) for o in others)} reads what that line "
                             f"computes: write that expression again where it reads it, "
                             f"keeping its .detach()")
-                return fix, (line, *readers), _all([remove_detach(line), *edits])
+                # the detach removed, and the other losses' operands written again: all or none
+                places: tuple[Place, ...] = (DetachedAt(line), *kept_at)
+                return fix, (line, *readers), FirstOf((Option(places, fix,
+                                                              (line, *readers)),))
     return None
 
 
 def _others_keep_detached(step: RecordedStep, loss: str, line: Line
-                          ) -> tuple[list[Edit | None], list[str], list[Line]]:
-    """For each other loss that reads a value made at the detach's ``line``: the edit that
-    recomputes it where that loss's operation reads it (``None`` when none can), the loss,
-    and the line of that operation."""
+                          ) -> tuple[list[RecomputedAt], list[str], list[Line]]:
+    """For each other loss that reads a value made at the detach's ``line``: where it is
+    recomputed, at that loss's operation that reads it, the loss, and the line of that
+    operation."""
     rec = step.rec
     made = [n for n in rec.made_at.get((line.path, line.number), ())
             if rec.made.get(id(n), (None,))[0] is n]
-    edits: list[Edit | None] = []
+    edits: list[RecomputedAt] = []
     others, readers = [], []
     for other, graph in step.graphs.items():
         if other == loss:
@@ -320,24 +337,24 @@ def _others_keep_detached(step: RecordedStep, loss: str, line: Line
                 position = next(i for i, (n, _) in enumerate(reader.next_functions)
                                 if n is node)
                 where = next(x for x in rec.made[id(node)][1] if x == line)
-                edits.append(recompute(entry[1][0], position, where))
+                edits.append(RecomputedAt(entry[1][0], position, where))
                 others.append(other)
                 readers.append(entry[1][0])
     return edits, list(dict.fromkeys(others)), list(dict.fromkeys(readers))
 
 
 def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set[int],
-              legit: set[int], targets: set[int], known: list[Cut]
-              ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]] | None:
+              legit: set[int], targets: set[int], known: list[Cut]) -> Option | None:
     """The fix of tensors the optimizer steps while the step writes them from others (an EMA
     teacher in the student's optimizer): out of the optimizer, at the line that builds it,
     and, since the loss reaches them, the cut that keeps its gradient from them once they
-    are not stepped; ``None`` unless every edit is found."""
+    are not stepped; ``None`` unless each is found. Chosen only where every edit is written
+    (it needs what it writes)."""
     twice = [v for v in candidates if id(v) in stepped]
-    found = optimizer_edit(step, step.optimizer(loss), twice)
-    if found is None or not targets:
+    pairing = step.optimizer(loss)
+    line = step.built_at(pairing) if twice else None
+    if line is None or not targets:
         return None
-    edit, line = found
     search = step.graphs[loss].search
     out = {id(v) for v in twice}  # the cut is proved on the step as it will be: without them
     after = dataclasses.replace(step, stepped={name: {i: t for i, t in group.items()
@@ -348,7 +365,7 @@ def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set
     for v in twice:
         leaf = search.leaf_node[id(v)]
         cut = leak_cut(after, prover, loss, leaf, legit, [*known, *cuts])
-        if cut is None or None in cut.edits:
+        if cut is None:
             return None
         if cut not in cuts:
             cuts.append(cut)
@@ -357,7 +374,9 @@ def _take_out(step: RecordedStep, loss: str, candidates: list[Any], stepped: set
     fix = (f"take them out of optimizer {step.optimizer_of[loss]!r} (built at {where}), which "
            f"the in-place write already updates; and, since loss {loss!r} reaches them: {texts}")
     lines = (line, *dict.fromkeys(x for c in cuts for x in c.lines))
-    return fix, lines, (edit, *dict.fromkeys(e for c in cuts for e in c.edits))  # type: ignore[misc]
+    places: tuple[Place, ...] = (BuiltAt(line, pairing, tuple(twice)),
+                                 *(site for c in cuts for site in c.sites))
+    return Option(places, fix, lines, places)
 
 
 def _inside_trained(step: RecordedStep, loss: str, variable: Any) -> bool:
@@ -427,11 +446,11 @@ def _called_by_trained(step: RecordedStep, variable: Any) -> bool:
 
 def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
                       called: bool = False, either: bool = False
-                      ) -> tuple[str, tuple[Line, ...], tuple[Edit, ...]]:
+                      ) -> tuple[str, tuple[Line, ...], FirstOf | None]:
     """The fix of learned tensors ``joining`` left out of the loss's optimizer, at the line
-    that builds that optimizer when it is found, with its edit when each tensor's name reads
-    as that tensor there; ``either``: adding them and freezing them are both offered, and no
-    edit picks one."""
+    that builds that optimizer when it is found, and where its edit goes (written when each
+    tensor's name reads as that tensor there); ``either``: adding them and freezing them are
+    both offered, and no edit picks one."""
     optimizer = step.optimizer_of[loss]
     pairing = step.optimizer(loss)
     line = step.built_at(pairing)
@@ -441,61 +460,55 @@ def _add_to_optimizer(step: RecordedStep, loss: str, joining: list[Any], *,
     if called and line is not None:  # a module reached through a lambda: its closure's names
         holders = [m for root in step.rec.names.roots for m in root.modules()]
         namespace = {**closure_names(line, holders), **namespace}
-    registration = None if either else registered(pairing, line, step.namespace,
-                                                   step.function, joining)
-    if registration is not None:  # never registered on the model the optimizer is built from
-        remember(registration.edits, pairing, registration.optimizer_line, step.namespace,
-                 registration.apply)
-        what, model = ", ".join(registration.kept), registration.model
-        return (f"register {what} on {model} where it is made ({model}.parameters() never "
-                f"holds it, and {where} steps {model}.parameters()): a learned tensor no "
-                f"optimizer steps, which the loss trains (or requires_grad_(False) if it is "
-                f"meant to stay fixed)"), (
-            *registration.lines, *(() if line is None else (line,))), registration.edits
-    edit = None if line is None or either else join(line, pairing, namespace, {
+    found = None if either else unregistered(pairing, line, step.namespace, step.function,
+                                             joining)
+    if found is not None:  # never registered on the model the optimizer is built from
+        what, model = ", ".join(found.kept), found.model
+        fix = (f"register {what} on {model} where it is made ({model}.parameters() never "
+               f"holds it, and {where} steps {model}.parameters()): a learned tensor no "
+               f"optimizer steps, which the loss trains (or requires_grad_(False) if it is "
+               f"meant to stay fixed)")
+        lines = (*found.lines, *(() if line is None else (line,)))
+        return fix, lines, FirstOf((Option(
+            (RegisteredAt(found.optimizer_line, pairing, found),), fix, lines),))
+    joined = None if line is None or either else JoinedAt(line, pairing, namespace, {
         step.rec.names.name(v): v for v in joining})
-    if edit is not None and line is not None:
-        remember([edit], pairing, line, namespace)
     why = ("; its module runs inside the forward of a module the optimizer trains without "
            "being its submodule: register it there (self.<name> = module), or "
            "requires_grad_(False) if it is meant to stay fixed") if called else (
         "; or, if it is meant to stay fixed (a base layer under an adapter), "
         "requires_grad_(False) on it") if either else (
         " (or requires_grad_(False) if it is meant to stay fixed)")
-    return (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
-            f"no optimizer steps{why}"), (
-        () if line is None else (line,)), () if edit is None else (edit,)
-
-
-def _all(edits: Iterable[Edit | None]) -> tuple[Edit, ...]:
-    """The edits, when every one is known; else none (a fix half written is no fix)."""
-    found = tuple(edits)
-    return () if any(e is None for e in found) else tuple(dict.fromkeys(found))  # type: ignore[arg-type]
+    fix = (f"add it to {where}: a learned tensor left out of it, which the loss trains and "
+           f"no optimizer steps{why}")
+    lines = () if line is None else (line,)
+    return fix, lines, None if joined is None else FirstOf((Option((joined,), fix, lines),))
 
 
 def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targets: set[int],
          leaf: int, known: list[Cut]
-         ) -> tuple[str, str | None, str, tuple[Line, ...], tuple[Edit, ...]]:
-    """``(kind, where to cut, the fix in words, the user's lines, their edits)`` of one leak:
-    a cut proved on the recorded graph (:mod:`toolkit.audit.fixes.location`; kind
-    ``"cut"``), or what could not be found and why (kind ``"no_target"``, ``"no_cut"``): see
+         ) -> tuple[str, str | None, str, tuple[Line, ...], CutAt | None]:
+    """``(kind, where to cut, the fix in words, the user's lines, the cut to write)`` of one
+    leak: a cut proved on the recorded graph (:mod:`toolkit.audit.truth.cuts`; kind ``"cut"``,
+    written all or none by :func:`~toolkit.audit.fixes.location.cut_edits`), or what could not
+    be found and why (kind ``"no_target"``, ``"no_cut"``): see
     :class:`~toolkit.audit.findings.Leak`."""
     optimizer = step.optimizer_of[loss]
     if not targets:
         return "no_target", None, (f"loss {loss!r} reaches none of the tensors optimizer {optimizer!r} "
                       f"steps, so its whole gradient goes to tensors outside it; pairing it "
                       f"with their optimizer would train them on this objective: first make it "
-                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), (), ()
+                      f"reach what it trains (see the DEAD finding of {optimizer!r})"), (), None
     first = first_outside(chain, legit)
     if first == 0:
         return "no_cut", None, (f"loss {loss!r} reaches what optimizer {optimizer!r} steps only through "
-                      f"its target side: no cut in the step's code spares them"), (), ()
+                      f"its target side: no cut in the step's code spares them"), (), None
     cut = leak_cut(step, step.prover, loss, leaf, legit, known)
     if cut is None:
         return "no_cut", None, ("no cut in the step's code (where it makes a tensor, or hands one to a "
                       "module) removes this gradient without also cutting a tensor optimizer "
                       f"{optimizer!r} trains, or changing its gradient; "
-                      "a cut inside a module's forward would change it for every caller"), (), ()
+                      "a cut inside a module's forward would change it for every caller"), (), None
     if cut not in known:
         known.append(cut)
     cut_at = cut.what[0]
@@ -507,27 +520,29 @@ def _fix(step: RecordedStep, loss: str, chain: list[Any], legit: set[int], targe
                f"{cut.options}")
     if cut.block:  # a disabled toolkit block: the cut is already there
         fix = cut.texts[0]
-    return "cut", cut_at, fix, cut.lines, _all(cut.edits)
+    return "cut", cut_at, fix, cut.lines, CutAt((cut.sites,))
 
 
-def _owned(leaks: list[Leak]) -> list[Leak]:
+def _owned(leaks: list[Leak | Wanted[Leak]]) -> list[Leak | Wanted[Leak]]:
     """Fill each fix's ``{owners}``: the modules of the leaks that share its cut."""
+    found = [leak.finding if isinstance(leak, Wanted) else leak for leak in leaks]
     behind: dict[str | None, list[str]] = {}
-    for leak in leaks:
+    for leak in found:
         behind.setdefault(leak.cut_at, []).append(leak.parameter)
-    out = []
-    for leak in leaks:
+    out: list[Leak | Wanted[Leak]] = []
+    for item, leak in zip(leaks, found):
         if "{owners}" in leak.fix:
             fix = leak.fix.replace("{owners}", owners(behind[leak.cut_at]))
             leak = dataclasses.replace(leak, fix=fix)
-        out.append(leak)
+            item = Wanted(leak, item.fix) if isinstance(item, Wanted) else leak
+        out.append(item)
     return out
 
 
 def check(step: RecordedStep) -> Found:
     """The rule: each loss's leaks, and what its gradient passes through (information, or
     leaks in the strict mode ``allow_pass_through=False``)."""
-    leaks: list[Leak] = []
+    leaks: list[Leak | Wanted[Leak]] = []
     passing: list[Leak] = []
     for name in step.graphs:
         found, through = find_leaks(step, name, step.removed[name])

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 from toolkit.audit.record.sites import Line
 
 if TYPE_CHECKING:
-    from toolkit.audit.edit import Edit
+    from toolkit.audit.record.unregistered import Unregistered
     from toolkit.audit.truth.recorded import RecordedStep
 
 __all__ = ["ArgumentAt", "AssignedAt", "BuiltAt", "CopiedAt", "Cut", "DetachedAt", "HandedAt",
-           "IntegerAt", "KeywordAt", "MadeAt", "ModeAt", "NoGradAt", "Place", "Prover", "ReadAt",
-           "ResetAt", "Site", "StoredAt", "WrittenAt", "ZeroDerivativeAt"]
+           "IntegerAt", "JoinedAt", "KeywordAt", "MadeAt", "ModeAt", "NoGradAt", "Place", "Prover",
+           "ReadAt", "RecomputedAt", "RegisteredAt", "ResetAt", "Site", "StoredAt", "WrittenAt",
+           "ZeroDerivativeAt"]
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,46 @@ class BuiltAt:
     tensors: tuple[object, ...]
 
 
+@dataclass(frozen=True)
+class RecomputedAt:
+    """Write operand ``position`` of the operation at ``line`` as the expression at ``made``
+    that computed it (that reader keeps the value as it was made when ``made`` changes)."""
+
+    line: Line
+    position: int
+    made: Line
+
+
+@dataclass(frozen=True, eq=False)
+class JoinedAt:
+    """Add the tensors ``joining`` (each by the name it is read by in ``names``) to
+    ``optimizer`` at ``line``, the line that builds it."""
+
+    line: Line
+    optimizer: object
+    names: dict[str, object]
+    joining: dict[str, object]
+
+
+@dataclass(frozen=True, eq=False)
+class RegisteredAt:
+    """Register the tensors ``found`` kept or made unregistered
+    (:func:`~toolkit.audit.record.unregistered.unregistered`) on the model ``optimizer``, built
+    at ``line``, steps."""
+
+    line: Line
+    optimizer: object
+    found: Unregistered
+
+
 #: a place in the user's code where a fix writes: a cut expression (a :data:`Site`), a value
 #: assigned, written or stored, a reset at the start of the step, a cut removed or a
 #: ``no_grad`` block opened, a value written with a gradient (a stack, straight through), a
-#: call's argument, or an optimizer built without some tensors
+#: call's argument, an optimizer built without some tensors or with more, an operand written
+#: as the expression that made it, or tensors registered on the model
 Place = (Site | AssignedAt | WrittenAt | StoredAt | ResetAt | DetachedAt | NoGradAt | CopiedAt
-         | IntegerAt | ZeroDerivativeAt | ModeAt | KeywordAt | ArgumentAt | BuiltAt)
+         | IntegerAt | ZeroDerivativeAt | ModeAt | KeywordAt | ArgumentAt | BuiltAt
+         | RecomputedAt | JoinedAt | RegisteredAt)
 
 
 @dataclass(frozen=True)
@@ -190,9 +225,7 @@ class Cut:
     (shape (5, 3)) where it is made"``); ``what``: the tensor each cut, in words; ``sites``:
     each cut found by the search of :mod:`toolkit.audit.truth.cuts`, as the expression it cuts
     (a :data:`Site`), which the fixes stage writes as an edit
-    (:func:`toolkit.audit.fixes.location.edits_of`); ``edits``: each cut already written as an
-    edit of its line (:mod:`toolkit.audit.fixes.edits`), ``None`` where the expression is not
-    known; ``block``: the first cut enables a disabled toolkit block (the cut is in the user's
+    (:func:`toolkit.audit.fixes.location.edit_of`); ``block``: the first cut enables a disabled toolkit block (the cut is in the user's
     code already).
     """
 
@@ -201,14 +234,13 @@ class Cut:
     lines: tuple[Line, ...] = ()
     texts: tuple[str, ...] = ()
     what: tuple[str, ...] = field(default=())
-    edits: tuple[Edit | None, ...] = ()
     block: bool = False
     sites: tuple[Site, ...] = ()
 
     def __or__(self, other: Cut) -> Cut:
         return Cut(self.dead | other.dead, self.edges | other.edges,
                    (*self.lines, *other.lines), (*self.texts, *other.texts),
-                   (*self.what, *other.what), (*self.edits, *other.edits),
+                   (*self.what, *other.what),
                    self.block if self.what else other.block, (*self.sites, *other.sites))
 
     def __bool__(self) -> bool:
