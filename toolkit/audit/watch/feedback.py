@@ -27,7 +27,8 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.frames import Site, is_user
-from toolkit.audit.watch.graph import reaches
+from toolkit.audit.watch.graph import places, reaches
+from toolkit.lens.graph_walk import walk
 
 __all__ = ["Feed", "fed", "feedbacks"]
 
@@ -103,21 +104,11 @@ def feedbacks(roots: list[Any], feeds: list[Feed], outputs: dict[int, tuple[Any,
         return []
     # the outputs the loss compares: a walk from the roots that stops at the operations that
     # read a tensor of their own (a layer: what lies below is what the layer computes from)
-    compared: set[tuple[int, int]] = set()
-    seen: set[int] = set()
-    todo = [(r, 0) for r in roots if r is not None]
-    while todo:
-        node, nr = todo.pop()
-        key = id(node)
-        if key in outputs:
-            compared.add((key, nr))
-        if key in seen:
-            continue
-        seen.add(key)
-        below = [(n, i) for n, i in node.next_functions if n is not None]
-        if any(hasattr(n, "variable") for n, _ in below):
-            continue
-        todo.extend(below)
+    def expand(node: Any) -> bool:
+        return not any(hasattr(n, "variable") for n, _ in node.next_functions if n is not None)
+
+    compared = {(id(node), nr) for _, node, nr, _ in walk(places(roots), expand=expand)
+                if id(node) in outputs}
     found = []
     for feed in feeds:
         if (id(feed.node), feed.nr) not in compared or outputs[id(feed.node)][0] is not feed.node:

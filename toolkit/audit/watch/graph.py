@@ -11,7 +11,7 @@ import torch
 
 from toolkit.lens.graph_walk import nodes
 
-__all__ = ["Graph", "between", "current_sequence", "reaches", "read_graph"]
+__all__ = ["Graph", "between", "current_sequence", "places", "reaches", "read_graph"]
 
 
 class Graph:
@@ -30,11 +30,16 @@ class _Place(NamedTuple):
     output_nr: int = 0
 
 
+def places(roots: Iterable[object]) -> list[_Place]:
+    """``roots`` (``grad_fn`` nodes; ``None`` skipped) as roots of the walk."""
+    return [_Place(r) for r in roots if r is not None]
+
+
 def read_graph(roots: Iterable[object]) -> Graph:
     """Every node and leaf behind ``roots`` (``grad_fn`` nodes; ``None`` skipped), read by the
     one walk of the backward graph (:func:`toolkit.lens.graph_walk.nodes`)."""
     graph = Graph()
-    for node in nodes(_Place(r) for r in roots if r is not None):
+    for node in nodes(places(roots)):
         graph.nodes[id(node)] = node
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
@@ -44,7 +49,7 @@ def read_graph(roots: Iterable[object]) -> Graph:
 
 def reaches(starts: Iterable[object], target: object) -> bool:
     """Whether the node ``target`` lies behind the nodes ``starts``."""
-    return any(node is target for node in nodes(_Place(r) for r in starts if r is not None))
+    return any(node is target for node in nodes(places(starts)))
 
 
 def current_sequence() -> int:
