@@ -1,7 +1,8 @@
 """Measure ``toolkit audit SCRIPT`` on the held-out training scripts (issue 71, item 1).
 
 The scripts are in ``tests/audit/held_out_scripts/`` (one folder per field, a clean script and a
-bug twin), listed in its ``cases.toml``. Each is audited as a user runs it,
+bug twin), listed in its ``cases.toml``; ``--folder`` judges another batch in the same format
+(``tests/audit/held_out_scripts_b/``, written after the audit's rules were tuned on the first). Each is audited as a user runs it,
 ``python -m toolkit.audit OPTIONS SCRIPT`` (``--steps 2``, or ``--watch 1`` where the bug begins
 late: the options are the manifest's), in a fresh temporary copy of its folder. Three numbers:
 
@@ -17,7 +18,7 @@ The findings are read from what the command prints: a block per finding that sta
 ``FAIL``, its indented lines ``tensors: a, b``, ``at: FILE:LINE: ...`` and ``edit: FILE:LINE: ...``
 (and, where ``--record`` wrote one, from ``report.json``). A table gives each case's outcome.
 
-    python benchmarks/audit_held_out_scripts.py [--case SUBSTRING] [--json PATH]
+    python benchmarks/audit_held_out_scripts.py [--folder PATH] [--case SUBSTRING] [--json PATH]
 """
 
 import argparse
@@ -38,6 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "tests" / "audit" / "held_out_scripts"
 TOLERANCE = 1e-5
+_folder = FOLDER  # the batch being judged: FOLDER unless --folder names another
 
 
 @dataclass
@@ -138,7 +140,7 @@ def _matches(expected: str, reported: list[str]) -> bool:
 
 def _copy(field_folder: str, into: Path) -> Path:
     target = into / field_folder
-    shutil.copytree(FOLDER / field_folder, target,
+    shutil.copytree(_folder / field_folder, target,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return target
 
@@ -246,11 +248,15 @@ def _short(names: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--folder", type=Path, default=FOLDER,
+                   help="the batch to judge: a folder with cases.toml (default: %(default)s)")
     p.add_argument("--case", default="", help="only the scripts whose path holds this")
     p.add_argument("--json", default=None, help="write every outcome to this file as JSON")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     args = p.parse_args(argv)
-    manifest = tomllib.loads((FOLDER / "cases.toml").read_text(encoding="utf-8"))
+    global _folder
+    _folder = args.folder.resolve()
+    manifest = tomllib.loads((_folder / "cases.toml").read_text(encoding="utf-8"))
     clean = [e for e in manifest["clean"] if args.case in e["script"]]
     bugs = [e for e in manifest["bug"] if args.case in e["script"]]
 

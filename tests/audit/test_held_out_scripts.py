@@ -1,7 +1,8 @@
 """The held-out training scripts for ``toolkit audit SCRIPT`` (issue 71, item 1), checked without
-the audit: the oracle is sound. Every script runs to its end and saves its weights; every bug
-twin trains differently from its correct twin (some saved tensor differs by more than 1e-5),
-and the correct twin trains the same way twice. The audit's accuracy on these scripts is
+the audit: the oracle is sound, for both batches (``held_out_scripts/`` and
+``held_out_scripts_b/``, written after the audit's rules were tuned on the first). Every script
+runs to its end and saves its weights; every bug twin trains differently from its correct twin
+(some saved tensor differs by more than 1e-5), and the correct twin trains the same way twice. The audit's accuracy on these scripts is
 measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never edited.
 """
 
@@ -17,11 +18,20 @@ import torch
 
 pytestmark = pytest.mark.slow
 
-FOLDER = Path(__file__).parent / "held_out_scripts"
-MANIFEST = tomllib.loads((FOLDER / "cases.toml").read_text(encoding="utf-8"))
-CLEAN = [entry["script"] for entry in MANIFEST["clean"]]
-BUGS = {entry["script"]: entry for entry in MANIFEST["bug"]}
+HERE = Path(__file__).parent
+# The first batch, and a second written after the audit's rules were tuned on the first.
+FOLDERS = {name: HERE / name for name in ("held_out_scripts", "held_out_scripts_b")}
+MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf-8"))
+             for name, folder in FOLDERS.items()}
+CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
+BUGS = {name: {entry["script"]: entry for entry in m["bug"]} for name, m in MANIFESTS.items()}
 TOLERANCE = 1e-5
+
+
+def cases(which) -> list:
+    """``(batch, script)`` pairs of every batch, with readable ids."""
+    return [pytest.param(name, script, id=f"{name}/{script}")
+            for name in FOLDERS for script in which(name)]
 
 
 def flat(tree, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -38,50 +48,59 @@ def flat(tree, prefix: str = "") -> dict[str, torch.Tensor]:
 def trained(tmp_path_factory):
     """Runs each script once (on demand) with ``--out`` and returns its saved tensors."""
     root = tmp_path_factory.mktemp("held_out_scripts")
-    cache: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+    cache: dict[tuple[str, str, int], dict[str, torch.Tensor]] = {}
 
-    def run(script: str, attempt: int = 0) -> dict[str, torch.Tensor]:
-        if (script, attempt) not in cache:
-            out = root / f"{script.replace('/', '__')}.{attempt}.pt"
-            done = subprocess.run([sys.executable, str(FOLDER / script), "--out", str(out)],
-                                  cwd=FOLDER / script.split("/")[0], capture_output=True,
+    def run(batch: str, script: str, attempt: int = 0) -> dict[str, torch.Tensor]:
+        if (batch, script, attempt) not in cache:
+            folder = FOLDERS[batch]
+            out = root / f"{batch}__{script.replace('/', '__')}.{attempt}.pt"
+            done = subprocess.run([sys.executable, str(folder / script), "--out", str(out)],
+                                  cwd=folder / script.split("/")[0], capture_output=True,
                                   text=True, timeout=120)
             assert done.returncode == 0, f"{script} failed:\n{done.stderr[-3000:]}"
-            cache[script, attempt] = flat(torch.load(out, weights_only=True))
-        return cache[script, attempt]
+            cache[batch, script, attempt] = flat(torch.load(out, weights_only=True))
+        return cache[batch, script, attempt]
 
     return run
 
 
-def test_the_manifest_lists_every_script_once_with_twenty_or_more_in_ten_fields_or_more():
-    on_disk = sorted(str(p.relative_to(FOLDER)) for p in FOLDER.glob("*/*.py"))
-    listed = sorted([*CLEAN, *BUGS])
+@pytest.mark.parametrize("batch", sorted(FOLDERS))
+def test_the_manifest_lists_every_script_once_with_twenty_or_more_in_ten_fields_or_more(batch):
+    folder, clean, bugs = FOLDERS[batch], CLEAN[batch], BUGS[batch]
+    on_disk = sorted(str(p.relative_to(folder)) for p in folder.glob("*/*.py"))
+    listed = sorted([*clean, *bugs])
     assert listed == on_disk
     fields = {script.split("/")[0] for script in listed}
     assert len(listed) >= 20 and len(fields) >= 10
-    assert all(f"{field}/clean.py" in CLEAN for field in fields)
-    for script, entry in BUGS.items():
-        assert entry["twin"] in CLEAN and entry["tensors"] and entry["kind"]
-        lines = (FOLDER / script).read_text(encoding="utf-8").splitlines()
+    assert all(f"{field}/clean.py" in clean for field in fields)
+    for script, entry in bugs.items():
+        assert entry["twin"] in clean and entry["tensors"] and entry["kind"]
+        lines = (folder / script).read_text(encoding="utf-8").splitlines()
         for line in [entry["line"], *entry.get("also", [])]:
             assert 1 <= line <= len(lines) and lines[line - 1].strip(), (script, line)
 
 
-@pytest.mark.parametrize("script", [*CLEAN, *BUGS])
-def test_the_script_runs_to_its_end_and_saves_its_weights(script, trained):
-    assert trained(script)
+def test_the_batches_share_no_field():
+    fields = [{script.split("/")[0] for script in CLEAN[batch]} for batch in sorted(FOLDERS)]
+    assert not set.intersection(*fields)
 
 
-@pytest.mark.parametrize("script", sorted(BUGS))
-def test_the_bug_trains_differently_from_its_correct_twin(script, trained):
-    twin = BUGS[script]["twin"]
-    bug, correct = trained(script), trained(twin)
+@pytest.mark.parametrize(("batch", "script"), cases(lambda b: [*CLEAN[b], *BUGS[b]]))
+def test_the_script_runs_to_its_end_and_saves_its_weights(batch, script, trained):
+    assert trained(batch, script)
+
+
+@pytest.mark.parametrize(("batch", "script"), cases(lambda b: sorted(BUGS[b])))
+def test_the_bug_trains_differently_from_its_correct_twin(batch, script, trained):
+    twin = BUGS[batch][script]["twin"]
+    bug, correct = trained(batch, script), trained(batch, twin)
     assert bug.keys() == correct.keys()
     gap = max((bug[k].double() - correct[k].double()).abs().max().item() for k in correct)
     assert gap > TOLERANCE, f"{script} trains as {twin}: the oracle could not tell them apart"
 
 
-@pytest.mark.parametrize("script", sorted({entry["twin"] for entry in BUGS.values()}))
-def test_the_correct_twin_trains_the_same_way_twice(script, trained):
-    first, second = trained(script), trained(script, attempt=1)
+@pytest.mark.parametrize(("batch", "script"),
+                         cases(lambda b: sorted({e["twin"] for e in BUGS[b].values()})))
+def test_the_correct_twin_trains_the_same_way_twice(batch, script, trained):
+    first, second = trained(batch, script), trained(batch, script, attempt=1)
     assert all(torch.equal(first[k], second[k]) for k in first)
