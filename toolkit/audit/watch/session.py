@@ -37,33 +37,34 @@ import torch.overrides
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
-from toolkit.audit.result import plural
-from toolkit.audit.rules.targets import target_edges
-from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch import kept_in_sync, zeroed
-from toolkit.audit.watch.feedback import Feed, fed, feedbacks
+from toolkit.audit.watch.feedback import Feed, fed
 from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame
 from toolkit.audit.watch.graph import (
-    Graph,
     between,
     current_sequence,
     read_graph,
     sequence,
 )
-from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync, swap_call, toward
+from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.watch.ledger import Ledger, Source
-from toolkit.audit.watch.tensors import nonzero, storage_of, tensors_in
-from toolkit.audit.watch.zeroed import MadeAt, explain, zero_gradients
-from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.audit.watch.rules import (
+    at_step,
+    carried,
+    copies,
+    dead,
+    targets,
+    unstepped,
+    zero_gradient,
+)
+from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
+from toolkit.audit.watch.zeroed import MadeAt
 
 __all__ = ["Stop", "Watch"]
 
 _T = TypeVar("_T")
 
-#: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
-_HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
 
 
 class Stop(BaseException):
@@ -134,12 +135,8 @@ def _label(site: Site | None) -> str:
     return f"the loss at {site}"
 
 
-def _bytes(tensors: Sequence[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _kib(n: int) -> str:
-    return f"{n / 1024:.3g} KiB" if n < 2**20 else f"{n / 2**20:.3g} MiB"
 
 
 class Watch:
@@ -241,6 +238,8 @@ class Watch:
         # the whole file again at every call), and the tensors' names while no script code
         # ran (see :meth:`_names`)
         self._said: dict[tuple, object] = {}
+        # the last cut the dead rule found, with the tensors its input reaches
+        self.reach_cache: tuple[Site, set[int]] | None = None
         self._names_now: dict[int, str] | None = None
 
     def here(self) -> bool:
@@ -256,7 +255,7 @@ class Watch:
             value = self._said[key] = make()
             return value
 
-    def _loss_label(self, site: Site | None) -> str:
+    def loss_label(self, site: Site | None) -> str:
         """:func:`_label`, once per site."""
         return self._once(("label", site), lambda: _label(site))
 
@@ -277,7 +276,7 @@ class Watch:
 
     def _new_iteration(self) -> None:
         if self.audited():
-            self._end_of_iteration()
+            unstepped.end_of_iteration(self)
         self.prev_audited = self.audited()
         self.iteration += 1
         self.site_events = {}
@@ -327,11 +326,11 @@ class Watch:
         self._stop_lines()
         self.constants.clear()
         if self.audited() and self.step_events:
-            self._end_of_iteration()
-        self._settle(final=True)
+            unstepped.end_of_iteration(self)
+        dead.settle(self, final=True)
         if self.step_events:
-            self._snapshot()
-            self._kept_in_sync()
+            copies.snapshot(self)
+            copies.kept_in_sync(self)
 
     # --- the hooks ----------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
@@ -439,30 +438,6 @@ class Watch:
                 self.made_by[id(t.grad_fn)] = (t.grad_fn, id(module), self.call_order,
                                                self.events)
 
-    def _fed_back(self, roots: Sequence[torch.Tensor], site: Site | None) -> None:
-        """A prediction fed back: an output the loss compares, read by a later call of the
-        network that made it without a cut (:func:`~toolkit.audit.watch.feedback.feedbacks`).
-        The edit cuts it where the script passes it on."""
-        outputs = {k: v[:3] for k, v in self.made_by.items()}
-        for feed in feedbacks([t.grad_fn for t in roots], [f for f, _ in self.feeds], outputs):
-            if feed.site is None:
-                continue
-            # the network it is part of, as the script calls it (the decoder, not its layer)
-            maker = next((r for r in self._roots() if feed.maker in
-                          {id(m) for m in r[0].modules()}), None)
-            what = f"`{feed.name}`" if feed.name else "a prediction"
-            self._add(ScriptFinding(
-                "carried", self.iteration,
-                f"{what}, an output of {maker[1] if maker else 'a network'} that "
-                f"{self._loss_label(site)} (backward at {site}) compares with its target, is "
-                f"fed back as the input of its next call without a cut: the loss of each later "
-                f"prediction is also differentiated through every earlier one",
-                (), (), (feed.site.shown(),) + ((site.shown(),) if site else ()),
-                (feed.edit,) if feed.edit is not None else (),
-                advice="cut the prediction where it is fed back (.detach()): the next step "
-                       "reads its value, not its graph", step=self.step_events,
-                concerned=("*",)))
-
     def detached(self, tensor: torch.Tensor) -> None:
         if tensor.grad_fn is None or not self.recording():
             return
@@ -516,14 +491,14 @@ class Watch:
         if key in self.zero_suspects and self.made_at is not None:
             # explained: the lines stop being kept at the next step (not here: this call
             # runs inside the mode's own dispatch of backward())
-            self._zeroed(tensors, site, self.zero_suspects.pop(key))
+            zero_gradient.explained(self, tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
         for key in self.constants.fed(graph.nodes):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
-        self._carried(graph, site)
-        self._fed_back(tensors, site)
-        held = self._stepped_map()
-        self._targets(tensors, site, held)
+        carried.carried(self, graph, site)
+        carried.fed_back(self, tensors, site)
+        held = self.stepped_map()
+        targets.targets(self, tensors, site, held)
         for key, optimizers in between(graph, held).items():
             self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
@@ -537,7 +512,7 @@ class Watch:
             self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
         self.reached_by.append((self.events, set(leaves)))
-        source = Source(self.events, site, self._loss_label(site), self.iteration)
+        source = Source(self.events, site, self.loss_label(site), self.iteration)
         return source, leaves, self.ledger.snapshot(leaves)
 
     def after_backward(self, state) -> None:
@@ -559,10 +534,10 @@ class Watch:
         self.last_step_event = event
         self.step_optimizer[event] = index
         if self.pending_dead:
-            self._settle()
+            dead.settle(self)
         self.constants.clear()
         if self.recording() and not self.done():
-            self._snapshot()
+            copies.snapshot(self)
         if not self.audited():
             for group in opt.param_groups:
                 for p in group["params"]:
@@ -572,7 +547,7 @@ class Watch:
             return
         frame = user_frame(2)
         site = site_of(frame) if frame is not None else None
-        stepped = [(k, p) for k, p in _keyed(index, opt) if p.requires_grad]
+        stepped = [(k, p) for k, p in keyed(index, opt) if p.requires_grad]
         for _, p in stepped:
             self.ledger.observe(p, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
@@ -581,17 +556,17 @@ class Watch:
                                "event": self.step_events - 1,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
                                              else None) for k, p in stepped}})
-        self._followers(index, stepped)
-        self._frozen(index, opt, site)
+        targets.followers(self, index, stepped)
+        at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
-        self._shared(index, opt, stepped)
-        self._leaks(index, event, site, stepped)
-        self._dead(index, event, site, stepped)
-        self._suspect_zeros(stepped)
+        at_step.shared(self, index, opt, stepped)
+        at_step.leaks(self, index, event, site, stepped)
+        dead.dead(self, index, event, site, stepped)
+        zero_gradient.suspect_zeros(self, stepped)
         for _, p in stepped:
             self.last_step_of[id(p)] = self.stepped_at[id(p)] = event
             self.ledger.stepped(id(p))
-        self._wasted()
+        at_step.wasted(self)
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         if self.audited() or self.audited(self.iteration + 1):
@@ -615,7 +590,7 @@ class Watch:
             made.__exit__(None, None, None)
 
     # --- the rules ------------------------------------------------------------------------
-    def _roots(self) -> list[tuple[nn.Module, str]]:
+    def called_networks(self) -> list[tuple[nn.Module, str]]:
         """The modules the user's code called, largest first."""
         order = list(self.roots.values())   # an outer call returns after the calls inside it
         return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
@@ -643,7 +618,7 @@ class Watch:
                     self.holders[id(value)] = (value, name)
                     self._names_now = None
 
-    def _names(self) -> dict[int, str]:
+    def names(self) -> dict[int, str]:
         """Each tensor of the networks the script calls, by ``id``, named from the largest
         (``model.0.weight``). Kept until script code runs again (the hooks forget it when
         called): the rules of one step or backward() read it once. Read only."""
@@ -651,741 +626,44 @@ class Watch:
             return self._names_now
         names: dict[int, str] = {}
         holders = [h for k, h in self.holders.items() if k not in self.roots]
-        order = sorted(holders + self._roots(), key=lambda r: -sum(1 for _ in r[0].parameters()))
+        order = sorted(holders + self.called_networks(), key=lambda r: -sum(1 for _ in r[0].parameters()))
         for module, root in order:
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
         self._names_now = names
         return names
 
-    def _owner(self, key: int) -> nn.Module | None:
-        for module, _ in self._roots():
+    def owner(self, key: int) -> nn.Module | None:
+        for module, _ in self.called_networks():
             if any(id(p) == key for p in module.parameters()):
                 return module
         return None
 
-    def _add(self, finding: ScriptFinding) -> None:
+    def add(self, finding: ScriptFinding) -> None:
         if finding.key in self.findings:
             return
         self.findings[finding.key] = finding
         if self.on_finding is not None:
             self.on_finding(finding)
 
-    def _optimizer_text(self, index: int, site: Site | None) -> str | None:
+    def optimizer_text(self, index: int, site: Site | None) -> str | None:
         text = self._once(("receiver", site), lambda: S.receiver(site.path, site.span)
                           if site is not None else None)
         return f"`{text}`" if text else None
 
-    def _leaks(self, index: int, event: int, site: Site | None, stepped) -> None:
-        names = self._names()
-        foreign: dict[Source, list[tuple[str, torch.Tensor]]] = {}
-        own: list[Source] = []
-        for key, p in stepped:
-            for src in self.ledger.live.get(id(p), []):
-                if src.step is None:
-                    src.step = event
-                if src.step == event:
-                    if src not in own:
-                        own.append(src)
-                else:
-                    foreign.setdefault(src, []).append((key, p))
-        if not own:
-            # one loss of this iteration whose gradient another optimizer stepped first, and
-            # nothing else in .grad: the loss trains both (an encoder and a decoder, each with
-            # its optimizer); a leak mixes another loss's gradient into a step's own
-            foreign = {src: hit for src, hit in foreign.items()
-                       if not (src.index >= 0 and src.iteration == self.iteration
-                               and self.step_optimizer.get(src.step) != index)}
-        opt_text = self._optimizer_text(index, site)
-        first_own = min(own, key=lambda s: s.index) if own else None
-        for src, hit in foreign.items():
-            kind = "leak" if src.iteration == self.iteration and src.index >= 0 else "stale"
-            what = (f"the gradient of {src.label} (backward at {src.site}) is in .grad of "
-                    f"{len(hit)} tensors when {opt_text or 'the optimizer'} steps"
-                    if kind == "leak" else
-                    f"{len(hit)} tensors still hold gradient of an earlier iteration "
-                    f"({src.label if src.index >= 0 else 'no zero_grad() cleared it'}) when "
-                    f"{opt_text or 'the optimizer'} steps: it is added to this step's")
-            at = tuple(s.shown() for s in (src.site, site) if s is not None)
-            edits: tuple = ()
-            if opt_text and first_own is not None and first_own.site is not None:
-                e = E.insert_before(first_own.site.path, first_own.site.line,
-                                    f"{opt_text.strip('`')}.zero_grad()")
-                edits = (e,) if e is not None else ()
-            self._add(ScriptFinding(
-                kind, self.iteration, what + " (it changes the update)",
-                tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
-                edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() before this "
-                              f"step's own backward()", step=self.step_events - 1,
-                concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
-
-    def _dead(self, index: int, event: int, site: Site | None, stepped) -> None:
-        names = self._names()
-        # a tensor a backward's graph reached, with a gradient of exactly zero (a recurrent
-        # weight read against a zero first state), is not dead: only one no graph reached
-        dead = [(k, p) for k, p in stepped if not self.ledger.live.get(id(p))
-                and (self.reached_at.get(id(p), -1) <= self.last_step_of.get(id(p), -1)
-                     or self.ledger.cleared.get(id(p)))]
-        if not dead:
-            return
-        misplaced = self._misplaced(index, stepped, dead)
-        read = self._read_by_training()
-        targets = [(k, p) for k, p in dead if self._target_only(p, read)]
-        if targets:
-            dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
-            self._add(ScriptFinding(
-                "hand_updated", self.iteration,
-                f"{plural(len(targets), 'tensor')} an optimizer steps get no gradient: they "
-                f"compute a target cut off from the loss (under no_grad, or .detach()-ed), "
-                f"whose output meets the prediction only in the loss (a teacher, a key "
-                f"encoder): the optimizer does nothing with them",
-                tuple(k for k, _ in targets), tuple(names.get(id(p), k) for k, p in targets),
-                (site.shown(),) if site is not None else (),
-                advice=_HELD_FOR_NOTHING, step=self.step_events - 1))
-        if not dead:
-            return
-        groups: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
-        info: dict[tuple, tuple] = {}
-        for key, p in dead:
-            cleared = [s for s in self.ledger.cleared.get(id(p), []) if s.step is None
-                       and s.index > self.last_step_of.get(id(p), -1)]
-            if cleared:
-                src = cleared[-1]
-                clear = next((c for c in reversed(self.clears) if id(p) in c[1]), None)
-                g = ("cleared", src.site, clear[0] if clear else None)
-                info[g] = (src, clear)
-            else:
-                cut = self._cut_of(p)
-                g = ("dead", cut, None)
-            groups.setdefault(g, []).append((key, p))
-        # tensors with no cut of their own, in a step where one edited cut starves others:
-        # that cut is the likeliest (its input read under no_grad, not by a module), and the
-        # edit's rerun proves it, or rejects it for a tensor that still gets nothing
-        cut_groups = [g for g in groups if g[0] == "dead" and g[1] is not None and g[1][2]]
-        if len(cut_groups) == 1:
-            for g in [g for g in groups if g[0] == "dead" and g[1] is None]:
-                groups[cut_groups[0]] = groups.pop(g) + groups[cut_groups[0]]
-        for g, hit in groups.items():
-            keys = tuple(k for k, _ in hit)
-            shown = tuple(names.get(id(p), k) for k, p in hit)
-            if g[0] == "cleared":
-                src, clear = info[g]
-                self._cleared_sources.add(src)
-                clear_site = clear[0] if clear else None
-                at = tuple(s.shown() for s in (src.site, clear_site, site) if s is not None)
-                edits: tuple = ()
-                if clear_site is not None and src.site is not None and \
-                        clear_site.path == src.site.path:
-                    edits = tuple(E.move_before(clear_site.path, clear_site.line,
-                                                src.site.line))
-                self._add(ScriptFinding(
-                    "cleared", self.iteration,
-                    f"{self._optimizer_text(index, site) or 'the optimizer'} steps {len(hit)} "
-                    f"tensors with no gradient: the gradient of {src.label} (backward at "
-                    f"{src.site}) was cleared"
-                    + (f" by {clear_site.text()} at {clear_site}" if clear_site else "")
-                    + " before the step", keys, shown, at, edits,
-                    advice="clear gradients before backward(), not between backward() and "
-                           "step()", step=self.step_events - 1, concerned=keys))
-                continue
-            _kind, cut = g[0], g[1]
-            if cut is not None:
-                cut_site, cut_what, edit = cut
-                self._add_dead(hit, ScriptFinding(
-                    "dead", self.iteration,
-                    f"no loss reaches {len(hit)} tensors "
-                    f"{self._optimizer_text(index, site) or 'the optimizer'} steps: {cut_what} "
-                    f"at {cut_site} cuts them off", keys, shown,
-                    (cut_site.shown(),) + ((site.shown(),) if site else ()), edit,
-                    advice=f"remove the cut at {cut_site} if these tensors are meant to train "
-                           f"from this loss", step=self.step_events - 1,
-                    concerned=tuple(self._reached_keys(cut_site, stepped)) or keys,
-                    extra={"misplaced": index} if misplaced else {}))
-            else:
-                self._add_dead(hit, ScriptFinding(
-                    "dead", self.iteration,
-                    f"no loss reaches {len(hit)} tensors "
-                    f"{self._optimizer_text(index, site) or 'the optimizer'} steps "
-                    f"(none of this iteration's backward() calls gave them a gradient)",
-                    keys, shown, (site.shown(),) if site else (), (),
-                    advice="use them in a loss, or leave them out of the optimizer if they "
-                           "are meant to stay as they are", step=self.step_events - 1,
-                    concerned=keys, extra={"misplaced": index} if misplaced else {}))
-
-    def _suspect_zeros(self, stepped) -> None:
-        """Stepped tensors this iteration's losses reached whose ``.grad`` is exactly zero:
-        suspects, by the backward() that reached them, explained at its next audited call
-        (:meth:`_zeroed`)."""
-        since = {k: [e for e, leaves in self.reached_by
-                     if id(p) in leaves and e > self.last_step_of.get(id(p), -1)]
-                 for k, p in stepped}
-        reached = [(k, p) for k, p in stepped if since[k] and id(p) not in self.zero_judged]
-        for (k, p), zero in zip(reached, zero_gradients([p for _, p in reached])):
-            if not zero:
-                continue
-            for event in since[k]:
-                stack = self.backward_keys.get(event)
-                if stack is not None:
-                    self.zero_suspects.setdefault(stack, {})[id(p)] = (k, p)
-
-    def _zeroed(self, roots: Sequence[torch.Tensor], site: Site | None,
-                suspects: dict[int, tuple[str, torch.Tensor]]) -> None:
-        """Dead in effect: tensors this backward() reached again with a gradient of exact
-        zeros, because the gradients reaching them cancel or an operation on the way passes
-        zero for any values; the edit passes the gradient straight through at the line that
-        made the operation (:func:`~toolkit.audit.watch.zeroed.explain`)."""
-        self.zero_judged.update(suspects)
-        if self.made_at is None or len(roots) != 1 or roots[0].numel() != 1 or \
-                roots[0].grad_fn is None:
-            return
-        try:
-            found = explain(roots[0], {i: p for i, (_, p) in suspects.items()}, self.made_at)
-        except RuntimeError:
-            return
-        names = self._names()
-        for z in found:
-            keys = tuple(suspects[i][0] for i in z.tensors)
-            shown = tuple(names.get(i, suspects[i][0]) for i in z.tensors)
-            at = tuple(s.shown() for s in (z.site, site) if s is not None)
-            self._add(ScriptFinding(
-                "dead", self.iteration,
-                f"{self._loss_label(site)} (backward at {site}) reaches "
-                f"{plural(len(keys), 'tensor')} an optimizer steps with a gradient of exact zeros: "
-                + (f"at {z.site}, " if z.site is not None else "") + z.what,
-                keys, shown, at, z.edits,
-                advice="pass the gradient straight through where the value is made (a "
-                       "straight-through estimator: x + (q(x) - x).detach(), the same values "
-                       "forward, x's gradient back)", step=self.step_events, concerned=keys))
-
-    def _misplaced(self, index: int, stepped, dead) -> bool:
-        """Optimizer membership by role: the losses of this step (the backward() calls since
-        the step before it) reach none of the tensors the optimizer holds, and reach tensors
-        no optimizer holds (``optimizer_D`` built over the encoder, a line copied from the one
-        above, while its loss trains the discriminator). Its argument is the wrong network:
-        kept for the rule of tensors no optimizer steps (:meth:`_end_of_iteration`), whose
-        edit replaces it."""
-        if len(dead) != len(stepped):
-            return False
-        reached = set().union(*(r for e, r in self.reached_by
-                                if e > self.previous_step_event)) - set(self._stepped_map())
-        if not reached:
-            return False
-        self.misplaced[index] = (reached, tuple(k for k, _ in dead))
-        return True
-
-    def _read_by_training(self) -> set[str]:
-        """The names the calls of networks that train read as arguments, with gradients on,
-        at the user's lines."""
-        read: set[str] = set()
-        for key, by_name in self.called_as.items():
-            module = self.roots[key][0]
-            if any(q.requires_grad for q in module.parameters()):
-                read |= {n for uses in by_name.values() for g, site, _ in uses if g
-                         for n in S.argument_names(site.path, site.span)}
-        return read
-
-    def _target_only(self, p: torch.Tensor, read: set[str]) -> bool:
-        """Whether every call under no_grad that reads ``p`` made a value that no network
-        that trains reads (a target: it meets the prediction only in the loss), and there was
-        one. What a ``with torch.no_grad():`` block assigns is matched to ``read`` (see
-        :meth:`_read_by_training`); a value a network reads as it is (a view of the output)
-        is matched by its storage."""
-        calls = [(m, lines) for m, _, lines, _, _ in self.no_grad_calls
-                 if any(q is p for q in m.parameters())]
-        if not calls:
-            return self._target_cut(p, read)
-        if any(id(m) in self.feeds_trained for m, _ in calls):
-            return False
-        for _, lines in calls:
-            made = next((names for path, line in lines
-                         if (names := S.no_grad_block_names(path, line)) is not None), None)
-            if made and made & read:
-                return False
-        return True
-
-    def _target_cut(self, p: torch.Tensor, read: set[str]) -> bool:
-        """Whether every ``.detach()`` whose input reaches ``p`` made a value that no network
-        that trains reads, and there was one: the cut of a target, as a call under no_grad
-        (see :meth:`_target_only`). The value is matched by its storage (read as it is, a
-        backbone's features under a head) and by the names the detach's statement assigns."""
-        cuts = [(site, storage, read_graph([node]).leaves) for node, site, storage, _
-                in self.detaches]
-        cuts = [(site, storage, leaves) for site, storage, leaves in cuts if id(p) in leaves]
-        if not cuts:
-            return False
-        for site, storage, leaves in cuts:
-            # a cut of a network some of whose tensors a loss trains (a value head on a shared
-            # trunk) is on the prediction's side, not a separate target's
-            if any(self.ledger.live.get(k) for k in leaves):
-                return False
-            if storage in self.trained_reads:
-                return False
-            if S.assigned_names(site.path, site.line) & read:
-                return False
-        return True
-
-    def _add_dead(self, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:
-        """A dead finding, judged at the next step (or the end): see :meth:`_settle`."""
-        if finding.key in self.findings:
-            return
-        self.pending_dead.append((finding, [(p, p.detach().clone()) for _, p in hit]))
-
-    def _settle(self, final: bool = False) -> None:
-        """The dead findings waiting since an earlier step: a tensor whose values changed
-        though no gradient reached it was moved by the script itself (an EMA or momentum
-        copy, a target network synced by hand): its optimizer holds it for nothing, which is
-        information; the others are failures. At the end, a tensor seen moved before counts
-        as moved."""
-        if not self.pending_dead:
-            return
-        waiting = []
-        for finding, values in self.pending_dead:
-            moved = [id(p) for p, old in values
-                     if p.shape != old.shape or not torch.equal(p.detach(), old)]
-            self.hand_updated.update(moved)
-            if not moved and not final and finding.iteration == self.iteration:
-                waiting.append((finding, values))   # its own iteration's step: wait
-                continue
-            if moved or all(id(p) in self.hand_updated for p, _ in values):
-                finding = ScriptFinding(
-                    "hand_updated", finding.iteration,
-                    f"{len(values)} tensors an optimizer steps get no gradient and the script "
-                    f"moves them itself (an EMA or momentum copy): the optimizer does nothing "
-                    f"with them", finding.tensors, finding.names, finding.at,
-                    advice=_HELD_FOR_NOTHING, step=finding.step)
-            self._add(finding)
-        self.pending_dead = waiting
-
-    def _cut_of(self, p: torch.Tensor):
-        """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
-        losses: a detach whose input's graph reaches ``p``."""
-        for node, site, _, _ in reversed(self.detaches):
-            graph: Graph = read_graph([node])
-            if id(p) in graph.leaves:
-                edit = E.remove_detach(site.path, site.span)
-                self._reach_cache = (site, set(graph.leaves))
-                return site, "`.detach()`", (edit,) if edit is not None else ()
-        # the last call under no_grad that reads p, itself or through its inputs' graph: the
-        # one whose output the loss reads
-        for module, site, lines, inputs, _ in reversed(self.no_grad_calls):
-            if any(q is p for q in module.parameters()) or (
-                    inputs and id(p) in read_graph(inputs).leaves):
-                for path, line in lines:
-                    moved = E.out_of_no_grad(path, line)
-                    if moved is not None:
-                        at, edits = moved
-                        cut = S.cutting_call(path, line) or "torch.no_grad()"
-                        return (Site(path, at, None),
-                                f"`{S.statement_text(path, at)}` under `with {cut}`",
-                                tuple(edits))
-                return site, f"a call of {type(module).__name__} under no_grad", ()
-        return None
-
-    def _reached_keys(self, cut_site: Site, stepped) -> list[str]:
-        cache = getattr(self, "_reach_cache", None)
-        if cache is None or cache[0] != cut_site:
-            return []
-        return [k for k, p in stepped if id(p) in cache[1]]
-
-    def _carried(self, graph: Graph, site: Site | None) -> None:
-        i = self.iteration
-        if i < 1 or (i - 1) not in self.start_seq or i not in self.start_seq:
-            return
-        lo, hi = self.start_seq[i - 1], self.start_seq[i]
-        old = [n for n in graph.nodes.values()
-               if getattr(n, "variable", None) is None and lo <= sequence(n) < hi]
-        if not old:
-            return
-        old_ids = {id(n) for n in old}
-        entry = [(s, a, t) for s, a, t, nodes, _ in self.calls if nodes & old_ids]
-        at: tuple[str, ...] = ()
-        edits: tuple = ()
-        if entry:
-            s, a, is_tensor = entry[-1]   # the outermost call: hooks see inner ones first
-            at = (s.shown(),)
-            edits = tuple(E.cut_argument(s.path, s.span, a, is_tensor))
-        self._add(ScriptFinding(
-            "carried", i,
-            f"the graph of {self._loss_label(site)} (backward at {site}) reaches {len(old)} nodes "
-            f"made by the previous iteration: it grows every iteration, or the next backward() "
-            f"fails 'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
-            advice="cut the state kept between iterations where the next iteration reads it",
-            step=self.step_events, concerned=("*",)))
-
-    def _shared(self, index: int, opt: torch.optim.Optimizer, stepped) -> None:
-        """A tensor another optimizer stepped with the gradient it holds now (no backward()
-        wrote it since): the one gradient moves it twice. Two optimizers over it in two phases
-        of the script (pre-training, then fine-tuning), each after its own backward(), are no
-        finding."""
-        for key, p in stepped:
-            by = self.stepped_by.setdefault(id(p), {})
-            before = [(i, event) for i, event in by.items() if i != index
-                      and event > self.written_at.get(id(p), -1)]
-            by[index] = self.events
-            if before and p.grad is not None and nonzero(p.grad):
-                others = sorted(i for i, _ in before)
-                at = tuple(s.shown() for s in (self.built_at.get(id(self.optimizers[j]))
-                                               for j in [*others, index]) if s is not None)
-                self._add(ScriptFinding(
-                    "shared", self.iteration,
-                    f"a tensor is stepped by optimizers {others[0]} and {index} with one "
-                    f"gradient (no backward() wrote it between the steps): it moves twice",
-                    (key,), (self._names().get(id(p), key),), at,
-                    advice="give each tensor to one optimizer", step=self.step_events - 1))
-
-    def _wasted(self) -> None:
-        names = self._names()
-        groups: dict[Source, list[int]] = {}
-        for src, key in self.ledger.wasted:
-            groups.setdefault(src, []).append(key)
-        self.ledger.wasted = []
-        for src, keys in groups.items():
-            if src.index < 0 or src in self._cleared_sources:
-                continue
-            ts = [self.ledger.tensors[k] for k in keys]
-            cost = _bytes(ts)
-            shown = tuple(names.get(k, "?") for k in keys)
-            self._add(ScriptFinding(
-                "wasted", src.iteration,
-                f"{src.label} (backward at {src.site}) writes gradient into {len(keys)} tensors "
-                f"that is cleared before any step uses it ({_kib(cost)} of gradient): harmless, "
-                f"work done in vain", tuple(shown), shown,
-                (src.site.shown(),) if src.site else (), cost_bytes=cost,
-                advice="freeze them (requires_grad_(False)) or cut where this loss reads them, "
-                       "if they are not meant to pass gradient on"))
-
-    def _stepped_map(self) -> dict[int, int]:
+    def stepped_map(self) -> dict[int, int]:
         """Each tensor an optimizer holds, by ``id``, with that optimizer's index."""
         return {id(p): i for i, o in enumerate(self.optimizers) for g in o.param_groups
                 for p in g["params"]}
 
-    def _frozen(self, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
-        """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
-        since and still held: frozen mid-run (for another network's step, say) and never
-        switched back on, the optimizer steps them with no gradient."""
-        frozen = [(k, p) for k, p in _keyed(index, opt)
-                  if not p.requires_grad and id(p) in self.trainable_seen]
-        if not frozen:
-            return
-        names = self._names()
-        owner = self._owner(id(frozen[0][1]))
-        name = self.roots[id(owner)][1] if owner is not None else None
-        fix = (E.unfreeze_before(site.path, name, site.line)
-               if site is not None and name else None)
-        at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
-            (site.shown(),) if site is not None else ())
-        opt_text = self._optimizer_text(index, site) or "the optimizer"
-        keys = tuple(k for k, _ in frozen)
-        self._add(ScriptFinding(
-            "frozen", self.iteration,
-            f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad was switched "
-            f"off after an earlier step and not back on: they get no gradient and stay as "
-            f"they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
-            (fix[1],) if fix is not None else (),
-            advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
-                   f"before the loss that trains them", step=self.step_events - 1,
-            concerned=keys))
-
-    def _targets(self, roots: Sequence[torch.Tensor], site: Site | None,
-                 stepped: dict[int, int]) -> None:
-        """A comparison in the head of the loss whose target side reaches tensors an optimizer
-        steps (the step audit's rule, :func:`~toolkit.audit.rules.targets.target_edges`,
-        on this backward's graph): a teacher's soft targets, a guessed label made by the
-        model, computed with gradients; the loss trains those tensors through its target. The
-        edit cuts the target where the user's code made it: each network call whose output
-        the target side holds (the outermost), ``.detach()``-ed. ``stepped``: each tensor an
-        optimizer holds, with its index."""
-        outputs = [t for t in roots if t.grad_fn is not None]
-        if not stepped or not outputs:
-            return
-        search = ShortestPaths(outputs)
-        graph = StepGraph(search)
-        for _, target in sorted(target_edges(graph, set(stepped))):
-            met = graph.reach([target])
-            reached = sorted({id(v) for k in met
-                              if isinstance(v := getattr(search.nodes[k], "variable", None),
-                                            torch.Tensor)} & set(stepped))
-            if not reached:
-                continue
-            # the call that made each node (an inner network's call ends first: an outer
-            # call handing the same output on is not where it was made)
-            made: dict[int, Site] = {}
-            for node, s, _ in self.call_outputs:
-                if id(node) in met:
-                    made.setdefault(id(node), s)
-            inner = {k for key in made for k in graph.reach([key]) - {key}}
-            sites = list(dict.fromkeys(s for key, s in made.items() if key not in inner))
-            edits = tuple(e for s in sites if (e := E.detach_call(s.path, s.span)) is not None)
-            names = self._names()
-            held = {id(p): (k, p) for i, o in enumerate(self.optimizers)
-                    for k, p in _keyed(i, o) if id(p) in set(reached)}
-            keys = tuple(key for key, _ in held.values())
-            tensors = [p for _, p in held.values()]
-            self._add(ScriptFinding(
-                "target", self.iteration,
-                f"the target of {self._loss_label(site)} (backward at {site}) carries gradient to "
-                f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
-                f"through its own target (a teacher's soft targets, a label the model guessed)",
-                keys, tuple(names.get(id(p), "?") for p in tensors),
-                tuple(s.shown() for s in sites) + ((site.shown(),) if site else ()), edits,
-                advice="compute the target under torch.no_grad(), or .detach() it where it is "
-                       "made", step=self.step_events, concerned=keys, extra={"loses": True}))
-
-    def _followers(self, index: int, stepped) -> None:
-        """Tensors the script moved itself since their last step, along the line to another
-        tensor an optimizer holds (``k <- m k + (1 - m) q``, a momentum or EMA copy, or a copy
-        outright), that a loss's gradient reached: the copy the prediction is compared with
-        (MoCo's key encoder) is trained by the loss through its own side of the comparison.
-        The edit cuts the output of the call that made the copy's values (the outermost call
-        reaching them and no other stepped tensor)."""
-        held = [p for o in self.optimizers for g in o.param_groups for p in g["params"]]
-        moved: dict[int, tuple[str, torch.Tensor]] = {}
-        for key, p in stepped:
-            old = self.after_step.pop(id(p), None)
-            if old is None or old.shape != p.shape or not self.ledger.live.get(id(p)):
-                continue
-            if torch.equal(p.detach(), old):   # as exact as in double, without the copies
-                continue
-            now = p.detach().flatten().double()
-            before = old.flatten().double()
-            for q in held:
-                # on the line to q (a clamp, a projection or a decay moves toward no other
-                # tensor)
-                if q is not p and q.shape == p.shape and toward(
-                        before, now, q.detach().flatten().double()):
-                    moved[id(p)] = (key, p)
-                    break
-        if not moved:
-            return
-        stepped_ids = {id(p) for p in held}
-        reach: dict[int, set[int]] = {}
-        sites: dict[int, Site] = {}
-        for node, s, _ in self.call_outputs:
-            leaves = set(read_graph([node]).leaves) & stepped_ids
-            if leaves & set(moved) and leaves <= set(moved):
-                reach[id(node)] = leaves
-                sites[id(node)] = s
-        # the outermost: a call whose output reaches more of them
-        best = sorted(reach, key=lambda k: -len(reach[k]))
-        chosen: list[Site] = []
-        covered: set[int] = set()
-        for k in best:
-            if not reach[k] <= covered:
-                chosen.append(sites[k])
-                covered |= reach[k]
-        edits = tuple(e for s in dict.fromkeys(chosen)
-                      if (e := E.detach_call(s.path, s.span)) is not None)
-        names = self._names()
-        keys = tuple(k for k, _ in moved.values())
-        tensors = [p for _, p in moved.values()]
-        srcs = {s for p in tensors for s in self.ledger.live.get(id(p), []) if s.site}
-        at = tuple(s.shown() for s in dict.fromkeys(chosen)) + tuple(
-            sorted({s.site.shown() for s in srcs}))
-        self._add(ScriptFinding(
-            "target", self.iteration,
-            f"{plural(len(tensors), 'tensor')} the script moves itself toward other tensors an "
-            f"optimizer steps (a momentum or EMA copy) get gradient from the loss: the loss "
-            f"trains the copy it compares with through the copy's own output",
-            keys, tuple(names.get(id(p), "?") for p in tensors), at, edits,
-            advice="compute the copy's output under torch.no_grad(), or .detach() it where it "
-                   "is made", step=self.step_events - 1, concerned=keys,
-            extra={"loses": True}))
-
-    def _aliased(self) -> None:
-        """One network called by two names, one only under no_grad (a target, an EMA or
-        teacher copy read as a constant) and one with gradients, its tensors stepped: the
-        target is the trained network itself (``ema = model`` for ``copy.deepcopy(model)``).
-        One network read both ways by one name (FixMatch's pseudo-labels) is no finding."""
-        stepped = self._stepped_map()
-        names = self._names()
-        for key, by_name in self.called_as.items():
-            module = self.roots[key][0]
-            params = [p for p in module.parameters() if id(p) in stepped]
-            # in one iteration: one name only under no_grad, another with gradients; the same
-            # attribute reached from two places (self.teacher, model.teacher) is one binding
-            pairs = [(t, o) for t, t_uses in by_name.items() for o, o_uses in by_name.items()
-                     if t.rpartition(".")[2] != o.rpartition(".")[2]
-                     and not any(g for g, _, _ in t_uses)
-                     and {i for _, _, i in t_uses} & {i for g, _, i in o_uses if g}]
-            if not params or not pairs:
-                continue
-            target, trained = pairs[0]
-            sites = [s for g, s, _ in by_name[target] if not g]
-            fix = None
-            for site in sites:
-                fix = E.copy_at_alias(site.path, target.split("(")[0], trained)
-                if fix is not None:
-                    break
-            line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
-            at = ((line.shown(),) if line is not None else ()) + tuple(
-                sorted({s.shown() for s in sites}))
-            shown = tuple(names.get(id(p), "?") for p in params)
-            self._add(ScriptFinding(
-                "aliased", self.iteration,
-                f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
-                f"as a target while `{trained}` trains, so the target is the trained network "
-                f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
-                advice=f"make `{target}` a copy: {target} = copy.deepcopy({trained})",
-                step=self.step_events - 1, concerned=shown))
-
-    def _snapshot(self) -> None:
-        """The values of the networks the script holds and never calls (at each step and at
-        the end): a copy kept in sync is one moved toward a stepped network."""
-        online = [m for m, _ in self.roots.values()] + [m for m, _ in self.holders.values()]
-        self.sync.snapshot(set(self.called_as), set(self._stepped_map()), online)
-
-    def _kept_in_sync(self) -> None:
-        """A network the script keeps in sync with a stepped one (a Polyak or EMA copy, a
-        copy outright) and never reads, while that stepped network is called under no_grad
-        where its output is a constant a loss's graph meets (a TD target, a teacher's
-        targets): the constant was meant to come from the copy. The edit calls the copy
-        there, by the name the script holds it by. A copy kept for evaluation only (no loss
-        reads the stepped network's no_grad output) is no finding."""
-        if not self.sync.copies:
-            return
-        stepped = self._stepped_map()
-        names = self._names()
-        for copy in self.sync.copies.values():
-            online = copy.online
-            fed = {s: when for (key, s), when in self.fed_constants.items()
-                   if key == id(online)}
-            if not fed:
-                continue
-            sites = list(fed)
-            iteration, step = min(fed.values())
-            spelled = {n for n, uses in self.called_as.get(id(online), {}).items()
-                       for g, s, _ in uses if not g and s in sites}
-            edits = []
-            for site in dict.fromkeys(sites):
-                for name in spelled:
-                    e = swap_call(site, name.split("(")[0], copy.name)
-                    if e is not None:
-                        edits.append(e)
-                        break
-            held = {id(p): (k, p) for i, o in enumerate(self.optimizers)
-                    for k, p in _keyed(i, o) if id(p) in stepped}
-            params = [p for p in online.parameters() if id(p) in held]
-            keys = tuple(held[id(p)][0] for p in params)
-            shown = tuple(names.get(id(p), "?") for p in params)
-            which = next(iter(spelled), "the trained network")
-            self._add(ScriptFinding(
-                "aliased", iteration,
-                f"`{copy.name}` is kept in sync with `{which}` (moved toward it after its "
-                f"steps) and never read, while `{which}` itself, called under no_grad, makes "
-                f"the constant the loss compares with: the target is read from the trained "
-                f"network instead of its copy",
-                keys, shown, tuple(s.shown() for s in dict.fromkeys(sites)), tuple(edits),
-                advice=f"read the target from `{copy.name}`, the copy kept for it",
-                step=step, concerned=keys))
-
-    def _end_of_iteration(self) -> None:
-        """Gradient in tensors no optimizer steps. Between a loss and the tensors an optimizer
-        steps (a predictor on a trained encoder, a head left out of its model's optimizer),
-        or part of a model whose other tensors are stepped: the loss trains them and no step
-        uses it, a failure at the optimizer's line, with the parameter group that adds them.
-        Elsewhere (a backbone below a trained head, a target network read on data): wasted
-        work, a note."""
-        self._aliased()
-        stepped = self._stepped_map()
-        names = self._names()
-        by_root: dict[int, list[int]] = {}
-        for key, live in self.ledger.live.items():
-            if key in stepped or not live:
-                continue
-            owner = self._owner(key)
-            if owner is None:
-                continue
-            by_root.setdefault(id(owner), []).append(key)
-        for root, keys in by_root.items():
-            module, name = self.roots[root]
-            trained = any(id(p) in stepped for p in module.parameters())
-            inside = [k for k in keys if k in self.between]
-            srcs = {s for k in keys for s in self.ledger.live[k] if s.site is not None}
-            at = tuple(sorted({s.site.shown() for s in srcs}))
-            order = {id(p): i for i, p in enumerate(module.parameters())}
-            keys.sort(key=lambda k: order.get(k, len(order)))
-            shown = tuple(names.get(k, "?") for k in keys)
-            if not trained and not inside:
-                self._add(ScriptFinding(
-                    "wasted", self.iteration,
-                    f"{len(keys)} tensors of {name} get gradient that no optimizer uses (below "
-                    f"every trained tensor, so nothing else needs it): work done in vain",
-                    shown, shown, at, advice=f"{name}.requires_grad_(False) if they are meant "
-                                             f"to stay as they are; else add them to an "
-                                             f"optimizer"))
-                continue
-            opts = sorted({i for k in inside for i in self.between[k]}) or sorted(
-                {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
-            # an optimizer whose own loss reaches these tensors and none it holds: its
-            # argument is replaced by them, and its dead finding is this one
-            wrong = next((i for i, (reached, _) in sorted(self.misplaced.items())
-                          if set(keys) <= reached), None)
-            if wrong is not None:
-                opts = [wrong]
-            opt = self.optimizers[opts[0]] if opts else None
-            built = self.built_at.get(id(opt)) if opt is not None else None
-            edits: tuple = ()
-            opt_name = S.assigned_name(built.path, built.line) if built is not None else None
-            extra_concerned: tuple[str, ...] = ()
-            what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
-                    "an optimizer steps through them" if inside else
-                    f"no optimizer steps them, though an optimizer steps the rest of {name}")
-            if wrong is not None and built is not None:
-                e = E.replace_parameters(built.path, built.line,
-                                         _parameters_text(module, name, set(keys)))
-                if e is not None:
-                    edits = (e,)
-                    extra_concerned = self.misplaced[wrong][1]
-                    self.pending_dead = [(f, v) for f, v in self.pending_dead
-                                         if f.extra.get("misplaced") != wrong]
-                    opt_text = f"`{opt_name}`" if opt_name else "the optimizer"
-                    what = (f"the loss of {opt_text}'s step trains them and none of the tensors "
-                            f"it holds: it is built over the wrong parameters")
-            elif built is not None and opt_name:
-                params = _parameters_text(module, name, set(keys))
-                e = E.insert_after(built.path, built.line,
-                                   f'{opt_name}.add_param_group({{"params": {params}}})')
-                edits = (e,) if e is not None else ()
-            self._add(ScriptFinding(
-                "unstepped", self.iteration,
-                f"{len(keys)} tensors of {name} get gradient and {what}",
-                shown, shown, ((built.shown(),) if built is not None else ()) + at, edits,
-                advice=f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
-                       f" (optimizer.add_param_group({{'params': [...]}}), or in its "
-                       f"constructor)", step=self.step_events - 1,
-                concerned=tuple(shown) + extra_concerned))
 
 
-def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
-    """The parameters of ``module`` (called ``name`` in the user's code) whose ids are
-    ``keys``, as the user would write them: ``name.parameters()`` when they are all of it, the
-    largest submodules they fill whole (``[*model.fc22.parameters()]``), else each one
-    (``model.fc22.weight``); a numbered child is indexed (``net[0]``)."""
-    def attr(path: str) -> str:
-        return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split(".") if p)
-
-    every = {id(p) for p in module.parameters()}
-    if every and every <= keys:
-        return f"{name}.parameters()"
-    parts, covered = [], set()
-    for sub_name, sub in module.named_modules():
-        ids = {id(p) for p in sub.parameters()}
-        if sub_name and ids and ids <= keys and not ids <= covered:
-            parts.append(f"*{name}{attr(sub_name)}.parameters()")
-            covered |= ids
-    for p_name, p in module.named_parameters():
-        if id(p) in keys and id(p) not in covered:
-            parts.append(f"{name}{attr(p_name)}")
-    if len(parts) == 1 and parts[0].startswith("*"):
-        return parts[0][1:]
-    return "[" + ", ".join(parts) + "]"
 
 
-def _keyed(index: int, opt: torch.optim.Optimizer) -> list[tuple[str, torch.Tensor]]:
-    """Each tensor ``opt`` (the ``index``-th optimizer) holds, with its stable key
-    ``opt<index>.<group>.<position>``."""
-    return [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
-            for k, p in enumerate(group["params"])]
+
+
+
+
 
 
 def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["nonzero", "storage_of", "tensors_in"]
+__all__ = ["keyed", "nonzero", "storage_of", "tensors_in"]
 
 
 def tensors_in(value: object) -> list[torch.Tensor]:
@@ -40,3 +40,10 @@ def nonzero(t: torch.Tensor) -> bool:
         return t.max().item() != 0 or t.min().item() != 0
     except (RuntimeError, NotImplementedError):   # a dtype with no max (a float8)
         return bool(t.any())
+
+
+def keyed(index: int, opt: torch.optim.Optimizer) -> list[tuple[str, torch.Tensor]]:
+    """Each tensor ``opt`` (the ``index``-th optimizer) holds, with its stable key
+    ``opt<index>.<group>.<position>``."""
+    return [(f"opt{index}.{g}.{k}", p) for g, group in enumerate(opt.param_groups)
+            for k, p in enumerate(group["params"])]

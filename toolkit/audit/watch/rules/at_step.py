@@ -1,0 +1,148 @@
+"""What a step finds in ``.grad``, in an audited iteration: gradient of another step's loss
+(``leak``) or of an earlier iteration's (``stale``), a tensor two optimizers step (``shared``),
+gradient cleared before any step used it (``wasted``), and a network frozen for another's
+step and never switched back on (``frozen``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.overrides
+
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.result import plural
+from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.ledger import Source
+from toolkit.audit.watch.tensors import keyed, nonzero
+
+if TYPE_CHECKING:
+    from toolkit.audit.watch.session import Watch
+
+__all__ = ["frozen", "leaks", "shared", "wasted"]
+
+
+def leaks(w: Watch, index: int, event: int, site: Site | None, stepped) -> None:
+    names = w.names()
+    foreign: dict[Source, list[tuple[str, torch.Tensor]]] = {}
+    own: list[Source] = []
+    for key, p in stepped:
+        for src in w.ledger.live.get(id(p), []):
+            if src.step is None:
+                src.step = event
+            if src.step == event:
+                if src not in own:
+                    own.append(src)
+            else:
+                foreign.setdefault(src, []).append((key, p))
+    if not own:
+        # one loss of this iteration whose gradient another optimizer stepped first, and
+        # nothing else in .grad: the loss trains both (an encoder and a decoder, each with
+        # its optimizer); a leak mixes another loss's gradient into a step's own
+        foreign = {src: hit for src, hit in foreign.items()
+                   if not (src.index >= 0 and src.iteration == w.iteration
+                           and w.step_optimizer.get(src.step) != index)}
+    opt_text = w.optimizer_text(index, site)
+    first_own = min(own, key=lambda s: s.index) if own else None
+    for src, hit in foreign.items():
+        kind = "leak" if src.iteration == w.iteration and src.index >= 0 else "stale"
+        what = (f"the gradient of {src.label} (backward at {src.site}) is in .grad of "
+                f"{len(hit)} tensors when {opt_text or 'the optimizer'} steps"
+                if kind == "leak" else
+                f"{len(hit)} tensors still hold gradient of an earlier iteration "
+                f"({src.label if src.index >= 0 else 'no zero_grad() cleared it'}) when "
+                f"{opt_text or 'the optimizer'} steps: it is added to this step's")
+        at = tuple(s.shown() for s in (src.site, site) if s is not None)
+        edits: tuple = ()
+        if opt_text and first_own is not None and first_own.site is not None:
+            e = E.insert_before(first_own.site.path, first_own.site.line,
+                                f"{opt_text.strip('`')}.zero_grad()")
+            edits = (e,) if e is not None else ()
+        w.add(ScriptFinding(
+            kind, w.iteration, what + " (it changes the update)",
+            tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
+            edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() before this "
+                          f"step's own backward()", step=w.step_events - 1,
+            concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
+
+
+def shared(w: Watch, index: int, opt: torch.optim.Optimizer, stepped) -> None:
+    """A tensor another optimizer stepped with the gradient it holds now (no backward()
+    wrote it since): the one gradient moves it twice. Two optimizers over it in two phases
+    of the script (pre-training, then fine-tuning), each after its own backward(), are no
+    finding."""
+    for key, p in stepped:
+        by = w.stepped_by.setdefault(id(p), {})
+        before = [(i, event) for i, event in by.items() if i != index
+                  and event > w.written_at.get(id(p), -1)]
+        by[index] = w.events
+        if before and p.grad is not None and nonzero(p.grad):
+            others = sorted(i for i, _ in before)
+            at = tuple(s.shown() for s in (w.built_at.get(id(w.optimizers[j]))
+                                           for j in [*others, index]) if s is not None)
+            w.add(ScriptFinding(
+                "shared", w.iteration,
+                f"a tensor is stepped by optimizers {others[0]} and {index} with one "
+                f"gradient (no backward() wrote it between the steps): it moves twice",
+                (key,), (w.names().get(id(p), key),), at,
+                advice="give each tensor to one optimizer", step=w.step_events - 1))
+
+
+def wasted(w: Watch) -> None:
+    names = w.names()
+    groups: dict[Source, list[int]] = {}
+    for src, key in w.ledger.wasted:
+        groups.setdefault(src, []).append(key)
+    w.ledger.wasted = []
+    for src, keys in groups.items():
+        if src.index < 0 or src in w._cleared_sources:
+            continue
+        ts = [w.ledger.tensors[k] for k in keys]
+        cost = _bytes(ts)
+        shown = tuple(names.get(k, "?") for k in keys)
+        w.add(ScriptFinding(
+            "wasted", src.iteration,
+            f"{src.label} (backward at {src.site}) writes gradient into {len(keys)} tensors "
+            f"that is cleared before any step uses it ({_kib(cost)} of gradient): harmless, "
+            f"work done in vain", tuple(shown), shown,
+            (src.site.shown(),) if src.site else (), cost_bytes=cost,
+            advice="freeze them (requires_grad_(False)) or cut where this loss reads them, "
+                   "if they are not meant to pass gradient on"))
+
+
+def frozen(w: Watch, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
+    """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
+    since and still held: frozen mid-run (for another network's step, say) and never
+    switched back on, the optimizer steps them with no gradient."""
+    frozen = [(k, p) for k, p in keyed(index, opt)
+              if not p.requires_grad and id(p) in w.trainable_seen]
+    if not frozen:
+        return
+    names = w.names()
+    owner = w.owner(id(frozen[0][1]))
+    name = w.roots[id(owner)][1] if owner is not None else None
+    fix = (E.unfreeze_before(site.path, name, site.line)
+           if site is not None and name else None)
+    at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
+        (site.shown(),) if site is not None else ())
+    opt_text = w.optimizer_text(index, site) or "the optimizer"
+    keys = tuple(k for k, _ in frozen)
+    w.add(ScriptFinding(
+        "frozen", w.iteration,
+        f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad was switched "
+        f"off after an earlier step and not back on: they get no gradient and stay as "
+        f"they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
+        (fix[1],) if fix is not None else (),
+        advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
+               f"before the loss that trains them", step=w.step_events - 1,
+        concerned=keys))
+
+
+def _bytes(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.3g} KiB" if n < 2**20 else f"{n / 2**20:.3g} MiB"

@@ -1,0 +1,75 @@
+"""Graph carried from an earlier iteration (``carried``): nodes autograd made before this
+iteration began, or a prediction fed back into the network that made it without a cut."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.overrides
+
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.watch.feedback import feedbacks
+from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.graph import (
+    Graph,
+    sequence,
+)
+
+if TYPE_CHECKING:
+    from toolkit.audit.watch.session import Watch
+
+__all__ = ["carried", "fed_back"]
+
+
+def fed_back(w: Watch, roots: Sequence[torch.Tensor], site: Site | None) -> None:
+    """A prediction fed back: an output the loss compares, read by a later call of the
+    network that made it without a cut (:func:`~toolkit.audit.watch.feedback.feedbacks`).
+    The edit cuts it where the script passes it on."""
+    outputs = {k: v[:3] for k, v in w.made_by.items()}
+    for feed in feedbacks([t.grad_fn for t in roots], [f for f, _ in w.feeds], outputs):
+        if feed.site is None:
+            continue
+        # the network it is part of, as the script calls it (the decoder, not its layer)
+        maker = next((r for r in w.called_networks() if feed.maker in
+                      {id(m) for m in r[0].modules()}), None)
+        what = f"`{feed.name}`" if feed.name else "a prediction"
+        w.add(ScriptFinding(
+            "carried", w.iteration,
+            f"{what}, an output of {maker[1] if maker else 'a network'} that "
+            f"{w.loss_label(site)} (backward at {site}) compares with its target, is "
+            f"fed back as the input of its next call without a cut: the loss of each later "
+            f"prediction is also differentiated through every earlier one",
+            (), (), (feed.site.shown(),) + ((site.shown(),) if site else ()),
+            (feed.edit,) if feed.edit is not None else (),
+            advice="cut the prediction where it is fed back (.detach()): the next step "
+                   "reads its value, not its graph", step=w.step_events,
+            concerned=("*",)))
+
+
+def carried(w: Watch, graph: Graph, site: Site | None) -> None:
+    i = w.iteration
+    if i < 1 or (i - 1) not in w.start_seq or i not in w.start_seq:
+        return
+    lo, hi = w.start_seq[i - 1], w.start_seq[i]
+    old = [n for n in graph.nodes.values()
+           if getattr(n, "variable", None) is None and lo <= sequence(n) < hi]
+    if not old:
+        return
+    old_ids = {id(n) for n in old}
+    entry = [(s, a, t) for s, a, t, nodes, _ in w.calls if nodes & old_ids]
+    at: tuple[str, ...] = ()
+    edits: tuple = ()
+    if entry:
+        s, a, is_tensor = entry[-1]   # the outermost call: hooks see inner ones first
+        at = (s.shown(),)
+        edits = tuple(E.cut_argument(s.path, s.span, a, is_tensor))
+    w.add(ScriptFinding(
+        "carried", i,
+        f"the graph of {w.loss_label(site)} (backward at {site}) reaches {len(old)} nodes "
+        f"made by the previous iteration: it grows every iteration, or the next backward() "
+        f"fails 'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
+        advice="cut the state kept between iterations where the next iteration reads it",
+        step=w.step_events, concerned=("*",)))

@@ -1,0 +1,107 @@
+"""Copies of a network: one the script names twice (``ema = model``, ``aliased``), and one it
+keeps in sync with a stepped network but never reads while that network makes the target."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.kept_in_sync import swap_call
+from toolkit.audit.watch.tensors import keyed
+
+if TYPE_CHECKING:
+    from toolkit.audit.watch.session import Watch
+
+__all__ = ["aliased", "kept_in_sync", "snapshot"]
+
+
+def aliased(w: Watch) -> None:
+    """One network called by two names, one only under no_grad (a target, an EMA or
+    teacher copy read as a constant) and one with gradients, its tensors stepped: the
+    target is the trained network itself (``ema = model`` for ``copy.deepcopy(model)``).
+    One network read both ways by one name (FixMatch's pseudo-labels) is no finding."""
+    stepped = w.stepped_map()
+    names = w.names()
+    for key, by_name in w.called_as.items():
+        module = w.roots[key][0]
+        params = [p for p in module.parameters() if id(p) in stepped]
+        # in one iteration: one name only under no_grad, another with gradients; the same
+        # attribute reached from two places (w.teacher, model.teacher) is one binding
+        pairs = [(t, o) for t, t_uses in by_name.items() for o, o_uses in by_name.items()
+                 if t.rpartition(".")[2] != o.rpartition(".")[2]
+                 and not any(g for g, _, _ in t_uses)
+                 and {i for _, _, i in t_uses} & {i for g, _, i in o_uses if g}]
+        if not params or not pairs:
+            continue
+        target, trained = pairs[0]
+        sites = [s for g, s, _ in by_name[target] if not g]
+        fix = None
+        for site in sites:
+            fix = E.copy_at_alias(site.path, target.split("(")[0], trained)
+            if fix is not None:
+                break
+        line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
+        at = ((line.shown(),) if line is not None else ()) + tuple(
+            sorted({s.shown() for s in sites}))
+        shown = tuple(names.get(id(p), "?") for p in params)
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
+            f"as a target while `{trained}` trains, so the target is the trained network "
+            f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
+            advice=f"make `{target}` a copy: {target} = copy.deepcopy({trained})",
+            step=w.step_events - 1, concerned=shown))
+
+
+def snapshot(w: Watch) -> None:
+    """The values of the networks the script holds and never calls (at each step and at
+    the end): a copy kept in sync is one moved toward a stepped network."""
+    online = [m for m, _ in w.roots.values()] + [m for m, _ in w.holders.values()]
+    w.sync.snapshot(set(w.called_as), set(w.stepped_map()), online)
+
+
+def kept_in_sync(w: Watch) -> None:
+    """A network the script keeps in sync with a stepped one (a Polyak or EMA copy, a
+    copy outright) and never reads, while that stepped network is called under no_grad
+    where its output is a constant a loss's graph meets (a TD target, a teacher's
+    targets): the constant was meant to come from the copy. The edit calls the copy
+    there, by the name the script holds it by. A copy kept for evaluation only (no loss
+    reads the stepped network's no_grad output) is no finding."""
+    if not w.sync.copies:
+        return
+    stepped = w.stepped_map()
+    names = w.names()
+    for copy in w.sync.copies.values():
+        online = copy.online
+        fed = {s: when for (key, s), when in w.fed_constants.items()
+               if key == id(online)}
+        if not fed:
+            continue
+        sites = list(fed)
+        iteration, step = min(fed.values())
+        spelled = {n for n, uses in w.called_as.get(id(online), {}).items()
+                   for g, s, _ in uses if not g and s in sites}
+        edits = []
+        for site in dict.fromkeys(sites):
+            for name in spelled:
+                e = swap_call(site, name.split("(")[0], copy.name)
+                if e is not None:
+                    edits.append(e)
+                    break
+        held = {id(p): (k, p) for i, o in enumerate(w.optimizers)
+                for k, p in keyed(i, o) if id(p) in stepped}
+        params = [p for p in online.parameters() if id(p) in held]
+        keys = tuple(held[id(p)][0] for p in params)
+        shown = tuple(names.get(id(p), "?") for p in params)
+        which = next(iter(spelled), "the trained network")
+        w.add(ScriptFinding(
+            "aliased", iteration,
+            f"`{copy.name}` is kept in sync with `{which}` (moved toward it after its "
+            f"steps) and never read, while `{which}` itself, called under no_grad, makes "
+            f"the constant the loss compares with: the target is read from the trained "
+            f"network instead of its copy",
+            keys, shown, tuple(s.shown() for s in dict.fromkeys(sites)), tuple(edits),
+            advice=f"read the target from `{copy.name}`, the copy kept for it",
+            step=step, concerned=keys))

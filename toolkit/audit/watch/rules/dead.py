@@ -1,0 +1,261 @@
+"""Stepped tensors no loss reached since their last step (``dead``): the cut that kept them
+from it (a ``.detach()``, a call under ``no_grad``), told apart from a target's cut (its
+network held by the optimizer for nothing: information) and from a copy the script moves
+itself (judged at the next step)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.overrides
+
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
+from toolkit.audit.result import plural
+from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.graph import (
+    Graph,
+    read_graph,
+)
+
+if TYPE_CHECKING:
+    from toolkit.audit.watch.session import Watch
+
+#: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
+_HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
+
+__all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "reached_keys", "read_by_training", "settle", "target_cut", "target_only"]
+
+
+def dead(w: Watch, index: int, event: int, site: Site | None, stepped) -> None:
+    names = w.names()
+    # a tensor a backward's graph reached, with a gradient of exactly zero (a recurrent
+    # weight read against a zero first state), is not dead: only one no graph reached
+    dead = [(k, p) for k, p in stepped if not w.ledger.live.get(id(p))
+            and (w.reached_at.get(id(p), -1) <= w.last_step_of.get(id(p), -1)
+                 or w.ledger.cleared.get(id(p)))]
+    if not dead:
+        return
+    misplaced = is_misplaced(w, index, stepped, dead)
+    read = read_by_training(w)
+    targets = [(k, p) for k, p in dead if target_only(w, p, read)]
+    if targets:
+        dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
+        w.add(ScriptFinding(
+            "hand_updated", w.iteration,
+            f"{plural(len(targets), 'tensor')} an optimizer steps get no gradient: they "
+            f"compute a target cut off from the loss (under no_grad, or .detach()-ed), "
+            f"whose output meets the prediction only in the loss (a teacher, a key "
+            f"encoder): the optimizer does nothing with them",
+            tuple(k for k, _ in targets), tuple(names.get(id(p), k) for k, p in targets),
+            (site.shown(),) if site is not None else (),
+            advice=_HELD_FOR_NOTHING, step=w.step_events - 1))
+    if not dead:
+        return
+    groups: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
+    info: dict[tuple, tuple] = {}
+    for key, p in dead:
+        cleared = [s for s in w.ledger.cleared.get(id(p), []) if s.step is None
+                   and s.index > w.last_step_of.get(id(p), -1)]
+        if cleared:
+            src = cleared[-1]
+            clear = next((c for c in reversed(w.clears) if id(p) in c[1]), None)
+            g = ("cleared", src.site, clear[0] if clear else None)
+            info[g] = (src, clear)
+        else:
+            cut = cut_of(w, p)
+            g = ("dead", cut, None)
+        groups.setdefault(g, []).append((key, p))
+    # tensors with no cut of their own, in a step where one edited cut starves others:
+    # that cut is the likeliest (its input read under no_grad, not by a module), and the
+    # edit's rerun proves it, or rejects it for a tensor that still gets nothing
+    cut_groups = [g for g in groups if g[0] == "dead" and g[1] is not None and g[1][2]]
+    if len(cut_groups) == 1:
+        for g in [g for g in groups if g[0] == "dead" and g[1] is None]:
+            groups[cut_groups[0]] = groups.pop(g) + groups[cut_groups[0]]
+    for g, hit in groups.items():
+        keys = tuple(k for k, _ in hit)
+        shown = tuple(names.get(id(p), k) for k, p in hit)
+        if g[0] == "cleared":
+            src, clear = info[g]
+            w._cleared_sources.add(src)
+            clear_site = clear[0] if clear else None
+            at = tuple(s.shown() for s in (src.site, clear_site, site) if s is not None)
+            edits: tuple = ()
+            if clear_site is not None and src.site is not None and \
+                    clear_site.path == src.site.path:
+                edits = tuple(E.move_before(clear_site.path, clear_site.line,
+                                            src.site.line))
+            w.add(ScriptFinding(
+                "cleared", w.iteration,
+                f"{w.optimizer_text(index, site) or 'the optimizer'} steps {len(hit)} "
+                f"tensors with no gradient: the gradient of {src.label} (backward at "
+                f"{src.site}) was cleared"
+                + (f" by {clear_site.text()} at {clear_site}" if clear_site else "")
+                + " before the step", keys, shown, at, edits,
+                advice="clear gradients before backward(), not between backward() and "
+                       "step()", step=w.step_events - 1, concerned=keys))
+            continue
+        _kind, cut = g[0], g[1]
+        if cut is not None:
+            cut_site, cut_what, edit = cut
+            add_dead(w, hit, ScriptFinding(
+                "dead", w.iteration,
+                f"no loss reaches {len(hit)} tensors "
+                f"{w.optimizer_text(index, site) or 'the optimizer'} steps: {cut_what} "
+                f"at {cut_site} cuts them off", keys, shown,
+                (cut_site.shown(),) + ((site.shown(),) if site else ()), edit,
+                advice=f"remove the cut at {cut_site} if these tensors are meant to train "
+                       f"from this loss", step=w.step_events - 1,
+                concerned=tuple(reached_keys(w, cut_site, stepped)) or keys,
+                extra={"misplaced": index} if misplaced else {}))
+        else:
+            add_dead(w, hit, ScriptFinding(
+                "dead", w.iteration,
+                f"no loss reaches {len(hit)} tensors "
+                f"{w.optimizer_text(index, site) or 'the optimizer'} steps "
+                f"(none of this iteration's backward() calls gave them a gradient)",
+                keys, shown, (site.shown(),) if site else (), (),
+                advice="use them in a loss, or leave them out of the optimizer if they "
+                       "are meant to stay as they are", step=w.step_events - 1,
+                concerned=keys, extra={"misplaced": index} if misplaced else {}))
+
+
+def is_misplaced(w: Watch, index: int, stepped, dead) -> bool:
+    """Optimizer membership by role: the losses of this step (the backward() calls since
+    the step before it) reach none of the tensors the optimizer holds, and reach tensors
+    no optimizer holds (``optimizer_D`` built over the encoder, a line copied from the one
+    above, while its loss trains the discriminator). Its argument is the wrong network:
+    kept for the rule of tensors no optimizer steps (:func:`~toolkit.audit.watch.rules.unstepped.end_of_iteration`), whose
+    edit replaces it."""
+    if len(dead) != len(stepped):
+        return False
+    reached = set().union(*(r for e, r in w.reached_by
+                            if e > w.previous_step_event)) - set(w.stepped_map())
+    if not reached:
+        return False
+    w.misplaced[index] = (reached, tuple(k for k, _ in dead))
+    return True
+
+
+def read_by_training(w: Watch) -> set[str]:
+    """The names the calls of networks that train read as arguments, with gradients on,
+    at the user's lines."""
+    read: set[str] = set()
+    for key, by_name in w.called_as.items():
+        module = w.roots[key][0]
+        if any(q.requires_grad for q in module.parameters()):
+            read |= {n for uses in by_name.values() for g, site, _ in uses if g
+                     for n in S.argument_names(site.path, site.span)}
+    return read
+
+
+def target_only(w: Watch, p: torch.Tensor, read: set[str]) -> bool:
+    """Whether every call under no_grad that reads ``p`` made a value that no network
+    that trains reads (a target: it meets the prediction only in the loss), and there was
+    one. What a ``with torch.no_grad():`` block assigns is matched to ``read`` (see
+    :func:`read_by_training`); a value a network reads as it is (a view of the output)
+    is matched by its storage."""
+    calls = [(m, lines) for m, _, lines, _, _ in w.no_grad_calls
+             if any(q is p for q in m.parameters())]
+    if not calls:
+        return target_cut(w, p, read)
+    if any(id(m) in w.feeds_trained for m, _ in calls):
+        return False
+    for _, lines in calls:
+        made = next((names for path, line in lines
+                     if (names := S.no_grad_block_names(path, line)) is not None), None)
+        if made and made & read:
+            return False
+    return True
+
+
+def target_cut(w: Watch, p: torch.Tensor, read: set[str]) -> bool:
+    """Whether every ``.detach()`` whose input reaches ``p`` made a value that no network
+    that trains reads, and there was one: the cut of a target, as a call under no_grad
+    (see :func:`target_only`). The value is matched by its storage (read as it is, a
+    backbone's features under a head) and by the names the detach's statement assigns."""
+    cuts = [(site, storage, read_graph([node]).leaves) for node, site, storage, _
+            in w.detaches]
+    cuts = [(site, storage, leaves) for site, storage, leaves in cuts if id(p) in leaves]
+    if not cuts:
+        return False
+    for site, storage, leaves in cuts:
+        # a cut of a network some of whose tensors a loss trains (a value head on a shared
+        # trunk) is on the prediction's side, not a separate target's
+        if any(w.ledger.live.get(k) for k in leaves):
+            return False
+        if storage in w.trained_reads:
+            return False
+        if S.assigned_names(site.path, site.line) & read:
+            return False
+    return True
+
+
+def add_dead(w: Watch, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:
+    """A dead finding, judged at the next step (or the end): see :func:`settle`."""
+    if finding.key in w.findings:
+        return
+    w.pending_dead.append((finding, [(p, p.detach().clone()) for _, p in hit]))
+
+
+def settle(w: Watch, final: bool = False) -> None:
+    """The dead findings waiting since an earlier step: a tensor whose values changed
+    though no gradient reached it was moved by the script itself (an EMA or momentum
+    copy, a target network synced by hand): its optimizer holds it for nothing, which is
+    information; the others are failures. At the end, a tensor seen moved before counts
+    as moved."""
+    if not w.pending_dead:
+        return
+    waiting = []
+    for finding, values in w.pending_dead:
+        moved = [id(p) for p, old in values
+                 if p.shape != old.shape or not torch.equal(p.detach(), old)]
+        w.hand_updated.update(moved)
+        if not moved and not final and finding.iteration == w.iteration:
+            waiting.append((finding, values))   # its own iteration's step: wait
+            continue
+        if moved or all(id(p) in w.hand_updated for p, _ in values):
+            finding = ScriptFinding(
+                "hand_updated", finding.iteration,
+                f"{len(values)} tensors an optimizer steps get no gradient and the script "
+                f"moves them itself (an EMA or momentum copy): the optimizer does nothing "
+                f"with them", finding.tensors, finding.names, finding.at,
+                advice=_HELD_FOR_NOTHING, step=finding.step)
+        w.add(finding)
+    w.pending_dead = waiting
+
+
+def cut_of(w: Watch, p: torch.Tensor):
+    """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
+    losses: a detach whose input's graph reaches ``p``."""
+    for node, site, _, _ in reversed(w.detaches):
+        graph: Graph = read_graph([node])
+        if id(p) in graph.leaves:
+            edit = E.remove_detach(site.path, site.span)
+            w.reach_cache = (site, set(graph.leaves))
+            return site, "`.detach()`", (edit,) if edit is not None else ()
+    # the last call under no_grad that reads p, itself or through its inputs' graph: the
+    # one whose output the loss reads
+    for module, site, lines, inputs, _ in reversed(w.no_grad_calls):
+        if any(q is p for q in module.parameters()) or (
+                inputs and id(p) in read_graph(inputs).leaves):
+            for path, line in lines:
+                moved = E.out_of_no_grad(path, line)
+                if moved is not None:
+                    at, edits = moved
+                    cut = S.cutting_call(path, line) or "torch.no_grad()"
+                    return (Site(path, at, None),
+                            f"`{S.statement_text(path, at)}` under `with {cut}`",
+                            tuple(edits))
+            return site, f"a call of {type(module).__name__} under no_grad", ()
+    return None
+
+
+def reached_keys(w: Watch, cut_site: Site, stepped) -> list[str]:
+    cache = w.reach_cache
+    if cache is None or cache[0] != cut_site:
+        return []
+    return [k for k, p in stepped if id(p) in cache[1]]
