@@ -20,7 +20,8 @@ than the held-out ones.
   a state carried between calls that no comparison reads (truncated BPTT), is no finding.
 - Optimizer membership by role: an optimizer whose step's own loss reaches none of the
   tensors it holds, and reaches tensors no optimizer holds, is built over the wrong
-  parameters: its argument is replaced.
+  parameters: its argument is replaced, wherever the tensors it should hold lie (a second
+  phase's head below a network read under ``no_grad`` too).
 - ``inference_mode`` is a cut, as ``no_grad`` is: a network read under it whose output a
   network that trains reads (through a ``.clone()``, or any computation without a graph) is
   dead where its optimizer holds it; the edit takes its call out of the block. Read that way
@@ -195,6 +196,28 @@ def test_a_detached_feedback_or_a_carried_state_is_no_feedback(tmp_path, script)
     assert code == 0 and _failures(report) == []
 
 
+# --- optimizer membership by role ---------------------------------------------------------
+
+def test_an_optimizer_over_the_first_phases_network_is_built_over_the_wrong_one(tmp_path):
+    # the second phase's loss reaches the probe, which no optimizer holds, and none of the
+    # encoder's tensors its optimizer holds: the argument is replaced, though the probe lies
+    # below every stepped tensor (no wasted work, no dead encoder)
+    code, report = _audit(tmp_path, SCRIPTS / "dae_probe_wrong_optimizer.py")
+    assert code == 1
+    (wrong,) = _failures(report)
+    assert wrong["kind"] == "unstepped" and "wrong parameters" in wrong["message"]
+    assert set(wrong["names"]) == {"probe.weight", "probe.bias"}
+    assert wrong["at"][0].startswith("dae_probe_wrong_optimizer.py:47:")
+    (edit,) = wrong["edits"]
+    assert (edit["old"], edit["new"]) == ("encoder.parameters()", "probe.parameters()")
+    assert not [f for f in report["findings"] if f["kind"] == "wasted"]
+
+
+def test_a_probe_trained_on_a_frozen_code_is_no_finding(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "dae_probe.py")
+    assert code == 0 and report["findings"] == []
+
+
 # --- inference_mode is a cut ------------------------------------------------------------
 
 def test_a_network_read_under_inference_mode_and_cloned_is_dead_where_it_should_train(tmp_path):
@@ -283,7 +306,8 @@ PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
          ("sine_forecaster.py", "sine_forecaster_fed_back.py", "carried", ("--watch", "1")),
          ("td3.py", "td3_target_from_online.py", "aliased", ()),
          ("sac_agent.py", "sac_agent_target_from_online.py", "aliased", ()),
-         ("kws_finetune.py", "kws_finetune_inference_mode.py", "dead", ())]
+         ("kws_finetune.py", "kws_finetune_inference_mode.py", "dead", ()),
+         ("dae_probe.py", "dae_probe_wrong_optimizer.py", "unstepped", ())]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

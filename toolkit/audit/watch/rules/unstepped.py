@@ -24,8 +24,10 @@ def end_of_iteration(w: Watch) -> None:
     steps (a predictor on a trained encoder, a head left out of its model's optimizer),
     or part of a model whose other tensors are stepped: the loss trains them and no step
     uses it, a failure at the optimizer's line, with the parameter group that adds them.
-    Elsewhere (a backbone below a trained head, a target network read on data): wasted
-    work, a note."""
+    Or reached by the loss of an optimizer that holds none of the tensors its loss reaches
+    (built over the wrong network, wherever these lie): a failure whose edit replaces its
+    argument. Elsewhere (a backbone below a trained head, a target network read on data):
+    wasted work, a note."""
     copies.aliased(w)
     stepped = w.stepped_map()
     names = w.names()
@@ -46,7 +48,12 @@ def end_of_iteration(w: Watch) -> None:
         order = {id(p): i for i, p in enumerate(module.parameters())}
         keys.sort(key=lambda k: order.get(k, len(order)))
         shown = tuple(names.get(k, "?") for k in keys)
-        if not trained and not inside:
+        # an optimizer whose own loss reaches these tensors and none it holds: its
+        # argument is replaced by them, and its dead finding is this one (wherever they lie:
+        # a second phase's head below a network read under no_grad is no wasted work)
+        wrong = next((i for i, (reached, _) in sorted(w.misplaced.items())
+                      if set(keys) <= reached), None)
+        if not trained and not inside and wrong is None:
             w.add(ScriptFinding(
                 "wasted", w.iteration,
                 f"{len(keys)} tensors of {name} get gradient that no optimizer uses (below "
@@ -57,10 +64,6 @@ def end_of_iteration(w: Watch) -> None:
             continue
         opts = sorted({i for k in inside for i in w.between[k]}) or sorted(
             {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
-        # an optimizer whose own loss reaches these tensors and none it holds: its
-        # argument is replaced by them, and its dead finding is this one
-        wrong = next((i for i, (reached, _) in sorted(w.misplaced.items())
-                      if set(keys) <= reached), None)
         if wrong is not None:
             opts = [wrong]
         opt = w.optimizers[opts[0]] if opts else None
