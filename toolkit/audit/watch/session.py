@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import CodeType, FrameType
 from typing import TypeVar
 
@@ -36,18 +36,16 @@ import torch
 import torch.overrides
 from torch import nn
 
-from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch import kept_in_sync, zeroed
 from toolkit.audit.watch.feedback import Feed, fed
-from toolkit.audit.watch.frames import Site, is_user, site_of, user_frame
+from toolkit.audit.watch.frames import is_user, site_of, user_frame
 from toolkit.audit.watch.graph import (
     between,
     current_sequence,
     read_graph,
     sequence,
 )
-from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.rules import (
     at_step,
@@ -58,13 +56,13 @@ from toolkit.audit.watch.rules import (
     unstepped,
     zero_gradient,
 )
+from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt
 
 __all__ = ["Stop", "Watch"]
 
 _T = TypeVar("_T")
-
 
 
 class Stop(BaseException):
@@ -121,158 +119,17 @@ class _StackKeys:
         return tuple(key)
 
 
-def _label(site: Site | None) -> str:
-    """``errD_fake`` of ``errD_fake.backward()``: the loss as the user wrote it."""
-    if site is None:
-        return "a loss"
-    found = S.call_at(site.path, site.span)
-    if found is not None:
-        call, text = found
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
-            return f"`{S.segment(text, call.func.value)}`"
-        if call.args:
-            return f"`{S.segment(text, call.args[0])}`"
-    return f"the loss at {site}"
-
-
-
-
-
-
-class Watch:
-    """The state of one watched run (see the module's docstring)."""
+class Watch(WatchState):
+    """One watched run (see the module's docstring): its state (:class:`WatchState`), the hooks
+    that record it, and the rules (:mod:`toolkit.audit.watch.rules`) called at each event."""
 
     def __init__(self, steps: int = 2, every: int | None = None, record: bool = False,
                  on_finding=None, follow: int = 0) -> None:
-        self.steps, self.every, self.record = steps, every, record
-        # auditing the first ``steps`` iterations of each loop: how many iterations past the
-        # last audited one the script may run on, looking for a later loop, before it stops
-        self.follow = follow
-        self.last_audited = steps - 1
-        self.on_finding = on_finding
-        self.pid = os.getpid()
-        self.iteration = 0
-        self.events = 0                 # backward calls and steps, in order
-        self.step_events = 0
-        self.backwards = 0
-        self.grad_calls = 0
+        super().__init__(steps, every, record, on_finding, follow)
         self._stack_key = _StackKeys()
-        self.site_events: dict[tuple, int] = {}
-        self.last_step_event = -1
-        self.start_seq: dict[int, int] = {}
-        self.last_step_seq = 0
-        self.ledger = Ledger()
-        self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
-        # every iteration's, audited or not: what happened to .grad while nobody looked
-        self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
-        self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad
-        self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
-        self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> event
-        self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad
-        self.optimizers: list[torch.optim.Optimizer] = []
-        self.built_at: dict[int, Site | None] = {}
-        self.findings: dict[tuple, ScriptFinding] = {}
-        # every backward() call site seen (by its whole stack), and, watching, the iterations
-        # audited because a new one began there (a main loop after a warm-up)
-        self.sites_seen: set[tuple] = set()
-        # module id -> the name a call used -> (with gradients?, the call's site, iteration)
-        self.called_as: dict[int, dict[str, set[tuple[bool, Site, int]]]] = {}
-        self.trainable_seen: set[int] = set()   # held with requires_grad at some step
-        self.no_grad_out: dict[int, int] = {}   # storage of a no_grad call's output -> module
-        self.feeds_trained: set[int] = set()    # modules whose no_grad output a network reads
-        self.new_loops: set[int] = set()
-        # dead findings wait for the next step: a tensor the script then moved itself (an EMA
-        # or momentum copy) is not trained by its optimizer on purpose (see _settle)
-        self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
-        self.hand_updated: set[int] = set()
-        self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
-        # tensors no optimizer steps between a loss and stepped ones -> those optimizers
-        self.between: dict[int, set[int]] = {}
-        self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
-        # recorded in audited iterations only
-        self.roots: dict[int, tuple[nn.Module, str]] = {}
-        self.holders: dict[int, tuple[nn.Module, str]] = {}   # networks the roots are part of
-        self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
-        self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
-        # a detach's input node, its site, where its values live, event
-        self.detaches: list[tuple[object, Site, int, int]] = []
-        # per audited backward: its event and the tensors its graph reaches
-        self.reached_by: list[tuple[int, set[int]]] = []
-        self.previous_step_event = -1
-        # optimizer index -> (the tensors no optimizer holds that the losses of its step
-        # reach, the keys of its own tensors, none of which they reach)
-        self.misplaced: dict[int, tuple[set[int], tuple[str, ...]]] = {}
-        self.trained_reads: dict[int, int] = {}
-        self.passed_on: dict[int, set[int]] = {}   # a parameter-free call's output -> inputs
-        # tensor id -> its values after its last audited step (what the script did to it
-        # before the next step is its own doing)
-        self.after_step: dict[int, torch.Tensor] = {}   # storage a network that trains read -> event
-        # (module, its call's site, the user's (file, line) from there outwards, the graphs of
-        # its inputs, event)
-        self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
-        self.clears: list[tuple[Site, set[int]]] = []
-        self.prev_audited = False
-        self._cleared_sources: set[Source] = set()
-        self.module_hook = None
-        # reached with a gradient of exact zeros (see :mod:`~toolkit.audit.watch.zeroed`):
-        # each audited backward's stack by its event, the suspects by the backward that
-        # reached them, and the lines the next forward's operations run at
-        self.backward_keys: dict[int, tuple] = {}
-        self.zero_suspects: dict[tuple, dict[int, tuple[str, torch.Tensor]]] = {}
-        self.made_at: MadeAt | None = None
-        self.zero_judged: set[int] = set()
-        # a prediction fed back (see :mod:`~toolkit.audit.watch.feedback`): each call output's
-        # node -> (node, its module, the call's order, event), and the outputs calls read
-        self.made_by: dict[int, tuple[object, int, int, int]] = {}
-        self.feeds: list[tuple[Feed, int]] = []
-        self.call_order = 0
-        # a copy kept in sync and never read (see :mod:`~toolkit.audit.watch.kept_in_sync`):
-        # the networks the script's namespaces hold, the constants no_grad calls make, and
-        # the no_grad calls (module id, site) whose constants a loss's graph meets
-        self.sync = KeptInSync()
-        # on the mode stack where it is now: the modes the script enters nest inside it
-        self.constants = Constants(torch._C._len_torch_function_stack())
-        # (the first iteration and step event at which each was seen)
-        self.fed_constants: dict[tuple, tuple[int, int]] = {}
-        # what the user's source says at a site, read once per run (``ast``'s segment splits
-        # the whole file again at every call), and the tensors' names while no script code
-        # ran (see :meth:`_names`)
-        self._said: dict[tuple, object] = {}
-        # the last cut the dead rule found, with the tensors its input reaches
-        self.reach_cache: tuple[Site, set[int]] | None = None
-        self._names_now: dict[int, str] | None = None
-
-    def here(self) -> bool:
-        """Whether this is the process the watch began in (not a child the script forked)."""
-        return os.getpid() == self.pid
-
-    def _once(self, key: tuple, make: Callable[[], _T]) -> _T:
-        """``make()``, computed once in this run for ``key`` (what the user's source says at a
-        site: the files do not change while the script runs)."""
-        try:
-            return self._said[key]  # type: ignore[return-value]
-        except KeyError:
-            value = self._said[key] = make()
-            return value
-
-    def loss_label(self, site: Site | None) -> str:
-        """:func:`_label`, once per site."""
-        return self._once(("label", site), lambda: _label(site))
 
     # --- which iterations ---------------------------------------------------------------
-    def audited(self, iteration: int | None = None) -> bool:
-        i = self.iteration if iteration is None else iteration
-        if self.every is None:
-            return i < self.steps or i in self.new_loops
-        return i % self.every == 0 or i in self.new_loops
 
-    def recording(self) -> bool:
-        """Whether calls are recorded now: in an audited iteration, or in the one before it
-        (what an iteration does before its first ``backward()`` counts as its own)."""
-        return self.audited() or self.audited(self.iteration + 1)
-
-    def done(self) -> bool:
-        return self.every is None and self.iteration > self.last_audited + self.follow
 
     def _new_iteration(self) -> None:
         if self.audited():
@@ -590,11 +447,6 @@ class Watch:
             made.__exit__(None, None, None)
 
     # --- the rules ------------------------------------------------------------------------
-    def called_networks(self) -> list[tuple[nn.Module, str]]:
-        """The modules the user's code called, largest first."""
-        order = list(self.roots.values())   # an outer call returns after the calls inside it
-        return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
-                                            -order.index(r)))
 
     def _holder(self, func: ast.expr, text: str, frame: FrameType, module: nn.Module) -> None:
         """The network a call's module is part of, as the script names it (``model`` of
@@ -617,53 +469,6 @@ class Watch:
                 if id(value) not in self.holders:
                     self.holders[id(value)] = (value, name)
                     self._names_now = None
-
-    def names(self) -> dict[int, str]:
-        """Each tensor of the networks the script calls, by ``id``, named from the largest
-        (``model.0.weight``). Kept until script code runs again (the hooks forget it when
-        called): the rules of one step or backward() read it once. Read only."""
-        if self._names_now is not None:
-            return self._names_now
-        names: dict[int, str] = {}
-        holders = [h for k, h in self.holders.items() if k not in self.roots]
-        order = sorted(holders + self.called_networks(), key=lambda r: -sum(1 for _ in r[0].parameters()))
-        for module, root in order:
-            for n, p in module.named_parameters():
-                names.setdefault(id(p), f"{root}.{n}")
-        self._names_now = names
-        return names
-
-    def owner(self, key: int) -> nn.Module | None:
-        for module, _ in self.called_networks():
-            if any(id(p) == key for p in module.parameters()):
-                return module
-        return None
-
-    def add(self, finding: ScriptFinding) -> None:
-        if finding.key in self.findings:
-            return
-        self.findings[finding.key] = finding
-        if self.on_finding is not None:
-            self.on_finding(finding)
-
-    def optimizer_text(self, index: int, site: Site | None) -> str | None:
-        text = self._once(("receiver", site), lambda: S.receiver(site.path, site.span)
-                          if site is not None else None)
-        return f"`{text}`" if text else None
-
-    def stepped_map(self) -> dict[int, int]:
-        """Each tensor an optimizer holds, by ``id``, with that optimizer's index."""
-        return {id(p): i for i, o in enumerate(self.optimizers) for g in o.param_groups
-                for p in g["params"]}
-
-
-
-
-
-
-
-
-
 
 
 def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:

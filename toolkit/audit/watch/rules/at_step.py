@@ -6,7 +6,6 @@ step and never switched back on (``frozen``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 import torch.overrides
@@ -16,15 +15,13 @@ from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.result import plural
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.ledger import Source
+from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, nonzero
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
 
 __all__ = ["frozen", "leaks", "shared", "wasted"]
 
 
-def leaks(w: Watch, index: int, event: int, site: Site | None, stepped) -> None:
+def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
     names = w.names()
     foreign: dict[Source, list[tuple[str, torch.Tensor]]] = {}
     own: list[Source] = []
@@ -68,7 +65,7 @@ def leaks(w: Watch, index: int, event: int, site: Site | None, stepped) -> None:
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
 
 
-def shared(w: Watch, index: int, opt: torch.optim.Optimizer, stepped) -> None:
+def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> None:
     """A tensor another optimizer stepped with the gradient it holds now (no backward()
     wrote it since): the one gradient moves it twice. Two optimizers over it in two phases
     of the script (pre-training, then fine-tuning), each after its own backward(), are no
@@ -90,7 +87,7 @@ def shared(w: Watch, index: int, opt: torch.optim.Optimizer, stepped) -> None:
                 advice="give each tensor to one optimizer", step=w.step_events - 1))
 
 
-def wasted(w: Watch) -> None:
+def wasted(w: WatchState) -> None:
     names = w.names()
     groups: dict[Source, list[int]] = {}
     for src, key in w.ledger.wasted:
@@ -112,7 +109,7 @@ def wasted(w: Watch) -> None:
                    "if they are not meant to pass gradient on"))
 
 
-def frozen(w: Watch, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
+def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
     """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
     since and still held: frozen mid-run (for another network's step, say) and never
     switched back on, the optimizer steps them with no gradient."""

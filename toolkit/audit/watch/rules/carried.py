@@ -4,7 +4,6 @@ iteration began, or a prediction fed back into the network that made it without 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 import torch.overrides
@@ -17,14 +16,12 @@ from toolkit.audit.watch.graph import (
     Graph,
     sequence,
 )
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
+from toolkit.audit.watch.state import WatchState
 
 __all__ = ["carried", "fed_back"]
 
 
-def fed_back(w: Watch, roots: Sequence[torch.Tensor], site: Site | None) -> None:
+def fed_back(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None) -> None:
     """A prediction fed back: an output the loss compares, read by a later call of the
     network that made it without a cut (:func:`~toolkit.audit.watch.feedback.feedbacks`).
     The edit cuts it where the script passes it on."""
@@ -49,7 +46,7 @@ def fed_back(w: Watch, roots: Sequence[torch.Tensor], site: Site | None) -> None
             concerned=("*",)))
 
 
-def carried(w: Watch, graph: Graph, site: Site | None) -> None:
+def carried(w: WatchState, graph: Graph, site: Site | None) -> None:
     i = w.iteration
     if i < 1 or (i - 1) not in w.start_seq or i not in w.start_seq:
         return

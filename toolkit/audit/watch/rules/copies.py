@@ -3,21 +3,17 @@ keeps in sync with a stepped network but never reads while that network makes th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.kept_in_sync import swap_call
+from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
 
 __all__ = ["aliased", "kept_in_sync", "snapshot"]
 
 
-def aliased(w: Watch) -> None:
+def aliased(w: WatchState) -> None:
     """One network called by two names, one only under no_grad (a target, an EMA or
     teacher copy read as a constant) and one with gradients, its tensors stepped: the
     target is the trained network itself (``ema = model`` for ``copy.deepcopy(model)``).
@@ -55,14 +51,14 @@ def aliased(w: Watch) -> None:
             step=w.step_events - 1, concerned=shown))
 
 
-def snapshot(w: Watch) -> None:
+def snapshot(w: WatchState) -> None:
     """The values of the networks the script holds and never calls (at each step and at
     the end): a copy kept in sync is one moved toward a stepped network."""
     online = [m for m, _ in w.roots.values()] + [m for m, _ in w.holders.values()]
     w.sync.snapshot(set(w.called_as), set(w.stepped_map()), online)
 
 
-def kept_in_sync(w: Watch) -> None:
+def kept_in_sync(w: WatchState) -> None:
     """A network the script keeps in sync with a stepped one (a Polyak or EMA copy, a
     copy outright) and never reads, while that stepped network is called under no_grad
     where its output is a constant a loss's graph meets (a TD target, a teacher's

@@ -5,8 +5,6 @@ itself (judged at the next step)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.overrides
 
@@ -19,9 +17,7 @@ from toolkit.audit.watch.graph import (
     Graph,
     read_graph,
 )
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
+from toolkit.audit.watch.state import WatchState
 
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
 _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
@@ -29,7 +25,7 @@ _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) w
 __all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "reached_keys", "read_by_training", "settle", "target_cut", "target_only"]
 
 
-def dead(w: Watch, index: int, event: int, site: Site | None, stepped) -> None:
+def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
     names = w.names()
     # a tensor a backward's graph reached, with a gradient of exactly zero (a recurrent
     # weight read against a zero first state), is not dead: only one no graph reached
@@ -123,7 +119,7 @@ def dead(w: Watch, index: int, event: int, site: Site | None, stepped) -> None:
                 concerned=keys, extra={"misplaced": index} if misplaced else {}))
 
 
-def is_misplaced(w: Watch, index: int, stepped, dead) -> bool:
+def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     """Optimizer membership by role: the losses of this step (the backward() calls since
     the step before it) reach none of the tensors the optimizer holds, and reach tensors
     no optimizer holds (``optimizer_D`` built over the encoder, a line copied from the one
@@ -140,7 +136,7 @@ def is_misplaced(w: Watch, index: int, stepped, dead) -> bool:
     return True
 
 
-def read_by_training(w: Watch) -> set[str]:
+def read_by_training(w: WatchState) -> set[str]:
     """The names the calls of networks that train read as arguments, with gradients on,
     at the user's lines."""
     read: set[str] = set()
@@ -152,7 +148,7 @@ def read_by_training(w: Watch) -> set[str]:
     return read
 
 
-def target_only(w: Watch, p: torch.Tensor, read: set[str]) -> bool:
+def target_only(w: WatchState, p: torch.Tensor, read: set[str]) -> bool:
     """Whether every call under no_grad that reads ``p`` made a value that no network
     that trains reads (a target: it meets the prediction only in the loss), and there was
     one. What a ``with torch.no_grad():`` block assigns is matched to ``read`` (see
@@ -172,7 +168,7 @@ def target_only(w: Watch, p: torch.Tensor, read: set[str]) -> bool:
     return True
 
 
-def target_cut(w: Watch, p: torch.Tensor, read: set[str]) -> bool:
+def target_cut(w: WatchState, p: torch.Tensor, read: set[str]) -> bool:
     """Whether every ``.detach()`` whose input reaches ``p`` made a value that no network
     that trains reads, and there was one: the cut of a target, as a call under no_grad
     (see :func:`target_only`). The value is matched by its storage (read as it is, a
@@ -194,14 +190,14 @@ def target_cut(w: Watch, p: torch.Tensor, read: set[str]) -> bool:
     return True
 
 
-def add_dead(w: Watch, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:
+def add_dead(w: WatchState, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:
     """A dead finding, judged at the next step (or the end): see :func:`settle`."""
     if finding.key in w.findings:
         return
     w.pending_dead.append((finding, [(p, p.detach().clone()) for _, p in hit]))
 
 
-def settle(w: Watch, final: bool = False) -> None:
+def settle(w: WatchState, final: bool = False) -> None:
     """The dead findings waiting since an earlier step: a tensor whose values changed
     though no gradient reached it was moved by the script itself (an EMA or momentum
     copy, a target network synced by hand): its optimizer holds it for nothing, which is
@@ -228,7 +224,7 @@ def settle(w: Watch, final: bool = False) -> None:
     w.pending_dead = waiting
 
 
-def cut_of(w: Watch, p: torch.Tensor):
+def cut_of(w: WatchState, p: torch.Tensor):
     """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
     losses: a detach whose input's graph reaches ``p``."""
     for node, site, _, _ in reversed(w.detaches):
@@ -254,7 +250,7 @@ def cut_of(w: Watch, p: torch.Tensor):
     return None
 
 
-def reached_keys(w: Watch, cut_site: Site, stepped) -> list[str]:
+def reached_keys(w: WatchState, cut_site: Site, stepped) -> list[str]:
     cache = w.reach_cache
     if cache is None or cache[0] != cut_site:
         return []

@@ -5,7 +5,6 @@ audit's rule on this backward's graph; and a copy the script moves toward a step
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 import torch.overrides
@@ -20,16 +19,14 @@ from toolkit.audit.watch.graph import (
     read_graph,
 )
 from toolkit.audit.watch.kept_in_sync import toward
+from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
 from toolkit.lens.backward_graph import ShortestPaths
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
 
 __all__ = ["followers", "targets"]
 
 
-def targets(w: Watch, roots: Sequence[torch.Tensor], site: Site | None,
+def targets(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
              stepped: dict[int, int]) -> None:
     """A comparison in the head of the loss whose target side reaches tensors an optimizer
     steps (the step audit's rule, :func:`~toolkit.audit.rules.targets.target_edges`,
@@ -75,7 +72,7 @@ def targets(w: Watch, roots: Sequence[torch.Tensor], site: Site | None,
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}))
 
 
-def followers(w: Watch, index: int, stepped) -> None:
+def followers(w: WatchState, index: int, stepped) -> None:
     """Tensors the script moved itself since their last step, along the line to another
     tensor an optimizer holds (``k <- m k + (1 - m) q``, a momentum or EMA copy, or a copy
     outright), that a loss's gradient reached: the copy the prediction is compared with

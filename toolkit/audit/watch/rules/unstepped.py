@@ -4,22 +4,18 @@ the parameter group that adds them), or elsewhere (``wasted``, a note)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.rules import copies
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
+from toolkit.audit.watch.state import WatchState
 
 __all__ = ["end_of_iteration"]
 
 
-def end_of_iteration(w: Watch) -> None:
+def end_of_iteration(w: WatchState) -> None:
     """Gradient in tensors no optimizer steps. Between a loss and the tensors an optimizer
     steps (a predictor on a trained encoder, a head left out of its model's optimizer),
     or part of a model whose other tensors are stepped: the loss trains them and no step

@@ -5,7 +5,6 @@ cancel or whose derivative is zero everywhere (:mod:`~toolkit.audit.watch.zeroed
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 import torch.overrides
@@ -13,15 +12,13 @@ import torch.overrides
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.result import plural
 from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.zeroed import explain, zero_gradients
-
-if TYPE_CHECKING:
-    from toolkit.audit.watch.session import Watch
 
 __all__ = ["explained", "suspect_zeros"]
 
 
-def suspect_zeros(w: Watch, stepped) -> None:
+def suspect_zeros(w: WatchState, stepped) -> None:
     """Stepped tensors this iteration's losses reached whose ``.grad`` is exactly zero:
     suspects, by the backward() that reached them, explained at its next audited call
     (:func:`explained`)."""
@@ -38,7 +35,7 @@ def suspect_zeros(w: Watch, stepped) -> None:
                 w.zero_suspects.setdefault(stack, {})[id(p)] = (k, p)
 
 
-def explained(w: Watch, roots: Sequence[torch.Tensor], site: Site | None,
+def explained(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
             suspects: dict[int, tuple[str, torch.Tensor]]) -> None:
     """Dead in effect: tensors this backward() reached again with a gradient of exact
     zeros, because the gradients reaching them cancel or an operation on the way passes
