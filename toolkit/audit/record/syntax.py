@@ -117,29 +117,33 @@ def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
     return max(blocks, key=lambda b: b.lineno) if blocks else None
 
 
-def cutting_call(path: str, line: int) -> str | None:
-    """``torch.no_grad()`` or ``torch.inference_mode()`` as the script spells it, of the
-    innermost such ``with`` block around ``line``; ``None`` outside one."""
+def _block_around(path: str, line: int) -> tuple[ast.With, str] | None:
+    """The innermost cutting ``with`` block of ``path`` around ``line``, and the file's text."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
     block = no_grad_block(parsed[0], line)
-    if block is None:
+    return (block, parsed[1]) if block is not None else None
+
+
+def cutting_call(path: str, line: int) -> str | None:
+    """``torch.no_grad()`` or ``torch.inference_mode()`` as the script spells it, of the
+    innermost such ``with`` block around ``line``; ``None`` outside one."""
+    found = _block_around(path, line)
+    if found is None:
         return None
+    block, text = found
     item = next(i for i in block.items if _is_no_grad(i))
-    return segment(parsed[1], item.context_expr) or None
+    return segment(text, item.context_expr) or None
 
 
 def no_grad_block_names(path: str, line: int) -> set[str] | None:
     """The names the statements of the innermost ``with torch.no_grad():`` around ``line``
     assign (what the block makes for the code after it), or ``None`` outside such a block."""
-    parsed = syntax_tree(path)
-    if parsed is None:
+    found = _block_around(path, line)
+    if found is None:
         return None
-    block = no_grad_block(parsed[0], line)
-    if block is None:
-        return None
-    return {t.id for st in ast.walk(block) if isinstance(st, ast.Assign | ast.AugAssign)
+    return {t.id for st in ast.walk(found[0]) if isinstance(st, ast.Assign | ast.AugAssign)
             for target in (st.targets if isinstance(st, ast.Assign) else [st.target])
             for t in ast.walk(target) if isinstance(t, ast.Name)}
 
