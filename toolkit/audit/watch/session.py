@@ -232,12 +232,13 @@ class Watch(WatchState):
             # of the prediction (a backbone under a head), not a target's
             for a in args:
                 for t in tensors_in(a):
-                    made = self.no_grad_out.get(storage_of(t))
+                    where = storage_of(t)
+                    made = self.no_grad_out.get(where)
                     if made is not None:
                         self.feeds_trained.add(made)
                     # or a value computed from it without a graph (a clone of an
                     # inference-mode output, a crop of the features)
-                    for key in self.constants.sources.get(storage_of(t), ()):
+                    for key in self.constants.sources.get(where, ()):
                         self.feeds_trained.add(key[0])
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
             # what a network that trains reads (a detached value it reads is no target),
