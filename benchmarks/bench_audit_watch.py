@@ -18,7 +18,7 @@ Then ``--steps N``: the same script for N iterations, each audited in full, agai
 iterations run plainly (the goal: at most 1.5).
 
     python benchmarks/bench_audit_watch.py [--quick] [--every 100] [--iters 1000] [--rounds 7]
-                                           [--steps 2]
+                                           [--steps 2] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -42,19 +42,23 @@ import torch
 from torch import nn
 
 width, depth, batch, iters = (int(a) for a in sys.argv[1:5])
+device = torch.device(sys.argv[5])
 torch.manual_seed(0)
 layers = [nn.Linear(32, width), nn.ReLU()]
 for _ in range(depth - 1):
     layers += [nn.Linear(width, width), nn.ReLU()]
-model = nn.Sequential(*layers, nn.Linear(width, 10))
+model = nn.Sequential(*layers, nn.Linear(width, 10)).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-x, y = torch.randn(4096, 32), torch.randint(0, 10, (4096,))
+x = torch.randn(4096, 32, device=device)
+y = torch.randint(0, 10, (4096,), device=device)
 for i in range(iters):
-    idx = torch.randint(0, len(x), (batch,))
+    idx = torch.randint(0, len(x), (batch,), device=device)
     loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+if device.type == "cuda":
+    torch.cuda.synchronize()   # the time of the work queued, not of its queueing
 '''
 
 
@@ -66,6 +70,13 @@ def _run_plain(script: str, argv: list[str]) -> None:
         runpy.run_path(script, run_name="__main__")
     finally:
         sys.argv = saved
+
+
+def _where(device: str) -> str:
+    """The device the script trained on, in words."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -80,14 +91,17 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="200 iterations, 3 rounds")
+    p.add_argument("--device", default="cpu", help="where the script trains: cpu or cuda")
     args = p.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: torch reports no CUDA device here")
     if args.quick:
         args.iters, args.rounds = 200, 3
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         script = str(Path(tmp, "train.py"))
         Path(script).write_text(SCRIPT, encoding="utf-8")
-        argv = [str(v) for v in (args.width, args.depth, args.batch, args.iters)]
+        argv = [str(v) for v in (args.width, args.depth, args.batch, args.iters, args.device)]
 
         def plain() -> None:
             _run_plain(script, argv)
@@ -103,7 +117,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         script = str(Path(tmp, "train.py"))
         Path(script).write_text(SCRIPT, encoding="utf-8")
-        tiny = ["32", "0", "1", str(args.iters)]   # Linear(32, 32), ReLU, Linear(32, 10)
+        tiny = ["32", "0", "1", str(args.iters), args.device]   # Linear(32, 32), ReLU, Linear(32, 10)
 
         hooks = race({"plain": lambda: _run_plain(script, tiny),
                       "hooks": lambda: run_script(script, tiny, Watch(every=10**9))},
@@ -114,7 +128,7 @@ def main() -> None:
     plain_us = result.median("plain") / args.iters * 1e6
     print(f"toolkit audit --watch {args.every}: {args.iters} iterations of an MLP "
           f"({args.depth}x{args.width}, batch {args.batch}), {args.rounds} rounds, "
-          f"{args.threads} thread(s), torch {torch.__version__}, {platform.processor() or platform.machine()}")
+          f"{args.threads} thread(s), torch {torch.__version__}, {_where(args.device)}")
     print(result.table(unit="s", scale=1.0))
     print(f"  watched / plain: {ratio}; goal <= 1.02")
     print(f"  the hooks, an iteration not audited: {hook_us:.1f} us (median over rounds), "
@@ -125,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         script = str(Path(tmp, "train.py"))
         Path(script).write_text(SCRIPT, encoding="utf-8")
-        few = [str(v) for v in (args.width, args.depth, args.batch, args.steps)]
+        few = [str(v) for v in (args.width, args.depth, args.batch, args.steps, args.device)]
 
         def audited() -> None:
             watch = Watch(args.steps)
