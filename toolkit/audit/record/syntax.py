@@ -5,6 +5,7 @@ is evaluated; each file is parsed once per text, as :mod:`toolkit.audit.files` f
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 from toolkit.audit.files import read_source, split_lines
@@ -78,8 +79,28 @@ def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:
     return (best, text) if best is not None else None
 
 
+@functools.lru_cache(maxsize=16)
+def _lines_of(text: str) -> list[str]:
+    """``text``'s lines, ends kept, split as :func:`ast.get_source_segment` splits them."""
+    return split_lines(text)
+
+
 def segment(text: str, node: ast.AST) -> str:
-    return ast.get_source_segment(text, node) or ""
+    """The source of ``node`` in ``text``, as :func:`ast.get_source_segment` gives it, from
+    lines split once per text: that function splits the whole text in Python on every call
+    (about 1.5 ms for a 120-line script), and the watch reads several segments a step."""
+    end, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+    start, col = getattr(node, "lineno", None), getattr(node, "col_offset", None)
+    if end is None or end_col is None or start is None or col is None:
+        return ""
+    lines = _lines_of(text)
+    if end > len(lines):
+        return ""
+    if start == end:   # offsets count UTF-8 bytes, as the parser's do
+        return lines[start - 1].encode()[col:end_col].decode()
+    first = lines[start - 1].encode()[col:].decode()
+    last = lines[end - 1].encode()[:end_col].decode()
+    return "".join([first, *lines[start:end - 1], last])
 
 
 def line_named(path: str, line: int) -> str:
