@@ -33,9 +33,9 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["apply_to_text", "copy_at_alias", "cut_argument", "detach_call", "diff", "edit_at",
-           "edited_texts", "import_edit", "insert_after", "insert_before", "move_before",
-           "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
+__all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "cut_argument", "detach_call",
+           "diff", "edit_at", "edited_texts", "import_edit", "insert_after", "insert_before",
+           "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
            "unfreeze_before", "write_edits"]
 
 
@@ -176,6 +176,32 @@ def replace_parameters(path: str, line: int, params: str) -> Edit | None:
     if not isinstance(value, ast.Call) or not value.args:
         return None
     return node_edit(path, value.args[0], params)
+
+
+def as_parameter(path: str, value: ast.expr, parameter: str) -> Edit | None:
+    """A tensor made to require grad, the expression ``value`` of ``path``, made a parameter
+    instead, spelled ``parameter`` (``nn.Parameter``, as the file imports it), which requires
+    grad itself: ``torch.empty(n, requires_grad=True)`` -> ``nn.Parameter(torch.empty(n))``,
+    ``(torch.ones([]) * s).requires_grad_()`` -> ``nn.Parameter(torch.ones([]) * s)``.
+    ``None`` when the file cannot be read."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    text = parsed[1]
+    inner = segment(text, value)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            value.func.attr == "requires_grad_" and not value.keywords and (
+                not value.args or (isinstance(value.args[0], ast.Constant)
+                                   and value.args[0].value is True)):
+        inner = segment(text, value.func.value)
+    elif isinstance(value, ast.Call) and any(
+            k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+            and k.value.value is True for k in value.keywords):
+        rest = [segment(text, a) for a in value.args] + [
+            f"{k.arg}={segment(text, k.value)}" if k.arg else f"**{segment(text, k.value)}"
+            for k in value.keywords if k.arg != "requires_grad"]
+        inner = f"{segment(text, value.func)}({', '.join(rest)})"
+    return node_edit(path, value, f"{parameter}({inner})")
 
 
 def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:

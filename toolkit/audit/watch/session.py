@@ -364,8 +364,10 @@ class Watch(WatchState):
             wanted = {id(t) for t in inputs}
             leaves = {k: v for k, v in leaves.items() if k in wanted}
         leaves = {k: v for k, v in leaves.items() if v.requires_grad}
-        for k in leaves:
+        for k, t in leaves.items():
             self.reached_at[k] = self.events
+            if k not in self.plain_values and not isinstance(t, nn.Parameter):
+                self.plain_values[k] = (t, t.detach().clone())
         for t in leaves.values():
             self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)

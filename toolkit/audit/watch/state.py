@@ -89,6 +89,11 @@ class WatchState:
         self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
         # tensors no optimizer steps between a loss and stepped ones -> those optimizers
         self.between: dict[int, set[int]] = {}
+        # leaves a loss reaches that are no Parameter (a plain tensor made to require grad),
+        # by id: the tensor and its values when an audited backward first reached it in this
+        # iteration (one the script then moves itself is trained by hand, see
+        # :mod:`~toolkit.audit.watch.rules.unstepped`)
+        self.plain_values: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}

@@ -1,14 +1,35 @@
 """At the end of an audited iteration: gradient in tensors no optimizer steps, between a loss
 and stepped tensors or part of a model whose other tensors are stepped (``unstepped``, with
-the parameter group that adds them), or elsewhere (``wasted``, a note)."""
+the parameter group that adds them), or elsewhere (``wasted``, a note).
+
+- A learned tensor made a plain tensor: a leaf that requires grad and is no ``Parameter``
+  (``torch.empty(n, requires_grad=True)``), held as an attribute of a module of a network an
+  optimizer steps, reached by a loss, held by no optimizer and not moved by the script itself
+  (a perturbation it steps by hand) is unstepped: the network's ``parameters()`` do not hold
+  it. The failure is at the line that makes it; its edit makes it a ``Parameter`` there, in
+  the file's own spelling (``nn.Parameter(torch.empty(n))``), so that the optimizer built from
+  ``parameters()`` steps it. A perturbation of the input made to require grad (FGSM) is held
+  by no module; a tensor an optimizer built over a list holds is stepped: no finding.
+- The group an edit adds follows the no-decay convention where the script does: when the
+  tensors are all of one dimension or fewer (biases, norm weights, a temperature) and the
+  optimizer has weight decay but decays none such, the group is ``{"params": [...],
+  "weight_decay": 0.0}``, as nanoGPT's ``configure_optimizers``
+  (https://github.com/karpathy/nanoGPT/blob/master/model.py), minGPT's and timm's
+  ``param_groups_weight_decay`` (https://github.com/huggingface/pytorch-image-models,
+  timm/optim/_param_groups.py) build it."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+
+import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.watch.frames import Site, is_user
 from toolkit.audit.watch.rules import copies
 from toolkit.audit.watch.state import WatchState
 
@@ -26,6 +47,7 @@ def end_of_iteration(w: WatchState) -> None:
     wasted work, a note."""
     copies.aliased(w)
     stepped = w.stepped_map()
+    _plain_tensors(w, stepped)
     names = w.names()
     by_root: dict[int, list[int]] = {}
     for key, live in w.ledger.live.items():
@@ -83,8 +105,9 @@ def end_of_iteration(w: WatchState) -> None:
                         f"it holds: it is built over the wrong parameters")
         elif built is not None and opt_name:
             params = _parameters_text(module, name, set(keys))
+            added = [p for p in module.parameters() if id(p) in set(keys)]
             e = E.insert_after(built.path, built.line,
-                               f'{opt_name}.add_param_group({{"params": {params}}})')
+                               f"{opt_name}.add_param_group({_group(opt, params, added)})")
             edits = (e,) if e is not None else ()
         w.add(ScriptFinding(
             "unstepped", w.iteration,
@@ -101,9 +124,6 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     ``keys``, as the user would write them: ``name.parameters()`` when they are all of it, the
     largest submodules they fill whole (``[*model.fc22.parameters()]``), else each one
     (``model.fc22.weight``); a numbered child is indexed (``net[0]``)."""
-    def attr(path: str) -> str:
-        return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split(".") if p)
-
     every = {id(p) for p in module.parameters()}
     if every and every <= keys:
         return f"{name}.parameters()"
@@ -111,11 +131,184 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     for sub_name, sub in module.named_modules():
         ids = {id(p) for p in sub.parameters()}
         if sub_name and ids and ids <= keys and not ids <= covered:
-            parts.append(f"*{name}{attr(sub_name)}.parameters()")
+            parts.append(f"*{name}{_attr(sub_name)}.parameters()")
             covered |= ids
     for p_name, p in module.named_parameters():
         if id(p) in keys and id(p) not in covered:
-            parts.append(f"{name}{attr(p_name)}")
+            parts.append(f"{name}{_attr(p_name)}")
     if len(parts) == 1 and parts[0].startswith("*"):
         return parts[0][1:]
     return "[" + ", ".join(parts) + "]"
+
+
+def _group(opt: torch.optim.Optimizer, params: str, added: list[torch.Tensor]) -> str:
+    """The parameter group an edit adds to ``opt``: ``{"params": params}``, with
+    ``"weight_decay": 0.0`` when the tensors ``added`` are all of one dimension or fewer and
+    ``opt`` has weight decay but decays no such tensor (the no-decay group the script left
+    out: see the module's docstring)."""
+    decayed = [p for g in opt.param_groups if g.get("weight_decay") for p in g["params"]]
+    if added and all(t.ndim <= 1 for t in added) and opt.defaults.get("weight_decay") and \
+            not any(p.ndim <= 1 for p in decayed):
+        return f'{{"params": {params}, "weight_decay": 0.0}}'
+    return f'{{"params": {params}}}'
+
+
+def _attr(path: str) -> str:
+    """A dotted module path as Python reads it: ``blocks.0.gamma_1`` -> ``.blocks[0].gamma_1``."""
+    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split(".") if p)
+
+
+def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
+    """Learned tensors made plain tensors (see the module's docstring): per network, a failure
+    at the lines that make them, with the edits that make them parameters there, or, where
+    a line is not found, the parameter group that adds them to the network's optimizer."""
+    seen, w.plain_values = w.plain_values, {}
+    found: dict[int, list[tuple[int, torch.Tensor, str, nn.Module, str]]] = {}
+    networks: dict[int, tuple[nn.Module, str]] = {}
+    for key, (tensor, before) in seen.items():
+        if key in stepped or not w.ledger.live.get(key) or not tensor.is_leaf or \
+                not tensor.requires_grad or not torch.equal(before, tensor.detach()):
+            continue   # stepped, its gradient not there, or moved by the script itself
+        held = _held_by(w, tensor)
+        if held is None:
+            continue
+        network, root, path, module, attr = held
+        if not any(id(p) in stepped for p in network.parameters()):
+            continue
+        networks[id(network)] = (network, root)
+        found.setdefault(id(network), []).append((key, tensor, path, module, attr))
+    for net_id, tensors in found.items():
+        network, root = networks[net_id]
+        rank = {id(m): i for i, m in enumerate(network.modules())}
+        tensors.sort(key=lambda x: (rank.get(id(x[3]), len(rank)), x[4]))
+        index = min(stepped[id(p)] for p in network.parameters() if id(p) in stepped)
+        opt = w.optimizers[index]
+        built = w.built_at.get(id(opt))
+        shown = tuple(f"{root}.{path}" for _, _, path, _, _ in tensors)
+        made = [_made_at(type(module), attr) for _, _, _, module, attr in tensors]
+        places = sorted((m for m in dict.fromkeys(made) if m is not None),
+                        key=lambda m: (m[0], m[1].lineno))
+        edits: list = []
+        at: list[str] = []
+        if None not in made:
+            for m in places:
+                edit = E.as_parameter(m[0], m[1], m[2])
+                if edit is None:
+                    edits = []
+                    break
+                edits.append(edit)
+                at.append(Site(m[0], m[1].lineno, None).shown())
+        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        concerned: tuple[str, ...] = shown
+        step = w.step_events - 1
+        if not edits:
+            at = [built.shown()] if built is not None else []
+            if built is not None and opt_name:
+                params = "[" + ", ".join(f"{root}{_attr(path)}"
+                                         for _, _, path, _, _ in tensors) + "]"
+                group = _group(opt, params, [t for _, t, _, _, _ in tensors])
+                e = E.insert_after(built.path, built.line,
+                                   f"{opt_name}.add_param_group({group})")
+                edits = [e] if e is not None else []
+        else:
+            # the edit puts them in the network's parameters, among the tensors the
+            # optimizer holds: from its first step the positions of those tensors move
+            concerned = ("*",)
+            step = next((i for i, e in enumerate(sorted(w.step_optimizer))
+                          if w.step_optimizer[e] == index), w.step_events - 1)
+        srcs = {s for k, _, _, _, _ in tensors for s in w.ledger.live[k] if s.site is not None}
+        at += sorted({s.site.shown() for s in srcs})
+        holders = sorted({type(m).__name__ for _, _, _, m, _ in tensors})
+        w.add(ScriptFinding(
+            "unstepped", w.iteration,
+            f"{len(tensors)} tensors of {root} get gradient and no optimizer steps them: "
+            f"{', '.join(holders)} holds them as plain tensors that require grad, not as "
+            f"nn.Parameter, so {root}.parameters() does not hold them, though an optimizer "
+            f"steps the rest of {root}",
+            shown, shown, tuple(at), tuple(edits),
+            advice="make them parameters where they are made (nn.Parameter(...)), or add them "
+                   f"to {('`' + opt_name + '`') if opt_name else 'the optimizer'}",
+            step=step, concerned=concerned))
+
+
+def _held_by(w: WatchState, tensor: torch.Tensor
+             ) -> tuple[nn.Module, str, str, nn.Module, str] | None:
+    """The largest network the script calls (or holds the called ones in) with a module that
+    holds ``tensor`` as a plain attribute: the network, its name, the tensor's dotted path in
+    it, the module and the attribute."""
+    holders = [h for k, h in w.holders.items() if k not in w.roots]
+    for network, root in sorted(holders + w.called_networks(),
+                                key=lambda r: -sum(1 for _ in r[0].parameters())):
+        for sub_name, sub in network.named_modules():
+            for attr, value in vars(sub).items():
+                if value is tensor:
+                    return network, root, f"{sub_name}.{attr}" if sub_name else attr, sub, attr
+    return None
+
+
+def _made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
+    """Where the user's class ``cls`` (or a class of the user's it derives from) makes its
+    attribute ``attr`` (``self.bias = torch.empty(n, requires_grad=True)`` in a method): the
+    file, the assigned expression and how that file spells ``nn.Parameter``; ``None`` when
+    it is not one such assignment, or the file imports no name for ``Parameter``."""
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object):
+            break
+        try:
+            path = inspect.getsourcefile(klass)
+        except (TypeError, OSError):
+            continue
+        if path is None or not is_user(path):
+            continue
+        parsed = S.syntax_tree(path)
+        if parsed is None:
+            continue
+        tree, text = parsed
+        values = [v for node in ast.walk(tree)
+                  if isinstance(node, ast.ClassDef) and node.name == klass.__name__
+                  for v in _assigned(node, attr)]
+        # the one that makes it require grad, where the class assigns it more than once
+        made = [v for v in values if "requires_grad" in S.segment(text, v)] or values[:1]
+        spelled = _parameter_name(tree)
+        if len(made) == 1 and spelled is not None:
+            return path, made[0], spelled
+        return None
+    return None
+
+
+def _assigned(node: ast.ClassDef, attr: str) -> list[ast.expr]:
+    """The expressions the methods of ``node`` assign to ``self.attr``."""
+    out = []
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef) or not method.args.args:
+            continue
+        me = method.args.args[0].arg
+        for st in ast.walk(method):
+            targets = st.targets if isinstance(st, ast.Assign) else [
+                st.target] if isinstance(st, ast.AnnAssign) and st.value is not None else []
+            if any(isinstance(t, ast.Attribute) and t.attr == attr
+                   and isinstance(t.value, ast.Name) and t.value.id == me for t in targets):
+                out.append(st.value)
+    return [v for v in out if v is not None]
+
+
+def _parameter_name(tree: ast.Module) -> str | None:
+    """How a file spells ``torch.nn.Parameter`` by its top-level imports: ``Parameter``
+    (imported by name), ``nn.Parameter`` (``from torch import nn``), ``torch.nn.Parameter``."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in ("torch.nn", "torch.nn.parameter"):
+            for a in node.names:
+                if a.name == "Parameter":
+                    names.setdefault(0, a.asname or a.name)
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch":
+            for a in node.names:
+                if a.name == "nn":
+                    names.setdefault(1, f"{a.asname or a.name}.Parameter")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch.nn" and a.asname:
+                    names.setdefault(1, f"{a.asname}.Parameter")
+                elif a.name in ("torch", "torch.nn") and (a.asname is None or a.name == "torch"):
+                    names.setdefault(2, f"{a.asname or 'torch'}.nn.Parameter")
+    return names[min(names)] if names else None

@@ -1,0 +1,156 @@
+"""``toolkit audit SCRIPT``: optimizer membership, on scripts written for it
+(``tests/lens/audit/scripts/``, each citing the published script it follows).
+
+- A learned tensor made a plain tensor: a leaf tensor that requires grad, held as an attribute
+  of a module whose other parameters an optimizer steps, reached by a loss and held by no
+  optimizer (CLIP's temperature, ResMLP's LayerScale made with ``requires_grad`` instead of as
+  ``nn.Parameter``), is an unstepped tensor: a failure at the line that makes it, whose edit
+  makes it a ``Parameter`` in the script's own spelling, so that ``model.parameters()`` holds
+  it. Not a finding: such a tensor held by an optimizer built over a list that names it, an
+  input perturbation made to require grad on purpose (FGSM), or one a module holds that the
+  script moves itself (free adversarial training's noise).
+- The group left out follows the no-decay convention: when the tensors an edit adds to an
+  optimizer with weight decay are all of one dimension or fewer (biases, norm weights) and
+  the optimizer decays none such, the group the edit adds has ``"weight_decay": 0.0``, as
+  nanoGPT's ``configure_optimizers`` and timm's ``param_groups_weight_decay`` build it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from toolkit.audit.cli import main
+from toolkit.audit.verify.rerun import load_record
+
+SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
+
+
+def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
+    rec = tmp_path / f"record-{script.stem}"
+    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
+    report, _ = load_record(str(rec))
+    return code, report
+
+
+def _failures(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["failure"]]
+
+
+def _line(script: Path, text: str) -> int:
+    lines = script.read_text().splitlines()
+    return next(i for i, x in enumerate(lines, 1) if text in x)
+
+
+# --- a learned tensor made a plain tensor ---------------------------------------------------
+
+def test_a_temperature_made_a_plain_tensor_is_made_a_parameter(tmp_path):
+    script = SCRIPTS / "clip_temperature_plain.py"
+    code, report = _audit(tmp_path, script)
+    assert code == 1
+    (found,) = _failures(report)
+    line = _line(script, "        self.logit_scale = ")
+    assert found["kind"] == "unstepped" and found["names"] == ["model.logit_scale"]
+    assert found["at"][0].startswith(f"clip_temperature_plain.py:{line}:")
+    (edit,) = found["edits"]
+    assert edit["start"][0] == line
+    assert edit["new"] == "nn.Parameter(torch.ones([]) * math.log(1 / 0.07))"
+
+
+def test_a_layer_scale_made_a_plain_tensor_is_made_a_parameter(tmp_path):
+    script = SCRIPTS / "resmlp_layerscale_plain.py"
+    code, report = _audit(tmp_path, script)
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "unstepped"
+    assert sorted(found["names"]) == [f"model.blocks.{b}.gamma_{k}" for b in (0, 1)
+                                      for k in (1, 2)]
+    lines = {_line(script, f"        self.gamma_{k} = ") for k in (1, 2)}
+    assert {int(a.split(":")[1]) for a in found["at"]} >= lines
+    assert {e["start"][0] for e in found["edits"]} == lines
+    assert {e["new"] for e in found["edits"]} == {"nn.Parameter(torch.full((dim,), init_values))"}
+
+
+def test_a_plain_tensor_an_optimizer_lists_is_no_finding(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "clip_temperature_listed.py")
+    assert code == 0 and _failures(report) == []
+    assert not [f for f in report["findings"] if f["kind"] == "unstepped"]
+
+
+def test_a_perturbation_made_to_require_grad_is_no_finding(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "fgsm_fast_adversarial.py")
+    assert code == 0 and _failures(report) == []
+
+
+def test_a_perturbation_a_module_holds_and_the_script_moves_is_no_finding(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "free_adversarial_noise.py")
+    assert code == 0 and _failures(report) == []
+
+
+# --- the group left out follows the no-decay convention -------------------------------------
+
+def test_a_dropped_no_decay_group_is_added_without_weight_decay(tmp_path):
+    code, report = _audit(tmp_path, SCRIPTS / "gpt_no_decay_group_dropped.py")
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "unstepped"
+    assert all(n.endswith((".bias", "ln_1.weight", "ln_2.weight", "ln_f.weight"))
+               for n in found["names"])
+    (edit,) = found["edits"]
+    assert edit["new"].startswith('optimizer.add_param_group({"params": [')
+    assert edit["new"].endswith(', "weight_decay": 0.0})\n')
+
+
+# --- each edit verified, written, and trains as the published script -----------------------
+
+PAIRS = [("clip_temperature.py", "clip_temperature_plain.py"),
+         ("resmlp_layerscale.py", "resmlp_layerscale_plain.py"),
+         ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py")]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def _trained(script: str, cwd: Path) -> dict[str, torch.Tensor]:
+    out = cwd / f"{script}.pt"
+    done = subprocess.run([sys.executable, script, "--out", str(out)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    return _flat(torch.load(out, weights_only=True))
+
+
+def _flat(tree: object, prefix: str = "") -> dict[str, torch.Tensor]:
+    if isinstance(tree, torch.Tensor):
+        return {prefix: tree}
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)  # type: ignore[attr-defined]
+    out: dict[str, torch.Tensor] = {}
+    for key, value in items:
+        out.update(_flat(value, f"{prefix}.{key}"))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("clean", "buggy"), PAIRS, ids=[p[1] for p in PAIRS])
+def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copy(SCRIPTS / buggy, folder / "train.py")
+    shutil.copy(SCRIPTS / clean, folder / "published.py")
+    done = _cli("--apply", "train.py", cwd=folder)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL    unstepped:" in done.stdout and "wrote train.py" in done.stdout
+    done = _cli("--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not _failures(json.loads((tmp_path / "fixed" / "report.json").read_text()))
+    ours, theirs = _trained("train.py", folder), _trained("published.py", folder)
+    assert ours.keys() == theirs.keys()
+    for key, value in theirs.items():
+        assert torch.allclose(ours[key], value, rtol=1e-5), key
