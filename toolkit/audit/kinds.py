@@ -66,7 +66,8 @@ class Kind(enum.StrEnum):
                                  "every torch optimizer skips it")
     # the script audit
     STALE = "stale", True, "an earlier iteration's gradient (no zero_grad) in .grad at a step"
-    CLEARED = "cleared", True, "the step's own gradient cleared before the step used it"
+    CLEARED = "cleared", True, ("the step's own gradient cleared before the step used it, or "
+                                "a backward's gradient cleared before any step read it")
     UNSTEPPED = "unstepped", True, ("gradient reaches tensors of a trained model that no "
                                     "optimizer steps")
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"

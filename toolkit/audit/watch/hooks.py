@@ -1,7 +1,8 @@
 """The hooks a watch needs, installed for the run and removed after it: ``torch.autograd.backward``
 (which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
 all call), ``torch.autograd.grad``, the global optimizer step hooks, ``zero_grad`` of optimizers
-and modules, ``Tensor.detach`` and optimizer construction. The module forward hook is the
+and modules, ``Tensor.detach``, ``Tensor.grad`` as the user's code reads it or sets it to
+``None``, ``GradScaler.step`` and optimizer construction. The module forward hook is the
 watch's own (on only around audited iterations). In a process the script forked, every hook
 stands aside: the watch and its stop belong to the process that started it."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Iterator
 
 import torch
@@ -18,6 +20,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from toolkit.audit.watch.frames import is_user
 from toolkit.audit.watch.session import Watch
 
 __all__ = ["installed"]
@@ -67,6 +70,40 @@ def installed(watch: Watch) -> Iterator[Watch]:
             return old(self, *args, **kwargs)
         return wrapper
 
+    def grad_attribute(descriptor):
+        # ``Tensor.grad`` read by the user's code, or set to None by it (a clear without
+        # zero_grad()); torch's own reads and writes (the optimizers') are not the script's
+        get, put, remove = descriptor.__get__, descriptor.__set__, descriptor.__delete__
+
+        def getter(self):
+            value = get(self)
+            if value is not None and is_user(sys._getframe(1).f_code.co_filename) \
+                    and watch.here():
+                watch.grad_read([self])
+            return value
+
+        def setter(self, value):
+            if value is None and is_user(sys._getframe(1).f_code.co_filename) \
+                    and watch.here():
+                watch.zero_grad([self])
+            put(self, value)
+
+        def deleter(self):
+            if is_user(sys._getframe(1).f_code.co_filename) and watch.here():
+                watch.zero_grad([self])
+            remove(self)
+
+        return property(getter, setter, deleter, descriptor.__doc__)
+
+    def scaler_step(old):
+        # a GradScaler reads the gradient to step with it, or skips the step (inf or NaN)
+        @functools.wraps(old)
+        def wrapper(self, optimizer, *args, **kwargs):
+            if watch.here():
+                watch.grad_read([p for g in optimizer.param_groups for p in g["params"]])
+            return old(self, optimizer, *args, **kwargs)
+        return wrapper
+
     def detach(old):
         @functools.wraps(old)
         def wrapper(self):
@@ -89,6 +126,8 @@ def installed(watch: Watch) -> Iterator[Watch]:
         old, lambda o: (p for g in o.param_groups for p in g["params"])), undo)
     _patch(nn.Module, "zero_grad", lambda old: zero_grad(old, nn.Module.parameters), undo)
     _patch(torch.Tensor, "detach", detach, undo)
+    _patch(torch.Tensor, "grad", grad_attribute, undo)
+    _patch(torch.amp.GradScaler, "step", scaler_step, undo)
     _patch(torch.optim.Optimizer, "__init__", built, undo)
     def before_step(opt, args, kwargs) -> None:
         if watch.here():

@@ -16,6 +16,8 @@ each tensor holds, and at each step says, in the order the script made its calls
 - ``wasted`` (information): gradient written and cleared before any step used it;
 - ``cleared``, ``dead``: a stepped tensor with no gradient, because its loss's gradient was
   cleared before the step, or a cut (``.detach()``) or ``no_grad`` kept every loss from it;
+  ``cleared`` too: gradient cleared before any step or the script's code read it, while the
+  step uses a later backward's (a ``zero_grad()`` inside a gradient-accumulation loop);
 - ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
   nodes it makes; a node made then is carried, wherever the script kept it);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
@@ -52,6 +54,7 @@ from toolkit.audit.watch.rules import (
     carried,
     copies,
     dead,
+    lost,
     targets,
     unstepped,
     zero_gradient,
@@ -313,6 +316,12 @@ class Watch(WatchState):
         if frame is not None:
             self.clears.append((site_of(frame), {id(t) for t in tensors}, self.events))
 
+    def grad_read(self, tensors: list[torch.Tensor]) -> None:
+        """The script's code (or a ``GradScaler``'s step) read these tensors' ``.grad``."""
+        if self.recording():
+            for t in tensors:
+                lost.read(self, t)
+
     def grad_called(self) -> None:
         self.grad_calls += 1
 
@@ -426,6 +435,7 @@ class Watch(WatchState):
         for _, p in stepped:
             self.last_step_of[id(p)] = self.stepped_at[id(p)] = event
             self.ledger.stepped(id(p))
+        lost.lost(self, index, site)
         at_step.wasted(self)
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:

@@ -67,6 +67,9 @@ class WatchState:
         # every iteration's, audited or not: what happened to .grad while nobody looked
         self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
         self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad
+        # the backward() calls (by event) whose gradient the script's code, or a GradScaler,
+        # read from .grad before it was cleared (see :mod:`~toolkit.audit.watch.rules.lost`)
+        self.read_sources: set[int] = set()
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> event
         self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad

@@ -1,6 +1,6 @@
 """What a step finds in ``.grad``, in an audited iteration: gradient of another step's loss
 (``leak``) or of an earlier iteration's (``stale``), a tensor two optimizers step (``shared``),
-gradient cleared before any step used it (``wasted``), and a network frozen for another's
+gradient cleared before any step or the script's code used it (``wasted``), and a network frozen for another's
 step and never switched back on (``frozen``)."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def wasted(w: WatchState) -> None:
         groups.setdefault(src, []).append(key)
     w.ledger.wasted = []
     for src, keys in groups.items():
-        if src.index < 0 or src in w._cleared_sources:
+        if src.index < 0 or src in w._cleared_sources or src.index in w.read_sources:
             continue
         ts = [w.ledger.tensors[k] for k in keys]
         cost = _bytes(ts)

@@ -1,0 +1,155 @@
+"""``toolkit audit SCRIPT``, the principle of a lost gradient: gradient that a ``backward()``
+wrote into tensors an optimizer holds, and that a clear (``optimizer.zero_grad()``,
+``model.zero_grad()``, ``p.grad = None``) removes before any optimizer step or the script's own
+code has read it, is lost. It is a failure (``cleared``) at the clear's line, naming the
+tensors, whose edit moves the clear to after the step it precedes (every ``backward()`` between
+two steps is then summed), verified by rerunning the script.
+
+The cases (``tests/lens/audit/scripts/``), in fields other than the held-out ones:
+
+- bugs: a LeNet-like classifier with gradient accumulation after HuggingFace's
+  ``run_clm_no_trainer.py`` loop, ``optimizer.zero_grad()`` moved before each micro-batch's
+  ``backward()``; a GRU encoder-decoder with two optimizers after the PyTorch seq2seq tutorial,
+  its ``for p in parameters: p.grad = None`` moved into the micro-batch loop;
+- must not be flagged: the published twins (the clear after the step), a clear once per update
+  at its first micro-batch, DP-SGD's per-example gradients (each read from ``.grad`` before it
+  is cleared), a GAN whose generator loss writes the discriminator's ``.grad`` that the
+  discriminator's ``zero_grad()`` clears after the generator's optimizer stepped, and an
+  actor-critic that calls ``backward()`` twice and clears after the step.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from toolkit.audit.cli import main
+from toolkit.audit.verify.rerun import load_record
+
+SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
+
+
+def _audit(tmp_path: Path, script: str, *args: str) -> tuple[int, dict]:
+    rec = tmp_path / f"record-{Path(script).stem}"
+    code = main(["--no-verify", "--record", str(rec), *args, str(SCRIPTS / script)])
+    report, _ = load_record(str(rec))
+    return code, report
+
+
+def _failures(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["failure"]]
+
+
+CNN = ["model.conv1.bias", "model.conv1.weight", "model.conv2.bias", "model.conv2.weight",
+       "model.fc.bias", "model.fc.weight"]
+SEQ2SEQ = sorted(f"{net}.{name}" for net, names in (
+    ("encoder", ["embedding.weight", "gru.weight_ih_l0", "gru.weight_hh_l0", "gru.bias_ih_l0",
+                 "gru.bias_hh_l0"]),
+    ("decoder", ["embedding.weight", "gru.weight_ih_l0", "gru.weight_hh_l0", "gru.bias_ih_l0",
+                 "gru.bias_hh_l0", "out.weight", "out.bias"])) for name in names)
+
+
+def test_zero_grad_before_each_micro_batch_loses_the_accumulated_gradient(tmp_path):
+    code, report = _audit(tmp_path, "cnn_accum_zero_grad_per_micro_batch.py")
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "cleared"
+    assert found["at"][0].startswith(
+        "cnn_accum_zero_grad_per_micro_batch.py:67: optimizer.zero_grad()")
+    assert sorted(found["names"]) == CNN
+    # moved after the step it precedes and the scheduler's step after it, in their block
+    (removed, inserted) = sorted(found["edits"], key=lambda e: e["new"])
+    assert removed["new"] == "" and removed["start"][0] == 67
+    assert inserted["new"] == "            optimizer.zero_grad()\n"
+    assert inserted["start"][0] == 72
+
+
+def test_grad_set_to_none_before_each_micro_batch_loses_the_accumulated_gradient(tmp_path):
+    code, report = _audit(tmp_path, "seq2seq_accum_grad_none_per_micro_batch.py")
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "cleared"
+    assert found["at"][0].startswith(
+        "seq2seq_accum_grad_none_per_micro_batch.py:68: for p in parameters:")
+    assert sorted(found["names"]) == SEQ2SEQ
+    # after both optimizers' steps, not between them
+    inserted = next(e for e in found["edits"] if e["new"])
+    assert inserted["start"][0] == 76
+    assert inserted["new"] == "    for p in parameters:\n        p.grad = None\n"
+
+
+@pytest.mark.parametrize("script", [
+    "cnn_accum.py", "cnn_accum_zero_grad_first.py", "seq2seq_accum.py"])
+def test_a_clear_once_per_update_is_no_finding(tmp_path, script):
+    code, report = _audit(tmp_path, script)
+    assert code == 0 and report["findings"] == []
+
+
+def test_per_example_gradients_read_before_they_are_cleared_are_not_lost(tmp_path):
+    code, report = _audit(tmp_path, "dpsgd_per_sample.py")
+    assert code == 0 and _failures(report) == []
+
+
+def test_gradient_cleared_after_another_optimizer_stepped_with_it_is_not_lost(tmp_path):
+    code, report = _audit(tmp_path, "gan_generator_first.py")
+    assert code == 0 and _failures(report) == []
+    # the discriminator's part of the generator's loss: work done in vain, information
+    (wasted,) = [f for f in report["findings"] if f["kind"] == "wasted"]
+    assert all(n.startswith("netD.") for n in wasted["names"])
+
+
+def test_two_backward_calls_summed_before_the_step_are_no_finding(tmp_path):
+    code, report = _audit(tmp_path, "actor_critic_two_backward.py")
+    assert code == 0 and report["findings"] == []
+
+
+# --- the edit verified, written, and trains as the published twin --------------------------
+
+PAIRS = [("cnn_accum.py", "cnn_accum_zero_grad_per_micro_batch.py"),
+         ("seq2seq_accum.py", "seq2seq_accum_grad_none_per_micro_batch.py")]
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("clean", "buggy"), PAIRS, ids=[p[1] for p in PAIRS])
+def test_the_moved_clear_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copy(SCRIPTS / buggy, folder / "train.py")
+    shutil.copy(SCRIPTS / clean, folder / "published.py")
+    done = _run("-m", "toolkit.audit", "--apply", "train.py", cwd=folder)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL    cleared:" in done.stdout and "wrote train.py" in done.stdout
+    done = _run("-m", "toolkit.audit", "--record", str(tmp_path / "fixed"), "train.py",
+                cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
+    assert not _failures(report)
+    for name in ("train.py", "published.py"):
+        done = _run(name, "--out", f"{name}.pt", cwd=folder)
+        assert done.returncode == 0, done.stderr
+    ours = _flat(torch.load(folder / "train.py.pt", weights_only=True))
+    theirs = _flat(torch.load(folder / "published.py.pt", weights_only=True))
+    assert ours.keys() == theirs.keys()
+    for key, value in theirs.items():
+        assert torch.allclose(ours[key], value, rtol=1e-5, atol=1e-7), key

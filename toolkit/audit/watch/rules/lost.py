@@ -1,0 +1,168 @@
+"""Gradient lost to a clear (``cleared``): gradient that a ``backward()`` wrote into tensors an
+optimizer holds, and that a clear (``optimizer.zero_grad()``, ``model.zero_grad()``,
+``p.grad = None``, with ``set_to_none`` or not) removed before any optimizer step or the
+script's own code read it. The step that follows uses the gradient of the backward() calls
+after the clear only: ``zero_grad()`` moved into a gradient-accumulation loop trains on the
+last micro-batch. The finding is at the clear's line; its edit moves the clear to after the
+step it precedes (after the steps and ``scaler.update()`` that follow it in its block), so
+that every ``backward()`` between two steps is summed.
+
+Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
+cleared after the other's optimizer stepped with it: ``wasted``, information), gradient the
+script read from ``.grad`` itself before clearing it (per-example gradients, clipped and
+summed by hand), gradient a ``GradScaler`` read and skipped the step for, and gradient another
+tensor still holds (it may yet be stepped)."""
+
+from __future__ import annotations
+
+import ast
+
+import torch
+
+from toolkit.audit.edit import Edit
+from toolkit.audit.files import split_lines
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
+from toolkit.audit.result import plural
+from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.ledger import Source
+from toolkit.audit.watch.state import WatchState
+from toolkit.audit.watch.tensors import keyed
+
+__all__ = ["lost", "read"]
+
+#: calls that end an update with the step: another optimizer's step, a scheduler's, a
+#: ``GradScaler``'s ``update()``; a clear moved after the step goes after them
+_ENDS_UPDATE = frozenset({"step", "update"})
+
+
+def read(w: WatchState, tensor: torch.Tensor) -> None:
+    """The script read ``tensor``'s ``.grad`` (or a ``GradScaler`` did, to step with it): the
+    backward() calls whose gradient it holds now are read, not lost when it is cleared."""
+    key = id(tensor)
+    cleared = w.cleared_at.get(key, -1)
+    for src in w.ledger.live.get(key, ()):
+        if src.index > cleared:
+            w.read_sources.add(src.index)
+
+
+def lost(w: WatchState, index: int, site: Site | None) -> None:
+    """At a step (``site``, of the ``index``-th optimizer): the gradient the ledger saw cleared
+    before any step used it (its ``wasted`` list), that no step and no user code read and no
+    tensor holds any more, from tensors an optimizer holds: one failure per clear."""
+    if not w.ledger.wasted:
+        return
+    held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
+    groups: dict[Site | None, tuple[list[Source], dict[int, str]]] = {}
+    for src, key in w.ledger.wasted:
+        if (src.index < 0 or src.step is not None or key not in held
+                or src in w._cleared_sources or src.index in w.read_sources
+                or _still_held(w, src)):
+            continue
+        clear = next((c for c in w.clears if c[2] >= src.index and key in c[1]), None)
+        sources, keys = groups.setdefault(clear[0] if clear else None, ([], {}))
+        if src not in sources:
+            sources.append(src)
+        keys[key] = held[key]
+    names = w.names()
+    for clear_site, (sources, keys) in groups.items():
+        w._cleared_sources.update(sources)
+        first = sources[0]
+        moved = _moved_after(clear_site, site) if clear_site is not None and site else None
+        shown_clear = moved[0] if moved else clear_site
+        at = tuple(s.shown() for s in (shown_clear, first.site, site) if s is not None)
+        tensors = [w.ledger.tensors[k] for k in keys]
+        opt_text = w.optimizer_text(index, site) or "the optimizer"
+        by = f" by {clear_site.text()} at {clear_site}" if clear_site else ""
+        calls = plural(len(sources), "backward() call")
+        w.add(ScriptFinding(
+            "cleared", first.iteration,
+            f"the gradient of {first.label} (backward at {first.site}) in {len(keys)} tensors "
+            f"is cleared{by} before any step read it ({calls} of this update lost): "
+            f"{opt_text} steps with the gradient of the backward() calls after the clear "
+            f"only (it changes the update)", tuple(keys.values()),
+            tuple(names.get(k, keys[k]) for k in keys), at, moved[1] if moved else (),
+            advice="clear the gradients once per update: after the step, or before the first "
+                   "backward() whose gradient it sums",
+            step=w.step_events - 1, concerned=tuple(keys.values()),
+            cost_bytes=sum(t.numel() * t.element_size() for t in tensors)))
+
+
+def _still_held(w: WatchState, src: Source) -> bool:
+    """Whether a tensor ``src`` wrote still holds its gradient (no clear since): a step may
+    yet read it."""
+    return any(src in w.ledger.live.get(k, ()) and w.cleared_at.get(k, -1) < src.index
+               for k in src.wrote)
+
+
+def _parents(tree: ast.Module) -> dict[int, tuple[ast.AST, list[ast.stmt]]]:
+    """Each statement, by ``id``, with the node and the block (list of statements) holding it."""
+    out: dict[int, tuple[ast.AST, list[ast.stmt]]] = {}
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                for st in block:
+                    if isinstance(st, ast.stmt):
+                        out[id(st)] = (node, block)
+    return out
+
+
+def _ends_update(st: ast.stmt) -> bool:
+    call = st.value if isinstance(st, ast.Expr) else None
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+        call.func.attr in _ENDS_UPDATE
+
+
+def _moved_after(clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | None:
+    """The clear's statement (or the loop around it, when it is the loop's only statement:
+    ``for p in params: p.grad = None``), and the edits that move it to after the step's
+    statement and the steps and updates right after it in its block, at their indentation.
+    ``None`` when the two are in different files, or the statements share their lines."""
+    if clear.path != step.path:
+        return None
+    parsed = S.syntax_tree(clear.path)
+    found, target = S.statement_at(clear.path, clear.line), S.statement_at(step.path, step.line)
+    if parsed is None or found is None or target is None:
+        return None
+    tree, text = parsed
+    parents = _parents(tree)
+    stmt: ast.stmt = found[0]
+    while id(stmt) in parents:
+        node, block = parents[id(stmt)]
+        if not (isinstance(node, ast.For | ast.While) and block is node.body
+                and len(block) == 1 and not node.orelse):
+            break
+        stmt = node
+    anchor: ast.stmt = target[0]
+    if id(anchor) not in parents:
+        return None
+    block = parents[id(anchor)][1]
+    at = block.index(anchor)
+    while at + 1 < len(block) and _ends_update(block[at + 1]):
+        at += 1
+    anchor = block[at]
+    lines = split_lines(text)
+    start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
+    last = anchor.end_lineno or anchor.lineno
+    if start <= anchor.lineno <= end or not _alone(lines, stmt) or not _alone(lines, anchor):
+        return None
+    old, new = S.indent_of(text, start), S.indent_of(text, anchor.lineno)
+    body = "".join(new + x[len(old):] if x.startswith(old) and x.strip() else x
+                   for x in lines[start - 1:end])
+    if not body.endswith("\n"):
+        body += "\n"
+    return (Site(clear.path, start, None),
+            (E.edit_at(clear.path, (start, 0), (end + 1, 0), ""),
+             E.edit_at(clear.path, (last + 1, 0), (last + 1, 0), body)))
+
+
+def _alone(lines: list[str], stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` has its lines to itself (first on its first line, nothing but a
+    comment after it on its last)."""
+    first = lines[stmt.lineno - 1]
+    end = stmt.end_lineno or stmt.lineno
+    rest = lines[end - 1].rstrip("\r\n").encode("utf-8")[stmt.end_col_offset or 0:]
+    return stmt.col_offset == len(first) - len(first.lstrip()) and \
+        rest.decode("utf-8", "replace").strip()[:1] in ("", "#")
