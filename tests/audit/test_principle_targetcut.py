@@ -32,9 +32,6 @@ from toolkit.audit.verify.rerun import load_record
 
 SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
 
-SHARED = "the cut is placed where the shared output is made (fails verification)"
-INNER = "the cut is placed at the line inside forward that also makes the predictions"
-
 
 def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
     rec = tmp_path / f"record-{script.stem}"
@@ -55,7 +52,6 @@ def _target(tmp_path: Path, script: str) -> dict:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason=SHARED)
 def test_a_symmetric_loss_without_its_stop_gradient_is_cut_at_the_loss_argument(tmp_path):
     found = _target(tmp_path, "simsiam_views_no_stopgrad.py")
     assert sorted(found["names"]) == ["f.0.bias", "f.0.weight", "f.2.bias", "f.2.weight",
@@ -65,7 +61,6 @@ def test_a_symmetric_loss_without_its_stop_gradient_is_cut_at_the_loss_argument(
     assert (edit["old"], edit["new"]) == ("z", "z.detach()")
 
 
-@pytest.mark.xfail(strict=True, reason=SHARED)
 def test_targets_bootstrapped_from_the_predictions_forward_are_cut_at_the_loss(tmp_path):
     found = _target(tmp_path, "batch_td_actor_critic_bootstrap_trained.py")
     assert sorted(found["names"]) == ["model.body.bias", "model.body.weight",
@@ -75,7 +70,6 @@ def test_targets_bootstrapped_from_the_predictions_forward_are_cut_at_the_loss(t
     assert (edit["old"], edit["new"]) == ("td_target", "td_target.detach()")
 
 
-@pytest.mark.xfail(strict=True, reason=INNER)
 def test_a_bootstrap_unpacked_from_a_call_is_cut_where_its_name_is_read(tmp_path):
     found = _target(tmp_path, "td_actor_critic_online_bootstrap_trained.py")
     assert sorted(found["names"]) == ["model.body.bias", "model.body.weight",
@@ -103,14 +97,10 @@ def test_a_target_already_cut_is_no_finding(tmp_path, script):
 
 # --- each edit verified, written, and trains as the published script -----------------------
 
-PAIRS = [pytest.param("simsiam_views.py", "simsiam_views_no_stopgrad.py",
-                      marks=pytest.mark.xfail(strict=True, reason=SHARED)),
-         pytest.param("batch_td_actor_critic.py", "batch_td_actor_critic_bootstrap_trained.py",
-                      marks=pytest.mark.xfail(strict=True, reason=SHARED)),
-         pytest.param("td_actor_critic_online.py",
-                      "td_actor_critic_online_bootstrap_trained.py",
-                      marks=pytest.mark.xfail(strict=True, reason=INNER)),
-         pytest.param("uda_soft_targets.py", "uda_soft_targets_trained.py")]
+PAIRS = [("simsiam_views.py", "simsiam_views_no_stopgrad.py"),
+         ("batch_td_actor_critic.py", "batch_td_actor_critic_bootstrap_trained.py"),
+         ("td_actor_critic_online.py", "td_actor_critic_online_bootstrap_trained.py"),
+         ("uda_soft_targets.py", "uda_soft_targets_trained.py")]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
