@@ -188,6 +188,7 @@ class Watch(WatchState):
         if self.audited() and self.step_events:
             unstepped.end_of_iteration(self)
         dead.settle(self, final=True)
+        targets.settle(self)
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
@@ -397,7 +398,7 @@ class Watch(WatchState):
         self.events += 1
         event = self.events
         self.step_events += 1
-        if not self.zero_suspects and self.made_at is not None:
+        if not self.zero_suspects and not self.target_lines and self.made_at is not None:
             self._stop_lines()
         self.previous_step_event = self.last_step_event
         self.last_step_event = event
@@ -449,7 +450,8 @@ class Watch(WatchState):
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
             self.last_step_seq = current_sequence()
         self._want_module_hook()
-        if self.zero_suspects and self.made_at is None and not self.done() and (
+        if (self.zero_suspects or self.target_lines) and self.made_at is None and \
+                not self.done() and (
                 self.audited() or self.audited(self.iteration + 1)):
             self.made_at = MadeAt()
             self.made_at.__enter__()

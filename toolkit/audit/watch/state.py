@@ -129,6 +129,9 @@ class WatchState:
         self.backward_keys: dict[int, tuple] = {}
         self.zero_suspects: dict[tuple, dict[int, tuple[str, torch.Tensor]]] = {}
         self.made_at: MadeAt | None = None
+        # target findings whose cut waits for the lines of the next audited forward (see
+        # :mod:`~toolkit.audit.watch.rules.targets`), by the backward's stack
+        self.target_lines: dict[tuple, list[ScriptFinding]] = {}
         self.zero_judged: set[int] = set()
         # a prediction fed back (see :mod:`~toolkit.audit.watch.feedback`): each call output's
         # node -> (node, its module, the call's order, event), and the outputs calls read

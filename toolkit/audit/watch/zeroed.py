@@ -58,11 +58,14 @@ def zero_gradients(tensors: Sequence[torch.Tensor]) -> list[bool]:
 
 class MadeAt(TorchFunctionMode):
     """While entered: the user's line (the innermost user frame, with the span of the
-    expression it runs) of each operation whose output has a graph, by its node."""
+    expression it runs) of each operation whose output has a graph, by its node; and the
+    nodes of the tensors the outermost call that returned it read, in the order torch
+    received them (a list argument's items in its place: ``torch.cat([a, b])``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.made: dict[int, tuple[Any, Site]] = {}
+        self.read: dict[int, tuple[Any, ...]] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -74,11 +77,21 @@ class MadeAt(TorchFunctionMode):
             frame = user_frame(0)
             if frame is not None:
                 self.made[id(node)] = (node, site_of(frame))
+        if node is not None and self.made.get(id(node), (None,))[0] is node:
+            # an outer call (F.mse_loss) returns after the calls inside it: its arguments win
+            flat = [x for a in args for x in (a if isinstance(a, tuple | list) else (a,))]
+            self.read[id(node)] = tuple(x.grad_fn if isinstance(x, torch.Tensor) else None
+                                        for x in flat)
         return out
 
     def site(self, node: Any) -> Site | None:
         entry = self.made.get(id(node))
         return entry[1] if entry is not None and entry[0] is node else None
+
+    def operands(self, node: Any) -> tuple[Any, ...]:
+        """The nodes of what the call that made ``node`` read (``None`` for a value with no
+        graph), as :meth:`site` knows it; empty when not recorded."""
+        return self.read.get(id(node), ()) if self.site(node) is not None else ()
 
 
 @dataclass

@@ -1,75 +1,334 @@
 """A comparison whose target side carries gradient to stepped tensors (``target``): the step
 audit's rule on this backward's graph; and a copy the script moves toward a stepped network
-(a momentum or EMA copy) that a loss trains through its own output."""
+(a momentum or EMA copy) that a loss trains through its own output.
+
+Where a trained target is cut: on the path only the target takes, never where a cut would
+also remove a path on which the loss trains those tensors as it should (the principle of the
+step audit's proved cut, :func:`~toolkit.audit.truth.cuts.target_cut`, read here on the
+graph alone):
+
+- an output used only as the target is cut where it is made: the call of the user's code
+  that returned it (``teacher(x).detach()``), at the first line that makes nothing else the
+  loss trains through (not a line inside a network's ``forward`` that also makes the
+  predictions of another call); a call whose values the script unpacks into names (``_, v =
+  model(s2)``) where the name holding the target is read next (``r + g * v.detach()``);
+- a target whose tensor also trains elsewhere (the same output read with gradient by another
+  term, or by a later computation that keeps its graph: VQ-VAE's commitment loss, SimSiam's
+  prediction from the same projection, TD targets from ``values[1:]`` of the predictions'
+  forward) is cut where the loss reads it: the argument of the expression that compares it
+  (``F.mse_loss(q, target.detach())``). That needs the line of the comparison: the finding
+  waits for the next audited forward, run under
+  :class:`~toolkit.audit.watch.zeroed.MadeAt`, which also says which reads of the target
+  belong to the comparison's own expression (``F.kl_div`` reads its target twice); a run that
+  ends first reports it cut where it was made."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import sys
 from collections.abc import Sequence
 
 import torch
 import torch.overrides
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.frames import Site, is_user
 from toolkit.audit.watch.graph import (
     read_graph,
 )
 from toolkit.audit.watch.kept_in_sync import toward
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
+from toolkit.audit.watch.zeroed import cut_operand
 from toolkit.lens.backward_graph import ShortestPaths
 
-__all__ = ["followers", "targets"]
+__all__ = ["followers", "settle", "targets"]
 
 
 def targets(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
-             stepped: dict[int, int]) -> None:
+            stepped: dict[int, int]) -> None:
     """A comparison in the head of the loss whose target side reaches tensors an optimizer
     steps (the step audit's rule, :func:`~toolkit.audit.rules.targets.target_edges`,
     on this backward's graph): a teacher's soft targets, a guessed label made by the
-    model, computed with gradients; the loss trains those tensors through its target. The
-    edit cuts the target where the user's code made it: each network call whose output
-    the target side holds (the outermost), ``.detach()``-ed. ``stepped``: each tensor an
-    optimizer holds, with its index."""
+    model, computed with gradients; the loss trains those tensors through its target.
+    ``stepped``: each tensor an optimizer holds, with its index.
+
+    The edit cuts the target on the path only the target takes (:func:`_own_calls`, else
+    :func:`_read_cut`), as the step audit's proved cut does
+    (:func:`~toolkit.audit.truth.cuts.target_cut`): never at a line whose cut would also
+    cut a path on which the loss trains those tensors as it should."""
     outputs = [t for t in roots if t.grad_fn is not None]
     if not stepped or not outputs:
         return
     search = ShortestPaths(outputs)
     graph = StepGraph(search)
-    for _, target in sorted(target_edges(graph, set(stepped))):
+    edges = sorted(target_edges(graph, set(stepped)))
+    key = w.backward_keys.get(w.events)
+    waiting = w.target_lines.pop(key, None) if w.made_at is not None else None
+    if not edges:
+        for finding in waiting or ():
+            w.add(finding)
+        return
+    # what the loss trains without passing any target: a cut may not touch it (with the lines
+    # of this forward, every read of a target by the user's expression that compares it is
+    # the target's: ``F.kl_div`` reads its target twice)
+    removed = set(edges)
+    if w.made_at is not None:
+        removed |= _same_expression(w, graph, edges)
+    untargeted = graph.reach(graph.roots, removed=removed)
+    sites_of: dict[int, list[Site]] = {}     # each call output, by the calls that returned it
+    for node, s, _ in w.call_outputs:
+        if id(node) in search.nodes and s not in sites_of.setdefault(id(node), []):
+            sites_of[id(node)].append(s)
+    made_by: dict[Site, set[int]] = {}
+    for k, sites in sites_of.items():
+        for s in sites:
+            made_by.setdefault(s, set()).add(k)
+    own = {s for s, made in made_by.items() if not made & untargeted}
+    toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
+                          set(search.nodes))
+    names = w.names()
+    found: list[tuple[ScriptFinding, bool]] = []
+    for compare, target in edges:
         met = graph.reach([target])
         reached = sorted({id(v) for k in met
                           if isinstance(v := getattr(search.nodes[k], "variable", None),
                                         torch.Tensor)} & set(stepped))
         if not reached:
             continue
-        # the call that made each node (an inner network's call ends first: an outer
-        # call handing the same output on is not where it was made)
-        made: dict[int, Site] = {}
-        for node, s, _ in w.call_outputs:
-            if id(node) in met:
-                made.setdefault(id(node), s)
-        inner = {k for key in made for k in graph.reach([key]) - {key}}
-        sites = list(dict.fromkeys(s for key, s in made.items() if key not in inner))
-        edits = tuple(e for s in sites if (e := E.detach_call(s.path, s.span)) is not None)
-        names = w.names()
+        placed = _own_calls(graph, target, untargeted, toward, sites_of, own)
+        lines = False    # whether the cut waits for the lines of the next forward
+        if placed is not None:
+            sites, edits = [], []
+            for s, node in placed:
+                at, edit = _cut_call(s, search.nodes[node])
+                sites.append(at)
+                edits += [edit] if edit is not None else []
+        else:
+            read = _read_cut(w, graph, search.nodes[compare], search.nodes[target])
+            if read is not None:
+                sites, edits = [read[0]], [read[1]]
+            else:   # where it was made, as written before the lines are known
+                lines = True
+                sites = _outermost(w, graph, met)
+                edits = [e for s in sites if (e := E.detach_call(s.path, s.span)) is not None]
         held = {id(p): (k, p) for i, o in enumerate(w.optimizers)
                 for k, p in keyed(i, o) if id(p) in set(reached)}
-        keys = tuple(key for key, _ in held.values())
+        keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
-        w.add(ScriptFinding(
+        found.append((ScriptFinding(
             "target", w.iteration,
             f"the target of {w.loss_label(site)} (backward at {site}) carries gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
             f"through its own target (a teacher's soft targets, a label the model guessed)",
             keys, tuple(names.get(id(p), "?") for p in tensors),
-            tuple(s.shown() for s in sites) + ((site.shown(),) if site else ()), edits,
+            tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ()),
+            tuple(dict.fromkeys(edits)),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
-                   "made", step=w.step_events, concerned=keys, extra={"loses": True}))
+                   "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines))
+    _report(w, key, found, waiting or [])
+
+
+def _report(w: WatchState, key: tuple | None, found: list[tuple[ScriptFinding, bool]],
+            waiting: list[ScriptFinding]) -> None:
+    """Add this backward's findings; one whose cut waits for the lines of the next audited
+    forward (:class:`~toolkit.audit.watch.zeroed.MadeAt`) is kept until that backward, or
+    the end (:func:`settle`), and those kept before are replaced by what it finds now."""
+    first = {f.tensors: f for f in waiting}
+    for finding, lines in found:
+        before = first.pop(finding.tensors, None)
+        if before is not None and not lines:   # placed now: as first seen, cut where found
+            finding = dataclasses.replace(before, at=finding.at, edits=finding.edits)
+        elif before is not None:
+            finding = before
+        if lines and before is None and key is not None and w.made_at is None and \
+                not w.done() and w.audited(w.iteration + 1):
+            w.target_lines.setdefault(key, []).append(finding)
+        else:
+            w.add(finding)
+    for finding in first.values():
+        w.add(finding)
+
+
+def settle(w: WatchState) -> None:
+    """The script ended before a kept finding's lines came: it is reported as first found."""
+    for waiting in w.target_lines.values():
+        for finding in waiting:
+            w.add(finding)
+    w.target_lines.clear()
+
+
+def _own_calls(graph: StepGraph, target: int, untargeted: set[int], toward: set[int],
+               sites_of: dict[int, list[Site]], own: set[Site]
+               ) -> list[tuple[Site, int]] | None:
+    """The calls of the user's code on the target's own path that make it: from the target
+    inwards toward the stepped tensors (``toward``: the nodes that reach them), through nodes
+    the loss reaches only through its targets, each network call whose output it is, at the
+    first (innermost) line that returned it and makes nothing the loss trains otherwise.
+    ``None`` when the path meets such a tensor (an output that also trains through another
+    term) or a stepped tensor before any such call."""
+    out: list[tuple[Site, int]] = []
+    seen, todo = {target}, [target]
+    while todo:
+        k = todo.pop()
+        mine = next((s for s in sites_of.get(k, ()) if s in own), None)
+        if mine is not None:
+            out.append((mine, k))
+            continue
+        if k in untargeted or hasattr(graph.search.nodes[k], "variable"):
+            return None   # shared, or a stepped tensor the target's operations read directly
+        for c in graph.children.get(k, ()):
+            if c in toward and c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return list(dict.fromkeys(out)) or None
+
+
+def _expression(w: WatchState, graph: StepGraph, key: int) -> Site | None:
+    """The line and span of the user's expression that made node ``key``: its own, or, for a
+    node torch made inside one call (the parts of ``F.cosine_similarity``), that call's."""
+    assert w.made_at is not None
+    nodes = graph.search.nodes
+    todo, seen = [key], {key}
+    while todo:
+        k = todo.pop(0)
+        s = w.made_at.site(nodes[k])
+        if s is not None:
+            return s
+        for c in graph.callers.get(k, ()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return None
+
+
+def _same_expression(w: WatchState, graph: StepGraph, edges: list[tuple[int, int]]
+                     ) -> set[tuple[int, int]]:
+    """The other reads of each target by the expression that compares it."""
+    out = set()
+    for compare, target in edges:
+        at = _expression(w, graph, compare)
+        if at is None:
+            continue
+        out |= {(r, target) for r in graph.callers.get(target, ())
+                if r != compare and _expression(w, graph, r) == at}
+    return out
+
+
+def _read_cut(w: WatchState, graph: StepGraph, compare: object, target: object
+              ) -> tuple[Site, Edit] | None:
+    """The target cut where the loss reads it, on the line of the user's expression that
+    holds the comparison (``F.mse_loss(q, target)`` -> ``target.detach()``; a comparison
+    torch computes inside one call, ``F.cosine_similarity(p, z)``, read by that call):
+    found with the lines of this forward, when the watch kept them."""
+    if w.made_at is None:
+        return None
+    nodes = graph.search.nodes
+    todo, seen = [id(compare)], {id(compare)}
+    while todo:
+        k = todo.pop(0)
+        node = nodes[k]
+        s = w.made_at.site(node)
+        if s is not None:
+            read = w.made_at.operands(node)
+            position = next((i for i, n in enumerate(read) if n is target), None)
+            if position is None:   # made inside the call from its argument (a broadcast)
+                below = graph.reach([id(target)])
+                holding = [i for i, n in enumerate(read) if n is not None and id(n) in below]
+                position = holding[0] if len(holding) == 1 else None
+            edit = cut_operand(s.path, s.span, position) if position is not None else None
+            return (Site(s.path, edit.line, s.span), edit) if edit is not None else None
+        for c in graph.callers.get(k, ()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return None
+
+
+def _outermost(w: WatchState, graph: StepGraph, met: set[int]) -> list[Site]:
+    """The calls whose outputs the target side holds, the outermost (an inner network's call
+    ends first: an outer call handing the same output on is not where it was made)."""
+    made: dict[int, Site] = {}
+    for node, s, _ in w.call_outputs:
+        if id(node) in met:
+            made.setdefault(id(node), s)
+    inner = {k for key in made for k in graph.reach([key]) - {key}}
+    return list(dict.fromkeys(s for key, s in made.items() if key not in inner))
+
+
+def _cut_call(s: Site, node: object) -> tuple[Site, Edit | None]:
+    """The call at ``s`` cut where it is made: ``teacher(x).detach()``; a call whose values the
+    script unpacks into names (``_, v = model(s2)``) where the name holding ``node`` is read
+    next, in the statements after it (``r + g * v.detach()``): the site of that edit, and
+    the edit."""
+    found = S.call_at(s.path, s.span)
+    bound = _unpacked(s, found[0]) if found is not None else None
+    if bound is None:
+        return s, E.detach_call(s.path, s.span)
+    name = _holding(bound, node)
+    read = _next_read(s.path, bound, name) if name is not None else None
+    if read is None:
+        return s, None
+    edit = E.node_edit(s.path, read, f"{name}.detach()")
+    span = (read.lineno, read.end_lineno or read.lineno, read.col_offset,
+            read.end_col_offset or 0)
+    return Site(s.path, read.lineno, span), edit
+
+
+def _unpacked(s: Site, call: ast.Call) -> ast.Assign | None:
+    """The assignment whose value is ``call`` and unpacks it into names (``a, b = f(x)``)."""
+    parsed = S.syntax_tree(s.path)
+    if parsed is None:
+        return None
+    for st in ast.walk(parsed[0]):
+        if isinstance(st, ast.Assign) and st.value is call and len(st.targets) == 1 and \
+                isinstance(st.targets[0], ast.Tuple | ast.List):
+            return st
+    return None
+
+
+def _holding(bound: ast.Assign, node: object) -> str | None:
+    """The name of ``bound``'s targets that holds a tensor made by ``node`` in a frame of the
+    user's code running now (the one that called ``backward()``, or one that called it)."""
+    names = [e.id for e in bound.targets[0].elts  # type: ignore[attr-defined]
+             if isinstance(e, ast.Name)]
+    frame = sys._getframe(1)
+    while frame is not None:
+        if is_user(frame.f_code.co_filename):
+            for name in names:
+                value = frame.f_locals.get(name)
+                if isinstance(value, torch.Tensor) and value.grad_fn is node:
+                    return name
+        frame = frame.f_back
+    return None
+
+
+def _next_read(path: str, bound: ast.Assign, name: str) -> ast.Name | None:
+    """The one place ``name`` is read in the statements after ``bound`` in its block (up to
+    the one that binds it again); ``None`` when it is read in none or in several."""
+    parsed = S.syntax_tree(path)
+    if parsed is None:
+        return None
+    for holder in ast.walk(parsed[0]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(holder, field, None)
+            if not isinstance(block, list) or bound not in block:
+                continue
+            reads: list[ast.Name] = []
+            for st in block[block.index(bound) + 1:]:
+                names = [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+                reads += [n for n in names if isinstance(n.ctx, ast.Load)]
+                if any(isinstance(n.ctx, ast.Store) for n in names):
+                    break
+            return reads[0] if len(reads) == 1 else None
+    return None
 
 
 def followers(w: WatchState, index: int, stepped) -> None:

@@ -1,0 +1,134 @@
+"""``toolkit audit SCRIPT``: where the cut of a trained target goes (the ``target`` rule of
+:mod:`toolkit.audit.watch.rules.targets`), on pairs of scripts written for it
+(``tests/lens/audit/scripts/``: the published form and a bug twin, each citing its source).
+
+- A target whose tensor also trains elsewhere (the same output read with gradient by another
+  term, or by a later computation that keeps its graph) is cut at the target's own use: the
+  argument of the loss that reads it (SimSiam's ``D(p, z)`` without its stop-gradient, each
+  projection also feeding its own prediction; a batch of TD targets bootstrapped from
+  ``values[1:]`` of the forward whose ``values[:-1]`` are the predictions), not where the
+  shared tensor is made.
+- A target made by a call of its own whose line inside the network's ``forward`` also makes the
+  predictions (a two-headed network called again on the next state) is cut at the call in the
+  step's code; a call whose values are unpacked into names (``_, next_value = model(s2)``) is
+  cut where the name that holds the target is read (``next_value.detach()`` in the TD target).
+- An output used only as the target (a classifier's own soft targets on an unlabeled batch)
+  keeps its cut where it is made: ``model(xu).detach()``.
+- The published scripts, with the target already cut, are clean.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from toolkit.audit.cli import main
+from toolkit.audit.verify.rerun import load_record
+
+SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
+
+
+def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
+    rec = tmp_path / f"record-{script.stem}"
+    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
+    report, _ = load_record(str(rec))
+    return code, report
+
+
+def _failures(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["failure"]]
+
+
+def _target(tmp_path: Path, script: str) -> dict:
+    code, report = _audit(tmp_path, SCRIPTS / script)
+    assert code == 1
+    (found,) = _failures(report)
+    assert found["kind"] == "target"
+    return found
+
+
+def test_a_symmetric_loss_without_its_stop_gradient_is_cut_at_the_loss_argument(tmp_path):
+    found = _target(tmp_path, "simsiam_views_no_stopgrad.py")
+    assert sorted(found["names"]) == ["f.0.bias", "f.0.weight", "f.2.bias", "f.2.weight",
+                                      "f.3.bias", "f.3.weight"]
+    assert found["at"][0].startswith("simsiam_views_no_stopgrad.py:34:")
+    (edit,) = found["edits"]
+    assert (edit["old"], edit["new"]) == ("z", "z.detach()")
+
+
+def test_targets_bootstrapped_from_the_predictions_forward_are_cut_at_the_loss(tmp_path):
+    found = _target(tmp_path, "batch_td_actor_critic_bootstrap_trained.py")
+    assert sorted(found["names"]) == ["model.body.bias", "model.body.weight",
+                                      "model.value_head.bias", "model.value_head.weight"]
+    assert found["at"][0].startswith("batch_td_actor_critic_bootstrap_trained.py:76:")
+    (edit,) = found["edits"]
+    assert (edit["old"], edit["new"]) == ("td_target", "td_target.detach()")
+
+
+def test_a_bootstrap_unpacked_from_a_call_is_cut_where_its_name_is_read(tmp_path):
+    found = _target(tmp_path, "td_actor_critic_online_bootstrap_trained.py")
+    assert sorted(found["names"]) == ["model.body.bias", "model.body.weight",
+                                      "model.value_head.bias", "model.value_head.weight"]
+    assert found["at"][0].startswith("td_actor_critic_online_bootstrap_trained.py:63:")
+    (edit,) = found["edits"]
+    assert (edit["old"], edit["new"]) == ("next_value", "next_value.detach()")
+
+
+def test_an_output_used_only_as_the_target_is_cut_where_it_is_made(tmp_path):
+    found = _target(tmp_path, "uda_soft_targets_trained.py")
+    assert sorted(found["names"]) == ["model.0.bias", "model.0.weight", "model.2.bias",
+                                      "model.2.weight"]
+    assert found["at"][0].startswith("uda_soft_targets_trained.py:37:")
+    (edit,) = found["edits"]
+    assert edit["new"] == "model(xu).detach()"
+
+
+@pytest.mark.parametrize("script", ["simsiam_views.py", "batch_td_actor_critic.py",
+                                    "td_actor_critic_online.py", "uda_soft_targets.py"])
+def test_a_target_already_cut_is_no_finding(tmp_path, script):
+    code, report = _audit(tmp_path, SCRIPTS / script)
+    assert code == 0 and _failures(report) == []
+
+
+# --- each edit verified, written, and trains as the published script -----------------------
+
+PAIRS = [("simsiam_views.py", "simsiam_views_no_stopgrad.py"),
+         ("batch_td_actor_critic.py", "batch_td_actor_critic_bootstrap_trained.py"),
+         ("td_actor_critic_online.py", "td_actor_critic_online_bootstrap_trained.py"),
+         ("uda_soft_targets.py", "uda_soft_targets_trained.py")]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def _run(script: Path, out: Path) -> dict[str, torch.Tensor]:
+    done = subprocess.run([sys.executable, str(script), "--out", str(out)], cwd=script.parent,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return torch.load(out, weights_only=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("clean", "buggy"), PAIRS)
+def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copy(SCRIPTS / buggy, folder / "train.py")
+    shutil.copy(SCRIPTS / clean, folder / "published.py")
+    done = _cli("--apply", "train.py", cwd=folder)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL    target:" in done.stdout and "wrote train.py" in done.stdout
+    done = _cli("train.py", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ours = _run(folder / "train.py", tmp_path / "ours.pt")
+    theirs = _run(folder / "published.py", tmp_path / "theirs.pt")
+    assert ours.keys() == theirs.keys()
+    for key, value in theirs.items():
+        assert torch.allclose(ours[key], value, rtol=1e-5, atol=1e-7), key
