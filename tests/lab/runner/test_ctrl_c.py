@@ -22,6 +22,10 @@ from runner_testutil import FIXTURES, REPO
 
 from toolkit._utils.formatting import fmt
 from toolkit.lab import RunResults
+from toolkit.lab.execute.local import run_all
+from toolkit.lab.execute.signals import interruptible
+from toolkit.lab.plan.config import plan
+from toolkit.lab.results.schema import ExecutorConfig
 from toolkit.lab.results.view import find_runs
 
 pytestmark = pytest.mark.slow
@@ -94,11 +98,42 @@ def test_ctrl_c_while_the_pool_starts(tmp_path: Path) -> None:
     # and the workers get Ctrl-C too (it reaches the whole group) and may say so themselves
     proc, out = _interrupt(tmp_path, "pool", "--seeds", "0-3", "--workers", "2")
     summary = _one_summary(proc, clean=False)
+    text = " ".join(" ".join(summary).split())  # its lines unwrapped
+    runs = list(find_runs(out)) if out.exists() else []
+    for run_dir in runs:  # whatever the workers did, the summary names each folder they made
+        assert f" {run_dir} (" in text, (run_dir, proc.stderr)
     if summary[0].endswith("; no run had started"):
         assert "--resume" not in _finish(summary)
-        assert not out.exists() or not list(find_runs(out))
+        assert not runs
     else:  # one worker held while loading, the other had run a seed already
         assert "--resume" in _finish(summary)
+
+
+def test_ctrl_c_as_a_worker_is_started_leaves_no_run_unseen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C inside the second submit, once the fork server has forked the second worker and
+    # before the pool has its pid (the moment a terminal's Ctrl-C once hit): every worker
+    # forked must end with the pool, and every run folder made must be among the outcomes
+    import multiprocessing.popen_forkserver as popen_forkserver
+
+    started: list[popen_forkserver.Popen] = []
+
+    class Popen(popen_forkserver.Popen):
+        def _launch(self, process_obj: object) -> None:
+            super()._launch(process_obj)
+            started.append(self)
+            if len(started) == 2:
+                signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(popen_forkserver, "Popen", Popen)
+    specs = plan(FIXTURES / "tiny.toml", [], seeds=[0, 1, 2, 3], output_dir=tmp_path)
+    with interruptible():
+        outcomes, status = run_all(specs, executor=ExecutorConfig(workers=2), quiet=True)
+    assert status == 130 and len(started) == 2
+    for worker in started:  # none left to start a run the outcomes miss
+        assert worker.wait(timeout=60) is not None, "a worker outlived its pool"
+    assert ({Path(d) for d in find_runs(tmp_path)}
+            == {Path(o.run_dir) for o in outcomes})
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -24,7 +24,8 @@ def test_the_fork_server_preloads_the_runner_and_every_part(tmp_path: Path) -> N
     runs = plan(SHOWCASE, ['params.experiments=["tiny_counter", "td_learning"]'],
                 output_dir=tmp_path)
     modules = _preload(runs)
-    assert modules[0] == "toolkit.lab.execute.local"
+    # the module that blocks the fork server's signals for its workers first, then the runner
+    assert modules[:2] == ["toolkit.lab.execute.fork_server", "toolkit.lab.execute.local"]
     # a composite's parts are preloaded by module name; a loose file (tiny_counter) has none
     assert "stop_gradient_experiments.td_learning" in modules
     assert not any("tiny_counter" in m for m in modules)

@@ -3,6 +3,8 @@
 The pool is a ``ProcessPoolExecutor`` on a ``forkserver`` context that preloads the runner and
 the experiments. Ctrl-C (or SIGTERM) cancels the runs not started and is passed on to the
 workers, whose runs under way end ``interrupted``; a worker also ends with its pool's maker.
+A signal waits until the submission of a run, or the telling of a run's end, is whole: every
+run a worker may start is followed here, and every run that ended is counted once.
 What the runs tell as they go (:class:`~toolkit.lab.execute.context.Progress`) reaches
 ``on_progress`` here: from a worker through a queue the pool's workers are made with.
 """
@@ -28,7 +30,7 @@ from toolkit.lab.errors import RunInterrupted
 from toolkit.lab.execute.context import Progress
 from toolkit.lab.execute.dask import run_on_dask
 from toolkit.lab.execute.run import Finish, Listener, RunOutcome, execute
-from toolkit.lab.execute.signals import worker_signals
+from toolkit.lab.execute.signals import held_signals, worker_signals
 from toolkit.lab.plan.config import RunSpec
 from toolkit.lab.results.files import confined
 from toolkit.lab.results.schema import ExecutorConfig
@@ -89,8 +91,9 @@ def _run(spec: RunSpec, argv: list[str], finish: Finish | None, quiet: bool = Tr
 
 
 def _preload(specs: Sequence[RunSpec]) -> list[str]:
-    """What the fork server imports once: this module and each part's module."""
-    return list(dict.fromkeys([__name__, *(
+    """What the fork server imports once: the module that blocks its signals for the workers
+    (:mod:`.fork_server`), this module and each part's module."""
+    return list(dict.fromkeys(["toolkit.lab.execute.fork_server", __name__, *(
         part.source.module for spec in specs for part in spec.experiment.parts.values()
         if part.source is not None and part.source.module is not None)]))
 
@@ -110,17 +113,19 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
     outcomes: list[RunOutcome] = []
 
     def ended(i: int, outcome: RunOutcome) -> None:
-        outcomes.append(outcome)
-        if on_done is not None:
-            on_done(i, len(specs), outcome)
+        with held_signals:  # counted here and told to on_done, or neither
+            outcomes.append(outcome)
+            if on_done is not None:
+                on_done(i, len(specs), outcome)
 
     if executor.kind == "dask":
         return run_on_dask(specs, executor, argv=argv, finish=finish, on_done=on_done)
     if executor.workers <= 1 or len(specs) <= 1:
         for i, spec in enumerate(specs):
-            try:
-                ended(i, _run(spec, argv, finish, quiet, pool=False, listener=None if on_progress
-                              is None else partial(on_progress, i)))
+            try:  # a signal as the run returns waits until its end is counted
+                with held_signals:
+                    ended(i, _run(spec, argv, finish, quiet, pool=False, listener=None
+                                  if on_progress is None else partial(on_progress, i)))
             except KeyboardInterrupt as err:  # its report was stopped: the run stays complete
                 return outcomes, 128 + getattr(err, "signum", signal.SIGINT)
             if outcomes[-1].exit_code > 128:  # interrupted: nothing more starts
@@ -141,9 +146,11 @@ def run_all(specs: Sequence[RunSpec], *, executor: ExecutorConfig | None = None,
                                 initargs=(dict(os.environ), list(sys.path), os.getcwd(),
                                           told)) as pool:
         futures: dict[cf.Future[RunOutcome], int] = {}
-        try:  # Ctrl-C can come while the workers start, in submit
-            futures.update((pool.submit(_run, spec, argv, finish, index=i), i)
-                           for i, spec in enumerate(specs))
+        try:  # Ctrl-C can come while the workers start, in submit: it waits until the submit
+            # returns, or the run would be queued (and a worker started for it) unseen here
+            for i, spec in enumerate(specs):
+                with held_signals:
+                    futures[pool.submit(_run, spec, argv, finish, index=i)] = i
             pending = set(futures)
             while pending:  # a run's last words are in the queue before its result
                 done, pending = cf.wait(pending, timeout=0.2, return_when=cf.FIRST_COMPLETED)

@@ -8,7 +8,9 @@
 - A run (:data:`held_signals`): while its record is written a signal is kept, and given back
   once the record is whole; the experiment and the report run with it lifted.
 - A pool worker (:data:`worker_signals`): the first signal interrupts its run under way, and
-  no other run starts.
+  no other run starts. Its fork server blocks both signals (:func:`block_for_workers`), so that
+  a worker forked from it keeps one that comes before its handlers are installed, rather than
+  dying half started (a broken pool loses the outcomes of the runs under way).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any
 
 from toolkit.lab.errors import RunInterrupted
 
-__all__ = ["STOPS", "ending", "held_signals", "interrupted_line", "interruptible",
-           "say_interrupted", "worker_signals"]
+__all__ = ["STOPS", "block_for_workers", "ending", "held_signals", "interrupted_line",
+           "interruptible", "say_interrupted", "worker_signals"]
 
 #: the signals that stop the lab's work: Ctrl-C and a polite kill
 STOPS = (signal.SIGINT, signal.SIGTERM)
@@ -167,9 +169,12 @@ class _WorkerSignals:
             raise RunInterrupted(signum)
 
     def install(self) -> None:
-        """Make this process a pool worker (its initializer calls this)."""
+        """Make this process a pool worker (its initializer calls this): a signal kept blocked
+        since it was forked (:func:`block_for_workers`) comes now, to these handlers."""
         for signum in STOPS:
             signal.signal(signum, self._on_signal)
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
 
     @contextlib.contextmanager
     def run(self) -> Iterator[None]:
@@ -187,3 +192,14 @@ class _WorkerSignals:
 
 #: this process's signals as a pool worker (unused elsewhere)
 worker_signals = _WorkerSignals()
+
+
+def block_for_workers() -> None:
+    """Block SIGINT and SIGTERM in this process for good: a pool's fork server does (its first
+    preloaded module, :mod:`toolkit.lab.execute.fork_server`). A process forked from it inherits
+    the mask (POSIX ``fork``), so a signal that reaches a new worker before
+    :meth:`_WorkerSignals.install` stays pending until then instead of raising
+    ``KeyboardInterrupt`` in its start-up. The fork server itself ignores SIGINT and ends with
+    the process that started it."""
+    if hasattr(signal, "pthread_sigmask"):  # POSIX; a fork server exists only there
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
