@@ -31,7 +31,6 @@ from toolkit.audit.verify.gradients import same_gradient
 from toolkit.audit.verify.rerun import load_record
 
 SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
-BEFORE = "the rule does not yet see an estimate fed back within one iteration"
 
 
 def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
@@ -45,7 +44,6 @@ def _failures(report: dict) -> list[dict]:
     return [f for f in report["findings"] if f["failure"]]
 
 
-@pytest.mark.xfail(strict=True, reason=BEFORE)
 def test_a_recycled_estimate_kept_in_the_graph_is_a_failure_where_it_is_made(tmp_path):
     code, report = _audit(tmp_path, SCRIPTS / "recycling_refiner_not_cut.py")
     assert code == 1
@@ -82,7 +80,6 @@ def _trained(script: str, out: Path, cwd: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=BEFORE)
 def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path):
     folder = tmp_path / "proj"
     folder.mkdir()

@@ -17,7 +17,9 @@ each tensor holds, and at each step says, in the order the script made its calls
 - ``cleared``, ``dead``: a stepped tensor with no gradient, because its loss's gradient was
   cleared before the step, or a cut (``.detach()``) or ``no_grad`` kept every loss from it;
 - ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
-  nodes it makes; a node made then is carried, wherever the script kept it);
+  nodes it makes; a node made then is carried, wherever the script kept it), or a network's
+  own estimate fed back within the iteration without a cut (self-conditioning, recycling:
+  :mod:`~toolkit.audit.watch.recycling`);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
   and no optimizer steps them (a layer unfrozen after the optimizer was built);
 - ``shared``: a tensor two optimizers step.
@@ -52,6 +54,7 @@ from toolkit.audit.watch.rules import (
     carried,
     copies,
     dead,
+    recycled,
     targets,
     unstepped,
     zero_gradient,
@@ -150,6 +153,7 @@ class Watch(WatchState):
             self.made_by = {k: v for k, v in self.made_by.items() if v[-1] >= keep}
         if self.feeds:
             self.feeds = [f for f in self.feeds if f[-1] >= keep]
+        self.recycling.new_iteration(keep)
         if self.detaches:
             self.detaches = [d for d in self.detaches if d[-1] >= keep]
         if self.no_grad_calls:
@@ -272,6 +276,7 @@ class Watch(WatchState):
                 self.call_outputs.append((t.grad_fn, site, self.events))
         if torch.is_grad_enabled():
             self._feeds(module, args, outs, frame)
+            self.recycling.called(module, args, outs, site, self.events)
         for i, arg in enumerate(args):
             ts = tensors_in(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
@@ -355,6 +360,7 @@ class Watch(WatchState):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         carried.carried(self, graph, site)
         carried.fed_back(self, tensors, site)
+        recycled.recycled(self, tensors, site)
         held = self.stepped_map()
         targets.targets(self, tensors, site, held)
         for key, optimizers in between(graph, held).items():
