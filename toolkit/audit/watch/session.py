@@ -19,7 +19,9 @@ each tensor holds, and at each step says, in the order the script made its calls
   ``cleared`` too: gradient cleared before any step or the script's code read it, while the
   step uses a later backward's (a ``zero_grad()`` inside a gradient-accumulation loop);
 - ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
-  nodes it makes; a node made then is carried, wherever the script kept it);
+  nodes it makes; a node made then is carried, wherever the script kept it), or a network's
+  own estimate fed back within the iteration without a cut (self-conditioning, recycling:
+  :mod:`~toolkit.audit.watch.recycling`);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
   and no optimizer steps them (a layer unfrozen after the optimizer was built);
 - ``shared``: a tensor two optimizers step.
@@ -55,6 +57,7 @@ from toolkit.audit.watch.rules import (
     copies,
     dead,
     lost,
+    recycled,
     targets,
     unstepped,
     zero_gradient,
@@ -153,6 +156,7 @@ class Watch(WatchState):
             self.made_by = {k: v for k, v in self.made_by.items() if v[-1] >= keep}
         if self.feeds:
             self.feeds = [f for f in self.feeds if f[-1] >= keep]
+        self.recycling.new_iteration(keep)
         if self.detaches:
             self.detaches = [d for d in self.detaches if d[-1] >= keep]
         if self.no_grad_calls:
@@ -276,6 +280,7 @@ class Watch(WatchState):
                 self.call_outputs.append((t.grad_fn, site, self.events))
         if torch.is_grad_enabled():
             self._feeds(module, args, outs, frame)
+            self.recycling.called(module, args, outs, site, self.events)
         for i, arg in enumerate(args):
             ts = tensors_in(arg)
             nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
@@ -365,6 +370,7 @@ class Watch(WatchState):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         carried.carried(self, graph, site)
         carried.fed_back(self, tensors, site)
+        recycled.recycled(self, tensors, site)
         held = self.stepped_map()
         targets.targets(self, tensors, site, held)
         for key, optimizers in between(graph, held).items():

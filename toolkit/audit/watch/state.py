@@ -20,6 +20,7 @@ from toolkit.audit.watch.feedback import Feed
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.watch.ledger import Ledger, Source
+from toolkit.audit.watch.recycling import Recycling
 from toolkit.audit.watch.zeroed import MadeAt
 
 __all__ = ["WatchState"]
@@ -138,6 +139,8 @@ class WatchState:
         self.made_by: dict[int, tuple[object, int, int, int]] = {}
         self.feeds: list[tuple[Feed, int]] = []
         self.call_order = 0
+        # an estimate fed back within one iteration (see :mod:`~toolkit.audit.watch.recycling`)
+        self.recycling = Recycling()
         # a copy kept in sync and never read (see :mod:`~toolkit.audit.watch.kept_in_sync`):
         # the networks the script's namespaces hold, the constants no_grad calls make, and
         # the no_grad calls (module id, site) whose constants a loss's graph meets
