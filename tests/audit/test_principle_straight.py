@@ -32,10 +32,6 @@ from toolkit.audit.verify.rerun import load_record
 SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
 BUG = "hash_ae_no_straight_through.py"
 
-#: fails before the watch knows hard values: the audit prints "0 failures, 0 notes"
-_NOT_YET = pytest.mark.xfail(strict=True, reason="the watch does not yet follow hard values")
-
-
 def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
     rec = tmp_path / f"record-{script.stem}"
     code = main(["--no-verify", "--record", str(rec), *args, str(script)])
@@ -47,7 +43,6 @@ def _failures(report: dict) -> list[dict]:
     return [f for f in report["findings"] if f["failure"]]
 
 
-@_NOT_YET
 @pytest.mark.parametrize("options", [(), ("--watch", "1")], ids=["steps", "watch"])
 def test_a_threshold_code_read_by_the_decoder_without_its_straight_through(tmp_path, options):
     code, report = _audit(tmp_path, SCRIPTS / BUG, *options)
@@ -100,7 +95,6 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-@_NOT_YET
 @pytest.mark.slow
 def test_the_straight_through_edit_is_verified_and_trains_as_the_published_script(tmp_path):
     folder = tmp_path / "proj"
