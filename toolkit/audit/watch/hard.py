@@ -20,8 +20,9 @@ Not findings: a hard value no network reads (a metric), or one read under ``no_g
 read by the network whose graph made it (a greedy token fed back, as scheduled sampling does on
 purpose); a sample the script also scores against the graph that made it (a policy's action
 read by ``log_prob`` or ``gather``: the score function trains that network, REINFORCE needs no
-straight-through); a value cut by ``.detach()`` or made by a factory (``zeros_like``), which
-holds no value of the soft tensor."""
+straight-through); values a hard mask picks from other tensors (``x[route == k]``), none of
+which has the soft value's shape, so no hard value stands in for it; a value cut by
+``.detach()`` or made by a factory (``zeros_like``), which holds no value of the soft tensor."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class Origin:
     """Where a hard value came from: the tensor with a graph an operation with no derivative
     read (``soft``), the user's line of that operation (``made``), the name ``soft`` has in
     the frame there, and the first line where a value made from it without a graph has the
-    soft value's shape and a floating type (``shaped``), with the name it is assigned to."""
+    soft value's shape and a floating type (``shaped``, where the edit goes), with the name it
+    is assigned to."""
 
     soft: torch.Tensor
     made: Site | None
@@ -63,6 +65,9 @@ class Origin:
     soft_name: str | None
     shaped: Site | None = None
     hard_name: str | None = None
+    # whether a value made from it has the soft value's shape and a floating type: the hard
+    # value stands in for the soft one (not a selection of other values by a hard mask)
+    stands_in: bool = False
     # the nodes of graphs it met in an operation that made a graph (a log_prob, a gather)
     met: list[Any] = field(default_factory=list)
 
@@ -151,6 +156,7 @@ class Hard(TorchFunctionMode):
         self.marks.setdefault(storage_of(t), origin)
         self.kept.append(t)
         if origin.shaped is None and t.is_floating_point() and t.shape == origin.soft.shape:
+            origin.stands_in = True
             frame = user_frame(1)
             if frame is None or frame.f_code is not origin.code or origin.soft_name is None \
                     or frame.f_locals.get(origin.soft_name) is not origin.soft:

@@ -85,6 +85,8 @@ def reached(w: WatchState, graph: Graph, site: Site | None) -> None:
         if not any(graph.nodes.get(id(n)) is n for n in nodes):
             kept.append(call)
             continue
+        if not origin.stands_in:
+            continue   # other values picked by a hard mask (a route): no straight-through
         producers = origin.producers()
         own = {id(p) for p in module.parameters()}
         if own & set(producers) or origin.scored(producers):
