@@ -41,6 +41,7 @@ import torch.overrides
 from torch import nn
 
 from toolkit.audit.record import syntax as S
+from toolkit.audit.watch import hard as hard_values
 from toolkit.audit.watch import kept_in_sync, zeroed
 from toolkit.audit.watch.feedback import Feed, fed
 from toolkit.audit.watch.frames import is_user, site_of, user_frame
@@ -56,6 +57,7 @@ from toolkit.audit.watch.rules import (
     carried,
     copies,
     dead,
+    hard,
     lost,
     recycled,
     targets,
@@ -81,7 +83,7 @@ class Stop(BaseException):
 #: :class:`~toolkit.audit.watch.kept_in_sync.Constants`, while entered): not part of where the
 #: script called ``backward()``
 _TRANSPARENT = frozenset(os.path.abspath(f) for f in (torch.overrides.__file__, zeroed.__file__,
-                                                      kept_in_sync.__file__))
+                                                      kept_in_sync.__file__, hard_values.__file__))
 
 
 class _StackKeys:
@@ -188,6 +190,8 @@ class Watch(WatchState):
             self.module_hook.remove()
             self.module_hook = None
         self._stop_lines()
+        if self.hard is not None:
+            self.hard.leave()
         self.constants.clear()
         if self.audited() and self.step_events:
             unstepped.end_of_iteration(self)
@@ -248,6 +252,8 @@ class Watch(WatchState):
                     # inference-mode output, a crop of the features)
                     for key in self.constants.sources.get(where, ()):
                         self.feeds_trained.add(key[0])
+        if torch.is_grad_enabled():
+            hard.called(self, module, args, outs, site)
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
             # what a network that trains reads (a detached value it reads is no target),
             # through the modules with no parameters on the way (a dropout, an activation)
@@ -366,6 +372,7 @@ class Watch(WatchState):
             # runs inside the mode's own dispatch of backward())
             zero_gradient.explained(self, tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
+        hard.reached(self, graph, site)
         for key in self.constants.fed(graph.nodes):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         carried.carried(self, graph, site)
@@ -406,6 +413,8 @@ class Watch(WatchState):
         self.step_events += 1
         if not self.zero_suspects and not self.target_lines and self.made_at is not None:
             self._stop_lines()
+        if self.hard is not None:
+            hard.leave(self)
         self.previous_step_event = self.last_step_event
         self.last_step_event = event
         self.step_optimizer[event] = index
@@ -456,6 +465,8 @@ class Watch(WatchState):
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
             self.last_step_seq = current_sequence()
         self._want_module_hook()
+        if self.hard_suspects and self.hard is None:
+            hard.enter(self)
         if (self.zero_suspects or self.target_lines) and self.made_at is None and \
                 not self.done() and (
                 self.audited() or self.audited(self.iteration + 1)):

@@ -18,6 +18,7 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.feedback import Feed
 from toolkit.audit.watch.frames import Site
+from toolkit.audit.watch.hard import Hard
 from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.recycling import Recycling
@@ -134,6 +135,15 @@ class WatchState:
         # :mod:`~toolkit.audit.watch.rules.targets`), by the backward's stack
         self.target_lines: dict[tuple, list[ScriptFinding]] = {}
         self.zero_judged: set[int] = set()
+        # a hard value without its straight-through term (see :mod:`~toolkit.audit.watch.hard`):
+        # the suspect calls' (site, argument) with the iteration and step first seen, those
+        # judged, the mode that follows values for one iteration (entered after the step of
+        # ``hard_since``), and the calls it saw read a hard value
+        self.hard_suspects: dict[tuple, tuple[int | None, int]] = {}
+        self.hard_judged: set[tuple] = set()
+        self.hard: Hard | None = None
+        self.hard_since = -1
+        self.hard_calls: list[tuple] = []
         # a prediction fed back (see :mod:`~toolkit.audit.watch.feedback`): each call output's
         # node -> (node, its module, the call's order, event), and the outputs calls read
         self.made_by: dict[int, tuple[object, int, int, int]] = {}
