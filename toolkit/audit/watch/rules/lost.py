@@ -7,8 +7,10 @@ last micro-batch. The finding is at the clear's line; its edit moves the clear t
 step it precedes (after the steps and ``scaler.update()`` that follow it in its block), so
 that every ``backward()`` between two steps is summed.
 
-Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
-cleared after the other's optimizer stepped with it: ``wasted``, information), gradient the
+Not lost: gradient of a ``backward()`` after which an optimizer stepped before the clear (a
+loss that trains two networks, whose part in one of them is cleared after the other's optimizer
+stepped: ``wasted``, information; so even when that step found no gradient of it, a generator
+cut off by a ``.detach()``, which the ``dead`` rule reports), gradient the
 script read from ``.grad`` itself before clearing it (per-example gradients, clipped and
 summed by hand), gradient a ``GradScaler`` read and skipped the step for, and gradient another
 tensor still holds (it may yet be stepped)."""
@@ -61,6 +63,8 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
                 or _still_held(w, src)):
             continue
         clear = next((c for c in w.clears if c[2] >= src.index and key in c[1]), None)
+        if clear is not None and any(src.index < e <= clear[2] for e in w.step_optimizer):
+            continue   # a step came between: the update this backward() was for was made
         sources, keys = groups.setdefault(clear[0] if clear else None, ([], {}))
         if src not in sources:
             sources.append(src)
