@@ -19,7 +19,8 @@ each tensor holds, and at each step says, in the order the script made its calls
 - ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
   nodes it makes; a node made then is carried, wherever the script kept it);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
-  and no optimizer steps them (a layer unfrozen after the optimizer was built);
+  and no optimizer steps them (a layer unfrozen after the optimizer was built, a learned
+  tensor the model holds as a plain tensor that requires grad, not an ``nn.Parameter``);
 - ``shared``: a tensor two optimizers step.
 """
 
