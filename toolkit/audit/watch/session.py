@@ -23,7 +23,8 @@ each tensor holds, and at each step says, in the order the script made its calls
   own estimate fed back within the iteration without a cut (self-conditioning, recycling:
   :mod:`~toolkit.audit.watch.recycling`);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
-  and no optimizer steps them (a layer unfrozen after the optimizer was built);
+  and no optimizer steps them (a layer unfrozen after the optimizer was built, a learned
+  tensor the model holds as a plain tensor that requires grad, not an ``nn.Parameter``);
 - ``shared``: a tensor two optimizers step.
 """
 
