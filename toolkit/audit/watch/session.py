@@ -16,6 +16,9 @@ each tensor holds, and at each step says, in the order the script made its calls
 - ``wasted`` (information): gradient written and cleared before any step used it;
 - ``cleared``, ``dead``: a stepped tensor with no gradient, because its loss's gradient was
   cleared before the step, or a cut (``.detach()``) or ``no_grad`` kept every loss from it;
+- ``dead`` for one loss term: a network reads a hard value (a comparison, ``argmax`` and its
+  one-hot) made from another network's output without its straight-through term
+  (:mod:`~toolkit.audit.watch.hard`);
 - ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
   nodes it makes; a node made then is carried, wherever the script kept it);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
