@@ -18,6 +18,9 @@ each tensor holds, and at each step says, in the order the script made its calls
   cleared before the step, or a cut (``.detach()``) or ``no_grad`` kept every loss from it;
   ``cleared`` too: gradient cleared before any step or the script's code read it, while the
   step uses a later backward's (a ``zero_grad()`` inside a gradient-accumulation loop);
+- ``dead`` for one loss term: a network reads a hard value (a comparison, ``argmax`` and its
+  one-hot) made from another network's output without its straight-through term
+  (:mod:`~toolkit.audit.watch.hard`);
 - ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
   nodes it makes; a node made then is carried, wherever the script kept it), or a network's
   own estimate fed back within the iteration without a cut (self-conditioning, recycling:
