@@ -136,7 +136,10 @@ def _finding(w: WatchState, later: Pass, k: int, sources: list[Pass],
 def _cut(made: Site, later: Site) -> list[Edit]:
     """The statement that makes the estimate at ``made`` run under ``torch.no_grad()``; where
     that statement cannot be wrapped alone (it shares a line, or holds the later call too),
-    the call's output ``.detach()``-ed."""
+    the call's output ``.detach()``-ed. None where both passes are one call in a loop (its
+    ``.detach()`` would cut the later pass too)."""
+    if (made.path, made.span) == (later.path, later.span):
+        return []
     parsed = S.syntax_tree(made.path)
     detached = E.detach_call(made.path, made.span)
     fallback = [detached] if detached is not None else []
