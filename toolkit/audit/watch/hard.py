@@ -39,7 +39,7 @@ from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.frames import Site, site_of, user_frame
 from toolkit.audit.watch.graph import read_graph
-from toolkit.audit.watch.kept_in_sync import _insert_mode, _remove_mode
+from toolkit.audit.watch.kept_in_sync import insert_mode, remove_mode
 from toolkit.audit.watch.tensors import storage_of, tensors_in
 
 __all__ = ["Hard", "Origin", "straight_through_after"]
@@ -138,12 +138,12 @@ class Hard(TorchFunctionMode):
 
     def enter(self) -> None:
         """On the top of the mode stack (the modes the script enters later nest inside it)."""
-        _insert_mode(self, torch._C._len_torch_function_stack())
+        insert_mode(self, torch._C._len_torch_function_stack())
         self.on = True
 
     def leave(self) -> bool:
         """Off the mode stack; ``False`` while it dispatches a call (try again later)."""
-        if self.on and _remove_mode(self):
+        if self.on and remove_mode(self):
             self.on = False
             self.marks, self.kept = {}, []
         return not self.on

@@ -37,7 +37,7 @@ from toolkit.audit.watch.tensors import storage_of, tensors_in
 __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
 
 
-def _insert_mode(mode: TorchFunctionMode, depth: int) -> None:
+def insert_mode(mode: TorchFunctionMode, depth: int) -> None:
     """Put ``mode`` on the torch function mode stack at ``depth``: below the modes entered
     since (they leave from the top, as they would had it been there before them)."""
     above = []
@@ -48,7 +48,7 @@ def _insert_mode(mode: TorchFunctionMode, depth: int) -> None:
         torch._C._push_on_torch_function_stack(m)
 
 
-def _remove_mode(mode: TorchFunctionMode) -> bool:
+def remove_mode(mode: TorchFunctionMode) -> bool:
     """Take ``mode`` off the torch function mode stack, wherever it is, the modes above it
     kept in their order; ``False`` when it is not there (it is dispatching a call: torch takes
     it off for the while)."""
@@ -96,7 +96,7 @@ class Constants(TorchFunctionMode):
         for t in outputs:
             self._mark(t, {key})
         if self.sources and not self.following:
-            _insert_mode(self, min(self.depth, torch._C._len_torch_function_stack()))
+            insert_mode(self, min(self.depth, torch._C._len_torch_function_stack()))
             self.following = True
 
     def clear(self) -> None:
@@ -105,7 +105,7 @@ class Constants(TorchFunctionMode):
         stays, doing nothing, until the next :meth:`clear`)."""
         if self.sources or self.kept or self.met:
             self.sources, self.kept, self.met = {}, [], {}
-        if self.following and _remove_mode(self):
+        if self.following and remove_mode(self):
             self.following = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
