@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import sys
 from collections.abc import Iterator
 
@@ -36,6 +37,10 @@ def _patch(owner: object, name: str, make, undo: list) -> None:
 @contextlib.contextmanager
 def installed(watch: Watch) -> Iterator[Watch]:
     """Every hook of ``watch`` installed inside the block, all removed after it."""
+    # torch's compiler reads Tensor's attributes as it is first imported (the first optimizer
+    # built imports it): it must find torch's own ``grad`` descriptor there, not the hook
+    # (torch 2.11 fails on a property with "no attribute '__objclass__'")
+    importlib.import_module("torch._dynamo")
     undo: list = []
 
     def backward(old):
