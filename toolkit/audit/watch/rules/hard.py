@@ -27,16 +27,19 @@ def called(w: WatchState, module: nn.Module, args: tuple, outs: list[torch.Tenso
            site: Site) -> None:
     """A call of a network with tensors, with gradients on, by the user's code (before its
     outputs are recorded)."""
-    if isinstance(module, nn.modules.loss._Loss) or next(module.parameters(), None) is None:
-        return
     after_graph = bool(w.call_outputs) and w.call_outputs[-1][-1] >= w.last_step_event
+    following = w.hard is not None and w.hard.on
+    # (a module with no tensors of its own or below makes no graph from a constant)
+    if not (after_graph or following) or not (module._parameters or module._modules) or \
+            isinstance(module, nn.modules.loss._Loss):
+        return
     for i, arg in enumerate(args):
         for t in tensors_in(arg):
             if t.requires_grad or not t.is_floating_point():
                 continue
             key = (site, i)
-            if w.hard is not None and w.hard.on:
-                origin = w.hard.origin(t)
+            if following:
+                origin = w.hard.origin(t)  # type: ignore[union-attr]
                 if origin is not None:
                     w.hard_calls.append((origin, module, [o.grad_fn for o in outs
                                                           if o.grad_fn is not None], site, key))
