@@ -16,6 +16,8 @@ The default run tries a few examples per entry point (a few seconds in all); the
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import math
 import os
@@ -188,12 +190,31 @@ def _rbm_params() -> rbm.RBMParams:
     return rbm.init_params(3, 2, generator=_gen(), dtype=torch.float64)
 
 
+def _fresh(fit: Callable[[], Any]) -> Callable[[], Any]:
+    """``fit()`` made once (its seeded fit is the same every time): each call gets a copy of
+    that fitted object, as it would get a new fit, without paying for the fit per example."""
+    fitted = functools.cache(fit)
+    return functools.wraps(fit)(lambda: copy.deepcopy(fitted()))
+
+
+@_fresh
 def _fitted_gmm() -> em.GaussianMixture:
     return em.GaussianMixture(2, random_state=0).fit(_data())
 
 
+@_fresh
 def _fitted_rbm() -> rbm.BernoulliRBM:
     return rbm.BernoulliRBM(2, n_iter=1, random_state=0).fit(_data())
+
+
+@_fresh
+def _fitted_sk_gmm() -> SkGaussianMixture:
+    return SkGaussianMixture(2).fit(_data())
+
+
+@_fresh
+def _fitted_sk_rbm() -> SkBernoulliRBM:
+    return SkBernoulliRBM(2).fit(_data(2))
 
 
 def _gmm_params() -> em.GMMParams:
@@ -203,7 +224,7 @@ def _gmm_params() -> em.GMMParams:
 
 
 def _sk_gmm(ours: em.GaussianMixture) -> SkGaussianMixture:
-    ref = SkGaussianMixture(2).fit(_data())
+    ref = _fitted_sk_gmm()
     for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
         setattr(ref, name, np.asarray(getattr(ours, name)))
     return ref
@@ -231,7 +252,7 @@ def _same_as_peer(method: str, model: Callable[[], Any], peer: Callable[[Any], A
 
 
 def _sk_rbm(ours: rbm.BernoulliRBM) -> SkBernoulliRBM:
-    ref = SkBernoulliRBM(2).fit(_data(2))
+    ref = _fitted_sk_rbm()
     ref.components_, ref.intercept_visible_, ref.intercept_hidden_ = (
         ours.components_, ours.intercept_visible_, ours.intercept_hidden_)
     return ref

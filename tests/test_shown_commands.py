@@ -287,19 +287,53 @@ def shrink(config: Path, overrides: list[str]) -> list[str]:
     return out
 
 
+def _failed(folders: list[Path]) -> list[str]:
+    """The findings of ``folders`` (seed groups or runs, each read alone) that did not hold."""
+    from toolkit.lab import read_findings
+
+    return [f"{folder.name}: {section}: {v.text[:160]} ({v.seeds_note})"
+            for folder in folders
+            for section, verdicts in read_findings(folder).items()
+            for v in verdicts if v.verdict is False]
+
+
 def not_as_predicted(out: Path) -> tuple[list[str], int]:
     """The findings a reader of ``out`` sees that did not hold, and how many findings files
     were read: each seed group's, and each run's that belongs to no group."""
-    from toolkit.lab import SeedGroup, read_findings
+    from toolkit.lab import SeedGroup
 
     groups = [p.parent for p in out.rglob("group.json")]
     grouped = {d.resolve() for g in groups for d in SeedGroup(g).run_dirs}
     alone = [p.parent for p in out.rglob("meta.json") if p.parent.resolve() not in grouped]
-    failed = [f"{folder.name}: {section}: {v.text[:160]} ({v.seeds_note})"
-              for folder in [*groups, *alone]
-              for section, verdicts in read_findings(folder).items()
-              for v in verdicts if v.verdict is False]
-    return failed, len(groups) + len(alone)
+    return _failed([*groups, *alone]), len(groups) + len(alone)
+
+
+def _seeds(command: Shown) -> set[int]:
+    """The seeds ``command`` runs (its ``--seeds``, else its configs'), read without importing
+    an experiment."""
+    from toolkit.lab.plan.config import Plan, parse_seeds
+
+    a = command.args
+    seeds = parse_seeds(a.seeds, limit=10_000) if a.seeds else None
+    return {seed for config in a.configs
+            for seed in Plan.read(ROOT / config, a.overrides, seeds=seeds).seeds}
+
+
+def _runs_alike(command: Shown) -> tuple[Any, ...]:
+    """What decides a run of ``command`` besides its seed (the sizes are shrunk alike)."""
+    a = command.args
+    return a.command, tuple(a.configs), tuple(a.overrides), a.resume
+
+
+def run_within(command: Shown) -> Shown | None:
+    """A shown command that runs this one's single run among its seeds (``toolkit run
+    configs/showcase.toml`` for ``toolkit run configs/showcase.toml --seeds 0``): the same run,
+    whose findings a reader of this command reads alone; ``None`` for any other command."""
+    if command.skip or command.args is None or len(seeds := _seeds(command)) != 1:
+        return None
+    return next((other for other in SHOWN if other is not command and not other.skip
+                 and other.args is not None and _runs_alike(other) == _runs_alike(command)
+                 and seeds < _seeds(other)), None)
 
 
 @pytest.mark.slow
@@ -309,6 +343,9 @@ def test_a_shown_command_runs_small_with_no_failed_prediction(
     if command.skip:
         pytest.skip(f"{command.where}: {command.skip}")
     assert command.args is not None, f"{command.where}: {command.text} does not parse"
+    if (wider := run_within(command)) is not None:  # run once: that test reads it alone
+        pytest.skip(f"{command.where}: its run is one of `{wider.text}`'s, whose test reads "
+                    f"that run's findings alone")
     monkeypatch.delenv("TOOLKIT_EXPERIMENTS_PATH", raising=False)  # the shipped ones only
     monkeypatch.chdir(ROOT)
     a = command.args
@@ -323,6 +360,13 @@ def test_a_shown_command_runs_small_with_no_failed_prediction(
     failed, read = not_as_predicted(tmp_path)
     assert read > 0
     assert not failed, f"{command.where}: {command.text}\n" + "\n".join(failed)
+    for narrower in [c for c in SHOWN if run_within(c) is command]:  # its run, read alone
+        (seed,) = _seeds(narrower)
+        alone = [p.parent for p in tmp_path.rglob("meta.json")
+                 if json.loads(p.read_text(encoding="utf-8"))["seed"] == seed]
+        assert alone, f"{narrower.text}: no run of seed {seed}"
+        failed = _failed(alone)
+        assert not failed, f"{narrower.where}: {narrower.text}\n" + "\n".join(failed)
     if a.configs == ["configs/showcase.toml"]:  # Figure 1: a panel for every experiment
         from toolkit.lab import read_findings
 

@@ -18,14 +18,17 @@ from runner_testutil import REPO
 
 pytestmark = pytest.mark.slow
 
-#: two quick experiments, then two that take seconds: the interrupt lands in the third
+#: two quick experiments, then one that takes seconds, where the interrupt lands, and a last one
 PARTS = ["softmax_gradients", "gradient_lens", "em_gmm", "vq_vae"]
+#: the last one at a tiny size: it runs in the whole run and in the resumed one
+TINY_LAST = ["params.overrides.vq_vae.epochs=2", "params.overrides.vq_vae.hidden=32"]
 
 
 def _command(out: Path, *more: str) -> list[str]:
     return [sys.executable, "-m", "toolkit", "run", str(REPO / "configs" / "showcase.toml"),
-            "--seeds", "0", "--set", f"params.experiments={json.dumps(PARTS)}", "--no-report",
-            "--out", str(out), "--verbose", *more]
+            "--seeds", "0", "--set", f"params.experiments={json.dumps(PARTS)}",
+            *(a for s in TINY_LAST for a in ("--set", s)), "--no-report", "--out", str(out),
+            "--verbose", *more]
 
 
 def _env() -> dict[str, str]:
