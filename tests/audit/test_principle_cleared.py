@@ -14,8 +14,10 @@ The cases (``tests/lens/audit/scripts/``), in fields other than the held-out one
 - must not be flagged: the published twins (the clear after the step), a clear once per update
   at its first micro-batch, DP-SGD's per-example gradients (each read from ``.grad`` before it
   is cleared), a GAN whose generator loss writes the discriminator's ``.grad`` that the
-  discriminator's ``zero_grad()`` clears after the generator's optimizer stepped, and an
-  actor-critic that calls ``backward()`` twice and clears after the step.
+  discriminator's ``zero_grad()`` clears after the generator's optimizer stepped, an
+  actor-critic that calls ``backward()`` twice and clears after the step, and a DDPG update
+  whose actor is cut off (its loss writes only the critic's ``.grad``, cleared after the
+  actor's step): the critic's part is wasted work, not a lost gradient.
 """
 
 from __future__ import annotations
@@ -107,6 +109,37 @@ def test_gradient_cleared_after_another_optimizer_stepped_with_it_is_not_lost(tm
 def test_two_backward_calls_summed_before_the_step_are_no_finding(tmp_path):
     code, report = _audit(tmp_path, "actor_critic_two_backward.py")
     assert code == 0 and report["findings"] == []
+
+
+def test_gradient_cleared_after_another_optimizer_stepped_without_it_is_not_lost(tmp_path):
+    """DDPG's update (Lillicrap et al. 2016) with the actor's action detached: the actor's
+    loss reaches the critic only, the actor's step finds nothing, and the critic's
+    ``zero_grad()`` clears that gradient at the next iteration. The step it preceded was the
+    actor optimizer's: the critic's part is wasted work (information), not a lost gradient
+    (what the audit says of the actor itself is another rule's)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+        "actor = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))\n"
+        "critic = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))\n"
+        "actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)\n"
+        "critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-3)\n"
+        "for _ in range(3):\n"
+        "    s, a, r = torch.randn(16, 3), torch.randn(16, 1), torch.randn(16, 1)\n"
+        "    critic_opt.zero_grad()\n"
+        "    critic_loss = (critic(torch.cat([s, a], 1)) - r).pow(2).mean()\n"
+        "    critic_loss.backward()\n"
+        "    critic_opt.step()\n"
+        "    actor_opt.zero_grad()\n"
+        "    actor_loss = -critic(torch.cat([s, actor(s).detach()], 1)).mean()\n"
+        "    actor_loss.backward()\n"
+        "    actor_opt.step()\n", encoding="utf-8")
+    rec = tmp_path / "record"
+    main(["--no-verify", "--record", str(rec), str(script)])
+    report, _ = load_record(str(rec))
+    assert "cleared" not in [f["kind"] for f in report["findings"]]
+    (wasted,) = [f for f in report["findings"] if f["kind"] == "wasted"]
+    assert all(n.startswith("critic.") for n in wasted["names"])
 
 
 # --- the edit verified, written, and trains as the published twin --------------------------

@@ -1,16 +1,16 @@
 """Gradient lost to a clear (``cleared``): gradient that a ``backward()`` wrote into tensors an
 optimizer holds, and that a clear (``optimizer.zero_grad()``, ``model.zero_grad()``,
 ``p.grad = None``, with ``set_to_none`` or not) removed before any optimizer step or the
-script's own code read it. The step that follows uses the gradient of the backward() calls
-after the clear only: ``zero_grad()`` moved into a gradient-accumulation loop trains on the
+script's own code read it, with no step of any optimizer between the backward() and the clear.
+The step that follows uses the gradient of the backward() calls after the clear only: ``zero_grad()`` moved into a gradient-accumulation loop trains on the
 last micro-batch. The finding is at the clear's line; its edit moves the clear to after the
 step it precedes (after the steps and ``scaler.update()`` that follow it in its block), so
 that every ``backward()`` between two steps is summed.
 
-Not lost: gradient of a ``backward()`` after which an optimizer stepped before the clear (a
-loss that trains two networks, whose part in one of them is cleared after the other's optimizer
-stepped: ``wasted``, information; so even when that step found no gradient of it, a generator
-cut off by a ``.detach()``, which the ``dead`` rule reports), gradient the
+Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
+cleared after the other's optimizer stepped with it: ``wasted``, information), gradient cleared
+after another optimizer stepped (the step the backward preceded: its part in these tensors was
+not meant for their optimizer, even where that step found none of it), gradient the
 script read from ``.grad`` itself before clearing it (per-example gradients, clipped and
 summed by hand), gradient a ``GradScaler`` read and skipped the step for, and gradient another
 tensor still holds (it may yet be stepped)."""
@@ -56,16 +56,16 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     if not w.ledger.wasted:
         return
     held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
-    groups: dict[Site | None, tuple[list[Source], dict[int, str]]] = {}
+    groups: dict[Site, tuple[list[Source], dict[int, str]]] = {}
     for src, key in w.ledger.wasted:
         if (src.index < 0 or src.step is not None or key not in held
                 or src in w._cleared_sources or src.index in w.read_sources
                 or _still_held(w, src)):
             continue
         clear = next((c for c in w.clears if c[2] >= src.index and key in c[1]), None)
-        if clear is not None and any(src.index < e <= clear[2] for e in w.step_optimizer):
-            continue   # a step came between: the update this backward() was for was made
-        sources, keys = groups.setdefault(clear[0] if clear else None, ([], {}))
+        if clear is None or _stepped_between(w, src.index, clear[2]):
+            continue
+        sources, keys = groups.setdefault(clear[0], ([], {}))
         if src not in sources:
             sources.append(src)
         keys[key] = held[key]
@@ -73,17 +73,17 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     for clear_site, (sources, keys) in groups.items():
         w._cleared_sources.update(sources)
         first = sources[0]
-        moved = _moved_after(clear_site, site) if clear_site is not None and site else None
+        moved = _moved_after(clear_site, site) if site is not None else None
         shown_clear = moved[0] if moved else clear_site
         at = tuple(s.shown() for s in (shown_clear, first.site, site) if s is not None)
         tensors = [w.ledger.tensors[k] for k in keys]
         opt_text = w.optimizer_text(index, site) or "the optimizer"
-        by = f" by {clear_site.text()} at {clear_site}" if clear_site else ""
         calls = plural(len(sources), "backward() call")
         w.add(ScriptFinding(
             "cleared", first.iteration,
             f"the gradient of {first.label} (backward at {first.site}) in {len(keys)} tensors "
-            f"is cleared{by} before any step read it ({calls} of this update lost): "
+            f"is cleared by {clear_site.text()} at {clear_site} before any step read it "
+            f"({calls} of this update lost): "
             f"{opt_text} steps with the gradient of the backward() calls after the clear "
             f"only (it changes the update)", tuple(keys.values()),
             tuple(names.get(k, keys[k]) for k in keys), at, moved[1] if moved else (),
@@ -91,6 +91,18 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
                    "backward() whose gradient it sums",
             step=w.step_events - 1, concerned=tuple(keys.values()),
             cost_bytes=sum(t.numel() * t.element_size() for t in tensors)))
+
+
+def _stepped_between(w: WatchState, written: int, cleared: int) -> bool:
+    """Whether an optimizer stepped between a backward (event ``written``) and a clear (event
+    ``cleared``): the step that backward preceded was another optimizer's, made without this
+    gradient (a loss whose part in another network was not meant for it)."""
+    for event in reversed(w.step_optimizer):
+        if event <= written:
+            return False
+        if event <= cleared:
+            return True
+    return False
 
 
 def _still_held(w: WatchState, src: Source) -> bool:
