@@ -2,18 +2,19 @@
 optimizer holds, and that a clear (``optimizer.zero_grad()``, ``model.zero_grad()``,
 ``p.grad = None``, with ``set_to_none`` or not) removed before any optimizer step or the
 script's own code read it, with no step of any optimizer between the backward() and the clear.
-The step that follows uses the gradient of the backward() calls after the clear only: ``zero_grad()`` moved into a gradient-accumulation loop trains on the
-last micro-batch. The finding is at the clear's line; its edit moves the clear to after the
-step it precedes (after the steps and ``scaler.update()`` that follow it in its block), so
-that every ``backward()`` between two steps is summed.
+The step that follows uses the gradient of the backward() calls after the clear only:
+``zero_grad()`` moved into a gradient-accumulation loop trains on the last micro-batch. The
+finding is at the clear's line; its edit moves the clear to after the step it precedes (after
+the steps and ``scaler.update()`` that follow it in its block), so that every ``backward()``
+between two steps is summed.
 
 Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
-cleared after the other's optimizer stepped with it: ``wasted``, information), gradient cleared
+cleared after the other's optimizer stepped with it: ``wasted``, information); gradient cleared
 after another optimizer stepped (the step the backward preceded: its part in these tensors was
-not meant for their optimizer, even where that step found none of it), gradient the
-script read from ``.grad`` itself before clearing it (per-example gradients, clipped and
-summed by hand), gradient a ``GradScaler`` read and skipped the step for, and gradient another
-tensor still holds (it may yet be stepped)."""
+not meant for their optimizer, even where that step found none of it); gradient the script
+read from ``.grad`` itself before clearing it (per-example gradients, clipped and summed by
+hand); gradient a ``GradScaler`` read and skipped the step for; gradient another tensor still
+holds (it may yet be stepped)."""
 
 from __future__ import annotations
 
