@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.sites import (
     Line,
     grad_off_line,
@@ -90,12 +91,27 @@ class CallWatch(TorchFunctionMode):
     def __init__(self, recording: Any) -> None:  # the Recording it serves (record.py)
         super().__init__()
         self.rec = recording
+        self.gone = False
+
+    def __enter__(self) -> CallWatch:
+        self.gone = False
+        return super().__enter__()  # type: ignore[return-value]
+
+    def __exit__(self, *exc: object) -> None:
+        """Leave the mode stack wherever the mode is on it (a script's watch pauses the
+        recording under modes entered after it); one taken off for a call it is dispatching
+        stops recording and is taken off when it next sees a call."""
+        self.gone = True
+        remove_mode(self)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         rec = self.rec
         kwargs = kwargs or {}
-        if rec.busy or rec.stepping:  # the recording's own hooks; an optimizer's update
+        if self.gone:
+            remove_mode(self)
+            return func(*args, **kwargs)
+        if rec.busy or rec.stepping or rec.paused:  # its own hooks, an update, a pause
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         data = name == "__get__" and getattr(func, "__self__", None) is _DATA

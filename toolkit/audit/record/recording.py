@@ -264,6 +264,9 @@ class Recording:
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
         self.busy = False
+        # a script's watch lets the calls pass while it works and while a backward runs
+        # (:mod:`toolkit.audit.watch.staged`)
+        self.paused = False
         # optimizer.step() calls running now (the step updates the weights itself): what they
         # read and write is the update, not the step's graph
         self.stepping = 0
@@ -370,11 +373,12 @@ class Recording:
     def _assign(self, module: nn.Module, name: str, value: Any) -> None:
         """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
         to a module's attribute or buffer (a state kept in the module)."""
-        if isinstance(value, torch.Tensor) and not self.busy:
+        if isinstance(value, torch.Tensor) and not (self.busy or self.paused):
             # whether the attribute was None before the step first stored a tensor there (a
             # memory made lazily: setting it to None again runs a call as the first ran)
             self.first_none.setdefault((id(module), name), getattr(module, name, None) is None)
-        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not self.busy:
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not (
+                self.busy or self.paused):
             line = user_line(installed=True)
             if line is not None:
                 self.lines[("assign", id(module), name)] = line
@@ -443,7 +447,7 @@ class Recording:
             self.threads.setdefault(self.call, {}).setdefault(thread.name, []).insert(0, at)
 
     def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self._other_thread(module):
+        if self.paused or self._other_thread(module):
             return
         label = self._label(module)
         if label is None:
@@ -507,7 +511,7 @@ class Recording:
         return self.names.modules.get(id(module))
 
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
-        label = None if self._other_thread(module) else self._label(module)
+        label = None if self.paused or self._other_thread(module) else self._label(module)
         if label is not None:
             outermost = not self.calling
             # a named module called from another's forward: the outer ones (a module the

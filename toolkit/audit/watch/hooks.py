@@ -59,6 +59,16 @@ def installed(watch: Watch) -> Iterator[Watch]:
             return out
         return wrapper
 
+    def tensor_backward(old):
+        # the recording under an audited iteration leaves the mode stack before torch
+        # dispatches ``loss.backward()`` through it (:mod:`~toolkit.audit.watch.staged`)
+        @functools.wraps(old)
+        def wrapper(self, *args, **kwargs):
+            if watch.here():
+                watch.staged.pause()
+            return old(self, *args, **kwargs)
+        return wrapper
+
     def grad(old):
         @functools.wraps(old)
         def wrapper(*args, **kwargs):
@@ -127,6 +137,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
 
     _patch(torch.autograd, "backward", backward, undo)
     _patch(torch.autograd, "grad", grad, undo)
+    _patch(torch.Tensor, "backward", tensor_backward, undo)
     _patch(torch.optim.Optimizer, "zero_grad", lambda old: zero_grad(
         old, lambda o: (p for g in o.param_groups for p in g["params"])), undo)
     _patch(nn.Module, "zero_grad", lambda old: zero_grad(old, nn.Module.parameters), undo)

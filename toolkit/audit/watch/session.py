@@ -44,6 +44,7 @@ import torch
 import torch.overrides
 from torch import nn
 
+from toolkit.audit.record import calls as record_calls
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch import hard as hard_values
 from toolkit.audit.watch import kept_in_sync, zeroed
@@ -68,6 +69,7 @@ from toolkit.audit.watch.rules import (
     unstepped,
     zero_gradient,
 )
+from toolkit.audit.watch.staged import Staged
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt
@@ -84,10 +86,12 @@ class Stop(BaseException):
 
 
 #: frames a torch function mode adds around a call (:class:`~toolkit.audit.watch.zeroed.MadeAt`,
-#: :class:`~toolkit.audit.watch.kept_in_sync.Constants`, while entered): not part of where the
-#: script called ``backward()``
-_TRANSPARENT = frozenset(os.path.abspath(f) for f in (torch.overrides.__file__, zeroed.__file__,
-                                                      kept_in_sync.__file__, hard_values.__file__))
+#: :class:`~toolkit.audit.watch.kept_in_sync.Constants`, the recording's
+#: :class:`~toolkit.audit.record.calls.CallWatch`, while entered) and the hooks' wrappers: not
+#: part of where the script called ``backward()``
+_TRANSPARENT = frozenset(os.path.abspath(f) for f in (
+    torch.overrides.__file__, zeroed.__file__, kept_in_sync.__file__, hard_values.__file__,
+    record_calls.__file__, os.path.join(os.path.dirname(__file__), "hooks.py")))
 
 
 class _StackKeys:
@@ -139,6 +143,10 @@ class Watch(WatchState):
                  on_finding=None, follow: int = 0) -> None:
         super().__init__(steps, every, record, on_finding, follow)
         self._stack_key = _StackKeys()
+        # the step audit's stages on each audited backward (:mod:`~toolkit.audit.watch.staged`)
+        # (with --steps: a watch every N iterations keeps its cost near a plain run's)
+        self.staged = Staged(enabled=every is None)
+        self._judging = False
 
     # --- which iterations ---------------------------------------------------------------
 
@@ -190,6 +198,7 @@ class Watch(WatchState):
     def close(self) -> None:
         """The script ended (or was stopped): the rules of the iteration it was in."""
         self._names_now = None
+        self.staged.close()
         if self.module_hook is not None:
             self.module_hook.remove()
             self.module_hook = None
@@ -204,12 +213,17 @@ class Watch(WatchState):
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
+        for finding in self.staged.findings(list(self.findings.values())):
+            self.add(finding)
 
     # --- the hooks ----------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
         self.optimizers.append(opt)
         frame = user_frame(2)
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
+        if self.audited() and not self.done():
+            self.staged.learn(frame, self.optimizers)
+            self.staged.resume()
 
     def _index(self, opt: torch.optim.Optimizer) -> int:
         for i, o in enumerate(self.optimizers):
@@ -316,7 +330,7 @@ class Watch(WatchState):
                                                self.events)
 
     def detached(self, tensor: torch.Tensor) -> None:
-        if tensor.grad_fn is None or not self.recording():
+        if tensor.grad_fn is None or not self.recording() or self._judging:
             return
         frame = user_frame(2)
         if frame is not None:
@@ -345,6 +359,7 @@ class Watch(WatchState):
         """Before a ``backward()``: the iteration's bookkeeping, the stop, the graph read.
         Returns what :meth:`after_backward` needs, or ``None`` when not audited."""
         self._names_now = None
+        self.staged.pause()
         frame = sys._getframe(2)
         key = self._stack_key(frame)
         last = self.site_events.get(key)
@@ -353,6 +368,7 @@ class Watch(WatchState):
         if last is not None and (last < self.last_step_event or not self.optimizers):
             self._new_iteration()
         if self.done():
+            self.staged.close()
             raise Stop
         if key not in self.sites_seen:
             self.sites_seen.add(key)
@@ -376,6 +392,7 @@ class Watch(WatchState):
             # runs inside the mode's own dispatch of backward())
             zero_gradient.explained(self, tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
+        self._judge(tensors, graph.leaves, caller, site)
         hard.reached(self, graph, site)
         for key in self.constants.fed(graph.nodes):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
@@ -402,15 +419,32 @@ class Watch(WatchState):
         source = Source(self.events, site, self.loss_label(site), self.iteration)
         return source, leaves, self.ledger.snapshot(leaves)
 
+    def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
+               site) -> None:
+        """The step audit's truth and rules on this backward's loss (see
+        :mod:`~toolkit.audit.watch.staged`)."""
+        i = self.iteration
+        marks = ((self.start_seq.get(i - 1, 0), self.start_seq.get(i, 0)) if i >= 1
+                 else (0, 0))
+        self._judging = True
+        try:
+            self.staged.judge(tensors, leaves, caller, i, self.step_events, marks,
+                              self.loss_label(site))
+        finally:
+            self._judging = False
+
     def after_backward(self, state) -> None:
         source, leaves, before = state
         self.ledger.record(source, leaves, before)
         for key in source.wrote:
             self.written_at[key] = source.index
+        if self.recording() and not self.done():
+            self.staged.resume()
 
     # --- at a step ----------------------------------------------------------------------
     def step(self, opt: torch.optim.Optimizer) -> None:
         self._names_now = None
+        self.staged.pause()
         index = self._index(opt)
         self.events += 1
         event = self.events
@@ -476,6 +510,10 @@ class Watch(WatchState):
                 self.audited() or self.audited(self.iteration + 1)):
             self.made_at = MadeAt()
             self.made_at.__enter__()
+        # recorded last (innermost on the mode stack), paused first at the next event
+        if not self.done() and (self.audited() or self.audited(self.iteration + 1)):
+            self.staged.learn(user_frame(2), self.optimizers)
+            self.staged.resume(new_call=True)
 
     def _stop_lines(self) -> None:
         if self.made_at is not None:

@@ -1,0 +1,270 @@
+"""The step audit's stages on a running script: each audited ``backward()`` is judged as a
+recorded step (record -> truth -> rules -> fixes), as :func:`~toolkit.audit.audit_step` judges a
+step function.
+
+While the watch audits an iteration, a :class:`~toolkit.audit.record.recording.Recording` runs
+under the script's own code, as it runs under a step: it names the modules the script holds,
+marks cuts, notes in-place writes and maps module calls to their lines. It is paused around
+every ``backward()`` and ``optimizer.step()`` (the watch's own work and the update are not the
+script's forward) and resumed after them; a new *call* of the recording begins after each step.
+
+At an audited ``backward()``, before it runs, its loss becomes a
+:class:`~toolkit.audit.truth.recorded.RecordedStep`, paired with the optimizers whose tensors the
+loss reaches (in a script, which optimizer steps a loss is known only after its backward; the
+tensors it reaches that none of them steps are what a leak is about). The truth is one real
+``torch.autograd.grad`` of the loss (the graph is kept for the script's own backward), the rules
+are the step audit's :data:`~toolkit.audit.step.RULES`, and each failure's fix is written by
+the fixes stage in plain PyTorch. The failures become :class:`ScriptFinding` of the same kind,
+verified afterwards by rerunning the edited script like every other finding of the script
+mode. Nodes made before the iteration began are what the carried rule calls carried.
+
+A failure of a kind the watch reports itself at the same lines, or about the same tensors, is
+the watch's: :meth:`Staged.findings` leaves it out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Sequence
+from types import FrameType
+from typing import Any
+
+import torch
+from torch import nn
+
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.kinds import Kind
+from toolkit.audit.record.calls import CallWatch
+from toolkit.audit.record.modes import remove_mode
+from toolkit.audit.record.names import Names
+from toolkit.audit.record.recording import Recording
+from toolkit.audit.result import GROUPS, StepAudit
+from toolkit.audit.rules import targets
+from toolkit.audit.step import run_rules
+from toolkit.audit.truth.proof import Prover
+from toolkit.audit.truth.recorded import record_step
+from toolkit.audit.truth.truth import real_gradients
+from toolkit.audit.watch.frames import is_user
+
+__all__ = ["Staged"]
+
+#: the step audit's failures the script mode takes from one loss: what its own graph shows.
+#: Dead and shared tensors are the watch's, judged at the step, from every backward the step
+#: sums (two losses backwarded before one step train a tensor that either alone leaves dead).
+_FAILURES = ("leaks", "targets", "carried", "held")
+
+
+def _user_frames(frame: FrameType | None) -> list[FrameType]:
+    out = []
+    while frame is not None:
+        if is_user(frame.f_code.co_filename):
+            out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+class Staged:
+    """The recording under the script's audited iterations and what the step audit's rules
+    found in each of its losses (see the module's docstring)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.names = Names()
+        self.rec: Recording | None = None
+        self.entered = False
+        self.audits: list[tuple[int, int, str, StepAudit]] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
+
+    # --- what the recording names -------------------------------------------------------
+    def learn(self, frame: FrameType | None,
+              optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        """Name the modules the user's frames from ``frame`` outwards hold (their locals,
+        then their globals, then the attributes of a method's ``self``), and watch every
+        tensor of ``optimizers``."""
+        before = len(self.names.objects)
+        for f in _user_frames(frame):
+            scopes: list[Iterable[tuple[str, Any]]] = [f.f_locals.items()]
+            receiver = f.f_locals.get("self") if f.f_code.co_argcount else None
+            if receiver is not None and hasattr(receiver, "__dict__") and \
+                    not isinstance(receiver, nn.Module):
+                scopes.append((f"self.{k}", v) for k, v in vars(receiver).items())
+            scopes.append(f.f_globals.items())
+            for scope in scopes:
+                for name, value in list(scope):
+                    if isinstance(value, nn.Module) and not name.startswith("_"):
+                        self.names.add_module(name, value)
+        self.optimizers = list(optimizers)
+        tensors = [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]
+        if self.rec is None:
+            watched = {**self.names.objects, **{id(p): p for p in tensors}}
+            self.rec = Recording(self.names, watched, None)
+            self.rec.next_call()
+        elif len(self.names.objects) != before or tensors:
+            self.rec.watch([*self.names.objects.values(), *tensors])
+
+    # --- when it records ----------------------------------------------------------------
+    def resume(self, new_call: bool = False) -> None:
+        """Record again (after a backward or a step; ``new_call`` after a step). The
+        recording is entered once, at the first resume, and left at :meth:`close`: a pause
+        only tells it to let calls pass (its hooks stay, so that none is added or removed
+        while torch runs an optimizer's hooks)."""
+        rec = self.rec
+        if rec is None:
+            return
+        if new_call:
+            rec.next_call()
+        if not self.entered:
+            rec.__enter__()
+            self.entered = True
+        rec.paused = False
+
+    def pause(self) -> None:
+        if self.rec is not None:
+            self.rec.paused = True
+
+    def close(self) -> None:
+        """Leave the recording for good (at a ``backward()`` or the script's end, never
+        inside an optimizer's hooks)."""
+        rec, self.rec = self.rec, None
+        if rec is not None and self.entered:
+            rec.paused = True
+            rec.__exit__(None, None, None)
+        self.entered = False
+        _drop_gone()
+
+    # --- the step audit of one backward -------------------------------------------------
+    def judge(self, roots: Sequence[torch.Tensor], leaves: Iterable[int], frame: FrameType | None,
+              iteration: int, step: int, marks: tuple[int, int], label: str) -> None:
+        """Run the step audit's truth and rules on the loss ``roots`` (one scalar) that the
+        script is about to differentiate, paired with the optimizers owning tensors among
+        ``leaves`` (ids of the leaves its graph reaches). ``marks``: autograd's sequence
+        number where the previous iteration and this one began."""
+        rec = self.rec
+        if rec is None or len(roots) != 1 or roots[0].numel() != 1 \
+                or not roots[0].requires_grad:
+            return
+        reached = set(leaves)
+        paired = [opt for opt in self.optimizers
+                  if any(id(p) in reached for g in opt.param_groups for p in g["params"])]
+        if not paired:
+            return
+        pairing: Any = paired[0] if len(paired) == 1 else [
+            g for opt in paired for g in opt.param_groups]
+        losses = {"loss": roots[0]}
+        pairings = {None: pairing}
+        stepped = {None: {id(p): p for g in (pairing.param_groups if len(paired) == 1
+                                             else pairing) for p in g["params"]}}
+        rec.marks[:] = [marks[0], marks[1]]
+        recorded = record_step(losses, pairings, stepped, rec, allow_pass_through=True,
+                               allow_trained_target=False)
+        recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
+                            for name, graph in recorded.graphs.items()}
+        recorded.prover = Prover(recorded)
+        recorded.truth = real_gradients(losses, None, recorded.searches, recorded.stepped)
+        namespace: dict[str, Any] = {}
+        for f in reversed(_user_frames(frame)):
+            namespace.update(f.f_globals)
+            namespace.update(f.f_locals)
+        recorded.namespace = namespace
+        audit = run_rules(recorded)
+        recorded.truth.values.clear()
+        if not audit.ok:
+            self.audits.append((iteration, step, label, audit))
+
+    # --- as the script mode reports it --------------------------------------------------
+    def findings(self, theirs: Iterable[ScriptFinding]) -> list[ScriptFinding]:
+        """Each failure the rules found, once (its first iteration), as a
+        :class:`ScriptFinding`, the tensors of one kind with the same lines and edits as one
+        finding (a leak into every tensor of a network). One the watch reports itself, at one
+        of its lines or about one of its tensors, failure or information, is the watch's: it
+        is left out (the watch tells a target network's wasted gradient from a leak)."""
+        theirs = list(theirs)
+        taken_lines = {a.split(": ", 1)[0] for f in theirs for a in f.at}
+        taken_names = {n for f in theirs for n in f.names}
+        out: dict[tuple, ScriptFinding] = {}
+        for iteration, step, label, audit in self.audits:
+            for group in _FAILURES:
+                for found in getattr(audit, group):
+                    finding = _as_script(GROUPS[group], found, iteration, step, label)
+                    if finding is None:
+                        continue
+                    lines = {a.split(": ", 1)[0] for a in finding.at}
+                    if lines & taken_lines or set(finding.names) & taken_names:
+                        continue
+                    key = (finding.kind, finding.at, finding.edits)
+                    if key in out:
+                        finding = _joined(out[key], finding, label)
+                    out[key] = finding
+        return list(out.values())
+
+
+def _joined(first: ScriptFinding, more: ScriptFinding, label: str) -> ScriptFinding:
+    """One finding for the tensors of both (the first's iteration and step)."""
+    names = tuple(dict.fromkeys((*first.names, *more.names)))
+    concerned = tuple(dict.fromkeys((*first.concerned, *more.concerned)))
+    return dataclasses.replace(first, names=names, tensors=names, concerned=concerned,
+                               message=_message(first.kind, None, label, names,
+                                                first.extra.get("reason", "")))
+
+
+def _drop_gone() -> None:
+    """Take off the mode stack every recording mode paused while it dispatched a call (torch
+    put it back after the call)."""
+    for i in reversed(range(torch._C._len_torch_function_stack())):
+        mode = torch._C._get_function_stack_at(i)
+        if isinstance(mode, CallWatch) and mode.gone:
+            remove_mode(mode)
+
+
+def _names_of(found: Any) -> tuple[str, ...]:
+    for attr in ("parameters", "tensors"):
+        value = getattr(found, attr, None)
+        if value:
+            return tuple(value)
+    for attr in ("parameter", "tensor"):
+        value = getattr(found, attr, None)
+        if isinstance(value, str):
+            return (value,)
+    return ()
+
+
+def _as_script(kind: Kind, found: Any, iteration: int, step: int,
+               label: str) -> ScriptFinding | None:
+    """A step finding as the script mode reports it: its message, lines, fix and edits; the
+    tensors by their names (stable across a rerun of the edited script)."""
+    lines = tuple(str(line) for line in getattr(found, "lines", ()) or ())
+    if not lines:
+        return None
+    names = _names_of(found)
+    fix = getattr(found, "fix", "") or ""
+    # a dead tensor's fix gives it a gradient; a leak's cut changes no stepped gradient; a
+    # target's or a carried graph's changes those of the tensors the loss trains
+    concerned = names if kind is Kind.DEAD else () if kind is Kind.LEAK else ("*",)
+    reason = ""
+    if dataclasses.is_dataclass(found):
+        reason = str(getattr(found, "reason", "") or getattr(found, "form", "") or "")
+    return ScriptFinding(kind, iteration, _message(kind, found, label, names, reason), names,
+                         names, tuple(_relative(line) for line in lines),
+                         tuple(getattr(found, "edits", ()) or ()), advice=fix, step=step,
+                         concerned=concerned,
+                         extra={"staged": True, "loses": kind is Kind.TARGET,
+                                "reason": reason})
+
+
+def _relative(line: str) -> str:
+    """``train.py:42: text`` for a line printed with its folder."""
+    head, sep, rest = line.partition(": ")
+    path, _, number = head.rpartition(":")
+    return f"{os.path.basename(path)}:{number}{sep}{rest}" if path else line
+
+
+def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
+    what = ", ".join(names[:4]) + (f", … ({len(names)} in all)" if len(names) > 4 else "")
+    text = {Kind.LEAK: f"{label}'s gradient reaches {what}, which no optimizer of it steps",
+            Kind.TARGET: f"{label} compares with a target that carries gradient into {what}",
+            Kind.DEAD: f"{what} get no gradient from {label}",
+            Kind.CARRIED: f"the graph of {label} reaches graph made before its iteration",
+            Kind.HELD: f"the graph of {label} is kept after its step",
+            Kind.SHARED: f"{what} are stepped by two optimizers"}.get(kind, str(kind))
+    return f"{text}{f' ({reason})' if reason else ''}: found by the step audit's rules"
