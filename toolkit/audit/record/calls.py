@@ -111,7 +111,7 @@ class CallWatch(TorchFunctionMode):
         if self.gone:
             remove_mode(self)
             return func(*args, **kwargs)
-        if rec.busy or rec.stepping or rec.paused:  # its own hooks, an update, a pause
+        if rec.busy or rec.stepping:  # the recording's own hooks; an optimizer's update
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         data = name == "__get__" and getattr(func, "__self__", None) is _DATA

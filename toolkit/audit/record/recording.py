@@ -153,8 +153,11 @@ class Recording:
     """
 
     def __init__(self, names: Names, watched: Mapping[int, torch.Tensor],
-                 snapshot: StateSnapshot | None = None) -> None:
+                 snapshot: StateSnapshot | None = None, *, step_hooks: bool = True) -> None:
         self.names = names
+        # whether it hooks optimizer.step() (a step that calls it inside the recording); a
+        # script's watch leaves the recording before each step instead
+        self.step_hooks = step_hooks
         self.snapshot = snapshot
         self.watched = dict(watched)
         self.storage = {storage_key(t): key for key, t in self.watched.items()}
@@ -264,9 +267,6 @@ class Recording:
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
         self.busy = False
-        # a script's watch lets the calls pass while it works and while a backward runs
-        # (:mod:`toolkit.audit.watch.staged`)
-        self.paused = False
         # optimizer.step() calls running now (the step updates the weights itself): what they
         # read and write is the update, not the step's graph
         self.stepping = 0
@@ -373,12 +373,11 @@ class Recording:
     def _assign(self, module: nn.Module, name: str, value: Any) -> None:
         """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
         to a module's attribute or buffer (a state kept in the module)."""
-        if isinstance(value, torch.Tensor) and not (self.busy or self.paused):
+        if isinstance(value, torch.Tensor) and not self.busy:
             # whether the attribute was None before the step first stored a tensor there (a
             # memory made lazily: setting it to None again runs a call as the first ran)
             self.first_none.setdefault((id(module), name), getattr(module, name, None) is None)
-        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not (
-                self.busy or self.paused):
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not self.busy:
             line = user_line(installed=True)
             if line is not None:
                 self.lines[("assign", id(module), name)] = line
@@ -447,7 +446,7 @@ class Recording:
             self.threads.setdefault(self.call, {}).setdefault(thread.name, []).insert(0, at)
 
     def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self.paused or self._other_thread(module):
+        if self._other_thread(module):
             return
         label = self._label(module)
         if label is None:
@@ -511,7 +510,7 @@ class Recording:
         return self.names.modules.get(id(module))
 
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
-        label = None if self.paused or self._other_thread(module) else self._label(module)
+        label = None if self._other_thread(module) else self._label(module)
         if label is not None:
             outermost = not self.calling
             # a named module called from another's forward: the outer ones (a module the
@@ -575,10 +574,12 @@ class Recording:
         stack.callback(forget_lines)
         stack.enter_context(trace_cuts())
         stack.enter_context(observe_cuts(on_open=self._open))
-        for handle in (nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
-                       nn.modules.module.register_module_forward_hook(self._hook),
-                       register_optimizer_step_pre_hook(self._before_optimizer_step),
-                       register_optimizer_step_post_hook(self._after_optimizer_step)):
+        handles = [nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+                   nn.modules.module.register_module_forward_hook(self._hook)]
+        if self.step_hooks:
+            handles += [register_optimizer_step_pre_hook(self._before_optimizer_step),
+                        register_optimizer_step_post_hook(self._after_optimizer_step)]
+        for handle in handles:
             stack.callback(handle.remove)
         stack.enter_context(CallWatch(self))
         start = threading.Thread.start

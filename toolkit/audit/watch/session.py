@@ -21,14 +21,18 @@ each tensor holds, and at each step says, in the order the script made its calls
 - ``dead`` for one loss term: a network reads a hard value (a comparison, ``argmax`` and its
   one-hot) made from another network's output without its straight-through term
   (:mod:`~toolkit.audit.watch.hard`);
-- ``carried``: the graph reaches nodes made in the previous iteration (autograd numbers the
-  nodes it makes; a node made then is carried, wherever the script kept it), or a network's
-  own estimate fed back within the iteration without a cut (self-conditioning, recycling:
-  :mod:`~toolkit.audit.watch.recycling`);
+- ``carried``: a network's own estimate fed back within the iteration without a cut
+  (self-conditioning, recycling: :mod:`~toolkit.audit.watch.recycling`);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
   and no optimizer steps them (a layer unfrozen after the optimizer was built, a learned
   tensor the model holds as a plain tensor that requires grad, not an ``nn.Parameter``);
 - ``shared``: a tensor two optimizers step.
+
+Each audited ``backward()`` is also judged by the step audit's own stages
+(:mod:`~toolkit.audit.watch.staged`): a recording under the iteration, its truth, and the rules
+of :func:`~toolkit.audit.audit_step` for trained targets, graph carried from before the
+iteration (autograd numbers the nodes it makes; a node made then is carried, wherever the script
+kept it) and graph held by module state, each failure's edit written by the fixes stage.
 """
 
 from __future__ import annotations
@@ -144,8 +148,7 @@ class Watch(WatchState):
         super().__init__(steps, every, record, on_finding, follow)
         self._stack_key = _StackKeys()
         # the step audit's stages on each audited backward (:mod:`~toolkit.audit.watch.staged`)
-        # (with --steps: a watch every N iterations keeps its cost near a plain run's)
-        self.staged = Staged(enabled=every is None)
+        self.staged = Staged()
         self._judging = False
 
     # --- which iterations ---------------------------------------------------------------
@@ -162,8 +165,6 @@ class Watch(WatchState):
         # step (each record filtered only when it holds any: in an iteration not recorded,
         # none does)
         keep = self.last_step_event
-        if self.calls:
-            self.calls = [c for c in self.calls if c[-1] >= keep]
         if self.call_outputs:
             self.call_outputs = [c for c in self.call_outputs if c[-1] >= keep]
         if self.made_by:
@@ -213,7 +214,16 @@ class Watch(WatchState):
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
-        for finding in self.staged.findings(list(self.findings.values())):
+        # the step audit's findings the watch did not make (by line, or by tensor: the watch
+        # names a network's tensors, or the network)
+        named = self.names()
+        by_name = {name: key for key, name in named.items()}
+        theirs = set()
+        for f in self.findings.values():
+            for name in f.names:
+                theirs.update([by_name[name]] if name in by_name else
+                              (k for k, n in named.items() if n.startswith(f"{name}.")))
+        for finding in self.staged.findings(list(self.findings.values()), theirs):
             self.add(finding)
 
     # --- the hooks ----------------------------------------------------------------------
@@ -305,11 +315,6 @@ class Watch(WatchState):
         if torch.is_grad_enabled():
             self._feeds(module, args, outs, frame)
             self.recycling.called(module, args, outs, site, self.events)
-        for i, arg in enumerate(args):
-            ts = tensors_in(arg)
-            nodes = {id(t.grad_fn) for t in ts if t.grad_fn is not None}
-            if nodes:
-                self.calls.append((site, i, isinstance(arg, torch.Tensor), nodes, self.events))
 
     def _feeds(self, module: nn.Module, args: tuple, outs: list[torch.Tensor],
                frame: FrameType) -> None:
@@ -396,7 +401,6 @@ class Watch(WatchState):
         hard.reached(self, graph, site)
         for key in self.constants.fed(graph.nodes):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
-        carried.carried(self, graph, site)
         carried.fed_back(self, tensors, site)
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()

@@ -24,6 +24,7 @@ the watch's: :meth:`Staged.findings` leaves it out.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 from collections.abc import Iterable, Sequence
@@ -33,7 +34,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record.calls import CallWatch
 from toolkit.audit.record.modes import remove_mode
@@ -51,8 +54,10 @@ __all__ = ["Staged"]
 
 #: the step audit's failures the script mode takes from one loss: what its own graph shows.
 #: Dead and shared tensors are the watch's, judged at the step, from every backward the step
-#: sums (two losses backwarded before one step train a tensor that either alone leaves dead).
-_FAILURES = ("leaks", "targets", "carried", "held")
+#: sums (two losses backwarded before one step train a tensor that either alone leaves dead);
+#: so are tensors the loss reaches that no optimizer steps, judged by their role (on the
+#: prediction's side unstepped, a failure; on a target's side wasted work, information).
+_FAILURES = ("targets", "carried", "held")
 
 
 def _user_frames(frame: FrameType | None) -> list[FrameType]:
@@ -68,13 +73,14 @@ class Staged:
     """The recording under the script's audited iterations and what the step audit's rules
     found in each of its losses (see the module's docstring)."""
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
+    def __init__(self) -> None:
         self.names = Names()
         self.rec: Recording | None = None
         self.entered = False
         self.audits: list[tuple[int, int, str, StepAudit]] = []
         self.optimizers: list[torch.optim.Optimizer] = []
+        # a cut's edit -> the forms of the value its expression held (fixes.edits.skeleton)
+        self.seen: dict[Edit, set[str]] = {}
 
     # --- what the recording names -------------------------------------------------------
     def learn(self, frame: FrameType | None,
@@ -94,43 +100,38 @@ class Staged:
                 for name, value in list(scope):
                     if isinstance(value, nn.Module) and not name.startswith("_"):
                         self.names.add_module(name, value)
-        self.optimizers = list(optimizers)
-        tensors = [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]
+        new = [opt for opt in optimizers if not any(opt is o for o in self.optimizers)]
+        self.optimizers.extend(new)
+        tensors = [p for opt in new for g in opt.param_groups for p in g["params"]]
         if self.rec is None:
             watched = {**self.names.objects, **{id(p): p for p in tensors}}
-            self.rec = Recording(self.names, watched, None)
+            self.rec = Recording(self.names, watched, None, step_hooks=False)
             self.rec.next_call()
         elif len(self.names.objects) != before or tensors:
             self.rec.watch([*self.names.objects.values(), *tensors])
 
     # --- when it records ----------------------------------------------------------------
     def resume(self, new_call: bool = False) -> None:
-        """Record again (after a backward or a step; ``new_call`` after a step). The
-        recording is entered once, at the first resume, and left at :meth:`close`: a pause
-        only tells it to let calls pass (its hooks stay, so that none is added or removed
-        while torch runs an optimizer's hooks)."""
+        """Record again (after a backward or a step; ``new_call`` after a step)."""
         rec = self.rec
-        if rec is None:
+        if rec is None or self.entered:
             return
+        _drop_gone()
         if new_call:
             rec.next_call()
-        if not self.entered:
-            rec.__enter__()
-            self.entered = True
-        rec.paused = False
+        rec.__enter__()
+        self.entered = True
 
     def pause(self) -> None:
-        if self.rec is not None:
-            self.rec.paused = True
+        """Stop recording (before a backward or a step, and for good when the audited
+        iterations are done): the recording leaves the mode stack and its hooks go."""
+        if self.rec is not None and self.entered:
+            self.entered = False
+            self.rec.__exit__(None, None, None)
 
     def close(self) -> None:
-        """Leave the recording for good (at a ``backward()`` or the script's end, never
-        inside an optimizer's hooks)."""
-        rec, self.rec = self.rec, None
-        if rec is not None and self.entered:
-            rec.paused = True
-            rec.__exit__(None, None, None)
-        self.entered = False
+        self.pause()
+        self.rec = None
         _drop_gone()
 
     # --- the step audit of one backward -------------------------------------------------
@@ -171,17 +172,39 @@ class Staged:
         recorded.truth.values.clear()
         if not audit.ok:
             self.audits.append((iteration, step, label, audit))
+            self._see(audit, frame)
+
+    def _see(self, audit: StepAudit, frame: FrameType | None) -> None:
+        """What each cut of a failure's edits held, where it names a variable of the user's
+        frame at its file: a tuple of states is cut item by item (``tuple(t.detach() for t
+        in hidden)``), as the step audit writes it for what its step held."""
+        frames = _user_frames(frame)
+        for group in _FAILURES:
+            for found in getattr(audit, group):
+                for edit in getattr(found, "edits", ()) or ():
+                    if not edit.cut or not edit.old.isidentifier():
+                        continue
+                    for f in frames:
+                        if os.path.abspath(f.f_code.co_filename) != os.path.abspath(edit.path):
+                            continue
+                        scope = f.f_locals if edit.old in f.f_locals else f.f_globals
+                        if edit.old in scope:
+                            self.seen.setdefault(edit, set()).add(
+                                repr(skeleton(scope[edit.old])))
+                        break
 
     # --- as the script mode reports it --------------------------------------------------
-    def findings(self, theirs: Iterable[ScriptFinding]) -> list[ScriptFinding]:
+    def findings(self, theirs: Iterable[ScriptFinding],
+                 their_tensors: Iterable[int] = ()) -> list[ScriptFinding]:
         """Each failure the rules found, once (its first iteration), as a
         :class:`ScriptFinding`, the tensors of one kind with the same lines and edits as one
-        finding (a leak into every tensor of a network). One the watch reports itself, at one
-        of its lines or about one of its tensors, failure or information, is the watch's: it
-        is left out (the watch tells a target network's wasted gradient from a leak)."""
+        finding. One the watch reports itself (``theirs``, about the tensors whose ``id`` are
+        ``their_tensors``) at one of its lines or about one of its tensors, failure or
+        information, is the watch's: it is left out."""
         theirs = list(theirs)
         taken_lines = {a.split(": ", 1)[0] for f in theirs for a in f.at}
-        taken_names = {n for f in theirs for n in f.names}
+        taken = set(their_tensors)
+        by_name = {name: key for key, name in self.names.tensors.items()}
         out: dict[tuple, ScriptFinding] = {}
         for iteration, step, label, audit in self.audits:
             for group in _FAILURES:
@@ -189,8 +212,9 @@ class Staged:
                     finding = _as_script(GROUPS[group], found, iteration, step, label)
                     if finding is None:
                         continue
+                    finding = self._as_seen(finding)
                     lines = {a.split(": ", 1)[0] for a in finding.at}
-                    if lines & taken_lines or set(finding.names) & taken_names:
+                    if lines & taken_lines or {by_name.get(n) for n in finding.names} & taken:
                         continue
                     key = (finding.kind, finding.at, finding.edits)
                     if key in out:
@@ -198,10 +222,25 @@ class Staged:
                     out[key] = finding
         return list(out.values())
 
+    def _as_seen(self, finding: ScriptFinding) -> ScriptFinding:
+        """``finding`` with each cut written for the value it cuts (none when no plain form
+        cuts it exactly: advice only)."""
+        edits = []
+        for edit in finding.edits:
+            seen = self.seen.get(edit)
+            written = cut_as_seen(edit, [ast.literal_eval(x) for x in seen]) if seen else edit
+            if written is None:
+                return dataclasses.replace(finding, edits=())
+            edits.append(written)
+        return dataclasses.replace(finding, edits=tuple(edits))
+
 
 def _joined(first: ScriptFinding, more: ScriptFinding, label: str) -> ScriptFinding:
-    """One finding for the tensors of both (the first's iteration and step)."""
+    """One finding for the tensors of both (the first's iteration, step and message, the
+    message written again for the tensors of both when it names tensors)."""
     names = tuple(dict.fromkeys((*first.names, *more.names)))
+    if names == first.names:
+        return first
     concerned = tuple(dict.fromkeys((*first.concerned, *more.concerned)))
     return dataclasses.replace(first, names=names, tensors=names, concerned=concerned,
                                message=_message(first.kind, None, label, names,
@@ -261,10 +300,15 @@ def _relative(line: str) -> str:
 
 def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
     what = ", ".join(names[:4]) + (f", … ({len(names)} in all)" if len(names) > 4 else "")
+    if kind is Kind.CARRIED and found is not None:
+        return (f"the graph of {label} reaches {found.n_nodes} nodes made before its iteration "
+                f"({found.source}, entering at {found.entered}): it grows every iteration, or "
+                f"the next backward() fails 'a second time'")
+    if kind is Kind.HELD and found is not None:
+        return (f"{found.module}.{found.name} holds the graph of {label} after its step "
+                f"({found.written}; {found.n_nodes} nodes): it grows every iteration")
     text = {Kind.LEAK: f"{label}'s gradient reaches {what}, which no optimizer of it steps",
             Kind.TARGET: f"{label} compares with a target that carries gradient into {what}",
-            Kind.DEAD: f"{what} get no gradient from {label}",
             Kind.CARRIED: f"the graph of {label} reaches graph made before its iteration",
-            Kind.HELD: f"the graph of {label} is kept after its step",
-            Kind.SHARED: f"{what} are stepped by two optimizers"}.get(kind, str(kind))
-    return f"{text}{f' ({reason})' if reason else ''}: found by the step audit's rules"
+            Kind.HELD: f"the graph of {label} is kept after its step"}.get(kind, str(kind))
+    return f"{text}{f' ({reason})' if reason else ''}"

@@ -103,7 +103,6 @@ class WatchState:
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
         self.holders: dict[int, tuple[nn.Module, str]] = {}   # networks the roots are part of
-        self.calls: list[tuple[Site, int, bool, set[int]]] = []   # site, arg, is tensor, nodes
         self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
         # a detach's input node, its site, where its values live, event
         self.detaches: list[tuple[object, Site, int, int]] = []

@@ -1,5 +1,7 @@
-"""Graph carried from an earlier iteration (``carried``): nodes autograd made before this
-iteration began, or a prediction fed back into the network that made it without a cut."""
+"""A prediction fed back into the network that made it without a cut (``carried``). Graph
+carried from an earlier iteration is the step audit's carried rule
+(:mod:`toolkit.audit.rules.carried`, run on each audited backward by
+:mod:`toolkit.audit.watch.staged`)."""
 
 from __future__ import annotations
 
@@ -9,16 +11,11 @@ import torch
 import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.watch.feedback import feedbacks
 from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.graph import (
-    Graph,
-    sequence,
-)
 from toolkit.audit.watch.state import WatchState
 
-__all__ = ["carried", "fed_back"]
+__all__ = ["fed_back"]
 
 
 def fed_back(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None) -> None:
@@ -44,29 +41,3 @@ def fed_back(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None) ->
             advice="cut the prediction where it is fed back (.detach()): the next step "
                    "reads its value, not its graph", step=w.step_events,
             concerned=("*",)))
-
-
-def carried(w: WatchState, graph: Graph, site: Site | None) -> None:
-    i = w.iteration
-    if i < 1 or (i - 1) not in w.start_seq or i not in w.start_seq:
-        return
-    lo, hi = w.start_seq[i - 1], w.start_seq[i]
-    old = [n for n in graph.nodes.values()
-           if getattr(n, "variable", None) is None and lo <= sequence(n) < hi]
-    if not old:
-        return
-    old_ids = {id(n) for n in old}
-    entry = [(s, a, t) for s, a, t, nodes, _ in w.calls if nodes & old_ids]
-    at: tuple[str, ...] = ()
-    edits: tuple = ()
-    if entry:
-        s, a, is_tensor = entry[-1]   # the outermost call: hooks see inner ones first
-        at = (s.shown(),)
-        edits = tuple(E.cut_argument(s.path, s.span, a, is_tensor))
-    w.add(ScriptFinding(
-        "carried", i,
-        f"the graph of {w.loss_label(site)} (backward at {site}) reaches {len(old)} nodes "
-        f"made by the previous iteration: it grows every iteration, or the next backward() "
-        f"fails 'a second time'", (), (), at + ((site.shown(),) if site else ()), edits,
-        advice="cut the state kept between iterations where the next iteration reads it",
-        step=w.step_events, concerned=("*",)))
