@@ -57,9 +57,9 @@ class Kind(enum.StrEnum):
     DEAD = "dead", True, "a stepped tensor that no loss's gradient reaches"
     CARRIED = "carried", True, "the graph reaches graph made by an earlier call or iteration"
     SHARED = "shared", True, "a tensor that two optimizers step"
-    # the step audit
     HELD = "held", True, ("a module's buffer or attribute, or a list, dict, global or closure "
                           "variable, holds the step's graph after it")
+    # the step audit
     PASS_THROUGH = "pass_through", False, ("tensors the gradient passes through on its way to "
                                            "stepped ones, which no cut in the step can spare")
     SKIPPED = "skipped", False, ("an optimizer holds a tensor that does not require grad: "
@@ -86,8 +86,8 @@ STEP_KINDS: frozenset[Kind] = frozenset({
     Kind.SKIPPED})
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
-    Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.UNSTEPPED, Kind.SHARED,
-    Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.WASTED, Kind.HAND_UPDATED})
+    Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
+    Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.WASTED, Kind.HAND_UPDATED})
 
 
 class Proof(enum.StrEnum):

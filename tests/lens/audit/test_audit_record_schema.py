@@ -72,7 +72,7 @@ def _damaged(folder: Path, tmp_path: Path, change) -> Path:
     (lambda r: r.pop("version"), "version", "Field required"),
     (lambda r: r.update(version=2), "version", "Input should be 1"),
     (lambda r: r["findings"][0].update(kind="leaky"), "findings.0.kind", "Input should be"),
-    (lambda r: r["findings"][0].update(kind="held"), "findings.0.kind", "step audit"),
+    (lambda r: r["findings"][0].update(kind="pass_through"), "findings.0.kind", "step audit"),
     (lambda r: r["findings"][0].update(failure=not r["findings"][0]["failure"]), "findings.0",
      "failure is"),
     (lambda r: r["findings"][0].update(proof="rerun"), "findings.0", "'rerun' means edits"),
