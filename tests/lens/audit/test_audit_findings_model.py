@@ -38,9 +38,11 @@ from toolkit.audit.verify import rerun as watch_verify
 SCRIPTS = Path(__file__).parent / "scripts"
 
 #: the script audit's kinds as the dict ``KINDS`` gave them before issue 71
+# the script audit's kinds before it ran the step audit's rules, and `held` (a graph kept in
+# module state), which it reports since it does
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
-             "wasted": False, "hand_updated": False}
+             "wasted": False, "hand_updated": False, "held": True}
 
 
 def _leak(**kw) -> Leak:
@@ -104,7 +106,7 @@ def test_a_place_outside_modules_is_kept_with_its_words():
      "DeadParameter.kind", "'dead'"),
     (lambda: HeldGraph("m", "b", "bufer", (3,), "w", 8, 1, 0, "f"), "HeldGraph.kind", "'bufer'"),
     (lambda: ScriptFinding("leaky", 0, "m"), "ScriptFinding.kind", "'leaky'"),
-    (lambda: ScriptFinding("held", 0, "m"), "ScriptFinding.kind", "'held'"),  # the step's
+    (lambda: ScriptFinding("skipped", 0, "m"), "ScriptFinding.kind", "'skipped'"),  # the step's
     (lambda: _leak(edits=(_edit(),), proof="rerun"), "Leak.proof", "'rerun'"),
 ])
 def test_an_unknown_kind_is_refused_naming_the_field_the_value_and_the_kinds(make, field,
