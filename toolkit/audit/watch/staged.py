@@ -275,7 +275,7 @@ def _as_script(kind: Kind, found: Any, iteration: int, step: int,
     lines = tuple(str(line) for line in getattr(found, "lines", ()) or ())
     if not lines:
         return None
-    names = _names_of(found)
+    names = _names_of(found) or _state_of(kind, found)
     fix = getattr(found, "fix", "") or ""
     # a dead tensor's fix gives it a gradient; a leak's cut changes no stepped gradient; a
     # target's or a carried graph's changes those of the tensors the loss trains
@@ -289,6 +289,20 @@ def _as_script(kind: Kind, found: Any, iteration: int, step: int,
                          concerned=concerned,
                          extra={"staged": True, "loses": kind is Kind.TARGET,
                                 "reason": reason})
+
+
+def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:
+    """What holds the graph of a carried or held finding, as the script names it: the state
+    each cut reads (``hidden``, ``self.state``) and the module that made it; the module's
+    buffer or attribute (``net.1.mean``)."""
+    if kind is Kind.HELD:
+        return (f"{found.module}.{found.name}",)
+    if kind is not Kind.CARRIED:
+        return ()
+    cut = [e.old for e in getattr(found, "edits", ()) or () if e.cut]
+    maker = str(found.source).removeprefix("the output of ").split("[")[0].split(" ")[0]
+    return tuple(dict.fromkeys([*cut, *([maker] if maker and maker != str(found.source)
+                                        else [])]))
 
 
 def _relative(line: str) -> str:
