@@ -107,20 +107,37 @@ def flat(tree: object, prefix: str = "") -> dict[str, torch.Tensor]:
     return out
 
 
-def trained(folder: Path, script: str) -> dict[str, torch.Tensor]:
-    """``python SCRIPT --out SCRIPT.pt`` run in ``folder`` to its end: every tensor it saved."""
-    out = folder / f"{script}.pt"
-    done = subprocess.run([sys.executable, script, "--out", str(out)], cwd=folder,
+#: runs each script named after it to its end as ``python SCRIPT --out SCRIPT.pt`` would (its own
+#: ``sys.argv`` and ``__main__``, the folder first on ``sys.path``), one after the other
+_RUN_TO_END = """\
+import runpy
+import sys
+
+for script in sys.argv[1:]:
+    sys.argv = [script, "--out", f"{script}.pt"]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            raise
+"""
+
+
+def trained(folder: Path, *scripts: str) -> list[dict[str, torch.Tensor]]:
+    """Each script of ``folder`` run there to its end with ``--out SCRIPT.pt``: every tensor it
+    saved. One process runs them one after the other (each script seeds itself; the start of
+    a process, with torch's import, is most of a tiny script's time)."""
+    done = subprocess.run([sys.executable, "-c", _RUN_TO_END, *scripts], cwd=folder,
                           capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    return flat(torch.load(out, weights_only=True))
+    return [flat(torch.load(folder / f"{script}.pt", weights_only=True)) for script in scripts]
 
 
 def assert_trains_as(folder: Path, fixed: str = "train.py", twin: str = "published.py", *,
                      atol: float = 1e-7) -> None:
-    """``fixed`` and ``twin``, each run to its end in ``folder``, save the same tensors, each
-    within ``rtol=1e-5`` (and ``atol``) of the other's."""
-    ours, theirs = trained(folder, fixed), trained(folder, twin)
+    """``fixed`` and ``twin``, each run to its end in ``folder`` (:func:`trained`), save the
+    same tensors, each within ``rtol=1e-5`` (and ``atol``) of the other's."""
+    ours, theirs = trained(folder, fixed, twin)
     assert ours.keys() == theirs.keys()
     for key, value in theirs.items():
         assert torch.allclose(ours[key], value, rtol=1e-5, atol=atol), key
