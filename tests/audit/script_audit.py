@@ -7,8 +7,8 @@
   its published script (``published.py``), :func:`applied` has ``--apply`` find the bug and
   write its edit, :func:`recorded` audits a script again and keeps its record, and the fixed
   script trains as the published one, gradient for gradient over the audited steps
-  (:func:`assert_same_gradients`) and every saved tensor after the whole run (:func:`trained`,
-  :func:`assert_trains_as`).
+  (:func:`assert_same_gradients`; :func:`check_fix` runs the whole proof) and every saved
+  tensor after the whole run (:func:`trained`, :func:`assert_trains_as`).
 
 The scripts written for the audit's principles are in ``SCRIPTS``.
 """
@@ -81,6 +81,20 @@ def applied(folder: Path, kind: str, *options: str,
     done = cli(*options, "--apply", "train.py", *args, cwd=folder)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL    {kind}:" in done.stdout and "wrote train.py" in done.stdout, done.stdout
+    return done
+
+
+def check_fix(tmp_path: Path, folder: Path, kind: str, *options: str, args: Sequence[str] = (),
+              what: object = None) -> subprocess.CompletedProcess:
+    """The proof of an edit, by the command as a user runs it in ``folder`` (:func:`project`):
+    the published script audits clean (its record in ``tmp_path / "pub"``); ``--apply`` finds a
+    ``kind`` failure in ``train.py`` and writes its verified edit; the fixed ``train.py``
+    audits clean (its record in ``tmp_path / "fixed"``), with the published script's
+    gradients on every audited step. What ``--apply`` printed."""
+    recorded(folder, tmp_path / "pub", "published.py", *options, args=args)
+    done = applied(folder, kind, *options, args=args)
+    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", *options, args=args))
+    assert_same_gradients(tmp_path / "fixed", tmp_path / "pub", what)
     return done
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from script_audit import applied, assert_same_gradients, failures, recorded
+from script_audit import check_fix
 
 DEVICES = [pytest.param("cpu", id="cpu"),
            pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(
@@ -72,10 +72,7 @@ def test_a_target_on_the_device_is_found_and_its_edit_trains_as_the_clean_script
     folder.mkdir()
     _write(folder, "published.py", device, "teacher(xu).detach()")
     _write(folder, "train.py", device, "teacher(xu)")
-    recorded(folder, tmp_path / "pub", "published.py")
-    done = applied(folder, "target")
+    done = check_fix(tmp_path, folder, "target")
     assert f"train.py:{LINE}:" in done.stdout, done.stdout
     fixed = (folder / "train.py").read_text(encoding="utf-8").splitlines()[LINE - 1]
     assert "teacher(xu).detach()" in fixed
-    assert not failures(recorded(folder, tmp_path / "fixed", "train.py"))
-    assert_same_gradients(tmp_path / "fixed", tmp_path / "pub")

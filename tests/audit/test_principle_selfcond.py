@@ -18,16 +18,7 @@ held-out ones: an AlphaFold-style recycling refiner, and legitimate weight-tied 
 from __future__ import annotations
 
 import pytest
-from script_audit import (
-    SCRIPTS,
-    applied,
-    assert_same_gradients,
-    assert_trains_as,
-    audit,
-    failures,
-    project,
-    recorded,
-)
+from script_audit import SCRIPTS, assert_trains_as, audit, check_fix, failures, project
 
 
 def test_a_recycled_estimate_kept_in_the_graph_is_a_failure_where_it_is_made(tmp_path):
@@ -56,8 +47,5 @@ def test_a_cut_estimate_or_an_unroll_trained_end_to_end_is_no_finding(tmp_path, 
 @pytest.mark.slow
 def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path):
     folder = project(tmp_path, "recycling_refiner_not_cut.py", "recycling_refiner.py")
-    recorded(folder, tmp_path / "pub", "published.py", "--watch", "1")
-    applied(folder, "carried", "--watch", "1")
-    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", "--watch", "1"))
-    assert_same_gradients(tmp_path / "fixed", tmp_path / "pub")
+    check_fix(tmp_path, folder, "carried", "--watch", "1")
     assert_trains_as(folder)

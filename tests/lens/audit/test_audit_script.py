@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from script_audit import applied, assert_same_gradients, failures, project, recorded
+from script_audit import check_fix, project
 
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit
@@ -185,15 +185,13 @@ def test_each_bug_is_fixed_by_a_verified_edit_that_trains_as_the_published_scrip
     if needs:
         pytest.importorskip(needs)
     folder = project(tmp_path, buggy, clean)
-    # the published script audits clean
-    recorded(folder, tmp_path / "pub", "published.py", args=args)
-    # the bug is found at the user's line, with a verified edit, and --apply writes it
-    done = applied(folder, kind, args=args)
+    # the published script audits clean; the bug is found, with a verified edit, and --apply
+    # writes it; audited again, it is clean and trains as the published script, gradient for
+    # gradient
+    done = check_fix(tmp_path, folder, kind, args=args, what=os.path.basename(clean))
+    # the bug is found at the user's line, and the script as it was is kept beside it
     assert "at:   train.py:" in done.stdout and "verified:" in done.stdout
     assert (folder / "train.py.orig").read_text() == (SCRIPTS / buggy).read_text()
-    # audited again: clean, and it trains as the published script, gradient for gradient
-    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", args=args))
-    assert_same_gradients(tmp_path / "fixed", tmp_path / "pub", os.path.basename(clean))
 
 
 # --- carried graphs, by where autograd made them ----------------------------------------------

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from script_audit import SCRIPTS, applied, assert_same_gradients, audit, failures, project, recorded
+from script_audit import SCRIPTS, audit, check_fix, failures, project
 
 from toolkit.audit.watch.kept_in_sync import toward
 
@@ -292,8 +292,4 @@ PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
 @pytest.mark.parametrize(("clean", "buggy", "kind", "options"), PAIRS, ids=[p[1] for p in PAIRS])
 def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy, kind,
                                                                  options):
-    folder = project(tmp_path, buggy, clean)
-    recorded(folder, tmp_path / "pub", "published.py", *options)
-    applied(folder, kind, *options)
-    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", *options))
-    assert_same_gradients(tmp_path / "fixed", tmp_path / "pub", clean)
+    check_fix(tmp_path, project(tmp_path, buggy, clean), kind, *options, what=clean)
