@@ -347,11 +347,23 @@ def pytest_assertion_pass(item: Any, lineno: int, orig: str, expl: str) -> None:
 
 def pytest_configure(config: Any) -> None:
     # the test modules are rewritten with the pass hook compiled in: their bytecode goes apart
-    # from the usual cache (which holds them without it). Only in the test processes: the
-    # subprocesses that tests start keep the usual cache of the installed packages.
+    # from the usual cache (which holds them without it). Only theirs: every other module, and
+    # the subprocesses that tests start, keep the usual cache of the installed packages (a
+    # prefix for all of them compiled torch anew on every run, some 25 s).
     if os.environ.get(ENV_PYCACHE):
-        sys.pycache_prefix = os.environ[ENV_PYCACHE]
+        _rewritten_apart(Path(os.environ[ENV_PYCACHE]))
     _install()
+
+
+def _rewritten_apart(prefix: Path) -> None:
+    """The modules pytest rewrites cache their bytecode under ``prefix`` (as under
+    ``sys.pycache_prefix``); where this pytest has no such hook, every module does."""
+    from _pytest.assertion import rewrite
+
+    if not callable(getattr(rewrite, "get_cache_dir", None)):
+        sys.pycache_prefix = str(prefix)
+        return
+    rewrite.get_cache_dir = lambda file_path: prefix / Path(*file_path.parts[1:-1])
 
 
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> None:

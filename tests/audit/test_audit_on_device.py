@@ -7,15 +7,11 @@ verified edit trains as the clean script."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-
-from toolkit.audit.verify.gradients import same_gradient
+from script_audit import check_fix
 
 DEVICES = [pytest.param("cpu", id="cpu"),
            pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(
@@ -68,11 +64,6 @@ def _write(folder: Path, name: str, device: str, teacher_output: str) -> None:
                                encoding="utf-8")
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_target_on_the_device_is_found_and_its_edit_trains_as_the_clean_script(tmp_path,
@@ -81,22 +72,7 @@ def test_a_target_on_the_device_is_found_and_its_edit_trains_as_the_clean_script
     folder.mkdir()
     _write(folder, "published.py", device, "teacher(xu).detach()")
     _write(folder, "train.py", device, "teacher(xu)")
-    done = _cli("--record", str(tmp_path / "pub"), "published.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = _cli("--apply", "train.py", cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL    target:" in done.stdout and f"train.py:{LINE}:" in done.stdout
-    assert "wrote train.py" in done.stdout, done.stdout
+    done = check_fix(tmp_path, folder, "target")
+    assert f"train.py:{LINE}:" in done.stdout, done.stdout
     fixed = (folder / "train.py").read_text(encoding="utf-8").splitlines()[LINE - 1]
     assert "teacher(xu).detach()" in fixed
-    done = _cli("--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "fixed" / "report.json").read_text(encoding="utf-8"))
-    assert not [f for f in report["findings"] if f["failure"]]
-    ours = torch.load(tmp_path / "fixed" / "grads.pt", weights_only=True)
-    theirs = torch.load(tmp_path / "pub" / "grads.pt", weights_only=True)
-    assert len(ours) == len(theirs) > 0
-    for mine, published in zip(ours, theirs):
-        assert mine["grads"].keys() == published["grads"].keys()
-        for key, g in published["grads"].items():
-            assert same_gradient(mine["grads"][key], g), key

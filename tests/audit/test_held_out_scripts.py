@@ -9,11 +9,13 @@ measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never edit
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import filelock
 import pytest
 import torch
 
@@ -50,20 +52,31 @@ def flat(tree, prefix: str = "") -> dict[str, torch.Tensor]:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory):
-    """Runs each script once (on demand) with ``--out`` and returns its saved tensors."""
-    root = tmp_path_factory.mktemp("held_out_scripts")
+    """Runs each script once (on demand) with ``--out`` and returns its saved tensors.
+
+    Once in the whole session: pytest-xdist's workers share one folder (their base temporary
+    folder's parent), and a worker that needs a run another has made, or is making, waits for
+    its file instead of running the script again (the second attempt of a correct twin is a
+    run of its own)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "held_out_scripts"
+    root.mkdir(exist_ok=True)
     cache: dict[tuple[str, str, int], dict[str, torch.Tensor]] = {}
 
     def run(batch: str, script: str, attempt: int = 0) -> dict[str, torch.Tensor]:
         if (batch, script, attempt) not in cache:
             folder = FOLDERS[batch]
             out = root / f"{batch}__{script.replace('/', '__')}.{attempt}.pt"
-            done = subprocess.run([sys.executable, str(folder / script), "--out", str(out)],
-                                  cwd=folder / script.split("/")[0], capture_output=True,
-                                  text=True, timeout=120)
-            assert done.returncode == 0, f"{script} failed:\n{done.stderr[-3000:]}"
+            with filelock.FileLock(f"{out}.lock"):
+                if not out.exists():
+                    done = subprocess.run(
+                        [sys.executable, str(folder / script), "--out", f"{out}.part"],
+                        cwd=folder / script.split("/")[0], capture_output=True, text=True,
+                        timeout=120)
+                    assert done.returncode == 0, f"{script} failed:\n{done.stderr[-3000:]}"
+                    os.replace(f"{out}.part", out)
             cache[batch, script, attempt] = flat(torch.load(out, weights_only=True))
         return cache[batch, script, attempt]
 

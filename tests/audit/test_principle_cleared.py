@@ -22,31 +22,8 @@ The cases (``tests/lens/audit/scripts/``), in fields other than the held-out one
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-import torch
-
-from toolkit.audit.cli import main
-from toolkit.audit.verify.rerun import load_record
-
-SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
-
-
-def _audit(tmp_path: Path, script: str, *args: str) -> tuple[int, dict]:
-    rec = tmp_path / f"record-{Path(script).stem}"
-    code = main(["--no-verify", "--record", str(rec), *args, str(SCRIPTS / script)])
-    report, _ = load_record(str(rec))
-    return code, report
-
-
-def _failures(report: dict) -> list[dict]:
-    return [f for f in report["findings"] if f["failure"]]
-
+from script_audit import SCRIPTS, applied, assert_trains_as, audit, failures, project, recorded
 
 CNN = ["model.conv1.bias", "model.conv1.weight", "model.conv2.bias", "model.conv2.weight",
        "model.fc.bias", "model.fc.weight"]
@@ -58,9 +35,9 @@ SEQ2SEQ = sorted(f"{net}.{name}" for net, names in (
 
 
 def test_zero_grad_before_each_micro_batch_loses_the_accumulated_gradient(tmp_path):
-    code, report = _audit(tmp_path, "cnn_accum_zero_grad_per_micro_batch.py")
+    code, report = audit(tmp_path, SCRIPTS / "cnn_accum_zero_grad_per_micro_batch.py")
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "cleared"
     assert found["at"][0].startswith(
         "cnn_accum_zero_grad_per_micro_batch.py:67: optimizer.zero_grad()")
@@ -73,9 +50,9 @@ def test_zero_grad_before_each_micro_batch_loses_the_accumulated_gradient(tmp_pa
 
 
 def test_grad_set_to_none_before_each_micro_batch_loses_the_accumulated_gradient(tmp_path):
-    code, report = _audit(tmp_path, "seq2seq_accum_grad_none_per_micro_batch.py")
+    code, report = audit(tmp_path, SCRIPTS / "seq2seq_accum_grad_none_per_micro_batch.py")
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "cleared"
     assert found["at"][0].startswith(
         "seq2seq_accum_grad_none_per_micro_batch.py:68: for p in parameters:")
@@ -89,25 +66,25 @@ def test_grad_set_to_none_before_each_micro_batch_loses_the_accumulated_gradient
 @pytest.mark.parametrize("script", [
     "cnn_accum.py", "cnn_accum_zero_grad_first.py", "seq2seq_accum.py"])
 def test_a_clear_once_per_update_is_no_finding(tmp_path, script):
-    code, report = _audit(tmp_path, script)
+    code, report = audit(tmp_path, SCRIPTS / script)
     assert code == 0 and report["findings"] == []
 
 
 def test_per_example_gradients_read_before_they_are_cleared_are_not_lost(tmp_path):
-    code, report = _audit(tmp_path, "dpsgd_per_sample.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "dpsgd_per_sample.py")
+    assert code == 0 and failures(report) == []
 
 
 def test_gradient_cleared_after_another_optimizer_stepped_with_it_is_not_lost(tmp_path):
-    code, report = _audit(tmp_path, "gan_generator_first.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "gan_generator_first.py")
+    assert code == 0 and failures(report) == []
     # the discriminator's part of the generator's loss: work done in vain, information
     (wasted,) = [f for f in report["findings"] if f["kind"] == "wasted"]
     assert all(n.startswith("netD.") for n in wasted["names"])
 
 
 def test_two_backward_calls_summed_before_the_step_are_no_finding(tmp_path):
-    code, report = _audit(tmp_path, "actor_critic_two_backward.py")
+    code, report = audit(tmp_path, SCRIPTS / "actor_critic_two_backward.py")
     assert code == 0 and report["findings"] == []
 
 
@@ -134,9 +111,7 @@ def test_gradient_cleared_after_another_optimizer_stepped_without_it_is_not_lost
         "    actor_loss = -critic(torch.cat([s, actor(s).detach()], 1)).mean()\n"
         "    actor_loss.backward()\n"
         "    actor_opt.step()\n", encoding="utf-8")
-    rec = tmp_path / "record"
-    main(["--no-verify", "--record", str(rec), str(script)])
-    report, _ = load_record(str(rec))
+    _, report = audit(tmp_path, script)
     assert "cleared" not in [f["kind"] for f in report["findings"]]
     (wasted,) = [f for f in report["findings"] if f["kind"] == "wasted"]
     assert all(n.startswith("critic.") for n in wasted["names"])
@@ -148,41 +123,10 @@ PAIRS = [("cnn_accum.py", "cnn_accum_zero_grad_per_micro_batch.py"),
          ("seq2seq_accum.py", "seq2seq_accum_grad_none_per_micro_batch.py")]
 
 
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, check=False)
-
-
-def _flat(tree: dict, prefix: str = "") -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("clean", "buggy"), PAIRS, ids=[p[1] for p in PAIRS])
 def test_the_moved_clear_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    shutil.copy(SCRIPTS / buggy, folder / "train.py")
-    shutil.copy(SCRIPTS / clean, folder / "published.py")
-    done = _run("-m", "toolkit.audit", "--apply", "train.py", cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL    cleared:" in done.stdout and "wrote train.py" in done.stdout
-    done = _run("-m", "toolkit.audit", "--record", str(tmp_path / "fixed"), "train.py",
-                cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
-    assert not _failures(report)
-    for name in ("train.py", "published.py"):
-        done = _run(name, "--out", f"{name}.pt", cwd=folder)
-        assert done.returncode == 0, done.stderr
-    ours = _flat(torch.load(folder / "train.py.pt", weights_only=True))
-    theirs = _flat(torch.load(folder / "published.py.pt", weights_only=True))
-    assert ours.keys() == theirs.keys()
-    for key, value in theirs.items():
-        assert torch.allclose(ours[key], value, rtol=1e-5, atol=1e-7), key
+    folder = project(tmp_path, buggy, clean)
+    applied(folder, "cleared")
+    assert not failures(recorded(folder, tmp_path / "fixed", "train.py"))
+    assert_trains_as(folder)

@@ -16,38 +16,17 @@ token fed back to the network that predicted it.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-import torch
+from script_audit import SCRIPTS, assert_trains_as, audit, check_fix, failures, project
 
-from toolkit.audit.cli import main
-from toolkit.audit.verify.gradients import same_gradient
-from toolkit.audit.verify.rerun import load_record
-
-SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
 BUG = "hash_ae_no_straight_through.py"
-
-def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
-    rec = tmp_path / f"record-{script.stem}"
-    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
-    report, _ = load_record(str(rec))
-    return code, report
-
-
-def _failures(report: dict) -> list[dict]:
-    return [f for f in report["findings"] if f["failure"]]
 
 
 @pytest.mark.parametrize("options", [(), ("--watch", "1")], ids=["steps", "watch"])
 def test_a_threshold_code_read_by_the_decoder_without_its_straight_through(tmp_path, options):
-    code, report = _audit(tmp_path, SCRIPTS / BUG, *options)
+    code, report = audit(tmp_path, SCRIPTS / BUG, *options)
     assert code == 1
-    (hard,) = _failures(report)
+    (hard,) = failures(report)
     assert hard["kind"] == "dead"
     assert sorted(hard["names"]) == ["encoder.0.bias", "encoder.0.weight", "encoder.2.bias",
                                      "encoder.2.weight"]
@@ -60,8 +39,8 @@ def test_a_threshold_code_read_by_the_decoder_without_its_straight_through(tmp_p
                                     "actor_critic_action_value.py", "vq_tokenizer.py"])
 @pytest.mark.parametrize("options", [(), ("--watch", "1")], ids=["steps", "watch"])
 def test_hard_values_that_need_no_straight_through_are_no_finding(tmp_path, script, options):
-    code, report = _audit(tmp_path, SCRIPTS / script, *options)
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / script, *options)
+    assert code == 0 and failures(report) == []
 
 
 def test_a_greedy_token_fed_back_to_its_own_network_is_no_finding(tmp_path):
@@ -86,44 +65,13 @@ def test_a_greedy_token_fed_back_to_its_own_network_is_no_finding(tmp_path):
         "    loss.backward()\n"
         "    opt.step()\n", encoding="utf-8")
     for options in ((), ("--watch", "1")):
-        code, report = _audit(tmp_path, script, *options)
-        assert code == 0 and _failures(report) == []
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
+        code, report = audit(tmp_path, script, *options)
+        assert code == 0 and failures(report) == []
 
 
 @pytest.mark.slow
 def test_the_straight_through_edit_is_verified_and_trains_as_the_published_script(tmp_path):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    shutil.copy(SCRIPTS / BUG, folder / "train.py")
-    shutil.copy(SCRIPTS / "hash_ae.py", folder / "published.py")
-    done = _cli("--record", str(tmp_path / "pub"), "published.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = _cli("--apply", "train.py", cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL    dead:" in done.stdout and "wrote train.py" in done.stdout
-    done = _cli("--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
-    assert not _failures(report)
-    ours = torch.load(tmp_path / "fixed" / "grads.pt", weights_only=True)
-    theirs = torch.load(tmp_path / "pub" / "grads.pt", weights_only=True)
-    assert len(ours) == len(theirs) > 0
-    for mine, published in zip(ours, theirs):
-        assert mine["grads"].keys() == published["grads"].keys()
-        for key, g in published["grads"].items():
-            assert same_gradient(mine["grads"][key], g), key
+    folder = project(tmp_path, BUG, "hash_ae.py")
+    check_fix(tmp_path, folder, "dead")
     # the whole run: every saved tensor of the fixed script within 1e-5 of the published one's
-    for script in ("train.py", "published.py"):
-        done = subprocess.run([sys.executable, script, "--out", f"{script}.pt"], cwd=folder,
-                              capture_output=True, text=True, timeout=600, check=False)
-        assert done.returncode == 0, done.stderr
-    fixed = torch.load(folder / "train.py.pt", weights_only=True)
-    published = torch.load(folder / "published.py.pt", weights_only=True)
-    assert fixed.keys() == published.keys()
-    for key, value in published.items():
-        assert torch.allclose(fixed[key], value, rtol=1e-5, atol=1e-7), key
+    assert_trains_as(folder)

@@ -19,35 +19,16 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from toolkit.audit.cli import main
-from toolkit.audit.verify.rerun import load_record
-
-SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
-
-
-def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
-    rec = tmp_path / f"record-{script.stem}"
-    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
-    report, _ = load_record(str(rec))
-    return code, report
-
-
-def _failures(report: dict) -> list[dict]:
-    return [f for f in report["findings"] if f["failure"]]
+from script_audit import SCRIPTS, applied, assert_trains_as, audit, cli, failures, project
 
 
 def _target(tmp_path: Path, script: str) -> dict:
-    code, report = _audit(tmp_path, SCRIPTS / script)
+    code, report = audit(tmp_path, SCRIPTS / script)
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "target"
     return found
 
@@ -91,8 +72,8 @@ def test_an_output_used_only_as_the_target_is_cut_where_it_is_made(tmp_path):
 @pytest.mark.parametrize("script", ["simsiam_views.py", "batch_td_actor_critic.py",
                                     "td_actor_critic_online.py", "uda_soft_targets.py"])
 def test_a_target_already_cut_is_no_finding(tmp_path, script):
-    code, report = _audit(tmp_path, SCRIPTS / script)
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / script)
+    assert code == 0 and failures(report) == []
 
 
 # --- each edit verified, written, and trains as the published script -----------------------
@@ -103,32 +84,11 @@ PAIRS = [("simsiam_views.py", "simsiam_views_no_stopgrad.py"),
          ("uda_soft_targets.py", "uda_soft_targets_trained.py")]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
-def _run(script: Path, out: Path) -> dict[str, torch.Tensor]:
-    done = subprocess.run([sys.executable, str(script), "--out", str(out)], cwd=script.parent,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return torch.load(out, weights_only=True)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("clean", "buggy"), PAIRS)
 def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    shutil.copy(SCRIPTS / buggy, folder / "train.py")
-    shutil.copy(SCRIPTS / clean, folder / "published.py")
-    done = _cli("--apply", "train.py", cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL    target:" in done.stdout and "wrote train.py" in done.stdout
-    done = _cli("train.py", cwd=folder)
+    folder = project(tmp_path, buggy, clean)
+    applied(folder, "target")
+    done = cli("train.py", cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    ours = _run(folder / "train.py", tmp_path / "ours.pt")
-    theirs = _run(folder / "published.py", tmp_path / "theirs.pt")
-    assert ours.keys() == theirs.keys()
-    for key, value in theirs.items():
-        assert torch.allclose(ours[key], value, rtol=1e-5, atol=1e-7), key
+    assert_trains_as(folder)

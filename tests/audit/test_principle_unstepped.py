@@ -17,30 +17,10 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from toolkit.audit.cli import main
-from toolkit.audit.verify.rerun import load_record
-
-SCRIPTS = Path(__file__).parents[1] / "lens" / "audit" / "scripts"
-
-
-def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
-    rec = tmp_path / f"record-{script.stem}"
-    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
-    report, _ = load_record(str(rec))
-    return code, report
-
-
-def _failures(report: dict) -> list[dict]:
-    return [f for f in report["findings"] if f["failure"]]
+from script_audit import SCRIPTS, applied, assert_trains_as, audit, failures, project, recorded
 
 
 def _line(script: Path, text: str) -> int:
@@ -52,9 +32,9 @@ def _line(script: Path, text: str) -> int:
 
 def test_a_temperature_made_a_plain_tensor_is_made_a_parameter(tmp_path):
     script = SCRIPTS / "clip_temperature_plain.py"
-    code, report = _audit(tmp_path, script)
+    code, report = audit(tmp_path, script)
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     line = _line(script, "        self.logit_scale = ")
     assert found["kind"] == "unstepped" and found["names"] == ["model.logit_scale"]
     assert found["at"][0].startswith(f"clip_temperature_plain.py:{line}:")
@@ -65,9 +45,9 @@ def test_a_temperature_made_a_plain_tensor_is_made_a_parameter(tmp_path):
 
 def test_a_layer_scale_made_a_plain_tensor_is_made_a_parameter(tmp_path):
     script = SCRIPTS / "resmlp_layerscale_plain.py"
-    code, report = _audit(tmp_path, script)
+    code, report = audit(tmp_path, script)
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "unstepped"
     assert sorted(found["names"]) == [f"model.blocks.{b}.gamma_{k}" for b in (0, 1)
                                       for k in (1, 2)]
@@ -78,27 +58,27 @@ def test_a_layer_scale_made_a_plain_tensor_is_made_a_parameter(tmp_path):
 
 
 def test_a_plain_tensor_an_optimizer_lists_is_no_finding(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "clip_temperature_listed.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "clip_temperature_listed.py")
+    assert code == 0 and failures(report) == []
     assert not [f for f in report["findings"] if f["kind"] == "unstepped"]
 
 
 def test_a_perturbation_made_to_require_grad_is_no_finding(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "fgsm_fast_adversarial.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "fgsm_fast_adversarial.py")
+    assert code == 0 and failures(report) == []
 
 
 def test_a_perturbation_a_module_holds_and_the_script_moves_is_no_finding(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "free_adversarial_noise.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "free_adversarial_noise.py")
+    assert code == 0 and failures(report) == []
 
 
 # --- the group left out follows the no-decay convention -------------------------------------
 
 def test_a_dropped_no_decay_group_is_added_without_weight_decay(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "gpt_no_decay_group_dropped.py")
+    code, report = audit(tmp_path, SCRIPTS / "gpt_no_decay_group_dropped.py")
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "unstepped"
     assert all(n.endswith((".bias", "ln_1.weight", "ln_2.weight", "ln_f.weight"))
                for n in found["names"])
@@ -114,43 +94,10 @@ PAIRS = [("clip_temperature.py", "clip_temperature_plain.py"),
          ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py")]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
-def _trained(script: str, cwd: Path) -> dict[str, torch.Tensor]:
-    out = cwd / f"{script}.pt"
-    done = subprocess.run([sys.executable, script, "--out", str(out)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    return _flat(torch.load(out, weights_only=True))
-
-
-def _flat(tree: object, prefix: str = "") -> dict[str, torch.Tensor]:
-    if isinstance(tree, torch.Tensor):
-        return {prefix: tree}
-    items = tree.items() if isinstance(tree, dict) else enumerate(tree)  # type: ignore[attr-defined]
-    out: dict[str, torch.Tensor] = {}
-    for key, value in items:
-        out.update(_flat(value, f"{prefix}.{key}"))
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("clean", "buggy"), PAIRS, ids=[p[1] for p in PAIRS])
 def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    shutil.copy(SCRIPTS / buggy, folder / "train.py")
-    shutil.copy(SCRIPTS / clean, folder / "published.py")
-    done = _cli("--apply", "train.py", cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL    unstepped:" in done.stdout and "wrote train.py" in done.stdout
-    done = _cli("--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert not _failures(json.loads((tmp_path / "fixed" / "report.json").read_text()))
-    ours, theirs = _trained("train.py", folder), _trained("published.py", folder)
-    assert ours.keys() == theirs.keys()
-    for key, value in theirs.items():
-        assert torch.allclose(ours[key], value, rtol=1e-5), key
+    folder = project(tmp_path, buggy, clean)
+    applied(folder, "unstepped")
+    assert not failures(recorded(folder, tmp_path / "fixed", "train.py"))
+    assert_trains_as(folder, atol=1e-8)

@@ -7,15 +7,14 @@ the tests marked slow run the command as a user does, rerun every edit and compa
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from script_audit import check_fix, project
 
 from toolkit.audit.cli import main
 from toolkit.audit.edit import Edit
@@ -178,15 +177,6 @@ PAIRS = [
 ]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
-def _grads(record: Path) -> list[dict]:
-    return torch.load(record / "grads.pt", weights_only=True)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("clean", "buggy", "kind", "args", "needs"), PAIRS,
                          ids=[p[1] for p in PAIRS])
@@ -194,30 +184,14 @@ def test_each_bug_is_fixed_by_a_verified_edit_that_trains_as_the_published_scrip
         tmp_path, clean, buggy, kind, args, needs):
     if needs:
         pytest.importorskip(needs)
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    shutil.copy(SCRIPTS / buggy, folder / "train.py")
-    shutil.copy(SCRIPTS / clean, folder / "published.py")
-    # the published script audits clean
-    done = _cli("--record", str(tmp_path / "pub"), "published.py", *args, cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    # the bug is found at the user's line, with a verified edit, and --apply writes it
-    done = _cli("--apply", "train.py", *args, cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert f"FAIL    {kind}:" in done.stdout and "at:   train.py:" in done.stdout
-    assert "verified:" in done.stdout and "wrote train.py" in done.stdout
+    folder = project(tmp_path, buggy, clean)
+    # the published script audits clean; the bug is found, with a verified edit, and --apply
+    # writes it; audited again, it is clean and trains as the published script, gradient for
+    # gradient
+    done = check_fix(tmp_path, folder, kind, args=args, what=os.path.basename(clean))
+    # the bug is found at the user's line, and the script as it was is kept beside it
+    assert "at:   train.py:" in done.stdout and "verified:" in done.stdout
     assert (folder / "train.py.orig").read_text() == (SCRIPTS / buggy).read_text()
-    # audited again: clean, and it trains as the published script, gradient for gradient
-    done = _cli("--record", str(tmp_path / "fixed"), "train.py", *args, cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
-    assert not [f for f in report["findings"] if f["failure"]]
-    ours, theirs = _grads(tmp_path / "fixed"), _grads(tmp_path / "pub")
-    assert len(ours) == len(theirs) > 0
-    for mine, published in zip(ours, theirs):
-        assert mine["grads"].keys() == published["grads"].keys()
-        for key, g in published["grads"].items():
-            assert same_gradient(mine["grads"][key], g), (key, os.path.basename(clean))
 
 
 # --- carried graphs, by where autograd made them ----------------------------------------------

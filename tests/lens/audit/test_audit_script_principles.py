@@ -38,47 +38,25 @@ than the held-out ones.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from script_audit import SCRIPTS, audit, check_fix, failures, project
 
-from toolkit.audit.cli import main
-from toolkit.audit.verify.gradients import same_gradient
-from toolkit.audit.verify.rerun import load_record
 from toolkit.audit.watch.kept_in_sync import toward
-
-SCRIPTS = Path(__file__).parent / "scripts"
-
-
-def _audit(tmp_path: Path, script: Path, *args: str) -> tuple[int, dict]:
-    rec = tmp_path / f"record-{script.stem}"
-    code = main(["--no-verify", "--record", str(rec), *args, str(script)])
-    report, _ = load_record(str(rec))
-    return code, report
-
-
-def _failures(report: dict) -> list[dict]:
-    return [f for f in report["findings"] if f["failure"]]
-
 
 # --- a cut that makes a target --------------------------------------------------------------
 
 def test_a_teacher_detached_where_its_targets_are_made_is_held_for_nothing(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "noisy_student.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "noisy_student.py")
+    assert code == 0 and failures(report) == []
     held = [f for f in report["findings"] if f["kind"] == "hand_updated"]
     assert len(held) == 1 and all(n.startswith("model.teacher.") for n in held[0]["names"])
 
 
 def test_a_teacher_whose_targets_carry_gradient_is_a_trained_target(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "noisy_student_trained_teacher.py")
+    code, report = audit(tmp_path, SCRIPTS / "noisy_student_trained_teacher.py")
     assert code == 1
-    (target,) = _failures(report)
+    (target,) = failures(report)
     assert target["kind"] == "target"
     assert sorted(target["names"]) == ["model.teacher.0.bias", "model.teacher.0.weight",
                                        "model.teacher.2.bias", "model.teacher.2.weight"]
@@ -100,17 +78,17 @@ def test_a_detached_value_a_network_that_trains_reads_is_no_target(tmp_path):
         "    opt.zero_grad()\n"
         "    loss.backward()\n"
         "    opt.step()\n", encoding="utf-8")
-    code, report = _audit(tmp_path, script)
+    code, report = audit(tmp_path, script)
     assert code == 1
-    assert [f["kind"] for f in _failures(report)] == ["dead"]
+    assert [f["kind"] for f in failures(report)] == ["dead"]
 
 
 # --- provenance of a copy ------------------------------------------------------------------
 
 def test_a_momentum_copy_whose_output_carries_gradient_is_a_trained_target(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "curl_keys_trained.py")
+    code, report = audit(tmp_path, SCRIPTS / "curl_keys_trained.py")
     assert code == 1
-    (target,) = _failures(report)
+    (target,) = failures(report)
     assert target["kind"] == "target"
     assert all(n.startswith("curl.encoder_target.") for n in target["names"])
     assert target["at"][0].startswith("curl_keys_trained.py:50:")
@@ -118,8 +96,8 @@ def test_a_momentum_copy_whose_output_carries_gradient_is_a_trained_target(tmp_p
 
 
 def test_the_published_momentum_copy_is_held_for_nothing(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "curl.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "curl.py")
+    assert code == 0 and failures(report) == []
     assert [f["kind"] for f in report["findings"]] == ["hand_updated"]
 
 
@@ -138,16 +116,16 @@ def test_weights_clipped_by_hand_after_their_step_are_no_copy(tmp_path):
         "    opt.step()\n"
         "    for p in critic.parameters():\n"
         "        p.data.clamp_(-0.01, 0.01)\n", encoding="utf-8")
-    code, report = _audit(tmp_path, script)
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, script)
+    assert code == 0 and failures(report) == []
 
 
 # --- optimizer membership by role -----------------------------------------------------------
 
 def test_an_optimizer_built_over_the_wrong_network_has_its_argument_replaced(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "lsgan_wrong_optimizer.py")
+    code, report = audit(tmp_path, SCRIPTS / "lsgan_wrong_optimizer.py")
     assert code == 1
-    (found,) = _failures(report)   # one finding: the dead generator in optimizer_D is its part
+    (found,) = failures(report)   # one finding: the dead generator in optimizer_D is its part
     assert found["kind"] == "unstepped"
     assert all(n.startswith("discriminator.") for n in found["names"])
     assert found["at"][0].startswith("lsgan_wrong_optimizer.py:26:")
@@ -156,16 +134,16 @@ def test_an_optimizer_built_over_the_wrong_network_has_its_argument_replaced(tmp
 
 
 def test_the_published_lsgan_is_clean(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "lsgan.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "lsgan.py")
+    assert code == 0 and failures(report) == []
 
 
 # --- reached, and given exact zeros ---------------------------------------------------------
 
 def test_a_straight_through_line_without_its_cut_is_dead_in_effect(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "qat_ste_cancelled.py")
+    code, report = audit(tmp_path, SCRIPTS / "qat_ste_cancelled.py")
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "dead"
     assert sorted(found["names"]) == ["model.0.weight", "model.2.weight"]
     assert found["at"][0].startswith("qat_ste_cancelled.py:31:")
@@ -174,16 +152,16 @@ def test_a_straight_through_line_without_its_cut_is_dead_in_effect(tmp_path):
 
 
 def test_the_published_straight_through_estimator_is_clean(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "qat.py")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / "qat.py")
+    assert code == 0 and failures(report) == []
 
 
 # --- a prediction fed back -------------------------------------------------------------------
 
 def test_a_prediction_fed_back_without_a_cut_is_a_carried_graph(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "sine_forecaster_fed_back.py", "--watch", "1")
+    code, report = audit(tmp_path, SCRIPTS / "sine_forecaster_fed_back.py", "--watch", "1")
     assert code == 1
-    (found,) = _failures(report)
+    (found,) = failures(report)
     assert found["kind"] == "carried" and found["iteration"] == 3
     assert found["at"][0] == "sine_forecaster_fed_back.py:43: x_t = output"
     (edit,) = found["edits"]
@@ -192,8 +170,8 @@ def test_a_prediction_fed_back_without_a_cut_is_a_carried_graph(tmp_path):
 
 @pytest.mark.parametrize("script", ["sine_forecaster.py", "word_lm.py"])
 def test_a_detached_feedback_or_a_carried_state_is_no_feedback(tmp_path, script):
-    code, report = _audit(tmp_path, SCRIPTS / script, "--watch", "1")
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / script, "--watch", "1")
+    assert code == 0 and failures(report) == []
 
 
 # --- optimizer membership by role ---------------------------------------------------------
@@ -202,9 +180,9 @@ def test_an_optimizer_over_the_first_phases_network_is_built_over_the_wrong_one(
     # the second phase's loss reaches the probe, which no optimizer holds, and none of the
     # encoder's tensors its optimizer holds: the argument is replaced, though the probe lies
     # below every stepped tensor (no wasted work, no dead encoder)
-    code, report = _audit(tmp_path, SCRIPTS / "dae_probe_wrong_optimizer.py")
+    code, report = audit(tmp_path, SCRIPTS / "dae_probe_wrong_optimizer.py")
     assert code == 1
-    (wrong,) = _failures(report)
+    (wrong,) = failures(report)
     assert wrong["kind"] == "unstepped" and "wrong parameters" in wrong["message"]
     assert set(wrong["names"]) == {"probe.weight", "probe.bias"}
     assert wrong["at"][0].startswith("dae_probe_wrong_optimizer.py:47:")
@@ -214,7 +192,7 @@ def test_an_optimizer_over_the_first_phases_network_is_built_over_the_wrong_one(
 
 
 def test_a_probe_trained_on_a_frozen_code_is_no_finding(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "dae_probe.py")
+    code, report = audit(tmp_path, SCRIPTS / "dae_probe.py")
     assert code == 0 and report["findings"] == []
 
 
@@ -224,9 +202,9 @@ def test_a_network_read_under_inference_mode_and_cloned_is_dead_where_it_should_
     # the clone hides where the features were made; the constants it was computed from do
     # not: the classifier that trains reads them, so the front end is on the prediction's
     # side, and the edit takes its call out of the block
-    code, report = _audit(tmp_path, SCRIPTS / "kws_finetune_inference_mode.py")
+    code, report = audit(tmp_path, SCRIPTS / "kws_finetune_inference_mode.py")
     assert code == 1
-    (dead,) = _failures(report)
+    (dead,) = failures(report)
     assert dead["kind"] == "dead" and "torch.inference_mode()" in dead["message"]
     assert dead["names"] and all(n.startswith("frontend.") for n in dead["names"])
     assert dead["at"][0].startswith("kws_finetune_inference_mode.py:43:")
@@ -237,16 +215,16 @@ def test_a_network_read_under_inference_mode_and_cloned_is_dead_where_it_should_
 
 @pytest.mark.parametrize("script", ["kws_finetune.py", "kws_probe.py"])
 def test_a_front_end_trained_or_only_used_under_inference_mode_is_no_finding(tmp_path, script):
-    code, report = _audit(tmp_path, SCRIPTS / script)
+    code, report = audit(tmp_path, SCRIPTS / script)
     assert code == 0 and report["findings"] == []
 
 
 # --- a copy kept in sync and never read ---------------------------------------------------
 
 def test_a_copy_kept_in_sync_and_never_read_is_where_the_target_was_meant(tmp_path):
-    code, report = _audit(tmp_path, SCRIPTS / "td3_target_from_online.py")
+    code, report = audit(tmp_path, SCRIPTS / "td3_target_from_online.py")
     assert code == 1
-    (aliased,) = _failures(report)
+    (aliased,) = failures(report)
     assert aliased["kind"] == "aliased"
     assert aliased["names"] and all(n.startswith("qf2.") for n in aliased["names"])
     assert aliased["at"][0].startswith("td3_target_from_online.py:102:")
@@ -258,9 +236,9 @@ def test_a_copy_held_as_an_agents_attribute_is_found_by_the_name_the_method_read
     # stable-baselines3's layout: the agent names its networks self.critic and
     # self.critic_target; the copy is found among the attributes of the object whose method
     # calls the critic, and the edit calls it by that name
-    code, report = _audit(tmp_path, SCRIPTS / "sac_agent_target_from_online.py")
+    code, report = audit(tmp_path, SCRIPTS / "sac_agent_target_from_online.py")
     assert code == 1
-    (aliased,) = _failures(report)
+    (aliased,) = failures(report)
     assert aliased["kind"] == "aliased"
     assert aliased["names"] and all(n.startswith("self.critic.") for n in aliased["names"])
     assert aliased["at"][0].startswith("sac_agent_target_from_online.py:110:")
@@ -271,21 +249,21 @@ def test_a_copy_held_as_an_agents_attribute_is_found_by_the_name_the_method_read
 
 @pytest.mark.parametrize("script", ["td3.py", "sac_agent.py"])
 def test_a_target_network_that_is_read_is_no_finding(tmp_path, script):
-    code, report = _audit(tmp_path, SCRIPTS / script)
-    assert code == 0 and _failures(report) == []
+    code, report = audit(tmp_path, SCRIPTS / script)
+    assert code == 0 and failures(report) == []
 
 
 def test_weights_averaged_for_evaluation_only_are_no_target(tmp_path):
     # the average is kept in sync and never read while training, and the online network is
     # called under no_grad every step, but for a logged accuracy that no loss reads: the
     # average was meant for evaluation, not as a target, so nothing is wrong
-    code, report = _audit(tmp_path, SCRIPTS / "averaged_weights_eval.py")
+    code, report = audit(tmp_path, SCRIPTS / "averaged_weights_eval.py")
     assert code == 0 and report["findings"] == []
 
 
 def test_an_average_an_object_keeps_for_evaluation_is_no_target(tmp_path):
     # the same, the average held as a trainer's attribute (timm's ModelEmaV2 beside the model)
-    code, report = _audit(tmp_path, SCRIPTS / "ema_agent_eval.py")
+    code, report = audit(tmp_path, SCRIPTS / "ema_agent_eval.py")
     assert code == 0 and report["findings"] == []
 
 
@@ -310,32 +288,8 @@ PAIRS = [("noisy_student.py", "noisy_student_trained_teacher.py", "target", ()),
          ("dae_probe.py", "dae_probe_wrong_optimizer.py", "unstepped", ())]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("clean", "buggy", "kind", "options"), PAIRS, ids=[p[1] for p in PAIRS])
 def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean, buggy, kind,
                                                                  options):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    shutil.copy(SCRIPTS / buggy, folder / "train.py")
-    shutil.copy(SCRIPTS / clean, folder / "published.py")
-    done = _cli(*options, "--record", str(tmp_path / "pub"), "published.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = _cli(*options, "--apply", "train.py", cwd=folder)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert f"FAIL    {kind}:" in done.stdout and "wrote train.py" in done.stdout
-    done = _cli(*options, "--record", str(tmp_path / "fixed"), "train.py", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "fixed" / "report.json").read_text())
-    assert not _failures(report)
-    ours = torch.load(tmp_path / "fixed" / "grads.pt", weights_only=True)
-    theirs = torch.load(tmp_path / "pub" / "grads.pt", weights_only=True)
-    assert len(ours) == len(theirs) > 0
-    for mine, published in zip(ours, theirs):
-        assert mine["grads"].keys() == published["grads"].keys()
-        for key, g in published["grads"].items():
-            assert same_gradient(mine["grads"][key], g), (key, clean)
+    check_fix(tmp_path, project(tmp_path, buggy, clean), kind, *options, what=clean)
