@@ -347,12 +347,13 @@ def _names(step: Callable[[], Any], modules: Any, where: str) -> Names:
     return names
 
 
-def run_rules(recorded: RecordedStep) -> StepAudit:
-    """Run every rule of :data:`RULES` on the recorded step, each finding's wanted fix written
-    as edits right after its rule (:func:`_written`); the notes come
+def run_rules(recorded: RecordedStep,
+              rules: tuple[Callable[[RecordedStep], Found], ...] = RULES) -> StepAudit:
+    """Run ``rules`` (every rule of :data:`RULES`) on the recorded step, each finding's wanted
+    fix written as edits right after its rule (:func:`_written`); the notes come
     last (they name what the rules found frozen)."""
     found: dict[str, list[Any]] = {}
-    for rule in RULES:
+    for rule in rules:
         for kind, items in rule(recorded).items():  # the fixes a rule wants, written
             found.setdefault(kind, []).extend(_written(recorded, item) for item in items)
     # a loss that reaches none of its optimizer's tensors: its leaks are fixed where the dead

@@ -10,13 +10,13 @@ script's forward) and resumed after them; a new *call* of the recording begins a
 
 At an audited ``backward()``, before it runs, its loss becomes a
 :class:`~toolkit.audit.truth.recorded.RecordedStep`, paired with the optimizers whose tensors the
-loss reaches (in a script, which optimizer steps a loss is known only after its backward; the
-tensors it reaches that none of them steps are what a leak is about). The truth is one real
-``torch.autograd.grad`` of the loss (the graph is kept for the script's own backward), the rules
-are the step audit's :data:`~toolkit.audit.step.RULES`, and each failure's fix is written by
-the fixes stage in plain PyTorch. The failures become :class:`ScriptFinding` of the same kind,
-verified afterwards by rerunning the edited script like every other finding of the script
-mode. Nodes made before the iteration began are what the carried rule calls carried.
+loss reaches (in a script, which optimizer steps a loss is known only after its backward), and
+the step audit's rules for trained targets, carried graphs and held graphs judge it, each
+failure's fix written by the fixes stage in plain PyTorch. None of these rules counts the real
+gradients (the leaks and dead rules do, and those stay the watch's, judged at the step), so no
+second backward runs. The failures become :class:`ScriptFinding` of the same kind, verified
+afterwards by rerunning the edited script like every other finding of the script mode. Nodes
+made before the iteration began are what the carried rule calls carried.
 
 A failure of a kind the watch reports itself at the same lines, or about the same tensors, is
 the watch's: :meth:`Staged.findings` leaves it out.
@@ -43,11 +43,10 @@ from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.result import GROUPS, StepAudit
-from toolkit.audit.rules import targets
+from toolkit.audit.rules import carried, held, targets
 from toolkit.audit.step import run_rules
 from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import record_step
-from toolkit.audit.truth.truth import real_gradients
 from toolkit.audit.watch.frames import is_user
 
 __all__ = ["Staged"]
@@ -58,6 +57,9 @@ __all__ = ["Staged"]
 #: so are tensors the loss reaches that no optimizer steps, judged by their role (on the
 #: prediction's side unstepped, a failure; on a target's side wasted work, information).
 _FAILURES = ("targets", "carried", "held")
+#: their rules; none of them reads the truth (what a real ``autograd.grad`` reaches), which the
+#: leaks and dead rules count, so no second backward is run
+_RULES = (targets.check, carried.check, held.check)
 
 
 def _user_frames(frame: FrameType | None) -> list[FrameType]:
@@ -137,7 +139,7 @@ class Staged:
     # --- the step audit of one backward -------------------------------------------------
     def judge(self, roots: Sequence[torch.Tensor], leaves: Iterable[int], frame: FrameType | None,
               iteration: int, step: int, marks: tuple[int, int], label: str) -> None:
-        """Run the step audit's truth and rules on the loss ``roots`` (one scalar) that the
+        """Run the step audit's rules (:data:`_RULES`) on the loss ``roots`` (one scalar) that the
         script is about to differentiate, paired with the optimizers owning tensors among
         ``leaves`` (ids of the leaves its graph reaches). ``marks``: autograd's sequence
         number where the previous iteration and this one began."""
@@ -162,14 +164,12 @@ class Staged:
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
-        recorded.truth = real_gradients(losses, None, recorded.searches, recorded.stepped)
         namespace: dict[str, Any] = {}
         for f in reversed(_user_frames(frame)):
             namespace.update(f.f_globals)
             namespace.update(f.f_locals)
         recorded.namespace = namespace
-        audit = run_rules(recorded)
-        recorded.truth.values.clear()
+        audit = run_rules(recorded, _RULES)
         if not audit.ok:
             self.audits.append((iteration, step, label, audit))
             self._see(audit, frame)
