@@ -284,7 +284,7 @@ def _as_script(kind: Kind, found: Any, iteration: int, step: int,
     if dataclasses.is_dataclass(found):
         reason = str(getattr(found, "reason", "") or getattr(found, "form", "") or "")
     return ScriptFinding(kind, iteration, _message(kind, found, label, names, reason), names,
-                         names, tuple(_relative(line) for line in lines),
+                         names, lines,
                          tuple(getattr(found, "edits", ()) or ()), advice=fix, step=step,
                          concerned=concerned,
                          extra={"staged": True, "loses": kind is Kind.TARGET,
@@ -303,13 +303,6 @@ def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:
     maker = str(found.source).removeprefix("the output of ").split("[")[0].split(" ")[0]
     return tuple(dict.fromkeys([*cut, *([maker] if maker and maker != str(found.source)
                                         else [])]))
-
-
-def _relative(line: str) -> str:
-    """``train.py:42: text`` for a line printed with its folder."""
-    head, sep, rest = line.partition(": ")
-    path, _, number = head.rpartition(":")
-    return f"{os.path.basename(path)}:{number}{sep}{rest}" if path else line
 
 
 def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
