@@ -154,13 +154,22 @@ def test_the_step_written_with_its_cut_is_clean_and_allowing_the_target_accepts_
     assert audit_step(step, opt, modules=modules, allow_trained_target=True).ok
 
 
-def test_each_term_of_a_symmetric_loss_gets_its_cut_in_the_one_fix(seed: int) -> None:
-    step, opt, modules = _simsiam(seed, False)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_both_terms_of_a_symmetric_loss_are_cut_where_the_similarity_reads_its_target(
+        seed: int, normalize: bool) -> None:
+    """SimSiam's published cut (Chen & He 2021, Algorithm 1: ``z.detach()`` inside ``D``): the
+    one line both terms run. Not ``pred(z.detach())``, which leaves the encoder trained only
+    through its targets, nor ``enc(x).detach()``, which leaves it untrained: each of those
+    cuts a path by which the loss trains the encoder as it should."""
+    step, opt, modules = _simsiam(seed, False, normalize)
     audit = audit_step(step, opt, modules=modules)
     (found,) = audit.targets
     assert found.terms == 2
-    assert sorted(e.old for e in found.edits) == ["z1", "z2"]
-    assert all(e.new == f"{e.old}.detach()" for e in found.edits)
+    (edit,) = found.edits
+    assert (edit.old, edit.new) == ("z", "z.detach()")
+    assert [line.function for line in found.lines] == ["d"]
+    assert "F.normalize(z, dim=1)" in found.lines[0].text if normalize else \
+        "cosine_similarity(p, z" in found.lines[0].text
     assert "collapsing" in found.fix
 
 

@@ -231,6 +231,9 @@ class CallWatch(TorchFunctionMode):
         if not rec.calling or name in _ZERO_DERIVATIVE:  # the step's own code (no named
             # module's forward is running), or where a zero-derivative op is (the fix's line)
             rec.note_made(args[0] if out is None and args and writes(name, func) else out)
+            if isinstance(out, torch.Tensor) and out.grad_fn is not None and inputs:
+                rec.operands[id(out.grad_fn)] = tuple(
+                    a.grad_fn if isinstance(a, torch.Tensor) else None for a in args)
         if (rec.detached_out or rec.from_detached) and inputs:
             rec.note_detached_reads(out, inputs)
         if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):

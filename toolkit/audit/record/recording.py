@@ -238,6 +238,14 @@ class Recording:
         # whether the step's own code made the call)]: tensors with a graph handed to a named
         # module (netD(fake)), and the lines that led there
         self.handed: dict[int, list[tuple[Any, str, tuple[Line, ...], int, bool]]] = {}
+        # (module, first sequence number of a call that was handed a tensor) -> the first
+        # sequence number after it returned: a node numbered from there on was made outside it
+        self.call_ends: dict[tuple[str, int], int] = {}
+        # id(node) -> the graph node of each positional argument (``None`` for one without)
+        # of the step's own torch call that made it (``F.cosine_similarity(p, z)``: the nodes
+        # of p and z): which argument a node read inside that call came in by
+        self.operands: dict[int, tuple[Any, ...]] = {}
+        self._starts: list[int] = []  # the first sequence number of each call in ``calling``
         # (id(node), path, line number, span of the call) -> the position of the positional
         # argument that held it (``netD(fake)``: 0; ``model(x, hidden)`` with hidden = [(h,
         # c)]: 1) at the user's line that called a named module
@@ -453,6 +461,9 @@ class Recording:
             return
         if self.calling and self.calling[-1] == label:
             self.calling.pop()
+            start = self._starts.pop() if self._starts else 0
+            if start:
+                self.call_ends[label, start] = self.sequence()
         self.busy = True
         try:
             self._outputs(label, output)
@@ -517,6 +528,7 @@ class Recording:
             # model calls through a lambda or a plain attribute, not as a submodule)
             self.called_inside.setdefault(label, set()).update(self.calling)
             self.calling.append(label)
+            self._starts.append(0)
             self.busy = True
             try:
                 caller = sys._getframe(1)
@@ -533,6 +545,7 @@ class Recording:
                           for t in _nested(a) if t.grad_fn is not None]
                 stack = self._call_stack(caller) if nested else ()
                 start = self.sequence() if stack and handed else 0
+                self._starts[-1] = start
                 for t in handed:
                     self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
                     # the module each call hands it to (a state carried from the previous
@@ -553,6 +566,7 @@ class Recording:
         """Start the next call of the step: remember where autograd's node numbering is."""
         self.call += 1
         self.calling.clear()
+        self._starts.clear()
         self._stacks.clear()
         self.marks.append(self.sequence())
 

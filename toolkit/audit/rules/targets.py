@@ -75,6 +75,7 @@ from toolkit.audit.rules.wanted import CutAt, Wanted
 from toolkit.audit.truth.cuts import target_cut
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS, owners, shape_text
+from toolkit.audit.truth.proof import Cut
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
 if TYPE_CHECKING:
@@ -493,7 +494,25 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
         found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
             removed.add((id(found[2]), id(found[1])))
+            if form == _COSINE:
+                removed |= _normalising(graph, node, found)
     return removed
+
+
+def _normalising(graph: Graph, node: Any, found: _Sides) -> set[tuple[int, int]]:
+    """Every other read of a cosine similarity's target side by the similarity itself (the
+    norm it is divided by: ``z / ||z||`` reads ``z`` twice), not by its other side (the
+    prediction ``h(z)`` of the same view reads it too)."""
+    target = id(found.target)
+    other = [n for n in _inputs(node) if n is not found.reader]
+    theirs = set().union(*(graph.reach([id(n)]) for n in other if id(n) in graph.search.nodes))
+    mine = graph.reach([id(found.reader)]) - theirs
+    return {(r, target) for r in graph.callers.get(target, ()) if r in mine}
+
+
+#: a fix's words when one term of several found no cut that keeps the rest trained
+_UNCUT = ("another term's target has no cut, with these, that keeps every stepped tensor "
+          "trained: cut it where the loss reads it")
 
 
 def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTarget]]:
@@ -508,6 +527,7 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
     by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
     forms = _forms(graph)
     metric = _repelling(graph, forms, stepped)
+    taken = Cut()  # the cuts chosen for this loss's targets so far, proved together
     for chain, node, form, target_index, _ in forms:
         if id(node) in metric:
             continue
@@ -527,7 +547,8 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
         # one target read by several terms (a Huber written by hand reads ``a - b`` in two
         # branches) or several terms of one form: one finding
         key = by_target.setdefault((id(target), params), (form, params))
-        cut = target_cut(step, step.prover, loss, reader, target, shared)
+        cut = target_cut(step, step.prover, loss, reader, target, shared, taken)
+        taken = taken if cut is None else taken | cut
         terms.setdefault(key, []).append(None if cut is None else cut.sites)
         if key in merged:  # another term of the same form: its cut joins the fix
             before = merged[key]
@@ -536,6 +557,8 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
             more = [] if cut is None else [t for t in cut.texts if t not in before.fix]
             fix = before.fix if not more else before.fix.replace(
                 " (behind it:", f"; and {'; and '.join(more)} (behind it:", 1)
+            if cut is None and _UNCUT not in fix:
+                fix = fix.replace(" (behind it:", f"; {_UNCUT} (behind it:", 1)
             merged[key] = dataclasses.replace(before, terms=before.terms + 1, lines=lines,
                                               fix=fix)
             continue

@@ -86,14 +86,17 @@ def _handed_group(step: RecordedStep, node: Any, line: Line) -> frozenset[tuple[
 
 def _read_group(step: RecordedStep, reader: Any, node: Any) -> frozenset[tuple[int, int]]:
     """The edges of every node made on ``reader``'s line, at ``node``'s input position, to
-    what it reads there (the same operation in each pass of a loop)."""
+    what it reads there (the same operation at the same place of the line, in each pass of a
+    loop; not another call on the line)."""
     position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
     made = step.rec.made[id(reader)][1][0]
     edges = set()
     for other in step.rec.made_at.get((made.path, made.number), ()):
         inputs = other.next_functions
+        entry = step.rec.made.get(id(other))
         if len(inputs) > position and inputs[position][0] is not None \
-                and type(other) is type(reader):
+                and type(other) is type(reader) and entry is not None \
+                and entry[1][0].span == made.span:  # not another call on the line
             edges.add((id(other), id(inputs[position][0])))
     return frozenset(edges)
 
@@ -179,15 +182,81 @@ def _candidates(step: RecordedStep, chain: list[Any], first: int, outwards: bool
 
 
 def _read_cut(step: RecordedStep, reader: Any, node: Any, what: str) -> Cut | None:
-    """``reader(node.detach())`` on the line of the step's own code that made ``reader``, or
-    ``None`` when no such line made it."""
+    """``reader(node.detach())`` on the line of the step's own code that made ``reader`` (or
+    that called the torch function inside which ``reader`` read ``node``:
+    :func:`_call_read_cut`), or ``None`` when no such line made it."""
     entry = step.rec.made.get(id(reader))
-    if entry is None or entry[0] is not reader or entry[2] != "op":
+    if entry is None or entry[0] is not reader:
+        return _call_read_cut(step, reader, node, what) if entry is None else None
+    if entry[2] != "op":
         return None
     position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
     return Cut(edges=_read_group(step, reader, node), lines=(entry[1][0],), what=(what,),
                texts=(f"detach {what} where it is read",),
                sites=(ReadAt(entry[1][0], position),))
+
+
+def _call_of(step: RecordedStep, reader: Any, node: Any) -> tuple[Any, int] | None:
+    """The output node of the step's own torch call inside which ``reader`` read ``node``
+    (``F.cosine_similarity(p, z)`` reads ``z`` in nodes of its own), and the position of the
+    argument ``node`` came in by; ``None`` when no such call is known."""
+    graphs = step.graphs.values()
+    seen, todo = {id(reader)}, [reader]
+    while todo:
+        current = todo.pop(0)
+        operands = step.rec.operands.get(id(current))
+        made = step.rec.made.get(id(current))
+        if operands is not None and made is not None and made[0] is current:
+            places = [i for i, n in enumerate(operands) if n is node]
+            return (current, places[0]) if len(places) == 1 else None
+        if made is not None and current is not reader:
+            return None   # made by another line of the step: not inside one call
+        for graph in graphs:
+            for parent in graph.callers.get(id(current), ()):
+                if parent not in seen:
+                    seen.add(parent)
+                    todo.append(graph.search.nodes[parent])
+    return None
+
+
+def _inside(step: RecordedStep, out: Any) -> set[int]:
+    """The nodes one torch call made under its output ``out`` (none of them recorded as made
+    by a line of the step), ``out`` included."""
+    found, todo = {id(out)}, [out]
+    while todo:
+        for child, _ in todo.pop().next_functions:
+            if child is not None and id(child) not in found and \
+                    id(child) not in step.rec.made and not hasattr(child, "variable"):
+                found.add(id(child))
+                todo.append(child)
+    return found
+
+
+def _call_read_cut(step: RecordedStep, reader: Any, node: Any, what: str) -> Cut | None:
+    """``f(…, node.detach(), …)`` at the line of the step's own torch call ``f`` inside
+    which ``reader`` read ``node``: every read of that argument inside each call the line
+    makes (every pass of a loop, each call of a helper that runs it)."""
+    found = _call_of(step, reader, node)
+    if found is None:
+        return None
+    out, position = found
+    line = step.rec.made[id(out)][1][0]
+    edges = set()
+    for other in step.rec.made_at.get((line.path, line.number), ()):
+        operands = step.rec.operands.get(id(other))
+        made = step.rec.made.get(id(other))
+        if operands is None or len(operands) <= position or operands[position] is None \
+                or type(other) is not type(out) or made is None or made[0] is not other \
+                or made[1][0].span != line.span:  # another call on the line
+            continue
+        argument, inside = operands[position], _inside(step, other)
+        for graph in step.graphs.values():
+            edges |= {(p, id(argument)) for p in graph.callers.get(id(argument), ())
+                      if p in inside}
+    if not edges:
+        return None
+    return Cut(edges=frozenset(edges), lines=(line,), what=(what,),
+               texts=(f"detach {what} where it is read",), sites=(HandedAt(line, position),))
 
 
 def _shortest(graph: Any, starts: list[int], goals: set[int], cut: Cut | None = None
@@ -291,10 +360,13 @@ def _fewest(prover: Prover, loss: str, leaf: int, parts: list[Cut]) -> Cut:
 
 
 def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, target: Any,
-               shared: set[int]) -> Cut | None:
+               shared: set[int], taken: Cut | None = None) -> Cut | None:
     """The proved cut that stops the target side ``target`` of ``loss``'s comparison node
     ``compare`` from reaching the stepped tensors ``shared`` (ids), tried from the target
-    inwards, or ``None``."""
+    inwards, or ``None``. ``taken``: the cuts already chosen for the loss's other targets; the
+    proof holds for all of them together (SimSiam's two terms each cut one view: cutting each
+    view where the encoder makes it would leave the encoder untrained)."""
+    taken = Cut() if taken is None else taken
     search = step.searches[loss]
     leaves = {search.leaf_node[i] for i in shared if i in search.leaf_node}
     graph = step.graphs[loss]
@@ -306,7 +378,8 @@ def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, targ
     chain = [compare, *(search.nodes[k] for k in below)]
     for inner in (False, True):
         for candidate in _candidates(step, chain, 1, False, inner):
-            if not prover.keeps_training(candidate):
+            if not prover.keeps_training(candidate | taken) or \
+                    not prover.spares_training(candidate):
                 continue
             if id(target) in candidate.dead or (id(compare), id(target)) in candidate.edges \
                     or not prover.reach(loss, [id(target)], candidate) & leaves:

@@ -6,7 +6,8 @@ only that reader stops passing gradient to ``fake``). :class:`Prover` answers, o
 audit recorded, without running anything:
 
 - :meth:`Prover.keeps_training`: every tensor each loss's optimizer steps is still reached by
-  that loss (the cut stops nothing from training);
+  that loss on a path through no target (the cut stops nothing from training as it should: a
+  cut that leaves a network trained only through its own target is no fix of it);
 - :meth:`Prover.spares_gradients`: no stepped tensor of any loss is reached *through* the cut,
   so the gradients of everything the optimizers step are exactly what they were (a leak's fix
   only removes the leak);
@@ -281,11 +282,16 @@ class Prover:
         return seen
 
     def stepped_reached(self, loss: str, cut: Cut | None = None) -> set[int]:
-        """``id`` of the tensors ``loss``'s optimizer steps that ``loss`` reaches."""
+        """``id`` of the tensors ``loss``'s optimizer steps that ``loss`` reaches (through
+        ``cut``) without passing a target side or a log-probability's weight
+        (``step.removed``): what it trains as it should. A tensor trained only through its own
+        target (a teacher stepped with its student) is none of them, and a tensor the loss
+        reaches only through its target is not kept trained by that path."""
         if cut is None and loss in self._before:
             return self._before[loss]
         search = self.step.searches[loss]
-        met = self.reach(loss, self.step.graphs[loss].roots, cut or Cut())
+        untargeted = Cut(edges=frozenset(self.step.removed.get(loss, ())))
+        met = self.reach(loss, self.step.graphs[loss].roots, (cut or Cut()) | untargeted)
         found = {i for i in self.step.stepped[loss]
                  if i in search.leaf_node and search.leaf_node[i] in met}
         for node, reads in self.step.rec.checkpoints.values():  # a reentrant checkpoint
@@ -301,9 +307,23 @@ class Prover:
         return node in self.reach(loss, roots, cut)
 
     def keeps_training(self, cut: Cut) -> bool:
-        """Every loss still reaches every tensor its optimizer steps that it reached before."""
+        """Every loss still reaches, through no target, every tensor its optimizer steps that it
+        reached so before (:meth:`stepped_reached`)."""
         return all(self.stepped_reached(loss) <= self.stepped_reached(loss, cut)
                    for loss in self.step.losses)
+
+    def spares_training(self, cut: Cut) -> bool:
+        """The cut is on no path by which a loss trains what it should (a path through no
+        target side nor a log-probability's weight): a trained target is cut where only the
+        target passes (``F.cosine_similarity(p, z.detach())``, not where the encoder makes
+        ``z`` when ``h(z)`` is the prediction)."""
+        for loss, graph in self.step.graphs.items():
+            removed = frozenset(self.step.removed.get(loss, ()))
+            trains = self.reach(loss, graph.roots, Cut(edges=removed))
+            if any(k in trains for k in cut.dead) or any(
+                    p in trains and (p, c) not in removed for p, c in cut.edges):
+                return False
+        return True
 
     def spares_gradients(self, cut: Cut) -> bool:
         """No stepped tensor of any loss is reached through the cut: the gradients of what the

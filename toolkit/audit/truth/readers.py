@@ -16,11 +16,13 @@ __all__ = ["event_of", "reader_line"]
 def event_of(step: RecordedStep, reader: Any, node: Any, inner: bool
              ) -> tuple[str, tuple[Line, ...], int] | None:
     """``(module, the user's frames, start)`` of the call ``node`` was handed to and inside
-    which ``reader`` was made (the latest such call that began before ``reader``)."""
+    which ``reader`` was made (the latest such call that began before ``reader`` and had not
+    returned: ``F.cosine_similarity(h(z), z)`` reads ``z`` after ``h`` returned)."""
     entries = [e for e in step.rec.handed.get(id(node), ())
                if e[0] is node and (inner or e[4])]
     seq = reader._sequence_nr()
-    before = [e for e in entries if e[3] <= seq]
+    ends = step.rec.call_ends
+    before = [e for e in entries if e[3] <= seq < ends.get((e[1], e[3]), seq + 1)]
     if not before:
         return None
     # the calls in the order they began: two with no node made between them share a start
