@@ -494,20 +494,8 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
         found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
             removed.add((id(found[2]), id(found[1])))
-            if form == _COSINE:
-                removed |= _normalising(graph, node, found)
     return removed
 
-
-def _normalising(graph: Graph, node: Any, found: _Sides) -> set[tuple[int, int]]:
-    """Every other read of a cosine similarity's target side by the similarity itself (the
-    norm it is divided by: ``z / ||z||`` reads ``z`` twice), not by its other side (the
-    prediction ``h(z)`` of the same view reads it too)."""
-    target = id(found.target)
-    other = [n for n in _inputs(node) if n is not found.reader]
-    theirs = set().union(*(graph.reach([id(n)]) for n in other if id(n) in graph.search.nodes))
-    mine = graph.reach([id(found.reader)]) - theirs
-    return {(r, target) for r in graph.callers.get(target, ()) if r in mine}
 
 
 #: a fix's words when one term of several found no cut that keeps the rest trained

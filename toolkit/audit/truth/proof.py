@@ -263,6 +263,29 @@ class Prover:
     def __init__(self, step: RecordedStep) -> None:
         self.step = step
         self._before: dict[str, set[int]] = {}
+        self._target_reads: dict[str, frozenset[tuple[int, int]]] = {}
+
+    def target_reads(self, loss: str) -> frozenset[tuple[int, int]]:
+        """The edges by which ``loss`` reads its targets (``step.removed``: a comparison's
+        target side, a log-probability's weight), with every other read of such a target by a
+        node the same torch call made around it (no line of the step made that node) whose
+        other inputs reach no stepped tensor: ``F.kl_div`` reads its target in ``t * log t``
+        too, ``F.cosine_similarity`` in the norm it divides by. Gradient by these edges goes
+        to the target alone."""
+        if loss not in self._target_reads:
+            graph, step = self.step.graphs[loss], self.step
+            removed = set(step.removed.get(loss, ()))
+            stepped = {graph.search.leaf_node[i] for i in step.stepped[loss]
+                       if i in graph.search.leaf_node}
+            for target in {c for _, c in removed}:
+                for reader in graph.callers.get(target, ()):
+                    if (reader, target) in removed or reader in step.rec.made:
+                        continue
+                    others = [c for c in graph.children.get(reader, ()) if c != target]
+                    if not graph.reach(others, removed) & stepped:
+                        removed.add((reader, target))
+            self._target_reads[loss] = frozenset(removed)
+        return self._target_reads[loss]
 
     def reach(self, loss: str, starts: list[int], cut: Cut) -> set[int]:
         """Node ids of ``loss``'s graph reached from ``starts`` through no cut (a dead start
@@ -290,7 +313,7 @@ class Prover:
         if cut is None and loss in self._before:
             return self._before[loss]
         search = self.step.searches[loss]
-        untargeted = Cut(edges=frozenset(self.step.removed.get(loss, ())))
+        untargeted = Cut(edges=self.target_reads(loss))
         met = self.reach(loss, self.step.graphs[loss].roots, (cut or Cut()) | untargeted)
         found = {i for i in self.step.stepped[loss]
                  if i in search.leaf_node and search.leaf_node[i] in met}
@@ -318,7 +341,7 @@ class Prover:
         target passes (``F.cosine_similarity(p, z.detach())``, not where the encoder makes
         ``z`` when ``h(z)`` is the prediction)."""
         for loss, graph in self.step.graphs.items():
-            removed = frozenset(self.step.removed.get(loss, ()))
+            removed = self.target_reads(loss)
             trains = self.reach(loss, graph.roots, Cut(edges=removed))
             if any(k in trains for k in cut.dead) or any(
                     p in trains and (p, c) not in removed for p, c in cut.edges):
