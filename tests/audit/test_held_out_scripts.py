@@ -1,7 +1,8 @@
 """The held-out training scripts for ``toolkit audit SCRIPT`` (issue 71, item 1), checked without
 the audit: the oracle is sound, for every batch (``held_out_scripts/``, ``held_out_scripts_b/``
-written after the audit's rules were tuned on the first, and ``held_out_scripts_c/``, eight
-fields of graphs kept in state or carried across iterations). Every script
+written after the audit's rules were tuned on the first, ``held_out_scripts_c/``, eight
+fields of graphs kept in state or carried across iterations, and ``held_out_scripts_d/``, eleven
+fields of mixed bugs written without running the audit). Every script
 runs to its end and saves its weights; every bug twin trains differently from its correct twin
 (some saved tensor differs by more than 1e-5), and the correct twin trains the same way twice. The audit's accuracy on these scripts is
 measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never edited.
@@ -9,6 +10,7 @@ measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never edit
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -22,13 +24,16 @@ import torch
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
-# The first batch, a second written after the audit's rules were tuned on the first, and a third
-# (graphs kept in state or carried across iterations) written after the rules of the first two.
+# The first batch, a second written after the audit's rules were tuned on the first, a third
+# (graphs kept in state or carried across iterations) written after the rules of the first two,
+# and a fourth (mixed bugs) written after the rules of the first three.
 FOLDERS = {name: HERE / name
-           for name in ("held_out_scripts", "held_out_scripts_b", "held_out_scripts_c")}
-# The least each batch holds: (scripts, fields); the third batch is eight fields of two scripts.
+           for name in ("held_out_scripts", "held_out_scripts_b", "held_out_scripts_c",
+                        "held_out_scripts_d")}
+# The least each batch holds: (scripts, fields); the third batch is eight fields of two scripts,
+# the fourth eleven.
 SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
-         "held_out_scripts_c": (16, 8)}
+         "held_out_scripts_c": (16, 8), "held_out_scripts_d": (22, 11)}
 MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf-8"))
              for name, folder in FOLDERS.items()}
 CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
@@ -101,8 +106,9 @@ def test_the_manifest_lists_every_script_once_in_enough_fields(batch):
 
 
 def test_the_batches_share_no_field():
-    fields = [{script.split("/")[0] for script in CLEAN[batch]} for batch in sorted(FOLDERS)]
-    assert not set.intersection(*fields)
+    fields = {batch: {script.split("/")[0] for script in CLEAN[batch]} for batch in FOLDERS}
+    for first, second in itertools.combinations(sorted(fields), 2):
+        assert not fields[first] & fields[second], (first, second)
 
 
 @pytest.mark.parametrize(("batch", "script"), cases(lambda b: [*CLEAN[b], *BUGS[b]]))
