@@ -497,7 +497,6 @@ def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
     return removed
 
 
-
 #: a fix's words when one term of several found no cut that keeps the rest trained
 _UNCUT = ("another term's target has no cut, with these, that keeps every stepped tensor "
           "trained: cut it where the loss reads it")

@@ -84,19 +84,28 @@ def _handed_group(step: RecordedStep, node: Any, line: Line) -> frozenset[tuple[
     return frozenset(edges)
 
 
-def _read_group(step: RecordedStep, reader: Any, node: Any) -> frozenset[tuple[int, int]]:
-    """The edges of every node made on ``reader``'s line, at ``node``'s input position, to
-    what it reads there (the same operation at the same place of the line, in each pass of a
-    loop; not another call on the line)."""
-    position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
-    made = step.rec.made[id(reader)][1][0]
-    edges = set()
-    for other in step.rec.made_at.get((made.path, made.number), ()):
-        inputs = other.next_functions
+def _same_place(step: RecordedStep, node: Any) -> list[Any]:
+    """Every node made as ``node`` was, by the step's own code: the same operation at the same
+    place of its line (each pass of a loop, each call of a helper that runs the line), not
+    another call on the line."""
+    line = step.rec.made[id(node)][1][0]
+    out = []
+    for other in step.rec.made_at.get((line.path, line.number), ()):
         entry = step.rec.made.get(id(other))
-        if len(inputs) > position and inputs[position][0] is not None \
-                and type(other) is type(reader) and entry is not None \
-                and entry[1][0].span == made.span:  # not another call on the line
+        if type(other) is type(node) and entry is not None and entry[0] is other \
+                and entry[1][0].span == line.span:
+            out.append(other)
+    return out
+
+
+def _read_group(step: RecordedStep, reader: Any, node: Any) -> frozenset[tuple[int, int]]:
+    """The edges of every node made as ``reader`` was (:func:`_same_place`), at ``node``'s
+    input position, to what it reads there."""
+    position = next(i for i, (n, _) in enumerate(reader.next_functions) if n is node)
+    edges = set()
+    for other in _same_place(step, reader):
+        inputs = other.next_functions
+        if len(inputs) > position and inputs[position][0] is not None:
             edges.add((id(other), id(inputs[position][0])))
     return frozenset(edges)
 
@@ -242,12 +251,9 @@ def _call_read_cut(step: RecordedStep, reader: Any, node: Any, what: str) -> Cut
     out, position = found
     line = step.rec.made[id(out)][1][0]
     edges = set()
-    for other in step.rec.made_at.get((line.path, line.number), ()):
+    for other in _same_place(step, out):
         operands = step.rec.operands.get(id(other))
-        made = step.rec.made.get(id(other))
-        if operands is None or len(operands) <= position or operands[position] is None \
-                or type(other) is not type(out) or made is None or made[0] is not other \
-                or made[1][0].span != line.span:  # another call on the line
+        if operands is None or len(operands) <= position or operands[position] is None:
             continue
         argument, inside = operands[position], _inside(step, other)
         for graph in step.graphs.values():

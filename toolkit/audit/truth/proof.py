@@ -264,6 +264,7 @@ class Prover:
         self.step = step
         self._before: dict[str, set[int]] = {}
         self._target_reads: dict[str, frozenset[tuple[int, int]]] = {}
+        self._trains: dict[str, set[int]] = {}
 
     def target_reads(self, loss: str) -> frozenset[tuple[int, int]]:
         """The edges by which ``loss`` reads its targets (``step.removed``: a comparison's
@@ -342,7 +343,9 @@ class Prover:
         ``z`` when ``h(z)`` is the prediction)."""
         for loss, graph in self.step.graphs.items():
             removed = self.target_reads(loss)
-            trains = self.reach(loss, graph.roots, Cut(edges=removed))
+            if loss not in self._trains:  # the same for every cut tried
+                self._trains[loss] = self.reach(loss, graph.roots, Cut(edges=removed))
+            trains = self._trains[loss]
             if any(k in trains for k in cut.dead) or any(
                     p in trains and (p, c) not in removed for p, c in cut.edges):
                 return False
