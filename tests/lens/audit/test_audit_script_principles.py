@@ -273,6 +273,22 @@ def test_a_copy_is_moved_along_the_line_to_its_network():
     assert toward(before, online.clone(), online)                   # a copy outright
     assert not toward(before, before.clone(), online)               # not moved
     assert not toward(before, torch.tensor([0.5, -0.5]), online)    # moved elsewhere
+    # a small move, small beside the gap but with a part across the line far above rounding
+    # (Reptile's interpolation toward a snapshot no optimizer holds, beside another layer)
+    far = torch.tensor([3.0, 0.0])
+    assert not toward(before, torch.tensor([1e-3, 1e-3]), far)
+
+
+@pytest.mark.parametrize("m", [0.9, 0.999, 0.9999])
+def test_a_polyak_step_in_float32_is_along_the_line_whatever_its_rounding(m):
+    # every seed: the float32 step's rounding stays within the slack (measured: at most a fifth
+    # of it), and a step smaller than rounding says nothing either way
+    for seed in range(20):
+        g = torch.Generator().manual_seed(seed)
+        k = torch.randn(500, generator=g) * 5
+        q = k + 0.1 * torch.randn(500, generator=g)
+        for moved in (k * m + q * (1 - m), torch.lerp(k, q, 1 - m)):
+            assert toward(k.double(), moved.double(), q.double())
 
 
 # --- each edit verified, written, and trains as the published script -----------------------

@@ -114,16 +114,21 @@ class Constants(TorchFunctionMode):
         return found
 
 
-def toward(before: torch.Tensor, now: torch.Tensor, other: torch.Tensor) -> bool:
-    """Whether ``now`` is ``before`` moved along the line to ``other``: the gap left is the old
-    gap, shrunk (``k - q <- m (k - q)``), or nothing (a copy)."""
+def toward(before: torch.Tensor, now: torch.Tensor, other: torch.Tensor, *,
+           eps: float = torch.finfo(torch.float32).eps) -> bool:
+    """Whether ``now`` is ``before`` moved along the line to ``other`` (``k <- m k + (1 - m) q``,
+    or a copy outright): the move is a positive multiple, at most 1, of ``other - before``, up
+    to what rounding in a dtype of machine epsilon ``eps`` leaves beside the line. A small move
+    is not along the line merely for being small beside the gap: a part across the line larger
+    than rounding (Reptile's step back toward its snapshot) is another direction."""
     if torch.equal(now, before):
         return False
-    gap, was = now - other, before - other
-    if not bool(gap.any()):
-        return True
-    cos = float(gap @ was) / max(float(gap.norm() * was.norm()), 1e-300)
-    return cos > 1 - 1e-6 and float(gap.norm()) < float(was.norm())
+    move, line = now - before, other - before
+    if not bool(line.any()):
+        return False
+    share = float(move @ line) / float(line @ line)
+    across = float((move - share * line).norm())
+    return 0 < share <= 1 + 1e-6 and across <= 4 * eps * float(before.norm() + other.norm())
 
 
 def _shapes(module: nn.Module) -> tuple:
@@ -202,7 +207,7 @@ class KeptInSync:
                 if other is module or not ps or not all(id(p) in stepped for p in ps) or \
                         _shapes(other) != shapes:
                     continue
-                if toward(before, now, _values(other)):
+                if toward(before, now, _values(other), eps=torch.finfo(params[0].dtype).eps):
                     found.append(other)
             outer = [m for m in found
                      if not any(o is not m and any(x is m for x in o.modules()) for o in found)]

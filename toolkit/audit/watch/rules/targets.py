@@ -352,7 +352,7 @@ def followers(w: WatchState, index: int, stepped) -> None:
             # on the line to q (a clamp, a projection or a decay moves toward no other
             # tensor)
             if q is not p and q.shape == p.shape and toward(
-                    before, now, q.detach().flatten().double()):
+                    before, now, q.detach().flatten().double(), eps=torch.finfo(p.dtype).eps):
                 moved[id(p)] = (key, p)
                 break
     if not moved:
