@@ -123,17 +123,34 @@ def targets(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
                 for k, p in keyed(i, o) if id(p) in set(reached)}
         keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
+        called = _bound_to(search.nodes[target])
         found.append((ScriptFinding(
             "target", w.iteration,
-            f"the target of {w.loss_label(site)} (backward at {site}) carries gradient to "
+            f"the target{f' `{called}`' if called else ''} of {w.loss_label(site)} "
+            f"(backward at {site}) carries gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
             f"through its own target (a teacher's soft targets, a label the model guessed)",
-            keys, tuple(names.get(id(p), "?") for p in tensors),
+            keys, ((called,) if called else ()) + tuple(names.get(id(p), "?") for p in tensors),
             tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ()),
             tuple(dict.fromkeys(edits)),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines))
     _report(w, key, found, waiting or [])
+
+
+def _bound_to(node: object) -> str | None:
+    """The name a frame of the user's code running now (the one that called ``backward()``, or
+    one that called it) binds to the tensor ``node`` made: the target as the script calls it
+    (Deep SVDD's center ``c``), or ``None``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if is_user(frame.f_code.co_filename):
+            for name, value in list(frame.f_locals.items()):
+                if isinstance(value, torch.Tensor) and value.grad_fn is node and \
+                        not name.startswith("_"):
+                    return name
+        frame = frame.f_back
+    return None
 
 
 def _report(w: WatchState, key: tuple | None, found: list[tuple[ScriptFinding, bool]],
