@@ -65,7 +65,8 @@ class Kind(enum.StrEnum):
     SKIPPED = "skipped", False, ("an optimizer holds a tensor that does not require grad: "
                                  "every torch optimizer skips it")
     # the script audit
-    STALE = "stale", True, "an earlier iteration's gradient (no zero_grad) in .grad at a step"
+    STALE = "stale", True, ("gradient of an earlier iteration, or of weights the script has "
+                            "moved since (no zero_grad), in .grad at a step")
     CLEARED = "cleared", True, ("the step's own gradient cleared before the step used it, or "
                                 "a backward's gradient cleared before any step read it")
     UNSTEPPED = "unstepped", True, ("gradient reaches tensors of a trained model that no "

@@ -26,6 +26,11 @@ class Source:
     iteration: int
     step: int | None = None
     wrote: set[int] = field(default_factory=set)
+    #: each tensor it wrote, by ``id``: the tensor's version (in-place writes) at the backward
+    versions: dict[int, int] = field(default_factory=dict)
+    #: the optimizers the backward's caller could name, by ``id``: the name (a ``zero_grad()``
+    #: written before this backward must be spelled in its scope)
+    names: dict[int, str] = field(default_factory=dict)
 
 
 def _empty(grad: torch.Tensor | None) -> bool:
@@ -82,6 +87,7 @@ class Ledger:
             changed = old is None or old.shape != new.shape or not torch.equal(old, new)
             if changed and not (old is None and _empty(new)):
                 source.wrote.add(key)
+                source.versions[key] = tensor._version
                 self.tensors[key] = tensor
                 self.live.setdefault(key, []).append(source)
 

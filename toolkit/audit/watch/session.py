@@ -40,6 +40,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+import types
 from collections.abc import Sequence
 from types import CodeType, FrameType
 from typing import TypeVar
@@ -420,7 +421,8 @@ class Watch(WatchState):
             self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
         self.reached_by.append((self.events, set(leaves)))
-        source = Source(self.events, site, self.loss_label(site), self.iteration)
+        source = Source(self.events, site, self.loss_label(site), self.iteration,
+                        names=_optimizer_names(caller))
         return source, leaves, self.ledger.snapshot(leaves)
 
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
@@ -488,6 +490,7 @@ class Watch(WatchState):
         self.trainable_seen.update(id(p) for _, p in stepped)
         at_step.shared(self, index, opt, stepped)
         at_step.leaks(self, index, event, site, stepped)
+        at_step.moved(self, index, event, stepped)
         dead.dead(self, index, event, site, stepped)
         zero_gradient.suspect_zeros(self, stepped)
         for _, p in stepped:
@@ -557,3 +560,27 @@ def _user_lines(frame: FrameType | None) -> list[tuple[str, int]]:
             out.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
         frame = frame.f_back
     return out
+
+
+def _optimizer_names(frame: FrameType | None) -> dict[int, str]:
+    """The torch optimizers ``frame`` can name (its locals, then its module's globals), by
+    ``id``: the first name each is bound to, else an attribute of an object it names
+    (``optimizer.base_optimizer``, the optimizer a wrapper such as SAM steps)."""
+    names: dict[int, str] = {}
+    if frame is None:
+        return names
+    held: list[tuple[str, object]] = []
+    for scope in (frame.f_locals, frame.f_globals):
+        for name, value in list(scope.items()):
+            if name.startswith("_"):
+                continue
+            if isinstance(value, torch.optim.Optimizer):
+                names.setdefault(id(value), name)
+            if not isinstance(value, type | types.ModuleType | types.FunctionType) and \
+                    isinstance(getattr(value, "__dict__", None), dict):
+                held.append((name, value))
+    for name, value in held:
+        for attr, inner in list(vars(value).items()):
+            if isinstance(inner, torch.optim.Optimizer) and not attr.startswith("_"):
+                names.setdefault(id(inner), f"{name}.{attr}")
+    return names

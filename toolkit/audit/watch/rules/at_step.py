@@ -1,10 +1,11 @@
 """What a step finds in ``.grad``, in an audited iteration: gradient of another step's loss
-(``leak``) or of an earlier iteration's (``stale``), a tensor two optimizers step (``shared``),
+(``leak``), of an earlier iteration's, or of weights the script has moved since (``stale``), a tensor two optimizers step (``shared``),
 gradient cleared before any step or the script's code used it (``wasted``), and a network frozen for another's
 step and never switched back on (``frozen``)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -18,7 +19,7 @@ from toolkit.audit.watch.ledger import Source
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, nonzero
 
-__all__ = ["frozen", "leaks", "shared", "wasted"]
+__all__ = ["frozen", "leaks", "moved", "shared", "wasted"]
 
 
 def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
@@ -63,6 +64,45 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
             edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() before this "
                           f"step's own backward()", step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
+
+
+def moved(w: WatchState, index: int, event: int, stepped) -> None:
+    """Two backwards of this step in one ``.grad``, the tensors moved in place between them
+    (SAM's ``p.add_(e_w)`` without the ``zero_grad()`` before its second pass): the gradient
+    at the weights before the move is added to the gradient at the weights after it. Gradient
+    accumulation over micro-batches leaves the weights where they were, and is not this. The
+    edit clears the gradient before the later backward, with the optimizer as its caller
+    names it."""
+    hit: dict[tuple[Source, Source], list[tuple[str, torch.Tensor]]] = {}
+    for key, p in stepped:
+        own = sorted((s for s in w.ledger.live.get(id(p), [])
+                      if s.step == event and s.index >= 0), key=lambda s: s.index)
+        for early, late in itertools.pairwise(own):
+            was, now = early.versions.get(id(p)), late.versions.get(id(p))
+            if was is not None and now is not None and was != now:
+                hit.setdefault((early, late), []).append((key, p))
+                break
+    if not hit:
+        return
+    names = w.names()
+    opt = w.optimizers[index]
+    for (early, late), tensors in hit.items():
+        name = late.names.get(id(opt))
+        edits: tuple = ()
+        if name is not None and late.site is not None:
+            e = E.insert_before(late.site.path, late.site.line, f"{name}.zero_grad()")
+            edits = (e,) if e is not None else ()
+        keys = tuple(k for k, _ in tensors)
+        w.add(ScriptFinding(
+            "stale", w.iteration,
+            f"{plural(len(tensors), 'tensor')} hold the gradient of {early.label} (backward at "
+            f"{early.site}) when {late.label} (backward at {late.site}) adds its own, and the "
+            f"script moved them in place between the two: the step uses the sum of the "
+            f"gradients at two different weights (it changes the update)",
+            keys, tuple(names.get(id(p), k) for k, p in tensors),
+            tuple(s.shown() for s in (early.site, late.site) if s is not None), edits,
+            advice=f"call {name or 'the optimizer'}.zero_grad() before the second backward()",
+            step=w.step_events - 1, concerned=keys, cost_bytes=_bytes([p for _, p in tensors])))
 
 
 def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> None:
