@@ -13,6 +13,9 @@
   optimizer with weight decay are all of one dimension or fewer (biases, norm weights) and
   the optimizer decays none such, the group the edit adds has ``"weight_decay": 0.0``, as
   nanoGPT's ``configure_optimizers`` and timm's ``param_groups_weight_decay`` build it.
+- An optimizer built over one part of a model (``param_groups_weight_decay(model.backbone,
+  ...)``) where the loss trains the rest too: the edit builds it over the model, as the line
+  writes it, so that the groups the line makes hold every tensor (the no-decay group included).
 """
 
 from __future__ import annotations
@@ -89,7 +92,21 @@ def test_a_dropped_no_decay_group_is_added_without_weight_decay(tmp_path):
 
 # --- each edit verified, written, and trains as the published script -----------------------
 
+def test_an_optimizer_built_over_the_backbone_alone_is_built_over_the_model(tmp_path):
+    script = SCRIPTS / "convnext_groups_backbone_only.py"
+    code, report = audit(tmp_path, script)
+    assert code == 1
+    (found,) = failures(report)
+    line = _line(script, "optimizer = torch.optim.AdamW(")
+    assert found["kind"] == "unstepped"
+    assert found["names"] == ["model.norm.weight", "model.norm.bias", "model.head.weight",
+                              "model.head.bias"]
+    (edit,) = found["edits"]
+    assert (edit["start"][0], edit["old"], edit["new"]) == (line, "model.backbone", "model")
+
+
 PAIRS = [("clip_temperature.py", "clip_temperature_plain.py"),
+         ("convnext_groups.py", "convnext_groups_backbone_only.py"),
          ("resmlp_layerscale.py", "resmlp_layerscale_plain.py"),
          ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py")]
 

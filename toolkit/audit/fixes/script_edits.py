@@ -36,7 +36,7 @@ from toolkit.audit.record.syntax import (
 __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "cut_argument", "detach_call",
            "diff", "edit_at", "edited_texts", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
-           "unfreeze_before", "write_edits"]
+           "unfreeze_before", "widen", "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -176,6 +176,22 @@ def replace_parameters(path: str, line: int, params: str) -> Edit | None:
     if not isinstance(value, ast.Call) or not value.args:
         return None
     return node_edit(path, value.args[0], params)
+
+
+def widen(path: str, line: int, part: str, whole: str) -> Edit | None:
+    """In the statement on ``line``, the one expression written ``part`` (``student.backbone``,
+    an attribute of ``whole``) replaced by ``whole`` (``student``): an optimizer built over a
+    part of a module, built over all of it. ``None`` unless ``part`` is written there exactly
+    once."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    statement, text = found
+    written = [n for n in ast.walk(statement) if isinstance(n, ast.Attribute | ast.Subscript)
+               and segment(text, n) == part]
+    if len(written) != 1:
+        return None
+    return node_edit(path, written[0], whole)
 
 
 def as_parameter(path: str, value: ast.expr, parameter: str) -> Edit | None:

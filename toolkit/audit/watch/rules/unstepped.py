@@ -104,10 +104,12 @@ def end_of_iteration(w: WatchState) -> None:
                 what = (f"the loss of {opt_text}'s step trains them and none of the tensors "
                         f"it holds: it is built over the wrong parameters")
         elif built is not None and opt_name:
-            params = _parameters_text(module, name, set(keys))
-            added = [p for p in module.parameters() if id(p) in set(keys)]
-            e = E.insert_after(built.path, built.line,
-                               f"{opt_name}.add_param_group({_group(opt, params, added)})")
+            e = _widened(opt, module, name, set(keys), built)
+            if e is None:
+                params = _parameters_text(module, name, set(keys))
+                added = [p for p in module.parameters() if id(p) in set(keys)]
+                e = E.insert_after(built.path, built.line,
+                                   f"{opt_name}.add_param_group({_group(opt, params, added)})")
             edits = (e,) if e is not None else ()
         w.add(ScriptFinding(
             "unstepped", w.iteration,
@@ -117,6 +119,24 @@ def end_of_iteration(w: WatchState) -> None:
                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                    f"constructor)", step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _widened(opt: torch.optim.Optimizer, module: nn.Module, name: str, keys: set[int],
+             built: Site):
+    """The optimizer built over one part of ``module`` (``get_params_groups(student.backbone)``)
+    where the loss trains the rest of it, ``keys``, too: that part, as the line writes it,
+    replaced by the module (``student``), so that whatever the line builds from it (groups,
+    weight decay, learning rates) holds all of it, as the published line does. ``None`` when
+    the optimizer's share of ``module`` is no one submodule or the line does not write it."""
+    held = {id(p) for g in opt.param_groups for p in g["params"]}
+    every = {id(p) for p in module.parameters()}
+    if not every <= held | keys:
+        return None
+    share = held & every
+    for sub_name, sub in module.named_modules():
+        if sub_name and {id(p) for p in sub.parameters()} == share:
+            return E.widen(built.path, built.line, f"{name}{_attr(sub_name)}", name)
+    return None
 
 
 def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
