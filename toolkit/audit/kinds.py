@@ -73,7 +73,8 @@ class Kind(enum.StrEnum):
                                     "optimizer steps")
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"
     ALIASED = "aliased", True, ("a target read under no_grad that is the trained network "
-                                "itself")
+                                "itself, or a snapshot that shares its storage with the "
+                                "tensors it was taken from")
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
     HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script (an EMA "
                                            "copy)")

@@ -33,7 +33,7 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "cut_argument", "detach_call",
+__all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument", "detach_call",
            "diff", "edit_at", "edited_texts", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
            "unfreeze_before", "widen", "write_edits"]
@@ -94,6 +94,36 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
             imp = import_edit(path, "copy")
             return node.lineno, edits + ([imp] if imp is not None else [])
     return None
+
+
+def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
+    """The one assignment ``name = ...`` of ``path`` whose value takes views of tensors
+    (``.detach()``, ``.data``, ``.state_dict()``) made to take copies: ``p.detach()`` ->
+    ``p.detach().clone()``, ``p.data`` -> ``p.data.clone()``, ``model.state_dict()`` ->
+    ``copy.deepcopy(model.state_dict())`` (and ``import copy`` where the file lacks it). The
+    assignment's line and the edits, or ``None`` when there is no one such assignment."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    bound = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and len(node.targets) == 1 and segment(text, node.targets[0]) == name]
+    if len(bound) != 1:
+        return None
+    value = bound[0].value
+    calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and not n.args and not n.keywords]
+    state = [n for n in calls if n.func.attr == "state_dict"]  # type: ignore[attr-defined]
+    if state:
+        edits = [node_edit(path, value, f"copy.deepcopy({segment(text, value)})")]
+        imp = import_edit(path, "copy")
+        return bound[0].lineno, edits + ([imp] if imp is not None else [])
+    views: list[ast.expr] = [n for n in calls if n.func.attr == "detach"]  # type: ignore[attr-defined]
+    views += [n for n in ast.walk(value) if isinstance(n, ast.Attribute) and n.attr == "data"
+              and isinstance(n.ctx, ast.Load)]
+    if not views:
+        return None
+    return bound[0].lineno, [node_edit(path, v, f"{segment(text, v)}.clone()") for v in views]
 
 
 def detach_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:

@@ -27,6 +27,7 @@ from toolkit.audit.record.sites import (
     grad_off_line,
     library_call,
     package_of,
+    user_frames,
     user_line,
     user_lines,
 )
@@ -42,6 +43,8 @@ _WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "
                            "conv_transpose2d", "conv_transpose3d", "embedding", "layer_norm",
                            "group_norm", "batch_norm", "instance_norm", "prelu"})
 _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
+#: subtractions, and the position of the operand subtracted (``a - b``: ``b``; ``b.__rsub__(a)``)
+_DIFFERENCES = {"sub": 1, "__sub__": 1, "subtract": 1, "__rsub__": 0, "rsub": 0}
 # functions whose kernels write running statistics in place when they normalise from the batch:
 # (position, keyword) of those arguments (a BatchNorm's buffers, or frozen nn.Parameters)
 _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
@@ -196,7 +199,12 @@ class CallWatch(TorchFunctionMode):
                 rec.frozen.add(id(args[0]))
             elif wants and args[0].grad_fn is None:
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
+        same = _one_storage(name, args, rec) if name in _DIFFERENCES else None
         out = func(*args, **kwargs)
+        if same is not None and not same.requires_grad:
+            # zero whatever the weights: the operand subtracted, a detached view, is the
+            # other's elements
+            rec.alias_differences.append((rec.call, same, user_line(), holders(same)))
         if func is torch.autograd.grad and not kwargs.get(
                 "create_graph", args[4] if len(args) > 4 else False):
             wrt = kwargs.get("inputs", args[1] if len(args) > 1 else ())
@@ -241,6 +249,48 @@ class CallWatch(TorchFunctionMode):
         elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
             rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
         return out
+
+
+def _one_storage(name: str, args: tuple[Any, ...], rec: Any) -> torch.Tensor | None:
+    """For a subtraction of two tensors that are the same elements of a watched tensor's
+    storage (two views of one parameter: ``p`` and ``p.detach()``, two ``state_dict()``
+    entries), the operand subtracted, else ``None``."""
+    if len(args) < 2:
+        return None
+    a, b = args[0], args[1]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a is b:
+        return None
+    key = storage_key(a)
+    if key is None or key != storage_key(b) or key not in rec.storage:
+        return None
+    if (a.storage_offset(), a.shape, a.stride()) != (b.storage_offset(), b.shape, b.stride()):
+        return None
+    return args[_DIFFERENCES[name]]
+
+
+def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
+    """Where the user's code running now holds ``tensor``, innermost frame first, as ``(file,
+    name)``: a name bound to it, or to a list, tuple or dict that holds it, or an attribute of
+    an object a frame names (``self.slow_weights``) that holds it so."""
+
+    def holds(value: object) -> bool:
+        if value is tensor:
+            return True
+        if isinstance(value, list | tuple):
+            return any(v is tensor for v in value)
+        return isinstance(value, dict) and any(v is tensor for v in value.values())
+
+    out: list[tuple[str, str]] = []
+    for frame in user_frames(1):   # the toolkit's and torch's own frames are passed over
+        path = frame.f_code.co_filename
+        for name, value in list(frame.f_locals.items()):
+            if holds(value):
+                out.append((path, name))
+            elif not isinstance(value, torch.nn.Module | torch.Tensor | type) and \
+                    isinstance(getattr(value, "__dict__", None), dict):
+                out += [(path, f"{name}.{attr}") for attr, v in list(vars(value).items())
+                        if holds(v)]
+    return out
 
 
 def caller_text(lines: tuple[Line | None, Line | None] | None = None) -> str:

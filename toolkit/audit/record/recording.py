@@ -180,6 +180,11 @@ class Recording:
         # (call, tensors that require grad, the user's line): torch.tensor(...) of them, which
         # copies their values and none of their graph
         self.value_copies: list[tuple[int, list[torch.Tensor], Line | None]] = []
+        # (call, the operand subtracted, the user's line, where the user's frames hold it): a
+        # difference without a graph of two views of one watched tensor's elements, zero
+        # whatever its values (a snapshot that shares its storage with the weights)
+        self.alias_differences: list[tuple[int, torch.Tensor, Line | None,
+                                           list[tuple[str, str]]]] = []
         # (call, the edges read, the function, the user's line, whether it also returned
         # values with a graph): an operation of the step's own code whose result is an integer
         # or boolean tensor made from values with a graph (argmax, a comparison; max(dim=)

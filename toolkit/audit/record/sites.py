@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
 
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 
 __all__ = ["STOP_CODES", "Line", "caller_frame", "forget_lines", "grad_off_line", "line_of",
-           "step_line", "user_frame", "user_line", "user_lines", "user_stack"]
+           "step_line", "user_frame", "user_frames", "user_line", "user_lines", "user_stack"]
 
 # frames of these folders are never user code: torch, the lens and the audit
 _TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -191,6 +192,17 @@ def user_frame(depth: int = 2) -> FrameType | None:
             fallback = fallback or frame
         frame = frame.f_back
     return fallback
+
+
+def user_frames(depth: int = 2) -> Iterator[FrameType]:
+    """The frames of the user's code above the caller (``depth`` frames up), innermost first:
+    outside torch, the toolkit, the standard library and installed packages."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not _library(path) and not _installed(path):
+            yield frame
+        frame = frame.f_back
 
 
 def line_of(frame: FrameType) -> Line:

@@ -215,6 +215,8 @@ class Watch(WatchState):
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
+            if self.staged.rec is not None:
+                copies.snapshots(self, self.staged.rec.alias_differences)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
         # names a network's tensors, or the network)
         named = self.names()
@@ -491,6 +493,8 @@ class Watch(WatchState):
         at_step.shared(self, index, opt, stepped)
         at_step.leaks(self, index, event, site, stepped)
         at_step.moved(self, index, event, stepped)
+        if self.staged.rec is not None:
+            copies.snapshots(self, self.staged.rec.alias_differences)
         dead.dead(self, index, event, site, stepped)
         zero_gradient.suspect_zeros(self, stepped)
         for _, p in stepped:

@@ -1,16 +1,18 @@
-"""Copies of a network: one the script names twice (``ema = model``, ``aliased``), and one it
-keeps in sync with a stepped network but never reads while that network makes the target."""
+"""Copies of a network: one the script names twice (``ema = model``, ``aliased``), a snapshot
+that shares its storage with the weights it was taken from (``aliased``), and one it keeps in
+sync with a stepped network but never reads while that network makes the target."""
 
 from __future__ import annotations
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record.calls import storage_key
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.kept_in_sync import swap_call
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
 
-__all__ = ["aliased", "kept_in_sync", "snapshot"]
+__all__ = ["aliased", "kept_in_sync", "snapshot", "snapshots"]
 
 
 def aliased(w: WatchState) -> None:
@@ -49,6 +51,51 @@ def aliased(w: WatchState) -> None:
             f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
             advice=f"make `{target}` a copy: {target} = copy.deepcopy({trained})",
             step=w.step_events - 1, concerned=shown))
+
+
+def snapshots(w: WatchState, differences: list) -> None:
+    """Differences the script computed between two views of the elements of tensors an
+    optimizer steps (``weights_after[k] - weights_before[k]`` of two ``state_dict()`` calls,
+    ``fast - slow`` with ``slow = p.detach()``), recorded by the staged recording: zero
+    whatever the weights, so the snapshot meant to hold the values from before the steps
+    moves with them (Reptile's outer step and Lookahead's slow weights do nothing). The edit
+    makes the assignment that took the snapshot take a copy (``copy.deepcopy``,
+    ``.clone()``), found by the name the script holds it by; ``differences`` is drained."""
+    found, differences[:] = list(differences), []
+    if not found:
+        return
+    stepped = {storage_key(p): (k, p) for i, o in enumerate(w.optimizers)
+               for k, p in keyed(i, o)}
+    names = w.names()
+    by_holder: dict[tuple[str, str] | None, tuple[list, list]] = {}
+    for _, subtracted, line, held in found:
+        hit = stepped.get(storage_key(subtracted))
+        if hit is None:
+            continue
+        fix = next(((where, f) for where in held
+                    if (f := E.copy_snapshot(where[0], where[1])) is not None), None)
+        holder = fix[0] if fix is not None else None
+        tensors, reads = by_holder.setdefault(holder, ([], []))
+        if hit not in tensors:
+            tensors.append(hit)
+        if line is not None and line not in reads:
+            reads.append(line)
+    for holder, (tensors, reads) in by_holder.items():
+        fix = E.copy_snapshot(*holder) if holder is not None else None
+        at = ((Site(holder[0], fix[0], None).shown(),) if holder and fix else ()) + tuple(
+            Site(r.path, r.number, None).shown() for r in reads[:1])
+        keys = tuple(k for k, _ in tensors)
+        shown = ((holder[1],) if holder else ()) + tuple(names.get(id(p), k) for k, p in tensors)
+        what = f"`{holder[1]}`" if holder else "a snapshot"
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"{what} shares its storage with {len(tensors)} tensors an optimizer steps: the "
+            f"difference the script takes between them is zero whatever the weights, so the "
+            f"snapshot meant to hold their values from before the steps moves with them",
+            keys, shown, at, tuple(fix[1]) if fix is not None else (),
+            advice=f"make {what} a copy where it is taken (copy.deepcopy(model.state_dict()), "
+                   f"p.detach().clone())",
+            step=w.step_events - 1, concerned=keys))
 
 
 def snapshot(w: WatchState) -> None:
