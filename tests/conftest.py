@@ -37,6 +37,10 @@ def _int_env(name: str, default: int) -> int:
 #: The shift added to every base seed (``TOOLKIT_TEST_SEED``, default 0).
 SEED_SHIFT = _int_env("TOOLKIT_TEST_SEED", 0)
 torch.set_num_threads(_int_env("TOOLKIT_TEST_THREADS", 1))
+# The processes the tests start (a script audited as a user runs it, a held-out script run to
+# its end, a worker) take as many threads as this one, unless told otherwise: each of
+# pytest-xdist's workers starting a process with a thread per core oversubscribes the cores.
+os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
