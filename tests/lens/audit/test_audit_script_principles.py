@@ -278,6 +278,9 @@ def test_a_copy_is_moved_along_the_line_to_its_network():
     # (Reptile's interpolation toward a snapshot no optimizer holds, beside another layer)
     far = torch.tensor([3.0, 0.0])
     assert not toward(before, torch.tensor([1e-3, 1e-3]), far)
+    # a move within rounding (a projection that rescales a row of norm 1 + 1e-7) has no
+    # direction, whichever side of the line it falls
+    assert not toward(far.double(), far.double() * (1 - 1e-8), torch.zeros(2, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("m", [0.9, 0.999, 0.9999])

@@ -120,7 +120,8 @@ def toward(before: torch.Tensor, now: torch.Tensor, other: torch.Tensor, *,
     or a copy outright): the move is a positive multiple, at most 1, of ``other - before``, up
     to what rounding in a dtype of machine epsilon ``eps`` leaves beside the line. A small move
     is not along the line merely for being small beside the gap: a part across the line larger
-    than rounding (Reptile's step back toward its snapshot) is another direction."""
+    than rounding (Reptile's step back toward its snapshot) is another direction, and a move
+    within rounding has none."""
     if torch.equal(now, before):
         return False
     move, line = now - before, other - before
@@ -128,7 +129,10 @@ def toward(before: torch.Tensor, now: torch.Tensor, other: torch.Tensor, *,
         return False
     share = float(move @ line) / float(line @ line)
     across = float((move - share * line).norm())
-    return 0 < share <= 1 + 1e-6 and across <= 4 * eps * float(before.norm() + other.norm())
+    slack = 4 * eps * float(before.norm() + other.norm())
+    # a move no larger than rounding says nothing of its direction (a projection onto a ball
+    # that rescales one row by a hair)
+    return 0 < share <= 1 + 1e-6 and across <= slack < float(move.norm())
 
 
 def _shapes(module: nn.Module) -> tuple:
