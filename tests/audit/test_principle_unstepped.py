@@ -16,6 +16,9 @@
 - An optimizer built over one part of a model (``param_groups_weight_decay(model.backbone,
   ...)``) where the loss trains the rest too: the edit builds it over the model, as the line
   writes it, so that the groups the line makes hold every tensor (the no-decay group included).
+- A classifier whose weights the loss reads through an operation of the weights alone (the
+  normalised class weights of a cosine classifier) lies between the loss and the trained
+  features, as a plain linear head does: left out of the optimizer, a failure, not wasted work.
 """
 
 from __future__ import annotations
@@ -105,8 +108,20 @@ def test_an_optimizer_built_over_the_backbone_alone_is_built_over_the_model(tmp_
     assert (edit["start"][0], edit["old"], edit["new"]) == (line, "model.backbone", "model")
 
 
+def test_a_cosine_classifier_left_out_of_the_optimizer_is_a_failure_not_wasted_work(tmp_path):
+    script = SCRIPTS / "baseline_pp_classifier_left_out.py"
+    code, report = audit(tmp_path, script)
+    assert code == 1
+    (found,) = failures(report)
+    assert found["kind"] == "unstepped" and found["names"] == ["classifier.weight"]
+    assert found["at"][0].startswith(
+        f"baseline_pp_classifier_left_out.py:{_line(script, 'optimizer = torch.optim.Adam(')}:")
+    assert "wasted" not in [f["kind"] for f in report["findings"]]
+
+
 PAIRS = [("clip_temperature.py", "clip_temperature_plain.py"),
          ("convnext_groups.py", "convnext_groups_backbone_only.py"),
+         ("baseline_pp.py", "baseline_pp_classifier_left_out.py"),
          ("resmlp_layerscale.py", "resmlp_layerscale_plain.py"),
          ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py")]
 

@@ -73,13 +73,15 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
     predictor on top of a trained encoder, a head left out of its model's optimizer), each with
     the optimizers (``stepped``: tensor id -> optimizer index) stepping the tensors below them.
 
-    A leaf's operation is the first node above it that reads more than it (a view or a
-    transpose of a weight is the weight itself); the leaf lies between when that operation
-    also reaches a stepped tensor. An unstepped leaf below everything stepped (a backbone under
+    A leaf's operation is the first node above it that reads more than it (a view, a
+    transpose or a normalisation of a weight, made of the weight alone, is the weight
+    itself: ArcFace's ``F.normalize(W)``); the leaf lies between when that operation also
+    reaches a stepped tensor. An unstepped leaf below everything stepped (a backbone under
     a trained head, a target network read on data) reaches nothing stepped: not between."""
     if all(k in stepped for k in graph.leaves):
         return {}   # every leaf stepped (the common case): none lies between
     below: dict[int, set[int]] = {}   # node id -> optimizers stepping a tensor it reaches
+    alone: dict[int, int | None] = {}  # node id -> the one leaf it reaches (-1: several)
     for start in graph.nodes:
         stack = [(start, False)]
         while stack:
@@ -96,9 +98,13 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
             variable = getattr(node, "variable", None)
             mine = {stepped[id(variable)]} if isinstance(variable, torch.Tensor) and \
                 id(variable) in stepped else set()
+            leaves = {id(variable)} if isinstance(variable, torch.Tensor) else set()
             for k in kids:
                 mine |= below.get(k, set())
+                one = alone.get(k)
+                leaves |= {one} if one is not None else set()
             below[key] = mine
+            alone[key] = next(iter(leaves)) if len(leaves) == 1 else (-1 if leaves else None)
     parents: dict[int, list[int]] = {}
     for key, node in graph.nodes.items():
         for n, _ in node.next_functions:  # type: ignore[attr-defined]
@@ -115,10 +121,8 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
             if up in seen:
                 continue
             seen.add(up)
-            kids = [n for n, _ in graph.nodes[up].next_functions  # type: ignore[attr-defined]
-                    if n is not None and id(n) in graph.nodes]
-            if len(kids) <= 1:   # a view of the leaf: the operation that reads it is above
-                todo.extend(parents.get(up, ()))
+            if alone.get(up) == id(variable):   # made of the leaf alone: the operation
+                todo.extend(parents.get(up, ()))  # that reads it is above
             else:
                 optimizers |= below.get(up, set())
         if optimizers:
