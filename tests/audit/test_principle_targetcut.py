@@ -15,6 +15,9 @@
 - An output used only as the target (a classifier's own soft targets on an unlabeled batch)
   keeps its cut where it is made: ``model(xu).detach()``.
 - The published scripts, with the target already cut, are clean.
+- Two terms each of whose target is the other's prediction (R-Drop's symmetric KL between two
+  dropout passes) train each output toward the other on purpose: no target. One such term
+  alone still has its target.
 """
 
 from __future__ import annotations
@@ -97,3 +100,35 @@ def test_the_edit_is_verified_and_trains_as_the_published_script(tmp_path, clean
     done = cli("train.py", cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
     assert_trains_as(folder)
+
+
+_MUTUAL = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+for _ in range(3):
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    p, q = model(x), model(x)
+    kl = F.kl_div(F.log_softmax(p, -1), F.softmax(q, -1), reduction="batchmean")
+    {more}
+    loss = F.cross_entropy(p, y) + F.cross_entropy(q, y) + kl
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("more", "target"), [
+    ('kl = kl + F.kl_div(F.log_softmax(q, -1), F.softmax(p, -1), reduction="batchmean")', False),
+    ("kl = kl", True)], ids=["both_directions", "one_direction"])
+def test_a_mutual_comparison_has_no_target_and_one_direction_has(tmp_path, more, target):
+    # R-Drop (Wu et al. 2021, eq. 2): KL(p || q) + KL(q || p) of two dropout passes
+    script = tmp_path / "rdrop.py"
+    script.write_text(_MUTUAL.format(more=more))
+    code, report = audit(tmp_path, script)
+    assert [f["kind"] for f in failures(report)] == (["target"] if target else [])
+    assert code == (1 if target else 0)

@@ -482,19 +482,56 @@ def _same_distribution(log: Any, weight: Any) -> bool:
     return bool(_families(start) & _families(weight))
 
 
-def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
-    """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
-    of the loss's head: the paths no stepped tensor should be trained by."""
-    removed = set()
+def _terms(graph: Graph, stepped: set[int]
+           ) -> list[tuple[list[Any], Any, str, int | None, _Sides]]:
+    """``(chain, comparison node, form, index of the target input, its sides)`` of each form
+    of the loss's head that has a target side, but for the terms of a mutual comparison: two
+    terms each of whose target is the other's prediction, up to operations of one input
+    (R-Drop's ``KL(p1 || p2) + KL(p2 || p1)`` of two dropout passes, Wu et al. 2021, eq. 2):
+    each output is trained toward the other on purpose, and no side of either is only a
+    target. A target made from the other term's prediction through a network (SimSiam's
+    ``p2 = h(z2)``) is no such pair, nor is one term alone (deep mutual learning's peer)."""
     forms = _forms(graph)
     metric = _repelling(graph, forms, stepped)
-    for _, node, form, target_index, _ in forms:
+    out = []
+    for chain, node, form, target_index, _ in forms:
         if id(node) in metric:
             continue
         found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
-            removed.add((id(found[2]), id(found[1])))
-    return removed
+            out.append((chain, node, form, target_index, found))
+    pairs = [(_base(found.target), _base(_prediction(node, found)))
+             for _, node, _, _, found in out]
+    mutual = {i for i, (target, prediction) in enumerate(pairs) if prediction is not None
+              and any(j != i and pairs[j] == (prediction, target) for j in range(len(pairs)))}
+    return [t for i, t in enumerate(out) if i not in mutual]
+
+
+def _prediction(node: Any, found: _Sides) -> Any:
+    """The side of the comparison (or product) ``node`` that is not ``found``'s target: the
+    log-probability a soft target weighs (``softmax(t) * log_softmax(p)``, a KL written by
+    torch), or ``None``."""
+    sides = _inputs(node)
+    if found.form == _COSINE:
+        sides = [_inputs(n)[0] for n in sides]
+    return next((n for n in sides if n is not found.target), None)
+
+
+def _base(node: Any) -> Any:
+    """``node`` without the operations of one input above what made it (a softmax, its log,
+    a temperature, a dropout): the output those are made of."""
+    for _ in range(64):
+        kids = _inputs(node) if node is not None else []
+        if len(kids) != 1 or getattr(node, "variable", None) is not None:
+            break
+        node = kids[0]
+    return node
+
+
+def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
+    """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
+    of the loss's head: the paths no stepped tensor should be trained by."""
+    return {(id(found.reader), id(found.target)) for *_, found in _terms(graph, stepped)}
 
 
 #: a fix's words when one term of several found no cut that keeps the rest trained
@@ -512,15 +549,8 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
     merged: dict[tuple[str, tuple[str, ...]], TrainedTarget] = {}
     terms: dict[tuple[str, tuple[str, ...]], list[Any]] = {}  # each term's cut, as its sites
     by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
-    forms = _forms(graph)
-    metric = _repelling(graph, forms, stepped)
     taken = Cut()  # the cuts chosen for this loss's targets so far, proved together
-    for chain, node, form, target_index, _ in forms:
-        if id(node) in metric:
-            continue
-        found = _sides(graph, node, form, target_index, stepped)
-        if found is None:
-            continue
+    for chain, node, _, _, found in _terms(graph, stepped):
         form, target, reader, weight = found
         if weight:
             shared, _ = _stepped_below(graph, target, stepped)
