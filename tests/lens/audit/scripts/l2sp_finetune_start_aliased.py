@@ -34,7 +34,7 @@ def batch(w, n=32):
 backbone = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU())
 source_head = nn.Linear(16, 4)
 pretrain = torch.optim.SGD([*backbone.parameters(), *source_head.parameters()], lr=0.1)
-for step in range(args.pretrain_steps):
+for _ in range(args.pretrain_steps):
     x, y = batch(source_w)
     loss = F.cross_entropy(source_head(backbone(x)), y)
     pretrain.zero_grad()
