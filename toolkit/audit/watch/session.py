@@ -498,6 +498,8 @@ class Watch(WatchState):
         dead.dead(self, index, event, site, stepped)
         zero_gradient.suspect_zeros(self, stepped)
         for _, p in stepped:
+            if self.ledger.live.get(id(p)):
+                self.trained_by[id(p)] = (self.iteration, index)
             self.last_step_of[id(p)] = self.stepped_at[id(p)] = event
             self.ledger.stepped(id(p))
         lost.lost(self, index, site)

@@ -25,6 +25,13 @@ _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) w
 __all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "reached_keys", "read_by_training", "settle", "target_cut", "target_only"]
 
 
+def _trained_elsewhere(w: WatchState, p: torch.Tensor, index: int) -> bool:
+    """Whether another optimizer stepped ``p`` with its gradient in this iteration, while the
+    ``index``-th skips it (``.grad`` is ``None``) and no cut keeps it from this loss."""
+    iteration, by = w.trained_by.get(id(p), (-1, index))
+    return iteration == w.iteration and by != index and p.grad is None and cut_of(w, p) is None
+
+
 def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
     names = w.names()
     # a tensor a backward's graph reached, with a gradient of exactly zero (a recurrent
@@ -32,6 +39,11 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     dead = [(k, p) for k, p in stepped if not w.ledger.live.get(id(p))
             and (w.reached_at.get(id(p), -1) <= w.last_step_of.get(id(p), -1)
                  or w.ledger.cleared.get(id(p)))]
+    # one another optimizer stepped with its gradient in this iteration, its .grad None here
+    # (the optimizer skips it) and no cut between it and this loss: trained, and held here
+    # too (InfoGAN's information optimizer over both networks, the discriminator's
+    # adversarial head trained by its own); one a cut keeps from this loss stays dead
+    dead = [(k, p) for k, p in dead if not _trained_elsewhere(w, p, index)]
     if not dead:
         return
     misplaced = is_misplaced(w, index, stepped, dead)
