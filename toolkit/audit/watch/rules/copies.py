@@ -4,6 +4,8 @@ sync with a stepped network but never reads while that network makes the target.
 
 from __future__ import annotations
 
+from typing import Any
+
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record.calls import storage_key
@@ -67,21 +69,21 @@ def snapshots(w: WatchState, differences: list) -> None:
     stepped = {storage_key(p): (k, p) for i, o in enumerate(w.optimizers)
                for k, p in keyed(i, o)}
     names = w.names()
-    by_holder: dict[tuple[str, str] | None, tuple[list, list]] = {}
+    # each snapshot, by where the script holds it, with the edit that copies it there
+    by_holder: dict[tuple[str, str] | None, tuple[list, list, Any]] = {}
     for _, subtracted, line, held in found:
         hit = stepped.get(storage_key(subtracted))
         if hit is None:
             continue
-        fix = next(((where, f) for where in held
-                    if (f := E.copy_snapshot(where[0], where[1])) is not None), None)
-        holder = fix[0] if fix is not None else None
-        tensors, reads = by_holder.setdefault(holder, ([], []))
+        holder, fix = next(((where, f) for where in held
+                            if (f := E.copy_snapshot(where[0], where[1])) is not None),
+                           (None, None))
+        tensors, reads, _ = by_holder.setdefault(holder, ([], [], fix))
         if hit not in tensors:
             tensors.append(hit)
         if line is not None and line not in reads:
             reads.append(line)
-    for holder, (tensors, reads) in by_holder.items():
-        fix = E.copy_snapshot(*holder) if holder is not None else None
+    for holder, (tensors, reads, fix) in by_holder.items():
         at = ((Site(holder[0], fix[0], None).shown(),) if holder and fix else ()) + tuple(
             Site(r.path, r.number, None).shown() for r in reads[:1])
         keys = tuple(k for k, _ in tensors)
