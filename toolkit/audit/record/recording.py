@@ -286,6 +286,9 @@ class Recording:
         # id(optimizer) -> (its class name, the user's line that called its step())
         self.optimizer_steps: dict[int, tuple[str, Line | None]] = {}
         self._stack = contextlib.ExitStack()
+        # paused by :meth:`suspend`: the hooks stay, each passing its call through
+        self.suspended = False
+        self._calls: CallWatch | None = None
 
     def updated_twice(self) -> set[int]:
         """``id`` of the tensors the step writes in place from *other* trained tensors (a
@@ -386,6 +389,9 @@ class Recording:
     def _assign(self, module: nn.Module, name: str, value: Any) -> None:
         """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
         to a module's attribute or buffer (a state kept in the module)."""
+        if self.suspended:
+            _SETATTR(module, name, value)
+            return
         if isinstance(value, torch.Tensor) and not self.busy:
             # whether the attribute was None before the step first stored a tensor there (a
             # memory made lazily: setting it to None again runs a call as the first ran)
@@ -453,13 +459,13 @@ class Recording:
 
     def _start_thread(self, thread: threading.Thread) -> None:
         """Note a thread the step starts, with the user's line that starts it."""
-        if threading.get_ident() == self.thread and not self.busy:
+        if threading.get_ident() == self.thread and not self.busy and not self.suspended:
             line = user_line(3, installed=True)
             at = "" if line is None else f"started at {line.file}:{line.number}"
             self.threads.setdefault(self.call, {}).setdefault(thread.name, []).insert(0, at)
 
     def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self._other_thread(module):
+        if self.suspended or self._other_thread(module):
             return
         label = self._label(module)
         if label is None:
@@ -470,15 +476,18 @@ class Recording:
             if start:
                 self.call_ends[label, start] = self.sequence()
         self.busy = True
+        # the recording's own reads of the outputs pass no torch-function mode (its own
+        # would ignore them, at a dispatch each)
+        caller = sys._getframe(1)
         try:
-            self._outputs(label, output)
-            # the outermost named call returns to the step's own code; an inner one to a
-            # module's forward (a line every caller of that module runs)
-            caller = sys._getframe(1)
-            self._made_outputs(output, "module" if not self.calling else "inner",
-                               lambda: self._call_stack(caller))
+            with torch._C.DisableTorchFunction():
+                self._outputs(label, output)
+                # the outermost named call returns to the step's own code; an inner one to a
+                # module's forward (a line every caller of that module runs)
+                self._made_outputs(output, "module" if not self.calling else "inner",
+                                   lambda: self._call_stack(caller))
         finally:
-            self._stacks.pop(id(sys._getframe(1)), None)
+            self._stacks.pop(id(caller), None)
             self.busy = False
 
     def _call_stack(self, caller: FrameType) -> tuple[Line, ...]:
@@ -526,6 +535,8 @@ class Recording:
         return self.names.modules.get(id(module))
 
     def _pre_hook(self, module: nn.Module, args: Any) -> None:
+        if self.suspended:
+            return
         label = None if self._other_thread(module) else self._label(module)
         if label is not None:
             outermost = not self.calling
@@ -535,37 +546,43 @@ class Recording:
             self.calling.append(label)
             self._starts.append(0)
             self.busy = True
+            caller = sys._getframe(1)
             try:
-                caller = sys._getframe(1)
-                if ("call", self.call, label) not in self.sites:
-                    lines = user_lines()
-                    self.sites["call", self.call, label] = caller_text(lines)
-                    self.lines["call", self.call, label] = lines[0]
-                for t in tensors_in(args):
-                    cut = self.detached_out.get(id(t))
-                    if t.grad_fn is None and cut is not None and cut[0]() is t:
-                        self.detached_into.setdefault((self.call, label), []).append(cut[1:])
-                handed = [t for t in tensors_in(args) if t.grad_fn is not None]
-                nested = [(i, t) for i, a in [*enumerate(args), *_keywords(module).items()]
-                          for t in _nested(a) if t.grad_fn is not None]
-                stack = self._call_stack(caller) if nested else ()
-                start = self.sequence() if stack and handed else 0
-                self._starts[-1] = start
-                for t in handed:
-                    self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
-                    # the module each call hands it to (a state carried from the previous
-                    # call enters this call's graph there)
-                    self.inputs_now.setdefault((self.call, id(t.grad_fn)), (t.grad_fn, label))
-                    if stack:
-                        self.handed.setdefault(id(t.grad_fn), []).append(
-                            (t.grad_fn, label, stack, start, outermost and not stack[0].inside))
-                if stack:
-                    at = stack[0]
-                    for i, t in nested:
-                        self.arguments.setdefault((id(t.grad_fn), at.path, at.number, at.span),
-                                                  i)
+                with torch._C.DisableTorchFunction():
+                    self._handed(label, caller, args, module, outermost)
             finally:
                 self.busy = False
+
+    def _handed(self, label: str, caller: FrameType, args: Any, module: nn.Module,
+                outermost: bool) -> None:
+        """What the pre-hook notes of a named module's call (see :meth:`_pre_hook`)."""
+        if ("call", self.call, label) not in self.sites:
+            lines = user_lines()
+            self.sites["call", self.call, label] = caller_text(lines)
+            self.lines["call", self.call, label] = lines[0]
+        for t in tensors_in(args):
+            cut = self.detached_out.get(id(t))
+            if t.grad_fn is None and cut is not None and cut[0]() is t:
+                self.detached_into.setdefault((self.call, label), []).append(cut[1:])
+        handed = [t for t in tensors_in(args) if t.grad_fn is not None]
+        nested = [(i, t) for i, a in [*enumerate(args), *_keywords(module).items()]
+                  for t in _nested(a) if t.grad_fn is not None]
+        stack = self._call_stack(caller) if nested else ()
+        start = self.sequence() if stack and handed else 0
+        self._starts[-1] = start
+        for t in handed:
+            self.inputs.setdefault(id(t.grad_fn), (t.grad_fn, label))
+            # the module each call hands it to (a state carried from the previous
+            # call enters this call's graph there)
+            self.inputs_now.setdefault((self.call, id(t.grad_fn)), (t.grad_fn, label))
+            if stack:
+                self.handed.setdefault(id(t.grad_fn), []).append(
+                    (t.grad_fn, label, stack, start, outermost and not stack[0].inside))
+        if stack:
+            at = stack[0]
+            for i, t in nested:
+                self.arguments.setdefault((id(t.grad_fn), at.path, at.number, at.span),
+                                          i)
 
     def next_call(self) -> None:
         """Start the next call of the step: remember where autograd's node numbering is."""
@@ -583,6 +600,8 @@ class Recording:
 
     def _open(self, x: Any, name: str | None) -> Any:
         """Mark a disabled block with a node that names it, and note the user's line."""
+        if self.suspended:
+            return x
         out = _open(x, name)
         self.note_made(out)
         return out
@@ -600,7 +619,8 @@ class Recording:
                         register_optimizer_step_post_hook(self._after_optimizer_step)]
         for handle in handles:
             stack.callback(handle.remove)
-        stack.enter_context(CallWatch(self))
+        self.suspended = False
+        self._calls = stack.enter_context(CallWatch(self))
         start = threading.Thread.start
 
         def start_noted(thread: threading.Thread) -> None:
@@ -622,7 +642,7 @@ class Recording:
         def saving(original: Any) -> Any:
             @functools.wraps(original)
             def method(obj: Any, *args: Any, **kwargs: Any) -> Any:
-                if self.snapshot is not None:
+                if self.snapshot is not None and not self.suspended:
                     self.snapshot.save_stateful(obj)
                 return original(obj, *args, **kwargs)
             return method
@@ -658,6 +678,8 @@ class Recording:
         original = function.__dict__["forward"]
 
         def forward(ctx: Any, *args: Any) -> Any:
+            if self.suspended:
+                return original.__func__(ctx, *args)
             self.lines[("checkpoint", id(ctx))] = user_line()
             self._checkpointing.append(set())
             try:
@@ -668,6 +690,23 @@ class Recording:
         function.forward = staticmethod(forward)
         stack.callback(setattr, function, "forward", original)
 
+    def suspend(self) -> None:
+        """Stop recording for a while, cheaply: the calls' mode leaves the stack and every
+        hook passes its call through until :meth:`unsuspend` (entering and leaving the whole
+        recording sets and restores attributes of ``nn.Module`` and other classes, which empties
+        Python's attribute caches of every subclass)."""
+        if self._calls is not None and not self.suspended:
+            self.suspended = True
+            self._calls.__exit__(None, None, None)
+
+    def unsuspend(self) -> None:
+        """Record again after :meth:`suspend`: the calls' mode back on top of the stack."""
+        if self._calls is not None and self.suspended:
+            self.suspended = False
+            self._calls.__enter__()
+
     def __exit__(self, *exc: object) -> None:
+        self.suspended = False
+        self._calls = None
         self._stacks.clear()
         self._stack.close()

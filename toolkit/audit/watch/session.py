@@ -249,7 +249,13 @@ class Watch(WatchState):
     def module_called(self, module: nn.Module, args: tuple, output: object) -> None:
         if not self.recording() or not self.here():
             return
-        frame = sys._getframe(1)
+        # the watch's own reads of tensors (``t.grad_fn``) are not the script's calls: no
+        # torch-function mode sees them (the recording's would note them, at a dispatch each)
+        with torch._C.DisableTorchFunction():
+            self._called(module, args, output, sys._getframe(1))
+
+    def _called(self, module: nn.Module, args: tuple, output: object,
+                frame: FrameType | None) -> None:
         # only calls made by the user's code itself: the caller is a user frame
         while frame is not None and frame.f_code.co_name in ("inner", "_call_impl",
                                                                   "_wrapped_call_impl"):
@@ -448,6 +454,8 @@ class Watch(WatchState):
             self.written_at[key] = source.index
         if self.recording() and not self.done():
             self.staged.resume()
+        else:
+            self.staged.leave()
 
     # --- at a step ----------------------------------------------------------------------
     def step(self, opt: torch.optim.Optimizer) -> None:
@@ -527,6 +535,8 @@ class Watch(WatchState):
         if not self.done() and (self.audited() or self.audited(self.iteration + 1)):
             self.staged.learn(user_frame(2), self.optimizers)
             self.staged.resume(new_call=True)
+        else:
+            self.staged.leave()
 
     def _stop_lines(self) -> None:
         if self.made_at is not None:

@@ -116,23 +116,33 @@ class Staged:
     def resume(self, new_call: bool = False) -> None:
         """Record again (after a backward or a step; ``new_call`` after a step)."""
         rec = self.rec
-        if rec is None or self.entered:
+        if rec is None or (self.entered and not rec.suspended):
             return
         _drop_gone()
         if new_call:
             rec.next_call()
-        rec.__enter__()
-        self.entered = True
+        if self.entered:
+            rec.unsuspend()
+        else:
+            rec.__enter__()
+            self.entered = True
 
     def pause(self) -> None:
-        """Stop recording (before a backward or a step, and for good when the audited
-        iterations are done): the recording leaves the mode stack and its hooks go."""
+        """Stop recording (before a backward or a step): the recording leaves the mode stack
+        and its hooks pass every call through until :meth:`resume`."""
+        if self.rec is not None and self.entered:
+            self.rec.suspend()
+
+    def leave(self) -> None:
+        """Stop recording until an audited iteration comes: the recording's hooks go (an
+        iteration not audited runs without them)."""
         if self.rec is not None and self.entered:
             self.entered = False
             self.rec.__exit__(None, None, None)
 
     def close(self) -> None:
-        self.pause()
+        """Stop recording for good (the audited iterations are done)."""
+        self.leave()
         self.rec = None
         _drop_gone()
 
