@@ -99,8 +99,10 @@ class RecordedStep:
 
 def record_step(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any],
                 stepped: dict[str | None, dict[int, torch.Tensor]], rec: Recording, *,
-                allow_pass_through: bool, allow_trained_target: bool) -> RecordedStep:
-    """Search each loss's graph once and gather what every rule reads."""
+                allow_pass_through: bool, allow_trained_target: bool,
+                graphs: dict[str, Graph] | None = None) -> RecordedStep:
+    """Search each loss's graph once and gather what every rule reads; ``graphs``: losses'
+    graphs already read (by ``name``), not read again."""
     key_of = {name: (None if None in pairings else name) for name in losses}
     by_loss = {name: stepped[key_of[name]] for name in losses}
     optimizer_of = {name: (type(pairings[None]).__name__ if None in pairings else name)
@@ -110,13 +112,16 @@ def record_step(losses: dict[str, torch.Tensor], pairings: dict[str | None, Any]
         members.setdefault(id(pairings[key_of[name]]), []).append(name)
     groups = [(optimizer_of[names[0]] if len(names) == 1 or None in pairings
                else "/".join(names), names) for names in members.values()]
-    searches = {name: ShortestPaths(output_roots(loss, "audit_step"))
-                for name, loss in losses.items()}
+    known = graphs or {}
+    graphs = {name: known[name] if name in known else
+              Graph(ShortestPaths(output_roots(loss, "audit_step")))
+              for name, loss in losses.items()}
+    searches = {name: graph.search for name, graph in graphs.items()}
     all_stepped = {i for group in stepped.values() for i in group}
     return RecordedStep(
         losses=losses, pairings=pairings, stepped=by_loss, optimizer_of=optimizer_of,
         groups=groups, rec=rec, label=Labeller(rec), searches=searches,
-        graphs={name: Graph(search) for name, search in searches.items()},
+        graphs=graphs,
         region=parameter_regions(rec, set(rec.names.tensors) | all_stepped),
         twice=rec.updated_twice(), allow_pass_through=allow_pass_through,
         allow_trained_target=allow_trained_target, all_stepped=all_stepped)

@@ -108,7 +108,12 @@ def installed(watch: Watch) -> Iterator[Watch]:
                 watch.zero_grad([self])
             remove(self)
 
-        return property(getter, setter, deleter, descriptor.__doc__)
+        # reads are noted only while the watch records (:meth:`Watch._want_recording_hooks` swaps
+        # the two): between, the descriptor's own getter, at no Python call per read (an
+        # optimizer's step reads every ``.grad``)
+        watch.grad_properties = (property(get, setter, deleter, descriptor.__doc__),
+                                 property(getter, setter, deleter, descriptor.__doc__))
+        return watch.grad_properties[1]
 
     def scaler_step(old):
         # a GradScaler reads the gradient to step with it, or skips the step (inf or NaN)
@@ -155,13 +160,14 @@ def installed(watch: Watch) -> Iterator[Watch]:
 
     handles = [register_optimizer_step_pre_hook(before_step),
                register_optimizer_step_post_hook(after_step)]
-    watch._want_module_hook()
+    watch._want_recording_hooks()
     try:
         yield watch
     finally:
         for h in handles:
             h.remove()
         watch.close()
+        watch.grad_properties = None
         for owner, name, old in reversed(undo):
             if old is None:
                 delattr(owner, name)

@@ -51,6 +51,7 @@ from torch import nn
 
 from toolkit.audit.record import calls as record_calls
 from toolkit.audit.record import syntax as S
+from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch import hard as hard_values
 from toolkit.audit.watch import kept_in_sync, zeroed
 from toolkit.audit.watch.feedback import Feed, fed
@@ -78,6 +79,7 @@ from toolkit.audit.watch.staged import Staged
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt
+from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
 
@@ -187,10 +189,16 @@ class Watch(WatchState):
             self.passed_on = {}
         if not self.prev_audited and self.audited():
             self.ledger = Ledger()   # what happened unwatched is one unknown source
-        self._want_module_hook()
+        self._want_recording_hooks()
 
-    def _want_module_hook(self) -> None:
+    def _want_recording_hooks(self) -> None:
+        """The hooks that record calls (the module hook, ``Tensor.grad``'s read) on while an
+        iteration is recorded, off between."""
         want = not self.done() and self.recording()
+        if self.grad_properties is not None:
+            wanted = self.grad_properties[want]
+            if torch.Tensor.__dict__.get("grad") is not wanted:
+                torch.Tensor.grad = wanted  # type: ignore[method-assign]
         if want and self.module_hook is None:
             self.module_hook = nn.modules.module.register_module_forward_hook(self.module_called)
         elif not want and self.module_hook is not None:
@@ -392,7 +400,7 @@ class Watch(WatchState):
                 first = self.iteration + 1
                 self.new_loops.update(range(first, first + (1 if self.every else self.steps)))
                 self.last_audited = max(self.last_audited, max(self.new_loops))
-                self._want_module_hook()
+                self._want_recording_hooks()
         self.events += 1
         self.site_events[key] = self.events
         self.backwards += 1
@@ -406,14 +414,18 @@ class Watch(WatchState):
             # runs inside the mode's own dispatch of backward())
             zero_gradient.explained(self, tensors, site, self.zero_suspects.pop(key))
         graph = read_graph(t.grad_fn for t in tensors)
-        self._judge(tensors, graph.leaves, caller, site)
+        # the loss's graph as the step audit reads it, read once for its rules and the watch's
+        outputs = [t for t in tensors if t.grad_fn is not None]
+        searched = StepGraph(ShortestPaths(outputs)) if outputs else None
+        self._judge(tensors, graph.leaves, caller, site, searched)
         hard.reached(self, graph, site)
         for key in self.constants.fed(graph.nodes):
             self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         carried.fed_back(self, tensors, site)
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
-        targets.targets(self, tensors, site, held)
+        if searched is not None:
+            targets.targets(self, searched, site, held)
         for key, optimizers in between(graph, held).items():
             self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
@@ -434,7 +446,7 @@ class Watch(WatchState):
         return source, leaves, self.ledger.snapshot(leaves)
 
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
-               site) -> None:
+               site, graph: StepGraph | None) -> None:
         """The step audit's truth and rules on this backward's loss (see
         :mod:`~toolkit.audit.watch.staged`)."""
         i = self.iteration
@@ -443,7 +455,7 @@ class Watch(WatchState):
         self._judging = True
         try:
             self.staged.judge(tensors, leaves, caller, i, self.step_events, marks,
-                              self.loss_label(site))
+                              self.loss_label(site), graph)
         finally:
             self._judging = False
 
@@ -523,7 +535,7 @@ class Watch(WatchState):
         # next two iterations only
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
             self.last_step_seq = current_sequence()
-        self._want_module_hook()
+        self._want_recording_hooks()
         if self.hard_suspects and self.hard is None:
             hard.enter(self)
         if (self.zero_suspects or self.target_lines) and self.made_at is None and \

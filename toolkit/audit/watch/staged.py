@@ -45,6 +45,7 @@ from toolkit.audit.record.recording import Recording
 from toolkit.audit.result import GROUPS, StepAudit
 from toolkit.audit.rules import carried, held, targets
 from toolkit.audit.step import run_rules
+from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import record_step
 from toolkit.audit.watch.frames import is_user
@@ -148,11 +149,13 @@ class Staged:
 
     # --- the step audit of one backward -------------------------------------------------
     def judge(self, roots: Sequence[torch.Tensor], leaves: Iterable[int], frame: FrameType | None,
-              iteration: int, step: int, marks: tuple[int, int], label: str) -> None:
+              iteration: int, step: int, marks: tuple[int, int], label: str,
+              graph: StepGraph | None = None) -> None:
         """Run the step audit's rules (:data:`_RULES`) on the loss ``roots`` (one scalar) that the
         script is about to differentiate, paired with the optimizers owning tensors among
         ``leaves`` (ids of the leaves its graph reaches). ``marks``: autograd's sequence
-        number where the previous iteration and this one began."""
+        number where the previous iteration and this one began; ``graph``: the loss's graph,
+        when the watch has read it."""
         rec = self.rec
         if rec is None or len(roots) != 1 or roots[0].numel() != 1 \
                 or not roots[0].requires_grad:
@@ -170,7 +173,8 @@ class Staged:
                                              else pairing) for p in g["params"]}}
         rec.marks[:] = [marks[0], marks[1]]
         recorded = record_step(losses, pairings, stepped, rec, allow_pass_through=True,
-                               allow_trained_target=False)
+                               allow_trained_target=False,
+                               graphs=None if graph is None else {"loss": graph})
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)

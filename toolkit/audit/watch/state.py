@@ -167,6 +167,8 @@ class WatchState:
         # the last cut the dead rule found, with the tensors its input reaches
         self.reach_cache: tuple[Site, set[int]] | None = None
         self._names_now: dict[int, str] | None = None
+        # ``Tensor.grad`` as the hooks install it: (reads not noted, reads noted)
+        self.grad_properties: tuple[property, property] | None = None
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""

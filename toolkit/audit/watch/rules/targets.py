@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import sys
-from collections.abc import Sequence
 
 import torch
 import torch.overrides
@@ -47,12 +46,11 @@ from toolkit.audit.watch.kept_in_sync import toward
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
 from toolkit.audit.watch.zeroed import cut_operand
-from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["followers", "settle", "targets"]
 
 
-def targets(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
+def targets(w: WatchState, graph: StepGraph, site: Site | None,
             stepped: dict[int, int]) -> None:
     """A comparison in the head of the loss whose target side reaches tensors an optimizer
     steps (the step audit's rule, :func:`~toolkit.audit.rules.targets.target_edges`,
@@ -64,11 +62,9 @@ def targets(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
     :func:`_read_cut`), as the step audit's proved cut does
     (:func:`~toolkit.audit.truth.cuts.target_cut`): never at a line whose cut would also
     cut a path on which the loss trains those tensors as it should."""
-    outputs = [t for t in roots if t.grad_fn is not None]
-    if not stepped or not outputs:
+    if not stepped:
         return
-    search = ShortestPaths(outputs)
-    graph = StepGraph(search)
+    search = graph.search
     edges = sorted(target_edges(graph, set(stepped)))
     key = w.backward_keys.get(w.events)
     waiting = w.target_lines.pop(key, None) if w.made_at is not None else None
