@@ -17,7 +17,8 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from toolkit.audit.files import escaped
 from toolkit.audit.findings import ScriptFinding
@@ -291,6 +292,9 @@ def _audit(args: argparse.Namespace) -> int:
             "no torch optimizer stepped (weights updated by hand?), so nothing was judged at a "
             "step (leaks, stale or missing gradients, tensors no optimizer steps); only graph "
             "kept across iterations was checked")
+    meant = taken_as_meant(watch.meant, findings)
+    if meant:
+        not_checked.append(meant)
     for line in not_checked:
         _say(f"toolkit audit: not checked: {line}")
     if outcome.error is not None:
@@ -299,6 +303,31 @@ def _audit(args: argparse.Namespace) -> int:
     if outcome.exit_code not in (None, 0):
         return finish(int(outcome.exit_code), not_checked)  # type: ignore[arg-type]
     return finish(status, not_checked)
+
+
+def taken_as_meant(cuts: Mapping[Any, str], findings: Sequence[ScriptFinding],
+                   shown: int = 3) -> str | None:
+    """The closing line on the cuts the audit took as meant
+    (:mod:`~toolkit.audit.watch.rules.meant`), those at a line no finding names; ``None``
+    where there are none. ``shown``: how many sites it names."""
+    named = {a.split(": ", 1)[0] for f in findings for a in f.at}
+    left = list({str(site): what for site, what in cuts.items()
+                 if str(site) not in named}.items())    # two cuts on one line: the line once
+    if not left:
+        return None
+    sites = ", ".join(f"{site} ({what})" for site, what in left[:shown])
+    if len(left) == 1:
+        return (f"whether the cut at {sites} belongs there: it keeps a loss's gradient from "
+                f"tensors that loss still trains another way, as a stop-gradient does "
+                f"(SimSiam's stopped branch, a TD target from the online network); only the "
+                f"method the script follows says whether it belongs, so the audit took it as "
+                f"meant")
+    more = f" and {len(left) - shown} more" if len(left) > shown else ""
+    return (f"whether {len(left)} cuts belong where they are ({sites}{more}): each keeps a "
+            f"loss's gradient from tensors that loss still trains another way, as a "
+            f"stop-gradient does (SimSiam's stopped branch, a TD target from the online "
+            f"network); only the method the script follows says whether they belong, so the "
+            f"audit took them as meant")
 
 
 def applicable(findings: Sequence[ScriptFinding]) -> list[ScriptFinding]:

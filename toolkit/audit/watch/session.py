@@ -70,6 +70,7 @@ from toolkit.audit.watch.rules import (
     dead,
     hard,
     lost,
+    meant,
     recycled,
     targets,
     unstepped,
@@ -424,6 +425,7 @@ class Watch(WatchState):
         carried.fed_back(self, tensors, site)
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
+        meant.note(self, graph.leaves, held)
         if searched is not None:
             targets.targets(self, searched, site, held)
         for key, optimizers in between(graph, held).items():

@@ -122,6 +122,8 @@ class WatchState:
         # (module, its call's site, the user's (file, line) from there outwards, the graphs of
         # its inputs, event)
         self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
+        # the cuts taken as meant, by site (see :mod:`~toolkit.audit.watch.rules.meant`)
+        self.meant: dict[Site, str] = {}
         self.clears: list[tuple[Site, set[int]]] = []
         self.prev_audited = False
         self._cleared_sources: set[Source] = set()
