@@ -78,21 +78,31 @@ def import_edit(path: str, module: str) -> Edit | None:
 
 
 def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
-    """``target = online`` in ``path`` made a copy: ``target = copy.deepcopy(online)`` (and
-    ``import copy`` where the file lacks it); the assignment's line and the edits, or
-    ``None`` when the file holds no such assignment."""
+    """``target = online`` (or a shallow ``target = copy.copy(online)``) in ``path`` made a
+    copy: ``target = copy.deepcopy(online)`` (and ``import copy`` where the file lacks it); the
+    assignment's line and the edits, or ``None`` when the file holds no such assignment."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                segment(text, node.targets[0]) == target and segment(text, node.value) == online:
+                segment(text, node.targets[0]) == target and online in (
+                    segment(text, node.value), _shallow_copied(text, node.value)):
             value = node.value
             new = f"copy.deepcopy({online})"
             edits = [node_edit(path, value, new)]
             imp = import_edit(path, "copy")
             return node.lineno, edits + ([imp] if imp is not None else [])
+    return None
+
+
+def _shallow_copied(text: str, value: ast.expr) -> str | None:
+    """What ``copy.copy(x)`` (or ``copy(x)``, imported from ``copy``) copies, as the source
+    spells it, else ``None``."""
+    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords and \
+            segment(text, value.func) in ("copy.copy", "copy"):
+        return segment(text, value.args[0])
     return None
 
 

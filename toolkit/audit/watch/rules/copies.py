@@ -20,12 +20,23 @@ __all__ = ["aliased", "kept_in_sync", "snapshot", "snapshots"]
 def aliased(w: WatchState) -> None:
     """One network called by two names, one only under no_grad (a target, an EMA or
     teacher copy read as a constant) and one with gradients, its tensors stepped: the
-    target is the trained network itself (``ema = model`` for ``copy.deepcopy(model)``).
+    target is the trained network itself (``ema = model``, or ``copy.copy(model)``, whose
+    layers are the model's own, for ``copy.deepcopy(model)``).
     One network read both ways by one name (FixMatch's pseudo-labels) is no finding."""
     stepped = w.stepped_map()
     names = w.names()
+    # a shallow copy (``copy.copy(model)``) is another module holding the same tensors: the
+    # calls of every module holding one set of tensors are one network's
+    networks: dict[frozenset[int], tuple[Any, dict[str, set]]] = {}
     for key, by_name in w.called_as.items():
         module = w.roots[key][0]
+        held = frozenset(id(p) for p in module.parameters())
+        if not held:
+            continue
+        uses = networks.setdefault(held, (module, {}))[1]
+        for name, found in by_name.items():
+            uses.setdefault(name, set()).update(found)
+    for module, by_name in networks.values():
         params = [p for p in module.parameters() if id(p) in stepped]
         # in one iteration: one name only under no_grad, another with gradients; the same
         # attribute reached from two places (w.teacher, model.teacher) is one binding
@@ -35,13 +46,16 @@ def aliased(w: WatchState) -> None:
                  and {i for _, _, i in t_uses} & {i for g, _, i in o_uses if g}]
         if not params or not pairs:
             continue
-        target, trained = pairs[0]
-        sites = [s for g, s, _ in by_name[target] if not g]
-        fix = None
-        for site in sites:
-            fix = E.copy_at_alias(site.path, target.split("(")[0], trained)
-            if fix is not None:
-                break
+        # the pair whose assignment the edit finds (``target_net = copy.copy(online)``, not
+        # a method's ``self`` that the target's calls pass through), else the first
+        chosen = None
+        for target, trained in pairs:
+            sites = [s for g, s, _ in by_name[target] if not g]
+            fix = next((f for site in sites if (f := E.copy_at_alias(
+                site.path, target.split("(")[0], trained)) is not None), None)
+            if chosen is None or (fix is not None and chosen[3] is None):
+                chosen = (target, trained, sites, fix)
+        target, trained, sites, fix = chosen
         line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
         at = ((line.shown(),) if line is not None else ()) + tuple(
             sorted({s.shown() for s in sites}))
