@@ -525,3 +525,27 @@ def test_a_guessed_label_made_with_gradients_is_a_trained_target_cut_where_it_is
                          "        guess = net(x + 0.1)")
     code, report, _ = _audit(tmp_path, _script(tmp_path, clean))
     assert code == 0 and "target" not in _kinds(report)
+
+
+def test_a_tensor_kept_as_a_plain_attribute_of_a_module_is_named_by_it(tmp_path):
+    """A tensor an optimizer holds that is no parameter of its module, a plain attribute made
+    with requires_grad_() (DARTS's architecture weights, a learned temperature), is named as
+    the module holds it (``model.temperature``), not by its place in the optimizer."""
+    body = ("class Net(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(3, 2)\n"
+            "        self.temperature = torch.ones(1).requires_grad_()\n"
+            "    def forward(self, x):\n"
+            "        return self.fc(x) / self.temperature\n"
+            "model = Net()\n"
+            "opt = torch.optim.SGD([*model.parameters(), model.temperature], lr=0.1)\n"
+            "x, y = torch.randn(8, 3), torch.randint(0, 2, (8,))\n"
+            "for it in range(3):\n"
+            "    loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n"
+            "    opt.step()\n")
+    code, report, _ = _audit(tmp_path, _script(tmp_path, body))
+    (stale,) = [f for f in report["findings"] if f["kind"] == "stale"]
+    assert code == 1
+    assert sorted(stale["names"]) == ["model.fc.bias", "model.fc.weight", "model.temperature"]

@@ -221,6 +221,14 @@ class WatchState:
         for module, root in order:
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
+        if any(k not in names for k in self.stepped_map()):
+            # a tensor an optimizer holds as a plain attribute of a module (DARTS's
+            # ``self.alphas``, made with requires_grad_()): by that attribute
+            for module, root in order:
+                for n, sub in module.named_modules():
+                    for attr, value in list(vars(sub).items()):
+                        if isinstance(value, torch.Tensor) and not attr.startswith("_"):
+                            names.setdefault(id(value), ".".join(filter(None, (root, n, attr))))
         self._names_now = names
         return names
 
