@@ -40,3 +40,33 @@ def test_the_deep_copy_is_verified_and_trains_as_the_published_script(tmp_path):
     applied(folder, "aliased")
     assert not failures(recorded(folder, tmp_path / "fixed", "train.py"))
     assert_trains_as(folder)
+
+
+_WRAPPED = """\
+import copy
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+wrapped = {wrap}
+optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    loss = F.cross_entropy(wrapped(x), y)
+    with torch.no_grad():
+        accuracy = (net(x).argmax(1) == y).float().mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_wrapper_holding_the_network_is_no_copy_of_it(tmp_path):
+    # a network trained through a wrapper (a Sequential, as DDP holds its module) and read
+    # plainly under no_grad for a metric is one network by design, not a copy of it
+    script = tmp_path / "wrapped.py"
+    script.write_text(_WRAPPED.format(wrap="nn.Sequential(net)"))
+    code, report = audit(tmp_path, script)
+    assert code == 0 and not failures(report)

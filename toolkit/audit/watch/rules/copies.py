@@ -27,13 +27,18 @@ def aliased(w: WatchState) -> None:
     names = w.names()
     # a shallow copy (``copy.copy(model)``) is another module holding the same tensors: the
     # calls of every module holding one set of tensors are one network's
-    networks: dict[frozenset[int], tuple[Any, dict[str, set]]] = {}
+    # (a wrapper that holds the other as a part, DDP's or a Sequential's, is no copy: its
+    # calls stay its own)
+    networks: dict[tuple[int, frozenset[int]], tuple[Any, dict[str, set]]] = {}
     for key, by_name in w.called_as.items():
         module = w.roots[key][0]
         held = frozenset(id(p) for p in module.parameters())
         if not held:
             continue
-        uses = networks.setdefault(held, (module, {}))[1]
+        same = next((k for k, (other, _) in networks.items() if k[1] == held and not any(
+            m is other for m in module.modules()) and not any(
+            m is module for m in other.modules())), (key, held))
+        uses = networks.setdefault(same, (module, {}))[1]
         for name, found in by_name.items():
             uses.setdefault(name, set()).update(found)
     for module, by_name in networks.values():
