@@ -243,6 +243,9 @@ class Watch(WatchState):
         self.optimizers.append(opt)
         frame = user_frame(2)
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
+        # the names the building line sees (its model, read again by the unstepped rule)
+        self.built_scope[id(opt)] = {} if frame is None else {**frame.f_globals,
+                                                               **frame.f_locals}
         if self.audited() and not self.done():
             self.staged.learn(frame, self.optimizers)
             self.staged.resume()

@@ -169,6 +169,8 @@ class WatchState:
         # the last cut the dead rule found, with the tensors its input reaches
         self.reach_cache: tuple[Site, set[int]] | None = None
         self._names_now: dict[int, str] | None = None
+        # optimizer id -> the names its building line saw (see Watch.optimizer_built)
+        self.built_scope: dict[int, dict[str, object]] = {}
         # ``Tensor.grad`` as the hooks install it: (reads not noted, reads noted)
         self.grad_properties: tuple[property, property] | None = None
 

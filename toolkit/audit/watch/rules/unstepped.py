@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 
 import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.fixes.registration import registered
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.sites import Line
+from toolkit.audit.record.unregistered import KeptIn, unregistered
+from toolkit.audit.result import plural
 from toolkit.audit.watch.frames import Site, is_user
 from toolkit.audit.watch.rules import copies
 from toolkit.audit.watch.state import WatchState
@@ -48,6 +53,7 @@ def end_of_iteration(w: WatchState) -> None:
     copies.aliased(w)
     stepped = w.stepped_map()
     _plain_tensors(w, stepped)
+    _in_plain_containers(w, stepped)
     names = w.names()
     by_root: dict[int, list[int]] = {}
     for key, live in w.ledger.live.items():
@@ -249,6 +255,66 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
             advice="make them parameters where they are made (nn.Parameter(...)), or add them "
                    f"to {('`' + opt_name + '`') if opt_name else 'the optimizer'}",
             step=step, concerned=concerned))
+
+
+def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> None:
+    """Learned tensors a module of the model keeps in a plain ``list`` or ``dict`` (or modules
+    kept so), which torch does not register: the loss trains them, and the optimizer built
+    from ``model.parameters()`` never holds them (a hypernetwork's layer embeddings appended
+    to ``self.z_list = []``). A failure at the line that keeps them and the optimizer's, whose
+    edit registers the container where it is made (``torch.nn.ParameterList([])``), as the
+    step audit writes it (:func:`~toolkit.audit.record.unregistered.unregistered`)."""
+    joining = [w.ledger.tensors[k] for k, live in w.ledger.live.items()
+               if live and k not in stepped and k in w.ledger.tensors
+               and w.ledger.tensors[k].is_leaf and w.owner(k) is None]
+    if not joining:
+        return
+    names = w.names()
+    for index, opt in enumerate(w.optimizers):
+        built = w.built_at.get(id(opt))
+        if built is None:
+            continue
+        line = Line(os.path.basename(built.path), built.line, "", built.text(), built.path)
+        found = unregistered(opt, line, w.built_scope.get(id(opt), {}), None, joining)
+        if found is None or not all(isinstance(f, KeptIn) and f.kind != "Parameter"
+                                    for f in found.found):
+            continue
+        edits = registered(found).edits
+        keys = tuple(f"{found.model}:{i}" for i in range(len(joining)))
+        srcs = {s for t in joining for s in w.ledger.live[id(t)] if s.site is not None}
+        at = (*(str(x) for x in found.lines), built.shown(),
+              *sorted({s.site.shown() for s in srcs}))
+        shown = tuple(dict.fromkeys(found.kept))
+        named = _container_names(w, joining)
+        w.add(ScriptFinding(
+            "unstepped", w.iteration,
+            f"{plural(len(joining), 'tensor')} the loss trains, kept in "
+            f"{', '.join(shown)} (a plain container torch does not register), are in no "
+            f"optimizer: {w.optimizer_text(index, built) or 'the optimizer'} steps "
+            f"{found.model}.parameters(), which never holds them",
+            keys, tuple(names.get(id(t), named.get(id(t), shown[0])) for t in joining), at, edits,
+            advice=f"register {', '.join(shown)} where it is made (torch.nn.ParameterList, "
+                   f"torch.nn.ModuleList), or requires_grad_(False) if it is meant to stay "
+                   f"fixed", step=w.step_events - 1, concerned=("*",)))
+        return
+
+
+def _container_names(w: WatchState, tensors: list[torch.Tensor]) -> dict[int, str]:
+    """Each of ``tensors`` kept in a plain list or dict of a module of a network the script
+    calls, by the name registering that container gives it (``net.zs.0.z_list.3``)."""
+    wanted = {id(t) for t in tensors}
+    out: dict[int, str] = {}
+    for network, root in w.called_networks():
+        for sub_name, sub in network.named_modules():
+            for attr, value in list(vars(sub).items()):
+                if attr.startswith("_") or not isinstance(value, list | tuple | dict):
+                    continue
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                for i, t in items:
+                    if id(t) in wanted:
+                        out.setdefault(id(t), ".".join(filter(None, (root, sub_name, attr,
+                                                                     str(i)))))
+    return out
 
 
 def _held_by(w: WatchState, tensor: torch.Tensor
