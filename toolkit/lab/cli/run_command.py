@@ -18,6 +18,7 @@ from typing import Any
 from toolkit._utils.formatting import fmt, shown
 from toolkit.lab.cli import terminal
 from toolkit.lab.errors import ConfigError, RunInterrupted
+from toolkit.lab.execute.signals import held_signals
 
 __all__ = ["RunCommand"]
 
@@ -129,7 +130,11 @@ class RunCommand:
         if done is not None:  # known without importing torch or an experiment
             _skipped(done, quiet=self.quiet, nothing_left=True)
             return None
-        from toolkit.lab.execute.dask import check_executor, import_distributed
+        # the first import of torch runs Python code under C++ frames: a signal raised there
+        # aborts the process (pybind11's error_already_set, SIGABRT) instead of ending the
+        # command, so a Ctrl-C is kept until the import is done and given back after it
+        with held_signals:
+            from toolkit.lab.execute.dask import check_executor, import_distributed
 
         check_executor(executor)
         if executor.kind == "dask":
