@@ -316,18 +316,16 @@ def taken_as_meant(cuts: Mapping[Any, str], findings: Sequence[ScriptFinding],
     if not left:
         return None
     sites = ", ".join(f"{site} ({what})" for site, what in left[:shown])
-    if len(left) == 1:
-        return (f"whether the cut at {sites} belongs there: it keeps a loss's gradient from "
-                f"tensors that loss still trains another way, as a stop-gradient does "
-                f"(SimSiam's stopped branch, a TD target from the online network); only the "
-                f"method the script follows says whether it belongs, so the audit took it as "
-                f"meant")
     more = f" and {len(left) - shown} more" if len(left) > shown else ""
-    return (f"whether {len(left)} cuts belong where they are ({sites}{more}): each keeps a "
-            f"loss's gradient from tensors that loss still trains another way, as a "
-            f"stop-gradient does (SimSiam's stopped branch, a TD target from the online "
-            f"network); only the method the script follows says whether they belong, so the "
-            f"audit took them as meant")
+    one = len(left) == 1
+    which, they, belong = (("the cut at ", "it keeps", "it belongs") if one else
+                           (f"{len(left)} cuts belong where they are (", "each keeps",
+                            "they belong"))
+    return (f"whether {which}{sites}{more}{' belongs there' if one else ')'}: {they} a loss's "
+            f"gradient from tensors that loss still trains another way, as a stop-gradient "
+            f"does (SimSiam's stopped branch, a TD target from the online network); only the "
+            f"method the script follows says whether {belong}, so the audit took "
+            f"{'it' if one else 'them'} as meant")
 
 
 def applicable(findings: Sequence[ScriptFinding]) -> list[ScriptFinding]:

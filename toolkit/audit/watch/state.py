@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, TypeVar
 
 import torch
 import torch.overrides
@@ -24,7 +24,7 @@ from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.recycling import Recycling
 from toolkit.audit.watch.zeroed import MadeAt
 
-__all__ = ["WatchState"]
+__all__ = ["Kept", "WatchState"]
 
 _T = TypeVar("_T")
 
@@ -41,6 +41,20 @@ def _label(site: Site | None) -> str:
         if call.args:
             return f"`{S.segment(text, call.args[0])}`"
     return f"the loss at {site}"
+
+
+class Kept(NamedTuple):
+    """A value a module keeps as a plain attribute (neither parameter, buffer nor submodule),
+    or an item of a plain ``list``, ``tuple`` or ``dict`` it keeps so: see
+    :meth:`WatchState.kept_plainly`."""
+
+    network: nn.Module      # the network the module is part of
+    root: str               # that network's name in the script
+    path: str               # the dotted path in the network: ``cell.alphas``, ``zs.0.z_list.3``
+    module: nn.Module
+    attr: str
+    value: object
+    item: bool              # an item of the container at ``attr``, not the attribute itself
 
 
 class WatchState:
@@ -211,6 +225,26 @@ class WatchState:
         return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
                                             -order.index(r)))
 
+    def networks(self) -> list[tuple[nn.Module, str]]:
+        """The networks the script calls and those that hold them, largest first."""
+        holders = [h for k, h in self.holders.items() if k not in self.roots]
+        return sorted(holders + self.called_networks(),
+                      key=lambda r: -sum(1 for _ in r[0].parameters()))
+
+    def kept_plainly(self) -> Iterator[Kept]:
+        """What the modules of :meth:`networks` keep in plain attributes, where torch does not
+        look (``named_parameters`` and ``state_dict`` miss them): each attribute, and each
+        item of a plain ``list``, ``tuple`` or ``dict`` attribute, the largest network first."""
+        for network, root in self.networks():
+            for sub_name, sub in network.named_modules():
+                for attr, value in list(vars(sub).items()):
+                    path = f"{sub_name}.{attr}" if sub_name else attr
+                    yield Kept(network, root, path, sub, attr, value, False)
+                    if isinstance(value, list | tuple | dict):
+                        items = value.items() if isinstance(value, dict) else enumerate(value)
+                        for i, item in items:
+                            yield Kept(network, root, f"{path}.{i}", sub, attr, item, True)
+
     def names(self) -> dict[int, str]:
         """Each tensor of the networks the script calls, by ``id``, named from the largest
         (``model.0.weight``). Kept until script code runs again (the hooks forget it when
@@ -218,19 +252,16 @@ class WatchState:
         if self._names_now is not None:
             return self._names_now
         names: dict[int, str] = {}
-        holders = [h for k, h in self.holders.items() if k not in self.roots]
-        order = sorted(holders + self.called_networks(), key=lambda r: -sum(1 for _ in r[0].parameters()))
-        for module, root in order:
+        for module, root in self.networks():
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
         if any(k not in names for k in self.stepped_map()):
             # a tensor an optimizer holds as a plain attribute of a module (DARTS's
             # ``self.alphas``, made with requires_grad_()): by that attribute
-            for module, root in order:
-                for n, sub in module.named_modules():
-                    for attr, value in list(vars(sub).items()):
-                        if isinstance(value, torch.Tensor) and not attr.startswith("_"):
-                            names.setdefault(id(value), ".".join(filter(None, (root, n, attr))))
+            for kept in self.kept_plainly():
+                if not kept.item and isinstance(kept.value, torch.Tensor) \
+                        and not kept.attr.startswith("_"):
+                    names.setdefault(id(kept.value), f"{kept.root}.{kept.path}")
         self._names_now = names
         return names
 

@@ -195,10 +195,10 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
         if key in stepped or not w.ledger.live.get(key) or not tensor.is_leaf or \
                 not tensor.requires_grad or not torch.equal(before, tensor.detach()):
             continue   # stepped, its gradient not there, or moved by the script itself
-        held = _held_by(w, tensor)
+        held = next((k for k in w.kept_plainly() if k.value is tensor and not k.item), None)
         if held is None:
             continue
-        network, root, path, module, attr = held
+        network, root, path, module, attr = held[:5]
         if not any(id(p) in stepped for p in network.parameters()):
             continue
         networks[id(network)] = (network, root)
@@ -285,7 +285,11 @@ def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> None:
         at = (*(str(x) for x in found.lines), built.shown(),
               *sorted({s.site.shown() for s in srcs}))
         shown = tuple(dict.fromkeys(found.kept))
-        named = _container_names(w, joining)
+        wanted = {id(t) for t in joining}
+        named: dict[int, str] = {}
+        for kept in w.kept_plainly():
+            if kept.item and id(kept.value) in wanted and not kept.attr.startswith("_"):
+                named.setdefault(id(kept.value), f"{kept.root}.{kept.path}")
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{plural(len(joining), 'tensor')} the loss trains, kept in "
@@ -297,39 +301,6 @@ def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> None:
                    f"torch.nn.ModuleList), or requires_grad_(False) if it is meant to stay "
                    f"fixed", step=w.step_events - 1, concerned=("*",)))
         return
-
-
-def _container_names(w: WatchState, tensors: list[torch.Tensor]) -> dict[int, str]:
-    """Each of ``tensors`` kept in a plain list or dict of a module of a network the script
-    calls, by the name registering that container gives it (``net.zs.0.z_list.3``)."""
-    wanted = {id(t) for t in tensors}
-    out: dict[int, str] = {}
-    for network, root in w.called_networks():
-        for sub_name, sub in network.named_modules():
-            for attr, value in list(vars(sub).items()):
-                if attr.startswith("_") or not isinstance(value, list | tuple | dict):
-                    continue
-                items = value.items() if isinstance(value, dict) else enumerate(value)
-                for i, t in items:
-                    if id(t) in wanted:
-                        out.setdefault(id(t), ".".join(filter(None, (root, sub_name, attr,
-                                                                     str(i)))))
-    return out
-
-
-def _held_by(w: WatchState, tensor: torch.Tensor
-             ) -> tuple[nn.Module, str, str, nn.Module, str] | None:
-    """The largest network the script calls (or holds the called ones in) with a module that
-    holds ``tensor`` as a plain attribute: the network, its name, the tensor's dotted path in
-    it, the module and the attribute."""
-    holders = [h for k, h in w.holders.items() if k not in w.roots]
-    for network, root in sorted(holders + w.called_networks(),
-                                key=lambda r: -sum(1 for _ in r[0].parameters())):
-        for sub_name, sub in network.named_modules():
-            for attr, value in vars(sub).items():
-                if value is tensor:
-                    return network, root, f"{sub_name}.{attr}" if sub_name else attr, sub, attr
-    return None
 
 
 def _made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
