@@ -35,10 +35,13 @@ def _trained_elsewhere(w: WatchState, p: torch.Tensor, index: int) -> bool:
 def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
     names = w.names()
     # a tensor a backward's graph reached, with a gradient of exactly zero (a recurrent
-    # weight read against a zero first state), is not dead: only one no graph reached
+    # weight read against a zero first state, a hinge loss's last bias while every logit is
+    # inside the margin), is not dead: only one no graph reached since its last step, or
+    # since a clear removed the gradient a graph gave it
     dead = [(k, p) for k, p in stepped if not w.ledger.live.get(id(p))
             and (w.reached_at.get(id(p), -1) <= w.last_step_of.get(id(p), -1)
-                 or w.ledger.cleared.get(id(p)))]
+                 or (w.ledger.cleared.get(id(p))
+                     and w.reached_at.get(id(p), -1) <= w.cleared_at.get(id(p), -1)))]
     # one another optimizer stepped with its gradient in this iteration, its .grad None here
     # (the optimizer skips it) and no cut between it and this loss: trained, and held here
     # too (InfoGAN's information optimizer over both networks, the discriminator's
