@@ -69,6 +69,7 @@ _LENS = (
 #: The audit of a training step, from :mod:`toolkit.audit`.
 _AUDIT = (
     "CarriedGraph",
+    "ConstantTerm",
     "DeadParameter",
     "FrozenTensor",
     "HeldGraph",

@@ -22,6 +22,7 @@ its edits were proved (:class:`Proof`); ``--record`` writes the schema of
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import (
     CarriedGraph,
+    ConstantTerm,
     DeadParameter,
     FrozenTensor,
     HeldGraph,
@@ -35,7 +36,7 @@ from toolkit.audit.result import StepAudit
 from toolkit.audit.step import RULES, assert_clean_step, audit_step
 from toolkit.audit.unused import UnusedParameter, UnusedParameters, explain_unused_parameters
 
-__all__ = ["RULES", "CarriedGraph", "DeadParameter", "Edit", "FrozenTensor", "HeldGraph", "Kind",
+__all__ = ["RULES", "CarriedGraph", "ConstantTerm", "DeadParameter", "Edit", "FrozenTensor", "HeldGraph", "Kind",
            "Leak", "Proof", "SharedTensor", "StepAudit", "TrainedTarget", "UnusedParameter",
            "UnusedParameters", "apply_edits", "assert_clean_step", "audit_step",
            "explain_unused_parameters"]

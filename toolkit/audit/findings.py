@@ -5,7 +5,7 @@ the one :class:`~toolkit.audit.edit.Edit`.
 
 Failures (they make :attr:`~toolkit.audit.StepAudit.ok` false): :class:`Leak`,
 :class:`TrainedTarget`, :class:`DeadParameter`, :class:`CarriedGraph`, :class:`HeldGraph`,
-:class:`SharedTensor`. Information: :class:`FrozenTensor`, and :class:`Leak` as pass-through.
+:class:`SharedTensor`, :class:`ConstantTerm`. Information: :class:`FrozenTensor`, and :class:`Leak` as pass-through.
 
 Every failure with a fix carries ``line``: where in the user's code the fix goes
 (``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.audit.fixes.location` and
@@ -33,7 +33,7 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.kinds import SCRIPT_KINDS, DeadKind, HeldKind, Kind, LeakKind, Proof, coerce
 from toolkit.audit.record.sites import Line
 
-__all__ = ["CarriedGraph", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "ScriptFinding",
+__all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "ScriptFinding",
            "SharedTensor", "TrainedTarget"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
@@ -273,6 +273,30 @@ class SharedTensor:
     parameters: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
     optimizers: tuple[str, str]
+    fix: str
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)
+
+
+@dataclass(frozen=True)
+class ConstantTerm:
+    """A term of ``loss`` that is a constant: the scalars the user's code names ``tensors``
+    (``r1_penalty``) were computed from the gradient that ``torch.autograd.grad`` took without
+    ``create_graph=True`` (``taken``), and added to the loss at ``added``. That gradient has
+    no graph, so neither has the term: it adds to the loss's value and nothing to its gradient,
+    and the penalty trains none of ``through``, the stepped tensors the gradient was taken
+    through (WGAN-GP's, R1's or a Jacobian penalty written without ``create_graph=True``).
+    ``lines``: the ``autograd.grad`` call, where the fix (``create_graph=True``) goes."""
+
+    loss: str
+    tensors: tuple[str, ...]
+    through: tuple[str, ...]
+    taken: Line | None
+    added: Line | None
     fix: str
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()

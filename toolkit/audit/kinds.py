@@ -59,6 +59,9 @@ class Kind(enum.StrEnum):
     SHARED = "shared", True, "a tensor that two optimizers step"
     HELD = "held", True, ("a module's buffer or attribute, or a list, dict, global or closure "
                           "variable, holds the step's graph after it")
+    CONSTANT_TERM = "constant_term", True, ("a term of a loss made from a gradient taken by "
+                                            "torch.autograd.grad without create_graph=True: "
+                                            "a constant, it trains nothing")
     # the step audit
     PASS_THROUGH = "pass_through", False, ("tensors the gradient passes through on its way to "
                                            "stepped ones, which no cut in the step can spare")
@@ -84,12 +87,13 @@ class Kind(enum.StrEnum):
 FAILURES: frozenset[Kind] = frozenset(k for k in Kind if k.failure)
 #: the kinds :func:`~toolkit.audit.audit_step` reports (:class:`~toolkit.audit.StepAudit`)
 STEP_KINDS: frozenset[Kind] = frozenset({
-    Kind.LEAK, Kind.TARGET, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.SHARED, Kind.PASS_THROUGH,
-    Kind.SKIPPED})
+    Kind.LEAK, Kind.TARGET, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.CONSTANT_TERM, Kind.SHARED,
+    Kind.PASS_THROUGH, Kind.SKIPPED})
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
-    Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.WASTED, Kind.HAND_UPDATED})
+    Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.WASTED,
+    Kind.HAND_UPDATED})
 
 
 class Proof(enum.StrEnum):

@@ -15,7 +15,11 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
   made before the step (one finding per carried tensor);
 - ``held`` (:class:`~toolkit.audit.HeldGraph`): a module's buffer or tensor attribute
   holds a ``grad_fn`` after the step, or a list, dict, global or closure variable keeps the
-  graph of both calls.
+  graph of both calls;
+- ``constant_terms`` (:class:`~toolkit.audit.ConstantTerm`): a term added to a loss, made from
+  a gradient ``torch.autograd.grad`` took without ``create_graph=True``: a constant that trains
+  nothing (a gradient penalty written without a graph);
+- ``shared`` (:class:`~toolkit.audit.SharedTensor`): tensors two optimizers step.
 
 Information (never a failure):
 
@@ -45,6 +49,7 @@ from typing import Any
 from toolkit._utils.formatting import fmt
 from toolkit.audit.findings import (
     CarriedGraph,
+    ConstantTerm,
     DeadParameter,
     FrozenTensor,
     HeldGraph,
@@ -59,8 +64,8 @@ __all__ = ["GROUPS", "StepAudit"]
 #: each group of :class:`StepAudit`, in the order the report prints it, and its kind
 GROUPS: dict[str, Kind] = {
     "leaks": Kind.LEAK, "targets": Kind.TARGET, "dead": Kind.DEAD, "carried": Kind.CARRIED,
-    "held": Kind.HELD, "shared": Kind.SHARED, "pass_through": Kind.PASS_THROUGH,
-    "frozen": Kind.SKIPPED}
+    "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM, "shared": Kind.SHARED,
+    "pass_through": Kind.PASS_THROUGH, "frozen": Kind.SKIPPED}
 
 
 def _short(path: Iterable[str], keep: int = 10) -> str:
@@ -115,10 +120,10 @@ def plural(n: int, word: str) -> str:
 class StepAudit:
     """What :func:`audit_step` found; ``str()`` prints it grouped, failures first.
 
-    ``ok`` is ``True`` when there is no leak, trained target, dead parameter, carried graph
-    or held graph. ``pass_through``, ``frozen`` and ``notes`` are information: they never make
-    ``ok`` false (``audit_step(..., allow_pass_through=False)`` counts pass-through as leaks).
-    The module's docstring (:mod:`toolkit.audit.result`) says what each kind means;
+    ``ok`` is ``True`` when there is no leak, trained target, dead parameter, carried graph,
+    held graph, constant term or shared tensor. ``pass_through``, ``frozen`` and ``notes``
+    are information: they never make ``ok`` false (``audit_step(...,
+    allow_pass_through=False)`` counts pass-through as leaks). The module's docstring (:mod:`toolkit.audit.result`) says what each kind means;
     ``to_dict()`` gives every finding as a dict of its fields.
     """
 
@@ -133,6 +138,7 @@ class StepAudit:
     held: tuple[HeldGraph, ...] = ()
     targets: tuple[TrainedTarget, ...] = ()
     shared: tuple[SharedTensor, ...] = ()
+    constant_terms: tuple[ConstantTerm, ...] = ()
     #: the threads other than the audit's in which the step ran work: its carried graphs are
     #: then not checked (autograd numbers each thread's nodes apart; a note says so)
     threads: tuple[str, ...] = ()
@@ -161,8 +167,9 @@ class StepAudit:
 
     @property
     def ok(self) -> bool:
-        """No failure: no leak, trained target, dead parameter, carried, held graph or shared
-        tensor (the kinds whose :attr:`Kind.failure <toolkit.audit.kinds.Kind>` is true)."""
+        """No failure: no leak, trained target, dead parameter, carried, held graph, constant
+        term or shared tensor (the kinds whose :attr:`Kind.failure <toolkit.audit.kinds.Kind>`
+        is true)."""
         return not any(kind.failure for kind, _ in self.findings)
 
     @property
@@ -253,6 +260,19 @@ class StepAudit:
                       f"        fix:  {h.fix}", *_at(h.lines, h.edits, h.proof)]
         return lines
 
+    def _constant_lines(self) -> list[str]:
+        lines = []
+        for c in self.constant_terms:
+            taken = "" if c.taken is None else f" at {c.taken.file}:{c.taken.number}"
+            added = "" if c.added is None else f" ({c.added.file}:{c.added.number})"
+            lines += [f"CONST   loss {c.loss!r} adds {listing(list(c.tensors)) or 'a term'}"
+                      f"{added}, made from the gradient torch.autograd.grad took{taken} without "
+                      f"create_graph=True: a constant, it trains none of "
+                      f"{plural(len(c.through), 'tensor')} it was taken through: "
+                      f"{listing(list(c.through))}",
+                      f"        fix:  {c.fix}", *_at(c.lines, c.edits, c.proof)]
+        return lines
+
     def _shared_lines(self) -> list[str]:
         return [line for x in self.shared for line in (
             f"SHARED  {plural(len(x.parameters), 'tensor')} stepped by both optimizer "
@@ -314,16 +334,18 @@ class StepAudit:
             return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
-                  (len(self.held), "held graph"),
+                  (len(self.held), "held graph"), (len(self.constant_terms), "constant term"),
                   (sum(len(x.parameters) for x in self.shared), "shared tensor")]
-        failing = {x.loss for kind in (self.leaks, self.targets, self.carried) for x in kind}
+        failing = {x.loss for kind in (self.leaks, self.targets, self.carried,
+                                       self.constant_terms) for x in kind}
         failing |= {loss for x in self.dead for loss in x.losses}
         named = ", ".join(repr(n) for n in self.losses if n in failing)
         where = f"losses {named}" if named else f"losses {losses}"
         head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
                 f"({where}; {ran})")
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
-                          *self._carried_lines(), *self._held_lines(), *self._shared_lines(),
+                          *self._carried_lines(), *self._held_lines(), *self._constant_lines(),
+                          *self._shared_lines(),
                           *self._info_lines(),
                           *[f"note: {n}" for n in self.notes],
                           *[f"not checked: {n}" for n in self.not_checked]])

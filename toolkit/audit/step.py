@@ -22,6 +22,9 @@ will step each loss's parameters. Failures (``audit.ok`` is ``False``):
   step (running statistics written from a batch mean with its graph), or a list, dict, global
   or closure variable that keeps the graph of both calls (``history.append(loss)``, a replay
   buffer of samples kept with their graph);
+- **constant terms**: a term added to a loss, made from a gradient ``torch.autograd.grad``
+  took without ``create_graph=True``: a constant that trains nothing (a gradient penalty
+  written without a graph; see :mod:`toolkit.audit.rules.constant`);
 - **shared tensors**: tensors held by two distinct optimizer objects given, stepped twice
   per iteration (one finding per pair, with the lines that build both; losses paired with
   param groups of one optimizer step nothing twice).
@@ -79,7 +82,7 @@ from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
 from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
-from toolkit.audit.rules import carried, dead, held, kept, leaks, shared, targets
+from toolkit.audit.rules import carried, constant, dead, held, kept, leaks, shared, targets
 from toolkit.audit.rules.notes import notes_of
 from toolkit.audit.rules.wanted import BuildAfter, CutAt, FirstOf, Wanted
 from toolkit.audit.truth.proof import Prover
@@ -94,7 +97,8 @@ __all__ = ["RULES", "assert_clean_step", "audit_step"]
 #: ``StepAudit`` field (see :mod:`toolkit.audit.findings`), a finding whose fix the fixes stage
 #: writes wrapped in :class:`~toolkit.audit.rules.wanted.Wanted` (see :func:`run_rules`).
 RULES: tuple[Callable[[RecordedStep], Found], ...] = (
-    leaks.check, targets.check, dead.check, carried.check, held.check, kept.check, shared.check)
+    leaks.check, targets.check, dead.check, carried.check, held.check, kept.check, constant.check,
+    shared.check)
 
 
 # One audit at a time in a process: the recording's hooks (the torch-function mode, the global

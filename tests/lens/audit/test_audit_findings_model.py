@@ -39,10 +39,11 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 #: the script audit's kinds as the dict ``KINDS`` gave them before issue 71
 # the script audit's kinds before it ran the step audit's rules, and `held` (a graph kept in
-# module state), which it reports since it does
+# module state) and `constant_term` (a gradient penalty without a graph), which it reports
+# since it does
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
-             "wasted": False, "hand_updated": False, "held": True}
+             "wasted": False, "hand_updated": False, "held": True, "constant_term": True}
 
 
 def _leak(**kw) -> Leak:

@@ -52,6 +52,10 @@ _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
 # functions whose derivative is zero wherever it exists: the line that calls one is where a
 # straight-through estimator goes, even inside a module's forward
 _ZERO_DERIVATIVE = frozenset({"sign", "round", "floor", "ceil", "trunc", "fix"})
+#: sums, whose output's gradient is the same for every operand: a constant operand adds nothing
+#: to the gradient of the sum (``loss + lam * penalty``)
+_SUMS = frozenset({"add", "__add__", "__radd__", "__iadd__", "add_", "sub", "__sub__",
+                   "__rsub__", "__isub__", "sub_", "subtract", "rsub"})
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
@@ -230,6 +234,11 @@ class CallWatch(TorchFunctionMode):
                     rec.first_order_used.setdefault(entry[1], user_line())
                 elif out.grad_fn is None:
                     rec.first_order[id(out)] = (weakref.ref(out), *entry[1:])
+                elif grad and name in _SUMS and t.numel() == 1 and out.numel() == 1:
+                    # a scalar made from such a gradient added to one with a graph: a term of
+                    # a loss (``loss + lam * penalty``) that is a constant, trains nothing
+                    rec.first_order_added.append((rec.call, entry[1], user_line(),
+                                                  _first_order_names(rec), id(out.grad_fn)))
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
@@ -291,6 +300,18 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
                 out += [(path, f"{name}.{attr}") for attr, v in list(vars(value).items())
                         if holds(v)]
     return out
+
+
+def _first_order_names(rec: Any) -> tuple[str, ...]:
+    """The names the innermost frame of the user's code gives scalars made from a gradient
+    taken without ``create_graph`` (``r1_penalty``, ``loss_JR``), in the order it made them."""
+    frame = next(user_frames(3), None)
+    if frame is None:
+        return ()
+    return tuple(name for name, value in frame.f_locals.items()
+                 if isinstance(value, torch.Tensor) and value.numel() == 1
+                 and (entry := rec.first_order.get(id(value))) is not None
+                 and entry[0]() is value)
 
 
 def caller_text(lines: tuple[Line | None, Line | None] | None = None) -> str:

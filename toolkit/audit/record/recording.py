@@ -276,6 +276,12 @@ class Recording:
         # (call, the nodes of the values such a call differentiated, its line): what the
         # tensors behind those values compute reaches the loss only as a gradient without graph
         self.first_order_calls: list[tuple[int, list[Edge], Line | None]] = []
+        # (call, the line of such an autograd.grad call, the line that added a scalar made from
+        # its gradient to one with a graph, the names the user's code gives such scalars, the
+        # id of the sum's node): a term of a loss that is a constant (a gradient penalty
+        # that trains nothing)
+        self.first_order_added: list[tuple[int, Line | None, Line | None, tuple[str, ...],
+                                           int]] = []
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}

@@ -11,7 +11,8 @@ script's forward) and resumed after them; a new *call* of the recording begins a
 At an audited ``backward()``, before it runs, its loss becomes a
 :class:`~toolkit.audit.truth.recorded.RecordedStep`, paired with the optimizers whose tensors the
 loss reaches (in a script, which optimizer steps a loss is known only after its backward), and
-the step audit's rules for trained targets, carried graphs and held graphs judge it, each
+the step audit's rules for trained targets, carried graphs, held graphs and constant terms
+judge it, each
 failure's fix written by the fixes stage in plain PyTorch. None of these rules counts the real
 gradients (the leaks and dead rules do, and those stay the watch's, judged at the step), so no
 second backward runs. The failures become :class:`ScriptFinding` of the same kind, verified
@@ -43,7 +44,7 @@ from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.result import GROUPS, StepAudit
-from toolkit.audit.rules import carried, held, targets
+from toolkit.audit.rules import carried, constant, held, targets
 from toolkit.audit.step import run_rules
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.proof import Prover
@@ -57,10 +58,10 @@ __all__ = ["Staged"]
 #: sums (two losses backwarded before one step train a tensor that either alone leaves dead);
 #: so are tensors the loss reaches that no optimizer steps, judged by their role (on the
 #: prediction's side unstepped, a failure; on a target's side wasted work, information).
-_FAILURES = ("targets", "carried", "held")
+_FAILURES = ("targets", "carried", "held", "constant_terms")
 #: their rules; none of them reads the truth (what a real ``autograd.grad`` reaches), which the
 #: leaks and dead rules count, so no second backward is run
-_RULES = (targets.check, carried.check, held.check)
+_RULES = (targets.check, carried.check, held.check, constant.check)
 
 
 def _user_frames(frame: FrameType | None) -> list[FrameType]:
@@ -325,6 +326,12 @@ def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: s
         return (f"the graph of {label} reaches {found.n_nodes} nodes made before its iteration "
                 f"({found.source}, entering at {found.entered}): it grows every iteration, or "
                 f"the next backward() fails 'a second time'")
+    if kind is Kind.CONSTANT_TERM and found is not None:
+        taken = "" if found.taken is None else f" at {found.taken.file}:{found.taken.number}"
+        return (f"{label} adds {what or 'a term'}, made from the gradient torch.autograd.grad "
+                f"took{taken} without create_graph=True: a constant, it trains none of the "
+                f"{len(found.through)} tensors it was taken through "
+                f"({', '.join(found.through[:4])}{', …' if len(found.through) > 4 else ''})")
     if kind is Kind.HELD and found is not None:
         return (f"{found.module}.{found.name} holds the graph of {label} after its step "
                 f"({found.written}; {found.n_nodes} nodes): it grows every iteration")
