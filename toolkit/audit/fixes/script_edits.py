@@ -97,6 +97,33 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
     return None
 
 
+def made_per_item(path: str, name: str) -> tuple[int, list[Edit]] | None:
+    """``name = [make()] * n`` (or ``n * [make()]``) in ``path``, a list of one object ``n``
+    times, made a list of ``n`` objects: ``[make() for _ in range(n)]``, each made anew. The
+    assignment's line and the edit, or ``None`` when ``path`` holds no one such assignment."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and segment(text, node.targets[0]) == name and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Mult)):
+            continue
+        left, right = node.value.left, node.value.right
+        listed, times = (left, right) if isinstance(left, ast.List) else (right, left)
+        if isinstance(listed, ast.List) and len(listed.elts) == 1 and \
+                isinstance(listed.elts[0], ast.Call):
+            made = segment(text, listed.elts[0])
+            found.append((node.lineno, node_edit(
+                path, node.value, f"[{made} for _ in range({segment(text, times)})]")))
+    if len(found) != 1:
+        return None
+    line, edit = found[0]
+    return line, [edit]
+
+
 def _shallow_copied(text: str, value: ast.expr) -> str | None:
     """What ``copy.copy(x)`` (or ``copy(x)``, imported from ``copy``) copies, as the source
     spells it, else ``None``."""

@@ -90,6 +90,8 @@ class WatchState:
         self.read_sources: set[int] = set()
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> event
+        # tensor id -> the step at which a second optimizer first stepped it
+        self.second_stepped: dict[int, int] = {}
         self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
