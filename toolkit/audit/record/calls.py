@@ -180,6 +180,8 @@ class CallWatch(TorchFunctionMode):
             for t in [*tensors_in(args[1:]), *tensors_in([kwargs.get("weight"), kwargs.get("bias")])]:
                 if t.grad_fn is not None:
                     rec.computed.setdefault(id(t.grad_fn), t.grad_fn)
+                elif rec.detached_out:   # a generated weight, cut
+                    rec.cut_weights |= rec.cuts_behind(t)
         if func in _STATS_WRITES and rec.snapshot is not None:  # copied before the kernel writes
             for position, keyword in _STATS_WRITES[func]:
                 t = args[position] if len(args) > position else kwargs.get(keyword)

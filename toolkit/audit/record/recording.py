@@ -232,6 +232,12 @@ class Recording:
         # read the detached value, which operand there)): where a detached value re-enters a
         # graph (D(torch.cat((A, G(A).detach()), 1))): the losses a removed cut would reach
         self.detached_reads: list[tuple[int, Edge, Any, tuple[Line, int] | None]] = []
+        # id of the node a ``.detach()`` cut, where a layer function (``F.linear``,
+        # ``F.conv2d``) read the detached value as its weight: generated weights, which are
+        # the prediction, never a target
+        self.cut_weights: set[int] = set()
+        # id(tensor) -> (weak reference, the nodes of every cut it was computed from)
+        self.cut_from: dict[int, tuple[Any, frozenset[int]]] = {}
         # id(node) -> (node, the user's frames there, kind): where a tensor with a graph was
         # made, innermost line first: "op" (an operation of the step's own code), "module"
         # (the outermost module call), "inner" (inside a module's forward: a line every
@@ -346,6 +352,15 @@ class Recording:
         if sources:
             self._made_from[id(out)] = (weakref.ref(out), sources, copy_of)
 
+    def cuts_behind(self, t: torch.Tensor) -> frozenset[int]:
+        """The nodes (by ``id``) every ``.detach()`` of this call cut whose output ``t`` is,
+        or was computed from without a graph (``torch.cat`` of detached blocks)."""
+        cut = self.detached_out.get(id(t))
+        if cut is not None and cut[0]() is t and t.grad_fn is None:
+            return frozenset({id(cut[1].grad_fn)})
+        entry = self.cut_from.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else frozenset()
+
     def note_detached_reads(self, out: Any, inputs: list[torch.Tensor]) -> None:
         """Follow values computed from a detached tensor of this call: to each result without
         graph, and into each result with one (the node that reads it, filed with where the
@@ -368,9 +383,11 @@ class Recording:
                 break
         if found is None:
             return
+        behind = frozenset().union(*(self.cuts_behind(t) for t in inputs))
         for o in tensors_in([out]):
             if o.grad_fn is None:
                 self.from_detached[id(o)] = (weakref.ref(o), *found)
+                self.cut_from[id(o)] = (weakref.ref(o), behind)
             else:
                 self.detached_reads.append((self.call, found[0], o.grad_fn, found[1]))
 

@@ -188,12 +188,18 @@ def target_cut(w: WatchState, p: torch.Tensor, read: set[str]) -> bool:
     that trains reads, and there was one: the cut of a target, as a call under no_grad
     (see :func:`target_only`). The value is matched by its storage (read as it is, a
     backbone's features under a head) and by the names the detach's statement assigns."""
-    cuts = [(site, storage, read_graph([node]).leaves) for node, site, storage, _
+    cuts = [(node, site, storage, read_graph([node]).leaves) for node, site, storage, _
             in w.detaches]
-    cuts = [(site, storage, leaves) for site, storage, leaves in cuts if id(p) in leaves]
+    cuts = [(node, site, storage, leaves) for node, site, storage, leaves in cuts
+            if id(p) in leaves]
     if not cuts:
         return False
-    for site, storage, leaves in cuts:
+    rec = getattr(getattr(w, "staged", None), "rec", None)
+    for node, site, storage, leaves in cuts:
+        # weights a network generated, cut, and read by a layer function as its weight (a
+        # hypernetwork's blocks, dynamic filters) are the prediction's own
+        if rec is not None and id(node) in rec.cut_weights:
+            return False
         # a cut of a network some of whose tensors a loss trains (a value head on a shared
         # trunk) is on the prediction's side, not a separate target's
         if any(w.ledger.live.get(k) for k in leaves):
@@ -246,7 +252,9 @@ def cut_of(w: WatchState, p: torch.Tensor):
         graph: Graph = read_graph([node])
         if id(p) in graph.leaves:
             edit = E.remove_detach(site.path, site.span)
-            w.reach_cache = (site, set(graph.leaves))
+            # what every pass of that line cut (a detach in a loop or a comprehension)
+            nodes = [n for n, s, _, _ in w.detaches if s == site]
+            w.reach_cache = (site, set(read_graph(nodes).leaves))
             return site, "`.detach()`", (edit,) if edit is not None else ()
     # the last call under no_grad that reads p, itself or through its inputs' graph: the
     # one whose output the loss reads
