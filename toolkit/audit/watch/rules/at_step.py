@@ -107,21 +107,23 @@ def moved(w: WatchState, index: int, event: int, stepped) -> None:
 
 def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> None:
     """A tensor another optimizer stepped with the gradient it holds now (no backward()
-    wrote it since): the one gradient moves it twice. Or a tensor optimizers step in turn,
-    each after its own backward() (this one, another, this one again), held by a list whose
-    items are one network: the members of an ensemble made ``[Net()] * k``, every round
-    trained once per optimizer, each with a state of its own. Two optimizers over it in two
-    phases of the script (pre-training, then fine-tuning) are no finding: the first never
-    steps it again; nor are optimizers over overlapping parts of networks (InfoGAN's)."""
+    wrote it since): the one gradient moves it twice. Or a tensor two optimizers step, each
+    after its own backward(), that the script holds in a list whose items are one network:
+    the members of an ensemble made ``[Net()] * k``, every round trained once per member's
+    optimizer, each with a state of its own (found at the second member's first step, so in
+    the iterations ``--steps`` audits). Without such a list, two optimizers over one tensor,
+    each after its own backward(), are no finding: two phases of the script (pre-training,
+    then fine-tuning), or optimizers over overlapping parts of networks (InfoGAN's)."""
     turns: list[tuple[str, torch.Tensor]] = []
     turned: set[int] = set()
     for key, p in stepped:
         by = w.stepped_by.setdefault(id(p), {})
         before = [(i, event) for i, event in by.items() if i != index
                   and event > w.written_at.get(id(p), -1)]
-        mine = by.get(index)
-        between = [i for i, event in by.items() if i != index and mine is not None
-                   and event > mine]
+        # the other optimizers that stepped it since this one last did (or at all, where this
+        # one never has), each after its own backward()
+        mine = by.get(index, -1)
+        between = [i for i, event in by.items() if i != index and event > mine]
         if any(i != index for i in by):   # the first step of a second optimizer over it
             w.second_stepped.setdefault(id(p), w.step_events - 1)
         by[index] = w.events
@@ -144,53 +146,51 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> No
 
 def _in_turn(w: WatchState, index: int, others: list[int],
              turns: list[tuple[str, torch.Tensor]]) -> None:
-    """One finding for the tensors optimizer ``index`` steps in turn with ``others``, at the
-    list whose items are one module holding them, where the script made it so."""
-    turn = frozenset((*others, index))
-    if any(f.kind == "shared" and f.extra.get("turns") == turn for f in w.findings.values()):
-        return   # each optimizer of them takes its turn: one finding
-    names = w.names()
-    built = [w.built_at.get(id(w.optimizers[j])) for j in [*others, index]]
-    at = [s.shown() for s in dict.fromkeys(built) if s is not None]
-    edits: tuple = ()
-    listed = None
+    """One finding for the tensors optimizer ``index`` steps after ``others`` did, each after
+    its own backward(), where its scope holds a list whose items are one module holding them:
+    at that list's assignment, once per list (see :func:`shared`)."""
     held = {id(p) for _, p in turns}
-    site = built[-1]
+    site = w.built_at.get(id(w.optimizers[index]))
+    listed = None
     for name, value in w.built_scope.get(id(w.optimizers[index]), {}).items():
         if site is None or not isinstance(value, list | tuple) or len(value) < 2:
             continue
         items = [(i, v) for i, v in enumerate(value) if isinstance(v, torch.nn.Module)
                  and held & {id(q) for q in v.parameters()}]
-        if len(items) < 2 or len({id(v) for _, v in items}) != 1:
-            continue
-        listed, (first, member) = name, items[0]
-        # named by the list that holds the one network (``agents.0.body.0.weight``)
-        names = {**names, **{id(q): f"{name}.{first}.{n}"
-                             for n, q in member.named_parameters()}}
-        found = E.made_per_item(site.path, name)
-        if found is not None:
-            line, made = found
-            at.insert(0, Site(site.path, line, None).shown())
-            edits = tuple(made)
-        break
-    if listed is None:
+        if len(items) >= 2 and len({id(v) for _, v in items}) == 1:
+            listed, (first, member) = name, items[0]
+            break
+    if listed is None or any(f.kind == "shared" and f.extra.get("list") == listed
+                             for f in w.findings.values()):
         # optimizers over overlapping parts, each stepping after its own loss, are a method
         # (InfoGAN's information optimizer over both networks): only one network standing
         # for several members of a list says that the script meant several
         return
+    # named by the list that holds the one network (``agents.0.body.0.weight``)
+    names = {**w.names(), **{id(q): f"{listed}.{first}.{n}"
+                             for n, q in member.named_parameters()}}
+    built = [w.built_at.get(id(w.optimizers[j])) for j in [*others, index]]
+    at = [s.shown() for s in dict.fromkeys(built) if s is not None]
+    edits: tuple = ()
+    found = E.made_per_item(site.path, listed)
+    if found is not None:
+        line, made = found
+        at.insert(0, Site(site.path, line, None).shown())
+        edits = tuple(made)
+    turn = sorted({*others, index})
     w.add(ScriptFinding(
         "shared", w.iteration,
-        f"{plural(len(turns), 'tensor')} {'is' if len(turns) == 1 else 'are'} stepped in turn "
-        f"by optimizers {', '.join(map(str, sorted(turn)[:-1]))} and {max(turn)}, each after "
-        f"its own backward(): every round trains them once per optimizer, each with a state "
-        f"of its own: the items of `{listed}` are one network",
+        f"{plural(len(turns), 'tensor')} {'is' if len(turns) == 1 else 'are'} stepped by "
+        f"optimizers {', '.join(map(str, turn[:-1]))} and {turn[-1]}, each after its own "
+        f"backward(): the items of `{listed}` are one network, which every round trains once "
+        f"per optimizer, each with a state of its own",
         tuple(k for k, _ in turns), tuple(names.get(id(p), k) for k, p in turns), tuple(at),
         edits, advice="give each tensor to one optimizer: make each member its own network",
         # training differs from the step of the second optimizer over them; with the list
         # made anew, from the first (the members' initial weights differ)
         step=0 if edits else min(w.second_stepped.get(id(p), w.step_events - 1)
                                  for _, p in turns),
-        concerned=("*",), extra={"turns": turn}))
+        concerned=("*",), extra={"list": listed}))
 
 
 def wasted(w: WatchState) -> None:
