@@ -36,7 +36,7 @@ from toolkit.audit.result import StepAudit
 from toolkit.audit.step import RULES, assert_clean_step, audit_step
 from toolkit.audit.unused import UnusedParameter, UnusedParameters, explain_unused_parameters
 
-__all__ = ["RULES", "CarriedGraph", "ConstantTerm", "DeadParameter", "Edit", "FrozenTensor", "HeldGraph", "Kind",
-           "Leak", "Proof", "SharedTensor", "StepAudit", "TrainedTarget", "UnusedParameter",
-           "UnusedParameters", "apply_edits", "assert_clean_step", "audit_step",
-           "explain_unused_parameters"]
+__all__ = ["RULES", "CarriedGraph", "ConstantTerm", "DeadParameter", "Edit", "FrozenTensor",
+           "HeldGraph", "Kind", "Leak", "Proof", "SharedTensor", "StepAudit", "TrainedTarget",
+           "UnusedParameter", "UnusedParameters", "apply_edits", "assert_clean_step",
+           "audit_step", "explain_unused_parameters"]

@@ -5,7 +5,8 @@ the one :class:`~toolkit.audit.edit.Edit`.
 
 Failures (they make :attr:`~toolkit.audit.StepAudit.ok` false): :class:`Leak`,
 :class:`TrainedTarget`, :class:`DeadParameter`, :class:`CarriedGraph`, :class:`HeldGraph`,
-:class:`SharedTensor`, :class:`ConstantTerm`. Information: :class:`FrozenTensor`, and :class:`Leak` as pass-through.
+:class:`SharedTensor`, :class:`ConstantTerm`. Information: :class:`FrozenTensor`, and
+:class:`Leak` as pass-through.
 
 Every failure with a fix carries ``line``: where in the user's code the fix goes
 (``"train.py:42: output = netD(fake)"``), found by :mod:`toolkit.audit.fixes.location` and
@@ -33,8 +34,8 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.kinds import SCRIPT_KINDS, DeadKind, HeldKind, Kind, LeakKind, Proof, coerce
 from toolkit.audit.record.sites import Line
 
-__all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak", "ScriptFinding",
-           "SharedTensor", "TrainedTarget"]
+__all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak",
+           "ScriptFinding", "SharedTensor", "TrainedTarget"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
 STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})

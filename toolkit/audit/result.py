@@ -123,8 +123,9 @@ class StepAudit:
     ``ok`` is ``True`` when there is no leak, trained target, dead parameter, carried graph,
     held graph, constant term or shared tensor. ``pass_through``, ``frozen`` and ``notes``
     are information: they never make ``ok`` false (``audit_step(...,
-    allow_pass_through=False)`` counts pass-through as leaks). The module's docstring (:mod:`toolkit.audit.result`) says what each kind means;
-    ``to_dict()`` gives every finding as a dict of its fields.
+    allow_pass_through=False)`` counts pass-through as leaks). The module's docstring
+    (:mod:`toolkit.audit.result`) says what each kind means; ``to_dict()`` gives every finding
+    as a dict of its fields.
     """
 
     losses: tuple[str, ...]

@@ -226,8 +226,10 @@ class Recording:
         # (call, id(node)) -> (node, module): the first module that call handed it to
         self.inputs_now: dict[tuple[int, int], tuple[Any, str]] = {}
         # id(tensor) -> (weak reference, what was cut, where the step's code first read the
-        # detached value): a tensor computed, without graph, from a detached one
-        self.from_detached: dict[int, tuple[Any, Edge, tuple[Line, int] | None]] = {}
+        # detached value, the nodes of every cut behind it): a tensor computed, without
+        # graph, from detached ones
+        self.from_detached: dict[int, tuple[Any, Edge, tuple[Line, int] | None,
+                                            frozenset[int]]] = {}
         # (call, what was cut, the node that read it with a graph, (the step's line that first
         # read the detached value, which operand there)): where a detached value re-enters a
         # graph (D(torch.cat((A, G(A).detach()), 1))): the losses a removed cut would reach
@@ -236,8 +238,6 @@ class Recording:
         # ``F.conv2d``) read the detached value as its weight: generated weights, which are
         # the prediction, never a target
         self.cut_weights: set[int] = set()
-        # id(tensor) -> (weak reference, the nodes of every cut it was computed from)
-        self.cut_from: dict[int, tuple[Any, frozenset[int]]] = {}
         # id(node) -> (node, the user's frames there, kind): where a tensor with a graph was
         # made, innermost line first: "op" (an operation of the step's own code), "module"
         # (the outermost module call), "inner" (inside a module's forward: a line every
@@ -358,8 +358,8 @@ class Recording:
         cut = self.detached_out.get(id(t))
         if cut is not None and cut[0]() is t and t.grad_fn is None:
             return frozenset({id(cut[1].grad_fn)})
-        entry = self.cut_from.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else frozenset()
+        entry = self.from_detached.get(id(t))
+        return entry[3] if entry is not None and entry[0]() is t else frozenset()
 
     def note_detached_reads(self, out: Any, inputs: list[torch.Tensor]) -> None:
         """Follow values computed from a detached tensor of this call: to each result without
@@ -379,15 +379,14 @@ class Recording:
                 break
             entry = self.from_detached.get(id(t))
             if entry is not None and entry[0]() is t:
-                found = entry[1:]
+                found = entry[1:3]
                 break
         if found is None:
             return
         behind = frozenset().union(*(self.cuts_behind(t) for t in inputs))
         for o in tensors_in([out]):
             if o.grad_fn is None:
-                self.from_detached[id(o)] = (weakref.ref(o), *found)
-                self.cut_from[id(o)] = (weakref.ref(o), behind)
+                self.from_detached[id(o)] = (weakref.ref(o), *found, behind)
             else:
                 self.detached_reads.append((self.call, found[0], o.grad_fn, found[1]))
 

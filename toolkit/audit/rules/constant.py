@@ -43,15 +43,16 @@ def check(step: RecordedStep) -> Found:
     for call, taken, added, names, node in rec.first_order_added:
         if call != rec.call:
             continue
+        # what the differentiated values were computed from: what the penalty would train
+        edges = [e for c, es, line in rec.first_order_calls
+                 if c == call and line == taken for e in es]
+        search = ShortestPaths(edges) if edges else None
         for loss, graph in step.graphs.items():
             if (taken, loss) in seen or node not in graph.search.nodes:
                 continue
             seen.add((taken, loss))
-            edges = [e for c, es, line in rec.first_order_calls
-                     if c == call and line == taken for e in es]
-            search = ShortestPaths(edges) if edges else None
-            through = tuple(rec.names.name(t) for t in step.stepped[loss].values()
-                            if search is not None and search.path_to(t))
+            through = () if search is None else tuple(
+                rec.names.name(t) for t in step.stepped[loss].values() if search.path_to(t))
             finding = ConstantTerm(loss=loss, tensors=names, through=through, taken=taken,
                                    added=added, fix=_FIX)
             places = () if taken is None else (KeywordAt(taken, "grad", "create_graph", "True"),)

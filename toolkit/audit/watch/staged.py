@@ -12,12 +12,11 @@ At an audited ``backward()``, before it runs, its loss becomes a
 :class:`~toolkit.audit.truth.recorded.RecordedStep`, paired with the optimizers whose tensors the
 loss reaches (in a script, which optimizer steps a loss is known only after its backward), and
 the step audit's rules for trained targets, carried graphs, held graphs and constant terms
-judge it, each
-failure's fix written by the fixes stage in plain PyTorch. None of these rules counts the real
-gradients (the leaks and dead rules do, and those stay the watch's, judged at the step), so no
-second backward runs. The failures become :class:`ScriptFinding` of the same kind, verified
-afterwards by rerunning the edited script like every other finding of the script mode. Nodes
-made before the iteration began are what the carried rule calls carried.
+judge it, each failure's fix written by the fixes stage in plain PyTorch. None of these rules
+counts the real gradients (the leaks and dead rules do, and those stay the watch's, judged at
+the step), so no second backward runs. The failures become :class:`ScriptFinding` of the same
+kind, verified afterwards by rerunning the edited script like every other finding of the
+script mode. Nodes made before the iteration began are what the carried rule calls carried.
 
 A failure of a kind the watch reports itself at the same lines, or about the same tensors, is
 the watch's: :meth:`Staged.findings` leaves it out.

@@ -56,6 +56,11 @@ class Kept(NamedTuple):
     value: object
     item: bool              # an item of the container at ``attr``, not the attribute itself
 
+    @property
+    def name(self) -> str:
+        """Its name in the script: ``model.cell.alphas``, ``net.zs.0.z_list.3``."""
+        return f"{self.root}.{self.path}"
+
 
 class WatchState:
     """The state of one watched run (see :mod:`toolkit.audit.watch.session`)."""
@@ -263,7 +268,7 @@ class WatchState:
             for kept in self.kept_plainly():
                 if not kept.item and isinstance(kept.value, torch.Tensor) \
                         and not kept.attr.startswith("_"):
-                    names.setdefault(id(kept.value), f"{kept.root}.{kept.path}")
+                    names.setdefault(id(kept.value), kept.name)
         self._names_now = names
         return names
 

@@ -114,8 +114,8 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> No
     the iterations ``--steps`` audits). Without such a list, two optimizers over one tensor,
     each after its own backward(), are no finding: two phases of the script (pre-training,
     then fine-tuning), or optimizers over overlapping parts of networks (InfoGAN's)."""
-    turns: list[tuple[str, torch.Tensor]] = []
-    turned: set[int] = set()
+    again: list[tuple[str, torch.Tensor]] = []   # stepped after other optimizers did
+    others: set[int] = set()
     for key, p in stepped:
         by = w.stepped_by.setdefault(id(p), {})
         before = [(i, event) for i, event in by.items() if i != index
@@ -128,32 +128,34 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> No
             w.second_stepped.setdefault(id(p), w.step_events - 1)
         by[index] = w.events
         if before and p.grad is not None and nonzero(p.grad):
-            others = sorted(i for i, _ in before)
+            first = sorted(i for i, _ in before)
             at = tuple(s.shown() for s in (w.built_at.get(id(w.optimizers[j]))
-                                           for j in [*others, index]) if s is not None)
+                                           for j in [*first, index]) if s is not None)
             w.add(ScriptFinding(
                 "shared", w.iteration,
-                f"a tensor is stepped by optimizers {others[0]} and {index} with one "
+                f"a tensor is stepped by optimizers {first[0]} and {index} with one "
                 f"gradient (no backward() wrote it between the steps): it moves twice",
                 (key,), (w.names().get(id(p), key),), at,
                 advice="give each tensor to one optimizer", step=w.step_events - 1))
         elif between:
-            turns.append((key, p))
-            turned.update(between)
-    if turns:
-        _in_turn(w, index, sorted(turned), turns)
+            again.append((key, p))
+            others.update(between)
+    if again:
+        _members_one_network(w, index, sorted(others), again)
 
 
-def _in_turn(w: WatchState, index: int, others: list[int],
-             turns: list[tuple[str, torch.Tensor]]) -> None:
+def _members_one_network(w: WatchState, index: int, others: list[int],
+                         tensors: list[tuple[str, torch.Tensor]]) -> None:
     """One finding for the tensors optimizer ``index`` steps after ``others`` did, each after
     its own backward(), where its scope holds a list whose items are one module holding them:
     at that list's assignment, once per list (see :func:`shared`)."""
-    held = {id(p) for _, p in turns}
     site = w.built_at.get(id(w.optimizers[index]))
+    if site is None:
+        return
+    held = {id(p) for _, p in tensors}
     listed = None
     for name, value in w.built_scope.get(id(w.optimizers[index]), {}).items():
-        if site is None or not isinstance(value, list | tuple) or len(value) < 2:
+        if not isinstance(value, list | tuple) or len(value) < 2:
             continue
         items = [(i, v) for i, v in enumerate(value) if isinstance(v, torch.nn.Module)
                  and held & {id(q) for q in v.parameters()}]
@@ -177,19 +179,19 @@ def _in_turn(w: WatchState, index: int, others: list[int],
         line, made = found
         at.insert(0, Site(site.path, line, None).shown())
         edits = tuple(made)
-    turn = sorted({*others, index})
+    stepping = sorted({*others, index})
     w.add(ScriptFinding(
         "shared", w.iteration,
-        f"{plural(len(turns), 'tensor')} {'is' if len(turns) == 1 else 'are'} stepped by "
-        f"optimizers {', '.join(map(str, turn[:-1]))} and {turn[-1]}, each after its own "
-        f"backward(): the items of `{listed}` are one network, which every round trains once "
-        f"per optimizer, each with a state of its own",
-        tuple(k for k, _ in turns), tuple(names.get(id(p), k) for k, p in turns), tuple(at),
+        f"{plural(len(tensors), 'tensor')} {'is' if len(tensors) == 1 else 'are'} stepped by "
+        f"optimizers {', '.join(map(str, stepping[:-1]))} and {stepping[-1]}, each after its "
+        f"own backward(): the items of `{listed}` are one network, which every round trains "
+        f"once per optimizer, each with a state of its own",
+        tuple(k for k, _ in tensors), tuple(names.get(id(p), k) for k, p in tensors), tuple(at),
         edits, advice="give each tensor to one optimizer: make each member its own network",
         # training differs from the step of the second optimizer over them; with the list
         # made anew, from the first (the members' initial weights differ)
         step=0 if edits else min(w.second_stepped.get(id(p), w.step_events - 1)
-                                 for _, p in turns),
+                                 for _, p in tensors),
         concerned=("*",), extra={"list": listed}))
 
 

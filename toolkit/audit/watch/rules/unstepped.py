@@ -289,7 +289,7 @@ def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> None:
         named: dict[int, str] = {}
         for kept in w.kept_plainly():
             if kept.item and id(kept.value) in wanted and not kept.attr.startswith("_"):
-                named.setdefault(id(kept.value), f"{kept.root}.{kept.path}")
+                named.setdefault(id(kept.value), kept.name)
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{plural(len(joining), 'tensor')} the loss trains, kept in "
