@@ -76,7 +76,7 @@ from toolkit.audit.watch.rules import (
     unstepped,
     zero_gradient,
 )
-from toolkit.audit.watch.staged import Staged
+from toolkit.audit.watch.staged import Staged, scope_of, user_frames
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt
@@ -413,6 +413,10 @@ class Watch(WatchState):
         self.backward_keys[self.events] = key
         caller = user_frame(2)
         site = site_of(caller) if caller is not None else None
+        self.scope = scope_of(caller)
+        for f in user_frames(caller):
+            path = os.path.abspath(f.f_code.co_filename)
+            self.user_paths[os.path.basename(path)] = path
         if key in self.zero_suspects and self.made_at is not None:
             # explained: the lines stop being kept at the next step (not here: this call
             # runs inside the mode's own dispatch of backward())

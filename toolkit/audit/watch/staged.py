@@ -50,7 +50,7 @@ from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import record_step
 from toolkit.audit.watch.frames import is_user
 
-__all__ = ["Staged"]
+__all__ = ["Staged", "scope_of", "user_frames"]
 
 #: the step audit's failures the script mode takes from one loss: what its own graph shows.
 #: Dead and shared tensors are the watch's, judged at the step, from every backward the step
@@ -63,13 +63,23 @@ _FAILURES = ("targets", "carried", "held", "constant_terms")
 _RULES = (targets.check, carried.check, held.check, constant.check)
 
 
-def _user_frames(frame: FrameType | None) -> list[FrameType]:
+def user_frames(frame: FrameType | None) -> list[FrameType]:
     out = []
     while frame is not None:
         if is_user(frame.f_code.co_filename):
             out.append(frame)
         frame = frame.f_back
     return out
+
+
+def scope_of(frame: FrameType | None) -> dict[str, Any]:
+    """The names the user's frames from ``frame`` outwards hold, an inner frame's over an
+    outer's, each frame's locals over its globals."""
+    namespace: dict[str, Any] = {}
+    for f in reversed(user_frames(frame)):
+        namespace.update(f.f_globals)
+        namespace.update(f.f_locals)
+    return namespace
 
 
 class Staged:
@@ -92,7 +102,7 @@ class Staged:
         then their globals, then the attributes of a method's ``self``), and watch every
         tensor of ``optimizers``."""
         before = len(self.names.objects)
-        for f in _user_frames(frame):
+        for f in user_frames(frame):
             scopes: list[Iterable[tuple[str, Any]]] = [f.f_locals.items()]
             receiver = f.f_locals.get("self") if f.f_code.co_argcount else None
             if receiver is not None and hasattr(receiver, "__dict__") and \
@@ -178,11 +188,7 @@ class Staged:
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
-        namespace: dict[str, Any] = {}
-        for f in reversed(_user_frames(frame)):
-            namespace.update(f.f_globals)
-            namespace.update(f.f_locals)
-        recorded.namespace = namespace
+        recorded.namespace = scope_of(frame)
         audit = run_rules(recorded, _RULES)
         if not audit.ok:
             self.audits.append((iteration, step, label, audit))
@@ -192,7 +198,7 @@ class Staged:
         """What each cut of a failure's edits held, where it names a variable of the user's
         frame at its file: a tuple of states is cut item by item (``tuple(t.detach() for t
         in hidden)``), as the step audit writes it for what its step held."""
-        frames = _user_frames(frame)
+        frames = user_frames(frame)
         for group in _FAILURES:
             for found in getattr(audit, group):
                 for edit in getattr(found, "edits", ()) or ():

@@ -15,6 +15,7 @@ import torch.overrides
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes.where_called import placed
 from toolkit.audit.record import syntax as S
 from toolkit.audit.watch.feedback import Feed
 from toolkit.audit.watch.frames import Site
@@ -73,6 +74,10 @@ class WatchState:
         self.follow = follow
         self.last_audited = steps - 1
         self.on_finding = on_finding
+        # the names the script's frames held at the last audited backward, and the user's
+        # files by base name: where a finding's function is called (fixes.where_called)
+        self.scope: dict = {}
+        self.user_paths: dict[str, str] = {}
         self.pid = os.getpid()
         self.iteration = 0
         self.events = 0                 # backward calls and steps, in order
@@ -279,6 +284,7 @@ class WatchState:
         return None
 
     def add(self, finding: ScriptFinding) -> None:
+        finding = placed(finding, self.scope, self.user_paths)
         if finding.key in self.findings:
             return
         self.findings[finding.key] = finding
