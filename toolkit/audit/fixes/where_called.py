@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -206,7 +207,7 @@ def _calls_it(func: ast.expr, fn: _Function, path: str, classes: tuple[str, ...]
     if isinstance(base, ast.Name) and base.id == "self":
         return here[:len(classes)] == classes
     if isinstance(base, ast.Name) and base.id in scope:
-        return _runs(getattr(type(scope[base.id]), fn.name, None), fn, path)
+        return _runs(inspect.getattr_static(type(scope[base.id]), fn.name, None), fn, path)
     return True
 
 
@@ -274,7 +275,8 @@ def _no_tensor(arg: ast.expr, scope: Mapping[str, Any]) -> bool:
         return False
     value = scope[arg.id]
     for part in reversed(parts):
-        value = getattr(value, part, None) if not isinstance(value, torch.Tensor) else None
+        # the script's own objects: read without running a property or __getattr__ of theirs
+        value = None if isinstance(value, torch.Tensor) else _static(value, part)
     return isinstance(value, int | float | complex | str | bool) or (value is None and not parts)
 
 
@@ -293,6 +295,12 @@ def _no_grad_already(fn: _Function) -> bool:
     return any(isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute | ast.Name) and
                getattr(d.func, "attr", getattr(d.func, "id", "")) in ("no_grad", "inference_mode")
                for d in fn.decorator_list)
+
+
+def _static(value: object, name: str) -> object:
+    """``value``'s attribute ``name`` as its ``__dict__`` or class holds it (``None`` if not)."""
+    found = inspect.getattr_static(value, name, None)
+    return None if isinstance(found, property | staticmethod | classmethod) else found
 
 
 def _line(text: str, number: int) -> str:
