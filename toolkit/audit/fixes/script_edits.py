@@ -33,7 +33,8 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument", "detach_call",
+__all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument",
+           "deep_copy_call", "detach_call",
            "diff", "edit_at", "edited_texts", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
            "unfreeze_before", "widen", "write_edits"]
@@ -95,6 +96,28 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
             imp = import_edit(path, "copy")
             return node.lineno, edits + ([imp] if imp is not None else [])
     return None
+
+
+def deep_copy_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+    """The call at ``span``, ``copy.copy(x)`` (the module ``copy`` by any name the file binds
+    it to), made deep: ``copy.deepcopy(x)``; ``None`` for another call or another spelling
+    (``copy(x)`` of ``from copy import copy``)."""
+    found = call_at(path, span)
+    if found is None:
+        return None
+    call, text = found
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "copy"
+            and isinstance(func.value, ast.Name) and len(call.args) == 1 and not call.keywords):
+        return None
+    module = func.value.id
+    parsed = syntax_tree(path)
+    binds = parsed is not None and any(
+        isinstance(node, ast.Import) and any(a.name == "copy" and (a.asname or a.name) == module
+                                             for a in node.names) for node in ast.walk(parsed[0]))
+    if not binds:
+        return None
+    return node_edit(path, call, f"{module}.deepcopy({segment(text, call.args[0])})")
 
 
 def made_per_item(path: str, name: str) -> tuple[int, list[Edit]] | None:

@@ -2,13 +2,14 @@
 (which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
 all call), ``torch.autograd.grad``, the global optimizer step hooks, ``zero_grad`` of optimizers
 and modules, ``Tensor.detach``, ``Tensor.grad`` as the user's code reads it or sets it to
-``None``, ``GradScaler.step`` and optimizer construction. The module forward hook is the
+``None``, ``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the
 watch's own (on only around audited iterations). In a process the script forked, every hook
 stands aside: the watch and its stop belong to the process that started it."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import importlib
 import sys
@@ -132,6 +133,15 @@ def installed(watch: Watch) -> Iterator[Watch]:
             return old(self)
         return wrapper
 
+    def shallow(old):
+        @functools.wraps(old)
+        def wrapper(x):
+            out = old(x)
+            if watch.here():
+                watch.copied(x, out)
+            return out
+        return wrapper
+
     def built(old):
         @functools.wraps(old)
         def wrapper(self, *args, **kwargs):
@@ -150,6 +160,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
     _patch(torch.Tensor, "grad", grad_attribute, undo)
     _patch(torch.amp.GradScaler, "step", scaler_step, undo)
     _patch(torch.optim.Optimizer, "__init__", built, undo)
+    _patch(copy, "copy", shallow, undo)
     def before_step(opt, args, kwargs) -> None:
         if watch.here():
             watch.step(opt)

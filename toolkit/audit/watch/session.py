@@ -41,6 +41,7 @@ import ast
 import os
 import sys
 import types
+import weakref
 from collections.abc import Sequence
 from types import CodeType, FrameType
 from typing import TypeVar
@@ -77,7 +78,7 @@ from toolkit.audit.watch.rules import (
     zero_gradient,
 )
 from toolkit.audit.watch.staged import Staged, scope_of, user_frames
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.watch.state import ShallowCopy, WatchState
 from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt
 from toolkit.lens.backward_graph import ShortestPaths
@@ -224,6 +225,7 @@ class Watch(WatchState):
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
+            copies.shallow(self)
             if self.staged.rec is not None:
                 copies.snapshots(self, self.staged.rec.alias_differences)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
@@ -280,6 +282,10 @@ class Watch(WatchState):
         site = site_of(frame)
         outs = tensors_in(output)
         self.sync.saw(frame)
+        made = self.copies_by_id.get(id(module))
+        if made is not None and made.module is not None and made.module() is module and \
+                made.first_step is not None:
+            made.called_after = True
         if not torch.is_grad_enabled() and outs:
             self.constants.made(outs, (id(module), site))
             inputs = [t.grad_fn for a in args for t in tensors_in(a) if t.grad_fn is not None]
@@ -354,6 +360,24 @@ class Watch(WatchState):
             if t.grad_fn is not None and id(t.grad_fn) not in self.made_by:
                 self.made_by[id(t.grad_fn)] = (t.grad_fn, id(module), self.call_order,
                                                self.events)
+
+    def copied(self, source: object, copy: object) -> None:
+        """``copy = copy.copy(source)`` ran: where the user's code made it, the networks with
+        tensors that it shares with ``source`` (:func:`~.rules.copies.shallow` judges them at
+        the end, by the steps that came after)."""
+        caller = sys._getframe(2)
+        if not is_user(caller.f_code.co_filename):
+            return
+        networks = [(k, m) for k, m in _networks(source) if any(True for _ in m.parameters())]
+        if not networks:
+            return
+        made = ShallowCopy(site_of(caller), networks, self.events, self.iteration,
+                           self.step_events, tensors=frozenset(
+                               id(p) for _, m in networks for p in m.parameters()))
+        if isinstance(copy, nn.Module):
+            made.module = weakref.ref(copy)
+            self.copies_by_id[id(copy)] = made
+        self.shallow_copies.append(made)
 
     def detached(self, tensor: torch.Tensor) -> None:
         if tensor.grad_fn is None or not self.recording() or self._judging:
@@ -492,6 +516,10 @@ class Watch(WatchState):
             hard.leave(self)
         self.previous_step_event = self.last_step_event
         self.last_step_event = event
+        for made in self.shallow_copies:
+            if made.first_step is None and any(
+                    id(p) in made.tensors for g in opt.param_groups for p in g["params"]):
+                made.first_step = event
         self.step_optimizer[event] = index
         if self.pending_dead:
             dead.settle(self)
@@ -621,3 +649,21 @@ def _optimizer_names(frame: FrameType | None) -> dict[int, str]:
             if isinstance(inner, torch.optim.Optimizer) and not attr.startswith("_"):
                 names.setdefault(id(inner), f"{name}.{attr}")
     return names
+
+
+def _networks(held: object) -> list[tuple[str, nn.Module]]:
+    """The modules a shallow copy of ``held`` shares with it, each with how the copy reaches
+    it: ``held`` itself (``""``: a copied module's parameters and submodules are the
+    original's), or the modules it holds in a dict (``"['net']"``), a list or a tuple
+    (``"[0]"``) or a plain object's attributes (``".net"``)."""
+    if isinstance(held, nn.Module):
+        return [("", held)]
+    if isinstance(held, dict):
+        items = [(f"[{k!r}]", v) for k, v in held.items()]
+    elif isinstance(held, list | tuple):
+        items = [(f"[{i}]", v) for i, v in enumerate(held)]
+    elif isinstance(held, type):
+        items = []
+    else:
+        items = [(f".{k}", v) for k, v in getattr(held, "__dict__", {}).items()]
+    return [(k, v) for k, v in items if isinstance(v, nn.Module)]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import os
+import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 import torch
@@ -61,6 +63,25 @@ class Kept(NamedTuple):
     def name(self) -> str:
         """Its name in the script: ``model.cell.alphas``, ``net.zs.0.z_list.3``."""
         return f"{self.root}.{self.path}"
+
+
+@dataclass
+class ShallowCopy:
+    """``copy.copy`` of what holds networks, made by the user's code at ``site``: the networks
+    the copy shares (with how it reaches each, ``""`` for a copied module itself, ``"['net']"``,
+    ``"[0]"``, ``".net"``), the event, iteration and optimizer steps when it was made; the
+    copy when it is a module (a weak reference); the first step event that stepped one of its
+    tensors after it, and whether the copied module was called after that step."""
+
+    site: Site
+    networks: list[tuple[str, nn.Module]]
+    event: int
+    iteration: int
+    steps: int
+    module: weakref.ref | None = None
+    tensors: frozenset[int] = frozenset()
+    first_step: int | None = None
+    called_after: bool = False
 
 
 class WatchState:
@@ -134,6 +155,9 @@ class WatchState:
         self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
         # a detach's input node, its site, where its values live, event
         self.detaches: list[tuple[object, Site, int, int]] = []
+        # copy.copy calls of the user's code on what holds networks
+        self.shallow_copies: list[ShallowCopy] = []
+        self.copies_by_id: dict[int, ShallowCopy] = {}   # a copied module's, by its id
         # per audited backward: its event and the tensors its graph reaches
         self.reached_by: list[tuple[int, set[int]]] = []
         self.previous_step_event = -1

@@ -1,25 +1,29 @@
-"""Copies of a network: one the script names twice (``ema = model``, ``aliased``), a snapshot
-that shares its storage with the weights it was taken from (``aliased``), and one it keeps in
-sync with a stepped network but never reads while that network makes the target."""
+"""Copies of a network: one the script names twice (``ema = model``, ``aliased``), a shallow
+copy of what holds a network that an optimizer steps after it (``aliased``), a snapshot that
+shares its storage with the weights it was taken from (``aliased``), and one it keeps in sync
+with a stepped network but never reads while that network makes the target."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import storage_key
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.kept_in_sync import swap_call
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
 
-__all__ = ["aliased", "kept_in_sync", "snapshot", "snapshots"]
+__all__ = ["aliased", "kept_in_sync", "shallow", "snapshot", "snapshots"]
 
 
 def aliased(w: WatchState) -> None:
     """One network called by two names, one only under no_grad (a target, an EMA or
-    teacher copy read as a constant) and one with gradients, its tensors stepped: the
+    teacher copy read as a constant a loss meets) and one with gradients, its tensors stepped: the
     target is the trained network itself (``ema = model``, or ``copy.copy(model)``, whose
     layers are the model's own, for ``copy.deepcopy(model)``).
     One network read both ways by one name (FixMatch's pseudo-labels) is no finding."""
@@ -41,13 +45,18 @@ def aliased(w: WatchState) -> None:
         uses = networks.setdefault(same, (module, {}))[1]
         for name, found in by_name.items():
             uses.setdefault(name, set()).update(found)
+    # where a no_grad call's output became a constant that a loss's graph met: a target (a
+    # no_grad read that feeds no loss, a metric or a check, is no target)
+    fed = {site for _, site in w.fed_constants}
     for module, by_name in networks.values():
         params = [p for p in module.parameters() if id(p) in stepped]
-        # in one iteration: one name only under no_grad, another with gradients; the same
-        # attribute reached from two places (w.teacher, model.teacher) is one binding
+        # in one iteration: one name only under no_grad, read as a target, another with
+        # gradients; the same attribute reached from two places (w.teacher, model.teacher)
+        # is one binding
         pairs = [(t, o) for t, t_uses in by_name.items() for o, o_uses in by_name.items()
                  if t.rpartition(".")[2] != o.rpartition(".")[2]
                  and not any(g for g, _, _ in t_uses)
+                 and any(s in fed for _, s, _ in t_uses)
                  and {i for _, _, i in t_uses} & {i for g, _, i in o_uses if g}]
         if not params or not pairs:
             continue
@@ -169,3 +178,51 @@ def kept_in_sync(w: WatchState) -> None:
             keys, shown, tuple(s.shown() for s in dict.fromkeys(sites)), tuple(edits),
             advice=f"read the target from `{copy.name}`, the copy kept for it",
             step=step, concerned=keys))
+
+
+def shallow(w: WatchState) -> None:
+    """``copy.copy(x)`` in the script, where ``x`` is a network or holds one (in a dict, a list,
+    a plain object) whose tensors an optimizer steps after the copy was made: the copy holds
+    the same network, not a new one, so whatever the script does through "the copy" (trains
+    it, moves it toward another, keeps it as a fixed version) it does to the original. The
+    edit makes it ``copy.deepcopy(x)``. A copied module with a forward of its own counts only
+    when it is called after such a step (a copy that only gets an attribute of its own, read at
+    once, is a shallow copy on purpose); a copied container of layers (``nn.ModuleList``) when
+    the script still holds it at the end. A copy of what holds no network, or of a network no
+    step moves after it, is no finding; nor is a copy another ``aliased`` finding already names
+    at its line."""
+    stepped = w.stepped_map()
+    done: set[tuple[str, int]] = set()
+    for made in w.shallow_copies:
+        site = made.site
+        if made.first_step is None or (site.path, site.line) in done:
+            continue  # no step after it, or a copy made again at a line already found
+        if made.module is not None:
+            copied = made.module()
+            container = copied is not None and type(copied).forward is nn.Module.forward
+            if not (made.called_after or container):
+                continue
+        name = S.assigned_name(site.path, site.line) or _assigned(site) or "the copy"
+        params = {id(p): f"{name}{key}.{pname}" for key, m in made.networks
+                  for pname, p in m.named_parameters() if id(p) in stepped}
+        if not params or any(f.kind == "aliased" and site.shown() in f.at
+                             for f in w.findings.values()):
+            continue
+        done.add((site.path, site.line))
+        edit = E.deep_copy_call(site.path, site.span)
+        shown = tuple(params.values())
+        w.add(ScriptFinding(
+            "aliased", made.iteration,
+            f"`{name}` is a shallow copy (copy.copy) of what holds a network whose "
+            f"{len(params)} tensors an optimizer steps after it: the copy holds that same "
+            f"network, so training, moving or keeping \"the copy\" acts on the original",
+            shown, shown, (site.shown(),), (edit,) if edit is not None else (),
+            advice="copy it with copy.deepcopy, which copies the networks it holds",
+            step=max(made.steps - 1, 0), concerned=("*",)))
+
+
+def _assigned(site: Site) -> str | None:
+    """What the statement at ``site`` assigns, as written (``population[bottom]``)."""
+    text = S.statement_text(site.path, site.line)
+    head, eq, _ = text.partition(" = ")
+    return head.strip() if eq and head.strip() and "(" not in head else None

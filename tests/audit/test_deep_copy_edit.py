@@ -1,0 +1,56 @@
+"""The pieces of the shallow-copy rule (:func:`toolkit.audit.watch.rules.copies.shallow`): what a
+``copy.copy`` shares (``toolkit.audit.watch.session._networks``) and the edit that makes it
+deep (:func:`toolkit.audit.fixes.script_edits.deep_copy_call`), applied to the text."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+from torch import nn
+
+from toolkit.audit.fixes.script_edits import apply_to_text, deep_copy_call
+from toolkit.audit.watch.session import _networks
+
+
+def _span(text: str, line: int, call: str) -> tuple[int, int, int, int]:
+    row = text.splitlines()[line - 1]
+    start = row.index(call)
+    return (line, line, start, start + len(call))
+
+
+@pytest.mark.parametrize(("head", "call", "new"), [
+    ("import copy\n", "copy.copy(members[0])", "copy.deepcopy(members[0])"),
+    ("import copy as cp\n", "cp.copy(members[0])", "cp.deepcopy(members[0])"),
+])
+def test_a_shallow_copy_is_made_deep_by_the_module_s_name(tmp_path, head, call, new):
+    text = f"{head}members = [{{}}]\nclone = {call}\n"
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    edit = deep_copy_call(str(path), _span(text, 3, call))
+    assert edit is not None and edit.line == 3
+    assert apply_to_text(text, [edit]).splitlines()[2] == f"clone = {new}"
+
+
+@pytest.mark.parametrize("text", [
+    "from copy import copy\nclone = copy(x)\n",        # the function by its own name
+    "import copy\nclone = x.copy()\n",                 # a method, not the module's function
+    "import copy\nclone = copy.copy(x, y)\n",          # not copy.copy's one argument
+    "copy = object()\nclone = copy.copy(x)\n",         # a name the file never imports
+])
+def test_no_edit_for_another_spelling_or_call(tmp_path, text):
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    row = text.splitlines()[1]
+    call = row[row.index("=") + 2:]
+    assert deep_copy_call(str(path), _span(text, 2, call)) is None
+
+
+def test_what_a_shallow_copy_shares_and_how_the_copy_reaches_it():
+    net, head = nn.Linear(2, 2), nn.Linear(2, 1)
+    assert _networks(net) == [("", net)]
+    assert _networks({"net": net, "lr": 0.1}) == [("['net']", net)]
+    assert _networks([0.5, net, head]) == [("[1]", net), ("[2]", head)]
+    assert _networks(types.SimpleNamespace(model=net, steps=3)) == [(".model", net)]
+    assert _networks({"lr": 0.1, "scores": [1.0]}) == []
+    assert _networks(nn.Linear) == []   # a class, not an object holding one
