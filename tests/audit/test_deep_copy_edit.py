@@ -49,8 +49,9 @@ def test_no_edit_for_another_spelling_or_call(tmp_path, text):
 def test_what_a_shallow_copy_shares_and_how_the_copy_reaches_it():
     net, head = nn.Linear(2, 2), nn.Linear(2, 1)
     assert _networks(net) == [("", net)]
-    assert _networks({"net": net, "lr": 0.1}) == [("['net']", net)]
-    assert _networks([0.5, net, head]) == [("[1]", net), ("[2]", head)]
+    assert _networks({"net": net, "lr": 0.1}) == [(".net", net)]
+    assert _networks({"a net": net, 3: head}) == [("['a net']", net), ("[3]", head)]
+    assert _networks([0.5, net, head]) == [(".1", net), (".2", head)]
     assert _networks(types.SimpleNamespace(model=net, steps=3)) == [(".model", net)]
     assert _networks({"lr": 0.1, "scores": [1.0]}) == []
     assert _networks(nn.Linear) == []   # a class, not an object holding one

@@ -653,15 +653,17 @@ def _optimizer_names(frame: FrameType | None) -> dict[int, str]:
 
 def _networks(held: object) -> list[tuple[str, nn.Module]]:
     """The modules a shallow copy of ``held`` shares with it, each with how the copy reaches
-    it: ``held`` itself (``""``: a copied module's parameters and submodules are the
-    original's), or the modules it holds in a dict (``"['net']"``), a list or a tuple
-    (``"[0]"``) or a plain object's attributes (``".net"``)."""
+    it, as a dotted name goes on: ``held`` itself (``""``: a copied module's parameters and
+    submodules are the original's), or the modules it holds in a dict (``".net"``, or
+    ``"['a key']"`` for a key that is no name), a list or a tuple (``".0"``) or a plain
+    object's attributes (``".net"``)."""
     if isinstance(held, nn.Module):
         return [("", held)]
     if isinstance(held, dict):
-        items = [(f"[{k!r}]", v) for k, v in held.items()]
+        items = [(f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{k!r}]", v)
+                 for k, v in held.items()]
     elif isinstance(held, list | tuple):
-        items = [(f"[{i}]", v) for i, v in enumerate(held)]
+        items = [(f".{i}", v) for i, v in enumerate(held)]
     elif isinstance(held, type):
         items = []
     else:

@@ -68,8 +68,8 @@ class Kept(NamedTuple):
 @dataclass
 class ShallowCopy:
     """``copy.copy`` of what holds networks, made by the user's code at ``site``: the networks
-    the copy shares (with how it reaches each, ``""`` for a copied module itself, ``"['net']"``,
-    ``"[0]"``, ``".net"``), the event, iteration and optimizer steps when it was made; the
+    the copy shares (with how it reaches each, ``""`` for a copied module itself, ``".net"``,
+    ``".0"``), the event, iteration and optimizer steps when it was made; the
     copy when it is a module (a weak reference); the first step event that stepped one of its
     tensors after it, and whether the copied module was called after that step."""
 
