@@ -60,9 +60,7 @@ def test_members_made_by_multiplying_a_list_are_one_network_named_and_made_apart
 
 @pytest.mark.parametrize("script", [
     CLEAN,
-    pytest.param("pretrain_then_finetune.py", marks=pytest.mark.xfail(strict=True, reason=(
-        "held-out: the dead rule flags the part a phase never calls (the head while "
-        "pre-training, the decoder while fine-tuning), which each phase's optimizer holds"))),
+    "pretrain_then_finetune.py",
     "tied_layers.py"], ids=["independent-learners", "two-phases", "tied-layers"])
 def test_one_network_per_member_two_phases_or_tied_layers_are_no_finding(tmp_path, script):
     code, report = audit(tmp_path, SCRIPTS / script, "--watch", "1")

@@ -76,11 +76,14 @@ class Kind(enum.StrEnum):
                                     "optimizer steps")
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"
     ALIASED = "aliased", True, ("a target read under no_grad that is the trained network "
-                                "itself, or a snapshot that shares its storage with the "
-                                "tensors it was taken from")
+                                "itself, a shallow copy of what holds a trained network, or a "
+                                "snapshot that shares its storage with the tensors it was "
+                                "taken from")
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
     HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script (an EMA "
                                            "copy)")
+    IDLE = "idle", False, ("stepped, no gradient, of a module no forward ran in that iteration "
+                           "that runs in another (a part another phase trains)")
 
 
 #: the kinds that are failures; every other kind is information
@@ -93,7 +96,7 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
     Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.WASTED,
-    Kind.HAND_UPDATED})
+    Kind.HAND_UPDATED, Kind.IDLE})
 
 
 class Proof(enum.StrEnum):

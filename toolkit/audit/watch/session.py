@@ -263,6 +263,7 @@ class Watch(WatchState):
     def module_called(self, module: nn.Module, args: tuple, output: object) -> None:
         if not self.recording() or not self.here():
             return
+        self.ran.setdefault(id(module), set()).add(self.events)
         # the watch's own reads of tensors (``t.grad_fn``) are not the script's calls: no
         # torch-function mode sees them (the recording's would note them, at a dispatch each)
         with torch._C.DisableTorchFunction():

@@ -140,6 +140,11 @@ class WatchState:
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
         self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
         self.hand_updated: set[int] = set()
+        # each module a forward ran of, by id, with the events (backward calls and steps so far)
+        # at which it ran, in audited iterations
+        self.ran: dict[int, set[int]] = {}
+        # dead findings with no cut, not moved, judged at the end (rules.dead._idle)
+        self.pending_idle: list[tuple[ScriptFinding, list[int]]] = []
         self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
         # tensors no optimizer steps between a loss and stepped ones -> those optimizers
         self.between: dict[int, set[int]] = {}

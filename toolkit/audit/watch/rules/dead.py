@@ -131,7 +131,11 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                 keys, shown, (site.shown(),) if site else (), (),
                 advice="use them in a loss, or leave them out of the optimizer if they "
                        "are meant to stay as they are", step=w.step_events - 1,
-                concerned=keys, extra={"misplaced": index} if misplaced else {}))
+                concerned=keys, extra={
+                    # the events since these tensors' last step, up to this one: where a
+                    # forward of their modules would have run for this step
+                    "window": (min(w.last_step_of.get(id(p), -1) for _, p in hit), event),
+                    **({"misplaced": index} if misplaced else {})}))
 
 
 def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
@@ -215,6 +219,7 @@ def add_dead(w: WatchState, hit: list[tuple[str, torch.Tensor]], finding: Script
     """A dead finding, judged at the next step (or the end): see :func:`settle`."""
     if finding.key in w.findings:
         return
+    finding.extra["since"] = w.events
     w.pending_dead.append((finding, [(p, p.detach().clone()) for _, p in hit]))
 
 
@@ -223,13 +228,16 @@ def settle(w: WatchState, final: bool = False) -> None:
     though no gradient reached it was moved by the script itself (an EMA or momentum
     copy, a target network synced by hand): its optimizer holds it for nothing, which is
     information; the others are failures. At the end, a tensor seen moved before counts
-    as moved."""
-    if not w.pending_dead:
-        return
+    as moved. Tensors with no cut, not moved, wait for the end (:func:`_idle`): the modules
+    that hold them may run in another phase."""
     waiting = []
     for finding, values in w.pending_dead:
+        # moved by the script: changed, with no graph reaching it since (a later phase's
+        # optimizer training it with its gradient is no move of the script's own)
+        since = finding.extra.get("since", -1)
         moved = [id(p) for p, old in values
-                 if p.shape != old.shape or not torch.equal(p.detach(), old)]
+                 if (p.shape != old.shape or not torch.equal(p.detach(), old))
+                 and w.reached_at.get(id(p), -1) <= since]
         w.hand_updated.update(moved)
         if not moved and not final and finding.iteration == w.iteration:
             waiting.append((finding, values))   # its own iteration's step: wait
@@ -241,8 +249,62 @@ def settle(w: WatchState, final: bool = False) -> None:
                 f"moves them itself (an EMA or momentum copy): the optimizer does nothing "
                 f"with them", finding.tensors, finding.names, finding.at,
                 advice=_HELD_FOR_NOTHING, step=finding.step)
+        elif finding.extra.get("window"):
+            w.pending_idle.append((finding, [id(p) for p, _ in values]))
+            continue
         w.add(finding)
     w.pending_dead = waiting
+    if final:
+        _idle(w)
+
+
+def _idle(w: WatchState) -> None:
+    """Each dead finding with no cut, at the end: when no forward of the modules that hold its
+    tensors ran since their last step (before the step that found them) and each of them runs
+    at another time of the audited iterations, they are a part another phase trains
+    (pre-training's decoder while fine-tuning, the head while pre-training), held by this
+    phase's optimizer for nothing: ``idle``, information. Otherwise it stays dead (a module
+    the script never runs at all is a failure; so is one that ran and got no gradient)."""
+    if not w.pending_idle:
+        return
+    owners = _owners(w)
+    for finding, tensors in w.pending_idle:
+        lo, hi = finding.extra["window"]
+        held_by = {owners.get(t) for t in tensors}
+        ran = {m: w.ran.get(m, set()) for m in held_by if m is not None}
+        if None not in held_by and all(
+                ran[m] and not any(lo <= e < hi for e in ran[m]) for m in held_by):
+            finding = ScriptFinding(
+                "idle", finding.iteration,
+                f"{len(tensors)} tensors an optimizer steps get no gradient: no forward of "
+                f"their {plural(len(held_by), 'module')} ran since their last step, and "
+                f"{'it runs' if len(held_by) == 1 else 'they run'} at another time (a part "
+                f"another phase trains): the optimizer holds them for nothing here",
+                finding.tensors, _names(w, finding, tensors), finding.at,
+                advice="build this phase's optimizer over the parts it trains, if the "
+                       "others are to keep their optimizer state for their own phase",
+                step=finding.step)
+        w.add(finding)
+    w.pending_idle = []
+
+
+def _names(w: WatchState, finding: ScriptFinding, tensors: list[int]) -> tuple[str, ...]:
+    """The tensors' names as the script holds them at the end (a module first called in a
+    later phase is named by then)."""
+    names = w.names()
+    return tuple(names.get(t, old) for t, old in zip(tensors, finding.names, strict=True))
+
+
+def _owners(w: WatchState) -> dict[int, int]:
+    """Each parameter of the modules the script called, by ``id``, with the ``id`` of the
+    module that holds it itself (not one of its parents)."""
+    out: dict[int, int] = {}
+    for root, _ in list(w.roots.values()):
+        for module in root.modules():
+            for p in module._parameters.values():
+                if p is not None:
+                    out.setdefault(id(p), id(module))
+    return out
 
 
 def cut_of(w: WatchState, p: torch.Tensor):
