@@ -232,12 +232,12 @@ def settle(w: WatchState, final: bool = False) -> None:
     that hold them may run in another phase."""
     waiting = []
     for finding, values in w.pending_dead:
-        # moved by the script: changed, with no graph reaching it since (a later phase's
-        # optimizer training it with its gradient is no move of the script's own)
+        # moved by the script: changed, with no step since that held a gradient for it (a
+        # later phase's optimizer training it is no move of the script's own)
         since = finding.extra.get("since", -1)
         moved = [id(p) for p, old in values
                  if (p.shape != old.shape or not torch.equal(p.detach(), old))
-                 and w.reached_at.get(id(p), -1) <= since]
+                 and w.trained_at.get(id(p), -1) <= since]
         w.hand_updated.update(moved)
         if not moved and not final and finding.iteration == w.iteration:
             waiting.append((finding, values))   # its own iteration's step: wait
