@@ -558,7 +558,6 @@ class Watch(WatchState):
         for _, p in stepped:
             if self.ledger.live.get(id(p)):
                 self.trained_by[id(p)] = (self.iteration, index)
-                self.trained_at[id(p)] = event
             self.last_step_of[id(p)] = self.stepped_at[id(p)] = event
             self.ledger.stepped(id(p))
         lost.lost(self, index, site)

@@ -113,7 +113,6 @@ class WatchState:
         self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
         # tensor id -> (iteration, optimizer index) of the last step that used its gradient
         self.trained_by: dict[int, tuple[int, int]] = {}
-        self.trained_at: dict[int, int] = {}   # the last step event that stepped it with a gradient
         # every iteration's, audited or not: what happened to .grad while nobody looked
         self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
         self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad

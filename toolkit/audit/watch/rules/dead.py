@@ -219,7 +219,6 @@ def add_dead(w: WatchState, hit: list[tuple[str, torch.Tensor]], finding: Script
     """A dead finding, judged at the next step (or the end): see :func:`settle`."""
     if finding.key in w.findings:
         return
-    finding.extra["since"] = w.events
     w.pending_dead.append((finding, [(p, p.detach().clone()) for _, p in hit]))
 
 
@@ -232,12 +231,8 @@ def settle(w: WatchState, final: bool = False) -> None:
     that hold them may run in another phase."""
     waiting = []
     for finding, values in w.pending_dead:
-        # moved by the script: changed, with no step since that held a gradient for it (a
-        # later phase's optimizer training it is no move of the script's own)
-        since = finding.extra.get("since", -1)
         moved = [id(p) for p, old in values
-                 if (p.shape != old.shape or not torch.equal(p.detach(), old))
-                 and w.trained_at.get(id(p), -1) <= since]
+                 if p.shape != old.shape or not torch.equal(p.detach(), old)]
         w.hand_updated.update(moved)
         if not moved and not final and finding.iteration == w.iteration:
             waiting.append((finding, values))   # its own iteration's step: wait
