@@ -82,8 +82,8 @@ class Kind(enum.StrEnum):
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
     HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script (an EMA "
                                            "copy)")
-    IDLE = "idle", False, ("stepped, no gradient, of a module no forward ran in that iteration "
-                           "that runs in another (a part another phase trains)")
+    IDLE = "idle", False, ("stepped, no gradient, of a module no forward ran since its last "
+                           "step that runs at another time (a part another phase trains)")
 
 
 #: the kinds that are failures; every other kind is information

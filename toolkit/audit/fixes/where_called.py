@@ -30,9 +30,11 @@ import torch
 
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.fixes.edits import detached
 from toolkit.audit.fixes.script_edits import edit_at, import_edit, node_edit
 from toolkit.audit.kinds import Kind
-from toolkit.audit.record.syntax import indent_of, segment, syntax_tree
+from toolkit.audit.record.source import source_of
+from toolkit.audit.record.syntax import indent_of, syntax_tree
 
 __all__ = ["placed"]
 
@@ -57,30 +59,29 @@ def placed(finding: ScriptFinding, scope: Mapping[str, Any],
         if found is None:
             continue
         fn, classes, text = found
-        path = place[0]
-        calls = called.setdefault(id(fn), _calls(path, fn, classes, scope))
-        for call in calls:
-            shown = f"{os.path.basename(path)}:{call.lineno}: {_line(text, call.lineno)}"
+        for call in _calls(place[0], fn, classes, scope, called):
+            shown = f"{os.path.basename(place[0])}:{call.lineno}: {_line(text, call.lineno)}"
             if shown not in at:
                 at.append(shown)
-    edits = _placed_edits(finding, scope, paths)
-    for edit in edits:
-        if not edit.old and edit.new.strip() == "@torch.no_grad()":  # the function's own line
-            path = edit.path or paths.get(edit.file, "")
-            found = syntax_tree(path) if path else None
-            shown = f"{edit.file}:{edit.line}: " + (_line(found[1], edit.line) if found else "")
-            if shown not in at:
-                at.append(shown)
+    edits, decorated = _placed_edits(finding, scope, paths, called)
+    if decorated is not None:   # the function's own line, where @torch.no_grad() goes
+        path, line, text = decorated
+        shown = f"{os.path.basename(path)}:{line}: {_line(text, line)}"
+        if shown not in at:
+            at.append(shown)
     if tuple(at) == finding.at and edits == finding.edits:
         return finding
     return dataclasses.replace(finding, at=tuple(at), edits=edits)
 
 
-def _placed_edits(finding: ScriptFinding, scope: Mapping[str, Any],
-                  paths: Mapping[str, str]) -> tuple[Edit, ...]:
+def _placed_edits(finding: ScriptFinding, scope: Mapping[str, Any], paths: Mapping[str, str],
+                  called: dict[int, list[ast.Call]]
+                  ) -> tuple[tuple[Edit, ...], tuple[str, int, str] | None]:
+    """The finding's edits placed (see the module's docstring), and where a decorator was
+    put on a function: its file, the line it went before, and the file's text."""
     cuts = finding.edits
     if cuts and not all(_is_cut(e) and e.path for e in cuts):
-        return cuts
+        return cuts, None
     places = {(e.path, e.line) for e in cuts}
     if not cuts and finding.kind in _STATE and finding.at:
         # no edit: the function that writes the state, at the finding's first line
@@ -88,25 +89,24 @@ def _placed_edits(finding: ScriptFinding, scope: Mapping[str, Any],
     functions = {_function_at(path, line) for path, line in places}
     found = functions.pop() if len(functions) == 1 else None
     if found is None:
-        return cuts
+        return cuts, None
     fn, classes, text = found
     path = next(iter(places))[0]
     source = _source_parameter(fn, {e.old for e in cuts}) if cuts else None
     if source is not None:
-        calls = _calls(path, fn, classes, scope)
+        calls = _calls(path, fn, classes, scope, called)
         arg = _argument(calls[0], fn, source, scope) if len(calls) == 1 else None
-        if arg is not None:
-            old = segment(text, arg)
-            atom = isinstance(arg, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
-            new = f"{old}.detach()" if atom else f"({old}).detach()"
-            return (dataclasses.replace(node_edit(path, arg, new), cut=True),)
+        parsed = source_of(path) if arg is not None else None
+        if arg is not None and parsed is not None:
+            return (dataclasses.replace(node_edit(path, arg, detached(parsed, arg)),
+                                        cut=True),), None
     if finding.kind not in _STATE or not _returns_nothing(fn) or _no_grad_already(fn):
-        return cuts
+        return cuts, None
     first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
     decorator = edit_at(path, (first, 0), (first, 0),
                         f"{indent_of(text, fn.lineno)}@torch.no_grad()\n")
     needed = import_edit(path, "torch")
-    return (decorator,) if needed is None else (needed, decorator)
+    return ((decorator,) if needed is None else (needed, decorator)), (path, first, text)
 
 
 def _place(entry: str, paths: Mapping[str, str]) -> tuple[str, int] | None:
@@ -173,10 +173,12 @@ def _function_at(path: str, line: int) -> tuple[_Function, tuple[str, ...], str]
     return best[0], best[1], text
 
 
-def _calls(path: str, fn: _Function, classes: tuple[str, ...],
-           scope: Mapping[str, Any]) -> list[ast.Call]:
+def _calls(path: str, fn: _Function, classes: tuple[str, ...], scope: Mapping[str, Any],
+           known: dict[int, list[ast.Call]]) -> list[ast.Call]:
     """The calls of ``fn`` in its file (outside ``fn``) by its name, less those whose callee
-    the script's names resolve to another function."""
+    the script's names resolve to another function; found once per function (``known``)."""
+    if id(fn) in known:
+        return known[id(fn)]
     parsed = syntax_tree(path)
     if parsed is None:
         return []
@@ -194,6 +196,7 @@ def _calls(path: str, fn: _Function, classes: tuple[str, ...],
             walk(child, inner)
 
     walk(tree, ())
+    known[id(fn)] = out
     return out
 
 

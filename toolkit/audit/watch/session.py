@@ -438,8 +438,9 @@ class Watch(WatchState):
         self.backward_keys[self.events] = key
         caller = user_frame(2)
         site = site_of(caller) if caller is not None else None
-        self.scope = scope_of(caller)
-        for f in user_frames(caller):
+        frames = user_frames(caller)
+        self.scope = scope_of(frames)
+        for f in frames:
             path = os.path.abspath(f.f_code.co_filename)
             self.user_paths[os.path.basename(path)] = path
         if key in self.zero_suspects and self.made_at is not None:
@@ -489,7 +490,7 @@ class Watch(WatchState):
         self._judging = True
         try:
             self.staged.judge(tensors, leaves, caller, i, self.step_events, marks,
-                              self.loss_label(site), graph)
+                              self.loss_label(site), self.scope, graph)
         finally:
             self._judging = False
 

@@ -72,11 +72,11 @@ def user_frames(frame: FrameType | None) -> list[FrameType]:
     return out
 
 
-def scope_of(frame: FrameType | None) -> dict[str, Any]:
-    """The names the user's frames from ``frame`` outwards hold, an inner frame's over an
-    outer's, each frame's locals over its globals."""
+def scope_of(frames: Sequence[FrameType]) -> dict[str, Any]:
+    """The names the user's ``frames`` (innermost first, as :func:`user_frames` gives them)
+    hold, an inner frame's over an outer's, each frame's locals over its globals."""
     namespace: dict[str, Any] = {}
-    for f in reversed(user_frames(frame)):
+    for f in reversed(frames):
         namespace.update(f.f_globals)
         namespace.update(f.f_locals)
     return namespace
@@ -160,12 +160,13 @@ class Staged:
     # --- the step audit of one backward -------------------------------------------------
     def judge(self, roots: Sequence[torch.Tensor], leaves: Iterable[int], frame: FrameType | None,
               iteration: int, step: int, marks: tuple[int, int], label: str,
-              graph: StepGraph | None = None) -> None:
+              namespace: dict[str, Any], graph: StepGraph | None = None) -> None:
         """Run the step audit's rules (:data:`_RULES`) on the loss ``roots`` (one scalar) that the
         script is about to differentiate, paired with the optimizers owning tensors among
         ``leaves`` (ids of the leaves its graph reaches). ``marks``: autograd's sequence
-        number where the previous iteration and this one began; ``graph``: the loss's graph,
-        when the watch has read it."""
+        number where the previous iteration and this one began; ``namespace``: the names the
+        user's frames hold there (:func:`scope_of`); ``graph``: the loss's graph, when the
+        watch has read it."""
         rec = self.rec
         if rec is None or len(roots) != 1 or roots[0].numel() != 1 \
                 or not roots[0].requires_grad:
@@ -188,7 +189,7 @@ class Staged:
         recorded.removed = {name: targets.target_edges(graph, set(recorded.stepped[name]))
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
-        recorded.namespace = scope_of(frame)
+        recorded.namespace = namespace
         audit = run_rules(recorded, _RULES)
         if not audit.ok:
             self.audits.append((iteration, step, label, audit))

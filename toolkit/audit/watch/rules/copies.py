@@ -202,7 +202,7 @@ def shallow(w: WatchState) -> None:
             container = copied is not None and type(copied).forward is nn.Module.forward
             if not (made.called_after or container):
                 continue
-        name = S.assigned_name(site.path, site.line) or _assigned(site) or "the copy"
+        name = S.assigned_name(site.path, site.line) or "the copy"
         params = {id(p): f"{name}{key}.{pname}" for key, m in made.networks
                   for pname, p in m.named_parameters() if id(p) in stepped}
         if not params or any(f.kind == "aliased" and site.shown() in f.at
@@ -219,10 +219,3 @@ def shallow(w: WatchState) -> None:
             shown, shown, (site.shown(),), (edit,) if edit is not None else (),
             advice="copy it with copy.deepcopy, which copies the networks it holds",
             step=max(made.steps - 1, 0), concerned=("*",)))
-
-
-def _assigned(site: Site) -> str | None:
-    """What the statement at ``site`` assigns, as written (``population[bottom]``)."""
-    text = S.statement_text(site.path, site.line)
-    head, eq, _ = text.partition(" = ")
-    return head.strip() if eq and head.strip() and "(" not in head else None
