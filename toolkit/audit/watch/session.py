@@ -172,6 +172,8 @@ class Watch(WatchState):
         keep = self.last_step_event
         if self.call_outputs:
             self.call_outputs = [c for c in self.call_outputs if c[-1] >= keep]
+        if self.trained_outputs:
+            self.trained_outputs = set()
         if self.made_by:
             self.made_by = {k: v for k, v in self.made_by.items() if v[-1] >= keep}
         if self.feeds:

@@ -158,6 +158,10 @@ class WatchState:
         self.roots: dict[int, tuple[nn.Module, str]] = {}
         self.holders: dict[int, tuple[nn.Module, str]] = {}   # networks the roots are part of
         self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
+        # the nodes of call outputs (held by ``call_outputs``, so their ids stay theirs) that
+        # the iteration's audited backward calls so far trained stepped tensors through, not
+        # as a target (see :mod:`~toolkit.audit.watch.rules.targets`)
+        self.trained_outputs: set[int] = set()
         # a detach's input node, its site, where its values live, event
         self.detaches: list[tuple[object, Site, int, int]] = []
         # copy.copy calls of the user's code on what holds networks

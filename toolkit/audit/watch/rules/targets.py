@@ -69,8 +69,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     key = w.backward_keys.get(w.events)
     waiting = w.target_lines.pop(key, None) if w.made_at is not None else None
     if not edges:
-        for finding in waiting or ():
-            w.add(finding)
+        _trained_through(w, graph, set(search.nodes), stepped)
+        if waiting:   # another backward() of the same line (a loop over losses) may find them
+            w.target_lines.setdefault(key, []).extend(waiting)
         return
     # what the loss trains without passing any target: a cut may not touch it (with the lines
     # of this forward, every read of a target by the user's expression that compares it is
@@ -87,9 +88,14 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     for k, sites in sites_of.items():
         for s in sites:
             made_by.setdefault(s, set()).add(k)
-    own = {s for s, made in made_by.items() if not made & untargeted}
+    # a call whose output an earlier backward of this iteration trained through (a prediction
+    # there: inplace distillation's full network, whose loss ran first) is not the target's
+    # own either: its cut would also remove that loss's path
+    own = {s for s, made in made_by.items()
+           if not made & untargeted and not made & w.trained_outputs}
     toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
                           set(search.nodes))
+    _trained_through(w, graph, untargeted, stepped, toward)
     names = w.names()
     found: list[tuple[ScriptFinding, bool]] = []
     for compare, target in edges:
@@ -132,6 +138,20 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines))
     _report(w, key, found, waiting or [])
+
+
+def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],
+                     stepped: dict[int, int], toward: set[int] | None = None) -> None:
+    """Note the calls' outputs this backward trains stepped tensors through, of the nodes
+    ``reached`` without passing a target (``toward``: the nodes that reach stepped tensors,
+    found when not given): a later backward of the iteration may not cut them
+    (:attr:`~toolkit.audit.watch.state.WatchState.trained_outputs`)."""
+    search = graph.search
+    if toward is None:
+        toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
+                              set(search.nodes))
+    w.trained_outputs.update(id(node) for node, _, _ in w.call_outputs
+                             if id(node) in reached and id(node) in toward)
 
 
 def _bound_to(node: object) -> str | None:
