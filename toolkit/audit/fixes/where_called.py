@@ -71,7 +71,12 @@ def placed(finding: ScriptFinding, scope: Mapping[str, Any],
             at.append(shown)
     if tuple(at) == finding.at and edits == finding.edits:
         return finding
-    return dataclasses.replace(finding, at=tuple(at), edits=edits)
+    names = finding.names
+    if finding.kind is Kind.TARGET and len(names) == len(finding.tensors):
+        # a target with no name of its own is named as the call passes it (``teacher_logits``)
+        names = (*dict.fromkeys(e.old for e in edits if e not in finding.edits
+                                and e.old.isidentifier() and e.old not in names), *names)
+    return dataclasses.replace(finding, at=tuple(at), edits=edits, names=names)
 
 
 def _placed_edits(finding: ScriptFinding, scope: Mapping[str, Any], paths: Mapping[str, str],
