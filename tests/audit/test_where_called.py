@@ -122,8 +122,21 @@ def test_state_written_by_a_function_that_returns_nothing_gets_no_grad(tmp_path)
 
 
 @pytest.mark.parametrize("kind", [Kind.TARGET, Kind.CONSTANT_TERM])
-def test_a_target_s_cut_of_no_parameter_stays(tmp_path, kind):
+def test_a_cut_of_an_expression_of_one_parameter_moves_to_the_call(tmp_path, kind):
     path = _script(tmp_path)
+    text = path.read_text().splitlines()[8]
+    start = text.index("0.5 * v")
+    cut = edit_at(str(path), (9, start), (9, len(text)), "(0.5 * v).detach()")
+    found = placed(_finding(path, 9, kind, [cut]), _scope(path), {path.name: str(path)})
+    assert _applied(path, found)[24] == "bank.update((x * 2).detach(), 0)"
+
+
+@pytest.mark.parametrize("kind", [Kind.TARGET, Kind.CONSTANT_TERM])
+def test_a_cut_of_an_expression_stays_where_the_function_reads_the_parameter_again(
+        tmp_path, kind):
+    # the call's cut would also cut ``v`` where the function returns it
+    path = _script(tmp_path, SCRIPT.replace("        self.memory = mixed\n",
+                                            "        self.memory = mixed\n        return v\n"))
     text = path.read_text().splitlines()[8]
     start = text.index("0.5 * v")
     cut = edit_at(str(path), (9, start), (9, len(text)), "(0.5 * v).detach()")

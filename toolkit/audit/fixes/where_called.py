@@ -123,9 +123,10 @@ def _place(entry: str, paths: Mapping[str, str]) -> tuple[str, int] | None:
 
 
 def _source_parameter(fn: _Function, cut: set[str]) -> str | None:
-    """The parameter of ``fn`` whose value the one name ``cut`` cuts is: the parameter
-    itself, or a name ``fn`` assigns once from it (``q = F.softmax(teacher / T, dim=1)``),
-    with every other name that expression reads a parameter too (which of them carries a
+    """The parameter of ``fn`` whose value the one name or expression ``cut`` cuts is: the
+    parameter itself, a name ``fn`` assigns once from it (``q = F.softmax(teacher / T,
+    dim=1)``) or an expression that reads it (``F.softmax(teacher / T, dim=1)``), with every
+    other name that expression reads a parameter too (which of them carries a
     graph is told at the call: :func:`_argument`); ``None`` otherwise."""
     if len(cut) != 1:
         return None
@@ -133,13 +134,20 @@ def _source_parameter(fn: _Function, cut: set[str]) -> str | None:
     params = _parameters(fn)
     if name in params:
         return None if _assigns(fn, name) else name
-    stores = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == name for t in n.targets)]
-    if len(stores) != 1 or len(stores[0].targets) != 1 or \
-            sum(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-                for n in ast.walk(fn)) != 1:
-        return None
-    read = {n.id for n in ast.walk(stores[0].value) if isinstance(n, ast.Name)}
+    if name.isidentifier():
+        stores = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        if len(stores) != 1 or len(stores[0].targets) != 1 or \
+                sum(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                    for n in ast.walk(fn)) != 1:
+            return None
+        value: ast.expr = stores[0].value
+    else:   # an expression cut where it is made (``F.softmax(teacher / T, dim=1)``)
+        try:
+            value = ast.parse(name, mode="eval").body
+        except SyntaxError:
+            return None
+    read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
     mine = read & set(params)
     if not mine or any(_assigns(fn, p) for p in mine):
         return None
@@ -147,6 +155,14 @@ def _source_parameter(fn: _Function, cut: set[str]) -> str | None:
                 and isinstance(n.ctx, ast.Store)}
     if read & assigned:
         return None  # read from another of the function's own names
+    if not name.isidentifier():
+        # the cut at the call cuts every read of the parameter: one the function reads outside
+        # the expression (marked ``!``) may not be the one cut there
+        inside = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+        loads = [n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id in mine
+                 and isinstance(n.ctx, ast.Load)]
+        return ",".join(p if loads.count(p) == inside.count(p) else f"!{p}"
+                        for p in sorted(mine))
     return ",".join(sorted(mine))
 
 
@@ -245,12 +261,13 @@ def _argument(call: ast.Call, fn: _Function, names: str,
               scope: Mapping[str, Any]) -> ast.expr | None:
     """The expression ``call`` passes for the one parameter of ``names`` (comma-separated)
     that may carry a graph: the others must be passed values the script's names show are no
-    tensor (``args.temperature``, ``2.0``)."""
-    passed = [_passed(call, fn, name) for name in names.split(",")]
+    tensor (``args.temperature``, ``2.0``); one marked ``!`` may not be it."""
+    split = names.split(",")
+    passed = [_passed(call, fn, name.lstrip("!")) for name in split]
     if any(arg is None for arg in passed):
         return None
-    graphs = [arg for arg in passed if not _no_tensor(arg, scope)]
-    return graphs[0] if len(graphs) == 1 else None
+    graphs = [(name, arg) for name, arg in zip(split, passed) if not _no_tensor(arg, scope)]
+    return graphs[0][1] if len(graphs) == 1 and not graphs[0][0].startswith("!") else None
 
 
 def _passed(call: ast.Call, fn: _Function, name: str) -> ast.expr | None:

@@ -114,7 +114,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 sites.append(at)
                 edits += [edit] if edit is not None else []
         else:
-            read = _read_cut(w, graph, search.nodes[compare], search.nodes[target])
+            read = _made_cut(w, search.nodes[target], untargeted) or \
+                _read_cut(w, graph, search.nodes[compare], search.nodes[target])
             if read is not None:
                 sites, edits = [read[0]], [read[1]]
             else:   # where it was made, as written before the lines are known
@@ -253,6 +254,22 @@ def _same_expression(w: WatchState, graph: StepGraph, edges: list[tuple[int, int
         out |= {(r, target) for r in graph.callers.get(target, ())
                 if r != compare and _expression(w, graph, r) == at}
     return out
+
+
+def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site, Edit] | None:
+    """The target cut where the user's expression that computed it made it
+    (``F.softmax(full_logits, dim=1)`` -> ``F.softmax(full_logits, dim=1).detach()``), when
+    the loss reads that value only as its target (no path it trains through passes it) and no
+    backward before it in the iteration trained through it: found with the lines of this
+    forward, when the watch kept them. A value a network's call returned is
+    :func:`_own_calls`'."""
+    if w.made_at is None or id(target) in untargeted or id(target) in w.trained_outputs:
+        return None
+    s = w.made_at.site(target)
+    edit = E.detach_call(s.path, s.span) if s is not None and s.span is not None else None
+    if s is None or edit is None:
+        return None
+    return Site(s.path, edit.line, s.span), edit
 
 
 def _read_cut(w: WatchState, graph: StepGraph, compare: object, target: object
