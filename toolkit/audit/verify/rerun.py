@@ -126,17 +126,30 @@ def _why_it_did_not_run(script: str, stderr: str) -> str:
     return escaped(last[0].strip()[:200]) if last else "it printed nothing"
 
 
-_baselines: dict[tuple, list[dict] | None] = {}
+_baselines: dict[tuple, tuple[list[dict], dict] | None] = {}
 
 
-def _baseline(script: str, args: list[str], steps: int, cwd: str) -> list[dict] | None:
-    """The gradients of the unedited script rerun for ``steps`` iterations, every one audited
-    (one rerun per distinct ``steps`` in a process)."""
+def _baseline(script: str, args: list[str], steps: int, cwd: str
+              ) -> tuple[list[dict], dict] | None:
+    """The gradients and the report of the unedited script rerun for ``steps`` iterations,
+    every one audited (one rerun per distinct ``steps`` in a process)."""
     key = (os.path.abspath(script), tuple(args), steps, cwd)
     if key not in _baselines:
         _, report, grads, _ = rerun(script, args, [], steps, cwd)
-        _baselines[key] = grads if report is not None and not report.get("error") else None
+        _baselines[key] = (grads, report) if report is not None and not report.get("error") \
+            else None
     return _baselines[key]
+
+
+def _first_step(finding: ScriptFinding, report: dict) -> int:
+    """The first step at which ``report`` (an audit of every step) shows ``finding`` (the same
+    kind, about the same tensors): where the bug began, watched by the first audit or not (a
+    new loop's first pass shares an iteration with the last step before it, which a
+    ``--steps`` audit does not watch); the finding's own step when it does not."""
+    steps = [f.get("step") for f in report.get("findings", ()) if isinstance(f, dict)
+             and f.get("kind") == str(finding.kind)
+             and tuple(f.get("tensors", ())) == tuple(finding.tensors)]
+    return min([finding.step, *(s for s in steps if isinstance(s, int) and s >= 0)])
 
 
 def _fails(kind: object) -> bool:
@@ -173,7 +186,10 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
             return False, f"the script could not be rerun unedited ({escaped(str(err))})"
         if base is None:
             return False, "the script, rerun unedited, did not run to its audited iterations"
-        grads = base
+        grads, every = base
+        began = _first_step(finding, every)
+    else:
+        began = finding.step
     mine = {(f.kind, tuple(f.tensors)) for f in others if f.failure}
     for f in report["findings"]:
         if not isinstance(f, dict) or not _fails(f.get("kind")):
@@ -185,7 +201,7 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
             return False, f"the edited script shows a new {f['kind']}: {f.get('message')}"
     # steps are matched by their place among all the script's steps (the first audit may
     # have watched only some of them; the rerun watches every one up to the finding's)
-    s = finding.step
+    s = began
     theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
     if s not in theirs_at:
         return False, "the edited script stops before the step the finding is about"
