@@ -39,9 +39,7 @@ from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch.frames import Site, is_user
-from toolkit.audit.watch.graph import (
-    read_graph,
-)
+from toolkit.audit.watch.graph import read_graph, sequence
 from toolkit.audit.watch.kept_in_sync import toward
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
@@ -65,7 +63,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     if not stepped:
         return
     search = graph.search
-    edges = sorted(target_edges(graph, set(stepped)))
+    # in the order autograd made them (ids are addresses: their order is no run's own)
+    edges = sorted(target_edges(graph, set(stepped)), key=lambda e: (
+        sequence(search.nodes[e[0]]), sequence(search.nodes[e[1]]), e))
     key = w.backward_keys.get(w.events)
     waiting = w.target_lines.pop(key, None) if w.made_at is not None else None
     if not edges:
@@ -97,7 +97,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                           set(search.nodes))
     _trained_through(w, graph, untargeted, stepped, toward)
     names = w.names()
-    found: list[tuple[ScriptFinding, bool]] = []
+    found: dict[tuple, tuple[ScriptFinding, bool]] = {}
+    bound: dict[tuple, str | None] = {}
     for compare, target in edges:
         met = graph.reach([target])
         reached = sorted({id(v) for k in met
@@ -126,19 +127,23 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 for k, p in keyed(i, o) if id(p) in set(reached)}
         keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
-        called = _bound_to(search.nodes[target])
-        found.append((ScriptFinding(
+        at = tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ())
+        same = (at, tuple(dict.fromkeys(edits)), keys, lines)
+        # one line that makes a target at each pass of a loop (SwAV's codes, one per crop):
+        # one finding, named by a pass whose target the script still holds by a name
+        called = _bound_to(search.nodes[target]) or bound.get(same)
+        bound[same] = called
+        found[same] = (ScriptFinding(
             "target", w.iteration,
             f"the target{f' `{called}`' if called else ''} of {w.loss_label(site)} "
             f"(backward at {site}) carries gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
             f"through its own target (a teacher's soft targets, a label the model guessed)",
             keys, ((called,) if called else ()) + tuple(names.get(id(p), "?") for p in tensors),
-            tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ()),
-            tuple(dict.fromkeys(edits)),
+            at, same[1],
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
-                   "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines))
-    _report(w, key, found, waiting or [])
+                   "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
+    _report(w, key, list(found.values()), waiting or [])
 
 
 def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],
