@@ -147,7 +147,8 @@ def _source_parameter(fn: _Function, cut: set[str]) -> str | None:
             value = ast.parse(name, mode="eval").body
         except SyntaxError:
             return None
-    read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    inside = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+    read = set(inside)
     mine = read & set(params)
     if not mine or any(_assigns(fn, p) for p in mine):
         return None
@@ -158,7 +159,6 @@ def _source_parameter(fn: _Function, cut: set[str]) -> str | None:
     if not name.isidentifier():
         # the cut at the call cuts every read of the parameter: one the function reads outside
         # the expression (marked ``!``) may not be the one cut there
-        inside = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
         loads = [n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id in mine
                  and isinstance(n.ctx, ast.Load)]
         return ",".join(p if loads.count(p) == inside.count(p) else f"!{p}"
