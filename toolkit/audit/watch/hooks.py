@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.nn.modules.module import register_module_parameter_registration_hook
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
@@ -169,8 +170,13 @@ def installed(watch: Watch) -> Iterator[Watch]:
         if watch.here():
             watch.stepped(opt)
 
+    def parameter_registered(module, name, param) -> None:
+        if watch.here():
+            watch.parameter_registered(module, name, param)
+
     handles = [register_optimizer_step_pre_hook(before_step),
-               register_optimizer_step_post_hook(after_step)]
+               register_optimizer_step_post_hook(after_step),
+               register_module_parameter_registration_hook(parameter_registered)]
     watch._want_recording_hooks()
     try:
         yield watch

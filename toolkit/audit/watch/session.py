@@ -73,6 +73,7 @@ from toolkit.audit.watch.rules import (
     lost,
     meant,
     recycled,
+    replaced,
     targets,
     unstepped,
     zero_gradient,
@@ -253,6 +254,9 @@ class Watch(WatchState):
         if self.audited() and not self.done():
             self.staged.learn(frame, self.optimizers)
             self.staged.resume()
+
+    def parameter_registered(self, module: nn.Module, name: str, param: object) -> None:
+        replaced.noted(self, module, name, param)
 
     def _index(self, opt: torch.optim.Optimizer) -> int:
         for i, o in enumerate(self.optimizers):

@@ -10,7 +10,7 @@ import os
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import torch
 import torch.overrides
@@ -26,6 +26,9 @@ from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.recycling import Recycling
 from toolkit.audit.watch.zeroed import MadeAt
+
+if TYPE_CHECKING:
+    from toolkit.audit.watch.rules.replaced import Replacement
 
 __all__ = ["Kept", "WatchState"]
 
@@ -126,6 +129,9 @@ class WatchState:
         self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
+        # a parameter an optimizer holds, replaced on its module by a new one, by (module id,
+        # attribute): see :mod:`~toolkit.audit.watch.rules.replaced`
+        self.replaced: dict[tuple[int, str], Replacement] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
         # audited because a new one began there (a main loop after a warm-up)

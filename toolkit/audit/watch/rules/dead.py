@@ -17,6 +17,7 @@ from toolkit.audit.watch.graph import (
     Graph,
     read_graph,
 )
+from toolkit.audit.watch.rules.replaced import old_tensors
 from toolkit.audit.watch.state import WatchState
 
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
@@ -47,6 +48,9 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     # too (InfoGAN's information optimizer over both networks, the discriminator's
     # adversarial head trained by its own); one a cut keeps from this loss stays dead
     dead = [(k, p) for k, p in dead if not _trained_elsewhere(w, p, index)]
+    # one a replacing assignment took off its module: that rule's finding says so
+    gone = old_tensors(w, w.stepped_map())
+    dead = [(k, p) for k, p in dead if id(p) not in gone]
     if not dead:
         return
     misplaced = is_misplaced(w, index, stepped, dead)

@@ -36,6 +36,7 @@ from toolkit.audit.record.unregistered import KeptIn, unregistered
 from toolkit.audit.result import plural
 from toolkit.audit.watch.frames import Site, is_user
 from toolkit.audit.watch.rules import copies
+from toolkit.audit.watch.rules.replaced import replaced
 from toolkit.audit.watch.state import WatchState
 
 __all__ = ["end_of_iteration"]
@@ -52,12 +53,13 @@ def end_of_iteration(w: WatchState) -> None:
     wasted work, a note."""
     copies.aliased(w)
     stepped = w.stepped_map()
+    replacing = replaced(w, stepped)
     _plain_tensors(w, stepped)
     _in_plain_containers(w, stepped)
     names = w.names()
     by_root: dict[int, list[int]] = {}
     for key, live in w.ledger.live.items():
-        if key in stepped or not live:
+        if key in stepped or not live or key in replacing:
             continue
         owner = w.owner(key)
         if owner is None:
