@@ -26,16 +26,10 @@ _NOT_YET: dict[str, str] = {
             "dqn-online-bootstrap"),
            ("test_the_edit_is_verified_and_trains_as_the_published_script",
             "simsiam-normalized-mse")]},
-    **{f"test_principle_rebound_name.py::{test}[{case}]":
-       "held out (95240f5): a trained tensor's name rebound after its optimizer is not named "
-       "at the rebinding yet, nor fixed there"
-       for case in ("universal-perturbation-two-phase", "deepsdf-codes-list-element",
-                    "lookahead-attribute-reset-late", "pulse-sphere-function-returns-new")
-       for test in ("test_the_failure_names_the_rebinding_and_the_rebound_tensor",
-                    "test_the_failure_is_found_at_the_first_update_it_spoils",
-                    "test_the_optimizer_is_not_moved_where_it_steps_the_tensor_before_the_"
-                    "rebinding",
-                    "test_the_edit_is_verified_and_trains_as_the_published_script")},
+    "test_principle_rebound_name.py::test_the_failure_is_found_at_the_first_update_it_spoils"
+    "[universal-perturbation-two-phase]":
+        "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "
+        "iteration number with the last pass of the loop before it (20, not 21)",
 }
 
 

@@ -22,6 +22,13 @@ from toolkit.audit.watch.rules.replaced import in_place_copy
     ("layer.weight = torch.nn.Parameter(w * mask, requires_grad=True)", False,
      "layer.weight.data.copy_(w * mask)"),
     ("net.fc.bias = Parameter(torch.zeros(3))", True, "net.fc.bias.copy_(torch.zeros(3))"),
+    # a name, a list's element; a trainable copy made by hand
+    ("w = nn.Parameter(v)", True, "w.copy_(v)"),
+    ("codes[i] = nn.Parameter(codes[i].detach() * s)", False,
+     "codes[i].data.copy_(codes[i].detach() * s)"),
+    ("delta = delta.detach().clamp(-e, e).requires_grad_()", False,
+     "delta.data.copy_(delta.detach().clamp(-e, e))"),
+    ("model.weight = slow.clone().requires_grad_(True)", True, "model.weight.copy_(slow)"),
     # a parameter made elsewhere: its values are copied in
     ("self.scale = new_scale", True, "self.scale.copy_(new_scale)"),
     # a frozen parameter is not unwrapped: what it holds is copied as it is
@@ -40,9 +47,8 @@ def test_the_replacing_assignment_becomes_a_copy_into_the_held_parameter(
 @pytest.mark.parametrize("line", [
     'setattr(layer, "weight", nn.Parameter(w))',      # no assignment to rewrite
     "a.w = b.w = nn.Parameter(v)",                    # two targets
-    "w = nn.Parameter(v)",                            # a name, not a module's attribute
 ])
-def test_no_edit_where_the_line_is_not_one_attribute_assigned(tmp_path: Path, line: str) -> None:
+def test_no_edit_where_the_line_is_not_one_target_assigned(tmp_path: Path, line: str) -> None:
     path = tmp_path / "train.py"
     path.write_text(f"{line}\n")
     assert in_place_copy(Site(str(path), 1, None), True) is None

@@ -162,6 +162,28 @@ def installed(watch: Watch) -> Iterator[Watch]:
     _patch(torch.amp.GradScaler, "step", scaler_step, undo)
     _patch(torch.optim.Optimizer, "__init__", built, undo)
     _patch(copy, "copy", shallow, undo)
+
+    def requires_grad(old):
+        # a leaf the script makes trainable: a new tensor in place of one an optimizer holds?
+        @functools.wraps(old)
+        def wrapper(self, requires_grad=True):
+            out = old(self, requires_grad)
+            if requires_grad and watch.optimizers and watch.here():
+                watch.leaf_made(self)
+            return out
+        return wrapper
+
+    _patch(torch.Tensor, "requires_grad_", requires_grad, undo)
+    new_parameter = vars(nn.Parameter)["__new__"]
+
+    def parameter(cls, data=None, requires_grad=True):
+        out = new_parameter(cls, data, requires_grad)
+        if requires_grad and watch.optimizers and watch.here():
+            watch.leaf_made(out)
+        return out
+
+    nn.Parameter.__new__ = staticmethod(parameter)  # type: ignore[assignment]
+    undo.append((nn.Parameter, "__new__", new_parameter))
     def before_step(opt, args, kwargs) -> None:
         if watch.here():
             watch.step(opt)

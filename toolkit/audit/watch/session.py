@@ -258,6 +258,9 @@ class Watch(WatchState):
     def parameter_registered(self, module: nn.Module, name: str, param: object) -> None:
         replaced.noted(self, module, name, param)
 
+    def leaf_made(self, tensor: torch.Tensor) -> None:
+        replaced.made(self, tensor)
+
     def _index(self, opt: torch.optim.Optimizer) -> int:
         for i, o in enumerate(self.optimizers):
             if o is opt:

@@ -132,6 +132,10 @@ class WatchState:
         # a parameter an optimizer holds, replaced on its module by a new one, by (module id,
         # attribute): see :mod:`~toolkit.audit.watch.rules.replaced`
         self.replaced: dict[tuple[int, str], Replacement] = {}
+        # leaves made to require grad by the script's lines once an optimizer exists, by id:
+        # (the tensor, weakly; the line; under no_grad?; the iteration it spoils first), see
+        # the same module
+        self.made_leaves: dict[int, tuple[weakref.ref, Site, bool, int]] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
         # audited because a new one began there (a main loop after a warm-up)

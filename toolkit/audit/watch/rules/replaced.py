@@ -13,11 +13,22 @@ rewind, the dead-code restarts of Jukebox and vqtorch): ``self.codebook.copy_(fr
 line runs under ``no_grad``, ``layer.weight.data.copy_(w)`` where it does not. The optimizer
 keeps its tensor and its state. A script that replaces its parameters before it builds the
 optimizer, or that builds a new optimizer over the new ones, is no finding: an optimizer holds
-the tensors the loss trains."""
+the tensors the loss trains.
+
+The same holds where no module holds the tensor: a plain name, a list's element or a plain
+object's attribute rebound to a new leaf (``delta = delta.detach().clamp(-e, e)
+.requires_grad_()``, ``codes[i] = nn.Parameter(codes[i].detach() * s)``, ``z =
+nn.Parameter(...)`` in a helper that returns it). No hook sees a name rebound, so the rule
+pairs what it can see: a leaf made (``nn.Parameter(...)``, ``.requires_grad_()``) by a line of
+the script after an optimizer was built, which a loss of the iteration reached and no optimizer
+holds, and as many tensors of the same shape an optimizer holds that no loss reached. The
+finding is at the line that made the leaf, with the same edit (``delta.data.copy_(delta.detach()
+.clamp(-e, e))``)."""
 
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -32,13 +43,14 @@ from toolkit.audit.watch.frames import Site, site_of, user_frame
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
 
-__all__ = ["Replacement", "noted", "old_tensors", "replaced"]
+__all__ = ["Replacement", "made", "noted", "old_tensors", "replaced"]
 
 
 @dataclass(frozen=True)
 class Replacement:
     """``module.name``, held by an optimizer as ``old``, set to ``new`` at ``site``; ``no_grad``:
-    whether gradient recording was off there."""
+    whether gradient recording was off there; ``spoils``: the first iteration whose update it
+    spoils (:func:`_spoils`)."""
 
     module: nn.Module
     name: str
@@ -46,6 +58,7 @@ class Replacement:
     new: torch.Tensor
     site: Site | None
     no_grad: bool
+    spoils: int
 
     def current(self) -> bool:
         """Whether the module still holds the new tensor there."""
@@ -67,7 +80,7 @@ def noted(w: WatchState, module: nn.Module, name: str, new: object) -> None:
     frame = user_frame(1)
     w.replaced[(id(module), name)] = Replacement(
         module, name, old, new, site_of(frame) if frame is not None else None,
-        not torch.is_grad_enabled())
+        not torch.is_grad_enabled(), _spoils(w))
 
 
 def _spoiling(w: WatchState, stepped: dict[int, int]) -> list[Replacement]:
@@ -77,10 +90,65 @@ def _spoiling(w: WatchState, stepped: dict[int, int]) -> list[Replacement]:
             and w.ledger.live.get(id(r.new)) and id(r.old) in stepped]
 
 
+def made(w: WatchState, tensor: torch.Tensor) -> None:
+    """A leaf made to require grad (``nn.Parameter(...)``, ``.requires_grad_()``) once an
+    optimizer exists: kept, weakly, with the user's line that made it, for :func:`_rebound`."""
+    if not w.optimizers or not tensor.is_leaf:
+        return
+    frame = user_frame(1)
+    if frame is not None:
+        w.made_leaves[id(tensor)] = (weakref.ref(tensor), site_of(frame),
+                                     not torch.is_grad_enabled(), _spoils(w))
+
+
+def _spoils(w: WatchState) -> int:
+    """The iteration whose update a replacement made now spoils first: the next one where the
+    iteration's step has run (a rewind between two loops, a restart after a step), else this
+    one (before the iteration's first ``backward()``). The iteration the rule finds it in may
+    be later: a new loop's first pass is not audited."""
+    return w.iteration + (1 if w.events and w.last_step_event == w.events else 0)
+
+
+def _rebound(w: WatchState, stepped: dict[int, int], skip: set[int]
+             ) -> dict[Site, list[tuple[torch.Tensor, torch.Tensor, bool, int]]]:
+    """Leaves the script made since an optimizer was built, that a loss of this iteration
+    reached and no optimizer holds (``skip``: those a module's replacement explains), paired,
+    by shape and dtype in the optimizers' order, with tensors an optimizer holds that no loss
+    reached: by the line that made them, ``(new, old, made under no_grad, iteration
+    spoiled)``. A line whose
+    leaves pair with none is left out (a perturbation of the input, trained by hand)."""
+    news: dict[Site, list[tuple[torch.Tensor, bool, int]]] = {}
+    for key, (ref, site, no_grad, spoils) in list(w.made_leaves.items()):
+        t = ref()
+        if t is None:
+            del w.made_leaves[key]
+        elif key not in stepped and key not in skip and w.ledger.live.get(key):
+            news.setdefault(site, []).append((t, no_grad, spoils))
+    if not news:
+        return {}
+    unreached = [p for o in w.optimizers for g in o.param_groups for p in g["params"]
+                 if not w.ledger.live.get(id(p))]
+    out: dict[Site, list[tuple[torch.Tensor, torch.Tensor, bool, int]]] = {}
+    paired: set[int] = set()
+    for site, leaves in news.items():
+        for t, no_grad, spoils in leaves:
+            old = next((p for p in unreached if id(p) not in paired and p.shape == t.shape
+                        and p.dtype == t.dtype), None)
+            if old is not None:
+                paired.add(id(old))
+                out.setdefault(site, []).append((t, old, no_grad, spoils))
+    return out
+
+
 def old_tensors(w: WatchState, stepped: dict[int, int]) -> set[int]:
-    """The ids of the old tensors of :func:`_spoiling` replacements: no loss reaches them, and
-    the replacement's finding says why (the dead rule leaves them to it)."""
-    return {id(r.old) for r in _spoiling(w, stepped)} if w.replaced else set()
+    """The ids of the old tensors of :func:`_spoiling` replacements and :func:`_rebound`
+    leaves: no loss reaches them, and the replacement's finding says why (the dead rule leaves
+    them to it)."""
+    out = {id(r.old) for r in _spoiling(w, stepped)} if w.replaced else set()
+    if w.made_leaves:
+        out |= {id(old) for pairs in _rebound(w, stepped, set()).values()
+                for _, old, _, _ in pairs}
+    return out
 
 
 def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
@@ -88,54 +156,106 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
     docstring). Returns the ids of the new tensors it is about, which the rule of tensors no
     optimizer steps leaves to it."""
     spoiling = _spoiling(w, stepped) if w.replaced else []
-    if not spoiling:
-        return set()
-    names = w.names()
-    by_site: dict[Site | None, list[Replacement]] = {}
+    found: dict[Site | None, list[tuple[torch.Tensor, torch.Tensor, bool, int]]] = {}
     for r in spoiling:
-        by_site.setdefault(r.site, []).append(r)
-    for site, found in by_site.items():
-        index = stepped[id(found[0].old)]
-        opt = w.optimizers[index]
-        keys = dict(keyed(index, opt))
-        old_keys = tuple(k for k, p in keys.items() if any(p is r.old for r in found))
-        shown = tuple(names.get(id(r.new), r.name) for r in found)
-        built = w.built_at.get(id(opt))
-        opt_text = w.optimizer_text(index, built) if built is not None else None
-        opt_text = opt_text or "the optimizer"
-        edit = in_place_copy(site, found[0].no_grad) if site is not None else None
-        srcs = {s for r in found for s in w.ledger.live[id(r.new)] if s.site is not None}
-        at = tuple(s.shown() for s in (site, built) if s is not None) + tuple(
-            sorted({s.site.shown() for s in srcs}))
-        w.add(ScriptFinding(
-            "unstepped", w.iteration,
-            f"{plural(len(found), 'tensor')} the loss trains ({', '.join(shown)}) "
-            f"{'is' if len(found) == 1 else 'are'} in no optimizer: " + (f"`{site.text()}` at {site}" if site is not None else "the script")
-            + f" put new parameters in place of those {opt_text} holds, after it was built; "
-            f"it steps the old ones, which no loss reaches any more",
-            old_keys, shown, at, (edit,) if edit is not None else (),
-            advice="write the new values into the parameter the optimizer holds "
-                   "(with torch.no_grad(): param.copy_(values)), or build the optimizer after "
-                   "the replacement", step=w.step_events - 1, concerned=old_keys))
-    return {id(r.new) for r in spoiling}
+        found.setdefault(r.site, []).append((r.new, r.old, r.no_grad, r.spoils))
+    names = w.names()
+    shown_of = {id(r.new): names.get(id(r.new), r.name) for r in spoiling}
+    if w.made_leaves:
+        for site, pairs in _rebound(w, stepped, {id(r.new) for r in spoiling}).items():
+            found.setdefault(site, []).extend(pairs)
+            for new, *_ in pairs:
+                shown_of[id(new)] = _bound_name(w, new) or _target_text(site) or "?"
+    for site, pairs in found.items():
+        _report(w, site, pairs, stepped, shown_of)
+    return {id(new) for pairs in found.values() for new, *_ in pairs}
+
+
+def _report(w: WatchState, site: Site | None,
+            pairs: list[tuple[torch.Tensor, torch.Tensor, bool, int]], stepped: dict[int, int],
+            shown_of: dict[int, str]) -> None:
+    """One failure for the new tensors one line made in place of ``pairs``' old ones."""
+    index = stepped[id(pairs[0][1])]
+    opt = w.optimizers[index]
+    old_keys = tuple(k for k, p in keyed(index, opt) if any(p is old for _, old, *_ in pairs))
+    shown = tuple(dict.fromkeys(shown_of[id(new)] for new, *_ in pairs))
+    built = w.built_at.get(id(opt))
+    opt_text = (w.optimizer_text(index, built) if built is not None else None) or \
+        "the optimizer"
+    edit = in_place_copy(site, pairs[0][2]) if site is not None else None
+    srcs = {s for new, *_ in pairs for s in w.ledger.live[id(new)] if s.site is not None}
+    at = tuple(s.shown() for s in (site, built) if s is not None) + tuple(
+        sorted({s.site.shown() for s in srcs}))
+    n = len(pairs)
+    # found at the end of this iteration; first there at the update after the replacement
+    iteration = min(w.iteration, *(spoils for *_, spoils in pairs))
+    w.add(ScriptFinding(
+        "unstepped", iteration,
+        f"{plural(n, 'tensor')} the loss trains ({', '.join(shown)}) "
+        f"{'is' if n == 1 else 'are'} in no optimizer: "
+        + (f"`{site.text()}` at {site}" if site is not None else "the script")
+        + f" put {'new tensors' if n > 1 else 'a new tensor'} in place of "
+        f"{'those' if n > 1 else 'the one'} {opt_text} holds, after it was built; it steps "
+        f"the old {'ones' if n > 1 else 'one'}, which no loss reaches any more",
+        old_keys, shown, at, (edit,) if edit is not None else (),
+        advice="write the new values into the tensor the optimizer holds "
+               "(with torch.no_grad(): param.copy_(values)), or build the optimizer after "
+               "the replacement", step=w.step_events - 1, concerned=old_keys))
+
+
+def _bound_name(w: WatchState, t: torch.Tensor) -> str | None:
+    """The name the script's frames hold ``t`` by, at the last audited backward: a name,
+    a list's or tuple's element (``codes[3]``), a plain object's attribute
+    (``model.weight``)."""
+    for name, value in w.scope.items():
+        if name.startswith("_"):
+            continue
+        if value is t:
+            return name
+        if isinstance(value, list | tuple):
+            i = next((i for i, v in enumerate(value) if v is t), None)
+            if i is not None:
+                return f"{name}[{i}]"
+        elif not isinstance(value, type | nn.Module | torch.Tensor) and \
+                hasattr(value, "__dict__") and not callable(value):
+            attr = next((a for a, v in vars(value).items() if v is t), None)
+            if attr is not None:
+                return f"{name}.{attr}"
+    return None
+
+
+def _target_text(site: Site) -> str | None:
+    """The target of the one assignment at ``site``, as written (``codes[i]``)."""
+    found = S.statement_at(site.path, site.line)
+    if found is None or not isinstance(found[0], ast.Assign) or len(found[0].targets) != 1:
+        return None
+    return S.segment(found[1], found[0].targets[0])
 
 
 def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
-    """The replacing assignment at ``site`` (``X = nn.Parameter(v)``, ``X = p``) made a copy
-    into the parameter ``X`` holds: ``X.copy_(v)`` where it runs under ``no_grad``, else
-    ``X.data.copy_(v)``. ``None`` when the line is no such assignment of one target."""
+    """The replacing assignment at ``site`` (``X = nn.Parameter(v)``, ``X =
+    v.requires_grad_()``, ``X = p``) made a copy into the tensor ``X`` holds: ``X.copy_(v)``
+    where it runs under ``no_grad``, else ``X.data.copy_(v)`` (a trailing ``.clone()`` of ``v``
+    dropped: the copy is one). ``None`` when the line is no such assignment of one target (an
+    attribute, an element, a name)."""
     found = S.statement_at(site.path, site.line)
     if found is None:
         return None
     st, text = found
     if not isinstance(st, ast.Assign) or len(st.targets) != 1 or \
-            not isinstance(st.targets[0], ast.Attribute):
+            not isinstance(st.targets[0], ast.Attribute | ast.Subscript | ast.Name):
         return None
     value = st.value
     if isinstance(value, ast.Call) and _names_parameter(value.func) and len(value.args) == 1 \
             and all(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
                     and k.value.value is True for k in value.keywords):
         value = value.args[0]
+    for method, ok in (("requires_grad_", lambda c: not c.keywords and (not c.args or (
+            isinstance(c.args[0], ast.Constant) and c.args[0].value is True))),
+                       ("clone", lambda c: not c.args and not c.keywords)):
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr == method and ok(value):
+            value = value.func.value
     into = S.segment(text, st.targets[0]) + ("" if no_grad else ".data")
     return E.edit_at(site.path, (st.lineno, st.col_offset),
                      (st.end_lineno or st.lineno, st.end_col_offset or 0),
