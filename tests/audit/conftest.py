@@ -8,24 +8,6 @@ import pytest
 
 #: "file::test[id]" -> why it fails today (the rule it waits for)
 _NOT_YET: dict[str, str] = {
-    **{f"test_principle_symmetric_comparison.py::{test}[{case}]":
-       "held out (f36c116): a comparison of two views both trained on purpose is still taken "
-       "for a trained target"
-       for test, case in [
-           *(("test_two_sides_both_trained_on_purpose_or_a_target_already_cut_are_no_finding",
-              f"{method}-{options}") for method in ("vicreg", "pi-model", "wmse-then-probe")
-             for options in ("steps", "watch"))]},
-    **{f"test_principle_symmetric_comparison.py::{test}[{case}]":
-       "held out (f36c116): the target bootstrapped from the online network on the next "
-       "states, or its verified edit, is not found yet"
-       for test, case in [
-           ("test_the_failure_names_the_target_and_the_tensors_it_trains", "dqn-online-bootstrap"),
-           ("test_the_failure_is_found_at_the_first_update_the_target_trains",
-            "dqn-online-bootstrap"),
-           ("test_the_edit_is_verified_and_trains_as_the_published_script",
-            "dqn-online-bootstrap"),
-           ("test_the_edit_is_verified_and_trains_as_the_published_script",
-            "simsiam-normalized-mse")]},
     "test_principle_rebound_name.py::test_the_failure_is_found_at_the_first_update_it_spoils"
     "[universal-perturbation-two-phase]":
         "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "

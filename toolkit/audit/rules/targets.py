@@ -35,10 +35,17 @@ views only):
 
 Of a comparison's two sides, the target is the one that reaches none of the stepped tensors
 when the other does, whatever the argument order (``nn.MSELoss()(target, prediction)``); when
-both do, for ``a - b`` the side computed by arithmetic on a network's output (``r + γ max
-Q(s')``, in either order), else the loss's own convention. A loss that also pushes pairs of
-the same tensors apart (a contrastive loss's ``relu(m - d) ** 2``, Hadsell et al. 2006)
-trains both sides by design: none of its comparisons is a target.
+both do, the side that adds a reward or a return to a network's output (``r + γ max Q(s')``,
+in either order, ``F.mse_loss(td_target, q)`` too), else for ``a - b`` the side computed by
+arithmetic, else the loss's own convention. A loss that also pushes pairs of the same tensors
+apart (a contrastive loss's ``relu(m - d) ** 2``, Hadsell et al. 2006) trains both sides by
+design: none of its comparisons is a target. Nor is a comparison of two mirrored sides, one
+network's same operations on two views (VICReg's invariance term, Bardes et al. 2022; the
+Pi-model's two stochastic passes, Laine and Aila 2017; W-MSE's whitened embeddings, Ermolov
+et al. 2021), where something keeps the pair from collapsing: another term of the loss trains
+the same tensors, or a side passes its batch's statistics (a batch normalization, a
+whitening). Two outputs of one network only pulled together collapse: that comparison keeps
+its target.
 
 Two more forms (issue 53):
 
@@ -279,6 +286,9 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
+        elif reaches[0] and _mirrored(sides[0], sides[1], stepped) and \
+                _kept_apart(graph, node, sides, stepped):
+            return None  # one network on two views (W-MSE's whitened embeddings)
         else:
             side = 0 if id(sides[0]) in right and id(sides[1]) not in left else 1
         return _Sides(form, sides[side], inputs[side])
@@ -296,6 +306,13 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
+        elif reaches[0] and _mirrored(inputs[0], inputs[1], stepped) and \
+                _kept_apart(graph, node, inputs, stepped):
+            return None  # one network on two views, each pulled toward the other
+        elif target_index is not None and _plus_constant(graph, inputs[1 - target_index],
+                                                         stepped) and \
+                not _plus_constant(graph, inputs[target_index], stepped):
+            side = 1 - target_index   # the arguments swapped: mse_loss(td_target, q)
         else:
             side = target_index if target_index is not None else _target_side(inputs)
         return _Sides(form, inputs[side], node)
@@ -315,6 +332,75 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         return None
     return _Sides("a log-probability times a weight that carries gradient", inputs[weight], node,
                   weight=True)
+
+
+def _plus_constant(graph: Graph, node: Any, stepped: set[int]) -> bool:
+    """Whether ``node`` (past views) adds to, or takes from, a network's output something that
+    trains nothing: a reward, a return (``r + γ max Q(s')``), the bootstrapped side of a
+    comparison whichever argument it is."""
+    while _label(node) in VIEWS and _inputs(node):
+        node = _inputs(node)[0]
+    if _label(node) not in ("Add", "Sub"):
+        return False
+    nodes = graph.search.nodes
+    return any(k is None or id(k) not in nodes
+               or not _leaves(graph, graph.reach([id(k)])) & stepped
+               for k, _ in node.next_functions)
+
+
+def _mirrored(a: Any, b: Any, stepped: set[int]) -> bool:
+    """Whether the two sides ``a`` and ``b`` of a comparison are one computation on two inputs:
+    the same operations, in the same order, down to the same stepped tensors, whatever reaches
+    no stepped tensor (the two views, their noise) aside. VICReg's invariance term
+    ``mse_loss(z_a, z_b)`` of one backbone and projector on two augmentations (Bardes et
+    al., ICLR 2022), the Pi-model's squared difference of two stochastic passes (Laine and
+    Aila, ICLR 2017): each side is trained toward the other on purpose, no side is a target. A
+    side made through more layers (SimSiam's predictor), by arithmetic (``r + γ max Q(s')``) or
+    from another network is no mirror."""
+    memo: dict[int, object] = {}
+
+    def shape(node: Any, depth: int = 0) -> object:
+        key = id(node)
+        if key not in memo:
+            variable = getattr(node, "variable", None)
+            if variable is not None:
+                memo[key] = ("leaf", id(variable)) if id(variable) in stepped else "input"
+            elif depth > 400:
+                memo[key] = ("deep", key)   # too deep to compare: no mirror
+            else:
+                memo[key] = "input"   # while it is walked: a cycle is none
+                kids = tuple(shape(c, depth + 1) for c in _inputs(node))
+                trains = any(k != "input" for k in kids)
+                memo[key] = (_label(node), kids) if trains else "input"
+        return memo[key]
+
+    return a is not b and shape(a) != "input" and shape(a) == shape(b)
+
+
+#: operations that normalise a batch by its own statistics (a batch normalization, a
+#: whitening's Cholesky factor, a variance): a side made through one cannot collapse to a
+#: constant
+_BATCH_STATISTICS = ("BatchNorm", "Cholesky", "Var", "Std")
+
+
+def _kept_apart(graph: Graph, node: Any, sides: list[Any], stepped: set[int]) -> bool:
+    """Whether something keeps the two mirrored ``sides`` of the comparison ``node`` from
+    collapsing to one constant, so that pulling each toward the other is the method: another
+    term of the loss trains the same tensors without passing the comparison (VICReg's
+    variance and covariance terms, the Pi-model's cross-entropy on labelled rows), or a side
+    is made through its batch's statistics (a batch normalization, W-MSE's whitening). Two
+    outputs of one network only pulled together collapse (Hadsell et al. 2006 push dissimilar
+    pairs apart for that reason): that comparison has a target."""
+    nodes = graph.search.nodes
+    if id(node) in nodes:
+        others = graph.reach(graph.roots, removed={(id(node), c) for c in
+                                                   graph.children.get(id(node), ())})
+        if _leaves(graph, others) & stepped:
+            return True
+    below = set()
+    for side in sides:
+        below |= graph.reach([id(side)]) if id(side) in nodes else set()
+    return any(any(word in _label(nodes[k]) for word in _BATCH_STATISTICS) for k in below)
 
 
 def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:

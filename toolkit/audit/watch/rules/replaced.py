@@ -111,8 +111,9 @@ def _spoils(w: WatchState) -> int:
 
 def _rebound(w: WatchState, stepped: dict[int, int], skip: set[int]
              ) -> dict[Site, list[tuple[torch.Tensor, torch.Tensor, bool, int]]]:
-    """Leaves the script made since an optimizer was built, that a loss of this iteration
-    reached and no optimizer holds (``skip``: those a module's replacement explains), paired,
+    """Leaves the script made since an optimizer was built, held by no module the script
+    calls, that a loss of this iteration reached and no optimizer holds (``skip``: those a
+    module's replacement explains), paired,
     by shape and dtype in the optimizers' order, with tensors an optimizer holds that no loss
     reached: by the line that made them, ``(new, old, made under no_grad, iteration
     spoiled)``. A line whose
@@ -122,7 +123,8 @@ def _rebound(w: WatchState, stepped: dict[int, int], skip: set[int]
         t = ref()
         if t is None:
             del w.made_leaves[key]
-        elif key not in stepped and key not in skip and w.ledger.live.get(key):
+        elif key not in stepped and key not in skip and w.ledger.live.get(key) and \
+                w.owner(key) is None:   # a module's: its replacement is noted() apart
             news.setdefault(site, []).append((t, no_grad, spoils))
     if not news:
         return {}

@@ -98,7 +98,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     _trained_through(w, graph, untargeted, stepped, toward)
     names = w.names()
     found: dict[tuple, tuple[ScriptFinding, bool]] = {}
-    bound: dict[tuple, str | None] = {}
+    bound: dict[tuple, tuple[str, ...]] = {}
     for compare, target in edges:
         met = graph.reach([target])
         reached = sorted({id(v) for k in met
@@ -128,19 +128,29 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
         at = tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ())
-        same = (at, tuple(dict.fromkeys(edits)), keys, lines)
-        # one line that makes a target at each pass of a loop (SwAV's codes, one per crop):
-        # one finding, named by a pass whose target the script still holds by a name
-        called = _bound_to(search.nodes[target]) or bound.get(same)
+        same = (at, keys, lines)
+        # one line that makes a target at each pass of a loop (SwAV's codes, one per crop), or
+        # two targets on one line (``t1, t2 = F.normalize(z1), F.normalize(z2)``): one
+        # finding, with every cut, named by the targets the script still holds by a name
+        before = found.get(same)
+        known = before[0].edits if before else ()
+        new_cut = not set(edits) <= set(known)
+        edits = list(dict.fromkeys([*known, *edits]))
+        called = bound.get(same, ())
+        name = _bound_to(search.nodes[target])
+        if name is not None and name not in called and (new_cut or not called):
+            called = (*called, name)   # a target with a cut of its own is named too
         bound[same] = called
+        shown = ", ".join(f"`{c}`" for c in called)
         found[same] = (ScriptFinding(
             "target", w.iteration,
-            f"the target{f' `{called}`' if called else ''} of {w.loss_label(site)} "
-            f"(backward at {site}) carries gradient to "
+            f"the target{'s' if len(called) > 1 else ''}{f' {shown}' if called else ''} of "
+            f"{w.loss_label(site)} (backward at {site}) "
+            f"{'carry' if len(called) > 1 else 'carries'} gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
             f"through its own target (a teacher's soft targets, a label the model guessed)",
-            keys, ((called,) if called else ()) + tuple(names.get(id(p), "?") for p in tensors),
-            at, same[1],
+            keys, called + tuple(names.get(id(p), "?") for p in tensors),
+            at, tuple(edits),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
     _report(w, key, list(found.values()), waiting or [])
@@ -183,8 +193,9 @@ def _report(w: WatchState, key: tuple | None, found: list[tuple[ScriptFinding, b
     first = {f.tensors: f for f in waiting}
     for finding, lines in found:
         before = first.pop(finding.tensors, None)
-        if before is not None and not lines:   # placed now: as first seen, cut where found
-            finding = dataclasses.replace(before, at=finding.at, edits=finding.edits)
+        if before is not None and not lines:   # placed now: first seen then, cut where found
+            finding = dataclasses.replace(finding, iteration=before.iteration,
+                                          step=before.step)
         elif before is not None:
             finding = before
         if lines and before is None and key is not None and w.made_at is None and \
