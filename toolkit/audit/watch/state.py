@@ -10,7 +10,7 @@ import os
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import torch
 import torch.overrides
@@ -27,10 +27,7 @@ from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.recycling import Recycling
 from toolkit.audit.watch.zeroed import MadeAt
 
-if TYPE_CHECKING:
-    from toolkit.audit.watch.rules.replaced import Replacement
-
-__all__ = ["Kept", "WatchState"]
+__all__ = ["Kept", "Replacement", "WatchState"]
 
 _T = TypeVar("_T")
 
@@ -85,6 +82,25 @@ class ShallowCopy:
     tensors: frozenset[int] = frozenset()
     first_step: int | None = None
     called_after: bool = False
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """``module.name``, held by an optimizer as ``old``, set to ``new`` at ``site``; ``no_grad``:
+    whether gradient recording was off there; ``spoils``: the first iteration whose update it
+    spoils (:func:`~toolkit.audit.watch.rules.replaced.noted`)."""
+
+    module: nn.Module
+    name: str
+    old: torch.Tensor
+    new: torch.Tensor
+    site: Site | None
+    no_grad: bool
+    spoils: int
+
+    def current(self) -> bool:
+        """Whether the module still holds the new tensor there."""
+        return self.module._parameters.get(self.name) is self.new
 
 
 class WatchState:

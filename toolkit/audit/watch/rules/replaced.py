@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ast
 import weakref
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -40,29 +39,10 @@ from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.result import plural
 from toolkit.audit.watch.frames import Site, site_of, user_frame
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.watch.state import Replacement, WatchState
 from toolkit.audit.watch.tensors import keyed
 
-__all__ = ["Replacement", "made", "noted", "old_tensors", "replaced"]
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """``module.name``, held by an optimizer as ``old``, set to ``new`` at ``site``; ``no_grad``:
-    whether gradient recording was off there; ``spoils``: the first iteration whose update it
-    spoils (:func:`_spoils`)."""
-
-    module: nn.Module
-    name: str
-    old: torch.Tensor
-    new: torch.Tensor
-    site: Site | None
-    no_grad: bool
-    spoils: int
-
-    def current(self) -> bool:
-        """Whether the module still holds the new tensor there."""
-        return self.module._parameters.get(self.name) is self.new
+__all__ = ["made", "noted", "old_tensors", "replaced"]
 
 
 def noted(w: WatchState, module: nn.Module, name: str, new: object) -> None:
