@@ -27,6 +27,7 @@ from toolkit.audit.record.syntax import (
     call_at,
     freezes,
     indent_of,
+    made_trainable,
     no_grad_block,
     segment,
     statement_at,
@@ -295,11 +296,9 @@ def as_parameter(path: str, value: ast.expr, parameter: str) -> Edit | None:
         return None
     text = parsed[1]
     inner = segment(text, value)
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
-            value.func.attr == "requires_grad_" and not value.keywords and (
-                not value.args or (isinstance(value.args[0], ast.Constant)
-                                   and value.args[0].value is True)):
-        inner = segment(text, value.func.value)
+    trained = made_trainable(value)
+    if trained is not None:
+        inner = segment(text, trained)
     elif isinstance(value, ast.Call) and any(
             k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
             and k.value.value is True for k in value.keywords):

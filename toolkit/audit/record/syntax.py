@@ -212,6 +212,17 @@ def assigned_names(path: str, line: int) -> set[str]:
             if isinstance(n, ast.Name | ast.Attribute)}
 
 
+def made_trainable(node: ast.expr) -> ast.expr | None:
+    """The tensor ``node`` makes require grad in place, ``x`` of ``x.requires_grad_()`` or
+    ``x.requires_grad_(True)``; ``None`` for any other expression."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "requires_grad_" and not node.keywords and (
+                not node.args or (isinstance(node.args[0], ast.Constant)
+                                  and node.args[0].value is True)):
+        return node.func.value
+    return None
+
+
 def receiver(path: str, span: tuple[int, int, int, int] | None) -> str | None:
     """The optimizer's expression in the call at ``span``: ``opt`` of ``opt.step()``, or the
     one argument of ``scaler.step(opt)``."""

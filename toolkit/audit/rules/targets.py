@@ -334,12 +334,18 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
                   weight=True)
 
 
+def _past_views(node: Any) -> Any:
+    """``node``, or what the views above it (a reshape, a squeeze, a transpose) are views of."""
+    while _label(node) in VIEWS and _inputs(node):
+        node = _inputs(node)[0]
+    return node
+
+
 def _plus_constant(graph: Graph, node: Any, stepped: set[int]) -> bool:
     """Whether ``node`` (past views) adds to, or takes from, a network's output something that
     trains nothing: a reward, a return (``r + γ max Q(s')``), the bootstrapped side of a
     comparison whichever argument it is."""
-    while _label(node) in VIEWS and _inputs(node):
-        node = _inputs(node)[0]
+    node = _past_views(node)
     if _label(node) not in ("Add", "Sub"):
         return False
     nodes = graph.search.nodes
@@ -438,9 +444,7 @@ def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
 
 def _arithmetic(node: Any) -> bool:
     """Whether ``node`` (past views) is arithmetic: ``r + γ · V(s')``, ``A + V``."""
-    while _label(node) in VIEWS and _inputs(node):
-        node = _inputs(node)[0]
-    return _label(node) in _ARITHMETIC
+    return _label(_past_views(node)) in _ARITHMETIC
 
 
 def _bootstrapped(start: Any, forward: set[int]) -> bool:
@@ -695,12 +699,8 @@ def _target_side(inputs: list[Any]) -> int:
     """Of the two sides of ``a - b``, in either order: the one computed by arithmetic on a
     network's output (``r + γ · max Q(s')``, not the reduction ``max Q(s)`` itself), else
     the second."""
-    def arithmetic(node: Any) -> bool:
-        while _label(node) in VIEWS and _inputs(node):
-            node = _inputs(node)[0]
-        return _label(node) in ("Add", "Sub", "Mul", "Maximum", "Minimum")
-
-    first, second = (arithmetic(n) for n in inputs)
+    first, second = (_label(_past_views(n)) in ("Add", "Sub", "Mul", "Maximum", "Minimum")
+                     for n in inputs)
     return 0 if first and not second else 1
 
 

@@ -49,7 +49,7 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     # adversarial head trained by its own); one a cut keeps from this loss stays dead
     dead = [(k, p) for k, p in dead if not _trained_elsewhere(w, p, index)]
     # one a replacing assignment took off its module: that rule's finding says so
-    gone = old_tensors(w, w.stepped_map())
+    gone = old_tensors(w)
     dead = [(k, p) for k, p in dead if id(p) not in gone]
     if not dead:
         return

@@ -122,10 +122,13 @@ def _rebound(w: WatchState, stepped: dict[int, int], skip: set[int]
     return out
 
 
-def old_tensors(w: WatchState, stepped: dict[int, int]) -> set[int]:
+def old_tensors(w: WatchState) -> set[int]:
     """The ids of the old tensors of :func:`_spoiling` replacements and :func:`_rebound`
     leaves: no loss reaches them, and the replacement's finding says why (the dead rule leaves
-    them to it)."""
+    them to it). Nothing is looked at in a run that replaced nothing."""
+    if not w.replaced and not w.made_leaves:
+        return set()
+    stepped = w.stepped_map()
     out = {id(r.old) for r in _spoiling(w, stepped)} if w.replaced else set()
     if w.made_leaves:
         out |= {id(old) for pairs in _rebound(w, stepped, set()).values()
@@ -138,6 +141,8 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
     docstring). Returns the ids of the new tensors it is about, which the rule of tensors no
     optimizer steps leaves to it."""
     spoiling = _spoiling(w, stepped) if w.replaced else []
+    if not spoiling and not w.made_leaves:
+        return set()
     found: dict[Site | None, list[tuple[torch.Tensor, torch.Tensor, bool, int]]] = {}
     for r in spoiling:
         found.setdefault(r.site, []).append((r.new, r.old, r.no_grad, r.spoils))
@@ -147,7 +152,7 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
         for site, pairs in _rebound(w, stepped, {id(r.new) for r in spoiling}).items():
             found.setdefault(site, []).extend(pairs)
             for new, *_ in pairs:
-                shown_of[id(new)] = _bound_name(w, new) or _target_text(site) or "?"
+                shown_of[id(new)] = _bound_name(w, new) or S.assigned_name(site.path, site.line) or "?"
     for site, pairs in found.items():
         _report(w, site, pairs, stepped, shown_of)
     return {id(new) for pairs in found.values() for new, *_ in pairs}
@@ -206,14 +211,6 @@ def _bound_name(w: WatchState, t: torch.Tensor) -> str | None:
     return None
 
 
-def _target_text(site: Site) -> str | None:
-    """The target of the one assignment at ``site``, as written (``codes[i]``)."""
-    found = S.statement_at(site.path, site.line)
-    if found is None or not isinstance(found[0], ast.Assign) or len(found[0].targets) != 1:
-        return None
-    return S.segment(found[1], found[0].targets[0])
-
-
 def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
     """The replacing assignment at ``site`` (``X = nn.Parameter(v)``, ``X =
     v.requires_grad_()``, ``X = p``) made a copy into the tensor ``X`` holds: ``X.copy_(v)``
@@ -232,12 +229,10 @@ def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
             and all(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
                     and k.value.value is True for k in value.keywords):
         value = value.args[0]
-    for method, ok in (("requires_grad_", lambda c: not c.keywords and (not c.args or (
-            isinstance(c.args[0], ast.Constant) and c.args[0].value is True))),
-                       ("clone", lambda c: not c.args and not c.keywords)):
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
-                value.func.attr == method and ok(value):
-            value = value.func.value
+    value = S.made_trainable(value) or value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            value.func.attr == "clone" and not value.args and not value.keywords:
+        value = value.func.value
     into = S.segment(text, st.targets[0]) + ("" if no_grad else ".data")
     return E.edit_at(site.path, (st.lineno, st.col_offset),
                      (st.end_lineno or st.lineno, st.end_col_offset or 0),
