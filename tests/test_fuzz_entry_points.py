@@ -507,7 +507,8 @@ NOT_FUZZED = {
     **dict.fromkeys(
         ("CarriedGraph", "ConstantTerm", "CutTrace", "DeadParameter", "FrozenTensor", "GradientComparison",
          "GradientFlow", "GradientGraph", "HeldGraph", "Leak", "ParameterComparison", "SharedTensor",
-         "StepAudit", "TrainedTarget", "UnusedParameter", "UnusedParameters", "GMMParams",
+         "StepAudit", "TrainedTarget", "UnrolledLoop", "UnusedParameter", "UnusedParameters",
+         "GMMParams",
          "AISResult", "CDStep", "RBMParams", "TrainState", "TrainingHistory", "Divergence",
          "History", "VQOutput", "TwoStepProblem", "TransitionTable", "MarkovRewardProcess",
          "UpdateCheck", "Augment"),

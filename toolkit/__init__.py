@@ -77,6 +77,7 @@ _AUDIT = (
     "SharedTensor",
     "StepAudit",
     "TrainedTarget",
+    "UnrolledLoop",
     "UnusedParameter",
     "UnusedParameters",
     "assert_clean_step",

@@ -15,8 +15,7 @@ _NOT_YET: dict[str, str] = {
     **{f"test_principle_truncated_inner_loop.py::{test}[{case}]":
        "held out (bb3e3a8): an inner loop whose published code cuts all but its last step, "
        "left uncut, is not found yet"
-       for case in ("deq-jfb-second-loop", "raft-refinement",
-                    "truncated-hyper-cleaning-after-warm-up")
+       for case in ("raft-refinement",)
        for test in ("test_the_failure_names_the_cut_and_the_tensors_trained_through_every_"
                     "iteration",
                     "test_the_failure_is_found_at_the_first_iteration_the_loop_is_not_cut",

@@ -29,6 +29,7 @@ from toolkit.audit.findings import (
     Leak,
     SharedTensor,
     TrainedTarget,
+    UnrolledLoop,
 )
 from toolkit.audit.fixes.edits import apply_edits
 from toolkit.audit.kinds import Kind, Proof
@@ -38,5 +39,5 @@ from toolkit.audit.unused import UnusedParameter, UnusedParameters, explain_unus
 
 __all__ = ["RULES", "CarriedGraph", "ConstantTerm", "DeadParameter", "Edit", "FrozenTensor",
            "HeldGraph", "Kind", "Leak", "Proof", "SharedTensor", "StepAudit", "TrainedTarget",
-           "UnusedParameter", "UnusedParameters", "apply_edits", "assert_clean_step",
+           "UnrolledLoop", "UnusedParameter", "UnusedParameters", "apply_edits", "assert_clean_step",
            "audit_step", "explain_unused_parameters"]

@@ -5,7 +5,7 @@ the one :class:`~toolkit.audit.edit.Edit`.
 
 Failures (they make :attr:`~toolkit.audit.StepAudit.ok` false): :class:`Leak`,
 :class:`TrainedTarget`, :class:`DeadParameter`, :class:`CarriedGraph`, :class:`HeldGraph`,
-:class:`SharedTensor`, :class:`ConstantTerm`. Information: :class:`FrozenTensor`, and
+:class:`SharedTensor`, :class:`ConstantTerm`, :class:`UnrolledLoop`. Information: :class:`FrozenTensor`, and
 :class:`Leak` as pass-through.
 
 Every failure with a fix carries ``line``: where in the user's code the fix goes
@@ -35,7 +35,7 @@ from toolkit.audit.kinds import SCRIPT_KINDS, DeadKind, HeldKind, Kind, LeakKind
 from toolkit.audit.record.sites import Line
 
 __all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak",
-           "ScriptFinding", "SharedTensor", "TrainedTarget"]
+           "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
 STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})
@@ -298,6 +298,31 @@ class ConstantTerm:
     through: tuple[str, ...]
     taken: Line | None
     added: Line | None
+    fix: str
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)
+
+
+@dataclass(frozen=True)
+class UnrolledLoop:
+    """``loss`` backpropagates through every pass of a loop whose pass the code right after it
+    repeats (:mod:`toolkit.audit.record.unrolls`): written apart, the earlier passes were
+    meant to be cut (a Jacobian-free or one-step gradient, a truncated unroll), and are not.
+    ``state``: what each pass hands on; ``cut``: the statement of the earlier passes that
+    assigns it, where the fix goes; ``again``: the first line of the repetition; ``n_nodes``:
+    the nodes of the earlier passes the loss reaches; ``parameters``: the stepped tensors it
+    trains through them."""
+
+    loss: str
+    state: str
+    cut: Line
+    again: Line
+    n_nodes: int
+    parameters: tuple[str, ...]
     fix: str
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()

@@ -19,6 +19,9 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
 - ``constant_terms`` (:class:`~toolkit.audit.ConstantTerm`): a term added to a loss, made from
   a gradient ``torch.autograd.grad`` took without ``create_graph=True``: a constant that trains
   nothing (a gradient penalty written without a graph);
+- ``unrolled`` (:class:`~toolkit.audit.UnrolledLoop`): a loop of the forward, the pass it runs
+  written again right after it, backpropagated through every pass: the earlier passes, meant
+  to be cut (a one-step or truncated gradient), are not;
 - ``shared`` (:class:`~toolkit.audit.SharedTensor`): tensors two optimizers step.
 
 Information (never a failure):
@@ -56,6 +59,7 @@ from toolkit.audit.findings import (
     Leak,
     SharedTensor,
     TrainedTarget,
+    UnrolledLoop,
 )
 from toolkit.audit.kinds import Kind, Proof
 
@@ -64,7 +68,7 @@ __all__ = ["GROUPS", "StepAudit"]
 #: each group of :class:`StepAudit`, in the order the report prints it, and its kind
 GROUPS: dict[str, Kind] = {
     "leaks": Kind.LEAK, "targets": Kind.TARGET, "dead": Kind.DEAD, "carried": Kind.CARRIED,
-    "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM, "shared": Kind.SHARED,
+    "unrolled": Kind.CARRIED, "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM, "shared": Kind.SHARED,
     "pass_through": Kind.PASS_THROUGH, "frozen": Kind.SKIPPED}
 
 
@@ -140,6 +144,7 @@ class StepAudit:
     targets: tuple[TrainedTarget, ...] = ()
     shared: tuple[SharedTensor, ...] = ()
     constant_terms: tuple[ConstantTerm, ...] = ()
+    unrolled: tuple[UnrolledLoop, ...] = ()
     #: the threads other than the audit's in which the step ran work: its carried graphs are
     #: then not checked (autograd numbers each thread's nodes apart; a note says so)
     threads: tuple[str, ...] = ()
@@ -248,6 +253,16 @@ class StepAudit:
                       f"        fix:  {c.fix}", *_at(c.lines, c.edits, c.proof)]
         return lines
 
+    def _unrolled_lines(self) -> list[str]:
+        lines = []
+        for u in self.unrolled:
+            lines += [f"CARRIED loss {u.loss!r} backpropagates through every pass of the loop "
+                      f"at {u.cut.file}:{u.cut.number}, which {u.again.file}:{u.again.number} "
+                      f"repeats ({plural(u.n_nodes, 'node')} of the earlier passes, training "
+                      f"{listing(list(u.parameters), 4)}): `{u.state}` is handed on uncut",
+                      f"        fix:  {u.fix}", *_at(u.lines, u.edits, u.proof)]
+        return lines
+
     def _held_lines(self) -> list[str]:
         lines = []
         for h in self.held:
@@ -335,17 +350,18 @@ class StepAudit:
             return "\n".join([head, *self._info_lines(), *[f"note: {n}" for n in self.notes]])
         counts = [(len(self.leaks), "leaking tensor"), (len(self.targets), "trained target"),
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
+                  (len(self.unrolled), "uncut unroll"),
                   (len(self.held), "held graph"), (len(self.constant_terms), "constant term"),
                   (sum(len(x.parameters) for x in self.shared), "shared tensor")]
         failing = {x.loss for kind in (self.leaks, self.targets, self.carried,
-                                       self.constant_terms) for x in kind}
+                                       self.constant_terms, self.unrolled) for x in kind}
         failing |= {loss for x in self.dead for loss in x.losses}
         named = ", ".join(repr(n) for n in self.losses if n in failing)
         where = f"losses {named}" if named else f"losses {losses}"
         head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
                 f"({where}; {ran})")
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
-                          *self._carried_lines(), *self._held_lines(), *self._constant_lines(),
+                          *self._carried_lines(), *self._unrolled_lines(), *self._held_lines(), *self._constant_lines(),
                           *self._shared_lines(),
                           *self._info_lines(),
                           *[f"note: {n}" for n in self.notes],

@@ -82,7 +82,17 @@ from toolkit.audit.record.recording import Recording
 from toolkit.audit.record.sites import STOP_CODES, caller_frame
 from toolkit.audit.record.state import StateSnapshot
 from toolkit.audit.result import StepAudit, listing
-from toolkit.audit.rules import carried, constant, dead, held, kept, leaks, shared, targets
+from toolkit.audit.rules import (
+    carried,
+    constant,
+    dead,
+    held,
+    kept,
+    leaks,
+    shared,
+    targets,
+    unrolled,
+)
 from toolkit.audit.rules.notes import notes_of
 from toolkit.audit.rules.wanted import BuildAfter, CutAt, FirstOf, Wanted
 from toolkit.audit.truth.proof import Prover
@@ -97,8 +107,8 @@ __all__ = ["RULES", "assert_clean_step", "audit_step"]
 #: ``StepAudit`` field (see :mod:`toolkit.audit.findings`), a finding whose fix the fixes stage
 #: writes wrapped in :class:`~toolkit.audit.rules.wanted.Wanted` (see :func:`run_rules`).
 RULES: tuple[Callable[[RecordedStep], Found], ...] = (
-    leaks.check, targets.check, dead.check, carried.check, held.check, kept.check, constant.check,
-    shared.check)
+    leaks.check, targets.check, dead.check, carried.check, unrolled.check, held.check, kept.check,
+    constant.check, shared.check)
 
 
 # One audit at a time in a process: the recording's hooks (the torch-function mode, the global

@@ -285,10 +285,14 @@ def _under_no_grad(edit: Edit) -> Edit | None:
     return None
 
 
-def cut_made(line: Line) -> Edit | None:
-    """Cut the value the expression at ``line`` makes (the call or operation there)."""
+def cut_made(line: Line, *, leaf: bool = False) -> Edit | None:
+    """Cut the value the expression at ``line`` makes (the call or operation there);
+    ``leaf``: as a tensor that requires grad by itself (``.detach().requires_grad_()``)."""
     found = expression_at(line)
-    return None if found is None else _wrap(line, *found)
+    edit = None if found is None else _wrap(line, *found)
+    if edit is None or not leaf:
+        return edit
+    return dataclasses.replace(edit, new=f"{edit.new}.requires_grad_()", cut=False)
 
 
 def cut_argument(line: Line, position: int | str | None) -> Edit | None:

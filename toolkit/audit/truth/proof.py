@@ -38,9 +38,12 @@ __all__ = ["ArgumentAt", "AssignedAt", "BuiltAt", "CopiedAt", "Cut", "DetachedAt
 
 @dataclass(frozen=True)
 class MadeAt:
-    """Cut the value the expression at ``line`` makes (the call or operation there)."""
+    """Cut the value the expression at ``line`` makes (the call or operation there);
+    ``leaf``: hand on a tensor that requires grad by itself (``.detach().requires_grad_()``),
+    where the code differentiates with respect to what it cuts."""
 
     line: Line
+    leaf: bool = False
 
 
 @dataclass(frozen=True)

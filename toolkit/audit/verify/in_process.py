@@ -57,7 +57,7 @@ __all__ = ["VERIFYING", "edited_step", "installed", "verified"]
 VERIFYING: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
     "toolkit_audit_verifying", default=None)
 
-_FAILURES = ("leaks", "targets", "dead", "carried", "held", "shared")
+_FAILURES = ("leaks", "targets", "dead", "carried", "unrolled", "held", "shared")
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -263,6 +263,8 @@ def _key(kind: str, f: Any) -> tuple[Any, ...]:
         return kind, f.parameter
     if kind == "carried":
         return kind, f.loss, f.source
+    if kind == "unrolled":
+        return kind, f.loss, f.cut
     if kind == "held":
         return kind, f.module, f.name
     return kind, f.parameters
@@ -276,7 +278,7 @@ def _about(kind: str, f: Any) -> set[str] | None:
         return {f.parameter}
     if kind == "targets":
         return set(f.parameters)
-    if kind in ("carried", "held"):
+    if kind in ("carried", "unrolled", "held"):
         return None
     return set()
 

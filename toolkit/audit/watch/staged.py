@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.findings import ScriptFinding, UnrolledLoop
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record.calls import CallWatch
@@ -43,7 +43,7 @@ from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.result import GROUPS, StepAudit
-from toolkit.audit.rules import carried, constant, held, targets
+from toolkit.audit.rules import carried, constant, held, targets, unrolled
 from toolkit.audit.step import run_rules
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.proof import Prover
@@ -57,10 +57,10 @@ __all__ = ["Staged", "scope_of", "user_frames"]
 #: sums (two losses backwarded before one step train a tensor that either alone leaves dead);
 #: so are tensors the loss reaches that no optimizer steps, judged by their role (on the
 #: prediction's side unstepped, a failure; on a target's side wasted work, information).
-_FAILURES = ("targets", "carried", "held", "constant_terms")
+_FAILURES = ("targets", "carried", "unrolled", "held", "constant_terms")
 #: their rules; none of them reads the truth (what a real ``autograd.grad`` reaches), which the
 #: leaks and dead rules count, so no second backward is run
-_RULES = (targets.check, carried.check, held.check, constant.check)
+_RULES = (targets.check, carried.check, unrolled.check, held.check, constant.check)
 
 
 def user_frames(frame: FrameType | None) -> list[FrameType]:
@@ -328,6 +328,11 @@ def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:
 
 def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
     what = ", ".join(names[:4]) + (f", … ({len(names)} in all)" if len(names) > 4 else "")
+    if isinstance(found, UnrolledLoop):
+        return (f"{label} backpropagates through every pass of the loop at line "
+                f"{found.cut.number}, which line {found.again.number} repeats ({found.n_nodes} "
+                f"nodes of its earlier passes, training {what}): `{found.state}` is handed on "
+                f"uncut, where the split is written for a one-step or truncated gradient")
     if kind is Kind.CARRIED and found is not None:
         return (f"the graph of {label} reaches {found.n_nodes} nodes made before its iteration "
                 f"({found.source}, entering at {found.entered}): it grows every iteration, or "
