@@ -12,14 +12,6 @@ _NOT_YET: dict[str, str] = {
     "[universal-perturbation-two-phase]":
         "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "
         "iteration number with the last pass of the loop before it (20, not 21)",
-    **{f"test_principle_truncated_inner_loop.py::{test}[{case}]":
-       "held out (bb3e3a8): an inner loop whose published code cuts all but its last step, "
-       "left uncut, is not found yet"
-       for case in ("raft-refinement",)
-       for test in ("test_the_failure_names_the_cut_and_the_tensors_trained_through_every_"
-                    "iteration",
-                    "test_the_failure_is_found_at_the_first_iteration_the_loop_is_not_cut",
-                    "test_the_edit_is_verified_and_trains_as_the_published_script")},
 }
 
 

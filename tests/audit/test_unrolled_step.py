@@ -1,9 +1,16 @@
-"""``audit_step`` on an iteration written twice (:mod:`toolkit.audit.rules.unrolled`): a loop
-followed by its own pass again is the form of a Jacobian-free (one-step) or truncated gradient,
-which cuts what the loop's passes hand on. Uncut, the loss trains through every pass: a
-failure at the loop's statement, whose cut the audit runs before printing it. Cut, or under
-``no_grad``, or a split whose parts differ (a second loop with a loss term more), or one loop
-alone: no finding."""
+"""``audit_step`` on the uncut unrolls of :mod:`toolkit.audit.rules.unrolled`.
+
+- An iteration written twice: a loop followed by its own pass again is the form of a
+  Jacobian-free (one-step) or truncated gradient, which cuts what the loop's passes hand on.
+  Uncut, the loss trains through every pass: a failure at the loop's statement, whose cut the
+  audit runs before printing it. Cut, or under ``no_grad``, or a split whose parts differ (a
+  second loop with a loss term more), or one loop alone: no finding.
+- An estimate compared at each pass and read as the next pass's sampling positions (a
+  one-dimensional RAFT-style refinement): a failure where each pass reads it, the cut run
+  before it is printed. Cut there: no finding. Positions no loss compares (a spatial
+  transformer's; a flow trained by warping alone), or a compared flow whose warped image goes
+  only into a photometric term: no finding.
+"""
 
 from __future__ import annotations
 
@@ -92,7 +99,7 @@ def test_an_uncut_split_unroll_is_a_failure_at_the_loop_with_a_cut_run_before_it
     assert isinstance(found, UnrolledLoop) and found.state == "z"
     assert dict(audit.findings)[Kind.CARRIED] is found
     first = inspect.getsourcelines(uncut_step)[1]
-    assert found.cut.number == first + 3 and found.again.number == first + 4
+    assert found.cut.number == first + 3 and found.shown_by.number == first + 4
     assert set(found.parameters) == {"layer.W.weight", "layer.W.bias", "layer.U.weight",
                                      "layer.U.bias"}
     (edit,) = found.edits
@@ -140,3 +147,76 @@ def test_two_loops_of_one_body_are_a_split_and_a_state_made_trainable_stays_so(t
     assert found.leaf and found.value == (4, 4, 8, 15)
     assert unroll_at(str(path), 6) is None  # the repetition is not the earlier part
     assert unroll_at(str(path), 9) is None  # the pass after the loop is another pass
+
+
+LENGTH = 16
+positions = torch.arange(LENGTH, dtype=torch.float32)
+signal = torch.sin(0.4 * positions).view(1, 1, LENGTH).expand(4, 1, LENGTH)
+true_flow = torch.full((4, 1, LENGTH), 1.5)
+encoder = nn.Conv1d(1, 3, 3, padding=1)
+updater = nn.Conv1d(4, 1, 3, padding=1)
+refiner = torch.optim.SGD([*encoder.parameters(), *updater.parameters()], lr=0.1)
+
+
+def sample(features: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
+    """``features`` at ``coords`` (one position per column), interpolated."""
+    where = coords / (LENGTH - 1) * 2 - 1
+    grid = torch.stack([where, torch.zeros_like(where)], dim=-1)
+    return F.grid_sample(features.unsqueeze(2), grid, align_corners=True)[:, :, 0]
+
+
+def uncut_refinement() -> torch.Tensor:
+    features = encoder(signal)
+    flow = torch.zeros(4, 1, LENGTH)
+    loss = torch.zeros(())
+    for _ in range(3):
+        coords = positions + flow
+        looked = sample(features, coords)
+        flow = flow + updater(torch.cat([looked, flow], dim=1))
+        loss = loss + (flow - true_flow).abs().mean()
+    return loss
+
+
+def cut_refinement() -> torch.Tensor:
+    features = encoder(signal)
+    flow = torch.zeros(4, 1, LENGTH)
+    loss = torch.zeros(())
+    for _ in range(3):
+        coords = positions + flow.detach()
+        looked = sample(features, coords)
+        flow = flow + updater(torch.cat([looked, flow], dim=1))
+        loss = loss + (flow - true_flow).abs().mean()
+    return loss
+
+
+def spatial_transformer() -> torch.Tensor:
+    """Positions from a network, learnt through the sampling alone."""
+    shift = updater(torch.cat([encoder(signal), signal], dim=1))
+    looked = sample(signal, positions + shift)
+    return F.mse_loss(looked, signal.roll(1, -1))
+
+
+def supervised_flow_warped() -> torch.Tensor:
+    """A flow compared with the truth, and the image warped by it in a photometric term."""
+    flow = updater(torch.cat([encoder(signal), signal], dim=1))
+    warped = sample(signal, positions + flow)
+    return (flow - true_flow).abs().mean() + (warped - signal.roll(1, -1)).abs().mean()
+
+
+def test_an_estimate_compared_and_read_as_the_next_sampling_positions_is_cut_where_read():
+    audit = audit_step(uncut_refinement, refiner)
+    (found,) = audit.unrolled
+    assert found.kind == "sampled" and found.state == "flow" and found.n_nodes == 2
+    assert found.cut.text == "coords = positions + flow"
+    assert "grid_sample" in found.shown_by.text
+    assert {"updater.weight", "encoder.weight"} <= set(found.parameters)
+    (edit,) = found.edits
+    assert (edit.old, edit.new) == ("flow", "flow.detach()")
+    assert found.proof is Proof.IN_PROCESS, str(audit)
+
+
+@pytest.mark.parametrize("step", [cut_refinement, spatial_transformer, supervised_flow_warped],
+                         ids=["cut", "spatial-transformer", "photometric"])
+def test_positions_cut_or_compared_only_through_the_sampling_are_no_finding(step):
+    audit = audit_step(step, refiner)
+    assert audit.unrolled == (), str(audit)

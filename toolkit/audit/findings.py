@@ -31,7 +31,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.kinds import SCRIPT_KINDS, DeadKind, HeldKind, Kind, LeakKind, Proof, coerce
+from toolkit.audit.kinds import (
+    SCRIPT_KINDS,
+    DeadKind,
+    HeldKind,
+    Kind,
+    LeakKind,
+    Proof,
+    UnrollKind,
+    coerce,
+)
 from toolkit.audit.record.sites import Line
 
 __all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak",
@@ -309,18 +318,25 @@ class ConstantTerm:
 
 @dataclass(frozen=True)
 class UnrolledLoop:
-    """``loss`` backpropagates through every pass of a loop whose pass the code right after it
-    repeats (:mod:`toolkit.audit.record.unrolls`): written apart, the earlier passes were
-    meant to be cut (a Jacobian-free or one-step gradient, a truncated unroll), and are not.
-    ``state``: what each pass hands on; ``cut``: the statement of the earlier passes that
-    assigns it, where the fix goes; ``again``: the first line of the repetition; ``n_nodes``:
-    the nodes of the earlier passes the loss reaches; ``parameters``: the stepped tensors it
-    trains through them."""
+    """``loss`` backpropagates through every pass of an iteration in the forward whose earlier
+    passes were meant to be cut (a one-step or truncated gradient, a refinement trained pass by
+    pass), and are not.
+
+    ``kind``: a :class:`~toolkit.audit.kinds.UnrollKind`, what shows the cut was meant:
+    ``"split"``, the loop's pass written again right after it
+    (:mod:`toolkit.audit.record.unrolls`); ``"sampled"``, an estimate the loss compares at each
+    pass read, uncut, as the positions where the next pass samples (RAFT's refinement).
+    ``state``: what the passes hand on, as the code names it; ``cut``: where the fix goes (the
+    statement of the earlier passes that assigns it, or the line where each pass reads it);
+    ``shown_by``: the first line of the repeated pass, or the sampling line; ``n_nodes``: the
+    nodes of the earlier passes the loss reaches that way (for ``"sampled"``: the estimates
+    read); ``parameters``: the stepped tensors it trains through them."""
 
     loss: str
+    kind: UnrollKind
     state: str
     cut: Line
-    again: Line
+    shown_by: Line
     n_nodes: int
     parameters: tuple[str, ...]
     fix: str
@@ -329,7 +345,21 @@ class UnrolledLoop:
     proof: Proof | None = None
 
     def __post_init__(self) -> None:
-        _settle(self)
+        _settle(self, UnrollKind)
+
+    def what(self) -> str:
+        """What the loss does, in words, after its name: both reports print it."""
+        trained = ", ".join(self.parameters[:4]) + (
+            f", … ({len(self.parameters)} in all)" if len(self.parameters) > 4 else "")
+        if self.kind is UnrollKind.SAMPLED:
+            return (f"compares `{self.state}` with a target at each pass and reads it, uncut, "
+                    f"as the positions sampled at {self.shown_by.file}:{self.shown_by.number} "
+                    f"({self.n_nodes} estimates, training {trained}): each later pass trains "
+                    f"the earlier ones through where they sample")
+        return (f"backpropagates through every pass of the loop at {self.cut.file}:"
+                f"{self.cut.number}, which {self.shown_by.file}:{self.shown_by.number} repeats "
+                f"({self.n_nodes} nodes of the earlier passes, training {trained}): "
+                f"`{self.state}` is handed on uncut")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The audit's vocabulary, defined once for both engines: what kind of finding it is
 (:class:`Kind`, each a failure or information), how its edits were proved (:class:`Proof`, as
 ruff marks a fix safe or unsafe), and the step audit's sub-kinds (:class:`LeakKind`,
-:class:`DeadKind`, :class:`HeldKind`).
+:class:`DeadKind`, :class:`HeldKind`, :class:`UnrollKind`).
 
 Each is a :class:`enum.StrEnum`: a member equals its value (``Kind.LEAK == "leak"``), prints as
 it and is written to JSON as it. A finding made with a plain string is coerced to the member by
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import TypeVar
 
 __all__ = ["FAILURES", "SAFE", "SCRIPT_KINDS", "STEP_KINDS", "DeadKind", "HeldKind", "Kind",
-           "LeakKind", "Proof", "coerce"]
+           "LeakKind", "Proof", "UnrollKind", "coerce"]
 
 
 class _Described(enum.StrEnum):
@@ -186,6 +186,17 @@ class HeldKind(_Described):
                               "one that does")
     KEPT = "kept", ("a place outside modules: a list, dict, global, closure variable or plain "
                     "object (its ``kept_in`` says which)")
+
+
+class UnrollKind(_Described):
+    """What shows that an :class:`~toolkit.audit.UnrolledLoop`'s earlier passes were meant to
+    be cut."""
+
+    SPLIT = "split", ("the loop's pass is written again right after it (once more, or as a "
+                      "loop of the same body): a one-step or truncated gradient")
+    SAMPLED = "sampled", ("an estimate the loss compares with a target at each pass is read, "
+                          "uncut, as the positions where the next pass samples its input: a "
+                          "refinement whose passes are each trained by their own comparison")
 
 
 E = TypeVar("E", bound=enum.StrEnum)

@@ -256,11 +256,8 @@ class StepAudit:
     def _unrolled_lines(self) -> list[str]:
         lines = []
         for u in self.unrolled:
-            lines += [f"CARRIED loss {u.loss!r} backpropagates through every pass of the loop "
-                      f"at {u.cut.file}:{u.cut.number}, which {u.again.file}:{u.again.number} "
-                      f"repeats ({plural(u.n_nodes, 'node')} of the earlier passes, training "
-                      f"{listing(list(u.parameters), 4)}): `{u.state}` is handed on uncut",
-                      f"        fix:  {u.fix}", *_at(u.lines, u.edits, u.proof)]
+            lines += [f"CARRIED loss {u.loss!r} {u.what()}", f"        fix:  {u.fix}",
+                      *_at(u.lines, u.edits, u.proof)]
         return lines
 
     def _held_lines(self) -> list[str]:

@@ -88,12 +88,12 @@ from toolkit.lens.backward_graph import is_cut_marker, node_label
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["check", "find_trained_targets", "target_edges"]
+__all__ = ["COMPARE", "EVEN", "check", "find_trained_targets", "target_edges"]
 
-_COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss",
-                      "BinaryCrossEntropyWithLogits", "BinaryCrossEntropy", "SoftMarginLoss"})
+COMPARE = frozenset({"MseLoss", "SmoothL1Loss", "HuberLoss", "L1Loss",
+                     "BinaryCrossEntropyWithLogits", "BinaryCrossEntropy", "SoftMarginLoss"})
 #: even functions of a difference: a distance
-_EVEN = frozenset({"Pow", "Abs", "Square", "LinalgVectorNorm", "Norm", "Cosh"})
+EVEN = frozenset({"Pow", "Abs", "Square", "LinalgVectorNorm", "Norm", "Cosh"})
 #: what may lie between an even function and the difference it measures: sums and means of
 #: several distances, constant factors, roots, clamps and views (``((a - b) ** 2).sum(1).sqrt()``)
 _UNDER_EVEN = frozenset({"Sqrt", "Sum", "Mean", "Add", "Neg", "Mul", "Div", "Clamp", "ClampMin",
@@ -129,7 +129,7 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None, int]]:
     for the comparisons in the head of the loss; ``sign`` is ``-1`` where the loss grows as
     the comparison's value does not (``-d``, ``relu(m - d)``: a pair pushed apart).
 
-    A comparison is found by structure: a loss function of two inputs (:data:`_COMPARE`); a
+    A comparison is found by structure: a loss function of two inputs (:data:`COMPARE`); a
     difference ``a - b`` under an even function, reached through any chain of them, sums and
     constant factors (``(a - b) ** 2``, ``(a - b).abs().pow(2)``, ``torch.norm(a - b)``, a
     Huber written by hand); a product of two tensors with a graph (a cosine, a soft
@@ -145,13 +145,13 @@ def _forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None, int]]:
             continue
         seen.add((id(node), distance, sign))
         label, inputs = _label(node), _inputs(node)
-        if label in _COMPARE and len(inputs) == 2:
+        if label in COMPARE and len(inputs) == 2:
             found.append((chain, node, label, 1, sign))
             continue
         if label == "Sub" and distance and len(inputs) == 2:
             found.append((chain, node, _distance_form(chain), None, sign))
             continue
-        if label in _EVEN and len(inputs) == 1:
+        if label in EVEN and len(inputs) == 1:
             queue.append(([*chain, inputs[0]], True, sign))
             continue
         if label in _PRODUCTS and len(inputs) == 2:
@@ -199,7 +199,7 @@ def _repelling(graph: Graph, forms: list[tuple[list[Any], Any, str, int | None, 
 def _distance_form(chain: list[Any]) -> str:
     """The name of a difference's distance: ``(a - b) ** 2`` and ``|a - b|`` as before, else
     the even functions above it (``|a - b| ** 2``, ``‖a - b‖``)."""
-    above = [_label(n) for n in chain[:-1] if _label(n) in _EVEN]
+    above = [_label(n) for n in chain[:-1] if _label(n) in EVEN]
     if above == ["Pow"]:
         return "(a - b) ** 2"
     if above == ["Abs"]:

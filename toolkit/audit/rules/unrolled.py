@@ -1,29 +1,51 @@
-"""Uncut unrolls: a loss that backpropagates through every pass of a loop whose pass the code
-right after it repeats (:mod:`toolkit.audit.record.unrolls`: a fixed-point solve followed by
-one differentiable step, an unrolled optimisation split into the steps before the last few and
-those). Written apart, the earlier passes were meant to be cut; the loss reaching the graph
-they made says they are not.
+"""Uncut unrolls: a loss that backpropagates through every pass of an iteration in the forward
+whose earlier passes its form says were meant to be cut. Two forms say so
+(:class:`~toolkit.audit.kinds.UnrollKind`):
 
-The graph decides, not the syntax alone: the nodes of the loss's graph that the earlier part
-made (a line of it on the user's stack where autograd made them) are the earlier passes kept
-in the graph, and the stepped tensors reached through them are what the loss trains through
-every pass. A published script cuts that part (``.detach()``, ``torch.no_grad()``): its loss
-reaches none of those nodes, and no finding is made. The fix cuts the state where the earlier
-part assigns it; a state the code began as a tensor that requires grad by itself (the weights
-of an unrolled optimisation, differentiated at each pass) is handed on as one again.
+- **split**: the loop's pass is written again right after it
+  (:mod:`toolkit.audit.record.unrolls`: a fixed-point solve followed by one differentiable
+  step, an unrolled optimisation split into the steps before the last few and those). The
+  nodes of the loss's graph that the earlier part made (a line of it on the user's stack where
+  autograd made them) are the earlier passes kept in the graph. The fix cuts the state where
+  the earlier part assigns it; a state the code began as a tensor that requires grad by itself
+  (the weights of an unrolled optimisation, differentiated at each pass) is handed on as one.
+- **sampled**: an estimate refined pass by pass, which the loss compares with a target at each
+  pass, read by the next pass as the positions where it samples its input (the grid of
+  ``grid_sample``) through position arithmetic alone, the sampled values going on into a later
+  estimate. Each pass is trained by its own comparison; kept in the graph, every later pass
+  also trains the earlier ones through the gradient of where they sample, which is the local
+  slope of the sampled features. RAFT cuts the flow where each refinement iteration begins
+  (Teed and Deng, "RAFT: Recurrent All-Pairs Field Transforms for Optical Flow", ECCV 2020,
+  ``coords1 = coords1.detach()``), as Deformable DETR's iterative box refinement cuts its
+  reference points between decoder layers (Zhu et al., ICLR 2021). The fix cuts the estimate
+  where the next pass reads it. A position no loss compares (a spatial transformer's, an
+  unsupervised flow warped into a photometric loss) learns through the sampling alone: no
+  finding.
+
+The graph decides, not the syntax alone: a published script's cut leaves the loss none of
+those nodes, and no finding is made.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import linecache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import UnrolledLoop
+from toolkit.audit.kinds import UnrollKind
 from toolkit.audit.record.sites import Line
+from toolkit.audit.record.source import expression_at, operands
+from toolkit.audit.record.syntax import assigned_name
 from toolkit.audit.record.unrolls import Unroll, unroll_at
+from toolkit.audit.rules.targets import COMPARE, EVEN
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
-from toolkit.audit.truth.proof import MadeAt
+from toolkit.audit.truth.graph import Graph
+from toolkit.audit.truth.labels import VIEWS
+from toolkit.audit.truth.proof import MadeAt, ReadAt, Site
+from toolkit.lens.backward_graph import node_label
+from toolkit.lens.graph_walk import closure
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
@@ -31,36 +53,48 @@ if TYPE_CHECKING:
 __all__ = ["check"]
 
 
+#: the operations that sample their input at positions given as a tensor (their second input)
+_SAMPLERS = frozenset({"GridSampler2D", "GridSampler3D"})
+#: nodes walked from one sampler's positions before the walk gives up
+_MAX_WALK = 4096
+
+
 def check(step: RecordedStep) -> Found:
-    """The rule: per loss, each unroll whose earlier part made nodes the loss reaches, through
-    which it reaches a tensor its optimizer steps."""
+    """The rule: per loss, each split unroll whose earlier part made nodes the loss reaches,
+    through which it reaches a tensor its optimizer steps; and each line where an estimate
+    the loss compares is read as the positions of a later sampling."""
     found = []
     known: dict[tuple[str, int], Unroll | None] = {}
-    for loss, search in step.searches.items():
-        under: dict[Unroll, tuple[Line, list[int]]] = {}
-        for key in search.nodes:
-            made = step.rec.made.get(key)
-            for line in made[1] if made is not None else ():
-                where = (line.path, line.number)
-                if where not in known:
-                    known[where] = unroll_at(line.path, line.number) if line.path else None
-                unroll = known[where]
-                if unroll is not None:
-                    under.setdefault(unroll, (line, []))[1].append(key)
-                    break
-        for unroll, (seen, keys) in under.items():
-            finding = _finding(step, loss, unroll, seen, keys)
-            if finding is not None:
-                found.append(finding)
+    for loss in step.searches:
+        found += _split(step, loss, known)
+        found += _sampled(step, loss)
     return {"unrolled": found}
+
+
+def _split(step: RecordedStep, loss: str, known: dict[tuple[str, int], Unroll | None]
+           ) -> list[Wanted[UnrolledLoop]]:
+    under: dict[Unroll, tuple[Line, list[int]]] = {}
+    for key in step.searches[loss].nodes:
+        made = step.rec.made.get(key)
+        for line in made[1] if made is not None else ():
+            where = (line.path, line.number)
+            if where not in known:
+                known[where] = unroll_at(line.path, line.number) if line.path else None
+            unroll = known[where]
+            if unroll is not None:
+                under.setdefault(unroll, (line, []))[1].append(key)
+                break
+    found = []
+    for unroll, (seen, keys) in under.items():
+        finding = _finding(step, loss, unroll, seen, keys)
+        if finding is not None:
+            found.append(finding)
+    return found
 
 
 def _finding(step: RecordedStep, loss: str, unroll: Unroll, seen: Line,
              keys: list[int]) -> Wanted[UnrolledLoop] | None:
-    nodes = step.searches[loss].nodes
-    reached = step.graphs[loss].reach(keys)
-    leaves = {id(v) for k in reached if (v := getattr(nodes[k], "variable", None)) is not None}
-    trained = tuple(step.rec.names.name(t) for i, t in step.stepped[loss].items() if i in leaves)
+    trained = _trained(step, loss, keys)
     if not trained:
         return None
     cut = dataclasses.replace(seen, number=unroll.at, span=unroll.value,
@@ -72,6 +106,143 @@ def _finding(step: RecordedStep, loss: str, unroll: Unroll, seen: Line,
            f"run them under torch.no_grad()), so that the loss backpropagates through the "
            f"repeated pass alone, as the one-step or truncated gradient the split is written "
            f"for")
-    finding = UnrolledLoop(loss=loss, state=unroll.state, cut=cut, again=again,
+    finding = UnrolledLoop(loss=loss, kind=UnrollKind.SPLIT, state=unroll.state, cut=cut,
+                           shown_by=again,
                            n_nodes=len(keys), parameters=trained, fix=fix)
     return Wanted(finding, FirstOf((Option((MadeAt(cut, leaf=unroll.leaf),), fix, (cut,)),)))
+
+
+def _trained(step: RecordedStep, loss: str, keys: list[int]) -> tuple[str, ...]:
+    """The names of the tensors ``loss``'s optimizer steps that the nodes ``keys`` reach."""
+    nodes = step.searches[loss].nodes
+    reached = step.graphs[loss].reach(keys)
+    leaves = {id(v) for k in reached if (v := getattr(nodes[k], "variable", None)) is not None}
+    return tuple(step.rec.names.name(t) for i, t in step.stepped[loss].items() if i in leaves)
+
+
+def _sampled(step: RecordedStep, loss: str) -> list[Wanted[UnrolledLoop]]:
+    """One failure per line where an estimate the loss compares is read, uncut, on the way to
+    the positions of a sampling whose values go on into another compared estimate."""
+    graph = step.graphs[loss]
+    nodes = graph.search.nodes
+    samplers = [key for key, node in nodes.items() if node_label(node) in _SAMPLERS]
+    if not samplers:
+        return []
+    compared = _compared(graph)
+    # line -> (the reader's Line, position, the sampling's Line, the estimates read)
+    reads: dict[Line, tuple[Site | None, Line | None, dict[int, Any]]] = {}
+    for key in samplers:
+        grid = nodes[key].next_functions[1][0] if len(nodes[key].next_functions) > 1 else None
+        if grid is None:
+            continue
+        met = _estimates_below(graph, key, id(grid), compared)
+        if not met or not compared.keys() & _above_a_layer(graph, key):
+            continue
+        sampling = _made_line(step, nodes[key])
+        for reader, estimate in met:
+            where = _made_line(step, nodes[reader])
+            if where is None:
+                continue
+            site, _, estimates = reads.setdefault(
+                where, (_read_at(where, nodes[estimate], step), sampling, {}))
+            estimates[estimate] = nodes[estimate]
+    found = []
+    for where, (site, sampling, estimates) in reads.items():
+        trained = _trained(step, loss, list(estimates))
+        if not trained:
+            continue
+        state = _name_of(step, next(iter(estimates.values()))) or "the estimate"
+        fix = (f"cut `{state}` where each pass reads it ({state}.detach()), as RAFT cuts its "
+               f"flow where each refinement iteration begins: each pass is then trained by its "
+               f"own comparison, not through where the passes after it sample")
+        finding = UnrolledLoop(loss=loss, kind=UnrollKind.SAMPLED, state=state, cut=where,
+                               shown_by=sampling or where, n_nodes=len(estimates),
+                               parameters=trained, fix=fix)
+        places = () if site is None else (site,)
+        found.append(Wanted(finding, FirstOf((Option(places, fix, (where,)),))))
+    return found
+
+
+def _compared(graph: Graph) -> dict[int, Any]:
+    """The nodes the loss compares with a constant, and the views of them: the first input of
+    a loss function whose target has no graph (``F.mse_loss(pred, y)``), or the operand of a
+    difference with a tensor of no graph under an even function (``(pred - y).abs()``)."""
+    out: dict[int, Any] = {}
+    for node in graph.search.nodes.values():
+        label, inputs = node_label(node), [n for n, _ in node.next_functions]
+        side = None
+        if label in COMPARE and len(inputs) == 2 and inputs[1] is None:
+            side = inputs[0]
+        elif label in EVEN and inputs and inputs[0] is not None \
+                and node_label(inputs[0]) == "Sub":
+            sides = [n for n, _ in inputs[0].next_functions]
+            if len(sides) == 2 and (sides[0] is None) != (sides[1] is None):
+                side = sides[0] or sides[1]
+        while side is not None:
+            out[id(side)] = side
+            below = [n for n, _ in side.next_functions if n is not None]
+            side = below[0] if node_label(side) in VIEWS and len(below) == 1 else None
+    return out
+
+
+def _estimates_below(graph: Graph, sampler: int, grid: int, compared: dict[int, Any]
+                     ) -> list[tuple[int, int]]:
+    """``(reader, estimate)`` for each compared node the positions ``grid`` of ``sampler`` are
+    computed from through position arithmetic (no operation on the way reads a leaf: a
+    layer's output is data to it), and the node that reads it."""
+    nodes = graph.search.nodes
+    found, seen, stack = [], set(), [(sampler, grid)]
+    while stack and len(seen) < _MAX_WALK:
+        parent, key = stack.pop()
+        if key in compared:
+            found.append((parent, key))
+            continue
+        if key in seen:
+            continue
+        seen.add(key)
+        node = nodes.get(key)
+        if node is None or _reads_a_leaf(node):
+            continue
+        stack.extend((key, child) for child in graph.children.get(key, ()))
+    return found
+
+
+def _reads_a_leaf(node: Any) -> bool:
+    return any(getattr(n, "variable", None) is not None for n, _ in node.next_functions
+               if n is not None)
+
+
+def _above_a_layer(graph: Graph, key: int) -> set[int]:
+    """The nodes from which ``key`` is reached only through an operation that reads a leaf (a
+    layer): what the values made at ``key`` go on into through a network, not what merely
+    compares or rearranges them."""
+    nodes = graph.search.nodes
+    everything = graph.useful({key}, set(nodes))
+    plain = closure([key], lambda k: [c for c in graph.callers.get(k, ())
+                                      if not _reads_a_leaf(nodes[c])])
+    return everything - plain
+
+
+def _made_line(step: RecordedStep, node: Any) -> Line | None:
+    """The user's line that made ``node`` with an operation of its own."""
+    made = step.rec.made.get(id(node))
+    return made[1][0] if made is not None and made[0] is node and made[2] == "op" else None
+
+
+def _name_of(step: RecordedStep, node: Any) -> str | None:
+    """The one name the statement that made ``node`` assigns it to."""
+    line = _made_line(step, node)
+    return None if line is None or not line.path else assigned_name(line.path, line.number)
+
+
+def _read_at(line: Line, estimate: Any, step: RecordedStep) -> Site | None:
+    """The operand of the operation at ``line`` that reads ``estimate``: the one written as the
+    name the estimate was assigned to."""
+    name = _name_of(step, estimate)
+    found = expression_at(line) if name is not None else None
+    if found is None:
+        return None
+    for k, operand in enumerate(operands(found[1])):
+        if isinstance(operand, ast.Name) and operand.id == name:
+            return ReadAt(line, k)
+    return None

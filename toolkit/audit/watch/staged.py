@@ -329,10 +329,7 @@ def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:
 def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
     what = ", ".join(names[:4]) + (f", … ({len(names)} in all)" if len(names) > 4 else "")
     if isinstance(found, UnrolledLoop):
-        return (f"{label} backpropagates through every pass of the loop at line "
-                f"{found.cut.number}, which line {found.again.number} repeats ({found.n_nodes} "
-                f"nodes of its earlier passes, training {what}): `{found.state}` is handed on "
-                f"uncut, where the split is written for a one-step or truncated gradient")
+        return f"{label} {found.what()}"
     if kind is Kind.CARRIED and found is not None:
         return (f"the graph of {label} reaches {found.n_nodes} nodes made before its iteration "
                 f"({found.source}, entering at {found.entered}): it grows every iteration, or "
