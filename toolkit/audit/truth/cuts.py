@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
-from toolkit.audit.truth.labels import shape_text
+from toolkit.audit.truth.labels import VIEWS, shape_text
 from toolkit.audit.truth.proof import Cut, HandedAt, MadeAt, Prover, ReadAt
 from toolkit.audit.truth.readers import event_of
+from toolkit.lens.backward_graph import node_label
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import RecordedStep
@@ -365,6 +366,21 @@ def _fewest(prover: Prover, loss: str, leaf: int, parts: list[Cut]) -> Cut:
     return functools.reduce(operator.or_, kept, Cut())
 
 
+#: operations that select from or rearrange a tensor, without computing anything of it
+_SELECTIONS = frozenset({"Index", "Select", "Slice", "MaskedSelect"}) | VIEWS
+
+
+def _selected_from_elsewhere(step: RecordedStep, node: Any, below: Any) -> bool:
+    """Whether ``node`` only selects from or rearranges ``below`` (``targets[mask]``), and the
+    user's code made ``below`` on another line: the target is what that line computes, and is
+    cut where it is made, not where a part of it is read."""
+    if node_label(node) not in _SELECTIONS:
+        return False
+    mine, theirs = step.rec.made.get(id(node)), step.rec.made.get(id(below))
+    return (mine is not None and theirs is not None and mine[0] is node and theirs[0] is below
+            and theirs[2] == "op" and mine[1][0] != theirs[1][0])
+
+
 def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, target: Any,
                shared: set[int], taken: Cut | None = None) -> Cut | None:
     """The proved cut that stops the target side ``target`` of ``loss``'s comparison node
@@ -382,8 +398,12 @@ def target_cut(step: RecordedStep, prover: Prover, loss: str, compare: Any, targ
     if below is None:
         return None
     chain = [compare, *(search.nodes[k] for k in below)]
+    first = 1
+    while first < len(chain) - 1 and _selected_from_elsewhere(step, chain[first],
+                                                                chain[first + 1]):
+        first += 1
     for inner in (False, True):
-        for candidate in _candidates(step, chain, 1, False, inner):
+        for candidate in _candidates(step, chain, first, False, inner):
             if not prover.keeps_training(candidate | taken) or \
                     not prover.spares_training(candidate):
                 continue
