@@ -59,6 +59,15 @@ def uncut_step() -> torch.Tensor:
 def cut_step() -> torch.Tensor:
     z = torch.zeros(8, 4)
     for _ in range(5):
+        z = layer(z, X)
+    z = z.detach()
+    z = layer(z, X)
+    return F.cross_entropy(head(z), Y)
+
+
+def cut_in_the_loop_step() -> torch.Tensor:
+    z = torch.zeros(8, 4)
+    for _ in range(5):
         z = layer(z, X).detach()
     z = layer(z, X)
     return F.cross_entropy(head(z), Y)
@@ -103,14 +112,15 @@ def test_an_uncut_split_unroll_is_a_failure_at_the_loop_with_a_cut_run_before_it
     assert set(found.parameters) == {"layer.W.weight", "layer.W.bias", "layer.U.weight",
                                      "layer.U.bias"}
     (edit,) = found.edits
-    assert (edit.old, edit.new) == ("layer(z, X)", "layer(z, X).detach()")
+    assert (edit.line, edit.old, edit.new) == (first + 4, "", "    z = z.detach()\n")
     assert found.proof is Proof.IN_PROCESS
     assert "uncut unroll" in str(audit) and found.fix in str(audit)
     assert audit.to_dict()["unrolled"][0]["state"] == "z"
 
 
-@pytest.mark.parametrize("step", [cut_step, no_grad_step, one_loop_step, parts_differ_step],
-                         ids=["cut", "no-grad", "one-loop", "parts-differ"])
+@pytest.mark.parametrize("step", [cut_step, cut_in_the_loop_step, no_grad_step, one_loop_step,
+                                  parts_differ_step],
+                         ids=["cut", "cut-in-the-loop", "no-grad", "one-loop", "parts-differ"])
 def test_a_cut_unroll_or_a_loop_not_written_twice_is_no_finding(step):
     audit = audit_step(step, optimizer)
     assert audit.ok and audit.unrolled == (), str(audit)
@@ -136,17 +146,61 @@ z = torch.zeros(3)
 for _ in range(4):
     z = f(z)
 z = f(z) + 1
+def forward(self, init):
+    slots = init.weight
+    for _ in range(3):
+        slots = self.iteration(slots)
+    return self.iteration(slots)
 '''
 
 
-def test_two_loops_of_one_body_are_a_split_and_a_state_made_trainable_stays_so(tmp_path):
+def test_a_repetition_is_the_body_again_or_its_value_and_the_state_is_read_as_it_began(tmp_path):
     path = tmp_path / "train.py"
     path.write_text(TWO_LOOPS)
     found = unroll_at(str(path), 4)
     assert found is not None and (found.state, found.at, found.again) == ("w", 4, 5)
-    assert found.leaf and found.value == (4, 4, 8, 15)
+    assert found.leaf and found.start is None and found.indent == ""
     assert unroll_at(str(path), 6) is None  # the repetition is not the earlier part
     assert unroll_at(str(path), 9) is None  # the pass after the loop is another pass
+    returned = unroll_at(str(path), 14)
+    assert returned is not None and (returned.again, returned.indent) == (15, "    ")
+    assert returned.start == "init.weight" and not returned.leaf
+
+
+class Slots(nn.Module):
+    """Slot attention's iteration, written small: its initial slots learned, read only
+    through the iterations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.init = nn.Parameter(torch.randn(2, 4))
+        self.gru = nn.GRUCell(3, 4)
+
+    def iteration(self, slots: torch.Tensor) -> torch.Tensor:
+        return self.gru(X[:2], slots)
+
+    def forward(self) -> torch.Tensor:
+        slots = self.init
+        for _ in range(3):
+            slots = self.iteration(slots)
+        return self.iteration(slots)
+
+
+slotted = Slots()
+slot_optimizer = torch.optim.SGD(slotted.parameters(), lr=0.1)
+
+
+def slot_step() -> torch.Tensor:
+    return slotted().pow(2).mean()
+
+
+def test_a_start_trained_only_through_the_loop_keeps_its_gradient_through_the_cut():
+    audit = audit_step(slot_step, slot_optimizer)
+    (found,) = audit.unrolled
+    (edit,) = found.edits
+    assert edit.new == "        slots = slots.detach() + self.init - self.init.detach()\n"
+    assert "as if the loop were the identity" in found.fix
+    assert found.proof is Proof.IN_PROCESS, str(audit)
 
 
 LENGTH = 16

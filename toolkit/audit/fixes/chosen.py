@@ -21,6 +21,7 @@ from toolkit.audit.fixes.edits import (
     default_mode,
     extend_argument,
     grad_on,
+    insert_before,
     keyword_value,
     recompute,
     remove_detach,
@@ -39,6 +40,7 @@ from toolkit.audit.truth.proof import (
     AssignedAt,
     BuiltAt,
     CopiedAt,
+    CutBefore,
     DetachedAt,
     HandedAt,
     IntegerAt,
@@ -68,6 +70,8 @@ def _edits_at(place: Place, namespace: dict[str, object]) -> tuple[Edit, ...]:
         edit = edit_of(place)
     elif isinstance(place, AssignedAt):
         edit = cut_assigned(place.line)
+    elif isinstance(place, CutBefore):
+        edit = insert_before(place.line, place.indent, place.statement)
     elif isinstance(place, ResetAt):
         edit = reset_before(place.line, place.indent, place.owner, place.name)
     elif isinstance(place, DetachedAt):

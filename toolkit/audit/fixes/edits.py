@@ -60,7 +60,7 @@ from toolkit.audit.record.values import plain, read_value
 
 __all__ = ["Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
            "cut_made", "cut_operand", "cut_written", "default_mode", "detached", "extend_argument",
-           "grad_on", "is_cut",
+           "grad_on", "insert_before", "is_cut",
            "keyword_value", "recompute", "remove_detach", "reset_before",
            "stack_values", "straight_through", "straight_through_integer"]
 
@@ -285,14 +285,10 @@ def _under_no_grad(edit: Edit) -> Edit | None:
     return None
 
 
-def cut_made(line: Line, *, leaf: bool = False) -> Edit | None:
-    """Cut the value the expression at ``line`` makes (the call or operation there);
-    ``leaf``: as a tensor that requires grad by itself (``.detach().requires_grad_()``)."""
+def cut_made(line: Line) -> Edit | None:
+    """Cut the value the expression at ``line`` makes (the call or operation there)."""
     found = expression_at(line)
-    edit = None if found is None else _wrap(line, *found)
-    if edit is None or not leaf:
-        return edit
-    return dataclasses.replace(edit, new=f"{edit.new}.requires_grad_()", cut=False)
+    return None if found is None else _wrap(line, *found)
 
 
 def cut_argument(line: Line, position: int | str | None) -> Edit | None:
@@ -499,7 +495,12 @@ def reset_before(line: Line, indent: str, owner: str, name: str) -> Edit:
     """``<owner>.<name> = None`` inserted before ``line``, written after ``indent``: the first
     statement of the step's function (:func:`~toolkit.audit.record.start.step_start`), so
     that a state kept between calls is reset as the step's first line."""
-    return Edit(line.file, line.number, 0, line.number, 0, "", f"{indent}{owner}.{name} = None\n",
+    return insert_before(line, indent, f"{owner}.{name} = None")
+
+
+def insert_before(line: Line, indent: str, statement: str) -> Edit:
+    """``statement`` inserted before ``line``, written after ``indent``."""
+    return Edit(line.file, line.number, 0, line.number, 0, "", f"{indent}{statement}\n",
                 line.path, ())
 
 

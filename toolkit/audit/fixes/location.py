@@ -23,7 +23,7 @@ __all__ = ["cut_edits", "edit_of"]
 def edit_of(site: Site) -> Edit | None:
     """The edit that cuts the expression ``site`` names; ``None`` where it is not known."""
     if isinstance(site, MadeAt):
-        return cut_made(site.line, leaf=site.leaf)
+        return cut_made(site.line)
     if isinstance(site, HandedAt):
         return cut_argument(site.line, site.position)
     return cut_operand(site.line, site.position)

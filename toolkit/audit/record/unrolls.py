@@ -4,8 +4,10 @@ into the second.
 
 Written so, the split means something only when the two parts differ in what they pass
 backwards: the published forms cut the state the earlier part hands on (``z = f(z, x)
-.detach()``, or that part under ``torch.no_grad()``) and backpropagate through the repeated
-pass alone, or the last few. That is the Jacobian-free gradient of an implicit layer (Fung et
+.detach()``, that part under ``torch.no_grad()``, or ``z = z.detach()`` between the parts) and
+backpropagate through the repeated pass alone, or the last few. The repetition is the loop's
+statements again, a loop of the same body, or (a body of one statement) the value it assigns,
+assigned or returned (``return self.iteration(slots, k, v)``). That is the Jacobian-free gradient of an implicit layer (Fung et
 al., "JFB: Jacobian-Free Backpropagation for Implicit Networks", AAAI 2022; the phantom
 gradient of Geng et al., NeurIPS 2021), a deep equilibrium model's warm-started solve, and the
 truncated hypergradient of an unrolled optimisation (Shaban et al., "Truncated
@@ -24,7 +26,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from toolkit.audit.record.syntax import made_trainable, syntax_tree
+from toolkit.audit.record.syntax import indent_of, made_trainable, segment, syntax_tree
 
 __all__ = ["Unroll", "unroll_at"]
 
@@ -33,22 +35,24 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 @dataclass(frozen=True)
 class Unroll:
-    """A loop (``first`` to ``last``: the lines of its body) whose body the statements from
-    ``again`` on repeat. ``state``: the name each pass assigns and reads again; ``at``: the
-    line of the earlier part's statement that assigns it, and ``value``: the span of the value
-    it assigns there (``(line, end line, column, end column)``, as :mod:`ast` counts them);
-    ``leaf``: the state was made, before the loop, a tensor that requires grad by itself
+    """A loop (``first`` to ``last``: the lines of its body) whose pass the statement at
+    ``again`` (indented by ``indent``) repeats. ``state``: the name each pass assigns and
+    reads again; ``at``: the line of the earlier part's statement that assigns it; ``leaf``:
+    the state was made, before the loop, a tensor that requires grad by itself
     (``torch.zeros(..., requires_grad=True)``: an unrolled optimisation differentiates each
-    pass with respect to it), so that its cut must hand on one too."""
+    pass with respect to it), so that its cut must hand on one too; ``start``: the expression
+    the state held before the loop, where it is a name, an attribute or an item (read again
+    without running anything), else ``None``."""
 
     path: str
     first: int
     last: int
     again: int
+    indent: str
     state: str
     at: int
-    value: tuple[int, int, int, int]
     leaf: bool
+    start: str | None
 
     def holds(self, line: int) -> bool:
         """Whether ``line`` runs in the earlier part (the loop's body)."""
@@ -71,14 +75,14 @@ def _unrolls(path: str) -> tuple[Unroll, ...]:
     parsed = syntax_tree(path)
     if parsed is None:
         return ()
-    tree = parsed[0]
+    tree, text = parsed
     cached = _found.get(id(tree))
     if cached is not None and cached[0] is tree:
         return cached[1]
     found = []
     for block in _blocks(tree):
         for k, stmt in enumerate(block):
-            unroll = _split(path, block, k) if isinstance(stmt, _LOOPS) else None
+            unroll = _split(path, block, k, text) if isinstance(stmt, _LOOPS) else None
             if unroll is not None:
                 found.append(unroll)
     _found[id(tree)] = (tree, tuple(found))
@@ -100,31 +104,48 @@ def _same(a: list[ast.stmt], b: list[ast.stmt]) -> bool:
     return len(a) == len(b) and all(ast.dump(x) == ast.dump(y) for x, y in zip(a, b))
 
 
-def _split(path: str, block: list[ast.stmt], k: int) -> Unroll | None:
+def _split(path: str, block: list[ast.stmt], k: int, text: str) -> Unroll | None:
     loop = block[k]
     assert isinstance(loop, _LOOPS)
     body = loop.body
     if loop.orelse or k + 1 == len(block):
         return None
     after = block[k + 1]
-    repeated = (isinstance(after, _LOOPS) and not after.orelse and _same(body, after.body)) \
-        or _same(body, block[k + 1:k + 1 + len(body)])
-    if not repeated:
-        return None
     assigned = _assignments(body)
     read = {n.id for st in body for n in ast.walk(st)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     chained = [(name, st) for name, st in assigned if name in read
                and any(isinstance(n, ast.Call) for n in ast.walk(st.value))]
-    if not chained:
+    if not chained or not _repeats(body, block[k + 1:], chained[-1][1]):
         return None
     state, statement = chained[-1]
-    value = statement.value
+    start = _start(block[:k], state)
     return Unroll(path, body[0].lineno, body[-1].end_lineno or body[-1].lineno, after.lineno,
-                  state, statement.lineno,
-                  (value.lineno, value.end_lineno or value.lineno, value.col_offset,
-                   value.end_col_offset or value.col_offset),
-                  _made_leaf(block[:k], state))
+                  indent_of(text, after.lineno), state, statement.lineno,
+                  start is not None and _made_leaf(start),
+                  segment(text, start) if start is not None and _plain(start) else None)
+
+
+def _repeats(body: list[ast.stmt], rest: list[ast.stmt], statement: ast.Assign) -> bool:
+    """Whether ``rest`` begins with the pass ``body`` runs: its statements again, a loop of
+    the same body, or (a body of one statement) the value it assigns, assigned or returned."""
+    after = rest[0]
+    if isinstance(after, _LOOPS) and not after.orelse and _same(body, after.body):
+        return True
+    if _same(body, rest[:len(body)]):
+        return True
+    value = getattr(after, "value", None)
+    return len(body) == 1 and isinstance(after, (ast.Assign, ast.Return, ast.Expr)) \
+        and value is not None and ast.dump(value) == ast.dump(statement.value)
+
+
+def _plain(node: ast.expr) -> bool:
+    """A name, or attributes and constant items of one (``self.init``, ``slots[0]``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _assignments(body: list[ast.stmt]) -> list[tuple[str, ast.Assign]]:
@@ -135,21 +156,21 @@ def _assignments(body: list[ast.stmt]) -> list[tuple[str, ast.Assign]]:
             and isinstance(st.targets[0], ast.Name)]
 
 
-def _made_leaf(before: list[ast.stmt], state: str) -> bool:
-    """Whether the last statement of ``before`` that assigns ``state`` makes it require grad
-    by itself (``requires_grad=True``, ``.requires_grad_()``, ``nn.Parameter(...)``)."""
-    for name, st in reversed(_assignments(before)):
-        if name != state:
-            continue
-        value = st.value
-        if made_trainable(value) is not None:
-            return True
-        if isinstance(value, ast.Call):
-            func = value.func
-            called = func.attr if isinstance(func, ast.Attribute) else \
-                func.id if isinstance(func, ast.Name) else ""
-            return called == "Parameter" or any(
-                kw.arg == "requires_grad" and isinstance(kw.value, ast.Constant)
-                and kw.value.value is True for kw in value.keywords)
-        return False
+def _start(before: list[ast.stmt], state: str) -> ast.expr | None:
+    """The value the last statement of ``before`` that assigns ``state`` gives it."""
+    return next((st.value for name, st in reversed(_assignments(before)) if name == state), None)
+
+
+def _made_leaf(value: ast.expr) -> bool:
+    """Whether ``value`` is made to require grad by itself (``requires_grad=True``,
+    ``.requires_grad_()``, ``nn.Parameter(...)``)."""
+    if made_trainable(value) is not None:
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        called = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        return called == "Parameter" or any(
+            kw.arg == "requires_grad" and isinstance(kw.value, ast.Constant)
+            and kw.value.value is True for kw in value.keywords)
     return False

@@ -43,7 +43,7 @@ from toolkit.audit.rules.targets import COMPARE, EVEN
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS
-from toolkit.audit.truth.proof import MadeAt, ReadAt, Site
+from toolkit.audit.truth.proof import CutBefore, ReadAt, Site
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 
@@ -97,19 +97,37 @@ def _finding(step: RecordedStep, loss: str, unroll: Unroll, seen: Line,
     trained = _trained(step, loss, keys)
     if not trained:
         return None
-    cut = dataclasses.replace(seen, number=unroll.at, span=unroll.value,
+    cut = dataclasses.replace(seen, number=unroll.at, span=None,
                               text=linecache.getline(unroll.path, unroll.at).strip())
     again = dataclasses.replace(seen, number=unroll.again, span=None,
                                 text=linecache.getline(unroll.path, unroll.again).strip())
-    handed = "`.detach().requires_grad_()`" if unroll.leaf else "`.detach()`"
-    fix = (f"cut `{unroll.state}` where the loop's earlier passes hand it on ({handed}, or "
-           f"run them under torch.no_grad()), so that the loss backpropagates through the "
-           f"repeated pass alone, as the one-step or truncated gradient the split is written "
-           f"for")
+    lost = _only_through(step, loss, keys, trained)
+    place = CutBefore(again, unroll.indent, unroll.state, leaf=unroll.leaf,
+                      start=unroll.start if lost else None)
+    fix = (f"cut `{unroll.state}` between the loop and the pass it repeats "
+           f"(`{place.statement}`), so that the loss backpropagates through the repeated pass alone, as the "
+           f"one-step or truncated gradient the split is written for")
+    if lost:
+        fix += (f"; {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} trained only through "
+                f"the loop, from what `{unroll.state}` began as: its gradient goes on as if the "
+                f"loop were the identity (Chang et al. 2022's implicit slot attention)")
     finding = UnrolledLoop(loss=loss, kind=UnrollKind.SPLIT, state=unroll.state, cut=cut,
-                           shown_by=again,
-                           n_nodes=len(keys), parameters=trained, fix=fix)
-    return Wanted(finding, FirstOf((Option((MadeAt(cut, leaf=unroll.leaf),), fix, (cut,)),)))
+                           shown_by=again, n_nodes=len(keys), parameters=trained, fix=fix)
+    places = () if lost and unroll.start is None else (place,)
+    return Wanted(finding, FirstOf((Option(places, fix, (cut, again)),)))
+
+
+def _only_through(step: RecordedStep, loss: str, keys: list[int],
+                  trained: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``trained`` that ``loss`` reaches only through the nodes ``keys``."""
+    graph = step.graphs[loss]
+    inside = set(keys)
+    removed = {(p, k) for k in keys for p in graph.callers.get(k, ()) if p not in inside}
+    nodes = graph.search.nodes
+    elsewhere = {id(v) for k in graph.reach(graph.roots, removed)
+                 if (v := getattr(nodes[k], "variable", None)) is not None}
+    return tuple(step.rec.names.name(t) for i, t in step.stepped[loss].items()
+                 if i not in elsewhere and step.rec.names.name(t) in trained)
 
 
 def _trained(step: RecordedStep, loss: str, keys: list[int]) -> tuple[str, ...]:

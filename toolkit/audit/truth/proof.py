@@ -38,12 +38,9 @@ __all__ = ["ArgumentAt", "AssignedAt", "BuiltAt", "CopiedAt", "Cut", "DetachedAt
 
 @dataclass(frozen=True)
 class MadeAt:
-    """Cut the value the expression at ``line`` makes (the call or operation there);
-    ``leaf``: hand on a tensor that requires grad by itself (``.detach().requires_grad_()``),
-    where the code differentiates with respect to what it cuts."""
+    """Cut the value the expression at ``line`` makes (the call or operation there)."""
 
     line: Line
-    leaf: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +70,29 @@ class AssignedAt:
     on a module: ``self.memory = ...``)."""
 
     line: Line
+
+
+@dataclass(frozen=True)
+class CutBefore:
+    """Insert before ``line`` (indented by ``indent``) the statement that cuts the name
+    ``state``: ``state = state.detach()``; with ``leaf``, as a tensor that requires grad by
+    itself (``.detach().requires_grad_()``); with ``start``, the gradient handed on to the
+    expression the state began as, as if what ran between were the identity
+    (``state.detach() + start - start.detach()``)."""
+
+    line: Line
+    indent: str
+    state: str
+    leaf: bool = False
+    start: str | None = None
+
+    @property
+    def statement(self) -> str:
+        """The statement inserted (without its indent)."""
+        s = self.state
+        value = f"{s}.detach() + {self.start} - {self.start}.detach()" if self.start else \
+            f"{s}.detach().requires_grad_()" if self.leaf else f"{s}.detach()"
+        return f"{s} = {value}"
 
 
 @dataclass(frozen=True)
@@ -215,8 +235,8 @@ class RegisteredAt:
 #: ``no_grad`` block opened, a value written with a gradient (a stack, straight through), a
 #: call's argument, an optimizer built without some tensors or with more, an operand written
 #: as the expression that made it, or tensors registered on the model
-Place = (Site | AssignedAt | WrittenAt | StoredAt | ResetAt | DetachedAt | NoGradAt | CopiedAt
-         | IntegerAt | ZeroDerivativeAt | ModeAt | KeywordAt | ArgumentAt | BuiltAt
+Place = (Site | AssignedAt | CutBefore | WrittenAt | StoredAt | ResetAt | DetachedAt | NoGradAt
+         | CopiedAt | IntegerAt | ZeroDerivativeAt | ModeAt | KeywordAt | ArgumentAt | BuiltAt
          | RecomputedAt | JoinedAt | RegisteredAt)
 
 
