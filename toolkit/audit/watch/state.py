@@ -323,6 +323,9 @@ class WatchState:
         if self._names_now is not None:
             return self._names_now
         names: dict[int, str] = {}
+        for module, root in self._held_by_names():
+            for n, p in module.named_parameters():
+                names.setdefault(id(p), f"{root}.{n}")
         for module, root in self.networks():
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
@@ -335,6 +338,19 @@ class WatchState:
                     names.setdefault(id(kept.value), kept.name)
         self._names_now = names
         return names
+
+    def _held_by_names(self) -> list[tuple[nn.Module, str]]:
+        """The networks the script's names hold where it calls ``backward()`` (a global
+        ``student`` whose method ``embed_tokens`` calls ``self.embed``, so that its tensors
+        are ``student.embed.weight`` and ``student.pos``, not ``self.embed.weight``), those that
+        hold a network the script calls, largest first."""
+        called = {id(m) for m, _ in self.called_networks()}
+        held = []
+        for name, value in list(self.scope.items()):
+            if isinstance(value, nn.Module) and not name.startswith("_") and \
+                    any(id(m) in called for m in value.modules()):
+                held.append((value, name))
+        return sorted(held, key=lambda r: -sum(1 for _ in r[0].parameters()))
 
     def owner(self, key: int) -> nn.Module | None:
         for module, _ in self.called_networks():
