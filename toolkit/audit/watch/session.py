@@ -468,9 +468,14 @@ class Watch(WatchState):
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
         meant.note(self, graph.leaves, held)
-        if searched is not None:
-            targets.targets(self, searched, site, held)
+        untargeted = targets.targets(self, searched, site, held) if searched is not None \
+            else None
         for key, optimizers in between(graph, held).items():
+            node = None if untargeted is None or searched is None else \
+                searched.search.leaf_node.get(key)
+            if node is not None and node not in untargeted:
+                self.target_side.add(key)  # through a target alone: work in vain, not left out
+                continue
             self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
         if inputs is not None:

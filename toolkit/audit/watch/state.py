@@ -174,6 +174,8 @@ class WatchState:
         self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
         # tensors no optimizer steps between a loss and stepped ones -> those optimizers
         self.between: dict[int, set[int]] = {}
+        # tensors no optimizer steps that a loss reaches only through its target
+        self.target_side: set[int] = set()
         # leaves a loss reaches that are no Parameter (a plain tensor made to require grad),
         # by id: the tensor and its values when an audited backward first reached it in this
         # iteration (one the script then moves itself is trained by hand, see

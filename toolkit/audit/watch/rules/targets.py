@@ -49,7 +49,7 @@ __all__ = ["followers", "settle", "targets"]
 
 
 def targets(w: WatchState, graph: StepGraph, site: Site | None,
-            stepped: dict[int, int]) -> None:
+            stepped: dict[int, int]) -> set[int] | None:
     """A comparison in the head of the loss whose target side reaches tensors an optimizer
     steps (the step audit's rule, :func:`~toolkit.audit.rules.targets.target_edges`,
     on this backward's graph): a teacher's soft targets, a guessed label made by the
@@ -59,9 +59,12 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     The edit cuts the target on the path only the target takes (:func:`_own_calls`, else
     :func:`_read_cut`), as the step audit's proved cut does
     (:func:`~toolkit.audit.truth.cuts.target_cut`): never at a line whose cut would also
-    cut a path on which the loss trains those tensors as it should."""
+    cut a path on which the loss trains those tensors as it should.
+
+    Returns the nodes the loss reaches without passing a target (``None``: it compares no
+    target that reaches a stepped tensor)."""
     if not stepped:
-        return
+        return None
     search = graph.search
     # in the order autograd made them (ids are addresses: their order is no run's own)
     edges = sorted(target_edges(graph, set(stepped)), key=lambda e: (
@@ -72,7 +75,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         _trained_through(w, graph, set(search.nodes), stepped)
         if waiting:   # another backward() of the same line (a loop over losses) may find them
             w.target_lines.setdefault(key, []).extend(waiting)
-        return
+        return None
     # what the loss trains without passing any target: a cut may not touch it (with the lines
     # of this forward, every read of a target by the user's expression that compares it is
     # the target's: ``F.kl_div`` reads its target twice)
@@ -154,6 +157,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
     _report(w, key, list(found.values()), waiting or [])
+    return untargeted
 
 
 def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],

@@ -80,10 +80,12 @@ def end_of_iteration(w: WatchState) -> None:
         wrong = next((i for i, (reached, _) in sorted(w.misplaced.items())
                       if set(keys) <= reached), None)
         if not trained and not inside and wrong is None:
+            where = ("reached only through the target the loss compares with"
+                     if set(keys) <= w.target_side else "below every trained tensor")
             w.add(ScriptFinding(
                 "wasted", w.iteration,
-                f"{len(keys)} tensors of {name} get gradient that no optimizer uses (below "
-                f"every trained tensor, so nothing else needs it): work done in vain",
+                f"{len(keys)} tensors of {name} get gradient that no optimizer uses ("
+                f"{where}, so nothing else needs it): work done in vain",
                 shown, shown, at, advice=f"{name}.requires_grad_(False) if they are meant "
                                          f"to stay as they are; else add them to an "
                                          f"optimizer"))
