@@ -15,8 +15,7 @@ _NOT_YET: dict[str, str] = {
     **{f"test_principle_cut_iterations_blind.py::{test}[{case}]":
        "held out blind (6816d38): an iteration cut but for the last, in a form the rules of "
        "3a1fa80 and e44b027 were not written from, is not found yet"
-       for case in ("deformable-detr-box-assigned-in-loop", "r2d2-burn-in-no-grad-block",
-                    "cosypose-pose-read-at-loop-top", "deq-phantom-solver-helper",
+       for case in ("r2d2-burn-in-no-grad-block", "deq-phantom-solver-helper",
                     "learned-lr-truncated-new-leaf-late")
        for test in ("test_the_failure_names_the_cut_and_the_tensors",
                     "test_the_failure_is_found_at_the_first_iteration_it_changes",

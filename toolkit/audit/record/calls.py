@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.sites import (
     Line,
+    called_by_user,
     grad_off_line,
     library_call,
     package_of,
@@ -253,6 +254,8 @@ class CallWatch(TorchFunctionMode):
             if isinstance(out, torch.Tensor) and out.grad_fn is not None and inputs:
                 rec.operands[id(out.grad_fn)] = tuple(
                     a.grad_fn if isinstance(a, torch.Tensor) else None for a in args)
+        elif isinstance(out, torch.Tensor) and out.grad_fn is not None and called_by_user():
+            rec.note_made_inside(out)  # a forward the user wrote
         if (rec.detached_out or rec.from_detached) and inputs:
             rec.note_detached_reads(out, inputs)
         if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):

@@ -243,6 +243,9 @@ class Recording:
         # (the outermost module call), "inner" (inside a module's forward: a line every
         # caller of it runs)
         self.made: dict[int, tuple[Any, tuple[Line, ...], str]] = {}
+        # id(node) -> (node, the user's line): a tensor made by the user's own code inside a
+        # named module's forward (where ``made`` keeps the call of the module that returned it)
+        self.made_inside: dict[int, tuple[Any, Line]] = {}
         # (path, line number) -> every node made there (a line in a loop makes one per pass)
         self.made_at: dict[tuple[str, int], list[Any]] = {}
         # id(node) -> [(node, module, the user's frames, first sequence number of the call,
@@ -437,6 +440,13 @@ class Recording:
                 stack = user_stack() if stack is None else stack
                 if stack:
                     self._made(t.grad_fn, stack, "inner" if stack[0].inside else "op")
+
+    def note_made_inside(self, out: torch.Tensor) -> None:
+        """Remember the user's line, inside a module's forward the user wrote, that made
+        ``out`` (:attr:`made_inside`)."""
+        line = user_line()
+        if line is not None:
+            self.made_inside[id(out.grad_fn)] = (out.grad_fn, line)
 
     def _made(self, node: Any, stack: tuple[Line, ...], kind: str) -> None:
         self.made[id(node)] = (node, stack, kind)

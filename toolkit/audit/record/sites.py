@@ -115,6 +115,19 @@ def _library(path: str) -> bool:
             or (path.startswith(_STDLIB) and not _installed(path)))
 
 
+def called_by_user() -> bool:
+    """Whether the torch call the audit is dispatching was made by the user's own code (a line
+    of a ``forward`` the user wrote), not by torch's (an ``nn.Linear``'s own ``forward``) or an
+    installed package's: the first frame above the audit's own is the user's."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_PATHS[1:]):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    path = frame.f_code.co_filename
+    return not _library(path) and not _installed(path)
+
+
 @functools.cache
 def _installed(path: str) -> bool:
     """Whether file ``path`` belongs to an installed package (peft, transformers, nflows)."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from toolkit.audit.record.syntax import indent_of, made_trainable, segment, syntax_tree
 
-__all__ = ["Unroll", "unroll_at"]
+__all__ = ["HandOn", "Unroll", "handed_on", "unroll_at"]
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
@@ -174,3 +174,84 @@ def _made_leaf(value: ast.expr) -> bool:
             kw.arg == "requires_grad" and isinstance(kw.value, ast.Constant)
             and kw.value.value is True for kw in value.keywords)
     return False
+
+
+@dataclass(frozen=True)
+class HandOn:
+    """Where a loop hands the value made at a line of its body on to its next pass: the
+    occurrence of a name (``line``, and its ``span`` as :mod:`ast` counts it) whose cut stops
+    the next pass from reading the value's graph while the pass that made it keeps it:
+    ``name``, the loop-carried name as written there."""
+
+    line: int
+    span: tuple[int, int, int, int]
+    name: str
+
+
+def handed_on(path: str, line: int) -> HandOn | None:
+    """Where the loop whose body makes a value at ``line`` (an assignment to one name) hands
+    it on to its next pass: the assignment that binds it to a name the body reads before it
+    assigns it (``reference = new_reference``: the value there), or, when the value is bound
+    to that name by its own statement (``flow = flow + delta``) and read under it after that
+    statement too (the loss compares it: ``predictions.append(flow)``), the first read of the
+    name in the body (``coords = positions + flow``: the name there); else the value of its
+    own statement. ``None`` when no loop-carried name holds it."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree = parsed[0]
+    loop = next((n for n in ast.walk(tree) if isinstance(n, _LOOPS) and n.body
+                 and n.body[0].lineno <= line <= (n.body[-1].end_lineno or 0)
+                 and not any(isinstance(m, _LOOPS) and m is not n and m.body
+                             and m.body[0].lineno <= line <= (m.body[-1].end_lineno or 0)
+                             and n.lineno < m.lineno for m in ast.walk(n))), None)
+    if loop is None:
+        return None
+    body = [st for st in loop.body]
+    made = next((st for st in body if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+    if not (isinstance(made, ast.Assign) and len(made.targets) == 1
+            and isinstance(made.targets[0], ast.Name)):
+        return None
+    carried = _carried(body)
+    name = made.targets[0].id
+    after = body[body.index(made) + 1:]
+    for st in after:   # an alias that hands it on: ``reference = new_reference``
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                isinstance(st.targets[0], ast.Name) and st.targets[0].id in carried and \
+                isinstance(st.value, ast.Name) and st.value.id == name:
+            return HandOn(st.lineno, _span(st.value), name)
+    if name not in carried:
+        return None
+    if any(_reads(st, name) for st in after):   # compared under the name it is handed on by
+        first = next((n for st in body[:body.index(made) + 1] for n in ast.walk(st)
+                      if isinstance(n, ast.Name) and n.id == name
+                      and isinstance(n.ctx, ast.Load)), None)
+        return None if first is None else HandOn(first.lineno, _span(first), name)
+    return HandOn(made.lineno, _span(made.value), name)
+
+
+def _span(node: ast.expr) -> tuple[int, int, int, int]:
+    return (node.lineno, node.end_lineno or node.lineno, node.col_offset,
+            node.end_col_offset or node.col_offset)
+
+
+def _reads(st: ast.stmt, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               for n in ast.walk(st))
+
+
+def _carried(body: list[ast.stmt]) -> set[str]:
+    """The names a loop's body reads before it assigns them: what each pass hands on."""
+    assigned: set[str] = set()
+    carried: set[str] = set()
+    for st in body:
+        value = st.value if isinstance(st, (ast.Assign, ast.AugAssign)) else st
+        read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Load)}
+        if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
+            read.add(st.target.id)
+        carried |= read - assigned
+        targets = st.targets if isinstance(st, ast.Assign) else \
+            [st.target] if isinstance(st, ast.AugAssign) else []
+        assigned |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return carried & assigned

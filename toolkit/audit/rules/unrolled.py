@@ -28,7 +28,6 @@ those nodes, and no finding is made.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import linecache
 from typing import TYPE_CHECKING, Any
@@ -36,14 +35,12 @@ from typing import TYPE_CHECKING, Any
 from toolkit.audit.findings import UnrolledLoop
 from toolkit.audit.kinds import UnrollKind
 from toolkit.audit.record.sites import Line
-from toolkit.audit.record.source import expression_at, operands
-from toolkit.audit.record.syntax import assigned_name
-from toolkit.audit.record.unrolls import Unroll, unroll_at
+from toolkit.audit.record.unrolls import Unroll, handed_on, unroll_at
 from toolkit.audit.rules.targets import COMPARE, EVEN
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS
-from toolkit.audit.truth.proof import CutBefore, ReadAt, Site
+from toolkit.audit.truth.proof import CutBefore, MadeAt
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import closure
 
@@ -139,16 +136,17 @@ def _trained(step: RecordedStep, loss: str, keys: list[int]) -> tuple[str, ...]:
 
 
 def _sampled(step: RecordedStep, loss: str) -> list[Wanted[UnrolledLoop]]:
-    """One failure per line where an estimate the loss compares is read, uncut, on the way to
-    the positions of a sampling whose values go on into another compared estimate."""
+    """One failure per place where a loop hands on, uncut, an estimate the loss compares and
+    a later pass reads as the positions of a sampling whose values go on into another
+    compared estimate (:func:`~toolkit.audit.record.unrolls.handed_on` says where)."""
     graph = step.graphs[loss]
     nodes = graph.search.nodes
     samplers = [key for key, node in nodes.items() if node_label(node) in _SAMPLERS]
     if not samplers:
         return []
     compared = _compared(graph)
-    # line -> (the reader's Line, position, the sampling's Line, the estimates read)
-    reads: dict[Line, tuple[Site | None, Line | None, dict[int, Any]]] = {}
+    # where the loop hands an estimate on -> (the name, the sampling's line, the estimates)
+    found_at: dict[Line, tuple[str, Line | None, dict[int, Any]]] = {}
     for key in samplers:
         grid = nodes[key].next_functions[1][0] if len(nodes[key].next_functions) > 1 else None
         if grid is None:
@@ -156,28 +154,29 @@ def _sampled(step: RecordedStep, loss: str) -> list[Wanted[UnrolledLoop]]:
         met = _estimates_below(graph, key, id(grid), compared)
         if not met or not compared.keys() & _above_a_layer(graph, key):
             continue
-        sampling = _made_line(step, nodes[key])
-        for reader, estimate in met:
-            where = _made_line(step, nodes[reader])
-            if where is None:
-                continue
-            site, _, estimates = reads.setdefault(
-                where, (_read_at(where, nodes[estimate], step), sampling, {}))
-            estimates[estimate] = nodes[estimate]
+        for _, estimate in met:
+            made = _made_line(step, nodes[estimate])
+            handed = handed_on(made.path, made.number) if made is not None and made.path \
+                else None
+            if made is None or handed is None:
+                continue   # no loop of the user's code hands it on
+            cut = dataclasses.replace(made, number=handed.line, span=handed.span,
+                                      text=linecache.getline(made.path, handed.line).strip())
+            entry = found_at.setdefault(cut, (handed.name, _made_line(step, nodes[key]), {}))
+            entry[2][estimate] = nodes[estimate]
     found = []
-    for where, (site, sampling, estimates) in reads.items():
+    for cut, (state, sampling, estimates) in found_at.items():
         trained = _trained(step, loss, list(estimates))
         if not trained:
             continue
-        state = _name_of(step, next(iter(estimates.values()))) or "the estimate"
-        fix = (f"cut `{state}` where each pass reads it ({state}.detach()), as RAFT cuts its "
-               f"flow where each refinement iteration begins: each pass is then trained by its "
-               f"own comparison, not through where the passes after it sample")
-        finding = UnrolledLoop(loss=loss, kind=UnrollKind.SAMPLED, state=state, cut=where,
-                               shown_by=sampling or where, n_nodes=len(estimates),
+        fix = (f"cut `{state}` where the loop hands it on to its next pass ({state}.detach()), "
+               f"as RAFT cuts its flow and Deformable DETR its reference points: each pass is "
+               f"then trained by its own comparison, not through where the passes after it "
+               f"sample")
+        finding = UnrolledLoop(loss=loss, kind=UnrollKind.SAMPLED, state=state, cut=cut,
+                               shown_by=sampling or cut, n_nodes=len(estimates),
                                parameters=trained, fix=fix)
-        places = () if site is None else (site,)
-        found.append(Wanted(finding, FirstOf((Option(places, fix, (where,)),))))
+        found.append(Wanted(finding, FirstOf((Option((MadeAt(cut),), fix, (cut,)),))))
     return found
 
 
@@ -242,25 +241,12 @@ def _above_a_layer(graph: Graph, key: int) -> set[int]:
 
 
 def _made_line(step: RecordedStep, node: Any) -> Line | None:
-    """The user's line that made ``node`` with an operation of its own."""
+    """The innermost line of the user's code that made ``node`` (inside a forward the user
+    wrote, where a module's call returned it)."""
+    inside = step.rec.made_inside.get(id(node))
+    if inside is not None and inside[0] is node:
+        return inside[1]
     made = step.rec.made.get(id(node))
-    return made[1][0] if made is not None and made[0] is node and made[2] == "op" else None
+    return made[1][0] if made is not None and made[0] is node and made[1] else None
 
 
-def _name_of(step: RecordedStep, node: Any) -> str | None:
-    """The one name the statement that made ``node`` assigns it to."""
-    line = _made_line(step, node)
-    return None if line is None or not line.path else assigned_name(line.path, line.number)
-
-
-def _read_at(line: Line, estimate: Any, step: RecordedStep) -> Site | None:
-    """The operand of the operation at ``line`` that reads ``estimate``: the one written as the
-    name the estimate was assigned to."""
-    name = _name_of(step, estimate)
-    found = expression_at(line) if name is not None else None
-    if found is None:
-        return None
-    for k, operand in enumerate(operands(found[1])):
-        if isinstance(operand, ast.Name) and operand.id == name:
-            return ReadAt(line, k)
-    return None
