@@ -12,14 +12,6 @@ _NOT_YET: dict[str, str] = {
     "[universal-perturbation-two-phase]":
         "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "
         "iteration number with the last pass of the loop before it (20, not 21)",
-    **{f"test_principle_cut_iterations_blind.py::{test}[{case}]":
-       "held out blind (6816d38): an iteration cut but for the last, in a form the rules of "
-       "3a1fa80 and e44b027 were not written from, is not found yet"
-       for case in ("r2d2-burn-in-no-grad-block", "deq-phantom-solver-helper",
-                    "learned-lr-truncated-new-leaf-late")
-       for test in ("test_the_failure_names_the_cut_and_the_tensors",
-                    "test_the_failure_is_found_at_the_first_iteration_it_changes",
-                    "test_the_edit_is_verified_and_trains_as_the_published_script")},
     "test_principle_cut_iterations_blind.py::"
     "test_a_cut_iteration_or_one_trained_through_on_purpose_is_no_finding"
     "[spen-unrolled-inference]":

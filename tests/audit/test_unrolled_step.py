@@ -89,14 +89,29 @@ def one_loop_step() -> torch.Tensor:
     return F.cross_entropy(head(z), Y)
 
 
-def parts_differ_step() -> torch.Tensor:
-    """A warm-up of the state, then passes that each add a term: the split is the loss's."""
+def burn_in_step() -> torch.Tensor:
+    """A burn-in of the state, then passes that begin with the same pass and each add a
+    term: R2D2 (Kapturowski et al., ICLR 2019) runs its burn-in without gradient."""
     z = torch.zeros(8, 4)
     loss = torch.zeros(())
     for _ in range(3):
         z = layer(z, X)
     for _ in range(3):
         z = layer(z, X)
+        loss = loss + F.cross_entropy(head(z), Y)
+    return loss
+
+
+def supervised_in_both_step() -> torch.Tensor:
+    """Two loops over one network whose passes both add terms (teacher forcing, then the
+    network's own inputs): neither part only advances the state, so neither is a burn-in."""
+    z = torch.zeros(8, 4)
+    loss = torch.zeros(())
+    for _ in range(3):
+        z = layer(z, X)
+        loss = loss + F.cross_entropy(head(z), Y)
+    for _ in range(3):
+        z = layer(z, X + 0.1)
         loss = loss + F.cross_entropy(head(z), Y)
     return loss
 
@@ -119,11 +134,20 @@ def test_an_uncut_split_unroll_is_a_failure_at_the_loop_with_a_cut_run_before_it
 
 
 @pytest.mark.parametrize("step", [cut_step, cut_in_the_loop_step, no_grad_step, one_loop_step,
-                                  parts_differ_step],
-                         ids=["cut", "cut-in-the-loop", "no-grad", "one-loop", "parts-differ"])
+                                  supervised_in_both_step],
+                         ids=["cut", "cut-in-the-loop", "no-grad", "one-loop",
+                              "supervised-in-both"])
 def test_a_cut_unroll_or_a_loop_not_written_twice_is_no_finding(step):
     audit = audit_step(step, optimizer)
     assert audit.ok and audit.unrolled == (), str(audit)
+
+
+def test_a_burn_in_that_only_advances_the_state_is_cut_before_the_passes_that_repeat_it():
+    (found,) = audit_step(burn_in_step, optimizer).unrolled
+    first = inspect.getsourcelines(burn_in_step)[1]
+    (edit,) = found.edits
+    assert (edit.line, edit.new) == (first + 7, "    z = z.detach()\n")
+    assert found.proof is Proof.IN_PROCESS
 
 
 def test_the_edit_written_into_the_step_is_the_cut_step():
@@ -161,7 +185,10 @@ def test_a_repetition_is_the_body_again_or_its_value_and_the_state_is_read_as_it
     assert found is not None and (found.state, found.at, found.again) == ("w", 4, 5)
     assert found.leaf and found.start is None and found.indent == ""
     assert unroll_at(str(path), 6) is None  # the repetition is not the earlier part
-    assert unroll_at(str(path), 9) is None  # the pass after the loop is another pass
+    # the pass after the loop hands the state on through another expression: the syntax
+    # alone does not show the same pass (the run must show one network computing both)
+    other = unroll_at(str(path), 9)
+    assert other is not None and not other.repeated
     returned = unroll_at(str(path), 14)
     assert returned is not None and (returned.again, returned.indent) == (15, "    ")
     assert returned.start == "init.weight" and not returned.leaf

@@ -28,35 +28,46 @@ from dataclasses import dataclass
 
 from toolkit.audit.record.syntax import indent_of, made_trainable, segment, syntax_tree
 
-__all__ = ["HandOn", "Unroll", "handed_on", "unroll_at"]
+__all__ = ["HandOn", "Unroll", "handed_on", "unroll_at", "unrolls_in"]
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 @dataclass(frozen=True)
 class Unroll:
-    """A loop (``first`` to ``last``: the lines of its body) whose pass the statement at
-    ``again`` (indented by ``indent``) repeats. ``state``: the name each pass assigns and
-    reads again; ``at``: the line of the earlier part's statement that assigns it; ``leaf``:
-    the state was made, before the loop, a tensor that requires grad by itself
-    (``torch.zeros(..., requires_grad=True)``: an unrolled optimisation differentiates each
-    pass with respect to it), so that its cut must hand on one too; ``start``: the expression
-    the state held before the loop, where it is a name, an attribute or an item (read again
-    without running anything), else ``None``."""
+    """A part of a block that runs a pass many times (``first`` to ``last``: a loop's body, or
+    the statement that calls a function of the file that loops), and the statement right after
+    it (``again`` to ``again_last``, indented by ``indent``) that runs the pass again.
+    ``repeated``: the syntax shows the same pass (the loop's statements again, a loop whose
+    body begins with them, the value they assign, or the same function called again); else the
+    later statement only reads and assigns the same state, and the run must show that the
+    same network computes both. ``state``: the name each pass assigns and reads again;
+    ``at``: the line of the earlier part's statement that assigns it; ``leaf``: the state was
+    made, before that part, a tensor that requires grad by itself (``torch.zeros(...,
+    requires_grad=True)``: an unrolled optimisation differentiates each pass with respect to
+    it), so that its cut must hand on one too; ``start``: the expression the state held before
+    that part, where it is a name, an attribute or an item (read again without running
+    anything), else ``None``."""
 
     path: str
     first: int
     last: int
     again: int
+    again_last: int
     indent: str
     state: str
     at: int
     leaf: bool
     start: str | None
+    repeated: bool = True
 
     def holds(self, line: int) -> bool:
-        """Whether ``line`` runs in the earlier part (the loop's body)."""
+        """Whether ``line`` runs in the earlier part."""
         return self.first <= line <= self.last
+
+    def repeats_at(self, line: int) -> bool:
+        """Whether ``line`` runs in the later part."""
+        return self.again <= line <= self.again_last
 
 
 def unroll_at(path: str, line: int) -> Unroll | None:
@@ -71,6 +82,11 @@ def unroll_at(path: str, line: int) -> Unroll | None:
 _found: dict[int, tuple[ast.Module, tuple[Unroll, ...]]] = {}
 
 
+def unrolls_in(path: str) -> tuple[Unroll, ...]:
+    """Every split of the file at ``path`` (read once per text)."""
+    return _unrolls(path)
+
+
 def _unrolls(path: str) -> tuple[Unroll, ...]:
     parsed = syntax_tree(path)
     if parsed is None:
@@ -79,10 +95,12 @@ def _unrolls(path: str) -> tuple[Unroll, ...]:
     cached = _found.get(id(tree))
     if cached is not None and cached[0] is tree:
         return cached[1]
+    looping = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+               and any(isinstance(n, _LOOPS) for n in ast.walk(f))}
     found = []
     for block in _blocks(tree):
-        for k, stmt in enumerate(block):
-            unroll = _split(path, block, k, text) if isinstance(stmt, _LOOPS) else None
+        for k in range(len(block)):
+            unroll = _split(path, block, k, text, looping)
             if unroll is not None:
                 found.append(unroll)
     _found[id(tree)] = (tree, tuple(found))
@@ -104,33 +122,98 @@ def _same(a: list[ast.stmt], b: list[ast.stmt]) -> bool:
     return len(a) == len(b) and all(ast.dump(x) == ast.dump(y) for x, y in zip(a, b))
 
 
-def _split(path: str, block: list[ast.stmt], k: int, text: str) -> Unroll | None:
-    loop = block[k]
-    assert isinstance(loop, _LOOPS)
-    body = loop.body
-    if loop.orelse or k + 1 == len(block):
+def _split(path: str, block: list[ast.stmt], k: int, text: str,
+           looping: set[str]) -> Unroll | None:
+    """The split whose earlier part is ``block[k]``: a loop (or an ``if`` that guards one
+    alone, a burn-in that may be empty), or ``N = f(N, ...)`` where ``f`` is a function of the
+    file that loops (``looping``: their names)."""
+    part = block[k]
+    if k + 1 == len(block):
         return None
     after = block[k + 1]
-    assigned = _assignments(body)
-    read = {n.id for st in body for n in ast.walk(st)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    chained = [(name, st) for name, st in assigned if name in read
-               and any(isinstance(n, ast.Call) for n in ast.walk(st.value))]
-    if not chained or not _repeats(body, block[k + 1:], chained[-1][1]):
+    if isinstance(part, ast.If) and not part.orelse and len(part.body) == 1:
+        part = part.body[0]
+    if isinstance(part, _LOOPS) and not part.orelse:
+        body = part.body
+        assigned = _assignments(body)
+        read = {n.id for st in body for n in ast.walk(st)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        chained = [(name, st) for name, st in assigned if name in read
+                   and _passed(st.value, name)]
+        if not chained:
+            return None
+        state, statement = chained[-1]
+        if not _advances_alone(body, state, block[k + 1:]):
+            return None   # the part's passes make more than the state: their own terms
+        repeated = _repeats(body, block[k + 1:], statement)
+        first, last = body[0].lineno, body[-1].end_lineno or body[-1].lineno
+    else:
+        call = _looping_call(part, looping)
+        if call is None:
+            return None
+        state, statement = call
+        repeated = _looping_call(after, {_callee(statement)}) == (state, after) and \
+            _passed(statement.value, state)
+        first = last = part.lineno
+    if not repeated and not _hands_on(after, state):
         return None
-    state, statement = chained[-1]
     start = _start(block[:k], state)
-    return Unroll(path, body[0].lineno, body[-1].end_lineno or body[-1].lineno, after.lineno,
+    return Unroll(path, first, last, after.lineno, after.end_lineno or after.lineno,
                   indent_of(text, after.lineno), state, statement.lineno,
                   start is not None and _made_leaf(start),
-                  segment(text, start) if start is not None and _plain(start) else None)
+                  segment(text, start) if start is not None and _plain(start) else None,
+                  repeated)
+
+
+def _callee(st: ast.Assign) -> str:
+    func = st.value.func  # type: ignore[attr-defined]
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _looping_call(st: ast.stmt, looping: set[str]) -> tuple[str, ast.Assign] | None:
+    """``(N, st)`` for ``st`` written ``N = f(...)``, ``f`` one of ``looping``: a state made
+    or advanced by a procedure that loops (a solver, an unroll)."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Call)
+            and isinstance(st.value.func, ast.Name) and st.value.func.id in looping):
+        return None
+    return st.targets[0].id, st
+
+
+def _advances_alone(body: list[ast.stmt], state: str, rest: list[ast.stmt]) -> bool:
+    """Whether a loop's body only advances ``state``: assignments alone (no call made for
+    what it does, ``losses.append(...)``), whose other names nothing after the loop reads."""
+    if not all(isinstance(st, ast.Assign) for st in body):
+        return False
+    others = {name for name, _ in _assignments(body)} - {state}
+    others |= {n.id for st in body for t in st.targets for n in ast.walk(t)  # type: ignore[attr-defined]
+               if isinstance(n, ast.Name)} - {state}
+    return not any(_reads(st, name) for st in rest for name in others)
+
+
+def _hands_on(st: ast.stmt, state: str) -> bool:
+    """Whether ``st`` (a loop, or a statement) assigns ``state`` from a value that reads it."""
+    body = st.body if isinstance(st, _LOOPS) else [st]
+    return any(name == state and _passed(value.value, state)
+               for name, value in _assignments(body))
+
+
+def _passed(value: ast.expr, name: str) -> bool:
+    """Whether ``value`` hands ``name`` to a call (``layer(z, x)``, ``(1 - t) * z + t *
+    layer(z, x)``): a pass applied to the state, not a sum that gathers terms into it
+    (``loss = loss + F.mse_loss(...)``)."""
+    return any(isinstance(c, ast.Call) and any(
+        isinstance(n, ast.Name) and n.id == name
+        for a in [*c.args, *(k.value for k in c.keywords)] for n in ast.walk(a))
+        for c in ast.walk(value))
 
 
 def _repeats(body: list[ast.stmt], rest: list[ast.stmt], statement: ast.Assign) -> bool:
-    """Whether ``rest`` begins with the pass ``body`` runs: its statements again, a loop of
-    the same body, or (a body of one statement) the value it assigns, assigned or returned."""
+    """Whether ``rest`` begins with the pass ``body`` runs: its statements again, a loop whose
+    body begins with them (each pass of a loop after a burn-in), or (a body of one statement)
+    the value it assigns, assigned or returned."""
     after = rest[0]
-    if isinstance(after, _LOOPS) and not after.orelse and _same(body, after.body):
+    if isinstance(after, _LOOPS) and not after.orelse and _same(body, after.body[:len(body)]):
         return True
     if _same(body, rest[:len(body)]):
         return True

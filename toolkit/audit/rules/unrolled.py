@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.audit.findings import UnrolledLoop
 from toolkit.audit.kinds import UnrollKind
 from toolkit.audit.record.sites import Line
-from toolkit.audit.record.unrolls import Unroll, handed_on, unroll_at
+from toolkit.audit.record.unrolls import Unroll, handed_on, unrolls_in
 from toolkit.audit.rules.targets import COMPARE, EVEN
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.graph import Graph
@@ -61,28 +61,38 @@ def check(step: RecordedStep) -> Found:
     through which it reaches a tensor its optimizer steps; and each line where an estimate
     the loss compares is read as the positions of a later sampling."""
     found = []
-    known: dict[tuple[str, int], Unroll | None] = {}
     for loss in step.searches:
-        found += _split(step, loss, known)
+        found += _split(step, loss)
         found += _sampled(step, loss)
     return {"unrolled": found}
 
 
-def _split(step: RecordedStep, loss: str, known: dict[tuple[str, int], Unroll | None]
-           ) -> list[Wanted[UnrolledLoop]]:
-    under: dict[Unroll, tuple[Line, list[int]]] = {}
-    for key in step.searches[loss].nodes:
+def _split(step: RecordedStep, loss: str) -> list[Wanted[UnrolledLoop]]:
+    """Each split whose earlier part made nodes the loss reaches; where the syntax alone does
+    not show the later part runs the same pass, a network both parts call."""
+    # split -> (a line of its earlier part, the nodes made there, the networks called there)
+    earlier: dict[Unroll, tuple[Line, list[int], set[str]]] = {}
+    later: dict[Unroll, set[str]] = {}   # split -> the networks its later part calls
+    splits: dict[str, tuple[Unroll, ...]] = {}
+    for key, node in step.searches[loss].nodes.items():
         made = step.rec.made.get(key)
-        for line in made[1] if made is not None else ():
-            where = (line.path, line.number)
-            if where not in known:
-                known[where] = unroll_at(line.path, line.number) if line.path else None
-            unroll = known[where]
-            if unroll is not None:
-                under.setdefault(unroll, (line, []))[1].append(key)
-                break
+        if made is None or made[0] is not node:
+            continue
+        network = step.label.module_of(node)
+        for line in made[1]:
+            if line.path not in splits:
+                splits[line.path] = unrolls_in(line.path) if line.path else ()
+            for unroll in splits[line.path]:
+                if unroll.holds(line.number):
+                    entry = earlier.setdefault(unroll, (line, [], set()))
+                    entry[1].append(key)
+                    entry[2].update([network] if network else [])
+                elif unroll.repeats_at(line.number) and network:
+                    later.setdefault(unroll, set()).add(network)
     found = []
-    for unroll, (seen, keys) in under.items():
+    for unroll, (seen, keys, networks) in earlier.items():
+        if not unroll.repeated and not networks & later.get(unroll, set()):
+            continue
         finding = _finding(step, loss, unroll, seen, keys)
         if finding is not None:
             found.append(finding)

@@ -116,6 +116,12 @@ class Staged:
         new = [opt for opt in optimizers if not any(opt is o for o in self.optimizers)]
         self.optimizers.extend(new)
         tensors = [p for opt in new for g in opt.param_groups for p in g["params"]]
+        held = {id(p) for p in tensors}
+        for f in user_frames(frame):   # a plain tensor an optimizer steps, by its name there
+            for name, value in [*f.f_locals.items(), *f.f_globals.items()]:
+                if isinstance(value, torch.Tensor) and id(value) in held and \
+                        not name.startswith("_"):
+                    self.names.add_tensor(name, value)
         if self.rec is None:
             watched = {**self.names.objects, **{id(p): p for p in tensors}}
             self.rec = Recording(self.names, watched, None, step_hooks=False)
