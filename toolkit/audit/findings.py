@@ -300,7 +300,12 @@ class ConstantTerm:
     no graph, so neither has the term: it adds to the loss's value and nothing to its gradient,
     and the penalty trains none of ``through``, the stepped tensors the gradient was taken
     through (WGAN-GP's, R1's or a Jacobian penalty written without ``create_graph=True``).
-    ``lines``: the ``autograd.grad`` call, where the fix (``create_graph=True``) goes."""
+    ``lines``: the ``autograd.grad`` call, where the fix (``create_graph=True``) goes.
+
+    ``cut``: ``""`` for that form; ``"no_grad"`` or ``"detach"`` for a term made only of a
+    network's output cut there (``taken``: the ``with torch.no_grad():`` or the ``.detach()``)
+    and of data: a second view's regulariser, a second pass's cross-entropy, which train none
+    of ``through``, the network's stepped tensors; the fix removes the cut."""
 
     loss: str
     tensors: tuple[str, ...]
@@ -311,9 +316,26 @@ class ConstantTerm:
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
     proof: Proof | None = None
+    cut: str = ""
 
     def __post_init__(self) -> None:
         _settle(self)
+
+    def what(self) -> str:
+        """What the loss adds, in words, after its name: both reports print it."""
+        term = ", ".join(self.tensors) or "a term"
+        added = "" if self.added is None else f" ({self.added.file}:{self.added.number})"
+        at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
+        through = ", ".join(self.through[:4]) + (
+            f", … ({len(self.through)} in all)" if len(self.through) > 4 else "")
+        if self.cut:
+            how = "computed under torch.no_grad()" if self.cut == "no_grad" else ".detach()ed"
+            return (f"adds {term}{added}, made only of a network's output {how}{at}: a "
+                    f"constant, it trains none of the {len(self.through)} tensors it was "
+                    f"computed by ({through})")
+        return (f"adds {term}{added}, made from the gradient torch.autograd.grad took{at} "
+                f"without create_graph=True: a constant, it trains none of the "
+                f"{len(self.through)} tensors it was taken through ({through})")
 
 
 @dataclass(frozen=True)

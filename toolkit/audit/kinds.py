@@ -60,8 +60,9 @@ class Kind(enum.StrEnum):
     HELD = "held", True, ("a module's buffer or attribute, or a list, dict, global or closure "
                           "variable, holds the step's graph after it")
     CONSTANT_TERM = "constant_term", True, ("a term of a loss made from a gradient taken by "
-                                            "torch.autograd.grad without create_graph=True: "
-                                            "a constant, it trains nothing")
+                                            "torch.autograd.grad without create_graph=True, "
+                                            "or only from a network's output cut (no_grad, "
+                                            ".detach()): a constant, it trains nothing")
     # the step audit
     PASS_THROUGH = "pass_through", False, ("tensors the gradient passes through on its way to "
                                            "stepped ones, which no cut in the step can spare")

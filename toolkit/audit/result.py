@@ -276,14 +276,8 @@ class StepAudit:
     def _constant_lines(self) -> list[str]:
         lines = []
         for c in self.constant_terms:
-            taken = "" if c.taken is None else f" at {c.taken.file}:{c.taken.number}"
-            added = "" if c.added is None else f" ({c.added.file}:{c.added.number})"
-            lines += [f"CONST   loss {c.loss!r} adds {listing(list(c.tensors)) or 'a term'}"
-                      f"{added}, made from the gradient torch.autograd.grad took{taken} without "
-                      f"create_graph=True: a constant, it trains none of "
-                      f"{plural(len(c.through), 'tensor')} it was taken through: "
-                      f"{listing(list(c.through))}",
-                      f"        fix:  {c.fix}", *_at(c.lines, c.edits, c.proof)]
+            lines += [f"CONST   loss {c.loss!r} {c.what()}", f"        fix:  {c.fix}",
+                      *_at(c.lines, c.edits, c.proof)]
         return lines
 
     def _shared_lines(self) -> list[str]:

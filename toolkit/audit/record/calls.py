@@ -125,6 +125,7 @@ class CallWatch(TorchFunctionMode):
         data = name == "__get__" and getattr(func, "__self__", None) is _DATA
         if data or func is torch.Tensor.detach or func is torch.Tensor.detach_:
             source, how = args[0], ".data" if data else f".{name}()"
+            here = None
             if isinstance(source, torch.Tensor) and source.grad_fn is not None:
                 rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
                                      tuple(source.shape), how))
@@ -132,8 +133,8 @@ class CallWatch(TorchFunctionMode):
                 call = library_call(source, flags_only=True)
                 if call is not None:  # detached inside a library's call (track_higher_grads)
                     rec.library_calls.setdefault(("detach", rec.call, id(source.grad_fn)), call)
-                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)),
-                                     call.line if call is not None else user_line())
+                here = call.line if call is not None else user_line()
+                rec.lines.setdefault(("detach", rec.call, id(source.grad_fn)), here)
             elif isinstance(source, torch.Tensor) and id(source) in rec.watched:
                 rec.leaf_detached.setdefault(id(source), COPY if _copying() else how)
                 rec.sites.setdefault(("detach", id(source)), caller_text())
@@ -146,10 +147,11 @@ class CallWatch(TorchFunctionMode):
             rec.trace(out, [source], exact=True)
             if isinstance(source, torch.Tensor) and source.grad_fn is not None \
                     and isinstance(out, torch.Tensor):
+                line = rec.lines.get(("detach", rec.call, id(source.grad_fn)))
                 rec.detached_out[id(out)] = (weakref.ref(out), Edge(source.grad_fn,
-                                                                    source.output_nr),
-                                             rec.lines.get(("detach", rec.call,
-                                                            id(source.grad_fn))))
+                                                                    source.output_nr), line)
+                rec.cut_values[id(out)] = (weakref.ref(out), (
+                    (here, "detach", Edge(source.grad_fn, source.output_nr)),))
             return out
         if not rec.watched:
             return func(*args, **kwargs)
@@ -242,6 +244,8 @@ class CallWatch(TorchFunctionMode):
                     # a loss (``loss + lam * penalty``) that is a constant, trains nothing
                     rec.first_order_added.append((rec.call, entry[1], user_line(),
                                                   _first_order_names(rec), id(out.grad_fn)))
+        if rec.cut_values and isinstance(out, torch.Tensor):
+            _follow_cut_values(rec, name, inputs, out, grad)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
@@ -305,6 +309,29 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
                 out += [(path, f"{name}.{attr}") for attr, v in list(vars(value).items())
                         if holds(v)]
     return out
+
+
+def _follow_cut_values(rec: Any, name: str, inputs: list[torch.Tensor], out: torch.Tensor,
+                       grad: bool) -> None:
+    """``out`` computed from cut values (:attr:`Recording.cut_values`): cut too, by all
+    their cuts, when it has no graph; a scalar of them that is not zero (a weight of zero
+    leaves a term nothing to train) added to a scalar with a graph is a term of a loss that
+    is a constant (:attr:`Recording.cut_added`)."""
+    cuts: dict[Any, tuple[Line | None, str, Any]] = {}   # each cut once, by its place
+    cut_input = None
+    for t in inputs:
+        entry = rec.cut_values.get(id(t))
+        if entry is not None and entry[0]() is t:
+            cuts.update({(line, line and line.span, how, id(origin)): (line, how, origin)
+                         for line, how, origin in entry[1]})
+            cut_input = t
+    if cut_input is None:
+        return
+    if out.grad_fn is None:
+        rec.cut_values[id(out)] = (weakref.ref(out), tuple(cuts.values()))
+    elif grad and name in _SUMS and cut_input.numel() == 1 and out.numel() == 1 \
+            and bool(cut_input.detach().ne(0).item()):
+        rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn)))
 
 
 def _first_order_names(rec: Any) -> tuple[str, ...]:

@@ -48,6 +48,7 @@ from toolkit.audit.record.names import Names
 from toolkit.audit.record.sites import (
     Line,
     forget_lines,
+    grad_off_line,
     line_of,
     step_frame,
     step_line,
@@ -291,6 +292,16 @@ class Recording:
         # that trains nothing)
         self.first_order_added: list[tuple[int, Line | None, Line | None, tuple[str, ...],
                                            int]] = []
+        # id(tensor) -> (a weak reference to it, its cuts): a network's output cut, and every
+        # value computed from cut ones without a graph; each cut is (where the value was cut,
+        # how: "no_grad" for a network's output computed under torch.no_grad(), "detach" for
+        # one .detach()ed, what it would have trained through: the network's parameters, or
+        # the node cut)
+        self.cut_values: dict[int, tuple[Any, tuple[tuple[Line | None, str, Any], ...]]] = {}
+        # (call, the cuts, the user's line that added it, the sum's node): a scalar made of
+        # cut values added to one with a graph (a term of a loss)
+        self.cut_added: list[tuple[int, tuple[tuple[Line | None, str, Any], ...],
+                                   Line | None, int]] = []
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
@@ -508,6 +519,10 @@ class Recording:
             if start:
                 self.call_ends[label, start] = self.sequence()
         self.busy = True
+        if not self.calling and not torch.is_grad_enabled() and any(
+                p.requires_grad for p in module.parameters()):
+            self._cut_outputs(output, grad_off_line(1),
+                              tuple(p for p in module.parameters() if p.requires_grad))
         # the recording's own reads of the outputs pass no torch-function mode (its own
         # would ignore them, at a dispatch each)
         caller = sys._getframe(1)
@@ -521,6 +536,17 @@ class Recording:
         finally:
             self._stacks.pop(id(caller), None)
             self.busy = False
+
+    def _cut_outputs(self, output: Any, line: Line | None, params: tuple[Any, ...],
+                     depth: int = 0) -> None:
+        """Note the outputs of a trained network's call made under ``torch.no_grad()``
+        (:attr:`cut_values`), ``line`` the statement that switched gradients off, ``params``
+        the network's tensors that require grad."""
+        if isinstance(output, (list, tuple)) and depth < 2:
+            for item in output:
+                self._cut_outputs(item, line, params, depth + 1)
+        elif isinstance(output, torch.Tensor) and output.is_floating_point():
+            self.cut_values[id(output)] = (weakref.ref(output), ((line, "no_grad", params),))
 
     def _call_stack(self, caller: FrameType) -> tuple[Line, ...]:
         """:func:`user_stack` at the module call whose hooks ``caller`` (a frame of torch's

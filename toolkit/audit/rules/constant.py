@@ -14,6 +14,17 @@ input (FGSM's ``x + eps * grad.sign()``) is data: neither is a finding. The reco
 every such scalar and the sum that adds it
 (:attr:`~toolkit.audit.record.recording.Recording.first_order_added`); this rule keeps those
 in a loss's graph and writes the fix at the ``autograd.grad`` call.
+
+The same holds for a term made only of a trained network's output cut, computed under
+``torch.no_grad()`` (``inference_mode``) or ``.detach()``ed, and of data: a second view's
+variance term, a second pass's cross-entropy, a KL of detached statistics
+(:attr:`~toolkit.audit.record.recording.Recording.cut_values`, followed through every
+operation that keeps no graph, and the sums that add such a scalar to one with a graph). Only
+a sum that adds a term to the loss counts (a node reached from the loss through sums, means,
+signs and constant factors alone): a cut value compared (a target), weighting a term, or
+scaled by zero is none. The fix removes every cut the term is made of, but a cut of a value
+made by a strict part of what another cut's value is made by (real images' features beside
+the generated ones'), which is a target's.
 """
 
 from __future__ import annotations
@@ -22,8 +33,11 @@ from typing import TYPE_CHECKING
 
 from toolkit.audit.findings import ConstantTerm
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
-from toolkit.audit.truth.proof import KeywordAt
-from toolkit.lens.backward_graph import ShortestPaths
+from toolkit.audit.truth.graph import Graph
+from toolkit.audit.truth.labels import VIEWS
+from toolkit.audit.truth.proof import DetachedAt, KeywordAt, NoGradAt
+from toolkit.lens.backward_graph import ShortestPaths, node_label
+from toolkit.lens.graph_walk import walk
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
@@ -58,4 +72,76 @@ def check(step: RecordedStep) -> Found:
             places = () if taken is None else (KeywordAt(taken, "grad", "create_graph", "True"),)
             lines = () if taken is None else (taken,)
             found.append(Wanted(finding, FirstOf((Option(places, _FIX, lines),))))
-    return {"constant_terms": found}
+    return {"constant_terms": [*found, *_cut_terms(step)]}
+
+
+def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
+    """Each sum of this call that added a scalar made only of trained networks' outputs cut
+    (computed under ``torch.no_grad()``, or ``.detach()``ed) and data to a loss's graph: a
+    constant term, once per set of cuts and loss. Its fix removes every cut it is made of."""
+    rec = step.rec
+    found = []
+    seen = set()
+    heads: dict[str, set[int]] = {}
+    for call, cuts, added, node in rec.cut_added:
+        if call != rec.call:
+            continue
+        for loss, graph in step.graphs.items():
+            if loss not in heads:
+                heads[loss] = _sums_of(graph)
+            key = (tuple((line, line.span if line else None) for line, _, _ in cuts), loss)
+            if key in seen or node not in heads[loss]:
+                continue
+            seen.add(key)
+            stepped = step.stepped[loss]
+            behind = [frozenset(id(p) for p in origin if id(p) in stepped) if how == "no_grad"
+                      else frozenset(id(n.variable) for _, n, _, _ in walk([origin])
+                                     if id(getattr(n, "variable", None)) in stepped)
+                      for _, how, origin in cuts]
+            # a cut of a value made by a strict part of what another cut's value is made by
+            # (real images' features beside the generated ones') is a target's: it stays
+            kept = [k for k, b in enumerate(behind) if b and not any(b < other for other in behind)]
+            cuts = tuple(cuts[k] for k in kept)
+            reached = frozenset().union(*(behind[k] for k in kept))
+            through = tuple(rec.names.name(t) for i, t in stepped.items() if i in reached)
+            if not through:
+                continue   # cuts of what no optimizer of this loss steps
+            no_grad = all(how == "no_grad" for _, how, _ in cuts)
+            fix = ("compute those outputs with gradients (torch.enable_grad() for the "
+                   "torch.no_grad() block)" if no_grad else
+                   "drop the cuts of those outputs (their .detach(), their no_grad)") + (
+                ", so that the term trains the networks as the rest of the loss does")
+            lines = tuple(dict.fromkeys(line for line, _, _ in cuts if line is not None))
+            finding = ConstantTerm(loss=loss, tensors=(), through=through,
+                                   taken=cuts[0][0], added=added, fix=fix,
+                                   cut="no_grad" if no_grad else "detach")
+            spans = {(line, line.span): how for line, how, _ in cuts if line is not None}
+            places = () if len(spans) < len({(a, a.span if a else None) for a, _, _ in cuts}) \
+                else tuple(NoGradAt(line) if how == "no_grad" else DetachedAt(line)
+                           for (line, _), how in spans.items())
+            found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
+    return found
+
+
+#: what passes a loss's value on as a sum of its terms: sums, means, signs, views
+_SUMMING = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
+
+
+def _sums_of(graph: Graph) -> set[int]:
+    """The nodes that sum a loss's terms: reached from the loss through sums, means, signs,
+    views and products or quotients by a constant only (not a term's own difference under a
+    square, ``(td_target - value).pow(2)``, which compares)."""
+    nodes = graph.search.nodes
+    out: set[int] = set()
+    todo = list(graph.roots)
+    while todo:
+        key = todo.pop()
+        if key in out:
+            continue
+        out.add(key)
+        node = nodes[key]
+        label = node_label(node)
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if label in _SUMMING or (label in ("Mul", "Div") and len(inputs) == 1):
+            todo.extend(graph.children.get(key, ()))
+    return out

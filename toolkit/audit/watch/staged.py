@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.findings import ScriptFinding, UnrolledLoop
+from toolkit.audit.findings import ConstantTerm, ScriptFinding, UnrolledLoop
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record.calls import CallWatch
@@ -241,7 +241,11 @@ class Staged:
                         continue
                     finding = self._as_seen(finding)
                     lines = {a.split(": ", 1)[0] for a in finding.at}
-                    if lines & taken_lines or {by_name.get(n) for n in finding.names} & taken:
+                    # the watch has no rule of constant terms: its findings about the same
+                    # tensors are about something else
+                    mine = {by_name.get(n) for n in finding.names} \
+                        if finding.kind is not Kind.CONSTANT_TERM else set()
+                    if lines & taken_lines or mine & taken:
                         continue
                     key = (finding.kind, finding.at, finding.edits)
                     if key in out:
@@ -284,6 +288,8 @@ def _drop_gone() -> None:
 
 
 def _names_of(found: Any) -> tuple[str, ...]:
+    if isinstance(found, ConstantTerm) and found.cut:   # a cut output: what it would train
+        return found.through
     for attr in ("parameters", "tensors"):
         value = getattr(found, attr, None)
         if value:
@@ -341,11 +347,7 @@ def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: s
                 f"({found.source}, entering at {found.entered}): it grows every iteration, or "
                 f"the next backward() fails 'a second time'")
     if kind is Kind.CONSTANT_TERM and found is not None:
-        taken = "" if found.taken is None else f" at {found.taken.file}:{found.taken.number}"
-        return (f"{label} adds {what or 'a term'}, made from the gradient torch.autograd.grad "
-                f"took{taken} without create_graph=True: a constant, it trains none of the "
-                f"{len(found.through)} tensors it was taken through "
-                f"({', '.join(found.through[:4])}{', …' if len(found.through) > 4 else ''})")
+        return f"{label} {found.what()}"
     if kind is Kind.HELD and found is not None:
         return (f"{found.module}.{found.name} holds the graph of {label} after its step "
                 f"({found.written}; {found.n_nodes} nodes): it grows every iteration")
