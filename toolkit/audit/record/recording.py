@@ -648,6 +648,11 @@ class Recording:
         self.calling.clear()
         self._starts.clear()
         self._stacks.clear()
+        # cut values, the terms made of them and the lines inside forwards are read in the
+        # call that makes them (what they hold keeps a graph alive)
+        self.cut_values.clear()
+        self.cut_added.clear()
+        self.made_inside.clear()
         self.marks.append(self.sequence())
 
     @staticmethod
