@@ -55,7 +55,9 @@ class Kind(enum.StrEnum):
                           "steps (the script)")
     TARGET = "target", True, "a comparison's target side carries gradient to stepped tensors"
     DEAD = "dead", True, "a stepped tensor that no loss's gradient reaches"
-    CARRIED = "carried", True, "the graph reaches graph made by an earlier call or iteration"
+    CARRIED = "carried", True, ("the graph reaches graph made by an earlier call or iteration, "
+                                "or by earlier passes of an iteration meant to be cut "
+                                "(``unrolled``)")
     SHARED = "shared", True, "a tensor that two optimizers step"
     HELD = "held", True, ("a module's buffer or attribute, or a list, dict, global or closure "
                           "variable, holds the step's graph after it")

@@ -57,9 +57,9 @@ _MAX_WALK = 4096
 
 
 def check(step: RecordedStep) -> Found:
-    """The rule: per loss, each split unroll whose earlier part made nodes the loss reaches,
-    through which it reaches a tensor its optimizer steps; and each line where an estimate
-    the loss compares is read as the positions of a later sampling."""
+    """The rule: per loss, each split whose earlier part made nodes the loss reaches, through
+    which it reaches a tensor its optimizer steps; and each place where a loop hands on an
+    estimate the loss compares, read as the positions of a later sampling."""
     found = []
     for loss in step.searches:
         found += _split(step, loss)
@@ -161,10 +161,10 @@ def _sampled(step: RecordedStep, loss: str) -> list[Wanted[UnrolledLoop]]:
         grid = nodes[key].next_functions[1][0] if len(nodes[key].next_functions) > 1 else None
         if grid is None:
             continue
-        met = _estimates_below(graph, key, id(grid), compared)
+        met = _estimates_below(graph, id(grid), compared)
         if not met or not compared.keys() & _above_a_layer(graph, key):
             continue
-        for _, estimate in met:
+        for estimate in met:
             made = _made_line(step, nodes[estimate])
             handed = handed_on(made.path, made.number) if made is not None and made.path \
                 else None
@@ -212,17 +212,18 @@ def _compared(graph: Graph) -> dict[int, Any]:
     return out
 
 
-def _estimates_below(graph: Graph, sampler: int, grid: int, compared: dict[int, Any]
-                     ) -> list[tuple[int, int]]:
-    """``(reader, estimate)`` for each compared node the positions ``grid`` of ``sampler`` are
-    computed from through position arithmetic (no operation on the way reads a leaf: a
-    layer's output is data to it), and the node that reads it."""
+def _estimates_below(graph: Graph, grid: int, compared: dict[int, Any]) -> set[int]:
+    """The compared nodes the positions ``grid`` of a sampling are computed from through
+    position arithmetic alone (no operation on the way reads a leaf: a layer's output is data
+    to it)."""
     nodes = graph.search.nodes
-    found, seen, stack = [], set(), [(sampler, grid)]
+    found: set[int] = set()
+    seen: set[int] = set()
+    stack = [grid]
     while stack and len(seen) < _MAX_WALK:
-        parent, key = stack.pop()
+        key = stack.pop()
         if key in compared:
-            found.append((parent, key))
+            found.add(key)
             continue
         if key in seen:
             continue
@@ -230,7 +231,7 @@ def _estimates_below(graph: Graph, sampler: int, grid: int, compared: dict[int, 
         node = nodes.get(key)
         if node is None or _reads_a_leaf(node):
             continue
-        stack.extend((key, child) for child in graph.children.get(key, ()))
+        stack.extend(graph.children.get(key, ()))
     return found
 
 
