@@ -44,7 +44,7 @@ from toolkit.audit.kinds import (
 from toolkit.audit.record.sites import Line
 
 __all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak",
-           "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop"]
+           "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop", "first_names"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
 STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})
@@ -60,6 +60,12 @@ def _settle(finding: Any, kinds: type[Any] | None = None) -> None:
     proof = (Proof.ADVICE if not edits else Proof.GRAPH if finding.proof is None
              else coerce(Proof, finding.proof, f"{name}.proof", STEP_PROOFS))
     object.__setattr__(finding, "proof", proof)
+
+
+def first_names(names: tuple[str, ...] | list[str], keep: int = 4) -> str:
+    """``a, b, c, d, … (6 in all)``: the first ``keep`` names, and how many there are."""
+    return ", ".join(names[:keep]) + (f", … ({len(names)} in all)" if len(names) > keep
+                                      else "")
 
 
 @dataclass(frozen=True)
@@ -326,8 +332,7 @@ class ConstantTerm:
         term = ", ".join(self.tensors) or "a term"
         added = "" if self.added is None else f" ({self.added.file}:{self.added.number})"
         at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
-        through = ", ".join(self.through[:4]) + (
-            f", … ({len(self.through)} in all)" if len(self.through) > 4 else "")
+        through = first_names(self.through)
         if self.cut:
             how = "computed under torch.no_grad()" if self.cut == "no_grad" else ".detach()ed"
             return (f"adds {term}{added}, made only of a network's output {how}{at}: a "
@@ -371,8 +376,7 @@ class UnrolledLoop:
 
     def what(self) -> str:
         """What the loss does, in words, after its name: both reports print it."""
-        trained = ", ".join(self.parameters[:4]) + (
-            f", … ({len(self.parameters)} in all)" if len(self.parameters) > 4 else "")
+        trained = first_names(self.parameters)
         if self.kind is UnrollKind.SAMPLED:
             return (f"compares `{self.state}` with a target at each pass and reads it, uncut, "
                     f"as the positions sampled at {self.shown_by.file}:{self.shown_by.number} "

@@ -519,10 +519,13 @@ class Recording:
             if start:
                 self.call_ends[label, start] = self.sequence()
         self.busy = True
-        if not self.calling and not torch.is_grad_enabled() and any(
-                p.requires_grad for p in module.parameters()):
-            self._cut_outputs(output, grad_off_line(1),
-                              tuple(p for p in module.parameters() if p.requires_grad))
+        trained = () if self.calling or torch.is_grad_enabled() else tuple(
+            p for p in module.parameters() if p.requires_grad)
+        if trained:   # a trained network's outputs computed under torch.no_grad(): cut
+            cut = ((grad_off_line(1), "no_grad", trained),)
+            for t in _nested(output, 2):
+                if t.is_floating_point():
+                    self.cut_values[id(t)] = (weakref.ref(t), cut)
         # the recording's own reads of the outputs pass no torch-function mode (its own
         # would ignore them, at a dispatch each)
         caller = sys._getframe(1)
@@ -536,17 +539,6 @@ class Recording:
         finally:
             self._stacks.pop(id(caller), None)
             self.busy = False
-
-    def _cut_outputs(self, output: Any, line: Line | None, params: tuple[Any, ...],
-                     depth: int = 0) -> None:
-        """Note the outputs of a trained network's call made under ``torch.no_grad()``
-        (:attr:`cut_values`), ``line`` the statement that switched gradients off, ``params``
-        the network's tensors that require grad."""
-        if isinstance(output, (list, tuple)) and depth < 2:
-            for item in output:
-                self._cut_outputs(item, line, params, depth + 1)
-        elif isinstance(output, torch.Tensor) and output.is_floating_point():
-            self.cut_values[id(output)] = (weakref.ref(output), ((line, "no_grad", params),))
 
     def _call_stack(self, caller: FrameType) -> tuple[Line, ...]:
         """:func:`user_stack` at the module call whose hooks ``caller`` (a frame of torch's

@@ -7,7 +7,8 @@ backwards: the published forms cut the state the earlier part hands on (``z = f(
 .detach()``, that part under ``torch.no_grad()``, or ``z = z.detach()`` between the parts) and
 backpropagate through the repeated pass alone, or the last few. The repetition is the loop's
 statements again, a loop of the same body, or (a body of one statement) the value it assigns,
-assigned or returned (``return self.iteration(slots, k, v)``). That is the Jacobian-free gradient of an implicit layer (Fung et
+assigned or returned (``return self.iteration(slots, k, v)``). That is the Jacobian-free
+gradient of an implicit layer (Fung et
 al., "JFB: Jacobian-Free Backpropagation for Implicit Networks", AAAI 2022; the phantom
 gradient of Geng et al., NeurIPS 2021), a deep equilibrium model's warm-started solve, and the
 truncated hypergradient of an unrolled optimisation (Shaban et al., "Truncated
@@ -15,10 +16,16 @@ Back-propagation for Bilevel Optimization", AISTATS 2019, Algorithm 1). With the
 written alike, nothing is cut, and the loss trains through every pass: the split was meant,
 the cut was lost.
 
-Read from the syntax alone (:func:`unroll_at`); whether the loss reaches the earlier part's
-graph is the rule's question (:mod:`toolkit.audit.rules.unrolled`). A loop followed by
-anything other than its own body again (a pass with a loss term more, a pass of another
-network) is no split: there the parts differ on purpose.
+The earlier part may also be a loop that only advances the state ahead of a loop whose passes
+begin with the same pass (R2D2's burn-in), guarded by an ``if`` or not, or a call of a function
+of the file that loops (a solver, an unroll); the later part may hand the state on through
+another statement, when the run shows one network computing both parts. A loop whose passes
+make more than the state (their own loss terms) is no earlier part: there the parts differ on
+purpose.
+
+Read from the syntax alone (:func:`unrolls_in`, :func:`unroll_at`); whether the loss reaches
+the earlier part's graph is the rule's question (:mod:`toolkit.audit.rules.unrolled`), which
+also reads where a loop hands an estimate on to its next pass (:func:`handed_on`).
 """
 
 from __future__ import annotations
@@ -73,7 +80,7 @@ class Unroll:
 def unroll_at(path: str, line: int) -> Unroll | None:
     """The iteration written twice whose earlier part holds ``line`` of the file at ``path``,
     or ``None``."""
-    for unroll in _unrolls(path):
+    for unroll in unrolls_in(path):
         if unroll.holds(line):
             return unroll
     return None
@@ -84,10 +91,6 @@ _found: dict[int, tuple[ast.Module, tuple[Unroll, ...]]] = {}
 
 def unrolls_in(path: str) -> tuple[Unroll, ...]:
     """Every split of the file at ``path`` (read once per text)."""
-    return _unrolls(path)
-
-
-def _unrolls(path: str) -> tuple[Unroll, ...]:
     parsed = syntax_tree(path)
     if parsed is None:
         return ()
@@ -185,9 +188,8 @@ def _advances_alone(body: list[ast.stmt], state: str, rest: list[ast.stmt]) -> b
     what it does, ``losses.append(...)``), whose other names nothing after the loop reads."""
     if not all(isinstance(st, ast.Assign) for st in body):
         return False
-    others = {name for name, _ in _assignments(body)} - {state}
-    others |= {n.id for st in body for t in st.targets for n in ast.walk(t)  # type: ignore[attr-defined]
-               if isinstance(n, ast.Name)} - {state}
+    others = {n.id for st in body for t in st.targets for n in ast.walk(t)  # type: ignore[attr-defined]
+              if isinstance(n, ast.Name)} - {state}
     return not any(_reads(st, name) for st in rest for name in others)
 
 
@@ -283,14 +285,13 @@ def handed_on(path: str, line: int) -> HandOn | None:
     if parsed is None:
         return None
     tree = parsed[0]
-    loop = next((n for n in ast.walk(tree) if isinstance(n, _LOOPS) and n.body
-                 and n.body[0].lineno <= line <= (n.body[-1].end_lineno or 0)
-                 and not any(isinstance(m, _LOOPS) and m is not n and m.body
-                             and m.body[0].lineno <= line <= (m.body[-1].end_lineno or 0)
-                             and n.lineno < m.lineno for m in ast.walk(n))), None)
-    if loop is None:
+    # the innermost loop whose body holds the line: ast.walk meets an inner loop after the
+    # loops around it
+    loops = [n for n in ast.walk(tree) if isinstance(n, _LOOPS) and n.body
+             and n.body[0].lineno <= line <= (n.body[-1].end_lineno or 0)]
+    if not loops:
         return None
-    body = [st for st in loop.body]
+    body = loops[-1].body
     made = next((st for st in body if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
     if not (isinstance(made, ast.Assign) and len(made.targets) == 1
             and isinstance(made.targets[0], ast.Name)):

@@ -100,7 +100,8 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
                       for _, how, origin in cuts]
             # a cut of a value made by a strict part of what another cut's value is made by
             # (real images' features beside the generated ones') is a target's: it stays
-            kept = [k for k, b in enumerate(behind) if b and not any(b < other for other in behind)]
+            kept = [k for k, b in enumerate(behind)
+                    if b and not any(b < other for other in behind)]
             cuts = tuple(cuts[k] for k in kept)
             reached = frozenset().union(*(behind[k] for k in kept))
             through = tuple(rec.names.name(t) for i, t in stepped.items() if i in reached)
@@ -115,10 +116,11 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             finding = ConstantTerm(loss=loss, tensors=(), through=through,
                                    taken=cuts[0][0], added=added, fix=fix,
                                    cut="no_grad" if no_grad else "detach")
-            spans = {(line, line.span): how for line, how, _ in cuts if line is not None}
-            places = () if len(spans) < len({(a, a.span if a else None) for a, _, _ in cuts}) \
-                else tuple(NoGradAt(line) if how == "no_grad" else DetachedAt(line)
-                           for (line, _), how in spans.items())
+            # each cut's place once (two cuts on one line are two places), none without a line
+            at = {(line, line.span): how for line, how, _ in cuts if line is not None}
+            places = () if any(line is None for line, _, _ in cuts) else tuple(
+                NoGradAt(line) if how == "no_grad" else DetachedAt(line)
+                for (line, _), how in at.items())
             found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
     return found
 

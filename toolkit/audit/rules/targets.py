@@ -244,10 +244,8 @@ def _log_node(graph: Graph, start: Any) -> Any | None:
 
 def _stepped_below(graph: Graph, node: Any, stepped: set[int]) -> tuple[set[int], set[int]]:
     """``(ids of stepped tensors reached from node, ids of the nodes met)``, cuts respected."""
-    nodes = graph.search.nodes
-    met = graph.reach([id(node)]) if id(node) in nodes else set()
-    found = {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
-    return found & stepped, met
+    met = graph.reach([id(node)]) if id(node) in graph.search.nodes else set()
+    return graph.leaves(met) & stepped, met
 
 
 class _Sides(NamedTuple):
@@ -283,7 +281,7 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
     if form == _COSINE:
         sides = [_inputs(n)[0] for n in inputs]
         left, right = (graph.reach([id(n)]) if id(n) in nodes else set() for n in sides)
-        reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        reaches = [bool(graph.leaves(side) & stepped) for side in (left, right)]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
         elif reaches[0] and _mirrored(sides[0], sides[1], stepped) and \
@@ -303,7 +301,7 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             if not _bootstrapped(inputs[side], forward):
                 return None
             return _Sides(f"{_BOOTSTRAP} ({form})", inputs[side], node)
-        reaches = [bool(_leaves(graph, side) & stepped) for side in (left, right)]
+        reaches = [bool(graph.leaves(side) & stepped) for side in (left, right)]
         if reaches[0] != reaches[1]:
             side = 0 if reaches[1] else 1
         elif reaches[0] and _mirrored(inputs[0], inputs[1], stepped) and \
@@ -326,7 +324,7 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         return None  # p · log p: an entropy, the weight is the distribution itself
     if _same_distribution(log, inputs[weight]):
         return None  # p · log p computed apart (softmax and log_softmax of the same logits)
-    if id(log) in nodes and not _leaves(graph, graph.reach([id(log)])) & stepped:
+    if id(log) in nodes and not graph.leaves(graph.reach([id(log)])) & stepped:
         # the log-probability trains nothing this loss steps: no score-function term, the
         # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
         return None
@@ -350,7 +348,7 @@ def _plus_constant(graph: Graph, node: Any, stepped: set[int]) -> bool:
         return False
     nodes = graph.search.nodes
     return any(k is None or id(k) not in nodes
-               or not _leaves(graph, graph.reach([id(k)])) & stepped
+               or not graph.leaves(graph.reach([id(k)])) & stepped
                for k, _ in node.next_functions)
 
 
@@ -401,7 +399,7 @@ def _kept_apart(graph: Graph, node: Any, sides: list[Any], stepped: set[int]) ->
     if id(node) in nodes:
         others = graph.reach(graph.roots, removed={(id(node), c) for c in
                                                    graph.children.get(id(node), ())})
-        if _leaves(graph, others) & stepped:
+        if graph.leaves(others) & stepped:
             return True
     below = set()
     for side in sides:
@@ -434,7 +432,7 @@ def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
             return "a product with a surrogate gradient computed from the other factor", \
                 inputs[side]
     inner = [{k for k in r if getattr(nodes[k], "variable", None) is None} for r in reach]
-    if inner[0] & inner[1] or not _leaves(graph, reach[0]) & _leaves(graph, reach[1]):
+    if inner[0] & inner[1] or not graph.leaves(reach[0]) & graph.leaves(reach[1]):
         return None  # one forward, or no stepped tensor in common
     for side in (0, 1):
         if len(inner[side]) >= 2 * max(1, len(inner[1 - side])):
@@ -466,12 +464,6 @@ def _bootstrapped(start: Any, forward: set[int]) -> bool:
         below = selected or _label(node) in _SELECTS
         queue.extend((n, below) for n in _inputs(node) if not is_cut_marker(n))
     return False
-
-
-def _leaves(graph: Graph, met: set[int]) -> set[int]:
-    """``id`` of the tensors whose leaf nodes are among the node ids ``met``."""
-    nodes = graph.search.nodes
-    return {id(nodes[k].variable) for k in met if getattr(nodes[k], "variable", None) is not None}
 
 
 def _reads_a_leaf(node: Any) -> bool:

@@ -112,8 +112,8 @@ def _finding(step: RecordedStep, loss: str, unroll: Unroll, seen: Line,
     place = CutBefore(again, unroll.indent, unroll.state, leaf=unroll.leaf,
                       start=unroll.start if lost else None)
     fix = (f"cut `{unroll.state}` between the loop and the pass it repeats "
-           f"(`{place.statement}`), so that the loss backpropagates through the repeated pass alone, as the "
-           f"one-step or truncated gradient the split is written for")
+           f"(`{place.statement}`), so that the loss backpropagates through the repeated pass "
+           f"alone, as the one-step or truncated gradient the split is written for")
     if lost:
         fix += (f"; {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} trained only through "
                 f"the loop, from what `{unroll.state}` began as: its gradient goes on as if the "
@@ -130,18 +130,15 @@ def _only_through(step: RecordedStep, loss: str, keys: list[int],
     graph = step.graphs[loss]
     inside = set(keys)
     removed = {(p, k) for k in keys for p in graph.callers.get(k, ()) if p not in inside}
-    nodes = graph.search.nodes
-    elsewhere = {id(v) for k in graph.reach(graph.roots, removed)
-                 if (v := getattr(nodes[k], "variable", None)) is not None}
+    elsewhere = graph.leaves(graph.reach(graph.roots, removed))
     return tuple(step.rec.names.name(t) for i, t in step.stepped[loss].items()
                  if i not in elsewhere and step.rec.names.name(t) in trained)
 
 
 def _trained(step: RecordedStep, loss: str, keys: list[int]) -> tuple[str, ...]:
     """The names of the tensors ``loss``'s optimizer steps that the nodes ``keys`` reach."""
-    nodes = step.searches[loss].nodes
-    reached = step.graphs[loss].reach(keys)
-    leaves = {id(v) for k in reached if (v := getattr(nodes[k], "variable", None)) is not None}
+    graph = step.graphs[loss]
+    leaves = graph.leaves(graph.reach(keys))
     return tuple(step.rec.names.name(t) for i, t in step.stepped[loss].items() if i in leaves)
 
 

@@ -4,6 +4,7 @@ reachable without some edges, and the regions of computed weights (``parametrize
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from toolkit.audit.record.recording import Recording
@@ -35,6 +36,11 @@ class Graph:
         """Nodes reachable from ``starts`` without the edges ``removed`` (parent, child)."""
         return closure(starts, lambda k: [c for c in self.children.get(k, ())
                                           if (k, c) not in removed])
+
+    def leaves(self, met: Iterable[int]) -> set[int]:
+        """``id`` of the tensors whose leaf nodes are among the node ids ``met``."""
+        nodes = self.search.nodes
+        return {id(v) for k in met if (v := getattr(nodes[k], "variable", None)) is not None}
 
     def useful(self, targets: set[int], within: set[int],
                removed: set[tuple[int, int]] | frozenset = frozenset()) -> set[int]:

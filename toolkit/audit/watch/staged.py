@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.findings import ConstantTerm, ScriptFinding, UnrolledLoop
+from toolkit.audit.findings import ConstantTerm, ScriptFinding, UnrolledLoop, first_names
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record.calls import CallWatch
@@ -339,7 +339,7 @@ def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:
 
 
 def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
-    what = ", ".join(names[:4]) + (f", … ({len(names)} in all)" if len(names) > 4 else "")
+    what = first_names(list(names))
     if isinstance(found, UnrolledLoop):
         return f"{label} {found.what()}"
     if kind is Kind.CARRIED and found is not None:

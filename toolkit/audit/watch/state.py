@@ -325,10 +325,7 @@ class WatchState:
         if self._names_now is not None:
             return self._names_now
         names: dict[int, str] = {}
-        for module, root in self._held_by_names():
-            for n, p in module.named_parameters():
-                names.setdefault(id(p), f"{root}.{n}")
-        for module, root in self.networks():
+        for module, root in [*self._held_by_names(), *self.networks()]:
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
         if any(k not in names for k in self.stepped_map()):
