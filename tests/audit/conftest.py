@@ -7,10 +7,6 @@ from __future__ import annotations
 import pytest
 
 #: "file::test[id]" -> why it fails today (the rule it waits for)
-#: why the blind cases of peers as each other's targets fail at their commit
-_PEERS = ("held out blind (7e071a6): two networks' predictions, each the other's target in a "
-          "pair of terms, are taken for one network's two passes pulled together on purpose")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_rebound_name.py::test_the_failure_is_found_at_the_first_update_it_spoils"
     "[universal-perturbation-two-phase]":
@@ -22,24 +18,6 @@ _NOT_YET: dict[str, str] = {
         "held out blind (6816d38): the energy's last bias is dead as published (a constant "
         "offset, and the unrolled inference reads only the energy's gradient): the dead "
         "finding is true of the script; whether to report it on a published script is open",
-    "test_principle_peer_targets_blind.py::"
-    "test_the_failure_names_the_cut_and_the_tensors[dml-cohort-three-helper]":
-        _PEERS,
-    "test_principle_peer_targets_blind.py::"
-    "test_the_failure_names_the_cut_and_the_tensors[dml-pair-targets-out-of-no-grad]":
-        _PEERS,
-    "test_principle_peer_targets_blind.py::"
-    "test_the_failure_is_found_at_the_first_iteration[dml-cohort-three-helper]":
-        _PEERS,
-    "test_principle_peer_targets_blind.py::"
-    "test_the_failure_is_found_at_the_first_iteration[dml-pair-targets-out-of-no-grad]":
-        _PEERS,
-    "test_principle_peer_targets_blind.py::"
-    "test_the_edit_is_verified_and_trains_as_the_published_script[dml-cohort-three-helper]":
-        _PEERS,
-    "test_principle_peer_targets_blind.py::"
-    "test_the_edit_is_verified_and_trains_as_the_published_script[dml-pair-targets-out-of-no-grad]":
-        _PEERS,
     "test_principle_peer_targets_blind.py::"
     "test_the_edit_is_verified_and_trains_as_the_published_script"
     "[dual-student-stabilization-target]":

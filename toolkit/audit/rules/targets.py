@@ -568,11 +568,14 @@ def _terms(graph: Graph, stepped: set[int]
            ) -> list[tuple[list[Any], Any, str, int | None, _Sides]]:
     """``(chain, comparison node, form, index of the target input, its sides)`` of each form
     of the loss's head that has a target side, but for the terms of a mutual comparison: two
-    terms each of whose target is the other's prediction, up to operations of one input
-    (R-Drop's ``KL(p1 || p2) + KL(p2 || p1)`` of two dropout passes, Wu et al. 2021, eq. 2):
-    each output is trained toward the other on purpose, and no side of either is only a
-    target. A target made from the other term's prediction through a network (SimSiam's
-    ``p2 = h(z2)``) is no such pair, nor is one term alone (deep mutual learning's peer)."""
+    terms each of whose target is the other's prediction, up to operations of one input, the
+    two predictions one network's passes (:func:`_mirrored`: R-Drop's ``KL(p1 || p2) + KL(p2
+    || p1)`` of two dropout passes, Wu et al. 2021, eq. 2): each output is trained toward the
+    other on purpose, and no side of either is only a target. The same pair of two networks
+    is two peers, each the other's teacher (deep mutual learning, Zhang et al. 2018, whose
+    student learns from its peer's prediction as a constant): each term keeps its target. A
+    target made from the other term's prediction through a network (SimSiam's ``p2 = h(z2)``)
+    is no such pair, nor is one term alone."""
     forms = _forms(graph)
     metric = _repelling(graph, forms, stepped)
     out = []
@@ -585,7 +588,8 @@ def _terms(graph: Graph, stepped: set[int]
     pairs = [(_base(found.target), _base(_prediction(node, found)))
              for _, node, _, _, found in out]
     mutual = {i for i, (target, prediction) in enumerate(pairs) if prediction is not None
-              and any(j != i and pairs[j] == (prediction, target) for j in range(len(pairs)))}
+              and any(j != i and pairs[j] == (prediction, target) for j in range(len(pairs)))
+              and _mirrored(target, prediction, stepped)}
     return [t for i, t in enumerate(out) if i not in mutual]
 
 

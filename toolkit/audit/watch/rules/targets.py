@@ -102,6 +102,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     names = w.names()
     found: dict[tuple, tuple[ScriptFinding, bool]] = {}
     bound: dict[tuple, tuple[str, ...]] = {}
+    trains: dict[tuple, dict[int, tuple]] = {}
     for compare, target in edges:
         met = graph.reach([target])
         reached = sorted({id(v) for k in met
@@ -126,15 +127,18 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 lines = True
                 sites = _outermost(w, graph, met)
                 edits = [e for s in sites if (e := E.detach_call(s.path, s.span)) is not None]
-        held = {id(p): (k, p) for i, o in enumerate(w.optimizers)
-                for k, p in keyed(i, o) if id(p) in set(reached)}
+        at = tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ())
+        same = (at, lines)
+        # one line that makes a target at each pass of a loop (SwAV's codes, one per crop;
+        # each peer's prediction as the other's target, deep mutual learning), or two targets
+        # on one line (``t1, t2 = F.normalize(z1), F.normalize(z2)``): one finding, with
+        # every cut and every tensor trained through them (its cut, one edit of that line,
+        # proves none of them alone), named by the targets the script still holds by a name
+        held = trains.setdefault(same, {})
+        held.update({id(p): (k, p) for i, o in enumerate(w.optimizers)
+                     for k, p in keyed(i, o) if id(p) in set(reached)})
         keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
-        at = tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ())
-        same = (at, keys, lines)
-        # one line that makes a target at each pass of a loop (SwAV's codes, one per crop), or
-        # two targets on one line (``t1, t2 = F.normalize(z1), F.normalize(z2)``): one
-        # finding, with every cut, named by the targets the script still holds by a name
         before = found.get(same)
         known = before[0].edits if before else ()
         new_cut = not set(edits) <= set(known)
