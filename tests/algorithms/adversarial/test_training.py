@@ -184,6 +184,12 @@ def test_evaluate_robustness_rejects_bad_input():
     with pytest.raises(ValueError, match=r"evaluate_robustness: data must hold at least one "
                                          r"example, got none"):
         evaluate_robustness(net, [], {})
+    with pytest.raises(ValueError, match=r"evaluate_robustness: data must hold at least one "
+                                         r"example, got none"):
+        evaluate_robustness(net, [([], [])], {"fgsm": fgsm})  # one empty batch, no shape
+    # an empty batch among others is skipped: the accuracies are those of the others
+    empty = (x[:0], y[:0])
+    assert evaluate_robustness(net, [empty, (x, y)], {}) == evaluate_robustness(net, (x, y), {})
     with pytest.raises(ValueError, match=r"evaluate_robustness: attack name 'clean' is reserved"):
         evaluate_robustness(net, (x, y), {"clean": fgsm})
 

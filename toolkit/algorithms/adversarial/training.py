@@ -154,6 +154,8 @@ def evaluate_robustness(model: Model, data: Data, attacks: Mapping[str, Attack],
     worst = n = 0
     for xb, yb in batches:
         check_inputs(where, xb, yb, None, False)
+        if not len(yb):
+            continue   # an empty batch holds no example to predict (and no shape to check)
         logits = check_logits(where, eval_logits(model, xb), len(xb), False)
         check_labels(where, yb, logits)
         right = logits.argmax(-1) == yb
