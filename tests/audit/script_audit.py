@@ -2,7 +2,8 @@
 
 - :func:`audit`: the audit run in this process on a script (``--no-verify --record``), its exit
   status and the report read back from the record;
-- :func:`cli`: the command run as a user runs it, ``python -m toolkit.audit ARGS`` in a folder;
+- :func:`cli`: the command run as a user runs it, ``toolkit audit ARGS`` in a folder (its entry
+  point in this process, its edits verified in fresh ones);
 - the proof that an applied edit is right: :func:`project` puts a bug twin (``train.py``) beside
   its published script (``published.py``), :func:`applied` has ``--apply`` find the bug and
   write its edit, :func:`recorded` audits a script again and keeps its record, and the fixed
@@ -16,6 +17,7 @@ The scripts written for the audit's principles are in ``SCRIPTS``.
 from __future__ import annotations
 
 import contextlib
+import io
 import shutil
 import subprocess
 import sys
@@ -51,9 +53,23 @@ def failures(report: dict) -> list[dict]:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """``python -m toolkit.audit ARGS`` in ``cwd``, as a user runs it (output captured)."""
-    return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    """``toolkit audit ARGS`` in ``cwd``, as a user runs it: the command's entry point
+    (:func:`~toolkit.audit.cli.main`) with what it prints captured, its exit status as the
+    return code. It runs in this process, the working folder changed for the run: each edit it
+    verifies is still rerun in a fresh process, as for a user, and a fresh interpreter for the
+    command itself would only add a start of torch (and of its compiler, which building an
+    optimizer imports) to every test. The doors of the command (the files it may write, its
+    exit status as a process, standard input) are tested in fresh processes
+    (``tests/lens/audit/test_audit_doors.py``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:   # argparse's errors
+            code = stop.code if isinstance(stop.code, int) else 1
+    return subprocess.CompletedProcess(["toolkit", "audit", *args], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def project(tmp_path: Path, buggy: str, clean: str) -> Path:

@@ -174,7 +174,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     from toolkit.audit.files import Refused, forget_sources, outside, read_source
     from toolkit.audit.fixes.script_edits import diff, write_edits
-    from toolkit.audit.verify.rerun import verify
+    from toolkit.audit.verify.rerun import forget_baselines, verify
     from toolkit.audit.watch.runner import run_script
     from toolkit.audit.watch.session import Watch
 
@@ -184,6 +184,7 @@ def _audit(args: argparse.Namespace) -> int:
     root = os.path.dirname(script)
     name = os.path.basename(script)
     forget_sources()
+    forget_baselines()
     with contextlib.suppress(OSError, SyntaxError, UnicodeDecodeError):
         read_source(script)   # the text that runs is the text every edit is written against
     elsewhere = None

@@ -24,7 +24,7 @@ from toolkit.audit.fixes.script_edits import edited_texts
 from toolkit.audit.kinds import SCRIPT_KINDS, Kind
 from toolkit.audit.verify.gradients import same_gradient
 
-__all__ = ["load_record", "verify"]
+__all__ = ["forget_baselines", "load_record", "verify"]
 
 _MAX_FILES = 500
 
@@ -127,6 +127,12 @@ def _why_it_did_not_run(script: str, stderr: str) -> str:
 
 
 _baselines: dict[tuple, tuple[list[dict], dict] | None] = {}
+
+
+def forget_baselines() -> None:
+    """Forget the unedited reruns :func:`verify` made: a new audit in this process may find the
+    script at the same path with another text (``--apply`` wrote it)."""
+    _baselines.clear()
 
 
 def _baseline(script: str, args: list[str], steps: int, cwd: str
