@@ -25,6 +25,7 @@ from toolkit.audit.files import (
 from toolkit.audit.fixes.edits import apply_edits
 from toolkit.audit.record.syntax import (
     call_at,
+    expression_at,
     freezes,
     indent_of,
     made_trainable,
@@ -35,7 +36,7 @@ from toolkit.audit.record.syntax import (
 )
 
 __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument",
-           "deep_copy_call", "detach_call",
+           "deep_copy_call", "detach_call", "detach_expression",
            "diff", "edit_at", "edited_texts", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
            "unfreeze_before", "widen", "write_edits"]
@@ -196,6 +197,19 @@ def detach_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | Non
     call, text = found
     old = segment(text, call)
     return node_edit(path, call, f"{old}.detach()")
+
+
+def detach_expression(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+    """The expression at ``span`` cut where it is made: a call as :func:`detach_call` cuts
+    it, any other in parentheses (``sum(top) / len(top)`` -> ``(sum(top) /
+    len(top)).detach()``)."""
+    found = expression_at(path, span)
+    if found is None:
+        return None
+    node, text = found
+    old = segment(text, node)
+    simple = isinstance(node, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
+    return node_edit(path, node, f"{old}.detach()" if simple else f"({old}).detach()")
 
 
 def remove_detach(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:

@@ -16,6 +16,7 @@ __all__ = [
     "assigned_names",
     "call_at",
     "cutting_call",
+    "expression_at",
     "freezes",
     "indent_of",
     "line_named",
@@ -61,6 +62,22 @@ def call_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[ast.Call
 
 
 _calls: dict[int, tuple[ast.Module, dict[tuple, ast.Call]]] = {}
+
+
+def expression_at(path: str, span: tuple[int, int, int, int] | None
+                  ) -> tuple[ast.expr, str] | None:
+    """The expression whose span is exactly ``span`` (a call, else the outermost other
+    expression there: ``sum(top) / len(top)``)."""
+    found = call_at(path, span)
+    if found is not None:
+        return found
+    parsed = syntax_tree(path) if span else None
+    if parsed is None or span is None:
+        return None
+    tree, text = parsed
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.expr) and (
+        n.lineno, n.end_lineno, n.col_offset, n.end_col_offset) == span), None)
+    return (node, text) if node is not None else None
 
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
-from toolkit.audit.truth.labels import VIEWS, shape_text
+from toolkit.audit.truth.labels import SELECTIONS, shape_text
 from toolkit.audit.truth.proof import Cut, HandedAt, MadeAt, Prover, ReadAt
 from toolkit.audit.truth.readers import event_of
 from toolkit.lens.backward_graph import node_label
@@ -367,14 +367,11 @@ def _fewest(prover: Prover, loss: str, leaf: int, parts: list[Cut]) -> Cut:
 
 
 #: operations that select from or rearrange a tensor, without computing anything of it
-_SELECTIONS = frozenset({"Index", "Select", "Slice", "MaskedSelect"}) | VIEWS
-
-
 def _selected_from_elsewhere(step: RecordedStep, node: Any, below: Any) -> bool:
     """Whether ``node`` only selects from or rearranges ``below`` (``targets[mask]``), and the
     user's code made ``below`` on another line: the target is what that line computes, and is
     cut where it is made, not where a part of it is read."""
-    if node_label(node) not in _SELECTIONS:
+    if node_label(node) not in SELECTIONS:
         return False
     mine, theirs = step.rec.made.get(id(node)), step.rec.made.get(id(below))
     return (mine is not None and theirs is not None and mine[0] is node and theirs[0] is below

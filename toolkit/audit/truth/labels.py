@@ -8,10 +8,12 @@ from typing import Any
 from toolkit.audit.record.recording import Recording, is_open_marker
 from toolkit.lens.backward_graph import is_cut_marker, node_label
 
-__all__ = ["VIEWS", "Labeller", "node_shape", "outputs_of", "owners", "shape_text"]
+__all__ = ["SELECTIONS", "VIEWS", "Labeller", "node_shape", "outputs_of", "owners", "shape_text"]
 
 VIEWS = frozenset({"T", "Transpose", "View", "Reshape", "Permute", "Expand", "Unsqueeze",
                     "Squeeze", "ToCopy", "Alias"})
+#: what only selects from a tensor or rearranges it (``targets[mask]``, a slice, a view)
+SELECTIONS = frozenset({"Index", "Select", "Slice", "MaskedSelect"}) | VIEWS
 
 
 class Labeller:

@@ -38,12 +38,14 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
+from toolkit.audit.truth.labels import SELECTIONS
 from toolkit.audit.watch.frames import Site, is_user
 from toolkit.audit.watch.graph import read_graph, sequence
 from toolkit.audit.watch.kept_in_sync import toward
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed
 from toolkit.audit.watch.zeroed import cut_operand
+from toolkit.lens.backward_graph import node_label
 
 __all__ = ["followers", "settle", "targets"]
 
@@ -290,7 +292,21 @@ def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site
     if w.made_at is None or id(target) in untargeted or id(target) in w.trained_outputs:
         return None
     s = w.made_at.site(target)
-    edit = E.detach_call(s.path, s.span) if s is not None and s.span is not None else None
+    # a part of a value another line made (``targets[mask]``): the target is what that line
+    # computes, cut where it is made (as the step audit's proved cut is,
+    # :func:`~toolkit.audit.truth.cuts.target_cut`)
+    walked = False
+    while s is not None and node_label(target) in SELECTIONS:
+        below = next((n for n, _ in target.next_functions if n is not None), None)
+        made = None if below is None else w.made_at.site(below)
+        if made is None or (made.path, made.line) == (s.path, s.line) or \
+                id(below) in untargeted or id(below) in w.trained_outputs:
+            break
+        target, s, walked = below, made, True
+    # a call is cut where it is made; a value selected from (any expression) where that line
+    # makes it; a value the loss reads whole by its name, where the loss reads it
+    cut = E.detach_expression if walked else E.detach_call
+    edit = cut(s.path, s.span) if s is not None and s.span is not None else None
     if s is None or edit is None:
         return None
     return Site(s.path, edit.line, s.span), edit
