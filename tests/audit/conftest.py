@@ -7,10 +7,6 @@ from __future__ import annotations
 import pytest
 
 #: "file::test[id]" -> why it fails today (the rule it waits for)
-#: why the blind constant terms through tuple-valued calls fail at their commit
-_TUPLES = ("held out blind (3455162): the cut values are not followed through a call that "
-           "returns several tensors (torch.max along a dimension, chunk, svd, var_mean)")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_rebound_name.py::test_the_failure_is_found_at_the_first_update_it_spoils"
     "[universal-perturbation-two-phase]":
@@ -27,42 +23,6 @@ _NOT_YET: dict[str, str] = {
     "[dual-student-stabilization-target]":
         "held out blind (7e071a6): the cut is written inside the comparison helper `mse`, "
         "which the script calls at six places, not at the stabilization target's own line",
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_names_the_cut_and_the_tensors"
-    "[vsepp-max-violation-helper]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_names_the_cut_and_the_tensors"
-    "[bss-singular-values]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_names_the_cut_and_the_tensors"
-    "[vicreg-chunk-var-mean]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_names_the_cut_and_the_tensors"
-    "[bnm-warmup-late]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_is_found_at_the_first_iteration"
-    "[vsepp-max-violation-helper]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_is_found_at_the_first_iteration"
-    "[bss-singular-values]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_is_found_at_the_first_iteration"
-    "[vicreg-chunk-var-mean]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_failure_is_found_at_the_first_iteration"
-    "[bnm-warmup-late]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_edit_is_verified_and_trains_as_the_published_script"
-    "[vsepp-max-violation-helper]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_edit_is_verified_and_trains_as_the_published_script"
-    "[bss-singular-values]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_edit_is_verified_and_trains_as_the_published_script"
-    "[vicreg-chunk-var-mean]":
-        _TUPLES,
-    "test_principle_constant_term_tuples_blind.py::test_the_edit_is_verified_and_trains_as_the_published_script"
-    "[bnm-warmup-late]":
-        _TUPLES,
 }
 
 

@@ -244,8 +244,12 @@ class CallWatch(TorchFunctionMode):
                     # a loss (``loss + lam * penalty``) that is a constant, trains nothing
                     rec.first_order_added.append((rec.call, entry[1], user_line(),
                                                   _first_order_names(rec), id(out.grad_fn)))
-        if rec.cut_values and isinstance(out, torch.Tensor):
-            _follow_cut_values(rec, name, inputs, out, grad)
+        if rec.cut_values:
+            # each tensor a call returns (``torch.max(d, 1)``'s values and indices, the parts
+            # of ``torch.chunk``, ``torch.linalg.eigh``'s eigenvalues) is computed from its
+            # inputs
+            for made in [out] if isinstance(out, torch.Tensor) else tensors_in([out]):
+                _follow_cut_values(rec, name, inputs, made, grad)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
