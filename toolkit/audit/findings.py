@@ -335,6 +335,11 @@ class ConstantTerm:
         through = first_names(self.through)
         if self.cut:
             how = "computed under torch.no_grad()" if self.cut == "no_grad" else ".detach()ed"
+            # the values cut, as the script names them where it cuts them (``dist_mat``)
+            cut = [e.new for e in self.edits if self.cut == "detach"
+                   and e.new.replace(".", "_").isidentifier()]
+            if cut:
+                at += f" ({', '.join(f'`{c}`' for c in dict.fromkeys(cut))})"
             return (f"adds {term}{added}, made only of a network's output {how}{at}: a "
                     f"constant, it trains none of the {len(self.through)} tensors it was "
                     f"computed by ({through})")
