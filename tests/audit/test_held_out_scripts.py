@@ -92,11 +92,11 @@ def trained(tmp_path_factory):
 
     Once in the whole session: pytest-xdist's workers share one folder (their base temporary
     folder's parent), and a worker that needs a run another has made, or is making, waits for
-    its file instead of running the script again. The scripts of a field run one after the
-    other in one process (each seeds itself; starting a process, with torch's import, is much
-    of a tiny script's time); the second attempt of a batch's correct twins is one process of
-    its own, so a twin that trains the same way twice does so across processes and
-    neighbours."""
+    its file instead of running the script again. The scripts of a batch run one after the
+    other in one process (each seeds itself; starting a process, with torch's import and its
+    compiler's, which building an optimizer imports, is most of a tiny script's time); the
+    second attempt of a batch's correct twins is one process of its own, so a twin that trains
+    the same way twice does so across processes and neighbours."""
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "held_out_scripts"
     root.mkdir(exist_ok=True)
@@ -108,11 +108,10 @@ def trained(tmp_path_factory):
     def run(batch: str, script: str, attempt: int = 0) -> dict[str, torch.Tensor]:
         if (batch, script, attempt) not in cache:
             folder = FOLDERS[batch]
-            field = script.split("/")[0]
-            group = ([s for s in [*CLEAN[batch], *BUGS[batch]] if s.split("/")[0] == field]
-                     if attempt == 0 else sorted({e["twin"] for e in BUGS[batch].values()}))
+            group = ([*CLEAN[batch], *BUGS[batch]] if attempt == 0
+                     else sorted({e["twin"] for e in BUGS[batch].values()}))
             assert script in group, (batch, script, attempt)
-            lock = f"{batch}.{field}.0" if attempt == 0 else f"{batch}.{attempt}"
+            lock = f"{batch}.{attempt}"
             with filelock.FileLock(root / f"{lock}.lock"):
                 missing = [s for s in group if not out_of(batch, s, attempt).exists()]
                 if missing:
