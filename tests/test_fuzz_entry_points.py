@@ -505,7 +505,7 @@ NOT_FUZZED = {
     "warn_divergence": "issues the warning of a Divergence record made by the training loops",
     "check_step_fits": "the training loops' own check of their already validated arguments",
     **dict.fromkeys(
-        ("CarriedGraph", "ConstantTerm", "CutTrace", "DeadParameter", "FrozenTensor", "GradientComparison",
+        ("CarriedGraph", "ConstantTerm", "CutKeys", "CutTrace", "DeadParameter", "FrozenTensor", "GradientComparison",
          "GradientFlow", "GradientGraph", "HeldGraph", "Leak", "ParameterComparison", "SharedTensor",
          "StepAudit", "TrainedTarget", "UnrolledLoop", "UnusedParameter", "UnusedParameters",
          "GMMParams",

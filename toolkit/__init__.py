@@ -70,6 +70,7 @@ _LENS = (
 _AUDIT = (
     "CarriedGraph",
     "ConstantTerm",
+    "CutKeys",
     "DeadParameter",
     "FrozenTensor",
     "HeldGraph",

@@ -23,6 +23,7 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.findings import (
     CarriedGraph,
     ConstantTerm,
+    CutKeys,
     DeadParameter,
     FrozenTensor,
     HeldGraph,
@@ -37,7 +38,8 @@ from toolkit.audit.result import StepAudit
 from toolkit.audit.step import RULES, assert_clean_step, audit_step
 from toolkit.audit.unused import UnusedParameter, UnusedParameters, explain_unused_parameters
 
-__all__ = ["RULES", "CarriedGraph", "ConstantTerm", "DeadParameter", "Edit", "FrozenTensor",
+__all__ = ["RULES", "CarriedGraph", "ConstantTerm", "CutKeys", "DeadParameter", "Edit",
+           "FrozenTensor",
            "HeldGraph", "Kind", "Leak", "Proof", "SharedTensor", "StepAudit", "TrainedTarget",
            "UnrolledLoop", "UnusedParameter", "UnusedParameters", "apply_edits", "assert_clean_step",
            "audit_step", "explain_unused_parameters"]

@@ -43,8 +43,8 @@ from toolkit.audit.kinds import (
 )
 from toolkit.audit.record.sites import Line
 
-__all__ = ["CarriedGraph", "ConstantTerm", "DeadParameter", "FrozenTensor", "HeldGraph", "Leak",
-           "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop", "first_names"]
+__all__ = ["CarriedGraph", "ConstantTerm", "CutKeys", "DeadParameter", "FrozenTensor",
+           "HeldGraph", "Leak", "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop", "first_names"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
 STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})
@@ -346,6 +346,46 @@ class ConstantTerm:
         return (f"adds {term}{added}, made from the gradient torch.autograd.grad took{at} "
                 f"without create_graph=True: a constant, it trains none of the "
                 f"{len(self.through)} tensors it was taken through ({through})")
+
+
+@dataclass(frozen=True)
+class CutKeys:
+    """The keys of a loss over several keys, cut: ``loss`` compares queries with keys at
+    ``read`` (a similarity or distance matrix, then a softmax over the keys: InfoNCE, NT-Xent,
+    a prototypical network's distances), and the keys were computed by a network the loss's
+    optimizer steps, then cut (``cut``: ``"detach"`` or ``"no_grad"``, at ``taken``). The loss
+    pulls and pushes the queries alone, and trains ``through`` only on the query side: the
+    methods that compute their keys with the network they train in the same step (SimCLR, CPC,
+    prototypical networks, SupCon, CLIP's two towers) train through both. Keys from another
+    network (MoCo's momentum encoder, a frozen tower) or from earlier steps (a memory bank, a
+    queue) are no finding. The fix removes the cuts."""
+
+    loss: str
+    through: tuple[str, ...]
+    taken: Line | None
+    read: Line | None
+    cut: str
+    fix: str
+    lines: tuple[Line, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    proof: Proof | None = None
+
+    def __post_init__(self) -> None:
+        _settle(self)
+
+    def what(self) -> str:
+        """What the loss reads, in words, after its name: both reports print it."""
+        how = "computed under torch.no_grad()" if self.cut == "no_grad" else ".detach()ed"
+        at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
+        cut = [e.new for e in self.edits if self.cut == "detach"
+               and e.new.replace(".", "_").isidentifier()]
+        if cut:
+            at += f" ({', '.join(f'`{c}`' for c in dict.fromkeys(cut))})"
+        read = "" if self.read is None else f" ({self.read.file}:{self.read.number})"
+        return (f"compares its queries with keys{read} {how}{at}, made by a network its "
+                f"optimizer steps: the loss over those keys trains none of the "
+                f"{len(self.through)} tensors through them ({first_names(self.through)}), "
+                f"only through its queries")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,9 @@ class Kind(enum.StrEnum):
                                             "torch.autograd.grad without create_graph=True, "
                                             "or only from a network's output cut (no_grad, "
                                             ".detach()): a constant, it trains nothing")
+    CUT_KEYS = "cut_keys", True, ("the keys a loss over several keys reads (a contrastive or "
+                                  "prototype loss) cut from a network the loss's optimizer "
+                                  "steps: it trains that network through its queries alone")
     # the step audit
     PASS_THROUGH = "pass_through", False, ("tensors the gradient passes through on its way to "
                                            "stepped ones, which no cut in the step can spare")
@@ -94,12 +97,12 @@ FAILURES: frozenset[Kind] = frozenset(k for k in Kind if k.failure)
 #: the kinds :func:`~toolkit.audit.audit_step` reports (:class:`~toolkit.audit.StepAudit`)
 STEP_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.TARGET, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.CONSTANT_TERM, Kind.SHARED,
-    Kind.PASS_THROUGH, Kind.SKIPPED})
+    Kind.CUT_KEYS, Kind.PASS_THROUGH, Kind.SKIPPED})
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
-    Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.WASTED,
-    Kind.HAND_UPDATED, Kind.IDLE})
+    Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.CUT_KEYS,
+    Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE})
 
 
 class Proof(enum.StrEnum):

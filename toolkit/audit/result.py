@@ -19,6 +19,8 @@ Failures (``StepAudit.ok`` is ``False`` when any is present):
 - ``constant_terms`` (:class:`~toolkit.audit.ConstantTerm`): a term added to a loss, made from
   a gradient ``torch.autograd.grad`` took without ``create_graph=True``: a constant that trains
   nothing (a gradient penalty written without a graph);
+- ``cut_keys`` (:class:`~toolkit.audit.CutKeys`): the keys a loss over several keys reads
+  (a contrastive or prototype loss) cut from a network the loss's optimizer steps;
 - ``unrolled`` (:class:`~toolkit.audit.UnrolledLoop`): a loop of the forward, the pass it runs
   written again right after it, backpropagated through every pass: the earlier passes, meant
   to be cut (a one-step or truncated gradient), are not;
@@ -53,6 +55,7 @@ from toolkit._utils.formatting import fmt
 from toolkit.audit.findings import (
     CarriedGraph,
     ConstantTerm,
+    CutKeys,
     DeadParameter,
     FrozenTensor,
     HeldGraph,
@@ -68,7 +71,7 @@ __all__ = ["GROUPS", "StepAudit"]
 #: each group of :class:`StepAudit`, in the order the report prints it, and its kind
 GROUPS: dict[str, Kind] = {
     "leaks": Kind.LEAK, "targets": Kind.TARGET, "dead": Kind.DEAD, "carried": Kind.CARRIED,
-    "unrolled": Kind.CARRIED, "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM, "shared": Kind.SHARED,
+    "unrolled": Kind.CARRIED, "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM, "cut_keys": Kind.CUT_KEYS, "shared": Kind.SHARED,
     "pass_through": Kind.PASS_THROUGH, "frozen": Kind.SKIPPED}
 
 
@@ -144,6 +147,7 @@ class StepAudit:
     targets: tuple[TrainedTarget, ...] = ()
     shared: tuple[SharedTensor, ...] = ()
     constant_terms: tuple[ConstantTerm, ...] = ()
+    cut_keys: tuple[CutKeys, ...] = ()
     unrolled: tuple[UnrolledLoop, ...] = ()
     #: the threads other than the audit's in which the step ran work: its carried graphs are
     #: then not checked (autograd numbers each thread's nodes apart; a note says so)
@@ -280,6 +284,13 @@ class StepAudit:
                       *_at(c.lines, c.edits, c.proof)]
         return lines
 
+    def _keys_lines(self) -> list[str]:
+        lines = []
+        for c in self.cut_keys:
+            lines += [f"KEYS    loss {c.loss!r} {c.what()}", f"        fix:  {c.fix}",
+                      *_at(c.lines, c.edits, c.proof)]
+        return lines
+
     def _shared_lines(self) -> list[str]:
         return [line for x in self.shared for line in (
             f"SHARED  {plural(len(x.parameters), 'tensor')} stepped by both optimizer "
@@ -343,16 +354,18 @@ class StepAudit:
                   (len(self.dead), "dead parameter"), (len(self.carried), "carried graph"),
                   (len(self.unrolled), "uncut unroll"),
                   (len(self.held), "held graph"), (len(self.constant_terms), "constant term"),
+                  (len(self.cut_keys), "cut key"),
                   (sum(len(x.parameters) for x in self.shared), "shared tensor")]
         failing = {x.loss for kind in (self.leaks, self.targets, self.carried,
-                                       self.constant_terms, self.unrolled) for x in kind}
+                                       self.constant_terms, self.cut_keys, self.unrolled)
+                   for x in kind}
         failing |= {loss for x in self.dead for loss in x.losses}
         named = ", ".join(repr(n) for n in self.losses if n in failing)
         where = f"losses {named}" if named else f"losses {losses}"
         head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
                 f"({where}; {ran})")
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
-                          *self._carried_lines(), *self._unrolled_lines(), *self._held_lines(), *self._constant_lines(),
+                          *self._carried_lines(), *self._unrolled_lines(), *self._held_lines(), *self._constant_lines(), *self._keys_lines(),
                           *self._shared_lines(),
                           *self._info_lines(),
                           *[f"note: {n}" for n in self.notes],

@@ -88,6 +88,7 @@ from toolkit.audit.rules import (
     dead,
     held,
     kept,
+    keys,
     leaks,
     shared,
     targets,
@@ -108,7 +109,7 @@ __all__ = ["RULES", "assert_clean_step", "audit_step"]
 #: writes wrapped in :class:`~toolkit.audit.rules.wanted.Wanted` (see :func:`run_rules`).
 RULES: tuple[Callable[[RecordedStep], Found], ...] = (
     leaks.check, targets.check, dead.check, carried.check, unrolled.check, held.check, kept.check,
-    constant.check, shared.check)
+    constant.check, keys.check, shared.check)
 
 
 # One audit at a time in a process: the recording's hooks (the torch-function mode, the global

@@ -40,11 +40,12 @@ SCRIPTS = Path(__file__).parent / "scripts"
 #: the script audit's kinds as the dict ``KINDS`` gave them before issue 71
 # the script audit's kinds before it ran the step audit's rules, and `held` (a graph kept in
 # module state) and `constant_term` (a gradient penalty without a graph), which it reports
-# since it does, and `idle` (a part another phase trains, information)
+# since it does, `idle` (a part another phase trains, information), and `cut_keys` (a
+# contrastive loss's keys cut from the network that makes its queries)
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
              "wasted": False, "hand_updated": False, "held": True, "constant_term": True,
-             "idle": False}
+             "idle": False, "cut_keys": True}
 
 
 def _leak(**kw) -> Leak:

@@ -315,6 +315,13 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
     return out
 
 
+def _in_place(name: str) -> bool:
+    """Whether the torch function ``name`` writes its first argument in place (``index_copy_``,
+    ``__iadd__``); ``__getitem__`` and the other dunder methods do not."""
+    return (name.endswith("_") and not name.startswith("__")) or \
+        name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__")
+
+
 def _follow_cut_values(rec: Any, name: str, inputs: list[torch.Tensor], out: torch.Tensor,
                        grad: bool) -> None:
     """``out`` computed from cut values (:attr:`Recording.cut_values`): cut too, by all
@@ -332,8 +339,13 @@ def _follow_cut_values(rec: Any, name: str, inputs: list[torch.Tensor], out: tor
     if cut_input is None:
         return
     if out.grad_fn is None:
+        if _in_place(name) and out is not cut_input and id(out) not in rec.cut_values:
+            return   # a tensor written in place (a memory bank) keeps values of earlier steps
         rec.cut_values[id(out)] = (weakref.ref(out), tuple(cuts.values()))
-    elif grad and name in _SUMS and cut_input.numel() == 1 and out.numel() == 1 \
+        return
+    if grad:   # read with values that have a graph (a query's similarity to cut keys)
+        rec.cut_read.append((rec.call, tuple(cuts.values()), user_line(), name, id(out.grad_fn)))
+    if grad and name in _SUMS and cut_input.numel() == 1 and out.numel() == 1 \
             and bool(cut_input.detach().ne(0).item()):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn)))
 

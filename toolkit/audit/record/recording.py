@@ -302,6 +302,11 @@ class Recording:
         # cut values added to one with a graph (a term of a loss)
         self.cut_added: list[tuple[int, tuple[tuple[Line | None, str, Any], ...],
                                    Line | None, int]] = []
+        # (call, the cuts, the user's line, the torch function, the node): cut values read by
+        # an operation whose result has a graph (a query's similarity to cut keys, a
+        # prediction compared with a cut target)
+        self.cut_read: list[tuple[int, tuple[tuple[Line | None, str, Any], ...], Line | None,
+                                  str, int]] = []
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
@@ -644,6 +649,7 @@ class Recording:
         # call that makes them (what they hold keeps a graph alive)
         self.cut_values.clear()
         self.cut_added.clear()
+        self.cut_read.clear()
         self.made_inside.clear()
         self.marks.append(self.sequence())
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.findings import ConstantTerm, ScriptFinding, UnrolledLoop, first_names
+from toolkit.audit.findings import ConstantTerm, CutKeys, ScriptFinding, UnrolledLoop, first_names
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record.calls import CallWatch
@@ -43,7 +43,7 @@ from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.result import GROUPS, StepAudit
-from toolkit.audit.rules import carried, constant, held, targets, unrolled
+from toolkit.audit.rules import carried, constant, held, keys, targets, unrolled
 from toolkit.audit.step import run_rules
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.proof import Prover
@@ -57,10 +57,10 @@ __all__ = ["Staged", "scope_of", "user_frames"]
 #: sums (two losses backwarded before one step train a tensor that either alone leaves dead);
 #: so are tensors the loss reaches that no optimizer steps, judged by their role (on the
 #: prediction's side unstepped, a failure; on a target's side wasted work, information).
-_FAILURES = ("targets", "carried", "unrolled", "held", "constant_terms")
+_FAILURES = ("targets", "carried", "unrolled", "held", "constant_terms", "cut_keys")
 #: their rules; none of them reads the truth (what a real ``autograd.grad`` reaches), which the
 #: leaks and dead rules count, so no second backward is run
-_RULES = (targets.check, carried.check, unrolled.check, held.check, constant.check)
+_RULES = (targets.check, carried.check, unrolled.check, held.check, constant.check, keys.check)
 
 
 def user_frames(frame: FrameType | None) -> list[FrameType]:
@@ -241,10 +241,10 @@ class Staged:
                         continue
                     finding = self._as_seen(finding)
                     lines = {a.split(": ", 1)[0] for a in finding.at}
-                    # the watch has no rule of constant terms: its findings about the same
-                    # tensors are about something else
+                    # the watch has no rule of constant terms or cut keys: its findings about
+                    # the same tensors are about something else
                     mine = {by_name.get(n) for n in finding.names} \
-                        if finding.kind is not Kind.CONSTANT_TERM else set()
+                        if finding.kind not in (Kind.CONSTANT_TERM, Kind.CUT_KEYS) else set()
                     if lines & taken_lines or mine & taken:
                         continue
                     key = (finding.kind, finding.at, finding.edits)
@@ -288,7 +288,7 @@ def _drop_gone() -> None:
 
 
 def _names_of(found: Any) -> tuple[str, ...]:
-    if isinstance(found, ConstantTerm) and found.cut:   # a cut output: what it would train
+    if isinstance(found, ConstantTerm | CutKeys) and found.cut:   # a cut: what it would train
         return found.through
     for attr in ("parameters", "tensors"):
         value = getattr(found, attr, None)
@@ -346,7 +346,7 @@ def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: s
         return (f"the graph of {label} reaches {found.n_nodes} nodes made before its iteration "
                 f"({found.source}, entering at {found.entered}): it grows every iteration, or "
                 f"the next backward() fails 'a second time'")
-    if kind is Kind.CONSTANT_TERM and found is not None:
+    if kind in (Kind.CONSTANT_TERM, Kind.CUT_KEYS) and found is not None:
         return f"{label} {found.what()}"
     if kind is Kind.HELD and found is not None:
         return (f"{found.module}.{found.name} holds the graph of {label} after its step "

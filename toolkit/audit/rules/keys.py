@@ -1,0 +1,180 @@
+"""Keys cut in a loss over several keys (``cut_keys``).
+
+A contrastive or prototype loss compares each query with several keys (a similarity or
+distance matrix, then a softmax over the keys: InfoNCE, NT-Xent, SupCon, CLIP's two-way
+cross-entropy, a prototypical network's distances to the class prototypes). Where the keys
+are computed in the same step by the network that makes the queries, which the loss's
+optimizer steps, the published methods train through the keys as well as the queries (Chen et al. 2020, SimCLR; van den Oord et al.
+2018, CPC; Snell et al. 2017; Khosla et al. 2020; Radford et al. 2021): keys cut there
+(``.detach()``, ``torch.no_grad()``) leave the loss pulling and pushing the queries alone.
+Keys cut on purpose come from another network (MoCo's momentum encoder, a locked tower: the
+loss trains it through nothing else, even where an optimizer holds it) or from earlier steps (a memory bank, a queue, a compressive memory carried across segments:
+values another call made, cut now or before, or written in place into a tensor that holds
+earlier ones); neither is a
+finding, nor is a cut value compared without a softmax over keys (a target, SimSiam's stopped
+branch) or subtracted for stability (SupCon's row maxima: no similarity).
+
+The recording marks every operation that reads cut values into a result with a graph
+(:attr:`~toolkit.audit.record.recording.Recording.cut_read`); this rule keeps those that are
+a similarity or distance (a matrix product, ``cdist``, a difference squared or taken in
+absolute value), or a join of cut keys to trained ones that one is computed from, whose result
+a loss reads through a softmax (or its ``exp``, a hand-written log-softmax). The fix removes
+the cuts of the keys.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from toolkit.audit.findings import CutKeys
+from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
+from toolkit.audit.truth.labels import VIEWS
+from toolkit.audit.truth.proof import DetachedAt, NoGradAt
+from toolkit.lens.backward_graph import node_label
+from toolkit.lens.graph_walk import walk
+
+if TYPE_CHECKING:
+    from toolkit.audit.truth.graph import Graph
+    from toolkit.audit.truth.recorded import Found, RecordedStep
+
+__all__ = ["check"]
+
+#: what a similarity of queries and keys is made by (under views): a matrix product, a
+#: distance
+_PRODUCTS = frozenset({"Mm", "Bmm", "Mv", "Cdist"})
+#: what squares a difference into a distance, or takes its size
+_DISTANCES = frozenset({"Pow", "Abs", "Norm", "LinalgVectorNorm"})
+#: the calls that may read keys into a similarity (a product, a distance, a difference to
+#: square) or join them to trained ones (not ``torch.autograd.grad``, whose graph of a graph
+#: holds products of its own)
+_READS = frozenset({"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "einsum",
+                    "cdist", "sub", "__sub__", "__rsub__", "rsub", "cat", "stack"})
+#: what only views or rearranges a tensor
+_VIEWED = VIEWS | {"Permute", "UnsafeView", "Clone"}
+#: what normalises scores over keys: a softmax, its log, a log-sum-exp, or the exp of a
+#: hand-written one
+_SOFTMAX = frozenset({"LogSoftmax", "Softmax", "Logsumexp", "Exp"})
+#: how far up from the similarity the softmax may be (temperatures, masks, views)
+_REACH = 24
+#: what joins cut keys to trained ones into one tensor of rows
+_JOINS = frozenset({"Cat", "Stack"})
+#: how far up from a join its similarity may be (a normalisation, views)
+_JOINED = 8
+
+
+def check(step: RecordedStep) -> Found:
+    """The rule (see the module's docstring): once per set of cuts and loss."""
+    rec = step.rec
+    found = []
+    seen = set()
+    for call, cuts, read, name, node in rec.cut_read:
+        if call != rec.call or name not in _READS:
+            continue
+        for loss, graph in step.graphs.items():
+            nodes = graph.search.nodes
+            compared = _compared(graph, node) if node in nodes else None
+            if compared is None or not _under_softmax(graph, compared):
+                continue
+            if any(how == "detach" and origin.grad_fn._sequence_nr() < rec.marks[-1]
+                   for _, how, origin in cuts):
+                continue   # keys made by an earlier call (a memory carried, a bank): cut there
+            key = (tuple((line, line.span if line else None) for line, _, _ in cuts), loss)
+            if key in seen:
+                continue
+            seen.add(key)
+            stepped = step.stepped[loss]
+            behind = frozenset().union(*(
+                {id(p) for p in origin if id(p) in stepped} if how == "no_grad" else
+                {id(n.variable) for _, n, _, _ in walk([origin])
+                 if id(getattr(n, "variable", None)) in stepped}
+                for _, how, origin in cuts))
+            # the keys' network, which the loss trains through its queries too: keys from a
+            # network it does not train (MoCo's momentum encoder, even held by an optimizer;
+            # a locked tower) are another network's
+            trained = graph.leaves(graph.reach(graph.roots))
+            through = tuple(rec.names.name(t) for i, t in stepped.items()
+                            if i in behind and i in trained)
+            if not through:
+                continue
+            no_grad = all(how == "no_grad" for _, how, _ in cuts)
+            fix = ("compute the keys with gradients (torch.enable_grad() for the "
+                   "torch.no_grad() block)" if no_grad else "drop the cuts of the keys "
+                   "(their .detach())") + ", so that the loss trains the network through its " \
+                "keys as well as its queries"
+            at = {(line, line.span): how for line, how, _ in cuts if line is not None}
+            places = () if any(line is None for line, _, _ in cuts) else tuple(
+                NoGradAt(line) if how == "no_grad" else DetachedAt(line)
+                for (line, _), how in at.items())
+            lines = tuple(dict.fromkeys(line for line, _, _ in cuts if line is not None))
+            finding = CutKeys(loss=loss, through=through, taken=cuts[0][0],
+                              read=read, cut="no_grad" if no_grad else "detach",
+                              fix=fix)
+            found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
+    return {"cut_keys": found}
+
+
+def _inputs(node: Any) -> list[Any]:
+    return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
+
+
+def _compared(graph: Graph, start: int) -> int | None:
+    """The similarity that compares the cut values read at node ``start``: that node, or, for
+    cut keys joined to trained ones (``torch.cat([z_i, z_j.detach()])``, SimCLR's one matrix
+    of both views), the first similarity above the join within a few nodes; ``None``."""
+    nodes = graph.search.nodes
+    if _similarity(graph, nodes[start]):
+        return start
+    if node_label(nodes[start]) not in _JOINS:
+        return None
+    todo, seen = deque([(start, 0)]), {start}
+    while todo:
+        k, depth = todo.popleft()
+        if k != start and _similarity(graph, nodes[k]):
+            return k
+        if depth < _JOINED:
+            for c in graph.callers.get(k, ()):
+                if c not in seen and c in nodes:
+                    seen.add(c)
+                    todo.append((c, depth + 1))
+    return None
+
+
+def _similarity(graph: Graph, node: Any) -> bool:
+    """Whether ``node`` (past views) is a matrix product or a distance of its inputs: a
+    difference whose reader squares it or takes its size (``(q - k).pow(2).sum(-1)``)."""
+    node = _past_views(node)
+    label = node_label(node)
+    if label not in _PRODUCTS and label != "Sub":
+        return False
+    if any(getattr(_past_views(n), "variable", None) is not None for n in _inputs(node)):
+        return False   # a layer's weight times its input (``F.linear``): no queries, no keys
+    if label in _PRODUCTS:
+        return True
+    return any(node_label(graph.search.nodes[c]) in _DISTANCES
+               for c in graph.callers.get(id(node), ()) if c in graph.search.nodes)
+
+
+def _past_views(node: Any) -> Any:
+    """``node`` past the views and transposes above what it views."""
+    while node_label(node) in _VIEWED and len(_inputs(node)) == 1:
+        node = _inputs(node)[0]
+    return node
+
+
+def _under_softmax(graph: Graph, start: int) -> bool:
+    """Whether a loss reads node ``start`` through a softmax over its values (its log, a
+    log-sum-exp, the ``exp`` of a hand-written one), within :data:`_REACH` nodes above it."""
+    nodes = graph.search.nodes
+    todo, seen = deque([(start, 0)]), {start}
+    while todo:
+        k, depth = todo.popleft()
+        if k != start and node_label(nodes[k]) in _SOFTMAX:
+            return True
+        if depth >= _REACH:
+            continue
+        for c in graph.callers.get(k, ()):
+            if c not in seen and c in nodes:
+                seen.add(c)
+                todo.append((c, depth + 1))
+    return False
