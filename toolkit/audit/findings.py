@@ -62,6 +62,18 @@ def _settle(finding: Any, kinds: type[Any] | None = None) -> None:
     object.__setattr__(finding, "proof", proof)
 
 
+def _cut_where(cut: str, taken: Line | None, edits: tuple[Edit, ...]) -> str:
+    """How and where values were cut (``cut``: ``"no_grad"`` or ``"detach"``, at ``taken``),
+    with the values' own names where the edits that remove the cuts give them
+    (```dist_mat```)."""
+    how = "computed under torch.no_grad()" if cut == "no_grad" else ".detach()ed"
+    at = "" if taken is None else f" at {taken.file}:{taken.number}"
+    names = [e.new for e in edits if cut == "detach" and e.new.replace(".", "_").isidentifier()]
+    if names:
+        at += f" ({', '.join(f'`{n}`' for n in dict.fromkeys(names))})"
+    return how + at
+
+
 def first_names(names: tuple[str, ...] | list[str], keep: int = 4) -> str:
     """``a, b, c, d, … (6 in all)``: the first ``keep`` names, and how many there are."""
     return ", ".join(names[:keep]) + (f", … ({len(names)} in all)" if len(names) > keep
@@ -334,13 +346,8 @@ class ConstantTerm:
         at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
         through = first_names(self.through)
         if self.cut:
-            how = "computed under torch.no_grad()" if self.cut == "no_grad" else ".detach()ed"
-            # the values cut, as the script names them where it cuts them (``dist_mat``)
-            cut = [e.new for e in self.edits if self.cut == "detach"
-                   and e.new.replace(".", "_").isidentifier()]
-            if cut:
-                at += f" ({', '.join(f'`{c}`' for c in dict.fromkeys(cut))})"
-            return (f"adds {term}{added}, made only of a network's output {how}{at}: a "
+            return (f"adds {term}{added}, made only of a network's output "
+                    f"{_cut_where(self.cut, self.taken, self.edits)}: a "
                     f"constant, it trains none of the {len(self.through)} tensors it was "
                     f"computed by ({through})")
         return (f"adds {term}{added}, made from the gradient torch.autograd.grad took{at} "
@@ -375,14 +382,9 @@ class CutKeys:
 
     def what(self) -> str:
         """What the loss reads, in words, after its name: both reports print it."""
-        how = "computed under torch.no_grad()" if self.cut == "no_grad" else ".detach()ed"
-        at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
-        cut = [e.new for e in self.edits if self.cut == "detach"
-               and e.new.replace(".", "_").isidentifier()]
-        if cut:
-            at += f" ({', '.join(f'`{c}`' for c in dict.fromkeys(cut))})"
         read = "" if self.read is None else f" ({self.read.file}:{self.read.number})"
-        return (f"compares its queries with keys{read} {how}{at}, made by a network its "
+        return (f"compares its queries with keys{read} "
+                f"{_cut_where(self.cut, self.taken, self.edits)}, made by a network its "
                 f"optimizer steps: the loss over those keys trains none of the "
                 f"{len(self.through)} tensors through them ({first_names(self.through)}), "
                 f"only through its queries")
