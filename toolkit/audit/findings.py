@@ -44,7 +44,8 @@ from toolkit.audit.kinds import (
 from toolkit.audit.record.sites import Line
 
 __all__ = ["CarriedGraph", "ConstantTerm", "CutKeys", "DeadParameter", "FrozenTensor",
-           "HeldGraph", "Leak", "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop", "first_names"]
+           "HeldGraph", "Leak", "ScriptFinding", "SharedTensor", "TrainedTarget", "UnrolledLoop",
+           "first_names"]
 
 #: the proofs a step finding's edits can have (a script is never rerun by the step audit)
 STEP_PROOFS = frozenset({Proof.IN_PROCESS, Proof.GRAPH, Proof.ADVICE})

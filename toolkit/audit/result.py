@@ -71,8 +71,9 @@ __all__ = ["GROUPS", "StepAudit"]
 #: each group of :class:`StepAudit`, in the order the report prints it, and its kind
 GROUPS: dict[str, Kind] = {
     "leaks": Kind.LEAK, "targets": Kind.TARGET, "dead": Kind.DEAD, "carried": Kind.CARRIED,
-    "unrolled": Kind.CARRIED, "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM, "cut_keys": Kind.CUT_KEYS, "shared": Kind.SHARED,
-    "pass_through": Kind.PASS_THROUGH, "frozen": Kind.SKIPPED}
+    "unrolled": Kind.CARRIED, "held": Kind.HELD, "constant_terms": Kind.CONSTANT_TERM,
+    "cut_keys": Kind.CUT_KEYS, "shared": Kind.SHARED, "pass_through": Kind.PASS_THROUGH,
+    "frozen": Kind.SKIPPED}
 
 
 def _short(path: Iterable[str], keep: int = 10) -> str:
@@ -365,8 +366,8 @@ class StepAudit:
         head = (f"audit_step: {', '.join(plural(n, w) for n, w in counts if n)} "
                 f"({where}; {ran})")
         return "\n".join([head, *self._leak_lines(), *self._target_lines(), *self._dead_lines(),
-                          *self._carried_lines(), *self._unrolled_lines(), *self._held_lines(), *self._constant_lines(), *self._keys_lines(),
-                          *self._shared_lines(),
+                          *self._carried_lines(), *self._unrolled_lines(), *self._held_lines(),
+                          *self._constant_lines(), *self._keys_lines(), *self._shared_lines(),
                           *self._info_lines(),
                           *[f"note: {n}" for n in self.notes],
                           *[f"not checked: {n}" for n in self.not_checked]])

@@ -249,7 +249,7 @@ class CallWatch(TorchFunctionMode):
             # of ``torch.chunk``, ``torch.linalg.eigh``'s eigenvalues) is computed from its
             # inputs
             for made in [out] if isinstance(out, torch.Tensor) else tensors_in([out]):
-                _follow_cut_values(rec, name, inputs, made, grad)
+                _follow_cut_values(rec, name, func, inputs, made, grad)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
@@ -315,15 +315,8 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
     return out
 
 
-def _in_place(name: str) -> bool:
-    """Whether the torch function ``name`` writes its first argument in place (``index_copy_``,
-    ``__iadd__``); ``__getitem__`` and the other dunder methods do not."""
-    return (name.endswith("_") and not name.startswith("__")) or \
-        name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__")
-
-
-def _follow_cut_values(rec: Any, name: str, inputs: list[torch.Tensor], out: torch.Tensor,
-                       grad: bool) -> None:
+def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor],
+                       out: torch.Tensor, grad: bool) -> None:
     """``out`` computed from cut values (:attr:`Recording.cut_values`): cut too, by all
     their cuts, when it has no graph; a scalar of them that is not zero (a weight of zero
     leaves a term nothing to train) added to a scalar with a graph is a term of a loss that
@@ -339,7 +332,7 @@ def _follow_cut_values(rec: Any, name: str, inputs: list[torch.Tensor], out: tor
     if cut_input is None:
         return
     if out.grad_fn is None:
-        if _in_place(name) and out is not cut_input and id(out) not in rec.cut_values:
+        if writes(name, func) and out is not cut_input and id(out) not in rec.cut_values:
             return   # a tensor written in place (a memory bank) keeps values of earlier steps
         rec.cut_values[id(out)] = (weakref.ref(out), tuple(cuts.values()))
         return

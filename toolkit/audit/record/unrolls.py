@@ -8,11 +8,11 @@ backwards: the published forms cut the state the earlier part hands on (``z = f(
 backpropagate through the repeated pass alone, or the last few. The repetition is the loop's
 statements again, a loop of the same body, or (a body of one statement) the value it assigns,
 assigned or returned (``return self.iteration(slots, k, v)``). That is the Jacobian-free
-gradient of an implicit layer (Fung et
-al., "JFB: Jacobian-Free Backpropagation for Implicit Networks", AAAI 2022; the phantom
-gradient of Geng et al., NeurIPS 2021), a deep equilibrium model's warm-started solve, and the
-truncated hypergradient of an unrolled optimisation (Shaban et al., "Truncated
-Back-propagation for Bilevel Optimization", AISTATS 2019, Algorithm 1). With the two parts
+gradient of an implicit layer (Fung et al., "JFB: Jacobian-Free Backpropagation for Implicit
+Networks", AAAI 2022; the phantom gradient of Geng et al., NeurIPS 2021), a deep equilibrium
+model's warm-started solve, and the truncated hypergradient of an unrolled optimisation
+(Shaban et al., "Truncated Back-propagation for Bilevel Optimization", AISTATS 2019,
+Algorithm 1). With the two parts
 written alike, nothing is cut, and the loss trains through every pass: the split was meant,
 the cut was lost.
 

@@ -29,7 +29,7 @@ the generated ones'), which is a target's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import ConstantTerm
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
@@ -40,9 +40,10 @@ from toolkit.lens.backward_graph import ShortestPaths, node_label
 from toolkit.lens.graph_walk import walk
 
 if TYPE_CHECKING:
+    from toolkit.audit.record.sites import Line
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["check"]
+__all__ = ["check", "cut_behind", "uncut"]
 
 _FIX = ("take that gradient with create_graph=True, so that the penalty made from it is "
         "differentiated too (WGAN-GP's and R1's gradient penalties pass it)")
@@ -94,10 +95,7 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
                 continue
             seen.add(key)
             stepped = step.stepped[loss]
-            behind = [frozenset(id(p) for p in origin if id(p) in stepped) if how == "no_grad"
-                      else frozenset(id(n.variable) for _, n, _, _ in walk([origin])
-                                     if id(getattr(n, "variable", None)) in stepped)
-                      for _, how, origin in cuts]
+            behind = [cut_behind(cut, stepped) for cut in cuts]
             # a cut of a value made by a strict part of what another cut's value is made by
             # (real images' features beside the generated ones') is a target's: it stays
             kept = [k for k, b in enumerate(behind)
@@ -116,13 +114,31 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             finding = ConstantTerm(loss=loss, tensors=(), through=through,
                                    taken=cuts[0][0], added=added, fix=fix,
                                    cut="no_grad" if no_grad else "detach")
-            # each cut's place once (two cuts on one line are two places), none without a line
-            at = {(line, line.span): how for line, how, _ in cuts if line is not None}
-            places = () if any(line is None for line, _, _ in cuts) else tuple(
-                NoGradAt(line) if how == "no_grad" else DetachedAt(line)
-                for (line, _), how in at.items())
-            found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
+            found.append(Wanted(finding, FirstOf((Option(uncut(cuts), fix, lines),))))
     return found
+
+
+def cut_behind(cut: tuple[Line | None, str, Any], stepped: dict[int, Any]) -> frozenset[int]:
+    """``id`` of the tensors of ``stepped`` a cut value (a
+    :attr:`~toolkit.audit.record.recording.Recording.cut_values` cut: where, how, origin) was
+    computed by: the network's parameters for an output under ``no_grad``, the leaves below
+    the node ``.detach()`` cut."""
+    _, how, origin = cut
+    if how == "no_grad":
+        return frozenset(id(p) for p in origin if id(p) in stepped)
+    return frozenset(id(n.variable) for _, n, _, _ in walk([origin])
+                     if id(getattr(n, "variable", None)) in stepped)
+
+
+def uncut(cuts: tuple[tuple[Line | None, str, Any], ...]
+          ) -> tuple[NoGradAt | DetachedAt, ...]:
+    """The places whose edits remove ``cuts``: each cut's place once (two cuts on one line are
+    two places); none when a cut has no line."""
+    if any(line is None for line, _, _ in cuts):
+        return ()
+    at = {(line, line.span): how for line, how, _ in cuts}
+    return tuple(NoGradAt(line) if how == "no_grad" else DetachedAt(line)
+                 for (line, _), how in at.items())
 
 
 #: what passes a loss's value on as a sum of its terms: sums, means, signs, views

@@ -25,14 +25,14 @@ the cuts of the keys.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import CutKeys
+from toolkit.audit.rules.constant import cut_behind, uncut
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import VIEWS
-from toolkit.audit.truth.proof import DetachedAt, NoGradAt
 from toolkit.lens.backward_graph import node_label
-from toolkit.lens.graph_walk import walk
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.graph import Graph
@@ -84,11 +84,7 @@ def check(step: RecordedStep) -> Found:
                 continue
             seen.add(key)
             stepped = step.stepped[loss]
-            behind = frozenset().union(*(
-                {id(p) for p in origin if id(p) in stepped} if how == "no_grad" else
-                {id(n.variable) for _, n, _, _ in walk([origin])
-                 if id(getattr(n, "variable", None)) in stepped}
-                for _, how, origin in cuts))
+            behind = frozenset().union(*(cut_behind(cut, stepped) for cut in cuts))
             # the keys' network, which the loss trains through its queries too: keys from a
             # network it does not train (MoCo's momentum encoder, even held by an optimizer;
             # a locked tower) are another network's
@@ -102,15 +98,11 @@ def check(step: RecordedStep) -> Found:
                    "torch.no_grad() block)" if no_grad else "drop the cuts of the keys "
                    "(their .detach())") + ", so that the loss trains the network through its " \
                 "keys as well as its queries"
-            at = {(line, line.span): how for line, how, _ in cuts if line is not None}
-            places = () if any(line is None for line, _, _ in cuts) else tuple(
-                NoGradAt(line) if how == "no_grad" else DetachedAt(line)
-                for (line, _), how in at.items())
             lines = tuple(dict.fromkeys(line for line, _, _ in cuts if line is not None))
             finding = CutKeys(loss=loss, through=through, taken=cuts[0][0],
                               read=read, cut="no_grad" if no_grad else "detach",
                               fix=fix)
-            found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
+            found.append(Wanted(finding, FirstOf((Option(uncut(cuts), fix, lines),))))
     return {"cut_keys": found}
 
 
@@ -127,17 +119,7 @@ def _compared(graph: Graph, start: int) -> int | None:
         return start
     if node_label(nodes[start]) not in _JOINS:
         return None
-    todo, seen = deque([(start, 0)]), {start}
-    while todo:
-        k, depth = todo.popleft()
-        if k != start and _similarity(graph, nodes[k]):
-            return k
-        if depth < _JOINED:
-            for c in graph.callers.get(k, ()):
-                if c not in seen and c in nodes:
-                    seen.add(c)
-                    todo.append((c, depth + 1))
-    return None
+    return _above(graph, start, _JOINED, lambda node: _similarity(graph, node))
 
 
 def _similarity(graph: Graph, node: Any) -> bool:
@@ -165,16 +147,21 @@ def _past_views(node: Any) -> Any:
 def _under_softmax(graph: Graph, start: int) -> bool:
     """Whether a loss reads node ``start`` through a softmax over its values (its log, a
     log-sum-exp, the ``exp`` of a hand-written one), within :data:`_REACH` nodes above it."""
+    return _above(graph, start, _REACH, lambda node: node_label(node) in _SOFTMAX) is not None
+
+
+def _above(graph: Graph, start: int, within: int, wanted: Callable[[Any], bool]) -> int | None:
+    """The nearest node above node ``start`` (toward the loss, ``start`` itself left out),
+    within ``within`` nodes of it, that is ``wanted``; ``None``."""
     nodes = graph.search.nodes
     todo, seen = deque([(start, 0)]), {start}
     while todo:
         k, depth = todo.popleft()
-        if k != start and node_label(nodes[k]) in _SOFTMAX:
-            return True
-        if depth >= _REACH:
-            continue
-        for c in graph.callers.get(k, ()):
-            if c not in seen and c in nodes:
-                seen.add(c)
-                todo.append((c, depth + 1))
-    return False
+        if k != start and wanted(nodes[k]):
+            return k
+        if depth < within:
+            for c in graph.callers.get(k, ()):
+                if c not in seen and c in nodes:
+                    seen.add(c)
+                    todo.append((c, depth + 1))
+    return None

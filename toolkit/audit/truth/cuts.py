@@ -366,7 +366,6 @@ def _fewest(prover: Prover, loss: str, leaf: int, parts: list[Cut]) -> Cut:
     return functools.reduce(operator.or_, kept, Cut())
 
 
-#: operations that select from or rearrange a tensor, without computing anything of it
 def _selected_from_elsewhere(step: RecordedStep, node: Any, below: Any) -> bool:
     """Whether ``node`` only selects from or rearranges ``below`` (``targets[mask]``), and the
     user's code made ``below`` on another line: the target is what that line computes, and is
