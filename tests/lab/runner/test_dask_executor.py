@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -251,3 +252,28 @@ def test_killed_workers_leave_one_folder_per_run_none_running(cluster,
                for runs in _folders(tmp_path / "once" / "dies_once").values()) >= 2
     assert {o.status for o in outcomes} == {"complete", "failed"}
     assert all(o.run_dir.parent.name == "dies_once" for o in outcomes)
+
+
+def test_workers_that_die_on_restart_keep_their_nannies(tmp_path: Path) -> None:
+    """A run that kills every worker it reaches can kill a worker its nanny has just restarted.
+    distributed's LocalCluster closes a nanny for good when no worker of its name is back
+    ``distributed.deploy.lost-worker-timeout`` after a death (15 s; 0 s here, so that the race
+    is lost every time): with both nannies closed the other runs would wait for ever. The
+    executor's own cluster keeps its nannies, which restart their workers, until the runs end."""
+    import dask
+
+    config = tmp_path / "dies.toml"
+    config.write_text('experiment = "dies_once"\nseeds = [0, 1]\n'
+                      f'[params]\nmarker = {json.dumps(str(tmp_path / "m"))}\n')
+    specs = plan(config, output_dir=tmp_path / "r")
+    specs += plan(config, ["params.always=true", "seeds=[0]"], output_dir=tmp_path / "a")
+    box: dict = {}
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "0s"}):
+        sweep = threading.Thread(target=lambda: box.update(result=run_all(
+            specs, executor=ExecutorConfig(kind="dask", workers=2))), daemon=True)
+        sweep.start()
+        sweep.join(120)
+    assert not sweep.is_alive(), "the sweep stalled: its cluster closed the nannies"
+    outcomes, status = box["result"]
+    assert status == 1 and sorted(o.status for o in outcomes) == ["complete", "complete",
+                                                                  "failed"]

@@ -339,37 +339,44 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
         if on_done is not None:
             on_done(i, len(specs), outcome)
 
-    client = _client(config, distributed)
-    cluster = client.cluster
-    kwargs = {"argv": argv, "command": command, "finish": finish, "pure": False}
-    futures = client.map(_task, specs, range(len(specs)), **kwargs)
-    task_of, resent = {f.key: i for i, f in enumerate(futures)}, [0] * len(specs)
-    try:
-        for future in (done := distributed.as_completed(futures)):
-            i = task_of[future.key]
-            try:
-                outcome = RunOutcome(**{k: Path(v) if k == "run_dir" else v
-                                        for k, v in future.result().items()})
-                future.release()  # read: Dask need not compute it again when a worker dies
-            except Exception as err:  # the task raised, or its worker died twice
-                if resent[i] < _RESENT and _died_for_others(err, specs[i], i, command):
-                    resent[i] += 1  # given up for deaths its run did not cause: once more
-                    futures.append(again := client.submit(_task, specs[i], i, **kwargs))
-                    task_of[again.key] = i
-                    done.add(again)
-                    continue
-                error = f"{type(err).__name__}: {err}"
-                outcome = ([*_abandoned(specs[i:i + 1], [i], command, "failed", error)] or [
-                    RunOutcome(Path(specs[i].config.output_dir) / specs[i].experiment.name,
-                               "failed", 1, error)])[-1]
-            ended(i, outcome)
-    except KeyboardInterrupt as err:  # RunInterrupted too
-        client.cancel(futures)
-        signum = getattr(err, "signum", signal.SIGINT)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    import dask.config
+
+    # distributed's LocalCluster closes a nanny for good when no worker of its name is back
+    # ``lost-worker-timeout`` (15 s) after a death; a run that kills every worker it reaches can
+    # kill a restarted worker in that window, and with its nannies closed the other runs would
+    # wait for ever. The nannies restart their workers themselves; the cluster ends with the runs.
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": _KEEP_NANNIES}):
+        client = _client(config, distributed)
+        cluster = client.cluster
+        kwargs = {"argv": argv, "command": command, "finish": finish, "pure": False}
+        futures = client.map(_task, specs, range(len(specs)), **kwargs)
+        task_of, resent = {f.key: i for i, f in enumerate(futures)}, [0] * len(specs)
+        try:
+            for future in (done := distributed.as_completed(futures)):
+                i = task_of[future.key]
+                try:
+                    outcome = RunOutcome(**{k: Path(v) if k == "run_dir" else v
+                                            for k, v in future.result().items()})
+                    future.release()  # read: Dask need not compute it again when a worker dies
+                except Exception as err:  # the task raised, or its worker died twice
+                    if resent[i] < _RESENT and _died_for_others(err, specs[i], i, command):
+                        resent[i] += 1  # given up for deaths its run did not cause: once more
+                        futures.append(again := client.submit(_task, specs[i], i, **kwargs))
+                        task_of[again.key] = i
+                        done.add(again)
+                        continue
+                    error = f"{type(err).__name__}: {err}"
+                    outcome = ([*_abandoned(specs[i:i + 1], [i], command, "failed", error)] or [
+                        RunOutcome(Path(specs[i].config.output_dir) / specs[i].experiment.name,
+                                   "failed", 1, error)])[-1]
+                ended(i, outcome)
+        except KeyboardInterrupt as err:  # RunInterrupted too
+            client.cancel(futures)
+            signum = getattr(err, "signum", signal.SIGINT)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
     if not signum:
         return outcomes, max((o.exit_code for o in outcomes), default=0)
     for outcome in _abandoned(specs, range(len(specs)), command, "interrupted",
@@ -377,6 +384,9 @@ def run_on_dask(specs: Sequence[RunSpec], config: ExecutorConfig, *, argv: list[
         ended(len(outcomes), outcome)
     return outcomes, 128 + signum
 
+
+#: How long a local cluster waits before closing a nanny whose worker died: the whole sweep.
+_KEEP_NANNIES = "365 days"
 
 #: How often a run given up by Dask for worker deaths it did not cause is sent again.
 _RESENT = 2
