@@ -296,6 +296,9 @@ def _audit(args: argparse.Namespace) -> int:
     meant = taken_as_meant(watch.meant, findings)
     if meant:
         not_checked.append(meant)
+    written = written_by_hand(watch.hand_written, watch.names())
+    if written:
+        not_checked.append(written)
     for line in not_checked:
         _say(f"toolkit audit: not checked: {line}")
     if outcome.error is not None:
@@ -327,6 +330,25 @@ def taken_as_meant(cuts: Mapping[Any, str], findings: Sequence[ScriptFinding],
             f"does (SimSiam's stopped branch, a TD target from the online network); only the "
             f"method the script follows says whether {belong}, so the audit took "
             f"{'it' if one else 'them'} as meant")
+
+
+def written_by_hand(written: Mapping[int, tuple[Any, Any, str | None]],
+                    names: Mapping[int, str], shown: int = 3) -> str | None:
+    """The closing line on gradients the script wrote into ``.grad`` itself from what
+    ``torch.autograd.grad`` returned (GradNorm's task weights, a gradient surgery): the loss
+    they came from is differentiated by no ``backward()``, so no rule read it. ``written``:
+    each such tensor, where the script first wrote it and the name it held it by, by ``id``;
+    ``names``: the networks' tensors by ``id``. ``None`` where none was written."""
+    if not written:
+        return None
+    what = [f"`{names.get(k) or bound}`" if names.get(k) or bound else
+            f"a tensor of shape {tuple(t.shape)}" for k, (t, _, bound) in written.items()]
+    sites = sorted({str(site) for _, site, _ in written.values() if site is not None})
+    more = f" and {len(what) - shown} more" if len(what) > shown else ""
+    where = f" ({', '.join(sites[:shown])})" if sites else ""
+    return (f"the loss behind the gradient the script wrote itself into the .grad of "
+            f"{', '.join(what[:shown])}{more}{where}, from torch.autograd.grad: only losses "
+            f"a backward() differentiates are audited")
 
 
 def applicable(findings: Sequence[ScriptFinding]) -> list[ScriptFinding]:

@@ -1,8 +1,8 @@
 """The hooks a watch needs, installed for the run and removed after it: ``torch.autograd.backward``
 (which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
-all call), ``torch.autograd.grad``, the global optimizer step hooks, ``zero_grad`` of optimizers
-and modules, ``Tensor.detach``, ``Tensor.grad`` as the user's code reads it or sets it to
-``None``, ``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the
+all call), ``torch.autograd.grad`` (what the script's own calls return), the global optimizer step hooks, ``zero_grad`` of optimizers
+and modules, ``Tensor.detach``, ``Tensor.grad`` as the user's code reads it, sets it to
+``None`` or writes a gradient into it, ``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the
 watch's own (on only around audited iterations). In a process the script forked, every hook
 stands aside: the watch and its stop belong to the process that started it."""
 
@@ -74,9 +74,10 @@ def installed(watch: Watch) -> Iterator[Watch]:
     def grad(old):
         @functools.wraps(old)
         def wrapper(*args, **kwargs):
-            if watch.here():
-                watch.grad_called()
-            return old(*args, **kwargs)
+            out = old(*args, **kwargs)
+            if is_user(sys._getframe(1).f_code.co_filename) and watch.here():
+                watch.grad_computed(out)
+            return out
         return wrapper
 
     def zero_grad(old, params):
@@ -100,9 +101,11 @@ def installed(watch: Watch) -> Iterator[Watch]:
             return value
 
         def setter(self, value):
-            if value is None and is_user(sys._getframe(1).f_code.co_filename) \
-                    and watch.here():
-                watch.zero_grad([self])
+            if is_user(sys._getframe(1).f_code.co_filename) and watch.here():
+                if value is None:
+                    watch.zero_grad([self])
+                else:
+                    watch.grad_written(self, value)
             put(self, value)
 
         def deleter(self):

@@ -123,7 +123,11 @@ class WatchState:
         self.events = 0                 # backward calls and steps, in order
         self.step_events = 0
         self.backwards = 0
-        self.grad_calls = 0
+        # what torch.autograd.grad returned to the script's code (by id, the tensor weakly), and
+        # the tensors into whose .grad the script wrote one of them: where it first did, by
+        # what name
+        self.grad_results: dict[int, weakref.ref] = {}
+        self.hand_written: dict[int, tuple[torch.Tensor, Site | None, str | None]] = {}
         self.site_events: dict[tuple, int] = {}
         self.last_step_event = -1
         self.start_seq: dict[int, int] = {}
