@@ -175,6 +175,7 @@ def _audit(args: argparse.Namespace) -> int:
     from toolkit.audit.files import Refused, forget_sources, outside, read_source
     from toolkit.audit.fixes.script_edits import diff, write_edits
     from toolkit.audit.verify.rerun import forget_baselines, verify
+    from toolkit.audit.watch.rules import never_trained
     from toolkit.audit.watch.runner import run_script
     from toolkit.audit.watch.session import Watch
 
@@ -299,6 +300,9 @@ def _audit(args: argparse.Namespace) -> int:
     written = written_by_hand(watch.hand_written, watch.names())
     if written:
         not_checked.append(written)
+    unended = never_trained.unended(watch)
+    if unended:
+        not_checked.append(unended)
     for line in not_checked:
         _say(f"toolkit audit: not checked: {line}")
     if outcome.error is not None:

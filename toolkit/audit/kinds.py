@@ -81,6 +81,9 @@ class Kind(enum.StrEnum):
     UNSTEPPED = "unstepped", True, ("gradient reaches tensors of a trained model that no "
                                     "optimizer steps")
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"
+    NEVER_TRAINED = "never_trained", True, ("held by an optimizer and reached by a loss, its "
+                                            "gradient cleared under a condition before every "
+                                            "step of the run: a freeze that never ended")
     ALIASED = "aliased", True, ("a target read under no_grad that is the trained network "
                                 "itself, a shallow copy of what holds a trained network, or a "
                                 "snapshot that shares its storage with the tensors it was "
@@ -101,7 +104,7 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
-    Kind.SHARED, Kind.FROZEN, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.CUT_KEYS,
+    Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.CUT_KEYS,
     Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE})
 
 

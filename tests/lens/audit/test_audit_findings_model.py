@@ -41,11 +41,12 @@ SCRIPTS = Path(__file__).parent / "scripts"
 # the script audit's kinds before it ran the step audit's rules, and `held` (a graph kept in
 # module state) and `constant_term` (a gradient penalty without a graph), which it reports
 # since it does, `idle` (a part another phase trains, information), and `cut_keys` (a
-# contrastive loss's keys cut from the network that makes its queries)
+# contrastive loss's keys cut from the network that makes its queries), and `never_trained` (a
+# freeze under a condition that held at every step of the run)
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
              "wasted": False, "hand_updated": False, "held": True, "constant_term": True,
-             "idle": False, "cut_keys": True}
+             "idle": False, "cut_keys": True, "never_trained": True}
 
 
 def _leak(**kw) -> Leak:

@@ -15,6 +15,7 @@ __all__ = [
     "assigned_name",
     "assigned_names",
     "call_at",
+    "conditions_around",
     "cutting_call",
     "expression_at",
     "freezes",
@@ -194,6 +195,33 @@ def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str
     call, _ = found
     return {n.id for a in [*call.args, *(k.value for k in call.keywords)]
             for n in ast.walk(a) if isinstance(n, ast.Name)}
+
+
+def conditions_around(path: str, line: int) -> list[int]:
+    """The lines of the ``if`` statements that guard the statement on ``line`` (in their body or
+    their ``else``), innermost first: those of its function, or at a module's top level those
+    inside the outermost loop around it (``if iteration < warmup:`` around a clear, not an
+    ``if __name__ == "__main__":`` around the whole loop)."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return []
+    chain: list[ast.AST] = []
+    node: ast.AST = parsed[0]
+    while True:   # down the statements whose lines hold ``line``, to the innermost
+        inner = next((c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)
+                      and c.lineno <= line <= (c.end_lineno or c.lineno)), None)
+        if inner is None:
+            break
+        chain.append(inner)
+        node = inner
+    if not chain or chain[-1].lineno != line:
+        return []
+    scope = max((i for i, n in enumerate(chain[:-1]) if isinstance(
+        n, ast.FunctionDef | ast.AsyncFunctionDef)), default=-1)
+    loop = next((i for i, n in enumerate(chain[:-1])
+                 if isinstance(n, ast.For | ast.While | ast.AsyncFor)), len(chain))
+    start = scope if scope >= 0 else loop
+    return [n.lineno for n in reversed(chain[start + 1:-1]) if isinstance(n, ast.If)]
 
 
 def statement_text(path: str, line: int) -> str:

@@ -72,6 +72,7 @@ from toolkit.audit.watch.rules import (
     hard,
     lost,
     meant,
+    never_trained,
     recycled,
     replaced,
     targets,
@@ -192,6 +193,8 @@ class Watch(WatchState):
             self.reached_by = [r for r in self.reached_by if r[0] >= keep]
         if self.passed_on:
             self.passed_on = {}
+        if self.scheduled:
+            self.scheduled = set()
         if not self.prev_audited and self.audited():
             self.ledger = Ledger()   # what happened unwatched is one unknown source
         self._want_recording_hooks()
@@ -225,6 +228,7 @@ class Watch(WatchState):
             unstepped.end_of_iteration(self)
         dead.settle(self, final=True)
         targets.settle(self)
+        never_trained.check(self)
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
@@ -404,7 +408,16 @@ class Watch(WatchState):
             return
         frame = user_frame(2)
         if frame is not None:
-            self.clears.append((site_of(frame), {id(t) for t in tensors}, self.events))
+            keys = {id(t) for t in tensors}
+            self.clears.append((site_of(frame), keys, self.events))
+            lines = tuple(_user_lines(frame))
+            self.clearing.setdefault(lines, set()).update(keys)
+            if self._once(("conditional", lines), lambda: any(
+                    S.conditions_around(path, line) for path, line in lines)):
+                # a gradient this iteration's backward wrote, cleared under a condition
+                self.scheduled.update(
+                    id(t) for t in tensors if t.grad is not None
+                    and self.reached_at.get(id(t), -1) > self.last_step_event)
 
     def grad_read(self, tensors: list[torch.Tensor]) -> None:
         """The script's code (or a ``GradScaler``'s step) read these tensors' ``.grad``."""
@@ -447,6 +460,7 @@ class Watch(WatchState):
             self._new_iteration()
         if self.done():
             self.staged.close()
+            self.stopped = True
             raise Stop
         if key not in self.sites_seen:
             self.sites_seen.add(key)
@@ -566,10 +580,13 @@ class Watch(WatchState):
                     self.stepped_at[id(p)] = event
                     if p.requires_grad:
                         self.trainable_seen.add(id(p))
+                    if p.grad is not None:
+                        self.stepped_with_grad.add(id(p))
             return
         frame = user_frame(2)
         site = site_of(frame) if frame is not None else None
         stepped = [(k, p) for k, p in keyed(index, opt) if p.requires_grad]
+        self.stepped_with_grad.update(id(p) for _, p in stepped if p.grad is not None)
         for _, p in stepped:
             self.ledger.observe(p, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)

@@ -48,6 +48,9 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     # too (InfoGAN's information optimizer over both networks, the discriminator's
     # adversarial head trained by its own); one a cut keeps from this loss stays dead
     dead = [(k, p) for k, p in dead if not _trained_elsewhere(w, p, index)]
+    # one whose gradient a clear under a condition removed: a scheduled freeze, judged over
+    # the whole run (``never_trained``)
+    dead = [(k, p) for k, p in dead if id(p) not in w.scheduled]
     # one a replacing assignment took off its module: that rule's finding says so
     gone = old_tensors(w)
     dead = [(k, p) for k, p in dead if id(p) not in gone]

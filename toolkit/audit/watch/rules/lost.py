@@ -13,7 +13,8 @@ cleared after the other's optimizer stepped with it: ``wasted``, information); g
 after another optimizer stepped (the step the backward preceded: its part in these tensors was
 not meant for their optimizer, even where that step found none of it); gradient the script
 read from ``.grad`` itself before clearing it (per-example gradients, clipped and summed by
-hand); gradient a ``GradScaler`` read and skipped the step for; gradient another tensor still
+hand); gradient cleared under a condition (a scheduled freeze: ``never_trained`` judges it over
+the whole run); gradient a ``GradScaler`` read and skipped the step for; gradient another tensor still
 holds (it may yet be stepped)."""
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
     groups: dict[Site, tuple[list[Source], dict[int, str]]] = {}
     for src, key in w.ledger.wasted:
-        if (src.index < 0 or src.step is not None or key not in held
+        if (src.index < 0 or src.step is not None or key not in held or key in w.scheduled
                 or src in w._cleared_sources or src.index in w.read_sources
                 or _still_held(w, src)):
             continue
