@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+from collections.abc import Sequence
 
 from toolkit.audit.files import read_source, split_lines
 
@@ -15,7 +16,6 @@ __all__ = [
     "assigned_name",
     "assigned_names",
     "call_at",
-    "conditions_around",
     "cutting_call",
     "expression_at",
     "freezes",
@@ -23,6 +23,7 @@ __all__ = [
     "line_named",
     "no_grad_block",
     "no_grad_block_names",
+    "progress_conditions",
     "receiver",
     "segment",
     "statement_at",
@@ -197,31 +198,102 @@ def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str
             for n in ast.walk(a) if isinstance(n, ast.Name)}
 
 
-def conditions_around(path: str, line: int) -> list[int]:
-    """The lines of the ``if`` statements that guard the statement on ``line`` (in their body or
-    their ``else``), innermost first: those of its function, or at a module's top level those
-    inside the outermost loop around it (``if iteration < warmup:`` around a clear, not an
-    ``if __name__ == "__main__":`` around the whole loop)."""
+#: the calls a loop walks a model's tensors or modules with: its variables are no progress of
+#: the run (``for name, p in model.named_parameters():``)
+_WALKS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children",
+                    "named_children", "buffers", "named_buffers"})
+
+#: statements that leave a block: an ``if`` ending in one guards what follows it
+_LEAVES = (ast.Return, ast.Continue, ast.Break, ast.Raise)
+
+
+def _chain(path: str, line: int) -> list[ast.stmt] | None:
+    """The statements from the module down to the innermost one that starts on ``line``."""
     parsed = syntax_tree(path)
     if parsed is None:
-        return []
-    chain: list[ast.AST] = []
+        return None
+    chain: list[ast.stmt] = []
     node: ast.AST = parsed[0]
-    while True:   # down the statements whose lines hold ``line``, to the innermost
+    while True:
         inner = next((c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)
                       and c.lineno <= line <= (c.end_lineno or c.lineno)), None)
         if inner is None:
             break
         chain.append(inner)
         node = inner
-    if not chain or chain[-1].lineno != line:
-        return []
-    scope = max((i for i, n in enumerate(chain[:-1]) if isinstance(
-        n, ast.FunctionDef | ast.AsyncFunctionDef)), default=-1)
-    loop = next((i for i, n in enumerate(chain[:-1])
-                 if isinstance(n, ast.For | ast.While | ast.AsyncFor)), len(chain))
-    start = scope if scope >= 0 else loop
-    return [n.lineno for n in reversed(chain[start + 1:-1]) if isinstance(n, ast.If)]
+    return chain if chain and chain[-1].lineno == line else None
+
+
+def _read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _walks(loop: ast.AST) -> bool:
+    return isinstance(loop, ast.For | ast.AsyncFor) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _WALKS
+        for n in ast.walk(loop.iter))
+
+
+def _progress(loop: ast.stmt) -> set[str]:
+    """The names a loop of the run binds: its variables and what its body assigns, but not the
+    variables of a walk over a model's tensors inside it."""
+    bound = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)}
+    walked = {n.id for w in ast.walk(loop) if w is not loop and _walks(w)
+              for n in ast.walk(w.target) if isinstance(n, ast.Name)}   # type: ignore[attr-defined]
+    return bound - walked
+
+
+def _guarding(chain: list[ast.stmt], start: int) -> list[ast.If]:
+    """The ``if`` statements of ``chain`` below ``start`` that the last statement runs under:
+    those around it, and the guard clauses before it in each block on the way (``if epoch >=
+    n: return``), innermost first."""
+    found: list[ast.If] = []
+    for i in range(max(start, 0) + 1, len(chain)):
+        parent, child = chain[i - 1], chain[i]
+        if i < len(chain) - 1 and isinstance(child, ast.If):
+            found.append(child)
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse"))
+                      if isinstance(b, list) and any(c is child for c in b)), [])
+        for sibling in block:
+            if sibling is child:
+                break
+            if isinstance(sibling, ast.If) and sibling.body and \
+                    isinstance(sibling.body[-1], _LEAVES):
+                found.append(sibling)
+    return found[::-1]
+
+
+def progress_conditions(stack: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The conditions on the run's progress that the statement at the top of ``stack`` (the
+    user's frames, innermost first, as ``(file, line)``) runs under: ``if`` statements around it
+    or guarding it (a clause that returns), innermost first, whose test reads a variable of a
+    loop of the run or a name that loop assigns (``if iteration < warmup:``), or a parameter of
+    a helper that its caller passes such a name (``cancel(epoch, model)``). Not a test of a
+    flag set before the loop (``if args.freeze:``), nor one of a walk over a model's tensors
+    (``if "prototypes" in name:``), nor an ``if`` around the whole loop."""
+    found: list[tuple[str, int]] = []
+    passed = False   # whether the outer frame's statement passes the progress to this frame
+    for path, line in reversed(stack):
+        chain = _chain(path, line)
+        if chain is None:
+            passed = False
+            continue
+        scope = max((i for i, n in enumerate(chain[:-1]) if isinstance(
+            n, ast.FunctionDef | ast.AsyncFunctionDef)), default=-1)
+        progress: set[str] = set()
+        if scope >= 0 and passed:
+            args = chain[scope].args  # type: ignore[attr-defined]
+            progress |= {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        loops = [i for i, n in enumerate(chain[:-1]) if i > scope
+                 and isinstance(n, ast.For | ast.AsyncFor | ast.While) and not _walks(n)]
+        for i in loops:
+            progress |= _progress(chain[i])
+        start = scope if scope >= 0 else (loops[0] if loops else len(chain))
+        found = [(path, c.lineno) for c in _guarding(chain, start)
+                 if _read(c.test) & progress] + found
+        passed = bool(_read(chain[-1]) & progress)
+    return found
 
 
 def statement_text(path: str, line: int) -> str:

@@ -412,8 +412,7 @@ class Watch(WatchState):
             self.clears.append((site_of(frame), keys, self.events))
             lines = tuple(_user_lines(frame))
             self.clearing.setdefault(lines, set()).update(keys)
-            if self._once(("conditional", lines), lambda: any(
-                    S.conditions_around(path, line) for path, line in lines)):
+            if self._once(("conditional", lines), lambda: S.progress_conditions(lines)):
                 # a gradient this iteration's backward wrote, cleared under a condition
                 self.scheduled.update(
                     id(t) for t in tensors if t.grad is not None

@@ -1,17 +1,19 @@
 """A freeze meant to end that never ended (``never_trained``): tensors an optimizer holds and a
-loss's gradient reaches, whose gradient the script's code cleared under a condition, and that
-no step of the whole run found with a gradient. Published methods freeze a part for a first
-stretch of the run and then train it (SwAV cancels its prototypes' gradients while ``iteration
-< freeze_prototypes_niters``, facebookresearch/swav main_swav.py): a condition written that way
-says the clear is meant for some iterations only. Where it held at every step of a run that
-ended by itself (it counts the epoch for the iteration, or compares the wrong way), the part
-never trained. The finding is at the clear and at the conditions around it, in the frames that
-led to it (a helper's own ``if`` and its caller's): which of them is wrong, only the method
-says, so no edit is made.
+loss's gradient reaches, whose gradient the script's code cleared under a condition on the
+run's progress, and that no step of the whole run found with a gradient. Published methods
+freeze a part for a first stretch of the run and then train it (SwAV cancels its prototypes'
+gradients while ``iteration < freeze_prototypes_niters``, facebookresearch/swav main_swav.py;
+DINO's last layer while ``epoch < freeze_last_layer``, a guard clause in a helper): a condition
+on a loop's counter says the clear is meant for some iterations only
+(:func:`~toolkit.audit.record.syntax.progress_conditions`). Where it held at every step of a
+run that ended by itself (it counts the epoch for the iteration, the batch within the epoch
+for the step), the part never trained. The finding is at the clear and at those conditions:
+which of them is wrong, only the method says, so no edit is made.
 
-Not this: a clear written with no condition (a part kept fixed on purpose: information,
-``wasted``); a freeze that ended during the run (a step found the gradient); a run the watch
-stopped (what came after was not seen: the closing line says so)."""
+Not this: a clear with no such condition (a part kept fixed on purpose, or under a flag set
+before the loop: information, ``wasted``); a freeze that ended during the run (a step found
+the gradient); a run the watch stopped (what came after was not seen: the closing line says
+so)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def _frozen(w: WatchState, never: dict[int, str]):
     keys it cleared, and the conditions' ``(file, line)``."""
     for lines, cleared in w.clearing.items():
         keys = [key for key in never if key in cleared]
-        conditions = [(path, c) for path, line in lines for c in S.conditions_around(path, line)]
+        conditions = S.progress_conditions(lines)
         if keys and conditions:
             yield lines, keys, conditions
 
