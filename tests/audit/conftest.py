@@ -15,11 +15,6 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
 _FREEZE = "held out blind (2e7595c): "
 
 _NOT_YET: dict[str, str] = {
-    "test_principle_unending_freeze_blind.py::test_the_failure_names_the_condition_and_the_"
-    "tensors[ulmfit-batch-index]":
-        _FREEZE + "ULMFiT's groups frozen with requires_grad_(False) under the condition, never "
-        "switched back on: no loss reaches them, so no clear of a gradient a loss wrote is seen "
-        "(never_trained reads clears of .grad only)",
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
         _FREEZE + "CNN-static's word vectors left out of the optimizer while they require grad: "

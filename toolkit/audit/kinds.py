@@ -81,9 +81,10 @@ class Kind(enum.StrEnum):
     UNSTEPPED = "unstepped", True, ("gradient reaches tensors of a trained model that no "
                                     "optimizer steps")
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"
-    NEVER_TRAINED = "never_trained", True, ("held by an optimizer and reached by a loss, its "
-                                            "gradient cleared under a condition before every "
-                                            "step of the run: a freeze that never ended")
+    NEVER_TRAINED = "never_trained", True, ("held by an optimizer, its gradient cleared or "
+                                            "itself switched off under a condition on the "
+                                            "run's progress at every step of the run: a freeze "
+                                            "that never ended")
     ALIASED = "aliased", True, ("a target read under no_grad that is the trained network "
                                 "itself, a shallow copy of what holds a trained network, or a "
                                 "snapshot that shares its storage with the tensors it was "

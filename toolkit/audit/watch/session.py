@@ -265,6 +265,13 @@ class Watch(WatchState):
     def leaf_made(self, tensor: torch.Tensor) -> None:
         replaced.made(self, tensor)
 
+    def switched_off(self, tensor: torch.Tensor) -> None:
+        """The script's code (or a module's ``requires_grad_(False)`` it called) froze
+        ``tensor``: noted by where, while recorded (:mod:`~.rules.never_trained`)."""
+        frame = user_frame(2) if self.recording() else None
+        if frame is not None:
+            self.switching.setdefault(tuple(_user_lines(frame)), set()).add(id(tensor))
+
     def _index(self, opt: torch.optim.Optimizer) -> int:
         for i, o in enumerate(self.optimizers):
             if o is opt:

@@ -143,15 +143,17 @@ class WatchState:
         # read from .grad before it was cleared (see :mod:`~toolkit.audit.watch.rules.lost`)
         self.read_sources: set[int] = set()
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
-        # over the whole run: the tensors a step found with a gradient; the clears the script's
-        # code made while recorded (the user's lines of the call, innermost first -> tensors);
-        # whether the watch stopped the script (else it ran to its end)
+        # over the whole run: the tensors a step found with a gradient; the clears and the
+        # freezes (requires_grad_(False)) the script's code made while recorded, by the user's
+        # lines of the call (innermost first) -> tensors; whether the watch stopped the script
+        # (else it ran to its end)
         self.stepped_with_grad: set[int] = set()
+        self.clearing: dict[tuple[tuple[str, int], ...], set[int]] = {}
+        self.switching: dict[tuple[tuple[str, int], ...], set[int]] = {}
+        self.stopped = False
         # the tensors whose gradient of this iteration a clear under a condition removed (a
         # scheduled freeze: judged over the whole run, not at each step)
         self.scheduled: set[int] = set()
-        self.clearing: dict[tuple[tuple[str, int], ...], set[int]] = {}
-        self.stopped = False
         self.stepped_by: dict[int, dict[int, int]] = {}   # tensor id -> optimizer -> event
         # tensor id -> the step at which a second optimizer first stepped it
         self.second_stepped: dict[int, int] = {}

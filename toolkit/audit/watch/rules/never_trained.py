@@ -1,6 +1,7 @@
-"""A freeze meant to end that never ended (``never_trained``): tensors an optimizer holds and a
-loss's gradient reaches, whose gradient the script's code cleared under a condition on the
-run's progress, and that no step of the whole run found with a gradient. Published methods
+"""A freeze meant to end that never ended (``never_trained``): tensors an optimizer holds whose
+gradient the script's code cleared under a condition on the run's progress (a loss reaching
+them), and that no step of the whole run found with a gradient; or that the script switched off
+(``requires_grad_(False)``) under such a condition, and that no step found requiring one. Published methods
 freeze a part for a first stretch of the run and then train it (SwAV cancels its prototypes'
 gradients while ``iteration < freeze_prototypes_niters``, facebookresearch/swav main_swav.py;
 DINO's last layer while ``epoch < freeze_last_layer``, a guard clause in a helper): a condition
@@ -27,21 +28,23 @@ from toolkit.audit.watch.tensors import keyed
 __all__ = ["check", "unended"]
 
 
-def _never_stepped(w: WatchState) -> dict[int, str]:
-    """The tensors an optimizer holds and a loss reached that no step found with a gradient,
-    by ``id``, with their keys."""
-    return {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)
-            if p.requires_grad and id(p) in w.reached_at and id(p) not in w.stepped_with_grad}
-
-
-def _frozen(w: WatchState, never: dict[int, str]):
-    """Each clear of tensors of ``never`` under conditions: its lines (innermost first), the
-    keys it cleared, and the conditions' ``(file, line)``."""
-    for lines, cleared in w.clearing.items():
-        keys = [key for key in never if key in cleared]
-        conditions = S.progress_conditions(lines)
-        if keys and conditions:
-            yield lines, keys, conditions
+def _frozen(w: WatchState):
+    """Each clear or freeze the script made under conditions on the run's progress, of tensors
+    an optimizer holds that never trained: its lines (innermost first), those tensors' keys by
+    ``id``, the conditions' ``(file, line)``, and what it did to them. Never trained: a loss
+    reached them and no step found them with a gradient (a clear), or no step found them
+    requiring one (``requires_grad_(False)``); ``how`` has a ``{}`` for them."""
+    held = [(k, p) for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)]
+    cleared = {id(p): k for k, p in held if p.requires_grad and id(p) in w.reached_at
+               and id(p) not in w.stepped_with_grad}
+    switched = {id(p): k for k, p in held if id(p) not in w.trainable_seen}
+    for sites, never, how in ((w.clearing, cleared, "cleared the gradient of {}"),
+                              (w.switching, switched, "switched {} off (requires_grad_(False))")):
+        for lines, tensors in sites.items():
+            keys = {key: never[key] for key in never if key in tensors}
+            conditions = S.progress_conditions(lines) if keys else []
+            if conditions:
+                yield lines, keys, conditions, how
 
 
 def _ifs(conditions: list[tuple[str, int]]) -> str:
@@ -54,31 +57,29 @@ def unended(w: WatchState) -> str | None:
     (whether it ends was not seen); ``None`` where none held."""
     if not w.stopped:
         return None
-    found = list(_frozen(w, _never_stepped(w)))
+    found = list(_frozen(w))
     if not found:
         return None
-    ifs = _ifs([c for _, _, conditions in found for c in conditions])
+    ifs = _ifs([c for _, _, conditions, _ in found for c in conditions])
     return (f"whether the freeze under {ifs} ends: the script was stopped while it held (the "
-            f"tensors it clears had not trained yet); --watch EVERY runs it to its end")
+            f"tensors it freezes had not trained yet); --watch EVERY runs it to its end")
 
 
 def check(w: WatchState) -> None:
     """At the end of a run that ended by itself, after two steps or more: one failure per
-    conditional clear of tensors that never trained."""
+    clear or freeze under conditions on the run's progress of tensors that never trained."""
     if w.stopped or w.step_events < 2:
         return
-    never = _never_stepped(w)
-    names = w.names() if never else {}
-    for lines, keys, conditions in _frozen(w, never):
+    found = list(_frozen(w))
+    names = w.names() if found else {}
+    for lines, keys, conditions, how in found:
         at = tuple(Site(p, n, None).shown() for p, n in [lines[0], *conditions])
-        ifs = _ifs(conditions)
         w.add(ScriptFinding(
             "never_trained", w.iteration,
-            f"{plural(len(keys), 'tensor')} an optimizer holds and a loss reaches never "
-            f"trained: the script cleared {'its' if len(keys) == 1 else 'their'} gradient "
-            f"under {ifs} before every one of the "
-            f"run's {w.step_events} steps, so the freeze it stands for never ended",
-            tuple(never[k] for k in keys), tuple(names.get(k, never[k]) for k in keys), at,
+            f"{plural(len(keys), 'tensor')} an optimizer holds never trained: the script "
+            f"{how.format('it' if len(keys) == 1 else 'them')} under {_ifs(conditions)} before every "
+            f"one of the run's {w.step_events} steps, so the freeze it stands for never ended",
+            tuple(keys.values()), tuple(names.get(k, keys[k]) for k in keys), at,
             advice="check what the condition counts and against what (an epoch for an "
                    "iteration, a comparison the wrong way): it held at every step of the run",
-            step=w.step_events - 1, concerned=tuple(never[k] for k in keys)))
+            step=w.step_events - 1, concerned=tuple(keys.values())))
