@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toolkit.audit.files import escaped
@@ -297,7 +297,8 @@ def _audit(args: argparse.Namespace) -> int:
     meant = taken_as_meant(watch.meant, findings)
     if meant:
         not_checked.append(meant)
-    written = written_by_hand(watch.hand_written, watch.names())
+    written = written_by_hand(watch.hand_written,
+                              lambda k, t: watch.names().get(k) or watch.bound_name(t))
     if written:
         not_checked.append(written)
     unended = never_trained.unended(watch)
@@ -336,18 +337,18 @@ def taken_as_meant(cuts: Mapping[Any, str], findings: Sequence[ScriptFinding],
             f"{'it' if one else 'them'} as meant")
 
 
-def written_by_hand(written: Mapping[int, tuple[Any, Any, str | None]],
-                    names: Mapping[int, str], shown: int = 3) -> str | None:
+def written_by_hand(written: Mapping[int, tuple[Any, Any]],
+                    name: Callable[[int, Any], str | None], shown: int = 3) -> str | None:
     """The closing line on gradients the script wrote into ``.grad`` itself from what
     ``torch.autograd.grad`` returned (GradNorm's task weights, a gradient surgery): the loss
     they came from is differentiated by no ``backward()``, so no rule read it. ``written``:
-    each such tensor, where the script first wrote it and the name it held it by, by ``id``;
-    ``names``: the networks' tensors by ``id``. ``None`` where none was written."""
+    each such tensor and where the script first wrote it, by ``id``; ``name(id, tensor)``:
+    what the script calls it, or ``None``. ``None`` where none was written."""
     if not written:
         return None
-    what = [f"`{names.get(k) or bound}`" if names.get(k) or bound else
-            f"a tensor of shape {tuple(t.shape)}" for k, (t, _, bound) in written.items()]
-    sites = sorted({str(site) for _, site, _ in written.values() if site is not None})
+    what = [f"`{called}`" if (called := name(k, t)) else f"a tensor of shape {tuple(t.shape)}"
+            for k, (t, _) in written.items()]
+    sites = sorted({str(site) for _, site in written.values() if site is not None})
     more = f" and {len(what) - shown} more" if len(what) > shown else ""
     where = f" ({', '.join(sites[:shown])})" if sites else ""
     return (f"the loss behind the gradient the script wrote itself into the .grad of "

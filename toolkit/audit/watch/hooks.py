@@ -1,10 +1,11 @@
 """The hooks a watch needs, installed for the run and removed after it: ``torch.autograd.backward``
 (which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
-all call), ``torch.autograd.grad`` (what the script's own calls return), the global optimizer step hooks, ``zero_grad`` of optimizers
-and modules, ``Tensor.detach``, ``Tensor.grad`` as the user's code reads it, sets it to
-``None`` or writes a gradient into it, ``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the
-watch's own (on only around audited iterations). In a process the script forked, every hook
-stands aside: the watch and its stop belong to the process that started it."""
+all call), ``torch.autograd.grad`` (what the script's own calls return), the global optimizer
+step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, ``Tensor.grad`` as the
+user's code reads it, sets it to ``None`` or writes a gradient into it, ``GradScaler.step``,
+optimizer construction and ``copy.copy``. The module forward hook is the watch's own (on only
+around audited iterations). In a process the script forked, every hook stands aside: the watch
+and its stop belong to the process that started it."""
 
 from __future__ import annotations
 

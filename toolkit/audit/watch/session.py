@@ -441,16 +441,12 @@ class Watch(WatchState):
 
     def grad_written(self, tensor: torch.Tensor, value: object) -> None:
         """The script's code set ``tensor.grad = value``: noted (its first place) when ``value``
-        is what ``torch.autograd.grad`` returned, a gradient no ``backward()`` wrote: the
-        tensor, where, and the name the writing frame holds it by."""
+        is what ``torch.autograd.grad`` returned, a gradient no ``backward()`` wrote."""
         ref = self.grad_results.get(id(value))
         if ref is not None and ref() is value and id(tensor) not in self.hand_written:
             frame = user_frame(2)
-            bound = None if frame is None else next(
-                (n for scope in (frame.f_locals, frame.f_globals) for n, v in scope.items()
-                 if v is tensor and not n.startswith("_")), None)
-            self.hand_written[id(tensor)] = (
-                tensor, site_of(frame) if frame is not None else None, bound)
+            self.hand_written[id(tensor)] = (tensor,
+                                             site_of(frame) if frame is not None else None)
 
     def backward(self, tensors: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor] | None):
         """Before a ``backward()``: the iteration's bookkeeping, the stop, the graph read.

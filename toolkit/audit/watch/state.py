@@ -124,10 +124,9 @@ class WatchState:
         self.step_events = 0
         self.backwards = 0
         # what torch.autograd.grad returned to the script's code (by id, the tensor weakly), and
-        # the tensors into whose .grad the script wrote one of them: where it first did, by
-        # what name
+        # the tensors into whose .grad the script wrote one of them: where it first did
         self.grad_results: dict[int, weakref.ref] = {}
-        self.hand_written: dict[int, tuple[torch.Tensor, Site | None, str | None]] = {}
+        self.hand_written: dict[int, tuple[torch.Tensor, Site | None]] = {}
         self.site_events: dict[tuple, int] = {}
         self.last_step_event = -1
         self.start_seq: dict[int, int] = {}
@@ -352,6 +351,26 @@ class WatchState:
                     names.setdefault(id(kept.value), kept.name)
         self._names_now = names
         return names
+
+    def bound_name(self, t: torch.Tensor) -> str | None:
+        """The name the script's frames hold ``t`` by, at the last audited backward: a name,
+        a list's or tuple's element (``codes[3]``), a plain object's attribute
+        (``model.weight``)."""
+        for name, value in self.scope.items():
+            if name.startswith("_"):
+                continue
+            if value is t:
+                return name
+            if isinstance(value, list | tuple):
+                i = next((i for i, v in enumerate(value) if v is t), None)
+                if i is not None:
+                    return f"{name}[{i}]"
+            elif not isinstance(value, type | nn.Module | torch.Tensor) and \
+                    hasattr(value, "__dict__") and not callable(value):
+                attr = next((a for a, v in vars(value).items() if v is t), None)
+                if attr is not None:
+                    return f"{name}.{attr}"
+        return None
 
     def _held_by_names(self) -> list[tuple[nn.Module, str]]:
         """The networks the script's names hold where it calls ``backward()`` (a global

@@ -152,7 +152,7 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
         for site, pairs in _rebound(w, stepped, {id(r.new) for r in spoiling}).items():
             found.setdefault(site, []).extend(pairs)
             for new, *_ in pairs:
-                shown_of[id(new)] = _bound_name(w, new) or S.assigned_name(site.path, site.line) or "?"
+                shown_of[id(new)] = w.bound_name(new) or S.assigned_name(site.path, site.line) or "?"
     for site, pairs in found.items():
         _report(w, site, pairs, stepped, shown_of)
     return {id(new) for pairs in found.values() for new, *_ in pairs}
@@ -188,27 +188,6 @@ def _report(w: WatchState, site: Site | None,
         advice="write the new values into the tensor the optimizer holds "
                "(with torch.no_grad(): param.copy_(values)), or build the optimizer after "
                "the replacement", step=w.step_events - 1, concerned=old_keys))
-
-
-def _bound_name(w: WatchState, t: torch.Tensor) -> str | None:
-    """The name the script's frames hold ``t`` by, at the last audited backward: a name,
-    a list's or tuple's element (``codes[3]``), a plain object's attribute
-    (``model.weight``)."""
-    for name, value in w.scope.items():
-        if name.startswith("_"):
-            continue
-        if value is t:
-            return name
-        if isinstance(value, list | tuple):
-            i = next((i for i, v in enumerate(value) if v is t), None)
-            if i is not None:
-                return f"{name}[{i}]"
-        elif not isinstance(value, type | nn.Module | torch.Tensor) and \
-                hasattr(value, "__dict__") and not callable(value):
-            attr = next((a for a, v in vars(value).items() if v is t), None)
-            if attr is not None:
-                return f"{name}.{attr}"
-    return None
 
 
 def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
