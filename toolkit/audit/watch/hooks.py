@@ -3,8 +3,8 @@
 all call), ``torch.autograd.grad`` (what the script's own calls return), the global optimizer
 step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, ``Tensor.grad`` as the
 user's code reads it, sets it to ``None`` or writes a gradient into it, ``GradScaler.step``,
-optimizer construction and ``copy.copy``. The module forward hook is the watch's own (on only
-around audited iterations). In a process the script forked, every hook stands aside: the watch
+optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
+``Tensor.grad``'s are on only while an iteration is recorded (around audited iterations). In a process the script forked, every hook stands aside: the watch
 and its stop belong to the process that started it."""
 
 from __future__ import annotations
@@ -84,9 +84,19 @@ def installed(watch: Watch) -> Iterator[Watch]:
     def zero_grad(old, params):
         @functools.wraps(old)
         def wrapper(self, *args, **kwargs):
-            if watch.here():
-                watch.zero_grad(list(params(self)))
-            return old(self, *args, **kwargs)
+            if not watch.here():
+                return old(self, *args, **kwargs)
+            watch.zero_grad(list(params(self)))
+            # the clears it makes are noted: torch's own writes of ``.grad`` go past the
+            # attribute's hook (which would call into Python once per tensor, every iteration)
+            hooked = vars(torch.Tensor).get("grad")
+            if hooked is None:
+                return old(self, *args, **kwargs)
+            del torch.Tensor.grad
+            try:
+                return old(self, *args, **kwargs)
+            finally:
+                torch.Tensor.grad = hooked  # type: ignore[method-assign]
         return wrapper
 
     def grad_attribute(descriptor):
@@ -114,12 +124,11 @@ def installed(watch: Watch) -> Iterator[Watch]:
                 watch.zero_grad([self])
             remove(self)
 
-        # reads are noted only while the watch records (:meth:`Watch._want_recording_hooks` swaps
-        # the two): between, the descriptor's own getter, at no Python call per read (an
-        # optimizer's step reads every ``.grad``)
-        watch.grad_properties = (property(get, setter, deleter, descriptor.__doc__),
-                                 property(getter, setter, deleter, descriptor.__doc__))
-        return watch.grad_properties[1]
+        # on only while the watch records (:meth:`Watch._want_recording_hooks` installs and
+        # removes it): between, torch's own descriptor, at no Python call per read or write (an
+        # optimizer's step reads every ``.grad``; its ``zero_grad()`` writes every one)
+        watch.grad_property = property(getter, setter, deleter, descriptor.__doc__)
+        return watch.grad_property
 
     def scaler_step(old):
         # a GradScaler reads the gradient to step with it, or skips the step (inf or NaN)
@@ -213,9 +222,10 @@ def installed(watch: Watch) -> Iterator[Watch]:
         for h in handles:
             h.remove()
         watch.close()
-        watch.grad_properties = None
+        watch.grad_property = None
         for owner, name, old in reversed(undo):
             if old is None:
-                delattr(owner, name)
+                if name in vars(owner):   # ``Tensor.grad`` is there only while recorded
+                    delattr(owner, name)
             else:
                 setattr(owner, name, old)

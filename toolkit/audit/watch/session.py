@@ -200,13 +200,15 @@ class Watch(WatchState):
         self._want_recording_hooks()
 
     def _want_recording_hooks(self) -> None:
-        """The hooks that record calls (the module hook, ``Tensor.grad``'s read) on while an
-        iteration is recorded, off between."""
+        """The hooks that record calls (the module hook, ``Tensor.grad`` as the user's code
+        reads, clears or writes it) on while an iteration is recorded, off between."""
         want = not self.done() and self.recording()
-        if self.grad_properties is not None:
-            wanted = self.grad_properties[want]
-            if torch.Tensor.__dict__.get("grad") is not wanted:
-                torch.Tensor.grad = wanted  # type: ignore[method-assign]
+        if self.grad_property is not None:
+            present = vars(torch.Tensor).get("grad")
+            if want and present is not self.grad_property:
+                torch.Tensor.grad = self.grad_property  # type: ignore[method-assign]
+            elif not want and present is self.grad_property:
+                del torch.Tensor.grad
         if want and self.module_hook is None:
             self.module_hook = nn.modules.module.register_module_forward_hook(self.module_called)
         elif not want and self.module_hook is not None:
@@ -409,8 +411,7 @@ class Watch(WatchState):
                                   self.events))
 
     def zero_grad(self, tensors: list[torch.Tensor]) -> None:
-        for t in tensors:
-            self.cleared_at[id(t)] = self.events
+        self.cleared_at.update(dict.fromkeys(map(id, tensors), self.events))
         if not self.recording():
             return
         frame = user_frame(2)
@@ -577,13 +578,15 @@ class Watch(WatchState):
         if self.recording() and not self.done():
             copies.snapshot(self)
         if not self.audited():
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    self.stepped_at[id(p)] = event
-                    if p.requires_grad:
-                        self.trainable_seen.add(id(p))
-                    if p.grad is not None:
-                        self.stepped_with_grad.add(id(p))
+            # every iteration pays this, in proportion to the tensors stepped: one pass in C
+            # over their ids, a look at each tensor only until each was seen once
+            params = [p for group in opt.param_groups for p in group["params"]]
+            ids = [id(p) for p in params]
+            self.stepped_at.update(dict.fromkeys(ids, event))
+            if not self.trainable_seen.issuperset(ids):
+                self.trainable_seen.update(id(p) for p in params if p.requires_grad)
+            if not self.stepped_with_grad.issuperset(ids):
+                self.stepped_with_grad.update(id(p) for p in params if p.grad is not None)
             return
         frame = user_frame(2)
         site = site_of(frame) if frame is not None else None

@@ -272,8 +272,8 @@ class WatchState:
         self._names_now: dict[int, str] | None = None
         # optimizer id -> the names its building line saw (see Watch.optimizer_built)
         self.built_scope: dict[int, dict[str, object]] = {}
-        # ``Tensor.grad`` as the hooks install it: (reads not noted, reads noted)
-        self.grad_properties: tuple[property, property] | None = None
+        # ``Tensor.grad`` as the hooks install it while an iteration is recorded
+        self.grad_property: property | None = None
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
