@@ -90,8 +90,8 @@ class Kind(enum.StrEnum):
                                 "snapshot that shares its storage with the tensors it was "
                                 "taken from")
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
-    HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script (an EMA "
-                                           "copy)")
+    HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script itself "
+                                           "(an EMA copy, a renormalisation in place)")
     IDLE = "idle", False, ("stepped, no gradient, of a module no forward ran since its last "
                            "step that runs at another time (a part another phase trains)")
 
