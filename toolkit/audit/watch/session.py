@@ -420,11 +420,13 @@ class Watch(WatchState):
             self.clears.append((site_of(frame), keys, self.events))
             lines = tuple(_user_lines(frame))
             self.clearing.setdefault(lines, set()).update(keys)
-            if self._once(("conditional", lines), lambda: S.progress_conditions(lines)):
-                # a gradient this iteration's backward wrote, cleared under a condition
-                self.scheduled.update(
-                    id(t) for t in tensors if t.grad is not None
-                    and self.reached_at.get(id(t), -1) > self.last_step_event)
+            # a gradient this iteration's backward wrote, cleared under a condition on the run's
+            # progress (the source read only for such a clear: most clear before the backward)
+            wrote = {id(t) for t in tensors if t.grad is not None
+                     and self.reached_at.get(id(t), -1) > self.last_step_event}
+            if wrote and self._once(("conditional", lines),
+                                    lambda: S.progress_conditions(lines)):
+                self.scheduled.update(wrote)
 
     def grad_read(self, tensors: list[torch.Tensor]) -> None:
         """The script's code (or a ``GradScaler``'s step) read these tensors' ``.grad``."""
