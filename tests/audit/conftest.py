@@ -13,8 +13,32 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
                "queries too (a momentum key encoder held by an optimizer looks the same)")
 
 _FREEZE = "held out blind (2e7595c): "
+_ACCUMULATION = "held out blind (d7d1ff8): "
+_ACCUMULATION_CLEAR = _ACCUMULATION + (
+    "a clear under a condition on the loop's counter between the micro-batches of one window "
+    "is taken for a scheduled freeze, though a later backward() writes into the tensors before "
+    "the step: the lost micro-batches are no finding")
 
 _NOT_YET: dict[str, str] = {
+    "test_principle_accumulation_clear_blind.py::"
+    "test_audit_the_failure_names_the_condition_and_the_tensors[nanogpt-last-micro-step]":
+        _ACCUMULATION_CLEAR,
+    "test_principle_accumulation_clear_blind.py::"
+    "test_audit_the_failure_names_the_condition_and_the_tensors[glue-no-trainer-off-by-one]":
+        _ACCUMULATION_CLEAR,
+    "test_principle_accumulation_clear_blind.py::"
+    "test_audit_the_failure_names_the_condition_and_the_tensors[timm-not-dropped]":
+        _ACCUMULATION_CLEAR,
+    "test_principle_accumulation_clear_blind.py::"
+    "test_audit_the_failure_names_the_condition_and_the_tensors[trl-ppo-wrong-modulus]":
+        _ACCUMULATION_CLEAR,
+    "test_principle_accumulation_clear_blind.py::"
+    "test_audit_a_clear_at_the_window_boundary_or_a_meant_freeze_is_no_finding"
+    "[dcgan-accumulated-grad-none-after-step]":
+        _ACCUMULATION + "a GAN that accumulates both networks' gradients: the watch's iteration "
+        "begins at the generator's backward() right after the discriminator's step, so the "
+        "carried rule reads the fake batch, made before that step in the same micro-batch, as "
+        "a graph carried from the iteration before",
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
         _FREEZE + "CNN-static's word vectors left out of the optimizer while they require grad: "
