@@ -14,24 +14,8 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
 
 _FREEZE = "held out blind (2e7595c): "
 _ACCUMULATION = "held out blind (d7d1ff8): "
-_ACCUMULATION_CLEAR = _ACCUMULATION + (
-    "a clear under a condition on the loop's counter between the micro-batches of one window "
-    "is taken for a scheduled freeze, though a later backward() writes into the tensors before "
-    "the step: the lost micro-batches are no finding")
 
 _NOT_YET: dict[str, str] = {
-    "test_principle_accumulation_clear_blind.py::"
-    "test_audit_the_failure_names_the_condition_and_the_tensors[nanogpt-last-micro-step]":
-        _ACCUMULATION_CLEAR,
-    "test_principle_accumulation_clear_blind.py::"
-    "test_audit_the_failure_names_the_condition_and_the_tensors[glue-no-trainer-off-by-one]":
-        _ACCUMULATION_CLEAR,
-    "test_principle_accumulation_clear_blind.py::"
-    "test_audit_the_failure_names_the_condition_and_the_tensors[timm-not-dropped]":
-        _ACCUMULATION_CLEAR,
-    "test_principle_accumulation_clear_blind.py::"
-    "test_audit_the_failure_names_the_condition_and_the_tensors[trl-ppo-wrong-modulus]":
-        _ACCUMULATION_CLEAR,
     "test_principle_accumulation_clear_blind.py::"
     "test_audit_a_clear_at_the_window_boundary_or_a_meant_freeze_is_no_finding"
     "[dcgan-accumulated-grad-none-after-step]":

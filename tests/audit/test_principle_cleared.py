@@ -17,7 +17,9 @@ The cases (``tests/lens/audit/scripts/``), in fields other than the held-out one
   discriminator's ``zero_grad()`` clears after the generator's optimizer stepped, an
   actor-critic that calls ``backward()`` twice and clears after the step, and a DDPG update
   whose actor is cut off (its loss writes only the critic's ``.grad``, cleared after the
-  actor's step): the critic's part is wasted work, not a lost gradient.
+  actor's step): the critic's part is wasted work, not a lost gradient;
+- a clear that is the only statement of an ``if`` on the loop's counter firing between the
+  micro-batches of a window: the edit removes the ``if`` with it.
 """
 
 from __future__ import annotations
@@ -129,4 +131,47 @@ def test_the_moved_clear_is_verified_and_trains_as_the_published_script(tmp_path
     folder = project(tmp_path, buggy, clean)
     applied(folder, "cleared")
     assert not failures(recorded(folder, tmp_path / "fixed", "train.py"))
+    assert_trains_as(folder)
+
+
+# a clear that is the only statement of an ``if`` on the loop's counter, firing between the
+# micro-batches of each window (``!=`` for ``==``): the step trains on the last micro-batch only
+_ACCUMULATED = """\
+import argparse
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+accum = 4
+for i in range(16):
+    x = torch.randn(8, 4)
+    if i % accum {test} 0:
+        optimizer.zero_grad()
+    loss = model(x).pow(2).mean() / accum
+    loss.backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+if args.out:
+    torch.save(model.state_dict(), args.out)
+"""
+
+
+@pytest.mark.slow
+def test_a_clear_under_a_condition_between_micro_batches_goes_with_its_if(tmp_path):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "train.py").write_text(_ACCUMULATED.format(test="!="), encoding="utf-8")
+    (folder / "published.py").write_text(_ACCUMULATED.format(test="=="), encoding="utf-8")
+    done = applied(folder, "cleared", "--watch", "1")
+    assert "train.py:14: if i % accum != 0:" in done.stdout   # the condition, then the clear
+    assert "train.py:15: optimizer.zero_grad()" in done.stdout
+    fixed = (folder / "train.py").read_text(encoding="utf-8")
+    assert "if i % accum" not in fixed
+    assert "        optimizer.step()\n        optimizer.zero_grad()\n" in fixed
+    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", "--watch", "1"))
     assert_trains_as(folder)

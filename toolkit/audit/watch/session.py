@@ -610,6 +610,10 @@ class Watch(WatchState):
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:
             copies.snapshots(self, self.staged.rec.alias_differences)
+        if self.scheduled:
+            # a freeze is a clear the step sees: a tensor a later backward() wrote into again
+            # reaches it with part of the gradient of its update, the rest lost to the clear
+            self.scheduled -= {id(p) for _, p in stepped if self.ledger.live.get(id(p))}
         dead.dead(self, index, event, site, stepped)
         zero_gradient.suspect_zeros(self, stepped)
         for _, p in stepped:

@@ -77,7 +77,10 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
         first = sources[0]
         moved = _moved_after(clear_site, site) if site is not None else None
         shown_clear = moved[0] if moved else clear_site
-        at = tuple(s.shown() for s in (shown_clear, first.site, site) if s is not None)
+        # the condition a moved clear leaves behind, then the clear itself
+        clears = (shown_clear, clear_site) if shown_clear.line < clear_site.line else (
+            shown_clear,)
+        at = tuple(s.shown() for s in (*clears, first.site, site) if s is not None)
         tensors = [w.ledger.tensors[k] for k in keys]
         opt_text = w.optimizer_text(index, site) or "the optimizer"
         calls = plural(len(sources), "backward() call")
@@ -135,9 +138,10 @@ def _ends_update(st: ast.stmt) -> bool:
 
 def _moved_after(clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | None:
     """The clear's statement (or the loop around it, when it is the loop's only statement:
-    ``for p in params: p.grad = None``), and the edits that move it to after the step's
-    statement and the steps and updates right after it in its block, at their indentation.
-    ``None`` when the two are in different files, or the statements share their lines."""
+    ``for p in params: p.grad = None``; with the ``if`` around them, when they are its only
+    statement), and the edits that move it to after the step's statement and the steps and
+    updates right after it in its block, at their indentation (without the ``if``). ``None``
+    when the two are in different files, or the statements share their lines."""
     if clear.path != step.path:
         return None
     parsed = S.syntax_tree(clear.path)
@@ -153,6 +157,14 @@ def _moved_after(clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | Non
                 and len(block) == 1 and not node.orelse):
             break
         stmt = node
+    # a clear that is the only statement of an ``if`` (no ``else``) goes with its condition:
+    # once moved after the step it runs once per update, and the condition gates nothing
+    removed = stmt
+    if id(stmt) in parents:
+        node, block = parents[id(stmt)]
+        if isinstance(node, ast.If) and block is node.body and len(block) == 1 \
+                and not node.orelse:
+            removed = node
     anchor: ast.stmt = target[0]
     if id(anchor) not in parents:
         return None
@@ -162,13 +174,15 @@ def _moved_after(clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | Non
         at += 1
     anchor = block[at]
     lines = split_lines(text)
-    start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
+    start, end = removed.lineno, removed.end_lineno or removed.lineno
     last = anchor.end_lineno or anchor.lineno
-    if start <= anchor.lineno <= end or not _alone(lines, stmt) or not _alone(lines, anchor):
+    if start <= anchor.lineno <= end or not _alone(lines, removed) or not _alone(lines, stmt) \
+            or not _alone(lines, anchor):
         return None
-    old, new = S.indent_of(text, start), S.indent_of(text, anchor.lineno)
+    first, final = stmt.lineno, stmt.end_lineno or stmt.lineno
+    old, new = S.indent_of(text, first), S.indent_of(text, anchor.lineno)
     body = "".join(new + x[len(old):] if x.startswith(old) and x.strip() else x
-                   for x in lines[start - 1:end])
+                   for x in lines[first - 1:final])
     if not body.endswith("\n"):
         body += "\n"
     return (Site(clear.path, start, None),
