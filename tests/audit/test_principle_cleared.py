@@ -175,3 +175,49 @@ def test_a_clear_under_a_condition_between_micro_batches_goes_with_its_if(tmp_pa
     assert "        optimizer.step()\n        optimizer.zero_grad()\n" in fixed
     assert not failures(recorded(folder, tmp_path / "fixed", "train.py", "--watch", "1"))
     assert_trains_as(folder)
+
+
+# the clear after a guard that skips it at each update's last micro-batch (``if need_update:
+# continue`` for ``if not need_update: continue``): it drops the window's earlier micro-batches
+# (cleared) and leaves the update's gradient to an epoch's last window of one micro-batch (stale). Each
+# finding's edit is verified alone; made together they undo each other
+_GUARDED = """\
+import argparse
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+accum, batches = 2, 5
+for epoch in range(3):
+    for b in range(batches):
+        # an epoch's last window is shorter (timm's train_one_epoch)
+        need_update = (b + 1) % accum == 0 or b == batches - 1
+        loss = model(torch.randn(8, 4)).pow(2).mean() / accum
+        loss.backward()
+        if need_update:
+            optimizer.step()
+        if {test}need_update:
+            continue
+        optimizer.zero_grad()
+if args.out:
+    torch.save(model.state_dict(), args.out)
+"""
+
+
+@pytest.mark.slow
+def test_apply_writes_only_edits_that_hold_together(tmp_path):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "train.py").write_text(_GUARDED.format(test=""), encoding="utf-8")
+    done = applied(folder, "cleared", "--watch", "1")
+    assert "FAIL    stale:" in done.stdout
+    assert "--apply did not write the edits of stale" in done.stdout
+    assert "the edits of the cleared finding alone leave it clean" in done.stdout
+    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", "--watch", "1"))
+    (folder / "published.py").write_text(_GUARDED.format(test="not "), encoding="utf-8")
+    assert_trains_as(folder)

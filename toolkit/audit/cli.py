@@ -174,7 +174,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     from toolkit.audit.files import Refused, forget_sources, outside, read_source
     from toolkit.audit.fixes.script_edits import diff, write_edits
-    from toolkit.audit.verify.rerun import forget_baselines, verify
+    from toolkit.audit.verify.rerun import forget_baselines, together, verify
     from toolkit.audit.watch.rules import never_trained
     from toolkit.audit.watch.runner import run_script
     from toolkit.audit.watch.session import Watch
@@ -275,8 +275,17 @@ def _audit(args: argparse.Namespace) -> int:
         _say_diff(diff(shown_edits, root))
     status = EXIT_FAILED if failures else EXIT_CLEAN
     if args.apply:
-        status = _apply(failures, root, args.no_verify, diff, write_edits, outside, Refused,
-                        status)
+        # the edits written at once must hold together, as each held alone
+        mine = [f for f in proved if not any(outside(e.path, root) for e in f.edits)]
+        kept, why = together(mine, script, list(args.args),
+                             args.steps if args.watch is None else 1, cwd) \
+            if verifying else (mine, "")
+        if why:
+            left = [f for f in mine if f not in kept]
+            _say(f"toolkit audit: --apply did not write the edits of "
+                 f"{', '.join(f'{f.kind} (iteration {f.iteration})' for f in left)}: {why}")
+        status = _apply([f for f in failures if f in kept or f not in mine], root,
+                        args.no_verify, diff, write_edits, outside, Refused, status)
     infos = len(findings) - len(failures)
     _say(f"toolkit audit: {plural(len(failures), 'failure')}, {plural(infos, 'note')}"
          + (f"; {plural(len(shown_edits), 'verified edit')}" if failures else ""))

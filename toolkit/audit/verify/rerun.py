@@ -24,7 +24,7 @@ from toolkit.audit.fixes.script_edits import edited_texts
 from toolkit.audit.kinds import SCRIPT_KINDS, Kind
 from toolkit.audit.verify.gradients import same_gradient
 
-__all__ = ["forget_baselines", "load_record", "verify"]
+__all__ = ["forget_baselines", "load_record", "together", "verify"]
 
 _MAX_FILES = 500
 
@@ -257,3 +257,44 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         if got and not any(bool(g.any()) for g in got.values()):
             return False, "the tensors it is about get a gradient of zeros in the edited script"
     return True, ""
+
+
+def _clean_with(edits: list[Edit], script: str, args: list[str], steps: int,
+                cwd: str) -> str | None:
+    """Why the script, with ``edits`` made, is not clean when audited for ``steps`` iterations
+    (:func:`rerun`), or ``None`` when it is."""
+    try:
+        _, report, _, stderr = rerun(script, args, edits, steps, cwd)
+    except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, SyntaxError) as err:
+        return f"the edited script could not be rerun ({escaped(str(err))})"
+    if report is None:
+        return ("the edited script did not run to its audited iterations: "
+                + _why_it_did_not_run(script, stderr))
+    if report.get("error"):
+        return f"the edited script fails: {escaped(str(report['error']))}"
+    shown = [f for f in report["findings"] if isinstance(f, dict) and _fails(f.get("kind"))]
+    if shown:
+        return f"the edited script shows a {shown[0]['kind']}: {shown[0].get('message')}"
+    return None
+
+
+def together(findings: list[ScriptFinding], script: str, args: list[str], steps: int,
+             cwd: str) -> tuple[list[ScriptFinding], str]:
+    """The findings whose verified edits ``--apply`` may write at once. Each edit was verified
+    alone; two fixes of one bug (a clear moved after the step, and a clear added before the
+    backward for the stale gradient the same misplaced clear left) can undo each other. With
+    more than one finding, the script is rerun with every edit made: when it is clean, all of
+    them; else the first finding whose edits alone leave it clean; else the first finding
+    alone. Returns them and, when some were left out, why."""
+    if len(findings) < 2:
+        return findings, ""
+    need = max(steps, *(f.iteration + 1 for f in findings))
+    why = _clean_with([e for f in findings for e in f.edits], script, args, need, cwd)
+    if why is None:
+        return findings, ""
+    for f in findings:
+        if _clean_with(list(f.edits), script, args, need, cwd) is None:
+            return [f], (f"with every edit made at once {why}; the edits of the {f.kind} "
+                         f"finding alone leave it clean")
+    return findings[:1], (f"with every edit made at once {why}; a second audit after this "
+                          f"one finds what is left")
