@@ -134,9 +134,8 @@ def test_the_moved_clear_is_verified_and_trains_as_the_published_script(tmp_path
     assert_trains_as(folder)
 
 
-# a clear that is the only statement of an ``if`` on the loop's counter, firing between the
-# micro-batches of each window (``!=`` for ``==``): the step trains on the last micro-batch only
-_ACCUMULATED = """\
+# a tiny regression trained with gradient accumulation: its set-up and its end (``--out``)
+_HEAD = """\
 import argparse
 import torch
 from torch import nn
@@ -147,6 +146,16 @@ args = parser.parse_args()
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+"""
+_TAIL = """\
+if args.out:
+    torch.save(model.state_dict(), args.out)
+"""
+
+
+# a clear that is the only statement of an ``if`` on the loop's counter, firing between the
+# micro-batches of each window (``!=`` for ``==``): the step trains on the last micro-batch only
+_ACCUMULATED = _HEAD + """\
 accum = 4
 for i in range(16):
     x = torch.randn(8, 4)
@@ -156,9 +165,7 @@ for i in range(16):
     loss.backward()
     if (i + 1) % accum == 0:
         optimizer.step()
-if args.out:
-    torch.save(model.state_dict(), args.out)
-"""
+""" + _TAIL
 
 
 @pytest.mark.slow
@@ -179,19 +186,9 @@ def test_a_clear_under_a_condition_between_micro_batches_goes_with_its_if(tmp_pa
 
 # the clear after a guard that skips it at each update's last micro-batch (``if need_update:
 # continue`` for ``if not need_update: continue``): it drops the window's earlier micro-batches
-# (cleared) and leaves the update's gradient to an epoch's last window of one micro-batch (stale). Each
-# finding's edit is verified alone; made together they undo each other
-_GUARDED = """\
-import argparse
-import torch
-from torch import nn
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--out", default=None)
-args = parser.parse_args()
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+# (cleared) and leaves the update's gradient to an epoch's last window of one micro-batch
+# (stale). Each finding's edit is verified alone; made together they undo each other
+_GUARDED = _HEAD + """\
 accum, batches = 2, 5
 for epoch in range(3):
     for b in range(batches):
@@ -204,9 +201,7 @@ for epoch in range(3):
         if {test}need_update:
             continue
         optimizer.zero_grad()
-if args.out:
-    torch.save(model.state_dict(), args.out)
-"""
+""" + _TAIL
 
 
 @pytest.mark.slow
