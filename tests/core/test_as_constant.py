@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -108,7 +110,10 @@ def test_as_constant_bad_arguments():
         as_constant(lambda: 1)
 
 
-def test_require_block_passes_when_active_and_raises_when_disabled():
+def test_require_block_passes_when_active_and_raises_when_disabled(monkeypatch):
+    # only this test's blocks are known: one another test ran in this process ("other.block",
+    # tests/core/test_stop_gradient.py) would match "other.*" and silence the warning
+    monkeypatch.setattr(importlib.import_module("toolkit.core.stop_gradient"), "_EVER_SEEN", set())
     with record_blocks() as names:
         require_block("demo.fused", where="f", why="analytic backward")
     assert names == ["demo.fused"]
