@@ -275,17 +275,9 @@ def _audit(args: argparse.Namespace) -> int:
         _say_diff(diff(shown_edits, root))
     status = EXIT_FAILED if failures else EXIT_CLEAN
     if args.apply:
-        # the edits written at once must hold together, as each held alone
-        mine = [f for f in proved if not any(outside(e.path, root) for e in f.edits)]
-        kept, why = together(mine, script, list(args.args),
-                             args.steps if args.watch is None else 1, cwd) \
-            if verifying else (mine, "")
-        if why:
-            left = [f for f in mine if f not in kept]
-            _say(f"toolkit audit: --apply did not write the edits of "
-                 f"{', '.join(f'{f.kind} (iteration {f.iteration})' for f in left)}: {why}")
-        status = _apply([f for f in failures if f in kept or f not in mine], root,
-                        args.no_verify, diff, write_edits, outside, Refused, status)
+        steps = args.steps if args.watch is None else 1
+        status = _apply(failures, root, args.no_verify, diff, write_edits, outside, Refused,
+                        status, lambda fs: together(fs, script, list(args.args), steps, cwd))
     infos = len(findings) - len(failures)
     _say(f"toolkit audit: {plural(len(failures), 'failure')}, {plural(infos, 'note')}"
          + (f"; {plural(len(shown_edits), 'verified edit')}" if failures else ""))
@@ -372,10 +364,12 @@ def applicable(findings: Sequence[ScriptFinding]) -> list[ScriptFinding]:
     return [f for f in findings if f.edits and f.proof in (Proof.RERUN, Proof.IN_PROCESS)]
 
 
-def _apply(findings, root, no_verify, diff, write_edits, outside, refused, status) -> int:
+def _apply(findings, root, no_verify, diff, write_edits, outside, refused, status,
+           together) -> int:
     """``--apply``: the edits of :func:`applicable` findings in files inside the script's
-    folder written; a finding whose edits touch a file elsewhere printed as a diff with why it
-    was not written; the others' edits never."""
+    folder written, those that hold together (``together(findings)``: the findings kept and
+    why others were left out; each edit was verified alone); a finding whose edits touch a
+    file elsewhere printed as a diff with why it was not written; the others' edits never."""
     if no_verify:
         _say("toolkit audit: --apply wrote nothing: with --no-verify no edit is verified")
         return status
@@ -383,7 +377,7 @@ def _apply(findings, root, no_verify, diff, write_edits, outside, refused, statu
     if held:
         _say(f"toolkit audit: --apply did not write the edits of {plural(len(held), 'finding')} "
              f"not verified ({', '.join(sorted({f'{f.kind}: {f.proof.text}' for f in held}))})")
-    writable = []
+    inside = []
     for f in applicable(findings):
         away = sorted({e.path for e in f.edits if outside(e.path, root)})
         if away:
@@ -392,7 +386,12 @@ def _apply(findings, root, no_verify, diff, write_edits, outside, refused, statu
                 _say(f"toolkit audit: not written: {path} lies outside the script's folder "
                      f"{root}; the edit above is yours to make")
         else:
-            writable += f.edits
+            inside.append(f)
+    kept, why = together(inside)
+    if why:
+        left = ", ".join(f"{f.kind} (iteration {f.iteration})" for f in inside if f not in kept)
+        _say(f"toolkit audit: --apply did not write the edits of {left}: {why}")
+    writable = [e for f in kept for e in f.edits]
     if not writable:
         return status
     try:

@@ -166,22 +166,33 @@ def _fails(kind: object) -> bool:
         return False
 
 
-def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
-           grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
-    """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
-    need = max(steps, finding.iteration + 1)
+def _edited_run(edits: list[Edit], script: str, args: list[str], steps: int,
+                cwd: str) -> tuple[dict, list[dict]] | str:
+    """The report and gradients of the script audited with ``edits`` made (:func:`rerun`), or
+    why it could not be read: it could not be rerun, stopped short, or failed."""
     try:
-        _, report, theirs, stderr = rerun(script, args, list(finding.edits), need, cwd)
+        _, report, grads, stderr = rerun(script, args, edits, steps, cwd)
     except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, SyntaxError) as err:
-        return False, f"the edited script could not be rerun ({escaped(str(err))})"
+        return f"the edited script could not be rerun ({escaped(str(err))})"
     if report is None:
-        return False, ("the edited script did not run to its audited iterations: "
-                       + _why_it_did_not_run(script, stderr))
+        return ("the edited script did not run to its audited iterations: "
+                + _why_it_did_not_run(script, stderr))
     if report.get("error"):
         why = escaped(str(report["error"]))
         if "EOFError" in why:
             why += " (the rerun has no standard input)"
-        return False, f"the edited script fails: {why}"
+        return f"the edited script fails: {why}"
+    return report, grads
+
+
+def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
+           grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
+    """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
+    need = max(steps, finding.iteration + 1)
+    ran = _edited_run(list(finding.edits), script, args, need, cwd)
+    if isinstance(ran, str):
+        return False, ran
+    report, theirs = ran
     if any(int(g.get("event", i)) != i for i, g in enumerate(grads)):
         # the first audit watched some steps only: steps it did not watch may differ in the
         # edited run (an edit of a later loop changes its first, unwatched, steps), so the
@@ -263,16 +274,10 @@ def _clean_with(edits: list[Edit], script: str, args: list[str], steps: int,
                 cwd: str) -> str | None:
     """Why the script, with ``edits`` made, is not clean when audited for ``steps`` iterations
     (:func:`rerun`), or ``None`` when it is."""
-    try:
-        _, report, _, stderr = rerun(script, args, edits, steps, cwd)
-    except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, SyntaxError) as err:
-        return f"the edited script could not be rerun ({escaped(str(err))})"
-    if report is None:
-        return ("the edited script did not run to its audited iterations: "
-                + _why_it_did_not_run(script, stderr))
-    if report.get("error"):
-        return f"the edited script fails: {escaped(str(report['error']))}"
-    shown = [f for f in report["findings"] if isinstance(f, dict) and _fails(f.get("kind"))]
+    ran = _edited_run(edits, script, args, steps, cwd)
+    if isinstance(ran, str):
+        return ran
+    shown = [f for f in ran[0]["findings"] if isinstance(f, dict) and _fails(f.get("kind"))]
     if shown:
         return f"the edited script shows a {shown[0]['kind']}: {shown[0].get('message')}"
     return None
