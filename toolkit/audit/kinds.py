@@ -105,8 +105,8 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
-    Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.CUT_KEYS,
-    Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE})
+    Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
+    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE})
 
 
 class Proof(enum.StrEnum):

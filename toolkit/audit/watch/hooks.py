@@ -4,8 +4,9 @@ all call), ``torch.autograd.grad`` (what the script's own calls return), the glo
 step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, ``Tensor.grad`` as the
 user's code reads it, sets it to ``None`` or writes a gradient into it, ``GradScaler.step``,
 optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
-``Tensor.grad``'s are on only while an iteration is recorded (around audited iterations). In a process the script forked, every hook stands aside: the watch
-and its stop belong to the process that started it."""
+``Tensor.grad``'s are on only while an iteration is recorded (around audited iterations). In a
+process the script forked, every hook stands aside: the watch and its stop belong to the
+process that started it."""
 
 from __future__ import annotations
 
@@ -90,13 +91,13 @@ def installed(watch: Watch) -> Iterator[Watch]:
             # the clears it makes are noted: torch's own writes of ``.grad`` go past the
             # attribute's hook (which would call into Python once per tensor, every iteration)
             hooked = vars(torch.Tensor).get("grad")
-            if hooked is None:
-                return old(self, *args, **kwargs)
-            del torch.Tensor.grad
+            if hooked is not None:
+                del torch.Tensor.grad
             try:
                 return old(self, *args, **kwargs)
             finally:
-                torch.Tensor.grad = hooked  # type: ignore[method-assign]
+                if hooked is not None:
+                    torch.Tensor.grad = hooked  # type: ignore[method-assign]
         return wrapper
 
     def grad_attribute(descriptor):

@@ -249,8 +249,9 @@ def settle(w: WatchState, final: bool = False) -> None:
                 "hand_updated", finding.iteration,
                 f"{len(values)} tensors an optimizer steps get no gradient and the script "
                 f"moves them itself (an EMA or momentum copy, or values it rewrites in place, "
-                f"as a renormalisation does): the optimizer does nothing with them", finding.tensors, finding.names, finding.at,
-                advice=_HELD_FOR_NOTHING, step=finding.step)
+                f"as a renormalisation does): the optimizer does nothing with them",
+                finding.tensors, finding.names, finding.at, advice=_HELD_FOR_NOTHING,
+                step=finding.step)
         elif finding.extra.get("window"):
             w.pending_idle.append((finding, [id(p) for p, _ in values]))
             continue

@@ -14,8 +14,8 @@ after another optimizer stepped (the step the backward preceded: its part in the
 not meant for their optimizer, even where that step found none of it); gradient the script
 read from ``.grad`` itself before clearing it (per-example gradients, clipped and summed by
 hand); gradient cleared under a condition (a scheduled freeze: ``never_trained`` judges it over
-the whole run); gradient a ``GradScaler`` read and skipped the step for; gradient another tensor still
-holds (it may yet be stepped)."""
+the whole run); gradient a ``GradScaler`` read and skipped the step for; gradient another tensor
+still holds (it may yet be stepped)."""
 
 from __future__ import annotations
 

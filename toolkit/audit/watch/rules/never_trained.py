@@ -1,11 +1,11 @@
 """A freeze meant to end that never ended (``never_trained``): tensors an optimizer holds whose
 gradient the script's code cleared under a condition on the run's progress (a loss reaching
 them), and that no step of the whole run found with a gradient; or that the script switched off
-(``requires_grad_(False)``) under such a condition, and that no step found requiring one. Published methods
-freeze a part for a first stretch of the run and then train it (SwAV cancels its prototypes'
-gradients while ``iteration < freeze_prototypes_niters``, facebookresearch/swav main_swav.py;
-DINO's last layer while ``epoch < freeze_last_layer``, a guard clause in a helper): a condition
-on a loop's counter says the clear is meant for some iterations only
+(``requires_grad_(False)``) under such a condition, and that no step found requiring one.
+Published methods freeze a part for a first stretch of the run and then train it (SwAV cancels
+its prototypes' gradients while ``iteration < freeze_prototypes_niters``, facebookresearch/swav
+main_swav.py; DINO's last layer while ``epoch < freeze_last_layer``, a guard clause in a
+helper): a condition on a loop's counter says the clear is meant for some iterations only
 (:func:`~toolkit.audit.record.syntax.progress_conditions`). Where it held at every step of a
 run that ended by itself (it counts the epoch for the iteration, the batch within the epoch
 for the step), the part never trained. The finding is at the clear and at those conditions:
@@ -80,8 +80,9 @@ def check(w: WatchState) -> None:
         w.add(ScriptFinding(
             "never_trained", w.iteration,
             f"{plural(len(keys), 'tensor')} an optimizer holds never trained: the script "
-            f"{how.format('it' if len(keys) == 1 else 'them')} under {_ifs(conditions)} before every "
-            f"one of the run's {w.step_events} steps, so the freeze it stands for never ended",
+            f"{how.format('it' if len(keys) == 1 else 'them')} under {_ifs(conditions)} "
+            f"before every one of the run's {w.step_events} steps, so the freeze it stands for "
+            f"never ended",
             tuple(keys.values()), tuple(names.get(k, keys[k]) for k in keys), at,
             advice="check what the condition counts and against what (an epoch for an "
                    "iteration, a comparison the wrong way): it held at every step of the run",

@@ -152,7 +152,8 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
         for site, pairs in _rebound(w, stepped, {id(r.new) for r in spoiling}).items():
             found.setdefault(site, []).extend(pairs)
             for new, *_ in pairs:
-                shown_of[id(new)] = w.bound_name(new) or S.assigned_name(site.path, site.line) or "?"
+                shown_of[id(new)] = (w.bound_name(new)
+                                     or S.assigned_name(site.path, site.line) or "?")
     for site, pairs in found.items():
         _report(w, site, pairs, stepped, shown_of)
     return {id(new) for pairs in found.values() for new, *_ in pairs}
