@@ -13,38 +13,9 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
                "queries too (a momentum key encoder held by an optimizer looks the same)")
 
 _FREEZE = "held out blind (2e7595c): "
-_ACCUMULATION = "held out blind (d7d1ff8): "
 _BOUNDARY = "held out blind (80adcd6): "
-#: why a blind boundary case's correct script is flagged: the same in four scripts
-_SAME_PASS = (_BOUNDARY + "{}: the watch's iteration begins at the generator's backward() right "
-              "after the discriminator's step in a window's last pass, so the carried rule reads "
-              "{}, made before that step in the same pass, as graph carried from the iteration "
-              "before")
 
 _NOT_YET: dict[str, str] = {
-    "test_principle_accumulation_clear_blind.py::"
-    "test_audit_a_clear_at_the_window_boundary_or_a_meant_freeze_is_no_finding"
-    "[dcgan-accumulated-grad-none-after-step]":
-        _ACCUMULATION + "a GAN that accumulates both networks' gradients: the watch's iteration "
-        "begins at the generator's backward() right after the discriminator's step, so the "
-        "carried rule reads the fake batch, made before that step in the same micro-batch, as "
-        "a graph carried from the iteration before",
-    "test_principle_iteration_boundary_blind.py::"
-    "test_audit_a_graph_made_in_the_same_pass_is_no_finding[historical-average-sum-detached]":
-        _SAME_PASS.format("a GAN with historical averaging, both networks accumulated",
-                          "the fake batch"),
-    "test_principle_iteration_boundary_blind.py::"
-    "test_audit_a_graph_made_in_the_same_pass_is_no_finding"
-    "[dcgan-accumulated-fake-read-after-d-step]":
-        _SAME_PASS.format("a DCGAN, both networks accumulated", "the fake batch"),
-    "test_principle_iteration_boundary_blind.py::"
-    "test_audit_a_graph_made_in_the_same_pass_is_no_finding"
-    "[vaegan-three-optimizers-reconstruction-after-d-step]":
-        _SAME_PASS.format("a VAE-GAN with three optimizers", "the reconstruction"),
-    "test_principle_iteration_boundary_blind.py::"
-    "test_audit_a_graph_made_in_the_same_pass_is_no_finding"
-    "[srgan-init-then-adversarial-fake-after-d-step]":
-        _SAME_PASS.format("an SRGAN's adversarial phase after its warm-up", "the fake batch"),
     "test_principle_iteration_boundary_blind.py::"
     "test_audit_the_failure_names_the_line_and_the_tensors[reinforce-log-probs-kept]":
         _BOUNDARY + "REINFORCE's log-probabilities kept past their episode: the carried graph "

@@ -458,10 +458,7 @@ class Watch(WatchState):
         self.staged.pause()
         frame = sys._getframe(2)
         key = self._stack_key(frame)
-        last = self.site_events.get(key)
-        # the loop's body ran once: back at a backward() after a step, or, in a script that
-        # steps no torch optimizer (weights updated by hand), back at the same backward()
-        if last is not None and (last < self.last_step_event or not self.optimizers):
+        if self._body_ran(key):
             self._new_iteration()
         if self.done():
             self.staged.close()
@@ -519,6 +516,7 @@ class Watch(WatchState):
             wanted = {id(t) for t in inputs}
             leaves = {k: v for k, v in leaves.items() if k in wanted}
         leaves = {k: v for k, v in leaves.items() if v.requires_grad}
+        self.site_optimizers[key] = frozenset(held[k] for k in leaves if k in held)
         for k, t in leaves.items():
             self.reached_at[k] = self.events
             if k not in self.plain_values and not isinstance(t, nn.Parameter):
@@ -530,6 +528,23 @@ class Watch(WatchState):
         source = Source(self.events, site, self.loss_label(site), self.iteration,
                         names=_optimizer_names(caller))
         return source, leaves, self.ledger.snapshot(leaves)
+
+    def _body_ran(self, key: tuple) -> bool:
+        """Whether the loop's body ran once before this ``backward()`` at site ``key``: the site
+        is back after a step of an optimizer holding tensors it writes (another optimizer's
+        step between two backward() calls of one pass, the discriminator's before the
+        generator's loss, begins nothing: with gradient accumulation the generator's site
+        comes back after it while its own window goes on); in a script that steps no torch
+        optimizer (weights updated by hand), back at all."""
+        last = self.site_events.get(key)
+        if last is None:
+            return False
+        if not self.optimizers:
+            return True
+        mine = self.site_optimizers.get(key)
+        if not mine:   # not audited yet, or it writes no tensor an optimizer holds
+            return last < self.last_step_event
+        return any(self.optimizer_stepped.get(i, -1) > last for i in mine)
 
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
                site, graph: StepGraph | None) -> None:
@@ -574,6 +589,7 @@ class Watch(WatchState):
                     id(p) in made.tensors for g in opt.param_groups for p in g["params"]):
                 made.first_step = event
         self.step_optimizer[event] = index
+        self.optimizer_stepped[index] = event
         if self.pending_dead:
             dead.settle(self)
         self.constants.clear()

@@ -128,6 +128,10 @@ class WatchState:
         self.grad_results: dict[int, weakref.ref] = {}
         self.hand_written: dict[int, tuple[torch.Tensor, Site | None]] = {}
         self.site_events: dict[tuple, int] = {}
+        # each backward() site (audited once) -> the optimizers holding tensors it writes; each
+        # optimizer's index -> the event of its last step
+        self.site_optimizers: dict[tuple, frozenset[int]] = {}
+        self.optimizer_stepped: dict[int, int] = {}
         self.last_step_event = -1
         self.start_seq: dict[int, int] = {}
         self.last_step_seq = 0
