@@ -13,38 +13,8 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
                "queries too (a momentum key encoder held by an optimizer looks the same)")
 
 _FREEZE = "held out blind (2e7595c): "
-_BOUNDARY = "held out blind (80adcd6): "
-#: why a blind container case's bug is not named where its fix belongs (held out at 3191084)
-_CONTAINER = ("held out blind (3191084): {}: the carried graph is found, but named where the "
-              "loss reads the old entries, not where the loop empties or makes its containers, "
-              "and by the tensor, not by the container that keeps it")
 
 _NOT_YET: dict[str, str] = {
-    "test_principle_container_emptied_blind.py::"
-    "test_audit_the_failure_names_the_line_and_the_tensors"
-    "[reinforce-saved-log-probs-kept]":
-        _CONTAINER.format("REINFORCE's `policy.saved_log_probs` never emptied"),
-    "test_principle_container_emptied_blind.py::"
-    "test_audit_the_failure_names_the_line_and_the_tensors"
-    "[actor-critic-saved-actions-alias-unbound]":
-        _CONTAINER.format("the actor-critic's `model.saved_actions` kept full"),
-    "test_principle_container_emptied_blind.py::"
-    "test_audit_the_failure_names_the_line_and_the_tensors"
-    "[a2c-rollout-lists-emptied-when-logged]":
-        _CONTAINER.format("A2C's rollout lists emptied only when logged"),
-    "test_principle_container_emptied_blind.py::"
-    "test_audit_the_failure_names_the_line_and_the_tensors"
-    "[seq2seq-decoder-outputs-made-once]":
-        _CONTAINER.format("the decoder's outputs list made once before the loop"),
-    "test_principle_container_emptied_blind.py::"
-    "test_audit_the_failure_names_the_line_and_the_tensors"
-    "[probes-probe-losses-emptied-per-epoch]":
-        _CONTAINER.format("the probes' losses emptied once an epoch"),
-    "test_principle_iteration_boundary_blind.py::"
-    "test_audit_the_failure_names_the_line_and_the_tensors[reinforce-log-probs-kept]":
-        _BOUNDARY + "REINFORCE's log-probabilities kept past their episode: the carried graph "
-        "is named where the loss reads the old log-probability (line 90), not where the list "
-        "should be emptied with the others (line 96) or where it is made, filled or zipped",
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
         _FREEZE + "CNN-static's word vectors left out of the optimizer while they require grad: "

@@ -236,7 +236,9 @@ class CarriedGraph:
 
     ``shape``: the carried tensor's shape; ``source``: what made it; ``entered``: the node of
     the second call that reads it; ``path``: loss → … → the carried node; ``created``: ``"the
-    first call"`` or ``"before the audit"``; ``n_nodes``: old nodes reachable through it.
+    first call"`` or ``"before the audit"``; ``n_nodes``: old nodes reachable through it;
+    ``container``: the list, deque or dict (as the user's code names it) that keeps the
+    carried tensor beside the new call's entries (``""``: none).
     """
 
     loss: str
@@ -250,6 +252,7 @@ class CarriedGraph:
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
     proof: Proof | None = None
+    container: str = ""
 
     def __post_init__(self) -> None:
         _settle(self)

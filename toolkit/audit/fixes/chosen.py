@@ -19,6 +19,7 @@ from toolkit.audit.fixes.edits import (
     cut_assigned,
     cut_written,
     default_mode,
+    empty_with,
     extend_argument,
     grad_on,
     insert_before,
@@ -42,6 +43,7 @@ from toolkit.audit.truth.proof import (
     CopiedAt,
     CutBefore,
     DetachedAt,
+    EmptiedAt,
     HandedAt,
     IntegerAt,
     JoinedAt,
@@ -76,6 +78,8 @@ def _edits_at(place: Place, namespace: dict[str, object]) -> tuple[Edit, ...]:
         edit = reset_before(place.line, place.indent, place.owner, place.name)
     elif isinstance(place, DetachedAt):
         edit = remove_detach(place.line)
+    elif isinstance(place, EmptiedAt):
+        edit = empty_with(place.line, place.container)
     elif isinstance(place, NoGradAt):
         edit = grad_on(place.line)
     elif isinstance(place, CopiedAt):

@@ -18,9 +18,15 @@ A tensor computed once before the loop from a leaf (``torch.tensor(x, requires_g
 
 from __future__ import annotations
 
+import collections
+import itertools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import torch
+from torch import nn
+
 from toolkit.audit.findings import CarriedGraph
+from toolkit.audit.record.emptied import emptyings
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.start import step_start
@@ -31,6 +37,7 @@ from toolkit.audit.truth.labels import node_shape, outputs_of
 from toolkit.audit.truth.proof import (
     AssignedAt,
     Cut,
+    EmptiedAt,
     HandedAt,
     Place,
     ReadAt,
@@ -99,6 +106,17 @@ def find_carried(step: RecordedStep, loss: str
         stored = _stored(step, node)
         unproved = None  # whether the loss still reaches the old node with every reader cut
         options = []
+        kept, emptied, emptying = _kept_past_its_pass(step, node, this_mark)
+        if emptied:
+            # no cut keeps this pass's entries' gradient and drops the earlier ones': the
+            # container is to be emptied each pass, with the loop's other containers (where
+            # its own emptying runs too seldom, where it should run only the method says)
+            fix = (f"{kept[0]} keeps the entries of earlier passes beside this pass's: empty "
+                   f"it each pass once its loss has used them (del {kept[0]}[:], where the "
+                   f"loop empties its other containers), or make it inside the loop")
+            if emptying is not None:
+                options.append(Option((emptying,), fix, emptied, (emptying,)))
+            options.append(Option((), fix, emptied))
         for way in ways:
             if is_open_marker(node):
                 fix = f"the block {node.block!r} is disabled here: enable it (it cuts the state)"
@@ -124,8 +142,89 @@ def find_carried(step: RecordedStep, loss: str
                                   proved=not (way.edges and unproved)))
         out.append(((key, nr), Wanted(CarriedGraph(
             loss=loss, shape=shape, source=source, entered=entered, path=path,
-            created=created, n_nodes=counts[key], fix=""), FirstOf(tuple(options)))))
+            created=created, n_nodes=counts[key], fix="", container=kept[0] if kept else ""),
+            FirstOf(tuple(options)))))
     return out
+
+
+#: what a loop collects a pass's tensors in
+_CONTAINERS = (list, collections.deque, dict)
+
+
+def _kept_past_its_pass(step: RecordedStep, node: Any, mark: int
+                        ) -> tuple[tuple[str, ...], tuple[Line, ...], EmptiedAt | None]:
+    """The container (a list, a deque, a dict; a name of the user's code or a module's
+    attribute: ``policy.saved_log_probs``) that holds the old tensor ``node`` made beside a
+    tensor this call made (``Node._sequence_nr() >= mark``): entries kept past the pass they
+    were collected for. Returns the names bound to it, and the statements of the user's
+    source where the fix belongs: those that make, empty or drop it; where none empties it,
+    also those that empty, or make again, the containers made with it or held by the same
+    module (what the loop drops each pass: with none, no line, as a bank kept on purpose
+    has none); and the edit that empties it: where a name of it is dropped (``del saved``),
+    or with the first statement that empties another of them, else that makes another again
+    (``None``: its own emptying is there, but runs too seldom). ``((), (), None)``: none."""
+    candidates: list[tuple[str, Any, tuple[str, ...]]] = []
+    for name, value in list(step.namespace.items()):
+        if name.startswith("__"):
+            continue
+        if isinstance(value, nn.Module):
+            held = [(f"{name}.{attr}", v) for attr, v in vars(value).items()
+                    if not attr.startswith("_") and isinstance(v, _CONTAINERS)]
+            candidates += [(n, v, tuple(m for m, _ in held if m != n)) for n, v in held]
+        elif isinstance(value, _CONTAINERS):
+            candidates.append((name, value, ()))
+    hit = next((v for _, v, _ in candidates if _holds_old_and_new(v, node, mark)), None)
+    if hit is None:
+        return (), (), None
+    names = tuple(dict.fromkeys(n for n, v, _ in candidates if v is hit))
+    owned = {s for n, v, siblings in candidates if v is hit for s in siblings}
+    path = step.namespace.get("__file__")
+    found = emptyings(path) if isinstance(path, str) else ()
+    own = [e for e in found if e.container in names]
+    lines = [e.line for e in own]
+    place = None
+    drops = [e for e in own if e.how == "drops"]
+    if drops:
+        place = EmptiedAt(drops[0].line, drops[0].container)
+    elif not any(e.how == "empties" for e in own):
+        siblings = owned | {c for e in own for c in e.together}
+        made = {e.line.number for e in own}
+        # what the loop empties, or makes again, each pass
+        theirs = [e for e in found if e.container in siblings
+                  and (e.how != "makes" or e.line.number not in made)]
+        if not theirs:
+            # nothing says the loop drops what it collects: a bank kept on purpose (a queue
+            # of earlier batches' features) is cut where it is stored, not emptied
+            return names, (), None
+        lines += [e.line for e in theirs]
+        other = next((e for e in theirs if e.how == "empties"), theirs[0])
+        # the name its statement can read: beside a module's attribute, the module's
+        owner = other.container.rpartition(".")[0]
+        name = next((n for n in names if n.rpartition(".")[0] == owner), names[0])
+        place = EmptiedAt(other.line, name)
+    return names, tuple(dict.fromkeys(sorted(lines, key=lambda x: x.number))), place
+
+
+def _holds_old_and_new(container: Any, node: Any, mark: int) -> bool:
+    """Whether ``container`` holds, as an entry or an item of a tuple entry (a named tuple of
+    a log-probability and a value), the tensor ``node`` made and a tensor made from ``mark``
+    on."""
+    entries = container.values() if isinstance(container, dict) else container
+    old = new = False
+    for entry in itertools.islice(entries, _MOST_ENTRIES):
+        for t in entry if isinstance(entry, tuple | list) else (entry,):
+            fn = t.grad_fn if isinstance(t, torch.Tensor) else None
+            if fn is node:
+                old = True
+            elif fn is not None and fn._sequence_nr() >= mark:
+                new = True
+        if old and new:
+            return True
+    return False
+
+
+#: the entries of one container looked at (a dataset held as a list is no pass's collection)
+_MOST_ENTRIES = 100_000
 
 
 def made_of_cuts(node: Any, memo: dict[int, bool]) -> bool:

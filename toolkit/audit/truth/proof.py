@@ -113,6 +113,17 @@ class StoredAt:
 
 
 @dataclass(frozen=True)
+class EmptiedAt:
+    """Empty the container ``container`` (as the source names it there) with the statement at
+    ``line``: where it drops that name (``del saved``), its items instead (``del saved[:]``);
+    where it deletes the items of other containers (``del rewards[:]``), those of this one
+    too (``del rewards[:], container[:]``); else ``container.clear()`` after it."""
+
+    line: Line
+    container: str
+
+
+@dataclass(frozen=True)
 class ResetAt:
     """Set ``<owner>.<name>`` back to ``None`` before ``line``, the first statement of the
     step's function, written after ``indent`` (:func:`~toolkit.audit.record.start.step_start`)."""
@@ -237,7 +248,7 @@ class RegisteredAt:
 #: as the expression that made it, or tensors registered on the model
 Place = (Site | AssignedAt | CutBefore | WrittenAt | StoredAt | ResetAt | DetachedAt | NoGradAt
          | CopiedAt | IntegerAt | ZeroDerivativeAt | ModeAt | KeywordAt | ArgumentAt | BuiltAt
-         | RecomputedAt | JoinedAt | RegisteredAt)
+         | RecomputedAt | JoinedAt | RegisteredAt | EmptiedAt)
 
 
 @dataclass(frozen=True)

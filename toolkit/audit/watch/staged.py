@@ -334,8 +334,8 @@ def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:
         return ()
     cut = [e.old for e in getattr(found, "edits", ()) or () if e.cut]
     maker = str(found.source).removeprefix("the output of ").split("[")[0].split(" ")[0]
-    return tuple(dict.fromkeys([*cut, *([maker] if maker and maker != str(found.source)
-                                        else [])]))
+    return tuple(dict.fromkeys([*([found.container] if found.container else []), *cut,
+                                *([maker] if maker and maker != str(found.source) else [])]))
 
 
 def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: str) -> str:
@@ -343,9 +343,11 @@ def _message(kind: Kind, found: Any, label: str, names: Sequence[str], reason: s
     if isinstance(found, UnrolledLoop):
         return f"{label} {found.what()}"
     if kind is Kind.CARRIED and found is not None:
+        kept = f", kept in `{found.container}` beside this iteration's entries" \
+            if found.container else ""
         return (f"the graph of {label} reaches {found.n_nodes} nodes made before its iteration "
-                f"({found.source}, entering at {found.entered}): it grows every iteration, or "
-                f"the next backward() fails 'a second time'")
+                f"({found.source}{kept}, entering at {found.entered}): it grows every "
+                f"iteration, or the next backward() fails 'a second time'")
     if kind in (Kind.CONSTANT_TERM, Kind.CUT_KEYS) and found is not None:
         return f"{label} {found.what()}"
     if kind is Kind.HELD and found is not None:
