@@ -14,6 +14,10 @@ is reported only when it matters in a training loop:
 
 A tensor computed once before the loop from a leaf (``torch.tensor(x, requires_grad=True)
 .float()``: one ``ToCopy`` node that saves nothing) neither grows nor fails: no finding.
+
+A list, deque or dict that keeps the old tensor beside the call's own entries (REINFORCE's
+``saved_log_probs`` never emptied) has no cut that keeps the call's gradient: it is emptied
+with the loop's other containers (:func:`_kept_past_its_pass`).
 """
 
 from __future__ import annotations
@@ -149,6 +153,8 @@ def find_carried(step: RecordedStep, loss: str
 
 #: what a loop collects a pass's tensors in
 _CONTAINERS = (list, collections.deque, dict)
+#: the entries of one container looked at (a dataset held as a list is no pass's collection)
+_MOST_ENTRIES = 100_000
 
 
 def _kept_past_its_pass(step: RecordedStep, node: Any, mark: int
@@ -221,10 +227,6 @@ def _holds_old_and_new(container: Any, node: Any, mark: int) -> bool:
         if old and new:
             return True
     return False
-
-
-#: the entries of one container looked at (a dataset held as a list is no pass's collection)
-_MOST_ENTRIES = 100_000
 
 
 def made_of_cuts(node: Any, memo: dict[int, bool]) -> bool:
