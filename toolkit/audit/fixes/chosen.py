@@ -19,7 +19,6 @@ from toolkit.audit.fixes.edits import (
     cut_assigned,
     cut_written,
     default_mode,
-    empty_with,
     extend_argument,
     grad_on,
     insert_before,
@@ -34,6 +33,7 @@ from toolkit.audit.fixes.edits import (
 from toolkit.audit.fixes.location import edit_of
 from toolkit.audit.fixes.optimizer_edits import join, leave_out
 from toolkit.audit.fixes.registration import registered, remember
+from toolkit.audit.fixes.script_edits import empty_with
 from toolkit.audit.fixes.stored import stored_at
 from toolkit.audit.record.sites import Line
 from toolkit.audit.truth.proof import (
@@ -79,7 +79,7 @@ def _edits_at(place: Place, namespace: dict[str, object]) -> tuple[Edit, ...]:
     elif isinstance(place, DetachedAt):
         edit = remove_detach(place.line)
     elif isinstance(place, EmptiedAt):
-        edit = empty_with(place.line, place.container)
+        edit = empty_with(place.line.path, place.line.number, place.container)
     elif isinstance(place, NoGradAt):
         edit = grad_on(place.line)
     elif isinstance(place, CopiedAt):

@@ -59,8 +59,7 @@ from toolkit.audit.record.source import (
 from toolkit.audit.record.values import plain, read_value
 
 __all__ = ["Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned",
-           "cut_made", "cut_operand", "cut_written", "default_mode", "detached", "empty_with",
-           "extend_argument",
+           "cut_made", "cut_operand", "cut_written", "default_mode", "detached", "extend_argument",
            "grad_on", "insert_before", "is_cut",
            "keyword_value", "recompute", "remove_detach", "reset_before",
            "stack_values", "straight_through", "straight_through_integer"]
@@ -497,31 +496,6 @@ def reset_before(line: Line, indent: str, owner: str, name: str) -> Edit:
     statement of the step's function (:func:`~toolkit.audit.record.start.step_start`), so
     that a state kept between calls is reset as the step's first line."""
     return insert_before(line, indent, f"{owner}.{name} = None")
-
-
-def empty_with(line: Line, container: str) -> Edit | None:
-    """The statement at ``line`` made to empty ``container`` too
-    (:class:`~toolkit.audit.truth.proof.EmptiedAt`): ``del saved`` -> ``del saved[:]`` where
-    it drops that name; ``del rewards[:]`` -> ``del rewards[:], container[:]``; else
-    ``container.clear()`` on the line after it, indented as it is."""
-    src = source_of(line.path)
-    if src is None:
-        return None
-    stmt = next((n for n in ast.walk(src.tree) if isinstance(n, ast.stmt)
-                 and n.lineno == line.number), None)
-    if stmt is None:
-        return None
-    if isinstance(stmt, ast.Delete):
-        for target in stmt.targets:
-            if isinstance(target, ast.Name) and target.id == container:
-                return edit_node(line, src, target, f"{container}[:]")
-        if any(isinstance(t, ast.Subscript) for t in stmt.targets):
-            last = stmt.targets[-1]
-            return edit_node(line, src, last, f"{segment(src, last)}, {container}[:]")
-    after = (stmt.end_lineno or stmt.lineno) + 1
-    text = src.lines[stmt.lineno - 1].decode("utf-8")
-    indent = text[:len(text) - len(text.lstrip())]
-    return Edit(line.file, after, 0, after, 0, "", f"{indent}{container}.clear()\n", line.path)
 
 
 def insert_before(line: Line, indent: str, statement: str) -> Edit:

@@ -36,8 +36,8 @@ from toolkit.audit.record.syntax import (
 )
 
 __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument",
-           "deep_copy_call", "detach_call", "detach_expression",
-           "diff", "edit_at", "edited_texts", "import_edit", "insert_after", "insert_before",
+           "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
+           "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
            "unfreeze_before", "widen", "write_edits"]
 
@@ -269,6 +269,25 @@ def insert_after(path: str, line: int, statement: str) -> Edit | None:
         return None
     indent = indent_of(text, stmt.lineno)
     return edit_at(path, (end + 1, 0), (end + 1, 0), f"{indent}{statement}\n")
+
+
+def empty_with(path: str, line: int, container: str) -> Edit | None:
+    """The statement on ``line`` made to empty ``container`` too
+    (:class:`~toolkit.audit.truth.proof.EmptiedAt`): ``del saved`` -> ``del saved[:]`` where
+    it drops that name; ``del rewards[:]`` -> ``del rewards[:], container[:]``; else
+    ``container.clear()`` on its own line after it (:func:`insert_after`)."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    if isinstance(stmt, ast.Delete):
+        for target in stmt.targets:
+            if isinstance(target, ast.Name) and target.id == container:
+                return node_edit(path, target, f"{container}[:]")
+        if any(isinstance(t, ast.Subscript) for t in stmt.targets):
+            last = stmt.targets[-1]
+            return node_edit(path, last, f"{segment(text, last)}, {container}[:]")
+    return insert_after(path, line, f"{container}.clear()")
 
 
 def replace_parameters(path: str, line: int, params: str) -> Edit | None:

@@ -14,6 +14,7 @@ with the other containers the same statement makes or empties (what the loop dro
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from dataclasses import dataclass
 from typing import Literal
@@ -38,31 +39,28 @@ class Emptying:
     together: tuple[str, ...]
 
 
-_cache: dict[tuple[int, str], tuple[Emptying, ...]] = {}
-
-
 def emptyings(path: str) -> tuple[Emptying, ...]:
     """Every statement of the file at ``path`` that makes, empties or drops a container, in
     the order of the source (none when the file cannot be read)."""
     parsed = syntax_tree(path)
-    if parsed is None:
-        return ()
-    tree, text = parsed
-    key = (id(tree), path)
-    if key not in _cache:
-        lines = text.splitlines()
-        found: list[Emptying] = []
-        for function, stmt in _statements(tree):
-            each = [(name, how) for name, how in _emptied(stmt) if name]
-            names = tuple(name for name, _ in each)
-            for name, how in each:
-                number = stmt.lineno
-                found.append(Emptying(
-                    Line(os.path.basename(path), number, function,
-                         lines[number - 1].strip() if number <= len(lines) else "", path),
-                    name, how, tuple(n for n in names if n != name)))
-        _cache[key] = tuple(sorted(found, key=lambda e: e.line.number))
-    return _cache[key]
+    return () if parsed is None else _read(*parsed, path)
+
+
+@functools.lru_cache(maxsize=16)
+def _read(tree: ast.Module, text: str, path: str) -> tuple[Emptying, ...]:
+    """:func:`emptyings` of one parsed text (the tree held by the cache: one read per text)."""
+    lines = text.splitlines()
+    found: list[Emptying] = []
+    for function, stmt in _statements(tree):
+        each = [(name, how) for name, how in _emptied(stmt) if name]
+        names = tuple(name for name, _ in each)
+        for name, how in each:
+            number = stmt.lineno
+            found.append(Emptying(
+                Line(os.path.basename(path), number, function,
+                     lines[number - 1].strip() if number <= len(lines) else "", path),
+                name, how, tuple(n for n in names if n != name)))
+    return tuple(sorted(found, key=lambda e: e.line.number))
 
 
 def _statements(tree: ast.Module):
@@ -87,8 +85,8 @@ def _emptied(stmt: ast.stmt) -> list[tuple[str, Literal["makes", "empties", "dro
                     and len(target.elts) == len(stmt.value.elts):
                 out += [(ast.unparse(t), "makes") for t, v in zip(target.elts, stmt.value.elts)
                         if _empty(v)]
-            elif _whole(target) is not None and _empty(stmt.value):
-                out.append((_whole(target) or "", "empties"))
+            elif (whole := _whole(target)) is not None and _empty(stmt.value):
+                out.append((whole, "empties"))
             elif _empty(stmt.value) and not isinstance(target, ast.Subscript):
                 out.append((ast.unparse(target), "makes"))
         return out
