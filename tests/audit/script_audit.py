@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import runpy
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 import torch
 
 from toolkit.audit.cli import main
+from toolkit.audit.verify import fresh
 from toolkit.audit.verify.gradients import same_gradient
 from toolkit.audit.verify.rerun import load_record
 
@@ -143,28 +145,26 @@ def flat(tree: object, prefix: str = "") -> dict[str, torch.Tensor]:
     return out
 
 
-#: runs each script named after it to its end as ``python SCRIPT --out SCRIPT.pt`` would (its own
-#: ``sys.argv`` and ``__main__``, the folder first on ``sys.path``), one after the other
-_RUN_TO_END = """\
-import runpy
-import sys
-
-for script in sys.argv[1:]:
-    sys.argv = [script, "--out", f"{script}.pt"]
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as stop:
-        if stop.code not in (None, 0):
-            raise
-"""
+def _run_to_end(folder: str, scripts: Sequence[str]) -> None:
+    """Each of ``scripts`` run to its end as ``python SCRIPT --out SCRIPT.pt`` would in
+    ``folder`` (its own ``sys.argv`` and ``__main__``, the folder first on ``sys.path``), one
+    after the other."""
+    sys.path.insert(0, folder)
+    for script in scripts:
+        sys.argv = [script, "--out", f"{script}.pt"]
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            if stop.code not in (None, 0):
+                raise
 
 
 def trained(folder: Path, *scripts: str) -> list[dict[str, torch.Tensor]]:
     """Each script of ``folder`` run there to its end with ``--out SCRIPT.pt``: every tensor it
-    saved. One process runs them one after the other (each script seeds itself; the start of
-    a process, with torch's import, is most of a tiny script's time)."""
-    done = subprocess.run([sys.executable, "-c", _RUN_TO_END, *scripts], cwd=folder,
-                          capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    saved. One fresh process (:func:`~toolkit.audit.verify.fresh.run`, as the audit's reruns)
+    runs them one after the other: each script seeds itself, and the start of a process, with
+    torch's import, is most of a tiny script's time."""
+    done = fresh.run(_run_to_end, [str(folder), scripts], cwd=str(folder), timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     return [flat(torch.load(folder / f"{script}.pt", weights_only=True)) for script in scripts]
 

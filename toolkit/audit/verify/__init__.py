@@ -7,5 +7,6 @@ about stays the same.
 - :mod:`.in_process` runs the edited step of :func:`~toolkit.audit.audit_step` in process, each
   edited function swapped in for the call (:attr:`~toolkit.audit.kinds.Proof.IN_PROCESS`);
 - :mod:`.rerun` audits the edited script again, on copies, in a fresh process from the same
-  seed (:attr:`~toolkit.audit.kinds.Proof.RERUN`).
+  seed (:attr:`~toolkit.audit.kinds.Proof.RERUN`), which :mod:`.fresh` forks from a server
+  that imported torch once.
 """

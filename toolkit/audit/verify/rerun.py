@@ -22,6 +22,7 @@ from toolkit.audit.files import escaped
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes.script_edits import edited_texts
 from toolkit.audit.kinds import SCRIPT_KINDS, Kind
+from toolkit.audit.verify import fresh
 from toolkit.audit.verify.gradients import same_gradient
 
 __all__ = ["forget_baselines", "load_record", "together", "verify"]
@@ -76,8 +77,8 @@ def _copy_sources(root: str, into: str) -> None:
 def rerun(script: str, args: list[str], edits: list[Edit], steps: int, cwd: str,
           timeout: float | None = None) -> tuple[int, dict | None, list[dict], str]:
     """The script, with ``edits`` made in copies, audited for ``steps`` iterations in a fresh
-    process started in ``cwd`` with no standard input; returns its exit status, report,
-    gradients and what it printed to stderr.
+    process (:func:`~toolkit.audit.verify.fresh.run`) in ``cwd`` with no standard input;
+    returns its exit status, report, gradients and what it printed to stderr.
 
     The user's files are only read: the script's folder is copied (its ``.py`` files), an edit
     of a file in it is made in the copy, and an edited module that lives elsewhere (found on
@@ -100,12 +101,10 @@ def rerun(script: str, args: list[str], edits: list[Edit], steps: int, cwd: str,
         rec = os.path.join(tmp, "record")
         mapping = os.path.join(tmp, "elsewhere.json")
         Path(mapping).write_text(json.dumps(elsewhere), encoding="utf-8")
-        cmd = [sys.executable, "-P", "-m", "toolkit.audit", "--steps", str(steps), "--follow", "0",
-               "--no-verify", "--record", rec, "--edited-elsewhere", mapping,
-               os.path.join(copy, os.path.relpath(os.path.abspath(script), root)), *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              check=False, cwd=cwd, stdin=subprocess.DEVNULL,
-                              errors="replace")
+        argv = ["--steps", str(steps), "--follow", "0", "--no-verify", "--record", rec,
+                "--edited-elsewhere", mapping,
+                os.path.join(copy, os.path.relpath(os.path.abspath(script), root)), *args]
+        done = fresh.run(fresh.run_module, ["toolkit.audit", argv], cwd=cwd, timeout=timeout)
         if not os.path.exists(os.path.join(rec, "report.json")):
             return done.returncode, None, [], done.stderr
         report, grads = load_record(rec)
