@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -97,5 +98,31 @@ def test_past_its_time_it_is_killed(tmp_path):
         fresh.run(_sleeps, [str(pid_file)], cwd=str(tmp_path), timeout=5)
     assert time.monotonic() - start < 60
     if pid_file.exists():  # (else it was killed before it wrote it)
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid_file.read_text(encoding="utf-8")), 0)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_interrupted_here_it_is_killed(tmp_path):
+    """Ctrl-C while a rerun runs: the exception goes on, and the child does not outlive it."""
+    pid_file = tmp_path / "pid"
+    fresh.run(_prints_and_returns, [0], cwd=str(tmp_path))  # the server started: the alarm
+    # comes while the child sleeps
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 3)
+        with pytest.raises(_Interrupted):
+            fresh.run(_sleeps, [str(pid_file)], cwd=str(tmp_path), timeout=120)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if pid_file.exists():
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid_file.read_text(encoding="utf-8")), 0)
