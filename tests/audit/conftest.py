@@ -14,16 +14,6 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
 
 _FREEZE = "held out blind (2e7595c): "
 
-#: the blind cases of a gradient the script takes itself (test_principle_written_gradient_blind)
-_WRITTEN = ("held out blind (written gradient): a loss differentiated by torch.autograd.grad "
-            "alone, its gradient written into .grad, is not audited (a script with no "
-            "backward() exits 2, 'nothing to audit')")
-_WRITTEN_FILE = "test_principle_written_gradient_blind.py::"
-_WRITTEN_PAIRS = ("pcgrad-td-target", "cagrad-uda-target", "simsiam-agc-target",
-                  "dpsgd-td-bootstrap")
-_WRITTEN_CLEAN = ("pcgrad-td-target-cut", "cagrad-uda-target-cut", "simsiam-agc-targets-cut",
-                  "dpsgd-td-bootstrap-cut", "first-order-maml-meta-gradient")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -55,15 +45,6 @@ _NOT_YET: dict[str, str] = {
     "[clip-text-tower-detached]":
         _TWO_TOWERS,
 }
-_NOT_YET.update({
-    f"{_WRITTEN_FILE}{test}[{case}]": _WRITTEN
-    for test in ("test_the_failure_names_the_cut_and_the_tensors",
-                 "test_the_failure_is_found_at_the_first_iteration",
-                 "test_the_edit_is_verified_and_trains_as_the_published_script")
-    for case in _WRITTEN_PAIRS})
-_NOT_YET.update({
-    f"{_WRITTEN_FILE}test_a_published_cut_or_a_gradient_taken_on_purpose_is_no_finding[{case}]":
-        _WRITTEN for case in _WRITTEN_CLEAN})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -341,8 +341,9 @@ def taken_as_meant(cuts: Mapping[Any, str], findings: Sequence[ScriptFinding],
 def written_by_hand(written: Mapping[int, tuple[Any, Any]],
                     name: Callable[[int, Any], str | None], shown: int = 3) -> str | None:
     """The closing line on gradients the script wrote into ``.grad`` itself from what
-    ``torch.autograd.grad`` returned (GradNorm's task weights, a gradient surgery): the loss
-    they came from is differentiated by no ``backward()``, so no rule read it. ``written``:
+    ``torch.autograd.grad`` returned over other tensors (first-order MAML's adapted weights):
+    the loss they came from was not differentiated over the tensors it wrote, so no rule read
+    it as theirs (one taken over them is audited as their backward). ``written``:
     each such tensor and where the script first wrote it, by ``id``; ``name(id, tensor)``:
     what the script calls it, or ``None``. ``None`` where none was written."""
     if not written:
@@ -353,8 +354,9 @@ def written_by_hand(written: Mapping[int, tuple[Any, Any]],
     more = f" and {len(what) - shown} more" if len(what) > shown else ""
     where = f" ({', '.join(sites[:shown])})" if sites else ""
     return (f"the loss behind the gradient the script wrote itself into the .grad of "
-            f"{', '.join(what[:shown])}{more}{where}, from torch.autograd.grad: only losses "
-            f"a backward() differentiates are audited")
+            f"{', '.join(what[:shown])}{more}{where}, from torch.autograd.grad over other "
+            f"tensors: a loss is audited where it is differentiated over the tensors it "
+            f"trains, by backward() or torch.autograd.grad")
 
 
 def applicable(findings: Sequence[ScriptFinding]) -> list[ScriptFinding]:

@@ -74,11 +74,31 @@ def installed(watch: Watch) -> Iterator[Watch]:
         return wrapper
 
     def grad(old):
+        # the script's own ``torch.autograd.grad`` of a loss over tensors an optimizer steps,
+        # without a graph of the gradient (GradNorm's task weights, PCGrad's task gradients,
+        # DP-SGD's per-example ones): a backward over those tensors, whose gradient the script
+        # may write into their ``.grad`` itself; a gradient taken inside a loss
+        # (``create_graph=True``: a gradient penalty, MAML's inner step) is the loss's
         @functools.wraps(old)
-        def wrapper(*args, **kwargs):
-            out = old(*args, **kwargs)
-            if is_user(sys._getframe(1).f_code.co_filename) and watch.here():
-                watch.grad_computed(out)
+        def wrapper(outputs, inputs, *args, **kwargs):
+            user = is_user(sys._getframe(1).f_code.co_filename) and watch.here()
+            state = None
+            if user:
+                # read once, and passed on as read (``W.parameters()`` is a generator)
+                if not isinstance(outputs, torch.Tensor):
+                    outputs = tuple(outputs)
+                if not isinstance(inputs, torch.Tensor):
+                    inputs = tuple(inputs)
+                roots = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
+                ins = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+                create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
+                if not create_graph and watch.steps_any(ins):
+                    state = watch.backward(roots, ins)
+            out = old(outputs, inputs, *args, **kwargs)
+            if state is not None:
+                watch.after_backward(state, by_hand=True)
+            if user:
+                watch.grad_computed(out, None if state is None else state[0])
             return out
         return wrapper
 

@@ -91,5 +91,15 @@ class Ledger:
                 self.tensors[key] = tensor
                 self.live.setdefault(key, []).append(source)
 
+    def written(self, sources: list[Source], tensor: torch.Tensor) -> None:
+        """The script wrote into ``tensor``'s ``.grad`` itself the gradient that ``sources``
+        took (``torch.autograd.grad``): it holds theirs alone now."""
+        key = id(tensor)
+        for source in sources:
+            source.wrote.add(key)
+            source.versions[key] = tensor._version
+        self.tensors[key] = tensor
+        self.live[key] = list(sources)
+
     def stepped(self, key: int) -> None:
         self.cleared.pop(key, None)

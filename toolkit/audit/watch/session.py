@@ -434,19 +434,38 @@ class Watch(WatchState):
             for t in tensors:
                 lost.read(self, t)
 
-    def grad_computed(self, grads: object) -> None:
-        """The script's code called ``torch.autograd.grad``, which returned ``grads``."""
+    def steps_any(self, tensors: Sequence[object]) -> bool:
+        """Whether an optimizer holds one of ``tensors``."""
+        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+        return any(id(t) in held for t in tensors)
+
+    def grad_computed(self, grads: object, source: Source | None = None) -> None:
+        """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
+        as a backward (``source``, see :mod:`~toolkit.audit.watch.hooks`) or not."""
         if self.grad_results:  # those of earlier calls, gone or not, are not looked for again
             self.grad_results = {}
         for g in grads if isinstance(grads, tuple | list) else (grads,):
             if isinstance(g, torch.Tensor):
-                self.grad_results[id(g)] = weakref.ref(g)
+                self.grad_results[id(g)] = (weakref.ref(g), source)
 
     def grad_written(self, tensor: torch.Tensor, value: object) -> None:
-        """The script's code set ``tensor.grad = value``: noted (its first place) when ``value``
-        is what ``torch.autograd.grad`` returned, a gradient no ``backward()`` wrote."""
-        ref = self.grad_results.get(id(value))
-        if ref is not None and ref() is value and id(tensor) not in self.hand_written:
+        """The script's code set ``tensor.grad = value``. A gradient it took itself over
+        ``tensor`` with ``torch.autograd.grad`` since the last step, audited as a backward, is
+        what ``value`` holds: the ledger has that backward write it (each such backward that
+        reached it, when ``value`` was made from their results: PCGrad's combination,
+        DP-SGD's noised sum). A result of a call not audited (``tensor`` was not among its
+        inputs an optimizer holds) is noted (its first place): a gradient no audited
+        backward wrote."""
+        found = self.grad_results.get(id(value))
+        if found is not None and found[0]() is value:
+            sources = [found[1]] if found[1] is not None else []
+        else:
+            sources = [s for s, leaves in self.by_hand if s.index > self.last_step_event
+                       and id(tensor) in leaves]
+        if sources and isinstance(value, torch.Tensor):
+            self.ledger.written(sources, tensor)
+            self.written_at[id(tensor)] = max(s.index for s in sources)
+        elif found is not None and found[0]() is value and id(tensor) not in self.hand_written:
             frame = user_frame(2)
             self.hand_written[id(tensor)] = (tensor,
                                              site_of(frame) if frame is not None else None)
@@ -560,9 +579,14 @@ class Watch(WatchState):
         finally:
             self._judging = False
 
-    def after_backward(self, state) -> None:
+    def after_backward(self, state, by_hand: bool = False) -> None:
+        """After the backward :meth:`backward` saw; ``by_hand``: a ``torch.autograd.grad``
+        of the script's, which writes no ``.grad`` (the script may write its result)."""
         source, leaves, before = state
         self.ledger.record(source, leaves, before)
+        if by_hand:
+            self.by_hand = [(s, k) for s, k in self.by_hand if s.index > self.last_step_event]
+            self.by_hand.append((source, set(leaves)))
         for key in source.wrote:
             self.written_at[key] = source.index
         if self.recording() and not self.done():

@@ -125,7 +125,11 @@ class WatchState:
         self.backwards = 0
         # what torch.autograd.grad returned to the script's code (by id, the tensor weakly), and
         # the tensors into whose .grad the script wrote one of them: where it first did
-        self.grad_results: dict[int, weakref.ref] = {}
+        # each result of the script's last torch.autograd.grad, by id: itself, and the
+        # backward it was audited as (None: not audited)
+        self.grad_results: dict[int, tuple[weakref.ref, Source | None]] = {}
+        # the backwards audited from torch.autograd.grad calls, with the leaves each reached
+        self.by_hand: list[tuple[Source, set[int]]] = []
         self.hand_written: dict[int, tuple[torch.Tensor, Site | None]] = {}
         self.site_events: dict[tuple, int] = {}
         # each backward() site (audited once) -> the optimizers holding tensors it writes; each
@@ -242,6 +246,11 @@ class WatchState:
         # target findings whose cut waits for the lines of the next audited forward (see
         # :mod:`~toolkit.audit.watch.rules.targets`), by the backward's stack
         self.target_lines: dict[tuple, list[ScriptFinding]] = {}
+        # the target findings of this iteration's backwards by their lines: the iteration,
+        # the finding, the targets' names, the tensors trained through them
+        self.target_passes: dict[tuple, tuple[int, ScriptFinding, tuple[str, ...], dict]] = {}
+        # each finding a rule made, by ``id``, as :meth:`add` reported it (placed)
+        self.added: dict[int, ScriptFinding] = {}
         self.zero_judged: set[int] = set()
         # a hard value without its straight-through term (see :mod:`~toolkit.audit.watch.hard`):
         # the suspect calls' (site, argument) with the iteration and step first seen, those
@@ -396,10 +405,12 @@ class WatchState:
         return None
 
     def add(self, finding: ScriptFinding) -> None:
+        made = finding
         finding = placed(finding, self.scope, self.user_paths)
         if finding.key in self.findings:
             return
         self.findings[finding.key] = finding
+        self.added[id(made)] = finding
         if self.on_finding is not None:
             self.on_finding(finding)
 

@@ -103,8 +103,13 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     _trained_through(w, graph, untargeted, stepped, toward)
     names = w.names()
     found: dict[tuple, tuple[ScriptFinding, bool]] = {}
-    bound: dict[tuple, tuple[str, ...]] = {}
-    trains: dict[tuple, dict[int, tuple]] = {}
+    # what earlier backwards of this iteration found at the same lines (one line that makes
+    # the target of each loss a loop differentiates alone: PCGrad's tasks, each by its own
+    # torch.autograd.grad): one finding with the tensors of every loss, whose one edit fixes all
+    passes = {same: v for same, v in w.target_passes.items() if v[0] == w.iteration}
+    w.target_passes = passes
+    bound: dict[tuple, tuple[str, ...]] = {same: v[2] for same, v in passes.items()}
+    trains: dict[tuple, dict[int, tuple]] = {same: dict(v[3]) for same, v in passes.items()}
     for compare, target in edges:
         met = graph.reach([target])
         reached = sorted({id(v) for k in met
@@ -141,7 +146,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                      for k, p in keyed(i, o) if id(p) in set(reached)})
         keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
-        before = found.get(same)
+        before = found.get(same) or ((passes[same][1], False) if same in passes else None)
         known = before[0].edits if before else ()
         new_cut = not set(edits) <= set(known)
         edits = list(dict.fromkeys([*known, *edits]))
@@ -162,6 +167,12 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             at, tuple(edits),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
+        if not lines:
+            earlier = passes.get(same)
+            shown = None if earlier is None else w.added.get(id(earlier[1]))
+            if shown is not None and w.findings.get(shown.key) is shown:
+                del w.findings[shown.key]   # reported by an earlier backward: held here
+            passes[same] = (w.iteration, found[same][0], called, dict(held))
     _report(w, key, list(found.values()), waiting or [])
     return untargeted
 
