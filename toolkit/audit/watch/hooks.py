@@ -98,7 +98,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
             if state is not None:
                 watch.after_backward(state, by_hand=True)
             if user:
-                watch.grad_computed(out, None if state is None else state[0])
+                watch.grad_computed(out, None if state is None else set(state[1]))
             return out
         return wrapper
 

@@ -91,15 +91,19 @@ class Ledger:
                 self.tensors[key] = tensor
                 self.live.setdefault(key, []).append(source)
 
-    def written(self, sources: list[Source], tensor: torch.Tensor) -> None:
-        """The script wrote into ``tensor``'s ``.grad`` itself the gradient that ``sources``
-        took (``torch.autograd.grad``): it holds theirs alone now."""
+    def written(self, sources: list[Source], tensor: torch.Tensor, since: int) -> None:
+        """The script wrote into ``tensor``'s ``.grad`` itself what ``sources`` took
+        (``torch.autograd.grad``), in place of what it held from before the event ``since``
+        (the last step): a gradient written by hand replaces an old one (``p.grad = g``,
+        ``p.grad.copy_(g)``) and joins a backward's of the same window (added to it)."""
         key = id(tensor)
         for source in sources:
             source.wrote.add(key)
             source.versions[key] = tensor._version
         self.tensors[key] = tensor
-        self.live[key] = list(sources)
+        kept = [s for s in self.live.get(key, []) if s.index > since
+                and not any(s is new for new in sources)]
+        self.live[key] = [*kept, *sources]
 
     def stepped(self, key: int) -> None:
         self.cleared.pop(key, None)

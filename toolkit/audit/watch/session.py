@@ -439,36 +439,48 @@ class Watch(WatchState):
         held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
         return any(id(t) in held for t in tensors)
 
-    def grad_computed(self, grads: object, source: Source | None = None) -> None:
+    def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
-        as a backward (``source``, see :mod:`~toolkit.audit.watch.hooks`) or not."""
+        as a backward over the tensors whose ``id`` are in ``over`` (see
+        :mod:`~toolkit.audit.watch.hooks`), or not (``None``)."""
         if self.grad_results:  # those of earlier calls, gone or not, are not looked for again
             self.grad_results = {}
         for g in grads if isinstance(grads, tuple | list) else (grads,):
             if isinstance(g, torch.Tensor):
-                self.grad_results[id(g)] = (weakref.ref(g), source)
+                self.grad_results[id(g)] = (weakref.ref(g), over)
 
     def grad_written(self, tensor: torch.Tensor, value: object) -> None:
-        """The script's code set ``tensor.grad = value``. A gradient it took itself over
-        ``tensor`` with ``torch.autograd.grad`` since the last step, audited as a backward, is
-        what ``value`` holds: the ledger has that backward write it (each such backward that
-        reached it, when ``value`` was made from their results: PCGrad's combination,
-        DP-SGD's noised sum). A result of a call not audited (``tensor`` was not among its
-        inputs an optimizer holds) is noted (its first place): a gradient no audited
-        backward wrote."""
+        """The script's code set ``tensor.grad = value``: noted (its first place) when
+        ``value`` is what a ``torch.autograd.grad`` over other tensors returned, a gradient no
+        audited backward took over ``tensor`` (one taken over it is found at the step,
+        :meth:`_written_by_hand`, however the script writes it)."""
         found = self.grad_results.get(id(value))
-        if found is not None and found[0]() is value:
-            sources = [found[1]] if found[1] is not None else []
-        else:
-            sources = [s for s, leaves in self.by_hand if s.index > self.last_step_event
-                       and id(tensor) in leaves]
-        if sources and isinstance(value, torch.Tensor):
-            self.ledger.written(sources, tensor)
-            self.written_at[id(tensor)] = max(s.index for s in sources)
-        elif found is not None and found[0]() is value and id(tensor) not in self.hand_written:
-            frame = user_frame(2)
-            self.hand_written[id(tensor)] = (tensor,
-                                             site_of(frame) if frame is not None else None)
+        if found is None or found[0]() is not value or id(tensor) in self.hand_written or \
+                (found[1] is not None and id(tensor) in found[1]):
+            return
+        frame = user_frame(2)
+        self.hand_written[id(tensor)] = (tensor, site_of(frame) if frame is not None else None)
+
+    def _written_by_hand(self) -> None:
+        """Before a step: each tensor whose ``.grad`` changed since the first gradient the
+        script took itself over it after the last step (``torch.autograd.grad``, audited as a
+        backward, which writes no ``.grad``) holds what those backwards took, as the script
+        wrote it (``p.grad = g``, ``p.grad.copy_(g)``, PCGrad's combination, DP-SGD's noised
+        sum): the ledger has them write it."""
+        taken = [entry for entry in self.by_hand if entry[0].index > self.previous_step_event]
+        self.by_hand = []
+        sources: dict[int, list[Source]] = {}
+        first: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        for source, leaves, before in taken:
+            for key, tensor in leaves.items():
+                first.setdefault(key, (tensor, before.get(key)))
+                sources.setdefault(key, []).append(source)
+        for key, (tensor, old) in first.items():
+            new = tensor.grad
+            if new is not None and (old is None or old.shape != new.shape
+                                    or not torch.equal(old, new)):
+                self.ledger.written(sources[key], tensor, self.previous_step_event)
+                self.written_at[key] = max(s.index for s in sources[key])
 
     def backward(self, tensors: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor] | None):
         """Before a ``backward()``: the iteration's bookkeeping, the stop, the graph read.
@@ -585,8 +597,7 @@ class Watch(WatchState):
         source, leaves, before = state
         self.ledger.record(source, leaves, before)
         if by_hand:
-            self.by_hand = [(s, k) for s, k in self.by_hand if s.index > self.last_step_event]
-            self.by_hand.append((source, set(leaves)))
+            self.by_hand.append((source, leaves, before))
         for key in source.wrote:
             self.written_at[key] = source.index
         if self.recording() and not self.done():
@@ -608,6 +619,8 @@ class Watch(WatchState):
             hard.leave(self)
         self.previous_step_event = self.last_step_event
         self.last_step_event = event
+        if self.by_hand:
+            self._written_by_hand()
         for made in self.shallow_copies:
             if made.first_step is None and any(
                     id(p) in made.tensors for g in opt.param_groups for p in g["params"]):

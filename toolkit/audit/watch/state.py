@@ -125,11 +125,13 @@ class WatchState:
         self.backwards = 0
         # what torch.autograd.grad returned to the script's code (by id, the tensor weakly), and
         # the tensors into whose .grad the script wrote one of them: where it first did
-        # each result of the script's last torch.autograd.grad, by id: itself, and the
-        # backward it was audited as (None: not audited)
-        self.grad_results: dict[int, tuple[weakref.ref, Source | None]] = {}
-        # the backwards audited from torch.autograd.grad calls, with the leaves each reached
-        self.by_hand: list[tuple[Source, set[int]]] = []
+        # each result of the script's last torch.autograd.grad, by id: itself, and the ids
+        # of the tensors it was audited as a backward over (None: not audited)
+        self.grad_results: dict[int, tuple[weakref.ref, set[int] | None]] = {}
+        # the backwards audited from torch.autograd.grad calls since the last step: each with
+        # the leaves it reached and their .grad before it
+        self.by_hand: list[tuple[Source, dict[int, torch.Tensor],
+                                 dict[int, torch.Tensor | None]]] = []
         self.hand_written: dict[int, tuple[torch.Tensor, Site | None]] = {}
         self.site_events: dict[tuple, int] = {}
         # each backward() site (audited once) -> the optimizers holding tensors it writes; each

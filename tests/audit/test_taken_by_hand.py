@@ -1,0 +1,74 @@
+"""A gradient the script takes itself with ``torch.autograd.grad`` over the tensors an optimizer
+steps is audited as a backward over them (``test_principle_written_gradient_blind.py`` holds
+the published methods). Here, what the step sees of it: however the script writes it into
+``.grad`` (a new tensor, in place, through ``.data``, added to a backward's gradient of the
+same iteration), the tensors hold this iteration's gradient when the optimizer steps, so no
+gradient is stale and none is lost; a script with no ``backward()`` at all is audited (its
+calls counted as its backward calls), and a target that carries gradient in such a loss is
+found whichever way its gradient is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from script_audit import audit, failures
+
+STEP = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+params = list(net.parameters())
+opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+for p in params:
+    p.grad = torch.zeros_like(p)
+for step in range(4):
+    x, y = torch.randn(16, 4), torch.randn(16, 2)
+    target = {target}
+    loss = F.mse_loss(net(x), target)
+{before}    grads = torch.autograd.grad(loss, params)
+    for p, g in zip(params, grads):
+        {write}
+    opt.step()
+"""
+
+#: each way of writing the gradient, with what runs before it in the iteration
+WRITES = {
+    "assigned": ("", "p.grad = g"),
+    "copied-in-place": ("", "p.grad.copy_(g)"),
+    "through-data": ("", "p.grad.data = g"),
+    "a-new-tensor-made-from-it": ("", "p.grad = g.clamp(-1.0, 1.0)"),
+    "added-after-zero-grad": ("    opt.zero_grad(set_to_none=False)\n", "p.grad.add_(g)"),
+    "added-to-a-backward-of-the-iteration": (
+        "    opt.zero_grad()\n    (0.1 * sum(p.pow(2).sum() for p in params)).backward()\n",
+        "p.grad.add_(g)"),
+}
+
+
+def _script(tmp_path: Path, write: str, target: str = "y") -> Path:
+    before, line = WRITES[write]
+    script = tmp_path / "train.py"
+    script.write_text(STEP.format(target=target, before=before, write=line), encoding="utf-8")
+    return script
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_gradient_taken_and_written_by_hand_is_no_finding(tmp_path: Path, write: str) -> None:
+    code, report = audit(tmp_path, _script(tmp_path, write))
+    assert code == 0, [f["message"] for f in failures(report)]
+    assert report["findings"] == [], [f["message"] for f in report["findings"]]
+
+
+@pytest.mark.parametrize("write", ["assigned", "copied-in-place"])
+def test_a_target_that_carries_gradient_is_found_however_the_gradient_is_written(
+        tmp_path: Path, write: str) -> None:
+    # the target made from the network's own output, uncut: a label the model guessed
+    script = _script(tmp_path, write, target="y + 0.5 * net(x)")
+    code, report = audit(tmp_path, script)
+    assert code == 1
+    kinds = {f["kind"] for f in failures(report)}
+    assert kinds == {"target"}, [f["message"] for f in failures(report)]
+    (found,) = failures(report)
+    assert any(at.startswith("train.py:12:") for at in found["at"]), found["at"]
