@@ -72,3 +72,43 @@ def test_a_target_that_carries_gradient_is_found_however_the_gradient_is_written
     assert kinds == {"target"}, [f["message"] for f in failures(report)]
     (found,) = failures(report)
     assert any(at.startswith("train.py:12:") for at in found["at"]), found["at"]
+
+
+#: torch.autograd.grad called as scripts call it, beside a plain backward(): over a generator of
+#: the parameters, over one GradientEdge (an intermediate's), from a GradientEdge of the output
+CALLS = {
+    "over-a-generator": "torch.autograd.grad(loss, net.parameters(), retain_graph=True)",
+    "over-a-gradient-edge": "torch.autograd.grad(loss, get_gradient_edge(hidden), "
+                            "retain_graph=True)",
+    "of-a-gradient-edge": "torch.autograd.grad(get_gradient_edge(loss), params, "
+                          "grad_outputs=torch.ones(()), retain_graph=True)",
+}
+
+BESIDE = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd.graph import get_gradient_edge
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+params = list(net.parameters())
+opt = torch.optim.SGD(params, lr=0.1)
+for step in range(3):
+    x, y = torch.randn(16, 4), torch.randn(16, 2)
+    hidden = net[0](x)
+    loss = F.mse_loss(net[2](net[1](hidden)), y)
+    norms = [g.norm() for g in {call}]
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, [round(n.item(), 4) for n in norms])
+"""
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+def test_each_way_of_calling_it_runs_as_it_runs_unaudited(tmp_path: Path, call: str) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(BESIDE.format(call=CALLS[call]), encoding="utf-8")
+    code, report = audit(tmp_path, script)
+    assert code == 0, [f["message"] for f in report["findings"]]
+    assert failures(report) == []

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.autograd.graph import GradientEdge
 from torch.nn.modules.module import register_module_parameter_registration_hook
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -84,15 +85,18 @@ def installed(watch: Watch) -> Iterator[Watch]:
             user = is_user(sys._getframe(1).f_code.co_filename) and watch.here()
             state = None
             if user:
-                # read once, and passed on as read (``W.parameters()`` is a generator)
-                if not isinstance(outputs, torch.Tensor):
+                # read once, and passed on as read (``W.parameters()`` is a generator); one
+                # tensor or one ``GradientEdge`` (a tuple) is one
+                one = (torch.Tensor, GradientEdge)
+                if not isinstance(outputs, (*one, tuple, list)):
                     outputs = tuple(outputs)
-                if not isinstance(inputs, torch.Tensor):
+                if not isinstance(inputs, (*one, tuple, list)):
                     inputs = tuple(inputs)
-                roots = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
-                ins = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+                roots = [outputs] if isinstance(outputs, one) else list(outputs)
+                ins = [inputs] if isinstance(inputs, one) else list(inputs)
                 create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
-                if not create_graph and watch.steps_any(ins):
+                if not create_graph and watch.steps_any(ins) and \
+                        all(isinstance(t, torch.Tensor) for t in roots):
                     state = watch.backward(roots, ins)
             out = old(outputs, inputs, *args, **kwargs)
             if state is not None:

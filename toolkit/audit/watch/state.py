@@ -123,13 +123,12 @@ class WatchState:
         self.events = 0                 # backward calls and steps, in order
         self.step_events = 0
         self.backwards = 0
-        # what torch.autograd.grad returned to the script's code (by id, the tensor weakly), and
-        # the tensors into whose .grad the script wrote one of them: where it first did
-        # each result of the script's last torch.autograd.grad, by id: itself, and the ids
-        # of the tensors it was audited as a backward over (None: not audited)
+        # what the script's last torch.autograd.grad returned to its code (by id: the tensor
+        # weakly, and the ids of the tensors the call was audited as a backward over, None
+        # where it was not); the backwards audited from such calls since the last step, each
+        # with the leaves it reached and their .grad before it; and the tensors into whose
+        # .grad the script wrote a result of a call not audited over them: where it first did
         self.grad_results: dict[int, tuple[weakref.ref, set[int] | None]] = {}
-        # the backwards audited from torch.autograd.grad calls since the last step: each with
-        # the leaves it reached and their .grad before it
         self.by_hand: list[tuple[Source, dict[int, torch.Tensor],
                                  dict[int, torch.Tensor | None]]] = []
         self.hand_written: dict[int, tuple[torch.Tensor, Site | None]] = {}
