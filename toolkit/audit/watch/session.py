@@ -466,7 +466,8 @@ class Watch(WatchState):
         script took itself over it after the last step (``torch.autograd.grad``, audited as a
         backward, which writes no ``.grad``) holds what those backwards took, as the script
         wrote it (``p.grad = g``, ``p.grad.copy_(g)``, PCGrad's combination, DP-SGD's noised
-        sum): the ledger has them write it."""
+        sum): the ledger has them write it. A tensor a ``backward()`` wrote after such a call
+        is that backward's (a gradient norm taken to be logged before it)."""
         taken = [entry for entry in self.by_hand if entry[0].index > self.previous_step_event]
         self.by_hand = []
         sources: dict[int, list[Source]] = {}
@@ -597,7 +598,11 @@ class Watch(WatchState):
         source, leaves, before = state
         self.ledger.record(source, leaves, before)
         if by_hand:
-            self.by_hand.append((source, leaves, before))
+            self.by_hand.append((source, dict(leaves), before))
+        else:   # what this backward wrote is its own, not a gradient taken by hand before it
+            for _, taken, _ in self.by_hand:
+                for key in source.wrote:
+                    taken.pop(key, None)
         for key in source.wrote:
             self.written_at[key] = source.index
         if self.recording() and not self.done():
