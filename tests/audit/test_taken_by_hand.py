@@ -112,3 +112,10 @@ def test_each_way_of_calling_it_runs_as_it_runs_unaudited(tmp_path: Path, call: 
     code, report = audit(tmp_path, script)
     assert code == 0, [f["message"] for f in report["findings"]]
     assert failures(report) == []
+
+
+def test_the_summary_counts_the_calls_taken_by_hand_apart(tmp_path: Path, capsys) -> None:
+    audit(tmp_path, _script(tmp_path, "added-to-a-backward-of-the-iteration"))
+    out = capsys.readouterr().out
+    assert "; 4 backward() calls and 4 torch.autograd.grad calls over stepped tensors, " \
+           "4 optimizer steps" in out, out

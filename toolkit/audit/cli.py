@@ -248,7 +248,8 @@ def _audit(args: argparse.Namespace) -> int:
         return status
 
     if outcome.error is None and outcome.exit_code in (None, 0) and watch.backwards == 0:
-        return finish(_fail(f"{name} never called backward() (ran to its end): nothing to "
+        return finish(_fail(f"{name} never called backward() (ran to its end), nor "
+                            f"torch.autograd.grad over tensors an optimizer steps: nothing to "
                             f"audit; is training behind a flag, or does it use its own engine?"),
                       [f"everything: {name} never called backward()"])
     how = (f"stopped by its own {type(outcome.error).__name__} in iteration {watch.iteration}"
@@ -258,8 +259,10 @@ def _audit(args: argparse.Namespace) -> int:
            f"ran to its end, {ran} iterations" + (
                "" if not args.watch else ", each audited" if args.watch == 1 else
                f", every {_ordinal(args.watch)} audited"))
-    _say(f"toolkit audit: {name}: {how}; {watch.backwards} backward() calls, "
-         f"{watch.step_events} optimizer steps")
+    taken = watch.taken_by_hand
+    calls = f"{watch.backwards - taken} backward() calls" + (
+        f" and {taken} torch.autograd.grad calls over stepped tensors" if taken else "")
+    _say(f"toolkit audit: {name}: {how}; {calls}, {watch.step_events} optimizer steps")
     if args.watch is None:
         for f in findings:
             _say(*f.lines())

@@ -97,6 +97,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
                 create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
                 if not create_graph and watch.steps_any(ins) and \
                         all(isinstance(t, torch.Tensor) for t in roots):
+                    watch.taken_by_hand += 1
                     state = watch.backward(roots, ins)
             out = old(outputs, inputs, *args, **kwargs)
             if state is not None:

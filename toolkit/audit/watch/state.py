@@ -123,6 +123,8 @@ class WatchState:
         self.events = 0                 # backward calls and steps, in order
         self.step_events = 0
         self.backwards = 0
+        # of them, the script's own torch.autograd.grad calls over tensors an optimizer steps
+        self.taken_by_hand = 0
         # what the script's last torch.autograd.grad returned to its code (by id: the tensor
         # weakly, and the ids of the tensors the call was audited as a backward over, None
         # where it was not); the backwards audited from such calls since the last step, each
