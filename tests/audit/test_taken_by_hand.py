@@ -119,3 +119,40 @@ def test_the_summary_counts_the_calls_taken_by_hand_apart(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert "; 4 backward() calls and 4 torch.autograd.grad calls over stepped tensors, " \
            "4 optimizer steps" in out, out
+
+
+#: a sharpness-aware step (Foret et al., "Sharpness-Aware Minimization", ICLR 2021,
+#: arXiv:2010.01412, Algorithm 1): the first gradient taken by hand only to move the weights to
+#: the worst nearby point, the step's gradient from a backward() there, the weights moved back
+SHARPNESS_AWARE = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+params = list(net.parameters())
+opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+for step in range(5):
+    x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+    grads = torch.autograd.grad(F.cross_entropy(net(x), y), params)
+    norm = torch.norm(torch.stack([g.norm() for g in grads]))
+    eps = [0.05 * g / (norm + 1e-12) for g in grads]
+    with torch.no_grad():
+        for p, e in zip(params, eps):
+            p.add_(e)
+    opt.zero_grad()
+    F.cross_entropy(net(x), y).backward()
+    with torch.no_grad():
+        for p, e in zip(params, eps):
+            p.sub_(e)
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("--watch", "1")], ids=["steps", "every-iteration"])
+def test_a_gradient_taken_only_to_move_the_weights_is_no_finding(
+        tmp_path: Path, options: tuple[str, ...]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SHARPNESS_AWARE, encoding="utf-8")
+    code, report = audit(tmp_path, script, *options)
+    assert code == 0 and report["findings"] == [], [f["message"] for f in report["findings"]]
