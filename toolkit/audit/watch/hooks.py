@@ -95,7 +95,8 @@ def installed(watch: Watch) -> Iterator[Watch]:
                 roots = [outputs] if isinstance(outputs, one) else list(outputs)
                 ins = [inputs] if isinstance(inputs, one) else list(inputs)
                 create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
-                if not create_graph and watch.steps_any(ins) and \
+                held = watch.stepped_map()
+                if not create_graph and any(id(t) in held for t in ins) and \
                         all(isinstance(t, torch.Tensor) for t in roots):
                     watch.taken_by_hand += 1
                     state = watch.backward(roots, ins)

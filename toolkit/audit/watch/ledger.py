@@ -11,7 +11,7 @@ import torch
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.tensors import nonzero
 
-__all__ = ["Ledger", "Source"]
+__all__ = ["Ledger", "Source", "changed"]
 
 
 @dataclass(eq=False)
@@ -35,6 +35,12 @@ class Source:
 
 def _empty(grad: torch.Tensor | None) -> bool:
     return grad is None or (grad.layout == torch.strided and not nonzero(grad))
+
+
+def changed(old: torch.Tensor | None, new: torch.Tensor | None) -> bool:
+    """Whether a ``.grad`` that held ``old`` (a copy, or ``None``) holds something else now."""
+    return new is not None and (old is None or old.shape != new.shape
+                                or not torch.equal(old, new))
 
 
 class Ledger:
@@ -82,10 +88,7 @@ class Ledger:
         """After the backward of ``source``: the tensors whose ``.grad`` it changed."""
         for key, tensor in tensors.items():
             old, new = before.get(key), tensor.grad
-            if new is None:
-                continue
-            changed = old is None or old.shape != new.shape or not torch.equal(old, new)
-            if changed and not (old is None and _empty(new)):
+            if changed(old, new) and not (old is None and _empty(new)):
                 source.wrote.add(key)
                 source.versions[key] = tensor._version
                 self.tensors[key] = tensor

@@ -63,7 +63,7 @@ from toolkit.audit.watch.graph import (
     read_graph,
     sequence,
 )
-from toolkit.audit.watch.ledger import Ledger, Source
+from toolkit.audit.watch.ledger import Ledger, Source, changed
 from toolkit.audit.watch.rules import (
     at_step,
     carried,
@@ -434,11 +434,6 @@ class Watch(WatchState):
             for t in tensors:
                 lost.read(self, t)
 
-    def steps_any(self, tensors: Sequence[object]) -> bool:
-        """Whether an optimizer holds one of ``tensors``."""
-        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
-        return any(id(t) in held for t in tensors)
-
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
         as a backward over the tensors whose ``id`` are in ``over`` (see
@@ -468,8 +463,7 @@ class Watch(WatchState):
         wrote it (``p.grad = g``, ``p.grad.copy_(g)``, PCGrad's combination, DP-SGD's noised
         sum): the ledger has them write it. A tensor a ``backward()`` wrote after such a call
         is that backward's (a gradient norm taken to be logged before it)."""
-        taken = [entry for entry in self.by_hand if entry[0].index > self.previous_step_event]
-        self.by_hand = []
+        taken, self.by_hand = self.by_hand, []   # all of them since the last step
         sources: dict[int, list[Source]] = {}
         first: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         for source, leaves, before in taken:
@@ -477,9 +471,7 @@ class Watch(WatchState):
                 first.setdefault(key, (tensor, before.get(key)))
                 sources.setdefault(key, []).append(source)
         for key, (tensor, old) in first.items():
-            new = tensor.grad
-            if new is not None and (old is None or old.shape != new.shape
-                                    or not torch.equal(old, new)):
+            if changed(old, tensor.grad):
                 self.ledger.written(sources[key], tensor, self.previous_step_event)
                 self.written_at[key] = max(s.index for s in sources[key])
 
