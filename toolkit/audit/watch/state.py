@@ -252,8 +252,9 @@ class WatchState:
         # the target findings of this iteration's backwards by their lines: the iteration,
         # the finding, the targets' names, the tensors trained through them
         self.target_passes: dict[tuple, tuple[int, ScriptFinding, tuple[str, ...], dict]] = {}
-        # each finding a rule made, by ``id``, as :meth:`add` reported it (placed)
-        self.added: dict[int, ScriptFinding] = {}
+        # each finding a rule made, by ``id``: itself (an id outlives no object it holds) and
+        # what :meth:`add` reported (placed)
+        self.added: dict[int, tuple[ScriptFinding, ScriptFinding]] = {}
         self.zero_judged: set[int] = set()
         # a hard value without its straight-through term (see :mod:`~toolkit.audit.watch.hard`):
         # the suspect calls' (site, argument) with the iteration and step first seen, those
@@ -413,7 +414,7 @@ class WatchState:
         if finding.key in self.findings:
             return
         self.findings[finding.key] = finding
-        self.added[id(made)] = finding
+        self.added[id(made)] = (made, finding)
         if self.on_finding is not None:
             self.on_finding(finding)
 

@@ -169,8 +169,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
         if not lines:
             earlier = passes.get(same)
-            shown = None if earlier is None else w.added.get(id(earlier[1]))
-            if shown is not None and w.findings.get(shown.key) is shown:
+            made, shown = w.added.get(id(earlier[1]), (None, None)) if earlier else (None, None)
+            if earlier is not None and made is earlier[1] and \
+                    w.findings.get(shown.key) is shown:
                 del w.findings[shown.key]   # reported by an earlier backward: held here
             passes[same] = (w.iteration, found[same][0], called, dict(held))
     _report(w, key, list(found.values()), waiting or [])
