@@ -3,8 +3,9 @@ the audit: the oracle is sound, for every batch (``held_out_scripts/``, ``held_o
 written after the audit's rules were tuned on the first, ``held_out_scripts_c/``, eight
 fields of graphs kept in state or carried across iterations, ``held_out_scripts_d/``, eleven
 fields of mixed bugs written without running the audit, ``held_out_scripts_e/``, twelve more
-fields of mixed bugs, also written without running the audit, and ``held_out_scripts_f/``, twelve
-fields more of mixed bugs written the same way). Every script
+fields of mixed bugs, also written without running the audit, ``held_out_scripts_f/``, twelve
+fields more of mixed bugs written the same way, and ``held_out_scripts_g/``, twelve fields more,
+also written without running the audit). Every script
 runs to its end and saves its weights; every bug twin trains differently from its correct twin
 (some saved tensor differs by more than 1e-5), and the correct twin trains the same way twice. The audit's accuracy on these scripts is
 measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never edited.
@@ -30,16 +31,19 @@ HERE = Path(__file__).parent
 # (graphs kept in state or carried across iterations) written after the rules of the first two,
 # a fourth (mixed bugs) written after the rules of the first three, a fifth (mixed bugs, in
 # fields none of the others holds) written after the rules of the first four, and a sixth (mixed
-# bugs, in twelve fields more) written after the rules of the first five.
+# bugs, in twelve fields more) written after the rules of the first five, and a seventh (mixed bugs,
+# twelve fields more) written after the rules of the first six.
 FOLDERS = {name: HERE / name
            for name in ("held_out_scripts", "held_out_scripts_b", "held_out_scripts_c",
-                        "held_out_scripts_d", "held_out_scripts_e", "held_out_scripts_f")}
+                        "held_out_scripts_d", "held_out_scripts_e", "held_out_scripts_f",
+                         "held_out_scripts_g")}
 # The least each batch holds: (scripts, fields); the third batch is eight fields of two scripts,
 # the fourth eleven, the fifth twelve (two of them with two bug twins), the sixth twelve (five of
-# them with two bug twins).
+# them with two bug twins), the seventh twelve (four of them with two bug twins).
 SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
          "held_out_scripts_c": (16, 8), "held_out_scripts_d": (22, 11),
-         "held_out_scripts_e": (26, 12), "held_out_scripts_f": (29, 12)}
+         "held_out_scripts_e": (26, 12), "held_out_scripts_f": (29, 12),
+         "held_out_scripts_g": (28, 12)}
 MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf-8"))
              for name, folder in FOLDERS.items()}
 CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
