@@ -318,7 +318,7 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
 def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor],
                        out: torch.Tensor, grad: bool) -> None:
     """``out`` computed from cut values (:attr:`Recording.cut_values`): cut too, by all
-    their cuts, when it has no graph; a scalar of them that is not zero (a weight of zero
+    their cuts, when it has no graph and holds values (not indices or a mask); a scalar of them that is not zero (a weight of zero
     leaves a term nothing to train) added to a scalar with a graph is a term of a loss that
     is a constant (:attr:`Recording.cut_added`)."""
     cuts: dict[Any, tuple[Line | None, str, Any]] = {}   # each cut once, by its place
@@ -332,6 +332,11 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
     if cut_input is None:
         return
     if out.grad_fn is None:
+        if not (out.is_floating_point() or out.is_complex()):
+            # indices or a mask (``argmax``, a comparison): what they select is not computed
+            # from the cut values, and no gradient would reach them uncut (NNCLR's nearest
+            # neighbour, a support-set row chosen by a similarity to a cut projection)
+            return
         if writes(name, func) and out is not cut_input and id(out) not in rec.cut_values:
             return   # a tensor written in place (a memory bank) keeps values of earlier steps
         rec.cut_values[id(out)] = (weakref.ref(out), tuple(cuts.values()))
