@@ -39,7 +39,7 @@ __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "c
            "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
-           "unfreeze_before", "widen", "write_edits"]
+           "switch_on_before_loop", "unfreeze_before", "widen", "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -396,6 +396,24 @@ def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
         return freeze.lineno, edit_at(path, (holder.lineno, 0), (holder.lineno, 0),
                                       f"{indent}{statement}\n")
     return None
+
+
+def switch_on_before_loop(path: str, name: str, line: int) -> Edit | None:
+    """``name.requires_grad_(True)`` inserted before the outermost loop that runs ``line`` (a
+    phase's step): the phase begins with them switched on; ``None`` outside a loop."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For | ast.While)
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not loops:
+        return None
+    loop = min(loops, key=lambda n: n.lineno)
+    if loop.col_offset != len(indent_of(text, loop.lineno)):
+        return None
+    return edit_at(path, (loop.lineno, 0), (loop.lineno, 0),
+                   f"{indent_of(text, loop.lineno)}{name}.requires_grad_(True)\n")
 
 
 def move_before(path: str, line: int, target: int) -> list[Edit]:

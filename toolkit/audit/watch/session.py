@@ -229,6 +229,7 @@ class Watch(WatchState):
         if self.audited() and self.step_events:
             unstepped.end_of_iteration(self)
         dead.settle(self, final=True)
+        at_step.settle(self)
         targets.settle(self)
         never_trained.check(self)
         if self.step_events:

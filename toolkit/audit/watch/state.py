@@ -190,6 +190,9 @@ class WatchState:
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
         self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
+        #: ``frozen`` findings by optimizer index, held until a later step of that optimizer
+        #: finds the tensors switched back on (a freeze for a phase: dropped) or the run ends
+        self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
         self.hand_updated: set[int] = set()
         # each module a forward ran of, by id, with the events (backward calls and steps so far)
         # at which it ran, in audited iterations

@@ -19,7 +19,7 @@ from toolkit.audit.watch.ledger import Source
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.tensors import keyed, nonzero
 
-__all__ = ["frozen", "leaks", "moved", "shared", "wasted"]
+__all__ = ["frozen", "leaks", "moved", "settle", "shared", "wasted"]
 
 
 def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
@@ -220,9 +220,27 @@ def wasted(w: WatchState) -> None:
 def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
     """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
     since and still held: frozen mid-run (for another network's step, say) and never
-    switched back on, the optimizer steps them with no gradient."""
+    switched back on, the optimizer steps them with no gradient.
+
+    The finding waits (:attr:`~toolkit.audit.watch.state.WatchState.pending_frozen`): a later
+    step of the same optimizer that finds them all switched back on drops it (some: it keeps
+    those still off, found at that step), since a freeze for a phase (a new head trained
+    alone before the whole network, as in learning without forgetting's warm-up) is the
+    method's; :func:`settle` reports what is left at the end. Where the script switched some
+    back on for a phase and left the rest off, the edit switches the rest on before that
+    phase's loop."""
     frozen = [(k, p) for k, p in keyed(index, opt)
               if not p.requires_grad and id(p) in w.trainable_seen]
+    waiting = w.pending_frozen.get(index)
+    partly = False
+    if waiting is not None:
+        if {id(p) for _, p in frozen} >= {id(p) for p in waiting[1]}:
+            return   # as first found
+        # some switched back on since: those still off are found anew, here
+        del w.pending_frozen[index]
+        held = {id(p) for p in waiting[1]}
+        frozen = [(k, p) for k, p in frozen if id(p) in held]
+        partly = True
     if not frozen:
         return
     names = w.names()
@@ -230,11 +248,20 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     name = w.roots[id(owner)][1] if owner is not None else None
     fix = (E.unfreeze_before(site.path, name, site.line)
            if site is not None and name else None)
+    if fix is None and partly and site is not None and owner is not None and name:
+        # the script switched some of them back on for this phase and left the rest off
+        # (``model.heads.requires_grad_(True)`` for ``model.requires_grad_(True)``): the rest
+        # switched on before the phase's loop, by the submodule that holds exactly them
+        part = _holding(owner, name, {id(p) for _, p in frozen})
+        edit = E.switch_on_before_loop(site.path, part, site.line) if part else None
+        if edit is not None:
+            fix = (edit.line, edit)
+            name = part
     at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
         (site.shown(),) if site is not None else ())
     opt_text = w.optimizer_text(index, site) or "the optimizer"
     keys = tuple(k for k, _ in frozen)
-    w.add(ScriptFinding(
+    w.pending_frozen[index] = (ScriptFinding(
         "frozen", w.iteration,
         f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad was switched "
         f"off after an earlier step and not back on: they get no gradient and stay as "
@@ -242,7 +269,25 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         (fix[1],) if fix is not None else (),
         advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
                f"before the loss that trains them", step=w.step_events - 1,
-        concerned=keys))
+        concerned=keys), [p for _, p in frozen])
+
+
+def _holding(module: torch.nn.Module, name: str, ids: set[int]) -> str | None:
+    """The submodule of ``module`` (called ``name``) whose tensors are exactly ``ids``, as the
+    code writes it (``model.backbone``, ``net[0]``), or ``None``."""
+    for path, sub in module.named_modules():
+        if {id(p) for p in sub.parameters()} == ids:
+            return name + "".join(f"[{p}]" if p.isdigit() else f".{p}"
+                                  for p in path.split(".") if p)
+    return None
+
+
+def settle(w: WatchState) -> None:
+    """At the end of the run (or of the audit): the frozen tensors no later step of their
+    optimizer found switched back on."""
+    for finding, _ in w.pending_frozen.values():
+        w.add(finding)
+    w.pending_frozen.clear()
 
 
 def _bytes(tensors: Sequence[torch.Tensor]) -> int:
