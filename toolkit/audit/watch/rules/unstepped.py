@@ -55,7 +55,7 @@ def end_of_iteration(w: WatchState) -> None:
     stepped = w.stepped_map()
     replacing = replaced(w, stepped)
     _plain_tensors(w, stepped)
-    _in_plain_containers(w, stepped)
+    replacing |= _in_plain_containers(w, stepped)
     names = w.names()
     by_root: dict[int, list[int]] = {}
     for key, live in w.ledger.live.items():
@@ -261,18 +261,28 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
             step=step, concerned=concerned))
 
 
-def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> None:
+def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> set[int]:
     """Learned tensors a module of the model keeps in a plain ``list`` or ``dict`` (or modules
     kept so), which torch does not register: the loss trains them, and the optimizer built
     from ``model.parameters()`` never holds them (a hypernetwork's layer embeddings appended
     to ``self.z_list = []``). A failure at the line that keeps them and the optimizer's, whose
     edit registers the container where it is made (``torch.nn.ParameterList([])``), as the
     step audit writes it (:func:`~toolkit.audit.record.unregistered.unregistered`)."""
-    joining = [w.ledger.tensors[k] for k, live in w.ledger.live.items()
-               if live and k not in stepped and k in w.ledger.tensors
-               and w.ledger.tensors[k].is_leaf and w.owner(k) is None]
-    if not joining:
-        return
+    unstepped = [k for k, live in w.ledger.live.items()
+                 if live and k not in stepped and k in w.ledger.tensors
+                 and w.ledger.tensors[k].is_leaf]
+    # tensors of no module the script calls, then those of modules it calls itself that the
+    # model keeps in a plain container (bootstrapped DQN's heads in a list, each called)
+    for keys in ([k for k in unstepped if w.owner(k) is None],
+                 [k for k in unstepped if w.owner(k) is not None]):
+        if keys and _report_container(w, [w.ledger.tensors[k] for k in keys]):
+            return set(keys)
+    return set()
+
+
+def _report_container(w: WatchState, joining: list[torch.Tensor]) -> bool:
+    """The failure of :func:`_in_plain_containers` for the tensors ``joining``, when an
+    optimizer's model keeps every one of them in plain containers; whether it was made."""
     names = w.names()
     for index, opt in enumerate(w.optimizers):
         built = w.built_at.get(id(opt))
@@ -294,17 +304,30 @@ def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> None:
         for kept in w.kept_plainly():
             if kept.item and id(kept.value) in wanted and not kept.attr.startswith("_"):
                 named.setdefault(id(kept.value), kept.name)
+        # a module kept in the container: its tensors by the container's name
+        # (``policy_net.net_list.0.fc1.weight``), not the name the code calls it by
+        in_module: dict[int, str] = {}
+        for place in found.found:
+            items = place.value.items() if isinstance(place.value, dict) else \
+                enumerate(place.value) if isinstance(place.value, (list, tuple)) else ()
+            for i, item in items:
+                if isinstance(item, nn.Module):
+                    for p_name, p in item.named_parameters():
+                        if id(p) in wanted:
+                            in_module.setdefault(id(p), f"{place.label}.{i}.{p_name}")
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{plural(len(joining), 'tensor')} the loss trains, kept in "
             f"{', '.join(shown)} (a plain container torch does not register), are in no "
             f"optimizer: {w.optimizer_text(index, built) or 'the optimizer'} steps "
             f"{found.model}.parameters(), which never holds them",
-            keys, tuple(names.get(id(t), named.get(id(t), shown[0])) for t in joining), at, edits,
+            keys, tuple(in_module.get(id(t)) or names.get(id(t), named.get(id(t), shown[0]))
+                        for t in joining), at, edits,
             advice=f"register {', '.join(shown)} where it is made (torch.nn.ParameterList, "
                    f"torch.nn.ModuleList), or requires_grad_(False) if it is meant to stay "
                    f"fixed", step=w.step_events - 1, concerned=("*",)))
-        return
+        return True
+    return False
 
 
 def _made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
