@@ -152,18 +152,23 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         edits = list(dict.fromkeys([*known, *edits]))
         called = bound.get(same, ())
         name = _bound_to(search.nodes[target])
+        # a target written inline (``F.mse_loss(v, head.normalize(returns))``): the tensor
+        # it is made from that the script names (``returns``)
+        below = _bound_below(search.nodes[target]) if name is None and not called else None
         if name is not None and name not in called and (new_cut or not called):
             called = (*called, name)   # a target with a cut of its own is named too
         bound[same] = called
         shown = ", ".join(f"`{c}`" for c in called)
         found[same] = (ScriptFinding(
             "target", w.iteration,
-            f"the target{'s' if len(called) > 1 else ''}{f' {shown}' if called else ''} of "
+            f"the target{'s' if len(called) > 1 else ''}{f' {shown}' if called else ''}"
+            f"{f' (made from `{below}`)' if below else ''} of "
             f"{w.loss_label(site)} (backward at {site}) "
             f"{'carry' if len(called) > 1 else 'carries'} gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
             f"through its own target (a teacher's soft targets, a label the model guessed)",
-            keys, called + tuple(names.get(id(p), "?") for p in tensors),
+            keys, called + ((below,) if below else ()) + tuple(names.get(id(p), "?")
+                                                                for p in tensors),
             at, tuple(edits),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
@@ -204,6 +209,21 @@ def _bound_to(node: object) -> str | None:
                         not name.startswith("_"):
                     return name
         frame = frame.f_back
+    return None
+
+
+def _bound_below(node: object, within: int = 6) -> str | None:
+    """The name the user's frames bind to the nearest tensor the target ``node`` is made from
+    (inputs first, within ``within`` nodes below it): what an inline target reads."""
+    level, seen = [node], {id(node)}
+    for _ in range(within):
+        level = [n for m in level for n, _ in getattr(m, "next_functions", ())
+                 if n is not None and id(n) not in seen and not seen.add(id(n))
+                 and not hasattr(n, "variable")]
+        for n in level:
+            name = _bound_to(n)
+            if name is not None:
+                return name
     return None
 
 
