@@ -53,23 +53,34 @@ def aliased(w: WatchState) -> None:
         # in one iteration: one name only under no_grad, read as a target, another with
         # gradients; the same attribute reached from two places (w.teacher, model.teacher)
         # is one binding
+        # (a name trained under itself in another phase, a teacher before its student is
+        # made from it, is read as a target where it is)
         pairs = [(t, o) for t, t_uses in by_name.items() for o, o_uses in by_name.items()
                  if t.rpartition(".")[2] != o.rpartition(".")[2]
-                 and not any(g for g, _, _ in t_uses)
-                 and any(s in fed for _, s, _ in t_uses)
-                 and {i for _, _, i in t_uses} & {i for g, _, i in o_uses if g}]
+                 and ({i for g, s, i in t_uses if not g and s in fed}
+                      - {i for g, _, i in t_uses if g})
+                 & {i for g, _, i in o_uses if g}]
         if not params or not pairs:
             continue
         # the pair whose assignment the edit finds (``target_net = copy.copy(online)``, not
         # a method's ``self`` that the target's calls pass through), else the first
         chosen = None
         for target, trained in pairs:
-            sites = [s for g, s, _ in by_name[target] if not g]
+            sites = list(dict.fromkeys(s for g, s, _ in by_name[target] if not g))
             fix = next((f for site in sites if (f := E.copy_at_alias(
                 site.path, target.split("(")[0], trained)) is not None), None)
+            copied = target
+            if fix is None:
+                # the trained name bound to the target (``student = teacher``, progressive
+                # distillation's student made from its teacher): the trained one the copy
+                fix = next((f for site in sites if (f := E.copy_at_alias(
+                    site.path, trained.split("(")[0], target.split("(")[0])) is not None),
+                    None)
+                copied = trained if fix is not None else target
             if chosen is None or (fix is not None and chosen[3] is None):
-                chosen = (target, trained, sites, fix)
-        target, trained, sites, fix = chosen
+                chosen = (target, trained, sites, fix, copied)
+        target, trained, sites, fix, copied = chosen
+        source = trained if copied == target else target
         line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
         at = ((line.shown(),) if line is not None else ()) + tuple(
             sorted({s.shown() for s in sites}))
@@ -79,7 +90,7 @@ def aliased(w: WatchState) -> None:
             f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
             f"as a target while `{trained}` trains, so the target is the trained network "
             f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
-            advice=f"make `{target}` a copy: {target} = copy.deepcopy({trained})",
+            advice=f"make `{copied}` a copy: {copied} = copy.deepcopy({source})",
             step=w.step_events - 1, concerned=shown))
 
 
