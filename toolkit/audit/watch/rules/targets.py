@@ -96,8 +96,11 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     # a call whose output an earlier backward of this iteration trained through (a prediction
     # there: inplace distillation's full network, whose loss ran first) is not the target's
     # own either: its cut would also remove that loss's path
+    # nor is a line that made such an output at another call (a network's forward, run by
+    # the critic's own loss before it makes the actor's target): its cut is at every call
+    trained_at = {s for node, s, _ in w.call_outputs if id(node) in w.trained_outputs}
     own = {s for s, made in made_by.items()
-           if not made & untargeted and not made & w.trained_outputs}
+           if not made & untargeted and not made & w.trained_outputs and s not in trained_at}
     toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
                           set(search.nodes))
     _trained_through(w, graph, untargeted, stepped, toward)
@@ -134,7 +137,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 lines = True
                 sites = _outermost(w, graph, met)
                 edits = [e for s in sites if (e := E.detach_call(s.path, s.span)) is not None]
-        at = tuple(s.shown() for s in dict.fromkeys(sites)) + ((site.shown(),) if site else ())
+        at = tuple(dict.fromkeys(s.shown() for s in sites)) + ((site.shown(),) if site else ())
         same = (at, lines)
         # one line that makes a target at each pass of a loop (SwAV's codes, one per crop;
         # each peer's prediction as the other's target, deep mutual learning), or two targets
