@@ -5,6 +5,8 @@ itself (judged at the next step)."""
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.overrides
 
@@ -313,7 +315,15 @@ def _owners(w: WatchState) -> dict[int, int]:
 def cut_of(w: WatchState, p: torch.Tensor):
     """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
     losses: a detach whose input's graph reaches ``p``."""
-    for node, site, _, _ in reversed(w.detaches):
+    # a cut whose values an operation with a graph read (the predictor's input, cut): its
+    # removal gives the loss a path; before the last cut (a key chosen by ``argmax``)
+    rec = w.staged.rec
+    read = {(os.path.abspath(line.path), line.number) for _, cuts, _, _, _ in
+            (rec.cut_read if rec is not None else ()) for line, how, _ in cuts
+            if line is not None and line.path and how == "detach"}
+    detaches = sorted(reversed(w.detaches), key=lambda d: (
+        os.path.abspath(d[1].path), d[1].line) not in read)
+    for node, site, _, _ in detaches:
         graph: Graph = read_graph([node])
         if id(p) in graph.leaves:
             edit = E.remove_detach(site.path, site.span)
