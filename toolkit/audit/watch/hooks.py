@@ -20,7 +20,10 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 from torch.autograd.graph import GradientEdge
-from torch.nn.modules.module import register_module_parameter_registration_hook
+from torch.nn.modules.module import (
+    register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
+)
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
@@ -239,9 +242,14 @@ def installed(watch: Watch) -> Iterator[Watch]:
         if watch.here():
             watch.parameter_registered(module, name, param)
 
+    def module_registered(module, name, submodule) -> None:
+        if watch.here() and watch.optimizers:
+            watch.module_registered(module, name, submodule)
+
     handles = [register_optimizer_step_pre_hook(before_step),
                register_optimizer_step_post_hook(after_step),
-               register_module_parameter_registration_hook(parameter_registered)]
+               register_module_parameter_registration_hook(parameter_registered),
+               register_module_module_registration_hook(module_registered)]
     watch._want_recording_hooks()
     try:
         yield watch

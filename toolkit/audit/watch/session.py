@@ -265,6 +265,9 @@ class Watch(WatchState):
     def parameter_registered(self, module: nn.Module, name: str, param: object) -> None:
         replaced.noted(self, module, name, param)
 
+    def module_registered(self, module: nn.Module, name: str, submodule: object) -> None:
+        replaced.noted_module(self, module, name, submodule)
+
     def leaf_made(self, tensor: torch.Tensor) -> None:
         replaced.made(self, tensor)
 

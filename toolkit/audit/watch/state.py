@@ -97,9 +97,14 @@ class Replacement:
     site: Site | None
     no_grad: bool
     spoils: int
+    #: for a submodule replaced whole (``model.top_layer = nn.Linear(...)``): its attribute
+    #: on ``module`` and the new submodule, which holds ``new``
+    swap: tuple[str, nn.Module] | None = None
 
     def current(self) -> bool:
         """Whether the module still holds the new tensor there."""
+        if self.swap is not None:
+            return self.module._modules.get(self.swap[0]) is self.swap[1]
         return self.module._parameters.get(self.name) is self.new
 
 
@@ -193,6 +198,9 @@ class WatchState:
         #: ``frozen`` findings by optimizer index, held until a later step of that optimizer
         #: finds the tensors switched back on (a freeze for a phase: dropped) or the run ends
         self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
+        #: ids of the new tensors of a submodule replaced again (their replacement explains
+        #: the gradient they hold: :func:`~toolkit.audit.watch.rules.replaced.noted_module`)
+        self.superseded: set[int] = set()
         self.hand_updated: set[int] = set()
         # each module a forward ran of, by id, with the events (backward calls and steps so far)
         # at which it ran, in audited iterations

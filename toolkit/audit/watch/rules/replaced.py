@@ -42,7 +42,7 @@ from toolkit.audit.watch.frames import Site, site_of, user_frame
 from toolkit.audit.watch.state import Replacement, WatchState
 from toolkit.audit.watch.tensors import keyed
 
-__all__ = ["made", "noted", "old_tensors", "replaced"]
+__all__ = ["made", "noted", "noted_module", "old_tensors", "replaced", "state_copy"]
 
 
 def noted(w: WatchState, module: nn.Module, name: str, new: object) -> None:
@@ -61,6 +61,35 @@ def noted(w: WatchState, module: nn.Module, name: str, new: object) -> None:
     w.replaced[(id(module), name)] = Replacement(
         module, name, old, new, site_of(frame) if frame is not None else None,
         not torch.is_grad_enabled(), _spoils(w))
+
+
+def noted_module(w: WatchState, module: nn.Module, name: str, new: object) -> None:
+    """A submodule registered on ``module`` as ``name`` in place of one whose parameters an
+    optimizer holds (DeepCluster's top layer started again as a new ``nn.Linear`` after its
+    optimizer was built): each of its parameters is replaced by the new one of the same name
+    and shape. Called by torch's module registration hook, before ``module`` holds ``new``."""
+    old = module._modules.get(name)
+    if not isinstance(old, nn.Module) or not isinstance(new, nn.Module) or old is new or \
+            not w.optimizers:
+        return
+    held = {id(p) for o in w.optimizers for g in o.param_groups for p in g["params"]}
+    fresh = dict(new.named_parameters())
+    frame = user_frame(1)
+    site = site_of(frame) if frame is not None else None
+    for p_name, before in old.named_parameters():
+        key = (id(module), f"{name}.{p_name}")
+        earlier = w.replaced.get(key)
+        if earlier is not None and earlier.new is before:
+            # started again once more: the optimizer's is the first; the one it replaces now
+            # may hold the gradient of the iteration that ends here, the replacement's too
+            w.superseded.add(id(before))
+            before = earlier.old
+        after = fresh.get(p_name)
+        if id(before) in held and isinstance(after, torch.Tensor) and \
+                after.shape == before.shape:
+            w.replaced[key] = Replacement(module, f"{name}.{p_name}", before, after, site,
+                                          not torch.is_grad_enabled(), _spoils(w),
+                                          swap=(name, new))
 
 
 def _spoiling(w: WatchState, stepped: dict[int, int]) -> list[Replacement]:
@@ -142,10 +171,11 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
     optimizer steps leaves to it."""
     spoiling = _spoiling(w, stepped) if w.replaced else []
     if not spoiling and not w.made_leaves:
-        return set()
+        return set(w.superseded)
     found: dict[Site | None, list[tuple[torch.Tensor, torch.Tensor, bool, int]]] = {}
     for r in spoiling:
         found.setdefault(r.site, []).append((r.new, r.old, r.no_grad, r.spoils))
+    swapped = {r.site for r in spoiling if r.swap is not None}
     names = w.names()
     shown_of = {id(r.new): names.get(id(r.new), r.name) for r in spoiling}
     if w.made_leaves:
@@ -155,14 +185,15 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
                 shown_of[id(new)] = (w.bound_name(new)
                                      or S.assigned_name(site.path, site.line) or "?")
     for site, pairs in found.items():
-        _report(w, site, pairs, stepped, shown_of)
-    return {id(new) for pairs in found.values() for new, *_ in pairs}
+        _report(w, site, pairs, stepped, shown_of, site in swapped)
+    return {id(new) for pairs in found.values() for new, *_ in pairs} | w.superseded
 
 
 def _report(w: WatchState, site: Site | None,
             pairs: list[tuple[torch.Tensor, torch.Tensor, bool, int]], stepped: dict[int, int],
-            shown_of: dict[int, str]) -> None:
-    """One failure for the new tensors one line made in place of ``pairs``' old ones."""
+            shown_of: dict[int, str], swapped: bool = False) -> None:
+    """One failure for the new tensors one line made in place of ``pairs``' old ones
+    (``swapped``: by a new submodule in place of the one the optimizer holds)."""
     index = stepped[id(pairs[0][1])]
     opt = w.optimizers[index]
     old_keys = tuple(k for k, p in keyed(index, opt) if any(p is old for _, old, *_ in pairs))
@@ -170,7 +201,8 @@ def _report(w: WatchState, site: Site | None,
     built = w.built_at.get(id(opt))
     opt_text = (w.optimizer_text(index, built) if built is not None else None) or \
         "the optimizer"
-    edit = in_place_copy(site, pairs[0][2]) if site is not None else None
+    edit = None if site is None else state_copy(site) if swapped else \
+        in_place_copy(site, pairs[0][2])
     srcs = {s for new, *_ in pairs for s in w.ledger.live[id(new)] if s.site is not None}
     at = tuple(s.shown() for s in (site, built) if s is not None) + tuple(
         sorted({s.site.shown() for s in srcs}))
@@ -217,6 +249,24 @@ def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
     return E.edit_at(site.path, (st.lineno, st.col_offset),
                      (st.end_lineno or st.lineno, st.end_col_offset or 0),
                      f"{into}.copy_({S.segment(text, value)})")
+
+
+def state_copy(site: Site) -> Edit | None:
+    """The assignment of a new submodule at ``site`` (``X = nn.Linear(...)``) made a copy of its
+    state into the submodule ``X`` holds, whose tensors the optimizer steps:
+    ``X.load_state_dict(nn.Linear(...).state_dict())``. ``None`` for another statement."""
+    found = S.statement_at(site.path, site.line)
+    if found is None:
+        return None
+    st, text = found
+    if not isinstance(st, ast.Assign) or len(st.targets) != 1 or \
+            not isinstance(st.targets[0], ast.Attribute | ast.Subscript) or \
+            not isinstance(st.value, ast.Call):
+        return None
+    return E.edit_at(site.path, (st.lineno, st.col_offset),
+                     (st.end_lineno or st.lineno, st.end_col_offset or 0),
+                     f"{S.segment(text, st.targets[0])}.load_state_dict("
+                     f"{S.segment(text, st.value)}.state_dict())")
 
 
 def _names_parameter(func: ast.expr) -> bool:
