@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import torch
 
+from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import nodes
 
 __all__ = ["Graph", "between", "current_sequence", "places", "reaches", "read_graph"]
@@ -123,8 +124,45 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
             seen.add(up)
             if alone.get(up) == id(variable):   # made of the leaf alone: the operation
                 todo.extend(parents.get(up, ()))  # that reads it is above
+            elif below.get(up):
+                optimizers |= below[up]
             else:
-                optimizers |= below.get(up, set())
+                optimizers |= _scaling(graph, up, parents, below, alone)
         if optimizers:
             found[id(variable)] = optimizers
     return found
+
+
+#: operations whose gradient to one input is scaled by another's values
+_PRODUCTS = frozenset({"Mul", "Div", "Mm", "Bmm", "Mv", "Addmm", "Baddbmm", "Addbmm", "Dot",
+                       "Convolution"})
+
+
+def _scaling(graph: Graph, start: int, parents: dict[int, list[int]],
+             below: dict[int, set[int]], alone: dict[int, int | None]) -> set[int]:
+    """The optimizers of a computation that the leaf's operation ``start`` (reaching nothing
+    stepped itself) scales: up through nodes that reach nothing stepped, the first product
+    that also reads, through an operation of several leaves, tensors an optimizer steps
+    (QMIX's mixing weights, made by hypernetworks from the state, times the agents' Q-values:
+    the loss's gradient to the agents passes through them). A product whose stepped input is
+    one weight read directly (a trained head on a backbone below it) does not count: the
+    backbone lies below the head."""
+    out: set[int] = set()
+    todo, seen = [start], {start}
+    while todo:
+        k = todo.pop()
+        for up in parents.get(k, ()):
+            if up in seen:
+                continue
+            seen.add(up)
+            if not below.get(up):
+                todo.append(up)
+                continue
+            node = graph.nodes[up]
+            if node_label(node) not in _PRODUCTS:
+                continue
+            for n, _ in node.next_functions:  # type: ignore[attr-defined]
+                c = id(n) if n is not None else None
+                if c is not None and c != k and below.get(c) and alone.get(c) == -1:
+                    out |= below[c]
+    return out
