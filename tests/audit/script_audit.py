@@ -84,6 +84,16 @@ def project(tmp_path: Path, buggy: str, clean: str) -> Path:
     return folder
 
 
+def twins(tmp_path: Path, published: str, buggy: str) -> Path:
+    """A folder holding the texts ``buggy`` as ``train.py`` and ``published`` as
+    ``published.py`` (scripts a test writes, where :func:`project` copies them)."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "published.py").write_text(published, encoding="utf-8")
+    (folder / "train.py").write_text(buggy, encoding="utf-8")
+    return folder
+
+
 def recorded(folder: Path, into: Path, script: str, *options: str,
              args: Sequence[str] = ()) -> dict:
     """``toolkit audit OPTIONS --record INTO SCRIPT ARGS`` in ``folder``: it must exit 0

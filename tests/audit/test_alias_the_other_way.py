@@ -6,7 +6,7 @@ trains being the copy; the fixed script trains as the published one."""
 
 from __future__ import annotations
 
-from script_audit import assert_trains_as, audit, cli, failures
+from script_audit import applied, assert_trains_as, audit, cli, failures, twins
 
 SCRIPT = """\
 import argparse
@@ -43,18 +43,14 @@ if args.out:
 
 
 def test_the_student_named_as_its_teacher_is_aliased_at_that_line_and_copied_there(tmp_path):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    (folder / "published.py").write_text(SCRIPT.replace("STUDENT", "copy.deepcopy(teacher)"),
-                                         encoding="utf-8")
-    (folder / "train.py").write_text(SCRIPT.replace("STUDENT", "teacher"), encoding="utf-8")
+    folder = twins(tmp_path, SCRIPT.replace("STUDENT", "copy.deepcopy(teacher)"),
+                   SCRIPT.replace("STUDENT", "teacher"))
     assert audit(tmp_path, folder / "published.py", "--watch", "1")[0] == 0
     code, report = audit(tmp_path, folder / "train.py", "--watch", "1")
     found = failures(report)
     assert code == 1 and [f["kind"] for f in found] == ["aliased"]
     assert found[0]["at"][0] == "train.py:19: student = teacher"
-    done = cli("--watch", "1", "--apply", "train.py", cwd=folder)
-    assert done.returncode == 1 and "wrote train.py" in done.stdout, done.stdout
+    applied(folder, "aliased", "--watch", "1")
     assert "student = copy.deepcopy(teacher)\n" in (folder / "train.py").read_text()
     assert cli("--watch", "1", "train.py", cwd=folder).returncode == 0
     assert_trains_as(folder)

@@ -6,7 +6,7 @@ trains the network as the published script does."""
 
 from __future__ import annotations
 
-from script_audit import assert_trains_as, audit, cli, failures
+from script_audit import applied, assert_trains_as, audit, failures, twins
 
 SCRIPT = """\
 import argparse
@@ -38,15 +38,11 @@ if args.out:
 
 
 def test_the_cut_the_loss_reads_is_blamed_and_its_removal_trains_as_published(tmp_path):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    (folder / "published.py").write_text(SCRIPT.replace("INPUT", "z"), encoding="utf-8")
-    (folder / "train.py").write_text(SCRIPT.replace("INPUT", "z.detach()"), encoding="utf-8")
+    folder = twins(tmp_path, SCRIPT.replace("INPUT", "z"), SCRIPT.replace("INPUT", "z.detach()"))
     assert audit(tmp_path, folder / "published.py", "--steps", "2")[0] == 0
     code, report = audit(tmp_path, folder / "train.py", "--steps", "2")
     found = failures(report)
     assert code == 1 and [f["kind"] for f in found] == ["dead"]
     assert found[0]["at"][0] == "train.py:16: p = predictor(z.detach())"
-    done = cli("--steps", "2", "--apply", "train.py", cwd=folder)
-    assert done.returncode == 1 and "wrote train.py" in done.stdout, done.stdout
+    applied(folder, "dead", "--steps", "2")
     assert_trains_as(folder)

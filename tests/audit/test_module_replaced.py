@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from script_audit import assert_trains_as, audit, cli, failures
+from script_audit import applied, assert_trains_as, audit, cli, failures
 
 SCRIPT = """\
 import argparse
@@ -71,8 +71,7 @@ def test_the_edit_loads_the_new_state_into_the_held_layer_and_trains_as_publishe
     folder.mkdir()
     _write(folder / "published.py", "model.top_layer.reset_parameters()")
     _write(folder / "train.py", REPLACED)
-    done = cli("--watch", "1", "--apply", "train.py", cwd=folder)
-    assert done.returncode == 1 and "wrote train.py" in done.stdout, done.stdout
+    applied(folder, "unstepped", "--watch", "1")
     assert "model.top_layer.load_state_dict(nn.Linear(8, 3).state_dict())" in \
         (folder / "train.py").read_text(encoding="utf-8")
     assert cli("--watch", "1", "train.py", cwd=folder).returncode == 0

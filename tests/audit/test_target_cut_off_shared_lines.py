@@ -6,7 +6,7 @@ one, which cuts the weights."""
 
 from __future__ import annotations
 
-from script_audit import assert_trains_as, audit, cli, failures
+from script_audit import applied, assert_trains_as, audit, failures, twins
 
 SCRIPT = """\
 import argparse
@@ -50,18 +50,13 @@ if args.out:
 
 
 def test_the_target_is_cut_at_its_calls_not_in_the_forward_another_loss_trains(tmp_path):
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    (folder / "published.py").write_text(SCRIPT.replace("WEIGHTS", ".detach()"),
-                                         encoding="utf-8")
-    (folder / "train.py").write_text(SCRIPT.replace("WEIGHTS", ""), encoding="utf-8")
+    folder = twins(tmp_path, SCRIPT.replace("WEIGHTS", ".detach()"), SCRIPT.replace("WEIGHTS", ""))
     assert audit(tmp_path, folder / "published.py", "--steps", "2")[0] == 0
     code, report = audit(tmp_path, folder / "train.py", "--steps", "2")
     found = failures(report)
     assert code == 1 and [f["kind"] for f in found] == ["target"]
     assert found[0]["at"][0].startswith("train.py:30: adv = critic(s, a) - critic(s, actor(s))")
-    done = cli("--steps", "2", "--apply", "train.py", cwd=folder)
-    assert done.returncode == 1 and "wrote train.py" in done.stdout, done.stdout
+    applied(folder, "target", "--steps", "2")
     assert "adv = critic(s, a).detach() - critic(s, actor(s)).detach()" in \
         (folder / "train.py").read_text(encoding="utf-8")
     assert_trains_as(folder)

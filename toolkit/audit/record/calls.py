@@ -318,9 +318,9 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
 def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor],
                        out: torch.Tensor, grad: bool) -> None:
     """``out`` computed from cut values (:attr:`Recording.cut_values`): cut too, by all
-    their cuts, when it has no graph and holds values (not indices or a mask); a scalar of them that is not zero (a weight of zero
-    leaves a term nothing to train) added to a scalar with a graph is a term of a loss that
-    is a constant (:attr:`Recording.cut_added`)."""
+    their cuts, when it has no graph and holds values (not indices or a mask); a scalar of
+    them that is not zero (a weight of zero leaves a term nothing to train) added to a scalar
+    with a graph is a term of a loss that is a constant (:attr:`Recording.cut_added`)."""
     cuts: dict[Any, tuple[Line | None, str, Any]] = {}   # each cut once, by its place
     cut_input = None
     for t in inputs:
