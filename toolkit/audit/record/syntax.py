@@ -15,6 +15,7 @@ __all__ = [
     "argument_names",
     "assigned_name",
     "assigned_names",
+    "attribute_path",
     "call_at",
     "cutting_call",
     "expression_at",
@@ -375,3 +376,9 @@ def freezes(node: ast.AST, text: str, name: str) -> bool:
             segment(text, node.iter) == f"{name}.parameters()":
         return any(off(st, node.target.id) for st in node.body)
     return off(node, name)
+
+
+def attribute_path(path: str) -> str:
+    """A dotted module path as Python reads it after a name: ``blocks.0.gamma_1`` ->
+    ``.blocks[0].gamma_1`` (a numbered child indexed), ``""`` for the module itself."""
+    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split(".") if p)

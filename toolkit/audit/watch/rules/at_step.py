@@ -13,6 +13,7 @@ import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
+from toolkit.audit.record import syntax as S
 from toolkit.audit.result import plural
 from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.ledger import Source
@@ -277,8 +278,7 @@ def _holding(module: torch.nn.Module, name: str, ids: set[int]) -> str | None:
     code writes it (``model.backbone``, ``net[0]``), or ``None``."""
     for path, sub in module.named_modules():
         if {id(p) for p in sub.parameters()} == ids:
-            return name + "".join(f"[{p}]" if p.isdigit() else f".{p}"
-                                  for p in path.split(".") if p)
+            return name + S.attribute_path(path)
     return None
 
 

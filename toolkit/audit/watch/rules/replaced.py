@@ -72,7 +72,7 @@ def noted_module(w: WatchState, module: nn.Module, name: str, new: object) -> No
     if not isinstance(old, nn.Module) or not isinstance(new, nn.Module) or old is new or \
             not w.optimizers:
         return
-    held = {id(p) for o in w.optimizers for g in o.param_groups for p in g["params"]}
+    held = w.stepped_map()
     fresh = dict(new.named_parameters())
     frame = user_frame(1)
     site = site_of(frame) if frame is not None else None

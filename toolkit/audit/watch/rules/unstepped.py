@@ -145,7 +145,7 @@ def _widened(opt: torch.optim.Optimizer, module: nn.Module, name: str, keys: set
     share = held & every
     for sub_name, sub in module.named_modules():
         if sub_name and {id(p) for p in sub.parameters()} == share:
-            return E.widen(built.path, built.line, f"{name}{_attr(sub_name)}", name)
+            return E.widen(built.path, built.line, f"{name}{S.attribute_path(sub_name)}", name)
     return None
 
 
@@ -161,11 +161,11 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     for sub_name, sub in module.named_modules():
         ids = {id(p) for p in sub.parameters()}
         if sub_name and ids and ids <= keys and not ids <= covered:
-            parts.append(f"*{name}{_attr(sub_name)}.parameters()")
+            parts.append(f"*{name}{S.attribute_path(sub_name)}.parameters()")
             covered |= ids
     for p_name, p in module.named_parameters():
         if id(p) in keys and id(p) not in covered:
-            parts.append(f"{name}{_attr(p_name)}")
+            parts.append(f"{name}{S.attribute_path(p_name)}")
     if len(parts) == 1 and parts[0].startswith("*"):
         return parts[0][1:]
     return "[" + ", ".join(parts) + "]"
@@ -181,11 +181,6 @@ def _group(opt: torch.optim.Optimizer, params: str, added: list[torch.Tensor]) -
             not any(p.ndim <= 1 for p in decayed):
         return f'{{"params": {params}, "weight_decay": 0.0}}'
     return f'{{"params": {params}}}'
-
-
-def _attr(path: str) -> str:
-    """A dotted module path as Python reads it: ``blocks.0.gamma_1`` -> ``.blocks[0].gamma_1``."""
-    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split(".") if p)
 
 
 def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
@@ -234,7 +229,7 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
         if not edits:
             at = [built.shown()] if built is not None else []
             if built is not None and opt_name:
-                params = "[" + ", ".join(f"{root}{_attr(path)}"
+                params = "[" + ", ".join(f"{root}{S.attribute_path(path)}"
                                          for _, _, path, _, _ in tensors) + "]"
                 group = _group(opt, params, [t for _, t, _, _, _ in tensors])
                 e = E.insert_after(built.path, built.line,
