@@ -18,7 +18,7 @@ from script_audit import SCRIPTS, audit, failures
 
 from toolkit.audit.cli import taken_as_meant
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.watch.frames import Site
+from toolkit.audit.record.frames import Site
 
 
 def _meant(report: dict) -> list[str]:

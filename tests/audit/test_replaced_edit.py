@@ -12,7 +12,7 @@ import pytest
 from script_audit import audit, failures
 
 from toolkit.audit.fixes.script_edits import apply_to_text
-from toolkit.audit.watch.frames import Site
+from toolkit.audit.record.frames import Site
 from toolkit.audit.watch.rules.replaced import in_place_copy
 
 

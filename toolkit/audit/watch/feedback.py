@@ -26,8 +26,8 @@ import torch
 from toolkit.audit.edit import Edit
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
-from toolkit.audit.watch.frames import Site, is_user
-from toolkit.audit.watch.graph import places, reaches
+from toolkit.audit.record.backward import places, reaches
+from toolkit.audit.record.frames import Site, is_user
 from toolkit.lens.graph_walk import walk
 
 __all__ = ["Feed", "fed", "feedbacks"]

@@ -37,10 +37,10 @@ from torch.overrides import TorchFunctionMode
 from toolkit.audit.edit import Edit
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.backward import read_graph
+from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.modes import insert_mode, remove_mode
-from toolkit.audit.watch.frames import Site, site_of, user_frame
-from toolkit.audit.watch.graph import read_graph
-from toolkit.audit.watch.tensors import storage_of, tensors_in
+from toolkit.audit.record.tensors import storage_of, tensors_in
 
 __all__ = ["Hard", "Origin", "straight_through_after"]
 

@@ -29,7 +29,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from toolkit.audit.watch.frames import is_user
+from toolkit.audit.record.frames import is_user
 from toolkit.audit.watch.session import Watch
 
 __all__ = ["installed"]

@@ -31,9 +31,9 @@ from torch.overrides import TorchFunctionMode
 from toolkit.audit.edit import Edit
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site
 from toolkit.audit.record.modes import insert_mode, remove_mode
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.tensors import storage_of, tensors_in
+from toolkit.audit.record.tensors import storage_of, tensors_in
 
 __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
 
@@ -106,7 +106,7 @@ class Constants(TorchFunctionMode):
 
     def fed(self, nodes: dict[int, Any]) -> set[tuple]:
         """The keys of the calls whose constants meet a graph, given by its ``nodes`` (by
-        ``id``: :attr:`~toolkit.audit.watch.graph.Graph.nodes`, read once per backward)."""
+        ``id``: :attr:`~toolkit.audit.record.backward.Graph.nodes`, read once per backward)."""
         found: set[tuple] = set()
         for key, (node, keys) in self.met.items():
             if nodes.get(key) is node:

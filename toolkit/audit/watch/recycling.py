@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.tensors import tensors_in
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import tensors_in
 
 __all__ = ["Pass", "Recycling"]
 

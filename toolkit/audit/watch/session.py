@@ -8,7 +8,7 @@ optimizer stepped: the loop's body ran once. Gradient accumulation (several ``ba
 one line before a step) stays one iteration.
 
 In an audited iteration the watch reads each backward's graph before it runs and the ``.grad``
-it writes, keeps a :class:`~toolkit.audit.watch.ledger.Ledger` of which loss's gradient
+it writes, keeps a :class:`~toolkit.audit.record.ledger.Ledger` of which loss's gradient
 each tensor holds, and at each step says, in the order the script made its calls:
 
 - ``leak``/``stale``: a stepped tensor's ``.grad`` holds gradient of a loss paired with another
@@ -52,18 +52,19 @@ from torch import nn
 
 from toolkit.audit.record import calls as record_calls
 from toolkit.audit.record import syntax as S
-from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.watch import hard as hard_values
-from toolkit.audit.watch import kept_in_sync, zeroed
-from toolkit.audit.watch.feedback import Feed, fed
-from toolkit.audit.watch.frames import is_user, site_of, user_frame
-from toolkit.audit.watch.graph import (
+from toolkit.audit.record.backward import (
     between,
     current_sequence,
     read_graph,
     sequence,
 )
-from toolkit.audit.watch.ledger import Ledger, Source, changed
+from toolkit.audit.record.frames import is_user, site_of, user_frame
+from toolkit.audit.record.ledger import Ledger, Source, changed
+from toolkit.audit.record.tensors import keyed, storage_of, tensors_in
+from toolkit.audit.truth.graph import Graph as StepGraph
+from toolkit.audit.watch import hard as hard_values
+from toolkit.audit.watch import kept_in_sync, zeroed
+from toolkit.audit.watch.feedback import Feed, fed
 from toolkit.audit.watch.rules import (
     at_step,
     carried,
@@ -81,7 +82,6 @@ from toolkit.audit.watch.rules import (
 )
 from toolkit.audit.watch.staged import Staged, scope_of, user_frames
 from toolkit.audit.watch.state import ShallowCopy, WatchState
-from toolkit.audit.watch.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.watch.zeroed import MadeAt
 from toolkit.lens.backward_graph import ShortestPaths
 

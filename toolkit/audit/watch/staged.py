@@ -39,6 +39,7 @@ from toolkit.audit.findings import ConstantTerm, CutKeys, ScriptFinding, Unrolle
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record.calls import CallWatch
+from toolkit.audit.record.frames import is_user
 from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.recording import Recording
@@ -48,7 +49,6 @@ from toolkit.audit.step import run_rules
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.proof import Prover
 from toolkit.audit.truth.recorded import record_step
-from toolkit.audit.watch.frames import is_user
 
 __all__ = ["Staged", "scope_of", "user_frames"]
 

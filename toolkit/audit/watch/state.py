@@ -19,11 +19,11 @@ from torch import nn
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes.where_called import placed
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.ledger import Ledger, Source
 from toolkit.audit.watch.feedback import Feed
-from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.hard import Hard
 from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
-from toolkit.audit.watch.ledger import Ledger, Source
 from toolkit.audit.watch.recycling import Recycling
 from toolkit.audit.watch.zeroed import MadeAt
 

@@ -25,7 +25,9 @@ from torch.overrides import TorchFunctionMode
 from toolkit.audit.edit import Edit
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.source import operands
+from toolkit.audit.record.tensors import nonzero
 from toolkit.audit.rules.dead import ZERO_DERIVATIVE
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.truth import (
@@ -35,8 +37,6 @@ from toolkit.audit.truth.truth import (
     vanishes,
     zero_points,
 )
-from toolkit.audit.watch.frames import Site, site_of, user_frame
-from toolkit.audit.watch.tensors import nonzero
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["MadeAt", "Zeroed", "explain", "zero_gradients"]
@@ -44,7 +44,7 @@ __all__ = ["MadeAt", "Zeroed", "explain", "zero_gradients"]
 
 def zero_gradients(tensors: Sequence[torch.Tensor]) -> list[bool]:
     """For each tensor, whether its ``.grad`` is there and exactly zero (on the CPU, each read
-    by :func:`~toolkit.audit.watch.tensors.nonzero`; elsewhere one sync for all)."""
+    by :func:`~toolkit.audit.record.tensors.nonzero`; elsewhere one sync for all)."""
     grads = [t.grad for t in tensors]
     if all(g is None or g.device.type == "cpu" for g in grads):
         return [g is not None and bool(g.numel()) and not nonzero(g) for g in grads]

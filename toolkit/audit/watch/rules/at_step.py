@@ -14,11 +14,11 @@ import torch.overrides
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.ledger import Source
+from toolkit.audit.record.tensors import keyed, nonzero
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.ledger import Source
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed, nonzero
 
 __all__ = ["frozen", "leaks", "moved", "settle", "shared", "wasted"]
 

@@ -11,8 +11,8 @@ import torch
 import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.record.frames import Site
 from toolkit.audit.watch.feedback import feedbacks
-from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.state import WatchState
 
 __all__ = ["fed_back"]

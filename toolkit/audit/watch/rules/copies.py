@@ -13,10 +13,10 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import storage_key
-from toolkit.audit.watch.frames import Site
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.watch.kept_in_sync import swap_call
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed
 
 __all__ = ["aliased", "kept_in_sync", "shallow", "snapshot", "snapshots"]
 

@@ -13,12 +13,12 @@ import torch.overrides
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
-from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.graph import (
+from toolkit.audit.record.backward import (
     Graph,
     read_graph,
 )
+from toolkit.audit.record.frames import Site
+from toolkit.audit.result import plural
 from toolkit.audit.watch.rules.replaced import old_tensors
 from toolkit.audit.watch.state import WatchState
 

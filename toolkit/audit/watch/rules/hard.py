@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.record.backward import Graph
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import keyed, tensors_in
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.graph import Graph
 from toolkit.audit.watch.hard import Hard, straight_through_after
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed, tensors_in
 
 __all__ = ["called", "enter", "leave", "reached"]
 

@@ -28,11 +28,11 @@ from toolkit.audit.files import split_lines
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.ledger import Source
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.ledger import Source
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed
 
 __all__ = ["lost", "read"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from toolkit.audit.watch.graph import read_graph
+from toolkit.audit.record.backward import read_graph
 from toolkit.audit.watch.state import WatchState
 
 __all__ = ["note"]

@@ -22,10 +22,10 @@ from functools import partial
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed
 
 __all__ = ["check", "unended"]
 

@@ -12,11 +12,11 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.graph import places
+from toolkit.audit.record.backward import places
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.watch.recycling import Pass
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed
 from toolkit.lens.graph_walk import walk
 
 __all__ = ["recycled"]

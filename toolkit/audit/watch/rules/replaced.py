@@ -37,10 +37,10 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site, site_of, user_frame
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site, site_of, user_frame
 from toolkit.audit.watch.state import Replacement, WatchState
-from toolkit.audit.watch.tensors import keyed
 
 __all__ = ["made", "noted", "noted_module", "old_tensors", "replaced", "state_copy"]
 

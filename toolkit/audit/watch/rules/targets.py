@@ -35,15 +35,15 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.backward import read_graph, sequence
+from toolkit.audit.record.frames import Site, is_user
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.labels import SELECTIONS
-from toolkit.audit.watch.frames import Site, is_user
-from toolkit.audit.watch.graph import read_graph, sequence
 from toolkit.audit.watch.kept_in_sync import toward
 from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.tensors import keyed
 from toolkit.audit.watch.zeroed import cut_operand
 from toolkit.lens.backward_graph import node_label
 

@@ -31,10 +31,10 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.fixes.registration import registered
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.unregistered import KeptIn, unregistered
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site, is_user
 from toolkit.audit.watch.rules import copies
 from toolkit.audit.watch.rules.replaced import replaced
 from toolkit.audit.watch.state import WatchState

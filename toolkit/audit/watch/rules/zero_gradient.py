@@ -10,8 +10,8 @@ import torch
 import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.record.frames import Site
 from toolkit.audit.result import plural
-from toolkit.audit.watch.frames import Site
 from toolkit.audit.watch.state import WatchState
 from toolkit.audit.watch.zeroed import explain, zero_gradients
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from toolkit.audit.watch.frames import Site
-from toolkit.audit.watch.tensors import nonzero
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import nonzero
 
 __all__ = ["Ledger", "Source", "changed"]
 

@@ -13,12 +13,10 @@ from types import FrameType
 
 import torch
 
-import toolkit.audit
-
 __all__ = ["Site", "is_user", "site_of", "user_frame"]
 
-# the toolkit's own folder (the audit's parent): its frames are never the user's
-_TOOLKIT = os.path.dirname(os.path.dirname(os.path.abspath(toolkit.audit.__file__))) + os.sep
+# the toolkit's own folder (record's grandparent): its frames are never the user's
+_TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _NOT_USER = tuple(dict.fromkeys(
     [os.path.dirname(torch.__file__) + os.sep, _TOOLKIT]
     + [os.path.join(os.path.realpath(sysconfig.get_paths()[k]), "") for k in ("stdlib", "platstdlib")]
