@@ -174,8 +174,8 @@ def _audit(args: argparse.Namespace) -> int:
 
     from toolkit.audit.files import Refused, forget_sources, outside, read_source
     from toolkit.audit.fixes.script_edits import diff, write_edits
+    from toolkit.audit.rules.running import never_trained
     from toolkit.audit.verify.rerun import forget_baselines, together, verify
-    from toolkit.audit.watch.rules import never_trained
     from toolkit.audit.watch.runner import run_script
     from toolkit.audit.watch.session import Watch
 
@@ -321,7 +321,7 @@ def _audit(args: argparse.Namespace) -> int:
 def taken_as_meant(cuts: Mapping[Any, str], findings: Sequence[ScriptFinding],
                    shown: int = 3) -> str | None:
     """The closing line on the cuts the audit took as meant
-    (:mod:`~toolkit.audit.watch.rules.meant`), those at a line no finding names; ``None``
+    (:mod:`~toolkit.audit.rules.running.meant`), those at a line no finding names; ``None``
     where there are none. ``shown``: how many sites it names."""
     named = {a.split(": ", 1)[0] for f in findings for a in f.at}
     left = list({str(site): what for site, what in cuts.items()

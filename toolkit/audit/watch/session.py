@@ -20,9 +20,9 @@ each tensor holds, and at each step says, in the order the script made its calls
   step uses a later backward's (a ``zero_grad()`` inside a gradient-accumulation loop);
 - ``dead`` for one loss term: a network reads a hard value (a comparison, ``argmax`` and its
   one-hot) made from another network's output without its straight-through term
-  (:mod:`~toolkit.audit.watch.hard`);
+  (:mod:`~toolkit.audit.rules.running.hard_values`);
 - ``carried``: a network's own estimate fed back within the iteration without a cut
-  (self-conditioning, recycling: :mod:`~toolkit.audit.watch.recycling`);
+  (self-conditioning, recycling: :mod:`~toolkit.audit.rules.running.recycling`);
 - ``unstepped``: gradient reaches tensors of a model whose other tensors an optimizer steps,
   and no optimizer steps them (a layer unfrozen after the optimizer was built, a learned
   tensor the model holds as a plain tensor that requires grad, not an ``nn.Parameter``);
@@ -61,16 +61,14 @@ from toolkit.audit.record.backward import (
 from toolkit.audit.record.frames import is_user, site_of, user_frame
 from toolkit.audit.record.ledger import Ledger, Source, changed
 from toolkit.audit.record.tensors import keyed, storage_of, tensors_in
-from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.watch import hard as hard_values
-from toolkit.audit.watch import kept_in_sync, zeroed
-from toolkit.audit.watch.feedback import Feed, fed
-from toolkit.audit.watch.rules import (
+from toolkit.audit.rules.running import (
     at_step,
     carried,
     copies,
     dead,
     hard,
+    hard_values,
+    kept_in_sync,
     lost,
     meant,
     never_trained,
@@ -79,10 +77,13 @@ from toolkit.audit.watch.rules import (
     targets,
     unstepped,
     zero_gradient,
+    zeroed,
 )
+from toolkit.audit.rules.running.feedback import Feed, fed
+from toolkit.audit.rules.running.state import ShallowCopy, WatchState
+from toolkit.audit.rules.running.zeroed import MadeAt
+from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.watch.staged import Staged, scope_of, user_frames
-from toolkit.audit.watch.state import ShallowCopy, WatchState
-from toolkit.audit.watch.zeroed import MadeAt
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
@@ -96,8 +97,8 @@ class Stop(BaseException):
     catch it, its ``finally`` blocks run)."""
 
 
-#: frames a torch function mode adds around a call (:class:`~toolkit.audit.watch.zeroed.MadeAt`,
-#: :class:`~toolkit.audit.watch.kept_in_sync.Constants`, the recording's
+#: frames a torch function mode adds around a call (:class:`~toolkit.audit.rules.running.zeroed.MadeAt`,
+#: :class:`~toolkit.audit.rules.running.kept_in_sync.Constants`, the recording's
 #: :class:`~toolkit.audit.record.calls.CallWatch`, while entered) and the hooks' wrappers: not
 #: part of where the script called ``backward()``
 _TRANSPARENT = frozenset(os.path.abspath(f) for f in (
@@ -148,7 +149,7 @@ class _StackKeys:
 
 class Watch(WatchState):
     """One watched run (see the module's docstring): its state (:class:`WatchState`), the hooks
-    that record it, and the rules (:mod:`toolkit.audit.watch.rules`) called at each event."""
+    that record it, and the rules (:mod:`toolkit.audit.rules.running`) called at each event."""
 
     def __init__(self, steps: int = 2, every: int | None = None, record: bool = False,
                  on_finding=None, follow: int = 0) -> None:

@@ -40,7 +40,7 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.watch.state import Replacement, WatchState
+from toolkit.audit.rules.running.state import Replacement, WatchState
 
 __all__ = ["made", "noted", "noted_module", "old_tensors", "replaced", "state_copy"]
 

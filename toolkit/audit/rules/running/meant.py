@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from toolkit.audit.record.backward import read_graph
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["note"]
 

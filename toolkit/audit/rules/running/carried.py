@@ -12,15 +12,15 @@ import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record.frames import Site
-from toolkit.audit.watch.feedback import feedbacks
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.feedback import feedbacks
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["fed_back"]
 
 
 def fed_back(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None) -> None:
     """A prediction fed back: an output the loss compares, read by a later call of the
-    network that made it without a cut (:func:`~toolkit.audit.watch.feedback.feedbacks`).
+    network that made it without a cut (:func:`~toolkit.audit.rules.running.feedback.feedbacks`).
     The edit cuts it where the script passes it on."""
     outputs = {k: v[:3] for k, v in w.made_by.items()}
     for feed in feedbacks([t.grad_fn for t in roots], [f for f, _ in w.feeds], outputs):

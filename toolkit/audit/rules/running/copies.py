@@ -15,8 +15,8 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import storage_key
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import keyed
-from toolkit.audit.watch.kept_in_sync import swap_call
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.kept_in_sync import swap_call
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["aliased", "kept_in_sync", "shallow", "snapshot", "snapshots"]
 

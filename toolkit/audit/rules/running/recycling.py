@@ -13,11 +13,11 @@ looks alike within one iteration; it is told apart by what the published forms s
 later call reads the very tensor the earlier one read (the same input again, not the next
 observation), and the call the loss compares reads a constant in the estimate's argument on
 some iteration (an unroll's last step always reads a computed state). An estimate the loss
-compares too is a prediction fed back (:mod:`~toolkit.audit.watch.feedback`), not this.
+compares too is a prediction fed back (:mod:`~toolkit.audit.rules.running.feedback`), not this.
 
 :class:`Recycling` holds what the watch records: each trained call of the current iteration
 (:meth:`Recycling.called`), and across iterations the arguments the compared calls read as
-constants. The rule that reads it is :func:`toolkit.audit.watch.rules.recycled.recycled`."""
+constants. The rule that reads it is :func:`toolkit.audit.rules.running.recycled.recycled`."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def _identity(t: torch.Tensor) -> tuple:
 
 @dataclass
 class Recycling:
-    """What the watch records for :func:`~toolkit.audit.watch.rules.recycled.recycled`."""
+    """What the watch records for :func:`~toolkit.audit.rules.running.recycled.recycled`."""
 
     passes: list[Pass] = field(default_factory=list)
     order: int = 0

@@ -25,7 +25,7 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["check", "unended"]
 

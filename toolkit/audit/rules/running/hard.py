@@ -1,6 +1,6 @@
 """A hard value without its straight-through term (``dead``, for the loss term that reads it):
 a network that trains reads a value an operation with no derivative made from another
-network's output, and a loss reads its output (:mod:`~toolkit.audit.watch.hard`).
+network's output, and a loss reads its output (:mod:`~toolkit.audit.rules.running.hard_values`).
 
 :func:`called` sees each call of a network in an audited iteration: a floating argument with no
 graph, read after another call made an output with one, is a suspect (once per line and
@@ -17,8 +17,8 @@ from toolkit.audit.record.backward import Graph
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import keyed, tensors_in
 from toolkit.audit.result import plural
-from toolkit.audit.watch.hard import Hard, straight_through_after
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.hard_values import Hard, straight_through_after
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["called", "enter", "leave", "reached"]
 

@@ -18,7 +18,7 @@ from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed, nonzero
 from toolkit.audit.result import plural
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["frozen", "leaks", "moved", "settle", "shared", "wasted"]
 
@@ -223,7 +223,7 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     since and still held: frozen mid-run (for another network's step, say) and never
     switched back on, the optimizer steps them with no gradient.
 
-    The finding waits (:attr:`~toolkit.audit.watch.state.WatchState.pending_frozen`): a later
+    The finding waits (:attr:`~toolkit.audit.rules.running.state.WatchState.pending_frozen`): a later
     step of the same optimizer that finds them all switched back on drops it (some: it keeps
     those still off, found at that step), since a freeze for a phase (a new head trained
     alone before the whole network, as in learning without forgetting's warm-up) is the

@@ -1,5 +1,5 @@
 """An estimate fed back within one iteration without a cut (``carried``): self-conditioning or
-recycling whose earlier pass stays in the graph (see :mod:`~toolkit.audit.watch.recycling`)."""
+recycling whose earlier pass stays in the graph (see :mod:`~toolkit.audit.rules.running.recycling`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import places
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import keyed
-from toolkit.audit.watch.recycling import Pass
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.recycling import Pass
+from toolkit.audit.rules.running.state import WatchState
 from toolkit.lens.graph_walk import walk
 
 __all__ = ["recycled"]
@@ -25,7 +25,7 @@ __all__ = ["recycled"]
 def _compared(roots: Sequence[torch.Tensor]) -> set[int]:
     """The nodes the loss compares: a walk from it that stops at the operations reading a
     tensor of their own (a layer: what lies below is what the layer computes from), as
-    :func:`~toolkit.audit.watch.feedback.feedbacks` reads them."""
+    :func:`~toolkit.audit.rules.running.feedback.feedbacks` reads them."""
     def expand(node: object) -> bool:
         return not any(hasattr(n, "variable") for n, _ in node.next_functions  # type: ignore[attr-defined]
                        if n is not None)

@@ -18,7 +18,7 @@ graph alone):
   forward) is cut where the loss reads it: the argument of the expression that compares it
   (``F.mse_loss(q, target.detach())``). That needs the line of the comparison: the finding
   waits for the next audited forward, run under
-  :class:`~toolkit.audit.watch.zeroed.MadeAt`, which also says which reads of the target
+  :class:`~toolkit.audit.rules.running.zeroed.MadeAt`, which also says which reads of the target
   belong to the comparison's own expression (``F.kl_div`` reads its target twice); a run that
   ends first reports it cut where it was made."""
 
@@ -39,12 +39,12 @@ from toolkit.audit.record.backward import read_graph, sequence
 from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
+from toolkit.audit.rules.running.kept_in_sync import toward
+from toolkit.audit.rules.running.state import WatchState
+from toolkit.audit.rules.running.zeroed import cut_operand
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.labels import SELECTIONS
-from toolkit.audit.watch.kept_in_sync import toward
-from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.zeroed import cut_operand
 from toolkit.lens.backward_graph import node_label
 
 __all__ = ["followers", "settle", "targets"]
@@ -191,7 +191,7 @@ def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],
     """Note the calls' outputs this backward trains stepped tensors through, of the nodes
     ``reached`` without passing a target (``toward``: the nodes that reach stepped tensors,
     found when not given): a later backward of the iteration may not cut them
-    (:attr:`~toolkit.audit.watch.state.WatchState.trained_outputs`)."""
+    (:attr:`~toolkit.audit.rules.running.state.WatchState.trained_outputs`)."""
     search = graph.search
     if toward is None:
         toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
@@ -233,7 +233,7 @@ def _bound_below(node: object, within: int = 6) -> str | None:
 def _report(w: WatchState, key: tuple | None, found: list[tuple[ScriptFinding, bool]],
             waiting: list[ScriptFinding]) -> None:
     """Add this backward's findings; one whose cut waits for the lines of the next audited
-    forward (:class:`~toolkit.audit.watch.zeroed.MadeAt`) is kept until that backward, or
+    forward (:class:`~toolkit.audit.rules.running.zeroed.MadeAt`) is kept until that backward, or
     the end (:func:`settle`), and those kept before are replaced by what it finds now."""
     first = {f.tensors: f for f in waiting}
     for finding, lines in found:

@@ -1,5 +1,5 @@
 """What the watch records of a running script: :class:`WatchState`, the state every rule
-(:mod:`toolkit.audit.watch.rules`) reads, with what the rules ask of it (the tensors' names,
+(:mod:`toolkit.audit.rules.running`) reads, with what the rules ask of it (the tensors' names,
 which tensors each optimizer steps, the loss at a line) and where they put their findings
 (:meth:`WatchState.add`). The hooks that fill it are :class:`~toolkit.audit.watch.session.Watch`'s."""
 
@@ -21,11 +21,11 @@ from toolkit.audit.fixes.where_called import placed
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Ledger, Source
-from toolkit.audit.watch.feedback import Feed
-from toolkit.audit.watch.hard import Hard
-from toolkit.audit.watch.kept_in_sync import Constants, KeptInSync
-from toolkit.audit.watch.recycling import Recycling
-from toolkit.audit.watch.zeroed import MadeAt
+from toolkit.audit.rules.running.feedback import Feed
+from toolkit.audit.rules.running.hard_values import Hard
+from toolkit.audit.rules.running.kept_in_sync import Constants, KeptInSync
+from toolkit.audit.rules.running.recycling import Recycling
+from toolkit.audit.rules.running.zeroed import MadeAt
 
 __all__ = ["Kept", "Replacement", "WatchState"]
 
@@ -88,7 +88,7 @@ class ShallowCopy:
 class Replacement:
     """``module.name``, held by an optimizer as ``old``, set to ``new`` at ``site``; ``no_grad``:
     whether gradient recording was off there; ``spoils``: the first iteration whose update it
-    spoils (:func:`~toolkit.audit.watch.rules.replaced.noted`)."""
+    spoils (:func:`~toolkit.audit.rules.running.replaced.noted`)."""
 
     module: nn.Module
     name: str
@@ -155,7 +155,7 @@ class WatchState:
         self.stepped_at: dict[int, int] = {}        # tensor id -> event of its last step
         self.cleared_at: dict[int, int] = {}        # tensor id -> event of its last zero_grad
         # the backward() calls (by event) whose gradient the script's code, or a GradScaler,
-        # read from .grad before it was cleared (see :mod:`~toolkit.audit.watch.rules.lost`)
+        # read from .grad before it was cleared (see :mod:`~toolkit.audit.rules.running.lost`)
         self.read_sources: set[int] = set()
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         # over the whole run: the tensors a step found with a gradient; the clears and the
@@ -176,7 +176,7 @@ class WatchState:
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
         # a parameter an optimizer holds, replaced on its module by a new one, by (module id,
-        # attribute): see :mod:`~toolkit.audit.watch.rules.replaced`
+        # attribute): see :mod:`~toolkit.audit.rules.running.replaced`
         self.replaced: dict[tuple[int, str], Replacement] = {}
         # leaves made to require grad by the script's lines once an optimizer exists, by id:
         # (the tensor, weakly; the line; under no_grad?; the iteration it spoils first), see
@@ -199,7 +199,7 @@ class WatchState:
         #: finds the tensors switched back on (a freeze for a phase: dropped) or the run ends
         self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
         #: ids of the new tensors of a submodule replaced again (their replacement explains
-        #: the gradient they hold: :func:`~toolkit.audit.watch.rules.replaced.noted_module`)
+        #: the gradient they hold: :func:`~toolkit.audit.rules.running.replaced.noted_module`)
         self.superseded: set[int] = set()
         self.hand_updated: set[int] = set()
         # each module a forward ran of, by id, with the events (backward calls and steps so far)
@@ -215,7 +215,7 @@ class WatchState:
         # leaves a loss reaches that are no Parameter (a plain tensor made to require grad),
         # by id: the tensor and its values when an audited backward first reached it in this
         # iteration (one the script then moves itself is trained by hand, see
-        # :mod:`~toolkit.audit.watch.rules.unstepped`)
+        # :mod:`~toolkit.audit.rules.running.unstepped`)
         self.plain_values: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
@@ -224,7 +224,7 @@ class WatchState:
         self.call_outputs: list[tuple[object, Site, int]] = []    # output's node, site, event
         # the nodes of call outputs (held by ``call_outputs``, so their ids stay theirs) that
         # the iteration's audited backward calls so far trained stepped tensors through, not
-        # as a target (see :mod:`~toolkit.audit.watch.rules.targets`)
+        # as a target (see :mod:`~toolkit.audit.rules.running.targets`)
         self.trained_outputs: set[int] = set()
         # a detach's input node, its site, where its values live, event
         self.detaches: list[tuple[object, Site, int, int]] = []
@@ -245,20 +245,20 @@ class WatchState:
         # (module, its call's site, the user's (file, line) from there outwards, the graphs of
         # its inputs, event)
         self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
-        # the cuts taken as meant, by site (see :mod:`~toolkit.audit.watch.rules.meant`)
+        # the cuts taken as meant, by site (see :mod:`~toolkit.audit.rules.running.meant`)
         self.meant: dict[Site, str] = {}
         self.clears: list[tuple[Site, set[int]]] = []
         self.prev_audited = False
         self._cleared_sources: set[Source] = set()
         self.module_hook = None
-        # reached with a gradient of exact zeros (see :mod:`~toolkit.audit.watch.zeroed`):
+        # reached with a gradient of exact zeros (see :mod:`~toolkit.audit.rules.running.zeroed`):
         # each audited backward's stack by its event, the suspects by the backward that
         # reached them, and the lines the next forward's operations run at
         self.backward_keys: dict[int, tuple] = {}
         self.zero_suspects: dict[tuple, dict[int, tuple[str, torch.Tensor]]] = {}
         self.made_at: MadeAt | None = None
         # target findings whose cut waits for the lines of the next audited forward (see
-        # :mod:`~toolkit.audit.watch.rules.targets`), by the backward's stack
+        # :mod:`~toolkit.audit.rules.running.targets`), by the backward's stack
         self.target_lines: dict[tuple, list[ScriptFinding]] = {}
         # the target findings of this iteration's backwards by their lines: the iteration,
         # the finding, the targets' names, the tensors trained through them
@@ -267,7 +267,7 @@ class WatchState:
         # what :meth:`add` reported (placed)
         self.added: dict[int, tuple[ScriptFinding, ScriptFinding]] = {}
         self.zero_judged: set[int] = set()
-        # a hard value without its straight-through term (see :mod:`~toolkit.audit.watch.hard`):
+        # a hard value without its straight-through term (see :mod:`~toolkit.audit.rules.running.hard_values`):
         # the suspect calls' (site, argument) with the iteration and step first seen, those
         # judged, the mode that follows values for one iteration (entered after the step of
         # ``hard_since``), and the calls it saw read a hard value
@@ -276,14 +276,14 @@ class WatchState:
         self.hard: Hard | None = None
         self.hard_since = -1
         self.hard_calls: list[tuple] = []
-        # a prediction fed back (see :mod:`~toolkit.audit.watch.feedback`): each call output's
+        # a prediction fed back (see :mod:`~toolkit.audit.rules.running.feedback`): each call output's
         # node -> (node, its module, the call's order, event), and the outputs calls read
         self.made_by: dict[int, tuple[object, int, int, int]] = {}
         self.feeds: list[tuple[Feed, int]] = []
         self.call_order = 0
-        # an estimate fed back within one iteration (see :mod:`~toolkit.audit.watch.recycling`)
+        # an estimate fed back within one iteration (see :mod:`~toolkit.audit.rules.running.recycling`)
         self.recycling = Recycling()
-        # a copy kept in sync and never read (see :mod:`~toolkit.audit.watch.kept_in_sync`):
+        # a copy kept in sync and never read (see :mod:`~toolkit.audit.rules.running.kept_in_sync`):
         # the networks the script's namespaces hold, the constants no_grad calls make, and
         # the no_grad calls (module id, site) whose constants a loss's graph meets
         self.sync = KeptInSync()

@@ -19,8 +19,8 @@ from toolkit.audit.record.backward import (
 )
 from toolkit.audit.record.frames import Site
 from toolkit.audit.result import plural
-from toolkit.audit.watch.rules.replaced import old_tensors
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.replaced import old_tensors
+from toolkit.audit.rules.running.state import WatchState
 
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
 _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
@@ -152,7 +152,7 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     the step before it) reach none of the tensors the optimizer holds, and reach tensors
     no optimizer holds (``optimizer_D`` built over the encoder, a line copied from the one
     above, while its loss trains the discriminator). Its argument is the wrong network:
-    kept for the rule of tensors no optimizer steps (:func:`~toolkit.audit.watch.rules.unstepped.end_of_iteration`), whose
+    kept for the rule of tensors no optimizer steps (:func:`~toolkit.audit.rules.running.unstepped.end_of_iteration`), whose
     edit replaces it."""
     if len(dead) != len(stepped):
         return False

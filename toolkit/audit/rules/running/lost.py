@@ -32,7 +32,7 @@ from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["lost", "read"]
 

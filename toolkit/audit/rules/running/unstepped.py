@@ -35,9 +35,9 @@ from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.unregistered import KeptIn, unregistered
 from toolkit.audit.result import plural
-from toolkit.audit.watch.rules import copies
-from toolkit.audit.watch.rules.replaced import replaced
-from toolkit.audit.watch.state import WatchState
+from toolkit.audit.rules.running import copies
+from toolkit.audit.rules.running.replaced import replaced
+from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["end_of_iteration"]
 

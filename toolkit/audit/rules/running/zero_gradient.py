@@ -1,6 +1,6 @@
 """Stepped tensors a loss reaches with a gradient of exact zeros on two audited iterations
 (``dead``): explained at the next backward of the same line, by the expression whose paths
-cancel or whose derivative is zero everywhere (:mod:`~toolkit.audit.watch.zeroed`)."""
+cancel or whose derivative is zero everywhere (:mod:`~toolkit.audit.rules.running.zeroed`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch.overrides
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record.frames import Site
 from toolkit.audit.result import plural
-from toolkit.audit.watch.state import WatchState
-from toolkit.audit.watch.zeroed import explain, zero_gradients
+from toolkit.audit.rules.running.state import WatchState
+from toolkit.audit.rules.running.zeroed import explain, zero_gradients
 
 __all__ = ["explained", "suspect_zeros"]
 
@@ -40,7 +40,7 @@ def explained(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
     """Dead in effect: tensors this backward() reached again with a gradient of exact
     zeros, because the gradients reaching them cancel or an operation on the way passes
     zero for any values; the edit passes the gradient straight through at the line that
-    made the operation (:func:`~toolkit.audit.watch.zeroed.explain`)."""
+    made the operation (:func:`~toolkit.audit.rules.running.zeroed.explain`)."""
     w.zero_judged.update(suspects)
     if w.made_at is None or len(roots) != 1 or roots[0].numel() != 1 or \
             roots[0].grad_fn is None:
