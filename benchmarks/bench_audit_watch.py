@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-from toolkit.audit.watch.runner import run_script
-from toolkit.audit.watch.session import Watch
+from toolkit.audit.script.runner import run_script
+from toolkit.audit.script.session import Watch
 from toolkit.lab.measure import race
 
 SCRIPT = '''

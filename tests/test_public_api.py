@@ -78,8 +78,9 @@ GONE = ("toolkit._utils.moved", "toolkit.runner", "toolkit.runner.config", "tool
         "toolkit.core.audit", "toolkit.audit_graph", "toolkit.lab.runner",
         "toolkit.lab.runner.config", "toolkit.lab.runner.tomlio", "toolkit.lab.schema",
         "toolkit.lab.planning", "toolkit.lens.audit", "toolkit.lens.unused",
-        "toolkit.audit.watch.cli", "toolkit.audit.watch.source", "toolkit.audit.watch.verify",
-        "toolkit.audit.watch.edits", "toolkit.audit.watch.findings")
+        "toolkit.audit.watch", "toolkit.audit.watch.session", "toolkit.audit.watch.cli",
+        "toolkit.audit.watch.source", "toolkit.audit.watch.verify", "toolkit.audit.watch.edits",
+        "toolkit.audit.watch.findings")
 
 _GONE_PROBE = """
 import importlib, json, sys

@@ -1,5 +1,5 @@
-"""The pieces of the shallow-copy rule (:func:`toolkit.audit.watch.rules.copies.shallow`): what a
-``copy.copy`` shares (``toolkit.audit.watch.session._networks``) and the edit that makes it
+"""The pieces of the shallow-copy rule (:func:`toolkit.audit.rules.running.copies.shallow`): what a
+``copy.copy`` shares (``toolkit.audit.script.session._networks``) and the edit that makes it
 deep (:func:`toolkit.audit.fixes.script_edits.deep_copy_call`), applied to the text."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from torch import nn
 
 from toolkit.audit.fixes.script_edits import apply_to_text, deep_copy_call
-from toolkit.audit.watch.session import _networks
+from toolkit.audit.script.session import _networks
 
 
 def _span(text: str, line: int, call: str) -> tuple[int, int, int, int]:

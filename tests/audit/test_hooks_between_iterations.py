@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from toolkit.audit.kinds import Kind
-from toolkit.audit.watch.runner import run_script
-from toolkit.audit.watch.session import Watch
+from toolkit.audit.script.runner import run_script
+from toolkit.audit.script.session import Watch
 
 # a script that writes down, at each iteration after its backward(), whether ``Tensor.grad`` is
 # torch's own descriptor

@@ -1,5 +1,5 @@
 """``toolkit audit SCRIPT``: where the cut of a trained target goes (the ``target`` rule of
-:mod:`toolkit.audit.watch.rules.targets`), on pairs of scripts written for it
+:mod:`toolkit.audit.rules.running.targets`), on pairs of scripts written for it
 (``tests/lens/audit/scripts/``: the published form and a bug twin, each citing its source).
 
 - A target whose tensor also trains elsewhere (the same output read with gradient by another

@@ -1,5 +1,5 @@
 """The rule of a parameter replaced after its optimizer was built
-(:mod:`toolkit.audit.watch.rules.replaced`), beyond the held-out cases of
+(:mod:`toolkit.audit.rules.running.replaced`), beyond the held-out cases of
 ``test_principle_parameter_replaced.py``: the edit it writes for each spelling of the replacing
 line, and the lines it writes none for; a replacement made by ``setattr`` is still named at its
 line."""
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from script_audit import audit, failures
 
+from toolkit.audit.fixes import running
 from toolkit.audit.fixes.script_edits import apply_to_text
 from toolkit.audit.record.frames import Site
-from toolkit.audit.watch.rules.replaced import in_place_copy
+from toolkit.audit.rules.running.replaced import in_place_copy
 
 
 @pytest.mark.parametrize(("line", "no_grad", "written"), [
@@ -39,7 +40,7 @@ def test_the_replacing_assignment_becomes_a_copy_into_the_held_parameter(
         tmp_path: Path, line: str, no_grad: bool, written: str) -> None:
     path = tmp_path / "train.py"
     path.write_text(f"if True:\n    {line}\n")
-    edit = in_place_copy(Site(str(path), 2, None), no_grad)
+    edit = in_place_copy(running, Site(str(path), 2, None), no_grad)
     assert edit is not None and edit.old == line
     assert apply_to_text(path.read_text(), [edit]) == f"if True:\n    {written}\n"
 
@@ -51,7 +52,7 @@ def test_the_replacing_assignment_becomes_a_copy_into_the_held_parameter(
 def test_no_edit_where_the_line_is_not_one_target_assigned(tmp_path: Path, line: str) -> None:
     path = tmp_path / "train.py"
     path.write_text(f"{line}\n")
-    assert in_place_copy(Site(str(path), 1, None), True) is None
+    assert in_place_copy(running, Site(str(path), 1, None), True) is None
 
 
 SETATTR = """\

@@ -1,4 +1,4 @@
-"""The step audit's stages on a running script (toolkit.audit.watch.staged): each audited
+"""The step audit's stages on a running script (toolkit.audit.script.staged): each audited
 ``backward()`` of a plain script becomes a recorded step judged by the step audit's truth, rules
 and fixes; what the watch reports itself stays the watch's; the recording leaves torch as it
 found it."""
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from toolkit.audit.kinds import Kind
+from toolkit.audit.script.runner import run_script
+from toolkit.audit.script.session import Watch
 from toolkit.audit.verify.rerun import verify
-from toolkit.audit.watch.runner import run_script
-from toolkit.audit.watch.session import Watch
 
 # a DQN step with its target network read with gradients on: the loss's gradient reaches
 # q_target, which no optimizer steps (written after the DQN update of Mnih et al., 2015)

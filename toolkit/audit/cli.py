@@ -175,9 +175,9 @@ def _audit(args: argparse.Namespace) -> int:
     from toolkit.audit.files import Refused, forget_sources, outside, read_source
     from toolkit.audit.fixes.script_edits import diff, write_edits
     from toolkit.audit.rules.running import never_trained
+    from toolkit.audit.script.runner import run_script
+    from toolkit.audit.script.session import Watch
     from toolkit.audit.verify.rerun import forget_baselines, together, verify
-    from toolkit.audit.watch.runner import run_script
-    from toolkit.audit.watch.session import Watch
 
     # resolved once, before the script can chdir
     cwd, script = os.getcwd(), os.path.abspath(args.script)

@@ -42,7 +42,7 @@ import pytest
 import torch
 from script_audit import SCRIPTS, audit, check_fix, failures, project
 
-from toolkit.audit.watch.kept_in_sync import toward
+from toolkit.audit.rules.running.kept_in_sync import toward
 
 # --- a cut that makes a target --------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The tensors a value holds, and where their values live: what the watch's rules key tensors
-by when they follow a value from one call to the next."""
+"""The tensors a value holds, and where their values live: what the running script's rules
+(:mod:`toolkit.audit.rules.running`) key tensors by when they follow a value from one call to
+the next."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ import torch
 import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
@@ -56,7 +55,7 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         at = tuple(s.shown() for s in (src.site, site) if s is not None)
         edits: tuple = ()
         if opt_text and first_own is not None and first_own.site is not None:
-            e = E.insert_before(first_own.site.path, first_own.site.line,
+            e = w.fixes.insert_before(first_own.site.path, first_own.site.line,
                                 f"{opt_text.strip('`')}.zero_grad()")
             edits = (e,) if e is not None else ()
         w.add(ScriptFinding(
@@ -91,7 +90,7 @@ def moved(w: WatchState, index: int, event: int, stepped) -> None:
         name = late.names.get(id(opt))
         edits: tuple = ()
         if name is not None and late.site is not None:
-            e = E.insert_before(late.site.path, late.site.line, f"{name}.zero_grad()")
+            e = w.fixes.insert_before(late.site.path, late.site.line, f"{name}.zero_grad()")
             edits = (e,) if e is not None else ()
         keys = tuple(k for k, _ in tensors)
         w.add(ScriptFinding(
@@ -175,7 +174,7 @@ def _members_one_network(w: WatchState, index: int, others: list[int],
     built = [w.built_at.get(id(w.optimizers[j])) for j in [*others, index]]
     at = [s.shown() for s in dict.fromkeys(built) if s is not None]
     edits: tuple = ()
-    found = E.made_per_item(site.path, listed)
+    found = w.fixes.made_per_item(site.path, listed)
     if found is not None:
         line, made = found
         at.insert(0, Site(site.path, line, None).shown())
@@ -247,14 +246,14 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     names = w.names()
     owner = w.owner(id(frozen[0][1]))
     name = w.roots[id(owner)][1] if owner is not None else None
-    fix = (E.unfreeze_before(site.path, name, site.line)
+    fix = (w.fixes.unfreeze_before(site.path, name, site.line)
            if site is not None and name else None)
     if fix is None and partly and site is not None and owner is not None and name:
         # the script switched some of them back on for this phase and left the rest off
         # (``model.heads.requires_grad_(True)`` for ``model.requires_grad_(True)``): the rest
         # switched on before the phase's loop, by the submodule that holds exactly them
         part = _holding(owner, name, {id(p) for _, p in frozen})
-        edit = E.switch_on_before_loop(site.path, part, site.line) if part else None
+        edit = w.fixes.switch_on_before_loop(site.path, part, site.line) if part else None
         if edit is not None:
             fix = (edit.line, edit)
             name = part

@@ -1,7 +1,7 @@
 """A prediction fed back into the network that made it without a cut (``carried``). Graph
 carried from an earlier iteration is the step audit's carried rule
 (:mod:`toolkit.audit.rules.carried`, run on each audited backward by
-:mod:`toolkit.audit.watch.staged`)."""
+:mod:`toolkit.audit.script.staged`)."""
 
 from __future__ import annotations
 

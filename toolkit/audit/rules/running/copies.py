@@ -10,7 +10,6 @@ from typing import Any
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import storage_key
 from toolkit.audit.record.frames import Site
@@ -67,13 +66,13 @@ def aliased(w: WatchState) -> None:
         chosen = None
         for target, trained in pairs:
             sites = list(dict.fromkeys(s for g, s, _ in by_name[target] if not g))
-            fix = next((f for site in sites if (f := E.copy_at_alias(
+            fix = next((f for site in sites if (f := w.fixes.copy_at_alias(
                 site.path, target.split("(")[0], trained)) is not None), None)
             copied = target
             if fix is None:
                 # the trained name bound to the target (``student = teacher``, progressive
                 # distillation's student made from its teacher): the trained one the copy
-                fix = next((f for site in sites if (f := E.copy_at_alias(
+                fix = next((f for site in sites if (f := w.fixes.copy_at_alias(
                     site.path, trained.split("(")[0], target.split("(")[0])) is not None),
                     None)
                 copied = trained if fix is not None else target
@@ -115,7 +114,7 @@ def snapshots(w: WatchState, differences: list) -> None:
         if hit is None:
             continue
         holder, fix = next(((where, f) for where in held
-                            if (f := E.copy_snapshot(where[0], where[1])) is not None),
+                            if (f := w.fixes.copy_snapshot(where[0], where[1])) is not None),
                            (None, None))
         tensors, reads, _ = by_holder.setdefault(holder, ([], [], fix))
         if hit not in tensors:
@@ -170,7 +169,7 @@ def kept_in_sync(w: WatchState) -> None:
         edits = []
         for site in dict.fromkeys(sites):
             for name in spelled:
-                e = swap_call(site, name.split("(")[0], copy.name)
+                e = swap_call(w.fixes, site, name.split("(")[0], copy.name)
                 if e is not None:
                     edits.append(e)
                     break
@@ -220,7 +219,7 @@ def shallow(w: WatchState) -> None:
                              for f in w.findings.values()):
             continue
         done.add((site.path, site.line))
-        edit = E.deep_copy_call(site.path, site.span)
+        edit = w.fixes.deep_copy_call(site.path, site.span)
         shown = tuple(params.values())
         w.add(ScriptFinding(
             "aliased", made.iteration,

@@ -11,7 +11,6 @@ import torch
 import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import (
     Graph,
@@ -106,7 +105,7 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
             edits: tuple = ()
             if clear_site is not None and src.site is not None and \
                     clear_site.path == src.site.path:
-                edits = tuple(E.move_before(clear_site.path, clear_site.line,
+                edits = tuple(w.fixes.move_before(clear_site.path, clear_site.line,
                                             src.site.line))
             w.add(ScriptFinding(
                 "cleared", w.iteration,
@@ -326,7 +325,7 @@ def cut_of(w: WatchState, p: torch.Tensor):
     for node, site, _, _ in detaches:
         graph: Graph = read_graph([node])
         if id(p) in graph.leaves:
-            edit = E.remove_detach(site.path, site.span)
+            edit = w.fixes.remove_detach(site.path, site.span)
             # what every pass of that line cut (a detach in a loop or a comprehension)
             nodes = [n for n, s, _, _ in w.detaches if s == site]
             w.reach_cache = (site, set(read_graph(nodes).leaves))
@@ -337,7 +336,7 @@ def cut_of(w: WatchState, p: torch.Tensor):
         if any(q is p for q in module.parameters()) or (
                 inputs and id(p) in read_graph(inputs).leaves):
             for path, line in lines:
-                moved = E.out_of_no_grad(path, line)
+                moved = w.fixes.out_of_no_grad(path, line)
                 if moved is not None:
                     at, edits = moved
                     cut = S.cutting_call(path, line) or "torch.no_grad()"

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import places, reaches
 from toolkit.audit.record.frames import Site, is_user
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.lens.graph_walk import walk
 
 __all__ = ["Feed", "fed", "feedbacks"]
@@ -47,8 +47,8 @@ class Feed:
     edit: Edit | None
 
 
-def fed(tensor: torch.Tensor, frame: FrameType | None) -> tuple[str | None, Site | None,
-                                                                  Edit | None]:
+def fed(fixes: FixWriter, tensor: torch.Tensor,
+        frame: FrameType | None) -> tuple[str | None, Site | None, Edit | None]:
     """Where the user's code bound the value read as ``tensor`` to the name it passed on: from
     ``frame`` outwards, the first function whose call passes a name bound to ``tensor`` and
     assigns that name, somewhere, from another name bound to it now (``decoder_input =
@@ -61,14 +61,14 @@ def fed(tensor: torch.Tensor, frame: FrameType | None) -> tuple[str | None, Site
         bound = {n for n, v in frame.f_locals.items()
                  if isinstance(v, torch.Tensor) and v.grad_fn is node}
         if bound:
-            found = _assignment(frame, bound)
+            found = _assignment(fixes, frame, bound)
             if found is not None:
                 return found
         frame = frame.f_back
     return None, None, None
 
 
-def _assignment(frame: FrameType, bound: set[str]
+def _assignment(fixes: FixWriter, frame: FrameType, bound: set[str]
                 ) -> tuple[str, Site, Edit] | None:
     parsed = S.syntax_tree(frame.f_code.co_filename)
     if parsed is None:
@@ -89,7 +89,9 @@ def _assignment(frame: FrameType, bound: set[str]
             value = st.value
             old = S.segment(text, value)
             path = frame.f_code.co_filename
-            edit = E.edit_at(os.path.abspath(path), (value.lineno, value.col_offset), (value.end_lineno or value.lineno, value.end_col_offset or 0), f"{old}.detach()")
+            edit = fixes.edit_at(os.path.abspath(path), (value.lineno, value.col_offset),
+                                 (value.end_lineno or value.lineno, value.end_col_offset or 0),
+                                 f"{old}.detach()")
             return old, Site(os.path.abspath(path), st.lineno, None), edit
     return None
 

@@ -102,7 +102,7 @@ def reached(w: WatchState, graph: Graph, site: Site | None) -> None:
         first = (w.iteration if first[0] is None else first[0], first[1])
         keys = tuple(k for k, _ in stepped)
         shown = tuple(names.get(id(p), k) for k, p in stepped)
-        edit = straight_through_after(origin)
+        edit = straight_through_after(w.fixes, origin)
         places = [s for s in (origin.shaped, origin.made, call_site, site) if s is not None]
         at = tuple(dict.fromkeys(s.shown() for s in places))
         soft = f"`{origin.soft_name}`" if origin.soft_name else "a value with a graph"

@@ -35,12 +35,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import read_graph
 from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.modes import insert_mode, remove_mode
 from toolkit.audit.record.tensors import storage_of, tensors_in
+from toolkit.audit.rules.running.fix_writer import FixWriter
 
 __all__ = ["Hard", "Origin", "straight_through_after"]
 
@@ -205,12 +205,12 @@ class Hard(TorchFunctionMode):
         return out
 
 
-def straight_through_after(origin: Origin) -> Edit | None:
+def straight_through_after(fixes: FixWriter, origin: Origin) -> Edit | None:
     """``hard = (hard - soft).detach() + soft`` on its own line after the line where the hard
     value takes the soft value's shape: the same values forward, the soft value's gradient
     back."""
     if origin.shaped is None or origin.hard_name is None or origin.soft_name is None:
         return None
     hard, soft = origin.hard_name, origin.soft_name
-    return E.insert_after(origin.shaped.path, origin.shaped.line,
+    return fixes.insert_after(origin.shaped.path, origin.shaped.line,
                           f"{hard} = ({hard} - {soft}).detach() + {soft}")

@@ -29,11 +29,11 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.modes import insert_mode, remove_mode
 from toolkit.audit.record.tensors import storage_of, tensors_in
+from toolkit.audit.rules.running.fix_writer import FixWriter
 
 __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
 
@@ -222,7 +222,7 @@ class KeptInSync:
         return next((n for n, m in self.held() if m is module), None)
 
 
-def swap_call(site: Site, online: str, copy: str) -> Edit | None:
+def swap_call(fixes: FixWriter, site: Site, online: str, copy: str) -> Edit | None:
     """The call at ``site`` made on ``copy`` where it is made on ``online`` (``qf(s)`` ->
     ``qf_target(s)``), or ``None`` when the call is not spelled ``online(...)``."""
     found = S.call_at(site.path, site.span)
@@ -232,4 +232,5 @@ def swap_call(site: Site, online: str, copy: str) -> Edit | None:
     func = call.func
     if S.segment(text, func) != online:
         return None
-    return E.edit_at(site.path, (func.lineno, func.col_offset), (func.end_lineno or func.lineno, func.end_col_offset or 0), copy)
+    return fixes.edit_at(site.path, (func.lineno, func.col_offset),
+                         (func.end_lineno or func.lineno, func.end_col_offset or 0), copy)

@@ -26,12 +26,12 @@ import torch
 from toolkit.audit.edit import Edit
 from toolkit.audit.files import split_lines
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["lost", "read"]
@@ -75,7 +75,7 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     for clear_site, (sources, keys) in groups.items():
         w._cleared_sources.update(sources)
         first = sources[0]
-        moved = _moved_after(clear_site, site) if site is not None else None
+        moved = _moved_after(w.fixes, clear_site, site) if site is not None else None
         shown_clear = moved[0] if moved else clear_site
         # the condition a moved clear leaves behind, then the clear itself
         clears = (shown_clear, clear_site) if shown_clear.line < clear_site.line else (
@@ -136,7 +136,7 @@ def _ends_update(st: ast.stmt) -> bool:
         call.func.attr in _ENDS_UPDATE
 
 
-def _moved_after(clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | None:
+def _moved_after(fixes: FixWriter, clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | None:
     """The clear's statement (or the loop around it, when it is the loop's only statement:
     ``for p in params: p.grad = None``; with the ``if`` around them, when they are its only
     statement), and the edits that move it to after the step's statement and the steps and
@@ -186,8 +186,8 @@ def _moved_after(clear: Site, step: Site) -> tuple[Site, tuple[Edit, ...]] | Non
     if not body.endswith("\n"):
         body += "\n"
     return (Site(clear.path, start, None),
-            (E.edit_at(clear.path, (start, 0), (end + 1, 0), ""),
-             E.edit_at(clear.path, (last + 1, 0), (last + 1, 0), body)))
+            (fixes.edit_at(clear.path, (start, 0), (end + 1, 0), ""),
+             fixes.edit_at(clear.path, (last + 1, 0), (last + 1, 0), body)))
 
 
 def _alone(lines: list[str], stmt: ast.stmt) -> bool:

@@ -10,11 +10,11 @@ import torch
 
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import places
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import keyed
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.recycling import Pass
 from toolkit.audit.rules.running.state import WatchState
 from toolkit.lens.graph_walk import walk
@@ -115,7 +115,7 @@ def _finding(w: WatchState, later: Pass, k: int, sources: list[Pass],
     made = list(dict.fromkeys(p.site for p in sources))
     edits: list[Edit] = []
     for s in made:
-        edits += _cut(s, later.site)
+        edits += _cut(w.fixes, s, later.site)
     return ScriptFinding(
         "carried", w.iteration,
         f"`{called}` reads its own estimate: {what}, an argument of its call at "
@@ -133,7 +133,7 @@ def _finding(w: WatchState, later: Pass, k: int, sources: list[Pass],
         step=w.step_events, concerned=("*",))
 
 
-def _cut(made: Site, later: Site) -> list[Edit]:
+def _cut(fixes: FixWriter, made: Site, later: Site) -> list[Edit]:
     """The statement that makes the estimate at ``made`` run under ``torch.no_grad()``; where
     that statement cannot be wrapped alone (it shares a line, or holds the later call too),
     the call's output ``.detach()``-ed. None where both passes are one call in a loop (its
@@ -141,7 +141,7 @@ def _cut(made: Site, later: Site) -> list[Edit]:
     if (made.path, made.span) == (later.path, later.span):
         return []
     parsed = S.syntax_tree(made.path)
-    detached = E.detach_call(made.path, made.span)
+    detached = fixes.detach_call(made.path, made.span)
     fallback = [detached] if detached is not None else []
     if parsed is None or made.span is None:
         return fallback
@@ -169,12 +169,12 @@ def _cut(made: Site, later: Site) -> list[Edit]:
     edits = []
     if name is None:
         name = "torch"
-        imported = E.import_edit(made.path, "torch")
+        imported = fixes.import_edit(made.path, "torch")
         if imported is not None:
             edits.append(imported)
     body = "".join(f"    {x}" if x.strip() else x for x in lines[holder.lineno - 1:end])
     if not body.endswith("\n"):
         body += "\n"
-    edits.append(E.edit_at(made.path, (holder.lineno, 0), (end + 1, 0),
+    edits.append(fixes.edit_at(made.path, (holder.lineno, 0), (end + 1, 0),
                            f"{indent}with {name}.no_grad():\n{body}"))
     return edits

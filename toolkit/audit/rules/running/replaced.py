@@ -35,11 +35,11 @@ from torch import nn
 
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.state import Replacement, WatchState
 
 __all__ = ["made", "noted", "noted_module", "old_tensors", "replaced", "state_copy"]
@@ -201,8 +201,8 @@ def _report(w: WatchState, site: Site | None,
     built = w.built_at.get(id(opt))
     opt_text = (w.optimizer_text(index, built) if built is not None else None) or \
         "the optimizer"
-    edit = None if site is None else state_copy(site) if swapped else \
-        in_place_copy(site, pairs[0][2])
+    edit = None if site is None else state_copy(w.fixes, site) if swapped else \
+        in_place_copy(w.fixes, site, pairs[0][2])
     srcs = {s for new, *_ in pairs for s in w.ledger.live[id(new)] if s.site is not None}
     at = tuple(s.shown() for s in (site, built) if s is not None) + tuple(
         sorted({s.site.shown() for s in srcs}))
@@ -223,7 +223,7 @@ def _report(w: WatchState, site: Site | None,
                "the replacement", step=w.step_events - 1, concerned=old_keys))
 
 
-def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
+def in_place_copy(fixes: FixWriter, site: Site, no_grad: bool) -> Edit | None:
     """The replacing assignment at ``site`` (``X = nn.Parameter(v)``, ``X =
     v.requires_grad_()``, ``X = p``) made a copy into the tensor ``X`` holds: ``X.copy_(v)``
     where it runs under ``no_grad``, else ``X.data.copy_(v)`` (a trailing ``.clone()`` of ``v``
@@ -246,12 +246,12 @@ def in_place_copy(site: Site, no_grad: bool) -> Edit | None:
             value.func.attr == "clone" and not value.args and not value.keywords:
         value = value.func.value
     into = S.segment(text, st.targets[0]) + ("" if no_grad else ".data")
-    return E.edit_at(site.path, (st.lineno, st.col_offset),
+    return fixes.edit_at(site.path, (st.lineno, st.col_offset),
                      (st.end_lineno or st.lineno, st.end_col_offset or 0),
                      f"{into}.copy_({S.segment(text, value)})")
 
 
-def state_copy(site: Site) -> Edit | None:
+def state_copy(fixes: FixWriter, site: Site) -> Edit | None:
     """The assignment of a new submodule at ``site`` (``X = nn.Linear(...)``) made a copy of its
     state into the submodule ``X`` holds, whose tensors the optimizer steps:
     ``X.load_state_dict(nn.Linear(...).state_dict())``. ``None`` for another statement."""
@@ -263,7 +263,7 @@ def state_copy(site: Site) -> Edit | None:
             not isinstance(st.targets[0], ast.Attribute | ast.Subscript) or \
             not isinstance(st.value, ast.Call):
         return None
-    return E.edit_at(site.path, (st.lineno, st.col_offset),
+    return fixes.edit_at(site.path, (st.lineno, st.col_offset),
                      (st.end_lineno or st.lineno, st.end_col_offset or 0),
                      f"{S.segment(text, st.targets[0])}.load_state_dict("
                      f"{S.segment(text, st.value)}.state_dict())")

@@ -1,7 +1,8 @@
 """What the watch records of a running script: :class:`WatchState`, the state every rule
 (:mod:`toolkit.audit.rules.running`) reads, with what the rules ask of it (the tensors' names,
 which tensors each optimizer steps, the loss at a line) and where they put their findings
-(:meth:`WatchState.add`). The hooks that fill it are :class:`~toolkit.audit.watch.session.Watch`'s."""
+(:meth:`WatchState.add`). The hooks that fill it are
+:class:`~toolkit.audit.script.session.Watch`'s."""
 
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ import torch.overrides
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes.where_called import placed
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Ledger, Source
 from toolkit.audit.rules.running.feedback import Feed
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.hard_values import Hard
 from toolkit.audit.rules.running.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.rules.running.recycling import Recycling
 from toolkit.audit.rules.running.zeroed import MadeAt
 
-__all__ = ["Kept", "Replacement", "WatchState"]
+__all__ = ["FixWriter", "Kept", "Replacement", "WatchState"]
 
 _T = TypeVar("_T")
 
@@ -109,7 +110,10 @@ class Replacement:
 
 
 class WatchState:
-    """The state of one watched run (see :mod:`toolkit.audit.watch.session`)."""
+    """The state of one watched run (see :mod:`toolkit.audit.script.session`)."""
+
+    #: the fixes stage, as the rules ask for it (set by the script's driver)
+    fixes: FixWriter
 
     def __init__(self, steps: int = 2, every: int | None = None, record: bool = False,
                  on_finding=None, follow: int = 0) -> None:
@@ -421,7 +425,7 @@ class WatchState:
 
     def add(self, finding: ScriptFinding) -> None:
         made = finding
-        finding = placed(finding, self.scope, self.user_paths)
+        finding = self.fixes.placed(finding, self.scope, self.user_paths)
         if finding.key in self.findings:
             return
         self.findings[finding.key] = finding

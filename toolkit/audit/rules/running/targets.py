@@ -33,12 +33,12 @@ import torch.overrides
 
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import read_graph, sequence
 from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.kept_in_sync import toward
 from toolkit.audit.rules.running.state import WatchState
 from toolkit.audit.rules.running.zeroed import cut_operand
@@ -125,7 +125,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         if placed is not None:
             sites, edits = [], []
             for s, node in placed:
-                at, edit = _cut_call(s, search.nodes[node])
+                at, edit = _cut_call(w.fixes, s, search.nodes[node])
                 sites.append(at)
                 edits += [edit] if edit is not None else []
         else:
@@ -136,7 +136,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             else:   # where it was made, as written before the lines are known
                 lines = True
                 sites = _outermost(w, graph, met)
-                edits = [e for s in sites if (e := E.detach_call(s.path, s.span)) is not None]
+                edits = [e for s in sites if (e := w.fixes.detach_call(s.path, s.span)) is not None]
         at = tuple(dict.fromkeys(s.shown() for s in sites)) + ((site.shown(),) if site else ())
         same = (at, lines)
         # one line that makes a target at each pass of a loop (SwAV's codes, one per crop;
@@ -340,7 +340,7 @@ def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site
         target, s, walked = below, made, True
     # a call is cut where it is made; a value selected from (any expression) where that line
     # makes it; a value the loss reads whole by its name, where the loss reads it
-    cut = E.detach_expression if walked else E.detach_call
+    cut = w.fixes.detach_expression if walked else w.fixes.detach_call
     edit = cut(s.path, s.span) if s is not None and s.span is not None else None
     if s is None or edit is None:
         return None
@@ -368,7 +368,7 @@ def _read_cut(w: WatchState, graph: StepGraph, compare: object, target: object
                 below = graph.reach([id(target)])
                 holding = [i for i, n in enumerate(read) if n is not None and id(n) in below]
                 position = holding[0] if len(holding) == 1 else None
-            edit = cut_operand(s.path, s.span, position) if position is not None else None
+            edit = cut_operand(w.fixes, s.path, s.span, position) if position is not None else None
             return (Site(s.path, edit.line, s.span), edit) if edit is not None else None
         for c in graph.callers.get(k, ()):
             if c not in seen:
@@ -388,7 +388,7 @@ def _outermost(w: WatchState, graph: StepGraph, met: set[int]) -> list[Site]:
     return list(dict.fromkeys(s for key, s in made.items() if key not in inner))
 
 
-def _cut_call(s: Site, node: object) -> tuple[Site, Edit | None]:
+def _cut_call(fixes: FixWriter, s: Site, node: object) -> tuple[Site, Edit | None]:
     """The call at ``s`` cut where it is made: ``teacher(x).detach()``; a call whose values the
     script unpacks into names (``_, v = model(s2)``) where the name holding ``node`` is read
     next, in the statements after it (``r + g * v.detach()``): the site of that edit, and
@@ -396,12 +396,12 @@ def _cut_call(s: Site, node: object) -> tuple[Site, Edit | None]:
     found = S.call_at(s.path, s.span)
     bound = _unpacked(s, found[0]) if found is not None else None
     if bound is None:
-        return s, E.detach_call(s.path, s.span)
+        return s, fixes.detach_call(s.path, s.span)
     name = _holding(bound, node)
     read = _next_read(s.path, bound, name) if name is not None else None
     if read is None:
         return s, None
-    edit = E.node_edit(s.path, read, f"{name}.detach()")
+    edit = fixes.node_edit(s.path, read, f"{name}.detach()")
     span = (read.lineno, read.end_lineno or read.lineno, read.col_offset,
             read.end_col_offset or 0)
     return Site(s.path, read.lineno, span), edit
@@ -499,7 +499,7 @@ def followers(w: WatchState, index: int, stepped) -> None:
             chosen.append(sites[k])
             covered |= reach[k]
     edits = tuple(e for s in dict.fromkeys(chosen)
-                  if (e := E.detach_call(s.path, s.span)) is not None)
+                  if (e := w.fixes.detach_call(s.path, s.span)) is not None)
     names = w.names()
     keys = tuple(k for k, _ in moved.values())
     tensors = [p for _, p in moved.values()]

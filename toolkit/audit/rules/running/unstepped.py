@@ -28,14 +28,13 @@ import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
-from toolkit.audit.fixes import script_edits as E
-from toolkit.audit.fixes.registration import registered
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.unregistered import KeptIn, unregistered
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running import copies
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.replaced import replaced
 from toolkit.audit.rules.running.state import WatchState
 
@@ -103,7 +102,7 @@ def end_of_iteration(w: WatchState) -> None:
                 "an optimizer steps through them" if inside else
                 f"no optimizer steps them, though an optimizer steps the rest of {name}")
         if wrong is not None and built is not None:
-            e = E.replace_parameters(built.path, built.line,
+            e = w.fixes.replace_parameters(built.path, built.line,
                                      _parameters_text(module, name, set(keys)))
             if e is not None:
                 edits = (e,)
@@ -114,11 +113,11 @@ def end_of_iteration(w: WatchState) -> None:
                 what = (f"the loss of {opt_text}'s step trains them and none of the tensors "
                         f"it holds: it is built over the wrong parameters")
         elif built is not None and opt_name:
-            e = _widened(opt, module, name, set(keys), built)
+            e = _widened(w.fixes, opt, module, name, set(keys), built)
             if e is None:
                 params = _parameters_text(module, name, set(keys))
                 added = [p for p in module.parameters() if id(p) in set(keys)]
-                e = E.insert_after(built.path, built.line,
+                e = w.fixes.insert_after(built.path, built.line,
                                    f"{opt_name}.add_param_group({_group(opt, params, added)})")
             edits = (e,) if e is not None else ()
         w.add(ScriptFinding(
@@ -131,8 +130,8 @@ def end_of_iteration(w: WatchState) -> None:
             concerned=tuple(shown) + extra_concerned))
 
 
-def _widened(opt: torch.optim.Optimizer, module: nn.Module, name: str, keys: set[int],
-             built: Site):
+def _widened(fixes: FixWriter, opt: torch.optim.Optimizer, module: nn.Module, name: str,
+             keys: set[int], built: Site):
     """The optimizer built over one part of ``module`` (``get_params_groups(student.backbone)``)
     where the loss trains the rest of it, ``keys``, too: that part, as the line writes it,
     replaced by the module (``student``), so that whatever the line builds from it (groups,
@@ -145,7 +144,7 @@ def _widened(opt: torch.optim.Optimizer, module: nn.Module, name: str, keys: set
     share = held & every
     for sub_name, sub in module.named_modules():
         if sub_name and {id(p) for p in sub.parameters()} == share:
-            return E.widen(built.path, built.line, f"{name}{S.attribute_path(sub_name)}", name)
+            return fixes.widen(built.path, built.line, f"{name}{S.attribute_path(sub_name)}", name)
     return None
 
 
@@ -217,7 +216,7 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
         at: list[str] = []
         if None not in made:
             for m in places:
-                edit = E.as_parameter(m[0], m[1], m[2])
+                edit = w.fixes.as_parameter(m[0], m[1], m[2])
                 if edit is None:
                     edits = []
                     break
@@ -232,7 +231,7 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
                 params = "[" + ", ".join(f"{root}{S.attribute_path(path)}"
                                          for _, _, path, _, _ in tensors) + "]"
                 group = _group(opt, params, [t for _, t, _, _, _ in tensors])
-                e = E.insert_after(built.path, built.line,
+                e = w.fixes.insert_after(built.path, built.line,
                                    f"{opt_name}.add_param_group({group})")
                 edits = [e] if e is not None else []
         else:
@@ -288,7 +287,7 @@ def _report_container(w: WatchState, joining: list[torch.Tensor]) -> bool:
         if found is None or not all(isinstance(f, KeptIn) and f.kind != "Parameter"
                                     for f in found.found):
             continue
-        edits = registered(found).edits
+        edits = w.fixes.registered(found).edits
         keys = tuple(f"{found.model}:{i}" for i in range(len(joining)))
         srcs = {s for t in joining for s in w.ledger.live[id(t)] if s.site is not None}
         at = (*(str(x) for x in found.lines), built.shown(),

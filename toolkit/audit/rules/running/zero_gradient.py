@@ -46,7 +46,7 @@ def explained(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None,
             roots[0].grad_fn is None:
         return
     try:
-        found = explain(roots[0], {i: p for i, (_, p) in suspects.items()}, w.made_at)
+        found = explain(w.fixes, roots[0], {i: p for i, (_, p) in suspects.items()}, w.made_at)
     except RuntimeError:
         return
     names = w.names()

@@ -23,12 +23,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.fixes import script_edits as E
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.source import operands
 from toolkit.audit.record.tensors import nonzero
 from toolkit.audit.rules.dead import ZERO_DERIVATIVE
+from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.truth import (
     ZeroPoint,
@@ -107,7 +107,8 @@ class Zeroed:
     edits: tuple[Edit, ...]
 
 
-def explain(loss: torch.Tensor, tensors: dict[int, torch.Tensor], made: MadeAt) -> list[Zeroed]:
+def explain(fixes: FixWriter, loss: torch.Tensor, tensors: dict[int, torch.Tensor],
+            made: MadeAt) -> list[Zeroed]:
     """One hooked backward of ``loss`` (its graph kept) over ``tensors``: for each, the
     :class:`~toolkit.audit.truth.truth.ZeroPoint` where its gradient became zero, when the
     gradients cancel there or an operation passes zero for any values (run again at random
@@ -136,10 +137,10 @@ def explain(loss: torch.Tensor, tensors: dict[int, torch.Tensor], made: MadeAt) 
         if point.kind == "cancelled":
             if not _nested(point):
                 continue   # parallel reads that cancel: the loss does not depend on it
-            site, what, edits = _cancellation(point, made)
+            site, what, edits = _cancellation(fixes, point, made)
         elif point.givers and all(type(n).__name__ in ZERO_DERIVATIVE or vanishes(n, point.node)
                                   for n in point.givers):
-            site, what, edits = _vanishing(point, made)
+            site, what, edits = _vanishing(fixes, point, made)
         else:
             continue   # zero for these values only (a ReLU or a clamp on its flat side)
         key = (point.kind, site, what)
@@ -202,25 +203,25 @@ def _nested(point: ZeroPoint) -> bool:
                for n in point.givers)
 
 
-def _cancellation(point: ZeroPoint, made: MadeAt
+def _cancellation(fixes: FixWriter, point: ZeroPoint, made: MadeAt
                   ) -> tuple[Site | None, str, tuple[Edit, ...]]:
     """The highest node that passes the zero point a gradient (the ``+`` of ``a + (b - a)``),
     its line, and the cut of its operand through which the others pass theirs."""
     top, position = cancelling_operand(point)
     site = made.site(top)
-    edit = cut_operand(site.path, site.span, position) if site is not None and \
+    edit = cut_operand(fixes, site.path, site.span, position) if site is not None and \
         position is not None else None
     what = "the gradients that reach them there cancel exactly (a + (b - a) without its cut)"
     return site, what, (edit,) if edit is not None else ()
 
 
-def _vanishing(point: ZeroPoint, made: MadeAt
+def _vanishing(fixes: FixWriter, point: ZeroPoint, made: MadeAt
                ) -> tuple[Site | None, str, tuple[Edit, ...]]:
     """The operation that passes zero for any values, its line, and its straight-through
     form."""
     node = point.givers[0]
     site = made.site(node)
-    edit = straight_through(site.path, site.span) if site is not None else None
+    edit = straight_through(fixes, site.path, site.span) if site is not None else None
     name = node.name().removesuffix("0").removesuffix("Backward")
     what = f"{name}'s derivative is zero for any values (run again at random inputs)"
     return site, what, (edit,) if edit is not None else ()
@@ -245,7 +246,7 @@ def _simple(node: ast.expr) -> bool:
     return isinstance(node, ast.Name | ast.Attribute | ast.Subscript | ast.Call)
 
 
-def cut_operand(path: str, span: tuple[int, int, int, int] | None,
+def cut_operand(fixes: FixWriter, path: str, span: tuple[int, int, int, int] | None,
                 position: int) -> Edit | None:
     """Operand ``position`` of the operation at ``span`` cut: ``w + (q - w)`` -> ``w + (q -
     w).detach()``."""
@@ -268,10 +269,11 @@ def cut_operand(path: str, span: tuple[int, int, int, int] | None,
         new = f"{old}.detach()"
     else:
         new = f"{old}.detach()" if _simple(arg) else f"({old}).detach()"
-    return E.edit_at(path, (arg.lineno, start), (arg.end_lineno or arg.lineno, end), new)
+    return fixes.edit_at(path, (arg.lineno, start), (arg.end_lineno or arg.lineno, end), new)
 
 
-def straight_through(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+def straight_through(fixes: FixWriter, path: str,
+                     span: tuple[int, int, int, int] | None) -> Edit | None:
     """The zero-derivative call at ``span`` (``torch.sign(w)``) with the identity's gradient:
     ``w + (torch.sign(w) - w).detach()``, when its one operand is a name, an attribute or an
     item (written twice, so read without running anything)."""
@@ -284,4 +286,5 @@ def straight_through(path: str, span: tuple[int, int, int, int] | None) -> Edit 
         return None
     x, op = S.segment(text, ops[0]), S.segment(text, call)
     new = f"{x} + ({op} - {x}).detach()"
-    return E.edit_at(path, (call.lineno, call.col_offset), (call.end_lineno or call.lineno, call.end_col_offset or 0), new)
+    return fixes.edit_at(path, (call.lineno, call.col_offset),
+                         (call.end_lineno or call.lineno, call.end_col_offset or 0), new)

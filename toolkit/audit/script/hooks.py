@@ -30,7 +30,7 @@ from torch.optim.optimizer import (
 )
 
 from toolkit.audit.record.frames import is_user
-from toolkit.audit.watch.session import Watch
+from toolkit.audit.script.session import Watch
 
 __all__ = ["installed"]
 
@@ -69,7 +69,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
 
     def tensor_backward(old):
         # the recording under an audited iteration leaves the mode stack before torch
-        # dispatches ``loss.backward()`` through it (:mod:`~toolkit.audit.watch.staged`)
+        # dispatches ``loss.backward()`` through it (:mod:`~toolkit.audit.script.staged`)
         @functools.wraps(old)
         def wrapper(self, *args, **kwargs):
             if watch.here():

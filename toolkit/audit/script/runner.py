@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from toolkit.audit.watch.hooks import installed
-from toolkit.audit.watch.session import Stop, Watch
+from toolkit.audit.script.hooks import installed
+from toolkit.audit.script.session import Stop, Watch
 
 __all__ = ["Outcome", "run_script"]
 

@@ -1,6 +1,6 @@
 """The watch over a running script: the calls it makes, as they happen.
 
-Hooks (installed by :mod:`~toolkit.audit.watch.hooks`) call :meth:`Watch.backward` before
+Hooks (installed by :mod:`~toolkit.audit.script.hooks`) call :meth:`Watch.backward` before
 every ``backward()``, :meth:`Watch.step` before every ``optimizer.step()`` and
 :meth:`Watch.stepped` after it. An *iteration* ends where the script comes back to a
 ``backward()`` it already made (the same line, reached through the same calls) after an
@@ -29,7 +29,7 @@ each tensor holds, and at each step says, in the order the script made its calls
 - ``shared``: a tensor two optimizers step.
 
 Each audited ``backward()`` is also judged by the step audit's own stages
-(:mod:`~toolkit.audit.watch.staged`): a recording under the iteration, its truth, and the rules
+(:mod:`~toolkit.audit.script.staged`): a recording under the iteration, its truth, and the rules
 of :func:`~toolkit.audit.audit_step` for trained targets, graph carried from before the
 iteration (autograd numbers the nodes it makes; a node made then is carried, wherever the script
 kept it) and graph held by module state, each failure's edit written by the fixes stage.
@@ -50,6 +50,7 @@ import torch
 import torch.overrides
 from torch import nn
 
+from toolkit.audit.fixes import running as running_fixes
 from toolkit.audit.record import calls as record_calls
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import (
@@ -82,8 +83,8 @@ from toolkit.audit.rules.running import (
 from toolkit.audit.rules.running.feedback import Feed, fed
 from toolkit.audit.rules.running.state import ShallowCopy, WatchState
 from toolkit.audit.rules.running.zeroed import MadeAt
+from toolkit.audit.script.staged import Staged, scope_of, user_frames
 from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.watch.staged import Staged, scope_of, user_frames
 from toolkit.lens.backward_graph import ShortestPaths
 
 __all__ = ["Stop", "Watch"]
@@ -149,13 +150,16 @@ class _StackKeys:
 
 class Watch(WatchState):
     """One watched run (see the module's docstring): its state (:class:`WatchState`), the hooks
-    that record it, and the rules (:mod:`toolkit.audit.rules.running`) called at each event."""
+    that record it, and the rules (:mod:`toolkit.audit.rules.running`) called at each event,
+    which write their fixes through the fixes stage (:mod:`toolkit.audit.fixes.running`)."""
+
+    fixes = running_fixes
 
     def __init__(self, steps: int = 2, every: int | None = None, record: bool = False,
                  on_finding=None, follow: int = 0) -> None:
         super().__init__(steps, every, record, on_finding, follow)
         self._stack_key = _StackKeys()
-        # the step audit's stages on each audited backward (:mod:`~toolkit.audit.watch.staged`)
+        # the step audit's stages on each audited backward (:mod:`~toolkit.audit.script.staged`)
         self.staged = Staged()
         self._judging = False
 
@@ -381,7 +385,7 @@ class Watch(WatchState):
             if made is None or made[0] is not t.grad_fn or made[1] == id(module) or any(
                     f.node is t.grad_fn for f, _ in self.feeds):
                 continue
-            name, site, edit = fed(t, frame)
+            name, site, edit = fed(self.fixes, t, frame)
             self.feeds.append((Feed(t.grad_fn, t.output_nr, made[1], made[2], name, site, edit),
                                self.events))
         for t in outs:
@@ -442,7 +446,7 @@ class Watch(WatchState):
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
         as a backward over the tensors whose ``id`` are in ``over`` (see
-        :mod:`~toolkit.audit.watch.hooks`), or not (``None``)."""
+        :mod:`~toolkit.audit.script.hooks`), or not (``None``)."""
         if self.grad_results:  # those of earlier calls, gone or not, are not looked for again
             self.grad_results = {}
         for g in grads if isinstance(grads, tuple | list) else (grads,):
@@ -578,7 +582,7 @@ class Watch(WatchState):
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
                site, graph: StepGraph | None) -> None:
         """The step audit's truth and rules on this backward's loss (see
-        :mod:`~toolkit.audit.watch.staged`)."""
+        :mod:`~toolkit.audit.script.staged`)."""
         i = self.iteration
         marks = ((self.start_seq.get(i - 1, 0), self.start_seq.get(i, 0)) if i >= 1
                  else (0, 0))

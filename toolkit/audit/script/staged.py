@@ -13,13 +13,14 @@ At an audited ``backward()``, before it runs, its loss becomes a
 loss reaches (in a script, which optimizer steps a loss is known only after its backward), and
 the step audit's rules for trained targets, carried graphs, held graphs and constant terms
 judge it, each failure's fix written by the fixes stage in plain PyTorch. None of these rules
-counts the real gradients (the leaks and dead rules do, and those stay the watch's, judged at
-the step), so no second backward runs. The failures become :class:`ScriptFinding` of the same
-kind, verified afterwards by rerunning the edited script like every other finding of the
-script mode. Nodes made before the iteration began are what the carried rule calls carried.
+counts the real gradients (the leaks and dead rules do: a running script's are judged at its
+step, by :mod:`toolkit.audit.rules.running`), so no second backward runs. The failures become
+:class:`ScriptFinding` of the same kind, verified afterwards by rerunning the edited script like
+every other finding of the script mode. Nodes made before the iteration began are what the
+carried rule calls carried.
 
-A failure of a kind the watch reports itself at the same lines, or about the same tensors, is
-the watch's: :meth:`Staged.findings` leaves it out.
+A failure of a kind the running rules report themselves at the same lines, or about the same
+tensors, is theirs: :meth:`Staged.findings` leaves it out.
 """
 
 from __future__ import annotations
@@ -52,10 +53,10 @@ from toolkit.audit.truth.recorded import record_step
 
 __all__ = ["Staged", "scope_of", "user_frames"]
 
-#: the step audit's failures the script mode takes from one loss: what its own graph shows.
-#: Dead and shared tensors are the watch's, judged at the step, from every backward the step
-#: sums (two losses backwarded before one step train a tensor that either alone leaves dead);
-#: so are tensors the loss reaches that no optimizer steps, judged by their role (on the
+#: the step audit's failures the script mode takes from one loss: what its own graph shows. Dead
+#: and shared tensors are the running rules', judged at the step, from every backward the step
+#: sums (two losses backwarded before one step train a tensor that either alone leaves dead); so
+#: are tensors the loss reaches that no optimizer steps, judged by their role (on the
 #: prediction's side unstepped, a failure; on a target's side wasted work, information).
 _FAILURES = ("targets", "carried", "unrolled", "held", "constant_terms", "cut_keys")
 #: their rules; none of them reads the truth (what a real ``autograd.grad`` reaches), which the
@@ -225,9 +226,9 @@ class Staged:
                  their_tensors: Iterable[int] = ()) -> list[ScriptFinding]:
         """Each failure the rules found, once (its first iteration), as a
         :class:`ScriptFinding`, the tensors of one kind with the same lines and edits as one
-        finding. One the watch reports itself (``theirs``, about the tensors whose ``id`` are
+        finding. One the running rules report (``theirs``, about the tensors whose ``id`` are
         ``their_tensors``) at one of its lines or about one of its tensors, failure or
-        information, is the watch's: it is left out."""
+        information, is theirs: it is left out."""
         theirs = list(theirs)
         taken_lines = {a.split(": ", 1)[0] for f in theirs for a in f.at}
         taken = set(their_tensors)

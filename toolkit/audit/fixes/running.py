@@ -1,0 +1,36 @@
+"""The fixes stage as the rules of a running script ask for it
+(:class:`~toolkit.audit.rules.running.fix_writer.FixWriter`): the script's driver hands this
+module to them, and each rule says where its fix goes while this stage writes it in the user's
+text, in plain PyTorch (:mod:`.script_edits`), registers what an optimizer misses
+(:mod:`.registration`) and moves a finding's edits to where the user's code calls
+(:mod:`.where_called`)."""
+
+from toolkit.audit.fixes.registration import registered
+from toolkit.audit.fixes.script_edits import (
+    as_parameter,
+    copy_at_alias,
+    copy_snapshot,
+    deep_copy_call,
+    detach_call,
+    detach_expression,
+    edit_at,
+    import_edit,
+    insert_after,
+    insert_before,
+    made_per_item,
+    move_before,
+    node_edit,
+    out_of_no_grad,
+    remove_detach,
+    replace_parameters,
+    switch_on_before_loop,
+    unfreeze_before,
+    widen,
+)
+from toolkit.audit.fixes.where_called import placed
+
+__all__ = ["as_parameter", "copy_at_alias", "copy_snapshot", "deep_copy_call", "detach_call",
+           "detach_expression", "edit_at", "import_edit", "insert_after", "insert_before",
+           "made_per_item", "move_before", "node_edit", "out_of_no_grad", "placed",
+           "registered", "remove_detach", "replace_parameters", "switch_on_before_loop",
+           "unfreeze_before", "widen"]
