@@ -29,9 +29,21 @@ __all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "reached_keys", "read_b
 
 def _trained_elsewhere(w: WatchState, p: torch.Tensor, index: int) -> bool:
     """Whether another optimizer stepped ``p`` with its gradient in this iteration, while the
-    ``index``-th skips it (``.grad`` is ``None``) and no cut keeps it from this loss."""
+    ``index``-th skips it (``.grad`` is ``None``) and no cut keeps it from this loss, or the
+    ``index``-th holds it only through a tie (:func:`_tied`)."""
     iteration, by = w.trained_by.get(id(p), (-1, index))
-    return iteration == w.iteration and by != index and p.grad is None and cut_of(w, p) is None
+    return iteration == w.iteration and by != index and p.grad is None and (
+        cut_of(w, p) is None or _tied(w, p))
+
+
+def _tied(w: WatchState, p: torch.Tensor) -> bool:
+    """Whether ``p`` is registered on two modules of the script's networks (a weight tied by
+    assignment, ``conv.weight = source_conv.weight``: SAC-AE's and DrQ's actor takes the
+    critic's convolutions so, and an optimizer built over the actor's parameters holds them
+    for the critic, whose loss trains them, while the actor's loss reads them cut)."""
+    owners = {id(sub) for network, _ in w.networks() for sub in network.modules()
+              if any(q is p for q in sub._parameters.values())}
+    return len(owners) > 1
 
 
 def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
