@@ -114,6 +114,8 @@ _COSINE = "a cosine similarity of two views, neither side cut"
 _BOOTSTRAP = "a target bootstrapped from other rows of the same forward"
 _TO_NORM = frozenset({"Clone", "ClampMin", "Clamp", "Expand", "Unsqueeze"}) | VIEWS
 _ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Max", "Amax", "Maximum", "Minimum"})
+#: what puts rows side by side: a side made of arithmetic rows is arithmetic
+_JOINS = frozenset({"Stack", "Cat"})
 
 
 def _label(node: Any) -> str:
@@ -441,8 +443,14 @@ def _surrogate(graph: Graph, inputs: list[Any]) -> tuple[str, Any] | None:
 
 
 def _arithmetic(node: Any) -> bool:
-    """Whether ``node`` (past views) is arithmetic: ``r + γ · V(s')``, ``A + V``."""
-    return _label(_past_views(node)) in _ARITHMETIC
+    """Whether ``node`` (past views) is arithmetic: ``r + γ · V(s')``, ``A + V``; or rows
+    that each are, stacked or concatenated (returns made one time step at a time in a loop,
+    then ``torch.stack``-ed: Retrace's, n-step returns)."""
+    node = _past_views(node)
+    if _label(node) in _JOINS:
+        rows = _inputs(node)
+        return bool(rows) and all(_arithmetic(row) for row in rows)
+    return _label(node) in _ARITHMETIC
 
 
 def _bootstrapped(start: Any, forward: set[int]) -> bool:
