@@ -83,17 +83,25 @@ def import_edit(path: str, module: str) -> Edit | None:
 def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
     """``target = online`` (or a shallow ``target = copy.copy(online)``) in ``path`` made a
     copy: ``target = copy.deepcopy(online)`` (and ``import copy`` where the file lacks it); the
-    assignment's line and the edits, or ``None`` when the file holds no such assignment."""
+    assignment's line and the edits, or ``None`` when the file holds no such assignment. A
+    target that is an attribute of ``self`` is also found assigned from the same object's
+    attribute as the method spells it (``self.target_policy = self.policy`` in the class of
+    ``agent``, for ``online`` named ``agent.policy`` where the script holds it)."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
+    spellings = {online}
+    if target.startswith("self.") and "." in online:
+        spellings.add(f"self.{online.rpartition('.')[2]}")
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                segment(text, node.targets[0]) == target and online in (
-                    segment(text, node.value), _shallow_copied(text, node.value)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and segment(text, node.targets[0]) == target):
+            continue
+        read = {segment(text, node.value), _shallow_copied(text, node.value)} & spellings
+        if read:
             value = node.value
-            new = f"copy.deepcopy({online})"
+            new = f"copy.deepcopy({read.pop()})"
             edits = [node_edit(path, value, new)]
             imp = import_edit(path, "copy")
             return node.lineno, edits + ([imp] if imp is not None else [])

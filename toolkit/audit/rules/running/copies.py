@@ -89,7 +89,8 @@ def aliased(w: WatchState) -> None:
             f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
             f"as a target while `{trained}` trains, so the target is the trained network "
             f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
-            advice=f"make `{copied}` a copy: {copied} = copy.deepcopy({source})",
+            advice=f"make `{copied}` a copy: {copied} = "
+                   + (fix[1][0].new if fix is not None else f"copy.deepcopy({source})"),
             step=w.step_events - 1, concerned=shown))
 
 
