@@ -33,7 +33,7 @@ import torch
 from toolkit.lens.backward_graph import ShortestPaths
 from toolkit.lens.graph_walk import closure
 
-__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "below", "cancelling_operand",
+__all__ = ["NONZERO", "ZERO", "Truth", "ZeroPoint", "below", "cancelling_operand", "hooked_grad",
            "real_gradients", "vanishes", "zero_points"]
 
 ZERO, NONZERO = "zero", "nonzero"
@@ -183,6 +183,22 @@ def cancelling_operand(point: ZeroPoint) -> tuple[Any, int | None]:
     return top, None
 
 
+def hooked_grad(loss: torch.Tensor, tensors: dict[int, torch.Tensor],
+                handles: list[Any]) -> tuple[torch.Tensor | None, ...] | None:
+    """One ``autograd.grad`` of ``loss`` over ``tensors`` (its graph kept, nothing written to
+    ``.grad``) while the node hooks ``handles`` are on, each removed after it: the gradients,
+    ``None`` where autograd refuses (a graph already freed)."""
+    try:
+        with torch.enable_grad():
+            return torch.autograd.grad(loss, list(tensors.values()), allow_unused=True,
+                                       retain_graph=True)
+    except RuntimeError:
+        return None
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, list[int]],
                 every: set[int], tensors: dict[int, torch.Tensor], leaf_of: dict[int, int]
                 ) -> dict[int, ZeroPoint]:
@@ -219,15 +235,8 @@ def zero_points(loss: torch.Tensor, search: ShortestPaths, callers: dict[int, li
             handles.append(node.register_hook(after))
         except (AttributeError, RuntimeError):  # a node that takes no hooks
             continue
-    try:
-        with torch.enable_grad():
-            torch.autograd.grad(loss, list(tensors.values()), allow_unused=True,
-                                retain_graph=True)
-    except RuntimeError:
+    if hooked_grad(loss, tensors, handles) is None:
         return {}
-    finally:
-        for handle in handles:
-            handle.remove()
     order = {key: i for i, key in enumerate(search.nodes)}  # breadth first from the loss
     last = len(order)
     above = {k: [c for c in callers.get(k, ()) if c in every] for k in every}

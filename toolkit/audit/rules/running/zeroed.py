@@ -34,6 +34,7 @@ from toolkit.audit.truth.truth import (
     ZeroPoint,
     below,
     cancelling_operand,
+    hooked_grad,
     vanishes,
     zero_points,
 )
@@ -170,15 +171,9 @@ def _cancelled_at_leaves(loss: torch.Tensor, search: ShortestPaths, graph: StepG
             handles.append(node.register_hook(after))
         except (AttributeError, RuntimeError):
             continue
-    try:
-        with torch.enable_grad():
-            grads = torch.autograd.grad(loss, list(tensors.values()), allow_unused=True,
-                                        retain_graph=True)
-    except RuntimeError:
+    grads = hooked_grad(loss, tensors, handles)
+    if grads is None:
         return {}
-    finally:
-        for handle in handles:
-            handle.remove()
     found = {}
     for i, grad in zip(tensors, grads):
         if grad is None or bool(grad.ne(0).any()):
