@@ -50,3 +50,20 @@ def test_the_findings_model_imports_only_the_model_and_the_record() -> None:
 
 def test_the_layout_holds_each_stage() -> None:
     assert {p.name for p in AUDIT.iterdir() if (p / "__init__.py").exists()} >= set(STAGES)
+
+
+def test_the_fixes_stage_gives_the_running_rules_every_edit_their_port_names() -> None:
+    """The running rules ask for edits through ``FixWriter`` (a port of the rules stage); the
+    driver hands them ``toolkit.audit.fixes.running``: it has each of the port's functions,
+    with the port's parameters, and nothing the port does not name."""
+    import inspect
+
+    from toolkit.audit.fixes import running
+    from toolkit.audit.rules.running.fix_writer import FixWriter
+
+    port = {name for name, value in vars(FixWriter).items()
+            if inspect.isfunction(value) and not name.startswith("_")}
+    assert port == set(running.__all__)
+    for name in port:
+        wanted = list(inspect.signature(getattr(FixWriter, name)).parameters)[1:]
+        assert list(inspect.signature(getattr(running, name)).parameters) == wanted, name
