@@ -1,11 +1,11 @@
-"""A target built row by row in a loop and stacked (Retrace's returns, each step's ``g = r_t +
-γ (E_π[Q(x_{t+1})] + c_t (g - Q(x_{t+1}, a)))``, collected in a list and ``torch.stack``-ed, as
-rlax's ``retrace`` and Kaixhin/ACER compute them) is a target bootstrapped from other rows of
-the same forward when its rows are arithmetic on them, as the same return written in one
-expression is: with the target policy read from the online Q-values uncut, the loss trains the
-network through its own target. Cut there (``q_online.detach()``, as published), it is clean;
-and a loss between a stack of rows that are no arithmetic (selections of the same rows) and the
-prediction is no target."""
+"""A target built row by row in a loop and stacked (a λ-return of expected values under the
+target policy, each step's ``g = r_t + γ ((1 - λ) E_π[Q(x_{t+1})] + λ g)``, collected in a list
+and ``torch.stack``-ed, as Retrace's and tree-backup returns are computed) is a target
+bootstrapped from other rows of the same forward when its rows are arithmetic on them, as the
+same return written in one expression is: with the target policy read from the online
+Q-values uncut, the loss trains the network through its own target. Cut there
+(``q_online.detach()``), it is clean; and a loss between a stack of rows that are no arithmetic
+(selections of the same rows) and the prediction is no target."""
 
 from __future__ import annotations
 
@@ -27,26 +27,23 @@ target_net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
 optimizer = torch.optim.Adam(q_net.parameters(), lr=1e-3)
 
 
-def retrace(q_t, pi_t, c_t, a_t, r_t, discount=0.9):
-    expected_q = (pi_t * q_t).sum(-1)
-    q_a = q_t.gather(-1, a_t.unsqueeze(-1)).squeeze(-1)
-    g = r_t[-1] + discount * expected_q[-1]
-    targets = [g]
-    for t in range(r_t.shape[0] - 2, -1, -1):
-        g = r_t[t] + discount * (expected_q[t] + c_t[t] * (g - q_a[t]))
-        targets.append(g)
-    return torch.stack(targets[::-1])
+def lambda_returns(q_next, pi_next, rewards, lam=0.8, discount=0.9):
+    values = (pi_next * q_next).sum(-1)
+    out, g = [], values[-1]
+    for t in reversed(range(rewards.shape[0])):
+        g = rewards[t] + discount * ((1 - lam) * values[t] + lam * g)
+        out.insert(0, g)
+    return torch.stack(out)
 
 
 for step in range(3):
     obs, actions = torch.randn(5, 8, 4), torch.randint(0, 3, (5, 8))
-    rewards, mu = torch.randn(4, 8), torch.full((5, 8), 1 / 3)
+    rewards = torch.randn(4, 8)
     q_online = q_net(obs)
     with torch.no_grad():
         q_target = target_net(obs)
     pi = F.softmax(q_online{cut} / 0.5, dim=-1)
-    c = 0.9 * torch.clamp(pi.gather(-1, actions.unsqueeze(-1)).squeeze(-1) / mu, max=1.0)
-    returns = retrace(q_target[1:], pi[1:], c[1:], actions[1:], rewards)
+    returns = lambda_returns(q_target[1:], pi[1:], rewards)
     q_a = q_online[:-1].gather(-1, actions[:-1].unsqueeze(-1)).squeeze(-1)
     loss = 0.5 * (returns - q_a).pow(2).mean()
     optimizer.zero_grad()
