@@ -13,15 +13,16 @@ from types import FrameType
 
 import torch
 
+from toolkit.audit.record.sites import INSTALLED, STDLIB, TOOLKIT
+
 __all__ = ["Site", "is_user", "site_of", "user_frame"]
 
-# the toolkit's own folder (record's grandparent): its frames are never the user's
-_TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+# torch's folder, the whole toolkit's, Python's own modules and the installed packages': their
+# frames are never the user's
 _NOT_USER = tuple(dict.fromkeys(
-    [os.path.dirname(torch.__file__) + os.sep, _TOOLKIT]
-    + [os.path.join(os.path.realpath(sysconfig.get_paths()[k]), "") for k in ("stdlib", "platstdlib")]
-    + [os.path.join(os.path.realpath(sysconfig.get_paths()[k]), "") for k in ("purelib", "platlib")]))
-_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+    [os.path.dirname(torch.__file__) + os.sep, os.path.join(TOOLKIT, ""), *STDLIB]
+    + [os.path.join(os.path.realpath(sysconfig.get_paths()[key]), "")
+       for key in ("purelib", "platlib")]))
 _user_files: dict[str, bool] = {}
 _positions: dict[object, list] = {}
 
@@ -33,7 +34,7 @@ def is_user(filename: str) -> bool:
     if known is None:
         real = os.path.realpath(filename)
         known = not (filename.startswith("<") or real.startswith(_NOT_USER)
-                     or any(part in real for part in _INSTALLED))
+                     or any(part in real for part in INSTALLED))
         _user_files[filename] = known
     return known
 

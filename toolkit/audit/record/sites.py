@@ -29,16 +29,18 @@ from types import CodeType, FrameType
 import torch
 from torch import nn
 
-__all__ = ["STOP_CODES", "Line", "caller_frame", "forget_lines", "grad_off_line", "line_of",
-           "step_line", "user_frame", "user_frames", "user_line", "user_lines", "user_stack"]
+__all__ = ["INSTALLED", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame",
+           "forget_lines", "grad_off_line", "line_of", "step_line", "user_frame", "user_frames",
+           "user_line", "user_lines", "user_stack"]
 
-# frames of these folders are never user code: torch, the lens and the audit
-_TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# frames of these folders are never user code: torch, the lens and the audit (of the toolkit's
+# folder); nor those of installed packages, or of Python's own modules
+TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
-                  os.path.join(_TOOLKIT, "lens", ""), os.path.join(_TOOLKIT, "audit", ""))
-_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+                  os.path.join(TOOLKIT, "lens", ""), os.path.join(TOOLKIT, "audit", ""))
+INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 # Python's own modules (copy.py, functools.py); installed packages may live below this folder
-_STDLIB = tuple(dict.fromkeys(os.path.join(os.path.realpath(sysconfig.get_paths()[key]), "")
+STDLIB = tuple(dict.fromkeys(os.path.join(os.path.realpath(sysconfig.get_paths()[key]), "")
                               for key in ("stdlib", "platstdlib")))
 
 
@@ -112,7 +114,7 @@ def _library(path: str) -> bool:
     """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own (the standard
     library, frozen modules)."""
     return (path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
-            or (path.startswith(_STDLIB) and not _installed(path)))
+            or (path.startswith(STDLIB) and not _installed(path)))
 
 
 def called_by_user() -> bool:
@@ -131,7 +133,7 @@ def called_by_user() -> bool:
 @functools.cache
 def _installed(path: str) -> bool:
     """Whether file ``path`` belongs to an installed package (peft, transformers, nflows)."""
-    return any(part in path for part in _INSTALLED)
+    return any(part in path for part in INSTALLED)
 
 
 def package_of(path: str) -> str:
