@@ -98,7 +98,8 @@ class Stop(BaseException):
     catch it, its ``finally`` blocks run)."""
 
 
-#: frames a torch function mode adds around a call (:class:`~toolkit.audit.rules.running.zeroed.MadeAt`,
+#: frames a torch function mode adds around a call
+#: (:class:`~toolkit.audit.rules.running.zeroed.MadeAt`,
 #: :class:`~toolkit.audit.rules.running.kept_in_sync.Constants`, the recording's
 #: :class:`~toolkit.audit.record.calls.CallWatch`, while entered) and the hooks' wrappers: not
 #: part of where the script called ``backward()``

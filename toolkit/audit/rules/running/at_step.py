@@ -222,7 +222,7 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     since and still held: frozen mid-run (for another network's step, say) and never
     switched back on, the optimizer steps them with no gradient.
 
-    The finding waits (:attr:`~toolkit.audit.rules.running.state.WatchState.pending_frozen`): a later
+    The finding waits (:attr:`.state.WatchState.pending_frozen`): a later
     step of the same optimizer that finds them all switched back on drops it (some: it keeps
     those still off, found at that step), since a freeze for a phase (a new head trained
     alone before the whole network, as in learning without forgetting's warm-up) is the

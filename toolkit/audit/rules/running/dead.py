@@ -163,8 +163,8 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     the step before it) reach none of the tensors the optimizer holds, and reach tensors
     no optimizer holds (``optimizer_D`` built over the encoder, a line copied from the one
     above, while its loss trains the discriminator). Its argument is the wrong network:
-    kept for the rule of tensors no optimizer steps (:func:`~toolkit.audit.rules.running.unstepped.end_of_iteration`), whose
-    edit replaces it."""
+    kept for the rule of tensors no optimizer steps
+    (:func:`.unstepped.end_of_iteration`), whose edit replaces it."""
     if len(dead) != len(stepped):
         return False
     reached = set().union(*(r for e, r in w.reached_by

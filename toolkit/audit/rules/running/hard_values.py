@@ -6,7 +6,7 @@ whose output a loss reads. That loss term passes no gradient to the network that
 value: the straight-through estimator (Bengio et al. 2013, arXiv:1308.3432; Jang et al. 2016,
 arXiv:1611.01144 section 2.2), ``hard = (hard - soft).detach() + soft``, is missing.
 
-The watch finds it in two passes, as it finds exact zeros (:mod:`~toolkit.audit.rules.running.zeroed`).
+The watch finds it in two passes, as it finds exact zeros (:mod:`.zeroed`).
 In an audited iteration a network with tensors, called with gradients on after another call
 made an output with a graph, that reads a floating tensor without a graph is a suspect (its
 call's line and argument; a data batch is one too, and is judged once). Only then does the

@@ -1,5 +1,5 @@
 """An estimate fed back within one iteration without a cut (``carried``): self-conditioning or
-recycling whose earlier pass stays in the graph (see :mod:`~toolkit.audit.rules.running.recycling`)."""
+recycling whose earlier pass stays in the graph (see :mod:`.recycling`)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from toolkit.audit.rules.running.kept_in_sync import Constants, KeptInSync
 from toolkit.audit.rules.running.recycling import Recycling
 from toolkit.audit.rules.running.zeroed import MadeAt
 
-__all__ = ["FixWriter", "Kept", "Replacement", "WatchState"]
+__all__ = ["Kept", "Replacement", "WatchState"]
 
 _T = TypeVar("_T")
 
@@ -271,7 +271,7 @@ class WatchState:
         # what :meth:`add` reported (placed)
         self.added: dict[int, tuple[ScriptFinding, ScriptFinding]] = {}
         self.zero_judged: set[int] = set()
-        # a hard value without its straight-through term (see :mod:`~toolkit.audit.rules.running.hard_values`):
+        # a hard value without its straight-through term (see :mod:`.hard_values`):
         # the suspect calls' (site, argument) with the iteration and step first seen, those
         # judged, the mode that follows values for one iteration (entered after the step of
         # ``hard_since``), and the calls it saw read a hard value
@@ -280,12 +280,12 @@ class WatchState:
         self.hard: Hard | None = None
         self.hard_since = -1
         self.hard_calls: list[tuple] = []
-        # a prediction fed back (see :mod:`~toolkit.audit.rules.running.feedback`): each call output's
+        # a prediction fed back (see :mod:`.feedback`): each call output's
         # node -> (node, its module, the call's order, event), and the outputs calls read
         self.made_by: dict[int, tuple[object, int, int, int]] = {}
         self.feeds: list[tuple[Feed, int]] = []
         self.call_order = 0
-        # an estimate fed back within one iteration (see :mod:`~toolkit.audit.rules.running.recycling`)
+        # an estimate fed back within one iteration (see :mod:`.recycling`)
         self.recycling = Recycling()
         # a copy kept in sync and never read (see :mod:`~toolkit.audit.rules.running.kept_in_sync`):
         # the networks the script's namespaces hold, the constants no_grad calls make, and
