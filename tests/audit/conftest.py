@@ -24,12 +24,6 @@ _NOT_YET: dict[str, str] = {
     "[universal-perturbation-two-phase]":
         "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "
         "iteration number with the last pass of the loop before it (20, not 21)",
-    "test_principle_cut_iterations_blind.py::"
-    "test_a_cut_iteration_or_one_trained_through_on_purpose_is_no_finding"
-    "[spen-unrolled-inference]":
-        "held out blind (6816d38): the energy's last bias is dead as published (a constant "
-        "offset, and the unrolled inference reads only the energy's gradient): the dead "
-        "finding is true of the script; whether to report it on a published script is open",
     "test_principle_peer_targets_blind.py::"
     "test_the_edit_is_verified_and_trains_as_the_published_script"
     "[dual-student-stabilization-target]":

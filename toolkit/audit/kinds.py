@@ -94,6 +94,9 @@ class Kind(enum.StrEnum):
                                            "(an EMA copy, a renormalisation in place)")
     IDLE = "idle", False, ("stepped, no gradient, of a module no forward ran since its last "
                            "step that runs at another time (a part another phase trains)")
+    UNUSED = "unused", False, ("stepped, no gradient, of a module whose forward ran with a graph "
+                               "no loss read, while the step trained the optimizer's other "
+                               "tensors (an output the method leaves out)")
 
 
 #: the kinds that are failures; every other kind is information
@@ -106,7 +109,8 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
     Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
-    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE})
+    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE,
+    Kind.UNUSED})
 
 
 class Proof(enum.StrEnum):

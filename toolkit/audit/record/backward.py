@@ -12,7 +12,7 @@ import torch
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import nodes
 
-__all__ = ["Graph", "between", "current_sequence", "places", "reaches", "read_graph"]
+__all__ = ["Graph", "beside", "between", "current_sequence", "places", "reaches", "read_graph"]
 
 
 class Graph:
@@ -130,6 +130,55 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
                 optimizers |= _scaling(graph, up, parents, below, alone)
         if optimizers:
             found[id(variable)] = optimizers
+    return found
+
+
+#: the operations that add a loss's terms
+_TERMS = frozenset({"Add", "Sub", "Mean", "Sum"})
+
+
+def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
+    """The leaves no optimizer steps that a loss trains in a term of their own, beside terms
+    that train stepped tensors (``mse(q1(s), y) + mse(q2(s), y)`` with ``q2`` left out of
+    the critics' optimizer), each with the optimizers stepping the tensors of the other
+    terms: every operation that first reads both (from the leaves up) is a sum of terms.
+    A backbone under a trained head meets it in the head's own operation, not a sum."""
+    if all(k in stepped for k in graph.leaves):
+        return {}
+    opts: dict[int, frozenset[int]] = {}      # node -> optimizers stepping what it reaches
+    free: dict[int, frozenset[int]] = {}      # node -> unstepped leaves it reaches
+    kids: dict[int, list[int]] = {}
+    for start in graph.nodes:
+        stack = [(start, False)]
+        while stack:
+            key, ready = stack.pop()
+            if key in opts:
+                continue
+            node = graph.nodes[key]
+            below = [id(n) for n, _ in node.next_functions  # type: ignore[attr-defined]
+                     if n is not None and id(n) in graph.nodes]
+            if not ready:
+                stack.append((key, True))
+                stack.extend((k, False) for k in below if k not in opts)
+                continue
+            variable = getattr(node, "variable", None)
+            mine: set[int] = set()
+            unstepped: set[int] = set()
+            if isinstance(variable, torch.Tensor) and variable.requires_grad:
+                if id(variable) in stepped:
+                    mine.add(stepped[id(variable)])
+                else:
+                    unstepped.add(id(variable))
+            for k in below:
+                mine |= opts[k]
+                unstepped |= free[k]
+            opts[key], free[key], kids[key] = frozenset(mine), frozenset(unstepped), below
+    found: dict[int, set[int]] = {}
+    for leaf in {k for k in graph.leaves if k not in stepped}:
+        meets = [k for k in graph.nodes if leaf in free[k] and opts[k] and not any(
+            leaf in free[c] and opts[c] for c in kids[k])]
+        if meets and all(node_label(graph.nodes[k]) in _TERMS for k in meets):
+            found[leaf] = set().union(*(opts[k] for k in meets))
     return found
 
 

@@ -54,6 +54,7 @@ from toolkit.audit.fixes import running as running_fixes
 from toolkit.audit.record import calls as record_calls
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import (
+    beside,
     between,
     current_sequence,
     read_graph,
@@ -238,6 +239,7 @@ class Watch(WatchState):
         at_step.settle(self)
         targets.settle(self)
         never_trained.check(self)
+        unstepped.never_stepped(self)
         if self.step_events:
             copies.snapshot(self)
             copies.kept_in_sync(self)
@@ -299,6 +301,9 @@ class Watch(WatchState):
         # the watch's own reads of tensors (``t.grad_fn``) are not the script's calls: no
         # torch-function mode sees them (the recording's would note them, at a dispatch each)
         with torch._C.DisableTorchFunction():
+            if torch.is_grad_enabled() and any(t.grad_fn is not None
+                                               for t in tensors_in(output)):
+                self.ran_with_graph.setdefault(id(module), set()).add(self.events)
             self._called(module, args, output, sys._getframe(1))
 
     def _called(self, module: nn.Module, args: tuple, output: object,
@@ -538,7 +543,10 @@ class Watch(WatchState):
         meant.note(self, graph.leaves, held)
         untargeted = targets.targets(self, searched, site, held) if searched is not None \
             else None
-        for key, optimizers in between(graph, held).items():
+        # between the loss and stepped tensors, or in a term of the loss beside them
+        besides = beside(graph, held)
+        self.beside.update(besides)
+        for key, optimizers in [*between(graph, held).items(), *besides.items()]:
             node = None if untargeted is None or searched is None else \
                 searched.search.leaf_node.get(key)
             if node is not None and node not in untargeted:

@@ -155,6 +155,8 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                     # the events since these tensors' last step, up to this one: where a
                     # forward of their modules would have run for this step
                     "window": (min(w.last_step_of.get(id(p), -1) for _, p in hit), event),
+                    # whether the losses trained others of the tensors this optimizer steps
+                    "others_trained": any(w.ledger.live.get(id(p)) for _, p in stepped),
                     **({"misplaced": index} if misplaced else {})}))
 
 
@@ -279,8 +281,16 @@ def _idle(w: WatchState) -> None:
     tensors ran since their last step (before the step that found them) and each of them runs
     at another time of the audited iterations, they are a part another phase trains
     (pre-training's decoder while fine-tuning, the head while pre-training), held by this
-    phase's optimizer for nothing: ``idle``, information. Otherwise it stays dead (a module
-    the script never runs at all is a failure; so is one that ran and got no gradient)."""
+    phase's optimizer for nothing: ``idle``, information. When each of those modules ran in
+    that window with a graph (gradients on, its output requiring grad) and no loss read the
+    output, while the same step trained others of the optimizer's tensors, they are a part
+    whose output the method leaves out (a classifier head under features distilled or
+    compared, STPM's student; a decoder head while the encoder trains), or a term with no
+    effect on what the loss reads (an energy's last bias, where the loss reads the energy's
+    gradient with respect to its input): ``unused``,
+    information, as every torch optimizer skips a tensor whose ``.grad`` is ``None``.
+    Otherwise it stays dead (a module the script never runs at all is a failure; so is one
+    that ran with gradients off, or whose optimizer's tensors all got none)."""
     if not w.pending_idle:
         return
     owners = _owners(w)
@@ -293,15 +303,33 @@ def _idle(w: WatchState) -> None:
             finding = ScriptFinding(
                 "idle", finding.iteration,
                 f"{len(tensors)} tensors an optimizer steps get no gradient: no forward of "
-                f"their {plural(len(held_by), 'module')} ran since their last step, and "
+                f"{_their(held_by)} ran since their last step, and "
                 f"{'it runs' if len(held_by) == 1 else 'they run'} at another time (a part "
                 f"another phase trains): the optimizer holds them for nothing here",
                 finding.tensors, _names(w, finding, tensors), finding.at,
                 advice="build this phase's optimizer over the parts it trains, if the "
                        "others are to keep their optimizer state for their own phase",
                 step=finding.step)
+        elif None not in held_by and finding.extra.get("others_trained") and all(
+                any(lo <= e < hi for e in w.ran_with_graph.get(m, ())) for m in held_by):
+            finding = ScriptFinding(
+                "unused", finding.iteration,
+                f"{len(tensors)} tensors an optimizer steps get no gradient: "
+                f"{_their(held_by)} ran with a graph, and no loss's gradient reached them (an "
+                f"output the method leaves out, or a term with no effect on what the loss "
+                f"reads), while the same step trained the optimizer's other tensors: the "
+                f"optimizer skips them",
+                finding.tensors, _names(w, finding, tensors), finding.at,
+                advice="leave them out of the optimizer, or out of the forward, if their "
+                       "output is not meant for a loss; add their loss, if it is",
+                step=finding.step)
         w.add(finding)
     w.pending_idle = []
+
+
+def _their(modules: set) -> str:
+    """``their module``, ``their 2 modules``."""
+    return "their module" if len(modules) == 1 else f"their {len(modules)} modules"
 
 
 def _names(w: WatchState, finding: ScriptFinding, tensors: list[int]) -> tuple[str, ...]:

@@ -209,11 +209,16 @@ class WatchState:
         # each module a forward ran of, by id, with the events (backward calls and steps so far)
         # at which it ran, in audited iterations
         self.ran: dict[int, set[int]] = {}
+        # of them, the events at which a forward's output had a graph (gradients on, and a
+        # tensor it read requires one): a part whose output no loss then read
+        self.ran_with_graph: dict[int, set[int]] = {}
         # dead findings with no cut, not moved, judged at the end (rules.dead._idle)
         self.pending_idle: list[tuple[ScriptFinding, list[int]]] = []
         self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
         # tensors no optimizer steps between a loss and stepped ones -> those optimizers
         self.between: dict[int, set[int]] = {}
+        # of them, those in a term of a loss beside terms that train stepped tensors
+        self.beside: set[int] = set()
         # tensors no optimizer steps that a loss reaches only through its target
         self.target_side: set[int] = set()
         # leaves a loss reaches that are no Parameter (a plain tensor made to require grad),
@@ -241,6 +246,10 @@ class WatchState:
         # optimizer index -> (the tensors no optimizer holds that the losses of its step
         # reach, the keys of its own tensors, none of which they reach)
         self.misplaced: dict[int, tuple[set[int], tuple[str, ...]]] = {}
+        # optimizer index -> (iteration, the tensors it alone holds that kept a loss's gradient
+        # past an iteration's end, the backward sites) while it had never stepped: judged at
+        # the end of the run (:func:`~toolkit.audit.rules.running.unstepped.never_stepped`)
+        self.unused_optimizers: dict[int, tuple[int, list[int], tuple[str, ...]]] = {}
         self.trained_reads: dict[int, int] = {}
         self.passed_on: dict[int, set[int]] = {}   # a parameter-free call's output -> inputs
         # tensor id -> its values after its last audited step (what the script did to it

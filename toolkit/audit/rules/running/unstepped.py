@@ -38,7 +38,7 @@ from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.replaced import replaced
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["end_of_iteration"]
+__all__ = ["end_of_iteration", "never_stepped"]
 
 
 def end_of_iteration(w: WatchState) -> None:
@@ -52,6 +52,7 @@ def end_of_iteration(w: WatchState) -> None:
     wasted work, a note."""
     copies.aliased(w)
     stepped = w.stepped_map()
+    _held_by_unused(w)
     replacing = replaced(w, stepped)
     _plain_tensors(w, stepped)
     replacing |= _in_plain_containers(w, stepped)
@@ -98,8 +99,10 @@ def end_of_iteration(w: WatchState) -> None:
         edits: tuple = ()
         opt_name = S.assigned_name(built.path, built.line) if built is not None else None
         extra_concerned: tuple[str, ...] = ()
-        what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
-                "an optimizer steps through them" if inside else
+        what = ("no optimizer steps them, though the same loss trains, in terms beside "
+                "theirs, tensors an optimizer steps" if set(inside) <= w.beside and inside
+                else "no optimizer steps them, though the loss's gradient reaches the "
+                "tensors an optimizer steps through them" if inside else
                 f"no optimizer steps them, though an optimizer steps the rest of {name}")
         if wrong is not None and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
@@ -128,6 +131,54 @@ def end_of_iteration(w: WatchState) -> None:
                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                    f"constructor)", step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _held_by_unused(w: WatchState) -> None:
+    """Tensors a loss's gradient reached, left in ``.grad`` at the end of an iteration, that no
+    optimizer which ever stepped holds, and that optimizers built but never stepped do: noted
+    by the first such optimizer for :func:`never_stepped`."""
+    stepping = {id(p) for i, o in enumerate(w.optimizers) if i in w.optimizer_stepped
+                for g in o.param_groups for p in g["params"]}
+    idle = {id(p): i for i, o in enumerate(w.optimizers) if i not in w.optimizer_stepped
+            and i not in w.unused_optimizers for g in o.param_groups for p in g["params"]}
+    found: dict[int, list[int]] = {}
+    for key, live in w.ledger.live.items():
+        if live and key not in stepping and key in idle:
+            found.setdefault(idle[key], []).append(key)
+    for index, keys in found.items():
+        at = tuple(sorted({s.site.shown() for k in keys for s in w.ledger.live[k]
+                           if s.site is not None}))
+        w.unused_optimizers[index] = (w.iteration, keys, at)
+
+
+def never_stepped(w: WatchState) -> None:
+    """At the end of a run that ended by itself: each optimizer built over tensors a loss
+    trains (its gradient left in them at an iteration's end, no optimizer that steps holding
+    them) that never stepped in the whole run is a failure at the line that builds it: the
+    step the script takes is another optimizer's (a new generation's optimizer built and
+    never handed to the code that steps, nocotan/born_again_neuralnet's ``train.py``). No
+    edit: which optimizer the loop should step, only the script says."""
+    if w.stopped:
+        return
+    names = w.names()
+    seen: set = set()
+    for index, (iteration, keys, at) in sorted(w.unused_optimizers.items()):
+        opt = w.optimizers[index]
+        built = w.built_at.get(id(opt))
+        # one finding per line that builds them (a new one for each generation, each phase)
+        if index in w.optimizer_stepped or (built is not None and built in seen):
+            continue
+        seen.add(built)
+        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        shown = tuple(names.get(k, "?") for k in keys)
+        called = f"`{opt_name}`" if opt_name else "the optimizer"
+        w.add(ScriptFinding(
+            "unstepped", iteration,
+            f"{plural(len(keys), 'tensor')} get gradient that no step uses: only {called} "
+            f"holds them, and it never steps in the whole run (the loop steps another "
+            f"optimizer)", shown, shown, ((built.shown(),) if built is not None else ()) + at,
+            advice=f"step {called} where the loss's backward() is, or hand it to the code "
+                   f"that steps", concerned=shown))
 
 
 def _widened(fixes: FixWriter, opt: torch.optim.Optimizer, module: nn.Module, name: str,

@@ -1,0 +1,103 @@
+"""Optimizers a script builds and leaves unused, while a loss trains what they hold:
+
+- **never stepped**: a new generation's network and its optimizer built, only the network
+  handed to the code that steps (nocotan/born_again_neuralnet's ``train.py``; its fork hands
+  both): the loss trains the new network, the loop steps the old optimizer, and the new one
+  never steps in the whole run. A failure at the line that builds it. An optimizer built and
+  stepped from a later iteration on (a phase that begins late) is no finding.
+- **a network left out of the optimizer beside one in it**: twin critics whose optimizer is
+  built over the first only (discrete SAC's ``q_optimizer``): the loss's term of the second
+  trains it, beside the first's; a failure whose edit adds it to that optimizer. A backbone under
+  a trained head, left out of the optimizer, is wasted work (information).
+"""
+
+from __future__ import annotations
+
+import pytest
+from script_audit import audit, failures
+
+_GENERATIONS = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Updater:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    def update(self, x, y):
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+
+
+model = nn.Linear(4, 3)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+updater = Updater(model, optimizer)
+for generation in range(2):
+    for _ in range(3):
+        updater.update(torch.randn(8, 4), torch.randint(0, 3, (8,)))
+    model = nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    updater.model = model
+    {handed}
+"""
+
+
+@pytest.mark.parametrize(("handed", "found"), [("", ["unstepped"]),
+                                               ("updater.optimizer = optimizer", [])],
+                         ids=["new_optimizer_never_handed", "handed_over"])
+def test_an_optimizer_that_never_steps_what_a_loss_trains_is_named_where_it_is_built(
+        tmp_path, handed, found):
+    script = tmp_path / "born_again.py"
+    script.write_text(_GENERATIONS.format(handed=handed))
+    code, report = audit(tmp_path, script, "--watch", "1")
+    got = failures(report)
+    assert [f["kind"] for f in got] == found, got
+    assert code == (1 if found else 0)
+    if found:
+        assert got[0]["at"][0].startswith("born_again.py:26: optimizer = torch.optim.SGD(")
+        assert set(got[0]["names"]) == {"model.weight", "model.bias"}
+
+
+_CRITICS = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+backbone, qf1, qf2 = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+q_optimizer = torch.optim.Adam({held}, lr=1e-2)
+for _ in range(3):
+    obs = {obs}
+    actions, target = torch.randint(0, 2, (8, 1)), torch.randn(8)
+    qf1_a = qf1(obs).gather(1, actions).squeeze(1)
+    qf2_a = qf2(obs).gather(1, actions).squeeze(1)
+    loss = F.mse_loss(qf1_a, target) + F.mse_loss(qf2_a, target)
+    q_optimizer.zero_grad()
+    loss.backward()
+    q_optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("obs", "held", "failed", "noted"), [
+    ("torch.randn(8, 4)", "qf1.parameters()", ["unstepped"], []),
+    ("torch.relu(backbone(torch.randn(8, 4)))", "[*qf1.parameters(), *qf2.parameters()]", [],
+     ["wasted"]),
+], ids=["second_critic_left_out", "backbone_left_out"])
+def test_a_network_whose_own_term_trains_it_beside_a_stepped_one_is_left_out(
+        tmp_path, obs, held, failed, noted):
+    script = tmp_path / "sac_discrete.py"
+    script.write_text(_CRITICS.format(obs=obs, held=held))
+    code, report = audit(tmp_path, script)
+    got = failures(report)
+    assert [f["kind"] for f in got] == failed, got
+    assert [f["kind"] for f in report["findings"] if not f["failure"]] == noted
+    assert code == (1 if failed else 0)
+    if failed:
+        assert set(got[0]["names"]) == {"qf2.weight", "qf2.bias"}
+        assert got[0]["at"][0].startswith("sac_discrete.py:7: q_optimizer =")
