@@ -22,9 +22,10 @@ variance term, a second pass's cross-entropy, a KL of detached statistics
 operation that keeps no graph, and the sums that add such a scalar to one with a graph). Only
 a sum that adds a term to the loss counts (a node reached from the loss through sums, means,
 signs and constant factors alone): a cut value compared (a target), weighting a term, or
-scaled by zero is none. The fix removes every cut the term is made of, but a cut of a value
-made by a strict part of what another cut's value is made by (real images' features beside
-the generated ones'), which is a target's.
+scaled by zero is none, nor is a cut value added beside itself with its graph (a gradient
+scaled, ``x * s + x.detach() * (1 - s)``). The fix removes every cut the term is made of, but a
+cut of a value made by a strict part of what another cut's value is made by (real images'
+features beside the generated ones'), which is a target's.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             if loss not in heads:
                 heads[loss] = _sums_of(graph)
             key = (tuple((line, line.span if line else None) for line, _, _ in cuts), loss)
-            if key in seen or node not in heads[loss]:
+            if key in seen or node not in heads[loss] or _beside_itself(graph, node, cuts):
                 continue
             seen.add(key)
             stepped = step.stepped[loss]
@@ -116,6 +117,33 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
                                    cut="no_grad" if no_grad else "detach")
             found.append(Wanted(finding, FirstOf((Option(uncut(cuts), fix, lines),))))
     return found
+
+
+#: operations that leave a value itself up to a constant factor, a sign or a view
+_SCALINGS = frozenset({"Mul", "Div", "Neg", "Clone"}) | VIEWS
+
+
+def _beside_itself(graph: Graph, node: int, cuts: tuple[tuple[Line | None, str, Any], ...]
+                   ) -> bool:
+    """Whether the sum ``node`` adds values ``.detach()``-ed to those same values with their
+    graph: ``x * s + x.detach() * (1 - s)``, MuZero's gradient scaling between unroll steps
+    (Schrittwieser et al. 2020, its pseudocode's ``scale_gradient``), or a straight-through
+    sum. The value is the term's, the gradient the live side's, by design: no constant term."""
+    origins = {id(origin.grad_fn) for _, how, origin in cuts if how == "detach"}
+    summed = graph.search.nodes.get(node)
+    if summed is None or len(origins) != len(cuts):
+        return False
+    same: set[int] = set()   # the live operands, and what they are a scaling or view of
+    todo = [n for n, _ in summed.next_functions if n is not None]
+    while todo:
+        n = todo.pop()
+        if id(n) in same:
+            continue
+        same.add(id(n))
+        below = [c for c, _ in n.next_functions if c is not None]
+        if node_label(n) in _SCALINGS and len(below) == 1:
+            todo.extend(below)
+    return origins <= same
 
 
 def cut_behind(cut: tuple[Line | None, str, Any], stepped: dict[int, Any]) -> frozenset[int]:

@@ -322,10 +322,14 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         return None if found is None else _Sides(*found, node)
     weight = 1 if logs[0] is not None else 0
     log = logs[1 - weight]
-    if id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])]):
-        return None  # p · log p: an entropy, the weight is the distribution itself
-    if _same_distribution(log, inputs[weight]):
-        return None  # p · log p computed apart (softmax and log_softmax of the same logits)
+    reaches = id(inputs[weight]) in nodes and id(log) in graph.reach([id(inputs[weight])])
+    if not (reaches and not _unselected(inputs[weight], log)
+            and _unselected(inputs[1 - weight], log)):
+        # (a weight made from other rows of the log-probability, below, is none of these)
+        if reaches:
+            return None  # p · log p: an entropy, the weight is the distribution itself
+        if _same_distribution(log, inputs[weight]):
+            return None  # p · log p computed apart (softmax and log_softmax of the same logits)
     if id(log) in nodes and not graph.leaves(graph.reach([id(log)])) & stepped:
         # the log-probability trains nothing this loss steps: no score-function term, the
         # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
@@ -474,6 +478,25 @@ def _bootstrapped(start: Any, forward: set[int]) -> bool:
     return False
 
 
+def _unselected(start: Any, target: Any) -> bool:
+    """Whether ``start`` reaches ``target`` through a path that selects no rows (no slice,
+    index, chunk or gather on the way). A weight that reaches its own log-probability only
+    through selections, where the log-probability reads it without one, is computed from
+    other rows of it (a return summing each step's reward ``r_t - log pi_t`` from later
+    steps, AIRL's entropy-regularised reward): no entropy, a weight. A ``gather`` (each row's
+    action) selects within the same rows."""
+    queue, seen = deque([start]), set()
+    while queue and len(seen) < 4 * _MAX_HEAD:
+        node = queue.popleft()
+        if node is target:
+            return True
+        if id(node) in seen or (node is not start and _label(node) in _OTHER_ROWS):
+            continue
+        seen.add(id(node))
+        queue.extend(n for n in _inputs(node) if not is_cut_marker(n))
+    return False
+
+
 def _reads_a_leaf(node: Any) -> bool:
     """Whether ``node`` reads a stored tensor (a parameter) directly or through a view: the
     layer that computes a distribution's parameters."""
@@ -488,6 +511,7 @@ def _reads_a_leaf(node: Any) -> bool:
 
 _SELECTS = frozenset({"Split", "SplitWithSizes", "Slice", "Select", "Index", "Unbind",
                       "Narrow", "Gather", "IndexSelect"})
+_OTHER_ROWS = _SELECTS - {"Gather"}
 
 
 def _distribution(start: Any) -> set[tuple[int, int]]:
@@ -525,11 +549,24 @@ def _strip(node: Any, nr: int = 0) -> tuple[int, int, bool]:
     flipped = False
     for _ in range(8):
         inputs = [(n, k) for n, k in node.next_functions if n is not None]
+        if _log_normalised(node, inputs):
+            node, nr = inputs[0]   # x - logsumexp(x): the same distribution's logits
+            continue
         if _label(node) not in _SCALE or len(inputs) != 1:
             break
         flipped ^= _label(node) == "Neg"
         node, nr = inputs[0]
     return id(node), nr, flipped
+
+
+def _log_normalised(node: Any, inputs: list[tuple[Any, int]]) -> bool:
+    """Whether ``node`` is ``x - x.logsumexp(...)``: logits normalised, as
+    ``torch.distributions.Categorical(logits=x)`` keeps them (its ``probs`` a softmax of
+    them, beside the script's own ``log_softmax(x)``)."""
+    if _label(node) != "Sub" or len(inputs) != 2 or _label(inputs[1][0]) != "Logsumexp":
+        return False
+    below = _inputs(inputs[1][0])
+    return bool(below) and below[0] is inputs[0][0]
 
 
 def _families(start: Any) -> set[tuple[str, tuple[int, int, bool]]]:

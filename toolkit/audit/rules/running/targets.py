@@ -460,7 +460,9 @@ def followers(w: WatchState, index: int, stepped) -> None:
     """Tensors the script moved itself since their last step, along the line to another
     tensor an optimizer holds (``k <- m k + (1 - m) q``, a momentum or EMA copy, or a copy
     outright), that a loss's gradient reached: the copy the prediction is compared with
-    (MoCo's key encoder) is trained by the loss through its own side of the comparison.
+    (MoCo's key encoder) is trained by the loss through its own side of the comparison. The
+    tensor followed trains: it was stepped since the mover's last step (Tent's reset to the
+    state copied from the source model, which trained in an earlier phase, follows nothing).
     The edit cuts the output of the call that made the copy's values (the outermost call
     reaching them and no other stepped tensor)."""
     held = [p for o in w.optimizers for g in o.param_groups for p in g["params"]]
@@ -473,10 +475,13 @@ def followers(w: WatchState, index: int, stepped) -> None:
             continue
         now = p.detach().flatten().double()
         before = old.flatten().double()
+        since = w.stepped_at.get(id(p), -1)
         for q in held:
             # on the line to q (a clamp, a projection or a decay moves toward no other
-            # tensor)
-            if q is not p and q.shape == p.shape and toward(
+            # tensor), one that trains: stepped since p's last step (not a network that
+            # trained in an earlier phase, whose values a reset to a snapshot restores)
+            if q is not p and q.shape == p.shape and w.stepped_at.get(id(q), -1) >= since \
+                    and toward(
                     before, now, q.detach().flatten().double(), eps=torch.finfo(p.dtype).eps):
                 moved[id(p)] = (key, p)
                 break
