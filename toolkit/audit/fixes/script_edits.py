@@ -86,7 +86,8 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
     assignment's line and the edits, or ``None`` when the file holds no such assignment. A
     target that is an attribute of ``self`` is also found assigned from the same object's
     attribute as the method spells it (``self.target_policy = self.policy`` in the class of
-    ``agent``, for ``online`` named ``agent.policy`` where the script holds it)."""
+    ``agent``, for ``online`` named ``agent.policy`` where the script holds it); an item of a
+    tuple assignment (``qf1_target, qf2_target = qf1, qf2``) is edited alone."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
@@ -94,7 +95,24 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
     spellings = {online}
     if target.startswith("self.") and "." in online:
         spellings.add(f"self.{online.rpartition('.')[2]}")
+    if "[" in target:
+        # an item of a container of targets (``q_target_nets[i]``) whose container is a
+        # shallow copy of the online networks' (``q_target_nets = list(q_nets)``): a copy of
+        # the container, each network copied with it
+        found = _container_copy(path, tree, text, target.split("[")[0])
+        if found is not None:
+            return found
     for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                and len(node.targets[0].elts) == len(node.value.elts):
+            # ``qf1_target, qf2_target = qf1, qf2``: the one item
+            for bound, value in zip(node.targets[0].elts, node.value.elts, strict=True):
+                read = {segment(text, value), _shallow_copied(text, value)} & spellings
+                if segment(text, bound) == target and read:
+                    imp = import_edit(path, "copy")
+                    return node.lineno, [node_edit(path, value, f"copy.deepcopy({read.pop()})"),
+                                         *([imp] if imp is not None else [])]
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and segment(text, node.targets[0]) == target):
             continue
@@ -155,6 +173,38 @@ def made_per_item(path: str, name: str) -> tuple[int, list[Edit]] | None:
         return None
     line, edit = found[0]
     return line, [edit]
+
+
+def _container_copy(path: str, tree: ast.Module, text: str, name: str
+                    ) -> tuple[int, list[Edit]] | None:
+    """The one assignment ``name = list(x)`` (``x[:]``, ``x.copy()``, ``copy.copy(x)``, or
+    ``x`` itself, a name) of ``path``, made ``name = copy.deepcopy(x)``: its line and edits."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and segment(text, node.targets[0]) == name):
+            continue
+        value = node.value
+        source = _shallow_copied(text, value)
+        if isinstance(value, ast.Name):
+            source = value.id
+        elif isinstance(value, ast.Call) and not value.keywords and len(value.args) == 1 and \
+                segment(text, value.func) == "list":
+            source = segment(text, value.args[0])
+        elif isinstance(value, ast.Call) and not value.args and not value.keywords and \
+                isinstance(value.func, ast.Attribute) and value.func.attr == "copy":
+            source = segment(text, value.func.value)
+        elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and \
+                value.slice.lower is value.slice.upper is value.slice.step is None:
+            source = segment(text, value.value)
+        if source is not None:
+            found.append((node, source))
+    if len(found) != 1:
+        return None
+    node, source = found[0]
+    imp = import_edit(path, "copy")
+    return node.lineno, [node_edit(path, node.value, f"copy.deepcopy({source})"),
+                         *([imp] if imp is not None else [])]
 
 
 def _shallow_copied(text: str, value: ast.expr) -> str | None:

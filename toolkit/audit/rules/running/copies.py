@@ -68,7 +68,8 @@ def aliased(w: WatchState) -> None:
             sites = list(dict.fromkeys(s for g, s, _ in by_name[target] if not g))
             fix = next((f for site in sites if (f := w.fixes.copy_at_alias(
                 site.path, target.split("(")[0], trained)) is not None), None)
-            copied = target
+            # an item's container copied whole (``q_target_nets = list(q_nets)``)
+            copied = target.split("[")[0] if fix is not None and "[" in target else target
             if fix is None:
                 # the trained name bound to the target (``student = teacher``, progressive
                 # distillation's student made from its teacher): the trained one the copy
@@ -79,7 +80,7 @@ def aliased(w: WatchState) -> None:
             if chosen is None or (fix is not None and chosen[3] is None):
                 chosen = (target, trained, sites, fix, copied)
         target, trained, sites, fix, copied = chosen
-        source = trained if copied == target else target
+        source = target if copied == trained else trained
         line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
         at = ((line.shown(),) if line is not None else ()) + tuple(
             sorted({s.shown() for s in sites}))
