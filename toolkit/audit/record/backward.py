@@ -4,7 +4,7 @@ of the toolkit shares (:mod:`toolkit.lens.graph_walk`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 import torch
@@ -69,6 +69,26 @@ def sequence(node: object) -> int:
         return -1
 
 
+def _bottom_up(graph: Graph) -> Iterator[tuple[int, list[int]]]:
+    """Each node of ``graph`` (by id) with the ids of its inputs in it, every node after its
+    inputs."""
+    done: set[int] = set()
+    for start in graph.nodes:
+        stack = [(start, False)]
+        while stack:
+            key, ready = stack.pop()
+            if key in done:
+                continue
+            kids = [id(n) for n, _ in graph.nodes[key].next_functions  # type: ignore[attr-defined]
+                    if n is not None and id(n) in graph.nodes]
+            if not ready:
+                stack.append((key, True))
+                stack.extend((k, False) for k in kids if k not in done)
+                continue
+            done.add(key)
+            yield key, kids
+
+
 def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
     """The leaves no optimizer steps that lie between the loss and stepped tensors (a
     predictor on top of a trained encoder, a head left out of its model's optimizer), each with
@@ -83,29 +103,17 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
         return {}   # every leaf stepped (the common case): none lies between
     below: dict[int, set[int]] = {}   # node id -> optimizers stepping a tensor it reaches
     alone: dict[int, int | None] = {}  # node id -> the one leaf it reaches (-1: several)
-    for start in graph.nodes:
-        stack = [(start, False)]
-        while stack:
-            key, ready = stack.pop()
-            if key in below:
-                continue
-            node = graph.nodes[key]
-            kids = [id(n) for n, _ in node.next_functions  # type: ignore[attr-defined]
-                    if n is not None and id(n) in graph.nodes]
-            if not ready:
-                stack.append((key, True))
-                stack.extend((k, False) for k in kids if k not in below)
-                continue
-            variable = getattr(node, "variable", None)
-            mine = {stepped[id(variable)]} if isinstance(variable, torch.Tensor) and \
-                id(variable) in stepped else set()
-            leaves = {id(variable)} if isinstance(variable, torch.Tensor) else set()
-            for k in kids:
-                mine |= below.get(k, set())
-                one = alone.get(k)
-                leaves |= {one} if one is not None else set()
-            below[key] = mine
-            alone[key] = next(iter(leaves)) if len(leaves) == 1 else (-1 if leaves else None)
+    for key, kids in _bottom_up(graph):
+        variable = getattr(graph.nodes[key], "variable", None)
+        mine = {stepped[id(variable)]} if isinstance(variable, torch.Tensor) and \
+            id(variable) in stepped else set()
+        leaves = {id(variable)} if isinstance(variable, torch.Tensor) else set()
+        for k in kids:
+            mine |= below.get(k, set())
+            one = alone.get(k)
+            leaves |= {one} if one is not None else set()
+        below[key] = mine
+        alone[key] = next(iter(leaves)) if len(leaves) == 1 else (-1 if leaves else None)
     parents: dict[int, list[int]] = {}
     for key, node in graph.nodes.items():
         for n, _ in node.next_functions:  # type: ignore[attr-defined]
@@ -148,31 +156,19 @@ def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
     opts: dict[int, frozenset[int]] = {}      # node -> optimizers stepping what it reaches
     free: dict[int, frozenset[int]] = {}      # node -> unstepped leaves it reaches
     kids: dict[int, list[int]] = {}
-    for start in graph.nodes:
-        stack = [(start, False)]
-        while stack:
-            key, ready = stack.pop()
-            if key in opts:
-                continue
-            node = graph.nodes[key]
-            below = [id(n) for n, _ in node.next_functions  # type: ignore[attr-defined]
-                     if n is not None and id(n) in graph.nodes]
-            if not ready:
-                stack.append((key, True))
-                stack.extend((k, False) for k in below if k not in opts)
-                continue
-            variable = getattr(node, "variable", None)
-            mine: set[int] = set()
-            unstepped: set[int] = set()
-            if isinstance(variable, torch.Tensor) and variable.requires_grad:
-                if id(variable) in stepped:
-                    mine.add(stepped[id(variable)])
-                else:
-                    unstepped.add(id(variable))
-            for k in below:
-                mine |= opts[k]
-                unstepped |= free[k]
-            opts[key], free[key], kids[key] = frozenset(mine), frozenset(unstepped), below
+    for key, below in _bottom_up(graph):
+        variable = getattr(graph.nodes[key], "variable", None)
+        mine: set[int] = set()
+        unstepped: set[int] = set()
+        if isinstance(variable, torch.Tensor) and variable.requires_grad:
+            if id(variable) in stepped:
+                mine.add(stepped[id(variable)])
+            else:
+                unstepped.add(id(variable))
+        for k in below:
+            mine |= opts[k]
+            unstepped |= free[k]
+        opts[key], free[key], kids[key] = frozenset(mine), frozenset(unstepped), below
     found: dict[int, set[int]] = {}
     for leaf in {k for k in graph.leaves if k not in stepped}:
         meets = [k for k in graph.nodes if leaf in free[k] and opts[k] and not any(

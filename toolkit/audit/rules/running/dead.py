@@ -300,31 +300,35 @@ def _idle(w: WatchState) -> None:
         ran = {m: w.ran.get(m, set()) for m in held_by if m is not None}
         if None not in held_by and all(
                 ran[m] and not any(lo <= e < hi for e in ran[m]) for m in held_by):
-            finding = ScriptFinding(
-                "idle", finding.iteration,
-                f"{len(tensors)} tensors an optimizer steps get no gradient: no forward of "
-                f"{_their(held_by)} ran since their last step, and "
+            finding = _for_nothing(
+                w, finding, tensors, "idle",
+                f"no forward of {_their(held_by)} ran since their last step, and "
                 f"{'it runs' if len(held_by) == 1 else 'they run'} at another time (a part "
                 f"another phase trains): the optimizer holds them for nothing here",
-                finding.tensors, _names(w, finding, tensors), finding.at,
-                advice="build this phase's optimizer over the parts it trains, if the "
-                       "others are to keep their optimizer state for their own phase",
-                step=finding.step)
+                "build this phase's optimizer over the parts it trains, if the others are "
+                "to keep their optimizer state for their own phase")
         elif None not in held_by and finding.extra.get("others_trained") and all(
                 any(lo <= e < hi for e in w.ran_with_graph.get(m, ())) for m in held_by):
-            finding = ScriptFinding(
-                "unused", finding.iteration,
-                f"{len(tensors)} tensors an optimizer steps get no gradient: "
+            finding = _for_nothing(
+                w, finding, tensors, "unused",
                 f"{_their(held_by)} ran with a graph, and no loss's gradient reached them (an "
                 f"output the method leaves out, or a term with no effect on what the loss "
                 f"reads), while the same step trained the optimizer's other tensors: the "
                 f"optimizer skips them",
-                finding.tensors, _names(w, finding, tensors), finding.at,
-                advice="leave them out of the optimizer, or out of the forward, if their "
-                       "output is not meant for a loss; add their loss, if it is",
-                step=finding.step)
+                "leave them out of the optimizer, or out of the forward, if their output is "
+                "not meant for a loss; add their loss, if it is")
         w.add(finding)
     w.pending_idle = []
+
+
+def _for_nothing(w: WatchState, finding: ScriptFinding, tensors: list[int], kind: str,
+                 why: str, advice: str) -> ScriptFinding:
+    """A dead finding told apart as information: tensors an optimizer holds for nothing."""
+    return ScriptFinding(
+        kind, finding.iteration,
+        f"{len(tensors)} tensors an optimizer steps get no gradient: {why}",
+        finding.tensors, _names(w, finding, tensors), finding.at, advice=advice,
+        step=finding.step)
 
 
 def _their(modules: set) -> str:
