@@ -110,19 +110,13 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
             for bound, value in zip(node.targets[0].elts, node.value.elts, strict=True):
                 read = {segment(text, value), _shallow_copied(text, value)} & spellings
                 if segment(text, bound) == target and read:
-                    imp = import_edit(path, "copy")
-                    return node.lineno, [node_edit(path, value, f"copy.deepcopy({read.pop()})"),
-                                         *([imp] if imp is not None else [])]
+                    return node.lineno, _deep_copy(path, value, read.pop())
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and segment(text, node.targets[0]) == target):
             continue
         read = {segment(text, node.value), _shallow_copied(text, node.value)} & spellings
         if read:
-            value = node.value
-            new = f"copy.deepcopy({read.pop()})"
-            edits = [node_edit(path, value, new)]
-            imp = import_edit(path, "copy")
-            return node.lineno, edits + ([imp] if imp is not None else [])
+            return node.lineno, _deep_copy(path, node.value, read.pop())
     return None
 
 
@@ -202,9 +196,13 @@ def _container_copy(path: str, tree: ast.Module, text: str, name: str
     if len(found) != 1:
         return None
     node, source = found[0]
+    return node.lineno, _deep_copy(path, node.value, source)
+
+
+def _deep_copy(path: str, value: ast.expr, source: str) -> list[Edit]:
+    """``value`` made ``copy.deepcopy(source)``, and ``import copy`` where the file lacks it."""
     imp = import_edit(path, "copy")
-    return node.lineno, [node_edit(path, node.value, f"copy.deepcopy({source})"),
-                         *([imp] if imp is not None else [])]
+    return [node_edit(path, value, f"copy.deepcopy({source})"), *([imp] if imp else [])]
 
 
 def _shallow_copied(text: str, value: ast.expr) -> str | None:
@@ -235,9 +233,7 @@ def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
              and isinstance(n.func, ast.Attribute) and not n.args and not n.keywords]
     state = [n for n in calls if n.func.attr == "state_dict"]  # type: ignore[attr-defined]
     if state:
-        edits = [node_edit(path, value, f"copy.deepcopy({segment(text, value)})")]
-        imp = import_edit(path, "copy")
-        return bound[0].lineno, edits + ([imp] if imp is not None else [])
+        return bound[0].lineno, _deep_copy(path, value, segment(text, value))
     views: list[ast.expr] = [n for n in calls if n.func.attr == "detach"]  # type: ignore[attr-defined]
     views += [n for n in ast.walk(value) if isinstance(n, ast.Attribute) and n.attr == "data"
               and isinstance(n.ctx, ast.Load)]

@@ -169,13 +169,15 @@ def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
             mine |= opts[k]
             unstepped |= free[k]
         opts[key], free[key], kids[key] = frozenset(mine), frozenset(unstepped), below
-    found: dict[int, set[int]] = {}
-    for leaf in {k for k in graph.leaves if k not in stepped}:
-        meets = [k for k in graph.nodes if leaf in free[k] and opts[k] and not any(
-            leaf in free[c] and opts[c] for c in kids[k])]
-        if meets and all(node_label(graph.nodes[k]) in _TERMS for k in meets):
-            found[leaf] = set().union(*(opts[k] for k in meets))
-    return found
+    # each unstepped leaf's first meetings with stepped tensors: the nodes reaching both whose
+    # inputs do not (one pass over the nodes, not one per leaf)
+    meets: dict[int, list[int]] = {}
+    for key, below in kids.items():
+        if opts[key]:
+            for leaf in free[key].difference(*(free[c] for c in below if opts[c])):
+                meets.setdefault(leaf, []).append(key)
+    return {leaf: set().union(*(opts[k] for k in at)) for leaf, at in meets.items()
+            if all(node_label(graph.nodes[k]) in _TERMS for k in at)}
 
 
 #: operations whose gradient to one input is scaled by another's values

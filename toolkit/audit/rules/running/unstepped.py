@@ -99,11 +99,14 @@ def end_of_iteration(w: WatchState) -> None:
         edits: tuple = ()
         opt_name = S.assigned_name(built.path, built.line) if built is not None else None
         extra_concerned: tuple[str, ...] = ()
-        what = ("no optimizer steps them, though the same loss trains, in terms beside "
-                "theirs, tensors an optimizer steps" if set(inside) <= w.beside and inside
-                else "no optimizer steps them, though the loss's gradient reaches the "
-                "tensors an optimizer steps through them" if inside else
-                f"no optimizer steps them, though an optimizer steps the rest of {name}")
+        if inside and set(inside) <= w.beside:
+            what = ("no optimizer steps them, though the same loss trains, in terms beside "
+                    "theirs, tensors an optimizer steps")
+        elif inside:
+            what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
+                    "an optimizer steps through them")
+        else:
+            what = f"no optimizer steps them, though an optimizer steps the rest of {name}"
         if wrong is not None and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
                                      _parameters_text(module, name, set(keys)))
@@ -137,6 +140,9 @@ def _held_by_unused(w: WatchState) -> None:
     """Tensors a loss's gradient reached, left in ``.grad`` at the end of an iteration, that no
     optimizer which ever stepped holds, and that optimizers built but never stepped do: noted
     by the first such optimizer for :func:`never_stepped`."""
+    if all(i in w.optimizer_stepped or i in w.unused_optimizers
+           for i in range(len(w.optimizers))):
+        return   # every optimizer stepped, or is noted already (the common case)
     stepping = {id(p) for i, o in enumerate(w.optimizers) if i in w.optimizer_stepped
                 for g in o.param_groups for p in g["params"]}
     idle = {id(p): i for i, o in enumerate(w.optimizers) if i not in w.optimizer_stepped
