@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from toolkit.audit.record.backward import read_graph
 from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.sites import (
     Line,
@@ -214,8 +215,13 @@ class CallWatch(TorchFunctionMode):
             # zero whatever the weights: the operand subtracted, a detached view, is the
             # other's elements
             rec.alias_differences.append((rec.call, same, user_line(), holders(same)))
-        if func is torch.autograd.grad and not kwargs.get(
+        if func is torch.autograd.grad and kwargs.get(
                 "create_graph", args[4] if len(args) > 4 else False):
+            of = kwargs.get("outputs", args[0] if args else ())
+            before = read_graph(t.grad_fn for t in tensors_in(of)).nodes
+            rec.derivatives.update((k, n) for k, n in read_graph(
+                t.grad_fn for t in tensors_in(out)).nodes.items() if k not in before)
+        elif func is torch.autograd.grad:
             wrt = kwargs.get("inputs", args[1] if len(args) > 1 else ())
             wrt = [wrt] if isinstance(wrt, torch.Tensor) else list(
                 wrt.values() if isinstance(wrt, dict) else wrt)
@@ -343,6 +349,8 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
         return
     if grad:   # read with values that have a graph (a query's similarity to cut keys)
         rec.cut_read.append((rec.call, tuple(cuts.values()), user_line(), name, id(out.grad_fn)))
+        if out.numel() <= max(t.numel() for t in inputs):
+            rec.one_to_one.add(id(out.grad_fn))
     if grad and name in _SUMS and cut_input.numel() == 1 and out.numel() == 1 \
             and bool(cut_input.detach().ne(0).item()):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn)))

@@ -286,6 +286,9 @@ class Recording:
         # (call, the nodes of the values such a call differentiated, its line): what the
         # tensors behind those values compute reaches the loss only as a gradient without graph
         self.first_order_calls: list[tuple[int, list[Edge], Line | None]] = []
+        # id(node) -> node: the nodes autograd made for a derivative taken with its graph
+        # (``torch.autograd.grad(..., create_graph=True)``): its formula, not the user's code
+        self.derivatives: dict[int, Any] = {}
         # (call, the line of such an autograd.grad call, the line that added a scalar made from
         # its gradient to one with a graph, the names the user's code gives such scalars, the
         # id of the sum's node): a term of a loss that is a constant (a gradient penalty
@@ -307,6 +310,10 @@ class Recording:
         # prediction compared with a cut target)
         self.cut_read: list[tuple[int, tuple[tuple[Line | None, str, Any], ...], Line | None,
                                   str, int]] = []
+        # of their nodes, those whose result has no more elements than an operand: each value
+        # read against one other (a reconstruction's difference to its input), none broadcast
+        # against several (a query's distance to every key)
+        self.one_to_one: set[int] = set()
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
@@ -650,6 +657,7 @@ class Recording:
         self.cut_values.clear()
         self.cut_added.clear()
         self.cut_read.clear()
+        self.one_to_one.clear()
         self.made_inside.clear()
         self.marks.append(self.sequence())
 

@@ -341,15 +341,19 @@ def made_trainable(node: ast.expr) -> ast.expr | None:
     return None
 
 
-def receiver(path: str, span: tuple[int, int, int, int] | None) -> str | None:
-    """The optimizer's expression in the call at ``span``: ``opt`` of ``opt.step()``, or the
-    one argument of ``scaler.step(opt)``."""
+def receiver(path: str, span: tuple[int, int, int, int] | None,
+             name: str | None = None) -> str | None:
+    """The optimizer's expression in the call at ``span``: ``opt`` of ``opt.step()`` (and of
+    ``opt.step(closure)``, where ``name``, the optimizer's own name, says so), or the one
+    argument of ``scaler.step(opt)``."""
     found = call_at(path, span)
     if found is None:
         return None
     call, text = found
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
         return None
+    if name is not None and segment(text, call.func.value) == name:
+        return name
     if len(call.args) == 1 and not call.keywords:
         return segment(text, call.args[0])
     return segment(text, call.func.value) if not call.args else None

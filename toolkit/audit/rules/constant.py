@@ -128,10 +128,13 @@ def _beside_itself(graph: Graph, node: int, cuts: tuple[tuple[Line | None, str, 
     """Whether the sum ``node`` adds values ``.detach()``-ed to those same values with their
     graph: ``x * s + x.detach() * (1 - s)``, MuZero's gradient scaling between unroll steps
     (Schrittwieser et al. 2020, its pseudocode's ``scale_gradient``), or a straight-through
-    sum. The value is the term's, the gradient the live side's, by design: no constant term."""
-    origins = {id(origin.grad_fn) for _, how, origin in cuts if how == "detach"}
+    sum, whose cut value is a difference from the live one: ``a + (b - a).detach()``
+    (VQ-VAE's quantised codes, van den Oord et al. 2017; GECO's moving average of the
+    constraint, Rezende & Viola 2018). The value is the term's, the gradient the live side's,
+    by design: no constant term."""
+    cut = [origin.grad_fn for _, how, origin in cuts if how == "detach"]
     summed = graph.search.nodes.get(node)
-    if summed is None or len(origins) != len(cuts):
+    if summed is None or len(cut) != len(cuts):
         return False
     same: set[int] = set()   # the live operands, and what they are a scaling or view of
     todo = [n for n, _ in summed.next_functions if n is not None]
@@ -143,7 +146,8 @@ def _beside_itself(graph: Graph, node: int, cuts: tuple[tuple[Line | None, str, 
         below = [c for c, _ in n.next_functions if c is not None]
         if node_label(n) in _SCALINGS and len(below) == 1:
             todo.extend(below)
-    return origins <= same
+    return all(id(o) in same or (node_label(o) in ("Sub", "Rsub") and any(
+        id(c) in same for c, _ in o.next_functions)) for o in cut)
 
 
 def cut_behind(cut: tuple[Line | None, str, Any], stepped: dict[int, Any]) -> frozenset[int]:

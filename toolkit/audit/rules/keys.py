@@ -17,8 +17,10 @@ branch) or subtracted for stability (SupCon's row maxima: no similarity).
 The recording marks every operation that reads cut values into a result with a graph
 (:attr:`~toolkit.audit.record.recording.Recording.cut_read`); this rule keeps those that are
 a similarity or distance (a matrix product, ``cdist``, a difference squared or taken in
-absolute value), or a join of cut keys to trained ones that one is computed from, whose result
-a loss reads through a softmax (or its ``exp``, a hand-written log-softmax). The fix removes
+absolute value, broadcast so that each query meets several keys: not a reconstruction's
+difference to its own cut input, Soft-IntroVAE's), or a join of cut keys to trained ones that
+one is computed from, whose result a loss reads through a softmax (or its ``exp``, a
+hand-written log-softmax). The fix removes
 the cuts of the keys.
 """
 
@@ -76,6 +78,8 @@ def check(step: RecordedStep) -> Found:
             compared = _compared(graph, node) if node in nodes else None
             if compared is None or not _under_softmax(graph, compared):
                 continue
+            if compared == node and node_label(nodes[node]) == "Sub" and node in rec.one_to_one:
+                continue   # a difference of each value to one other: no keys to compare with
             if any(how == "detach" and origin.grad_fn._sequence_nr() < rec.marks[-1]
                    for _, how, origin in cuts):
                 continue   # keys made by an earlier call (a memory carried, a bank): cut there

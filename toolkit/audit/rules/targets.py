@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolkit.audit.findings import TrainedTarget
@@ -609,7 +610,7 @@ def _same_distribution(log: Any, weight: Any) -> bool:
     return bool(_families(start) & _families(weight))
 
 
-def _terms(graph: Graph, stepped: set[int]
+def _terms(graph: Graph, stepped: set[int], derived: Collection[int] = frozenset()
            ) -> list[tuple[list[Any], Any, str, int | None, _Sides]]:
     """``(chain, comparison node, form, index of the target input, its sides)`` of each form
     of the loss's head that has a target side, but for the terms of a mutual comparison: two
@@ -620,12 +621,16 @@ def _terms(graph: Graph, stepped: set[int]
     is two peers, each the other's teacher (deep mutual learning, Zhang et al. 2018, whose
     student learns from its peer's prediction as a constant): each term keeps its target. A
     target made from the other term's prediction through a network (SimSiam's ``p2 = h(z2)``)
-    is no such pair, nor is one term alone."""
+    is no such pair, nor is one term alone.
+
+    A node in ``derived`` (by ``id``) is one autograd made for a derivative the loss reads
+    (``torch.autograd.grad(..., create_graph=True)``): that derivative's formula, which reads
+    ``(sigmoid(x) - y) * x`` for a cross-entropy's, compares nothing the script wrote."""
     forms = _forms(graph)
     metric = _repelling(graph, forms, stepped)
     out = []
     for chain, node, form, target_index, _ in forms:
-        if id(node) in metric:
+        if id(node) in metric or id(node) in derived:
             continue
         found = _sides(graph, node, form, target_index, stepped)
         if found is not None:
@@ -659,10 +664,13 @@ def _base(node: Any) -> Any:
     return node
 
 
-def target_edges(graph: Graph, stepped: set[int]) -> set[tuple[int, int]]:
+def target_edges(graph: Graph, stepped: set[int], derived: Collection[int] = frozenset()
+                 ) -> set[tuple[int, int]]:
     """The edges ``(comparison, target side)`` and ``(product, weight of a log-probability)``
-    of the loss's head: the paths no stepped tensor should be trained by."""
-    return {(id(found.reader), id(found.target)) for *_, found in _terms(graph, stepped)}
+    of the loss's head: the paths no stepped tensor should be trained by (``derived``: see
+    :func:`_terms`)."""
+    return {(id(found.reader), id(found.target))
+            for *_, found in _terms(graph, stepped, derived)}
 
 
 #: a fix's words when one term of several found no cut that keeps the rest trained
@@ -681,7 +689,7 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
     terms: dict[tuple[str, tuple[str, ...]], list[Any]] = {}  # each term's cut, as its sites
     by_target: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
     taken = Cut()  # the cuts chosen for this loss's targets so far, proved together
-    for chain, node, _, _, found in _terms(graph, stepped):
+    for chain, node, _, _, found in _terms(graph, stepped, label.rec.derivatives):
         form, target, reader, weight = found
         if weight:
             shared, _ = _stepped_below(graph, target, stepped)
@@ -738,11 +746,20 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
 
 def _target_side(inputs: list[Any]) -> int:
     """Of the two sides of ``a - b``, in either order: the one computed by arithmetic on a
-    network's output (``r + γ · max Q(s')``, not the reduction ``max Q(s)`` itself), else
-    the second."""
-    first, second = (_label(_past_views(n)) in ("Add", "Sub", "Mul", "Maximum", "Minimum")
-                     for n in inputs)
+    network's output (``r + γ · max Q(s')``, not the reduction ``max Q(s)`` itself; or rows
+    of such arithmetic written in place, returns filled one step at a time, ``returns[t] =
+    r[t] + γ · running``), else the second."""
+    first, second = (_computed(n) for n in inputs)
     return 0 if first and not second else 1
+
+
+def _computed(node: Any) -> bool:
+    """Whether ``node`` (past views) is arithmetic, or a tensor whose last rows written in
+    place are (see :func:`_target_side`)."""
+    node = _past_views(node)
+    if _label(node) == "CopySlices" and _inputs(node):
+        node = _past_views(_inputs(node)[-1])
+    return _label(node) in ("Add", "Sub", "Mul", "Maximum", "Minimum")
 
 
 def check(step: RecordedStep) -> Found:

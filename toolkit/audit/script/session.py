@@ -192,6 +192,8 @@ class Watch(WatchState):
             self.detaches = [d for d in self.detaches if d[-1] >= keep]
         if self.no_grad_calls:
             self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
+        if self.derivatives:
+            self.derivatives = [d for d in self.derivatives if d[-1] >= keep]
         if self.clears:
             self.clears = [c for c in self.clears if c[-1] >= keep]
         if self.trained_reads:
@@ -459,6 +461,20 @@ class Watch(WatchState):
             if isinstance(g, torch.Tensor):
                 self.grad_results[id(g)] = (weakref.ref(g), over)
 
+    def derivative_taken(self, roots: Sequence[object], grads: object) -> None:
+        """The script's ``torch.autograd.grad(ROOTS, ..., create_graph=True)`` returned
+        ``grads``: the nodes autograd made for the derivative (behind ``grads``, not behind
+        ``roots``) are its formula, which the loss that reads it differentiates, not a
+        comparison the script wrote (IRM's penalty, whose derivative of a cross-entropy reads
+        ``(sigmoid(x) - y) * x``; a gradient penalty; MAML's inner step)."""
+        if not self.recording():
+            return
+        made = read_graph(g.grad_fn for g in tensors_in(grads)).nodes
+        if made:
+            before = read_graph(getattr(r, "grad_fn", None) for r in roots).nodes
+            self.derivatives.append(({k: n for k, n in made.items() if k not in before},
+                                     self.events))
+
     def grad_written(self, tensor: torch.Tensor, value: object) -> None:
         """The script's code set ``tensor.grad = value``: noted (its first place) when
         ``value`` is what a ``torch.autograd.grad`` over other tensors returned, a gradient no
@@ -561,7 +577,8 @@ class Watch(WatchState):
         self.site_optimizers[key] = frozenset(held[k] for k in leaves if k in held)
         for k, t in leaves.items():
             self.reached_at[k] = self.events
-            if k not in self.plain_values and not isinstance(t, nn.Parameter):
+            self.reached_in[k] = (self.reached_in.get(k, (self.iteration,))[0], self.iteration)
+            if k not in self.plain_values and (not isinstance(t, nn.Parameter) or k not in held):
                 self.plain_values[k] = (t, t.detach().clone())
         for t in leaves.values():
             self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
@@ -615,6 +632,8 @@ class Watch(WatchState):
                     taken.pop(key, None)
         for key in source.wrote:
             self.written_at[key] = source.index
+        if self.stepping is not None:   # a closure's: the step reads it when the closure returns
+            self.read_sources.add(source.index)
         if self.recording() and not self.done():
             self.staged.resume()
         else:
@@ -642,6 +661,7 @@ class Watch(WatchState):
                 made.first_step = event
         self.step_optimizer[event] = index
         self.optimizer_stepped[index] = event
+        self.stepping = index
         if self.pending_dead:
             dead.settle(self)
         self.constants.clear()
@@ -693,6 +713,7 @@ class Watch(WatchState):
         at_step.wasted(self)
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
+        self.stepping = None
         if self.audited() or self.audited(self.iteration + 1):
             for group in opt.param_groups:
                 for p in group["params"]:

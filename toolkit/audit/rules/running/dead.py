@@ -270,10 +270,33 @@ def settle(w: WatchState, final: bool = False) -> None:
         elif finding.extra.get("window"):
             w.pending_idle.append((finding, [id(p) for p, _ in values]))
             continue
+        elif all(w.reached_in.get(id(p), (finding.iteration,))[0] < finding.iteration
+                 for p, _ in values):
+            w.pending_reached.append((finding, [id(p) for p, _ in values]))
+            continue
         w.add(finding)
     w.pending_dead = waiting
     if final:
+        _now_and_then(w)
         _idle(w)
+
+
+def _now_and_then(w: WatchState) -> None:
+    """Each dead finding with a cut whose tensors a loss reached in an earlier iteration, at
+    the end: when a loss reached each of them again after the first iteration that found
+    them so, they are trained at some iterations and not at others, as the method means
+    (option-critic's critic, whose loss joins the actor's every few steps, while the actor's
+    reads it cut): nothing to report. Otherwise a loss stopped reaching them (a cut that
+    begins late): a failure."""
+    first: dict[tuple[int, ...], int] = {}
+    for finding, tensors in w.pending_reached:
+        key = tuple(sorted(tensors))
+        first[key] = min(first.get(key, finding.iteration), finding.iteration)
+    for finding, tensors in w.pending_reached:
+        since = first[tuple(sorted(tensors))]
+        if not all(w.reached_in.get(t, (0, -1))[1] > since for t in tensors):
+            w.add(finding)
+    w.pending_reached = []
 
 
 def _idle(w: WatchState) -> None:
@@ -374,6 +397,10 @@ def cut_of(w: WatchState, p: torch.Tensor):
             nodes = [n for n, s, _, _ in w.detaches if s == site]
             w.reach_cache = (site, set(read_graph(nodes).leaves))
             return site, "`.detach()`", (edit,) if edit is not None else ()
+    # a module that also ran with a graph since p's last step was not kept from the loss by
+    # a call under no_grad: no loss read that output (judged at the end, :func:`_idle`)
+    if _ran_with_graph(w, p):
+        return None
     # the last call under no_grad that reads p, itself or through its inputs' graph: the
     # one whose output the loss reads
     for module, site, lines, inputs, _ in reversed(w.no_grad_calls):
@@ -389,6 +416,13 @@ def cut_of(w: WatchState, p: torch.Tensor):
                             tuple(edits))
             return site, f"a call of {type(module).__name__} under no_grad", ()
     return None
+
+
+def _ran_with_graph(w: WatchState, p: torch.Tensor) -> bool:
+    """Whether the module that holds ``p`` ran with a graph since ``p``'s last step."""
+    owner = _owners(w).get(id(p))
+    last = w.last_step_of.get(id(p), -1)
+    return owner is not None and any(e >= last for e in w.ran_with_graph.get(owner, ()))
 
 
 def reached_keys(w: WatchState, cut_site: Site, stepped) -> list[str]:

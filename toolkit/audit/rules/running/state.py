@@ -161,6 +161,9 @@ class WatchState:
         # the backward() calls (by event) whose gradient the script's code, or a GradScaler,
         # read from .grad before it was cleared (see :mod:`~toolkit.audit.rules.running.lost`)
         self.read_sources: set[int] = set()
+        # the index of the optimizer whose step() runs now (a closure's backward() calls run
+        # inside it: L-BFGS reads the gradient of each before the closure runs again)
+        self.stepping: int | None = None
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         # over the whole run: the tensors a step found with a gradient; the clears and the
         # freezes (requires_grad_(False)) the script's code made while recorded, by the user's
@@ -214,6 +217,11 @@ class WatchState:
         self.ran_with_graph: dict[int, set[int]] = {}
         # dead findings with no cut, not moved, judged at the end (rules.dead._idle)
         self.pending_idle: list[tuple[ScriptFinding, list[int]]] = []
+        # tensor id -> the first and the last iteration a loss's graph reached it in
+        self.reached_in: dict[int, tuple[int, int]] = {}
+        # dead findings with a cut, not moved, whose tensors a loss reached in an earlier
+        # iteration: judged at the end (rules.dead._now_and_then)
+        self.pending_reached: list[tuple[ScriptFinding, list[int]]] = []
         self.step_optimizer: dict[int, int] = {}    # step event -> optimizer index
         # tensors no optimizer steps between a loss and stepped ones -> those optimizers
         self.between: dict[int, set[int]] = {}
@@ -237,6 +245,9 @@ class WatchState:
         self.trained_outputs: set[int] = set()
         # a detach's input node, its site, where its values live, event
         self.detaches: list[tuple[object, Site, int, int]] = []
+        # the nodes autograd made for a derivative the script took with its graph
+        # (``torch.autograd.grad(..., create_graph=True)``), with the event it was taken at
+        self.derivatives: list[tuple[dict[int, object], int]] = []
         # copy.copy calls of the user's code on what holds networks
         self.shallow_copies: list[ShallowCopy] = []
         self.copies_by_id: dict[int, ShallowCopy] = {}   # a copied module's, by its id
@@ -443,8 +454,12 @@ class WatchState:
             self.on_finding(finding)
 
     def optimizer_text(self, index: int, site: Site | None) -> str | None:
-        text = self._once(("receiver", site), lambda: S.receiver(site.path, site.span)
-                          if site is not None else None)
+        """The optimizer's expression at its step's ``site``, in backquotes."""
+        built = self.built_at.get(id(self.optimizers[index])) if index < len(
+            self.optimizers) else None
+        name = S.assigned_name(built.path, built.line) if built is not None else None
+        text = self._once(("receiver", site, name), lambda: S.receiver(
+            site.path, site.span, name) if site is not None else None)
         return f"`{text}`" if text else None
 
     def stepped_map(self) -> dict[int, int]:

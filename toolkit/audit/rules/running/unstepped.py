@@ -54,6 +54,7 @@ def end_of_iteration(w: WatchState) -> None:
     stepped = w.stepped_map()
     _held_by_unused(w)
     replacing = replaced(w, stepped)
+    _free_parameters(w, stepped)
     _plain_tensors(w, stepped)
     replacing |= _in_plain_containers(w, stepped)
     names = w.names()
@@ -237,6 +238,42 @@ def _group(opt: torch.optim.Optimizer, params: str, added: list[torch.Tensor]) -
             not any(p.ndim <= 1 for p in decayed):
         return f'{{"params": {params}, "weight_decay": 0.0}}'
     return f'{{"params": {params}}}'
+
+
+def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
+    """A parameter of no module (``log_z = nn.Parameter(torch.zeros(1))``, a GFlowNet's
+    partition function; a learned temperature) that a loss trains in a term of its own beside
+    terms that train stepped tensors, held by no optimizer and not moved by the script itself:
+    unstepped, a failure at the line that builds the optimizer of those terms, with the
+    parameter group that adds it (its learning rate is the optimizer's: the script may want
+    its own, as trajectory balance's does)."""
+    for key, (tensor, before) in w.plain_values.items():
+        if not isinstance(tensor, nn.Parameter) or key in stepped or key not in w.beside or \
+                not w.between.get(key) or not w.ledger.live.get(key) or \
+                w.owner(key) is not None or not torch.equal(before, tensor.detach()):
+            continue
+        name = w.bound_name(tensor)
+        if name is None:
+            continue
+        opt = w.optimizers[min(w.between[key])]
+        built = w.built_at.get(id(opt))
+        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        edits: tuple = ()
+        if built is not None and opt_name:
+            e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
+                                     f"{_group(opt, f'[{name}]', [tensor])})")
+            edits = (e,) if e is not None else ()
+        srcs = {s.site.shown() for s in w.ledger.live[key] if s.site is not None}
+        w.add(ScriptFinding(
+            "unstepped", w.iteration,
+            f"`{name}` gets gradient and no optimizer steps it, though the same loss trains, "
+            f"in terms beside its own, tensors an optimizer steps",
+            (name,), (name,), ((built.shown(),) if built is not None else ()) + tuple(
+                sorted(srcs)), edits,
+            advice=f"add it to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
+                   f" (optimizer.add_param_group({{'params': [{name}]}}), with its own "
+                   f"learning rate if the method gives it one)", step=w.step_events - 1,
+            concerned=(name,)))
 
 
 def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
