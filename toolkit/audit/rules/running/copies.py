@@ -47,6 +47,7 @@ def aliased(w: WatchState) -> None:
     # where a no_grad call's output became a constant that a loss's graph met: a target (a
     # no_grad read that feeds no loss, a metric or a check, is no target)
     fed = {site for _, site in w.fed_constants}
+    found: dict[tuple[str, str], tuple] = {}
     for module, by_name in networks.values():
         params = [p for p in module.parameters() if id(p) in stepped]
         # in one iteration: one name only under no_grad, read as a target, another with
@@ -54,8 +55,9 @@ def aliased(w: WatchState) -> None:
         # is one binding
         # (a name trained under itself in another phase, a teacher before its student is
         # made from it, is read as a target where it is)
-        pairs = [(t, o) for t, t_uses in by_name.items() for o, o_uses in by_name.items()
-                 if t.rpartition(".")[2] != o.rpartition(".")[2]
+        pairs = [(t, o) for t, t_uses in by_name.items()
+                 for o, o_uses in by_name.items()
+                 if (t.rpartition(".")[2] != o.rpartition(".")[2] or _holders(w, t, o) != (t, o))
                  and ({i for g, s, i in t_uses if not g and s in fed}
                       - {i for g, _, i in t_uses if g})
                  & {i for g, _, i in o_uses if g}]
@@ -64,8 +66,9 @@ def aliased(w: WatchState) -> None:
         # the pair whose assignment the edit finds (``target_net = copy.copy(online)``, not
         # a method's ``self`` that the target's calls pass through), else the first
         chosen = None
-        for target, trained in pairs:
-            sites = list(dict.fromkeys(s for g, s, _ in by_name[target] if not g))
+        for called, trained in pairs:
+            sites = list(dict.fromkeys(s for g, s, _ in by_name[called] if not g))
+            target, trained = _holders(w, called, trained)
             fix = next((f for site in sites if (f := w.fixes.copy_at_alias(
                 site.path, target.split("(")[0], trained)) is not None), None)
             # an item's container copied whole (``q_target_nets = list(q_nets)``)
@@ -80,11 +83,17 @@ def aliased(w: WatchState) -> None:
             if chosen is None or (fix is not None and chosen[3] is None):
                 chosen = (target, trained, sites, fix, copied)
         target, trained, sites, fix, copied = chosen
+        shown = tuple(names.get(id(p), "?") for p in params)
+        if (target, trained) in found:   # another part of one holder aliased (its submodules)
+            found[target, trained][5].extend(shown)
+            continue
+        found[target, trained] = (target, trained, sites, fix, copied, list(shown))
+    for target, trained, sites, fix, copied, shown in found.values():
         source = target if copied == trained else trained
         line = (Site(sites[0].path, fix[0], None) if fix is not None and sites else None)
         at = ((line.shown(),) if line is not None else ()) + tuple(
             sorted({s.shown() for s in sites}))
-        shown = tuple(names.get(id(p), "?") for p in params)
+        shown = tuple(shown)
         w.add(ScriptFinding(
             "aliased", w.iteration,
             f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
@@ -93,6 +102,19 @@ def aliased(w: WatchState) -> None:
             advice=f"make `{copied}` a copy: {copied} = "
                    + (fix[1][0].new if fix is not None else f"copy.deepcopy({source})"),
             step=w.step_events - 1, concerned=shown))
+
+
+def _holders(w: WatchState, target: str, trained: str) -> tuple[str, str]:
+    """Two names of one network that end in the same attribute (``net_prime.q``, ``net.q``):
+    their holders' names when the script's scope binds both to one object (``net_prime =
+    net``: the holder is aliased, option-critic's target network), else the names as they
+    are (``w.teacher`` and ``model.teacher``, one attribute reached from two objects)."""
+    a, b = target.rpartition(".")[0], trained.rpartition(".")[0]
+    if a and b and a != b and "(" not in a + b:
+        one, other = w.scope.get(a.split(".")[0]), w.scope.get(b.split(".")[0])
+        if one is not None and one is other and "." not in a + b:
+            return a, b
+    return target, trained
 
 
 def snapshots(w: WatchState, differences: list) -> None:
