@@ -136,19 +136,21 @@ def unregistered(optimizer: Any, line: Line | None, namespace: dict[str, Any], f
     """Where each tensor of ``joining`` is kept or made, to be registered on the module whose
     ``parameters()`` the optimizer built at ``line`` steps, or ``None`` unless every one is
     found. ``function``: the step's plain function (the names it reads)."""
-    found = model_of(optimizer, line, namespace)
-    if found is None or line is None or not joining:
+    if line is None or not joining:
         return None
-    holder, src, params = found
-    model = segment(src, params.value)
-    places: dict[tuple[object, ...], KeptIn | MadeNamed] = {}
-    for tensor in joining:
-        one = _kept(holder, model, tensor) or _named(
-            function, holder, model, params.value, line, tensor)
-        if one is None:
-            return None
-        places.setdefault(_key(one), one)
-    return Unregistered(line, model, tuple(places.values()))
+    models = _models_of(optimizer, line, namespace)
+    for holder, src, params in models:
+        model = segment(src, params.value)
+        places: dict[tuple[object, ...], KeptIn | MadeNamed] = {}
+        for tensor in joining:
+            one = _kept(holder, model, tensor) or _named(
+                function, holder, model, params.value, line, tensor)
+            if one is None:
+                break
+            places.setdefault(_key(one), one)
+        else:
+            return Unregistered(line, model, tuple(places.values()))
+    return None
 
 
 def _key(place: KeptIn | MadeNamed) -> tuple[object, ...]:
@@ -163,21 +165,38 @@ def model_of(optimizer: Any, line: Line | None, namespace: dict[str, Any]
              ) -> tuple[nn.Module, Source, ast.Attribute] | None:
     """``(the model, its file, model.parameters's node)`` when the optimizer built at ``line``
     steps exactly ``model.parameters()``, written so there."""
+    found = _models_of(optimizer, line, namespace)
+    return found[0] if len(found) == 1 else None
+
+
+def _models_of(optimizer: Any, line: Line | None, namespace: dict[str, Any]
+               ) -> list[tuple[nn.Module, Source, ast.Attribute]]:
+    """:func:`model_of`, and each model of an optimizer built over several, written
+    ``[*encoder.parameters(), *decoder.parameters()]`` (the tensors it steps exactly theirs)."""
     found = None if line is None else parameters_at(line, optimizer)
     if found is None or line is None:
-        return None
+        return []
     src, params = found
-    if not (isinstance(params, ast.Call) and not params.args and not params.keywords
-            and isinstance(params.func, ast.Attribute) and params.func.attr == "parameters"):
-        return None
-    try:
-        holder = read_value(params.func.value, line.path, namespace)
-    except (LookupError, SyntaxError):
-        return None
+    calls = [params] if isinstance(params, ast.Call) else [
+        e.value for e in params.elts if isinstance(e, ast.Starred)] if isinstance(
+        params, ast.List | ast.Tuple) and all(isinstance(e, ast.Starred)
+                                              for e in params.elts) else []
+    out = []
+    for call in calls:
+        if not (isinstance(call, ast.Call) and not call.args and not call.keywords
+                and isinstance(call.func, ast.Attribute) and call.func.attr == "parameters"):
+            return []
+        try:
+            holder = read_value(call.func.value, line.path, namespace)
+        except (LookupError, SyntaxError):
+            return []
+        if not isinstance(holder, nn.Module):
+            return []
+        out.append((holder, src, call.func))
     stepped = {id(p) for group in getattr(optimizer, "param_groups", ()) for p in group["params"]}
-    if not isinstance(holder, nn.Module) or {id(p) for p in holder.parameters()} != stepped:
-        return None
-    return holder, src, params.func
+    if {id(p) for holder, _, _ in out for p in holder.parameters()} != stepped:
+        return []
+    return out
 
 
 def kept(model: nn.Module, tensor: torch.Tensor) -> str | None:
