@@ -457,9 +457,14 @@ class WatchState:
         """The optimizer's expression at its step's ``site``, in backquotes."""
         built = self.built_at.get(id(self.optimizers[index])) if index < len(
             self.optimizers) else None
-        name = S.assigned_name(built.path, built.line) if built is not None else None
-        text = self._once(("receiver", site, name), lambda: S.receiver(
-            site.path, site.span, name) if site is not None else None)
+
+        def read() -> str | None:
+            if site is None:
+                return None
+            name = S.assigned_name(built.path, built.line) if built is not None else None
+            return S.receiver(site.path, site.span, name)
+
+        text = self._once(("receiver", site, built), read)
         return f"`{text}`" if text else None
 
     def stepped_map(self) -> dict[int, int]:
