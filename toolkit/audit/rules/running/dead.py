@@ -71,7 +71,11 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
         return
     misplaced = is_misplaced(w, index, stepped, dead)
     read = read_by_training(w)
-    targets = [(k, p) for k, p in dead if target_only(w, p, read)]
+    # a target meets a prediction some network makes: where the losses train no network's
+    # tensors (a GFlowNet's log Z alone, its policy run under no_grad), what the network cut
+    # off computes is no target but the part meant to train
+    targets = [(k, p) for k, p in dead if target_only(w, p, read)] if _networks_trained(w) \
+        else []
     if targets:
         dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
         w.add(ScriptFinding(
@@ -158,6 +162,12 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                     # whether the losses trained others of the tensors this optimizer steps
                     "others_trained": any(w.ledger.live.get(id(p)) for _, p in stepped),
                     **({"misplaced": index} if misplaced else {})}))
+
+
+def _networks_trained(w: WatchState) -> bool:
+    """Whether a loss's gradient is live in a tensor of a module the script calls."""
+    owned = {id(p) for module, _ in w.called_networks() for p in module.parameters()}
+    return any(live and k in owned for k, live in w.ledger.live.items())
 
 
 def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
