@@ -22,6 +22,17 @@ from __future__ import annotations
 import pytest
 from script_audit import audit, failures
 
+
+def _failed(tmp_path, name: str, text: str) -> list[str]:
+    """The kinds of the failures ``toolkit audit --watch 1`` finds in the script ``text``,
+    written as ``name``; its exit status says whether there are any."""
+    script = tmp_path / name
+    script.write_text(text)
+    code, report = audit(tmp_path, script, "--watch", "1")
+    kinds = [f["kind"] for f in failures(report)]
+    assert code == (1 if kinds else 0), report["findings"]
+    return kinds
+
 _IRM = """\
 import torch
 import torch.nn.functional as F
@@ -50,11 +61,7 @@ for _ in range(3):
      ["target"]),
 ], ids=["derivative_penalty", "guessed_label_as_target"])
 def test_a_derivatives_formula_is_not_a_comparison_of_the_scripts(tmp_path, extra, found):
-    script = tmp_path / "irm.py"
-    script.write_text(_IRM.format(extra=extra))
-    code, report = audit(tmp_path, script, "--watch", "1")
-    assert [f["kind"] for f in failures(report)] == found, failures(report)
-    assert code == (1 if found else 0)
+    assert _failed(tmp_path, "irm.py", _IRM.format(extra=extra)) == found
 
 
 _GECO = """\
@@ -83,11 +90,7 @@ for _ in range(3):
     ("c_step.detach()", ["constant_term"]),
 ], ids=["straight_through_average", "cut_output_alone"])
 def test_a_straight_through_difference_is_no_constant_term(tmp_path, constraint, found):
-    script = tmp_path / "geco.py"
-    script.write_text(_GECO.format(constraint=constraint))
-    code, report = audit(tmp_path, script, "--watch", "1")
-    assert [f["kind"] for f in failures(report)] == found, failures(report)
-    assert code == (1 if found else 0)
+    assert _failed(tmp_path, "geco.py", _GECO.format(constraint=constraint)) == found
 
 
 _INTRO = """\
@@ -115,11 +118,7 @@ for _ in range(3):
      ["cut_keys"]),
 ], ids=["own_input_reconstructed", "keys_cut_broadcast"])
 def test_a_difference_to_ones_own_cut_input_compares_no_keys(tmp_path, compared, found):
-    script = tmp_path / "intro.py"
-    script.write_text(_INTRO.format(compared=compared))
-    code, report = audit(tmp_path, script, "--watch", "1")
-    assert [f["kind"] for f in failures(report)] == found, failures(report)
-    assert code == (1 if found else 0)
+    assert _failed(tmp_path, "intro.py", _INTRO.format(compared=compared)) == found
 
 
 _LBFGS = """\

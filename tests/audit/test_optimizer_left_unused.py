@@ -5,6 +5,11 @@
   both): the loss trains the new network, the loop steps the old optimizer, and the new one
   never steps in the whole run. A failure at the line that builds it. An optimizer built and
   stepped from a later iteration on (a phase that begins late) is no finding.
+- **an optimizer rebuilt under the same name over a part**: IRM's Adam reset once the penalty
+  is annealed (DomainBed's ``IRM.update`` rebuilds it over the whole network) written over the
+  classifier alone: the first optimizer, its name rebound, can never step again, and the
+  featurizer the loss trains is stepped by none: a failure at the new optimizer's line, whose
+  group adds it. Rebuilt over the whole network, it is clean.
 - **a network left out of the optimizer beside one in it**: twin critics whose optimizer is
   built over the first only (discrete SAC's ``q_optimizer``): the loss's term of the second
   trains it, beside the first's; a failure whose edit adds it to that optimizer. A backbone under
@@ -101,3 +106,43 @@ def test_a_network_whose_own_term_trains_it_beside_a_stepped_one_is_left_out(
     if failed:
         assert set(got[0]["names"]) == {"qf2.weight", "qf2.bias"}
         assert got[0]["at"][0].startswith("sac_discrete.py:7: q_optimizer =")
+
+
+_RESET = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+featurizer, classifier = nn.Linear(4, 8), nn.Linear(8, 1)
+network = nn.Sequential(featurizer, nn.ReLU(), classifier)
+x, y = torch.randn(16, 4), torch.rand(16, 1).round()
+optimizer = torch.optim.Adam(network.parameters(), lr=1e-2)
+for _ in range(2):
+    loss = F.binary_cross_entropy_with_logits(network(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+optimizer = torch.optim.Adam({rebuilt}.parameters(), lr=1e-2)
+for _ in range(2):
+    loss = 2.0 * F.binary_cross_entropy_with_logits(network(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("rebuilt", "found"), [("classifier", ["unstepped"]),
+                                                ("network", [])],
+                         ids=["rebuilt_over_the_classifier", "rebuilt_over_the_network"])
+def test_an_optimizer_rebuilt_under_its_name_over_a_part_leaves_the_rest_unstepped(
+        tmp_path, rebuilt, found):
+    script = tmp_path / "irm.py"
+    script.write_text(_RESET.format(rebuilt=rebuilt))
+    code, report = audit(tmp_path, script, "--watch", "1")
+    got = failures(report)
+    assert [f["kind"] for f in got] == found, got
+    assert code == (1 if found else 0)
+    if found:
+        assert got[0]["at"][0].startswith("irm.py:15: optimizer = torch.optim.Adam(classifier")
+        assert set(got[0]["names"]) == {"network.0.weight", "network.0.bias"}

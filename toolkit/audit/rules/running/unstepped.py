@@ -51,7 +51,8 @@ def end_of_iteration(w: WatchState) -> None:
     argument. Elsewhere (a backbone below a trained head, a target network read on data):
     wasted work, a note."""
     copies.aliased(w)
-    stepped = w.stepped_map()
+    gone = _rebound(w)
+    stepped = {k: i for k, i in w.stepped_map().items() if i not in gone}
     _held_by_unused(w)
     replacing = replaced(w, stepped)
     _free_parameters(w, stepped)
@@ -135,6 +136,21 @@ def end_of_iteration(w: WatchState) -> None:
                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                    f"constructor)", step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _rebound(w: WatchState) -> set[int]:
+    """Indices of the optimizers the script can no longer step: the name it assigned one to
+    (``optimizer = torch.optim.Adam(...)``) holds another optimizer now (a phase that builds
+    its own, IRM's Adam reset once the penalty is annealed). What only such an optimizer
+    holds is stepped by none."""
+    out = set()
+    for index, opt in enumerate(w.optimizers):
+        built = w.built_at.get(id(opt))
+        name = S.assigned_name(built.path, built.line) if built is not None else None
+        now = w.scope.get(name) if name and name.isidentifier() else None
+        if isinstance(now, torch.optim.Optimizer) and now is not opt:
+            out.add(index)
+    return out
 
 
 def _held_by_unused(w: WatchState) -> None:
