@@ -658,6 +658,7 @@ class Recording:
         self.cut_added.clear()
         self.cut_read.clear()
         self.one_to_one.clear()
+        self.derivatives.clear()
         self.made_inside.clear()
         self.marks.append(self.sequence())
 

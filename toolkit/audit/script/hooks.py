@@ -108,8 +108,6 @@ def installed(watch: Watch) -> Iterator[Watch]:
                 watch.after_backward(state, by_hand=True)
             if user:
                 watch.grad_computed(out, None if state is None else set(state[1]))
-                if create_graph:
-                    watch.derivative_taken(roots, out)
             return out
         return wrapper
 

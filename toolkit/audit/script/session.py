@@ -192,8 +192,6 @@ class Watch(WatchState):
             self.detaches = [d for d in self.detaches if d[-1] >= keep]
         if self.no_grad_calls:
             self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
-        if self.derivatives:
-            self.derivatives = [d for d in self.derivatives if d[-1] >= keep]
         if self.clears:
             self.clears = [c for c in self.clears if c[-1] >= keep]
         if self.trained_reads:
@@ -460,20 +458,6 @@ class Watch(WatchState):
         for g in grads if isinstance(grads, tuple | list) else (grads,):
             if isinstance(g, torch.Tensor):
                 self.grad_results[id(g)] = (weakref.ref(g), over)
-
-    def derivative_taken(self, roots: Sequence[object], grads: object) -> None:
-        """The script's ``torch.autograd.grad(ROOTS, ..., create_graph=True)`` returned
-        ``grads``: the nodes autograd made for the derivative (behind ``grads``, not behind
-        ``roots``) are its formula, which the loss that reads it differentiates, not a
-        comparison the script wrote (IRM's penalty, whose derivative of a cross-entropy reads
-        ``(sigmoid(x) - y) * x``; a gradient penalty; MAML's inner step)."""
-        if not self.recording():
-            return
-        made = read_graph(g.grad_fn for g in tensors_in(grads)).nodes
-        if made:
-            before = read_graph(getattr(r, "grad_fn", None) for r in roots).nodes
-            self.derivatives.append(({k: n for k, n in made.items() if k not in before},
-                                     self.events))
 
     def grad_written(self, tensor: torch.Tensor, value: object) -> None:
         """The script's code set ``tensor.grad = value``: noted (its first place) when

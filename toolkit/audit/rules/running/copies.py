@@ -110,10 +110,9 @@ def _holders(w: WatchState, target: str, trained: str) -> tuple[str, str]:
     net``: the holder is aliased, option-critic's target network), else the names as they
     are (``w.teacher`` and ``model.teacher``, one attribute reached from two objects)."""
     a, b = target.rpartition(".")[0], trained.rpartition(".")[0]
-    if a and b and a != b and "(" not in a + b:
-        one, other = w.scope.get(a.split(".")[0]), w.scope.get(b.split(".")[0])
-        if one is not None and one is other and "." not in a + b:
-            return a, b
+    if a != b and a.isidentifier() and b.isidentifier() and \
+            w.scope.get(a) is not None and w.scope.get(a) is w.scope.get(b):
+        return a, b
     return target, trained
 
 

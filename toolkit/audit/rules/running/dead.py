@@ -71,11 +71,12 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
         return
     misplaced = is_misplaced(w, index, stepped, dead)
     read = read_by_training(w)
+    owners = _owners(w)
     # a target meets a prediction some network makes: where the losses train no network's
     # tensors (a GFlowNet's log Z alone, its policy run under no_grad), what the network cut
     # off computes is no target but the part meant to train
-    targets = [(k, p) for k, p in dead if target_only(w, p, read)] if _networks_trained(w) \
-        else []
+    trained = any(live and k in owners for k, live in w.ledger.live.items())
+    targets = [(k, p) for k, p in dead if target_only(w, p, read)] if trained else []
     if targets:
         dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
         w.add(ScriptFinding(
@@ -100,7 +101,7 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
             g = ("cleared", src.site, clear[0] if clear else None)
             info[g] = (src, clear)
         else:
-            cut = cut_of(w, p)
+            cut = cut_of(w, p, owners)
             g = ("dead", cut, None)
         groups.setdefault(g, []).append((key, p))
     # tensors with no cut of their own, in a step where one edited cut starves others:
@@ -162,12 +163,6 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                     # whether the losses trained others of the tensors this optimizer steps
                     "others_trained": any(w.ledger.live.get(id(p)) for _, p in stepped),
                     **({"misplaced": index} if misplaced else {})}))
-
-
-def _networks_trained(w: WatchState) -> bool:
-    """Whether a loss's gradient is live in a tensor of a module the script calls."""
-    owned = {id(p) for module, _ in w.called_networks() for p in module.parameters()}
-    return any(live and k in owned for k, live in w.ledger.live.items())
 
 
 def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
@@ -388,9 +383,10 @@ def _owners(w: WatchState) -> dict[int, int]:
     return out
 
 
-def cut_of(w: WatchState, p: torch.Tensor):
+def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None):
     """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
-    losses: a detach whose input's graph reaches ``p``."""
+    losses: a detach whose input's graph reaches ``p``. ``owners``: :func:`_owners`, where the
+    caller has it."""
     # a cut whose values an operation with a graph read (the predictor's input, cut): its
     # removal gives the loss a path; before the last cut (a key chosen by ``argmax``)
     rec = w.staged.rec
@@ -409,7 +405,7 @@ def cut_of(w: WatchState, p: torch.Tensor):
             return site, "`.detach()`", (edit,) if edit is not None else ()
     # a module that also ran with a graph since p's last step was not kept from the loss by
     # a call under no_grad: no loss read that output (judged at the end, :func:`_idle`)
-    if _ran_with_graph(w, p):
+    if _ran_with_graph(w, p, _owners(w) if owners is None else owners):
         return None
     # the last call under no_grad that reads p, itself or through its inputs' graph: the
     # one whose output the loss reads
@@ -428,9 +424,10 @@ def cut_of(w: WatchState, p: torch.Tensor):
     return None
 
 
-def _ran_with_graph(w: WatchState, p: torch.Tensor) -> bool:
-    """Whether the module that holds ``p`` ran with a graph since ``p``'s last step."""
-    owner = _owners(w).get(id(p))
+def _ran_with_graph(w: WatchState, p: torch.Tensor, owners: dict[int, int]) -> bool:
+    """Whether the module that holds ``p`` (``owners``: :func:`_owners`) ran with a graph
+    since ``p``'s last step."""
+    owner = owners.get(id(p))
     last = w.last_step_of.get(id(p), -1)
     return owner is not None and any(e >= last for e in w.ran_with_graph.get(owner, ()))
 

@@ -245,9 +245,6 @@ class WatchState:
         self.trained_outputs: set[int] = set()
         # a detach's input node, its site, where its values live, event
         self.detaches: list[tuple[object, Site, int, int]] = []
-        # the nodes autograd made for a derivative the script took with its graph
-        # (``torch.autograd.grad(..., create_graph=True)``), with the event it was taken at
-        self.derivatives: list[tuple[dict[int, object], int]] = []
         # copy.copy calls of the user's code on what holds networks
         self.shallow_copies: list[ShallowCopy] = []
         self.copies_by_id: dict[int, ShallowCopy] = {}   # a copied module's, by its id
@@ -461,11 +458,15 @@ class WatchState:
         def read() -> str | None:
             if site is None:
                 return None
-            name = S.assigned_name(built.path, built.line) if built is not None else None
-            return S.receiver(site.path, site.span, name)
+            return S.receiver(site.path, site.span, self.assigned(built))
 
         text = self._once(("receiver", site, built), read)
         return f"`{text}`" if text else None
+
+    def assigned(self, built: Site | None) -> str | None:
+        """The name the line ``built`` (an optimizer's) assigns, read once per line."""
+        return None if built is None else self._once(
+            ("assigned", built), lambda: S.assigned_name(built.path, built.line))
 
     def stepped_map(self) -> dict[int, int]:
         """Each tensor an optimizer holds, by ``id``, with that optimizer's index."""

@@ -70,7 +70,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     search = graph.search
     # in the order autograd made them (ids are addresses: their order is no run's own); a
     # product autograd made for a derivative the loss reads is that derivative's formula
-    derived = {k for nodes, _ in w.derivatives for k in nodes}
+    rec = w.staged.rec
+    derived = rec.derivatives if rec is not None else {}
     edges = sorted(target_edges(graph, set(stepped), derived), key=lambda e: (
         sequence(search.nodes[e[0]]), sequence(search.nodes[e[1]]), e))
     key = w.backward_keys.get(w.events)

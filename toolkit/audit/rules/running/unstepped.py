@@ -99,7 +99,7 @@ def end_of_iteration(w: WatchState) -> None:
         opt = w.optimizers[opts[0]] if opts else None
         built = w.built_at.get(id(opt)) if opt is not None else None
         edits: tuple = ()
-        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        opt_name = w.assigned(built)
         extra_concerned: tuple[str, ...] = ()
         if inside and set(inside) <= w.beside:
             what = ("no optimizer steps them, though the same loss trains, in terms beside "
@@ -146,7 +146,7 @@ def _rebound(w: WatchState) -> set[int]:
     out = set()
     for index, opt in enumerate(w.optimizers):
         built = w.built_at.get(id(opt))
-        name = S.assigned_name(built.path, built.line) if built is not None else None
+        name = w.assigned(built)
         now = w.scope.get(name) if name and name.isidentifier() else None
         if isinstance(now, torch.optim.Optimizer) and now is not opt:
             out.add(index)
@@ -192,7 +192,7 @@ def never_stepped(w: WatchState) -> None:
         if index in w.optimizer_stepped or (built is not None and built in seen):
             continue
         seen.add(built)
-        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        opt_name = w.assigned(built)
         shown = tuple(names.get(k, "?") for k in keys)
         called = f"`{opt_name}`" if opt_name else "the optimizer"
         w.add(ScriptFinding(
@@ -273,7 +273,7 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
             continue
         opt = w.optimizers[min(w.between[key])]
         built = w.built_at.get(id(opt))
-        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        opt_name = w.assigned(built)
         edits: tuple = ()
         if built is not None and opt_name:
             e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
@@ -332,7 +332,7 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
                     break
                 edits.append(edit)
                 at.append(Site(m[0], m[1].lineno, None).shown())
-        opt_name = S.assigned_name(built.path, built.line) if built is not None else None
+        opt_name = w.assigned(built)
         concerned: tuple[str, ...] = shown
         step = w.step_events - 1
         if not edits:
