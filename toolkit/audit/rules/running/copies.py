@@ -174,13 +174,18 @@ def kept_in_sync(w: WatchState) -> None:
     where its output is a constant a loss's graph meets (a TD target, a teacher's
     targets): the constant was meant to come from the copy. The edit calls the copy
     there, by the name the script holds it by. A copy kept for evaluation only (no loss
-    reads the stepped network's no_grad output) is no finding."""
+    reads the stepped network's no_grad output), or of a network with no tensor that
+    requires grad (a frozen target network copied with the whole model), is no finding."""
     if not w.sync.copies:
         return
     stepped = w.stepped_map()
     names = w.names()
     for copy in w.sync.copies.values():
         online = copy.online
+        # a network none of whose tensors trains (itself a target network, frozen, moved
+        # toward another by the script: SPR's target encoder) is not the trained network
+        if not any(p.requires_grad for p in online.parameters()):
+            continue
         fed = {s: when for (key, s), when in w.fed_constants.items()
                if key == id(online)}
         if not fed:
