@@ -61,12 +61,15 @@ def scaled_by_zero() -> torch.Tensor:
     return F.mse_loss(z, X2[:, :1].expand(-1, 8)) + 0.0 * spread(z.detach())
 
 
-def test_a_second_views_term_under_no_grad_is_constant_and_its_block_computes_with_grad():
+def test_a_second_views_term_under_no_grad_is_constant_and_its_call_leaves_the_block():
     (found,) = audit_step(second_view_no_grad, optimizer).constant_terms
     assert found.cut == "no_grad" and set(found.through) == {"net.0.weight", "net.0.bias",
                                                               "net.2.weight", "net.2.bias"}
+    # the network's call is the block's one statement: the `with` goes, the call stays
     (edit,) = found.edits
-    assert (edit.old, edit.new) == ("torch.no_grad()", "torch.enable_grad()")
+    assert (edit.old, edit.new) == ("    with torch.no_grad():\n        z2 = net(X2)\n",
+                                    "    z2 = net(X2)\n")
+    assert found.lines[0].text == "z2 = net(X2)"
 
 
 def test_every_cut_a_term_is_made_of_is_removed():

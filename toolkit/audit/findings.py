@@ -327,7 +327,10 @@ class ConstantTerm:
     ``cut``: ``""`` for that form; ``"no_grad"`` or ``"detach"`` for a term made only of a
     network's output cut there (``taken``: the ``with torch.no_grad():`` or the ``.detach()``)
     and of data: a second view's regulariser, a second pass's cross-entropy, which train none
-    of ``through``, the network's stepped tensors; the fix removes the cut."""
+    of ``through``, the network's stepped tensors; the fix removes the cut. ``"self"`` for a
+    value subtracted from itself with its graph at ``added`` (``taken``: where the value
+    subtracted was bound, ``old_logp = logp``): zero whatever the weights, the terms made of
+    it train none of ``through``; the fix cuts the value subtracted."""
 
     loss: str
     tensors: tuple[str, ...]
@@ -349,6 +352,14 @@ class ConstantTerm:
         added = "" if self.added is None else f" ({self.added.file}:{self.added.number})"
         at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
         through = first_names(self.through)
+        if self.cut == "self":
+            at = "" if self.taken is None else f" (bound at {self.taken.file}:" \
+                f"{self.taken.number})"
+            return (f"subtracts a value from itself, or divides it by itself, with its "
+                    f"graph{added}{at}: the result is zero or one whatever the weights, and "
+                    f"its gradient zero; the "
+                    f"terms made of it train none of the {len(self.through)} tensors it was "
+                    f"computed by ({through})")
         if self.cut:
             return (f"adds {term}{added}, made only of a network's output "
                     f"{_cut_where(self.cut, self.taken, self.edits)}: a "

@@ -33,7 +33,7 @@ from toolkit.audit.fixes.edits import (
 from toolkit.audit.fixes.location import edit_of
 from toolkit.audit.fixes.optimizer_edits import join, leave_out
 from toolkit.audit.fixes.registration import registered, remember
-from toolkit.audit.fixes.script_edits import empty_with
+from toolkit.audit.fixes.script_edits import empty_with, out_of_no_grad
 from toolkit.audit.fixes.stored import stored_at
 from toolkit.audit.record.sites import Line
 from toolkit.audit.truth.proof import (
@@ -81,6 +81,10 @@ def _edits_at(place: Place, namespace: dict[str, object]) -> tuple[Edit, ...]:
     elif isinstance(place, EmptiedAt):
         edit = empty_with(place.line.path, place.line.number, place.container)
     elif isinstance(place, NoGradAt):
+        moved = None if place.call is None else out_of_no_grad(place.call.path,
+                                                               place.call.number)
+        if moved is not None:
+            return tuple(moved[1])
         edit = grad_on(place.line)
     elif isinstance(place, CopiedAt):
         edit = stack_values(place.line)

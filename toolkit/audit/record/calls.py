@@ -47,6 +47,9 @@ _WEIGHT_FUNCS = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "
 _COPIES = frozenset({"copy_", "__set__", "set_"})  # writes that do not read what they overwrite
 #: subtractions, and the position of the operand subtracted (``a - b``: ``b``; ``b.__rsub__(a)``)
 _DIFFERENCES = {"sub": 1, "__sub__": 1, "subtract": 1, "__rsub__": 0, "rsub": 0}
+# a difference or a ratio: of a value and itself, zero or one whatever the weights
+_AGAINST_ITSELF = frozenset({*_DIFFERENCES, "div", "__truediv__", "__rtruediv__", "divide",
+                             "true_divide"})
 # functions whose kernels write running statistics in place when they normalise from the batch:
 # (position, keyword) of those arguments (a BatchNorm's buffers, or frozen nn.Parameters)
 _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
@@ -211,6 +214,9 @@ class CallWatch(TorchFunctionMode):
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
         same = _one_storage(name, args, rec) if name in _DIFFERENCES else None
         out = func(*args, **kwargs)
+        if grad and name in _AGAINST_ITSELF and _itself(args) and isinstance(out, torch.Tensor) \
+                and out.grad_fn is not None:
+            rec.self_differences.append((rec.call, user_line(), id(out.grad_fn)))
         if same is not None and not same.requires_grad:
             # zero whatever the weights: the operand subtracted, a detached view, is the
             # other's elements
@@ -354,6 +360,24 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
     if grad and name in _SUMS and cut_input.numel() == 1 and out.numel() == 1 \
             and bool(cut_input.detach().ne(0).item()):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn)))
+
+
+def _itself(args: tuple[Any, ...]) -> bool:
+    """Whether the two operands of a difference or a ratio are one value with its graph: the same
+    node's output, or the same operation's output on equal values (a log-probability
+    computed twice, ``old = policy(x)`` beside ``new = policy(x)``)."""
+    if len(args) < 2 or not all(isinstance(a, torch.Tensor) for a in args[:2]):
+        return False
+    a, b = args[0], args[1]
+    if a.grad_fn is None or b.grad_fn is None or a.shape != b.shape:
+        return False
+    if a.grad_fn is b.grad_fn:
+        return a.output_nr == b.output_nr
+    # equal values of two networks (a twin initialised as a copy) are no such value: both
+    # sides must be computed by the same tensors
+    return type(a.grad_fn) is type(b.grad_fn) and a.dtype == b.dtype \
+        and bool(torch.equal(a.detach(), b.detach())) \
+        and read_graph([a.grad_fn]).leaves == read_graph([b.grad_fn]).leaves
 
 
 def _first_order_names(rec: Any) -> tuple[str, ...]:

@@ -310,6 +310,13 @@ class Recording:
         # prediction compared with a cut target)
         self.cut_read: list[tuple[int, tuple[tuple[Line | None, str, Any], ...], Line | None,
                                   str, int]] = []
+        # (call, the user's line, the difference's node): a value subtracted from itself with
+        # its graph (one node on both sides, or one computation run twice): zero whatever the
+        # weights, and so is its gradient
+        self.self_differences: list[tuple[int, Line | None, int]] = []
+        # (the grad-off ``with`` line of a no_grad cut, id of the network's first parameter)
+        # -> the user's line that called the network there, its last call in the block
+        self.cut_callers: dict[tuple[Line | None, int], Line | None] = {}
         # of their nodes, those whose result has no more elements than an operand: each value
         # read against one other (a reconstruction's difference to its input), none broadcast
         # against several (a query's distance to every key)
@@ -535,6 +542,7 @@ class Recording:
             p for p in module.parameters() if p.requires_grad)
         if trained:   # a trained network's outputs computed under torch.no_grad(): cut
             cut = ((grad_off_line(1), "no_grad", trained),)
+            self.cut_callers[cut[0][0], id(trained[0])] = user_line()
             for t in _nested(output, 2):
                 if t.is_floating_point():
                     self.cut_values[id(t)] = (weakref.ref(t), cut)
@@ -657,6 +665,8 @@ class Recording:
         self.cut_values.clear()
         self.cut_added.clear()
         self.cut_read.clear()
+        self.cut_callers.clear()
+        self.self_differences.clear()
         self.one_to_one.clear()
         self.derivatives.clear()
         self.made_inside.clear()

@@ -17,7 +17,7 @@ from types import FrameType
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.values import plain, read_value
 
-__all__ = ["Source", "expression_at", "operand_holding", "operands", "segment", "source_of",
+__all__ = ["Source", "assigned_from", "expression_at", "operand_holding", "operands", "segment", "source_of",
            "spanned"]
 
 #: names whose attributes are functions, not methods of their first operand (``torch.cat``)
@@ -115,6 +115,39 @@ def operands(node: ast.expr) -> list[ast.expr]:
             return [func.value, *args]
         return args
     return []
+
+
+def assigned_from(line: Line, position: int) -> Line | None:
+    """Where operand ``position`` of the operation at ``line``, a plain name, was last bound
+    before that line in the function around it by a plain assignment of another name
+    (``old_logps = logps``): that assignment, as a :class:`Line` whose span is its target's
+    (what :func:`~toolkit.audit.fixes.edits.cut_assigned` cuts), or ``None``."""
+    found = expression_at(line)
+    if found is None:
+        return None
+    src, node = found
+    ops = operands(node)
+    if position >= len(ops) or not isinstance(ops[position], ast.Name):
+        return None
+    name = ops[position].id
+    scope: ast.AST | None = node
+    while scope is not None and not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef
+                                               | ast.Module):
+        scope = src.parents.get(id(scope))
+    best = None
+    for st in ast.walk(scope if scope is not None else src.tree):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                and isinstance(st.targets[0], ast.Name) and st.targets[0].id == name \
+                and isinstance(st.value, ast.Name) and st.lineno < node.lineno \
+                and (best is None or st.lineno > best.lineno):
+            best = st
+    if best is None:
+        return None
+    target = best.targets[0]
+    text = src.lines[best.lineno - 1].decode("utf-8", "replace").strip()
+    return Line(line.file, best.lineno, line.function, text, line.path, line.inside,
+                (target.lineno, target.end_lineno or target.lineno, target.col_offset,
+                 target.end_col_offset or target.col_offset))
 
 
 def operand_holding(line: Line, frame: FrameType, value: object) -> int | None:

@@ -33,10 +33,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import ConstantTerm
+from toolkit.audit.record.calls import Edge
+from toolkit.audit.record.source import assigned_from
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS
-from toolkit.audit.truth.proof import DetachedAt, KeywordAt, NoGradAt
+from toolkit.audit.truth.proof import AssignedAt, DetachedAt, KeywordAt, NoGradAt, ReadAt
 from toolkit.lens.backward_graph import ShortestPaths, node_label
 from toolkit.lens.graph_walk import walk
 
@@ -74,7 +76,7 @@ def check(step: RecordedStep) -> Found:
             places = () if taken is None else (KeywordAt(taken, "grad", "create_graph", "True"),)
             lines = () if taken is None else (taken,)
             found.append(Wanted(finding, FirstOf((Option(places, _FIX, lines),))))
-    return {"constant_terms": [*found, *_cut_terms(step)]}
+    return {"constant_terms": [*found, *_cut_terms(step), *_self_terms(step)]}
 
 
 def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
@@ -107,15 +109,58 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             if not through:
                 continue   # cuts of what no optimizer of this loss steps
             no_grad = all(how == "no_grad" for _, how, _ in cuts)
-            fix = ("compute those outputs with gradients (torch.enable_grad() for the "
-                   "torch.no_grad() block)" if no_grad else
+            fix = ("compute those outputs with gradients (the network's call out of its "
+                   "torch.no_grad() block, or torch.enable_grad() for the block)" if no_grad else
                    "drop the cuts of those outputs (their .detach(), their no_grad)") + (
                 ", so that the term trains the networks as the rest of the loss does")
-            lines = tuple(dict.fromkeys(line for line, _, _ in cuts if line is not None))
+            places = uncut(cuts, rec.cut_callers)
+            # the network's call in its block is where the fix goes (moved out of it)
+            lines = tuple(dict.fromkeys(
+                p.call if isinstance(p, NoGradAt) and p.call is not None else p.line
+                for p in places))
             finding = ConstantTerm(loss=loss, tensors=(), through=through,
                                    taken=cuts[0][0], added=added, fix=fix,
                                    cut="no_grad" if no_grad else "detach")
-            found.append(Wanted(finding, FirstOf((Option(uncut(cuts), fix, lines),))))
+            found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
+    return found
+
+
+_SELF_FIX = ("cut the value subtracted or divided by (`.detach()`), as the method's "
+             "reference (an old policy's log-probabilities, a running statistic) is a "
+             "constant")
+
+
+def _self_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
+    """Each difference of this call of a value from itself with its graph (PPO's and GRPO's
+    ratio ``exp(logp - old_logp)`` with ``old_logp = logp``, not ``logp.detach()``), or ratio
+    of a value to itself (MINE's ``exp_mean / denominator`` where the moving average starts
+    from the batch's own value with its graph), that a loss's graph reaches: zero or one
+    whatever the weights, so the terms made of it pass no gradient (the clipped surrogate
+    trains nothing). The fix cuts the value subtracted (the divisor), where it was bound to
+    the other (``old_logp = logp.detach()``) or where it is read."""
+    rec = step.rec
+    found = []
+    for call, line, node in rec.self_differences:
+        if call != rec.call or line is None:
+            continue
+        for loss, graph in step.graphs.items():
+            summed = graph.search.nodes.get(node)
+            if summed is None:
+                continue
+            stepped = step.stepped[loss]
+            through = tuple(dict.fromkeys(
+                rec.names.name(n.variable) for _, n, _, _ in walk([Edge(summed, 0)])
+                if id(getattr(n, "variable", None)) in stepped))
+            if not through:
+                continue
+            bound = assigned_from(line, 1)
+            place: AssignedAt | ReadAt = AssignedAt(bound) if bound is not None \
+                else ReadAt(line, 1)
+            at = bound if bound is not None else line
+            finding = ConstantTerm(loss=loss, tensors=(), through=through, taken=at,
+                                   added=line, fix=_SELF_FIX, cut="self")
+            found.append(Wanted(finding, FirstOf((Option((place,), _SELF_FIX, (at,)),))))
+            break
     return found
 
 
@@ -150,27 +195,38 @@ def _beside_itself(graph: Graph, node: int, cuts: tuple[tuple[Line | None, str, 
         id(c) in same for c, _ in o.next_functions)) for o in cut)
 
 
-def cut_behind(cut: tuple[Line | None, str, Any], stepped: dict[int, Any]) -> frozenset[int]:
-    """``id`` of the tensors of ``stepped`` a cut value (a
+def cut_behind(cut: tuple[Line | None, str, Any], stepped: dict[int, Any] | None = None
+               ) -> frozenset[int]:
+    """``id`` of the tensors of ``stepped`` (every tensor, when ``None``) a cut value (a
     :attr:`~toolkit.audit.record.recording.Recording.cut_values` cut: where, how, origin) was
     computed by: the network's parameters for an output under ``no_grad``, the leaves below
     the node ``.detach()`` cut."""
     _, how, origin = cut
     if how == "no_grad":
-        return frozenset(id(p) for p in origin if id(p) in stepped)
-    return frozenset(id(n.variable) for _, n, _, _ in walk([origin])
-                     if id(getattr(n, "variable", None)) in stepped)
+        return frozenset(id(p) for p in origin if stepped is None or id(p) in stepped)
+    leaves = (getattr(n, "variable", None) for _, n, _, _ in walk([origin]))
+    return frozenset(id(v) for v in leaves
+                     if v is not None and (stepped is None or id(v) in stepped))
 
 
-def uncut(cuts: tuple[tuple[Line | None, str, Any], ...]
+def uncut(cuts: tuple[tuple[Line | None, str, Any], ...],
+          callers: dict[tuple[Line | None, int], Line | None] | None = None
           ) -> tuple[NoGradAt | DetachedAt, ...]:
     """The places whose edits remove ``cuts``: each cut's place once (two cuts on one line are
-    two places); none when a cut has no line."""
+    two places); none when a cut has no line. ``callers``
+    (:attr:`~toolkit.audit.record.recording.Recording.cut_callers`): where a network cut by a
+    ``no_grad`` block was called in it, that call alone is taken out of the block when it
+    can be."""
     if any(line is None for line, _, _ in cuts):
         return ()
-    at = {(line, line.span): how for line, how, _ in cuts}
-    return tuple(NoGradAt(line) if how == "no_grad" else DetachedAt(line)
-                 for (line, _), how in at.items())
+    at: dict[tuple, tuple[str, Line | None]] = {}
+    for line, how, origin in cuts:
+        call = None
+        if how == "no_grad" and callers and origin:
+            call = callers.get((line, id(next(iter(origin)))))
+        at[line, line.span, call] = (how, call)
+    return tuple(NoGradAt(line, call) if how == "no_grad" else DetachedAt(line)
+                 for (line, _, _), (how, call) in at.items())
 
 
 #: what passes a loss's value on as a sum of its terms: sums, means, signs, views

@@ -258,6 +258,13 @@ class Watch(WatchState):
         for finding in self.staged.findings(list(self.findings.values()), theirs):
             self.add(finding)
 
+    def in_constant_terms(self) -> set[str]:
+        """The tensors (by name) that a term of a loss, computed as a constant, was meant to
+        train: the step audit's constant terms so far (a network's own loss computed under
+        ``no_grad``). That finding names them; they compute no target."""
+        return {n for *_, audit in self.staged.audits for term in audit.constant_terms
+                for n in term.through}
+
     # --- the hooks ----------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
         self.optimizers.append(opt)

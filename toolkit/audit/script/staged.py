@@ -178,7 +178,12 @@ class Staged:
         if rec is None or len(roots) != 1 or roots[0].numel() != 1 \
                 or not roots[0].requires_grad:
             return
-        reached = set(leaves)
+        # the optimizers of the tensors the graph reaches, and of those behind a scalar made
+        # of cut outputs and added to it (a network run under no_grad whose own loss is a
+        # constant term: its optimizer is one of this loss's, stepping nothing)
+        reached = set(leaves).union(*(constant.cut_behind(cut)
+                                      for call, cuts, _, _ in rec.cut_added
+                                      if call == rec.call for cut in cuts))
         paired = [opt for opt in self.optimizers
                   if any(id(p) in reached for g in opt.param_groups for p in g["params"])]
         if not paired:

@@ -143,9 +143,12 @@ class DetachedAt:
 
 @dataclass(frozen=True)
 class NoGradAt:
-    """Compute the ``torch.no_grad()`` block around ``line`` with gradients."""
+    """Compute the ``torch.no_grad()`` block around ``line`` with gradients; where ``call``
+    (a network called in that block) is its last statement, that statement alone, moved
+    after the block."""
 
     line: Line
+    call: Line | None = None
 
 
 @dataclass(frozen=True)

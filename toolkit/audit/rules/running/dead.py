@@ -67,6 +67,10 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     # one a replacing assignment took off its module: that rule's finding says so
     gone = old_tensors(w)
     dead = [(k, p) for k, p in dead if id(p) not in gone]
+    # one a term of the loss was meant to train, computed as a constant (its network's own
+    # loss under no_grad, the step audit's constant term): that finding names it
+    if dead and (meant := w.in_constant_terms()):
+        dead = [(k, p) for k, p in dead if names.get(id(p), k) not in meant]
     if not dead:
         return
     misplaced = is_misplaced(w, index, stepped, dead)

@@ -381,6 +381,11 @@ class WatchState:
                         for i, item in items:
                             yield Kept(network, root, f"{path}.{i}", sub, attr, item, True)
 
+    def in_constant_terms(self) -> set[str]:
+        """The tensors (by name) that a term of a loss computed as a constant was meant to
+        train (the step audit's, where the script's session runs it): none here."""
+        return set()
+
     def names(self) -> dict[int, str]:
         """Each tensor of the networks the script calls, by ``id``, named from the largest
         (``model.0.weight``). Kept until script code runs again (the hooks forget it when
