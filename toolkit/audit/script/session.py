@@ -270,6 +270,9 @@ class Watch(WatchState):
         self.optimizers.append(opt)
         frame = user_frame(2)
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
+        self.built_groups[id(opt)] = [
+            (tuple(p.ndim for p in g["params"]), {k: v for k, v in g.items() if k != "params"})
+            for g in opt.param_groups]
         # the names the building line sees (its model, read again by the unstepped rule)
         self.built_scope[id(opt)] = {} if frame is None else {**frame.f_globals,
                                                                **frame.f_locals}

@@ -182,6 +182,8 @@ class WatchState:
         self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
+        # id(optimizer) -> each parameter group as built: its tensors' dimensions and settings
+        self.built_groups: dict[int, list[tuple[tuple[int, ...], dict[str, object]]]] = {}
         # a parameter an optimizer holds, replaced on its module by a new one, by (module id,
         # attribute): see :mod:`~toolkit.audit.rules.running.replaced`
         self.replaced: dict[tuple[int, str], Replacement] = {}

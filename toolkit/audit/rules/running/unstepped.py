@@ -126,7 +126,7 @@ def end_of_iteration(w: WatchState) -> None:
                 params = _parameters_text(module, name, set(keys))
                 added = [p for p in module.parameters() if id(p) in set(keys)]
                 e = w.fixes.insert_after(built.path, built.line,
-                                   f"{opt_name}.add_param_group({_group(opt, params, added)})")
+                                   f"{opt_name}.add_param_group({_group(w, opt, params, added)})")
             edits = (e,) if e is not None else ()
         w.add(ScriptFinding(
             "unstepped", w.iteration,
@@ -244,11 +244,25 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def _group(opt: torch.optim.Optimizer, params: str, added: list[torch.Tensor]) -> str:
-    """The parameter group an edit adds to ``opt``: ``{"params": params}``, with
-    ``"weight_decay": 0.0`` when the tensors ``added`` are all of one dimension or fewer and
-    ``opt`` has weight decay but decays no such tensor (the no-decay group the script left
-    out: see the module's docstring)."""
+def _group(w: WatchState, opt: torch.optim.Optimizer, params: str,
+           added: list[torch.Tensor]) -> str:
+    """The parameter group an edit adds to ``opt``: ``{"params": params}``, with the settings
+    of its first group as built whose tensors are all of the added ones' kind (of one
+    dimension or fewer: biases and norms; or of two or more: weights), where the script gave
+    that group settings of its own (I-JEPA's no-decay groups, ``{"WD_exclude": True,
+    "weight_decay": 0}``, which its schedule leaves alone); else with ``"weight_decay": 0.0``
+    when the tensors ``added`` are all of one dimension or fewer and ``opt`` has weight decay
+    but decays no such tensor (the no-decay group the script left out: see the module's
+    docstring)."""
+    low, high = all(t.ndim <= 1 for t in added), all(t.ndim >= 2 for t in added)
+    for dims, settings in w.built_groups.get(id(opt), []):
+        if dims and ((low and max(dims) <= 1) or (high and min(dims) >= 2)):
+            own = {k: v for k, v in settings.items() if type(v) in (bool, int, float, str)
+                   and (k not in opt.defaults or opt.defaults[k] != v)}
+            if own:
+                return "{" + ", ".join([f'"params": {params}',
+                                        *(f"{k!r}: {v!r}" for k, v in own.items())]) + "}"
+            break
     decayed = [p for g in opt.param_groups if g.get("weight_decay") for p in g["params"]]
     if added and all(t.ndim <= 1 for t in added) and opt.defaults.get("weight_decay") and \
             not any(p.ndim <= 1 for p in decayed):
@@ -277,7 +291,7 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
         edits: tuple = ()
         if built is not None and opt_name:
             e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
-                                     f"{_group(opt, f'[{name}]', [tensor])})")
+                                     f"{_group(w, opt, f'[{name}]', [tensor])})")
             edits = (e,) if e is not None else ()
         srcs = {s.site.shown() for s in w.ledger.live[key] if s.site is not None}
         w.add(ScriptFinding(
@@ -340,7 +354,7 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
             if built is not None and opt_name:
                 params = "[" + ", ".join(f"{root}{S.attribute_path(path)}"
                                          for _, _, path, _, _ in tensors) + "]"
-                group = _group(opt, params, [t for _, t, _, _, _ in tensors])
+                group = _group(w, opt, params, [t for _, t, _, _, _ in tensors])
                 e = w.fixes.insert_after(built.path, built.line,
                                    f"{opt_name}.add_param_group({group})")
                 edits = [e] if e is not None else []
