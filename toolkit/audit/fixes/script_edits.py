@@ -86,14 +86,21 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
     assignment's line and the edits, or ``None`` when the file holds no such assignment. A
     target that is an attribute of ``self`` is also found assigned from the same object's
     attribute as the method spells it (``self.target_policy = self.policy`` in the class of
-    ``agent``, for ``online`` named ``agent.policy`` where the script holds it); an item of a
-    tuple assignment (``qf1_target, qf2_target = qf1, qf2``) is edited alone."""
+    ``agent``, for ``online`` named ``agent.policy`` where the script holds it), and two
+    attributes of one object the script holds as its constructor binds them
+    (``self.target_head = self.head`` for ``model.target_head`` and ``model.head``); an item
+    of a tuple assignment (``qf1_target, qf2_target = qf1, qf2``) is edited alone."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
     spellings = {online}
+    targets = {target}
     if target.startswith("self.") and "." in online:
+        spellings.add(f"self.{online.rpartition('.')[2]}")
+    holder, _, attribute = target.rpartition(".")
+    if holder and holder != "self" and online.rpartition(".")[0] == holder:
+        targets.add(f"self.{attribute}")
         spellings.add(f"self.{online.rpartition('.')[2]}")
     if "[" in target:
         # an item of a container of targets (``q_target_nets[i]``) whose container is a
@@ -109,10 +116,10 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
             # ``qf1_target, qf2_target = qf1, qf2``: the one item
             for bound, value in zip(node.targets[0].elts, node.value.elts, strict=True):
                 read = {segment(text, value), _shallow_copied(text, value)} & spellings
-                if segment(text, bound) == target and read:
+                if segment(text, bound) in targets and read:
                     return node.lineno, _deep_copy(path, value, read.pop())
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and segment(text, node.targets[0]) == target):
+                and segment(text, node.targets[0]) in targets):
             continue
         read = {segment(text, node.value), _shallow_copied(text, node.value)} & spellings
         if read:

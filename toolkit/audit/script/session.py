@@ -680,10 +680,12 @@ class Watch(WatchState):
             self.ledger.observe(p, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
         if self.record:
+            named = self.names()
             self.grads.append({"iteration": self.iteration, "optimizer": index,
                                "event": self.step_events - 1,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
-                                             else None) for k, p in stepped}})
+                                             else None) for k, p in stepped},
+                               "names": {k: named.get(id(p), k) for k, p in stepped}})
         targets.followers(self, index, stepped)
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)

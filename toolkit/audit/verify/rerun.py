@@ -30,21 +30,65 @@ __all__ = ["forget_baselines", "load_record", "together", "verify"]
 _MAX_FILES = 500
 
 
+#: how many groups of tensors a script may clip apart (``clip_grad_norm_`` over the encoder
+#: and the head, then over the transition model: SPR's), each rescaled by a factor of its own
+_CLIPPED_GROUPS = 3
+
+
 def _differs(ours: list, theirs: list) -> int | None:
-    """The index of the first gradient that differs, or ``None``. One common positive factor
-    over all of them is allowed: ``clip_grad_norm_`` rescales every gradient by the total norm,
-    which the tensors a fix is about change."""
+    """The index of the first gradient that differs, or ``None``. Positive factors are
+    allowed, one per group of tensors a script clips together, up to
+    :data:`_CLIPPED_GROUPS`: ``clip_grad_norm_`` rescales the gradients it is given by their
+    total norm, which the tensors a fix is about change (a gradient changed in direction, or
+    a fourth factor, differs)."""
     if all(same_gradient(a, b) for a, b in zip(ours, theirs)):
         return None
-    pairs = [(a.double(), b.double()) for a, b in zip(ours, theirs)
-             if a is not None and b is not None and a.shape == b.shape]
-    num = sum(float((a * b).sum()) for a, b in pairs)
-    den = sum(float((b * b).sum()) for _, b in pairs)
-    factor = num / den if den > 0 else 0.0
+    factors: list[float] = []
     for i, (a, b) in enumerate(zip(ours, theirs)):
-        if not (factor > 0 and same_gradient(a, None if b is None else b * factor)):
+        if same_gradient(a, b):
+            continue
+        if a is None or b is None or a.shape != b.shape:
+            return i
+        a64, b64 = a.double(), b.double()
+        den = float((b64 * b64).sum())
+        factor = float((a64 * b64).sum()) / den if den > 0 else 0.0
+        if not (factor > 0 and same_gradient(a, b * factor)):
+            return i
+        if not any(abs(factor - f) <= 1e-5 * max(factor, f) for f in factors):
+            factors.append(factor)
+        if len(factors) > _CLIPPED_GROUPS:
             return i
     return None
+
+
+def _aligned(ours: list[dict], theirs: list[dict]) -> tuple[list[dict], list[dict],
+                                                               dict[str, str]]:
+    """Both runs' gradients keyed by the tensors' names, where an edit moved tensors within
+    an optimizer's list (a network copied where it was shared adds its tensors to
+    ``model.parameters()``, so a key, ``opt0.0.12``, names another tensor in each run): with
+    the map from the first run's keys to those names. Unchanged, with an empty map, where
+    every key names one tensor in both runs, or a record gives no names or one name twice."""
+    def names(steps: list[dict]) -> dict[str, str] | None:
+        seen: dict[str, str] = {}
+        for g in steps:
+            given = g.get("names")
+            if not isinstance(given, dict) or len(set(given.values())) != len(given):
+                return None
+            seen.update(given)
+        return seen
+
+    mine, other = names(ours), names(theirs)
+    if mine is None or other is None:
+        return ours, theirs, {}
+    key_of = {n: k for k, n in other.items()}
+    if all(key_of.get(n, k) == k and other.get(k, n) == n for k, n in mine.items()):
+        return ours, theirs, {}
+
+    def by_name(steps: list[dict]) -> list[dict]:
+        return [{**g, "grads": {g["names"].get(k, k): v for k, v in g["grads"].items()}}
+                for g in steps]
+
+    return by_name(ours), by_name(theirs), mine
 
 
 def load_record(folder: str) -> tuple[dict, list[dict]]:
@@ -218,14 +262,18 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     # steps are matched by their place among all the script's steps (the first audit may
     # have watched only some of them; the rerun watches every one up to the finding's)
     s = began
+    concerned = set(finding.concerned)
+    revived = concerned | {k for f in others if f.kind == "dead" for k in f.tensors}
+    grads, theirs, renamed = _aligned(grads, theirs)
+    if renamed:
+        concerned = {renamed.get(k, k) for k in concerned}
+        revived = {renamed.get(k, k) for k in revived}
     theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
     if s not in theirs_at:
         return False, "the edited script stops before the step the finding is about"
-    concerned = set(finding.concerned)
     # a tensor with no gradient before the edit may gain one at any step: one the finding is
     # about (from the first step the bug was there, watched or not), or one another dead
     # finding is about (one cut starved both)
-    revived = concerned | {k for f in others if f.kind == "dead" for k in f.tensors}
     def dead(x: torch.Tensor | None) -> bool:
         return x is None or not bool(x.any())
 
