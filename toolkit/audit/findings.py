@@ -353,11 +353,13 @@ class ConstantTerm:
         at = "" if self.taken is None else f" at {self.taken.file}:{self.taken.number}"
         through = first_names(self.through)
         if self.cut == "self":
-            at = "" if self.taken is None else f" (bound at {self.taken.file}:" \
-                f"{self.taken.number})"
-            return (f"subtracts a value from itself, or divides it by itself, with its "
-                    f"graph{added}{at}: the result is zero or one whatever the weights, and "
-                    f"its gradient zero; the "
+            at = "" if self.taken is None or self.taken == self.added else \
+                f", the second bound to the first at {self.taken.file}:{self.taken.number}"
+            pair = f"`{self.tensors[0]}` and `{self.tensors[1]}`" \
+                if len(self.tensors) == 2 else "a value and itself"
+            return (f"takes the difference or the ratio of {pair}{added}, one value with one "
+                    f"graph on both sides{at}: the result is zero or one whatever the "
+                    f"weights, and its gradient zero; the "
                     f"terms made of it train none of the {len(self.through)} tensors it was "
                     f"computed by ({through})")
         if self.cut:

@@ -17,8 +17,8 @@ from types import FrameType
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.values import plain, read_value
 
-__all__ = ["Source", "assigned_from", "expression_at", "operand_holding", "operands", "segment", "source_of",
-           "spanned"]
+__all__ = ["Source", "assigned_from", "expression_at", "operand_holding", "operand_texts",
+           "operands", "segment", "source_of", "spanned"]
 
 #: names whose attributes are functions, not methods of their first operand (``torch.cat``)
 _NAMESPACES = frozenset({"torch", "F", "functional", "nn", "np", "numpy", "math", "linalg",
@@ -115,6 +115,13 @@ def operands(node: ast.expr) -> list[ast.expr]:
             return [func.value, *args]
         return args
     return []
+
+
+def operand_texts(line: Line) -> tuple[str, ...]:
+    """The operands of the operation at ``line`` as the source writes them (``logps -
+    old_logps`` -> ``("logps", "old_logps")``); none where the source cannot be read."""
+    found = expression_at(line)
+    return () if found is None else tuple(segment(found[0], op) for op in operands(found[1]))
 
 
 def assigned_from(line: Line, position: int) -> Line | None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import ConstantTerm
 from toolkit.audit.record.calls import Edge
-from toolkit.audit.record.source import assigned_from
+from toolkit.audit.record.source import assigned_from, operand_texts
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS
@@ -157,8 +157,8 @@ def _self_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             place: AssignedAt | ReadAt = AssignedAt(bound) if bound is not None \
                 else ReadAt(line, 1)
             at = bound if bound is not None else line
-            finding = ConstantTerm(loss=loss, tensors=(), through=through, taken=at,
-                                   added=line, fix=_SELF_FIX, cut="self")
+            finding = ConstantTerm(loss=loss, tensors=operand_texts(line), through=through,
+                                   taken=at, added=line, fix=_SELF_FIX, cut="self")
             found.append(Wanted(finding, FirstOf((Option((place,), _SELF_FIX, (at,)),))))
             break
     return found

@@ -294,6 +294,8 @@ def _drop_gone() -> None:
 
 
 def _names_of(found: Any) -> tuple[str, ...]:
+    if isinstance(found, ConstantTerm) and found.cut == "self":   # the values, what they train
+        return (*found.tensors, *found.through)
     if isinstance(found, ConstantTerm | CutKeys) and found.cut:   # a cut: what it would train
         return found.through
     for attr in ("parameters", "tensors"):
