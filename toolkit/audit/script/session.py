@@ -150,6 +150,30 @@ class _StackKeys:
         return tuple(key)
 
 
+def _handed_as(frame: FrameType, name: str) -> str | None:
+    """What the user's code that called ``frame``'s function passed as its parameter ``name``
+    (a plain name or attribute, as written there), or ``None``: ``name`` is no parameter, the
+    caller is no user code, or it passed something else (a call, an expression)."""
+    code = frame.f_code
+    params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    caller = frame.f_back
+    if name not in params or caller is None or not is_user(caller.f_code.co_filename):
+        return None
+    site = site_of(caller)
+    found = S.call_at(site.path, site.span)
+    if found is None:
+        return None
+    call, text = found
+    position = params.index(name)
+    given = next((k.value for k in call.keywords if k.arg == name), None)
+    if given is None and position < len(call.args) and not any(
+            isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        given = call.args[position]
+    if not isinstance(given, ast.Name | ast.Attribute):
+        return None
+    return S.segment(text, given) or None
+
+
 class Watch(WatchState):
     """One watched run (see the module's docstring): its state (:class:`WatchState`), the hooks
     that record it, and the rules (:mod:`toolkit.audit.rules.running`) called at each event,
@@ -376,6 +400,10 @@ class Watch(WatchState):
         spelled = self._once(("called", site), lambda: S.segment(found[1], found[0].func)
                              if found else None)
         called = spelled if spelled is not None else type(module).__name__
+        if spelled is not None and spelled.isidentifier():
+            # a network handed to a helper (``def log_probs(model, x)``) is called by the
+            # name its caller hands it by (``log_probs(ref_model, x)``)
+            called = _handed_as(frame, spelled) or called
         if id(module) not in self.roots:
             self.roots[id(module)] = (module, called)
             self._names_now = None
