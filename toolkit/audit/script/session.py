@@ -718,6 +718,7 @@ class Watch(WatchState):
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
         at_step.shared(self, index, opt, stepped)
+        at_step.views(self, index, stepped)
         at_step.leaks(self, index, event, site, stepped)
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:

@@ -13,6 +13,7 @@ import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
+from toolkit.audit.record.calls import holders
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed, nonzero
@@ -142,6 +143,47 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> No
             others.update(between)
     if again:
         _members_one_network(w, index, sorted(others), again)
+
+
+def views(w: WatchState, index: int, stepped) -> None:
+    """A tensor the ``index``-th optimizer steps that shares its storage with a tensor of the
+    script's networks that is frozen, or that no optimizer holds (a soft prompt made as
+    ``nn.Parameter(embed.weight[:n].detach())``, without ``.clone()``): each step writes into
+    that frozen tensor too. Judged once per tensor, at its first step; the edit takes a copy where the
+    stepped tensor is assigned (``.detach().clone()``). Views of one buffer that are all
+    stepped (a flat parameter's parts) are no finding."""
+    new = [(k, p) for k, p in stepped if id(p) not in w.storage_checked]
+    if not new:
+        return
+    w.storage_checked.update(id(p) for _, p in new)
+    held = {id(p) for o in w.optimizers for g in o.param_groups for p in g["params"]}
+    frozen: dict[int, dict[int, torch.Tensor]] = {}
+    for network, _ in w.networks():
+        for q in network.parameters():
+            if (not q.requires_grad or id(q) not in held) and q.numel():
+                frozen.setdefault(q.untyped_storage().data_ptr(), {})[id(q)] = q
+    names = w.names()
+    for key, p in new:
+        shares = [q for q in frozen.get(p.untyped_storage().data_ptr(), {}).values()
+                  if q is not p]
+        if not shares:
+            continue
+        shown = names.get(id(p), key)
+        where = next(((path, name) for path, name in holders(p)
+                      if (fix := w.fixes.copy_snapshot(path, name)) is not None), None)
+        fix = w.fixes.copy_snapshot(*where) if where is not None else None
+        held_as = where[1] if where is not None else shown
+        frozen_names = tuple(names.get(id(q), "?") for q in shares)
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"`{held_as}` shares its storage with {', '.join(f'`{n}`' for n in frozen_names)}, "
+            f"{'which is' if len(shares) == 1 else 'which are'} frozen: each step of "
+            f"`{held_as}` writes into {'it' if len(shares) == 1 else 'them'} too",
+            (key,), (held_as, *frozen_names),
+            ((Site(where[0], fix[0], None).shown(),) if where and fix else ()),
+            tuple(fix[1]) if fix is not None else (),
+            advice=f"make `{held_as}` a copy where it is made (`.detach().clone()`)",
+            step=w.step_events - 1, concerned=(key,)))
 
 
 def _members_one_network(w: WatchState, index: int, others: list[int],

@@ -184,6 +184,8 @@ class WatchState:
         self.built_at: dict[int, Site | None] = {}
         # id(optimizer) -> each parameter group as built: its tensors' dimensions and settings
         self.built_groups: dict[int, list[tuple[tuple[int, ...], dict[str, object]]]] = {}
+        # id of each stepped tensor whose storage was compared with the networks' (at_step.views)
+        self.storage_checked: set[int] = set()
         # a parameter an optimizer holds, replaced on its module by a new one, by (module id,
         # attribute): see :mod:`~toolkit.audit.rules.running.replaced`
         self.replaced: dict[tuple[int, str], Replacement] = {}
