@@ -118,6 +118,20 @@ def applied(folder: Path, kind: str, *options: str,
     return done
 
 
+def applied_and_trains(folder: Path, kind: str, *options: str) -> subprocess.CompletedProcess:
+    """The proof of an edit by the weights it trains, where the gradients a record keeps by
+    position cannot be compared (an edit that moves tensors in an optimizer's list): ``--apply``
+    writes a ``kind`` edit into ``train.py`` (:func:`applied`), the fixed and the published
+    scripts both audit clean, and they train the same weights (:func:`assert_trains_as`). What
+    ``--apply`` printed."""
+    done = applied(folder, kind, *options)
+    for script in ("train.py", "published.py"):
+        again = cli(*options, script, cwd=folder)
+        assert again.returncode == 0, again.stdout
+    assert_trains_as(folder)
+    return done
+
+
 def check_fix(tmp_path: Path, folder: Path, kind: str, *options: str, args: Sequence[str] = (),
               what: object = None) -> subprocess.CompletedProcess:
     """The proof of an edit, by the command as a user runs it in ``folder`` (:func:`project`):
