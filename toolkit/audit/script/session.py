@@ -165,8 +165,12 @@ def _handed_as(frame: FrameType, name: str) -> str | None:
         return None
     call, text = found
     position = params.index(name)
-    given = next((k.value for k in call.keywords if k.arg == name), None)
-    if given is None and position < len(call.args) and not any(
+    if isinstance(call.func, ast.Attribute) and params and getattr(
+            frame.f_locals.get(params[0]), call.func.attr, None) is not None:
+        position -= 1   # a method: its first parameter is the object it is called on
+    given = call.func.value if position < 0 else next(
+        (k.value for k in call.keywords if k.arg == name), None)
+    if given is None and 0 <= position < len(call.args) and not any(
             isinstance(a, ast.Starred) for a in call.args[:position + 1]):
         given = call.args[position]
     if not isinstance(given, ast.Name | ast.Attribute):
