@@ -149,8 +149,8 @@ def views(w: WatchState, index: int, stepped) -> None:
     """A tensor the ``index``-th optimizer steps that shares its storage with a tensor of the
     script's networks that is frozen, or that no optimizer holds (a soft prompt made as
     ``nn.Parameter(embed.weight[:n].detach())``, without ``.clone()``): each step writes into
-    that frozen tensor too. Judged once per tensor, at its first step; the edit takes a copy where the
-    stepped tensor is assigned (``.detach().clone()``). Views of one buffer that are all
+    that frozen tensor too. Judged once per tensor, at its first step; the edit takes a copy
+    where the stepped tensor is assigned (``.detach().clone()``). Views of one buffer that are all
     stepped (a flat parameter's parts) are no finding."""
     new = [(k, p) for k, p in stepped if id(p) not in w.storage_checked]
     if not new:
