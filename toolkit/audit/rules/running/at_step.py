@@ -169,9 +169,9 @@ def views(w: WatchState, index: int, stepped) -> None:
         if not shares:
             continue
         shown = names.get(id(p), key)
-        where = next(((path, name) for path, name in holders(p)
-                      if (fix := w.fixes.copy_snapshot(path, name)) is not None), None)
-        fix = w.fixes.copy_snapshot(*where) if where is not None else None
+        where, fix = next((((path, name), f) for path, name in holders(p)
+                           if (f := w.fixes.copy_snapshot(path, name)) is not None),
+                          (None, None))
         held_as = where[1] if where is not None else shown
         frozen_names = tuple(names.get(id(q), "?") for q in shares)
         w.add(ScriptFinding(
