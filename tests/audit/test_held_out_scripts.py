@@ -9,8 +9,9 @@ also written without running the audit, ``held_out_scripts_h/``, twelve fields m
 the same way once the script mode ran on the audit's stages, ``held_out_scripts_i/``, twelve
 fields more, written before the rules changed that the eighth batch's misses asked for, and
 ``held_out_scripts_j/``, twelve fields more, written before the rules changed that the ninth
-batch's misses asked for, and ``held_out_scripts_k/``, twelve fields more, written before the
-rules changed that the tenth batch's misses asked for). Every script runs to its end and
+batch's misses asked for, ``held_out_scripts_k/``, twelve fields more, written before the
+rules changed that the tenth batch's misses asked for, and ``held_out_scripts_l/``, twelve
+fields more, written before the rules changed that the eleventh batch's misses asked for). Every script runs to its end and
 saves its weights; every bug twin trains differently from its correct twin (some saved tensor
 differs by more than 1e-5), and the correct twin trains the same way twice. The audit's accuracy
 on these scripts is measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never
@@ -41,25 +42,27 @@ HERE = Path(__file__).parent
 # twelve fields more) written after the rules of the first six, an eighth (mixed bugs, twelve
 # fields more) written after the script mode left its own package for the audit's stages, a
 # ninth (mixed bugs, twelve fields more) written before the rules the eighth's misses asked for,
-# a tenth (mixed bugs, twelve fields more) written before the rules the ninth's asked for, and an
-# eleventh (mixed bugs, twelve fields more) written before the rules the tenth's asked for.
+# a tenth (mixed bugs, twelve fields more) written before the rules the ninth's asked for, an
+# eleventh (mixed bugs, twelve fields more) written before the rules the tenth's asked for, and
+# a twelfth (mixed bugs, twelve fields more) written before the rules the eleventh's asked for.
 FOLDERS = {name: HERE / name
            for name in ("held_out_scripts", "held_out_scripts_b", "held_out_scripts_c",
                         "held_out_scripts_d", "held_out_scripts_e", "held_out_scripts_f",
                         "held_out_scripts_g", "held_out_scripts_h", "held_out_scripts_i",
-                        "held_out_scripts_j", "held_out_scripts_k")}
+                        "held_out_scripts_j", "held_out_scripts_k",
+                        "held_out_scripts_l")}
 # The least each batch holds: (scripts, fields); the third batch is eight fields of two scripts,
 # the fourth eleven, the fifth twelve (two of them with two bug twins), the sixth twelve (five of
 # them with two bug twins), the seventh twelve (four of them with two bug twins), the eighth
 # twelve (six of them with two bug twins), the ninth twelve (eight of them with two bug twins),
 # the tenth twelve (nine of them with two bug twins), the eleventh twelve (eleven of them with
-# two bug twins).
+# two bug twins), the twelfth twelve (eleven of them with two bug twins).
 SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
          "held_out_scripts_c": (16, 8), "held_out_scripts_d": (22, 11),
          "held_out_scripts_e": (26, 12), "held_out_scripts_f": (29, 12),
          "held_out_scripts_g": (28, 12), "held_out_scripts_h": (30, 12),
          "held_out_scripts_i": (32, 12), "held_out_scripts_j": (33, 12),
-         "held_out_scripts_k": (35, 12)}
+         "held_out_scripts_k": (35, 12), "held_out_scripts_l": (35, 12)}
 MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf-8"))
              for name, folder in FOLDERS.items()}
 CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
