@@ -126,3 +126,20 @@ def test_interrupted_here_it_is_killed(tmp_path):
     if pid_file.exists():
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid_file.read_text(encoding="utf-8")), 0)
+
+
+def _loaded(out: str) -> None:
+    Path(out).write_text(json.dumps(sorted(m for m in ("torch", "torch._dynamo",
+                                                       "toolkit.audit.cli") if m in sys.modules)),
+                         encoding="utf-8")
+
+
+@pytest.mark.skipif("forkserver" not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="no fork server here: each rerun is a new interpreter")
+def test_it_starts_with_torch_its_compiler_and_the_audit_loaded(tmp_path):
+    """Building a script's first optimizer imports torch's compiler (about 1 s): the server has
+    it loaded, so that a rerun does not pay it."""
+    out = tmp_path / "loaded.json"
+    assert fresh.run(_loaded, [str(out)], cwd=str(tmp_path)).returncode == 0
+    assert json.loads(out.read_text(encoding="utf-8")) == ["toolkit.audit.cli", "torch",
+                                                            "torch._dynamo"]

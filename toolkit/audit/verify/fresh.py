@@ -28,8 +28,10 @@ import torch
 
 __all__ = ["run", "run_module"]
 
-#: what the server imports before it forks anything: torch, and the audit as the rerun runs it
-_PRELOAD = ["torch", "toolkit.audit.cli"]
+#: what the server imports before it forks anything: torch, its compiler (which building the first
+#: optimizer imports, about 1 s of a rerun that builds one, nearly all of a small script's), and
+#: the audit as the rerun runs it
+_PRELOAD = ["torch", "torch._dynamo", "toolkit.audit.cli"]
 
 
 def _context() -> multiprocessing.context.BaseContext:
