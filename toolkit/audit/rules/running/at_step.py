@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 import torch.overrides
@@ -270,9 +271,20 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     alone before the whole network, as in learning without forgetting's warm-up) is the
     method's; :func:`settle` reports what is left at the end. Where the script switched some
     back on for a phase and left the rest off, the edit switches the rest on before that
-    phase's loop."""
-    frozen = [(k, p) for k, p in keyed(index, opt)
-              if not p.requires_grad and id(p) in w.trainable_seen]
+    phase's loop.
+
+    So too an optimizer every tensor of which is off at its step, none ever on at an earlier
+    one: built over a network frozen before it (a phase that kept a pretrained encoder fixed)
+    and stepped with no gradient, the freeze never undone for the phase it was built for. Not
+    a freeze under a condition on the run's progress (:mod:`.never_trained` judges those)."""
+    holds = keyed(index, opt)
+    frozen = [(k, p) for k, p in holds if not p.requires_grad and id(p) in w.trainable_seen]
+    never_on = not frozen and bool(holds) and not any(
+        p.requires_grad or id(p) in w.trainable_seen for _, p in holds) and not any(
+        id(p) in tensors for lines, tensors in w.switching.items() for _, p in holds
+        if w._once(("conditional", lines), partial(S.progress_conditions, lines)))
+    if never_on:
+        frozen = holds
     waiting = w.pending_frozen.get(index)
     partly = False
     if waiting is not None:
@@ -290,10 +302,12 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     name = w.roots[id(owner)][1] if owner is not None else None
     fix = (w.fixes.unfreeze_before(site.path, name, site.line)
            if site is not None and name else None)
-    if fix is None and partly and site is not None and owner is not None and name:
+    if fix is None and (partly or never_on) and site is not None and owner is not None \
+            and name:
         # the script switched some of them back on for this phase and left the rest off
-        # (``model.heads.requires_grad_(True)`` for ``model.requires_grad_(True)``): the rest
-        # switched on before the phase's loop, by the submodule that holds exactly them
+        # (``model.heads.requires_grad_(True)`` for ``model.requires_grad_(True)``), or none
+        # was ever on: those off switched on before the phase's loop, by the submodule that
+        # holds exactly them
         part = _holding(owner, name, {id(p) for _, p in frozen})
         edit = w.fixes.switch_on_before_loop(site.path, part, site.line) if part else None
         if edit is not None:
@@ -305,9 +319,10 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     keys = tuple(k for k, _ in frozen)
     w.pending_frozen[index] = (ScriptFinding(
         "frozen", w.iteration,
-        f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad was switched "
-        f"off after an earlier step and not back on: they get no gradient and stay as "
-        f"they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
+        f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad "
+        + ("is off at each of its steps, switched off before it was built and never back on"
+           if never_on else "was switched off after an earlier step and not back on")
+        + ": they get no gradient and stay as they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
         (fix[1],) if fix is not None else (),
         advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
                f"before the loss that trains them", step=w.step_events - 1,
