@@ -25,7 +25,6 @@ __all__ = ["frozen", "leaks", "moved", "settle", "shared", "wasted"]
 
 
 def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
-    names = w.names()
     foreign: dict[Source, list[tuple[str, torch.Tensor]]] = {}
     own: list[Source] = []
     for key, p in stepped:
@@ -44,7 +43,10 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         foreign = {src: hit for src, hit in foreign.items()
                    if not (src.index >= 0 and src.iteration == w.iteration
                            and w.step_optimizer.get(src.step) != index)}
-    opt_text = w.optimizer_text(index, site)
+    if not foreign:
+        return
+    names = w.names()
+    opt_text = w.optimizer_text(index, site)   # the source read only for a finding
     first_own = min(own, key=lambda s: s.index) if own else None
     for src, hit in foreign.items():
         kind = "leak" if src.iteration == w.iteration and src.index >= 0 else "stale"
