@@ -81,7 +81,13 @@ def end_of_iteration(w: WatchState) -> None:
         # a second phase's head below a network read under no_grad is no wasted work)
         wrong = next((i for i, (reached, _) in sorted(w.misplaced.items())
                       if set(keys) <= reached), None)
-        if not trained and not inside and wrong is None:
+        # a loss of its own whose backward trains nothing (every tensor it reaches is a
+        # network's that no optimizer holds: CycleGAN's second discriminator left out of the
+        # discriminators' optimizer): these are what it is for, and the optimizer stepped after
+        # it in the iteration is the one it was meant for
+        alone = (_stepped_after_alone(w, srcs, set(stepped))
+                 if not trained and not inside and wrong is None else None)
+        if not trained and not inside and wrong is None and alone is None:
             where = ("reached only through the target the loss compares with"
                      if set(keys) <= w.target_side else "below every trained tensor")
             w.add(ScriptFinding(
@@ -94,8 +100,8 @@ def end_of_iteration(w: WatchState) -> None:
             continue
         opts = sorted({i for k in inside for i in w.between[k]}) or sorted(
             {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
-        if wrong is not None:
-            opts = [wrong]
+        if wrong is not None or alone is not None:
+            opts = [wrong if wrong is not None else alone]
         opt = w.optimizers[opts[0]] if opts else None
         built = w.built_at.get(id(opt)) if opt is not None else None
         edits: tuple = ()
@@ -107,6 +113,9 @@ def end_of_iteration(w: WatchState) -> None:
         elif inside:
             what = ("no optimizer steps them, though the loss's gradient reaches the tensors "
                     "an optimizer steps through them")
+        elif alone is not None:
+            what = ("no optimizer steps them, and the loss of their backward reaches no tensor "
+                    "an optimizer steps: it trains nothing")
         else:
             what = f"no optimizer steps them, though an optimizer steps the rest of {name}"
         if wrong is not None and built is not None:
@@ -136,6 +145,25 @@ def end_of_iteration(w: WatchState) -> None:
                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                    f"constructor)", step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _stepped_after_alone(w: WatchState, sources: set, stepped: set[int]) -> int | None:
+    """The optimizer stepped first after the last of the backwards ``sources``, where
+    each of them wrote only tensors of the networks the script calls and none that an optimizer
+    holds (the loss trains nothing); else ``None``."""
+    wrote = set().union(*(s.wrote for s in sources))
+    if not wrote or wrote & stepped or any(s.index < 0 for s in sources):
+        return None
+    if any(w.owner(k) is None for k in wrote):
+        return None   # an input's gradient (an attack's, a sampler's) is what it is for
+    last = max(s.index for s in sources)
+    after = [e for e in w.step_optimizer if e > last]
+    if not after:
+        return None
+    index = w.step_optimizer[min(after)]
+    held = {id(p) for g in w.optimizers[index].param_groups for p in g["params"]}
+    # one built since over these tensors (a new round's) steps them
+    return None if wrote & held else index
 
 
 def _rebound(w: WatchState) -> set[int]:
