@@ -206,6 +206,8 @@ class CallWatch(TorchFunctionMode):
                 if key is not None:
                     rec.note_write(key, name, read,
                                    self_involved=out_arg is None and name not in _COPIES)
+                    if not grad:
+                        _restored_from_itself(rec, key, read)
         elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
             wants = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
             if id(args[0]) in rec.watched and not wants:
@@ -282,7 +284,43 @@ class CallWatch(TorchFunctionMode):
             rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))
         elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
             rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
+            if not grad:   # a value computed from a snapshot's view (``state[k] * mask``)
+                view = next((v for t in inputs if (v := _snapshot_view(rec, t)) is not None),
+                            None)
+                if view is not None:
+                    rec.from_snapshot[id(out)] = (weakref.ref(out), view)
         return out
+
+
+def _snapshot_view(rec: Any, t: torch.Tensor) -> torch.Tensor | None:
+    """The view ``t`` is, or was computed from in this call, of all the elements of a watched
+    tensor, itself another tensor without gradient (an entry of a ``state_dict()`` kept as a
+    snapshot, ``p.detach()``), else ``None``."""
+    entry = rec.from_snapshot.get(id(t))
+    if entry is not None and entry[0]() is t:
+        return entry[1]
+    if t.requires_grad or id(t) in rec.watched:
+        return None
+    key = rec.storage.get(storage_key(t))
+    p = rec.watched.get(key) if key is not None else None
+    if p is None or (t.storage_offset(), t.shape, t.stride()) != (p.storage_offset(), p.shape,
+                                                                 p.stride()):
+        return None
+    return t
+
+
+def _restored_from_itself(rec: Any, key: int, read: list[torch.Tensor]) -> None:
+    """A write without gradient into the watched tensor ``key`` of a value read from a view of
+    its own elements held elsewhere (``p.copy_(snapshot[k])`` where the snapshot is
+    ``model.state_dict()``, not a copy): the restore writes the tensor's values now, not those
+    the snapshot was taken to keep. Noted with where the script holds the view."""
+    for t in read:
+        view = _snapshot_view(rec, t)
+        if view is not None and rec.storage.get(storage_key(view)) == key:
+            held = holders(view)
+            if held:
+                rec.alias_restores.append((rec.call, view, user_line(), held))
+            return
 
 
 def _one_storage(name: str, args: tuple[Any, ...], rec: Any) -> torch.Tensor | None:
@@ -320,10 +358,12 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
         for name, value in list(frame.f_locals.items()):
             if holds(value):
                 out.append((path, name))
-            elif not isinstance(value, torch.nn.Module | torch.Tensor | type) and \
+            elif not isinstance(value, torch.Tensor | type) and \
                     isinstance(getattr(value, "__dict__", None), dict):
+                # a module's own plain attributes too (Tent's ``self.model_state``), not
+                # torch's registries of it (``_parameters``, ``_buffers``)
                 out += [(path, f"{name}.{attr}") for attr, v in list(vars(value).items())
-                        if holds(v)]
+                        if not attr.startswith("_") and holds(v)]
     return out
 
 

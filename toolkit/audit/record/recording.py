@@ -186,6 +186,12 @@ class Recording:
         # whatever its values (a snapshot that shares its storage with the weights)
         self.alias_differences: list[tuple[int, torch.Tensor, Line | None,
                                            list[tuple[str, str]]]] = []
+        # a write without a graph into a watched tensor of a value read from a view of its
+        # own elements that the script holds (a snapshot restored that is no copy), as above
+        self.alias_restores: list[tuple[int, torch.Tensor, Line | None,
+                                        list[tuple[str, str]]]] = []
+        # id -> (weak result, the snapshot view it was computed from), within a call
+        self.from_snapshot: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
         # (call, the edges read, the function, the user's line, whether it also returned
         # values with a graph): an operation of the step's own code whose result is an integer
         # or boolean tensor made from values with a graph (argmax, a comparison; max(dim=)
@@ -663,6 +669,7 @@ class Recording:
         # cut values, the terms made of them and the lines inside forwards are read in the
         # call that makes them (what they hold keeps a graph alive)
         self.cut_values.clear()
+        self.from_snapshot.clear()
         self.cut_added.clear()
         self.cut_read.clear()
         self.cut_callers.clear()

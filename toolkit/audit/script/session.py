@@ -274,6 +274,7 @@ class Watch(WatchState):
             copies.shallow(self)
             if self.staged.rec is not None:
                 copies.snapshots(self, self.staged.rec.alias_differences)
+                copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
         # names a network's tensors, or the network)
         named = self.names()
@@ -727,6 +728,7 @@ class Watch(WatchState):
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:
             copies.snapshots(self, self.staged.rec.alias_differences)
+            copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
         if self.scheduled:
             # a freeze is a clear the step sees: a tensor a later backward() wrote into again
             # reaches it with part of the gradient of its update, the rest lost to the clear

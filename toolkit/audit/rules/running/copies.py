@@ -116,14 +116,17 @@ def _holders(w: WatchState, target: str, trained: str) -> tuple[str, str]:
     return target, trained
 
 
-def snapshots(w: WatchState, differences: list) -> None:
+def snapshots(w: WatchState, differences: list, *, restores: bool = False) -> None:
     """Differences the script computed between two views of the elements of tensors an
     optimizer steps (``weights_after[k] - weights_before[k]`` of two ``state_dict()`` calls,
     ``fast - slow`` with ``slow = p.detach()``), recorded by the staged recording: zero
     whatever the weights, so the snapshot meant to hold the values from before the steps
-    moves with them (Reptile's outer step and Lookahead's slow weights do nothing). The edit
-    makes the assignment that took the snapshot take a copy (``copy.deepcopy``,
-    ``.clone()``), found by the name the script holds it by; ``differences`` is drained."""
+    moves with them (Reptile's outer step and Lookahead's slow weights do nothing). With
+    ``restores``, writes into such tensors of values read from a snapshot of their own elements
+    (a rewind to the initial weights, a reset to the state before adaptation): the restore
+    writes the values of now. The edit makes the assignment that took the snapshot take a copy
+    (``copy.deepcopy``, ``.clone()``), found by the name the script holds it by;
+    ``differences`` is drained."""
     found, differences[:] = list(differences), []
     if not found:
         return
@@ -136,7 +139,11 @@ def snapshots(w: WatchState, differences: list) -> None:
         hit = stepped.get(storage_key(subtracted))
         if hit is None:
             continue
-        holder, fix = next(((where, f) for where in held
+        # by the name the script holds it by; else, for an attribute bound from what a
+        # helper returned (``self.model_state, ... = copy_model_and_optimizer(model, ...)``),
+        # by the attribute's own name where the helper binds it (``model_state = ...``)
+        named = [*held, *((path, name.rsplit(".", 1)[1]) for path, name in held if "." in name)]
+        holder, fix = next(((where, f) for where in named
                             if (f := w.fixes.copy_snapshot(where[0], where[1])) is not None),
                            (None, None))
         tensors, reads, _ = by_holder.setdefault(holder, ([], [], fix))
@@ -145,16 +152,23 @@ def snapshots(w: WatchState, differences: list) -> None:
         if line is not None and line not in reads:
             reads.append(line)
     for holder, (tensors, reads, fix) in by_holder.items():
+        if holder is not None and holder in w.snapshots_found:
+            continue   # found at an earlier step (of the optimizer of another round)
+        if holder is not None:
+            w.snapshots_found.add(holder)
         at = ((Site(holder[0], fix[0], None).shown(),) if holder and fix else ()) + tuple(
             Site(r.path, r.number, None).shown() for r in reads[:1])
         keys = tuple(k for k, _ in tensors)
         shown = ((holder[1],) if holder else ()) + tuple(names.get(id(p), k) for k, p in tensors)
         what = f"`{holder[1]}`" if holder else "a snapshot"
+        done = ("the script restores them from it, which writes their values of now"
+                if restores else
+                "the difference the script takes between them is zero whatever the weights")
         w.add(ScriptFinding(
             "aliased", w.iteration,
-            f"{what} shares its storage with {len(tensors)} tensors an optimizer steps: the "
-            f"difference the script takes between them is zero whatever the weights, so the "
-            f"snapshot meant to hold their values from before the steps moves with them",
+            f"{what} shares its storage with {len(tensors)} tensors an optimizer steps: "
+            f"{done}, so the snapshot meant to hold their values from before the steps moves "
+            f"with them",
             keys, shown, at, tuple(fix[1]) if fix is not None else (),
             advice=f"make {what} a copy where it is taken (copy.deepcopy(model.state_dict()), "
                    f"p.detach().clone())",

@@ -209,6 +209,8 @@ class WatchState:
         #: ``frozen`` findings by optimizer index, held until a later step of that optimizer
         #: finds the tensors switched back on (a freeze for a phase: dropped) or the run ends
         self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
+        # the holders (file, name) of snapshots found aliased (:func:`.copies.snapshots`)
+        self.snapshots_found: set[tuple[str, str]] = set()
         #: ids of the new tensors of a submodule replaced again (their replacement explains
         #: the gradient they hold: :func:`~toolkit.audit.rules.running.replaced.noted_module`)
         self.superseded: set[int] = set()
