@@ -343,7 +343,28 @@ class Watch(WatchState):
             if torch.is_grad_enabled() and any(t.grad_fn is not None
                                                for t in tensors_in(output)):
                 self.ran_with_graph.setdefault(id(module), set()).add(self.events)
+            if torch.is_grad_enabled() and (self.no_grad_out or self.constants.sources):
+                self._reads_constants(module, args)
             self._called(module, args, output, sys._getframe(1))
+
+    def _reads_constants(self, module: nn.Module, args: tuple) -> None:
+        """A layer that trains reads what a no_grad call made, or a value computed from it
+        without a graph: that call is on the path of the prediction (a backbone under a head,
+        an embedding concatenated to a network's input), not a target's. Any layer, called
+        by the user's code or inside a container's forward."""
+        if isinstance(module, nn.modules.loss._Loss) or not any(
+                p.requires_grad for p in module.parameters(recurse=False)):
+            return
+        for a in args:
+            for t in tensors_in(a):
+                where = storage_of(t)
+                made = self.no_grad_out.get(where)
+                if made is not None:
+                    self.feeds_trained.add(made)
+                # or a value computed from it without a graph (a clone of an inference-mode
+                # output, a crop of the features)
+                for key in self.constants.sources.get(where, ()):
+                    self.feeds_trained.add(key[0])
 
     def _called(self, module: nn.Module, args: tuple, output: object,
                 frame: FrameType | None) -> None:
@@ -370,20 +391,6 @@ class Watch(WatchState):
                                        self.events))
             for t in outs:
                 self.no_grad_out[storage_of(t)] = id(module)
-        elif not isinstance(module, nn.modules.loss._Loss) and any(
-                p.requires_grad for p in module.parameters(recurse=False)):
-            # a network that trains reads what a no_grad call made: that call is on the path
-            # of the prediction (a backbone under a head), not a target's
-            for a in args:
-                for t in tensors_in(a):
-                    where = storage_of(t)
-                    made = self.no_grad_out.get(where)
-                    if made is not None:
-                        self.feeds_trained.add(made)
-                    # or a value computed from it without a graph (a clone of an
-                    # inference-mode output, a crop of the features)
-                    for key in self.constants.sources.get(where, ()):
-                        self.feeds_trained.add(key[0])
         if torch.is_grad_enabled():
             hard.called(self, module, args, outs, site)
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
