@@ -304,6 +304,27 @@ def cut_argument(path: str, span: tuple[int, int, int, int] | None, index: int,
     return [node_edit(path, arg, new)]
 
 
+def backward_inputs(path: str, line: int, inputs: str) -> Edit | None:
+    """The one ``.backward()`` call of the statement on ``line``, with no ``inputs``, given
+    ``inputs=[INPUTS]``: the backward then writes only those tensors' ``.grad``
+    (``energy.sum().backward()`` -> ``energy.sum().backward(inputs=[x_k])``)."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    stmt, text = found
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"]
+    if len(calls) != 1 or any(k.arg == "inputs" for k in calls[0].keywords) or \
+            any(isinstance(a, ast.Starred) for a in calls[0].args) or \
+            any(k.arg is None for k in calls[0].keywords):
+        return None
+    call = calls[0]
+    given = [segment(text, a) for a in call.args] + [
+        f"{k.arg}={segment(text, k.value)}" for k in call.keywords]
+    return node_edit(path, call, f"{segment(text, call.func)}"
+                                 f"({', '.join([*given, f'inputs=[{inputs}]'])})")
+
+
 def insert_before(path: str, line: int, statement: str) -> Edit | None:
     """``statement`` on its own line before the statement that starts on ``line``."""
     found = statement_at(path, line)

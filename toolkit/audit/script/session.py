@@ -498,6 +498,12 @@ class Watch(WatchState):
         if self.recording():
             for t in tensors:
                 lost.read(self, t)
+                if t.grad_fn is None and not isinstance(t, nn.Parameter):
+                    # an input's gradient (a sampler's, an attack's), by the name read
+                    frame = user_frame(1)
+                    name = None if frame is None else next(
+                        (n for n, v in frame.f_locals.items() if v is t), None)
+                    self.input_reads[id(t)] = (name, self.events)
 
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
@@ -732,6 +738,7 @@ class Watch(WatchState):
         at_step.shared(self, index, opt, stepped)
         at_step.views(self, index, stepped)
         at_step.leaks(self, index, event, site, stepped)
+        at_step.for_an_input(self, index, site, stepped)
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:
             copies.snapshots(self, self.staged.rec.alias_differences)

@@ -21,7 +21,7 @@ from toolkit.audit.record.tensors import keyed, nonzero
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["frozen", "leaks", "moved", "settle", "shared", "wasted"]
+__all__ = ["for_an_input", "frozen", "leaks", "moved", "settle", "shared", "wasted"]
 
 
 def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
@@ -68,6 +68,65 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
             edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() before this "
                           f"step's own backward()", step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
+
+
+def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
+    """A backward taken for an input's gradient (a Langevin sampler's step, an attack's
+    perturbation: the script reads that input's ``.grad``) that also wrote into tensors this
+    step uses, beside a backward of the iteration that trains them: the step adds the
+    sampler's gradient to the loss's (``leak``). The edit cuts it at its cause: that backward
+    given ``inputs=`` its input, so that it writes no other ``.grad``. Where the script froze
+    the rest of the same network for it (``f.f.requires_grad_(False)`` for
+    ``f.requires_grad_(False)``), the finding names that freeze too."""
+    if not w.input_reads:
+        return
+    held = set(w.stepped_map())
+    mine: dict[Source, list[tuple[str, torch.Tensor]]] = {}
+    for key, p in stepped:
+        for src in w.ledger.live.get(id(p), []):
+            if src.index >= 0 and src.iteration == w.iteration:
+                mine.setdefault(src, []).append((key, p))
+
+    def read_after(src: Source) -> list[str]:
+        return sorted({name for k in src.wrote if k not in held and k in w.input_reads
+                       and w.input_reads[k][1] >= src.index
+                       and (name := w.input_reads[k][0]) is not None})
+
+    inputs = {src: names for src in mine if (names := read_after(src))}
+    if not inputs or len(inputs) == len(mine):
+        return
+    by_site: dict[Site | None, tuple[Source, list[str], dict[str, torch.Tensor]]] = {}
+    for src, names in inputs.items():
+        _, read, hit = by_site.setdefault(src.site, (src, [], {}))
+        read += [n for n in names if n not in read]
+        hit.update(mine[src])
+    opt_text = w.optimizer_text(index, site) or "the optimizer"
+    shown = w.names()
+    for where, (src, read, hit) in by_site.items():
+        ids = {id(p) for p in hit.values()}
+        # the networks that hold them, the largest first (a head's model, not the head)
+        whole = [{id(p) for p in m.parameters()}
+                 for m, _ in [*w._held_by_names(), *w.networks()]]
+        whole = [n for n in whole if ids <= n]
+        frozen = next((lines[0] for lines, off in reversed(list(w.switching.items()))
+                       if any(off & n for n in whole) and not off & ids), None)
+        at = ((Site(frozen[0], frozen[1], None).shown(),) if frozen else ()) + (
+            (where.shown(),) if where is not None else ())
+        edit = (w.fixes.backward_inputs(where.path, where.line, ", ".join(read))
+                if where is not None else None)
+        keys = tuple(hit)
+        w.add(ScriptFinding(
+            "leak", w.iteration,
+            f"the gradient of {src.label} (backward at {where}), taken for the gradient of "
+            f"{', '.join(f'`{n}`' for n in read)}, is in .grad of {len(hit)} tensors when "
+            f"{opt_text} steps, beside the loss that trains them"
+            + (": the freeze before it switched the rest of their network off, not them"
+               if frozen else ": it changes the update"),
+            keys, tuple(shown.get(id(p), k) for k, p in hit.items()), at,
+            (edit,) if edit is not None else (),
+            advice=f"take that backward over {', '.join(read)} alone (backward(inputs=[...]))"
+                   f", or freeze the whole network for it", step=w.step_events - 1,
+            concerned=keys, cost_bytes=_bytes(list(hit.values()))))
 
 
 def moved(w: WatchState, index: int, event: int, stepped) -> None:

@@ -209,6 +209,9 @@ class WatchState:
         #: ``frozen`` findings by optimizer index, held until a later step of that optimizer
         #: finds the tensors switched back on (a freeze for a phase: dropped) or the run ends
         self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
+        # id -> (the name it was read by, the event) of each tensor no network holds whose
+        # ``.grad`` the script read (a sampler's or an attack's input)
+        self.input_reads: dict[int, tuple[str | None, int]] = {}
         # the holders (file, name) of snapshots found aliased (:func:`.copies.snapshots`)
         self.snapshots_found: set[tuple[str, str]] = set()
         #: ids of the new tensors of a submodule replaced again (their replacement explains
