@@ -39,10 +39,11 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
     if not own:
         # one loss of this iteration whose gradient another optimizer stepped first, and
         # nothing else in .grad: the loss trains both (an encoder and a decoder, each with
-        # its optimizer); a leak mixes another loss's gradient into a step's own
-        foreign = {src: hit for src, hit in foreign.items()
-                   if not (src.index >= 0 and src.iteration == w.iteration
-                           and w.step_optimizer.get(src.step) != index)}
+        # its optimizer); a leak mixes another loss's gradient into a step's own. That loss
+        # is this step's own, where an edit clears what came before it
+        own = [src for src in foreign if src.index >= 0 and src.iteration == w.iteration
+               and w.step_optimizer.get(src.step) != index]
+        foreign = {src: hit for src, hit in foreign.items() if src not in own}
     if not foreign:
         return
     names = w.names()
