@@ -87,6 +87,7 @@ def test_weights_updated_by_hand_count_iterations_from_backward_and_say_what_was
     script = _script(tmp_path, "w = torch.ones(2, requires_grad=True)\n"
                                "for i in range(1000):\n    (w * 2).sum().backward()\n"
                                "    with torch.no_grad():\n        w -= 0.1 * w.grad\n"
+                               "    w.grad = None\n"
                                "    assert i < 5, 'the audit did not stop the loop'\n")
     assert main(["--follow", "3", str(script)]) == 0
     out = capsys.readouterr().out

@@ -76,6 +76,7 @@ from toolkit.audit.rules.running import (
     never_trained,
     recycled,
     replaced,
+    summed,
     targets,
     unstepped,
     zero_gradient,
@@ -265,6 +266,7 @@ class Watch(WatchState):
             unstepped.end_of_iteration(self)
         dead.settle(self, final=True)
         at_step.settle(self)
+        summed.flush(self)
         targets.settle(self)
         never_trained.check(self)
         unstepped.never_stepped(self)
@@ -497,6 +499,7 @@ class Watch(WatchState):
         """The script's code (or a ``GradScaler``'s step) read these tensors' ``.grad``."""
         if self.recording():
             for t in tensors:
+                summed.read(self, t)
                 lost.read(self, t)
                 if t.grad_fn is None and not isinstance(t, nn.Parameter):
                     # an input's gradient (a sampler's, an attack's), by the name read
@@ -737,6 +740,7 @@ class Watch(WatchState):
         self.trainable_seen.update(id(p) for _, p in stepped)
         at_step.shared(self, index, opt, stepped)
         at_step.views(self, index, stepped)
+        summed.flush(self)
         at_step.leaks(self, index, event, site, stepped)
         at_step.for_an_input(self, index, site, stepped)
         at_step.moved(self, index, event, stepped)

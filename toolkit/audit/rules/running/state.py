@@ -212,6 +212,12 @@ class WatchState:
         # id -> (the name it was read by, the event) of each tensor no network holds whose
         # ``.grad`` the script read (a sampler's or an attack's input)
         self.input_reads: dict[int, tuple[str | None, int]] = {}
+        # id -> the event of the script's last read of the tensor's .grad
+        self.grad_read_at: dict[int, int] = {}
+        # where a later backward is -> its first backward there, where the script read the
+        # sums, and the tensors read whose .grad held the sum of a gradient the script had
+        # read and that backward's (:mod:`.summed`)
+        self.summed: dict[Site | None, tuple[Source, list[Site], dict[int, torch.Tensor]]] = {}
         # the holders (file, name) of snapshots found aliased (:func:`.copies.snapshots`)
         self.snapshots_found: set[tuple[str, str]] = set()
         #: ids of the new tensors of a submodule replaced again (their replacement explains
