@@ -55,7 +55,8 @@ PROBE = FORGOTTEN.replace(
     "encoder.parameters(), lr=0.01", "[*encoder.parameters(), *decoder.parameters()], lr=0.01"
 ).replace("    decoder_optimizer.zero_grad()\n    encoder_optimizer.zero_grad()\n",
           "    encoder_optimizer.zero_grad()\n").replace(
-    "    decoder_optimizer.step()\n    encoder_optimizer.step()\n", "    encoder_optimizer.step()\n")
+    "    decoder_optimizer.step()\n    encoder_optimizer.step()\n",
+    "    encoder_optimizer.step()\n")
 
 
 def test_the_freeze_never_undone_is_frozen_and_its_edit_trains_as_published(tmp_path):

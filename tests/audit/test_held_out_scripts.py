@@ -11,11 +11,11 @@ fields more, written before the rules changed that the eighth batch's misses ask
 ``held_out_scripts_j/``, twelve fields more, written before the rules changed that the ninth
 batch's misses asked for, ``held_out_scripts_k/``, twelve fields more, written before the
 rules changed that the tenth batch's misses asked for, and ``held_out_scripts_l/``, twelve
-fields more, written before the rules changed that the eleventh batch's misses asked for). Every script runs to its end and
-saves its weights; every bug twin trains differently from its correct twin (some saved tensor
-differs by more than 1e-5), and the correct twin trains the same way twice. The audit's accuracy
-on these scripts is measured by ``benchmarks/audit_held_out_scripts.py``; the scripts are never
-edited.
+fields more, written before the rules changed that the eleventh batch's misses asked for).
+Every script runs to its end and saves its weights; every bug twin trains differently from its
+correct twin (some saved tensor differs by more than 1e-5), and the correct twin trains the same
+way twice. The audit's accuracy on these scripts is measured by
+``benchmarks/audit_held_out_scripts.py``; the scripts are never edited.
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def test_a_restore_from_a_snapshot_that_is_no_copy_is_aliased_and_copied(
     assert f"{snapshot} -> {copied}" in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("text", [EMA, REWIND.replace("SNAPSHOT", "copy.deepcopy(net.state_dict())")],
+@pytest.mark.parametrize("text", [EMA,
+                                  REWIND.replace("SNAPSHOT", "copy.deepcopy(net.state_dict())")],
                          ids=["live-view-for-an-ema", "restore-from-a-copy"])
 def test_a_live_view_or_a_restore_from_a_copy_is_no_finding(tmp_path, text):
     script = tmp_path / "train.py"

@@ -30,7 +30,8 @@ from toolkit.audit.fixes.script_edits import (
 )
 from toolkit.audit.fixes.where_called import placed
 
-__all__ = ["as_parameter", "backward_inputs", "copy_at_alias", "copy_snapshot", "deep_copy_call", "detach_call",
+__all__ = ["as_parameter", "backward_inputs", "copy_at_alias", "copy_snapshot", "deep_copy_call",
+           "detach_call",
            "detach_expression", "edit_at", "import_edit", "insert_after", "insert_before",
            "made_per_item", "move_before", "node_edit", "out_of_no_grad", "placed",
            "registered", "remove_detach", "replace_parameters", "switch_on_before_loop",

@@ -384,7 +384,8 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad "
         + ("is off at each of its steps, switched off before it was built and never back on"
            if never_on else "was switched off after an earlier step and not back on")
-        + ": they get no gradient and stay as they are", keys, tuple(names.get(id(p), k) for k, p in frozen), at,
+        + ": they get no gradient and stay as they are", keys,
+        tuple(names.get(id(p), k) for k, p in frozen), at,
         (fix[1],) if fix is not None else (),
         advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
                f"before the loss that trains them", step=w.step_events - 1,
