@@ -212,11 +212,14 @@ def _audit(args: argparse.Namespace) -> int:
     failures = [f for f in findings if f.failure]
 
     if verifying:
+        # a run that ended by itself is run as far again with each edit (see verify)
+        ran_to = None if outcome.stopped or outcome.error is not None else watch.iteration + 1
         for f in failures:
             if f.edits:
                 f.verified, f.why_not = verify(f, [g for g in failures if g is not f],
                                                script, list(args.args), watch.grads,
-                                               args.steps if args.watch is None else 1, cwd)
+                                               args.steps if args.watch is None else 1, cwd,
+                                               ran_to=ran_to)
     if verifying and args.watch is not None:   # found and printed as the run went: the proofs
         for f in failures:
             if f.edits:

@@ -119,10 +119,12 @@ def _copy_sources(root: str, into: str) -> None:
 
 
 def rerun(script: str, args: list[str], edits: list[Edit], steps: int, cwd: str,
-          timeout: float | None = None) -> tuple[int, dict | None, list[dict], str]:
+          timeout: float | None = None, follow: int = 0
+          ) -> tuple[int, dict | None, list[dict], str]:
     """The script, with ``edits`` made in copies, audited for ``steps`` iterations in a fresh
-    process (:func:`~toolkit.audit.verify.fresh.run`) in ``cwd`` with no standard input;
-    returns its exit status, report, gradients and what it printed to stderr.
+    process (:func:`~toolkit.audit.verify.fresh.run`) in ``cwd`` with no standard input, then
+    run on unaudited for ``follow`` iterations more (or to its end); returns its exit status,
+    report, gradients and what it printed to stderr.
 
     The user's files are only read: the script's folder is copied (its ``.py`` files), an edit
     of a file in it is made in the copy, and an edited module that lives elsewhere (found on
@@ -145,7 +147,7 @@ def rerun(script: str, args: list[str], edits: list[Edit], steps: int, cwd: str,
         rec = os.path.join(tmp, "record")
         mapping = os.path.join(tmp, "elsewhere.json")
         Path(mapping).write_text(json.dumps(elsewhere), encoding="utf-8")
-        argv = ["--steps", str(steps), "--follow", "0", "--no-verify", "--record", rec,
+        argv = ["--steps", str(steps), "--follow", str(follow), "--no-verify", "--record", rec,
                 "--edited-elsewhere", mapping,
                 os.path.join(copy, os.path.relpath(os.path.abspath(script), root)), *args]
         done = fresh.run(fresh.run_module, ["toolkit.audit", argv], cwd=cwd, timeout=timeout)
@@ -210,11 +212,12 @@ def _fails(kind: object) -> bool:
 
 
 def _edited_run(edits: list[Edit], script: str, args: list[str], steps: int,
-                cwd: str) -> tuple[dict, list[dict]] | str:
+                cwd: str, follow: int = 0) -> tuple[dict, list[dict]] | str:
     """The report and gradients of the script audited with ``edits`` made (:func:`rerun`), or
-    why it could not be read: it could not be rerun, stopped short, or failed."""
+    why it could not be read: it could not be rerun, stopped short, or failed (in its audited
+    iterations or in the ``follow`` after them)."""
     try:
-        _, report, grads, stderr = rerun(script, args, edits, steps, cwd)
+        _, report, grads, stderr = rerun(script, args, edits, steps, cwd, follow=follow)
     except (subprocess.TimeoutExpired, OSError, ValueError, RuntimeError, SyntaxError) as err:
         return f"the edited script could not be rerun ({escaped(str(err))})"
     if report is None:
@@ -229,10 +232,15 @@ def _edited_run(edits: list[Edit], script: str, args: list[str], steps: int,
 
 
 def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
-           grads: list[dict], steps: int, cwd: str) -> tuple[bool, str]:
-    """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring)."""
+           grads: list[dict], steps: int, cwd: str, ran_to: int | None = None
+           ) -> tuple[bool, str]:
+    """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring). Where
+    the first audit saw the script run to its end after ``ran_to`` iterations, the edited one
+    runs on as far, unaudited: an edit that keeps a graph across iterations (a pool of
+    samples no longer cut) fails there, not in the iterations audited again."""
     need = max(steps, finding.iteration + 1)
-    ran = _edited_run(list(finding.edits), script, args, need, cwd)
+    follow = max(0, ran_to - need) if ran_to is not None else 0
+    ran = _edited_run(list(finding.edits), script, args, need, cwd, follow=follow)
     if isinstance(ran, str):
         return False, ran
     report, theirs = ran
