@@ -491,8 +491,7 @@ class Watch(WatchState):
             # progress (the source read only for such a clear: most clear before the backward)
             wrote = {id(t) for t in tensors if t.grad is not None
                      and self.reached_at.get(id(t), -1) > self.last_step_event}
-            if wrote and self._once(("conditional", lines),
-                                    lambda: S.progress_conditions(lines)):
+            if wrote and self.progress_conditions(lines):
                 self.scheduled.update(wrote)
 
     def grad_read(self, tensors: list[torch.Tensor]) -> None:

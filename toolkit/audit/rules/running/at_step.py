@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from functools import partial
 
 import torch
 import torch.overrides
@@ -103,12 +102,11 @@ def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
         hit.update(mine[src])
     opt_text = w.optimizer_text(index, site) or "the optimizer"
     shown = w.names()
+    # each network's tensors, those the script's names hold first (a head's model, not the head)
+    networks = [{id(p) for p in m.parameters()} for m, _ in [*w._held_by_names(), *w.networks()]]
     for where, (src, read, hit) in by_site.items():
         ids = {id(p) for p in hit.values()}
-        # the networks that hold them, the largest first (a head's model, not the head)
-        whole = [{id(p) for p in m.parameters()}
-                 for m, _ in [*w._held_by_names(), *w.networks()]]
-        whole = [n for n in whole if ids <= n]
+        whole = [n for n in networks if ids <= n]
         frozen = next((lines[0] for lines, off in reversed(list(w.switching.items()))
                        if any(off & n for n in whole) and not off & ids), None)
         at = ((Site(frozen[0], frozen[1], None).shown(),) if frozen else ()) + (
@@ -344,7 +342,7 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     never_on = not frozen and bool(holds) and not any(
         p.requires_grad or id(p) in w.trainable_seen for _, p in holds) and not any(
         id(p) in tensors for lines, tensors in w.switching.items() for _, p in holds
-        if w._once(("conditional", lines), partial(S.progress_conditions, lines)))
+        if w.progress_conditions(lines))
     if never_on:
         frozen = holds
     waiting = w.pending_frozen.get(index)

@@ -18,8 +18,6 @@ so)."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
@@ -44,8 +42,7 @@ def _frozen(w: WatchState):
                               (w.switching, switched, "switched {} off (requires_grad_(False))")):
         for lines, tensors in sites.items():
             keys = {key: never[key] for key in never if key in tensors}
-            conditions = w._once(("conditional", lines),   # as the clear read them
-                                 partial(S.progress_conditions, lines)) if keys else []
+            conditions = w.progress_conditions(lines) if keys else []
             if conditions:
                 yield lines, keys, conditions, how
 

@@ -352,6 +352,11 @@ class WatchState:
             value = self._said[key] = make()
             return value
 
+    def progress_conditions(self, lines: tuple[tuple[str, int], ...]) -> list[tuple[str, int]]:
+        """:func:`~toolkit.audit.record.syntax.progress_conditions` of a clear's or a freeze's
+        ``lines`` (the user's frames, innermost first), read once per run."""
+        return self._once(("conditional", lines), lambda: S.progress_conditions(lines))
+
     def loss_label(self, site: Site | None) -> str:
         """:func:`_label`, once per site."""
         return self._once(("label", site), lambda: _label(site))

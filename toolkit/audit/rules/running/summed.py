@@ -28,14 +28,14 @@ def read(w: WatchState, tensor: torch.Tensor) -> None:
     """Before the read of ``tensor``'s ``.grad`` is noted (:func:`.lost.read`): whether it holds
     the gradient of a backward the script read already, and of a later one."""
     key = id(tensor)
-    if any(r.new is tensor for r in w.replaced.values()):
-        return   # put in place of one an optimizer holds: its clear is the optimizer's
     cleared = w.cleared_at.get(key, -1)
     live = [s for s in w.ledger.live.get(key, ()) if s.index > cleared and s.index >= 0]
     last, w.grad_read_at[key] = w.grad_read_at.get(key, -1), w.events
     # read between two of the backwards it holds now: after the first, before the last
     if len(live) < 2 or not live[0].index <= last < live[-1].index:
         return
+    if any(r.new is tensor for r in w.replaced.values()):
+        return   # put in place of one an optimizer holds: its clear is the optimizer's
     frame = user_frame(3)
     at = site_of(frame) if frame is not None else None
     _, reads, found = w.summed.setdefault(live[-1].site, (live[-1], [], {}))
