@@ -715,8 +715,11 @@ class Watch(WatchState):
             params = [p for group in opt.param_groups for p in group["params"]]
             ids = [id(p) for p in params]
             self.stepped_at.update(dict.fromkeys(ids, event))
-            if not self.trainable_seen.issuperset(ids):
-                self.trainable_seen.update(id(p) for p in params if p.requires_grad)
+            mine = self.trainable_by.setdefault(index, set())
+            if not mine.issuperset(ids):
+                on = {id(p) for p in params if p.requires_grad}
+                mine |= on
+                self.trainable_seen |= on
             if not self.stepped_with_grad.issuperset(ids):
                 self.stepped_with_grad.update(id(p) for p in params if p.grad is not None)
             return
@@ -737,6 +740,7 @@ class Watch(WatchState):
         targets.followers(self, index, stepped)
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
+        self.trainable_by.setdefault(index, set()).update(id(p) for _, p in stepped)
         at_step.shared(self, index, opt, stepped)
         at_step.views(self, index, stepped)
         summed.flush(self)

@@ -321,8 +321,8 @@ def wasted(w: WatchState) -> None:
 
 
 def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
-    """Tensors an optimizer held with ``requires_grad`` at an earlier step, switched off
-    since and still held: frozen mid-run (for another network's step, say) and never
+    """Tensors an optimizer held with ``requires_grad`` at an earlier step of its own,
+    switched off since and still held: frozen mid-run (for another network's step, say) and never
     switched back on, the optimizer steps them with no gradient.
 
     The finding waits (:attr:`.state.WatchState.pending_frozen`): a later
@@ -338,7 +338,11 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     and stepped with no gradient, the freeze never undone for the phase it was built for. Not
     a freeze under a condition on the run's progress (:mod:`.never_trained` judges those)."""
     holds = keyed(index, opt)
-    frozen = [(k, p) for k, p in holds if not p.requires_grad and id(p) in w.trainable_seen]
+    # on at one of this optimizer's own steps: a tensor frozen before the optimizer was built
+    # (BitFit's weights, kept fixed while a new optimizer over the whole model trains the
+    # biases), having trained in an earlier phase under another, is frozen for this one
+    mine = w.trainable_by.get(index, set())
+    frozen = [(k, p) for k, p in holds if not p.requires_grad and id(p) in mine]
     never_on = not frozen and bool(holds) and not any(
         p.requires_grad or id(p) in w.trainable_seen for _, p in holds) and not any(
         id(p) in tensors for lines, tensors in w.switching.items() for _, p in holds

@@ -200,6 +200,8 @@ class WatchState:
         # module id -> the name a call used -> (with gradients?, the call's site, iteration)
         self.called_as: dict[int, dict[str, set[tuple[bool, Site, int]]]] = {}
         self.trainable_seen: set[int] = set()   # held with requires_grad at some step
+        # by optimizer: the tensors each held with requires_grad at one of its own steps
+        self.trainable_by: dict[int, set[int]] = {}
         self.no_grad_out: dict[int, int] = {}   # storage of a no_grad call's output -> module
         self.feeds_trained: set[int] = set()    # modules whose no_grad output a network reads
         self.new_loops: set[int] = set()
