@@ -387,7 +387,6 @@ class Watch(WatchState):
                 made.first_step is not None:
             made.called_after = True
         if not torch.is_grad_enabled() and outs:
-            self.constants.made(outs, (id(module), site))
             inputs = [t.grad_fn for a in args for t in tensors_in(a) if t.grad_fn is not None]
             self.no_grad_calls.append((module, site, _user_lines(frame), inputs,
                                        self.events))
@@ -426,6 +425,9 @@ class Watch(WatchState):
         # each name the user's code calls this network by, with or without gradients
         self.called_as.setdefault(id(module), {}).setdefault(called, set()).add(
             (torch.is_grad_enabled(), site, self.iteration))
+        if not torch.is_grad_enabled() and outs:
+            # by the name too: one helper's line calls every network handed to it
+            self.constants.made(outs, (id(module), site, called))
         for t in outs:
             if t.grad_fn is not None:
                 self.call_outputs.append((t.grad_fn, site, self.events))

@@ -46,7 +46,7 @@ def aliased(w: WatchState) -> None:
             uses.setdefault(name, set()).update(found)
     # where a no_grad call's output became a constant that a loss's graph met: a target (a
     # no_grad read that feeds no loss, a metric or a check, is no target)
-    fed = {site for _, site in w.fed_constants}
+    fed = {(site, name) for _, site, name in w.fed_constants}
     found: dict[tuple[str, str], tuple] = {}
     for module, by_name in networks.values():
         params = [p for p in module.parameters() if id(p) in stepped]
@@ -58,7 +58,7 @@ def aliased(w: WatchState) -> None:
         pairs = [(t, o) for t, t_uses in by_name.items()
                  for o, o_uses in by_name.items()
                  if (t.rpartition(".")[2] != o.rpartition(".")[2] or _holders(w, t, o) != (t, o))
-                 and ({i for g, s, i in t_uses if not g and s in fed}
+                 and ({i for g, s, i in t_uses if not g and (s, t) in fed}
                       - {i for g, _, i in t_uses if g})
                  & {i for g, _, i in o_uses if g}]
         if not params or not pairs:
@@ -200,14 +200,13 @@ def kept_in_sync(w: WatchState) -> None:
         # toward another by the script: SPR's target encoder) is not the trained network
         if not any(p.requires_grad for p in online.parameters()):
             continue
-        fed = {s: when for (key, s), when in w.fed_constants.items()
+        fed = {(s, name): when for (key, s, name), when in w.fed_constants.items()
                if key == id(online)}
         if not fed:
             continue
-        sites = list(fed)
+        sites = list(dict.fromkeys(s for s, _ in fed))
         iteration, step = min(fed.values())
-        spelled = {n for n, uses in w.called_as.get(id(online), {}).items()
-                   for g, s, _ in uses if not g and s in sites}
+        spelled = {name for _, name in fed}
         edits = []
         for site in dict.fromkeys(sites):
             for name in spelled:

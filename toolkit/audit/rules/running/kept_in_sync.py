@@ -40,9 +40,9 @@ __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
 
 class Constants(TorchFunctionMode):
     """While it holds constants: the storages of each ``no_grad`` call's outputs
-    (:meth:`made`), those of every tensor computed from them without a graph, and, by node,
-    where one of them meets a tensor with a graph (``met``: node id -> (node, the calls'
-    keys)).
+    (:meth:`made`), those of every floating-point tensor computed from them without a graph,
+    and, by node, where one of them that is no single number meets a tensor with a graph
+    (``met``: node id -> (node, the calls' keys)).
 
     A mode costs a Python dispatch on every operation; one with no constants does nothing
     with it. So it goes on the mode stack (at ``depth``, the stack's depth when the watch
@@ -61,6 +61,8 @@ class Constants(TorchFunctionMode):
         self.met: dict[int, tuple[Any, set[tuple]]] = {}
 
     def _mark(self, t: torch.Tensor, keys: set[tuple]) -> None:
+        if not (t.is_floating_point() or t.is_complex()):
+            return   # an index or a mask made from a constant (a greedy action) is a choice
         where = storage_of(t)
         if where:
             self.sources.setdefault(where, set()).update(keys)
@@ -97,7 +99,11 @@ class Constants(TorchFunctionMode):
         graphed = [t for t in ins if t.grad_fn is not None or t.requires_grad]
         node = next((t.grad_fn for t in outs if t.grad_fn is not None), None)
         if graphed and node is not None:
-            self.met.setdefault(id(node), (node, set()))[1].update(keys)
+            # a number (a 0-dim loss or reward: the change of the student's loss that weighs
+            # the teacher's in Meta Pseudo Labels) is no value the loss compares with
+            compared = {k for t in ins if t.dim() for k in self.sources.get(storage_of(t), ())}
+            if compared:
+                self.met.setdefault(id(node), (node, set()))[1].update(compared)
         else:
             for t in outs:
                 if t.grad_fn is None:

@@ -323,7 +323,8 @@ class WatchState:
         self.recycling = Recycling()
         # a copy kept in sync and never read (see :mod:`~toolkit.audit.rules.running.kept_in_sync`):
         # the networks the script's namespaces hold, the constants no_grad calls make, and
-        # the no_grad calls (module id, site) whose constants a loss's graph meets
+        # the no_grad calls (module id, site, the name it is called by) whose constants a
+        # loss's graph meets
         self.sync = KeptInSync()
         # on the mode stack where it is now: the modes the script enters nest inside it
         self.constants = Constants(torch._C._len_torch_function_stack())
