@@ -47,6 +47,20 @@ def user_frame(depth: int = 1) -> FrameType | None:
     return frame
 
 
+def scope_lines(frame: FrameType | None) -> tuple[tuple[str, int, int], ...]:
+    """The user's frames from ``frame`` outwards, each as ``(file, the first line of its
+    function, the line it runs)``: where a statement at one scope (a module's top level, a
+    function) made what a call inside it did (``net.add_task()``, whose method appends a
+    head)."""
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        if is_user(code.co_filename):
+            out.append((os.path.abspath(code.co_filename), code.co_firstlineno, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Site:
     """A place in the user's code: the file, the line, and the span (lines and columns, 0-based

@@ -301,6 +301,9 @@ class Watch(WatchState):
         self.optimizers.append(opt)
         frame = user_frame(2)
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
+        if frame is not None:
+            self.built_in[id(opt)] = (os.path.abspath(frame.f_code.co_filename),
+                                      frame.f_code.co_firstlineno)
         self.built_groups[id(opt)] = [
             (tuple(p.ndim for p in g["params"]), {k: v for k, v in g.items() if k != "params"})
             for g in opt.param_groups]

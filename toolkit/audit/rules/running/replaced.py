@@ -36,7 +36,7 @@ from torch import nn
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
-from toolkit.audit.record.frames import Site, site_of, user_frame
+from toolkit.audit.record.frames import Site, scope_lines, site_of, user_frame
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.fix_writer import FixWriter
@@ -108,6 +108,7 @@ def made(w: WatchState, tensor: torch.Tensor) -> None:
     if frame is not None:
         w.made_leaves[id(tensor)] = (weakref.ref(tensor), site_of(frame),
                                      not torch.is_grad_enabled(), _spoils(w))
+        w.made_in[id(tensor)] = (len(w.optimizers), scope_lines(frame))
 
 
 def _spoils(w: WatchState) -> int:

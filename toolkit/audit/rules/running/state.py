@@ -193,6 +193,10 @@ class WatchState:
         # (the tensor, weakly; the line; under no_grad?; the iteration it spoils first), see
         # the same module
         self.made_leaves: dict[int, tuple[weakref.ref, Site, bool, int]] = {}
+        # and for each, the optimizers built by then and the user's frames that made it
+        # (:func:`~toolkit.audit.record.frames.scope_lines`); each optimizer's building scope
+        self.made_in: dict[int, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
+        self.built_in: dict[int, tuple[str, int]] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
         # audited because a new one began there (a main loop after a warm-up)

@@ -130,11 +130,15 @@ def end_of_iteration(w: WatchState) -> None:
                 what = (f"the loss of {opt_text}'s step trains them and none of the tensors "
                         f"it holds: it is built over the wrong parameters")
         elif built is not None and opt_name:
-            e = _widened(w.fixes, opt, module, name, set(keys), built)
+            added = [p for p in module.parameters() if id(p) in set(keys)]
+            # made after the optimizer was built (a head a method appends for a new task):
+            # the group is added after the statement that made them, where they exist
+            later = _made_after(w, opts[0], added, built)
+            e = _widened(w.fixes, opt, module, name, set(keys), built) if later is None \
+                else None
             if e is None:
                 params = _parameters_text(module, name, set(keys))
-                added = [p for p in module.parameters() if id(p) in set(keys)]
-                e = w.fixes.insert_after(built.path, built.line,
+                e = w.fixes.insert_after(built.path, later or built.line,
                                    f"{opt_name}.add_param_group({_group(w, opt, params, added)})")
             edits = (e,) if e is not None else ()
         w.add(ScriptFinding(
@@ -145,6 +149,25 @@ def end_of_iteration(w: WatchState) -> None:
                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                    f"constructor)", step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _made_after(w: WatchState, index: int, tensors: list[torch.Tensor], built: Site
+                ) -> int | None:
+    """The line, in the scope that built the ``index``-th optimizer (at ``built``), of the last
+    statement that made one of ``tensors`` after it was built, when every one of them was
+    made so (their module appended by a method the script calls there); else ``None``."""
+    scope = w.built_in.get(id(w.optimizers[index]))
+    lines = []
+    for p in tensors:
+        leaf, made = w.made_leaves.get(id(p)), w.made_in.get(id(p))
+        if scope is None or leaf is None or leaf[0]() is not p or made is None or \
+                made[0] <= index:
+            return None
+        line = next((n for path, first, n in made[1] if (path, first) == scope), None)
+        if line is None or line <= built.line:
+            return None
+        lines.append(line)
+    return max(lines) if lines else None
 
 
 def _stepped_after_alone(w: WatchState, sources: set, stepped: set[int]) -> int | None:
