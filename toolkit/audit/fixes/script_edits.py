@@ -222,31 +222,56 @@ def _shallow_copied(text: str, value: ast.expr) -> str | None:
 
 
 def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
-    """The one assignment ``name = ...`` of ``path`` whose value takes views of tensors
-    (``.detach()``, ``.data``, ``.state_dict()``) made to take copies: ``p.detach()`` ->
+    """The one assignment to ``name`` (``name = ...``, or to an item of it, ``name[k] = ...``)
+    of ``path`` whose value takes views of tensors (``.detach()``, ``.data``,
+    ``.state_dict()``) that it does not copy, made to take copies: ``p.detach()`` ->
     ``p.detach().clone()``, ``p.data`` -> ``p.data.clone()``, ``model.state_dict()`` ->
     ``copy.deepcopy(model.state_dict())`` (and ``import copy`` where the file lacks it). The
-    assignment's line and the edits, or ``None`` when there is no one such assignment."""
+    assignment's line and the edits, or ``None`` when there is no one such assignment (a
+    snapshot first taken with ``.clone()``, then kept up to date in the loop as a view:
+    synaptic intelligence's ``p_old[n] = p.detach()``, is the loop's)."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
     tree, text = parsed
-    bound = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)
-             and len(node.targets) == 1 and segment(text, node.targets[0]) == name]
-    if len(bound) != 1:
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        if segment(text, target) != name and not (
+                isinstance(target, ast.Subscript) and segment(text, target.value) == name):
+            continue
+        copied = _copied_views(text, node.value)
+        if copied is not None:
+            found.append((node, copied))
+    if len(found) != 1:
         return None
-    value = bound[0].value
+    node, (state, views) = found[0]
+    if state:
+        return node.lineno, _deep_copy(path, node.value, segment(text, node.value))
+    return node.lineno, [node_edit(path, v, f"{segment(text, v)}.clone()") for v in views]
+
+
+def _copied_views(text: str, value: ast.expr) -> tuple[bool, list[ast.expr]] | None:
+    """What of ``value`` an edit copies: all of it (it takes a ``state_dict()`` outside any
+    ``deepcopy``), or its views of tensors no ``.clone()`` copies; ``None`` when nothing."""
     calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Attribute) and not n.args and not n.keywords]
-    state = [n for n in calls if n.func.attr == "state_dict"]  # type: ignore[attr-defined]
-    if state:
-        return bound[0].lineno, _deep_copy(path, value, segment(text, value))
-    views: list[ast.expr] = [n for n in calls if n.func.attr == "detach"]  # type: ignore[attr-defined]
+    cloned = {id(n.func.value) for n in calls  # type: ignore[attr-defined]
+              if n.func.attr == "clone"}  # type: ignore[attr-defined]
+    deep = [n for n in ast.walk(value) if isinstance(n, ast.Call)
+            and segment(text, n.func) in ("copy.deepcopy", "deepcopy")]
+    inside = {id(m) for d in deep for m in ast.walk(d)}
+    if any(n.func.attr == "state_dict" and id(n) not in inside  # type: ignore[attr-defined]
+           for n in calls):
+        return True, []
+    views: list[ast.expr] = [n for n in calls
+                             if n.func.attr == "detach"]  # type: ignore[attr-defined]
     views += [n for n in ast.walk(value) if isinstance(n, ast.Attribute) and n.attr == "data"
               and isinstance(n.ctx, ast.Load)]
-    if not views:
-        return None
-    return bound[0].lineno, [node_edit(path, v, f"{segment(text, v)}.clone()") for v in views]
+    views = [v for v in views if id(v) not in cloned and id(v) not in inside]
+    return (False, views) if views else None
 
 
 def detach_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
