@@ -221,6 +221,8 @@ class Watch(WatchState):
             self.detaches = [d for d in self.detaches if d[-1] >= keep]
         if self.no_grad_calls:
             self.no_grad_calls = [c for c in self.no_grad_calls if c[-1] >= keep]
+        if self.no_grad_out:
+            self.no_grad_out = {k: v for k, v in self.no_grad_out.items() if v[-1] >= keep}
         if self.clears:
             self.clears = [c for c in self.clears if c[-1] >= keep]
         if self.trained_reads:
@@ -365,7 +367,7 @@ class Watch(WatchState):
                 where = storage_of(t)
                 made = self.no_grad_out.get(where)
                 if made is not None:
-                    self.feeds_trained.add(made)
+                    self.feeds_trained.add(made[0])
                 # or a value computed from it without a graph (a clone of an inference-mode
                 # output, a crop of the features)
                 for key in self.constants.sources.get(where, ()):
@@ -393,8 +395,8 @@ class Watch(WatchState):
             inputs = [t.grad_fn for a in args for t in tensors_in(a) if t.grad_fn is not None]
             self.no_grad_calls.append((module, site, _user_lines(frame), inputs,
                                        self.events))
-            for t in outs:
-                self.no_grad_out[storage_of(t)] = id(module)
+            for t in outs:   # held, so that no later tensor takes its storage's address
+                self.no_grad_out[storage_of(t)] = (id(module), t, self.events)
         if torch.is_grad_enabled():
             hard.called(self, module, args, outs, site)
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):

@@ -206,7 +206,8 @@ class WatchState:
         self.trainable_seen: set[int] = set()   # held with requires_grad at some step
         # by optimizer: the tensors each held with requires_grad at one of its own steps
         self.trainable_by: dict[int, set[int]] = {}
-        self.no_grad_out: dict[int, int] = {}   # storage of a no_grad call's output -> module
+        # storage of a no_grad call's output -> (its module's id, the output, the event)
+        self.no_grad_out: dict[int, tuple[int, torch.Tensor, int]] = {}
         self.feeds_trained: set[int] = set()    # modules whose no_grad output a network reads
         self.new_loops: set[int] = set()
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
