@@ -208,6 +208,8 @@ class CallWatch(TorchFunctionMode):
                                    self_involved=out_arg is None and name not in _COPIES)
                     if not grad:
                         _restored_from_itself(rec, key, read)
+                    if not any(r.requires_grad for r in read):
+                        _moved_toward_itself(rec, key, t, read, inputs)
         elif name == "requires_grad_" and args and isinstance(args[0], torch.Tensor):
             wants = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
             if id(args[0]) in rec.watched and not wants:
@@ -284,11 +286,11 @@ class CallWatch(TorchFunctionMode):
             rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))
         elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
             rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
-            if not grad:   # a value computed from a snapshot's view (``state[k] * mask``)
-                view = next((v for t in inputs if (v := _snapshot_view(rec, t)) is not None),
-                            None)
-                if view is not None:
-                    rec.from_snapshot[id(out)] = (weakref.ref(out), view)
+            # a value computed from a snapshot's view (``state[k] * mask``), without a graph
+            # (under no_grad, or of ``.data`` views)
+            view = next((v for t in inputs if (v := _snapshot_view(rec, t)) is not None), None)
+            if view is not None:
+                rec.from_snapshot[id(out)] = (weakref.ref(out), view)
         return out
 
 
@@ -321,6 +323,19 @@ def _restored_from_itself(rec: Any, key: int, read: list[torch.Tensor]) -> None:
             if held:
                 rec.alias_restores.append((rec.call, view, user_line(), held))
             return
+
+
+def _moved_toward_itself(rec: Any, key: int, t: torch.Tensor, read: list[torch.Tensor],
+                         inputs: list[torch.Tensor]) -> None:
+    """A write without a graph into the watched tensor ``key`` (``t``, the tensor written) of
+    a value computed from that tensor itself as another operand: ``ema_p.lerp_(p, w)`` or
+    ``p.add_(p, alpha=-wd)`` where the two are one tensor, a ``.copy_`` of arithmetic on views
+    of its own elements. An EMA update whose copy and source are one network's tensors, or a
+    weight decay by hand (the rule tells them apart by the script's names)."""
+    if any(r is t for r in read) or sum(x is t for x in inputs) > 1 or any(
+            (v := _snapshot_view(rec, r)) is not None and rec.storage.get(storage_key(v)) == key
+            for r in read):
+        rec.alias_moves.append((rec.call, t, user_line()))
 
 
 def _one_storage(name: str, args: tuple[Any, ...], rec: Any) -> torch.Tensor | None:

@@ -190,6 +190,10 @@ class Recording:
         # own elements that the script holds (a snapshot restored that is no copy), as above
         self.alias_restores: list[tuple[int, torch.Tensor, Line | None,
                                         list[tuple[str, str]]]] = []
+        # (call, the tensor, the user's line): a write without a graph into a watched tensor
+        # of a value computed from that tensor itself as another operand (an EMA update
+        # whose copy and source are one network's tensors)
+        self.alias_moves: list[tuple[int, torch.Tensor, Line | None]] = []
         # id -> (weak result, the snapshot view it was computed from), within a call
         self.from_snapshot: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
         # (call, the edges read, the function, the user's line, whether it also returned

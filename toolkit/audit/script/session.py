@@ -279,6 +279,7 @@ class Watch(WatchState):
             if self.staged.rec is not None:
                 copies.snapshots(self, self.staged.rec.alias_differences)
                 copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
+                copies.moved_toward_itself(self, self.staged.rec.alias_moves)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
         # names a network's tensors, or the network)
         named = self.names()
@@ -757,6 +758,7 @@ class Watch(WatchState):
         if self.staged.rec is not None:
             copies.snapshots(self, self.staged.rec.alias_differences)
             copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
+            copies.moved_toward_itself(self, self.staged.rec.alias_moves)
         if self.scheduled:
             # a freeze is a clear the step sees: a tensor a later backward() wrote into again
             # reaches it with part of the gradient of its update, the rest lost to the clear

@@ -17,7 +17,8 @@ from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.kept_in_sync import swap_call
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["aliased", "kept_in_sync", "shallow", "snapshot", "snapshots"]
+__all__ = ["aliased", "kept_in_sync", "moved_toward_itself", "shallow", "snapshot",
+           "snapshots"]
 
 
 def aliased(w: WatchState) -> None:
@@ -102,6 +103,61 @@ def aliased(w: WatchState) -> None:
             advice=f"make `{copied}` a copy: {copied} = "
                    + (fix[1][0].new if fix is not None else f"copy.deepcopy({source})"),
             step=w.step_events - 1, concerned=shown))
+
+
+def moved_toward_itself(w: WatchState, moves: list) -> None:
+    """Writes without a graph into tensors an optimizer steps of values computed from those
+    tensors themselves as another operand (``ema_p.mul_(d).add_(p, alpha=1 - d)``,
+    ``torch._foreach_lerp_(ema, params, w)``), recorded by the staged recording, where the
+    script's names bind two names to the network that holds them (``ema_model = net_model``
+    for ``copy.deepcopy(net_model)``): the update meant to move a copy toward the trained
+    network moves each of its tensors toward itself, so the copy (an EMA kept for sampling or
+    evaluation, a target network) is the trained network. The edit makes the assignment a
+    deep copy. One name for the network (a weight decay written by hand, ``p.add_(p,
+    alpha=-wd)``) is no finding, nor is a network :func:`aliased` names already (the copy read
+    as a target). ``moves`` is drained."""
+    found, moves[:] = list(moves), []
+    if not found:
+        return
+    stepped = w.stepped_map()
+    by_storage = {storage_key(p): p for o in w.optimizers for g in o.param_groups
+                  for p in g["params"]}
+    names = w.names()
+    by_module: dict[int, tuple[nn.Module, list[str]]] = {}
+    for name, value in w.scope.items():
+        if isinstance(value, nn.Module) and name.isidentifier() and not name.startswith("_") \
+                and name != "self":
+            by_module.setdefault(id(value), (value, []))[1].append(name)
+    done: set[int] = set()
+    for _, view, line in found:
+        t = by_storage.get(storage_key(view))   # the stepped tensor whose elements it is
+        if t is None:
+            continue
+        for key, (module, bound) in by_module.items():
+            if key in done or len(bound) < 2 or not any(p is t for p in module.parameters()):
+                continue
+            done.add(key)
+            paths = dict.fromkeys([*([line.path] if line is not None else []),
+                                   *w.user_paths.values()])
+            fix = next(((copy, online, f) for path in paths for copy in bound
+                        for online in bound if copy != online
+                        if (f := w.fixes.copy_at_alias(path, copy, online)) is not None), None)
+            copy, online = (fix[0], fix[1]) if fix is not None else (bound[0], bound[1])
+            params = [p for p in module.parameters() if id(p) in stepped]
+            shown = tuple(names.get(id(p), "?") for p in params)
+            if any(f.kind == "aliased" and set(f.concerned) & set(shown)
+                   for f in w.findings.values()):
+                continue   # named already, read as a target (:func:`aliased`)
+            at = ((Site(line.path, fix[2][0], None).shown(),) if fix and line else ()) + (
+                (str(line),) if line is not None else ())
+            w.add(ScriptFinding(
+                "aliased", w.iteration,
+                f"`{copy}` and `{online}` are one network: the script moves `{copy}` toward "
+                f"`{online}` (an EMA or a target network's update), which moves each of its "
+                f"tensors toward itself, so `{copy}` holds none of the past weights it is kept "
+                f"for", shown, shown, at, tuple(fix[2][1]) if fix is not None else (),
+                advice=f"make `{copy}` a copy: {copy} = copy.deepcopy({online})",
+                step=w.step_events - 1, concerned=shown))
 
 
 def _holders(w: WatchState, target: str, trained: str) -> tuple[str, str]:
