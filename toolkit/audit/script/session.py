@@ -511,9 +511,14 @@ class Watch(WatchState):
                 if t.grad_fn is None and not isinstance(t, nn.Parameter):
                     # an input's gradient (a sampler's, an attack's), by the name read
                     frame = user_frame(1)
-                    name = None if frame is None else next(
-                        (n for n, v in frame.f_locals.items() if v is t), None)
-                    self.input_reads[id(t)] = (name, self.events)
+                    scope = {} if frame is None else frame.f_locals
+                    name = next((n for n, v in scope.items() if v is t), None)
+                    # and the list that holds it there, with its place and length (a loop
+                    # over a model's states reads each by one name)
+                    held = next(((n, i, len(v)) for n, v in scope.items()
+                                 if isinstance(v, list | tuple)
+                                 for i, x in enumerate(v) if x is t), None)
+                    self.input_reads[id(t)] = (name, self.events, held)
 
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited

@@ -1,7 +1,8 @@
 """What a step finds in ``.grad``, in an audited iteration: gradient of another step's loss
-(``leak``), of an earlier iteration's, or of weights the script has moved since (``stale``), a tensor two optimizers step (``shared``),
-gradient cleared before any step or the script's code used it (``wasted``), and a network frozen for another's
-step and never switched back on (``frozen``)."""
+(``leak``), of an earlier iteration's, or of weights the script has moved since (``stale``), a
+tensor two optimizers step (``shared``), gradient cleared before any step or the script's code
+used it (``wasted``), and a network frozen for another's step and never switched back on
+(``frozen``)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,8 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         w.add(ScriptFinding(
             kind, w.iteration, what + " (it changes the update)",
             tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
-            edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() before this "
-                          f"step's own backward()", step=w.step_events - 1,
+            edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() "
+                          f"before this step's own backward()", step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
 
 
@@ -96,10 +97,21 @@ def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
     if not inputs or len(inputs) == len(mine):
         return
     by_site: dict[Site | None, tuple[Source, list[str], dict[str, torch.Tensor]]] = {}
+    together: dict[Site | None, str] = {}
     for src, names in inputs.items():
         _, read, hit = by_site.setdefault(src.site, (src, [], {}))
         read += [n for n in names if n not in read]
         hit.update(mine[src])
+        # several inputs read by one name (a loop over a model's states): the list holding
+        # them, or the slice of it they fill (``states[1:]``)
+        listed = _held_together(w, [k for k in src.wrote if k not in held
+                                     and k in w.input_reads], len(names))
+        if listed is not None:
+            read[:] = [listed]
+            together[src.site] = f"*{listed}"
+    # the losses that train the tensors beside them: where the step's own gradient comes from
+    beside = tuple(dict.fromkeys(s.site.shown() for s in mine
+                                 if s not in inputs and s.site is not None))
     opt_text = w.optimizer_text(index, site) or "the optimizer"
     shown = w.names()
     # each network's tensors, those the script's names hold first (a head's model, not the head)
@@ -110,8 +122,9 @@ def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
         frozen = next((lines[0] for lines, off in reversed(list(w.switching.items()))
                        if any(off & n for n in whole) and not off & ids), None)
         at = ((Site(frozen[0], frozen[1], None).shown(),) if frozen else ()) + (
-            (where.shown(),) if where is not None else ())
-        edit = (w.fixes.backward_inputs(where.path, where.line, ", ".join(read))
+            (where.shown(),) if where is not None else ()) + beside
+        edit = (w.fixes.backward_inputs(where.path, where.line,
+                                        together.get(where) or ", ".join(read))
                 if where is not None else None)
         keys = tuple(hit)
         w.add(ScriptFinding(
@@ -126,6 +139,24 @@ def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
             advice=f"take that backward over {', '.join(read)} alone (backward(inputs=[...]))"
                    f", or freeze the whole network for it", step=w.step_events - 1,
             concerned=keys, cost_bytes=_bytes(list(hit.values()))))
+
+
+def _held_together(w: WatchState, keys: list[int], names: int) -> str | None:
+    """The list or tuple that held the inputs ``keys`` where the script read their ``.grad``
+    (by fewer than one ``names`` each), as the script can name them all: the list itself, or
+    the slice of it they fill; else ``None``."""
+    held = [w.input_reads[k][2] for k in keys]
+    if len(keys) <= names or any(h is None for h in held) or \
+            len({(h[0], h[2]) for h in held}) != 1:  # type: ignore[index]
+        return None
+    name, _, length = held[0]  # type: ignore[misc]
+    places = sorted(h[1] for h in held)  # type: ignore[index]
+    first, last = places[0], places[-1]
+    if places != list(range(first, last + 1)) or not name.isidentifier():
+        return None
+    if first == 0 and last == length - 1:
+        return name
+    return f"{name}[{first or ''}:{'' if last == length - 1 else last + 1}]"
 
 
 def moved(w: WatchState, index: int, event: int, stepped) -> None:
@@ -322,8 +353,8 @@ def wasted(w: WatchState) -> None:
 
 def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | None) -> None:
     """Tensors an optimizer held with ``requires_grad`` at an earlier step of its own,
-    switched off since and still held: frozen mid-run (for another network's step, say) and never
-    switched back on, the optimizer steps them with no gradient.
+    switched off since and still held: frozen mid-run (for another network's step, say) and
+    never switched back on, the optimizer steps them with no gradient.
 
     The finding waits (:attr:`.state.WatchState.pending_frozen`): a later
     step of the same optimizer that finds them all switched back on drops it (some: it keeps

@@ -218,7 +218,7 @@ class WatchState:
         self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
         # id -> (the name it was read by, the event) of each tensor no network holds whose
         # ``.grad`` the script read (a sampler's or an attack's input)
-        self.input_reads: dict[int, tuple[str | None, int]] = {}
+        self.input_reads: dict[int, tuple[str | None, int, tuple[str, int, int] | None]] = {}
         # id -> the event of the script's last read of the tensor's .grad
         self.grad_read_at: dict[int, int] = {}
         # where a later backward is -> its first backward there, where the script read the
@@ -284,7 +284,7 @@ class WatchState:
         self.passed_on: dict[int, set[int]] = {}   # a parameter-free call's output -> inputs
         # tensor id -> its values after its last audited step (what the script did to it
         # before the next step is its own doing)
-        self.after_step: dict[int, torch.Tensor] = {}   # storage a network that trains read -> event
+        self.after_step: dict[int, torch.Tensor] = {}
         # (module, its call's site, the user's (file, line) from there outwards, the graphs of
         # its inputs, event)
         self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
