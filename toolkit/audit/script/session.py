@@ -582,6 +582,7 @@ class Watch(WatchState):
                 first = self.iteration + 1
                 self.new_loops.update(range(first, first + (1 if self.every else self.steps)))
                 self.last_audited = max(self.last_audited, max(self.new_loops))
+                self.loop_began = self.events + 1
                 self._want_recording_hooks()
         self.events += 1
         self.site_events[key] = self.events

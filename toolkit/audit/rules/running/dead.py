@@ -178,8 +178,9 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     (:func:`.unstepped.end_of_iteration`), whose edit replaces it."""
     if len(dead) != len(stepped):
         return False
-    reached = set().union(*(r for e, r in w.reached_by
-                            if e > w.previous_step_event)) - set(w.stepped_map())
+    earlier = w.of_earlier_loops()
+    reached = set().union(*(r for e, r in w.reached_by if e > w.previous_step_event)) - {
+        k for k, i in w.stepped_map().items() if i not in earlier}
     if not reached:
         return False
     w.misplaced[index] = (reached, tuple(k for k, _ in dead))

@@ -210,6 +210,7 @@ class WatchState:
         self.no_grad_out: dict[int, tuple[int, torch.Tensor, int]] = {}
         self.feeds_trained: set[int] = set()    # modules whose no_grad output a network reads
         self.new_loops: set[int] = set()
+        self.loop_began = 0   # the event at which the latest loop's first backward() came
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
         self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
@@ -500,6 +501,12 @@ class WatchState:
         """The name the line ``built`` (an optimizer's) assigns, read once per line."""
         return None if built is None else self._once(
             ("assigned", built), lambda: S.assigned_name(built.path, built.line))
+
+    def of_earlier_loops(self) -> set[int]:
+        """Indices of the optimizers that stepped, all before the latest loop began (a phase's
+        optimizer, the script's next phase training with another): what only they hold is
+        stepped by none in this loop."""
+        return {i for i, e in self.optimizer_stepped.items() if -1 < e < self.loop_began}
 
     def stepped_map(self) -> dict[int, int]:
         """Each tensor an optimizer holds, by ``id``, with that optimizer's index."""

@@ -51,7 +51,7 @@ def end_of_iteration(w: WatchState) -> None:
     argument. Elsewhere (a backbone below a trained head, a target network read on data):
     wasted work, a note."""
     copies.aliased(w)
-    gone = _rebound(w)
+    gone = _rebound(w) | w.of_earlier_loops()
     stepped = {k: i for k, i in w.stepped_map().items() if i not in gone}
     _held_by_unused(w)
     replacing = replaced(w, stepped)
