@@ -380,6 +380,12 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         if w.progress_conditions(lines))
     if never_on:
         frozen = holds
+    # or made fresh for this phase (a new classifier, made once an earlier optimizer had
+    # stepped and before this one was built) and switched off before any step: it keeps the
+    # values it was made with (BitFit's new head, frozen with the weights it should not be)
+    fresh = not frozen and [(k, p) for k, p in holds if _made_for_the_phase(w, index, p)]
+    if fresh:
+        frozen, never_on = fresh, True
     waiting = w.pending_frozen.get(index)
     partly = False
     if waiting is not None:
@@ -404,6 +410,9 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         # was ever on: those off switched on before the phase's loop, by the submodule that
         # holds exactly them
         part = _holding(owner, name, {id(p) for _, p in frozen})
+        if part is None and len(frozen) == 1:   # one tensor of its module: by its own name
+            part = next((name + S.attribute_path(n) for n, q in owner.named_parameters()
+                         if q is frozen[0][1]), None)
         edit = w.fixes.switch_on_before_loop(site.path, part, site.line) if part else None
         if edit is not None:
             fix = (edit.line, edit)
@@ -415,7 +424,9 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     w.pending_frozen[index] = (ScriptFinding(
         "frozen", w.iteration,
         f"{opt_text} steps {plural(len(frozen), 'tensor')} whose requires_grad "
-        + ("is off at each of its steps, switched off before it was built and never back on"
+        + ("was made for this phase and switched off before any step: it keeps the values "
+           "it was made with" if fresh else
+           "is off at each of its steps, switched off before it was built and never back on"
            if never_on else "was switched off after an earlier step and not back on")
         + ": they get no gradient and stay as they are", keys,
         tuple(names.get(id(p), k) for k, p in frozen), at,
@@ -423,6 +434,20 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
                f"before the loss that trains them", step=w.step_events - 1,
         concerned=keys), [p for _, p in frozen])
+
+
+def _made_for_the_phase(w: WatchState, index: int, p: torch.Tensor) -> bool:
+    """Whether ``p``, held by the ``index``-th optimizer and off, was made trainable once an
+    earlier optimizer existed and stepped, before this one was built, and was never on at any
+    step since; not switched off under a condition on the run's progress."""
+    leaf, made = w.made_leaves.get(id(p)), w.made_in.get(id(p))
+    if p.requires_grad or leaf is None or leaf[0]() is not p or made is None or \
+            not 0 < made[0] <= index or id(p) in w.trainable_seen:
+        return False
+    if not any(e > -1 for i, e in w.optimizer_stepped.items() if i < made[0]):
+        return False
+    return not any(id(p) in tensors for lines, tensors in w.switching.items()
+                   if w.progress_conditions(lines))
 
 
 def _holding(module: torch.nn.Module, name: str, ids: set[int]) -> str | None:
