@@ -75,3 +75,33 @@ def test_a_copy_or_one_name_moved_toward_itself_is_no_finding(tmp_path, update):
     script.write_text(SCRIPT.replace("UPDATE", update), encoding="utf-8")
     code, report = audit(tmp_path, script, "--watch", "1")
     assert code == 0 and not failures(report), failures(report)
+
+
+REPTILE = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+for outer in range(3):
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    for inner in range(2):
+        x = torch.randn(8, 4)
+        loss = F.mse_loss(model(x), x.sum(1, keepdim=True))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    after = model.state_dict()
+    model.load_state_dict({k: before[k] + (after[k] - before[k]) * 0.5 for k in after})
+"""
+
+
+def test_an_outer_step_computed_from_the_live_weights_is_no_finding(tmp_path):
+    # Reptile's outer step reads the weights after the inner loop as a live state_dict, with
+    # gradients on, and writes the interpolation back: an update, not a restore or a copy
+    script = tmp_path / "train.py"
+    script.write_text(REPTILE, encoding="utf-8")
+    code, report = audit(tmp_path, script, "--watch", "1")
+    assert code == 0 and not failures(report), failures(report)

@@ -286,19 +286,22 @@ class CallWatch(TorchFunctionMode):
             rec.origin.setdefault(id(out), (out, f"{name}(requires_grad=True) {caller_text()}"))
         elif isinstance(out, torch.Tensor) and out.grad_fn is None and inputs:
             rec.trace(out, inputs, exact=name in ("clone", "__getitem__", "to"))
-            # a value computed from a snapshot's view (``state[k] * mask``), without a graph
-            # (under no_grad, or of ``.data`` views)
-            view = next((v for t in inputs if (v := _snapshot_view(rec, t)) is not None), None)
-            if view is not None:
-                rec.from_snapshot[id(out)] = (weakref.ref(out), view)
+            # a value computed from a snapshot's view (``state[k] * mask``) under no_grad, for
+            # a restore; without a graph at all (of ``.data`` views), for a move toward itself
+            for made in ("from_view", "from_snapshot") if not grad else ("from_view",):
+                view = next((v for t in inputs
+                             if (v := _snapshot_view(rec, t, made)) is not None), None)
+                if view is not None:
+                    getattr(rec, made)[id(out)] = (weakref.ref(out), view)
         return out
 
 
-def _snapshot_view(rec: Any, t: torch.Tensor) -> torch.Tensor | None:
-    """The view ``t`` is, or was computed from in this call, of all the elements of a watched
-    tensor, itself another tensor without gradient (an entry of a ``state_dict()`` kept as a
-    snapshot, ``p.detach()``), else ``None``."""
-    entry = rec.from_snapshot.get(id(t))
+def _snapshot_view(rec: Any, t: torch.Tensor, made: str = "from_snapshot"
+                   ) -> torch.Tensor | None:
+    """The view ``t`` is, or was computed from in this call (as ``rec``'s dict ``made`` notes
+    it), of all the elements of a watched tensor, itself another tensor without gradient (an
+    entry of a ``state_dict()`` kept as a snapshot, ``p.detach()``), else ``None``."""
+    entry = getattr(rec, made).get(id(t))
     if entry is not None and entry[0]() is t:
         return entry[1]
     if t.requires_grad or id(t) in rec.watched:
@@ -333,8 +336,8 @@ def _moved_toward_itself(rec: Any, key: int, t: torch.Tensor, read: list[torch.T
     of its own elements. An EMA update whose copy and source are one network's tensors, or a
     weight decay by hand (the rule tells them apart by the script's names)."""
     if any(r is t for r in read) or sum(x is t for x in inputs) > 1 or any(
-            (v := _snapshot_view(rec, r)) is not None and rec.storage.get(storage_key(v)) == key
-            for r in read):
+            (v := _snapshot_view(rec, r, "from_view")) is not None
+            and rec.storage.get(storage_key(v)) == key for r in read):
         rec.alias_moves.append((rec.call, t, user_line()))
 
 

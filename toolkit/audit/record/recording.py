@@ -196,6 +196,8 @@ class Recording:
         self.alias_moves: list[tuple[int, torch.Tensor, Line | None]] = []
         # id -> (weak result, the snapshot view it was computed from), within a call
         self.from_snapshot: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+        # the same for any value computed without a graph (of ``.data`` views, gradients on)
+        self.from_view: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
         # (call, the edges read, the function, the user's line, whether it also returned
         # values with a graph): an operation of the step's own code whose result is an integer
         # or boolean tensor made from values with a graph (argmax, a comparison; max(dim=)
@@ -674,6 +676,7 @@ class Recording:
         # call that makes them (what they hold keeps a graph alive)
         self.cut_values.clear()
         self.from_snapshot.clear()
+        self.from_view.clear()
         self.cut_added.clear()
         self.cut_read.clear()
         self.cut_callers.clear()
