@@ -51,8 +51,10 @@ def end_of_iteration(w: WatchState) -> None:
     argument. Elsewhere (a backbone below a trained head, a target network read on data):
     wasted work, a note."""
     copies.aliased(w)
-    gone = _rebound(w) | w.of_earlier_loops()
-    stepped = {k: i for k, i in w.stepped_map().items() if i not in gone}
+    earlier = w.of_earlier_loops()
+    gone = _rebound(w) | earlier
+    held = w.stepped_map()
+    stepped = {k: i for k, i in held.items() if i not in gone}
     _held_by_unused(w)
     replacing = replaced(w, stepped)
     _free_parameters(w, stepped)
@@ -63,6 +65,8 @@ def end_of_iteration(w: WatchState) -> None:
     for key, live in w.ledger.live.items():
         if key in stepped or not live or key in replacing:
             continue
+        if held.get(key) in earlier and all(s.step is not None for s in live):
+            continue   # the last gradient of an earlier loop, which its own optimizer stepped
         owner = w.owner(key)
         if owner is None:
             continue
