@@ -65,7 +65,9 @@ def end_of_iteration(w: WatchState) -> None:
     for key, live in w.ledger.live.items():
         if key in stepped or not live or key in replacing:
             continue
-        if held.get(key) in earlier and all(s.step is not None for s in live):
+        if held.get(key) in earlier and all(
+                s.step is not None and key in _held_by(w, w.step_optimizer.get(s.step))
+                for s in live):
             continue   # the last gradient of an earlier loop, which its own optimizer stepped
         owner = w.owner(key)
         if owner is None:
@@ -153,6 +155,13 @@ def end_of_iteration(w: WatchState) -> None:
                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                    f"constructor)", step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _held_by(w: WatchState, index: int | None) -> set[int]:
+    """The ids of the tensors the ``index``-th optimizer holds (none for ``None``)."""
+    if index is None:
+        return set()
+    return {id(p) for g in w.optimizers[index].param_groups for p in g["params"]}
 
 
 def _made_after(w: WatchState, index: int, tensors: list[torch.Tensor], built: Site
