@@ -302,6 +302,8 @@ class Watch(WatchState):
     # --- the hooks ----------------------------------------------------------------------
     def optimizer_built(self, opt: torch.optim.Optimizer) -> None:
         self.optimizers.append(opt)
+        self.on_at_build[len(self.optimizers) - 1] = {
+            id(p) for g in opt.param_groups for p in g["params"] if p.requires_grad}
         frame = user_frame(2)
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
         if frame is not None:

@@ -380,6 +380,15 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         if w.progress_conditions(lines))
     if never_on:
         frozen = holds
+    # or on when this optimizer was built, trained under an earlier one, and switched off
+    # before this one's first step (learning without forgetting's warm-up): the method's own
+    # freeze for a phase, unless a later step finds part of it switched back on and the rest
+    # left off; only then reported (see :func:`settle`)
+    built_on = w.on_at_build.get(index, set())
+    after_build = not frozen and [(k, p) for k, p in holds if not p.requires_grad
+                                  and id(p) in built_on and id(p) in w.trainable_seen]
+    if after_build:
+        frozen = after_build
     # or made fresh for this phase (a new classifier, made once an earlier optimizer had
     # stepped and before this one was built) and switched off before any step: it keeps the
     # values it was made with (BitFit's new head, frozen with the weights it should not be)
@@ -393,11 +402,14 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
             return   # as first found
         # some switched back on since: those still off are found anew, here
         del w.pending_frozen[index]
+        w.phase_frozen.discard(index)
         held = {id(p) for p in waiting[1]}
         frozen = [(k, p) for k, p in frozen if id(p) in held]
         partly = True
     if not frozen:
         return
+    if after_build and not partly:
+        w.phase_frozen.add(index)
     names = w.names()
     owner = w.owner(id(frozen[0][1]))
     name = w.roots[id(owner)][1] if owner is not None else None
@@ -461,10 +473,13 @@ def _holding(module: torch.nn.Module, name: str, ids: set[int]) -> str | None:
 
 def settle(w: WatchState) -> None:
     """At the end of the run (or of the audit): the frozen tensors no later step of their
-    optimizer found switched back on."""
-    for finding, _ in w.pending_frozen.values():
-        w.add(finding)
+    optimizer found switched back on; not a freeze made after the optimizer was built that
+    no later step found partly undone (a phase's own)."""
+    for index, (finding, _) in w.pending_frozen.items():
+        if index not in w.phase_frozen:
+            w.add(finding)
     w.pending_frozen.clear()
+    w.phase_frozen.clear()
 
 
 def _bytes(tensors: Sequence[torch.Tensor]) -> int:

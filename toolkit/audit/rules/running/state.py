@@ -217,6 +217,11 @@ class WatchState:
         #: ``frozen`` findings by optimizer index, held until a later step of that optimizer
         #: finds the tensors switched back on (a freeze for a phase: dropped) or the run ends
         self.pending_frozen: dict[int, tuple[ScriptFinding, list[torch.Tensor]]] = {}
+        #: optimizer indices whose pending ``frozen`` finding is a freeze made after the
+        #: optimizer was built: reported only once a later step finds part of it undone
+        self.phase_frozen: set[int] = set()
+        #: by optimizer index: the tensors it held with ``requires_grad`` when built
+        self.on_at_build: dict[int, set[int]] = {}
         # id -> (the name it was read by, the event) of each tensor no network holds whose
         # ``.grad`` the script read (a sampler's or an attack's input)
         self.input_reads: dict[int, tuple[str | None, int, tuple[str, int, int] | None]] = {}
