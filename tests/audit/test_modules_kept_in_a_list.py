@@ -73,3 +73,31 @@ def test_the_edit_registers_the_list_and_trains_as_published(tmp_path):
     assert "torch.nn.ModuleList([nn.Linear(8, 2) for _ in range(k)])" in \
         (folder / "train.py").read_text(encoding="utf-8")
     assert_trains_as(folder)
+
+
+WARM_UP = """\
+policy = Ensemble(3)
+aux = nn.Linear(8, 2)
+warm_up = torch.optim.SGD([*policy.core.parameters(), *aux.parameters()], lr=1e-2)
+for step in range(2):
+    z = torch.randn(32, 4)
+    loss = F.mse_loss(aux(policy.core(z)), z[:, :2])
+    warm_up.zero_grad()
+    loss.backward()
+    warm_up.step()
+"""
+
+
+def test_heads_in_a_plain_list_after_a_warm_up_loop_are_found_in_their_order(tmp_path):
+    """A warm-up loop of another optimizer (bootstrapped DQN's torso trained on the reward
+    first) leaves its head's last gradient behind: that is its loop's, and does not hide
+    the heads kept in the list."""
+    script = _write(tmp_path / "train.py", PLAIN)
+    script.write_text(script.read_text(encoding="utf-8").replace(
+        "policy = Ensemble(3)\n", WARM_UP), encoding="utf-8")
+    code, report = audit(tmp_path, script, "--watch", "1")
+    found = failures(report)
+    assert code == 1 and [f["kind"] for f in found] == ["unstepped"], found
+    assert found[0]["at"][0].startswith("train.py:16: self.heads = ")
+    assert list(found[0]["names"]) == [
+        f"policy.heads.{i}.{p}" for i in range(3) for p in ("weight", "bias")]

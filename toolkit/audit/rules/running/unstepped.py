@@ -59,16 +59,18 @@ def end_of_iteration(w: WatchState) -> None:
     replacing = replaced(w, stepped)
     _free_parameters(w, stepped)
     _plain_tensors(w, stepped)
-    replacing |= _in_plain_containers(w, stepped)
+    # the last gradient of an earlier loop, which its own optimizer stepped
+    holding: dict[int | None, set[int]] = {}
+    done = {key for key, live in w.ledger.live.items()
+            if live and key not in stepped and held.get(key) in earlier and all(
+                s.step is not None and key in _held_by(w, w.step_optimizer.get(s.step),
+                                                        holding) for s in live)}
+    replacing |= _in_plain_containers(w, stepped.keys() | done)
     names = w.names()
     by_root: dict[int, list[int]] = {}
     for key, live in w.ledger.live.items():
-        if key in stepped or not live or key in replacing:
+        if key in stepped or not live or key in replacing or key in done:
             continue
-        if held.get(key) in earlier and all(
-                s.step is not None and key in _held_by(w, w.step_optimizer.get(s.step))
-                for s in live):
-            continue   # the last gradient of an earlier loop, which its own optimizer stepped
         owner = w.owner(key)
         if owner is None:
             continue
@@ -157,11 +159,13 @@ def end_of_iteration(w: WatchState) -> None:
             concerned=tuple(shown) + extra_concerned))
 
 
-def _held_by(w: WatchState, index: int | None) -> set[int]:
-    """The ids of the tensors the ``index``-th optimizer holds (none for ``None``)."""
-    if index is None:
-        return set()
-    return {id(p) for g in w.optimizers[index].param_groups for p in g["params"]}
+def _held_by(w: WatchState, index: int | None, cache: dict[int | None, set[int]]) -> set[int]:
+    """The ids of the tensors the ``index``-th optimizer holds (none for ``None``), kept in
+    ``cache`` for the call that asks again."""
+    if index not in cache:
+        cache[index] = set() if index is None else {
+            id(p) for g in w.optimizers[index].param_groups for p in g["params"]}
+    return cache[index]
 
 
 def _made_after(w: WatchState, index: int, tensors: list[torch.Tensor], built: Site
@@ -443,7 +447,7 @@ def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
             step=step, concerned=concerned))
 
 
-def _in_plain_containers(w: WatchState, stepped: dict[int, int]) -> set[int]:
+def _in_plain_containers(w: WatchState, stepped: set[int]) -> set[int]:
     """Learned tensors a module of the model keeps in a plain ``list`` or ``dict`` (or modules
     kept so), which torch does not register: the loss trains them, and the optimizer built
     from ``model.parameters()`` never holds them (a hypernetwork's layer embeddings appended
@@ -497,6 +501,8 @@ def _report_container(w: WatchState, joining: list[torch.Tensor]) -> bool:
                     for p_name, p in item.named_parameters():
                         if id(p) in wanted:
                             in_module.setdefault(id(p), f"{place.label}.{i}.{p_name}")
+        order = {k: n for n, k in enumerate(in_module)}   # as the container holds them
+        joining = sorted(joining, key=lambda t: order.get(id(t), len(order)))
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{plural(len(joining), 'tensor')} the loss trains, kept in "
