@@ -44,6 +44,8 @@ Files are written only with --apply, only inside the script's folder, never thro
 
 # the audit's options that take a value: what follows them is not the script
 _VALUED = {"--steps", "--follow", "--watch", "--record", "--seed", "--edited-elsewhere"}
+# and every option of the audit's, as a user may misplace it after the script's name
+_OWN = _VALUED | {"--diff", "--apply", "--no-verify"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -257,6 +259,8 @@ def _audit(args: argparse.Namespace) -> int:
                       [f"everything: {name} never called backward()"])
     how = (f"stopped by its own {type(outcome.error).__name__} in iteration {watch.iteration}"
            if outcome.error is not None else
+           f"exited with status {outcome.exit_code} in iteration {watch.iteration} (its own "
+           f"exit, whose status the audit returns)" if outcome.exit_code not in (None, 0) else
            f"stopped after {watch.iteration} iterations (nothing more ran; files the script wrote "
            f"are where it says)" if outcome.stopped else
            f"ran to its end, {ran} iterations" + (
@@ -288,6 +292,13 @@ def _audit(args: argparse.Namespace) -> int:
     _say(f"toolkit audit: {plural(len(failures), 'failure')}, {plural(infos, 'note')}"
          + (f"; {plural(len(shown_edits), 'verified edit')}" if failures else ""))
     not_checked = []
+    if watch.backwards == 0:   # it ended, by an error or an exit of its own, before any
+        not_checked.append(f"everything: {name} ended before its first backward()")
+        ours = [a for a in args.args if a.split("=", 1)[0] in _OWN]
+        if outcome.exit_code not in (None, 0) and ours:
+            _say(f"toolkit audit: {' '.join(ours)} came after {name}, so the script got "
+                 f"{'it' if len(ours) == 1 else 'them'}: the audit's options go before the "
+                 f"script's name")
     if outcome.stopped:
         not_checked.append(
             f"what the script does after iteration {watch.iteration} (a later loop, a bug that "
@@ -296,7 +307,7 @@ def _audit(args: argparse.Namespace) -> int:
             if args.follow else
             f"what the script does after its first {args.steps} iterations (a later loop, a bug "
             f"that begins late); --follow K looks further, --watch EVERY runs it to its end")
-    if watch.step_events == 0:
+    if watch.step_events == 0 and watch.backwards:
         not_checked.append(
             "no torch optimizer stepped (weights updated by hand?), so nothing was judged at a "
             "step (leaks, stale or missing gradients, tensors no optimizer steps); only graph "

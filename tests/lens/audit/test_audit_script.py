@@ -105,6 +105,22 @@ def test_the_scripts_own_exit_status_and_exception_pass_through(tmp_path, capsys
     assert "watch" not in err   # the audit's own frames are not shown
 
 
+def test_an_exit_before_any_backward_says_so_and_names_misplaced_options(tmp_path, capsys):
+    """A script that exits with its own status before its first backward() (its argparse
+    refusing the audit's options, put after its name) is not said to have run to its end,
+    and nothing is taken as checked."""
+    script = _script(tmp_path, "import argparse\nargparse.ArgumentParser().parse_args()\n")
+    assert main([str(script), "--watch", "1", "--apply"]) == 2
+    out = capsys.readouterr().out
+    assert "exited with status 2 in iteration 0" in out and "ran to its end" not in out
+    assert "--watch --apply came after train.py" in out
+    assert "not checked: everything: train.py ended before its first backward()" in out
+    assert "no torch optimizer stepped" not in out
+    assert main([str(script), "--lr", "1"]) == 2
+    out = capsys.readouterr().out
+    assert "came after" not in out and "ended before its first backward()" in out
+
+
 def test_command_mistakes_exit_2(tmp_path, capsys):
     assert main([str(tmp_path / "missing.py")]) == 2
     with pytest.raises(SystemExit) as stop:
