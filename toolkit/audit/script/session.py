@@ -226,7 +226,7 @@ class Watch(WatchState):
         if self.clears:
             self.clears = [c for c in self.clears if c[-1] >= keep]
         if self.trained_reads:
-            self.trained_reads = {k: e for k, e in self.trained_reads.items() if e >= keep}
+            self.trained_reads = {k: v for k, v in self.trained_reads.items() if v[0] >= keep}
         if self.reached_by:
             self.reached_by = [r for r in self.reached_by if r[0] >= keep]
         if self.passed_on:
@@ -405,16 +405,18 @@ class Watch(WatchState):
         if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
             # what a network that trains reads (a detached value it reads is no target),
             # through the modules with no parameters on the way (a dropout, an activation)
-            todo = [storage_of(t) for a in args for t in tensors_in(a)]
+            # (each held while noted, so that no later tensor takes its storage's address)
+            todo = [t for a in args for t in tensors_in(a)]
             while todo:
-                key = todo.pop()
+                t = todo.pop()
+                key = storage_of(t)
                 if key not in self.trained_reads:
-                    self.trained_reads[key] = self.events
-                    todo.extend(self.passed_on.get(key, ()))
+                    self.trained_reads[key] = (self.events, t)
+                    todo.extend(self.passed_on.get(key, ((), []))[1])
         elif torch.is_grad_enabled() and next(module.parameters(), None) is None:
             for t in outs:
-                self.passed_on.setdefault(storage_of(t), set()).update(
-                    storage_of(x) for a in args for x in tensors_in(a))
+                self.passed_on.setdefault(storage_of(t), (t, []))[1].extend(
+                    x for a in args for x in tensors_in(a))
         if outs and 0 not in self.start_seq and any(t.grad_fn is not None for t in outs):
             self.start_seq[0] = min(sequence(t.grad_fn) for t in outs if t.grad_fn is not None)
         found = S.call_at(site.path, site.span)

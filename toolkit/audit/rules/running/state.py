@@ -286,8 +286,10 @@ class WatchState:
         # past an iteration's end, the backward sites) while it had never stepped: judged at
         # the end of the run (:func:`~toolkit.audit.rules.running.unstepped.never_stepped`)
         self.unused_optimizers: dict[int, tuple[int, list[int], tuple[str, ...]]] = {}
-        self.trained_reads: dict[int, int] = {}
-        self.passed_on: dict[int, set[int]] = {}   # a parameter-free call's output -> inputs
+        # storage of what a network that trains read -> (the event, the tensor, held)
+        self.trained_reads: dict[int, tuple[int, torch.Tensor]] = {}
+        # storage of a parameter-free call's output -> (the output, its inputs), held
+        self.passed_on: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
         # tensor id -> its values after its last audited step (what the script did to it
         # before the next step is its own doing)
         self.after_step: dict[int, torch.Tensor] = {}
