@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
@@ -120,8 +121,7 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
     if not found:
         return
     stepped = w.stepped_map()
-    by_storage = {storage_key(p): p for o in w.optimizers for g in o.param_groups
-                  for p in g["params"]}
+    by_storage = _by_storage(w)
     names = w.names()
     by_module: dict[int, tuple[nn.Module, list[str]]] = {}
     for name, value in w.scope.items():
@@ -130,9 +130,10 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
             by_module.setdefault(id(value), (value, []))[1].append(name)
     done: set[int] = set()
     for _, view, line in found:
-        t = by_storage.get(storage_key(view))   # the stepped tensor whose elements it is
-        if t is None:
+        hit = by_storage.get(storage_key(view))   # the stepped tensor whose elements it is
+        if hit is None:
             continue
+        t = hit[1]
         for key, (module, bound) in by_module.items():
             if key in done or len(bound) < 2 or not any(p is t for p in module.parameters()):
                 continue
@@ -158,6 +159,12 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
                 f"for", shown, shown, at, tuple(fix[2][1]) if fix is not None else (),
                 advice=f"make `{copy}` a copy: {copy} = copy.deepcopy({online})",
                 step=w.step_events - 1, concerned=shown))
+
+
+def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:
+    """Each tensor an optimizer holds, with its key, by its storage (what a view of its
+    elements shares with it)."""
+    return {storage_key(p): (k, p) for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
 
 
 def _holders(w: WatchState, target: str, trained: str) -> tuple[str, str]:
@@ -186,8 +193,7 @@ def snapshots(w: WatchState, differences: list, *, restores: bool = False) -> No
     found, differences[:] = list(differences), []
     if not found:
         return
-    stepped = {storage_key(p): (k, p) for i, o in enumerate(w.optimizers)
-               for k, p in keyed(i, o)}
+    stepped = _by_storage(w)
     names = w.names()
     # each snapshot, by where the script holds it, with the edit that copies it there
     by_holder: dict[tuple[str, str] | None, tuple[list, list, Any]] = {}
