@@ -112,23 +112,32 @@ model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
 for _ in range(3):
     x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
-    p, q = model(x), model(x)
+    p, q = model(x), model({other})
     kl = F.kl_div(F.log_softmax(p, -1), F.softmax(q, -1), reduction="batchmean")
     {more}
-    loss = F.cross_entropy(p, y) + F.cross_entropy(q, y) + kl
+    loss = F.cross_entropy(p, y) + {fit} + kl
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
 """
 
 
-@pytest.mark.parametrize(("more", "target"), [
-    ('kl = kl + F.kl_div(F.log_softmax(q, -1), F.softmax(p, -1), reduction="batchmean")', False),
-    ("kl = kl", True)], ids=["both_directions", "one_direction"])
-def test_a_mutual_comparison_has_no_target_and_one_direction_has(tmp_path, more, target):
-    # R-Drop (Wu et al. 2021, eq. 2): KL(p || q) + KL(q || p) of two dropout passes
+_FIT_Q = "F.cross_entropy(q, y)"
+
+
+@pytest.mark.parametrize(("more", "other", "fit", "target"), [
+    ('kl = kl + F.kl_div(F.log_softmax(q, -1), F.softmax(p, -1), reduction="batchmean")', "x",
+     _FIT_Q, False),
+    ("kl = kl", "x", _FIT_Q, False),
+    ("kl = kl", "torch.randn(8, 4)", "0", True)],
+    ids=["both_directions", "one_direction", "one_direction_on_other_inputs"])
+def test_a_mutual_comparison_has_no_target_and_one_direction_has(tmp_path, more, other, fit,
+                                                                 target):
+    # R-Drop (Wu et al. 2021, eq. 2): KL(p || q) + KL(q || p) of two dropout passes; one
+    # direction on the inputs the loss fits is TRADES's form (Zhang et al. 2019, eq. 5, whose
+    # code trains both sides); toward a prediction on other inputs, a guessed label (VAT's)
     script = tmp_path / "rdrop.py"
-    script.write_text(_MUTUAL.format(more=more))
+    script.write_text(_MUTUAL.format(more=more, other=other, fit=fit))
     code, report = audit(tmp_path, script)
     assert [f["kind"] for f in failures(report)] == (["target"] if target else [])
     assert code == (1 if target else 0)

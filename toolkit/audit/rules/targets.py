@@ -75,8 +75,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
 
 from toolkit.audit.findings import TrainedTarget
 from toolkit.audit.rules.wanted import CutAt, Wanted
@@ -331,6 +333,10 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             return None  # p · log p: an entropy, the weight is the distribution itself
         if _same_distribution(log, inputs[weight]):
             return None  # p · log p computed apart (softmax and log_softmax of the same logits)
+    if _mirrored(_base(inputs[weight]), _base(log), stepped) and \
+            _kept_apart(graph, node, [inputs[weight], log], stepped) and \
+            _fitted_too(graph, node, inputs[weight]):
+        return None  # TRADES's KL between the predictions at x and at x', both trained
     if id(log) in nodes and not graph.leaves(graph.reach([id(log)])) & stepped:
         # the log-probability trains nothing this loss steps: no score-function term, the
         # weight is what is trained (SAC's temperature: -(log_alpha * (log_pi + H)).mean())
@@ -386,6 +392,40 @@ def _mirrored(a: Any, b: Any, stepped: set[int]) -> bool:
         return memo[key]
 
     return a is not b and shape(a) != "input" and shape(a) == shape(b)
+
+
+#: what a layer saves of the data it reads (a linear layer's input, a convolution's)
+_DATA = ("_saved_mat1", "_saved_input")
+
+
+def _data_read(nodes: Mapping[int, Any], ids: Collection[int]) -> set[tuple[int, tuple]]:
+    """The data (no graph of their own) the layers among ``ids`` read, by address and shape:
+    what a network was called on."""
+    found = set()
+    for k in ids:
+        for attr in _DATA:
+            saved = getattr(nodes[k], attr, None)
+            if isinstance(saved, torch.Tensor) and not saved.requires_grad:
+                found.add((saved.data_ptr(), tuple(saved.shape)))
+    return found
+
+
+def _fitted_too(graph: Graph, node: Any, target: Any) -> bool:
+    """Whether the soft target ``target`` of the comparison ``node`` is the network's
+    prediction on data another term of the loss fits (TRADES's ``softmax(f(x))``, whose
+    cross-entropy term trains ``f(x)`` toward the labels, Zhang et al. 2019, eq. 5): a
+    regulariser between two predictions the loss trains, as the authors' code keeps it, not
+    a label guessed for data the loss has none for (VAT's prediction on unlabelled data, a
+    constant by the method, Miyato et al. 2018)."""
+    nodes = graph.search.nodes
+    if id(node) not in nodes or id(target) not in nodes:
+        return False
+    # every read of the target itself left out (``F.kl_div`` reads it twice), not the
+    # output it is made from (a cross-entropy of the same logits)
+    removed = {(k, id(target)) for k, kids in graph.children.items() if id(target) in kids}
+    others = graph.reach(graph.roots, removed=removed | {
+        (id(node), c) for c in graph.children.get(id(node), ())})
+    return bool(_data_read(nodes, graph.reach([id(target)])) & _data_read(nodes, others))
 
 
 #: operations that normalise a batch by its own statistics (a batch normalization, a

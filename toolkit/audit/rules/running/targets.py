@@ -488,9 +488,15 @@ def followers(w: WatchState, index: int, stepped) -> None:
                     before, now, q.detach().flatten().double(), eps=torch.finfo(p.dtype).eps):
                 moved[id(p)] = (key, p)
                 break
+    stepped_ids = {id(p) for p in held}
+    # by a loss that trains another stepped tensor too (the prediction it compares with the
+    # copy's output); a loss of the copy's own, whose gradient its optimizer now steps, is
+    # the copy's training after a sync (AWP's proxy, loaded from the model, then stepped on
+    # its own loss for the weight perturbation, Wu et al. 2020)
+    moved = {k: v for k, v in moved.items() if any(
+        (src.wrote - moved.keys()) & stepped_ids for src in w.ledger.live.get(k, ()))}
     if not moved:
         return
-    stepped_ids = {id(p) for p in held}
     reach: dict[int, set[int]] = {}
     sites: dict[int, Site] = {}
     for node, s, _ in w.call_outputs:
