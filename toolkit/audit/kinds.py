@@ -89,6 +89,10 @@ class Kind(enum.StrEnum):
                                 "itself, a shallow copy of what holds a trained network, or a "
                                 "snapshot that shares its storage with the tensors it was "
                                 "taken from")
+    DRAWN = "drawn", True, ("a sample drawn without its path (``Distribution.sample``) from "
+                            "parameters with a graph, which a loss that trains reads and no "
+                            "log-probability weighs: the loss never trains what made the "
+                            "distribution, where ``rsample`` keeps the reparameterised path")
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
     HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script itself "
                                            "(an EMA copy, a renormalisation in place)")
@@ -109,7 +113,7 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
     Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
-    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE,
+    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE,
     Kind.UNUSED})
 
 

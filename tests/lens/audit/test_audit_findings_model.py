@@ -43,11 +43,13 @@ SCRIPTS = Path(__file__).parent / "scripts"
 # since it does, `idle` (a part another phase trains, information), and `cut_keys` (a
 # contrastive loss's keys cut from the network that makes its queries), and `never_trained` (a
 # freeze under a condition that held at every step of the run), and `unused` (an output the
-# method leaves out, information)
+# method leaves out, information), and `drawn` (a sample drawn without its path, read by a
+# loss that trains)
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
              "wasted": False, "hand_updated": False, "held": True, "constant_term": True,
-             "idle": False, "cut_keys": True, "never_trained": True, "unused": False}
+             "idle": False, "cut_keys": True, "never_trained": True, "unused": False,
+             "drawn": True}
 
 
 def _leak(**kw) -> Leak:

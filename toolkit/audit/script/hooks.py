@@ -1,9 +1,9 @@
 """The hooks a watch needs, installed for the run and removed after it: ``torch.autograd.backward``
 (which ``Tensor.backward``, ``GradScaler``'s scaled loss, accelerate's and Lightning's backward
 all call), ``torch.autograd.grad`` (what the script's own calls return), the global optimizer
-step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, ``Tensor.grad`` as the
-user's code reads it, sets it to ``None`` or writes a gradient into it, ``GradScaler.step``,
-optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
+step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, each distribution's
+``sample`` and ``log_prob``, ``Tensor.grad`` as the user's code reads it, sets it to ``None``
+or writes a gradient into it, ``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
 ``Tensor.grad``'s are on only while an iteration is recorded (around audited iterations). In a
 process the script forked, every hook stands aside: the watch and its stop belong to the
 process that started it."""
@@ -40,6 +40,17 @@ def _patch(owner: object, name: str, make, undo: list) -> None:
     old = getattr(owner, name)
     setattr(owner, name, make(old))
     undo.append((owner, name, old if had else None))
+
+
+def _distributions() -> list[type]:
+    """``torch.distributions.Distribution`` and every class derived from it so far."""
+    found, todo = [], [torch.distributions.Distribution]
+    while todo:
+        cls = todo.pop()
+        if cls not in found:
+            found.append(cls)
+            todo.extend(cls.__subclasses__())
+    return found
 
 
 @contextlib.contextmanager
@@ -220,6 +231,30 @@ def installed(watch: Watch) -> Iterator[Watch]:
         return wrapper
 
     _patch(torch.Tensor, "requires_grad_", requires_grad, undo)
+
+    def sample(old):
+        @functools.wraps(old)
+        def wrapper(self, *args, **kwargs):
+            out = old(self, *args, **kwargs)
+            if watch.here() and isinstance(out, torch.Tensor):
+                watch.sampled(self, out)
+            return out
+        return wrapper
+
+    def log_prob(old):
+        @functools.wraps(old)
+        def wrapper(self, value, *args, **kwargs):
+            if watch.here():
+                watch.log_prob_read(value)
+            return old(self, value, *args, **kwargs)
+        return wrapper
+
+    # each distribution's own sample and log_prob (a draw, and what weighs one)
+    for cls in _distributions():
+        if "sample" in vars(cls):
+            _patch(cls, "sample", sample, undo)
+        if "log_prob" in vars(cls):
+            _patch(cls, "log_prob", log_prob, undo)
     new_parameter = vars(nn.Parameter)["__new__"]
 
     def parameter(cls, data=None, requires_grad=True):

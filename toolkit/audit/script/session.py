@@ -68,6 +68,7 @@ from toolkit.audit.rules.running import (
     carried,
     copies,
     dead,
+    drawn,
     hard,
     hard_values,
     kept_in_sync,
@@ -374,7 +375,8 @@ class Watch(WatchState):
                 # or a value computed from it without a graph (a clone of an inference-mode
                 # output, a crop of the features)
                 for key in self.constants.sources.get(where, ()):
-                    self.feeds_trained.add(key[0])
+                    if not isinstance(key, drawn.Drawn):   # a draw is no call's output
+                        self.feeds_trained.add(key[0])
 
     def _called(self, module: nn.Module, args: tuple, output: object,
                 frame: FrameType | None) -> None:
@@ -488,6 +490,19 @@ class Watch(WatchState):
         if frame is not None:
             self.detaches.append((tensor.grad_fn, site_of(frame), storage_of(tensor),
                                   self.events))
+
+    def sampled(self, dist: object, out: torch.Tensor) -> None:
+        """``out = dist.sample()`` ran (:mod:`~toolkit.audit.rules.running.drawn`)."""
+        if not self.recording() or self._judging or not torch.is_grad_enabled():
+            return
+        frame = user_frame(2)
+        if frame is not None:
+            drawn.note(self, dist, out, site_of(frame))
+
+    def log_prob_read(self, value: object) -> None:
+        """A distribution's ``log_prob`` read ``value``."""
+        if self.draws:
+            drawn.scored(self, value)
 
     def zero_grad(self, tensors: list[torch.Tensor]) -> None:
         self.cleared_at.update(dict.fromkeys(map(id, tensors), self.events))
@@ -612,7 +627,10 @@ class Watch(WatchState):
         self._judge(tensors, graph.leaves, caller, site, searched)
         hard.reached(self, graph, site)
         for key in self.constants.fed(graph.nodes):
-            self.fed_constants.setdefault(key, (self.iteration, self.step_events))
+            if isinstance(key, drawn.Drawn):
+                drawn.fed(self, key, site)
+            else:
+                self.fed_constants.setdefault(key, (self.iteration, self.step_events))
         carried.fed_back(self, tensors, site)
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
@@ -725,6 +743,8 @@ class Watch(WatchState):
         if self.pending_dead:
             dead.settle(self)
         self.constants.clear()
+        if self.draws or self.log_prob_reads:
+            self.draws, self.log_prob_reads = {}, {}
         if self.recording() and not self.done():
             copies.snapshot(self)
         if not self.audited():

@@ -286,6 +286,11 @@ class WatchState:
         # past an iteration's end, the backward sites) while it had never stepped: judged at
         # the end of the run (:func:`~toolkit.audit.rules.running.unstepped.never_stepped`)
         self.unused_optimizers: dict[int, tuple[int, list[int], tuple[str, ...]]] = {}
+        # each draw of ``Distribution.sample()`` followed since the last step, with the
+        # graphs of its distribution's parameters; the values a ``log_prob`` read, by storage
+        # (both held, both forgotten at each step: see :mod:`.drawn`)
+        self.draws: dict[object, tuple[torch.Tensor, list[object]]] = {}
+        self.log_prob_reads: dict[int, torch.Tensor] = {}
         # storage of what a network that trains read -> (the event, the tensor, held)
         self.trained_reads: dict[int, tuple[int, torch.Tensor]] = {}
         # storage of a parameter-free call's output -> (the output, its inputs), held
