@@ -183,9 +183,10 @@ def installed(watch: Watch) -> Iterator[Watch]:
     def detach(old):
         @functools.wraps(old)
         def wrapper(self):
+            out = old(self)
             if watch.here():
-                watch.detached(self)
-            return old(self)
+                watch.detached(self, out)
+            return out
         return wrapper
 
     def shallow(old):

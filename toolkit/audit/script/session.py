@@ -483,13 +483,14 @@ class Watch(WatchState):
             self.copies_by_id[id(copy)] = made
         self.shallow_copies.append(made)
 
-    def detached(self, tensor: torch.Tensor) -> None:
+    def detached(self, tensor: torch.Tensor, out: torch.Tensor) -> None:
+        """``out = tensor.detach()`` ran: noted with ``out``, held (where the values live: a
+        later tensor could take a freed storage's address)."""
         if tensor.grad_fn is None or not self.recording() or self._judging:
             return
         frame = user_frame(2)
         if frame is not None:
-            self.detaches.append((tensor.grad_fn, site_of(frame), storage_of(tensor),
-                                  self.events))
+            self.detaches.append((tensor.grad_fn, site_of(frame), out, self.events))
 
     def sampled(self, dist: object, out: torch.Tensor) -> None:
         """``out = dist.sample()`` ran (:mod:`~toolkit.audit.rules.running.drawn`)."""

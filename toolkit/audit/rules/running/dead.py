@@ -17,6 +17,7 @@ from toolkit.audit.record.backward import (
     read_graph,
 )
 from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import storage_of
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.replaced import old_tensors
 from toolkit.audit.rules.running.state import WatchState
@@ -224,7 +225,7 @@ def target_cut(w: WatchState, p: torch.Tensor, read: set[str]) -> bool:
     that trains reads, and there was one: the cut of a target, as a call under no_grad
     (see :func:`target_only`). The value is matched by its storage (read as it is, a
     backbone's features under a head) and by the names the detach's statement assigns."""
-    cuts = [(node, site, storage, read_graph([node]).leaves) for node, site, storage, _
+    cuts = [(node, site, storage_of(out), read_graph([node]).leaves) for node, site, out, _
             in w.detaches]
     cuts = [(node, site, storage, leaves) for node, site, storage, leaves in cuts
             if id(p) in leaves]

@@ -271,8 +271,8 @@ class WatchState:
         # the iteration's audited backward calls so far trained stepped tensors through, not
         # as a target (see :mod:`~toolkit.audit.rules.running.targets`)
         self.trained_outputs: set[int] = set()
-        # a detach's input node, its site, where its values live, event
-        self.detaches: list[tuple[object, Site, int, int]] = []
+        # a detach's input node, its site, its output (held), event
+        self.detaches: list[tuple[object, Site, torch.Tensor, int]] = []
         # copy.copy calls of the user's code on what holds networks
         self.shallow_copies: list[ShallowCopy] = []
         self.copies_by_id: dict[int, ShallowCopy] = {}   # a copied module's, by its id
