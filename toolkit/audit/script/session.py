@@ -818,6 +818,11 @@ class Watch(WatchState):
         self._want_recording_hooks()
         if self.hard_suspects and self.hard is None:
             hard.enter(self)
+        if self.made_at is not None and (self.done() or not (
+                self.audited() or self.audited(self.iteration + 1))):
+            # no audited forward ahead: what waits for one waits off the mode stack, which
+            # costs a Python dispatch on every operation of every iteration not audited
+            self._stop_lines()
         if (self.zero_suspects or self.target_lines) and self.made_at is None and \
                 not self.done() and (
                 self.audited() or self.audited(self.iteration + 1)):
