@@ -60,7 +60,7 @@ def note(w: WatchState, dist: object, out: torch.Tensor, site: Site) -> None:
 
 
 def scored(w: WatchState, value: object) -> None:
-    """A ``log_prob`` read ``value``: a draw it is is weighed by its log-probability."""
+    """A ``log_prob`` read ``value``: a draw that it is, is weighed by its log-probability."""
     if isinstance(value, torch.Tensor):
         w.log_prob_reads[storage_of(value)] = value
 
@@ -71,14 +71,14 @@ def fed(w: WatchState, key: Drawn, site: Site | None) -> None:
     out, made = w.draws.get(key, (None, []))
     if out is None or storage_of(out) in w.log_prob_reads:
         return
-    held = {id(p) for o in w.optimizers for g in o.param_groups for p in g["params"]}
+    held = w.stepped_map()
     reached = [k for k in read_graph(made).leaves if k in held]
     if not reached or any(f.kind == "drawn" and f.at and f.at[0] == key.site.shown()
                           for f in w.findings.values()):
         return
     names = w.names()
-    shown = tuple(sorted(S.assigned_names(key.site.path, key.site.line))) + tuple(
-        names.get(k, "?") for k in reached)
+    tensors = tuple(names.get(k, "?") for k in reached)
+    shown = tuple(sorted(S.assigned_names(key.site.path, key.site.line))) + tensors
     edit = _rsample(w, key.site)
     at = (key.site.shown(),) + ((site.shown(),) if site is not None else ())
     w.add(ScriptFinding(
@@ -87,7 +87,7 @@ def fed(w: WatchState, key: Drawn, site: Site | None) -> None:
         f"is read by the loss: its gradient never reaches the "
         f"{plural(len(reached), 'tensor')} that made the distribution, which the "
         f"reparameterised draw (rsample()) trains through it",
-        tuple(names.get(k, "?") for k in reached), shown, at,
+        tensors, shown, at,
         (edit,) if edit is not None else (),
         advice="draw with rsample() where the loss is meant to train through the sample; if "
                "it is weighed by its log-probability instead, take log_prob of it",
