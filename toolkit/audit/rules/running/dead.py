@@ -399,7 +399,10 @@ def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None)
     read = {(os.path.abspath(line.path), line.number) for _, cuts, _, _, _ in
             (rec.cut_read if rec is not None else ()) for line, how, _ in cuts
             if line is not None and line.path and how == "detach"}
-    detaches = sorted(reversed(w.detaches), key=lambda d: (
+    # a detach made before p's last step kept nothing from the losses since (a discriminator's
+    # cut of the encoder's output in an earlier phase)
+    last = w.last_step_of.get(id(p), -1)
+    detaches = sorted((d for d in reversed(w.detaches) if d[3] >= last), key=lambda d: (
         os.path.abspath(d[1].path), d[1].line) not in read)
     for node, site, _, _ in detaches:
         graph: Graph = read_graph([node])
