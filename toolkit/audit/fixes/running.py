@@ -25,6 +25,7 @@ from toolkit.audit.fixes.script_edits import (
     remove_detach,
     replace_parameters,
     switch_on_before_loop,
+    switch_on_with_the_rest,
     unfreeze_before,
     widen,
 )
@@ -35,4 +36,5 @@ __all__ = ["as_parameter", "backward_inputs", "copy_at_alias", "copy_snapshot", 
            "detach_expression", "edit_at", "import_edit", "insert_after", "insert_before",
            "made_per_item", "move_before", "node_edit", "out_of_no_grad", "placed",
            "registered", "remove_detach", "replace_parameters", "switch_on_before_loop",
+           "switch_on_with_the_rest",
            "unfreeze_before", "widen"]

@@ -32,6 +32,7 @@ from toolkit.audit.record.syntax import (
     no_grad_block,
     segment,
     statement_at,
+    switch_of,
     syntax_tree,
 )
 
@@ -39,7 +40,8 @@ __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "c
            "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
-           "switch_on_before_loop", "unfreeze_before", "widen", "write_edits"]
+           "switch_on_before_loop", "switch_on_with_the_rest", "unfreeze_before", "widen",
+           "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -521,6 +523,40 @@ def switch_on_before_loop(path: str, name: str, line: int) -> Edit | None:
         return None
     return edit_at(path, (loop.lineno, 0), (loop.lineno, 0),
                    f"{indent_of(text, loop.lineno)}{name}.requires_grad_(True)\n")
+
+
+def switch_on_with_the_rest(path: str, line: int) -> Edit | None:
+    """For the freeze on ``line`` (``name.requires_grad_(False)``, or a loop over
+    ``name.parameters()`` switching each off): ``name.requires_grad_(True)`` after the first
+    later statement of its block that switches another network back on. The script undoes its
+    block's freezes there and left this one out (a test that freezes two networks and switches
+    one back on). ``None`` where the block switches no other one back on, or this one."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt) and
+                       st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+            off = None if at is None else switch_of(block[at], text)
+            if off is None or off[1]:
+                continue
+            for later in block[at + 1:]:
+                on = switch_of(later, text)
+                if on is None or not on[1]:
+                    continue
+                indent = indent_of(text, later.lineno)
+                if on[0] == off[0] or later.col_offset != len(indent):
+                    return None   # switched back on already: the freeze is not left on here
+                end = (later.end_lineno or later.lineno) + 1
+                return edit_at(path, (end, 0), (end, 0),
+                               f"{indent}{off[0]}.requires_grad_(True)\n")
+            return None
+    return None
 
 
 def move_before(path: str, line: int, target: int) -> list[Edit]:

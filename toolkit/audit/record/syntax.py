@@ -29,6 +29,7 @@ __all__ = [
     "segment",
     "statement_at",
     "statement_text",
+    "switch_of",
     "syntax_tree",
 ]
 
@@ -380,6 +381,39 @@ def freezes(node: ast.AST, text: str, name: str) -> bool:
             segment(text, node.iter) == f"{name}.parameters()":
         return any(off(st, node.target.id) for st in node.body)
     return off(node, name)
+
+
+def switch_of(node: ast.AST, text: str) -> tuple[str, bool] | None:
+    """``(name, on)`` for a statement that switches a network's gradients on or off:
+    ``name.requires_grad_(on)`` (no argument: on), or ``for p in name.parameters():`` over
+    ``p.requires_grad = on`` (``p.requires_grad_(on)``); ``None`` for any other statement."""
+    def flag(st: ast.AST, var: str | None) -> tuple[str, bool] | None:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and var is not None:
+            t = st.targets[0]
+            if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and \
+                    segment(text, t.value) == var and isinstance(st.value, ast.Constant) and \
+                    isinstance(st.value.value, bool):
+                return var, st.value.value
+        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+            call, f = st.value, st.value.func
+            if not isinstance(f, ast.Attribute) or f.attr != "requires_grad_" or call.keywords:
+                return None
+            owner = segment(text, f.value)
+            if var is not None and owner != var:
+                return None
+            if not call.args:
+                return owner, True
+            if len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and \
+                    isinstance(call.args[0].value, bool):
+                return owner, call.args[0].value
+        return None
+
+    if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+            isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and \
+            node.iter.func.attr == "parameters" and len(node.body) == 1:
+        found = flag(node.body[0], node.target.id)
+        return None if found is None else (segment(text, node.iter.func.value), found[1])
+    return flag(node, None)
 
 
 def attribute_path(path: str) -> str:

@@ -429,6 +429,15 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         if edit is not None:
             fix = (edit.line, edit)
             name = part
+    if fix is None and site is not None:
+        # frozen where the script switches others back on after it (a test's freeze of two
+        # networks, one switched back on): this one switched on there too
+        ids = {id(p) for _, p in frozen}
+        freeze = next((lines[0] for lines, off in reversed(list(w.switching.items()))
+                       if lines and ids <= off), None)
+        edit = None if freeze is None else w.fixes.switch_on_with_the_rest(*freeze)
+        if edit is not None:
+            fix = (edit.line, edit)
     at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
         (site.shown(),) if site is not None else ())
     opt_text = w.optimizer_text(index, site) or "the optimizer"
