@@ -31,6 +31,10 @@ class Source:
     #: the optimizers the backward's caller could name, by ``id``: the name (a ``zero_grad()``
     #: written before this backward must be spelled in its scope)
     names: dict[int, str] = field(default_factory=dict)
+    #: the leaves (by ``id``) behind the values its graph reads uncut that the script
+    #: ``.detach()``-ed at another read in the same iteration (PEARL's task variable, cut for
+    #: the policy and the value function, read whole by the critic's loss)
+    uncut: set[int] = field(default_factory=set)
 
 
 def _empty(grad: torch.Tensor | None) -> bool:

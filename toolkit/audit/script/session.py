@@ -665,6 +665,10 @@ class Watch(WatchState):
         self.reached_by.append((self.events, set(leaves)))
         source = Source(self.events, site, self.loss_label(site), self.iteration,
                         names=_optimizer_names(caller))
+        # values the script cut at another read in this iteration, read here whole
+        cut = [node for node, _, _, _ in self.detaches if id(node) in graph.nodes]
+        if cut:
+            source.uncut = set(read_graph(cut).leaves)
         return source, leaves, self.ledger.snapshot(leaves)
 
     def _body_ran(self, key: tuple) -> bool:

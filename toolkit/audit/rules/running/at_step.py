@@ -44,6 +44,12 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         own = [src for src in foreign if src.index >= 0 and src.iteration == w.iteration
                and w.step_optimizer.get(src.step) != index]
         foreign = {src: hit for src, hit in foreign.items() if src not in own}
+    # a loss of this iteration that reaches them through a value the script cut at another
+    # read (PEARL's critic loss, reading whole the task variable the policy reads cut): the
+    # script chose where to cut, and this loss trains them as the step's own does
+    foreign = {src: hit for src, hit in foreign.items() if not (
+        own and src.iteration == w.iteration and src.index > min(s.index for s in own)
+        and all(id(p) in src.uncut for _, p in hit))}
     if not foreign:
         return
     names = w.names()
