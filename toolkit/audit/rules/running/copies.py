@@ -262,6 +262,11 @@ def kept_in_sync(w: WatchState) -> None:
         # toward another by the script: SPR's target encoder) is not the trained network
         if not any(p.requires_grad for p in online.parameters()):
             continue
+        # a part of a whole copy the script reads (TD-MPC's target model, whose encoder and Q
+        # networks make the target, moved toward the model as one): kept in sync with the
+        # rest of it, not made to be a constant of its own
+        if _part_of_a_read_copy(w, copy.copy):
+            continue
         fed = {(s, name): when for (key, s, name), when in w.fed_constants.items()
                if key == id(online)}
         if not fed:
@@ -291,6 +296,17 @@ def kept_in_sync(w: WatchState) -> None:
             keys, shown, tuple(s.shown() for s in dict.fromkeys(sites)), tuple(edits),
             advice=f"read the target from `{copy.name}`, the copy kept for it",
             step=step, concerned=keys))
+
+
+def _part_of_a_read_copy(w: WatchState, part: nn.Module) -> bool:
+    """Whether ``part`` is held by a network (a namespace of the script that is a module)
+    whose other modules the script calls."""
+    for _, space in w.sync.namespaces.values():
+        if isinstance(space, nn.Module) and any(m is part for m in space.modules()) and any(
+                id(m) in w.roots for m in space.modules() if m is not part and not any(
+                    q is m for q in part.modules())):
+            return True
+    return False
 
 
 def shallow(w: WatchState) -> None:
