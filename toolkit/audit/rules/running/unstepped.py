@@ -126,17 +126,26 @@ def end_of_iteration(w: WatchState) -> None:
                     "an optimizer steps: it trains nothing")
         else:
             what = f"no optimizer steps them, though an optimizer steps the rest of {name}"
-        if wrong is not None and built is not None:
+        # or an optimizer each tensor of which another one holds too (a copy of the line
+        # above it, left unedited): its own network is what it was meant to hold
+        copied = wrong is None and opts and _held_elsewhere(w, opts[0], holding)
+        if (wrong is not None or copied) and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
                                      _parameters_text(module, name, set(keys)))
             if e is not None:
                 edits = (e,)
-                extra_concerned = w.misplaced[wrong][1]
-                w.pending_dead = [(f, v) for f, v in w.pending_dead
-                                     if f.extra.get("misplaced") != wrong]
                 opt_text = f"`{opt_name}`" if opt_name else "the optimizer"
-                what = (f"the loss of {opt_text}'s step trains them and none of the tensors "
-                        f"it holds: it is built over the wrong parameters")
+                if wrong is not None:
+                    extra_concerned = w.misplaced[wrong][1]
+                    w.pending_dead = [(f, v) for f, v in w.pending_dead
+                                         if f.extra.get("misplaced") != wrong]
+                    what = (f"the loss of {opt_text}'s step trains them and none of the "
+                            f"tensors it holds: it is built over the wrong parameters")
+                else:
+                    # the tensors it stepped a second time move differently once it is not
+                    extra_concerned = tuple(names.get(k, "?") for k in holding[opts[0]])
+                    what = (f"{opt_text} holds only tensors another optimizer steps too: it "
+                            f"is built over the wrong parameters")
         elif built is not None and opt_name:
             added = [p for p in module.parameters() if id(p) in set(keys)]
             # made after the optimizer was built (a head a method appends for a new task):
@@ -153,10 +162,26 @@ def end_of_iteration(w: WatchState) -> None:
             "unstepped", w.iteration,
             f"{len(keys)} tensors of {name} get gradient and {what}",
             shown, shown, ((built.shown(),) if built is not None else ()) + at, edits,
-            advice=f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
-                   f" (optimizer.add_param_group({{'params': [...]}}), or in its "
-                   f"constructor)", step=w.step_events - 1,
+            advice=(f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
+                    f"{_parameters_text(module, name, set(keys))}" if copied and edits else
+                    f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
+                    f" (optimizer.add_param_group({{'params': [...]}}), or in its "
+                    f"constructor)"), step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _held_elsewhere(w: WatchState, index: int, cache: dict[int | None, set[int]]) -> bool:
+    """Whether the ``index``-th optimizer holds tensors, another optimizer holds each of
+    them too, and it stepped one of them with the gradient the other had stepped it with
+    (``shared``: in the same iteration, not a later phase's optimizer over the network)."""
+    mine = _held_by(w, index, cache)
+    others: set[int] = set()
+    for other in range(len(w.optimizers)):
+        if other != index:
+            others |= _held_by(w, other, cache)
+    return bool(mine) and mine <= others and any(
+        f.kind == "shared" and any(k.startswith(f"opt{index}.") for k in f.tensors)
+        for f in w.findings.values())
 
 
 def _held_by(w: WatchState, index: int | None, cache: dict[int | None, set[int]]) -> set[int]:
