@@ -232,12 +232,13 @@ def _edited_run(edits: list[Edit], script: str, args: list[str], steps: int,
 
 
 def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, args: list[str],
-           grads: list[dict], steps: int, cwd: str, ran_to: int | None = None
-           ) -> tuple[bool, str]:
+           grads: list[dict], steps: int, cwd: str, ran_to: int | None = None, *,
+           again: bool = False) -> tuple[bool, str]:
     """Whether ``finding.edits`` fix it, by :func:`rerun` (see the module's docstring). Where
     the first audit saw the script run to its end after ``ran_to`` iterations, the edited one
     runs on as far, unaudited: an edit that keeps a graph across iterations (a pool of
-    samples no longer cut) fails there, not in the iterations audited again."""
+    samples no longer cut) fails there, not in the iterations audited again. ``again``: this
+    is the rerun that audits as many iterations as the finding's step number."""
     need = max(steps, finding.iteration + 1)
     follow = max(0, ran_to - need) if ran_to is not None else 0
     ran = _edited_run(list(finding.edits), script, args, need, cwd, follow=follow)
@@ -277,6 +278,11 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         concerned = {renamed.get(k, k) for k in concerned}
         revived = {renamed.get(k, k) for k in revived}
     theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
+    if s not in theirs_at and s >= need and not again:
+        # the first run counted fewer iterations than it took steps (a loop whose iterations
+        # it could not tell apart): the edited run audits as many iterations as there were
+        # steps up to the finding's, which each iteration takes one of at least
+        return verify(finding, others, script, args, grads, s + 1, cwd, ran_to, again=True)
     if s not in theirs_at:
         return False, "the edited script stops before the step the finding is about"
     # a tensor with no gradient before the edit may gain one at any step: one the finding is
