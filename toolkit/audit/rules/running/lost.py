@@ -6,7 +6,10 @@ The step that follows uses the gradient of the backward() calls after the clear 
 ``zero_grad()`` moved into a gradient-accumulation loop trains on the last micro-batch. The
 finding is at the clear's line; its edit moves the clear to after the step it precedes (after
 the steps and ``scaler.update()`` that follow it in its block), so that every ``backward()``
-between two steps is summed.
+between two steps is summed. A clear between two ``backward()`` calls of one update, the lost
+one a statement of its own before it in its block (DQfD's agent batch, then its expert batch),
+moves before that ``backward()`` instead: after the step it would sum the gradient an earlier
+phase left into the first update.
 
 Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
 cleared after the other's optimizer stepped with it: ``wasted``, information); gradient cleared
@@ -59,6 +62,7 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
         return
     held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
     groups: dict[Site, tuple[list[Source], dict[int, str]]] = {}
+    cleared_at: dict[Site, int] = {}
     for src, key in w.ledger.wasted:
         if (src.index < 0 or src.step is not None or key not in held or key in w.scheduled
                 or src in w._cleared_sources or src.index in w.read_sources
@@ -68,6 +72,7 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
         if clear is None or _stepped_between(w, src.index, clear[2]):
             continue
         sources, keys = groups.setdefault(clear[0], ([], {}))
+        cleared_at[clear[0]] = clear[2]
         if src not in sources:
             sources.append(src)
         keys[key] = held[key]
@@ -75,7 +80,15 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     for clear_site, (sources, keys) in groups.items():
         w._cleared_sources.update(sources)
         first = sources[0]
-        moved = _moved_after(w.fixes, clear_site, site) if site is not None else None
+        # a clear between two backward() calls of one update (the second batch's loss, the
+        # clear copied from a one-batch loop) goes before the first of them; one inside an
+        # accumulation loop, whose lost backward() follows it, after the step
+        after = {s.site for k in keys for s in w.ledger.live.get(k, ())
+                 if s.index > cleared_at[clear_site]}
+        moved = _moved_before(w.fixes, clear_site, first.site) \
+            if first.site is not None and first.site not in after else None
+        if moved is None and site is not None:
+            moved = _moved_after(w.fixes, clear_site, site)
         shown_clear = moved[0] if moved else clear_site
         # the condition a moved clear leaves behind, then the clear itself
         clears = (shown_clear, clear_site) if shown_clear.line < clear_site.line else (
@@ -188,6 +201,24 @@ def _moved_after(fixes: FixWriter, clear: Site, step: Site) -> tuple[Site, tuple
     return (Site(clear.path, start, None),
             (fixes.edit_at(clear.path, (start, 0), (end + 1, 0), ""),
              fixes.edit_at(clear.path, (last + 1, 0), (last + 1, 0), body)))
+
+
+def _moved_before(fixes: FixWriter, clear: Site, backward: Site
+                  ) -> tuple[Site, tuple[Edit, ...]] | None:
+    """The clear's statement moved before the statement of the ``backward()`` whose gradient
+    it lost, where that statement comes first in the same block; else ``None``."""
+    if clear.path != backward.path or backward.line >= clear.line:
+        return None
+    parsed = S.syntax_tree(clear.path)
+    a, b = S.statement_at(clear.path, clear.line), S.statement_at(clear.path, backward.line)
+    if parsed is None or a is None or b is None:
+        return None
+    parents = _parents(parsed[0])
+    if id(a[0]) not in parents or id(b[0]) not in parents or \
+            parents[id(a[0])][1] is not parents[id(b[0])][1]:
+        return None
+    edits = fixes.move_before(clear.path, clear.line, backward.line)
+    return (Site(clear.path, clear.line, None), tuple(edits)) if edits else None
 
 
 def _alone(lines: list[str], stmt: ast.stmt) -> bool:
