@@ -438,6 +438,13 @@ class WatchState:
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
         if any(k not in names for k in self.stepped_map()):
+            # a network the script's names hold that no call of it showed (run only through
+            # ``torch.func.functional_call`` with weights of its own: an unrolled GAN's
+            # discriminator): by the name that holds it
+            for name, value in list(self.scope.items()):
+                if isinstance(value, nn.Module) and not name.startswith("_"):
+                    for n, p in value.named_parameters():
+                        names.setdefault(id(p), f"{name}.{n}")
             # a tensor an optimizer holds as a plain attribute of a module (DARTS's
             # ``self.alphas``, made with requires_grad_()): by that attribute
             for kept in self.kept_plainly():
