@@ -9,7 +9,8 @@ late: the options are the manifest's), in a fresh temporary copy of its folder. 
 - clean: the audit of a clean script exits 0;
 - named: the audit of a bug exits 1 and one failing finding names the line where the fix
   belongs (the manifest's ``line`` or one of its ``also``) and every tensor the manifest names
-  (a reported name matches when the manifest's name is a dotted part of it; ``a|b`` takes either);
+  (a reported name matches when the manifest's name is a dotted part of it, a subscript
+  counted as a part, ``model["rep"].0.bias`` as ``model.rep.0.bias``; ``a|b`` takes either);
 - trains: ``--apply`` writes an edit into the bug script (in another fresh copy) after which the
   edited script, run with ``--out``, saves the same weights as its correct twin (every tensor
   within 1e-5), and a second audit of the edited script exits 0.
@@ -133,7 +134,14 @@ def _recorded(path: Path, name: str) -> list[Finding]:
     return findings
 
 
+def _parts(name: str) -> str:
+    """A reported name with its subscripts as dotted parts (``model["rep"].0.bias`` ->
+    ``model.rep.0.bias``, as torch names a ``ModuleDict``'s tensors)."""
+    return re.sub(r"""\[["']?([^\]"']+)["']?\]""", r".\1", name)
+
+
 def _matches(expected: str, reported: list[str]) -> bool:
+    reported = [_parts(name) for name in reported]
     return any(f".{choice}." in f".{name}." for choice in expected.split("|")
                for name in reported)
 
