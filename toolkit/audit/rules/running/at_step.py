@@ -69,12 +69,16 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
             e = w.fixes.insert_before(first_own.site.path, first_own.site.line,
                                 f"{opt_text.strip('`')}.zero_grad()")
             edits = (e,) if e is not None else ()
+        # tensors no backward of this step's own wrote (a policy's, held by the model's
+        # optimizer, stale from the policy's update): the clear leaves them no gradient
+        mine = {k for s in own for k in s.wrote}
         w.add(ScriptFinding(
             kind, w.iteration, what + " (it changes the update)",
             tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
             edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() "
                           f"before this step's own backward()", step=w.step_events - 1,
-            concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit])))
+            concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit]),
+            extra={"loses": True} if not any(id(p) in mine for _, p in hit) else {}))
 
 
 def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
