@@ -40,7 +40,8 @@ __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "c
            "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
-           "switch_on_before_loop", "switch_on_with_the_rest", "unfreeze_before", "widen",
+           "switch_on_after_its_step", "switch_on_before_loop", "switch_on_with_the_rest",
+           "unfreeze_before", "widen",
            "write_edits"]
 
 
@@ -556,6 +557,49 @@ def switch_on_with_the_rest(path: str, line: int) -> Edit | None:
                 return edit_at(path, (end, 0), (end, 0),
                                f"{indent}{off[0]}.requires_grad_(True)\n")
             return None
+    return None
+
+
+def switch_on_after_its_step(path: str, line: int) -> Edit | None:
+    """For the call on ``line`` that froze tensors (``model.track_q_grad(False)``,
+    ``net.requires_grad_(False)``: one argument, the constant ``False``): the same call with
+    ``True``, after the first later statement of its block that steps an optimizer
+    (``pi_optim.step()``): the freeze was for the loss of that step, and ends with it.
+    ``None`` where the block has no such step, or switches it back on itself."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        block = getattr(node, "body", None)
+        if not isinstance(block, list):
+            continue
+        at = next((i for i, st in enumerate(block) if isinstance(st, ast.Expr)
+                   and st.lineno == line and isinstance(st.value, ast.Call)), None)
+        if at is None:
+            continue
+        call = block[at].value
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if len(values) != 1 or not isinstance(values[0], ast.Constant) or \
+                values[0].value is not False:
+            return None
+        flag = values[0]
+        switched = (segment(text, call)[:flag.col_offset - call.col_offset] + "True"
+                    + segment(text, call)[flag.end_col_offset - call.col_offset:]) \
+            if flag.lineno == call.lineno == call.end_lineno else None
+        for later in block[at + 1:]:
+            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call) and \
+                    segment(text, later.value) == switched:
+                return None
+            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call) and \
+                    isinstance(later.value.func, ast.Attribute) and \
+                    later.value.func.attr == "step" and switched is not None:
+                indent = indent_of(text, later.lineno)
+                if later.col_offset != len(indent):
+                    return None
+                end = (later.end_lineno or later.lineno) + 1
+                return edit_at(path, (end, 0), (end, 0), f"{indent}{switched}\n")
+        return None
     return None
 
 

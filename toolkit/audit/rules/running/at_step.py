@@ -443,9 +443,14 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         # frozen where the script switches others back on after it (a test's freeze of two
         # networks, one switched back on): this one switched on there too
         ids = {id(p) for _, p in frozen}
-        freeze = next((lines[0] for lines, off in reversed(list(w.switching.items()))
-                       if lines and ids <= off), None)
-        edit = None if freeze is None else w.fixes.switch_on_with_the_rest(*freeze)
+        # or, where the freezing call's block steps an optimizer after it (TD-MPC's Q networks
+        # frozen for the policy's loss), switched on after that step: by each of the
+        # script's lines that made the freeze, the innermost first
+        freeze = next((lines for lines, off in reversed(list(w.switching.items()))
+                       if lines and ids <= off), ())
+        edit = next((e for path, line in freeze
+                     if (e := w.fixes.switch_on_with_the_rest(path, line)
+                         or w.fixes.switch_on_after_its_step(path, line)) is not None), None)
         if edit is not None:
             fix = (edit.line, edit)
     at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
