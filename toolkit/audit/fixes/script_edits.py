@@ -40,7 +40,8 @@ __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "c
            "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
-           "switch_on_after_its_step", "switch_on_before_loop", "switch_on_with_the_rest",
+           "switch_on_after_its_step", "switch_on_after_its_use", "switch_on_before_loop",
+           "switch_on_with_the_rest",
            "unfreeze_before", "widen",
            "write_edits"]
 
@@ -600,6 +601,43 @@ def switch_on_after_its_step(path: str, line: int) -> Edit | None:
                 end = (later.end_lineno or later.lineno) + 1
                 return edit_at(path, (end, 0), (end, 0), f"{indent}{switched}\n")
         return None
+    return None
+
+
+def switch_on_after_its_use(path: str, line: int) -> Edit | None:
+    """For the freeze on ``line`` (``x.requires_grad_(False)``): ``x.requires_grad_(True)``
+    after the first later statement of its block that reads ``x`` (the call the freeze was
+    made for: an evaluation handed the synthetic images, frozen, as dataset condensation's
+    is); ``None`` where no later statement of the block reads it, or one switches it on."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt)
+                       and st.lineno == line), None)
+            off = None if at is None else switch_of(block[at], text)
+            if off is None or off[1] or isinstance(block[at], ast.For):
+                continue
+            for later in block[at + 1:]:
+                on = switch_of(later, text)
+                if on is not None:
+                    return None
+                reads = any(isinstance(n, ast.Name | ast.Attribute) and
+                            segment(text, n) == off[0] for n in ast.walk(later))
+                if not reads:
+                    continue
+                indent = indent_of(text, later.lineno)
+                if later.col_offset != len(indent):
+                    return None
+                end = (later.end_lineno or later.lineno) + 1
+                return edit_at(path, (end, 0), (end, 0),
+                               f"{indent}{off[0]}.requires_grad_(True)\n")
+            return None
     return None
 
 

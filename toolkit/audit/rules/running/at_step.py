@@ -423,6 +423,8 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     names = w.names()
     owner = w.owner(id(frozen[0][1]))
     name = w.roots[id(owner)][1] if owner is not None else None
+    if owner is None and len(frozen) == 1:   # a leaf of its own (synthetic images)
+        name = names.get(id(frozen[0][1]))
     fix = (w.fixes.unfreeze_before(site.path, name, site.line)
            if site is not None and name else None)
     if fix is None and (partly or never_on) and site is not None and owner is not None \
@@ -450,7 +452,8 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
                        if lines and ids <= off), ())
         edit = next((e for path, line in freeze
                      if (e := w.fixes.switch_on_with_the_rest(path, line)
-                         or w.fixes.switch_on_after_its_step(path, line)) is not None), None)
+                         or w.fixes.switch_on_after_its_step(path, line)
+                         or w.fixes.switch_on_after_its_use(path, line)) is not None), None)
         if edit is not None:
             fix = (edit.line, edit)
     at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (

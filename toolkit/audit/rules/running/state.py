@@ -445,6 +445,8 @@ class WatchState:
                 if isinstance(value, nn.Module) and not name.startswith("_"):
                     for n, p in value.named_parameters():
                         names.setdefault(id(p), f"{name}.{n}")
+                elif isinstance(value, torch.Tensor) and not name.startswith("_"):
+                    names.setdefault(id(value), name)   # a leaf held by a name of its own
             # a tensor an optimizer holds as a plain attribute of a module (DARTS's
             # ``self.alphas``, made with requires_grad_()): by that attribute
             for kept in self.kept_plainly():

@@ -226,8 +226,13 @@ def _stepped_after_alone(w: WatchState, sources: set, stepped: set[int]) -> int 
     if not after:
         return None
     index = w.step_optimizer[min(after)]
-    held = {id(p) for g in w.optimizers[index].param_groups for p in g["params"]}
-    # one built since over these tensors (a new round's) steps them
+    params = [p for g in w.optimizers[index].param_groups for p in g["params"]]
+    held = {id(p) for p in params}
+    # one built since over these tensors (a new round's) steps them; one whose own tensors
+    # the script froze since they trained (dataset condensation's synthetic images, left
+    # frozen after an evaluation) is what the loss was for: the freeze is the finding
+    if any(not p.requires_grad and id(p) in w.trainable_by.get(index, ()) for p in params):
+        return None
     return None if wrote & held else index
 
 
