@@ -87,6 +87,11 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     removed = set(edges)
     if w.made_at is not None:
         removed |= _same_expression(w, graph, edges)
+    # a target that other terms read by the same operation (MPO's E-step weights, weighing the
+    # log-probability of each decoupled Gaussian: one read's form found, the other's scale a
+    # constant): those reads are the target's too, so that it is cut where it is made
+    removed |= {(r, t) for c, t in edges for r in graph.callers.get(t, ())
+                if r != c and node_label(search.nodes[r]) == node_label(search.nodes[c])}
     untargeted = graph.reach(graph.roots, removed=removed)
     sites_of: dict[int, list[Site]] = {}     # each call output, by the calls that returned it
     for node, s, _ in w.call_outputs:
