@@ -274,8 +274,9 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
     computed by arithmetic on a network's output, ``r + γ max Q(s')``). When both sides come
     from one forward pass, only a side computed by arithmetic on *other rows* of that forward
     (a selection on the way: ``values[1:]``, a bootstrap value ``values[-1]``) is a target:
-    V-trace's ``v_s``, GAE's returns, a TD target from the next states of one batch; anything
-    else is a centring or a batch statistic. Of a cosine similarity's two sides (SimSiam's
+    V-trace's ``v_s``, GAE's returns, a TD target from the next states of one batch; so is one
+    that runs a network of its own on that forward's output (PEARL's target value function of
+    the task variable, Rakelly et al. 2019); anything else is a centring or a batch statistic. Of a cosine similarity's two sides (SimSiam's
     ``D(p, z)``), the target is the side the other is computed from (``p = h(z)``), else the
     second argument.
     """
@@ -303,7 +304,10 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             if arithmetic[0] == arithmetic[1]:
                 return None  # a centring, a batch statistic, a difference of rows
             side = arithmetic.index(True)
-            if not _bootstrapped(inputs[side], forward):
+            # or one that runs a network of its own on it (PEARL's target value function on
+            # the task variable both sides read): a bootstrap from that network
+            own = graph.leaves((left, right)[side]) - graph.leaves((left, right)[1 - side])
+            if not _bootstrapped(inputs[side], forward) and not own:
                 return None
             return _Sides(f"{_BOOTSTRAP} ({form})", inputs[side], node)
         reaches = [bool(graph.leaves(side) & stepped) for side in (left, right)]
