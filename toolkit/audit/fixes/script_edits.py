@@ -527,12 +527,11 @@ def switch_on_before_loop(path: str, name: str, line: int) -> Edit | None:
                    f"{indent_of(text, loop.lineno)}{name}.requires_grad_(True)\n")
 
 
-def switch_on_with_the_rest(path: str, line: int) -> Edit | None:
-    """For the freeze on ``line`` (``name.requires_grad_(False)``, or a loop over
-    ``name.parameters()`` switching each off): ``name.requires_grad_(True)`` after the first
-    later statement of its block that switches another network back on. The script undoes its
-    block's freezes there and left this one out (a test that freezes two networks and switches
-    one back on). ``None`` where the block switches no other one back on, or this one."""
+def _freeze_at(path: str, line: int
+               ) -> tuple[str, list[ast.stmt], int, str] | None:
+    """The freeze on ``line`` (``name.requires_grad_(False)``, or a loop over
+    ``name.parameters()`` switching each off), as the innermost block holding it: the file's
+    text, the block, the freeze's index in it and ``name``; ``None`` where no freeze is there."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
@@ -545,19 +544,36 @@ def switch_on_with_the_rest(path: str, line: int) -> Edit | None:
             at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt) and
                        st.lineno <= line <= (st.end_lineno or st.lineno)), None)
             off = None if at is None else switch_of(block[at], text)
-            if off is None or off[1]:
-                continue
-            for later in block[at + 1:]:
-                on = switch_of(later, text)
-                if on is None or not on[1]:
-                    continue
-                indent = indent_of(text, later.lineno)
-                if on[0] == off[0] or later.col_offset != len(indent):
-                    return None   # switched back on already: the freeze is not left on here
-                end = (later.end_lineno or later.lineno) + 1
-                return edit_at(path, (end, 0), (end, 0),
-                               f"{indent}{off[0]}.requires_grad_(True)\n")
-            return None
+            if off is not None and not off[1]:
+                return text, block, at, off[0]   # type: ignore[return-value]
+    return None
+
+
+def _after(path: str, text: str, stmt: ast.stmt, statement: str) -> Edit | None:
+    """``statement`` on its own line after ``stmt`` (the first statement of its line), at its
+    indentation; ``None`` where another statement starts its line."""
+    indent = indent_of(text, stmt.lineno)
+    if stmt.col_offset != len(indent):
+        return None
+    end = (stmt.end_lineno or stmt.lineno) + 1
+    return edit_at(path, (end, 0), (end, 0), f"{indent}{statement}\n")
+
+
+def switch_on_with_the_rest(path: str, line: int) -> Edit | None:
+    """For the freeze on ``line`` (:func:`_freeze_at`): ``name.requires_grad_(True)`` after
+    the first later statement of its block that switches another network back on. The script
+    undoes its block's freezes there and left this one out (a test that freezes two networks
+    and switches one back on). ``None`` where the block switches no other one back on, or this
+    one."""
+    found = _freeze_at(path, line)
+    if found is None:
+        return None
+    text, block, at, name = found
+    for later in block[at + 1:]:
+        on = switch_of(later, text)
+        if on is not None and on[1]:
+            return None if on[0] == name else \
+                _after(path, text, later, f"{name}.requires_grad_(True)")
     return None
 
 
@@ -582,62 +598,39 @@ def switch_on_after_its_step(path: str, line: int) -> Edit | None:
         call = block[at].value
         values = [*call.args, *(k.value for k in call.keywords)]
         if len(values) != 1 or not isinstance(values[0], ast.Constant) or \
-                values[0].value is not False:
+                values[0].value is not False or not values[0].lineno == call.lineno == \
+                call.end_lineno:
             return None
-        flag = values[0]
-        switched = (segment(text, call)[:flag.col_offset - call.col_offset] + "True"
-                    + segment(text, call)[flag.end_col_offset - call.col_offset:]) \
-            if flag.lineno == call.lineno == call.end_lineno else None
+        source, flag = segment(text, call), values[0]
+        switched = (source[:flag.col_offset - call.col_offset] + "True"
+                    + source[flag.end_col_offset - call.col_offset:])
         for later in block[at + 1:]:
-            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call) and \
-                    segment(text, later.value) == switched:
+            value = later.value if isinstance(later, ast.Expr) else None
+            if not isinstance(value, ast.Call):
+                continue
+            if segment(text, value) == switched:
                 return None
-            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call) and \
-                    isinstance(later.value.func, ast.Attribute) and \
-                    later.value.func.attr == "step" and switched is not None:
-                indent = indent_of(text, later.lineno)
-                if later.col_offset != len(indent):
-                    return None
-                end = (later.end_lineno or later.lineno) + 1
-                return edit_at(path, (end, 0), (end, 0), f"{indent}{switched}\n")
+            if isinstance(value.func, ast.Attribute) and value.func.attr == "step":
+                return _after(path, text, later, switched)
         return None
     return None
 
 
 def switch_on_after_its_use(path: str, line: int) -> Edit | None:
-    """For the freeze on ``line`` (``x.requires_grad_(False)``): ``x.requires_grad_(True)``
-    after the first later statement of its block that reads ``x`` (the call the freeze was
+    """For the freeze on ``line`` (:func:`_freeze_at`, not a loop): ``name.requires_grad_(True)``
+    after the first later statement of its block that reads ``name`` (the call the freeze was
     made for: an evaluation handed the synthetic images, frozen, as dataset condensation's
     is); ``None`` where no later statement of the block reads it, or one switches it on."""
-    parsed = syntax_tree(path)
-    if parsed is None:
+    found = _freeze_at(path, line)
+    if found is None or isinstance(found[1][found[2]], ast.For):
         return None
-    tree, text = parsed
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if not isinstance(block, list):
-                continue
-            at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt)
-                       and st.lineno == line), None)
-            off = None if at is None else switch_of(block[at], text)
-            if off is None or off[1] or isinstance(block[at], ast.For):
-                continue
-            for later in block[at + 1:]:
-                on = switch_of(later, text)
-                if on is not None:
-                    return None
-                reads = any(isinstance(n, ast.Name | ast.Attribute) and
-                            segment(text, n) == off[0] for n in ast.walk(later))
-                if not reads:
-                    continue
-                indent = indent_of(text, later.lineno)
-                if later.col_offset != len(indent):
-                    return None
-                end = (later.end_lineno or later.lineno) + 1
-                return edit_at(path, (end, 0), (end, 0),
-                               f"{indent}{off[0]}.requires_grad_(True)\n")
+    text, block, at, name = found
+    for later in block[at + 1:]:
+        if switch_of(later, text) is not None:
             return None
+        if any(isinstance(n, ast.Name | ast.Attribute) and segment(text, n) == name
+               for n in ast.walk(later)):
+            return _after(path, text, later, f"{name}.requires_grad_(True)")
     return None
 
 
