@@ -376,14 +376,24 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
     parameter group that adds it (its learning rate is the optimizer's: the script may want
     its own, as trajectory balance's does)."""
     for key, (tensor, before) in w.plain_values.items():
-        if not isinstance(tensor, nn.Parameter) or key in stepped or key not in w.beside or \
+        # or a plain leaf the script keeps across iterations (MPO's Lagrange multipliers,
+        # ``torch.full(..., requires_grad=True)``), not one made afresh for each (a gradient
+        # penalty's interpolates)
+        kept = tensor.is_leaf and tensor.requires_grad and \
+            w.reached_in.get(key, (0, 0))[1] > w.reached_in.get(key, (0, 0))[0]
+        if not (isinstance(tensor, nn.Parameter) or kept) or key in stepped or \
+                key not in w.beside or \
                 not w.between.get(key) or not w.ledger.live.get(key) or \
                 w.owner(key) is not None or not torch.equal(before, tensor.detach()):
             continue
         name = w.bound_name(tensor)
         if name is None:
             continue
-        opt = w.optimizers[min(w.between[key])]
+        # the optimizer of the term's siblings: one that holds parameters of no module as
+        # this is (MPO's dual optimizer, beside the policy's), else the first
+        plain = [i for i in sorted(w.between[key]) if all(
+            w.owner(id(p)) is None for g in w.optimizers[i].param_groups for p in g["params"])]
+        opt = w.optimizers[(plain or sorted(w.between[key]))[0]]
         built = w.built_at.get(id(opt))
         opt_name = w.assigned(built)
         edits: tuple = ()
