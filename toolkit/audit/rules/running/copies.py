@@ -301,10 +301,10 @@ def kept_in_sync(w: WatchState) -> None:
 def _part_of_a_read_copy(w: WatchState, part: nn.Module) -> bool:
     """Whether ``part`` is held by a network (a namespace of the script that is a module)
     whose other modules the script calls."""
+    inside = {id(m) for m in part.modules()}
     for _, space in w.sync.namespaces.values():
         if isinstance(space, nn.Module) and any(m is part for m in space.modules()) and any(
-                id(m) in w.roots for m in space.modules() if m is not part and not any(
-                    q is m for q in part.modules())):
+                id(m) in w.roots for m in space.modules() if id(m) not in inside):
             return True
     return False
 
