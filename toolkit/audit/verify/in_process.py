@@ -461,19 +461,25 @@ def _passes(audit: Any, findings: list[tuple[str, Any]], step: Any, swaps: list[
     # shares its path: those must still train
     same = same and all(kind == "shared" or (kind == "leaks" and f.kind == "cut")
                         for kind, f in findings)
+    # what each finding is about must still train: some of its tensors (one may have no
+    # gradient in the published step either: a bias whose gradient is a sum that cancels)
+    trained: set[str] = set()
+    present: set[str] = set()
     for loss, grads in gradients.items():
         for key, before in grads.items():
             after_grad = truth.values.get(loss, {}).get(key, None)
             name = names(stepped[loss][key])
+            present.add(name)
             if name in train:
-                if not _trains(after_grad):
-                    return False  # what the finding is about must train
+                if _trains(after_grad):
+                    trained.add(name)
             elif moved or name in free:
                 continue
             elif not (same_gradient(before, after_grad, none_is_zero=False) if same
                       else _trains(after_grad) or not _trains(before)):
                 return False
-    return True
+    return all(trained & about for kind, f in findings
+               if (about := (_about(kind, f) or set()) & present))
 
 
 def _trains(grad: torch.Tensor | None) -> bool:
