@@ -171,9 +171,11 @@ def _holders(w: WatchState, target: str, trained: str) -> tuple[str, str]:
     """Two names of one network that end in the same attribute (``net_prime.q``, ``net.q``):
     their holders' names when the script's scope binds both to one object (``net_prime =
     net``: the holder is aliased, option-critic's target network), else the names as they
-    are (``w.teacher`` and ``model.teacher``, one attribute reached from two objects)."""
+    are (``w.teacher`` and ``model.teacher``, one attribute reached from two objects). A
+    holder a call binds (a method's ``self``, ``low.train()``'s ``low``; a helper's
+    parameter) is the object it was handed, by no assignment of the script: no alias."""
     a, b = target.rpartition(".")[0], trained.rpartition(".")[0]
-    if a != b and a.isidentifier() and b.isidentifier() and \
+    if a != b and a.isidentifier() and b.isidentifier() and not {a, b} & w.handed and \
             w.scope.get(a) is not None and w.scope.get(a) is w.scope.get(b):
         return a, b
     return target, trained

@@ -126,6 +126,9 @@ class WatchState:
         # the names the script's frames held at the last audited backward, and the user's
         # files by base name: where a finding's function is called (fixes.where_called)
         self.scope: dict = {}
+        # of those names, the parameters of the frames' functions (bound by a call, a method's
+        # ``self``, not by the script's own assignments)
+        self.handed: set[str] = set()
         self.user_paths: dict[str, str] = {}
         self.pid = os.getpid()
         self.iteration = 0
