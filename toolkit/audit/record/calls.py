@@ -33,6 +33,7 @@ from toolkit.audit.record.sites import (
     user_line,
     user_lines,
 )
+from toolkit.lens.graph_walk import walk
 
 __all__ = ["COPY", "CallWatch", "Edge", "caller_text", "storage_key", "tensors_in", "writes"]
 
@@ -266,6 +267,8 @@ class CallWatch(TorchFunctionMode):
             # inputs
             for made in [out] if isinstance(out, torch.Tensor) else tensors_in([out]):
                 _follow_cut_values(rec, name, func, inputs, made, grad)
+        if not grad and not rec.calling:
+            _cut_in_block(rec, inputs, out)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
@@ -385,12 +388,43 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
     return out
 
 
+def fed_leaves(given: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors that require gradient which the tensors ``given`` are or were computed
+    from with a graph, in the order first reached."""
+    given = [t for t in given if t.requires_grad]
+    found = {id(t): t for t in given if t.grad_fn is None}
+    for _, node, _, first in walk([t for t in given if t.grad_fn is not None]):
+        leaf = getattr(node, "variable", None) if first else None
+        if isinstance(leaf, torch.Tensor):
+            found.setdefault(id(leaf), leaf)
+    return list(found.values())
+
+
+def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any) -> None:
+    """Values the step's own code computes under ``torch.no_grad()`` from values with a graph
+    (BEAR's ``critic(state, actions.reshape(...))`` in a no_grad block, the actor's actions
+    made before it): cut there, as a network's output under no_grad is, by what they were
+    computed from (:attr:`Recording.cut_values`)."""
+    fed = [t for t in inputs if t.grad_fn is not None]
+    made = [m for m in ([out] if isinstance(out, torch.Tensor) else tensors_in([out]))
+            if m.grad_fn is None and m.is_floating_point() and id(m) not in rec.cut_values]
+    if not fed or not made:
+        return
+    leaves = tuple(fed_leaves(fed))
+    if leaves:
+        cut = ((grad_off_line(), "no_grad", leaves),)
+        rec.cut_callers[cut[0][0], id(leaves[0])] = user_line()   # the line the fix moves
+        for m in made:
+            rec.cut_values[id(m)] = (weakref.ref(m), cut)
+
+
 def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor],
                        out: torch.Tensor, grad: bool) -> None:
     """``out`` computed from cut values (:attr:`Recording.cut_values`): cut too, by all
     their cuts, when it has no graph and holds values (not indices or a mask); a scalar of
-    them that is not zero (a weight of zero leaves a term nothing to train) added to a scalar
-    with a graph is a term of a loss that is a constant (:attr:`Recording.cut_added`)."""
+    them that is not zero (a weight of zero leaves a term nothing to train) added to a value
+    with a graph, element for element (not broadcast against it), is a term of a loss that is
+    a constant where the loss sums that value (:attr:`Recording.cut_added`)."""
     cuts: dict[Any, tuple[Line | None, str, Any]] = {}   # each cut once, by its place
     cut_input = None
     for t in inputs:
@@ -415,9 +449,10 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
         rec.cut_read.append((rec.call, tuple(cuts.values()), user_line(), name, id(out.grad_fn)))
         if out.numel() <= max(t.numel() for t in inputs):
             rec.one_to_one.add(id(out.grad_fn))
-    if grad and name in _SUMS and cut_input.numel() == 1 and out.numel() == 1 \
-            and bool(cut_input.detach().ne(0).item()):
-        rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn)))
+    if grad and name in _SUMS and cut_input.numel() == out.numel() \
+            and bool(cut_input.detach().ne(0).any()):
+        rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn),
+                              out.numel() == 1))
 
 
 def _itself(args: tuple[Any, ...]) -> bool:

@@ -43,7 +43,14 @@ from torch.optim.optimizer import (
 )
 
 from toolkit._utils.trees import tree_map
-from toolkit.audit.record.calls import CallWatch, Edge, caller_text, storage_key, tensors_in
+from toolkit.audit.record.calls import (
+    CallWatch,
+    Edge,
+    caller_text,
+    fed_leaves,
+    storage_key,
+    tensors_in,
+)
 from toolkit.audit.record.names import Names
 from toolkit.audit.record.sites import (
     Line,
@@ -313,10 +320,11 @@ class Recording:
         # one .detach()ed, what it would have trained through: the network's parameters, or
         # the node cut)
         self.cut_values: dict[int, tuple[Any, tuple[tuple[Line | None, str, Any], ...]]] = {}
-        # (call, the cuts, the user's line that added it, the sum's node): a scalar made of
-        # cut values added to one with a graph (a term of a loss)
+        # (call, the cuts, the user's line that added it, the sum's node, whether the sum is
+        # a scalar): cut values added to one with a graph (a term of a loss), a scalar or
+        # element for element
         self.cut_added: list[tuple[int, tuple[tuple[Line | None, str, Any], ...],
-                                   Line | None, int]] = []
+                                   Line | None, int, bool]] = []
         # (call, the cuts, the user's line, the torch function, the node): cut values read by
         # an operation whose result has a graph (a query's similarity to cut keys, a
         # prediction compared with a cut target)
@@ -552,12 +560,21 @@ class Recording:
         self.busy = True
         trained = () if self.calling or torch.is_grad_enabled() else tuple(
             p for p in module.parameters() if p.requires_grad)
+        if not self.calling and not torch.is_grad_enabled():
+            # and what its inputs were computed from with a graph (BEAR's actor, whose
+            # actions the critic scores): the call cuts their path to the loss too
+            own = {id(p) for p in trained}
+            trained += tuple(t for t in fed_leaves(tensors_in(args)) if id(t) not in own)
         if trained:   # a trained network's outputs computed under torch.no_grad(): cut
             cut = ((grad_off_line(1), "no_grad", trained),)
             self.cut_callers[cut[0][0], id(trained[0])] = user_line()
             for t in _nested(output, 2):
                 if t.is_floating_point():
-                    self.cut_values[id(t)] = (weakref.ref(t), cut)
+                    # with the cuts of what the forward computed it from (its inputs,
+                    # computed under no_grad from values with a graph)
+                    entry = self.cut_values.get(id(t))
+                    before = entry[1] if entry is not None and entry[0]() is t else ()
+                    self.cut_values[id(t)] = (weakref.ref(t), cut + before)
         # the recording's own reads of the outputs pass no torch-function mode (its own
         # would ignore them, at a dispatch each)
         caller = sys._getframe(1)

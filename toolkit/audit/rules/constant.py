@@ -16,13 +16,16 @@ every such scalar and the sum that adds it
 in a loss's graph and writes the fix at the ``autograd.grad`` call.
 
 The same holds for a term made only of a trained network's output cut, computed under
-``torch.no_grad()`` (``inference_mode``) or ``.detach()``ed, and of data: a second view's
+``torch.no_grad()`` (``inference_mode``) or ``.detach()``ed, of values computed in such a block
+from values with a graph (BEAR's conservative Q term, a critic scoring the actor's actions
+under no_grad: the block cuts the actor's path), and of data: a second view's
 variance term, a second pass's cross-entropy, a KL of detached statistics
 (:attr:`~toolkit.audit.record.recording.Recording.cut_values`, followed through every
-operation that keeps no graph, and the sums that add such a scalar to one with a graph). Only
+operation that keeps no graph, and the sums that add such a value to one with a graph). Only
 a sum that adds a term to the loss counts (a node reached from the loss through sums, means,
-signs and constant factors alone): a cut value compared (a target), weighting a term, or
-scaled by zero is none, nor is a cut value added beside itself with its graph (a gradient
+signs and constant factors alone; for a term added element for element, through no factor: a
+KL's fixed side, ``q * (log q - log p)``, compares): a cut value compared (a target),
+weighting a term, or scaled by zero is none, nor is a cut value added beside itself with its graph (a gradient
 scaled, ``x * s + x.detach() * (1 - s)``). The fix removes every cut the term is made of, but a
 cut of a value made by a strict part of what another cut's value is made by (real images'
 features beside the generated ones'), which is a target's.
@@ -86,15 +89,19 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
     rec = step.rec
     found = []
     seen = set()
-    heads: dict[str, set[int]] = {}
-    for call, cuts, added, node in rec.cut_added:
+    heads: dict[tuple[str, bool], set[int]] = {}
+    for call, cuts, added, node, scalar in rec.cut_added:
         if call != rec.call:
             continue
         for loss, graph in step.graphs.items():
-            if loss not in heads:
-                heads[loss] = _sums_of(graph)
+            # a term added element for element is one where the loss sums those elements as
+            # they are: scaled by a constant (``q * (log q - log p)``, a KL's fixed side),
+            # they are a weighted comparison's
+            if (loss, scalar) not in heads:
+                heads[loss, scalar] = _sums_of(graph, scaled=scalar)
             key = (tuple((line, line.span if line else None) for line, _, _ in cuts), loss)
-            if key in seen or node not in heads[loss] or _beside_itself(graph, node, cuts):
+            if key in seen or node not in heads[loss, scalar] or \
+                    _beside_itself(graph, node, cuts):
                 continue
             seen.add(key)
             stepped = step.stepped[loss]
@@ -233,10 +240,10 @@ def uncut(cuts: tuple[tuple[Line | None, str, Any], ...],
 _SUMMING = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
 
 
-def _sums_of(graph: Graph) -> set[int]:
+def _sums_of(graph: Graph, *, scaled: bool = True) -> set[int]:
     """The nodes that sum a loss's terms: reached from the loss through sums, means, signs,
-    views and products or quotients by a constant only (not a term's own difference under a
-    square, ``(td_target - value).pow(2)``, which compares)."""
+    views and (``scaled``) products or quotients by a constant only (not a term's own
+    difference under a square, ``(td_target - value).pow(2)``, which compares)."""
     nodes = graph.search.nodes
     out: set[int] = set()
     todo = list(graph.roots)
@@ -248,6 +255,6 @@ def _sums_of(graph: Graph) -> set[int]:
         node = nodes[key]
         label = node_label(node)
         inputs = [n for n, _ in node.next_functions if n is not None]
-        if label in _SUMMING or (label in ("Mul", "Div") and len(inputs) == 1):
+        if label in _SUMMING or (scaled and label in ("Mul", "Div") and len(inputs) == 1):
             todo.extend(graph.children.get(key, ()))
     return out

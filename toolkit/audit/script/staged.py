@@ -182,7 +182,7 @@ class Staged:
         # of cut outputs and added to it (a network run under no_grad whose own loss is a
         # constant term: its optimizer is one of this loss's, stepping nothing)
         reached = set(leaves).union(*(constant.cut_behind(cut)
-                                      for call, cuts, _, _ in rec.cut_added
+                                      for call, cuts, *_ in rec.cut_added
                                       if call == rec.call for cut in cuts))
         paired = [opt for opt in self.optimizers
                   if any(id(p) in reached for g in opt.param_groups for p in g["params"])]
