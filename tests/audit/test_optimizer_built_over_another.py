@@ -68,3 +68,48 @@ def test_an_optimizer_with_tensors_of_its_own_is_no_copy(tmp_path):
     found = [f for f in failures(report) if f["kind"] == "unstepped"]
     assert code == 1 and len(found) == 1
     assert "built over the wrong parameters" not in found[0]["message"], found[0]
+
+
+TWINS = """\
+import argparse
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+C1, C2 = nn.Linear(8, 3), nn.Linear(8, 3)
+opt_g = torch.optim.Adam(G.parameters(), lr=0.01)
+opt_c1 = torch.optim.Adam(C1.parameters(), lr=0.01)
+opt_c2 = torch.optim.Adam(SECOND, lr=0.01)
+x, y = torch.randn(64, 4), torch.randint(0, 3, (64,))
+for step in range(4):
+    feat = G(x)
+    loss = F.cross_entropy(C1(feat), y) + F.cross_entropy(C2(feat), y)
+    for opt in (opt_g, opt_c1, opt_c2):
+        opt.zero_grad()
+    loss.backward()
+    for opt in (opt_g, opt_c1, opt_c2):
+        opt.step()
+if args.out:
+    torch.save({"G": G.state_dict(), "C1": C1.state_dict(), "C2": C2.state_dict()}, args.out)
+"""
+
+
+def test_the_twin_classifiers_copied_optimizer_is_built_over_the_second(tmp_path):
+    """MCD's two classifiers on one generator, the second's optimizer built over the first
+    (its line copied): the second classifier passes the loss's gradient on to the generator,
+    whose optimizer is not the copy; the optimizer holding only the first's tensors, of the
+    second's shapes, is."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "published.py").write_text(TWINS.replace("SECOND", "C2.parameters()"))
+    (folder / "train.py").write_text(TWINS.replace("SECOND", "C1.parameters()"))
+    applied(folder, "unstepped", "--watch", "1")
+    fixed = (folder / "train.py").read_text(encoding="utf-8")
+    assert "opt_c2 = torch.optim.Adam(C2.parameters(), lr=0.01)" in fixed, fixed
+    assert cli("--watch", "1", "train.py", cwd=folder).returncode == 0
+    assert_trains_as(folder)

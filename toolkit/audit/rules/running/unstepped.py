@@ -110,6 +110,9 @@ def end_of_iteration(w: WatchState) -> None:
             {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
         if wrong is not None or alone is not None:
             opts = [wrong if wrong is not None else alone]
+        elif (twin := _copied_over(w, [p for p in module.parameters() if id(p) in set(keys)],
+                                   holding)) is not None:
+            opts = [twin]
         opt = w.optimizers[opts[0]] if opts else None
         built = w.built_at.get(id(opt)) if opt is not None else None
         edits: tuple = ()
@@ -127,7 +130,9 @@ def end_of_iteration(w: WatchState) -> None:
         else:
             what = f"no optimizer steps them, though an optimizer steps the rest of {name}"
         # or an optimizer each tensor of which another one holds too (a copy of the line
-        # above it, left unedited): its own network is what it was meant to hold
+        # above it, left unedited): its own network is what it was meant to hold (this one,
+        # where its tensors are these tensors' twins: MCD's opt_c2 built over C1, not C2,
+        # chosen above)
         copied = wrong is None and opts and _held_elsewhere(w, opts[0], holding)
         if (wrong is not None or copied) and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
@@ -182,6 +187,18 @@ def _held_elsewhere(w: WatchState, index: int, cache: dict[int | None, set[int]]
     return bool(mine) and mine <= others and any(
         f.kind == "shared" and any(k.startswith(f"opt{index}.") for k in f.tensors)
         for f in w.findings.values())
+
+
+def _copied_over(w: WatchState, tensors: list[torch.Tensor],
+                 cache: dict[int | None, set[int]]) -> int | None:
+    """The one optimizer :func:`_held_elsewhere` whose tensors have, in order, the shapes of
+    ``tensors`` (a network's twin: the line that built it copied from the one above, its
+    argument left as it was), else ``None``."""
+    shapes = [t.shape for t in tensors]
+    found = [i for i, opt in enumerate(w.optimizers)
+             if [p.shape for g in opt.param_groups for p in g["params"]] == shapes
+             and _held_elsewhere(w, i, cache)]
+    return found[0] if len(found) == 1 else None
 
 
 def _held_by(w: WatchState, index: int | None, cache: dict[int | None, set[int]]) -> set[int]:
