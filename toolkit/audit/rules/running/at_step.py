@@ -441,6 +441,15 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         if edit is not None:
             fix = (edit.line, edit)
             name = part
+    built = w.built_at.get(id(w.optimizers[index]))
+    if fix is None and never_on and owner is None and name and name.isidentifier() and \
+            built is not None:
+        # a leaf of its own made without requires_grad (``log_vars = torch.zeros(3)`` for
+        # Kendall et al.'s learned log variances), never switched on: on before the optimizer
+        # that holds it is built
+        edit = w.fixes.insert_before(built.path, built.line, f"{name}.requires_grad_(True)")
+        if edit is not None:
+            fix = (edit.line, edit)
     if fix is None and site is not None:
         # frozen where the script switches others back on after it (a test's freeze of two
         # networks, one switched back on): this one switched on there too
