@@ -43,6 +43,23 @@ def fixed_side_of_a_kl() -> torch.Tensor:
     return (q * (torch.log(q) - F.log_softmax(logits, dim=1))).sum(1).mean()
 
 
+layer, head = nn.Linear(3, 4), nn.Linear(4, 2)
+local_optimizer = torch.optim.SGD([*layer.parameters(), *head.parameters()], lr=0.1)
+Y = torch.randint(0, 2, (8,))
+
+
+def local_losses_and_a_head() -> torch.Tensor:
+    local = layer(S).pow(2).mean()          # the layer's own loss (Forward-Forward's)
+    with torch.no_grad():                   # its activity cut on purpose, the head cut by mistake
+        logits = head(layer(S))
+    return local + F.cross_entropy(logits, Y)
+
+
+def test_a_network_run_in_the_block_keeps_its_own_cut():
+    (found,) = audit_step(local_losses_and_a_head, local_optimizer).constant_terms
+    assert set(found.through) == {"head.weight", "head.bias"}
+
+
 @pytest.mark.parametrize("step", [scalar_term, elementwise_term], ids=["scalar", "elementwise"])
 def test_a_term_cut_by_a_block_from_the_stepped_tensors_is_a_constant(step):
     (found,) = audit_step(step, optimizer).constant_terms

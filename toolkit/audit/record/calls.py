@@ -414,6 +414,7 @@ def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any) -> None:
     if leaves:
         cut = ((grad_off_line(), "no_grad", leaves),)
         rec.cut_callers[cut[0][0], id(leaves[0])] = user_line()   # the line the fix moves
+        rec.block_origins.append(leaves)
         for m in made:
             rec.cut_values[id(m)] = (weakref.ref(m), cut)
 

@@ -320,6 +320,8 @@ class Recording:
         # one .detach()ed, what it would have trained through: the network's parameters, or
         # the node cut)
         self.cut_values: dict[int, tuple[Any, tuple[tuple[Line | None, str, Any], ...]]] = {}
+        # the origins of the cuts a no_grad block made of values with a graph (calls.py)
+        self.block_origins: list[tuple[torch.Tensor, ...]] = []
         # (call, the cuts, the user's line that added it, the sum's node, whether the sum is
         # a scalar): cut values added to one with a graph (a term of a loss), a scalar or
         # element for element
@@ -568,13 +570,16 @@ class Recording:
         if trained:   # a trained network's outputs computed under torch.no_grad(): cut
             cut = ((grad_off_line(1), "no_grad", trained),)
             self.cut_callers[cut[0][0], id(trained[0])] = user_line()
+            # with the cuts of its inputs that the block made of values with a graph (not
+            # those of networks run in it: Forward-Forward's layers, cut on purpose)
+            for a in tensors_in(args):
+                entry = self.cut_values.get(id(a))
+                if entry is not None and entry[0]() is a:
+                    cut += tuple(c for c in entry[1]
+                                 if any(c[2] is o for o in self.block_origins))
             for t in _nested(output, 2):
                 if t.is_floating_point():
-                    # with the cuts of what the forward computed it from (its inputs,
-                    # computed under no_grad from values with a graph)
-                    entry = self.cut_values.get(id(t))
-                    before = entry[1] if entry is not None and entry[0]() is t else ()
-                    self.cut_values[id(t)] = (weakref.ref(t), cut + before)
+                    self.cut_values[id(t)] = (weakref.ref(t), cut)
         # the recording's own reads of the outputs pass no torch-function mode (its own
         # would ignore them, at a dispatch each)
         caller = sys._getframe(1)
@@ -692,6 +697,7 @@ class Recording:
         # cut values, the terms made of them and the lines inside forwards are read in the
         # call that makes them (what they hold keeps a graph alive)
         self.cut_values.clear()
+        self.block_origins.clear()
         self.from_snapshot.clear()
         self.from_view.clear()
         self.cut_added.clear()
