@@ -407,7 +407,8 @@ def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any) -> None:
     computed from (:attr:`Recording.cut_values`)."""
     fed = [t for t in inputs if t.grad_fn is not None]
     made = [m for m in ([out] if isinstance(out, torch.Tensor) else tensors_in([out]))
-            if m.grad_fn is None and m.is_floating_point() and id(m) not in rec.cut_values]
+            if m.grad_fn is None and m.is_floating_point()
+            and ((e := rec.cut_values.get(id(m))) is None or e[0]() is not m)]
     if not fed or not made:
         return
     leaves = tuple(fed_leaves(fed))

@@ -25,8 +25,8 @@ operation that keeps no graph, and the sums that add such a value to one with a 
 a sum that adds a term to the loss counts (a node reached from the loss through sums, means,
 signs and constant factors alone; for a term added element for element, through no factor: a
 KL's fixed side, ``q * (log q - log p)``, compares): a cut value compared (a target),
-weighting a term, or scaled by zero is none, nor is a cut value added beside itself with its graph (a gradient
-scaled, ``x * s + x.detach() * (1 - s)``). The fix removes every cut the term is made of, but a
+weighting a term, or scaled by zero is none, nor is a cut value added beside itself with its
+graph (a gradient scaled, ``x * s + x.detach() * (1 - s)``). The fix removes every cut the term is made of, but a
 cut of a value made by a strict part of what another cut's value is made by (real images'
 features beside the generated ones'), which is a target's.
 """

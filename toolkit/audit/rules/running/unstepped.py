@@ -110,8 +110,7 @@ def end_of_iteration(w: WatchState) -> None:
             {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
         if wrong is not None or alone is not None:
             opts = [wrong if wrong is not None else alone]
-        elif (twin := _copied_over(w, [p for p in module.parameters() if id(p) in set(keys)],
-                                   holding)) is not None:
+        elif (twin := _copied_over(w, module, set(keys), holding)) is not None:
             opts = [twin]
         opt = w.optimizers[opts[0]] if opts else None
         built = w.built_at.get(id(opt)) if opt is not None else None
@@ -189,12 +188,12 @@ def _held_elsewhere(w: WatchState, index: int, cache: dict[int | None, set[int]]
         for f in w.findings.values())
 
 
-def _copied_over(w: WatchState, tensors: list[torch.Tensor],
+def _copied_over(w: WatchState, module: torch.nn.Module, keys: set[int],
                  cache: dict[int | None, set[int]]) -> int | None:
     """The one optimizer :func:`_held_elsewhere` whose tensors have, in order, the shapes of
-    ``tensors`` (a network's twin: the line that built it copied from the one above, its
-    argument left as it was), else ``None``."""
-    shapes = [t.shape for t in tensors]
+    ``module``'s tensors whose ids are ``keys`` (a network's twin: the line that built it
+    copied from the one above, its argument left as it was), else ``None``."""
+    shapes = [p.shape for p in module.parameters() if id(p) in keys]
     found = [i for i, opt in enumerate(w.optimizers)
              if [p.shape for g in opt.param_groups for p in g["params"]] == shapes
              and _held_elsewhere(w, i, cache)]
