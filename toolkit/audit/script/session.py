@@ -845,7 +845,7 @@ class Watch(WatchState):
             for group in opt.param_groups:
                 for p in group["params"]:
                     if p.requires_grad:
-                        self.after_step[id(p)] = p.detach().clone()
+                        self.after_step[id(p)] = (self.last_step_event, p.detach().clone())
         # where iterations begin, in autograd's numbering: needed by the carried rule of the
         # next two iterations only
         if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):

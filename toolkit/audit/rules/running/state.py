@@ -298,9 +298,10 @@ class WatchState:
         self.trained_reads: dict[int, tuple[int, torch.Tensor]] = {}
         # storage of a parameter-free call's output -> (the output, its inputs), held
         self.passed_on: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
-        # tensor id -> its values after its last audited step (what the script did to it
-        # before the next step is its own doing)
-        self.after_step: dict[int, torch.Tensor] = {}
+        # tensor id -> (the step event, its values after that step), taken at audited steps:
+        # what the script did to it before its next step is its own doing, when that next
+        # step is the one after the snapshot's
+        self.after_step: dict[int, tuple[int, torch.Tensor]] = {}
         # (module, its call's site, the user's (file, line) from there outwards, the graphs of
         # its inputs, event)
         self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []

@@ -476,8 +476,11 @@ def followers(w: WatchState, index: int, stepped) -> None:
     held = [p for o in w.optimizers for g in o.param_groups for p in g["params"]]
     moved: dict[int, tuple[str, torch.Tensor]] = {}
     for key, p in stepped:
-        old = w.after_step.pop(id(p), None)
-        if old is None or old.shape != p.shape or not w.ledger.live.get(id(p)):
+        event, old = w.after_step.pop(id(p), (None, None))
+        # a snapshot older than p's last step (one taken before steps that were not audited)
+        # holds the optimizer's moves as well as the script's
+        if old is None or event != w.stepped_at.get(id(p)) or old.shape != p.shape \
+                or not w.ledger.live.get(id(p)):
             continue
         if torch.equal(p.detach(), old):   # as exact as in double, without the copies
             continue
