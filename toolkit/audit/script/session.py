@@ -61,6 +61,7 @@ from toolkit.audit.record.backward import (
     sequence,
 )
 from toolkit.audit.record.frames import is_user, site_of, user_frame
+from toolkit.audit.record.handed import arg_count, handed_as
 from toolkit.audit.record.ledger import Ledger, Source, changed
 from toolkit.audit.record.tensors import keyed, storage_of, tensors_in
 from toolkit.audit.rules.running import (
@@ -150,63 +151,6 @@ class _StackKeys:
                 last = code
             frame = frame.f_back
         return tuple(key)
-
-
-def _arg_count(code: CodeType) -> int:
-    """How many of ``code``'s local names are its function's parameters."""
-    return code.co_argcount + code.co_kwonlyargcount
-
-
-def _handed_as(frame: FrameType, name: str) -> str | None:
-    """What the user's code that called ``frame``'s function passed as its parameter ``name``
-    (a plain name or attribute, as written there), followed out through each caller that
-    handed on a parameter of its own (``co_guess(net, net2)`` inside ``train(epoch, net,
-    net2)``, called as ``train(epoch, net2, net1)``: ``net1``), or ``None``: ``name`` is no
-    parameter, the caller is no user code, or it passed something else (a call, an
-    expression)."""
-    found = None
-    while (handed := _handed_once(frame, name)) is not None:
-        found, frame = handed
-        name = found
-    return found
-
-
-def _handed_once(frame: FrameType, name: str) -> tuple[str, FrameType] | None:
-    """:func:`_handed_as` one caller out: what it passed, and the caller's frame. A library's
-    frames between the two (a decorator's wrapper, ``torch.no_grad()``'s) pass the arguments
-    on, where the user's call names the function that runs (``co_guess(...)`` for a
-    ``co_guess`` made under ``@torch.no_grad()``)."""
-    code = frame.f_code
-    params = code.co_varnames[:_arg_count(code)]
-    if name not in params:
-        return None
-    caller, wrapped = frame.f_back, False
-    while caller is not None and not is_user(caller.f_code.co_filename):
-        caller, wrapped = caller.f_back, True
-    if caller is None:
-        return None
-    site = site_of(caller)
-    found = S.call_at(site.path, site.span)
-    if found is None:
-        return None
-    call, text = found
-    called = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(
-        call.func, "id", None)
-    if wrapped and called != code.co_name:
-        return None
-    position = params.index(name)
-    if isinstance(call.func, ast.Attribute) and params and getattr(
-            frame.f_locals.get(params[0]), call.func.attr, None) is not None:
-        position -= 1   # a method: its first parameter is the object it is called on
-    given = call.func.value if position < 0 else next(
-        (k.value for k in call.keywords if k.arg == name), None)
-    if given is None and 0 <= position < len(call.args) and not any(
-            isinstance(a, ast.Starred) for a in call.args[:position + 1]):
-        given = call.args[position]
-    if not isinstance(given, ast.Name | ast.Attribute):
-        return None
-    spelled = S.segment(text, given)
-    return (spelled, caller) if spelled else None
 
 
 class Watch(WatchState):
@@ -457,7 +401,7 @@ class Watch(WatchState):
         if spelled is not None and spelled.isidentifier():
             # a network handed to a helper (``def log_probs(model, x)``) is called by the
             # name its caller hands it by (``log_probs(ref_model, x)``)
-            called = _handed_as(frame, spelled) or called
+            called = handed_as(frame, spelled) or called
         if id(module) not in self.roots:
             self.roots[id(module)] = (module, called)
             self._names_now = None
@@ -644,7 +588,7 @@ class Watch(WatchState):
         frames = user_frames(caller)
         self.scope = scope_of(frames)
         self.handed = {name for f in frames
-                       for name in f.f_code.co_varnames[:_arg_count(f.f_code)]}
+                       for name in f.f_code.co_varnames[:arg_count(f.f_code)]}
         for f in frames:
             path = os.path.abspath(f.f_code.co_filename)
             self.user_paths[os.path.basename(path)] = path

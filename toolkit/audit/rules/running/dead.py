@@ -5,6 +5,7 @@ itself (judged at the next step)."""
 
 from __future__ import annotations
 
+import ast
 import os
 
 import torch
@@ -16,7 +17,8 @@ from toolkit.audit.record.backward import (
     Graph,
     read_graph,
 )
-from toolkit.audit.record.frames import Site
+from toolkit.audit.record.frames import Site, user_frame
+from toolkit.audit.record.handed import handed_from, parameter_holding
 from toolkit.audit.record.tensors import storage_of
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.replaced import old_tensors
@@ -185,7 +187,27 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     if not reached:
         return False
     w.misplaced[index] = (reached, tuple(k for k, _ in dead))
+    _handed_optimizer(w, index)
     return True
+
+
+def _handed_optimizer(w: WatchState, index: int) -> None:
+    """Where the user's code handed the helper that steps the ``index``-th optimizer that
+    optimizer (a parameter of its own, followed out to the caller that chose it), with the
+    optimizers that caller could name instead: kept for the edit that hands it another."""
+    frame = user_frame()
+    opt = w.optimizers[index]
+    name = parameter_holding(frame, opt) if frame is not None else None
+    handed = handed_from(frame, name) if frame is not None and name else None
+    if handed is None or not isinstance(handed.node, ast.Name):
+        return
+    scope = {**handed.frame.f_globals, **handed.frame.f_locals}
+    names: dict[int, list[str]] = {}
+    for k, v in scope.items():
+        if isinstance(v, torch.optim.Optimizer):
+            names.setdefault(id(v), []).append(k)
+    if handed.spelled in names.get(id(opt), ()):
+        w.handed_optimizers[index] = (handed.path, handed.node, names)
 
 
 def read_by_training(w: WatchState) -> set[str]:

@@ -285,6 +285,10 @@ class WatchState:
         # optimizer index -> (the tensors no optimizer holds that the losses of its step
         # reach, the keys of its own tensors, none of which they reach)
         self.misplaced: dict[int, tuple[set[int], tuple[str, ...]]] = {}
+        # optimizer index -> (file, the argument, the names of the optimizers where it is
+        # written, by their ids) where the user's code chose it for a helper whose
+        # ``step()`` was misplaced (``train(net2, optimizer1)``)
+        self.handed_optimizers: dict[int, tuple[str, ast.expr, dict[int, list[str]]]] = {}
         # optimizer index -> (iteration, the tensors it alone holds that kept a loss's gradient
         # past an iteration's end, the backward sites) while it had never stepped: judged at
         # the end of the run (:func:`~toolkit.audit.rules.running.unstepped.never_stepped`)

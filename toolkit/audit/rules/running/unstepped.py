@@ -133,7 +133,20 @@ def end_of_iteration(w: WatchState) -> None:
         # where its tensors are these tensors' twins: MCD's opt_c2 built over C1, not C2,
         # chosen above)
         copied = wrong is None and opts and _held_elsewhere(w, opts[0], holding)
-        if (wrong is not None or copied) and built is not None:
+        # or the helper that steps it was handed it where another optimizer, named there
+        # too, holds these tensors (``train(epoch, net2, net1, optimizer1)`` beside
+        # ``optimizer2`` over net2): the argument is what was copied, not the constructor
+        handed = _handed_instead(w, wrong, set(keys), holding) if wrong is not None else None
+        if handed is not None:
+            path, node, other = handed
+            edits = (w.fixes.node_edit(path, node, other),)
+            extra_concerned = w.misplaced[wrong][1]
+            w.pending_dead = [(f, v) for f, v in w.pending_dead
+                              if f.extra.get("misplaced") != wrong]
+            what = (f"the loss of `{node.id}`'s step trains them and none of the tensors it "
+                    f"holds: it is handed `{node.id}` where `{other}` holds them")
+            at = (Site(path, node.lineno, None).shown(), *at)
+        elif (wrong is not None or copied) and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
                                      _parameters_text(module, name, set(keys)))
             if e is not None:
@@ -166,12 +179,31 @@ def end_of_iteration(w: WatchState) -> None:
             "unstepped", w.iteration,
             f"{len(keys)} tensors of {name} get gradient and {what}",
             shown, shown, ((built.shown(),) if built is not None else ()) + at, edits,
-            advice=(f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
+            advice=(f"hand it `{handed[2]}`" if handed is not None else
+                    f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
                     f"{_parameters_text(module, name, set(keys))}" if copied and edits else
                     f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
                     f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                     f"constructor)"), step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _handed_instead(w: WatchState, index: int, keys: set[int],
+                    cache: dict[int | None, set[int]]) -> tuple[str, ast.Name, str] | None:
+    """Where the user's code handed the ``index``-th optimizer to the helper that steps it,
+    and the name there of the one other optimizer that holds every tensor of ``keys``."""
+    handed = w.handed_optimizers.get(index)
+    if handed is None:
+        return None
+    path, node, names = handed
+    others = [i for i, o in enumerate(w.optimizers)
+              if i != index and id(o) in names and keys <= _held_by(w, i, cache)]
+    if len(others) != 1 or not isinstance(node, ast.Name):
+        return None
+    # the name it was built as, where that is one of them (not a loop's name left bound)
+    spelled = names[id(w.optimizers[others[0]])]
+    built = w.assigned(w.built_at.get(id(w.optimizers[others[0]])))
+    return path, node, built if built in spelled else spelled[0]
 
 
 def _held_elsewhere(w: WatchState, index: int, cache: dict[int | None, set[int]]) -> bool:
