@@ -456,8 +456,10 @@ def as_parameter(path: str, value: ast.expr, parameter: str) -> Edit | None:
 def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
     """The statement on ``line`` taken out of the innermost ``with torch.no_grad():`` around it:
     the line of the statement of the block that holds it, and the edits. The block's last
-    statement is moved after the block (dedented); a block of one statement loses its
-    ``with``. ``None`` when ``line`` is in no such block, or the statement is not its last."""
+    statement is moved after the block, its first before the ``with`` (dedented: either runs
+    where it ran, only with gradients on); a block of one statement loses its ``with``.
+    ``None`` when ``line`` is in no such block, or the statement is neither its first nor its
+    last."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
@@ -467,12 +469,14 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
         return None
     holder = next((st for st in best.body
                    if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
-    if holder is None or holder is not best.body[-1]:
+    if holder is None or holder not in (best.body[0], best.body[-1]):
         return None
     lines = split_lines(text)
     end = holder.end_lineno or holder.lineno
-    if (best.end_lineno or best.lineno) != end or holder.col_offset != len(
-            indent_of(text, holder.lineno)):
+    last = holder is best.body[-1]
+    if last and (best.end_lineno or best.lineno) != end:
+        return None   # a comment or a continuation after it, inside the block
+    if holder.col_offset != len(indent_of(text, holder.lineno)):
         return None
     shift = holder.col_offset - best.col_offset
     body = lines[holder.lineno - 1:end]
@@ -481,7 +485,10 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
     dedented = "".join(x[shift:] if x.strip() else x for x in body)
     if len(best.body) == 1:   # the block is this statement: the with goes
         return holder.lineno, [edit_at(path, (best.lineno, 0), (end + 1, 0), dedented)]
-    return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
+    if last:
+        return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
+    return holder.lineno, [edit_at(path, (best.lineno, 0), (best.lineno, 0), dedented),
+                           edit_at(path, (holder.lineno, 0), (end + 1, 0), "")]
 
 
 def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
