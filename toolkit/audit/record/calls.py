@@ -256,11 +256,15 @@ class CallWatch(TorchFunctionMode):
                     rec.first_order_used.setdefault(entry[1], user_line())
                 elif out.grad_fn is None:
                     rec.first_order[id(out)] = (weakref.ref(out), *entry[1:])
-                elif grad and name in _SUMS and t.numel() == 1 and out.numel() == 1:
+                elif grad and name in _SUMS and t.numel() == out.numel() and (
+                        t.numel() == 1 or bool(t.detach().ne(0).any())):
                     # a scalar made from such a gradient added to one with a graph: a term of
-                    # a loss (``loss + lam * penalty``) that is a constant, trains nothing
+                    # a loss (``loss + lam * penalty``) that is a constant, trains nothing;
+                    # or such values added element for element (sliced score matching's
+                    # trace term, per sample), where the loss sums them
                     rec.first_order_added.append((rec.call, entry[1], user_line(),
-                                                  _first_order_names(rec), id(out.grad_fn)))
+                                                  _first_order_names(rec), id(out.grad_fn),
+                                                  out.numel() == 1))
         if rec.cut_values:
             # each tensor a call returns (``torch.max(d, 1)``'s values and indices, the parts
             # of ``torch.chunk``, ``torch.linalg.eigh``'s eigenvalues) is computed from its

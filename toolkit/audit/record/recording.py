@@ -311,9 +311,10 @@ class Recording:
         # (call, the line of such an autograd.grad call, the line that added a scalar made from
         # its gradient to one with a graph, the names the user's code gives such scalars, the
         # id of the sum's node): a term of a loss that is a constant (a gradient penalty
-        # that trains nothing)
+        # that trains nothing), and whether the term is a scalar (else added element for
+        # element)
         self.first_order_added: list[tuple[int, Line | None, Line | None, tuple[str, ...],
-                                           int]] = []
+                                           int, bool]] = []
         # id(tensor) -> (a weak reference to it, its cuts): a network's output cut, and every
         # value computed from cut ones without a graph; each cut is (where the value was cut,
         # how: "no_grad" for a network's output computed under torch.no_grad(), "detach" for

@@ -1,5 +1,6 @@
 """Terms of a loss that are constants: a scalar computed from a gradient that
-``torch.autograd.grad`` took without ``create_graph=True``, added to a loss with a graph.
+``torch.autograd.grad`` took without ``create_graph=True``, added to a loss with a graph, or
+such values added element for element to values the loss sums as they are.
 
 A gradient penalty (WGAN-GP's, R1's, a Jacobian or input-gradient norm) trains the network
 through the gradient it penalises, which therefore needs a graph of its own. Taken without one,
@@ -61,7 +62,8 @@ def check(step: RecordedStep) -> Found:
     rec = step.rec
     found = []
     seen = set()
-    for call, taken, added, names, node in rec.first_order_added:
+    elementwise: dict[str, set[int]] = {}
+    for call, taken, added, names, node, scalar in rec.first_order_added:
         if call != rec.call:
             continue
         # what the differentiated values were computed from: what the penalty would train
@@ -70,6 +72,10 @@ def check(step: RecordedStep) -> Found:
         search = ShortestPaths(edges) if edges else None
         for loss, graph in step.graphs.items():
             if (taken, loss) in seen or node not in graph.search.nodes:
+                continue
+            # added element for element: only where the loss sums the elements as they are
+            if not scalar and node not in elementwise.setdefault(
+                    loss, _sums_of(graph, scaled=False)):
                 continue
             seen.add((taken, loss))
             through = () if search is None else tuple(
