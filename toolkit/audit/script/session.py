@@ -512,6 +512,15 @@ class Watch(WatchState):
                                  if isinstance(v, list | tuple)
                                  for i, x in enumerate(v) if x is t), None)
                     self.input_reads[id(t)] = (name, self.events, held)
+                elif t.retains_grad and self.last_backward >= 0:
+                    # a value computed with a graph, its gradient kept: a backward taken for
+                    # it, by the name read (LEO's ``latents.grad`` after a backward)
+                    frame = user_frame(1)
+                    scope = {} if frame is None else frame.f_locals
+                    name = next((n for n, v in scope.items() if v is t), None)
+                    names = self.retained_reads.setdefault(self.last_backward, [])
+                    if name is not None and name not in names:
+                        names.append(name)
 
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
@@ -682,6 +691,7 @@ class Watch(WatchState):
         of the script's, which writes no ``.grad`` (the script may write its result)."""
         source, leaves, before = state
         self.ledger.record(source, leaves, before)
+        self.last_backward = source.index
         if by_hand:
             self.by_hand.append((source, dict(leaves), before))
         else:   # what this backward wrote is its own, not a gradient taken by hand before it
@@ -764,6 +774,7 @@ class Watch(WatchState):
         summed.flush(self)
         at_step.leaks(self, index, event, site, stepped)
         at_step.for_an_input(self, index, site, stepped)
+        self.retained_reads.clear()
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:
             copies.snapshots(self, self.staged.rec.alias_differences)

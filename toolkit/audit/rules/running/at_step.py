@@ -83,13 +83,14 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
 
 def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
     """A backward taken for an input's gradient (a Langevin sampler's step, an attack's
-    perturbation: the script reads that input's ``.grad``) that also wrote into tensors this
-    step uses, beside a backward of the iteration that trains them: the step adds the
-    sampler's gradient to the loss's (``leak``). The edit cuts it at its cause: that backward
+    perturbation: the script reads that input's ``.grad``), or for a computed value's, kept
+    by ``retain_grad()`` (LEO's latent codes, adapted by their gradient), that also wrote into
+    tensors this step uses, beside a backward of the iteration that trains them: the step adds
+    the sampler's gradient to the loss's (``leak``). The edit cuts it at its cause: that backward
     given ``inputs=`` its input, so that it writes no other ``.grad``. Where the script froze
     the rest of the same network for it (``f.f.requires_grad_(False)`` for
     ``f.requires_grad_(False)``), the finding names that freeze too."""
-    if not w.input_reads:
+    if not w.input_reads and not w.retained_reads:
         return
     held = set(w.stepped_map())
     mine: dict[Source, list[tuple[str, torch.Tensor]]] = {}
@@ -99,9 +100,10 @@ def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
                 mine.setdefault(src, []).append((key, p))
 
     def read_after(src: Source) -> list[str]:
-        return sorted({name for k in src.wrote if k not in held and k in w.input_reads
-                       and w.input_reads[k][1] >= src.index
-                       and (name := w.input_reads[k][0]) is not None})
+        names = sorted({name for k in src.wrote if k not in held and k in w.input_reads
+                        and w.input_reads[k][1] >= src.index
+                        and (name := w.input_reads[k][0]) is not None})
+        return names + [n for n in w.retained_reads.get(src.index, ()) if n not in names]
 
     inputs = {src: names for src in mine if (names := read_after(src))}
     if not inputs or len(inputs) == len(mine):

@@ -228,6 +228,11 @@ class WatchState:
         # id -> (the name it was read by, the event) of each tensor no network holds whose
         # ``.grad`` the script read (a sampler's or an attack's input)
         self.input_reads: dict[int, tuple[str | None, int, tuple[str, int, int] | None]] = {}
+        # backward event -> the names of the values the network computes (``retain_grad()``)
+        # whose ``.grad`` the script read after it, before the next step: a backward taken
+        # for such a value's gradient (LEO's latent codes), and the index of the last backward
+        self.retained_reads: dict[int, list[str]] = {}
+        self.last_backward = -1
         # id -> the event of the script's last read of the tensor's .grad
         self.grad_read_at: dict[int, int] = {}
         # where a later backward is -> its first backward there, where the script read the
