@@ -75,8 +75,7 @@ def end_of_iteration(w: WatchState) -> None:
         if owner is None:
             continue
         by_root.setdefault(id(owner), []).append(key)
-    for root, keys in by_root.items():
-        module, name = w.roots[root]
+    for module, name, keys in _wholes(w, by_root, stepped):
         trained = any(id(p) in stepped for p in module.parameters())
         inside = [k for k in keys if k in w.between]
         srcs = {s for k in keys for s in w.ledger.live[k] if s.site is not None}
@@ -133,6 +132,11 @@ def end_of_iteration(w: WatchState) -> None:
         # where its tensors are these tensors' twins: MCD's opt_c2 built over C1, not C2,
         # chosen above)
         copied = wrong is None and opts and _held_elsewhere(w, opts[0], holding)
+        # or the optimizer stepped after their loss alone holds only frozen tensors (BRAC's
+        # actor optimizer built over the behaviour policy, frozen after its phase): it is
+        # built over the wrong network, and adding these to it would keep that mistake
+        idle = alone is not None and opt is not None and not any(
+            p.requires_grad for g in opt.param_groups for p in g["params"])
         # or the helper that steps it was handed it where another optimizer, named there
         # too, holds these tensors (``train(epoch, net2, net1, optimizer1)`` beside
         # ``optimizer2`` over net2): the argument is what was copied, not the constructor
@@ -146,7 +150,7 @@ def end_of_iteration(w: WatchState) -> None:
             what = (f"the loss of `{node.id}`'s step trains them and none of the tensors it "
                     f"holds: it is handed `{node.id}` where `{other}` holds them")
             at = (Site(path, node.lineno, None).shown(), *at)
-        elif (wrong is not None or copied) and built is not None:
+        elif (wrong is not None or copied or idle) and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
                                      _parameters_text(module, name, set(keys)))
             if e is not None:
@@ -158,6 +162,10 @@ def end_of_iteration(w: WatchState) -> None:
                                          if f.extra.get("misplaced") != wrong]
                     what = (f"the loss of {opt_text}'s step trains them and none of the "
                             f"tensors it holds: it is built over the wrong parameters")
+                elif idle:
+                    what = (f"the loss of their backward reaches no tensor an optimizer "
+                            f"steps: {opt_text}, stepped after it, holds only frozen tensors: "
+                            f"it is built over the wrong parameters")
                 else:
                     # the tensors it stepped a second time move differently once it is not
                     extra_concerned = tuple(names.get(k, "?") for k in holding[opts[0]])
@@ -181,11 +189,31 @@ def end_of_iteration(w: WatchState) -> None:
             shown, shown, ((built.shown(),) if built is not None else ()) + at, edits,
             advice=(f"hand it `{handed[2]}`" if handed is not None else
                     f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
-                    f"{_parameters_text(module, name, set(keys))}" if copied and edits else
+                    f"{_parameters_text(module, name, set(keys))}" if (copied or idle) and edits
+                    else
                     f"add them to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
                     f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                     f"constructor)"), step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _wholes(w: WatchState, by_root: dict[int, list[int]],
+            stepped: dict[int, int]) -> list[tuple[nn.Module, str, list[int]]]:
+    """Each called network with its tensors no optimizer steps (``by_root``), parts of one
+    network the script names, no tensor of which an optimizer steps, taken together as that
+    network (an actor called through its methods, whose body and heads are what it calls:
+    ``actor``, not ``self.body``, ``self.mean`` and ``self.log_std``)."""
+    named = w._held_by_names()
+    out: dict[int, tuple[nn.Module, str, list[int]]] = {}
+    for root, keys in by_root.items():
+        module, name = w.roots[root]
+        whole = next(((m, n) for m, n in named if m is not module and any(
+            x is module for x in m.modules()) and not any(
+            id(p) in stepped for p in m.parameters())), None)
+        if whole is not None:
+            module, name = whole
+        out.setdefault(id(module), (module, name, []))[2].extend(keys)
+    return list(out.values())
 
 
 def _handed_instead(w: WatchState, index: int, keys: set[int],
