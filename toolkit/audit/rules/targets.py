@@ -112,6 +112,13 @@ _PRODUCTS = frozenset({"Mul", "Dot", "Vdot"})
 _LOGS = frozenset({"LogSoftmax", "Log", "LogSigmoid", "Logsumexp", "Xlogy", "Log1p"})
 _TOWARD_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
                          "Neg", "Sub", "Add", "Mul", "Div", "Clamp", "Exp"}) | VIEWS
+#: what lies between a log-probability and the sum of its terms: selections and sums alone
+_PURE_LOG = frozenset({"Gather", "Squeeze", "Unsqueeze", "Select", "Index", "Sum", "Mean",
+                       "Neg"}) | VIEWS
+#: what makes a reward of a log-probability without making it a probability (a KL penalty in
+#: the reward, ``r - beta * (logp - ref_logp)``): arithmetic, selections and joins, no exp
+_LINEAR_IN_LOG = (_TOWARD_LOG - {"Exp"}) | frozenset(
+    {"Rsub", "Repeat", "RepeatInterleave", "Expand", "Clone", "Cat", "Stack"})
 _MAX_HEAD = 64
 _COSINE = "a cosine similarity of two views, neither side cut"
 _BOOTSTRAP = "a target bootstrapped from other rows of the same forward"
@@ -229,20 +236,22 @@ def _normalised(node: Any) -> bool:
     return False
 
 
-def _log_node(graph: Graph, start: Any) -> Any | None:
+def _log_node(graph: Graph, start: Any, through: frozenset[str] = _TOWARD_LOG,
+              deepest: int = 8) -> Any | None:
     """The log-probability node ``start`` is computed from through index, sum and arithmetic
-    ops (at most 8 nodes down, not through any module's output), or ``None``."""
+    ops (``through``, at most ``deepest`` nodes down, not through any module's output), or
+    ``None``."""
     queue = deque([(start, 0)])
     seen: set[int] = set()
     while queue:
         node, depth = queue.popleft()
-        if id(node) in seen or depth > 8:
+        if id(node) in seen or depth > deepest:
             continue
         seen.add(id(node))
         label = _label(node)
         if label in _LOGS:
             return node
-        if label in _TOWARD_LOG:
+        if label in through:
             queue.extend((n, depth + 1) for n in _inputs(node) if not is_cut_marker(n))
     return None
 
@@ -324,6 +333,12 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             side = target_index if target_index is not None else _target_side(inputs)
         return _Sides(form, inputs[side], node)
     logs = [_log_node(graph, n) for n in inputs]
+    if logs[0] is not None and logs[0] is logs[1]:
+        # both sides computed from one log-probability: the weight is the side that is more
+        # than a selection or a sum of it (a reward with its KL penalty, ``p = log_p.exp()``)
+        pure = [_log_node(graph, n, _PURE_LOG) is not None for n in inputs]
+        if pure[0] != pure[1]:
+            logs[pure.index(False)] = None
     if logs[0] is None and logs[1] is None:
         found = _surrogate(graph, inputs)
         return None if found is None else _Sides(*found, node)
@@ -334,8 +349,12 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
             and _unselected(inputs[1 - weight], log)):
         # (a weight made from other rows of the log-probability, below, is none of these)
         if reaches:
-            return None  # p · log p: an entropy, the weight is the distribution itself
-        if _same_distribution(log, inputs[weight]):
+            # p · log p: an entropy, the weight is the distribution itself; but a weight made
+            # by arithmetic on the log-probability alone (a reward with a KL penalty, RLOO's
+            # ``r - beta * (log_p - ref_log_p)``) is no distribution: it carries its gradient
+            if _log_node(graph, inputs[weight], _LINEAR_IN_LOG, 16) is not log:
+                return None
+        elif _same_distribution(log, inputs[weight]):
             return None  # p · log p computed apart (softmax and log_softmax of the same logits)
     if _mirrored(_base(inputs[weight]), _base(log), stepped) and \
             _kept_apart(graph, node, [inputs[weight], log], stepped) and \
