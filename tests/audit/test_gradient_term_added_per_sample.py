@@ -1,8 +1,8 @@
 """A term made per sample from a gradient ``torch.autograd.grad`` took without
 ``create_graph=True``, added element for element to another per-sample term before the loss
 averages them (sliced score matching's trace term ``v . (d(v . s)/dx)``, Song et al. 2019):
-a constant that trains nothing. ``constant_term``: its edit passes ``create_graph=True``, and
-the fixed script trains as the published one. A gradient added to an input (a perturbation,
+a constant that trains nothing. ``constant_term``, naming the gradient (``jvp``): its edit
+passes ``create_graph=True``, and the fixed script trains as the published one. A gradient added to an input (a perturbation,
 read by the network) is no term and stays no finding."""
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def test_a_per_sample_term_of_a_first_order_gradient_gets_its_graph(tmp_path):
                    SCRIPT.replace("KEYWORD", "retain_graph=True"))
     done = applied_and_trains(folder, "constant_term", "--watch", "1")
     assert "create_graph=True" in done.stdout
+    assert "tensors: jvp" in done.stdout   # the gradient the term is made from, by its name
 
 
 def test_a_gradient_added_to_an_input_is_no_term(tmp_path):

@@ -263,8 +263,8 @@ class CallWatch(TorchFunctionMode):
                     # or such values added element for element (sliced score matching's
                     # trace term, per sample), where the loss sums them
                     rec.first_order_added.append((rec.call, entry[1], user_line(),
-                                                  _first_order_names(rec), id(out.grad_fn),
-                                                  out.numel() == 1))
+                                                  _first_order_names(rec, out.numel() == 1),
+                                                  id(out.grad_fn), out.numel() == 1))
         if rec.cut_values:
             # each tensor a call returns (``torch.max(d, 1)``'s values and indices, the parts
             # of ``torch.chunk``, ``torch.linalg.eigh``'s eigenvalues) is computed from its
@@ -479,14 +479,16 @@ def _itself(args: tuple[Any, ...]) -> bool:
         and read_graph([a.grad_fn]).leaves == read_graph([b.grad_fn]).leaves
 
 
-def _first_order_names(rec: Any) -> tuple[str, ...]:
+def _first_order_names(rec: Any, scalars: bool = True) -> tuple[str, ...]:
     """The names the innermost frame of the user's code gives scalars made from a gradient
-    taken without ``create_graph`` (``r1_penalty``, ``loss_JR``), in the order it made them."""
+    taken without ``create_graph`` (``r1_penalty``, ``loss_JR``), in the order it made them;
+    not ``scalars``: values of any size (a term added element for element, and the gradient
+    it is made from: sliced score matching's ``jvp``)."""
     frame = next(user_frames(3), None)
     if frame is None:
         return ()
     return tuple(name for name, value in frame.f_locals.items()
-                 if isinstance(value, torch.Tensor) and value.numel() == 1
+                 if isinstance(value, torch.Tensor) and (value.numel() == 1 or not scalars)
                  and (entry := rec.first_order.get(id(value))) is not None
                  and entry[0]() is value)
 
