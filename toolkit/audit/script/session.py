@@ -501,25 +501,25 @@ class Watch(WatchState):
             for t in tensors:
                 summed.read(self, t)
                 lost.read(self, t)
-                if t.grad_fn is None and not isinstance(t, nn.Parameter):
-                    # an input's gradient (a sampler's, an attack's), by the name read
-                    frame = user_frame(1)
-                    scope = {} if frame is None else frame.f_locals
-                    name = next((n for n, v in scope.items() if v is t), None)
+                given = t.grad_fn is None and not isinstance(t, nn.Parameter)
+                if not given and not (t.retains_grad and self.last_backward >= 0):
+                    continue
+                # by the name read: an input's gradient (a sampler's, an attack's), or a
+                # value computed with a graph, its gradient kept: a backward taken for it
+                # (LEO's ``latents.grad`` after a backward)
+                frame = user_frame(1)
+                scope = {} if frame is None else frame.f_locals
+                name = next((n for n, v in scope.items() if v is t), None)
+                if given:
                     # and the list that holds it there, with its place and length (a loop
                     # over a model's states reads each by one name)
                     held = next(((n, i, len(v)) for n, v in scope.items()
                                  if isinstance(v, list | tuple)
                                  for i, x in enumerate(v) if x is t), None)
                     self.input_reads[id(t)] = (name, self.events, held)
-                elif t.retains_grad and self.last_backward >= 0:
-                    # a value computed with a graph, its gradient kept: a backward taken for
-                    # it, by the name read (LEO's ``latents.grad`` after a backward)
-                    frame = user_frame(1)
-                    scope = {} if frame is None else frame.f_locals
-                    name = next((n for n, v in scope.items() if v is t), None)
+                elif name is not None:
                     names = self.retained_reads.setdefault(self.last_backward, [])
-                    if name is not None and name not in names:
+                    if name not in names:
                         names.append(name)
 
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:

@@ -144,9 +144,7 @@ def end_of_iteration(w: WatchState) -> None:
         if handed is not None:
             path, node, other = handed
             edits = (w.fixes.node_edit(path, node, other),)
-            extra_concerned = w.misplaced[wrong][1]
-            w.pending_dead = [(f, v) for f, v in w.pending_dead
-                              if f.extra.get("misplaced") != wrong]
+            extra_concerned = _claimed(w, wrong)
             what = (f"the loss of `{node.id}`'s step trains them and none of the tensors it "
                     f"holds: it is handed `{node.id}` where `{other}` holds them")
             at = (Site(path, node.lineno, None).shown(), *at)
@@ -157,9 +155,7 @@ def end_of_iteration(w: WatchState) -> None:
                 edits = (e,)
                 opt_text = f"`{opt_name}`" if opt_name else "the optimizer"
                 if wrong is not None:
-                    extra_concerned = w.misplaced[wrong][1]
-                    w.pending_dead = [(f, v) for f, v in w.pending_dead
-                                         if f.extra.get("misplaced") != wrong]
+                    extra_concerned = _claimed(w, wrong)
                     what = (f"the loss of {opt_text}'s step trains them and none of the "
                             f"tensors it holds: it is built over the wrong parameters")
                 elif idle:
@@ -195,6 +191,13 @@ def end_of_iteration(w: WatchState) -> None:
                     f" (optimizer.add_param_group({{'params': [...]}}), or in its "
                     f"constructor)"), step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
+
+
+def _claimed(w: WatchState, wrong: int) -> tuple[str, ...]:
+    """The misplaced ``wrong``-th optimizer's own tensors, which this finding is about too:
+    its dead finding, waiting, is this one's."""
+    w.pending_dead = [(f, v) for f, v in w.pending_dead if f.extra.get("misplaced") != wrong]
+    return w.misplaced[wrong][1]
 
 
 def _wholes(w: WatchState, by_root: dict[int, list[int]],
