@@ -30,6 +30,7 @@ from toolkit.audit.record.syntax import (
     indent_of,
     made_trainable,
     no_grad_block,
+    no_grad_decorator,
     segment,
     statement_at,
     switch_of,
@@ -39,7 +40,7 @@ from toolkit.audit.record.syntax import (
 __all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument",
            "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
-           "move_before", "node_edit", "out_of_no_grad", "remove_detach", "replace_parameters",
+           "move_before", "node_edit", "off_decorator", "out_of_no_grad", "remove_detach", "replace_parameters",
            "switch_on_after_its_step", "switch_on_after_its_use", "switch_on_before_loop",
            "switch_on_with_the_rest",
            "unfreeze_before", "widen",
@@ -489,6 +490,24 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
         return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
     return holder.lineno, [edit_at(path, (best.lineno, 0), (best.lineno, 0), dedented),
                            edit_at(path, (holder.lineno, 0), (end + 1, 0), "")]
+
+
+def off_decorator(path: str, line: int) -> tuple[int, list[Edit]] | None:
+    """The ``@torch.no_grad()`` of the function that runs ``line``, taken off: the
+    decorator's line, and the edit that deletes it (the function then runs with gradients
+    on wherever it is called). ``None`` when no such decorator stands alone on its line."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    decorator = no_grad_decorator(tree, line)
+    if decorator is None or decorator.lineno != (decorator.end_lineno or decorator.lineno):
+        return None
+    row = split_lines(text)[decorator.lineno - 1]
+    if row.strip() != "@" + (segment(text, decorator) or ""):
+        return None   # another decorator or a comment shares its line
+    return decorator.lineno, [edit_at(path, (decorator.lineno, 0), (decorator.lineno + 1, 0),
+                                      "")]
 
 
 def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:

@@ -26,6 +26,7 @@ from toolkit.audit.record.modes import remove_mode
 from toolkit.audit.record.sites import (
     Line,
     called_by_user,
+    cut_by_user,
     grad_off_line,
     library_call,
     package_of,
@@ -271,7 +272,9 @@ class CallWatch(TorchFunctionMode):
             # inputs
             for made in [out] if isinstance(out, torch.Tensor) else tensors_in([out]):
                 _follow_cut_values(rec, name, func, inputs, made, grad)
-        if not grad and not rec.calling:
+        if not grad and (not rec.calling or (any(t.grad_fn is not None for t in inputs)
+                         and cut_by_user())):
+            # the step's own code under no_grad, or a forward's where the user cut it
             _cut_in_block(rec, inputs, out)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
@@ -455,6 +458,9 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
         rec.cut_read.append((rec.call, tuple(cuts.values()), user_line(), name, id(out.grad_fn)))
         if out.numel() <= max(t.numel() for t in inputs):
             rec.one_to_one.add(id(out.grad_fn))
+        if any(t.grad_fn is None and t.requires_grad for t in inputs):
+            # read by a layer with weights that train (a forward goes on from the cut value)
+            rec.cut_fed.append((tuple(cuts.values()), user_line()))
     if grad and name in _SUMS and cut_input.numel() == out.numel() \
             and bool(cut_input.detach().ne(0).any()):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn),

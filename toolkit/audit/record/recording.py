@@ -333,6 +333,9 @@ class Recording:
         # prediction compared with a cut target)
         self.cut_read: list[tuple[int, tuple[tuple[Line | None, str, Any], ...], Line | None,
                                   str, int]] = []
+        # (the cuts, the user's line): cut values read by an operation together with a
+        # tensor that trains (a layer's weight): a forward that goes on from a cut value
+        self.cut_fed: list[tuple[tuple[tuple[Line | None, str, Any], ...], Line | None]] = []
         # (call, the user's line, the difference's node): a value subtracted from itself with
         # its graph (one node on both sides, or one computation run twice): zero whatever the
         # weights, and so is its gradient
@@ -703,6 +706,7 @@ class Recording:
         self.from_view.clear()
         self.cut_added.clear()
         self.cut_read.clear()
+        self.cut_fed.clear()
         self.cut_callers.clear()
         self.self_differences.clear()
         self.one_to_one.clear()

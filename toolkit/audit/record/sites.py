@@ -29,7 +29,7 @@ from types import CodeType, FrameType
 import torch
 from torch import nn
 
-__all__ = ["INSTALLED", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame",
+__all__ = ["INSTALLED", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame", "cut_by_user",
            "forget_lines", "grad_off_line", "line_of", "step_line", "user_frame", "user_frames",
            "user_line", "user_lines", "user_stack"]
 
@@ -367,6 +367,32 @@ def grad_off_line(depth: int = 2) -> Line | None:
                             _inside(frame))
         frame = frame.f_back
     return None
+
+
+#: a function's decorator that runs it with gradients off
+_GRAD_OFF_DECORATOR = re.compile(r"^\s*@\s*(torch\.)?(no_grad|inference_mode)\b")
+
+
+def cut_by_user(depth: int = 2) -> bool:
+    """Whether the user's code switched gradients off for the running line itself: the
+    innermost frame of the user's own code runs it inside a ``with torch.no_grad():`` of
+    its function, or the function is decorated with ``@torch.no_grad()`` (not a library's
+    own switch, as a power iteration's inside a layer)."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not _library(path):
+            if _installed(path):
+                return False
+            first = frame.f_code.co_firstlineno
+            at = first
+            while (text := linecache.getline(path, at)).lstrip().startswith("@"):
+                if _GRAD_OFF_DECORATOR.match(text):
+                    return True
+                at += 1
+            return _enclosing_with(path, frame.f_lineno, first) is not None
+        frame = frame.f_back
+    return False
 
 
 def _enclosing_with(path: str, number: int, first: int) -> tuple[int, str] | None:

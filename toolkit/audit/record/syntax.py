@@ -145,9 +145,28 @@ def _is_no_grad(item: ast.withitem) -> bool:
     call = item.context_expr
     if not isinstance(call, ast.Call) or call.args or call.keywords:
         return False
-    func = call.func
+    return _cutting_name(call.func)
+
+
+def _cutting_name(func: ast.expr) -> bool:
+    """Whether ``func`` names ``no_grad`` or ``inference_mode`` (``torch.no_grad``)."""
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     return name in _CUTTING
+
+
+def no_grad_decorator(tree: ast.Module, line: int) -> ast.expr | None:
+    """The ``@torch.no_grad()`` (``@torch.inference_mode()``, either called or not) of the
+    innermost function whose body holds ``line``, or ``None``."""
+    functions = [node for node in ast.walk(tree)
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
+    if not functions:
+        return None
+    innermost = max(functions, key=lambda f: f.lineno)
+    return next((d for d in innermost.decorator_list
+                 if _cutting_name(d) or (isinstance(d, ast.Call) and not d.args
+                                         and not d.keywords and _cutting_name(d.func))),
+                None)
 
 
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:

@@ -6,6 +6,7 @@ itself (judged at the next step)."""
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 
 import torch
@@ -83,7 +84,8 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     # tensors (a GFlowNet's log Z alone, its policy run under no_grad), what the network cut
     # off computes is no target but the part meant to train
     trained = any(live and k in owners for k, live in w.ledger.live.items())
-    targets = [(k, p) for k, p in dead if target_only(w, p, read)] if trained else []
+    targets = [(k, p) for k, p in dead if _cut_mid_forward(w, p) is None
+               and target_only(w, p, read)] if trained else []
     if targets:
         dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
         w.add(ScriptFinding(
@@ -143,7 +145,7 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
             continue
         _kind, cut = g[0], g[1]
         if cut is not None:
-            cut_site, cut_what, edit = cut
+            cut_site, cut_what, edit, mid_forward = cut
             add_dead(w, hit, ScriptFinding(
                 "dead", w.iteration,
                 f"no loss reaches {len(hit)} tensors "
@@ -153,7 +155,8 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                 advice=f"remove the cut at {cut_site} if these tensors are meant to train "
                        f"from this loss", step=w.step_events - 1,
                 concerned=tuple(reached_keys(w, cut_site, stepped)) or keys,
-                extra={"misplaced": index} if misplaced else {}))
+                extra={**({"misplaced": index} if misplaced else {}),
+                       **({"mid_forward": True} if mid_forward else {})}))
         else:
             add_dead(w, hit, ScriptFinding(
                 "dead", w.iteration,
@@ -303,8 +306,9 @@ def settle(w: WatchState, final: bool = False) -> None:
         elif finding.extra.get("window"):
             w.pending_idle.append((finding, [id(p) for p, _ in values]))
             continue
-        elif all(w.reached_in.get(id(p), (finding.iteration,))[0] < finding.iteration
-                 for p, _ in values):
+        elif not finding.extra.get("mid_forward") and all(
+                w.reached_in.get(id(p), (finding.iteration,))[0] < finding.iteration
+                for p, _ in values):
             w.pending_reached.append((finding, [id(p) for p, _ in values]))
             continue
         w.add(finding)
@@ -433,7 +437,10 @@ def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None)
             # what every pass of that line cut (a detach in a loop or a comprehension)
             nodes = [n for n, s, _, _ in w.detaches if s == site]
             w.reach_cache = (site, set(read_graph(nodes).leaves))
-            return site, "`.detach()`", (edit,) if edit is not None else ()
+            return site, "`.detach()`", (edit,) if edit is not None else (), False
+    mid_forward = _cut_mid_forward(w, p)
+    if mid_forward is not None:
+        return mid_forward
     # a module that also ran with a graph since p's last step was not kept from the loss by
     # a call under no_grad: no loss read that output (judged at the end, :func:`_idle`)
     if _ran_with_graph(w, p, _owners(w) if owners is None else owners):
@@ -450,8 +457,44 @@ def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None)
                     cut = S.cutting_call(path, line) or "torch.no_grad()"
                     return (Site(path, at, None),
                             f"`{S.statement_text(path, at)}` under `with {cut}`",
-                            tuple(edits))
-            return site, f"a call of {type(module).__name__} under no_grad", ()
+                            tuple(edits), False)
+            return site, f"a call of {type(module).__name__} under no_grad", (), False
+    return None
+
+
+def _cut_mid_forward(w: WatchState, p: torch.Tensor):
+    """The user's own code run under no_grad in the middle of a forward: a block (or a
+    function decorated ``@torch.no_grad()``) that computed values from ``p`` with a graph and
+    cut them, while a layer that trains read the result (Manifold Mixup's mixing of hidden
+    states in a helper decorated so): the forward went on from values whose path back to
+    ``p`` is gone, at every iteration that runs it. As :func:`cut_of`, with the edit that
+    takes the statement out of its block, or the decorator off; ``None`` where there is no
+    such cut."""
+    rec = w.staged.rec
+    if rec is None or not rec.cut_fed:
+        return None
+    for cuts, _ in reversed(rec.cut_fed):
+        for line, how, origin in cuts:
+            if how != "no_grad" or not any(origin is o for o in rec.block_origins) or \
+                    not any(q is p for q in origin):
+                continue
+            caller = rec.cut_callers.get((line, id(origin[0])))
+            if caller is None or not caller.path:
+                continue
+            if line is not None:
+                moved = w.fixes.out_of_no_grad(caller.path, caller.number)
+                cut = S.cutting_call(caller.path, caller.number) or "torch.no_grad()"
+                if moved is not None:
+                    what = f"`{S.statement_text(caller.path, moved[0])}` under `with {cut}`"
+            else:
+                moved = w.fixes.off_decorator(caller.path, caller.number)
+                if moved is not None:
+                    decorator = linecache.getline(caller.path, moved[0]).strip()
+                    what = f"`{decorator}` on `{caller.function}`"
+            if moved is None:
+                continue
+            at, edits = moved
+            return Site(caller.path, at, None), what, tuple(edits), True
     return None
 
 
