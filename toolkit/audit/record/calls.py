@@ -167,6 +167,8 @@ class CallWatch(TorchFunctionMode):
                 rec.value_copies.append((rec.call, dropped, user_line()))
         grad = torch.is_grad_enabled()
         inputs = [*tensors_in(args), *tensors_in(kwargs.values())]
+        if not grad and _unreadable_view(inputs):
+            return func(*args, **kwargs)
         if rec.call > 1:
             rec.note_old_reads(inputs)
         for t in inputs:
@@ -220,6 +222,8 @@ class CallWatch(TorchFunctionMode):
                 rec.origin.setdefault(id(args[0]), (args[0], f"requires_grad_() {caller_text()}"))
         same = _one_storage(name, args, rec) if name in _DIFFERENCES else None
         out = func(*args, **kwargs)
+        if not grad and _unreadable_view(tensors_in([out])):
+            return out
         if grad and name in _AGAINST_ITSELF and _itself(args) and isinstance(out, torch.Tensor) \
                 and out.grad_fn is not None:
             rec.self_differences.append((rec.call, user_line(), id(out.grad_fn)))
@@ -393,6 +397,18 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
                 out += [(path, f"{name}.{attr}") for attr, v in list(vars(value).items())
                         if not attr.startswith("_") and holds(v)]
     return out
+
+
+def _unreadable_view(tensors: list[torch.Tensor]) -> bool:
+    """Whether one of ``tensors`` is a view made under no_grad whose base was written in place
+    since (``delta[:n] += step * delta.grad[:n].sign()`` under no_grad): torch forbids reading
+    its ``grad_fn``, and it has no graph of its own to record."""
+    for t in tensors:
+        try:
+            t.grad_fn  # noqa: B018 - the read is the check
+        except RuntimeError:
+            return True
+    return False
 
 
 def fed_leaves(given: list[torch.Tensor]) -> list[torch.Tensor]:
