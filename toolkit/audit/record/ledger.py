@@ -56,6 +56,10 @@ class Ledger:
         self.cleared: dict[int, list[Source]] = {}
         self.tensors: dict[int, torch.Tensor] = {}
         self.wasted: list[tuple[Source, int]] = []   # (source, tensor) cleared unused
+        # (the source's index, tensor) of every gradient ever cleared unused
+        self.wasted_ever: set[tuple[int, int]] = set()
+        # (the source's index, tensor) of every gradient a backward wrote
+        self.written_ever: set[tuple[int, int]] = set()
 
     def observe(self, tensor: torch.Tensor, iteration: int, stepped_since: dict[int, int],
                 stepped_at: dict[int, int] | None = None,
@@ -73,6 +77,7 @@ class Ledger:
                 for src in live:
                     if stepped_since.get(key, -1) < src.index:
                         self.wasted.append((src, key))
+                        self.wasted_ever.add((src.index, key))
                 self.cleared.setdefault(key, []).extend(live)
                 self.live[key] = []
         elif not live:
@@ -94,6 +99,7 @@ class Ledger:
             old, new = before.get(key), tensor.grad
             if changed(old, new) and not (old is None and _empty(new)):
                 source.wrote.add(key)
+                self.written_ever.add((source.index, key))
                 source.versions[key] = tensor._version
                 self.tensors[key] = tensor
                 self.live.setdefault(key, []).append(source)

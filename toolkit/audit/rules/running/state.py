@@ -332,6 +332,8 @@ class WatchState:
         # the target findings of this iteration's backwards by their lines: the iteration,
         # the finding, the targets' names, the tensors trained through them
         self.target_passes: dict[tuple, tuple[int, ScriptFinding, tuple[str, ...], dict]] = {}
+        # each tensor (by ``id``) a target carried gradient to: the backwards (by event) that did
+        self.target_carried: dict[int, set[int]] = {}
         # each finding a rule made, by ``id``: itself (an id outlives no object it holds) and
         # what :meth:`add` reported (placed)
         self.added: dict[int, tuple[ScriptFinding, ScriptFinding]] = {}

@@ -128,6 +128,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                                         torch.Tensor)} & set(stepped))
         if not reached:
             continue
+        for k in reached:
+            w.target_carried.setdefault(k, set()).add(w.events)
         placed = _own_calls(graph, target, untargeted, toward, sites_of, own)
         lines = False    # whether the cut waits for the lines of the next forward
         if placed is not None:
@@ -182,7 +184,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                                                                 for p in tensors),
             at, tuple(edits),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
-                   "made", step=w.step_events, concerned=keys, extra={"loses": True}), lines)
+                   "made", step=w.step_events, concerned=keys,
+            extra={"loses": True, "carried_to": tuple(id(p) for p in tensors)}), lines)
         if not lines:
             earlier = passes.get(same)
             made, shown = w.added.get(id(earlier[1]), (None, None)) if earlier else (None, None)
@@ -261,11 +264,22 @@ def _report(w: WatchState, key: tuple | None, found: list[tuple[ScriptFinding, b
 
 
 def settle(w: WatchState) -> None:
-    """The script ended before a kept finding's lines came: it is reported as first found."""
+    """The script ended before a kept finding's lines came: it is reported as first found.
+    Then a target whose every gradient, at every backward that carried one through it, was
+    cleared before any step used it (a discriminator's features read as the target of the
+    encoder's and the decoder's losses, its gradients cleared before its own backward, as
+    VAE-GAN's step does), or was zero, changed no weight: it is no failure, and the gradient
+    it wasted is the ``wasted`` note's."""
     for waiting in w.target_lines.values():
         for finding in waiting:
             w.add(finding)
     w.target_lines.clear()
+    for key, finding in list(w.findings.items()):
+        carried = [(event, k) for k in finding.extra.get("carried_to", ())
+                   for event in w.target_carried.get(k, ())]
+        written = [c for c in carried if c in w.ledger.written_ever]
+        if written and all(c in w.ledger.wasted_ever for c in written):
+            del w.findings[key]
 
 
 def _own_calls(graph: StepGraph, target: int, untargeted: set[int], toward: set[int],
