@@ -39,6 +39,7 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ConstantTerm, CutKeys, ScriptFinding, UnrolledLoop, first_names
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
 from toolkit.audit.kinds import Kind
+from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import CallWatch
 from toolkit.audit.record.frames import is_user
 from toolkit.audit.record.modes import remove_mode
@@ -296,6 +297,11 @@ def _drop_gone() -> None:
 def _names_of(found: Any) -> tuple[str, ...]:
     if isinstance(found, ConstantTerm) and found.cut == "self":   # the values, what they train
         return (*found.tensors, *found.through)
+    if isinstance(found, ConstantTerm) and found.cut in ("no_grad", "detach"):
+        # a cut: what it would train, and the values cut where the fix goes
+        made = set().union(*(S.assigned_names(line.path, line.number)
+                             for line in found.lines if line.path))
+        return (*found.through, *sorted(made))
     if isinstance(found, ConstantTerm | CutKeys) and found.cut:   # a cut: what it would train
         return found.through
     for attr in ("parameters", "tensors"):

@@ -146,11 +146,14 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
         _kind, cut = g[0], g[1]
         if cut is not None:
             cut_site, cut_what, edit, mid_forward = cut
+            # with the values the cut makes, as the script names them
+            made = sorted(S.assigned_names(cut_site.path, cut_site.line)) \
+                if cut_site.path else []
             add_dead(w, hit, ScriptFinding(
                 "dead", w.iteration,
                 f"no loss reaches {len(hit)} tensors "
                 f"{w.optimizer_text(index, site) or 'the optimizer'} steps: {cut_what} "
-                f"at {cut_site} cuts them off", keys, shown,
+                f"at {cut_site} cuts them off", keys, (*shown, *made),
                 (cut_site.shown(),) + ((site.shown(),) if site else ()), edit,
                 advice=f"remove the cut at {cut_site} if these tensors are meant to train "
                        f"from this loss", step=w.step_events - 1,
