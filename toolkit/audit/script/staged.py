@@ -92,7 +92,9 @@ class Staged:
         self.names = Names()
         self.rec: Recording | None = None
         self.entered = False
-        self.audits: list[tuple[int, int, str, StepAudit]] = []
+        # (iteration, step, the loss's label, the names the user's frames bind to tensors
+        # without a graph there, what the rules found)
+        self.audits: list[tuple[int, int, str, frozenset[str], StepAudit]] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         # a cut's edit -> the forms of the value its expression held (fixes.edits.skeleton)
         self.seen: dict[Edit, set[str]] = {}
@@ -205,7 +207,9 @@ class Staged:
         recorded.namespace = namespace
         audit = run_rules(recorded, _RULES)
         if not audit.ok:
-            self.audits.append((iteration, step, label, audit))
+            ungraphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
+                                  and v.grad_fn is None and not v.requires_grad)
+            self.audits.append((iteration, step, label, ungraphed, audit))
             self._see(audit, frame)
 
     def _see(self, audit: StepAudit, frame: FrameType | None) -> None:
@@ -240,10 +244,11 @@ class Staged:
         taken = set(their_tensors)
         by_name = {name: key for key, name in self.names.tensors.items()}
         out: dict[tuple, ScriptFinding] = {}
-        for iteration, step, label, audit in self.audits:
+        for iteration, step, label, ungraphed, audit in self.audits:
             for group in _FAILURES:
                 for found in getattr(audit, group):
-                    finding = _as_script(GROUPS[group], found, iteration, step, label)
+                    finding = _as_script(GROUPS[group], found, iteration, step, label,
+                                         ungraphed)
                     if finding is None:
                         continue
                     finding = self._as_seen(finding)
@@ -294,14 +299,17 @@ def _drop_gone() -> None:
             remove_mode(mode)
 
 
-def _names_of(found: Any) -> tuple[str, ...]:
+def _names_of(found: Any, ungraphed: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The names of what ``found`` concerns; of a cut, with the values the statements where
+    its fix goes bind, as the script names them, when they hold no graph (``ungraphed``: a
+    cut value, not a loss made with it)."""
     if isinstance(found, ConstantTerm) and found.cut == "self":   # the values, what they train
         return (*found.tensors, *found.through)
     if isinstance(found, ConstantTerm) and found.cut in ("no_grad", "detach"):
         # a cut: what it would train, and the values cut where the fix goes
         made = set().union(*(S.assigned_names(line.path, line.number)
                              for line in found.lines if line.path))
-        return (*found.through, *sorted(made))
+        return (*found.through, *sorted(made & ungraphed))
     if isinstance(found, ConstantTerm | CutKeys) and found.cut:   # a cut: what it would train
         return found.through
     for attr in ("parameters", "tensors"):
@@ -316,13 +324,13 @@ def _names_of(found: Any) -> tuple[str, ...]:
 
 
 def _as_script(kind: Kind, found: Any, iteration: int, step: int,
-               label: str) -> ScriptFinding | None:
+               label: str, ungraphed: frozenset[str] = frozenset()) -> ScriptFinding | None:
     """A step finding as the script mode reports it: its message, lines, fix and edits; the
     tensors by their names (stable across a rerun of the edited script)."""
     lines = tuple(str(line) for line in getattr(found, "lines", ()) or ())
     if not lines:
         return None
-    names = _names_of(found) or _state_of(kind, found)
+    names = _names_of(found, ungraphed) or _state_of(kind, found)
     fix = getattr(found, "fix", "") or ""
     # a dead tensor's fix gives it a gradient; a leak's cut changes no stepped gradient; a
     # target's or a carried graph's changes those of the tensors the loss trains
