@@ -73,6 +73,7 @@ from toolkit.audit.rules.running import (
     hard,
     hard_values,
     kept_in_sync,
+    leak_cause,
     lost,
     meant,
     never_trained,
@@ -622,6 +623,9 @@ class Watch(WatchState):
         meant.note(self, graph.leaves, held)
         untargeted = targets.targets(self, searched, site, held) if searched is not None \
             else None
+        if searched is not None:
+            leak_cause.note(self, searched, set(held),
+                            caller.f_code.co_name if caller is not None else "")
         # between the loss and stepped tensors, or in a term of the loss beside them
         besides = beside(graph, held)
         self.beside.update(besides)

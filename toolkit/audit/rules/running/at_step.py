@@ -19,6 +19,7 @@ from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed, nonzero
 from toolkit.audit.result import plural
+from toolkit.audit.rules.running import leak_cause
 from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["for_an_input", "frozen", "leaks", "moved", "settle", "shared", "wasted"]
@@ -65,7 +66,12 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
                 f"{opt_text or 'the optimizer'} steps: it is added to this step's")
         at = tuple(s.shown() for s in (src.site, site) if s is not None)
         edits: tuple = ()
-        if opt_text and first_own is not None and first_own.site is not None:
+        # the loss's path into them cut where their output is made, or the clear
+        cause = leak_cause.cut_at_cause(w, src, {id(p) for _, p in hit}) \
+            if src.index >= 0 else None
+        if cause is not None:
+            at, edits = (cause[0].shown(), *at), (cause[1],)
+        elif opt_text and first_own is not None and first_own.site is not None:
             e = w.fixes.insert_before(first_own.site.path, first_own.site.line,
                                 f"{opt_text.strip('`')}.zero_grad()")
             edits = (e,) if e is not None else ()
@@ -75,8 +81,10 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         w.add(ScriptFinding(
             kind, w.iteration, what + " (it changes the update)",
             tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
-            edits, advice=f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() "
-                          f"before this step's own backward()", step=w.step_events - 1,
+            edits, advice=(f"cut that loss's path into them where it is made ({cause[0]})"
+                           if cause is not None else
+                           f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() "
+                           f"before this step's own backward()"), step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit]),
             extra={"loses": True} if not any(id(p) in mine for _, p in hit) else {}))
 

@@ -11,7 +11,7 @@ import os
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 import torch.overrides
@@ -279,6 +279,13 @@ class WatchState:
         # the iteration's audited backward calls so far trained stepped tensors through, not
         # as a target (see :mod:`~toolkit.audit.rules.running.targets`)
         self.trained_outputs: set[int] = set()
+        # each audited backward of this iteration and the last, by event: its graph, the calls
+        # whose outputs it reads (node, the line that made it), the lines (path, number) of
+        # those it trains stepped tensors through (for the cut of a leak at its cause,
+        # :mod:`~toolkit.audit.rules.running.leak_cause`)
+        self.cause_graphs: dict[int, tuple[Any, list[tuple[object, Site]],
+                                           set[tuple[str, int]]]] = {}
+        self.cause_iteration = self.cause_events = -1
         # a detach's input node, its site, its output (held), event
         self.detaches: list[tuple[object, Site, torch.Tensor, int]] = []
         # copy.copy calls of the user's code on what holds networks

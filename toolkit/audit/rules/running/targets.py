@@ -47,7 +47,7 @@ from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.labels import SELECTIONS
 from toolkit.lens.backward_graph import node_label
 
-__all__ = ["followers", "settle", "targets"]
+__all__ = ["cut_call", "followers", "settle", "targets"]
 
 
 def targets(w: WatchState, graph: StepGraph, site: Site | None,
@@ -135,7 +135,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         if placed is not None:
             sites, edits = [], []
             for s, node in placed:
-                at, edit = _cut_call(w.fixes, s, search.nodes[node])
+                at, edit = cut_call(w.fixes, s, search.nodes[node])
                 sites.append(at)
                 edits += [edit] if edit is not None else []
         else:
@@ -410,7 +410,7 @@ def _outermost(w: WatchState, graph: StepGraph, met: set[int]) -> list[Site]:
     return list(dict.fromkeys(s for key, s in made.items() if key not in inner))
 
 
-def _cut_call(fixes: FixWriter, s: Site, node: object) -> tuple[Site, Edit | None]:
+def cut_call(fixes: FixWriter, s: Site, node: object) -> tuple[Site, Edit | None]:
     """The call at ``s`` cut where it is made: ``teacher(x).detach()``; a call whose values the
     script unpacks into names (``_, v = model(s2)``) where the name holding ``node`` is read
     next, in the statements after it (``r + g * v.detach()``): the site of that edit, and
