@@ -6,6 +6,7 @@ used it (``wasted``), and a network frozen for another's step and never switched
 
 from __future__ import annotations
 
+import ast
 import itertools
 from collections.abc import Sequence
 
@@ -69,8 +70,11 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         # the loss's path into them cut where their output is made, or the clear
         cause = leak_cause.cut_at_cause(w, src, {id(p) for _, p in hit}) \
             if src.index >= 0 else None
+        wrong = _clear_of_frozen(w, src, opt_text) if cause is None and opt_text else None
         if cause is not None:
             at, edits = (cause[0].shown(), *at), (cause[1],)
+        elif wrong is not None:
+            at, edits = (wrong[0].shown(), *at), (wrong[1],)
         elif opt_text and first_own is not None and first_own.site is not None:
             e = w.fixes.insert_before(first_own.site.path, first_own.site.line,
                                 f"{opt_text.strip('`')}.zero_grad()")
@@ -83,10 +87,34 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
             tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
             edits, advice=(f"cut that loss's path into them where it is made ({cause[0]})"
                            if cause is not None else
+                           f"clear {opt_text} where {wrong[0]} clears an optimizer over "
+                           f"frozen tensors" if wrong is not None else
                            f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() "
                            f"before this step's own backward()"), step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit]),
             extra={"loses": True} if not any(id(p) in mine for _, p in hit) else {}))
+
+
+def _clear_of_frozen(w: WatchState, src: Source, opt_text: str):
+    """A ``zero_grad()`` the script called since ``src``'s backward on an optimizer whose
+    tensors are all frozen (``den_optimizer.zero_grad()`` in a phase that trains the generator
+    beside the frozen denoiser): it clears nothing, and the optimizer whose gradient piles up
+    (``opt_text``) is the one it was meant for. Its site, and the edit that names that one
+    instead; ``None`` where there is none."""
+    name = opt_text.strip("`")
+    if not name.isidentifier():
+        return None
+    tensors = {id(p): p for o in w.optimizers for g in o.param_groups for p in g["params"]}
+    for site, keys, event in reversed(w.clears):
+        if event <= src.index or not keys or any(
+                k not in tensors or tensors[k].requires_grad for k in keys):
+            continue
+        found = S.call_at(site.path, site.span) if site.path else None
+        func = found[0].func if found is not None else None
+        if isinstance(func, ast.Attribute) and func.attr == "zero_grad" and \
+                isinstance(func.value, ast.Name) and func.value.id != name:
+            return site, w.fixes.node_edit(site.path, func.value, name)
+    return None
 
 
 def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
