@@ -454,6 +454,7 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
     unstepped, a failure at the line that builds the optimizer of those terms, with the
     parameter group that adds it (its learning rate is the optimizer's: the script may want
     its own, as trajectory balance's does)."""
+    held_in: dict[str, list[torch.Tensor]] = {}
     for key, (tensor, before) in w.plain_values.items():
         # or a plain leaf the script keeps across iterations (MPO's Lagrange multipliers,
         # ``torch.full(..., requires_grad=True)``), not one made afresh for each (a gradient
@@ -461,36 +462,63 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
         kept = tensor.is_leaf and tensor.requires_grad and \
             w.reached_in.get(key, (0, 0))[1] > w.reached_in.get(key, (0, 0))[0]
         if not (isinstance(tensor, nn.Parameter) or kept) or key in stepped or \
-                key not in w.beside or \
                 not w.between.get(key) or not w.ledger.live.get(key) or \
                 w.owner(key) is not None or not torch.equal(before, tensor.detach()):
             continue
         name = w.bound_name(tensor)
-        if name is None:
-            continue
-        # the optimizer of the term's siblings: one that holds parameters of no module as
-        # this is (MPO's dual optimizer, beside the policy's), else the first
-        plain = [i for i in sorted(w.between[key]) if all(
-            w.owner(id(p)) is None for g in w.optimizers[i].param_groups for p in g["params"])]
-        opt = w.optimizers[(plain or sorted(w.between[key]))[0]]
-        built = w.built_at.get(id(opt))
-        opt_name = w.assigned(built)
-        edits: tuple = ()
-        if built is not None and opt_name:
-            e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
-                                     f"{_group(w, opt, f'[{name}]', [tensor])})")
-            edits = (e,) if e is not None else ()
-        srcs = {s.site.shown() for s in w.ledger.live[key] if s.site is not None}
-        w.add(ScriptFinding(
-            "unstepped", w.iteration,
-            f"`{name}` gets gradient and no optimizer steps it, though the same loss trains, "
-            f"in terms beside its own, tensors an optimizer steps",
-            (name,), (name,), ((built.shown(),) if built is not None else ()) + tuple(
-                sorted(srcs)), edits,
-            advice=f"add it to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
-                   f" (optimizer.add_param_group({{'params': [{name}]}}), with its own "
-                   f"learning rate if the method gives it one)", step=w.step_events - 1,
-            concerned=(name,)))
+        if name is not None and key in w.beside:
+            _report_free(w, key, tensor, name, f"[{name}]")
+        elif name is None and key not in w.beside and \
+                (holder := _container_of(w, tensor)) is not None:
+            # held by a module the script never calls, between the loss and stepped tensors
+            # (Meta-SGD's learned learning rates in an ``nn.ParameterList``, scaling the
+            # inner step of the parameters the outer loss trains): one finding for the
+            # container
+            held_in.setdefault(holder, []).append(tensor)
+    for name, tensors in held_in.items():
+        _report_free(w, id(tensors[0]), tensors[0], name, f"list({name}.parameters())",
+                     tensors)
+
+
+def _container_of(w: WatchState, tensor: torch.Tensor) -> str | None:
+    """The name the script's frames hold a module by that holds ``tensor`` and that the
+    script never calls (a ``ParameterList``), or ``None``."""
+    for name, value in w.scope.items():
+        if isinstance(value, nn.Module) and not name.startswith("_") and \
+                any(p is tensor for p in value.parameters()):
+            return name
+    return None
+
+
+def _report_free(w: WatchState, key: int, tensor: torch.Tensor, name: str, params: str,
+                 tensors: list[torch.Tensor] | None = None) -> None:
+    """The ``unstepped`` finding of :func:`_free_parameters`: ``name`` (a tensor's, or the
+    container's of ``tensors``) added to the optimizer of its siblings' terms as ``params``."""
+    tensors = tensors or [tensor]
+    # the optimizer of the term's siblings: one that holds parameters of no module as
+    # this is (MPO's dual optimizer, beside the policy's), else the first
+    plain = [i for i in sorted(w.between[key]) if all(
+        w.owner(id(p)) is None for g in w.optimizers[i].param_groups for p in g["params"])]
+    opt = w.optimizers[(plain or sorted(w.between[key]))[0]]
+    built = w.built_at.get(id(opt))
+    opt_name = w.assigned(built)
+    edits: tuple = ()
+    if built is not None and opt_name:
+        e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
+                                 f"{_group(w, opt, params, tensors)})")
+        edits = (e,) if e is not None else ()
+    srcs = {s.site.shown() for s in w.ledger.live[key] if s.site is not None}
+    w.add(ScriptFinding(
+        "unstepped", w.iteration,
+        f"`{name}` gets gradient and no optimizer steps it, though the same loss trains "
+        + ("through it tensors an optimizer steps" if tensors[1:] or key not in w.beside else
+           "in terms beside its own tensors an optimizer steps"),
+        (name,), (name,), ((built.shown(),) if built is not None else ()) + tuple(
+            sorted(srcs)), edits,
+        advice=f"add it to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
+               f" (optimizer.add_param_group({{'params': {params}}}), with its own "
+               f"learning rate if the method gives it one)", step=w.step_events - 1,
+        concerned=(name,)))
 
 
 def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
