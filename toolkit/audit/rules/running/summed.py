@@ -54,7 +54,13 @@ def _clear_text(w: WatchState, src: Source, tensors: list[torch.Tensor]) -> str 
             return f"{src.names[id(opt)]}.zero_grad()"
     names = w.names()
     roots = {names[k].split(".")[0] for k in ids if k in names}
-    return f"{roots.pop()}.zero_grad()" if len(roots) == 1 else None
+    if len(roots) == 1:
+        return f"{roots.pop()}.zero_grad()"
+    # a tensor of no optimizer and no network (a perturbation kept across batches): its
+    # gradient let go by the name the script holds it by
+    if len(tensors) == 1 and (name := w.bound_name(tensors[0])) is not None:
+        return f"{name}.grad = None"
+    return None
 
 
 def flush(w: WatchState) -> None:
@@ -65,7 +71,8 @@ def flush(w: WatchState) -> None:
     names = w.names()
     for src, reads, found in w.summed.values():
         tensors = list(found.values())
-        keys = tuple(names.get(k, f"tensor{i}") for i, k in enumerate(found))
+        keys = tuple(names.get(k) or w.bound_name(t) or f"tensor{i}"
+                     for i, (k, t) in enumerate(found.items()))
         clear = _clear_text(w, src, tensors)
         edit = (w.fixes.insert_before(src.site.path, src.site.line, clear)
                 if clear and src.site is not None else None)
