@@ -204,10 +204,56 @@ def _cancellation(fixes: FixWriter, point: ZeroPoint, made: MadeAt
     its line, and the cut of its operand through which the others pass theirs."""
     top, position = cancelling_operand(point)
     site = made.site(top)
-    edit = cut_operand(fixes, site.path, site.span, position) if site is not None and \
-        position is not None else None
-    what = "the gradients that reach them there cancel exactly (a + (b - a) without its cut)"
-    return site, what, (edit,) if edit is not None else ()
+    if site is None or position is None:
+        return site, _CANCELLED, ()
+    made_at = _bound_once(site.path, site.span, position)
+    if made_at is not None:   # a name bound just for this read: cut where it is made
+        edit = fixes.detach_expression(site.path, made_at)
+        if edit is not None:
+            return Site(site.path, made_at[0], made_at), _CANCELLED, (edit,)
+    edit = cut_operand(fixes, site.path, site.span, position)
+    return site, _CANCELLED, (edit,) if edit is not None else ()
+
+
+_CANCELLED = "the gradients that reach them there cancel exactly (a + (b - a) without its cut)"
+
+
+def _bound_once(path: str, span: tuple[int, int, int, int] | None, position: int
+                ) -> tuple[int, int, int, int] | None:
+    """Where the value of operand ``position`` of the operation at ``span`` is made, when the
+    operand is a name an assignment of the same block binds before it (``target = x -
+    dm_grad``) and this is that binding's one read: the span of the assigned value."""
+    found = _expression_at(path, span)
+    ops = operands(found[0]) if found is not None else []
+    if position >= len(ops) or not isinstance(ops[position], ast.Name):
+        return None
+    name, read = ops[position].id, ops[position]
+    parsed = S.syntax_tree(path)
+    if parsed is None:
+        return None
+    for holder in ast.walk(parsed[0]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(holder, field, None)
+            if not isinstance(block, list):
+                continue
+            at = next((i for i, st in enumerate(block) if st.lineno <= read.lineno
+                       <= (st.end_lineno or st.lineno)), None)
+            if at is None or not isinstance(block[at], ast.Assign | ast.AugAssign
+                                            | ast.AnnAssign | ast.Expr | ast.Return):
+                continue   # not the innermost block that holds the read
+            binding = next((st for st in reversed(block[:at]) if isinstance(st, ast.Assign)
+                            and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                            and st.targets[0].id == name), None)
+            if binding is None:
+                return None
+            reads = [n for st in block[block.index(binding) + 1:]
+                     for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+            if reads != [read]:
+                return None
+            value = binding.value
+            return (value.lineno, value.end_lineno or value.lineno, value.col_offset,
+                    value.end_col_offset or 0)
+    return None
 
 
 def _vanishing(fixes: FixWriter, point: ZeroPoint, made: MadeAt
