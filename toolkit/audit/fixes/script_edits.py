@@ -24,6 +24,7 @@ from toolkit.audit.files import (
 )
 from toolkit.audit.fixes.edits import apply_edits
 from toolkit.audit.record.syntax import (
+    blocks,
     call_at,
     expression_at,
     freezes,
@@ -563,16 +564,12 @@ def _freeze_at(path: str, line: int
     if parsed is None:
         return None
     tree, text = parsed
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if not isinstance(block, list):
-                continue
-            at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt) and
-                       st.lineno <= line <= (st.end_lineno or st.lineno)), None)
-            off = None if at is None else switch_of(block[at], text)
-            if off is not None and not off[1]:
-                return text, block, at, off[0]   # type: ignore[return-value]
+    for block in blocks(tree):
+        at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt) and
+                   st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+        off = None if at is None else switch_of(block[at], text)
+        if off is not None and not off[1]:
+            return text, block, at, off[0]   # type: ignore[return-value]
     return None
 
 

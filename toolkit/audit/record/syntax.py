@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from toolkit.audit.files import read_source, split_lines
 
@@ -16,6 +16,7 @@ __all__ = [
     "assigned_name",
     "assigned_names",
     "attribute_path",
+    "blocks",
     "call_at",
     "cutting_call",
     "expression_at",
@@ -24,6 +25,7 @@ __all__ = [
     "line_named",
     "no_grad_block",
     "no_grad_block_names",
+    "no_grad_decorator",
     "progress_conditions",
     "receiver",
     "segment",
@@ -167,6 +169,16 @@ def no_grad_decorator(tree: ast.Module, line: int) -> ast.expr | None:
                  if _cutting_name(d) or (isinstance(d, ast.Call) and not d.args
                                          and not d.keywords and _cutting_name(d.func))),
                 None)
+
+
+def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every list of statements in ``tree`` (a body, an ``else``, a ``finally``), outermost
+    first."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
 
 
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:

@@ -463,18 +463,16 @@ def _next_read(path: str, bound: ast.Assign, name: str) -> ast.Name | None:
     parsed = S.syntax_tree(path)
     if parsed is None:
         return None
-    for holder in ast.walk(parsed[0]):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(holder, field, None)
-            if not isinstance(block, list) or bound not in block:
-                continue
-            reads: list[ast.Name] = []
-            for st in block[block.index(bound) + 1:]:
-                names = [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
-                reads += [n for n in names if isinstance(n.ctx, ast.Load)]
-                if any(isinstance(n.ctx, ast.Store) for n in names):
-                    break
-            return reads[0] if len(reads) == 1 else None
+    for block in S.blocks(parsed[0]):
+        if bound not in block:
+            continue
+        reads: list[ast.Name] = []
+        for st in block[block.index(bound) + 1:]:
+            names = [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+            reads += [n for n in names if isinstance(n.ctx, ast.Load)]
+            if any(isinstance(n.ctx, ast.Store) for n in names):
+                break
+        return reads[0] if len(reads) == 1 else None
     return None
 
 

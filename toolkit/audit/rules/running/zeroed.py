@@ -231,28 +231,24 @@ def _bound_once(path: str, span: tuple[int, int, int, int] | None, position: int
     parsed = S.syntax_tree(path)
     if parsed is None:
         return None
-    for holder in ast.walk(parsed[0]):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(holder, field, None)
-            if not isinstance(block, list):
-                continue
-            at = next((i for i, st in enumerate(block) if st.lineno <= read.lineno
-                       <= (st.end_lineno or st.lineno)), None)
-            if at is None or not isinstance(block[at], ast.Assign | ast.AugAssign
-                                            | ast.AnnAssign | ast.Expr | ast.Return):
-                continue   # not the innermost block that holds the read
-            binding = next((st for st in reversed(block[:at]) if isinstance(st, ast.Assign)
-                            and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                            and st.targets[0].id == name), None)
-            if binding is None:
-                return None
-            reads = [n for st in block[block.index(binding) + 1:]
-                     for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
-            if reads != [read]:
-                return None
-            value = binding.value
-            return (value.lineno, value.end_lineno or value.lineno, value.col_offset,
-                    value.end_col_offset or 0)
+    for block in S.blocks(parsed[0]):
+        at = next((i for i, st in enumerate(block) if st.lineno <= read.lineno
+                   <= (st.end_lineno or st.lineno)), None)
+        if at is None or not isinstance(block[at], ast.Assign | ast.AugAssign
+                                        | ast.AnnAssign | ast.Expr | ast.Return):
+            continue   # not the innermost block that holds the read
+        binding = next((st for st in reversed(block[:at]) if isinstance(st, ast.Assign)
+                        and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                        and st.targets[0].id == name), None)
+        if binding is None:
+            return None
+        reads = [n for st in block[block.index(binding) + 1:]
+                 for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+        if reads != [read]:
+            return None
+        value = binding.value
+        return (value.lineno, value.end_lineno or value.lineno, value.col_offset,
+                value.end_col_offset or 0)
     return None
 
 
