@@ -188,11 +188,13 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     above, while its loss trains the discriminator). Its argument is the wrong network:
     kept for the rule of tensors no optimizer steps
     (:func:`.unstepped.end_of_iteration`), whose edit replaces it."""
-    if len(dead) != len(stepped):
+    # the losses since the last step reach none of its tensors (those another optimizer
+    # trained before, their gradient cleared since, are not dead, and not reached either)
+    since = set().union(*(r for e, r in w.reached_by if e > w.previous_step_event))
+    if not dead or any(id(p) in since for _, p in stepped):
         return False
     earlier = w.of_earlier_loops()
-    reached = set().union(*(r for e, r in w.reached_by if e > w.previous_step_event)) - {
-        k for k, i in w.stepped_map().items() if i not in earlier}
+    reached = since - {k for k, i in w.stepped_map().items() if i not in earlier}
     if not reached:
         return False
     w.misplaced[index] = (reached, tuple(k for k, _ in dead))
