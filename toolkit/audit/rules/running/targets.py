@@ -131,6 +131,10 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         for k in reached:
             w.target_carried.setdefault(k, set()).add(w.events)
         placed = _own_calls(graph, target, untargeted, toward, sites_of, own)
+        if placed is not None and len({(s.path, s.line) for s, _ in placed}) > 1:
+            # calls on several lines (AWAC's two critics at the policy's actions and at the
+            # data's): the target they make is cut once, where it is made
+            placed = None
         lines = False    # whether the cut waits for the lines of the next forward
         if placed is not None:
             sites, edits = [], []
