@@ -1,6 +1,6 @@
 """A finding about a cut names the value the cut makes, as the script calls it, beside the
 tensors it keeps from the loss: a term made only of a network's output ``.detach()``-ed
-(FreeMatch's fairness mean, Wang et al. 2023) names that mean, and a network's call under
+(FreeMatch's fairness mean, Wang et al. 2023) names that mean, made in a helper too, and a network's call under
 ``no_grad`` whose stepped tensors no loss reaches names the output it binds."""
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ CONSTANT = """\
     loss = F.cross_entropy(head(model(x)), y) + fairness
 """
 
+HELPER = """\
+    def fairness(logits):
+        mean_prob = F.softmax(logits, 1).mean(0).detach()
+        return (mean_prob * mean_prob.log()).sum()
+    loss = F.cross_entropy(head(model(x)), y) + fairness(head(model(x)))
+"""
+
 DEAD = """\
     with torch.no_grad():
         features = model(x)
@@ -40,8 +47,9 @@ DEAD = """\
 
 
 @pytest.mark.parametrize(("body", "kind", "value"), [
-    (CONSTANT, "constant_term", "mean_prob"), (DEAD, "dead", "features")],
-    ids=["constant_term", "dead"])
+    (CONSTANT, "constant_term", "mean_prob"), (HELPER, "constant_term", "mean_prob"),
+    (DEAD, "dead", "features")],
+    ids=["constant_term", "constant_term_in_a_helper", "dead"])
 def test_the_value_a_cut_makes_is_named(tmp_path, body, kind, value):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.replace("BODY", body), encoding="utf-8")

@@ -93,7 +93,7 @@ class Staged:
         self.rec: Recording | None = None
         self.entered = False
         # (iteration, step, the loss's label, the names the user's frames bind to tensors
-        # without a graph there, what the rules found)
+        # with a graph there, what the rules found)
         self.audits: list[tuple[int, int, str, frozenset[str], StepAudit]] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         # a cut's edit -> the forms of the value its expression held (fixes.edits.skeleton)
@@ -207,9 +207,9 @@ class Staged:
         recorded.namespace = namespace
         audit = run_rules(recorded, _RULES)
         if not audit.ok:
-            ungraphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
-                                  and v.grad_fn is None and not v.requires_grad)
-            self.audits.append((iteration, step, label, ungraphed, audit))
+            graphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
+                                and (v.grad_fn is not None or v.requires_grad))
+            self.audits.append((iteration, step, label, graphed, audit))
             self._see(audit, frame)
 
     def _see(self, audit: StepAudit, frame: FrameType | None) -> None:
@@ -244,11 +244,11 @@ class Staged:
         taken = set(their_tensors)
         by_name = {name: key for key, name in self.names.tensors.items()}
         out: dict[tuple, ScriptFinding] = {}
-        for iteration, step, label, ungraphed, audit in self.audits:
+        for iteration, step, label, graphed, audit in self.audits:
             for group in _FAILURES:
                 for found in getattr(audit, group):
                     finding = _as_script(GROUPS[group], found, iteration, step, label,
-                                         ungraphed)
+                                         graphed)
                     if finding is None:
                         continue
                     finding = self._as_seen(finding)
@@ -299,17 +299,17 @@ def _drop_gone() -> None:
             remove_mode(mode)
 
 
-def _names_of(found: Any, ungraphed: frozenset[str] = frozenset()) -> tuple[str, ...]:
+def _names_of(found: Any, graphed: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """The names of what ``found`` concerns; of a cut, with the values the statements where
-    its fix goes bind, as the script names them, when they hold no graph (``ungraphed``: a
-    cut value, not a loss made with it)."""
+    its fix goes bind, as the script names them, but those the user's frames hold with a
+    graph (``graphed``: a loss made with the cut value, not the value)."""
     if isinstance(found, ConstantTerm) and found.cut == "self":   # the values, what they train
         return (*found.tensors, *found.through)
     if isinstance(found, ConstantTerm) and found.cut in ("no_grad", "detach"):
         # a cut: what it would train, and the values cut where the fix goes
         made = set().union(*(S.assigned_names(line.path, line.number)
                              for line in found.lines if line.path))
-        return (*found.through, *sorted(made & ungraphed))
+        return (*found.through, *sorted(made - graphed))
     if isinstance(found, ConstantTerm | CutKeys) and found.cut:   # a cut: what it would train
         return found.through
     for attr in ("parameters", "tensors"):
@@ -324,13 +324,13 @@ def _names_of(found: Any, ungraphed: frozenset[str] = frozenset()) -> tuple[str,
 
 
 def _as_script(kind: Kind, found: Any, iteration: int, step: int,
-               label: str, ungraphed: frozenset[str] = frozenset()) -> ScriptFinding | None:
+               label: str, graphed: frozenset[str] = frozenset()) -> ScriptFinding | None:
     """A step finding as the script mode reports it: its message, lines, fix and edits; the
     tensors by their names (stable across a rerun of the edited script)."""
     lines = tuple(str(line) for line in getattr(found, "lines", ()) or ())
     if not lines:
         return None
-    names = _names_of(found, ungraphed) or _state_of(kind, found)
+    names = _names_of(found, graphed) or _state_of(kind, found)
     fix = getattr(found, "fix", "") or ""
     # a dead tensor's fix gives it a gradient; a leak's cut changes no stepped gradient; a
     # target's or a carried graph's changes those of the tensors the loss trains

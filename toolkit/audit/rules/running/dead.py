@@ -146,11 +146,11 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
         _kind, cut = g[0], g[1]
         if cut is not None:
             cut_site, cut_what, edit, mid_forward = cut
-            # with the values the cut makes, as the script names them (names bound to values
-            # with no graph: not a loss made with the cut value)
+            # with the values the cut makes, as the script names them (not a name the
+            # script's frames hold with a graph: a loss made with the cut value)
             made = sorted(n for n in S.assigned_names(cut_site.path, cut_site.line)
-                          if isinstance(v := w.scope.get(n), torch.Tensor)
-                          and v.grad_fn is None and not v.requires_grad) \
+                          if not (isinstance(v := w.scope.get(n), torch.Tensor)
+                                  and (v.grad_fn is not None or v.requires_grad))) \
                 if cut_site.path else []
             add_dead(w, hit, ScriptFinding(
                 "dead", w.iteration,
