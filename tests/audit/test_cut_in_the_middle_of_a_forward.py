@@ -95,3 +95,50 @@ def test_a_statistic_kept_under_no_grad_in_a_forward_is_no_finding(tmp_path):
     done = cli("--watch", "1", "train.py", cwd=folder)
     assert done.returncode == 0, done.stdout
     assert "0 failures, 0 notes" in done.stdout, done.stdout
+
+
+DEQ = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Implicit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inject, self.W, self.head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        u = self.inject(x)
+        with torch.no_grad():
+            z = torch.zeros_like(u)
+            for _ in range(5):
+                z = torch.tanh(self.W(z) + u)
+            z = torch.tanh(self.W(z) + u)
+        return self.head(z)
+
+
+model = Implicit()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+for step in range(3):
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_value_free_op_in_the_block_is_no_cut(tmp_path):
+    """A deep equilibrium model's fixed point found under no_grad from ``torch.zeros_like(u)``,
+    its last step (the attach) left in the block: one cut, the attach, keeps both the injection
+    and the layer from the loss; ``zeros_like`` holds none of ``u``'s values and cuts
+    nothing (Bai et al. 2019)."""
+    folder = twins(tmp_path, DEQ, DEQ)
+    done = cli("--watch", "1", "train.py", cwd=folder)
+    dead = [block for block in done.stdout.split("FAIL    ")[1:] if block.startswith("dead:")]
+    assert len(dead) == 1, done.stdout
+    assert "model.inject.weight" in dead[0] and "model.W.weight" in dead[0], done.stdout
+    assert "zeros_like" not in dead[0], done.stdout

@@ -279,7 +279,8 @@ class CallWatch(TorchFunctionMode):
         if not grad and (not rec.calling or (any(t.grad_fn is not None for t in inputs)
                          and cut_by_user())):
             # the step's own code under no_grad, or a forward's where the user cut it
-            _cut_in_block(rec, inputs, out)
+            if name not in _VALUE_FREE:
+                _cut_in_block(rec, inputs, out)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
@@ -397,6 +398,13 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
                 out += [(path, f"{name}.{attr}") for attr, v in list(vars(value).items())
                         if not attr.startswith("_") and holds(v)]
     return out
+
+
+#: operations whose result holds none of their input's values (its shape, dtype and device
+#: only): under no_grad they cut nothing
+_VALUE_FREE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+                         "randn_like", "randint_like", "new_zeros", "new_ones", "new_empty",
+                         "new_full"})
 
 
 def _unreadable_view(tensors: list[torch.Tensor]) -> bool:
