@@ -142,3 +142,40 @@ def test_a_value_free_op_in_the_block_is_no_cut(tmp_path):
     assert len(dead) == 1, done.stdout
     assert "model.inject.weight" in dead[0] and "model.W.weight" in dead[0], done.stdout
     assert "zeros_like" not in dead[0], done.stdout
+
+
+SUPERLOSS = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Confident(nn.Module):
+    def forward(self, logits, targets):
+        loss = F.cross_entropy(logits, targets, reduction="none")
+        with torch.no_grad():
+            sigma = torch.exp(-(loss - loss.mean()).clamp(min=-1.0))
+        return ((loss - 1.0) * sigma + 0.1 * sigma.log().pow(2)).mean()
+
+
+model = nn.Linear(4, 3)
+criterion = Confident()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+for step in range(3):
+    loss = criterion(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_loss_module_s_own_stop_gradient_is_no_constant_term(tmp_path):
+    """A loss module whose forward weighs each example by a confidence computed under
+    ``no_grad`` and adds a term of it (SuperLoss, Castells et al. 2020): the module's own
+    stop-gradient, not a constant term of the step's."""
+    folder = twins(tmp_path, SUPERLOSS, SUPERLOSS)
+    done = cli("--watch", "1", "train.py", cwd=folder)
+    assert done.returncode == 0 and "0 failures" in done.stdout, done.stdout

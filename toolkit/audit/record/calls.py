@@ -276,11 +276,13 @@ class CallWatch(TorchFunctionMode):
             # inputs
             for made in [out] if isinstance(out, torch.Tensor) else tensors_in([out]):
                 _follow_cut_values(rec, name, func, inputs, made, grad)
-        if not grad and (not rec.calling or (any(t.grad_fn is not None for t in inputs)
-                         and cut_by_user())):
-            # the step's own code under no_grad, or a forward's where the user cut it
-            if name not in _VALUE_FREE:
+        if not grad and name not in _VALUE_FREE:
+            if not rec.calling:   # the step's own code under no_grad
                 _cut_in_block(rec, inputs, out)
+            elif any(t.grad_fn is not None for t in inputs) and cut_by_user():
+                # a forward's, where the user cut it: read only by the dead rule (a cut
+                # inside a module is the module's own, as SuperLoss's confidence is)
+                _cut_in_block(rec, inputs, out, inside=True)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
             rec.integer_results.append((rec.call, [Edge(t.grad_fn, t.output_nr) for t in inputs
@@ -431,7 +433,8 @@ def fed_leaves(given: list[torch.Tensor]) -> list[torch.Tensor]:
     return list(found.values())
 
 
-def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any) -> None:
+def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any,
+                  inside: bool = False) -> None:
     """Values the step's own code computes under ``torch.no_grad()`` from values with a graph
     (BEAR's ``critic(state, actions.reshape(...))`` in a no_grad block, the actor's actions
     made before it): cut there, as a network's output under no_grad is, by what they were
@@ -447,6 +450,8 @@ def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any) -> None:
         cut = ((grad_off_line(), "no_grad", leaves),)
         rec.cut_callers[cut[0][0], id(leaves[0])] = user_line()   # the line the fix moves
         rec.block_origins.append(leaves)
+        if inside:
+            rec.inside_origins.append(leaves)
         for m in made:
             rec.cut_values[id(m)] = (weakref.ref(m), cut)
 

@@ -323,6 +323,8 @@ class Recording:
         self.cut_values: dict[int, tuple[Any, tuple[tuple[Line | None, str, Any], ...]]] = {}
         # the origins of the cuts a no_grad block made of values with a graph (calls.py)
         self.block_origins: list[tuple[torch.Tensor, ...]] = []
+        # those of blocks inside a module's forward (read only by the dead rule)
+        self.inside_origins: list[tuple[torch.Tensor, ...]] = []
         # (call, the cuts, the user's line that added it, the sum's node, whether the sum is
         # a scalar): cut values added to one with a graph (a term of a loss), a scalar or
         # element for element
@@ -702,6 +704,7 @@ class Recording:
         # call that makes them (what they hold keeps a graph alive)
         self.cut_values.clear()
         self.block_origins.clear()
+        self.inside_origins.clear()
         self.from_snapshot.clear()
         self.from_view.clear()
         self.cut_added.clear()
