@@ -10,9 +10,8 @@ The cut is written only where it touches no path on which the loss trains its ow
 (none of them below the call), where every path from the loss to the leaked tensors passes
 through it, and at a line whose outputs no other backward of the iteration trains through
 (the fakes the generator's own loss reads too; a helper's line that makes the generator's
-output for its own loss); and only for a
-gradient no step of those tensors used yet (one a step used and no ``zero_grad()`` cleared
-is a clear left out, not a path to cut)."""
+output for its own loss); and only for a gradient no step of those tensors used yet (one a
+step used and no ``zero_grad()`` cleared is a clear left out, not a path to cut)."""
 
 from __future__ import annotations
 

@@ -467,7 +467,7 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
             continue
         name = w.bound_name(tensor)
         if name is not None and key in w.beside:
-            _report_free(w, key, tensor, name, f"[{name}]")
+            _report_free(w, name, f"[{name}]", [tensor])
         elif name is None and key not in w.beside and \
                 (holder := _container_of(w, tensor)) is not None:
             # held by a module the script never calls, between the loss and stepped tensors
@@ -476,8 +476,7 @@ def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
             # container
             held_in.setdefault(holder, []).append(tensor)
     for name, tensors in held_in.items():
-        _report_free(w, id(tensors[0]), tensors[0], name, f"list({name}.parameters())",
-                     tensors)
+        _report_free(w, name, f"list({name}.parameters())", tensors)
 
 
 def _container_of(w: WatchState, tensor: torch.Tensor) -> str | None:
@@ -490,11 +489,10 @@ def _container_of(w: WatchState, tensor: torch.Tensor) -> str | None:
     return None
 
 
-def _report_free(w: WatchState, key: int, tensor: torch.Tensor, name: str, params: str,
-                 tensors: list[torch.Tensor] | None = None) -> None:
-    """The ``unstepped`` finding of :func:`_free_parameters`: ``name`` (a tensor's, or the
+def _report_free(w: WatchState, name: str, params: str, tensors: list[torch.Tensor]) -> None:
+    """The ``unstepped`` finding of :func:`_free_parameters`: ``name`` (the one tensor's, or the
     container's of ``tensors``) added to the optimizer of its siblings' terms as ``params``."""
-    tensors = tensors or [tensor]
+    key = id(tensors[0])
     # the optimizer of the term's siblings: one that holds parameters of no module as
     # this is (MPO's dual optimizer, beside the policy's), else the first
     plain = [i for i in sorted(w.between[key]) if all(
