@@ -24,6 +24,7 @@ class Graph:
         self.children: dict[int, list[int]] = {}
         self.callers: dict[int, list[int]] = {}
         self.roots: list[int] = []
+        self._reaching: dict[frozenset[int], set[int]] = {}
         for parent, node, _, _ in walk(search.outputs, expand=search.expand):
             if parent is None:
                 self.roots.append(id(node))
@@ -41,6 +42,18 @@ class Graph:
         """``id`` of the tensors whose leaf nodes are among the node ids ``met``."""
         nodes = self.search.nodes
         return {id(v) for k in met if (v := getattr(nodes[k], "variable", None)) is not None}
+
+    def reaching(self, tensors: Iterable[int]) -> set[int]:
+        """Nodes from which the leaf node of a tensor of ``tensors`` (by ``id``) is reached:
+        the part of the graph that trains them (computed once per set: several rules of one
+        backward ask for the tensors its optimizers step)."""
+        leaf = self.search.leaf_node
+        key = frozenset(k for k in tensors if k in leaf)
+        found = self._reaching.get(key)
+        if found is None:
+            found = self._reaching[key] = self.useful({leaf[k] for k in key},
+                                                      set(self.search.nodes))
+        return found
 
     def useful(self, targets: set[int], within: set[int],
                removed: set[tuple[int, int]] | frozenset = frozenset()) -> set[int]:

@@ -41,8 +41,7 @@ def note(w: WatchState, graph: StepGraph, stepped: set[int], step: str) -> None:
              if id(node) in search.nodes]
     if not calls:
         return
-    toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
-                          set(search.nodes))
+    toward = graph.reaching(stepped)
     trains = {(at.path, at.line) for node, at in calls if id(node) in toward}
     w.cause_graphs[w.events] = (graph, calls, trains)
 

@@ -32,6 +32,11 @@ __all__ = ["Kept", "Replacement", "WatchState"]
 
 _T = TypeVar("_T")
 
+#: this process's id, kept by a fork hook: ``os.getpid()`` is a system call, and the hooks ask
+#: at every ``backward()``, step, ``zero_grad()`` and recorded ``.grad`` read
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
 
 def _label(site: Site | None) -> str:
     """``errD_fake`` of ``errD_fake.backward()``: the loss as the user wrote it."""
@@ -130,7 +135,7 @@ class WatchState:
         # ``self``, not by the script's own assignments)
         self.handed: set[str] = set()
         self.user_paths: dict[str, str] = {}
-        self.pid = os.getpid()
+        self.pid = _PID[0]
         self.iteration = 0
         self.events = 0                 # backward calls and steps, in order
         self.step_events = 0
@@ -384,7 +389,7 @@ class WatchState:
 
     def here(self) -> bool:
         """Whether this is the process the watch began in (not a child the script forked)."""
-        return os.getpid() == self.pid
+        return _PID[0] == self.pid
 
     def _once(self, key: tuple, make: Callable[[], _T]) -> _T:
         """``make()``, computed once in this run for ``key`` (what the user's source says at a

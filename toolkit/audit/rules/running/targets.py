@@ -109,9 +109,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     trained_at = {s for node, s, _ in w.call_outputs if id(node) in w.trained_outputs}
     own = {s for s, made in made_by.items()
            if not made & untargeted and not made & w.trained_outputs and s not in trained_at}
-    toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
-                          set(search.nodes))
-    _trained_through(w, graph, untargeted, stepped, toward)
+    toward = graph.reaching(stepped)
+    _trained_through(w, graph, untargeted, stepped)
     names = w.names()
     found: dict[tuple, tuple[ScriptFinding, bool]] = {}
     # what earlier backwards of this iteration found at the same lines (one line that makes
@@ -202,15 +201,11 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
 
 
 def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],
-                     stepped: dict[int, int], toward: set[int] | None = None) -> None:
+                     stepped: dict[int, int]) -> None:
     """Note the calls' outputs this backward trains stepped tensors through, of the nodes
-    ``reached`` without passing a target (``toward``: the nodes that reach stepped tensors,
-    found when not given): a later backward of the iteration may not cut them
+    ``reached`` without passing a target: a later backward of the iteration may not cut them
     (:attr:`~toolkit.audit.rules.running.state.WatchState.trained_outputs`)."""
-    search = graph.search
-    if toward is None:
-        toward = graph.useful({search.leaf_node[i] for i in stepped if i in search.leaf_node},
-                              set(search.nodes))
+    toward = graph.reaching(stepped)
     w.trained_outputs.update(id(node) for node, _, _ in w.call_outputs
                              if id(node) in reached and id(node) in toward)
 
