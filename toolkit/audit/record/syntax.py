@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from toolkit.audit.files import read_source, split_lines
 
 __all__ = [
+    "argument_made_at",
     "argument_names",
     "assigned_name",
     "assigned_names",
@@ -230,6 +231,41 @@ def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str
     return {n.id for a in [*call.args, *(k.value for k in call.keywords)]
             for n in ast.walk(a) if isinstance(n, ast.Name)}
 
+
+
+def argument_made_at(path: str, span: tuple[int, int, int, int] | None) -> int | None:
+    """The line of the statement that last assigned, before the call at ``span``, the plain
+    name the call takes as its first argument (``params = [*a.parameters()]`` before
+    ``SGD(params, lr=0.1)``), in the call's own function (or at the module's top level);
+    ``None`` where the argument is no plain name or no such statement is there."""
+    found = call_at(path, span)
+    parsed = syntax_tree(path)
+    if found is None or parsed is None:
+        return None
+    call, _ = found
+    first = call.args[0] if call.args else next(
+        (k.value for k in call.keywords if k.arg == "params"), None)
+    if not isinstance(first, ast.Name):
+        return None
+    scope: ast.AST = parsed[0]
+    for node in ast.walk(parsed[0]):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                node.lineno < call.lineno <= (node.end_lineno or node.lineno) and \
+                node.lineno > getattr(scope, "lineno", 0):
+            scope = node
+    best = None
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue   # a scope of its own
+        if isinstance(node, ast.Assign | ast.AnnAssign) and \
+                (node.end_lineno or node.lineno) < call.lineno and any(
+                isinstance(t, ast.Name) and t.id == first.id
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            best = max(best or 0, node.lineno)
+        todo.extend(ast.iter_child_nodes(node))
+    return best
 
 #: the calls a loop walks a model's tensors or modules with: its variables are no progress of
 #: the run (``for name, p in model.named_parameters():``)

@@ -182,7 +182,7 @@ def end_of_iteration(w: WatchState) -> None:
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{len(keys)} tensors of {name} get gradient and {what}",
-            shown, shown, ((built.shown(),) if built is not None else ()) + at, edits,
+            shown, shown, _built_sites(built) + at, edits,
             advice=(f"hand it `{handed[2]}`" if handed is not None else
                     f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
                     f"{_parameters_text(module, name, set(keys))}" if (copied or idle) and edits
@@ -192,6 +192,15 @@ def end_of_iteration(w: WatchState) -> None:
                     f"constructor)"), step=w.step_events - 1,
             concerned=tuple(shown) + extra_concerned))
 
+
+def _built_sites(built: Site | None) -> tuple[str, ...]:
+    """The optimizer's line, and the line that made the list it was built over where the
+    line hands a name (``encoder_params = [*encoder.parameters(), *mu_head.parameters()]``
+    before ``RMSprop(encoder_params)``): the fix is as right in either."""
+    if built is None:
+        return ()
+    made = S.argument_made_at(built.path, built.span)
+    return (built.shown(), *(() if made is None else (Site(built.path, made, None).shown(),)))
 
 def _claimed(w: WatchState, wrong: int) -> tuple[str, ...]:
     """The misplaced ``wrong``-th optimizer's own tensors, which this finding is about too:
