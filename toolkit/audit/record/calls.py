@@ -511,7 +511,35 @@ def _itself(args: tuple[Any, ...]) -> bool:
     # sides must be computed by the same tensors
     return type(a.grad_fn) is type(b.grad_fn) and a.dtype == b.dtype \
         and bool(torch.equal(a.detach(), b.detach())) \
-        and read_graph([a.grad_fn]).leaves == read_graph([b.grad_fn]).leaves
+        and read_graph([a.grad_fn]).leaves == read_graph([b.grad_fn]).leaves \
+        and _one_computation(a, b)
+
+
+def _one_computation(a: torch.Tensor, b: torch.Tensor, budget: int = 2048) -> bool:
+    """Whether the graphs of ``a`` and ``b``, walked side by side, are one computation: the
+    same kinds of nodes down to the same nodes, reached as the same output of each. Two
+    pieces of one value (``chosen, rejected = logps.chunk(2)``, equal only by chance: both
+    zero while a policy equals its reference) reach one node as two of its outputs; they
+    are no value and itself. Past ``budget`` pairs of nodes, taken as one."""
+    todo = [((a.grad_fn, a.output_nr), (b.grad_fn, b.output_nr))]
+    seen: set[tuple[int, int]] = set()
+    while todo:
+        (x, i), (y, j) = todo.pop()
+        if x is y:
+            if i != j:
+                return False
+            continue
+        if x is None or y is None or type(x) is not type(y) or hasattr(x, "variable"):
+            return False   # another kind of node, or another leaf
+        if (id(x), id(y)) in seen:
+            continue
+        seen.add((id(x), id(y)))
+        if len(seen) > budget:
+            return True
+        if len(x.next_functions) != len(y.next_functions):
+            return False
+        todo.extend(zip(x.next_functions, y.next_functions))
+    return True
 
 
 def _first_order_names(rec: Any, scalars: bool = True) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Iterator
 
@@ -30,9 +31,13 @@ from torch.optim.optimizer import (
 )
 
 from toolkit.audit.record.frames import is_user
+from toolkit.audit.record.sites import TOOLKIT
 from toolkit.audit.script.session import Watch
 
 __all__ = ["installed"]
+
+#: the audit's and the lens's own files: calls they make are not the script's
+_AUDIT = (os.path.join(TOOLKIT, "audit", ""), os.path.join(TOOLKIT, "lens", ""))
 
 
 def _patch(owner: object, name: str, make, undo: list) -> None:
@@ -181,10 +186,11 @@ def installed(watch: Watch) -> Iterator[Watch]:
         return wrapper
 
     def detach(old):
+        # the audit's own reads of a value (a recording comparing two operands) cut nothing
         @functools.wraps(old)
         def wrapper(self):
             out = old(self)
-            if watch.here():
+            if watch.here() and not sys._getframe(1).f_code.co_filename.startswith(_AUDIT):
                 watch.detached(self, out)
             return out
         return wrapper
