@@ -107,9 +107,10 @@ def aliased(w: WatchState) -> None:
 
 
 def moved_toward_itself(w: WatchState, moves: list) -> None:
-    """Writes without a graph into tensors an optimizer steps of values computed from those
-    tensors themselves as another operand (``ema_p.mul_(d).add_(p, alpha=1 - d)``,
-    ``torch._foreach_lerp_(ema, params, w)``), recorded by the staged recording, where the
+    """Writes without a graph into tensors an optimizer steps (or that a network two names
+    bind holds: frozen through the name meant for the copy, no optimizer steps them) of values
+    computed from those tensors themselves as another operand (``ema_p.mul_(d).add_(p,
+    alpha=1 - d)``, ``torch._foreach_lerp_(ema, params, w)``), recorded by the staged recording, where the
     script's names bind two names to the network that holds them (``ema_model = net_model``
     for ``copy.deepcopy(net_model)``): the update meant to move a copy toward the trained
     network moves each of its tensors toward itself, so the copy (an EMA kept for sampling or
@@ -128,9 +129,15 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
         if isinstance(value, nn.Module) and name.isidentifier() and not name.startswith("_") \
                 and name != "self":
             by_module.setdefault(id(value), (value, []))[1].append(name)
+    # or a tensor of a network two names bind, which no optimizer steps (frozen through the
+    # name meant for the copy: ``teacher_head = student_head``, then the teacher's freeze)
+    for module, bound in by_module.values():
+        if len(bound) > 1:
+            for p in module.parameters():
+                by_storage.setdefault(storage_key(p), ("", p))
     done: set[int] = set()
     for _, view, line in found:
-        hit = by_storage.get(storage_key(view))   # the stepped tensor whose elements it is
+        hit = by_storage.get(storage_key(view))   # the tensor whose elements it is
         if hit is None:
             continue
         t = hit[1]
@@ -144,7 +151,8 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
                         for online in bound if copy != online
                         if (f := w.fixes.copy_at_alias(path, copy, online)) is not None), None)
             copy, online = (fix[0], fix[1]) if fix is not None else (bound[0], bound[1])
-            params = [p for p in module.parameters() if id(p) in stepped]
+            params = [p for p in module.parameters() if id(p) in stepped] or \
+                list(module.parameters())
             shown = tuple(names.get(id(p), "?") for p in params)
             if any(f.kind == "aliased" and set(f.concerned) & set(shown)
                    for f in w.findings.values()):
