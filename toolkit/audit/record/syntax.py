@@ -30,6 +30,7 @@ __all__ = [
     "progress_conditions",
     "receiver",
     "segment",
+    "sibling_holding",
     "statement_at",
     "statement_text",
     "switch_of",
@@ -181,6 +182,20 @@ def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 yield block
 
+
+def sibling_holding(path: str, line: int, sibling: int) -> int | None:
+    """The first line of the statement, in the block that holds the statement starting on
+    ``sibling``, whose lines hold ``line``: ``line`` itself where the two are in one block,
+    the line of an inner loop where ``line`` is inside it (a backward() in a loop over
+    micro-batches, beside the step after it); ``None`` where that block holds no such line."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    for block in blocks(parsed[0]):
+        if any(stmt.lineno == sibling for stmt in block):
+            return next((stmt.lineno for stmt in block
+                         if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)), None)
+    return None
 
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
     """The innermost ``with torch.no_grad():`` (or ``torch.inference_mode()``) whose body

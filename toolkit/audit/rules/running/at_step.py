@@ -67,6 +67,7 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
                 f"{opt_text or 'the optimizer'} steps: it is added to this step's")
         at = tuple(s.shown() for s in (src.site, site) if s is not None)
         edits: tuple = ()
+        inner = False
         # the loss's path into them cut where their output is made, or the clear
         cause = leak_cause.cut_at_cause(w, src, {id(p) for _, p in hit}) \
             if src.index >= 0 else None
@@ -76,8 +77,13 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         elif wrong is not None:
             at, edits = (wrong[0].shown(), *at), (wrong[1],)
         elif opt_text and first_own is not None and first_own.site is not None:
-            e = w.fixes.insert_before(first_own.site.path, first_own.site.line,
-                                f"{opt_text.strip('`')}.zero_grad()")
+            clear, own_site = f"{opt_text.strip('`')}.zero_grad()", first_own.site
+            # a backward inside a loop the step is not in (over micro-batches: gradient
+            # accumulation) is cleared after the step, where a window ends, not at each pass
+            inner = site is not None and site.path == own_site.path and S.sibling_holding(
+                site.path, own_site.line, site.line) not in (None, own_site.line)
+            e = w.fixes.insert_after(site.path, site.line, clear) if inner and site else \
+                w.fixes.insert_before(own_site.path, own_site.line, clear)
             edits = (e,) if e is not None else ()
         # tensors no backward of this step's own wrote (a policy's, held by the model's
         # optimizer, stale from the policy's update): the clear leaves them no gradient
@@ -90,7 +96,9 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
                            f"clear {opt_text} where {wrong[0]} clears an optimizer over "
                            f"frozen tensors" if wrong is not None else
                            f"call {(opt_text or 'the optimizer').strip('`')}.zero_grad() "
-                           f"before this step's own backward()"), step=w.step_events - 1,
+                           + ("after this step (its backward() calls are a loop's, whose "
+                              "window the step ends)" if inner else
+                              "before this step's own backward()")), step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit]),
             extra={"loses": True} if not any(id(p) in mine for _, p in hit) else {}))
 
