@@ -131,7 +131,28 @@ def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]]
         read = {segment(text, node.value), _shallow_copied(text, node.value)} & spellings
         if read:
             return node.lineno, _deep_copy(path, node.value, read.pop())
-    return None
+    return _put_in_container(path, tree, text, targets, spellings)
+
+
+def _put_in_container(path: str, tree: ast.Module, text: str, targets: set[str],
+                      spellings: set[str]) -> tuple[int, list[Edit]] | None:
+    """A loop's variable ``target`` over a container (``for net in target_nets``, in a
+    statement or a comprehension) that the one call ``target_nets.append(online)`` (or
+    ``.insert(i, online)``) filled with the online network: that argument made a copy
+    (Averaged-DQN's snapshots, ``target_nets.append(copy.deepcopy(q_net))``)."""
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For | ast.comprehension)]
+    containers = {segment(text, n.iter) for n in loops
+                  if isinstance(n.target, ast.Name) and n.target.id in targets
+                  and isinstance(n.iter, ast.Name | ast.Attribute)}
+    found = [(node.lineno, arg) for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr in ("append", "insert") and not node.keywords
+             and segment(text, node.func.value) in containers and node.args
+             for arg in node.args[-1:] if segment(text, arg) in spellings]
+    if len(found) != 1:
+        return None
+    line, arg = found[0]
+    return line, _deep_copy(path, arg, segment(text, arg))
 
 
 def deep_copy_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
