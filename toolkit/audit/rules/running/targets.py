@@ -142,9 +142,12 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 sites.append(at)
                 edits += [edit] if edit is not None else []
         else:
-            read = _made_cut(w, search.nodes[target], untargeted) or \
+            held_at = _held_cut(w, search.nodes[target], search.nodes[compare])
+            read = held_at or _made_cut(w, search.nodes[target], untargeted) or \
                 _read_cut(w, graph, search.nodes[compare], search.nodes[target])
-            if read is not None:
+            if held_at is not None:
+                sites, edits = held_at[0], [held_at[1]]
+            elif read is not None:
                 sites, edits = [read[0]], [read[1]]
             else:   # where it was made, as written before the lines are known
                 lines = True
@@ -337,6 +340,28 @@ def _same_expression(w: WatchState, graph: StepGraph, edges: list[tuple[int, int
                 if r != compare and _expression(w, graph, r) == at}
     return out
 
+
+def _held_cut(w: WatchState, target: object, compare: object
+              ) -> tuple[list[Site], Edit] | None:
+    """The target cut where the script made it, when it made it before this iteration's
+    forward and holds it since (MAS's anchor, ``old_params = {n: p.clone() ...}`` once
+    after the first task, read by every step of the second): every loss reads it from that
+    one line, where the recording saw it made. The sites: that line, and the line of this
+    loss that compares with it."""
+    rec = w.staged.rec
+    start = w.start_seq.get(w.iteration)
+    made = rec.made.get(id(target)) if rec is not None else None
+    if start is None or made is None or made[0] is not target or \
+            not 0 <= sequence(target) < start:
+        return None
+    line = made[1][0]
+    edit = w.fixes.detach_call(line.path, line.span) if line.path and line.span else None
+    if edit is None:
+        return None
+    read = rec.made.get(id(compare))
+    reads = [Site(r.path, r.number, r.span) for r in read[1][:1]] \
+        if read is not None and read[0] is compare else []
+    return [Site(line.path, edit.line, line.span), *reads], edit
 
 def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site, Edit] | None:
     """The target cut where the user's expression that computed it made it
