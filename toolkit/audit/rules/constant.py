@@ -27,9 +27,11 @@ a sum that adds a term to the loss counts (a node reached from the loss through 
 signs and constant factors alone; for a term added element for element, through no factor: a
 KL's fixed side, ``q * (log q - log p)``, compares): a cut value compared (a target),
 weighting a term, or scaled by zero is none, nor is a cut value added beside itself with its
-graph (a gradient scaled, ``x * s + x.detach() * (1 - s)``). The fix removes every cut the term is made of, but a
-cut of a value made by a strict part of what another cut's value is made by (real images'
-features beside the generated ones'), which is a target's.
+graph (a gradient scaled, ``x * s + x.detach() * (1 - s)``). The fix removes every cut the
+term is made of, but a cut of a value made by a strict part of what another cut's value is
+made by (real images' features beside the generated ones'), and, beside the cut of a network
+the loss trains another way, a cut of one it does not (a teacher's output beside the
+student's: DKD's non-target term), which are a target's.
 """
 
 from __future__ import annotations
@@ -116,6 +118,12 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             # (real images' features beside the generated ones') is a target's: it stays
             kept = [k for k, b in enumerate(behind)
                     if b and not any(b < other for other in behind)]
+            # and of a network the loss trains no other way, beside the cut of one it does (a
+            # teacher's output beside the student's, DKD's non-target term): the teacher's
+            trained = graph.search.leaf_node.keys()
+            elsewhere = [k for k in kept if not behind[k].isdisjoint(trained)]
+            if elsewhere:
+                kept = elsewhere
             cuts = tuple(cuts[k] for k in kept)
             reached = frozenset().union(*(behind[k] for k in kept))
             through = tuple(rec.names.name(t) for i, t in stepped.items() if i in reached)
