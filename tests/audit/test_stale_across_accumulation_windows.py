@@ -49,10 +49,18 @@ def test_a_window_left_uncleared_is_cleared_after_its_step(tmp_path):
 
 @pytest.mark.parametrize(("line", "sibling", "expected"), [
     (16, 17, 13),     # the backward inside the inner loop: that loop's line
-    (17, 17, 17),     # the step itself
+    (17, 17, None),   # the step itself
     (17, 14, None),   # a line outside the block (the step, beside the inner loop)
+    (5, 17, None),    # no loop holds it
 ])
-def test_the_statement_of_the_steps_block_that_holds_a_line(tmp_path, line, sibling, expected):
+def test_the_loop_beside_the_step_that_holds_a_line(tmp_path, line, sibling, expected):
     path = tmp_path / "t.py"
     path.write_text(SCRIPT.replace("CLEAR\n", ""), encoding="utf-8")
-    assert S.sibling_holding(str(path), line, sibling) == expected
+    assert S.loop_beside(str(path), line, sibling) == expected
+
+
+def test_a_backward_in_an_if_beside_the_step_is_in_no_loop(tmp_path):
+    path = tmp_path / "t.py"
+    path.write_text("for i in range(3):\n    if i:\n        loss.backward()\n"
+                    "    opt.step()\n", encoding="utf-8")
+    assert S.loop_beside(str(path), 3, 4) is None

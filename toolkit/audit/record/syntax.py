@@ -24,13 +24,13 @@ __all__ = [
     "freezes",
     "indent_of",
     "line_named",
+    "loop_beside",
     "no_grad_block",
     "no_grad_block_names",
     "no_grad_decorator",
     "progress_conditions",
     "receiver",
     "segment",
-    "sibling_holding",
     "statement_at",
     "statement_text",
     "switch_of",
@@ -183,19 +183,26 @@ def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
                 yield block
 
 
-def sibling_holding(path: str, line: int, sibling: int) -> int | None:
-    """The first line of the statement, in the block that holds the statement starting on
-    ``sibling``, whose lines hold ``line``: ``line`` itself where the two are in one block,
-    the line of an inner loop where ``line`` is inside it (a backward() in a loop over
-    micro-batches, beside the step after it); ``None`` where that block holds no such line."""
+def loop_beside(path: str, line: int, sibling: int) -> int | None:
+    """The first line of the outermost loop (``for``, ``while``) that holds ``line`` inside a
+    statement of the block that holds the statement starting on ``sibling`` (a backward() in
+    a loop over micro-batches, beside the step after it); ``None`` where ``line`` is in that
+    block itself, or in no loop of it."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
     for block in blocks(parsed[0]):
         if any(stmt.lineno == sibling for stmt in block):
-            return next((stmt.lineno for stmt in block
-                         if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)), None)
+            holder = next((stmt for stmt in block
+                           if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)), None)
+            if holder is None or holder.lineno == line:
+                return None
+            loops = [n for n in ast.walk(holder)
+                     if isinstance(n, ast.For | ast.AsyncFor | ast.While)
+                     and n.lineno < line <= (n.end_lineno or n.lineno)]
+            return min((n.lineno for n in loops), default=None)
     return None
+
 
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
     """The innermost ``with torch.no_grad():`` (or ``torch.inference_mode()``) whose body

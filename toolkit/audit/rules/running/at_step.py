@@ -80,8 +80,8 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
             clear, own_site = f"{opt_text.strip('`')}.zero_grad()", first_own.site
             # a backward inside a loop the step is not in (over micro-batches: gradient
             # accumulation) is cleared after the step, where a window ends, not at each pass
-            inner = site is not None and site.path == own_site.path and S.sibling_holding(
-                site.path, own_site.line, site.line) not in (None, own_site.line)
+            inner = site is not None and site.path == own_site.path and S.loop_beside(
+                site.path, own_site.line, site.line) is not None
             e = w.fixes.insert_after(site.path, site.line, clear) if inner and site else \
                 w.fixes.insert_before(own_site.path, own_site.line, clear)
             edits = (e,) if e is not None else ()
