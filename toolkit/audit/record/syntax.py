@@ -17,6 +17,7 @@ __all__ = [
     "assigned_name",
     "assigned_names",
     "attribute_path",
+    "block_body",
     "blocks",
     "call_at",
     "cutting_call",
@@ -212,6 +213,16 @@ def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
               and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
     return max(blocks, key=lambda b: b.lineno) if blocks else None
 
+
+def block_body(path: str, line: int) -> list[int]:
+    """The first lines of the statements in the body of the cutting ``with`` block that starts
+    on ``line`` (``with torch.no_grad():``); empty where no such block starts there."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return []
+    block = next((node for node in ast.walk(parsed[0]) if isinstance(node, ast.With)
+                  and node.lineno == line and any(_is_no_grad(i) for i in node.items)), None)
+    return [st.lineno for st in block.body] if block is not None else []
 
 def _block_around(path: str, line: int) -> tuple[ast.With, str] | None:
     """The innermost cutting ``with`` block of ``path`` around ``line``, and the file's text."""

@@ -438,9 +438,15 @@ def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None)
     last = w.last_step_of.get(id(p), -1)
     detaches = sorted((d for d in reversed(w.detaches) if d[3] >= last), key=lambda d: (
         os.path.abspath(d[1].path), d[1].line) not in read)
-    for node, site, _, _ in detaches:
+    for node, site, _, made in detaches:
         graph: Graph = read_graph([node])
         if id(p) in graph.leaves:
+            # made before the forward of the last backward (the loss of this step: a
+            # discriminator's step cut the fakes before it), a cut in that forward is this
+            # loss's (DiffAugment's generator augmented under no_grad)
+            own = _cut_mid_forward(w, p) if made < w.last_backward - 1 else None
+            if own is not None:
+                return own
             edit = w.fixes.remove_detach(site.path, site.span)
             # what every pass of that line cut (a detach in a loop or a comprehension)
             nodes = [n for n, s, _, _ in w.detaches if s == site]
@@ -492,8 +498,13 @@ def _cut_mid_forward(w: WatchState, p: torch.Tensor):
             if line is not None:
                 moved = w.fixes.out_of_no_grad(caller.path, caller.number)
                 cut = S.cutting_call(caller.path, caller.number) or "torch.no_grad()"
+                body = S.block_body(line.path, line.number) if moved is None else []
+                if len(body) == 1:   # a block of the step's own code, around a helper's call
+                    moved = w.fixes.out_of_no_grad(line.path, body[0])
+                    cut = S.cutting_call(line.path, body[0]) or "torch.no_grad()"
                 if moved is not None:
-                    what = f"`{S.statement_text(caller.path, moved[0])}` under `with {cut}`"
+                    what = f"`{S.statement_text(line.path if body else caller.path, moved[0])}`" \
+                        f" under `with {cut}`"
             else:
                 moved = w.fixes.off_decorator(caller.path, caller.number)
                 if moved is not None:
