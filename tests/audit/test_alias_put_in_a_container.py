@@ -51,6 +51,7 @@ def test_the_network_appended_to_its_snapshots_is_copied_there(tmp_path):
     found = failures(report)
     assert code == 1 and [f["kind"] for f in found] == ["aliased"], report["findings"]
     assert found[0]["at"][0] == "train.py:24: target_nets.append(q_net)"
+    assert "put a copy of `q_net` there (train.py:24): copy.deepcopy(q_net)" in str(found[0])
     applied(folder, "aliased", "--watch", "1")
     assert "target_nets.append(copy.deepcopy(q_net))\n" in (folder / "train.py").read_text()
     assert cli("--watch", "1", "train.py", cwd=folder).returncode == 0

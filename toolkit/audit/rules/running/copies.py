@@ -101,10 +101,18 @@ def aliased(w: WatchState) -> None:
             f"`{target}` and `{trained}` are one network: `{target}` is read under no_grad "
             f"as a target while `{trained}` trains, so the target is the trained network "
             f"itself", shown, shown, at, tuple(fix[1]) if fix is not None else (),
-            advice=f"make `{copied}` a copy: {copied} = "
-                   + (fix[1][0].new if fix is not None else f"copy.deepcopy({source})"),
+            advice=_copy_advice(copied, source, fix, line),
             step=w.step_events - 1, concerned=shown))
 
+
+def _copy_advice(copied: str, source: str, fix, line: Site | None) -> str:
+    """What the edit of an alias does, in words: the assignment made a copy, or, where the
+    fix puts a copy in the container the target is read from (``target_nets.append(q_net)``,
+    a statement that assigns nothing), that statement's edit."""
+    if fix is not None and line is not None and S.assigned_name(line.path, line.line) is None:
+        return f"put a copy of `{source}` there ({line}): {fix[1][0].new}"
+    return f"make `{copied}` a copy: {copied} = " + (
+        fix[1][0].new if fix is not None else f"copy.deepcopy({source})")
 
 def moved_toward_itself(w: WatchState, moves: list) -> None:
     """Writes without a graph into tensors an optimizer steps (or that a network two names
