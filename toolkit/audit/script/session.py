@@ -621,11 +621,11 @@ class Watch(WatchState):
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
         meant.note(self, graph.leaves, held)
-        untargeted = targets.targets(self, searched, site, held) if searched is not None \
-            else None
+        step = caller.f_code.co_name if caller is not None else ""
+        untargeted = targets.targets(self, searched, site, held, step) \
+            if searched is not None else None
         if searched is not None:
-            leak_cause.note(self, searched, set(held),
-                            caller.f_code.co_name if caller is not None else "")
+            leak_cause.note(self, searched, set(held), step)
         # between the loss and stepped tensors, or in a term of the loss beside them
         besides = beside(graph, held)
         self.beside.update(besides)

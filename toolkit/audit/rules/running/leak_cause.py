@@ -21,7 +21,7 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.rules.running.state import WatchState
-from toolkit.audit.rules.running.targets import cut_call
+from toolkit.audit.rules.running.targets import cut_call, where_made
 from toolkit.audit.truth.graph import Graph as StepGraph
 
 __all__ = ["cut_at_cause", "note"]
@@ -37,27 +37,13 @@ def note(w: WatchState, graph: StepGraph, stepped: set[int], step: str) -> None:
                           if k >= w.cause_events}
         w.cause_iteration, w.cause_events = w.iteration, w.events
     search = graph.search
-    calls = [(node, _where_made(w, node, site, step)) for node, site, _ in w.call_outputs
+    calls = [(node, where_made(w, node, site, step)) for node, site, _ in w.call_outputs
              if id(node) in search.nodes]
     if not calls:
         return
     toward = graph.reaching(stepped)
     trains = {(at.path, at.line) for node, at in calls if id(node) in toward}
     w.cause_graphs[w.events] = (graph, calls, trains)
-
-
-def _where_made(w: WatchState, node: Any, site: Site, step: str) -> Site:
-    """The line of the step's own code (the function ``step`` that called ``backward()``)
-    that made the output of the call at ``site`` (the call of a helper that returns it), or
-    ``site``."""
-    rec = w.staged.rec
-    made = rec.made.get(id(node)) if rec is not None else None
-    if made is None or made[0] is not node:
-        return site
-    line = next((x for x in made[1] if x.function == step), None)
-    if line is None or not line.path or line.span is None:
-        return site
-    return Site(line.path, line.number, line.span)
 
 
 def cut_at_cause(w: WatchState, src: Source, hit: set[int]) -> tuple[Site, Edit] | None:

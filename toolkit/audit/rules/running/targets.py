@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import sys
+from typing import Any
 
 import torch
 import torch.overrides
@@ -47,11 +48,11 @@ from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.audit.truth.labels import SELECTIONS
 from toolkit.lens.backward_graph import node_label
 
-__all__ = ["cut_call", "followers", "settle", "targets"]
+__all__ = ["cut_call", "followers", "settle", "targets", "where_made"]
 
 
 def targets(w: WatchState, graph: StepGraph, site: Site | None,
-            stepped: dict[int, int]) -> set[int] | None:
+            stepped: dict[int, int], step: str = "") -> set[int] | None:
     """A comparison in the head of the loss whose target side reaches tensors an optimizer
     steps (the step audit's rule, :func:`~toolkit.audit.rules.targets.target_edges`,
     on this backward's graph): a teacher's soft targets, a guessed label made by the
@@ -132,8 +133,13 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         placed = _own_calls(graph, target, untargeted, toward, sites_of, own)
         if placed is not None and len({(s.path, s.line) for s, _ in placed}) > 1:
             # calls on several lines (AWAC's two critics at the policy's actions and at the
-            # data's): the target they make is cut once, where it is made
-            placed = None
+            # data's): the target they make is cut once, where it is made; calls inside one
+            # helper that the step's function (``step``) calls on one line (DrQ's
+            # ``soft_target``) are cut at that call
+            made = {where_made(w, search.nodes[n], s, step) for s, n in placed} if step \
+                else set()
+            placed = [(made.pop(), placed[0][1])] if len(
+                {(m.path, m.line) for m in made}) == 1 and len(made) == 1 else None
         lines = False    # whether the cut waits for the lines of the next forward
         if placed is not None:
             sites, edits = [], []
@@ -202,6 +208,19 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     _report(w, key, list(found.values()), waiting or [])
     return untargeted
 
+
+def where_made(w: WatchState, node: Any, site: Site, step: str) -> Site:
+    """The line of the step's own code (the function ``step`` that called ``backward()``)
+    that made the output of the call at ``site`` (the call of a helper that returns it), or
+    ``site``."""
+    rec = w.staged.rec
+    made = rec.made.get(id(node)) if rec is not None else None
+    if made is None or made[0] is not node:
+        return site
+    line = next((x for x in made[1] if x.function == step), None)
+    if line is None or not line.path or line.span is None:
+        return site
+    return Site(line.path, line.number, line.span)
 
 def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],
                      stepped: dict[int, int]) -> None:
