@@ -118,14 +118,14 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
     """Writes without a graph into tensors an optimizer steps (or that a network two names
     bind holds: frozen through the name meant for the copy, no optimizer steps them) of values
     computed from those tensors themselves as another operand (``ema_p.mul_(d).add_(p,
-    alpha=1 - d)``, ``torch._foreach_lerp_(ema, params, w)``), recorded by the staged recording, where the
-    script's names bind two names to the network that holds them (``ema_model = net_model``
-    for ``copy.deepcopy(net_model)``): the update meant to move a copy toward the trained
-    network moves each of its tensors toward itself, so the copy (an EMA kept for sampling or
-    evaluation, a target network) is the trained network. The edit makes the assignment a
-    deep copy. One name for the network (a weight decay written by hand, ``p.add_(p,
-    alpha=-wd)``) is no finding, nor is a network :func:`aliased` names already (the copy read
-    as a target). ``moves`` is drained."""
+    alpha=1 - d)``, ``torch._foreach_lerp_(ema, params, w)``), recorded by the staged
+    recording, where the script's names bind two names to the network that holds them
+    (``ema_model = net_model`` for ``copy.deepcopy(net_model)``): the update meant to move a
+    copy toward the trained network moves each of its tensors toward itself, so the copy (an
+    EMA kept for sampling or evaluation, a target network) is the trained network. The edit
+    makes the assignment a deep copy. One name for the network (a weight decay written by
+    hand, ``p.add_(p, alpha=-wd)``) is no finding, nor is a network :func:`aliased` names
+    already (the copy read as a target). ``moves`` is drained."""
     found, moves[:] = list(moves), []
     if not found:
         return
