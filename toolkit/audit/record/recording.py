@@ -486,6 +486,12 @@ class Recording:
                 self.assigned[id(value.grad_fn)] = (value.grad_fn, line)
         _SETATTR(module, name, value)
 
+    def inside_forward(self, cuts: tuple) -> bool:
+        """Whether every one of ``cuts`` (``(line, how, origin)``) was made by a ``no_grad``
+        block inside a module's forward (the module's own stop-gradient: SuperLoss's
+        confidence), which only the dead rule reads."""
+        return all(any(origin is o for o in self.inside_origins) for _, _, origin in cuts)
+
     def note_made(self, out: Any) -> None:
         """Remember the user's line that made each tensor with a graph in ``out`` (the step's
         own operations, and the outputs of the outermost module calls)."""

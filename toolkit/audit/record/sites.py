@@ -29,15 +29,16 @@ from types import CodeType, FrameType
 import torch
 from torch import nn
 
-__all__ = ["INSTALLED", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame", "cut_by_user",
-           "forget_lines", "grad_off_line", "line_of", "step_line", "user_frame", "user_frames",
-           "user_line", "user_lines", "user_stack"]
+__all__ = ["INSTALLED", "OWN_PATHS", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame",
+           "cut_by_user", "forget_lines", "grad_off_line", "line_of", "step_line", "user_frame",
+           "user_frames", "user_line", "user_lines", "user_stack"]
 
 # frames of these folders are never user code: torch, the lens and the audit (of the toolkit's
 # folder); nor those of installed packages, or of Python's own modules
 TOOLKIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep,
-                  os.path.join(TOOLKIT, "lens", ""), os.path.join(TOOLKIT, "audit", ""))
+#: the lens's and the audit's own files: calls they make are not the script's
+OWN_PATHS = (os.path.join(TOOLKIT, "lens", ""), os.path.join(TOOLKIT, "audit", ""))
+_LIBRARY_PATHS = (os.path.dirname(torch.__file__) + os.sep, *OWN_PATHS)
 INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 # Python's own modules (copy.py, functools.py); installed packages may live below this folder
 STDLIB = tuple(dict.fromkeys(os.path.join(os.path.realpath(sysconfig.get_paths()[key]), "")
@@ -122,7 +123,7 @@ def called_by_user() -> bool:
     of a ``forward`` the user wrote), not by torch's (an ``nn.Linear``'s own ``forward``) or an
     installed package's: the first frame above the audit's own is the user's."""
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_PATHS[1:]):
+    while frame is not None and frame.f_code.co_filename.startswith(OWN_PATHS):
         frame = frame.f_back
     if frame is None:
         return False

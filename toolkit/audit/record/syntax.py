@@ -224,6 +224,7 @@ def block_body(path: str, line: int) -> list[int]:
                   and node.lineno == line and any(_is_no_grad(i) for i in node.items)), None)
     return [st.lineno for st in block.body] if block is not None else []
 
+
 def _block_around(path: str, line: int) -> tuple[ast.With, str] | None:
     """The innermost cutting ``with`` block of ``path`` around ``line``, and the file's text."""
     parsed = syntax_tree(path)
@@ -265,7 +266,6 @@ def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str
             for n in ast.walk(a) if isinstance(n, ast.Name)}
 
 
-
 def argument_made_at(path: str, span: tuple[int, int, int, int] | None) -> int | None:
     """The line of the statement that last assigned, before the call at ``span``, the plain
     name the call takes as its first argument (``params = [*a.parameters()]`` before
@@ -299,6 +299,7 @@ def argument_made_at(path: str, span: tuple[int, int, int, int] | None) -> int |
             best = max(best or 0, node.lineno)
         todo.extend(ast.iter_child_nodes(node))
     return best
+
 
 #: the calls a loop walks a model's tensors or modules with: its variables are no progress of
 #: the run (``for name, p in model.named_parameters():``)

@@ -99,7 +99,7 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
     seen = set()
     heads: dict[tuple[str, bool], set[int]] = {}
     for call, cuts, added, node, scalar in rec.cut_added:
-        if call != rec.call or _inside(rec, cuts):
+        if call != rec.call or rec.inside_forward(cuts):
             continue
         for loss, graph in step.graphs.items():
             # a term added element for element is one where the loss sums those elements as
@@ -272,9 +272,3 @@ def _sums_of(graph: Graph, *, scaled: bool = True) -> set[int]:
         if label in _SUMMING or (scaled and label in ("Mul", "Div") and len(inputs) == 1):
             todo.extend(graph.children.get(key, ()))
     return out
-
-
-def _inside(rec: Any, cuts: tuple) -> bool:
-    """Whether every one of ``cuts`` was made by a ``no_grad`` block inside a module's forward
-    (the module's own stop-gradient: SuperLoss's confidence): not a term this rule judges."""
-    return all(any(origin is o for o in rec.inside_origins) for _, _, origin in cuts)

@@ -71,8 +71,7 @@ def check(step: RecordedStep) -> Found:
     found = []
     seen = set()
     for call, cuts, read, name, node in rec.cut_read:
-        if call != rec.call or name not in _READS or all(
-                any(origin is o for o in rec.inside_origins) for _, _, origin in cuts):
+        if call != rec.call or name not in _READS or rec.inside_forward(cuts):
             continue
         for loss, graph in step.graphs.items():
             nodes = graph.search.nodes

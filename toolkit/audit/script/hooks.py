@@ -14,7 +14,6 @@ import contextlib
 import copy
 import functools
 import importlib
-import os
 import sys
 from collections.abc import Iterator
 
@@ -31,13 +30,10 @@ from torch.optim.optimizer import (
 )
 
 from toolkit.audit.record.frames import is_user
-from toolkit.audit.record.sites import TOOLKIT
+from toolkit.audit.record.sites import OWN_PATHS
 from toolkit.audit.script.session import Watch
 
 __all__ = ["installed"]
-
-#: the audit's and the lens's own files: calls they make are not the script's
-_AUDIT = (os.path.join(TOOLKIT, "audit", ""), os.path.join(TOOLKIT, "lens", ""))
 
 
 def _patch(owner: object, name: str, make, undo: list) -> None:
@@ -190,7 +186,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
         @functools.wraps(old)
         def wrapper(self):
             out = old(self)
-            if watch.here() and not sys._getframe(1).f_code.co_filename.startswith(_AUDIT):
+            if watch.here() and not sys._getframe(1).f_code.co_filename.startswith(OWN_PATHS):
                 watch.detached(self, out)
             return out
         return wrapper

@@ -37,6 +37,7 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import read_graph, sequence
 from toolkit.audit.record.frames import Site, is_user
+from toolkit.audit.record.sites import Line
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.fix_writer import FixWriter
@@ -138,8 +139,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             # ``soft_target``) are cut at that call
             made = {where_made(w, search.nodes[n], s, step) for s, n in placed} if step \
                 else set()
-            placed = [(made.pop(), placed[0][1])] if len(
-                {(m.path, m.line) for m in made}) == 1 and len(made) == 1 else None
+            placed = [(made.pop(), placed[0][1])] if len(made) == 1 else None
         lines = False    # whether the cut waits for the lines of the next forward
         if placed is not None:
             sites, edits = [], []
@@ -209,18 +209,23 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     return untargeted
 
 
+def _made_lines(w: WatchState, node: Any) -> tuple[Line, ...]:
+    """The user's lines, innermost first, where the recording saw ``node`` made (none where
+    it did not)."""
+    rec = w.staged.rec
+    made = rec.made.get(id(node)) if rec is not None else None
+    return made[1] if made is not None and made[0] is node else ()
+
+
 def where_made(w: WatchState, node: Any, site: Site, step: str) -> Site:
     """The line of the step's own code (the function ``step`` that called ``backward()``)
     that made the output of the call at ``site`` (the call of a helper that returns it), or
     ``site``."""
-    rec = w.staged.rec
-    made = rec.made.get(id(node)) if rec is not None else None
-    if made is None or made[0] is not node:
-        return site
-    line = next((x for x in made[1] if x.function == step), None)
+    line = next((x for x in _made_lines(w, node) if x.function == step), None)
     if line is None or not line.path or line.span is None:
         return site
     return Site(line.path, line.number, line.span)
+
 
 def _trained_through(w: WatchState, graph: StepGraph, reached: set[int],
                      stepped: dict[int, int]) -> None:
@@ -367,20 +372,17 @@ def _held_cut(w: WatchState, target: object, compare: object
     after the first task, read by every step of the second): every loss reads it from that
     one line, where the recording saw it made. The sites: that line, and the line of this
     loss that compares with it."""
-    rec = w.staged.rec
     start = w.start_seq.get(w.iteration)
-    made = rec.made.get(id(target)) if rec is not None else None
-    if start is None or made is None or made[0] is not target or \
-            not 0 <= sequence(target) < start:
+    made = _made_lines(w, target)
+    if start is None or not made or not 0 <= sequence(target) < start:
         return None
-    line = made[1][0]
+    line = made[0]
     edit = w.fixes.detach_call(line.path, line.span) if line.path and line.span else None
     if edit is None:
         return None
-    read = rec.made.get(id(compare))
-    reads = [Site(r.path, r.number, r.span) for r in read[1][:1]] \
-        if read is not None and read[0] is compare else []
+    reads = [Site(r.path, r.number, r.span) for r in _made_lines(w, compare)[:1]]
     return [Site(line.path, edit.line, line.span), *reads], edit
+
 
 def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site, Edit] | None:
     """The target cut where the user's expression that computed it made it

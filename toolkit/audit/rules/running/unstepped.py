@@ -202,6 +202,7 @@ def _built_sites(built: Site | None) -> tuple[str, ...]:
     made = S.argument_made_at(built.path, built.span)
     return (built.shown(), *(() if made is None else (Site(built.path, made, None).shown(),)))
 
+
 def _claimed(w: WatchState, wrong: int) -> tuple[str, ...]:
     """The misplaced ``wrong``-th optimizer's own tensors, which this finding is about too:
     its dead finding, waiting, is this one's."""
