@@ -85,3 +85,40 @@ def test_a_gradient_cleared_by_hand_after_unrecorded_iterations_is_still_seen(
     assert [f.iteration for f in cleared] == [6]
     assert cleared[0].at[0].startswith("train.py:15: for p in model.parameters():")
     assert inspect.isgetsetdescriptor(torch.Tensor.grad)
+
+
+# a script that notes, at each iteration, which ``nn.Module.__setattr__`` is in place, and keeps
+# a tensor with a graph in a module's attribute (a state carried in the module)
+SETATTR = """
+import json, sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+seen, kept = [], []
+for it in range(12):
+    opt.zero_grad()
+    out = model(torch.randn(8, 4))
+    model.last = out.sum()
+    kept.append(model.last is not None and model.last.grad_fn is not None)
+    seen.append(id(nn.Module.__setattr__))
+    out.pow(2).mean().backward()
+    opt.step()
+with open(sys.argv[1], "w") as fh:
+    json.dump({"seen": seen, "kept": kept}, fh)
+"""
+
+
+def test_the_recordings_class_patches_stay_from_the_first_audit_to_the_end(
+        tmp_path: Path) -> None:
+    # patching ``nn.Module`` empties the attribute caches of each of its subclasses: the
+    # recording's patch is put in once and taken out once, not at each audited iteration
+    own = torch.nn.Module.__setattr__
+    out = tmp_path / "seen.json"
+    run_script(_script(tmp_path, SETATTR), [str(out)], Watch(every=5))
+    seen = json.loads(out.read_text())
+    assert len(set(seen["seen"])) == 1 and seen["seen"][0] != id(own)
+    assert all(seen["kept"])   # assigned through the patch, recorded or not
+    assert torch.nn.Module.__setattr__ is own   # and torch's own again after the run

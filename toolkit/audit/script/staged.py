@@ -26,6 +26,7 @@ tensors, is theirs: :meth:`Staged.findings` leaves it out.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import os
 from collections.abc import Iterable, Sequence
@@ -92,6 +93,8 @@ class Staged:
         self.names = Names()
         self.rec: Recording | None = None
         self.entered = False
+        # the recording's patches of classes, held from its first entry to :meth:`close`
+        self._patches: contextlib.ExitStack | None = None
         # (iteration, step, the loss's label, the names the user's frames bind to tensors
         # with a graph there, what the rules found)
         self.audits: list[tuple[int, int, str, frozenset[str], StepAudit]] = []
@@ -145,6 +148,8 @@ class Staged:
         if self.entered:
             rec.unsuspend()
         else:
+            if self._patches is None:
+                self._patches = rec.hold_patches()
             rec.__enter__()
             self.entered = True
 
@@ -164,6 +169,9 @@ class Staged:
     def close(self) -> None:
         """Stop recording for good (the audited iterations are done)."""
         self.leave()
+        if self._patches is not None:
+            self._patches.close()
+            self._patches = None
         self.rec = None
         _drop_gone()
 
