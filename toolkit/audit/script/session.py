@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import os
+import runpy
 import sys
 import types
 import weakref
@@ -111,6 +112,9 @@ class Stop(BaseException):
 _TRANSPARENT = frozenset(os.path.abspath(f) for f in (
     torch.overrides.__file__, zeroed.__file__, kept_in_sync.__file__, hard_values.__file__,
     record_calls.__file__, os.path.join(os.path.dirname(__file__), "hooks.py")))
+#: the code that runs a script as ``__main__`` (``runpy.run_path``): the frames outside it (the
+#: command's own, the same for every ``backward()`` of the script) end a stack's key
+_RUNS_SCRIPT = getattr(getattr(runpy, "_run_code", None), "__code__", None)
 
 
 class _StackKeys:
@@ -135,11 +139,13 @@ class _StackKeys:
         return entry
 
     def __call__(self, frame: FrameType | None) -> tuple[int, ...]:
-        """The key of the stack from ``frame`` outwards."""
+        """The key of the stack from ``frame`` outwards, to the frame that runs the script."""
         key: list[int] = []
         last: CodeType | None = None
         while frame is not None:
             code = frame.f_code
+            if code is _RUNS_SCRIPT:
+                break
             entry = self._by_id.get(id(code)) or self._learn(code)
             _, number, skip, user, lines = entry
             # a mode's dispatch calls the same function again: its outer frame is left out
@@ -354,14 +360,13 @@ class Watch(WatchState):
 
     def _called(self, module: nn.Module, args: tuple, output: object,
                 frame: FrameType | None) -> None:
-        # only calls made by the user's code itself: the caller is a user frame
-        while frame is not None and frame.f_code.co_name in ("inner", "_call_impl",
-                                                                  "_wrapped_call_impl"):
+        # only calls made by the user's code itself: past torch's frames that run the hooks,
+        # the caller is the user's innermost frame
+        while frame is not None and frame.f_code.co_name in (
+                "inner", "_call_impl", "_wrapped_call_impl") and \
+                not is_user(frame.f_code.co_filename):
             frame = frame.f_back
-        if frame is None:
-            return
-        caller = user_frame(1)
-        if caller is not frame:
+        if frame is None or not is_user(frame.f_code.co_filename):
             return
         site = site_of(frame)
         outs = tensors_in(output)
@@ -491,8 +496,9 @@ class Watch(WatchState):
             self.clearing.setdefault(lines, set()).update(keys)
             # a gradient this iteration's backward wrote, cleared under a condition on the run's
             # progress (the source read only for such a clear: most clear before the backward)
-            wrote = {id(t) for t in tensors if t.grad is not None
-                     and self.reached_at.get(id(t), -1) > self.last_step_event}
+            # (``.grad`` read last: while the watch records, each read calls the hook)
+            wrote = {id(t) for t in tensors if self.reached_at.get(id(t), -1) >
+                     self.last_step_event and t.grad is not None}
             if wrote and self.progress_conditions(lines):
                 self.scheduled.update(wrote)
 
