@@ -15,7 +15,7 @@ import torch
 
 from toolkit.audit.record.sites import INSTALLED, STDLIB, TOOLKIT
 
-__all__ = ["Site", "is_user", "site_of", "user_frame"]
+__all__ = ["Site", "is_user", "site_of", "user_file_lines", "user_frame"]
 
 # torch's folder, the whole toolkit's, Python's own modules and the installed packages': their
 # frames are never the user's
@@ -45,6 +45,16 @@ def user_frame(depth: int = 1) -> FrameType | None:
     while frame is not None and not is_user(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+def user_file_lines(frame: FrameType | None) -> list[tuple[str, int]]:
+    """The user's frames from ``frame`` outwards, as ``(file, line)``."""
+    out = []
+    while frame is not None:
+        if is_user(frame.f_code.co_filename):
+            out.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
+        frame = frame.f_back
+    return out
 
 
 def scope_lines(frame: FrameType | None) -> tuple[tuple[str, int, int], ...]:
