@@ -46,10 +46,14 @@ from toolkit.audit.rules.running.state import WatchState
 from toolkit.audit.rules.running.zeroed import cut_operand
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.truth.labels import SELECTIONS
+from toolkit.audit.truth.labels import SELECTIONS, VIEWS
 from toolkit.lens.backward_graph import node_label
 
 __all__ = ["cut_call", "followers", "settle", "targets", "where_made"]
+
+#: operations that hand on their one operand with a graph changed only by constants (a penalty
+#: already cut added to it, a scale) or rearranged
+_CARRYING = frozenset({"Add", "Sub", "Mul", "Div", "Neg"}) | VIEWS
 
 
 def targets(w: WatchState, graph: StepGraph, site: Site | None,
@@ -405,6 +409,9 @@ def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site
                 id(below) in untargeted or id(below) in w.trained_outputs:
             break
         target, s, walked = below, made, True
+    carried = _carried_from(w, target, s, untargeted) if not walked and s is not None else None
+    if carried is not None:
+        target, s, walked = *carried, True
     # a call is cut where it is made; a value selected from (any expression) where that line
     # makes it; a value the loss reads whole by its name, where the loss reads it
     cut = w.fixes.detach_expression if walked else w.fixes.detach_call
@@ -412,6 +419,29 @@ def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site
     if s is None or edit is None:
         return None
     return Site(s.path, edit.line, s.span), edit
+
+
+def _carried_from(w: WatchState, target: Any, s: Site, untargeted: set[int]
+                  ) -> tuple[Any, Site] | None:
+    """The value a target made of one value with a graph and constants carries, with the site
+    that made it (``returns = kl_penalty + advantages.unsqueeze(1)``, the penalty cut:
+    ``advantages``, where the line before makes it), when another line made it and the loss
+    reads it only through the target: the gradient the target carries is that value's, cut
+    where it is made."""
+    node = target
+    while node_label(node) in _CARRYING:
+        graphs = [n for n, _ in node.next_functions if n is not None]
+        if len(graphs) != 1:
+            return None
+        node = graphs[0]
+        made = w.made_at.site(node) if w.made_at is not None else None
+        if made is None:
+            return None
+        if (made.path, made.line) != (s.path, s.line):
+            if id(node) in untargeted or id(node) in w.trained_outputs:
+                return None
+            return node, made
+    return None
 
 
 def _read_cut(w: WatchState, graph: StepGraph, compare: object, target: object
