@@ -205,6 +205,29 @@ def loop_beside(path: str, line: int, sibling: int) -> int | None:
     return None
 
 
+def outside_loop_of(path: str, line: int, inner: int) -> bool:
+    """Whether ``line`` of ``path`` is a statement of the function (or the module) that holds
+    ``inner`` outside the innermost loop (``for``, ``while``) that holds ``inner``: made before
+    a training loop, or between its epochs, and read by every step of the loop (a memory bank
+    made once). ``False`` where no loop holds ``inner``, or ``line`` is in another function (a
+    helper the loop calls)."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return False
+    nodes = list(ast.walk(parsed[0]))
+
+    def around(at: int, kinds: tuple[type, ...]) -> ast.AST | None:
+        held = [n for n in nodes if isinstance(n, kinds)
+                and n.lineno < at <= (n.end_lineno or n.lineno)]
+        return max(held, key=lambda n: n.lineno, default=None)
+
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    if around(line, functions) is not around(inner, functions):
+        return False
+    loop = around(inner, (ast.For, ast.AsyncFor, ast.While))
+    return loop is not None and not loop.lineno <= line <= (loop.end_lineno or loop.lineno)
+
+
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
     """The innermost ``with torch.no_grad():`` (or ``torch.inference_mode()``) whose body
     holds ``line``, or ``None``."""

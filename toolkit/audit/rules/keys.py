@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import CutKeys
+from toolkit.audit.record import syntax as S
 from toolkit.audit.rules.constant import cut_behind, uncut
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import VIEWS
@@ -83,6 +84,11 @@ def check(step: RecordedStep) -> Found:
             if any(how == "detach" and origin.grad_fn._sequence_nr() < rec.marks[-1]
                    for _, how, origin in cuts):
                 continue   # keys made by an earlier call (a memory carried, a bank): cut there
+            if step.loss_at is not None and all(
+                    line is not None and line.path == step.loss_at[0]
+                    and S.outside_loop_of(line.path, line.number, step.loss_at[1])
+                    for line, _, _ in cuts):
+                continue   # made before the loop that trains (a bank made once), in a script
             key = (tuple((line, line.span if line else None) for line, _, _ in cuts), loss)
             if key in seen:
                 continue

@@ -213,6 +213,8 @@ class Staged:
                             for name, graph in recorded.graphs.items()}
         recorded.prover = Prover(recorded)
         recorded.namespace = namespace
+        if frame is not None:
+            recorded.loss_at = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
         audit = run_rules(recorded, _RULES)
         if not audit.ok:
             graphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)

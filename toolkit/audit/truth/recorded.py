@@ -71,6 +71,9 @@ class RecordedStep:
     # where an optimizer's parameters, written at the line that builds it, are read again
     namespace: dict[str, Any] = field(default_factory=dict)
     function: Any = None  # the step's plain function (its code: where a reset goes)
+    # a script's: the file and line of the backward() that differentiates the losses (the
+    # loop around it is the step's; what a statement outside that loop made, the run holds)
+    loss_at: tuple[str, int] | None = None
     step: Any = None  # the step as given (a bound method's self: where it keeps state)
     # each loss's real gradients (one autograd.grad per loss): what the rules count
     truth: Truth = field(default_factory=Truth)
