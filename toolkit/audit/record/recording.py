@@ -15,6 +15,9 @@
   that paths and cuts name modules;
 - marks every toolkit cut (``trace_cuts``) and every *disabled* named block with a node carrying
   its name;
+- patches a few classes (:mod:`toolkit.audit.record.patches`): the lines that keep a tensor
+  with a graph in a module's attribute, the threads the step starts, what a reentrant
+  checkpoint reads, the state of schedulers and ``GradScaler`` before the step moves it;
 - takes the sequence number autograd gives each new node before each call, so that nodes made
   before the second call are recognisable in its graph.
 
@@ -25,7 +28,6 @@ about to write in place, so that the audit can put it back.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import threading
 import weakref
@@ -35,7 +37,6 @@ from types import FrameType
 from typing import Any
 
 import torch
-import torch.utils.checkpoint
 from torch import nn
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -52,6 +53,7 @@ from toolkit.audit.record.calls import (
     tensors_in,
 )
 from toolkit.audit.record.names import Names
+from toolkit.audit.record.patches import ClassPatches
 from toolkit.audit.record.sites import (
     Line,
     forget_lines,
@@ -65,13 +67,12 @@ from toolkit.audit.record.sites import (
     user_stack,
 )
 from toolkit.audit.record.source import operand_holding
-from toolkit.audit.record.state import STATEFUL, StateSnapshot
+from toolkit.audit.record.state import StateSnapshot
 from toolkit.core.stop_gradient import observe_cuts
 from toolkit.lens.backward_graph import trace_cuts
 
 __all__ = ["Edge", "Recording", "Write", "is_open_marker"]
 
-_SETATTR = nn.Module.__setattr__
 _LOSSES = (nn.modules.loss._Loss,)  # every torch loss module (MSELoss, KLDivLoss, …)
 # --- naming ----------------------------------------------------------------------------------------
 
@@ -361,7 +362,8 @@ class Recording:
         self._stack = contextlib.ExitStack()
         # paused by :meth:`suspend`: the hooks stay, each passing its call through
         self.suspended = False
-        # the classes' patches installed by :meth:`hold_patches`, not by each entry
+        # the classes' patches, installed by :meth:`hold_patches` or else by each entry
+        self.patches = ClassPatches(self)
         self._held = False
         self._calls: CallWatch | None = None
 
@@ -471,23 +473,6 @@ class Recording:
                     if not any(x == inner and x.span == inner.span for x, _ in readers[1]):
                         readers[1].append((inner, operand_holding(inner, frame, t)))
 
-    def _assign(self, module: nn.Module, name: str, value: Any) -> None:
-        """``Module.__setattr__`` while recording: the line that assigns a tensor with a graph
-        to a module's attribute or buffer (a state kept in the module)."""
-        if self.suspended:
-            _SETATTR(module, name, value)
-            return
-        if isinstance(value, torch.Tensor) and not self.busy:
-            # whether the attribute was None before the step first stored a tensor there (a
-            # memory made lazily: setting it to None again runs a call as the first ran)
-            self.first_none.setdefault((id(module), name), getattr(module, name, None) is None)
-        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not self.busy:
-            line = user_line(installed=True)
-            if line is not None:
-                self.lines[("assign", id(module), name)] = line
-                self.assigned[id(value.grad_fn)] = (value.grad_fn, line)
-        _SETATTR(module, name, value)
-
     def inside_forward(self, cuts: tuple) -> bool:
         """Whether every one of ``cuts`` (``(line, how, origin)``) was made by a ``no_grad``
         block inside a module's forward (the module's own stop-gradient: SuperLoss's
@@ -554,13 +539,6 @@ class Recording:
         if label not in ran:
             ran.append(label)
         return True
-
-    def _start_thread(self, thread: threading.Thread) -> None:
-        """Note a thread the step starts, with the user's line that starts it."""
-        if threading.get_ident() == self.thread and not self.busy and not self.suspended:
-            line = user_line(3, installed=True)
-            at = "" if line is None else f"started at {line.file}:{line.number}"
-            self.threads.setdefault(self.call, {}).setdefault(thread.name, []).insert(0, at)
 
     def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
         if self.suspended or self._other_thread(module):
@@ -755,53 +733,20 @@ class Recording:
         self.suspended = False
         self._calls = stack.enter_context(CallWatch(self))
         if not self._held:
-            self._patch_classes(stack)
+            self.patches.install(stack)
         return self
 
     def hold_patches(self) -> contextlib.ExitStack:
-        """Install the classes' patches (:meth:`_patch_classes`) until the stack returned is
-        closed, across the times the recording is entered and left (a script's audited
-        iterations), so that no entry pays for them: patching a class empties Python's
-        attribute caches of each of its subclasses, about a millisecond for ``nn.Module``'s.
-        While the recording is not entered, they pass every call through."""
+        """Install the classes' patches (:class:`~toolkit.audit.record.patches.ClassPatches`)
+        until the stack returned is closed, across the times the recording is entered and left
+        (a script's audited iterations), so that no entry pays for them: patching a class
+        empties Python's attribute caches of each of its subclasses, about a millisecond for
+        ``nn.Module``'s. While the recording is not entered, they pass every call through."""
         stack = contextlib.ExitStack()
-        self._patch_classes(stack)
+        self.patches.install(stack)
         self._held = self.suspended = True
         stack.callback(setattr, self, "_held", False)
         return stack
-
-    def _patch_classes(self, stack: contextlib.ExitStack) -> None:
-        """The patches of classes, each put back by ``stack``: the threads the step starts,
-        what it assigns to a module's attributes, checkpoints and stateful objects."""
-        start = threading.Thread.start
-
-        def start_noted(thread: threading.Thread) -> None:
-            self._start_thread(thread)
-            start(thread)
-
-        threading.Thread.start = start_noted  # type: ignore[method-assign]
-        stack.callback(setattr, threading.Thread, "start", start)
-        nn.Module.__setattr__ = lambda module, name, value: self._assign(module, name, value)
-        stack.callback(setattr, nn.Module, "__setattr__", _SETATTR)
-        self._watch_checkpoints(stack)
-        self._watch_stateful(stack)
-
-    def _watch_stateful(self, stack: contextlib.ExitStack) -> None:
-        """Save a ``GradScaler`` or a scheduler before the step first moves it (``update()``,
-        ``step()``: :data:`~toolkit.audit.record.state.STATEFUL`), so that the audit can put
-        its state back."""
-        def saving(original: Any) -> Any:
-            @functools.wraps(original)
-            def method(obj: Any, *args: Any, **kwargs: Any) -> Any:
-                if self.snapshot is not None and not self.suspended:
-                    self.snapshot.save_stateful(obj)
-                return original(obj, *args, **kwargs)
-            return method
-
-        for owner, name in STATEFUL:
-            original = owner.__dict__[name]
-            setattr(owner, name, saving(original))
-            stack.callback(setattr, owner, name, original)
 
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """An ``optimizer.step()`` inside the step: save the optimizer (state, tensors,
@@ -814,32 +759,6 @@ class Recording:
 
     def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.stepping = max(0, self.stepping - 1)
-
-    def _watch_checkpoints(self, stack: contextlib.ExitStack) -> None:
-        """Record what each reentrant ``torch.utils.checkpoint`` reads, by its backward node.
-
-        With ``use_reentrant=True`` the checkpointed function runs with gradients off and is run
-        again during backward: the parameters it reads are reached through the checkpoint's
-        node, not through any edge of the graph. The node is the ``ctx`` of the checkpoint's
-        ``forward``, so the reads are filed under it.
-        """
-        function = getattr(torch.utils.checkpoint, "CheckpointFunction", None)
-        if function is None:  # pragma: no cover - a torch without the reentrant variant
-            return
-        original = function.__dict__["forward"]
-
-        def forward(ctx: Any, *args: Any) -> Any:
-            if self.suspended:
-                return original.__func__(ctx, *args)
-            self.lines[("checkpoint", id(ctx))] = user_line()
-            self._checkpointing.append(set())
-            try:
-                return original.__func__(ctx, *args)
-            finally:
-                self.checkpoints[id(ctx)] = (ctx, self._checkpointing.pop())
-
-        function.forward = staticmethod(forward)
-        stack.callback(setattr, function, "forward", original)
 
     def suspend(self) -> None:
         """Stop recording for a while, cheaply: the calls' mode leaves the stack and every
