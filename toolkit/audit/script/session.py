@@ -284,6 +284,7 @@ class Watch(ModuleCalls):
         self.on_at_build[len(self.optimizers) - 1] = {
             id(p) for g in opt.param_groups for p in g["params"] if p.requires_grad}
         frame = user_frame(2)
+        self.built_event[id(opt)] = self.events
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
         if frame is not None:
             self.built_in[id(opt)] = (os.path.abspath(frame.f_code.co_filename),

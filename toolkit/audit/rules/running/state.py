@@ -190,6 +190,8 @@ class WatchState:
         self.written_at: dict[int, int] = {}   # tensor id -> the last backward writing its .grad
         self.optimizers: list[torch.optim.Optimizer] = []
         self.built_at: dict[int, Site | None] = {}
+        # id(optimizer) -> the events counted when it was built (backward() calls and steps)
+        self.built_event: dict[int, int] = {}
         # id(optimizer) -> each parameter group as built: its tensors' dimensions and settings
         self.built_groups: dict[int, list[tuple[tuple[int, ...], dict[str, object]]]] = {}
         # id of each stepped tensor whose storage was compared with the networks' (at_step.views)

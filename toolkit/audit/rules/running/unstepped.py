@@ -133,10 +133,15 @@ def end_of_iteration(w: WatchState) -> None:
         # chosen above)
         copied = wrong is None and opts and _held_elsewhere(w, opts[0], holding)
         # or the optimizer stepped after their loss alone holds only frozen tensors (BRAC's
-        # actor optimizer built over the behaviour policy, frozen after its phase): it is
-        # built over the wrong network, and adding these to it would keep that mistake
-        idle = alone is not None and opt is not None and not any(
+        # actor optimizer built over the behaviour policy, frozen after its phase), or only
+        # tensors no backward reached since it was built (SimPO's, built over the SFT model
+        # the policy was copied from, which the second phase never calls): it is built over
+        # the wrong network, and adding these to it would keep that mistake
+        frozen = opt is not None and not any(
             p.requires_grad for g in opt.param_groups for p in g["params"])
+        idle = alone is not None and opt is not None and (frozen or not any(
+            w.reached_at.get(id(p), -1) > w.built_event.get(id(opt), -1)
+            for g in opt.param_groups for p in g["params"]))
         # or the helper that steps it was handed it where another optimizer, named there
         # too, holds these tensors (``train(epoch, net2, net1, optimizer1)`` beside
         # ``optimizer2`` over net2): the argument is what was copied, not the constructor
@@ -159,8 +164,9 @@ def end_of_iteration(w: WatchState) -> None:
                     what = (f"the loss of {opt_text}'s step trains them and none of the "
                             f"tensors it holds: it is built over the wrong parameters")
                 elif idle:
+                    held = "frozen tensors" if frozen else "tensors no loss reached since"
                     what = (f"the loss of their backward reaches no tensor an optimizer "
-                            f"steps: {opt_text}, stepped after it, holds only frozen tensors: "
+                            f"steps: {opt_text}, stepped after it, holds only {held}: "
                             f"it is built over the wrong parameters")
                 else:
                     # the tensors it stepped a second time move differently once it is not
