@@ -164,7 +164,8 @@ def end_of_iteration(w: WatchState) -> None:
                     what = (f"the loss of {opt_text}'s step trains them and none of the "
                             f"tensors it holds: it is built over the wrong parameters")
                 elif idle:
-                    held = "frozen tensors" if frozen else "tensors no loss reached since"
+                    held = ("frozen tensors" if frozen
+                            else "tensors no loss reached since it was built")
                     what = (f"the loss of their backward reaches no tensor an optimizer "
                             f"steps: {opt_text}, stepped after it, holds only {held}: "
                             f"it is built over the wrong parameters")
