@@ -59,8 +59,8 @@ def test_targets_bootstrapped_from_the_predictions_forward_are_cut_at_the_loss(t
 
 def test_a_bootstrap_unpacked_from_a_call_is_cut_where_its_name_is_read(tmp_path):
     found = _target(tmp_path, "td_actor_critic_online_bootstrap_trained.py")
-    assert found["names"][0] == "td_target"
-    assert sorted(found["names"][1:]) == ["model.body.bias", "model.body.weight",
+    assert found["names"][:2] == ["td_target", "next_value"]   # the name the edit cuts
+    assert sorted(found["names"][2:]) == ["model.body.bias", "model.body.weight",
                                       "model.value_head.bias", "model.value_head.weight"]
     assert found["at"][0].startswith("td_actor_critic_online_bootstrap_trained.py:63:")
     (edit,) = found["edits"]

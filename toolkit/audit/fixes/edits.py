@@ -62,7 +62,7 @@ __all__ = ["Edit", "apply_edits", "bind_imports", "cut_argument", "cut_assigned"
            "cut_made", "cut_operand", "cut_written", "default_mode", "detached", "extend_argument",
            "grad_on", "insert_before", "is_cut",
            "keyword_value", "recompute", "remove_detach", "reset_before",
-           "stack_values", "straight_through", "straight_through_integer"]
+           "stack_values", "straight_through", "straight_through_integer", "under_no_grad"]
 
 def edit_node(line: Line, src: Source, node: ast.AST, new: str,
               imports: tuple[str, ...] = (), *, cut: bool = False) -> Edit:
@@ -248,7 +248,7 @@ def cut_as_seen(edit: Edit, seen: Iterable[Any]) -> Edit | None:
         merged = _merged(forms, isinstance(parent, ast.Starred))
         new = None if merged is None else _comprehension(text, merged)
     if new is None:
-        return None if optional else _under_no_grad(edit)
+        return None if optional else under_no_grad(edit)
     if optional:
         if not plain(node):
             return None  # read twice: only what reads without running anything
@@ -257,7 +257,7 @@ def cut_as_seen(edit: Edit, seen: Iterable[Any]) -> Edit | None:
     return dataclasses.replace(settled, new=new, imports=imports)
 
 
-def _under_no_grad(edit: Edit) -> Edit | None:
+def under_no_grad(edit: Edit) -> Edit | None:
     """The assignment statement whose whole value is ``edit.old`` (``out, (h, c) =
     lstm(x)``) under ``with torch.no_grad():`` (its continuation lines as they are: inside
     brackets their indent is free); ``None`` when ``edit.old`` is not such a value."""

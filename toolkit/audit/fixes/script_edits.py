@@ -22,7 +22,7 @@ from toolkit.audit.files import (
     split_lines,
     write_sources,
 )
-from toolkit.audit.fixes.edits import apply_edits
+from toolkit.audit.fixes.edits import apply_edits, under_no_grad
 from toolkit.audit.record.syntax import (
     blocks,
     call_at,
@@ -38,8 +38,9 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["apply_to_text", "as_parameter", "copy_at_alias", "copy_snapshot", "cut_argument",
-           "deep_copy_call", "detach_call", "detach_expression", "diff", "edit_at",
+__all__ = ["apply_to_text", "as_parameter", "call_under_no_grad", "copy_at_alias",
+           "copy_snapshot", "cut_argument", "deep_copy_call", "detach_call", "detach_expression",
+           "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
            "move_before", "node_edit", "off_decorator", "out_of_no_grad", "remove_detach",
            "replace_parameters",
@@ -311,6 +312,14 @@ def detach_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | Non
     call, text = found
     old = segment(text, call)
     return node_edit(path, call, f"{old}.detach()")
+
+
+def call_under_no_grad(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+    """The statement whose whole value is the call at ``span`` under ``with torch.no_grad():``
+    (``targets_x, targets_u = co_guess(...)``, as DivideMix computes its co-guessed targets):
+    a cut of every value it unpacks; ``None`` where the call is not such a value."""
+    edit = detach_call(path, span)
+    return None if edit is None else under_no_grad(edit)
 
 
 def detach_expression(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:

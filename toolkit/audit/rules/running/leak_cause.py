@@ -80,5 +80,5 @@ def cut_at_cause(w: WatchState, src: Source, hit: set[int]) -> tuple[Site, Edit]
             best = (len(below), node, at)
     if best is None:
         return None
-    at, edit = cut_call(w.fixes, best[2], best[1])
+    at, edit, _ = cut_call(w.fixes, best[2], best[1])
     return (at, edit) if edit is not None else None

@@ -145,10 +145,12 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 else set()
             placed = [(made.pop(), placed[0][1])] if len(made) == 1 else None
         lines = False    # whether the cut waits for the lines of the next forward
+        named: tuple[str, ...] = ()    # the names a cut at a call unpacks (``a, b = f(x)``)
         if placed is not None:
             sites, edits = [], []
             for s, node in placed:
-                at, edit = cut_call(w.fixes, s, search.nodes[node])
+                at, edit, cut = cut_call(w.fixes, s, search.nodes[node], met)
+                named += cut
                 sites.append(at)
                 edits += [edit] if edit is not None else []
         else:
@@ -184,6 +186,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         # a target written inline (``F.mse_loss(v, head.normalize(returns))``): the tensor
         # it is made from that the script names (``returns``)
         below = _bound_below(search.nodes[target]) if name is None and not called else None
+        # the names the cut at a helper's call unpacks (``targets_x, targets_u = guess(x)``)
+        made_of = tuple(n for n in dict.fromkeys(((below,) if below else ()) + named)
+                        if n not in called and n != name)
         if name is not None and name not in called and (new_cut or not called):
             called = (*called, name)   # a target with a cut of its own is named too
         bound[same] = called
@@ -191,13 +196,13 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         found[same] = (ScriptFinding(
             "target", w.iteration,
             f"the target{'s' if len(called) > 1 else ''}{f' {shown}' if called else ''}"
-            f"{f' (made from `{below}`)' if below else ''} of "
+            f"{f' (made from {made})' if (made := ', '.join(f'`{m}`' for m in made_of)) else ''}"
+            f" of "
             f"{w.loss_label(site)} (backward at {site}) "
             f"{'carry' if len(called) > 1 else 'carries'} gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
             f"through its own target (a teacher's soft targets, a label the model guessed)",
-            keys, called + ((below,) if below else ()) + tuple(names.get(id(p), "?")
-                                                                for p in tensors),
+            keys, called + made_of + tuple(names.get(id(p), "?") for p in tensors),
             at, tuple(edits),
             advice="compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys,
@@ -485,23 +490,33 @@ def _outermost(w: WatchState, graph: StepGraph, met: set[int]) -> list[Site]:
     return list(dict.fromkeys(s for key, s in made.items() if key not in inner))
 
 
-def cut_call(fixes: FixWriter, s: Site, node: object) -> tuple[Site, Edit | None]:
+def cut_call(fixes: FixWriter, s: Site, node: object, within: set[int] | None = None
+             ) -> tuple[Site, Edit | None, tuple[str, ...]]:
     """The call at ``s`` cut where it is made: ``teacher(x).detach()``; a call whose values the
     script unpacks into names (``_, v = model(s2)``) where the name holding ``node`` is read
-    next, in the statements after it (``r + g * v.detach()``): the site of that edit, and
-    the edit."""
+    once next, in the statements after it (``r + g * v.detach()``): the site of that edit, the
+    edit, and the names it cuts. Where that name is read more than once, or several names hold
+    the graph (DivideMix's ``targets_x, targets_u = co_guess(...)``), the whole call is cut
+    when every name holding a graph holds one of the nodes ``within`` (by ``id``: the part of
+    the graph the cut is for), the statement put under ``with torch.no_grad():``, and
+    ``None`` is the edit otherwise."""
     found = S.call_at(s.path, s.span)
     bound = _unpacked(s, found[0]) if found is not None else None
     if bound is None:
-        return s, fixes.detach_call(s.path, s.span)
-    name = _holding(bound, node)
+        return s, fixes.detach_call(s.path, s.span), ()
+    held = _held(bound)
+    name = next((n for n, v in held.items() if v.grad_fn is node), None)
     read = _next_read(s.path, bound, name) if name is not None else None
-    if read is None:
-        return s, None
-    edit = fixes.node_edit(s.path, read, f"{name}.detach()")
-    span = (read.lineno, read.end_lineno or read.lineno, read.col_offset,
-            read.end_col_offset or 0)
-    return Site(s.path, read.lineno, span), edit
+    if read is not None and name is not None:
+        edit = fixes.node_edit(s.path, read, f"{name}.detach()")
+        span = (read.lineno, read.end_lineno or read.lineno, read.col_offset,
+                read.end_col_offset or 0)
+        return Site(s.path, read.lineno, span), edit, (name,)
+    carried = tuple(n for n, v in held.items() if v.grad_fn is not None)
+    if within is None or not carried or any(id(held[n].grad_fn) not in within
+                                            for n in carried):
+        return s, None, ()
+    return s, fixes.call_under_no_grad(s.path, s.span), carried
 
 
 def _unpacked(s: Site, call: ast.Call) -> ast.Assign | None:
@@ -516,20 +531,21 @@ def _unpacked(s: Site, call: ast.Call) -> ast.Assign | None:
     return None
 
 
-def _holding(bound: ast.Assign, node: object) -> str | None:
-    """The name of ``bound``'s targets that holds a tensor made by ``node`` in a frame of the
-    user's code running now (the one that called ``backward()``, or one that called it)."""
+def _held(bound: ast.Assign) -> dict[str, torch.Tensor]:
+    """The tensors ``bound``'s target names hold, by name, in the innermost frame of the
+    user's code running now (the one that called ``backward()``, or one that called it) that
+    binds any of them."""
     names = [e.id for e in bound.targets[0].elts  # type: ignore[attr-defined]
              if isinstance(e, ast.Name)]
     frame = sys._getframe(1)
     while frame is not None:
         if is_user(frame.f_code.co_filename):
-            for name in names:
-                value = frame.f_locals.get(name)
-                if isinstance(value, torch.Tensor) and value.grad_fn is node:
-                    return name
+            held = {n: v for n in names
+                    if isinstance(v := frame.f_locals.get(n), torch.Tensor)}
+            if held:
+                return held
         frame = frame.f_back
-    return None
+    return {}
 
 
 def _next_read(path: str, bound: ast.Assign, name: str) -> ast.Name | None:
