@@ -24,11 +24,6 @@ _NOT_YET: dict[str, str] = {
     "[universal-perturbation-two-phase]":
         "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "
         "iteration number with the last pass of the loop before it (20, not 21)",
-    "test_principle_peer_targets_blind.py::"
-    "test_the_edit_is_verified_and_trains_as_the_published_script"
-    "[dual-student-stabilization-target]":
-        "held out blind (7e071a6): the cut is written inside the comparison helper `mse`, "
-        "which the script calls at six places, not at the stabilization target's own line",
     "test_principle_cut_keys_blind.py::test_the_failure_names_the_cut_and_the_tensors"
     "[clip-text-tower-detached]":
         _TWO_TOWERS,

@@ -19,6 +19,7 @@ __all__ = [
     "attribute_path",
     "block_body",
     "blocks",
+    "bound_whole",
     "call_at",
     "cutting_call",
     "expression_at",
@@ -439,6 +440,22 @@ def assigned_name(path: str, line: int) -> str | None:
         return segment(text, stmt.targets[0]) or None
     if isinstance(stmt, ast.AnnAssign):
         return segment(text, stmt.target) or None
+    return None
+
+
+def bound_whole(path: str, span: tuple[int, int, int, int] | None) -> str | None:
+    """The one plain name a statement binds the expression at ``span`` to, whole
+    (``guess = sharpened / sharpened.sum(1)``); ``None`` where the expression is part of a
+    value (``torch.stack(v).min(0)`` of ``torch.stack(v).min(0).values``) or is bound to
+    several names or none."""
+    found = expression_at(path, span)
+    parsed = syntax_tree(path) if found is not None else None
+    if found is None or parsed is None:
+        return None
+    for st in ast.walk(parsed[0]):
+        if isinstance(st, ast.Assign) and st.value is found[0] and len(st.targets) == 1 \
+                and isinstance(st.targets[0], ast.Name):
+            return st.targets[0].id
     return None
 
 

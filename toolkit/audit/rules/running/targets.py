@@ -46,14 +46,10 @@ from toolkit.audit.rules.running.state import WatchState
 from toolkit.audit.rules.running.zeroed import cut_operand
 from toolkit.audit.rules.targets import target_edges
 from toolkit.audit.truth.graph import Graph as StepGraph
-from toolkit.audit.truth.labels import SELECTIONS, VIEWS
+from toolkit.audit.truth.labels import SELECTIONS
 from toolkit.lens.backward_graph import node_label
 
 __all__ = ["cut_call", "followers", "settle", "targets", "where_made"]
-
-#: operations that hand on their one operand with a graph changed only by constants (a penalty
-#: already cut added to it, a scale) or rearranged
-_CARRYING = frozenset({"Add", "Sub", "Mul", "Div", "Neg"}) | VIEWS
 
 
 def targets(w: WatchState, graph: StepGraph, site: Site | None,
@@ -414,7 +410,7 @@ def _made_cut(w: WatchState, target: object, untargeted: set[int]) -> tuple[Site
                 id(below) in untargeted or id(below) in w.trained_outputs:
             break
         target, s, walked = below, made, True
-    carried = _carried_from(w, target, s, untargeted) if not walked and s is not None else None
+    carried = _carried_from(w, target, s, untargeted) if s is not None else None
     if carried is not None:
         target, s, walked = *carried, True
     # a call is cut where it is made; a value selected from (any expression) where that line
@@ -432,21 +428,51 @@ def _carried_from(w: WatchState, target: Any, s: Site, untargeted: set[int]
     that made it (``returns = kl_penalty + advantages.unsqueeze(1)``, the penalty cut:
     ``advantages``, where the line before makes it), when another line made it and the loss
     reads it only through the target: the gradient the target carries is that value's, cut
-    where it is made."""
-    node = target
-    while node_label(node) in _CARRYING:
-        graphs = [n for n, _ in node.next_functions if n is not None]
-        if len(graphs) != 1:
+    where it is made. Followed line by line while each value is made of one other (MixMatch's
+    guess, sharpened on one line, put beside the labels on the next and mixed with a
+    permutation of itself on a third: the guess), to the first made of several or by a call."""
+    found, node = None, target
+    while (below := _made_of_one(w, node, s, untargeted)) is not None:
+        found = node, s = below
+    return found
+
+
+#: nodes of one line walked for the one value it is made of, before the walk gives up
+_MAX_LINE = 256
+
+
+def _made_of_one(w: WatchState, node: Any, s: Site, untargeted: set[int]
+                 ) -> tuple[Any, Site] | None:
+    """The one value, with a graph, that another line made, binding it to a name whole, and
+    the line ``s`` makes ``node`` of, besides constants; ``None`` when that line reads
+    several, a leaf, a value the loss also trains through, or one no user line made."""
+    made_at = w.made_at
+    if made_at is None:
+        return None
+    values: dict[int, tuple[Any, Site]] = {}
+    todo, seen = [node], {id(node)}
+    while todo:
+        if len(seen) > _MAX_LINE:
             return None
-        node = graphs[0]
-        made = w.made_at.site(node) if w.made_at is not None else None
-        if made is None:
-            return None
-        if (made.path, made.line) != (s.path, s.line):
-            if id(node) in untargeted or id(node) in w.trained_outputs:
+        for child in (n for n, _ in todo.pop().next_functions if n is not None):
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            if id(child) in untargeted or id(child) in w.trained_outputs:
                 return None
-            return node, made
-    return None
+            made = made_at.site(child)
+            if made is None:
+                return None   # a leaf, or a value made where no line of the user's is known
+            if (made.path, made.line) == (s.path, s.line):
+                todo.append(child)
+            else:
+                values[id(child)] = child, made
+    if len(values) != 1:
+        return None
+    value, made = next(iter(values.values()))
+    # a value the script binds to a name of its own, whole: not part of one
+    # (``torch.stack(v).min(0)`` of ``.values``), where no edit of the expression cuts it
+    return (value, made) if S.bound_whole(made.path, made.span) is not None else None
 
 
 def _read_cut(w: WatchState, graph: StepGraph, compare: object, target: object
