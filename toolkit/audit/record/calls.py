@@ -533,12 +533,42 @@ def _one_computation(a: torch.Tensor, b: torch.Tensor, budget: int = 2048) -> bo
             return False   # another kind of node, or another leaf
         if (id(x), id(y)) in seen:
             continue
+        if not _same_arguments(x, y):
+            return False   # other rows of one value (``ratio[:n]`` beside ``ratio[n:]``)
         seen.add((id(x), id(y)))
         if len(seen) > budget:
             return True
         if len(x.next_functions) != len(y.next_functions):
             return False
         todo.extend(zip(x.next_functions, y.next_functions))
+    return True
+
+
+def _same_arguments(x: Any, y: Any) -> bool:
+    """Whether two nodes of one kind saved the same arguments that are no tensor (a slice's
+    start, end, step and dimension; a selection's index) and equal index tensors: the same
+    operation, not the same kind on other rows. The tensors they saved of their inputs are
+    the walk's to compare."""
+    for name in dir(x):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            u, v = getattr(x, name), getattr(y, name)
+        except RuntimeError:   # freed by a backward
+            continue
+        if isinstance(u, torch.Tensor) or isinstance(v, torch.Tensor):
+            continue
+        if isinstance(u, list | tuple) and any(isinstance(t, torch.Tensor) for t in u):
+            # indices (``x[idx]``): equal index tensors, the same rows
+            if not isinstance(v, list | tuple) or len(u) != len(v) or not all(
+                    (a is None and b is None) or (isinstance(a, torch.Tensor)
+                                                  and isinstance(b, torch.Tensor)
+                                                  and a.shape == b.shape and torch.equal(a, b))
+                    for a, b in zip(u, v, strict=True)):
+                return False
+            continue
+        if u != v:
+            return False
     return True
 
 
