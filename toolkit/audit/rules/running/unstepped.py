@@ -111,6 +111,8 @@ def end_of_iteration(w: WatchState) -> None:
             opts = [wrong if wrong is not None else alone]
         elif (twin := _copied_over(w, module, set(keys), holding)) is not None:
             opts = [twin]
+        elif inside and (twin := _twin_held(w, module, set(keys), holding)) is not None:
+            opts = [twin]
         opt = w.optimizers[opts[0]] if opts else None
         built = w.built_at.get(id(opt)) if opt is not None else None
         edits: tuple = ()
@@ -186,10 +188,14 @@ def end_of_iteration(w: WatchState) -> None:
                 e = w.fixes.insert_after(built.path, later or built.line,
                                    f"{opt_name}.add_param_group({_group(w, opt, params, added)})")
             edits = (e,) if e is not None else ()
+        sites = _built_sites(built) + at
+        if any(f.kind == "unstepped" and f.tensors == shown and f.at[:1] == sites[:1]
+               for f in w.findings.values()):
+            continue   # found at an earlier iteration, by the loss that first reached them
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{len(keys)} tensors of {name} get gradient and {what}",
-            shown, shown, _built_sites(built) + at, edits,
+            shown, shown, sites, edits,
             advice=(f"hand it `{handed[2]}`" if handed is not None else
                     f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
                     f"{_parameters_text(module, name, set(keys))}" if (copied or idle) and edits
@@ -278,6 +284,29 @@ def _copied_over(w: WatchState, module: torch.nn.Module, keys: set[int],
              if [p.shape for g in opt.param_groups for p in g["params"]] == shapes
              and _held_elsewhere(w, i, cache)]
     return found[0] if len(found) == 1 else None
+
+
+def _twin_held(w: WatchState, module: torch.nn.Module, keys: set[int],
+               cache: dict[int | None, set[int]]) -> int | None:
+    """The one optimizer that holds every tensor of ``module``'s twins (other modules of its
+    class whose tensors have, in order, the shapes of its tensors whose ids are ``keys``):
+    where a network left out of an optimizer belongs, beside its twin (the second of clipped
+    double-Q's critics, an ensemble's member), whichever other loss also reaches it (the
+    actor's, through ``min(Q1, Q2)``); ``None`` where no twin is held whole by one."""
+    mine = [p for p in module.parameters() if id(p) in keys]
+    shapes = [p.shape for p in mine]
+    found: set[int] = set()
+    for network, _ in w.networks():
+        for sub in network.modules():
+            if sub is module or type(sub) is not type(module):
+                continue
+            theirs = list(sub.parameters())
+            if [p.shape for p in theirs] != shapes or any(id(p) in keys for p in theirs):
+                continue
+            holders = [i for i in range(len(w.optimizers))
+                       if all(id(p) in _held_by(w, i, cache) for p in theirs)]
+            found.update(holders[:1] if len(holders) == 1 else [-1])
+    return found.pop() if len(found) == 1 and -1 not in found else None
 
 
 def _held_by(w: WatchState, index: int | None, cache: dict[int | None, set[int]]) -> set[int]:
