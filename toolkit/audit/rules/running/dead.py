@@ -123,6 +123,8 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     for g, hit in groups.items():
         keys = tuple(k for k, _ in hit)
         shown = tuple(names.get(id(p), k) for k, p in hit)
+        if g[0] == "cleared" and misplaced:
+            continue   # cleared for the loss the optimizer was meant for: built over these
         if g[0] == "cleared":
             src, clear = info[g]
             w._cleared_sources.add(src)
@@ -189,8 +191,12 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     kept for the rule of tensors no optimizer steps
     (:func:`.unstepped.end_of_iteration`), whose edit replaces it."""
     # the losses since the last step reach none of its tensors (those another optimizer
-    # trained before, their gradient cleared since, are not dead, and not reached either)
-    since = set().union(*(r for e, r in w.reached_by if e > w.previous_step_event))
+    # trained before, their gradient cleared since, are not dead, and not reached either);
+    # its step's losses are those after it cleared its tensors (CoopNets' latent codes,
+    # inferred by backward() calls through the generator it holds, before it clears them and
+    # the descriptor's loss is written)
+    after = max([w.previous_step_event, *(w.cleared_at.get(id(p), -1) for _, p in stepped)])
+    since = set().union(*(r for e, r in w.reached_by if e > after))
     if not dead or any(id(p) in since for _, p in stepped):
         return False
     earlier = w.of_earlier_loops()
