@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from toolkit.audit.files import read_source, split_lines
 
@@ -215,12 +215,10 @@ def outside_loop_of(path: str, line: int, inner: int) -> bool:
     parsed = syntax_tree(path)
     if parsed is None:
         return False
-    nodes = list(ast.walk(parsed[0]))
 
     def around(at: int, kinds: tuple[type, ...]) -> ast.AST | None:
-        held = [n for n in nodes if isinstance(n, kinds)
-                and n.lineno < at <= (n.end_lineno or n.lineno)]
-        return max(held, key=lambda n: n.lineno, default=None)
+        return _innermost(parsed[0], at,
+                          lambda n: n.lineno + 1 if isinstance(n, kinds) else None)
 
     functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
     if around(line, functions) is not around(inner, functions):
@@ -232,10 +230,19 @@ def outside_loop_of(path: str, line: int, inner: int) -> bool:
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
     """The innermost ``with torch.no_grad():`` (or ``torch.inference_mode()``) whose body
     holds ``line``, or ``None``."""
-    blocks = [node for node in ast.walk(tree) if isinstance(node, ast.With)
-              and any(_is_no_grad(i) for i in node.items)
-              and node.body[0].lineno <= line <= (node.end_lineno or node.lineno)]
-    return max(blocks, key=lambda b: b.lineno) if blocks else None
+    found = _innermost(tree, line, lambda n: n.body[0].lineno if isinstance(n, ast.With)
+                       and any(_is_no_grad(i) for i in n.items) else None)
+    return found if isinstance(found, ast.With) else None
+
+
+def _innermost(tree: ast.AST, line: int, start: Callable[[ast.AST], int | None]
+               ) -> ast.AST | None:
+    """The innermost node of ``tree`` (the last to start) whose lines from ``start(node)``
+    (``None``: a node of another kind) to its end hold ``line``: the body of a block, a loop
+    or a function after its header."""
+    held = [n for n in ast.walk(tree) if (first := start(n)) is not None
+            and first <= line <= (getattr(n, "end_lineno", None) or first)]
+    return max(held, key=lambda n: getattr(n, "lineno", 0), default=None)
 
 
 def block_body(path: str, line: int) -> list[int]:
