@@ -16,6 +16,7 @@ __all__ = [
     "argument_names",
     "assigned_name",
     "assigned_names",
+    "assignment_of",
     "attribute_path",
     "block_body",
     "blocks",
@@ -450,20 +451,24 @@ def assigned_name(path: str, line: int) -> str | None:
     return None
 
 
+def assignment_of(path: str, value: ast.expr) -> ast.Assign | None:
+    """The assignment statement to one target whose whole value is ``value`` (a node of the
+    file's syntax tree), or ``None``."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    return next((st for st in ast.walk(parsed[0]) if isinstance(st, ast.Assign)
+                 and st.value is value and len(st.targets) == 1), None)
+
+
 def bound_whole(path: str, span: tuple[int, int, int, int] | None) -> str | None:
     """The one plain name a statement binds the expression at ``span`` to, whole
     (``guess = sharpened / sharpened.sum(1)``); ``None`` where the expression is part of a
     value (``torch.stack(v).min(0)`` of ``torch.stack(v).min(0).values``) or is bound to
     several names or none."""
     found = expression_at(path, span)
-    parsed = syntax_tree(path) if found is not None else None
-    if found is None or parsed is None:
-        return None
-    for st in ast.walk(parsed[0]):
-        if isinstance(st, ast.Assign) and st.value is found[0] and len(st.targets) == 1 \
-                and isinstance(st.targets[0], ast.Name):
-            return st.targets[0].id
-    return None
+    st = assignment_of(path, found[0]) if found is not None else None
+    return st.targets[0].id if st is not None and isinstance(st.targets[0], ast.Name) else None
 
 
 def assigned_names(path: str, line: int) -> set[str]:

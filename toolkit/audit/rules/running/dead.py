@@ -123,9 +123,9 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     for g, hit in groups.items():
         keys = tuple(k for k, _ in hit)
         shown = tuple(names.get(id(p), k) for k, p in hit)
-        if g[0] == "cleared" and misplaced:
-            continue   # cleared for the loss the optimizer was meant for: built over these
         if g[0] == "cleared":
+            if misplaced:
+                continue   # cleared for the loss the optimizer was meant for: built over these
             src, clear = info[g]
             w._cleared_sources.add(src)
             clear_site = clear[0] if clear else None

@@ -547,14 +547,8 @@ def cut_call(fixes: FixWriter, s: Site, node: object, within: set[int] | None = 
 
 def _unpacked(s: Site, call: ast.Call) -> ast.Assign | None:
     """The assignment whose value is ``call`` and unpacks it into names (``a, b = f(x)``)."""
-    parsed = S.syntax_tree(s.path)
-    if parsed is None:
-        return None
-    for st in ast.walk(parsed[0]):
-        if isinstance(st, ast.Assign) and st.value is call and len(st.targets) == 1 and \
-                isinstance(st.targets[0], ast.Tuple | ast.List):
-            return st
-    return None
+    st = S.assignment_of(s.path, call)
+    return st if st is not None and isinstance(st.targets[0], ast.Tuple | ast.List) else None
 
 
 def _held(bound: ast.Assign) -> dict[str, torch.Tensor]:

@@ -293,8 +293,7 @@ def _twin_held(w: WatchState, module: torch.nn.Module, keys: set[int],
     where a network left out of an optimizer belongs, beside its twin (the second of clipped
     double-Q's critics, an ensemble's member), whichever other loss also reaches it (the
     actor's, through ``min(Q1, Q2)``); ``None`` where no twin is held whole by one."""
-    mine = [p for p in module.parameters() if id(p) in keys]
-    shapes = [p.shape for p in mine]
+    shapes = [p.shape for p in module.parameters() if id(p) in keys]
     found: set[int] = set()
     for network, _ in w.networks():
         for sub in network.modules():
@@ -303,10 +302,12 @@ def _twin_held(w: WatchState, module: torch.nn.Module, keys: set[int],
             theirs = list(sub.parameters())
             if [p.shape for p in theirs] != shapes or any(id(p) in keys for p in theirs):
                 continue
-            holders = [i for i in range(len(w.optimizers))
-                       if all(id(p) in _held_by(w, i, cache) for p in theirs)]
-            found.update(holders[:1] if len(holders) == 1 else [-1])
-    return found.pop() if len(found) == 1 and -1 not in found else None
+            holders = {i for i in range(len(w.optimizers))
+                       if all(id(p) in _held_by(w, i, cache) for p in theirs)}
+            if len(holders) != 1:
+                return None   # a twin no optimizer, or several, hold whole
+            found |= holders
+    return found.pop() if len(found) == 1 else None
 
 
 def _held_by(w: WatchState, index: int | None, cache: dict[int | None, set[int]]) -> set[int]:
