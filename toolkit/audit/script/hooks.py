@@ -270,7 +270,8 @@ def installed(watch: Watch) -> Iterator[Watch]:
     undo.append((nn.Parameter, "__new__", new_parameter))
     def before_step(opt, args, kwargs) -> None:
         if watch.here():
-            watch.step(opt)
+            closure = args[0] if args else kwargs.get("closure")
+            watch.step(opt, closure=closure is not None)
 
     def after_step(opt, args, kwargs) -> None:
         if watch.here():

@@ -597,7 +597,9 @@ class Watch(ModuleCalls):
             self.staged.leave()
 
     # --- at a step ----------------------------------------------------------------------
-    def step(self, opt: torch.optim.Optimizer) -> None:
+    def step(self, opt: torch.optim.Optimizer, closure: bool = False) -> None:
+        """``opt.step()`` is about to run (``closure``: it was handed one, which writes the
+        gradient it reads inside the call)."""
         self._names_now = None
         self.staged.pause()
         index = self._index(opt)
@@ -658,7 +660,10 @@ class Watch(ModuleCalls):
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
         self.trainable_by.setdefault(index, set()).update(id(p) for _, p in stepped)
-        at_step.shared(self, index, opt, stepped)
+        if closure:
+            self.closure_step = (index, opt, stepped)
+        else:
+            at_step.shared(self, index, opt, stepped)
         at_step.views(self, index, stepped)
         summed.flush(self)
         at_step.leaks(self, index, event, site, stepped)
@@ -685,6 +690,9 @@ class Watch(ModuleCalls):
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         self.stepping = None
+        if self.closure_step is not None:
+            pending, self.closure_step = self.closure_step, None
+            at_step.shared(self, *pending)
         if self.audited() or self.audited(self.iteration + 1):
             for group in opt.param_groups:
                 for p in group["params"]:

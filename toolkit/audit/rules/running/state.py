@@ -172,6 +172,9 @@ class WatchState:
         # the index of the optimizer whose step() runs now (a closure's backward() calls run
         # inside it: L-BFGS reads the gradient of each before the closure runs again)
         self.stepping: int | None = None
+        # a step handed a closure, judged by :func:`~.at_step.shared` when it returns (the
+        # closure writes the gradient it reads): the optimizer's index, it, its tensors
+        self.closure_step: tuple[int, torch.optim.Optimizer, list] | None = None
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         # over the whole run: the tensors a step found with a gradient; the clears and the
         # freezes (requires_grad_(False)) the script's code made while recorded, by the user's
