@@ -27,6 +27,7 @@ __all__ = [
     "freezes",
     "indent_of",
     "line_named",
+    "loaded_from",
     "loop_beside",
     "no_grad_block",
     "no_grad_block_names",
@@ -89,6 +90,25 @@ def expression_at(path: str, span: tuple[int, int, int, int] | None
     node = next((n for n in ast.walk(tree) if isinstance(n, ast.expr) and (
         n.lineno, n.end_lineno, n.col_offset, n.end_col_offset) == span), None)
     return (node, text) if node is not None else None
+
+
+def loaded_from(path: str, name: str) -> list[tuple[int, str]]:
+    """The lines of the file that set the network ``name``'s weights from another's state,
+    ``name.load_state_dict(other.state_dict())``, each with the text of ``other``."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return []
+    tree, text = parsed
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "load_state_dict" and node.args and \
+                segment(text, node.func.value) == name:
+            state = node.args[0]
+            if isinstance(state, ast.Call) and isinstance(state.func, ast.Attribute) and \
+                    state.func.attr == "state_dict":
+                found.append((node.lineno, segment(text, state.func.value)))
+    return sorted(found)
 
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:

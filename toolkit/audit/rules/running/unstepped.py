@@ -94,8 +94,14 @@ def end_of_iteration(w: WatchState) -> None:
         # it in the iteration is the one it was meant for
         alone = (_stepped_after_alone(w, srcs, set(stepped))
                  if not trained and not inside and wrong is None else None)
-        if not trained and not inside and wrong is None and alone is None:
-            where = ("reached only through the target the loss compares with"
+        # or set by the script itself from a network an optimizer steps (TD7's fixed encoder,
+        # loaded from the encoder every few steps): its weights come from there
+        source = _set_from(name, srcs, held, names) if wrong is None else None
+        if source is not None or (not trained and not inside and wrong is None
+                                  and alone is None):
+            where = (f"the script sets them from `{source[1]}` at line {source[0]}"
+                     if source is not None else
+                     "reached only through the target the loss compares with"
                      if set(keys) <= w.target_side else "below every trained tensor")
             w.add(ScriptFinding(
                 "wasted", w.iteration,
@@ -272,6 +278,19 @@ def _held_elsewhere(w: WatchState, index: int, cache: dict[int | None, set[int]]
     return bool(mine) and mine <= others and any(
         f.kind == "shared" and any(k.startswith(f"opt{index}.") for k in f.tensors)
         for f in w.findings.values())
+
+
+def _set_from(name: str, sources, held: dict[int, int],
+              names: dict[int, str]) -> tuple[int, str] | None:
+    """The first line of a loss's file that sets the network ``name`` from the state of a
+    network whose tensors an optimizer holds (``name.load_state_dict(other.state_dict())``),
+    with that network's name; ``None`` where there is none."""
+    trained = {names.get(k, "") for k in held}
+    for path in sorted({s.site.path for s in sources}):
+        for line, other in S.loaded_from(path, name):
+            if other != name and any(t.startswith(f"{other}.") for t in trained):
+                return line, other
+    return None
 
 
 def _copied_over(w: WatchState, module: torch.nn.Module, keys: set[int],
