@@ -93,6 +93,9 @@ class Kind(enum.StrEnum):
                             "parameters with a graph, which a loss that trains reads and no "
                             "log-probability weighs: the loss never trains what made the "
                             "distribution, where ``rsample`` keeps the reparameterised path")
+    VOID_CUT = "void_cut", True, ("a ``.detach()`` whose result nothing reads, while the loss "
+                                  "reaches stepped tensors through the value it was written "
+                                  "to cut")
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
     HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script itself "
                                            "(an EMA copy, a renormalisation in place)")
@@ -113,8 +116,8 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
     Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
-    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE,
-    Kind.UNUSED})
+    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.WASTED, Kind.HAND_UPDATED,
+    Kind.IDLE, Kind.UNUSED})
 
 
 class Proof(enum.StrEnum):

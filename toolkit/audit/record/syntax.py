@@ -39,6 +39,7 @@ __all__ = [
     "statement_text",
     "switch_of",
     "syntax_tree",
+    "unread_cut",
 ]
 
 
@@ -109,6 +110,54 @@ def loaded_from(path: str, name: str) -> list[tuple[int, str]]:
                     state.func.attr == "state_dict":
                 found.append((node.lineno, segment(text, state.func.value)))
     return sorted(found)
+
+
+def unread_cut(path: str, line: int) -> tuple[ast.stmt, str, str | None] | None:
+    """The statement at ``line`` when the ``.detach()`` it makes is read by nothing: a
+    statement of its own (``x.detach()``, the result dropped), or an assignment to a loop's
+    own variable that no later statement of the loop's body, and nothing after the loop, reads
+    (``for f in features: f = f.detach()``: the next pass rebinds it, the list is untouched).
+    With it the text that makes the cut take effect where it is plain to write (``x =
+    x.detach()``; ``features = [f.detach() for f in features]`` for a loop that does nothing
+    else), else ``None``; ``None`` for any other statement."""
+    parsed = syntax_tree(path)
+    found = statement_at(path, line)
+    if parsed is None or found is None:
+        return None
+    tree, text = parsed
+    st = found[0]
+
+    def detach_of(node: ast.expr) -> ast.expr | None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "detach" and not node.args and not node.keywords:
+            return node.func.value
+        return None
+
+    if isinstance(st, ast.Expr) and (value := detach_of(st.value)) is not None:
+        return st, text, (f"{segment(text, value)} = {segment(text, st.value)}"
+                          if isinstance(value, ast.Name | ast.Attribute) else None)
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and
+            isinstance(st.targets[0], ast.Name)) or detach_of(st.value) is None:
+        return None
+    name = st.targets[0].id
+    loop = next((n for n in ast.walk(tree) if isinstance(n, ast.For) and st in n.body
+                 and isinstance(n.target, ast.Name) and n.target.id == name), None)
+    if loop is None:
+        return None
+    after = loop.body[loop.body.index(st) + 1:]
+    scope = next((n for n in ast.walk(tree)
+                  if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                  and n.lineno <= loop.lineno <= (n.end_lineno or n.lineno)), tree)
+    later = [n for n in ast.walk(scope) if isinstance(n, ast.stmt)
+             and n.lineno > (loop.end_lineno or loop.lineno)]
+    if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+           for part in [*after, *later] for n in ast.walk(part)):
+        return None
+    plain = (loop.body == [st] and not loop.orelse and isinstance(loop.iter, ast.Name)
+             and isinstance(detach_of(st.value), ast.Name)
+             and detach_of(st.value).id == name)   # type: ignore[union-attr]
+    return loop, text, (f"{loop.iter.id} = [{name}.detach() for {name} in {loop.iter.id}]"
+                        if plain else None)   # type: ignore[union-attr]
 
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:

@@ -79,6 +79,7 @@ from toolkit.audit.rules.running import (
     replaced,
     summed,
     targets,
+    unread_cut,
     unstepped,
     zero_gradient,
     zeroed,
@@ -506,6 +507,7 @@ class Watch(ModuleCalls):
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
         meant.note(self, graph.leaves, held)
+        unread_cut.unread(self, graph.nodes, held, site)
         step = caller.f_code.co_name if caller is not None else ""
         untargeted = targets.targets(self, searched, site, held, step) \
             if searched is not None else None

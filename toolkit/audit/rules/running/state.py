@@ -175,6 +175,8 @@ class WatchState:
         # a step handed a closure, judged by :func:`~.at_step.shared` when it returns (the
         # closure writes the gradient it reads): the optimizer's index, it, its tensors
         self.closure_step: tuple[int, torch.optim.Optimizer, list] | None = None
+        # the cuts :mod:`~.unread_cut` has judged, by their site
+        self.unread_judged: set = set()
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
         # over the whole run: the tensors a step found with a gradient; the clears and the
         # freezes (requires_grad_(False)) the script's code made while recorded, by the user's
