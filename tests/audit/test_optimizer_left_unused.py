@@ -3,8 +3,11 @@
 - **never stepped**: a new generation's network and its optimizer built, only the network
   handed to the code that steps (nocotan/born_again_neuralnet's ``train.py``; its fork hands
   both): the loss trains the new network, the loop steps the old optimizer, and the new one
-  never steps in the whole run. A failure at the line that builds it. An optimizer built and
-  stepped from a later iteration on (a phase that begins late) is no finding.
+  never steps in the whole run. A failure at the line that builds it, with no edit (which
+  optimizer the loop should step, only the script says). An optimizer built and stepped from a
+  later iteration on (a phase that begins late) is no finding. An encoder's optimizer the loop
+  clears beside the decoder's and never steps (the PyTorch seq2seq tutorial's ``train`` steps
+  both): the step left out is inserted after the decoder's, and the script trains as published.
 - **an optimizer rebuilt under the same name over a part**: IRM's Adam reset once the penalty
   is annealed (DomainBed's ``IRM.update`` rebuilds it over the whole network) written over the
   classifier alone: the first optimizer, its name rebound, can never step again, and the
@@ -19,7 +22,7 @@
 from __future__ import annotations
 
 import pytest
-from script_audit import audit, failures
+from script_audit import applied_and_trains, audit, failures, twins
 
 _GENERATIONS = """\
 import torch
@@ -146,3 +149,36 @@ def test_an_optimizer_rebuilt_under_its_name_over_a_part_leaves_the_rest_unstepp
     if found:
         assert got[0]["at"][0].startswith("irm.py:15: optimizer = torch.optim.Adam(classifier")
         assert set(got[0]["names"]) == {"network.0.weight", "network.0.bias"}
+
+
+_ENCODER_DECODER = """\
+import argparse
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+encoder, decoder = nn.Linear(4, 6), nn.Linear(6, 3)
+encoder_optimizer = torch.optim.Adam(encoder.parameters(), lr=1e-2)
+decoder_optimizer = torch.optim.Adam(decoder.parameters(), lr=1e-2)
+for step in range(4):
+    x, y = torch.randn(8, 4), torch.randn(8, 3)
+    encoder_optimizer.zero_grad()
+    decoder_optimizer.zero_grad()
+    loss = ((decoder(torch.tanh(encoder(x))) - y) ** 2).mean()
+    loss.backward()
+    decoder_optimizer.step()
+STEP
+if args.out:
+    torch.save({"encoder": encoder.state_dict(), "decoder": decoder.state_dict()}, args.out)
+"""
+
+
+@pytest.mark.slow
+def test_an_optimizer_the_loop_clears_and_never_steps_gets_its_step(tmp_path):
+    folder = twins(tmp_path, _ENCODER_DECODER.replace("STEP", "    encoder_optimizer.step()"),
+                   _ENCODER_DECODER.replace("STEP\n", ""))
+    done = applied_and_trains(folder, "unstepped", "--watch", "1")
+    assert "encoder_optimizer.step()" in done.stdout, done.stdout

@@ -37,6 +37,7 @@ __all__ = [
     "segment",
     "statement_at",
     "statement_text",
+    "step_left_out",
     "switch_of",
     "syntax_tree",
     "unread_cut",
@@ -158,6 +159,36 @@ def unread_cut(path: str, line: int) -> tuple[ast.stmt, str, str | None] | None:
              and detach_of(st.value).id == name)   # type: ignore[union-attr]
     return loop, text, (f"{loop.iter.id} = [{name}.detach() for {name} in {loop.iter.id}]"
                         if plain else None)   # type: ignore[union-attr]
+
+
+def step_left_out(path: str, line: int, name: str) -> int | None:
+    """The line after which ``name.step()`` belongs, when the ``backward()`` at ``line`` is a
+    statement of a block that clears ``name`` (``name.zero_grad()``) before it and never steps
+    it: the last ``X.step()`` statement of another optimizer after the backward in that block,
+    else the backward's own line. ``None`` for any other block."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+
+    def call_on(st: ast.stmt, method: str) -> str | None:
+        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and \
+                isinstance(st.value.func, ast.Attribute) and st.value.func.attr == method:
+            return segment(text, st.value.func.value)
+        return None
+
+    for body in blocks(tree):
+        at = next((i for i, st in enumerate(body) if st.lineno <= line <=
+                   (st.end_lineno or st.lineno) and call_on(st, "backward") is not None), None)
+        if at is None:
+            continue
+        if not any(call_on(st, "zero_grad") == name for st in body[:at]) or \
+                any(call_on(st, "step") == name for st in body):
+            return None
+        steps = [st for st in body[at + 1:] if call_on(st, "step") not in (None, name)]
+        return (steps[-1].end_lineno or steps[-1].lineno) if steps else \
+            (body[at].end_lineno or body[at].lineno)
+    return None
 
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:

@@ -316,7 +316,7 @@ class WatchState:
         # optimizer index -> (iteration, the tensors it alone holds that kept a loss's gradient
         # past an iteration's end, the backward sites) while it had never stepped: judged at
         # the end of the run (:func:`~toolkit.audit.rules.running.unstepped.never_stepped`)
-        self.unused_optimizers: dict[int, tuple[int, list[int], tuple[str, ...]]] = {}
+        self.unused_optimizers: dict[int, tuple[int, int, list[int], tuple[Site, ...]]] = {}
         # each draw of ``Distribution.sample()`` followed since the last step, with the
         # graphs of its distribution's parameters; the values a ``log_prob`` read, by storage
         # (both held, both forgotten at each step: see :mod:`.drawn`)

@@ -412,9 +412,9 @@ def _held_by_unused(w: WatchState) -> None:
         if live and key not in stepping and key in idle:
             found.setdefault(idle[key], []).append(key)
     for index, keys in found.items():
-        at = tuple(sorted({s.site.shown() for k in keys for s in w.ledger.live[k]
-                           if s.site is not None}))
-        w.unused_optimizers[index] = (w.iteration, keys, at)
+        at = tuple(sorted({s.site for k in keys for s in w.ledger.live[k]
+                           if s.site is not None}, key=lambda s: (s.path, s.line)))
+        w.unused_optimizers[index] = (w.iteration, w.step_events - 1, keys, at)
 
 
 def never_stepped(w: WatchState) -> None:
@@ -423,12 +423,15 @@ def never_stepped(w: WatchState) -> None:
     them) that never stepped in the whole run is a failure at the line that builds it: the
     step the script takes is another optimizer's (a new generation's optimizer built and
     never handed to the code that steps, nocotan/born_again_neuralnet's ``train.py``). No
-    edit: which optimizer the loop should step, only the script says."""
+    edit, where which optimizer the loop should step only the script says; but where the
+    loop clears it beside the ``backward()`` and steps another there (an encoder's and a
+    decoder's optimizers, the encoder's step left out), the step left out is inserted after
+    that other step (:func:`~toolkit.audit.record.syntax.step_left_out`)."""
     if w.stopped:
         return
     names = w.names()
     seen: set = set()
-    for index, (iteration, keys, at) in sorted(w.unused_optimizers.items()):
+    for index, (iteration, step, keys, at) in sorted(w.unused_optimizers.items()):
         opt = w.optimizers[index]
         built = w.built_at.get(id(opt))
         # one finding per line that builds them (a new one for each generation, each phase)
@@ -438,13 +441,20 @@ def never_stepped(w: WatchState) -> None:
         opt_name = w.assigned(built)
         shown = tuple(names.get(k, "?") for k in keys)
         called = f"`{opt_name}`" if opt_name else "the optimizer"
+        edits: tuple = ()
+        if opt_name and opt_name.isidentifier() and len(at) == 1:
+            after = S.step_left_out(at[0].path, at[0].line, opt_name)
+            edit = w.fixes.insert_after(at[0].path, after, f"{opt_name}.step()") \
+                if after is not None else None
+            edits = (edit,) if edit is not None else ()
         w.add(ScriptFinding(
             "unstepped", iteration,
             f"{plural(len(keys), 'tensor')} get gradient that no step uses: only {called} "
             f"holds them, and it never steps in the whole run (the loop steps another "
-            f"optimizer)", shown, shown, ((built.shown(),) if built is not None else ()) + at,
-            advice=f"step {called} where the loss's backward() is, or hand it to the code "
-                   f"that steps", concerned=shown))
+            f"optimizer)", shown, shown,
+            ((built.shown(),) if built is not None else ()) + tuple(s.shown() for s in at),
+            edits, advice=f"step {called} where the loss's backward() is, or hand it to the "
+                          f"code that steps", step=step, concerned=shown))
 
 
 def _widened(fixes: FixWriter, opt: torch.optim.Optimizer, module: nn.Module, name: str,
