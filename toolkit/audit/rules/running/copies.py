@@ -162,7 +162,7 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
             params = [p for p in module.parameters() if id(p) in stepped] or \
                 list(module.parameters())
             shown = tuple(names.get(id(p), "?") for p in params)
-            if any(f.kind == "aliased" and set(f.concerned) & set(shown)
+            if any(f.kind == "aliased" and set(f.extra.get("moved", f.concerned)) & set(shown)
                    for f in w.findings.values()):
                 continue   # named already, read as a target (:func:`aliased`)
             at = ((Site(line.path, fix[2][0], None).shown(),) if fix and line else ()) + (
@@ -174,7 +174,9 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
                 f"tensors toward itself, so `{copy}` holds none of the past weights it is kept "
                 f"for", shown, shown, at, tuple(fix[2][1]) if fix is not None else (),
                 advice=f"make `{copy}` a copy: {copy} = copy.deepcopy({online})",
-                step=w.step_events - 1, concerned=shown))
+                # the update writes the trained weights themselves: whatever reads them (a
+                # predictor on the encoder) trains differently once it writes a copy's
+                step=w.step_events - 1, concerned=("*",), extra={"moved": shown}))
 
 
 def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:
