@@ -4,7 +4,11 @@ reads it: the update writes the base encoder's own weights (``p.mul_(m).add_(p, 
 m)`` shrinks each by ``m (2 - m)``), so from the first step everything that reads them, the
 predictor on top, trains differently, and the freeze meant for the copy freezes the encoder.
 The deep copy is verified although the predictor's gradient changes at the first step (what
-the update writes is what it changes), and the fixed script trains as published."""
+the update writes is what it changes), and the fixed script trains as published. A target
+network bound to the online one (``target_agent = agent`` for pymarl's ``copy.deepcopy``) and
+loaded from it every few steps, its TD targets cut by ``.detach()`` as pymarl's
+``QLearner.train`` does, is found at its first load, but its TD targets part from a
+copy's at the first update: the deep copy is verified from there, and trains as published."""
 
 from __future__ import annotations
 
@@ -52,3 +56,39 @@ def test_the_deep_copy_of_a_momentum_encoder_moved_before_its_read_trains(tmp_pa
                    SCRIPT.replace("COPY", "base_encoder"))
     done = applied_and_trains(folder, "aliased", "--watch", "1")
     assert "copy.deepcopy(base_encoder)" in (folder / "train.py").read_text(), done.stdout
+
+
+DQN = """\
+import argparse
+import copy
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default="")
+args = parser.parse_args()
+torch.manual_seed(0)
+agent = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+target_agent = COPY
+optimizer = torch.optim.SGD(agent.parameters(), lr=0.05)
+for step in range(8):
+    state, next_state = torch.randn(16, 4), torch.randn(16, 4)
+    action, reward = torch.randint(0, 2, (16, 1)), torch.randn(16)
+    target = (reward + 0.9 * target_agent(next_state).max(1).values).detach()
+    q = agent(state).gather(1, action).squeeze(1)
+    loss = ((q - target) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 4 == 3:
+        target_agent.load_state_dict(agent.state_dict())
+if args.out:
+    torch.save({"agent": agent.state_dict()}, args.out)
+"""
+
+
+def test_the_deep_copy_of_a_target_loaded_every_few_steps_trains(tmp_path):
+    folder = twins(tmp_path, DQN.replace("COPY", "copy.deepcopy(agent)"),
+                   DQN.replace("COPY", "agent"))
+    done = applied_and_trains(folder, "aliased", "--watch", "1")
+    assert "copy.deepcopy(agent)" in (folder / "train.py").read_text(), done.stdout

@@ -174,9 +174,11 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
                 f"tensors toward itself, so `{copy}` holds none of the past weights it is kept "
                 f"for", shown, shown, at, tuple(fix[2][1]) if fix is not None else (),
                 advice=f"make `{copy}` a copy: {copy} = copy.deepcopy({online})",
-                # the update writes the trained weights themselves: whatever reads them (a
-                # predictor on the encoder) trains differently once it writes a copy's
-                step=w.step_events - 1, concerned=("*",), extra={"moved": shown}))
+                # the update writes the trained weights themselves, and whatever reads the
+                # copy (a target, a predictor on the encoder) reads them: a copy parts from
+                # them at the first update, wherever the update is found (a target network
+                # loaded every few steps), and every gradient may change from there
+                step=0, concerned=("*",), extra={"moved": shown}))
 
 
 def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:
