@@ -16,11 +16,22 @@ Every script runs to its end and saves its weights; every bug twin trains differ
 correct twin (some saved tensor differs by more than 1e-5), and the correct twin trains the same
 way twice. The audit's accuracy on these scripts is measured by
 ``benchmarks/audit_held_out_scripts.py``; the scripts are never edited.
+
+The scripts never change, so neither does what the oracle finds of them, for one version of
+torch: ``held_out_scripts.lock.json`` holds, for each batch whose oracle passed, the SHA-256 of
+its files, and the torch it ran on. A batch whose files hash as the lock says, on that torch,
+is vouched for: its files are checked against the lock (any edit fails) and its scripts are
+not run again. A batch the lock does not vouch for (a new one, an edited one, another torch)
+runs the whole oracle. ``HELD_OUT_ORACLE=all`` runs it for every batch, and
+``python tests/audit/test_held_out_scripts.py --lock`` runs it so and, when it passes, writes
+the lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -81,12 +92,40 @@ MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf
 CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
 BUGS = {name: {entry["script"]: entry for entry in m["bug"]} for name, m in MANIFESTS.items()}
 TOLERANCE = 1e-5
+#: each batch's process on one thread: pytest-xdist runs one per core, and tiny scripts on two
+#: threads each, two processes to two cores, wait on each other
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+LOCK = HERE / "held_out_scripts.lock.json"
+TORCH = torch.__version__.split("+")[0]
+
+
+def digest(folder: Path) -> str:
+    """The SHA-256 of a batch's files (its scripts and manifest, by their path in it)."""
+    h = hashlib.sha256()
+    for path in sorted([*folder.glob("*/*.py"), folder / "cases.toml"]):
+        h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _vouched() -> set[str]:
+    """The batches the lock vouches for: their files as it hashed them, on its torch."""
+    if os.environ.get("HELD_OUT_ORACLE") == "all" or not LOCK.exists():
+        return set()
+    lock = json.loads(LOCK.read_text(encoding="utf-8"))
+    if lock.get("torch") != TORCH:
+        return set()
+    return {b for b, d in lock.get("batches", {}).items()
+            if b in FOLDERS and d == digest(FOLDERS[b])}
+
+
+VOUCHED = _vouched()
 
 
 def cases(which) -> list:
-    """``(batch, script)`` pairs of every batch, with readable ids."""
+    """``(batch, script)`` pairs of every batch the lock does not vouch for, with readable
+    ids."""
     return [pytest.param(name, script, id=f"{name}/{script}")
-            for name in FOLDERS for script in which(name)]
+            for name in FOLDERS if name not in VOUCHED for script in which(name)]
 
 
 def flat(tree, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -154,7 +193,8 @@ def trained(tmp_path_factory):
                     pairs = [a for s in missing
                              for a in (str(folder / s), f"{out_of(batch, s, attempt)}.part")]
                     done = subprocess.run([sys.executable, "-c", _RUN_EACH, *pairs],
-                                          capture_output=True, text=True, timeout=600)
+                                          capture_output=True, text=True, timeout=600,
+                                          env={**os.environ, **ONE_THREAD})
                     assert done.returncode == 0, f"{batch} failed:\n{done.stderr[-3000:]}"
                     for s in missing:
                         os.replace(f"{out_of(batch, s, attempt)}.part", out_of(batch, s, attempt))
@@ -182,6 +222,15 @@ def test_the_manifest_lists_every_script_once_in_enough_fields(batch):
             assert 1 <= line <= len(lines) and lines[line - 1].strip(), (script, line)
 
 
+def test_the_lock_vouches_only_for_batches_as_their_oracle_passed():
+    """Every batch the lock names is there, with the files it hashed (a held-out script edited
+    after its oracle passed fails here, whichever torch runs)."""
+    lock = json.loads(LOCK.read_text(encoding="utf-8"))
+    assert set(lock["batches"]) <= set(FOLDERS)
+    edited = [b for b, d in lock["batches"].items() if d != digest(FOLDERS[b])]
+    assert not edited, f"held-out batches edited after their oracle passed: {edited}"
+
+
 def test_the_batches_share_no_field():
     fields = {batch: {script.split("/")[0] for script in CLEAN[batch]} for batch in FOLDERS}
     for first, second in itertools.combinations(sorted(fields), 2):
@@ -207,3 +256,18 @@ def test_the_bug_trains_differently_from_its_correct_twin(batch, script, trained
 def test_the_correct_twin_trains_the_same_way_twice(batch, script, trained):
     first, second = trained(batch, script), trained(batch, script, attempt=1)
     assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+if __name__ == "__main__":
+    # --lock: the whole oracle, for every batch; when it passes, the lock that vouches for them
+    if sys.argv[1:] != ["--lock"]:
+        sys.exit("usage: python tests/audit/test_held_out_scripts.py --lock")
+    code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-m", "slow", "-p",
+                            "no:cacheprovider", "-k", "not test_the_lock_vouches", __file__],
+                           env={**os.environ, "HELD_OUT_ORACLE": "all"})
+    if code == 0:
+        LOCK.write_text(json.dumps({"torch": TORCH, "batches": {
+            b: digest(f) for b, f in FOLDERS.items()}}, indent=1, sort_keys=True) + "\n",
+                        encoding="utf-8")
+        print(f"wrote {LOCK.name}: {len(FOLDERS)} batches on torch {TORCH}")
+    sys.exit(code)
