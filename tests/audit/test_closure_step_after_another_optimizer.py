@@ -5,7 +5,8 @@ maziarraissi/PINNs runs Adam, then L-BFGS-B), is stepped by two optimizers, and 
 clears and writes the gradient inside that call, before L-BFGS reads it. No finding: the
 gradient Adam stepped with is not stepped again. The same L-BFGS step handed no closure of its
 own (a gradient written outside the call, by the same loss) still steps the gradient Adam
-stepped with, and still fails."""
+stepped with, and still fails; so does a closure that never clears (its first ``backward()``
+adds to the gradient Adam stepped with)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ lbfgs = torch.optim.LBFGS(net.parameters(), max_iter=4)
 
 
 def closure():
-    lbfgs.zero_grad()
+    CLEAR
     loss = loss_of()
     loss.backward()
     return loss
@@ -49,15 +50,17 @@ STEP
 """
 
 
-@pytest.mark.parametrize(("step", "found"), [
-    ("lbfgs.step(closure)", False),
-    ("lbfgs.step(closure=closure)", False),
+@pytest.mark.parametrize(("step", "clear", "found"), [
+    ("lbfgs.step(closure)", "lbfgs.zero_grad()", False),
+    ("lbfgs.step(closure=closure)", "lbfgs.zero_grad()", False),
     # the gradient L-BFGS reads first is the one Adam stepped with: moved twice
-    ("lbfgs.step(lambda: loss)", True),
-], ids=["closure", "closure_by_keyword", "no_gradient_of_its_own"])
-def test_a_closure_writes_the_gradient_its_step_reads(tmp_path, step, found):
+    ("lbfgs.step(lambda: loss)", "lbfgs.zero_grad()", True),
+    # the closure's gradient added to the one Adam stepped with
+    ("lbfgs.step(closure)", "pass", True),
+], ids=["closure", "closure_by_keyword", "no_gradient_of_its_own", "closure_never_cleared"])
+def test_a_closure_writes_the_gradient_its_step_reads(tmp_path, step, clear, found):
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace("STEP", step), encoding="utf-8")
+    script.write_text(SCRIPT.replace("STEP", step).replace("CLEAR", clear), encoding="utf-8")
     code, report = audit(tmp_path, script, "--watch", "1")
     shared = [f for f in failures(report) if f["kind"] == "shared"]
     assert bool(shared) == found, [f["message"] for f in failures(report)]

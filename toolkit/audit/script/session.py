@@ -663,7 +663,7 @@ class Watch(ModuleCalls):
         self.trainable_seen.update(id(p) for _, p in stepped)
         self.trainable_by.setdefault(index, set()).update(id(p) for _, p in stepped)
         if closure:
-            self.closure_step = (index, opt, stepped)
+            self.closure_step = (index, opt, stepped, event)
         else:
             at_step.shared(self, index, opt, stepped)
         at_step.views(self, index, stepped)

@@ -254,9 +254,14 @@ def moved(w: WatchState, index: int, event: int, stepped) -> None:
             step=w.step_events - 1, concerned=keys, cost_bytes=_bytes([p for _, p in tensors])))
 
 
-def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> None:
+def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
+           called: int | None = None) -> None:
     """A tensor another optimizer stepped with the gradient it holds now (no backward()
-    wrote it since): the one gradient moves it twice. Or a tensor two optimizers step, each
+    wrote it since): the one gradient moves it twice. For a step handed a closure (judged when
+    it returns; ``called``: the event of the call), a tensor another optimizer stepped with
+    the gradient the closure's ``backward()`` then added to, nothing clearing it in between
+    (L-BFGS after Adam, its closure without ``zero_grad()``): the closure's gradient and the
+    one the other optimizer stepped with move it together. Or a tensor two optimizers step, each
     after its own backward(), that the script holds in a list whose items are one network:
     the members of an ensemble made ``[Net()] * k``, every round trained once per member's
     optimizer, each with a state of its own (found at the second member's first step, so in
@@ -276,16 +281,27 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped) -> No
         if any(i != index for i in by):   # the first step of a second optimizer over it
             w.second_stepped.setdefault(id(p), w.step_events - 1)
         by[index] = w.events
+        if called is not None:   # written by the closure since: added to, if never cleared
+            before = [(i, event) for i, event in before if i != index] or [
+                (i, event) for i, event in by.items() if i != index and event < called
+                and event > w.cleared_at.get(id(p), -1) and w.written_at.get(id(p), -1) > called]
         if before and p.grad is not None and nonzero(p.grad):
             first = sorted(i for i, _ in before)
             at = tuple(s.shown() for s in (w.built_at.get(id(w.optimizers[j]))
                                            for j in [*first, index]) if s is not None)
+            if called is None:
+                what = (f"a tensor is stepped by optimizers {first[0]} and {index} with one "
+                        f"gradient (no backward() wrote it between the steps): it moves twice")
+                advice = "give each tensor to one optimizer"
+            else:
+                name = w.assigned(w.built_at.get(id(opt))) or "the optimizer"
+                what = (f"the closure of optimizer {index}'s step adds its gradient to the one "
+                        f"optimizer {first[0]} stepped a tensor with (nothing cleared it "
+                        f"between): that gradient moves it again")
+                advice = f"clear it in the closure before its backward(): {name}.zero_grad()"
             w.add(ScriptFinding(
-                "shared", w.iteration,
-                f"a tensor is stepped by optimizers {first[0]} and {index} with one "
-                f"gradient (no backward() wrote it between the steps): it moves twice",
-                (key,), (w.names().get(id(p), key),), at,
-                advice="give each tensor to one optimizer", step=w.step_events - 1))
+                "shared", w.iteration, what, (key,), (w.names().get(id(p), key),), at,
+                advice=advice, step=w.step_events - 1))
         elif between:
             again.append((key, p))
             others.update(between)
