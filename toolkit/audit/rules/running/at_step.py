@@ -282,7 +282,7 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
             w.second_stepped.setdefault(id(p), w.step_events - 1)
         by[index] = w.events
         if called is not None:   # written by the closure since: added to, if never cleared
-            before = [(i, event) for i, event in before if i != index] or [
+            before = before or [
                 (i, event) for i, event in by.items() if i != index and event < called
                 and event > w.cleared_at.get(id(p), -1) and w.written_at.get(id(p), -1) > called]
         if before and p.grad is not None and nonzero(p.grad):

@@ -51,9 +51,10 @@ def unread(w: WatchState, nodes: set[int], held: dict[int, int], site: Site | No
         ids = {id(t) for t in reached}
         keys = tuple(k for i, opt in enumerate(w.optimizers) for k, p in keyed(i, opt)
                      if id(p) in ids)
-        what = ("drops the result of its `.detach()`" if isinstance(statement, ast.Expr) else
-                f"binds its `.detach()` to `{statement.target.id}`, which the next pass of "  # type: ignore[attr-defined]
-                f"the loop rebinds before anything reads it")
+        bound = statement.target if isinstance(statement, ast.For) else None
+        what = (f"binds its `.detach()` to `{S.segment(text, bound)}`, which the next pass of "
+                f"the loop rebinds before anything reads it" if bound is not None else
+                "drops the result of its `.detach()`")
         edits = () if fix is None else (w.fixes.edit_at(
             cut.path, (statement.lineno, statement.col_offset),
             (statement.end_lineno or statement.lineno, statement.end_col_offset or 0), fix),)
