@@ -6,12 +6,13 @@ clears and writes the gradient inside that call, before L-BFGS reads it. No find
 gradient Adam stepped with is not stepped again. The same L-BFGS step handed no closure of its
 own (a gradient written outside the call, by the same loss) still steps the gradient Adam
 stepped with, and still fails; so does a closure that never clears (its first ``backward()``
-adds to the gradient Adam stepped with)."""
+adds to the gradient Adam stepped with), one finding for all the tensors, whose edit clears
+them first thing in the closure: the fixed script trains as the published one."""
 
 from __future__ import annotations
 
 import pytest
-from script_audit import audit, failures
+from script_audit import applied_and_trains, audit, failures, twins
 
 pytestmark = pytest.mark.slow
 
@@ -66,3 +67,15 @@ def test_a_closure_writes_the_gradient_its_step_reads(tmp_path, step, clear, fou
     assert bool(shared) == found, [f["message"] for f in failures(report)]
     if not found:
         assert code == 0, [f["message"] for f in failures(report)]
+
+
+def test_the_clear_a_closure_left_out_is_written_first_thing_in_it(tmp_path):
+    published = ("import argparse\n" + SCRIPT.replace("STEP", "lbfgs.step(closure)").replace(
+        "torch.manual_seed(0)", "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--out', default=None)\nargs = parser.parse_args()\n"
+        "torch.manual_seed(0)") + "if args.out:\n    torch.save(net.state_dict(), args.out)\n")
+    folder = twins(tmp_path, published.replace("CLEAR", "lbfgs.zero_grad()"),
+                   published.replace("CLEAR", "pass"))
+    done = applied_and_trains(folder, "shared", "--watch", "1")
+    assert done.stdout.count("FAIL    shared:") == 1, done.stdout
+    assert "    lbfgs.zero_grad()\n    pass\n" in (folder / "train.py").read_text()

@@ -24,6 +24,7 @@ __all__ = [
     "call_at",
     "cutting_call",
     "expression_at",
+    "first_statement",
     "freezes",
     "indent_of",
     "line_named",
@@ -189,6 +190,21 @@ def step_left_out(path: str, line: int, name: str) -> int | None:
         return (steps[-1].end_lineno or steps[-1].lineno) if steps else \
             (body[at].end_lineno or body[at].lineno)
     return None
+
+
+def first_statement(path: str, line: int) -> int | None:
+    """The line of the first statement of the function defined on ``line`` that is not its
+    docstring, a ``global`` or a ``nonlocal``; ``None`` where no function is defined there."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    fn = next((n for n in ast.walk(parsed[0]) if isinstance(
+        n, ast.FunctionDef | ast.AsyncFunctionDef) and (n.lineno == line or any(
+            d.lineno == line for d in n.decorator_list))), None)
+    body = [st for st in fn.body if not isinstance(st, ast.Global | ast.Nonlocal) and not (
+        isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
+        and isinstance(st.value.value, str))] if fn is not None else []
+    return body[0].lineno if body else None
 
 
 def statement_at(path: str, line: int) -> tuple[ast.stmt, str] | None:

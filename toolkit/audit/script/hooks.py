@@ -270,8 +270,9 @@ def installed(watch: Watch) -> Iterator[Watch]:
     undo.append((nn.Parameter, "__new__", new_parameter))
     def before_step(opt, args, kwargs) -> None:
         if watch.here():
-            closure = args[0] if args else kwargs.get("closure")
-            watch.step(opt, closure=closure is not None)
+            # the step's own arguments after the optimizer: ``step(closure)``
+            closure = args[1] if len(args) > 1 else kwargs.get("closure")
+            watch.step(opt, closure=closure)
 
     def after_step(opt, args, kwargs) -> None:
         if watch.here():

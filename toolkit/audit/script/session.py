@@ -42,7 +42,7 @@ import runpy
 import sys
 import types
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CodeType, FrameType
 from typing import TypeVar
 
@@ -599,8 +599,8 @@ class Watch(ModuleCalls):
             self.staged.leave()
 
     # --- at a step ----------------------------------------------------------------------
-    def step(self, opt: torch.optim.Optimizer, closure: bool = False) -> None:
-        """``opt.step()`` is about to run (``closure``: it was handed one, which writes the
+    def step(self, opt: torch.optim.Optimizer, closure: Callable | None = None) -> None:
+        """``opt.step()`` is about to run (``closure``: the one it was handed, which writes the
         gradient it reads inside the call)."""
         self._names_now = None
         self.staged.pause()
@@ -662,8 +662,8 @@ class Watch(ModuleCalls):
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
         self.trainable_by.setdefault(index, set()).update(id(p) for _, p in stepped)
-        if closure:
-            self.closure_step = (index, opt, stepped, event)
+        if closure is not None:
+            self.closure_step = (index, opt, stepped, event, closure)
         else:
             at_step.shared(self, index, opt, stepped)
         at_step.views(self, index, stepped)

@@ -16,7 +16,7 @@ import torch.overrides
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import holders
-from toolkit.audit.record.frames import Site
+from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed, nonzero
 from toolkit.audit.result import plural
@@ -255,13 +255,14 @@ def moved(w: WatchState, index: int, event: int, stepped) -> None:
 
 
 def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
-           called: int | None = None) -> None:
+           called: int | None = None, closure: object = None) -> None:
     """A tensor another optimizer stepped with the gradient it holds now (no backward()
     wrote it since): the one gradient moves it twice. For a step handed a closure (judged when
     it returns; ``called``: the event of the call), a tensor another optimizer stepped with
     the gradient the closure's ``backward()`` then added to, nothing clearing it in between
     (L-BFGS after Adam, its closure without ``zero_grad()``): the closure's gradient and the
-    one the other optimizer stepped with move it together. Or a tensor two optimizers step, each
+    one the other optimizer stepped with move it together; one finding for all of them, whose
+    edit clears them first thing in ``closure`` (:func:`_closure_clear`). Or a tensor two optimizers step, each
     after its own backward(), that the script holds in a list whose items are one network:
     the members of an ensemble made ``[Net()] * k``, every round trained once per member's
     optimizer, each with a state of its own (found at the second member's first step, so in
@@ -270,6 +271,7 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
     then fine-tuning), or optimizers over overlapping parts of networks (InfoGAN's)."""
     again: list[tuple[str, torch.Tensor]] = []   # stepped after other optimizers did
     others: set[int] = set()
+    added: list[tuple[str, torch.Tensor, int]] = []   # a closure's gradient added to them
     for key, p in stepped:
         by = w.stepped_by.setdefault(id(p), {})
         before = [(i, event) for i, event in by.items() if i != index
@@ -281,32 +283,66 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
         if any(i != index for i in by):   # the first step of a second optimizer over it
             w.second_stepped.setdefault(id(p), w.step_events - 1)
         by[index] = w.events
-        if called is not None:   # written by the closure since: added to, if never cleared
-            before = before or [
-                (i, event) for i, event in by.items() if i != index and event < called
-                and event > w.cleared_at.get(id(p), -1) and w.written_at.get(id(p), -1) > called]
-        if before and p.grad is not None and nonzero(p.grad):
+        # written by the closure since the call: added to, if nothing cleared it since the
+        # other optimizer's step
+        onto = [i for i, event in by.items() if i != index and event < called
+                and event > w.cleared_at.get(id(p), -1)
+                and w.written_at.get(id(p), -1) > called] \
+            if called is not None and not before else []
+        if onto and p.grad is not None and nonzero(p.grad):
+            added.append((key, p, min(onto)))
+        elif before and p.grad is not None and nonzero(p.grad):
             first = sorted(i for i, _ in before)
             at = tuple(s.shown() for s in (w.built_at.get(id(w.optimizers[j]))
                                            for j in [*first, index]) if s is not None)
-            if called is None:
-                what = (f"a tensor is stepped by optimizers {first[0]} and {index} with one "
-                        f"gradient (no backward() wrote it between the steps): it moves twice")
-                advice = "give each tensor to one optimizer"
-            else:
-                name = w.assigned(w.built_at.get(id(opt))) or "the optimizer"
-                what = (f"the closure of optimizer {index}'s step adds its gradient to the one "
-                        f"optimizer {first[0]} stepped a tensor with (nothing cleared it "
-                        f"between): that gradient moves it again")
-                advice = f"clear it in the closure before its backward(): {name}.zero_grad()"
             w.add(ScriptFinding(
-                "shared", w.iteration, what, (key,), (w.names().get(id(p), key),), at,
-                advice=advice, step=w.step_events - 1))
+                "shared", w.iteration,
+                f"a tensor is stepped by optimizers {first[0]} and {index} with one "
+                f"gradient (no backward() wrote it between the steps): it moves twice",
+                (key,), (w.names().get(id(p), key),), at,
+                advice="give each tensor to one optimizer", step=w.step_events - 1))
         elif between:
             again.append((key, p))
             others.update(between)
     if again:
         _members_one_network(w, index, sorted(others), again)
+    if added:
+        _added_to(w, index, opt, closure, added)
+
+
+def _added_to(w: WatchState, index: int, opt: torch.optim.Optimizer, closure: object,
+              added: list[tuple[str, torch.Tensor, int]]) -> None:
+    """One finding for the tensors a closure's gradient was added to, the gradient another
+    optimizer stepped with still there; its edit clears them first thing in the closure."""
+    name = w.assigned(w.built_at.get(id(opt)))
+    other = min(i for _, _, i in added)
+    clear = _closure_clear(w, closure, name) if name and name.isidentifier() else None
+    keys = tuple(k for k, _, _ in added)
+    at = (*(s.shown() for s in (w.built_at.get(id(w.optimizers[j])) for j in (other, index))
+            if s is not None), *((clear[1].shown(),) if clear is not None else ()))
+    w.add(ScriptFinding(
+        "shared", w.iteration,
+        f"the closure of {f'`{name}`' if name else f'optimizer {index}'}'s step adds its "
+        f"gradient to the one optimizer {other} stepped {plural(len(keys), 'tensor')} with "
+        f"(nothing cleared them between): that gradient moves them again",
+        keys, tuple(w.names().get(id(p), k) for k, p, _ in added), at,
+        (clear[0],) if clear is not None else (),
+        advice=f"clear them in the closure before its backward(): "
+               f"{name or 'optimizer'}.zero_grad()", step=w.step_events - 1, concerned=keys))
+
+
+def _closure_clear(w: WatchState, closure: object, name: str):
+    """``name.zero_grad()`` inserted before the first statement of ``closure`` that is not a
+    ``global``, ``nonlocal`` or its docstring, with that statement's site; ``None`` where the
+    closure is no function of the user's files."""
+    code = getattr(closure, "__code__", None)
+    if code is None or not is_user(code.co_filename):
+        return None
+    first = S.first_statement(code.co_filename, code.co_firstlineno)
+    if first is None:
+        return None
+    edit = w.fixes.insert_before(code.co_filename, first, f"{name}.zero_grad()")
+    return (edit, Site(code.co_filename, first, None)) if edit is not None else None
 
 
 def views(w: WatchState, index: int, stepped) -> None:

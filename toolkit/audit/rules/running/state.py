@@ -174,8 +174,8 @@ class WatchState:
         self.stepping: int | None = None
         # a step handed a closure, judged by :func:`~.at_step.shared` when it returns (the
         # closure writes the gradient it reads): the optimizer's index, it, its tensors, the
-        # event of the call
-        self.closure_step: tuple[int, torch.optim.Optimizer, list, int] | None = None
+        # event of the call, the closure
+        self.closure_step: tuple[int, torch.optim.Optimizer, list, int, Any] | None = None
         # the cuts :mod:`~.unread_cut` has judged, by their site
         self.unread_judged: set = set()
         self.reached_at: dict[int, int] = {}        # tensor id -> last backward reaching it
