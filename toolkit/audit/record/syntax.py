@@ -95,6 +95,14 @@ def expression_at(path: str, span: tuple[int, int, int, int] | None
     return (node, text) if node is not None else None
 
 
+def _receiver(node: ast.AST, method: str) -> ast.expr | None:
+    """``x`` when ``node`` is a call ``x.method(...)``, else ``None``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == method:
+        return node.func.value
+    return None
+
+
 def loaded_from(path: str, name: str) -> list[tuple[int, str]]:
     """The lines of the file that set the network ``name``'s weights from another's state,
     ``name.load_state_dict(other.state_dict())``, each with the text of ``other``."""
@@ -104,13 +112,10 @@ def loaded_from(path: str, name: str) -> list[tuple[int, str]]:
     tree, text = parsed
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "load_state_dict" and node.args and \
-                segment(text, node.func.value) == name:
-            state = node.args[0]
-            if isinstance(state, ast.Call) and isinstance(state.func, ast.Attribute) and \
-                    state.func.attr == "state_dict":
-                found.append((node.lineno, segment(text, state.func.value)))
+        into = _receiver(node, "load_state_dict")
+        if into is not None and node.args and segment(text, into) == name and \
+                (other := _receiver(node.args[0], "state_dict")) is not None:
+            found.append((node.lineno, segment(text, other)))
     return sorted(found)
 
 
@@ -129,17 +134,19 @@ def unread_cut(path: str, line: int) -> tuple[ast.stmt, str, str | None] | None:
     tree, text = parsed
     st = found[0]
 
-    def detach_of(node: ast.expr) -> ast.expr | None:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "detach" and not node.args and not node.keywords:
-            return node.func.value
+    def detach_of(node: ast.AST) -> ast.expr | None:
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            return _receiver(node, "detach")
         return None
 
     if isinstance(st, ast.Expr) and (value := detach_of(st.value)) is not None:
         return st, text, (f"{segment(text, value)} = {segment(text, st.value)}"
                           if isinstance(value, ast.Name | ast.Attribute) else None)
-    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and
-            isinstance(st.targets[0], ast.Name)) or detach_of(st.value) is None:
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name)):
+        return None
+    cut = detach_of(st.value)
+    if cut is None:
         return None
     name = st.targets[0].id
     loop = next((n for n in ast.walk(tree) if isinstance(n, ast.For) and st in n.body
@@ -156,10 +163,9 @@ def unread_cut(path: str, line: int) -> tuple[ast.stmt, str, str | None] | None:
            for part in [*after, *later] for n in ast.walk(part)):
         return None
     plain = (loop.body == [st] and not loop.orelse and isinstance(loop.iter, ast.Name)
-             and isinstance(detach_of(st.value), ast.Name)
-             and detach_of(st.value).id == name)   # type: ignore[union-attr]
-    return loop, text, (f"{loop.iter.id} = [{name}.detach() for {name} in {loop.iter.id}]"
-                        if plain else None)   # type: ignore[union-attr]
+             and isinstance(cut, ast.Name) and cut.id == name)
+    return loop, text, (f"{segment(text, loop.iter)} = [{name}.detach() for {name} in "
+                        f"{segment(text, loop.iter)}]" if plain else None)
 
 
 def step_left_out(path: str, line: int, name: str) -> int | None:
@@ -173,10 +179,8 @@ def step_left_out(path: str, line: int, name: str) -> int | None:
     tree, text = parsed
 
     def call_on(st: ast.stmt, method: str) -> str | None:
-        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and \
-                isinstance(st.value.func, ast.Attribute) and st.value.func.attr == method:
-            return segment(text, st.value.func.value)
-        return None
+        on = _receiver(st.value, method) if isinstance(st, ast.Expr) else None
+        return segment(text, on) if on is not None else None
 
     for body in blocks(tree):
         at = next((i for i, st in enumerate(body) if st.lineno <= line <=

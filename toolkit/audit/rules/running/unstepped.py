@@ -285,12 +285,13 @@ def _set_from(name: str, sources, held: dict[int, int],
     """The first line of a loss's file that sets the network ``name`` from the state of a
     network whose tensors an optimizer holds (``name.load_state_dict(other.state_dict())``),
     with that network's name; ``None`` where there is none."""
+    loads = [found for path in sorted({s.site.path for s in sources})
+             for found in S.loaded_from(path, name) if found[1] != name]
+    if not loads:   # the common case: nothing to name the trained tensors for
+        return None
     trained = {names.get(k, "") for k in held}
-    for path in sorted({s.site.path for s in sources}):
-        for line, other in S.loaded_from(path, name):
-            if other != name and any(t.startswith(f"{other}.") for t in trained):
-                return line, other
-    return None
+    return next(((line, other) for line, other in loads
+                 if any(t.startswith(f"{other}.") for t in trained)), None)
 
 
 def _copied_over(w: WatchState, module: torch.nn.Module, keys: set[int],
