@@ -1,10 +1,11 @@
 """The rules only a running script shows (``toolkit audit SCRIPT``): what sits in ``.grad`` at
 each ``optimizer.step()`` (:mod:`.at_step`), gradient cleared before a step (:mod:`.lost`),
 stepped tensors no loss reached (:mod:`.dead`), a loss reaching tensors no optimizer steps
-(:mod:`.unstepped`), parameters or modules replaced after their optimizer (:mod:`.replaced`),
-copies of a network (:mod:`.copies`), targets moved toward a stepped network
-(:mod:`.targets`), predictions fed back (:mod:`.carried`, :mod:`.recycled`), hard values
-(:mod:`.hard`), exact-zero gradients (:mod:`.zero_gradient`), freezes never ended
+(:mod:`.unstepped`; learned tensors torch does not register as parameters:
+:mod:`.not_parameters`), parameters or modules replaced after their optimizer
+(:mod:`.replaced`), copies of a network (:mod:`.copies`), targets moved toward a stepped
+network (:mod:`.targets`), predictions fed back (:mod:`.carried`, :mod:`.recycled`), hard
+values (:mod:`.hard`), exact-zero gradients (:mod:`.zero_gradient`), freezes never ended
 (:mod:`.never_trained`), samples drawn without their path (:mod:`.drawn`), cuts nothing reads
 (:mod:`.unread_cut`) and the cuts taken as meant (:mod:`.meant`).
 

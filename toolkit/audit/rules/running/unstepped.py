@@ -2,39 +2,29 @@
 and stepped tensors or part of a model whose other tensors are stepped (``unstepped``, with
 the parameter group that adds them), or elsewhere (``wasted``, a note).
 
-- A learned tensor made a plain tensor: a leaf that requires grad and is no ``Parameter``
-  (``torch.empty(n, requires_grad=True)``), held as an attribute of a module of a network an
-  optimizer steps, reached by a loss, held by no optimizer and not moved by the script itself
-  (a perturbation it steps by hand) is unstepped: the network's ``parameters()`` do not hold
-  it. The failure is at the line that makes it; its edit makes it a ``Parameter`` there, in
-  the file's own spelling (``nn.Parameter(torch.empty(n))``), so that the optimizer built from
-  ``parameters()`` steps it. A perturbation of the input made to require grad (FGSM) is held
-  by no module; a tensor an optimizer built over a list holds is stepped: no finding.
-- The group an edit adds follows the no-decay convention where the script does: when the
-  tensors are all of one dimension or fewer (biases, norm weights, a temperature) and the
-  optimizer has weight decay but decays none such, the group is ``{"params": [...],
-  "weight_decay": 0.0}``, as nanoGPT's ``configure_optimizers``
-  (https://github.com/karpathy/nanoGPT/blob/master/model.py), minGPT's and timm's
-  ``param_groups_weight_decay`` (https://github.com/huggingface/pytorch-image-models,
-  timm/optim/_param_groups.py) build it."""
+- Learned tensors torch does not register as parameters (plain tensors that require grad,
+  parameters of no module, plain containers): :mod:`.not_parameters`. The group an edit adds
+  follows the script's settings (:mod:`.param_group`)."""
 
 from __future__ import annotations
 
 import ast
-import inspect
-import os
 
 import torch
 from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
-from toolkit.audit.record.frames import Site, is_user
-from toolkit.audit.record.sites import Line
-from toolkit.audit.record.unregistered import KeptIn, unregistered
+from toolkit.audit.record.frames import Site
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running import copies
 from toolkit.audit.rules.running.fix_writer import FixWriter
+from toolkit.audit.rules.running.not_parameters import (
+    free_parameters,
+    in_plain_containers,
+    plain_tensors,
+)
+from toolkit.audit.rules.running.param_group import group
 from toolkit.audit.rules.running.replaced import replaced
 from toolkit.audit.rules.running.state import WatchState
 
@@ -57,15 +47,15 @@ def end_of_iteration(w: WatchState) -> None:
     stepped = {k: i for k, i in held.items() if i not in gone}
     _held_by_unused(w)
     replacing = replaced(w, stepped)
-    _free_parameters(w, stepped)
-    _plain_tensors(w, stepped)
+    free_parameters(w, stepped)
+    plain_tensors(w, stepped)
     # the last gradient of an earlier loop, which its own optimizer stepped
     holding: dict[int | None, set[int]] = {}
     done = {key for key, live in w.ledger.live.items()
             if live and key not in stepped and held.get(key) in earlier and all(
                 s.step is not None and key in _held_by(w, w.step_optimizer.get(s.step),
                                                         holding) for s in live)}
-    replacing |= _in_plain_containers(w, stepped.keys() | done)
+    replacing |= in_plain_containers(w, stepped.keys() | done)
     names = w.names()
     by_root: dict[int, list[int]] = {}
     for key, live in w.ledger.live.items():
@@ -192,7 +182,7 @@ def end_of_iteration(w: WatchState) -> None:
             if e is None:
                 params = _parameters_text(module, name, set(keys))
                 e = w.fixes.insert_after(built.path, later or built.line,
-                                   f"{opt_name}.add_param_group({_group(w, opt, params, added)})")
+                                   f"{opt_name}.add_param_group({group(w, opt, params, added)})")
             edits = (e,) if e is not None else ()
         sites = _built_sites(built) + at
         if any(f.kind == "unstepped" and f.tensors == shown and f.at[:1] == sites[:1]
@@ -496,313 +486,3 @@ def _parameters_text(module: nn.Module, name: str, keys: set[int]) -> str:
     if len(parts) == 1 and parts[0].startswith("*"):
         return parts[0][1:]
     return "[" + ", ".join(parts) + "]"
-
-
-def _group(w: WatchState, opt: torch.optim.Optimizer, params: str,
-           added: list[torch.Tensor]) -> str:
-    """The parameter group an edit adds to ``opt``: ``{"params": params}``, with the settings
-    of its first group as built whose tensors are all of the added ones' kind (of one
-    dimension or fewer: biases and norms; or of two or more: weights), where the script gave
-    that group settings of its own (I-JEPA's no-decay groups, ``{"WD_exclude": True,
-    "weight_decay": 0}``, which its schedule leaves alone); else with ``"weight_decay": 0.0``
-    when the tensors ``added`` are all of one dimension or fewer and ``opt`` has weight decay
-    but decays no such tensor (the no-decay group the script left out: see the module's
-    docstring)."""
-    low, high = all(t.ndim <= 1 for t in added), all(t.ndim >= 2 for t in added)
-    for dims, settings in w.built_groups.get(id(opt), []):
-        if dims and ((low and max(dims) <= 1) or (high and min(dims) >= 2)):
-            own = {k: v for k, v in settings.items() if type(v) in (bool, int, float, str)
-                   and (k not in opt.defaults or opt.defaults[k] != v)}
-            if own:
-                return "{" + ", ".join([f'"params": {params}',
-                                        *(f"{k!r}: {v!r}" for k, v in own.items())]) + "}"
-            break
-    decayed = [p for g in opt.param_groups if g.get("weight_decay") for p in g["params"]]
-    if added and all(t.ndim <= 1 for t in added) and opt.defaults.get("weight_decay") and \
-            not any(p.ndim <= 1 for p in decayed):
-        return f'{{"params": {params}, "weight_decay": 0.0}}'
-    return f'{{"params": {params}}}'
-
-
-def _free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
-    """A parameter of no module (``log_z = nn.Parameter(torch.zeros(1))``, a GFlowNet's
-    partition function; a learned temperature) that a loss trains in a term of its own beside
-    terms that train stepped tensors, held by no optimizer and not moved by the script itself:
-    unstepped, a failure at the line that builds the optimizer of those terms, with the
-    parameter group that adds it (its learning rate is the optimizer's: the script may want
-    its own, as trajectory balance's does)."""
-    held_in: dict[str, list[torch.Tensor]] = {}
-    for key, (tensor, before) in w.plain_values.items():
-        # or a plain leaf the script keeps across iterations (MPO's Lagrange multipliers,
-        # ``torch.full(..., requires_grad=True)``), not one made afresh for each (a gradient
-        # penalty's interpolates)
-        kept = tensor.is_leaf and tensor.requires_grad and \
-            w.reached_in.get(key, (0, 0))[1] > w.reached_in.get(key, (0, 0))[0]
-        if not (isinstance(tensor, nn.Parameter) or kept) or key in stepped or \
-                not w.between.get(key) or not w.ledger.live.get(key) or \
-                w.owner(key) is not None or not torch.equal(before, tensor.detach()):
-            continue
-        name = w.bound_name(tensor)
-        if name is not None and key in w.beside:
-            _report_free(w, name, f"[{name}]", [tensor])
-        elif name is None and key not in w.beside and \
-                (holder := _container_of(w, tensor)) is not None:
-            # held by a module the script never calls, between the loss and stepped tensors
-            # (Meta-SGD's learned learning rates in an ``nn.ParameterList``, scaling the
-            # inner step of the parameters the outer loss trains): one finding for the
-            # container
-            held_in.setdefault(holder, []).append(tensor)
-    for name, tensors in held_in.items():
-        _report_free(w, name, f"list({name}.parameters())", tensors)
-
-
-def _container_of(w: WatchState, tensor: torch.Tensor) -> str | None:
-    """The name the script's frames hold a module by that holds ``tensor`` and that the
-    script never calls (a ``ParameterList``), or ``None``."""
-    for name, value in w.scope.items():
-        if isinstance(value, nn.Module) and not name.startswith("_") and \
-                any(p is tensor for p in value.parameters()):
-            return name
-    return None
-
-
-def _report_free(w: WatchState, name: str, params: str, tensors: list[torch.Tensor]) -> None:
-    """The ``unstepped`` finding of :func:`_free_parameters`: ``name`` (the one tensor's, or the
-    container's of ``tensors``) added to the optimizer of its siblings' terms as ``params``."""
-    key = id(tensors[0])
-    # the optimizer of the term's siblings: one that holds parameters of no module as
-    # this is (MPO's dual optimizer, beside the policy's), else the first
-    plain = [i for i in sorted(w.between[key]) if all(
-        w.owner(id(p)) is None for g in w.optimizers[i].param_groups for p in g["params"])]
-    opt = w.optimizers[(plain or sorted(w.between[key]))[0]]
-    built = w.built_at.get(id(opt))
-    opt_name = w.assigned(built)
-    edits: tuple = ()
-    if built is not None and opt_name:
-        e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
-                                 f"{_group(w, opt, params, tensors)})")
-        edits = (e,) if e is not None else ()
-    srcs = {s.site.shown() for s in w.ledger.live[key] if s.site is not None}
-    w.add(ScriptFinding(
-        "unstepped", w.iteration,
-        f"`{name}` gets gradient and no optimizer steps it, though the same loss trains "
-        + ("through it tensors an optimizer steps" if tensors[1:] or key not in w.beside else
-           "in terms beside its own tensors an optimizer steps"),
-        (name,), (name,), ((built.shown(),) if built is not None else ()) + tuple(
-            sorted(srcs)), edits,
-        advice=f"add it to {('`' + opt_name + '`') if opt_name else 'the optimizer'}"
-               f" (optimizer.add_param_group({{'params': {params}}}), with its own "
-               f"learning rate if the method gives it one)", step=w.step_events - 1,
-        concerned=(name,)))
-
-
-def _plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
-    """Learned tensors made plain tensors (see the module's docstring): per network, a failure
-    at the lines that make them, with the edits that make them parameters there, or, where
-    a line is not found, the parameter group that adds them to the network's optimizer."""
-    seen, w.plain_values = w.plain_values, {}
-    found: dict[int, list[tuple[int, torch.Tensor, str, nn.Module, str]]] = {}
-    networks: dict[int, tuple[nn.Module, str]] = {}
-    for key, (tensor, before) in seen.items():
-        if key in stepped or not w.ledger.live.get(key) or not tensor.is_leaf or \
-                not tensor.requires_grad or not torch.equal(before, tensor.detach()):
-            continue   # stepped, its gradient not there, or moved by the script itself
-        held = next((k for k in w.kept_plainly() if k.value is tensor and not k.item), None)
-        if held is None:
-            continue
-        network, root, path, module, attr = held[:5]
-        if not any(id(p) in stepped for p in network.parameters()):
-            continue
-        networks[id(network)] = (network, root)
-        found.setdefault(id(network), []).append((key, tensor, path, module, attr))
-    for net_id, tensors in found.items():
-        network, root = networks[net_id]
-        rank = {id(m): i for i, m in enumerate(network.modules())}
-        tensors.sort(key=lambda x: (rank.get(id(x[3]), len(rank)), x[4]))
-        index = min(stepped[id(p)] for p in network.parameters() if id(p) in stepped)
-        opt = w.optimizers[index]
-        built = w.built_at.get(id(opt))
-        shown = tuple(f"{root}.{path}" for _, _, path, _, _ in tensors)
-        made = [_made_at(type(module), attr) for _, _, _, module, attr in tensors]
-        places = sorted((m for m in dict.fromkeys(made) if m is not None),
-                        key=lambda m: (m[0], m[1].lineno))
-        edits: list = []
-        at: list[str] = []
-        if None not in made:
-            for m in places:
-                edit = w.fixes.as_parameter(m[0], m[1], m[2])
-                if edit is None:
-                    edits = []
-                    break
-                edits.append(edit)
-                at.append(Site(m[0], m[1].lineno, None).shown())
-        opt_name = w.assigned(built)
-        concerned: tuple[str, ...] = shown
-        step = w.step_events - 1
-        if not edits:
-            at = [built.shown()] if built is not None else []
-            if built is not None and opt_name:
-                params = "[" + ", ".join(f"{root}{S.attribute_path(path)}"
-                                         for _, _, path, _, _ in tensors) + "]"
-                group = _group(w, opt, params, [t for _, t, _, _, _ in tensors])
-                e = w.fixes.insert_after(built.path, built.line,
-                                   f"{opt_name}.add_param_group({group})")
-                edits = [e] if e is not None else []
-        else:
-            # the edit puts them in the network's parameters, among the tensors the
-            # optimizer holds: from its first step the positions of those tensors move
-            concerned = ("*",)
-            step = next((i for i, e in enumerate(sorted(w.step_optimizer))
-                          if w.step_optimizer[e] == index), w.step_events - 1)
-        srcs = {s for k, _, _, _, _ in tensors for s in w.ledger.live[k] if s.site is not None}
-        at += sorted({s.site.shown() for s in srcs})
-        holders = sorted({type(m).__name__ for _, _, _, m, _ in tensors})
-        w.add(ScriptFinding(
-            "unstepped", w.iteration,
-            f"{len(tensors)} tensors of {root} get gradient and no optimizer steps them: "
-            f"{', '.join(holders)} holds them as plain tensors that require grad, not as "
-            f"nn.Parameter, so {root}.parameters() does not hold them, though an optimizer "
-            f"steps the rest of {root}",
-            shown, shown, tuple(at), tuple(edits),
-            advice="make them parameters where they are made (nn.Parameter(...)), or add them "
-                   f"to {('`' + opt_name + '`') if opt_name else 'the optimizer'}",
-            step=step, concerned=concerned))
-
-
-def _in_plain_containers(w: WatchState, stepped: set[int]) -> set[int]:
-    """Learned tensors a module of the model keeps in a plain ``list`` or ``dict`` (or modules
-    kept so), which torch does not register: the loss trains them, and the optimizer built
-    from ``model.parameters()`` never holds them (a hypernetwork's layer embeddings appended
-    to ``self.z_list = []``). A failure at the line that keeps them and the optimizer's, whose
-    edit registers the container where it is made (``torch.nn.ParameterList([])``), as the
-    step audit writes it (:func:`~toolkit.audit.record.unregistered.unregistered`)."""
-    unstepped = [k for k, live in w.ledger.live.items()
-                 if live and k not in stepped and k in w.ledger.tensors
-                 and w.ledger.tensors[k].is_leaf]
-    # tensors of no module the script calls, then those of modules it calls itself that the
-    # model keeps in a plain container (bootstrapped DQN's heads in a list, each called)
-    for keys in ([k for k in unstepped if w.owner(k) is None],
-                 [k for k in unstepped if w.owner(k) is not None]):
-        if keys and _report_container(w, [w.ledger.tensors[k] for k in keys]):
-            return set(keys)
-    return set()
-
-
-def _report_container(w: WatchState, joining: list[torch.Tensor]) -> bool:
-    """The failure of :func:`_in_plain_containers` for the tensors ``joining``, when an
-    optimizer's model keeps every one of them in plain containers; whether it was made."""
-    names = w.names()
-    for index, opt in enumerate(w.optimizers):
-        built = w.built_at.get(id(opt))
-        if built is None:
-            continue
-        line = Line(os.path.basename(built.path), built.line, "", built.text(), built.path)
-        found = unregistered(opt, line, w.built_scope.get(id(opt), {}), None, joining)
-        if found is None or not all(isinstance(f, KeptIn) and f.kind != "Parameter"
-                                    for f in found.found):
-            continue
-        edits = w.fixes.registered(found).edits
-        keys = tuple(f"{found.model}:{i}" for i in range(len(joining)))
-        srcs = {s for t in joining for s in w.ledger.live[id(t)] if s.site is not None}
-        at = (*(str(x) for x in found.lines), built.shown(),
-              *sorted({s.site.shown() for s in srcs}))
-        shown = tuple(dict.fromkeys(found.kept))
-        wanted = {id(t) for t in joining}
-        named: dict[int, str] = {}
-        for kept in w.kept_plainly():
-            if kept.item and id(kept.value) in wanted and not kept.attr.startswith("_"):
-                named.setdefault(id(kept.value), kept.name)
-        # a module kept in the container: its tensors by the container's name
-        # (``policy_net.net_list.0.fc1.weight``), not the name the code calls it by
-        in_module: dict[int, str] = {}
-        for place in found.found:
-            items = place.value.items() if isinstance(place.value, dict) else \
-                enumerate(place.value) if isinstance(place.value, (list, tuple)) else ()
-            for i, item in items:
-                if isinstance(item, nn.Module):
-                    for p_name, p in item.named_parameters():
-                        if id(p) in wanted:
-                            in_module.setdefault(id(p), f"{place.label}.{i}.{p_name}")
-        order = {k: n for n, k in enumerate(in_module)}   # as the container holds them
-        joining = sorted(joining, key=lambda t: order.get(id(t), len(order)))
-        w.add(ScriptFinding(
-            "unstepped", w.iteration,
-            f"{plural(len(joining), 'tensor')} the loss trains, kept in "
-            f"{', '.join(shown)} (a plain container torch does not register), are in no "
-            f"optimizer: {w.optimizer_text(index, built) or 'the optimizer'} steps "
-            f"{found.model}.parameters(), which never holds them",
-            keys, tuple(in_module.get(id(t)) or names.get(id(t), named.get(id(t), shown[0]))
-                        for t in joining), at, edits,
-            advice=f"register {', '.join(shown)} where it is made (torch.nn.ParameterList, "
-                   f"torch.nn.ModuleList), or requires_grad_(False) if it is meant to stay "
-                   f"fixed", step=w.step_events - 1, concerned=("*",)))
-        return True
-    return False
-
-
-def _made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
-    """Where the user's class ``cls`` (or a class of the user's it derives from) makes its
-    attribute ``attr`` (``self.bias = torch.empty(n, requires_grad=True)`` in a method): the
-    file, the assigned expression and how that file spells ``nn.Parameter``; ``None`` when
-    it is not one such assignment, or the file imports no name for ``Parameter``."""
-    for klass in cls.__mro__:
-        if klass in (nn.Module, object):
-            break
-        try:
-            path = inspect.getsourcefile(klass)
-        except (TypeError, OSError):
-            continue
-        if path is None or not is_user(path):
-            continue
-        parsed = S.syntax_tree(path)
-        if parsed is None:
-            continue
-        tree, text = parsed
-        values = [v for node in ast.walk(tree)
-                  if isinstance(node, ast.ClassDef) and node.name == klass.__name__
-                  for v in _assigned(node, attr)]
-        # the one that makes it require grad, where the class assigns it more than once
-        made = [v for v in values if "requires_grad" in S.segment(text, v)] or values[:1]
-        spelled = _parameter_name(tree)
-        if len(made) == 1 and spelled is not None:
-            return path, made[0], spelled
-        return None
-    return None
-
-
-def _assigned(node: ast.ClassDef, attr: str) -> list[ast.expr]:
-    """The expressions the methods of ``node`` assign to ``self.attr``."""
-    out = []
-    for method in node.body:
-        if not isinstance(method, ast.FunctionDef) or not method.args.args:
-            continue
-        me = method.args.args[0].arg
-        for st in ast.walk(method):
-            targets = st.targets if isinstance(st, ast.Assign) else [
-                st.target] if isinstance(st, ast.AnnAssign) and st.value is not None else []
-            if any(isinstance(t, ast.Attribute) and t.attr == attr
-                   and isinstance(t.value, ast.Name) and t.value.id == me for t in targets):
-                out.append(st.value)
-    return [v for v in out if v is not None]
-
-
-def _parameter_name(tree: ast.Module) -> str | None:
-    """How a file spells ``torch.nn.Parameter`` by its top-level imports: ``Parameter``
-    (imported by name), ``nn.Parameter`` (``from torch import nn``), ``torch.nn.Parameter``."""
-    names = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module in ("torch.nn", "torch.nn.parameter"):
-            for a in node.names:
-                if a.name == "Parameter":
-                    names.setdefault(0, a.asname or a.name)
-        elif isinstance(node, ast.ImportFrom) and node.module == "torch":
-            for a in node.names:
-                if a.name == "nn":
-                    names.setdefault(1, f"{a.asname or a.name}.Parameter")
-        elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name == "torch.nn" and a.asname:
-                    names.setdefault(1, f"{a.asname}.Parameter")
-                elif a.name in ("torch", "torch.nn") and (a.asname is None or a.name == "torch"):
-                    names.setdefault(2, f"{a.asname or 'torch'}.nn.Parameter")
-    return names[min(names)] if names else None
