@@ -65,6 +65,7 @@ def check(step: RecordedStep) -> Found:
     found = []
     seen = set()
     elementwise: dict[str, set[int]] = {}
+    residuals: dict[str, set[int]] = {}
     for call, taken, added, names, node, scalar in rec.first_order_added:
         if call != rec.call:
             continue
@@ -75,13 +76,15 @@ def check(step: RecordedStep) -> Found:
         for loss, graph in step.graphs.items():
             if (taken, loss) in seen or node not in graph.search.nodes:
                 continue
-            # added element for element: only where the loss sums the elements as they are
-            if not scalar and node not in elementwise.setdefault(
-                    loss, _sums_of(graph, scaled=False)):
-                continue
-            seen.add((taken, loss))
             through = () if search is None else tuple(
                 rec.names.name(t) for t in step.stepped[loss].values() if search.path_to(t))
+            # added element for element: only where the loss sums the elements as they are,
+            # or, for the derivative of what this loss trains, a term of a residual it squares
+            if not scalar and node not in elementwise.setdefault(
+                    loss, _sums_of(graph, scaled=False)) and not (
+                    through and node in residuals.setdefault(loss, _residuals(graph))):
+                continue
+            seen.add((taken, loss))
             finding = ConstantTerm(loss=loss, tensors=names, through=through, taken=taken,
                                    added=added, fix=_FIX)
             places = () if taken is None else (KeywordAt(taken, "grad", "create_graph", "True"),)
@@ -252,6 +255,36 @@ def uncut(cuts: tuple[tuple[Line | None, str, Any], ...],
 
 #: what passes a loss's value on as a sum of its terms: sums, means, signs, views
 _SUMMING = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
+
+
+def _residuals(graph: Graph) -> set[int]:
+    """The nodes that add the terms of a residual a loss squares: below a square (``r ** 2``,
+    ``r * r``, ``F.mse_loss``) that the loss sums, through sums, signs and views only. A
+    physics-informed loss squares the residual of its equation (Raissi et al. 2019's Burgers'
+    residual, ``u_t + u * u_x - nu * u_xx``): a derivative of the network taken without
+    ``create_graph=True`` is a constant inside it, an offset that trains nothing, as in a sum
+    (a derivative of a network the loss does not train, a teacher's, is a target there: see
+    :func:`check`)."""
+    nodes = graph.search.nodes
+    out: set[int] = set()
+    todo: list[int] = []
+    for key in _sums_of(graph, scaled=True):
+        for child in graph.children.get(key, ()):
+            node = nodes[child]
+            below = [id(n) for n, _ in node.next_functions if n is not None]
+            label = node_label(node)
+            if (label == "Pow" and getattr(node, "_saved_exponent", None) == 2) or \
+                    (label == "Mul" and len(below) == 2 and below[0] == below[1]) or \
+                    label == "MseLoss":
+                todo.extend(below)
+    while todo:
+        key = todo.pop()
+        if key in out or key not in nodes:
+            continue
+        out.add(key)
+        if node_label(nodes[key]) in _SUMMING:
+            todo.extend(graph.children.get(key, ()))
+    return out
 
 
 def _sums_of(graph: Graph, *, scaled: bool = True) -> set[int]:
