@@ -57,3 +57,42 @@ def test_a_network_below_a_trained_one_is_still_wasted_work(tmp_path):
     code, report = audit(tmp_path, script, "--watch", "1")
     kinds = {f["kind"] for f in report["findings"]}
     assert code == 0 and "wasted" in kinds and "unstepped" not in kinds, kinds
+
+
+# SVRG (Johnson & Zhang 2013): a snapshot no optimizer holds, whose own loss's gradient the
+# script reads to correct the live model's before the step; unread, it trains nothing
+SNAPSHOT = """\
+import argparse
+import copy
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default="")
+args = parser.parse_args()
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+snapshot = copy.deepcopy(model)
+for step in range(4):
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    snapshot.zero_grad()
+    ((snapshot(x) - y) ** 2).mean().backward()
+    optimizer.zero_grad()
+    ((model(x) - y) ** 2).mean().backward()
+    CORRECTION
+    optimizer.step()
+if args.out:
+    torch.save(model.state_dict(), args.out)
+"""
+READ = ("for p, q in zip(model.parameters(), snapshot.parameters()):\n"
+        "        p.grad -= 0.5 * q.grad")
+
+
+@pytest.mark.parametrize("read", [True, False], ids=["read", "unread"])
+def test_a_gradient_the_script_reads_itself_is_no_loss_that_trains_nothing(tmp_path, read):
+    script = tmp_path / "train.py"
+    script.write_text(SNAPSHOT.replace("CORRECTION", READ if read else "pass"), encoding="utf-8")
+    code, report = audit(tmp_path, script, "--watch", "1")
+    kinds = {f["kind"] for f in report["findings"]}
+    assert ("unstepped" in kinds) is not read and code == (0 if read else 1), report["findings"]

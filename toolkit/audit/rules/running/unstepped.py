@@ -69,6 +69,12 @@ def end_of_iteration(w: WatchState) -> None:
         trained = any(id(p) in stepped for p in module.parameters())
         inside = [k for k in keys if k in w.between]
         srcs = {s for k in keys for s in w.ledger.live[k] if s.site is not None}
+        if not trained and not inside and all(
+                s.index in w.read_sources for k in keys for s in w.ledger.live[k]):
+            # a network no optimizer steps, between no loss and a stepped tensor, whose
+            # gradient the script reads itself: computed to be used by hand (SVRG's snapshot,
+            # whose gradient corrects the live model's: Johnson & Zhang 2013), not in vain
+            continue
         at = tuple(sorted({s.site.shown() for s in srcs}))
         order = {id(p): i for i, p in enumerate(module.parameters())}
         keys.sort(key=lambda k: order.get(k, len(order)))
