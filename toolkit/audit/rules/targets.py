@@ -636,7 +636,11 @@ def _log_normalised(node: Any, inputs: list[tuple[Any, int]]) -> bool:
 def _families(start: Any) -> set[tuple[str, tuple[int, int, bool]]]:
     """The distributions ``start`` is a parameter-free function of: ``(family, its input)``
     for each softmax or sigmoid (or their logs) met going down, and ``("prob", start)``
-    itself; a selection of the same rows (``gather``) is passed, a layer is not."""
+    itself; a selection of the same rows (``gather``) is passed, a layer is not, nor a sum or
+    a mean: a value summed over the distribution's events is an expectation under it, no
+    function of each event's probability (COMA's counterfactual baseline ``sum_u' pi(u')
+    Q(u')``, Foerster et al. 2018, eq. 4, a weight of ``log pi(u)`` the method keeps
+    constant)."""
     found = {("prob", _strip(start))}
     queue, seen = deque([start]), set()
     while queue and len(seen) < 16:
@@ -649,7 +653,7 @@ def _families(start: Any) -> set[tuple[str, tuple[int, int, bool]]]:
         if label in _FAMILY and edges:
             found.add((_FAMILY[label], _strip(*edges[0])))
             continue
-        if _reads_a_leaf(node):
+        if _reads_a_leaf(node) or label in ("Sum", "Mean"):
             continue
         queue.extend(n for n, _ in edges if not is_cut_marker(n))
     return found
