@@ -329,6 +329,8 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
                                                          stepped) and \
                 not _plus_constant(graph, inputs[target_index], stepped):
             side = 1 - target_index   # the arguments swapped: mse_loss(td_target, q)
+        elif _fed_another(graph, inputs, (left, right), stepped):
+            return None   # one network on data and on a generator's output: feature matching
         else:
             side = target_index if target_index is not None else _target_side(inputs)
         return _Sides(form, inputs[side], node)
@@ -415,6 +417,61 @@ def _mirrored(a: Any, b: Any, stepped: set[int]) -> bool:
         return memo[key]
 
     return a is not b and shape(a) != "input" and shape(a) == shape(b)
+
+
+def _fed_another(graph: Graph, inputs: list[Any], reached: tuple[set[int], set[int]],
+                 stepped: set[int]) -> bool:
+    """Whether the two sides of a comparison are one network's same operations on two inputs,
+    one of which another stepped network made: feature matching, a discriminator's features of
+    real data and of a generated sample compared (Salimans et al. 2016, §3.1; GANomaly's
+    adversarial loss ``l2(D(x), D(G(x)))``, Akcay et al. 2018). The loss trains the generator
+    through its side, the network both sides run through on both, as a mirrored pair (what its
+    own optimizer does with that gradient is the other rules' to judge): no side is a target.
+
+    The shared network's tensors are the stepped ones both sides reach; what reaches none of
+    them is the input, set aside where the other side has data (no node) in its place. Another
+    network's layer on top of the shared one (a teacher's beside a student's) has tensors of
+    its own in the same place on both sides: no mirror."""
+    ours = [graph.leaves(side) & stepped for side in reached]
+    shared = ours[0] & ours[1]
+    if not shared or ours[0] == ours[1]:
+        return False
+    memo: dict[int, Any] = {}
+
+    def shape(node: Any, depth: int = 0) -> Any:
+        key = id(node)
+        if key not in memo:
+            variable = getattr(node, "variable", None)
+            if variable is not None:
+                memo[key] = ("leaf", id(variable)) if id(variable) in shared else \
+                    ("other", frozenset({id(variable)})) if id(variable) in stepped else "input"
+            elif depth > 400:
+                memo[key] = ("deep", key)
+            else:
+                memo[key] = "input"   # while it is walked: a cycle is none
+                kids = [k for k in (shape(c, depth + 1) for c in _inputs(node)) if k != "input"]
+                if all(k[0] == "other" for k in kids):   # reaches no shared tensor
+                    others = frozenset().union(*(k[1] for k in kids))
+                    memo[key] = ("other", others) if others else "input"
+                else:
+                    memo[key] = (_label(node), tuple(kids))
+        return memo[key]
+
+    def same(x: Any, y: Any) -> bool:
+        if not (isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y) == 2
+                and isinstance(x[1], tuple) and isinstance(y[1], tuple)):
+            return x == y
+        if x[0] != y[0]:
+            return False
+        a, b = x[1], y[1]
+        if len(a) != len(b):   # another network's output in place of data: set aside
+            a, b = (tuple(k for k in a if k[0] != "other"),
+                    tuple(k for k in b if k[0] != "other"))
+        return len(a) == len(b) and all(same(i, j) for i, j in zip(a, b))
+
+    left, right = shape(inputs[0]), shape(inputs[1])
+    return isinstance(left, tuple) and left[0] not in ("other", "leaf", "deep") and \
+        same(left, right)
 
 
 #: what a layer saves of the data it reads (a linear layer's input, a convolution's)
