@@ -69,8 +69,9 @@ def test_a_bootstrap_unpacked_from_a_call_is_cut_where_its_name_is_read(tmp_path
 
 def test_an_output_used_only_as_the_target_is_cut_where_it_is_made(tmp_path):
     found = _target(tmp_path, "uda_soft_targets_trained.py")
-    assert found["names"][0] == "targets"
-    assert sorted(found["names"][1:]) == ["model.0.bias", "model.0.weight", "model.2.bias",
+    # the target, the output its cut binds (``ori_logits = model(xu)``), the tensors trained
+    assert found["names"][:2] == ["targets", "ori_logits"]
+    assert sorted(found["names"][2:]) == ["model.0.bias", "model.0.weight", "model.2.bias",
                                       "model.2.weight"]
     assert found["at"][0].startswith("uda_soft_targets_trained.py:37:")
     (edit,) = found["edits"]

@@ -185,6 +185,13 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         # the names the cut at a helper's call unpacks (``targets_x, targets_u = guess(x)``)
         made_of = tuple(n for n in dict.fromkeys(((below,) if below else ()) + named)
                         if n not in called and n != name)
+        # and the value a cut of a call's output binds where the fix goes (a TD target made
+        # from ``next_q = target_net(s2).max(1).values`` a line above the comparison); a cut
+        # of a name already bound is named by it
+        made_of += tuple(n for n in dict.fromkeys(
+            n for e in edits if e.path and not e.old.isidentifier()
+            for n in sorted(S.assigned_names(e.path, e.line)))
+            if n not in called and n != name and n not in made_of)
         if name is not None and name not in called and (new_cut or not called):
             called = (*called, name)   # a target with a cut of its own is named too
         bound[same] = called
