@@ -353,8 +353,11 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         if reaches:
             # p · log p: an entropy, the weight is the distribution itself; but a weight made
             # by arithmetic on the log-probability alone (a reward with a KL penalty, RLOO's
-            # ``r - beta * (log_p - ref_log_p)``) is no distribution: it carries its gradient
-            if _log_node(graph, inputs[weight], _LINEAR_IN_LOG, 16) is not log:
+            # ``r - beta * (log_p - ref_log_p)``) is no distribution: it carries its gradient;
+            # nor is one made with another network's output beside it (Distral's task policy
+            # ``softmax(alpha log pi_0 + beta Q_i)``, Teh et al. 2017, eq. 3, a teacher)
+            if _log_node(graph, inputs[weight], _LINEAR_IN_LOG, 16) is not log and \
+                    not _beside_the_log(graph, inputs[weight], log):
                 return None
         elif _same_distribution(log, inputs[weight]):
             return None  # p · log p computed apart (softmax and log_softmax of the same logits)
@@ -368,6 +371,16 @@ def _sides(graph: Graph, node: Any, form: str, target_index: int | None, stepped
         return None
     return _Sides("a log-probability times a weight that carries gradient", inputs[weight], node,
                   weight=True)
+
+
+def _beside_the_log(graph: Graph, weight: Any, log: Any) -> bool:
+    """Whether the weight ``weight`` of the log-probability ``log`` reaches tensors with a
+    gradient that ``log`` does not: it is made with another network's output as well (a
+    teacher's, a critic's), no function of the log-probability's own distribution."""
+    nodes = graph.search.nodes
+    if id(weight) not in nodes or id(log) not in nodes:
+        return False
+    return bool(graph.leaves(graph.reach([id(weight)])) - graph.leaves(graph.reach([id(log)])))
 
 
 def _past_views(node: Any) -> Any:
