@@ -46,3 +46,16 @@ def test_a_teacher_s_features_of_the_data_are_still_a_target(bias):
     def step() -> torch.Tensor:
         return F.mse_loss(student(generator(X)), other(generator(X)))
     assert audit_step(step, opts).targets
+
+
+def test_a_frozen_teacher_on_the_trained_features_is_still_a_target():
+    """``head(h)`` against ``teacher(h)`` with ``h`` the trained features: the teacher's layer,
+    frozen (no tensor of its own in the graph), is no data in the shared network's place."""
+    frozen = nn.Linear(4, 4).requires_grad_(False)
+    head = nn.Linear(4, 4)
+    opt = torch.optim.SGD([*generator.parameters(), *head.parameters()], lr=0.1)
+
+    def step() -> torch.Tensor:   # each side its own forward of the features
+        return F.mse_loss(head(torch.tanh(generator(X))[:, :4]),
+                          frozen(torch.tanh(generator(X))[:, :4]))
+    assert audit_step(step, opt).targets

@@ -441,10 +441,10 @@ def _fed_another(graph: Graph, inputs: list[Any], reached: tuple[set[int], set[i
     through its side, the network both sides run through on both, as a mirrored pair (what its
     own optimizer does with that gradient is the other rules' to judge): no side is a target.
 
-    The shared network's tensors are the stepped ones both sides reach; what reaches none of
-    them is the input, set aside where the other side has data (no node) in its place. Another
-    network's layer on top of the shared one (a teacher's beside a student's) has tensors of
-    its own in the same place on both sides: no mirror."""
+    The shared network's tensors are the stepped ones both sides reach. A computation that
+    reaches none of them is an input, set aside where the other side has data (no node) in its
+    place; a layer's own tensors are not (another network's layer on top of the shared one, a
+    teacher's beside a student's, frozen or not, keeps the sides apart)."""
     ours = [graph.leaves(side) & stepped for side in reached]
     shared = ours[0] & ours[1]
     if not shared or ours[0] == ours[1]:
@@ -455,24 +455,25 @@ def _fed_another(graph: Graph, inputs: list[Any], reached: tuple[set[int], set[i
         key = id(node)
         if key not in memo:
             variable = getattr(node, "variable", None)
+            kids_of = _inputs(node)
             if variable is not None:
-                memo[key] = ("leaf", id(variable)) if id(variable) in shared else \
-                    ("other", frozenset({id(variable)})) if id(variable) in stepped else "input"
+                memo[key] = ("leaf" if id(variable) in shared else "own", id(variable))
             elif depth > 400:
                 memo[key] = ("deep", key)
+            elif _label(node) in VIEWS and len(kids_of) == 1:
+                memo[key] = shape(kids_of[0], depth + 1)   # a weight's transpose is the weight
             else:
                 memo[key] = "input"   # while it is walked: a cycle is none
-                kids = [k for k in (shape(c, depth + 1) for c in _inputs(node)) if k != "input"]
-                if all(k[0] == "other" for k in kids):   # reaches no shared tensor
-                    others = frozenset().union(*(k[1] for k in kids))
-                    memo[key] = ("other", others) if others else "input"
+                kids = [k for k in (shape(c, depth + 1) for c in kids_of) if k != "input"]
+                if all(k[0] in ("own", "other") for k in kids):   # reaches no shared tensor
+                    ids = frozenset().union(*({k[1]} if k[0] == "own" else k[1] for k in kids))
+                    memo[key] = ("other", ids) if ids else "input"
                 else:
                     memo[key] = (_label(node), tuple(kids))
         return memo[key]
 
     def same(x: Any, y: Any) -> bool:
-        if not (isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y) == 2
-                and isinstance(x[1], tuple) and isinstance(y[1], tuple)):
+        if not (isinstance(x[1], tuple) and isinstance(y[1], tuple)):
             return x == y
         if x[0] != y[0]:
             return False
@@ -483,8 +484,8 @@ def _fed_another(graph: Graph, inputs: list[Any], reached: tuple[set[int], set[i
         return len(a) == len(b) and all(same(i, j) for i, j in zip(a, b))
 
     left, right = shape(inputs[0]), shape(inputs[1])
-    return isinstance(left, tuple) and left[0] not in ("other", "leaf", "deep") and \
-        same(left, right)
+    return isinstance(left, tuple) and isinstance(right, tuple) and \
+        left[0] not in ("other", "own", "leaf", "deep") and same(left, right)
 
 
 #: what a layer saves of the data it reads (a linear layer's input, a convolution's)
