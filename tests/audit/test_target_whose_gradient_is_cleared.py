@@ -3,7 +3,11 @@ before any step uses it changes no weight: VAE-GAN's encoder and decoder losses 
 discriminator's features of the data as their target (Larsen et al. 2016), and the
 discriminator's optimizer clears its gradients right before its own backward. That is no
 ``target`` failure, only the ``wasted`` note. With the discriminator's gradients cleared before
-the encoder's backward instead, the target trains it: a failure, as before."""
+the encoder's backward instead, the encoder's loss trains it: a failure. Both sides of that loss
+are the discriminator's first layer, on the data and on the encoder's output (feature
+matching), so neither is a target: the failure is the gradient of the encoder's loss left in
+the discriminator's ``.grad`` when its optimizer steps (``leak``), whose edit clears it before
+the discriminator's own backward."""
 
 from __future__ import annotations
 
@@ -55,9 +59,10 @@ def test_a_target_whose_gradient_is_cleared_before_any_step_is_no_failure(tmp_pa
     assert "info    wasted: `enc_loss`" in done.stdout, done.stdout
 
 
-def test_a_target_whose_gradient_reaches_a_step_is_a_failure(tmp_path):
+def test_a_feature_target_whose_gradient_reaches_a_step_is_a_failure(tmp_path):
     script = SCRIPT.replace("FIRST", CLEAR).replace("SECOND", "")
     folder = twins(tmp_path, script, script)
     done = cli("--watch", "1", "train.py", cwd=folder)
     assert done.returncode == 1, done.stdout
-    assert "FAIL    target: the target `feat_x` of `enc_loss`" in done.stdout, done.stdout
+    assert "FAIL    leak: the gradient of `enc_loss`" in done.stdout, done.stdout
+    assert "insert before it: dis_optimizer.zero_grad()" in done.stdout, done.stdout
