@@ -76,13 +76,15 @@ def check(step: RecordedStep) -> Found:
         for loss, graph in step.graphs.items():
             if (taken, loss) in seen or node not in graph.search.nodes:
                 continue
-            through = () if search is None else tuple(
-                rec.names.name(t) for t in step.stepped[loss].values() if search.path_to(t))
             # added element for element: only where the loss sums the elements as they are,
             # or, for the derivative of what this loss trains, a term of a residual it squares
-            if not scalar and node not in elementwise.setdefault(
-                    loss, _sums_of(graph, scaled=False)) and not (
-                    through and node in residuals.setdefault(loss, _residuals(graph))):
+            summed = scalar or node in elementwise.setdefault(
+                loss, _sums_of(graph, scaled=False))
+            if not summed and node not in residuals.setdefault(loss, _residuals(graph)):
+                continue
+            through = () if search is None else tuple(
+                rec.names.name(t) for t in step.stepped[loss].values() if search.path_to(t))
+            if not summed and not through:
                 continue
             seen.add((taken, loss))
             finding = ConstantTerm(loss=loss, tensors=names, through=through, taken=taken,
@@ -266,8 +268,7 @@ def _residuals(graph: Graph) -> set[int]:
     (a derivative of a network the loss does not train, a teacher's, is a target there: see
     :func:`check`)."""
     nodes = graph.search.nodes
-    out: set[int] = set()
-    todo: list[int] = []
+    squared: list[int] = []
     for key in _sums_of(graph, scaled=True):
         for child in graph.children.get(key, ()):
             node = nodes[child]
@@ -276,27 +277,20 @@ def _residuals(graph: Graph) -> set[int]:
             if (label == "Pow" and getattr(node, "_saved_exponent", None) == 2) or \
                     (label == "Mul" and len(below) == 2 and below[0] == below[1]) or \
                     label == "MseLoss":
-                todo.extend(below)
+                squared.extend(below)
+    return _sums_of(graph, scaled=False, starts=squared)
+
+
+def _sums_of(graph: Graph, *, scaled: bool = True, starts: list[int] | None = None) -> set[int]:
+    """The nodes that sum a loss's terms: reached from the loss (or from ``starts``) through
+    sums, means, signs, views and (``scaled``) products or quotients by a constant only (not a
+    term's own difference under a square, ``(td_target - value).pow(2)``, which compares)."""
+    nodes = graph.search.nodes
+    out: set[int] = set()
+    todo = list(graph.roots if starts is None else starts)
     while todo:
         key = todo.pop()
         if key in out or key not in nodes:
-            continue
-        out.add(key)
-        if node_label(nodes[key]) in _SUMMING:
-            todo.extend(graph.children.get(key, ()))
-    return out
-
-
-def _sums_of(graph: Graph, *, scaled: bool = True) -> set[int]:
-    """The nodes that sum a loss's terms: reached from the loss through sums, means, signs,
-    views and (``scaled``) products or quotients by a constant only (not a term's own
-    difference under a square, ``(td_target - value).pow(2)``, which compares)."""
-    nodes = graph.search.nodes
-    out: set[int] = set()
-    todo = list(graph.roots)
-    while todo:
-        key = todo.pop()
-        if key in out:
             continue
         out.add(key)
         node = nodes[key]

@@ -256,19 +256,20 @@ def moved(w: WatchState, index: int, event: int, stepped) -> None:
 
 def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
            called: int | None = None, closure: object = None) -> None:
-    """A tensor another optimizer stepped with the gradient it holds now (no backward()
-    wrote it since): the one gradient moves it twice. For a step handed a closure (judged when
-    it returns; ``called``: the event of the call), a tensor another optimizer stepped with
-    the gradient the closure's ``backward()`` then added to, nothing clearing it in between
-    (L-BFGS after Adam, its closure without ``zero_grad()``): the closure's gradient and the
-    one the other optimizer stepped with move it together; one finding for all of them, whose
-    edit clears them first thing in ``closure`` (:func:`_closure_clear`). Or a tensor two
-    optimizers step, each after its own backward(), that the script holds in a list whose
-    items are one network: the members of an ensemble made ``[Net()] * k``, every round
-    trained once per member's optimizer, each with a state of its own (found at the second
-    member's first step, so in the iterations ``--steps`` audits). Without such a list, two optimizers over one tensor,
-    each after its own backward(), are no finding: two phases of the script (pre-training,
-    then fine-tuning), or optimizers over overlapping parts of networks (InfoGAN's)."""
+    """A tensor another optimizer stepped with the gradient it holds now (no backward() wrote it
+    since): the one gradient moves it twice. For a step handed a closure (judged when it
+    returns; ``called``: the event of the call), a tensor another optimizer stepped with the
+    gradient the closure's ``backward()`` then added to, nothing clearing it in between (L-BFGS
+    after Adam, its closure without ``zero_grad()``): the closure's gradient and the one the
+    other optimizer stepped with move it together; one finding for all of them, whose edit
+    clears them first thing in ``closure`` (:func:`_closure_clear`). Or a tensor two optimizers
+    step, each after its own backward(), that the script holds in a list whose items are one
+    network: the members of an ensemble made ``[Net()] * k``, every round trained once per
+    member's optimizer, each with a state of its own (found at the second member's first step,
+    so in the iterations ``--steps`` audits). Without such a list, two optimizers over one
+    tensor, each after its own backward(), are no finding: two phases of the script
+    (pre-training, then fine-tuning), or optimizers over overlapping parts of networks
+    (InfoGAN's)."""
     again: list[tuple[str, torch.Tensor]] = []   # stepped after other optimizers did
     others: set[int] = set()
     added: list[tuple[str, torch.Tensor, int]] = []   # a closure's gradient added to them
