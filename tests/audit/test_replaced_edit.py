@@ -85,3 +85,53 @@ def test_a_replacement_by_setattr_is_named_at_its_line_with_advice(tmp_path: Pat
     assert found[0]["edits"] == []
     # nothing else: the old tensor's missing gradient is this finding, not a dead one
     assert len(failures(report)) == 1, [f["message"] for f in failures(report)]
+
+
+RESTARTED = """\
+import torch
+from torch import nn
+
+
+class Dictionary(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        return x @ self.W
+
+
+@torch.no_grad()
+def renorm_(net):
+    net.W = nn.Parameter(net.W / net.W.norm(dim=0, keepdim=True))
+
+
+torch.manual_seed(0)
+net = Dictionary()
+renorm_(net)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+x, y = torch.randn(16, 6), torch.randn(16, 4)
+for step in range(8):
+    if step == 4:
+        opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    loss = nn.functional.mse_loss(net(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    renorm_(net)
+"""
+
+
+def test_a_replacement_repeated_across_a_fresh_optimizer_is_one_failure(tmp_path: Path) -> None:
+    # After the restart the old optimizer is an earlier loop's: its tensors are not paired with
+    # the replacing line's leaves (looking up its index once crashed the audit), and the line
+    # that replaces the fresh optimizer's tensor too is still the one failure.
+    script = tmp_path / "train.py"
+    script.write_text(RESTARTED)
+    code, report = audit(tmp_path, script, "--watch", "1")
+    assert code == 1, report
+    assert report["error"] is None and report["iterations"] == 8, report["error"]
+    found = failures(report)
+    assert len(found) == 1, [f["message"] for f in found]
+    assert any(a.startswith("train.py:16:") for a in found[0]["at"]), found[0]["at"]
+    assert found[0]["names"] == ["net.W"]

@@ -139,7 +139,7 @@ def _rebound(w: WatchState, stepped: dict[int, int], skip: set[int]
     if not news:
         return {}
     unreached = [p for o in w.optimizers for g in o.param_groups for p in g["params"]
-                 if not w.ledger.live.get(id(p))]
+                 if id(p) in stepped and not w.ledger.live.get(id(p))]
     out: dict[Site, list[tuple[torch.Tensor, torch.Tensor, bool, int]]] = {}
     paired: set[int] = set()
     for site, leaves in news.items():
@@ -186,7 +186,9 @@ def replaced(w: WatchState, stepped: dict[int, int]) -> set[int]:
                 shown_of[id(new)] = (w.bound_name(new)
                                      or S.assigned_name(site.path, site.line) or "?")
     for site, pairs in found.items():
-        _report(w, site, pairs, stepped, shown_of, site in swapped)
+        if site not in w.replacing_found:
+            w.replacing_found.add(site)
+            _report(w, site, pairs, stepped, shown_of, site in swapped)
     return {id(new) for pairs in found.values() for new, *_ in pairs} | w.superseded
 
 

@@ -212,6 +212,9 @@ class WatchState:
         # and for each, the optimizers built by then and the user's frames that made it
         # (:func:`~toolkit.audit.record.frames.scope_lines`); each optimizer's building scope
         self.made_in: dict[int, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
+        # the replacing lines already reported (one failure each, whichever optimizer holds
+        # the old tensors at the time: a fresh optimizer after each restart is still the line)
+        self.replacing_found: set[Site | None] = set()
         self.built_in: dict[int, tuple[str, int]] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
