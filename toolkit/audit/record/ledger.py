@@ -35,6 +35,9 @@ class Source:
     #: ``.detach()``-ed at another read in the same iteration (PEARL's task variable, cut for
     #: the policy and the value function, read whole by the critic's loss)
     uncut: set[int] = field(default_factory=set)
+    #: the leaves (by ``id``) its gradient reached through a gradient reversal
+    #: (:mod:`~toolkit.audit.record.reversal`): trained against the loss on purpose
+    reversed: set[int] = field(default_factory=set)
 
 
 def _empty(grad: torch.Tensor | None) -> bool:

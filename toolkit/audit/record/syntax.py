@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 
@@ -193,6 +194,33 @@ def step_left_out(path: str, line: int, name: str) -> int | None:
         steps = [st for st in body[at + 1:] if call_on(st, "step") not in (None, name)]
         return (steps[-1].end_lineno or steps[-1].lineno) if steps else \
             (body[at].end_lineno or body[at].lineno)
+    return None
+
+
+def steps_after(path: str, line: int, name: str) -> int | None:
+    """The line after which ``name.step()`` belongs, when the ``backward()`` at ``line`` is a
+    statement whose block steps other optimizers right after it (``optimizer_f.step()``)
+    and not ``name``: the line where the last of those steps starts. ``None`` for any other
+    block."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+
+    def stepped(st: ast.stmt) -> str | None:
+        on = _receiver(st.value, "step") if isinstance(st, ast.Expr) else None
+        return segment(text, on) if on is not None else None
+
+    for body in blocks(tree):
+        at = next((i for i, st in enumerate(body) if st.lineno <= line <=
+                   (st.end_lineno or st.lineno) and isinstance(st, ast.Expr)
+                   and _receiver(st.value, "backward") is not None), None)
+        if at is None:
+            continue
+        steps = list(itertools.takewhile(lambda st: stepped(st) is not None, body[at + 1:]))
+        if not steps or any(stepped(st) == name for st in steps):
+            return None
+        return steps[-1].lineno
     return None
 
 

@@ -61,6 +61,7 @@ from toolkit.audit.record.backward import (
 from toolkit.audit.record.frames import is_user, site_of, user_file_lines, user_frame
 from toolkit.audit.record.handed import arg_count
 from toolkit.audit.record.ledger import Ledger, Source, changed
+from toolkit.audit.record.reversal import Reversals
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running import (
     at_step,
@@ -544,7 +545,7 @@ class Watch(ModuleCalls):
         cut = [node for node, _, _, _ in self.detaches if id(node) in graph.nodes]
         if cut:
             source.uncut = set(read_graph(cut).leaves)
-        return source, leaves, self.ledger.snapshot(leaves)
+        return source, leaves, self.ledger.snapshot(leaves), Reversals(graph)
 
     def _body_ran(self, key: tuple) -> bool:
         """Whether the loop's body ran once before this ``backward()`` at site ``key``: the site
@@ -580,7 +581,8 @@ class Watch(ModuleCalls):
     def after_backward(self, state, by_hand: bool = False) -> None:
         """After the backward :meth:`backward` saw; ``by_hand``: a ``torch.autograd.grad``
         of the script's, which writes no ``.grad`` (the script may write its result)."""
-        source, leaves, before = state
+        source, leaves, before, reversals = state
+        source.reversed = reversals.below()
         self.ledger.record(source, leaves, before)
         self.last_backward = source.index
         if by_hand:

@@ -14,7 +14,10 @@ phase left into the first update.
 Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
 cleared after the other's optimizer stepped with it: ``wasted``, information); gradient cleared
 after another optimizer stepped (the step the backward preceded: its part in these tensors was
-not meant for their optimizer, even where that step found none of it); gradient the script
+not meant for their optimizer, even where that step found none of it), unless it came to them
+through a gradient reversal (:mod:`~toolkit.audit.record.reversal`), which makes a loss's
+gradient for the tensors below it: that is a failure at the backward, whose edit steps their
+optimizer after the steps that follow it (MME's extractor, Saito et al. 2019); gradient the script
 read from ``.grad`` itself before clearing it (per-example gradients, clipped and summed by
 hand); gradient cleared under a condition (a scheduled freeze: ``never_trained`` judges it over
 the whole run); gradient a ``GradScaler`` read and skipped the step for; gradient another tensor
@@ -63,13 +66,20 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
     groups: dict[Site, tuple[list[Source], dict[int, str]]] = {}
     cleared_at: dict[Site, int] = {}
+    reversed_: dict[tuple[int, int], tuple[Source, dict[int, str]]] = {}
     for src, key in w.ledger.wasted:
-        if (src.index < 0 or src.step is not None or key not in held or key in w.scheduled
+        if (src.index < 0 or key not in held or key in w.scheduled
                 or src in w._cleared_sources or src.index in w.read_sources
                 or _still_held(w, src)):
             continue
         clear = next((c for c in w.clears if c[2] >= src.index and key in c[1]), None)
-        if clear is None or _stepped_between(w, src.index, clear[2]):
+        if clear is None:
+            continue
+        if src.step is not None or _stepped_between(w, src.index, clear[2]):
+            if key in src.reversed:   # through a reversal: made for these tensors' optimizer
+                owner = next(i for i, o in enumerate(w.optimizers) for g in o.param_groups
+                             if any(id(p) == key for p in g["params"]))
+                reversed_.setdefault((owner, src.index), (src, {}))[1][key] = held[key]
             continue
         sources, keys = groups.setdefault(clear[0], ([], {}))
         cleared_at[clear[0]] = clear[2]
@@ -77,6 +87,8 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
             sources.append(src)
         keys[key] = held[key]
     names = w.names()
+    for (owner, _), (src, keys) in reversed_.items():
+        _not_stepped(w, owner, src, keys, names)
     for clear_site, (sources, keys) in groups.items():
         w._cleared_sources.update(sources)
         first = sources[0]
@@ -109,6 +121,38 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
                    "backward() whose gradient it sums",
             step=w.step_events - 1, concerned=tuple(keys.values()),
             cost_bytes=sum(t.numel() * t.element_size() for t in tensors)))
+
+
+def _not_stepped(w: WatchState, index: int, src: Source, keys: dict[int, str],
+                 names: dict[int, str]) -> None:
+    """The gradient ``src`` sent through a gradient reversal into ``keys``, which the
+    ``index``-th optimizer holds, cleared after another optimizer stepped and before this one
+    did: the minimax's other half never trains them (MME's feature extractor, whose step is
+    left out after the entropy's backward). A failure at the backward, whose edit steps the
+    optimizer after the steps that follow it, as the published loop does."""
+    w._cleared_sources.add(src)
+    opt = w.optimizers[index]
+    built = w.built_at.get(id(opt))
+    name = w.assigned(built)
+    called = f"`{name}`" if name else "the optimizer that holds them"
+    site = src.site
+    after = S.steps_after(site.path, site.line, name) \
+        if site is not None and name and name.isidentifier() else None
+    edit = w.fixes.insert_after(site.path, after, f"{name}.step()") \
+        if after is not None and site is not None else None
+    # where the step goes (before the line the edit inserts at), the backward, the optimizer
+    at = tuple(s.shown() for s in (Site(edit.path, edit.line, None) if edit else None,
+                                    site, built) if s is not None)
+    shown = tuple(names.get(k, keys[k]) for k in keys)
+    w.add(ScriptFinding(
+        "cleared", src.iteration,
+        f"the gradient of {src.label} (backward at {src.site}) reaches {len(keys)} tensors "
+        f"through a gradient reversal, made for them (the other half of the minimax), and is "
+        f"cleared before {called} steps with it: another optimizer stepped after that "
+        f"backward, and these tensors never train against that loss",
+        tuple(keys.values()), shown, at, (edit,) if edit is not None else (),
+        advice=f"step {called} after that backward, with the optimizer stepped there",
+        step=w.step_events - 1, concerned=tuple(keys.values())))
 
 
 def _stepped_between(w: WatchState, written: int, cleared: int) -> bool:
