@@ -64,7 +64,10 @@ class Kind(enum.StrEnum):
     CONSTANT_TERM = "constant_term", True, ("a term of a loss made from a gradient taken by "
                                             "torch.autograd.grad without create_graph=True, "
                                             "or only from a network's output cut (no_grad, "
-                                            ".detach()): a constant, it trains nothing")
+                                            ".detach()): a constant, it trains nothing; or "
+                                            "one that reads a value cut from what the rest "
+                                            "of the loss trains, whose own gradient no step "
+                                            "uses")
     CUT_KEYS = "cut_keys", True, ("the keys a loss over several keys reads (a contrastive or "
                                   "prototype loss) cut from a network the loss's optimizer "
                                   "steps: it trains that network through its queries alone")
@@ -91,8 +94,10 @@ class Kind(enum.StrEnum):
                                 "taken from")
     DRAWN = "drawn", True, ("a sample drawn without its path (``Distribution.sample``) from "
                             "parameters with a graph, which a loss that trains reads and no "
-                            "log-probability weighs: the loss never trains what made the "
-                            "distribution, where ``rsample`` keeps the reparameterised path")
+                            "log-probability weighs (or, weighed, that a term of the loss "
+                            "reads whose own gradient no step uses): the loss never trains "
+                            "what made the distribution through it, where ``rsample`` keeps "
+                            "the reparameterised path")
     VOID_CUT = "void_cut", True, ("a ``.detach()`` whose result nothing reads, while the loss "
                                   "reaches stepped tensors through the value it was written "
                                   "to cut")

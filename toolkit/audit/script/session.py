@@ -67,6 +67,7 @@ from toolkit.audit.rules.running import (
     at_step,
     carried,
     copies,
+    cut_terms,
     dead,
     drawn,
     hard,
@@ -198,6 +199,8 @@ class Watch(ModuleCalls):
         if self.feeds:
             self.feeds = [f for f in self.feeds if f[-1] >= keep]
         self.recycling.new_iteration(keep)
+        if self.drawn_met:
+            self.drawn_met = []
         if self.detaches:
             self.detaches = [d for d in self.detaches if d[-1] >= keep]
         if self.no_grad_calls:
@@ -545,6 +548,7 @@ class Watch(ModuleCalls):
         cut = [node for node, _, _, _ in self.detaches if id(node) in graph.nodes]
         if cut:
             source.uncut = set(read_graph(cut).leaves)
+        cut_terms.note(self, list(tensors), graph, source)
         return source, leaves, self.ledger.snapshot(leaves), Reversals(graph)
 
     def _body_ran(self, key: tuple) -> bool:
@@ -627,6 +631,7 @@ class Watch(ModuleCalls):
         self.stepping = index
         if self.pending_dead:
             dead.settle(self)
+        cut_terms.keep_draws(self)
         self.constants.clear()
         if self.draws or self.log_prob_reads:
             self.draws, self.log_prob_reads = {}, {}

@@ -20,7 +20,7 @@ from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.record.tensors import keyed, nonzero
 from toolkit.audit.result import plural
-from toolkit.audit.rules.running import leak_cause
+from toolkit.audit.rules.running import cut_terms, leak_cause
 from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["for_an_input", "frozen", "leaks", "moved", "settle", "shared", "wasted"]
@@ -445,7 +445,8 @@ def wasted(w: WatchState) -> None:
         groups.setdefault(src, []).append(key)
     w.ledger.wasted = []
     for src, keys in groups.items():
-        if src.index < 0 or src in w._cleared_sources or src.index in w.read_sources:
+        if src.index < 0 or src in w._cleared_sources or src.index in w.read_sources or \
+                cut_terms.judged(w, src):
             continue
         ts = [w.ledger.tensors[k] for k in keys]
         cost = _bytes(ts)

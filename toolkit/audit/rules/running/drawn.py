@@ -32,7 +32,7 @@ from toolkit.audit.record.tensors import storage_of
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["Drawn", "fed", "note", "scored"]
+__all__ = ["Drawn", "fed", "note", "rsample_edit", "scored", "weighed"]
 
 _serial = itertools.count()
 
@@ -65,11 +65,18 @@ def scored(w: WatchState, value: object) -> None:
         w.log_prob_reads[storage_of(value)] = value
 
 
+def weighed(w: WatchState, key: Drawn) -> bool:
+    """Whether a ``log_prob`` read the draw ``key``: a score-function estimator's, whose
+    gradient goes through the log-probability."""
+    out = w.draws.get(key, (None, []))[0]
+    return out is not None and storage_of(out) in w.log_prob_reads
+
+
 def fed(w: WatchState, key: Drawn, site: Site | None) -> None:
     """The draw ``key`` met the graph of the loss whose ``backward()`` is at ``site``: a
     ``drawn`` failure unless a ``log_prob`` read it or it was found at its line already."""
     out, made = w.draws.get(key, (None, []))
-    if out is None or storage_of(out) in w.log_prob_reads:
+    if out is None or weighed(w, key):
         return
     held = w.stepped_map()
     reached = [k for k in read_graph(made).leaves if k in held]
@@ -79,7 +86,7 @@ def fed(w: WatchState, key: Drawn, site: Site | None) -> None:
     names = w.names()
     tensors = tuple(names.get(k, "?") for k in reached)
     shown = tuple(sorted(S.assigned_names(key.site.path, key.site.line))) + tensors
-    edit = _rsample(w, key.site)
+    edit = rsample_edit(w, key.site)
     at = (key.site.shown(),) + ((site.shown(),) if site is not None else ())
     w.add(ScriptFinding(
         "drawn", w.iteration,
@@ -94,7 +101,7 @@ def fed(w: WatchState, key: Drawn, site: Site | None) -> None:
         step=w.step_events, concerned=("*",)))
 
 
-def _rsample(w: WatchState, site: Site):
+def rsample_edit(w: WatchState, site: Site):
     """The edit that writes ``rsample`` for the ``sample`` of the call at ``site``."""
     found = S.call_at(site.path, site.span)
     if found is None:

@@ -215,6 +215,11 @@ class WatchState:
         # the replacing lines already reported (one failure each, whichever optimizer holds
         # the old tensors at the time: a fresh optimizer after each restart is still the line)
         self.replacing_found: set[Site | None] = set()
+        # backward index -> the terms of its loss that read a value cut from what the rest of
+        # it trains (:mod:`~toolkit.audit.rules.running.cut_terms`)
+        self.cut_terms: dict[int, list] = {}
+        # where draws a log_prob read met a graph before a step of this iteration (same module)
+        self.drawn_met: list[tuple[object, Site, frozenset[int]]] = []
         self.built_in: dict[int, tuple[str, int]] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
