@@ -150,6 +150,11 @@ def for_an_input(w: WatchState, index: int, site: Site | None, stepped) -> None:
         return names + [n for n in w.retained_reads.get(src.index, ()) if n not in names]
 
     inputs = {src: names for src in mine if (names := read_after(src))}
+    # a backward at the statement whose gradient the step trains with, repeated for the
+    # input's gradient (FreeLB's ascent steps, Zhu et al. 2020, Algorithm 1: each step's
+    # parameter gradient is summed into the update): the method's sum, no leak
+    training = {s.site for s in mine if s not in inputs}
+    inputs = {src: names for src, names in inputs.items() if src.site not in training}
     if not inputs or len(inputs) == len(mine):
         return
     by_site: dict[Site | None, tuple[Source, list[str], dict[str, torch.Tensor]]] = {}

@@ -282,9 +282,28 @@ def target_cut(w: WatchState, p: torch.Tensor, read: set[str]) -> bool:
             return False
         if storage in w.trained_reads:
             return False
-        if S.assigned_names(site.path, site.line) & read:
+        if S.assigned_names(site.path, site.line) & read or _in_trained_call(w, site):
             return False
     return True
+
+
+def _in_trained_call(w: WatchState, site: Site) -> bool:
+    """Whether the cut at ``site`` is written inside the arguments of a call, with gradients
+    on, of a network that trains (``model(delta + embeds.detach(), mask)``: FreeLB's
+    perturbed input): the cut value is that network's input, not a target beside it."""
+    if site.span is None:
+        return False
+    line, end, col, end_col = site.span
+    for key, by_name in w.called_as.items():
+        if not any(q.requires_grad for q in w.roots[key][0].parameters()):
+            continue
+        for uses in by_name.values():
+            for grad, call, _ in uses:
+                span = call.span
+                if grad and span is not None and call.path == site.path and \
+                        (span[0], span[2]) < (line, col) and (end, end_col) <= (span[1], span[3]):
+                    return True
+    return False
 
 
 def add_dead(w: WatchState, hit: list[tuple[str, torch.Tensor]], finding: ScriptFinding) -> None:

@@ -55,6 +55,7 @@ def read(w: WatchState, tensor: torch.Tensor) -> None:
     for src in w.ledger.live.get(key, ()):
         if src.index > cleared:
             w.read_sources.add(src.index)
+            w.read_keys.setdefault(src.index, set()).add(key)
 
 
 def lost(w: WatchState, index: int, site: Site | None) -> None:
@@ -69,11 +70,10 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     reversed_: dict[tuple[int, int], tuple[Source, dict[int, str]]] = {}
     for src, key in w.ledger.wasted:
         if (src.index < 0 or key not in held or key in w.scheduled
-                or src in w._cleared_sources or src.index in w.read_sources
-                or _still_held(w, src)):
+                or src in w._cleared_sources or _still_held(w, src, held)):
             continue
         clear = next((c for c in w.clears if c[2] >= src.index and key in c[1]), None)
-        if clear is None:
+        if clear is None or _read(w, src, held, key, clear[2]):
             continue
         if src.step is not None or _stepped_between(w, src.index, clear[2]):
             if key in src.reversed:   # through a reversal: made for these tensors' optimizer
@@ -167,11 +167,28 @@ def _stepped_between(w: WatchState, written: int, cleared: int) -> bool:
     return False
 
 
-def _still_held(w: WatchState, src: Source) -> bool:
-    """Whether a tensor ``src`` wrote still holds its gradient (no clear since): a step may
-    yet read it."""
+def _read(w: WatchState, src: Source, held: dict[int, str], key: int, cleared: int) -> bool:
+    """Whether the script read the gradient ``src`` wrote into ``key`` before the clear at
+    event ``cleared``. Read from a tensor an optimizer holds (per-example gradients), or by a
+    step (a closure's, a ``GradScaler``'s), it is; read from an input only (an attack's
+    perturbation, a sampler's state), the part in the optimizers' tensors is read too, unless
+    the step after the clear goes on with the gradient of that same statement (FreeLB's ascent
+    steps, each one's parameter gradient meant for the update; a sampler's backward is a
+    statement of its own, its part in the network cleared before the loss's)."""
+    if src.index not in w.read_sources:
+        return False
+    keys = w.read_keys.get(src.index)
+    if keys is None or any(k in held for k in keys):
+        return True
+    return not any(s.site == src.site and s.index > cleared for s in w.ledger.live.get(key, ()))
+
+
+def _still_held(w: WatchState, src: Source, held: dict[int, str]) -> bool:
+    """Whether a tensor an optimizer holds, of those ``src`` wrote, still holds its gradient
+    (no clear since): a step may yet read it. (An input's ``.grad``, an attack's
+    perturbation's, is stepped by none.)"""
     return any(src in w.ledger.live.get(k, ()) and w.cleared_at.get(k, -1) < src.index
-               for k in src.wrote)
+               for k in src.wrote if k in held)
 
 
 def _parents(tree: ast.Module) -> dict[int, tuple[ast.AST, list[ast.stmt]]]:

@@ -169,6 +169,8 @@ class WatchState:
         # the backward() calls (by event) whose gradient the script's code, or a GradScaler,
         # read from .grad before it was cleared (see :mod:`~toolkit.audit.rules.running.lost`)
         self.read_sources: set[int] = set()
+        # by backward index: the tensors whose .grad the script read (per tensor, of those)
+        self.read_keys: dict[int, set[int]] = {}
         # the index of the optimizer whose step() runs now (a closure's backward() calls run
         # inside it: L-BFGS reads the gradient of each before the closure runs again)
         self.stepping: int | None = None
