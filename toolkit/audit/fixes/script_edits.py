@@ -446,6 +446,32 @@ def replace_parameters(path: str, line: int, params: str) -> Edit | None:
     return node_edit(path, value.args[0], params)
 
 
+def listed_with(path: str, line: int, extra: str) -> Edit | None:
+    """The list of tensors an optimizer is built over, written with ``extra`` as its last
+    item: the first argument of the call on ``line`` when it is a list or tuple literal
+    (``Adam([*actor.parameters(), *critic.parameters()])``), or the literal last assigned to
+    the name it is (``params = [...]`` before ``RMSprop(params, ...)``, in its block). ``None``
+    for anything else, and for a list of parameter groups (dicts)."""
+    found = statement_at(path, line)
+    parsed = syntax_tree(path)
+    if found is None or parsed is None:
+        return None
+    value = getattr(found[0], "value", None)
+    if not isinstance(value, ast.Call) or not value.args:
+        return None
+    listed = value.args[0]
+    if isinstance(listed, ast.Name):
+        bound = [st.value for st in ast.walk(parsed[0]) if isinstance(st, ast.Assign)
+                 and st.lineno < line and len(st.targets) == 1
+                 and isinstance(st.targets[0], ast.Name) and st.targets[0].id == listed.id]
+        listed = max(bound, key=lambda v: v.lineno) if bound else None
+    if not isinstance(listed, ast.List | ast.Tuple) or not listed.elts or \
+            any(isinstance(e, ast.Dict) for e in listed.elts):
+        return None
+    last = listed.elts[-1]
+    return node_edit(path, last, f"{segment(parsed[1], last)}, {extra}")
+
+
 def widen(path: str, line: int, part: str, whole: str) -> Edit | None:
     """In the statement on ``line``, the one expression written ``part`` (``student.backbone``,
     an attribute of ``whole``) replaced by ``whole`` (``student``): an optimizer built over a

@@ -39,7 +39,9 @@ __all__ = ["free_parameters", "in_plain_containers", "plain_tensors"]
 def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
     """A parameter of no module (``log_z = nn.Parameter(torch.zeros(1))``, a GFlowNet's
     partition function; a learned temperature) that a loss trains in a term of its own beside
-    terms that train stepped tensors, held by no optimizer and not moved by the script itself:
+    terms that train stepped tensors, or through them (``nn.Parameter`` only: gSDE's log
+    standard deviation, the scale of the policy's distribution whose mean the actor makes),
+    held by no optimizer and not moved by the script itself:
     unstepped, a failure at the line that builds the optimizer of those terms, with the
     parameter group that adds it (its learning rate is the optimizer's: the script may want
     its own, as trajectory balance's does)."""
@@ -55,7 +57,9 @@ def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
                 w.owner(key) is not None or not torch.equal(before, tensor.detach()):
             continue
         name = w.bound_name(tensor)
-        if name is not None and key in w.beside:
+        if name is not None and (key in w.beside or isinstance(tensor, nn.Parameter)):
+            # in a term of its own, or, made a parameter, between the loss and stepped
+            # tensors (gSDE's exploration scale, beside the actor's mean in the likelihood)
             _report_free(w, name, f"[{name}]", [tensor])
         elif name is None and key not in w.beside and \
                 (holder := _container_of(w, tensor)) is not None:
@@ -90,10 +94,14 @@ def _report_free(w: WatchState, name: str, params: str, tensors: list[torch.Tens
     built = w.built_at.get(id(opt))
     opt_name = w.assigned(built)
     edits: tuple = ()
-    if built is not None and opt_name:
+    # one tensor, into the list the optimizer was built over (as the published line has
+    # it), where its one group is that list; else a group of its own
+    e = w.fixes.listed_with(built.path, built.line, name) if built is not None and \
+        params == f"[{name}]" and len(opt.param_groups) == 1 else None
+    if e is None and built is not None and opt_name:
         e = w.fixes.insert_after(built.path, built.line, f"{opt_name}.add_param_group("
                                  f"{group(w, opt, params, tensors)})")
-        edits = (e,) if e is not None else ()
+    edits = (e,) if e is not None else ()
     srcs = {s.site.shown() for s in w.ledger.live[key] if s.site is not None}
     w.add(ScriptFinding(
         "unstepped", w.iteration,
