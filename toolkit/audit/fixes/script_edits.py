@@ -282,6 +282,28 @@ def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
     return node.lineno, [node_edit(path, v, f"{segment(text, v)}.clone()") for v in views]
 
 
+def copy_registered(path: str, buffer: str) -> tuple[int, list[Edit]] | None:
+    """The one ``register_buffer("<buffer>", value)`` call of ``path`` whose value takes views
+    of tensors it does not copy (``self.weight.detach()``), made to take copies, as
+    :func:`copy_snapshot` does for an assignment: the call's line and the edits, or ``None``."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "register_buffer" and len(node.args) >= 2 and \
+                isinstance(node.args[0], ast.Constant) and node.args[0].value == buffer:
+            copied = _copied_views(text, node.args[1])
+            if copied is not None and not copied[0]:
+                found.append((node, copied[1]))
+    if len(found) != 1:
+        return None
+    node, views = found[0]
+    return node.lineno, [node_edit(path, v, f"{segment(text, v)}.clone()") for v in views]
+
+
 def _copied_views(text: str, value: ast.expr) -> tuple[bool, list[ast.expr]] | None:
     """What of ``value`` an edit copies: all of it (it takes a ``state_dict()`` outside any
     ``deepcopy``), or its views of tensors no ``.clone()`` copies; ``None`` when nothing."""

@@ -364,14 +364,23 @@ def views(w: WatchState, index: int, stepped) -> None:
     w.storage_checked.update(id(p) for _, p in new)
     held = {id(p) for o in w.optimizers for g in o.param_groups for p in g["params"]}
     frozen: dict[int, dict[int, torch.Tensor]] = {}
-    for network, _ in w.networks():
+    buffers: dict[int, list[tuple[str, torch.Tensor]]] = {}
+    for network, name in w.networks():
         for q in network.parameters():
             if (not q.requires_grad or id(q) not in held) and q.numel():
                 frozen.setdefault(q.untyped_storage().data_ptr(), {})[id(q)] = q
+        for b_name, b in network.named_buffers():
+            at = buffers.setdefault(b.untyped_storage().data_ptr(), [])
+            if b.is_floating_point() and b.numel() and all(c is not b for _, c in at):
+                at.append((f"{name}.{b_name}" if name else b_name, b))
     names = w.names()
+    viewed: list[tuple[str, torch.Tensor, list[tuple[str, torch.Tensor]]]] = []
     for key, p in new:
         shares = [q for q in frozen.get(p.untyped_storage().data_ptr(), {}).values()
                   if q is not p]
+        kept = buffers.get(p.untyped_storage().data_ptr())
+        if kept and not shares:
+            viewed.append((key, p, kept))
         if not shares:
             continue
         shown = names.get(id(p), key)
@@ -390,6 +399,37 @@ def views(w: WatchState, index: int, stepped) -> None:
             tuple(fix[1]) if fix is not None else (),
             advice=f"make `{held_as}` a copy where it is made (`.detach().clone()`)",
             step=w.step_events - 1, concerned=(key,)))
+    if viewed:
+        _buffer_views(w, viewed, names)
+
+
+def _buffer_views(w: WatchState,
+                  viewed: list[tuple[str, torch.Tensor, list[tuple[str, torch.Tensor]]]],
+                  names: dict[int, str]) -> None:
+    """Stepped tensors whose storage a network's buffer shares (Mixout's target taken as
+    ``self.weight.detach()``, no ``.clone()``: a buffer is state kept apart from what trains,
+    and each step moves it with the weight): a failure per buffer name, at its registration,
+    whose edit copies it there."""
+    by_buffer: dict[str, list[tuple[str, torch.Tensor, list[tuple[str, torch.Tensor]]]]] = {}
+    for entry in viewed:
+        by_buffer.setdefault(entry[2][0][0].rsplit(".", 1)[-1], []).append(entry)
+    for buffer, entries in by_buffer.items():
+        fix = next((f for path in dict.fromkeys(w.user_paths.values())
+                    if (f := w.fixes.copy_registered(path, buffer)) is not None), None)
+        keys = tuple(key for key, _, _ in entries)
+        shown = tuple(names.get(id(p), key) for key, p, _ in entries)
+        kept = tuple(kept[0][0] for _, _, kept in entries)
+        at = (Site(fix[1][0].path, fix[0], None).shown(),) if fix and fix[1] else ()
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"{plural(len(kept), 'buffer')} ({', '.join(f'`{n}`' for n in kept)}) "
+            f"{'shares its' if len(kept) == 1 else 'share their'} storage with "
+            f"{', '.join(f'`{n}`' for n in shown)}, which an optimizer steps: each step "
+            f"writes into {'it' if len(kept) == 1 else 'them'} too, and the state kept "
+            f"there moves with what trains", keys, (*shown, *kept), at,
+            tuple(fix[1]) if fix is not None else (),
+            advice="register a copy as the buffer (`.detach().clone()`)",
+            step=w.step_events - 1, concerned=keys))
 
 
 def _members_one_network(w: WatchState, index: int, others: list[int],
