@@ -354,19 +354,32 @@ def shallow(w: WatchState) -> None:
             if not (made.called_after or container):
                 continue
         name = S.assigned_name(site.path, site.line) or "the copy"
-        params = {id(p): f"{name}{key}.{pname}" for key, m in made.networks
-                  for pname, p in m.named_parameters() if id(p) in stepped}
+        # every copy the line makes (``a, b = copy.copy(x), copy.copy(y)``), each by the name
+        # it is assigned to where the line assigns one per copy
+        line = [m for m in w.shallow_copies if m.site.path == site.path
+                and m.site.line == site.line and m.first_step is not None]
+        spans = list(dict.fromkeys(m.site.span for m in line))
+        names = [n.strip() for n in name.split(",")]
+        params = {id(p): f"{names[spans.index(m.site.span)] if len(names) == len(spans) else name}"
+                         f"{key}.{pname}" for m in line for key, net in m.networks
+                  for pname, p in net.named_parameters() if id(p) in stepped}
         if not params or any(f.kind == "aliased" and site.shown() in f.at
                              for f in w.findings.values()):
             continue
         done.add((site.path, site.line))
-        edit = w.fixes.deep_copy_call(site.path, site.span)
+        edits = [e for span in spans if (e := w.fixes.deep_copy_call(site.path, span))]
+        edit = edits[0] if len(edits) == 1 else None
         shown = tuple(params.values())
         w.add(ScriptFinding(
             "aliased", made.iteration,
-            f"`{name}` is a shallow copy (copy.copy) of what holds a network whose "
-            f"{len(params)} tensors an optimizer steps after it: the copy holds that same "
-            f"network, so training, moving or keeping \"the copy\" acts on the original",
-            shown, shown, (site.shown(),), (edit,) if edit is not None else (),
+            (f"`{name}` is a shallow copy (copy.copy) of what holds a network whose "
+             f"{len(params)} tensors an optimizer steps after it: the copy holds that same "
+             f"network, so training, moving or keeping \"the copy\" acts on the original"
+             if len(spans) == 1 else
+             f"{', '.join(f'`{n}`' for n in names)} are shallow copies (copy.copy) of what "
+             f"holds networks whose {len(params)} tensors an optimizer steps after them: each "
+             f"copy holds the same network, so training, moving or keeping \"the copy\" acts "
+             f"on the original"),
+            shown, shown, (site.shown(),), tuple(edits) if edit is None else (edit,),
             advice="copy it with copy.deepcopy, which copies the networks it holds",
             step=max(made.steps - 1, 0), concerned=("*",)))
