@@ -101,3 +101,32 @@ def test_the_edit_trains_as_the_published_script(tmp_path):
     folder = twins(tmp_path, PUBLISHED, LEFT_OUT)
     check_fix(tmp_path, folder, "unstepped", "--watch", "1")
     assert_trains_as(folder)
+
+
+#: GLO's latent codes (Bojanowski et al. 2018), projected onto the ball by wrapping them anew
+#: after the optimizer was built: the replaced rule's one finding, not a second one here
+REWRAPPED = '''\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+g = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 6))
+codes = nn.Parameter(torch.randn(32, 4))
+x = torch.randn(32, 6)
+optimizer = torch.optim.SGD([*g.parameters(), codes], lr=0.1)
+for step in range(4):
+    loss = F.mse_loss(g(codes), x)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    codes = nn.Parameter(codes.data / codes.data.norm(dim=1, keepdim=True).clamp(min=1))
+'''
+
+
+def test_a_parameter_wrapped_anew_after_the_optimizer_is_the_replaced_rules(tmp_path):
+    (tmp_path / "train.py").write_text(REWRAPPED, encoding="utf-8")
+    code, report = audit(tmp_path, tmp_path / "train.py", "--watch", "1")
+    assert code == 1
+    (found,) = failures(report)
+    assert found["kind"] == "unstepped" and found["at"][0].startswith("train.py:15:")

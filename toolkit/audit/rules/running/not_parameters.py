@@ -41,7 +41,8 @@ def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
     partition function; a learned temperature) that a loss trains in a term of its own beside
     terms that train stepped tensors, or through them (``nn.Parameter`` only: gSDE's log
     standard deviation, the scale of the policy's distribution whose mean the actor makes),
-    held by no optimizer and not moved by the script itself:
+    held by no optimizer, not moved by the script itself and not made after an optimizer
+    was built (a replacement, :mod:`~toolkit.audit.rules.running.replaced`'s):
     unstepped, a failure at the line that builds the optimizer of those terms, with the
     parameter group that adds it (its learning rate is the optimizer's: the script may want
     its own, as trajectory balance's does)."""
@@ -53,6 +54,7 @@ def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
         kept = tensor.is_leaf and tensor.requires_grad and \
             w.reached_in.get(key, (0, 0))[1] > w.reached_in.get(key, (0, 0))[0]
         if not (isinstance(tensor, nn.Parameter) or kept) or key in stepped or \
+                key in w.made_leaves or \
                 not w.between.get(key) or not w.ledger.live.get(key) or \
                 w.owner(key) is not None or not torch.equal(before, tensor.detach()):
             continue
