@@ -101,6 +101,9 @@ class Kind(enum.StrEnum):
     VOID_CUT = "void_cut", True, ("a ``.detach()`` whose result nothing reads, while the loss "
                                   "reaches stepped tensors through the value it was written "
                                   "to cut")
+    UNCLIPPED = "unclipped", True, ("a gradient clip (clip_grad_norm_, clip_grad_value_) run "
+                                    "before the backward() whose gradient the step uses: it "
+                                    "clips nothing, and the step goes on unclipped")
     WASTED = "wasted", False, "gradient written and cleared before any step used it"
     HAND_UPDATED = "hand_updated", False, ("stepped, no gradient, moved by the script itself "
                                            "(an EMA copy, a renormalisation in place)")
@@ -121,7 +124,8 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
     Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
-    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.WASTED, Kind.HAND_UPDATED,
+    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.UNCLIPPED, Kind.WASTED,
+    Kind.HAND_UPDATED,
     Kind.IDLE, Kind.UNUSED})
 
 

@@ -208,6 +208,20 @@ def installed(watch: Watch) -> Iterator[Watch]:
                 watch.optimizer_built(self)
         return wrapper
 
+    def clip(old):
+        # a gradient clip: over what, and when (before the backward it was meant for?)
+        @functools.wraps(old)
+        def wrapper(parameters, *args, **kwargs):
+            if watch.here():
+                parameters = [parameters] if isinstance(parameters, torch.Tensor) else \
+                    list(parameters)
+                watch.clipped(parameters)
+            return old(parameters, *args, **kwargs)
+        return wrapper
+
+    for module in (torch.nn.utils, torch.nn.utils.clip_grad):
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            _patch(module, name, clip, undo)
     _patch(torch.autograd, "backward", backward, undo)
     _patch(torch.autograd, "grad", grad, undo)
     _patch(torch.Tensor, "backward", tensor_backward, undo)

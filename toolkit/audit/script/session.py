@@ -66,6 +66,7 @@ from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running import (
     at_step,
     carried,
+    clipped,
     copies,
     cut_terms,
     dead,
@@ -386,6 +387,12 @@ class Watch(ModuleCalls):
             if wrote and self.progress_conditions(lines):
                 self.scheduled.update(wrote)
 
+    def clipped(self, tensors: list[torch.Tensor]) -> None:
+        """``clip_grad_norm_`` (or ``clip_grad_value_``) ran over ``tensors``."""
+        if self.recording():
+            frame = user_frame(2)
+            clipped.noted(self, tensors, site_of(frame) if frame is not None else None)
+
     def grad_read(self, tensors: list[torch.Tensor]) -> None:
         """The script's code (or a ``GradScaler``'s step) read these tensors' ``.grad``."""
         if self.recording():
@@ -677,6 +684,7 @@ class Watch(ModuleCalls):
         summed.flush(self)
         at_step.leaks(self, index, event, site, stepped)
         at_step.for_an_input(self, index, site, stepped)
+        clipped.unclipped(self, index, site, stepped)
         self.retained_reads.clear()
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:

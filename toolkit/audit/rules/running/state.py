@@ -222,6 +222,9 @@ class WatchState:
         self.cut_terms: dict[int, list] = {}
         # where draws a log_prob read met a graph before a step of this iteration (same module)
         self.drawn_met: list[tuple[object, Site, frozenset[int]]] = []
+        # gradient clips over tensors with no gradient of the update yet: (site, the ids, the
+        # event), judged at the next step (:mod:`~toolkit.audit.rules.running.clipped`)
+        self.early_clips: list[tuple[Site, frozenset[int], int]] = []
         self.built_in: dict[int, tuple[str, int]] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
