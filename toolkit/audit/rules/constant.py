@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from toolkit.audit.record.sites import Line
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["check", "cut_behind", "uncut"]
+__all__ = ["SUMMING", "check", "cut_behind", "uncut"]
 
 _FIX = ("take that gradient with create_graph=True, so that the penalty made from it is "
         "differentiated too (WGAN-GP's and R1's gradient penalties pass it)")
@@ -256,7 +256,7 @@ def uncut(cuts: tuple[tuple[Line | None, str, Any], ...],
 
 
 #: what passes a loss's value on as a sum of its terms: sums, means, signs, views
-_SUMMING = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
+SUMMING = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
 
 
 def _residuals(graph: Graph) -> set[int]:
@@ -296,6 +296,6 @@ def _sums_of(graph: Graph, *, scaled: bool = True, starts: list[int] | None = No
         node = nodes[key]
         label = node_label(node)
         inputs = [n for n, _ in node.next_functions if n is not None]
-        if label in _SUMMING or (scaled and label in ("Mul", "Div") and len(inputs) == 1):
+        if label in SUMMING or (scaled and label in ("Mul", "Div") and len(inputs) == 1):
             todo.extend(graph.children.get(key, ()))
     return out

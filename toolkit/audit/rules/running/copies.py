@@ -367,8 +367,7 @@ def shallow(w: WatchState) -> None:
                              for f in w.findings.values()):
             continue
         done.add((site.path, site.line))
-        edits = [e for span in spans if (e := w.fixes.deep_copy_call(site.path, span))]
-        edit = edits[0] if len(edits) == 1 else None
+        edits = tuple(e for span in spans if (e := w.fixes.deep_copy_call(site.path, span)))
         shown = tuple(params.values())
         w.add(ScriptFinding(
             "aliased", made.iteration,
@@ -380,6 +379,6 @@ def shallow(w: WatchState) -> None:
              f"holds networks whose {len(params)} tensors an optimizer steps after them: each "
              f"copy holds the same network, so training, moving or keeping \"the copy\" acts "
              f"on the original"),
-            shown, shown, (site.shown(),), tuple(edits) if edit is None else (edit,),
+            shown, shown, (site.shown(),), edits,
             advice="copy it with copy.deepcopy, which copies the networks it holds",
             step=max(made.steps - 1, 0), concerned=("*",)))

@@ -32,27 +32,22 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record.backward import Graph, places, read_graph
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
-from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
-from toolkit.audit.rules.constant import cut_behind
+from toolkit.audit.rules.constant import SUMMING, cut_behind
 from toolkit.audit.rules.running import drawn
 from toolkit.audit.rules.running.state import WatchState
-from toolkit.audit.truth.labels import VIEWS
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import nodes
 
 __all__ = ["CutTerm", "judged", "keep_draws", "note"]
-
-#: operations that pass a loss's value on as a sum of its terms (with a product or quotient
-#: by a constant: a node with one input that has a graph)
-_SUMMING = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
 
 
 @dataclass(frozen=True)
 class CutTerm:
     """A term of a backward's loss that reads a cut value: what its gradient reaches
     (``leaves``), what the cut kept from it (``behind``, which the rest of the loss reaches),
-    the cut's site and how it cut (``"detach"``, ``"sample"``), and the drawn sample's key."""
+    the cut's site, how it cut (``"detach"``, ``"sample"``), and the step after its backward
+    (where the term's gradient would first have counted)."""
 
     leaves: frozenset[int]
     behind: frozenset[int]
@@ -74,7 +69,7 @@ def _terms(root: object) -> list[object]:
         seen.add(id(node))
         below = [n for n, _ in node.next_functions if n is not None]  # type: ignore[attr-defined]
         label = node_label(node)
-        if label in _SUMMING or (label in ("Mul", "Div") and len(below) == 1):
+        if label in SUMMING or (label in ("Mul", "Div") and len(below) == 1):
             todo.extend(below)
         elif not hasattr(node, "variable"):
             out.append(node)
@@ -153,7 +148,7 @@ def judged(w: WatchState, src: Source) -> bool:
         return False
     wasted = {k for i, k in w.ledger.wasted_ever if i == src.index}
     names = w.names()
-    held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
+    held = w.keyed_map()
     found = False
     for term in terms:
         used = (term.behind & src.wrote) - wasted

@@ -15,7 +15,7 @@ from torch import nn
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record.backward import Graph
 from toolkit.audit.record.frames import Site
-from toolkit.audit.record.tensors import keyed, tensors_in
+from toolkit.audit.record.tensors import tensors_in
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.hard_values import Hard, straight_through_after
 from toolkit.audit.rules.running.state import WatchState
@@ -80,7 +80,7 @@ def reached(w: WatchState, graph: Graph, site: Site | None) -> None:
             w.hard_suspects[key] = (w.iteration, step)
     if not w.hard_calls:
         return
-    held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
+    held = w.keyed_map()
     names = w.names()
     kept = []
     for call in w.hard_calls:

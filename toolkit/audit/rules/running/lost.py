@@ -35,7 +35,6 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
-from toolkit.audit.record.tensors import keyed
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.state import WatchState
@@ -64,10 +63,11 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     tensor holds any more, from tensors an optimizer holds: one failure per clear."""
     if not w.ledger.wasted:
         return
-    held = {id(p): k for i, o in enumerate(w.optimizers) for k, p in keyed(i, o)}
+    held = w.keyed_map()
     groups: dict[Site, tuple[list[Source], dict[int, str]]] = {}
     cleared_at: dict[Site, int] = {}
     reversed_: dict[tuple[int, int], tuple[Source, dict[int, str]]] = {}
+    owners: dict[int, int] = {}   # tensor id -> its optimizer's index, read when first needed
     for src, key in w.ledger.wasted:
         if (src.index < 0 or key not in held or key in w.scheduled
                 or src in w._cleared_sources or _still_held(w, src, held)):
@@ -77,9 +77,8 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
             continue
         if src.step is not None or _stepped_between(w, src.index, clear[2]):
             if key in src.reversed:   # through a reversal: made for these tensors' optimizer
-                owner = next(i for i, o in enumerate(w.optimizers) for g in o.param_groups
-                             if any(id(p) == key for p in g["params"]))
-                reversed_.setdefault((owner, src.index), (src, {}))[1][key] = held[key]
+                owners = owners or w.stepped_map()
+                reversed_.setdefault((owners[key], src.index), (src, {}))[1][key] = held[key]
             continue
         sources, keys = groups.setdefault(clear[0], ([], {}))
         cleared_at[clear[0]] = clear[2]

@@ -21,6 +21,7 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Ledger, Source
+from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.feedback import Feed
 from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.hard_values import Hard
@@ -576,6 +577,11 @@ class WatchState:
         optimizer, the script's next phase training with another): what only they hold is
         stepped by none in this loop."""
         return {i for i, e in self.optimizer_stepped.items() if -1 < e < self.loop_began}
+
+    def keyed_map(self) -> dict[int, str]:
+        """Each tensor an optimizer holds, by ``id``, with its key in the report
+        (:func:`~toolkit.audit.record.tensors.keyed`: ``opt0.0.3``)."""
+        return {id(p): k for i, o in enumerate(self.optimizers) for k, p in keyed(i, o)}
 
     def stepped_map(self) -> dict[int, int]:
         """Each tensor an optimizer holds, by ``id``, with that optimizer's index."""
