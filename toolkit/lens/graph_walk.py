@@ -23,7 +23,7 @@ import torch
 
 from toolkit._utils.trees import tree_map
 
-__all__ = ["closure", "nodes", "output_roots", "walk"]
+__all__ = ["closure", "inputs_of", "nodes", "output_roots", "walk"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -72,6 +72,12 @@ def walk(roots: Iterable[Any], *, expand: Callable[[Any], bool] | None = None
 def nodes(roots: Iterable[Any]) -> Iterator[Any]:
     """Each distinct node behind ``roots`` once (``AccumulateGrad`` included), breadth first."""
     return (node for _, node, _, first in walk(roots) if first)
+
+
+def inputs_of(node: Any) -> list[Any]:
+    """The nodes ``node``'s backward sends gradient to (its ``next_functions``, ``None``s left
+    out)."""
+    return [n for n, _ in node.next_functions if n is not None]
 
 
 def closure(starts: Iterable[K], neighbours: Callable[[K], Iterable[K]]) -> set[K]:
