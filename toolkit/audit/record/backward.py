@@ -12,7 +12,8 @@ import torch
 from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import nodes
 
-__all__ = ["Graph", "beside", "between", "current_sequence", "places", "reaches", "read_graph"]
+__all__ = ["Graph", "beside", "between", "current_sequence", "places", "reaches", "read_graph",
+           "toward"]
 
 
 class Graph:
@@ -46,6 +47,32 @@ def read_graph(roots: Iterable[object]) -> Graph:
         if isinstance(variable, torch.Tensor):
             graph.leaves[id(variable)] = variable
     return graph
+
+
+def toward(graph: Graph, roots: Iterable[object], leaves: set[int]) -> set[int]:
+    """The ids of the nodes of ``graph`` (read from ``roots``) behind which one of ``leaves``
+    (tensor ids) lies, leaves' own ``AccumulateGrad`` nodes left out: the computation that
+    carries gradient into them. One walk, each node once (iterative: a deep graph is no
+    recursion)."""
+    found: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[object, bool]] = [(r, False) for r in roots if r is not None]
+    while stack:
+        node, after = stack.pop()
+        key = id(node)
+        kids = [c for c, _ in getattr(node, "next_functions", ()) if c is not None]
+        if after:
+            done.add(key)
+            variable = getattr(node, "variable", None)
+            if variable is None and any(
+                    id(c) in found or id(getattr(c, "variable", None)) in leaves for c in kids):
+                found.add(key)
+            continue
+        if key in done or key not in graph.nodes:
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in kids if id(c) not in done)
+    return found
 
 
 def reaches(starts: Iterable[object], target: object) -> bool:

@@ -38,6 +38,16 @@ class Source:
     #: the leaves (by ``id``) its gradient reached through a gradient reversal
     #: (:mod:`~toolkit.audit.record.reversal`): trained against the loss on purpose
     reversed: set[int] = field(default_factory=set)
+    #: the tensors an optimizer holds (by ``id``) that its loss reaches and its
+    #: ``backward(inputs=...)`` left out: the script kept this loss's gradient from them
+    kept_out: set[int] = field(default_factory=set)
+    #: where it ``kept_out`` tensors: what it added to each tensor it wrote, by ``id``, and
+    #: the ids of its graph's nodes that carry gradient into them
+    added: dict[int, torch.Tensor] = field(default_factory=dict)
+    toward: set[int] = field(default_factory=set)
+    #: the earlier backward() calls of its iteration that ``kept_out`` tensors, whose graph
+    #: it shares a node of that carries their gradient (one objective, differentiated twice)
+    meets: list[Source] = field(default_factory=list)
 
 
 def _empty(grad: torch.Tensor | None) -> bool:
@@ -104,6 +114,9 @@ class Ledger:
                 source.wrote.add(key)
                 self.written_ever.add((source.index, key))
                 source.versions[key] = tensor._version
+                if source.kept_out and new is not None and new.layout == torch.strided:
+                    source.added[key] = new.detach() - old if old is not None and \
+                        old.shape == new.shape else new.detach().clone()
                 self.tensors[key] = tensor
                 self.live.setdefault(key, []).append(source)
 

@@ -34,6 +34,7 @@ __all__ = [
     "no_grad_block",
     "no_grad_block_names",
     "no_grad_decorator",
+    "params_in_scope",
     "progress_conditions",
     "receiver",
     "segment",
@@ -392,6 +393,33 @@ def _innermost(tree: ast.AST, line: int, start: Callable[[ast.AST], int | None]
     held = [n for n in ast.walk(tree) if (first := start(n)) is not None
             and first <= line <= (getattr(n, "end_lineno", None) or first)]
     return max(held, key=lambda n: getattr(n, "lineno", 0), default=None)
+
+
+def params_in_scope(built: tuple[str, tuple[int, int, int, int] | None], line: int
+                    ) -> str | None:
+    """The tensors an optimizer was built over, as its call at ``built`` (path, span) wrote
+    them (``actor.parameters()``, ``params``, ``[w, b]``), where code at ``line`` of the same
+    file can name them: one function's body (or the module's) holds both lines. ``None`` for
+    param groups (a list of dicts), for an optimizer made in another function, or where the
+    call cannot be read."""
+    path, span = built
+    found = call_at(path, span)
+    parsed = syntax_tree(path)
+    if found is None or parsed is None:
+        return None
+    call, text = found
+    arg = call.args[0] if call.args else next(
+        (k.value for k in call.keywords if k.arg == "params"), None)
+    if arg is None or isinstance(arg, ast.Starred | ast.Dict) or (
+            isinstance(arg, ast.List | ast.Tuple)
+            and any(isinstance(e, ast.Dict) for e in arg.elts)):
+        return None
+
+    def scope(at: int) -> ast.AST | None:
+        return _innermost(parsed[0], at, lambda n: n.body[0].lineno if isinstance(
+            n, ast.FunctionDef | ast.AsyncFunctionDef) else None)
+
+    return segment(text, arg) if scope(call.lineno) is scope(line) else None
 
 
 def block_body(path: str, line: int) -> list[int]:

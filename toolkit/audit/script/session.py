@@ -57,6 +57,7 @@ from toolkit.audit.record.backward import (
     between,
     current_sequence,
     read_graph,
+    toward,
 )
 from toolkit.audit.record.frames import is_user, site_of, user_file_lines, user_frame
 from toolkit.audit.record.handed import arg_count
@@ -535,8 +536,11 @@ class Watch(ModuleCalls):
                 continue
             self.between.setdefault(key, set()).update(optimizers)
         leaves = graph.leaves
+        kept_out: set[int] = set()
         if inputs is not None:
             wanted = {id(t) for t in inputs}
+            kept_out = {k for k, v in leaves.items() if k not in wanted and k in held
+                        and v.requires_grad}
             leaves = {k: v for k, v in leaves.items() if k in wanted}
         leaves = {k: v for k, v in leaves.items() if v.requires_grad}
         self.site_optimizers[key] = frozenset(held[k] for k in leaves if k in held)
@@ -550,7 +554,12 @@ class Watch(ModuleCalls):
                                 self.cleared_at)
         self.reached_by.append((self.events, set(leaves)))
         source = Source(self.events, site, self.loss_label(site), self.iteration,
-                        names=_optimizer_names(caller))
+                        names=_optimizer_names(caller), kept_out=kept_out)
+        self.kept_to = [s for s in self.kept_to if s.iteration == self.iteration]
+        source.meets = [s for s in self.kept_to if not s.toward.isdisjoint(graph.nodes)]
+        if kept_out:
+            source.toward = toward(graph, (t.grad_fn for t in tensors), set(leaves))
+            self.kept_to.append(source)
         # values the script cut at another read in this iteration, read here whole
         cut = [node for node, _, _, _ in self.detaches if id(node) in graph.nodes]
         if cut:

@@ -29,8 +29,14 @@ __all__ = ["for_an_input", "frozen", "leaks", "moved", "settle", "shared", "wast
 def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> None:
     foreign: dict[Source, list[tuple[str, torch.Tensor]]] = {}
     own: list[Source] = []
+    apart = _kept_apart(w, stepped)
+    # each tensor it wrote, those whose sum with the step's own gradient is zero too
+    # (``-loss`` beside ``loss``: the ledger reads a zero .grad as cleared)
+    foreign.update({src: [(k, p) for k, p in stepped if id(p) in src.wrote] for src in apart})
     for key, p in stepped:
         for src in w.ledger.live.get(id(p), []):
+            if src in apart:
+                continue
             if src.step is None:
                 src.step = event
             if src.step == event:
@@ -70,9 +76,12 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         inner = False
         # the loss's path into them cut where their output is made, or the clear
         cause = leak_cause.cut_at_cause(w, src, {id(p) for _, p in hit}) \
-            if src.index >= 0 else None
+            if src.index >= 0 and src not in apart else None
         wrong = _clear_of_frozen(w, src, opt_text) if cause is None and opt_text else None
-        if cause is not None:
+        kept = _own_inputs(w, src, index) if src in apart else None
+        if kept is not None:
+            edits = (kept[1],)
+        elif cause is not None:
             at, edits = (cause[0].shown(), *at), (cause[1],)
         elif wrong is not None:
             at, edits = (wrong[0].shown(), *at), (wrong[1],)
@@ -91,7 +100,10 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         w.add(ScriptFinding(
             kind, w.iteration, what + " (it changes the update)",
             tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
-            edits, advice=(f"cut that loss's path into them where it is made ({cause[0]})"
+            edits, advice=("take that backward over its own optimizer's tensors alone "
+                           "(backward(inputs=...)), as the script does for the loss beside it"
+                           if src in apart else
+                           f"cut that loss's path into them where it is made ({cause[0]})"
                            if cause is not None else
                            f"clear {opt_text} where {wrong[0]} clears an optimizer over "
                            f"frozen tensors" if wrong is not None else
@@ -101,6 +113,63 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
                               "before this step's own backward()")), step=w.step_events - 1,
             concerned=tuple(k for k, _ in hit), cost_bytes=_bytes([p for _, p in hit]),
             extra={"loses": True} if not any(id(p) in mine for _, p in hit) else {}))
+
+
+def _kept_apart(w: WatchState, stepped) -> set[Source]:
+    """The backward() calls of this iteration, not paired with a step yet, that wrote into this
+    step's tensors against one the script kept to them: a loss whose ``backward(inputs=...)``
+    wrote only this step's tensors and left out others it reaches, where the first wrote into
+    no tensor but this step's and those, its graph shares a node of the first's that carries
+    gradient into this step's tensors (one objective, differentiated twice), and its gradient
+    on them opposes the first's (a negative inner product). Two players of one objective,
+    each differentiated with respect to its own network's variables alone (ValueDICE's
+    ``nu_loss.backward(inputs=nu)`` and ``pi_loss.backward()`` of ``pi_loss = -loss``, before
+    either optimizer steps, Kostrikov et al. 2020): the second's gradient belongs to the
+    tensors the script kept the first from, and what it adds to this step's undoes the
+    first's. A loss that trains both networks beside one kept to one (a reconstruction beside
+    a decoder's own term, each with its own call of the decoder) meets it nowhere, or pulls
+    the same way."""
+    mine = {id(p): p for _, p in stepped}
+    live = list(dict.fromkeys(s for k in mine for s in w.ledger.live.get(k, [])
+                              if s.index >= 0 and s.iteration == w.iteration))
+    kept = [s for s in live if s.kept_out and s.added and s.wrote <= mine.keys()]
+    if not kept:
+        return set()
+    kept_out = set().union(*(s.kept_out for s in kept))
+    found = set()
+    for src in live:
+        if src.step is not None or src.kept_out or not src.wrote - mine.keys() or \
+                not src.wrote - mine.keys() <= kept_out or not any(s in kept for s in src.meets):
+            continue
+        dot = 0.0
+        for k in src.wrote & mine.keys():
+            others = [s for s in w.ledger.live.get(k, []) if s is not src]
+            grad = mine[k].grad
+            if grad is None or any(s not in kept or k not in s.added for s in others):
+                continue
+            theirs = sum(s.added[k] for s in others)
+            if isinstance(theirs, torch.Tensor) and theirs.shape == grad.shape:
+                dot += float(((grad - theirs) * theirs).sum())
+        if dot < 0:
+            found.add(src)
+    return found
+
+
+def _own_inputs(w: WatchState, src: Source, index: int):
+    """The site of ``src``'s backward and the edit that gives it ``inputs=`` the tensors of
+    the one optimizer (not ``index``) holding the rest of what it wrote, as the script built
+    that optimizer over them; ``None`` where no one optimizer holds them or the script
+    cannot name them at that backward."""
+    held = w.stepped_map()
+    others = {held.get(k) for k in src.wrote if held.get(k) != index}
+    built = w.built_at.get(id(w.optimizers[others.pop()])) if len(others) == 1 and \
+        None not in others else None
+    if built is None or src.site is None or built.path != src.site.path:
+        return None
+    text = S.params_in_scope((built.path, built.span), src.site.line)
+    edit = w.fixes.backward_inputs(src.site.path, src.site.line, f"*{text}") \
+        if text is not None else None
+    return (src.site, edit) if edit is not None else None
 
 
 def _clear_of_frozen(w: WatchState, src: Source, opt_text: str):

@@ -152,6 +152,9 @@ class WatchState:
         self.by_hand: list[tuple[Source, dict[int, torch.Tensor],
                                  dict[int, torch.Tensor | None]]] = []
         self.hand_written: dict[int, tuple[torch.Tensor, Site | None]] = {}
+        # this iteration's backward() calls that kept their loss from tensors it reaches
+        # (``backward(inputs=...)``): what later ones of the iteration share of their graph
+        self.kept_to: list[Source] = []
         self.site_events: dict[tuple, int] = {}
         # each backward() site (audited once) -> the optimizers holding tensors it writes; each
         # optimizer's index -> the event of its last step
