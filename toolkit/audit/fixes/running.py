@@ -9,6 +9,7 @@ from toolkit.audit.fixes.registration import registered
 from toolkit.audit.fixes.script_edits import (
     as_parameter,
     backward_inputs,
+    built_over_each,
     call_under_no_grad,
     copy_at_alias,
     copy_registered,
@@ -37,7 +38,8 @@ from toolkit.audit.fixes.script_edits import (
 )
 from toolkit.audit.fixes.where_called import placed
 
-__all__ = ["as_parameter", "backward_inputs", "call_under_no_grad", "copy_at_alias",
+__all__ = ["as_parameter", "backward_inputs", "built_over_each", "call_under_no_grad",
+           "copy_at_alias",
            "copy_registered", "copy_snapshot", "deep_copy_call", "detach_call",
            "detach_expression", "edit_at", "import_edit", "insert_after", "insert_before",
            "listed_with", "made_per_item", "move_before", "node_edit", "off_decorator",

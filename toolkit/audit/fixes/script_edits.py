@@ -38,7 +38,8 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["apply_to_text", "as_parameter", "call_under_no_grad", "copy_at_alias",
+__all__ = ["apply_to_text", "as_parameter", "built_over_each", "call_under_no_grad",
+           "copy_at_alias",
            "copy_snapshot", "cut_argument", "deep_copy_call", "detach_call", "detach_expression",
            "diff", "edit_at",
            "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
@@ -466,6 +467,34 @@ def replace_parameters(path: str, line: int, params: str) -> Edit | None:
     if not isinstance(value, ast.Call) or not value.args:
         return None
     return node_edit(path, value.args[0], params)
+
+
+def built_over_each(path: str, line: int, container: str) -> Edit | None:
+    """The sequence a comprehension of optimizers walks, replaced: ``opts = [Adam(q.parameters(),
+    ...) for q in qf1]`` on ``line`` -> ``for q in container``, where each optimizer is built
+    over the element it is on (``q.parameters()``) and the comprehension walks another
+    sequence by name. ``None`` for anything else."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    value = getattr(found[0], "value", None)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in ("list", "tuple") and len(value.args) == 1:
+        value = value.args[0]
+    if not isinstance(value, ast.ListComp | ast.GeneratorExp) or len(value.generators) != 1:
+        return None
+    walk = value.generators[0]
+    call = value.elt
+    if not isinstance(walk.target, ast.Name) or not isinstance(walk.iter, ast.Name | ast.Attribute) \
+            or not isinstance(call, ast.Call) or not call.args:
+        return None
+    arg = call.args[0]
+    element = arg.func.value if isinstance(arg, ast.Call) and isinstance(
+        arg.func, ast.Attribute) and arg.func.attr == "parameters" else arg
+    if not isinstance(element, ast.Name) or element.id != walk.target.id or \
+            segment(found[1], walk.iter) == container:
+        return None
+    return node_edit(path, walk.iter, container)
 
 
 def listed_with(path: str, line: int, extra: str) -> Edit | None:

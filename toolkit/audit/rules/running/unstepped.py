@@ -159,7 +159,8 @@ def end_of_iteration(w: WatchState) -> None:
             at = (Site(path, node.lineno, None).shown(), *at)
         elif (wrong is not None or copied or idle) and built is not None:
             e = w.fixes.replace_parameters(built.path, built.line,
-                                     _parameters_text(module, name, set(keys)))
+                                     _parameters_text(module, name, set(keys))) or \
+                _walks_another(w, opts[0], module, name, built, holding)
             if e is not None:
                 edits = (e,)
                 opt_text = f"`{opt_name}`" if opt_name else "the optimizer"
@@ -178,6 +179,9 @@ def end_of_iteration(w: WatchState) -> None:
                     extra_concerned = tuple(names.get(k, "?") for k in holding[opts[0]])
                     what = (f"{opt_text} holds only tensors another optimizer steps too: it "
                             f"is built over the wrong parameters")
+        elif built is not None and (walked := _walks_another(w, opts[0], module, name, built,
+                                                             holding)) is not None:
+            edits = (walked,)
         elif built is not None and opt_name:
             added = [p for p in module.parameters() if id(p) in set(keys)]
             # made after the optimizer was built (a head a method appends for a new task):
@@ -274,6 +278,23 @@ def _held_elsewhere(w: WatchState, index: int, cache: dict[int | None, set[int]]
     return bool(mine) and mine <= others and any(
         f.kind == "shared" and any(k.startswith(f"opt{index}.") for k in f.tensors)
         for f in w.findings.values())
+
+
+def _walks_another(w: WatchState, index: int, module: nn.Module, name: str, built: Site,
+                   cache: dict[int | None, set[int]]):
+    """The edit that has the comprehension building the ``index``-th optimizer, one over each
+    element of a sequence (``[Adam(q.parameters()) for q in qf1]``), walk the sequence
+    ``name`` (``module``, or the one it is an element of) instead (``qf2``, a copy of the line
+    above left unedited), where other optimizers hold every tensor it holds now: nothing they
+    step is lost. ``None`` where the line is no such comprehension."""
+    sequence = name.split("[")[0].split(".")[0]
+    mine = _held_by(w, index, cache)
+    others = set().union(*(_held_by(w, i, cache) for i in range(len(w.optimizers))
+                           if i != index))
+    listed = isinstance(module, nn.ModuleList) or sequence != name
+    if not listed or not sequence.isidentifier() or not mine or not mine <= others:
+        return None
+    return w.fixes.built_over_each(built.path, built.line, sequence)
 
 
 def _set_from(name: str, sources, held: dict[int, int],
