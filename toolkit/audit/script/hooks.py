@@ -3,7 +3,8 @@
 all call), ``torch.autograd.grad`` (what the script's own calls return), the global optimizer
 step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, each distribution's
 ``sample`` and ``log_prob``, ``Tensor.grad`` as the user's code reads it, sets it to ``None``
-or writes a gradient into it, ``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
+or writes a gradient into it, the hooks it puts on values it computes (``register_hook``),
+``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
 ``Tensor.grad``'s are on only while an iteration is recorded (around audited iterations). In a
 process the script forked, every hook stands aside: the watch and its stop belong to the
 process that started it."""
@@ -248,6 +249,24 @@ def installed(watch: Watch) -> Iterator[Watch]:
         return wrapper
 
     _patch(torch.Tensor, "requires_grad_", requires_grad, undo)
+
+    def register_hook(old):
+        # a hook the script puts on a value it computes reads that value's gradient in the
+        # backward (RigL's dense gradient, kept for the growth of its masks): a read
+        @functools.wraps(old)
+        def wrapper(self, hook):
+            if self.grad_fn is None or not is_user(sys._getframe(1).f_code.co_filename):
+                return old(self, hook)
+
+            @functools.wraps(hook)
+            def reads(grad):
+                if watch.here():
+                    watch.hook_read()
+                return hook(grad)
+            return old(self, reads)
+        return wrapper
+
+    _patch(torch.Tensor, "register_hook", register_hook, undo)
 
     def sample(old):
         @functools.wraps(old)

@@ -421,6 +421,13 @@ class Watch(ModuleCalls):
                     if name not in names:
                         names.append(name)
 
+    def hook_read(self) -> None:
+        """A hook the script put on a value it computes ran in a backward: that backward's
+        gradient is read (RigL's dense gradient, read for the growth of its masks in place of
+        a step, Evci et al. 2020), not lost when it is cleared."""
+        if self.recording() and self.last_backward < self.events:
+            self.read_sources.add(self.events)
+
     def grad_computed(self, grads: object, over: set[int] | None = None) -> None:
         """The script's code called ``torch.autograd.grad``, which returned ``grads``: audited
         as a backward over the tensors whose ``id`` are in ``over`` (see
