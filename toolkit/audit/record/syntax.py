@@ -403,20 +403,17 @@ def params_in_scope(built: tuple[str, tuple[int, int, int, int] | None], line: i
     param groups (a list of dicts), for an optimizer made in another function, or where the
     call cannot be read."""
     path, span = built
-    found = call_at(path, span)
-    parsed = syntax_tree(path)
-    if found is None or parsed is None:
+    found = _optimizer_params(path, span)
+    if found is None:
         return None
-    call, text = found
-    arg = call.args[0] if call.args else next(
-        (k.value for k in call.keywords if k.arg == "params"), None)
+    call, text, arg, tree = found
     if arg is None or isinstance(arg, ast.Starred | ast.Dict) or (
             isinstance(arg, ast.List | ast.Tuple)
             and any(isinstance(e, ast.Dict) for e in arg.elts)):
         return None
 
     def scope(at: int) -> ast.AST | None:
-        return _innermost(parsed[0], at, lambda n: n.body[0].lineno if isinstance(
+        return _innermost(tree, at, lambda n: n.body[0].lineno if isinstance(
             n, ast.FunctionDef | ast.AsyncFunctionDef) else None)
 
     return segment(text, arg) if scope(call.lineno) is scope(line) else None
@@ -474,22 +471,31 @@ def argument_names(path: str, span: tuple[int, int, int, int] | None) -> set[str
             for n in ast.walk(a) if isinstance(n, ast.Name)}
 
 
+def _optimizer_params(path: str, span: tuple[int, int, int, int] | None
+                      ) -> tuple[ast.Call, str, ast.expr | None, ast.Module] | None:
+    """The optimizer's call at ``span``, its file's text, the argument it takes its tensors by
+    (the first, or ``params=``; ``None`` where there is none) and the file's tree."""
+    found = call_at(path, span)
+    parsed = syntax_tree(path)
+    if found is None or parsed is None:
+        return None
+    call, text = found
+    arg = call.args[0] if call.args else next(
+        (k.value for k in call.keywords if k.arg == "params"), None)
+    return call, text, arg, parsed[0]
+
+
 def argument_made_at(path: str, span: tuple[int, int, int, int] | None) -> int | None:
     """The line of the statement that last assigned, before the call at ``span``, the plain
     name the call takes as its first argument (``params = [*a.parameters()]`` before
     ``SGD(params, lr=0.1)``), in the call's own function (or at the module's top level);
     ``None`` where the argument is no plain name or no such statement is there."""
-    found = call_at(path, span)
-    parsed = syntax_tree(path)
-    if found is None or parsed is None:
+    found = _optimizer_params(path, span)
+    if found is None or not isinstance(found[2], ast.Name):
         return None
-    call, _ = found
-    first = call.args[0] if call.args else next(
-        (k.value for k in call.keywords if k.arg == "params"), None)
-    if not isinstance(first, ast.Name):
-        return None
-    scope: ast.AST = parsed[0]
-    for node in ast.walk(parsed[0]):
+    call, _, first, tree = found
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
                 node.lineno < call.lineno <= (node.end_lineno or node.lineno) and \
                 node.lineno > getattr(scope, "lineno", 0):
