@@ -485,8 +485,8 @@ def built_over_each(path: str, line: int, container: str) -> Edit | None:
         return None
     walk = value.generators[0]
     call = value.elt
-    if not isinstance(walk.target, ast.Name) or not isinstance(walk.iter, ast.Name | ast.Attribute) \
-            or not isinstance(call, ast.Call) or not call.args:
+    if not isinstance(walk.target, ast.Name) or not isinstance(
+            walk.iter, ast.Name | ast.Attribute) or not isinstance(call, ast.Call) or not call.args:
         return None
     arg = call.args[0]
     element = arg.func.value if isinstance(arg, ast.Call) and isinstance(

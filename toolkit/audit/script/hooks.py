@@ -4,10 +4,10 @@ all call), ``torch.autograd.grad`` (what the script's own calls return), the glo
 step hooks, ``zero_grad`` of optimizers and modules, ``Tensor.detach``, each distribution's
 ``sample`` and ``log_prob``, ``Tensor.grad`` as the user's code reads it, sets it to ``None``
 or writes a gradient into it, the hooks it puts on values it computes (``register_hook``),
-``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the watch's own; it and
-``Tensor.grad``'s are on only while an iteration is recorded (around audited iterations). In a
-process the script forked, every hook stands aside: the watch and its stop belong to the
-process that started it."""
+``GradScaler.step``, optimizer construction and ``copy.copy``. The module forward hook is the
+watch's own; it and ``Tensor.grad``'s are on only while an iteration is recorded (around
+audited iterations). In a process the script forked, every hook stands aside: the watch and its
+stop belong to the process that started it."""
 
 from __future__ import annotations
 
