@@ -49,29 +49,16 @@ def read_graph(roots: Iterable[object]) -> Graph:
     return graph
 
 
-def toward(graph: Graph, roots: Iterable[object], leaves: set[int]) -> set[int]:
-    """The ids of the nodes of ``graph`` (read from ``roots``) behind which one of ``leaves``
-    (tensor ids) lies, leaves' own ``AccumulateGrad`` nodes left out: the computation that
-    carries gradient into them. One walk, each node once (iterative: a deep graph is no
-    recursion)."""
+def toward(graph: Graph, leaves: set[int]) -> set[int]:
+    """The ids of the nodes of ``graph`` behind which one of ``leaves`` (tensor ids) lies,
+    leaves' own ``AccumulateGrad`` nodes left out: the computation that carries gradient into
+    them (one pass, every node after its inputs)."""
     found: set[int] = set()
-    done: set[int] = set()
-    stack: list[tuple[object, bool]] = [(r, False) for r in roots if r is not None]
-    while stack:
-        node, after = stack.pop()
-        key = id(node)
-        kids = [c for c, _ in getattr(node, "next_functions", ()) if c is not None]
-        if after:
-            done.add(key)
-            variable = getattr(node, "variable", None)
-            if variable is None and any(
-                    id(c) in found or id(getattr(c, "variable", None)) in leaves for c in kids):
-                found.add(key)
-            continue
-        if key in done or key not in graph.nodes:
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in kids if id(c) not in done)
+    for key, kids in _bottom_up(graph):
+        if getattr(graph.nodes[key], "variable", None) is None and any(
+                k in found or id(getattr(graph.nodes[k], "variable", None)) in leaves
+                for k in kids):
+            found.add(key)
     return found
 
 

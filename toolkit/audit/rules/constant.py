@@ -46,7 +46,7 @@ from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS
 from toolkit.audit.truth.proof import AssignedAt, DetachedAt, KeywordAt, NoGradAt, ReadAt
 from toolkit.lens.backward_graph import ShortestPaths, node_label
-from toolkit.lens.graph_walk import walk
+from toolkit.lens.graph_walk import inputs_of, walk
 
 if TYPE_CHECKING:
     from toolkit.audit.record.sites import Line
@@ -208,7 +208,7 @@ def _beside_itself(graph: Graph, node: int, cuts: tuple[tuple[Line | None, str, 
     if summed is None or len(cut) != len(cuts):
         return False
     same: set[int] = set()   # the live operands, and what they are a scaling or view of
-    todo = [n for n, _ in summed.next_functions if n is not None]
+    todo = inputs_of(summed)
     while todo:
         n = todo.pop()
         if id(n) in same:
@@ -295,7 +295,7 @@ def _sums_of(graph: Graph, *, scaled: bool = True, starts: list[int] | None = No
         out.add(key)
         node = nodes[key]
         label = node_label(node)
-        inputs = [n for n, _ in node.next_functions if n is not None]
+        inputs = inputs_of(node)
         if label in SUMMING or (scaled and label in ("Mul", "Div") and len(inputs) == 1):
             todo.extend(graph.children.get(key, ()))
     return out

@@ -42,7 +42,7 @@ from toolkit.audit.truth.graph import Graph
 from toolkit.audit.truth.labels import VIEWS
 from toolkit.audit.truth.proof import CutBefore, MadeAt
 from toolkit.lens.backward_graph import node_label
-from toolkit.lens.graph_walk import closure
+from toolkit.lens.graph_walk import closure, inputs_of
 
 if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
@@ -204,7 +204,7 @@ def _compared(graph: Graph) -> dict[int, Any]:
                 side = sides[0] or sides[1]
         while side is not None:
             out[id(side)] = side
-            below = [n for n, _ in side.next_functions if n is not None]
+            below = inputs_of(side)
             side = below[0] if node_label(side) in VIEWS and len(below) == 1 else None
     return out
 

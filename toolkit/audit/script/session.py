@@ -565,7 +565,7 @@ class Watch(ModuleCalls):
         self.kept_to = [s for s in self.kept_to if s.iteration == self.iteration]
         source.meets = [s for s in self.kept_to if not s.toward.isdisjoint(graph.nodes)]
         if kept_out:
-            source.toward = toward(graph, (t.grad_fn for t in tensors), set(leaves))
+            source.toward = toward(graph, set(leaves))
             self.kept_to.append(source)
         # values the script cut at another read in this iteration, read here whole
         cut = [node for node, _, _, _ in self.detaches if id(node) in graph.nodes]

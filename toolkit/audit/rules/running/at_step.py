@@ -80,7 +80,7 @@ def leaks(w: WatchState, index: int, event: int, site: Site | None, stepped) -> 
         wrong = _clear_of_frozen(w, src, opt_text) if cause is None and opt_text else None
         kept = _own_inputs(w, src, index) if src in apart else None
         if kept is not None:
-            edits = (kept[1],)
+            edits = (kept,)
         elif cause is not None:
             at, edits = (cause[0].shown(), *at), (cause[1],)
         elif wrong is not None:
@@ -156,10 +156,10 @@ def _kept_apart(w: WatchState, stepped) -> set[Source]:
 
 
 def _own_inputs(w: WatchState, src: Source, index: int):
-    """The site of ``src``'s backward and the edit that gives it ``inputs=`` the tensors of
-    the one optimizer (not ``index``) holding the rest of what it wrote, as the script built
-    that optimizer over them; ``None`` where no one optimizer holds them or the script
-    cannot name them at that backward."""
+    """The edit that gives ``src``'s backward ``inputs=`` the tensors of the one optimizer (not
+    ``index``) holding the rest of what it wrote, as the script built that optimizer over them;
+    ``None`` where no one optimizer holds them or the script cannot name them at that
+    backward."""
     held = w.stepped_map()
     others = {held.get(k) for k in src.wrote if held.get(k) != index}
     built = w.built_at.get(id(w.optimizers[others.pop()])) if len(others) == 1 and \
@@ -167,9 +167,8 @@ def _own_inputs(w: WatchState, src: Source, index: int):
     if built is None or src.site is None or built.path != src.site.path:
         return None
     text = S.params_in_scope((built.path, built.span), src.site.line)
-    edit = w.fixes.backward_inputs(src.site.path, src.site.line, f"*{text}") \
+    return w.fixes.backward_inputs(src.site.path, src.site.line, f"*{text}") \
         if text is not None else None
-    return (src.site, edit) if edit is not None else None
 
 
 def _clear_of_frozen(w: WatchState, src: Source, opt_text: str):

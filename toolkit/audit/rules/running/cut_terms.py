@@ -37,7 +37,7 @@ from toolkit.audit.rules.constant import SUMMING, cut_behind
 from toolkit.audit.rules.running import drawn
 from toolkit.audit.rules.running.state import WatchState
 from toolkit.lens.backward_graph import node_label
-from toolkit.lens.graph_walk import nodes
+from toolkit.lens.graph_walk import inputs_of, nodes
 
 __all__ = ["CutTerm", "judged", "keep_draws", "note"]
 
@@ -67,7 +67,7 @@ def _terms(root: object) -> list[object]:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        below = [n for n, _ in node.next_functions if n is not None]  # type: ignore[attr-defined]
+        below = inputs_of(node)
         label = node_label(node)
         if label in SUMMING or (label in ("Mul", "Div") and len(below) == 1):
             todo.extend(below)
