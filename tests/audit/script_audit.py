@@ -54,7 +54,7 @@ def failures(report: dict) -> list[dict]:
     return [f for f in report["findings"] if f["failure"]]
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path, own_process: bool = False) -> subprocess.CompletedProcess:
     """``toolkit audit ARGS`` in ``cwd``, as a user runs it: the command's entry point
     (:func:`~toolkit.audit.cli.main`) with what it prints captured, its exit status as the
     return code. It runs in this process, the working folder changed for the run: each edit it
@@ -62,7 +62,15 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     command itself would only add a start of torch (and of its compiler, which building an
     optimizer imports) to every test. The doors of the command (the files it may write, its
     exit status as a process, standard input) are tested in fresh processes
-    (``tests/lens/audit/test_audit_doors.py``)."""
+    (``tests/lens/audit/test_audit_doors.py``).
+
+    ``own_process``: the command in a fresh interpreter instead, for a script that forks (a
+    ``DataLoader``'s workers). A test process has threads of its own (pytest-xdist's channel),
+    and a child forked from a process with threads inherits their locks as they were at the
+    fork, which can leave it waiting forever (POSIX ``fork``); a user's process has none."""
+    if own_process:
+        return subprocess.run([sys.executable, "-m", "toolkit.audit", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(cwd), contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(err):
@@ -95,24 +103,25 @@ def twins(tmp_path: Path, published: str, buggy: str) -> Path:
 
 
 def recorded(folder: Path, into: Path, script: str, *options: str,
-             args: Sequence[str] = ()) -> dict:
+             args: Sequence[str] = (), own_process: bool = False) -> dict:
     """``toolkit audit OPTIONS --record INTO SCRIPT ARGS`` in ``folder``: it must exit 0
-    (clean); its report. Run in this process (the audit's ``main``, the working folder
-    changed for the run): the second audit of a fixed script needs no fresh interpreter, and
-    each one spared is a start of torch less (the edits themselves are verified, and the fixed
-    script trained, in fresh processes)."""
-    with contextlib.chdir(folder):
-        code = main([*options, "--record", str(into), script, *args])
+    (clean); its report. Run in this process (:func:`cli`; ``own_process`` as there): the
+    second audit of a fixed script needs no fresh interpreter, and each one spared is a start of
+    torch less (the edits themselves are verified, and the fixed script trained, in fresh
+    processes)."""
+    done = cli(*options, "--record", str(into), script, *args, cwd=folder,
+               own_process=own_process)
     report = load_record(str(into))[0]
-    assert code == 0, [f.get("message") for f in report["findings"]]
+    assert done.returncode == 0, [f.get("message") for f in report["findings"]]
     return report
 
 
-def applied(folder: Path, kind: str, *options: str,
-            args: Sequence[str] = ()) -> subprocess.CompletedProcess:
-    """``toolkit audit OPTIONS --apply train.py ARGS`` run in ``folder``: it must fail with a
-    ``kind`` finding and write its verified edit into ``train.py``; what it printed."""
-    done = cli(*options, "--apply", "train.py", *args, cwd=folder)
+def applied(folder: Path, kind: str, *options: str, args: Sequence[str] = (),
+            own_process: bool = False) -> subprocess.CompletedProcess:
+    """``toolkit audit OPTIONS --apply train.py ARGS`` run in ``folder`` (``own_process`` as
+    in :func:`cli`): it must fail with a ``kind`` finding and write its verified edit into
+    ``train.py``; what it printed."""
+    done = cli(*options, "--apply", "train.py", *args, cwd=folder, own_process=own_process)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL    {kind}:" in done.stdout and "wrote train.py" in done.stdout, done.stdout
     return done
@@ -133,15 +142,17 @@ def applied_and_trains(folder: Path, kind: str, *options: str) -> subprocess.Com
 
 
 def check_fix(tmp_path: Path, folder: Path, kind: str, *options: str, args: Sequence[str] = (),
-              what: object = None) -> subprocess.CompletedProcess:
+              what: object = None, own_process: bool = False) -> subprocess.CompletedProcess:
     """The proof of an edit, by the command as a user runs it in ``folder`` (:func:`project`):
     the published script audits clean (its record in ``tmp_path / "pub"``); ``--apply`` finds a
     ``kind`` failure in ``train.py`` and writes its verified edit; the fixed ``train.py``
     audits clean (its record in ``tmp_path / "fixed"``), with the published script's
-    gradients on every audited step. What ``--apply`` printed."""
-    recorded(folder, tmp_path / "pub", "published.py", *options, args=args)
-    done = applied(folder, kind, *options, args=args)
-    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", *options, args=args))
+    gradients on every audited step. What ``--apply`` printed. ``own_process``: each command
+    in a fresh interpreter (:func:`cli`)."""
+    how = {"args": args, "own_process": own_process}
+    recorded(folder, tmp_path / "pub", "published.py", *options, **how)
+    done = applied(folder, kind, *options, **how)
+    assert not failures(recorded(folder, tmp_path / "fixed", "train.py", *options, **how))
     assert_same_gradients(tmp_path / "fixed", tmp_path / "pub", what)
     return done
 

@@ -194,6 +194,9 @@ PAIRS = [
     ("hf_trainer.py", "hf_trainer_dead.py", "dead", [], "transformers"),
     ("lightning_ae.py", "lightning_ae_stale.py", "stale", [], "lightning"),
 ]
+#: the scripts that fork (a DataLoader's workers), audited in a fresh interpreter each time
+#: (script_audit.cli: a fork of this test process, which has threads, can hang)
+FORKING = {"amp_workers.py"}
 
 
 @pytest.mark.slow
@@ -207,7 +210,8 @@ def test_each_bug_is_fixed_by_a_verified_edit_that_trains_as_the_published_scrip
     # the published script audits clean; the bug is found, with a verified edit, and --apply
     # writes it; audited again, it is clean and trains as the published script, gradient for
     # gradient
-    done = check_fix(tmp_path, folder, kind, args=args, what=os.path.basename(clean))
+    done = check_fix(tmp_path, folder, kind, args=args, what=os.path.basename(clean),
+                     own_process=clean in FORKING)
     # the bug is found at the user's line, and the script as it was is kept beside it
     assert "at:   train.py:" in done.stdout and "verified:" in done.stdout
     assert (folder / "train.py.orig").read_text() == (SCRIPTS / buggy).read_text()
