@@ -1,6 +1,6 @@
 """The pieces of the shallow-copy rule (:func:`toolkit.audit.rules.running.copies.shallow`): what a
 ``copy.copy`` shares (``toolkit.audit.script.session._networks``) and the edit that makes it
-deep (:func:`toolkit.audit.fixes.script_edits.deep_copy_call`), applied to the text."""
+deep (:func:`toolkit.audit.fixes.copy_edits.deep_copy_call`), applied to the text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import types
 import pytest
 from torch import nn
 
-from toolkit.audit.fixes.script_edits import apply_to_text, deep_copy_call
+from toolkit.audit.fixes.copy_edits import deep_copy_call
+from toolkit.audit.fixes.script_edits import apply_to_text
 from toolkit.audit.script.session import _networks
 
 

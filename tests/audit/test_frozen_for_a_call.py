@@ -13,7 +13,7 @@ import textwrap
 
 from script_audit import applied, assert_trains_as, audit, cli, failures
 
-from toolkit.audit.fixes.script_edits import switch_on_after_its_use
+from toolkit.audit.fixes.switch_edits import switch_on_after_its_use
 
 SCRIPT = """\
 import argparse

@@ -12,7 +12,7 @@ import textwrap
 
 from script_audit import applied, assert_trains_as, cli
 
-from toolkit.audit.fixes.script_edits import switch_on_after_its_step
+from toolkit.audit.fixes.switch_edits import switch_on_after_its_step
 
 SCRIPT = """\
 import argparse

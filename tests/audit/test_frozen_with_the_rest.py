@@ -12,7 +12,7 @@ import textwrap
 
 from script_audit import applied, assert_trains_as, audit, cli, failures
 
-from toolkit.audit.fixes.script_edits import switch_on_with_the_rest
+from toolkit.audit.fixes.switch_edits import switch_on_with_the_rest
 
 SCRIPT = """\
 import argparse

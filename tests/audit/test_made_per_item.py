@@ -1,5 +1,5 @@
 """The edit of the ``shared`` finding for members made by multiplying a list
-(:func:`toolkit.audit.fixes.script_edits.made_per_item`): ``[make()] * n`` and ``n * [make()]``
+(:func:`toolkit.audit.fixes.copy_edits.made_per_item`): ``[make()] * n`` and ``n * [make()]``
 become ``[make() for _ in range(n)]``; anything else, or an assignment made twice, is left as it
 is (no edit)."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.audit.fixes.script_edits import apply_to_text, made_per_item
+from toolkit.audit.fixes.copy_edits import made_per_item
+from toolkit.audit.fixes.script_edits import apply_to_text
 
 
 def _made(tmp_path: Path, source: str, name: str = "members"):

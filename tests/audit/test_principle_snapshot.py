@@ -18,7 +18,8 @@ import pytest
 import torch
 from script_audit import SCRIPTS, applied, assert_trains_as, audit, failures, project, recorded
 
-from toolkit.audit.fixes.script_edits import apply_to_text, copy_snapshot
+from toolkit.audit.fixes.copy_edits import copy_snapshot
+from toolkit.audit.fixes.script_edits import apply_to_text
 
 BACKBONE = ["backbone.0.bias", "backbone.0.weight", "backbone.2.bias", "backbone.2.weight"]
 

@@ -33,8 +33,9 @@ from toolkit.audit.fixes.edits import (
 from toolkit.audit.fixes.location import edit_of
 from toolkit.audit.fixes.optimizer_edits import join, leave_out
 from toolkit.audit.fixes.registration import registered, remember
-from toolkit.audit.fixes.script_edits import empty_with, out_of_no_grad
+from toolkit.audit.fixes.script_edits import empty_with
 from toolkit.audit.fixes.stored import stored_at
+from toolkit.audit.fixes.switch_edits import out_of_no_grad
 from toolkit.audit.record.sites import Line
 from toolkit.audit.truth.proof import (
     ArgumentAt,

@@ -1,20 +1,24 @@
 """The fixes stage as the rules of a running script ask for it
 (:class:`~toolkit.audit.rules.running.fix_writer.FixWriter`): the script's driver hands this
 module to them, and each rule says where its fix goes while this stage writes it in the user's
-text, in plain PyTorch (:mod:`.script_edits`), registers what an optimizer misses
+text, in plain PyTorch (:mod:`.script_edits`; a copy's own tensors, :mod:`.copy_edits`;
+gradients switched back on, :mod:`.switch_edits`), registers what an optimizer misses
 (:mod:`.registration`) and moves a finding's edits to where the user's code calls
 (:mod:`.where_called`)."""
 
+from toolkit.audit.fixes.copy_edits import (
+    copy_at_alias,
+    copy_registered,
+    copy_snapshot,
+    deep_copy_call,
+    made_per_item,
+)
 from toolkit.audit.fixes.registration import registered
 from toolkit.audit.fixes.script_edits import (
     as_parameter,
     backward_inputs,
     built_over_each,
     call_under_no_grad,
-    copy_at_alias,
-    copy_registered,
-    copy_snapshot,
-    deep_copy_call,
     detach_call,
     detach_expression,
     edit_at,
@@ -22,19 +26,20 @@ from toolkit.audit.fixes.script_edits import (
     insert_after,
     insert_before,
     listed_with,
-    made_per_item,
     move_before,
     node_edit,
-    off_decorator,
-    out_of_no_grad,
     remove_detach,
     replace_parameters,
+    widen,
+)
+from toolkit.audit.fixes.switch_edits import (
+    off_decorator,
+    out_of_no_grad,
     switch_on_after_its_step,
     switch_on_after_its_use,
     switch_on_before_loop,
     switch_on_with_the_rest,
     unfreeze_before,
-    widen,
 )
 from toolkit.audit.fixes.where_called import placed
 

@@ -1,0 +1,229 @@
+"""Edits that switch gradients back on where a script switched them off for too long, in the
+user's plain PyTorch: a statement taken out of ``with torch.no_grad():``, an ``@torch.no_grad()``
+taken off, ``requires_grad_(True)`` where a frozen network trains again (at the top of the loop
+that freezes it, before a phase, with the rest of its block, after the step or the call the freeze
+was for)."""
+
+from __future__ import annotations
+
+import ast
+
+from toolkit.audit.edit import Edit
+from toolkit.audit.files import split_lines
+from toolkit.audit.fixes.script_edits import edit_at
+from toolkit.audit.record.syntax import (
+    blocks,
+    freezes,
+    indent_of,
+    no_grad_block,
+    no_grad_decorator,
+    segment,
+    switch_of,
+    syntax_tree,
+)
+
+__all__ = ["off_decorator", "out_of_no_grad", "switch_on_after_its_step",
+           "switch_on_after_its_use", "switch_on_before_loop", "switch_on_with_the_rest",
+           "unfreeze_before"]
+
+
+def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
+    """The statement on ``line`` taken out of the innermost ``with torch.no_grad():`` around it:
+    the line of the statement of the block that holds it, and the edits. The block's last
+    statement is moved after the block, its first before the ``with`` (dedented: either runs
+    where it ran, only with gradients on); a block of one statement loses its ``with``.
+    ``None`` when ``line`` is in no such block, or the statement is neither its first nor its
+    last."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    best = no_grad_block(tree, line)
+    if best is None or len(best.items) != 1:
+        return None
+    holder = next((st for st in best.body
+                   if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+    if holder is None or holder not in (best.body[0], best.body[-1]):
+        return None
+    lines = split_lines(text)
+    end = holder.end_lineno or holder.lineno
+    last = holder is best.body[-1]
+    if last and (best.end_lineno or best.lineno) != end:
+        return None   # a comment or a continuation after it, inside the block
+    if holder.col_offset != len(indent_of(text, holder.lineno)):
+        return None
+    shift = holder.col_offset - best.col_offset
+    body = lines[holder.lineno - 1:end]
+    if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
+        return None
+    dedented = "".join(x[shift:] if x.strip() else x for x in body)
+    if len(best.body) == 1:   # the block is this statement: the with goes
+        return holder.lineno, [edit_at(path, (best.lineno, 0), (end + 1, 0), dedented)]
+    if last:
+        return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
+    return holder.lineno, [edit_at(path, (best.lineno, 0), (best.lineno, 0), dedented),
+                           edit_at(path, (holder.lineno, 0), (end + 1, 0), "")]
+
+
+def off_decorator(path: str, line: int) -> tuple[int, list[Edit]] | None:
+    """The ``@torch.no_grad()`` of the function that runs ``line``, taken off: the
+    decorator's line, and the edit that deletes it (the function then runs with gradients
+    on wherever it is called). ``None`` when no such decorator stands alone on its line."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    decorator = no_grad_decorator(tree, line)
+    if decorator is None or decorator.lineno != (decorator.end_lineno or decorator.lineno):
+        return None
+    row = split_lines(text)[decorator.lineno - 1]
+    if row.strip() != "@" + (segment(text, decorator) or ""):
+        return None   # another decorator or a comment shares its line
+    return decorator.lineno, [edit_at(path, (decorator.lineno, 0), (decorator.lineno + 1, 0),
+                                      "")]
+
+
+def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
+    """For a network ``name`` that the file freezes (``requires_grad = False`` over its
+    parameters) inside a loop that also runs ``line`` (its optimizer's step): the freezing
+    statement's line, and ``name.requires_grad_(True)`` inserted at the top of that loop's
+    statement holding ``line``, so that every pass switches it back on before it trains."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for loop in ast.walk(tree):
+        if not isinstance(loop, ast.For | ast.While):
+            continue
+        freeze = next((st for st in loop.body if freezes(st, text, name)), None)
+        holder = next((st for st in loop.body
+                       if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+        if freeze is None or holder is None or holder.lineno > freeze.lineno or \
+                holder.col_offset != len(indent_of(text, holder.lineno)):
+            continue
+        indent = indent_of(text, holder.lineno)
+        statement = f"{name}.requires_grad_(True)"
+        return freeze.lineno, edit_at(path, (holder.lineno, 0), (holder.lineno, 0),
+                                      f"{indent}{statement}\n")
+    return None
+
+
+def switch_on_before_loop(path: str, name: str, line: int) -> Edit | None:
+    """``name.requires_grad_(True)`` inserted before the outermost loop that runs ``line`` (a
+    phase's step): the phase begins with them switched on; ``None`` outside a loop."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For | ast.While)
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not loops:
+        return None
+    loop = min(loops, key=lambda n: n.lineno)
+    if loop.col_offset != len(indent_of(text, loop.lineno)):
+        return None
+    return edit_at(path, (loop.lineno, 0), (loop.lineno, 0),
+                   f"{indent_of(text, loop.lineno)}{name}.requires_grad_(True)\n")
+
+
+def _freeze_at(path: str, line: int
+               ) -> tuple[str, list[ast.stmt], int, str] | None:
+    """The freeze on ``line`` (``name.requires_grad_(False)``, or a loop over
+    ``name.parameters()`` switching each off), as the innermost block holding it: the file's
+    text, the block, the freeze's index in it and ``name``; ``None`` where no freeze is there."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for block in blocks(tree):
+        at = next((i for i, st in enumerate(block) if isinstance(st, ast.stmt) and
+                   st.lineno <= line <= (st.end_lineno or st.lineno)), None)
+        off = None if at is None else switch_of(block[at], text)
+        if off is not None and not off[1]:
+            return text, block, at, off[0]   # type: ignore[return-value]
+    return None
+
+
+def _after(path: str, text: str, stmt: ast.stmt, statement: str) -> Edit | None:
+    """``statement`` on its own line after ``stmt`` (the first statement of its line), at its
+    indentation; ``None`` where another statement starts its line."""
+    indent = indent_of(text, stmt.lineno)
+    if stmt.col_offset != len(indent):
+        return None
+    end = (stmt.end_lineno or stmt.lineno) + 1
+    return edit_at(path, (end, 0), (end, 0), f"{indent}{statement}\n")
+
+
+def switch_on_with_the_rest(path: str, line: int) -> Edit | None:
+    """For the freeze on ``line`` (:func:`_freeze_at`): ``name.requires_grad_(True)`` after
+    the first later statement of its block that switches another network back on. The script
+    undoes its block's freezes there and left this one out (a test that freezes two networks
+    and switches one back on). ``None`` where the block switches no other one back on, or this
+    one."""
+    found = _freeze_at(path, line)
+    if found is None:
+        return None
+    text, block, at, name = found
+    for later in block[at + 1:]:
+        on = switch_of(later, text)
+        if on is not None and on[1]:
+            return None if on[0] == name else \
+                _after(path, text, later, f"{name}.requires_grad_(True)")
+    return None
+
+
+def switch_on_after_its_step(path: str, line: int) -> Edit | None:
+    """For the call on ``line`` that froze tensors (``model.track_q_grad(False)``,
+    ``net.requires_grad_(False)``: one argument, the constant ``False``): the same call with
+    ``True``, after the first later statement of its block that steps an optimizer
+    (``pi_optim.step()``): the freeze was for the loss of that step, and ends with it.
+    ``None`` where the block has no such step, or switches it back on itself."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    for node in ast.walk(tree):
+        block = getattr(node, "body", None)
+        if not isinstance(block, list):
+            continue
+        at = next((i for i, st in enumerate(block) if isinstance(st, ast.Expr)
+                   and st.lineno == line and isinstance(st.value, ast.Call)), None)
+        if at is None:
+            continue
+        call = block[at].value
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if len(values) != 1 or not isinstance(values[0], ast.Constant) or \
+                values[0].value is not False or not values[0].lineno == call.lineno == \
+                call.end_lineno:
+            return None
+        source, flag = segment(text, call), values[0]
+        switched = (source[:flag.col_offset - call.col_offset] + "True"
+                    + source[flag.end_col_offset - call.col_offset:])
+        for later in block[at + 1:]:
+            value = later.value if isinstance(later, ast.Expr) else None
+            if not isinstance(value, ast.Call):
+                continue
+            if segment(text, value) == switched:
+                return None
+            if isinstance(value.func, ast.Attribute) and value.func.attr == "step":
+                return _after(path, text, later, switched)
+        return None
+    return None
+
+
+def switch_on_after_its_use(path: str, line: int) -> Edit | None:
+    """For the freeze on ``line`` (:func:`_freeze_at`, not a loop): ``name.requires_grad_(True)``
+    after the first later statement of its block that reads ``name`` (the call the freeze was
+    made for: an evaluation handed the synthetic images, frozen, as dataset condensation's
+    is); ``None`` where no later statement of the block reads it, or one switches it on."""
+    found = _freeze_at(path, line)
+    if found is None or isinstance(found[1][found[2]], ast.For):
+        return None
+    text, block, at, name = found
+    for later in block[at + 1:]:
+        if switch_of(later, text) is not None:
+            return None
+        if any(isinstance(n, ast.Name | ast.Attribute) and segment(text, n) == name
+               for n in ast.walk(later)):
+            return _after(path, text, later, f"{name}.requires_grad_(True)")
+    return None
