@@ -68,14 +68,14 @@ FOLDERS = {name: HERE / name
                         "held_out_scripts_r", "held_out_scripts_s",
                         "held_out_scripts_t", "held_out_scripts_u",
                         "held_out_scripts_v", "held_out_scripts_w",
-                        "held_out_scripts_x", "held_out_scripts_y")}
+                        "held_out_scripts_x", "held_out_scripts_y", "held_out_scripts_z")}
 # The least each batch holds: (scripts, fields); the third batch is eight fields of two scripts,
 # the fourth eleven, the fifth twelve (two of them with two bug twins), the sixth twelve (five of
 # them with two bug twins), the seventh twelve (four of them with two bug twins), the eighth
 # twelve (six of them with two bug twins), the ninth twelve (eight of them with two bug twins),
 # the tenth twelve (nine of them with two bug twins), the eleventh twelve (eleven of them with
 # two bug twins), the twelfth twelve (eleven of them with two bug twins), the thirteenth twelve
-# (eleven of them with two bug twins), the fourteenth to the twenty-fifth twelve (each with
+# (eleven of them with two bug twins), the fourteenth to the twenty-sixth twelve (each with
 # two bug twins).
 SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
          "held_out_scripts_c": (16, 8), "held_out_scripts_d": (22, 11),
@@ -89,7 +89,7 @@ SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
          "held_out_scripts_s": (36, 12), "held_out_scripts_t": (36, 12),
          "held_out_scripts_u": (36, 12), "held_out_scripts_v": (36, 12),
          "held_out_scripts_w": (36, 12), "held_out_scripts_x": (36, 12),
-         "held_out_scripts_y": (36, 12)}
+         "held_out_scripts_y": (36, 12), "held_out_scripts_z": (36, 12)}
 MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf-8"))
              for name, folder in FOLDERS.items()}
 CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
