@@ -101,6 +101,9 @@ class Kind(enum.StrEnum):
     VOID_CUT = "void_cut", True, ("a ``.detach()`` whose result nothing reads, while the loss "
                                   "reaches stepped tensors through the value it was written "
                                   "to cut")
+    TRUNCATED = "truncated", True, ("a recurrent state cut by ``.detach()`` inside the unroll "
+                                    "one loss reads whole: backpropagation through time "
+                                    "truncated to one step")
     UNCLIPPED = "unclipped", True, ("a gradient clip (clip_grad_norm_, clip_grad_value_) run "
                                     "before the backward() whose gradient the step uses: it "
                                     "clips nothing, and the step goes on unclipped")
@@ -124,7 +127,8 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
     Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
-    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.UNCLIPPED, Kind.WASTED,
+    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.TRUNCATED,
+    Kind.UNCLIPPED, Kind.WASTED,
     Kind.HAND_UPDATED,
     Kind.IDLE, Kind.UNUSED})
 

@@ -45,12 +45,13 @@ SCRIPTS = Path(__file__).parent / "scripts"
 # freeze under a condition that held at every step of the run), and `unused` (an output the
 # method leaves out, information), and `drawn` (a sample drawn without its path, read by a
 # loss that trains), and `void_cut` (a cut whose result nothing reads), and `unclipped` (a
-# gradient clip before the backward it was meant for)
+# gradient clip before the backward it was meant for), and `truncated` (a recurrent state cut
+# inside the unroll one loss reads)
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
              "wasted": False, "hand_updated": False, "held": True, "constant_term": True,
              "idle": False, "cut_keys": True, "never_trained": True, "unused": False,
-             "drawn": True, "void_cut": True, "unclipped": True}
+             "drawn": True, "void_cut": True, "unclipped": True, "truncated": True}
 
 
 def _leak(**kw) -> Leak:

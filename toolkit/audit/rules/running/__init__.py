@@ -7,7 +7,8 @@ stepped tensors no loss reached (:mod:`.dead`), a loss reaching tensors no optim
 network (:mod:`.targets`), predictions fed back (:mod:`.carried`, :mod:`.recycled`), hard
 values (:mod:`.hard`), exact-zero gradients (:mod:`.zero_gradient`), freezes never ended
 (:mod:`.never_trained`), samples drawn without their path (:mod:`.drawn`), cuts nothing reads
-(:mod:`.unread_cut`) and the cuts taken as meant (:mod:`.meant`).
+(:mod:`.unread_cut`), a recurrent state cut inside the unroll a loss reads (:mod:`.truncated`)
+and the cuts taken as meant (:mod:`.meant`).
 
 Each is a function of :class:`~toolkit.audit.rules.running.state.WatchState`, the state the
 script's recorder keeps (:mod:`toolkit.audit.script.session`), called at a backward, a step or

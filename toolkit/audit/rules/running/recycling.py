@@ -31,7 +31,7 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import tensors_in
 
-__all__ = ["Pass", "Recycling"]
+__all__ = ["Pass", "Recycling", "identity"]
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Pass:
     """One call of a network that trains, made with gradients: the module, its order in the
     iteration, its site, per positional argument either ``None`` (a constant: ``None`` or
     tensors with no graph), the graph's nodes it holds, or ``()`` (anything else), and the
-    tensors it holds as :func:`_identity` knows them; the constant tensors themselves (kept
+    tensors it holds as :func:`identity` knows them; the constant tensors themselves (kept
     alive while the iteration runs, so that no later tensor takes their place in memory), its
     outputs' nodes, and the event it ran at."""
 
@@ -61,7 +61,7 @@ class Pass:
         return False
 
 
-def _identity(t: torch.Tensor) -> tuple:
+def identity(t: torch.Tensor) -> tuple:
     """A tensor as the graph or the memory knows it: its node and output for one made with
     gradients, else where its values live and how they are laid out (a view of the next time
     step of a sequence is another place)."""
@@ -106,7 +106,7 @@ class Recycling:
                 slots.append(None)
             else:
                 slots.append(())
-            held.append({_identity(t) for t in ts})
+            held.append({identity(t) for t in ts})
             kept += [t for t in ts if t.grad_fn is None]
         self.passes.append(Pass(module, self.order, site, slots, held, kept, nodes, event))
 

@@ -1,0 +1,93 @@
+"""A recurrent state cut inside the unroll one loss reads whole (``truncated``): a GRU cell
+stepped over a sequence, the loss reading every step's prediction, as a world model's
+transition (Kaixhin/PlaNet, models.py ``TransitionModel.forward``) or a recurrent agent over an
+episode (oxwhirl/pymarl, ``QLearner.train``) is trained. Written ``cell(x[t], h.detach())`` or
+with ``h = h.detach()`` at the top of each step, the cut truncates backpropagation through time
+to one step. The failure is at the cut; its edit takes the cut away and the fixed script trains
+as the published one. Told apart: truncated BPTT's cut between iterations (each chunk its own
+backward), a refinement that feeds its own estimate back on the same input cut (self-
+conditioning), and a pushforward unroll whose earlier steps the loss reads only through the
+state."""
+
+from __future__ import annotations
+
+import pytest
+from script_audit import applied_and_trains, audit, failures, twins
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """\
+import argparse
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+cell = nn.GRUCell(3, 5)
+head = nn.Linear(5, 2)
+optimizer = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.1)
+for step in range(4):
+    x, y = torch.randn(6, 8, 3), torch.randn(6, 8, 2)
+    h = torch.zeros(8, 5)
+    predictions = []
+    for t in range(6):
+        STEP
+        predictions.append(head(h))
+    loss = ((torch.stack(predictions) - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+if args.out:
+    torch.save({"cell": cell.state_dict(), "head": head.state_dict()}, args.out)
+"""
+
+PUBLISHED = "h = cell(x[t], h)"
+CUT_IN_THE_CALL = "h = cell(x[t], h.detach())"
+CUT_AT_THE_TOP = "h = h.detach()\n        h = cell(x[t], h)"
+
+
+@pytest.mark.parametrize("bug", [CUT_IN_THE_CALL, CUT_AT_THE_TOP], ids=["in_call", "at_top"])
+def test_a_state_cut_at_every_step_is_found_and_its_edit_trains_as_published(tmp_path, bug):
+    buggy = SCRIPT.replace("STEP", bug)
+    folder = twins(tmp_path, SCRIPT.replace("STEP", PUBLISHED), buggy)
+    done = applied_and_trains(folder, "truncated")
+    line = next(i for i, x in enumerate(buggy.splitlines(), 1) if ".detach()" in x)
+    assert f"at:   train.py:{line}:" in done.stdout and "`cell` reads `h`" in done.stdout, \
+        done.stdout
+    assert ".detach()" not in (folder / "train.py").read_text()
+
+
+# truncated BPTT: the state carried between iterations, cut where one chunk's backward ends
+TBPTT = SCRIPT.replace("    h = torch.zeros(8, 5)\n", "").replace(
+    "for step in range(4):", "h = torch.zeros(8, 5)\nfor step in range(4):\n    h = h.detach()")
+# a refinement: the network's own estimate on the same input, compared, then fed back cut
+# (RAFT's flow, Teed & Deng 2020, princeton-vl/RAFT core/raft.py, detached before each update
+# while every update's estimate is compared): not an unroll
+REFINED = SCRIPT.replace("STEP", "h0 = cell(x[t], torch.zeros(8, 5))\n"
+                                 "        predictions.append(head(h0))\n"
+                                 "        h = cell(x[t], h0.detach())").replace(
+    "torch.stack(predictions) - y", "torch.stack(predictions[1::2]) - y")
+# pushforward (Brandstetter et al. 2022): the earlier steps reach the loss only through the
+# cut state; only the last prediction is compared
+PUSHFORWARD = SCRIPT.replace("STEP", PUBLISHED).replace(
+    "        predictions.append(head(h))\n", "        h = h.detach() if t < 5 else h\n"
+    "    predictions.append(head(h))\n").replace(
+    "torch.stack(predictions) - y", "torch.stack(predictions) - y[-1:]")
+
+
+@pytest.mark.parametrize(("script", "found"), [
+    (SCRIPT.replace("STEP", CUT_IN_THE_CALL), True),
+    (SCRIPT.replace("STEP", PUBLISHED), False),
+    (TBPTT.replace("STEP", PUBLISHED), False),
+    (REFINED, False),
+    (PUSHFORWARD, False),
+], ids=["cut", "published", "tbptt", "refined", "pushforward"])
+def test_only_a_cut_inside_the_unroll_a_loss_reads_is_a_failure(tmp_path, script, found):
+    path = tmp_path / "train.py"
+    path.write_text(script, encoding="utf-8")
+    code, report = audit(tmp_path, path, "--steps", "2")
+    cut = [f for f in failures(report) if f["kind"] == "truncated"]
+    assert bool(cut) == found, [f["message"] for f in failures(report)]
+    assert (code == 1) == found, [f["message"] for f in failures(report)]

@@ -1,0 +1,144 @@
+"""A recurrent state cut at a step of the unroll one loss reads whole (``truncated``).
+
+An RNN cell stepped over a sequence, a world model's transition, an agent's recurrent network
+over an episode: each call of the network reads the next input and the state its previous call
+returned, and the loss reads the outputs of every step. A ``.detach()`` on that state inside the
+unroll (``cell(x[t], h.detach())``, ``h = h.detach()`` at the top of each step) truncates
+backpropagation through time to one step: the loss at step ``t`` trains the network through
+step ``t`` alone, never back through the states that led there, so no step learns what it
+should keep for the next. PlaNet's RSSM (Hafner et al. 2019; Kaixhin/PlaNet ``models.py``
+``TransitionModel.forward``) and pymarl's recurrent agents (``QLearner.train`` unrolls
+``mac.forward`` over the episode) carry the state's graph through the whole chunk; truncated
+BPTT cuts it where one chunk's ``backward()`` ends, between iterations, which this rule never
+sees as one loss.
+
+It is told apart from the cuts that belong inside a loss by what the two calls read:
+
+- the call that reads the cut state reads, in another argument, a tensor the earlier call did
+  not (the next input): the same input again is a refinement, whose recycled estimate is cut as
+  the method means (:mod:`~toolkit.audit.rules.running.recycling`);
+- the loss reads the earlier call's output through another path (the step's own prediction):
+  a pushforward unroll whose earlier steps the loss reads only through the state has nothing to
+  truncate;
+- the argument is the cut value itself, as the ``.detach()`` returned it, and the value cut is
+  what the earlier call returned, or a value plain operations made of it (a sample drawn from
+  it), not what another network made of it: a prediction fed back as the next input, cut
+  (a closed-loop forecaster, scheduled sampling), is an input the method chose to cut.
+
+The failure names the cut's line; its edit removes the ``.detach()`` (a statement
+``h = h.detach()`` goes whole)."""
+
+from __future__ import annotations
+
+import ast
+
+from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.record import syntax as S
+from toolkit.audit.record.backward import places
+from toolkit.audit.record.frames import Site
+from toolkit.audit.record.tensors import keyed
+from toolkit.audit.rules.running.recycling import Pass, identity
+from toolkit.audit.rules.running.state import WatchState
+from toolkit.lens.graph_walk import walk
+
+__all__ = ["truncated"]
+
+
+def truncated(w: WatchState, nodes: set[int], site: Site | None) -> None:
+    """At an audited ``backward()`` whose graph holds the nodes ``nodes`` (by ``id``): each cut
+    made in this loss's forward whose result a call of a network reads in place of the state
+    its earlier call returned, both calls' outputs read by the loss, the later call reading a
+    new input beside it (see the module's docstring)."""
+    passes = w.recycling.passes
+    since = w.events - 1   # this backward's own forward: after the previous event
+    cuts = {identity(out): (node, cut) for node, cut, out, event in w.detaches
+            if event == since and not out.requires_grad}
+    if len(passes) < 2 or not cuts:
+        return
+    made_by: dict[int, list[Pass]] = {}
+    for p in passes:
+        for n in p.outs:
+            made_by.setdefault(id(n), []).append(p)
+    found: dict[Site, list[tuple[Pass, Pass]]] = {}
+    for later in passes:
+        if len(later.slots) < 2 or not any(id(n) in nodes for n in later.outs):
+            continue
+        for k, slot in enumerate(later.slots):
+            if slot is not None:
+                continue
+            for held in later.held[k]:
+                node, cut = cuts.get(held, (None, None))
+                if node is None or cut is None or any(
+                        b is later for _, b in found.get(cut, ())):
+                    continue
+                made = [p for p in _producers(node, made_by) if p.module is later.module
+                        and p.order < later.order and any(id(n) in nodes for n in p.outs)
+                        and not later.same_input(p, k)]
+                if made:
+                    found.setdefault(cut, []).append((max(made, key=lambda p: p.order), later))
+    for cut, links in found.items():
+        w.add(_finding(w, cut, links, site))
+        w.meant.pop(cut, None)   # a finding, not a cut taken as meant
+
+
+def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
+    """The calls whose outputs the value at ``node`` is computed from by plain operations,
+    the nearest on each path (a walk that stops at every call's output): the state an RNN cell
+    returned, or a sample drawn from a network's output, but not what a head made of the state
+    (a prediction fed back as the next input is the head's)."""
+    return [p for _, n, _, first in walk(places([node]), expand=lambda n: id(n) not in made_by)
+            if first and id(n) in made_by for p in made_by[id(n)]]
+
+
+def _finding(w: WatchState, cut: Site, links: list[tuple[Pass, Pass]],
+             site: Site | None) -> ScriptFinding:
+    module = links[0][1].module
+    called = next((name for m, name in w.called_networks() if m is module), "a network")
+    own = {id(p) for p in module.parameters()}
+    held = [(key, p) for i, o in enumerate(w.optimizers) for key, p in keyed(i, o)
+            if id(p) in own]
+    names = w.names()
+    state, edits = _uncut(w, cut)
+    what = f"`{state}`" if state else "the state"
+    reads = sorted({b.site for _, b in links}, key=lambda s: (s.path, s.line))
+    return ScriptFinding(
+        "truncated", w.iteration,
+        f"`{called}` reads {what} cut by `.detach()` at {cut}, made of what its previous call "
+        f"returned, beside a new input (its call at {', '.join(map(str, reads))}), and "
+        f"{w.loss_label(site)} (backward at {site}) reads the outputs of both calls: the cut "
+        f"truncates backpropagation through time to one step inside the unroll the loss reads "
+        f"whole, so no step is trained through the states that led to it. Truncated BPTT cuts "
+        f"the state between chunks, where one chunk's backward() ends",
+        tuple(key for key, _ in held),
+        tuple(dict.fromkeys([*((state,) if state else ()),
+                             *(names.get(id(p), "?") for _, p in held)])),
+        tuple(dict.fromkeys(s.shown() for s in (cut, *reads, *((site,) if site else ())))),
+        tuple(edits),
+        advice=f"remove the `.detach()` at {cut}: the state keeps its graph through the "
+               f"unroll the loss reads",
+        step=w.step_events, concerned=tuple(key for key, _ in held))
+
+
+def _uncut(w: WatchState, cut: Site) -> tuple[str | None, list]:
+    """The name of the value cut at ``cut`` (``h`` of ``h.detach()``) and the edit that takes
+    the cut away: a statement ``h = h.detach()`` of its own deleted, else the call replaced by
+    its receiver."""
+    found = S.call_at(cut.path, cut.span)
+    if found is None:
+        return None, []
+    call, text = found
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "detach"):
+        return None, []
+    state = S.segment(text, call.func.value) or None
+    stmt = S.statement_at(cut.path, call.lineno)
+    if stmt is not None and isinstance(stmt[0], ast.Assign) and stmt[0].value is call \
+            and len(stmt[0].targets) == 1 and S.segment(text, stmt[0].targets[0]) == state:
+        node = stmt[0]
+        end = node.end_lineno or node.lineno
+        rest = text.splitlines()[end - 1].encode("utf-8")[node.end_col_offset or 0:]
+        whole = node.col_offset == len(S.indent_of(text, node.lineno)) and \
+            rest.decode("utf-8", "replace").strip()[:1] in ("", "#")
+        if whole:
+            return state, [w.fixes.edit_at(cut.path, (node.lineno, 0), (end + 1, 0), "")]
+    edit = w.fixes.remove_detach(cut.path, cut.span)
+    return state, [] if edit is None else [edit]
