@@ -59,6 +59,19 @@ def test_a_state_cut_at_every_step_is_found_and_its_edit_trains_as_published(tmp
     assert ".detach()" not in (folder / "train.py").read_text()
 
 
+LSTM = SCRIPT.replace("nn.GRUCell(3, 5)", "nn.LSTMCell(3, 5)").replace(
+    "h = torch.zeros(8, 5)", "h = c = torch.zeros(8, 5)")
+
+
+def test_the_cuts_of_one_line_are_one_finding_whose_edit_takes_them_all_away(tmp_path):
+    # an LSTM's state is two tensors: each cut alone leaves the other, so one edit has both
+    folder = twins(tmp_path, LSTM.replace("STEP", "h, c = cell(x[t], (h, c))"),
+                   LSTM.replace("STEP", "h, c = cell(x[t], (h.detach(), c.detach()))"))
+    done = applied_and_trains(folder, "truncated")
+    assert done.stdout.count("FAIL    truncated") == 1 and "`h`, `c`" in done.stdout, done.stdout
+    assert ".detach()" not in (folder / "train.py").read_text()
+
+
 # truncated BPTT: the state carried between iterations, cut where one chunk's backward ends
 TBPTT = SCRIPT.replace("    h = torch.zeros(8, 5)\n", "").replace(
     "for step in range(4):", "h = torch.zeros(8, 5)\nfor step in range(4):\n    h = h.detach()")

@@ -76,9 +76,14 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None) -> None:
                         and not later.same_input(p, k)]
                 if made:
                     found.setdefault(cut, []).append((max(made, key=lambda p: p.order), later))
+    # the cuts of one line are one finding (``cell(x, (h.detach(), c.detach()))``): its edit
+    # takes them all away
+    by_line: dict[tuple[str, int], dict[Site, list[tuple[Pass, Pass]]]] = {}
     for cut, links in found.items():
-        w.add(_finding(w, cut, links, site))
+        by_line.setdefault((cut.path, cut.line), {})[cut] = links
         w.meant.pop(cut, None)   # a finding, not a cut taken as meant
+    for cuts_here in by_line.values():
+        w.add(_finding(w, cuts_here, site))
 
 
 def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
@@ -90,16 +95,23 @@ def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
             if first and id(n) in made_by for p in made_by[id(n)]]
 
 
-def _finding(w: WatchState, cut: Site, links: list[tuple[Pass, Pass]],
+def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
              site: Site | None) -> ScriptFinding:
+    cut = next(iter(cuts))
+    links = [link for found in cuts.values() for link in found]
     module = links[0][1].module
     called = next((name for m, name in w.called_networks() if m is module), "a network")
     own = {id(p) for p in module.parameters()}
     held = [(key, p) for i, o in enumerate(w.optimizers) for key, p in keyed(i, o)
             if id(p) in own]
     names = w.names()
-    state, edits = _uncut(w, cut)
-    what = f"`{state}`" if state else "the state"
+    states: list[str] = []
+    edits: list = []
+    for one in cuts:
+        state, taken = _uncut(w, one)
+        states += [state] if state else []
+        edits += taken
+    what = ", ".join(f"`{x}`" for x in dict.fromkeys(states)) or "the state"
     reads = sorted({b.site for _, b in links}, key=lambda s: (s.path, s.line))
     return ScriptFinding(
         "truncated", w.iteration,
@@ -110,13 +122,14 @@ def _finding(w: WatchState, cut: Site, links: list[tuple[Pass, Pass]],
         f"whole, so no step is trained through the states that led to it. Truncated BPTT cuts "
         f"the state between chunks, where one chunk's backward() ends",
         tuple(key for key, _ in held),
-        tuple(dict.fromkeys([*((state,) if state else ()),
-                             *(names.get(id(p), "?") for _, p in held)])),
+        tuple(dict.fromkeys([*states, *(names.get(id(p), "?") for _, p in held)])),
         tuple(dict.fromkeys(s.shown() for s in (cut, *reads, *((site,) if site else ())))),
         tuple(edits),
         advice=f"remove the `.detach()` at {cut}: the state keeps its graph through the "
                f"unroll the loss reads",
-        step=w.step_events, concerned=tuple(key for key, _ in held))
+        # the cut's input reaches more than the network that reads it (the networks that made
+        # the state, the input's encoder): any gradient may change
+        step=w.step_events, concerned=("*",))
 
 
 def _uncut(w: WatchState, cut: Site) -> tuple[str | None, list]:
