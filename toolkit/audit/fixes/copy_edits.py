@@ -8,14 +8,15 @@ from __future__ import annotations
 import ast
 
 from toolkit.audit.edit import Edit
-from toolkit.audit.fixes.script_edits import import_edit, node_edit
+from toolkit.audit.fixes.script_edits import edit_at, import_edit, node_edit
 from toolkit.audit.record.syntax import (
     call_at,
     segment,
     syntax_tree,
 )
 
-__all__ = ["copy_at_alias", "copy_registered", "copy_snapshot", "deep_copy_call", "made_per_item"]
+__all__ = ["copy_at_alias", "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call",
+           "made_per_item"]
 
 
 def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
@@ -253,3 +254,27 @@ def _copied_views(text: str, value: ast.expr) -> tuple[bool, list[ast.expr]] | N
               and isinstance(n.ctx, ast.Load)]
     views = [v for v in views if id(v) not in cloned and id(v) not in inside]
     return (False, views) if views else None
+
+
+def data_copied(path: str) -> tuple[int, list[Edit]] | None:
+    """Each statement ``a.data = b.data`` of ``path`` (two tensors' ``.data``, of two names),
+    which rebinds ``a`` to ``b``'s storage where its values were to be copied: ``a.data.copy_(
+    b.data)`` (a target network synced by hand, ``for tp, p in zip(...)``). The first
+    statement's line and the edits, or ``None`` where the file holds none."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    found = sorted((node.lineno, node) for node in ast.walk(tree)
+                   if isinstance(node, ast.Assign) and len(node.targets) == 1
+                   and isinstance(node.targets[0], ast.Attribute)
+                   and node.targets[0].attr == "data" and isinstance(node.value, ast.Attribute)
+                   and node.value.attr == "data"
+                   and segment(text, node.targets[0].value) != segment(text, node.value.value))
+    if not found:
+        return None
+    edits = [edit_at(path, (node.lineno, node.col_offset),
+                     (node.end_lineno or node.lineno, node.end_col_offset or 0),
+                     f"{segment(text, node.targets[0])}.copy_({segment(text, node.value)})")
+             for _, node in found]
+    return found[0][0], edits

@@ -10,6 +10,7 @@ from toolkit.audit.fixes.copy_edits import (
     copy_at_alias,
     copy_registered,
     copy_snapshot,
+    data_copied,
     deep_copy_call,
     made_per_item,
 )
@@ -45,7 +46,7 @@ from toolkit.audit.fixes.where_called import placed
 
 __all__ = ["as_parameter", "backward_inputs", "built_over_each", "call_under_no_grad",
            "copy_at_alias",
-           "copy_registered", "copy_snapshot", "deep_copy_call", "detach_call",
+           "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call", "detach_call",
            "detach_expression", "edit_at", "import_edit", "insert_after", "insert_before",
            "listed_with", "made_per_item", "move_before", "node_edit", "off_decorator",
            "out_of_no_grad", "placed",

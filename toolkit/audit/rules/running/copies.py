@@ -34,23 +34,36 @@ def aliased(w: WatchState) -> None:
     # calls of every module holding one set of tensors are one network's
     # (a wrapper that holds the other as a part, DDP's or a Sequential's, is no copy: its
     # calls stay its own)
-    networks: dict[tuple[int, frozenset[int]], tuple[Any, dict[str, set]]] = {}
+    # (and a module whose tensors are others, each rebound to the same storage, ``tp.data =
+    # p.data``: its values are the trained network's, step for step)
+    networks: dict[tuple[int, frozenset, frozenset], tuple[Any, dict[str, set]]] = {}
+    rebound: set[tuple[int, frozenset, frozenset]] = set()
     for key, by_name in w.called_as.items():
         module = w.roots[key][0]
         held = frozenset(id(p) for p in module.parameters())
         if not held:
             continue
-        same = next((k for k, (other, _) in networks.items() if k[1] == held and not any(
-            m is other for m in module.modules()) and not any(
-            m is module for m in other.modules())), (key, held))
-        uses = networks.setdefault(same, (module, {}))[1]
+        stored = frozenset(storage_key(p) for p in module.parameters())
+        same = next((k for k, (other, _) in networks.items()
+                     if (k[1] == held or (k[2] == stored and len(stored) == len(held)))
+                     and not any(m is other for m in module.modules())
+                     and not any(m is module for m in other.modules())), (key, held, stored))
+        if same[1] != held:
+            rebound.add(same)
+        # the group is known by the module an optimizer steps (a rebound copy's tensors are
+        # other objects)
+        had = networks.get(same)
+        if had is None or (not any(id(p) in stepped for p in had[0].parameters())
+                           and any(id(p) in stepped for p in module.parameters())):
+            networks[same] = (module, had[1] if had is not None else {})
+        uses = networks[same][1]
         for name, found in by_name.items():
             uses.setdefault(name, set()).update(found)
     # where a no_grad call's output became a constant that a loss's graph met: a target (a
     # no_grad read that feeds no loss, a metric or a check, is no target)
     fed = {(site, name) for _, site, name in w.fed_constants}
     found: dict[tuple[str, str], tuple] = {}
-    for module, by_name in networks.values():
+    for group, (module, by_name) in networks.items():
         params = [p for p in module.parameters() if id(p) in stepped]
         # in one iteration: one name only under no_grad, read as a target, another with
         # gradients; the same attribute reached from two places (w.teacher, model.teacher)
@@ -82,6 +95,12 @@ def aliased(w: WatchState) -> None:
                     site.path, trained.split("(")[0], target.split("(")[0])) is not None),
                     None)
                 copied = trained if fix is not None else target
+            if fix is None and group in rebound:
+                # the storage rebound where the copy was meant (``tp.data = p.data``): the
+                # values copied instead
+                fix = next((f for path in dict.fromkeys(s.path for s in sites)
+                            if (f := w.fixes.data_copied(path)) is not None), None)
+                copied = None if fix is not None else copied
             if chosen is None or (fix is not None and chosen[3] is None):
                 chosen = (target, trained, sites, fix, copied)
         target, trained, sites, fix, copied = chosen
@@ -105,10 +124,13 @@ def aliased(w: WatchState) -> None:
             step=w.step_events - 1, concerned=shown))
 
 
-def _copy_advice(copied: str, source: str, fix, line: Site | None) -> str:
+def _copy_advice(copied: str | None, source: str, fix, line: Site | None) -> str:
     """What the edit of an alias does, in words: the assignment made a copy, or, where the
     fix puts a copy in the container the target is read from (``target_nets.append(q_net)``,
-    a statement that assigns nothing), that statement's edit."""
+    a statement that assigns nothing), that statement's edit; ``copied`` ``None``: the values
+    copied where the storage was rebound (``tp.data = p.data``)."""
+    if copied is None and fix is not None and line is not None:
+        return f"copy the values, not the storage ({line}): {fix[1][0].new}"
     if fix is not None and line is not None and S.assigned_name(line.path, line.line) is None:
         return f"put a copy of `{source}` there ({line}): {fix[1][0].new}"
     return f"make `{copied}` a copy: {copied} = " + (
