@@ -22,6 +22,7 @@ from toolkit.audit.fixes.script_edits import (
     call_under_no_grad,
     detach_call,
     detach_expression,
+    detach_undone,
     edit_at,
     import_edit,
     insert_after,
@@ -45,12 +46,9 @@ from toolkit.audit.fixes.switch_edits import (
 from toolkit.audit.fixes.where_called import placed
 
 __all__ = ["as_parameter", "backward_inputs", "built_over_each", "call_under_no_grad",
-           "copy_at_alias",
-           "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call", "detach_call",
-           "detach_expression", "edit_at", "import_edit", "insert_after", "insert_before",
-           "listed_with", "made_per_item", "move_before", "node_edit", "off_decorator",
-           "out_of_no_grad", "placed",
-           "registered", "remove_detach", "replace_parameters", "switch_on_after_its_step",
-           "switch_on_after_its_use", "switch_on_before_loop",
-           "switch_on_with_the_rest",
-           "unfreeze_before", "widen"]
+           "copy_at_alias", "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call",
+           "detach_call", "detach_expression", "detach_undone", "edit_at", "import_edit",
+           "insert_after", "insert_before", "listed_with", "made_per_item", "move_before",
+           "node_edit", "off_decorator", "out_of_no_grad", "placed", "registered", "remove_detach",
+           "replace_parameters", "switch_on_after_its_step", "switch_on_after_its_use",
+           "switch_on_before_loop", "switch_on_with_the_rest", "unfreeze_before", "widen"]

@@ -34,10 +34,10 @@ from toolkit.audit.record.syntax import (
 )
 
 __all__ = ["apply_to_text", "as_parameter", "backward_inputs", "built_over_each",
-           "call_under_no_grad", "cut_argument", "detach_call", "detach_expression", "diff",
-           "edit_at", "edited_texts", "empty_with", "import_edit", "insert_after", "insert_before",
-           "listed_with", "move_before", "node_edit", "remove_detach", "replace_parameters",
-           "widen", "write_edits"]
+           "call_under_no_grad", "cut_argument", "detach_call", "detach_expression",
+           "detach_undone", "diff", "edit_at", "edited_texts", "empty_with", "import_edit",
+           "insert_after", "insert_before", "listed_with", "move_before", "node_edit",
+           "remove_detach", "replace_parameters", "widen", "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -323,15 +323,38 @@ def move_before(path: str, line: int, target: int) -> list[Edit]:
         return []
     stmt, text = a
     other, _ = b
-    lines = [x.rstrip("\r\n") for x in split_lines(text)]
-    end = stmt.end_lineno or stmt.lineno
-    rest = lines[end - 1].encode("utf-8")[stmt.end_col_offset or 0:].decode().strip()
-    if stmt.col_offset != len(indent_of(text, stmt.lineno)) or rest[:1] not in ("", "#"):
+    if not _alone(text, stmt):
         return []
+    end = stmt.end_lineno or stmt.lineno
     moved = segment(text, stmt)
     indent = indent_of(text, other.lineno)
     return [edit_at(path, (stmt.lineno, 0), (end + 1, 0), ""),
             edit_at(path, (other.lineno, 0), (other.lineno, 0), f"{indent}{moved}\n")]
+
+
+def detach_undone(path: str, span: tuple[int, int, int, int] | None) -> Edit | None:
+    """The cut ``x.detach()`` at ``span`` taken away: a statement ``x = x.detach()`` alone on
+    its lines deleted whole, else the call replaced by ``x`` (:func:`remove_detach`)."""
+    found = call_at(path, span)
+    stmt = None if found is None else statement_at(path, found[0].lineno)
+    if found is not None and stmt is not None:
+        (call, text), node = found, stmt[0]
+        if isinstance(node, ast.Assign) and node.value is call and len(node.targets) == 1 \
+                and isinstance(call.func, ast.Attribute) and call.func.attr == "detach" \
+                and segment(text, node.targets[0]) == segment(text, call.func.value) \
+                and _alone(text, node):
+            end = node.end_lineno or node.lineno
+            return edit_at(path, (node.lineno, 0), (end + 1, 0), "")
+    return remove_detach(path, span)
+
+
+def _alone(text: str, stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` has its lines to itself: it starts its first line, and nothing but a
+    comment follows it on its last."""
+    end = stmt.end_lineno or stmt.lineno
+    last = split_lines(text)[end - 1].rstrip("\r\n")
+    rest = last.encode("utf-8")[stmt.end_col_offset or 0:].decode("utf-8", "replace").strip()
+    return stmt.col_offset == len(indent_of(text, stmt.lineno)) and rest[:1] in ("", "#")
 
 
 def _offset(lines: Sequence[str], pos: tuple[int, int]) -> int:

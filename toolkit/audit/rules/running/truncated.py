@@ -97,8 +97,10 @@ def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
 
 def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
              site: Site | None) -> ScriptFinding:
-    cut = next(iter(cuts))
-    links = [link for found in cuts.values() for link in found]
+    # in the order the line writes them (found by a set of tensors: any order)
+    order = sorted(cuts, key=lambda c: c.span or (c.line, 0, c.line, 0))
+    cut = order[0]
+    links = [link for one in order for link in cuts[one]]
     module = links[0][1].module
     called = next((name for m, name in w.called_networks() if m is module), "a network")
     own = {id(p) for p in module.parameters()}
@@ -107,7 +109,7 @@ def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
     names = w.names()
     states: list[str] = []
     edits: list = []
-    for one in cuts:
+    for one in order:
         state, taken = _uncut(w, one)
         states += [state] if state else []
         edits += taken
@@ -134,24 +136,12 @@ def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
 
 def _uncut(w: WatchState, cut: Site) -> tuple[str | None, list]:
     """The name of the value cut at ``cut`` (``h`` of ``h.detach()``) and the edit that takes
-    the cut away: a statement ``h = h.detach()`` of its own deleted, else the call replaced by
-    its receiver."""
+    the cut away (:func:`~toolkit.audit.fixes.script_edits.detach_undone`)."""
     found = S.call_at(cut.path, cut.span)
     if found is None:
         return None, []
     call, text = found
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "detach"):
         return None, []
-    state = S.segment(text, call.func.value) or None
-    stmt = S.statement_at(cut.path, call.lineno)
-    if stmt is not None and isinstance(stmt[0], ast.Assign) and stmt[0].value is call \
-            and len(stmt[0].targets) == 1 and S.segment(text, stmt[0].targets[0]) == state:
-        node = stmt[0]
-        end = node.end_lineno or node.lineno
-        rest = text.splitlines()[end - 1].encode("utf-8")[node.end_col_offset or 0:]
-        whole = node.col_offset == len(S.indent_of(text, node.lineno)) and \
-            rest.decode("utf-8", "replace").strip()[:1] in ("", "#")
-        if whole:
-            return state, [w.fixes.edit_at(cut.path, (node.lineno, 0), (end + 1, 0), "")]
-    edit = w.fixes.remove_detach(cut.path, cut.span)
-    return state, [] if edit is None else [edit]
+    edit = w.fixes.detach_undone(cut.path, cut.span)
+    return S.segment(text, call.func.value) or None, [] if edit is None else [edit]
