@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 import matplotlib
+import oracles
 import pytest
 import torch
 
@@ -43,9 +44,13 @@ torch.set_num_threads(_int_env("TOOLKIT_TEST_THREADS", 1))
 os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return (f"toolkit tests: seed shift {SEED_SHIFT} (TOOLKIT_TEST_SEED), "
-            f"{torch.get_num_threads()} torch thread(s) (TOOLKIT_TEST_THREADS)")
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    vouched = [m for m in oracles.modules() if oracles.vouched(m)]
+    return [f"toolkit tests: seed shift {SEED_SHIFT} (TOOLKIT_TEST_SEED), "
+            f"{torch.get_num_threads()} torch thread(s) (TOOLKIT_TEST_THREADS)",
+            f"oracles of held-out cases: not run in {len(vouched)} of {len(oracles.modules())} "
+            f"modules, whose files tests/oracles.lock.json vouches for on torch {oracles.TORCH} "
+            f"(TOOLKIT_ORACLES=run runs them)"]
 
 
 #: The numerically sensitive tests (paths from the repository root, or words in a test's id):
@@ -59,6 +64,8 @@ NUMERIC_TESTS = ("tests/algorithms/", "tests/sklearn_suite/", "tests/lens/test_g
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "numerics: numerically sensitive; .ci/run runs these a "
                             "second time under other kernels (NUMERIC_TESTS in tests/conftest.py)")
+    config.addinivalue_line("markers", "oracle: checks a held-out case itself, not the toolkit; "
+                            "not run where tests/oracles.lock.json vouches for its files")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -68,6 +75,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = Path(os.path.relpath(item.path, config.rootpath)).as_posix()
         if where.startswith(paths) or any(w in item.nodeid for w in words):
             item.add_marker(pytest.mark.numerics)
+    # the oracles of cases whose files the lock vouches for, on this torch (tests/oracles.py)
+    vouched: dict[Path, bool] = {}
+    kept, left = [], []
+    for item in items:
+        if item.get_closest_marker("oracle") is not None:
+            module = Path(item.path)
+            if module not in vouched:
+                vouched[module] = oracles.vouched(module)
+            if vouched[module]:
+                left.append(item)
+                continue
+        kept.append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")

@@ -221,6 +221,7 @@ def test_audit_a_clear_at_the_window_boundary_or_a_meant_freeze_is_no_finding(
     assert code == 0 and failures(report) == [], [f["message"] for f in failures(report)]
 
 
+@pytest.mark.oracle
 def test_the_bug_twins_train_other_weights_than_the_published_scripts(tmp_path):
     scripts = [name for pair in TWINS for name in pair.values[:2]]
     for name in scripts:
@@ -305,6 +306,7 @@ def summed_steps(script: str, *args: str) -> list[bool]:
     return json.loads(last[len("STEPS "):])
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize(("buggy", "clean", "args"), SUMS)
 def test_each_step_uses_the_sum_of_its_window_only_in_the_published_script(buggy, clean, args):
     theirs = summed_steps(clean, *args)
@@ -313,6 +315,7 @@ def test_each_step_uses_the_sum_of_its_window_only_in_the_published_script(buggy
     assert len(ours) >= 4 and sum(not same for same in ours) > len(ours) / 2, ours
 
 
+@pytest.mark.oracle
 def test_the_correct_scripts_run_and_the_frozen_body_trains_once_unfrozen(tmp_path):
     for name in MORE_CLEAN:
         shutil.copy(SCRIPTS / name, tmp_path / name)

@@ -272,6 +272,7 @@ def test_audit_a_container_emptied_each_pass_or_without_graph_is_no_finding(tmp_
     assert code == 0 and failures(report) == [], [f["message"] for f in failures(report)]
 
 
+@pytest.mark.oracle
 def test_the_bug_twins_train_other_weights_than_the_correct_twins(tmp_path):
     scripts = [name for pair in TWINS for name in pair.values[:2]]
     for name in scripts:
@@ -284,6 +285,7 @@ def test_the_bug_twins_train_other_weights_than_the_correct_twins(tmp_path):
         assert any(not torch.allclose(ours[key], value) for key, value in theirs.items()), buggy
 
 
+@pytest.mark.oracle
 def test_the_scripts_run_to_their_end(tmp_path):
     scripts = [*CORRECT, *BUGGY]
     for name in scripts:
@@ -368,6 +370,7 @@ def stale_nodes(script: str) -> dict:
     return json.loads(last[len("STALE "):])
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("buggy", [pytest.param(pair.values[0], id=pair.id) for pair in TWINS])
 def test_each_bug_twin_backward_reaches_graph_an_earlier_pass_went_through(buggy):
     watched = stale_nodes(buggy)
@@ -376,6 +379,7 @@ def test_each_bug_twin_backward_reaches_graph_an_earlier_pass_went_through(buggy
     assert sum(n > 0 for n in stale) >= len(stale) // 2, stale
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("script", CLEAN)
 def test_no_correct_script_backward_reaches_graph_of_an_earlier_pass(script):
     watched = stale_nodes(script)

@@ -234,6 +234,7 @@ def test_audit_a_graph_made_in_the_same_pass_is_no_finding(tmp_path, script):
     assert code == 0 and failures(report) == [], [f["message"] for f in failures(report)]
 
 
+@pytest.mark.oracle
 def test_the_bug_twins_train_other_weights_than_the_correct_twins(tmp_path):
     scripts = [name for pair in TWINS for name in pair.values[:2]]
     for name in scripts:
@@ -253,10 +254,12 @@ def run_to_the_end(tmp_path, scripts: list[str]) -> None:
         assert tensors and all(torch.isfinite(t).all() for t in tensors.values()), name
 
 
+@pytest.mark.oracle
 def test_the_correct_scripts_run_to_their_end(tmp_path):
     run_to_the_end(tmp_path, CORRECT)
 
 
+@pytest.mark.oracle
 def test_the_bug_twins_run_to_their_end(tmp_path):
     run_to_the_end(tmp_path, BUGGY)
 
@@ -349,12 +352,14 @@ def carried(script: str) -> dict:
     return json.loads(last[len("CARRIED "):])
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("buggy", [pytest.param(pair.values[0], id=pair.id) for pair in TWINS])
 def test_each_bug_twin_backward_reaches_graph_from_before_a_step(buggy):
     watched = carried(buggy)
     assert watched["carried"], watched
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("script", CLEAN)
 def test_no_correct_script_backward_reaches_graph_from_before_a_step(script):
     watched = carried(script)

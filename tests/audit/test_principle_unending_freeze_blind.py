@@ -234,6 +234,7 @@ def run_to_end(tmp_path: Path, script: str) -> tuple[dict, dict]:
     return (torch.load(init, weights_only=True), torch.load(out, weights_only=True))
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize(("buggy", "clean", "line", "also", "names"), PAIRS)
 def test_the_bug_twin_never_trains_the_part_and_the_published_script_does(
         tmp_path, buggy, clean, line, also, names):
