@@ -588,12 +588,13 @@ class Watch(ModuleCalls, GradientAccess):
             self.ledger.observe(p, self.iteration, self.last_step_of, self.stepped_at,
                                 self.cleared_at)
         if self.record:
-            named = self.names()
+            named, owners = self.names(), dead.parameter_modules(self)
             self.grads.append({"iteration": self.iteration, "optimizer": index,
                                "event": self.step_events - 1,
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
                                              else None) for k, p in stepped},
-                               "names": {k: named.get(id(p), k) for k, p in stepped}})
+                               "names": {k: named.get(id(p), k) for k, p in stepped},
+                               "idle": [k for k, p in stepped if self._idle(p, owners)]})
         targets.followers(self, index, stepped)
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
@@ -626,6 +627,13 @@ class Watch(ModuleCalls, GradientAccess):
             self.ledger.stepped(id(p))
         lost.lost(self, index, site)
         at_step.wasted(self)
+
+    def _idle(self, p: torch.Tensor, owners: dict[int, int]) -> bool:
+        """Whether the module that holds ``p`` ran before and no forward of it ran since
+        ``p``'s last step (a block stochastic depth dropped, a part of another phase): no
+        gradient is its due."""
+        ran = self.ran.get(owners.get(id(p), -1))
+        return bool(ran) and not any(e >= self.last_step_of.get(id(p), -1) for e in ran)
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         self.stepping = None

@@ -85,8 +85,8 @@ def _aligned(ours: list[dict], theirs: list[dict]) -> tuple[list[dict], list[dic
         return ours, theirs, {}
 
     def by_name(steps: list[dict]) -> list[dict]:
-        return [{**g, "grads": {g["names"].get(k, k): v for k, v in g["grads"].items()}}
-                for g in steps]
+        return [{**g, "grads": {g["names"].get(k, k): v for k, v in g["grads"].items()},
+                 "idle": [g["names"].get(k, k) for k in g.get("idle", ())]} for g in steps]
 
     return by_name(ours), by_name(theirs), mine
 
@@ -278,6 +278,9 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         concerned = {renamed.get(k, k) for k in concerned}
         revived = {renamed.get(k, k) for k in revived}
     theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
+    # the tensors whose module ran no forward since their last step, in the edited run (a
+    # block stochastic depth dropped at that step): no gradient is their due there
+    idle_at = {int(g.get("event", i)): set(g.get("idle", ())) for i, g in enumerate(theirs)}
     if s not in theirs_at and s >= need and not again:
         # the first run counted fewer iterations than it took steps (a loop whose iterations
         # it could not tell apart): the edited run audits as many iterations as there were
@@ -319,10 +322,12 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
             return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
     # an edit that cuts a path that trained them ("loses") is proved by the finding gone:
     # they may still train from another path (the prediction's, for the model that guessed a
-    # label); any other edit must reach each tensor it is about now (a gradient of exact
-    # zeros is one: a bias under a difference of means), and move one of them, at least
+    # label); any other edit must reach each tensor it is about now, unless its module did not
+    # run (a gradient of exact zeros is one: a bias under a difference of means), and move one
+    # of them, at least
     if "*" not in concerned and not finding.extra.get("loses"):
-        got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]}
+        got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]
+               and not (theirs_at[at][key] is None and key in idle_at[at])}
         for key, g in got.items():
             if g is None:
                 return False, f"{key} still gets no gradient in the edited script"

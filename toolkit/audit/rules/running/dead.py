@@ -13,6 +13,7 @@ import torch
 import torch.overrides
 
 from toolkit.audit.findings import ScriptFinding
+from toolkit.audit.kinds import Kind
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import (
     Graph,
@@ -28,7 +29,8 @@ from toolkit.audit.rules.running.state import WatchState
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
 _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
 
-__all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "reached_keys", "read_by_training", "settle", "target_cut", "target_only"]
+__all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "parameter_modules", "reached_keys",
+           "read_by_training", "settle", "target_cut", "target_only"]
 
 
 def _trained_elsewhere(w: WatchState, p: torch.Tensor, index: int) -> bool:
@@ -79,7 +81,7 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
         return
     misplaced = is_misplaced(w, index, stepped, dead)
     read = read_by_training(w)
-    owners = _owners(w)
+    owners = parameter_modules(w)
     # a target meets a prediction some network makes: where the losses train no network's
     # tensors (a GFlowNet's log Z alone, its policy run under no_grad), what the network cut
     # off computes is no target but the part meant to train
@@ -175,9 +177,9 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                 advice="use them in a loss, or leave them out of the optimizer if they "
                        "are meant to stay as they are", step=w.step_events - 1,
                 concerned=keys, extra={
-                    # the events since these tensors' last step, up to this one: where a
-                    # forward of their modules would have run for this step
-                    "window": (min(w.last_step_of.get(id(p), -1) for _, p in hit), event),
+                    # the events since these tensors' last step (watched or not), up to
+                    # this one: where a forward of their modules would have run for this step
+                    "window": (min(w.stepped_at.get(id(p), -1) for _, p in hit), event),
                     # whether the losses trained others of the tensors this optimizer steps
                     "others_trained": any(w.ledger.live.get(id(p)) for _, p in stepped),
                     **({"misplaced": index} if misplaced else {})}))
@@ -372,7 +374,8 @@ def _now_and_then(w: WatchState) -> None:
 def _idle(w: WatchState) -> None:
     """Each dead finding with no cut, at the end: when no forward of the modules that hold its
     tensors ran since their last step (before the step that found them) and each of them runs
-    at another time of the audited iterations, they are a part another phase trains
+    at another time (in an iteration recorded, or its tensors stepped with a gradient at a
+    step between those), they are a part another phase trains
     (pre-training's decoder while fine-tuning, the head while pre-training), held by this
     phase's optimizer for nothing: ``idle``, information. When each of those modules ran in
     that window with a graph (gradients on, its output requiring grad) and no loss read the
@@ -386,13 +389,19 @@ def _idle(w: WatchState) -> None:
     that ran with gradients off, or whose optimizer's tensors all got none)."""
     if not w.pending_idle:
         return
-    owners = _owners(w)
+    owners = parameter_modules(w)
     for finding, tensors in w.pending_idle:
         lo, hi = finding.extra["window"]
         held_by = {owners.get(t) for t in tensors}
         ran = {m: w.ran.get(m, set()) for m in held_by if m is not None}
-        if None not in held_by and all(
-                ran[m] and not any(lo <= e < hi for e in ran[m]) for m in held_by):
+        # a module runs at another time when a recorded iteration saw it run, or when an
+        # optimizer stepped its tensors with a gradient at a step between the recorded ones
+        # (a block stochastic depth dropped in every iteration the audit recorded, which no
+        # recorded call names)
+        between = {m: all(t in w.stepped_with_grad for t in tensors if owners.get(t) == m)
+                   for m in held_by}
+        if all((ran.get(m) or between[m]) and not any(lo <= e < hi for e in ran.get(m, ()))
+               for m in held_by):
             finding = _for_nothing(
                 w, finding, tensors, "idle",
                 f"no forward of {_their(held_by)} ran since their last step, and "
@@ -410,6 +419,11 @@ def _idle(w: WatchState) -> None:
                 f"optimizer skips them",
                 "leave them out of the optimizer, or out of the forward, if their output is "
                 "not meant for a loss; add their loss, if it is")
+        elif any(f.kind == Kind.DEAD and "window" not in f.extra
+                 and set(finding.tensors) <= set(f.tensors) for f in w.findings.values()):
+            # the same tensors dead at a step whose record names the cut that starves them
+            # (a step the recording joined late, its no_grad call unseen): that finding is it
+            continue
         w.add(finding)
     w.pending_idle = []
 
@@ -436,7 +450,7 @@ def _names(w: WatchState, finding: ScriptFinding, tensors: list[int]) -> tuple[s
     return tuple(names.get(t, old) for t, old in zip(tensors, finding.names, strict=True))
 
 
-def _owners(w: WatchState) -> dict[int, int]:
+def parameter_modules(w: WatchState) -> dict[int, int]:
     """Each parameter of the modules the script called, by ``id``, with the ``id`` of the
     module that holds it itself (not one of its parents)."""
     out: dict[int, int] = {}
@@ -450,8 +464,8 @@ def _owners(w: WatchState) -> dict[int, int]:
 
 def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None):
     """The user's ``.detach()`` (or ``no_grad`` module call) that keeps ``p`` from the
-    losses: a detach whose input's graph reaches ``p``. ``owners``: :func:`_owners`, where the
-    caller has it."""
+    losses: a detach whose input's graph reaches ``p``. ``owners``: :func:`parameter_modules`,
+    where the caller has it."""
     # a cut whose values an operation with a graph read (the predictor's input, cut): its
     # removal gives the loss a path; before the last cut (a key chosen by ``argmax``)
     rec = w.staged.rec
@@ -482,7 +496,7 @@ def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None)
         return mid_forward
     # a module that also ran with a graph since p's last step was not kept from the loss by
     # a call under no_grad: no loss read that output (judged at the end, :func:`_idle`)
-    if _ran_with_graph(w, p, _owners(w) if owners is None else owners):
+    if _ran_with_graph(w, p, parameter_modules(w) if owners is None else owners):
         return None
     # the last call under no_grad that reads p, itself or through its inputs' graph: the
     # one whose output the loss reads
@@ -543,8 +557,8 @@ def _cut_mid_forward(w: WatchState, p: torch.Tensor):
 
 
 def _ran_with_graph(w: WatchState, p: torch.Tensor, owners: dict[int, int]) -> bool:
-    """Whether the module that holds ``p`` (``owners``: :func:`_owners`) ran with a graph
-    since ``p``'s last step."""
+    """Whether the module that holds ``p`` (``owners``: :func:`parameter_modules`) ran with a
+    graph since ``p``'s last step."""
     owner = owners.get(id(p))
     last = w.last_step_of.get(id(p), -1)
     return owner is not None and any(e >= last for e in w.ran_with_graph.get(owner, ()))
