@@ -191,6 +191,11 @@ class Watch(ModuleCalls, GradientAccess):
         self.prev_audited = self.audited()
         self.iteration += 1
         self.site_events = {}
+        if self.step_events == self.steps_at_start and self.backward_seq:
+            # no optimizer stepped in the iteration that ended (an update by hand, as the
+            # word language model's pre-training writes it): it ended at its last backward()
+            self.last_step_seq = self.backward_seq
+        self.steps_at_start = self.step_events
         self.start_seq[self.iteration] = self.last_step_seq
         # what the new iteration did before its first backward() was recorded after the last
         # step (each record filtered only when it holds any: in an iteration not recorded,
@@ -400,6 +405,8 @@ class Watch(ModuleCalls, GradientAccess):
         self.events += 1
         self.site_events[key] = self.events
         self.backwards += 1
+        if self.audited() or self.audited(self.iteration + 1):
+            self.backward_seq = current_sequence()
         if not self.audited():
             return None
         self.backward_keys[self.events] = key
@@ -528,8 +535,16 @@ class Watch(ModuleCalls, GradientAccess):
             self.written_at[key] = source.index
         if self.stepping is not None:   # a closure's: the step reads it when the closure returns
             self.read_sources.add(source.index)
+        if not self.optimizers and self.staged.rec is None and self.recording() and \
+                not self.done():
+            # no optimizer yet: the script updates by hand (a manual SGD), and no optimizer's
+            # construction or step begins the recording of the step audit's stages: the first
+            # backward does, for the next iteration's forward
+            self.staged.learn(user_frame(2), self.optimizers, by_hand=True)
         if self.recording() and not self.done():
-            self.staged.resume()
+            # with no optimizer, what follows a backward() is the next iteration's forward: a
+            # new call, as after a step
+            self.staged.resume(new_call=not self.optimizers)
         else:
             self.staged.leave()
 

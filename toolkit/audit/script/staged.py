@@ -29,7 +29,7 @@ import ast
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -103,11 +103,12 @@ class Staged:
         self.seen: dict[Edit, set[str]] = {}
 
     # --- what the recording names -------------------------------------------------------
-    def learn(self, frame: FrameType | None,
-              optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    def learn(self, frame: FrameType | None, optimizers: Sequence[torch.optim.Optimizer],
+              by_hand: bool = False) -> None:
         """Name the modules the user's frames from ``frame`` outwards hold (their locals,
         then their globals, then the attributes of a method's ``self``), and watch every
-        tensor of ``optimizers``."""
+        tensor of ``optimizers`` (``by_hand``: of those modules, which the script updates
+        itself)."""
         before = len(self.names.objects)
         for f in user_frames(frame):
             scopes: list[Iterable[tuple[str, Any]]] = [f.f_locals.items()]
@@ -123,6 +124,9 @@ class Staged:
         new = [opt for opt in optimizers if not any(opt is o for o in self.optimizers)]
         self.optimizers.extend(new)
         tensors = [p for opt in new for g in opt.param_groups for p in g["params"]]
+        if by_hand:
+            tensors += [p for m in self.names.objects.values() if isinstance(m, nn.Module)
+                        for p in m.parameters() if p.requires_grad]
         held = {id(p) for p in tensors}
         for f in user_frames(frame):   # a plain tensor an optimizer steps, by its name there
             for name, value in [*f.f_locals.items(), *f.f_globals.items()]:
@@ -176,12 +180,13 @@ class Staged:
         _drop_gone()
 
     # --- the step audit of one backward -------------------------------------------------
-    def judge(self, roots: Sequence[torch.Tensor], leaves: Iterable[int], frame: FrameType | None,
-              iteration: int, step: int, marks: tuple[int, int], label: str,
+    def judge(self, roots: Sequence[torch.Tensor], leaves: Mapping[int, torch.Tensor],
+              frame: FrameType | None, iteration: int, step: int, marks: tuple[int, int],
+              label: str,
               namespace: dict[str, Any], graph: StepGraph | None = None) -> None:
         """Run the step audit's rules (:data:`_RULES`) on the loss ``roots`` (one scalar) that the
         script is about to differentiate, paired with the optimizers owning tensors among
-        ``leaves`` (ids of the leaves its graph reaches). ``marks``: autograd's sequence
+        ``leaves`` (the leaves its graph reaches, by ``id``). ``marks``: autograd's sequence
         number where the previous iteration and this one began; ``namespace``: the names the
         user's frames hold there (:func:`scope_of`); ``graph``: the loss's graph, when the
         watch has read it."""
@@ -197,10 +202,19 @@ class Staged:
                                       if call == rec.call for cut in cuts))
         paired = [opt for opt in self.optimizers
                   if any(id(p) in reached for g in opt.param_groups for p in g["params"])]
-        if not paired:
-            return
+        rules = _RULES
         pairing: Any = paired[0] if len(paired) == 1 else [
             g for opt in paired for g in opt.param_groups]
+        if not paired:
+            # no optimizer holds a tensor the loss reaches: the update is written by hand (a
+            # manual SGD, ``p.data.add_(p.grad, alpha=-lr)``), or there is none. The rules
+            # that read the graph alone still hold (a graph carried from an earlier iteration,
+            # or kept in a module's state), the parameters it reaches standing for the stepped
+            by_hand = [t for t in leaves.values()
+                       if isinstance(t, nn.Parameter) and t.requires_grad]
+            if not by_hand:
+                return
+            pairing, rules = [{"params": by_hand}], (carried.check, held.check)
         losses = {"loss": roots[0]}
         pairings = {None: pairing}
         stepped = {None: {id(p): p for g in (pairing.param_groups if len(paired) == 1
@@ -215,7 +229,7 @@ class Staged:
         recorded.namespace = namespace
         if frame is not None:
             recorded.loss_at = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
-        audit = run_rules(recorded, _RULES)
+        audit = run_rules(recorded, rules)
         if not audit.ok:
             graphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
                                 and (v.grad_fn is not None or v.requires_grad))

@@ -163,6 +163,11 @@ class WatchState:
         self.last_step_event = -1
         self.start_seq: dict[int, int] = {}
         self.last_step_seq = 0
+        # autograd's next number at the last backward() (taken only near audited iterations),
+        # and the steps counted when this iteration began: an iteration with no optimizer step
+        # (its update written by hand, ``p.data.add_(p.grad, alpha=-lr)``) ends there
+        self.backward_seq = 0
+        self.steps_at_start = 0
         self.ledger = Ledger()
         self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
         # tensor id -> (iteration, optimizer index) of the last step that used its gradient
