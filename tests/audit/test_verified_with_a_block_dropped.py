@@ -4,8 +4,9 @@ random in each training step, so a dropped block's tensors get no gradient in th
 script, the published one too. A fine-tuning phase that computes the features under
 ``torch.no_grad()`` starves the whole backbone (``dead``); the edit that takes the features out of
 ``no_grad`` reaches every block that runs, and a block dropped at the step it is checked on is
-not held against it: its module ran no forward since its last step. The edit is verified, and
-the fixed script trains as the published one."""
+not held against it: its module ran no forward with a graph since its last step (the
+evaluation between the phases runs it under no_grad). The edit is verified, and the fixed script
+trains as the published one."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ for step in range(3):   # pre-training: every block runs
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+with torch.no_grad():   # an evaluation: every block runs, with no graph
+    accuracy = (model.fc(model.features(x)).argmax(1) == y).float().mean()
 model.fc = nn.Linear(8, 3)   # a new head, fine-tuned with the backbone
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 for step in range(4):

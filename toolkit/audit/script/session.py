@@ -644,11 +644,14 @@ class Watch(ModuleCalls, GradientAccess):
         at_step.wasted(self)
 
     def _idle(self, p: torch.Tensor, owners: dict[int, int]) -> bool:
-        """Whether the module that holds ``p`` ran before and no forward of it ran since
-        ``p``'s last step (a block stochastic depth dropped, a part of another phase): no
-        gradient is its due."""
-        ran = self.ran.get(owners.get(id(p), -1))
-        return bool(ran) and not any(e >= self.last_step_of.get(id(p), -1) for e in ran)
+        """Whether the module that holds ``p`` ran before and no forward of it with a graph
+        ran since ``p``'s last step (a block stochastic depth dropped, a part of another
+        phase; its call in an evaluation under no_grad makes no graph): no gradient is its
+        due."""
+        module = owners.get(id(p), -1)
+        last = self.last_step_of.get(id(p), -1)
+        return bool(self.ran.get(module)) and not any(
+            e >= last for e in self.ran_with_graph.get(module, ()))
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         self.stepping = None

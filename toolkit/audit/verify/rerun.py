@@ -326,13 +326,13 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     # run (a gradient of exact zeros is one: a bias under a difference of means), and move one
     # of them, at least
     if "*" not in concerned and not finding.extra.get("loses"):
-        got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]
-               and not (theirs_at[at][key] is None and key in idle_at[at])}
+        got = {key: theirs_at[at].get(key) for key in concerned if key in theirs_at[at]}
         for key, g in got.items():
-            if g is None:
+            if g is None and key not in idle_at[at]:
                 return False, f"{key} still gets no gradient in the edited script"
-        if got and not any(bool(g.any()) for g in got.values()):
-            return False, "the tensors it is about get a gradient of zeros in the edited script"
+        if got and not any(bool(g.any()) for g in got.values() if g is not None):
+            return False, ("the tensors it is about get no gradient, or one of zeros, in the "
+                           "edited script")
     return True, ""
 
 
