@@ -27,6 +27,7 @@ from toolkit.audit.record.sites import (
     Line,
     called_by_user,
     cut_by_user,
+    grad_off_block,
     grad_off_line,
     library_call,
     package_of,
@@ -447,8 +448,9 @@ def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any,
         return
     leaves = tuple(fed_leaves(fed))
     if leaves:
-        cut = ((grad_off_line(), "no_grad", leaves),)
-        rec.cut_callers[cut[0][0], id(leaves[0])] = user_line()   # the line the fix moves
+        block, call = grad_off_block()
+        cut = ((block, "no_grad", leaves),)
+        rec.cut_callers[cut[0][0], id(leaves[0])] = call or user_line()   # the line the fix moves
         rec.block_origins.append(leaves)
         if inside:
             rec.inside_origins.append(leaves)

@@ -57,7 +57,7 @@ from toolkit.audit.record.patches import ClassPatches
 from toolkit.audit.record.sites import (
     Line,
     forget_lines,
-    grad_off_line,
+    grad_off_block,
     line_of,
     step_frame,
     step_line,
@@ -560,8 +560,9 @@ class Recording:
             own = {id(p) for p in trained}
             trained += tuple(t for t in fed_leaves(tensors_in(args)) if id(t) not in own)
         if trained:   # a trained network's outputs computed under torch.no_grad(): cut
-            cut = ((grad_off_line(1), "no_grad", trained),)
-            self.cut_callers[cut[0][0], id(trained[0])] = user_line()
+            block, call = grad_off_block(1)
+            cut = ((block, "no_grad", trained),)
+            self.cut_callers[cut[0][0], id(trained[0])] = call or user_line()
             # with the cuts of its inputs that the block made of values with a graph (not
             # those of networks run in it: Forward-Forward's layers, cut on purpose)
             for a in tensors_in(args):

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 __all__ = ["INSTALLED", "OWN_PATHS", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame",
-           "cut_by_user", "forget_lines", "grad_off_line", "line_of", "step_line", "user_frame",
+           "cut_by_user", "forget_lines", "grad_off_block", "grad_off_line", "line_of", "step_line",
+           "user_frame",
            "user_frames", "user_line", "user_lines", "user_stack"]
 
 # frames of these folders are never user code: torch, the lens and the audit (of the toolkit's
@@ -357,6 +358,13 @@ def grad_off_line(depth: int = 2) -> Line | None:
     the user's code that encloses the running line, in the innermost frame that has one: where
     gradients were switched off. Read from the source by indentation; ``None`` when no frame's
     source shows one (a decorator, a context entered elsewhere)."""
+    return grad_off_block(depth + 1)[0]
+
+
+def grad_off_block(depth: int = 2) -> tuple[Line | None, Line | None]:
+    """:func:`grad_off_line`, and the line of its block running in that frame: the block's own
+    statement that leads to the running line (``nll, state = unroll(...)``, where ``unroll``
+    calls the network), which is where a fix moves a call out of the block."""
     frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         path = frame.f_code.co_filename
@@ -364,10 +372,10 @@ def grad_off_line(depth: int = 2) -> Line | None:
             found = _enclosing_with(path, frame.f_lineno, frame.f_code.co_firstlineno)
             if found is not None:
                 number, text = found
-                return Line(os.path.basename(path), number, frame.f_code.co_name, text, path,
-                            _inside(frame))
+                return (Line(os.path.basename(path), number, frame.f_code.co_name, text, path,
+                             _inside(frame)), _line(frame))
         frame = frame.f_back
-    return None
+    return None, None
 
 
 #: a function's decorator that runs it with gradients off
