@@ -327,7 +327,8 @@ def _names_of(found: Any, graphed: frozenset[str] = frozenset()) -> tuple[str, .
     """The names of what ``found`` concerns; of a cut, with the values the statements where
     its fix goes bind, as the script names them, but those the user's frames hold with a
     graph (``graphed``: a loss made with the cut value, not the value)."""
-    if isinstance(found, ConstantTerm) and found.cut == "self":   # the values, what they train
+    if isinstance(found, ConstantTerm) and found.cut in ("self", ""):
+        # the values (a gradient taken without create_graph: its name), what they train
         return (*found.tensors, *found.through)
     if isinstance(found, ConstantTerm) and found.cut in ("no_grad", "detach"):
         # a cut: what it would train, and the values cut where the fix goes
