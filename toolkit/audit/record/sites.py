@@ -31,8 +31,7 @@ from torch import nn
 
 __all__ = ["INSTALLED", "OWN_PATHS", "STDLIB", "STOP_CODES", "TOOLKIT", "Line", "caller_frame",
            "cut_by_user", "forget_lines", "grad_off_block", "grad_off_line", "line_of", "step_line",
-           "user_frame",
-           "user_frames", "user_line", "user_lines", "user_stack"]
+           "user_frame", "user_frames", "user_line", "user_lines", "user_stack"]
 
 # frames of these folders are never user code: torch, the lens and the audit (of the toolkit's
 # folder); nor those of installed packages, or of Python's own modules

@@ -609,7 +609,7 @@ class Watch(ModuleCalls, GradientAccess):
                                "grads": {k: (p.grad.detach().clone() if p.grad is not None
                                              else None) for k, p in stepped},
                                "names": {k: named.get(id(p), k) for k, p in stepped},
-                               "idle": [k for k, p in stepped if self._idle(p, owners)]})
+                               "idle": [k for k, p in stepped if dead.is_idle(self, p, owners)]})
         targets.followers(self, index, stepped)
         at_step.frozen(self, index, opt, site)
         self.trainable_seen.update(id(p) for _, p in stepped)
@@ -642,16 +642,6 @@ class Watch(ModuleCalls, GradientAccess):
             self.ledger.stepped(id(p))
         lost.lost(self, index, site)
         at_step.wasted(self)
-
-    def _idle(self, p: torch.Tensor, owners: dict[int, int]) -> bool:
-        """Whether the module that holds ``p`` ran before and no forward of it with a graph
-        ran since ``p``'s last step (a block stochastic depth dropped, a part of another
-        phase; its call in an evaluation under no_grad makes no graph): no gradient is its
-        due."""
-        module = owners.get(id(p), -1)
-        last = self.last_step_of.get(id(p), -1)
-        return bool(self.ran.get(module)) and not any(
-            e >= last for e in self.ran_with_graph.get(module, ()))
 
     def stepped(self, opt: torch.optim.Optimizer) -> None:
         self.stepping = None

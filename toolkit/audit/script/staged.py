@@ -182,8 +182,7 @@ class Staged:
     # --- the step audit of one backward -------------------------------------------------
     def judge(self, roots: Sequence[torch.Tensor], leaves: Mapping[int, torch.Tensor],
               frame: FrameType | None, iteration: int, step: int, marks: tuple[int, int],
-              label: str,
-              namespace: dict[str, Any], graph: StepGraph | None = None) -> None:
+              label: str, namespace: dict[str, Any], graph: StepGraph | None = None) -> None:
         """Run the step audit's rules (:data:`_RULES`) on the loss ``roots`` (one scalar) that the
         script is about to differentiate, paired with the optimizers owning tensors among
         ``leaves`` (the leaves its graph reaches, by ``id``). ``marks``: autograd's sequence

@@ -29,8 +29,8 @@ from toolkit.audit.rules.running.state import WatchState
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
 _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
 
-__all__ = ["add_dead", "cut_of", "dead", "is_misplaced", "parameter_modules", "reached_keys",
-           "read_by_training", "settle", "target_cut", "target_only"]
+__all__ = ["add_dead", "cut_of", "dead", "is_idle", "is_misplaced", "parameter_modules",
+           "reached_keys", "read_by_training", "settle", "target_cut", "target_only"]
 
 
 def _trained_elsewhere(w: WatchState, p: torch.Tensor, index: int) -> bool:
@@ -554,6 +554,14 @@ def _cut_mid_forward(w: WatchState, p: torch.Tensor):
             at, edits = moved
             return Site(caller.path, at, None), what, tuple(edits), True
     return None
+
+
+def is_idle(w: WatchState, p: torch.Tensor, owners: dict[int, int]) -> bool:
+    """Whether the module that holds ``p`` (``owners``: :func:`parameter_modules`) ran before
+    and not with a graph since ``p``'s last step (a block stochastic depth dropped, a part of
+    another phase; its call in an evaluation under no_grad makes no graph): no gradient is its
+    due."""
+    return bool(w.ran.get(owners.get(id(p), -1))) and not _ran_with_graph(w, p, owners)
 
 
 def _ran_with_graph(w: WatchState, p: torch.Tensor, owners: dict[int, int]) -> bool:
