@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from toolkit.audit.files import read_source, split_lines
 
 __all__ = [
-    "argument_made_at",
     "argument_names",
+    "arguments_made_at",
     "assigned_name",
     "assigned_names",
     "assignment_of",
@@ -485,34 +485,44 @@ def _optimizer_params(path: str, span: tuple[int, int, int, int] | None
     return call, text, arg, parsed[0]
 
 
-def argument_made_at(path: str, span: tuple[int, int, int, int] | None) -> int | None:
-    """The line of the statement that last assigned, before the call at ``span``, the plain
-    name the call takes as its first argument (``params = [*a.parameters()]`` before
-    ``SGD(params, lr=0.1)``), in the call's own function (or at the module's top level);
-    ``None`` where the argument is no plain name or no such statement is there."""
+def arguments_made_at(path: str, span: tuple[int, int, int, int] | None) -> tuple[int, ...]:
+    """The lines of the statements that last assigned, before the call at ``span``, the plain
+    names the call takes its tensors by: its first argument (``params = [*a.parameters()]``
+    before ``SGD(params, lr=0.1)``), or the ``"params"`` of each group of a list it takes
+    (``Adam([{"params": decay}, {"params": no_decay}])``, each list built by a filter over
+    ``named_parameters()``), each in the call's own function (or at the module's top level),
+    in the order the call names them; none where no such name or statement is there."""
     found = _optimizer_params(path, span)
-    if found is None or not isinstance(found[2], ast.Name):
-        return None
+    if found is None:
+        return ()
     call, _, first, tree = found
+    names = [first] if isinstance(first, ast.Name) else [
+        value for group in (first.elts if isinstance(first, ast.List | ast.Tuple) else ())
+        if isinstance(group, ast.Dict)
+        for key, value in zip(group.keys, group.values, strict=True)
+        if isinstance(key, ast.Constant) and key.value == "params" and
+        isinstance(value, ast.Name)]
+    if not names:
+        return ()
     scope: ast.AST = tree
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
                 node.lineno < call.lineno <= (node.end_lineno or node.lineno) and \
                 node.lineno > getattr(scope, "lineno", 0):
             scope = node
-    best = None
+    best: dict[str, int] = {}
     todo = list(ast.iter_child_nodes(scope))
     while todo:
         node = todo.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             continue   # a scope of its own
         if isinstance(node, ast.Assign | ast.AnnAssign) and \
-                (node.end_lineno or node.lineno) < call.lineno and any(
-                isinstance(t, ast.Name) and t.id == first.id
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
-            best = max(best or 0, node.lineno)
+                (node.end_lineno or node.lineno) < call.lineno:
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name):
+                    best[t.id] = max(best.get(t.id, 0), node.lineno)
         todo.extend(ast.iter_child_nodes(node))
-    return best
+    return tuple(dict.fromkeys(best[n.id] for n in names if n.id in best))
 
 
 #: the calls a loop walks a model's tensors or modules with: its variables are no progress of

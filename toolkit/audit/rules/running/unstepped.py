@@ -213,13 +213,14 @@ def end_of_iteration(w: WatchState) -> None:
 
 
 def _built_sites(built: Site | None) -> tuple[str, ...]:
-    """The optimizer's line, and the line that made the list it was built over where the
-    line hands a name (``encoder_params = [*encoder.parameters(), *mu_head.parameters()]``
-    before ``RMSprop(encoder_params)``): the fix is as right in either."""
+    """The optimizer's line, and the lines that made the lists it was built over where the
+    line hands names (``encoder_params = [*encoder.parameters(), *mu_head.parameters()]``
+    before ``RMSprop(encoder_params)``, or the filters over ``named_parameters()`` that made
+    each group's list): the fix is as right in any of them."""
     if built is None:
         return ()
-    made = S.argument_made_at(built.path, built.span)
-    return (built.shown(), *(() if made is None else (Site(built.path, made, None).shown(),)))
+    return (built.shown(), *(Site(built.path, made, None).shown()
+                             for made in S.arguments_made_at(built.path, built.span)))
 
 
 def _claimed(w: WatchState, wrong: int) -> tuple[str, ...]:
